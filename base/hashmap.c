@@ -1,0 +1,127 @@
+#include "base/hashmap.h"
+
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/str.h"
+
+void kiln_hashmap_init(kiln_hashmap_t *m) { memset(m, 0, sizeof *m); }
+
+void kiln_hashmap_free(kiln_hashmap_t *m) {
+  for (size_t i = 0; i < m->cap; i++) kiln_free(m->slots[i].key);
+  kiln_free(m->slots);
+  memset(m, 0, sizeof *m);
+}
+
+static kiln_hashmap_entry_t *find_slot(kiln_hashmap_entry_t *slots, size_t cap, const char *key,
+                                       size_t key_len, uint64_t h) {
+  size_t i = (size_t)h & (cap - 1);
+  for (;;) {
+    kiln_hashmap_entry_t *e = &slots[i];
+    if (!e->key) return e;
+    if (e->hash == h && e->key_len == key_len && memcmp(e->key, key, key_len) == 0) return e;
+    i = (i + 1) & (cap - 1);
+  }
+}
+
+void *kiln_hashmap_get(const kiln_hashmap_t *m, const char *key, size_t key_len) {
+  if (!m->cap) return NULL;
+  kiln_hashmap_entry_t *e = find_slot(m->slots, m->cap, key, key_len, kiln_hash_bytes(key, key_len));
+  return e->key ? e->value : NULL;
+}
+
+bool kiln_hashmap_contains(const kiln_hashmap_t *m, const char *key, size_t key_len) {
+  if (!m->cap) return false;
+  kiln_hashmap_entry_t *e = find_slot(m->slots, m->cap, key, key_len, kiln_hash_bytes(key, key_len));
+  return e->key != NULL;
+}
+
+static void grow(kiln_hashmap_t *m) {
+  size_t cap = m->cap ? m->cap * 2 : 16;
+  kiln_hashmap_entry_t *slots = kiln_calloc(cap, sizeof *slots);
+  for (size_t i = 0; i < m->cap; i++) {
+    kiln_hashmap_entry_t *e = &m->slots[i];
+    if (e->key) *find_slot(slots, cap, e->key, e->key_len, e->hash) = *e;
+  }
+  kiln_free(m->slots);
+  m->slots = slots;
+  m->cap = cap;
+}
+
+void *kiln_hashmap_put(kiln_hashmap_t *m, const char *key, size_t key_len, void *value) {
+  if ((m->len + 1) * 4 > m->cap * 3) grow(m);
+  uint64_t h = kiln_hash_bytes(key, key_len);
+  kiln_hashmap_entry_t *e = find_slot(m->slots, m->cap, key, key_len, h);
+  if (e->key) {
+    void *old = e->value;
+    e->value = value;
+    return old;
+  }
+  e->key = kiln_malloc(key_len + 1);
+  memcpy(e->key, key, key_len);
+  e->key[key_len] = 0;
+  e->key_len = key_len;
+  e->hash = h;
+  e->value = value;
+  m->len++;
+  return NULL;
+}
+
+void kiln_ptrmap_init(kiln_ptrmap_t *m) { memset(m, 0, sizeof *m); }
+
+void kiln_ptrmap_free(kiln_ptrmap_t *m) {
+  kiln_free(m->keys);
+  kiln_free(m->values);
+  memset(m, 0, sizeof *m);
+}
+
+static size_t ptr_hash(const void *p) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  return (size_t)x;
+}
+
+static size_t ptr_slot(const void **keys, size_t cap, const void *key) {
+  size_t i = ptr_hash(key) & (cap - 1);
+  while (keys[i] && keys[i] != key) i = (i + 1) & (cap - 1);
+  return i;
+}
+
+void *kiln_ptrmap_get(const kiln_ptrmap_t *m, const void *key) {
+  if (!m->cap || !key) return NULL;
+  size_t i = ptr_slot(m->keys, m->cap, key);
+  return m->keys[i] ? m->values[i] : NULL;
+}
+
+bool kiln_ptrmap_contains(const kiln_ptrmap_t *m, const void *key) {
+  if (!m->cap || !key) return false;
+  return m->keys[ptr_slot(m->keys, m->cap, key)] != NULL;
+}
+
+void kiln_ptrmap_put(kiln_ptrmap_t *m, const void *key, void *value) {
+  if (!key) return;
+  if ((m->len + 1) * 4 > m->cap * 3) {
+    size_t cap = m->cap ? m->cap * 2 : 16;
+    const void **keys = kiln_calloc(cap, sizeof *keys);
+    void **values = kiln_calloc(cap, sizeof *values);
+    for (size_t i = 0; i < m->cap; i++) {
+      if (!m->keys[i]) continue;
+      size_t j = ptr_slot(keys, cap, m->keys[i]);
+      keys[j] = m->keys[i];
+      values[j] = m->values[i];
+    }
+    kiln_free(m->keys);
+    kiln_free(m->values);
+    m->keys = keys;
+    m->values = values;
+    m->cap = cap;
+  }
+  size_t i = ptr_slot(m->keys, m->cap, key);
+  if (!m->keys[i]) {
+    m->keys[i] = key;
+    m->len++;
+  }
+  m->values[i] = value;
+}

@@ -1,0 +1,78 @@
+/* Reference evaluator: a plain interpreter of HLO with XLA's semantics.
+ *
+ * Values are literals (compiler/hlo/literal.h): dense, row-major, logical order. The
+ * evaluator shares no code with codegen; it is the yardstick compiled kernels are checked
+ * against. Anything it cannot evaluate fails with UNIMPLEMENTED naming the opcode — never a
+ * wrong answer. */
+#ifndef KILN_EVAL_EVAL_H_
+#define KILN_EVAL_EVAL_H_
+
+#include "base/alloc.h"
+#include "base/status.h"
+#include "compiler/hlo/ir.h"
+#include "compiler/hlo/literal.h"
+
+typedef struct kiln_eval_options {
+  int64_t replica_id;   /* for replica-id; single participant */
+  int64_t partition_id; /* for partition-id */
+  uint64_t rng_seed;    /* for `rng` (the stateless rng-bit-generator ignores it) */
+  int64_t max_while_iterations; /* 0 = unlimited; else RESOURCE_EXHAUSTED past it */
+} kiln_eval_options_t;
+
+typedef struct kiln_eval_ctx kiln_eval_ctx_t;
+
+/* Evaluates the module's entry computation on `args` (one literal per entry parameter,
+ * shapes must be compatible). The result literal lives in `out_arena` (caller-owned; use
+ * a fresh arena and destroy it when done with the result). */
+kiln_status kiln_eval_module(const kiln_hlo_module_t *m, const kiln_eval_options_t *opts,
+                             int num_args, kiln_literal_t *const *args, kiln_arena_t *out_arena,
+                             kiln_literal_t **out_result);
+
+/* Evaluates one computation on arguments (used for calls, fusions, reducers, comparators). */
+kiln_status kiln_eval_computation(kiln_eval_ctx_t *ctx, const kiln_hlo_computation_t *c,
+                                  int num_args, kiln_literal_t *const *args,
+                                  kiln_literal_t **out_result);
+
+/* ---- internal interface between the evaluator's files ---- */
+
+struct kiln_eval_ctx {
+  const kiln_eval_options_t *opts;
+  kiln_arena_t *arena; /* all intermediate and result literals */
+  uint64_t rng_state;  /* for `rng` */
+  int depth;           /* call nesting, bounded */
+};
+
+/* Each handler evaluates one instruction given its operands' values and writes the result
+ * into *out (allocated in ctx->arena). Handlers live in the eval_*.c files. */
+typedef kiln_status (*kiln_eval_handler_fn)(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
+                                            kiln_literal_t *const *operands, kiln_literal_t **out);
+
+/* eval_elementwise.c: every elementwise opcode (unary, binary, compare, select, clamp,
+ * convert, bitcast-convert, reduce-precision, complex/real/imag, map is in eval.c). */
+kiln_status kiln_eval_elementwise(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
+                                  kiln_literal_t *const *operands, kiln_literal_t **out);
+/* eval_data.c: broadcast, reshape, transpose, bitcast, copy, slice, dynamic-slice,
+ * dynamic-update-slice, concatenate, pad, reverse, iota. */
+kiln_status kiln_eval_data_movement(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
+                                    kiln_literal_t *const *operands, kiln_literal_t **out);
+/* eval_reduce.c: reduce, reduce-window, select-and-scatter (call reducers through
+ * kiln_eval_computation). */
+kiln_status kiln_eval_reduction(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
+                                kiln_literal_t *const *operands, kiln_literal_t **out);
+/* eval_dot_conv.c: dot, convolution. */
+kiln_status kiln_eval_dot_conv(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
+                               kiln_literal_t *const *operands, kiln_literal_t **out);
+/* eval_gather_scatter.c: gather, scatter. */
+kiln_status kiln_eval_gather_scatter(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
+                                     kiln_literal_t *const *operands, kiln_literal_t **out);
+/* eval_sort.c: sort (multi-operand, stable when asked), topk. */
+kiln_status kiln_eval_sort(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
+                           kiln_literal_t *const *operands, kiln_literal_t **out);
+/* eval_rng.c: rng-bit-generator (three-fry and philox, bit-exact with XLA), rng. */
+kiln_status kiln_eval_rng(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
+                          kiln_literal_t *const *operands, kiln_literal_t **out);
+/* eval_linalg.c: cholesky, triangular-solve, fft. */
+kiln_status kiln_eval_linalg(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
+                             kiln_literal_t *const *operands, kiln_literal_t **out);
+
+#endif /* KILN_EVAL_EVAL_H_ */

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what kiln needs to build and test, from Debian 12 packages, and nothing that is
+# already there. Idempotent; run as root (or with sudo available).
+set -euo pipefail
+
+packages=(cmake make gcc pkg-config llvm-19-dev clang-19 libclang-rt-19-dev libcmocka-dev
+          zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev libncurses-dev)
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
