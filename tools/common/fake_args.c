@@ -1,0 +1,393 @@
+/* Deterministic fake arguments; see fake_args.h for the value conventions. */
+#include "tools/common/fake_args.h"
+
+#include <math.h>
+#include <string.h>
+
+#define FAKE_MAX_PATH 16      /* tuple nesting followed through */
+#define FAKE_MAX_DEPTH 64     /* walk recursion */
+#define FAKE_MAX_STEPS 200000 /* user edges visited per leaf */
+
+void kiln_fake_args_options_init(kiln_fake_args_options_t *o) {
+  memset(o, 0, sizeof *o);
+  o->seed = 42;
+  o->float_lo = -1.0;
+  o->float_hi = 1.0;
+  o->int_lo = -8;
+  o->int_hi = 7;
+  o->uint_hi = 15;
+  o->index_bounds = true;
+}
+
+/* ---- random numbers: splitmix64 ---- */
+
+static uint64_t splitmix64_next(uint64_t *state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static double rand_unit(uint64_t *state) { /* [0, 1) */
+  return (double)(splitmix64_next(state) >> 11) * 0x1.0p-53;
+}
+
+/* Uniform in [lo, hi] (inclusive) for hi >= lo. */
+static int64_t rand_range(uint64_t *state, int64_t lo, int64_t hi) {
+  uint64_t span = (uint64_t)hi - (uint64_t)lo + 1;
+  uint64_t r = splitmix64_next(state);
+  if (span == 0) return (int64_t)r; /* the whole 64-bit range */
+  return (int64_t)((uint64_t)lo + r % span);
+}
+
+static uint64_t param_stream(uint64_t seed, int param_number) {
+  uint64_t s = seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(param_number + 1));
+  splitmix64_next(&s);
+  return s;
+}
+
+/* ---- index-use analysis ---- */
+
+typedef struct fake_walk {
+  bool found;
+  int64_t bound;
+  int64_t steps;
+} fake_walk_t;
+
+static void walk_note(fake_walk_t *w, int64_t bound) {
+  if (bound < 0) bound = 0;
+  if (!w->found || bound < w->bound) w->bound = bound;
+  w->found = true;
+}
+
+static int64_t dim_or(const kiln_shape_t *s, int64_t d, int64_t dflt) {
+  if (!s || !kiln_shape_is_array(s) || d < 0 || d >= s->rank) return dflt;
+  return s->dims[d];
+}
+
+static bool list_has(const kiln_i64_list_t *l, int64_t v) {
+  for (int i = 0; i < l->n; i++)
+    if (l->v[i] == v) return true;
+  return false;
+}
+
+static void note_gather(fake_walk_t *w, const kiln_hlo_instruction_t *g) {
+  if (!g->has_gather_dnums || g->num_operands < 2) return;
+  const kiln_shape_t *op = g->operands[0]->shape;
+  const kiln_i64_list_t *map = &g->gather_dnums.start_index_map;
+  for (int j = 0; j < map->n; j++) {
+    int64_t d = map->v[j];
+    if (!kiln_shape_is_array(op) || d < 0 || d >= op->rank) continue;
+    int64_t size = d < g->gather_slice_sizes.n ? g->gather_slice_sizes.v[d] : 1;
+    walk_note(w, op->dims[d] - size);
+  }
+}
+
+static void note_scatter(fake_walk_t *w, const kiln_hlo_instruction_t *s) {
+  if (!s->has_scatter_dnums || s->num_operands < 3 || s->num_operands % 2 == 0) return;
+  int n = (s->num_operands - 1) / 2;
+  const kiln_shape_t *op = s->operands[0]->shape;
+  const kiln_shape_t *upd = s->operands[n + 1]->shape;
+  if (!kiln_shape_is_array(op) || !kiln_shape_is_array(upd)) return;
+  const kiln_scatter_dnums_t *dn = &s->scatter_dnums;
+  for (int j = 0; j < dn->scatter_dims_to_operand_dims.n; j++) {
+    int64_t d = dn->scatter_dims_to_operand_dims.v[j];
+    if (d < 0 || d >= op->rank) continue;
+    /* Window dims of the operand, ascending, pair up with update_window_dims in order. */
+    int64_t window = 1;
+    if (!list_has(&dn->inserted_window_dims, d) && !list_has(&dn->input_batching_dims, d)) {
+      int k = 0;
+      for (int64_t e = 0; e < d; e++)
+        if (!list_has(&dn->inserted_window_dims, e) && !list_has(&dn->input_batching_dims, e)) k++;
+      if (k < dn->update_window_dims.n) window = dim_or(upd, dn->update_window_dims.v[k], 1);
+    }
+    walk_note(w, op->dims[d] - window);
+  }
+}
+
+static void walk_value(fake_walk_t *w, const kiln_hlo_instruction_t *v, const int64_t *path,
+                       int plen, int depth);
+
+static void walk_into(fake_walk_t *w, const kiln_hlo_computation_t *c, int64_t param,
+                      const int64_t *path, int plen, int depth) {
+  if (!c || param < 0 || param >= c->num_parameters || !c->parameters[param]) return;
+  walk_value(w, c->parameters[param], path, plen, depth + 1);
+}
+
+/* One use of the value at `path` inside `v`'s result, as operand `k` of `u`. */
+static void walk_use(fake_walk_t *w, const kiln_hlo_instruction_t *u, int k, const int64_t *path,
+                     int plen, int depth) {
+  switch (u->opcode) {
+    case KILN_OP_GET_TUPLE_ELEMENT:
+      if (plen > 0 && u->tuple_index == path[0]) walk_value(w, u, path + 1, plen - 1, depth + 1);
+      return;
+    case KILN_OP_TUPLE: {
+      if (plen >= FAKE_MAX_PATH) return;
+      int64_t p[FAKE_MAX_PATH + 1];
+      p[0] = k;
+      memcpy(p + 1, path, sizeof(int64_t) * (size_t)plen);
+      walk_value(w, u, p, plen + 1, depth + 1);
+      return;
+    }
+    case KILN_OP_WHILE:
+      walk_into(w, kiln_hlo_instruction_called(u, "body"), 0, path, plen, depth);
+      walk_into(w, kiln_hlo_instruction_called(u, "condition"), 0, path, plen, depth);
+      walk_value(w, u, path, plen, depth + 1);
+      return;
+    case KILN_OP_FUSION:
+      walk_into(w, kiln_hlo_instruction_called(u, "calls"), k, path, plen, depth);
+      return;
+    case KILN_OP_CALL:
+      walk_into(w, kiln_hlo_instruction_called(u, "to_apply"), k, path, plen, depth);
+      return;
+    case KILN_OP_CONDITIONAL: {
+      if (k == 0) return;
+      const kiln_hlo_computation_t *branch = NULL;
+      for (int g = 0; g < u->num_called_groups; g++) {
+        const kiln_called_group_t *grp = &u->called_groups[g];
+        if (strcmp(grp->key, "branch_computations") == 0 && k - 1 < grp->n)
+          branch = grp->comps[k - 1];
+        else if (strcmp(grp->key, "true_computation") == 0 && k == 1 && grp->n > 0)
+          branch = grp->comps[0];
+        else if (strcmp(grp->key, "false_computation") == 0 && k == 2 && grp->n > 0)
+          branch = grp->comps[0];
+      }
+      walk_into(w, branch, 0, path, plen, depth);
+      return;
+    }
+    default:
+      break;
+  }
+  if (plen != 0) return; /* the rest only see whole arrays */
+  switch (u->opcode) {
+    case KILN_OP_CONVERT:
+    case KILN_OP_RESHAPE:
+    case KILN_OP_BROADCAST:
+    case KILN_OP_BITCAST:
+    case KILN_OP_COPY:
+    case KILN_OP_TRANSPOSE:
+    case KILN_OP_SLICE:
+    case KILN_OP_REVERSE:
+    case KILN_OP_CONCATENATE:
+      walk_value(w, u, path, 0, depth + 1);
+      return;
+    case KILN_OP_GATHER:
+      if (k == 1) note_gather(w, u);
+      return;
+    case KILN_OP_SCATTER:
+      if (u->num_operands % 2 == 1 && k == (u->num_operands - 1) / 2) note_scatter(w, u);
+      return;
+    case KILN_OP_DYNAMIC_SLICE: {
+      if (k < 1) return;
+      const kiln_shape_t *op = u->operands[0]->shape;
+      const kiln_shape_t *idx = u->operands[k]->shape;
+      if (!kiln_shape_is_array(op)) return;
+      if (idx->rank == 1 && u->num_operands == 2) { /* old form: one vector of starts */
+        for (int64_t d = 0; d < op->rank; d++) walk_note(w, op->dims[d] - dim_or(u->shape, d, 1));
+      } else {
+        int64_t d = k - 1;
+        int64_t size =
+            d < u->dynamic_slice_sizes.n ? u->dynamic_slice_sizes.v[d] : dim_or(u->shape, d, 1);
+        if (d < op->rank) walk_note(w, op->dims[d] - size);
+      }
+      return;
+    }
+    case KILN_OP_DYNAMIC_UPDATE_SLICE: {
+      if (k < 2) return;
+      const kiln_shape_t *op = u->operands[0]->shape;
+      const kiln_shape_t *upd = u->operands[1]->shape;
+      const kiln_shape_t *idx = u->operands[k]->shape;
+      if (!kiln_shape_is_array(op) || !kiln_shape_is_array(upd)) return;
+      if (idx->rank == 1 && u->num_operands == 3) {
+        for (int64_t d = 0; d < op->rank; d++) walk_note(w, op->dims[d] - dim_or(upd, d, 1));
+      } else if (k - 2 < op->rank) {
+        walk_note(w, op->dims[k - 2] - dim_or(upd, k - 2, 1));
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+static void walk_value(fake_walk_t *w, const kiln_hlo_instruction_t *v, const int64_t *path,
+                       int plen, int depth) {
+  if (depth > FAKE_MAX_DEPTH) return;
+  for (size_t i = 0; i < v->users.len; i++) {
+    const kiln_hlo_instruction_t *u = v->users.data[i];
+    for (int k = 0; k < u->num_operands; k++) {
+      if (u->operands[k] != v) continue;
+      if (++w->steps > FAKE_MAX_STEPS) return;
+      walk_use(w, u, k, path, plen, depth);
+    }
+  }
+}
+
+/* Finds the index path of flattened leaf `leaf` in `s`; returns its shape or NULL. */
+static const kiln_shape_t *leaf_path(const kiln_shape_t *s, int *leaf, int64_t *path, int *plen) {
+  if (!kiln_shape_is_tuple(s)) {
+    if ((*leaf)-- == 0) return s;
+    return NULL;
+  }
+  if (*plen >= FAKE_MAX_PATH) return NULL;
+  for (int i = 0; i < s->num_elements; i++) {
+    path[*plen] = i;
+    (*plen)++;
+    const kiln_shape_t *r = leaf_path(s->elements[i], leaf, path, plen);
+    if (r) return r;
+    (*plen)--;
+  }
+  return NULL;
+}
+
+static bool index_bound_at(const kiln_hlo_instruction_t *param, const int64_t *path, int plen,
+                           int64_t *out) {
+  fake_walk_t w = {0};
+  walk_value(&w, param, path, plen, 0);
+  if (w.found) *out = w.bound;
+  return w.found;
+}
+
+bool kiln_fake_args_index_bound(const kiln_hlo_module_t *m, int param_number, int leaf,
+                                int64_t *out_max_start) {
+  const kiln_hlo_computation_t *e = m ? m->entry : NULL;
+  if (!e || param_number < 0 || param_number >= e->num_parameters || leaf < 0) return false;
+  const kiln_hlo_instruction_t *p = e->parameters[param_number];
+  if (!p) return false;
+  int64_t path[FAKE_MAX_PATH];
+  int plen = 0;
+  if (!leaf_path(p->shape, &leaf, path, &plen)) return false;
+  return index_bound_at(p, path, plen, out_max_start);
+}
+
+/* ---- filling ---- */
+
+static void fill_array(kiln_literal_t *l, const kiln_fake_args_options_t *o, bool is_index,
+                       int64_t bound, uint64_t *rng) {
+  kiln_elem_type_t t = l->shape->type;
+  int64_t n = l->num_elements;
+  if (!l->data || n == 0) return;
+  if (is_index && (kiln_elem_type_is_integral(t) || kiln_elem_type_is_float(t))) {
+    /* Clip the bound to what the type can hold. */
+    int bits = kiln_elem_type_bits(t);
+    int64_t tmax = bound;
+    if (kiln_elem_type_is_signed_int(t) && bits < 64) tmax = (INT64_C(1) << (bits - 1)) - 1;
+    if (kiln_elem_type_is_unsigned_int(t) && bits < 64) tmax = (INT64_C(1) << bits) - 1;
+    if (bound > tmax) bound = tmax;
+    for (int64_t i = 0; i < n; i++) kiln_literal_set_s64(l, i, rand_range(rng, 0, bound));
+    return;
+  }
+  if (t == KILN_PRED) {
+    unsigned char *p = l->data;
+    for (int64_t i = 0; i < n; i++) p[i] = (unsigned char)(splitmix64_next(rng) >> 63);
+    return;
+  }
+  if (kiln_elem_type_is_signed_int(t)) {
+    int bits = kiln_elem_type_bits(t);
+    int64_t lo = o->int_lo, hi = o->int_hi;
+    if (bits < 64) {
+      int64_t tmin = -(INT64_C(1) << (bits - 1)), tmax = (INT64_C(1) << (bits - 1)) - 1;
+      if (lo < tmin) lo = tmin;
+      if (hi > tmax) hi = tmax;
+    }
+    if (hi < lo) hi = lo;
+    for (int64_t i = 0; i < n; i++) kiln_literal_set_s64(l, i, rand_range(rng, lo, hi));
+    return;
+  }
+  if (kiln_elem_type_is_unsigned_int(t)) {
+    int bits = kiln_elem_type_bits(t);
+    uint64_t hi = o->uint_hi;
+    if (bits < 64 && hi > (UINT64_C(1) << bits) - 1) hi = (UINT64_C(1) << bits) - 1;
+    for (int64_t i = 0; i < n; i++) {
+      uint64_t r = splitmix64_next(rng);
+      kiln_literal_set_u64(l, i, hi == UINT64_MAX ? r : r % (hi + 1));
+    }
+    return;
+  }
+  double lo = o->float_lo, span = o->float_hi - o->float_lo;
+  if (kiln_elem_type_is_complex(t)) {
+    for (int64_t i = 0; i < n; i++) {
+      double re = lo + span * rand_unit(rng);
+      double im = lo + span * rand_unit(rng);
+      kiln_literal_set_c128(l, i, re, im);
+    }
+    return;
+  }
+  if (t == KILN_F8E8M0FNU) {
+    for (int64_t i = 0; i < n; i++)
+      kiln_literal_set_f64(l, i, ldexp(1.0, (int)rand_range(rng, -4, 3)));
+    return;
+  }
+  if (t == KILN_F32) {
+    float *p = l->data;
+    for (int64_t i = 0; i < n; i++) p[i] = (float)(lo + span * rand_unit(rng));
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) kiln_literal_set_f64(l, i, lo + span * rand_unit(rng));
+}
+
+/* Fills `l` (of `param`'s shape, or a sub-tuple of it at `path`) leaf by leaf. */
+static void fill_value(kiln_literal_t *l, const kiln_hlo_instruction_t *param, int64_t *path,
+                       int plen, const kiln_fake_args_options_t *o, uint64_t *rng) {
+  if (kiln_shape_is_tuple(l->shape)) {
+    for (int i = 0; i < l->num_tuple_elements; i++) {
+      if (plen < FAKE_MAX_PATH) path[plen] = i;
+      fill_value(l->tuple_elements[i], param, path, plen + 1, o, rng); /* deeper: no path */
+    }
+    return;
+  }
+  if (!kiln_shape_is_array(l->shape)) return; /* token: nothing to fill */
+  int64_t bound = 0;
+  bool is_index =
+      o->index_bounds && plen <= FAKE_MAX_PATH && index_bound_at(param, path, plen, &bound);
+  fill_array(l, o, is_index, bound, rng);
+}
+
+kiln_status kiln_fake_args_make_one(const kiln_hlo_module_t *m, const kiln_fake_args_options_t *o,
+                                    int param_number, kiln_arena_t *arena, kiln_literal_t **out) {
+  *out = NULL;
+  kiln_fake_args_options_t dflt;
+  if (!o) {
+    kiln_fake_args_options_init(&dflt);
+    o = &dflt;
+  }
+  const kiln_hlo_computation_t *e = m ? m->entry : NULL;
+  if (!e) return KILN_ERR_INVALID("fake args: module has no entry computation");
+  if (param_number < 0 || param_number >= e->num_parameters || !e->parameters[param_number])
+    return KILN_ERR_INVALID("fake args: entry computation has no parameter %d", param_number);
+  const kiln_hlo_instruction_t *p = e->parameters[param_number];
+  kiln_shape_t *shape = kiln_shape_clone(arena, p->shape);
+  kiln_literal_t *l = shape ? kiln_literal_make(arena, shape) : NULL;
+  if (!l) {
+    char *s = kiln_shape_to_string(p->shape, false);
+    kiln_status st =
+        kiln_status_make(KILN_RESOURCE_EXHAUSTED,
+                         "fake args: cannot allocate parameter %d of shape %s", param_number, s);
+    kiln_free(s);
+    return st;
+  }
+  uint64_t rng = param_stream(o->seed, param_number);
+  int64_t path[FAKE_MAX_PATH];
+  fill_value(l, p, path, 0, o, &rng);
+  *out = l;
+  return NULL;
+}
+
+kiln_status kiln_fake_args_make(const kiln_hlo_module_t *m, const kiln_fake_args_options_t *o,
+                                kiln_arena_t *arena, kiln_literal_t ***out_args, int *out_num) {
+  *out_args = NULL;
+  *out_num = 0;
+  const kiln_hlo_computation_t *e = m ? m->entry : NULL;
+  if (!e) return KILN_ERR_INVALID("fake args: module has no entry computation");
+  int n = e->num_parameters;
+  kiln_literal_t **args = NULL;
+  if (n > 0) {
+    args = kiln_arena_alloc(arena, sizeof(*args) * (size_t)n);
+    if (!args) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "fake args: arena is full");
+  }
+  for (int i = 0; i < n; i++)
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_fake_args_make_one(m, o, i, arena, &args[i]));
+  *out_args = args;
+  *out_num = n;
+  return NULL;
+}

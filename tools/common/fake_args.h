@@ -1,0 +1,59 @@
+/* Deterministic fake arguments for an HLO module's entry computation, in the spirit of
+ * XLA's MakeFakeArguments: the same module and seed always give the same bytes.
+ *
+ * Values (defaults of kiln_fake_args_options_init):
+ *   floats (f16, bf16, f32, f64, f8*, f4e2m1fn): uniform in [-1, 1), rounded to the type
+ *     (f8e8m0fnu, which has no sign or zero: powers of two 2^-4 .. 2^3);
+ *   complex: real and imaginary parts each uniform in [-1, 1);
+ *   signed integers: uniform in [-8, 7]; unsigned: [0, 15] (clipped to the type's range);
+ *   pred: true or false with equal odds.
+ * Index operands get in-range values: when an entry parameter (or a leaf of a tuple
+ * parameter) reaches, through get-tuple-element / tuple / convert / reshape / broadcast /
+ * bitcast / copy / transpose / slice / reverse / concatenate and into called fusions,
+ * calls, while loops and conditionals, the start indices of a gather or scatter or a start
+ * operand of a dynamic-slice or dynamic-update-slice, its values are uniform in
+ * [0, max valid start], the smallest such bound over all of its index uses. Sort and topk
+ * keys get no special treatment.
+ *
+ * Each parameter draws from its own splitmix64 stream seeded from (seed, parameter
+ * number), so changing one parameter's shape leaves the others' values unchanged. */
+#ifndef KILN_TOOLS_COMMON_FAKE_ARGS_H_
+#define KILN_TOOLS_COMMON_FAKE_ARGS_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/alloc.h"
+#include "base/status.h"
+#include "compiler/hlo/ir.h"
+#include "compiler/hlo/literal.h"
+
+typedef struct kiln_fake_args_options {
+  uint64_t seed;
+  double float_lo, float_hi; /* floats uniform in [float_lo, float_hi) */
+  int64_t int_lo, int_hi;    /* signed ints uniform in [int_lo, int_hi] */
+  uint64_t uint_hi;          /* unsigned ints uniform in [0, uint_hi] */
+  bool index_bounds;         /* analyse index uses (default true) */
+} kiln_fake_args_options_t;
+
+/* Sets the defaults above and seed 42. */
+void kiln_fake_args_options_init(kiln_fake_args_options_t *o);
+
+/* Makes one literal per entry parameter of `m` in `arena` (shapes cloned into it, so the
+ * literals outlive the module). *out_args is an arena-allocated array of *out_num
+ * literals. RESOURCE_EXHAUSTED when the arena cannot hold them. */
+kiln_status kiln_fake_args_make(const kiln_hlo_module_t *m, const kiln_fake_args_options_t *o,
+                                kiln_arena_t *arena, kiln_literal_t ***out_args, int *out_num);
+
+/* Makes the literal for entry parameter `param_number` alone (same values as
+ * kiln_fake_args_make gives it). */
+kiln_status kiln_fake_args_make_one(const kiln_hlo_module_t *m, const kiln_fake_args_options_t *o,
+                                    int param_number, kiln_arena_t *arena, kiln_literal_t **out);
+
+/* The index analysis alone: whether leaf `leaf` (flattened depth-first order; 0 for an
+ * array parameter) of entry parameter `param_number` feeds an index operand, and if so
+ * the largest start index valid for all of those uses (>= 0). */
+bool kiln_fake_args_index_bound(const kiln_hlo_module_t *m, int param_number, int leaf,
+                                int64_t *out_max_start);
+
+#endif /* KILN_TOOLS_COMMON_FAKE_ARGS_H_ */
