@@ -286,12 +286,12 @@ static void test_print_integers_exactly(void **state) {
 
 static void test_print_floats_shortest_and_special(void **state) {
   fixture_t *f = *state;
-  kiln_literal_t *l = make1(f, KILN_F32, 10);
-  double v[10] = {0.1, 1, -0.0, 1e6, 1e20, 3.4028234663852886e38, 1e-7, 0.00123,
-                  NAN, -INFINITY};
-  for (int i = 0; i < 10; i++) kiln_literal_set_f64(l, i, v[i]);
-  assert_string_equal(print(f, l),
-                      "{0.1, 1, -0, 1000000, 1e+20, 3.4028235e+38, 1e-07, 0.00123, nan, -inf}");
+  kiln_literal_t *l = make1(f, KILN_F32, 11);
+  double v[11] = {0.1, 1, -0.0, 1e6, 1e20, 3.4028234663852886e38, 1e-5, 0.00123,
+                  NAN, -INFINITY, -2.5e15};
+  for (int i = 0; i < 11; i++) kiln_literal_set_f64(l, i, v[i]);
+  assert_string_equal(print(f, l), "{0.1, 1, -0, 1000000, 1e+20, 3.4028235e+38, 1e-05, 0.00123, "
+                                   "nan, -inf, -2500000000000000}");
   kiln_literal_t *d = make1(f, KILN_F64, 5);
   double w[5] = {0.1, 1.0 / 3, 123456789012345.0, -NAN, INFINITY};
   for (int i = 0; i < 5; i++) kiln_literal_set_f64(d, i, w[i]);

@@ -287,8 +287,9 @@ static bool round_trips(kiln_elem_type_t t, const char *s, double v) {
 
 /* Prints a finite float of type `t` with the fewest significant digits that parse back
  * to the same value of `t` (for narrow types that can be a different decimal than the
- * exact value: f8e5m2fnuz 57344 prints as 60000). Numbers with a decimal exponent in [-5, 16) print
- * positionally (integral values without a point: `1`, `1000000`), others as `1.5e+20`. */
+ * exact value: f8e5m2fnuz 57344 prints as 60000). Numbers with a decimal exponent in
+ * [-4, 16) print positionally (integral values without a point: `1`, `1000000`), others
+ * as `1.5e+20` / `1e-05`. */
 static void print_finite(kiln_strbuf_t *b, kiln_elem_type_t t, double v) {
   if (v == 0) {
     kiln_strbuf_append(b, signbit(v) ? "-0" : "0");
@@ -312,7 +313,7 @@ static void print_finite(kiln_strbuf_t *b, kiln_elem_type_t t, double v) {
   while (nd > 1 && digits[nd - 1] == '0') nd--;
   digits[nd] = '\0';
   if (neg) kiln_strbuf_append_char(b, '-');
-  if (exp10 >= 16 || exp10 < -5) {
+  if (exp10 >= 16 || exp10 < -4) {
     kiln_strbuf_append_char(b, digits[0]);
     if (nd > 1) {
       kiln_strbuf_append_char(b, '.');
