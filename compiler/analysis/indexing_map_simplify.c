@@ -13,7 +13,7 @@
  *   - (x mod (a*b)) floordiv a       -> (x floordiv a) mod b
  *   - (x mod (c*D)) mod D            -> x mod D
  *   - (k*D*x + y) floordiv D         -> k*x + y floordiv D  (ceildiv alike)
- *   - (k*D*x + y) mod D              -> y mod D
+ *   - (k*D*x + y) mod D              -> y mod D; (c*x + y) mod D -> ((c mod D)*x + y) mod D
  *   - x mod D                        -> x - q*D   when x in [q*D, q*D + D - 1]
  *   - (g*L + T) floordiv D           -> L floordiv (D/g)   when g | D and T in [0, g-1]
  *   - (g*L + T) mod D                -> (L mod (D/g))*g + T when g | D and T in [0, g-1]
@@ -361,12 +361,20 @@ static kiln_affine_expr_t *rewrite_mod(simp_t *s, kiln_affine_expr_t *r) {
     return simp(s, kiln_affine_mod(s->ctx, a->ops[0], b));
   split_t sp;
   if (!split_sum(a, &sp)) return r;
+  /* Drop summands divisible by D; reduce coefficients above D modulo D. */
   size_t rest[64], nr = 0;
-  for (size_t i = 0; i < sp.n; i++)
-    if (sp.coefs[i] % D != 0) rest[nr++] = i;
+  bool reduced = false;
+  for (size_t i = 0; i < sp.n; i++) {
+    if (sp.coefs[i] % D == 0) continue;
+    if (sp.coefs[i] > D) {
+      sp.coefs[i] %= D;
+      reduced = true;
+    }
+    rest[nr++] = i;
+  }
   int64_t cm;
   kiln_affine_mod_i64(sp.constant, D, &cm);
-  if (nr < sp.n || cm != sp.constant)
+  if (reduced || nr < sp.n || cm != sp.constant)
     return simp(s, kiln_affine_mod(s->ctx, terms_sum(s, &sp, rest, nr, 1, cm), b));
   kiln_affine_expr_t *l, *t;
   int64_t g = find_small_split(s, a, D, &l, &t);
@@ -517,6 +525,46 @@ static int64_t neg_bound(int64_t v) {
   return -v;
 }
 
+/* For a linear constraint sum c_i * x_i in [lo, hi] over variables, narrows each x_j to
+ * what the others' intervals allow: c_j * x_j in [lo - rest.hi, hi - rest.lo]. */
+static void tighten_vars(kiln_indexing_map_t *m, const kiln_indexing_constraint_t *c, bool *empty) {
+  split_t sp;
+  if (!split_sum(c->expr, &sp) || sp.constant != 0 || sp.n < 2) return;
+  for (size_t i = 0; i < sp.n; i++)
+    if (!kiln_affine_is_var(sp.atoms[i])) return;
+  bounds_env_t env = {m, false};
+  for (size_t j = 0; j < sp.n; j++) {
+    i128 rlo = 0, rhi = 0;
+    for (size_t i = 0; i < sp.n; i++) {
+      if (i == j) continue;
+      kiln_interval_t b = bounds_rec(&env, sp.atoms[i]);
+      i128 x = ext_mul(ext_lo(b.lo), sp.coefs[i]), y = ext_mul(ext_lo(b.hi), sp.coefs[i]);
+      rlo = ext_add(rlo, x < y ? x : y);
+      rhi = ext_add(rhi, x < y ? y : x);
+    }
+    /* c_j * x_j in [lo - rhi, hi - rlo] */
+    i128 lo = ext_add(ext_lo(c->range.lo), -rhi), hi = ext_add(ext_lo(c->range.hi), -rlo);
+    if (rhi >= EXT_INF || c->range.lo == INT64_MIN) lo = -EXT_INF;
+    if (rlo <= -EXT_INF || c->range.hi == INT64_MAX) hi = EXT_INF;
+    i128 cj = sp.coefs[j];
+    i128 xlo, xhi;
+    if (cj > 0) {
+      xlo = ext_div(lo, cj, true);
+      xhi = ext_div(hi, cj, false);
+    } else {
+      xlo = ext_div(hi, cj, true);
+      xhi = ext_div(lo, cj, false);
+    }
+    kiln_affine_expr_t *v = sp.atoms[j];
+    int k = v->kind == KILN_AFFINE_DIM ? 0 : v->kind == KILN_AFFINE_SYM ? 1 : 2;
+    if ((uint64_t)v->value >= m->vars[k].len) continue;
+    kiln_interval_t *vb = &m->vars[k].data[v->value].bounds;
+    if (xlo > -EXT_INF && xlo > vb->lo) vb->lo = ext_to(xlo);
+    if (xhi < EXT_INF && xhi < vb->hi) vb->hi = ext_to(xhi);
+    if (kiln_interval_is_empty(*vb)) *empty = true;
+  }
+}
+
 /* Normalizes one constraint. Returns false if the constraint is to be dropped (always
  * true, or folded into a variable interval); sets *empty on a contradiction. */
 static bool normalize_constraint(kiln_indexing_map_t *m, kiln_indexing_constraint_t *c,
@@ -588,6 +636,7 @@ static bool normalize_constraint(kiln_indexing_map_t *m, kiln_indexing_constrain
   if (b.lo >= c->range.lo && b.hi <= c->range.hi) return false; /* always true */
   if (b.lo > c->range.lo) c->range.lo = b.lo;
   if (b.hi < c->range.hi) c->range.hi = b.hi;
+  tighten_vars(m, c, empty);
   return true;
 }
 
