@@ -1,0 +1,284 @@
+/* Known-answer tests for the evaluator's dot and convolution (compiler/eval/eval_dot_conv.c).
+ * Each test is a small HLO module with constant inputs; expectations are hand-computed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compiler/eval/eval.h"
+
+typedef struct run {
+  kiln_hlo_module_t *m;
+  kiln_arena_t arena;
+  kiln_literal_t *result;
+} run_t;
+
+/* Parses and evaluates `text`; fails the test on any error. */
+static void run_text(run_t *r, const char *text) {
+  memset(r, 0, sizeof *r);
+  kiln_arena_init(&r->arena);
+  kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &r->m);
+  if (s) {
+    kiln_status_report(s, "parse");
+    fail();
+  }
+  s = kiln_eval_module(r->m, NULL, 0, NULL, &r->arena, &r->result);
+  if (s) {
+    kiln_status_report(s, "eval");
+    fail();
+  }
+  assert_non_null(r->result);
+}
+
+static void run_done(run_t *r) {
+  kiln_arena_destroy(&r->arena);
+  kiln_hlo_module_destroy(r->m);
+}
+
+static void expect_f64(const kiln_literal_t *l, int n, const double *want, double tol) {
+  assert_int_equal(l->num_elements, n);
+  for (int i = 0; i < n; i++) {
+    double got = kiln_literal_get_f64(l, i);
+    if (fabs(got - want[i]) > tol) {
+      fprintf(stderr, "element %d: got %.9g, want %.9g\n", i, got, want[i]);
+      fail();
+    }
+  }
+}
+
+static void test_dot_matmul_f32(void **state) {
+  run_t r;
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  a = f32[2,3] constant({ {1, 2, 3}, {4, 5, 6} })\n"
+           "  b = f32[3,2] constant({ {7, 8}, {9, 10}, {11, 12} })\n"
+           "  ROOT d = f32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "}\n");
+  expect_f64(r.result, 4, (double[]){58, 64, 139, 154}, 0);
+  run_done(&r);
+}
+
+static void test_dot_batch_dims_put_batch_first(void **state) {
+  run_t r;
+  /* batch dim of lhs is dim 1 and of rhs dim 2: result = [batch, lhs free, rhs free] */
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  a = f32[1,2,2] constant({ { {1, 2}, {3, 4} } })\n"
+           "  b = f32[2,3,2] constant({ { {1, 0}, {0, 1}, {1, 1} }, { {2, 0}, {0, 2}, {1, -1} } })\n"
+           "  ROOT d = f32[2,1,3] dot(a, b), lhs_batch_dims={1}, lhs_contracting_dims={2},"
+           " rhs_batch_dims={2}, rhs_contracting_dims={0}\n"
+           "}\n");
+  /* batch 0: lhs row {1,2}; rhs[k][j][0] = {{1,0,1},{2,0,1}} -> {1+4, 0, 1+2} = {5,0,3}
+   * batch 1: lhs row {3,4}; rhs[k][j][1] = {{0,1,1},{0,2,-1}} -> {0, 3+8, 3-4} */
+  expect_f64(r.result, 6, (double[]){5, 0, 3, 0, 11, -1}, 0);
+  run_done(&r);
+}
+
+static void test_dot_multiple_contracting_dims_pair_in_order(void **state) {
+  run_t r;
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  a = f32[2,2] constant({ {1, 2}, {3, 4} })\n"
+           "  b = f32[2,2] constant({ {5, 6}, {7, 8} })\n"
+           "  same = f32[] dot(a, b), lhs_contracting_dims={0,1}, rhs_contracting_dims={0,1}\n"
+           "  swapped = f32[] dot(a, b), lhs_contracting_dims={0,1}, rhs_contracting_dims={1,0}\n"
+           "  ROOT t = (f32[], f32[]) tuple(same, swapped)\n"
+           "}\n");
+  expect_f64(r.result->tuple_elements[0], 1, (double[]){70}, 0);
+  expect_f64(r.result->tuple_elements[1], 1, (double[]){69}, 0);
+  run_done(&r);
+}
+
+static void test_dot_bf16_accumulates_in_f32_and_rounds_once(void **state) {
+  run_t r;
+  /* 256 + 1 + 1: rounding each partial sum to bf16 would give 256; f32 accumulation
+   * gives 258, which bf16 represents exactly. */
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  a = bf16[1,3] constant({ {256, 1, 1} })\n"
+           "  b = bf16[3,1] constant({ {1}, {1}, {1} })\n"
+           "  d = bf16[1,1] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "  c = bf16[1,3] constant({ {1.5, 1.5, 1.5} })\n"
+           "  r = bf16[1,1] dot(c, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "  f = f32[1,1] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "  ROOT t = (bf16[1,1], bf16[1,1], f32[1,1]) tuple(d, r, f)\n"
+           "}\n");
+  expect_f64(r.result->tuple_elements[0], 1, (double[]){258}, 0);
+  expect_f64(r.result->tuple_elements[1], 1, (double[]){4.5}, 0);
+  expect_f64(r.result->tuple_elements[2], 1, (double[]){258}, 0);
+  run_done(&r);
+}
+
+static void test_dot_integers_wrap_and_widen(void **state) {
+  run_t r;
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  a = s8[1,2] constant({ {100, 100} })\n"
+           "  b = s8[2,1] constant({ {2}, {1} })\n"
+           "  narrow = s8[1,1] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "  wide = s32[1,1] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "  ROOT t = (s8[1,1], s32[1,1]) tuple(narrow, wide)\n"
+           "}\n");
+  assert_int_equal(kiln_literal_get_s64(r.result->tuple_elements[0], 0), 300 - 256);
+  assert_int_equal(kiln_literal_get_s64(r.result->tuple_elements[1], 0), 300);
+  run_done(&r);
+}
+
+static void test_dot_complex(void **state) {
+  run_t r;
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  a = c64[1,2] constant({ {(1, 2), (0, 1)} })\n"
+           "  b = c64[2,1] constant({ {(3, 4)}, {(2, 0)} })\n"
+           "  ROOT d = c64[1,1] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "}\n");
+  double re, im;
+  kiln_literal_get_c128(r.result, 0, &re, &im);
+  assert_true(re == -5 && im == 12);
+  run_done(&r);
+}
+
+static void test_dot_rejects_mismatched_contracting_sizes(void **state) {
+  kiln_hlo_module_t *m = NULL;
+  const char *text =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = f32[2,3] parameter(0)\n"
+      "  b = f32[2,2] parameter(1)\n"
+      "  ROOT d = f32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "}\n";
+  kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
+  assert_null(s);
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_shape_t *s23 = kiln_shape_make_array(&arena, KILN_F32, 2, (int64_t[]){2, 3});
+  kiln_shape_t *s22 = kiln_shape_make_array(&arena, KILN_F32, 2, (int64_t[]){2, 2});
+  kiln_literal_t *args[2] = {kiln_literal_make(&arena, s23), kiln_literal_make(&arena, s22)};
+  kiln_literal_t *res = NULL;
+  s = kiln_eval_module(m, NULL, 2, args, &arena, &res);
+  assert_non_null(s); /* verifier or handler: an error, never a crash */
+  kiln_status_free(s);
+  kiln_arena_destroy(&arena);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_conv_1d_valid(void **state) {
+  run_t r;
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  x = f32[1,1,5] constant({ { {1, 2, 3, 4, 5} } })\n"
+           "  k = f32[1,1,3] constant({ { {1, 2, 3} } })\n"
+           "  ROOT c = f32[1,1,3] convolution(x, k), window={size=3}, dim_labels=bf0_oi0->bf0\n"
+           "}\n");
+  expect_f64(r.result, 3, (double[]){14, 20, 26}, 0);
+  run_done(&r);
+}
+
+static void test_conv_padding_base_and_window_dilation(void **state) {
+  run_t r;
+  /* x dilated by 2: 1 0 2 0 3; padded 1_1: 0 1 0 2 0 3 0; kernel taps 2 apart. */
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  x = f32[1,1,3] constant({ { {1, 2, 3} } })\n"
+           "  k = f32[1,1,2] constant({ { {1, 10} } })\n"
+           "  c = f32[1,1,5] convolution(x, k), window={size=2 pad=1_1 lhs_dilate=2 rhs_dilate=2},"
+           " dim_labels=bf0_oi0->bf0\n"
+           "  r = f32[1,1,5] convolution(x, k), window={size=2 pad=1_1 lhs_dilate=2 rhs_dilate=2"
+           " rhs_reversal=1}, dim_labels=bf0_oi0->bf0\n"
+           "  ROOT t = (f32[1,1,5], f32[1,1,5]) tuple(c, r)\n"
+           "}\n");
+  expect_f64(r.result->tuple_elements[0], 5, (double[]){0, 21, 0, 32, 0}, 0);
+  expect_f64(r.result->tuple_elements[1], 5, (double[]){0, 12, 0, 23, 0}, 0);
+  run_done(&r);
+}
+
+static void test_conv_stride(void **state) {
+  run_t r;
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  x = f32[1,1,5] constant({ { {1, 2, 3, 4, 5} } })\n"
+           "  k = f32[1,1,2] constant({ { {1, 1} } })\n"
+           "  ROOT c = f32[1,1,2] convolution(x, k), window={size=2 stride=2},"
+           " dim_labels=bf0_oi0->bf0\n"
+           "}\n");
+  expect_f64(r.result, 2, (double[]){3, 7}, 0);
+  run_done(&r);
+}
+
+static void test_conv_feature_groups(void **state) {
+  run_t r;
+  /* 4 input features in 2 groups; output feature 0 sees inputs 0,1; output 1 sees 2,3 */
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  x = f32[1,4,1] constant({ { {1}, {2}, {3}, {4} } })\n"
+           "  k = f32[2,2,1] constant({ { {1}, {10} }, { {100}, {1000} } })\n"
+           "  ROOT c = f32[1,2,1] convolution(x, k), window={size=1}, dim_labels=bf0_oi0->bf0,"
+           " feature_group_count=2\n"
+           "}\n");
+  expect_f64(r.result, 2, (double[]){21, 4300}, 0);
+  run_done(&r);
+}
+
+static void test_conv_batch_groups(void **state) {
+  run_t r;
+  /* 2 input batches in 2 groups; output feature o uses input batch group o */
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  x = f32[2,1,1] constant({ { {3} }, { {5} } })\n"
+           "  k = f32[2,1,1] constant({ { {10} }, { {100} } })\n"
+           "  ROOT c = f32[1,2,1] convolution(x, k), window={size=1}, dim_labels=bf0_oi0->bf0,"
+           " batch_group_count=2\n"
+           "}\n");
+  expect_f64(r.result, 2, (double[]){30, 500}, 0);
+  run_done(&r);
+}
+
+static void test_conv_2d_nhwc(void **state) {
+  run_t r;
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  x = f32[1,3,3,1] constant({ { { {1}, {2}, {3} }, { {4}, {5}, {6} },"
+           " { {7}, {8}, {9} } } })\n"
+           "  k = f32[2,2,1,1] constant({ { { {1} }, { {1} } }, { { {1} }, { {1} } } })\n"
+           "  ROOT c = f32[1,2,2,1] convolution(x, k), window={size=2x2},"
+           " dim_labels=b01f_01io->b01f\n"
+           "}\n");
+  expect_f64(r.result, 4, (double[]){12, 16, 24, 28}, 0);
+  run_done(&r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_dot_matmul_f32),
+      cmocka_unit_test(test_dot_batch_dims_put_batch_first),
+      cmocka_unit_test(test_dot_multiple_contracting_dims_pair_in_order),
+      cmocka_unit_test(test_dot_bf16_accumulates_in_f32_and_rounds_once),
+      cmocka_unit_test(test_dot_integers_wrap_and_widen),
+      cmocka_unit_test(test_dot_complex),
+      cmocka_unit_test(test_dot_rejects_mismatched_contracting_sizes),
+      cmocka_unit_test(test_conv_1d_valid),
+      cmocka_unit_test(test_conv_padding_base_and_window_dilation),
+      cmocka_unit_test(test_conv_stride),
+      cmocka_unit_test(test_conv_feature_groups),
+      cmocka_unit_test(test_conv_batch_groups),
+      cmocka_unit_test(test_conv_2d_nhwc),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,213 @@
+/* Known-answer tests for the evaluator's sort and topk (compiler/eval/eval_sort.c).
+ * Each test is a small HLO module with constant inputs; expectations are hand-computed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compiler/eval/eval.h"
+
+typedef struct run {
+  kiln_hlo_module_t *m;
+  kiln_arena_t arena;
+  kiln_literal_t *result;
+} run_t;
+
+/* Parses and evaluates `text`; fails the test on any error. */
+static void run_text(run_t *r, const char *text) {
+  memset(r, 0, sizeof *r);
+  kiln_arena_init(&r->arena);
+  kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &r->m);
+  if (s) {
+    kiln_status_report(s, "parse");
+    fail();
+  }
+  s = kiln_eval_module(r->m, NULL, 0, NULL, &r->arena, &r->result);
+  if (s) {
+    kiln_status_report(s, "eval");
+    fail();
+  }
+  assert_non_null(r->result);
+}
+
+static void run_done(run_t *r) {
+  kiln_arena_destroy(&r->arena);
+  kiln_hlo_module_destroy(r->m);
+}
+
+static void expect_f64(const kiln_literal_t *l, int n, const double *want, double tol) {
+  assert_int_equal(l->num_elements, n);
+  for (int i = 0; i < n; i++) {
+    double got = kiln_literal_get_f64(l, i);
+    if (fabs(got - want[i]) > tol) {
+      fprintf(stderr, "element %d: got %.9g, want %.9g\n", i, got, want[i]);
+      fail();
+    }
+  }
+}
+
+static void test_sort_ascending_f32(void **state) {
+  run_t r;
+  run_text(&r,
+           "HloModule m\n"
+           "lt {\n"
+           "  a = f32[] parameter(0)\n"
+           "  b = f32[] parameter(1)\n"
+           "  ROOT c = pred[] compare(a, b), direction=LT\n"
+           "}\n"
+           "ENTRY e {\n"
+           "  x = f32[5] constant({3, 1, 2, -7, 0.5})\n"
+           "  ROOT s = f32[5] sort(x), dimensions={0}, to_apply=lt\n"
+           "}\n");
+  expect_f64(r.result, 5, (double[]){-7, 0.5, 1, 2, 3}, 0);
+  run_done(&r);
+}
+
+static void test_sort_stable_keeps_equal_keys_in_order(void **state) {
+  run_t r;
+  run_text(&r,
+           "HloModule m\n"
+           "lt {\n"
+           "  a = s32[] parameter(0)\n"
+           "  b = s32[] parameter(1)\n"
+           "  c = s32[] parameter(2)\n"
+           "  d = s32[] parameter(3)\n"
+           "  ROOT r = pred[] compare(a, b), direction=LT\n"
+           "}\n"
+           "ENTRY e {\n"
+           "  k = s32[6] constant({2, 1, 2, 1, 0, 2})\n"
+           "  v = s32[6] constant({0, 1, 2, 3, 4, 5})\n"
+           "  ROOT s = (s32[6], s32[6]) sort(k, v), dimensions={0}, is_stable=true, to_apply=lt\n"
+           "}\n");
+  expect_f64(r.result->tuple_elements[0], 6, (double[]){0, 1, 1, 2, 2, 2}, 0);
+  expect_f64(r.result->tuple_elements[1], 6, (double[]){4, 1, 3, 0, 2, 5}, 0);
+  run_done(&r);
+}
+
+static void test_sort_key_from_second_operand_and_swapped_params(void **state) {
+  run_t r;
+  /* compare(p3, p2) with LT: operand 1 sorted descending */
+  run_text(&r,
+           "HloModule m\n"
+           "cmp {\n"
+           "  a = s32[] parameter(0)\n"
+           "  b = s32[] parameter(1)\n"
+           "  c = u32[] parameter(2)\n"
+           "  d = u32[] parameter(3)\n"
+           "  ROOT r = pred[] compare(d, c), direction=LT\n"
+           "}\n"
+           "ENTRY e {\n"
+           "  k = s32[4] constant({0, 1, 2, 3})\n"
+           "  v = u32[4] constant({5, 4294967295, 7, 1})\n"
+           "  ROOT s = (s32[4], u32[4]) sort(k, v), dimensions={0}, to_apply=cmp\n"
+           "}\n");
+  expect_f64(r.result->tuple_elements[0], 4, (double[]){1, 2, 0, 3}, 0);
+  run_done(&r);
+}
+
+static void test_sort_descending_totalorder_places_nan_and_signed_zeros(void **state) {
+  run_t r;
+  run_text(&r,
+           "HloModule m\n"
+           "gt {\n"
+           "  a = f32[] parameter(0)\n"
+           "  b = f32[] parameter(1)\n"
+           "  ROOT c = pred[] compare(a, b), direction=GT, type=TOTALORDER\n"
+           "}\n"
+           "ENTRY e {\n"
+           "  x = f32[7] constant({1, nan, -inf, 3, -0, 0, -nan})\n"
+           "  ROOT s = f32[7] sort(x), dimensions={0}, is_stable=true, to_apply=gt\n"
+           "}\n");
+  const kiln_literal_t *l = r.result;
+  double v[7];
+  for (int i = 0; i < 7; i++) v[i] = kiln_literal_get_f64(l, i);
+  assert_true(isnan(v[0]) && !signbit(v[0]));
+  assert_true(v[1] == 3 && v[2] == 1);
+  assert_true(v[3] == 0 && !signbit(v[3]));
+  assert_true(v[4] == 0 && signbit(v[4]));
+  assert_true(isinf(v[5]) && v[5] < 0);
+  assert_true(isnan(v[6]) && signbit(v[6]));
+  run_done(&r);
+}
+
+static void test_sort_general_comparator_is_called(void **state) {
+  run_t r;
+  /* not a bare compare of parameters: sorts by |x| through the evaluator */
+  run_text(&r,
+           "HloModule m\n"
+           "absless {\n"
+           "  a = f32[] parameter(0)\n"
+           "  b = f32[] parameter(1)\n"
+           "  aa = f32[] abs(a)\n"
+           "  ab = f32[] abs(b)\n"
+           "  ROOT c = pred[] compare(aa, ab), direction=LT\n"
+           "}\n"
+           "ENTRY e {\n"
+           "  x = f32[4] constant({-3, 1, -2, 0})\n"
+           "  ROOT s = f32[4] sort(x), dimensions={0}, is_stable=true, to_apply=absless\n"
+           "}\n");
+  expect_f64(r.result, 4, (double[]){0, 1, -2, -3}, 0);
+  run_done(&r);
+}
+
+static void test_sort_along_leading_dim(void **state) {
+  run_t r;
+  run_text(&r,
+           "HloModule m\n"
+           "lt {\n"
+           "  a = s32[] parameter(0)\n"
+           "  b = s32[] parameter(1)\n"
+           "  ROOT c = pred[] compare(a, b), direction=LT\n"
+           "}\n"
+           "ENTRY e {\n"
+           "  x = s32[3,2] constant({ {3, 1}, {1, 2}, {2, 0} })\n"
+           "  ROOT s = s32[3,2] sort(x), dimensions={0}, to_apply=lt\n"
+           "}\n");
+  expect_f64(r.result, 6, (double[]){1, 0, 2, 1, 3, 2}, 0);
+  run_done(&r);
+}
+
+static void test_topk_largest_with_ties_by_lower_index(void **state) {
+  run_t r;
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  x = f32[2,4] constant({ {1, 3, 2, 3}, {4, 1, 0, 6} })\n"
+           "  ROOT t = (f32[2,2], s32[2,2]) topk(x), k=2, largest=true\n"
+           "}\n");
+  expect_f64(r.result->tuple_elements[0], 4, (double[]){3, 3, 6, 4}, 0);
+  expect_f64(r.result->tuple_elements[1], 4, (double[]){1, 3, 3, 0}, 0);
+  run_done(&r);
+}
+
+static void test_topk_bf16_full_sort(void **state) {
+  run_t r;
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  x = bf16[5] constant({0.5, -1, 8, 2, 2})\n"
+           "  ROOT t = (bf16[5], s32[5]) topk(x), k=5, largest=true\n"
+           "}\n");
+  expect_f64(r.result->tuple_elements[0], 5, (double[]){8, 2, 2, 0.5, -1}, 0);
+  expect_f64(r.result->tuple_elements[1], 5, (double[]){2, 3, 4, 0, 1}, 0);
+  run_done(&r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_sort_ascending_f32),
+      cmocka_unit_test(test_sort_stable_keeps_equal_keys_in_order),
+      cmocka_unit_test(test_sort_key_from_second_operand_and_swapped_params),
+      cmocka_unit_test(test_sort_descending_totalorder_places_nan_and_signed_zeros),
+      cmocka_unit_test(test_sort_general_comparator_is_called),
+      cmocka_unit_test(test_sort_along_leading_dim),
+      cmocka_unit_test(test_topk_largest_with_ties_by_lower_index),
+      cmocka_unit_test(test_topk_bf16_full_sort),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
