@@ -1,0 +1,305 @@
+/* Host backend through ORC LLJIT (llvm-c/LLJIT.h, llvm-c/Orc.h). */
+#include "compiler/backend/host_jit.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <string.h>
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/BitReader.h>
+#include <llvm-c/BitWriter.h>
+#include <llvm-c/LLJIT.h>
+#include <llvm-c/Orc.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "base/str.h"
+#include "compiler/backend/llvm_compat.h"
+#include "compiler/backend/llvm_init.h"
+
+struct kiln_host_jit {
+  LLVMOrcLLJITRef lljit;
+  LLVMOrcThreadSafeContextRef tsc;
+  LLVMContextRef ctx;         /* inside tsc */
+  LLVMTargetMachineRef tm;    /* for LLVMRunPasses and assembly dumps */
+  char *triple, *cpu, *features, *pipeline, *dump_dir;
+  pthread_mutex_t mutex;      /* serializes add_module and lookup */
+  kiln_strbuf_t diag;         /* LLVM error diagnostics since the last report */
+  kiln_host_jit_stats_t stats;
+};
+
+/* LLVM reports some failures as diagnostics; without a handler, an error diagnostic exits
+ * the process. Errors are kept for the next status, warnings are logged. */
+static void jit_diagnostic(LLVMDiagnosticInfoRef info, void *ctx) {
+  kiln_host_jit_t *jit = ctx;
+  char *desc = LLVMGetDiagInfoDescription(info);
+  LLVMDiagnosticSeverity sev = LLVMGetDiagInfoSeverity(info);
+  if (sev == LLVMDSError) {
+    kiln_strbuf_printf(&jit->diag, "%s%s", jit->diag.len ? "; " : "", desc ? desc : "");
+  } else if (sev == LLVMDSWarning) {
+    KILN_LOG_W("host JIT: %s", desc ? desc : "");
+  }
+  LLVMDisposeMessage(desc);
+}
+
+/* Failures ORC cannot hand to a caller (e.g. in a background materialization). */
+static void jit_error_reporter(void *ctx, LLVMErrorRef err) {
+  char *msg = LLVMGetErrorMessage(err);
+  KILN_LOG_E("host JIT: %s", msg ? msg : "(no message)");
+  LLVMDisposeErrorMessage(msg);
+}
+
+static kiln_status create_host_tm(const char *triple, const char *cpu, const char *features,
+                                  LLVMTargetMachineRef *out) {
+  LLVMTargetRef target = NULL;
+  char *err = NULL;
+  if (LLVMGetTargetFromTriple(triple, &target, &err)) {
+    kiln_status s = kiln_status_make(KILN_UNAVAILABLE, "no LLVM target for host triple %s: %s",
+                                     triple, err ? err : "");
+    LLVMDisposeMessage(err);
+    return s;
+  }
+  *out = LLVMCreateTargetMachine(target, triple, cpu, features, LLVMCodeGenLevelAggressive,
+                                 LLVMRelocPIC, LLVMCodeModelJITDefault);
+  if (!*out) return kiln_status_make(KILN_INTERNAL, "cannot create a target machine for %s", triple);
+  return NULL;
+}
+
+kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_jit_t **out) {
+  *out = NULL;
+  static const kiln_host_jit_options_t kDefaults = {0};
+  if (!opts) opts = &kDefaults;
+  KILN_RETURN_IF_ERROR(kiln_llvm_init_native(), "while creating the host JIT");
+
+  kiln_host_jit_t *jit = kiln_calloc(1, sizeof *jit);
+  pthread_mutex_init(&jit->mutex, NULL);
+  char *s;
+  s = LLVMGetDefaultTargetTriple();
+  jit->triple = kiln_strdup(s);
+  LLVMDisposeMessage(s);
+  if (opts->cpu) {
+    jit->cpu = kiln_strdup(opts->cpu);
+  } else {
+    s = LLVMGetHostCPUName();
+    jit->cpu = kiln_strdup(s);
+    LLVMDisposeMessage(s);
+  }
+  if (opts->features) {
+    jit->features = kiln_strdup(opts->features);
+  } else {
+    s = LLVMGetHostCPUFeatures();
+    jit->features = kiln_strdup(s);
+    LLVMDisposeMessage(s);
+  }
+  jit->pipeline = kiln_strdup(opts->pipeline && opts->pipeline[0] ? opts->pipeline : "default<O3>");
+  const char *dump_dir = kiln_backend_dump_dir(opts->dump_dir);
+  jit->dump_dir = dump_dir ? kiln_strdup(dump_dir) : NULL;
+
+  /* Two target machines with the same settings: one is consumed by the JIT's builder, one is
+   * kept for the optimizer and dumps. */
+  kiln_status st = create_host_tm(jit->triple, jit->cpu, jit->features, &jit->tm);
+  LLVMTargetMachineRef jit_tm = NULL;
+  if (!st) st = create_host_tm(jit->triple, jit->cpu, jit->features, &jit_tm);
+  if (st) {
+    kiln_host_jit_destroy(jit);
+    return st;
+  }
+  LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
+  LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(
+      builder, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(jit_tm)); /* consumes */
+  LLVMErrorRef err = LLVMOrcCreateLLJIT(&jit->lljit, builder);            /* consumes */
+  if (err) {
+    jit->lljit = NULL;
+    st = kiln_llvm_error_to_status(err, KILN_INTERNAL, "LLVMOrcCreateLLJIT");
+    kiln_host_jit_destroy(jit);
+    return st;
+  }
+  LLVMOrcExecutionSessionSetErrorReporter(LLVMOrcLLJITGetExecutionSession(jit->lljit),
+                                          jit_error_reporter, jit);
+  LLVMOrcDefinitionGeneratorRef gen = NULL;
+  err = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
+      &gen, LLVMOrcLLJITGetGlobalPrefix(jit->lljit), NULL, NULL);
+  if (err) {
+    st = kiln_llvm_error_to_status(err, KILN_INTERNAL, "process symbol generator");
+    kiln_host_jit_destroy(jit);
+    return st;
+  }
+  LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(jit->lljit), gen); /* takes gen */
+
+  kiln_llvm_tsc_create(&jit->tsc, &jit->ctx);
+  LLVMContextSetDiagnosticHandler(jit->ctx, jit_diagnostic, jit);
+  KILN_LOG_I("host JIT: %s, cpu %s", jit->triple, jit->cpu);
+  *out = jit;
+  return NULL;
+}
+
+LLVMContextRef kiln_host_jit_context(kiln_host_jit_t *jit) { return jit->ctx; }
+LLVMTargetMachineRef kiln_host_jit_target_machine(kiln_host_jit_t *jit) { return jit->tm; }
+const char *kiln_host_jit_triple(const kiln_host_jit_t *jit) { return jit->triple; }
+const char *kiln_host_jit_cpu(const kiln_host_jit_t *jit) { return jit->cpu; }
+const char *kiln_host_jit_features(const kiln_host_jit_t *jit) { return jit->features; }
+
+kiln_host_jit_stats_t kiln_host_jit_stats(kiln_host_jit_t *jit) {
+  pthread_mutex_lock(&jit->mutex);
+  kiln_host_jit_stats_t s = jit->stats;
+  pthread_mutex_unlock(&jit->mutex);
+  return s;
+}
+
+/* Moves a module from a foreign context into the JIT's through bitcode. Consumes `m`. */
+static kiln_status adopt_module(kiln_host_jit_t *jit, LLVMModuleRef m, LLVMModuleRef *out) {
+  *out = NULL;
+  LLVMMemoryBufferRef buf = LLVMWriteBitcodeToMemoryBuffer(m);
+  LLVMDisposeModule(m);
+  if (!buf) return kiln_status_make(KILN_INTERNAL, "cannot serialize module to bitcode");
+  LLVMBool failed = LLVMParseBitcodeInContext2(jit->ctx, buf, out);
+  LLVMDisposeMemoryBuffer(buf);
+  if (failed) {
+    *out = NULL;
+    return kiln_status_make(KILN_INTERNAL, "cannot re-read module bitcode in the JIT context");
+  }
+  return NULL;
+}
+
+static void dump_warn(kiln_status s) {
+  if (!s) return;
+  KILN_LOG_W("dump failed: %s", kiln_status_message(s));
+  kiln_status_free(s);
+}
+
+static kiln_status add_module_locked(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name) {
+  if (LLVMGetModuleContext(m) != jit->ctx)
+    KILN_RETURN_IF_ERROR(adopt_module(jit, m, &m), "while moving a module into the JIT context");
+  char *msg = NULL;
+  if (LLVMVerifyModule(m, LLVMReturnStatusAction, &msg)) {
+    kiln_status s = kiln_status_make(KILN_INVALID_ARGUMENT, "invalid LLVM module: %s",
+                                     msg ? msg : "");
+    LLVMDisposeMessage(msg);
+    LLVMDisposeModule(m);
+    return s;
+  }
+  LLVMDisposeMessage(msg);
+  size_t id_len = 0;
+  if (!name) name = LLVMGetModuleIdentifier(m, &id_len);
+  char *dump_name = kiln_strdup(name && name[0] ? name : "module");
+
+  LLVMSetTarget(m, jit->triple);
+  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(jit->tm);
+  char *dl = LLVMCopyStringRepOfTargetData(td);
+  LLVMSetDataLayout(m, dl);
+  LLVMDisposeMessage(dl);
+  LLVMDisposeTargetData(td);
+  if (jit->dump_dir)
+    dump_warn(kiln_backend_dump_module(jit->dump_dir, dump_name, KILN_DUMP_STAGE_LLVM_INPUT, m));
+
+  double t0 = kiln_backend_now_ms();
+  LLVMPassBuilderOptionsRef pbo = LLVMCreatePassBuilderOptions();
+  LLVMErrorRef err = LLVMRunPasses(m, jit->pipeline, jit->tm, pbo);
+  LLVMDisposePassBuilderOptions(pbo);
+  jit->stats.opt_ms += kiln_backend_now_ms() - t0;
+  if (err) {
+    LLVMDisposeModule(m);
+    kiln_status s = kiln_llvm_error_to_status(err, KILN_INVALID_ARGUMENT, "LLVMRunPasses");
+    s = kiln_status_annotate(s, "pipeline \"%s\" on %s", jit->pipeline, dump_name);
+    kiln_free(dump_name);
+    return s;
+  }
+  if (jit->dump_dir) {
+    dump_warn(kiln_backend_dump_module(jit->dump_dir, dump_name, KILN_DUMP_STAGE_LLVM_OPT, m));
+    char *text = NULL;
+    size_t len = 0;
+    kiln_status s = kiln_backend_emit_assembly(jit->tm, m, true, &text, &len);
+    if (!s) s = kiln_backend_dump_text(jit->dump_dir, dump_name, KILN_DUMP_STAGE_HOST_ASM, "s",
+                                       text, len);
+    kiln_free(text);
+    dump_warn(s);
+  }
+
+  LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(m, jit->tsc); /* takes m */
+  err = LLVMOrcLLJITAddLLVMIRModule(jit->lljit, LLVMOrcLLJITGetMainJITDylib(jit->lljit), tsm);
+  if (err) {
+    LLVMOrcDisposeThreadSafeModule(tsm); /* still ours on failure */
+    char *text = LLVMGetErrorMessage(err);
+    kiln_status_code_t code = strstr(text, "Duplicate definition") ? KILN_ALREADY_EXISTS
+                                                                    : KILN_INTERNAL;
+    kiln_status s = kiln_status_make(code, "adding module %s to the host JIT: %s", dump_name, text);
+    LLVMDisposeErrorMessage(text);
+    kiln_free(dump_name);
+    return s;
+  }
+  jit->stats.modules++;
+  kiln_free(dump_name);
+  return NULL;
+}
+
+kiln_status kiln_host_jit_add_module(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name) {
+  if (!m) return KILN_ERR_INVALID("kiln_host_jit_add_module: NULL module");
+  if (!jit) {
+    LLVMDisposeModule(m);
+    return KILN_ERR_INVALID("kiln_host_jit_add_module: NULL JIT");
+  }
+  pthread_mutex_lock(&jit->mutex);
+  kiln_status s = add_module_locked(jit, m, name);
+  if (!s && jit->diag.len)
+    s = kiln_status_make(KILN_INTERNAL, "LLVM reported: %s", kiln_strbuf_cstr(&jit->diag));
+  kiln_strbuf_free(&jit->diag);
+  pthread_mutex_unlock(&jit->mutex);
+  return s;
+}
+
+kiln_status kiln_host_jit_lookup(kiln_host_jit_t *jit, const char *name, void **out_addr) {
+  if (out_addr) *out_addr = NULL;
+  if (!jit || !name || !out_addr) return KILN_ERR_INVALID("kiln_host_jit_lookup: NULL argument");
+  pthread_mutex_lock(&jit->mutex);
+  double t0 = kiln_backend_now_ms();
+  LLVMOrcExecutorAddress addr = 0;
+  LLVMErrorRef err = LLVMOrcLLJITLookup(jit->lljit, &addr, name);
+  jit->stats.lookup_ms += kiln_backend_now_ms() - t0;
+  kiln_status s = NULL;
+  if (err) {
+    char *text = LLVMGetErrorMessage(err);
+    /* A plain "Symbols not found: [ name ]" means the name itself is missing; a failure
+     * while materializing (say, an unresolved external in the module) is reported as is. */
+    bool missing = strstr(text, "Symbols not found") && !strstr(text, "Failed to materialize");
+    s = kiln_status_make(missing ? KILN_NOT_FOUND : KILN_INTERNAL,
+                         missing ? "symbol '%s' not found in the host JIT: %s"
+                                 : "host JIT lookup of '%s' failed: %s",
+                         name, text);
+    LLVMDisposeErrorMessage(text);
+  } else if (addr == 0) {
+    s = kiln_status_make(KILN_NOT_FOUND, "symbol '%s' resolved to a null address", name);
+  }
+  if (jit->diag.len) {
+    kiln_status d = kiln_status_make(KILN_INTERNAL, "LLVM reported while generating code for "
+                                     "'%s': %s", name, kiln_strbuf_cstr(&jit->diag));
+    s = kiln_status_join(s, d);
+  }
+  kiln_strbuf_free(&jit->diag);
+  if (!s) *out_addr = (void *)(uintptr_t)addr;
+  pthread_mutex_unlock(&jit->mutex);
+  return s;
+}
+
+void kiln_host_jit_destroy(kiln_host_jit_t *jit) {
+  if (!jit) return;
+  if (jit->lljit) {
+    LLVMErrorRef err = LLVMOrcDisposeLLJIT(jit->lljit);
+    if (err) {
+      char *text = LLVMGetErrorMessage(err);
+      KILN_LOG_W("disposing the host JIT: %s", text);
+      LLVMDisposeErrorMessage(text);
+    }
+  }
+  /* Modules handed to the JIT are gone with it; the context goes with the last owner. */
+  if (jit->tsc) LLVMOrcDisposeThreadSafeContext(jit->tsc);
+  if (jit->tm) LLVMDisposeTargetMachine(jit->tm);
+  kiln_strbuf_free(&jit->diag);
+  kiln_free(jit->triple);
+  kiln_free(jit->cpu);
+  kiln_free(jit->features);
+  kiln_free(jit->pipeline);
+  kiln_free(jit->dump_dir);
+  pthread_mutex_destroy(&jit->mutex);
+  kiln_free(jit);
+}
