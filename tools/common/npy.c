@@ -464,7 +464,7 @@ kiln_status kiln_npy_parse(const void *data, size_t len, const kiln_shape_t *exp
     }
     shape = kiln_shape_clone(arena, expected);
   } else {
-    kiln_elem_type_t t;
+    kiln_elem_type_t t = KILN_F32;
     KILN_RETURN_IF_ERROR_PLAIN(type_from_dtype(h.dtype, h.descr, what, &t));
     shape = kiln_shape_make_array_with_default_layout(arena, t, h.rank, h.dims);
   }

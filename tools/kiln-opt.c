@@ -1,0 +1,126 @@
+/* kiln-opt FILE: parse, verify and print an HLO file; --stats adds the op histogram, the
+ * number of computations and instructions, and the parse time. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "base/str.h"
+#include "compiler/hlo/ir.h"
+#include "tools/common/hlo_file.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: kiln-opt [options] FILE.hlo\n"
+          "  Parses an HLO file (modules, several split on '// -----', or bare\n"
+          "  computations), verifies it and prints it in canonical form.\n"
+          "options:\n"
+          "  --stats        print op histogram, computation/instruction counts, parse time\n"
+          "  --no-verify    skip the verifier\n"
+          "  --no-print     do not print the module text\n"
+          "  --module=N     only the N-th module of a multi-module file (0-based)\n"
+          "  -h, --help     this text\n");
+}
+
+static void print_stats(const kiln_hlo_module_t *m, FILE *out) {
+  int64_t hist[KILN_OP_COUNT] = {0};
+  for (size_t c = 0; c < m->computations.len; c++) {
+    const kiln_hlo_computation_t *comp = m->computations.data[c];
+    for (size_t i = 0; i < comp->instructions.len; i++) hist[comp->instructions.data[i]->opcode]++;
+  }
+  fprintf(out, "// module %s: %zu computations, %lld instructions\n", m->name,
+          m->computations.len, (long long)kiln_hlo_module_instruction_count(m));
+  /* Histogram sorted by count, descending. */
+  int order[KILN_OP_COUNT];
+  int n = 0;
+  for (int i = 0; i < KILN_OP_COUNT; i++)
+    if (hist[i]) order[n++] = i;
+  for (int i = 1; i < n; i++) {
+    int v = order[i], j = i;
+    while (j > 0 && hist[order[j - 1]] < hist[v]) {
+      order[j] = order[j - 1];
+      j--;
+    }
+    order[j] = v;
+  }
+  for (int i = 0; i < n; i++)
+    fprintf(out, "//   %-28s %lld\n", kiln_hlo_opcode_name((kiln_hlo_opcode_t)order[i]),
+            (long long)hist[order[i]]);
+}
+
+int main(int argc, char **argv) {
+  bool stats = false, verify = true, print = true;
+  int only_module = -1;
+  const char *path = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--stats")) {
+      stats = true;
+    } else if (!strcmp(a, "--no-verify")) {
+      verify = false;
+    } else if (!strcmp(a, "--no-print")) {
+      print = false;
+    } else if (!strncmp(a, "--module=", 9)) {
+      only_module = atoi(a + 9);
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    } else if (a[0] == '-') {
+      fprintf(stderr, "kiln-opt: unknown option '%s'\n", a);
+      usage(stderr);
+      return 2;
+    } else if (path) {
+      fprintf(stderr, "kiln-opt: only one input file is accepted ('%s' and '%s')\n", path, a);
+      return 2;
+    } else {
+      path = a;
+    }
+  }
+  if (!path) {
+    usage(stderr);
+    return 2;
+  }
+  kiln_hlo_file_t *f = NULL;
+  kiln_status s = kiln_hlo_file_load(path, &f);
+  if (s) {
+    kiln_status_report(s, "kiln-opt");
+    return 1;
+  }
+  if (only_module >= f->num_modules) {
+    fprintf(stderr, "kiln-opt: --module=%d but '%s' holds %d module(s)\n", only_module, path,
+            f->num_modules);
+    kiln_hlo_file_free(f);
+    return 2;
+  }
+  int rc = 0;
+  int64_t total_instrs = 0;
+  for (int i = 0; i < f->num_modules; i++) {
+    if (only_module >= 0 && i != only_module) continue;
+    kiln_hlo_module_t *m = f->modules[i];
+    total_instrs += kiln_hlo_module_instruction_count(m);
+    if (verify) {
+      kiln_status vs = kiln_hlo_module_verify(m);
+      if (vs) {
+        kiln_status_report(kiln_status_annotate(vs, "in module '%s' of %s", m->name, path),
+                           "kiln-opt");
+        rc = 1;
+        continue;
+      }
+    }
+    if (print) {
+      if (i > 0 && only_module < 0) fputs("// -----\n", stdout);
+      char *text = kiln_hlo_module_to_string(m);
+      fputs(text, stdout);
+      kiln_free(text);
+    }
+    if (stats) print_stats(m, stdout);
+  }
+  if (stats) {
+    double mb = (double)f->len / 1e6;
+    fprintf(stdout, "// file %s: %d module(s), %lld instructions, %.3f MB parsed in %.3f ms (%.1f MB/s)\n",
+            path, f->num_modules, (long long)total_instrs, mb, f->parse_seconds * 1e3,
+            f->parse_seconds > 0 ? mb / f->parse_seconds : 0.0);
+  }
+  kiln_hlo_file_free(f);
+  return rc;
+}
