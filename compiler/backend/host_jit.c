@@ -26,6 +26,8 @@ struct kiln_host_jit {
   char *triple, *cpu, *features, *pipeline, *dump_dir;
   pthread_mutex_t mutex;      /* serializes add_module and lookup */
   kiln_strbuf_t diag;         /* LLVM error diagnostics since the last report */
+  pthread_mutex_t report_mutex; /* guards reports: ORC may report from any thread */
+  kiln_strbuf_t reports;      /* ORC error-reporter messages since the last lookup */
   kiln_host_jit_stats_t stats;
 };
 
@@ -43,10 +45,17 @@ static void jit_diagnostic(LLVMDiagnosticInfoRef info, void *ctx) {
   LLVMDisposeMessage(desc);
 }
 
-/* Failures ORC cannot hand to a caller (e.g. in a background materialization). */
+/* Failures ORC cannot hand to the caller directly: a lookup only learns "failed to
+ * materialize", while the cause (say, an unresolved external) comes here. Kept so that the
+ * failing lookup's status can name it. */
 static void jit_error_reporter(void *ctx, LLVMErrorRef err) {
+  kiln_host_jit_t *jit = ctx;
   char *msg = LLVMGetErrorMessage(err);
-  KILN_LOG_E("host JIT: %s", msg ? msg : "(no message)");
+  KILN_LOG_D("host JIT: %s", msg ? msg : "(no message)");
+  pthread_mutex_lock(&jit->report_mutex);
+  if (jit->reports.len < 16384)
+    kiln_strbuf_printf(&jit->reports, "%s%s", jit->reports.len ? "; " : "", msg ? msg : "");
+  pthread_mutex_unlock(&jit->report_mutex);
   LLVMDisposeErrorMessage(msg);
 }
 
@@ -74,6 +83,7 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
 
   kiln_host_jit_t *jit = kiln_calloc(1, sizeof *jit);
   pthread_mutex_init(&jit->mutex, NULL);
+  pthread_mutex_init(&jit->report_mutex, NULL);
   char *s;
   s = LLVMGetDefaultTargetTriple();
   jit->triple = kiln_strdup(s);
@@ -218,8 +228,7 @@ static kiln_status add_module_locked(kiln_host_jit_t *jit, LLVMModuleRef m, cons
 
   LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(m, jit->tsc); /* takes m */
   err = LLVMOrcLLJITAddLLVMIRModule(jit->lljit, LLVMOrcLLJITGetMainJITDylib(jit->lljit), tsm);
-  if (err) {
-    LLVMOrcDisposeThreadSafeModule(tsm); /* still ours on failure */
+  if (err) { /* the JIT took the module even on failure (see LLJIT.h) */
     char *text = LLVMGetErrorMessage(err);
     kiln_status_code_t code = strstr(text, "Duplicate definition") ? KILN_ALREADY_EXISTS
                                                                     : KILN_INTERNAL;
@@ -252,6 +261,9 @@ kiln_status kiln_host_jit_lookup(kiln_host_jit_t *jit, const char *name, void **
   if (out_addr) *out_addr = NULL;
   if (!jit || !name || !out_addr) return KILN_ERR_INVALID("kiln_host_jit_lookup: NULL argument");
   pthread_mutex_lock(&jit->mutex);
+  pthread_mutex_lock(&jit->report_mutex);
+  kiln_strbuf_free(&jit->reports);
+  pthread_mutex_unlock(&jit->report_mutex);
   double t0 = kiln_backend_now_ms();
   LLVMOrcExecutorAddress addr = 0;
   LLVMErrorRef err = LLVMOrcLLJITLookup(jit->lljit, &addr, name);
@@ -267,6 +279,10 @@ kiln_status kiln_host_jit_lookup(kiln_host_jit_t *jit, const char *name, void **
                                  : "host JIT lookup of '%s' failed: %s",
                          name, text);
     LLVMDisposeErrorMessage(text);
+    pthread_mutex_lock(&jit->report_mutex);
+    if (jit->reports.len) s = kiln_status_annotate(s, "caused by: %s", kiln_strbuf_cstr(&jit->reports));
+    kiln_strbuf_free(&jit->reports);
+    pthread_mutex_unlock(&jit->report_mutex);
   } else if (addr == 0) {
     s = kiln_status_make(KILN_NOT_FOUND, "symbol '%s' resolved to a null address", name);
   }
@@ -295,11 +311,13 @@ void kiln_host_jit_destroy(kiln_host_jit_t *jit) {
   if (jit->tsc) LLVMOrcDisposeThreadSafeContext(jit->tsc);
   if (jit->tm) LLVMDisposeTargetMachine(jit->tm);
   kiln_strbuf_free(&jit->diag);
+  kiln_strbuf_free(&jit->reports);
   kiln_free(jit->triple);
   kiln_free(jit->cpu);
   kiln_free(jit->features);
   kiln_free(jit->pipeline);
   kiln_free(jit->dump_dir);
   pthread_mutex_destroy(&jit->mutex);
+  pthread_mutex_destroy(&jit->report_mutex);
   kiln_free(jit);
 }
