@@ -681,6 +681,28 @@ static void test_shape_inference_api_reports_without_instruction(void **state) {
   kiln_arena_destroy(&a);
 }
 
+static void test_shape_inference_rejects_overflowing_attributes(void **state) {
+  kiln_arena_t a;
+  kiln_arena_init(&a);
+  int64_t d[1] = {10};
+  kiln_shape_t *x = kiln_shape_make_array(&a, KILN_F32, 1, d), *out = NULL;
+  kiln_slice_dim_t sl = {1, 10, INT64_MAX};
+  assert_null(kiln_shape_infer_slice(&a, x, 1, &sl, &out));
+  assert_int_equal(out->dims[0], 1);
+  kiln_window_dim_t w = {.size = 2, .stride = 1, .pad_lo = 0, .pad_hi = 0,
+                         .lhs_dilate = INT64_MAX / 2, .rhs_dilate = 1};
+  kiln_status s = kiln_shape_infer_window_output(&a, x, 1, &w, KILN_F32, &out);
+  assert_non_null(s);
+  kiln_status_free(s);
+  kiln_pad_dim_t pad = {INT64_MAX, 1, 0};
+  const kiln_shape_t *zero = kiln_shape_make_scalar(&a, KILN_F32);
+  s = kiln_shape_infer_pad(&a, x, zero, 1, &pad, &out);
+  assert_non_null(s);
+  assert_non_null(strstr(kiln_status_message(s), "overflows"));
+  kiln_status_free(s);
+  kiln_arena_destroy(&a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_binary_ops_need_equal_types_and_dims),
@@ -725,6 +747,7 @@ int main(void) {
       cmocka_unit_test(test_structure_data_cycle),
       cmocka_unit_test(test_constant_shape_matches_literal),
       cmocka_unit_test(test_shape_inference_api_reports_without_instruction),
+      cmocka_unit_test(test_shape_inference_rejects_overflowing_attributes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -460,7 +460,8 @@ kiln_status kiln_shape_infer_slice(kiln_arena_t *a, const kiln_shape_t *operand,
           "slice [%lld:%lld] in dimension %d is out of range for operand %s (need 0 <= start <= limit <= %lld)",
           (long long)s->start, (long long)s->limit, i, kiln__shape_str(a, operand),
           (long long)operand->dims[i]);
-    (*out)->dims[i] = (s->limit - s->start + s->stride - 1) / s->stride;
+    int64_t len = s->limit - s->start;
+    (*out)->dims[i] = len == 0 ? 0 : (len - 1) / s->stride + 1;
   }
   return KILN_STATUS_OK;
 }
@@ -617,6 +618,8 @@ kiln_status kiln_shape_infer_gather(kiln_arena_t *a, const kiln_shape_t *operand
   int irank;
   KILN_RETURN_IF_ERROR_PLAIN(expand_indices(a, "gather", indices, d->index_vector_dim, idims, &irank));
   int out_rank = d->offset_dims.n + irank - 1;
+  if (out_rank > 128 || operand->rank > 64)
+    return KILN_ERR_INVALID("gather result rank %d is too large", out_rank);
   int orank = operand->rank;
   KILN_RETURN_IF_ERROR_PLAIN(check_dim_list(a, "gather", "offset_dims", &d->offset_dims, out_rank, true));
   KILN_RETURN_IF_ERROR_PLAIN(check_dim_list(a, "gather", "collapsed_slice_dims", &d->collapsed_slice_dims, orank, true));

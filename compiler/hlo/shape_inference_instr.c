@@ -192,9 +192,17 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
   if (n > 0) {
     ops = kiln_arena_alloc(a, sizeof(*ops) * (size_t)n);
     if (!ops) return kiln__oom();
-    for (int i = 0; i < n; i++) ops[i] = in->operands[i]->shape;
+    for (int i = 0; i < n; i++) {
+      if (!in->operands[i] || !in->operands[i]->shape)
+        return KILN_ERR_INVALID("%s operand %d has no shape", kiln_hlo_opcode_name(op), i);
+      ops[i] = in->operands[i]->shape;
+      if (kiln_shape_is_array(ops[i]) && ops[i]->rank > 64)
+        return KILN_ERR_INVALID("%s operand %d has rank %d; at most 64 is supported",
+                                kiln_hlo_opcode_name(op), i, ops[i]->rank);
+    }
   }
   const kiln_shape_t *res = in->shape;
+  if (!res) return KILN_ERR_INVALID("%s has no shape", kiln_hlo_opcode_name(op));
   kiln_hlo_computation_t *c1, *c2;
   int64_t dim;
 

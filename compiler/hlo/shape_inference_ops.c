@@ -91,6 +91,7 @@ kiln_status kiln_shape_infer_reduce(kiln_arena_t *a, int num_operands,
     acc[i] = ops[n + i]->type;
     in_types[i] = ops[i]->type;
   }
+  if (in0->rank > KILN_MAX_RANK) return KILN_ERR_INVALID("reduce input rank too large");
   if (!kiln__valid_dims(dims, in0->rank))
     return KILN_ERR_INVALID("reduce dimensions=%s must be distinct dimensions of %s",
                             kiln__list_str(a, dims), kiln__shape_str(a, in0));
@@ -104,10 +105,6 @@ kiln_status kiln_shape_infer_reduce(kiln_arena_t *a, int num_operands,
     if (!(elems[i] = kiln__array(a, acc[i], orank, odims))) return kiln__oom();
   *out = tuple_or_single(a, n, elems);
   return *out ? KILN_STATUS_OK : kiln__oom();
-}
-
-static int64_t dilated(int64_t bound, int64_t dilation) {
-  return bound <= 0 ? 0 : (bound - 1) * dilation + 1;
 }
 
 kiln_status kiln_shape_infer_window_output(kiln_arena_t *a, const kiln_shape_t *operand, int n,
@@ -129,13 +126,16 @@ kiln_status kiln_shape_infer_window_output(kiln_arena_t *a, const kiln_shape_t *
         w[i].rhs_dilate > lim || w[i].pad_lo > lim || w[i].pad_hi > lim || w[i].pad_lo < -lim ||
         w[i].pad_hi < -lim)
       return KILN_ERR_INVALID("window dimension %d has out-of-range values", i);
+    /* padded = dilated(dim, lhs_dilate) + lo + hi; eff = dilated(size, rhs_dilate) */
     int64_t padded = 0, eff = 0;
-    if (__builtin_mul_overflow(operand->dims[i] > 0 ? operand->dims[i] - 1 : 0, w[i].lhs_dilate,
-                               &padded) ||
-        __builtin_mul_overflow(w[i].size - 1, w[i].rhs_dilate, &eff))
+    int64_t d = operand->dims[i];
+    if ((d > 0 && (__builtin_mul_overflow(d - 1, w[i].lhs_dilate, &padded) ||
+                   __builtin_add_overflow(padded, 1, &padded))) ||
+        __builtin_add_overflow(padded, w[i].pad_lo, &padded) ||
+        __builtin_add_overflow(padded, w[i].pad_hi, &padded) ||
+        __builtin_mul_overflow(w[i].size - 1, w[i].rhs_dilate, &eff) ||
+        __builtin_add_overflow(eff, 1, &eff))
       return KILN_ERR_INVALID("window dimension %d overflows", i);
-    padded = dilated(operand->dims[i], w[i].lhs_dilate) + w[i].pad_lo + w[i].pad_hi;
-    eff = dilated(w[i].size, w[i].rhs_dilate);
     odims[i] = padded < eff ? 0 : (padded - eff) / w[i].stride + 1;
   }
   *out = kiln__array(a, type, n, odims);
@@ -276,6 +276,8 @@ kiln_status kiln_shape_infer_dot(kiln_arena_t *a, const kiln_shape_t *lhs,
   *out = NULL;
   KILN_RETURN_IF_ERROR_PLAIN(kiln__require_array(a, "dot lhs", lhs));
   KILN_RETURN_IF_ERROR_PLAIN(kiln__require_array(a, "dot rhs", rhs));
+  if (lhs->rank > KILN_MAX_RANK || rhs->rank > KILN_MAX_RANK)
+    return KILN_ERR_INVALID("dot operand rank too large");
   if (d->lhs_batch.n != d->rhs_batch.n)
     return KILN_ERR_INVALID("dot lhs_batch_dims=%s and rhs_batch_dims=%s must have the same length",
                             kiln__list_str(a, &d->lhs_batch), kiln__list_str(a, &d->rhs_batch));
