@@ -22,6 +22,7 @@ void kiln_hlo_module_destroy(kiln_hlo_module_t *m) {
   if (!m) return;
   for (size_t i = 0; i < m->computations.len; i++) free_users(m->computations.data[i]);
   kiln_vec_free(&m->computations);
+  if (m->names) kiln_hashmap_free(m->names);
   kiln_arena_destroy(&m->arena);
   kiln_free(m);
 }
@@ -32,6 +33,7 @@ kiln_hlo_computation_t *kiln_hlo_computation_create(kiln_hlo_module_t *m, const 
   c->name = kiln_arena_strdup(&m->arena, name);
   c->module = m;
   kiln_vec_push(&m->computations, c);
+  if (m->names) kiln_hashmap_put(m->names, c->name, strlen(c->name), (void *)1);
   return c;
 }
 
@@ -47,6 +49,7 @@ kiln_hlo_instruction_t *kiln_hlo_instruction_create(kiln_hlo_computation_t *c,
   instr->parent = c;
   instr->id = m->next_id++;
   kiln_vec_push(&c->instructions, instr);
+  if (m->names) kiln_hashmap_put(m->names, instr->name, strlen(instr->name), (void *)1);
   return instr;
 }
 

@@ -247,6 +247,7 @@ struct kiln_hlo_module {
   kiln_raw_attr_t *raw_attrs; /* other module attributes (is_scheduled=true, ...) */
   int num_raw_attrs;
   int64_t next_id;
+  kiln_hashmap_t *names; /* lazily built set of used names (kiln_hlo_module_unique_name) */
 };
 
 /* ---- construction (used by the parser and by passes) ---- */
@@ -271,6 +272,38 @@ void kiln_hlo_instruction_add_called(kiln_hlo_instruction_t *instr, const char *
 /* Adds or replaces a raw attribute. */
 void kiln_hlo_instruction_set_raw_attr(kiln_hlo_instruction_t *instr, const char *key,
                                        const char *value);
+
+/* ---- mutation and traversal (used by passes) ---- */
+
+/* Removes `instr` from its computation. It must have no users and not be the root;
+ * returns FAILED_PRECONDITION otherwise. Its operands lose it as a user. The memory stays
+ * in the module's arena. */
+kiln_status kiln_hlo_instruction_remove(kiln_hlo_instruction_t *instr);
+/* Copies `src` (opcode, shape, every attribute) into computation `dest` of the same module,
+ * with the given operands and name (NULL = a fresh unique name derived from src's). */
+kiln_hlo_instruction_t *kiln_hlo_instruction_clone(kiln_hlo_computation_t *dest,
+                                                   const kiln_hlo_instruction_t *src,
+                                                   const char *name, int num_operands,
+                                                   kiln_hlo_instruction_t *const *operands);
+/* Deep-copies computation `src` into the same module under a fresh name derived from
+ * `name_hint`. Called computations are shared, not copied. */
+kiln_hlo_computation_t *kiln_hlo_computation_clone(const kiln_hlo_computation_t *src,
+                                                   const char *name_hint);
+/* Removes a computation that nothing calls any more (not the entry). */
+void kiln_hlo_module_remove_computation(kiln_hlo_module_t *m, kiln_hlo_computation_t *c);
+/* A name not used by any instruction or computation of the module: `prefix` itself if
+ * free, else prefix.N. Allocated in the module's arena. */
+char *kiln_hlo_module_unique_name(kiln_hlo_module_t *m, const char *prefix);
+/* Instructions in post order: operands and control predecessors before users; every
+ * instruction of the computation appears once (dead ones too). kiln_malloc'ed array. */
+kiln_hlo_instruction_t **kiln_hlo_computation_post_order(const kiln_hlo_computation_t *c,
+                                                         size_t *out_n);
+/* Computations in post order: callees before callers, the entry last; unreachable ones
+ * are included before the entry. kiln_malloc'ed array. */
+kiln_hlo_computation_t **kiln_hlo_module_computation_post_order(const kiln_hlo_module_t *m,
+                                                                size_t *out_n);
+/* Moves `c`'s instruction list into post order (stable for already-sorted input). */
+void kiln_hlo_computation_sort_post_order(kiln_hlo_computation_t *c);
 
 /* ---- queries ---- */
 
