@@ -7,14 +7,15 @@
  * module ends. Everything lands in the module's arena, whose limit is set from the input
  * size, so no input can make the parser allocate without bound; scratch vectors grow only
  * with the text actually read. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/parser_internal.h"
+#include "compiler/hlo/shape_inference.h"
 
 /* ---- small helpers ---- */
-
 bool kiln_hlo_parser_enter(kiln_hlo_parser_t *P) {
   if (++P->depth > KILN_HLO_PARSE_MAX_DEPTH)
     return kiln_hlo_lexer_error_at(&P->L, P->L.p, KILN_INVALID_ARGUMENT,
@@ -46,26 +47,26 @@ void *kiln_hlo_parser_alloc(kiln_hlo_parser_t *P, size_t n) {
   return p;
 }
 
-static char *arena_strndup(kiln_hlo_parser_t *P, const char *s, size_t n) {
+char *kiln_hlo_parser_strndup(kiln_hlo_parser_t *P, const char *s, size_t n) {
   char *d = kiln_arena_strndup(&P->m->arena, s, n);
   if (!d) kiln_hlo_parser_oom(P);
   return d;
 }
 
 /* A NUL-terminated copy of [s, s+n) in the parser's name buffer (valid until next use). */
-static const char *cname(kiln_hlo_parser_t *P, const char *s, size_t n) {
+const char *kiln_hlo_parser_cname(kiln_hlo_parser_t *P, const char *s, size_t n) {
   P->nb.len = 0;
   kiln_strbuf_append_n(&P->nb, s, n);
   return kiln_strbuf_cstr(&P->nb);
 }
 
-static bool span_eq(const char *s, size_t n, const char *lit) {
+bool kiln_hlo_span_eq(const char *s, size_t n, const char *lit) {
   size_t m = strlen(lit);
   return n == m && memcmp(s, lit, n) == 0;
 }
 
 /* Copies ints [base, len) of the scratch stack into an arena list and pops them. */
-static bool take_ints(kiln_hlo_parser_t *P, size_t base, kiln_i64_list_t *out) {
+bool kiln_hlo_parser_take_ints(kiln_hlo_parser_t *P, size_t base, kiln_i64_list_t *out) {
   size_t n = P->ints.len - base;
   if (n > KILN_HLO_PARSE_MAX_COUNT)
     return kiln_hlo_lexer_error_at(&P->L, P->L.p, KILN_INVALID_ARGUMENT, "list too long");
@@ -81,7 +82,7 @@ static bool take_ints(kiln_hlo_parser_t *P, size_t base, kiln_i64_list_t *out) {
 }
 
 /* {1,2,3} or {} */
-static bool parse_i64_list(kiln_hlo_parser_t *P, kiln_i64_list_t *out) {
+bool kiln_hlo_parse_i64_list(kiln_hlo_parser_t *P, kiln_i64_list_t *out) {
   kiln_hlo_lexer_t *L = &P->L;
   if (!kiln_hlo_lexer_expect(L, '{')) return false;
   size_t base = P->ints.len;
@@ -95,10 +96,10 @@ static bool parse_i64_list(kiln_hlo_parser_t *P, kiln_i64_list_t *out) {
       break;
     }
   }
-  return take_ints(P, base, out);
+  return kiln_hlo_parser_take_ints(P, base, out);
 }
 
-static bool parse_bool(kiln_hlo_parser_t *P, bool *out) {
+bool kiln_hlo_parse_bool(kiln_hlo_parser_t *P, bool *out) {
   kiln_hlo_lexer_t *L = &P->L;
   if (kiln_hlo_lexer_accept_word(L, "true")) {
     *out = true;
@@ -111,860 +112,12 @@ static bool parse_bool(kiln_hlo_parser_t *P, bool *out) {
   return kiln_hlo_lexer_error_expected(L, "'true' or 'false'");
 }
 
-static bool parse_word_dup(kiln_hlo_parser_t *P, const char *what, char **out) {
+bool kiln_hlo_parse_word_dup(kiln_hlo_parser_t *P, const char *what, char **out) {
   const char *s;
   size_t n;
   if (!kiln_hlo_lexer_word(&P->L, what, &s, &n)) return false;
-  *out = arena_strndup(P, s, n);
+  *out = kiln_hlo_parser_strndup(P, s, n);
   return *out != NULL;
-}
-
-/* ---- shapes and layouts ---- */
-
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-static bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || is_digit(c); }
-
-static void append_m2m(kiln_strbuf_t *b, const int64_t *v, size_t n) {
-  kiln_strbuf_append_char(b, '{');
-  for (size_t i = 0; i < n; i++) kiln_strbuf_printf(b, i ? ",%lld" : "%lld", (long long)v[i]);
-  kiln_strbuf_append_char(b, '}');
-}
-
-/* Layout `{m2m[:items]}` for array shape `s`; the cursor is on '{'. */
-static bool parse_layout(kiln_hlo_parser_t *P, kiln_shape_t *s) {
-  kiln_hlo_lexer_t *L = &P->L;
-  const char *pos = L->p;
-  L->p++;
-  size_t base = P->ints.len;
-  if (kiln_hlo_lexer_peek(L) != '}' && kiln_hlo_lexer_peek(L) != ':') {
-    for (;;) {
-      int64_t v;
-      if (!kiln_hlo_lexer_int64(L, "layout dimension", &v)) return false;
-      kiln_vec_push(&P->ints, v);
-      if (!kiln_hlo_lexer_accept(L, ',')) break;
-    }
-  }
-  size_t rank = P->ints.len - base;
-  kiln_layout_t *lay = &s->layout;
-  P->tiles.len = 0;
-  P->extra.len = 0;
-  if (kiln_hlo_lexer_accept(L, ':')) {
-    for (;;) {
-      kiln_hlo_lexer_skip_ws(L);
-      if (L->p >= L->end) return kiln_hlo_lexer_error_expected(L, "'}'");
-      char c = *L->p;
-      if (c == '}') break;
-      bool paren = L->p + 1 < L->end && L->p[1] == '(';
-      if (c == 'T' && paren) {
-        L->p++;
-        while (L->p < L->end && *L->p == '(') {
-          L->p++;
-          size_t tbase = P->ints.len;
-          if (!kiln_hlo_lexer_accept(L, ')')) {
-            for (;;) {
-              int64_t v;
-              if (kiln_hlo_lexer_accept(L, '*')) {
-                v = -1;
-              } else if (!kiln_hlo_lexer_int64(L, "tile dimension", &v)) {
-                return false;
-              }
-              kiln_vec_push(&P->ints, v);
-              if (kiln_hlo_lexer_accept(L, ',')) continue;
-              if (!kiln_hlo_lexer_expect(L, ')')) return false;
-              break;
-            }
-          }
-          kiln_i64_list_t dims;
-          if (!take_ints(P, tbase, &dims)) return false;
-          kiln_tile_t t = {dims.n, dims.v};
-          kiln_vec_push(&P->tiles, t);
-        }
-      } else if ((c == 'E' || c == 'S') && paren) {
-        L->p += 2;
-        int64_t v;
-        if (!kiln_hlo_lexer_int64(L, c == 'E' ? "element size" : "memory space", &v)) return false;
-        if (!kiln_hlo_lexer_expect(L, ')')) return false;
-        if (c == 'E')
-          lay->element_size_bits = v;
-        else
-          lay->memory_space = v;
-      } else {
-        /* Any other item, e.g. L(4) or #(u8): kept verbatim. */
-        const char *q = L->p;
-        while (q < L->end && ((*q >= 'A' && *q <= 'Z') || (*q >= 'a' && *q <= 'z') ||
-                              *q == '#' || *q == '*'))
-          q++;
-        if (q == L->p || q >= L->end || *q != '(') return kiln_hlo_lexer_error_expected(L, "layout item");
-        int depth = 0;
-        while (q < L->end) {
-          if (*q == '(') depth++;
-          if (*q == ')' && --depth == 0) break;
-          if (*q == '\n' || *q == '{' || *q == '}') break;
-          q++;
-        }
-        if (q >= L->end || *q != ')') {
-          L->p = q;
-          return kiln_hlo_lexer_error_expected(L, "')'");
-        }
-        q++;
-        kiln_vec_reserve(&P->extra, P->extra.len + (size_t)(q - L->p));
-        memcpy(P->extra.data + P->extra.len, L->p, (size_t)(q - L->p));
-        P->extra.len += (size_t)(q - L->p);
-        L->p = q;
-      }
-    }
-  }
-  if (!kiln_hlo_lexer_expect(L, '}')) return false;
-  if ((int64_t)rank != s->rank) {
-    kiln_strbuf_t b = {0};
-    append_m2m(&b, P->ints.data + base, rank);
-    char *st = kiln_shape_to_string(s, false);
-    kiln_hlo_lexer_error_at(L, pos, KILN_INVALID_ARGUMENT,
-                            "layout %s has %zu dimensions but shape %s has rank %d",
-                            kiln_strbuf_cstr(&b), rank, st, s->rank);
-    kiln_free(st);
-    kiln_strbuf_free(&b);
-    return false;
-  }
-  /* minor_to_major must be a permutation of 0..rank-1 */
-  if (rank) {
-    bool *seen = kiln_calloc(rank, 1);
-    bool ok = true;
-    for (size_t i = 0; i < rank && ok; i++) {
-      int64_t d = P->ints.data[base + i];
-      if (d < 0 || (size_t)d >= rank || seen[d]) ok = false;
-      else seen[d] = true;
-    }
-    kiln_free(seen);
-    if (!ok) {
-      kiln_strbuf_t b = {0};
-      append_m2m(&b, P->ints.data + base, rank);
-      char *st = kiln_shape_to_string(s, false);
-      kiln_hlo_lexer_error_at(L, pos, KILN_INVALID_ARGUMENT,
-                              "layout %s is not a permutation of the dimensions of %s",
-                              kiln_strbuf_cstr(&b), st);
-      kiln_free(st);
-      kiln_strbuf_free(&b);
-      return false;
-    }
-  }
-  kiln_i64_list_t m2m;
-  if (!take_ints(P, base, &m2m)) return false;
-  s->has_layout = true;
-  lay->rank = m2m.n;
-  lay->minor_to_major = m2m.v;
-  if (P->tiles.len) {
-    lay->tiles = kiln_hlo_parser_alloc(P, P->tiles.len * sizeof(kiln_tile_t));
-    if (!lay->tiles) return false;
-    memcpy(lay->tiles, P->tiles.data, P->tiles.len * sizeof(kiln_tile_t));
-    lay->num_tiles = (int)P->tiles.len;
-  }
-  if (P->extra.len) {
-    lay->extra = arena_strndup(P, P->extra.data, P->extra.len);
-    if (!lay->extra) return false;
-  }
-  return true;
-}
-
-bool kiln_hlo_parse_shape_text(kiln_hlo_parser_t *P, kiln_shape_t **out) {
-  kiln_hlo_lexer_t *L = &P->L;
-  kiln_arena_t *a = &P->m->arena;
-  char c = kiln_hlo_lexer_peek(L);
-  if (L->err) return false;
-  if (c == '(') {
-    if (!kiln_hlo_parser_enter(P)) return false;
-    L->p++;
-    size_t base = P->shapes.len;
-    if (!kiln_hlo_lexer_accept(L, ')')) {
-      for (;;) {
-        kiln_shape_t *e;
-        if (!kiln_hlo_parse_shape_text(P, &e)) return false;
-        kiln_vec_push(&P->shapes, e);
-        if (kiln_hlo_lexer_accept(L, ',')) continue;
-        if (!kiln_hlo_lexer_expect(L, ')')) return false;
-        break;
-      }
-    }
-    size_t n = P->shapes.len - base;
-    if (n > KILN_HLO_PARSE_MAX_COUNT)
-      return kiln_hlo_lexer_error_at(L, L->p, KILN_INVALID_ARGUMENT, "tuple too long");
-    if (!kiln_hlo_parser_reserve(P, sizeof(kiln_shape_t) + n * sizeof(kiln_shape_t *), 2)) return false;
-    *out = kiln_shape_make_tuple(a, (int)n, P->shapes.data + base);
-    P->shapes.len = base;
-    P->depth--;
-    return *out != NULL || kiln_hlo_parser_oom(P);
-  }
-  const char *tpos = L->p, *q = L->p;
-  while (q < L->end && is_lower_alnum(*q)) q++;
-  kiln_elem_type_t t;
-  if (q == tpos) return kiln_hlo_lexer_error_expected(L, "shape");
-  if (!kiln_elem_type_from_name(tpos, (size_t)(q - tpos), &t) || t == KILN_TUPLE) {
-    if (q < L->end && *q == '[')
-      return kiln_hlo_lexer_error_at(L, tpos, KILN_INVALID_ARGUMENT, "unknown element type '%.*s'",
-                                     (int)(q - tpos), tpos);
-    return kiln_hlo_lexer_error_expected(L, "shape");
-  }
-  L->p = q;
-  if (!kiln_hlo_lexer_expect(L, '[')) return false;
-  size_t base = P->ints.len;
-  P->dyn.len = 0;
-  bool any_dynamic = false;
-  if (!kiln_hlo_lexer_accept(L, ']')) {
-    for (;;) {
-      bool dynamic = kiln_hlo_lexer_accept_op(L, "<=");
-      int64_t d;
-      kiln_hlo_lexer_skip_ws(L);
-      const char *dpos = L->p;
-      if (!kiln_hlo_lexer_int64(L, "dimension size", &d)) return false;
-      if (d < 0)
-        return kiln_hlo_lexer_error_at(L, dpos, KILN_INVALID_ARGUMENT,
-                                       "negative dimension size %lld", (long long)d);
-      kiln_vec_push(&P->ints, d);
-      kiln_vec_push(&P->dyn, dynamic);
-      any_dynamic |= dynamic;
-      if (kiln_hlo_lexer_accept(L, ',')) continue;
-      if (!kiln_hlo_lexer_expect(L, ']')) return false;
-      break;
-    }
-  }
-  size_t rank = P->ints.len - base;
-  if (rank > KILN_HLO_PARSE_MAX_COUNT)
-    return kiln_hlo_lexer_error_at(L, tpos, KILN_INVALID_ARGUMENT, "too many dimensions");
-  if (!kiln_elem_type_is_array(t) && rank)
-    return kiln_hlo_lexer_error_at(L, tpos, KILN_INVALID_ARGUMENT, "%s shape cannot have dimensions",
-                                   kiln_elem_type_name(t));
-  if (!kiln_hlo_parser_reserve(P, sizeof(kiln_shape_t) + rank * 8, 2)) return false;
-  kiln_shape_t *s = t == KILN_TOKEN ? kiln_shape_make_token(a)
-                                    : kiln_shape_make_array(a, t, (int)rank, P->ints.data + base);
-  if (!s) return kiln_hlo_parser_oom(P);
-  s->type = t;
-  P->ints.len = base;
-  if (any_dynamic) {
-    s->dynamic = kiln_hlo_parser_alloc(P, rank);
-    if (!s->dynamic) return false;
-    memcpy(s->dynamic, P->dyn.data, rank);
-  }
-  /* A layout follows the ']' directly; a '{' after a space is the computation body. */
-  if (L->p < L->end && *L->p == '{' && kiln_elem_type_is_array(t)) {
-    const char *r = L->p + 1;
-    while (r < L->end && (*r == ' ' || *r == '\t')) r++;
-    if (r < L->end && (is_digit(*r) || *r == ':' || *r == '}')) {
-      if (!parse_layout(P, s)) return false;
-    }
-  }
-  *out = s;
-  return true;
-}
-
-/* ---- attribute values ---- */
-
-/* slice={[0:2], [1:9:2]} */
-static bool parse_slice(kiln_hlo_parser_t *P, kiln_hlo_instruction_t *instr) {
-  kiln_hlo_lexer_t *L = &P->L;
-  if (!kiln_hlo_lexer_expect(L, '{')) return false;
-  size_t base = P->ints.len;
-  if (!kiln_hlo_lexer_accept(L, '}')) {
-    for (;;) {
-      int64_t start, limit, stride = 1;
-      if (!kiln_hlo_lexer_expect(L, '[') || !kiln_hlo_lexer_int64(L, "slice start", &start) ||
-          !kiln_hlo_lexer_expect(L, ':') || !kiln_hlo_lexer_int64(L, "slice limit", &limit))
-        return false;
-      if (kiln_hlo_lexer_accept(L, ':') && !kiln_hlo_lexer_int64(L, "slice stride", &stride))
-        return false;
-      if (!kiln_hlo_lexer_expect(L, ']')) return false;
-      kiln_vec_push(&P->ints, start);
-      kiln_vec_push(&P->ints, limit);
-      kiln_vec_push(&P->ints, stride);
-      if (kiln_hlo_lexer_accept(L, ',')) continue;
-      if (!kiln_hlo_lexer_expect(L, '}')) return false;
-      break;
-    }
-  }
-  size_t n = (P->ints.len - base) / 3;
-  if (n > KILN_HLO_PARSE_MAX_COUNT)
-    return kiln_hlo_lexer_error_at(L, L->p, KILN_INVALID_ARGUMENT, "list too long");
-  instr->num_slice_dims = (int)n;
-  if (n) {
-    instr->slice = kiln_hlo_parser_alloc(P, n * sizeof(kiln_slice_dim_t));
-    if (!instr->slice) return false;
-    for (size_t i = 0; i < n; i++) {
-      instr->slice[i].start = P->ints.data[base + 3 * i];
-      instr->slice[i].limit = P->ints.data[base + 3 * i + 1];
-      instr->slice[i].stride = P->ints.data[base + 3 * i + 2];
-    }
-  }
-  P->ints.len = base;
-  return true;
-}
-
-/* Integers separated by `sep` with no spaces: 3x3, 0_1. Pushes them on the int stack. */
-static bool parse_int_run(kiln_hlo_parser_t *P, char sep, const char *what) {
-  kiln_hlo_lexer_t *L = &P->L;
-  for (;;) {
-    int64_t v;
-    if (!kiln_hlo_lexer_int64(L, what, &v)) return false;
-    kiln_vec_push(&P->ints, v);
-    if (L->p < L->end && *L->p == sep) {
-      L->p++;
-      continue;
-    }
-    return true;
-  }
-}
-
-/* padding=lo_hi[_interior]x... for pad. */
-static bool parse_padding(kiln_hlo_parser_t *P, kiln_hlo_instruction_t *instr) {
-  kiln_hlo_lexer_t *L = &P->L;
-  size_t base = P->ints.len;
-  for (;;) {
-    size_t dbase = P->ints.len;
-    kiln_hlo_lexer_skip_ws(L);
-    const char *pos = L->p;
-    if (!parse_int_run(P, '_', "padding")) return false;
-    size_t parts = P->ints.len - dbase;
-    if (parts < 2 || parts > 3) {
-      L->p = pos;
-      return kiln_hlo_lexer_error_expected(L, "padding 'low_high' or 'low_high_interior'");
-    }
-    if (parts == 2) kiln_vec_push(&P->ints, 0);
-    if (L->p < L->end && *L->p == 'x') {
-      L->p++;
-      continue;
-    }
-    break;
-  }
-  size_t n = (P->ints.len - base) / 3;
-  if (n > KILN_HLO_PARSE_MAX_COUNT)
-    return kiln_hlo_lexer_error_at(L, L->p, KILN_INVALID_ARGUMENT, "list too long");
-  instr->num_pad_dims = (int)n;
-  instr->padding = kiln_hlo_parser_alloc(P, n * sizeof(kiln_pad_dim_t));
-  if (!instr->padding) return false;
-  for (size_t i = 0; i < n; i++) {
-    instr->padding[i].lo = P->ints.data[base + 3 * i];
-    instr->padding[i].hi = P->ints.data[base + 3 * i + 1];
-    instr->padding[i].interior = P->ints.data[base + 3 * i + 2];
-  }
-  P->ints.len = base;
-  return true;
-}
-
-/* window={size=3x3 stride=2x2 pad=0_1x0_1 lhs_dilate=1x2 rhs_dilate=2x1 rhs_reversal=0x1} */
-static bool parse_window(kiln_hlo_parser_t *P, kiln_hlo_instruction_t *instr) {
-  kiln_hlo_lexer_t *L = &P->L;
-  static const char *const kFields[] = {"size", "stride", "pad", "lhs_dilate", "rhs_dilate",
-                                        "rhs_reversal"};
-  enum { kNumFields = 6 };
-  size_t start[kNumFields], count[kNumFields];
-  bool present[kNumFields] = {false};
-  if (!kiln_hlo_lexer_expect(L, '{')) return false;
-  size_t base = P->ints.len;
-  int64_t n = -1;
-  while (!kiln_hlo_lexer_accept(L, '}')) {
-    const char *k, *kpos;
-    size_t kn;
-    kiln_hlo_lexer_skip_ws(L);
-    kpos = L->p;
-    if (!kiln_hlo_lexer_word(L, "window field or '}'", &k, &kn)) return false;
-    int f = -1;
-    for (int i = 0; i < kNumFields; i++)
-      if (span_eq(k, kn, kFields[i])) f = i;
-    if (f < 0)
-      return kiln_hlo_lexer_error_at(L, kpos, KILN_INVALID_ARGUMENT, "unknown window field '%.*s'",
-                                     (int)kn, k);
-    if (present[f])
-      return kiln_hlo_lexer_error_at(L, kpos, KILN_INVALID_ARGUMENT,
-                                     "duplicate window field '%s'", kFields[f]);
-    if (!kiln_hlo_lexer_expect(L, '=')) return false;
-    present[f] = true;
-    start[f] = P->ints.len;
-    int64_t dims = 0;
-    for (;;) {
-      size_t before = P->ints.len;
-      if (!parse_int_run(P, f == 2 ? '_' : 'x', f == 2 ? "padding" : "window value")) return false;
-      if (f == 2) {
-        if (P->ints.len - before != 2) {
-          return kiln_hlo_lexer_error_at(L, L->p, KILN_INVALID_ARGUMENT,
-                                         "window pad must be 'low_high' per dimension");
-        }
-      }
-      dims++;
-      if (f == 2 && L->p < L->end && *L->p == 'x') {
-        L->p++;
-        continue;
-      }
-      break;
-    }
-    if (f != 2) dims = (int64_t)(P->ints.len - start[f]);
-    count[f] = (size_t)dims;
-    if (n < 0) {
-      n = dims;
-    } else if (dims != n) {
-      return kiln_hlo_lexer_error_at(L, kpos, KILN_INVALID_ARGUMENT,
-                                     "window field '%s' has %lld dimensions, expected %lld",
-                                     kFields[f], (long long)dims, (long long)n);
-    }
-  }
-  if (n < 0) n = 0;
-  if ((size_t)n > KILN_HLO_PARSE_MAX_COUNT)
-    return kiln_hlo_lexer_error_at(L, L->p, KILN_INVALID_ARGUMENT, "window too long");
-  instr->num_window_dims = (int)n;
-  if (n) {
-    instr->window = kiln_hlo_parser_alloc(P, (size_t)n * sizeof(kiln_window_dim_t));
-    if (!instr->window) return false;
-  }
-  int64_t *v = P->ints.data;
-  for (int64_t i = 0; i < n; i++) {
-    kiln_window_dim_t *w = &instr->window[i];
-    w->size = present[0] ? v[start[0] + i] : 1;
-    w->stride = present[1] ? v[start[1] + i] : 1;
-    w->pad_lo = present[2] ? v[start[2] + 2 * i] : 0;
-    w->pad_hi = present[2] ? v[start[2] + 2 * i + 1] : 0;
-    w->lhs_dilate = present[3] ? v[start[3] + i] : 1;
-    w->rhs_dilate = present[4] ? v[start[4] + i] : 1;
-    w->reversal = present[5] ? v[start[5] + i] != 0 : false;
-  }
-  (void)count;
-  P->ints.len = base;
-  return true;
-}
-
-/* One dim_labels part: `batch`/`feature` letters (b/f or i/o) and spatial digits. Fills
- * the two positions and spatial[digit] = position. Returns the number of spatial dims or
- * -1 if malformed. */
-static int parse_label_part(const char *s, size_t n, char l0, char l1, int64_t *p0, int64_t *p1,
-                            int64_t *spatial) {
-  int c0 = 0, c1 = 0, ns = 0;
-  bool seen[10] = {false};
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    if (c == l0) c0++, *p0 = (int64_t)i;
-    else if (c == l1) c1++, *p1 = (int64_t)i;
-    else if (is_digit(c)) {
-      int d = c - '0';
-      if (seen[d]) return -1;
-      seen[d] = true;
-      spatial[d] = (int64_t)i;
-      ns++;
-    } else {
-      return -1;
-    }
-  }
-  if (c0 != 1 || c1 != 1) return -1;
-  for (int d = 0; d < ns; d++)
-    if (!seen[d]) return -1;
-  return ns;
-}
-
-/* dim_labels=b01f_01io->b01f */
-static bool parse_dim_labels(kiln_hlo_parser_t *P, kiln_hlo_instruction_t *instr) {
-  kiln_hlo_lexer_t *L = &P->L;
-  kiln_hlo_lexer_skip_ws(L);
-  const char *s = L->p, *q = L->p;
-  while (q < L->end && (is_lower_alnum(*q) || *q == '_' || *q == '-' || *q == '>' || *q == '?'))
-    q++;
-  size_t n = (size_t)(q - s);
-  const char *us = memchr(s, '_', n);
-  const char *arrow = NULL;
-  for (const char *r = s; r + 1 < q; r++)
-    if (r[0] == '-' && r[1] == '>') {
-      arrow = r;
-      break;
-    }
-  int64_t in_sp[10], k_sp[10], out_sp[10];
-  kiln_conv_dnums_t *d = &instr->conv_dnums;
-  int a = -1, b = -1, c = -1;
-  if (us && arrow && us < arrow) {
-    a = parse_label_part(s, (size_t)(us - s), 'b', 'f', &d->input_batch, &d->input_feature, in_sp);
-    b = parse_label_part(us + 1, (size_t)(arrow - us - 1), 'i', 'o', &d->kernel_input_feature,
-                         &d->kernel_output_feature, k_sp);
-    c = parse_label_part(arrow + 2, (size_t)(q - arrow - 2), 'b', 'f', &d->output_batch,
-                         &d->output_feature, out_sp);
-  }
-  if (a < 0 || a != b || a != c) {
-    if (n == 0) return kiln_hlo_lexer_error_expected(L, "dim_labels");
-    return kiln_hlo_lexer_error_at(L, s, KILN_INVALID_ARGUMENT, "malformed dim_labels '%.*s'",
-                                   (int)n, s);
-  }
-  L->p = q;
-  d->num_spatial = a;
-  if (a) {
-    d->input_spatial = kiln_hlo_parser_alloc(P, (size_t)a * 8);
-    d->kernel_spatial = kiln_hlo_parser_alloc(P, (size_t)a * 8);
-    d->output_spatial = kiln_hlo_parser_alloc(P, (size_t)a * 8);
-    if (!d->input_spatial || !d->kernel_spatial || !d->output_spatial) return false;
-    memcpy(d->input_spatial, in_sp, (size_t)a * 8);
-    memcpy(d->kernel_spatial, k_sp, (size_t)a * 8);
-    memcpy(d->output_spatial, out_sp, (size_t)a * 8);
-  }
-  instr->has_conv_dnums = true;
-  return true;
-}
-
-/* {default,highest} */
-static bool parse_precision(kiln_hlo_parser_t *P, kiln_hlo_instruction_t *instr) {
-  kiln_hlo_lexer_t *L = &P->L;
-  if (!kiln_hlo_lexer_expect(L, '{')) return false;
-  P->strs.len = 0;
-  if (!kiln_hlo_lexer_accept(L, '}')) {
-    for (;;) {
-      char *w;
-      if (!parse_word_dup(P, "precision", &w)) return false;
-      kiln_vec_push(&P->strs, w);
-      if (kiln_hlo_lexer_accept(L, ',')) continue;
-      if (!kiln_hlo_lexer_expect(L, '}')) return false;
-      break;
-    }
-  }
-  if (P->strs.len > KILN_HLO_PARSE_MAX_COUNT)
-    return kiln_hlo_lexer_error_at(L, L->p, KILN_INVALID_ARGUMENT, "list too long");
-  instr->num_operand_precision = (int)P->strs.len;
-  if (P->strs.len) {
-    instr->operand_precision = kiln_hlo_parser_alloc(P, P->strs.len * sizeof(char *));
-    if (!instr->operand_precision) return false;
-    memcpy(instr->operand_precision, P->strs.data, P->strs.len * sizeof(char *));
-  }
-  return true;
-}
-
-/* Names of `{a, b}` (braced) or `a` into the given ref vector. */
-static bool parse_name_refs(kiln_hlo_parser_t *P, kiln_hlo_name_refs_t *refs, bool allow_bare,
-                            bool *braced, const char *what) {
-  kiln_hlo_lexer_t *L = &P->L;
-  *braced = kiln_hlo_lexer_accept(L, '{');
-  if (!*braced && !allow_bare) return kiln_hlo_lexer_error_expected(L, "'{'");
-  if (*braced && kiln_hlo_lexer_accept(L, '}')) return true;
-  for (;;) {
-    kiln_hlo_name_ref_t r;
-    size_t n;
-    if (!kiln_hlo_lexer_name(L, what, &r.name, &n, &r.pos)) return false;
-    r.len = (uint32_t)n;
-    kiln_vec_push(refs, r);
-    if (!*braced) return true;
-    if (kiln_hlo_lexer_accept(L, ',')) continue;
-    return kiln_hlo_lexer_expect(L, '}');
-  }
-}
-
-/* backend_config: {json} | "string" | anything else (raw). */
-static bool parse_backend_config(kiln_hlo_parser_t *P, kiln_hlo_instruction_t *instr) {
-  kiln_hlo_lexer_t *L = &P->L;
-  char c = kiln_hlo_lexer_peek(L);
-  if (c == '"') {
-    P->sb.len = 0;
-    bool has_nul;
-    const char *raw;
-    if (!kiln_hlo_lexer_string(L, &P->sb, &has_nul, &raw)) return false;
-    if (has_nul) {
-      /* Opaque bytes: keep the escaped text, the decoded form would stop at the NUL. */
-      instr->backend_config_form = KILN_BACKEND_CONFIG_RAW;
-      instr->backend_config = arena_strndup(P, raw, (size_t)(L->p - raw));
-    } else {
-      instr->backend_config_form = KILN_BACKEND_CONFIG_STRING;
-      instr->backend_config = arena_strndup(P, P->sb.data, P->sb.len);
-    }
-    return instr->backend_config != NULL;
-  }
-  if (!kiln_hlo_lexer_capture(L, true, &P->sb)) return false;
-  instr->backend_config_form = c == '{' ? KILN_BACKEND_CONFIG_JSON : KILN_BACKEND_CONFIG_RAW;
-  instr->backend_config = arena_strndup(P, P->sb.data, P->sb.len);
-  return instr->backend_config != NULL;
-}
-
-static const char *const kApiVersions[] = {
-    "API_VERSION_UNSPECIFIED", "API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING",
-    "API_VERSION_STATUS_RETURNING_UNIFIED", "API_VERSION_TYPED_FFI"};
-
-static bool parse_enum_word(kiln_hlo_parser_t *P, const char *what, const char *const *names,
-                            int count, int *out) {
-  kiln_hlo_lexer_t *L = &P->L;
-  const char *s;
-  size_t n;
-  kiln_hlo_lexer_skip_ws(L);
-  const char *pos = L->p;
-  if (!kiln_hlo_lexer_word(L, what, &s, &n)) return false;
-  for (int i = 0; i < count; i++)
-    if (span_eq(s, n, names[i])) {
-      *out = i;
-      return true;
-    }
-  return kiln_hlo_lexer_error_at(L, pos, KILN_INVALID_ARGUMENT, "unknown %s '%.*s'", what, (int)n, s);
-}
-
-/* ---- attribute keys ---- */
-
-#define KILN_HLO_ATTRS(X)                                                                   \
-  X(INDEX, "index") X(DIMENSIONS, "dimensions") X(IOTA_DIMENSION, "iota_dimension")         \
-  X(SLICE, "slice") X(DYNAMIC_SLICE_SIZES, "dynamic_slice_sizes") X(PADDING, "padding")     \
-  X(WINDOW, "window") X(DIM_LABELS, "dim_labels")                                           \
-  X(FEATURE_GROUP_COUNT, "feature_group_count") X(BATCH_GROUP_COUNT, "batch_group_count")   \
-  X(LHS_BATCH, "lhs_batch_dims") X(LHS_CONTRACTING, "lhs_contracting_dims")                 \
-  X(RHS_BATCH, "rhs_batch_dims") X(RHS_CONTRACTING, "rhs_contracting_dims")                 \
-  X(OPERAND_PRECISION, "operand_precision") X(OFFSET_DIMS, "offset_dims")                   \
-  X(COLLAPSED_SLICE_DIMS, "collapsed_slice_dims") X(START_INDEX_MAP, "start_index_map")     \
-  X(OPERAND_BATCHING_DIMS, "operand_batching_dims")                                         \
-  X(START_INDICES_BATCHING_DIMS, "start_indices_batching_dims")                             \
-  X(INDEX_VECTOR_DIM, "index_vector_dim") X(SLICE_SIZES, "slice_sizes")                     \
-  X(UPDATE_WINDOW_DIMS, "update_window_dims") X(INSERTED_WINDOW_DIMS, "inserted_window_dims") \
-  X(SCATTER_DIMS_TO_OPERAND_DIMS, "scatter_dims_to_operand_dims")                           \
-  X(INPUT_BATCHING_DIMS, "input_batching_dims")                                             \
-  X(SCATTER_INDICES_BATCHING_DIMS, "scatter_indices_batching_dims")                         \
-  X(INDICES_ARE_SORTED, "indices_are_sorted") X(UNIQUE_INDICES, "unique_indices")           \
-  X(DIRECTION, "direction") X(TYPE, "type") X(KIND, "kind") X(TO_APPLY, "to_apply")         \
-  X(CALLS, "calls") X(CONDITION, "condition") X(BODY, "body") X(SELECT, "select")           \
-  X(SCATTER, "scatter") X(TRUE_COMPUTATION, "true_computation")                             \
-  X(FALSE_COMPUTATION, "false_computation") X(BRANCH_COMPUTATIONS, "branch_computations")   \
-  X(CALLED_COMPUTATIONS, "called_computations") X(CUSTOM_CALL_TARGET, "custom_call_target") \
-  X(API_VERSION, "api_version") X(IS_STABLE, "is_stable") X(EXPONENT_BITS, "exponent_bits") \
-  X(MANTISSA_BITS, "mantissa_bits") X(FFT_TYPE, "fft_type") X(FFT_LENGTH, "fft_length")     \
-  X(DISTRIBUTION, "distribution") X(ALGORITHM, "algorithm") X(LEFT_SIDE, "left_side")       \
-  X(LOWER, "lower") X(UNIT_DIAGONAL, "unit_diagonal") X(TRANSPOSE_A, "transpose_a")         \
-  X(CHANNEL_ID, "channel_id") X(REPLICA_GROUPS, "replica_groups")                           \
-  X(USE_GLOBAL_DEVICE_IDS, "use_global_device_ids") X(CONSTRAIN_LAYOUT, "constrain_layout") \
-  X(K, "k") X(LARGEST, "largest") X(CONTROL_PREDECESSORS, "control-predecessors")           \
-  X(BACKEND_CONFIG, "backend_config")
-
-typedef enum attr_id {
-  ATTR_RAW = 0,
-#define X(e, s) ATTR_##e,
-  KILN_HLO_ATTRS(X)
-#undef X
-  ATTR_COUNT
-} attr_id_t;
-
-static const char *const kAttrNames[ATTR_COUNT] = {
-    "",
-#define X(e, s) s,
-    KILN_HLO_ATTRS(X)
-#undef X
-};
-
-static attr_id_t lookup_attr(kiln_hlo_parser_t *P, const char *k, size_t n) {
-  void *v = kiln_hashmap_get(&P->attr_keys, k, n);
-  if (v) return (attr_id_t)((uintptr_t)v - 1);
-  attr_id_t id = ATTR_RAW;
-  for (int i = 1; i < ATTR_COUNT; i++)
-    if (span_eq(k, n, kAttrNames[i])) id = (attr_id_t)i;
-  kiln_hashmap_put(&P->attr_keys, k, n, (void *)(uintptr_t)(id + 1));
-  return id;
-}
-
-/* Attributes whose typed field belongs to one opcode are decoded only there; elsewhere
- * they stay raw (e.g. `algorithm=` on dot is not the rng algorithm). */
-static bool attr_applies(attr_id_t id, kiln_hlo_opcode_t op) {
-  switch (id) {
-    case ATTR_INDEX: return op == KILN_OP_GET_TUPLE_ELEMENT;
-    case ATTR_PADDING: return op == KILN_OP_PAD;
-    case ATTR_OFFSET_DIMS: case ATTR_COLLAPSED_SLICE_DIMS: case ATTR_START_INDEX_MAP:
-    case ATTR_OPERAND_BATCHING_DIMS: case ATTR_START_INDICES_BATCHING_DIMS:
-    case ATTR_SLICE_SIZES:
-      return op == KILN_OP_GATHER;
-    case ATTR_UPDATE_WINDOW_DIMS: case ATTR_INSERTED_WINDOW_DIMS:
-    case ATTR_SCATTER_DIMS_TO_OPERAND_DIMS: case ATTR_INPUT_BATCHING_DIMS:
-    case ATTR_SCATTER_INDICES_BATCHING_DIMS:
-      return op == KILN_OP_SCATTER;
-    case ATTR_INDEX_VECTOR_DIM: return op == KILN_OP_GATHER || op == KILN_OP_SCATTER;
-    case ATTR_INDICES_ARE_SORTED: case ATTR_UNIQUE_INDICES:
-      return op == KILN_OP_GATHER || op == KILN_OP_SCATTER;
-    case ATTR_DIRECTION: case ATTR_TYPE: return op == KILN_OP_COMPARE;
-    case ATTR_KIND: return op == KILN_OP_FUSION;
-    case ATTR_CUSTOM_CALL_TARGET: case ATTR_API_VERSION: return op == KILN_OP_CUSTOM_CALL;
-    case ATTR_IS_STABLE: return op == KILN_OP_SORT;
-    case ATTR_EXPONENT_BITS: case ATTR_MANTISSA_BITS: return op == KILN_OP_REDUCE_PRECISION;
-    case ATTR_FFT_TYPE: case ATTR_FFT_LENGTH: return op == KILN_OP_FFT;
-    case ATTR_DISTRIBUTION: return op == KILN_OP_RNG;
-    case ATTR_ALGORITHM: return op == KILN_OP_RNG_BIT_GENERATOR;
-    case ATTR_LEFT_SIDE: case ATTR_UNIT_DIAGONAL: case ATTR_TRANSPOSE_A:
-      return op == KILN_OP_TRIANGULAR_SOLVE;
-    case ATTR_LOWER: return op == KILN_OP_TRIANGULAR_SOLVE || op == KILN_OP_CHOLESKY;
-    case ATTR_K: case ATTR_LARGEST: return op == KILN_OP_TOPK;
-    default: return true;
-  }
-}
-
-static bool add_called_ref(kiln_hlo_parser_t *P, kiln_hlo_instruction_t *instr, attr_id_t id) {
-  kiln_hlo_called_rec_t rec;
-  rec.instr = instr;
-  rec.key = kAttrNames[id];
-  rec.begin = (uint32_t)P->crefs.len;
-  bool braced;
-  if (!parse_name_refs(P, &P->crefs, true, &braced, "computation name")) return false;
-  rec.braced = braced;
-  rec.count = (uint32_t)(P->crefs.len - rec.begin);
-  kiln_vec_push(&P->called, rec);
-  return true;
-}
-
-static bool parse_attr_value(kiln_hlo_parser_t *P, kiln_hlo_instruction_t *instr,
-                             kiln_hlo_instr_rec_t *rec, attr_id_t id) {
-  kiln_hlo_lexer_t *L = &P->L;
-  int e;
-  switch (id) {
-    case ATTR_INDEX: return kiln_hlo_lexer_int64(L, "tuple index", &instr->tuple_index);
-    case ATTR_DIMENSIONS:
-      instr->has_dimensions = true;
-      return parse_i64_list(P, &instr->dimensions);
-    case ATTR_IOTA_DIMENSION: return kiln_hlo_lexer_int64(L, "iota dimension", &instr->iota_dimension);
-    case ATTR_SLICE: return parse_slice(P, instr);
-    case ATTR_DYNAMIC_SLICE_SIZES: return parse_i64_list(P, &instr->dynamic_slice_sizes);
-    case ATTR_PADDING: return parse_padding(P, instr);
-    case ATTR_WINDOW: return parse_window(P, instr);
-    case ATTR_DIM_LABELS: return parse_dim_labels(P, instr);
-    case ATTR_FEATURE_GROUP_COUNT:
-      return kiln_hlo_lexer_int64(L, "feature group count", &instr->feature_group_count);
-    case ATTR_BATCH_GROUP_COUNT:
-      return kiln_hlo_lexer_int64(L, "batch group count", &instr->batch_group_count);
-    case ATTR_LHS_BATCH: instr->has_dot_dnums = true; return parse_i64_list(P, &instr->dot_dnums.lhs_batch);
-    case ATTR_LHS_CONTRACTING:
-      instr->has_dot_dnums = true;
-      return parse_i64_list(P, &instr->dot_dnums.lhs_contracting);
-    case ATTR_RHS_BATCH: instr->has_dot_dnums = true; return parse_i64_list(P, &instr->dot_dnums.rhs_batch);
-    case ATTR_RHS_CONTRACTING:
-      instr->has_dot_dnums = true;
-      return parse_i64_list(P, &instr->dot_dnums.rhs_contracting);
-    case ATTR_OPERAND_PRECISION: return parse_precision(P, instr);
-    case ATTR_OFFSET_DIMS:
-      instr->has_gather_dnums = true;
-      return parse_i64_list(P, &instr->gather_dnums.offset_dims);
-    case ATTR_COLLAPSED_SLICE_DIMS:
-      instr->has_gather_dnums = true;
-      return parse_i64_list(P, &instr->gather_dnums.collapsed_slice_dims);
-    case ATTR_START_INDEX_MAP:
-      instr->has_gather_dnums = true;
-      return parse_i64_list(P, &instr->gather_dnums.start_index_map);
-    case ATTR_OPERAND_BATCHING_DIMS:
-      instr->has_gather_dnums = true;
-      return parse_i64_list(P, &instr->gather_dnums.operand_batching_dims);
-    case ATTR_START_INDICES_BATCHING_DIMS:
-      instr->has_gather_dnums = true;
-      return parse_i64_list(P, &instr->gather_dnums.start_indices_batching_dims);
-    case ATTR_INDEX_VECTOR_DIM:
-      if (instr->opcode == KILN_OP_GATHER) {
-        instr->has_gather_dnums = true;
-        return kiln_hlo_lexer_int64(L, "index vector dimension", &instr->gather_dnums.index_vector_dim);
-      }
-      instr->has_scatter_dnums = true;
-      return kiln_hlo_lexer_int64(L, "index vector dimension", &instr->scatter_dnums.index_vector_dim);
-    case ATTR_SLICE_SIZES:
-      instr->has_gather_dnums = true;
-      return parse_i64_list(P, &instr->gather_slice_sizes);
-    case ATTR_UPDATE_WINDOW_DIMS:
-      instr->has_scatter_dnums = true;
-      return parse_i64_list(P, &instr->scatter_dnums.update_window_dims);
-    case ATTR_INSERTED_WINDOW_DIMS:
-      instr->has_scatter_dnums = true;
-      return parse_i64_list(P, &instr->scatter_dnums.inserted_window_dims);
-    case ATTR_SCATTER_DIMS_TO_OPERAND_DIMS:
-      instr->has_scatter_dnums = true;
-      return parse_i64_list(P, &instr->scatter_dnums.scatter_dims_to_operand_dims);
-    case ATTR_INPUT_BATCHING_DIMS:
-      instr->has_scatter_dnums = true;
-      return parse_i64_list(P, &instr->scatter_dnums.input_batching_dims);
-    case ATTR_SCATTER_INDICES_BATCHING_DIMS:
-      instr->has_scatter_dnums = true;
-      return parse_i64_list(P, &instr->scatter_dnums.scatter_indices_batching_dims);
-    case ATTR_INDICES_ARE_SORTED: return parse_bool(P, &instr->indices_are_sorted);
-    case ATTR_UNIQUE_INDICES: return parse_bool(P, &instr->unique_indices);
-    case ATTR_DIRECTION: {
-      static const char *const kDirs[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
-      if (!parse_enum_word(P, "comparison direction", kDirs, 6, &e)) return false;
-      instr->comparison_direction = (kiln_cmp_dir_t)(KILN_CMP_EQ + e);
-      return true;
-    }
-    case ATTR_TYPE: {
-      static const char *const kTypes[] = {"FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"};
-      if (!parse_enum_word(P, "comparison type", kTypes, 4, &e)) return false;
-      instr->comparison_type = (kiln_cmp_type_t)(KILN_CMP_TYPE_FLOAT + e);
-      return true;
-    }
-    case ATTR_KIND: {
-      const char *s;
-      size_t n;
-      if (!kiln_hlo_lexer_word(L, "fusion kind", &s, &n)) return false;
-      if (span_eq(s, n, "kLoop")) instr->fusion_kind = KILN_FUSION_LOOP;
-      else if (span_eq(s, n, "kInput")) instr->fusion_kind = KILN_FUSION_INPUT;
-      else if (span_eq(s, n, "kOutput")) instr->fusion_kind = KILN_FUSION_OUTPUT;
-      else if (span_eq(s, n, "kCustom")) instr->fusion_kind = KILN_FUSION_CUSTOM;
-      else return (instr->fusion_kind_text = arena_strndup(P, s, n)) != NULL;
-      return true;
-    }
-    case ATTR_TO_APPLY: case ATTR_CALLS: case ATTR_CONDITION: case ATTR_BODY: case ATTR_SELECT:
-    case ATTR_SCATTER: case ATTR_TRUE_COMPUTATION: case ATTR_FALSE_COMPUTATION:
-    case ATTR_BRANCH_COMPUTATIONS: case ATTR_CALLED_COMPUTATIONS:
-      return add_called_ref(P, instr, id);
-    case ATTR_CUSTOM_CALL_TARGET: {
-      P->sb.len = 0;
-      if (!kiln_hlo_lexer_string(L, &P->sb, NULL, NULL)) return false;
-      instr->custom_call_target = arena_strndup(P, P->sb.data, P->sb.len);
-      return instr->custom_call_target != NULL;
-    }
-    case ATTR_API_VERSION: {
-      kiln_hlo_lexer_skip_ws(L);
-      const char *s = L->p;
-      if (!parse_enum_word(P, "api_version", kApiVersions, 5, &e)) return false;
-      instr->api_version = e;
-      instr->api_version_text = arena_strndup(P, s, (size_t)(L->p - s));
-      return instr->api_version_text != NULL;
-    }
-    case ATTR_IS_STABLE: return parse_bool(P, &instr->is_stable);
-    case ATTR_EXPONENT_BITS: return kiln_hlo_lexer_int64(L, "exponent bits", &instr->exponent_bits);
-    case ATTR_MANTISSA_BITS: return kiln_hlo_lexer_int64(L, "mantissa bits", &instr->mantissa_bits);
-    case ATTR_FFT_TYPE: return parse_word_dup(P, "fft type", &instr->fft_type);
-    case ATTR_FFT_LENGTH: return parse_i64_list(P, &instr->fft_length);
-    case ATTR_DISTRIBUTION: return parse_word_dup(P, "distribution", &instr->rng_distribution);
-    case ATTR_ALGORITHM: return parse_word_dup(P, "algorithm", &instr->rng_algorithm);
-    case ATTR_LEFT_SIDE: return parse_bool(P, &instr->left_side);
-    case ATTR_LOWER: instr->has_lower = true; return parse_bool(P, &instr->lower);
-    case ATTR_UNIT_DIAGONAL: return parse_bool(P, &instr->unit_diagonal);
-    case ATTR_TRANSPOSE_A: return parse_word_dup(P, "transpose kind", &instr->transpose_a);
-    case ATTR_CHANNEL_ID: return kiln_hlo_lexer_int64(L, "channel id", &instr->channel_id);
-    case ATTR_REPLICA_GROUPS:
-      if (!kiln_hlo_lexer_capture(L, true, &P->sb)) return false;
-      instr->replica_groups = arena_strndup(P, P->sb.data, P->sb.len);
-      return instr->replica_groups != NULL;
-    case ATTR_USE_GLOBAL_DEVICE_IDS: return parse_bool(P, &instr->use_global_device_ids);
-    case ATTR_CONSTRAIN_LAYOUT: return parse_bool(P, &instr->constrain_layout);
-    case ATTR_K: return kiln_hlo_lexer_int64(L, "k", &instr->k);
-    case ATTR_LARGEST: return parse_bool(P, &instr->largest);
-    case ATTR_CONTROL_PREDECESSORS: {
-      bool braced;
-      rec->ctrl_begin = (uint32_t)P->refs.len;
-      if (!parse_name_refs(P, &P->refs, false, &braced, "instruction name")) return false;
-      rec->ctrl_count = (uint32_t)(P->refs.len - rec->ctrl_begin);
-      return true;
-    }
-    case ATTR_BACKEND_CONFIG: return parse_backend_config(P, instr);
-    default: return kiln_hlo_lexer_error_at(L, L->p, KILN_INTERNAL, "unhandled attribute");
-  }
-}
-
-/* Stores a raw attribute in the per-instruction scratch list (duplicates are an error). */
-static bool add_raw(kiln_hlo_parser_t *P, const char *k, size_t kn, const char *kpos,
-                    uintptr_t owner_tag) {
-  uintptr_t prev = (uintptr_t)kiln_hashmap_put(&P->raw_seen, k, kn, (void *)owner_tag);
-  if (prev == owner_tag)
-    return kiln_hlo_lexer_error_at(&P->L, kpos, KILN_INVALID_ARGUMENT, "duplicate attribute '%.*s'",
-                                   (int)kn, k);
-  if (!kiln_hlo_lexer_capture(&P->L, true, &P->sb)) return false;
-  kiln_raw_attr_t ra;
-  ra.key = arena_strndup(P, k, kn);
-  ra.value = arena_strndup(P, P->sb.data, P->sb.len);
-  if (!ra.key || !ra.value) return false;
-  kiln_vec_push(&P->raws, ra);
-  return true;
-}
-
-static bool take_raws(kiln_hlo_parser_t *P, kiln_raw_attr_t **out, int *n) {
-  *n = 0;
-  *out = NULL;
-  if (!P->raws.len) return true;
-  if (P->raws.len > KILN_HLO_PARSE_MAX_COUNT)
-    return kiln_hlo_lexer_error_at(&P->L, P->L.p, KILN_INVALID_ARGUMENT, "too many attributes");
-  *out = kiln_hlo_parser_alloc(P, P->raws.len * sizeof(kiln_raw_attr_t));
-  if (!*out) return false;
-  memcpy(*out, P->raws.data, P->raws.len * sizeof(kiln_raw_attr_t));
-  *n = (int)P->raws.len;
-  P->raws.len = 0;
-  return true;
 }
 
 /* ---- instructions ---- */
@@ -980,40 +133,71 @@ static bool lookup_opcode(kiln_hlo_parser_t *P, const char *s, size_t n, kiln_hl
   return true;
 }
 
-/* An operand: optionally typed (`f32[2]{0} %x`, `(f32[], s32[]) t`), then a name. */
-static bool parse_operand(kiln_hlo_parser_t *P) {
-  kiln_hlo_lexer_t *L = &P->L;
+static bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+/* True when a shape starts at the cursor: `(`, `f32[`, `b(`. */
+static bool at_shape(kiln_hlo_lexer_t *L) {
   char c = kiln_hlo_lexer_peek(L);
-  bool typed = c == '(';
-  if (!typed) {
-    const char *q = L->p;
-    while (q < L->end && is_lower_alnum(*q)) q++;
-    kiln_elem_type_t t;
-    typed = q > L->p && q < L->end && *q == '[' && kiln_elem_type_from_name(L->p, (size_t)(q - L->p), &t);
-  }
-  if (typed) {
-    kiln_shape_t *ignored;
-    if (!kiln_hlo_parse_shape_text(P, &ignored)) return false;
-  }
+  if (c == '(') return true;
+  const char *q = L->p;
+  while (q < L->end && is_lower_alnum(*q)) q++;
+  if (q >= L->end || q == L->p) return false;
+  if (*q == '(') return q - L->p == 1 && L->p[0] == 'b';
+  kiln_elem_type_t t;
+  return *q == '[' && kiln_elem_type_from_name(L->p, (size_t)(q - L->p), &t);
+}
+
+static bool parse_instruction_rhs(kiln_hlo_parser_t *P, kiln_hlo_computation_t *c,
+                                  const char *name, size_t nlen, const char *npos, bool is_root,
+                                  kiln_shape_t *shape, bool nested, kiln_hlo_instruction_t **out);
+
+/* An operand: a name, optionally typed (`f32[2]{0} %x`, `(f32[], s32[]) t`), or a nested
+ * instruction (`f32[1,8] parameter(0)`), which is added to the computation under a
+ * generated name. The reference goes on P->opstack. */
+static bool parse_operand(kiln_hlo_parser_t *P, kiln_hlo_computation_t *c) {
+  kiln_hlo_lexer_t *L = &P->L;
   kiln_hlo_name_ref_t r;
+  if (at_shape(L)) {
+    const char *spos = L->p;
+    kiln_shape_t *shape;
+    if (!kiln_hlo_parse_shape_text(P, &shape)) return false;
+    kiln_hlo_lexer_skip_ws(L);
+    const char *q = L->p;
+    while (q < L->end && kiln_hlo_is_name_char(*q)) q++;
+    if (q > L->p && q < L->end && *q == '(') {
+      /* nested instruction */
+      if (!kiln_hlo_parser_enter(P)) return false;
+      char gen[64];
+      const char *op = L->p;
+      int opn = (int)(q - op) > 32 ? 32 : (int)(q - op);
+      do {
+        snprintf(gen, sizeof gen, "%.*s.inline.%u", opn, op, ++P->nested_counter);
+      } while (kiln_hashmap_get(&P->instr_map, gen, strlen(gen)));
+      kiln_hlo_instruction_t *instr;
+      if (!parse_instruction_rhs(P, c, gen, strlen(gen), spos, false, shape, true, &instr))
+        return false;
+      P->depth--;
+      r.pos = spos;
+      r.name = instr->name;
+      r.len = (uint32_t)strlen(instr->name);
+      kiln_vec_push(&P->opstack, r);
+      return true;
+    }
+  }
   size_t n;
   if (!kiln_hlo_lexer_name(L, "operand name", &r.name, &n, &r.pos)) return false;
   r.len = (uint32_t)n;
-  kiln_vec_push(&P->refs, r);
+  kiln_vec_push(&P->opstack, r);
   return true;
 }
 
-static bool parse_instruction(kiln_hlo_parser_t *P, kiln_hlo_computation_t *c) {
+/* `opcode(operands)[, attributes]` of the instruction `name` (with `shape`, or NULL when
+ * the text gives none: inferred when the module is complete). Nested instructions take no
+ * attributes (a ',' after them belongs to the enclosing operand list). */
+static bool parse_instruction_rhs(kiln_hlo_parser_t *P, kiln_hlo_computation_t *c,
+                                  const char *name, size_t nlen, const char *npos, bool is_root,
+                                  kiln_shape_t *shape, bool nested, kiln_hlo_instruction_t **out) {
   kiln_hlo_lexer_t *L = &P->L;
-  kiln_hlo_lexer_skip_ws(L);
-  const char *start = L->p;
-  bool is_root = kiln_hlo_lexer_accept_word(L, "ROOT");
-  const char *name, *npos;
-  size_t nlen;
-  if (!kiln_hlo_lexer_name(L, "instruction name", &name, &nlen, &npos)) return false;
-  if (!kiln_hlo_lexer_expect(L, '=')) return false;
-  kiln_shape_t *shape;
-  if (!kiln_hlo_parse_shape_text(P, &shape)) return false;
   kiln_hlo_lexer_skip_ws(L);
   const char *opos = L->p, *os;
   size_t on;
@@ -1021,6 +205,32 @@ static bool parse_instruction(kiln_hlo_parser_t *P, kiln_hlo_computation_t *c) {
   kiln_hlo_opcode_t op;
   if (!lookup_opcode(P, os, on, &op))
     return kiln_hlo_lexer_error_at(L, opos, KILN_INVALID_ARGUMENT, "unknown opcode '%.*s'", (int)on, os);
+  if (!shape && (op == KILN_OP_PARAMETER || op == KILN_OP_CONSTANT))
+    return kiln_hlo_lexer_error_at(L, opos, KILN_INVALID_ARGUMENT, "%s '%.*s' needs a shape",
+                                   kiln_hlo_opcode_name(op), (int)nlen, name);
+  if (!kiln_hlo_lexer_expect(L, '(')) return false;
+  int64_t param_number = 0;
+  kiln_literal_t *literal = NULL;
+  size_t ops_base = P->opstack.len;
+  if (op == KILN_OP_PARAMETER) {
+    kiln_hlo_lexer_skip_ws(L);
+    const char *ppos = L->p;
+    if (!kiln_hlo_lexer_int64(L, "parameter number", &param_number)) return false;
+    if (param_number < 0)
+      return kiln_hlo_lexer_error_at(L, ppos, KILN_INVALID_ARGUMENT, "negative parameter number");
+    if (!kiln_hlo_lexer_expect(L, ')')) return false;
+  } else if (op == KILN_OP_CONSTANT) {
+    if (!kiln_hlo_parse_literal(P, shape, &literal)) return false;
+    if (!kiln_hlo_lexer_expect(L, ')')) return false;
+  } else if (!kiln_hlo_lexer_accept(L, ')')) {
+    for (;;) {
+      if (!parse_operand(P, c)) return false;
+      if (kiln_hlo_lexer_accept(L, ',')) continue;
+      if (!kiln_hlo_lexer_expect(L, ')')) return false;
+      break;
+    }
+  }
+
   uintptr_t prev = (uintptr_t)kiln_hashmap_get(&P->instr_map, name, nlen);
   if (prev) {
     int line, col;
@@ -1030,69 +240,59 @@ static bool parse_instruction(kiln_hlo_parser_t *P, kiln_hlo_computation_t *c) {
                                    (int)nlen, name, line, col);
   }
   if (!kiln_hlo_parser_reserve(P, sizeof(kiln_hlo_instruction_t) + nlen + 1, 2)) return false;
-  kiln_hlo_instruction_t *instr = kiln_hlo_instruction_create(c, op, shape, cname(P, name, nlen));
+  kiln_hlo_instruction_t *instr =
+      kiln_hlo_instruction_create(c, op, shape, kiln_hlo_parser_cname(P, name, nlen));
   if (!instr || !instr->name) return kiln_hlo_parser_oom(P);
+  instr->parameter_number = param_number;
+  instr->literal = literal;
   kiln_hashmap_put(&P->instr_map, name, nlen, (void *)(uintptr_t)(P->instrs.len + 1));
-  kiln_hlo_instr_rec_t rec = {0};
-  rec.instr = instr;
-  rec.pos = npos;
+  if (!shape) {
+    kiln_hlo_shapeless_t sl = {instr, npos};
+    kiln_vec_push(&P->shapeless, sl);
+  }
   if (is_root) {
     if (P->root_index >= 0) {
       int line, col;
       kiln_hlo_lexer_line_col(L, P->instrs.data[P->root_index].pos, &line, &col);
-      return kiln_hlo_lexer_error_at(L, start, KILN_INVALID_ARGUMENT,
+      return kiln_hlo_lexer_error_at(L, npos, KILN_INVALID_ARGUMENT,
                                      "second ROOT instruction in computation '%s' (first at %d:%d)",
                                      c->name, line, col);
     }
     P->root_index = (int64_t)P->instrs.len;
   }
-
-  if (!kiln_hlo_lexer_expect(L, '(')) return false;
+  kiln_hlo_instr_rec_t rec = {0};
+  rec.instr = instr;
+  rec.pos = npos;
   rec.ops_begin = (uint32_t)P->refs.len;
-  if (op == KILN_OP_PARAMETER) {
-    kiln_hlo_lexer_skip_ws(L);
-    const char *ppos = L->p;
-    if (!kiln_hlo_lexer_int64(L, "parameter number", &instr->parameter_number)) return false;
-    if (instr->parameter_number < 0)
-      return kiln_hlo_lexer_error_at(L, ppos, KILN_INVALID_ARGUMENT, "negative parameter number");
-    if (!kiln_hlo_lexer_expect(L, ')')) return false;
-  } else if (op == KILN_OP_CONSTANT) {
-    if (!kiln_hlo_parse_literal(P, shape, &instr->literal)) return false;
-    if (!kiln_hlo_lexer_expect(L, ')')) return false;
-  } else if (!kiln_hlo_lexer_accept(L, ')')) {
-    for (;;) {
-      if (!parse_operand(P)) return false;
-      if (kiln_hlo_lexer_accept(L, ',')) continue;
-      if (!kiln_hlo_lexer_expect(L, ')')) return false;
-      break;
-    }
-  }
-  rec.ops_count = (uint32_t)(P->refs.len - rec.ops_begin);
+  rec.ops_count = (uint32_t)(P->opstack.len - ops_base);
+  for (size_t i = ops_base; i < P->opstack.len; i++) kiln_vec_push(&P->refs, P->opstack.data[i]);
+  P->opstack.len = ops_base;
 
-  memset(P->seen, 0, sizeof P->seen);
-  uintptr_t tag = (uintptr_t)instr->id + 2;
-  while (kiln_hlo_lexer_accept(L, ',')) {
-    kiln_hlo_lexer_skip_ws(L);
-    const char *kpos = L->p, *k;
-    size_t kn;
-    if (!kiln_hlo_lexer_word(L, "attribute name", &k, &kn)) return false;
-    if (!kiln_hlo_lexer_expect(L, '=')) return false;
-    attr_id_t id = lookup_attr(P, k, kn);
-    if (id != ATTR_RAW && !attr_applies(id, op)) id = ATTR_RAW;
-    if (id == ATTR_RAW) {
-      if (!add_raw(P, k, kn, kpos, tag)) return false;
-      continue;
-    }
-    if (P->seen[id])
-      return kiln_hlo_lexer_error_at(L, kpos, KILN_INVALID_ARGUMENT, "duplicate attribute '%.*s'",
-                                     (int)kn, k);
-    P->seen[id] = true;
-    if (!parse_attr_value(P, instr, &rec, id)) return false;
+  if (!nested) {
+    memset(P->seen, 0, sizeof P->seen);
+    while (kiln_hlo_lexer_accept(L, ','))
+      if (!kiln_hlo_parse_instr_attr(P, instr, &rec)) return false;
+    if (!kiln_hlo_parser_take_raws(P, &instr->raw_attrs, &instr->num_raw_attrs)) return false;
   }
-  if (!take_raws(P, &instr->raw_attrs, &instr->num_raw_attrs)) return false;
   kiln_vec_push(&P->instrs, rec);
+  *out = instr;
   return true;
 }
+
+/* `[ROOT] name = [shape] opcode(operands)[, attributes]` */
+static bool parse_instruction(kiln_hlo_parser_t *P, kiln_hlo_computation_t *c) {
+  kiln_hlo_lexer_t *L = &P->L;
+  bool is_root = kiln_hlo_lexer_accept_word(L, "ROOT");
+  const char *name, *npos;
+  size_t nlen;
+  if (!kiln_hlo_lexer_name(L, "instruction name", &name, &nlen, &npos)) return false;
+  if (!kiln_hlo_lexer_expect(L, '=')) return false;
+  kiln_shape_t *shape = NULL;
+  if (at_shape(L) && !kiln_hlo_parse_shape_text(P, &shape)) return false;
+  kiln_hlo_instruction_t *instr;
+  return parse_instruction_rhs(P, c, name, nlen, npos, is_root, shape, false, &instr);
+}
+
 
 /* ---- computations ---- */
 
@@ -1269,7 +469,7 @@ static bool parse_computation(kiln_hlo_parser_t *P) {
                                    (int)nlen, name, line, col);
   }
   if (!kiln_hlo_parser_reserve(P, sizeof(kiln_hlo_computation_t) + nlen + 1, 2)) return false;
-  kiln_hlo_computation_t *c = kiln_hlo_computation_create(P->m, cname(P, name, nlen));
+  kiln_hlo_computation_t *c = kiln_hlo_computation_create(P->m, kiln_hlo_parser_cname(P, name, nlen));
   if (!c || !c->name) return kiln_hlo_parser_oom(P);
   kiln_hlo_comp_rec_t crec = {c, npos};
   kiln_vec_push(&P->comps, crec);
@@ -1302,7 +502,7 @@ static bool parse_computation(kiln_hlo_parser_t *P) {
   }
   if (kiln_hlo_lexer_accept(L, ',')) {
     if (!kiln_hlo_lexer_capture(L, false, &P->sb)) return false;
-    c->trailing_attrs = arena_strndup(P, P->sb.data, P->sb.len);
+    c->trailing_attrs = kiln_hlo_parser_strndup(P, P->sb.data, P->sb.len);
     if (!c->trailing_attrs) return false;
   }
   return finish_computation(P, c, npos);
@@ -1364,6 +564,92 @@ static bool check_call_graph(kiln_hlo_parser_t *P) {
   return ok;
 }
 
+/* The e-th thing `instr`'s shape depends on: operands, then roots of called computations.
+ * Sets *done past the end. */
+static kiln_hlo_instruction_t *shape_dep(const kiln_hlo_instruction_t *instr, int e, bool *done) {
+  *done = false;
+  if (e < instr->num_operands) return instr->operands[e];
+  e -= instr->num_operands;
+  for (int g = 0; g < instr->num_called_groups; g++) {
+    if (e < instr->called_groups[g].n) return instr->called_groups[g].comps[e]->root;
+    e -= instr->called_groups[g].n;
+  }
+  *done = true;
+  return NULL;
+}
+
+/* Infers the shapes of instructions written without one (`ROOT out = add(a, b)`),
+ * dependencies first, with an explicit stack. */
+static bool infer_missing_shapes(kiln_hlo_parser_t *P) {
+  if (!P->shapeless.len) return true;
+  kiln_hlo_lexer_t *L = &P->L;
+  kiln_ptrmap_t where;
+  kiln_ptrmap_init(&where);
+  for (size_t i = 0; i < P->shapeless.len; i++)
+    kiln_ptrmap_put(&where, P->shapeless.data[i].instr, &P->shapeless.data[i]);
+  typedef struct { kiln_hlo_instruction_t *instr; int edge; } frame_t;
+  KILN_VEC(frame_t) st = {0};
+  kiln_shape_t *placeholder = NULL;
+  bool ok = kiln_hlo_parser_reserve(P, sizeof(kiln_shape_t), 1);
+  if (ok) placeholder = kiln_shape_make_token(&P->m->arena);
+  ok = ok && (placeholder || kiln_hlo_parser_oom(P));
+  for (size_t i = 0; i < P->shapeless.len && ok; i++) {
+    if (P->shapeless.data[i].instr->shape) continue;
+    frame_t f0 = {P->shapeless.data[i].instr, 0};
+    kiln_vec_push(&st, f0);
+    while (st.len && ok) {
+      frame_t *f = &st.data[st.len - 1];
+      kiln_hlo_instruction_t *instr = f->instr, *dep = NULL;
+      if (instr->shape) {
+        st.len--;
+        continue;
+      }
+      for (;;) {
+        bool done;
+        kiln_hlo_instruction_t *d = shape_dep(instr, f->edge, &done);
+        if (done) break;
+        f->edge++;
+        if (!d->shape) {
+          dep = d;
+          break;
+        }
+      }
+      if (dep) {
+        if (st.len > P->shapeless.len) { /* cannot happen: the graphs are acyclic */
+          ok = kiln_hlo_lexer_error_at(L, ((kiln_hlo_shapeless_t *)kiln_ptrmap_get(&where, dep))->pos,
+                                       KILN_INVALID_ARGUMENT, "cyclic shape dependency at '%s'",
+                                       dep->name);
+          break;
+        }
+        frame_t f1 = {dep, 0};
+        kiln_vec_push(&st, f1);
+        continue;
+      }
+      const kiln_hlo_shapeless_t *rec = kiln_ptrmap_get(&where, instr);
+      if (!kiln_hlo_parser_reserve(P, 4096 + 64 * (size_t)instr->num_operands, 8)) {
+        ok = false;
+        break;
+      }
+      instr->shape = placeholder; /* seen by check-style rules, which then fail */
+      kiln_shape_t *shape = NULL;
+      kiln_status s = kiln_shape_infer_instruction(&P->m->arena, instr, &shape);
+      if (s || !shape) {
+        ok = kiln_hlo_lexer_error_at(
+            L, rec->pos, KILN_INVALID_ARGUMENT, "cannot infer the shape of '%s'%s%s", instr->name,
+            s ? ": " : " (write its shape: it is not a function of the operands)",
+            s ? kiln_status_message(s) : "");
+        kiln_status_free(s);
+        break;
+      }
+      instr->shape = shape;
+      st.len--;
+    }
+  }
+  kiln_vec_free(&st);
+  kiln_ptrmap_free(&where);
+  return ok;
+}
+
 static bool finish_module(kiln_hlo_parser_t *P) {
   kiln_hlo_lexer_t *L = &P->L;
   kiln_hlo_module_t *m = P->m;
@@ -1392,6 +678,7 @@ static bool finish_module(kiln_hlo_parser_t *P) {
   }
   kiln_vec_free(&tmp);
   if (!check_call_graph(P)) return false;
+  if (!infer_missing_shapes(P)) return false;
   m->entry = P->entry ? P->entry : P->comps.data[P->comps.len - 1].comp;
   m->entry->is_entry = true;
   return true;
@@ -1439,11 +726,11 @@ static bool parse_io_alias(kiln_hlo_parser_t *P) {
   if (ok && !kiln_hlo_lexer_accept(L, '}')) {
     for (;;) {
       kiln_io_alias_t a = {0};
-      ok = parse_i64_list(P, &a.output_index) && kiln_hlo_lexer_expect(L, ':') &&
+      ok = kiln_hlo_parse_i64_list(P, &a.output_index) && kiln_hlo_lexer_expect(L, ':') &&
            kiln_hlo_lexer_expect(L, '(') &&
            kiln_hlo_lexer_int64(L, "parameter number", &a.param_number) &&
-           kiln_hlo_lexer_expect(L, ',') && parse_i64_list(P, &a.param_index);
-      if (ok && kiln_hlo_lexer_accept(L, ',')) ok = parse_word_dup(P, "alias kind", &a.kind);
+           kiln_hlo_lexer_expect(L, ',') && kiln_hlo_parse_i64_list(P, &a.param_index);
+      if (ok && kiln_hlo_lexer_accept(L, ',')) ok = kiln_hlo_parse_word_dup(P, "alias kind", &a.kind);
       ok = ok && kiln_hlo_lexer_expect(L, ')');
       if (!ok) break;
       kiln_vec_push(&v, a);
@@ -1466,14 +753,42 @@ static bool parse_io_alias(kiln_hlo_parser_t *P) {
   return ok;
 }
 
+/* The stack-frame index some dumps print after the header (FileNames, FunctionNames,
+ * FileLocations, StackFrames sections of `N "text"` or `N {...}` lines). It is checked for
+ * syntax and dropped: kiln keeps no source locations beyond the raw metadata. */
+static bool skip_stack_frame_index(kiln_hlo_parser_t *P) {
+  kiln_hlo_lexer_t *L = &P->L;
+  static const char *const kSections[] = {"FileNames", "FunctionNames", "FileLocations",
+                                          "StackFrames"};
+  for (;;) {
+    bool section = false;
+    for (int i = 0; i < 4 && !section; i++) section = kiln_hlo_lexer_accept_word(L, kSections[i]);
+    if (!section) return true;
+    while (kiln_hlo_lexer_peek(L) >= '0' && kiln_hlo_lexer_peek(L) <= '9') {
+      int64_t id;
+      if (!kiln_hlo_lexer_int64(L, "index", &id)) return false;
+      if (kiln_hlo_lexer_peek(L) == '"') {
+        P->sb.len = 0;
+        if (!kiln_hlo_lexer_string(L, &P->sb, NULL, NULL)) return false;
+      } else if (kiln_hlo_lexer_peek(L) == '{') {
+        if (!kiln_hlo_lexer_capture(L, true, &P->sb)) return false;
+      } else {
+        return kiln_hlo_lexer_error_expected(L, "string or '{'");
+      }
+    }
+    if (L->err) return false;
+  }
+}
+
 static bool parse_module_header(kiln_hlo_parser_t *P) {
   kiln_hlo_lexer_t *L = &P->L;
   if (!kiln_hlo_lexer_accept_word(L, "HloModule")) return kiln_hlo_lexer_error_expected(L, "'HloModule'");
   const char *s;
   size_t n;
   if (!kiln_hlo_lexer_name(L, "module name", &s, &n, NULL)) return false;
-  P->m->name = arena_strndup(P, s, n);
+  P->m->name = kiln_hlo_parser_strndup(P, s, n);
   if (!P->m->name) return false;
+  kiln_hlo_lexer_accept(L, ':'); /* `HloModule name:` in some old dumps */
   bool seen_layout = false, seen_alias = false;
   while (kiln_hlo_lexer_accept(L, ',')) {
     kiln_hlo_lexer_skip_ws(L);
@@ -1481,8 +796,8 @@ static bool parse_module_header(kiln_hlo_parser_t *P) {
     size_t kn;
     if (!kiln_hlo_lexer_word(L, "attribute name", &k, &kn)) return false;
     if (!kiln_hlo_lexer_expect(L, '=')) return false;
-    bool is_layout = span_eq(k, kn, "entry_computation_layout");
-    bool is_alias = span_eq(k, kn, "input_output_alias");
+    bool is_layout = kiln_hlo_span_eq(k, kn, "entry_computation_layout");
+    bool is_alias = kiln_hlo_span_eq(k, kn, "input_output_alias");
     if ((is_layout && seen_layout) || (is_alias && seen_alias))
       return kiln_hlo_lexer_error_at(L, kpos, KILN_INVALID_ARGUMENT, "duplicate attribute '%.*s'",
                                      (int)kn, k);
@@ -1492,11 +807,12 @@ static bool parse_module_header(kiln_hlo_parser_t *P) {
     } else if (is_alias) {
       seen_alias = true;
       if (!parse_io_alias(P)) return false;
-    } else if (!add_raw(P, k, kn, kpos, 1)) {
+    } else if (!kiln_hlo_parser_add_raw(P, k, kn, kpos, 1)) {
       return false;
     }
   }
-  return take_raws(P, &P->m->raw_attrs, &P->m->num_raw_attrs);
+  if (!kiln_hlo_parser_take_raws(P, &P->m->raw_attrs, &P->m->num_raw_attrs)) return false;
+  return skip_stack_frame_index(P);
 }
 
 /* ---- entry points ---- */
@@ -1516,6 +832,8 @@ static void parser_free(kiln_hlo_parser_t *P) {
   kiln_vec_free(&P->strs);
   kiln_vec_free(&P->instrs);
   kiln_vec_free(&P->refs);
+  kiln_vec_free(&P->opstack);
+  kiln_vec_free(&P->shapeless);
   kiln_vec_free(&P->comps);
   kiln_vec_free(&P->called);
   kiln_vec_free(&P->crefs);
@@ -1572,34 +890,36 @@ kiln_status kiln_hlo_parse_module(const char *text, size_t len, const kiln_hlo_p
   return parse_range(text, text, text + len, opts, kModeModule, "module", out);
 }
 
+/* The file's base name without its extension, or "computations". */
+static void name_from_file(const kiln_hlo_parse_options_t *opts, char *name, size_t cap) {
+  const char *fn = opts ? opts->filename : NULL;
+  snprintf(name, cap, "computations");
+  if (!fn || !*fn) return;
+  const char *slash = strrchr(fn, '/');
+  const char *b = slash ? slash + 1 : fn;
+  const char *dot = strrchr(b, '.');
+  size_t n = dot && dot != b ? (size_t)(dot - b) : strlen(b);
+  if (n >= cap) n = cap - 1;
+  if (!n) return;
+  memcpy(name, b, n);
+  name[n] = 0;
+}
+
 kiln_status kiln_hlo_parse_computations(const char *text, size_t len,
                                         const kiln_hlo_parse_options_t *opts,
                                         kiln_hlo_module_t **out) {
   KILN_RETURN_IF_ERROR_PLAIN(check_args(text, len, out));
   *out = NULL;
   if (!text) text = "";
-  /* Module name: the file's base name without its extension. */
-  const char *fn = opts ? opts->filename : NULL;
-  char name[256] = "computations";
-  if (fn && *fn) {
-    const char *slash = strrchr(fn, '/');
-    const char *b = slash ? slash + 1 : fn;
-    const char *dot = strrchr(b, '.');
-    size_t n = dot && dot != b ? (size_t)(dot - b) : strlen(b);
-    if (n >= sizeof name) n = sizeof name - 1;
-    if (n) {
-      memcpy(name, b, n);
-      name[n] = 0;
-    }
-  }
+  char name[256];
+  name_from_file(opts, name, sizeof name);
   return parse_range(text, text, text + len, opts, kModeComputations, name, out);
 }
 
-/* True when the line starting at `p` begins with `word` (after spaces/tabs). */
-static bool line_starts_with(const char *p, const char *end, const char *word) {
-  while (p < end && (*p == ' ' || *p == '\t')) p++;
-  size_t n = strlen(word);
-  return (size_t)(end - p) >= n && memcmp(p, word, n) == 0;
+/* True when the line [p, end) is a `// -----` separator (exactly five dashes). */
+static bool is_separator_line(const char *p, const char *end) {
+  while (end > p && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t')) end--;
+  return end - p == 8 && memcmp(p, "// -----", 8) == 0;
 }
 
 kiln_status kiln_hlo_parse_modules(const char *text, size_t len, const kiln_hlo_parse_options_t *opts,
@@ -1610,48 +930,41 @@ kiln_status kiln_hlo_parse_modules(const char *text, size_t len, const kiln_hlo_
   *out_count = 0;
   if (!text) text = "";
   const char *end = text + len;
-  /* Split at `// -----` lines, but a piece without a `HloModule` line stays with the
-   * module before it (some files use such lines as plain separators between
-   * computations of one module). */
+  /* Pieces between `// -----` lines. Longer dash lines (`// ----------`) are ordinary
+   * comments: some files use them to decorate computations of one module. */
   KILN_VEC(const char *) starts = {0};
   kiln_vec_push(&starts, text);
-  bool group_has_module = false;
-  const char *line = text;
-  while (line < end) {
+  for (const char *line = text; line < end;) {
     const char *nl = memchr(line, '\n', (size_t)(end - line));
     const char *next = nl ? nl + 1 : end;
-    if ((size_t)(end - line) >= 8 && memcmp(line, "// -----", 8) == 0) {
-      /* Does the piece after this separator hold a module? */
-      bool has_module = false;
-      for (const char *q = next; q < end;) {
-        const char *qnl = memchr(q, '\n', (size_t)(end - q));
-        const char *qnext = qnl ? qnl + 1 : end;
-        if ((size_t)(end - q) >= 8 && memcmp(q, "// -----", 8) == 0) break;
-        if (line_starts_with(q, qnext, "HloModule")) {
-          has_module = true;
-          break;
-        }
-        q = qnext;
-      }
-      if (has_module && group_has_module) {
-        kiln_vec_push(&starts, next);
-        group_has_module = false;
-      }
-    } else if (!group_has_module && line_starts_with(line, next, "HloModule")) {
-      group_has_module = true;
-    }
+    if (is_separator_line(line, next)) kiln_vec_push(&starts, next);
     line = next;
   }
-  kiln_hlo_module_t **mods = kiln_calloc(starts.len, sizeof *mods);
+  kiln_vec_push(&starts, end);
+  size_t pieces = starts.len - 1;
+  kiln_hlo_module_t **mods = kiln_calloc(pieces, sizeof *mods);
   kiln_status st = NULL;
   size_t count = 0;
-  for (size_t i = 0; i < starts.len && !st; i++) {
-    const char *b = starts.data[i];
-    const char *e = i + 1 < starts.len ? starts.data[i + 1] : end;
-    st = parse_range(text, b, e, opts, kModeModule, "module", &mods[count]);
+  char name[256];
+  name_from_file(opts, name, sizeof name);
+  for (size_t i = 0; i < pieces && !st; i++) {
+    const char *b = starts.data[i], *e = starts.data[i + 1];
+    /* A piece with nothing but comments is skipped; one without a header holds bare
+     * computations (XLA's split-input-file tests). */
+    kiln_hlo_lexer_t probe;
+    kiln_hlo_lexer_init(&probe, text, b, e, NULL);
+    kiln_hlo_lexer_skip_ws(&probe);
+    bool empty = probe.p >= e && !probe.err;
+    bool header = kiln_hlo_lexer_accept_word(&probe, "HloModule");
+    kiln_status_free(probe.err);
+    if (empty) continue;
+    st = parse_range(text, b, e, opts, header ? kModeModule : kModeComputations,
+                     header ? "module" : name, &mods[count]);
     if (!st) count++;
   }
   kiln_vec_free(&starts);
+  if (!st && count == 0) /* nothing but comments: report the missing header */
+    st = parse_range(text, text, end, opts, kModeModule, "module", &mods[0]);
   if (st) {
     for (size_t i = 0; i < count; i++) kiln_hlo_module_destroy(mods[i]);
     kiln_free(mods);

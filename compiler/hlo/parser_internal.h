@@ -45,6 +45,12 @@ typedef struct kiln_hlo_called_rec {
   uint32_t begin, count; /* into crefs */
 } kiln_hlo_called_rec_t;
 
+/* An instruction written without a shape (inferred at the end of the module). */
+typedef struct kiln_hlo_shapeless {
+  kiln_hlo_instruction_t *instr;
+  const char *pos;
+} kiln_hlo_shapeless_t;
+
 typedef struct kiln_hlo_parser {
   kiln_hlo_lexer_t L;
   kiln_hlo_module_t *m;
@@ -63,6 +69,8 @@ typedef struct kiln_hlo_parser {
   kiln_hashmap_t instr_map; /* name -> index in instrs + 1 */
   KILN_VEC(kiln_hlo_instr_rec_t) instrs;
   kiln_hlo_name_refs_t refs;
+  kiln_hlo_name_refs_t opstack; /* operands of the instructions being read (nesting) */
+  unsigned nested_counter;      /* for names of nested instructions */
   int64_t root_index;
   bool seen[96]; /* decoded attributes seen on the current instruction */
   /* module */
@@ -71,6 +79,7 @@ typedef struct kiln_hlo_parser {
   KILN_VEC(kiln_hlo_called_rec_t) called;
   kiln_hlo_name_refs_t crefs;
   kiln_hlo_computation_t *entry;
+  KILN_VEC(kiln_hlo_shapeless_t) shapeless;
   kiln_hashmap_t opcodes;   /* spelling -> opcode + 1 */
   kiln_hashmap_t attr_keys; /* key -> attribute id + 1 */
   kiln_hashmap_t raw_seen;  /* raw key -> tag of the last owner (duplicate check) */
@@ -83,6 +92,26 @@ bool kiln_hlo_parser_oom(kiln_hlo_parser_t *P);
 bool kiln_hlo_parser_reserve(kiln_hlo_parser_t *P, size_t n, size_t allocs);
 /* Arena allocation that reports RESOURCE_EXHAUSTED on NULL. */
 void *kiln_hlo_parser_alloc(kiln_hlo_parser_t *P, size_t n);
+
+char *kiln_hlo_parser_strndup(kiln_hlo_parser_t *P, const char *s, size_t n);
+/* A NUL-terminated copy of [s, s+n) in P->nb (valid until the next call). */
+const char *kiln_hlo_parser_cname(kiln_hlo_parser_t *P, const char *s, size_t n);
+bool kiln_hlo_span_eq(const char *s, size_t n, const char *lit);
+/* Moves ints [base, len) of P->ints into an arena list. */
+bool kiln_hlo_parser_take_ints(kiln_hlo_parser_t *P, size_t base, kiln_i64_list_t *out);
+bool kiln_hlo_parse_i64_list(kiln_hlo_parser_t *P, kiln_i64_list_t *out); /* {1,2} or {} */
+bool kiln_hlo_parse_bool(kiln_hlo_parser_t *P, bool *out);
+bool kiln_hlo_parse_word_dup(kiln_hlo_parser_t *P, const char *what, char **out);
+
+/* Captures the value of raw attribute `k` into P->raws; `owner_tag` identifies the owner
+ * (module or instruction) so a repeated key on the same owner is an error. */
+bool kiln_hlo_parser_add_raw(kiln_hlo_parser_t *P, const char *k, size_t kn, const char *kpos,
+                             uintptr_t owner_tag);
+/* Moves P->raws into an arena array. */
+bool kiln_hlo_parser_take_raws(kiln_hlo_parser_t *P, kiln_raw_attr_t **out, int *n);
+/* One `key=value` attribute of `instr` (the cursor is after the ','). */
+bool kiln_hlo_parse_instr_attr(kiln_hlo_parser_t *P, kiln_hlo_instruction_t *instr,
+                               kiln_hlo_instr_rec_t *rec);
 
 /* A shape: f32[2,<=3]{1,0:T(2,128)}, (s32[], token[]), ... */
 bool kiln_hlo_parse_shape_text(kiln_hlo_parser_t *P, kiln_shape_t **out);

@@ -331,6 +331,26 @@ bool kiln_hlo_parse_literal(kiln_hlo_parser_t *P, kiln_shape_t *shape, kiln_lite
       if (kiln_hlo_lexer_accept(L, '{') && kiln_hlo_lexer_accept(L, '}')) empty_ok = true;
       else L->p = save;
     }
+    bool broadcast = !empty_ok && shape->rank > 0 && kiln_hlo_lexer_peek(L) != '{';
+    if (broadcast) {
+      /* `f32[3,3] constant(1)`: one scalar for every element. The arena limit bounds
+       * the storage this may ask for. */
+      if (!parse_element(P, shape->type)) return false;
+      size_t sz = kiln_elem_type_storage_bytes(shape->type);
+      int64_t n = kiln_shape_num_elements(shape);
+      if (n < 0 || (uint64_t)n > (SIZE_MAX / 4) / (sz ? sz : 1)) return kiln_hlo_parser_oom(P);
+      l->num_elements = n;
+      if (n) {
+        unsigned char *d = kiln_hlo_parser_alloc(P, (size_t)n * sz);
+        if (!d) return false;
+        for (int64_t i = 0; i < n; i++) memcpy(d + (size_t)i * sz, P->lit.data + base, sz);
+        l->data = d;
+      }
+      P->lit.len = base;
+      P->depth--;
+      *out = l;
+      return true;
+    }
     if (!empty_ok) {
       bool ok = shape->rank == 0 ? parse_element(P, shape->type) : parse_dense(P, shape, 0);
       if (!ok) return false;
