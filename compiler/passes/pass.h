@@ -1,0 +1,77 @@
+/* HLO pass manager.
+ *
+ * A pass rewrites a module in place and says whether it changed anything. Passes are
+ * registered once in passes.def (name → function) so tools can run any list by name
+ * (`kiln-opt --passes=dce,cse`). A pipeline is a list of steps; a step is one pass or a
+ * fixed-point group (run the group's passes in order until none changes, bounded).
+ *
+ * With KILN_DUMP_TO=dir (or opts->dump_dir) every pass that changed the module writes
+ * `dir/NNNN.<module>.<pass>.hlo`, NNNN counting up across the pipeline, so the files sort
+ * in pipeline order. With opts->verify (default on in debug builds, or KILN_VERIFY_PASSES=1)
+ * the verifier runs after every pass that changed the module and names the pass on error. */
+#ifndef KILN_PASSES_PASS_H_
+#define KILN_PASSES_PASS_H_
+
+#include <stdbool.h>
+
+#include "base/status.h"
+#include "compiler/hlo/ir.h"
+
+typedef struct kiln_pass_options {
+  const char *dump_dir; /* NULL: $KILN_DUMP_TO, else no dumps */
+  int verify;           /* -1: default (debug builds / $KILN_VERIFY_PASSES), 0: off, 1: on */
+  int max_fixed_point_iterations; /* 0: 25 */
+  bool log_changes;     /* print each pass that changed the module to stderr */
+} kiln_pass_options_t;
+
+typedef kiln_status (*kiln_pass_fn)(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
+                                    bool *changed);
+
+typedef struct kiln_pass {
+  const char *name;
+  kiln_pass_fn run;
+  const char *summary;
+} kiln_pass_t;
+
+/* Every registered pass (from passes.def), and lookup by name (NULL if unknown). */
+const kiln_pass_t *kiln_pass_registry(int *out_count);
+const kiln_pass_t *kiln_pass_find(const char *name);
+
+typedef struct kiln_pass_step {
+  int num_passes;          /* 1 = a single pass; >1 = a fixed-point group */
+  const kiln_pass_t **passes;
+  bool fixed_point;
+} kiln_pass_step_t;
+
+/* State of one pipeline run (dump counter). */
+typedef struct kiln_pass_runner {
+  const kiln_pass_options_t *opts;
+  int dump_counter;
+  const char *dump_dir;
+  bool verify;
+} kiln_pass_runner_t;
+
+void kiln_pass_runner_init(kiln_pass_runner_t *r, const kiln_pass_options_t *opts);
+/* Runs one pass: verify/dump as configured. `*changed` (may be NULL) is OR-ed. */
+kiln_status kiln_pass_runner_run(kiln_pass_runner_t *r, const kiln_pass_t *pass,
+                                 kiln_hlo_module_t *m, bool *changed);
+/* Runs the passes in order until none changes (at most the configured iteration count). */
+kiln_status kiln_pass_runner_run_fixed_point(kiln_pass_runner_t *r, const kiln_pass_t *const *passes,
+                                             int n, kiln_hlo_module_t *m, bool *changed);
+
+/* Parses "a,b,(c,d)" — parentheses make a fixed-point group — and runs it. Unknown names
+ * give INVALID_ARGUMENT listing the registered passes. */
+kiln_status kiln_pass_run_list(kiln_hlo_module_t *m, const char *list,
+                               const kiln_pass_options_t *opts);
+
+/* Writes the module as `dir/NNNN.<module>.<suffix>.hlo` (used for dumps of other stages too). */
+kiln_status kiln_pass_dump_module(const char *dir, int index, const kiln_hlo_module_t *m,
+                                  const char *suffix);
+
+/* The registered pass functions. */
+#define KILN_PASS(name, fn, summary) \
+  kiln_status fn(kiln_hlo_module_t *m, const kiln_pass_options_t *opts, bool *changed);
+#include "compiler/passes/passes.def"
+#undef KILN_PASS
+
+#endif /* KILN_PASSES_PASS_H_ */
