@@ -40,7 +40,57 @@ struct kiln_eval_ctx {
   kiln_arena_t *arena; /* all intermediate and result literals */
   uint64_t rng_state;  /* for `rng` */
   int depth;           /* call nesting, bounded */
+  /* Cached evaluation plans per computation (eval.c); created on first use, owned and freed
+   * by whichever kiln_eval_module / kiln_eval_computation call found it NULL. */
+  struct kiln_eval_plans *plans;
 };
+
+/* Largest call nesting (call, fusion, while, reducers, ...) before RESOURCE_EXHAUSTED. */
+#define KILN_EVAL_MAX_DEPTH 64
+
+/* ---- helpers shared by the evaluator's files (eval.c, eval_elementwise.c) ---- */
+
+/* Allocates a zero-filled literal of `shape` (array or tuple, recursively) in ctx->arena;
+ * RESOURCE_EXHAUSTED when the arena refuses. */
+kiln_status kiln_eval_literal_alloc(kiln_eval_ctx_t *ctx, kiln_shape_t *shape,
+                                    kiln_literal_t **out);
+/* A literal of `shape` sharing `src`'s data (same element count and storage size). */
+kiln_status kiln_eval_literal_view(kiln_eval_ctx_t *ctx, kiln_shape_t *shape,
+                                   const kiln_literal_t *src, kiln_literal_t **out);
+/* Deep copy (shape included) into `a`; NULL when the arena refuses. */
+kiln_literal_t *kiln_eval_literal_clone(kiln_arena_t *a, const kiln_literal_t *l);
+/* Reads an integer scalar of any integer type (used for indices); unsigned values above
+ * INT64_MAX read as INT64_MAX. */
+int64_t kiln_eval_scalar_index(const kiln_literal_t *l);
+
+/* Element access on raw literal storage of type `t` (eval_elementwise.c).
+ * get_f64: the value (complex: real part). get_s64: integers sign- or zero-extended from
+ * their width; floats converted like `convert` (NaN -> 0, saturating). set_f64: floats round
+ * to nearest even; integers follow `convert` (NaN -> 0, saturate); pred = (v != 0).
+ * set_s64: integers wrap to their width; floats round. */
+double kiln_eval_elem_get_f64(kiln_elem_type_t t, const void *data, int64_t i);
+int64_t kiln_eval_elem_get_s64(kiln_elem_type_t t, const void *data, int64_t i);
+void kiln_eval_elem_set_f64(kiln_elem_type_t t, void *data, int64_t i, double v);
+void kiln_eval_elem_set_s64(kiln_elem_type_t t, void *data, int64_t i, int64_t v);
+
+/* Calling a scalar computation (reducer, comparator, map body) many times without growing
+ * ctx->arena: intermediates go to a scratch arena that is recycled. Arguments and results
+ * are element pointers into literal storage (`arg_types[i]` gives each argument's type; the
+ * result is a scalar or a tuple of scalars whose elements are copied to `results[i]`). */
+typedef struct kiln_eval_scalar_fn {
+  kiln_eval_ctx_t *ctx;
+  const kiln_hlo_computation_t *comp;
+  kiln_arena_t scratch;
+  int64_t calls_since_reset;
+} kiln_eval_scalar_fn_t;
+
+void kiln_eval_scalar_fn_init(kiln_eval_scalar_fn_t *fn, kiln_eval_ctx_t *ctx,
+                              const kiln_hlo_computation_t *comp);
+kiln_status kiln_eval_scalar_fn_call(kiln_eval_scalar_fn_t *fn, int num_args,
+                                     const kiln_elem_type_t *arg_types,
+                                     const void *const *args, int num_results,
+                                     void *const *results);
+void kiln_eval_scalar_fn_destroy(kiln_eval_scalar_fn_t *fn);
 
 /* Each handler evaluates one instruction given its operands' values and writes the result
  * into *out (allocated in ctx->arena). Handlers live in the eval_*.c files. */
