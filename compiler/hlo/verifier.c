@@ -303,7 +303,14 @@ static kiln_status verify_module(kiln_arena_t *a, const kiln_hlo_module_t *m,
     for (size_t k = 0; k < c->instructions.len; k++)
       KILN_RETURN_IF_ERROR_PLAIN(check_instruction_shape(a, c, c->instructions.data[k]));
   }
-  return check_entry_layout(a, m);
+  st = check_entry_layout(a, m);
+  if (st) {
+    kiln_status wrapped = kiln_status_make(kiln_status_code(st), "in module '%s': %s", m->name,
+                                           kiln_status_message(st));
+    kiln_status_free(st);
+    return wrapped;
+  }
+  return KILN_STATUS_OK;
 }
 
 kiln_status kiln_hlo_module_verify(const kiln_hlo_module_t *m) {
