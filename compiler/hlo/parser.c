@@ -143,8 +143,7 @@ static bool at_shape(kiln_hlo_lexer_t *L) {
   while (q < L->end && is_lower_alnum(*q)) q++;
   if (q >= L->end || q == L->p) return false;
   if (*q == '(') return q - L->p == 1 && L->p[0] == 'b';
-  kiln_elem_type_t t;
-  return *q == '[' && kiln_elem_type_from_name(L->p, (size_t)(q - L->p), &t);
+  return *q == '['; /* an element type, or a bad one the shape parser reports */
 }
 
 static bool parse_instruction_rhs(kiln_hlo_parser_t *P, kiln_hlo_computation_t *c,
@@ -578,6 +577,28 @@ static kiln_hlo_instruction_t *shape_dep(const kiln_hlo_instruction_t *instr, in
   return NULL;
 }
 
+/* Opcodes whose result shape is not determined by operands and attributes alone. */
+static bool shape_is_inferable(kiln_hlo_opcode_t op) {
+  switch (op) {
+    case KILN_OP_BROADCAST: case KILN_OP_RESHAPE: case KILN_OP_DYNAMIC_RESHAPE:
+    case KILN_OP_BITCAST: case KILN_OP_IOTA: case KILN_OP_CONVERT: case KILN_OP_BITCAST_CONVERT:
+    case KILN_OP_STOCHASTIC_CONVERT: case KILN_OP_CUSTOM_CALL: case KILN_OP_CUSTOM_CALL_START:
+    case KILN_OP_CUSTOM_CALL_UPDATE: case KILN_OP_CUSTOM_CALL_DONE: case KILN_OP_RNG:
+    case KILN_OP_RNG_BIT_GENERATOR: case KILN_OP_RNG_GET_AND_UPDATE_STATE: case KILN_OP_INFEED:
+    case KILN_OP_RECV: case KILN_OP_RECV_DONE: case KILN_OP_SEND: case KILN_OP_SEND_DONE:
+    case KILN_OP_ALL_GATHER: case KILN_OP_ALL_GATHER_START: case KILN_OP_ALL_GATHER_DONE:
+    case KILN_OP_ALL_TO_ALL: case KILN_OP_RAGGED_ALL_TO_ALL: case KILN_OP_REDUCE_SCATTER:
+    case KILN_OP_ALL_REDUCE_START: case KILN_OP_ALL_REDUCE_DONE:
+    case KILN_OP_COLLECTIVE_PERMUTE_START: case KILN_OP_COLLECTIVE_PERMUTE_DONE:
+    case KILN_OP_ASYNC_START: case KILN_OP_ASYNC_UPDATE: case KILN_OP_ASYNC_DONE:
+    case KILN_OP_COPY_START: case KILN_OP_COPY_DONE: case KILN_OP_DOMAIN:
+    case KILN_OP_SET_DIMENSION_SIZE: case KILN_OP_PARAMETER: case KILN_OP_CONSTANT:
+      return false;
+    default:
+      return true;
+  }
+}
+
 /* Infers the shapes of instructions written without one (`ROOT out = add(a, b)`),
  * dependencies first, with an explicit stack. */
 static bool infer_missing_shapes(kiln_hlo_parser_t *P) {
@@ -626,6 +647,13 @@ static bool infer_missing_shapes(kiln_hlo_parser_t *P) {
         continue;
       }
       const kiln_hlo_shapeless_t *rec = kiln_ptrmap_get(&where, instr);
+      if (!shape_is_inferable(instr->opcode)) {
+        ok = kiln_hlo_lexer_error_at(L, rec->pos, KILN_INVALID_ARGUMENT,
+                                     "cannot infer the shape of '%s' (write its shape: it is "
+                                     "not a function of the operands)",
+                                     instr->name);
+        break;
+      }
       if (!kiln_hlo_parser_reserve(P, 4096 + 64 * (size_t)instr->num_operands, 8)) {
         ok = false;
         break;
