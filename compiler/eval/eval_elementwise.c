@@ -164,69 +164,63 @@ void kiln_eval_elem_set_s64(kiln_elem_type_t t, void *data, int64_t i, int64_t v
     kiln_eval_elem_set_f64(t, data, i, (double)v);
 }
 
-/* ---- operand buffers ---- */
+/* ---- operand chunks ----
+ *
+ * Operands are processed CHUNK elements at a time so that the class-typed copies stay in
+ * cache and no array-sized temporaries are needed. */
 
-typedef struct buf {
-  void *p;
-  bool owned;
-} buf_t;
+#define CHUNK 1024
+#define CHUNK_BYTES (CHUNK * 16) /* widest class element: c128 */
 
-static void buf_free(buf_t *b) {
-  if (b->owned) kiln_free(b->p);
-  b->p = NULL;
-  b->owned = false;
+static size_t class_bytes(kind_t k) {
+  return k == K_F32 ? sizeof(float) : k == K_C128 ? 2 * sizeof(double) : 8;
 }
 
-/* Loads literal `l` (n elements, or 1 broadcast to n) as the computation class of its
- * element type. */
-static kiln_status load(const kiln_literal_t *l, int64_t n, buf_t *out) {
+/* Same rounding as numeric.c's bf16 helpers, inlined for the hot loops. */
+static inline float bf16_to_f32_fast(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static inline uint16_t f32_to_bf16_fast(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7FFFu + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
+}
+
+/* True when literal storage of `t` is already its class representation. */
+static bool class_native(kiln_elem_type_t t) {
+  return t == KILN_F32 || t == KILN_F64 || t == KILN_S64 || t == KILN_U64 || t == KILN_C64 ||
+         t == KILN_C128;
+}
+
+/* Converts `count` elements of `l` starting at `start` into `dst` (class representation). */
+static void load_range(const kiln_literal_t *l, int64_t start, int64_t count, void *dst) {
   kiln_elem_type_t t = l->shape->type;
-  kind_t k = kind_of(t);
-  out->p = NULL;
-  out->owned = false;
-  bool bcast = l->num_elements == 1 && n != 1;
-  if (!bcast && l->num_elements != n)
-    return kiln_status_make(KILN_INVALID_ARGUMENT, "operand has %lld elements, expected %lld",
-                            (long long)l->num_elements, (long long)n);
-  size_t es = k == K_F32 ? sizeof(float) : k == K_C128 ? 2 * sizeof(double) : 8;
-  bool alias = !bcast && (t == KILN_F32 || t == KILN_F64 || t == KILN_S64 || t == KILN_U64 ||
-                          t == KILN_C64 || t == KILN_C128);
-  if (alias) {
-    out->p = l->data;
-    return KILN_STATUS_OK;
-  }
-  void *p = kiln_try_malloc(es * (size_t)(n ? n : 1));
-  if (!p) return oom();
-  out->p = p;
-  out->owned = true;
-  int64_t m = bcast ? 1 : n;
-  switch (k) {
+  const char *src = (const char *)l->data;
+  switch (kind_of(t)) {
   case K_F32: {
-    float *f = p;
+    float *f = dst;
     if (t == KILN_F32) {
-      f[0] = ((const float *)l->data)[0];
+      memcpy(f, src + 4 * start, 4 * (size_t)count);
     } else if (t == KILN_BF16) {
-      const uint16_t *s = l->data;
-      for (int64_t i = 0; i < m; i++) f[i] = kiln_bf16_to_f32(s[i]);
+      const uint16_t *s = (const uint16_t *)src + start;
+      for (int64_t i = 0; i < count; i++) f[i] = bf16_to_f32_fast(s[i]);
     } else if (t == KILN_F16) {
-      const uint16_t *s = l->data;
-      for (int64_t i = 0; i < m; i++) f[i] = kiln_f16_to_f32(s[i]);
+      const uint16_t *s = (const uint16_t *)src + start;
+      for (int64_t i = 0; i < count; i++) f[i] = kiln_f16_to_f32(s[i]);
     } else {
-      for (int64_t i = 0; i < m; i++) f[i] = narrow_to_f32(t, narrow_load_bits(t, l->data, i));
+      for (int64_t i = 0; i < count; i++) f[i] = narrow_to_f32(t, narrow_load_bits(t, src, start + i));
     }
-    if (bcast)
-      for (int64_t i = 1; i < n; i++) f[i] = f[0];
-    break;
-  }
-  case K_F64: {
-    double *d = p;
-    for (int64_t i = 0; i < n; i++) d[i] = ((const double *)l->data)[0];
     break;
   }
   case K_INT: {
-    int64_t *v = p;
+    int64_t *v = dst;
     switch (t) {
-#define LOADLOOP(T, C) case T: { const C *s = l->data; for (int64_t i = 0; i < m; i++) v[i] = (int64_t)s[i]; break; }
+#define LOADLOOP(T, C) case T: { const C *s = (const C *)src + start; for (int64_t i = 0; i < count; i++) v[i] = (int64_t)s[i]; break; }
     LOADLOOP(KILN_S8, int8_t)
     LOADLOOP(KILN_S16, int16_t)
     LOADLOOP(KILN_S32, int32_t)
@@ -237,80 +231,96 @@ static kiln_status load(const kiln_literal_t *l, int64_t n, buf_t *out) {
     LOADLOOP(KILN_U64, uint64_t)
 #undef LOADLOOP
     default:
-      for (int64_t i = 0; i < m; i++) v[i] = int_load(t, l->data, i);
-    }
-    if (bcast)
-      for (int64_t i = 1; i < n; i++) v[i] = v[0];
-    break;
-  }
-  case K_C64: {
-    float *f = p;
-    for (int64_t i = 0; i < n; i++) {
-      f[2 * i] = ((const float *)l->data)[0];
-      f[2 * i + 1] = ((const float *)l->data)[1];
+      for (int64_t i = 0; i < count; i++) v[i] = int_load(t, src, start + i);
     }
     break;
   }
-  case K_C128: {
-    double *d = p;
-    for (int64_t i = 0; i < n; i++) {
-      d[2 * i] = ((const double *)l->data)[0];
-      d[2 * i + 1] = ((const double *)l->data)[1];
-    }
-    break;
+  default: {
+    size_t es = class_bytes(kind_of(t));
+    memcpy(dst, src + es * (size_t)start, es * (size_t)count);
   }
-  default:
-    buf_free(out);
-    return kiln_status_make(KILN_INVALID_ARGUMENT, "element type %s is not a value type",
-                            kiln_elem_type_name(t));
   }
-  return KILN_STATUS_OK;
 }
 
-/* Stores n computed values (class of `t`) into out->data with rounding / wrapping. */
-static void store(kiln_literal_t *out, const void *src, int64_t n) {
+/* Class-typed view of elements [start, start+count) of operand `l`: a pointer into its
+ * storage when that is already the class representation, else a conversion into
+ * `scratch`. A one-element operand (`bcast`) is replicated. */
+static const void *operand_range(const kiln_literal_t *l, bool bcast, int64_t start, int64_t count,
+                                 void *scratch) {
+  kiln_elem_type_t t = l->shape->type;
+  size_t es = class_bytes(kind_of(t));
+  if (bcast) {
+    load_range(l, 0, 1, scratch);
+    for (int64_t i = 1; i < count; i++) memcpy((char *)scratch + es * (size_t)i, scratch, es);
+    return scratch;
+  }
+  if (class_native(t)) return (const char *)l->data + es * (size_t)start;
+  load_range(l, start, count, scratch);
+  return scratch;
+}
+
+/* Where a kernel writes elements [start, ...) of `out`: straight into its storage when
+ * that is the class representation, else `scratch` (then store_range). */
+static void *result_range(kiln_literal_t *out, int64_t start, void *scratch) {
   kiln_elem_type_t t = out->shape->type;
-  if (src == out->data) return;
+  if (class_native(t)) return (char *)out->data + class_bytes(kind_of(t)) * (size_t)start;
+  return scratch;
+}
+
+/* Stores `count` class values from `src` into `out` at `start` with rounding / wrapping. */
+static void store_range(kiln_literal_t *out, int64_t start, int64_t count, const void *src) {
+  kiln_elem_type_t t = out->shape->type;
+  char *dst = (char *)out->data;
+  if (class_native(t)) {
+    size_t es = class_bytes(kind_of(t));
+    if (src != dst + es * (size_t)start) memcpy(dst + es * (size_t)start, src, es * (size_t)count);
+    return;
+  }
   switch (kind_of(t)) {
   case K_F32: {
     const float *f = src;
-    if (t == KILN_F32) {
-      memcpy(out->data, f, sizeof(float) * (size_t)n);
-    } else if (t == KILN_BF16) {
-      uint16_t *d = out->data;
-      for (int64_t i = 0; i < n; i++) d[i] = kiln_f32_to_bf16(f[i]);
+    if (t == KILN_BF16) {
+      uint16_t *d = (uint16_t *)dst + start;
+      for (int64_t i = 0; i < count; i++) d[i] = f32_to_bf16_fast(f[i]);
     } else if (t == KILN_F16) {
-      uint16_t *d = out->data;
-      for (int64_t i = 0; i < n; i++) d[i] = kiln_f32_to_f16(f[i]);
+      uint16_t *d = (uint16_t *)dst + start;
+      for (int64_t i = 0; i < count; i++) d[i] = kiln_f32_to_f16(f[i]);
     } else {
-      for (int64_t i = 0; i < n; i++) narrow_store_bits(t, out->data, i, narrow_from_f32(t, f[i]));
+      for (int64_t i = 0; i < count; i++) narrow_store_bits(t, dst, start + i, narrow_from_f32(t, f[i]));
     }
     break;
   }
-  case K_F64: memcpy(out->data, src, sizeof(double) * (size_t)n); break;
   case K_INT: {
     const int64_t *v = src;
     switch (t) {
-#define STORELOOP(T, C) case T: { C *d = out->data; for (int64_t i = 0; i < n; i++) d[i] = (C)v[i]; break; }
+#define STORELOOP(T, C) case T: { C *d = (C *)dst + start; for (int64_t i = 0; i < count; i++) d[i] = (C)v[i]; break; }
     STORELOOP(KILN_S8, uint8_t)
     STORELOOP(KILN_U8, uint8_t)
     STORELOOP(KILN_S16, uint16_t)
     STORELOOP(KILN_U16, uint16_t)
     STORELOOP(KILN_S32, uint32_t)
     STORELOOP(KILN_U32, uint32_t)
-    STORELOOP(KILN_S64, uint64_t)
-    STORELOOP(KILN_U64, uint64_t)
 #undef STORELOOP
     default:
-      for (int64_t i = 0; i < n; i++) int_store(t, out->data, i, v[i]);
+      for (int64_t i = 0; i < count; i++) int_store(t, dst, start + i, v[i]);
     }
     break;
   }
-  case K_C64: memcpy(out->data, src, 2 * sizeof(float) * (size_t)n); break;
-  case K_C128: memcpy(out->data, src, 2 * sizeof(double) * (size_t)n); break;
-  default: break;
+  default:
+    break;
   }
 }
+
+/* Scratch for up to 4 operand chunks and one result chunk. */
+typedef struct scratch {
+  unsigned char *mem;
+} scratch_t;
+static kiln_status scratch_init(scratch_t *s) {
+  s->mem = kiln_try_malloc(5 * CHUNK_BYTES);
+  return s->mem ? KILN_STATUS_OK : oom();
+}
+static void *scratch_slot(scratch_t *s, int i) { return s->mem + (size_t)i * CHUNK_BYTES; }
+static void scratch_free(scratch_t *s) { kiln_free(s->mem); }
 
 /* ---- float kernels (float for f32 and narrower, double for f64) ---- */
 
@@ -537,71 +547,44 @@ static kiln_status eval_same_type(kiln_eval_ctx_t *ctx, const kiln_hlo_instructi
                               (long long)ops[i]->num_elements, (long long)n);
   }
   if (n == 0) return KILN_STATUS_OK;
-  buf_t in[3] = {{0}};
-  kiln_status st = KILN_STATUS_OK;
-  for (int i = 0; i < nops && !st; i++) st = load(ops[i], n, &in[i]);
+  scratch_t sc;
+  KILN_RETURN_IF_ERROR_PLAIN(scratch_init(&sc));
   kind_t k = kind_of(t);
-  void *o = NULL;
-  bool o_owned = false;
-  if (!st) {
-    if (t == KILN_F32 || t == KILN_F64 || t == KILN_S64 || t == KILN_U64) {
-      o = out->data;
-    } else {
-      size_t es = k == K_F32 ? sizeof(float) : k == K_C128 ? 16 : 8;
-      o = kiln_try_malloc(es * (size_t)n);
-      o_owned = true;
-      if (!o) st = oom();
-    }
-  }
-  if (!st) {
+  kiln_status st = KILN_STATUS_OK;
+  for (int64_t start = 0; start < n && !st; start += CHUNK) {
+    int64_t cnt = n - start < CHUNK ? n - start : CHUNK;
+    const void *in[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < nops; i++)
+      in[i] = operand_range(ops[i], ops[i]->num_elements != n, start, cnt, scratch_slot(&sc, i));
+    void *o = result_range(out, start, scratch_slot(&sc, 4));
     bool ok = false;
-    void *a = in[0].p, *b = in[1].p, *c = in[2].p;
     switch (k) {
-    case K_F32: ok = kernel_f32(instr->opcode, o, a, b, c, n); break;
-    case K_F64: ok = kernel_f64(instr->opcode, o, a, b, c, n); break;
-    case K_INT: ok = kernel_int(instr->opcode, t, o, a, b, c, n); break;
+    case K_F32: ok = kernel_f32(instr->opcode, o, in[0], in[1], in[2], cnt); break;
+    case K_F64: ok = kernel_f64(instr->opcode, o, in[0], in[1], in[2], cnt); break;
+    case K_INT: ok = kernel_int(instr->opcode, t, o, in[0], in[1], in[2], cnt); break;
     case K_C64: {
-      /* complex storage is (re, im) pairs: copy through complex buffers */
-      float complex *ca = kiln_try_malloc(sizeof *ca * (size_t)n);
-      float complex *cb = nops > 1 ? kiln_try_malloc(sizeof *cb * (size_t)n) : NULL;
-      float complex *co = kiln_try_malloc(sizeof *co * (size_t)n);
-      if (ca && co && (nops < 2 || cb)) {
-        memcpy(ca, a, sizeof *ca * (size_t)n);
-        if (cb) memcpy(cb, b, sizeof *cb * (size_t)n);
-        ok = nops <= 2 && kernel_c64(instr->opcode, co, ca, cb, n);
-        memcpy(o, co, sizeof *co * (size_t)n);
-      } else {
-        st = oom();
-      }
-      kiln_free(ca);
-      kiln_free(cb);
-      kiln_free(co);
+      /* complex storage is (re, im) pairs: copy through complex-typed arrays */
+      float complex ca[CHUNK], cb[CHUNK], co[CHUNK];
+      memcpy(ca, in[0], sizeof(float complex) * (size_t)cnt);
+      if (nops > 1) memcpy(cb, in[1], sizeof(float complex) * (size_t)cnt);
+      ok = nops <= 2 && kernel_c64(instr->opcode, co, ca, cb, cnt);
+      if (ok) memcpy(o, co, sizeof(float complex) * (size_t)cnt);
       break;
     }
     case K_C128: {
-      double complex *ca = kiln_try_malloc(sizeof *ca * (size_t)n);
-      double complex *cb = nops > 1 ? kiln_try_malloc(sizeof *cb * (size_t)n) : NULL;
-      double complex *co = kiln_try_malloc(sizeof *co * (size_t)n);
-      if (ca && co && (nops < 2 || cb)) {
-        memcpy(ca, a, sizeof *ca * (size_t)n);
-        if (cb) memcpy(cb, b, sizeof *cb * (size_t)n);
-        ok = nops <= 2 && kernel_c128(instr->opcode, co, ca, cb, n);
-        memcpy(o, co, sizeof *co * (size_t)n);
-      } else {
-        st = oom();
-      }
-      kiln_free(ca);
-      kiln_free(cb);
-      kiln_free(co);
+      double complex ca[CHUNK], cb[CHUNK], co[CHUNK];
+      memcpy(ca, in[0], sizeof(double complex) * (size_t)cnt);
+      if (nops > 1) memcpy(cb, in[1], sizeof(double complex) * (size_t)cnt);
+      ok = nops <= 2 && kernel_c128(instr->opcode, co, ca, cb, cnt);
+      if (ok) memcpy(o, co, sizeof(double complex) * (size_t)cnt);
       break;
     }
     default: break;
     }
-    if (!st && !ok) st = bad_type(instr, t);
-    if (!st) store(out, o, n);
+    if (!ok) st = bad_type(instr, t);
+    else store_range(out, start, cnt, o);
   }
-  if (o_owned) kiln_free(o);
-  for (int i = 0; i < 3; i++) buf_free(&in[i]);
+  scratch_free(&sc);
   return st;
 }
 
@@ -647,13 +630,20 @@ static kiln_status eval_compare(const kiln_hlo_instruction_t *instr, kiln_litera
     return kiln_status_make(KILN_INVALID_ARGUMENT, "compare '%s': operands are %s and %s", instr->name,
                             kiln_elem_type_name(t), kiln_elem_type_name(ops[1]->shape->type));
   if (out->shape->type != KILN_PRED) return bad_type(instr, out->shape->type);
+  if (ops[0]->num_elements != n || ops[1]->num_elements != n)
+    return kiln_status_make(KILN_INVALID_ARGUMENT, "compare '%s': element counts differ", instr->name);
   if (n == 0) return KILN_STATUS_OK;
-  buf_t a = {0}, b = {0};
-  kiln_status st = load(ops[0], n, &a);
-  if (!st) st = load(ops[1], n, &b);
-  uint8_t *o = out->data;
+  scratch_t sc;
+  KILN_RETURN_IF_ERROR_PLAIN(scratch_init(&sc));
   kiln_cmp_type_t ct = instr->comparison_type;
-  if (!st) switch (kind_of(t)) {
+  kiln_status st = KILN_STATUS_OK;
+  for (int64_t start = 0; start < n && !st; start += CHUNK) {
+  int64_t cnt = n - start < CHUNK ? n - start : CHUNK;
+  struct { const void *p; } a = {operand_range(ops[0], false, start, cnt, scratch_slot(&sc, 0))},
+                            b = {operand_range(ops[1], false, start, cnt, scratch_slot(&sc, 1))};
+  uint8_t *o = (uint8_t *)out->data + start;
+  int64_t n = cnt;
+  switch (kind_of(t)) {
   case K_F32: {
     const float *x = a.p, *y = b.p;
     if (ct == KILN_CMP_TYPE_TOTALORDER) {
@@ -721,8 +711,8 @@ static kiln_status eval_compare(const kiln_hlo_instruction_t *instr, kiln_litera
   default:
     st = bad_type(instr, t);
   }
-  buf_free(&a);
-  buf_free(&b);
+  }
+  scratch_free(&sc);
   return st;
 }
 
@@ -761,24 +751,14 @@ static kiln_status eval_select(const kiln_hlo_instruction_t *instr, kiln_literal
 
 /* ---- convert ---- */
 
-/* XLA's convert: float -> int is NaN -> 0 and saturating; int -> narrower int wraps;
- * to pred is != 0; complex -> real takes the real part; narrowing floats round to nearest
- * even (once, from the source value). */
-static kiln_status eval_convert(const kiln_hlo_instruction_t *instr, const kiln_literal_t *src,
-                                kiln_literal_t *out) {
-  kiln_elem_type_t st_ = src->shape->type, dt = out->shape->type;
-  int64_t n = out->num_elements;
-  if (src->num_elements != n)
-    return kiln_status_make(KILN_INVALID_ARGUMENT, "convert '%s': element counts differ", instr->name);
+struct cptr {
+  const void *p;
+};
+
+/* Converts n class values `b.p` (of source type st_) into `out` (a chunk of the result). */
+static void convert_chunk(kiln_elem_type_t st_, struct cptr b, kiln_literal_t *out, int64_t n) {
+  kiln_elem_type_t dt = out->shape->type;
   kind_t sk = kind_of(st_), dk = kind_of(dt);
-  if (sk == K_NONE || dk == K_NONE) return bad_type(instr, sk == K_NONE ? st_ : dt);
-  if (n == 0) return KILN_STATUS_OK;
-  if (st_ == dt) {
-    memcpy(out->data, src->data, kiln_elem_type_storage_bytes(dt) * (size_t)n);
-    return KILN_STATUS_OK;
-  }
-  buf_t b = {0};
-  KILN_RETURN_IF_ERROR_PLAIN(load(src, n, &b));
   if (dk == K_C64 || dk == K_C128) {
     for (int64_t i = 0; i < n; i++) {
       double re, im = 0;
@@ -802,8 +782,7 @@ static kiln_status eval_convert(const kiln_hlo_instruction_t *instr, const kiln_
         ((double *)out->data)[2 * i + 1] = im;
       }
     }
-    buf_free(&b);
-    return KILN_STATUS_OK;
+    return;
   }
   switch (sk) {
   case K_F32: {
@@ -811,7 +790,7 @@ static kiln_status eval_convert(const kiln_hlo_instruction_t *instr, const kiln_
     if (dt == KILN_F32) {
       memcpy(out->data, f, sizeof(float) * (size_t)n);
     } else if (dk == K_F32) {
-      for (int64_t i = 0; i < n; i++) narrow_store_bits(dt, out->data, i, narrow_from_f32(dt, f[i]));
+      store_range(out, 0, n, f);
     } else if (dk == K_F64) {
       for (int64_t i = 0; i < n; i++) ((double *)out->data)[i] = f[i];
     } else {
@@ -838,7 +817,7 @@ static kiln_status eval_convert(const kiln_hlo_instruction_t *instr, const kiln_
     const int64_t *v = b.p;
     bool sg = is_signed(st_);
     if (dk == K_INT) {
-      store(out, v, n);
+      store_range(out, 0, n, v);
     } else if (dt == KILN_F32) {
       for (int64_t i = 0; i < n; i++)
         ((float *)out->data)[i] = sg ? (float)v[i] : (float)(uint64_t)v[i];
@@ -856,7 +835,37 @@ static kiln_status eval_convert(const kiln_hlo_instruction_t *instr, const kiln_
   default:
     break;
   }
-  buf_free(&b);
+}
+
+
+/* XLA's convert: float -> int is NaN -> 0 and saturating; int -> narrower int wraps;
+ * to pred is != 0; complex -> real takes the real part; narrowing floats round to nearest
+ * even (once, from the source value). */
+static kiln_status eval_convert(const kiln_hlo_instruction_t *instr, const kiln_literal_t *src,
+                                kiln_literal_t *out) {
+  kiln_elem_type_t st_ = src->shape->type, dt = out->shape->type;
+  int64_t n = out->num_elements;
+  if (src->num_elements != n)
+    return kiln_status_make(KILN_INVALID_ARGUMENT, "convert '%s': element counts differ", instr->name);
+  kind_t sk = kind_of(st_), dk = kind_of(dt);
+  if (sk == K_NONE || dk == K_NONE) return bad_type(instr, sk == K_NONE ? st_ : dt);
+  if (n == 0) return KILN_STATUS_OK;
+  if (st_ == dt) {
+    memcpy(out->data, src->data, kiln_elem_type_storage_bytes(dt) * (size_t)n);
+    return KILN_STATUS_OK;
+  }
+  scratch_t sc;
+  KILN_RETURN_IF_ERROR_PLAIN(scratch_init(&sc));
+  size_t des = kiln_elem_type_storage_bytes(dt);
+  for (int64_t start = 0; start < n; start += CHUNK) {
+    int64_t cnt = n - start < CHUNK ? n - start : CHUNK;
+    struct cptr b = {operand_range(src, false, start, cnt, scratch_slot(&sc, 0))};
+    kiln_literal_t chunk = *out;
+    chunk.data = (char *)out->data + des * (size_t)start;
+    chunk.num_elements = cnt;
+    convert_chunk(st_, b, &chunk, cnt);
+  }
+  scratch_free(&sc);
   return KILN_STATUS_OK;
 }
 
@@ -942,23 +951,21 @@ static kiln_status eval_reduce_precision(const kiln_hlo_instruction_t *instr, co
     }
     return KILN_STATUS_OK;
   }
-  buf_t b = {0};
-  KILN_RETURN_IF_ERROR_PLAIN(load(src, n, &b));
-  float *tmp = t == KILN_F32 ? out->data : kiln_try_malloc(sizeof(float) * (size_t)n);
-  if (!tmp) {
-    buf_free(&b);
-    return oom();
+  scratch_t sc;
+  KILN_RETURN_IF_ERROR_PLAIN(scratch_init(&sc));
+  for (int64_t start = 0; start < n; start += CHUNK) {
+    int64_t cnt = n - start < CHUNK ? n - start : CHUNK;
+    const float *a = operand_range(src, false, start, cnt, scratch_slot(&sc, 0));
+    float *o = result_range(out, start, scratch_slot(&sc, 4));
+    for (int64_t i = 0; i < cnt; i++) {
+      uint32_t v;
+      memcpy(&v, &a[i], 4);
+      v = (uint32_t)reduce_precision_bits(v, 32, 8, 23, eb, mb, isnan(a[i]));
+      memcpy(&o[i], &v, 4);
+    }
+    store_range(out, start, cnt, o);
   }
-  const float *a = b.p;
-  for (int64_t i = 0; i < n; i++) {
-    uint32_t v;
-    memcpy(&v, &a[i], 4);
-    v = (uint32_t)reduce_precision_bits(v, 32, 8, 23, eb, mb, isnan(a[i]));
-    memcpy(&tmp[i], &v, 4);
-  }
-  store(out, tmp, n);
-  if (tmp != out->data) kiln_free(tmp);
-  buf_free(&b);
+  scratch_free(&sc);
   return KILN_STATUS_OK;
 }
 
