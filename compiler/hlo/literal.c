@@ -271,23 +271,20 @@ bool kiln_literal_equal(const kiln_literal_t *a, const kiln_literal_t *b) {
 
 /* ---- printing ---- */
 
-/* Does `s` parse back to exactly `v` in element type `t`? */
+/* Does `s` parse back to exactly `v` in element type `t`? Narrow types (16 bits and
+ * fewer) must also parse back to `v` as an f32, so the text shows the value actually
+ * stored (bf16 0.1 prints as 0.100097656, f8e4m3fn max as 448) rather than the shortest
+ * decimal that merely rounds to it. */
 static bool round_trips(kiln_elem_type_t t, const char *s, double v) {
   double p = strtod(s, NULL);
   if (t == KILN_F64) return memcmp(&p, &v, sizeof p) == 0;
-  if (t == KILN_F32) {
-    float want = (float)v, a = (float)p, b = strtof(s, NULL);
-    return memcmp(&a, &want, 4) == 0 && memcmp(&b, &want, 4) == 0;
-  }
-  /* Narrow types: also through f32 first, in case a reader narrows that way. */
-  uint32_t want = kiln_narrow_from_f64(t, v);
-  return kiln_narrow_from_f64(t, p) == want &&
-         kiln_narrow_from_f64(t, (double)strtof(s, NULL)) == want;
+  float want = (float)v, a = (float)p, b = strtof(s, NULL);
+  if (memcmp(&a, &want, 4) != 0 || memcmp(&b, &want, 4) != 0) return false;
+  return t == KILN_F32 || kiln_narrow_from_f64(t, p) == kiln_narrow_from_f64(t, v);
 }
 
 /* Prints a finite float of type `t` with the fewest significant digits that parse back
- * to the same value of `t` (for narrow types that can be a different decimal than the
- * exact value: f8e5m2fnuz 57344 prints as 60000). Numbers with a decimal exponent in
+ * to the same value (see round_trips). Numbers with a decimal exponent in
  * [-4, 16) print positionally (integral values without a point: `1`, `1000000`), others
  * as `1.5e+20` / `1e-05`. */
 static void print_finite(kiln_strbuf_t *b, kiln_elem_type_t t, double v) {
