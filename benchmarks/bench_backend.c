@@ -43,8 +43,10 @@ static double compile_once(const kiln_nvptx_options_t *opts, kiln_nvptx_result_t
     kiln_nvptx_result_free(&r);
     return -1;
   }
-  if (keep) *keep = r;
-  else kiln_nvptx_result_free(&r);
+  if (keep)
+    *keep = r;
+  else
+    kiln_nvptx_result_free(&r);
   return ms;
 }
 
@@ -68,8 +70,8 @@ static stage_medians_t measure_compile(const kiln_nvptx_options_t *opts, int rep
     c[i] = r.cubin_ms;
     kiln_nvptx_result_free(&r);
   }
-  out = (stage_medians_t){median(t, reps), median(l, reps), median(o, reps), median(p, reps),
-                          median(c, reps), true};
+  out = (stage_medians_t){median(t, reps), median(l, reps), median(o, reps),
+                          median(p, reps), median(c, reps), true};
 done:
   kiln_free(t);
   kiln_free(l);
@@ -185,8 +187,9 @@ static void bench_host_jit(int reps) {
     kiln_host_jit_t *jit = NULL;
     kiln_status s = kiln_host_jit_create(NULL, &jit);
     void *addr = NULL;
-    if (!s) s = kiln_host_jit_add_module(jit, kiln_test_build_saxpy(kiln_host_jit_context(jit),
-                                                                    "saxpy"), NULL);
+    if (!s)
+      s = kiln_host_jit_add_module(jit, kiln_test_build_saxpy(kiln_host_jit_context(jit), "saxpy"),
+                                   NULL);
     if (!s) s = kiln_host_jit_lookup(jit, "saxpy", &addr);
     t[i] = kiln_backend_now_ms() - t0;
     if (jit) opt[i] = kiln_host_jit_stats(jit).opt_ms;
@@ -207,9 +210,12 @@ int main(int argc, char **argv) {
   const char *arch = "sm_90";
   int reps = 20, nvcc_reps = 5;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--arch") && i + 1 < argc) arch = argv[++i];
-    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--nvcc-reps") && i + 1 < argc) nvcc_reps = atoi(argv[++i]);
+    if (!strcmp(argv[i], "--arch") && i + 1 < argc)
+      arch = argv[++i];
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+      reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--nvcc-reps") && i + 1 < argc)
+      nvcc_reps = atoi(argv[++i]);
     else {
       fprintf(stderr, "usage: %s [--arch sm_90] [--reps 20] [--nvcc-reps 5]\n", argv[0]);
       return 2;
@@ -243,17 +249,20 @@ int main(int argc, char **argv) {
          eager.libdevice, eager.libdevice / (lazy.libdevice > 0 ? lazy.libdevice : 1e-9));
 
   double jit = measure_cubin(first.ptx, first.ptx_size, arch, KILN_CUBIN_VIA_NVJITLINK, reps);
-  if (jit >= 0) printf("PTX -> cubin via nvJitLink         : %8.2f ms\n", jit);
-  else printf("PTX -> cubin via nvJitLink         : unavailable\n");
+  if (jit >= 0)
+    printf("PTX -> cubin via nvJitLink         : %8.2f ms\n", jit);
+  else
+    printf("PTX -> cubin via nvJitLink         : unavailable\n");
   double pxs = measure_cubin(first.ptx, first.ptx_size, arch, KILN_CUBIN_VIA_PTXAS, reps);
-  if (pxs >= 0) printf("PTX -> cubin via ptxas             : %8.2f ms\n", pxs);
-  else printf("PTX -> cubin via ptxas             : unavailable\n");
+  if (pxs >= 0)
+    printf("PTX -> cubin via ptxas             : %8.2f ms\n", pxs);
+  else
+    printf("PTX -> cubin via ptxas             : unavailable\n");
   kiln_nvptx_result_free(&first);
 
   kiln_nvptx_options_t full = {.arch = arch};
   stage_medians_t total = measure_compile(&full, reps);
-  if (total.ok)
-    printf("kiln LLVM IR -> cubin (auto)       : %8.2f ms\n", total.total);
+  if (total.ok) printf("kiln LLVM IR -> cubin (auto)       : %8.2f ms\n", total.total);
 
   double nvcc = measure_nvcc(arch, nvcc_reps);
   if (nvcc >= 0) {

@@ -27,8 +27,8 @@ static inline LLVMModuleRef kiln_test_build_vadd(LLVMContextRef ctx, const char 
   LLVMTypeRef i64 = LLVMInt64TypeInContext(ctx);
   LLVMTypeRef ptr = LLVMPointerTypeInContext(ctx, 0);
   LLVMTypeRef params[] = {ptr, ptr, ptr, i32};
-  LLVMValueRef fn = LLVMAddFunction(m, kernel_name, LLVMFunctionType(LLVMVoidTypeInContext(ctx),
-                                                                     params, 4, 0));
+  LLVMValueRef fn =
+      LLVMAddFunction(m, kernel_name, LLVMFunctionType(LLVMVoidTypeInContext(ctx), params, 4, 0));
   kiln_llvm_mark_ptx_kernel(fn);
   LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(ctx, fn, "entry");
   LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(ctx, fn, "body");
@@ -46,8 +46,8 @@ static inline LLVMModuleRef kiln_test_build_vadd(LLVMContextRef ctx, const char 
   LLVMValueRef pa = LLVMBuildGEP2(b, f32, LLVMGetParam(fn, 0), &idx, 1, "pa");
   LLVMValueRef pb = LLVMBuildGEP2(b, f32, LLVMGetParam(fn, 1), &idx, 1, "pb");
   LLVMValueRef pc = LLVMBuildGEP2(b, f32, LLVMGetParam(fn, 2), &idx, 1, "pc");
-  LLVMValueRef sum = LLVMBuildFAdd(b, LLVMBuildLoad2(b, f32, pa, "va"),
-                                   LLVMBuildLoad2(b, f32, pb, "vb"), "sum");
+  LLVMValueRef sum =
+      LLVMBuildFAdd(b, LLVMBuildLoad2(b, f32, pa, "va"), LLVMBuildLoad2(b, f32, pb, "vb"), "sum");
   if (nv_fn) {
     LLVMTypeRef fty = LLVMFunctionType(f32, &f32, 1, 0);
     LLVMValueRef callee = LLVMAddFunction(m, nv_fn, fty);

@@ -89,8 +89,8 @@ static void test_two_modules_share_one_jit(void **state) {
   kiln_host_jit_t *jit = new_jit();
   LLVMContextRef ctx = kiln_host_jit_context(jit);
   assert_null(kiln_host_jit_add_module(jit, kiln_test_build_saxpy(ctx, "saxpy_a"), NULL));
-  assert_null(kiln_host_jit_add_module(jit, kiln_test_build_libm_caller(ctx, "jit_exp", "expf"),
-                                       NULL));
+  assert_null(
+      kiln_host_jit_add_module(jit, kiln_test_build_libm_caller(ctx, "jit_exp", "expf"), NULL));
   void *a = NULL, *e = NULL;
   assert_null(kiln_host_jit_lookup(jit, "jit_exp", &e));
   assert_null(kiln_host_jit_lookup(jit, "saxpy_a", &a));
@@ -121,8 +121,8 @@ static void test_module_from_another_context_is_adopted(void **state) {
 static void test_missing_symbol_is_not_found_with_its_name(void **state) {
   (void)state;
   kiln_host_jit_t *jit = new_jit();
-  assert_null(kiln_host_jit_add_module(jit, kiln_test_build_saxpy(kiln_host_jit_context(jit),
-                                                                  "saxpy"), NULL));
+  assert_null(kiln_host_jit_add_module(
+      jit, kiln_test_build_saxpy(kiln_host_jit_context(jit), "saxpy"), NULL));
   void *addr = (void *)1;
   kiln_status s = kiln_host_jit_lookup(jit, "kiln_no_such_kernel", &addr);
   assert_int_equal(kiln_status_code(s), KILN_NOT_FOUND);

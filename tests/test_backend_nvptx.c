@@ -2,6 +2,7 @@
  * and the error paths (broken PTX, wrong arch, missing CUDA). Tests that need a CUDA tool
  * print why and skip when it is absent. */
 #include <dirent.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -131,7 +132,10 @@ static void check_cubin_via(kiln_cubin_via_t via, kiln_cubin_method_t expected) 
   assert_int_equal(r.method, expected);
   assert_non_null(r.cubin);
   assert_true(r.cubin_size > 64);
-  assert_memory_equal(r.cubin, "\x7f" "ELF", 4);
+  assert_memory_equal(r.cubin,
+                      "\x7f"
+                      "ELF",
+                      4);
   assert_true(r.cubin_ms > 0);
   kiln_nvptx_result_free(&r);
 }
@@ -222,7 +226,10 @@ static void test_sm90a_ptx_is_rejected_for_sm90(void **state) {
   /* The same PTX assembles for its own arch. */
   kiln_nvptx_options_t right = {.arch = "sm_90a", .cubin_via = KILN_CUBIN_VIA_PTXAS};
   assert_null(kiln_nvptx_ptx_to_cubin(r.ptx, r.ptx_size, &right, &c));
-  assert_memory_equal(c.cubin, "\x7f" "ELF", 4);
+  assert_memory_equal(c.cubin,
+                      "\x7f"
+                      "ELF",
+                      4);
   kiln_nvptx_result_free(&c);
   kiln_nvptx_result_free(&r);
 }
@@ -376,8 +383,8 @@ static void test_dumps_sort_in_pipeline_order(void **state) {
   if (!libdevice_present()) skip();
   char dir[] = "/tmp/kiln-dump-test-XXXXXX";
   assert_non_null(mkdtemp(dir));
-  kiln_nvptx_options_t opts = {.cubin_via = KILN_CUBIN_VIA_SKIP, .dump_dir = dir,
-                               .dump_name = "fusion.1"};
+  kiln_nvptx_options_t opts = {
+      .cubin_via = KILN_CUBIN_VIA_SKIP, .dump_dir = dir, .dump_name = "fusion.1"};
   kiln_nvptx_result_t r;
   assert_null(compile_vadd("__nv_expf", &opts, &r));
   kiln_nvptx_result_free(&r);
@@ -405,6 +412,38 @@ static void test_dumps_sort_in_pipeline_order(void **state) {
   assert_int_equal(rmdir(dir), 0);
 }
 
+typedef struct thread_job {
+  kiln_nvptx_result_t result;
+  kiln_status status;
+} thread_job_t;
+
+static void *compile_in_thread(void *arg) {
+  thread_job_t *job = arg;
+  kiln_nvptx_options_t opts = {.cubin_via = KILN_CUBIN_VIA_SKIP};
+  job->status = compile_vadd("__nv_expf", &opts, &job->result);
+  return NULL;
+}
+
+/* Threads compiling their own modules (own contexts) concurrently get identical PTX: target
+ * initialization, the libdevice cache and the tool lookups are thread-safe. */
+static void test_concurrent_compiles_give_identical_ptx(void **state) {
+  (void)state;
+  if (!libdevice_present()) skip();
+  enum { kThreads = 4 };
+  thread_job_t jobs[kThreads];
+  pthread_t threads[kThreads];
+  memset(jobs, 0, sizeof jobs);
+  for (int i = 0; i < kThreads; i++)
+    assert_int_equal(pthread_create(&threads[i], NULL, compile_in_thread, &jobs[i]), 0);
+  for (int i = 0; i < kThreads; i++) assert_int_equal(pthread_join(threads[i], NULL), 0);
+  for (int i = 0; i < kThreads; i++) {
+    assert_null(jobs[i].status);
+    assert_non_null(jobs[i].result.ptx);
+    assert_string_equal(jobs[i].result.ptx, jobs[0].result.ptx);
+  }
+  for (int i = 0; i < kThreads; i++) kiln_nvptx_result_free(&jobs[i].result);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_vadd_emits_entry_for_sm90_with_libdevice_inlined),
@@ -425,6 +464,7 @@ int main(void) {
       cmocka_unit_test(test_keep_module_leaves_the_input_untouched),
       cmocka_unit_test(test_lazy_and_eager_libdevice_give_the_same_ptx),
       cmocka_unit_test(test_dumps_sort_in_pipeline_order),
+      cmocka_unit_test(test_concurrent_compiles_give_identical_ptx),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

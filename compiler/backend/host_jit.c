@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <llvm-c/Analysis.h>
@@ -21,13 +22,13 @@
 struct kiln_host_jit {
   LLVMOrcLLJITRef lljit;
   LLVMOrcThreadSafeContextRef tsc;
-  LLVMContextRef ctx;         /* inside tsc */
-  LLVMTargetMachineRef tm;    /* for LLVMRunPasses and assembly dumps */
+  LLVMContextRef ctx;      /* inside tsc */
+  LLVMTargetMachineRef tm; /* for LLVMRunPasses and assembly dumps */
   char *triple, *cpu, *features, *pipeline, *dump_dir;
-  pthread_mutex_t mutex;      /* serializes add_module and lookup */
-  kiln_strbuf_t diag;         /* LLVM error diagnostics since the last report */
+  pthread_mutex_t mutex;        /* serializes add_module and lookup */
+  kiln_strbuf_t diag;           /* LLVM error diagnostics since the last report */
   pthread_mutex_t report_mutex; /* guards reports: ORC may report from any thread */
-  kiln_strbuf_t reports;      /* ORC error-reporter messages since the last lookup */
+  kiln_strbuf_t reports;        /* ORC error-reporter messages since the last lookup */
   kiln_host_jit_stats_t stats;
 };
 
@@ -71,7 +72,8 @@ static kiln_status create_host_tm(const char *triple, const char *cpu, const cha
   }
   *out = LLVMCreateTargetMachine(target, triple, cpu, features, LLVMCodeGenLevelAggressive,
                                  LLVMRelocPIC, LLVMCodeModelJITDefault);
-  if (!*out) return kiln_status_make(KILN_INTERNAL, "cannot create a target machine for %s", triple);
+  if (!*out)
+    return kiln_status_make(KILN_INTERNAL, "cannot create a target machine for %s", triple);
   return NULL;
 }
 
@@ -118,7 +120,7 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
   LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
   LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(
       builder, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(jit_tm)); /* consumes */
-  LLVMErrorRef err = LLVMOrcCreateLLJIT(&jit->lljit, builder);            /* consumes */
+  LLVMErrorRef err = LLVMOrcCreateLLJIT(&jit->lljit, builder);                 /* consumes */
   if (err) {
     jit->lljit = NULL;
     st = kiln_llvm_error_to_status(err, KILN_INTERNAL, "LLVMOrcCreateLLJIT");
@@ -144,11 +146,21 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
   return NULL;
 }
 
-LLVMContextRef kiln_host_jit_context(kiln_host_jit_t *jit) { return jit->ctx; }
-LLVMTargetMachineRef kiln_host_jit_target_machine(kiln_host_jit_t *jit) { return jit->tm; }
-const char *kiln_host_jit_triple(const kiln_host_jit_t *jit) { return jit->triple; }
-const char *kiln_host_jit_cpu(const kiln_host_jit_t *jit) { return jit->cpu; }
-const char *kiln_host_jit_features(const kiln_host_jit_t *jit) { return jit->features; }
+LLVMContextRef kiln_host_jit_context(kiln_host_jit_t *jit) {
+  return jit->ctx;
+}
+LLVMTargetMachineRef kiln_host_jit_target_machine(kiln_host_jit_t *jit) {
+  return jit->tm;
+}
+const char *kiln_host_jit_triple(const kiln_host_jit_t *jit) {
+  return jit->triple;
+}
+const char *kiln_host_jit_cpu(const kiln_host_jit_t *jit) {
+  return jit->cpu;
+}
+const char *kiln_host_jit_features(const kiln_host_jit_t *jit) {
+  return jit->features;
+}
 
 kiln_host_jit_stats_t kiln_host_jit_stats(kiln_host_jit_t *jit) {
   pthread_mutex_lock(&jit->mutex);
@@ -183,8 +195,8 @@ static kiln_status add_module_locked(kiln_host_jit_t *jit, LLVMModuleRef m, cons
     KILN_RETURN_IF_ERROR(adopt_module(jit, m, &m), "while moving a module into the JIT context");
   char *msg = NULL;
   if (LLVMVerifyModule(m, LLVMReturnStatusAction, &msg)) {
-    kiln_status s = kiln_status_make(KILN_INVALID_ARGUMENT, "invalid LLVM module: %s",
-                                     msg ? msg : "");
+    kiln_status s =
+        kiln_status_make(KILN_INVALID_ARGUMENT, "invalid LLVM module: %s", msg ? msg : "");
     LLVMDisposeMessage(msg);
     LLVMDisposeModule(m);
     return s;
@@ -220,8 +232,9 @@ static kiln_status add_module_locked(kiln_host_jit_t *jit, LLVMModuleRef m, cons
     char *text = NULL;
     size_t len = 0;
     kiln_status s = kiln_backend_emit_assembly(jit->tm, m, true, &text, &len);
-    if (!s) s = kiln_backend_dump_text(jit->dump_dir, dump_name, KILN_DUMP_STAGE_HOST_ASM, "s",
-                                       text, len);
+    if (!s)
+      s = kiln_backend_dump_text(jit->dump_dir, dump_name, KILN_DUMP_STAGE_HOST_ASM, "s", text,
+                                 len);
     kiln_free(text);
     dump_warn(s);
   }
@@ -230,8 +243,8 @@ static kiln_status add_module_locked(kiln_host_jit_t *jit, LLVMModuleRef m, cons
   err = LLVMOrcLLJITAddLLVMIRModule(jit->lljit, LLVMOrcLLJITGetMainJITDylib(jit->lljit), tsm);
   if (err) { /* the JIT took the module even on failure (see LLJIT.h) */
     char *text = LLVMGetErrorMessage(err);
-    kiln_status_code_t code = strstr(text, "Duplicate definition") ? KILN_ALREADY_EXISTS
-                                                                    : KILN_INTERNAL;
+    kiln_status_code_t code =
+        strstr(text, "Duplicate definition") ? KILN_ALREADY_EXISTS : KILN_INTERNAL;
     kiln_status s = kiln_status_make(code, "adding module %s to the host JIT: %s", dump_name, text);
     LLVMDisposeErrorMessage(text);
     kiln_free(dump_name);
@@ -280,15 +293,18 @@ kiln_status kiln_host_jit_lookup(kiln_host_jit_t *jit, const char *name, void **
                          name, text);
     LLVMDisposeErrorMessage(text);
     pthread_mutex_lock(&jit->report_mutex);
-    if (jit->reports.len) s = kiln_status_annotate(s, "caused by: %s", kiln_strbuf_cstr(&jit->reports));
+    if (jit->reports.len)
+      s = kiln_status_annotate(s, "caused by: %s", kiln_strbuf_cstr(&jit->reports));
     kiln_strbuf_free(&jit->reports);
     pthread_mutex_unlock(&jit->report_mutex);
   } else if (addr == 0) {
     s = kiln_status_make(KILN_NOT_FOUND, "symbol '%s' resolved to a null address", name);
   }
   if (jit->diag.len) {
-    kiln_status d = kiln_status_make(KILN_INTERNAL, "LLVM reported while generating code for "
-                                     "'%s': %s", name, kiln_strbuf_cstr(&jit->diag));
+    kiln_status d = kiln_status_make(KILN_INTERNAL,
+                                     "LLVM reported while generating code for "
+                                     "'%s': %s",
+                                     name, kiln_strbuf_cstr(&jit->diag));
     s = kiln_status_join(s, d);
   }
   kiln_strbuf_free(&jit->diag);

@@ -27,16 +27,16 @@ typedef struct kiln_host_jit kiln_host_jit_t;
 
 /* All fields optional (zeroed struct or NULL = defaults). */
 typedef struct kiln_host_jit_options {
-  const char *cpu;       /* NULL: LLVMGetHostCPUName() */
-  const char *features;  /* NULL: LLVMGetHostCPUFeatures() */
-  const char *pipeline;  /* NULL: "default<O3>" */
-  const char *dump_dir;  /* NULL: $KILN_DUMP_TO */
+  const char *cpu;      /* NULL: LLVMGetHostCPUName() */
+  const char *features; /* NULL: LLVMGetHostCPUFeatures() */
+  const char *pipeline; /* NULL: "default<O3>" */
+  const char *dump_dir; /* NULL: $KILN_DUMP_TO */
 } kiln_host_jit_options_t;
 
 typedef struct kiln_host_jit_stats {
-  size_t modules;     /* modules added */
-  double opt_ms;      /* total time in LLVMRunPasses */
-  double lookup_ms;   /* total time in lookups (includes lazy code generation) */
+  size_t modules;   /* modules added */
+  double opt_ms;    /* total time in LLVMRunPasses */
+  double lookup_ms; /* total time in lookups (includes lazy code generation) */
 } kiln_host_jit_stats_t;
 
 /* Creates a JIT for the host. The caller owns *out (kiln_host_jit_destroy). */

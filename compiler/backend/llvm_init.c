@@ -37,9 +37,8 @@ kiln_status kiln_llvm_init_native(void) {
   pthread_once(&native_once, init_native_once);
   if (!native_ok) {
     char *triple = LLVMGetDefaultTargetTriple();
-    kiln_status s = kiln_status_make(KILN_UNAVAILABLE,
-                                     "the linked LLVM has no backend for the host triple %s",
-                                     triple);
+    kiln_status s = kiln_status_make(
+        KILN_UNAVAILABLE, "the linked LLVM has no backend for the host triple %s", triple);
     LLVMDisposeMessage(triple);
     return s;
   }
@@ -51,8 +50,7 @@ kiln_status kiln_llvm_init_nvptx(void) {
   return NULL;
 }
 
-kiln_status kiln_llvm_error_to_status(LLVMErrorRef err, kiln_status_code_t code,
-                                      const char *what) {
+kiln_status kiln_llvm_error_to_status(LLVMErrorRef err, kiln_status_code_t code, const char *what) {
   if (!err) return NULL;
   char *msg = LLVMGetErrorMessage(err); /* consumes err */
   kiln_status s = kiln_status_make(code, "%s: %s", what, msg ? msg : "(no message)");

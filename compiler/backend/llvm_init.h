@@ -22,8 +22,7 @@ kiln_status kiln_llvm_init_nvptx(void);
 
 /* Turns an LLVMErrorRef into a status with `code` and "<what>: <llvm message>", consuming
  * the error. NULL (success) gives OK. */
-kiln_status kiln_llvm_error_to_status(LLVMErrorRef err, kiln_status_code_t code,
-                                      const char *what);
+kiln_status kiln_llvm_error_to_status(LLVMErrorRef err, kiln_status_code_t code, const char *what);
 
 /* Milliseconds from a monotonic clock. */
 double kiln_backend_now_ms(void);

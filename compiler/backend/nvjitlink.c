@@ -51,7 +51,8 @@ static void dirs_add_glob(kiln_cuda_dirs_t *d, const char *pattern) {
 
 void kiln_cuda_dirs_find(const char *override_dir, kiln_cuda_dirs_t *out) {
   memset(out, 0, sizeof *out);
-  const char *explicit_dir = override_dir && override_dir[0] ? override_dir : getenv("KILN_CUDA_DIR");
+  const char *explicit_dir =
+      override_dir && override_dir[0] ? override_dir : getenv("KILN_CUDA_DIR");
   if (explicit_dir && explicit_dir[0]) {
     /* Kept even when it does not exist, so errors name the paths that were tried. */
     out->dirs[out->count++] = kiln_strdup(explicit_dir);
@@ -105,17 +106,17 @@ enum {
 enum { KILN_NVJL_INPUT_PTX = 2 };
 
 /* X(name, return type, parameter list). Every entry is required. */
-#define KILN_NVJITLINK_SYMBOLS(X)                                                          \
+#define KILN_NVJITLINK_SYMBOLS(X)                                                             \
   X(nvJitLinkCreate, kiln_nvjl_result, (kiln_nvjl_handle * h, uint32_t n, const char **opts)) \
-  X(nvJitLinkDestroy, kiln_nvjl_result, (kiln_nvjl_handle * h))                             \
-  X(nvJitLinkAddData, kiln_nvjl_result,                                                      \
-    (kiln_nvjl_handle h, int input_type, const void *data, size_t size, const char *name))   \
-  X(nvJitLinkComplete, kiln_nvjl_result, (kiln_nvjl_handle h))                              \
-  X(nvJitLinkGetLinkedCubinSize, kiln_nvjl_result, (kiln_nvjl_handle h, size_t * size))     \
-  X(nvJitLinkGetLinkedCubin, kiln_nvjl_result, (kiln_nvjl_handle h, void *cubin))           \
-  X(nvJitLinkGetErrorLogSize, kiln_nvjl_result, (kiln_nvjl_handle h, size_t * size))        \
-  X(nvJitLinkGetErrorLog, kiln_nvjl_result, (kiln_nvjl_handle h, char *log))                \
-  X(nvJitLinkGetInfoLogSize, kiln_nvjl_result, (kiln_nvjl_handle h, size_t * size))         \
+  X(nvJitLinkDestroy, kiln_nvjl_result, (kiln_nvjl_handle * h))                               \
+  X(nvJitLinkAddData, kiln_nvjl_result,                                                       \
+    (kiln_nvjl_handle h, int input_type, const void *data, size_t size, const char *name))    \
+  X(nvJitLinkComplete, kiln_nvjl_result, (kiln_nvjl_handle h))                                \
+  X(nvJitLinkGetLinkedCubinSize, kiln_nvjl_result, (kiln_nvjl_handle h, size_t * size))       \
+  X(nvJitLinkGetLinkedCubin, kiln_nvjl_result, (kiln_nvjl_handle h, void *cubin))             \
+  X(nvJitLinkGetErrorLogSize, kiln_nvjl_result, (kiln_nvjl_handle h, size_t * size))          \
+  X(nvJitLinkGetErrorLog, kiln_nvjl_result, (kiln_nvjl_handle h, char *log))                  \
+  X(nvJitLinkGetInfoLogSize, kiln_nvjl_result, (kiln_nvjl_handle h, size_t * size))           \
   X(nvJitLinkGetInfoLog, kiln_nvjl_result, (kiln_nvjl_handle h, char *log))
 
 struct kiln_nvjitlink {
@@ -157,10 +158,10 @@ static kiln_nvjitlink_t *try_open(const char *path, kiln_strbuf_t *tried) {
   kiln_nvjitlink_t *lib = kiln_calloc(1, sizeof *lib);
   lib->handle = h;
   const char *missing = NULL;
-#define KILN_NVJL_RESOLVE(name, ret, params)                          \
-  if (!missing) {                                                     \
-    *(void **)&lib->name = resolve(h, #name);                         \
-    if (!lib->name) missing = #name;                                  \
+#define KILN_NVJL_RESOLVE(name, ret, params)  \
+  if (!missing) {                             \
+    *(void **)&lib->name = resolve(h, #name); \
+    if (!lib->name) missing = #name;          \
   }
   KILN_NVJITLINK_SYMBOLS(KILN_NVJL_RESOLVE)
 #undef KILN_NVJL_RESOLVE
@@ -173,7 +174,8 @@ static kiln_nvjitlink_t *try_open(const char *path, kiln_strbuf_t *tried) {
   int (*version_fn)(unsigned *, unsigned *) = NULL;
   *(void **)&version_fn = dlsym(h, "nvJitLinkVersion");
   unsigned major = 0, minor = 0;
-  if (version_fn && version_fn(&major, &minor) == 0) lib->version = (int)(major * 1000 + minor * 10);
+  if (version_fn && version_fn(&major, &minor) == 0)
+    lib->version = (int)(major * 1000 + minor * 10);
   lib->path = kiln_strdup(path);
   kiln_strbuf_printf(tried, "%s (loaded)", path);
   return lib;
@@ -238,8 +240,12 @@ kiln_status kiln_nvjitlink_load(const kiln_cuda_dirs_t *dirs, const kiln_nvjitli
   return s;
 }
 
-const char *kiln_nvjitlink_path(const kiln_nvjitlink_t *lib) { return lib ? lib->path : ""; }
-int kiln_nvjitlink_version(const kiln_nvjitlink_t *lib) { return lib ? lib->version : 0; }
+const char *kiln_nvjitlink_path(const kiln_nvjitlink_t *lib) {
+  return lib ? lib->path : "";
+}
+int kiln_nvjitlink_version(const kiln_nvjitlink_t *lib) {
+  return lib ? lib->version : 0;
+}
 
 /* Appends nvJitLink's error and info logs (when non-empty) to `log`. */
 static void collect_logs(const kiln_nvjitlink_t *lib, kiln_nvjl_handle h, kiln_strbuf_t *log) {
@@ -275,7 +281,8 @@ kiln_status kiln_nvjitlink_ptx_to_cubin(const kiln_nvjitlink_t *lib, const char 
   kiln_nvjl_handle h = NULL;
   kiln_nvjl_result r = lib->nvJitLinkCreate(&h, 1, opts);
   if (r != KILN_NVJL_SUCCESS) {
-    bool bad_arch = r == KILN_NVJL_ERROR_UNRECOGNIZED_ARCH || r == KILN_NVJL_ERROR_UNSUPPORTED_ARCH ||
+    bool bad_arch = r == KILN_NVJL_ERROR_UNRECOGNIZED_ARCH ||
+                    r == KILN_NVJL_ERROR_UNSUPPORTED_ARCH ||
                     r == KILN_NVJL_ERROR_UNRECOGNIZED_OPTION || r == KILN_NVJL_ERROR_MISSING_ARCH;
     *ptx_rejected = bad_arch;
     return kiln_status_make(bad_arch ? KILN_INVALID_ARGUMENT : KILN_INTERNAL,

@@ -34,8 +34,7 @@ void kiln_cuda_dirs_free(kiln_cuda_dirs_t *dirs);
 
 /* Finds `<root>/<rel>` in the first root where it is a regular file. Returns a heap path
  * (kiln_free) or NULL; each path tried is appended to `tried` (", "-separated) when given. */
-char *kiln_cuda_dirs_find_file(const kiln_cuda_dirs_t *dirs, const char *rel,
-                               kiln_strbuf_t *tried);
+char *kiln_cuda_dirs_find_file(const kiln_cuda_dirs_t *dirs, const char *rel, kiln_strbuf_t *tried);
 
 /* ---- nvJitLink --------------------------------------------------------------------------- */
 

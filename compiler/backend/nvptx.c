@@ -34,8 +34,8 @@ extern char **environ;
 typedef struct arch_entry {
   const char *name;
   const char *features;
-  int ptx;       /* PTX ISA ×10 */
-  int min_llvm;  /* first LLVM major whose NVPTX backend knows the processor */
+  int ptx;      /* PTX ISA ×10 */
+  int min_llvm; /* first LLVM major whose NVPTX backend knows the processor */
 } arch_entry_t;
 
 static const arch_entry_t kArchTable[] = {
@@ -65,9 +65,9 @@ kiln_status kiln_nvptx_arch_features(const char *arch, const char **features) {
   for (size_t i = 0; i < sizeof kArchTable / sizeof *kArchTable; i++)
     if (kArchTable[i].min_llvm <= KILN_LLVM_VERSION_MAJOR)
       kiln_strbuf_printf(&known, "%s%s", known.len ? " " : "", kArchTable[i].name);
-  kiln_status s = kiln_status_make(KILN_INVALID_ARGUMENT,
-                                   "unknown NVPTX processor '%s' (known: %s)", arch,
-                                   kiln_strbuf_cstr(&known));
+  kiln_status s =
+      kiln_status_make(KILN_INVALID_ARGUMENT, "unknown NVPTX processor '%s' (known: %s)", arch,
+                       kiln_strbuf_cstr(&known));
   kiln_strbuf_free(&known);
   return s;
 }
@@ -88,10 +88,11 @@ kiln_status kiln_nvptx_target_machine_create(const char *arch, const char *featu
     LLVMDisposeMessage(err);
     return s;
   }
-  *out = LLVMCreateTargetMachine(target, KILN_NVPTX_TRIPLE, arch, features,
-                                 LLVMCodeGenLevelAggressive, LLVMRelocDefault,
-                                 LLVMCodeModelDefault);
-  if (!*out) return kiln_status_make(KILN_INTERNAL, "cannot create NVPTX target machine for %s", arch);
+  *out =
+      LLVMCreateTargetMachine(target, KILN_NVPTX_TRIPLE, arch, features, LLVMCodeGenLevelAggressive,
+                              LLVMRelocDefault, LLVMCodeModelDefault);
+  if (!*out)
+    return kiln_status_make(KILN_INTERNAL, "cannot create NVPTX target machine for %s", arch);
   return NULL;
 }
 
@@ -129,8 +130,10 @@ kiln_status kiln_nvptx_run_tool(const char *const argv[], char **output, int *ex
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (WIFEXITED(status)) *exit_code = WEXITSTATUS(status);
-  else if (WIFSIGNALED(status)) *exit_code = 128 + WTERMSIG(status);
+  if (WIFEXITED(status))
+    *exit_code = WEXITSTATUS(status);
+  else if (WIFSIGNALED(status))
+    *exit_code = 128 + WTERMSIG(status);
   *output = kiln_strbuf_take(&out);
   return NULL;
 }
@@ -207,8 +210,7 @@ static kiln_status run_ptxas(const char *ptxas, const char *ptx, size_t ptx_len,
   if (!f || fwrite(ptx, 1, ptx_len, f) != ptx_len) {
     s = kiln_status_make(KILN_UNAVAILABLE, "cannot write %s: %s", in.data, strerror(errno));
   }
-  if (f && fclose(f) != 0 && !s)
-    s = kiln_status_make(KILN_UNAVAILABLE, "cannot write %s", in.data);
+  if (f && fclose(f) != 0 && !s) s = kiln_status_make(KILN_UNAVAILABLE, "cannot write %s", in.data);
   if (!s) {
     const char *argv[] = {ptxas, arch_opt.data, "-o", outp.data, in.data, NULL};
     int code = -1;
@@ -218,14 +220,17 @@ static kiln_status run_ptxas(const char *ptxas, const char *ptx, size_t ptx_len,
       s = kiln_status_make(KILN_INVALID_ARGUMENT, "%s %s rejected the PTX (exit %d): %s", ptxas,
                            arch_opt.data, code, output && output[0] ? output : "(no output)");
     }
-    if (output && output[0]) *log = output;
-    else kiln_free(output);
+    if (output && output[0])
+      *log = output;
+    else
+      kiln_free(output);
   }
   if (!s && cubin) {
     char *bytes = NULL;
     size_t n = 0;
     s = kiln_read_file(outp.data, &bytes, &n);
-    if (s) s = kiln_status_annotate(s, "while reading the cubin ptxas wrote");
+    if (s)
+      s = kiln_status_annotate(s, "while reading the cubin ptxas wrote");
     else {
       *cubin = bytes;
       *cubin_size = n;
@@ -254,7 +259,9 @@ kiln_status kiln_ptxas_check(const char *ptx, const char *arch, char **log) {
 
 /* ---- PTX -> cubin ------------------------------------------------------------------------ */
 
-static void result_init(kiln_nvptx_result_t *out) { memset(out, 0, sizeof *out); }
+static void result_init(kiln_nvptx_result_t *out) {
+  memset(out, 0, sizeof *out);
+}
 
 void kiln_nvptx_result_free(kiln_nvptx_result_t *r) {
   if (!r) return;
@@ -318,9 +325,10 @@ static kiln_status ptx_to_cubin(const char *ptx, size_t ptx_len, const char *arc
       char *log = NULL;
       s = run_ptxas(ptxas, ptx, ptx_len, arch, &out->cubin, &out->cubin_size, &log);
       append_log(out, "ptxas", log);
-      if (!s) out->method = KILN_CUBIN_METHOD_PTXAS;
-      else if (jit_failure) s = kiln_status_annotate(s, "after nvJitLink failed: %s",
-                                                     kiln_status_message(jit_failure));
+      if (!s)
+        out->method = KILN_CUBIN_METHOD_PTXAS;
+      else if (jit_failure)
+        s = kiln_status_annotate(s, "after nvJitLink failed: %s", kiln_status_message(jit_failure));
       kiln_free(ptxas);
     } else {
       s = kiln_status_make(
@@ -458,8 +466,10 @@ static kiln_status link_libdevice(LLVMModuleRef m, const char *cuda_dir, bool ea
   }
   s = link_libdevice_bytes(m, path, bytes, size, eager, sink, out);
   if (owned) kiln_free(bytes);
-  if (s) kiln_free(path);
-  else out->libdevice_path = path;
+  if (s)
+    kiln_free(path);
+  else
+    out->libdevice_path = path;
   return s;
 }
 
@@ -522,8 +532,8 @@ static void dump_module(const char *dir, const char *name, const char *stage, LL
 }
 
 static kiln_status compile_module(LLVMModuleRef m, const kiln_nvptx_options_t *opts,
-                                  LLVMTargetMachineRef tm, const char *arch,
-                                  diag_sink_t *sink, kiln_nvptx_result_t *out) {
+                                  LLVMTargetMachineRef tm, const char *arch, diag_sink_t *sink,
+                                  kiln_nvptx_result_t *out) {
   const char *dump_dir = kiln_backend_dump_dir(opts->dump_dir);
   size_t id_len = 0;
   const char *name = opts->dump_name ? opts->dump_name : LLVMGetModuleIdentifier(m, &id_len);
@@ -573,8 +583,8 @@ static kiln_status compile_module(LLVMModuleRef m, const kiln_nvptx_options_t *o
                          kiln_strbuf_cstr(&sink->text));
   KILN_RETURN_IF_ERROR(s, "while emitting PTX for %s", arch);
   if (dump_dir) {
-    kiln_status d = kiln_backend_dump_text(dump_dir, name, KILN_DUMP_STAGE_PTX, "ptx", out->ptx,
-                                           out->ptx_size);
+    kiln_status d =
+        kiln_backend_dump_text(dump_dir, name, KILN_DUMP_STAGE_PTX, "ptx", out->ptx, out->ptx_size);
     if (d) {
       KILN_LOG_W("dump failed: %s", kiln_status_message(d));
       kiln_status_free(d);
@@ -595,8 +605,8 @@ kiln_status kiln_nvptx_compile(LLVMModuleRef m, const kiln_nvptx_options_t *opts
 
   char *msg = NULL;
   if (LLVMVerifyModule(m, LLVMReturnStatusAction, &msg)) {
-    kiln_status s = kiln_status_make(KILN_INVALID_ARGUMENT, "invalid LLVM module: %s",
-                                     msg ? msg : "");
+    kiln_status s =
+        kiln_status_make(KILN_INVALID_ARGUMENT, "invalid LLVM module: %s", msg ? msg : "");
     LLVMDisposeMessage(msg);
     return s;
   }

@@ -42,10 +42,10 @@
 #define KILN_NVPTX_DEFAULT_ARCH "sm_90"
 
 typedef enum kiln_cubin_via {
-  KILN_CUBIN_VIA_AUTO = 0,   /* nvJitLink, else ptxas */
-  KILN_CUBIN_VIA_NVJITLINK,  /* nvJitLink only */
-  KILN_CUBIN_VIA_PTXAS,      /* ptxas only */
-  KILN_CUBIN_VIA_SKIP,       /* stop after PTX */
+  KILN_CUBIN_VIA_AUTO = 0,  /* nvJitLink, else ptxas */
+  KILN_CUBIN_VIA_NVJITLINK, /* nvJitLink only */
+  KILN_CUBIN_VIA_PTXAS,     /* ptxas only */
+  KILN_CUBIN_VIA_SKIP,      /* stop after PTX */
 } kiln_cubin_via_t;
 
 typedef enum kiln_cubin_method {
@@ -56,27 +56,27 @@ typedef enum kiln_cubin_method {
 
 /* All fields optional; a zeroed struct (or NULL options) gives the defaults. */
 typedef struct kiln_nvptx_options {
-  const char *arch;        /* "sm_90" when NULL */
-  const char *features;    /* NULL: "+ptxNN" from the table above */
-  const char *cuda_dir;    /* NULL: $KILN_CUDA_DIR, else the standard search */
-  const char *pipeline;    /* NULL: "default<O3>" */
+  const char *arch;     /* "sm_90" when NULL */
+  const char *features; /* NULL: "+ptxNN" from the table above */
+  const char *cuda_dir; /* NULL: $KILN_CUDA_DIR, else the standard search */
+  const char *pipeline; /* NULL: "default<O3>" */
   kiln_cubin_via_t cubin_via;
-  bool keep_module;        /* compile a clone, leaving the caller's module untouched */
-  bool libdevice_eager;    /* parse all of libdevice instead of lazily (for measurements) */
-  bool ftz;                /* nvvm-reflect-ftz value: flush f32 denormals in libdevice */
-  const char *dump_dir;    /* NULL: $KILN_DUMP_TO; no dumps when neither is set */
-  const char *dump_name;   /* file name stem for dumps; NULL: the module identifier */
+  bool keep_module;      /* compile a clone, leaving the caller's module untouched */
+  bool libdevice_eager;  /* parse all of libdevice instead of lazily (for measurements) */
+  bool ftz;              /* nvvm-reflect-ftz value: flush f32 denormals in libdevice */
+  const char *dump_dir;  /* NULL: $KILN_DUMP_TO; no dumps when neither is set */
+  const char *dump_name; /* file name stem for dumps; NULL: the module identifier */
 } kiln_nvptx_options_t;
 
 typedef struct kiln_nvptx_result {
-  char *ptx;               /* NUL-terminated PTX text, or NULL */
+  char *ptx; /* NUL-terminated PTX text, or NULL */
   size_t ptx_size;
-  void *cubin;             /* ELF bytes, or NULL */
+  void *cubin; /* ELF bytes, or NULL */
   size_t cubin_size;
   kiln_cubin_method_t method;
-  char *arch;              /* the processor compiled for */
-  char *cubin_log;         /* nvJitLink / ptxas output (info or errors), or NULL */
-  char *libdevice_path;    /* the libdevice linked, or NULL when none was needed */
+  char *arch;                 /* the processor compiled for */
+  char *cubin_log;            /* nvJitLink / ptxas output (info or errors), or NULL */
+  char *libdevice_path;       /* the libdevice linked, or NULL when none was needed */
   size_t libdevice_functions; /* functions brought in from libdevice */
   double libdevice_ms, opt_ms, ptx_ms, cubin_ms; /* time per stage */
 } kiln_nvptx_result_t;
