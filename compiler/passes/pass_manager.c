@@ -110,7 +110,7 @@ kiln_status kiln_pass_run_list(kiln_hlo_module_t *m, const char *list,
   kiln_pass_runner_t r;
   kiln_pass_runner_init(&r, opts);
   const char *p = list;
-  const kiln_pass_t *group[64];
+  const kiln_pass_t *group[64] = {0};
   while (*p) {
     while (*p == ',' || *p == ' ') p++;
     if (!*p) break;
