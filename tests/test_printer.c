@@ -473,6 +473,68 @@ static void test_reduce_window_prints_window_before_called_computation(void **st
                       "to_apply=add");
 }
 
+/* Canonical text using every attribute form the printer emits is a fixed point of
+ * parse + print (checks that the parser reads back everything printed). */
+static const char kCanonical[] =
+    "HloModule rt, entry_computation_layout={(f32[8]{0}, s32[])->f32[8]{0}}, input_output_alias={ {0}: (0, {}, may-alias), {}: (1, {1}) }, is_scheduled=true\n"
+    "\n"
+    "add (x: f32[], y: f32[]) -> f32[] {\n"
+    "  x = f32[] parameter(0)\n"
+    "  y = f32[] parameter(1)\n"
+    "  ROOT sum = f32[] add(x, y)\n"
+    "}\n"
+    "\n"
+    "fused (fp: f32[8]{0}) -> f32[8]{0} {\n"
+    "  fp = f32[8]{0} parameter(0)\n"
+    "  ROOT fn = f32[8]{0} negate(fp)\n"
+    "}\n"
+    "\n"
+    "ENTRY main (a: f32[8]{0}, i: s32[]) -> f32[8]{0} {\n"
+    "  a = f32[8]{0} parameter(0)\n"
+    "  i = s32[] parameter(1)\n"
+    "  z = f32[] constant(0)\n"
+    "  c4 = f32[2,2]{1,0} constant({ {0, 0.5}, {-inf, nan} })\n"
+    "  e = f32[0]{0} constant({})\n"
+    "  t = (f32[], s32[]) constant(( 1.5, -7 ))\n"
+    "  bf = bf16[3]{0} constant({0.100097656, 1.00025555e+30, -0})\n"
+    "  f8 = f8e4m3fn[2]{0} constant({448, -nan})\n"
+    "  f4 = f4e2m1fn[2]{0} constant({6, -0.5})\n"
+    "  cc = c64[1]{0} constant({(1.5, -2)})\n"
+    "  p = pred[2]{0} constant({true, false})\n"
+    "  u = u64[1]{0} constant({18446744073709551615})\n"
+    "  s = f32[4]{0} slice(a), slice={[0:8:2]}\n"
+    "  pd = f32[13]{0} pad(a, z), padding=1_-2_1\n"
+    "  ds = f32[3]{0} dynamic-slice(a, i), dynamic_slice_sizes={3}\n"
+    "  rw = f32[4]{0} reduce-window(a, z), window={size=2 stride=2 pad=-1_1 lhs_dilate=2 rhs_dilate=3 rhs_reversal=1}, to_apply=add\n"
+    "  cmp = pred[8]{0} compare(a, a), direction=LT, type=TOTALORDER\n"
+    "  fu = f32[8]{0} fusion(a), kind=kLoop, calls=fused\n"
+    "  fx = f32[8]{0} fusion(a), kind=kWeird, calls=fused\n"
+    "  ccall = f32[8]{0} custom-call(a), custom_call_target=\"tgt\\\"q\\\\\", api_version=API_VERSION_TYPED_FFI, backend_config=\"say \\\"hi\\\"\\\\\\n\\tend\\001\"\n"
+    "  cj = f32[8]{0} custom-call(a), custom_call_target=\"j\", backend_config={\"alpha\":1}, custom_call_has_side_effect=true\n"
+    "  ar = f32[8]{0} all-reduce(a), to_apply=add, channel_id=5, replica_groups={{0,1},{2,3}}, use_global_device_ids=true, constrain_layout=true, control-predecessors={cmp, fu}, sharding={replicated}\n"
+    "  rp = f32[8]{0} reduce-precision(a), exponent_bits=5, mantissa_bits=10\n"
+    "  so = f32[8]{0} sort(a), dimensions={0}, to_apply=cmpc, is_stable=true\n"
+    "  ROOT out = f32[8]{0} add(a, rp), metadata={op_name=\"x\\\"y\"}\n"
+    "}\n"
+    "\n"
+    "cmpc (l: f32[], r: f32[]) -> pred[] {\n"
+    "  l = f32[] parameter(0)\n"
+    "  r = f32[] parameter(1)\n"
+    "  ROOT lt = pred[] compare(l, r), direction=LT\n"
+    "}\n";
+
+static void test_canonical_text_is_a_fixed_point_of_parse_and_print(void **state) {
+  (void)state;
+  kiln_hlo_module_t *m = NULL;
+  kiln_hlo_parse_options_t opts = {.filename = "canonical"};
+  kiln_status s = kiln_hlo_parse_module(kCanonical, sizeof kCanonical - 1, &opts, &m);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  char *text = kiln_hlo_module_to_string(m);
+  assert_string_equal(text, kCanonical);
+  kiln_free(text);
+  kiln_hlo_module_destroy(m);
+}
+
 int main(void) {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
   const struct CMUnitTest tests[] = {
@@ -488,6 +550,7 @@ int main(void) {
       T(test_collective_and_control_predecessor_attrs),
       T(test_misc_op_attributes),
       T(test_reduce_window_prints_window_before_called_computation),
+      T(test_canonical_text_is_a_fixed_point_of_parse_and_print),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);
