@@ -266,6 +266,27 @@ static void test_missing_cuda_dir_leaves_ptx_for_the_driver(void **state) {
   kiln_nvptx_result_free(&r);
 }
 
+/* $KILN_CUDA_DIR replaces the search: with a bogus directory ptxas is not found even though
+ * it is on PATH, and the status names the path tried. */
+static void test_kiln_cuda_dir_env_overrides_the_search(void **state) {
+  (void)state;
+  const char *old = getenv("KILN_CUDA_DIR");
+  char *saved = old ? kiln_strdup(old) : NULL;
+  assert_int_equal(setenv("KILN_CUDA_DIR", "/nonexistent/env-cuda", 1), 0);
+  char *log = NULL;
+  kiln_status s = kiln_ptxas_check(kBrokenPtx, "sm_90", &log);
+  assert_int_equal(kiln_status_code(s), KILN_UNAVAILABLE);
+  assert_non_null(strstr(kiln_status_message(s), "/nonexistent/env-cuda/bin/ptxas"));
+  assert_null(log);
+  kiln_status_free(s);
+  if (saved) {
+    setenv("KILN_CUDA_DIR", saved, 1);
+    kiln_free(saved);
+  } else {
+    unsetenv("KILN_CUDA_DIR");
+  }
+}
+
 static void test_unknown_libdevice_function_is_not_found(void **state) {
   (void)state;
   if (!libdevice_present()) skip();
@@ -457,6 +478,7 @@ int main(void) {
       cmocka_unit_test(test_sm90a_ptx_is_rejected_for_sm90),
       cmocka_unit_test(test_missing_cuda_dir_needing_libdevice_is_unavailable),
       cmocka_unit_test(test_missing_cuda_dir_leaves_ptx_for_the_driver),
+      cmocka_unit_test(test_kiln_cuda_dir_env_overrides_the_search),
       cmocka_unit_test(test_unknown_libdevice_function_is_not_found),
       cmocka_unit_test(test_module_without_kernel_cc_is_rejected),
       cmocka_unit_test(test_invalid_module_is_rejected),
