@@ -150,10 +150,12 @@ static void test_argument_shape_mismatch_is_invalid_argument(void **state) {
   assert_non_null(s);
   assert_int_equal(kiln_status_code(s), KILN_INVALID_ARGUMENT);
   kiln_status_free(s);
+  kiln_hlo_module_destroy(m);
   s = eval_with("HloModule m\n\nENTRY e {\n  ROOT p0 = s32[2] parameter(0)\n}\n", NULL, 0, NULL, &a, &m, &res);
   assert_non_null(s);
   assert_int_equal(kiln_status_code(s), KILN_INVALID_ARGUMENT);
   kiln_status_free(s);
+  kiln_hlo_module_destroy(m);
   kiln_arena_destroy(&a);
 }
 
