@@ -18,7 +18,8 @@
  *   - (g*L + T) floordiv D           -> L floordiv (D/g)   when g | D and T in [0, g-1]
  *   - (g*L + T) mod D                -> (L mod (D/g))*g + T when g | D and T in [0, g-1]
  *   - (y mod c)*d + (y floordiv c)*(c*d) -> y*d  (also with y = x floordiv a matched
- *                                                  against x floordiv (a*c))
+ *                                                  against x floordiv (a*c), and with
+ *                                                  y mod c in its simplified form)
  *   - min/max drop operands that the bounds show can never be selected
  * plus the constructors' canonical form (constant folding, like terms, term order).
  *
@@ -413,6 +414,37 @@ static kiln_affine_expr_t *rewrite_add(simp_t *s, kiln_affine_expr_t *r) {
       kiln_free(ops);
       return simp(s, sum);
     }
+  }
+  /* General form: a term (x floordiv C) * (C*d) absorbs the terms of simp(x mod C) * d
+   * (whatever shape the simplifier gave that mod) when they all occur in the sum with the
+   * same coefficients: C*(x floordiv C) + (x mod C) == x. */
+  for (uint32_t i = 0; i < r->n; i++) {
+    int64_t e;
+    kiln_affine_expr_t *atom = kiln_affine_term_split(r->ops[i], &e);
+    if (!atom || atom->kind != KILN_AFFINE_FLOORDIV || atom->ops[1]->kind != KILN_AFFINE_CONST)
+      continue;
+    int64_t C = atom->ops[1]->value;
+    if (C <= 1 || e % C != 0) continue;
+    if (!fuel(s)) return r;
+    int64_t d = e / C;
+    kiln_affine_expr_t *x = atom->ops[0];
+    kiln_affine_expr_t *md = kiln_affine_mul_const(s->ctx, simp(s, kiln_affine_mod(s->ctx, x, atom->ops[1])), d);
+    split_t sp;
+    if (!split_sum(md, &sp) || sp.n == 0) continue;
+    bool all_present = true;
+    for (size_t k = 0; k < sp.n && all_present; k++) {
+      bool found = false;
+      for (uint32_t j = 0; j < r->n && !found; j++) {
+        int64_t cj;
+        found = j != i && kiln_affine_term_split(r->ops[j], &cj) == sp.atoms[k] && cj == sp.coefs[k];
+      }
+      all_present = found;
+    }
+    if (!all_present) continue;
+    kiln_affine_expr_t *parts[3] = {
+        kiln_affine_sub(s->ctx, r, r->ops[i]), kiln_affine_neg(s->ctx, md),
+        kiln_affine_mul_const(s->ctx, x, d)};
+    return simp(s, kiln_affine_sum(s->ctx, 3, parts));
   }
   return r;
 }
