@@ -155,6 +155,51 @@ static void test_sort_general_comparator_is_called(void **state) {
   run_done(&r);
 }
 
+/* JAX's comparator: canonicalize -0 -> 0 and NaN -> nan, then LT under TOTALORDER. `nanc`
+ * is the NaN constant's instruction text; wrapping it in a copy defeats the pattern match
+ * so the same sort runs through the called comparator. */
+static void run_jax_sort(run_t *r, bool through_copy) {
+  char text[2048];
+  snprintf(text, sizeof text,
+           "HloModule m\n"
+           "cmp {\n"
+           "  p0 = f32[] parameter(0)\n"
+           "  p1 = f32[] parameter(1)\n"
+           "  p2 = s32[] parameter(2)\n"
+           "  p3 = s32[] parameter(3)\n"
+           "  nan0 = f32[] constant(nan)\n"
+           "  nan = f32[] %s\n"
+           "  zero = f32[] constant(0)\n"
+           "  ne0 = pred[] compare(p0, p0), direction=NE\n"
+           "  eq0 = pred[] compare(p0, zero), direction=EQ\n"
+           "  s0 = f32[] select(eq0, zero, p0)\n"
+           "  c0 = f32[] select(ne0, nan, s0)\n"
+           "  ne1 = pred[] compare(p1, p1), direction=NE\n"
+           "  eq1 = pred[] compare(p1, zero), direction=EQ\n"
+           "  s1 = f32[] select(eq1, zero, p1)\n"
+           "  c1 = f32[] select(ne1, nan, s1)\n"
+           "  ROOT lt = pred[] compare(c0, c1), direction=LT, type=TOTALORDER\n"
+           "}\n"
+           "ENTRY e {\n"
+           "  x = f32[6] constant({nan, 0, -0, -1, -nan, 2})\n"
+           "  i = s32[6] iota(), iota_dimension=0\n"
+           "  ROOT s = (f32[6], s32[6]) sort(x, i), dimensions={0}, is_stable=true, to_apply=cmp\n"
+           "}\n",
+           through_copy ? "copy(nan0)" : "constant(nan)");
+  run_text(r, text);
+}
+
+static void test_sort_jax_canonicalizing_comparator_fast_path_matches_called(void **state) {
+  run_t fast, called;
+  run_jax_sort(&fast, false);
+  run_jax_sort(&called, true);
+  /* -1 < 0 == -0 < 2 < nan == -nan (canonical nan is positive); ties keep input order */
+  expect_f64(fast.result->tuple_elements[1], 6, (double[]){3, 1, 2, 5, 0, 4}, 0);
+  expect_f64(called.result->tuple_elements[1], 6, (double[]){3, 1, 2, 5, 0, 4}, 0);
+  run_done(&fast);
+  run_done(&called);
+}
+
 static void test_sort_along_leading_dim(void **state) {
   run_t r;
   run_text(&r,
@@ -205,6 +250,7 @@ int main(void) {
       cmocka_unit_test(test_sort_key_from_second_operand_and_swapped_params),
       cmocka_unit_test(test_sort_descending_totalorder_places_nan_and_signed_zeros),
       cmocka_unit_test(test_sort_general_comparator_is_called),
+      cmocka_unit_test(test_sort_jax_canonicalizing_comparator_fast_path_matches_called),
       cmocka_unit_test(test_sort_along_leading_dim),
       cmocka_unit_test(test_topk_largest_with_ties_by_lower_index),
       cmocka_unit_test(test_topk_bf16_full_sort),

@@ -469,7 +469,12 @@ static kiln_status eval_scatter(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction
   int64_t un = kiln_shape_num_elements(us);
   int64_t uidx[KILN_GS_MAX_RANK], iidx[KILN_GS_MAX_RANK + 1], start[KILN_GS_MAX_RANK];
   memset(uidx, 0, sizeof uidx);
-  for (int64_t u = 0; u < un; u++) {
+  kiln_arena_t scratch;
+  kiln_arena_init(&scratch);
+  scratch.limit = ctx->arena->limit;
+  int64_t scratch_calls = 0;
+  kiln_status err = KILN_STATUS_OK;
+  for (int64_t u = 0; u < un && !err; u++) {
     memset(iidx, 0, sizeof iidx);
     for (int d = 0; d < us->rank; d++)
       if (upd_to_idx_dim[d] >= 0) iidx[upd_to_idx_dim[d]] = uidx[d];
@@ -497,20 +502,34 @@ static kiln_status eval_scatter(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction
           memcpy(args[nop + i]->data, (const char *)operands[nop + 1 + i]->data + (size_t)u * es,
                  es);
         }
+        if (scratch_calls++ >= 4096) { /* recycle the combiner's intermediates */
+          size_t limit = scratch.limit;
+          kiln_arena_destroy(&scratch);
+          kiln_arena_init(&scratch);
+          scratch.limit = limit;
+          scratch_calls = 1;
+        }
         kiln_literal_t *r = NULL;
-        KILN_RETURN_IF_ERROR(kiln_eval_computation(ctx, comp, 2 * nop, args, &r),
-                             "in scatter %s", instr->name);
-        for (int i = 0; i < nop; i++) {
+        kiln_arena_t *saved = ctx->arena;
+        ctx->arena = &scratch;
+        kiln_status st = kiln_eval_computation(ctx, comp, 2 * nop, args, &r);
+        ctx->arena = saved;
+        if (st) {
+          err = kiln_status_annotate(st, "in scatter %s", instr->name);
+          break;
+        }
+        for (int i = 0; i < nop && !err; i++) {
           const kiln_literal_t *ri = r;
-          if (kiln_shape_is_tuple(r->shape)) {
-            if (i >= r->num_tuple_elements) return KILN_ERR_INVALID("scatter: short tuple");
-            ri = r->tuple_elements[i];
-          } else if (nop > 1) {
-            return KILN_ERR_INVALID("scatter: to_apply must return a %d-tuple", nop);
+          if (kiln_shape_is_tuple(r->shape))
+            ri = i < r->num_tuple_elements ? r->tuple_elements[i] : NULL;
+          else if (nop > 1)
+            ri = NULL;
+          if (!ri || !kiln_shape_is_array(ri->shape) || ri->shape->type != dst[i]->shape->type ||
+              ri->num_elements != 1) {
+            err = KILN_ERR_INVALID("scatter %s: to_apply must return %d %s scalar(s)",
+                                   instr->name, nop, kiln_elem_type_name(dst[i]->shape->type));
+            break;
           }
-          if (!kiln_shape_is_array(ri->shape) || ri->shape->type != dst[i]->shape->type ||
-              ri->num_elements != 1)
-            return KILN_ERR_INVALID("scatter: to_apply returned a wrong shape");
           size_t es = kiln_elem_type_storage_bytes(dst[i]->shape->type);
           memcpy((char *)dst[i]->data + (size_t)di * es, ri->data, es);
         }
@@ -518,6 +537,8 @@ static kiln_status eval_scatter(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction
     }
     bump(uidx, us->dims, us->rank);
   }
+  kiln_arena_destroy(&scratch);
+  if (err) return err;
   *out = res;
   return KILN_STATUS_OK;
 }

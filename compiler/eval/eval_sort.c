@@ -31,6 +31,10 @@ typedef struct sort_key {
   kiln_elem_type_t et;
   const kiln_literal_t *lit; /* the keyed operand */
   bool swapped;              /* compare(param 2i+1, param 2i): roles of a and b exchanged */
+  bool canonicalize;         /* JAX's comparator idiom: zeros and NaNs replaced first */
+  double canon_nan, canon_zero; /* the idiom's constants */
+  int64_t *ord;              /* precomputed keys (see precompute_keys) */
+  double *fv;
 } sort_key_t;
 
 typedef struct sort_ctx {
@@ -39,10 +43,41 @@ typedef struct sort_ctx {
   int nop;
   kiln_literal_t *const *operands;
   kiln_literal_t **args; /* 2 * nop scalar literals (general path) */
+  kiln_arena_t scratch;  /* comparator intermediates, recycled every kScratchCalls calls */
+  int64_t scratch_calls;
   bool fast;
   sort_key_t key;
   kiln_status err;
 } sort_ctx_t;
+
+/* Fills the fast path's key arrays once: `fv` (doubles, for FLOAT compares where NaN is
+ * unordered) or `ord` (int64 keys whose order is the compare's order: the float total order,
+ * signed values, or unsigned values with the top bit flipped). */
+static kiln_status precompute_keys(sort_key_t *k) {
+  int64_t n = k->lit->num_elements;
+  kiln_elem_type_t et = k->et;
+  bool is_float = kiln_elem_type_is_float(et);
+  bool partial = is_float && k->type != KILN_CMP_TYPE_TOTALORDER;
+  size_t bytes = sizeof(int64_t) * (size_t)(n > 0 ? n : 1);
+  if (partial) k->fv = kiln_try_malloc(bytes);
+  else k->ord = kiln_try_malloc(bytes);
+  if (!k->fv && !k->ord) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "sort: out of memory");
+  bool as_unsigned = kiln_elem_type_is_unsigned_int(et) || et == KILN_PRED ||
+                     k->type == KILN_CMP_TYPE_UNSIGNED;
+  for (int64_t i = 0; i < n; i++) {
+    if (is_float) {
+      double v = kiln_literal_get_f64(k->lit, i);
+      if (k->canonicalize) v = isnan(v) ? k->canon_nan : v == 0 ? k->canon_zero : v;
+      if (partial) k->fv[i] = v;
+      else k->ord[i] = total_order_key(v);
+    } else if (as_unsigned) {
+      k->ord[i] = (int64_t)(kiln_literal_get_u64(k->lit, i) ^ (1ull << 63));
+    } else {
+      k->ord[i] = kiln_literal_get_s64(k->lit, i);
+    }
+  }
+  return KILN_STATUS_OK;
+}
 
 /* Fast-path comparison of elements ia, ib of the keyed operand: "a before b". */
 static bool fast_less(const sort_key_t *k, int64_t ia, int64_t ib) {
@@ -52,21 +87,11 @@ static bool fast_less(const sort_key_t *k, int64_t ia, int64_t ib) {
     ib = t;
   }
   int c; /* -1, 0, 1 or 2 for unordered */
-  kiln_elem_type_t et = k->et;
-  if (kiln_elem_type_is_float(et)) {
-    double a = kiln_literal_get_f64(k->lit, ia), b = kiln_literal_get_f64(k->lit, ib);
-    if (k->type == KILN_CMP_TYPE_TOTALORDER) {
-      int64_t x = total_order_key(a), y = total_order_key(b);
-      c = x < y ? -1 : x > y ? 1 : 0;
-    } else {
-      c = isnan(a) || isnan(b) ? 2 : a < b ? -1 : a > b ? 1 : 0;
-    }
-  } else if (kiln_elem_type_is_unsigned_int(et) || et == KILN_PRED ||
-             k->type == KILN_CMP_TYPE_UNSIGNED) {
-    uint64_t a = kiln_literal_get_u64(k->lit, ia), b = kiln_literal_get_u64(k->lit, ib);
-    c = a < b ? -1 : a > b ? 1 : 0;
+  if (k->fv) {
+    double a = k->fv[ia], b = k->fv[ib];
+    c = isnan(a) || isnan(b) ? 2 : a < b ? -1 : a > b ? 1 : 0;
   } else {
-    int64_t a = kiln_literal_get_s64(k->lit, ia), b = kiln_literal_get_s64(k->lit, ib);
+    int64_t a = k->ord[ia], b = k->ord[ib];
     c = a < b ? -1 : a > b ? 1 : 0;
   }
   switch (k->dir) {
@@ -78,6 +103,8 @@ static bool fast_less(const sort_key_t *k, int64_t ia, int64_t ib) {
   }
 }
 
+enum { kScratchCalls = 4096 };
+
 /* General path: evaluates the comparator on elements ia, ib of every operand. */
 static bool call_less(sort_ctx_t *s, int64_t ia, int64_t ib) {
   if (s->err) return false;
@@ -87,8 +114,18 @@ static bool call_less(sort_ctx_t *s, int64_t ia, int64_t ib) {
     memcpy(s->args[2 * i]->data, (const char *)l->data + (size_t)ia * es, es);
     memcpy(s->args[2 * i + 1]->data, (const char *)l->data + (size_t)ib * es, es);
   }
+  if (s->scratch_calls++ >= kScratchCalls) {
+    size_t limit = s->scratch.limit;
+    kiln_arena_destroy(&s->scratch);
+    kiln_arena_init(&s->scratch);
+    s->scratch.limit = limit;
+    s->scratch_calls = 1;
+  }
   kiln_literal_t *r = NULL;
+  kiln_arena_t *saved = s->ctx->arena;
+  s->ctx->arena = &s->scratch; /* the result is read before the next reset */
   kiln_status st = kiln_eval_computation(s->ctx, s->comp, 2 * s->nop, s->args, &r);
+  s->ctx->arena = saved;
   if (st) {
     s->err = st;
     return false;
@@ -125,13 +162,57 @@ static void merge_sort(sort_ctx_t *s, int64_t *v, int64_t *tmp, int64_t n) {
   }
 }
 
-/* Detects `ROOT compare(param(p), param(q))` with {p, q} = {2i, 2i+1}. */
+static bool is_const_scalar(const kiln_hlo_instruction_t *x, bool want_nan) {
+  if (x->opcode != KILN_OP_CONSTANT || !x->literal || x->literal->unknown ||
+      x->literal->num_elements != 1 || !kiln_elem_type_is_float(x->shape->type))
+    return false;
+  double v = kiln_literal_get_f64(x->literal, 0);
+  return want_nan ? isnan(v) : v == 0;
+}
+
+static bool is_compare_of(const kiln_hlo_instruction_t *x, kiln_cmp_dir_t dir,
+                          const kiln_hlo_instruction_t *p, bool rhs_zero) {
+  if (x->opcode != KILN_OP_COMPARE || x->num_operands != 2 || x->comparison_direction != dir)
+    return false;
+  if (x->operands[0] != p) return false;
+  return rhs_zero ? is_const_scalar(x->operands[1], false) : x->operands[1] == p;
+}
+
+/* The parameter a comparator operand reads: the parameter itself, or JAX's float
+ * canonicalization of it, select(p != p, nan, select(p == 0, 0, p)) (sets *canon).
+ * NULL when it is neither. */
+static const kiln_hlo_instruction_t *key_param(const kiln_hlo_instruction_t *x, bool *canon,
+                                              double *nan_v, double *zero_v) {
+  *canon = false;
+  if (x->opcode == KILN_OP_PARAMETER) return x;
+  if (x->opcode != KILN_OP_SELECT || x->num_operands != 3) return NULL;
+  const kiln_hlo_instruction_t *inner = x->operands[2];
+  if (inner->opcode != KILN_OP_SELECT || inner->num_operands != 3) return NULL;
+  const kiln_hlo_instruction_t *p = inner->operands[2];
+  if (p->opcode != KILN_OP_PARAMETER) return NULL;
+  if (!is_compare_of(x->operands[0], KILN_CMP_NE, p, false) ||
+      !is_const_scalar(x->operands[1], true) ||
+      !is_compare_of(inner->operands[0], KILN_CMP_EQ, p, true) ||
+      !is_const_scalar(inner->operands[1], false))
+    return NULL;
+  *canon = true;
+  *nan_v = kiln_literal_get_f64(x->operands[1]->literal, 0);
+  *zero_v = kiln_literal_get_f64(inner->operands[1]->literal, 0);
+  return p;
+}
+
+/* Detects `ROOT compare(key(p), key(q))` with {p, q} = {2i, 2i+1}, key = the parameter or
+ * JAX's canonicalization of it (the same on both sides). */
 static bool classify_comparator(const kiln_hlo_computation_t *c, kiln_literal_t *const *ops,
                                 int nop, sort_key_t *k) {
   const kiln_hlo_instruction_t *r = c->root;
   if (!r || r->opcode != KILN_OP_COMPARE || r->num_operands != 2) return false;
-  const kiln_hlo_instruction_t *a = r->operands[0], *b = r->operands[1];
-  if (a->opcode != KILN_OP_PARAMETER || b->opcode != KILN_OP_PARAMETER) return false;
+  bool ca, cb;
+  double na = 0, nb = 0, za = 0, zb = 0;
+  const kiln_hlo_instruction_t *a = key_param(r->operands[0], &ca, &na, &za);
+  const kiln_hlo_instruction_t *b = key_param(r->operands[1], &cb, &nb, &zb);
+  if (!a || !b || ca != cb) return false;
+  if (ca && (signbit(na) != signbit(nb) || signbit(za) != signbit(zb))) return false;
   int64_t p = a->parameter_number, q = b->parameter_number;
   if (p / 2 != q / 2 || p == q || p / 2 >= nop) return false;
   int i = (int)(p / 2);
@@ -152,6 +233,9 @@ static bool classify_comparator(const kiln_hlo_computation_t *c, kiln_literal_t 
   k->et = et;
   k->lit = ops[i];
   k->swapped = (p % 2) == 1;
+  k->canonicalize = ca;
+  k->canon_nan = na;
+  k->canon_zero = za;
   return true;
 }
 
@@ -224,6 +308,15 @@ static kiln_status eval_sort(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
   int64_t *v = kiln_try_malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1) * 2);
   if (!v) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "sort: out of memory");
   int64_t *tmp = v + (n > 0 ? n : 1);
+  if (sc.fast) {
+    kiln_status ks = precompute_keys(&sc.key);
+    if (ks) {
+      kiln_free(v);
+      return ks;
+    }
+  }
+  kiln_arena_init(&sc.scratch);
+  sc.scratch.limit = ctx->arena->limit;
   for (int64_t o = 0; o < outer && !sc.err; o++) {
     for (int64_t in = 0; in < inner && !sc.err; in++) {
       int64_t base = o * n * inner + in;
@@ -238,6 +331,9 @@ static kiln_status eval_sort(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
     }
   }
   kiln_free(v);
+  kiln_free(sc.key.ord);
+  kiln_free(sc.key.fv);
+  kiln_arena_destroy(&sc.scratch);
   if (sc.err) return kiln_status_annotate(sc.err, "in sort %s", instr->name);
   *out = res;
   return KILN_STATUS_OK;
