@@ -1,0 +1,107 @@
+/* The kernel-IR pipeline (the emitter document's stages, DESIGN.md principle 2) and the
+ * lowering of a KIR module to LLVM IR for NVPTX and for the host.
+ *
+ * Stages, each a function on a module, run in this order by kiln_kir_pipeline_run:
+ *   1. inline     : subgraph calls are replaced by the callee's body, except calls to a
+ *                   function called from two or more sites (those stay functions);
+ *                   functions left without callers are removed.
+ *   2. lower-loops: every `loop` becomes nested `for` ops (one per range symbol) with the
+ *                   map results computed by apply_indexing, guarded by an `if` for the parts
+ *                   of the domain (dim intervals, symbol-dependent constraints) that the
+ *                   operands' known ranges do not already guarantee; checks that depend only
+ *                   on dims are hoisted outside the symbol loops.
+ *   3. flatten    : every tensor becomes 1-D (row-major); tensor indices become one
+ *                   apply_indexing of the linearized, simplified map.
+ *   4. vectorize  : in a `for` from 0 to N step 1 (N in {2, 4, 8, 16}), an extract / insert
+ *                   whose flat index is `rest + iv` with `rest` a multiple of N (coefficients
+ *                   and constant divisible by N) becomes one vload before the loop
+ *                   (vextract inside) / a vinsert into a vector iteration argument and one
+ *                   vstore after it.
+ *   5. unroll     : `for` loops with constant bounds and at most `unroll_max_trip` trips are
+ *                   replaced by copies of their body.
+ *   6. LLVM       : kiln_kir_lower_nvptx / kiln_kir_lower_host.
+ *
+ * Dumps: with KILN_DUMP_TO (or options.dump_dir) set, the module text after stage k is
+ * written to `<dir>/<name>.5k-kir-<stage>.txt` (50-kir-input, 51-kir-inline, ...,
+ * 55-kir-unroll) so the files sort in pipeline order before the backend's 90+ dumps. */
+#ifndef KILN_COMPILER_CODEGEN_KIR_PIPELINE_H_
+#define KILN_COMPILER_CODEGEN_KIR_PIPELINE_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <llvm-c/Core.h>
+
+#include "base/status.h"
+#include "compiler/backend/host_jit.h"
+#include "compiler/backend/nvptx.h"
+#include "compiler/codegen/host_launch.h"
+#include "compiler/codegen/kir.h"
+
+/* ---- stages (kir_inline.c, kir_lower_loops.c, kir_flatten.c, kir_vectorize.c,
+ * kir_unroll.c). Each rewrites the module in place and leaves it verified. ---- */
+kiln_status kiln_kir_inline(kiln_kir_module_t *m);
+kiln_status kiln_kir_lower_loops(kiln_kir_module_t *m);
+kiln_status kiln_kir_flatten(kiln_kir_module_t *m);
+kiln_status kiln_kir_vectorize(kiln_kir_module_t *m);
+kiln_status kiln_kir_unroll(kiln_kir_module_t *m, int max_trip);
+
+typedef struct kiln_kir_pipeline_options {
+  const char *dump_dir;  /* NULL: $KILN_DUMP_TO; no dumps when neither is set */
+  const char *dump_name; /* file stem; NULL: the module name */
+  bool no_vectorize;     /* skip stage 4 */
+  int unroll_max_trip;   /* 0: 8; negative: skip stage 5 */
+} kiln_kir_pipeline_options_t;
+
+/* Runs stages 1-5 on `m` in place, verifying before and after each, dumping as above. */
+kiln_status kiln_kir_pipeline_run(kiln_kir_module_t *m, const kiln_kir_pipeline_options_t *opts);
+
+/* ---- lowering to LLVM (kir_to_llvm.c: NVPTX; kir_to_llvm_host.c: host) ----
+ *
+ * Both take a module after the pipeline (loops lowered; flattening is not required) with one
+ * KERNEL function; remaining subgraph functions become internal LLVM functions.
+ *
+ * NVPTX: `void <kernel>(ptr noalias align 16 p0, ...)` with LLVMPTXKernelCallConv, one pointer
+ * per tensor parameter (index / scalar parameters are not allowed in kernels); ids from
+ * llvm.nvvm.read.ptx.sreg.*, barrier as llvm.nvvm.barrier0, shuffles as
+ * llvm.nvvm.shfl.sync.*, shared tensors as addrspace(3) globals, atomics as atomicrmw /
+ * cmpxchg loops, float math as libdevice __nv_* calls. Index arithmetic is i32 when every
+ * tensor and the launch grid fit in 2^31 - 1, i64 otherwise.
+ *
+ * Host: `void <kernel>(void **args, int64_t block_begin, int64_t block_end)`: args[i] is the
+ * base pointer of tensor parameter i; blocks [block_begin, block_end) (linearized x fastest)
+ * run one after another. Within a block the kernel body runs as phases separated by barriers
+ * and shuffles, each phase as thread loops (one loop per block dimension, x innermost);
+ * values that cross a phase (or a thread-loop segment) live in per-thread slot arrays; a
+ * top-level `if` on a thread-range predicate (tid < c, tid == c, (tid & (2^k-1)) == 0, and
+ * conjunctions of these) becomes its own thread loop with those bounds and step. Barriers
+ * and shuffles must be at the top level of the kernel body (UNIMPLEMENTED otherwise).
+ * f32 math is inline polynomial code (vectorizable); f64 math calls libm. */
+kiln_status kiln_kir_lower_nvptx(const kiln_kir_module_t *m, LLVMContextRef ctx,
+                                 LLVMTargetMachineRef tm, LLVMModuleRef *out);
+kiln_status kiln_kir_lower_host(const kiln_kir_module_t *m, LLVMContextRef ctx,
+                                LLVMModuleRef *out);
+
+/* Lowers `m` to NVPTX and compiles it (kiln_nvptx_compile with `opts`, arch sm_90 when not
+ * given). `out` as for kiln_nvptx_compile (always initialized; free it). */
+kiln_status kiln_kir_compile_nvptx(const kiln_kir_module_t *m, const kiln_nvptx_options_t *opts,
+                                   kiln_nvptx_result_t *out);
+
+/* A kernel compiled for the host. */
+typedef struct kiln_kir_host_kernel {
+  kiln_host_kernel_fn fn;
+  int64_t num_blocks;    /* grid x * y * z */
+  size_t num_params;     /* tensor parameters = entries of args */
+  char name[64];
+} kiln_kir_host_kernel_t;
+
+/* Lowers `m` for the host and adds it to `jit` (whose context it is built in); fills *out
+ * with the entry point. */
+kiln_status kiln_kir_compile_host(const kiln_kir_module_t *m, kiln_host_jit_t *jit,
+                                  kiln_kir_host_kernel_t *out);
+
+/* Runs a host kernel over all its blocks on `pool` (NULL: the calling thread only). */
+kiln_status kiln_kir_host_kernel_run(const kiln_kir_host_kernel_t *k, kiln_host_pool_t *pool,
+                                     void **args);
+
+#endif /* KILN_COMPILER_CODEGEN_KIR_PIPELINE_H_ */
