@@ -149,6 +149,7 @@ int64_t kiln_shape_num_elements(const kiln_shape_t *s) {
   if (!kiln_shape_is_array(s)) return 0;
   int64_t n = 1;
   for (int i = 0; i < s->rank; i++) {
+    if (s->dims[i] < 0) return 0; /* unbounded dynamic dimension: size unknown */
     if (s->dims[i] != 0 && n > INT64_MAX / s->dims[i]) return INT64_MAX;
     n *= s->dims[i];
   }
@@ -265,6 +266,10 @@ void kiln_shape_print(kiln_strbuf_t *b, const kiln_shape_t *s, bool with_layout)
   kiln_strbuf_append_char(b, '[');
   for (int i = 0; i < s->rank; i++) {
     if (i) kiln_strbuf_append_char(b, ',');
+    if (s->dynamic && s->dynamic[i] && s->dims[i] < 0) {
+      kiln_strbuf_append_char(b, '?'); /* unbounded dynamic dimension */
+      continue;
+    }
     if (s->dynamic && s->dynamic[i]) kiln_strbuf_append(b, "<=");
     kiln_strbuf_printf(b, "%lld", (long long)s->dims[i]);
   }

@@ -400,12 +400,21 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
                                 kiln__shape_str(a, ops[0]), kiln__shape_str(a, res));
       return KILN_STATUS_OK;
 
-    case KILN_OP_ALL_REDUCE:
     case KILN_OP_ALL_REDUCE_START:
+      /* Older dumps give the start op the (operands, results) tuple of the async pair. */
+      if (kiln_shape_is_tuple(res) && res->num_elements == 2 * n) {
+        KILN_RETURN_IF_ERROR_PLAIN(need_called(in, "to_apply", &c1));
+        return KILN_STATUS_OK;
+      }
+      /* fall through */
+    case KILN_OP_ALL_REDUCE:
       if (n < 1) return arity_error(in, "at least 1");
       KILN_RETURN_IF_ERROR_PLAIN(need_called(in, "to_apply", &c1));
       return same_as_operands(a, n, ops, out);
     case KILN_OP_ALL_REDUCE_DONE:
+      /* The done op of the older tuple form returns the results half of the tuple. */
+      if (n == 1 && kiln_shape_is_tuple(ops[0]) && ops[0]->num_elements % 2 == 0) return KILN_STATUS_OK;
+      /* fall through */
     case KILN_OP_COLLECTIVE_BROADCAST:
       if (n < 1) return arity_error(in, "at least 1");
       return same_as_operands(a, n, ops, out);
