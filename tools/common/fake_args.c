@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "compiler/hlo/numeric.h"
+
 #define FAKE_MAX_PATH 16      /* tuple nesting followed through */
 #define FAKE_MAX_DEPTH 64     /* walk recursion */
 #define FAKE_MAX_STEPS 200000 /* user edges visited per leaf */
@@ -321,6 +323,11 @@ static void fill_array(kiln_literal_t *l, const kiln_fake_args_options_t *o, boo
   if (t == KILN_F32) {
     float *p = l->data;
     for (int64_t i = 0; i < n; i++) p[i] = (float)(lo + span * rand_unit(rng));
+    return;
+  }
+  if (t == KILN_BF16) { /* fast path: round the f32 draw (the values need not be f64-exact) */
+    uint16_t *p = l->data;
+    for (int64_t i = 0; i < n; i++) p[i] = kiln_f32_to_bf16((float)(lo + span * rand_unit(rng)));
     return;
   }
   for (int64_t i = 0; i < n; i++) kiln_literal_set_f64(l, i, lo + span * rand_unit(rng));

@@ -1,0 +1,445 @@
+/* kiln-run: run an HLO file on a backend and summarize its outputs (like XLA's
+ * run_hlo_module). See `kiln-run --help`. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/status.h"
+#include "base/str.h"
+#include "compiler/eval/eval.h"
+#include "compiler/hlo/ir.h"
+#include "compiler/hlo/literal.h"
+#include "tools/common/fake_args.h"
+#include "tools/common/npy.h"
+#include "tools/common/run_report.h"
+
+#define MAX_INPUT_FLAGS 256
+
+static const char kUsage[] =
+    "usage: kiln-run [options] FILE.hlo\n"
+    "\n"
+    "Parses FILE (one or more `HloModule`s separated by `// -----` lines, or bare\n"
+    "computations such as `fusion { ... }`), verifies each module, makes its inputs,\n"
+    "evaluates it and prints one line per output leaf: shape, first values, the sum of\n"
+    "the values and an FNV-1a hash of the bytes.\n"
+    "\n"
+    "options:\n"
+    "  --backend=NAME        reference (the evaluator; default). host, cuda: not built yet\n"
+    "  --module=N            run only the N-th module of the file (0-based)\n"
+    "  --seed=N              seed for generated inputs (default 42)\n"
+    "  --input=I:PATH        read entry parameter I from a .npy file (repeatable); others\n"
+    "                        are generated\n"
+    "  --inputs=DIR          read every parameter I from DIR/arg<I>.npy (the leaves of a\n"
+    "                        tuple parameter from DIR/arg<I>.<leaf>.npy)\n"
+    "  --save-inputs=DIR     write the inputs used, named as --inputs reads them\n"
+    "  --output=DIR          write output leaf I as DIR/out<I>.npy\n"
+    "  --compare=reference   compare the backend with the evaluator (needs a second\n"
+    "                        backend; none exists yet)\n"
+    "  --timings             print parse/verify/inputs/eval/output times in ms\n"
+    "  --repeat=N            evaluate N times (timings report min and mean)\n"
+    "  --values=N            values printed per output leaf (default 8)\n"
+    "  --max-while-iterations=N  fail a while loop running longer (default unlimited)\n"
+    "  --no-verify           skip the verifier\n"
+    "  --help                this text\n"
+    "\n"
+    "With several modules run, file names get a `m<N>.` prefix (m1.out0.npy).\n"
+    "Inputs generated from the seed are deterministic: floats uniform in [-1, 1), ints in\n"
+    "[-8, 7] (unsigned [0, 15]), pred random, and gather/scatter/dynamic-slice indices\n"
+    "in range. .npy conventions: bf16 is '|V2', f8 types '|V1', s4/u4 one per byte.\n";
+
+typedef struct run_flags {
+  const char *file;
+  const char *backend;
+  int module; /* -1 = all */
+  uint64_t seed;
+  int num_inputs;
+  int input_param[MAX_INPUT_FLAGS];
+  const char *input_path[MAX_INPUT_FLAGS];
+  const char *inputs_dir;
+  const char *save_inputs_dir;
+  const char *output_dir;
+  const char *compare;
+  bool timings;
+  int64_t repeat;
+  int64_t values;
+  int64_t max_while_iterations;
+  bool verify;
+} run_flags_t;
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static kiln_status parse_int_flag(const char *name, const char *v, int64_t lo, int64_t hi,
+                                  int64_t *out) {
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 0);
+  if (errno || end == v || *end || x < lo || x > hi)
+    return KILN_ERR_INVALID("--%s=%s: expected an integer in [%" PRId64 ", %" PRId64 "]", name, v,
+                            lo, hi);
+  *out = x;
+  return NULL;
+}
+
+static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help) {
+  memset(f, 0, sizeof *f);
+  f->backend = "reference";
+  f->module = -1;
+  f->seed = 42;
+  f->repeat = 1;
+  f->values = 8;
+  f->verify = true;
+  *help = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strncmp(a, "--", 2) != 0) {
+      if (f->file) return KILN_ERR_INVALID("more than one input file: '%s' and '%s'", f->file, a);
+      f->file = a;
+      continue;
+    }
+    const char *eq = strchr(a, '=');
+    size_t klen = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
+    const char *key = a + 2, *val = eq ? eq + 1 : NULL;
+#define IS(k) (klen == strlen(k) && strncmp(key, k, klen) == 0)
+    if (IS("help")) {
+      *help = true;
+      return NULL;
+    }
+    if (IS("timings") && !val) {
+      f->timings = true;
+      continue;
+    }
+    if (IS("no-verify") && !val) {
+      f->verify = false;
+      continue;
+    }
+    if (!val) return KILN_ERR_INVALID("unknown flag '%s' (see --help)", a);
+    int64_t x;
+    if (IS("backend")) {
+      f->backend = val;
+    } else if (IS("module")) {
+      KILN_RETURN_IF_ERROR_PLAIN(parse_int_flag("module", val, 0, 1 << 30, &x));
+      f->module = (int)x;
+    } else if (IS("seed")) {
+      char *end;
+      errno = 0;
+      unsigned long long s = strtoull(val, &end, 0);
+      if (errno || end == val || *end || val[0] == '-')
+        return KILN_ERR_INVALID("--seed=%s: expected an unsigned integer", val);
+      f->seed = s;
+    } else if (IS("input")) {
+      const char *colon = strchr(val, ':');
+      if (!colon || colon == val || !colon[1])
+        return KILN_ERR_INVALID("--input=%s: expected --input=I:PATH", val);
+      char num[32];
+      size_t n = (size_t)(colon - val);
+      if (n >= sizeof num) return KILN_ERR_INVALID("--input=%s: bad parameter number", val);
+      memcpy(num, val, n);
+      num[n] = 0;
+      KILN_RETURN_IF_ERROR_PLAIN(parse_int_flag("input", num, 0, 1 << 30, &x));
+      if (f->num_inputs == MAX_INPUT_FLAGS)
+        return KILN_ERR_INVALID("more than %d --input flags", MAX_INPUT_FLAGS);
+      f->input_param[f->num_inputs] = (int)x;
+      f->input_path[f->num_inputs] = colon + 1;
+      f->num_inputs++;
+    } else if (IS("inputs")) {
+      f->inputs_dir = val;
+    } else if (IS("save-inputs")) {
+      f->save_inputs_dir = val;
+    } else if (IS("output")) {
+      f->output_dir = val;
+    } else if (IS("compare")) {
+      f->compare = val;
+    } else if (IS("repeat")) {
+      KILN_RETURN_IF_ERROR_PLAIN(parse_int_flag("repeat", val, 1, 1000000, &f->repeat));
+    } else if (IS("values")) {
+      KILN_RETURN_IF_ERROR_PLAIN(parse_int_flag("values", val, 0, 1 << 30, &f->values));
+    } else if (IS("max-while-iterations")) {
+      KILN_RETURN_IF_ERROR_PLAIN(
+          parse_int_flag("max-while-iterations", val, 0, INT64_MAX, &f->max_while_iterations));
+    } else {
+      return KILN_ERR_INVALID("unknown flag '%s' (see --help)", a);
+    }
+#undef IS
+  }
+  if (!f->file) return KILN_ERR_INVALID("no input file (see --help)");
+  if (strcmp(f->backend, "host") == 0 || strcmp(f->backend, "cuda") == 0)
+    return KILN_ERR_UNIMPLEMENTED(
+        "backend '%s' is not built yet; only 'reference' (the evaluator) exists", f->backend);
+  if (strcmp(f->backend, "reference") != 0)
+    return KILN_ERR_INVALID("unknown backend '%s' (reference, host, cuda)", f->backend);
+  if (f->compare && strcmp(f->compare, "reference") != 0)
+    return KILN_ERR_INVALID("--compare=%s: only --compare=reference is defined", f->compare);
+  if (f->inputs_dir && f->num_inputs)
+    return KILN_ERR_INVALID("--inputs=DIR and --input=I:PATH cannot be combined");
+  return NULL;
+}
+
+/* True when some line of `text` starts (after blanks) with `HloModule`. */
+static bool has_module_header(const char *text, size_t len) {
+  size_t i = 0;
+  while (i < len) {
+    while (i < len && (text[i] == ' ' || text[i] == '\t')) i++;
+    if (len - i >= 9 && memcmp(text + i, "HloModule", 9) == 0) return true;
+    while (i < len && text[i] != '\n') i++;
+    i++;
+  }
+  return false;
+}
+
+/* Creates `dir` and its missing parents (like mkdir -p). */
+static kiln_status ensure_dir(const char *dir) {
+  size_t n = strlen(dir);
+  char *path = kiln_malloc(n + 1);
+  memcpy(path, dir, n + 1);
+  kiln_status s = NULL;
+  for (size_t i = 1; i <= n && !s; i++) {
+    if (path[i] != '/' && path[i] != 0) continue;
+    char saved = path[i];
+    path[i] = 0;
+    struct stat st;
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+      s = kiln_status_make(KILN_PERMISSION_DENIED, "cannot create directory '%s': %s", path,
+                           strerror(errno));
+    else if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+      s = kiln_status_make(KILN_INVALID_ARGUMENT, "'%s' is not a directory", path);
+    path[i] = saved;
+  }
+  kiln_free(path);
+  return s;
+}
+
+/* Reads (or, with `write`, writes) the leaves of tuple-shaped argument `l` as
+ * <dir>/<prefix>arg<param>.<leaf>.npy. */
+static kiln_status tuple_leaves_io(kiln_literal_t *l, const char *dir, const char *prefix,
+                                   int param, int *leaf, bool write, kiln_arena_t *arena) {
+  for (int i = 0; i < l->num_tuple_elements; i++) {
+    kiln_literal_t *e = l->tuple_elements[i];
+    if (kiln_shape_is_tuple(e->shape)) {
+      KILN_RETURN_IF_ERROR_PLAIN(tuple_leaves_io(e, dir, prefix, param, leaf, write, arena));
+      continue;
+    }
+    int index = (*leaf)++;
+    if (!kiln_shape_is_array(e->shape)) continue; /* token leaves carry no data */
+    char *path = kiln_arena_printf(arena, "%s/%sarg%d.%d.npy", dir, prefix, param, index);
+    if (write) {
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_npy_write_file(path, e));
+    } else {
+      kiln_literal_t *r;
+      KILN_RETURN_IF_ERROR(kiln_npy_read_file(path, e->shape, arena, &r),
+                           "while reading leaf %d of parameter %d", index, param);
+      l->tuple_elements[i] = r;
+    }
+  }
+  return NULL;
+}
+
+/* Makes argument `i` of `m`: from --input / --inputs if given, else generated. */
+static kiln_status make_arg(const run_flags_t *f, const kiln_hlo_module_t *m, int i,
+                            const char *prefix, kiln_arena_t *arena, kiln_literal_t **out,
+                            const char **source) {
+  kiln_fake_args_options_t fo;
+  kiln_fake_args_options_init(&fo);
+  fo.seed = f->seed;
+  const kiln_shape_t *shape = m->entry->parameters[i]->shape;
+  const char *path = NULL;
+  for (int k = 0; k < f->num_inputs; k++)
+    if (f->input_param[k] == i) path = f->input_path[k];
+  if (path) {
+    if (!kiln_shape_is_array(shape))
+      return KILN_ERR_INVALID(
+          "--input=%d:%s: parameter %d is not an array; give a tuple's "
+          "leaves with --inputs=DIR (arg%d.<leaf>.npy)",
+          i, path, i, i);
+    *source = path;
+    return kiln_npy_read_file(path, shape, arena, out);
+  }
+  if (f->inputs_dir) {
+    if (kiln_shape_is_tuple(shape)) {
+      kiln_literal_t *l = kiln_literal_make(arena, kiln_shape_clone(arena, shape));
+      if (!l) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "cannot allocate parameter %d", i);
+      int leaf = 0;
+      KILN_RETURN_IF_ERROR_PLAIN(tuple_leaves_io(l, f->inputs_dir, prefix, i, &leaf, false, arena));
+      *out = l;
+      *source = kiln_arena_printf(arena, "%s/%sarg%d.*.npy", f->inputs_dir, prefix, i);
+      return NULL;
+    }
+    char *p = kiln_arena_printf(arena, "%s/%sarg%d.npy", f->inputs_dir, prefix, i);
+    *source = p;
+    return kiln_npy_read_file(p, shape, arena, out);
+  }
+  *source = "generated";
+  return kiln_fake_args_make_one(m, &fo, i, arena, out);
+}
+
+static kiln_status save_arg(const char *dir, const char *prefix, int i, kiln_literal_t *l,
+                            kiln_arena_t *arena) {
+  if (kiln_shape_is_tuple(l->shape)) {
+    int leaf = 0;
+    return tuple_leaves_io(l, dir, prefix, i, &leaf, true, arena);
+  }
+  if (!kiln_shape_is_array(l->shape)) return NULL;
+  return kiln_npy_write_file(kiln_arena_printf(arena, "%s/%sarg%d.npy", dir, prefix, i), l);
+}
+
+typedef struct run_times {
+  double verify, inputs, eval_min, eval_sum, outputs;
+} run_times_t;
+
+static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, int index,
+                              bool several, run_times_t *t) {
+  memset(t, 0, sizeof *t);
+  char prefix[32] = "";
+  if (several) snprintf(prefix, sizeof prefix, "m%d.", index);
+  if (several || index > 0) printf("module %d: %s\n", index, m->name ? m->name : "?");
+  if (!m->entry) return KILN_ERR_INVALID("module '%s' has no entry computation", m->name);
+
+  double t0 = now_ms();
+  if (f->verify) KILN_RETURN_IF_ERROR(kiln_hlo_module_verify(m), "while verifying");
+  t->verify = now_ms() - t0;
+
+  kiln_arena_t args_arena;
+  kiln_arena_init(&args_arena);
+  kiln_status s = NULL;
+  int n = m->entry->num_parameters;
+  kiln_literal_t **args = NULL;
+  t0 = now_ms();
+  if (n > 0) args = kiln_arena_alloc(&args_arena, sizeof(*args) * (size_t)n);
+  for (int k = 0; k < f->num_inputs && !s; k++)
+    if (f->input_param[k] >= n)
+      s = KILN_ERR_INVALID("--input=%d: the entry computation has %d parameters", f->input_param[k],
+                           n);
+  for (int i = 0; i < n && !s; i++) {
+    const char *source = "";
+    s = make_arg(f, m, i, prefix, &args_arena, &args[i], &source);
+    if (s) {
+      s = kiln_status_annotate(s, "while making parameter %d", i);
+      break;
+    }
+    char *shape = kiln_shape_to_string(args[i]->shape, false);
+    printf("arg%d %s: %s\n", i, shape, source);
+    kiln_free(shape);
+    if (f->save_inputs_dir) s = save_arg(f->save_inputs_dir, prefix, i, args[i], &args_arena);
+  }
+  t->inputs = now_ms() - t0;
+
+  kiln_eval_options_t eo = {0};
+  eo.rng_seed = f->seed;
+  eo.max_while_iterations = f->max_while_iterations;
+  kiln_arena_t out_arena;
+  kiln_arena_init(&out_arena);
+  kiln_literal_t *result = NULL;
+  for (int64_t r = 0; r < f->repeat && !s; r++) {
+    kiln_arena_destroy(&out_arena);
+    kiln_arena_init(&out_arena);
+    t0 = now_ms();
+    s = kiln_eval_module(m, &eo, n, args, &out_arena, &result);
+    double dt = now_ms() - t0;
+    if (r == 0 || dt < t->eval_min) t->eval_min = dt;
+    t->eval_sum += dt;
+    if (s) s = kiln_status_annotate(s, "while evaluating with the reference backend");
+  }
+
+  if (!s) {
+    t0 = now_ms();
+    kiln_strbuf_t b = {0};
+    int leaves = kiln_run_report_num_leaves(result);
+    for (int i = 0; i < leaves && !s; i++) {
+      const kiln_literal_t *leaf = kiln_run_report_leaf(result, i);
+      char label[32];
+      snprintf(label, sizeof label, "out%d", i);
+      kiln_run_report_print_leaf(&b, label, leaf, (int)f->values);
+      if (f->output_dir && leaf && kiln_shape_is_array(leaf->shape))
+        s = kiln_npy_write_file(
+            kiln_arena_printf(&out_arena, "%s/%sout%d.npy", f->output_dir, prefix, i), leaf);
+    }
+    fputs(kiln_strbuf_cstr(&b), stdout);
+    kiln_strbuf_free(&b);
+    t->outputs = now_ms() - t0;
+  }
+  kiln_arena_destroy(&out_arena);
+  kiln_arena_destroy(&args_arena);
+  return s;
+}
+
+static kiln_status run(const run_flags_t *f) {
+  if (f->compare)
+    printf(
+        "note: --compare=reference needs a second backend; only 'reference' exists yet, so "
+        "there is nothing to compare\n");
+  if (f->output_dir) KILN_RETURN_IF_ERROR_PLAIN(ensure_dir(f->output_dir));
+  if (f->save_inputs_dir) KILN_RETURN_IF_ERROR_PLAIN(ensure_dir(f->save_inputs_dir));
+
+  char *text;
+  size_t len;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_read_file(f->file, &text, &len));
+  kiln_hlo_parse_options_t po = {0};
+  po.filename = f->file;
+  kiln_hlo_module_t **mods = NULL;
+  int count = 0;
+  double t0 = now_ms();
+  kiln_status s;
+  if (has_module_header(text, len)) {
+    s = kiln_hlo_parse_modules(text, len, &po, &mods, &count);
+  } else {
+    kiln_hlo_module_t *one = NULL;
+    s = kiln_hlo_parse_computations(text, len, &po, &one);
+    if (!s) {
+      mods = kiln_malloc(sizeof *mods);
+      mods[0] = one;
+      count = 1;
+    }
+  }
+  double parse_ms = now_ms() - t0;
+  kiln_free(text);
+  if (s) return s;
+  if (f->module >= count)
+    s = KILN_ERR_INVALID("--module=%d: '%s' holds %d module%s", f->module, f->file, count,
+                         count == 1 ? "" : "s");
+  bool several = f->module < 0 && count > 1;
+  if (f->timings)
+    printf("timings: parse %.3f ms (%d module%s)\n", parse_ms, count, count == 1 ? "" : "s");
+  for (int i = 0; i < count && !s; i++) {
+    if (f->module >= 0 && i != f->module) continue;
+    run_times_t t;
+    s = run_module(f, mods[i], i, several, &t);
+    if (s && several) s = kiln_status_annotate(s, "in module %d", i);
+    if (!s && f->timings) {
+      printf("timings: verify %.3f ms, inputs %.3f ms, eval %.3f ms", t.verify, t.inputs,
+             t.eval_min);
+      if (f->repeat > 1)
+        printf(" (min of %" PRId64 "; mean %.3f ms)", f->repeat, t.eval_sum / (double)f->repeat);
+      printf(", outputs %.3f ms\n", t.outputs);
+    }
+  }
+  for (int i = 0; i < count; i++) kiln_hlo_module_destroy(mods[i]);
+  kiln_free(mods);
+  return s;
+}
+
+int main(int argc, char **argv) {
+  run_flags_t f;
+  bool help;
+  kiln_status s = parse_flags(argc, argv, &f, &help);
+  if (help) {
+    fputs(kUsage, stdout);
+    return 0;
+  }
+  if (!s) s = run(&f);
+  if (s) {
+    fflush(stdout);
+    fprintf(stderr, "kiln-run: %s: %s\n", kiln_status_code_name(kiln_status_code(s)),
+            kiln_status_message(s));
+    kiln_status_free(s);
+    return 1;
+  }
+  return 0;
+}
