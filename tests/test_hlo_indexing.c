@@ -552,7 +552,7 @@ static void test_convolution_window_and_feature_symbols(void **state) {
                    NULL, NULL);
   /* stride, base and window dilation, reversal, 2 feature groups */
   contraction_case("HloModule t\nENTRY e {\n  a = f64[1,4,4] parameter(0)\n  k = f64[2,2,4] parameter(1)\n"
-                   "  ROOT r = f64[1,4,4] convolution(a, k), window={size=2 stride=2 pad=1_2 lhs_dilate=2 rhs_dilate=2 rhs_reversal=1}, "
+                   "  ROOT r = f64[1,4,4] convolution(a, k), window={size=2 stride=2 pad=2_1 lhs_dilate=2 rhs_dilate=2 rhs_reversal=1}, "
                    "dim_labels=b0f_0io->b0f, feature_group_count=2\n}\n",
                    NULL, NULL);
   /* batch groups: 4 input batches in 2 groups */
