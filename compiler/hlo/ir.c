@@ -48,6 +48,7 @@ kiln_hlo_instruction_t *kiln_hlo_instruction_create(kiln_hlo_computation_t *c,
   instr->shape = shape;
   instr->parent = c;
   instr->id = m->next_id++;
+  if (op == KILN_OP_TOPK) instr->largest = true; /* XLA's default when not written */
   kiln_vec_push(&c->instructions, instr);
   if (m->names) kiln_hashmap_put(m->names, instr->name, strlen(instr->name), (void *)1);
   return instr;
