@@ -47,20 +47,40 @@ void kiln_run_report_summarize(const kiln_literal_t *leaf, kiln_run_report_summa
   kiln_elem_type_t t = leaf->shape->type;
   out->num_elements = leaf->num_elements;
   bool cplx = kiln_elem_type_is_complex(t);
-  for (int64_t i = 0; i < leaf->num_elements; i++) {
-    bool nan = false, inf = false;
-    if (cplx) {
-      double re, im;
-      kiln_literal_get_c128(leaf, i, &re, &im);
-      add_part(re, &out->sum, &nan, &inf);
-      add_part(im, &out->sum_imag, &nan, &inf);
-    } else if (kiln_elem_type_is_unsigned_int(t)) {
-      out->sum += (double)kiln_literal_get_u64(leaf, i);
-    } else {
-      add_part(kiln_literal_get_f64(leaf, i), &out->sum, &nan, &inf);
+  if (t == KILN_F32 || t == KILN_BF16 || t == KILN_F64) { /* fast paths, same sums */
+    for (int64_t i = 0; i < leaf->num_elements; i++) {
+      double v;
+      if (t == KILN_F32) {
+        v = ((const float *)leaf->data)[i];
+      } else if (t == KILN_F64) {
+        v = ((const double *)leaf->data)[i];
+      } else {
+        uint32_t bits = (uint32_t)((const uint16_t *)leaf->data)[i] << 16;
+        float f;
+        memcpy(&f, &bits, sizeof f);
+        v = f;
+      }
+      bool nan = false, inf = false;
+      add_part(v, &out->sum, &nan, &inf);
+      out->nan_count += nan;
+      out->inf_count += inf;
     }
-    out->nan_count += nan;
-    out->inf_count += inf;
+  } else {
+    for (int64_t i = 0; i < leaf->num_elements; i++) {
+      bool nan = false, inf = false;
+      if (cplx) {
+        double re, im;
+        kiln_literal_get_c128(leaf, i, &re, &im);
+        add_part(re, &out->sum, &nan, &inf);
+        add_part(im, &out->sum_imag, &nan, &inf);
+      } else if (kiln_elem_type_is_unsigned_int(t)) {
+        out->sum += (double)kiln_literal_get_u64(leaf, i);
+      } else {
+        add_part(kiln_literal_get_f64(leaf, i), &out->sum, &nan, &inf);
+      }
+      out->nan_count += nan;
+      out->inf_count += inf;
+    }
   }
   size_t bytes = (size_t)leaf->num_elements * kiln_elem_type_storage_bytes(t);
   out->fnv1a = kiln_hash_bytes(bytes ? leaf->data : "", bytes);
