@@ -407,11 +407,27 @@ static kiln_status run(const run_flags_t *f) {
   bool several = f->module < 0 && count > 1;
   if (f->timings)
     printf("timings: parse %.3f ms (%d module%s)\n", parse_ms, count, count == 1 ? "" : "s");
+  /* With several modules, a failing one is reported and the others still run; the
+   * first failure decides the exit status. */
+  int failed = 0;
+  kiln_status first = NULL;
   for (int i = 0; i < count && !s; i++) {
     if (f->module >= 0 && i != f->module) continue;
     run_times_t t;
-    s = run_module(f, mods[i], i, several, &t);
-    if (s && several) s = kiln_status_annotate(s, "in module %d", i);
+    kiln_status ms = run_module(f, mods[i], i, several, &t);
+    if (ms && several) {
+      ms = kiln_status_annotate(ms, "in module %d", i);
+      fflush(stdout);
+      fprintf(stderr, "kiln-run: module %d: %s: %s\n", i,
+              kiln_status_code_name(kiln_status_code(ms)), kiln_status_message(ms));
+      failed++;
+      if (!first)
+        first = ms;
+      else
+        kiln_status_free(ms);
+      continue;
+    }
+    s = ms;
     if (!s && f->timings) {
       printf("timings: verify %.3f ms, inputs %.3f ms, eval %.3f ms", t.verify, t.inputs,
              t.eval_min);
@@ -419,6 +435,11 @@ static kiln_status run(const run_flags_t *f) {
         printf(" (min of %" PRId64 "; mean %.3f ms)", f->repeat, t.eval_sum / (double)f->repeat);
       printf(", outputs %.3f ms\n", t.outputs);
     }
+  }
+  if (first && !s) {
+    s = kiln_status_annotate(first, "%d of %d modules failed", failed, count);
+  } else if (first) {
+    kiln_status_free(first);
   }
   for (int i = 0; i < count; i++) kiln_hlo_module_destroy(mods[i]);
   kiln_free(mods);
