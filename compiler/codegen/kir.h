@@ -287,6 +287,7 @@ struct kiln_kir_module {
   bool owns_ctx;
   KILN_VEC(kiln_kir_func_t *) funcs;
   KILN_VEC(kiln_indexing_map_t *) maps; /* owned */
+  KILN_VEC(kiln_kir_region_t *) regions; /* every region made (frees their op lists) */
   uint32_t next_value_id;
 };
 
@@ -484,6 +485,13 @@ kiln_kir_op_t *kiln_kir_op_create(kiln_kir_builder_t *b, kiln_kir_opcode_t opcod
 /* Adds an argument of `type` to a region (used when building regions of generic ops). */
 kiln_kir_value_t *kiln_kir_region_add_arg(kiln_kir_module_t *m, kiln_kir_region_t *r,
                                           const kiln_kir_type_t *type);
+/* A new empty region of `f` owned by `parent` (NULL: a function body). */
+kiln_kir_region_t *kiln_kir_region_new(kiln_kir_module_t *m, kiln_kir_func_t *f,
+                                       kiln_kir_op_t *parent);
+/* Whether a binary/unary op accepts operands of type `t`. */
+bool kiln_kir_op_accepts_type(kiln_kir_opcode_t op, const kiln_kir_type_t *t);
+/* Bit width of a scalar/vector element type (index: 64). */
+int kiln_kir_type_bits(const kiln_kir_type_t *t);
 /* Registers a map with the module (takes ownership) and returns it. */
 kiln_indexing_map_t *kiln_kir_module_adopt_map(kiln_kir_module_t *m, kiln_indexing_map_t *map);
 
