@@ -880,6 +880,12 @@ static kiln_status parse_range(const char *base, const char *begin, const char *
   memset(&P, 0, sizeof P);
   kiln_hlo_lexer_init(&P.L, base, begin, end, opts ? opts->filename : NULL);
   P.root_index = -1;
+  /* Scratch stacks never have a NULL data pointer (`data + base` stays defined). */
+  kiln_vec_reserve(&P.ints, 64);
+  kiln_vec_reserve(&P.shapes, 16);
+  kiln_vec_reserve(&P.lit, 64);
+  kiln_vec_reserve(&P.extra, 16);
+  kiln_vec_reserve(&P.opstack, 16);
   P.m = kiln_hlo_module_create(module_name);
   size_t factor = opts && opts->max_bytes_per_input_byte ? opts->max_bytes_per_input_byte : 64;
   size_t len = (size_t)(end - begin);
