@@ -116,7 +116,7 @@ void kiln_affine_delinearize(kiln_affine_ctx_t *ctx, kiln_affine_expr_t *linear,
   for (size_t i = rank; i-- > 0;) {
     kiln_affine_expr_t *q = kiln_affine_floordiv(ctx, linear, kiln_affine_const(ctx, stride));
     out[i] = i == 0 ? q : kiln_affine_mod(ctx, q, kiln_affine_const(ctx, shape[i]));
-    stride *= shape[i];
+    if (__builtin_mul_overflow(stride, shape[i], &stride)) stride = INT64_MAX;
   }
 }
 
@@ -126,7 +126,7 @@ kiln_affine_expr_t *kiln_affine_linearize(kiln_affine_ctx_t *ctx, kiln_affine_ex
   int64_t stride = 1;
   for (size_t i = rank; i-- > 0;) {
     sum = kiln_affine_add(ctx, sum, kiln_affine_mul_const(ctx, idx[i], stride));
-    stride *= shape[i];
+    if (__builtin_mul_overflow(stride, shape[i], &stride)) stride = INT64_MAX;
   }
   return sum;
 }

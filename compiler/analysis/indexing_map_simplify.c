@@ -137,7 +137,7 @@ static kiln_interval_t bounds_raw(const bounds_env_t *env, const kiln_affine_exp
         int64_t d = b.lo, qlo, qhi;
         kiln_affine_floordiv_i64(a.lo, d, &qlo);
         kiln_affine_floordiv_i64(a.hi, d, &qhi);
-        if (qlo == qhi) return (kiln_interval_t){a.lo - qlo * d, a.hi - qlo * d};
+        if (qlo == qhi) return mk((i128)a.lo - (i128)qlo * d, (i128)a.hi - (i128)qlo * d);
       }
       if (a.lo >= 0 && a.hi != INT64_MAX)
         return (kiln_interval_t){0, a.hi < b.hi - 1 ? a.hi : b.hi - 1};
@@ -784,16 +784,19 @@ bool kiln_indexing_map_rescale_symbols(kiln_indexing_map_t *m) {
       ci++;
       continue;
     }
-    /* Remove the constraint first. */
-    m->constraints.data[ci] = m->constraints.data[--m->constraints.len];
-    changed = true;
     if (r < 0 || r >= k) {
       mark_empty(m);
       return true;
     }
-    int64_t lo, hi;
-    kiln_affine_ceildiv_i64(b->lo - r, k, &lo);
-    kiln_affine_floordiv_i64(b->hi - r, k, &hi);
+    int64_t lo, hi, blo, bhi;
+    if (__builtin_sub_overflow(b->lo, r, &blo) || __builtin_sub_overflow(b->hi, r, &bhi)) {
+      ci++;
+      continue;
+    }
+    kiln_affine_ceildiv_i64(blo, k, &lo);
+    kiln_affine_floordiv_i64(bhi, k, &hi);
+    m->constraints.data[ci] = m->constraints.data[--m->constraints.len];
+    changed = true;
     *b = (kiln_interval_t){lo, hi};
     size_t ns = m->vars[1].len;
     kiln_affine_expr_t **repl = kiln_calloc(ns, sizeof *repl);
