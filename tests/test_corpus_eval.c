@@ -42,8 +42,8 @@
 #include "compiler/hlo/ir.h"
 #include "tools/common/fake_args.h"
 
-#define KILN_CORPUS_MAX_PARAM_ELEMENTS (INT64_C(1) << 24)
-#define KILN_CORPUS_MAX_COST 4.0e8
+#define KILN_CORPUS_MAX_PARAM_ELEMENTS (INT64_C(1) << 26)
+#define KILN_CORPUS_MAX_COST 2.0e9
 #define KILN_CORPUS_MAX_WHILE 20000
 #define KILN_CORPUS_MIN_PASS_RATE 0.95
 
