@@ -142,6 +142,9 @@ static void walk_use(fake_walk_t *w, const kiln_hlo_instruction_t *u, int k, con
     case KILN_OP_CALL:
       walk_into(w, kiln_hlo_instruction_called(u, "to_apply"), k, path, plen, depth);
       return;
+    case KILN_OP_ASYNC_START:
+      walk_into(w, kiln_hlo_instruction_called(u, "calls"), k, path, plen, depth);
+      return;
     case KILN_OP_CONDITIONAL: {
       if (k == 0) return;
       const kiln_hlo_computation_t *branch = NULL;

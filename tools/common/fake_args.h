@@ -10,10 +10,10 @@
  * Index operands get in-range values: when an entry parameter (or a leaf of a tuple
  * parameter) reaches, through get-tuple-element / tuple / convert / reshape / broadcast /
  * bitcast / copy / transpose / slice / reverse / concatenate and into called fusions,
- * calls, while loops and conditionals, the start indices of a gather or scatter or a start
- * operand of a dynamic-slice or dynamic-update-slice, its values are uniform in
- * [0, max valid start], the smallest such bound over all of its index uses. Sort and topk
- * keys get no special treatment.
+ * calls, async-starts, while loops and conditionals, the start indices of a gather or
+ * scatter or a start operand of a dynamic-slice or dynamic-update-slice, its values are
+ * uniform in [0, max valid start], the smallest such bound over all of its index uses.
+ * Sort and topk keys get no special treatment.
  *
  * Each parameter draws from its own splitmix64 stream seeded from (seed, parameter
  * number), so changing one parameter's shape leaves the others' values unchanged. */
