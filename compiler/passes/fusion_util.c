@@ -1,0 +1,748 @@
+/* Fusion helpers: emitter rules, kernel counting, building fusions, reachability. */
+#include "compiler/passes/fusion_util.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/vec.h"
+
+typedef KILN_VEC(kiln_hlo_instruction_t *) instr_vec_t;
+
+/* ---- hero analysis ---- */
+
+bool kiln_fusion_is_reduction_hero(const kiln_hlo_instruction_t *in) {
+  return in->opcode == KILN_OP_REDUCE && in->num_operands >= 1 &&
+         kiln_shape_is_array(in->operands[0]->shape) && in->operands[0]->shape->rank > 0;
+}
+
+/* Logical dimensions in physical order, most major first, leaving out size-1 dimensions.
+ * Returns the count written to `out` (capacity `cap`), or -1 when the shape is odd. */
+static int physical_dims(const kiln_shape_t *s, int64_t *out, int cap) {
+  if (!kiln_shape_is_array(s) || s->rank > cap) return -1;
+  int n = 0;
+  bool layout = s->has_layout && s->layout.rank == s->rank && s->layout.num_tiles == 0;
+  for (int k = 0; k < s->rank; k++) {
+    int64_t d = layout ? s->layout.minor_to_major[s->rank - 1 - k] : k;
+    if (d < 0 || d >= s->rank) return -1;
+    if (s->dims[d] != 1) out[n++] = d;
+  }
+  return n;
+}
+
+static bool layout_is_default_or_absent(const kiln_shape_t *s) {
+  if (!s->has_layout) return true;
+  return kiln_layout_is_default(&s->layout);
+}
+
+bool kiln_fusion_is_bitcast_like(const kiln_hlo_instruction_t *in) {
+  if (in->opcode == KILN_OP_BITCAST) return true;
+  if (in->num_operands != 1) return false;
+  const kiln_shape_t *a = in->operands[0]->shape, *r = in->shape;
+  if (!kiln_shape_is_array(a) || !kiln_shape_is_array(r) || a->type != r->type) return false;
+  if (kiln_shape_is_dynamic(a) || kiln_shape_is_dynamic(r)) return false;
+  int64_t pa[64], pr[64];
+  int na = physical_dims(a, pa, 64), nr = physical_dims(r, pr, 64);
+  if (na < 0 || nr < 0) return false;
+  if (in->opcode == KILN_OP_RESHAPE) {
+    if (layout_is_default_or_absent(a) && layout_is_default_or_absent(r)) return true;
+    /* Only size-1 dimensions added or removed: the other sizes appear in the same physical
+     * order on both sides. */
+    if (na != nr) return false;
+    for (int k = 0; k < na; k++)
+      if (a->dims[pa[k]] != r->dims[pr[k]]) return false;
+    return true;
+  }
+  if (in->opcode == KILN_OP_TRANSPOSE) {
+    if (in->dimensions.n != r->rank || na != nr) return false;
+    for (int k = 0; k < nr; k++) {
+      int64_t src = in->dimensions.v[pr[k]];
+      if (src != pa[k]) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+bool kiln_fusion_is_transpose_hero(const kiln_hlo_instruction_t *in) {
+  return in->opcode == KILN_OP_TRANSPOSE && !kiln_fusion_is_bitcast_like(in);
+}
+
+bool kiln_fusion_is_free(const kiln_hlo_instruction_t *in) {
+  switch (in->opcode) {
+    case KILN_OP_PARAMETER:
+    case KILN_OP_CONSTANT:
+    case KILN_OP_TUPLE:
+    case KILN_OP_GET_TUPLE_ELEMENT:
+    case KILN_OP_BITCAST:
+    case KILN_OP_AFTER_ALL:
+    case KILN_OP_ADD_DEPENDENCY:
+    case KILN_OP_OPTIMIZATION_BARRIER:
+    case KILN_OP_DOMAIN:
+      return true;
+    case KILN_OP_RESHAPE:
+    case KILN_OP_TRANSPOSE:
+      return kiln_fusion_is_bitcast_like(in);
+    default:
+      return false;
+  }
+}
+
+bool kiln_fusion_is_loop_fusible(const kiln_hlo_instruction_t *in) {
+  if (in->num_control_predecessors || in->control_successors.len) return false;
+  if (!kiln_shape_is_array(in->shape) || kiln_shape_is_dynamic(in->shape)) return false;
+  if (kiln_hlo_opcode_is_elementwise(in->opcode)) return true;
+  switch (in->opcode) {
+    case KILN_OP_BROADCAST:
+    case KILN_OP_RESHAPE:
+    case KILN_OP_BITCAST:
+    case KILN_OP_TRANSPOSE:
+    case KILN_OP_SLICE:
+    case KILN_OP_CONCATENATE:
+    case KILN_OP_PAD:
+    case KILN_OP_REVERSE:
+    case KILN_OP_IOTA:
+    case KILN_OP_GATHER:
+    case KILN_OP_DYNAMIC_SLICE:
+    case KILN_OP_REDUCE_WINDOW:
+    case KILN_OP_BITCAST_CONVERT:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool kiln_fusion_is_growable(const kiln_hlo_instruction_t *in) {
+  return in->opcode == KILN_OP_FUSION && !in->fusion_kind_text &&
+         (in->fusion_kind == KILN_FUSION_LOOP || in->fusion_kind == KILN_FUSION_INPUT) &&
+         kiln_hlo_instruction_called(in, "calls") != NULL && !in->num_control_predecessors &&
+         !in->control_successors.len;
+}
+
+bool kiln_fusion_computation_has_in_place_hero(const kiln_hlo_computation_t *c) {
+  for (size_t i = 0; i < c->instructions.len; i++) {
+    kiln_hlo_opcode_t op = c->instructions.data[i]->opcode;
+    if (op == KILN_OP_SCATTER || op == KILN_OP_DYNAMIC_UPDATE_SLICE) return true;
+  }
+  return false;
+}
+
+bool kiln_fusion_computation_has_reduction(const kiln_hlo_computation_t *c) {
+  for (size_t i = 0; i < c->instructions.len; i++)
+    if (kiln_fusion_is_reduction_hero(c->instructions.data[i])) return true;
+  return false;
+}
+
+kiln_fusion_kind_t kiln_fusion_kind_for(const kiln_hlo_computation_t *fused) {
+  for (size_t i = 0; i < fused->instructions.len; i++) {
+    const kiln_hlo_instruction_t *in = fused->instructions.data[i];
+    if (kiln_fusion_is_reduction_hero(in) || in->opcode == KILN_OP_SCATTER)
+      return KILN_FUSION_INPUT;
+  }
+  return KILN_FUSION_LOOP;
+}
+
+bool kiln_fusion_can_be_producer(const kiln_hlo_instruction_t *in) {
+  if (!kiln_shape_is_array(in->shape)) return false;
+  if (in->opcode == KILN_OP_FUSION) {
+    if (!kiln_fusion_is_growable(in) || in->fusion_kind != KILN_FUSION_LOOP) return false;
+    const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(in, "calls");
+    return !kiln_fusion_computation_has_in_place_hero(c) &&
+           !kiln_fusion_computation_has_reduction(c);
+  }
+  if (in->opcode == KILN_OP_CONSTANT || in->opcode == KILN_OP_PARAMETER) return false;
+  return kiln_fusion_is_loop_fusible(in);
+}
+
+/* The number of the in-place operands of a scatter (its inputs) / dynamic-update-slice. */
+static int in_place_operands(const kiln_hlo_instruction_t *in) {
+  if (in->opcode == KILN_OP_SCATTER) return (in->num_operands - 1) / 2;
+  if (in->opcode == KILN_OP_DYNAMIC_UPDATE_SLICE) return 1;
+  return 0;
+}
+
+/* Whether `param` of a fused computation feeds a scatter/dynamic-update-slice as the
+ * operand it updates in place. */
+static bool param_is_in_place_operand(const kiln_hlo_instruction_t *param) {
+  for (size_t u = 0; u < param->users.len; u++) {
+    const kiln_hlo_instruction_t *user = param->users.data[u];
+    int k = in_place_operands(user);
+    for (int i = 0; i < k; i++)
+      if (user->operands[i] == param) return true;
+  }
+  return false;
+}
+
+bool kiln_fusion_can_consume(const kiln_hlo_instruction_t *consumer,
+                             const kiln_hlo_instruction_t *producer, const char **why) {
+  const char *dummy;
+  if (!why) why = &dummy;
+  *why = NULL;
+  if (consumer->parent != producer->parent) return (*why = "different computations"), false;
+  if (consumer->num_control_predecessors || consumer->control_successors.len)
+    return (*why = "consumer has control dependencies"), false;
+  if (consumer->opcode == KILN_OP_FUSION) {
+    if (!kiln_fusion_is_growable(consumer)) return (*why = "consumer fusion kind"), false;
+    const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(consumer, "calls");
+    for (int i = 0; i < consumer->num_operands && i < c->num_parameters; i++)
+      if (consumer->operands[i] == producer && param_is_in_place_operand(c->parameters[i]))
+        return (*why = "producer is updated in place"), false;
+    return true;
+  }
+  if (kiln_fusion_is_bitcast_like(consumer)) return (*why = "consumer is a bitcast"), false;
+  if (consumer->opcode == KILN_OP_REDUCE) {
+    if (kiln_shape_is_dynamic(consumer->operands[0]->shape))
+      return (*why = "dynamic shape"), false;
+    return true;
+  }
+  if (consumer->opcode == KILN_OP_SCATTER || consumer->opcode == KILN_OP_DYNAMIC_UPDATE_SLICE) {
+    int k = in_place_operands(consumer);
+    for (int i = 0; i < k; i++)
+      if (consumer->operands[i] == producer)
+        return (*why = "producer is updated in place"), false;
+    return true;
+  }
+  if (consumer->opcode == KILN_OP_CONSTANT || consumer->opcode == KILN_OP_PARAMETER)
+    return (*why = "not a consumer"), false;
+  if (!kiln_fusion_is_loop_fusible(consumer)) return (*why = "consumer cannot be fused"), false;
+  return true;
+}
+
+int kiln_fusion_body_size(const kiln_hlo_instruction_t *in) {
+  if (in->opcode == KILN_OP_FUSION) {
+    const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(in, "calls");
+    return c ? (int)c->instructions.len : 1;
+  }
+  return 1;
+}
+
+bool kiln_fusion_loop_shape(const kiln_hlo_instruction_t *in, kiln_fusion_loop_shape_t *out) {
+  memset(out, 0, sizeof *out);
+  const kiln_hlo_instruction_t *roots[1] = {in};
+  const kiln_hlo_instruction_t *const *r = roots;
+  int nr = 1;
+  if (in->opcode == KILN_OP_FUSION) {
+    const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(in, "calls");
+    if (!c || !c->root) return false;
+    if (c->root->opcode == KILN_OP_TUPLE) {
+      r = (const kiln_hlo_instruction_t *const *)c->root->operands;
+      nr = c->root->num_operands;
+    } else {
+      roots[0] = c->root;
+    }
+  }
+  for (int i = 0; i < nr; i++) {
+    if (kiln_fusion_is_reduction_hero(r[i])) {
+      out->reduction = true;
+      out->shape = r[i]->operands[0]->shape;
+      out->reduce_dims = &r[i]->dimensions;
+      return true;
+    }
+  }
+  for (int i = 0; i < nr; i++) {
+    const kiln_shape_t *s = r[i]->shape;
+    if (kiln_shape_is_array(s)) {
+      out->shape = s;
+      return true;
+    }
+  }
+  return false;
+}
+
+static bool same_dims(const kiln_shape_t *a, const kiln_shape_t *b) {
+  if (a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+bool kiln_fusion_loop_shapes_compatible(const kiln_fusion_loop_shape_t *a,
+                                        const kiln_fusion_loop_shape_t *b) {
+  if (!a->shape || !b->shape) return false;
+  if (!same_dims(a->shape, b->shape)) return false;
+  if (a->reduction && b->reduction) {
+    if (a->reduce_dims->n != b->reduce_dims->n) return false;
+    for (int i = 0; i < a->reduce_dims->n; i++)
+      if (a->reduce_dims->v[i] != b->reduce_dims->v[i]) return false;
+  }
+  return true;
+}
+
+/* ---- kernels ---- */
+
+static bool calls_sequential(const kiln_hlo_instruction_t *in) {
+  return in->opcode == KILN_OP_WHILE || in->opcode == KILN_OP_CONDITIONAL ||
+         in->opcode == KILN_OP_CALL || in->opcode == KILN_OP_ASYNC_START;
+}
+
+kiln_hlo_computation_t **kiln_fusion_sequential_computations(const kiln_hlo_module_t *m,
+                                                             size_t *out_n) {
+  KILN_VEC(kiln_hlo_computation_t *) list = {0};
+  kiln_ptrmap_t seen;
+  kiln_ptrmap_init(&seen);
+  if (m->entry) {
+    kiln_vec_push(&list, m->entry);
+    kiln_ptrmap_put(&seen, m->entry, (void *)1);
+  }
+  for (size_t k = 0; k < list.len; k++) {
+    kiln_hlo_computation_t *c = list.data[k];
+    for (size_t i = 0; i < c->instructions.len; i++) {
+      kiln_hlo_instruction_t *in = c->instructions.data[i];
+      if (!calls_sequential(in)) continue;
+      for (int g = 0; g < in->num_called_groups; g++)
+        for (int j = 0; j < in->called_groups[g].n; j++) {
+          kiln_hlo_computation_t *callee = in->called_groups[g].comps[j];
+          if (!callee || kiln_ptrmap_contains(&seen, callee)) continue;
+          kiln_ptrmap_put(&seen, callee, (void *)1);
+          kiln_vec_push(&list, callee);
+        }
+    }
+  }
+  kiln_ptrmap_free(&seen);
+  *out_n = list.len;
+  if (!list.data) return kiln_malloc(sizeof(kiln_hlo_computation_t *));
+  return list.data;
+}
+
+bool kiln_fusion_is_kernel(const kiln_hlo_instruction_t *in) {
+  if (kiln_fusion_is_free(in) || calls_sequential(in)) return false;
+  switch (in->opcode) {
+    case KILN_OP_ASYNC_UPDATE:
+    case KILN_OP_ASYNC_DONE:
+    case KILN_OP_ALL_GATHER_DONE:
+    case KILN_OP_ALL_REDUCE_DONE:
+    case KILN_OP_COLLECTIVE_PERMUTE_DONE:
+    case KILN_OP_COPY_DONE:
+    case KILN_OP_CUSTOM_CALL_DONE:
+    case KILN_OP_CUSTOM_CALL_UPDATE:
+    case KILN_OP_RECV_DONE:
+    case KILN_OP_SEND_DONE:
+      return false;
+    default:
+      return true;
+  }
+}
+
+int64_t kiln_fusion_count_kernels(const kiln_hlo_module_t *m) {
+  size_t n = 0;
+  kiln_hlo_computation_t **comps = kiln_fusion_sequential_computations(m, &n);
+  int64_t count = 0;
+  for (size_t k = 0; k < n; k++)
+    for (size_t i = 0; i < comps[k]->instructions.len; i++)
+      if (kiln_fusion_is_kernel(comps[k]->instructions.data[i])) count++;
+  kiln_free(comps);
+  return count;
+}
+
+/* ---- building fusions ---- */
+
+enum { MEMBER = 1, DUPLICATE = 2 };
+
+static uintptr_t member_flags(const kiln_ptrmap_t *set, const kiln_hlo_instruction_t *in) {
+  return (uintptr_t)kiln_ptrmap_get(set, in);
+}
+
+/* Members in an order where operands come before users (DFS over member operands). */
+static void order_members(const instr_vec_t *members, const kiln_ptrmap_t *set,
+                          instr_vec_t *out) {
+  kiln_ptrmap_t state;
+  kiln_ptrmap_init(&state);
+  typedef struct frame {
+    kiln_hlo_instruction_t *in;
+    int next;
+  } frame_t;
+  KILN_VEC(frame_t) stack = {0};
+  for (size_t r = 0; r < members->len; r++) {
+    kiln_hlo_instruction_t *start = members->data[r];
+    if (kiln_ptrmap_contains(&state, start)) continue;
+    kiln_ptrmap_put(&state, start, (void *)1);
+    kiln_vec_push(&stack, ((frame_t){start, 0}));
+    while (stack.len) {
+      frame_t *f = &stack.data[stack.len - 1];
+      if (f->next < f->in->num_operands) {
+        kiln_hlo_instruction_t *op = f->in->operands[f->next++];
+        if (!member_flags(set, op) || kiln_ptrmap_contains(&state, op)) continue;
+        kiln_ptrmap_put(&state, op, (void *)1);
+        kiln_vec_push(&stack, ((frame_t){op, 0}));
+      } else {
+        kiln_vec_push(out, f->in);
+        stack.len--;
+      }
+    }
+  }
+  kiln_vec_free(&stack);
+  kiln_ptrmap_free(&state);
+}
+
+typedef struct builder {
+  kiln_hlo_module_t *m;
+  kiln_hlo_computation_t *fc;
+  kiln_ptrmap_t val; /* original (member or outside value) -> instruction in fc */
+  instr_vec_t params, operands;
+} builder_t;
+
+/* The fused computation's value for an instruction outside the set: a parameter (created
+ * on first use) or, for a scalar constant, a clone of it. */
+static kiln_hlo_instruction_t *outside_value(builder_t *b, kiln_hlo_instruction_t *op) {
+  kiln_hlo_instruction_t *v = kiln_ptrmap_get(&b->val, op);
+  if (v) return v;
+  if (op->opcode == KILN_OP_CONSTANT && kiln_shape_is_array(op->shape) && op->shape->rank == 0 &&
+      op->literal && !op->literal->unknown) {
+    v = kiln_hlo_instruction_clone(b->fc, op, NULL, 0, NULL);
+  } else {
+    char name[32];
+    snprintf(name, sizeof name, "param_%zu", b->params.len);
+    v = kiln_hlo_instruction_create(b->fc, KILN_OP_PARAMETER, op->shape,
+                                    kiln_hlo_module_unique_name(b->m, name));
+    if (!v) return NULL;
+    v->parameter_number = (int64_t)b->params.len;
+    kiln_vec_push(&b->params, v);
+    kiln_vec_push(&b->operands, op);
+  }
+  if (v) kiln_ptrmap_put(&b->val, op, v);
+  return v;
+}
+
+static kiln_hlo_instruction_t *value_of(builder_t *b, kiln_hlo_instruction_t *op,
+                                        const kiln_ptrmap_t *set) {
+  uintptr_t f = member_flags(set, op);
+  if (f) return kiln_ptrmap_get(&b->val, op);
+  return outside_value(b, op);
+}
+
+/* Clones fused computation `body` of member fusion `fus` into the builder; returns the
+ * clone of its root. */
+static kiln_hlo_instruction_t *inline_fusion(builder_t *b, kiln_hlo_instruction_t *fus,
+                                             const kiln_hlo_computation_t *body,
+                                             const kiln_ptrmap_t *set) {
+  kiln_ptrmap_t sub;
+  kiln_ptrmap_init(&sub);
+  size_t n = 0;
+  kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(body, &n);
+  instr_vec_t ops = {0};
+  kiln_hlo_instruction_t *root = NULL;
+  bool ok = true;
+  for (size_t i = 0; i < n && ok; i++) {
+    kiln_hlo_instruction_t *s = order[i];
+    if (s->opcode == KILN_OP_PARAMETER) continue;
+    kiln_vec_clear(&ops);
+    for (int k = 0; k < s->num_operands; k++) {
+      kiln_hlo_instruction_t *o = s->operands[k], *v;
+      if (o->opcode == KILN_OP_PARAMETER && o->parent == body) {
+        int64_t p = o->parameter_number;
+        if (p < 0 || p >= fus->num_operands) {
+          ok = false;
+          break;
+        }
+        v = value_of(b, fus->operands[p], set);
+      } else {
+        v = kiln_ptrmap_get(&sub, o);
+      }
+      if (!v) {
+        ok = false;
+        break;
+      }
+      kiln_vec_push(&ops, v);
+    }
+    if (!ok) break;
+    kiln_hlo_instruction_t *d = kiln_hlo_instruction_clone(b->fc, s, NULL, s->num_operands, ops.data);
+    if (!d) ok = false;
+    else kiln_ptrmap_put(&sub, s, d);
+  }
+  if (ok) {
+    if (body->root->opcode == KILN_OP_PARAMETER) {
+      int64_t p = body->root->parameter_number;
+      root = p >= 0 && p < fus->num_operands ? value_of(b, fus->operands[p], set) : NULL;
+    } else {
+      root = kiln_ptrmap_get(&sub, body->root);
+    }
+  }
+  kiln_vec_free(&ops);
+  kiln_free(order);
+  kiln_ptrmap_free(&sub);
+  return root;
+}
+
+/* Removes instructions of `c` that nothing uses (not the root, not parameters). */
+static void remove_dead(kiln_hlo_computation_t *c) {
+  bool again = true;
+  while (again) {
+    again = false;
+    for (size_t i = c->instructions.len; i-- > 0;) {
+      kiln_hlo_instruction_t *in = c->instructions.data[i];
+      if (in == c->root || in->opcode == KILN_OP_PARAMETER || in->users.len ||
+          in->control_successors.len)
+        continue;
+      kiln_status s = kiln_hlo_instruction_remove(in);
+      if (s) kiln_status_free(s);
+      else again = true;
+    }
+  }
+}
+
+kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
+                               kiln_hlo_instruction_t *const *members, const bool *duplicate,
+                               kiln_ptrmap_t *retired, kiln_hlo_instruction_t **out_fusion) {
+  *out_fusion = NULL;
+  if (n <= 0) return kiln_status_make(KILN_INVALID_ARGUMENT, "a fusion needs members");
+  kiln_hlo_module_t *m = c->module;
+  kiln_ptrmap_t set;
+  kiln_ptrmap_init(&set);
+  instr_vec_t list = {0}, order = {0}, outputs = {0};
+  builder_t b = {.m = m};
+  kiln_ptrmap_init(&b.val);
+  instr_vec_t ops = {0};
+  kiln_status st = NULL;
+
+  for (int i = 0; i < n && !st; i++) {
+    kiln_hlo_instruction_t *in = members[i];
+    if (in->parent != c)
+      st = kiln_status_make(KILN_INVALID_ARGUMENT, "'%s' is not in computation '%s'", in->name,
+                            c->name);
+    else if (in->opcode == KILN_OP_PARAMETER || in->num_control_predecessors ||
+             in->control_successors.len)
+      st = kiln_status_make(KILN_INVALID_ARGUMENT, "'%s' cannot be fused", in->name);
+    else if (!member_flags(&set, in)) {
+      kiln_ptrmap_put(&set, in, (void *)(uintptr_t)(MEMBER | (duplicate && duplicate[i] ? DUPLICATE : 0)));
+      kiln_vec_push(&list, in);
+    }
+  }
+  /* Multi-output members bring their get-tuple-element users. */
+  for (size_t i = 0; i < list.len && !st; i++) {
+    kiln_hlo_instruction_t *in = list.data[i];
+    if (in->opcode != KILN_OP_FUSION || !kiln_shape_is_tuple(in->shape)) continue;
+    if (member_flags(&set, in) & DUPLICATE) continue;
+    for (size_t u = 0; u < in->users.len; u++) {
+      kiln_hlo_instruction_t *g = in->users.data[u];
+      if (g->opcode != KILN_OP_GET_TUPLE_ELEMENT || member_flags(&set, g)) continue;
+      if (g->num_control_predecessors || g->control_successors.len) continue;
+      kiln_ptrmap_put(&set, g, (void *)(uintptr_t)MEMBER);
+      kiln_vec_push(&list, g);
+    }
+  }
+  for (size_t i = 0; i < list.len && !st; i++) {
+    kiln_hlo_instruction_t *in = list.data[i];
+    if (!(member_flags(&set, in) & DUPLICATE)) continue;
+    for (int k = 0; k < in->num_operands; k++)
+      if (member_flags(&set, in->operands[k]))
+        st = kiln_status_make(KILN_INVALID_ARGUMENT,
+                              "duplicated member '%s' reads member '%s'", in->name,
+                              in->operands[k]->name);
+  }
+  if (st) goto done;
+  order_members(&list, &set, &order);
+
+  for (size_t i = 0; i < order.len; i++) {
+    kiln_hlo_instruction_t *in = order.data[i];
+    if (member_flags(&set, in) & DUPLICATE) continue;
+    bool outside = in == c->root;
+    for (size_t u = 0; u < in->users.len && !outside; u++)
+      if (!member_flags(&set, in->users.data[u])) outside = true;
+    if (outside) kiln_vec_push(&outputs, in);
+  }
+  if (!outputs.len) {
+    st = kiln_status_make(KILN_INVALID_ARGUMENT, "fusion of '%s' would have no output",
+                          order.data[0]->name);
+    goto done;
+  }
+  for (size_t i = 0; i < outputs.len && outputs.len > 1; i++)
+    if (!kiln_shape_is_array(outputs.data[i]->shape)) {
+      st = kiln_status_make(KILN_UNIMPLEMENTED,
+                            "multi-output fusion with tuple-shaped output '%s'",
+                            outputs.data[i]->name);
+      goto done;
+    }
+
+  b.fc = kiln_hlo_computation_create(m, kiln_hlo_module_unique_name(m, "fused_computation"));
+  if (!b.fc) {
+    st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "out of memory creating a fusion");
+    goto done;
+  }
+  for (size_t i = 0; i < order.len && !st; i++) {
+    kiln_hlo_instruction_t *in = order.data[i], *v = NULL;
+    const kiln_hlo_computation_t *body =
+        in->opcode == KILN_OP_FUSION ? kiln_hlo_instruction_called(in, "calls") : NULL;
+    if (body) {
+      v = inline_fusion(&b, in, body, &set);
+      if (retired) kiln_ptrmap_put(retired, (void *)body, (void *)1);
+    } else {
+      kiln_hlo_instruction_t *t =
+          in->opcode == KILN_OP_GET_TUPLE_ELEMENT && member_flags(&set, in->operands[0])
+              ? kiln_ptrmap_get(&b.val, in->operands[0])
+              : NULL;
+      if (t && t->opcode == KILN_OP_TUPLE && in->tuple_index >= 0 &&
+          in->tuple_index < t->num_operands) {
+        v = t->operands[in->tuple_index];
+      } else {
+        kiln_vec_clear(&ops);
+        for (int k = 0; k < in->num_operands; k++) {
+          kiln_hlo_instruction_t *o = value_of(&b, in->operands[k], &set);
+          if (!o) break;
+          kiln_vec_push(&ops, o);
+        }
+        if ((int)ops.len == in->num_operands)
+          v = kiln_hlo_instruction_clone(b.fc, in, NULL, in->num_operands, ops.data);
+      }
+    }
+    if (!v) st = kiln_status_make(KILN_INTERNAL, "could not clone '%s' into a fusion", in->name);
+    else kiln_ptrmap_put(&b.val, in, v);
+  }
+  if (st) goto done;
+
+  if (outputs.len == 1) {
+    b.fc->root = kiln_ptrmap_get(&b.val, outputs.data[0]);
+  } else {
+    kiln_shape_t **shapes = kiln_arena_alloc(&m->arena, sizeof(kiln_shape_t *) * outputs.len);
+    instr_vec_t vals = {0};
+    for (size_t i = 0; i < outputs.len; i++) {
+      kiln_hlo_instruction_t *v = kiln_ptrmap_get(&b.val, outputs.data[i]);
+      shapes[i] = v->shape;
+      kiln_vec_push(&vals, v);
+    }
+    kiln_shape_t *ts = kiln_shape_make_tuple(&m->arena, (int)outputs.len, shapes);
+    kiln_hlo_instruction_t *t =
+        kiln_hlo_instruction_create(b.fc, KILN_OP_TUPLE, ts, kiln_hlo_module_unique_name(m, "tuple"));
+    kiln_hlo_instruction_set_operands(t, (int)vals.len, vals.data);
+    kiln_vec_free(&vals);
+    b.fc->root = t;
+  }
+  /* A root that is a parameter (a member that only forwards) needs a real instruction. */
+  if (b.fc->root->opcode == KILN_OP_PARAMETER) {
+    st = kiln_status_make(KILN_INVALID_ARGUMENT, "fusion root would be a parameter");
+    goto done;
+  }
+  remove_dead(b.fc);
+  /* Drop parameters nothing reads any more and renumber the rest. */
+  {
+    size_t w = 0;
+    for (size_t i = 0; i < b.params.len; i++) {
+      kiln_hlo_instruction_t *p = b.params.data[i];
+      if (!p->users.len && p != b.fc->root) {
+        kiln_status r = kiln_hlo_instruction_remove(p);
+        if (r) kiln_status_free(r);
+        continue;
+      }
+      p->parameter_number = (int64_t)w;
+      b.params.data[w] = p;
+      b.operands.data[w] = b.operands.data[i];
+      w++;
+    }
+    b.params.len = b.operands.len = w;
+  }
+  b.fc->num_parameters = (int)b.params.len;
+  b.fc->parameters = kiln_arena_alloc(&m->arena, sizeof(kiln_hlo_instruction_t *) * (b.params.len + 1));
+  for (size_t i = 0; i < b.params.len; i++) b.fc->parameters[i] = b.params.data[i];
+  kiln_hlo_computation_sort_post_order(b.fc);
+
+  kiln_hlo_instruction_t *fusion = kiln_hlo_instruction_create(
+      c, KILN_OP_FUSION, b.fc->root->shape, kiln_hlo_module_unique_name(m, "fusion"));
+  kiln_hlo_instruction_set_operands(fusion, (int)b.operands.len, b.operands.data);
+  kiln_hlo_instruction_add_called(fusion, "calls", false, 1, &b.fc);
+  fusion->fusion_kind = kiln_fusion_kind_for(b.fc);
+
+  if (outputs.len == 1) {
+    kiln_hlo_instruction_replace_all_uses(outputs.data[0], fusion);
+  } else {
+    for (size_t i = 0; i < outputs.len; i++) {
+      kiln_hlo_instruction_t *o = outputs.data[i];
+      kiln_hlo_instruction_t *g = kiln_hlo_instruction_create(
+          c, KILN_OP_GET_TUPLE_ELEMENT, o->shape, kiln_hlo_module_unique_name(m, "get-tuple-element"));
+      g->tuple_index = (int64_t)i;
+      kiln_hlo_instruction_set_operands(g, 1, &fusion);
+      kiln_hlo_instruction_replace_all_uses(o, g);
+    }
+  }
+  for (size_t i = order.len; i-- > 0;) {
+    kiln_hlo_instruction_t *in = order.data[i];
+    if (member_flags(&set, in) & DUPLICATE) continue;
+    kiln_status r = kiln_hlo_instruction_remove(in);
+    if (r) {
+      st = kiln_status_make(KILN_INTERNAL, "fusion left '%s' in place: %s", in->name,
+                            kiln_status_message(r));
+      kiln_status_free(r);
+      goto done;
+    }
+  }
+  *out_fusion = fusion;
+
+done:
+  kiln_vec_free(&ops);
+  kiln_vec_free(&list);
+  kiln_vec_free(&order);
+  kiln_vec_free(&outputs);
+  kiln_vec_free(&b.params);
+  kiln_vec_free(&b.operands);
+  kiln_ptrmap_free(&b.val);
+  kiln_ptrmap_free(&set);
+  return st;
+}
+
+void kiln_fusion_remove_retired(kiln_hlo_module_t *m, kiln_ptrmap_t *retired) {
+  if (!retired->len) return;
+  kiln_ptrmap_t called;
+  kiln_ptrmap_init(&called);
+  for (size_t k = 0; k < m->computations.len; k++) {
+    kiln_hlo_computation_t *c = m->computations.data[k];
+    for (size_t i = 0; i < c->instructions.len; i++) {
+      kiln_hlo_instruction_t *in = c->instructions.data[i];
+      for (int g = 0; g < in->num_called_groups; g++)
+        for (int j = 0; j < in->called_groups[g].n; j++)
+          kiln_ptrmap_put(&called, in->called_groups[g].comps[j], (void *)1);
+    }
+  }
+  for (size_t k = m->computations.len; k-- > 0;) {
+    kiln_hlo_computation_t *c = m->computations.data[k];
+    if (c != m->entry && kiln_ptrmap_contains(retired, c) && !kiln_ptrmap_contains(&called, c))
+      kiln_hlo_module_remove_computation(m, c);
+  }
+  kiln_ptrmap_free(&called);
+  kiln_ptrmap_free(retired);
+  kiln_ptrmap_init(retired);
+}
+
+/* ---- reachability ---- */
+
+void kiln_fusion_order_build(kiln_fusion_order_t *o, const kiln_hlo_computation_t *c) {
+  kiln_ptrmap_init(&o->pos);
+  size_t n = 0;
+  kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
+  for (size_t i = 0; i < n; i++) kiln_ptrmap_put(&o->pos, order[i], (void *)(uintptr_t)(i + 1));
+  o->n = n;
+  kiln_free(order);
+}
+
+void kiln_fusion_order_free(kiln_fusion_order_t *o) {
+  kiln_ptrmap_free(&o->pos);
+}
+
+bool kiln_fusion_reaches(const kiln_fusion_order_t *o, const kiln_hlo_instruction_t *from,
+                         const kiln_hlo_instruction_t *to, const kiln_ptrmap_t *skip) {
+  uintptr_t limit = (uintptr_t)kiln_ptrmap_get(&o->pos, to);
+  if (!limit) limit = UINTPTR_MAX;
+  kiln_ptrmap_t seen;
+  kiln_ptrmap_init(&seen);
+  KILN_VEC(const kiln_hlo_instruction_t *) stack = {0};
+  kiln_vec_push(&stack, from);
+  bool found = false;
+  while (stack.len && !found) {
+    const kiln_hlo_instruction_t *x = kiln_vec_pop(&stack);
+    size_t nu = x->users.len, nc = x->control_successors.len;
+    for (size_t k = 0; k < nu + nc; k++) {
+      const kiln_hlo_instruction_t *y =
+          k < nu ? x->users.data[k] : x->control_successors.data[k - nu];
+      if (y == to) {
+        found = true;
+        break;
+      }
+      if (kiln_ptrmap_contains(&seen, y) || (skip && kiln_ptrmap_contains(skip, y))) continue;
+      uintptr_t p = (uintptr_t)kiln_ptrmap_get(&o->pos, y);
+      if (p && p > limit) continue;
+      kiln_ptrmap_put(&seen, y, (void *)1);
+      kiln_vec_push(&stack, y);
+    }
+  }
+  kiln_vec_free(&stack);
+  kiln_ptrmap_free(&seen);
+  return found;
+}

@@ -1,0 +1,126 @@
+/* Fusion helpers shared by priority fusion, multi-output fusion and the kernel counters:
+ * which instructions the emitters can take into a fusion (hero analysis), building a fusion
+ * instruction from a set of instructions, and reachability for cycle checks.
+ *
+ * Emitter rules (issue 7): a fusion is emitted by the loop emitter (kLoop: elementwise ops,
+ * broadcast, reshape, bitcast, transpose, slice, concatenate, pad, reverse, iota, gather,
+ * dynamic-slice, reduce-window, ...), or around a hero: a reduction (reduce whose operand has
+ * rank > 0: kind kInput, the reduce is a root), a scatter (kInput, root only) or an
+ * in-place dynamic-update-slice (kLoop, root only). Dot, convolution, custom-call, sort,
+ * while/conditional/call, rng, collectives, infeed/outfeed/send/recv and the other library
+ * or control ops are never fused with anything. */
+#ifndef KILN_PASSES_FUSION_UTIL_H_
+#define KILN_PASSES_FUSION_UTIL_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/hashmap.h"
+#include "base/status.h"
+#include "compiler/hlo/ir.h"
+
+/* Largest fusion the passes build: instructions in the fused computation, and operands. */
+#define KILN_FUSION_MAX_INSTRUCTIONS 200
+#define KILN_FUSION_MAX_OPERANDS 64
+
+/* ---- hero analysis ---- */
+
+/* A reduce whose (first) operand has rank > 0: the reduction emitter's hero. */
+bool kiln_fusion_is_reduction_hero(const kiln_hlo_instruction_t *in);
+/* A transpose that moves data (not bitcast-like): the transpose emitter's hero. */
+bool kiln_fusion_is_transpose_hero(const kiln_hlo_instruction_t *in);
+/* bitcast, or a reshape/transpose that only reinterprets memory (no data moves): a reshape
+ * between shapes that both have the default layout (or none), a reshape or transpose that
+ * only adds/removes size-1 dimensions keeping the physical order of the others. */
+bool kiln_fusion_is_bitcast_like(const kiln_hlo_instruction_t *in);
+/* Not a kernel of its own: parameter, constant, tuple, get-tuple-element, bitcast-like ops.
+ * (Also after-all/add-dependency/opt-barrier/domain, which move no data.) */
+bool kiln_fusion_is_free(const kiln_hlo_instruction_t *in);
+/* May sit anywhere inside a loop fusion (including a reduction fusion's prologue). */
+bool kiln_fusion_is_loop_fusible(const kiln_hlo_instruction_t *in);
+/* Whether `in` is a fusion instruction the passes may grow (kLoop or kInput; kCustom and
+ * kOutput fusions from elsewhere are left alone). */
+bool kiln_fusion_is_growable(const kiln_hlo_instruction_t *in);
+/* A computation whose roots/contents hold an in-place hero (scatter, dynamic-update-slice). */
+bool kiln_fusion_computation_has_in_place_hero(const kiln_hlo_computation_t *c);
+/* A computation holding a reduction hero. */
+bool kiln_fusion_computation_has_reduction(const kiln_hlo_computation_t *c);
+/* The kind a fused computation gets: kInput for a reduction or scatter hero, else kLoop. */
+kiln_fusion_kind_t kiln_fusion_kind_for(const kiln_hlo_computation_t *fused);
+
+/* A producer that can be fused into its consumers: a loop-fusible op or a kLoop fusion
+ * without in-place heroes, array-shaped, without control dependencies. */
+bool kiln_fusion_can_be_producer(const kiln_hlo_instruction_t *in);
+/* Whether `consumer` can take `producer` (one of its operands) into itself: the consumer
+ * is loop-fusible, a reduce (input fusion), a scatter/dynamic-update-slice reading the
+ * producer only as updates/indices, or a growable fusion reading it only where such rules
+ * hold. Does not check sizes or cycles. NULL `why` or a static reason string. */
+bool kiln_fusion_can_consume(const kiln_hlo_instruction_t *consumer,
+                             const kiln_hlo_instruction_t *producer, const char **why);
+/* Instruction count of what fusing `in` brings in (its fused computation's size for a
+ * fusion, else 1). */
+int kiln_fusion_body_size(const kiln_hlo_instruction_t *in);
+
+/* The shape the fusion's emitter iterates over: for a reduction fusion (or reduce) the
+ * reduce operand's shape and the reduced dimensions; else the (first array) root's shape. */
+typedef struct kiln_fusion_loop_shape {
+  bool reduction;
+  const kiln_shape_t *shape;
+  const kiln_i64_list_t *reduce_dims; /* reductions only */
+} kiln_fusion_loop_shape_t;
+
+bool kiln_fusion_loop_shape(const kiln_hlo_instruction_t *in, kiln_fusion_loop_shape_t *out);
+/* Whether two fusions (or fusible ops) can share one multi-output kernel. */
+bool kiln_fusion_loop_shapes_compatible(const kiln_fusion_loop_shape_t *a,
+                                        const kiln_fusion_loop_shape_t *b);
+
+/* ---- kernels ---- */
+
+/* A computation whose instructions run as a sequence of kernels: the entry and what while
+ * loops, conditionals, calls and async ops call (not fused computations, reducers,
+ * comparators or other embedded ones). kiln_malloc'ed array, entry first. */
+kiln_hlo_computation_t **kiln_fusion_sequential_computations(const kiln_hlo_module_t *m,
+                                                             size_t *out_n);
+/* An instruction that launches a kernel (or a library call): not free, not a call/while/
+ * conditional (their bodies are counted instead). */
+bool kiln_fusion_is_kernel(const kiln_hlo_instruction_t *in);
+/* Kernels over all sequential computations (each computation counted once). */
+int64_t kiln_fusion_count_kernels(const kiln_hlo_module_t *m);
+
+/* ---- building fusions ---- */
+
+/* Replaces `members` (instructions of one computation; fusions among them are inlined)
+ * with one fusion instruction whose computation `fused_computation.N` holds their clones.
+ * Its operands are the distinct values outside the set that members read (scalar
+ * constants are cloned inside instead). Outputs are the members used outside the set or
+ * being the computation's root; one output becomes the fusion's root and its uses move to
+ * the fusion; several make a tuple root and their uses move to get-tuple-elements.
+ * `duplicate` (may be NULL) flags members that are cloned in but stay in place for their
+ * other users (their operands must be outside the set). Members that are multi-output
+ * fusions bring their get-tuple-element users in with them. The caller checks cycles:
+ * the set must be convex (no path leaves it and comes back).
+ * Fused computations of inlined fusions are appended to `retired` (may be NULL) so the
+ * caller can drop the ones nothing calls any more (kiln_fusion_remove_retired). */
+kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
+                               kiln_hlo_instruction_t *const *members, const bool *duplicate,
+                               kiln_ptrmap_t *retired, kiln_hlo_instruction_t **out_fusion);
+/* Removes the computations in `retired` that no instruction of the module calls. */
+void kiln_fusion_remove_retired(kiln_hlo_module_t *m, kiln_ptrmap_t *retired);
+
+/* ---- reachability ---- */
+
+/* Topological positions of a computation's instructions (post order index), for pruning
+ * reachability searches. */
+typedef struct kiln_fusion_order {
+  kiln_ptrmap_t pos; /* instruction -> (void*)(index + 1) */
+  size_t n;
+} kiln_fusion_order_t;
+
+void kiln_fusion_order_build(kiln_fusion_order_t *o, const kiln_hlo_computation_t *c);
+void kiln_fusion_order_free(kiln_fusion_order_t *o);
+/* Whether a path of operand->user edges (control edges too) leads from `from` to `to`,
+ * other than through the instructions in `skip` (may be NULL). */
+bool kiln_fusion_reaches(const kiln_fusion_order_t *o, const kiln_hlo_instruction_t *from,
+                         const kiln_hlo_instruction_t *to, const kiln_ptrmap_t *skip);
+
+#endif /* KILN_PASSES_FUSION_UTIL_H_ */
