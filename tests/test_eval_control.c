@@ -362,10 +362,38 @@ static void test_multi_participant_collective_is_unimplemented(void **state) {
                KILN_UNIMPLEMENTED, "multi-participant collective");
 }
 
+/* Asynchronous pairs run synchronously: copy-start/-done copy, async-start evaluates its
+ * computation and async-done returns the result; set-dimension-size keeps the data. */
+static void test_async_pairs_and_set_dimension_size(void **state) {
+  run_t r;
+  run_text(&r, "HloModule m\n\n"
+               "comp {\n  x = f32[2] parameter(0)\n  ROOT n = f32[2] negate(x)\n}\n\n"
+               "ENTRY e {\n"
+               "  a = f32[2] constant({1, 2})\n"
+               "  cs = (f32[2], f32[2], u32[]) copy-start(a)\n"
+               "  cd = f32[2] copy-done(cs)\n"
+               "  s = ((f32[2]), f32[2], s32[]) async-start(cd), calls=comp\n"
+               "  u = ((f32[2]), f32[2], s32[]) async-update(s)\n"
+               "  d = f32[2] async-done(u)\n"
+               "  two = s32[] constant(2)\n"
+               "  ROOT z = f32[<=2] set-dimension-size(d, two), dimensions={0}\n"
+               "}\n");
+  expect_f64(r.result, 2, (double[]){-1, -2});
+  run_done(&r);
+}
+
 static void test_unsupported_opcode_is_unimplemented_naming_it(void **state) {
   expect_error(MODULE("  a = f32[2] constant({1, 2})\n"
                       "  ROOT cc = f32[2] custom-call(a), custom_call_target=\"foo\"\n"),
                KILN_UNIMPLEMENTED, "evaluator does not support opcode 'custom-call' (instruction 'cc')");
+}
+
+static void test_batch_norm_is_unimplemented_naming_it(void **state) {
+  expect_error(MODULE("  x = f32[2,2] constant({ {1, 2}, {3, 4} })\n"
+                      "  s = f32[2] constant({1, 1})\n"
+                      "  o = f32[2] constant({0, 0})\n"
+                      "  ROOT bn = f32[2,2] batch-norm-inference(x, s, o, o, s), epsilon=0.001, feature_index=1\n"),
+               KILN_UNIMPLEMENTED, "'batch-norm-inference'");
 }
 
 /* Only instructions reachable from the root are evaluated. */
@@ -477,7 +505,9 @@ int main(void) {
       cmocka_unit_test(test_get_dimension_size_is_static),
       cmocka_unit_test(test_single_participant_collectives_are_identity),
       cmocka_unit_test(test_multi_participant_collective_is_unimplemented),
+      cmocka_unit_test(test_async_pairs_and_set_dimension_size),
       cmocka_unit_test(test_unsupported_opcode_is_unimplemented_naming_it),
+      cmocka_unit_test(test_batch_norm_is_unimplemented_naming_it),
       cmocka_unit_test(test_dead_code_is_not_evaluated),
       cmocka_unit_test(test_call_depth_is_bounded),
       cmocka_unit_test(test_corpus_layer_norm_is_correct_and_fast),

@@ -283,6 +283,23 @@ static void test_copy_is_identity(void **state) {
   run_done(&r);
 }
 
+/* dynamic-reshape is evaluated statically: sizes equal to the bounds make it a reshape;
+ * smaller sizes would need dynamic shapes and are UNIMPLEMENTED. */
+static void test_dynamic_reshape_with_static_sizes(void **state) {
+  run_t r;
+  run_text(&r, MODULE("  a = s32[4] constant({1, 2, 3, 4})\n"
+                      "  two = s32[] constant(2)\n"
+                      "  ROOT d = s32[2,2] dynamic-reshape(a, two, two)\n"));
+  expect_s64(r.result, 4, (int64_t[]){1, 2, 3, 4});
+  assert_int_equal(r.result->shape->rank, 2);
+  run_done(&r);
+  expect_error(MODULE("  a = s32[4] constant({1, 2, 3, 4})\n"
+                      "  one = s32[] constant(1)\n"
+                      "  two = s32[] constant(2)\n"
+                      "  ROOT d = s32[<=2,2] dynamic-reshape(a, one, two)\n"),
+               KILN_UNIMPLEMENTED, "dynamic shapes");
+}
+
 static void test_mismatched_slice_is_invalid_argument(void **state) {
   expect_error(MODULE("  a = s32[4] constant({1, 2, 3, 4})\n"
                       "  ROOT s = s32[3] slice(a), slice={[0:2]}\n"),
@@ -303,6 +320,7 @@ int main(void) {
       cmocka_unit_test(test_reverse_selected_dimensions),
       cmocka_unit_test(test_iota_on_int_and_float_types),
       cmocka_unit_test(test_copy_is_identity),
+      cmocka_unit_test(test_dynamic_reshape_with_static_sizes),
       cmocka_unit_test(test_mismatched_slice_is_invalid_argument),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

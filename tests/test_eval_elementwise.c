@@ -558,11 +558,15 @@ static void test_complex_construct_multiply_real_imag_abs(void **state) {
 
 /* ---- unsupported ---- */
 
-static void test_stochastic_convert_is_unimplemented_naming_the_opcode(void **state) {
-  expect_error(MODULE("  a = f32[2] constant({1, 2})\n"
-                      "  r = u32[2] constant({0, 0})\n"
-                      "  ROOT s = bf16[2] stochastic-convert(a, r)\n"),
-               KILN_UNIMPLEMENTED, "'stochastic-convert'");
+/* XLA's stochastic-convert: |x| is truncated and rounded up when the random bits are below
+ * frac(|x|) * 2^32; NaN -> 0, +-inf and out-of-range values saturate; exact integers stay. */
+static void test_stochastic_convert_rounds_by_random_bits(void **state) {
+  run_t r;
+  run_text(&r, MODULE("  a = f32[9] constant({2.25, 2.25, -2.25, -2.25, nan, inf, -inf, 3e9, 5})\n"
+                      "  b = u32[9] constant({1073741823, 1073741824, 0, 4294967295, 0, 0, 0, 0, 0})\n"
+                      "  ROOT s = s32[9] stochastic-convert(a, b)\n"));
+  expect_s64(r.result, 9, (int64_t[]){3, 2, -3, -2, 0, INT32_MAX, INT32_MIN, INT32_MAX, 5});
+  run_done(&r);
 }
 
 static void test_wrong_element_type_is_invalid_argument(void **state) {
@@ -601,7 +605,7 @@ int main(void) {
       cmocka_unit_test(test_bitcast_convert_same_and_different_widths),
       cmocka_unit_test(test_reduce_precision_rounding_overflow_underflow_nan),
       cmocka_unit_test(test_complex_construct_multiply_real_imag_abs),
-      cmocka_unit_test(test_stochastic_convert_is_unimplemented_naming_the_opcode),
+      cmocka_unit_test(test_stochastic_convert_rounds_by_random_bits),
       cmocka_unit_test(test_wrong_element_type_is_invalid_argument),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -604,6 +604,55 @@ static kiln_status eval_collective(kiln_eval_ctx_t *ctx, const kiln_hlo_instruct
   return unimplemented(instr);
 }
 
+/* ---- asynchronous pairs, evaluated synchronously ---- */
+
+/* copy-start -> (destination, source, context); async-start -> ((operands), result,
+ * context...) with the called computation evaluated now. The *-done ops take the result
+ * element back out; updates pass the tuple through. */
+static kiln_status eval_async(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
+                              kiln_literal_t *const *ops, kiln_literal_t **out) {
+  kiln_shape_t *s = instr->shape;
+  switch (instr->opcode) {
+  case KILN_OP_COPY_START: {
+    if (s->type != KILN_TUPLE || s->num_elements < 2) return unimplemented(instr);
+    kiln_literal_t *el[8];
+    if (s->num_elements > 8) return unimplemented(instr);
+    for (int i = 0; i < s->num_elements; i++) {
+      if (i < 2)
+        KILN_RETURN_IF_ERROR_PLAIN(relabel(ctx, s->elements[i], ops[0], &el[i]));
+      else
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, s->elements[i], &el[i]));
+    }
+    return make_tuple(ctx, s, s->num_elements, el, out);
+  }
+  case KILN_OP_COPY_DONE:
+    if (ops[0]->shape->type != KILN_TUPLE || ops[0]->num_tuple_elements < 1) return unimplemented(instr);
+    return relabel(ctx, s, ops[0]->tuple_elements[0], out);
+  case KILN_OP_ASYNC_START: {
+    const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(instr, "calls");
+    if (!c || s->type != KILN_TUPLE || s->num_elements < 2 || s->num_elements > 8)
+      return unimplemented(instr);
+    kiln_literal_t *el[8], *res = NULL;
+    KILN_RETURN_IF_ERROR(kiln_eval_computation(ctx, c, instr->num_operands, ops, &res),
+                         "in async-start '%s'", instr->name);
+    KILN_RETURN_IF_ERROR_PLAIN(make_tuple(ctx, s->elements[0], instr->num_operands, ops, &el[0]));
+    el[1] = res;
+    for (int i = 2; i < s->num_elements; i++)
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, s->elements[i], &el[i]));
+    return make_tuple(ctx, s, s->num_elements, el, out);
+  }
+  case KILN_OP_ASYNC_UPDATE:
+    *out = ops[0];
+    return KILN_STATUS_OK;
+  case KILN_OP_ASYNC_DONE:
+    if (ops[0]->shape->type != KILN_TUPLE || ops[0]->num_tuple_elements < 2) return unimplemented(instr);
+    *out = ops[0]->tuple_elements[1];
+    return KILN_STATUS_OK;
+  default:
+    return unimplemented(instr);
+  }
+}
+
 /* ---- dispatch ---- */
 
 static kiln_status eval_instruction(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
@@ -651,6 +700,14 @@ static kiln_status eval_instruction(kiln_eval_ctx_t *ctx, const kiln_hlo_instruc
   case KILN_OP_DOMAIN:
   case KILN_OP_COPY:
     return relabel(ctx, instr->shape, ops[0], out);
+  case KILN_OP_COPY_START:
+  case KILN_OP_COPY_DONE:
+  case KILN_OP_ASYNC_START:
+  case KILN_OP_ASYNC_UPDATE:
+  case KILN_OP_ASYNC_DONE:
+    return eval_async(ctx, instr, ops, out);
+  case KILN_OP_SET_DIMENSION_SIZE: /* static shapes: the data is the operand's */
+    return relabel(ctx, instr->shape, ops[0], out);
   case KILN_OP_ADD_DEPENDENCY:
     *out = ops[0];
     return KILN_STATUS_OK;
@@ -690,6 +747,7 @@ static kiln_status eval_instruction(kiln_eval_ctx_t *ctx, const kiln_hlo_instruc
 
   case KILN_OP_BROADCAST:
   case KILN_OP_RESHAPE:
+  case KILN_OP_DYNAMIC_RESHAPE:
   case KILN_OP_TRANSPOSE:
   case KILN_OP_BITCAST:
   case KILN_OP_SLICE:

@@ -1,6 +1,8 @@
 /* Data movement: broadcast, reshape, transpose, bitcast, slice, dynamic-slice,
  * dynamic-update-slice, concatenate, pad, reverse, iota.
  *
+ * dynamic-reshape is evaluated statically (sizes equal to the bounds).
+ *
  * Almost everything is one strided copy: for every index of a box of `dims`, copy the
  * element at in_base + sum(idx * in_strides) to out_base + sum(idx * out_strides). Strides
  * are in elements and may be 0 (broadcast) or negative (reverse). */
@@ -220,6 +222,15 @@ kiln_status kiln_eval_data_movement(kiln_eval_ctx_t *ctx, const kiln_hlo_instruc
     KILN_RETURN_IF_ERROR_PLAIN(check_rank(instr, ops[i]->shape));
   }
   size_t es = kiln_elem_type_storage_bytes(os->type);
+  if (opc == KILN_OP_DYNAMIC_RESHAPE) {
+    /* Static evaluation: the requested sizes must be the result's bounds. */
+    if (instr->num_operands != os->rank + 1) return bad(instr, "needs one size operand per result dimension");
+    for (int i = 0; i < os->rank; i++)
+      if (kiln_eval_scalar_index(ops[i + 1]) != os->dims[i])
+        return kiln_status_make(KILN_UNIMPLEMENTED,
+                                "dynamic-reshape '%s' to sizes below the bounds (dynamic shapes)", instr->name);
+    opc = KILN_OP_RESHAPE;
+  }
   if (opc == KILN_OP_RESHAPE) {
     if (ops[0]->num_elements != kiln_shape_num_elements(os) || ops[0]->shape->type != os->type)
       return bad(instr, "element count or type differs");

@@ -969,6 +969,55 @@ static kiln_status eval_reduce_precision(const kiln_hlo_instruction_t *instr, co
   return KILN_STATUS_OK;
 }
 
+/* ---- stochastic-convert ---- */
+
+/* XLA's stochastic-convert(float x, uint r) -> int: inf/NaN/out-of-range saturate (NaN -> 0)
+ * as in convert; otherwise |x| is truncated and rounded up when r < frac(|x|) * 2^bits(r),
+ * then the sign is applied. */
+static kiln_status eval_stochastic_convert(const kiln_hlo_instruction_t *instr, kiln_literal_t *const *ops,
+                                           kiln_literal_t *out) {
+  const kiln_literal_t *x = ops[0], *rnd = ops[1];
+  kiln_elem_type_t ft = x->shape->type, rt = rnd->shape->type, ot = out->shape->type;
+  int64_t n = out->num_elements;
+  if (!kiln_elem_type_is_float(ft) || !kiln_elem_type_is_unsigned_int(rt) ||
+      kiln_elem_type_bits(rt) != kiln_elem_type_bits(ft) || !kiln_elem_type_is_signed_int(ot) ||
+      x->num_elements != n || rnd->num_elements != n)
+    return kiln_status_make(KILN_INVALID_ARGUMENT,
+                            "stochastic-convert '%s' needs a float operand, unsigned random bits of the same "
+                            "width and a signed integer result", instr->name);
+  int rbits = kiln_elem_type_bits(rt), w = width_of(ot);
+  int64_t mx = (int64_t)(mask_of(w) >> 1), mn = -mx - 1;
+  bool narrow = ft != KILN_F64;
+  for (int64_t i = 0; i < n; i++) {
+    double v = kiln_eval_elem_get_f64(ft, x->data, i);
+    uint64_t r = (uint64_t)int_load(rt, rnd->data, i) & mask_of(rbits);
+    int64_t res;
+    /* the range checks compare in the operand's type, as XLA does */
+    double dmx = narrow ? (double)(float)mx : (double)mx, dmn = narrow ? (double)(float)mn : (double)mn;
+    if (isinf(v)) res = v < 0 ? mn : mx;
+    else if (isnan(v)) res = 0;
+    else if (v >= dmx) res = mx;
+    else if (v <= dmn) res = mn;
+    else {
+      bool neg = signbit(v);
+      double a = fabs(v);
+      int64_t t = (int64_t)a;
+      double frac = a - (double)t;
+      bool wrapped = false;
+      if (frac != 0) {
+        uint64_t fixed = (uint64_t)ldexp(frac, rbits);
+        if (r < fixed) {
+          if (t == mx) wrapped = true; /* XLA returns the minimum here */
+          else t++;
+        }
+      }
+      res = wrapped ? mn : neg ? -t : t;
+    }
+    int_store(ot, out->data, i, res);
+  }
+  return KILN_STATUS_OK;
+}
+
 /* ---- ops whose result type differs from the operand's ---- */
 
 static kiln_status eval_mixed(const kiln_hlo_instruction_t *instr, kiln_literal_t *const *ops,
@@ -1038,7 +1087,7 @@ kiln_status kiln_eval_elementwise(kiln_eval_ctx_t *ctx, const kiln_hlo_instructi
   if (!kiln_shape_is_array(instr->shape))
     return kiln_status_make(KILN_INVALID_ARGUMENT, "%s '%s' must produce an array",
                             kiln_hlo_opcode_name(op), instr->name);
-  if (op == KILN_OP_STOCHASTIC_CONVERT || op == KILN_OP_MAP)
+  if (op == KILN_OP_MAP)
     return kiln_status_make(KILN_UNIMPLEMENTED, "evaluator does not support opcode '%s' (instruction '%s')",
                             kiln_hlo_opcode_name(op), instr->name);
   kiln_literal_t *r = NULL;
@@ -1056,6 +1105,7 @@ kiln_status kiln_eval_elementwise(kiln_eval_ctx_t *ctx, const kiln_hlo_instructi
   case KILN_OP_COMPARE: st = eval_compare(instr, operands, r); break;
   case KILN_OP_SELECT: st = eval_select(instr, operands, r); break;
   case KILN_OP_REDUCE_PRECISION: st = eval_reduce_precision(instr, operands[0], r); break;
+  case KILN_OP_STOCHASTIC_CONVERT: st = eval_stochastic_convert(instr, operands, r); break;
   default: {
     bool handled = false;
     st = eval_mixed(instr, operands, r, &handled);
