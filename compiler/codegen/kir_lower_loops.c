@@ -179,6 +179,7 @@ static bool lower_loop(kir_rewriter_t *rw, kiln_kir_op_t *op) {
   /* Which checks the operands do not already guarantee: evaluate bounds over a copy of the
    * map whose dim intervals are the operands' known ranges. */
   kiln_indexing_map_t *known = kiln_indexing_map_clone(map);
+  known->constraints.len = 0; /* bounds must come from the intervals alone */
   check_list_t outer = {0};
   for (size_t i = 0; i < ndims; i++) {
     kiln_interval_t dom = map->vars[KILN_INDEXING_DIM].data[i].bounds;
@@ -192,7 +193,10 @@ static bool lower_loop(kir_rewriter_t *rw, kiln_kir_op_t *op) {
   }
   for (size_t i = 0; i < map->constraints.len; i++) {
     kiln_indexing_constraint_t c = map->constraints.data[i];
-    if (within(kiln_indexing_map_bounds(known, c.expr), c.range)) continue;
+    kiln_interval_t have = kiln_indexing_map_bounds(known, c.expr);
+    if (within(have, c.range)) continue;
+    if (have.lo >= c.range.lo) c.range.lo = INT64_MIN; /* only the side that can fail */
+    if (have.hi <= c.range.hi) c.range.hi = INT64_MAX;
     bool uses_syms[64] = {0};
     kiln_affine_collect_vars(c.expr, NULL, 0, uses_syms, nsyms < 64 ? nsyms : 64, NULL, 0);
     bool any = false;

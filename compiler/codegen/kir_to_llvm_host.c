@@ -1,0 +1,550 @@
+/* Kernel IR -> LLVM IR for the host (kiln_kir_lower_host), following DESIGN.md's "Host
+ * lowering" facts:
+ *
+ *   void kernel(void **args, i64 block_begin, i64 block_end)
+ *     entry:  tensor pointers from args; every alloca (slots, shared memory) lives here
+ *     for blk in [begin, end):  block ids from blk (x fastest); uniform ops (pure, no memory,
+ *                               independent of thread ids) once per block
+ *       segment 1: for tz { for ty { for tx { ...ops... } } }     (x innermost)
+ *       segment 2: ...  (segments end at barriers, shuffles and thread-range ifs)
+ *
+ * A value made in one segment and used in another goes through a per-thread slot array
+ * (block threads + one warp of padding); thread ids are the current thread loop's induction
+ * variables in every segment, so no SSA value crosses a segment. A top-level `if` whose
+ * condition is a conjunction of thread-range predicates (tid < c, tid <= c, tid == c,
+ * tid >= c, tid > c, (tid & (2^k - 1)) == 0) and whose else branch only yields tensors runs
+ * its then branch in a thread loop with those bounds and step. A shuffle is one segment:
+ * per warp a <32 x T> load of the source slots, a shufflevector and a store. */
+#include <llvm-c/Analysis.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compiler/codegen/kir_llvm.h"
+#include "compiler/codegen/kir_pipeline.h"
+
+enum { K_UNIFORM = 1, K_TID, K_SHARED, K_BARRIER, K_SHUFFLE, K_PRED, K_NORMAL, K_SHUFFLE_UNIFORM };
+
+typedef struct seg {
+  int kind;                 /* K_NORMAL, K_PRED, K_SHUFFLE */
+  size_t first, last;       /* op index range [first, last] of the top-level ops */
+  int64_t lo[3], hi[3], step[3];
+} seg_t;
+
+typedef struct host {
+  const kiln_kir_func_t *k;
+  int *kind;                /* per top-level op */
+  int *seg_of;              /* per value id: defining segment, or -1 */
+  uint8_t *uniform;         /* per value id */
+  LLVMValueRef *slot;       /* per value id: slot array */
+  LLVMTypeRef *slot_t;      /* per value id: slot element type */
+  KILN_VEC(seg_t) segs;
+  LLVMValueRef tid[3], bid[3], tid_lin;
+  bool in_thread_loop;
+  int64_t nthreads;
+} host_t;
+
+static LLVMValueRef host_thread_id(kir_llvm_t *L, const kiln_kir_op_t *op) {
+  host_t *h = L->user;
+  if (!h->in_thread_loop) {
+    kir_llvm_fail(L, KILN_ERR_INTERNAL("kir->host: thread id outside a thread loop"));
+    return LLVMConstInt(L->idx, 0, 0);
+  }
+  return h->tid[op->axis];
+}
+
+static LLVMValueRef host_block_id(kir_llvm_t *L, const kiln_kir_op_t *op) {
+  return ((host_t *)L->user)->bid[op->axis];
+}
+
+static LLVMValueRef host_math(kir_llvm_t *L, kiln_kir_opcode_t op, LLVMValueRef x, LLVMValueRef y,
+                              bool f64) {
+  if (!f64) return kir_llvm_host_math_f32(L, op, x, y);
+  const char *name;
+  switch (op) {
+    case KILN_KIR_EXP: name = "exp"; break;
+    case KILN_KIR_EXPM1: name = "expm1"; break;
+    case KILN_KIR_LOG: name = "log"; break;
+    case KILN_KIR_LOG1P: name = "log1p"; break;
+    case KILN_KIR_TANH: name = "tanh"; break;
+    case KILN_KIR_SIN: name = "sin"; break;
+    case KILN_KIR_COS: name = "cos"; break;
+    case KILN_KIR_TAN: name = "tan"; break;
+    case KILN_KIR_CBRT: name = "cbrt"; break;
+    case KILN_KIR_ERF: name = "erf"; break;
+    case KILN_KIR_POW: name = "pow"; break;
+    case KILN_KIR_ATAN2: name = "atan2"; break;
+    case KILN_KIR_LOGISTIC: {
+      LLVMValueRef e = host_math(L, KILN_KIR_EXP, LLVMBuildFNeg(L->b, x, ""), NULL, true);
+      return LLVMBuildFDiv(L->b, LLVMConstReal(L->f64, 1.0),
+                           LLVMBuildFAdd(L->b, LLVMConstReal(L->f64, 1.0), e, ""), "");
+    }
+    default:
+      kir_llvm_fail(L, KILN_ERR_UNIMPLEMENTED("kir->host: no f64 math for %s", kiln_kir_opcode_name(op)));
+      return x;
+  }
+  LLVMValueRef args[2] = {x, y};
+  return kir_llvm_call_extern(L, name, L->f64, args, y ? 2 : 1);
+}
+
+static const kir_llvm_target_t kHost = {
+    .nvptx = false,
+    .thread_id = host_thread_id,
+    .block_id = host_block_id,
+    .barrier = NULL,
+    .shuffle = NULL,
+    .math = host_math,
+};
+
+/* ---- classification ---- */
+
+static bool pure_no_memory(const kiln_kir_op_t *op) {
+  if (op->num_regions) return false;
+  switch (op->opcode) {
+    case KILN_KIR_CONSTANT: case KILN_KIR_CMP: case KILN_KIR_SELECT: case KILN_KIR_CONVERT:
+    case KILN_KIR_BITCAST: case KILN_KIR_APPLY_INDEXING: case KILN_KIR_BLOCK_ID:
+    case KILN_KIR_IS_FINITE: case KILN_KIR_VSPLAT: case KILN_KIR_VEXTRACT: case KILN_KIR_VINSERT:
+      return true;
+    default:
+      return kiln_kir_opcode_is_binary(op->opcode) || kiln_kir_opcode_is_unary(op->opcode);
+  }
+}
+
+static bool tid_axis(const kiln_kir_value_t *v, int *axis) {
+  if (!v->def || v->def->opcode != KILN_KIR_THREAD_ID) return false;
+  *axis = v->def->axis;
+  return true;
+}
+
+/* Accumulates thread-range bounds implied by `c` being true; false if not a range. */
+static bool thread_range(const kiln_kir_value_t *c, int64_t lo[3], int64_t hi[3], int64_t step[3]) {
+  const kiln_kir_op_t *op = c->def;
+  if (!op) return false;
+  if (op->opcode == KILN_KIR_AND)
+    return thread_range(op->operands[0], lo, hi, step) && thread_range(op->operands[1], lo, hi, step);
+  if (op->opcode != KILN_KIR_CMP) return false;
+  int64_t k;
+  int ax;
+  const kiln_kir_value_t *x = op->operands[0];
+  if (!op->operands[1]->def || op->operands[1]->def->opcode != KILN_KIR_CONSTANT) return false;
+  k = op->operands[1]->def->cst.i;
+  if (tid_axis(x, &ax)) {
+    int64_t nlo = lo[ax], nhi = hi[ax];
+    switch (op->cmp) {
+      case KILN_KIR_CMP_LT: nhi = k; break;
+      case KILN_KIR_CMP_LE: nhi = k + 1; break;
+      case KILN_KIR_CMP_EQ: nlo = k; nhi = k + 1; break;
+      case KILN_KIR_CMP_GE: nlo = k; break;
+      case KILN_KIR_CMP_GT: nlo = k + 1; break;
+      default: return false;
+    }
+    if (nlo > lo[ax]) lo[ax] = nlo;
+    if (nhi < hi[ax]) hi[ax] = nhi;
+    return true;
+  }
+  /* (tid & (2^k - 1)) == 0 */
+  const kiln_kir_op_t *a = x->def;
+  if (op->cmp != KILN_KIR_CMP_EQ || k != 0 || !a || a->opcode != KILN_KIR_AND) return false;
+  if (!tid_axis(a->operands[0], &ax) || !a->operands[1]->def ||
+      a->operands[1]->def->opcode != KILN_KIR_CONSTANT)
+    return false;
+  int64_t mask = a->operands[1]->def->cst.i;
+  if (mask < 0 || (mask & (mask + 1))) return false;
+  if (step[ax] != 1 && step[ax] != mask + 1) return false;
+  step[ax] = mask + 1;
+  return true;
+}
+
+static bool only_yields_tensors(const kiln_kir_op_t *op) {
+  const kiln_kir_region_t *e = op->regions[1];
+  if (e->ops.len != 1) return false;
+  for (uint32_t i = 0; i < op->num_results; i++)
+    if (op->results[i]->type->kind != KILN_KIR_TYPE_TENSOR) return false;
+  return true;
+}
+
+static bool all_uniform(host_t *h, const kiln_kir_op_t *op) {
+  for (uint32_t i = 0; i < op->num_operands; i++)
+    if (!h->uniform[op->operands[i]->id]) return false;
+  return true;
+}
+
+static bool contains_sync(const kiln_kir_region_t *r) {
+  for (size_t i = 0; i < r->ops.len; i++) {
+    const kiln_kir_op_t *op = r->ops.data[i];
+    if (op->opcode == KILN_KIR_BARRIER || op->opcode == KILN_KIR_SHUFFLE) return true;
+    for (uint32_t j = 0; j < op->num_regions; j++)
+      if (contains_sync(op->regions[j])) return true;
+  }
+  return false;
+}
+
+static kiln_status classify(kir_llvm_t *L, host_t *h) {
+  const kiln_kir_region_t *body = h->k->body;
+  size_t n = body->ops.len - 1;
+  for (uint32_t i = 0; i < body->num_args; i++) h->uniform[body->args[i]->id] = 1;
+  seg_t cur = {.kind = 0};
+  for (size_t i = 0; i < n; i++) {
+    const kiln_kir_op_t *op = body->ops.data[i];
+    int kind;
+    if (op->opcode == KILN_KIR_THREAD_ID) kind = K_TID;
+    else if (op->opcode == KILN_KIR_ALLOC_SHARED) kind = K_SHARED;
+    else if (op->opcode == KILN_KIR_BARRIER) kind = K_BARRIER;
+    else if (op->opcode == KILN_KIR_SHUFFLE) kind = all_uniform(h, op) ? K_SHUFFLE_UNIFORM : K_SHUFFLE;
+    else if (pure_no_memory(op) && all_uniform(h, op)) kind = K_UNIFORM;
+    else kind = K_NORMAL;
+    for (uint32_t j = 0; j < op->num_regions; j++)
+      if (contains_sync(op->regions[j]))
+        return KILN_ERR_UNIMPLEMENTED("kir->host: barriers and shuffles must be at the top level "
+                                      "of kernel @%s (found one inside %s)",
+                                      h->k->name, kiln_kir_opcode_name(op->opcode));
+    seg_t pred = {.kind = K_PRED, .first = i, .last = i};
+    for (int a = 0; a < 3; a++) {
+      pred.lo[a] = 0;
+      pred.hi[a] = h->k->block[a];
+      pred.step[a] = 1;
+    }
+    if (op->opcode == KILN_KIR_IF && only_yields_tensors(op) &&
+        thread_range(op->operands[0], pred.lo, pred.hi, pred.step))
+      kind = K_PRED;
+    h->kind[i] = kind;
+    if (kind == K_UNIFORM || kind == K_SHARED || kind == K_SHUFFLE_UNIFORM) {
+      for (uint32_t j = 0; j < op->num_results; j++) h->uniform[op->results[j]->id] = 1;
+    }
+    bool boundary = kind == K_BARRIER || kind == K_SHUFFLE || kind == K_PRED;
+    if (boundary && cur.kind) {
+      kiln_vec_push(&h->segs, cur);
+      cur.kind = 0;
+    }
+    if (kind == K_SHUFFLE) {
+      seg_t s = {.kind = K_SHUFFLE, .first = i, .last = i};
+      kiln_vec_push(&h->segs, s);
+    } else if (kind == K_PRED) {
+      for (int a = 0; a < 3; a++) {
+        if (pred.step[a] > 1) pred.lo[a] = (pred.lo[a] + pred.step[a] - 1) / pred.step[a] * pred.step[a];
+        if (pred.lo[a] < 0) pred.lo[a] = 0;
+      }
+      kiln_vec_push(&h->segs, pred);
+    } else if (kind == K_NORMAL) {
+      if (!cur.kind) {
+        cur = (seg_t){.kind = K_NORMAL, .first = i};
+        for (int a = 0; a < 3; a++) {
+          cur.lo[a] = 0;
+          cur.hi[a] = h->k->block[a];
+          cur.step[a] = 1;
+        }
+      }
+      cur.last = i;
+    }
+  }
+  if (cur.kind) kiln_vec_push(&h->segs, cur);
+  (void)L;
+  return NULL;
+}
+
+/* Marks cross-segment uses of per-thread values in region `r` used from segment `s`. */
+static void mark_uses(host_t *h, const kiln_kir_region_t *r, int s, bool *need) {
+  for (size_t i = 0; i < r->ops.len; i++) {
+    const kiln_kir_op_t *op = r->ops.data[i];
+    for (uint32_t j = 0; j < op->num_operands; j++) {
+      const kiln_kir_value_t *v = op->operands[j];
+      if (v->type->kind == KILN_KIR_TYPE_TENSOR) continue;
+      int d = h->seg_of[v->id];
+      if (d >= 0 && d != s) need[v->id] = true;
+    }
+    for (uint32_t j = 0; j < op->num_regions; j++) mark_uses(h, op->regions[j], s, need);
+  }
+}
+
+/* ---- emission helpers ---- */
+
+typedef struct tloop {
+  LLVMValueRef iv;
+  LLVMBasicBlockRef head, body, exit;
+  LLVMValueRef phi;
+  int64_t step;
+} tloop_t;
+
+static void loop_open_v(kir_llvm_t *L, tloop_t *t, LLVMValueRef lov, LLVMValueRef hiv, int64_t step,
+                        const char *nm) {
+  LLVMBuilderRef b = L->b;
+  LLVMBasicBlockRef pre = LLVMGetInsertBlock(b);
+  t->head = LLVMAppendBasicBlockInContext(L->ctx, L->fn, nm);
+  t->body = LLVMAppendBasicBlockInContext(L->ctx, L->fn, "tl.body");
+  t->exit = LLVMAppendBasicBlockInContext(L->ctx, L->fn, "tl.exit");
+  t->step = step;
+  LLVMBuildBr(b, t->head);
+  LLVMPositionBuilderAtEnd(b, t->head);
+  t->phi = LLVMBuildPhi(b, L->i64, nm);
+  LLVMAddIncoming(t->phi, &lov, &pre, 1);
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, t->phi, hiv, ""), t->body, t->exit);
+  LLVMPositionBuilderAtEnd(b, t->body);
+  t->iv = t->phi;
+}
+
+static void loop_open(kir_llvm_t *L, tloop_t *t, int64_t lo, int64_t hi, int64_t step,
+                      const char *nm) {
+  loop_open_v(L, t, LLVMConstInt(L->i64, (unsigned long long)lo, 0),
+              LLVMConstInt(L->i64, (unsigned long long)hi, 0), step, nm);
+}
+
+static void loop_close(kir_llvm_t *L, tloop_t *t) {
+  LLVMBuilderRef b = L->b;
+  LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
+  LLVMValueRef next = LLVMBuildAdd(b, t->phi, LLVMConstInt(L->i64, (unsigned long long)t->step, 0), "");
+  LLVMAddIncoming(t->phi, &next, &latch, 1);
+  LLVMBuildBr(b, t->head);
+  LLVMPositionBuilderAtEnd(b, t->exit);
+}
+
+static LLVMValueRef slot_ptr(kir_llvm_t *L, host_t *h, const kiln_kir_value_t *v, LLVMValueRef lin) {
+  return LLVMBuildInBoundsGEP2(L->b, h->slot_t[v->id], h->slot[v->id], &lin, 1, "");
+}
+
+static LLVMValueRef slot_load(kir_llvm_t *L, host_t *h, const kiln_kir_value_t *v) {
+  LLVMValueRef x = LLVMBuildLoad2(L->b, h->slot_t[v->id], slot_ptr(L, h, v, h->tid_lin), "");
+  if (LLVMTypeOf(x) != kir_llvm_repr(L, v->type)) x = LLVMBuildTrunc(L->b, x, L->i1, "");
+  return x;
+}
+
+static void slot_store(kir_llvm_t *L, host_t *h, const kiln_kir_value_t *v) {
+  LLVMValueRef x = kir_llvm_get(L, v);
+  if (!x) return;
+  if (LLVMTypeOf(x) == L->i1) x = LLVMBuildZExt(L->b, x, L->i8, "");
+  LLVMBuildStore(L->b, x, slot_ptr(L, h, v, h->tid_lin));
+}
+
+/* Emits a thread-loop segment. `ops` run for each thread of the bounds. */
+static void emit_thread_segment(kir_llvm_t *L, host_t *h, int si, const bool *need,
+                                const bool *used_here) {
+  seg_t *s = &h->segs.data[si];
+  const kiln_kir_func_t *k = h->k;
+  const kiln_kir_region_t *body = k->body;
+  tloop_t loops[3];
+  bool open[3] = {false, false, false};
+  static const char *const kNames[] = {"tx", "ty", "tz"};
+  for (int a = 2; a >= 0; a--) {
+    if (k->block[a] == 1 && s->lo[a] == 0 && s->hi[a] >= 1) {
+      h->tid[a] = LLVMConstInt(L->i64, 0, 0);
+      continue;
+    }
+    loop_open(L, &loops[a], s->lo[a], s->hi[a], s->step[a], kNames[a]);
+    open[a] = true;
+    h->tid[a] = loops[a].iv;
+  }
+  LLVMBuilderRef b = L->b;
+  h->tid_lin = LLVMBuildAdd(
+      b, h->tid[0],
+      LLVMBuildMul(b, LLVMConstInt(L->i64, (unsigned long long)k->block[0], 0),
+                   LLVMBuildAdd(b, h->tid[1],
+                                LLVMBuildMul(b, LLVMConstInt(L->i64, (unsigned long long)k->block[1], 0),
+                                             h->tid[2], ""), ""), ""), "");
+  h->in_thread_loop = true;
+  /* Cross-segment inputs. */
+  for (size_t i = 0; i < body->ops.len - 1; i++) {
+    const kiln_kir_op_t *op = body->ops.data[i];
+    if (h->kind[i] == K_TID) kir_llvm_set(L, op->results[0], h->tid[op->axis]);
+    for (uint32_t j = 0; j < op->num_results; j++) {
+      const kiln_kir_value_t *v = op->results[j];
+      if (need[v->id] && used_here[v->id] && h->seg_of[v->id] != si)
+        kir_llvm_set(L, v, slot_load(L, h, v));
+    }
+  }
+  if (s->kind == K_PRED) {
+    const kiln_kir_op_t *iff = body->ops.data[s->first];
+    const kiln_kir_region_t *then = iff->regions[0];
+    kir_llvm_emit_ops(L, then, 0, then->ops.len - 1);
+  } else {
+    for (size_t i = s->first; i <= s->last && !L->status; i++)
+      if (h->kind[i] == K_NORMAL) {
+        const kiln_kir_op_t *op = body->ops.data[i];
+        kir_llvm_emit_op(L, op);
+        for (uint32_t j = 0; j < op->num_results && !L->status; j++)
+          if (need[op->results[j]->id]) slot_store(L, h, op->results[j]);
+      }
+  }
+  h->in_thread_loop = false;
+  for (int a = 0; a < 3; a++)
+    if (open[a]) loop_close(L, &loops[a]);
+}
+
+/* The warp lane a shuffle reads for lane i. */
+static int shuffle_src(const kiln_kir_op_t *op, int i) {
+  int w = op->width, off = op->offset, base = i & ~(w - 1), in = i & (w - 1);
+  switch (op->shuffle) {
+    case KILN_KIR_SHUFFLE_DOWN: return in + off < w ? i + off : i;
+    case KILN_KIR_SHUFFLE_UP: return in >= off ? i - off : i;
+    case KILN_KIR_SHUFFLE_XOR: {
+      int j = i ^ off;
+      return j <= base + w - 1 ? j : i;
+    }
+    default: return base + (off & (w - 1));
+  }
+}
+
+static void emit_shuffle_segment(kir_llvm_t *L, host_t *h, const kiln_kir_op_t *op) {
+  LLVMBuilderRef b = L->b;
+  const kiln_kir_value_t *x = op->operands[0], *r = op->results[0];
+  if (!h->slot[x->id] || !h->slot[r->id]) {
+    kir_llvm_fail(L, KILN_ERR_UNIMPLEMENTED("kir->host: shuffle of a thread id"));
+    return;
+  }
+  LLVMTypeRef et = h->slot_t[x->id];
+  LLVMTypeRef vt = LLVMVectorType(et, 32);
+  LLVMValueRef mask[32];
+  for (int i = 0; i < 32; i++) mask[i] = LLVMConstInt(L->i32, (unsigned)shuffle_src(op, i), 0);
+  LLVMValueRef mv = LLVMConstVector(mask, 32);
+  int64_t nwarps = (h->nthreads + 31) / 32;
+  tloop_t w;
+  loop_open(L, &w, 0, nwarps, 1, "warp");
+  LLVMValueRef base = LLVMBuildMul(b, w.iv, LLVMConstInt(L->i64, 32, 0), "");
+  unsigned al = (unsigned)(LLVMABISizeOfType(LLVMGetModuleDataLayout(L->mod), et));
+  LLVMValueRef ld = LLVMBuildLoad2(b, vt, LLVMBuildInBoundsGEP2(b, et, h->slot[x->id], &base, 1, ""), "");
+  LLVMSetAlignment(ld, al);
+  LLVMValueRef sh = LLVMBuildShuffleVector(b, ld, LLVMGetUndef(vt), mv, "");
+  LLVMValueRef st = LLVMBuildStore(b, sh, LLVMBuildInBoundsGEP2(b, et, h->slot[r->id], &base, 1, ""));
+  LLVMSetAlignment(st, al);
+  loop_close(L, &w);
+}
+
+static kiln_status lower_kernel(kir_llvm_t *L, host_t *h, LLVMValueRef fn) {
+  const kiln_kir_func_t *k = h->k;
+  const kiln_kir_region_t *body = k->body;
+  const kiln_kir_module_t *km = L->km;
+  size_t nops = body->ops.len - 1;
+  LLVMBuilderRef b = L->b;
+  h->nthreads = k->block[0] * k->block[1] * k->block[2];
+  KILN_RETURN_IF_ERROR_PLAIN(classify(L, h));
+
+  /* Defining segments of per-thread values. */
+  for (size_t s = 0; s < h->segs.len; s++) {
+    seg_t *sg = &h->segs.data[s];
+    for (size_t i = sg->first; i <= sg->last; i++) {
+      if (h->kind[i] != K_NORMAL && h->kind[i] != K_SHUFFLE && h->kind[i] != K_PRED) continue;
+      const kiln_kir_op_t *op = body->ops.data[i];
+      for (uint32_t j = 0; j < op->num_results; j++) h->seg_of[op->results[j]->id] = (int)s;
+    }
+  }
+  bool *need = kiln_calloc(km->next_value_id + 1, sizeof(bool));
+  bool **used = kiln_calloc(h->segs.len + 1, sizeof(bool *));
+  for (size_t s = 0; s < h->segs.len; s++) {
+    used[s] = kiln_calloc(km->next_value_id + 1, sizeof(bool));
+    seg_t *sg = &h->segs.data[s];
+    kiln_kir_region_t tmp = {0};
+    /* The ops of the segment as a pseudo-region for use marking. */
+    KILN_VEC(kiln_kir_op_t *) list = {0};
+    if (sg->kind == K_PRED) {
+      const kiln_kir_region_t *then = body->ops.data[sg->first]->regions[0];
+      for (size_t i = 0; i < then->ops.len; i++) kiln_vec_push(&list, then->ops.data[i]);
+    } else {
+      for (size_t i = sg->first; i <= sg->last; i++)
+        if (h->kind[i] == K_NORMAL || h->kind[i] == K_SHUFFLE) kiln_vec_push(&list, body->ops.data[i]);
+    }
+    tmp.ops.data = list.data;
+    tmp.ops.len = list.len;
+    mark_uses(h, &tmp, (int)s, used[s]);
+    for (uint32_t id = 0; id < km->next_value_id; id++)
+      if (used[s][id]) need[id] = true;
+    if (sg->kind == K_SHUFFLE) need[body->ops.data[sg->first]->results[0]->id] = true;
+    kiln_vec_free(&list);
+  }
+  /* The final return and the uses after the last segment are tensors (roots). */
+
+  /* Entry block: params, slots, shared memory. */
+  L->entry = LLVMAppendBasicBlockInContext(L->ctx, fn, "entry");
+  L->fn = fn;
+  LLVMPositionBuilderAtEnd(b, L->entry);
+  LLVMValueRef args = LLVMGetParam(fn, 0);
+  for (uint32_t i = 0; i < body->num_args; i++) {
+    LLVMValueRef idx = LLVMConstInt(L->i64, i, 0);
+    LLVMValueRef p = LLVMBuildLoad2(b, L->ptr, LLVMBuildInBoundsGEP2(b, L->ptr, args, &idx, 1, ""), "");
+    kir_llvm_set(L, body->args[i], p);
+  }
+  for (size_t i = 0; i < nops; i++) {
+    const kiln_kir_op_t *op = body->ops.data[i];
+    if (h->kind[i] == K_SHARED) {
+      const kiln_kir_type_t *t = op->results[0]->type;
+      kir_llvm_set(L, op->results[0],
+                   kir_llvm_entry_alloca(L, kir_llvm_elem_mem(L, t->elem), kiln_kir_type_num_elements(t), 64));
+    }
+    for (uint32_t j = 0; j < op->num_results; j++) {
+      const kiln_kir_value_t *v = op->results[j];
+      if (!need[v->id]) continue;
+      LLVMTypeRef t = kir_llvm_repr(L, v->type);
+      if (t == L->i1) t = L->i8;
+      h->slot_t[v->id] = t;
+      h->slot[v->id] = kir_llvm_entry_alloca(L, t, h->nthreads + 32, 64);
+    }
+  }
+  kir_llvm_compute_roots(L, k);
+  /* Block loop. */
+  tloop_t bl;
+  loop_open_v(L, &bl, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), 1, "blk");
+  LLVMValueRef gx = LLVMConstInt(L->i64, (unsigned long long)k->grid[0], 0);
+  LLVMValueRef gxy = LLVMConstInt(L->i64, (unsigned long long)(k->grid[0] * k->grid[1]), 0);
+  LLVMValueRef gy = LLVMConstInt(L->i64, (unsigned long long)k->grid[1], 0);
+  h->bid[0] = LLVMBuildURem(b, bl.iv, gx, "bid.x");
+  h->bid[1] = LLVMBuildURem(b, LLVMBuildUDiv(b, bl.iv, gx, ""), gy, "bid.y");
+  h->bid[2] = LLVMBuildUDiv(b, bl.iv, gxy, "bid.z");
+  for (size_t i = 0; i < nops && !L->status; i++) {
+    const kiln_kir_op_t *op = body->ops.data[i];
+    if (h->kind[i] == K_UNIFORM) kir_llvm_emit_op(L, op);
+    else if (h->kind[i] == K_SHUFFLE_UNIFORM)
+      kir_llvm_set(L, op->results[0], kir_llvm_get(L, op->operands[0]));
+  }
+  for (size_t s = 0; s < h->segs.len && !L->status; s++) {
+    seg_t *sg = &h->segs.data[s];
+    if (sg->kind == K_SHUFFLE) emit_shuffle_segment(L, h, body->ops.data[sg->first]);
+    else emit_thread_segment(L, h, (int)s, need, used[s]);
+  }
+  loop_close(L, &bl);
+  LLVMBuildRetVoid(b);
+  for (size_t s = 0; s < h->segs.len; s++) kiln_free(used[s]);
+  kiln_free(used);
+  kiln_free(need);
+  return NULL;
+}
+
+kiln_status kiln_kir_lower_host(const kiln_kir_module_t *m, LLVMContextRef ctx, LLVMModuleRef *out) {
+  *out = NULL;
+  KILN_RETURN_IF_ERROR(kiln_kir_verify(m), "before lowering for the host");
+  const kiln_kir_func_t *k = kiln_kir_module_kernel(m);
+  if (!k) return KILN_ERR_INVALID("kir->host: module %s has no kernel", m->name);
+  kir_llvm_t L;
+  kir_llvm_init(&L, m, &kHost, ctx, 64);
+  host_t h = {.k = k};
+  size_t nv = m->next_value_id + 1;
+  h.kind = kiln_calloc(k->body->ops.len + 1, sizeof(int));
+  h.seg_of = kiln_malloc(nv * sizeof(int));
+  for (size_t i = 0; i < nv; i++) h.seg_of[i] = -1;
+  h.uniform = kiln_calloc(nv, 1);
+  h.slot = kiln_calloc(nv, sizeof(*h.slot));
+  h.slot_t = kiln_calloc(nv, sizeof(*h.slot_t));
+  L.user = &h;
+  LLVMTypeRef pt[3] = {L.ptr, L.i64, L.i64};
+  LLVMValueRef fn = LLVMAddFunction(L.mod, k->name, LLVMFunctionType(L.void_t, pt, 3, 0));
+  for (size_t i = 0; i < m->funcs.len; i++)
+    if (m->funcs.data[i] == k) L.funcs[i] = fn;
+  kiln_status s = NULL;
+  if (kir_llvm_emit_subgraphs(&L)) s = lower_kernel(&L, &h, fn);
+  if (!s) {
+    s = L.status;
+    L.status = NULL;
+  }
+  if (!s) {
+    char *msg = NULL;
+    if (LLVMVerifyModule(L.mod, LLVMReturnStatusAction, &msg))
+      s = KILN_ERR_INTERNAL("kir->host produced invalid LLVM IR: %s", msg ? msg : "");
+    LLVMDisposeMessage(msg);
+  }
+  kiln_status_free(L.status);
+  L.status = NULL;
+  kiln_vec_free(&h.segs);
+  kiln_free(h.kind);
+  kiln_free(h.seg_of);
+  kiln_free(h.uniform);
+  kiln_free(h.slot);
+  kiln_free(h.slot_t);
+  kir_llvm_finish(&L, s != NULL);
+  if (!s) *out = L.mod;
+  return s;
+}
