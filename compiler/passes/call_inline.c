@@ -1,0 +1,110 @@
+/* Call inlining: every `call` instruction is replaced by a copy of its callee's body in the
+ * caller (parameters become the call's operands, uses of the call become uses of the
+ * copied root). Each call site gets its own copy, so a computation called from several
+ * places is inlined at each. Callees are processed before callers, so nested calls
+ * disappear in one run. Computations nothing calls any more are removed afterwards.
+ *
+ * Left alone: calls with control dependencies, calls to computations on another execution
+ * thread (trailing `execution_thread=...`), and calls whose callee is malformed (a
+ * parameter number out of range). */
+#include <string.h>
+
+#include "compiler/passes/pass.h"
+#include "compiler/passes/pass_util.h"
+
+static bool inlinable(const kiln_hlo_instruction_t *call, const kiln_hlo_computation_t *callee) {
+  if (!callee || callee == call->parent || !callee->root) return false;
+  if (call->num_control_predecessors || call->control_successors.len) return false;
+  if (callee->trailing_attrs && strstr(callee->trailing_attrs, "execution_thread")) return false;
+  if (callee->num_parameters != call->num_operands) return false;
+  for (size_t i = 0; i < callee->instructions.len; i++) {
+    const kiln_hlo_instruction_t *in = callee->instructions.data[i];
+    if (in->opcode == KILN_OP_PARAMETER &&
+        (in->parameter_number < 0 || in->parameter_number >= call->num_operands))
+      return false;
+  }
+  return true;
+}
+
+/* Copies `callee` into the caller of `call` and returns the copy of its root. */
+static kiln_hlo_instruction_t *inline_body(kiln_hlo_instruction_t *call,
+                                           const kiln_hlo_computation_t *callee) {
+  kiln_hlo_computation_t *c = call->parent;
+  kiln_ptrmap_t map;
+  kiln_ptrmap_init(&map);
+  size_t n = 0;
+  kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(callee, &n);
+  KILN_VEC(kiln_hlo_instruction_t *) ops = {0};
+  for (size_t i = 0; i < n; i++) {
+    kiln_hlo_instruction_t *s = order[i];
+    if (s->opcode == KILN_OP_PARAMETER) {
+      kiln_ptrmap_put(&map, s, call->operands[s->parameter_number]);
+      continue;
+    }
+    kiln_vec_clear(&ops);
+    for (int k = 0; k < s->num_operands; k++) kiln_vec_push(&ops, kiln_ptrmap_get(&map, s->operands[k]));
+    kiln_hlo_instruction_t *d = kiln_hlo_instruction_clone(c, s, NULL, s->num_operands, ops.data);
+    kiln_ptrmap_put(&map, s, d);
+  }
+  /* Control edges between copied instructions (edges to parameters are dropped: the
+   * operand is computed before the call anyway). */
+  kiln_arena_t *arena = &c->module->arena;
+  for (size_t i = 0; i < n; i++) {
+    kiln_hlo_instruction_t *s = order[i];
+    if (s->opcode == KILN_OP_PARAMETER || !s->num_control_predecessors) continue;
+    kiln_hlo_instruction_t *d = kiln_ptrmap_get(&map, s);
+    d->control_predecessors =
+        kiln_arena_alloc(arena, sizeof(kiln_hlo_instruction_t *) * (size_t)s->num_control_predecessors);
+    d->num_control_predecessors = 0;
+    for (int k = 0; k < s->num_control_predecessors && d->control_predecessors; k++) {
+      kiln_hlo_instruction_t *sp = s->control_predecessors[k];
+      if (sp->opcode == KILN_OP_PARAMETER) continue;
+      kiln_hlo_instruction_t *p = kiln_ptrmap_get(&map, sp);
+      d->control_predecessors[d->num_control_predecessors++] = p;
+      kiln_vec_push(&p->control_successors, d);
+    }
+  }
+  kiln_hlo_instruction_t *root = kiln_ptrmap_get(&map, callee->root);
+  kiln_vec_free(&ops);
+  kiln_free(order);
+  kiln_ptrmap_free(&map);
+  return root;
+}
+
+kiln_status kiln_pass_call_inline(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
+                                  bool *changed) {
+  size_t nc = 0;
+  kiln_hlo_computation_t **comps = kiln_hlo_module_computation_post_order(m, &nc);
+  bool any = false;
+  for (size_t ci = 0; ci < nc; ci++) {
+    kiln_hlo_computation_t *c = comps[ci];
+    size_t n = 0;
+    kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
+    bool comp_changed = false;
+    for (size_t i = 0; i < n; i++) {
+      kiln_hlo_instruction_t *call = order[i];
+      if (call->opcode != KILN_OP_CALL) continue;
+      kiln_hlo_computation_t *callee = kiln_hlo_instruction_called(call, "to_apply");
+      if (!inlinable(call, callee)) continue;
+      kiln_hlo_instruction_t *root = inline_body(call, callee);
+      if (!root) continue;
+      kiln_hlo_instruction_replace_all_uses(call, root);
+      /* The call itself goes even when it calls something with side effects: those now
+       * live in the copied body. */
+      kiln_status s = kiln_hlo_instruction_remove(call);
+      kiln_status_free(s);
+      comp_changed = true;
+    }
+    kiln_free(order);
+    if (comp_changed) {
+      kiln_hlo_computation_sort_post_order(c);
+      any = true;
+    }
+  }
+  kiln_free(comps);
+  if (any) {
+    kiln_pass_remove_unreachable_computations(m);
+    *changed = true;
+  }
+  return NULL;
+}

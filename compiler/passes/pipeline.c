@@ -1,0 +1,125 @@
+/* The whole optimization pipeline; see pipeline.h. */
+#include "compiler/passes/pipeline.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+
+#define MAX_STEP_PASSES 8
+
+typedef struct pipeline_step {
+  const char *stage;                     /* what XLA calls this part of the journey */
+  const char *passes[MAX_STEP_PASSES];   /* NULL-terminated */
+  bool fixed_point;
+} pipeline_step_t;
+
+static const pipeline_step_t kSteps[] = {
+    {"call inlining", {"call_inline"}, false},
+    {"simplification",
+     {"simplify", "constant_folding", "tuple_simplify", "while_loop_constants", "dce", "cse"},
+     true},
+    {"layout assignment", {"layout_assignment"}, false},
+    {"layout normalization", {"layout_normalization"}, false},
+    {"post-layout simplification", {"simplify_layout", "dce"}, true},
+    {"priority fusion", {"priority_fusion"}, false},
+    {"multi-output fusion", {"multi_output_fusion"}, false},
+    {"cse after fusion", {"cse", "dce"}, false},
+    {"copy insertion", {"copy_insertion"}, false},
+    {"scheduling", {"schedule"}, false},
+    {"buffer assignment", {"buffer_assignment"}, false},
+};
+#define NUM_STEPS (sizeof kSteps / sizeof kSteps[0])
+/* Steps 0 and 1 are the simplification stages. */
+#define NUM_SIMPLIFICATION_STEPS 2
+
+const kiln_pass_t *kiln_pipeline_find_pass(const char *name) {
+  const kiln_pass_t *p = kiln_pass_find(name);
+  if (p) return p;
+  char alt[128];
+  size_t n = strlen(name);
+  if (n >= sizeof alt) return NULL;
+  bool differs = false;
+  for (size_t i = 0; i <= n; i++) {
+    char ch = name[i];
+    if (ch == '_') ch = '-', differs = true;
+    else if (ch == '-') ch = '_', differs = true;
+    alt[i] = ch;
+  }
+  return differs ? kiln_pass_find(alt) : NULL;
+}
+
+int kiln_pipeline_missing_passes(const char **names, int max) {
+  const char *seen[NUM_STEPS * MAX_STEP_PASSES];
+  int num_seen = 0, total = 0;
+  for (size_t s = 0; s < NUM_STEPS; s++)
+    for (int k = 0; k < MAX_STEP_PASSES && kSteps[s].passes[k]; k++) {
+      const char *name = kSteps[s].passes[k];
+      bool dup = false;
+      for (int i = 0; i < num_seen && !dup; i++) dup = strcmp(seen[i], name) == 0;
+      if (dup) continue;
+      seen[num_seen++] = name;
+      if (kiln_pipeline_find_pass(name)) continue;
+      if (total < max) names[total] = name;
+      total++;
+    }
+  return total;
+}
+
+void kiln_pipeline_describe(kiln_strbuf_t *b) {
+  for (size_t s = 0; s < NUM_STEPS; s++) {
+    kiln_strbuf_printf(b, "%2zu. %-27s %s", s + 1, kSteps[s].stage, kSteps[s].fixed_point ? "(" : "");
+    for (int k = 0; k < MAX_STEP_PASSES && kSteps[s].passes[k]; k++) {
+      const char *name = kSteps[s].passes[k];
+      kiln_strbuf_printf(b, "%s%s%s", k ? ", " : "", name,
+                         kiln_pipeline_find_pass(name) ? "" : " [not registered]");
+    }
+    kiln_strbuf_printf(b, "%s\n", kSteps[s].fixed_point ? ")  fixed point" : "");
+  }
+}
+
+static pthread_once_t g_logged = PTHREAD_ONCE_INIT;
+
+static void log_missing(void) {
+  const char *names[64];
+  int n = kiln_pipeline_missing_passes(names, 64);
+  if (!n) return;
+  kiln_strbuf_t b = {0};
+  for (int i = 0; i < n && i < 64; i++) kiln_strbuf_printf(&b, "%s%s", i ? ", " : "", names[i]);
+  fprintf(stderr, "kiln: pipeline: %d pass(es) not available yet, their stages are skipped: %s\n", n,
+          kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&b);
+}
+
+static kiln_status run_steps(kiln_hlo_module_t *m, const kiln_pass_options_t *opts, size_t num_steps) {
+  pthread_once(&g_logged, log_missing);
+  kiln_pass_runner_t r;
+  kiln_pass_runner_init(&r, opts);
+  for (size_t s = 0; s < num_steps; s++) {
+    const kiln_pass_t *group[MAX_STEP_PASSES];
+    int n = 0;
+    for (int k = 0; k < MAX_STEP_PASSES && kSteps[s].passes[k]; k++) {
+      const kiln_pass_t *p = kiln_pipeline_find_pass(kSteps[s].passes[k]);
+      if (p) group[n++] = p;
+    }
+    if (!n) continue;
+    if (kSteps[s].fixed_point) {
+      KILN_RETURN_IF_ERROR(kiln_pass_runner_run_fixed_point(&r, group, n, m, NULL),
+                           "in pipeline stage '%s'", kSteps[s].stage);
+    } else {
+      for (int i = 0; i < n; i++)
+        KILN_RETURN_IF_ERROR(kiln_pass_runner_run(&r, group[i], m, NULL), "in pipeline stage '%s'",
+                             kSteps[s].stage);
+    }
+  }
+  return NULL;
+}
+
+kiln_status kiln_pipeline_run(kiln_hlo_module_t *m, const kiln_pass_options_t *opts) {
+  return run_steps(m, opts, NUM_STEPS);
+}
+
+kiln_status kiln_pipeline_run_simplification(kiln_hlo_module_t *m, const kiln_pass_options_t *opts) {
+  return run_steps(m, opts, NUM_SIMPLIFICATION_STEPS);
+}

@@ -1,0 +1,44 @@
+/* The whole optimization pipeline — the "HLO journey" of XLA:GPU — as one call:
+ *
+ *   1. call inlining
+ *   2. simplification, to a fixed point: simplify, constant_folding, tuple_simplify,
+ *      while_loop_constants, dce, cse
+ *   3. layout assignment, then layout normalization
+ *   4. layout-sensitive simplification (reshapes/transposes that are bitcasts), dce
+ *   5. priority fusion, then multi-output fusion
+ *   6. cse and dce again (duplicated producers that met in one fusion)
+ *   7. copy insertion
+ *   8. scheduling
+ *   9. buffer assignment
+ *
+ * Passes are looked up by name in the registry (passes.def), so stages written later join
+ * the pipeline as soon as they are registered. A stage whose passes are not registered is
+ * skipped, and the missing names are logged once per process (a warning on stderr) and can
+ * be queried with kiln_pipeline_missing_passes, so callers and tests can say what did not
+ * run. A name matches with '_' or '-' as separator. */
+#ifndef KILN_PASSES_PIPELINE_H_
+#define KILN_PASSES_PIPELINE_H_
+
+#include "base/status.h"
+#include "base/str.h"
+#include "compiler/hlo/ir.h"
+#include "compiler/passes/pass.h"
+
+/* Runs the pipeline on `m` in place (dumps and verification per `opts`, as the pass
+ * manager does). */
+kiln_status kiln_pipeline_run(kiln_hlo_module_t *m, const kiln_pass_options_t *opts);
+
+/* Runs only the simplification stages (1 and 2). */
+kiln_status kiln_pipeline_run_simplification(kiln_hlo_module_t *m, const kiln_pass_options_t *opts);
+
+/* The pipeline's passes that are not registered: fills up to `max` names (static strings)
+ * and returns how many are missing in total. */
+int kiln_pipeline_missing_passes(const char **names, int max);
+
+/* Appends a readable listing of the stages, each pass marked when it is not registered. */
+void kiln_pipeline_describe(kiln_strbuf_t *b);
+
+/* Finds a pass by name, accepting '-' and '_' interchangeably; NULL when unknown. */
+const kiln_pass_t *kiln_pipeline_find_pass(const char *name);
+
+#endif /* KILN_PASSES_PIPELINE_H_ */
