@@ -12,9 +12,43 @@ typedef KILN_VEC(kiln_hlo_instruction_t *) instr_vec_t;
 
 /* ---- hero analysis ---- */
 
+static int64_t array_elems(const kiln_shape_t *s) {
+  if (kiln_shape_is_tuple(s)) return s->num_elements ? array_elems(s->elements[0]) : 0;
+  return kiln_shape_is_array(s) ? kiln_shape_num_elements(s) : 0;
+}
+
 bool kiln_fusion_is_reduction_hero(const kiln_hlo_instruction_t *in) {
   return in->opcode == KILN_OP_REDUCE && in->num_operands >= 1 &&
-         kiln_shape_is_array(in->operands[0]->shape) && in->operands[0]->shape->rank > 0;
+         kiln_shape_is_array(in->operands[0]->shape) && in->operands[0]->shape->rank > 0 &&
+         array_elems(in->operands[0]->shape) > array_elems(in->shape);
+}
+
+/* An op the reduction emitter can apply to a reduction's result element by element. */
+static bool is_epilogue_op(const kiln_hlo_instruction_t *in) {
+  if (!kiln_shape_is_array(in->shape)) return false;
+  if (kiln_hlo_opcode_is_elementwise(in->opcode) || kiln_fusion_is_bitcast_like(in)) return true;
+  /* broadcast or reshape that only adds or drops size-1 dimensions */
+  if ((in->opcode == KILN_OP_BROADCAST || in->opcode == KILN_OP_RESHAPE) && in->num_operands == 1)
+    return array_elems(in->shape) == array_elems(in->operands[0]->shape);
+  /* a reduce over size-1 dimensions: one reducer call per element */
+  return in->opcode == KILN_OP_REDUCE && in->num_operands == 2 &&
+         array_elems(in->shape) == array_elems(in->operands[0]->shape);
+}
+
+const kiln_hlo_instruction_t *kiln_fusion_hero(const kiln_hlo_instruction_t *root) {
+  const kiln_hlo_instruction_t *x = root;
+  for (int depth = 0; depth < KILN_FUSION_MAX_INSTRUCTIONS; depth++) {
+    if (kiln_fusion_is_reduction_hero(x)) return x;
+    if (!is_epilogue_op(x)) return root;
+    const kiln_hlo_instruction_t *next = NULL;
+    for (int k = 0; k < x->num_operands && !next; k++) {
+      const kiln_hlo_instruction_t *o = x->operands[k];
+      if (kiln_fusion_hero(o) != o || kiln_fusion_is_reduction_hero(o)) next = o;
+    }
+    if (!next) return root;
+    x = next;
+  }
+  return root;
 }
 
 /* Logical dimensions in physical order, most major first, leaving out size-1 dimensions.
@@ -108,6 +142,8 @@ bool kiln_fusion_is_loop_fusible(const kiln_hlo_instruction_t *in) {
     case KILN_OP_REDUCE_WINDOW:
     case KILN_OP_BITCAST_CONVERT:
       return true;
+    case KILN_OP_REDUCE: /* a reduce over size-1 dimensions only moves data */
+      return in->num_operands == 2 && !kiln_fusion_is_reduction_hero(in);
     default:
       return false;
   }
@@ -153,6 +189,56 @@ bool kiln_fusion_can_be_producer(const kiln_hlo_instruction_t *in) {
   }
   if (in->opcode == KILN_OP_CONSTANT || in->opcode == KILN_OP_PARAMETER) return false;
   return kiln_fusion_is_loop_fusible(in);
+}
+
+bool kiln_fusion_is_reduction_producer(const kiln_hlo_instruction_t *in) {
+  if (!kiln_shape_is_array(in->shape) || in->control_successors.len) return false;
+  if (in->opcode == KILN_OP_REDUCE) return kiln_fusion_is_reduction_hero(in);
+  if (!kiln_fusion_is_growable(in) || in->fusion_kind != KILN_FUSION_INPUT) return false;
+  const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(in, "calls");
+  if (kiln_fusion_computation_has_in_place_hero(c)) return false;
+  return kiln_fusion_is_reduction_hero(kiln_fusion_hero(c->root));
+}
+
+/* Whether every instruction of fused computation `c` that depends on parameter `param`
+ * is an epilogue op (and no reduction). */
+static bool body_is_epilogue_of(const kiln_hlo_computation_t *c, const kiln_hlo_instruction_t *param) {
+  kiln_ptrmap_t dep;
+  kiln_ptrmap_init(&dep);
+  kiln_ptrmap_put(&dep, param, (void *)1);
+  size_t n = 0;
+  kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
+  bool ok = true;
+  for (size_t i = 0; i < n && ok; i++) {
+    const kiln_hlo_instruction_t *in = order[i];
+    bool d = false;
+    for (int k = 0; k < in->num_operands && !d; k++) d = kiln_ptrmap_contains(&dep, in->operands[k]);
+    if (!d) continue;
+    if (!is_epilogue_op(in)) ok = false;
+    kiln_ptrmap_put(&dep, in, (void *)1);
+  }
+  kiln_free(order);
+  kiln_ptrmap_free(&dep);
+  return ok;
+}
+
+bool kiln_fusion_can_take_epilogue(const kiln_hlo_instruction_t *consumer,
+                                   const kiln_hlo_instruction_t *producer) {
+  if (consumer->parent != producer->parent || consumer->num_control_predecessors ||
+      consumer->control_successors.len)
+    return false;
+  if (consumer->opcode == KILN_OP_FUSION) {
+    if (!kiln_fusion_is_growable(consumer) || consumer->fusion_kind != KILN_FUSION_LOOP)
+      return false;
+    const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(consumer, "calls");
+    if (kiln_fusion_computation_has_in_place_hero(c) || kiln_fusion_computation_has_reduction(c))
+      return false;
+    for (int k = 0; k < consumer->num_operands && k < c->num_parameters; k++)
+      if (consumer->operands[k] == producer && !body_is_epilogue_of(c, c->parameters[k]))
+        return false;
+    return true;
+  }
+  return kiln_fusion_is_loop_fusible(consumer) && is_epilogue_op(consumer);
 }
 
 /* The number of the in-place operands of a scatter (its inputs) / dynamic-update-slice. */
@@ -233,10 +319,11 @@ bool kiln_fusion_loop_shape(const kiln_hlo_instruction_t *in, kiln_fusion_loop_s
     }
   }
   for (int i = 0; i < nr; i++) {
-    if (kiln_fusion_is_reduction_hero(r[i])) {
+    const kiln_hlo_instruction_t *h = kiln_fusion_hero(r[i]);
+    if (kiln_fusion_is_reduction_hero(h)) {
       out->reduction = true;
-      out->shape = r[i]->operands[0]->shape;
-      out->reduce_dims = &r[i]->dimensions;
+      out->shape = h->operands[0]->shape;
+      out->reduce_dims = &h->dimensions;
       return true;
     }
   }

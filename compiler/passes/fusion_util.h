@@ -61,6 +61,19 @@ bool kiln_fusion_can_consume(const kiln_hlo_instruction_t *consumer,
  * fusion, else 1). */
 int kiln_fusion_body_size(const kiln_hlo_instruction_t *in);
 
+/* The hero of a fusion root: walking up from `root` through elementwise ops and
+ * bitcast-like reshapes/broadcasts (a reduction's epilogue) to a reduction hero; `root`
+ * itself when there is none. */
+const kiln_hlo_instruction_t *kiln_fusion_hero(const kiln_hlo_instruction_t *root);
+/* A reduction (reduce hero, or a kInput fusion whose root's hero is a reduction) that an
+ * elementwise epilogue may be fused into, array-shaped. */
+bool kiln_fusion_is_reduction_producer(const kiln_hlo_instruction_t *in);
+/* Whether `consumer` can become `producer`'s (a reduction producer's) epilogue: an
+ * elementwise or bitcast-like op, or a kLoop fusion in which everything that depends on the
+ * producer is. */
+bool kiln_fusion_can_take_epilogue(const kiln_hlo_instruction_t *consumer,
+                                   const kiln_hlo_instruction_t *producer);
+
 /* The shape the fusion's emitter iterates over: for a reduction fusion (or reduce) the
  * reduce operand's shape and the reduced dimensions; else the (first array) root's shape. */
 typedef struct kiln_fusion_loop_shape {

@@ -90,9 +90,20 @@ static int fused_operand_count(const kiln_hlo_instruction_t *p, const kiln_hlo_i
 /* The time saved by fusing `p` into all its users; false when it cannot be fused. */
 static bool producer_priority(const fusion_queue_t *q, const kiln_hlo_instruction_t *p,
                               double *out) {
-  if (p->parent != q->c || !kiln_fusion_can_be_producer(p)) return false;
-  if (p == q->c->root || !p->users.len || p->control_successors.len) return false;
+  if (p->parent != q->c || p == q->c->root || !p->users.len || p->control_successors.len)
+    return false;
   int size = kiln_fusion_body_size(p);
+  if (kiln_fusion_is_reduction_producer(p)) {
+    /* A reduction is never duplicated: it takes its single user as an epilogue. */
+    const kiln_hlo_instruction_t *c = p->users.data[0];
+    if (p->users.len != 1 || !kiln_fusion_can_take_epilogue(c, p)) return false;
+    if (kiln_fusion_body_size(c) + size > KILN_FUSION_MAX_INSTRUCTIONS) return false;
+    if (fused_operand_count(p, c) > KILN_FUSION_MAX_OPERANDS) return false;
+    *out = kiln_cost_instruction_time(q->dev, p) + kiln_cost_instruction_time(q->dev, c) -
+           kiln_cost_fused_time(q->dev, p, c, false);
+    return true;
+  }
+  if (!kiln_fusion_can_be_producer(p)) return false;
   double unfused = kiln_cost_instruction_time(q->dev, p), fused = 0;
   for (size_t u = 0; u < p->users.len; u++) {
     const kiln_hlo_instruction_t *c = p->users.data[u];
