@@ -1,5 +1,8 @@
 /* kiln-opt FILE: parse, verify and print an HLO file; --stats adds the op histogram, the
- * number of computations and instructions, and the parse time. */
+ * number of computations and instructions, and the parse time. --passes=LIST runs a list
+ * of registered passes ("a,b,(c,d)": parentheses make a fixed-point group) and
+ * --pipeline the whole optimization pipeline before printing; --stats then describes the
+ * result and adds the pass time. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +10,8 @@
 #include "base/status.h"
 #include "base/str.h"
 #include "compiler/hlo/ir.h"
+#include "compiler/passes/pass.h"
+#include "compiler/passes/pipeline.h"
 #include "tools/common/hlo_file.h"
 
 static void usage(FILE *f) {
@@ -19,7 +24,26 @@ static void usage(FILE *f) {
           "  --no-verify    skip the verifier\n"
           "  --no-print     do not print the module text\n"
           "  --module=N     only the N-th module of a multi-module file (0-based)\n"
+          "  --passes=LIST  run registered passes in order before printing, e.g.\n"
+          "                 --passes=call_inline,(simplify,constant_folding,dce,cse)\n"
+          "                 (parentheses: run the group until nothing changes)\n"
+          "  --pipeline     run the whole optimization pipeline before printing\n"
+          "  --list-passes  print the registered passes and the pipeline's stages\n"
+          "  --log-passes   print each pass that changed the module to stderr\n"
+          "  --dump-to=DIR  write the module after each pass that changed it (as\n"
+          "                 KILN_DUMP_TO=DIR does)\n"
           "  -h, --help     this text\n");
+}
+
+static void list_passes(FILE *out) {
+  int n = 0;
+  const kiln_pass_t *p = kiln_pass_registry(&n);
+  fprintf(out, "registered passes:\n");
+  for (int i = 0; i < n; i++) fprintf(out, "  %-24s %s\n", p[i].name, p[i].summary);
+  kiln_strbuf_t b = {0};
+  kiln_pipeline_describe(&b);
+  fprintf(out, "pipeline (--pipeline):\n%s", kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&b);
 }
 
 static void print_stats(const kiln_hlo_module_t *m, FILE *out) {
@@ -49,9 +73,10 @@ static void print_stats(const kiln_hlo_module_t *m, FILE *out) {
 }
 
 int main(int argc, char **argv) {
-  bool stats = false, verify = true, print = true;
+  bool stats = false, verify = true, print = true, pipeline = false;
   int only_module = -1;
-  const char *path = NULL;
+  const char *path = NULL, *passes = NULL;
+  kiln_pass_options_t popts = {.verify = -1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--stats")) {
@@ -62,6 +87,17 @@ int main(int argc, char **argv) {
       print = false;
     } else if (!strncmp(a, "--module=", 9)) {
       only_module = atoi(a + 9);
+    } else if (!strncmp(a, "--passes=", 9)) {
+      passes = a + 9;
+    } else if (!strcmp(a, "--pipeline")) {
+      pipeline = true;
+    } else if (!strcmp(a, "--log-passes")) {
+      popts.log_changes = true;
+    } else if (!strncmp(a, "--dump-to=", 10)) {
+      popts.dump_dir = a + 10;
+    } else if (!strcmp(a, "--list-passes")) {
+      list_passes(stdout);
+      return 0;
     } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       usage(stdout);
       return 0;
@@ -80,6 +116,10 @@ int main(int argc, char **argv) {
     usage(stderr);
     return 2;
   }
+  if (passes && pipeline) {
+    fprintf(stderr, "kiln-opt: --passes and --pipeline are exclusive\n");
+    return 2;
+  }
   kiln_hlo_file_t *f = NULL;
   kiln_status s = kiln_hlo_file_load(path, &f);
   if (s) {
@@ -94,6 +134,7 @@ int main(int argc, char **argv) {
   }
   int rc = 0;
   int64_t total_instrs = 0;
+  double pass_seconds = 0;
   for (int i = 0; i < f->num_modules; i++) {
     if (only_module >= 0 && i != only_module) continue;
     kiln_hlo_module_t *m = f->modules[i];
@@ -102,6 +143,19 @@ int main(int argc, char **argv) {
       kiln_status vs = kiln_hlo_module_verify(m);
       if (vs) {
         kiln_status_report(kiln_status_annotate(vs, "in module '%s' of %s", m->name, path),
+                           "kiln-opt");
+        rc = 1;
+        continue;
+      }
+    }
+    if (passes || pipeline) {
+      if (!verify) popts.verify = 0;
+      double t0 = kiln_now_seconds();
+      kiln_status ps = pipeline ? kiln_pipeline_run(m, &popts) : kiln_pass_run_list(m, passes, &popts);
+      pass_seconds += kiln_now_seconds() - t0;
+      if (!ps && verify) ps = kiln_status_annotate(kiln_hlo_module_verify(m), "after the passes");
+      if (ps) {
+        kiln_status_report(kiln_status_annotate(ps, "in module '%s' of %s", m->name, path),
                            "kiln-opt");
         rc = 1;
         continue;
@@ -120,6 +174,8 @@ int main(int argc, char **argv) {
     fprintf(stdout, "// file %s: %d module(s), %lld instructions, %.3f MB parsed in %.3f ms (%.1f MB/s)\n",
             path, f->num_modules, (long long)total_instrs, mb, f->parse_seconds * 1e3,
             f->parse_seconds > 0 ? mb / f->parse_seconds : 0.0);
+    if (passes || pipeline)
+      fprintf(stdout, "// passes (%s): %.3f ms\n", pipeline ? "pipeline" : passes, pass_seconds * 1e3);
   }
   kiln_hlo_file_free(f);
   return rc;
