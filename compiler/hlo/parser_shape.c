@@ -153,6 +153,25 @@ static bool parse_layout(kiln_hlo_parser_t *P, kiln_shape_t *s) {
   return true;
 }
 
+/* kiln_elem_type_from_name with a length/first-letter filter (it is on the hot path). */
+static bool elem_type_lookup(const char *s, size_t n, kiln_elem_type_t *out) {
+  static const struct {
+    const char *name;
+    size_t len;
+  } kTypes[] = {
+#define X(e, text, bits, kind) {text, sizeof(text) - 1},
+#include "compiler/hlo/element_types.def"
+#undef X
+  };
+  for (int i = 0; i < KILN_ELEM_TYPE_COUNT; i++) {
+    if (kTypes[i].len == n && kTypes[i].name[0] == s[0] && memcmp(kTypes[i].name, s, n) == 0) {
+      *out = (kiln_elem_type_t)i;
+      return true;
+    }
+  }
+  return false;
+}
+
 bool kiln_hlo_parse_shape_text(kiln_hlo_parser_t *P, kiln_shape_t **out) {
   kiln_hlo_lexer_t *L = &P->L;
   kiln_arena_t *a = &P->m->arena;
@@ -193,7 +212,7 @@ bool kiln_hlo_parse_shape_text(kiln_hlo_parser_t *P, kiln_shape_t **out) {
   while (q < L->end && is_lower_alnum(*q)) q++;
   kiln_elem_type_t t;
   if (q == tpos) return kiln_hlo_lexer_error_expected(L, "shape");
-  if (!kiln_elem_type_from_name(tpos, (size_t)(q - tpos), &t) || t == KILN_TUPLE) {
+  if (!elem_type_lookup(tpos, (size_t)(q - tpos), &t) || t == KILN_TUPLE) {
     if (q < L->end && *q == '[')
       return kiln_hlo_lexer_error_at(L, tpos, KILN_INVALID_ARGUMENT, "unknown element type '%.*s'",
                                      (int)(q - tpos), tpos);
