@@ -129,4 +129,241 @@ static inline kiln_kir_module_t *kir_test_build_gelu(kiln_elem_type_t et, const 
   return m;
 }
 
+
+/* Finishes a build: returns the module, or NULL (printing the builder's error). */
+static inline kiln_kir_module_t *kir_test_finish(kiln_kir_builder_t *b, kiln_kir_module_t *m) {
+  kiln_status s = kiln_kir_builder_take_status(b);
+  kiln_kir_builder_finish(b);
+  if (s) {
+    fprintf(stderr, "kir build: %s\n", kiln_status_message(s));
+    kiln_status_free(s);
+    kiln_kir_module_destroy(m);
+    return NULL;
+  }
+  return m;
+}
+
+/* Row reduction out[r] = sum_c in[r, c] of f32[rows, cols] (cols a multiple of 256): one
+ * block of 256 threads per row; each thread sums columns th, th + 256, ...; a shuffle-down
+ * tree per warp; lane 0 of each warp writes shared[warp]; barrier; every thread reads
+ * shared[lane] (lanes < 8, else 0) and reduces again with shuffles; thread 0 stores. */
+static inline kiln_kir_module_t *kir_test_build_row_reduce(int64_t rows, int64_t cols) {
+  kiln_kir_module_t *m = kiln_kir_module_create("row_reduce", NULL);
+  int64_t in_dims[2] = {rows, cols};
+  const kiln_kir_type_t *tin = kiln_kir_type_tensor(m, KILN_F32, 2, in_dims, KILN_KIR_SPACE_GLOBAL);
+  const kiln_kir_type_t *tout = kiln_kir_type_tensor(m, KILN_F32, 1, &rows, KILN_KIR_SPACE_GLOBAL);
+  const kiln_kir_type_t *kp[2] = {tin, tout};
+  const char *kn[2] = {"in", "out"};
+  kiln_kir_func_t *k = kiln_kir_func_create(m, "row_reduce", KILN_KIR_FUNC_KERNEL, kp, kn, 2, &tout, 1);
+  kiln_kir_func_set_written(k, 1, true);
+  int64_t block[3] = {256, 1, 1}, grid[3] = {rows, 1, 1};
+  kiln_kir_func_set_launch(k, block, grid);
+  kiln_kir_builder_t b;
+  kiln_kir_builder_init(&b, m, kiln_kir_func_body(k));
+  kiln_kir_value_t *th = kiln_kir_thread_id(&b, 0, 0, 255);
+  kiln_kir_value_t *bl = kiln_kir_block_id(&b, 0, 0, rows - 1);
+  int64_t sdim = 8;
+  kiln_kir_value_t *shm = kiln_kir_alloc_shared(&b, KILN_F32, 1, &sdim);
+  kiln_kir_value_set_name(shm, "shmem");
+  char text[256];
+  snprintf(text, sizeof(text),
+           "(th_x, bl_x)[s] -> (bl_x, s * 256 + th_x), domain: th_x in [0, 255], bl_x in [0, %lld], "
+           "s in [0, %lld]", (long long)(rows - 1), (long long)(cols / 256 - 1));
+  kiln_kir_value_t *zero = kiln_kir_const_float(&b, KILN_F32, 0.0);
+  kiln_kir_value_t *ids[2] = {th, bl};
+  kiln_kir_op_t *loop = kiln_kir_loop(&b, kir_test_map(m, text), ids, 2, &zero, 1);
+  if (loop) {
+    kiln_kir_builder_enter(&b, kiln_kir_op_region(loop, 0));
+    kiln_kir_value_t *ix[2] = {kiln_kir_loop_index(loop, 0), kiln_kir_loop_index(loop, 1)};
+    kiln_kir_value_t *x = kiln_kir_extract(&b, kiln_kir_func_param(k, 0), ix, 2);
+    kiln_kir_value_t *acc = kiln_kir_binary(&b, KILN_KIR_ADD, kiln_kir_loop_iter_arg(loop, 0), x);
+    kiln_kir_yield(&b, &acc, 1);
+    kiln_kir_builder_exit(&b);
+  }
+  kiln_kir_value_t *acc = kiln_kir_op_result(loop, 0);
+  for (int off = 16; off >= 1; off /= 2)
+    acc = kiln_kir_binary(&b, KILN_KIR_ADD, acc, kiln_kir_shuffle(&b, KILN_KIR_SHUFFLE_DOWN, acc, off, 32));
+  kiln_kir_value_t *lane = kiln_kir_binary(&b, KILN_KIR_AND, th, kiln_kir_const_index(&b, 31));
+  kiln_kir_value_t *warp = kiln_kir_apply_indexing1(
+      &b, kir_test_map(m, "(th_x) -> (th_x floordiv 32), domain: th_x in [0, 255]"), &th, 1);
+  kiln_kir_value_t *is_lane0 = kiln_kir_cmp(&b, KILN_KIR_CMP_EQ, lane, kiln_kir_const_index(&b, 0));
+  const kiln_kir_type_t *st = shm ? shm->type : NULL;
+  kiln_kir_op_t *w0 = kiln_kir_if(&b, is_lane0, &st, 1);
+  if (w0) {
+    kiln_kir_builder_enter(&b, kiln_kir_op_region(w0, 0));
+    kiln_kir_value_t *ins = kiln_kir_insert(&b, acc, shm, &warp, 1);
+    kiln_kir_yield(&b, &ins, 1);
+    kiln_kir_builder_exit(&b);
+    kiln_kir_builder_enter(&b, kiln_kir_op_region(w0, 1));
+    kiln_kir_yield(&b, &shm, 1);
+    kiln_kir_builder_exit(&b);
+  }
+  kiln_kir_value_t *shm1 = kiln_kir_op_result(w0, 0);
+  kiln_kir_value_t *shm2 = kiln_kir_op_result(kiln_kir_barrier(&b, &shm1, 1), 0);
+  kiln_kir_value_t *in_range = kiln_kir_cmp(&b, KILN_KIR_CMP_LT, lane, kiln_kir_const_index(&b, 8));
+  const kiln_kir_type_t *f32t = kiln_kir_type_scalar(m, KILN_F32);
+  kiln_kir_op_t *rd = kiln_kir_if(&b, in_range, &f32t, 1);
+  if (rd) {
+    kiln_kir_builder_enter(&b, kiln_kir_op_region(rd, 0));
+    kiln_kir_value_t *x = kiln_kir_extract(&b, shm2, &lane, 1);
+    kiln_kir_yield(&b, &x, 1);
+    kiln_kir_builder_exit(&b);
+    kiln_kir_builder_enter(&b, kiln_kir_op_region(rd, 1));
+    kiln_kir_value_t *z = kiln_kir_const_float(&b, KILN_F32, 0.0);
+    kiln_kir_yield(&b, &z, 1);
+    kiln_kir_builder_exit(&b);
+  }
+  kiln_kir_value_t *v = kiln_kir_op_result(rd, 0);
+  for (int off = 4; off >= 1; off /= 2)
+    v = kiln_kir_binary(&b, KILN_KIR_ADD, v, kiln_kir_shuffle(&b, KILN_KIR_SHUFFLE_DOWN, v, off, 32));
+  kiln_kir_value_t *is_t0 = kiln_kir_cmp(&b, KILN_KIR_CMP_EQ, th, kiln_kir_const_index(&b, 0));
+  kiln_kir_op_t *wr = kiln_kir_if(&b, is_t0, &tout, 1);
+  kiln_kir_value_t *out = kiln_kir_func_param(k, 1);
+  if (wr) {
+    kiln_kir_builder_enter(&b, kiln_kir_op_region(wr, 0));
+    kiln_kir_value_t *ins = kiln_kir_insert(&b, v, out, &bl, 1);
+    kiln_kir_yield(&b, &ins, 1);
+    kiln_kir_builder_exit(&b);
+    kiln_kir_builder_enter(&b, kiln_kir_op_region(wr, 1));
+    kiln_kir_yield(&b, &out, 1);
+    kiln_kir_builder_exit(&b);
+  }
+  kiln_kir_value_t *res = kiln_kir_op_result(wr, 0);
+  kiln_kir_return(&b, &res, 1);
+  return kir_test_finish(&b, m);
+}
+
+/* The same reduction in C, in the kernel's exact summation order. */
+static inline float kir_test_row_reduce_ref(const float *row, int64_t cols) {
+  float lanes[256], part[8];
+  for (int t = 0; t < 256; t++) {
+    float acc = 0.0f;
+    for (int64_t s = 0; s < cols / 256; s++) acc += row[s * 256 + t];
+    lanes[t] = acc;
+  }
+  for (int w = 0; w < 8; w++) {
+    float *l = lanes + w * 32;
+    for (int off = 16; off >= 1; off /= 2) {
+      float nl[32];
+      for (int i = 0; i < 32; i++) nl[i] = l[i] + (i + off < 32 ? l[i + off] : l[i]);
+      memcpy(l, nl, sizeof(nl));
+    }
+    part[w] = l[0];
+  }
+  float v[32];
+  for (int i = 0; i < 32; i++) v[i] = i < 8 ? part[i] : 0.0f;
+  for (int off = 4; off >= 1; off /= 2) {
+    float nv[32];
+    for (int i = 0; i < 32; i++) nv[i] = v[i] + (i + off < 32 ? v[i + off] : v[i]);
+    memcpy(v, nv, sizeof(nv));
+  }
+  return v[0];
+}
+
+/* Transpose of f32[h, w] (multiples of 32) through a 32x33 shared tile, block (32, 8):
+ * each thread moves 4 elements in, barrier, 4 elements out. */
+static inline kiln_kir_module_t *kir_test_build_transpose(int64_t h, int64_t w) {
+  kiln_kir_module_t *m = kiln_kir_module_create("transpose", NULL);
+  int64_t in_dims[2] = {h, w}, out_dims[2] = {w, h};
+  const kiln_kir_type_t *tin = kiln_kir_type_tensor(m, KILN_F32, 2, in_dims, KILN_KIR_SPACE_GLOBAL);
+  const kiln_kir_type_t *tout = kiln_kir_type_tensor(m, KILN_F32, 2, out_dims, KILN_KIR_SPACE_GLOBAL);
+  const kiln_kir_type_t *kp[2] = {tin, tout};
+  const char *kn[2] = {"in", "out"};
+  kiln_kir_func_t *k = kiln_kir_func_create(m, "transpose", KILN_KIR_FUNC_KERNEL, kp, kn, 2, &tout, 1);
+  kiln_kir_func_set_written(k, 1, true);
+  int64_t block[3] = {32, 8, 1}, grid[3] = {w / 32, h / 32, 1};
+  kiln_kir_func_set_launch(k, block, grid);
+  kiln_kir_builder_t b;
+  kiln_kir_builder_init(&b, m, kiln_kir_func_body(k));
+  kiln_kir_value_t *ids[4] = {kiln_kir_thread_id(&b, 0, 0, 31), kiln_kir_thread_id(&b, 1, 0, 7),
+                              kiln_kir_block_id(&b, 0, 0, w / 32 - 1),
+                              kiln_kir_block_id(&b, 1, 0, h / 32 - 1)};
+  int64_t tile_dims[2] = {32, 33};
+  kiln_kir_value_t *tile = kiln_kir_alloc_shared(&b, KILN_F32, 2, tile_dims);
+  kiln_kir_value_set_name(tile, "tile");
+  char text[512];
+  snprintf(text, sizeof(text),
+           "(tx, ty, bx, by)[s] -> (by * 32 + ty + s * 8, bx * 32 + tx, ty + s * 8, tx), domain: "
+           "tx in [0, 31], ty in [0, 7], bx in [0, %lld], by in [0, %lld], s in [0, 3]",
+           (long long)(w / 32 - 1), (long long)(h / 32 - 1));
+  kiln_kir_op_t *ld = kiln_kir_loop(&b, kir_test_map(m, text), ids, 4, &tile, 1);
+  if (ld) {
+    kiln_kir_builder_enter(&b, kiln_kir_op_region(ld, 0));
+    kiln_kir_value_t *src[2] = {kiln_kir_loop_index(ld, 0), kiln_kir_loop_index(ld, 1)};
+    kiln_kir_value_t *dst[2] = {kiln_kir_loop_index(ld, 2), kiln_kir_loop_index(ld, 3)};
+    kiln_kir_value_t *x = kiln_kir_extract(&b, kiln_kir_func_param(k, 0), src, 2);
+    kiln_kir_value_t *t = kiln_kir_insert(&b, x, kiln_kir_loop_iter_arg(ld, 0), dst, 2);
+    kiln_kir_yield(&b, &t, 1);
+    kiln_kir_builder_exit(&b);
+  }
+  kiln_kir_value_t *t1 = kiln_kir_op_result(ld, 0);
+  kiln_kir_value_t *t2 = kiln_kir_op_result(kiln_kir_barrier(&b, &t1, 1), 0);
+  snprintf(text, sizeof(text),
+           "(tx, ty, bx, by)[s] -> (bx * 32 + ty + s * 8, by * 32 + tx, tx, ty + s * 8), domain: "
+           "tx in [0, 31], ty in [0, 7], bx in [0, %lld], by in [0, %lld], s in [0, 3]",
+           (long long)(w / 32 - 1), (long long)(h / 32 - 1));
+  kiln_kir_value_t *out = kiln_kir_func_param(k, 1);
+  kiln_kir_op_t *st = kiln_kir_loop(&b, kir_test_map(m, text), ids, 4, &out, 1);
+  if (st) {
+    kiln_kir_builder_enter(&b, kiln_kir_op_region(st, 0));
+    kiln_kir_value_t *dst[2] = {kiln_kir_loop_index(st, 0), kiln_kir_loop_index(st, 1)};
+    kiln_kir_value_t *src[2] = {kiln_kir_loop_index(st, 2), kiln_kir_loop_index(st, 3)};
+    kiln_kir_value_t *x = kiln_kir_extract(&b, t2, src, 2);
+    kiln_kir_value_t *o = kiln_kir_insert(&b, x, kiln_kir_loop_iter_arg(st, 0), dst, 2);
+    kiln_kir_yield(&b, &o, 1);
+    kiln_kir_builder_exit(&b);
+  }
+  kiln_kir_value_t *res = kiln_kir_op_result(st, 0);
+  kiln_kir_return(&b, &res, 1);
+  return kir_test_finish(&b, m);
+}
+
+/* Elementwise over T[d0, d1, d2] with a subgraph called twice (so it stays a function):
+ *   @f(x, y, i, j, k) -> T = x[i,j,k] * 3 - y[i,j,k]
+ *   out = f(a, b) + f(b, a)   (one element per thread, no vector loop) */
+static inline kiln_kir_module_t *kir_test_build_twice(kiln_elem_type_t et, const int64_t dims[3]) {
+  kiln_kir_module_t *m = kiln_kir_module_create("twice", NULL);
+  const kiln_kir_type_t *tt = kiln_kir_type_tensor(m, et, 3, dims, KILN_KIR_SPACE_GLOBAL);
+  const kiln_kir_type_t *it = kiln_kir_type_index(m), *st = kiln_kir_type_scalar(m, et);
+  const kiln_kir_type_t *kp[3] = {tt, tt, tt};
+  const char *kn[3] = {"a", "b", "out"};
+  kiln_kir_func_t *k = kiln_kir_func_create(m, "twice", KILN_KIR_FUNC_KERNEL, kp, kn, 3, &tt, 1);
+  kiln_kir_func_set_written(k, 2, true);
+  const kiln_kir_type_t *fp[5] = {tt, tt, it, it, it};
+  const char *fnm[5] = {"x", "y", "i", "j", "k"};
+  kiln_kir_func_t *f = kiln_kir_func_create(m, "f", KILN_KIR_FUNC_SUBGRAPH, fp, fnm, 5, &st, 1);
+  kiln_kir_builder_t b;
+  kiln_kir_builder_init(&b, m, kiln_kir_func_body(f));
+  kiln_kir_value_t *ix[3] = {kiln_kir_func_param(f, 2), kiln_kir_func_param(f, 3), kiln_kir_func_param(f, 4)};
+  kiln_kir_value_t *x = kiln_kir_extract(&b, kiln_kir_func_param(f, 0), ix, 3);
+  kiln_kir_value_t *y = kiln_kir_extract(&b, kiln_kir_func_param(f, 1), ix, 3);
+  kiln_kir_value_t *three = kiln_elem_type_is_float(et) ? kiln_kir_const_float(&b, et, 3.0)
+                                                        : kiln_kir_const_int(&b, et, 3);
+  kiln_kir_value_t *r = kiln_kir_binary(&b, KILN_KIR_SUB, kiln_kir_binary(&b, KILN_KIR_MUL, x, three), y);
+  kiln_kir_return(&b, &r, 1);
+  int64_t n = dims[0] * dims[1] * dims[2], blocks = (n + 127) / 128;
+  int64_t block[3] = {128, 1, 1}, grid[3] = {blocks, 1, 1};
+  kiln_kir_func_set_launch(k, block, grid);
+  kiln_kir_builder_enter(&b, kiln_kir_func_body(k));
+  kiln_kir_value_t *ids[2] = {kiln_kir_thread_id(&b, 0, 0, 127), kiln_kir_block_id(&b, 0, 0, blocks - 1)};
+  kiln_kir_value_t *out = kiln_kir_func_param(k, 2);
+  kiln_kir_op_t *loop = kiln_kir_loop(&b, kir_test_loop_map(m, dims, 3, 128, blocks, 1), ids, 2, &out, 1);
+  if (loop) {
+    kiln_kir_builder_enter(&b, kiln_kir_op_region(loop, 0));
+    kiln_kir_value_t *a1[5] = {kiln_kir_func_param(k, 0), kiln_kir_func_param(k, 1),
+                               kiln_kir_loop_index(loop, 0), kiln_kir_loop_index(loop, 1),
+                               kiln_kir_loop_index(loop, 2)};
+    kiln_kir_value_t *a2[5] = {a1[1], a1[0], a1[2], a1[3], a1[4]};
+    kiln_kir_value_t *s1 = kiln_kir_op_result(kiln_kir_call(&b, f, a1, 5), 0);
+    kiln_kir_value_t *s2 = kiln_kir_op_result(kiln_kir_call(&b, f, a2, 5), 0);
+    kiln_kir_value_t *sum = kiln_kir_binary(&b, KILN_KIR_ADD, s1, s2);
+    kiln_kir_value_t *o = kiln_kir_insert(&b, sum, kiln_kir_loop_iter_arg(loop, 0), a1 + 2, 3);
+    kiln_kir_yield(&b, &o, 1);
+    kiln_kir_builder_exit(&b);
+  }
+  kiln_kir_value_t *res = kiln_kir_op_result(loop, 0);
+  kiln_kir_return(&b, &res, 1);
+  return kir_test_finish(&b, m);
+}
+
 #endif /* KILN_TESTS_KIR_TEST_KERNELS_H_ */
