@@ -679,6 +679,12 @@ static void test_bare_computations(void **state) {
   assert_string_equal(m->name, "computations");
   assert_string_equal(m->entry->name, "f");
   kiln_hlo_module_destroy(m);
+  /* a whole module handed to parse_computations is parsed as a module */
+  const char *text3 = "HloModule whole\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n";
+  st = kiln_hlo_parse_computations(text3, strlen(text3), &opts, &m);
+  assert_null(st);
+  assert_string_equal(m->name, "whole");
+  kiln_hlo_module_destroy(m);
 }
 
 static void test_nested_and_shapeless_instructions(void **state) {

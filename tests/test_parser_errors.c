@@ -317,6 +317,13 @@ static void test_error_positions_count_from_start_of_multi_module_file(void **st
                     KILN_INVALID_ARGUMENT, "x.hlo:8:18: unknown opcode 'prameter'");
 }
 
+static void test_two_modules_given_to_parse_module(void **state) {
+  expect_error("HloModule a\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n"
+               "HloModule b\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n",
+               "x.hlo:5:1: a second HloModule in one module (files with several modules separate "
+               "them with `// -----` lines)");
+}
+
 static void test_shape_needed_where_it_cannot_be_inferred(void **state) {
   expect_error("HloModule m\nENTRY e {\n  p = f32[] parameter(0)\n  ROOT b = broadcast(p), dimensions={}\n}\n",
                "x.hlo:4:8: cannot infer the shape of 'b' (write its shape: it is not a function of "
@@ -396,6 +403,7 @@ int main(void) {
       cmocka_unit_test(test_bad_enum_attribute_values),
       cmocka_unit_test(test_malformed_conv_attributes),
       cmocka_unit_test(test_error_positions_count_from_start_of_multi_module_file),
+      cmocka_unit_test(test_two_modules_given_to_parse_module),
       cmocka_unit_test(test_shape_needed_where_it_cannot_be_inferred),
       cmocka_unit_test(test_arena_limit_from_options),
       cmocka_unit_test(test_null_arguments),

@@ -895,7 +895,16 @@ static kiln_status parse_range(const char *base, const char *begin, const char *
 
   bool ok = true;
   if (mode == kModeModule) ok = parse_module_header(&P);
-  while (ok && !kiln_hlo_lexer_at_end(&P.L) && !P.L.err) ok = parse_computation(&P);
+  while (ok && !kiln_hlo_lexer_at_end(&P.L) && !P.L.err) {
+    const char *save = P.L.p;
+    if (kiln_hlo_lexer_accept_word(&P.L, "HloModule")) {
+      ok = kiln_hlo_lexer_error_at(&P.L, save, KILN_INVALID_ARGUMENT,
+                                   "a second HloModule in one module (files with several "
+                                   "modules separate them with `// -----` lines)");
+      break;
+    }
+    ok = parse_computation(&P);
+  }
   ok = ok && !P.L.err && finish_module(&P);
   kiln_status st = P.L.err;
   if (ok && st) ok = false;
@@ -947,7 +956,13 @@ kiln_status kiln_hlo_parse_computations(const char *text, size_t len,
   if (!text) text = "";
   char name[256];
   name_from_file(opts, name, sizeof name);
-  return parse_range(text, text, text + len, opts, kModeComputations, name, out);
+  /* A whole module given here is parsed as one. */
+  kiln_hlo_lexer_t probe;
+  kiln_hlo_lexer_init(&probe, text, text, text + len, NULL);
+  bool header = kiln_hlo_lexer_accept_word(&probe, "HloModule");
+  kiln_status_free(probe.err);
+  return parse_range(text, text, text + len, opts, header ? kModeModule : kModeComputations, name,
+                     out);
 }
 
 /* True when the line [p, end) is a `// -----` separator (exactly five dashes). */
