@@ -1,0 +1,306 @@
+/* Kernel IR on the host: the kernels lower to phase/thread-loop code, JIT, run on the worker
+ * pool and match plain C: bit for bit for the reduction (same summation order as the GPU
+ * algorithm), the transpose and integer/f32 elementwise code; within bf16 rounding for GELU. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "compiler/codegen/kir_pipeline.h"
+#include "compiler/hlo/numeric.h"
+#include "tests/kir_test_kernels.h"
+
+static kiln_host_pool_t *g_pool;
+
+static int setup(void **state) {
+  (void)state;
+  return kiln_host_pool_create(4, &g_pool) ? -1 : 0;
+}
+static int teardown(void **state) {
+  (void)state;
+  kiln_host_pool_destroy(g_pool);
+  return 0;
+}
+
+/* Pipeline + JIT; the caller destroys *jit. */
+static kiln_kir_host_kernel_t compile(kiln_kir_module_t *m, kiln_host_jit_t **jit) {
+  assert_non_null(m);
+  assert_null(kiln_kir_pipeline_run(m, NULL));
+  assert_null(kiln_host_jit_create(NULL, jit));
+  kiln_kir_host_kernel_t k;
+  kiln_status s = kiln_kir_compile_host(m, *jit, &k);
+  if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
+  assert_null(s);
+  return k;
+}
+
+static float gelu_ref(float x) {
+  return x * 0.5f * (1.0f + tanhf(0.79785f * (x + 0.044708f * x * x * x)));
+}
+
+/* GELU as the kernel computes it for bf16: each op in f32, rounded to bf16. */
+static float bf(float x) { return kiln_bf16_to_f32(kiln_f32_to_bf16(x)); }
+static float gelu_bf16_ref(float x) {
+  float c05 = bf(0.5f), c1 = bf(1.0f), c2 = bf(0.79785f), c3 = bf(0.044708f);
+  float sq = bf(x * x), cube = bf(sq * x), m3 = bf(cube * c3), a1 = bf(x + m3);
+  float m2 = bf(a1 * c2), th = bf(tanhf(m2)), a0 = bf(th + c1), m1 = bf(a0 * c05);
+  return bf(x * m1);
+}
+
+static void test_gelu_f32_matches_c_within_a_few_ulp(void **state) {
+  (void)state;
+  int64_t dims[3] = {4, 16, 256};
+  int n = 4 * 16 * 256;
+  kiln_kir_module_t *m = kir_test_build_gelu(KILN_F32, dims, 4);
+  kiln_host_jit_t *jit;
+  kiln_kir_host_kernel_t k = compile(m, &jit);
+  float *in = malloc(sizeof(float) * (size_t)n), *out = calloc((size_t)n, sizeof(float));
+  for (int i = 0; i < n; i++) in[i] = (float)((i * 7919) % 2001 - 1000) * 0.006f;
+  void *args[2] = {in, out};
+  assert_null(kiln_kir_host_kernel_run(&k, g_pool, args));
+  for (int i = 0; i < n; i++) {
+    float r = gelu_ref(in[i]);
+    float tol = 4.0f * nextafterf(fabsf(r), INFINITY) - 4.0f * fabsf(r) + 1e-37f;
+    if (fabsf(out[i] - r) > tol + 1e-7f) {
+      fprintf(stderr, "x=%g got %.9g want %.9g\n", in[i], out[i], r);
+      fail();
+    }
+  }
+  free(in);
+  free(out);
+  kiln_host_jit_destroy(jit);
+  kiln_kir_module_destroy(m);
+}
+
+static void test_gelu_bf16_partial_grid_matches_c_within_bf16_rounding(void **state) {
+  (void)state;
+  int64_t dims[3] = {3, 5, 70};
+  int n = 3 * 5 * 70;
+  kiln_kir_module_t *m = kir_test_build_gelu(KILN_BF16, dims, 4);
+  kiln_host_jit_t *jit;
+  kiln_kir_host_kernel_t k = compile(m, &jit);
+  uint16_t *in = malloc(2 * (size_t)n + 64), *out = calloc((size_t)n + 32, 2);
+  for (int i = 0; i < n + 32; i++) out[i] = 0xBEEF;
+  for (int i = 0; i < n; i++) in[i] = kiln_f32_to_bf16((float)(i % 97) * 0.07f - 3.0f);
+  void *args[2] = {in, out};
+  assert_null(kiln_kir_host_kernel_run(&k, g_pool, args));
+  for (int i = 0; i < n; i++) {
+    float x = kiln_bf16_to_f32(in[i]);
+    float r = gelu_bf16_ref(x), got = kiln_bf16_to_f32(out[i]);
+    /* the same bf16 rounding after every op; tanh may differ by an f32 ulp, which can move
+     * one bf16 rounding: allow one bf16 ulp */
+    float tol = ldexpf(1.0f, (int)floorf(log2f(fabsf(r) + 1e-30f)) - 7);
+    if (fabsf(got - r) > tol) {
+      fprintf(stderr, "i=%d x=%g got %g want %g\n", i, x, got, r);
+      fail();
+    }
+  }
+  for (int i = n; i < n + 32; i++) assert_int_equal(out[i], 0xBEEF); /* nothing past the end */
+  free(in);
+  free(out);
+  kiln_host_jit_destroy(jit);
+  kiln_kir_module_destroy(m);
+}
+
+static void test_row_reduce_equals_gpu_order_sum_bit_for_bit(void **state) {
+  (void)state;
+  int64_t rows = 37, cols = 1024;
+  kiln_kir_module_t *m = kir_test_build_row_reduce(rows, cols);
+  kiln_host_jit_t *jit;
+  kiln_kir_host_kernel_t k = compile(m, &jit);
+  float *in = malloc(sizeof(float) * (size_t)(rows * cols)), *out = calloc((size_t)rows, sizeof(float));
+  for (int64_t i = 0; i < rows * cols; i++) in[i] = (float)((i * 2654435761u) % 10007) / 997.0f - 5.0f;
+  void *args[2] = {in, out};
+  assert_null(kiln_kir_host_kernel_run(&k, g_pool, args));
+  for (int64_t r = 0; r < rows; r++) {
+    float want = kir_test_row_reduce_ref(in + r * cols, cols);
+    if (memcmp(&want, &out[r], sizeof(float)) != 0) {
+      fprintf(stderr, "row %lld: got %.9g want %.9g\n", (long long)r, out[r], want);
+      fail();
+    }
+  }
+  free(in);
+  free(out);
+  kiln_host_jit_destroy(jit);
+  kiln_kir_module_destroy(m);
+}
+
+static void test_transpose_through_shared_tile_is_exact(void **state) {
+  (void)state;
+  int64_t h = 96, w = 160;
+  kiln_kir_module_t *m = kir_test_build_transpose(h, w);
+  kiln_host_jit_t *jit;
+  kiln_kir_host_kernel_t k = compile(m, &jit);
+  float *in = malloc(sizeof(float) * (size_t)(h * w)), *out = calloc((size_t)(h * w), sizeof(float));
+  for (int64_t i = 0; i < h * w; i++) in[i] = (float)i;
+  void *args[2] = {in, out};
+  assert_null(kiln_kir_host_kernel_run(&k, g_pool, args));
+  for (int64_t r = 0; r < w; r++)
+    for (int64_t c = 0; c < h; c++) assert_true(out[r * h + c] == in[c * w + r]);
+  free(in);
+  free(out);
+  kiln_host_jit_destroy(jit);
+  kiln_kir_module_destroy(m);
+}
+
+static void test_twice_called_subgraph_int32_and_f32_exact(void **state) {
+  (void)state;
+  int64_t dims[3] = {3, 7, 50};
+  int n = 3 * 7 * 50;
+  for (int pass = 0; pass < 2; pass++) {
+    kiln_elem_type_t et = pass ? KILN_F32 : KILN_S32;
+    kiln_kir_module_t *m = kir_test_build_twice(et, dims);
+    kiln_host_jit_t *jit;
+    kiln_kir_host_kernel_t k = compile(m, &jit);
+    int32_t *ai = malloc(4 * (size_t)n), *bi = malloc(4 * (size_t)n), *oi = calloc((size_t)n, 4);
+    for (int i = 0; i < n; i++) {
+      int32_t x = (int32_t)(i * 40503u) - 1000000, y = (int32_t)(i * 2654435761u);
+      if (pass) {
+        float fx = (float)x / 7.0f, fy = (float)y / 1e6f;
+        memcpy(&ai[i], &fx, 4);
+        memcpy(&bi[i], &fy, 4);
+      } else {
+        ai[i] = x;
+        bi[i] = y;
+      }
+    }
+    void *args[3] = {ai, bi, oi};
+    assert_null(kiln_kir_host_kernel_run(&k, g_pool, args));
+    for (int i = 0; i < n; i++) {
+      if (pass) {
+        float x, y, got;
+        memcpy(&x, &ai[i], 4);
+        memcpy(&y, &bi[i], 4);
+        memcpy(&got, &oi[i], 4);
+        float want = (x * 3.0f - y) + (y * 3.0f - x);
+        assert_true(memcmp(&got, &want, 4) == 0);
+      } else {
+        uint32_t want = ((uint32_t)ai[i] * 3u - (uint32_t)bi[i]) + ((uint32_t)bi[i] * 3u - (uint32_t)ai[i]);
+        assert_int_equal((uint32_t)oi[i], want);
+      }
+    }
+    free(ai);
+    free(bi);
+    free(oi);
+    kiln_host_jit_destroy(jit);
+    kiln_kir_module_destroy(m);
+  }
+}
+
+/* out[0] += in[i] with atomics from every thread of every block, on 4 workers. */
+static void test_atomic_add_from_all_blocks_sums_exactly(void **state) {
+  (void)state;
+  kiln_kir_module_t *m = kiln_kir_module_create("atomics", NULL);
+  int64_t n = 64 * 128, one = 1;
+  const kiln_kir_type_t *tin = kiln_kir_type_tensor(m, KILN_S32, 1, &n, KILN_KIR_SPACE_GLOBAL);
+  const kiln_kir_type_t *tout = kiln_kir_type_tensor(m, KILN_S32, 1, &one, KILN_KIR_SPACE_GLOBAL);
+  const kiln_kir_type_t *ps[2] = {tin, tout};
+  kiln_kir_func_t *k = kiln_kir_func_create(m, "atomics", KILN_KIR_FUNC_KERNEL, ps, NULL, 2, &tout, 1);
+  kiln_kir_func_set_written(k, 1, true);
+  int64_t block[3] = {128, 1, 1}, grid[3] = {64, 1, 1};
+  kiln_kir_func_set_launch(k, block, grid);
+  kiln_kir_builder_t b;
+  kiln_kir_builder_init(&b, m, kiln_kir_func_body(k));
+  kiln_kir_value_t *ids[2] = {kiln_kir_thread_id(&b, 0, 0, 127), kiln_kir_block_id(&b, 0, 0, 63)};
+  kiln_kir_value_t *i = kiln_kir_apply_indexing1(
+      &b, kir_test_map(m, "(th, bl) -> (bl * 128 + th), domain: th in [0, 127], bl in [0, 63]"), ids, 2);
+  kiln_kir_value_t *x = kiln_kir_extract(&b, kiln_kir_func_param(k, 0), &i, 1);
+  kiln_kir_value_t *z = kiln_kir_const_index(&b, 0);
+  kiln_kir_value_t *r = kiln_kir_atomic_rmw(&b, KILN_KIR_ATOMIC_ADD, x, kiln_kir_func_param(k, 1), &z, 1);
+  kiln_kir_return(&b, &r, 1);
+  m = kir_test_finish(&b, m);
+  kiln_host_jit_t *jit;
+  kiln_kir_host_kernel_t kk = compile(m, &jit);
+  int32_t *in = malloc(4 * (size_t)n), out = 0, want = 0;
+  for (int64_t q = 0; q < n; q++) {
+    in[q] = (int32_t)(q % 1000) - 300;
+    want += in[q];
+  }
+  void *args[2] = {in, &out};
+  for (int rep = 0; rep < 3; rep++) {
+    out = 0;
+    assert_null(kiln_kir_host_kernel_run(&kk, g_pool, args));
+    assert_int_equal(out, want);
+  }
+  free(in);
+  kiln_host_jit_destroy(jit);
+  kiln_kir_module_destroy(m);
+}
+
+static void test_host_rejects_barrier_inside_a_loop(void **state) {
+  (void)state;
+  kiln_kir_module_t *m = kiln_kir_module_create("nested_barrier", NULL);
+  int64_t n = 32;
+  const kiln_kir_type_t *t = kiln_kir_type_tensor(m, KILN_F32, 1, &n, KILN_KIR_SPACE_GLOBAL);
+  kiln_kir_func_t *k = kiln_kir_func_create(m, "nb", KILN_KIR_FUNC_KERNEL, &t, NULL, 1, &t, 1);
+  kiln_kir_func_set_written(k, 0, true);
+  kiln_kir_builder_t b;
+  kiln_kir_builder_init(&b, m, kiln_kir_func_body(k));
+  kiln_kir_value_t *sh = kiln_kir_alloc_shared(&b, KILN_F32, 1, &n);
+  kiln_kir_op_t *f = kiln_kir_for(&b, kiln_kir_const_index(&b, 0), kiln_kir_const_index(&b, 2),
+                                  kiln_kir_const_index(&b, 1), &sh, 1);
+  kiln_kir_builder_enter(&b, kiln_kir_op_region(f, 0));
+  kiln_kir_value_t *arg = kiln_kir_region_arg(kiln_kir_op_region(f, 0), 1);
+  kiln_kir_value_t *s2 = kiln_kir_op_result(kiln_kir_barrier(&b, &arg, 1), 0);
+  kiln_kir_yield(&b, &s2, 1);
+  kiln_kir_builder_exit(&b);
+  kiln_kir_value_t *p = kiln_kir_func_param(k, 0);
+  kiln_kir_return(&b, &p, 1);
+  m = kir_test_finish(&b, m);
+  assert_non_null(m);
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef mod = NULL;
+  kiln_status s = kiln_kir_lower_host(m, ctx, &mod);
+  assert_non_null(s);
+  assert_int_equal(kiln_status_code(s), KILN_UNIMPLEMENTED);
+  assert_non_null(strstr(kiln_status_message(s), "top level"));
+  kiln_status_free(s);
+  LLVMContextDispose(ctx);
+  kiln_kir_module_destroy(m);
+}
+
+static int g_calls;
+static void count_blocks(void **args, int64_t b, int64_t e) {
+  __atomic_add_fetch((int64_t *)args[0], e - b, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&g_calls, 1, __ATOMIC_RELAXED);
+}
+
+static void test_pool_runs_every_block_once_for_any_worker_count(void **state) {
+  (void)state;
+  int counts[] = {1, 2, 3, 8};
+  for (size_t c = 0; c < 4; c++) {
+    kiln_host_pool_t *p;
+    assert_null(kiln_host_pool_create(counts[c], &p));
+    assert_int_equal(kiln_host_pool_num_workers(p), counts[c]);
+    for (int64_t nb = 0; nb < 300; nb += 37) {
+      int64_t total = 0;
+      void *args[1] = {&total};
+      assert_null(kiln_host_pool_launch(p, count_blocks, args, nb, 0));
+      assert_int_equal(total, nb);
+    }
+    kiln_host_pool_destroy(p);
+  }
+  kiln_status s = kiln_host_pool_launch(NULL, NULL, NULL, 3, 0);
+  assert_non_null(s);
+  kiln_status_free(s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_gelu_f32_matches_c_within_a_few_ulp),
+      cmocka_unit_test(test_gelu_bf16_partial_grid_matches_c_within_bf16_rounding),
+      cmocka_unit_test(test_row_reduce_equals_gpu_order_sum_bit_for_bit),
+      cmocka_unit_test(test_transpose_through_shared_tile_is_exact),
+      cmocka_unit_test(test_twice_called_subgraph_int32_and_f32_exact),
+      cmocka_unit_test(test_atomic_add_from_all_blocks_sums_exactly),
+      cmocka_unit_test(test_host_rejects_barrier_inside_a_loop),
+      cmocka_unit_test(test_pool_runs_every_block_once_for_any_worker_count),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
