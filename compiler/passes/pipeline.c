@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
@@ -92,8 +93,38 @@ static void log_missing(void) {
   kiln_strbuf_free(&b);
 }
 
+/* KILN_DISABLE_PASSES=a,b (like XLA's --xla_disable_hlo_passes): names the pipeline skips. */
+static bool disabled(const char *name) {
+  const char *list = getenv("KILN_DISABLE_PASSES");
+  if (!list || !*list) return false;
+  size_t n = strlen(name);
+  for (const char *p = list; *p;) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len == n) {
+      bool same = true;
+      for (size_t i = 0; i < n && same; i++) {
+        char a = p[i] == '-' ? '_' : p[i], b = name[i] == '-' ? '_' : name[i];
+        same = a == b;
+      }
+      if (same) return true;
+    }
+    p += len;
+    if (*p == ',') p++;
+  }
+  return false;
+}
+
+static void log_disabled(void) {
+  const char *list = getenv("KILN_DISABLE_PASSES");
+  if (list && *list) fprintf(stderr, "kiln: pipeline: KILN_DISABLE_PASSES=%s: those passes are skipped\n", list);
+}
+
+static pthread_once_t g_logged_disabled = PTHREAD_ONCE_INIT;
+
 static kiln_status run_steps(kiln_hlo_module_t *m, const kiln_pass_options_t *opts, size_t num_steps) {
   pthread_once(&g_logged, log_missing);
+  pthread_once(&g_logged_disabled, log_disabled);
   kiln_pass_runner_t r;
   kiln_pass_runner_init(&r, opts);
   for (size_t s = 0; s < num_steps; s++) {
@@ -101,7 +132,7 @@ static kiln_status run_steps(kiln_hlo_module_t *m, const kiln_pass_options_t *op
     int n = 0;
     for (int k = 0; k < MAX_STEP_PASSES && kSteps[s].passes[k]; k++) {
       const kiln_pass_t *p = kiln_pipeline_find_pass(kSteps[s].passes[k]);
-      if (p) group[n++] = p;
+      if (p && !disabled(p->name)) group[n++] = p;
     }
     if (!n) continue;
     if (kSteps[s].fixed_point) {

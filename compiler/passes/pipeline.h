@@ -15,7 +15,10 @@
  * the pipeline as soon as they are registered. A stage whose passes are not registered is
  * skipped, and the missing names are logged once per process (a warning on stderr) and can
  * be queried with kiln_pipeline_missing_passes, so callers and tests can say what did not
- * run. A name matches with '_' or '-' as separator. */
+ * run. A name matches with '_' or '-' as separator.
+ *
+ * KILN_DISABLE_PASSES=a,b (environment) makes the pipeline skip those passes (logged once),
+ * like XLA's --xla_disable_hlo_passes, to bisect a problem to one pass. */
 #ifndef KILN_PASSES_PIPELINE_H_
 #define KILN_PASSES_PIPELINE_H_
 
