@@ -369,6 +369,19 @@ static void test_f16_overflow_rounds_to_inf(void **state) {
   run_done(&r);
 }
 
+/* f8 arithmetic runs in f32 and rounds to the f8 format: in f8e4m3fn 1 + 1/16 is a tie
+ * between 1 and 1.125 -> 1 (even); 448 + 64 is beyond the largest finite value and the
+ * format has no infinity -> NaN. */
+static void test_f8e4m3fn_results_round_and_overflow_to_nan(void **state) {
+  run_t r;
+  run_text(&r, MODULE("  a = f8e4m3fn[3] constant({1, 448, 1.125})\n"
+                      "  b = f8e4m3fn[3] constant({0.0625, 64, 0.0625})\n"
+                      "  ROOT s = f8e4m3fn[3] add(a, b)\n"));
+  /* 1.125 + 0.0625 = 1.1875: tie between 1.125 (odd mantissa) and 1.25 (even) -> 1.25 */
+  expect_f64(r.result, 3, (double[]){1, NAN, 1.25});
+  run_done(&r);
+}
+
 /* ---- compare ---- */
 
 /* XLA: FLOAT compares follow IEEE (NaN unordered, -0 == +0); TOTALORDER orders
@@ -594,6 +607,7 @@ int main(void) {
       cmocka_unit_test(test_is_finite),
       cmocka_unit_test(test_bf16_results_round_to_nearest_even),
       cmocka_unit_test(test_f16_overflow_rounds_to_inf),
+      cmocka_unit_test(test_f8e4m3fn_results_round_and_overflow_to_nan),
       cmocka_unit_test(test_compare_float_vs_totalorder),
       cmocka_unit_test(test_compare_signed_and_unsigned),
       cmocka_unit_test(test_select_with_array_and_scalar_predicates),
