@@ -944,6 +944,20 @@ bool kir_llvm_emit_op(kir_llvm_t *L, const kiln_kir_op_t *op) {
       kiln_elem_type_t e = a[0]->type->elem;
       LLVMValueRef p = element_ptr(L, op, 0);
       LLVMTypeRef vt = LLVMVectorType(kir_llvm_elem_mem(L, e), (unsigned)rt->lanes);
+      if (!L->target->nvptx) {
+        /* Host: scalar loads, so the loop vectorizer (which skips vector-typed memory ops)
+         * can widen the thread loop over an interleaved group. */
+        LLVMValueRef v = LLVMGetUndef(vt);
+        for (int i = 0; i < rt->lanes; i++) {
+          LLVMValueRef off = LLVMConstInt(L->idx, (unsigned)i, 0);
+          LLVMValueRef q = LLVMBuildInBoundsGEP2(b, kir_llvm_elem_mem(L, e), p, &off, 1, "");
+          LLVMValueRef x = LLVMBuildLoad2(b, kir_llvm_elem_mem(L, e), q, "");
+          LLVMSetAlignment(x, elem_align(L, e));
+          v = LLVMBuildInsertElement(b, v, x, LLVMConstInt(L->i32, (unsigned)i, 0), "");
+        }
+        r = mem_to_repr(L, e, v);
+        break;
+      }
       LLVMValueRef ld = LLVMBuildLoad2(b, vt, p, "");
       LLVMSetAlignment(ld, elem_align(L, e) * (unsigned)rt->lanes);
       r = mem_to_repr(L, e, ld);
@@ -952,7 +966,17 @@ bool kir_llvm_emit_op(kir_llvm_t *L, const kiln_kir_op_t *op) {
     case KILN_KIR_VSTORE: {
       kiln_elem_type_t e = a[1]->type->elem;
       LLVMValueRef p = element_ptr(L, op, 1);
-      LLVMValueRef st = LLVMBuildStore(b, repr_to_mem(L, e, kir_llvm_get(L, a[0])), p);
+      LLVMValueRef v = repr_to_mem(L, e, kir_llvm_get(L, a[0]));
+      if (!L->target->nvptx) {
+        for (int i = 0; i < a[0]->type->lanes; i++) {
+          LLVMValueRef off = LLVMConstInt(L->idx, (unsigned)i, 0);
+          LLVMValueRef q = LLVMBuildInBoundsGEP2(b, kir_llvm_elem_mem(L, e), p, &off, 1, "");
+          LLVMValueRef x = LLVMBuildExtractElement(b, v, LLVMConstInt(L->i32, (unsigned)i, 0), "");
+          LLVMSetAlignment(LLVMBuildStore(b, x, q), elem_align(L, e));
+        }
+        return !L->status;
+      }
+      LLVMValueRef st = LLVMBuildStore(b, v, p);
       LLVMSetAlignment(st, elem_align(L, e) * (unsigned)a[0]->type->lanes);
       return !L->status;
     }

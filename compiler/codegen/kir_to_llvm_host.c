@@ -453,12 +453,7 @@ static kiln_status lower_kernel(kir_llvm_t *L, host_t *h, LLVMValueRef fn) {
   L->entry = LLVMAppendBasicBlockInContext(L->ctx, fn, "entry");
   L->fn = fn;
   LLVMPositionBuilderAtEnd(b, L->entry);
-  LLVMValueRef args = LLVMGetParam(fn, 0);
-  for (uint32_t i = 0; i < body->num_args; i++) {
-    LLVMValueRef idx = LLVMConstInt(L->i64, i, 0);
-    LLVMValueRef p = LLVMBuildLoad2(b, L->ptr, LLVMBuildInBoundsGEP2(b, L->ptr, args, &idx, 1, ""), "");
-    kir_llvm_set(L, body->args[i], p);
-  }
+  for (uint32_t i = 0; i < body->num_args; i++) kir_llvm_set(L, body->args[i], LLVMGetParam(fn, i));
   for (size_t i = 0; i < nops; i++) {
     const kiln_kir_op_t *op = body->ops.data[i];
     if (h->kind[i] == K_SHARED) {
@@ -478,7 +473,8 @@ static kiln_status lower_kernel(kir_llvm_t *L, host_t *h, LLVMValueRef fn) {
   kir_llvm_compute_roots(L, k);
   /* Block loop. */
   tloop_t bl;
-  loop_open_v(L, &bl, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2), 1, "blk");
+  loop_open_v(L, &bl, LLVMGetParam(fn, body->num_args), LLVMGetParam(fn, body->num_args + 1), 1,
+              "blk");
   LLVMValueRef gx = LLVMConstInt(L->i64, (unsigned long long)k->grid[0], 0);
   LLVMValueRef gxy = LLVMConstInt(L->i64, (unsigned long long)(k->grid[0] * k->grid[1]), 0);
   LLVMValueRef gy = LLVMConstInt(L->i64, (unsigned long long)k->grid[1], 0);
@@ -520,12 +516,46 @@ kiln_status kiln_kir_lower_host(const kiln_kir_module_t *m, LLVMContextRef ctx, 
   h.slot = kiln_calloc(nv, sizeof(*h.slot));
   h.slot_t = kiln_calloc(nv, sizeof(*h.slot_t));
   L.user = &h;
+  /* The body goes into `<name>.impl(ptr noalias p0, ..., i64 begin, i64 end)` (always inlined)
+   * so the optimizer knows the tensors do not alias; the exported wrapper unpacks args. */
+  uint32_t np = k->body->num_args;
+  LLVMTypeRef *it = kiln_calloc(np + 3, sizeof(*it));
+  for (uint32_t i = 0; i < np; i++) it[i] = L.ptr;
+  it[np] = it[np + 1] = L.i64;
+  char iname[160];
+  snprintf(iname, sizeof(iname), "%s.impl", k->name);
+  LLVMValueRef impl = LLVMAddFunction(L.mod, iname, LLVMFunctionType(L.void_t, it, np + 2, 0));
+  kiln_free(it);
+  LLVMSetLinkage(impl, LLVMInternalLinkage);
+  unsigned na = LLVMGetEnumAttributeKindForName("noalias", 7);
+  unsigned ro = LLVMGetEnumAttributeKindForName("readonly", 8);
+  unsigned ai = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
+  for (uint32_t i = 0; i < np; i++) {
+    LLVMAddAttributeAtIndex(impl, i + 1, LLVMCreateEnumAttribute(ctx, na, 0));
+    if (!k->param_written[i]) LLVMAddAttributeAtIndex(impl, i + 1, LLVMCreateEnumAttribute(ctx, ro, 0));
+  }
+  LLVMAddAttributeAtIndex(impl, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, ai, 0));
   LLVMTypeRef pt[3] = {L.ptr, L.i64, L.i64};
   LLVMValueRef fn = LLVMAddFunction(L.mod, k->name, LLVMFunctionType(L.void_t, pt, 3, 0));
+  {
+    LLVMBasicBlockRef e = LLVMAppendBasicBlockInContext(ctx, fn, "entry");
+    LLVMPositionBuilderAtEnd(L.b, e);
+    LLVMValueRef *cargs = kiln_calloc(np + 3, sizeof(*cargs));
+    for (uint32_t i = 0; i < np; i++) {
+      LLVMValueRef idx = LLVMConstInt(L.i64, i, 0);
+      cargs[i] = LLVMBuildLoad2(L.b, L.ptr,
+                                LLVMBuildInBoundsGEP2(L.b, L.ptr, LLVMGetParam(fn, 0), &idx, 1, ""), "");
+    }
+    cargs[np] = LLVMGetParam(fn, 1);
+    cargs[np + 1] = LLVMGetParam(fn, 2);
+    LLVMBuildCall2(L.b, LLVMGlobalGetValueType(impl), impl, cargs, np + 2, "");
+    LLVMBuildRetVoid(L.b);
+    kiln_free(cargs);
+  }
   for (size_t i = 0; i < m->funcs.len; i++)
-    if (m->funcs.data[i] == k) L.funcs[i] = fn;
+    if (m->funcs.data[i] == k) L.funcs[i] = impl;
   kiln_status s = NULL;
-  if (kir_llvm_emit_subgraphs(&L)) s = lower_kernel(&L, &h, fn);
+  if (kir_llvm_emit_subgraphs(&L)) s = lower_kernel(&L, &h, impl);
   if (!s) {
     s = L.status;
     L.status = NULL;
