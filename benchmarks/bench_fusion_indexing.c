@@ -43,7 +43,7 @@ static void load_dir(const char *corpus, const char *sub, file_vec_t *files, com
     if (strlen(e->d_name) > 4 && strcmp(e->d_name + strlen(e->d_name) - 4, ".hlo") == 0)
       kiln_vec_push(&names, strdup(e->d_name));
   closedir(d);
-  qsort(names.data, names.len, sizeof *names.data, cmp_str);
+  if (names.len) qsort(names.data, names.len, sizeof *names.data, cmp_str);
   for (size_t i = 0; i < names.len; i++) {
     snprintf(path, sizeof path, "%s/%s/%s", corpus, sub, names.data[i]);
     kiln_hlo_file_t *f = NULL;

@@ -198,7 +198,7 @@ static bool collect_point(void *user, const int64_t *dims, const int64_t *syms, 
 
 static bool pairset_has(const pairset_t *s, uint64_t o, uint64_t p) {
   uint64_t k = o * s->in_count + p;
-  return bsearch(&k, s->keys.data, s->keys.len, sizeof k, cmp_u64) != NULL;
+  return s->keys.len && bsearch(&k, s->keys.data, s->keys.len, sizeof k, cmp_u64) != NULL;
 }
 
 typedef KILN_VEC(kiln_literal_t *) lit_vec_t;
@@ -328,7 +328,7 @@ static bool brute_force(const kiln_hlo_computation_t *f, bool exact, bf_stats_t 
           fail();
         }
       }
-      qsort(sets[r].keys.data, sets[r].keys.len, sizeof(uint64_t), cmp_u64);
+      if (sets[r].keys.len) qsort(sets[r].keys.data, sets[r].keys.len, sizeof(uint64_t), cmp_u64);
     }
     if (any_unknown || any_large) {
       stats->skipped_unknown += any_unknown;

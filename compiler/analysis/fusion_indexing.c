@@ -7,6 +7,7 @@
 #include "base/hashmap.h"
 #include "base/vec.h"
 #include "compiler/analysis/hlo_indexing.h"
+#include "compiler/analysis/hlo_indexing_internal.h"
 
 typedef struct node {
   bool reached, unknown;
@@ -72,7 +73,7 @@ static void push_composed(walk_t *w, const kiln_indexing_map_t *m, const kiln_in
     node_mark_unknown(dst);
     return;
   }
-  kiln_indexing_map_simplify(c);
+  kiln_hlo_ix_simplify(c);
   kiln_indexing_map_remove_unused_symbols(c);
   if (c->known_empty || kiln_indexing_map_check_empty(c)) {
     kiln_indexing_map_free(c);

@@ -230,7 +230,7 @@ static kiln_status reshape(kiln_affine_ctx_t *ctx, const kiln_hlo_instruction_t 
   }
   kiln_indexing_map_t *m = kiln_hlo_ix_map_over(ctx, os, 0, 0);
   for (int i = 0; i < is->rank; i++) kiln_indexing_map_add_result(m, out[i]);
-  kiln_indexing_map_simplify(m);
+  kiln_hlo_ix_simplify(m);
   ix->operands[0].map = m;
   return KILN_STATUS_OK;
 }
@@ -706,6 +706,6 @@ kiln_status kiln_hlo_indexing_output_to_input(kiln_affine_ctx_t *ctx,
   /* Constraints on single dimensions become their intervals; constants move across. */
   for (int k = 0; k < n; k++)
     if (out->operands[k].map && !out->operands[k].map->known_empty)
-      kiln_indexing_map_simplify(out->operands[k].map);
+      kiln_hlo_ix_simplify(out->operands[k].map);
   return KILN_STATUS_OK;
 }

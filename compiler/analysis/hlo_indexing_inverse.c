@@ -87,7 +87,7 @@ static kiln_status reshape(kiln_affine_ctx_t *ctx, const kiln_hlo_instruction_t 
   }
   kiln_indexing_map_t *m = kiln_hlo_ix_map_over(ctx, is, 0, 0);
   for (int i = 0; i < os->rank; i++) kiln_indexing_map_add_result(m, res[i]);
-  kiln_indexing_map_simplify(m);
+  kiln_hlo_ix_simplify(m);
   *out = m;
   return KILN_STATUS_OK;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "compiler/analysis/hlo_indexing.h"
+#include "compiler/analysis/hlo_indexing_internal.h"
 
 #define MAX_RANK 32
 
@@ -99,7 +100,7 @@ kiln_status kiln_launch_grid_linear_map(kiln_affine_ctx_t *ctx, const kiln_launc
   KILN_RETURN_IF_ERROR_PLAIN(grid_map(ctx, grid, vector_name, out, &lin));
   kiln_indexing_map_add_result(*out, lin);
   kiln_indexing_map_add_constraint(*out, lin, 0, grid->num_elements - 1);
-  kiln_indexing_map_simplify(*out);
+  kiln_hlo_ix_simplify(*out);
   return KILN_STATUS_OK;
 }
 
@@ -122,6 +123,6 @@ kiln_status kiln_launch_grid_thread_map(kiln_affine_ctx_t *ctx, const kiln_launc
   }
   for (int i = 0; i < shape->rank; i++) kiln_indexing_map_add_result(*out, idx[i]);
   kiln_indexing_map_add_constraint(*out, lin, 0, grid->num_elements - 1);
-  kiln_indexing_map_simplify(*out);
+  kiln_hlo_ix_simplify(*out);
   return KILN_STATUS_OK;
 }
