@@ -1,0 +1,260 @@
+/* Call inlining, while-loop constant sinking, and the pipeline driver (stage lookup by
+ * name, missing stages reported) on small hand-written modules. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "compiler/passes/pipeline.h"
+#include "tests/pass_test_util.h"
+
+static void test_call_inlining_handles_multiple_call_sites(void **state) {
+  kiln_hlo_module_t *m = pt_run_same_results(
+      "HloModule t\n"
+      "square_plus {\n"
+      "  x = f32[4] parameter(0)\n"
+      "  y = f32[4] parameter(1)\n"
+      "  sq = f32[4] multiply(x, x)\n"
+      "  ROOT s = f32[4] add(sq, y)\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  p = f32[4] parameter(0)\n"
+      "  q = f32[4] parameter(1)\n"
+      "  c1 = f32[4] call(p, q), to_apply=square_plus\n"
+      "  c2 = f32[4] call(q, c1), to_apply=square_plus\n"
+      "  ROOT r = f32[4] subtract(c1, c2)\n"
+      "}\n",
+      "call_inline");
+  assert_int_equal(pt_count(m, KILN_OP_CALL), 0);
+  assert_int_equal(pt_count(m, KILN_OP_MULTIPLY), 2);
+  assert_int_equal(pt_count(m, KILN_OP_ADD), 2);
+  assert_null(kiln_hlo_module_find_computation(m, "square_plus"));
+  assert_int_equal(m->computations.len, 1);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_call_inlining_handles_nested_calls_and_parameter_roots(void **state) {
+  kiln_hlo_module_t *m = pt_run_same_results(
+      "HloModule t\n"
+      "first {\n"
+      "  b = s32[3] parameter(1)\n"
+      "  ROOT a = s32[3] parameter(0)\n"
+      "}\n"
+      "inner {\n"
+      "  x = s32[3] parameter(0)\n"
+      "  ROOT n = s32[3] negate(x)\n"
+      "}\n"
+      "outer {\n"
+      "  y = s32[3] parameter(0)\n"
+      "  i = s32[3] call(y), to_apply=inner\n"
+      "  ROOT m = s32[3] multiply(i, y)\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  p = s32[3] parameter(0)\n"
+      "  q = s32[3] parameter(1)\n"
+      "  f = s32[3] call(q, p), to_apply=first\n"
+      "  ROOT o = s32[3] call(f), to_apply=outer\n"
+      "}\n",
+      "call_inline");
+  assert_int_equal(pt_count(m, KILN_OP_CALL), 0);
+  assert_int_equal(m->computations.len, 1);
+  /* first returns its parameter 0, i.e. q. */
+  pt_expect_text(m, "negate(q)", true);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_call_inlining_keeps_callees_still_used_elsewhere(void **state) {
+  kiln_hlo_module_t *m = pt_run_same_results(
+      "HloModule t\n"
+      "add {\n"
+      "  x = f32[] parameter(0)\n"
+      "  y = f32[] parameter(1)\n"
+      "  ROOT s = f32[] add(x, y)\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  p = f32[] parameter(0)\n"
+      "  c = f32[] call(p, p), to_apply=add\n"
+      "  v = f32[4] broadcast(c), dimensions={}\n"
+      "  z = f32[] constant(0)\n"
+      "  ROOT r = f32[] reduce(v, z), dimensions={0}, to_apply=add\n"
+      "}\n",
+      "call_inline");
+  assert_int_equal(pt_count(m, KILN_OP_CALL), 0);
+  assert_non_null(kiln_hlo_module_find_computation(m, "add"));
+  kiln_hlo_module_destroy(m);
+}
+
+static const char *kLoop =
+    "HloModule t\n"
+    "body {\n"
+    "  s = (s32[], f32[4], f32[4]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(s), index=0\n"
+    "  k = f32[4] get-tuple-element(s), index=1\n"
+    "  acc = f32[4] get-tuple-element(s), index=2\n"
+    "  one = s32[] constant(1)\n"
+    "  i2 = s32[] add(i, one)\n"
+    "  acc2 = f32[4] add(acc, k)\n"
+    "  ROOT t = (s32[], f32[4], f32[4]) tuple(i2, k, acc2)\n"
+    "}\n"
+    "cond {\n"
+    "  cs = (s32[], f32[4], f32[4]) parameter(0)\n"
+    "  ci = s32[] get-tuple-element(cs), index=0\n"
+    "  ck = f32[4] get-tuple-element(cs), index=1\n"
+    "  c0 = f32[1] slice(ck), slice={[0:1]}\n"
+    "  c0s = f32[] reshape(c0)\n"
+    "  lim = s32[] convert(c0s)\n"
+    "  ROOT lt = pred[] compare(ci, lim), direction=LT\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  p = f32[4] parameter(0)\n"
+    "  zero = s32[] constant(0)\n"
+    "  kc = f32[4] constant({5, 1, 2, 3})\n"
+    "  init = (s32[], f32[4], f32[4]) tuple(zero, kc, p)\n"
+    "  w = (s32[], f32[4], f32[4]) while(init), condition=cond, body=body\n"
+    "  ROOT r = f32[4] get-tuple-element(w), index=2\n"
+    "}\n";
+
+static void test_while_loop_constants_sink_into_body_and_condition(void **state) {
+  kiln_hlo_module_t *m = pt_run_same_results(kLoop, "while_loop_constants");
+  char *body = pt_comp_text(m, "body");
+  char *cond = pt_comp_text(m, "cond");
+  /* The body uses a copy of the constant; its root still passes element 1 through. */
+  assert_non_null(strstr(body, "f32[4] constant({5, 1, 2, 3})"));
+  assert_non_null(strstr(body, "tuple(i2, k, acc2)"));
+  assert_null(strstr(body, "add(acc, k)"));
+  /* The condition reads the constant instead of the loop state, and the counter (which
+   * changes) still comes from the state. */
+  assert_non_null(strstr(cond, "f32[4] constant({5, 1, 2, 3})"));
+  assert_null(strstr(cond, "index=1"));
+  assert_non_null(strstr(cond, "index=0"));
+  kiln_free(body);
+  kiln_free(cond);
+  kiln_hlo_module_destroy(m);
+  /* Then folding sees the trip count as a constant. */
+  m = pt_run_same_results(kLoop, "while_loop_constants,(constant_folding,dce)");
+  char *c2 = pt_comp_text(m, "cond");
+  assert_non_null(strstr(c2, "s32[] constant(5)"));
+  kiln_free(c2);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_while_loop_constants_leave_changing_state(void **state) {
+  /* Element 1 starts as a constant but the body changes it: nothing to sink. */
+  kiln_hlo_module_t *m = pt_run_same_results(
+      "HloModule t\n"
+      "body {\n"
+      "  s = (s32[], s32[]) parameter(0)\n"
+      "  i = s32[] get-tuple-element(s), index=0\n"
+      "  v = s32[] get-tuple-element(s), index=1\n"
+      "  one = s32[] constant(1)\n"
+      "  i2 = s32[] add(i, one)\n"
+      "  v2 = s32[] multiply(v, i2)\n"
+      "  ROOT t = (s32[], s32[]) tuple(i2, v2)\n"
+      "}\n"
+      "cond {\n"
+      "  cs = (s32[], s32[]) parameter(0)\n"
+      "  ci = s32[] get-tuple-element(cs), index=0\n"
+      "  ten = s32[] constant(10)\n"
+      "  ROOT lt = pred[] compare(ci, ten), direction=LT\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  zero = s32[] constant(0)\n"
+      "  two = s32[] constant(2)\n"
+      "  init = (s32[], s32[]) tuple(zero, two)\n"
+      "  ROOT w = (s32[], s32[]) while(init), condition=cond, body=body\n"
+      "}\n",
+      "while_loop_constants");
+  char *body = pt_comp_text(m, "body");
+  assert_non_null(strstr(body, "multiply(v, i2)"));
+  kiln_free(body);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_pass_lists_and_groups_run_by_name(void **state) {
+  kiln_hlo_module_t *m = pt_parse(
+      "HloModule t\n"
+      "ENTRY e {\n"
+      "  p = f32[4] parameter(0)\n"
+      "  ROOT r = f32[4] negate(p)\n"
+      "}\n");
+  kiln_pass_options_t o = {.verify = 1};
+  kiln_status s = kiln_pass_run_list(m, "call_inline,(simplify,constant_folding,dce,cse)", &o);
+  assert_null(s);
+  s = kiln_pass_run_list(m, "simplify,no_such_pass", &o);
+  assert_non_null(s);
+  assert_non_null(strstr(kiln_status_message(s), "no_such_pass"));
+  kiln_status_free(s);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_pipeline_reports_exactly_the_unregistered_stages(void **state) {
+  const char *missing[32];
+  int n = kiln_pipeline_missing_passes(missing, 32);
+  assert_true(n <= 32);
+  for (int i = 0; i < n; i++) assert_null(kiln_pipeline_find_pass(missing[i]));
+  /* The simplification stages are all here. */
+  const char *mine[] = {"call_inline", "simplify", "constant_folding", "tuple_simplify",
+                        "while_loop_constants", "dce", "cse", "simplify_layout"};
+  for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) {
+    assert_non_null(kiln_pipeline_find_pass(mine[i]));
+    for (int k = 0; k < n; k++) assert_string_not_equal(missing[k], mine[i]);
+  }
+  /* '-' and '_' are interchangeable. */
+  assert_ptr_equal(kiln_pipeline_find_pass("constant-folding"), kiln_pass_find("constant_folding"));
+  kiln_strbuf_t b = {0};
+  kiln_pipeline_describe(&b);
+  const char *d = kiln_strbuf_cstr(&b);
+  assert_non_null(strstr(d, "simplification"));
+  assert_non_null(strstr(d, "buffer assignment"));
+  int marked = 0;
+  for (const char *p = d; (p = strstr(p, "[not registered]")) != NULL; p++) marked++;
+  assert_int_equal(marked, n);
+  printf("pipeline:\n%s", d);
+  kiln_strbuf_free(&b);
+}
+
+static void test_pipeline_simplifies_and_keeps_results(void **state) {
+  kiln_hlo_module_t *m = pt_parse(
+      "HloModule t\n"
+      "helper {\n"
+      "  x = f32[8] parameter(0)\n"
+      "  one = f32[] constant(1)\n"
+      "  b = f32[8] broadcast(one), dimensions={}\n"
+      "  ROOT m = f32[8] multiply(x, b)\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  p = f32[8] parameter(0)\n"
+      "  c = f32[8] call(p), to_apply=helper\n"
+      "  t = f32[8] transpose(c), dimensions={0}\n"
+      "  e1 = f32[8] exponential(t)\n"
+      "  e2 = f32[8] exponential(p)\n"
+      "  ROOT s = f32[8] add(e1, e2)\n"
+      "}\n");
+  kiln_pass_options_t o = {.verify = 1};
+  kiln_status s = kiln_pipeline_run_simplification(m, &o);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  /* call inlined, x*1 and the identity transpose gone, the two exponentials merged. */
+  assert_int_equal(pt_count(m, KILN_OP_CALL), 0);
+  assert_int_equal(pt_count(m, KILN_OP_MULTIPLY), 0);
+  assert_int_equal(pt_count(m, KILN_OP_TRANSPOSE), 0);
+  assert_int_equal(pt_count(m, KILN_OP_EXP), 1);
+  assert_int_equal(m->computations.len, 1);
+  kiln_hlo_module_destroy(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_call_inlining_handles_multiple_call_sites),
+      cmocka_unit_test(test_call_inlining_handles_nested_calls_and_parameter_roots),
+      cmocka_unit_test(test_call_inlining_keeps_callees_still_used_elsewhere),
+      cmocka_unit_test(test_while_loop_constants_sink_into_body_and_condition),
+      cmocka_unit_test(test_while_loop_constants_leave_changing_state),
+      cmocka_unit_test(test_pass_lists_and_groups_run_by_name),
+      cmocka_unit_test(test_pipeline_reports_exactly_the_unregistered_stages),
+      cmocka_unit_test(test_pipeline_simplifies_and_keeps_results),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
