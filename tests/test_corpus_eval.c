@@ -40,6 +40,7 @@
 #include "base/str.h"
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
+#include "tools/common/corpus.h"
 #include "tools/common/fake_args.h"
 
 #define KILN_CORPUS_MAX_PARAM_ELEMENTS (INT64_C(1) << 26)
@@ -476,10 +477,13 @@ static void run_folder(corpus_stats_t *st, const char *sub) {
         snprintf(name, sizeof name, "%s#%d", label, k);
       else
         snprintf(name, sizeof name, "%s", label);
-      if (strstr(names.data[i], "invalid_concat")) {
+      const kiln_corpus_invalid_t *known = kiln_corpus_find_invalid(path, k);
+      if (known) {
         kiln_status v = kiln_hlo_module_verify(mods[k]);
         if (v) {
-          record_skip(st, name, "invalid on purpose (rejected by the verifier)");
+          char why[300];
+          snprintf(why, sizeof why, "invalid HLO, rejected by the verifier: %s", known->why);
+          record_skip(st, name, why);
           kiln_status_free(v);
           continue;
         }

@@ -15,43 +15,11 @@
 #include "base/alloc.h"
 #include "base/str.h"
 #include "compiler/hlo/ir.h"
+#include "tools/common/corpus.h"
 #include "tools/common/hlo_file.h"
 
 #define INVALID_CONCAT "xla__tools__tests__data__invalid_concat.hlo"
 
-/* Modules in XLA's test inputs that XLA's own verifier would reject too (the tests that
- * hold them run without it). They must still parse and round-trip; the verifier must
- * reject each with the stated reason. Any other verifier failure is a regression. */
-typedef struct known_invalid {
-  const char *file_suffix;
-  int module;
-  const char *message_part;
-} known_invalid_t;
-
-static const known_invalid_t kKnownInvalid[] = {
-    /* entry layout says f32[], the parameters are f8e5m2fnuz[] */
-    {"xla__hlo__builder__tests__math_next_after.hlo", 1, "entry_computation_layout"},
-    /* entry layout says f32[524,524,524], the parameter is f16 */
-    {"xla__hlo__translate__hlo_to_mhlo__tests__layouts_and_names.hlo", 1, "entry_computation_layout"},
-    /* dot(s8[8], s16[8]) without contracting dims is an outer product s32[8,8], not s32[8] */
-    {"xla__hlo__transforms__tests__operand_upcaster.hlo", 0, "dot"},
-    /* padding -1_-1 gives bf16[8,0,5,5,32], the module declares [4,4,5,5,32] */
-    {"xla__hlo__transforms__tests__rewrite_bf16_conv_to_onednn.hlo", 1, "convolution"},
-    /* call of a computation taking f32[] with f32[4] operands (a test of a text tool) */
-    {"xla__hlo__tools__tests__generate_hlo_test_checks_test_input.hlo", 4, "call"},
-    {"xla__hlo__tools__tests__generate_hlo_test_checks_test_output.hlo", 4, "call"},
-    /* window size 3x3 with a 2x2 kernel */
-    {"xla__hlo__translate__hlo_to_mhlo__tests__import.hlo", 0, "window size"},
-    /* broadcast f32[1] -> f32[3]: XLA requires equal sizes, no size-1 stretching */
-    {"xla__hlo__translate__hlo_to_mhlo__tests__while.hlo", 0, "broadcast"},
-};
-
-static const known_invalid_t *find_known_invalid(const char *path, int module) {
-  for (size_t i = 0; i < sizeof kKnownInvalid / sizeof kKnownInvalid[0]; i++)
-    if (kiln_str_ends_with(path, kKnownInvalid[i].file_suffix) && kKnownInvalid[i].module == module)
-      return &kKnownInvalid[i];
-  return NULL;
-}
 
 typedef KILN_VEC(char *) path_list_t;
 
@@ -132,7 +100,7 @@ static void test_whole_modules_parse_verify_and_round_trip(void **state) {
     for (int k = 0; k < f->num_modules; k++) {
       modules++;
       kiln_status vs = kiln_hlo_module_verify(f->modules[k]);
-      const known_invalid_t *known = find_known_invalid(path, k);
+      const kiln_corpus_invalid_t *known = kiln_corpus_find_invalid(path, k);
       if (known) {
         char *msg = check_fixed_point(f->modules[k], path);
         if (vs && strstr(kiln_status_message(vs), known->message_part) && !msg) {
@@ -165,7 +133,9 @@ static void test_whole_modules_parse_verify_and_round_trip(void **state) {
     files_ok += all_ok;
     kiln_hlo_file_free(f);
   }
-  size_t num_known = sizeof kKnownInvalid / sizeof kKnownInvalid[0];
+  size_t num_known = 0;
+  kiln_corpus_invalid_list(&num_known);
+  num_known--; /* invalid_concat is checked by its own test */
   printf("corpus xla+real: %d/%d modules parse, verify and round-trip; %d/%zu known-invalid "
          "modules parse, round-trip and are rejected for the expected reason (%d/%zu files)\n",
          passed, modules - (int)num_known, rejected_as_expected, num_known, files_ok, files.len - 1);

@@ -1,0 +1,21 @@
+/* Facts about the shared HLO corpus that several tests need. */
+#ifndef KILN_TOOLS_CORPUS_H_
+#define KILN_TOOLS_CORPUS_H_
+
+#include <stddef.h>
+
+/* A module of XLA's test inputs that XLA's own verifier would reject too (the tests that
+ * hold them run without it). kiln must parse and round-trip it, and its verifier must
+ * reject it with a message containing `message_part`. */
+typedef struct kiln_corpus_invalid {
+  const char *file_suffix;
+  int module; /* index of the module in a multi-module file */
+  const char *message_part;
+  const char *why;
+} kiln_corpus_invalid_t;
+
+const kiln_corpus_invalid_t *kiln_corpus_invalid_list(size_t *out_n);
+/* The entry for module `module` of the file at `path`, or NULL. */
+const kiln_corpus_invalid_t *kiln_corpus_find_invalid(const char *path, int module);
+
+#endif /* KILN_TOOLS_CORPUS_H_ */
