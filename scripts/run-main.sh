@@ -8,3 +8,5 @@ cmake --build build -j"$(nproc)"
 example=examples/gelu.hlo
 echo "== kiln-opt --stats $example"
 ./build/kiln-opt --stats "$example"
+echo "== kiln-run --timings $example (reference evaluator on the host)"
+./build/kiln-run --timings "$example"
