@@ -731,7 +731,7 @@ bool kiln_indexing_map_simplify(kiln_indexing_map_t *m) {
     size_t j = 0;
     for (int k = 0; k < 3; k++)
       for (size_t i = 0; i < m->vars[k].len; i++) saved[j++] = m->vars[k].data[i].bounds;
-    memcpy(saved_res, m->results.data, m->results.len * sizeof *saved_res);
+    if (m->results.len) memcpy(saved_res, m->results.data, m->results.len * sizeof *saved_res);
     kiln_vec_clear(&saved_cons);
     for (size_t i = 0; i < m->constraints.len; i++) kiln_vec_push(&saved_cons, m->constraints.data[i]);
 
