@@ -1,0 +1,82 @@
+/* Elemental emitter: turns each subgraph of a partitioned fusion computation into one
+ * kernel-IR function `(tensors..., indices...) -> scalars` that computes its roots' elements
+ * at the given output index (the emitter document's "Elemental emission" and "Subgraph
+ * functions").
+ *
+ * Emission is recursive from the roots: an operand in the same subgraph is emitted inline
+ * (once per distinct index: a value read twice at the same index, like GELU's parameter, is
+ * extracted once), an operand in another subgraph becomes a `call` of that subgraph's
+ * function, a parameter (or a non-scalar constant) becomes a tensor `extract`.
+ *
+ * Supported:
+ *   - every elementwise opcode on every element type the kernel IR has (pred, s2..s64,
+ *     u2..u64, f16, bf16, f32, f64, every f8, f4e2m1fn); narrow floats compute through f32
+ *     and round to nearest even after every op (the kernel IR's rule). acos, asin, acosh,
+ *     asinh, atanh, cosh, sinh are built from the kernel IR's math ops with formulas that
+ *     keep full precision near zero (log1p / expm1 forms); integer power by squaring;
+ *     compare with every direction and type (TOTALORDER through the integer total-order
+ *     key); reduce-precision with XLA's bit algorithm; map; clamp; bitcast-convert between
+ *     equal widths;
+ *   - pure index transforms through the per-opcode indexing maps (hlo_indexing.h):
+ *     transpose, broadcast, reshape, bitcast (default layouts), copy, slice, reverse, iota,
+ *     concatenate (a chain of ifs on the maps' constraints), pad (the padding value unless
+ *     the map's constraints hold), dynamic-slice and canonical gather (runtime variables:
+ *     start indices read from their operands, clamped into the variable's interval);
+ *   - reduce, reduce-window and dot inside a loop fusion (not as heroes): nested `for` loops
+ *     over the map's symbols with the accumulators as iteration arguments, the reducer
+ *     computation emitted inline on scalars; dot accumulates in f32 for narrow floats as the
+ *     evaluator does.
+ * Anything else (complex types, sort, scatter, dynamic-update-slice, rng, ...) is
+ * UNIMPLEMENTED naming the opcode.
+ *
+ * Tensors: the functions take one tensor per fusion parameter (by parameter number), then
+ * one per non-scalar constant (in instruction order); kiln_elemental_tensor_instr names
+ * them. Shapes must have default (or no) layouts. */
+#ifndef KILN_COMPILER_CODEGEN_ELEMENTAL_H_
+#define KILN_COMPILER_CODEGEN_ELEMENTAL_H_
+
+#include <stdbool.h>
+
+#include "base/status.h"
+#include "compiler/codegen/kir.h"
+#include "compiler/codegen/partitioner.h"
+#include "compiler/hlo/ir.h"
+
+typedef struct kiln_elemental {
+  kiln_kir_module_t *m;
+  const kiln_hlo_computation_t *comp;
+  const kiln_partition_t *part;
+  int num_tensors;
+  const kiln_hlo_instruction_t **tensors; /* parameters by number, then array constants */
+  const kiln_kir_type_t **tensor_types;
+  kiln_kir_func_t **funcs; /* one per subgraph */
+} kiln_elemental_t;
+
+/* Element type of a kernel-IR scalar for an HLO element type, or UNIMPLEMENTED (complex,
+ * token, tuple). */
+kiln_status kiln_elemental_check_type(kiln_elem_type_t t);
+
+/* Prepares emission of computation `c` partitioned as `p` into module `m` (whose affine
+ * context is used for every map). Checks element types and layouts. */
+kiln_status kiln_elemental_init(kiln_elemental_t *e, kiln_kir_module_t *m,
+                                const kiln_hlo_computation_t *c, const kiln_partition_t *p);
+void kiln_elemental_free(kiln_elemental_t *e);
+
+/* The fusion instruction behind tensor argument i (a parameter or an array constant). */
+const kiln_hlo_instruction_t *kiln_elemental_tensor_instr(const kiln_elemental_t *e, int i);
+
+/* Declares one function per subgraph and emits all their bodies. */
+kiln_status kiln_elemental_emit_functions(kiln_elemental_t *e);
+
+/* Emits, at builder `b`'s insertion point, a call of subgraph `sg`'s function with the
+ * given tensors (num_tensors values) and indices (the subgraph's rank). Returns the call op
+ * (its results: every output of every root, in root order). */
+kiln_kir_op_t *kiln_elemental_call(kiln_elemental_t *e, kiln_kir_builder_t *b, int sg,
+                                   kiln_kir_value_t *const *tensors,
+                                   kiln_kir_value_t *const *indices);
+
+/* Index of the first result of root `instr` in subgraph `sg`'s results, or -1. */
+int kiln_elemental_root_result(const kiln_elemental_t *e, int sg,
+                               const kiln_hlo_instruction_t *instr);
+
+#endif /* KILN_COMPILER_CODEGEN_ELEMENTAL_H_ */

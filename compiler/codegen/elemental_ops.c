@@ -1,0 +1,421 @@
+/* Elemental emitter: scalar math of every elementwise opcode, constants, and scalar
+ * computations (reducers, map bodies) emitted inline. */
+#include <math.h>
+#include <string.h>
+
+#include "base/hashmap.h"
+#include "compiler/codegen/elemental_internal.h"
+
+#define B (f->b)
+
+static kiln_elem_type_t elem_of(const kiln_kir_value_t *v) { return v->type->elem; }
+
+static kiln_kir_value_t *cf(kiln_elem_fn_t *f, const kiln_kir_type_t *t, double v) {
+  kiln_kir_const_t c = {0};
+  c.f = v;
+  return kiln_kir_const(B, t, c);
+}
+
+static kiln_kir_value_t *ci(kiln_elem_fn_t *f, const kiln_kir_type_t *t, int64_t v) {
+  kiln_kir_const_t c = {0};
+  c.i = v;
+  return kiln_kir_const(B, t, c);
+}
+
+static kiln_kir_value_t *bin(kiln_elem_fn_t *f, kiln_kir_opcode_t op, kiln_kir_value_t *a,
+                             kiln_kir_value_t *b) {
+  return kiln_kir_binary(B, op, a, b);
+}
+
+static kiln_kir_value_t *un(kiln_elem_fn_t *f, kiln_kir_opcode_t op, kiln_kir_value_t *a) {
+  return kiln_kir_unary(B, op, a);
+}
+
+kiln_kir_value_t *kiln_elem_constant(kiln_elem_fn_t *f, const kiln_literal_t *lit, int64_t i) {
+  if (!lit || lit->unknown || !kiln_shape_is_array(lit->shape) || i >= lit->num_elements) {
+    kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("constant without known contents"));
+    return NULL;
+  }
+  kiln_elem_type_t t = lit->shape->type;
+  if (kiln_elem_type_is_float(t)) return kiln_kir_const_float(B, t, kiln_literal_get_f64(lit, i));
+  if (kiln_elem_type_is_unsigned_int(t))
+    return kiln_kir_const_int(B, t, (int64_t)kiln_literal_get_u64(lit, i));
+  return kiln_kir_const_int(B, t, kiln_literal_get_s64(lit, i));
+}
+
+/* ---- math built from the kernel IR's ops, computed in f32 (narrow floats) or f64 ---- */
+
+static kiln_kir_value_t *derived_math(kiln_elem_fn_t *f, kiln_hlo_opcode_t op,
+                                      kiln_kir_value_t *x0) {
+  kiln_elem_type_t et = elem_of(x0);
+  kiln_elem_type_t wt = et == KILN_F64 ? KILN_F64 : KILN_F32;
+  const kiln_kir_type_t *w = kiln_kir_type_scalar(f->e->m, wt);
+  kiln_kir_value_t *x = et == wt ? x0 : kiln_kir_convert(B, x0, w);
+  kiln_kir_value_t *one = cf(f, w, 1.0), *half = cf(f, w, 0.5);
+  /* Beyond `big`, x*x overflows (or 1 + x*x == x*x): use log(|x|) + log(2). */
+  double big = wt == KILN_F64 ? 1e150 : 1e18;
+  kiln_kir_value_t *r = NULL;
+  switch (op) {
+    case KILN_OP_ACOS:
+    case KILN_OP_ASIN: {
+      kiln_kir_value_t *s = un(f, KILN_KIR_SQRT, bin(f, KILN_KIR_MUL, bin(f, KILN_KIR_SUB, one, x),
+                                                     bin(f, KILN_KIR_ADD, one, x)));
+      r = op == KILN_OP_ACOS ? bin(f, KILN_KIR_ATAN2, s, x) : bin(f, KILN_KIR_ATAN2, x, s);
+      break;
+    }
+    case KILN_OP_ACOSH: {
+      /* log1p(t + sqrt(t * (x + 1))) with t = x - 1: exact near 1. */
+      kiln_kir_value_t *t = bin(f, KILN_KIR_SUB, x, one);
+      kiln_kir_value_t *s = un(f, KILN_KIR_SQRT, bin(f, KILN_KIR_MUL, t, bin(f, KILN_KIR_ADD, x, one)));
+      kiln_kir_value_t *small = un(f, KILN_KIR_LOG1P, bin(f, KILN_KIR_ADD, t, s));
+      kiln_kir_value_t *large = bin(f, KILN_KIR_ADD, un(f, KILN_KIR_LOG, x), cf(f, w, M_LN2));
+      r = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_GT, x, cf(f, w, big)), large, small);
+      break;
+    }
+    case KILN_OP_ASINH: {
+      /* sign(x) * log1p(a + a^2 / (1 + sqrt(1 + a^2))), a = |x|. */
+      kiln_kir_value_t *a = un(f, KILN_KIR_ABS, x);
+      kiln_kir_value_t *a2 = bin(f, KILN_KIR_MUL, a, a);
+      kiln_kir_value_t *d = bin(f, KILN_KIR_ADD, one, un(f, KILN_KIR_SQRT, bin(f, KILN_KIR_ADD, one, a2)));
+      kiln_kir_value_t *small = un(f, KILN_KIR_LOG1P, bin(f, KILN_KIR_ADD, a, bin(f, KILN_KIR_DIV, a2, d)));
+      kiln_kir_value_t *large = bin(f, KILN_KIR_ADD, un(f, KILN_KIR_LOG, a), cf(f, w, M_LN2));
+      kiln_kir_value_t *m = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_GT, a, cf(f, w, big)), large, small);
+      r = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, x, cf(f, w, 0.0)), un(f, KILN_KIR_NEG, m), m);
+      break;
+    }
+    case KILN_OP_ATANH: {
+      /* sign(x) * 0.5 * log1p(2a / (1 - a)), a = |x| (log1p of a non-negative argument is
+       * well conditioned). */
+      kiln_kir_value_t *a = un(f, KILN_KIR_ABS, x);
+      kiln_kir_value_t *q = bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_ADD, a, a), bin(f, KILN_KIR_SUB, one, a));
+      kiln_kir_value_t *m = bin(f, KILN_KIR_MUL, half, un(f, KILN_KIR_LOG1P, q));
+      r = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, x, cf(f, w, 0.0)), un(f, KILN_KIR_NEG, m), m);
+      break;
+    }
+    case KILN_OP_COSH: {
+      kiln_kir_value_t *e = un(f, KILN_KIR_EXP, un(f, KILN_KIR_ABS, x));
+      r = bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, half, e), bin(f, KILN_KIR_DIV, half, e));
+      break;
+    }
+    case KILN_OP_SINH: {
+      /* e = expm1(|x|); sinh|x| = (e + e / (e + 1)) / 2; sign restored. */
+      kiln_kir_value_t *a = un(f, KILN_KIR_ABS, x);
+      kiln_kir_value_t *e = un(f, KILN_KIR_EXPM1, a);
+      kiln_kir_value_t *q = bin(f, KILN_KIR_DIV, e, bin(f, KILN_KIR_ADD, e, one));
+      q = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, a, cf(f, w, wt == KILN_F64 ? 700.0 : 80.0)), q, one);
+      kiln_kir_value_t *m = bin(f, KILN_KIR_MUL, half, bin(f, KILN_KIR_ADD, e, q));
+      r = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, x, cf(f, w, 0.0)), un(f, KILN_KIR_NEG, m), m);
+      break;
+    }
+    default:
+      kiln_elem_fail(f, KILN_ERR_INTERNAL("no derived math for %s", kiln_hlo_opcode_name(op)));
+      return NULL;
+  }
+  return et == wt ? r : kiln_kir_convert(B, r, x0->type);
+}
+
+/* Integer power by squaring over the exponent's bits; (x == 1 || y == 0) -> 1, a negative
+ * signed exponent -> 0 (the evaluator's rule). */
+static kiln_kir_value_t *int_pow(kiln_elem_fn_t *f, kiln_kir_value_t *x, kiln_kir_value_t *y) {
+  const kiln_kir_type_t *t = x->type;
+  int bits = kiln_kir_type_bits(t);
+  kiln_kir_value_t *one = ci(f, t, 1), *zero = ci(f, t, 0);
+  kiln_kir_value_t *inits[3] = {one, x, y};
+  kiln_kir_op_t *loop = kiln_kir_for(B, kiln_kir_const_index(B, 0), kiln_kir_const_index(B, bits),
+                                     kiln_kir_const_index(B, 1), inits, 3);
+  if (!loop) return NULL;
+  size_t mark;
+  kiln_elem_enter(f, kiln_kir_op_region(loop, 0), &mark);
+  kiln_kir_region_t *body = kiln_kir_op_region(loop, 0);
+  kiln_kir_value_t *r = kiln_kir_region_arg(body, 1), *base = kiln_kir_region_arg(body, 2);
+  kiln_kir_value_t *e = kiln_kir_region_arg(body, 3);
+  kiln_kir_value_t *odd = kiln_kir_cmp(B, KILN_KIR_CMP_NE, bin(f, KILN_KIR_AND, e, one), zero);
+  kiln_kir_value_t *ny[3] = {kiln_kir_select(B, odd, bin(f, KILN_KIR_MUL, r, base), r),
+                             bin(f, KILN_KIR_MUL, base, base), bin(f, KILN_KIR_SHR_LOGICAL, e, one)};
+  kiln_kir_yield(B, ny, 3);
+  kiln_elem_exit(f, mark);
+  kiln_kir_value_t *res = kiln_kir_op_result(loop, 0);
+  if (kiln_elem_type_is_signed_int(t->elem))
+    res = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, y, zero), zero, res);
+  kiln_kir_value_t *trivial = kiln_kir_binary(B, KILN_KIR_OR, kiln_kir_cmp(B, KILN_KIR_CMP_EQ, x, one),
+                                              kiln_kir_cmp(B, KILN_KIR_CMP_EQ, y, zero));
+  return kiln_kir_select(B, trivial, one, res);
+}
+
+static kiln_elem_type_t signed_of_width(int bits) {
+  switch (bits) {
+    case 4: return KILN_S4;
+    case 8: return KILN_S8;
+    case 16: return KILN_S16;
+    case 32: return KILN_S32;
+    default: return KILN_S64;
+  }
+}
+
+/* Total-order key of a float: its bits as a signed integer with the non-sign bits flipped
+ * for negative values (-NaN < -inf < ... < -0 < +0 < ... < inf < NaN). */
+static kiln_kir_value_t *total_order_key(kiln_elem_fn_t *f, kiln_kir_value_t *x) {
+  int bits = kiln_kir_type_bits(x->type);
+  const kiln_kir_type_t *it = kiln_kir_type_scalar(f->e->m, signed_of_width(bits));
+  kiln_kir_value_t *k = kiln_kir_bitcast(B, x, it);
+  kiln_kir_value_t *mask = bin(f, KILN_KIR_SHR_ARITH, k, ci(f, it, bits - 1));
+  int64_t maxv = bits >= 64 ? INT64_MAX : (((int64_t)1 << (bits - 1)) - 1);
+  mask = bin(f, KILN_KIR_AND, mask, ci(f, it, maxv));
+  return bin(f, KILN_KIR_XOR, k, mask);
+}
+
+static kiln_kir_value_t *compare(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+                                 kiln_kir_value_t *a, kiln_kir_value_t *b) {
+  kiln_kir_cmp_t p;
+  switch (instr->comparison_direction) {
+    case KILN_CMP_EQ: p = KILN_KIR_CMP_EQ; break;
+    case KILN_CMP_NE: p = KILN_KIR_CMP_NE; break;
+    case KILN_CMP_LT: p = KILN_KIR_CMP_LT; break;
+    case KILN_CMP_LE: p = KILN_KIR_CMP_LE; break;
+    case KILN_CMP_GT: p = KILN_KIR_CMP_GT; break;
+    case KILN_CMP_GE: p = KILN_KIR_CMP_GE; break;
+    default:
+      kiln_elem_fail(f, KILN_ERR_INVALID("%s: compare without a direction", instr->name));
+      return NULL;
+  }
+  if (instr->comparison_type == KILN_CMP_TYPE_TOTALORDER && kiln_elem_type_is_float(elem_of(a))) {
+    a = total_order_key(f, a);
+    b = total_order_key(f, b);
+  }
+  return kiln_kir_cmp(B, p, a, b);
+}
+
+/* XLA's reduce-precision bit algorithm on f32 / f64 (narrow floats through f32). */
+static kiln_kir_value_t *reduce_precision(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+                                          kiln_kir_value_t *x0) {
+  kiln_elem_type_t et = elem_of(x0);
+  bool f64 = et == KILN_F64;
+  kiln_kir_module_t *m = f->e->m;
+  kiln_kir_value_t *x = f64 || et == KILN_F32 ? x0 : kiln_kir_convert(B, x0, kiln_kir_type_scalar(m, KILN_F32));
+  int W = f64 ? 64 : 32, se = f64 ? 11 : 8, sm = f64 ? 52 : 23;
+  int64_t eb = instr->exponent_bits, mb = instr->mantissa_bits;
+  if (eb < 1 || mb < 0) {
+    kiln_elem_fail(f, KILN_ERR_INVALID("%s: exponent_bits=%lld mantissa_bits=%lld", instr->name,
+                                       (long long)eb, (long long)mb));
+    return NULL;
+  }
+  const kiln_kir_type_t *ut = kiln_kir_type_scalar(m, f64 ? KILN_U64 : KILN_U32);
+  kiln_kir_value_t *orig = kiln_kir_bitcast(B, x, ut), *v = orig;
+  if (mb < sm) {
+    int shift = sm - (int)mb;
+    uint64_t last = (uint64_t)1 << shift, base_bias = (last >> 1) - 1;
+    kiln_kir_value_t *xl = bin(f, KILN_KIR_SHR_LOGICAL, bin(f, KILN_KIR_AND, v, ci(f, ut, (int64_t)last)),
+                               ci(f, ut, shift));
+    v = bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_ADD, v, xl), ci(f, ut, (int64_t)base_bias));
+    v = bin(f, KILN_KIR_AND, v, ci(f, ut, (int64_t)~(last - 1)));
+  }
+  uint64_t exp_mask = (((uint64_t)1 << se) - 1) << sm;
+  if (eb < se) {
+    uint64_t sign_mask = (uint64_t)1 << (W - 1);
+    uint64_t bias = ((uint64_t)1 << (se - 1)) - 1, rbias = ((uint64_t)1 << (eb - 1)) - 1;
+    uint64_t max_exp = bias + rbias, min_exp = bias - rbias;
+    kiln_kir_value_t *xe = bin(f, KILN_KIR_AND, v, ci(f, ut, (int64_t)exp_mask));
+    kiln_kir_value_t *over = kiln_kir_cmp(B, KILN_KIR_CMP_GT, xe, ci(f, ut, (int64_t)(max_exp << sm)));
+    kiln_kir_value_t *under = kiln_kir_cmp(B, KILN_KIR_CMP_LE, xe, ci(f, ut, (int64_t)(min_exp << sm)));
+    kiln_kir_value_t *sz = bin(f, KILN_KIR_AND, v, ci(f, ut, (int64_t)sign_mask));
+    kiln_kir_value_t *sinf = bin(f, KILN_KIR_OR, sz, ci(f, ut, (int64_t)exp_mask));
+    v = kiln_kir_select(B, over, sinf, v);
+    v = kiln_kir_select(B, under, sz, v);
+  }
+  kiln_kir_value_t *isnan = kiln_kir_cmp(B, KILN_KIR_CMP_NE, x, x);
+  v = kiln_kir_select(B, isnan, mb > 0 ? orig : ci(f, ut, (int64_t)exp_mask), v);
+  kiln_kir_value_t *r = kiln_kir_bitcast(B, v, x->type);
+  return r && x != x0 ? kiln_kir_convert(B, r, x0->type) : r;
+}
+
+static kiln_kir_opcode_t unary_kir(kiln_hlo_opcode_t op) {
+  switch (op) {
+    case KILN_OP_NEGATE: return KILN_KIR_NEG;
+    case KILN_OP_ABS: return KILN_KIR_ABS;
+    case KILN_OP_SIGN: return KILN_KIR_SIGN;
+    case KILN_OP_NOT: return KILN_KIR_NOT;
+    case KILN_OP_POPCNT: return KILN_KIR_POPCNT;
+    case KILN_OP_CLZ: return KILN_KIR_CLZ;
+    case KILN_OP_EXP: return KILN_KIR_EXP;
+    case KILN_OP_EXPM1: return KILN_KIR_EXPM1;
+    case KILN_OP_LOG: return KILN_KIR_LOG;
+    case KILN_OP_LOG1P: return KILN_KIR_LOG1P;
+    case KILN_OP_TANH: return KILN_KIR_TANH;
+    case KILN_OP_LOGISTIC: return KILN_KIR_LOGISTIC;
+    case KILN_OP_SIN: return KILN_KIR_SIN;
+    case KILN_OP_COS: return KILN_KIR_COS;
+    case KILN_OP_TAN: return KILN_KIR_TAN;
+    case KILN_OP_SQRT: return KILN_KIR_SQRT;
+    case KILN_OP_RSQRT: return KILN_KIR_RSQRT;
+    case KILN_OP_CBRT: return KILN_KIR_CBRT;
+    case KILN_OP_ERF: return KILN_KIR_ERF;
+    case KILN_OP_FLOOR: return KILN_KIR_FLOOR;
+    case KILN_OP_CEIL: return KILN_KIR_CEIL;
+    case KILN_OP_ROUND_NEAREST_AFZ: return KILN_KIR_ROUND;
+    case KILN_OP_ROUND_NEAREST_EVEN: return KILN_KIR_ROUND_EVEN;
+    default: return KILN_KIR_OPCODE_COUNT;
+  }
+}
+
+static kiln_kir_opcode_t binary_kir(kiln_hlo_opcode_t op, bool pred) {
+  switch (op) {
+    case KILN_OP_ADD: return pred ? KILN_KIR_OR : KILN_KIR_ADD;
+    case KILN_OP_SUBTRACT: return pred ? KILN_KIR_XOR : KILN_KIR_SUB;
+    case KILN_OP_MULTIPLY: return pred ? KILN_KIR_AND : KILN_KIR_MUL;
+    case KILN_OP_DIVIDE: return KILN_KIR_DIV;
+    case KILN_OP_REMAINDER: return KILN_KIR_REM;
+    case KILN_OP_MAXIMUM: return pred ? KILN_KIR_OR : KILN_KIR_MAX;
+    case KILN_OP_MINIMUM: return pred ? KILN_KIR_AND : KILN_KIR_MIN;
+    case KILN_OP_AND: return KILN_KIR_AND;
+    case KILN_OP_OR: return KILN_KIR_OR;
+    case KILN_OP_XOR: return KILN_KIR_XOR;
+    case KILN_OP_SHIFT_LEFT: return KILN_KIR_SHL;
+    case KILN_OP_SHIFT_RIGHT_LOGICAL: return KILN_KIR_SHR_LOGICAL;
+    case KILN_OP_SHIFT_RIGHT_ARITHMETIC: return KILN_KIR_SHR_ARITH;
+    case KILN_OP_POWER: return KILN_KIR_POW;
+    case KILN_OP_ATAN2: return KILN_KIR_ATAN2;
+    default: return KILN_KIR_OPCODE_COUNT;
+  }
+}
+
+kiln_kir_value_t *kiln_elem_scalar_op(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+                                      kiln_kir_value_t *const *a, int n) {
+  kiln_hlo_opcode_t op = instr->opcode;
+  kiln_kir_module_t *m = f->e->m;
+  const kiln_kir_type_t *rt = kiln_kir_type_scalar(m, instr->shape->type);
+  kiln_elem_type_t at = n > 0 ? elem_of(a[0]) : instr->shape->type;
+  switch (op) {
+    case KILN_OP_COPY: return a[0];
+    case KILN_OP_CONVERT: return kiln_kir_convert(B, a[0], rt);
+    case KILN_OP_BITCAST_CONVERT:
+      if (kiln_kir_type_bits(a[0]->type) != kiln_kir_type_bits(rt)) {
+        kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: bitcast-convert between widths", instr->name));
+        return NULL;
+      }
+      return kiln_kir_bitcast(B, a[0], rt);
+    case KILN_OP_COMPARE: return compare(f, instr, a[0], a[1]);
+    case KILN_OP_SELECT: return kiln_kir_select(B, a[0], a[1], a[2]);
+    case KILN_OP_CLAMP:
+      if (at == KILN_PRED)
+        return bin(f, KILN_KIR_AND, bin(f, KILN_KIR_OR, a[1], a[0]), a[2]);
+      return bin(f, KILN_KIR_MIN, bin(f, KILN_KIR_MAX, a[1], a[0]), a[2]);
+    case KILN_OP_IS_FINITE: return kiln_kir_is_finite(B, a[0]);
+    case KILN_OP_REDUCE_PRECISION: return reduce_precision(f, instr, a[0]);
+    case KILN_OP_ACOS: case KILN_OP_ASIN: case KILN_OP_ACOSH: case KILN_OP_ASINH:
+    case KILN_OP_ATANH: case KILN_OP_COSH: case KILN_OP_SINH:
+      return derived_math(f, op, a[0]);
+    case KILN_OP_MAP: {
+      const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(instr, "to_apply");
+      kiln_kir_value_t *out[KILN_ELEM_MAX_OUTPUTS];
+      if (!c) {
+        kiln_elem_fail(f, KILN_ERR_INVALID("%s: map without to_apply", instr->name));
+        return NULL;
+      }
+      if (kiln_elem_emit_scalar_computation(f, c, a, n, out) != 1) return NULL;
+      return out[0];
+    }
+    case KILN_OP_ABS:
+      if (kiln_elem_type_is_unsigned_int(at)) return a[0];
+      break;
+    case KILN_OP_SIGN:
+      if (kiln_elem_type_is_unsigned_int(at))
+        return kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_NE, a[0], ci(f, a[0]->type, 0)),
+                               ci(f, a[0]->type, 1), ci(f, a[0]->type, 0));
+      break;
+    case KILN_OP_POWER:
+      if (!kiln_elem_type_is_float(at)) return int_pow(f, a[0], a[1]);
+      break;
+    default:
+      break;
+  }
+  kiln_kir_opcode_t k = unary_kir(op);
+  if (k != KILN_KIR_OPCODE_COUNT && n == 1) return un(f, k, a[0]);
+  k = binary_kir(op, at == KILN_PRED);
+  if (k != KILN_KIR_OPCODE_COUNT && n == 2) return bin(f, k, a[0], a[1]);
+  kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("elemental emitter: %s on %s (%s)",
+                                           kiln_hlo_opcode_name(op), kiln_elem_type_name(at),
+                                           instr->name));
+  return NULL;
+}
+
+/* ---- scalar computations ---- */
+
+int kiln_elem_emit_scalar_computation(kiln_elem_fn_t *f, const kiln_hlo_computation_t *c,
+                                      kiln_kir_value_t *const *args, int nargs,
+                                      kiln_kir_value_t **out) {
+  size_t n = 0;
+  kiln_hlo_instruction_t **po = kiln_hlo_computation_post_order(c, &n);
+  kiln_kir_value_t **vals = kiln_calloc(n + 1, sizeof(*vals));
+  kiln_ptrmap_t pos;
+  kiln_ptrmap_init(&pos);
+  int result = -1;
+  for (size_t i = 0; i < n; i++) kiln_ptrmap_put(&pos, po[i], (void *)(uintptr_t)(i + 1));
+#define VAL(instr) vals[(uintptr_t)kiln_ptrmap_get(&pos, (instr)) - 1]
+  for (size_t i = 0; i < n; i++) {
+    const kiln_hlo_instruction_t *in = po[i];
+    kiln_kir_value_t *v = NULL;
+    switch (in->opcode) {
+      case KILN_OP_PARAMETER:
+        if (in->parameter_number < 0 || in->parameter_number >= nargs) {
+          kiln_elem_fail(f, KILN_ERR_INVALID("%s: parameter %lld of %d", c->name,
+                                             (long long)in->parameter_number, nargs));
+          goto done;
+        }
+        v = args[in->parameter_number];
+        break;
+      case KILN_OP_CONSTANT:
+        v = kiln_elem_constant(f, in->literal, 0);
+        break;
+      case KILN_OP_TUPLE:
+        continue; /* expanded by its users (root, get-tuple-element) */
+      case KILN_OP_GET_TUPLE_ELEMENT: {
+        const kiln_hlo_instruction_t *t = in->operands[0];
+        if (t->opcode != KILN_OP_TUPLE || in->tuple_index < 0 || in->tuple_index >= t->num_operands) {
+          kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: tuple access in %s", in->name, c->name));
+          goto done;
+        }
+        v = VAL(t->operands[in->tuple_index]);
+        break;
+      }
+      default: {
+        if (!kiln_hlo_opcode_is_elementwise(in->opcode) && in->opcode != KILN_OP_COPY &&
+            in->opcode != KILN_OP_MAP) {
+          kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %s in scalar computation %s", in->name,
+                                                   kiln_hlo_opcode_name(in->opcode), c->name));
+          goto done;
+        }
+        kiln_kir_value_t *ops[8];
+        if (in->num_operands > 8) {
+          kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: too many operands", in->name));
+          goto done;
+        }
+        for (int k = 0; k < in->num_operands; k++) ops[k] = VAL(in->operands[k]);
+        v = kiln_elem_scalar_op(f, in, ops, in->num_operands);
+        break;
+      }
+    }
+    if (!v) {
+      if (!f->err) kiln_elem_fail(f, kiln_kir_builder_take_status(B));
+      if (!f->err) f->err = KILN_ERR_INTERNAL("%s: no value", in->name);
+      goto done;
+    }
+    VAL(in) = v;
+  }
+  if (c->root->opcode == KILN_OP_TUPLE) {
+    if (c->root->num_operands > KILN_ELEM_MAX_OUTPUTS) {
+      kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: too many results", c->name));
+      goto done;
+    }
+    for (int k = 0; k < c->root->num_operands; k++) out[k] = VAL(c->root->operands[k]);
+    result = c->root->num_operands;
+  } else {
+    out[0] = VAL(c->root);
+    result = 1;
+  }
+#undef VAL
+done:
+  kiln_ptrmap_free(&pos);
+  kiln_free(vals);
+  kiln_free(po);
+  return f->err ? -1 : result;
+}

@@ -1,0 +1,550 @@
+/* Fusion compiler and fusion runner (see fusion_compiler.h). */
+#include "compiler/codegen/fusion_compiler.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "compiler/codegen/elemental.h"
+#include "compiler/codegen/loop_emitter.h"
+#include "compiler/codegen/partitioner.h"
+#include "compiler/eval/eval.h"
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- classification ---- */
+
+const char *kiln_fusion_emitter_name(kiln_fusion_emitter_t e) {
+  switch (e) {
+    case KILN_FUSION_EMITTER_LOOP: return "loop";
+    case KILN_FUSION_EMITTER_REDUCTION: return "reduction";
+    case KILN_FUSION_EMITTER_TRANSPOSE: return "transpose";
+    case KILN_FUSION_EMITTER_CONCATENATE: return "concatenate";
+    case KILN_FUSION_EMITTER_SCATTER: return "scatter";
+    case KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE: return "dynamic-update-slice";
+    case KILN_FUSION_EMITTER_SORT: return "sort";
+  }
+  return "?";
+}
+
+/* XLA's rule for a reduce that the reduction emitter takes: reduced or kept dims contiguous,
+ * and the unnested reduction faster than the elemental loop (row: minor reduced size >= 32
+ * or dividing 32; column: not too small). Default layouts: logical order is memory order. */
+static bool is_reduce_hero(const kiln_hlo_instruction_t *r) {
+  if (r->num_operands < 2) return false;
+  const kiln_shape_t *in = r->operands[0]->shape;
+  if (!kiln_shape_is_array(in) || in->rank == 0 || r->dimensions.n == 0) return false;
+  bool red[KILN_KIR_MAX_RANK] = {0};
+  for (int i = 0; i < r->dimensions.n; i++)
+    if (r->dimensions.v[i] >= 0 && r->dimensions.v[i] < in->rank && in->rank <= KILN_KIR_MAX_RANK)
+      red[r->dimensions.v[i]] = true;
+  /* Drop size-1 dims: they do not affect contiguity. */
+  int n = 0;
+  int64_t dims[KILN_KIR_MAX_RANK];
+  bool rr[KILN_KIR_MAX_RANK];
+  for (int i = 0; i < in->rank && i < KILN_KIR_MAX_RANK; i++)
+    if (in->dims[i] != 1) {
+      dims[n] = in->dims[i];
+      rr[n++] = red[i];
+    }
+  if (n == 0) return false;
+  int runs_red = 0, runs_kept = 0;
+  for (int i = 0; i < n; i++)
+    if (i == 0 || rr[i] != rr[i - 1]) {
+      if (rr[i]) runs_red++;
+      else runs_kept++;
+    }
+  if (runs_red == 0) return false;
+  if (runs_red > 1 && runs_kept > 1) return false;
+  const int64_t warp = 32;
+  if (rr[n - 1]) {
+    int64_t minor = 1;
+    for (int i = n - 1; i >= 0 && rr[i]; i--) minor *= dims[i];
+    return minor >= warp || warp % minor == 0;
+  }
+  if (runs_red > 1) return false;
+  int64_t major = 1, minor = 1;
+  int i = n - 1;
+  for (; i >= 0 && !rr[i]; i--) minor *= dims[i];
+  for (; i >= 0 && rr[i]; i--) major *= dims[i];
+  bool elemental = major < warp || (major < 2 * warp && minor < warp) ||
+                   (major < 4 * warp && minor < 8) || (major < 8 * warp && minor < 3);
+  return !elemental;
+}
+
+/* A transpose (or layout-changing copy) that moves the minor dimension, with both minor
+ * sizes >= 16 and at least 8192 elements: XLA's shared-memory transpose emitter. */
+static bool is_transpose_hero(const kiln_hlo_instruction_t *t) {
+  if (t->opcode != KILN_OP_TRANSPOSE || t->num_operands != 1) return false;
+  const kiln_shape_t *in = t->operands[0]->shape, *out = t->shape;
+  if (!kiln_shape_is_array(out) || out->rank < 2 || t->dimensions.n != out->rank) return false;
+  int64_t last = t->dimensions.v[out->rank - 1];
+  if (last == in->rank - 1) return false;
+  return in->dims[in->rank - 1] >= 16 && out->dims[out->rank - 1] >= 16 &&
+         kiln_shape_num_elements(out) >= 8192;
+}
+
+static const kiln_hlo_instruction_t *skip_bitcasts(const kiln_hlo_instruction_t *x) {
+  while (x && (x->opcode == KILN_OP_BITCAST || x->opcode == KILN_OP_RESHAPE) && x->num_operands == 1)
+    x = x->operands[0];
+  return x;
+}
+
+kiln_fusion_emitter_t kiln_fusion_classify(const kiln_hlo_computation_t *c,
+                                           const kiln_hlo_instruction_t **hero) {
+  const kiln_hlo_instruction_t *dummy;
+  if (!hero) hero = &dummy;
+  *hero = NULL;
+  for (size_t i = 0; i < c->instructions.len; i++) {
+    const kiln_hlo_instruction_t *in = c->instructions.data[i];
+    *hero = in;
+    switch (in->opcode) {
+      case KILN_OP_SCATTER: return KILN_FUSION_EMITTER_SCATTER;
+      case KILN_OP_SORT: return KILN_FUSION_EMITTER_SORT;
+      case KILN_OP_DYNAMIC_UPDATE_SLICE: return KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE;
+      default: break;
+    }
+  }
+  for (size_t i = 0; i < c->instructions.len; i++) {
+    const kiln_hlo_instruction_t *in = c->instructions.data[i];
+    *hero = in;
+    if (in->opcode == KILN_OP_REDUCE && is_reduce_hero(in)) return KILN_FUSION_EMITTER_REDUCTION;
+    if (is_transpose_hero(in)) return KILN_FUSION_EMITTER_TRANSPOSE;
+  }
+  const kiln_hlo_instruction_t *roots[64];
+  int nr = 0;
+  if (c->root->opcode == KILN_OP_TUPLE) {
+    for (int i = 0; i < c->root->num_operands && nr < 64; i++) roots[nr++] = c->root->operands[i];
+  } else {
+    roots[nr++] = c->root;
+  }
+  for (int i = 0; i < nr; i++) {
+    const kiln_hlo_instruction_t *r = skip_bitcasts(roots[i]);
+    if (r && r->opcode == KILN_OP_CONCATENATE) {
+      *hero = r;
+      return KILN_FUSION_EMITTER_CONCATENATE;
+    }
+  }
+  *hero = NULL;
+  return KILN_FUSION_EMITTER_LOOP;
+}
+
+/* ---- compiling ---- */
+
+static void dump_text(const char *dir, const char *name, const char *suffix, const char *text) {
+  if (!dir || !*dir) return;
+  mkdir(dir, 0777);
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/%s.%s", dir, name, suffix);
+  FILE *fp = fopen(path, "w");
+  if (!fp) return;
+  fputs(text, fp);
+  fclose(fp);
+}
+
+static void sanitize(char *s) {
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9')))
+      *s = '_';
+}
+
+kiln_status kiln_fusion_kernel_emit(const kiln_hlo_computation_t *c,
+                                    const kiln_fusion_compile_options_t *opts,
+                                    kiln_fusion_kernel_t *out) {
+  memset(out, 0, sizeof(*out));
+  if (!c || !c->root) return KILN_ERR_INVALID("fusion compiler: no computation");
+  const kiln_hlo_instruction_t *hero = NULL;
+  kiln_fusion_emitter_t kind = kiln_fusion_classify(c, &hero);
+  if (kind != KILN_FUSION_EMITTER_LOOP)
+    return KILN_ERR_UNIMPLEMENTED("fusion %s needs the %s emitter (hero %s)", c->name,
+                                  kiln_fusion_emitter_name(kind), hero ? hero->name : "?");
+  double t0 = now_ms();
+  char name[128];
+  snprintf(name, sizeof(name), "%s", opts && opts->kernel_name ? opts->kernel_name : c->name);
+  if (!(opts && opts->kernel_name)) strncat(name, "_kernel", sizeof(name) - strlen(name) - 1);
+  sanitize(name);
+  const char *dump_dir = opts && opts->dump_dir ? opts->dump_dir : getenv("KILN_DUMP_TO");
+  if (dump_dir && *dump_dir) {
+    kiln_strbuf_t hb = {0};
+    kiln_hlo_computation_print(&hb, c);
+    dump_text(dump_dir, name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
+    kiln_strbuf_free(&hb);
+  }
+
+  out->ctx = kiln_affine_ctx_create();
+  out->kir = kiln_kir_module_create(name, out->ctx);
+  kiln_partition_t part;
+  kiln_status s = kiln_partition_compute(out->ctx, c, NULL, NULL, &part);
+  if (s) {
+    kiln_fusion_kernel_free(out);
+    return s;
+  }
+  if (dump_dir && *dump_dir) {
+    kiln_strbuf_t pb = {0};
+    kiln_partition_print(&part, &pb);
+    dump_text(dump_dir, name, "41-partition.txt", kiln_strbuf_cstr(&pb));
+    kiln_strbuf_free(&pb);
+  }
+  kiln_elemental_t elem;
+  s = kiln_elemental_init(&elem, out->kir, c, &part);
+  kiln_loop_kernel_info_t info;
+  if (!s) {
+    kiln_loop_emitter_options_t lo = {0};
+    lo.device = opts ? opts->device : NULL;
+    lo.no_vectorize = opts && opts->no_vectorize;
+    s = kiln_loop_emit(out->kir, c, &part, &elem, name, &lo, &info);
+  }
+  if (!s) {
+    out->grid = info.grid;
+    out->num_inputs = elem.num_tensors;
+    out->inputs = kiln_calloc((size_t)elem.num_tensors + 1, sizeof(*out->inputs));
+    for (int i = 0; i < elem.num_tensors; i++) out->inputs[i] = elem.tensors[i];
+    out->num_outputs = part.num_outputs;
+    out->outputs = kiln_calloc((size_t)part.num_outputs + 1, sizeof(*out->outputs));
+    for (int o = 0; o < part.num_outputs; o++) {
+      const kiln_shape_t *sh = part.outputs[o].instr->shape;
+      if (kiln_shape_is_tuple(sh)) sh = sh->elements[part.outputs[o].output_index];
+      out->outputs[o] = sh;
+    }
+  }
+  kiln_elemental_free(&elem);
+  kiln_partition_free(&part);
+  if (!s) s = kiln_kir_verify(out->kir);
+  out->emit_ms = now_ms() - t0;
+  if (!s) {
+    double t1 = now_ms();
+    kiln_kir_pipeline_options_t po = {0};
+    po.dump_dir = dump_dir;
+    po.dump_name = name;
+    po.unroll_max_trip = opts ? opts->unroll_max_trip : 0;
+    s = kiln_kir_pipeline_run(out->kir, &po);
+    out->pipeline_ms = now_ms() - t1;
+  }
+  if (s) {
+    kiln_fusion_kernel_free(out);
+    return kiln_status_annotate(s, "while compiling fusion %s", c->name);
+  }
+  return NULL;
+}
+
+void kiln_fusion_kernel_free(kiln_fusion_kernel_t *k) {
+  if (!k) return;
+  if (k->kir) kiln_kir_module_destroy(k->kir);
+  if (k->ctx) kiln_affine_ctx_destroy(k->ctx);
+  kiln_free(k->inputs);
+  kiln_free(k->outputs);
+  memset(k, 0, sizeof(*k));
+}
+
+kiln_status kiln_fusion_kernel_compile_nvptx(const kiln_fusion_kernel_t *k,
+                                             const kiln_nvptx_options_t *opts,
+                                             kiln_nvptx_result_t *out) {
+  return kiln_kir_compile_nvptx(k->kir, opts, out);
+}
+
+kiln_status kiln_fusion_kernel_ptxas_check(const kiln_fusion_kernel_t *k, char **ptx) {
+  if (ptx) *ptx = NULL;
+  kiln_nvptx_options_t o = {0};
+  o.cubin_via = KILN_CUBIN_VIA_SKIP;
+  o.dump_dir = "";
+  kiln_nvptx_result_t r;
+  kiln_status s = kiln_kir_compile_nvptx(k->kir, &o, &r);
+  if (!s && !r.ptx) s = KILN_ERR_INTERNAL("no PTX produced");
+  if (!s) {
+    char *log = NULL;
+    s = kiln_ptxas_check(r.ptx, KILN_NVPTX_DEFAULT_ARCH, &log);
+    kiln_free(log);
+    if (ptx) *ptx = kiln_strdup(r.ptx);
+  }
+  kiln_nvptx_result_free(&r);
+  return s;
+}
+
+/* ---- runner ---- */
+
+void kiln_fusion_run_options_init(kiln_fusion_run_options_t *o) {
+  memset(o, 0, sizeof(*o));
+  o->seed = 42;
+  o->float_lo = -1.0;
+  o->float_hi = 1.0;
+  o->max_ulp = -1;
+}
+
+int64_t kiln_fusion_default_ulp(kiln_elem_type_t t) {
+  if (!kiln_elem_type_is_float(t)) return 0;
+  if (t == KILN_F32) return 4;
+  if (t == KILN_F64) return 8;
+  return 1;
+}
+
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static void fill_random(kiln_literal_t *l, uint64_t seed, double lo, double hi) {
+  kiln_elem_type_t t = l->shape->type;
+  uint64_t st = seed;
+  for (int64_t i = 0; i < l->num_elements; i++) {
+    uint64_t r = splitmix(&st);
+    if (kiln_elem_type_is_float(t)) {
+      double u = (double)(r >> 11) / 9007199254740992.0;
+      kiln_literal_set_f64(l, i, lo + (hi - lo) * u);
+    } else if (t == KILN_PRED) {
+      kiln_literal_set_s64(l, i, (int64_t)(r & 1));
+    } else if (kiln_elem_type_is_unsigned_int(t)) {
+      int bits = kiln_elem_type_bits(t);
+      uint64_t hi_v = bits < 4 ? ((1u << bits) - 1) : 15;
+      kiln_literal_set_u64(l, i, r % (hi_v + 1));
+    } else {
+      int bits = kiln_elem_type_bits(t);
+      int64_t lo_v = bits < 4 ? -(1 << (bits - 1)) : -8, hi_v = bits < 4 ? (1 << (bits - 1)) - 1 : 7;
+      kiln_literal_set_s64(l, i, lo_v + (int64_t)(r % (uint64_t)(hi_v - lo_v + 1)));
+    }
+  }
+}
+
+/* Ordered integer key of a float's bits (sign-magnitude -> two's complement order). */
+static int64_t float_key(kiln_elem_type_t t, const void *data, int64_t i) {
+  size_t sb = kiln_elem_type_storage_bytes(t);
+  uint64_t bits = 0;
+  memcpy(&bits, (const char *)data + (size_t)i * sb, sb);
+  int w = kiln_elem_type_bits(t);
+  if (t == KILN_F8E8M0FNU) return (int64_t)bits;
+  uint64_t sign = (bits >> (w - 1)) & 1;
+  uint64_t mag = bits & (w >= 64 ? ~0ull >> 1 : (((uint64_t)1 << (w - 1)) - 1));
+  return sign ? -(int64_t)mag : (int64_t)mag;
+}
+
+typedef struct cmp_acc {
+  int64_t mismatches, max_ulp;
+  double max_abs, max_rel;
+  char first[256];
+} cmp_acc_t;
+
+static void compare_output(const kiln_literal_t *want, const void *got, int64_t tol, int out_index,
+                           cmp_acc_t *acc) {
+  kiln_elem_type_t t = want->shape->type;
+  kiln_literal_t g = *want;
+  g.data = (void *)got;
+  for (int64_t i = 0; i < want->num_elements; i++) {
+    bool bad = false;
+    int64_t ulp = 0;
+    double a = kiln_literal_get_f64(want, i), b = kiln_literal_get_f64(&g, i);
+    if (kiln_elem_type_is_float(t)) {
+      bool na = isnan(a), nb = isnan(b);
+      if (na || nb) {
+        bad = na != nb;
+        ulp = bad ? INT64_MAX : 0;
+      } else if (isinf(a) || isinf(b)) {
+        bad = a != b;
+        ulp = bad ? INT64_MAX : 0;
+      } else {
+        int64_t ka = float_key(t, want->data, i), kb = float_key(t, got, i);
+        ulp = ka > kb ? ka - kb : kb - ka;
+        bad = ulp > tol;
+        double d = fabs(a - b);
+        if (d > acc->max_abs) acc->max_abs = d;
+        if (a != 0 && d / fabs(a) > acc->max_rel) acc->max_rel = d / fabs(a);
+      }
+    } else {
+      bad = kiln_literal_get_u64(want, i) != kiln_literal_get_u64(&g, i);
+      ulp = bad ? 1 : 0;
+      double d = fabs(a - b);
+      if (d > acc->max_abs) acc->max_abs = d;
+    }
+    if (ulp > acc->max_ulp) acc->max_ulp = ulp;
+    if (bad) {
+      if (acc->mismatches == 0)
+        snprintf(acc->first, sizeof(acc->first), "output %d element %lld: want %.9g got %.9g",
+                 out_index, (long long)i, a, b);
+      acc->mismatches++;
+    }
+  }
+}
+
+static atomic_int g_kernel_counter;
+
+kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
+                                  const kiln_fusion_run_options_t *opts,
+                                  kiln_fusion_run_report_t *rep) {
+  kiln_fusion_run_options_t dflt;
+  if (!opts) {
+    kiln_fusion_run_options_init(&dflt);
+    opts = &dflt;
+  }
+  memset(rep, 0, sizeof(*rep));
+  rep->emitter = kiln_fusion_classify(c, NULL);
+  kiln_fusion_compile_options_t co = opts->compile;
+  char kname[160];
+  if (!co.kernel_name) {
+    snprintf(kname, sizeof(kname), "%s_k%d", c->name, atomic_fetch_add(&g_kernel_counter, 1));
+    sanitize(kname);
+    co.kernel_name = kname;
+  }
+  kiln_fusion_kernel_t k;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_fusion_kernel_emit(c, &co, &k));
+  rep->grid = k.grid;
+  rep->emit_ms = k.emit_ms;
+  rep->pipeline_ms = k.pipeline_ms;
+  rep->num_outputs = k.num_outputs;
+
+  kiln_status s = NULL;
+  if (opts->check_ptx) {
+    s = kiln_fusion_kernel_ptxas_check(&k, NULL);
+    rep->ptx_checked = true;
+    if (!s) {
+      rep->ptx_ok = true;
+      snprintf(rep->ptx_note, sizeof(rep->ptx_note), "ptxas -arch=sm_90: ok");
+    } else if (kiln_status_code(s) == KILN_UNAVAILABLE) {
+      rep->ptx_checked = false;
+      snprintf(rep->ptx_note, sizeof(rep->ptx_note), "skipped: %.200s", kiln_status_message(s));
+    } else {
+      snprintf(rep->ptx_note, sizeof(rep->ptx_note), "ptxas rejected: %.200s", kiln_status_message(s));
+    }
+    kiln_status_free(s);
+    s = NULL;
+  }
+
+  kiln_host_jit_t *jit = opts->jit;
+  if (!jit) s = kiln_host_jit_create(NULL, &jit);
+  kiln_kir_host_kernel_t hk;
+  if (!s) {
+    double t0 = now_ms();
+    s = kiln_kir_compile_host(k.kir, jit, &hk);
+    rep->host_compile_ms = now_ms() - t0;
+  }
+
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  int nin = k.num_inputs, nout = k.num_outputs;
+  void **args = kiln_calloc((size_t)(nin + nout) + 1, sizeof(void *));
+  kiln_literal_t **params = kiln_calloc((size_t)c->num_parameters + 1, sizeof(*params));
+  int64_t max_bytes = opts->max_bytes > 0 ? opts->max_bytes : ((int64_t)1 << 31);
+  for (int i = 0; i < nin && !s; i++) {
+    const kiln_shape_t *sh = k.inputs[i]->shape;
+    if (kiln_shape_num_elements(sh) > max_bytes / 8)
+      s = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "input %s of %s is too large to run (%lld elements)",
+                           k.inputs[i]->name, c->name, (long long)kiln_shape_num_elements(sh));
+  }
+  for (int o = 0; o < nout && !s; o++)
+    if (kiln_shape_num_elements(k.outputs[o]) > max_bytes / 8)
+      s = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "output %d of %s is too large to run (%lld elements)",
+                           o, c->name, (long long)kiln_shape_num_elements(k.outputs[o]));
+  double lo = opts->float_lo, hi = opts->float_hi;
+  if (lo == 0 && hi == 0) lo = -1, hi = 1;
+  for (int i = 0; i < c->num_parameters && !s; i++) {
+    kiln_shape_t *sh = c->parameters[i]->shape;
+    if (!kiln_shape_is_array(sh) || kiln_shape_is_tuple(sh)) {
+      s = KILN_ERR_UNIMPLEMENTED("parameter %d of %s is not an array", i, c->name);
+      break;
+    }
+    params[i] = kiln_literal_make(&arena, sh);
+    if (!params[i]) {
+      s = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "input %d of %s too large", i, c->name);
+      break;
+    }
+    fill_random(params[i], opts->seed * 1000003u + (uint64_t)i, lo, hi);
+  }
+  static char empty[8];
+  for (int i = 0; i < nin && !s; i++) {
+    const kiln_hlo_instruction_t *in = k.inputs[i];
+    void *d = in->opcode == KILN_OP_PARAMETER ? params[in->parameter_number]->data : in->literal->data;
+    args[i] = d ? d : empty;
+  }
+  for (int o = 0; o < nout && !s; o++) {
+    int64_t bytes = kiln_shape_num_elements(k.outputs[o]) * (int64_t)kiln_elem_type_storage_bytes(k.outputs[o]->type);
+    args[nin + o] = kiln_try_calloc((size_t)bytes + 16, 1);
+    if (!args[nin + o])
+      s = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "output %d of %s: out of memory", o, c->name);
+  }
+  if (!s) {
+    double t0 = now_ms();
+    s = kiln_kir_host_kernel_run(&hk, opts->pool, args);
+    rep->run_ms = now_ms() - t0;
+  }
+  kiln_literal_t *result = NULL;
+  if (!s) {
+    double t0 = now_ms();
+    kiln_eval_options_t eo = {0};
+    kiln_eval_ctx_t ectx = {0};
+    ectx.opts = &eo;
+    ectx.arena = &arena;
+    s = kiln_eval_computation(&ectx, c, c->num_parameters, params, &result);
+    rep->eval_ms = now_ms() - t0;
+  }
+  if (!s) {
+    cmp_acc_t acc = {0};
+    int64_t tol0 = -1;
+    for (int o = 0; o < nout; o++) {
+      /* The evaluator's result: flattened tuple leaves in output order. */
+      const kiln_literal_t *want = result;
+      if (nout > 1 || kiln_shape_is_tuple(result->shape)) {
+        /* Walk the nested tuple in depth-first order to leaf o. */
+        int seen = 0;
+        const kiln_literal_t *stack[64];
+        int sp = 0;
+        stack[sp++] = result;
+        want = NULL;
+        while (sp > 0 && !want) {
+          const kiln_literal_t *l = stack[--sp];
+          if (kiln_shape_is_tuple(l->shape)) {
+            for (int e = l->num_tuple_elements - 1; e >= 0 && sp < 64; e--) stack[sp++] = l->tuple_elements[e];
+          } else if (seen++ == o) {
+            want = l;
+          }
+        }
+      }
+      if (!want || want->num_elements != kiln_shape_num_elements(k.outputs[o])) {
+        s = KILN_ERR_INTERNAL("evaluator result does not match output %d", o);
+        break;
+      }
+      int64_t tol = opts->max_ulp >= 0 ? opts->max_ulp : kiln_fusion_default_ulp(want->shape->type);
+      if (tol0 < 0) tol0 = tol;
+      compare_output(want, args[nin + o], tol, o, &acc);
+      rep->elements += want->num_elements;
+    }
+    rep->mismatches = acc.mismatches;
+    rep->max_ulp = acc.max_ulp;
+    rep->max_abs_err = acc.max_abs;
+    rep->max_rel_err = acc.max_rel;
+    rep->tolerance = tol0;
+    snprintf(rep->first_mismatch, sizeof(rep->first_mismatch), "%s", acc.first);
+  }
+  for (int o = 0; o < nout; o++) kiln_free(args[nin + o]);
+  kiln_free(args);
+  kiln_free(params);
+  kiln_arena_destroy(&arena);
+  if (jit && !opts->jit) kiln_host_jit_destroy(jit);
+  kiln_fusion_kernel_free(&k);
+  if (s) return kiln_status_annotate(s, "while running fusion %s", c->name);
+  return NULL;
+}
+
+void kiln_fusion_collect(const kiln_hlo_module_t *m, const kiln_hlo_computation_t ***out, int *n) {
+  *n = 0;
+  *out = kiln_calloc(m->computations.len + 1, sizeof(**out));
+  const kiln_hlo_computation_t *entry = m->entry;
+  if (!entry) return;
+  for (size_t i = 0; i < entry->instructions.len; i++) {
+    const kiln_hlo_instruction_t *in = entry->instructions.data[i];
+    if (in->opcode != KILN_OP_FUSION) continue;
+    const kiln_hlo_computation_t *fc = kiln_hlo_instruction_called(in, "calls");
+    if (!fc) continue;
+    bool dup = false;
+    for (int k = 0; k < *n; k++) dup |= (*out)[k] == fc;
+    if (!dup) (*out)[(*n)++] = fc;
+  }
+  if (*n == 0) (*out)[(*n)++] = entry;
+}
