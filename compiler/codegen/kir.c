@@ -548,8 +548,8 @@ kiln_kir_op_t *kiln_kir_apply_indexing(kiln_kir_builder_t *b, const kiln_indexin
   kiln_kir_value_t *ops[2 * KILN_KIR_MAX_RANK + 8];
   if (num_dims + num_syms > sizeof(ops) / sizeof(ops[0]))
     return fail(b, "apply_indexing: too many operands");
-  memcpy(ops, dims, sizeof(*ops) * num_dims);
-  memcpy(ops + num_dims, syms, sizeof(*ops) * num_syms);
+  for (size_t i = 0; i < num_dims; i++) ops[i] = dims[i];
+  for (size_t i = 0; i < num_syms; i++) ops[num_dims + i] = syms[i];
   const kiln_kir_type_t *rt[KILN_KIR_MAX_RANK * 2];
   size_t nres = kiln_indexing_map_num_results(map);
   if (nres > sizeof(rt) / sizeof(rt[0])) return fail(b, "apply_indexing: too many results");
@@ -586,7 +586,7 @@ kiln_kir_op_t *kiln_kir_loop(kiln_kir_builder_t *b, const kiln_indexing_map_t *m
   }
   size_t n = num_dims + num_inits;
   kiln_kir_value_t **ops = kiln_arena_alloc(&b->m->arena, sizeof(*ops) * (n + 1));
-  memcpy(ops, dims, sizeof(*ops) * num_dims);
+  if (num_dims) memcpy(ops, dims, sizeof(*ops) * num_dims);
   if (num_inits) memcpy(ops + num_dims, inits, sizeof(*ops) * num_inits);
   const kiln_kir_type_t **rt = kiln_arena_alloc(&b->m->arena, sizeof(*rt) * (num_inits + 1));
   for (size_t i = 0; i < num_inits; i++) rt[i] = inits[i]->type;

@@ -218,7 +218,7 @@ static bool vectorize_op(kir_rewriter_t *rw, kiln_kir_op_t *op) {
   uint32_t ny = 0;
   kiln_kir_value_t **ys = kir_rewrite_body(rw, body, &ny);
   kiln_kir_value_t **all = kiln_arena_alloc(&m->arena, sizeof(*all) * (ny + nvec + 1));
-  memcpy(all, ys, sizeof(*all) * ny);
+  if (ny) memcpy(all, ys, sizeof(*all) * ny);
   v = 0;
   for (int i = 0; i < st.n; i++)
     if (st.c[i].op->opcode == KILN_KIR_INSERT) all[ny + v++] = st.c[i].vec;
