@@ -150,6 +150,7 @@ int main(int argc, char **argv) {
     }
     if (passes || pipeline) {
       if (!verify) popts.verify = 0;
+      kiln_pipeline_lift_parse_limit(m);
       double t0 = kiln_now_seconds();
       kiln_status ps = pipeline ? kiln_pipeline_run(m, &popts) : kiln_pass_run_list(m, passes, &popts);
       pass_seconds += kiln_now_seconds() - t0;

@@ -35,6 +35,8 @@ static const pipeline_step_t kSteps[] = {
 /* Steps 0 and 1 are the simplification stages. */
 #define NUM_SIMPLIFICATION_STEPS 2
 
+void kiln_pipeline_lift_parse_limit(kiln_hlo_module_t *m) { m->arena.limit = 0; }
+
 const kiln_pass_t *kiln_pipeline_find_pass(const char *name) {
   const kiln_pass_t *p = kiln_pass_find(name);
   if (p) return p;
@@ -123,6 +125,7 @@ static void log_disabled(void) {
 static pthread_once_t g_logged_disabled = PTHREAD_ONCE_INIT;
 
 static kiln_status run_steps(kiln_hlo_module_t *m, const kiln_pass_options_t *opts, size_t num_steps) {
+  kiln_pipeline_lift_parse_limit(m);
   pthread_once(&g_logged, log_missing);
   pthread_once(&g_logged_disabled, log_disabled);
   kiln_pass_runner_t r;

@@ -27,6 +27,13 @@
 #include "compiler/hlo/ir.h"
 #include "compiler/passes/pass.h"
 
+/* The parser bounds a module's arena by the size of its text (a guard against hostile
+ * input); passes grow modules legitimately (inlining, fusion, constant folding), and the IR
+ * helpers they call do not survive a refused allocation. This removes that bound; the
+ * pipeline entry points call it, and so should any caller that runs passes on a parsed
+ * module (kiln-opt does). */
+void kiln_pipeline_lift_parse_limit(kiln_hlo_module_t *m);
+
 /* Runs the pipeline on `m` in place (dumps and verification per `opts`, as the pass
  * manager does). */
 kiln_status kiln_pipeline_run(kiln_hlo_module_t *m, const kiln_pass_options_t *opts);
