@@ -265,6 +265,98 @@ static void test_host_rejects_barrier_inside_a_loop(void **state) {
   kiln_kir_module_destroy(m);
 }
 
+
+/* out = convert(in) between f32 and `et` over f32[n] or et[n]. */
+static kiln_kir_module_t *build_convert(kiln_elem_type_t from, kiln_elem_type_t to, int64_t n) {
+  kiln_kir_module_t *m = kiln_kir_module_create("convert", NULL);
+  const kiln_kir_type_t *ti = kiln_kir_type_tensor(m, from, 1, &n, KILN_KIR_SPACE_GLOBAL);
+  const kiln_kir_type_t *to_t = kiln_kir_type_tensor(m, to, 1, &n, KILN_KIR_SPACE_GLOBAL);
+  const kiln_kir_type_t *ps[2] = {ti, to_t};
+  kiln_kir_func_t *k = kiln_kir_func_create(m, "convert", KILN_KIR_FUNC_KERNEL, ps, NULL, 2, &to_t, 1);
+  kiln_kir_func_set_written(k, 1, true);
+  int64_t block[3] = {128, 1, 1}, grid[3] = {n / 128, 1, 1};
+  kiln_kir_func_set_launch(k, block, grid);
+  kiln_kir_builder_t b;
+  kiln_kir_builder_init(&b, m, kiln_kir_func_body(k));
+  kiln_kir_value_t *ids[2] = {kiln_kir_thread_id(&b, 0, 0, 127), kiln_kir_block_id(&b, 0, 0, n / 128 - 1)};
+  char text[160];
+  snprintf(text, sizeof(text), "(th, bl) -> (bl * 128 + th), domain: th in [0, 127], bl in [0, %lld]",
+           (long long)(n / 128 - 1));
+  kiln_kir_value_t *i = kiln_kir_apply_indexing1(&b, kir_test_map(m, text), ids, 2);
+  kiln_kir_value_t *x = kiln_kir_extract(&b, kiln_kir_func_param(k, 0), &i, 1);
+  kiln_kir_value_t *y = kiln_kir_convert(&b, x, kiln_kir_type_scalar(m, to));
+  kiln_kir_value_t *r = kiln_kir_insert(&b, y, kiln_kir_func_param(k, 1), &i, 1);
+  kiln_kir_return(&b, &r, 1);
+  return kir_test_finish(&b, m);
+}
+
+static void test_narrow_float_conversions_match_numeric_h_bit_for_bit(void **state) {
+  (void)state;
+  static const kiln_elem_type_t kTypes[] = {
+      KILN_BF16,        KILN_F16,           KILN_F8E5M2,       KILN_F8E4M3,
+      KILN_F8E4M3FN,    KILN_F8E4M3B11FNUZ, KILN_F8E5M2FNUZ,   KILN_F8E4M3FNUZ,
+      KILN_F8E3M4,      KILN_F8E8M0FNU,     KILN_F4E2M1FN};
+  const int64_t n = 1 << 16;
+  float *in = malloc(sizeof(float) * (size_t)n);
+  /* a sweep over magnitudes, signs, ties, subnormals, inf and NaN */
+  for (int64_t i = 0; i < n; i++) {
+    uint32_t u = (uint32_t)(i * 65599u) ^ (uint32_t)(i << 20);
+    if (i % 7 == 0) u = (uint32_t)((i / 7) << 13) | (i & 1 ? 0x1000u : 0); /* exact ties */
+    memcpy(&in[i], &u, 4);
+  }
+  in[0] = INFINITY;
+  in[1] = -INFINITY;
+  in[2] = NAN;
+  in[3] = 0.0f;
+  in[4] = -0.0f;
+  in[5] = 1e-45f;
+  for (size_t t = 0; t < sizeof(kTypes) / sizeof(kTypes[0]); t++) {
+    kiln_elem_type_t et = kTypes[t];
+    size_t sb = kiln_elem_type_storage_bytes(et);
+    kiln_kir_module_t *m = build_convert(KILN_F32, et, n);
+    kiln_host_jit_t *jit;
+    kiln_kir_host_kernel_t k = compile(m, &jit);
+    uint8_t *out = calloc((size_t)n, sb);
+    void *args[2] = {in, out};
+    assert_null(kiln_kir_host_kernel_run(&k, g_pool, args));
+    for (int64_t i = 0; i < n; i++) {
+      uint32_t got = sb == 2 ? ((uint16_t *)out)[i] : out[i];
+      uint32_t want = et == KILN_BF16 ? kiln_f32_to_bf16(in[i])
+                      : et == KILN_F16 ? kiln_f32_to_f16(in[i])
+                                       : kiln_narrow_from_f64(et, (double)in[i]);
+      if (got != want) {
+        fprintf(stderr, "%s(%.9g = 0x%08x): got 0x%x want 0x%x\n", kiln_elem_type_name(et), in[i],
+                *(uint32_t *)&in[i], got, want);
+        fail();
+      }
+    }
+    free(out);
+    kiln_host_jit_destroy(jit);
+    kiln_kir_module_destroy(m);
+    if (sb != 1) continue;
+    /* every code back to f32 */
+    m = build_convert(et, KILN_F32, 256);
+    k = compile(m, &jit);
+    uint8_t codes[256];
+    float back[256];
+    for (int i = 0; i < 256; i++) codes[i] = (uint8_t)i;
+    void *args2[2] = {codes, back};
+    assert_null(kiln_kir_host_kernel_run(&k, g_pool, args2));
+    int bits = kiln_elem_type_bits(et);
+    for (int i = 0; i < (1 << bits); i++) {
+      double want = kiln_narrow_to_f64(et, (uint32_t)i);
+      if (isnan(want)) assert_true(isnan(back[i]));
+      else if (!((double)back[i] == want && !signbit(back[i]) == !signbit(want))) {
+        fprintf(stderr, "%s code 0x%x: got %g want %g\n", kiln_elem_type_name(et), i, back[i], want);
+        fail();
+      }
+    }
+    kiln_host_jit_destroy(jit);
+    kiln_kir_module_destroy(m);
+  }
+  free(in);
+}
+
 static int g_calls;
 static void count_blocks(void **args, int64_t b, int64_t e) {
   __atomic_add_fetch((int64_t *)args[0], e - b, __ATOMIC_RELAXED);
@@ -299,6 +391,7 @@ int main(void) {
       cmocka_unit_test(test_transpose_through_shared_tile_is_exact),
       cmocka_unit_test(test_twice_called_subgraph_int32_and_f32_exact),
       cmocka_unit_test(test_atomic_add_from_all_blocks_sums_exactly),
+      cmocka_unit_test(test_narrow_float_conversions_match_numeric_h_bit_for_bit),
       cmocka_unit_test(test_host_rejects_barrier_inside_a_loop),
       cmocka_unit_test(test_pool_runs_every_block_once_for_any_worker_count),
   };

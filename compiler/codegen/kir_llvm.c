@@ -262,7 +262,9 @@ static LLVMValueRef f32_to_narrow8(kir_llvm_t *L, const fmt_t *f, LLVMValueRef x
   LLVMValueRef zero = f->style == 2 ? c32(L, 0) : f->style == 4 ? (LLVMValueRef)NULL : signv;
   if (f->style == 4) {
     LLVMValueRef iszero = icmp(L, LLVMIntEQ, mag, c32(L, 0));
-    res = sel(L, tiny, sel(L, LLVMBuildOr(b, iszero, neg, ""), c32(L, 0xFF), c32(L, 0)), res);
+    /* f32 subnormals: [1.5 * 2^-127, 2^-126) rounds up to 2^-126 (code 1), below to 2^-127 */
+    LLVMValueRef sub = sel(L, icmp(L, LLVMIntUGE, mag, c32(L, 0x600000)), c32(L, 1), c32(L, 0));
+    res = sel(L, tiny, sel(L, LLVMBuildOr(b, iszero, neg, ""), c32(L, 0xFF), sub), res);
   } else {
     res = sel(L, tiny, zero, res);
   }
