@@ -179,8 +179,23 @@ static kiln_kir_value_t *compare(kiln_elem_fn_t *f, const kiln_hlo_instruction_t
       return NULL;
   }
   if (instr->comparison_type == KILN_CMP_TYPE_TOTALORDER && kiln_elem_type_is_float(elem_of(a))) {
-    a = total_order_key(f, a);
-    b = total_order_key(f, b);
+    kiln_elem_type_t et = elem_of(a);
+    if (et == KILN_F8E8M0FNU) {
+      /* No sign bit: the bits order the values (0xff, the NaN, last). */
+      const kiln_kir_type_t *u8 = kiln_kir_type_scalar(f->e->m, KILN_U8);
+      a = kiln_kir_bitcast(B, a, u8);
+      b = kiln_kir_bitcast(B, b, u8);
+    } else {
+      if (et == KILN_F4E2M1FN) {
+        /* No NaN or inf, and every value (-0 included) is exact in f32, which orders the
+         * same way. */
+        const kiln_kir_type_t *f32 = kiln_kir_type_scalar(f->e->m, KILN_F32);
+        a = kiln_kir_convert(B, a, f32);
+        b = kiln_kir_convert(B, b, f32);
+      }
+      a = total_order_key(f, a);
+      b = total_order_key(f, b);
+    }
   }
   return kiln_kir_cmp(B, p, a, b);
 }
