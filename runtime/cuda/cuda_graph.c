@@ -1,0 +1,218 @@
+/* CUDA graphs for command lists (cuda_graph.h). */
+#include "runtime/cuda/cuda_graph.h"
+
+#include <string.h>
+
+#include "base/alloc.h"
+#include "runtime/cuda/cuda_device.h"
+
+typedef struct cuda_graph_exec {
+  kiln_cuda_device_t *dev;
+  CUgraph graph;
+  CUgraphExec exec;
+  CUgraphNode *nodes;
+  kiln_cmd_kind_t *kinds;
+  size_t num_nodes;
+} cuda_graph_exec_t;
+
+void kiln_cuda_graph_kernel_params(const kiln_cmd_t *cmd, void **param_ptrs,
+                                   CUDA_KERNEL_NODE_PARAMS *out) {
+  memset(out, 0, sizeof(*out));
+  out->func = (CUfunction)cmd->kernel->handle;
+  out->gridDimX = cmd->dims.grid[0];
+  out->gridDimY = cmd->dims.grid[1];
+  out->gridDimZ = cmd->dims.grid[2];
+  out->blockDimX = cmd->dims.block[0];
+  out->blockDimY = cmd->dims.block[1];
+  out->blockDimZ = cmd->dims.block[2];
+  out->sharedMemBytes = cmd->dims.shared_bytes;
+  for (int i = 0; i < cmd->num_args; i++) param_ptrs[i] = &cmd->args[i];
+  out->kernelParams = cmd->num_args ? param_ptrs : NULL;
+}
+
+void kiln_cuda_graph_memcpy_params(const kiln_cmd_t *cmd, CUDA_MEMCPY3D *out) {
+  memset(out, 0, sizeof(*out));
+  out->srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  out->srcDevice = cmd->src;
+  out->srcPitch = cmd->bytes;
+  out->srcHeight = 1;
+  out->dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  out->dstDevice = cmd->dst;
+  out->dstPitch = cmd->bytes;
+  out->dstHeight = 1;
+  out->WidthInBytes = cmd->bytes;
+  out->Height = 1;
+  out->Depth = 1;
+}
+
+void kiln_cuda_graph_memset_params(const kiln_cmd_t *cmd, CUDA_MEMSET_NODE_PARAMS *out) {
+  memset(out, 0, sizeof(*out));
+  out->dst = cmd->dst;
+  out->value = cmd->pattern;
+  out->elementSize = (unsigned)cmd->elem_size;
+  out->width = cmd->count;
+  out->height = 1;
+  out->pitch = cmd->count * (size_t)cmd->elem_size;
+}
+
+static bool cuda_graph_supports(kiln_device_t *dev, kiln_cmd_kind_t kind) {
+  return kind == KILN_CMD_KERNEL || kind == KILN_CMD_MEMCPY || kind == KILN_CMD_MEMSET;
+}
+
+static void graph_exec_free(cuda_graph_exec_t *x) {
+  const kiln_cuda_driver_t *drv = x->dev->drv;
+  kiln_status_free(kiln_cuda_device_activate(x->dev));
+  if (x->exec) drv->cuGraphExecDestroy(x->exec);
+  if (x->graph) drv->cuGraphDestroy(x->graph);
+  kiln_free(x->nodes);
+  kiln_free(x->kinds);
+  kiln_free(x);
+}
+
+static kiln_status add_node(cuda_graph_exec_t *x, size_t i, const kiln_cmd_t *c) {
+  const kiln_cuda_driver_t *drv = x->dev->drv;
+  const CUgraphNode *deps = i ? &x->nodes[i - 1] : NULL;
+  size_t num_deps = i ? 1 : 0;
+  switch (c->kind) {
+    case KILN_CMD_KERNEL: {
+      KILN_RETURN_IF_ERROR(kiln_cuda_kernel_prepare_shared(x->dev, c->kernel, c->dims.shared_bytes),
+                           "while recording command %zu", i);
+      void *ptrs[KILN_KERNEL_MAX_ARGS];
+      CUDA_KERNEL_NODE_PARAMS p;
+      kiln_cuda_graph_kernel_params(c, ptrs, &p);
+      KILN_CU_RETURN_IF_ERROR(drv, drv->cuGraphAddKernelNode(&x->nodes[i], x->graph, deps, num_deps, &p),
+                              "cuGraphAddKernelNode (command %zu, kernel %s)", i, c->kernel->name);
+      return NULL;
+    }
+    case KILN_CMD_MEMCPY: {
+      CUDA_MEMCPY3D p;
+      kiln_cuda_graph_memcpy_params(c, &p);
+      KILN_CU_RETURN_IF_ERROR(
+          drv, drv->cuGraphAddMemcpyNode(&x->nodes[i], x->graph, deps, num_deps, &p, x->dev->ctx),
+          "cuGraphAddMemcpyNode (command %zu)", i);
+      return NULL;
+    }
+    case KILN_CMD_MEMSET: {
+      CUDA_MEMSET_NODE_PARAMS p;
+      kiln_cuda_graph_memset_params(c, &p);
+      KILN_CU_RETURN_IF_ERROR(
+          drv, drv->cuGraphAddMemsetNode(&x->nodes[i], x->graph, deps, num_deps, &p, x->dev->ctx),
+          "cuGraphAddMemsetNode (command %zu)", i);
+      return NULL;
+    }
+    case KILN_CMD_GEMM: break;
+  }
+  return KILN_ERR_UNIMPLEMENTED("CUDA graphs: %s commands cannot be recorded",
+                                kiln_cmd_kind_name(c->kind));
+}
+
+static kiln_status cuda_graph_instantiate(kiln_device_t *dev, const kiln_cmd_list_t *l,
+                                          void **out) {
+  kiln_cuda_device_t *d = (kiln_cuda_device_t *)dev;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_cuda_device_activate(d));
+  cuda_graph_exec_t *x = kiln_calloc(1, sizeof(*x));
+  x->dev = d;
+  x->num_nodes = l->len;
+  x->nodes = kiln_calloc(l->len ? l->len : 1, sizeof(CUgraphNode));
+  x->kinds = kiln_calloc(l->len ? l->len : 1, sizeof(kiln_cmd_kind_t));
+  CUresult r = d->drv->cuGraphCreate(&x->graph, 0);
+  kiln_status s = kiln_cuda_status_make(d->drv, r, __FILE__, __LINE__, "cuGraphCreate");
+  for (size_t i = 0; !s && i < l->len; i++) {
+    x->kinds[i] = l->cmds[i].kind;
+    s = add_node(x, i, &l->cmds[i]);
+  }
+  if (!s) {
+    /* Instantiation can fail (resources, unsupported nodes): its status is checked, never
+     * assumed. */
+    r = d->drv->cuGraphInstantiateWithFlags(&x->exec, x->graph, 0);
+    if (r != CUDA_SUCCESS) {
+      x->exec = NULL;
+      s = kiln_cuda_status_make(d->drv, r, __FILE__, __LINE__,
+                                "cuGraphInstantiateWithFlags (%zu nodes)", l->len);
+    }
+  }
+  if (s) {
+    graph_exec_free(x);
+    return s;
+  }
+  *out = x;
+  return NULL;
+}
+
+static kiln_status cuda_graph_update(void *xp, size_t i, const kiln_cmd_t *c) {
+  cuda_graph_exec_t *x = xp;
+  const kiln_cuda_driver_t *drv = x->dev->drv;
+  if (i >= x->num_nodes || x->kinds[i] != c->kind)
+    return KILN_ERR_INVALID("CUDA graph update: command %zu does not match the recorded node", i);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_cuda_device_activate(x->dev));
+  switch (c->kind) {
+    case KILN_CMD_KERNEL: {
+      void *ptrs[KILN_KERNEL_MAX_ARGS];
+      CUDA_KERNEL_NODE_PARAMS p;
+      kiln_cuda_graph_kernel_params(c, ptrs, &p);
+      KILN_CU_RETURN_IF_ERROR(drv, drv->cuGraphExecKernelNodeSetParams(x->exec, x->nodes[i], &p),
+                              "cuGraphExecKernelNodeSetParams (node %zu)", i);
+      return NULL;
+    }
+    case KILN_CMD_MEMCPY: {
+      CUDA_MEMCPY3D p;
+      kiln_cuda_graph_memcpy_params(c, &p);
+      KILN_CU_RETURN_IF_ERROR(
+          drv, drv->cuGraphExecMemcpyNodeSetParams(x->exec, x->nodes[i], &p, x->dev->ctx),
+          "cuGraphExecMemcpyNodeSetParams (node %zu)", i);
+      return NULL;
+    }
+    case KILN_CMD_MEMSET: {
+      CUDA_MEMSET_NODE_PARAMS p;
+      kiln_cuda_graph_memset_params(c, &p);
+      KILN_CU_RETURN_IF_ERROR(
+          drv, drv->cuGraphExecMemsetNodeSetParams(x->exec, x->nodes[i], &p, x->dev->ctx),
+          "cuGraphExecMemsetNodeSetParams (node %zu)", i);
+      return NULL;
+    }
+    case KILN_CMD_GEMM: break;
+  }
+  return KILN_ERR_UNIMPLEMENTED("CUDA graph update: %s nodes", kiln_cmd_kind_name(c->kind));
+}
+
+static kiln_status cuda_graph_launch(void *xp, kiln_stream_t *s) {
+  cuda_graph_exec_t *x = xp;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_cuda_device_activate(x->dev));
+  KILN_CU_RETURN_IF_ERROR(x->dev->drv,
+                          x->dev->drv->cuGraphLaunch(x->exec, ((kiln_cuda_stream_t *)s)->stream),
+                          "cuGraphLaunch (%zu nodes)", x->num_nodes);
+  return NULL;
+}
+
+static void cuda_graph_destroy(void *xp) { graph_exec_free(xp); }
+
+static kiln_status cuda_issue(kiln_stream_t *s, const kiln_cmd_list_t *l) {
+  for (size_t i = 0; i < l->len; i++) {
+    const kiln_cmd_t *c = &l->cmds[i];
+    switch (c->kind) {
+      case KILN_CMD_KERNEL:
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_launch(s, c->kernel, &c->dims, c->args, c->num_args));
+        break;
+      case KILN_CMD_MEMCPY:
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_memcpy_d2d(s, c->dst, c->src, c->bytes));
+        break;
+      case KILN_CMD_MEMSET:
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_memset(s, c->dst, c->pattern, c->elem_size, c->count));
+        break;
+      case KILN_CMD_GEMM:
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_gemm(s, &c->gemm, c->a, c->b, c->dst));
+        break;
+    }
+  }
+  return NULL;
+}
+
+const kiln_cmd_exec_ops_t kiln_cuda_graph_ops = {
+    .name = "cuda-graph",
+    .supports = cuda_graph_supports,
+    .instantiate = cuda_graph_instantiate,
+    .update = cuda_graph_update,
+    .launch = cuda_graph_launch,
+    .destroy = cuda_graph_destroy,
+    .issue = cuda_issue,
+};

@@ -1,0 +1,673 @@
+/* The host device (host_device.h).
+ *
+ * Streams: each stream owns a worker thread that drains a FIFO of operations in order;
+ * operations are recycled through a per-stream free list, so the steady state does not
+ * allocate. Kernels split their blocks over the device's kiln_host_pool. An operation that
+ * fails makes the stream sticky-failed: later work is skipped (events still complete, so
+ * nothing waits forever) and the error comes back from the next synchronize. */
+#include "runtime/host/host_device.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "compiler/codegen/host_launch.h"
+#include "runtime/command_buffer.h"
+
+typedef struct host_device {
+  kiln_device_t base;
+  kiln_host_pool_t *pool;
+} host_device_t;
+
+typedef struct host_event {
+  kiln_event_t base;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  uint64_t recorded;  /* generation of the last record */
+  uint64_t completed; /* highest generation that completed */
+} host_event_t;
+
+typedef struct host_exec host_exec_t;
+
+typedef enum op_kind {
+  OP_KERNEL,
+  OP_COPY,
+  OP_MEMSET,
+  OP_GEMM,
+  OP_EVENT_RECORD,
+  OP_EVENT_WAIT,
+  OP_CMD_LIST,
+} op_kind_t;
+
+#define OP_INLINE_ARGS 16
+
+typedef struct host_op {
+  struct host_op *next;
+  op_kind_t kind;
+  void **heap_args; /* kernel arguments beyond OP_INLINE_ARGS; kept across reuse */
+  int heap_cap;
+  union {
+    struct {
+      kiln_host_kernel_fn fn;
+      int64_t num_blocks;
+      void **args; /* points at inline_args or heap_args */
+      void *inline_args[OP_INLINE_ARGS];
+      const char *name;
+    } k;
+    struct {
+      void *dst;
+      const void *src;
+      size_t n;
+    } copy;
+    struct {
+      void *dst;
+      uint32_t pattern;
+      int elem_size;
+      size_t count;
+    } set;
+    struct {
+      kiln_gemm_desc_t g;
+      const void *a, *b;
+      void *c;
+    } gemm;
+    struct {
+      host_event_t *e;
+      uint64_t gen;
+    } ev;
+    struct {
+      host_exec_t *x;
+    } list;
+  } u;
+} host_op_t;
+
+typedef struct host_stream {
+  kiln_stream_t base;
+  host_device_t *dev;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t work_cv, done_cv;
+  host_op_t *head, *tail, *free_list;
+  uint64_t submitted, completed;
+  bool stop;
+  kiln_status error; /* first failure since the last synchronize */
+} host_stream_t;
+
+/* A recorded command list: the description plus each kernel's arguments already in the
+ * kernel ABI's form (void * array), replayed by one queue entry. */
+struct host_exec {
+  host_device_t *dev;
+  kiln_cmd_list_t list;
+  void **kernel_args; /* all kernel arguments, back to back */
+  size_t *arg_offset; /* per command */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int inflight; /* launches queued or running */
+};
+
+static host_device_t *dev_of(kiln_device_t *d) { return (host_device_t *)d; }
+
+/* ---- memory ----------------------------------------------------------------------------- */
+
+static kiln_status host_mem_alloc(kiln_device_t *d, size_t size, kiln_devptr_t *out) {
+  size_t rounded = (size + 63) & ~(size_t)63;
+  if (rounded < size) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host alloc: size overflow");
+  void *p = aligned_alloc(64, rounded);
+  if (!p)
+    return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host device: cannot allocate %zu bytes",
+                            size);
+  *out = (kiln_devptr_t)(uintptr_t)p;
+  return NULL;
+}
+
+static void host_mem_free(kiln_device_t *d, kiln_devptr_t p) { free((void *)(uintptr_t)p); }
+
+static kiln_status host_host_alloc(kiln_device_t *d, size_t size, void **out) {
+  kiln_devptr_t p;
+  KILN_RETURN_IF_ERROR_PLAIN(host_mem_alloc(d, size, &p));
+  *out = (void *)(uintptr_t)p;
+  return NULL;
+}
+
+static void host_host_free(kiln_device_t *d, void *p) { free(p); }
+
+/* ---- operations ------------------------------------------------------------------------- */
+
+static kiln_status run_cmd_list(host_stream_t *s, host_exec_t *x);
+
+static kiln_status run_op(host_stream_t *s, host_op_t *op) {
+  switch (op->kind) {
+    case OP_KERNEL:
+      return kiln_host_pool_launch(s->dev->pool, op->u.k.fn, op->u.k.args, op->u.k.num_blocks, 0);
+    case OP_COPY: memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.n); return NULL;
+    case OP_MEMSET: {
+      size_t n = op->u.set.count;
+      uint32_t p = op->u.set.pattern;
+      if (op->u.set.elem_size == 1) {
+        memset(op->u.set.dst, (int)(p & 0xff), n);
+      } else if (op->u.set.elem_size == 2) {
+        uint16_t v = (uint16_t)p, *d = op->u.set.dst;
+        for (size_t i = 0; i < n; i++) d[i] = v;
+      } else {
+        uint32_t *d = op->u.set.dst;
+        for (size_t i = 0; i < n; i++) d[i] = p;
+      }
+      return NULL;
+    }
+    case OP_GEMM:
+      kiln_host_gemm(&op->u.gemm.g, op->u.gemm.a, op->u.gemm.b, op->u.gemm.c, KILN_HOST_BLAS_AUTO);
+      return NULL;
+    case OP_EVENT_RECORD: /* handled by the worker (also when failed) */
+    case OP_EVENT_WAIT: return NULL;
+    case OP_CMD_LIST: return run_cmd_list(s, op->u.list.x);
+  }
+  return KILN_ERR_INTERNAL("host stream: unknown operation %d", (int)op->kind);
+}
+
+static void event_complete(host_event_t *e, uint64_t gen) {
+  pthread_mutex_lock(&e->mu);
+  if (gen > e->completed) e->completed = gen;
+  pthread_cond_broadcast(&e->cv);
+  pthread_mutex_unlock(&e->mu);
+}
+
+static void event_wait_for(host_event_t *e, uint64_t gen) {
+  pthread_mutex_lock(&e->mu);
+  while (e->completed < gen) pthread_cond_wait(&e->cv, &e->mu);
+  pthread_mutex_unlock(&e->mu);
+}
+
+static void exec_release(host_exec_t *x) {
+  pthread_mutex_lock(&x->mu);
+  if (--x->inflight == 0) pthread_cond_broadcast(&x->cv);
+  pthread_mutex_unlock(&x->mu);
+}
+
+static void *stream_worker(void *arg) {
+  host_stream_t *s = arg;
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    while (!s->stop && !s->head) pthread_cond_wait(&s->work_cv, &s->mu);
+    if (!s->head) break; /* stop requested and the queue is drained */
+    host_op_t *op = s->head;
+    s->head = op->next;
+    if (!s->head) s->tail = NULL;
+    bool failed = s->error != NULL;
+    pthread_mutex_unlock(&s->mu);
+
+    kiln_status st = NULL;
+    if (op->kind == OP_EVENT_RECORD) {
+      event_complete(op->u.ev.e, op->u.ev.gen);
+    } else if (op->kind == OP_EVENT_WAIT) {
+      event_wait_for(op->u.ev.e, op->u.ev.gen);
+    } else if (!failed) {
+      st = run_op(s, op);
+    }
+    if (op->kind == OP_CMD_LIST) exec_release(op->u.list.x);
+
+    pthread_mutex_lock(&s->mu);
+    if (st && !s->error)
+      s->error = st;
+    else
+      kiln_status_free(st);
+    op->next = s->free_list;
+    s->free_list = op;
+    s->completed++;
+    if (s->completed == s->submitted) pthread_cond_broadcast(&s->done_cv);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+/* Takes an operation from the free list (the caller holds s->mu). */
+static host_op_t *op_get(host_stream_t *s) {
+  host_op_t *op = s->free_list;
+  if (op) {
+    s->free_list = op->next;
+  } else {
+    op = kiln_calloc(1, sizeof(*op));
+  }
+  op->next = NULL;
+  return op;
+}
+
+static void op_submit(host_stream_t *s, host_op_t *op) {
+  op->next = NULL;
+  if (s->tail)
+    s->tail->next = op;
+  else
+    s->head = op;
+  s->tail = op;
+  s->submitted++;
+  pthread_cond_signal(&s->work_cv);
+}
+
+static kiln_status host_stream_create(kiln_device_t *d, kiln_stream_t **out) {
+  host_stream_t *s = kiln_calloc(1, sizeof(*s));
+  s->base.device = d;
+  s->dev = dev_of(d);
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->work_cv, NULL);
+  pthread_cond_init(&s->done_cv, NULL);
+  if (pthread_create(&s->thread, NULL, stream_worker, s) != 0) {
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->work_cv);
+    pthread_cond_destroy(&s->done_cv);
+    kiln_free(s);
+    return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host stream: cannot start its thread");
+  }
+  *out = &s->base;
+  return NULL;
+}
+
+static kiln_status host_stream_synchronize(kiln_stream_t *base) {
+  host_stream_t *s = (host_stream_t *)base;
+  pthread_mutex_lock(&s->mu);
+  while (s->completed != s->submitted) pthread_cond_wait(&s->done_cv, &s->mu);
+  kiln_status err = s->error;
+  s->error = NULL;
+  pthread_mutex_unlock(&s->mu);
+  return err;
+}
+
+static void host_stream_destroy(kiln_stream_t *base) {
+  host_stream_t *s = (host_stream_t *)base;
+  kiln_status_free(host_stream_synchronize(base));
+  pthread_mutex_lock(&s->mu);
+  s->stop = true;
+  pthread_cond_signal(&s->work_cv);
+  pthread_mutex_unlock(&s->mu);
+  pthread_join(s->thread, NULL);
+  for (host_op_t *op = s->free_list; op;) {
+    host_op_t *next = op->next;
+    kiln_free(op->heap_args);
+    kiln_free(op);
+    op = next;
+  }
+  kiln_status_free(s->error);
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->work_cv);
+  pthread_cond_destroy(&s->done_cv);
+  kiln_free(s);
+}
+
+static kiln_status host_memcpy(kiln_stream_t *base, void *dst, const void *src, size_t n) {
+  host_stream_t *s = (host_stream_t *)base;
+  pthread_mutex_lock(&s->mu);
+  host_op_t *op = op_get(s);
+  op->kind = OP_COPY;
+  op->u.copy.dst = dst;
+  op->u.copy.src = src;
+  op->u.copy.n = n;
+  op_submit(s, op);
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+static kiln_status host_memcpy_d2d(kiln_stream_t *s, kiln_devptr_t dst, kiln_devptr_t src,
+                                   size_t n) {
+  return host_memcpy(s, (void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
+}
+static kiln_status host_memcpy_h2d(kiln_stream_t *s, kiln_devptr_t dst, const void *src, size_t n) {
+  return host_memcpy(s, (void *)(uintptr_t)dst, src, n);
+}
+static kiln_status host_memcpy_d2h(kiln_stream_t *s, void *dst, kiln_devptr_t src, size_t n) {
+  return host_memcpy(s, dst, (const void *)(uintptr_t)src, n);
+}
+
+static kiln_status host_memset(kiln_stream_t *base, kiln_devptr_t dst, uint32_t pattern,
+                               int elem_size, size_t count) {
+  host_stream_t *s = (host_stream_t *)base;
+  pthread_mutex_lock(&s->mu);
+  host_op_t *op = op_get(s);
+  op->kind = OP_MEMSET;
+  op->u.set.dst = (void *)(uintptr_t)dst;
+  op->u.set.pattern = pattern;
+  op->u.set.elem_size = elem_size;
+  op->u.set.count = count;
+  op_submit(s, op);
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+static kiln_status host_launch(kiln_stream_t *base, const kiln_kernel_t *k,
+                               const kiln_launch_dims_t *d, const uint64_t *args, int num_args) {
+  host_stream_t *s = (host_stream_t *)base;
+  pthread_mutex_lock(&s->mu);
+  host_op_t *op = op_get(s);
+  op->kind = OP_KERNEL;
+  op->u.k.fn = (kiln_host_kernel_fn)k->handle;
+  op->u.k.num_blocks = (int64_t)kiln_launch_dims_num_blocks(d);
+  op->u.k.name = k->name;
+  if (num_args <= OP_INLINE_ARGS) {
+    op->u.k.args = op->u.k.inline_args;
+  } else {
+    if (op->heap_cap < num_args) {
+      op->heap_args = kiln_realloc(op->heap_args, (size_t)num_args * sizeof(void *));
+      op->heap_cap = num_args;
+    }
+    op->u.k.args = op->heap_args;
+  }
+  for (int i = 0; i < num_args; i++) op->u.k.args[i] = (void *)(uintptr_t)args[i];
+  op_submit(s, op);
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+static kiln_status host_gemm_op(kiln_stream_t *base, const kiln_gemm_desc_t *g, kiln_devptr_t a,
+                                kiln_devptr_t b, kiln_devptr_t c) {
+  host_stream_t *s = (host_stream_t *)base;
+  pthread_mutex_lock(&s->mu);
+  host_op_t *op = op_get(s);
+  op->kind = OP_GEMM;
+  op->u.gemm.g = *g;
+  op->u.gemm.a = (const void *)(uintptr_t)a;
+  op->u.gemm.b = (const void *)(uintptr_t)b;
+  op->u.gemm.c = (void *)(uintptr_t)c;
+  op_submit(s, op);
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+/* ---- events ----------------------------------------------------------------------------- */
+
+static kiln_status host_event_create(kiln_device_t *d, kiln_event_t **out) {
+  host_event_t *e = kiln_calloc(1, sizeof(*e));
+  e->base.device = d;
+  pthread_mutex_init(&e->mu, NULL);
+  pthread_cond_init(&e->cv, NULL);
+  *out = &e->base;
+  return NULL;
+}
+
+static void host_event_destroy(kiln_event_t *base) {
+  host_event_t *e = (host_event_t *)base;
+  pthread_mutex_destroy(&e->mu);
+  pthread_cond_destroy(&e->cv);
+  kiln_free(e);
+}
+
+static kiln_status host_event_record(kiln_event_t *base, kiln_stream_t *sbase) {
+  host_event_t *e = (host_event_t *)base;
+  host_stream_t *s = (host_stream_t *)sbase;
+  pthread_mutex_lock(&e->mu);
+  uint64_t gen = ++e->recorded;
+  pthread_mutex_unlock(&e->mu);
+  pthread_mutex_lock(&s->mu);
+  host_op_t *op = op_get(s);
+  op->kind = OP_EVENT_RECORD;
+  op->u.ev.e = e;
+  op->u.ev.gen = gen;
+  op_submit(s, op);
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+static kiln_status host_stream_wait_event(kiln_stream_t *sbase, kiln_event_t *base) {
+  host_event_t *e = (host_event_t *)base;
+  host_stream_t *s = (host_stream_t *)sbase;
+  pthread_mutex_lock(&e->mu);
+  uint64_t gen = e->recorded; /* wait for the record made before this call */
+  pthread_mutex_unlock(&e->mu);
+  if (gen == 0) return NULL;  /* never recorded: nothing to wait for (as in CUDA) */
+  pthread_mutex_lock(&s->mu);
+  host_op_t *op = op_get(s);
+  op->kind = OP_EVENT_WAIT;
+  op->u.ev.e = e;
+  op->u.ev.gen = gen;
+  op_submit(s, op);
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+static kiln_status host_event_synchronize(kiln_event_t *base) {
+  host_event_t *e = (host_event_t *)base;
+  pthread_mutex_lock(&e->mu);
+  uint64_t gen = e->recorded;
+  pthread_mutex_unlock(&e->mu);
+  event_wait_for(e, gen);
+  return NULL;
+}
+
+/* ---- modules ----------------------------------------------------------------------------- */
+
+typedef struct host_module {
+  kiln_device_module_t base;
+  size_t num;
+  kiln_kernel_t *kernels;
+  char **names;
+} host_module_t;
+
+static kiln_status host_module_load(kiln_device_t *d, const kiln_module_image_t *img,
+                                    kiln_device_module_t **out) {
+  if (img->num_functions == 0 || !img->names || !img->functions)
+    return KILN_ERR_INVALID("host module: the image lists no kernel functions");
+  for (size_t i = 0; i < img->num_functions; i++)
+    if (!img->names[i] || !img->functions[i])
+      return KILN_ERR_INVALID("host module: kernel %zu has no name or no function", i);
+  host_module_t *m = kiln_calloc(1, sizeof(*m));
+  m->base.device = d;
+  m->num = img->num_functions;
+  m->kernels = kiln_calloc(m->num, sizeof(kiln_kernel_t));
+  m->names = kiln_calloc(m->num, sizeof(char *));
+  for (size_t i = 0; i < m->num; i++) {
+    m->names[i] = kiln_strdup(img->names[i]);
+    m->kernels[i].name = m->names[i];
+    m->kernels[i].module = &m->base;
+    m->kernels[i].handle = img->functions[i];
+    m->kernels[i].uid = kiln_kernel_next_uid();
+  }
+  *out = &m->base;
+  return NULL;
+}
+
+static void host_module_unload(kiln_device_module_t *base) {
+  host_module_t *m = (host_module_t *)base;
+  for (size_t i = 0; i < m->num; i++) kiln_free(m->names[i]);
+  kiln_free(m->names);
+  kiln_free(m->kernels);
+  kiln_free(m);
+}
+
+static kiln_status host_module_get_kernel(kiln_device_module_t *base, const char *name,
+                                          const kiln_kernel_t **out) {
+  host_module_t *m = (host_module_t *)base;
+  for (size_t i = 0; i < m->num; i++)
+    if (!strcmp(m->names[i], name)) {
+      *out = &m->kernels[i];
+      return NULL;
+    }
+  return kiln_status_make(KILN_NOT_FOUND, "host module: no kernel named '%s'", name);
+}
+
+/* ---- recorded command lists ----------------------------------------------------------- */
+
+static void exec_fill_args(host_exec_t *x, size_t i) {
+  const kiln_cmd_t *c = &x->list.cmds[i];
+  for (int a = 0; a < c->num_args; a++)
+    x->kernel_args[x->arg_offset[i] + (size_t)a] = (void *)(uintptr_t)c->args[a];
+}
+
+static kiln_status host_exec_instantiate(kiln_device_t *d, const kiln_cmd_list_t *l, void **out) {
+  host_exec_t *x = kiln_calloc(1, sizeof(*x));
+  x->dev = dev_of(d);
+  kiln_cmd_list_copy(&x->list, l);
+  x->arg_offset = kiln_calloc(l->len ? l->len : 1, sizeof(size_t));
+  size_t total = 0;
+  for (size_t i = 0; i < l->len; i++) {
+    x->arg_offset[i] = total;
+    total += (size_t)l->cmds[i].num_args;
+  }
+  x->kernel_args = kiln_calloc(total ? total : 1, sizeof(void *));
+  for (size_t i = 0; i < l->len; i++) exec_fill_args(x, i);
+  pthread_mutex_init(&x->mu, NULL);
+  pthread_cond_init(&x->cv, NULL);
+  *out = x;
+  return NULL;
+}
+
+static void exec_wait_idle(host_exec_t *x) {
+  pthread_mutex_lock(&x->mu);
+  while (x->inflight > 0) pthread_cond_wait(&x->cv, &x->mu);
+  pthread_mutex_unlock(&x->mu);
+}
+
+/* Patching waits until queued replays of this list ran: a replay must see the addresses it
+ * was launched with (a CUDA graph exec behaves the same way). */
+static kiln_status host_exec_update(void *xp, size_t index, const kiln_cmd_t *cmd) {
+  host_exec_t *x = xp;
+  if (index >= x->list.len) return KILN_ERR_INVALID("host command list: no command %zu", index);
+  exec_wait_idle(x);
+  kiln_cmd_t *r = &x->list.cmds[index];
+  uint64_t *args = r->args;
+  *r = *cmd;
+  r->args = args;
+  if (r->num_args) memcpy(args, cmd->args, (size_t)r->num_args * sizeof(uint64_t));
+  exec_fill_args(x, index);
+  return NULL;
+}
+
+static kiln_status host_exec_launch(void *xp, kiln_stream_t *base) {
+  host_exec_t *x = xp;
+  host_stream_t *s = (host_stream_t *)base;
+  pthread_mutex_lock(&x->mu);
+  x->inflight++;
+  pthread_mutex_unlock(&x->mu);
+  pthread_mutex_lock(&s->mu);
+  host_op_t *op = op_get(s);
+  op->kind = OP_CMD_LIST;
+  op->u.list.x = x;
+  op_submit(s, op);
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+static void host_exec_destroy(void *xp) {
+  host_exec_t *x = xp;
+  exec_wait_idle(x);
+  kiln_cmd_list_free(&x->list);
+  kiln_free(x->kernel_args);
+  kiln_free(x->arg_offset);
+  pthread_mutex_destroy(&x->mu);
+  pthread_cond_destroy(&x->cv);
+  kiln_free(x);
+}
+
+/* Runs on the stream's worker: the whole list back to back. */
+static kiln_status run_cmd_list(host_stream_t *s, host_exec_t *x) {
+  for (size_t i = 0; i < x->list.len; i++) {
+    const kiln_cmd_t *c = &x->list.cmds[i];
+    switch (c->kind) {
+      case KILN_CMD_KERNEL:
+        KILN_RETURN_IF_ERROR(
+            kiln_host_pool_launch(x->dev->pool, (kiln_host_kernel_fn)c->kernel->handle,
+                                  x->kernel_args + x->arg_offset[i],
+                                  (int64_t)kiln_launch_dims_num_blocks(&c->dims), 0),
+            "in command %zu (kernel %s) of a recorded list", i, c->kernel->name);
+        break;
+      case KILN_CMD_MEMCPY:
+        memmove((void *)(uintptr_t)c->dst, (const void *)(uintptr_t)c->src, c->bytes);
+        break;
+      case KILN_CMD_MEMSET: {
+        host_op_t op = {.kind = OP_MEMSET};
+        op.u.set.dst = (void *)(uintptr_t)c->dst;
+        op.u.set.pattern = c->pattern;
+        op.u.set.elem_size = c->elem_size;
+        op.u.set.count = c->count;
+        KILN_RETURN_IF_ERROR_PLAIN(run_op(s, &op));
+        break;
+      }
+      case KILN_CMD_GEMM:
+        kiln_host_gemm(&c->gemm, (const void *)(uintptr_t)c->a, (const void *)(uintptr_t)c->b,
+                       (void *)(uintptr_t)c->dst, KILN_HOST_BLAS_AUTO);
+        break;
+    }
+  }
+  return NULL;
+}
+
+static kiln_status host_issue(kiln_stream_t *s, const kiln_cmd_list_t *l) {
+  for (size_t i = 0; i < l->len; i++) {
+    const kiln_cmd_t *c = &l->cmds[i];
+    switch (c->kind) {
+      case KILN_CMD_KERNEL:
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_launch(s, c->kernel, &c->dims, c->args, c->num_args));
+        break;
+      case KILN_CMD_MEMCPY:
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_memcpy_d2d(s, c->dst, c->src, c->bytes));
+        break;
+      case KILN_CMD_MEMSET:
+        KILN_RETURN_IF_ERROR_PLAIN(
+            kiln_stream_memset(s, c->dst, c->pattern, c->elem_size, c->count));
+        break;
+      case KILN_CMD_GEMM:
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_gemm(s, &c->gemm, c->a, c->b, c->dst));
+        break;
+    }
+  }
+  return NULL;
+}
+
+static const kiln_cmd_exec_ops_t host_cmd_ops = {
+    .name = "host-command-list",
+    .supports = NULL,
+    .instantiate = host_exec_instantiate,
+    .update = host_exec_update,
+    .launch = host_exec_launch,
+    .destroy = host_exec_destroy,
+    .issue = host_issue,
+};
+
+/* ---- device ----------------------------------------------------------------------------- */
+
+static void host_device_destroy(kiln_device_t *d) {
+  host_device_t *h = dev_of(d);
+  kiln_device_fini_common(d);
+  kiln_host_pool_destroy(h->pool);
+  kiln_free(h);
+}
+
+static const kiln_device_vtable_t host_vtable = {
+    .destroy = host_device_destroy,
+    .mem_alloc = host_mem_alloc,
+    .mem_free = host_mem_free,
+    .host_alloc = host_host_alloc,
+    .host_free = host_host_free,
+    .stream_create = host_stream_create,
+    .stream_destroy = host_stream_destroy,
+    .stream_synchronize = host_stream_synchronize,
+    .memcpy_d2d = host_memcpy_d2d,
+    .memcpy_h2d = host_memcpy_h2d,
+    .memcpy_d2h = host_memcpy_d2h,
+    .memset = host_memset,
+    .launch = host_launch,
+    .gemm = host_gemm_op,
+    .event_create = host_event_create,
+    .event_destroy = host_event_destroy,
+    .event_record = host_event_record,
+    .stream_wait_event = host_stream_wait_event,
+    .event_synchronize = host_event_synchronize,
+    .module_load = host_module_load,
+    .module_unload = host_module_unload,
+    .module_get_kernel = host_module_get_kernel,
+    .cmd_ops = &host_cmd_ops,
+};
+
+kiln_status kiln_host_device_create(int num_threads, kiln_device_t **out) {
+  if (!out) return KILN_ERR_INVALID("host device: NULL out");
+  *out = NULL;
+  host_device_t *h = kiln_calloc(1, sizeof(*h));
+  kiln_status s = kiln_host_pool_create(num_threads, &h->pool);
+  if (s) {
+    kiln_free(h);
+    return kiln_status_annotate(s, "while creating the host device");
+  }
+  char name[64];
+  snprintf(name, sizeof(name), "host (%d threads)", kiln_host_pool_num_workers(h->pool));
+  kiln_device_init_common(&h->base, &host_vtable, KILN_DEVICE_HOST, name);
+  *out = &h->base;
+  return NULL;
+}
