@@ -1,5 +1,8 @@
 #include "tools/common/corpus.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "base/str.h"
 
 static const kiln_corpus_invalid_t kKnownInvalid[] = {
@@ -33,4 +36,14 @@ const kiln_corpus_invalid_t *kiln_corpus_find_invalid(const char *path, int modu
     if (kiln_str_ends_with(path, kKnownInvalid[i].file_suffix) && kKnownInvalid[i].module == module)
       return &kKnownInvalid[i];
   return NULL;
+}
+
+bool kiln_corpus_sampled(const char *name) {
+  const char *env = getenv("KILN_CORPUS_SAMPLE");
+  long n = env ? strtol(env, NULL, 10) : 0;
+  if (n <= 1) return true;
+  /* Hash only the file's base name so the choice does not depend on where the corpus is. */
+  const char *base = strrchr(name, '/');
+  base = base ? base + 1 : name;
+  return kiln_hash_bytes(base, strlen(base)) % (unsigned long)n == 0;
 }

@@ -18,4 +18,11 @@ const kiln_corpus_invalid_t *kiln_corpus_invalid_list(size_t *out_n);
 /* The entry for module `module` of the file at `path`, or NULL. */
 const kiln_corpus_invalid_t *kiln_corpus_find_invalid(const char *path, int module);
 
+/* Sampling for slow builds: with KILN_CORPUS_SAMPLE=N (N > 1) in the environment, true
+ * for about one module name in N (chosen by a hash of the name, so the same ones every
+ * run); otherwise always true. The ASan/UBSan run in CI uses it to keep corpus-wide tests
+ * within the time budget while the normal build runs them whole. */
+#include <stdbool.h>
+bool kiln_corpus_sampled(const char *name);
+
 #endif /* KILN_TOOLS_CORPUS_H_ */
