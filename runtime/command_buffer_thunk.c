@@ -1,0 +1,117 @@
+/* The command-buffer thunk and the conversion of thunk sequences (command_buffer_thunk.h). */
+#include "runtime/command_buffer_thunk.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/alloc.h"
+
+kiln_status kiln_command_buffer_thunk_create(const char *name, kiln_thunk_seq_t *seq,
+                                             kiln_thunk_t **out) {
+  if (!seq || !out) return KILN_ERR_INVALID("command buffer thunk: NULL argument");
+  *out = NULL;
+  for (size_t i = 0; i < seq->len; i++)
+    if (!kiln_thunk_is_convertible(seq->items[i]))
+      return KILN_ERR_INVALID("command buffer %s: %s thunk %s cannot be recorded",
+                              name ? name : "", kiln_thunk_kind_name(seq->items[i]->kind),
+                              seq->items[i]->name);
+  kiln_thunk_t *t = kiln_calloc(1, sizeof(*t));
+  t->kind = KILN_THUNK_COMMAND_BUFFER;
+  t->name = kiln_strdup(name ? name : "command-buffer");
+  t->u.cmdbuf.seq = *seq;
+  memset(seq, 0, sizeof(*seq));
+  kiln_cmd_list_init(&t->u.cmdbuf.list);
+  t->u.cmdbuf.last_action = KILN_CMD_ACTION_ISSUE_DIRECTLY;
+  *out = t;
+  return NULL;
+}
+
+kiln_cmd_action_t kiln_command_buffer_thunk_last_action(const kiln_thunk_t *t) {
+  return t && t->kind == KILN_THUNK_COMMAND_BUFFER ? t->u.cmdbuf.last_action
+                                                    : KILN_CMD_ACTION_ISSUE_DIRECTLY;
+}
+
+kiln_status kiln_command_buffer_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_t *p) {
+  KILN_RETURN_IF_ERROR(kiln_thunk_seq_prepare(&t->u.cmdbuf.seq, p), "in command buffer %s", t->name);
+  return NULL;
+}
+
+kiln_status kiln_command_buffer_thunk_initialize(kiln_thunk_t *t, const kiln_thunk_init_params_t *p) {
+  KILN_RETURN_IF_ERROR(kiln_thunk_seq_initialize(&t->u.cmdbuf.seq, p), "in command buffer %s",
+                       t->name);
+  t->u.cmdbuf.use_cache = kiln_device_cmd_cache(p->device) != NULL;
+  return NULL;
+}
+
+kiln_status kiln_command_buffer_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *p) {
+  kiln_cmd_cache_t *cache = kiln_device_cmd_cache(p->device);
+  if (!t->u.cmdbuf.use_cache || !cache) {
+    t->u.cmdbuf.last_action = KILN_CMD_ACTION_ISSUE_DIRECTLY;
+    return kiln_thunk_seq_execute(&t->u.cmdbuf.seq, p);
+  }
+  /* The list keeps its capacity, so the steady state does not allocate. */
+  kiln_cmd_list_t *l = &t->u.cmdbuf.list;
+  kiln_cmd_list_clear(l);
+  for (size_t i = 0; i < t->u.cmdbuf.seq.len; i++)
+    KILN_RETURN_IF_ERROR(kiln_thunk_append_commands(t->u.cmdbuf.seq.items[i], p->buffers, l),
+                         "in command buffer %s", t->name);
+  KILN_RETURN_IF_ERROR(kiln_cmd_cache_execute(cache, p->stream, l, &t->u.cmdbuf.last_action),
+                       "in command buffer %s", t->name);
+  return NULL;
+}
+
+static kiln_status convert_children(kiln_thunk_t *t, size_t min_run, size_t *made) {
+  switch (t->kind) {
+    case KILN_THUNK_WHILE:
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_command_buffer_convert(&t->u.loop.cond, min_run, made));
+      return kiln_command_buffer_convert(&t->u.loop.body, min_run, made);
+    case KILN_THUNK_CONDITIONAL:
+      for (int i = 0; i < t->u.cond.num_branches; i++)
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_command_buffer_convert(&t->u.cond.branches[i], min_run, made));
+      return NULL;
+    case KILN_THUNK_SEQUENTIAL: return kiln_command_buffer_convert(&t->u.sequential.seq, min_run, made);
+    default: return NULL;
+  }
+}
+
+kiln_status kiln_command_buffer_convert(kiln_thunk_seq_t *seq, size_t min_run, size_t *made) {
+  size_t local = 0;
+  if (!made) made = &local;
+  if (!seq) return KILN_ERR_INVALID("command buffer conversion: NULL sequence");
+  if (min_run < 1) min_run = 1;
+  kiln_thunk_seq_t out;
+  kiln_thunk_seq_init(&out);
+  size_t i = 0;
+  kiln_status s = NULL;
+  while (i < seq->len && !s) {
+    size_t j = i;
+    while (j < seq->len && kiln_thunk_is_convertible(seq->items[j])) j++;
+    if (j - i >= min_run) {
+      kiln_thunk_seq_t run;
+      kiln_thunk_seq_init(&run);
+      for (size_t k = i; k < j; k++) kiln_thunk_seq_push(&run, seq->items[k]);
+      char name[64];
+      snprintf(name, sizeof(name), "command_buffer.%zu", *made);
+      kiln_thunk_t *cb = NULL;
+      s = kiln_command_buffer_thunk_create(name, &run, &cb);
+      if (s) { /* cannot happen for a convertible run; keep the thunks where they were */
+        for (size_t k = 0; k < run.len; k++) kiln_thunk_seq_push(&out, run.items[k]);
+        kiln_free(run.items);
+        break;
+      }
+      kiln_thunk_seq_push(&out, cb);
+      (*made)++;
+      i = j;
+    } else if (j > i) {
+      for (; i < j; i++) kiln_thunk_seq_push(&out, seq->items[i]);
+    } else {
+      s = convert_children(seq->items[i], min_run, made);
+      kiln_thunk_seq_push(&out, seq->items[i]);
+      i++;
+    }
+  }
+  for (; i < seq->len; i++) kiln_thunk_seq_push(&out, seq->items[i]);
+  kiln_free(seq->items);
+  *seq = out;
+  return s;
+}

@@ -1,0 +1,216 @@
+/* Thunks: the units of work an executable runs, device-independent.
+ *
+ * Kinds: kernel (a launch of a kernel from a loaded module), copy (device-to-device,
+ * host-to-device, device-to-host), memset, gemm, custom call (a callback with its buffers;
+ * the FFI that fills it comes later), while (the condition sequence writes a pred that is
+ * read back to the host), conditional (a branch index or pred read back), sequential, and
+ * command buffer (command_buffer_thunk.h: a run of convertible thunks recorded once and
+ * replayed).
+ *
+ * Stages, each over a whole tree of thunks:
+ *   prepare    — static checks against the allocation sizes (every slice fits, sizes agree
+ *                with what the thunk does); nothing touches the device;
+ *   initialize — one-time device work: resolve kernels in their modules, pinned host scratch
+ *                for read-backs, the command-buffer decision for the device;
+ *   execute    — enqueue the work on the stream, with slices resolved against the buffer
+ *                table of this execution (while/conditional synchronize to read back).
+ * A thunk owns what it was created with (names copied, slices copied, child sequences taken
+ * over); modules, kernels and host pointers are borrowed. */
+#ifndef KILN_RUNTIME_THUNK_H_
+#define KILN_RUNTIME_THUNK_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "base/str.h"
+#include "runtime/buffer.h"
+#include "runtime/command_buffer.h"
+#include "runtime/device.h"
+
+typedef enum kiln_thunk_kind {
+  KILN_THUNK_KERNEL = 0,
+  KILN_THUNK_COPY,
+  KILN_THUNK_MEMSET,
+  KILN_THUNK_GEMM,
+  KILN_THUNK_CUSTOM_CALL,
+  KILN_THUNK_WHILE,
+  KILN_THUNK_CONDITIONAL,
+  KILN_THUNK_SEQUENTIAL,
+  KILN_THUNK_COMMAND_BUFFER,
+} kiln_thunk_kind_t;
+
+const char *kiln_thunk_kind_name(kiln_thunk_kind_t k);
+
+typedef enum kiln_copy_kind {
+  KILN_COPY_D2D = 0,
+  KILN_COPY_H2D,
+  KILN_COPY_D2H,
+} kiln_copy_kind_t;
+
+typedef struct kiln_thunk kiln_thunk_t;
+
+/* An owning sequence of thunks. */
+typedef struct kiln_thunk_seq {
+  kiln_thunk_t **items;
+  size_t len, cap;
+} kiln_thunk_seq_t;
+
+void kiln_thunk_seq_init(kiln_thunk_seq_t *s);
+void kiln_thunk_seq_push(kiln_thunk_seq_t *s, kiln_thunk_t *t); /* takes ownership */
+void kiln_thunk_seq_free(kiln_thunk_seq_t *s);                 /* destroys the thunks */
+
+/* A kernel argument: a slice's address or an 8-byte scalar. */
+typedef struct kiln_kernel_arg {
+  bool is_scalar;
+  kiln_slice_t slice;
+  uint64_t scalar;
+} kiln_kernel_arg_t;
+
+static inline kiln_kernel_arg_t kiln_kernel_arg_slice(kiln_slice_t s) {
+  kiln_kernel_arg_t a = {false, s, 0};
+  return a;
+}
+static inline kiln_kernel_arg_t kiln_kernel_arg_scalar(uint64_t v) {
+  kiln_kernel_arg_t a = {true, {0, 0, 0}, v};
+  return a;
+}
+
+/* A custom call: enqueue work for `operands` -> `results` on `stream`. */
+typedef kiln_status (*kiln_custom_call_fn)(void *ctx, kiln_stream_t *stream,
+                                           const kiln_devptr_t *operands, int num_operands,
+                                           const kiln_devptr_t *results, int num_results);
+
+struct kiln_thunk {
+  kiln_thunk_kind_t kind;
+  char *name; /* for dumps and errors (e.g. the HLO instruction it came from) */
+  union {
+    struct {
+      kiln_device_module_t *module; /* borrowed */
+      char *kernel_name;
+      const kiln_kernel_t *kernel;  /* resolved at initialize */
+      kiln_launch_dims_t dims;
+      int num_args;
+      kiln_kernel_arg_t *args;
+    } kernel;
+    struct {
+      kiln_copy_kind_t dir;
+      kiln_slice_t src, dst; /* the device side(s) */
+      void *host;            /* H2D source / D2H destination, borrowed */
+      int64_t size;
+    } copy;
+    struct {
+      kiln_slice_t dst;
+      uint32_t pattern;
+      int elem_size;
+    } memset;
+    struct {
+      kiln_gemm_desc_t desc;
+      kiln_slice_t a, b, c;
+    } gemm;
+    struct {
+      kiln_custom_call_fn fn;
+      void *ctx;
+      char *target;
+      int num_operands, num_results;
+      kiln_slice_t *operands, *results;
+      bool graph_compatible;
+    } custom;
+    struct {
+      kiln_thunk_seq_t cond, body;
+      kiln_slice_t pred;      /* 1-byte pred written by `cond` */
+      int64_t max_iterations; /* 0: unbounded; else exceeding it is an error */
+      int64_t last_trip_count;
+      void *host_pred;        /* pinned, from initialize */
+      kiln_device_t *host_dev;
+    } loop;
+    struct {
+      kiln_slice_t index; /* s32 branch index, or a 1-byte pred */
+      bool index_is_pred;
+      int num_branches;
+      kiln_thunk_seq_t *branches;
+      int last_branch;
+      void *host_index;
+      kiln_device_t *host_dev;
+    } cond;
+    struct {
+      kiln_thunk_seq_t seq;
+    } sequential;
+    struct {
+      kiln_thunk_seq_t seq; /* convertible thunks only */
+      kiln_cmd_list_t list; /* rebuilt each execution; keeps its capacity */
+      kiln_cmd_action_t last_action;
+      bool use_cache;       /* decided at initialize */
+    } cmdbuf;
+  } u;
+};
+
+/* ---- construction ----------------------------------------------------------------------- */
+
+kiln_thunk_t *kiln_thunk_kernel_create(const char *name, kiln_device_module_t *module,
+                                       const char *kernel_name, const kiln_launch_dims_t *dims,
+                                       const kiln_kernel_arg_t *args, int num_args);
+kiln_thunk_t *kiln_thunk_copy_create(const char *name, kiln_copy_kind_t dir, kiln_slice_t src,
+                                     kiln_slice_t dst, void *host, int64_t size);
+kiln_thunk_t *kiln_thunk_memset_create(const char *name, kiln_slice_t dst, uint32_t pattern,
+                                       int elem_size);
+kiln_thunk_t *kiln_thunk_gemm_create(const char *name, const kiln_gemm_desc_t *desc,
+                                     kiln_slice_t a, kiln_slice_t b, kiln_slice_t c);
+kiln_thunk_t *kiln_thunk_custom_call_create(const char *name, const char *target,
+                                            kiln_custom_call_fn fn, void *ctx,
+                                            const kiln_slice_t *operands, int num_operands,
+                                            const kiln_slice_t *results, int num_results,
+                                            bool graph_compatible);
+/* Takes over `cond` and `body` (they are reset to empty). */
+kiln_thunk_t *kiln_thunk_while_create(const char *name, kiln_thunk_seq_t *cond,
+                                      kiln_slice_t pred, kiln_thunk_seq_t *body,
+                                      int64_t max_iterations);
+/* Takes over the `num_branches` sequences of `branches` (each reset to empty). */
+kiln_thunk_t *kiln_thunk_conditional_create(const char *name, kiln_slice_t index,
+                                            bool index_is_pred, kiln_thunk_seq_t *branches,
+                                            int num_branches);
+kiln_thunk_t *kiln_thunk_sequential_create(const char *name, kiln_thunk_seq_t *seq);
+void kiln_thunk_destroy(kiln_thunk_t *t);
+
+/* ---- stages ------------------------------------------------------------------------------ */
+
+typedef struct kiln_thunk_prepare_params {
+  int32_t num_allocations;
+  const uint64_t *allocation_sizes; /* bytes per allocation */
+} kiln_thunk_prepare_params_t;
+
+typedef struct kiln_thunk_init_params {
+  kiln_device_t *device;
+} kiln_thunk_init_params_t;
+
+typedef struct kiln_thunk_exec_params {
+  kiln_device_t *device;
+  kiln_stream_t *stream;
+  const kiln_buffer_table_t *buffers;
+} kiln_thunk_exec_params_t;
+
+kiln_status kiln_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_t *p);
+kiln_status kiln_thunk_initialize(kiln_thunk_t *t, const kiln_thunk_init_params_t *p);
+kiln_status kiln_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *p);
+
+kiln_status kiln_thunk_seq_prepare(kiln_thunk_seq_t *s, const kiln_thunk_prepare_params_t *p);
+kiln_status kiln_thunk_seq_initialize(kiln_thunk_seq_t *s, const kiln_thunk_init_params_t *p);
+kiln_status kiln_thunk_seq_execute(kiln_thunk_seq_t *s, const kiln_thunk_exec_params_t *p);
+/* Frees what initialize took from the device (pinned scratch); call before destroying the
+ * device when thunks outlive it. Safe to call more than once. */
+void kiln_thunk_release(kiln_thunk_t *t);
+void kiln_thunk_seq_release(kiln_thunk_seq_t *s);
+
+/* Whether `t` can be part of a command buffer: kernel, device-to-device copy, memset, gemm,
+ * and graph-compatible custom calls are not yet (they need the FFI's recording hooks). */
+bool kiln_thunk_is_convertible(const kiln_thunk_t *t);
+
+/* Appends the commands of a convertible thunk with its addresses resolved. */
+kiln_status kiln_thunk_append_commands(const kiln_thunk_t *t, const kiln_buffer_table_t *buffers,
+                                       kiln_cmd_list_t *list);
+
+/* The sequence as indented text, one thunk per line with its slices
+ * ("kernel fusion.1 vadd grid=4x1x1 block=256x1x1 args=(a0+0:1024, a1+0:1024)"). */
+void kiln_thunk_seq_print(kiln_strbuf_t *b, const kiln_thunk_seq_t *s, int indent);
+
+#endif /* KILN_RUNTIME_THUNK_H_ */
