@@ -126,7 +126,7 @@ static kiln_status host_mem_alloc(kiln_device_t *d, size_t size, kiln_devptr_t *
 static void host_mem_free(kiln_device_t *d, kiln_devptr_t p) { free((void *)(uintptr_t)p); }
 
 static kiln_status host_host_alloc(kiln_device_t *d, size_t size, void **out) {
-  kiln_devptr_t p;
+  kiln_devptr_t p = 0;
   KILN_RETURN_IF_ERROR_PLAIN(host_mem_alloc(d, size, &p));
   *out = (void *)(uintptr_t)p;
   return NULL;

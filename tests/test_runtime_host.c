@@ -1,0 +1,736 @@
+/* The host device and the thunks on it: memory, in-order streams, events, modules, gemm
+ * (CBLAS and the C kernel against a naive reference), every thunk kind, and command buffers
+ * (record, replay, patch only the moved commands, disable switch, conversion of runs). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/alloc.h"
+#include "base/status.h"
+#include "base/str.h"
+#include "runtime/buffer.h"
+#include "runtime/command_buffer.h"
+#include "runtime/command_buffer_thunk.h"
+#include "runtime/device.h"
+#include "runtime/host/host_device.h"
+#include "runtime/thunk.h"
+
+#define BS 64 /* elements per block of the test kernels */
+
+static void k_add_one(void **args, int64_t b, int64_t e) {
+  const float *in = args[0];
+  float *out = args[1];
+  for (int64_t i = b * BS; i < e * BS; i++) out[i] = in[i] + 1.0f;
+}
+
+static void k_scale2(void **args, int64_t b, int64_t e) {
+  const float *in = args[0];
+  float *out = args[1];
+  for (int64_t i = b * BS; i < e * BS; i++) out[i] = in[i] * 2.0f;
+}
+
+/* args[0]: int32 counter; args[1]: pred = counter < args[2] (a scalar passed by value). */
+static void k_counter_lt(void **args, int64_t b, int64_t e) {
+  const int32_t *c = args[0];
+  uint8_t *pred = args[1];
+  int64_t limit = (int64_t)(intptr_t)args[2];
+  if (b == 0) *pred = c[0] < limit;
+}
+
+static void k_counter_inc(void **args, int64_t b, int64_t e) {
+  int32_t *c = args[0];
+  if (b == 0) c[0]++;
+}
+
+static void k_slow_fill(void **args, int64_t b, int64_t e) {
+  float *out = args[0];
+  for (int64_t i = b * BS; i < e * BS; i++) {
+    volatile float x = 0;
+    for (int r = 0; r < 200; r++) x += 1.0f;
+    out[i] = x;
+  }
+}
+
+static const char *const kNames[] = {"add_one", "scale2", "counter_lt", "counter_inc", "slow_fill"};
+static void *const kFns[] = {(void *)k_add_one, (void *)k_scale2, (void *)k_counter_lt,
+                             (void *)k_counter_inc, (void *)k_slow_fill};
+
+#define ASSERT_OK(expr)                                                      \
+  do {                                                                       \
+    kiln_status s__ = (expr);                                                \
+    if (s__) fail_msg("%s: %s", #expr, kiln_status_message(s__));            \
+  } while (0)
+
+static void assert_code(kiln_status s, kiln_status_code_t code) {
+  assert_non_null(s);
+  if (kiln_status_code(s) != code)
+    fail_msg("expected %s, got %s: %s", kiln_status_code_name(code),
+             kiln_status_code_name(kiln_status_code(s)), kiln_status_message(s));
+  kiln_status_free(s);
+}
+
+typedef struct fixture {
+  kiln_device_t *dev;
+  kiln_stream_t *stream;
+  kiln_device_module_t *module;
+} fixture_t;
+
+static int setup(void **state) {
+  fixture_t *f = kiln_calloc(1, sizeof(*f));
+  if (kiln_host_device_create(2, &f->dev)) return -1;
+  if (kiln_stream_create(f->dev, &f->stream)) return -1;
+  kiln_module_image_t img = {.names = kNames, .functions = kFns, .num_functions = 5};
+  if (kiln_device_module_load(f->dev, &img, &f->module)) return -1;
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fixture_t *f = *state;
+  kiln_stream_destroy(f->stream);
+  kiln_device_module_unload(f->module);
+  kiln_device_destroy(f->dev);
+  kiln_free(f);
+  return 0;
+}
+
+static const kiln_kernel_t *kernel(fixture_t *f, const char *name) {
+  const kiln_kernel_t *k = NULL;
+  ASSERT_OK(kiln_device_module_get_kernel(f->module, name, &k));
+  return k;
+}
+
+static kiln_launch_dims_t dims1(uint32_t blocks) {
+  kiln_launch_dims_t d = {{blocks, 1, 1}, {BS, 1, 1}, 0};
+  return d;
+}
+
+/* ---- device ---------------------------------------------------------------------------- */
+
+static void test_host_copy_kernel_copy_back_round_trips(void **state) {
+  fixture_t *f = *state;
+  enum { N = 8 * BS };
+  float in[N], out[N];
+  for (int i = 0; i < N; i++) in[i] = (float)i;
+  kiln_devptr_t a, b;
+  ASSERT_OK(kiln_device_mem_alloc(f->dev, sizeof(in), &a));
+  ASSERT_OK(kiln_device_mem_alloc(f->dev, sizeof(in), &b));
+  ASSERT_OK(kiln_stream_memcpy_h2d(f->stream, a, in, sizeof(in)));
+  uint64_t args[2] = {a, b};
+  kiln_launch_dims_t d = dims1(N / BS);
+  ASSERT_OK(kiln_stream_launch(f->stream, kernel(f, "add_one"), &d, args, 2));
+  ASSERT_OK(kiln_stream_memcpy_d2h(f->stream, out, b, sizeof(out)));
+  ASSERT_OK(kiln_stream_synchronize(f->stream));
+  for (int i = 0; i < N; i++) assert_true(out[i] == (float)i + 1.0f);
+  kiln_device_mem_free(f->dev, a);
+  kiln_device_mem_free(f->dev, b);
+}
+
+static void test_host_stream_runs_operations_in_submission_order(void **state) {
+  fixture_t *f = *state;
+  enum { N = 4 * BS };
+  kiln_devptr_t a, b;
+  ASSERT_OK(kiln_device_mem_alloc(f->dev, N * 4, &a));
+  ASSERT_OK(kiln_device_mem_alloc(f->dev, N * 4, &b));
+  float one = 1.0f;
+  uint32_t bits;
+  memcpy(&bits, &one, 4);
+  kiln_launch_dims_t d = dims1(N / BS);
+  /* memset a=1 -> b=a*2 -> a=b+1 -> b=a*2: (1*2+1)*2 = 6, only in this order. */
+  ASSERT_OK(kiln_stream_memset(f->stream, a, bits, 4, N));
+  uint64_t ab[2] = {a, b}, ba[2] = {b, a};
+  for (int rep = 0; rep < 50; rep++) {
+    ASSERT_OK(kiln_stream_memset(f->stream, a, bits, 4, N));
+    ASSERT_OK(kiln_stream_launch(f->stream, kernel(f, "scale2"), &d, ab, 2));
+    ASSERT_OK(kiln_stream_launch(f->stream, kernel(f, "add_one"), &d, ba, 2));
+    ASSERT_OK(kiln_stream_launch(f->stream, kernel(f, "scale2"), &d, ab, 2));
+  }
+  float out[N];
+  ASSERT_OK(kiln_stream_memcpy_d2h(f->stream, out, b, sizeof(out)));
+  ASSERT_OK(kiln_stream_synchronize(f->stream));
+  for (int i = 0; i < N; i++) assert_true(out[i] == 6.0f);
+  kiln_device_mem_free(f->dev, a);
+  kiln_device_mem_free(f->dev, b);
+}
+
+static void test_host_memset_fills_1_2_and_4_byte_patterns(void **state) {
+  fixture_t *f = *state;
+  kiln_devptr_t a;
+  ASSERT_OK(kiln_device_mem_alloc(f->dev, 64, &a));
+  uint8_t out[64];
+  ASSERT_OK(kiln_stream_memset(f->stream, a, 0xAB, 1, 64));
+  ASSERT_OK(kiln_stream_memset(f->stream, a + 8, 0x1234, 2, 4));
+  ASSERT_OK(kiln_stream_memset(f->stream, a + 16, 0xDEADBEEF, 4, 2));
+  ASSERT_OK(kiln_stream_memcpy_d2h(f->stream, out, a, 64));
+  ASSERT_OK(kiln_stream_synchronize(f->stream));
+  assert_int_equal(out[0], 0xAB);
+  assert_int_equal(out[7], 0xAB);
+  uint16_t h;
+  memcpy(&h, out + 14, 2);
+  assert_int_equal(h, 0x1234);
+  uint32_t w;
+  memcpy(&w, out + 20, 4);
+  assert_int_equal(w, 0xDEADBEEF);
+  assert_int_equal(out[24], 0xAB);
+  assert_code(kiln_stream_memset(f->stream, a, 0, 3, 4), KILN_INVALID_ARGUMENT);
+  kiln_device_mem_free(f->dev, a);
+}
+
+static void test_host_event_orders_work_across_streams(void **state) {
+  fixture_t *f = *state;
+  enum { N = 64 * BS };
+  kiln_stream_t *other;
+  ASSERT_OK(kiln_stream_create(f->dev, &other));
+  kiln_event_t *ev;
+  ASSERT_OK(kiln_event_create(f->dev, &ev));
+  kiln_devptr_t a, b;
+  ASSERT_OK(kiln_device_mem_alloc(f->dev, N * 4, &a));
+  ASSERT_OK(kiln_device_mem_alloc(f->dev, N * 4, &b));
+  ASSERT_OK(kiln_stream_memset(f->stream, a, 0, 4, N));
+  uint64_t fa[1] = {a};
+  kiln_launch_dims_t d = dims1(N / BS);
+  ASSERT_OK(kiln_stream_launch(f->stream, kernel(f, "slow_fill"), &d, fa, 1)); /* a = 200 */
+  ASSERT_OK(kiln_event_record(ev, f->stream));
+  ASSERT_OK(kiln_stream_wait_event(other, ev));
+  uint64_t ab[2] = {a, b};
+  ASSERT_OK(kiln_stream_launch(other, kernel(f, "add_one"), &d, ab, 2)); /* b = a + 1 */
+  float out[N];
+  ASSERT_OK(kiln_stream_memcpy_d2h(other, out, b, sizeof(out)));
+  ASSERT_OK(kiln_stream_synchronize(other));
+  for (int i = 0; i < N; i++) assert_true(out[i] == 201.0f);
+  ASSERT_OK(kiln_event_synchronize(ev));
+  kiln_event_destroy(ev);
+  kiln_stream_destroy(other);
+  kiln_device_mem_free(f->dev, a);
+  kiln_device_mem_free(f->dev, b);
+}
+
+static void test_host_bad_requests_are_errors_not_crashes(void **state) {
+  fixture_t *f = *state;
+  const kiln_kernel_t *k = NULL;
+  kiln_status s = kiln_device_module_get_kernel(f->module, "no_such_kernel", &k);
+  assert_non_null(strstr(kiln_status_message(s), "no_such_kernel"));
+  assert_code(s, KILN_NOT_FOUND);
+  assert_null(k);
+  kiln_module_image_t empty = {0};
+  kiln_device_module_t *m = NULL;
+  assert_code(kiln_device_module_load(f->dev, &empty, &m), KILN_INVALID_ARGUMENT);
+  assert_null(m);
+  kiln_launch_dims_t zero = {{0, 1, 1}, {1, 1, 1}, 0};
+  uint64_t args[1] = {0};
+  assert_code(kiln_stream_launch(f->stream, kernel(f, "add_one"), &zero, args, 1),
+              KILN_INVALID_ARGUMENT);
+  assert_code(kiln_stream_launch(NULL, kernel(f, "add_one"), &zero, args, 1), KILN_INVALID_ARGUMENT);
+  assert_code(kiln_stream_memcpy_d2d(f->stream, 0, 8, 4), KILN_INVALID_ARGUMENT);
+  kiln_device_t *none = NULL;
+  assert_code(kiln_device_create("tpu", &none), KILN_INVALID_ARGUMENT);
+  assert_null(none);
+}
+
+/* ---- gemm ------------------------------------------------------------------------------ */
+
+static double ref_at(const double *m, int64_t rows, int64_t cols, bool trans, int64_t i, int64_t j) {
+  /* element (i, j) of op(M), M stored row-major as rows x cols */
+  return trans ? m[j * cols + i] : m[i * cols + j];
+}
+
+static void check_gemm(kiln_gemm_dtype_t dt, int64_t batch, int64_t m, int64_t n, int64_t k, bool ta,
+                       bool tb, double alpha, double beta, kiln_host_blas_choice_t choice) {
+  int64_t na = batch * m * k, nb = batch * k * n, nc = batch * m * n;
+  double *A = kiln_malloc((size_t)na * 8), *B = kiln_malloc((size_t)nb * 8),
+         *C = kiln_malloc((size_t)nc * 8), *R = kiln_malloc((size_t)nc * 8);
+  for (int64_t i = 0; i < na; i++) A[i] = (double)((i * 7) % 13) - 6;
+  for (int64_t i = 0; i < nb; i++) B[i] = (double)((i * 5) % 11) - 5;
+  for (int64_t i = 0; i < nc; i++) C[i] = (double)(i % 3);
+  for (int64_t bi = 0; bi < batch; bi++)
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; p++)
+          acc += ref_at(A + bi * m * k, ta ? k : m, ta ? m : k, ta, i, p) *
+                 ref_at(B + bi * k * n, tb ? n : k, tb ? k : n, tb, p, j);
+        R[bi * m * n + i * n + j] = alpha * acc + beta * C[bi * m * n + i * n + j];
+      }
+  kiln_gemm_desc_t g = {dt, batch, m, n, k, ta, tb, alpha, beta};
+  if (dt == KILN_GEMM_F64) {
+    kiln_host_gemm(&g, A, B, C, choice);
+    for (int64_t i = 0; i < nc; i++) assert_true(C[i] == R[i]); /* small integers: exact */
+  } else {
+    float *a = kiln_malloc((size_t)na * 4), *b = kiln_malloc((size_t)nb * 4), *c = kiln_malloc((size_t)nc * 4);
+    for (int64_t i = 0; i < na; i++) a[i] = (float)A[i];
+    for (int64_t i = 0; i < nb; i++) b[i] = (float)B[i];
+    for (int64_t i = 0; i < nc; i++) c[i] = (float)C[i];
+    kiln_host_gemm(&g, a, b, c, choice);
+    for (int64_t i = 0; i < nc; i++) assert_true(c[i] == (float)R[i]);
+    kiln_free(a);
+    kiln_free(b);
+    kiln_free(c);
+  }
+  kiln_free(A);
+  kiln_free(B);
+  kiln_free(C);
+  kiln_free(R);
+}
+
+static void test_host_gemm_matches_reference_with_transposes_batches_and_beta(void **state) {
+  (void)state;
+  const char *tried = NULL;
+  const char *lib = kiln_host_blas_library(&tried);
+  printf("[  INFO    ] host CBLAS: %s (tried: %s)\n", lib ? lib : "none, C kernel", tried);
+  for (int choice = 0; choice < 2; choice++)
+    for (int t = 0; t < 4; t++) {
+      check_gemm(KILN_GEMM_F32, 1, 7, 5, 3, t & 1, t & 2, 1.0, 0.0, (kiln_host_blas_choice_t)choice);
+      check_gemm(KILN_GEMM_F64, 3, 17, 9, 130, t & 1, t & 2, 2.0, 1.0, (kiln_host_blas_choice_t)choice);
+      check_gemm(KILN_GEMM_F32, 2, 33, 520, 11, t & 1, t & 2, -1.0, 0.5, (kiln_host_blas_choice_t)choice);
+    }
+}
+
+static void test_gemm_desc_rejects_bad_dimensions(void **state) {
+  (void)state;
+  kiln_gemm_desc_t g = {KILN_GEMM_F32, 1, 0, 4, 4, false, false, 1, 0};
+  assert_code(kiln_gemm_desc_check(&g, NULL, NULL, NULL), KILN_INVALID_ARGUMENT);
+  g.m = (int64_t)1 << 40;
+  assert_code(kiln_gemm_desc_check(&g, NULL, NULL, NULL), KILN_INVALID_ARGUMENT);
+  g.m = 3;
+  g.dtype = (kiln_gemm_dtype_t)7;
+  assert_code(kiln_gemm_desc_check(&g, NULL, NULL, NULL), KILN_INVALID_ARGUMENT);
+  g.dtype = KILN_GEMM_F64;
+  size_t a, b, c;
+  ASSERT_OK(kiln_gemm_desc_check(&g, &a, &b, &c));
+  assert_int_equal(a, 3 * 4 * 8);
+  assert_int_equal(c, 3 * 4 * 8);
+}
+
+/* ---- thunks ------------------------------------------------------------------------------ */
+
+/* Allocations: 0 = in (N floats), 1 = out (N floats), 2 = temp (4 KiB). */
+#define N1 (4 * BS)
+
+static void table_make(fixture_t *f, kiln_buffer_table_t *t) {
+  kiln_buffer_table_init(t, f->dev, 3);
+  ASSERT_OK(kiln_buffer_table_allocate(t, 0, N1 * 4));
+  ASSERT_OK(kiln_buffer_table_allocate(t, 1, N1 * 4));
+  ASSERT_OK(kiln_buffer_table_allocate(t, 2, 4096));
+}
+
+static void prepare_init(fixture_t *f, kiln_thunk_seq_t *seq, const kiln_buffer_table_t *t) {
+  kiln_thunk_prepare_params_t pp = {t->num, t->sizes};
+  ASSERT_OK(kiln_thunk_seq_prepare(seq, &pp));
+  kiln_thunk_init_params_t ip = {f->dev};
+  ASSERT_OK(kiln_thunk_seq_initialize(seq, &ip));
+}
+
+static void fill_in(fixture_t *f, kiln_buffer_table_t *t) {
+  float *in = (float *)(uintptr_t)t->bases[0];
+  for (int i = 0; i < N1; i++) in[i] = (float)i;
+}
+
+static void test_thunks_kernel_copy_memset_gemm_run_in_sequence(void **state) {
+  fixture_t *f = *state;
+  kiln_buffer_table_t t;
+  table_make(f, &t);
+  fill_in(f, &t);
+  kiln_thunk_seq_t seq;
+  kiln_thunk_seq_init(&seq);
+  kiln_launch_dims_t d = dims1(N1 / BS);
+  kiln_kernel_arg_t args[2] = {kiln_kernel_arg_slice(kiln_slice_make(0, 0, N1 * 4)),
+                               kiln_kernel_arg_slice(kiln_slice_make(2, 0, N1 * 4))};
+  kiln_thunk_seq_push(&seq, kiln_thunk_kernel_create("fusion.1", f->module, "add_one", &d, args, 2));
+  /* temp -> out, then zero the first 16 bytes of out */
+  kiln_thunk_seq_push(&seq, kiln_thunk_copy_create("copy.1", KILN_COPY_D2D, kiln_slice_make(2, 0, N1 * 4),
+                                                   kiln_slice_make(1, 0, N1 * 4), NULL, N1 * 4));
+  kiln_thunk_seq_push(&seq, kiln_thunk_memset_create("zero.1", kiln_slice_make(1, 0, 16), 0, 4));
+  /* gemm on the first 16 floats of in viewed as 4x4: temp[1024..] = in4x4 * in4x4 */
+  kiln_gemm_desc_t g = {KILN_GEMM_F32, 1, 4, 4, 4, false, false, 1.0, 0.0};
+  kiln_thunk_seq_push(&seq, kiln_thunk_gemm_create("dot.1", &g, kiln_slice_make(0, 0, 64),
+                                                   kiln_slice_make(0, 0, 64), kiln_slice_make(2, 1024, 64)));
+  prepare_init(f, &seq, &t);
+  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t};
+  ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
+  ASSERT_OK(kiln_stream_synchronize(f->stream));
+  const float *out = (const float *)(uintptr_t)t.bases[1];
+  for (int i = 0; i < 4; i++) assert_true(out[i] == 0.0f);
+  for (int i = 4; i < N1; i++) assert_true(out[i] == (float)i + 1.0f);
+  const float *c = (const float *)(uintptr_t)(t.bases[2] + 1024);
+  /* row 1, col 2 of M*M with M[i][j] = 4i + j: sum_p (4 + p) * (4p + 2) */
+  float expect = 0;
+  for (int p = 0; p < 4; p++) expect += (float)(4 + p) * (float)(4 * p + 2);
+  assert_true(c[1 * 4 + 2] == expect);
+  kiln_strbuf_t dump = {0};
+  kiln_thunk_seq_print(&dump, &seq, 0);
+  assert_string_equal(kiln_strbuf_cstr(&dump),
+                      "kernel fusion.1 add_one grid=4x1x1 block=64x1x1 args=(a0+0:1024, a2+0:1024)\n"
+                      "copy copy.1 d2d 1024 bytes a2+0:1024 -> a1+0:1024\n"
+                      "memset zero.1 0x0 x4 a1+0:16\n"
+                      "gemm dot.1 f32 batch=1 m=4 n=4 k=4 a0+0:64 x a0+0:64 -> a2+1024:64\n");
+  kiln_strbuf_free(&dump);
+  kiln_thunk_seq_free(&seq);
+  kiln_buffer_table_free(&t);
+}
+
+static void test_thunk_prepare_rejects_slices_outside_their_allocation(void **state) {
+  fixture_t *f = *state;
+  kiln_buffer_table_t t;
+  table_make(f, &t);
+  kiln_thunk_prepare_params_t pp = {t.num, t.sizes};
+  kiln_thunk_t *bad = kiln_thunk_memset_create("m", kiln_slice_make(2, 4000, 200), 0, 4);
+  kiln_status s = kiln_thunk_prepare(bad, &pp);
+  assert_non_null(strstr(kiln_status_message(s), "exceeds allocation 2"));
+  assert_code(s, KILN_INVALID_ARGUMENT);
+  kiln_thunk_destroy(bad);
+  bad = kiln_thunk_copy_create("c", KILN_COPY_D2D, kiln_slice_make(7, 0, 4), kiln_slice_make(0, 0, 4), NULL, 4);
+  assert_code(kiln_thunk_prepare(bad, &pp), KILN_INVALID_ARGUMENT);
+  kiln_thunk_destroy(bad);
+  kiln_gemm_desc_t g = {KILN_GEMM_F32, 1, 8, 8, 8, false, false, 1, 0};
+  bad = kiln_thunk_gemm_create("g", &g, kiln_slice_make(0, 0, 64), kiln_slice_make(0, 0, 256),
+                               kiln_slice_make(2, 0, 256));
+  assert_code(kiln_thunk_prepare(bad, &pp), KILN_INVALID_ARGUMENT); /* A needs 256 bytes */
+  kiln_thunk_destroy(bad);
+  /* Executing a kernel thunk that was never initialized is an error, not a NULL call. */
+  kiln_launch_dims_t d = dims1(1);
+  kiln_kernel_arg_t arg = kiln_kernel_arg_slice(kiln_slice_make(0, 0, 4));
+  bad = kiln_thunk_kernel_create("k", f->module, "add_one", &d, &arg, 1);
+  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t};
+  assert_code(kiln_thunk_execute(bad, &ep), KILN_FAILED_PRECONDITION);
+  kiln_thunk_destroy(bad);
+  /* A resolution past the table's end fails even without prepare. */
+  kiln_devptr_t p;
+  assert_code(kiln_buffer_table_resolve(&t, kiln_slice_make(1, N1 * 4 - 2, 4), &p), KILN_INVALID_ARGUMENT);
+  kiln_buffer_table_free(&t);
+}
+
+static void test_while_thunk_reads_back_pred_and_counts_trips(void **state) {
+  fixture_t *f = *state;
+  kiln_buffer_table_t t;
+  table_make(f, &t);
+  memset((void *)(uintptr_t)t.bases[2], 0, 8); /* counter at temp+0, pred at temp+4 */
+  kiln_launch_dims_t d = dims1(1);
+  kiln_thunk_seq_t cond, body, seq;
+  kiln_thunk_seq_init(&cond);
+  kiln_thunk_seq_init(&body);
+  kiln_thunk_seq_init(&seq);
+  kiln_kernel_arg_t cargs[3] = {kiln_kernel_arg_slice(kiln_slice_make(2, 0, 4)),
+                                kiln_kernel_arg_slice(kiln_slice_make(2, 4, 1)), kiln_kernel_arg_scalar(5)};
+  kiln_thunk_seq_push(&cond, kiln_thunk_kernel_create("lt", f->module, "counter_lt", &d, cargs, 3));
+  kiln_kernel_arg_t bargs[1] = {kiln_kernel_arg_slice(kiln_slice_make(2, 0, 4))};
+  kiln_thunk_seq_push(&body, kiln_thunk_kernel_create("inc", f->module, "counter_inc", &d, bargs, 1));
+  kiln_thunk_t *w = kiln_thunk_while_create("while.1", &cond, kiln_slice_make(2, 4, 1), &body, 0);
+  assert_int_equal(cond.len, 0); /* taken over */
+  kiln_thunk_seq_push(&seq, w);
+  prepare_init(f, &seq, &t);
+  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t};
+  ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
+  ASSERT_OK(kiln_stream_synchronize(f->stream));
+  assert_int_equal(*(int32_t *)(uintptr_t)t.bases[2], 5);
+  assert_int_equal(w->u.loop.last_trip_count, 5);
+  /* A bound on iterations turns a runaway loop into an error. */
+  memset((void *)(uintptr_t)t.bases[2], 0, 8);
+  w->u.loop.max_iterations = 3;
+  assert_code(kiln_thunk_seq_execute(&seq, &ep), KILN_OUT_OF_RANGE);
+  kiln_thunk_seq_free(&seq);
+  kiln_buffer_table_free(&t);
+}
+
+static void test_conditional_thunk_picks_branch_by_index_and_pred(void **state) {
+  fixture_t *f = *state;
+  kiln_buffer_table_t t;
+  table_make(f, &t);
+  fill_in(f, &t);
+  kiln_launch_dims_t d = dims1(N1 / BS);
+  kiln_kernel_arg_t args[2] = {kiln_kernel_arg_slice(kiln_slice_make(0, 0, N1 * 4)),
+                               kiln_kernel_arg_slice(kiln_slice_make(1, 0, N1 * 4))};
+  kiln_thunk_seq_t br[3];
+  for (int i = 0; i < 3; i++) kiln_thunk_seq_init(&br[i]);
+  kiln_thunk_seq_push(&br[0], kiln_thunk_kernel_create("b0", f->module, "add_one", &d, args, 2));
+  kiln_thunk_seq_push(&br[1], kiln_thunk_kernel_create("b1", f->module, "scale2", &d, args, 2));
+  kiln_thunk_seq_push(&br[2], kiln_thunk_memset_create("b2", kiln_slice_make(1, 0, N1 * 4), 0, 4));
+  kiln_thunk_seq_t seq;
+  kiln_thunk_seq_init(&seq);
+  kiln_thunk_t *c = kiln_thunk_conditional_create("cond.1", kiln_slice_make(2, 0, 4), false, br, 3);
+  kiln_thunk_seq_push(&seq, c);
+  prepare_init(f, &seq, &t);
+  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t};
+  int32_t *index = (int32_t *)(uintptr_t)t.bases[2];
+  const float *out = (const float *)(uintptr_t)t.bases[1];
+  const int32_t cases[] = {1, 0, 7, -1};
+  const int expect[] = {1, 0, 2, 2}; /* out of range -> last branch */
+  for (int i = 0; i < 4; i++) {
+    *index = cases[i];
+    ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
+    ASSERT_OK(kiln_stream_synchronize(f->stream));
+    assert_int_equal(c->u.cond.last_branch, expect[i]);
+    float want = expect[i] == 0 ? 11.0f : expect[i] == 1 ? 20.0f : 0.0f;
+    assert_true(out[10] == want);
+  }
+  kiln_thunk_seq_free(&seq);
+  /* A pred selects between two branches: true -> 0. */
+  kiln_thunk_seq_init(&br[0]);
+  kiln_thunk_seq_init(&br[1]);
+  kiln_thunk_seq_push(&br[0], kiln_thunk_kernel_create("t", f->module, "add_one", &d, args, 2));
+  kiln_thunk_seq_push(&br[1], kiln_thunk_kernel_create("f", f->module, "scale2", &d, args, 2));
+  c = kiln_thunk_conditional_create("cond.2", kiln_slice_make(2, 0, 1), true, br, 2);
+  kiln_thunk_seq_push(&seq, c);
+  prepare_init(f, &seq, &t);
+  *(uint8_t *)index = 0;
+  ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
+  ASSERT_OK(kiln_stream_synchronize(f->stream));
+  assert_int_equal(c->u.cond.last_branch, 1);
+  kiln_thunk_seq_free(&seq);
+  kiln_buffer_table_free(&t);
+}
+
+typedef struct cc_record {
+  int calls;
+  kiln_devptr_t operand, result;
+  int num_operands, num_results;
+} cc_record_t;
+
+static kiln_status record_custom_call(void *ctx, kiln_stream_t *stream, const kiln_devptr_t *ops,
+                                      int no, const kiln_devptr_t *res, int nr) {
+  cc_record_t *r = ctx;
+  r->calls++;
+  r->operand = ops[0];
+  r->result = res[0];
+  r->num_operands = no;
+  r->num_results = nr;
+  return NULL;
+}
+
+static void test_custom_call_thunk_passes_resolved_buffers(void **state) {
+  fixture_t *f = *state;
+  kiln_buffer_table_t t;
+  table_make(f, &t);
+  cc_record_t rec = {0};
+  kiln_slice_t op = kiln_slice_make(0, 128, 64), res = kiln_slice_make(2, 256, 64);
+  kiln_thunk_t *cc = kiln_thunk_custom_call_create("cc.1", "my_target", record_custom_call, &rec,
+                                                   &op, 1, &res, 1, false);
+  assert_false(kiln_thunk_is_convertible(cc));
+  kiln_thunk_prepare_params_t pp = {t.num, t.sizes};
+  ASSERT_OK(kiln_thunk_prepare(cc, &pp));
+  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t};
+  ASSERT_OK(kiln_thunk_execute(cc, &ep));
+  assert_int_equal(rec.calls, 1);
+  assert_int_equal(rec.operand, t.bases[0] + 128);
+  assert_int_equal(rec.result, t.bases[2] + 256);
+  assert_int_equal(rec.num_operands, 1);
+  kiln_thunk_destroy(cc);
+  /* Without a handler the thunk says which target is missing. */
+  cc = kiln_thunk_custom_call_create("cc.2", "unregistered", NULL, NULL, &op, 1, &res, 1, false);
+  kiln_status s = kiln_thunk_prepare(cc, &pp);
+  assert_non_null(strstr(kiln_status_message(s), "unregistered"));
+  assert_code(s, KILN_UNIMPLEMENTED);
+  kiln_thunk_destroy(cc);
+  kiln_buffer_table_free(&t);
+}
+
+/* ---- command buffers --------------------------------------------------------------------- */
+
+/* in -> add_one -> temp -> scale2 -> out, then out[0..3] = 0 and a d2d copy temp -> temp+2048. */
+static kiln_thunk_t *make_cmdbuf(fixture_t *f) {
+  kiln_thunk_seq_t seq;
+  kiln_thunk_seq_init(&seq);
+  kiln_launch_dims_t d = dims1(N1 / BS);
+  kiln_kernel_arg_t a1[2] = {kiln_kernel_arg_slice(kiln_slice_make(0, 0, N1 * 4)),
+                             kiln_kernel_arg_slice(kiln_slice_make(2, 0, N1 * 4))};
+  kiln_kernel_arg_t a2[2] = {kiln_kernel_arg_slice(kiln_slice_make(2, 0, N1 * 4)),
+                             kiln_kernel_arg_slice(kiln_slice_make(1, 0, N1 * 4))};
+  kiln_thunk_seq_push(&seq, kiln_thunk_kernel_create("k1", f->module, "add_one", &d, a1, 2));
+  kiln_thunk_seq_push(&seq, kiln_thunk_kernel_create("k2", f->module, "scale2", &d, a2, 2));
+  kiln_thunk_seq_push(&seq, kiln_thunk_memset_create("z", kiln_slice_make(1, 0, 16), 0, 4));
+  kiln_thunk_seq_push(&seq, kiln_thunk_copy_create("c", KILN_COPY_D2D, kiln_slice_make(2, 0, 1024),
+                                                   kiln_slice_make(2, 2048, 1024), NULL, 1024));
+  kiln_thunk_t *cb = NULL;
+  ASSERT_OK(kiln_command_buffer_thunk_create("cb", &seq, &cb));
+  return cb;
+}
+
+static void check_cmdbuf_output(const kiln_buffer_table_t *t) {
+  const float *out = (const float *)(uintptr_t)t->bases[1];
+  for (int i = 0; i < 4; i++) assert_true(out[i] == 0.0f);
+  for (int i = 4; i < N1; i++) assert_true(out[i] == ((float)i + 1.0f) * 2.0f);
+  const float *copy = (const float *)(uintptr_t)(t->bases[2] + 2048);
+  assert_true(copy[5] == 6.0f);
+}
+
+static void test_command_buffer_records_replays_and_patches_only_moved_commands(void **state) {
+  fixture_t *f = *state;
+  kiln_device_t *dev;
+  ASSERT_OK(kiln_host_device_create(2, &dev)); /* a fresh cache */
+  kiln_stream_t *s;
+  ASSERT_OK(kiln_stream_create(dev, &s));
+  kiln_module_image_t img = {.names = kNames, .functions = kFns, .num_functions = 5};
+  kiln_device_module_t *m;
+  ASSERT_OK(kiln_device_module_load(dev, &img, &m));
+  fixture_t g = {dev, s, m};
+  kiln_buffer_table_t t;
+  table_make(&g, &t);
+  fill_in(&g, &t);
+  kiln_thunk_seq_t seq;
+  kiln_thunk_seq_init(&seq);
+  kiln_thunk_t *cb = make_cmdbuf(&g);
+  kiln_thunk_seq_push(&seq, cb);
+  prepare_init(&g, &seq, &t);
+  kiln_thunk_exec_params_t ep = {dev, s, &t};
+  kiln_cmd_cache_t *cache = kiln_device_cmd_cache(dev);
+
+  ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
+  ASSERT_OK(kiln_stream_synchronize(s));
+  assert_int_equal(kiln_command_buffer_thunk_last_action(cb), KILN_CMD_ACTION_RECORD);
+  check_cmdbuf_output(&t);
+
+  for (int i = 0; i < 10; i++) ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
+  ASSERT_OK(kiln_stream_synchronize(s));
+  assert_int_equal(kiln_command_buffer_thunk_last_action(cb), KILN_CMD_ACTION_REPLAY);
+  kiln_cmd_stats_t st = kiln_cmd_cache_stats(cache);
+  assert_int_equal(st.records, 1);
+  assert_int_equal(st.instantiations, 1);
+  assert_int_equal(st.replays, 10);
+
+  /* Move the output allocation: only k2 (writes out) and the memset (zeroes out) change. */
+  kiln_devptr_t moved;
+  ASSERT_OK(kiln_device_mem_alloc(dev, N1 * 4, &moved));
+  ASSERT_OK(kiln_buffer_table_bind(&t, 1, moved, N1 * 4));
+  ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
+  ASSERT_OK(kiln_stream_synchronize(s));
+  assert_int_equal(kiln_command_buffer_thunk_last_action(cb), KILN_CMD_ACTION_PATCH);
+  st = kiln_cmd_cache_stats(cache);
+  assert_int_equal(st.nodes_patched, 2);
+  assert_int_equal(st.instantiations, 1); /* patched, not re-instantiated */
+  check_cmdbuf_output(&t);
+
+  ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
+  assert_int_equal(kiln_command_buffer_thunk_last_action(cb), KILN_CMD_ACTION_REPLAY);
+  ASSERT_OK(kiln_stream_synchronize(s));
+  kiln_strbuf_t dump = {0};
+  kiln_thunk_seq_print(&dump, &seq, 0);
+  assert_non_null(strstr(kiln_strbuf_cstr(&dump), "command-buffer cb (4 thunks)\n  kernel k1 add_one"));
+  kiln_strbuf_free(&dump);
+
+  kiln_thunk_seq_free(&seq);
+  kiln_buffer_table_free(&t);
+  kiln_device_mem_free(dev, moved);
+  kiln_stream_destroy(s);
+  kiln_device_module_unload(m);
+  assert_int_equal(kiln_cmd_cache_size(cache), 0); /* unloading forgot its recorded lists */
+  kiln_device_destroy(dev);
+  (void)f;
+}
+
+static void test_command_buffers_disabled_by_env_issue_one_by_one(void **state) {
+  setenv("KILN_DISABLE_COMMAND_BUFFERS", "1", 1);
+  kiln_device_t *dev;
+  ASSERT_OK(kiln_host_device_create(2, &dev));
+  unsetenv("KILN_DISABLE_COMMAND_BUFFERS");
+  kiln_stream_t *s;
+  ASSERT_OK(kiln_stream_create(dev, &s));
+  kiln_module_image_t img = {.names = kNames, .functions = kFns, .num_functions = 5};
+  kiln_device_module_t *m;
+  ASSERT_OK(kiln_device_module_load(dev, &img, &m));
+  fixture_t g = {dev, s, m};
+  kiln_buffer_table_t t;
+  table_make(&g, &t);
+  fill_in(&g, &t);
+  kiln_thunk_t *cb = make_cmdbuf(&g);
+  kiln_thunk_prepare_params_t pp = {t.num, t.sizes};
+  ASSERT_OK(kiln_thunk_prepare(cb, &pp));
+  kiln_thunk_init_params_t ip = {dev};
+  ASSERT_OK(kiln_thunk_initialize(cb, &ip));
+  kiln_thunk_exec_params_t ep = {dev, s, &t};
+  for (int i = 0; i < 3; i++) ASSERT_OK(kiln_thunk_execute(cb, &ep));
+  ASSERT_OK(kiln_stream_synchronize(s));
+  assert_int_equal(kiln_command_buffer_thunk_last_action(cb), KILN_CMD_ACTION_ISSUE_DIRECTLY);
+  kiln_cmd_stats_t st = kiln_cmd_cache_stats(kiln_device_cmd_cache(dev));
+  assert_int_equal(st.records, 0);
+  assert_int_equal(st.direct_issues, 3);
+  check_cmdbuf_output(&t);
+  kiln_thunk_destroy(cb);
+  kiln_buffer_table_free(&t);
+  kiln_stream_destroy(s);
+  kiln_device_module_unload(m);
+  kiln_device_destroy(dev);
+  (void)state;
+}
+
+static void test_conversion_wraps_runs_of_convertible_thunks_recursively(void **state) {
+  fixture_t *f = *state;
+  kiln_launch_dims_t d = dims1(1);
+  kiln_kernel_arg_t a = kiln_kernel_arg_slice(kiln_slice_make(0, 0, 4));
+  float host[1];
+#define K(n) kiln_thunk_kernel_create(n, f->module, "add_one", &d, &a, 1)
+  kiln_thunk_seq_t body, cond, seq;
+  kiln_thunk_seq_init(&body);
+  kiln_thunk_seq_init(&cond);
+  kiln_thunk_seq_init(&seq);
+  kiln_thunk_seq_push(&body, K("b1"));
+  kiln_thunk_seq_push(&body, K("b2"));
+  kiln_thunk_seq_push(&cond, K("c1"));
+  kiln_thunk_seq_push(&seq, K("k1"));
+  kiln_thunk_seq_push(&seq, K("k2"));
+  kiln_thunk_seq_push(&seq, kiln_thunk_while_create("w", &cond, kiln_slice_make(0, 0, 1), &body, 0));
+  kiln_thunk_seq_push(&seq, K("k3"));
+  kiln_thunk_seq_push(&seq, kiln_thunk_copy_create("h2d", KILN_COPY_H2D, kiln_slice_make(0, 0, 4),
+                                                   kiln_slice_make(0, 0, 4), host, 4));
+  kiln_thunk_seq_push(&seq, K("k4"));
+  kiln_thunk_seq_push(&seq, kiln_thunk_memset_create("z", kiln_slice_make(0, 0, 4), 0, 4));
+#undef K
+  size_t made = 0;
+  ASSERT_OK(kiln_command_buffer_convert(&seq, 2, &made));
+  assert_int_equal(made, 3); /* k1+k2, b1+b2, k4+z; k3 and c1 are runs of one */
+  kiln_strbuf_t dump = {0};
+  kiln_thunk_seq_print(&dump, &seq, 0);
+  assert_string_equal(kiln_strbuf_cstr(&dump),
+                      "command-buffer command_buffer.0 (2 thunks)\n"
+                      "  kernel k1 add_one grid=1x1x1 block=64x1x1 args=(a0+0:4)\n"
+                      "  kernel k2 add_one grid=1x1x1 block=64x1x1 args=(a0+0:4)\n"
+                      "while w pred=a0+0:1\n"
+                      "  condition:\n"
+                      "    kernel c1 add_one grid=1x1x1 block=64x1x1 args=(a0+0:4)\n"
+                      "  body:\n"
+                      "    command-buffer command_buffer.1 (2 thunks)\n"
+                      "      kernel b1 add_one grid=1x1x1 block=64x1x1 args=(a0+0:4)\n"
+                      "      kernel b2 add_one grid=1x1x1 block=64x1x1 args=(a0+0:4)\n"
+                      "kernel k3 add_one grid=1x1x1 block=64x1x1 args=(a0+0:4)\n"
+                      "copy h2d h2d 4 bytes host -> a0+0:4\n"
+                      "command-buffer command_buffer.2 (2 thunks)\n"
+                      "  kernel k4 add_one grid=1x1x1 block=64x1x1 args=(a0+0:4)\n"
+                      "  memset z 0x0 x4 a0+0:4\n");
+  kiln_strbuf_free(&dump);
+  /* A non-convertible thunk cannot be put in a command buffer by hand either. */
+  kiln_thunk_seq_t bad;
+  kiln_thunk_seq_init(&bad);
+  kiln_thunk_seq_push(&bad, kiln_thunk_copy_create("d2h", KILN_COPY_D2H, kiln_slice_make(0, 0, 4),
+                                                   kiln_slice_make(0, 0, 4), host, 4));
+  kiln_thunk_t *cb = NULL;
+  assert_code(kiln_command_buffer_thunk_create("x", &bad, &cb), KILN_INVALID_ARGUMENT);
+  assert_null(cb);
+  assert_int_equal(bad.len, 1);
+  kiln_thunk_seq_free(&bad);
+  kiln_thunk_seq_free(&seq);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_host_copy_kernel_copy_back_round_trips),
+      cmocka_unit_test(test_host_stream_runs_operations_in_submission_order),
+      cmocka_unit_test(test_host_memset_fills_1_2_and_4_byte_patterns),
+      cmocka_unit_test(test_host_event_orders_work_across_streams),
+      cmocka_unit_test(test_host_bad_requests_are_errors_not_crashes),
+      cmocka_unit_test(test_host_gemm_matches_reference_with_transposes_batches_and_beta),
+      cmocka_unit_test(test_gemm_desc_rejects_bad_dimensions),
+      cmocka_unit_test(test_thunks_kernel_copy_memset_gemm_run_in_sequence),
+      cmocka_unit_test(test_thunk_prepare_rejects_slices_outside_their_allocation),
+      cmocka_unit_test(test_while_thunk_reads_back_pred_and_counts_trips),
+      cmocka_unit_test(test_conditional_thunk_picks_branch_by_index_and_pred),
+      cmocka_unit_test(test_custom_call_thunk_passes_resolved_buffers),
+      cmocka_unit_test(test_command_buffer_records_replays_and_patches_only_moved_commands),
+      cmocka_unit_test(test_command_buffers_disabled_by_env_issue_one_by_one),
+      cmocka_unit_test(test_conversion_wraps_runs_of_convertible_thunks_recursively),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
