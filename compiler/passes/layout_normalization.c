@@ -339,14 +339,25 @@ static bool rw_reduce(rw_t *w) {
   const kiln_shape_t *in = orig_shape(ln, x->operands[0]);
   if (n < 1 || !arr_ok(in)) return false;
   int ri = in->rank;
-  int64_t q0[MAXR], posq0[MAXR];
-  kiln_layout_phys(in, q0);
-  inverse(ri, q0, posq0);
+  int64_t phys0[MAXR], q0[MAXR];
+  kiln_layout_phys(in, phys0);
   bool reduced[MAXR] = {0};
   for (int i = 0; i < x->dimensions.n; i++) {
     int64_t d = x->dimensions.v[i];
     if (d < 0 || d >= ri || reduced[d]) return false;
     reduced[d] = true;
+  }
+  /* The reduced dimensions keep their logical order (the evaluator, like a sequential
+   * loop, folds them in operand dimension order: reordering them would reassociate float
+   * sums); the kept ones take their physical order. */
+  int64_t next_reduced = 0;
+  for (int k = 0; k < ri; k++) {
+    if (!reduced[phys0[k]]) {
+      q0[k] = phys0[k];
+      continue;
+    }
+    while (!reduced[next_reduced]) next_reduced++;
+    q0[k] = next_reduced++;
   }
   int64_t out_of[MAXR], K[MAXR], dims[MAXR];
   int kept = 0, nd = 0;
@@ -358,7 +369,7 @@ static bool rw_reduce(rw_t *w) {
   kiln_hlo_instruction_t **ops = kiln_arena_alloc(ln->a, sizeof *ops * (size_t)x->num_operands);
   for (int i = 0; i < x->num_operands; i++) {
     ops[i] = w->v[i];
-    if (i > 0 && i < n) {
+    if (i < n) {
       const kiln_shape_t *s = orig_shape(ln, x->operands[i]);
       if (!arr_ok(s) || s->rank != ri) return false;
       int64_t q[MAXR];
@@ -376,7 +387,6 @@ static bool rw_reduce(rw_t *w) {
     for (int k = 0; k < kept; k++) ld[k] = ls->dims[K[k]];
     leaves[l] = kiln_shape_make_array_with_default_layout(ln->a, ls->type, kept, ld);
   }
-  ops[0] = w->v[0];
   set_ops(w, ops);
   x->dimensions.v = arena_list(ln, nd, dims);
   x->dimensions.n = nd;
@@ -478,9 +488,15 @@ static bool rw_data(rw_t *w) {
       }
       break;
     }
-    case KILN_OP_REDUCE_WINDOW:
-    case KILN_OP_SELECT_AND_SCATTER: {
+    case KILN_OP_REDUCE_WINDOW: {
+      /* Window dimensions of size > 1 must keep their order (that is the fold order). */
       if (x->num_window_dims != r) return false;
+      int64_t last = -1;
+      for (int k = 0; k < r; k++) {
+        if (x->window[w->P[k]].size <= 1) continue;
+        if (w->P[k] < last) return false;
+        last = w->P[k];
+      }
       if (kiln_shape_is_tuple(w->xs))
         for (int l = 0; l < w->xs->num_elements; l++)
           if (!kiln_layout_phys_equal(w->xs->elements[l], w->xs->elements[0])) return false;
