@@ -254,11 +254,54 @@ static void test_map_applies_its_computation(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* Complex values as (re, im) pairs: arithmetic, abs, exp, log, compare, select, convert and
+ * data movement. Tolerance: 4 ulps (c64) / 8 ulps (c128) of each element's larger part. */
+static void test_complex_ops(void **state) {
+  const char *text =
+      "f {\n"
+      "  p0 = c64[300] parameter(0)\n  p1 = c64[300] parameter(1)\n  p2 = c128[300] parameter(2)\n"
+      "  x = f32[300] parameter(3)\n"
+      "  a = c64[300] add(p0, p1)\n  s = c64[300] subtract(p0, p1)\n"
+      "  m = c64[300] multiply(p0, p1)\n  d = c64[300] divide(p0, p1)\n"
+      "  n = c64[300] negate(p0)\n  ab = f32[300] abs(p0)\n  re = f32[300] real(p0)\n"
+      "  im = f32[300] imag(p1)\n  e = c64[300] exponential(p0)\n  l = c64[300] log(p0)\n"
+      "  eq = pred[300] compare(p0, p1), direction=EQ\n"
+      "  ne = pred[300] compare(p0, p0), direction=NE\n"
+      "  sel = c64[300] select(eq, p0, p1)\n  cv = c128[300] convert(p0)\n"
+      "  m2 = c128[300] multiply(p2, cv)\n  d2 = c128[300] divide(p2, cv)\n"
+      "  t = c64[300] reverse(p0), dimensions={0}\n  c = c64[300] complex(x, re)\n"
+      "  k = c64[] constant((1.5, -2))\n  kb = c64[300] broadcast(k), dimensions={}\n"
+      "  km = c64[300] multiply(c, kb)\n"
+      "  ROOT r = (c64[300], c64[300], c64[300], c64[300], c64[300], f32[300], f32[300], "
+      "f32[300], c64[300], c64[300], pred[300], pred[300], c64[300], c128[300], c128[300], "
+      "c128[300], c64[300], c64[300], c64[300]) "
+      "tuple(a, s, m, d, n, ab, re, im, e, l, eq, ne, sel, cv, m2, d2, t, km, p0)\n"
+      "}\n";
+  kiln_hlo_module_t *m = NULL;
+  kiln_status s = kiln_hlo_parse_computations(text, strlen(text), NULL, &m);
+  if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
+  assert_null(s);
+  kiln_fusion_run_options_t o;
+  kiln_fusion_run_options_init(&o);
+  o.check_ptx = true;
+  kiln_fusion_run_report_t r;
+  s = kiln_fusion_run_check(m->entry, &o, &r);
+  if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
+  assert_null(s);
+  printf("complex: %lld elements, max %lld ulp, %s\n", (long long)r.elements, (long long)r.max_ulp,
+         r.ptx_note);
+  if (r.mismatches) fprintf(stderr, "%s\n", r.first_mismatch);
+  assert_int_equal(r.mismatches, 0);
+  assert_true(!r.ptx_checked || r.ptx_ok);
+  kiln_hlo_module_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_elementwise_op_of_every_type),
       cmocka_unit_test(test_convert_and_bitcast_convert_between_all_types),
       cmocka_unit_test(test_map_applies_its_computation),
+      cmocka_unit_test(test_complex_ops),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

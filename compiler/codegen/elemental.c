@@ -36,8 +36,31 @@ static const kiln_shape_t *output_shape(const kiln_hlo_instruction_t *instr, int
   return s;
 }
 
+int kiln_elem_vals_per(kiln_elem_type_t t) { return kiln_elem_type_is_complex(t) ? 2 : 1; }
+
+kiln_elem_type_t kiln_elem_part_type(kiln_elem_type_t t) {
+  return t == KILN_C64 ? KILN_F32 : t == KILN_C128 ? KILN_F64 : t;
+}
+
+int kiln_elem_num_values(const kiln_hlo_instruction_t *instr) {
+  int n = 0;
+  for (int k = 0; k < kiln_elem_num_outputs(instr); k++)
+    n += kiln_elem_vals_per(kiln_elem_output_type(instr, k));
+  return n;
+}
+
+const kiln_kir_type_t *kiln_elemental_tensor_type(kiln_kir_module_t *m, const kiln_shape_t *s) {
+  if (!kiln_elem_type_is_complex(s->type))
+    return kiln_kir_type_tensor(m, s->type, s->rank, s->dims, KILN_KIR_SPACE_GLOBAL);
+  int64_t dims[KILN_KIR_MAX_RANK + 1];
+  for (int i = 0; i < s->rank; i++) dims[i] = s->dims[i];
+  dims[s->rank] = 2;
+  return kiln_kir_type_tensor(m, kiln_elem_part_type(s->type), s->rank + 1, dims,
+                              KILN_KIR_SPACE_GLOBAL);
+}
+
 kiln_status kiln_elemental_check_type(kiln_elem_type_t t) {
-  if (!kiln_elem_type_is_array(t) || kiln_elem_type_is_complex(t))
+  if (!kiln_elem_type_is_array(t))
     return KILN_ERR_UNIMPLEMENTED("element type %s is not supported by the kernel IR",
                                   kiln_elem_type_name(t));
   return NULL;
@@ -461,6 +484,17 @@ static int emit_leaf(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
       kiln_elem_fail(f, KILN_ERR_INTERNAL("%s read with %d indices", instr->name, nidx));
       return -1;
     }
+    if (kiln_elem_type_is_complex(instr->shape->type)) {
+      /* Complex tensors are real tensors with a trailing (re, im) dimension. */
+      kiln_kir_value_t *cidx[KILN_KIR_MAX_RANK + 1];
+      for (int i = 0; i < nidx; i++) cidx[i] = idx[i];
+      for (int part = 0; part < 2; part++) {
+        cidx[nidx] = kiln_kir_const_index(f->b, part);
+        out[part] = kiln_kir_extract(f->b, f->tensors[t], cidx, (size_t)nidx + 1);
+        if (!out[part]) return -1;
+      }
+      return 2;
+    }
     out[0] = kiln_kir_extract(f->b, f->tensors[t], idx, (size_t)nidx);
     return out[0] ? 1 : -1;
   }
@@ -479,7 +513,7 @@ static int emit_call(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
   }
   kiln_kir_op_t *call = kiln_elemental_call(f->e, f->b, sg->id, f->tensors, idx);
   if (!call) return -1;
-  int n = kiln_elem_num_outputs(instr);
+  int n = kiln_elem_num_values(instr);
   for (int k = 0; k < n; k++) out[k] = kiln_kir_op_result(call, (size_t)(first + k));
   return n;
 }
@@ -522,6 +556,18 @@ int kiln_elem_emit_instr(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
                          kiln_kir_value_t *const *idx, int nidx, kiln_kir_value_t **out) {
   kiln_hlo_opcode_t op = instr->opcode;
   if (op == KILN_OP_CONSTANT) {
+    if (kiln_elem_type_is_complex(instr->shape->type)) {
+      if (!instr->literal || instr->literal->unknown) {
+        kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: constant without contents", instr->name));
+        return -1;
+      }
+      double re = 0, im = 0;
+      kiln_literal_get_c128(instr->literal, 0, &re, &im);
+      kiln_elem_type_t pt = kiln_elem_part_type(instr->shape->type);
+      out[0] = kiln_kir_const_float(f->b, pt, re);
+      out[1] = kiln_kir_const_float(f->b, pt, im);
+      return out[0] && out[1] ? 2 : -1;
+    }
     out[0] = kiln_elem_constant(f, instr->literal, 0);
     return out[0] ? 1 : -1;
   }
@@ -536,6 +582,10 @@ int kiln_elem_emit_instr(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
   }
   if (op == KILN_OP_GET_TUPLE_ELEMENT) {
     kiln_kir_value_t *v[MAX_OUTS];
+    if (kiln_elem_num_values(instr->operands[0]) != kiln_elem_num_outputs(instr->operands[0])) {
+      kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: complex tuple elements", instr->name));
+      return -1;
+    }
     int n = kiln_elem_emit(f, instr->operands[0], idx, nidx, v);
     if (n < 0) return -1;
     if (instr->tuple_index < 0 || instr->tuple_index >= n) {
@@ -547,7 +597,9 @@ int kiln_elem_emit_instr(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
   }
   if (kiln_hlo_opcode_is_elementwise(op) || op == KILN_OP_COPY || op == KILN_OP_MAP ||
       op == KILN_OP_BITCAST_CONVERT) {
-    kiln_kir_value_t *args[8];
+    kiln_kir_value_t *args[8], *cargs[8][2];
+    int cnt[8];
+    bool cplx = kiln_elem_type_is_complex(instr->shape->type);
     if (instr->num_operands > 8) {
       kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %d operands", instr->name, instr->num_operands));
       return -1;
@@ -556,9 +608,14 @@ int kiln_elem_emit_instr(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
       kiln_kir_value_t *v[MAX_OUTS];
       const kiln_hlo_instruction_t *o = instr->operands[k];
       bool scalar = kiln_shape_is_array(o->shape) && o->shape->rank == 0 && nidx > 0;
-      if (kiln_elem_emit(f, o, scalar ? NULL : idx, scalar ? 0 : nidx, v) < 1) return -1;
+      cnt[k] = kiln_elem_emit(f, o, scalar ? NULL : idx, scalar ? 0 : nidx, v);
+      if (cnt[k] < 1) return -1;
       args[k] = v[0];
+      cargs[k][0] = v[0];
+      cargs[k][1] = cnt[k] > 1 ? v[1] : NULL;
+      if (cnt[k] > 1) cplx = true;
     }
+    if (cplx) return kiln_elem_complex_op(f, instr, cargs, cnt, instr->num_operands, out);
     out[0] = kiln_elem_scalar_op(f, instr, args, instr->num_operands);
     return out[0] ? 1 : -1;
   }
@@ -585,6 +642,13 @@ int kiln_elem_emit_instr(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
       kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: no indexing for operand %d", instr->name, k));
       goto done;
     }
+  if ((op == KILN_OP_PAD || op == KILN_OP_CONCATENATE || op == KILN_OP_REDUCE ||
+       op == KILN_OP_REDUCE_WINDOW || op == KILN_OP_DOT) &&
+      kiln_elem_num_values(instr) != kiln_elem_num_outputs(instr)) {
+    kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %s of complex values", instr->name,
+                                             kiln_hlo_opcode_name(op)));
+    goto done;
+  }
   if (op == KILN_OP_PAD) {
     n = emit_pad(f, instr, &ix, idx, out);
   } else if (op == KILN_OP_CONCATENATE) {
@@ -598,7 +662,7 @@ int kiln_elem_emit_instr(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
       goto done;
     }
     n = emit_through_map(f, instr, 0, &ix.operands[0], idx, out);
-    if (n > 0) n = 1;
+    if (n > 0) n = kiln_elem_num_values(instr);
     /* A bitcast may also reinterpret the element type (same width). */
     if (n == 1 && op == KILN_OP_BITCAST && out[0]->type->elem != instr->shape->type) {
       const kiln_kir_type_t *rt = kiln_kir_type_scalar(f->e->m, instr->shape->type);
@@ -641,7 +705,7 @@ static kiln_status collect_tensors(kiln_elemental_t *e) {
     const kiln_shape_t *s = e->tensors[i] ? e->tensors[i]->shape : NULL;
     if (!s || !kiln_shape_is_array(s) || kiln_shape_is_tuple(s))
       return KILN_ERR_UNIMPLEMENTED("parameter %d of %s is not an array", i, c->name);
-    e->tensor_types[i] = kiln_kir_type_tensor(e->m, s->type, s->rank, s->dims, KILN_KIR_SPACE_GLOBAL);
+    e->tensor_types[i] = kiln_elemental_tensor_type(e->m, s);
   }
   return NULL;
 }
@@ -680,7 +744,7 @@ int kiln_elemental_root_result(const kiln_elemental_t *e, int sg,
   int off = 0;
   for (int r = 0; r < g->num_roots; r++) {
     if (g->roots[r] == instr) return off;
-    off += kiln_elem_num_outputs(g->roots[r]);
+    off += kiln_elem_num_values(g->roots[r]);
   }
   return -1;
 }
@@ -706,12 +770,15 @@ static kiln_status declare(kiln_elemental_t *e, int sgi) {
     pn[e->num_tensors + i] = names[e->num_tensors + i];
   }
   int nres = 0;
-  for (int r = 0; r < sg->num_roots; r++) nres += kiln_elem_num_outputs(sg->roots[r]);
+  for (int r = 0; r < sg->num_roots; r++) nres += kiln_elem_num_values(sg->roots[r]);
   const kiln_kir_type_t **rt = kiln_calloc((size_t)nres + 1, sizeof(*rt));
   int k = 0;
   for (int r = 0; r < sg->num_roots; r++)
-    for (int o = 0; o < kiln_elem_num_outputs(sg->roots[r]); o++)
-      rt[k++] = kiln_kir_type_scalar(e->m, kiln_elem_output_type(sg->roots[r], o));
+    for (int o = 0; o < kiln_elem_num_outputs(sg->roots[r]); o++) {
+      kiln_elem_type_t t = kiln_elem_output_type(sg->roots[r], o);
+      for (int part = 0; part < kiln_elem_vals_per(t); part++)
+        rt[k++] = kiln_kir_type_scalar(e->m, kiln_elem_part_type(t));
+    }
   e->funcs[sgi] = kiln_kir_func_create(e->m, sg->name, KILN_KIR_FUNC_SUBGRAPH, pt, pn, np, rt,
                                        (size_t)nres);
   for (size_t i = 0; i < np; i++) kiln_free(names[i]);

@@ -26,8 +26,12 @@
  *     over the map's symbols with the accumulators as iteration arguments, the reducer
  *     computation emitted inline on scalars; dot accumulates in f32 for narrow floats as the
  *     evaluator does.
- * Anything else (complex types, sort, scatter, dynamic-update-slice, rng, ...) is
- * UNIMPLEMENTED naming the opcode.
+ *   - complex (c64, c128) values as (re, im) pairs of f32 / f64: add, subtract, multiply,
+ *     divide (Smith's scaling), negate, complex, real, imag, abs (scaled hypot), exp, log,
+ *     select, compare EQ/NE, convert, copy, and data movement (not pad, concatenate,
+ *     reduce, dot).
+ * Anything else (sort, scatter, dynamic-update-slice, rng, ...) is UNIMPLEMENTED naming the
+ * opcode.
  *
  * Tensors: the functions take one tensor per fusion parameter (by parameter number), then
  * one per non-scalar constant (in instruction order); kiln_elemental_tensor_instr names
@@ -75,7 +79,13 @@ kiln_kir_op_t *kiln_elemental_call(kiln_elemental_t *e, kiln_kir_builder_t *b, i
                                    kiln_kir_value_t *const *tensors,
                                    kiln_kir_value_t *const *indices);
 
-/* Index of the first result of root `instr` in subgraph `sg`'s results, or -1. */
+/* The kernel-IR tensor type of an HLO array shape: the same, except complex arrays, which
+ * become real arrays (f32 for c64, f64 for c128) with a trailing dimension of 2 (re, im) —
+ * the literal storage order. */
+const kiln_kir_type_t *kiln_elemental_tensor_type(kiln_kir_module_t *m, const kiln_shape_t *s);
+
+/* Index of the first result of root `instr` in subgraph `sg`'s results, or -1 (a complex
+ * output takes two results: re, im). */
 int kiln_elemental_root_result(const kiln_elemental_t *e, int sg,
                                const kiln_hlo_instruction_t *instr);
 

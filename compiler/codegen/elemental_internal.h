@@ -39,7 +39,19 @@ int kiln_elem_emit(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
 int kiln_elem_emit_instr(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
                          kiln_kir_value_t *const *idx, int nidx, kiln_kir_value_t **out);
 
+/* Complex values are two kernel-IR values (re, im) of the part type (c64: f32, c128: f64). */
+int kiln_elem_vals_per(kiln_elem_type_t t);
+kiln_elem_type_t kiln_elem_part_type(kiln_elem_type_t t);
+/* Kernel-IR values for all outputs of `instr` (outputs, complex ones counted twice). */
+int kiln_elem_num_values(const kiln_hlo_instruction_t *instr);
+
 /* ---- elemental_ops.c ---- */
+
+/* Elementwise `instr` with complex operands or result: args[k] holds cnt[k] values (1 or 2).
+ * Writes the result's values (1 or 2) and returns their count, or -1. */
+int kiln_elem_complex_op(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+                         kiln_kir_value_t *const (*args)[2], const int *cnt, int nargs,
+                         kiln_kir_value_t **out);
 
 /* Element i of a literal as a kernel-IR constant of its type. */
 kiln_kir_value_t *kiln_elem_constant(kiln_elem_fn_t *f, const kiln_literal_t *lit, int64_t i);

@@ -353,6 +353,133 @@ kiln_kir_value_t *kiln_elem_scalar_op(kiln_elem_fn_t *f, const kiln_hlo_instruct
   return NULL;
 }
 
+/* ---- complex values: (re, im) pairs ---- */
+
+/* |z| = m * sqrt((a/m)^2 + (b/m)^2), m = max(|a|, |b|) (0 when m == 0; inf if either is). */
+static kiln_kir_value_t *c_abs(kiln_elem_fn_t *f, kiln_kir_value_t *a, kiln_kir_value_t *b) {
+  const kiln_kir_type_t *t = a->type;
+  kiln_kir_value_t *aa = un(f, KILN_KIR_ABS, a), *ab = un(f, KILN_KIR_ABS, b);
+  kiln_kir_value_t *m = bin(f, KILN_KIR_MAX, aa, ab);
+  kiln_kir_value_t *zero = kiln_kir_cmp(B, KILN_KIR_CMP_EQ, m, cf(f, t, 0.0));
+  kiln_kir_value_t *safe = kiln_kir_select(B, zero, cf(f, t, 1.0), m);
+  kiln_kir_value_t *x = bin(f, KILN_KIR_DIV, a, safe), *y = bin(f, KILN_KIR_DIV, b, safe);
+  kiln_kir_value_t *r = bin(f, KILN_KIR_MUL, m, un(f, KILN_KIR_SQRT, bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, x, x),
+                                                                         bin(f, KILN_KIR_MUL, y, y))));
+  kiln_kir_value_t *inf = cf(f, t, INFINITY);
+  kiln_kir_value_t *isinf = bin(f, KILN_KIR_OR, kiln_kir_cmp(B, KILN_KIR_CMP_EQ, aa, inf),
+                                kiln_kir_cmp(B, KILN_KIR_CMP_EQ, ab, inf));
+  return kiln_kir_select(B, isinf, inf, kiln_kir_select(B, zero, cf(f, t, 0.0), r));
+}
+
+int kiln_elem_complex_op(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+                         kiln_kir_value_t *const (*args)[2], const int *cnt, int nargs,
+                         kiln_kir_value_t **out) {
+  kiln_hlo_opcode_t op = instr->opcode;
+  kiln_elem_type_t rt = instr->shape->type;
+  kiln_elem_type_t pt = kiln_elem_part_type(rt);
+  const kiln_kir_type_t *ptt = kiln_kir_type_scalar(f->e->m, pt);
+  /* Operand k as a pair (a real operand gets imaginary part 0). */
+  kiln_kir_value_t *re[3] = {0}, *im[3] = {0};
+  for (int k = 0; k < nargs && k < 3; k++) {
+    re[k] = args[k][0];
+    im[k] = cnt[k] > 1 ? args[k][1] : NULL;
+  }
+#define IM(k) (im[k] ? im[k] : cf(f, re[k]->type, 0.0))
+  switch (op) {
+    case KILN_OP_COPY:
+      out[0] = re[0];
+      out[1] = im[0];
+      return cnt[0];
+    case KILN_OP_REAL:
+      out[0] = re[0];
+      return 1;
+    case KILN_OP_IMAG:
+      out[0] = IM(0);
+      return 1;
+    case KILN_OP_COMPLEX:
+      out[0] = re[0];
+      out[1] = re[1];
+      return 2;
+    case KILN_OP_NEGATE:
+      out[0] = un(f, KILN_KIR_NEG, re[0]);
+      out[1] = un(f, KILN_KIR_NEG, IM(0));
+      return 2;
+    case KILN_OP_ADD: case KILN_OP_SUBTRACT: {
+      kiln_kir_opcode_t k = op == KILN_OP_ADD ? KILN_KIR_ADD : KILN_KIR_SUB;
+      out[0] = bin(f, k, re[0], re[1]);
+      out[1] = bin(f, k, IM(0), IM(1));
+      return 2;
+    }
+    case KILN_OP_MULTIPLY: {
+      kiln_kir_value_t *a = re[0], *b = IM(0), *c = re[1], *d = IM(1);
+      out[0] = bin(f, KILN_KIR_SUB, bin(f, KILN_KIR_MUL, a, c), bin(f, KILN_KIR_MUL, b, d));
+      out[1] = bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, a, d), bin(f, KILN_KIR_MUL, b, c));
+      return 2;
+    }
+    case KILN_OP_DIVIDE: {
+      /* Smith's algorithm: divide by the larger of |c|, |d| first. */
+      kiln_kir_value_t *a = re[0], *b = IM(0), *c = re[1], *d = IM(1);
+      kiln_kir_value_t *big_c = kiln_kir_cmp(B, KILN_KIR_CMP_GE, un(f, KILN_KIR_ABS, c), un(f, KILN_KIR_ABS, d));
+      kiln_kir_value_t *r1 = bin(f, KILN_KIR_DIV, d, c), *den1 = bin(f, KILN_KIR_ADD, c, bin(f, KILN_KIR_MUL, d, r1));
+      kiln_kir_value_t *re1 = bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_ADD, a, bin(f, KILN_KIR_MUL, b, r1)), den1);
+      kiln_kir_value_t *im1 = bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_SUB, b, bin(f, KILN_KIR_MUL, a, r1)), den1);
+      kiln_kir_value_t *r2 = bin(f, KILN_KIR_DIV, c, d), *den2 = bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, c, r2), d);
+      kiln_kir_value_t *re2 = bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, a, r2), b), den2);
+      kiln_kir_value_t *im2 = bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_SUB, bin(f, KILN_KIR_MUL, b, r2), a), den2);
+      out[0] = kiln_kir_select(B, big_c, re1, re2);
+      out[1] = kiln_kir_select(B, big_c, im1, im2);
+      return 2;
+    }
+    case KILN_OP_ABS:
+      out[0] = c_abs(f, re[0], IM(0));
+      return 1;
+    case KILN_OP_EXP: {
+      kiln_kir_value_t *e = un(f, KILN_KIR_EXP, re[0]);
+      out[0] = bin(f, KILN_KIR_MUL, e, un(f, KILN_KIR_COS, IM(0)));
+      out[1] = bin(f, KILN_KIR_MUL, e, un(f, KILN_KIR_SIN, IM(0)));
+      return 2;
+    }
+    case KILN_OP_LOG: {
+      /* log|z|: near |z| = 1 as 0.5 * log1p((m - 1)(m + 1) + n^2) (m, n = larger and smaller
+       * of |re|, |im|), which keeps the cancellation exact; log(|z|) elsewhere. */
+      kiln_kir_value_t *t = cf(f, re[0]->type, 1.0);
+      kiln_kir_value_t *aa = un(f, KILN_KIR_ABS, re[0]), *ab = un(f, KILN_KIR_ABS, IM(0));
+      kiln_kir_value_t *m = bin(f, KILN_KIR_MAX, aa, ab), *n = bin(f, KILN_KIR_MIN, aa, ab);
+      kiln_kir_value_t *s2 = bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, bin(f, KILN_KIR_SUB, m, t), bin(f, KILN_KIR_ADD, m, t)),
+                                 bin(f, KILN_KIR_MUL, n, n));
+      kiln_kir_value_t *near = bin(f, KILN_KIR_AND, kiln_kir_cmp(B, KILN_KIR_CMP_GE, s2, cf(f, t->type, -0.5)),
+                                   kiln_kir_cmp(B, KILN_KIR_CMP_LE, s2, cf(f, t->type, 1.0)));
+      kiln_kir_value_t *rn = bin(f, KILN_KIR_MUL, cf(f, t->type, 0.5), un(f, KILN_KIR_LOG1P, s2));
+      out[0] = kiln_kir_select(B, near, rn, un(f, KILN_KIR_LOG, c_abs(f, re[0], IM(0))));
+      out[1] = bin(f, KILN_KIR_ATAN2, IM(0), re[0]);
+      return 2;
+    }
+    case KILN_OP_SELECT:
+      out[0] = kiln_kir_select(B, re[0], re[1], re[2]);
+      out[1] = kiln_kir_select(B, re[0], IM(1), IM(2));
+      return 2;
+    case KILN_OP_COMPARE: {
+      kiln_cmp_dir_t d = instr->comparison_direction;
+      if (d != KILN_CMP_EQ && d != KILN_CMP_NE) break;
+      kiln_kir_cmp_t p = d == KILN_CMP_EQ ? KILN_KIR_CMP_EQ : KILN_KIR_CMP_NE;
+      kiln_kir_value_t *x = kiln_kir_cmp(B, p, re[0], re[1]), *y = kiln_kir_cmp(B, p, IM(0), IM(1));
+      out[0] = bin(f, d == KILN_CMP_EQ ? KILN_KIR_AND : KILN_KIR_OR, x, y);
+      return 1;
+    }
+    case KILN_OP_CONVERT:
+      if (!kiln_elem_type_is_complex(rt)) break; /* complex -> real is not an HLO convert */
+      out[0] = kiln_kir_convert(B, re[0], ptt);
+      out[1] = im[0] ? kiln_kir_convert(B, im[0], ptt) : cf(f, ptt, 0.0);
+      return 2;
+    default:
+      break;
+  }
+#undef IM
+  kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("elemental emitter: %s on complex values (%s)",
+                                           kiln_hlo_opcode_name(op), instr->name));
+  return -1;
+}
+
 /* ---- scalar computations ---- */
 
 int kiln_elem_emit_scalar_computation(kiln_elem_fn_t *f, const kiln_hlo_computation_t *c,

@@ -298,7 +298,11 @@ static void fill_random(kiln_literal_t *l, uint64_t seed, double lo, double hi) 
   uint64_t st = seed;
   for (int64_t i = 0; i < l->num_elements; i++) {
     uint64_t r = splitmix(&st);
-    if (kiln_elem_type_is_float(t)) {
+    if (kiln_elem_type_is_complex(t)) {
+      double u = (double)(r >> 11) / 9007199254740992.0;
+      double w = (double)(splitmix(&st) >> 11) / 9007199254740992.0;
+      kiln_literal_set_c128(l, i, lo + (hi - lo) * u, lo + (hi - lo) * w);
+    } else if (kiln_elem_type_is_float(t)) {
       double u = (double)(r >> 11) / 9007199254740992.0;
       kiln_literal_set_f64(l, i, lo + (hi - lo) * u);
     } else if (t == KILN_PRED) {
@@ -333,8 +337,53 @@ typedef struct cmp_acc {
   char first[256];
 } cmp_acc_t;
 
-static void compare_output(const kiln_literal_t *want, const void *got, int64_t tol, int out_index,
+static void compare_output(const kiln_literal_t *want0, const void *got, int64_t tol, int out_index,
                            cmp_acc_t *acc) {
+  if (kiln_elem_type_is_complex(want0->shape->type)) {
+    /* Complex: both parts within `tol` ulps of the element's larger part (a part that
+     * cancels to a small value keeps the absolute error of the whole number). */
+    bool c64 = want0->shape->type == KILN_C64;
+    int mant = c64 ? 23 : 52;
+    for (int64_t i = 0; i < want0->num_elements; i++) {
+      double w[2], g[2];
+      kiln_literal_get_c128(want0, i, &w[0], &w[1]);
+      if (c64) {
+        const float *gp = (const float *)got + 2 * i;
+        g[0] = gp[0], g[1] = gp[1];
+      } else {
+        const double *gp = (const double *)got + 2 * i;
+        g[0] = gp[0], g[1] = gp[1];
+      }
+      bool bad = false;
+      int64_t ulps = 0;
+      double mag = fmax(fabs(w[0]), fabs(w[1]));
+      for (int k = 0; k < 2; k++) {
+        if (isnan(w[k]) || isnan(g[k]) || isinf(w[k]) || isinf(g[k])) {
+          bool same = (isnan(w[k]) && isnan(g[k])) || w[k] == g[k];
+          if (!same) bad = true, ulps = INT64_MAX;
+          continue;
+        }
+        double d = fabs(w[k] - g[k]);
+        if (d > acc->max_abs) acc->max_abs = d;
+        int e = 0;
+        frexp(mag, &e);
+        double ulp = mag > 0 ? ldexp(1.0, e - 1 - mant) : (c64 ? 1.4e-45 : 4.9e-324);
+        int64_t u = (int64_t)ceil(d / ulp);
+        if (u > ulps) ulps = u;
+      }
+      if (ulps > tol) bad = true;
+      if (ulps > acc->max_ulp) acc->max_ulp = ulps;
+      if (bad) {
+        if (acc->mismatches == 0)
+          snprintf(acc->first, sizeof(acc->first),
+                   "output %d element %lld: want (%.9g, %.9g) got (%.9g, %.9g)", out_index,
+                   (long long)i, w[0], w[1], g[0], g[1]);
+        acc->mismatches++;
+      }
+    }
+    return;
+  }
+  const kiln_literal_t *want = want0;
   kiln_elem_type_t t = want->shape->type;
   kiln_literal_t g = *want;
   g.data = (void *)got;
@@ -510,7 +559,9 @@ kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
         s = KILN_ERR_INTERNAL("evaluator result does not match output %d", o);
         break;
       }
-      int64_t tol = opts->max_ulp >= 0 ? opts->max_ulp : kiln_fusion_default_ulp(want->shape->type);
+      kiln_elem_type_t wt = want->shape->type;
+      if (kiln_elem_type_is_complex(wt)) wt = wt == KILN_C64 ? KILN_F32 : KILN_F64;
+      int64_t tol = opts->max_ulp >= 0 ? opts->max_ulp : kiln_fusion_default_ulp(wt);
       if (tol0 < 0) tol0 = tol;
       compare_output(want, args[nin + o], tol, o, &acc);
       rep->elements += want->num_elements;

@@ -98,7 +98,8 @@ void kiln_fusion_run_options_init(kiln_fusion_run_options_t *o);
 
 /* Default tolerance in units in the last place of the output type: 0 (exact) for integers
  * and pred, 1 for f16, bf16, f8 and f4 types (one rounding of the narrow type), 4 for f32,
- * 8 for f64 (math through formulas of several correctly-rounded-ish ops). */
+ * 8 for f64 (math through formulas of several correctly-rounded-ish ops). Complex outputs
+ * use their part type's tolerance, in ulps of the element's larger part. */
 int64_t kiln_fusion_default_ulp(kiln_elem_type_t t);
 
 typedef struct kiln_fusion_run_report {

@@ -53,6 +53,19 @@ static kiln_indexing_map_t *reshape_map(kiln_affine_ctx_t *ctx, const kiln_shape
   return m;
 }
 
+/* Inserts an output element: one value, or (re, im) into the trailing dimension. */
+static kiln_kir_value_t *insert_elem(kiln_kir_builder_t *b, kiln_kir_value_t *const *vals, int nvals,
+                                     kiln_kir_value_t *tensor, kiln_kir_value_t *const *idx, int rank) {
+  if (nvals == 1) return kiln_kir_insert(b, vals[0], tensor, idx, (size_t)rank);
+  kiln_kir_value_t *cidx[KILN_KIR_MAX_RANK + 1];
+  for (int i = 0; i < rank; i++) cidx[i] = idx[i];
+  for (int part = 0; part < nvals; part++) {
+    cidx[rank] = kiln_kir_const_index(b, part);
+    tensor = kiln_kir_insert(b, vals[part], tensor, cidx, (size_t)rank + 1);
+  }
+  return tensor;
+}
+
 kiln_status kiln_loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c,
                            const kiln_partition_t *part, kiln_elemental_t *elem, const char *name,
                            const kiln_loop_emitter_options_t *opts, kiln_loop_kernel_info_t *info) {
@@ -83,7 +96,7 @@ kiln_status kiln_loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c
   }
   for (int o = 0; o < part->num_outputs; o++) {
     const kiln_shape_t *s = output_array_shape(&part->outputs[o]);
-    rt[o] = pt[elem->num_tensors + o] = kiln_kir_type_tensor(m, s->type, s->rank, s->dims, KILN_KIR_SPACE_GLOBAL);
+    rt[o] = pt[elem->num_tensors + o] = kiln_elemental_tensor_type(m, s);
     char buf[32];
     snprintf(buf, sizeof(buf), part->num_outputs == 1 ? "output" : "output%d", o);
     names[elem->num_tensors + o] = kiln_strdup(buf);
@@ -158,8 +171,12 @@ kiln_status kiln_loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c
         const kiln_partition_output_t *po = &part->outputs[o];
         int first = kiln_elemental_root_result(elem, sgi, po->instr);
         if (first < 0) continue;
-        kiln_kir_value_t *v = kiln_kir_op_result(call, (size_t)(first + po->output_index));
-        iters[o] = kiln_kir_insert(&b, v, iters[o], sidx, (size_t)sg->rank);
+        for (int k = 0; k < po->output_index; k++)
+          first += kiln_elem_vals_per(kiln_elem_output_type(po->instr, k));
+        int nv = kiln_elem_vals_per(kiln_elem_output_type(po->instr, po->output_index));
+        kiln_kir_value_t *v[2] = {kiln_kir_op_result(call, (size_t)first),
+                                  nv > 1 ? kiln_kir_op_result(call, (size_t)first + 1) : NULL};
+        iters[o] = insert_elem(&b, v, nv, iters[o], sidx, sg->rank);
       }
     }
     /* Outputs that are inputs (a parameter or constant returned as is): copied. */
@@ -183,8 +200,19 @@ kiln_status kiln_loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c
         if (!ap) break;
         for (int i = 0; i < s->rank; i++) sidx[i] = kiln_kir_op_result(ap, (size_t)i);
       }
-      kiln_kir_value_t *v = kiln_kir_extract(&b, tensors[t], sidx, (size_t)s->rank);
-      iters[o] = kiln_kir_insert(&b, v, iters[o], sidx, (size_t)s->rank);
+      int nv = kiln_elem_vals_per(s->type);
+      kiln_kir_value_t *v[2] = {NULL, NULL};
+      if (nv == 1) {
+        v[0] = kiln_kir_extract(&b, tensors[t], sidx, (size_t)s->rank);
+      } else {
+        kiln_kir_value_t *cidx[KILN_KIR_MAX_RANK + 1];
+        for (int i = 0; i < s->rank; i++) cidx[i] = sidx[i];
+        for (int part = 0; part < 2; part++) {
+          cidx[s->rank] = kiln_kir_const_index(&b, part);
+          v[part] = kiln_kir_extract(&b, tensors[t], cidx, (size_t)s->rank + 1);
+        }
+      }
+      iters[o] = insert_elem(&b, v, nv, iters[o], sidx, s->rank);
     }
     for (int o = 0; o < part->num_outputs && !st; o++)
       if (!iters[o]) st = KILN_ERR_INTERNAL("%s: output %d not written", c->name, o);
