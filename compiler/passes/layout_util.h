@@ -74,6 +74,7 @@ static inline bool kiln_layout_phys_equal(const kiln_shape_t *a, const kiln_shap
  * space). */
 static inline kiln_shape_t *kiln_layout_with_m2m(kiln_arena_t *a, const kiln_shape_t *s,
                                                  const int64_t *m2m) {
+  if (s->rank == 0 && !s->has_layout) return (kiln_shape_t *)s; /* scalars print without {} */
   kiln_shape_t *r = kiln_shape_clone(a, s);
   r->has_layout = true;
   memset(&r->layout, 0, sizeof r->layout);
@@ -98,7 +99,7 @@ static inline kiln_shape_t *kiln_layout_fill_default(kiln_arena_t *a, kiln_shape
     }
     return el ? kiln_shape_make_tuple(a, s->num_elements, el) : s;
   }
-  if (!kiln_shape_is_array(s) || kiln_layout_has_plain_m2m(s)) return s;
+  if (!kiln_shape_is_array(s) || kiln_layout_has_plain_m2m(s) || s->rank == 0) return s;
   kiln_shape_t *r = kiln_shape_clone(a, s);
   kiln_shape_set_default_layout(a, r);
   return r;
@@ -112,7 +113,7 @@ static inline kiln_shape_t *kiln_layout_all_default(kiln_arena_t *a, kiln_shape_
     return kiln_shape_make_tuple(a, s->num_elements, el);
   }
   if (!kiln_shape_is_array(s)) return s;
-  if (s->has_layout && kiln_layout_is_default(&s->layout)) return s;
+  if (s->has_layout ? kiln_layout_is_default(&s->layout) : s->rank == 0) return s;
   kiln_shape_t *r = kiln_shape_clone(a, s);
   kiln_shape_set_default_layout(a, r);
   return r;
