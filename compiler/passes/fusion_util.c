@@ -672,7 +672,10 @@ kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
           v = kiln_hlo_instruction_clone(b.fc, in, NULL, in->num_operands, ops.data);
       }
     }
-    if (!v) st = kiln_status_make(KILN_INTERNAL, "could not clone '%s' into a fusion", in->name);
+    if (!v)
+      st = kiln_status_make(m->arena.limit ? KILN_RESOURCE_EXHAUSTED : KILN_INTERNAL,
+                            "could not clone '%s' into a fusion (module arena: %zu of %zu bytes)",
+                            in->name, m->arena.total, m->arena.limit);
     else kiln_ptrmap_put(&b.val, in, v);
   }
   if (st) goto done;
@@ -786,6 +789,12 @@ void kiln_fusion_remove_retired(kiln_hlo_module_t *m, kiln_ptrmap_t *retired) {
   kiln_ptrmap_free(&called);
   kiln_ptrmap_free(retired);
   kiln_ptrmap_init(retired);
+}
+
+void kiln_fusion_make_arena_room(kiln_hlo_module_t *m) {
+  if (!m->arena.limit) return;
+  size_t want = m->arena.total * 4 + ((size_t)64 << 20);
+  if (m->arena.limit < want) m->arena.limit = want;
 }
 
 /* ---- reachability ---- */

@@ -120,6 +120,11 @@ kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
 /* Removes the computations in `retired` that no instruction of the module calls. */
 void kiln_fusion_remove_retired(kiln_hlo_module_t *m, kiln_ptrmap_t *retired);
 
+/* Fusion passes copy computations into the module's arena; a module parsed from text
+ * carries the parser's arena bound (a multiple of its text size), which guards the parser,
+ * not the passes. This raises a bound to leave room for the copies (total * 4 + 64 MiB). */
+void kiln_fusion_make_arena_room(kiln_hlo_module_t *m);
+
 /* ---- reachability ---- */
 
 /* Topological positions of a computation's instructions (post order index), for pruning

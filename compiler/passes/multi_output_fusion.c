@@ -185,6 +185,7 @@ static kiln_status fuse_computation(mof_state_t *s, bool *changed) {
 
 kiln_status kiln_pass_multi_output_fusion(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
                                           bool *changed) {
+  kiln_fusion_make_arena_room(m);
   size_t n = 0;
   kiln_hlo_computation_t **comps = kiln_fusion_sequential_computations(m, &n);
   kiln_ptrmap_t retired;

@@ -227,6 +227,7 @@ static kiln_status fuse_computation(kiln_hlo_computation_t *c, kiln_ptrmap_t *re
 kiln_status kiln_pass_priority_fusion(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
                                       bool *changed) {
   bool any = false;
+  kiln_fusion_make_arena_room(m);
   size_t n = 0;
   kiln_hlo_computation_t **comps = kiln_fusion_sequential_computations(m, &n);
   kiln_ptrmap_t retired;

@@ -1,0 +1,669 @@
+/* Fusion passes: priority fusion, multi-output fusion, the cost model and the fusion
+ * helpers, on small hand-written modules (each checked with the verifier and, before and
+ * after, with the reference evaluator bit for bit), then on every module of the corpus the
+ * evaluator can run. */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/alloc.h"
+#include "base/status.h"
+#include "base/str.h"
+#include "compiler/eval/eval.h"
+#include "compiler/hlo/ir.h"
+#include "compiler/passes/cost_model.h"
+#include "compiler/passes/fusion_util.h"
+#include "compiler/passes/pass.h"
+#include "tools/common/fake_args.h"
+#include "tools/common/hlo_file.h"
+
+static kiln_hlo_module_t *parse(const char *text) {
+  kiln_hlo_module_t *m = NULL;
+  kiln_hlo_parse_options_t po = {0};
+  kiln_status s = kiln_hlo_parse_module(text, strlen(text), &po, &m);
+  if (s) fail_msg("parse: %s", kiln_status_message(s));
+  s = kiln_hlo_module_verify(m);
+  if (s) fail_msg("verify: %s", kiln_status_message(s));
+  return m;
+}
+
+/* Bitwise equality of two results (tuples element by element). */
+static bool same_bits(const kiln_literal_t *a, const kiln_literal_t *b) {
+  if (!a || !b) return a == b;
+  if (a->num_tuple_elements != b->num_tuple_elements) return false;
+  if (a->num_tuple_elements) {
+    for (int i = 0; i < a->num_tuple_elements; i++)
+      if (!same_bits(a->tuple_elements[i], b->tuple_elements[i])) return false;
+    return true;
+  }
+  if (!kiln_shape_compatible(a->shape, b->shape) || a->num_elements != b->num_elements)
+    return false;
+  size_t bytes = (size_t)a->num_elements * kiln_elem_type_storage_bytes(a->shape->type);
+  return bytes == 0 || memcmp(a->data, b->data, bytes) == 0;
+}
+
+/* Evaluates `m` on fake arguments (seed 42) into `out_arena`. */
+static kiln_status eval_fake(const kiln_hlo_module_t *m, kiln_arena_t *out_arena,
+                             kiln_literal_t **out) {
+  kiln_arena_t args_arena;
+  kiln_arena_init(&args_arena);
+  kiln_literal_t **args = NULL;
+  int n = 0;
+  kiln_status s = kiln_fake_args_make(m, NULL, &args_arena, &args, &n);
+  if (!s) {
+    kiln_eval_options_t eo = {0};
+    eo.rng_seed = 42;
+    eo.max_while_iterations = 2000;
+    s = kiln_eval_module(m, &eo, n, args, out_arena, out);
+  }
+  kiln_arena_destroy(&args_arena);
+  return s;
+}
+
+/* Runs `passes`, checks the module verifies and evaluates to the same bits as before. */
+static void run_and_check(kiln_hlo_module_t *m, const char *passes) {
+  kiln_arena_t before_arena, after_arena;
+  kiln_arena_init(&before_arena);
+  kiln_arena_init(&after_arena);
+  kiln_literal_t *before = NULL, *after = NULL;
+  kiln_status s = eval_fake(m, &before_arena, &before);
+  if (s) fail_msg("eval before: %s", kiln_status_message(s));
+  kiln_pass_options_t o = {.verify = 1};
+  s = kiln_pass_run_list(m, passes, &o);
+  if (s) fail_msg("%s: %s", passes, kiln_status_message(s));
+  s = kiln_hlo_module_verify(m);
+  if (s) fail_msg("verify after: %s", kiln_status_message(s));
+  s = eval_fake(m, &after_arena, &after);
+  if (s) fail_msg("eval after: %s", kiln_status_message(s));
+  if (!same_bits(before, after)) {
+    char *text = kiln_hlo_module_to_string(m);
+    fail_msg("results differ after %s:\n%s", passes, text);
+  }
+  kiln_arena_destroy(&before_arena);
+  kiln_arena_destroy(&after_arena);
+}
+
+static int count_op(const kiln_hlo_computation_t *c, kiln_hlo_opcode_t op) {
+  int n = 0;
+  for (size_t i = 0; i < c->instructions.len; i++) n += c->instructions.data[i]->opcode == op;
+  return n;
+}
+
+static kiln_hlo_instruction_t *only_fusion(const kiln_hlo_computation_t *c) {
+  kiln_hlo_instruction_t *f = NULL;
+  for (size_t i = 0; i < c->instructions.len; i++)
+    if (c->instructions.data[i]->opcode == KILN_OP_FUSION) {
+      assert_null(f);
+      f = c->instructions.data[i];
+    }
+  assert_non_null(f);
+  return f;
+}
+
+static const char kAdd[] =
+    "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n"
+    "max {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n"
+    "  ROOT s = f32[] maximum(x, y)\n}\n";
+
+static char *with_reducers(const char *entry) {
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, "HloModule m\n\n%s\n%s", kAdd, entry);
+  return kiln_strbuf_take(&b);
+}
+
+/* ---- priority fusion ---- */
+
+static void test_elementwise_chain_becomes_one_loop_fusion(void **state) {
+  kiln_hlo_module_t *m = parse(
+      "HloModule chain\n"
+      "ENTRY main {\n"
+      "  p0 = f32[4,8]{1,0} parameter(0)\n  p1 = f32[4,8]{1,0} parameter(1)\n"
+      "  a = f32[4,8]{1,0} add(p0, p1)\n  b = f32[4,8]{1,0} multiply(a, p1)\n"
+      "  c = f32[4,8]{1,0} exponential(b)\n  two = f32[] constant(2)\n"
+      "  t = f32[4,8]{1,0} broadcast(two), dimensions={}\n"
+      "  d = f32[4,8]{1,0} subtract(c, t)\n  ROOT e = f32[4,8]{1,0} negate(d)\n}\n");
+  run_and_check(m, "priority_fusion");
+  kiln_hlo_instruction_t *f = only_fusion(m->entry);
+  assert_ptr_equal(m->entry->root, f);
+  assert_int_equal(f->fusion_kind, KILN_FUSION_LOOP);
+  assert_int_equal(f->num_operands, 2); /* p0, p1; the scalar constant moved inside */
+  const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
+  assert_non_null(body);
+  assert_true(kiln_str_starts_with(body->name, "fused_computation"));
+  assert_int_equal(count_op(body, KILN_OP_EXP), 1);
+  assert_int_equal(kiln_fusion_count_kernels(m), 1);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_cheap_producer_is_duplicated_into_both_consumers(void **state) {
+  char *text = with_reducers(
+      "ENTRY main {\n"
+      "  p = f32[16,16]{1,0} parameter(0)\n  n = f32[16,16]{1,0} negate(p)\n"
+      "  z = f32[] constant(0)\n"
+      "  r0 = f32[16]{0} reduce(n, z), dimensions={0}, to_apply=add\n"
+      "  r1 = f32[16]{0} reduce(n, z), dimensions={1}, to_apply=add\n"
+      "  ROOT t = (f32[16]{0}, f32[16]{0}) tuple(r0, r1)\n}\n");
+  kiln_hlo_module_t *m = parse(text);
+  kiln_free(text);
+  run_and_check(m, "priority_fusion");
+  assert_int_equal(count_op(m->entry, KILN_OP_NEGATE), 0);
+  assert_int_equal(count_op(m->entry, KILN_OP_FUSION), 2);
+  for (size_t i = 0; i < m->entry->instructions.len; i++) {
+    kiln_hlo_instruction_t *f = m->entry->instructions.data[i];
+    if (f->opcode != KILN_OP_FUSION) continue;
+    assert_int_equal(f->fusion_kind, KILN_FUSION_INPUT);
+    const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
+    assert_int_equal(count_op(body, KILN_OP_NEGATE), 1);
+    assert_int_equal(body->root->opcode, KILN_OP_REDUCE);
+    assert_ptr_equal(f->operands[0], m->entry->parameters[0]);
+  }
+  /* Different reduced dimensions: multi-output fusion must leave them apart. */
+  run_and_check(m, "multi_output_fusion");
+  assert_int_equal(count_op(m->entry, KILN_OP_FUSION), 2);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_expensive_producer_is_not_recomputed_per_broadcast_element(void **state) {
+  /* A chain of 24 transcendental ops over f32[4096] broadcast into f32[4096,4096]: fused
+   * into the broadcast it would be recomputed 4096 times per element, which costs more
+   * compute time than the launch saves (the consumer becomes compute-bound). */
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_append(&b, "HloModule bcast\nENTRY main {\n  p = f32[4096]{0} parameter(0)\n"
+                         "  q = f32[4096,4096]{1,0} parameter(1)\n  v0 = f32[4096]{0} abs(p)\n");
+  for (int i = 1; i <= 24; i++)
+    kiln_strbuf_printf(&b, "  v%d = f32[4096]{0} %s(v%d)\n", i, i % 2 ? "sine" : "cosine", i - 1);
+  kiln_strbuf_append(&b, "  b = f32[4096,4096]{1,0} broadcast(v24), dimensions={1}\n"
+                         "  ROOT m = f32[4096,4096]{1,0} multiply(b, q)\n}\n");
+  kiln_hlo_module_t *m = parse(kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&b);
+  kiln_hlo_instruction_t *c = kiln_hlo_computation_find(m->entry, "v24");
+  kiln_hlo_instruction_t *bc = kiln_hlo_computation_find(m->entry, "b");
+  assert_true(kiln_cost_utilization_of(bc, c) == 4096);
+  kiln_pass_options_t o = {.verify = 1};
+  kiln_status s = kiln_pass_run_list(m, "priority_fusion", &o);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  /* The transcendental chain stays one kernel, the broadcast+multiply another. */
+  assert_int_equal(kiln_fusion_count_kernels(m), 2);
+  assert_int_equal(count_op(m->entry, KILN_OP_FUSION), 2);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_no_fusion_across_dot_or_custom_call(void **state) {
+  kiln_hlo_module_t *m = parse(
+      "HloModule dots\n"
+      "ENTRY main {\n"
+      "  p = f32[8,8]{1,0} parameter(0)\n  w = f32[8,8]{1,0} parameter(1)\n"
+      "  n = f32[8,8]{1,0} negate(p)\n"
+      "  d = f32[8,8]{1,0} dot(n, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  e = f32[8,8]{1,0} exponential(d)\n"
+      "  c = f32[8,8]{1,0} custom-call(e), custom_call_target=\"foo\"\n"
+      "  ROOT a = f32[8,8]{1,0} abs(c)\n}\n");
+  kiln_pass_options_t o = {.verify = 1};
+  kiln_status s = kiln_pass_run_list(m, "priority_fusion,multi_output_fusion", &o);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  assert_int_equal(count_op(m->entry, KILN_OP_DOT), 1);
+  assert_int_equal(count_op(m->entry, KILN_OP_CUSTOM_CALL), 1);
+  assert_int_equal(count_op(m->entry, KILN_OP_FUSION), 3);
+  for (size_t i = 0; i < m->entry->instructions.len; i++) {
+    kiln_hlo_instruction_t *f = m->entry->instructions.data[i];
+    if (f->opcode != KILN_OP_FUSION) continue;
+    const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
+    assert_int_equal(count_op(body, KILN_OP_DOT) + count_op(body, KILN_OP_CUSTOM_CALL), 0);
+    assert_int_equal(f->fusion_kind, KILN_FUSION_LOOP);
+  }
+  assert_int_equal(kiln_fusion_count_kernels(m), 5);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_reduction_takes_elementwise_epilogue(void **state) {
+  char *text = with_reducers(
+      "ENTRY main {\n"
+      "  p = f32[32,64]{1,0} parameter(0)\n  z = f32[] constant(0)\n"
+      "  e = f32[32,64]{1,0} exponential(p)\n"
+      "  r = f32[32]{0} reduce(e, z), dimensions={1}, to_apply=add\n"
+      "  k = f32[] constant(64)\n  kb = f32[32]{0} broadcast(k), dimensions={}\n"
+      "  mean = f32[32]{0} divide(r, kb)\n"
+      "  ROOT out = f32[32,1]{1,0} reshape(mean)\n}\n");
+  kiln_hlo_module_t *m = parse(text);
+  kiln_free(text);
+  run_and_check(m, "priority_fusion");
+  kiln_hlo_instruction_t *f = only_fusion(m->entry);
+  assert_int_equal(f->fusion_kind, KILN_FUSION_INPUT);
+  const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
+  assert_int_equal(count_op(body, KILN_OP_REDUCE), 1);
+  assert_int_equal(count_op(body, KILN_OP_DIVIDE), 1);
+  assert_int_equal(kiln_fusion_hero(body->root)->opcode, KILN_OP_REDUCE);
+  assert_int_equal(kiln_fusion_count_kernels(m), 1);
+  kiln_hlo_module_destroy(m);
+}
+
+/* ---- multi-output fusion ---- */
+
+static void test_sibling_reductions_share_one_multi_output_fusion(void **state) {
+  char *text = with_reducers(
+      "ENTRY main {\n"
+      "  p = f32[16,32]{1,0} parameter(0)\n  z = f32[] constant(0)\n"
+      "  ninf = f32[] constant(-inf)\n"
+      "  s = f32[16]{0} reduce(p, z), dimensions={1}, to_apply=add\n"
+      "  x = f32[16]{0} reduce(p, ninf), dimensions={1}, to_apply=max\n"
+      "  ROOT t = (f32[16]{0}, f32[16]{0}) tuple(s, x)\n}\n");
+  kiln_hlo_module_t *m = parse(text);
+  kiln_free(text);
+  run_and_check(m, "priority_fusion,multi_output_fusion");
+  kiln_hlo_instruction_t *f = only_fusion(m->entry);
+  assert_int_equal(f->fusion_kind, KILN_FUSION_INPUT);
+  assert_true(kiln_shape_is_tuple(f->shape));
+  const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
+  assert_int_equal(body->root->opcode, KILN_OP_TUPLE);
+  assert_int_equal(body->root->num_operands, 2);
+  assert_int_equal(count_op(body, KILN_OP_REDUCE), 2);
+  assert_int_equal(f->num_operands, 1);
+  for (size_t u = 0; u < f->users.len; u++)
+    assert_int_equal(f->users.data[u]->opcode, KILN_OP_GET_TUPLE_ELEMENT);
+  assert_int_equal(kiln_fusion_count_kernels(m), 1);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_producer_with_outside_user_becomes_extra_output(void **state) {
+  /* e feeds a dot (not fusible) and a reduction: priority fusion cannot duplicate it, so
+   * multi-output fusion puts it into the reduction fusion as a second output. */
+  char *text = with_reducers(
+      "ENTRY main {\n"
+      "  p = f32[8,8]{1,0} parameter(0)\n  w = f32[8,8]{1,0} parameter(1)\n"
+      "  z = f32[] constant(0)\n  e = f32[8,8]{1,0} exponential(p)\n"
+      "  d = f32[8,8]{1,0} dot(e, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  r = f32[8]{0} reduce(e, z), dimensions={1}, to_apply=add\n"
+      "  ROOT t = (f32[8,8]{1,0}, f32[8]{0}) tuple(d, r)\n}\n");
+  kiln_hlo_module_t *m = parse(text);
+  kiln_free(text);
+  run_and_check(m, "priority_fusion");
+  assert_int_equal(count_op(m->entry, KILN_OP_FUSION), 2);
+  run_and_check(m, "multi_output_fusion");
+  kiln_hlo_instruction_t *f = only_fusion(m->entry);
+  assert_int_equal(f->fusion_kind, KILN_FUSION_INPUT);
+  const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
+  assert_int_equal(body->root->opcode, KILN_OP_TUPLE);
+  assert_int_equal(count_op(body, KILN_OP_EXP), 1);
+  kiln_hlo_instruction_t *dot = NULL;
+  for (size_t i = 0; i < m->entry->instructions.len; i++)
+    if (m->entry->instructions.data[i]->opcode == KILN_OP_DOT) dot = m->entry->instructions.data[i];
+  assert_non_null(dot);
+  assert_int_equal(dot->operands[0]->opcode, KILN_OP_GET_TUPLE_ELEMENT);
+  assert_ptr_equal(dot->operands[0]->operands[0], f);
+  assert_int_equal(kiln_fusion_count_kernels(m), 2);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_fusion_that_would_create_a_cycle_is_refused(void **state) {
+  /* a -> d (dot) -> c and a -> c: merging a into c would make the fusion feed the dot
+   * that feeds it. */
+  kiln_hlo_module_t *m = parse(
+      "HloModule cycle\n"
+      "ENTRY main {\n"
+      "  p = f32[8,8]{1,0} parameter(0)\n  w = f32[8,8]{1,0} parameter(1)\n"
+      "  a = f32[8,8]{1,0} exponential(p)\n"
+      "  d = f32[8,8]{1,0} dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  ROOT c = f32[8,8]{1,0} add(a, d)\n}\n");
+  kiln_hlo_instruction_t *a = kiln_hlo_computation_find(m->entry, "a");
+  kiln_hlo_instruction_t *d = kiln_hlo_computation_find(m->entry, "d");
+  kiln_hlo_instruction_t *c = kiln_hlo_computation_find(m->entry, "c");
+  kiln_fusion_order_t o;
+  kiln_fusion_order_build(&o, m->entry);
+  assert_true(kiln_fusion_reaches(&o, a, c, NULL));
+  assert_true(kiln_fusion_reaches(&o, d, c, NULL));
+  assert_false(kiln_fusion_reaches(&o, c, a, NULL));
+  kiln_ptrmap_t skip;
+  kiln_ptrmap_init(&skip);
+  kiln_ptrmap_put(&skip, d, (void *)1);
+  assert_false(kiln_fusion_reaches(&o, d, a, &skip));
+  kiln_ptrmap_free(&skip);
+  kiln_fusion_order_free(&o);
+  run_and_check(m, "priority_fusion,multi_output_fusion");
+  /* a and c stay two kernels around the dot. */
+  assert_int_equal(count_op(m->entry, KILN_OP_FUSION), 2);
+  assert_int_equal(kiln_fusion_count_kernels(m), 3);
+  kiln_hlo_instruction_t *root = m->entry->root;
+  assert_int_equal(root->opcode, KILN_OP_FUSION);
+  assert_false(kiln_shape_is_tuple(root->shape));
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_dynamic_update_slice_is_only_a_root(void **state) {
+  kiln_hlo_module_t *m = parse(
+      "HloModule dus\n"
+      "ENTRY main {\n"
+      "  p = f32[16]{0} parameter(0)\n  u = f32[4]{0} parameter(1)\n  i = s32[] parameter(2)\n"
+      "  n = f32[4]{0} negate(u)\n  x = f32[16]{0} exponential(p)\n"
+      "  d = f32[16]{0} dynamic-update-slice(x, n, i)\n"
+      "  ROOT a = f32[16]{0} abs(d)\n}\n");
+  run_and_check(m, "priority_fusion,multi_output_fusion");
+  /* negate joins the update slice; exp (the updated operand) and abs stay apart. */
+  assert_int_equal(kiln_fusion_count_kernels(m), 3);
+  for (size_t i = 0; i < m->entry->instructions.len; i++) {
+    kiln_hlo_instruction_t *f = m->entry->instructions.data[i];
+    if (f->opcode != KILN_OP_FUSION) continue;
+    const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
+    if (count_op(body, KILN_OP_DYNAMIC_UPDATE_SLICE)) {
+      assert_int_equal(body->root->opcode, KILN_OP_DYNAMIC_UPDATE_SLICE);
+      assert_int_equal(count_op(body, KILN_OP_NEGATE), 1);
+      assert_int_equal(count_op(body, KILN_OP_EXP), 0);
+    }
+  }
+  kiln_hlo_module_destroy(m);
+}
+
+/* ---- helpers ---- */
+
+static void test_cost_model_weights_and_fused_time(void **state) {
+  assert_true(kiln_cost_elementwise_flops(KILN_OP_EXP, KILN_F32) >
+              kiln_cost_elementwise_flops(KILN_OP_ADD, KILN_F32));
+  assert_true(kiln_cost_elementwise_flops(KILN_OP_ADD, KILN_F64) >
+              kiln_cost_elementwise_flops(KILN_OP_ADD, KILN_F32));
+  kiln_hlo_module_t *m = parse(
+      "HloModule cost\n"
+      "ENTRY main {\n"
+      "  p = f32[1024,1024]{1,0} parameter(0)\n  e = f32[1024,1024]{1,0} exponential(p)\n"
+      "  s = f32[512,1024]{1,0} slice(e), slice={[0:512], [0:1024]}\n"
+      "  ROOT n = f32[512,1024]{1,0} negate(s)\n}\n");
+  const kiln_cost_device_t *d = kiln_cost_device_default();
+  kiln_hlo_instruction_t *e = kiln_hlo_computation_find(m->entry, "e");
+  kiln_hlo_instruction_t *s = kiln_hlo_computation_find(m->entry, "s");
+  assert_int_equal((int64_t)kiln_cost_bytes_read(e), 4 << 20);
+  assert_int_equal((int64_t)kiln_cost_bytes_written(e), 4 << 20);
+  assert_int_equal((int64_t)kiln_cost_bytes_read(s), 2 << 20); /* half of e is read */
+  assert_true(kiln_cost_flops(e) == 16.0 * 1024 * 1024);
+  double separate = kiln_cost_instruction_time(d, e) + kiln_cost_instruction_time(d, s);
+  double fused = kiln_cost_fused_time(d, e, s, false);
+  assert_true(fused < separate);
+  assert_true(fused > d->launch_s);
+  assert_true(kiln_cost_instruction_time(d, m->entry->parameters[0]) == 0);
+  kiln_pass_options_t o = {.verify = 1};
+  kiln_status st = kiln_pass_run_list(m, "priority_fusion", &o);
+  if (st) fail_msg("%s", kiln_status_message(st));
+  kiln_hlo_instruction_t *f = only_fusion(m->entry);
+  /* Through the fusion only half of p is read and half of the exps computed. */
+  assert_int_equal((int64_t)kiln_cost_bytes_read(f), 2 << 20);
+  assert_true(kiln_cost_flops(f) < 16.0 * 1024 * 1024);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_hero_and_bitcast_rules(void **state) {
+  char *text = with_reducers(
+      "ENTRY main {\n"
+      "  p = f32[4,1,8]{2,1,0} parameter(0)\n  z = f32[] constant(0)\n"
+      "  r = f32[4,8]{1,0} reshape(p)\n"
+      "  t = f32[8,4]{1,0} transpose(r), dimensions={1,0}\n"
+      "  tb = f32[1,4,8]{2,1,0} transpose(p), dimensions={1,0,2}\n"
+      "  d = f32[4,8]{1,0} reduce(p, z), dimensions={1}, to_apply=add\n"
+      "  s = f32[4]{0} reduce(r, z), dimensions={1}, to_apply=add\n"
+      "  ROOT o = (f32[8,4]{1,0}, f32[1,4,8]{2,1,0}, f32[4,8]{1,0}, f32[4]{0}) tuple(t, tb, d, s)\n}\n");
+  kiln_hlo_module_t *m = parse(text);
+  kiln_free(text);
+  const kiln_hlo_computation_t *c = m->entry;
+  assert_true(kiln_fusion_is_bitcast_like(kiln_hlo_computation_find(c, "r")));
+  assert_false(kiln_fusion_is_bitcast_like(kiln_hlo_computation_find(c, "t")));
+  assert_true(kiln_fusion_is_transpose_hero(kiln_hlo_computation_find(c, "t")));
+  assert_true(kiln_fusion_is_bitcast_like(kiln_hlo_computation_find(c, "tb")));
+  assert_false(kiln_fusion_is_reduction_hero(kiln_hlo_computation_find(c, "d")));
+  assert_true(kiln_fusion_is_loop_fusible(kiln_hlo_computation_find(c, "d")));
+  assert_true(kiln_fusion_is_reduction_hero(kiln_hlo_computation_find(c, "s")));
+  assert_true(kiln_fusion_is_free(kiln_hlo_computation_find(c, "r")));
+  assert_false(kiln_fusion_is_kernel(c->root));
+  assert_int_equal(kiln_fusion_count_kernels(m), 3); /* t, d, s */
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_fusion_create_rejects_bad_member_sets(void **state) {
+  kiln_hlo_module_t *m = parse(
+      "HloModule bad\n"
+      "sub {\n  x = f32[] parameter(0)\n  ROOT n = f32[] negate(x)\n}\n"
+      "ENTRY main {\n"
+      "  p = f32[4]{0} parameter(0)\n  e = f32[4]{0} exponential(p)\n"
+      "  ROOT n = f32[4]{0} negate(e)\n}\n");
+  kiln_hlo_instruction_t *f = NULL;
+  kiln_hlo_computation_t *sub = kiln_hlo_module_find_computation(m, "sub");
+  kiln_hlo_instruction_t *members[2] = {kiln_hlo_computation_find(m->entry, "e"), sub->root};
+  kiln_status s = kiln_fusion_create(m->entry, 2, members, NULL, NULL, &f);
+  assert_non_null(s);
+  assert_int_equal(kiln_status_code(s), KILN_INVALID_ARGUMENT);
+  kiln_status_free(s);
+  assert_null(f);
+  members[0] = m->entry->parameters[0];
+  s = kiln_fusion_create(m->entry, 1, members, NULL, NULL, &f);
+  assert_non_null(s);
+  kiln_status_free(s);
+  s = kiln_fusion_create(m->entry, 0, members, NULL, NULL, &f);
+  assert_non_null(s);
+  kiln_status_free(s);
+  /* Nothing changed: the module still verifies with its two ops. */
+  s = kiln_hlo_module_verify(m);
+  assert_null(s);
+  assert_int_equal(kiln_fusion_count_kernels(m), 2);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_while_body_is_fused_too(void **state) {
+  char *text = with_reducers(
+      "cond {\n  s = (s32[], f32[8]{0}) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
+      "  n = s32[] constant(3)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n"
+      "body {\n  s = (s32[], f32[8]{0}) parameter(0)\n  i = s32[] get-tuple-element(s), index=0\n"
+      "  v = f32[8]{0} get-tuple-element(s), index=1\n  one = s32[] constant(1)\n"
+      "  j = s32[] add(i, one)\n  e = f32[8]{0} sine(v)\n  w = f32[8]{0} negate(e)\n"
+      "  ROOT t = (s32[], f32[8]{0}) tuple(j, w)\n}\n"
+      "ENTRY main {\n  p = f32[8]{0} parameter(0)\n  z = s32[] constant(0)\n"
+      "  t = (s32[], f32[8]{0}) tuple(z, p)\n"
+      "  ROOT w = (s32[], f32[8]{0}) while(t), condition=cond, body=body\n}\n");
+  kiln_hlo_module_t *m = parse(text);
+  kiln_free(text);
+  run_and_check(m, "priority_fusion,multi_output_fusion");
+  kiln_hlo_computation_t *body = kiln_hlo_module_find_computation(m, "body");
+  assert_int_equal(count_op(body, KILN_OP_SIN) + count_op(body, KILN_OP_NEGATE), 0);
+  /* cond: compare; body: the increment and one sine+negate fusion (or one merged). */
+  int64_t k = kiln_fusion_count_kernels(m);
+  assert_true(k >= 2 && k <= 3);
+  kiln_hlo_module_destroy(m);
+}
+
+/* ---- corpus ---- */
+
+/* A rough count of element operations: flops plus elements written, called computations
+ * by their bodies, while loops times their trip count (known_trip_count, else the constant
+ * the condition compares with, else 1). Parameters count too. */
+static double computation_cost(const kiln_hlo_computation_t *c, int depth);
+
+static double trip_estimate(const kiln_hlo_instruction_t *w) {
+  const char *bc = w->backend_config ? strstr(w->backend_config, "known_trip_count") : NULL;
+  if (bc) {
+    while (*bc && (*bc < '0' || *bc > '9')) bc++;
+    double n = strtod(bc, NULL);
+    if (n >= 1) return n;
+  }
+  const kiln_hlo_computation_t *cond = kiln_hlo_instruction_called(w, "condition");
+  double best = 1;
+  if (cond && cond->root && cond->root->opcode == KILN_OP_COMPARE)
+    for (int k = 0; k < cond->root->num_operands; k++) {
+      const kiln_hlo_instruction_t *o = cond->root->operands[k];
+      if (o->opcode == KILN_OP_CONSTANT && o->literal && !o->literal->unknown &&
+          o->literal->num_elements == 1) {
+        double v = kiln_literal_get_f64(o->literal, 0);
+        if (v < 0) v = -v;
+        if (v > best) best = v;
+      }
+    }
+  return best;
+}
+
+static double instruction_cost(const kiln_hlo_instruction_t *in, int depth) {
+  if (in->opcode == KILN_OP_WHILE)
+    return trip_estimate(in) *
+           (computation_cost(kiln_hlo_instruction_called(in, "body"), depth + 1) +
+            computation_cost(kiln_hlo_instruction_called(in, "condition"), depth + 1));
+  double cost = kiln_cost_flops(in) + (double)kiln_cost_shape_bytes(in->shape) / 4;
+  if (in->opcode == KILN_OP_CALL || in->opcode == KILN_OP_CONDITIONAL)
+    for (int g = 0; g < in->num_called_groups; g++)
+      for (int k = 0; k < in->called_groups[g].n; k++)
+        cost += computation_cost(in->called_groups[g].comps[k], depth + 1);
+  return cost;
+}
+
+static double computation_cost(const kiln_hlo_computation_t *c, int depth) {
+  if (!c || depth > 16) return 1e30;
+  double cost = 0;
+  for (size_t i = 0; i < c->instructions.len; i++)
+    cost += instruction_cost(c->instructions.data[i], depth);
+  return cost;
+}
+
+static double module_cost(const kiln_hlo_module_t *m) {
+  double params = 0;
+  for (int i = 0; i < m->entry->num_parameters; i++)
+    params += (double)kiln_cost_shape_bytes(m->entry->parameters[i]->shape) / 4;
+  return params * 16 + computation_cost(m->entry, 0);
+}
+
+typedef struct corpus_run {
+  int checked, skipped, failed, fused_modules;
+  int64_t kernels_before, kernels_after;
+  kiln_strbuf_t log;
+} corpus_run_t;
+
+static void check_module(corpus_run_t *r, kiln_hlo_module_t *m, const char *name) {
+  if (module_cost(m) > 5e7) {
+    r->skipped++;
+    kiln_strbuf_printf(&r->log, "  skip %s: too costly to evaluate here\n", name);
+    return;
+  }
+  kiln_arena_t a0, a1;
+  kiln_arena_init(&a0);
+  kiln_arena_init(&a1);
+  kiln_literal_t *before = NULL, *after = NULL;
+  if (getenv("KILN_FUSION_VERBOSE")) fprintf(stderr, "fusion corpus: %s\n", name);
+  double t0 = kiln_now_seconds();
+  kiln_status s = eval_fake(m, &a0, &before);
+  if (!s && kiln_now_seconds() - t0 > 0.5) {
+    s = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "evaluation took %.2f s (bound 0.5 s)",
+                         kiln_now_seconds() - t0);
+  }
+  if (s) {
+    r->skipped++;
+    kiln_strbuf_printf(&r->log, "  skip %s: the evaluator cannot run it: %.120s\n", name,
+                       kiln_status_message(s));
+    kiln_status_free(s);
+  } else {
+    int64_t k0 = kiln_fusion_count_kernels(m);
+    kiln_pass_options_t o = {.verify = 1};
+    s = kiln_pass_run_list(m, "priority_fusion,multi_output_fusion", &o);
+    if (!s) s = kiln_hlo_module_verify(m);
+    if (!s) s = eval_fake(m, &a1, &after);
+    if (s) {
+      r->failed++;
+      kiln_strbuf_printf(&r->log, "  FAIL %s: %s\n", name, kiln_status_message(s));
+      kiln_status_free(s);
+    } else if (!same_bits(before, after)) {
+      r->failed++;
+      kiln_strbuf_printf(&r->log, "  FAIL %s: results differ after fusion\n", name);
+    } else {
+      r->checked++;
+      int64_t k1 = kiln_fusion_count_kernels(m);
+      r->kernels_before += k0;
+      r->kernels_after += k1;
+      if (k1 < k0) r->fused_modules++;
+    }
+  }
+  kiln_arena_destroy(&a0);
+  kiln_arena_destroy(&a1);
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void run_folder(corpus_run_t *r, const char *sub) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/%s", kiln_corpus_dir(), sub);
+  DIR *d = opendir(dir);
+  if (!d) fail_msg("cannot open %s", dir);
+  KILN_VEC(char *) names = {0};
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.' || kiln_str_ends_with(e->d_name, ".tsv") ||
+        kiln_str_ends_with(e->d_name, ".md"))
+      continue;
+    kiln_vec_push(&names, kiln_strdup(e->d_name));
+  }
+  closedir(d);
+  qsort(names.data, names.len, sizeof(char *), cmp_str);
+  for (size_t i = 0; i < names.len; i++) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", dir, names.data[i]);
+    kiln_hlo_file_t *f = NULL;
+    kiln_status s = kiln_hlo_file_load(path, &f);
+    if (s) {
+      r->skipped++;
+      kiln_strbuf_printf(&r->log, "  skip %s/%s: does not load\n", sub, names.data[i]);
+      kiln_status_free(s);
+      kiln_free(names.data[i]);
+      continue;
+    }
+    for (int k = 0; k < f->num_modules; k++) {
+      char name[300];
+      snprintf(name, sizeof name, "%s/%.200s#%d", sub, names.data[i], k);
+      kiln_status v = kiln_hlo_module_verify(f->modules[k]);
+      if (v || f->bare) {
+        r->skipped++;
+        kiln_strbuf_printf(&r->log, "  skip %s: not a valid whole module\n", name);
+        kiln_status_free(v);
+        continue;
+      }
+      check_module(r, f->modules[k], name);
+    }
+    kiln_hlo_file_free(f);
+    kiln_free(names.data[i]);
+  }
+  kiln_vec_free(&names);
+}
+
+static void test_corpus_modules_evaluate_the_same_after_fusion(void **state) {
+  corpus_run_t r;
+  memset(&r, 0, sizeof r);
+  double t0 = kiln_now_seconds();
+  run_folder(&r, "xla");
+  run_folder(&r, "real");
+  printf("fusion corpus: %d modules evaluate bit-identically after priority+multi-output "
+         "fusion, %d failed, %d skipped; kernels %lld -> %lld (%d modules fused); %.1f s\n",
+         r.checked, r.failed, r.skipped, (long long)r.kernels_before,
+         (long long)r.kernels_after, r.fused_modules, kiln_now_seconds() - t0);
+  if (r.failed || getenv("KILN_FUSION_VERBOSE")) printf("%s", kiln_strbuf_cstr(&r.log));
+  fflush(stdout);
+  kiln_strbuf_free(&r.log);
+  assert_int_equal(r.failed, 0);
+  assert_true(r.checked > 100);
+  assert_true(r.kernels_after < r.kernels_before);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_elementwise_chain_becomes_one_loop_fusion),
+      cmocka_unit_test(test_cheap_producer_is_duplicated_into_both_consumers),
+      cmocka_unit_test(test_expensive_producer_is_not_recomputed_per_broadcast_element),
+      cmocka_unit_test(test_no_fusion_across_dot_or_custom_call),
+      cmocka_unit_test(test_reduction_takes_elementwise_epilogue),
+      cmocka_unit_test(test_sibling_reductions_share_one_multi_output_fusion),
+      cmocka_unit_test(test_producer_with_outside_user_becomes_extra_output),
+      cmocka_unit_test(test_fusion_that_would_create_a_cycle_is_refused),
+      cmocka_unit_test(test_dynamic_update_slice_is_only_a_root),
+      cmocka_unit_test(test_cost_model_weights_and_fused_time),
+      cmocka_unit_test(test_hero_and_bitcast_rules),
+      cmocka_unit_test(test_fusion_create_rejects_bad_member_sets),
+      cmocka_unit_test(test_while_body_is_fused_too),
+      cmocka_unit_test(test_corpus_modules_evaluate_the_same_after_fusion),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
