@@ -370,6 +370,7 @@ static kiln_status cache_record(kiln_cmd_cache_t *c, uint64_t hash, const kiln_c
                                 kiln_cmd_entry_t **out) {
   cache_make_room(c);
   kiln_cmd_entry_t *e = kiln_calloc(1, sizeof(*e));
+  e->id = ++c->next_id;
   e->hash = hash;
   kiln_cmd_list_copy(&e->recorded, l);
   e->last_use = ++c->clock;
@@ -388,8 +389,38 @@ static kiln_status cache_record(kiln_cmd_cache_t *c, uint64_t hash, const kiln_c
 
 kiln_status kiln_cmd_cache_execute(kiln_cmd_cache_t *c, kiln_stream_t *s,
                                    const kiln_cmd_list_t *l, kiln_cmd_action_t *action) {
+  return kiln_cmd_cache_execute_ex(c, s, l, action, NULL);
+}
+
+kiln_status kiln_cmd_cache_replay(kiln_cmd_cache_t *c, kiln_stream_t *s, uint64_t entry_id,
+                                  bool *replayed) {
+  *replayed = false;
+  if (!c || !s) return KILN_ERR_INVALID("command buffer replay: NULL cache or stream");
+  kiln_status st = NULL;
+  pthread_mutex_lock(&c->mu);
+  for (size_t i = 0; i < c->len; i++) {
+    kiln_cmd_entry_t *e = c->entries[i];
+    if (e->id != entry_id) continue;
+    if (e->exec) {
+      e->last_use = ++c->clock;
+      c->stats.replays++;
+      *replayed = true;
+      st = c->ops->launch(e->exec, s);
+    }
+    break;
+  }
+  pthread_mutex_unlock(&c->mu);
+  return st;
+}
+
+kiln_status kiln_cmd_cache_execute_ex(kiln_cmd_cache_t *c, kiln_stream_t *s,
+                                      const kiln_cmd_list_t *l, kiln_cmd_action_t *action,
+                                      uint64_t *entry_id) {
   kiln_cmd_action_t dummy;
+  uint64_t dummy_id;
   if (!action) action = &dummy;
+  if (!entry_id) entry_id = &dummy_id;
+  *entry_id = 0;
   if (!c || !s || !l) return KILN_ERR_INVALID("command buffer: NULL cache, stream or list");
   pthread_mutex_lock(&c->mu);
   kiln_status st = NULL;
@@ -421,6 +452,7 @@ kiln_status kiln_cmd_cache_execute(kiln_cmd_cache_t *c, kiln_stream_t *s,
     LOG_ONCE(c, KILN_CMD_ACTION_RECORD, KILN_LOG_INFO,
              "command buffers (%s): recorded and instantiated %zu commands", c->ops->name,
              l->len);
+    *entry_id = e->id;
     st = c->ops->launch(e->exec, s);
     goto done;
   }
@@ -437,6 +469,7 @@ kiln_status kiln_cmd_cache_execute(kiln_cmd_cache_t *c, kiln_stream_t *s,
              "command buffers (%s): replaying a recorded list of %zu commands", c->ops->name,
              l->len);
     c->stats.replays++;
+    *entry_id = e->id;
     st = c->ops->launch(e->exec, s);
     goto done;
   }
@@ -461,6 +494,7 @@ kiln_status kiln_cmd_cache_execute(kiln_cmd_cache_t *c, kiln_stream_t *s,
              c->ops->name, c->plan.num_patch, l->len);
     c->stats.patched_launches++;
     c->stats.nodes_patched += (int64_t)c->plan.num_patch;
+    *entry_id = e->id;
     st = c->ops->launch(e->exec, s);
     goto done;
   }
@@ -485,6 +519,7 @@ kiln_status kiln_cmd_cache_execute(kiln_cmd_cache_t *c, kiln_stream_t *s,
       *action = KILN_CMD_ACTION_REINSTANTIATE;
       LOG_ONCE(c, KILN_CMD_ACTION_REINSTANTIATE, KILN_LOG_INFO,
                "command buffers (%s): re-instantiated after a failed update", c->ops->name);
+      *entry_id = e->id;
       st = c->ops->launch(e->exec, s);
       goto done;
     }

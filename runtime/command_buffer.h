@@ -156,6 +156,7 @@ typedef struct kiln_cmd_stats {
 } kiln_cmd_stats_t;
 
 typedef struct kiln_cmd_entry {
+  uint64_t id; /* unique within the cache; a caller's handle for kiln_cmd_cache_replay */
   uint64_t hash;
   kiln_cmd_list_t recorded; /* the description the executable form currently holds */
   void *exec;               /* NULL when retired (direct issue) */
@@ -171,6 +172,7 @@ struct kiln_cmd_cache {
   kiln_cmd_entry_t **entries;
   size_t len;
   uint64_t clock;
+  uint64_t next_id;
   kiln_cmd_stats_t stats;
   unsigned logged; /* bit per kiln_cmd_action_t (+ extra bits): decisions already logged */
   pthread_mutex_t mu;
@@ -185,6 +187,17 @@ void kiln_cmd_cache_destroy(kiln_cmd_cache_t *c);
  * NULL) receives the decision taken. Thread-safe. */
 kiln_status kiln_cmd_cache_execute(kiln_cmd_cache_t *c, kiln_stream_t *s,
                                    const kiln_cmd_list_t *l, kiln_cmd_action_t *action);
+/* As kiln_cmd_cache_execute; *entry_id (may be NULL) receives the id of the entry that ran
+ * the list, or 0 when it was issued command by command. */
+kiln_status kiln_cmd_cache_execute_ex(kiln_cmd_cache_t *c, kiln_stream_t *s,
+                                      const kiln_cmd_list_t *l, kiln_cmd_action_t *action,
+                                      uint64_t *entry_id);
+/* Replays entry `entry_id` as recorded, for a caller that knows its addresses did not change
+ * since that entry last ran (e.g. the command-buffer thunk, which compares the base
+ * addresses of the allocations it uses). *replayed is false, and nothing runs, when the
+ * entry was evicted or retired: the caller then goes through kiln_cmd_cache_execute. */
+kiln_status kiln_cmd_cache_replay(kiln_cmd_cache_t *c, kiln_stream_t *s, uint64_t entry_id,
+                                  bool *replayed);
 kiln_cmd_stats_t kiln_cmd_cache_stats(kiln_cmd_cache_t *c);
 size_t kiln_cmd_cache_size(kiln_cmd_cache_t *c);
 /* Destroys every entry whose commands launch a kernel of module `m` (called on unload). */

@@ -214,6 +214,8 @@ void kiln_thunk_destroy(kiln_thunk_t *t) {
     case KILN_THUNK_COMMAND_BUFFER:
       kiln_thunk_seq_free(&t->u.cmdbuf.seq);
       kiln_cmd_list_free(&t->u.cmdbuf.list);
+      kiln_free(t->u.cmdbuf.allocs);
+      kiln_free(t->u.cmdbuf.bases);
       break;
     default: break;
   }

@@ -141,6 +141,12 @@ struct kiln_thunk {
       kiln_cmd_list_t list; /* rebuilt each execution; keeps its capacity */
       kiln_cmd_action_t last_action;
       bool use_cache;       /* decided at initialize */
+      /* Fast path: the allocations the commands use (from prepare) and their base addresses
+       * when entry `entry_id` last ran; unchanged bases mean unchanged commands. */
+      int32_t *allocs;
+      int num_allocs;
+      kiln_devptr_t *bases;
+      uint64_t entry_id;
     } cmdbuf;
   } u;
 };

@@ -657,6 +657,52 @@ static void test_command_buffers_disabled_by_env_issue_one_by_one(void **state) 
   (void)state;
 }
 
+static void test_command_buffers_alternating_in_a_cache_of_one_rerecord_after_eviction(void **state) {
+  (void)state;
+  setenv("KILN_COMMAND_BUFFER_CACHE_SIZE", "1", 1);
+  kiln_device_t *dev;
+  ASSERT_OK(kiln_host_device_create(2, &dev));
+  unsetenv("KILN_COMMAND_BUFFER_CACHE_SIZE");
+  kiln_stream_t *s;
+  ASSERT_OK(kiln_stream_create(dev, &s));
+  kiln_module_image_t img = {.names = kNames, .functions = kFns, .num_functions = 5};
+  kiln_device_module_t *m;
+  ASSERT_OK(kiln_device_module_load(dev, &img, &m));
+  fixture_t g = {dev, s, m};
+  kiln_buffer_table_t t;
+  table_make(&g, &t);
+  fill_in(&g, &t);
+  kiln_thunk_t *a = make_cmdbuf(&g);
+  kiln_thunk_seq_t seq;
+  kiln_thunk_seq_init(&seq);
+  kiln_launch_dims_t d = dims1(N1 / BS);
+  kiln_kernel_arg_t args[2] = {kiln_kernel_arg_slice(kiln_slice_make(0, 0, N1 * 4)),
+                               kiln_kernel_arg_slice(kiln_slice_make(2, 0, N1 * 4))};
+  kiln_thunk_seq_push(&seq, kiln_thunk_kernel_create("other", m, "add_one", &d, args, 2));
+  kiln_thunk_t *b = NULL;
+  ASSERT_OK(kiln_command_buffer_thunk_create("cb2", &seq, &b));
+  kiln_thunk_seq_push(&seq, a);
+  kiln_thunk_seq_push(&seq, b);
+  prepare_init(&g, &seq, &t);
+  kiln_thunk_exec_params_t ep = {dev, s, &t};
+  for (int i = 0; i < 3; i++) {
+    ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
+    assert_int_equal(kiln_command_buffer_thunk_last_action(a), KILN_CMD_ACTION_RECORD);
+    assert_int_equal(kiln_command_buffer_thunk_last_action(b), KILN_CMD_ACTION_RECORD);
+  }
+  ASSERT_OK(kiln_stream_synchronize(s));
+  check_cmdbuf_output(&t);
+  kiln_cmd_stats_t st = kiln_cmd_cache_stats(kiln_device_cmd_cache(dev));
+  assert_int_equal(st.records, 6);
+  assert_int_equal(st.evictions, 5);
+  assert_int_equal(kiln_cmd_cache_size(kiln_device_cmd_cache(dev)), 1);
+  kiln_thunk_seq_free(&seq);
+  kiln_buffer_table_free(&t);
+  kiln_stream_destroy(s);
+  kiln_device_module_unload(m);
+  kiln_device_destroy(dev);
+}
+
 static void test_conversion_wraps_runs_of_convertible_thunks_recursively(void **state) {
   fixture_t *f = *state;
   kiln_launch_dims_t d = dims1(1);
@@ -730,6 +776,7 @@ int main(void) {
       cmocka_unit_test(test_custom_call_thunk_passes_resolved_buffers),
       cmocka_unit_test(test_command_buffer_records_replays_and_patches_only_moved_commands),
       cmocka_unit_test(test_command_buffers_disabled_by_env_issue_one_by_one),
+      cmocka_unit_test(test_command_buffers_alternating_in_a_cache_of_one_rerecord_after_eviction),
       cmocka_unit_test(test_conversion_wraps_runs_of_convertible_thunks_recursively),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
