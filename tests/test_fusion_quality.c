@@ -78,8 +78,8 @@ static void test_kiln_kernels_against_xla(void **state) {
     for (size_t k = 0; k < sizeof kPairBaseline / sizeof kPairBaseline[0]; k++)
       if (strstr(pairs[i].name, kPairBaseline[k].key) &&
           pairs[i].kiln_kernels > kPairBaseline[k].max_kernels)
-        fail_msg("%s: %lld kernels, baseline %lld", pairs[i].name,
-                 (long long)pairs[i].kiln_kernels, (long long)kPairBaseline[k].max_kernels);
+        fail_msg("%s: %lld kernels, baseline %lld", pairs[i].name, (long long)pairs[i].kiln_kernels,
+                 (long long)kPairBaseline[k].max_kernels);
   assert_true(total <= KILN_FUSION_BASELINE_TOTAL);
   assert_true(total * 2 < before); /* fusion at least halves the unfused kernel count */
   kiln_strbuf_free(&passes);

@@ -175,12 +175,14 @@ static void test_expensive_producer_is_not_recomputed_per_broadcast_element(void
    * into the broadcast it would be recomputed 4096 times per element, which costs more
    * compute time than the launch saves (the consumer becomes compute-bound). */
   kiln_strbuf_t b = {0};
-  kiln_strbuf_append(&b, "HloModule bcast\nENTRY main {\n  p = f32[4096]{0} parameter(0)\n"
-                         "  q = f32[4096,4096]{1,0} parameter(1)\n  v0 = f32[4096]{0} abs(p)\n");
+  kiln_strbuf_append(&b,
+                     "HloModule bcast\nENTRY main {\n  p = f32[4096]{0} parameter(0)\n"
+                     "  q = f32[4096,4096]{1,0} parameter(1)\n  v0 = f32[4096]{0} abs(p)\n");
   for (int i = 1; i <= 24; i++)
     kiln_strbuf_printf(&b, "  v%d = f32[4096]{0} %s(v%d)\n", i, i % 2 ? "sine" : "cosine", i - 1);
-  kiln_strbuf_append(&b, "  b = f32[4096,4096]{1,0} broadcast(v24), dimensions={1}\n"
-                         "  ROOT m = f32[4096,4096]{1,0} multiply(b, q)\n}\n");
+  kiln_strbuf_append(&b,
+                     "  b = f32[4096,4096]{1,0} broadcast(v24), dimensions={1}\n"
+                     "  ROOT m = f32[4096,4096]{1,0} multiply(b, q)\n}\n");
   kiln_hlo_module_t *m = parse(kiln_strbuf_cstr(&b));
   kiln_strbuf_free(&b);
   kiln_hlo_instruction_t *c = kiln_hlo_computation_find(m->entry, "v24");
@@ -403,7 +405,8 @@ static void test_hero_and_bitcast_rules(void **state) {
       "  tb = f32[1,4,8]{2,1,0} transpose(p), dimensions={1,0,2}\n"
       "  d = f32[4,8]{1,0} reduce(p, z), dimensions={1}, to_apply=add\n"
       "  s = f32[4]{0} reduce(r, z), dimensions={1}, to_apply=add\n"
-      "  ROOT o = (f32[8,4]{1,0}, f32[1,4,8]{2,1,0}, f32[4,8]{1,0}, f32[4]{0}) tuple(t, tb, d, s)\n}\n");
+      "  ROOT o = (f32[8,4]{1,0}, f32[1,4,8]{2,1,0}, f32[4,8]{1,0}, f32[4]{0}) tuple(t, tb, d, "
+      "s)\n}\n");
   kiln_hlo_module_t *m = parse(text);
   kiln_free(text);
   const kiln_hlo_computation_t *c = m->entry;
@@ -636,10 +639,11 @@ static void test_corpus_modules_evaluate_the_same_after_fusion(void **state) {
   double t0 = kiln_now_seconds();
   run_folder(&r, "xla");
   run_folder(&r, "real");
-  printf("fusion corpus: %d modules evaluate bit-identically after priority+multi-output "
-         "fusion, %d failed, %d skipped; kernels %lld -> %lld (%d modules fused); %.1f s\n",
-         r.checked, r.failed, r.skipped, (long long)r.kernels_before,
-         (long long)r.kernels_after, r.fused_modules, kiln_now_seconds() - t0);
+  printf(
+      "fusion corpus: %d modules evaluate bit-identically after priority+multi-output "
+      "fusion, %d failed, %d skipped; kernels %lld -> %lld (%d modules fused); %.1f s\n",
+      r.checked, r.failed, r.skipped, (long long)r.kernels_before, (long long)r.kernels_after,
+      r.fused_modules, kiln_now_seconds() - t0);
   if (r.failed || getenv("KILN_FUSION_VERBOSE")) printf("%s", kiln_strbuf_cstr(&r.log));
   fflush(stdout);
   kiln_strbuf_free(&r.log);

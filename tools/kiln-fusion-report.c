@@ -40,10 +40,14 @@ static int dump_pair(const kiln_fusion_pair_t *p, const char *passes, const char
 int main(int argc, char **argv) {
   const char *dir_arg = NULL, *passes_arg = NULL, *dump = NULL, *which = "kiln";
   for (int i = 1; i < argc; i++) {
-    if (!strncmp(argv[i], "--dir=", 6)) dir_arg = argv[i] + 6;
-    else if (!strncmp(argv[i], "--passes=", 9)) passes_arg = argv[i] + 9;
-    else if (!strncmp(argv[i], "--dump=", 7)) dump = argv[i] + 7;
-    else if (!strcmp(argv[i], "--dump-xla")) which = "after";
+    if (!strncmp(argv[i], "--dir=", 6))
+      dir_arg = argv[i] + 6;
+    else if (!strncmp(argv[i], "--passes=", 9))
+      passes_arg = argv[i] + 9;
+    else if (!strncmp(argv[i], "--dump=", 7))
+      dump = argv[i] + 7;
+    else if (!strcmp(argv[i], "--dump-xla"))
+      which = "after";
     else {
       fprintf(stderr,
               "usage: kiln-fusion-report [--dir=DIR] [--passes=LIST] [--dump=NAME [--dump-xla]]\n");
@@ -51,10 +55,14 @@ int main(int argc, char **argv) {
     }
   }
   kiln_strbuf_t dir = {0}, passes = {0};
-  if (dir_arg) kiln_strbuf_append(&dir, dir_arg);
-  else kiln_strbuf_printf(&dir, "%s/real", kiln_corpus_dir());
-  if (passes_arg) kiln_strbuf_append(&passes, passes_arg);
-  else kiln_fusion_report_pass_list(&passes);
+  if (dir_arg)
+    kiln_strbuf_append(&dir, dir_arg);
+  else
+    kiln_strbuf_printf(&dir, "%s/real", kiln_corpus_dir());
+  if (passes_arg)
+    kiln_strbuf_append(&passes, passes_arg);
+  else
+    kiln_fusion_report_pass_list(&passes);
 
   kiln_fusion_pair_t *pairs = NULL;
   int n = 0;
@@ -69,7 +77,8 @@ int main(int argc, char **argv) {
       if (strstr(pairs[i].name, dump)) rc |= dump_pair(&pairs[i], kiln_strbuf_cstr(&passes), which);
   } else {
     printf("passes: %s\n", kiln_strbuf_cstr(&passes));
-    for (int i = 0; i < n; i++) kiln_status_free(kiln_fusion_pair_run(&pairs[i], kiln_strbuf_cstr(&passes)));
+    for (int i = 0; i < n; i++)
+      kiln_status_free(kiln_fusion_pair_run(&pairs[i], kiln_strbuf_cstr(&passes)));
     kiln_strbuf_t out = {0};
     kiln_fusion_report_print(&out, pairs, n);
     fputs(kiln_strbuf_cstr(&out), stdout);

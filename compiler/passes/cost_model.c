@@ -248,7 +248,8 @@ double kiln_cost_flops(const kiln_hlo_instruction_t *in) {
   double *util = computation_utilization(c, &order, &n, &index);
   double f = 0;
   for (size_t i = 0; i < n; i++)
-    if (order[i]->opcode != KILN_OP_PARAMETER) f += op_flops(order[i]) * (util[i] > 0 ? util[i] : 0);
+    if (order[i]->opcode != KILN_OP_PARAMETER)
+      f += op_flops(order[i]) * (util[i] > 0 ? util[i] : 0);
   kiln_free(util);
   kiln_free(order);
   kiln_ptrmap_free(&index);

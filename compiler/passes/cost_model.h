@@ -50,8 +50,8 @@ double kiln_cost_bytes_read(const kiln_hlo_instruction_t *in);
 double kiln_cost_bytes_written(const kiln_hlo_instruction_t *in);
 
 /* The time of one kernel from its totals: launch + max(memory, compute). */
-double kiln_cost_kernel_time(const kiln_cost_device_t *d, double bytes_read,
-                             double bytes_written, double flops);
+double kiln_cost_kernel_time(const kiln_cost_device_t *d, double bytes_read, double bytes_written,
+                             double flops);
 /* The time of `in` run as its own kernel (0 for free instructions). */
 double kiln_cost_instruction_time(const kiln_cost_device_t *d, const kiln_hlo_instruction_t *in);
 /* The estimated time of the kernel made by fusing `producer` into `consumer` (one of its

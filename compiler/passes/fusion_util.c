@@ -202,7 +202,8 @@ bool kiln_fusion_is_reduction_producer(const kiln_hlo_instruction_t *in) {
 
 /* Whether every instruction of fused computation `c` that depends on parameter `param`
  * is an epilogue op (and no reduction). */
-static bool body_is_epilogue_of(const kiln_hlo_computation_t *c, const kiln_hlo_instruction_t *param) {
+static bool body_is_epilogue_of(const kiln_hlo_computation_t *c,
+                                const kiln_hlo_instruction_t *param) {
   kiln_ptrmap_t dep;
   kiln_ptrmap_init(&dep);
   kiln_ptrmap_put(&dep, param, (void *)1);
@@ -212,7 +213,8 @@ static bool body_is_epilogue_of(const kiln_hlo_computation_t *c, const kiln_hlo_
   for (size_t i = 0; i < n && ok; i++) {
     const kiln_hlo_instruction_t *in = order[i];
     bool d = false;
-    for (int k = 0; k < in->num_operands && !d; k++) d = kiln_ptrmap_contains(&dep, in->operands[k]);
+    for (int k = 0; k < in->num_operands && !d; k++)
+      d = kiln_ptrmap_contains(&dep, in->operands[k]);
     if (!d) continue;
     if (!is_epilogue_op(in)) ok = false;
     kiln_ptrmap_put(&dep, in, (void *)1);
@@ -278,15 +280,13 @@ bool kiln_fusion_can_consume(const kiln_hlo_instruction_t *consumer,
   }
   if (kiln_fusion_is_bitcast_like(consumer)) return (*why = "consumer is a bitcast"), false;
   if (consumer->opcode == KILN_OP_REDUCE) {
-    if (kiln_shape_is_dynamic(consumer->operands[0]->shape))
-      return (*why = "dynamic shape"), false;
+    if (kiln_shape_is_dynamic(consumer->operands[0]->shape)) return (*why = "dynamic shape"), false;
     return true;
   }
   if (consumer->opcode == KILN_OP_SCATTER || consumer->opcode == KILN_OP_DYNAMIC_UPDATE_SLICE) {
     int k = in_place_operands(consumer);
     for (int i = 0; i < k; i++)
-      if (consumer->operands[i] == producer)
-        return (*why = "producer is updated in place"), false;
+      if (consumer->operands[i] == producer) return (*why = "producer is updated in place"), false;
     return true;
   }
   if (consumer->opcode == KILN_OP_CONSTANT || consumer->opcode == KILN_OP_PARAMETER)
@@ -431,8 +431,7 @@ static uintptr_t member_flags(const kiln_ptrmap_t *set, const kiln_hlo_instructi
 }
 
 /* Members in an order where operands come before users (DFS over member operands). */
-static void order_members(const instr_vec_t *members, const kiln_ptrmap_t *set,
-                          instr_vec_t *out) {
+static void order_members(const instr_vec_t *members, const kiln_ptrmap_t *set, instr_vec_t *out) {
   kiln_ptrmap_t state;
   kiln_ptrmap_init(&state);
   typedef struct frame {
@@ -533,9 +532,12 @@ static kiln_hlo_instruction_t *inline_fusion(builder_t *b, kiln_hlo_instruction_
       kiln_vec_push(&ops, v);
     }
     if (!ok) break;
-    kiln_hlo_instruction_t *d = kiln_hlo_instruction_clone(b->fc, s, NULL, s->num_operands, ops.data);
-    if (!d) ok = false;
-    else kiln_ptrmap_put(&sub, s, d);
+    kiln_hlo_instruction_t *d =
+        kiln_hlo_instruction_clone(b->fc, s, NULL, s->num_operands, ops.data);
+    if (!d)
+      ok = false;
+    else
+      kiln_ptrmap_put(&sub, s, d);
   }
   if (ok) {
     if (body->root->opcode == KILN_OP_PARAMETER) {
@@ -562,8 +564,10 @@ static void remove_dead(kiln_hlo_computation_t *c) {
           in->control_successors.len)
         continue;
       kiln_status s = kiln_hlo_instruction_remove(in);
-      if (s) kiln_status_free(s);
-      else again = true;
+      if (s)
+        kiln_status_free(s);
+      else
+        again = true;
     }
   }
 }
@@ -591,7 +595,8 @@ kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
              in->control_successors.len)
       st = kiln_status_make(KILN_INVALID_ARGUMENT, "'%s' cannot be fused", in->name);
     else if (!member_flags(&set, in)) {
-      kiln_ptrmap_put(&set, in, (void *)(uintptr_t)(MEMBER | (duplicate && duplicate[i] ? DUPLICATE : 0)));
+      kiln_ptrmap_put(&set, in,
+                      (void *)(uintptr_t)(MEMBER | (duplicate && duplicate[i] ? DUPLICATE : 0)));
       kiln_vec_push(&list, in);
     }
   }
@@ -613,9 +618,8 @@ kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
     if (!(member_flags(&set, in) & DUPLICATE)) continue;
     for (int k = 0; k < in->num_operands; k++)
       if (member_flags(&set, in->operands[k]))
-        st = kiln_status_make(KILN_INVALID_ARGUMENT,
-                              "duplicated member '%s' reads member '%s'", in->name,
-                              in->operands[k]->name);
+        st = kiln_status_make(KILN_INVALID_ARGUMENT, "duplicated member '%s' reads member '%s'",
+                              in->name, in->operands[k]->name);
   }
   if (st) goto done;
   order_members(&list, &set, &order);
@@ -635,8 +639,7 @@ kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
   }
   for (size_t i = 0; i < outputs.len && outputs.len > 1; i++)
     if (!kiln_shape_is_array(outputs.data[i]->shape)) {
-      st = kiln_status_make(KILN_UNIMPLEMENTED,
-                            "multi-output fusion with tuple-shaped output '%s'",
+      st = kiln_status_make(KILN_UNIMPLEMENTED, "multi-output fusion with tuple-shaped output '%s'",
                             outputs.data[i]->name);
       goto done;
     }
@@ -676,7 +679,8 @@ kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
       st = kiln_status_make(m->arena.limit ? KILN_RESOURCE_EXHAUSTED : KILN_INTERNAL,
                             "could not clone '%s' into a fusion (module arena: %zu of %zu bytes)",
                             in->name, m->arena.total, m->arena.limit);
-    else kiln_ptrmap_put(&b.val, in, v);
+    else
+      kiln_ptrmap_put(&b.val, in, v);
   }
   if (st) goto done;
 
@@ -691,8 +695,8 @@ kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
       kiln_vec_push(&vals, v);
     }
     kiln_shape_t *ts = kiln_shape_make_tuple(&m->arena, (int)outputs.len, shapes);
-    kiln_hlo_instruction_t *t =
-        kiln_hlo_instruction_create(b.fc, KILN_OP_TUPLE, ts, kiln_hlo_module_unique_name(m, "tuple"));
+    kiln_hlo_instruction_t *t = kiln_hlo_instruction_create(
+        b.fc, KILN_OP_TUPLE, ts, kiln_hlo_module_unique_name(m, "tuple"));
     kiln_hlo_instruction_set_operands(t, (int)vals.len, vals.data);
     kiln_vec_free(&vals);
     b.fc->root = t;
@@ -721,7 +725,8 @@ kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
     b.params.len = b.operands.len = w;
   }
   b.fc->num_parameters = (int)b.params.len;
-  b.fc->parameters = kiln_arena_alloc(&m->arena, sizeof(kiln_hlo_instruction_t *) * (b.params.len + 1));
+  b.fc->parameters =
+      kiln_arena_alloc(&m->arena, sizeof(kiln_hlo_instruction_t *) * (b.params.len + 1));
   for (size_t i = 0; i < b.params.len; i++) b.fc->parameters[i] = b.params.data[i];
   kiln_hlo_computation_sort_post_order(b.fc);
 
@@ -736,8 +741,9 @@ kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
   } else {
     for (size_t i = 0; i < outputs.len; i++) {
       kiln_hlo_instruction_t *o = outputs.data[i];
-      kiln_hlo_instruction_t *g = kiln_hlo_instruction_create(
-          c, KILN_OP_GET_TUPLE_ELEMENT, o->shape, kiln_hlo_module_unique_name(m, "get-tuple-element"));
+      kiln_hlo_instruction_t *g =
+          kiln_hlo_instruction_create(c, KILN_OP_GET_TUPLE_ELEMENT, o->shape,
+                                      kiln_hlo_module_unique_name(m, "get-tuple-element"));
       g->tuple_index = (int64_t)i;
       kiln_hlo_instruction_set_operands(g, 1, &fusion);
       kiln_hlo_instruction_replace_all_uses(o, g);

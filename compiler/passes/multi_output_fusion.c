@@ -197,9 +197,9 @@ kiln_status kiln_pass_multi_output_fusion(kiln_hlo_module_t *m, const kiln_pass_
     bool ch = false;
     st = fuse_computation(&s, &ch);
     if (st) {
-      kiln_status wrapped = kiln_status_make(kiln_status_code(st),
-                                             "multi-output fusion of '%s': %s", comps[i]->name,
-                                             kiln_status_message(st));
+      kiln_status wrapped =
+          kiln_status_make(kiln_status_code(st), "multi-output fusion of '%s': %s", comps[i]->name,
+                           kiln_status_message(st));
       kiln_status_free(st);
       st = wrapped;
     }

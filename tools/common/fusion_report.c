@@ -94,7 +94,7 @@ void kiln_fusion_report_pass_list(kiln_strbuf_t *b) {
   /* Simplification passes by the names the pipeline registers them under. */
   static const char *const kSimplify[] = {
       "call_inline", "simplify", "constant_folding", "tuple_simplify", "while_loop_constants",
-      "dce", "cse",
+      "dce",         "cse",
   };
   KILN_VEC(const char *) found = {0};
   for (size_t i = 0; i < sizeof kSimplify / sizeof kSimplify[0]; i++)

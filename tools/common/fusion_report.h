@@ -13,9 +13,9 @@
 #include "base/str.h"
 
 typedef struct kiln_fusion_pair {
-  char *name;        /* the before file's name without the "before_optimizations" part */
-  char *before_path; /* owned */
-  char *after_path;  /* owned */
+  char *name;             /* the before file's name without the "before_optimizations" part */
+  char *before_path;      /* owned */
+  char *after_path;       /* owned */
   int64_t before_kernels; /* the before module, unfused */
   int64_t kiln_kernels;   /* after kiln's passes */
   int64_t xla_kernels;    /* XLA's after module */
