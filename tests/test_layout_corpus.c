@@ -31,7 +31,7 @@
 
 /* Each module runs twice on the evaluator: a lower bound than test_corpus_eval's keeps this
  * test near a minute. */
-#define LAYOUT_CORPUS_MAX_COST 6e8
+#define LAYOUT_CORPUS_MAX_COST 1.5e8
 #define LAYOUT_CORPUS_MAX_WHILE 20000
 
 typedef struct stats {

@@ -35,6 +35,7 @@ typedef struct ln {
   kiln_ptrmap_t norm;  /* instruction -> its normalized value */
   kiln_ptrmap_t fixed; /* computation -> keeps its signature */
   kiln_pass_effects_t effects;
+  KILN_VEC(kiln_hlo_instruction_t *) created; /* new instructions of the current computation */
   int rewritten, unsupported;
   bool changed;
 } ln_t;
@@ -97,7 +98,7 @@ static kiln_hlo_instruction_t *make(ln_t *ln, kiln_hlo_computation_t *c, kiln_hl
   kiln_hlo_instruction_t *in =
       kiln_hlo_instruction_create(c, op, shape, kiln_hlo_module_unique_name(ln->m, hint));
   kiln_hlo_instruction_set_operands(in, n, ops);
-  ln->changed = true;
+  kiln_vec_push(&ln->created, in);
   return in;
 }
 
@@ -125,6 +126,8 @@ static kiln_hlo_instruction_t *convert(ln_t *ln, kiln_hlo_instruction_t *v, kiln
     }
     return make(ln, c, KILN_OP_TUPLE, target, "tuple", n, el);
   }
+  /* bitcast(bitcast(y)) back to y's own shape is y */
+  if (v->opcode == KILN_OP_BITCAST && same_layout_shape(v->operands[0]->shape, target)) return v->operands[0];
   return make(ln, c, KILN_OP_BITCAST, target, "bitcast", 1, &v);
 }
 
@@ -560,7 +563,11 @@ static bool rw_constant(rw_t *w) {
 }
 
 static bool rw_bitcast(rw_t *w) {
-  kiln_hlo_instruction_t *v = w->v[0];
+  kiln_hlo_instruction_t *o = w->x->operands[0], *v = w->v[0];
+  if (is_normal(w->xs) && o->shape == orig_shape(w->ln, o)) {
+    w->result = w->x; /* already a bitcast from the original operand to a normal shape */
+    return true;
+  }
   if (!is_normal(v->shape)) return false;
   if (kiln_shape_equal(v->shape, w->nxs, true)) {
     w->result = v;
@@ -752,7 +759,7 @@ static void normalize_instruction(ln_t *ln, kiln_hlo_instruction_t *x) {
     }
     if (ok && rewrite(&w)) {
       result = w.result;
-      if (!all_normal) ln->rewritten++;
+      if (!is_normal(w.xs)) ln->rewritten++;
     } else if (control && !ok) {
       result = fallback(ln, x, w.v);
     } else {
@@ -876,6 +883,17 @@ static void normalize_computation(ln_t *ln, kiln_hlo_computation_t *c) {
     kiln_status s = kiln_hlo_instruction_remove(x);
     kiln_status_free(s);
   }
+  /* new instructions nothing uses (a parameter's bitcast that a user did not need) */
+  for (size_t i = ln->created.len; i-- > 0;) {
+    kiln_hlo_instruction_t *x = ln->created.data[i];
+    if (x->users.len || x == c->root) {
+      ln->changed = true;
+      continue;
+    }
+    kiln_status s = kiln_hlo_instruction_remove(x);
+    kiln_status_free(s);
+  }
+  ln->created.len = 0;
   kiln_free(order);
   kiln_hlo_computation_sort_post_order(c);
 }
@@ -906,6 +924,7 @@ kiln_status kiln_layout_normalize(kiln_hlo_module_t *m, kiln_layout_normalizatio
     KILN_LOG_I("layout normalization: %d instruction(s) of %s left with non-default layouts", ln.unsupported, m->name);
   *changed = ln.changed;
   kiln_pass_effects_free(&ln.effects);
+  kiln_vec_free(&ln.created);
   kiln_ptrmap_free(&ln.orig);
   kiln_ptrmap_free(&ln.norm);
   kiln_ptrmap_free(&ln.fixed);
