@@ -915,6 +915,9 @@ static kiln_status parse_range(const char *base, const char *begin, const char *
     if (!st) st = kiln_status_make(KILN_INTERNAL, "HLO parser failed without a message");
     return st;
   }
+  /* The limit bounds what parsing may allocate for this input; passes that later grow
+   * the module (fusion, cloning) are not bound by the size of the text it came from. */
+  P.m->arena.limit = 0;
   *out = P.m;
   return NULL;
 }
