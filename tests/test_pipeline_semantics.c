@@ -10,13 +10,13 @@
  * exact, so the test prints how many leaves needed the tolerance, and which modules.
  *
  * A module is left out (and printed with the reason) when it
- *   - has a custom-call, infeed/outfeed/send/recv, or any collective (this test's own rule,
- *     stricter than tests/test_corpus_eval.c, which keeps single-participant collectives),
+ *   - is not eligible under test_corpus_eval's rules (tools/common/corpus_eval.h: custom-calls,
+ *     host/peer transfers, multi-participant collectives, elided constants),
  *   - has the stateful `rng` or rng-get-and-update-state (its values depend on evaluation
  *     order, which the pipeline may change),
- *   - has an elided constant `constant({...})`,
- *   - costs more than the bound to interpret (parameter elements, or estimated
- *     element-operations, see `cost`), or
+ *   - costs more than this test's bound to interpret (kiln_corpus_eval_too_costly with a
+ *     lower bound than test_corpus_eval's, since each module is evaluated twice),
+ *   - is sampled out (KILN_CORPUS_SAMPLE=N, tools/common/corpus.h), or
  *   - fails to evaluate before the pipeline (the evaluator's limitation, not the
  *     pipeline's: test_corpus_eval reports those).
  * Everything else must evaluate after the pipeline and match; a pipeline error, a verifier
@@ -24,7 +24,7 @@
  *
  * Runtime knobs (environment):
  *   KILN_PIPELINE_MAX_COST  element-operation bound (default 4e8; 2e7 under ASan),
- *   KILN_PIPELINE_STRIDE    test every N-th eligible module only (default 1; 3 under ASan),
+ *   KILN_CORPUS_SAMPLE=N    test about one module in N (the sanitizer run in CI sets it),
  *   KILN_CORPUS_VERBOSE=1   print each module as it starts. */
 #include <dirent.h>
 #include <math.h>
@@ -44,6 +44,8 @@
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/passes/pipeline.h"
+#include "tools/common/corpus.h"
+#include "tools/common/corpus_eval.h"
 #include "tools/common/fake_args.h"
 #include "tools/common/hlo_file.h"
 #include "tools/common/run_report.h"
@@ -59,7 +61,6 @@
 #define KILN_UNDER_ASAN 0
 #endif
 
-#define MAX_PARAM_ELEMENTS (INT64_C(1) << 24)
 #define MAX_WHILE_ITERATIONS 20000
 
 static double env_double(const char *name, double dflt) {
@@ -67,115 +68,19 @@ static double env_double(const char *name, double dflt) {
   return v && *v ? strtod(v, NULL) : dflt;
 }
 
-/* ---- eligibility ---- */
-
+/* test_corpus_eval's rules, plus: no stateful rng. */
 static const char *ineligible_reason(const kiln_hlo_module_t *m) {
+  const char *why = kiln_corpus_eval_ineligible_reason(m);
+  if (why) return why;
   for (size_t c = 0; c < m->computations.len; c++) {
     const kiln_hlo_computation_t *comp = m->computations.data[c];
     for (size_t i = 0; i < comp->instructions.len; i++) {
-      const kiln_hlo_instruction_t *in = comp->instructions.data[i];
-      switch (in->opcode) {
-        case KILN_OP_CUSTOM_CALL:
-        case KILN_OP_CUSTOM_CALL_START:
-        case KILN_OP_CUSTOM_CALL_DONE:
-        case KILN_OP_CUSTOM_CALL_UPDATE:
-          return "custom-call";
-        case KILN_OP_INFEED:
-        case KILN_OP_OUTFEED:
-        case KILN_OP_SEND:
-        case KILN_OP_SEND_DONE:
-        case KILN_OP_RECV:
-        case KILN_OP_RECV_DONE:
-          return "infeed/outfeed/send/recv";
-        case KILN_OP_RNG:
-        case KILN_OP_RNG_GET_AND_UPDATE_STATE:
-          return "stateful rng (values depend on evaluation order)";
-        case KILN_OP_CONSTANT:
-          if (in->literal && in->literal->unknown) return "elided constant";
-          break;
-        default:
-          if (kiln_hlo_opcode_flags(in->opcode) & KILN_OPF_COLLECTIVE) return "collective";
-          break;
-      }
+      kiln_hlo_opcode_t op = comp->instructions.data[i]->opcode;
+      if (op == KILN_OP_RNG || op == KILN_OP_RNG_GET_AND_UPDATE_STATE)
+        return "stateful rng (values depend on evaluation order)";
     }
   }
   return NULL;
-}
-
-/* Estimated element-operations: every instruction's output elements; dots and
- * convolutions their multiply-adds; reductions and windows their inputs times the
- * reducer; called computations by their own cost (while loops times the constant their
- * condition compares with, or once). */
-static double comp_cost(const kiln_hlo_computation_t *c, int depth);
-
-static double elems(const kiln_shape_t *s) {
-  if (!s) return 0;
-  if (kiln_shape_is_tuple(s)) {
-    double n = 0;
-    for (int i = 0; i < s->num_elements; i++) n += elems(s->elements[i]);
-    return n;
-  }
-  return kiln_shape_is_array(s) ? (double)kiln_shape_num_elements(s) : 0;
-}
-
-static double loop_trips(const kiln_hlo_instruction_t *w) {
-  const kiln_hlo_computation_t *cond = kiln_hlo_instruction_called(w, "condition");
-  const kiln_hlo_instruction_t *root = cond ? cond->root : NULL;
-  double best = 1;
-  for (int i = 0; root && root->opcode == KILN_OP_COMPARE && i < root->num_operands; i++) {
-    const kiln_hlo_instruction_t *v = root->operands[i];
-    if (v->opcode == KILN_OP_CONSTANT && v->literal && !v->literal->unknown &&
-        v->literal->num_elements == 1 && kiln_shape_is_array(v->literal->shape)) {
-      double k = fabs(kiln_literal_get_f64(v->literal, 0));
-      if (k > best) best = k;
-    }
-  }
-  return best;
-}
-
-static double instr_cost(const kiln_hlo_instruction_t *in, int depth) {
-  double out = elems(in->shape), called = 0;
-  for (int g = 0; g < in->num_called_groups; g++)
-    for (int k = 0; k < in->called_groups[g].n; k++)
-      called += comp_cost(in->called_groups[g].comps[k], depth + 1);
-  double ins = 0;
-  for (int i = 0; i < in->num_operands; i++) ins += elems(in->operands[i]->shape);
-  switch (in->opcode) {
-    case KILN_OP_DOT: {
-      const kiln_shape_t *lhs = in->operands[0]->shape;
-      double k = 1;
-      for (int i = 0; i < in->dot_dnums.lhs_contracting.n; i++) {
-        int64_t d = in->dot_dnums.lhs_contracting.v[i];
-        if (d >= 0 && d < lhs->rank) k *= (double)lhs->dims[d];
-      }
-      return out * k;
-    }
-    case KILN_OP_CONVOLUTION:
-      return out * elems(in->operands[1]->shape);
-    case KILN_OP_WHILE:
-      return loop_trips(in) * (called > 1 ? called : 1);
-    case KILN_OP_REDUCE_WINDOW:
-    case KILN_OP_SELECT_AND_SCATTER: {
-      double win = 1;
-      for (int i = 0; i < in->num_window_dims; i++) win *= (double)in->window[i].size;
-      return (ins + out * win) * (called > 1 ? called : 1);
-    }
-    case KILN_OP_FUSION:
-    case KILN_OP_CALL:
-    case KILN_OP_CONDITIONAL:
-      return out + called;
-    case KILN_OP_SORT:
-      return ins * 20 * (called > 1 ? called : 1);
-    default:
-      return in->num_called_groups ? (ins + out) * (called > 1 ? called : 1) : out;
-  }
-}
-
-static double comp_cost(const kiln_hlo_computation_t *c, int depth) {
-  if (!c || depth > 32) return 1e30;
-  double total = 0;
-  for (size_t i = 0; i < c->instructions.len; i++) total += instr_cost(c->instructions.data[i], depth);
-  return total;
 }
 
 /* ---- comparison ---- */
@@ -263,10 +168,9 @@ static cmp_t compare_results(const kiln_literal_t *before, const kiln_literal_t 
 /* ---- the run ---- */
 
 typedef struct run_stats {
-  int bitwise, tolerance, failed, skipped, eligible_seen;
+  int bitwise, tolerance, failed, skipped;
   int64_t instrs_before, instrs_after; /* over the compared modules */
   double max_cost;
-  int stride;
   kiln_strbuf_t failures, skips, tolerant;
 } run_stats_t;
 
@@ -308,16 +212,13 @@ static void run_module(run_stats_t *st, kiln_hlo_module_t *m, const char *name) 
     kiln_status_free(s);
     return;
   }
-  double params = 0;
-  for (int i = 0; i < m->entry->num_parameters; i++) params += elems(m->entry->parameters[i]->shape);
-  double cost = comp_cost(m->entry, 0);
-  if (params > (double)MAX_PARAM_ELEMENTS || cost > st->max_cost) {
-    note_skip(st, name, "too costly to interpret twice: %.3g parameter elements, ~%.3g element-operations",
-         params, cost);
+  char costly[200];
+  if (kiln_corpus_eval_too_costly(m, st->max_cost, costly, sizeof costly)) {
+    note_skip(st, name, "too costly to interpret twice: %s", costly);
     return;
   }
-  if (st->eligible_seen++ % st->stride != 0) {
-    note_skip(st, name, "sampled out (KILN_PIPELINE_STRIDE=%d)", st->stride);
+  if (!kiln_corpus_sampled(name)) {
+    note_skip(st, name, "sampled out (KILN_CORPUS_SAMPLE)");
     return;
   }
   if (getenv("KILN_CORPUS_VERBOSE")) fprintf(stderr, "pipeline semantics: %s\n", name);
@@ -414,8 +315,6 @@ static void test_corpus_results_survive_the_pipeline(void **state) {
   run_stats_t st;
   memset(&st, 0, sizeof st);
   st.max_cost = env_double("KILN_PIPELINE_MAX_COST", KILN_UNDER_ASAN ? 2e7 : 4e8);
-  st.stride = (int)env_double("KILN_PIPELINE_STRIDE", KILN_UNDER_ASAN ? 3 : 1);
-  if (st.stride < 1) st.stride = 1;
   const char *missing[32];
   int num_missing = kiln_pipeline_missing_passes(missing, 32);
   printf("pipeline stages not available yet (skipped):");
@@ -439,7 +338,9 @@ static void test_corpus_results_survive_the_pipeline(void **state) {
   kiln_strbuf_free(&st.failures);
   kiln_strbuf_free(&st.tolerant);
   assert_int_equal(st.failed, 0);
-  assert_true(compared >= (KILN_UNDER_ASAN ? 30 : 100));
+  const char *sample = getenv("KILN_CORPUS_SAMPLE");
+  bool sampled = sample && atoi(sample) > 1;
+  assert_true(compared >= (sampled || KILN_UNDER_ASAN ? 10 : 100));
 }
 
 /* The comparison itself: a changed integer or a float beyond tolerance is caught. */

@@ -35,8 +35,14 @@ static bool sink_into(kiln_hlo_computation_t *c, int64_t index, const kiln_hlo_i
     if (users.len || is_root) {
       kiln_hlo_instruction_t *kc = kiln_hlo_instruction_create(
           c, KILN_OP_CONSTANT, g->shape, kiln_hlo_module_unique_name(c->module, k->name));
-      if (kc) {
-        kc->literal = k->literal;
+      /* The literal shares the data but carries the new instruction's shape (a layout
+       * of the state element may differ from the initial constant's). */
+      kiln_literal_t *lit = kc ? kiln_arena_alloc(&c->module->arena, sizeof *lit) : NULL;
+      if (kc && !lit) kiln_status_free(kiln_hlo_instruction_remove(kc));
+      if (lit) {
+        *lit = *k->literal;
+        lit->shape = g->shape;
+        kc->literal = lit;
         for (size_t u = 0; u < users.len; u++) kiln_pass_replace_operand(users.data[u], g, kc);
         if (is_root) c->root = kc;
         kiln_pass_remove_if_dead(g, effects);
