@@ -1,0 +1,462 @@
+/* Hero analysis and emitter choice (see hero_analysis.h). */
+#include "compiler/codegen/hero_analysis.h"
+
+#include <string.h>
+
+#include "compiler/hlo/opcode.h"
+
+const char *kiln_hero_emitter_name(kiln_hero_emitter_t e) {
+  switch (e) {
+    case KILN_HERO_EMITTER_LOOP: return "loop";
+    case KILN_HERO_EMITTER_REDUCTION: return "reduction";
+    case KILN_HERO_EMITTER_TRANSPOSE: return "transpose";
+    case KILN_HERO_EMITTER_SCATTER: return "scatter";
+    case KILN_HERO_EMITTER_SORT: return "sort";
+    case KILN_HERO_EMITTER_CONCATENATE: return "concatenate";
+    case KILN_HERO_EMITTER_INPUT_SLICES: return "input_slices";
+    case KILN_HERO_EMITTER_DYNAMIC_UPDATE_SLICE: return "dynamic_update_slice";
+  }
+  return "?";
+}
+
+/* ---- layouts ---- */
+
+static bool has_default_layout(const kiln_shape_t *s) {
+  if (!s->has_layout || s->layout.rank != s->rank || !s->layout.minor_to_major) return true;
+  for (int i = 0; i < s->rank; i++)
+    if (s->layout.minor_to_major[i] != s->rank - 1 - i) return false;
+  return true;
+}
+
+/* Logical dim at physical position k (0 = most major). */
+static int phys_dim(const kiln_shape_t *s, int k) {
+  if (has_default_layout(s)) return k;
+  int64_t d = s->layout.minor_to_major[s->rank - 1 - k];
+  return d >= 0 && d < s->rank ? (int)d : k;
+}
+
+/* ---- reductions ---- */
+
+bool kiln_hero_reduction_dims(const kiln_hlo_instruction_t *r, kiln_reduction_dims_t *out) {
+  if (!r || r->opcode != KILN_OP_REDUCE || r->num_operands < 2 || r->num_operands % 2) return false;
+  const kiln_shape_t *in = r->operands[0]->shape;
+  if (!kiln_shape_is_array(in) || in->rank > 16) return false;
+  bool red[16] = {0};
+  for (int i = 0; i < r->dimensions.n; i++) {
+    int64_t d = r->dimensions.v[i];
+    if (d < 0 || d >= in->rank) return false;
+    red[d] = true;
+  }
+  int64_t total = kiln_shape_num_elements(in);
+  int nkeep = in->rank - (int)r->dimensions.n;
+  if (nkeep <= 0) {
+    out->is_row = true;
+    out->dims[0] = 1, out->dims[1] = 1, out->dims[2] = total;
+    return true;
+  }
+  /* Physical positions of the kept (or reduced) dims must be one run. */
+  bool keep_run = true, red_run = true;
+  int first_keep = -1, last_keep = -1, first_red = -1, last_red = -1;
+  for (int k = 0; k < in->rank; k++) {
+    bool rd = red[phys_dim(in, k)];
+    if (rd) {
+      if (first_red < 0) first_red = k;
+      else if (last_red != k - 1) red_run = false;
+      last_red = k;
+    } else {
+      if (first_keep < 0) first_keep = k;
+      else if (last_keep != k - 1) keep_run = false;
+      last_keep = k;
+    }
+  }
+  if (first_red < 0) red_run = false; /* no reduced dims: treat as kept-consecutive */
+  int lo, hi;
+  if (keep_run) lo = first_keep, hi = last_keep;
+  else if (red_run) lo = first_red, hi = last_red;
+  else return false;
+  int64_t part[3] = {1, 1, 1};
+  for (int k = 0; k < in->rank; k++) {
+    int64_t n = in->dims[phys_dim(in, k)];
+    part[k < lo ? 0 : k <= hi ? 1 : 2] *= n;
+  }
+  if (keep_run) {
+    if (part[1] == 1) {
+      out->is_row = true;
+      out->dims[0] = 1, out->dims[1] = 1, out->dims[2] = part[0] * part[2];
+    } else if (part[2] == 1) {
+      out->is_row = false;
+      out->dims[0] = 1, out->dims[1] = part[0], out->dims[2] = part[1];
+    } else {
+      out->is_row = true;
+      memcpy(out->dims, part, sizeof(part));
+    }
+  } else {
+    if (part[2] == 1) {
+      out->is_row = true;
+      out->dims[0] = 1, out->dims[1] = part[0], out->dims[2] = part[1];
+    } else {
+      out->is_row = false;
+      memcpy(out->dims, part, sizeof(part));
+    }
+  }
+  return true;
+}
+
+bool kiln_hero_is_reduction_hero(const kiln_hlo_instruction_t *r) {
+  kiln_reduction_dims_t rd;
+  if (!kiln_hero_reduction_dims(r, &rd)) return false;
+  const int64_t warp = 32;
+  if (rd.is_row) return rd.dims[2] >= warp || warp % rd.dims[2] == 0;
+  int64_t major = rd.dims[1], minor = rd.dims[2];
+  bool elemental = major < warp || (major < 2 * warp && minor < warp) ||
+                   (major < 4 * warp && minor < 8) || (major < 8 * warp && minor < 3);
+  return !elemental;
+}
+
+/* XLA's race-free bounds for a reduction that is not a root of its own (one block row of
+ * the reduction must cover the whole reduced extent). */
+static bool reduction_is_race_free(const kiln_reduction_dims_t *rd) {
+  if (rd->is_row) return rd->dims[2] <= 32 * 16 * 32 * 2 && rd->dims[0] <= 8;
+  return rd->dims[1] <= 32 * 128;
+}
+
+static bool is_real_reduction_hero(const kiln_hlo_instruction_t *root,
+                                   const kiln_hlo_instruction_t *hero) {
+  if (!kiln_hero_is_reduction_hero(hero)) return false;
+  if (root == hero) return true;
+  kiln_reduction_dims_t rd;
+  kiln_hero_reduction_dims(hero, &rd);
+  return reduction_is_race_free(&rd);
+}
+
+/* ---- transposes ---- */
+
+bool kiln_hero_transpose_normalize(const kiln_hlo_instruction_t *t, kiln_transpose_desc_t *out) {
+  if (!t || t->num_operands != 1) return false;
+  const kiln_shape_t *in = t->operands[0]->shape, *os = t->shape;
+  if (!kiln_shape_is_array(in) || !kiln_shape_is_array(os) || in->rank != os->rank ||
+      in->rank > 16 || in->rank < 1)
+    return false;
+  int r = in->rank;
+  int64_t lperm[16];
+  if (t->opcode == KILN_OP_TRANSPOSE) {
+    if (t->dimensions.n != r) return false;
+    for (int i = 0; i < r; i++) {
+      lperm[i] = t->dimensions.v[i];
+      if (lperm[i] < 0 || lperm[i] >= r) return false;
+    }
+  } else if (t->opcode == KILN_OP_COPY) {
+    for (int i = 0; i < r; i++) lperm[i] = i;
+  } else {
+    return false;
+  }
+  int in_pos[16];
+  for (int k = 0; k < r; k++) in_pos[phys_dim(in, k)] = k;
+  /* Physical permutation: output physical k reads input physical p[k]. */
+  int64_t p[16];
+  for (int k = 0; k < r; k++) p[k] = in_pos[lperm[phys_dim(os, k)]];
+  /* Drop size-1 input dims and renumber. */
+  int newid[16], n = 0;
+  for (int k = 0; k < r; k++) newid[k] = in->dims[phys_dim(in, k)] == 1 ? -1 : n++;
+  int64_t q[16];
+  int m = 0;
+  for (int k = 0; k < r; k++)
+    if (newid[p[k]] >= 0) q[m++] = newid[p[k]];
+  int64_t idims[16];
+  for (int k = 0, j = 0; k < r; k++)
+    if (newid[k] >= 0) idims[j++] = in->dims[phys_dim(in, k)];
+  /* Merge runs q[k] == q[k-1] + 1. */
+  int group_of_in[16];
+  int ng = 0;
+  int64_t gperm_first[16];
+  for (int k = 0; k < m; k++) {
+    if (k > 0 && q[k] == q[k - 1] + 1) continue;
+    gperm_first[ng++] = q[k];
+  }
+  /* Groups are numbered in output order; sort group starts to get input order. */
+  int order[16];
+  for (int g = 0; g < ng; g++) order[g] = g;
+  for (int a = 0; a < ng; a++)
+    for (int b = a + 1; b < ng; b++)
+      if (gperm_first[order[b]] < gperm_first[order[a]]) {
+        int tmp = order[a];
+        order[a] = order[b];
+        order[b] = tmp;
+      }
+  int in_rank_of_group[16];
+  for (int j = 0; j < ng; j++) in_rank_of_group[order[j]] = j;
+  memset(out, 0, sizeof(*out));
+  out->rank = ng;
+  for (int j = 0; j < ng; j++) out->in_dims[j] = 1;
+  for (int k = 0, g = -1; k < m; k++) {
+    if (!(k > 0 && q[k] == q[k - 1] + 1)) g++;
+    group_of_in[q[k]] = g;
+  }
+  for (int i = 0; i < m; i++) out->in_dims[in_rank_of_group[group_of_in[i]]] *= idims[i];
+  for (int g = 0; g < ng; g++) {
+    out->perm[g] = in_rank_of_group[g];
+    out->out_dims[g] = out->in_dims[out->perm[g]];
+  }
+  for (int g = 0; g < ng; g++)
+    if (out->perm[g] != g) return true;
+  return false;
+}
+
+bool kiln_hero_is_transpose_hero(const kiln_hlo_instruction_t *t, kiln_transpose_desc_t *out) {
+  kiln_transpose_desc_t d;
+  if (!t || (t->opcode != KILN_OP_TRANSPOSE && t->opcode != KILN_OP_COPY)) return false;
+  if (!kiln_hero_transpose_normalize(t, &d) || d.rank < 2) return false;
+  int r = d.rank;
+  bool ok;
+  if (d.perm[r - 1] != r - 1) {
+    int64_t a = d.in_dims[r - 1], b = d.out_dims[r - 1];
+    ok = (a >= 16 && b >= 16) || (a >= 8 && b >= 8 && a * b >= 8192);
+    /* Packed transposes (elements under 32 bits): a narrow side still fills a few words. */
+    int bits = kiln_elem_type_bits(t->shape->type);
+    int64_t lo = a < b ? a : b, hi = a < b ? b : a;
+    if (bits < 32 && lo * bits >= 64 && hi >= 16) ok = true;
+  } else {
+    int64_t bits = kiln_elem_type_bits(t->shape->type) * d.out_dims[r - 1];
+    int64_t a = d.in_dims[r - 2], b = d.out_dims[r - 2];
+    ok = r >= 3 && bits <= 64 && (a < b ? a : b) * bits >= 16 * 8;
+  }
+  if (ok && out) *out = d;
+  return ok;
+}
+
+/* ---- heroes ---- */
+
+static bool reshape_is_bitcast(const kiln_hlo_instruction_t *x) {
+  return has_default_layout(x->shape) && has_default_layout(x->operands[0]->shape);
+}
+
+static bool transpose_is_bitcast(const kiln_hlo_instruction_t *x) {
+  if (!has_default_layout(x->shape) || !has_default_layout(x->operands[0]->shape)) return false;
+  const kiln_shape_t *in = x->operands[0]->shape;
+  int64_t last = -1;
+  for (int i = 0; i < x->dimensions.n; i++) {
+    int64_t d = x->dimensions.v[i];
+    if (d < 0 || d >= in->rank) return false;
+    if (in->dims[d] == 1) continue;
+    if (d < last) return false;
+    last = d;
+  }
+  return true;
+}
+
+static bool is_intermediate(const kiln_hlo_instruction_t *x, int max_operands) {
+  if (x->num_operands > max_operands || x->num_operands < 1) return false;
+  if (!kiln_shape_is_array(x->shape)) return false;
+  switch (x->opcode) {
+    case KILN_OP_BITCAST: return true;
+    case KILN_OP_RESHAPE: return reshape_is_bitcast(x);
+    case KILN_OP_TRANSPOSE: return transpose_is_bitcast(x);
+    case KILN_OP_COPY: return false;
+    default: return kiln_hlo_opcode_is_elementwise(x->opcode);
+  }
+}
+
+typedef bool (*hero_pred_fn)(const kiln_hlo_instruction_t *);
+
+static bool pred_transpose(const kiln_hlo_instruction_t *x) {
+  return kiln_hero_is_transpose_hero(x, NULL);
+}
+static bool pred_concat(const kiln_hlo_instruction_t *x) {
+  return x->opcode == KILN_OP_CONCATENATE;
+}
+
+/* Breadth-first search upwards from `start` through 3-operand intermediates for exactly
+ * one instruction satisfying `pred`, from which only intermediates (and tuples) are
+ * reachable downwards. */
+static const kiln_hlo_instruction_t *find_nontrivial(const kiln_hlo_instruction_t *start,
+                                                     hero_pred_fn pred) {
+  const kiln_hlo_instruction_t *queue[512];
+  int qh = 0, qt = 0;
+  const kiln_hlo_instruction_t *found = NULL;
+  queue[qt++] = start;
+  while (qh < qt) {
+    const kiln_hlo_instruction_t *x = queue[qh++];
+    if (pred(x)) {
+      if (found && found != x) return NULL;
+      found = x;
+      continue;
+    }
+    if (!is_intermediate(x, 3)) continue;
+    for (int i = 0; i < x->num_operands && qt < 512; i++) {
+      bool seen = false;
+      for (int j = 0; j < qt && !seen; j++) seen = queue[j] == x->operands[i];
+      if (!seen) queue[qt++] = x->operands[i];
+    }
+  }
+  if (!found) return NULL;
+  /* Downwards from the hero only intermediates. */
+  qh = qt = 0;
+  for (size_t u = 0; u < found->users.len && qt < 512; u++) queue[qt++] = found->users.data[u];
+  while (qh < qt) {
+    const kiln_hlo_instruction_t *x = queue[qh++];
+    if (x->opcode == KILN_OP_TUPLE) continue;
+    if (!is_intermediate(x, 3)) return NULL;
+    for (size_t u = 0; u < x->users.len && qt < 512; u++) {
+      bool seen = false;
+      for (int j = 0; j < qt && !seen; j++) seen = queue[j] == x->users.data[u];
+      if (!seen) queue[qt++] = x->users.data[u];
+    }
+  }
+  return found;
+}
+
+const kiln_hlo_instruction_t *kiln_hero_find(const kiln_hlo_instruction_t *root) {
+  const kiln_hlo_instruction_t *h = root;
+  while (is_intermediate(h, 1) && h->operands[0]->opcode != KILN_OP_PARAMETER) h = h->operands[0];
+  const kiln_hlo_instruction_t *t = find_nontrivial(h, pred_transpose);
+  if (t) return t;
+  const kiln_hlo_instruction_t *c = find_nontrivial(h, pred_concat);
+  if (c) return c;
+  return h->opcode == KILN_OP_REDUCE ? h : root;
+}
+
+/* ---- emitter choice ---- */
+
+static const kiln_hlo_instruction_t *skip_bitcasts(const kiln_hlo_instruction_t *x) {
+  while ((x->opcode == KILN_OP_BITCAST || (x->opcode == KILN_OP_RESHAPE && reshape_is_bitcast(x))) &&
+         x->num_operands == 1)
+    x = x->operands[0];
+  return x;
+}
+
+static bool reductions_compatible(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b) {
+  kiln_reduction_dims_t ra, rb;
+  if (!kiln_hero_reduction_dims(a, &ra) || !kiln_hero_reduction_dims(b, &rb)) return false;
+  return ra.is_row == rb.is_row && memcmp(ra.dims, rb.dims, sizeof(ra.dims)) == 0;
+}
+
+static int64_t array_elements(const kiln_shape_t *s) {
+  if (kiln_shape_is_tuple(s)) return s->num_elements > 0 ? array_elements(s->elements[0]) : 0;
+  return kiln_shape_num_elements(s);
+}
+
+/* A root is an in-place dynamic-update-slice: DUS (through bitcasts) whose operand 0 is a
+ * parameter (through bitcasts) with no other users on the way. */
+static bool is_inplace_dus(const kiln_hlo_instruction_t *root) {
+  const kiln_hlo_instruction_t *d = skip_bitcasts(root);
+  if (d->opcode != KILN_OP_DYNAMIC_UPDATE_SLICE || d->num_operands < 2) return false;
+  const kiln_hlo_instruction_t *x = d->operands[0];
+  while (true) {
+    if (x->users.len != 1) return false;
+    if (x->opcode == KILN_OP_PARAMETER) return true;
+    if (x->opcode != KILN_OP_BITCAST || x->num_operands != 1) return false;
+    x = x->operands[0];
+  }
+}
+
+static bool is_unit_slice(const kiln_hlo_instruction_t *x) {
+  if (x->opcode != KILN_OP_SLICE || x->num_operands != 1) return false;
+  for (int i = 0; i < x->num_slice_dims; i++)
+    if (x->slice[i].stride != 1) return false;
+  return true;
+}
+
+kiln_status kiln_hero_analyze(const kiln_hlo_computation_t *c, kiln_hero_analysis_t *out) {
+  memset(out, 0, sizeof(*out));
+  if (!c || !c->root) return kiln_status_make(KILN_INVALID_ARGUMENT, "hero analysis: no root");
+  const kiln_hlo_instruction_t *root = c->root;
+  if (root->opcode == KILN_OP_TUPLE) {
+    if (root->num_operands > KILN_HERO_MAX_ROOTS)
+      return kiln_status_make(KILN_UNIMPLEMENTED, "hero analysis: %d roots (at most %d)",
+                              root->num_operands, KILN_HERO_MAX_ROOTS);
+    for (int i = 0; i < root->num_operands; i++) out->roots[out->num_roots++] = root->operands[i];
+  } else {
+    out->roots[out->num_roots++] = root;
+  }
+  int n = out->num_roots;
+  for (int i = 0; i < n; i++) out->heroes[i] = kiln_hero_find(out->roots[i]);
+
+  /* 1. reduction */
+  const kiln_hlo_instruction_t *first = NULL;
+  for (int i = 0; i < n && !first; i++)
+    if (is_real_reduction_hero(out->roots[i], out->heroes[i])) first = out->heroes[i];
+  if (first) {
+    bool ok = true;
+    int64_t in_elems = kiln_shape_num_elements(first->operands[0]->shape);
+    for (int i = 0; i < n && ok; i++) {
+      if (out->heroes[i] == first) continue;
+      if (!is_real_reduction_hero(out->roots[i], out->heroes[i]))
+        ok = array_elements(out->roots[i]->shape) == in_elems;
+      else
+        ok = reductions_compatible(out->heroes[i], first);
+    }
+    if (ok) {
+      out->emitter = KILN_HERO_EMITTER_REDUCTION;
+      out->hero = first;
+      kiln_hero_reduction_dims(first, &out->reduction);
+      return NULL;
+    }
+  }
+  /* 2. transpose */
+  const kiln_hlo_instruction_t *tr = NULL;
+  kiln_transpose_desc_t td;
+  bool consistent = true;
+  for (int i = 0; i < n && consistent; i++) {
+    kiln_transpose_desc_t d;
+    if (!kiln_hero_is_transpose_hero(out->heroes[i], &d)) continue;
+    if (!tr) {
+      tr = out->heroes[i];
+      td = d;
+    } else if (d.rank != td.rank || memcmp(d.out_dims, td.out_dims, sizeof(int64_t) * (size_t)d.rank) ||
+               memcmp(d.perm, td.perm, sizeof(int64_t) * (size_t)d.rank)) {
+      consistent = false;
+    }
+  }
+  if (tr && consistent) {
+    int64_t in_elems = kiln_shape_num_elements(tr->operands[0]->shape);
+    for (int i = 0; i < n && consistent; i++)
+      if (!kiln_hero_is_transpose_hero(out->heroes[i], NULL))
+        consistent = array_elements(out->roots[i]->shape) == in_elems;
+    if (consistent) {
+      out->emitter = KILN_HERO_EMITTER_TRANSPOSE;
+      out->hero = tr;
+      out->transpose = td;
+      return NULL;
+    }
+  }
+  /* 3. several roots */
+  if (n > 1) {
+    bool all_dus = true, all_slices = true;
+    for (int i = 0; i < n; i++) {
+      all_dus = all_dus && is_inplace_dus(out->roots[i]);
+      all_slices = all_slices && is_unit_slice(out->roots[i]) &&
+                   kiln_shape_equal(out->roots[i]->operands[0]->shape,
+                                    out->roots[0]->operands[0]->shape, false);
+    }
+    if (all_dus) {
+      out->emitter = KILN_HERO_EMITTER_DYNAMIC_UPDATE_SLICE;
+      out->hero = skip_bitcasts(out->roots[0]);
+    } else if (all_slices) {
+      out->emitter = KILN_HERO_EMITTER_INPUT_SLICES;
+      out->hero = out->roots[0]->operands[0];
+    }
+    return NULL;
+  }
+  const kiln_hlo_instruction_t *r0 = out->roots[0], *h0 = out->heroes[0];
+  if (r0->opcode == KILN_OP_SCATTER) {
+    out->emitter = KILN_HERO_EMITTER_SCATTER;
+    out->hero = r0;
+    return NULL;
+  }
+  const kiln_hlo_instruction_t *s0 = r0->opcode == KILN_OP_GET_TUPLE_ELEMENT ? r0->operands[0] : r0;
+  if (s0->opcode == KILN_OP_SORT) {
+    out->emitter = KILN_HERO_EMITTER_SORT;
+    out->hero = s0;
+    return NULL;
+  }
+  if (h0->opcode == KILN_OP_CONCATENATE && h0->num_operands <= 4 && !kiln_shape_is_tuple(r0->shape)) {
+    out->emitter = KILN_HERO_EMITTER_CONCATENATE;
+    out->hero = h0;
+    return NULL;
+  }
+  if (is_inplace_dus(r0)) {
+    out->emitter = KILN_HERO_EMITTER_DYNAMIC_UPDATE_SLICE;
+    out->hero = skip_bitcasts(r0);
+  }
+  return NULL;
+}

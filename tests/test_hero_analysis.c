@@ -1,0 +1,176 @@
+/* Hero analysis: the emitter chosen for every fusion of the corpus's emitters/ folder is the
+ * one XLA chooses (the file name says which: `__tests__<kind>__`), plus the reduction and
+ * transpose normal forms of small hand-written fusions. Prints passed/total. */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/hero_analysis.h"
+#include "tools/common/hlo_file.h"
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The emitter XLA uses for a corpus file, from its name; NULL when the name says nothing. */
+static const char *expected_from_name(const char *name) {
+  const char *p = strstr(name, "__tests__");
+  if (!p) return NULL;
+  p += 9;
+  static const struct { const char *prefix, *kind; } table[] = {
+      {"reduce_row__", "reduction"},     {"reduce_column__", "reduction"},
+      {"reduce_column_small__", "reduction"}, {"reduce_multirow__", "reduction"},
+      {"transpose__", "transpose"},      {"loop__", "loop"},
+      {"convert__", "loop"},             {"concatenate__", "concatenate"},
+      {"scatter__", "scatter"},          {"dynamic_update_slice__", "dynamic_update_slice"},
+      {"input_slices__", "input_slices"}, {"sort__", "sort"},
+  };
+  for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+    if (strncmp(p, table[i].prefix, strlen(table[i].prefix)) == 0) return table[i].kind;
+  return NULL;
+}
+
+static void test_corpus_emitter_choice_matches_xla(void **state) {
+  char dir[1024];
+  snprintf(dir, sizeof(dir), "%s/emitters", kiln_corpus_dir());
+  DIR *d = opendir(dir);
+  if (!d) {
+    printf("SKIPPED: no corpus at %s\n", dir);
+    return;
+  }
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t l = strlen(e->d_name);
+    if (l < 4 || strcmp(e->d_name + l - 4, ".hlo") != 0) continue;
+    if (n == cap) names = kiln_realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*names));
+    names[n++] = kiln_strdup(e->d_name);
+  }
+  closedir(d);
+  qsort(names, n, sizeof(*names), cmp_str);
+  int total = 0, passed = 0, per_kind_total[8] = {0}, per_kind_pass[8] = {0};
+  for (size_t i = 0; i < n; i++) {
+    const char *want = expected_from_name(names[i]);
+    if (!want) continue;
+    char path[2048];
+    snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+    kiln_hlo_file_t *f = NULL;
+    kiln_status s = kiln_hlo_file_load(path, &f);
+    total++;
+    if (s) {
+      printf("FAIL %s: load: %s\n", names[i], kiln_status_message(s));
+      kiln_status_free(s);
+      continue;
+    }
+    const kiln_hlo_computation_t **cs = NULL;
+    int nc = 0;
+    kiln_fusion_collect(f->modules[0], &cs, &nc);
+    kiln_hero_analysis_t ha;
+    s = nc > 0 ? kiln_hero_analyze(cs[0], &ha) : kiln_status_make(KILN_INVALID_ARGUMENT, "no fusion");
+    if (s) {
+      printf("FAIL %s: %s\n", names[i], kiln_status_message(s));
+      kiln_status_free(s);
+    } else {
+      const char *got = kiln_hero_emitter_name(ha.emitter);
+      bool ok = strcmp(got, want) == 0;
+      for (int k = 0; k < 8; k++)
+        if (strcmp(kiln_hero_emitter_name((kiln_hero_emitter_t)k), want) == 0) {
+          per_kind_total[k]++;
+          per_kind_pass[k] += ok;
+        }
+      if (ok) passed++;
+      else
+        printf("FAIL %s: chose %s (hero %s), XLA uses %s\n", names[i], got,
+               ha.hero ? ha.hero->name : "-", want);
+    }
+    kiln_free(cs);
+    kiln_hlo_file_free(f);
+  }
+  for (size_t i = 0; i < n; i++) kiln_free(names[i]);
+  kiln_free(names);
+  for (int k = 0; k < 8; k++)
+    if (per_kind_total[k])
+      printf("  %-22s %d/%d\n", kiln_hero_emitter_name((kiln_hero_emitter_t)k), per_kind_pass[k],
+             per_kind_total[k]);
+  printf("emitter choice: %d/%d corpus fusions as XLA\n", passed, total);
+  assert_true(total > 100);
+  assert_int_equal(passed, total);
+}
+
+static kiln_hlo_module_t *parse(const char *text) {
+  kiln_hlo_module_t *m = NULL;
+  kiln_status s = kiln_hlo_parse_computations(text, strlen(text), NULL, &m);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  return m;
+}
+
+static void test_reduction_forms_follow_physical_layout(void **state) {
+  kiln_hlo_module_t *m = parse(
+      "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+      "fusion {\n p = f32[8,16,256]{2,1,0} parameter(0)\n q = f32[16,784]{0,1} parameter(1)\n"
+      " c = f32[] constant(0)\n r1 = f32[16] reduce(p, c), dimensions={0,2}, to_apply=add\n"
+      " r2 = f32[16] reduce(q, c), dimensions={1}, to_apply=add\n"
+      " r3 = f32[8,256] reduce(p, c), dimensions={1}, to_apply=add\n"
+      " ROOT t = (f32[16], f32[16], f32[8,256]) tuple(r1, r2, r3)\n}\n");
+  const kiln_hlo_computation_t *c = m->entry;
+  kiln_reduction_dims_t rd;
+  assert_true(kiln_hero_reduction_dims(c->root->operands[0], &rd));
+  assert_true(rd.is_row);
+  assert_int_equal(rd.dims[0], 8);
+  assert_int_equal(rd.dims[1], 16);
+  assert_int_equal(rd.dims[2], 256);
+  /* {0,1}: dim 1 (reduced) is physically major: a column reduction [1, 784, 16]. */
+  assert_true(kiln_hero_reduction_dims(c->root->operands[1], &rd));
+  assert_false(rd.is_row);
+  assert_int_equal(rd.dims[1], 784);
+  assert_int_equal(rd.dims[2], 16);
+  assert_true(kiln_hero_reduction_dims(c->root->operands[2], &rd));
+  assert_false(rd.is_row);
+  assert_int_equal(rd.dims[0], 8);
+  assert_int_equal(rd.dims[1], 16);
+  assert_int_equal(rd.dims[2], 256);
+  kiln_hero_analysis_t ha;
+  assert_null(kiln_hero_analyze(c, &ha));
+  /* r1 is a row hero; r2 and r3 are reductions of another form: not compatible. */
+  assert_int_equal(ha.emitter, KILN_HERO_EMITTER_LOOP);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_transpose_normalization_merges_and_drops_unit_dims(void **state) {
+  kiln_hlo_module_t *m = parse(
+      "fusion {\n p = f32[2,1,64,3,96] parameter(0)\n"
+      " t = f32[96,1,2,64,3] transpose(p), dimensions={4,1,0,2,3}\n"
+      " ROOT n = f32[96,1,2,64,3] negate(t)\n}\n");
+  const kiln_hlo_instruction_t *t = m->entry->root->operands[0];
+  kiln_transpose_desc_t d;
+  assert_true(kiln_hero_transpose_normalize(t, &d));
+  assert_int_equal(d.rank, 2);
+  assert_int_equal(d.in_dims[0], 2 * 64 * 3);
+  assert_int_equal(d.in_dims[1], 96);
+  assert_int_equal(d.perm[0], 1);
+  assert_int_equal(d.perm[1], 0);
+  kiln_hero_analysis_t ha;
+  assert_null(kiln_hero_analyze(m->entry, &ha));
+  assert_int_equal(ha.emitter, KILN_HERO_EMITTER_TRANSPOSE);
+  assert_ptr_equal(ha.hero, t);
+  assert_ptr_equal(ha.heroes[0], t);
+  kiln_hlo_module_destroy(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_corpus_emitter_choice_matches_xla),
+      cmocka_unit_test(test_reduction_forms_follow_physical_layout),
+      cmocka_unit_test(test_transpose_normalization_merges_and_drops_unit_dims),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
