@@ -782,6 +782,14 @@ static kiln_status eval_instruction(kiln_eval_ctx_t *ctx, const kiln_hlo_instruc
   case KILN_OP_TRIANGULAR_SOLVE:
   case KILN_OP_FFT:
     return kiln_eval_linalg(ctx, instr, ops, out);
+  case KILN_OP_RNG_GET_AND_UPDATE_STATE:
+  case KILN_OP_BATCH_NORM_TRAINING:
+  case KILN_OP_BATCH_NORM_INFERENCE:
+  case KILN_OP_BATCH_NORM_GRAD:
+  case KILN_OP_SCAN:
+  case KILN_OP_RAGGED_DOT:
+  case KILN_OP_SCALED_DOT:
+    return kiln_eval_extra(ctx, instr, ops, out);
 
   default:
     if (kiln_hlo_opcode_is_elementwise(op) && op != KILN_OP_MAP)

@@ -39,6 +39,8 @@ struct kiln_eval_ctx {
   const kiln_eval_options_t *opts;
   kiln_arena_t *arena; /* all intermediate and result literals */
   uint64_t rng_state;  /* for `rng` */
+  /* rng-get-and-update-state: total of the deltas applied so far (128-bit, low/high). */
+  uint64_t rng_state_advanced_lo, rng_state_advanced_hi;
   int depth;           /* call nesting, bounded */
   /* Cached evaluation plans per computation (eval.c); created on first use, owned and freed
    * by whichever kiln_eval_module / kiln_eval_computation call found it NULL. */
@@ -124,5 +126,10 @@ kiln_status kiln_eval_rng(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in
 /* eval_linalg.c: cholesky, triangular-solve, fft. */
 kiln_status kiln_eval_linalg(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
                              kiln_literal_t *const *operands, kiln_literal_t **out);
+
+/* eval_extra.c: rng-get-and-update-state, batch-norm-training/-inference/-grad, scan,
+ * ragged-dot, scaled-dot. */
+kiln_status kiln_eval_extra(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
+                            kiln_literal_t *const *operands, kiln_literal_t **out);
 
 #endif /* KILN_EVAL_EVAL_H_ */
