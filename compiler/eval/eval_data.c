@@ -104,7 +104,13 @@ static kiln_status phys_strides(const kiln_hlo_instruction_t *instr, const kiln_
 
 static kiln_status eval_bitcast(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
                                 kiln_literal_t *op, kiln_literal_t **out) {
-  const kiln_shape_t *is = op->shape, *os = instr->shape;
+  /* The operand's layout comes from the operand instruction: a literal's storage is
+   * logical row-major whatever layout its shape carries (e.g. an argument made for the
+   * original entry layout after layout assignment changed the parameter's layout). */
+  const kiln_shape_t *is = instr->num_operands > 0 && kiln_shape_is_array(instr->operands[0]->shape)
+                               ? instr->operands[0]->shape
+                               : op->shape;
+  const kiln_shape_t *os = instr->shape;
   size_t es = kiln_elem_type_storage_bytes(os->type);
   if (kiln_elem_type_storage_bytes(is->type) != es || op->num_elements != kiln_shape_num_elements(os))
     return bad(instr, "operand and result sizes differ");
