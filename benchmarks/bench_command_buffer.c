@@ -116,13 +116,14 @@ static void run_case(kiln_device_t *dev, kiln_stream_t *s, kiln_device_module_t 
   kiln_free(a);
   kiln_free(b);
   kiln_cmd_stats_t st = kiln_cmd_cache_stats(kiln_device_cmd_cache(dev));
-  printf("%d kernels x %u block(s) of %d floats: one by one %.2f us/exec (%.0f ns/kernel), "
-         "command buffer %.2f us/exec (%.0f ns/kernel), ratio %.2fx (medians %.2f / %.2f us, "
-         "%.2fx)  [last action %s, records %lld, replays %lld]\n",
-         kernels, blocks, BS, t_issue * 1e6, t_issue * 1e9 / kernels, t_cb * 1e6,
-         t_cb * 1e9 / kernels, t_issue / t_cb, med_issue * 1e6, med_cb * 1e6, med_issue / med_cb,
-         kiln_cmd_action_name(kiln_command_buffer_thunk_last_action(cb)), (long long)st.records,
-         (long long)st.replays);
+  printf(
+      "%d kernels x %u block(s) of %d floats: one by one %.2f us/exec (%.0f ns/kernel), "
+      "command buffer %.2f us/exec (%.0f ns/kernel), ratio %.2fx (medians %.2f / %.2f us, "
+      "%.2fx)  [last action %s, records %lld, replays %lld]\n",
+      kernels, blocks, BS, t_issue * 1e6, t_issue * 1e9 / kernels, t_cb * 1e6, t_cb * 1e9 / kernels,
+      t_issue / t_cb, med_issue * 1e6, med_cb * 1e6, med_issue / med_cb,
+      kiln_cmd_action_name(kiln_command_buffer_thunk_last_action(cb)), (long long)st.records,
+      (long long)st.replays);
   kiln_thunk_destroy(seq);
   kiln_thunk_destroy(cb);
   kiln_buffer_table_free(&table);
@@ -144,8 +145,9 @@ int main(int argc, char **argv) {
   kiln_module_image_t img = {.names = names, .functions = fns, .num_functions = 1};
   kiln_device_module_t *m;
   check(kiln_device_module_load(dev, &img, &m), "module");
-  printf("device: %s; command buffers %s\n", dev->name,
-         kiln_command_buffers_disabled_by_env() ? "DISABLED by KILN_DISABLE_COMMAND_BUFFERS" : "on");
+  printf(
+      "device: %s; command buffers %s\n", dev->name,
+      kiln_command_buffers_disabled_by_env() ? "DISABLED by KILN_DISABLE_COMMAND_BUFFERS" : "on");
   run_case(dev, s, m, kernels, 1, reps);
   /* Multi-block kernels go through the worker pool; its wake-up dominates both paths. */
   run_case(dev, s, m, kernels, 16, reps / 100 > 10 ? reps / 100 : 10);

@@ -26,7 +26,8 @@ kiln_status kiln_device_buffer_wrap(kiln_device_t *dev, kiln_devptr_t ptr, uint6
                                     kiln_device_buffer_t **out) {
   if (!dev || !out) return KILN_ERR_INVALID("buffer wrap: NULL device or out");
   *out = NULL;
-  if (!ptr && size) return KILN_ERR_INVALID("buffer wrap: NULL address for %" PRIu64 " bytes", size);
+  if (!ptr && size)
+    return KILN_ERR_INVALID("buffer wrap: NULL address for %" PRIu64 " bytes", size);
   kiln_device_buffer_t *b = kiln_calloc(1, sizeof(*b));
   b->device = dev;
   b->ptr = ptr;
@@ -95,8 +96,8 @@ kiln_status kiln_buffer_table_resolve(const kiln_buffer_table_t *t, kiln_slice_t
     return KILN_ERR_INVALID("slice names allocation %d, which is not bound", s.allocation);
   if (s.offset < 0 || s.size < 0 || (uint64_t)s.offset > t->sizes[s.allocation] ||
       (uint64_t)s.size > t->sizes[s.allocation] - (uint64_t)s.offset)
-    return KILN_ERR_INVALID("slice [%" PRId64 ", +%" PRId64 ") does not fit allocation %d of %" PRIu64
-                            " bytes",
+    return KILN_ERR_INVALID("slice [%" PRId64 ", +%" PRId64
+                            ") does not fit allocation %d of %" PRIu64 " bytes",
                             s.offset, s.size, s.allocation, t->sizes[s.allocation]);
   *out = t->bases[s.allocation] + (uint64_t)s.offset;
   return NULL;

@@ -11,21 +11,30 @@
 
 const char *kiln_cmd_kind_name(kiln_cmd_kind_t k) {
   switch (k) {
-    case KILN_CMD_KERNEL: return "kernel";
-    case KILN_CMD_MEMCPY: return "memcpy";
-    case KILN_CMD_MEMSET: return "memset";
-    case KILN_CMD_GEMM: return "gemm";
+    case KILN_CMD_KERNEL:
+      return "kernel";
+    case KILN_CMD_MEMCPY:
+      return "memcpy";
+    case KILN_CMD_MEMSET:
+      return "memset";
+    case KILN_CMD_GEMM:
+      return "gemm";
   }
   return "?";
 }
 
 const char *kiln_cmd_action_name(kiln_cmd_action_t a) {
   switch (a) {
-    case KILN_CMD_ACTION_RECORD: return "record";
-    case KILN_CMD_ACTION_REPLAY: return "replay";
-    case KILN_CMD_ACTION_PATCH: return "patch";
-    case KILN_CMD_ACTION_REINSTANTIATE: return "reinstantiate";
-    case KILN_CMD_ACTION_ISSUE_DIRECTLY: return "issue-directly";
+    case KILN_CMD_ACTION_RECORD:
+      return "record";
+    case KILN_CMD_ACTION_REPLAY:
+      return "replay";
+    case KILN_CMD_ACTION_PATCH:
+      return "patch";
+    case KILN_CMD_ACTION_REINSTANTIATE:
+      return "reinstantiate";
+    case KILN_CMD_ACTION_ISSUE_DIRECTLY:
+      return "issue-directly";
   }
   return "?";
 }
@@ -37,7 +46,9 @@ bool kiln_command_buffers_disabled_by_env(void) {
 
 /* ---- lists ----------------------------------------------------------------------------- */
 
-void kiln_cmd_list_init(kiln_cmd_list_t *l) { memset(l, 0, sizeof(*l)); }
+void kiln_cmd_list_init(kiln_cmd_list_t *l) {
+  memset(l, 0, sizeof(*l));
+}
 
 void kiln_cmd_list_free(kiln_cmd_list_t *l) {
   kiln_free(l->cmds);
@@ -170,11 +181,15 @@ uint64_t kiln_cmd_list_structure_hash(const kiln_cmd_list_t *l) {
         for (int d = 0; d < 3; d++) h = mix(mix(h, c->dims.grid[d]), c->dims.block[d]);
         h = mix(mix(h, c->dims.shared_bytes), (uint64_t)c->num_args);
         break;
-      case KILN_CMD_MEMCPY: h = mix(h, c->bytes); break;
+      case KILN_CMD_MEMCPY:
+        h = mix(h, c->bytes);
+        break;
       case KILN_CMD_MEMSET:
         h = mix(mix(mix(h, c->pattern), (uint64_t)c->elem_size), c->count);
         break;
-      case KILN_CMD_GEMM: h = mix(h, gemm_key(&c->gemm)); break;
+      case KILN_CMD_GEMM:
+        h = mix(h, gemm_key(&c->gemm));
+        break;
     }
   }
   return h;
@@ -186,10 +201,12 @@ static bool same_cmd_structure(const kiln_cmd_t *a, const kiln_cmd_t *b) {
     case KILN_CMD_KERNEL:
       if ((a->kernel ? a->kernel->uid : 0) != (b->kernel ? b->kernel->uid : 0)) return false;
       return memcmp(&a->dims, &b->dims, sizeof(a->dims)) == 0 && a->num_args == b->num_args;
-    case KILN_CMD_MEMCPY: return a->bytes == b->bytes;
+    case KILN_CMD_MEMCPY:
+      return a->bytes == b->bytes;
     case KILN_CMD_MEMSET:
       return a->pattern == b->pattern && a->elem_size == b->elem_size && a->count == b->count;
-    case KILN_CMD_GEMM: return memcmp(&a->gemm, &b->gemm, sizeof(a->gemm)) == 0;
+    case KILN_CMD_GEMM:
+      return memcmp(&a->gemm, &b->gemm, sizeof(a->gemm)) == 0;
   }
   return false;
 }
@@ -205,9 +222,12 @@ bool kiln_cmd_args_differ(const kiln_cmd_t *a, const kiln_cmd_t *b) {
   switch (a->kind) {
     case KILN_CMD_KERNEL:
       return a->num_args && memcmp(a->args, b->args, (size_t)a->num_args * sizeof(uint64_t));
-    case KILN_CMD_MEMCPY: return a->dst != b->dst || a->src != b->src;
-    case KILN_CMD_MEMSET: return a->dst != b->dst;
-    case KILN_CMD_GEMM: return a->a != b->a || a->b != b->b || a->dst != b->dst;
+    case KILN_CMD_MEMCPY:
+      return a->dst != b->dst || a->src != b->src;
+    case KILN_CMD_MEMSET:
+      return a->dst != b->dst;
+    case KILN_CMD_GEMM:
+      return a->a != b->a || a->b != b->b || a->dst != b->dst;
   }
   return true;
 }
@@ -219,19 +239,20 @@ void kiln_cmd_list_print(kiln_strbuf_t *b, const kiln_cmd_list_t *l) {
     switch (c->kind) {
       case KILN_CMD_KERNEL:
         kiln_strbuf_printf(b, " %s grid=%ux%ux%u block=%ux%ux%u smem=%u args=%d",
-                           c->kernel && c->kernel->name ? c->kernel->name : "?",
-                           c->dims.grid[0], c->dims.grid[1], c->dims.grid[2], c->dims.block[0],
-                           c->dims.block[1], c->dims.block[2], c->dims.shared_bytes, c->num_args);
+                           c->kernel && c->kernel->name ? c->kernel->name : "?", c->dims.grid[0],
+                           c->dims.grid[1], c->dims.grid[2], c->dims.block[0], c->dims.block[1],
+                           c->dims.block[2], c->dims.shared_bytes, c->num_args);
         break;
-      case KILN_CMD_MEMCPY: kiln_strbuf_printf(b, " %" PRIu64 " bytes", c->bytes); break;
+      case KILN_CMD_MEMCPY:
+        kiln_strbuf_printf(b, " %" PRIu64 " bytes", c->bytes);
+        break;
       case KILN_CMD_MEMSET:
-        kiln_strbuf_printf(b, " %" PRIu64 " x %d bytes = 0x%x", c->count, c->elem_size,
-                           c->pattern);
+        kiln_strbuf_printf(b, " %" PRIu64 " x %d bytes = 0x%x", c->count, c->elem_size, c->pattern);
         break;
       case KILN_CMD_GEMM:
         kiln_strbuf_printf(b, " %s [%" PRId64 "] %" PRId64 "x%" PRId64 "x%" PRId64 "%s%s",
-                           c->gemm.dtype == KILN_GEMM_F64 ? "f64" : "f32", c->gemm.batch,
-                           c->gemm.m, c->gemm.n, c->gemm.k, c->gemm.trans_a ? " A^T" : "",
+                           c->gemm.dtype == KILN_GEMM_F64 ? "f64" : "f32", c->gemm.batch, c->gemm.m,
+                           c->gemm.n, c->gemm.k, c->gemm.trans_a ? " A^T" : "",
                            c->gemm.trans_b ? " B^T" : "");
         break;
     }
@@ -274,12 +295,12 @@ kiln_cmd_action_t kiln_cmd_update_failure_action(int reinstantiations_so_far) {
 enum { LOG_EVICT = 8, LOG_INSTANTIATE_FAILED = 9, LOG_UPDATE_FAILED = 10, LOG_UNSUPPORTED = 11 };
 
 /* Logs `what` the first time decision bit `bit` is taken in this cache. */
-#define LOG_ONCE(c, bit, level, ...)                      \
-  do {                                                    \
-    if (!((c)->logged & (1u << (bit)))) {                 \
-      (c)->logged |= 1u << (bit);                         \
-      KILN_LOG(level, __VA_ARGS__);                       \
-    }                                                     \
+#define LOG_ONCE(c, bit, level, ...)      \
+  do {                                    \
+    if (!((c)->logged & (1u << (bit)))) { \
+      (c)->logged |= 1u << (bit);         \
+      KILN_LOG(level, __VA_ARGS__);       \
+    }                                     \
   } while (0)
 
 kiln_cmd_cache_t *kiln_cmd_cache_create(kiln_device_t *dev, const kiln_cmd_exec_ops_t *ops,
@@ -387,8 +408,8 @@ static kiln_status cache_record(kiln_cmd_cache_t *c, uint64_t hash, const kiln_c
   return NULL;
 }
 
-kiln_status kiln_cmd_cache_execute(kiln_cmd_cache_t *c, kiln_stream_t *s,
-                                   const kiln_cmd_list_t *l, kiln_cmd_action_t *action) {
+kiln_status kiln_cmd_cache_execute(kiln_cmd_cache_t *c, kiln_stream_t *s, const kiln_cmd_list_t *l,
+                                   kiln_cmd_action_t *action) {
   return kiln_cmd_cache_execute_ex(c, s, l, action, NULL);
 }
 
@@ -450,8 +471,7 @@ kiln_status kiln_cmd_cache_execute_ex(kiln_cmd_cache_t *c, kiln_stream_t *s,
       goto done;
     }
     LOG_ONCE(c, KILN_CMD_ACTION_RECORD, KILN_LOG_INFO,
-             "command buffers (%s): recorded and instantiated %zu commands", c->ops->name,
-             l->len);
+             "command buffers (%s): recorded and instantiated %zu commands", c->ops->name, l->len);
     *entry_id = e->id;
     st = c->ops->launch(e->exec, s);
     goto done;
@@ -558,8 +578,8 @@ void kiln_cmd_cache_forget_module(kiln_cmd_cache_t *c, const kiln_device_module_
     bool uses = false;
     const kiln_cmd_list_t *l = &c->entries[i]->recorded;
     for (size_t j = 0; j < l->len && !uses; j++)
-      uses = l->cmds[j].kind == KILN_CMD_KERNEL && l->cmds[j].kernel &&
-             l->cmds[j].kernel->module == m;
+      uses =
+          l->cmds[j].kind == KILN_CMD_KERNEL && l->cmds[j].kernel && l->cmds[j].kernel->module == m;
     if (uses)
       cache_remove_at(c, i);
     else

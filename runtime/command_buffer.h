@@ -151,7 +151,7 @@ typedef struct kiln_cmd_stats {
   int64_t update_failures;
   int64_t reinstantiations;
   int64_t evictions;
-  int64_t direct_issues;    /* lists issued command by command */
+  int64_t direct_issues; /* lists issued command by command */
   int64_t instantiate_failures;
 } kiln_cmd_stats_t;
 
@@ -185,8 +185,8 @@ kiln_cmd_cache_t *kiln_cmd_cache_create(kiln_device_t *dev, const kiln_cmd_exec_
 void kiln_cmd_cache_destroy(kiln_cmd_cache_t *c);
 /* Runs `l` on `s` through the cache: decides (see above), acts, launches. *action (may be
  * NULL) receives the decision taken. Thread-safe. */
-kiln_status kiln_cmd_cache_execute(kiln_cmd_cache_t *c, kiln_stream_t *s,
-                                   const kiln_cmd_list_t *l, kiln_cmd_action_t *action);
+kiln_status kiln_cmd_cache_execute(kiln_cmd_cache_t *c, kiln_stream_t *s, const kiln_cmd_list_t *l,
+                                   kiln_cmd_action_t *action);
 /* As kiln_cmd_cache_execute; *entry_id (may be NULL) receives the id of the entry that ran
  * the list, or 0 when it was issued command by command. */
 kiln_status kiln_cmd_cache_execute_ex(kiln_cmd_cache_t *c, kiln_stream_t *s,

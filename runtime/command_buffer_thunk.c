@@ -12,9 +12,8 @@ kiln_status kiln_command_buffer_thunk_create(const char *name, kiln_thunk_seq_t 
   *out = NULL;
   for (size_t i = 0; i < seq->len; i++)
     if (!kiln_thunk_is_convertible(seq->items[i]))
-      return KILN_ERR_INVALID("command buffer %s: %s thunk %s cannot be recorded",
-                              name ? name : "", kiln_thunk_kind_name(seq->items[i]->kind),
-                              seq->items[i]->name);
+      return KILN_ERR_INVALID("command buffer %s: %s thunk %s cannot be recorded", name ? name : "",
+                              kiln_thunk_kind_name(seq->items[i]->kind), seq->items[i]->name);
   kiln_thunk_t *t = kiln_calloc(1, sizeof(*t));
   t->kind = KILN_THUNK_COMMAND_BUFFER;
   t->name = kiln_strdup(name ? name : "command-buffer");
@@ -28,7 +27,7 @@ kiln_status kiln_command_buffer_thunk_create(const char *name, kiln_thunk_seq_t 
 
 kiln_cmd_action_t kiln_command_buffer_thunk_last_action(const kiln_thunk_t *t) {
   return t && t->kind == KILN_THUNK_COMMAND_BUFFER ? t->u.cmdbuf.last_action
-                                                    : KILN_CMD_ACTION_ISSUE_DIRECTLY;
+                                                   : KILN_CMD_ACTION_ISSUE_DIRECTLY;
 }
 
 static void note_alloc(kiln_thunk_t *cb, int32_t a) {
@@ -39,8 +38,10 @@ static void note_alloc(kiln_thunk_t *cb, int32_t a) {
   cb->u.cmdbuf.allocs[cb->u.cmdbuf.num_allocs++] = a;
 }
 
-kiln_status kiln_command_buffer_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_t *p) {
-  KILN_RETURN_IF_ERROR(kiln_thunk_seq_prepare(&t->u.cmdbuf.seq, p), "in command buffer %s", t->name);
+kiln_status kiln_command_buffer_thunk_prepare(kiln_thunk_t *t,
+                                              const kiln_thunk_prepare_params_t *p) {
+  KILN_RETURN_IF_ERROR(kiln_thunk_seq_prepare(&t->u.cmdbuf.seq, p), "in command buffer %s",
+                       t->name);
   /* The commands' addresses are the bases of these allocations plus fixed offsets. */
   t->u.cmdbuf.num_allocs = 0;
   for (size_t i = 0; i < t->u.cmdbuf.seq.len; i++) {
@@ -54,18 +55,21 @@ kiln_status kiln_command_buffer_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_
         note_alloc(t, c->u.copy.src.allocation);
         note_alloc(t, c->u.copy.dst.allocation);
         break;
-      case KILN_THUNK_MEMSET: note_alloc(t, c->u.memset.dst.allocation); break;
+      case KILN_THUNK_MEMSET:
+        note_alloc(t, c->u.memset.dst.allocation);
+        break;
       case KILN_THUNK_GEMM:
         note_alloc(t, c->u.gemm.a.allocation);
         note_alloc(t, c->u.gemm.b.allocation);
         note_alloc(t, c->u.gemm.c.allocation);
         break;
-      default: break;
+      default:
+        break;
     }
   }
-  t->u.cmdbuf.bases = kiln_realloc(t->u.cmdbuf.bases,
-                                   (size_t)(t->u.cmdbuf.num_allocs ? t->u.cmdbuf.num_allocs : 1) *
-                                       sizeof(kiln_devptr_t));
+  t->u.cmdbuf.bases = kiln_realloc(
+      t->u.cmdbuf.bases,
+      (size_t)(t->u.cmdbuf.num_allocs ? t->u.cmdbuf.num_allocs : 1) * sizeof(kiln_devptr_t));
   t->u.cmdbuf.entry_id = 0; /* bases not yet known */
   return NULL;
 }
@@ -86,7 +90,8 @@ static void remember_bases(kiln_thunk_t *t, const kiln_buffer_table_t *b, uint64
     t->u.cmdbuf.bases[i] = b->bases[t->u.cmdbuf.allocs[i]]; /* valid: the list resolved */
 }
 
-kiln_status kiln_command_buffer_thunk_initialize(kiln_thunk_t *t, const kiln_thunk_init_params_t *p) {
+kiln_status kiln_command_buffer_thunk_initialize(kiln_thunk_t *t,
+                                                 const kiln_thunk_init_params_t *p) {
   KILN_RETURN_IF_ERROR(kiln_thunk_seq_initialize(&t->u.cmdbuf.seq, p), "in command buffer %s",
                        t->name);
   t->u.cmdbuf.use_cache = kiln_device_cmd_cache(p->device) != NULL;
@@ -130,10 +135,13 @@ static kiln_status convert_children(kiln_thunk_t *t, size_t min_run, size_t *mad
       return kiln_command_buffer_convert(&t->u.loop.body, min_run, made);
     case KILN_THUNK_CONDITIONAL:
       for (int i = 0; i < t->u.cond.num_branches; i++)
-        KILN_RETURN_IF_ERROR_PLAIN(kiln_command_buffer_convert(&t->u.cond.branches[i], min_run, made));
+        KILN_RETURN_IF_ERROR_PLAIN(
+            kiln_command_buffer_convert(&t->u.cond.branches[i], min_run, made));
       return NULL;
-    case KILN_THUNK_SEQUENTIAL: return kiln_command_buffer_convert(&t->u.sequential.seq, min_run, made);
-    default: return NULL;
+    case KILN_THUNK_SEQUENTIAL:
+      return kiln_command_buffer_convert(&t->u.sequential.seq, min_run, made);
+    default:
+      return NULL;
   }
 }
 

@@ -27,8 +27,10 @@ kiln_cmd_action_t kiln_command_buffer_thunk_last_action(const kiln_thunk_t *t);
 kiln_status kiln_command_buffer_convert(kiln_thunk_seq_t *seq, size_t min_run, size_t *made);
 
 /* Stages, called from thunk.c. */
-kiln_status kiln_command_buffer_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_t *p);
-kiln_status kiln_command_buffer_thunk_initialize(kiln_thunk_t *t, const kiln_thunk_init_params_t *p);
+kiln_status kiln_command_buffer_thunk_prepare(kiln_thunk_t *t,
+                                              const kiln_thunk_prepare_params_t *p);
+kiln_status kiln_command_buffer_thunk_initialize(kiln_thunk_t *t,
+                                                 const kiln_thunk_init_params_t *p);
 kiln_status kiln_command_buffer_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *p);
 
 #endif /* KILN_RUNTIME_COMMAND_BUFFER_THUNK_H_ */

@@ -16,8 +16,10 @@
 
 const char *kiln_device_kind_name(kiln_device_kind_t k) {
   switch (k) {
-    case KILN_DEVICE_HOST: return "host";
-    case KILN_DEVICE_CUDA: return "cuda";
+    case KILN_DEVICE_HOST:
+      return "host";
+    case KILN_DEVICE_CUDA:
+      return "cuda";
   }
   return "?";
 }
@@ -31,7 +33,9 @@ uint64_t kiln_kernel_next_uid(void) {
   return atomic_fetch_add(&next, 1);
 }
 
-size_t kiln_gemm_dtype_size(kiln_gemm_dtype_t t) { return t == KILN_GEMM_F64 ? 8 : 4; }
+size_t kiln_gemm_dtype_size(kiln_gemm_dtype_t t) {
+  return t == KILN_GEMM_F64 ? 8 : 4;
+}
 
 static bool mul_ok(int64_t a, int64_t b, int64_t *out) {
   return !__builtin_mul_overflow(a, b, out) && *out >= 0;
@@ -147,8 +151,7 @@ kiln_status kiln_stream_memcpy_d2d(kiln_stream_t *s, kiln_devptr_t dst, kiln_dev
   return s->device->vt->memcpy_d2d(s, dst, src, n);
 }
 
-kiln_status kiln_stream_memcpy_h2d(kiln_stream_t *s, kiln_devptr_t dst, const void *src,
-                                   size_t n) {
+kiln_status kiln_stream_memcpy_h2d(kiln_stream_t *s, kiln_devptr_t dst, const void *src, size_t n) {
   CHECK_STREAM(s);
   if (n == 0) return NULL;
   if (!dst || !src) return KILN_ERR_INVALID("memcpy h2d: NULL address");
@@ -162,8 +165,8 @@ kiln_status kiln_stream_memcpy_d2h(kiln_stream_t *s, void *dst, kiln_devptr_t sr
   return s->device->vt->memcpy_d2h(s, dst, src, n);
 }
 
-kiln_status kiln_stream_memset(kiln_stream_t *s, kiln_devptr_t dst, uint32_t pattern,
-                               int elem_size, size_t count) {
+kiln_status kiln_stream_memset(kiln_stream_t *s, kiln_devptr_t dst, uint32_t pattern, int elem_size,
+                               size_t count) {
   CHECK_STREAM(s);
   if (elem_size != 1 && elem_size != 2 && elem_size != 4)
     return KILN_ERR_INVALID("memset: element size %d (expected 1, 2 or 4)", elem_size);

@@ -115,8 +115,8 @@ typedef struct kiln_device_vtable {
   kiln_status (*launch)(kiln_stream_t *s, const kiln_kernel_t *k, const kiln_launch_dims_t *d,
                         const uint64_t *args, int num_args);
   /* (optional) UNIMPLEMENTED when NULL. */
-  kiln_status (*gemm)(kiln_stream_t *s, const kiln_gemm_desc_t *g, kiln_devptr_t a,
-                      kiln_devptr_t b, kiln_devptr_t c);
+  kiln_status (*gemm)(kiln_stream_t *s, const kiln_gemm_desc_t *g, kiln_devptr_t a, kiln_devptr_t b,
+                      kiln_devptr_t c);
 
   kiln_status (*event_create)(kiln_device_t *dev, kiln_event_t **out);
   void (*event_destroy)(kiln_event_t *e);
@@ -176,11 +176,10 @@ void kiln_stream_destroy(kiln_stream_t *s);
 kiln_status kiln_stream_synchronize(kiln_stream_t *s);
 kiln_status kiln_stream_memcpy_d2d(kiln_stream_t *s, kiln_devptr_t dst, kiln_devptr_t src,
                                    size_t n);
-kiln_status kiln_stream_memcpy_h2d(kiln_stream_t *s, kiln_devptr_t dst, const void *src,
-                                   size_t n);
+kiln_status kiln_stream_memcpy_h2d(kiln_stream_t *s, kiln_devptr_t dst, const void *src, size_t n);
 kiln_status kiln_stream_memcpy_d2h(kiln_stream_t *s, void *dst, kiln_devptr_t src, size_t n);
-kiln_status kiln_stream_memset(kiln_stream_t *s, kiln_devptr_t dst, uint32_t pattern,
-                               int elem_size, size_t count);
+kiln_status kiln_stream_memset(kiln_stream_t *s, kiln_devptr_t dst, uint32_t pattern, int elem_size,
+                               size_t count);
 kiln_status kiln_stream_launch(kiln_stream_t *s, const kiln_kernel_t *k,
                                const kiln_launch_dims_t *d, const uint64_t *args, int num_args);
 kiln_status kiln_stream_gemm(kiln_stream_t *s, const kiln_gemm_desc_t *g, kiln_devptr_t a,

@@ -9,15 +9,24 @@
 
 const char *kiln_thunk_kind_name(kiln_thunk_kind_t k) {
   switch (k) {
-    case KILN_THUNK_KERNEL: return "kernel";
-    case KILN_THUNK_COPY: return "copy";
-    case KILN_THUNK_MEMSET: return "memset";
-    case KILN_THUNK_GEMM: return "gemm";
-    case KILN_THUNK_CUSTOM_CALL: return "custom-call";
-    case KILN_THUNK_WHILE: return "while";
-    case KILN_THUNK_CONDITIONAL: return "conditional";
-    case KILN_THUNK_SEQUENTIAL: return "sequential";
-    case KILN_THUNK_COMMAND_BUFFER: return "command-buffer";
+    case KILN_THUNK_KERNEL:
+      return "kernel";
+    case KILN_THUNK_COPY:
+      return "copy";
+    case KILN_THUNK_MEMSET:
+      return "memset";
+    case KILN_THUNK_GEMM:
+      return "gemm";
+    case KILN_THUNK_CUSTOM_CALL:
+      return "custom-call";
+    case KILN_THUNK_WHILE:
+      return "while";
+    case KILN_THUNK_CONDITIONAL:
+      return "conditional";
+    case KILN_THUNK_SEQUENTIAL:
+      return "sequential";
+    case KILN_THUNK_COMMAND_BUFFER:
+      return "command-buffer";
   }
   return "?";
 }
@@ -28,7 +37,9 @@ static const char *copy_kind_name(kiln_copy_kind_t k) {
 
 /* ---- sequences ----------------------------------------------------------------------------- */
 
-void kiln_thunk_seq_init(kiln_thunk_seq_t *s) { memset(s, 0, sizeof(*s)); }
+void kiln_thunk_seq_init(kiln_thunk_seq_t *s) {
+  memset(s, 0, sizeof(*s));
+}
 
 void kiln_thunk_seq_push(kiln_thunk_seq_t *s, kiln_thunk_t *t) {
   if (s->len == s->cap) {
@@ -105,8 +116,8 @@ kiln_thunk_t *kiln_thunk_memset_create(const char *name, kiln_slice_t dst, uint3
   return t;
 }
 
-kiln_thunk_t *kiln_thunk_gemm_create(const char *name, const kiln_gemm_desc_t *desc,
-                                     kiln_slice_t a, kiln_slice_t b, kiln_slice_t c) {
+kiln_thunk_t *kiln_thunk_gemm_create(const char *name, const kiln_gemm_desc_t *desc, kiln_slice_t a,
+                                     kiln_slice_t b, kiln_slice_t c) {
   kiln_thunk_t *t = thunk_new(KILN_THUNK_GEMM, name);
   if (desc) t->u.gemm.desc = *desc;
   t->u.gemm.a = a;
@@ -132,9 +143,8 @@ kiln_thunk_t *kiln_thunk_custom_call_create(const char *name, const char *target
   return t;
 }
 
-kiln_thunk_t *kiln_thunk_while_create(const char *name, kiln_thunk_seq_t *cond,
-                                      kiln_slice_t pred, kiln_thunk_seq_t *body,
-                                      int64_t max_iterations) {
+kiln_thunk_t *kiln_thunk_while_create(const char *name, kiln_thunk_seq_t *cond, kiln_slice_t pred,
+                                      kiln_thunk_seq_t *body, int64_t max_iterations) {
   kiln_thunk_t *t = thunk_new(KILN_THUNK_WHILE, name);
   t->u.loop.cond = seq_take(cond);
   t->u.loop.body = seq_take(body);
@@ -179,9 +189,14 @@ void kiln_thunk_release(kiln_thunk_t *t) {
       for (int i = 0; i < t->u.cond.num_branches; i++)
         kiln_thunk_seq_release(&t->u.cond.branches[i]);
       break;
-    case KILN_THUNK_SEQUENTIAL: kiln_thunk_seq_release(&t->u.sequential.seq); break;
-    case KILN_THUNK_COMMAND_BUFFER: kiln_thunk_seq_release(&t->u.cmdbuf.seq); break;
-    default: break;
+    case KILN_THUNK_SEQUENTIAL:
+      kiln_thunk_seq_release(&t->u.sequential.seq);
+      break;
+    case KILN_THUNK_COMMAND_BUFFER:
+      kiln_thunk_seq_release(&t->u.cmdbuf.seq);
+      break;
+    default:
+      break;
   }
 }
 
@@ -210,14 +225,17 @@ void kiln_thunk_destroy(kiln_thunk_t *t) {
       for (int i = 0; i < t->u.cond.num_branches; i++) kiln_thunk_seq_free(&t->u.cond.branches[i]);
       kiln_free(t->u.cond.branches);
       break;
-    case KILN_THUNK_SEQUENTIAL: kiln_thunk_seq_free(&t->u.sequential.seq); break;
+    case KILN_THUNK_SEQUENTIAL:
+      kiln_thunk_seq_free(&t->u.sequential.seq);
+      break;
     case KILN_THUNK_COMMAND_BUFFER:
       kiln_thunk_seq_free(&t->u.cmdbuf.seq);
       kiln_cmd_list_free(&t->u.cmdbuf.list);
       kiln_free(t->u.cmdbuf.allocs);
       kiln_free(t->u.cmdbuf.bases);
       break;
-    default: break;
+    default:
+      break;
   }
   kiln_free(t->name);
   kiln_free(t);
@@ -228,15 +246,15 @@ void kiln_thunk_destroy(kiln_thunk_t *t) {
 static kiln_status check_slice(const kiln_thunk_t *t, const char *what, kiln_slice_t s,
                                const kiln_thunk_prepare_params_t *p) {
   if (s.allocation < 0 || s.allocation >= p->num_allocations)
-    return KILN_ERR_INVALID("%s %s: %s names allocation %d; there are %d", kiln_thunk_kind_name(t->kind),
-                            t->name, what, s.allocation, p->num_allocations);
+    return KILN_ERR_INVALID("%s %s: %s names allocation %d; there are %d",
+                            kiln_thunk_kind_name(t->kind), t->name, what, s.allocation,
+                            p->num_allocations);
   uint64_t cap = p->allocation_sizes[s.allocation];
   if (s.offset < 0 || s.size < 0 || (uint64_t)s.offset > cap ||
       (uint64_t)s.size > cap - (uint64_t)s.offset)
-    return KILN_ERR_INVALID("%s %s: %s [%" PRId64 ", +%" PRId64 ") exceeds allocation %d (%" PRIu64
-                            " bytes)",
-                            kiln_thunk_kind_name(t->kind), t->name, what, s.offset, s.size,
-                            s.allocation, cap);
+    return KILN_ERR_INVALID(
+        "%s %s: %s [%" PRId64 ", +%" PRId64 ") exceeds allocation %d (%" PRIu64 " bytes)",
+        kiln_thunk_kind_name(t->kind), t->name, what, s.offset, s.size, s.allocation, cap);
   return NULL;
 }
 
@@ -264,7 +282,8 @@ kiln_status kiln_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_
       if (t->u.copy.dir != KILN_COPY_D2H) {
         CHECK_SLICE("destination", t->u.copy.dst);
         if (t->u.copy.dst.size < t->u.copy.size)
-          return KILN_ERR_INVALID("copy %s: destination slice holds %" PRId64 " bytes, copying %" PRId64,
+          return KILN_ERR_INVALID("copy %s: destination slice holds %" PRId64
+                                  " bytes, copying %" PRId64,
                                   t->name, t->u.copy.dst.size, t->u.copy.size);
       }
       if (t->u.copy.dir != KILN_COPY_D2D && !t->u.copy.host && t->u.copy.size)
@@ -282,7 +301,8 @@ kiln_status kiln_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_
     }
     case KILN_THUNK_GEMM: {
       size_t a, b, c;
-      KILN_RETURN_IF_ERROR(kiln_gemm_desc_check(&t->u.gemm.desc, &a, &b, &c), "in gemm %s", t->name);
+      KILN_RETURN_IF_ERROR(kiln_gemm_desc_check(&t->u.gemm.desc, &a, &b, &c), "in gemm %s",
+                           t->name);
       CHECK_SLICE("A", t->u.gemm.a);
       CHECK_SLICE("B", t->u.gemm.b);
       CHECK_SLICE("C", t->u.gemm.c);
@@ -290,21 +310,26 @@ kiln_status kiln_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_
           (uint64_t)t->u.gemm.c.size < c)
         return KILN_ERR_INVALID("gemm %s: operand slices (%" PRId64 ", %" PRId64 ", %" PRId64
                                 " bytes) are smaller than the operands (%zu, %zu, %zu)",
-                                t->name, t->u.gemm.a.size, t->u.gemm.b.size, t->u.gemm.c.size, a, b, c);
+                                t->name, t->u.gemm.a.size, t->u.gemm.b.size, t->u.gemm.c.size, a, b,
+                                c);
       return NULL;
     }
     case KILN_THUNK_CUSTOM_CALL:
       if (!t->u.custom.fn)
         return kiln_status_make(KILN_UNIMPLEMENTED, "custom call %s: no handler for target '%s'",
                                 t->name, t->u.custom.target);
-      for (int i = 0; i < t->u.custom.num_operands; i++) CHECK_SLICE("operand", t->u.custom.operands[i]);
-      for (int i = 0; i < t->u.custom.num_results; i++) CHECK_SLICE("result", t->u.custom.results[i]);
+      for (int i = 0; i < t->u.custom.num_operands; i++)
+        CHECK_SLICE("operand", t->u.custom.operands[i]);
+      for (int i = 0; i < t->u.custom.num_results; i++)
+        CHECK_SLICE("result", t->u.custom.results[i]);
       return NULL;
     case KILN_THUNK_WHILE:
       CHECK_SLICE("pred", t->u.loop.pred);
       if (t->u.loop.pred.size < 1) return KILN_ERR_INVALID("while %s: empty pred slice", t->name);
-      KILN_RETURN_IF_ERROR(kiln_thunk_seq_prepare(&t->u.loop.cond, p), "in the condition of while %s", t->name);
-      KILN_RETURN_IF_ERROR(kiln_thunk_seq_prepare(&t->u.loop.body, p), "in the body of while %s", t->name);
+      KILN_RETURN_IF_ERROR(kiln_thunk_seq_prepare(&t->u.loop.cond, p),
+                           "in the condition of while %s", t->name);
+      KILN_RETURN_IF_ERROR(kiln_thunk_seq_prepare(&t->u.loop.body, p), "in the body of while %s",
+                           t->name);
       return NULL;
     case KILN_THUNK_CONDITIONAL:
       if (t->u.cond.num_branches < 1 || (t->u.cond.index_is_pred && t->u.cond.num_branches != 2))
@@ -317,8 +342,10 @@ kiln_status kiln_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_
         KILN_RETURN_IF_ERROR(kiln_thunk_seq_prepare(&t->u.cond.branches[i], p),
                              "in branch %d of conditional %s", i, t->name);
       return NULL;
-    case KILN_THUNK_SEQUENTIAL: return kiln_thunk_seq_prepare(&t->u.sequential.seq, p);
-    case KILN_THUNK_COMMAND_BUFFER: return kiln_command_buffer_thunk_prepare(t, p);
+    case KILN_THUNK_SEQUENTIAL:
+      return kiln_thunk_seq_prepare(&t->u.sequential.seq, p);
+    case KILN_THUNK_COMMAND_BUFFER:
+      return kiln_command_buffer_thunk_prepare(t, p);
   }
   return KILN_ERR_INTERNAL("thunk %s: unknown kind %d", t->name, (int)t->kind);
 }
@@ -334,9 +361,10 @@ kiln_status kiln_thunk_initialize(kiln_thunk_t *t, const kiln_thunk_init_params_
         return KILN_ERR_INVALID("kernel thunk %s: no module to find '%s' in", t->name,
                                 t->u.kernel.kernel_name);
       if (t->u.kernel.module->device != p->device)
-        return KILN_ERR_INVALID("kernel thunk %s: its module was loaded on another device", t->name);
-      KILN_RETURN_IF_ERROR(kiln_device_module_get_kernel(t->u.kernel.module, t->u.kernel.kernel_name,
-                                                         &t->u.kernel.kernel),
+        return KILN_ERR_INVALID("kernel thunk %s: its module was loaded on another device",
+                                t->name);
+      KILN_RETURN_IF_ERROR(kiln_device_module_get_kernel(
+                               t->u.kernel.module, t->u.kernel.kernel_name, &t->u.kernel.kernel),
                            "while initializing kernel thunk %s", t->name);
       return NULL;
     case KILN_THUNK_WHILE:
@@ -354,9 +382,12 @@ kiln_status kiln_thunk_initialize(kiln_thunk_t *t, const kiln_thunk_init_params_
       for (int i = 0; i < t->u.cond.num_branches; i++)
         KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_seq_initialize(&t->u.cond.branches[i], p));
       return NULL;
-    case KILN_THUNK_SEQUENTIAL: return kiln_thunk_seq_initialize(&t->u.sequential.seq, p);
-    case KILN_THUNK_COMMAND_BUFFER: return kiln_command_buffer_thunk_initialize(t, p);
-    default: return NULL;
+    case KILN_THUNK_SEQUENTIAL:
+      return kiln_thunk_seq_initialize(&t->u.sequential.seq, p);
+    case KILN_THUNK_COMMAND_BUFFER:
+      return kiln_command_buffer_thunk_initialize(t, p);
+    default:
+      return NULL;
   }
 }
 
@@ -384,8 +415,8 @@ static kiln_status resolve_kernel_args(const kiln_thunk_t *t, const kiln_buffer_
 }
 
 /* Reads `n` bytes at `s` back to `host` (synchronizes the stream). */
-static kiln_status read_back(const kiln_thunk_exec_params_t *p, const kiln_thunk_t *t, kiln_slice_t s,
-                             void *host, size_t n) {
+static kiln_status read_back(const kiln_thunk_exec_params_t *p, const kiln_thunk_t *t,
+                             kiln_slice_t s, void *host, size_t n) {
   kiln_devptr_t src;
   KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, s, &src));
   KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_memcpy_d2h(p->stream, host, src, n));
@@ -395,7 +426,8 @@ static kiln_status read_back(const kiln_thunk_exec_params_t *p, const kiln_thunk
 }
 
 kiln_status kiln_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *p) {
-  if (!t || !p || !p->stream || !p->buffers) return KILN_ERR_INVALID("thunk execute: NULL argument");
+  if (!t || !p || !p->stream || !p->buffers)
+    return KILN_ERR_INVALID("thunk execute: NULL argument");
   switch (t->kind) {
     case KILN_THUNK_KERNEL: {
       if (!t->u.kernel.kernel)
@@ -405,16 +437,18 @@ kiln_status kiln_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *
       if (t->u.kernel.num_args > KILN_KERNEL_MAX_ARGS)
         return KILN_ERR_INVALID("kernel %s: too many arguments", t->name);
       KILN_RETURN_IF_ERROR_PLAIN(resolve_kernel_args(t, p->buffers, args));
-      KILN_RETURN_IF_ERROR(kiln_stream_launch(p->stream, t->u.kernel.kernel, &t->u.kernel.dims, args,
-                                              t->u.kernel.num_args),
+      KILN_RETURN_IF_ERROR(kiln_stream_launch(p->stream, t->u.kernel.kernel, &t->u.kernel.dims,
+                                              args, t->u.kernel.num_args),
                            "in kernel thunk %s", t->name);
       return NULL;
     }
     case KILN_THUNK_COPY: {
       kiln_devptr_t src = 0, dst = 0;
       size_t n = (size_t)t->u.copy.size;
-      if (t->u.copy.dir != KILN_COPY_H2D) KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, t->u.copy.src, &src));
-      if (t->u.copy.dir != KILN_COPY_D2H) KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, t->u.copy.dst, &dst));
+      if (t->u.copy.dir != KILN_COPY_H2D)
+        KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, t->u.copy.src, &src));
+      if (t->u.copy.dir != KILN_COPY_D2H)
+        KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, t->u.copy.dst, &dst));
       if (t->u.copy.dir == KILN_COPY_D2D) return kiln_stream_memcpy_d2d(p->stream, dst, src, n);
       if (t->u.copy.dir == KILN_COPY_H2D)
         return kiln_stream_memcpy_h2d(p->stream, dst, t->u.copy.host, n);
@@ -431,8 +465,8 @@ kiln_status kiln_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *
       KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, t->u.gemm.a, &a));
       KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, t->u.gemm.b, &b));
       KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, t->u.gemm.c, &c));
-      KILN_RETURN_IF_ERROR(kiln_stream_gemm(p->stream, &t->u.gemm.desc, a, b, c), "in gemm thunk %s",
-                           t->name);
+      KILN_RETURN_IF_ERROR(kiln_stream_gemm(p->stream, &t->u.gemm.desc, a, b, c),
+                           "in gemm thunk %s", t->name);
       return NULL;
     }
     case KILN_THUNK_CUSTOM_CALL: {
@@ -440,7 +474,8 @@ kiln_status kiln_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *
         return kiln_status_make(KILN_UNIMPLEMENTED, "custom call %s: no handler for target '%s'",
                                 t->name, t->u.custom.target);
       int no = t->u.custom.num_operands, nr = t->u.custom.num_results;
-      kiln_devptr_t *ptrs = kiln_malloc((size_t)(no + nr > 0 ? no + nr : 1) * sizeof(kiln_devptr_t));
+      kiln_devptr_t *ptrs =
+          kiln_malloc((size_t)(no + nr > 0 ? no + nr : 1) * sizeof(kiln_devptr_t));
       kiln_status s = NULL;
       for (int i = 0; !s && i < no; i++) s = resolve(p, t, t->u.custom.operands[i], &ptrs[i]);
       for (int i = 0; !s && i < nr; i++) s = resolve(p, t, t->u.custom.results[i], &ptrs[no + i]);
@@ -455,7 +490,8 @@ kiln_status kiln_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *
       int64_t trips = 0;
       for (;;) {
         KILN_RETURN_IF_ERROR(kiln_thunk_seq_execute(&t->u.loop.cond, p),
-                             "in the condition of while %s (iteration %" PRId64 ")", t->name, trips);
+                             "in the condition of while %s (iteration %" PRId64 ")", t->name,
+                             trips);
         KILN_RETURN_IF_ERROR_PLAIN(read_back(p, t, t->u.loop.pred, t->u.loop.host_pred, 1));
         if (!*(const uint8_t *)t->u.loop.host_pred) break;
         if (t->u.loop.max_iterations > 0 && trips >= t->u.loop.max_iterations)
@@ -488,24 +524,29 @@ kiln_status kiln_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *
                            "in branch %d of conditional %s", branch, t->name);
       return NULL;
     }
-    case KILN_THUNK_SEQUENTIAL: return kiln_thunk_seq_execute(&t->u.sequential.seq, p);
-    case KILN_THUNK_COMMAND_BUFFER: return kiln_command_buffer_thunk_execute(t, p);
+    case KILN_THUNK_SEQUENTIAL:
+      return kiln_thunk_seq_execute(&t->u.sequential.seq, p);
+    case KILN_THUNK_COMMAND_BUFFER:
+      return kiln_command_buffer_thunk_execute(t, p);
   }
   return KILN_ERR_INTERNAL("thunk %s: unknown kind %d", t->name, (int)t->kind);
 }
 
 kiln_status kiln_thunk_seq_prepare(kiln_thunk_seq_t *s, const kiln_thunk_prepare_params_t *p) {
-  for (size_t i = 0; i < s->len; i++) KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_prepare(s->items[i], p));
+  for (size_t i = 0; i < s->len; i++)
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_prepare(s->items[i], p));
   return NULL;
 }
 
 kiln_status kiln_thunk_seq_initialize(kiln_thunk_seq_t *s, const kiln_thunk_init_params_t *p) {
-  for (size_t i = 0; i < s->len; i++) KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_initialize(s->items[i], p));
+  for (size_t i = 0; i < s->len; i++)
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_initialize(s->items[i], p));
   return NULL;
 }
 
 kiln_status kiln_thunk_seq_execute(kiln_thunk_seq_t *s, const kiln_thunk_exec_params_t *p) {
-  for (size_t i = 0; i < s->len; i++) KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_execute(s->items[i], p));
+  for (size_t i = 0; i < s->len; i++)
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_execute(s->items[i], p));
   return NULL;
 }
 
@@ -515,9 +556,12 @@ bool kiln_thunk_is_convertible(const kiln_thunk_t *t) {
   switch (t->kind) {
     case KILN_THUNK_KERNEL:
     case KILN_THUNK_MEMSET:
-    case KILN_THUNK_GEMM: return true;
-    case KILN_THUNK_COPY: return t->u.copy.dir == KILN_COPY_D2D;
-    default: return false;
+    case KILN_THUNK_GEMM:
+      return true;
+    case KILN_THUNK_COPY:
+      return t->u.copy.dir == KILN_COPY_D2D;
+    default:
+      return false;
   }
 }
 
@@ -530,20 +574,24 @@ kiln_status kiln_thunk_append_commands(const kiln_thunk_t *t, const kiln_buffer_
                                 t->name);
       uint64_t args[KILN_KERNEL_MAX_ARGS];
       KILN_RETURN_IF_ERROR_PLAIN(resolve_kernel_args(t, buffers, args));
-      kiln_cmd_list_push_kernel(list, t->u.kernel.kernel, &t->u.kernel.dims, args, t->u.kernel.num_args);
+      kiln_cmd_list_push_kernel(list, t->u.kernel.kernel, &t->u.kernel.dims, args,
+                                t->u.kernel.num_args);
       return NULL;
     }
     case KILN_THUNK_COPY: {
       if (t->u.copy.dir != KILN_COPY_D2D) break;
       kiln_devptr_t src, dst;
-      KILN_RETURN_IF_ERROR(kiln_buffer_table_resolve(buffers, t->u.copy.src, &src), "copy %s", t->name);
-      KILN_RETURN_IF_ERROR(kiln_buffer_table_resolve(buffers, t->u.copy.dst, &dst), "copy %s", t->name);
+      KILN_RETURN_IF_ERROR(kiln_buffer_table_resolve(buffers, t->u.copy.src, &src), "copy %s",
+                           t->name);
+      KILN_RETURN_IF_ERROR(kiln_buffer_table_resolve(buffers, t->u.copy.dst, &dst), "copy %s",
+                           t->name);
       kiln_cmd_list_push_memcpy(list, dst, src, (uint64_t)t->u.copy.size);
       return NULL;
     }
     case KILN_THUNK_MEMSET: {
       kiln_devptr_t dst;
-      KILN_RETURN_IF_ERROR(kiln_buffer_table_resolve(buffers, t->u.memset.dst, &dst), "memset %s", t->name);
+      KILN_RETURN_IF_ERROR(kiln_buffer_table_resolve(buffers, t->u.memset.dst, &dst), "memset %s",
+                           t->name);
       kiln_cmd_list_push_memset(list, dst, t->u.memset.pattern, t->u.memset.elem_size,
                                 (uint64_t)t->u.memset.dst.size / (uint64_t)t->u.memset.elem_size);
       return NULL;
@@ -556,7 +604,8 @@ kiln_status kiln_thunk_append_commands(const kiln_thunk_t *t, const kiln_buffer_
       kiln_cmd_list_push_gemm(list, &t->u.gemm.desc, a, b, c);
       return NULL;
     }
-    default: break;
+    default:
+      break;
   }
   return KILN_ERR_INVALID("%s thunk %s cannot be recorded into a command buffer",
                           kiln_thunk_kind_name(t->kind), t->name);
@@ -588,7 +637,8 @@ static void print_thunk(kiln_strbuf_t *b, const kiln_thunk_t *t, int indent) {
       return;
     }
     case KILN_THUNK_COPY:
-      kiln_strbuf_printf(b, " %s %" PRId64 " bytes ", copy_kind_name(t->u.copy.dir), t->u.copy.size);
+      kiln_strbuf_printf(b, " %s %" PRId64 " bytes ", copy_kind_name(t->u.copy.dir),
+                         t->u.copy.size);
       if (t->u.copy.dir == KILN_COPY_H2D)
         kiln_strbuf_append(b, "host");
       else

@@ -58,7 +58,7 @@ typedef struct kiln_thunk_seq {
 
 void kiln_thunk_seq_init(kiln_thunk_seq_t *s);
 void kiln_thunk_seq_push(kiln_thunk_seq_t *s, kiln_thunk_t *t); /* takes ownership */
-void kiln_thunk_seq_free(kiln_thunk_seq_t *s);                 /* destroys the thunks */
+void kiln_thunk_seq_free(kiln_thunk_seq_t *s);                  /* destroys the thunks */
 
 /* A kernel argument: a slice's address or an 8-byte scalar. */
 typedef struct kiln_kernel_arg {
@@ -88,7 +88,7 @@ struct kiln_thunk {
     struct {
       kiln_device_module_t *module; /* borrowed */
       char *kernel_name;
-      const kiln_kernel_t *kernel;  /* resolved at initialize */
+      const kiln_kernel_t *kernel; /* resolved at initialize */
       kiln_launch_dims_t dims;
       int num_args;
       kiln_kernel_arg_t *args;
@@ -121,7 +121,7 @@ struct kiln_thunk {
       kiln_slice_t pred;      /* 1-byte pred written by `cond` */
       int64_t max_iterations; /* 0: unbounded; else exceeding it is an error */
       int64_t last_trip_count;
-      void *host_pred;        /* pinned, from initialize */
+      void *host_pred; /* pinned, from initialize */
       kiln_device_t *host_dev;
     } loop;
     struct {
@@ -140,7 +140,7 @@ struct kiln_thunk {
       kiln_thunk_seq_t seq; /* convertible thunks only */
       kiln_cmd_list_t list; /* rebuilt each execution; keeps its capacity */
       kiln_cmd_action_t last_action;
-      bool use_cache;       /* decided at initialize */
+      bool use_cache; /* decided at initialize */
       /* Fast path: the allocations the commands use (from prepare) and their base addresses
        * when entry `entry_id` last ran; unchanged bases mean unchanged commands. */
       int32_t *allocs;
@@ -160,17 +160,16 @@ kiln_thunk_t *kiln_thunk_copy_create(const char *name, kiln_copy_kind_t dir, kil
                                      kiln_slice_t dst, void *host, int64_t size);
 kiln_thunk_t *kiln_thunk_memset_create(const char *name, kiln_slice_t dst, uint32_t pattern,
                                        int elem_size);
-kiln_thunk_t *kiln_thunk_gemm_create(const char *name, const kiln_gemm_desc_t *desc,
-                                     kiln_slice_t a, kiln_slice_t b, kiln_slice_t c);
+kiln_thunk_t *kiln_thunk_gemm_create(const char *name, const kiln_gemm_desc_t *desc, kiln_slice_t a,
+                                     kiln_slice_t b, kiln_slice_t c);
 kiln_thunk_t *kiln_thunk_custom_call_create(const char *name, const char *target,
                                             kiln_custom_call_fn fn, void *ctx,
                                             const kiln_slice_t *operands, int num_operands,
                                             const kiln_slice_t *results, int num_results,
                                             bool graph_compatible);
 /* Takes over `cond` and `body` (they are reset to empty). */
-kiln_thunk_t *kiln_thunk_while_create(const char *name, kiln_thunk_seq_t *cond,
-                                      kiln_slice_t pred, kiln_thunk_seq_t *body,
-                                      int64_t max_iterations);
+kiln_thunk_t *kiln_thunk_while_create(const char *name, kiln_thunk_seq_t *cond, kiln_slice_t pred,
+                                      kiln_thunk_seq_t *body, int64_t max_iterations);
 /* Takes over the `num_branches` sequences of `branches` (each reset to empty). */
 kiln_thunk_t *kiln_thunk_conditional_create(const char *name, kiln_slice_t index,
                                             bool index_is_pred, kiln_thunk_seq_t *branches,

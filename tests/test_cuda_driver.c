@@ -22,10 +22,10 @@
 #include "runtime/cuda/cuda_graph.h"
 #include "runtime/device.h"
 
-#define ASSERT_OK(expr)                                                      \
-  do {                                                                       \
-    kiln_status s__ = (expr);                                                \
-    if (s__) fail_msg("%s: %s", #expr, kiln_status_message(s__));            \
+#define ASSERT_OK(expr)                                           \
+  do {                                                            \
+    kiln_status s__ = (expr);                                     \
+    if (s__) fail_msg("%s: %s", #expr, kiln_status_message(s__)); \
   } while (0)
 
 static void assert_code(kiln_status s, kiln_status_code_t code) {
@@ -55,14 +55,33 @@ static void test_symbol_table_is_complete_and_well_formed(void **state) {
   }
   assert_null(kiln_cuda_symbol_name(n));
   /* What the runtime calls must be in the table. */
-  static const char *const required[] = {
-      "cuInit", "cuGetErrorString", "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent", "cuMemAlloc",
-      "cuMemAllocHost", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync",
-      "cuMemsetD32Async", "cuStreamCreate", "cuEventRecord", "cuStreamWaitEvent",
-      "cuModuleLoadDataEx", "cuModuleGetFunction", "cuFuncSetAttribute", "cuLaunchKernelEx",
-      "cuGraphCreate", "cuGraphAddKernelNode", "cuGraphAddMemcpyNode", "cuGraphAddMemsetNode",
-      "cuGraphInstantiateWithFlags", "cuGraphLaunch", "cuGraphExecKernelNodeSetParams",
-      "cuGraphExecMemcpyNodeSetParams", "cuGraphExecMemsetNodeSetParams", "cuGraphExecDestroy"};
+  static const char *const required[] = {"cuInit",
+                                         "cuGetErrorString",
+                                         "cuDevicePrimaryCtxRetain",
+                                         "cuCtxSetCurrent",
+                                         "cuMemAlloc",
+                                         "cuMemAllocHost",
+                                         "cuMemcpyHtoDAsync",
+                                         "cuMemcpyDtoHAsync",
+                                         "cuMemcpyDtoDAsync",
+                                         "cuMemsetD32Async",
+                                         "cuStreamCreate",
+                                         "cuEventRecord",
+                                         "cuStreamWaitEvent",
+                                         "cuModuleLoadDataEx",
+                                         "cuModuleGetFunction",
+                                         "cuFuncSetAttribute",
+                                         "cuLaunchKernelEx",
+                                         "cuGraphCreate",
+                                         "cuGraphAddKernelNode",
+                                         "cuGraphAddMemcpyNode",
+                                         "cuGraphAddMemsetNode",
+                                         "cuGraphInstantiateWithFlags",
+                                         "cuGraphLaunch",
+                                         "cuGraphExecKernelNodeSetParams",
+                                         "cuGraphExecMemcpyNodeSetParams",
+                                         "cuGraphExecMemsetNodeSetParams",
+                                         "cuGraphExecDestroy"};
   for (size_t r = 0; r < sizeof(required) / sizeof(required[0]); r++) {
     bool found = false;
     for (size_t i = 0; i < n && !found; i++) found = !strcmp(kiln_cuda_symbol_name(i), required[r]);
@@ -101,7 +120,8 @@ static void test_resolve_requests_every_symbol_at_the_pinned_version(void **stat
   memset(&g_fake, 0, sizeof(g_fake));
   kiln_cuda_driver_t d;
   memset(&d, 0, sizeof(d));
-  for (size_t i = 0; i < kiln_cuda_symbol_count(); i++) assert_false(kiln_cuda_symbol_is_set(&d, i));
+  for (size_t i = 0; i < kiln_cuda_symbol_count(); i++)
+    assert_false(kiln_cuda_symbol_is_set(&d, i));
   ASSERT_OK(kiln_cuda_driver_resolve(&d, fake_get_proc));
   assert_int_equal(g_fake.requests, (int)kiln_cuda_symbol_count());
   assert_int_equal(g_fake.bad_version, 0);
@@ -181,8 +201,9 @@ static void test_cuda_errors_map_to_status_codes_with_name_and_text(void **state
   memset(&d, 0, sizeof(d));
   d.cuGetErrorString = fake_error_string;
   s = kiln_cuda_status_make(&d, 2, __FILE__, __LINE__, "cuMemAlloc(%d bytes)", 64);
-  assert_string_equal(kiln_status_message(s),
-                      "cuMemAlloc(64 bytes): CUDA_ERROR_OUT_OF_MEMORY (2): driver says: out of memory");
+  assert_string_equal(
+      kiln_status_message(s),
+      "cuMemAlloc(64 bytes): CUDA_ERROR_OUT_OF_MEMORY (2): driver says: out of memory");
   assert_code(s, KILN_RESOURCE_EXHAUSTED);
   s = kiln_cuda_status_make(&d, 700, __FILE__, __LINE__, "launch");
   assert_non_null(strstr(kiln_status_message(s), "illegal memory access"));
@@ -428,9 +449,12 @@ static kiln_status fake_issue(kiln_stream_t *s, const kiln_cmd_list_t *l) {
   return NULL;
 }
 
-static const kiln_cmd_exec_ops_t fake_ops = {
-    .name = "fake", .instantiate = fake_instantiate, .update = fake_update,
-    .launch = fake_launch, .destroy = fake_destroy, .issue = fake_issue};
+static const kiln_cmd_exec_ops_t fake_ops = {.name = "fake",
+                                             .instantiate = fake_instantiate,
+                                             .update = fake_update,
+                                             .launch = fake_launch,
+                                             .destroy = fake_destroy,
+                                             .issue = fake_issue};
 
 static kiln_stream_t g_stream; /* never dereferenced by the fake */
 

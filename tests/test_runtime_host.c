@@ -61,10 +61,10 @@ static const char *const kNames[] = {"add_one", "scale2", "counter_lt", "counter
 static void *const kFns[] = {(void *)k_add_one, (void *)k_scale2, (void *)k_counter_lt,
                              (void *)k_counter_inc, (void *)k_slow_fill};
 
-#define ASSERT_OK(expr)                                                      \
-  do {                                                                       \
-    kiln_status s__ = (expr);                                                \
-    if (s__) fail_msg("%s: %s", #expr, kiln_status_message(s__));            \
+#define ASSERT_OK(expr)                                           \
+  do {                                                            \
+    kiln_status s__ = (expr);                                     \
+    if (s__) fail_msg("%s: %s", #expr, kiln_status_message(s__)); \
   } while (0)
 
 static void assert_code(kiln_status s, kiln_status_code_t code) {
@@ -226,7 +226,8 @@ static void test_host_bad_requests_are_errors_not_crashes(void **state) {
   uint64_t args[1] = {0};
   assert_code(kiln_stream_launch(f->stream, kernel(f, "add_one"), &zero, args, 1),
               KILN_INVALID_ARGUMENT);
-  assert_code(kiln_stream_launch(NULL, kernel(f, "add_one"), &zero, args, 1), KILN_INVALID_ARGUMENT);
+  assert_code(kiln_stream_launch(NULL, kernel(f, "add_one"), &zero, args, 1),
+              KILN_INVALID_ARGUMENT);
   assert_code(kiln_stream_memcpy_d2d(f->stream, 0, 8, 4), KILN_INVALID_ARGUMENT);
   kiln_device_t *none = NULL;
   assert_code(kiln_device_create("tpu", &none), KILN_INVALID_ARGUMENT);
@@ -235,13 +236,15 @@ static void test_host_bad_requests_are_errors_not_crashes(void **state) {
 
 /* ---- gemm ------------------------------------------------------------------------------ */
 
-static double ref_at(const double *m, int64_t rows, int64_t cols, bool trans, int64_t i, int64_t j) {
+static double ref_at(const double *m, int64_t rows, int64_t cols, bool trans, int64_t i,
+                     int64_t j) {
   /* element (i, j) of op(M), M stored row-major as rows x cols */
   return trans ? m[j * cols + i] : m[i * cols + j];
 }
 
-static void check_gemm(kiln_gemm_dtype_t dt, int64_t batch, int64_t m, int64_t n, int64_t k, bool ta,
-                       bool tb, double alpha, double beta, kiln_host_blas_choice_t choice) {
+static void check_gemm(kiln_gemm_dtype_t dt, int64_t batch, int64_t m, int64_t n, int64_t k,
+                       bool ta, bool tb, double alpha, double beta,
+                       kiln_host_blas_choice_t choice) {
   int64_t na = batch * m * k, nb = batch * k * n, nc = batch * m * n;
   double *A = kiln_malloc((size_t)na * 8), *B = kiln_malloc((size_t)nb * 8),
          *C = kiln_malloc((size_t)nc * 8), *R = kiln_malloc((size_t)nc * 8);
@@ -262,7 +265,8 @@ static void check_gemm(kiln_gemm_dtype_t dt, int64_t batch, int64_t m, int64_t n
     kiln_host_gemm(&g, A, B, C, choice);
     for (int64_t i = 0; i < nc; i++) assert_true(C[i] == R[i]); /* small integers: exact */
   } else {
-    float *a = kiln_malloc((size_t)na * 4), *b = kiln_malloc((size_t)nb * 4), *c = kiln_malloc((size_t)nc * 4);
+    float *a = kiln_malloc((size_t)na * 4), *b = kiln_malloc((size_t)nb * 4),
+          *c = kiln_malloc((size_t)nc * 4);
     for (int64_t i = 0; i < na; i++) a[i] = (float)A[i];
     for (int64_t i = 0; i < nb; i++) b[i] = (float)B[i];
     for (int64_t i = 0; i < nc; i++) c[i] = (float)C[i];
@@ -285,9 +289,12 @@ static void test_host_gemm_matches_reference_with_transposes_batches_and_beta(vo
   printf("[  INFO    ] host CBLAS: %s (tried: %s)\n", lib ? lib : "none, C kernel", tried);
   for (int choice = 0; choice < 2; choice++)
     for (int t = 0; t < 4; t++) {
-      check_gemm(KILN_GEMM_F32, 1, 7, 5, 3, t & 1, t & 2, 1.0, 0.0, (kiln_host_blas_choice_t)choice);
-      check_gemm(KILN_GEMM_F64, 3, 17, 9, 130, t & 1, t & 2, 2.0, 1.0, (kiln_host_blas_choice_t)choice);
-      check_gemm(KILN_GEMM_F32, 2, 33, 520, 11, t & 1, t & 2, -1.0, 0.5, (kiln_host_blas_choice_t)choice);
+      check_gemm(KILN_GEMM_F32, 1, 7, 5, 3, t & 1, t & 2, 1.0, 0.0,
+                 (kiln_host_blas_choice_t)choice);
+      check_gemm(KILN_GEMM_F64, 3, 17, 9, 130, t & 1, t & 2, 2.0, 1.0,
+                 (kiln_host_blas_choice_t)choice);
+      check_gemm(KILN_GEMM_F32, 2, 33, 520, 11, t & 1, t & 2, -1.0, 0.5,
+                 (kiln_host_blas_choice_t)choice);
     }
 }
 
@@ -341,15 +348,18 @@ static void test_thunks_kernel_copy_memset_gemm_run_in_sequence(void **state) {
   kiln_launch_dims_t d = dims1(N1 / BS);
   kiln_kernel_arg_t args[2] = {kiln_kernel_arg_slice(kiln_slice_make(0, 0, N1 * 4)),
                                kiln_kernel_arg_slice(kiln_slice_make(2, 0, N1 * 4))};
-  kiln_thunk_seq_push(&seq, kiln_thunk_kernel_create("fusion.1", f->module, "add_one", &d, args, 2));
+  kiln_thunk_seq_push(&seq,
+                      kiln_thunk_kernel_create("fusion.1", f->module, "add_one", &d, args, 2));
   /* temp -> out, then zero the first 16 bytes of out */
-  kiln_thunk_seq_push(&seq, kiln_thunk_copy_create("copy.1", KILN_COPY_D2D, kiln_slice_make(2, 0, N1 * 4),
-                                                   kiln_slice_make(1, 0, N1 * 4), NULL, N1 * 4));
+  kiln_thunk_seq_push(&seq,
+                      kiln_thunk_copy_create("copy.1", KILN_COPY_D2D, kiln_slice_make(2, 0, N1 * 4),
+                                             kiln_slice_make(1, 0, N1 * 4), NULL, N1 * 4));
   kiln_thunk_seq_push(&seq, kiln_thunk_memset_create("zero.1", kiln_slice_make(1, 0, 16), 0, 4));
   /* gemm on the first 16 floats of in viewed as 4x4: temp[1024..] = in4x4 * in4x4 */
   kiln_gemm_desc_t g = {KILN_GEMM_F32, 1, 4, 4, 4, false, false, 1.0, 0.0};
-  kiln_thunk_seq_push(&seq, kiln_thunk_gemm_create("dot.1", &g, kiln_slice_make(0, 0, 64),
-                                                   kiln_slice_make(0, 0, 64), kiln_slice_make(2, 1024, 64)));
+  kiln_thunk_seq_push(
+      &seq, kiln_thunk_gemm_create("dot.1", &g, kiln_slice_make(0, 0, 64),
+                                   kiln_slice_make(0, 0, 64), kiln_slice_make(2, 1024, 64)));
   prepare_init(f, &seq, &t);
   kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t};
   ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
@@ -364,11 +374,12 @@ static void test_thunks_kernel_copy_memset_gemm_run_in_sequence(void **state) {
   assert_true(c[1 * 4 + 2] == expect);
   kiln_strbuf_t dump = {0};
   kiln_thunk_seq_print(&dump, &seq, 0);
-  assert_string_equal(kiln_strbuf_cstr(&dump),
-                      "kernel fusion.1 add_one grid=4x1x1 block=64x1x1 args=(a0+0:1024, a2+0:1024)\n"
-                      "copy copy.1 d2d 1024 bytes a2+0:1024 -> a1+0:1024\n"
-                      "memset zero.1 0x0 x4 a1+0:16\n"
-                      "gemm dot.1 f32 batch=1 m=4 n=4 k=4 a0+0:64 x a0+0:64 -> a2+1024:64\n");
+  assert_string_equal(
+      kiln_strbuf_cstr(&dump),
+      "kernel fusion.1 add_one grid=4x1x1 block=64x1x1 args=(a0+0:1024, a2+0:1024)\n"
+      "copy copy.1 d2d 1024 bytes a2+0:1024 -> a1+0:1024\n"
+      "memset zero.1 0x0 x4 a1+0:16\n"
+      "gemm dot.1 f32 batch=1 m=4 n=4 k=4 a0+0:64 x a0+0:64 -> a2+1024:64\n");
   kiln_strbuf_free(&dump);
   kiln_thunk_seq_free(&seq);
   kiln_buffer_table_free(&t);
@@ -384,7 +395,8 @@ static void test_thunk_prepare_rejects_slices_outside_their_allocation(void **st
   assert_non_null(strstr(kiln_status_message(s), "exceeds allocation 2"));
   assert_code(s, KILN_INVALID_ARGUMENT);
   kiln_thunk_destroy(bad);
-  bad = kiln_thunk_copy_create("c", KILN_COPY_D2D, kiln_slice_make(7, 0, 4), kiln_slice_make(0, 0, 4), NULL, 4);
+  bad = kiln_thunk_copy_create("c", KILN_COPY_D2D, kiln_slice_make(7, 0, 4),
+                               kiln_slice_make(0, 0, 4), NULL, 4);
   assert_code(kiln_thunk_prepare(bad, &pp), KILN_INVALID_ARGUMENT);
   kiln_thunk_destroy(bad);
   kiln_gemm_desc_t g = {KILN_GEMM_F32, 1, 8, 8, 8, false, false, 1, 0};
@@ -401,7 +413,8 @@ static void test_thunk_prepare_rejects_slices_outside_their_allocation(void **st
   kiln_thunk_destroy(bad);
   /* A resolution past the table's end fails even without prepare. */
   kiln_devptr_t p;
-  assert_code(kiln_buffer_table_resolve(&t, kiln_slice_make(1, N1 * 4 - 2, 4), &p), KILN_INVALID_ARGUMENT);
+  assert_code(kiln_buffer_table_resolve(&t, kiln_slice_make(1, N1 * 4 - 2, 4), &p),
+              KILN_INVALID_ARGUMENT);
   kiln_buffer_table_free(&t);
 }
 
@@ -416,10 +429,12 @@ static void test_while_thunk_reads_back_pred_and_counts_trips(void **state) {
   kiln_thunk_seq_init(&body);
   kiln_thunk_seq_init(&seq);
   kiln_kernel_arg_t cargs[3] = {kiln_kernel_arg_slice(kiln_slice_make(2, 0, 4)),
-                                kiln_kernel_arg_slice(kiln_slice_make(2, 4, 1)), kiln_kernel_arg_scalar(5)};
+                                kiln_kernel_arg_slice(kiln_slice_make(2, 4, 1)),
+                                kiln_kernel_arg_scalar(5)};
   kiln_thunk_seq_push(&cond, kiln_thunk_kernel_create("lt", f->module, "counter_lt", &d, cargs, 3));
   kiln_kernel_arg_t bargs[1] = {kiln_kernel_arg_slice(kiln_slice_make(2, 0, 4))};
-  kiln_thunk_seq_push(&body, kiln_thunk_kernel_create("inc", f->module, "counter_inc", &d, bargs, 1));
+  kiln_thunk_seq_push(&body,
+                      kiln_thunk_kernel_create("inc", f->module, "counter_inc", &d, bargs, 1));
   kiln_thunk_t *w = kiln_thunk_while_create("while.1", &cond, kiln_slice_make(2, 4, 1), &body, 0);
   assert_int_equal(cond.len, 0); /* taken over */
   kiln_thunk_seq_push(&seq, w);
@@ -609,7 +624,8 @@ static void test_command_buffer_records_replays_and_patches_only_moved_commands(
   ASSERT_OK(kiln_stream_synchronize(s));
   kiln_strbuf_t dump = {0};
   kiln_thunk_seq_print(&dump, &seq, 0);
-  assert_non_null(strstr(kiln_strbuf_cstr(&dump), "command-buffer cb (4 thunks)\n  kernel k1 add_one"));
+  assert_non_null(
+      strstr(kiln_strbuf_cstr(&dump), "command-buffer cb (4 thunks)\n  kernel k1 add_one"));
   kiln_strbuf_free(&dump);
 
   kiln_thunk_seq_free(&seq);
@@ -657,7 +673,8 @@ static void test_command_buffers_disabled_by_env_issue_one_by_one(void **state) 
   (void)state;
 }
 
-static void test_command_buffers_alternating_in_a_cache_of_one_rerecord_after_eviction(void **state) {
+static void test_command_buffers_alternating_in_a_cache_of_one_rerecord_after_eviction(
+    void **state) {
   (void)state;
   setenv("KILN_COMMAND_BUFFER_CACHE_SIZE", "1", 1);
   kiln_device_t *dev;
@@ -718,7 +735,8 @@ static void test_conversion_wraps_runs_of_convertible_thunks_recursively(void **
   kiln_thunk_seq_push(&cond, K("c1"));
   kiln_thunk_seq_push(&seq, K("k1"));
   kiln_thunk_seq_push(&seq, K("k2"));
-  kiln_thunk_seq_push(&seq, kiln_thunk_while_create("w", &cond, kiln_slice_make(0, 0, 1), &body, 0));
+  kiln_thunk_seq_push(&seq,
+                      kiln_thunk_while_create("w", &cond, kiln_slice_make(0, 0, 1), &body, 0));
   kiln_thunk_seq_push(&seq, K("k3"));
   kiln_thunk_seq_push(&seq, kiln_thunk_copy_create("h2d", KILN_COPY_H2D, kiln_slice_make(0, 0, 4),
                                                    kiln_slice_make(0, 0, 4), host, 4));

@@ -14,18 +14,18 @@ typedef int cublas_status_t;
 enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
 
 /* KILN_CUBLAS_SYM(field, exported name, (parameters)) */
-#define KILN_CUBLAS_SYMBOLS(X)                                                                 \
-  X(create, "cublasCreate_v2", (cublas_handle_t * h))                                          \
-  X(destroy, "cublasDestroy_v2", (cublas_handle_t h))                                          \
-  X(set_stream, "cublasSetStream_v2", (cublas_handle_t h, CUstream s))                         \
-  X(sgemm, "cublasSgemmStridedBatched",                                                         \
-    (cublas_handle_t h, int ta, int tb, int m, int n, int k, const float *alpha, const float *a, \
-     int lda, long long sa, const float *b, int ldb, long long sb, const float *beta, float *c, \
-     int ldc, long long sc, int batch))                                                         \
-  X(dgemm, "cublasDgemmStridedBatched",                                                         \
-    (cublas_handle_t h, int ta, int tb, int m, int n, int k, const double *alpha,               \
-     const double *a, int lda, long long sa, const double *b, int ldb, long long sb,            \
-     const double *beta, double *c, int ldc, long long sc, int batch))
+#define KILN_CUBLAS_SYMBOLS(X)                                                                     \
+  X(create, "cublasCreate_v2", (cublas_handle_t * h))                                              \
+  X(destroy, "cublasDestroy_v2", (cublas_handle_t h))                                              \
+  X(set_stream, "cublasSetStream_v2", (cublas_handle_t h, CUstream s))                             \
+  X(sgemm, "cublasSgemmStridedBatched",                                                            \
+    (cublas_handle_t h, int ta, int tb, int m, int n, int k, const float *alpha, const float *a,   \
+     int lda, long long sa, const float *b, int ldb, long long sb, const float *beta, float *c,    \
+     int ldc, long long sc, int batch))                                                            \
+  X(dgemm, "cublasDgemmStridedBatched",                                                            \
+    (cublas_handle_t h, int ta, int tb, int m, int n, int k, const double *alpha, const double *a, \
+     int lda, long long sa, const double *b, int ldb, long long sb, const double *beta, double *c, \
+     int ldc, long long sc, int batch))
 
 struct kiln_cuda_blas {
   void *lib;
@@ -57,13 +57,13 @@ static kiln_status blas_load(kiln_cuda_blas_t **out) {
   kiln_cuda_blas_t *b = kiln_calloc(1, sizeof(*b));
   b->lib = lib;
   void *p;
-#define X(field, sym, params)                                                          \
-  p = dlsym(lib, sym);                                                                 \
-  if (!p) {                                                                            \
-    dlclose(lib);                                                                      \
-    kiln_free(b);                                                                      \
-    return kiln_status_make(KILN_UNAVAILABLE, "cuBLAS: symbol %s not found", sym);     \
-  }                                                                                    \
+#define X(field, sym, params)                                                      \
+  p = dlsym(lib, sym);                                                             \
+  if (!p) {                                                                        \
+    dlclose(lib);                                                                  \
+    kiln_free(b);                                                                  \
+    return kiln_status_make(KILN_UNAVAILABLE, "cuBLAS: symbol %s not found", sym); \
+  }                                                                                \
   memcpy(&b->field, &p, sizeof(p));
   KILN_CUBLAS_SYMBOLS(X)
 #undef X
@@ -86,16 +86,20 @@ void kiln_cuda_blas_destroy(kiln_cuda_blas_t *b) {
 
 kiln_status kiln_cuda_blas_gemm(kiln_cuda_device_t *d, CUstream s, const kiln_gemm_desc_t *g,
                                 CUdeviceptr a, CUdeviceptr b, CUdeviceptr c) {
-  if (g->batch > INT32_MAX) return KILN_ERR_INVALID("cuBLAS gemm: batch %lld too large", (long long)g->batch);
+  if (g->batch > INT32_MAX)
+    return KILN_ERR_INVALID("cuBLAS gemm: batch %lld too large", (long long)g->batch);
   pthread_mutex_lock(&d->mu);
   kiln_status s0 = d->blas ? NULL : blas_load(&d->blas);
   kiln_cuda_blas_t *bl = d->blas;
   pthread_mutex_unlock(&d->mu);
-  KILN_RETURN_IF_ERROR(s0, "for a %lldx%lldx%lld gemm (the emitted fallback kernel is not "
-                           "available yet)", (long long)g->m, (long long)g->n, (long long)g->k);
+  KILN_RETURN_IF_ERROR(s0,
+                       "for a %lldx%lldx%lld gemm (the emitted fallback kernel is not "
+                       "available yet)",
+                       (long long)g->m, (long long)g->n, (long long)g->k);
   const int m = (int)g->m, n = (int)g->n, k = (int)g->k;
   const int lda = g->trans_a ? m : k, ldb = g->trans_b ? k : n;
-  const int ta = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int ta = g->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+            tb = g->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   /* One handle per device: the stream is set for each call under the device lock. */
   pthread_mutex_lock(&d->mu);
   cublas_status_t st = bl->set_stream(bl->handle, s);

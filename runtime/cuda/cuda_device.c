@@ -26,9 +26,15 @@ typedef struct cuda_module {
   KILN_VEC(kiln_kernel_t *) kernels;
 } cuda_module_t;
 
-static kiln_cuda_device_t *cdev(kiln_device_t *d) { return (kiln_cuda_device_t *)d; }
-static kiln_cuda_device_t *sdev(kiln_stream_t *s) { return cdev(s->device); }
-static CUstream sstream(kiln_stream_t *s) { return ((kiln_cuda_stream_t *)s)->stream; }
+static kiln_cuda_device_t *cdev(kiln_device_t *d) {
+  return (kiln_cuda_device_t *)d;
+}
+static kiln_cuda_device_t *sdev(kiln_stream_t *s) {
+  return cdev(s->device);
+}
+static CUstream sstream(kiln_stream_t *s) {
+  return ((kiln_cuda_stream_t *)s)->stream;
+}
 
 kiln_status kiln_cuda_device_activate(kiln_cuda_device_t *d) {
   KILN_CU_RETURN_IF_ERROR(d->drv, d->drv->cuCtxSetCurrent(d->ctx), "cuCtxSetCurrent (device %d)",
@@ -144,15 +150,15 @@ kiln_status kiln_cuda_kernel_prepare_shared(kiln_cuda_device_t *d, const kiln_ke
                                             uint32_t bytes) {
   if (bytes <= KILN_CUDA_DEFAULT_SHARED_LIMIT) return NULL;
   if ((int64_t)bytes > d->shared_optin_max)
-    return KILN_ERR_INVALID("kernel %s asks for %u bytes of dynamic shared memory; device %d "
-                            "allows at most %d",
-                            k->name, bytes, d->ordinal, d->shared_optin_max);
+    return KILN_ERR_INVALID(
+        "kernel %s asks for %u bytes of dynamic shared memory; device %d "
+        "allows at most %d",
+        k->name, bytes, d->ordinal, d->shared_optin_max);
   pthread_mutex_lock(&d->mu);
   kiln_status s = NULL;
   if (k->shared_opt_in < bytes) {
-    CUresult r = d->drv->cuFuncSetAttribute((CUfunction)k->handle,
-                                            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                            (int)bytes);
+    CUresult r = d->drv->cuFuncSetAttribute(
+        (CUfunction)k->handle, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)bytes);
     if (r != CUDA_SUCCESS)
       s = kiln_cuda_status_make(d->drv, r, __FILE__, __LINE__,
                                 "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES=%u, kernel %s)",
@@ -164,24 +170,29 @@ kiln_status kiln_cuda_kernel_prepare_shared(kiln_cuda_device_t *d, const kiln_ke
   return s;
 }
 
-static kiln_status cuda_launch(kiln_stream_t *s, const kiln_kernel_t *k, const kiln_launch_dims_t *dm,
-                               const uint64_t *args, int num_args) {
+static kiln_status cuda_launch(kiln_stream_t *s, const kiln_kernel_t *k,
+                               const kiln_launch_dims_t *dm, const uint64_t *args, int num_args) {
   kiln_cuda_device_t *d = sdev(s);
   ACTIVATE(d);
   KILN_RETURN_IF_ERROR_PLAIN(kiln_cuda_kernel_prepare_shared(d, k, dm->shared_bytes));
   void *params[KILN_KERNEL_MAX_ARGS];
   for (int i = 0; i < num_args; i++) params[i] = (void *)&args[i];
   CUlaunchConfig cfg = {
-      .gridDimX = dm->grid[0], .gridDimY = dm->grid[1], .gridDimZ = dm->grid[2],
-      .blockDimX = dm->block[0], .blockDimY = dm->block[1], .blockDimZ = dm->block[2],
-      .sharedMemBytes = dm->shared_bytes, .hStream = sstream(s), .attrs = NULL, .numAttrs = 0,
+      .gridDimX = dm->grid[0],
+      .gridDimY = dm->grid[1],
+      .gridDimZ = dm->grid[2],
+      .blockDimX = dm->block[0],
+      .blockDimY = dm->block[1],
+      .blockDimZ = dm->block[2],
+      .sharedMemBytes = dm->shared_bytes,
+      .hStream = sstream(s),
+      .attrs = NULL,
+      .numAttrs = 0,
   };
-  KILN_CU_RETURN_IF_ERROR(d->drv,
-                          d->drv->cuLaunchKernelEx(&cfg, (CUfunction)k->handle,
-                                                   num_args ? params : NULL, NULL),
-                          "cuLaunchKernelEx(%s, grid %ux%ux%u, block %ux%ux%u, %u bytes shared)",
-                          k->name, dm->grid[0], dm->grid[1], dm->grid[2], dm->block[0],
-                          dm->block[1], dm->block[2], dm->shared_bytes);
+  KILN_CU_RETURN_IF_ERROR(
+      d->drv, d->drv->cuLaunchKernelEx(&cfg, (CUfunction)k->handle, num_args ? params : NULL, NULL),
+      "cuLaunchKernelEx(%s, grid %ux%ux%u, block %ux%ux%u, %u bytes shared)", k->name, dm->grid[0],
+      dm->grid[1], dm->grid[2], dm->block[0], dm->block[1], dm->block[2], dm->shared_bytes);
   return NULL;
 }
 
@@ -396,7 +407,8 @@ kiln_status kiln_cuda_device_create(int ordinal, kiln_device_t **out) {
                {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &d->shared_optin_max}};
   for (size_t i = 0; !s && i < sizeof(attrs) / sizeof(attrs[0]); i++) {
     r = drv->cuDeviceGetAttribute(attrs[i].dst, attrs[i].attr, d->dev);
-    s = kiln_cuda_status_make(drv, r, __FILE__, __LINE__, "cuDeviceGetAttribute(%d)", attrs[i].attr);
+    s = kiln_cuda_status_make(drv, r, __FILE__, __LINE__, "cuDeviceGetAttribute(%d)",
+                              attrs[i].attr);
   }
   if (!s) {
     r = drv->cuDevicePrimaryCtxRetain(&d->ctx, d->dev);

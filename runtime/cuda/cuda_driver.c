@@ -26,7 +26,9 @@ static const size_t g_symbol_offsets[] = {
 #undef KILN_CU_SYM
 };
 
-size_t kiln_cuda_symbol_count(void) { return sizeof(g_symbol_names) / sizeof(g_symbol_names[0]); }
+size_t kiln_cuda_symbol_count(void) {
+  return sizeof(g_symbol_names) / sizeof(g_symbol_names[0]);
+}
 
 const char *kiln_cuda_symbol_name(size_t i) {
   return i < kiln_cuda_symbol_count() ? g_symbol_names[i] : NULL;
@@ -64,78 +66,107 @@ kiln_status kiln_cuda_driver_resolve(kiln_cuda_driver_t *d, kiln_cu_get_proc_fn 
 /* ---- errors ------------------------------------------------------------------------------ */
 
 /* KILN_CU_ERR(name, value, kiln code, description) */
-#define KILN_CU_ERRORS(X)                                                                   \
-  X(CUDA_SUCCESS, 0, KILN_OK, "no error")                                                   \
-  X(CUDA_ERROR_INVALID_VALUE, 1, KILN_INVALID_ARGUMENT, "invalid argument")                 \
-  X(CUDA_ERROR_OUT_OF_MEMORY, 2, KILN_RESOURCE_EXHAUSTED, "out of memory")                  \
-  X(CUDA_ERROR_NOT_INITIALIZED, 3, KILN_FAILED_PRECONDITION, "initialization error")        \
-  X(CUDA_ERROR_DEINITIALIZED, 4, KILN_UNAVAILABLE, "driver shutting down")                  \
-  X(CUDA_ERROR_PROFILER_DISABLED, 5, KILN_FAILED_PRECONDITION, "profiler disabled")         \
-  X(CUDA_ERROR_STUB_LIBRARY, 34, KILN_UNAVAILABLE, "CUDA driver is a stub library")         \
-  X(CUDA_ERROR_DEVICE_UNAVAILABLE, 46, KILN_UNAVAILABLE, "CUDA-capable device(s) busy or unavailable") \
-  X(CUDA_ERROR_NO_DEVICE, 100, KILN_UNAVAILABLE, "no CUDA-capable device is detected")     \
-  X(CUDA_ERROR_INVALID_DEVICE, 101, KILN_INVALID_ARGUMENT, "invalid device ordinal")        \
-  X(CUDA_ERROR_DEVICE_NOT_LICENSED, 102, KILN_PERMISSION_DENIED, "device not licensed")     \
-  X(CUDA_ERROR_INVALID_IMAGE, 200, KILN_INVALID_ARGUMENT, "device kernel image is invalid") \
-  X(CUDA_ERROR_INVALID_CONTEXT, 201, KILN_FAILED_PRECONDITION, "invalid device context")    \
+#define KILN_CU_ERRORS(X)                                                                         \
+  X(CUDA_SUCCESS, 0, KILN_OK, "no error")                                                         \
+  X(CUDA_ERROR_INVALID_VALUE, 1, KILN_INVALID_ARGUMENT, "invalid argument")                       \
+  X(CUDA_ERROR_OUT_OF_MEMORY, 2, KILN_RESOURCE_EXHAUSTED, "out of memory")                        \
+  X(CUDA_ERROR_NOT_INITIALIZED, 3, KILN_FAILED_PRECONDITION, "initialization error")              \
+  X(CUDA_ERROR_DEINITIALIZED, 4, KILN_UNAVAILABLE, "driver shutting down")                        \
+  X(CUDA_ERROR_PROFILER_DISABLED, 5, KILN_FAILED_PRECONDITION, "profiler disabled")               \
+  X(CUDA_ERROR_STUB_LIBRARY, 34, KILN_UNAVAILABLE, "CUDA driver is a stub library")               \
+  X(CUDA_ERROR_DEVICE_UNAVAILABLE, 46, KILN_UNAVAILABLE,                                          \
+    "CUDA-capable device(s) busy or unavailable")                                                 \
+  X(CUDA_ERROR_NO_DEVICE, 100, KILN_UNAVAILABLE, "no CUDA-capable device is detected")            \
+  X(CUDA_ERROR_INVALID_DEVICE, 101, KILN_INVALID_ARGUMENT, "invalid device ordinal")              \
+  X(CUDA_ERROR_DEVICE_NOT_LICENSED, 102, KILN_PERMISSION_DENIED, "device not licensed")           \
+  X(CUDA_ERROR_INVALID_IMAGE, 200, KILN_INVALID_ARGUMENT, "device kernel image is invalid")       \
+  X(CUDA_ERROR_INVALID_CONTEXT, 201, KILN_FAILED_PRECONDITION, "invalid device context")          \
   X(CUDA_ERROR_CONTEXT_ALREADY_CURRENT, 202, KILN_FAILED_PRECONDITION, "context already current") \
-  X(CUDA_ERROR_MAP_FAILED, 205, KILN_INTERNAL, "mapping of buffer object failed")           \
-  X(CUDA_ERROR_UNMAP_FAILED, 206, KILN_INTERNAL, "unmapping of buffer object failed")       \
-  X(CUDA_ERROR_ARRAY_IS_MAPPED, 207, KILN_FAILED_PRECONDITION, "array is mapped")           \
-  X(CUDA_ERROR_ALREADY_MAPPED, 208, KILN_ALREADY_EXISTS, "resource already mapped")         \
-  X(CUDA_ERROR_NO_BINARY_FOR_GPU, 209, KILN_INVALID_ARGUMENT, "no kernel image is available for execution on the device") \
-  X(CUDA_ERROR_ALREADY_ACQUIRED, 210, KILN_ALREADY_EXISTS, "resource already acquired")     \
-  X(CUDA_ERROR_NOT_MAPPED, 211, KILN_FAILED_PRECONDITION, "resource not mapped")            \
-  X(CUDA_ERROR_ECC_UNCORRECTABLE, 214, KILN_DATA_LOSS, "uncorrectable ECC error encountered") \
-  X(CUDA_ERROR_UNSUPPORTED_LIMIT, 215, KILN_INVALID_ARGUMENT, "limit is not supported")     \
-  X(CUDA_ERROR_CONTEXT_ALREADY_IN_USE, 216, KILN_FAILED_PRECONDITION, "exclusive-thread device already in use") \
-  X(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, 217, KILN_UNIMPLEMENTED, "peer access is not supported") \
-  X(CUDA_ERROR_INVALID_PTX, 218, KILN_INVALID_ARGUMENT, "a PTX JIT compilation failed")     \
-  X(CUDA_ERROR_INVALID_GRAPHICS_CONTEXT, 219, KILN_INVALID_ARGUMENT, "invalid OpenGL or DirectX context") \
-  X(CUDA_ERROR_NVLINK_UNCORRECTABLE, 220, KILN_DATA_LOSS, "uncorrectable NVLink error")    \
-  X(CUDA_ERROR_JIT_COMPILER_NOT_FOUND, 221, KILN_UNAVAILABLE, "PTX JIT compiler library not found") \
-  X(CUDA_ERROR_UNSUPPORTED_PTX_VERSION, 222, KILN_INVALID_ARGUMENT, "the provided PTX was compiled with an unsupported toolchain") \
-  X(CUDA_ERROR_JIT_COMPILATION_DISABLED, 223, KILN_FAILED_PRECONDITION, "PTX JIT compilation was disabled") \
-  X(CUDA_ERROR_INVALID_SOURCE, 300, KILN_INVALID_ARGUMENT, "device kernel image is invalid") \
-  X(CUDA_ERROR_FILE_NOT_FOUND, 301, KILN_NOT_FOUND, "file not found")                       \
-  X(CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND, 302, KILN_NOT_FOUND, "shared object symbol not found") \
-  X(CUDA_ERROR_SHARED_OBJECT_INIT_FAILED, 303, KILN_INTERNAL, "shared object initialization failed") \
-  X(CUDA_ERROR_OPERATING_SYSTEM, 304, KILN_INTERNAL, "OS call failed or operation not supported on this OS") \
-  X(CUDA_ERROR_INVALID_HANDLE, 400, KILN_INVALID_ARGUMENT, "invalid resource handle")        \
-  X(CUDA_ERROR_ILLEGAL_STATE, 401, KILN_FAILED_PRECONDITION, "the operation is not permitted in the current state") \
-  X(CUDA_ERROR_NOT_FOUND, 500, KILN_NOT_FOUND, "named symbol not found")                    \
-  X(CUDA_ERROR_NOT_READY, 600, KILN_UNAVAILABLE, "device not ready")                        \
-  X(CUDA_ERROR_ILLEGAL_ADDRESS, 700, KILN_INTERNAL, "an illegal memory access was encountered") \
-  X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 701, KILN_RESOURCE_EXHAUSTED, "too many resources requested for launch") \
-  X(CUDA_ERROR_LAUNCH_TIMEOUT, 702, KILN_DEADLINE_EXCEEDED, "the launch timed out and was terminated") \
-  X(CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING, 703, KILN_INVALID_ARGUMENT, "launch uses incompatible texturing mode") \
-  X(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, 704, KILN_ALREADY_EXISTS, "peer access is already enabled") \
-  X(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, 705, KILN_FAILED_PRECONDITION, "peer access has not been enabled") \
-  X(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, 708, KILN_FAILED_PRECONDITION, "primary context already initialized") \
-  X(CUDA_ERROR_CONTEXT_IS_DESTROYED, 709, KILN_FAILED_PRECONDITION, "context is destroyed") \
-  X(CUDA_ERROR_ASSERT, 710, KILN_INTERNAL, "device-side assert triggered")                  \
-  X(CUDA_ERROR_TOO_MANY_PEERS, 711, KILN_RESOURCE_EXHAUSTED, "peer mapping resources exhausted") \
-  X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712, KILN_ALREADY_EXISTS, "host memory already registered") \
-  X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, 713, KILN_FAILED_PRECONDITION, "host memory not registered") \
-  X(CUDA_ERROR_HARDWARE_STACK_ERROR, 714, KILN_INTERNAL, "hardware stack error")             \
+  X(CUDA_ERROR_MAP_FAILED, 205, KILN_INTERNAL, "mapping of buffer object failed")                 \
+  X(CUDA_ERROR_UNMAP_FAILED, 206, KILN_INTERNAL, "unmapping of buffer object failed")             \
+  X(CUDA_ERROR_ARRAY_IS_MAPPED, 207, KILN_FAILED_PRECONDITION, "array is mapped")                 \
+  X(CUDA_ERROR_ALREADY_MAPPED, 208, KILN_ALREADY_EXISTS, "resource already mapped")               \
+  X(CUDA_ERROR_NO_BINARY_FOR_GPU, 209, KILN_INVALID_ARGUMENT,                                     \
+    "no kernel image is available for execution on the device")                                   \
+  X(CUDA_ERROR_ALREADY_ACQUIRED, 210, KILN_ALREADY_EXISTS, "resource already acquired")           \
+  X(CUDA_ERROR_NOT_MAPPED, 211, KILN_FAILED_PRECONDITION, "resource not mapped")                  \
+  X(CUDA_ERROR_ECC_UNCORRECTABLE, 214, KILN_DATA_LOSS, "uncorrectable ECC error encountered")     \
+  X(CUDA_ERROR_UNSUPPORTED_LIMIT, 215, KILN_INVALID_ARGUMENT, "limit is not supported")           \
+  X(CUDA_ERROR_CONTEXT_ALREADY_IN_USE, 216, KILN_FAILED_PRECONDITION,                             \
+    "exclusive-thread device already in use")                                                     \
+  X(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, 217, KILN_UNIMPLEMENTED, "peer access is not supported")  \
+  X(CUDA_ERROR_INVALID_PTX, 218, KILN_INVALID_ARGUMENT, "a PTX JIT compilation failed")           \
+  X(CUDA_ERROR_INVALID_GRAPHICS_CONTEXT, 219, KILN_INVALID_ARGUMENT,                              \
+    "invalid OpenGL or DirectX context")                                                          \
+  X(CUDA_ERROR_NVLINK_UNCORRECTABLE, 220, KILN_DATA_LOSS, "uncorrectable NVLink error")           \
+  X(CUDA_ERROR_JIT_COMPILER_NOT_FOUND, 221, KILN_UNAVAILABLE,                                     \
+    "PTX JIT compiler library not found")                                                         \
+  X(CUDA_ERROR_UNSUPPORTED_PTX_VERSION, 222, KILN_INVALID_ARGUMENT,                               \
+    "the provided PTX was compiled with an unsupported toolchain")                                \
+  X(CUDA_ERROR_JIT_COMPILATION_DISABLED, 223, KILN_FAILED_PRECONDITION,                           \
+    "PTX JIT compilation was disabled")                                                           \
+  X(CUDA_ERROR_INVALID_SOURCE, 300, KILN_INVALID_ARGUMENT, "device kernel image is invalid")      \
+  X(CUDA_ERROR_FILE_NOT_FOUND, 301, KILN_NOT_FOUND, "file not found")                             \
+  X(CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND, 302, KILN_NOT_FOUND,                               \
+    "shared object symbol not found")                                                             \
+  X(CUDA_ERROR_SHARED_OBJECT_INIT_FAILED, 303, KILN_INTERNAL,                                     \
+    "shared object initialization failed")                                                        \
+  X(CUDA_ERROR_OPERATING_SYSTEM, 304, KILN_INTERNAL,                                              \
+    "OS call failed or operation not supported on this OS")                                       \
+  X(CUDA_ERROR_INVALID_HANDLE, 400, KILN_INVALID_ARGUMENT, "invalid resource handle")             \
+  X(CUDA_ERROR_ILLEGAL_STATE, 401, KILN_FAILED_PRECONDITION,                                      \
+    "the operation is not permitted in the current state")                                        \
+  X(CUDA_ERROR_NOT_FOUND, 500, KILN_NOT_FOUND, "named symbol not found")                          \
+  X(CUDA_ERROR_NOT_READY, 600, KILN_UNAVAILABLE, "device not ready")                              \
+  X(CUDA_ERROR_ILLEGAL_ADDRESS, 700, KILN_INTERNAL, "an illegal memory access was encountered")   \
+  X(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, 701, KILN_RESOURCE_EXHAUSTED,                             \
+    "too many resources requested for launch")                                                    \
+  X(CUDA_ERROR_LAUNCH_TIMEOUT, 702, KILN_DEADLINE_EXCEEDED,                                       \
+    "the launch timed out and was terminated")                                                    \
+  X(CUDA_ERROR_LAUNCH_INCOMPATIBLE_TEXTURING, 703, KILN_INVALID_ARGUMENT,                         \
+    "launch uses incompatible texturing mode")                                                    \
+  X(CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, 704, KILN_ALREADY_EXISTS,                             \
+    "peer access is already enabled")                                                             \
+  X(CUDA_ERROR_PEER_ACCESS_NOT_ENABLED, 705, KILN_FAILED_PRECONDITION,                            \
+    "peer access has not been enabled")                                                           \
+  X(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE, 708, KILN_FAILED_PRECONDITION,                             \
+    "primary context already initialized")                                                        \
+  X(CUDA_ERROR_CONTEXT_IS_DESTROYED, 709, KILN_FAILED_PRECONDITION, "context is destroyed")       \
+  X(CUDA_ERROR_ASSERT, 710, KILN_INTERNAL, "device-side assert triggered")                        \
+  X(CUDA_ERROR_TOO_MANY_PEERS, 711, KILN_RESOURCE_EXHAUSTED, "peer mapping resources exhausted")  \
+  X(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, 712, KILN_ALREADY_EXISTS,                          \
+    "host memory already registered")                                                             \
+  X(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, 713, KILN_FAILED_PRECONDITION,                         \
+    "host memory not registered")                                                                 \
+  X(CUDA_ERROR_HARDWARE_STACK_ERROR, 714, KILN_INTERNAL, "hardware stack error")                  \
   X(CUDA_ERROR_ILLEGAL_INSTRUCTION, 715, KILN_INTERNAL, "an illegal instruction was encountered") \
-  X(CUDA_ERROR_MISALIGNED_ADDRESS, 716, KILN_INTERNAL, "misaligned address")                 \
-  X(CUDA_ERROR_INVALID_ADDRESS_SPACE, 717, KILN_INTERNAL, "operation not supported on global/shared address space") \
-  X(CUDA_ERROR_INVALID_PC, 718, KILN_INTERNAL, "invalid program counter")                   \
-  X(CUDA_ERROR_LAUNCH_FAILED, 719, KILN_INTERNAL, "unspecified launch failure")              \
-  X(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, 720, KILN_INVALID_ARGUMENT, "too many blocks in cooperative launch") \
-  X(CUDA_ERROR_NOT_PERMITTED, 800, KILN_PERMISSION_DENIED, "operation not permitted")        \
-  X(CUDA_ERROR_NOT_SUPPORTED, 801, KILN_UNIMPLEMENTED, "operation not supported")            \
-  X(CUDA_ERROR_SYSTEM_NOT_READY, 802, KILN_UNAVAILABLE, "system not yet initialized")        \
-  X(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, 803, KILN_FAILED_PRECONDITION, "system has unsupported display driver / cuda driver combination") \
-  X(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, 804, KILN_UNIMPLEMENTED, "forward compatibility was attempted on non supported HW") \
-  X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, 900, KILN_FAILED_PRECONDITION, "operation not permitted when stream is capturing") \
-  X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, 901, KILN_FAILED_PRECONDITION, "operation failed due to a previous error during capture") \
-  X(CUDA_ERROR_CAPTURED_EVENT, 907, KILN_FAILED_PRECONDITION, "operation not permitted on an event last recorded in a capturing stream") \
-  X(CUDA_ERROR_TIMEOUT, 909, KILN_DEADLINE_EXCEEDED, "wait operation timed out")            \
-  X(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, 910, KILN_FAILED_PRECONDITION, "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update") \
-  X(CUDA_ERROR_EXTERNAL_DEVICE, 911, KILN_INTERNAL, "an async error has occurred in an external entity") \
-  X(CUDA_ERROR_INVALID_CLUSTER_SIZE, 912, KILN_INVALID_ARGUMENT, "invalid cluster size")     \
+  X(CUDA_ERROR_MISALIGNED_ADDRESS, 716, KILN_INTERNAL, "misaligned address")                      \
+  X(CUDA_ERROR_INVALID_ADDRESS_SPACE, 717, KILN_INTERNAL,                                         \
+    "operation not supported on global/shared address space")                                     \
+  X(CUDA_ERROR_INVALID_PC, 718, KILN_INTERNAL, "invalid program counter")                         \
+  X(CUDA_ERROR_LAUNCH_FAILED, 719, KILN_INTERNAL, "unspecified launch failure")                   \
+  X(CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, 720, KILN_INVALID_ARGUMENT,                          \
+    "too many blocks in cooperative launch")                                                      \
+  X(CUDA_ERROR_NOT_PERMITTED, 800, KILN_PERMISSION_DENIED, "operation not permitted")             \
+  X(CUDA_ERROR_NOT_SUPPORTED, 801, KILN_UNIMPLEMENTED, "operation not supported")                 \
+  X(CUDA_ERROR_SYSTEM_NOT_READY, 802, KILN_UNAVAILABLE, "system not yet initialized")             \
+  X(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, 803, KILN_FAILED_PRECONDITION,                             \
+    "system has unsupported display driver / cuda driver combination")                            \
+  X(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, 804, KILN_UNIMPLEMENTED,                           \
+    "forward compatibility was attempted on non supported HW")                                    \
+  X(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, 900, KILN_FAILED_PRECONDITION,                         \
+    "operation not permitted when stream is capturing")                                           \
+  X(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, 901, KILN_FAILED_PRECONDITION,                         \
+    "operation failed due to a previous error during capture")                                    \
+  X(CUDA_ERROR_CAPTURED_EVENT, 907, KILN_FAILED_PRECONDITION,                                     \
+    "operation not permitted on an event last recorded in a capturing stream")                    \
+  X(CUDA_ERROR_TIMEOUT, 909, KILN_DEADLINE_EXCEEDED, "wait operation timed out")                  \
+  X(CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, 910, KILN_FAILED_PRECONDITION,                          \
+    "the graph update was not performed because it included changes which violated constraints "  \
+    "specific to instantiated graph update")                                                      \
+  X(CUDA_ERROR_EXTERNAL_DEVICE, 911, KILN_INTERNAL,                                               \
+    "an async error has occurred in an external entity")                                          \
+  X(CUDA_ERROR_INVALID_CLUSTER_SIZE, 912, KILN_INVALID_ARGUMENT, "invalid cluster size")          \
   X(CUDA_ERROR_UNKNOWN, 999, KILN_UNKNOWN, "unknown error")
 
 typedef struct cu_error_info {
@@ -259,8 +290,9 @@ kiln_status kiln_cuda_driver_open(const char *const *paths, size_t num_paths,
     if (r != CUDA_SUCCESS)
       s = kiln_cuda_status_make(d, r, __FILE__, __LINE__, "cuDriverGetVersion");
     else if (d->driver_version < KILN_CUDA_DRIVER_ABI_VERSION)
-      s = kiln_status_make(KILN_UNAVAILABLE, "CUDA driver %s supports CUDA %d.%d; 12.0 or newer is needed",
-                           used, d->driver_version / 1000, (d->driver_version % 1000) / 10);
+      s = kiln_status_make(KILN_UNAVAILABLE,
+                           "CUDA driver %s supports CUDA %d.%d; 12.0 or newer is needed", used,
+                           d->driver_version / 1000, (d->driver_version % 1000) / 10);
   }
   if (s) {
     kiln_cuda_driver_close(d);

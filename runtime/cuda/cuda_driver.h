@@ -161,7 +161,7 @@ kiln_status kiln_cuda_status_make(const kiln_cuda_driver_t *d, CUresult r, const
     __attribute__((format(printf, 5, 6)));
 
 /* Evaluates a driver call; on failure returns the mapped status from the enclosing function. */
-#define KILN_CU_RETURN_IF_ERROR(drv, call, ...)                                        \
+#define KILN_CU_RETURN_IF_ERROR(drv, call, ...)                                      \
   do {                                                                               \
     CUresult kiln__r = (call);                                                       \
     if (kiln__r != CUDA_SUCCESS)                                                     \

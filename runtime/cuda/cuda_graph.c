@@ -80,7 +80,8 @@ static kiln_status add_node(cuda_graph_exec_t *x, size_t i, const kiln_cmd_t *c)
       void *ptrs[KILN_KERNEL_MAX_ARGS];
       CUDA_KERNEL_NODE_PARAMS p;
       kiln_cuda_graph_kernel_params(c, ptrs, &p);
-      KILN_CU_RETURN_IF_ERROR(drv, drv->cuGraphAddKernelNode(&x->nodes[i], x->graph, deps, num_deps, &p),
+      KILN_CU_RETURN_IF_ERROR(drv,
+                              drv->cuGraphAddKernelNode(&x->nodes[i], x->graph, deps, num_deps, &p),
                               "cuGraphAddKernelNode (command %zu, kernel %s)", i, c->kernel->name);
       return NULL;
     }
@@ -100,7 +101,8 @@ static kiln_status add_node(cuda_graph_exec_t *x, size_t i, const kiln_cmd_t *c)
           "cuGraphAddMemsetNode (command %zu)", i);
       return NULL;
     }
-    case KILN_CMD_GEMM: break;
+    case KILN_CMD_GEMM:
+      break;
   }
   return KILN_ERR_UNIMPLEMENTED("CUDA graphs: %s commands cannot be recorded",
                                 kiln_cmd_kind_name(c->kind));
@@ -170,7 +172,8 @@ static kiln_status cuda_graph_update(void *xp, size_t i, const kiln_cmd_t *c) {
           "cuGraphExecMemsetNodeSetParams (node %zu)", i);
       return NULL;
     }
-    case KILN_CMD_GEMM: break;
+    case KILN_CMD_GEMM:
+      break;
   }
   return KILN_ERR_UNIMPLEMENTED("CUDA graph update: %s nodes", kiln_cmd_kind_name(c->kind));
 }
@@ -184,20 +187,24 @@ static kiln_status cuda_graph_launch(void *xp, kiln_stream_t *s) {
   return NULL;
 }
 
-static void cuda_graph_destroy(void *xp) { graph_exec_free(xp); }
+static void cuda_graph_destroy(void *xp) {
+  graph_exec_free(xp);
+}
 
 static kiln_status cuda_issue(kiln_stream_t *s, const kiln_cmd_list_t *l) {
   for (size_t i = 0; i < l->len; i++) {
     const kiln_cmd_t *c = &l->cmds[i];
     switch (c->kind) {
       case KILN_CMD_KERNEL:
-        KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_launch(s, c->kernel, &c->dims, c->args, c->num_args));
+        KILN_RETURN_IF_ERROR_PLAIN(
+            kiln_stream_launch(s, c->kernel, &c->dims, c->args, c->num_args));
         break;
       case KILN_CMD_MEMCPY:
         KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_memcpy_d2d(s, c->dst, c->src, c->bytes));
         break;
       case KILN_CMD_MEMSET:
-        KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_memset(s, c->dst, c->pattern, c->elem_size, c->count));
+        KILN_RETURN_IF_ERROR_PLAIN(
+            kiln_stream_memset(s, c->dst, c->pattern, c->elem_size, c->count));
         break;
       case KILN_CMD_GEMM:
         KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_gemm(s, &c->gemm, c->a, c->b, c->dst));

@@ -86,30 +86,30 @@ const char *kiln_host_blas_library(const char **tried) {
 
 /* The built-in kernel: C = alpha * op(A) op(B) + beta * C, blocked over k and j so the rows
  * of B and C being combined stay in cache. Row-major; op() transposes when asked. */
-#define DEFINE_FALLBACK(NAME, T)                                                             \
-  static void NAME(const kiln_gemm_desc_t *g, const T *A, const T *B, T *C) {              \
-    const int64_t m = g->m, n = g->n, k = g->k;                                              \
-    const T alpha = (T)g->alpha, beta = (T)g->beta;                                          \
-    enum { KB = 128, JB = 512 };                                                             \
-    for (int64_t i = 0; i < m * n; i++) C[i] = beta == 0 ? (T)0 : C[i] * beta;               \
-    for (int64_t p0 = 0; p0 < k; p0 += KB) {                                                 \
-      int64_t p1 = p0 + KB < k ? p0 + KB : k;                                                \
-      for (int64_t j0 = 0; j0 < n; j0 += JB) {                                               \
-        int64_t j1 = j0 + JB < n ? j0 + JB : n;                                              \
-        for (int64_t i = 0; i < m; i++) {                                                    \
-          T *c = C + i * n;                                                                  \
-          for (int64_t p = p0; p < p1; p++) {                                                \
-            T a = alpha * (g->trans_a ? A[p * m + i] : A[i * k + p]);                        \
-            if (!g->trans_b) {                                                               \
-              const T *b = B + p * n;                                                        \
-              for (int64_t j = j0; j < j1; j++) c[j] += a * b[j];                            \
-            } else {                                                                         \
-              for (int64_t j = j0; j < j1; j++) c[j] += a * B[j * k + p];                    \
-            }                                                                                \
-          }                                                                                  \
-        }                                                                                    \
-      }                                                                                      \
-    }                                                                                        \
+#define DEFINE_FALLBACK(NAME, T)                                               \
+  static void NAME(const kiln_gemm_desc_t *g, const T *A, const T *B, T *C) {  \
+    const int64_t m = g->m, n = g->n, k = g->k;                                \
+    const T alpha = (T)g->alpha, beta = (T)g->beta;                            \
+    enum { KB = 128, JB = 512 };                                               \
+    for (int64_t i = 0; i < m * n; i++) C[i] = beta == 0 ? (T)0 : C[i] * beta; \
+    for (int64_t p0 = 0; p0 < k; p0 += KB) {                                   \
+      int64_t p1 = p0 + KB < k ? p0 + KB : k;                                  \
+      for (int64_t j0 = 0; j0 < n; j0 += JB) {                                 \
+        int64_t j1 = j0 + JB < n ? j0 + JB : n;                                \
+        for (int64_t i = 0; i < m; i++) {                                      \
+          T *c = C + i * n;                                                    \
+          for (int64_t p = p0; p < p1; p++) {                                  \
+            T a = alpha * (g->trans_a ? A[p * m + i] : A[i * k + p]);          \
+            if (!g->trans_b) {                                                 \
+              const T *b = B + p * n;                                          \
+              for (int64_t j = j0; j < j1; j++) c[j] += a * b[j];              \
+            } else {                                                           \
+              for (int64_t j = j0; j < j1; j++) c[j] += a * B[j * k + p];      \
+            }                                                                  \
+          }                                                                    \
+        }                                                                      \
+      }                                                                        \
+    }                                                                          \
   }
 
 DEFINE_FALLBACK(gemm_fallback_f32, float)

@@ -108,7 +108,9 @@ struct host_exec {
   int inflight; /* launches queued or running */
 };
 
-static host_device_t *dev_of(kiln_device_t *d) { return (host_device_t *)d; }
+static host_device_t *dev_of(kiln_device_t *d) {
+  return (host_device_t *)d;
+}
 
 /* ---- memory ----------------------------------------------------------------------------- */
 
@@ -123,7 +125,9 @@ static kiln_status host_mem_alloc(kiln_device_t *d, size_t size, kiln_devptr_t *
   return NULL;
 }
 
-static void host_mem_free(kiln_device_t *d, kiln_devptr_t p) { free((void *)(uintptr_t)p); }
+static void host_mem_free(kiln_device_t *d, kiln_devptr_t p) {
+  free((void *)(uintptr_t)p);
+}
 
 static kiln_status host_host_alloc(kiln_device_t *d, size_t size, void **out) {
   kiln_devptr_t p = 0;
@@ -132,7 +136,9 @@ static kiln_status host_host_alloc(kiln_device_t *d, size_t size, void **out) {
   return NULL;
 }
 
-static void host_host_free(kiln_device_t *d, void *p) { free(p); }
+static void host_host_free(kiln_device_t *d, void *p) {
+  free(p);
+}
 
 /* ---- operations ------------------------------------------------------------------------- */
 
@@ -142,7 +148,9 @@ static kiln_status run_op(host_stream_t *s, host_op_t *op) {
   switch (op->kind) {
     case OP_KERNEL:
       return kiln_host_pool_launch(s->dev->pool, op->u.k.fn, op->u.k.args, op->u.k.num_blocks, 0);
-    case OP_COPY: memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.n); return NULL;
+    case OP_COPY:
+      memmove(op->u.copy.dst, op->u.copy.src, op->u.copy.n);
+      return NULL;
     case OP_MEMSET: {
       size_t n = op->u.set.count;
       uint32_t p = op->u.set.pattern;
@@ -161,8 +169,10 @@ static kiln_status run_op(host_stream_t *s, host_op_t *op) {
       kiln_host_gemm(&op->u.gemm.g, op->u.gemm.a, op->u.gemm.b, op->u.gemm.c, KILN_HOST_BLAS_AUTO);
       return NULL;
     case OP_EVENT_RECORD: /* handled by the worker (also when failed) */
-    case OP_EVENT_WAIT: return NULL;
-    case OP_CMD_LIST: return run_cmd_list(s, op->u.list.x);
+    case OP_EVENT_WAIT:
+      return NULL;
+    case OP_CMD_LIST:
+      return run_cmd_list(s, op->u.list.x);
   }
   return KILN_ERR_INTERNAL("host stream: unknown operation %d", (int)op->kind);
 }
@@ -412,7 +422,7 @@ static kiln_status host_stream_wait_event(kiln_stream_t *sbase, kiln_event_t *ba
   pthread_mutex_lock(&e->mu);
   uint64_t gen = e->recorded; /* wait for the record made before this call */
   pthread_mutex_unlock(&e->mu);
-  if (gen == 0) return NULL;  /* never recorded: nothing to wait for (as in CUDA) */
+  if (gen == 0) return NULL; /* never recorded: nothing to wait for (as in CUDA) */
   pthread_mutex_lock(&s->mu);
   host_op_t *op = op_get(s);
   op->kind = OP_EVENT_WAIT;
@@ -594,7 +604,8 @@ static kiln_status host_issue(kiln_stream_t *s, const kiln_cmd_list_t *l) {
     const kiln_cmd_t *c = &l->cmds[i];
     switch (c->kind) {
       case KILN_CMD_KERNEL:
-        KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_launch(s, c->kernel, &c->dims, c->args, c->num_args));
+        KILN_RETURN_IF_ERROR_PLAIN(
+            kiln_stream_launch(s, c->kernel, &c->dims, c->args, c->num_args));
         break;
       case KILN_CMD_MEMCPY:
         KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_memcpy_d2d(s, c->dst, c->src, c->bytes));

@@ -28,25 +28,25 @@
 
 static int g_failures, g_checks;
 
-#define CHECK(cond)                                                          \
-  do {                                                                       \
-    g_checks++;                                                              \
-    if (!(cond)) {                                                           \
-      g_failures++;                                                          \
-      fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);        \
-    }                                                                        \
+#define CHECK(cond)                                                   \
+  do {                                                                \
+    g_checks++;                                                       \
+    if (!(cond)) {                                                    \
+      g_failures++;                                                   \
+      fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                 \
   } while (0)
 
-#define CHECK_OK(expr)                                                              \
-  do {                                                                              \
-    kiln_status s__ = (expr);                                                       \
-    g_checks++;                                                                     \
-    if (s__) {                                                                      \
-      g_failures++;                                                                 \
-      fprintf(stderr, "FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #expr,            \
-              kiln_status_message(s__));                                            \
-      kiln_status_free(s__);                                                        \
-    }                                                                               \
+#define CHECK_OK(expr)                                                   \
+  do {                                                                   \
+    kiln_status s__ = (expr);                                            \
+    g_checks++;                                                          \
+    if (s__) {                                                           \
+      g_failures++;                                                      \
+      fprintf(stderr, "FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #expr, \
+              kiln_status_message(s__));                                 \
+      kiln_status_free(s__);                                             \
+    }                                                                    \
   } while (0)
 
 static double now_s(void) {
@@ -83,7 +83,9 @@ static kiln_status load_vadd(kiln_device_t *dev, kiln_device_module_t **out) {
   kiln_status_free(s);
   s = img.data ? kiln_device_module_load(dev, &img, out)
                : kiln_status_make(KILN_INTERNAL, "vadd: no PTX was produced");
-  if (!s) printf("JIT log: %s\n", kiln_cuda_module_jit_log(*out)[0] ? kiln_cuda_module_jit_log(*out) : "(empty)");
+  if (!s)
+    printf("JIT log: %s\n",
+           kiln_cuda_module_jit_log(*out)[0] ? kiln_cuda_module_jit_log(*out) : "(empty)");
   kiln_nvptx_result_free(&r);
   return s;
 }
@@ -110,8 +112,8 @@ static float read_at(kiln_stream_t *s, kiln_devptr_t p, size_t i) {
 
 /* x <- x + ones, y <- ... : CHAIN kernels alternating x->y->x, each adding `ones`; then a
  * memset of z and a copy z -> w. */
-static void build_chain(kiln_cmd_list_t *l, const kiln_kernel_t *k, kiln_devptr_t x, kiln_devptr_t y,
-                        kiln_devptr_t ones, kiln_devptr_t z, kiln_devptr_t w) {
+static void build_chain(kiln_cmd_list_t *l, const kiln_kernel_t *k, kiln_devptr_t x,
+                        kiln_devptr_t y, kiln_devptr_t ones, kiln_devptr_t z, kiln_devptr_t w) {
   kiln_cmd_list_clear(l);
   kiln_launch_dims_t d = vadd_dims(0);
   for (int i = 0; i < CHAIN; i++) {
@@ -224,9 +226,10 @@ int main(void) {
     for (int r = 0; r < T; r++) CHECK_OK(kiln_cuda_graph_ops.issue(st, &l));
     CHECK_OK(kiln_stream_synchronize(st));
     double t_issue = (now_s() - t0) / T;
-    printf("GPU %d kernels + memset + copy of %d floats: graph replay %.1f us/exec, one by one "
-           "%.1f us/exec, ratio %.2fx\n",
-           CHAIN, N, t_graph * 1e6, t_issue * 1e6, t_issue / t_graph);
+    printf(
+        "GPU %d kernels + memset + copy of %d floats: graph replay %.1f us/exec, one by one "
+        "%.1f us/exec, ratio %.2fx\n",
+        CHAIN, N, t_graph * 1e6, t_issue * 1e6, t_issue / t_graph);
   }
 
   /* ---- the command-buffer thunk over kernel thunks ---- */
