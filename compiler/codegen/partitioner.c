@@ -154,8 +154,10 @@ static kiln_status try_join(part_state_t *st, const kiln_hlo_instruction_t *inst
         ok = false;
         break;
       }
-      kiln_indexing_map_simplify(comp);
-      kiln_indexing_map_remove_unused_symbols(comp);
+      if (kiln_indexing_map_num_results(comp) > 0) { /* nothing to simplify in `-> ()` */
+        kiln_indexing_map_simplify(comp);
+        kiln_indexing_map_remove_unused_symbols(comp);
+      }
       if (kiln_indexing_map_num_rts(comp) > 0) has_rt = true;
       char *t = kiln_indexing_map_to_string(comp);
       if (!first) {
