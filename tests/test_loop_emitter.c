@@ -316,7 +316,8 @@ static void test_multi_output_fusion(void **state) {
 }
 
 /* Data movement through maps: pad with interior padding, concatenate, reverse, slice with
- * stride, dynamic-slice with clamped starts, iota, a reduce inside a loop fusion. */
+ * stride, dynamic-slice with clamped starts, iota, canonical gather, reduce-window with
+ * padding, a reduce inside a loop fusion. */
 static void test_index_transforms_run(void **state) {
   run_text("f {\n"
            "  p0 = f32[5,7] parameter(0)\n"
@@ -341,6 +342,24 @@ static void test_index_transforms_run(void **state) {
            "  ROOT ds = f32[3,5] dynamic-slice(p0, i0, i1), dynamic_slice_sizes={3,5}\n"
            "}\n",
            15);
+  /* Canonical gather: start indices read from the indices operand, clamped (the generated
+   * indices lie in [-8, 7]). */
+  run_text("f {\n"
+           "  operand = f32[33,34] parameter(0)\n"
+           "  indices = s32[18,2] parameter(1)\n"
+           "  ROOT g = f32[18,7,8] gather(operand, indices), offset_dims={1,2}, "
+           "collapsed_slice_dims={}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={7,8}\n"
+           "}\n",
+           18 * 56);
+  /* reduce-window with padding: window points on the padding are skipped. */
+  run_text("add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+           "f {\n"
+           "  p = f32[10,12] parameter(0)\n"
+           "  z = f32[] constant(0)\n"
+           "  rw = f32[5,12] reduce-window(p, z), window={size=3x3 stride=2x1 pad=1_1x1_1}, to_apply=add\n"
+           "  ROOT n = f32[5,12] negate(rw)\n"
+           "}\n",
+           60);
   run_text("add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
            "f {\n"
            "  p0 = f32[3,4,5] parameter(0)\n"

@@ -3,13 +3,14 @@
  * fusion runner used by tests and tools: compile one fusion, run it on the host on generated
  * inputs, compare with the reference evaluator.
  *
- * Emitter choice ("kind"): a fusion is of loop kind when it has no reduce hero (a reduce
- * whose reduced or kept dimensions are contiguous and which XLA would emit with the
- * reduction emitter: row reductions whose minor reduced size is >= 32 or divides 32... see
- * kiln_fusion_classify), no transpose hero (a transpose or copy that moves the minor
- * dimension of a tile of at least 32 x 32... see kiln_fusion_classify), and no scatter,
- * concatenate root, dynamic-update-slice or sort. Only loop kind is compiled here;
- * everything else is UNIMPLEMENTED naming the hero.
+ * Emitter choice ("kind", kiln_fusion_classify), in this order: any scatter, sort or
+ * dynamic-update-slice picks that emitter; a reduce hero (reduced or kept dimensions
+ * contiguous, and XLA's "unnested reduction is faster than elemental" rule: a row reduction
+ * whose minor reduced size is >= 32 or divides 32, a column reduction that is not small)
+ * picks the reduction emitter; a transpose that moves the minor dimension with both minor
+ * sizes >= 16 and >= 8192 elements picks the transpose emitter; a concatenate root (through
+ * bitcasts / reshapes) picks the concatenate emitter; anything else is loop kind. Only loop
+ * kind is compiled here; everything else is UNIMPLEMENTED naming the emitter and hero.
  *
  * Ownership: kiln_fusion_kernel_t owns its kernel-IR module and affine context. */
 #ifndef KILN_COMPILER_CODEGEN_FUSION_COMPILER_H_
