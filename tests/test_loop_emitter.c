@@ -223,6 +223,21 @@ static void test_gelu_host_matches_evaluator_within_one_bf16_ulp(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* Every kernel this suite compiles also goes through ptxas -arch=sm_90 (skipped, with the
+ * reason printed once, when there is no ptxas). */
+static void expect_ptxas_ok(const kiln_fusion_kernel_t *k) {
+  static bool skip_printed;
+  kiln_status s = kiln_fusion_kernel_ptxas_check(k, NULL);
+  if (s && kiln_status_code(s) == KILN_UNAVAILABLE) {
+    if (!skip_printed) printf("SKIPPED ptxas: %s\n", kiln_status_message(s));
+    skip_printed = true;
+    kiln_status_free(s);
+    return;
+  }
+  if (s) fprintf(stderr, "ptxas: %s\n", kiln_status_message(s));
+  assert_null(s);
+}
+
 static kiln_launch_grid_t grid_of(const char *text, bool no_vectorize, char **kir_text) {
   kiln_hlo_module_t *m = parse_fusion(text);
   kiln_fusion_compile_options_t o = {0};
@@ -233,6 +248,7 @@ static kiln_launch_grid_t grid_of(const char *text, bool no_vectorize, char **ki
   assert_null(s);
   kiln_launch_grid_t g = k.grid;
   if (kir_text) *kir_text = kiln_kir_to_string(k.kir);
+  expect_ptxas_ok(&k);
   kiln_fusion_kernel_free(&k);
   kiln_hlo_module_destroy(m);
   return g;
@@ -291,10 +307,13 @@ static void run_text(const char *text, int64_t want_elements) {
   kiln_hlo_module_t *m = parse_fusion(text);
   kiln_fusion_run_options_t o;
   kiln_fusion_run_options_init(&o);
+  o.check_ptx = true;
   kiln_fusion_run_report_t r;
   kiln_status s = kiln_fusion_run_check(m->entry, &o, &r);
   if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
   assert_null(s);
+  if (r.ptx_checked && !r.ptx_ok) fprintf(stderr, "%s\n", r.ptx_note);
+  assert_true(!r.ptx_checked || r.ptx_ok);
   if (r.mismatches) fprintf(stderr, "%s\n", r.first_mismatch);
   assert_int_equal(r.mismatches, 0);
   assert_int_equal(r.elements, want_elements);
