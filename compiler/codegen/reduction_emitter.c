@@ -1,0 +1,634 @@
+/* Reduction emitter and the hero emitters' shared scaffolding (see reduction_emitter.h). */
+#include "compiler/codegen/reduction_emitter.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "compiler/codegen/kir_pipeline.h"
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- shared scaffolding ---- */
+
+static bool layout_is_default(const kiln_shape_t *s) {
+  if (!s->has_layout || !s->layout.minor_to_major || s->layout.rank != s->rank) return true;
+  for (int i = 0; i < s->rank; i++)
+    if (s->layout.minor_to_major[i] != s->rank - 1 - i) return false;
+  return true;
+}
+
+void kiln_hero_delinearize_physical(kiln_affine_ctx_t *ctx, const kiln_shape_t *s,
+                                    kiln_affine_expr_t *linear, kiln_affine_expr_t **out) {
+  if (s->rank == 0) return;
+  int64_t pdims[KILN_KIR_MAX_RANK];
+  int plog[KILN_KIR_MAX_RANK];
+  bool dflt = layout_is_default(s);
+  for (int k = 0; k < s->rank; k++) {
+    plog[k] = dflt ? k : (int)s->layout.minor_to_major[s->rank - 1 - k];
+    pdims[k] = s->dims[plog[k]];
+  }
+  kiln_affine_expr_t *tmp[KILN_KIR_MAX_RANK];
+  kiln_affine_delinearize(ctx, linear, pdims, (size_t)s->rank, tmp);
+  for (int k = 0; k < s->rank; k++) out[plog[k]] = tmp[k];
+}
+
+kiln_indexing_map_t *kiln_hero_map(kiln_kir_module_t *m, int ndims, const char *const *dim_names,
+                                   const int64_t *dim_hi, int nsyms, const int64_t *sym_hi) {
+  kiln_indexing_map_t *map = kiln_indexing_map_create(m->ctx, (size_t)ndims, (size_t)nsyms, 0);
+  for (int i = 0; i < ndims; i++) {
+    if (dim_names && dim_names[i]) kiln_indexing_map_set_name(map, KILN_INDEXING_DIM, (size_t)i, dim_names[i]);
+    kiln_indexing_map_set_bounds(map, KILN_INDEXING_DIM, (size_t)i, 0, dim_hi[i]);
+  }
+  for (int i = 0; i < nsyms; i++) kiln_indexing_map_set_bounds(map, KILN_INDEXING_SYM, (size_t)i, 0, sym_hi[i]);
+  return kiln_kir_module_adopt_map(m, map);
+}
+
+static void sanitize(char *s) {
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9'))) *s = '_';
+}
+
+static void dump_text(const char *dir, const char *name, const char *suffix, const char *text) {
+  if (!dir || !*dir) return;
+  mkdir(dir, 0777);
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/%s.%s", dir, name, suffix);
+  FILE *fp = fopen(path, "w");
+  if (!fp) return;
+  fputs(text, fp);
+  fclose(fp);
+}
+
+static void hero_emit_release(kiln_hero_emit_t *h) {
+  kiln_vec_free(&h->fn.cache);
+  kiln_status_free(h->fn.err);
+  h->fn.err = NULL;
+  if (h->have_elem) kiln_elemental_free(&h->elem);
+  if (h->have_part) kiln_partition_free(&h->part);
+  h->have_elem = h->have_part = false;
+  kiln_free(h->tensors);
+  kiln_free(h->outs);
+  h->tensors = h->outs = NULL;
+}
+
+kiln_status kiln_hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
+                                 const kiln_fusion_compile_options_t *opts,
+                                 kiln_partition_root_fn is_root, void *user,
+                                 const int64_t block[3], const int64_t grid[3],
+                                 kiln_fusion_kernel_t *out) {
+  memset(h, 0, sizeof(*h));
+  memset(out, 0, sizeof(*out));
+  h->c = c;
+  h->out = out;
+  h->t0 = now_ms();
+  snprintf(h->name, sizeof(h->name), "%s", opts && opts->kernel_name ? opts->kernel_name : c->name);
+  if (!(opts && opts->kernel_name)) strncat(h->name, "_kernel", sizeof(h->name) - strlen(h->name) - 1);
+  sanitize(h->name);
+  h->dump_dir = opts && opts->dump_dir ? opts->dump_dir : getenv("KILN_DUMP_TO");
+  if (h->dump_dir && *h->dump_dir) {
+    kiln_strbuf_t hb = {0};
+    kiln_hlo_computation_print(&hb, c);
+    dump_text(h->dump_dir, h->name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
+    kiln_strbuf_free(&hb);
+  }
+  out->ctx = kiln_affine_ctx_create();
+  out->kir = kiln_kir_module_create(h->name, out->ctx);
+  kiln_status s = kiln_partition_compute(out->ctx, c, is_root, user, &h->part);
+  if (!s) {
+    h->have_part = true;
+    s = kiln_elemental_init(&h->elem, out->kir, c, &h->part);
+  }
+  if (!s) {
+    h->have_elem = true;
+    s = kiln_elemental_emit_functions(&h->elem);
+  }
+  if (s) {
+    hero_emit_release(h);
+    kiln_fusion_kernel_free(out);
+    return kiln_status_annotate(s, "while emitting fusion %s", c->name);
+  }
+  if (h->dump_dir && *h->dump_dir) {
+    kiln_strbuf_t pb = {0};
+    kiln_partition_print(&h->part, &pb);
+    dump_text(h->dump_dir, h->name, "41-partition.txt", kiln_strbuf_cstr(&pb));
+    kiln_strbuf_free(&pb);
+  }
+  kiln_kir_module_t *m = out->kir;
+  int nin = h->elem.num_tensors, nout = h->part.num_outputs;
+  size_t np = (size_t)(nin + nout);
+  const kiln_kir_type_t **pt = kiln_calloc(np + 1, sizeof(*pt));
+  const kiln_kir_type_t **rt = kiln_calloc((size_t)nout + 1, sizeof(*rt));
+  char **names = kiln_calloc(np + 1, sizeof(*names));
+  for (int i = 0; i < nin; i++) {
+    pt[i] = h->elem.tensor_types[i];
+    names[i] = kiln_strdup(h->elem.tensors[i]->name);
+  }
+  for (int o = 0; o < nout; o++) {
+    const kiln_shape_t *sh = h->part.outputs[o].instr->shape;
+    if (kiln_shape_is_tuple(sh)) sh = sh->elements[h->part.outputs[o].output_index];
+    pt[nin + o] = rt[o] = kiln_elemental_tensor_type(m, sh);
+    char buf[32];
+    snprintf(buf, sizeof(buf), nout == 1 ? "output" : "output%d", o);
+    names[nin + o] = kiln_strdup(buf);
+  }
+  for (size_t i = 0; i < np; i++)
+    for (char *q = names[i]; *q; q++)
+      if (*q == '.' || *q == '-') *q = '_';
+  h->kernel = kiln_kir_func_create(m, h->name, KILN_KIR_FUNC_KERNEL, pt, (const char *const *)names, np,
+                                   rt, (size_t)nout);
+  for (size_t i = 0; i < np; i++) kiln_free(names[i]);
+  kiln_free(names);
+  kiln_free(pt);
+  kiln_free(rt);
+  if (!h->kernel) {
+    hero_emit_release(h);
+    kiln_fusion_kernel_free(out);
+    return KILN_ERR_INTERNAL("could not create kernel %s", h->name);
+  }
+  for (int o = 0; o < nout; o++) kiln_kir_func_set_written(h->kernel, (size_t)(nin + o), true);
+  kiln_kir_func_set_launch(h->kernel, block, grid);
+  out->grid.threads = block[0] * block[1] * block[2];
+  out->grid.blocks_x = grid[0];
+  out->grid.blocks_y = grid[1];
+  h->tensors = kiln_calloc((size_t)nin + 1, sizeof(*h->tensors));
+  h->outs = kiln_calloc((size_t)nout + 1, sizeof(*h->outs));
+  for (int i = 0; i < nin; i++) h->tensors[i] = kiln_kir_func_param(h->kernel, (size_t)i);
+  for (int o = 0; o < nout; o++) h->outs[o] = kiln_kir_func_param(h->kernel, (size_t)(nin + o));
+  kiln_kir_builder_init(&h->b, m, kiln_kir_func_body(h->kernel));
+  h->fn.e = &h->elem;
+  h->fn.b = &h->b;
+  h->fn.sg = -1;
+  h->fn.tensors = h->tensors;
+  return NULL;
+}
+
+kiln_kir_value_t *kiln_hero_emit_value(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *instr,
+                                       kiln_kir_value_t *const *idx) {
+  if (kiln_elem_num_values(instr) != 1) {
+    kiln_elem_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s values in a hero kernel", instr->name,
+                                                  kiln_elem_type_name(instr->shape->type)));
+    return NULL;
+  }
+  if (kiln_partition_is_tensor_leaf(instr)) {
+    for (int t = 0; t < h->elem.num_tensors; t++)
+      if (h->elem.tensors[t] == instr)
+        return kiln_kir_extract(&h->b, h->tensors[t], idx, (size_t)instr->shape->rank);
+    kiln_elem_fail(&h->fn, KILN_ERR_INTERNAL("%s is not a kernel input", instr->name));
+    return NULL;
+  }
+  if (instr->opcode == KILN_OP_CONSTANT && instr->literal) return kiln_elem_constant(&h->fn, instr->literal, 0);
+  const kiln_partition_subgraph_t *sg = kiln_partition_subgraph_of(&h->part, instr);
+  int r = sg ? kiln_elemental_root_result(&h->elem, sg->id, instr) : -1;
+  if (r < 0) {
+    kiln_elem_fail(&h->fn, KILN_ERR_INTERNAL("%s heads no function", instr->name));
+    return NULL;
+  }
+  kiln_kir_op_t *call = kiln_elemental_call(&h->elem, &h->b, sg->id, h->tensors, idx);
+  return call ? kiln_kir_op_result(call, (size_t)r) : NULL;
+}
+
+kiln_status kiln_hero_emit_finish(kiln_hero_emit_t *h, kiln_status st,
+                                  const kiln_fusion_compile_options_t *opts) {
+  kiln_fusion_kernel_t *out = h->out;
+  kiln_status bs = kiln_kir_builder_take_status(&h->b);
+  kiln_kir_builder_finish(&h->b);
+  if (!st && h->fn.err) {
+    st = h->fn.err;
+    h->fn.err = NULL;
+  }
+  if (!st) st = bs;
+  else kiln_status_free(bs);
+  if (!st) {
+    out->num_inputs = h->elem.num_tensors;
+    out->inputs = kiln_calloc((size_t)out->num_inputs + 1, sizeof(*out->inputs));
+    for (int i = 0; i < out->num_inputs; i++) out->inputs[i] = h->elem.tensors[i];
+    out->num_outputs = h->part.num_outputs;
+    out->outputs = kiln_calloc((size_t)out->num_outputs + 1, sizeof(*out->outputs));
+    for (int o = 0; o < out->num_outputs; o++) {
+      const kiln_shape_t *sh = h->part.outputs[o].instr->shape;
+      if (kiln_shape_is_tuple(sh)) sh = sh->elements[h->part.outputs[o].output_index];
+      out->outputs[o] = sh;
+    }
+  }
+  hero_emit_release(h);
+  if (!st) st = kiln_kir_verify(out->kir);
+  out->emit_ms = now_ms() - h->t0;
+  if (!st) {
+    double t1 = now_ms();
+    kiln_kir_pipeline_options_t po = {0};
+    po.dump_dir = h->dump_dir;
+    po.dump_name = h->name;
+    po.no_vectorize = opts && opts->no_vectorize;
+    po.unroll_max_trip = opts ? opts->unroll_max_trip : 0;
+    st = kiln_kir_pipeline_run(out->kir, &po);
+    out->pipeline_ms = now_ms() - t1;
+  }
+  if (st) {
+    kiln_fusion_kernel_free(out);
+    return kiln_status_annotate(st, "while compiling fusion %s", h->c->name);
+  }
+  return NULL;
+}
+
+/* ---- reductions ---- */
+
+#define MAX_ACC 16
+
+typedef struct red_state {
+  kiln_hero_analysis_t ha;
+  int nred;
+  const kiln_hlo_instruction_t *reds[KILN_HERO_MAX_ROOTS];
+  int nacc;                       /* accumulators over all reduces */
+  int acc_red[MAX_ACC];           /* reduce of accumulator */
+  int acc_first[KILN_HERO_MAX_ROOTS]; /* first accumulator of reduce j */
+} red_state_t;
+
+/* Reduce inputs head their own functions (they are read at the input's indexing). */
+static bool red_is_root(void *user, const kiln_hlo_instruction_t *instr) {
+  red_state_t *rs = user;
+  for (int j = 0; j < rs->nred; j++) {
+    const kiln_hlo_instruction_t *r = rs->reds[j];
+    for (int i = 0; i < r->num_operands / 2; i++)
+      if (r->operands[i] == instr) return true;
+  }
+  return false;
+}
+
+/* Combines accumulators a (nacc values) with b through each reduce's reducer. */
+static bool combine(kiln_hero_emit_t *h, red_state_t *rs, kiln_kir_value_t **a, kiln_kir_value_t *const *b) {
+  for (int j = 0; j < rs->nred; j++) {
+    const kiln_hlo_instruction_t *r = rs->reds[j];
+    int n = r->num_operands / 2, f = rs->acc_first[j];
+    const kiln_hlo_computation_t *reducer = kiln_hlo_instruction_called(r, "to_apply");
+    if (!reducer) return kiln_elem_fail(&h->fn, KILN_ERR_INVALID("%s: no to_apply", r->name));
+    kiln_kir_value_t *args[2 * MAX_ACC], *res[MAX_ACC];
+    for (int k = 0; k < n; k++) args[k] = a[f + k], args[n + k] = b[f + k];
+    if (kiln_elem_emit_scalar_computation(&h->fn, reducer, args, 2 * n, res) != n) return false;
+    for (int k = 0; k < n; k++) a[f + k] = res[k];
+  }
+  return true;
+}
+
+static void shuffle_tree(kiln_hero_emit_t *h, red_state_t *rs, kiln_kir_value_t **acc, int from) {
+  for (int off = from; off >= 1; off /= 2) {
+    kiln_kir_value_t *other[MAX_ACC];
+    for (int k = 0; k < rs->nacc; k++) other[k] = kiln_kir_shuffle(&h->b, KILN_KIR_SHUFFLE_DOWN, acc[k], off, 32);
+    combine(h, rs, acc, other);
+  }
+}
+
+/* Initial values of every accumulator, emitted at the builder's position. */
+static bool init_values(kiln_hero_emit_t *h, red_state_t *rs, kiln_kir_value_t **init) {
+  for (int j = 0; j < rs->nred; j++) {
+    const kiln_hlo_instruction_t *r = rs->reds[j];
+    int n = r->num_operands / 2;
+    for (int k = 0; k < n; k++) {
+      const kiln_hlo_instruction_t *iv = r->operands[n + k];
+      if (!(iv->opcode == KILN_OP_CONSTANT || iv->opcode == KILN_OP_PARAMETER) || iv->shape->rank != 0)
+        return kiln_elem_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: init value %s is not a scalar constant or parameter",
+                                                             r->name, iv->name));
+      init[rs->acc_first[j] + k] = kiln_hero_emit_value(h, iv, NULL);
+      if (!init[rs->acc_first[j] + k]) return false;
+    }
+  }
+  return true;
+}
+
+/* Physical position -> logical dim of shape s. */
+static int phys_logical(const kiln_shape_t *s, int k) {
+  return layout_is_default(s) ? k : (int)s->layout.minor_to_major[s->rank - 1 - k];
+}
+
+/* The accumulation loop over this thread's input elements: `lin` is the physical linear
+ * index of the reduce input as an expression of the map's dims and symbols. */
+static kiln_kir_op_t *accumulate(kiln_hero_emit_t *h, red_state_t *rs, kiln_indexing_map_t *map,
+                                 kiln_affine_expr_t *lin, kiln_kir_value_t *const *ids, int nids,
+                                 kiln_kir_value_t **init) {
+  kiln_kir_module_t *m = h->out->kir;
+  const kiln_shape_t *in = rs->reds[0]->operands[0]->shape;
+  kiln_affine_expr_t *res[KILN_KIR_MAX_RANK];
+  kiln_hero_delinearize_physical(m->ctx, in, lin, res);
+  for (int i = 0; i < in->rank; i++) kiln_indexing_map_add_result(map, res[i]);
+  kiln_indexing_map_simplify(map);
+  kiln_kir_op_t *loop = kiln_kir_loop(&h->b, map, ids, (size_t)nids, init, (size_t)rs->nacc);
+  if (!loop) return NULL;
+  kiln_kir_builder_enter(&h->b, kiln_kir_op_region(loop, 0));
+  size_t mark;
+  kiln_elem_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
+  kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
+  for (int i = 0; i < in->rank; i++) idx[i] = kiln_kir_loop_index(loop, (size_t)i);
+  kiln_kir_value_t *acc[MAX_ACC], *x[MAX_ACC];
+  for (int k = 0; k < rs->nacc; k++) acc[k] = kiln_kir_loop_iter_arg(loop, (size_t)k);
+  for (int j = 0; j < rs->nred; j++) {
+    const kiln_hlo_instruction_t *r = rs->reds[j];
+    for (int k = 0; k < r->num_operands / 2; k++) x[rs->acc_first[j] + k] = kiln_hero_emit_value(h, r->operands[k], idx);
+  }
+  for (int k = 0; k < rs->nacc; k++)
+    if (!x[k]) {
+      kiln_elem_exit(&h->fn, mark);
+      kiln_kir_builder_exit(&h->b);
+      return NULL;
+    }
+  bool ok = combine(h, rs, acc, x);
+  kiln_elem_exit(&h->fn, mark);
+  if (ok) kiln_kir_yield(&h->b, acc, (size_t)rs->nacc);
+  kiln_kir_builder_exit(&h->b);
+  return ok ? loop : NULL;
+}
+
+/* Writes the final accumulators into every output at kept physical index `kept` (an index
+ * value), inside an if on `cond`. */
+static void write_outputs(kiln_hero_emit_t *h, red_state_t *rs, kiln_kir_value_t *cond,
+                          kiln_kir_value_t *kept, kiln_kir_value_t **acc) {
+  kiln_kir_module_t *m = h->out->kir;
+  int nout = h->part.num_outputs;
+  const kiln_kir_type_t *types[KILN_HERO_MAX_ROOTS];
+  for (int o = 0; o < nout; o++) types[o] = h->outs[o]->type;
+  kiln_kir_op_t *iff = kiln_kir_if(&h->b, cond, types, (size_t)nout);
+  if (!iff) return;
+  kiln_kir_builder_enter(&h->b, kiln_kir_op_region(iff, 0));
+  /* Input physical dims that are kept, in physical order. */
+  const kiln_hlo_instruction_t *r0 = rs->reds[0];
+  const kiln_shape_t *in = r0->operands[0]->shape;
+  bool red[KILN_KIR_MAX_RANK] = {0};
+  for (int i = 0; i < r0->dimensions.n; i++) red[r0->dimensions.v[i]] = true;
+  int kept_log[KILN_KIR_MAX_RANK], nk = 0;
+  int64_t kdims[KILN_KIR_MAX_RANK];
+  for (int k = 0; k < in->rank; k++) {
+    int d = phys_logical(in, k);
+    if (!red[d]) kept_log[nk] = d, kdims[nk++] = in->dims[d];
+  }
+  kiln_kir_value_t *val_of_in_dim[KILN_KIR_MAX_RANK] = {0};
+  if (nk > 0) {
+    int64_t hi = 1;
+    for (int k = 0; k < nk; k++) hi *= kdims[k];
+    hi -= 1;
+    const char *dn = "kept";
+    kiln_indexing_map_t *map = kiln_hero_map(m, 1, &dn, &hi, 0, NULL);
+    kiln_affine_expr_t *ex[KILN_KIR_MAX_RANK];
+    kiln_affine_delinearize(m->ctx, kiln_affine_dim(m->ctx, 0), kdims, (size_t)nk, ex);
+    for (int k = 0; k < nk; k++) kiln_indexing_map_add_result(map, ex[k]);
+    kiln_indexing_map_simplify(map);
+    kiln_kir_op_t *ap = kiln_kir_apply_indexing(&h->b, map, &kept, 1, NULL, 0);
+    if (!ap) return;
+    for (int k = 0; k < nk; k++) val_of_in_dim[kept_log[k]] = kiln_kir_op_result(ap, (size_t)k);
+  }
+  /* Output logical dim i is the i-th kept input dim in logical order. */
+  kiln_kir_value_t *oidx[KILN_KIR_MAX_RANK];
+  int no = 0;
+  for (int d = 0; d < in->rank; d++)
+    if (!red[d]) oidx[no++] = val_of_in_dim[d];
+  kiln_kir_value_t *res[KILN_HERO_MAX_ROOTS];
+  for (int o = 0; o < nout; o++) {
+    const kiln_partition_output_t *po = &h->part.outputs[o];
+    int j = 0;
+    while (j < rs->nred && rs->reds[j] != po->instr) j++;
+    if (j == rs->nred) {
+      kiln_elem_fail(&h->fn, KILN_ERR_INTERNAL("output %d is not a reduce", o));
+      return;
+    }
+    res[o] = kiln_kir_insert(&h->b, acc[rs->acc_first[j] + po->output_index], h->outs[o], oidx, (size_t)no);
+  }
+  kiln_kir_yield(&h->b, res, (size_t)nout);
+  kiln_kir_builder_exit(&h->b);
+  kiln_kir_builder_enter(&h->b, kiln_kir_op_region(iff, 1));
+  kiln_kir_yield(&h->b, h->outs, (size_t)nout);
+  kiln_kir_builder_exit(&h->b);
+  for (int o = 0; o < nout; o++) h->outs[o] = kiln_kir_op_result(iff, (size_t)o);
+}
+
+static kiln_status check_supported(const kiln_hlo_computation_t *c, red_state_t *rs) {
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_analyze(c, &rs->ha));
+  if (rs->ha.emitter != KILN_HERO_EMITTER_REDUCTION)
+    return KILN_ERR_INVALID("%s: not a reduction fusion (%s)", c->name, kiln_hero_emitter_name(rs->ha.emitter));
+  for (int i = 0; i < rs->ha.num_roots; i++) {
+    const kiln_hlo_instruction_t *r = rs->ha.roots[i];
+    if (rs->ha.heroes[i] != r || r->opcode != KILN_OP_REDUCE)
+      return KILN_ERR_UNIMPLEMENTED("%s: root %s is a side output or epilogue of a reduction", c->name, r->name);
+    bool dup = false;
+    for (int j = 0; j < rs->nred; j++) dup |= rs->reds[j] == r;
+    if (dup) continue;
+    int n = r->num_operands / 2;
+    if (rs->nacc + n > MAX_ACC) return KILN_ERR_UNIMPLEMENTED("%s: more than %d reduced values", c->name, MAX_ACC);
+    for (int k = 0; k < n; k++) {
+      if (kiln_elem_type_is_complex(r->operands[k]->shape->type))
+        return KILN_ERR_UNIMPLEMENTED("%s: complex reduction %s", c->name, r->name);
+      if (!kiln_shape_equal(r->operands[k]->shape, rs->ha.roots[0]->operands[0]->shape, false))
+        return KILN_ERR_UNIMPLEMENTED("%s: reduce inputs of different shapes", c->name);
+    }
+    const kiln_shape_t *os = r->shape;
+    for (int k = 0; k < (kiln_shape_is_tuple(os) ? os->num_elements : 1); k++)
+      if (!layout_is_default(kiln_shape_is_tuple(os) ? os->elements[k] : os))
+        return KILN_ERR_UNIMPLEMENTED("%s: reduce output %s with a non-default layout", c->name, r->name);
+    rs->acc_first[rs->nred] = rs->nacc;
+    for (int k = 0; k < n; k++) rs->acc_red[rs->nacc++] = rs->nred;
+    rs->reds[rs->nred++] = r;
+  }
+  return NULL;
+}
+
+static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
+                            const kiln_reduction_options_t *ropts, red_state_t *rs, kiln_fusion_kernel_t *out) {
+  int64_t R0 = rs->ha.reduction.dims[0], K = rs->ha.reduction.dims[1], R2 = rs->ha.reduction.dims[2];
+  int bits = 0;
+  for (int k = 0; k < rs->nacc; k++) {
+    const kiln_hlo_instruction_t *r = rs->reds[rs->acc_red[k]];
+    int b = kiln_elem_type_bits(r->operands[0]->shape->type);
+    if (b > bits) bits = b;
+  }
+  int vec = ropts && ropts->vector_size > 0 ? ropts->vector_size : (bits <= 32 && R2 % 2 == 0 ? 2 : 1);
+  if (R2 % vec) vec = 1;
+  int64_t maxt = ropts && ropts->max_threads > 0 ? ropts->max_threads : 512;
+  int64_t T = round_up((R2 + vec - 1) / vec, 32);
+  if (T > maxt) T = round_up(maxt, 32);
+  int64_t iters = (R2 + T * vec - 1) / (T * vec);
+  if (K > 2147483647) return KILN_ERR_UNIMPLEMENTED("%s: %lld kept elements", c->name, (long long)K);
+  int64_t block[3] = {T, 1, 1}, grid[3] = {K, 1, 1};
+  kiln_hero_emit_t h;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_emit_begin(&h, c, opts, red_is_root, rs, block, grid, out));
+  kiln_kir_module_t *m = out->kir;
+  kiln_affine_ctx_t *x = m->ctx;
+  kiln_kir_builder_t *b = &h.b;
+  kiln_kir_value_t *th = kiln_kir_thread_id(b, 0, 0, T - 1), *bl = kiln_kir_block_id(b, 0, 0, K - 1);
+  kiln_kir_value_set_name(th, "th_x");
+  kiln_kir_value_set_name(bl, "bl_x");
+  kiln_kir_value_t *init[MAX_ACC];
+  kiln_status st = NULL;
+  if (!init_values(&h, rs, init)) goto done;
+  {
+    const char *dn[2] = {"th_x", "bl_x"};
+    int64_t dhi[2] = {T - 1, K - 1}, shi[3] = {R0 - 1, iters - 1, vec - 1};
+    kiln_indexing_map_t *map = kiln_hero_map(m, 2, dn, dhi, 3, shi);
+    kiln_indexing_map_set_name(map, KILN_INDEXING_SYM, 2, "v");
+    kiln_affine_expr_t *r2 = kiln_affine_add(
+        x, kiln_affine_mul_const(x, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_sym(x, 1), T), kiln_affine_dim(x, 0)), vec),
+        kiln_affine_sym(x, 2));
+    if (T * vec * iters > R2) kiln_indexing_map_add_constraint(map, r2, 0, R2 - 1);
+    kiln_affine_expr_t *lin = kiln_affine_add(
+        x, kiln_affine_mul_const(x, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_sym(x, 0), K), kiln_affine_dim(x, 1)), R2),
+        r2);
+    kiln_kir_value_t *ids[2] = {th, bl};
+    kiln_kir_op_t *loop = accumulate(&h, rs, map, lin, ids, 2, init);
+    if (!loop) goto done;
+    kiln_kir_value_t *acc[MAX_ACC];
+    for (int k = 0; k < rs->nacc; k++) acc[k] = kiln_kir_op_result(loop, (size_t)k);
+    shuffle_tree(&h, rs, acc, 16);
+    kiln_kir_value_t *lane = kiln_kir_binary(b, KILN_KIR_AND, th, kiln_kir_const_index(b, 31));
+    if (T > 32) {
+      int64_t nw = T / 32, sdim = nw + 1;
+      kiln_kir_value_t *shm[MAX_ACC];
+      const kiln_kir_type_t *stypes[MAX_ACC];
+      for (int k = 0; k < rs->nacc; k++) {
+        shm[k] = kiln_kir_alloc_shared(b, kiln_elem_output_type(rs->reds[rs->acc_red[k]], k - rs->acc_first[rs->acc_red[k]]), 1, &sdim);
+        kiln_kir_value_set_name(shm[k], "shmem");
+        stypes[k] = shm[k] ? shm[k]->type : NULL;
+      }
+      const char *dn1 = "th_x";
+      int64_t thi = T - 1;
+      kiln_indexing_map_t *wm = kiln_hero_map(m, 1, &dn1, &thi, 0, NULL);
+      kiln_indexing_map_add_result(wm, kiln_affine_floordiv(x, kiln_affine_dim(x, 0), kiln_affine_const(x, 32)));
+      kiln_kir_value_t *warp = kiln_kir_apply_indexing1(b, wm, &th, 1);
+      kiln_kir_value_t *is_lane0 = kiln_kir_cmp(b, KILN_KIR_CMP_EQ, lane, kiln_kir_const_index(b, 0));
+      kiln_kir_op_t *w0 = kiln_kir_if(b, is_lane0, stypes, (size_t)rs->nacc);
+      if (!w0) goto done;
+      kiln_kir_builder_enter(b, kiln_kir_op_region(w0, 0));
+      kiln_kir_value_t *ins[MAX_ACC];
+      for (int k = 0; k < rs->nacc; k++) ins[k] = kiln_kir_insert(b, acc[k], shm[k], &warp, 1);
+      kiln_kir_yield(b, ins, (size_t)rs->nacc);
+      kiln_kir_builder_exit(b);
+      kiln_kir_builder_enter(b, kiln_kir_op_region(w0, 1));
+      kiln_kir_yield(b, shm, (size_t)rs->nacc);
+      kiln_kir_builder_exit(b);
+      kiln_kir_value_t *shm1[MAX_ACC];
+      for (int k = 0; k < rs->nacc; k++) shm1[k] = kiln_kir_op_result(w0, (size_t)k);
+      kiln_kir_op_t *bar = kiln_kir_barrier(b, shm1, (size_t)rs->nacc);
+      if (!bar) goto done;
+      kiln_kir_value_t *in_range = kiln_kir_cmp(b, KILN_KIR_CMP_LT, lane, kiln_kir_const_index(b, nw));
+      const kiln_kir_type_t *atypes[MAX_ACC];
+      for (int k = 0; k < rs->nacc; k++) atypes[k] = init[k]->type;
+      kiln_kir_op_t *rd = kiln_kir_if(b, in_range, atypes, (size_t)rs->nacc);
+      if (!rd) goto done;
+      kiln_kir_builder_enter(b, kiln_kir_op_region(rd, 0));
+      kiln_kir_value_t *v[MAX_ACC];
+      for (int k = 0; k < rs->nacc; k++) v[k] = kiln_kir_extract(b, kiln_kir_op_result(bar, (size_t)k), &lane, 1);
+      kiln_kir_yield(b, v, (size_t)rs->nacc);
+      kiln_kir_builder_exit(b);
+      kiln_kir_builder_enter(b, kiln_kir_op_region(rd, 1));
+      kiln_kir_yield(b, init, (size_t)rs->nacc);
+      kiln_kir_builder_exit(b);
+      for (int k = 0; k < rs->nacc; k++) acc[k] = kiln_kir_op_result(rd, (size_t)k);
+      int from = 1;
+      while (from * 2 < nw) from *= 2;
+      shuffle_tree(&h, rs, acc, from);
+    }
+    kiln_kir_value_t *is_t0 = kiln_kir_cmp(b, KILN_KIR_CMP_EQ, th, kiln_kir_const_index(b, 0));
+    write_outputs(&h, rs, is_t0, bl, acc);
+    kiln_kir_return(b, h.outs, (size_t)h.part.num_outputs);
+  }
+done:
+  return kiln_hero_emit_finish(&h, st, opts);
+}
+
+static kiln_status emit_column(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
+                               red_state_t *rs, kiln_fusion_kernel_t *out) {
+  int64_t M = rs->ha.reduction.dims[0], R = rs->ha.reduction.dims[1], N = rs->ha.reduction.dims[2];
+  int64_t bx = (N + 31) / 32, iters = (R + 31) / 32;
+  if (M > 65535) return KILN_ERR_UNIMPLEMENTED("%s: %lld major kept rows", c->name, (long long)M);
+  int64_t block[3] = {32, 32, 1}, grid[3] = {bx, M, 1};
+  kiln_hero_emit_t h;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_emit_begin(&h, c, opts, red_is_root, rs, block, grid, out));
+  kiln_kir_module_t *m = out->kir;
+  kiln_affine_ctx_t *x = m->ctx;
+  kiln_kir_builder_t *b = &h.b;
+  kiln_kir_value_t *ids[4] = {kiln_kir_thread_id(b, 0, 0, 31), kiln_kir_thread_id(b, 1, 0, 31),
+                              kiln_kir_block_id(b, 0, 0, bx - 1), kiln_kir_block_id(b, 1, 0, M - 1)};
+  const char *dn[4] = {"th_x", "th_y", "bl_x", "bl_y"};
+  for (int i = 0; i < 4; i++) kiln_kir_value_set_name(ids[i], dn[i]);
+  kiln_kir_value_t *init[MAX_ACC];
+  kiln_status st = NULL;
+  if (!init_values(&h, rs, init)) goto done;
+  {
+    int64_t dhi[4] = {31, 31, bx - 1, M - 1}, shi[1] = {iters - 1};
+    kiln_indexing_map_t *map = kiln_hero_map(m, 4, dn, dhi, 1, shi);
+    kiln_affine_expr_t *n = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 2), 32), kiln_affine_dim(x, 0));
+    kiln_affine_expr_t *r = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_sym(x, 0), 32), kiln_affine_dim(x, 1));
+    if (bx * 32 > N) kiln_indexing_map_add_constraint(map, n, 0, N - 1);
+    if (iters * 32 > R) kiln_indexing_map_add_constraint(map, r, 0, R - 1);
+    kiln_affine_expr_t *lin = kiln_affine_add(
+        x, kiln_affine_mul_const(x, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 3), R), r), N), n);
+    kiln_kir_op_t *loop = accumulate(&h, rs, map, lin, ids, 4, init);
+    if (!loop) goto done;
+    kiln_kir_value_t *acc[MAX_ACC], *tile[MAX_ACC];
+    int64_t tdims[2] = {32, 33};
+    for (int k = 0; k < rs->nacc; k++) {
+      acc[k] = kiln_kir_op_result(loop, (size_t)k);
+      tile[k] = kiln_kir_alloc_shared(b, init[k] ? init[k]->type->elem : KILN_F32, 2, tdims);
+      kiln_kir_value_set_name(tile[k], "tile");
+      kiln_kir_value_t *wi[2] = {ids[1], ids[0]};
+      tile[k] = kiln_kir_insert(b, acc[k], tile[k], wi, 2);
+    }
+    kiln_kir_op_t *bar = kiln_kir_barrier(b, tile, (size_t)rs->nacc);
+    if (!bar) goto done;
+    for (int k = 0; k < rs->nacc; k++) {
+      kiln_kir_value_t *ri[2] = {ids[0], ids[1]};
+      acc[k] = kiln_kir_extract(b, kiln_kir_op_result(bar, (size_t)k), ri, 2);
+    }
+    shuffle_tree(&h, rs, acc, 16);
+    /* Lane 0 of warp ty holds column bl_x * 32 + ty. */
+    kiln_kir_value_t *is_l0 = kiln_kir_cmp(b, KILN_KIR_CMP_EQ, ids[0], kiln_kir_const_index(b, 0));
+    int64_t khi[4] = {31, 31, bx - 1, M - 1};
+    kiln_indexing_map_t *km = kiln_hero_map(m, 4, dn, khi, 0, NULL);
+    kiln_affine_expr_t *col = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 2), 32), kiln_affine_dim(x, 1));
+    kiln_indexing_map_add_result(km, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 3), N), col));
+    kiln_indexing_map_add_result(km, col);
+    kiln_kir_op_t *kap = kiln_kir_apply_indexing(b, km, ids, 4, NULL, 0);
+    if (!kap) goto done;
+    kiln_kir_value_t *cond = is_l0;
+    if (bx * 32 > N) {
+      /* The column bound depends on the block: checked inside the lane-0 thread loop. */
+      int nout = h.part.num_outputs;
+      const kiln_kir_type_t *types[KILN_HERO_MAX_ROOTS];
+      for (int o = 0; o < nout; o++) types[o] = h.outs[o]->type;
+      kiln_kir_op_t *outer = kiln_kir_if(b, is_l0, types, (size_t)nout);
+      if (!outer) goto done;
+      kiln_kir_value_t *saved[KILN_HERO_MAX_ROOTS];
+      for (int o = 0; o < nout; o++) saved[o] = h.outs[o];
+      kiln_kir_builder_enter(b, kiln_kir_op_region(outer, 0));
+      kiln_kir_value_t *in_n = kiln_kir_cmp(b, KILN_KIR_CMP_LT, kiln_kir_op_result(kap, 1), kiln_kir_const_index(b, N));
+      write_outputs(&h, rs, in_n, kiln_kir_op_result(kap, 0), acc);
+      kiln_kir_yield(b, h.outs, (size_t)nout);
+      kiln_kir_builder_exit(b);
+      kiln_kir_builder_enter(b, kiln_kir_op_region(outer, 1));
+      kiln_kir_yield(b, saved, (size_t)nout);
+      kiln_kir_builder_exit(b);
+      for (int o = 0; o < nout; o++) h.outs[o] = kiln_kir_op_result(outer, (size_t)o);
+    } else {
+      write_outputs(&h, rs, cond, kiln_kir_op_result(kap, 0), acc);
+    }
+    kiln_kir_return(b, h.outs, (size_t)h.part.num_outputs);
+  }
+done:
+  return kiln_hero_emit_finish(&h, st, opts);
+}
+
+kiln_status kiln_reduction_kernel_emit(const kiln_hlo_computation_t *c,
+                                       const kiln_fusion_compile_options_t *opts,
+                                       const kiln_reduction_options_t *ropts,
+                                       kiln_fusion_kernel_t *out) {
+  memset(out, 0, sizeof(*out));
+  if (!c || !c->root) return KILN_ERR_INVALID("reduction emitter: no computation");
+  red_state_t *rs = kiln_calloc(1, sizeof(*rs));
+  kiln_status s = check_supported(c, rs);
+  if (!s) s = rs->ha.reduction.is_row ? emit_row(c, opts, ropts, rs, out) : emit_column(c, opts, rs, out);
+  kiln_free(rs);
+  return s;
+}

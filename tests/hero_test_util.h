@@ -1,0 +1,198 @@
+/* Shared by the hero-emitter tests (test_reduction_emitter.c, test_transpose_emitter.c):
+ * run an emitted fusion kernel on the host on seeded inputs and compare it with the reference
+ * evaluator; list the corpus emitter files of one kind. Static functions only. */
+#ifndef KILN_TESTS_HERO_TEST_UTIL_H_
+#define KILN_TESTS_HERO_TEST_UTIL_H_
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/kir_pipeline.h"
+#include "compiler/eval/eval.h"
+#include "compiler/hlo/numeric.h"
+#include "tools/common/hlo_file.h"
+
+static uint64_t hero_splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static void hero_fill(kiln_literal_t *l, uint64_t seed) {
+  kiln_elem_type_t t = l->shape->type;
+  uint64_t st = seed;
+  for (int64_t i = 0; i < l->num_elements; i++) {
+    uint64_t r = hero_splitmix(&st);
+    if (kiln_elem_type_is_float(t)) {
+      kiln_literal_set_f64(l, i, -1.0 + 2.0 * (double)(r >> 11) / 9007199254740992.0);
+    } else if (t == KILN_PRED) {
+      kiln_literal_set_s64(l, i, (int64_t)(r & 1));
+    } else if (kiln_elem_type_is_unsigned_int(t)) {
+      int bits = kiln_elem_type_bits(t);
+      kiln_literal_set_u64(l, i, r % (bits < 4 ? (1u << bits) : 16u));
+    } else {
+      int bits = kiln_elem_type_bits(t);
+      int64_t lo = bits < 4 ? -(1 << (bits - 1)) : -8, hi = bits < 4 ? (1 << (bits - 1)) - 1 : 7;
+      kiln_literal_set_s64(l, i, lo + (int64_t)(r % (uint64_t)(hi - lo + 1)));
+    }
+  }
+}
+
+/* Distance in units in the last place between two values of float type t at index i. */
+static int64_t hero_ulp(kiln_elem_type_t t, const void *a, const void *b, int64_t i) {
+  size_t sb = kiln_elem_type_storage_bytes(t);
+  uint64_t x = 0, y = 0;
+  memcpy(&x, (const char *)a + (size_t)i * sb, sb);
+  memcpy(&y, (const char *)b + (size_t)i * sb, sb);
+  int w = kiln_elem_type_bits(t);
+  uint64_t mask = w >= 64 ? ~0ull >> 1 : (((uint64_t)1 << (w - 1)) - 1);
+  int64_t kx = (x >> (w - 1)) & 1 ? -(int64_t)(x & mask) : (int64_t)(x & mask);
+  int64_t ky = (y >> (w - 1)) & 1 ? -(int64_t)(y & mask) : (int64_t)(y & mask);
+  return kx > ky ? kx - ky : ky - kx;
+}
+
+typedef struct hero_run_result {
+  int64_t elements, mismatches;
+  double max_rel;
+  int64_t max_ulp;
+  char first[256];
+  double run_ms;
+} hero_run_result_t;
+
+/* Runs kernel k (emitted for c) on the host and compares with the evaluator. Floats are
+ * compared by |got - want| / max(|want|, scale) with scale = sqrt(summed) (the magnitude of
+ * partial sums of `summed` uniform [-1, 1) values; 1 for data movement): f32 within rel_tol,
+ * f64 within 1e-12, narrower floats within 4 of their epsilons (sums rounded to the narrow
+ * type after every step, in another order); integers and pred exact. With zero_scalars,
+ * scalar parameters are 0 (reduce init values must be the reducer's identity: the GPU
+ * algorithm combines the init once per thread, as XLA's does). */
+static kiln_status hero_run_check(const kiln_hlo_computation_t *c, const kiln_fusion_kernel_t *k,
+                                  kiln_host_jit_t *jit, kiln_host_pool_t *pool, double rel_tol,
+                                  int64_t summed, bool zero_scalars, uint64_t seed,
+                                  hero_run_result_t *res) {
+  double scale = summed > 1 ? sqrt((double)summed) : 1.0;
+  memset(res, 0, sizeof(*res));
+  kiln_kir_host_kernel_t hk;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_kir_compile_host(k->kir, jit, &hk));
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t **params = kiln_calloc((size_t)c->num_parameters + 1, sizeof(*params));
+  void **args = kiln_calloc((size_t)(k->num_inputs + k->num_outputs) + 1, sizeof(void *));
+  kiln_status s = NULL;
+  for (int i = 0; i < c->num_parameters; i++) {
+    params[i] = kiln_literal_make(&arena, c->parameters[i]->shape);
+    hero_fill(params[i], seed * 1000003u + (uint64_t)i);
+    if (zero_scalars && params[i]->shape->rank == 0) kiln_literal_set_f64(params[i], 0, 0.0);
+  }
+  static char empty[8];
+  for (int i = 0; i < k->num_inputs; i++) {
+    const kiln_hlo_instruction_t *in = k->inputs[i];
+    void *d = in->opcode == KILN_OP_PARAMETER ? params[in->parameter_number]->data : in->literal->data;
+    args[i] = d ? d : empty;
+  }
+  for (int o = 0; o < k->num_outputs; o++)
+    args[k->num_inputs + o] = kiln_calloc((size_t)(kiln_shape_num_elements(k->outputs[o]) *
+                                                   (int64_t)kiln_elem_type_storage_bytes(k->outputs[o]->type)) + 16, 1);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  s = kiln_kir_host_kernel_run(&hk, pool, args);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  res->run_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+  kiln_literal_t *want_all = NULL;
+  if (!s) {
+    kiln_eval_options_t eo = {0};
+    kiln_eval_ctx_t ectx = {0};
+    ectx.opts = &eo;
+    ectx.arena = &arena;
+    s = kiln_eval_computation(&ectx, c, c->num_parameters, params, &want_all);
+  }
+  for (int o = 0; o < k->num_outputs && !s; o++) {
+    const kiln_literal_t *want = want_all;
+    if (kiln_shape_is_tuple(want_all->shape)) {
+      /* Depth-first leaf o. */
+      const kiln_literal_t *stack[64];
+      int sp = 0, seen = 0;
+      stack[sp++] = want_all;
+      want = NULL;
+      while (sp > 0 && !want) {
+        const kiln_literal_t *l = stack[--sp];
+        if (kiln_shape_is_tuple(l->shape)) {
+          for (int e = l->num_tuple_elements - 1; e >= 0 && sp < 64; e--) stack[sp++] = l->tuple_elements[e];
+        } else if (seen++ == o) {
+          want = l;
+        }
+      }
+    }
+    if (!want || want->num_elements != kiln_shape_num_elements(k->outputs[o])) {
+      s = KILN_ERR_INTERNAL("evaluator result does not match output %d", o);
+      break;
+    }
+    kiln_elem_type_t t = want->shape->type;
+    kiln_literal_t g = *want;
+    g.data = args[k->num_inputs + o];
+    for (int64_t i = 0; i < want->num_elements; i++) {
+      bool bad;
+      double a = kiln_literal_get_f64(want, i), b = kiln_literal_get_f64(&g, i);
+      if (kiln_elem_type_is_float(t) && !(isnan(a) || isnan(b) || isinf(a) || isinf(b))) {
+        double rel = fabs(a - b) / fmax(fabs(a), scale);
+        if (rel > res->max_rel) res->max_rel = rel;
+        int64_t u = hero_ulp(t, want->data, g.data, i);
+        if (u > res->max_ulp) res->max_ulp = u;
+        if (t == KILN_F32) bad = rel > rel_tol;
+        else if (t == KILN_F64) bad = rel > 1e-12;
+        else bad = rel > 4.0 * ldexp(1.0, -(t == KILN_F16 ? 10 : t == KILN_BF16 ? 7 : 3));
+      } else if (kiln_elem_type_is_float(t)) {
+        bad = !((isnan(a) && isnan(b)) || a == b);
+      } else {
+        bad = kiln_literal_get_u64(want, i) != kiln_literal_get_u64(&g, i);
+      }
+      if (bad) {
+        if (res->mismatches == 0)
+          snprintf(res->first, sizeof(res->first), "output %d element %lld: want %.9g got %.9g", o,
+                   (long long)i, a, b);
+        res->mismatches++;
+      }
+    }
+    res->elements += want->num_elements;
+  }
+  for (int o = 0; o < k->num_outputs; o++) kiln_free(args[k->num_inputs + o]);
+  kiln_free(args);
+  kiln_free(params);
+  kiln_arena_destroy(&arena);
+  return s;
+}
+
+static int hero_cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted names of corpus emitter files whose name contains `needle` (NULL when the corpus
+ * is missing). */
+static char **hero_corpus_files(const char *needle, size_t *n_out) {
+  char dir[1024];
+  snprintf(dir, sizeof(dir), "%s/emitters", kiln_corpus_dir());
+  DIR *d = opendir(dir);
+  *n_out = 0;
+  if (!d) return NULL;
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t l = strlen(e->d_name);
+    if (l < 4 || strcmp(e->d_name + l - 4, ".hlo") != 0 || !strstr(e->d_name, needle)) continue;
+    if (n == cap) names = kiln_realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*names));
+    names[n++] = kiln_strdup(e->d_name);
+  }
+  closedir(d);
+  if (n) qsort(names, n, sizeof(*names), hero_cmp_str);
+  *n_out = n;
+  return names;
+}
+
+#endif /* KILN_TESTS_HERO_TEST_UTIL_H_ */
