@@ -53,7 +53,9 @@ static void test_issue_example_permutes_logical_dims_into_physical_order(void **
   pt_expect_text(m, "n = f32[20,10,30]{2,1,0} negate(bitcast)", true);
   /* the entry keeps its signature through a bitcast back */
   pt_expect_text(m, "ROOT bitcast.", true);
-  assert_string_equal(kiln_shape_to_string(m->entry->root->shape, true), "f32[10,20,30]{2,0,1}");
+  char *root = kiln_shape_to_string(m->entry->root->shape, true);
+  assert_string_equal(root, "f32[10,20,30]{2,0,1}");
+  kiln_free(root);
   kiln_hlo_module_destroy(m);
 }
 

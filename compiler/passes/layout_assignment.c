@@ -494,6 +494,13 @@ static kiln_shape_t *entry_want(la_t *la, kiln_shape_t *given, kiln_shape_t *own
 kiln_status kiln_layout_assign(kiln_hlo_module_t *m, kiln_layout_assignment_stats_t *stats,
                                bool *changed) {
   if (!m->entry) return kiln_status_make(KILN_INVALID_ARGUMENT, "layout assignment: module has no entry");
+  /* New instructions and shapes go to the module's arena: refuse up front, before changing
+   * anything, when a parser-set bound leaves too little room (never fail half-way). */
+  size_t need = (size_t)kiln_hlo_module_instruction_count(m) * 4096 + ((size_t)64 << 10);
+  if (m->arena.limit && m->arena.total + need > m->arena.limit)
+    return kiln_status_make(KILN_RESOURCE_EXHAUSTED,
+                            "layout assignment: module '%s' may need %zu more arena bytes than its bound allows",
+                            m->name, need);
   la_t la = {.m = m, .a = &m->arena};
   kiln_ptrmap_init(&la.orig);
   kiln_ptrmap_init(&la.done);

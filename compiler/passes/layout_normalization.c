@@ -901,6 +901,13 @@ static void normalize_computation(ln_t *ln, kiln_hlo_computation_t *c) {
 kiln_status kiln_layout_normalize(kiln_hlo_module_t *m, kiln_layout_normalization_stats_t *stats,
                                   bool *changed) {
   if (!m->entry) return kiln_status_make(KILN_INVALID_ARGUMENT, "layout normalization: module has no entry");
+  /* New instructions and shapes go to the module's arena: refuse up front, before changing
+   * anything, when a parser-set bound leaves too little room (never fail half-way). */
+  size_t need = (size_t)kiln_hlo_module_instruction_count(m) * 4096 + ((size_t)64 << 10);
+  if (m->arena.limit && m->arena.total + need > m->arena.limit)
+    return kiln_status_make(KILN_RESOURCE_EXHAUSTED,
+                            "layout normalization: module '%s' may need %zu more arena bytes than its bound allows",
+                            m->name, need);
   ln_t ln = {.m = m, .a = &m->arena};
   kiln_ptrmap_init(&ln.orig);
   kiln_ptrmap_init(&ln.norm);
