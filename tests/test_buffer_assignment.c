@@ -177,10 +177,11 @@ static void test_checker_rejects_overlapping_live_slices(void **state) {
   assert_non_null(strstr(kiln_status_message(s), "does not fit"));
   kiln_status_free(s);
   /* An output moved into the temp allocation. */
+  int temp_alloc = ba->slices[vc->id].allocation;
   kiln_buffer_assignment_free(ba);
   ba = assign(m, false);
   kiln_hlo_value_t *vr = kiln_dataflow_value_at(ba->df, m->entry->root, 0);
-  ba->slices[vr->id].allocation = ba->slices[vc->id].allocation;
+  ba->slices[vr->id].allocation = temp_alloc;
   ba->slices[vr->id].offset = 0;
   s = kiln_buffer_assignment_check(ba);
   assert_non_null(s);
