@@ -1,0 +1,293 @@
+/* Transpose emitter (see transpose_emitter.h). */
+#include "compiler/codegen/transpose_emitter.h"
+
+#include <string.h>
+
+#include "compiler/codegen/hero_analysis.h"
+#include "compiler/codegen/reduction_emitter.h"
+
+#define MAX_NODES 256
+
+typedef struct tr_state {
+  kiln_hero_analysis_t ha;
+  int nheroes;
+  const kiln_hlo_instruction_t *heroes[KILN_HERO_MAX_ROOTS];
+  /* Instructions between a root and its hero (hero and root included). */
+  int npath;
+  const kiln_hlo_instruction_t *path[MAX_NODES];
+} tr_state_t;
+
+static bool on_path(const tr_state_t *ts, const kiln_hlo_instruction_t *x) {
+  for (int i = 0; i < ts->npath; i++)
+    if (ts->path[i] == x) return true;
+  return false;
+}
+
+static int hero_index(const tr_state_t *ts, const kiln_hlo_instruction_t *x) {
+  for (int i = 0; i < ts->nheroes; i++)
+    if (ts->heroes[i] == x) return i;
+  return -1;
+}
+
+/* Marks the instructions from `x` down to `hero`; returns whether x reaches the hero. */
+static bool mark_path(tr_state_t *ts, const kiln_hlo_instruction_t *x, const kiln_hlo_instruction_t *hero) {
+  if (on_path(ts, x)) return true;
+  bool reaches = x == hero;
+  if (!reaches && x->opcode != KILN_OP_PARAMETER)
+    for (int i = 0; i < x->num_operands; i++) reaches |= mark_path(ts, x->operands[i], hero);
+  if (reaches && ts->npath < MAX_NODES) ts->path[ts->npath++] = x;
+  return reaches;
+}
+
+/* Functions of their own: the heroes' operands (read at the input index) and the other
+ * operands of the consumers (read at the output index). */
+static bool tr_is_root(void *user, const kiln_hlo_instruction_t *instr) {
+  tr_state_t *ts = user;
+  for (int h = 0; h < ts->nheroes; h++)
+    if (ts->heroes[h]->operands[0] == instr) return true;
+  if (on_path(ts, instr)) return false;
+  for (int i = 0; i < ts->npath; i++) {
+    const kiln_hlo_instruction_t *p = ts->path[i];
+    if (hero_index(ts, p) >= 0) continue;
+    for (int k = 0; k < p->num_operands; k++)
+      if (p->operands[k] == instr) return true;
+  }
+  return false;
+}
+
+/* Logical indices of `s` for the physical linear index value `lin` (range [0, n-1]). */
+static bool index_of(kiln_hero_emit_t *h, const kiln_shape_t *s, kiln_kir_value_t *lin, kiln_kir_value_t **idx) {
+  if (s->rank == 0) return true;
+  kiln_kir_module_t *m = h->out->kir;
+  int64_t hi = kiln_shape_num_elements(s) - 1;
+  const char *dn = "lin";
+  kiln_indexing_map_t *map = kiln_hero_map(m, 1, &dn, &hi, 0, NULL);
+  kiln_affine_expr_t *ex[KILN_KIR_MAX_RANK];
+  kiln_hero_delinearize_physical(m->ctx, s, kiln_affine_dim(m->ctx, 0), ex);
+  for (int i = 0; i < s->rank; i++) kiln_indexing_map_add_result(map, ex[i]);
+  kiln_indexing_map_simplify(map);
+  kiln_kir_op_t *ap = kiln_kir_apply_indexing(&h->b, map, &lin, 1, NULL, 0);
+  if (!ap) return false;
+  for (int i = 0; i < s->rank; i++) idx[i] = kiln_kir_op_result(ap, (size_t)i);
+  return true;
+}
+
+typedef struct memo {
+  const kiln_hlo_instruction_t *x[MAX_NODES];
+  kiln_kir_value_t *v[MAX_NODES];
+  int n;
+} memo_t;
+
+/* Value of path node x at output linear index `lin`, the heroes' values being `tile_vals`. */
+static kiln_kir_value_t *eval_path(kiln_hero_emit_t *h, tr_state_t *ts, const kiln_hlo_instruction_t *x,
+                                   kiln_kir_value_t *lin, kiln_kir_value_t *const *tile_vals, memo_t *mm) {
+  for (int i = 0; i < mm->n; i++)
+    if (mm->x[i] == x) return mm->v[i];
+  kiln_kir_value_t *v = NULL;
+  int hi = hero_index(ts, x);
+  if (hi >= 0) {
+    v = tile_vals[hi];
+  } else if (x->opcode == KILN_OP_BITCAST || x->opcode == KILN_OP_RESHAPE || x->opcode == KILN_OP_TRANSPOSE ||
+             (x->opcode == KILN_OP_COPY && kiln_shape_equal(x->shape, x->operands[0]->shape, true))) {
+    v = eval_path(h, ts, x->operands[0], lin, tile_vals, mm);
+  } else if (kiln_hlo_opcode_is_elementwise(x->opcode) && x->num_operands <= 8) {
+    kiln_kir_value_t *args[8];
+    for (int k = 0; k < x->num_operands; k++) {
+      const kiln_hlo_instruction_t *op = x->operands[k];
+      if (on_path(ts, op)) {
+        args[k] = eval_path(h, ts, op, lin, tile_vals, mm);
+      } else {
+        kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
+        args[k] = index_of(h, op->shape, lin, idx) ? kiln_hero_emit_value(h, op, idx) : NULL;
+      }
+      if (!args[k]) return NULL;
+    }
+    v = kiln_elem_scalar_op(&h->fn, x, args, x->num_operands);
+  } else {
+    kiln_elem_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s after a transpose hero", x->name,
+                                                  kiln_hlo_opcode_name(x->opcode)));
+    return NULL;
+  }
+  if (v && mm->n < MAX_NODES) mm->x[mm->n] = x, mm->v[mm->n++] = v;
+  return v;
+}
+
+static int output_of_root(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *root) {
+  for (int o = 0; o < h->part.num_outputs; o++)
+    if (h->part.outputs[o].instr == root) return o;
+  return -1;
+}
+
+kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
+                                       const kiln_fusion_compile_options_t *opts,
+                                       kiln_fusion_kernel_t *out) {
+  memset(out, 0, sizeof(*out));
+  if (!c || !c->root) return KILN_ERR_INVALID("transpose emitter: no computation");
+  tr_state_t *ts = kiln_calloc(1, sizeof(*ts));
+  kiln_status st = kiln_hero_analyze(c, &ts->ha);
+  if (!st && ts->ha.emitter != KILN_HERO_EMITTER_TRANSPOSE)
+    st = KILN_ERR_INVALID("%s: not a transpose fusion (%s)", c->name, kiln_hero_emitter_name(ts->ha.emitter));
+  const kiln_transpose_desc_t *d = &ts->ha.transpose;
+  int nr = d->rank;
+  if (!st && d->perm[nr - 1] == nr - 1)
+    st = KILN_ERR_UNIMPLEMENTED("%s: transpose keeping the minor dimension", c->name);
+  for (int i = 0; i < ts->ha.num_roots && !st; i++) {
+    const kiln_hlo_instruction_t *hr = ts->ha.heroes[i];
+    if (!kiln_hero_is_transpose_hero(hr, NULL)) continue;
+    if (hero_index(ts, hr) < 0) ts->heroes[ts->nheroes++] = hr;
+    if (!mark_path(ts, ts->ha.roots[i], hr)) st = KILN_ERR_INTERNAL("%s: root does not reach its hero", c->name);
+  }
+  if (st) {
+    kiln_free(ts);
+    return st;
+  }
+  int a = nr - 1, bdim = (int)d->perm[nr - 1];
+  int64_t na = (d->in_dims[a] + 31) / 32, nb = (d->in_dims[bdim] + 31) / 32, batch = 1;
+  for (int i = 0; i < nr; i++)
+    if (i != a && i != bdim) batch *= d->in_dims[i];
+  int64_t nbl = batch * na * nb;
+  int64_t block[3] = {32, 4, 1}, grid[3] = {nbl, 1, 1};
+  kiln_hero_emit_t h;
+  st = kiln_hero_emit_begin(&h, c, opts, tr_is_root, ts, block, grid, out);
+  if (st) {
+    kiln_free(ts);
+    return st;
+  }
+  kiln_kir_module_t *m = out->kir;
+  kiln_affine_ctx_t *x = m->ctx;
+  kiln_kir_builder_t *b = &h.b;
+  const char *dn[3] = {"th_x", "th_y", "bl_x"};
+  kiln_kir_value_t *ids[3] = {kiln_kir_thread_id(b, 0, 0, 31), kiln_kir_thread_id(b, 1, 0, 3),
+                              kiln_kir_block_id(b, 0, 0, nbl - 1)};
+  for (int i = 0; i < 3; i++) kiln_kir_value_set_name(ids[i], dn[i]);
+  /* Block -> (batch dims..., tb, ta). */
+  int64_t bshape[18];
+  int nbs = 0, bpos[16];
+  for (int i = 0; i < nr; i++)
+    if (i != a && i != bdim) bpos[i] = nbs, bshape[nbs++] = d->in_dims[i];
+  bshape[nbs] = nb;
+  bshape[nbs + 1] = na;
+  kiln_affine_expr_t *bex[18];
+  kiln_affine_delinearize(x, kiln_affine_dim(x, 2), bshape, (size_t)nbs + 2, bex);
+  kiln_affine_expr_t *tb32 = kiln_affine_mul_const(x, bex[nbs], 32), *ta32 = kiln_affine_mul_const(x, bex[nbs + 1], 32);
+  kiln_affine_expr_t *ty4s = kiln_affine_add(x, kiln_affine_dim(x, 1), kiln_affine_mul_const(x, kiln_affine_sym(x, 0), 4));
+  int64_t dhi[3] = {31, 3, nbl - 1}, shi[1] = {7};
+  int nout = h.part.num_outputs;
+  const kiln_shape_t *in_shape = ts->heroes[0]->operands[0]->shape;
+  int64_t nin_elems = kiln_shape_num_elements(in_shape);
+  /* ---- phase 1: input tiles (and side outputs) ---- */
+  {
+    kiln_indexing_map_t *map = kiln_hero_map(m, 3, dn, dhi, 1, shi);
+    kiln_affine_expr_t *coord[16];
+    for (int i = 0; i < nr; i++) coord[i] = i == a ? NULL : i == bdim ? NULL : bex[bpos[i]];
+    coord[a] = kiln_affine_add(x, ta32, kiln_affine_dim(x, 0));
+    coord[bdim] = kiln_affine_add(x, tb32, ty4s);
+    if (na * 32 > d->in_dims[a]) kiln_indexing_map_add_constraint(map, coord[a], 0, d->in_dims[a] - 1);
+    if (nb * 32 > d->in_dims[bdim]) kiln_indexing_map_add_constraint(map, coord[bdim], 0, d->in_dims[bdim] - 1);
+    kiln_indexing_map_add_result(map, kiln_affine_linearize(x, coord, d->in_dims, (size_t)nr));
+    kiln_indexing_map_add_result(map, ty4s);
+    kiln_indexing_map_add_result(map, kiln_affine_dim(x, 0));
+    kiln_indexing_map_simplify(map);
+    kiln_kir_value_t *inits[2 * KILN_HERO_MAX_ROOTS];
+    int64_t tdims[2] = {32, 33};
+    int ni = 0;
+    for (int hh = 0; hh < ts->nheroes; hh++) {
+      inits[ni] = kiln_kir_alloc_shared(b, ts->heroes[hh]->shape->type, 2, tdims);
+      kiln_kir_value_set_name(inits[ni++], "tile");
+    }
+    int side[KILN_HERO_MAX_ROOTS], nside = 0;
+    for (int o = 0; o < nout; o++) {
+      const kiln_hlo_instruction_t *r = h.part.outputs[o].instr;
+      if (on_path(ts, r)) continue;
+      if (kiln_shape_num_elements(r->shape) != nin_elems) {
+        kiln_elem_fail(&h.fn, KILN_ERR_UNIMPLEMENTED("%s: side output %s not shaped like the input", c->name, r->name));
+        goto done;
+      }
+      side[nside++] = o;
+      inits[ni++] = h.outs[o];
+    }
+    kiln_kir_op_t *loop = kiln_kir_loop(b, map, ids, 3, inits, (size_t)ni);
+    if (!loop) goto done;
+    kiln_kir_builder_enter(b, kiln_kir_op_region(loop, 0));
+    size_t mark;
+    kiln_elem_enter(&h.fn, kiln_kir_op_region(loop, 0), &mark);
+    kiln_kir_value_t *lin = kiln_kir_loop_index(loop, 0);
+    kiln_kir_value_t *tix[2] = {kiln_kir_loop_index(loop, 1), kiln_kir_loop_index(loop, 2)};
+    kiln_kir_value_t *ys[2 * KILN_HERO_MAX_ROOTS];
+    bool ok = true;
+    for (int hh = 0; hh < ts->nheroes && ok; hh++) {
+      const kiln_hlo_instruction_t *opnd = ts->heroes[hh]->operands[0];
+      kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
+      kiln_kir_value_t *v = index_of(&h, opnd->shape, lin, idx) ? kiln_hero_emit_value(&h, opnd, idx) : NULL;
+      ok = v != NULL;
+      if (ok) ys[hh] = kiln_kir_insert(b, v, kiln_kir_loop_iter_arg(loop, (size_t)hh), tix, 2);
+    }
+    for (int s = 0; s < nside && ok; s++) {
+      const kiln_hlo_instruction_t *r = h.part.outputs[side[s]].instr;
+      kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
+      kiln_kir_value_t *v = index_of(&h, r->shape, lin, idx) ? kiln_hero_emit_value(&h, r, idx) : NULL;
+      ok = v != NULL;
+      if (ok) ys[ts->nheroes + s] = kiln_kir_insert(b, v, kiln_kir_loop_iter_arg(loop, (size_t)(ts->nheroes + s)), idx, (size_t)r->shape->rank);
+    }
+    kiln_elem_exit(&h.fn, mark);
+    if (ok) kiln_kir_yield(b, ys, (size_t)ni);
+    kiln_kir_builder_exit(b);
+    if (!ok) goto done;
+    kiln_kir_value_t *tiles[KILN_HERO_MAX_ROOTS];
+    for (int hh = 0; hh < ts->nheroes; hh++) tiles[hh] = kiln_kir_op_result(loop, (size_t)hh);
+    for (int s = 0; s < nside; s++) h.outs[side[s]] = kiln_kir_op_result(loop, (size_t)(ts->nheroes + s));
+    kiln_kir_op_t *bar = kiln_kir_barrier(b, tiles, (size_t)ts->nheroes);
+    if (!bar) goto done;
+    /* ---- phase 2: transposed writes through the consumers ---- */
+    kiln_indexing_map_t *map2 = kiln_hero_map(m, 3, dn, dhi, 1, shi);
+    kiln_affine_expr_t *c2[16], *oc[16];
+    for (int i = 0; i < nr; i++) c2[i] = i == a || i == bdim ? NULL : bex[bpos[i]];
+    c2[a] = kiln_affine_add(x, ta32, ty4s);
+    c2[bdim] = kiln_affine_add(x, tb32, kiln_affine_dim(x, 0));
+    if (na * 32 > d->in_dims[a]) kiln_indexing_map_add_constraint(map2, c2[a], 0, d->in_dims[a] - 1);
+    if (nb * 32 > d->in_dims[bdim]) kiln_indexing_map_add_constraint(map2, c2[bdim], 0, d->in_dims[bdim] - 1);
+    for (int i = 0; i < nr; i++) oc[i] = c2[d->perm[i]];
+    kiln_indexing_map_add_result(map2, kiln_affine_linearize(x, oc, d->out_dims, (size_t)nr));
+    kiln_indexing_map_add_result(map2, kiln_affine_dim(x, 0));
+    kiln_indexing_map_add_result(map2, ty4s);
+    kiln_indexing_map_simplify(map2);
+    int tro[KILN_HERO_MAX_ROOTS], ntr = 0;
+    kiln_kir_value_t *inits2[KILN_HERO_MAX_ROOTS];
+    for (int i = 0; i < ts->ha.num_roots; i++) {
+      if (!on_path(ts, ts->ha.roots[i])) continue;
+      int o = output_of_root(&h, ts->ha.roots[i]);
+      bool dup = false;
+      for (int k = 0; k < ntr; k++) dup |= tro[k] == o;
+      if (o < 0 || dup) continue;
+      tro[ntr] = o;
+      inits2[ntr++] = h.outs[o];
+    }
+    kiln_kir_op_t *loop2 = kiln_kir_loop(b, map2, ids, 3, inits2, (size_t)ntr);
+    if (!loop2) goto done;
+    kiln_kir_builder_enter(b, kiln_kir_op_region(loop2, 0));
+    kiln_elem_enter(&h.fn, kiln_kir_op_region(loop2, 0), &mark);
+    kiln_kir_value_t *lin2 = kiln_kir_loop_index(loop2, 0);
+    kiln_kir_value_t *rix[2] = {kiln_kir_loop_index(loop2, 1), kiln_kir_loop_index(loop2, 2)};
+    kiln_kir_value_t *tv[KILN_HERO_MAX_ROOTS];
+    for (int hh = 0; hh < ts->nheroes; hh++) tv[hh] = kiln_kir_extract(b, kiln_kir_op_result(bar, (size_t)hh), rix, 2);
+    memo_t *mm = kiln_calloc(1, sizeof(*mm));
+    kiln_kir_value_t *ys2[KILN_HERO_MAX_ROOTS];
+    for (int k = 0; k < ntr && ok; k++) {
+      const kiln_hlo_instruction_t *r = h.part.outputs[tro[k]].instr;
+      kiln_kir_value_t *v = eval_path(&h, ts, r, lin2, tv, mm);
+      kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
+      ok = v && index_of(&h, r->shape, lin2, idx);
+      if (ok) ys2[k] = kiln_kir_insert(b, v, kiln_kir_loop_iter_arg(loop2, (size_t)k), idx, (size_t)r->shape->rank);
+    }
+    kiln_free(mm);
+    kiln_elem_exit(&h.fn, mark);
+    if (ok) kiln_kir_yield(b, ys2, (size_t)ntr);
+    kiln_kir_builder_exit(b);
+    if (!ok) goto done;
+    for (int k = 0; k < ntr; k++) h.outs[tro[k]] = kiln_kir_op_result(loop2, (size_t)k);
+    kiln_kir_return(b, h.outs, (size_t)nout);
+  }
+done:
+  kiln_free(ts);
+  return kiln_hero_emit_finish(&h, NULL, opts);
+}

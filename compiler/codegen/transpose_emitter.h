@@ -1,0 +1,33 @@
+/* Transpose emitter (XLA's shared-memory transpose fusion; DESIGN.md principle 1).
+ *
+ * For a fusion that kiln_hero_analyze classifies as TRANSPOSE whose (normalized) transpose
+ * moves the input's minor dimension: the two tiled dimensions are the input's minor
+ * dimension `a` and the input dimension `b` that becomes the output's minor one; every other
+ * dimension is a batch dimension. Blocks of 32 x 4 threads (128, four warps) each move one
+ * 32 x 32 tile per batch index (grid x = batch * tiles_b * tiles_a):
+ *   phase 1: thread (tx, ty) reads input (a = ta*32 + tx, b = tb*32 + ty + 4s), s = 0..7 —
+ *            coalesced along the input's minor dimension — computing the hero's operand
+ *            (fused producers, through their subgraph functions) and stores it into a
+ *            32 x 33 shared tile [b offset][a offset] per hero; roots without a transpose
+ *            hero (side outputs shaped like the input) are written here too;
+ *   barrier;
+ *   phase 2: thread (tx, ty) writes output (b = tb*32 + tx, a = ta*32 + ty + 4s) —
+ *            coalesced along the output's minor dimension — reading tile[tx][ty + 4s] and
+ *            applying the fused consumers between the hero and the root (elementwise ops,
+ *            bitcasts; their other operands read at the same index).
+ * UNIMPLEMENTED: transposes that keep the minor dimension (the "102" form), complex types,
+ * consumers other than elementwise ops and bitcasts. */
+#ifndef KILN_COMPILER_CODEGEN_TRANSPOSE_EMITTER_H_
+#define KILN_COMPILER_CODEGEN_TRANSPOSE_EMITTER_H_
+
+#include "base/status.h"
+#include "compiler/codegen/fusion_compiler.h"
+#include "compiler/hlo/ir.h"
+
+/* Emits the transpose kernel for `c` and runs the kernel-IR pipeline; *out as for
+ * kiln_fusion_kernel_emit (grid.threads = 128). */
+kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
+                                       const kiln_fusion_compile_options_t *opts,
+                                       kiln_fusion_kernel_t *out);
+
+#endif /* KILN_COMPILER_CODEGEN_TRANSPOSE_EMITTER_H_ */
