@@ -161,8 +161,8 @@ static kiln_status eval_batch_norm(kiln_eval_ctx_t *ctx, const kiln_hlo_instruct
                                    kiln_literal_t *const *ops, kiln_literal_t **out) {
   kiln_hlo_opcode_t op = instr->opcode;
   int nops = op == KILN_OP_BATCH_NORM_TRAINING ? 3 : 5;
-  double eps;
-  bn_geom_t g;
+  double eps = 0;
+  bn_geom_t g = {0};
   KILN_RETURN_IF_ERROR_PLAIN(bn_check(instr, ops, nops, &eps, &g));
   kiln_literal_t *res;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, instr->shape, &res));
@@ -367,7 +367,7 @@ static kiln_status eval_scan(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
 
 static kiln_i64_list_t mk_list(kiln_arena_t *a, const int64_t *v, int n) {
   kiln_i64_list_t l = {n, kiln_arena_alloc(a, sizeof(int64_t) * (size_t)(n ? n : 1))};
-  if (l.v) memcpy(l.v, v, sizeof(int64_t) * (size_t)n);
+  if (l.v && n > 0) memcpy(l.v, v, sizeof(int64_t) * (size_t)n);
   return l;
 }
 
