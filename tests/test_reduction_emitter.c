@@ -185,7 +185,7 @@ static void test_row_reduction_dump_shows_shared_barrier_shuffles(void **state) 
   assert_non_null(strstr(dump, "allocate_shared"));
   assert_non_null(strstr(dump, "barrier"));
   assert_non_null(strstr(dump, "shuffle"));
-  assert_non_null(strstr(dump, "block=[512, 1, 1]"));
+  assert_non_null(strstr(dump, "block=[256, 1, 1]"));
   kiln_free(dump);
   kiln_fusion_kernel_free(&k);
   kiln_hlo_module_destroy(m);

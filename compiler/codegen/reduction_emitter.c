@@ -445,9 +445,10 @@ static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_fusion_c
     int b = kiln_elem_type_bits(r->operands[0]->shape->type);
     if (b > bits) bits = b;
   }
-  int vec = ropts && ropts->vector_size > 0 ? ropts->vector_size : (bits <= 32 && R2 % 2 == 0 ? 2 : 1);
+  int vec = ropts && ropts->vector_size > 0 ? ropts->vector_size
+                                            : bits <= 32 && R2 % 4 == 0 ? 4 : bits <= 32 && R2 % 2 == 0 ? 2 : 1;
   if (R2 % vec) vec = 1;
-  int64_t maxt = ropts && ropts->max_threads > 0 ? ropts->max_threads : 512;
+  int64_t maxt = ropts && ropts->max_threads > 0 ? ropts->max_threads : 256;
   int64_t T = round_up((R2 + vec - 1) / vec, 32);
   if (T > maxt) T = round_up(maxt, 32);
   int64_t iters = (R2 + T * vec - 1) / (T * vec);
