@@ -750,7 +750,8 @@ bool kiln_indexing_map_simplify(kiln_indexing_map_t *m) {
     kiln_ptrmap_free(&s.memo);
 
     bool same = vars_equal(m, saved) && saved_cons.len == m->constraints.len &&
-                memcmp(saved_res, m->results.data, m->results.len * sizeof *saved_res) == 0;
+                (m->results.len == 0 ||
+                 memcmp(saved_res, m->results.data, m->results.len * sizeof *saved_res) == 0);
     for (size_t i = 0; same && i < saved_cons.len; i++)
       same = saved_cons.data[i].expr == m->constraints.data[i].expr &&
              saved_cons.data[i].range.lo == m->constraints.data[i].range.lo &&
