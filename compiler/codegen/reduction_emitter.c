@@ -248,7 +248,31 @@ typedef struct red_state {
   int nacc;                       /* accumulators over all reduces */
   int acc_red[MAX_ACC];           /* reduce of accumulator */
   int acc_first[KILN_HERO_MAX_ROOTS]; /* first accumulator of reduce j */
+  /* Epilogues: instructions between a root and its reduce hero (both included). */
+  int npath;
+  const kiln_hlo_instruction_t *path[256];
 } red_state_t;
+
+static int red_index(const red_state_t *rs, const kiln_hlo_instruction_t *x) {
+  for (int j = 0; j < rs->nred; j++)
+    if (rs->reds[j] == x) return j;
+  return -1;
+}
+
+static bool red_on_path(const red_state_t *rs, const kiln_hlo_instruction_t *x) {
+  for (int i = 0; i < rs->npath; i++)
+    if (rs->path[i] == x) return true;
+  return false;
+}
+
+static bool red_mark_path(red_state_t *rs, const kiln_hlo_instruction_t *x, const kiln_hlo_instruction_t *hero) {
+  if (red_on_path(rs, x)) return true;
+  bool reaches = x == hero;
+  if (!reaches && x->opcode != KILN_OP_PARAMETER && x->opcode != KILN_OP_REDUCE)
+    for (int i = 0; i < x->num_operands; i++) reaches |= red_mark_path(rs, x->operands[i], hero);
+  if (reaches && rs->npath < 256) rs->path[rs->npath++] = x;
+  return reaches;
+}
 
 /* Reduce inputs head their own functions (they are read at the input's indexing). */
 static bool red_is_root(void *user, const kiln_hlo_instruction_t *instr) {
@@ -258,7 +282,64 @@ static bool red_is_root(void *user, const kiln_hlo_instruction_t *instr) {
     for (int i = 0; i < r->num_operands / 2; i++)
       if (r->operands[i] == instr) return true;
   }
+  if (red_on_path(rs, instr)) return false;
+  for (int i = 0; i < rs->npath; i++) {
+    const kiln_hlo_instruction_t *p = rs->path[i];
+    if (red_index(rs, p) >= 0) continue;
+    for (int k = 0; k < p->num_operands; k++)
+      if (p->operands[k] == instr) return true;
+  }
   return false;
+}
+
+/* Logical indices of `s` for the physical linear index value `lin`. */
+static bool red_index_of(kiln_hero_emit_t *h, const kiln_shape_t *s, kiln_kir_value_t *lin, kiln_kir_value_t **idx) {
+  if (s->rank == 0) return true;
+  kiln_kir_module_t *m = h->out->kir;
+  int64_t hi = kiln_shape_num_elements(s) - 1;
+  const char *dn = "lin";
+  kiln_indexing_map_t *map = kiln_hero_map(m, 1, &dn, &hi, 0, NULL);
+  kiln_affine_expr_t *ex[KILN_KIR_MAX_RANK];
+  kiln_hero_delinearize_physical(m->ctx, s, kiln_affine_dim(m->ctx, 0), ex);
+  for (int i = 0; i < s->rank; i++) kiln_indexing_map_add_result(map, ex[i]);
+  kiln_indexing_map_simplify(map);
+  kiln_kir_op_t *ap = kiln_kir_apply_indexing(&h->b, map, &lin, 1, NULL, 0);
+  if (!ap) return false;
+  for (int i = 0; i < s->rank; i++) idx[i] = kiln_kir_op_result(ap, (size_t)i);
+  return true;
+}
+
+/* Value of epilogue node x at the output's linear index `lin` from the final accumulators. */
+static kiln_kir_value_t *red_eval_path(kiln_hero_emit_t *h, red_state_t *rs, const kiln_hlo_instruction_t *x,
+                                       kiln_kir_value_t *lin, kiln_kir_value_t *const *acc) {
+  int j = red_index(rs, x);
+  if (j >= 0) return acc[rs->acc_first[j]];
+  if (x->opcode == KILN_OP_GET_TUPLE_ELEMENT && red_index(rs, x->operands[0]) >= 0)
+    return acc[rs->acc_first[red_index(rs, x->operands[0])] + x->tuple_index];
+  if (x->opcode == KILN_OP_BITCAST || x->opcode == KILN_OP_RESHAPE)
+    return red_eval_path(h, rs, x->operands[0], lin, acc);
+  if (!kiln_hlo_opcode_is_elementwise(x->opcode) || x->num_operands > 8) {
+    kiln_elem_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s in a reduction epilogue", x->name,
+                                                  kiln_hlo_opcode_name(x->opcode)));
+    return NULL;
+  }
+  kiln_kir_value_t *args[8];
+  for (int k = 0; k < x->num_operands; k++) {
+    const kiln_hlo_instruction_t *op = x->operands[k];
+    if (red_on_path(rs, op)) {
+      args[k] = red_eval_path(h, rs, op, lin, acc);
+    } else {
+      kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
+      args[k] = red_index_of(h, op->shape, lin, idx) ? kiln_hero_emit_value(h, op, idx) : NULL;
+    }
+    if (!args[k]) return NULL;
+  }
+  return kiln_elem_scalar_op(&h->fn, x, args, x->num_operands);
+}
+
+/* A side output: a root that is neither a reduce nor an epilogue (shaped like the input). */
+static bool is_side_output(const red_state_t *rs, const kiln_hlo_instruction_t *root) {
+  return red_index(rs, root) < 0 && !red_on_path(rs, root);
 }
 
 /* Combines accumulators a (nacc values) with b through each reduce's reducer. */
@@ -316,8 +397,17 @@ static kiln_kir_op_t *accumulate(kiln_hero_emit_t *h, red_state_t *rs, kiln_inde
   kiln_affine_expr_t *res[KILN_KIR_MAX_RANK];
   kiln_hero_delinearize_physical(m->ctx, in, lin, res);
   for (int i = 0; i < in->rank; i++) kiln_indexing_map_add_result(map, res[i]);
+  kiln_indexing_map_add_result(map, lin);
   kiln_indexing_map_simplify(map);
-  kiln_kir_op_t *loop = kiln_kir_loop(&h->b, map, ids, (size_t)nids, init, (size_t)rs->nacc);
+  kiln_kir_value_t *inits[MAX_ACC + KILN_HERO_MAX_ROOTS];
+  int side[KILN_HERO_MAX_ROOTS], nside = 0;
+  for (int k = 0; k < rs->nacc; k++) inits[k] = init[k];
+  for (int o = 0; o < h->part.num_outputs; o++)
+    if (is_side_output(rs, h->part.outputs[o].instr)) {
+      side[nside] = o;
+      inits[rs->nacc + nside++] = h->outs[o];
+    }
+  kiln_kir_op_t *loop = kiln_kir_loop(&h->b, map, ids, (size_t)nids, inits, (size_t)(rs->nacc + nside));
   if (!loop) return NULL;
   kiln_kir_builder_enter(&h->b, kiln_kir_op_region(loop, 0));
   size_t mark;
@@ -336,10 +426,24 @@ static kiln_kir_op_t *accumulate(kiln_hero_emit_t *h, red_state_t *rs, kiln_inde
       kiln_kir_builder_exit(&h->b);
       return NULL;
     }
-  bool ok = combine(h, rs, acc, x);
+  kiln_kir_value_t *ys[MAX_ACC + KILN_HERO_MAX_ROOTS];
+  bool ok = true;
+  kiln_kir_value_t *linv = kiln_kir_loop_index(loop, (size_t)in->rank);
+  for (int k = 0; k < nside && ok; k++) {
+    const kiln_hlo_instruction_t *r = h->part.outputs[side[k]].instr;
+    kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK];
+    kiln_kir_value_t *v = red_index_of(h, r->shape, linv, sidx) ? kiln_hero_emit_value(h, r, sidx) : NULL;
+    ok = v != NULL;
+    if (ok) ys[rs->nacc + k] = kiln_kir_insert(&h->b, v, kiln_kir_loop_iter_arg(loop, (size_t)(rs->nacc + k)), sidx,
+                                           (size_t)r->shape->rank);
+  }
+  ok = ok && combine(h, rs, acc, x);
+  for (int k = 0; k < rs->nacc; k++) ys[k] = acc[k];
   kiln_elem_exit(&h->fn, mark);
-  if (ok) kiln_kir_yield(&h->b, acc, (size_t)rs->nacc);
+  if (ok) kiln_kir_yield(&h->b, ys, (size_t)(rs->nacc + nside));
   kiln_kir_builder_exit(&h->b);
+  if (ok)
+    for (int k = 0; k < nside; k++) h->outs[side[k]] = kiln_kir_op_result(loop, (size_t)(rs->nacc + k));
   return ok ? loop : NULL;
 }
 
@@ -388,11 +492,17 @@ static void write_outputs(kiln_hero_emit_t *h, red_state_t *rs, kiln_kir_value_t
   kiln_kir_value_t *res[KILN_HERO_MAX_ROOTS];
   for (int o = 0; o < nout; o++) {
     const kiln_partition_output_t *po = &h->part.outputs[o];
-    int j = 0;
-    while (j < rs->nred && rs->reds[j] != po->instr) j++;
-    if (j == rs->nred) {
-      kiln_elem_fail(&h->fn, KILN_ERR_INTERNAL("output %d is not a reduce", o));
-      return;
+    int j = red_index(rs, po->instr);
+    if (j < 0 && is_side_output(rs, po->instr)) {
+      res[o] = h->outs[o];
+      continue;
+    }
+    if (j < 0) {
+      const kiln_shape_t *rsh = po->instr->shape;
+      kiln_kir_value_t *v = red_eval_path(h, rs, po->instr, kept, acc), *ridx[KILN_KIR_MAX_RANK];
+      if (!v || !red_index_of(h, rsh, kept, ridx)) return;
+      res[o] = kiln_kir_insert(&h->b, v, h->outs[o], ridx, (size_t)rsh->rank);
+      continue;
     }
     res[o] = kiln_kir_insert(&h->b, acc[rs->acc_first[j] + po->output_index], h->outs[o], oidx, (size_t)no);
   }
@@ -409,9 +519,14 @@ static kiln_status check_supported(const kiln_hlo_computation_t *c, red_state_t 
   if (rs->ha.emitter != KILN_HERO_EMITTER_REDUCTION)
     return KILN_ERR_INVALID("%s: not a reduction fusion (%s)", c->name, kiln_hero_emitter_name(rs->ha.emitter));
   for (int i = 0; i < rs->ha.num_roots; i++) {
-    const kiln_hlo_instruction_t *r = rs->ha.roots[i];
-    if (rs->ha.heroes[i] != r || r->opcode != KILN_OP_REDUCE)
-      return KILN_ERR_UNIMPLEMENTED("%s: root %s is a side output or epilogue of a reduction", c->name, r->name);
+    const kiln_hlo_instruction_t *root = rs->ha.roots[i], *r = rs->ha.heroes[i];
+    if (r->opcode != KILN_OP_REDUCE) {
+      if (kiln_shape_is_tuple(root->shape))
+        return KILN_ERR_UNIMPLEMENTED("%s: tuple-shaped side output %s", c->name, root->name);
+      continue; /* a side output, written while reading the input */
+    }
+    if (root != r && !red_mark_path(rs, root, r))
+      return KILN_ERR_INTERNAL("%s: root %s does not reach its hero", c->name, root->name);
     bool dup = false;
     for (int j = 0; j < rs->nred; j++) dup |= rs->reds[j] == r;
     if (dup) continue;
@@ -420,7 +535,7 @@ static kiln_status check_supported(const kiln_hlo_computation_t *c, red_state_t 
     for (int k = 0; k < n; k++) {
       if (kiln_elem_type_is_complex(r->operands[k]->shape->type))
         return KILN_ERR_UNIMPLEMENTED("%s: complex reduction %s", c->name, r->name);
-      if (!kiln_shape_equal(r->operands[k]->shape, rs->ha.roots[0]->operands[0]->shape, false))
+      if (!kiln_shape_equal(r->operands[k]->shape, rs->ha.hero->operands[0]->shape, false))
         return KILN_ERR_UNIMPLEMENTED("%s: reduce inputs of different shapes", c->name);
     }
     const kiln_shape_t *os = r->shape;

@@ -1,11 +1,15 @@
 /* Reduction emitter (XLA's reduction fusion, DESIGN.md principle 1: one kernel, run by both
  * targets), and the scaffolding the hero emitters share.
  *
- * Supported fusions: every root is a reduce hero (kiln_hero_analyze chose REDUCTION with
- * root == hero), all of the same [major, middle, minor] form; reduces may be variadic; the
- * reduce inputs may be any elementally emittable subgraph (partitioned into their own
- * functions); init values are scalar constants or scalar parameters; no complex types.
- * Side outputs and epilogues after a reduce are UNIMPLEMENTED (named).
+ * Supported fusions (kiln_hero_analyze chose REDUCTION): reduce heroes of one
+ * [major, middle, minor] form over inputs of one shape; reduces may be variadic; the reduce
+ * inputs may be any elementally emittable subgraph (partitioned into their own functions);
+ * init values are scalar constants or scalar parameters (they must be the reducer's
+ * identity: each thread starts from the init, as in XLA). Roots may be the reduces,
+ * epilogues over them (elementwise ops, bitcasts, get-tuple-element; other operands read at
+ * the output index), computed by the writing thread from the final values, and side
+ * outputs shaped like the input (written while the input is read). UNIMPLEMENTED (named):
+ * complex types, reduce inputs of different shapes, non-default output layouts.
  *
  * Row reduction [major_red R0, kept K, minor_red R2]: one block per kept element
  * (grid x = K), T threads (T = min(256, round_up(ceil(R2 / vec), 32)), x only). Each thread
