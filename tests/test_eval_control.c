@@ -388,12 +388,10 @@ static void test_unsupported_opcode_is_unimplemented_naming_it(void **state) {
                KILN_UNIMPLEMENTED, "evaluator does not support opcode 'custom-call' (instruction 'cc')");
 }
 
-static void test_batch_norm_is_unimplemented_naming_it(void **state) {
-  expect_error(MODULE("  x = f32[2,2] constant({ {1, 2}, {3, 4} })\n"
-                      "  s = f32[2] constant({1, 1})\n"
-                      "  o = f32[2] constant({0, 0})\n"
-                      "  ROOT bn = f32[2,2] batch-norm-inference(x, s, o, o, s), epsilon=0.001, feature_index=1\n"),
-               KILN_UNIMPLEMENTED, "'batch-norm-inference'");
+static void test_custom_call_is_unimplemented_naming_it(void **state) {
+  expect_error(MODULE("  a = f32[2] constant({1, 2})\n"
+                      "  ROOT c = f32[2] custom-call(a), custom_call_target=\"foo\"\n"),
+               KILN_UNIMPLEMENTED, "'custom-call'");
 }
 
 /* Only instructions reachable from the root are evaluated. */
@@ -506,7 +504,7 @@ int main(void) {
       cmocka_unit_test(test_multi_participant_collective_is_unimplemented),
       cmocka_unit_test(test_async_pairs_and_set_dimension_size),
       cmocka_unit_test(test_unsupported_opcode_is_unimplemented_naming_it),
-      cmocka_unit_test(test_batch_norm_is_unimplemented_naming_it),
+      cmocka_unit_test(test_custom_call_is_unimplemented_naming_it),
       cmocka_unit_test(test_dead_code_is_not_evaluated),
       cmocka_unit_test(test_call_depth_is_bounded),
       cmocka_unit_test(test_corpus_layer_norm_normalizes_rows),
