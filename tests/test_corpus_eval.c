@@ -41,10 +41,9 @@
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
 #include "tools/common/corpus.h"
+#include "tools/common/corpus_eval.h"
 #include "tools/common/fake_args.h"
 
-#define KILN_CORPUS_MAX_PARAM_ELEMENTS (INT64_C(1) << 26)
-#define KILN_CORPUS_MAX_COST 2.0e9
 #define KILN_CORPUS_MAX_WHILE 20000
 #define KILN_CORPUS_MIN_PASS_RATE 0.95
 
@@ -57,269 +56,6 @@ static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* ---- eligibility ---- */
-
-static int64_t module_int_attr(const kiln_hlo_module_t *m, const char *key) {
-  for (int i = 0; i < m->num_raw_attrs; i++)
-    if (strcmp(m->raw_attrs[i].key, key) == 0) return strtoll(m->raw_attrs[i].value, NULL, 10);
-  return 1;
-}
-
-/* The largest group in a replica_groups value: {{0,1},{2,3}} -> 2, [2,4]<=[8] -> 4,
- * {} -> 0 (all participants), a mesh form -> INT64_MAX (treated as many). */
-static int64_t largest_replica_group(const char *g) {
-  if (!g) return 0;
-  while (*g == ' ') g++;
-  if (strncmp(g, "mesh", 4) == 0) return INT64_MAX;
-  if (*g == '[') { /* iota list: [G,S1,S2..]<=[...]: groups of S1*S2*... */
-    const char *p = g + 1;
-    int64_t size = 1;
-    bool first = true;
-    while (*p && *p != ']') {
-      char *end;
-      long long v = strtoll(p, &end, 10);
-      if (end == p) break;
-      if (!first) size *= v;
-      first = false;
-      p = end;
-      if (*p == ',') p++;
-    }
-    return first ? 0 : size;
-  }
-  int64_t best = 0, cur = 0;
-  int depth = 0;
-  bool any = false;
-  for (const char *p = g; *p; p++) {
-    if (*p == '{') {
-      depth++;
-      if (depth == 2) {
-        cur = 0;
-        any = false;
-      }
-    } else if (*p == '}') {
-      if (depth == 2) {
-        int64_t n = any ? cur + 1 : 0;
-        if (n > best) best = n;
-      }
-      if (--depth == 0) break;
-    } else if (depth == 2 && *p == ',') {
-      cur++;
-    } else if (depth == 2 && *p >= '0' && *p <= '9') {
-      any = true;
-    }
-  }
-  return best;
-}
-
-/* A collective-permute moves data when some pair has source != target. */
-static bool permute_moves_data(const char *pairs) {
-  if (!pairs) return false;
-  const char *p = pairs;
-  while ((p = strchr(p, '{')) != NULL) {
-    p++;
-    char *end;
-    long long a = strtoll(p, &end, 10);
-    if (end == p) continue;
-    if (*end != ',') continue;
-    const char *q = end + 1;
-    long long b = strtoll(q, &end, 10);
-    if (end == q) continue;
-    if (a != b) return true;
-    p = end;
-  }
-  return false;
-}
-
-/* NULL when eligible, else why not (a static string). */
-static const char *ineligible_reason(const kiln_hlo_module_t *m) {
-  int64_t replicas = module_int_attr(m, "replica_count");
-  int64_t partitions = module_int_attr(m, "num_partitions");
-  for (size_t c = 0; c < m->computations.len; c++) {
-    const kiln_hlo_computation_t *comp = m->computations.data[c];
-    for (size_t i = 0; i < comp->instructions.len; i++) {
-      const kiln_hlo_instruction_t *in = comp->instructions.data[i];
-      switch (in->opcode) {
-        case KILN_OP_CUSTOM_CALL:
-        case KILN_OP_CUSTOM_CALL_START:
-        case KILN_OP_CUSTOM_CALL_DONE:
-        case KILN_OP_CUSTOM_CALL_UPDATE:
-          return "custom-call";
-        case KILN_OP_INFEED:
-        case KILN_OP_OUTFEED:
-        case KILN_OP_SEND:
-        case KILN_OP_SEND_DONE:
-        case KILN_OP_RECV:
-        case KILN_OP_RECV_DONE:
-          return "infeed/outfeed/send/recv";
-        case KILN_OP_CONSTANT:
-          if (in->literal && in->literal->unknown) return "elided constant";
-          break;
-        case KILN_OP_COLLECTIVE_PERMUTE:
-        case KILN_OP_COLLECTIVE_PERMUTE_START:
-          if (permute_moves_data(kiln_hlo_instruction_raw_attr(in, "source_target_pairs")))
-            return "collective-permute between devices";
-          break;
-        default:
-          if (kiln_hlo_opcode_flags(in->opcode) & KILN_OPF_COLLECTIVE) {
-            int64_t g = largest_replica_group(in->replica_groups);
-            if (g > 1) return "multi-participant collective (replica_groups)";
-            if (g == 0 && (replicas > 1 || (in->channel_id != 0 && partitions > 1)))
-              return "multi-participant collective (replica_count/num_partitions)";
-          }
-          break;
-      }
-    }
-  }
-  return NULL;
-}
-
-/* ---- cost estimate ---- */
-
-static double comp_cost(const kiln_hlo_computation_t *c, int depth);
-
-static double elems(const kiln_shape_t *s) {
-  if (!s) return 0;
-  if (kiln_shape_is_tuple(s)) {
-    double n = 0;
-    for (int i = 0; i < s->num_elements; i++) n += elems(s->elements[i]);
-    return n;
-  }
-  return kiln_shape_is_array(s) ? (double)kiln_shape_num_elements(s) : 0;
-}
-
-static double called_cost(const kiln_hlo_instruction_t *in, const char *key, int depth) {
-  const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(in, key);
-  double r = c ? comp_cost(c, depth + 1) : 1;
-  return r < 1 ? 1 : r;
-}
-
-static double condition_trip_estimate(const kiln_hlo_computation_t *cond);
-
-static double trip_count(const kiln_hlo_instruction_t *in) {
-  const char *bc = in->backend_config;
-  const char *k = bc ? strstr(bc, "known_trip_count") : NULL;
-  if (!k) return condition_trip_estimate(kiln_hlo_instruction_called(in, "condition"));
-  const char *n = strstr(k, "\"n\"");
-  if (!n) n = strstr(k, "\\\"n\\\"");
-  if (!n) return 1;
-  while (*n && (*n < '0' || *n > '9')) n++;
-  double v = strtod(n, NULL);
-  return v > 1 ? v : 1;
-}
-
-/* Without a known_trip_count, a loop whose condition compares against a constant is
- * taken to run |constant| times (the common `i < N` form); otherwise once. */
-static double condition_trip_estimate(const kiln_hlo_computation_t *cond) {
-  const kiln_hlo_instruction_t *root = cond ? cond->root : NULL;
-  if (!root || root->opcode != KILN_OP_COMPARE) return 1;
-  double best = 1;
-  for (int i = 0; i < root->num_operands; i++) {
-    const kiln_hlo_instruction_t *v = root->operands[i];
-    while ((v->opcode == KILN_OP_CONVERT || v->opcode == KILN_OP_RESHAPE ||
-            v->opcode == KILN_OP_BROADCAST || v->opcode == KILN_OP_COPY) &&
-           v->num_operands == 1)
-      v = v->operands[0];
-    if (v->opcode == KILN_OP_CONSTANT && v->literal && !v->literal->unknown &&
-        v->literal->num_elements == 1 && kiln_shape_is_array(v->literal->shape)) {
-      double c = fabs(kiln_literal_get_f64(v->literal, 0));
-      if (c > best) best = c;
-    }
-  }
-  return best;
-}
-
-static double instr_cost(const kiln_hlo_instruction_t *in, int depth) {
-  double out = elems(in->shape);
-  switch (in->opcode) {
-    case KILN_OP_DOT: {
-      double k = 1;
-      const kiln_shape_t *lhs = in->num_operands > 0 ? in->operands[0]->shape : NULL;
-      for (int i = 0; lhs && i < in->dot_dnums.lhs_contracting.n; i++) {
-        int64_t d = in->dot_dnums.lhs_contracting.v[i];
-        if (d >= 0 && d < lhs->rank) k *= (double)lhs->dims[d];
-      }
-      return out * k;
-    }
-    case KILN_OP_CONVOLUTION: {
-      /* Each output element reads the whole kernel window over its feature group. */
-      const kiln_shape_t *rhs = in->num_operands > 1 ? in->operands[1]->shape : NULL;
-      double kernel = rhs ? elems(rhs) : 1;
-      double of = 1;
-      if (rhs && in->has_conv_dnums && in->conv_dnums.kernel_output_feature < rhs->rank)
-        of = (double)rhs->dims[in->conv_dnums.kernel_output_feature];
-      return out * (of > 0 ? kernel / of : kernel);
-    }
-    case KILN_OP_REDUCE:
-    case KILN_OP_SCATTER:
-    case KILN_OP_MAP:
-    case KILN_OP_ALL_REDUCE:
-    case KILN_OP_REDUCE_SCATTER: {
-      double in_elems = 0;
-      for (int i = 0; i < in->num_operands; i++) in_elems += elems(in->operands[i]->shape);
-      return (in_elems + out) * called_cost(in, "to_apply", depth);
-    }
-    case KILN_OP_REDUCE_WINDOW:
-    case KILN_OP_SELECT_AND_SCATTER: {
-      double window = 1;
-      for (int i = 0; i < in->num_window_dims; i++) window *= (double)in->window[i].size;
-      double in_elems = in->num_operands ? elems(in->operands[0]->shape) : 0;
-      const char *key = in->opcode == KILN_OP_REDUCE_WINDOW ? "to_apply" : "select";
-      return (in_elems + out * window) * called_cost(in, key, depth) * 2;
-    }
-    case KILN_OP_SORT: {
-      double n = in->num_operands ? elems(in->operands[0]->shape) : 0;
-      double lg = 1;
-      while ((1 << (int)lg) < n && lg < 62) lg++;
-      return n * lg * called_cost(in, "to_apply", depth);
-    }
-    case KILN_OP_FUSION:
-      return out + called_cost(in, "calls", depth);
-    case KILN_OP_CALL:
-    case KILN_OP_ASYNC_START:
-      return out + called_cost(in, in->opcode == KILN_OP_CALL ? "to_apply" : "calls", depth);
-    case KILN_OP_WHILE:
-      return trip_count(in) *
-             (called_cost(in, "body", depth) + called_cost(in, "condition", depth));
-    case KILN_OP_CONDITIONAL: {
-      double worst = 1;
-      for (int g = 0; g < in->num_called_groups; g++)
-        for (int k = 0; k < in->called_groups[g].n; k++) {
-          double c = comp_cost(in->called_groups[g].comps[k], depth + 1);
-          if (c > worst) worst = c;
-        }
-      return out + worst;
-    }
-    default:
-      return out;
-  }
-}
-
-static double comp_cost(const kiln_hlo_computation_t *c, int depth) {
-  if (!c || depth > 32) return 1e30;
-  double total = 0;
-  for (size_t i = 0; i < c->instructions.len; i++)
-    total += instr_cost(c->instructions.data[i], depth);
-  return total;
-}
-
-static const char *too_costly(const kiln_hlo_module_t *m, char *why, size_t why_n) {
-  double params = 0;
-  for (int i = 0; i < m->entry->num_parameters; i++)
-    params += elems(m->entry->parameters[i]->shape);
-  if (params > (double)KILN_CORPUS_MAX_PARAM_ELEMENTS) {
-    snprintf(why, why_n, "parameters hold %.3g elements (bound %.3g)", params,
-             (double)KILN_CORPUS_MAX_PARAM_ELEMENTS);
-    return why;
-  }
-  double cost = comp_cost(m->entry, 0);
-  if (cost > KILN_CORPUS_MAX_COST) {
-    snprintf(why, why_n, "estimated %.3g element-operations (bound %.3g)", cost,
-             KILN_CORPUS_MAX_COST);
-    return why;
-  }
-  return NULL;
 }
 
 /* ---- the run ---- */
@@ -366,7 +102,7 @@ static bool verbose(void) {
 
 static void run_module(corpus_stats_t *st, const kiln_hlo_module_t *m, const char *name) {
   if (verbose()) fprintf(stderr, "corpus eval: %s\n", name);
-  const char *why = ineligible_reason(m);
+  const char *why = kiln_corpus_eval_ineligible_reason(m);
   if (why) {
     record_skip(st, name, why);
     return;
@@ -382,7 +118,7 @@ static void run_module(corpus_stats_t *st, const kiln_hlo_module_t *m, const cha
     return;
   }
   char buf[160];
-  if ((why = too_costly(m, buf, sizeof buf)) != NULL) {
+  if ((why = kiln_corpus_eval_too_costly(m, KILN_CORPUS_MAX_COST, buf, sizeof buf)) != NULL) {
     record_skip(st, name, why);
     return;
   }
@@ -549,16 +285,16 @@ static void test_corpus_eligibility_classifies_collectives(void **state) {
     kiln_hlo_parse_options_t po = {0};
     kiln_status s = kiln_hlo_parse_module(text, strlen(text), &po, &m);
     if (s) fail_msg("case %zu: %s", i, kiln_status_message(s));
-    const char *why = ineligible_reason(m);
+    const char *why = kiln_corpus_eval_ineligible_reason(m);
     if ((why == NULL) != cases[i].eligible)
       fail_msg("case %zu (%s%s): eligible=%d, reason %s", i, cases[i].groups, cases[i].attrs,
                why == NULL, why ? why : "-");
     kiln_hlo_module_destroy(m);
   }
-  assert_false(permute_moves_data("{{0,0}}"));
-  assert_true(permute_moves_data("{{0,1},{1,0}}"));
-  assert_int_equal(largest_replica_group("{{0,1,2},{3}}"), 3);
-  assert_int_equal(largest_replica_group("mesh['axis_0'=2] {'axis_0'}"), INT64_MAX);
+  assert_false(kiln_corpus_permute_moves_data("{{0,0}}"));
+  assert_true(kiln_corpus_permute_moves_data("{{0,1},{1,0}}"));
+  assert_int_equal(kiln_corpus_largest_replica_group("{{0,1,2},{3}}"), 3);
+  assert_int_equal(kiln_corpus_largest_replica_group("mesh['axis_0'=2] {'axis_0'}"), INT64_MAX);
 }
 
 int main(void) {
