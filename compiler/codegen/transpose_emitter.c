@@ -8,6 +8,16 @@
 
 #define MAX_NODES 256
 
+/* Shapes whose logical indices a phase's loop map computes directly (so the simplifier sees
+ * the delinearization next to the tile arithmetic): results [first, first + rank). */
+typedef struct idx_table {
+  int n;
+  const kiln_shape_t *shape[2 * KILN_HERO_MAX_ROOTS];
+  int first[2 * KILN_HERO_MAX_ROOTS];
+  kiln_kir_op_t *loop;
+} idx_table_t;
+
+
 typedef struct tr_state {
   kiln_hero_analysis_t ha;
   int nheroes;
@@ -15,6 +25,7 @@ typedef struct tr_state {
   /* Instructions between a root and its hero (hero and root included). */
   int npath;
   const kiln_hlo_instruction_t *path[MAX_NODES];
+  const idx_table_t *tab; /* the table of the loop being emitted (NULL outside) */
 } tr_state_t;
 
 static bool on_path(const tr_state_t *ts, const kiln_hlo_instruction_t *x) {
@@ -55,9 +66,28 @@ static bool tr_is_root(void *user, const kiln_hlo_instruction_t *instr) {
   return false;
 }
 
+
+static void table_add(idx_table_t *t, kiln_affine_ctx_t *x, kiln_indexing_map_t *map, kiln_affine_expr_t *lin,
+                      const kiln_shape_t *s, int *nres) {
+  for (int i = 0; i < t->n; i++)
+    if (kiln_shape_equal(t->shape[i], s, true)) return;
+  if (t->n >= 2 * KILN_HERO_MAX_ROOTS || s->rank == 0) return;
+  kiln_affine_expr_t *ex[KILN_KIR_MAX_RANK];
+  kiln_hero_delinearize_physical(x, s, lin, ex);
+  t->shape[t->n] = s;
+  t->first[t->n++] = *nres;
+  for (int i = 0; i < s->rank; i++) kiln_indexing_map_add_result(map, ex[i]);
+  *nres += s->rank;
+}
+
 /* Logical indices of `s` for the physical linear index value `lin` (range [0, n-1]). */
-static bool index_of(kiln_hero_emit_t *h, const kiln_shape_t *s, kiln_kir_value_t *lin, kiln_kir_value_t **idx) {
+static bool index_of(kiln_hero_emit_t *h, const idx_table_t *tab, const kiln_shape_t *s, kiln_kir_value_t *lin, kiln_kir_value_t **idx) {
   if (s->rank == 0) return true;
+  for (int i = 0; tab && i < tab->n; i++)
+    if (kiln_shape_equal(tab->shape[i], s, true)) {
+      for (int k = 0; k < s->rank; k++) idx[k] = kiln_kir_loop_index(tab->loop, (size_t)(tab->first[i] + k));
+      return true;
+    }
   kiln_kir_module_t *m = h->out->kir;
   int64_t hi = kiln_shape_num_elements(s) - 1;
   const char *dn = "lin";
@@ -98,7 +128,7 @@ static kiln_kir_value_t *eval_path(kiln_hero_emit_t *h, tr_state_t *ts, const ki
         args[k] = eval_path(h, ts, op, lin, tile_vals, mm);
       } else {
         kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
-        args[k] = index_of(h, op->shape, lin, idx) ? kiln_hero_emit_value(h, op, idx) : NULL;
+        args[k] = index_of(h, ts->tab, op->shape, lin, idx) ? kiln_hero_emit_value(h, op, idx) : NULL;
       }
       if (!args[k]) return NULL;
     }
@@ -184,9 +214,15 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     coord[bdim] = kiln_affine_add(x, tb32, ty4s);
     if (na * 32 > d->in_dims[a]) kiln_indexing_map_add_constraint(map, coord[a], 0, d->in_dims[a] - 1);
     if (nb * 32 > d->in_dims[bdim]) kiln_indexing_map_add_constraint(map, coord[bdim], 0, d->in_dims[bdim] - 1);
-    kiln_indexing_map_add_result(map, kiln_affine_linearize(x, coord, d->in_dims, (size_t)nr));
+    kiln_affine_expr_t *lin_e = kiln_affine_linearize(x, coord, d->in_dims, (size_t)nr);
+    kiln_indexing_map_add_result(map, lin_e);
     kiln_indexing_map_add_result(map, ty4s);
     kiln_indexing_map_add_result(map, kiln_affine_dim(x, 0));
+    idx_table_t tab1 = {0};
+    int nres = 3;
+    for (int hh = 0; hh < ts->nheroes; hh++) table_add(&tab1, x, map, lin_e, ts->heroes[hh]->operands[0]->shape, &nres);
+    for (int o = 0; o < nout; o++)
+      if (!on_path(ts, h.part.outputs[o].instr)) table_add(&tab1, x, map, lin_e, h.part.outputs[o].instr->shape, &nres);
     kiln_indexing_map_simplify(map);
     kiln_kir_value_t *inits[2 * KILN_HERO_MAX_ROOTS];
     int64_t tdims[2] = {32, 33};
@@ -208,6 +244,8 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     }
     kiln_kir_op_t *loop = kiln_kir_loop(b, map, ids, 3, inits, (size_t)ni);
     if (!loop) goto done;
+    tab1.loop = loop;
+    ts->tab = &tab1;
     kiln_kir_builder_enter(b, kiln_kir_op_region(loop, 0));
     size_t mark;
     kiln_elem_enter(&h.fn, kiln_kir_op_region(loop, 0), &mark);
@@ -218,17 +256,18 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     for (int hh = 0; hh < ts->nheroes && ok; hh++) {
       const kiln_hlo_instruction_t *opnd = ts->heroes[hh]->operands[0];
       kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
-      kiln_kir_value_t *v = index_of(&h, opnd->shape, lin, idx) ? kiln_hero_emit_value(&h, opnd, idx) : NULL;
+      kiln_kir_value_t *v = index_of(&h, ts->tab, opnd->shape, lin, idx) ? kiln_hero_emit_value(&h, opnd, idx) : NULL;
       ok = v != NULL;
       if (ok) ys[hh] = kiln_kir_insert(b, v, kiln_kir_loop_iter_arg(loop, (size_t)hh), tix, 2);
     }
     for (int s = 0; s < nside && ok; s++) {
       const kiln_hlo_instruction_t *r = h.part.outputs[side[s]].instr;
       kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
-      kiln_kir_value_t *v = index_of(&h, r->shape, lin, idx) ? kiln_hero_emit_value(&h, r, idx) : NULL;
+      kiln_kir_value_t *v = index_of(&h, ts->tab, r->shape, lin, idx) ? kiln_hero_emit_value(&h, r, idx) : NULL;
       ok = v != NULL;
       if (ok) ys[ts->nheroes + s] = kiln_kir_insert(b, v, kiln_kir_loop_iter_arg(loop, (size_t)(ts->nheroes + s)), idx, (size_t)r->shape->rank);
     }
+    ts->tab = NULL;
     kiln_elem_exit(&h.fn, mark);
     if (ok) kiln_kir_yield(b, ys, (size_t)ni);
     kiln_kir_builder_exit(b);
@@ -247,9 +286,16 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     if (na * 32 > d->in_dims[a]) kiln_indexing_map_add_constraint(map2, c2[a], 0, d->in_dims[a] - 1);
     if (nb * 32 > d->in_dims[bdim]) kiln_indexing_map_add_constraint(map2, c2[bdim], 0, d->in_dims[bdim] - 1);
     for (int i = 0; i < nr; i++) oc[i] = c2[d->perm[i]];
-    kiln_indexing_map_add_result(map2, kiln_affine_linearize(x, oc, d->out_dims, (size_t)nr));
+    kiln_affine_expr_t *lin2_e = kiln_affine_linearize(x, oc, d->out_dims, (size_t)nr);
+    kiln_indexing_map_add_result(map2, lin2_e);
     kiln_indexing_map_add_result(map2, kiln_affine_dim(x, 0));
     kiln_indexing_map_add_result(map2, ty4s);
+    idx_table_t tab2 = {0};
+    int nres2 = 3;
+    for (int i = 0; i < ts->npath; i++) {
+      const kiln_hlo_instruction_t *p = ts->path[i];
+      if (kiln_shape_is_array(p->shape)) table_add(&tab2, x, map2, lin2_e, p->shape, &nres2);
+    }
     kiln_indexing_map_simplify(map2);
     int tro[KILN_HERO_MAX_ROOTS], ntr = 0;
     kiln_kir_value_t *inits2[KILN_HERO_MAX_ROOTS];
@@ -264,6 +310,8 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     }
     kiln_kir_op_t *loop2 = kiln_kir_loop(b, map2, ids, 3, inits2, (size_t)ntr);
     if (!loop2) goto done;
+    tab2.loop = loop2;
+    ts->tab = &tab2;
     kiln_kir_builder_enter(b, kiln_kir_op_region(loop2, 0));
     kiln_elem_enter(&h.fn, kiln_kir_op_region(loop2, 0), &mark);
     kiln_kir_value_t *lin2 = kiln_kir_loop_index(loop2, 0);
@@ -276,10 +324,11 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
       const kiln_hlo_instruction_t *r = h.part.outputs[tro[k]].instr;
       kiln_kir_value_t *v = eval_path(&h, ts, r, lin2, tv, mm);
       kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
-      ok = v && index_of(&h, r->shape, lin2, idx);
+      ok = v && index_of(&h, ts->tab, r->shape, lin2, idx);
       if (ok) ys2[k] = kiln_kir_insert(b, v, kiln_kir_loop_iter_arg(loop2, (size_t)k), idx, (size_t)r->shape->rank);
     }
     kiln_free(mm);
+    ts->tab = NULL;
     kiln_elem_exit(&h.fn, mark);
     if (ok) kiln_kir_yield(b, ys2, (size_t)ntr);
     kiln_kir_builder_exit(b);
