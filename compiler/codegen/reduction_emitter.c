@@ -563,8 +563,11 @@ static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_fusion_c
   int vec = ropts && ropts->vector_size > 0 ? ropts->vector_size
                                             : bits <= 32 && R2 % 4 == 0 ? 4 : bits <= 32 && R2 % 2 == 0 ? 2 : 1;
   if (R2 % vec) vec = 1;
+  /* Threads: enough that each loads about 4 vectors before the shuffle tree (the tree and
+   * the shared tile cost about as much as a load per thread), at most 256 (or max_threads). */
   int64_t maxt = ropts && ropts->max_threads > 0 ? ropts->max_threads : 256;
-  int64_t T = round_up((R2 + vec - 1) / vec, 32);
+  int64_t T = ropts && ropts->max_threads > 0 ? round_up((R2 + vec - 1) / vec, 32)
+                                              : round_up((R2 + 4 * vec - 1) / (4 * vec), 32);
   if (T > maxt) T = round_up(maxt, 32);
   int64_t iters = (R2 + T * vec - 1) / (T * vec);
   if (K > 2147483647) return KILN_ERR_UNIMPLEMENTED("%s: %lld kept elements", c->name, (long long)K);

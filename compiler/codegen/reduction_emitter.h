@@ -12,7 +12,8 @@
  * complex types, reduce inputs of different shapes, non-default output layouts.
  *
  * Row reduction [major_red R0, kept K, minor_red R2]: one block per kept element
- * (grid x = K), T threads (T = min(256, round_up(ceil(R2 / vec), 32)), x only). Each thread
+ * (grid x = K), T threads (T = min(256, round_up(ceil(R2 / (4 vec)), 32)): about four
+ * vector loads per thread before the tree; x only). Each thread
  * keeps partial results over (s, v): r2 = (s * T + th_x) * vec + v, for every r0 — loads of
  * vec contiguous elements; then a shuffle-down tree per warp (offsets 16..1); when T > 32,
  * lane 0 of each warp writes its partial to a shared tile of T/32 + 1 entries (one of
@@ -42,7 +43,8 @@
 typedef struct kiln_reduction_options {
   int vector_size; /* row reductions: elements per load; 0: for <= 32-bit types 4 when R2 is
                       a multiple of 4, else 2 when even; else 1 */
-  int max_threads; /* row reductions: threads per block; 0: 256 */
+  int max_threads; /* row reductions: threads per block (as many as the row needs, up to this);
+                      0: the default rule above */
 } kiln_reduction_options_t;
 
 /* Emits the reduction kernel for `c` (analyzed as REDUCTION) and runs the kernel-IR
