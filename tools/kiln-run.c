@@ -11,6 +11,7 @@
 #include "base/alloc.h"
 #include "base/status.h"
 #include "base/str.h"
+#include "compiler/codegen/fusion_compiler.h"
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
@@ -45,6 +46,10 @@ static const char kUsage[] =
     "  --values=N            values printed per output leaf (default 8)\n"
     "  --max-while-iterations=N  fail a while loop running longer (default unlimited)\n"
     "  --no-verify           skip the verifier\n"
+    "  --fusions             instead of evaluating the module: compile each of its fusions\n"
+    "                        (or the bare computation) into a kernel, run it on the host\n"
+    "                        on generated inputs, compare with the evaluator, and check\n"
+    "                        its PTX with ptxas -arch=sm_90 when ptxas is present\n"
     "  --help                this text\n"
     "\n"
     "With several modules run, file names get a `m<N>.` prefix (m1.out0.npy).\n"
@@ -65,6 +70,7 @@ typedef struct run_flags {
   const char *output_dir;
   const char *compare;
   bool timings;
+  bool fusions;
   int64_t repeat;
   int64_t values;
   int64_t max_while_iterations;
@@ -119,6 +125,10 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
     }
     if (IS("no-verify") && !val) {
       f->verify = false;
+      continue;
+    }
+    if (IS("fusions") && !val) {
+      f->fusions = true;
       continue;
     }
     if (!val) return KILN_ERR_INVALID("unknown flag '%s' (see --help)", a);
@@ -294,6 +304,51 @@ typedef struct run_times {
   double verify, inputs, eval_min, eval_sum, outputs;
 } run_times_t;
 
+/* --fusions: compile each fusion of `m` for the host, run it and compare with the
+ * evaluator; one line per fusion. A numerical mismatch is an error. */
+static kiln_status run_fusions(const run_flags_t *f, const kiln_hlo_module_t *m) {
+  const kiln_hlo_computation_t **comps = NULL;
+  int n = 0;
+  kiln_fusion_collect(m, &comps, &n);
+  if (n == 0) {
+    kiln_free(comps);
+    return KILN_ERR_INVALID("module '%s' has no fusion to compile", m->name);
+  }
+  kiln_status first = NULL;
+  for (int i = 0; i < n; i++) {
+    kiln_fusion_run_options_t o;
+    kiln_fusion_run_options_init(&o);
+    o.seed = f->seed;
+    o.check_ptx = true;
+    kiln_fusion_run_report_t r;
+    memset(&r, 0, sizeof r);
+    kiln_status s = kiln_fusion_run_check(comps[i], &o, &r);
+    if (s) {
+      printf("fusion %s: %s: %s\n", comps[i]->name, kiln_status_code_name(kiln_status_code(s)),
+             kiln_status_message(s));
+      first = kiln_status_join(first, s);
+      continue;
+    }
+    printf("fusion %s: emitter %s, %lld elements, max %lld ulp (tolerance %lld), max abs err "
+           "%.3g, %s; ptxas: %s\n",
+           comps[i]->name, kiln_fusion_emitter_name(r.emitter), (long long)r.elements,
+           (long long)r.max_ulp, (long long)r.tolerance, r.max_abs_err,
+           r.mismatches ? "MISMATCH" : "matches the evaluator",
+           r.ptx_checked ? (r.ptx_ok ? "accepted" : r.ptx_note) : r.ptx_note);
+    if (f->timings)
+      printf("timings: emit %.3f ms, pipeline %.3f ms, host compile %.3f ms, run %.3f ms, "
+             "eval %.3f ms\n",
+             r.emit_ms, r.pipeline_ms, r.host_compile_ms, r.run_ms, r.eval_ms);
+    if (r.mismatches)
+      first = kiln_status_join(first, kiln_status_make(KILN_INTERNAL,
+                                                       "fusion %s: %lld elements differ; first: %s",
+                                                       comps[i]->name, (long long)r.mismatches,
+                                                       r.first_mismatch));
+  }
+  kiln_free(comps);
+  return first;
+}
+
 static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, int index,
                               bool several, run_times_t *t) {
   memset(t, 0, sizeof *t);
@@ -305,6 +360,7 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
   double t0 = now_ms();
   if (f->verify) KILN_RETURN_IF_ERROR(kiln_hlo_module_verify(m), "while verifying");
   t->verify = now_ms() - t0;
+  if (f->fusions) return run_fusions(f, m);
 
   kiln_arena_t args_arena;
   kiln_arena_init(&args_arena);
@@ -428,7 +484,7 @@ static kiln_status run(const run_flags_t *f) {
       continue;
     }
     s = ms;
-    if (!s && f->timings) {
+    if (!s && f->timings && !f->fusions) {
       printf("timings: verify %.3f ms, inputs %.3f ms, eval %.3f ms", t.verify, t.inputs,
              t.eval_min);
       if (f->repeat > 1)
