@@ -12,6 +12,7 @@
 #include "base/status.h"
 #include "base/str.h"
 #include "compiler/codegen/fusion_compiler.h"
+#include "compiler/passes/pipeline.h"
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
@@ -71,6 +72,7 @@ typedef struct run_flags {
   const char *compare;
   bool timings;
   bool fusions;
+  bool bare; /* the file holds bare computations, not modules (set after reading it) */
   int64_t repeat;
   int64_t values;
   int64_t max_while_iterations;
@@ -306,7 +308,17 @@ typedef struct run_times {
 
 /* --fusions: compile each fusion of `m` for the host, run it and compare with the
  * evaluator; one line per fusion. A numerical mismatch is an error. */
-static kiln_status run_fusions(const run_flags_t *f, const kiln_hlo_module_t *m) {
+static kiln_status run_fusions(const run_flags_t *f, kiln_hlo_module_t *m) {
+  /* A whole module that holds no fusion yet goes through the optimization pipeline
+   * first (simplification, layouts, fusion, ...), as the compiler would. */
+  bool has_fusion = false;
+  for (size_t i = 0; m->entry && i < m->entry->instructions.len; i++)
+    has_fusion |= m->entry->instructions.data[i]->opcode == KILN_OP_FUSION;
+  if (!has_fusion && !f->bare) {
+    double t0 = now_ms();
+    KILN_RETURN_IF_ERROR(kiln_pipeline_run(m, NULL), "while running the optimization pipeline");
+    if (f->timings) printf("timings: pipeline %.3f ms\n", now_ms() - t0);
+  }
   const kiln_hlo_computation_t **comps = NULL;
   int n = 0;
   kiln_fusion_collect(m, &comps, &n);
@@ -360,7 +372,7 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
   double t0 = now_ms();
   if (f->verify) KILN_RETURN_IF_ERROR(kiln_hlo_module_verify(m), "while verifying");
   t->verify = now_ms() - t0;
-  if (f->fusions) return run_fusions(f, m);
+  if (f->fusions) return run_fusions(f, (kiln_hlo_module_t *)m);
 
   kiln_arena_t args_arena;
   kiln_arena_init(&args_arena);
@@ -426,7 +438,7 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
   return s;
 }
 
-static kiln_status run(const run_flags_t *f) {
+static kiln_status run(run_flags_t *f) {
   if (f->compare)
     printf(
         "note: --compare=reference needs a second backend; only 'reference' exists yet, so "
@@ -443,7 +455,8 @@ static kiln_status run(const run_flags_t *f) {
   int count = 0;
   double t0 = now_ms();
   kiln_status s;
-  if (has_module_header(text, len)) {
+  f->bare = !has_module_header(text, len);
+  if (!f->bare) {
     s = kiln_hlo_parse_modules(text, len, &po, &mods, &count);
   } else {
     kiln_hlo_module_t *one = NULL;

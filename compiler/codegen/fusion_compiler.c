@@ -1,5 +1,7 @@
 /* Fusion compiler and fusion runner (see fusion_compiler.h). */
 #include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/reduction_emitter.h"
+#include "compiler/codegen/transpose_emitter.h"
 
 #include <errno.h>
 #include <math.h>
@@ -164,6 +166,15 @@ kiln_status kiln_fusion_kernel_emit(const kiln_hlo_computation_t *c,
   if (!c || !c->root) return KILN_ERR_INVALID("fusion compiler: no computation");
   const kiln_hlo_instruction_t *hero = NULL;
   kiln_fusion_emitter_t kind = kiln_fusion_classify(c, &hero);
+  if (kind == KILN_FUSION_EMITTER_REDUCTION || kind == KILN_FUSION_EMITTER_TRANSPOSE) {
+    /* The hero analysis decides between the hero emitter and the loop emitter (e.g. a
+     * reduction whose roots are not compatible is emitted as a loop, as in XLA). */
+    kiln_hero_analysis_t ha;
+    KILN_RETURN_IF_ERROR(kiln_hero_analyze(c, &ha), "while choosing the emitter of %s", c->name);
+    if (ha.emitter == KILN_HERO_EMITTER_REDUCTION) return kiln_reduction_kernel_emit(c, opts, NULL, out);
+    if (ha.emitter == KILN_HERO_EMITTER_TRANSPOSE) return kiln_transpose_kernel_emit(c, opts, out);
+    if (ha.emitter == KILN_HERO_EMITTER_LOOP) kind = KILN_FUSION_EMITTER_LOOP;
+  }
   if (kind != KILN_FUSION_EMITTER_LOOP)
     return KILN_ERR_UNIMPLEMENTED("fusion %s needs the %s emitter (hero %s)", c->name,
                                   kiln_fusion_emitter_name(kind), hero ? hero->name : "?");
