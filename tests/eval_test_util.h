@@ -99,4 +99,16 @@ static inline void expect_u64(const kiln_literal_t *l, int n, const uint64_t *wa
 /* Builds "HloModule m / ENTRY e { <body> }". */
 #define MODULE(body) "HloModule m\n\nENTRY e {\n" body "}\n"
 
+/* Comparison within an absolute tolerance. */
+static inline void expect_f64_near(const kiln_literal_t *l, int n, const double *want, double tol) {
+  assert_int_equal(l->num_elements, n);
+  for (int i = 0; i < n; i++) {
+    double got = kiln_literal_get_f64(l, i);
+    if (fabs(got - want[i]) > tol) {
+      fprintf(stderr, "element %d: got %.9g, want %.9g\n", i, got, want[i]);
+      fail();
+    }
+  }
+}
+
 #endif /* KILN_TESTS_EVAL_TEST_UTIL_H_ */

@@ -11,45 +11,8 @@
 #include <string.h>
 
 #include "compiler/eval/eval.h"
+#include "tests/eval_test_util.h"
 
-typedef struct run {
-  kiln_hlo_module_t *m;
-  kiln_arena_t arena;
-  kiln_literal_t *result;
-} run_t;
-
-/* Parses and evaluates `text`; fails the test on any error. */
-static void run_text(run_t *r, const char *text) {
-  memset(r, 0, sizeof *r);
-  kiln_arena_init(&r->arena);
-  kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &r->m);
-  if (s) {
-    kiln_status_report(s, "parse");
-    fail();
-  }
-  s = kiln_eval_module(r->m, NULL, 0, NULL, &r->arena, &r->result);
-  if (s) {
-    kiln_status_report(s, "eval");
-    fail();
-  }
-  assert_non_null(r->result);
-}
-
-static void run_done(run_t *r) {
-  kiln_arena_destroy(&r->arena);
-  kiln_hlo_module_destroy(r->m);
-}
-
-static void expect_f64(const kiln_literal_t *l, int n, const double *want, double tol) {
-  assert_int_equal(l->num_elements, n);
-  for (int i = 0; i < n; i++) {
-    double got = kiln_literal_get_f64(l, i);
-    if (fabs(got - want[i]) > tol) {
-      fprintf(stderr, "element %d: got %.9g, want %.9g\n", i, got, want[i]);
-      fail();
-    }
-  }
-}
 
 static void test_dot_matmul_f32(void **state) {
   run_t r;
@@ -60,7 +23,7 @@ static void test_dot_matmul_f32(void **state) {
            "  b = f32[3,2] constant({ {7, 8}, {9, 10}, {11, 12} })\n"
            "  ROOT d = f32[2,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
            "}\n");
-  expect_f64(r.result, 4, (double[]){58, 64, 139, 154}, 0);
+  expect_f64_near(r.result, 4, (double[]){58, 64, 139, 154}, 0);
   run_done(&r);
 }
 
@@ -77,7 +40,7 @@ static void test_dot_batch_dims_put_batch_first(void **state) {
            "}\n");
   /* batch 0: lhs row {1,2}; rhs[k][j][0] = {{1,0,1},{2,0,1}} -> {1+4, 0, 1+2} = {5,0,3}
    * batch 1: lhs row {3,4}; rhs[k][j][1] = {{0,1,1},{0,2,-1}} -> {0, 3+8, 3-4} */
-  expect_f64(r.result, 6, (double[]){5, 0, 3, 0, 11, -1}, 0);
+  expect_f64_near(r.result, 6, (double[]){5, 0, 3, 0, 11, -1}, 0);
   run_done(&r);
 }
 
@@ -92,8 +55,8 @@ static void test_dot_multiple_contracting_dims_pair_in_order(void **state) {
            "  swapped = f32[] dot(a, b), lhs_contracting_dims={0,1}, rhs_contracting_dims={1,0}\n"
            "  ROOT t = (f32[], f32[]) tuple(same, swapped)\n"
            "}\n");
-  expect_f64(r.result->tuple_elements[0], 1, (double[]){70}, 0);
-  expect_f64(r.result->tuple_elements[1], 1, (double[]){69}, 0);
+  expect_f64_near(r.result->tuple_elements[0], 1, (double[]){70}, 0);
+  expect_f64_near(r.result->tuple_elements[1], 1, (double[]){69}, 0);
   run_done(&r);
 }
 
@@ -112,9 +75,9 @@ static void test_dot_bf16_accumulates_in_f32_and_rounds_once(void **state) {
            "  f = f32[1,1] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
            "  ROOT t = (bf16[1,1], bf16[1,1], f32[1,1]) tuple(d, r, f)\n"
            "}\n");
-  expect_f64(r.result->tuple_elements[0], 1, (double[]){258}, 0);
-  expect_f64(r.result->tuple_elements[1], 1, (double[]){4.5}, 0);
-  expect_f64(r.result->tuple_elements[2], 1, (double[]){258}, 0);
+  expect_f64_near(r.result->tuple_elements[0], 1, (double[]){258}, 0);
+  expect_f64_near(r.result->tuple_elements[1], 1, (double[]){4.5}, 0);
+  expect_f64_near(r.result->tuple_elements[2], 1, (double[]){258}, 0);
   run_done(&r);
 }
 
@@ -182,7 +145,7 @@ static void test_conv_1d_valid(void **state) {
            "  k = f32[1,1,3] constant({ { {1, 2, 3} } })\n"
            "  ROOT c = f32[1,1,3] convolution(x, k), window={size=3}, dim_labels=bf0_oi0->bf0\n"
            "}\n");
-  expect_f64(r.result, 3, (double[]){14, 20, 26}, 0);
+  expect_f64_near(r.result, 3, (double[]){14, 20, 26}, 0);
   run_done(&r);
 }
 
@@ -200,8 +163,8 @@ static void test_conv_padding_base_and_window_dilation(void **state) {
            " rhs_reversal=1}, dim_labels=bf0_oi0->bf0\n"
            "  ROOT t = (f32[1,1,5], f32[1,1,5]) tuple(c, r)\n"
            "}\n");
-  expect_f64(r.result->tuple_elements[0], 5, (double[]){0, 21, 0, 32, 0}, 0);
-  expect_f64(r.result->tuple_elements[1], 5, (double[]){0, 12, 0, 23, 0}, 0);
+  expect_f64_near(r.result->tuple_elements[0], 5, (double[]){0, 21, 0, 32, 0}, 0);
+  expect_f64_near(r.result->tuple_elements[1], 5, (double[]){0, 12, 0, 23, 0}, 0);
   run_done(&r);
 }
 
@@ -215,7 +178,7 @@ static void test_conv_stride(void **state) {
            "  ROOT c = f32[1,1,2] convolution(x, k), window={size=2 stride=2},"
            " dim_labels=bf0_oi0->bf0\n"
            "}\n");
-  expect_f64(r.result, 2, (double[]){3, 7}, 0);
+  expect_f64_near(r.result, 2, (double[]){3, 7}, 0);
   run_done(&r);
 }
 
@@ -230,7 +193,7 @@ static void test_conv_feature_groups(void **state) {
            "  ROOT c = f32[1,2,1] convolution(x, k), window={size=1}, dim_labels=bf0_oi0->bf0,"
            " feature_group_count=2\n"
            "}\n");
-  expect_f64(r.result, 2, (double[]){21, 4300}, 0);
+  expect_f64_near(r.result, 2, (double[]){21, 4300}, 0);
   run_done(&r);
 }
 
@@ -245,7 +208,7 @@ static void test_conv_batch_groups(void **state) {
            "  ROOT c = f32[1,2,1] convolution(x, k), window={size=1}, dim_labels=bf0_oi0->bf0,"
            " batch_group_count=2\n"
            "}\n");
-  expect_f64(r.result, 2, (double[]){30, 500}, 0);
+  expect_f64_near(r.result, 2, (double[]){30, 500}, 0);
   run_done(&r);
 }
 
@@ -260,7 +223,7 @@ static void test_conv_2d_nhwc(void **state) {
            "  ROOT c = f32[1,2,2,1] convolution(x, k), window={size=2x2},"
            " dim_labels=b01f_01io->b01f\n"
            "}\n");
-  expect_f64(r.result, 4, (double[]){12, 16, 24, 28}, 0);
+  expect_f64_near(r.result, 4, (double[]){12, 16, 24, 28}, 0);
   run_done(&r);
 }
 

@@ -11,45 +11,8 @@
 #include <string.h>
 
 #include "compiler/eval/eval.h"
+#include "tests/eval_test_util.h"
 
-typedef struct run {
-  kiln_hlo_module_t *m;
-  kiln_arena_t arena;
-  kiln_literal_t *result;
-} run_t;
-
-/* Parses and evaluates `text`; fails the test on any error. */
-static void run_text(run_t *r, const char *text) {
-  memset(r, 0, sizeof *r);
-  kiln_arena_init(&r->arena);
-  kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &r->m);
-  if (s) {
-    kiln_status_report(s, "parse");
-    fail();
-  }
-  s = kiln_eval_module(r->m, NULL, 0, NULL, &r->arena, &r->result);
-  if (s) {
-    kiln_status_report(s, "eval");
-    fail();
-  }
-  assert_non_null(r->result);
-}
-
-static void run_done(run_t *r) {
-  kiln_arena_destroy(&r->arena);
-  kiln_hlo_module_destroy(r->m);
-}
-
-static void expect_f64(const kiln_literal_t *l, int n, const double *want, double tol) {
-  assert_int_equal(l->num_elements, n);
-  for (int i = 0; i < n; i++) {
-    double got = kiln_literal_get_f64(l, i);
-    if (fabs(got - want[i]) > tol) {
-      fprintf(stderr, "element %d: got %.9g, want %.9g\n", i, got, want[i]);
-      fail();
-    }
-  }
-}
 
 static void test_gather_rows(void **state) {
   run_t r;
@@ -61,7 +24,7 @@ static void test_gather_rows(void **state) {
            "  ROOT g = f32[2,3] gather(x, i), offset_dims={1}, collapsed_slice_dims={0},"
            " start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}\n"
            "}\n");
-  expect_f64(r.result, 6, (double[]){1, 2, 3, 7, 8, 9}, 0);
+  expect_f64_near(r.result, 6, (double[]){1, 2, 3, 7, 8, 9}, 0);
   run_done(&r);
 }
 
@@ -76,7 +39,7 @@ static void test_gather_clamps_start_so_slice_fits(void **state) {
            " start_index_map={0,1}, index_vector_dim=1, slice_sizes={2,2}\n"
            "}\n");
   /* (2,7) clamps to (1,1); (-5,1) clamps to (0,1) */
-  expect_f64(r.result, 8, (double[]){5, 6, 8, 9, 2, 3, 5, 6}, 0);
+  expect_f64_near(r.result, 8, (double[]){5, 6, 8, 9, 2, 3, 5, 6}, 0);
   run_done(&r);
 }
 
@@ -90,7 +53,7 @@ static void test_gather_implicit_index_vector_dim(void **state) {
            "  ROOT g = s32[2,2] gather(x, i), offset_dims={}, collapsed_slice_dims={0},"
            " start_index_map={0}, index_vector_dim=2, slice_sizes={1}\n"
            "}\n");
-  expect_f64(r.result, 4, (double[]){20, 10, 30, 30}, 0);
+  expect_f64_near(r.result, 4, (double[]){20, 10, 30, 30}, 0);
   run_done(&r);
 }
 
@@ -106,7 +69,7 @@ static void test_gather_batching_dims(void **state) {
            " start_index_map={1}, operand_batching_dims={0}, start_indices_batching_dims={0},"
            " index_vector_dim=1, slice_sizes={1,1}\n"
            "}\n");
-  expect_f64(r.result, 2, (double[]){3, 4}, 0);
+  expect_f64_near(r.result, 2, (double[]){3, 4}, 0);
   run_done(&r);
 }
 
@@ -126,7 +89,7 @@ static void test_scatter_add_duplicates_and_skips_out_of_bounds(void **state) {
            "  ROOT s = f32[3] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0},"
            " scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
            "}\n");
-  expect_f64(r.result, 3, (double[]){4, 0, 2}, 0);
+  expect_f64_near(r.result, 3, (double[]){4, 0, 2}, 0);
   run_done(&r);
 }
 
@@ -146,7 +109,7 @@ static void test_scatter_skips_whole_window_that_does_not_fit(void **state) {
            " scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=overwrite\n"
            "}\n");
   /* the window at 3 would cover 3..4: skipped entirely, 3 is not written */
-  expect_f64(r.result, 4, (double[]){0, 1, 2, 0}, 0);
+  expect_f64_near(r.result, 4, (double[]){0, 1, 2, 0}, 0);
   run_done(&r);
 }
 
@@ -167,7 +130,7 @@ static void test_scatter_general_combiner_applies_in_update_order(void **state) 
            "  ROOT s = s32[3] scatter(x, i, u), update_window_dims={}, inserted_window_dims={0},"
            " scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=sub\n"
            "}\n");
-  expect_f64(r.result, 3, (double[]){7, 10, 10}, 0);
+  expect_f64_near(r.result, 3, (double[]){7, 10, 10}, 0);
   run_done(&r);
 }
 
@@ -194,8 +157,8 @@ static void test_scatter_variadic(void **state) {
            " inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1,"
            " to_apply=comb\n"
            "}\n");
-  expect_f64(r.result->tuple_elements[0], 2, (double[]){5, 6}, 0);
-  expect_f64(r.result->tuple_elements[1], 2, (double[]){0, 7}, 0);
+  expect_f64_near(r.result->tuple_elements[0], 2, (double[]){5, 6}, 0);
+  expect_f64_near(r.result->tuple_elements[1], 2, (double[]){0, 7}, 0);
   run_done(&r);
 }
 
@@ -215,7 +178,7 @@ static void test_scatter_batching_dims(void **state) {
            " scatter_dims_to_operand_dims={1}, input_batching_dims={0},"
            " scatter_indices_batching_dims={0}, index_vector_dim=1, to_apply=overwrite\n"
            "}\n");
-  expect_f64(r.result, 6, (double[]){0, 5, 0, 0, 0, 6}, 0);
+  expect_f64_near(r.result, 6, (double[]){0, 5, 0, 0, 0, 6}, 0);
   run_done(&r);
 }
 
@@ -235,7 +198,7 @@ static void test_scatter_window_with_max(void **state) {
            "  ROOT s = s32[3,3] scatter(x, i, u), update_window_dims={1,2}, inserted_window_dims={},"
            " scatter_dims_to_operand_dims={0,1}, index_vector_dim=1, to_apply=mx\n"
            "}\n");
-  expect_f64(r.result, 9, (double[]){5, 5, 5, 5, 9, 5, 7, 5, 8}, 0);
+  expect_f64_near(r.result, 9, (double[]){5, 5, 5, 5, 9, 5, 7, 5, 8}, 0);
   run_done(&r);
 }
 

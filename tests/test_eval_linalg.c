@@ -11,45 +11,8 @@
 #include <string.h>
 
 #include "compiler/eval/eval.h"
+#include "tests/eval_test_util.h"
 
-typedef struct run {
-  kiln_hlo_module_t *m;
-  kiln_arena_t arena;
-  kiln_literal_t *result;
-} run_t;
-
-/* Parses and evaluates `text`; fails the test on any error. */
-static void run_text(run_t *r, const char *text) {
-  memset(r, 0, sizeof *r);
-  kiln_arena_init(&r->arena);
-  kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &r->m);
-  if (s) {
-    kiln_status_report(s, "parse");
-    fail();
-  }
-  s = kiln_eval_module(r->m, NULL, 0, NULL, &r->arena, &r->result);
-  if (s) {
-    kiln_status_report(s, "eval");
-    fail();
-  }
-  assert_non_null(r->result);
-}
-
-static void run_done(run_t *r) {
-  kiln_arena_destroy(&r->arena);
-  kiln_hlo_module_destroy(r->m);
-}
-
-static void expect_f64(const kiln_literal_t *l, int n, const double *want, double tol) {
-  assert_int_equal(l->num_elements, n);
-  for (int i = 0; i < n; i++) {
-    double got = kiln_literal_get_f64(l, i);
-    if (fabs(got - want[i]) > tol) {
-      fprintf(stderr, "element %d: got %.9g, want %.9g\n", i, got, want[i]);
-      fail();
-    }
-  }
-}
 
 static void expect_c(const kiln_literal_t *l, int n, const double *re_im, double tol) {
   assert_int_equal(l->num_elements, n);
@@ -76,8 +39,8 @@ static void test_cholesky_lower_and_upper(void **state) {
            "  u = f32[3,3] cholesky(b), lower=false\n"
            "  ROOT t = (f32[3,3], f32[3,3]) tuple(l, u)\n"
            "}\n");
-  expect_f64(r.result->tuple_elements[0], 9, (double[]){5, 0, 0, 3, 3, 0, -1, 1, 3}, 1e-6);
-  expect_f64(r.result->tuple_elements[1], 9, (double[]){5, 3, -1, 0, 3, 1, 0, 0, 3}, 1e-6);
+  expect_f64_near(r.result->tuple_elements[0], 9, (double[]){5, 0, 0, 3, 3, 0, -1, 1, 3}, 1e-6);
+  expect_f64_near(r.result->tuple_elements[1], 9, (double[]){5, 3, -1, 0, 3, 1, 0, 0, 3}, 1e-6);
   run_done(&r);
 }
 
@@ -125,9 +88,9 @@ static void test_triangular_solve_left_variants(void **state) {
            " transpose_a=NO_TRANSPOSE\n"
            "  ROOT t = (f32[2,1], f32[2,1], f32[2,1]) tuple(x, y, z)\n"
            "}\n");
-  expect_f64(r.result->tuple_elements[0], 2, (double[]){1, 2}, 1e-6);
-  expect_f64(r.result->tuple_elements[1], 2, (double[]){-0.5, 3}, 1e-6);
-  expect_f64(r.result->tuple_elements[2], 2, (double[]){2, 1}, 1e-6);
+  expect_f64_near(r.result->tuple_elements[0], 2, (double[]){1, 2}, 1e-6);
+  expect_f64_near(r.result->tuple_elements[1], 2, (double[]){-0.5, 3}, 1e-6);
+  expect_f64_near(r.result->tuple_elements[2], 2, (double[]){2, 1}, 1e-6);
   run_done(&r);
 }
 
@@ -143,7 +106,7 @@ static void test_triangular_solve_right_side_upper_batched(void **state) {
            " transpose_a=NO_TRANSPOSE\n"
            "}\n");
   /* batch 0: x0 = 2, x1 = 1; batch 1: a upper {{1, 0}, {0, 4}}: x0 = 1, x1 = 2 */
-  expect_f64(r.result, 4, (double[]){2, 1, 1, 2}, 1e-12);
+  expect_f64_near(r.result, 4, (double[]){2, 1, 1, 2}, 1e-12);
   run_done(&r);
 }
 
@@ -210,8 +173,8 @@ static void test_rfft_and_irfft_round_trip_batched(void **state) {
            "}\n");
   expect_c(r.result->tuple_elements[0], 6, (double[]){10, 0, -2, 2, -2, 0, 1, 0, 1, 0, 1, 0},
            1e-5);
-  expect_f64(r.result->tuple_elements[1], 8, (double[]){1, 2, 3, 4, 1, 0, 0, 0}, 1e-5);
-  expect_f64(r.result->tuple_elements[2], 5, (double[]){1, -1, 2, 0.5, 3}, 1e-5);
+  expect_f64_near(r.result->tuple_elements[1], 8, (double[]){1, 2, 3, 4, 1, 0, 0, 0}, 1e-5);
+  expect_f64_near(r.result->tuple_elements[2], 5, (double[]){1, -1, 2, 0.5, 3}, 1e-5);
   run_done(&r);
 }
 
@@ -224,7 +187,7 @@ static void test_irfft_2d_matches_hand_inverse(void **state) {
            "  s = c64[2,2] constant({ {(10, 0), (-2, 0)}, {(-4, 0), (0, 0)} })\n"
            "  ROOT x = f32[2,2] fft(s), fft_type=IRFFT, fft_length={2,2}\n"
            "}\n");
-  expect_f64(r.result, 4, (double[]){1, 2, 3, 4}, 1e-5);
+  expect_f64_near(r.result, 4, (double[]){1, 2, 3, 4}, 1e-5);
   run_done(&r);
 }
 

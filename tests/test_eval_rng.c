@@ -11,34 +11,7 @@
 #include <string.h>
 
 #include "compiler/eval/eval.h"
-
-typedef struct run {
-  kiln_hlo_module_t *m;
-  kiln_arena_t arena;
-  kiln_literal_t *result;
-} run_t;
-
-/* Parses and evaluates `text`; fails the test on any error. */
-static void run_text(run_t *r, const char *text) {
-  memset(r, 0, sizeof *r);
-  kiln_arena_init(&r->arena);
-  kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &r->m);
-  if (s) {
-    kiln_status_report(s, "parse");
-    fail();
-  }
-  s = kiln_eval_module(r->m, NULL, 0, NULL, &r->arena, &r->result);
-  if (s) {
-    kiln_status_report(s, "eval");
-    fail();
-  }
-  assert_non_null(r->result);
-}
-
-static void run_done(run_t *r) {
-  kiln_arena_destroy(&r->arena);
-  kiln_hlo_module_destroy(r->m);
-}
+#include "tests/eval_test_util.h"
 
 /* The block functions of eval_rng.c (declared here: they are test hooks, not part of
  * eval.h's interface). */

@@ -11,45 +11,8 @@
 #include <string.h>
 
 #include "compiler/eval/eval.h"
+#include "tests/eval_test_util.h"
 
-typedef struct run {
-  kiln_hlo_module_t *m;
-  kiln_arena_t arena;
-  kiln_literal_t *result;
-} run_t;
-
-/* Parses and evaluates `text`; fails the test on any error. */
-static void run_text(run_t *r, const char *text) {
-  memset(r, 0, sizeof *r);
-  kiln_arena_init(&r->arena);
-  kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &r->m);
-  if (s) {
-    kiln_status_report(s, "parse");
-    fail();
-  }
-  s = kiln_eval_module(r->m, NULL, 0, NULL, &r->arena, &r->result);
-  if (s) {
-    kiln_status_report(s, "eval");
-    fail();
-  }
-  assert_non_null(r->result);
-}
-
-static void run_done(run_t *r) {
-  kiln_arena_destroy(&r->arena);
-  kiln_hlo_module_destroy(r->m);
-}
-
-static void expect_f64(const kiln_literal_t *l, int n, const double *want, double tol) {
-  assert_int_equal(l->num_elements, n);
-  for (int i = 0; i < n; i++) {
-    double got = kiln_literal_get_f64(l, i);
-    if (fabs(got - want[i]) > tol) {
-      fprintf(stderr, "element %d: got %.9g, want %.9g\n", i, got, want[i]);
-      fail();
-    }
-  }
-}
 
 static void test_sort_ascending_f32(void **state) {
   run_t r;
@@ -64,7 +27,7 @@ static void test_sort_ascending_f32(void **state) {
            "  x = f32[5] constant({3, 1, 2, -7, 0.5})\n"
            "  ROOT s = f32[5] sort(x), dimensions={0}, to_apply=lt\n"
            "}\n");
-  expect_f64(r.result, 5, (double[]){-7, 0.5, 1, 2, 3}, 0);
+  expect_f64_near(r.result, 5, (double[]){-7, 0.5, 1, 2, 3}, 0);
   run_done(&r);
 }
 
@@ -84,8 +47,8 @@ static void test_sort_stable_keeps_equal_keys_in_order(void **state) {
            "  v = s32[6] constant({0, 1, 2, 3, 4, 5})\n"
            "  ROOT s = (s32[6], s32[6]) sort(k, v), dimensions={0}, is_stable=true, to_apply=lt\n"
            "}\n");
-  expect_f64(r.result->tuple_elements[0], 6, (double[]){0, 1, 1, 2, 2, 2}, 0);
-  expect_f64(r.result->tuple_elements[1], 6, (double[]){4, 1, 3, 0, 2, 5}, 0);
+  expect_f64_near(r.result->tuple_elements[0], 6, (double[]){0, 1, 1, 2, 2, 2}, 0);
+  expect_f64_near(r.result->tuple_elements[1], 6, (double[]){4, 1, 3, 0, 2, 5}, 0);
   run_done(&r);
 }
 
@@ -106,7 +69,7 @@ static void test_sort_key_from_second_operand_and_swapped_params(void **state) {
            "  v = u32[4] constant({5, 4294967295, 7, 1})\n"
            "  ROOT s = (s32[4], u32[4]) sort(k, v), dimensions={0}, to_apply=cmp\n"
            "}\n");
-  expect_f64(r.result->tuple_elements[0], 4, (double[]){1, 2, 0, 3}, 0);
+  expect_f64_near(r.result->tuple_elements[0], 4, (double[]){1, 2, 0, 3}, 0);
   run_done(&r);
 }
 
@@ -151,7 +114,7 @@ static void test_sort_general_comparator_is_called(void **state) {
            "  x = f32[4] constant({-3, 1, -2, 0})\n"
            "  ROOT s = f32[4] sort(x), dimensions={0}, is_stable=true, to_apply=absless\n"
            "}\n");
-  expect_f64(r.result, 4, (double[]){0, 1, -2, -3}, 0);
+  expect_f64_near(r.result, 4, (double[]){0, 1, -2, -3}, 0);
   run_done(&r);
 }
 
@@ -194,8 +157,8 @@ static void test_sort_jax_canonicalizing_comparator_fast_path_matches_called(voi
   run_jax_sort(&fast, false);
   run_jax_sort(&called, true);
   /* -1 < 0 == -0 < 2 < nan == -nan (canonical nan is positive); ties keep input order */
-  expect_f64(fast.result->tuple_elements[1], 6, (double[]){3, 1, 2, 5, 0, 4}, 0);
-  expect_f64(called.result->tuple_elements[1], 6, (double[]){3, 1, 2, 5, 0, 4}, 0);
+  expect_f64_near(fast.result->tuple_elements[1], 6, (double[]){3, 1, 2, 5, 0, 4}, 0);
+  expect_f64_near(called.result->tuple_elements[1], 6, (double[]){3, 1, 2, 5, 0, 4}, 0);
   run_done(&fast);
   run_done(&called);
 }
@@ -213,7 +176,7 @@ static void test_sort_along_leading_dim(void **state) {
            "  x = s32[3,2] constant({ {3, 1}, {1, 2}, {2, 0} })\n"
            "  ROOT s = s32[3,2] sort(x), dimensions={0}, to_apply=lt\n"
            "}\n");
-  expect_f64(r.result, 6, (double[]){1, 0, 2, 1, 3, 2}, 0);
+  expect_f64_near(r.result, 6, (double[]){1, 0, 2, 1, 3, 2}, 0);
   run_done(&r);
 }
 
@@ -225,8 +188,8 @@ static void test_topk_largest_with_ties_by_lower_index(void **state) {
            "  x = f32[2,4] constant({ {1, 3, 2, 3}, {4, 1, 0, 6} })\n"
            "  ROOT t = (f32[2,2], s32[2,2]) topk(x), k=2, largest=true\n"
            "}\n");
-  expect_f64(r.result->tuple_elements[0], 4, (double[]){3, 3, 6, 4}, 0);
-  expect_f64(r.result->tuple_elements[1], 4, (double[]){1, 3, 3, 0}, 0);
+  expect_f64_near(r.result->tuple_elements[0], 4, (double[]){3, 3, 6, 4}, 0);
+  expect_f64_near(r.result->tuple_elements[1], 4, (double[]){1, 3, 3, 0}, 0);
   run_done(&r);
 }
 
@@ -238,8 +201,8 @@ static void test_topk_bf16_full_sort(void **state) {
            "  x = bf16[5] constant({0.5, -1, 8, 2, 2})\n"
            "  ROOT t = (bf16[5], s32[5]) topk(x), k=5, largest=true\n"
            "}\n");
-  expect_f64(r.result->tuple_elements[0], 5, (double[]){8, 2, 2, 0.5, -1}, 0);
-  expect_f64(r.result->tuple_elements[1], 5, (double[]){2, 3, 4, 0, 1}, 0);
+  expect_f64_near(r.result->tuple_elements[0], 5, (double[]){8, 2, 2, 0.5, -1}, 0);
+  expect_f64_near(r.result->tuple_elements[1], 5, (double[]){2, 3, 4, 0, 1}, 0);
   run_done(&r);
 }
 
