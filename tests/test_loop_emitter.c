@@ -68,9 +68,15 @@ static char *read_dump(const char *dir, const char *file) {
   return text;
 }
 
-static int count(const char *hay, const char *needle) {
+__attribute__((noinline)) static int count(const char *hay, const char *needle) {
   int n = 0;
-  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  size_t at = 0, len = strlen(hay);
+  while (at < len) {
+    const char *p = strstr(hay + at, needle);
+    if (!p) break;
+    n++;
+    at = (size_t)(p - hay) + 1;
+  }
   return n;
 }
 

@@ -219,8 +219,8 @@ bool kiln_hlo_lexer_integer(kiln_hlo_lexer_t *L, const char *what, bool *negativ
 bool kiln_hlo_lexer_int64(kiln_hlo_lexer_t *L, const char *what, int64_t *out) {
   kiln_hlo_lexer_skip_ws(L);
   const char *start = L->p;
-  bool neg;
-  uint64_t mag;
+  bool neg = false;
+  uint64_t mag = 0;
   if (!kiln_hlo_lexer_integer(L, what, &neg, &mag)) return false;
   if (mag > (uint64_t)INT64_MAX + (neg ? 1u : 0u))
     return kiln_hlo_lexer_error_at(L, start, KILN_INVALID_ARGUMENT,

@@ -452,7 +452,7 @@ static bool add_called_ref(kiln_hlo_parser_t *P, kiln_hlo_instruction_t *instr, 
 static bool parse_attr_value(kiln_hlo_parser_t *P, kiln_hlo_instruction_t *instr,
                              kiln_hlo_instr_rec_t *rec, attr_id_t id) {
   kiln_hlo_lexer_t *L = &P->L;
-  int e;
+  int e = 0;
   switch (id) {
     case ATTR_INDEX: return kiln_hlo_lexer_int64(L, "tuple index", &instr->tuple_index);
     case ATTR_DIMENSIONS:

@@ -75,7 +75,7 @@ static kiln_status check_gather_scatter_collective(kiln_arena_t *a, const char *
 
 static kiln_status check_collective_list(kiln_arena_t *a, const kiln_hlo_instruction_t *in,
                                          const kiln_shape_t *const *ops, bool grow) {
-  int64_t dim;
+  int64_t dim = 0;
   KILN_RETURN_IF_ERROR_PLAIN(need_single_dim(a, in, &dim));
   const kiln_shape_t *res = in->shape;
   const char *op = kiln_hlo_opcode_name(in->opcode);
@@ -204,7 +204,7 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
   const kiln_shape_t *res = in->shape;
   if (!res) return KILN_ERR_INVALID("%s has no shape", kiln_hlo_opcode_name(op));
   kiln_hlo_computation_t *c1, *c2;
-  int64_t dim;
+  int64_t dim = 0;
 
   if (kiln_hlo_opcode_is_elementwise(op) && arity == 1 && op != KILN_OP_CONVERT &&
       op != KILN_OP_REDUCE_PRECISION)
