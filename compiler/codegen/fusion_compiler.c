@@ -249,6 +249,14 @@ kiln_status kiln_fusion_kernel_emit(const kiln_hlo_computation_t *c,
 
 void kiln_fusion_kernel_free(kiln_fusion_kernel_t *k) {
   if (!k) return;
+  kiln_fusion_kernel_t *next = k->next;
+  while (next) {
+    kiln_fusion_kernel_t *after = next->next;
+    next->next = NULL;
+    kiln_fusion_kernel_free(next);
+    kiln_free(next);
+    next = after;
+  }
   if (k->kir) kiln_kir_module_destroy(k->kir);
   if (k->ctx) kiln_affine_ctx_destroy(k->ctx);
   kiln_free(k->inputs);
@@ -262,8 +270,7 @@ kiln_status kiln_fusion_kernel_compile_nvptx(const kiln_fusion_kernel_t *k,
   return kiln_kir_compile_nvptx(k->kir, opts, out);
 }
 
-kiln_status kiln_fusion_kernel_ptxas_check(const kiln_fusion_kernel_t *k, char **ptx) {
-  if (ptx) *ptx = NULL;
+static kiln_status ptxas_check_one(const kiln_fusion_kernel_t *k, char **ptx) {
   kiln_nvptx_options_t o = {0};
   o.cubin_via = KILN_CUBIN_VIA_SKIP;
   o.dump_dir = "";
@@ -278,6 +285,27 @@ kiln_status kiln_fusion_kernel_ptxas_check(const kiln_fusion_kernel_t *k, char *
   }
   kiln_nvptx_result_free(&r);
   return s;
+}
+
+kiln_status kiln_fusion_kernel_ptxas_check(const kiln_fusion_kernel_t *k, char **ptx) {
+  if (ptx) *ptx = NULL;
+  for (const kiln_fusion_kernel_t *x = k; x; x = x->next) {
+    char *one = NULL;
+    kiln_status s = ptxas_check_one(x, ptx ? &one : NULL);
+    if (ptx && one) {
+      if (!*ptx) {
+        *ptx = one;
+      } else {
+        kiln_strbuf_t b = {0};
+        kiln_strbuf_printf(&b, "%s\n%s", *ptx, one);
+        kiln_free(*ptx);
+        kiln_free(one);
+        *ptx = kiln_strbuf_take(&b);
+      }
+    }
+    if (s) return s;
+  }
+  return NULL;
 }
 
 /* ---- runner ---- */
@@ -479,10 +507,13 @@ kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
 
   kiln_host_jit_t *jit = opts->jit;
   if (!jit) s = kiln_host_jit_create(NULL, &jit);
-  kiln_kir_host_kernel_t hk;
+  int nchain = 0;
+  for (const kiln_fusion_kernel_t *x = &k; x; x = x->next) nchain++;
+  kiln_kir_host_kernel_t *hk = kiln_calloc((size_t)nchain, sizeof(*hk));
   if (!s) {
     double t0 = now_ms();
-    s = kiln_kir_compile_host(k.kir, jit, &hk);
+    int ci = 0;
+    for (const kiln_fusion_kernel_t *x = &k; x && !s; x = x->next) s = kiln_kir_compile_host(x->kir, jit, &hk[ci++]);
     rep->host_compile_ms = now_ms() - t0;
   }
 
@@ -531,7 +562,7 @@ kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
   }
   if (!s) {
     double t0 = now_ms();
-    s = kiln_kir_host_kernel_run(&hk, opts->pool, args);
+    for (int ci = 0; ci < nchain && !s; ci++) s = kiln_kir_host_kernel_run(&hk[ci], opts->pool, args);
     rep->run_ms = now_ms() - t0;
   }
   kiln_literal_t *result = NULL;
@@ -585,6 +616,7 @@ kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
     snprintf(rep->first_mismatch, sizeof(rep->first_mismatch), "%s", acc.first);
   }
   for (int o = 0; o < nout; o++) kiln_free(args[nin + o]);
+  kiln_free(hk);
   kiln_free(args);
   kiln_free(params);
   kiln_arena_destroy(&arena);

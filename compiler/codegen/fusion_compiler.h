@@ -52,6 +52,10 @@ typedef struct kiln_fusion_compile_options {
   int unroll_max_trip;     /* as kiln_kir_pipeline_options_t */
 } kiln_fusion_compile_options_t;
 
+/* A fusion compiles to one kernel or, for emitters that need several launches (scatter:
+ * initialize the output, then apply the updates; multi-pass sorts), a chain of kernels
+ * launched in order through `next`. Every kernel of a chain takes the same arguments: the
+ * head's inputs, then its outputs; inputs/outputs are filled on the head only. */
 typedef struct kiln_fusion_kernel {
   kiln_kir_module_t *kir; /* after the pipeline */
   kiln_affine_ctx_t *ctx;
@@ -61,6 +65,7 @@ typedef struct kiln_fusion_kernel {
   int num_outputs;
   const kiln_shape_t **outputs; /* array shape per output tensor */
   double emit_ms, pipeline_ms;
+  struct kiln_fusion_kernel *next; /* owned: the next launch of the chain, or NULL */
 } kiln_fusion_kernel_t;
 
 /* Emits the kernel for `c` and runs the kernel-IR pipeline (dumped with KILN_DUMP_TO: the
@@ -69,6 +74,7 @@ typedef struct kiln_fusion_kernel {
 kiln_status kiln_fusion_kernel_emit(const kiln_hlo_computation_t *c,
                                     const kiln_fusion_compile_options_t *opts,
                                     kiln_fusion_kernel_t *out);
+/* Frees `k`'s contents and its chain (the chain's nodes are kiln_malloc'ed). */
 void kiln_fusion_kernel_free(kiln_fusion_kernel_t *k);
 
 /* PTX (and, unless opts->cubin_via is SKIP, a cubin) for the kernel. `out` as for
@@ -76,7 +82,7 @@ void kiln_fusion_kernel_free(kiln_fusion_kernel_t *k);
 kiln_status kiln_fusion_kernel_compile_nvptx(const kiln_fusion_kernel_t *k,
                                              const kiln_nvptx_options_t *opts,
                                              kiln_nvptx_result_t *out);
-/* Runs `ptxas -arch=sm_90` on the kernel's PTX. OK when accepted; UNAVAILABLE when ptxas
+/* Runs `ptxas -arch=sm_90` on the PTX of the kernel and every kernel of its chain. OK when accepted; UNAVAILABLE when ptxas
  * is missing; INVALID_ARGUMENT with ptxas's log otherwise. *ptx (may be NULL) receives the
  * PTX text (kiln_free). */
 kiln_status kiln_fusion_kernel_ptxas_check(const kiln_fusion_kernel_t *k, char **ptx);
