@@ -1,0 +1,250 @@
+/* A small HLO builder for expander passes; see hlo_builder.h. */
+#include "compiler/passes/hlo_builder.h"
+
+#include <string.h>
+
+#define MAX_RANK 64
+
+void kiln_builder_init(kiln_builder_t *b, kiln_hlo_computation_t *c, const char *name_hint,
+                       bool layouts) {
+  memset(b, 0, sizeof *b);
+  b->m = c->module;
+  b->c = c;
+  b->name_hint = name_hint;
+  b->layouts = layouts;
+}
+
+static void *fail(kiln_builder_t *b) {
+  b->failed = true;
+  return NULL;
+}
+
+kiln_shape_t *kiln_builder_shape(kiln_builder_t *b, kiln_elem_type_t type, int rank,
+                                 const int64_t *dims) {
+  kiln_shape_t *s = b->layouts ? kiln_shape_make_array_with_default_layout(&b->m->arena, type, rank, dims)
+                               : kiln_shape_make_array(&b->m->arena, type, rank, dims);
+  return s ? s : fail(b);
+}
+
+kiln_hlo_instruction_t *kiln_builder_op(kiln_builder_t *b, kiln_hlo_opcode_t op, kiln_shape_t *shape,
+                                        int n, kiln_hlo_instruction_t *const *operands) {
+  if (!shape) return fail(b);
+  for (int i = 0; i < n; i++)
+    if (!operands[i]) return fail(b);
+  char *name = kiln_hlo_module_unique_name(b->m, b->name_hint ? b->name_hint : kiln_hlo_opcode_name(op));
+  kiln_hlo_instruction_t *in = name ? kiln_hlo_instruction_create(b->c, op, shape, name) : NULL;
+  if (!in) return fail(b);
+  if (n) kiln_hlo_instruction_set_operands(in, n, operands);
+  return in;
+}
+
+static kiln_hlo_instruction_t *constant(kiln_builder_t *b, kiln_elem_type_t type, bool is_float,
+                                        uint64_t u, double f) {
+  kiln_shape_t *s = kiln_builder_shape(b, type, 0, NULL);
+  if (!s) return NULL;
+  kiln_literal_t *l = kiln_literal_make(&b->m->arena, s);
+  if (!l) return fail(b);
+  if (is_float) kiln_literal_set_f64(l, 0, f);
+  else kiln_literal_set_u64(l, 0, u);
+  kiln_hlo_instruction_t *in = kiln_builder_op(b, KILN_OP_CONSTANT, s, 0, NULL);
+  if (in) in->literal = l;
+  return in;
+}
+
+kiln_hlo_instruction_t *kiln_builder_const_u64(kiln_builder_t *b, kiln_elem_type_t type, uint64_t v) {
+  return constant(b, type, false, v, 0);
+}
+
+kiln_hlo_instruction_t *kiln_builder_const_f64(kiln_builder_t *b, kiln_elem_type_t type, double v) {
+  return constant(b, type, true, 0, v);
+}
+
+/* The dims of x with element type `type`. */
+static kiln_shape_t *like(kiln_builder_t *b, const kiln_hlo_instruction_t *x, kiln_elem_type_t type) {
+  if (!x || !kiln_shape_is_array(x->shape)) return fail(b);
+  return kiln_builder_shape(b, type, x->shape->rank, x->shape->dims);
+}
+
+kiln_hlo_instruction_t *kiln_builder_unary(kiln_builder_t *b, kiln_hlo_opcode_t op,
+                                           kiln_hlo_instruction_t *x) {
+  if (!x) return fail(b);
+  return kiln_builder_op(b, op, like(b, x, x->shape->type), 1, &x);
+}
+
+kiln_hlo_instruction_t *kiln_builder_binary(kiln_builder_t *b, kiln_hlo_opcode_t op,
+                                            kiln_hlo_instruction_t *x, kiln_hlo_instruction_t *y) {
+  if (!x || !y) return fail(b);
+  kiln_hlo_instruction_t *ops[2] = {x, y};
+  return kiln_builder_op(b, op, like(b, x, x->shape->type), 2, ops);
+}
+
+kiln_hlo_instruction_t *kiln_builder_compare(kiln_builder_t *b, kiln_cmp_dir_t dir,
+                                             kiln_hlo_instruction_t *x, kiln_hlo_instruction_t *y) {
+  if (!x || !y) return fail(b);
+  kiln_hlo_instruction_t *ops[2] = {x, y};
+  kiln_hlo_instruction_t *in = kiln_builder_op(b, KILN_OP_COMPARE, like(b, x, KILN_PRED), 2, ops);
+  if (in) in->comparison_direction = dir;
+  return in;
+}
+
+kiln_hlo_instruction_t *kiln_builder_select(kiln_builder_t *b, kiln_hlo_instruction_t *pred,
+                                            kiln_hlo_instruction_t *on_true,
+                                            kiln_hlo_instruction_t *on_false) {
+  if (!pred || !on_true || !on_false) return fail(b);
+  kiln_hlo_instruction_t *ops[3] = {pred, on_true, on_false};
+  return kiln_builder_op(b, KILN_OP_SELECT, like(b, on_true, on_true->shape->type), 3, ops);
+}
+
+kiln_hlo_instruction_t *kiln_builder_convert(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                             kiln_elem_type_t type) {
+  return kiln_builder_op(b, KILN_OP_CONVERT, like(b, x, type), 1, &x);
+}
+
+kiln_hlo_instruction_t *kiln_builder_bitcast_convert(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                                     kiln_elem_type_t type) {
+  return kiln_builder_op(b, KILN_OP_BITCAST_CONVERT, like(b, x, type), 1, &x);
+}
+
+static bool set_dimensions(kiln_builder_t *b, kiln_hlo_instruction_t *in, int n, const int64_t *v) {
+  in->has_dimensions = true;
+  in->dimensions.n = n;
+  in->dimensions.v = kiln_arena_alloc(&b->m->arena, sizeof(int64_t) * (size_t)(n ? n : 1));
+  if (!in->dimensions.v) return fail(b), false;
+  if (n) memcpy(in->dimensions.v, v, sizeof(int64_t) * (size_t)n);
+  return true;
+}
+
+kiln_hlo_instruction_t *kiln_builder_broadcast(kiln_builder_t *b, kiln_hlo_instruction_t *x, int rank,
+                                               const int64_t *dims, const int64_t *map) {
+  if (!x) return fail(b);
+  kiln_hlo_instruction_t *in =
+      kiln_builder_op(b, KILN_OP_BROADCAST, kiln_builder_shape(b, x->shape->type, rank, dims), 1, &x);
+  if (in && !set_dimensions(b, in, x->shape->rank, map)) return NULL;
+  return in;
+}
+
+kiln_hlo_instruction_t *kiln_builder_splat(kiln_builder_t *b, kiln_hlo_instruction_t *scalar,
+                                           const kiln_hlo_instruction_t *like_this) {
+  if (!scalar || !like_this || scalar->shape->rank != 0) return fail(b);
+  if (like_this->shape->rank == 0) return scalar;
+  return kiln_builder_broadcast(b, scalar, like_this->shape->rank, like_this->shape->dims, NULL);
+}
+
+kiln_hlo_instruction_t *kiln_builder_reshape(kiln_builder_t *b, kiln_hlo_instruction_t *x, int rank,
+                                             const int64_t *dims) {
+  if (!x) return fail(b);
+  return kiln_builder_op(b, KILN_OP_RESHAPE, kiln_builder_shape(b, x->shape->type, rank, dims), 1, &x);
+}
+
+kiln_hlo_instruction_t *kiln_builder_slice_dim(kiln_builder_t *b, kiln_hlo_instruction_t *x, int dim,
+                                               int64_t start, int64_t limit) {
+  if (!x || dim < 0 || dim >= x->shape->rank || x->shape->rank > MAX_RANK) return fail(b);
+  int r = x->shape->rank;
+  int64_t dims[MAX_RANK];
+  for (int d = 0; d < r; d++) dims[d] = d == dim ? limit - start : x->shape->dims[d];
+  kiln_hlo_instruction_t *in =
+      kiln_builder_op(b, KILN_OP_SLICE, kiln_builder_shape(b, x->shape->type, r, dims), 1, &x);
+  if (!in) return NULL;
+  in->slice = kiln_arena_alloc(&b->m->arena, sizeof(kiln_slice_dim_t) * (size_t)r);
+  if (!in->slice) return fail(b);
+  in->num_slice_dims = r;
+  for (int d = 0; d < r; d++) {
+    in->slice[d].start = d == dim ? start : 0;
+    in->slice[d].limit = d == dim ? limit : x->shape->dims[d];
+    in->slice[d].stride = 1;
+  }
+  return in;
+}
+
+kiln_hlo_instruction_t *kiln_builder_slice1(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                            int64_t start, int64_t limit) {
+  return kiln_builder_slice_dim(b, x, 0, start, limit);
+}
+
+kiln_hlo_instruction_t *kiln_builder_concatenate(kiln_builder_t *b, int n,
+                                                 kiln_hlo_instruction_t *const *xs, int dim) {
+  if (n < 1 || !xs[0] || dim < 0 || dim >= xs[0]->shape->rank || xs[0]->shape->rank > MAX_RANK)
+    return fail(b);
+  int64_t dims[MAX_RANK];
+  memcpy(dims, xs[0]->shape->dims, sizeof(int64_t) * (size_t)xs[0]->shape->rank);
+  dims[dim] = 0;
+  for (int i = 0; i < n; i++) {
+    if (!xs[i]) return fail(b);
+    dims[dim] += xs[i]->shape->dims[dim];
+  }
+  kiln_hlo_instruction_t *in = kiln_builder_op(
+      b, KILN_OP_CONCATENATE, kiln_builder_shape(b, xs[0]->shape->type, xs[0]->shape->rank, dims), n, xs);
+  int64_t d = dim;
+  if (in && !set_dimensions(b, in, 1, &d)) return NULL;
+  return in;
+}
+
+kiln_hlo_instruction_t *kiln_builder_iota(kiln_builder_t *b, kiln_elem_type_t type, int rank,
+                                          const int64_t *dims, int dim) {
+  kiln_hlo_instruction_t *in = kiln_builder_op(b, KILN_OP_IOTA, kiln_builder_shape(b, type, rank, dims), 0, NULL);
+  if (in) in->iota_dimension = dim;
+  return in;
+}
+
+kiln_hlo_instruction_t *kiln_builder_tuple(kiln_builder_t *b, int n, kiln_hlo_instruction_t *const *xs) {
+  kiln_shape_t *shapes[MAX_RANK];
+  if (n > MAX_RANK) return fail(b);
+  for (int i = 0; i < n; i++) {
+    if (!xs[i]) return fail(b);
+    shapes[i] = xs[i]->shape;
+  }
+  kiln_shape_t *s = kiln_shape_make_tuple(&b->m->arena, n, shapes);
+  return kiln_builder_op(b, KILN_OP_TUPLE, s, n, xs);
+}
+
+kiln_hlo_instruction_t *kiln_builder_gte(kiln_builder_t *b, kiln_hlo_instruction_t *t, int64_t index) {
+  if (!t || !kiln_shape_is_tuple(t->shape) || index < 0 || index >= t->shape->num_elements)
+    return fail(b);
+  kiln_hlo_instruction_t *in =
+      kiln_builder_op(b, KILN_OP_GET_TUPLE_ELEMENT, t->shape->elements[index], 1, &t);
+  if (in) in->tuple_index = index;
+  return in;
+}
+
+kiln_hlo_instruction_t *kiln_builder_reduce(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                            kiln_hlo_instruction_t *init, int num_dims,
+                                            const int64_t *dims, kiln_hlo_computation_t *fn) {
+  if (!x || !init || !fn || x->shape->rank > MAX_RANK) return fail(b);
+  int64_t kept[MAX_RANK];
+  int r = 0;
+  for (int d = 0; d < x->shape->rank; d++) {
+    bool reduced = false;
+    for (int k = 0; k < num_dims; k++) reduced |= dims[k] == d;
+    if (!reduced) kept[r++] = x->shape->dims[d];
+  }
+  kiln_hlo_instruction_t *ops[2] = {x, init};
+  kiln_hlo_instruction_t *in =
+      kiln_builder_op(b, KILN_OP_REDUCE, kiln_builder_shape(b, x->shape->type, r, kept), 2, ops);
+  if (!in || !set_dimensions(b, in, num_dims, dims)) return NULL;
+  kiln_hlo_instruction_add_called(in, "to_apply", false, 1, &fn);
+  return in;
+}
+
+kiln_hlo_computation_t *kiln_builder_scalar_computation(kiln_hlo_module_t *m, const char *name_hint,
+                                                        kiln_hlo_opcode_t op, kiln_elem_type_t type) {
+  char *name = kiln_hlo_module_unique_name(m, name_hint);
+  kiln_hlo_computation_t *c = name ? kiln_hlo_computation_create(m, name) : NULL;
+  kiln_shape_t *s = kiln_shape_make_scalar(&m->arena, type);
+  kiln_hlo_instruction_t **params = kiln_arena_alloc(&m->arena, 2 * sizeof *params);
+  if (!c || !s || !params) return NULL;
+  static const char *const pnames[2] = {"lhs", "rhs"};
+  for (int i = 0; i < 2; i++) {
+    char *pn = kiln_hlo_module_unique_name(m, pnames[i]);
+    params[i] = pn ? kiln_hlo_instruction_create(c, KILN_OP_PARAMETER, s, pn) : NULL;
+    if (!params[i]) return NULL;
+    params[i]->parameter_number = i;
+  }
+  c->num_parameters = 2;
+  c->parameters = params;
+  char *rn = kiln_hlo_module_unique_name(m, kiln_hlo_opcode_name(op));
+  kiln_hlo_instruction_t *root = rn ? kiln_hlo_instruction_create(c, op, s, rn) : NULL;
+  if (!root) return NULL;
+  kiln_hlo_instruction_set_operands(root, 2, params);
+  c->root = root;
+  return c;
+}

@@ -1,0 +1,88 @@
+/* A small HLO builder for expander passes: appends instructions to one computation with
+ * shapes inferred from the operands, so an expansion reads like the math it computes.
+ *
+ * Every function returns the new instruction, or NULL when an operand is NULL or the
+ * module's arena refused memory; the first failure is remembered in `b->failed`, so a
+ * caller can build a whole expansion and check once at the end (NULL operands propagate).
+ * New instructions are appended at the end of the computation: the caller sorts it into
+ * post order (kiln_hlo_computation_sort_post_order) once it is done.
+ *
+ * Shapes of new arrays get the default descending layout when `b->layouts` is set (a
+ * module whose shapes carry layouts), none otherwise. */
+#ifndef KILN_PASSES_HLO_BUILDER_H_
+#define KILN_PASSES_HLO_BUILDER_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "compiler/hlo/ir.h"
+
+typedef struct kiln_builder {
+  kiln_hlo_module_t *m;
+  kiln_hlo_computation_t *c;
+  const char *name_hint; /* prefix of every new instruction's name */
+  bool layouts;
+  bool failed;
+} kiln_builder_t;
+
+void kiln_builder_init(kiln_builder_t *b, kiln_hlo_computation_t *c, const char *name_hint,
+                       bool layouts);
+
+/* An array shape of `type` and `dims` in the module's arena (layout per b->layouts). */
+kiln_shape_t *kiln_builder_shape(kiln_builder_t *b, kiln_elem_type_t type, int rank,
+                                 const int64_t *dims);
+/* Any instruction: opcode, result shape, operands. Attributes are left for the caller. */
+kiln_hlo_instruction_t *kiln_builder_op(kiln_builder_t *b, kiln_hlo_opcode_t op, kiln_shape_t *shape,
+                                        int n, kiln_hlo_instruction_t *const *operands);
+
+/* Scalar constants. Integers wrap to the type's width; floats round to the type. */
+kiln_hlo_instruction_t *kiln_builder_const_u64(kiln_builder_t *b, kiln_elem_type_t type, uint64_t v);
+kiln_hlo_instruction_t *kiln_builder_const_f64(kiln_builder_t *b, kiln_elem_type_t type, double v);
+
+/* Elementwise ops: the result has x's dims (and element type, except compare: pred). */
+kiln_hlo_instruction_t *kiln_builder_unary(kiln_builder_t *b, kiln_hlo_opcode_t op,
+                                           kiln_hlo_instruction_t *x);
+kiln_hlo_instruction_t *kiln_builder_binary(kiln_builder_t *b, kiln_hlo_opcode_t op,
+                                            kiln_hlo_instruction_t *x, kiln_hlo_instruction_t *y);
+kiln_hlo_instruction_t *kiln_builder_compare(kiln_builder_t *b, kiln_cmp_dir_t dir,
+                                             kiln_hlo_instruction_t *x, kiln_hlo_instruction_t *y);
+kiln_hlo_instruction_t *kiln_builder_select(kiln_builder_t *b, kiln_hlo_instruction_t *pred,
+                                            kiln_hlo_instruction_t *on_true,
+                                            kiln_hlo_instruction_t *on_false);
+/* convert / bitcast-convert (same width) to `type`, keeping the dims. */
+kiln_hlo_instruction_t *kiln_builder_convert(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                             kiln_elem_type_t type);
+kiln_hlo_instruction_t *kiln_builder_bitcast_convert(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                                     kiln_elem_type_t type);
+
+/* broadcast(x) to `dims`, x's dimension i going to result dimension map[i]. */
+kiln_hlo_instruction_t *kiln_builder_broadcast(kiln_builder_t *b, kiln_hlo_instruction_t *x, int rank,
+                                               const int64_t *dims, const int64_t *map);
+/* broadcast of a scalar to the dims of `like`. */
+kiln_hlo_instruction_t *kiln_builder_splat(kiln_builder_t *b, kiln_hlo_instruction_t *scalar,
+                                           const kiln_hlo_instruction_t *like);
+kiln_hlo_instruction_t *kiln_builder_reshape(kiln_builder_t *b, kiln_hlo_instruction_t *x, int rank,
+                                             const int64_t *dims);
+/* slice of a rank-1 array: [start, limit). */
+kiln_hlo_instruction_t *kiln_builder_slice1(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                            int64_t start, int64_t limit);
+/* slice along dimension `dim` only: [start, limit); the other dimensions whole. */
+kiln_hlo_instruction_t *kiln_builder_slice_dim(kiln_builder_t *b, kiln_hlo_instruction_t *x, int dim,
+                                               int64_t start, int64_t limit);
+kiln_hlo_instruction_t *kiln_builder_concatenate(kiln_builder_t *b, int n,
+                                                 kiln_hlo_instruction_t *const *xs, int dim);
+kiln_hlo_instruction_t *kiln_builder_iota(kiln_builder_t *b, kiln_elem_type_t type, int rank,
+                                          const int64_t *dims, int dim);
+kiln_hlo_instruction_t *kiln_builder_tuple(kiln_builder_t *b, int n, kiln_hlo_instruction_t *const *xs);
+kiln_hlo_instruction_t *kiln_builder_gte(kiln_builder_t *b, kiln_hlo_instruction_t *t, int64_t index);
+/* reduce(x, init) over `dims` (sorted ascending) with the scalar computation `fn`. */
+kiln_hlo_instruction_t *kiln_builder_reduce(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                            kiln_hlo_instruction_t *init, int num_dims,
+                                            const int64_t *dims, kiln_hlo_computation_t *fn);
+
+/* A new computation `(a: T[], b: T[]) -> T[] { ROOT op(a, b) }` in the module (for reduce);
+ * NULL when the arena refused. */
+kiln_hlo_computation_t *kiln_builder_scalar_computation(kiln_hlo_module_t *m, const char *name_hint,
+                                                        kiln_hlo_opcode_t op, kiln_elem_type_t type);
+
+#endif /* KILN_PASSES_HLO_BUILDER_H_ */
