@@ -86,6 +86,7 @@ kiln_thunk_t *kiln_thunk_kernel_create(const char *name, kiln_device_module_t *m
                                        const kiln_kernel_arg_t *args, int num_args) {
   kiln_thunk_t *t = thunk_new(KILN_THUNK_KERNEL, name);
   t->u.kernel.module = module;
+  t->u.kernel.module_index = -1;
   t->u.kernel.kernel_name = kiln_strdup(kernel_name ? kernel_name : "");
   if (dims) t->u.kernel.dims = *dims;
   t->u.kernel.num_args = num_args > 0 ? num_args : 0;
@@ -712,4 +713,40 @@ static void print_thunk(kiln_strbuf_t *b, const kiln_thunk_t *t, int indent) {
 
 void kiln_thunk_seq_print(kiln_strbuf_t *b, const kiln_thunk_seq_t *s, int indent) {
   for (size_t i = 0; i < s->len; i++) print_thunk(b, s->items[i], indent);
+}
+
+kiln_status kiln_thunk_seq_bind_modules(kiln_thunk_seq_t *s, kiln_device_module_t *const *modules,
+                                        int n) {
+  for (size_t i = 0; i < s->len; i++) {
+    kiln_thunk_t *t = s->items[i];
+    switch (t->kind) {
+      case KILN_THUNK_KERNEL:
+        if (t->u.kernel.module_index >= n)
+          return kiln_status_make(KILN_INVALID_ARGUMENT,
+                                  "kernel thunk %s names module %d of %d", t->name,
+                                  (int)t->u.kernel.module_index, n);
+        if (t->u.kernel.module_index >= 0) {
+          t->u.kernel.module = modules[t->u.kernel.module_index];
+          t->u.kernel.kernel = NULL; /* resolved again at initialize */
+        }
+        break;
+      case KILN_THUNK_WHILE:
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_seq_bind_modules(&t->u.loop.cond, modules, n));
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_seq_bind_modules(&t->u.loop.body, modules, n));
+        break;
+      case KILN_THUNK_CONDITIONAL:
+        for (int b = 0; b < t->u.cond.num_branches; b++)
+          KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_seq_bind_modules(&t->u.cond.branches[b], modules, n));
+        break;
+      case KILN_THUNK_SEQUENTIAL:
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_seq_bind_modules(&t->u.sequential.seq, modules, n));
+        break;
+      case KILN_THUNK_COMMAND_BUFFER:
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_seq_bind_modules(&t->u.cmdbuf.seq, modules, n));
+        break;
+      default:
+        break;
+    }
+  }
+  return NULL;
 }

@@ -87,6 +87,7 @@ struct kiln_thunk {
   union {
     struct {
       kiln_device_module_t *module; /* borrowed */
+      int32_t module_index;         /* executables: which of their modules (-1: none) */
       char *kernel_name;
       const kiln_kernel_t *kernel; /* resolved at initialize */
       kiln_launch_dims_t dims;
@@ -176,6 +177,12 @@ kiln_thunk_t *kiln_thunk_conditional_create(const char *name, kiln_slice_t index
                                             int num_branches);
 kiln_thunk_t *kiln_thunk_sequential_create(const char *name, kiln_thunk_seq_t *seq);
 void kiln_thunk_destroy(kiln_thunk_t *t);
+
+/* Sets the module of every kernel thunk in `s` (recursively, through while, conditional,
+ * sequential and command-buffer thunks) whose module_index is in [0, n) to modules[index].
+ * Executables compile kernels before any device exists and bind them when loaded. */
+kiln_status kiln_thunk_seq_bind_modules(kiln_thunk_seq_t *s, kiln_device_module_t *const *modules,
+                                        int n);
 
 /* ---- stages ------------------------------------------------------------------------------ */
 

@@ -16,6 +16,9 @@
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
+#include "runtime/device.h"
+#include "tools/common/compare.h"
+#include "tools/common/device_run.h"
 #include "tools/common/fake_args.h"
 #include "tools/common/npy.h"
 #include "tools/common/run_report.h"
@@ -31,7 +34,9 @@ static const char kUsage[] =
     "the values and an FNV-1a hash of the bytes.\n"
     "\n"
     "options:\n"
-    "  --backend=NAME        reference (the evaluator; default). host, cuda: not built yet\n"
+    "  --backend=NAME        reference (the evaluator; default), host (compiled, run on\n"
+    "                        this machine's CPU), cuda (compiled, run on the GPU), best\n"
+    "                        (cuda when a GPU and driver are present, else host)\n"
     "  --module=N            run only the N-th module of the file (0-based)\n"
     "  --seed=N              seed for generated inputs (default 42)\n"
     "  --input=I:PATH        read entry parameter I from a .npy file (repeatable); others\n"
@@ -40,10 +45,14 @@ static const char kUsage[] =
     "                        tuple parameter from DIR/arg<I>.<leaf>.npy)\n"
     "  --save-inputs=DIR     write the inputs used, named as --inputs reads them\n"
     "  --output=DIR          write output leaf I as DIR/out<I>.npy\n"
-    "  --compare=reference   compare the backend with the evaluator (needs a second\n"
-    "                        backend; none exists yet)\n"
+    "  --compare=reference   also evaluate with the reference and compare every output\n"
+    "                        element (per-type relative/absolute tolerance; exit status 1\n"
+    "                        on a mismatch)\n"
+    "  --thunks              print the executable: allocations and thunk sequence\n"
+    "  --no-command-buffers  issue thunks one by one (as KILN_DISABLE_COMMAND_BUFFERS=1)\n"
     "  --timings             print parse/verify/inputs/eval/output times in ms\n"
-    "  --repeat=N            evaluate N times (timings report min and mean)\n"
+    "  --repeat=N            run N times, printing each run's time (timings report min\n"
+    "                        and mean)\n"
     "  --values=N            values printed per output leaf (default 8)\n"
     "  --max-while-iterations=N  fail a while loop running longer (default unlimited)\n"
     "  --no-verify           skip the verifier\n"
@@ -77,6 +86,9 @@ typedef struct run_flags {
   int64_t values;
   int64_t max_while_iterations;
   bool verify;
+  bool thunks;
+  bool no_command_buffers;
+  kiln_device_t *device; /* host / cuda / best: created once for all modules */
 } run_flags_t;
 
 static double now_ms(void) {
@@ -133,6 +145,14 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
       f->fusions = true;
       continue;
     }
+    if (IS("thunks") && !val) {
+      f->thunks = true;
+      continue;
+    }
+    if (IS("no-command-buffers") && !val) {
+      f->no_command_buffers = true;
+      continue;
+    }
     if (!val) return KILN_ERR_INVALID("unknown flag '%s' (see --help)", a);
     int64_t x;
     if (IS("backend")) {
@@ -183,11 +203,9 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
 #undef IS
   }
   if (!f->file) return KILN_ERR_INVALID("no input file (see --help)");
-  if (strcmp(f->backend, "host") == 0 || strcmp(f->backend, "cuda") == 0)
-    return KILN_ERR_UNIMPLEMENTED(
-        "backend '%s' is not built yet; only 'reference' (the evaluator) exists", f->backend);
-  if (strcmp(f->backend, "reference") != 0)
-    return KILN_ERR_INVALID("unknown backend '%s' (reference, host, cuda)", f->backend);
+  if (strcmp(f->backend, "reference") != 0 && strcmp(f->backend, "host") != 0 &&
+      strcmp(f->backend, "cuda") != 0 && strcmp(f->backend, "best") != 0)
+    return KILN_ERR_INVALID("unknown backend '%s' (reference, host, cuda, best)", f->backend);
   if (f->compare && strcmp(f->compare, "reference") != 0)
     return KILN_ERR_INVALID("--compare=%s: only --compare=reference is defined", f->compare);
   if (f->inputs_dir && f->num_inputs)
@@ -304,7 +322,37 @@ static kiln_status save_arg(const char *dir, const char *prefix, int i, kiln_lit
 
 typedef struct run_times {
   double verify, inputs, eval_min, eval_sum, outputs;
+  double compile;
 } run_times_t;
+
+/* --backend=host|cuda|best: compile, load and run on the device (--repeat times). */
+static kiln_status run_on_device(const run_flags_t *f, const kiln_hlo_module_t *m,
+                                 kiln_literal_t **args, int n, kiln_arena_t *arena,
+                                 kiln_literal_t **result, run_times_t *t) {
+  kiln_device_run_options_t o;
+  memset(&o, 0, sizeof o);
+  o.device = f->device;
+  o.repeat = f->repeat;
+  o.max_while_iterations = f->max_while_iterations;
+  o.no_command_buffers = f->no_command_buffers;
+  o.print_thunks = f->thunks;
+  o.print_runs = f->repeat > 1;
+  kiln_device_run_report_t rep;
+  kiln_status s = kiln_device_run_module(m, args, n, &o, arena, result, &rep);
+  if (s) return kiln_status_annotate(s, "while running on %s", f->device->name);
+  t->compile = rep.compile_ms;
+  t->eval_min = rep.run_min_ms;
+  t->eval_sum = rep.run_mean_ms * (double)rep.runs;
+  printf("ran on %s: compiled in %.1f ms (passes %.1f, kernels %d from %d fusions, codegen "
+         "%.1f, backend %.1f; %zu command buffers), loaded in %.1f ms\n",
+         f->device->name, rep.compile_ms, rep.compile.passes_ms, rep.compile.emit.kernels,
+         rep.compile.emit.fusions, rep.compile.emit.codegen_ms, rep.compile.emit.backend_ms,
+         rep.compile.command_buffers, rep.load_ms);
+  if (f->repeat > 1)
+    printf("runs: %lld, min %.3f ms, mean %.3f ms\n", (long long)rep.runs, rep.run_min_ms,
+           rep.run_mean_ms);
+  return NULL;
+}
 
 /* --fusions: compile each fusion of `m` for the host, run it and compare with the
  * evaluator; one line per fusion. A numerical mismatch is an error. */
@@ -405,7 +453,26 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
   kiln_arena_t out_arena;
   kiln_arena_init(&out_arena);
   kiln_literal_t *result = NULL;
-  for (int64_t r = 0; r < f->repeat && !s; r++) {
+  if (f->device && !s) {
+    s = run_on_device(f, m, args, n, &out_arena, &result, t);
+    if (!s && f->compare) {
+      kiln_literal_t *want = NULL;
+      t0 = now_ms();
+      s = kiln_eval_module(m, &eo, n, args, &out_arena, &want);
+      if (s) s = kiln_status_annotate(s, "while evaluating with the reference backend");
+      if (!s) {
+        kiln_compare_report_t cr;
+        bool ok = kiln_compare_literals(want, result, NULL, &cr);
+        printf("compare with reference: %lld elements, max abs err %.3g, max rel err %.3g: %s\n",
+               (long long)cr.elements, cr.max_abs_err, cr.max_rel_err,
+               ok ? "matches the reference" : "MISMATCH");
+        if (!ok)
+          s = kiln_status_make(KILN_INTERNAL, "%lld elements differ from the reference; first: %s",
+                               (long long)cr.mismatches, cr.first);
+      }
+    }
+  }
+  for (int64_t r = 0; r < f->repeat && !s && !f->device; r++) {
     kiln_arena_destroy(&out_arena);
     kiln_arena_init(&out_arena);
     t0 = now_ms();
@@ -439,10 +506,14 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
 }
 
 static kiln_status run(run_flags_t *f) {
-  if (f->compare)
-    printf(
-        "note: --compare=reference needs a second backend; only 'reference' exists yet, so "
-        "there is nothing to compare\n");
+  if (f->compare && strcmp(f->backend, "reference") == 0)
+    printf("note: --compare=reference compares a compiled backend with the evaluator; with "
+           "--backend=reference there is nothing to compare\n");
+  if (strcmp(f->backend, "reference") != 0 && !f->fusions) {
+    KILN_RETURN_IF_ERROR(kiln_device_create(f->backend, &f->device),
+                         "while creating the '%s' device", f->backend);
+    printf("device: %s (%s)\n", f->device->name, kiln_device_kind_name(f->device->kind));
+  }
   if (f->output_dir) KILN_RETURN_IF_ERROR_PLAIN(ensure_dir(f->output_dir));
   if (f->save_inputs_dir) KILN_RETURN_IF_ERROR_PLAIN(ensure_dir(f->save_inputs_dir));
 
@@ -498,8 +569,9 @@ static kiln_status run(run_flags_t *f) {
     }
     s = ms;
     if (!s && f->timings && !f->fusions) {
-      printf("timings: verify %.3f ms, inputs %.3f ms, eval %.3f ms", t.verify, t.inputs,
-             t.eval_min);
+      if (f->device) printf("timings: compile %.3f ms, ", t.compile);
+      printf("timings: verify %.3f ms, inputs %.3f ms, %s %.3f ms", t.verify, t.inputs,
+             f->device ? "run" : "eval", t.eval_min);
       if (f->repeat > 1)
         printf(" (min of %" PRId64 "; mean %.3f ms)", f->repeat, t.eval_sum / (double)f->repeat);
       printf(", outputs %.3f ms\n", t.outputs);
@@ -512,6 +584,8 @@ static kiln_status run(run_flags_t *f) {
   }
   for (int i = 0; i < count; i++) kiln_hlo_module_destroy(mods[i]);
   kiln_free(mods);
+  if (f->device) kiln_device_destroy(f->device);
+  f->device = NULL;
   return s;
 }
 

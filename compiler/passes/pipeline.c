@@ -28,6 +28,7 @@ static const pipeline_step_t kSteps[] = {
     {"priority fusion", {"priority_fusion"}, false},
     {"multi-output fusion", {"multi_output_fusion"}, false},
     {"cse after fusion", {"cse", "dce"}, false},
+    {"fusion wrapper", {"fusion_wrapper"}, false},
     {"copy insertion", {"copy_insertion"}, false},
     {"scheduling", {"schedule"}, false},
     {"buffer assignment", {"buffer_assignment"}, false},

@@ -7,9 +7,10 @@
  *   4. layout-sensitive simplification (reshapes/transposes that are bitcasts), dce
  *   5. priority fusion, then multi-output fusion
  *   6. cse and dce again (duplicated producers that met in one fusion)
- *   7. copy insertion
- *   8. scheduling
- *   9. buffer assignment
+ *   7. fusion wrapper (every remaining instruction that needs a kernel becomes a fusion)
+ *   8. copy insertion
+ *   9. scheduling
+ *  10. buffer assignment
  *
  * Passes are looked up by name in the registry (passes.def), so stages written later join
  * the pipeline as soon as they are registered. A stage whose passes are not registered is

@@ -1,9 +1,13 @@
 #include "tools/common/corpus.h"
 
+#include <dirent.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/str.h"
+#include "base/vec.h"
 
 static const kiln_corpus_invalid_t kKnownInvalid[] = {
     {"xla__tools__tests__data__invalid_concat.hlo", 0, "concatenate",
@@ -46,4 +50,56 @@ bool kiln_corpus_sampled(const char *name) {
   const char *base = strrchr(name, '/');
   base = base ? base + 1 : name;
   return kiln_hash_bytes(base, strlen(base)) % (unsigned long)n == 0;
+}
+
+static int cmp_names(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+kiln_status kiln_corpus_for_each_module(const char *dir, const char *label,
+                                        kiln_corpus_module_fn fn, void *ctx) {
+  DIR *d = opendir(dir);
+  if (!d) return kiln_status_make(KILN_NOT_FOUND, "cannot open corpus folder %s", dir);
+  KILN_VEC(char *) names = {0};
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    const char *n = e->d_name;
+    if (n[0] == '.' || kiln_str_ends_with(n, ".tsv") || kiln_str_ends_with(n, ".md")) continue;
+    kiln_vec_push(&names, kiln_strdup(n));
+  }
+  closedir(d);
+  qsort(names.data, names.len, sizeof(char *), cmp_names);
+  for (size_t i = 0; i < names.len; i++) {
+    char path[8192], name[400];
+    snprintf(path, sizeof path, "%s/%s", dir, names.data[i]);
+    char *text = NULL;
+    size_t len = 0;
+    kiln_status s = kiln_read_file(path, &text, &len);
+    kiln_hlo_module_t **mods = NULL;
+    int count = 0;
+    if (!s) {
+      kiln_hlo_parse_options_t po = {0};
+      po.filename = path;
+      s = kiln_hlo_parse_modules(text, len, &po, &mods, &count);
+      kiln_free(text);
+    }
+    if (s) {
+      snprintf(name, sizeof name, "%s/%.300s", label, names.data[i]);
+      fn(ctx, NULL, name, path, 0, s);
+      kiln_status_free(s);
+      continue;
+    }
+    for (int k = 0; k < count; k++) {
+      if (count > 1)
+        snprintf(name, sizeof name, "%s/%.300s#%d", label, names.data[i], k);
+      else
+        snprintf(name, sizeof name, "%s/%.300s", label, names.data[i]);
+      fn(ctx, &mods[k], name, path, k, NULL);
+      if (mods[k]) kiln_hlo_module_destroy(mods[k]);
+    }
+    kiln_free(mods);
+  }
+  for (size_t i = 0; i < names.len; i++) kiln_free(names.data[i]);
+  kiln_vec_free(&names);
+  return NULL;
 }

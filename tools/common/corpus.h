@@ -25,4 +25,15 @@ const kiln_corpus_invalid_t *kiln_corpus_find_invalid(const char *path, int modu
 #include <stdbool.h>
 bool kiln_corpus_sampled(const char *name);
 
+/* Every module of every file in folder `dir` (sorted by file name; .md and .tsv files are
+ * skipped): calls fn(ctx, m, name, path, index) with the parsed module (the callee may keep
+ * or destroy it; set *m to NULL when it took it), name = "<label>/<file>[#<index>]". A file
+ * that does not parse calls fn with m = NULL and `error` set (the callee must not free it). */
+#include "base/status.h"
+#include "compiler/hlo/ir.h"
+typedef void (*kiln_corpus_module_fn)(void *ctx, kiln_hlo_module_t **m, const char *name,
+                                      const char *path, int index, kiln_status error);
+kiln_status kiln_corpus_for_each_module(const char *dir, const char *label,
+                                        kiln_corpus_module_fn fn, void *ctx);
+
 #endif /* KILN_TOOLS_CORPUS_H_ */

@@ -1,0 +1,95 @@
+/* The compile driver (compile.h). */
+#include "compiler/thunks/compile.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "base/str.h"
+#include "compiler/passes/buffer_assignment.h"
+#include "compiler/passes/pipeline.h"
+#include "runtime/command_buffer_thunk.h"
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void dump_text(const char *dir, const char *module, const char *suffix, const char *text) {
+  if (!dir || !*dir) return;
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/%s.%s", dir, module, suffix);
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    KILN_LOG_W("cannot write dump %s", path);
+    return;
+  }
+  fputs(text, f);
+  fclose(f);
+}
+
+kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
+                                kiln_executable_desc_t **out, kiln_compile_stats_t *stats) {
+  if (out) *out = NULL;
+  if (!m || !out) return KILN_ERR_INVALID("compile: NULL module or out");
+  if (!m->entry) return KILN_ERR_INVALID("compile: module %s has no entry computation", m->name);
+  kiln_compile_options_t o;
+  memset(&o, 0, sizeof(o));
+  if (opts) o = *opts;
+  kiln_compile_stats_t local;
+  kiln_compile_stats_t *st = stats ? stats : &local;
+  memset(st, 0, sizeof(*st));
+  const char *dump_dir = o.emit.dump_dir ? o.emit.dump_dir : getenv("KILN_DUMP_TO");
+  double t0 = now_ms();
+
+  kiln_pipeline_lift_parse_limit(m);
+  KILN_RETURN_IF_ERROR(kiln_pipeline_run(m, o.passes), "while compiling %s", m->name);
+  st->passes_ms = now_ms() - t0;
+
+  double t1 = now_ms();
+  kiln_buffer_assignment_t *ba = NULL;
+  KILN_RETURN_IF_ERROR(kiln_buffer_assignment_run(m, NULL, &ba), "while compiling %s", m->name);
+  st->buffer_assignment_ms = now_ms() - t1;
+  st->temp_bytes = ba->stats.temp_bytes;
+  if (dump_dir && *dump_dir) {
+    kiln_strbuf_t b = {0};
+    kiln_buffer_assignment_print(&b, ba);
+    dump_text(dump_dir, m->name, "96-buffer-assignment.txt", kiln_strbuf_cstr(&b));
+    kiln_strbuf_free(&b);
+  }
+
+  double t2 = now_ms();
+  kiln_executable_desc_t *d = NULL;
+  kiln_status s = kiln_thunk_emit_module(m, ba, &o.emit, &d, &st->emit);
+  kiln_buffer_assignment_free(ba);
+  st->emit_ms = now_ms() - t2;
+  if (s) return kiln_status_annotate(s, "while compiling %s", m->name);
+  if (dump_dir && *dump_dir) {
+    kiln_strbuf_t b = {0};
+    kiln_executable_desc_print(&b, d);
+    dump_text(dump_dir, m->name, "97-thunks.txt", kiln_strbuf_cstr(&b));
+    kiln_strbuf_free(&b);
+  }
+  if (!o.no_command_buffers && !kiln_command_buffers_disabled_by_env()) {
+    size_t min_run = o.command_buffer_min_run ? o.command_buffer_min_run
+                                              : KILN_COMMAND_BUFFER_DEFAULT_MIN_RUN;
+    s = kiln_command_buffer_convert(&d->thunks, min_run, &st->command_buffers);
+    if (s) {
+      kiln_executable_desc_destroy(d);
+      return kiln_status_annotate(s, "while forming command buffers for %s", m->name);
+    }
+    if (dump_dir && *dump_dir) {
+      kiln_strbuf_t b = {0};
+      kiln_executable_desc_print(&b, d);
+      dump_text(dump_dir, m->name, "98-command-buffers.txt", kiln_strbuf_cstr(&b));
+      kiln_strbuf_free(&b);
+    }
+  }
+  st->total_ms = now_ms() - t0;
+  *out = d;
+  return NULL;
+}

@@ -1,0 +1,49 @@
+/* The whole compiler as one call: HLO module -> executable description.
+ *
+ *   1. the pass pipeline (compiler/passes/pipeline.h: simplification, layouts, fusion,
+ *      the fusion wrapper, copy insertion, scheduling);
+ *   2. buffer assignment of the scheduled module;
+ *   3. thunk emission (thunk_emitter.h): every fusion compiled for the target;
+ *   4. command-buffer conversion: runs of at least `command_buffer_min_run` convertible
+ *      thunks become command-buffer thunks (kiln_command_buffer_convert), unless
+ *      `no_command_buffers` or $KILN_DISABLE_COMMAND_BUFFERS=1.
+ *
+ * Dumps (KILN_DUMP_TO=dir or options.emit.dump_dir): the passes' HLO dumps, every kernel's
+ * stages, and `<module>.96-buffer-assignment.txt`, `<module>.97-thunks.txt` (before
+ * conversion), `<module>.98-command-buffers.txt` (after). */
+#ifndef KILN_COMPILER_THUNKS_COMPILE_H_
+#define KILN_COMPILER_THUNKS_COMPILE_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/status.h"
+#include "compiler/hlo/ir.h"
+#include "compiler/passes/pass.h"
+#include "compiler/thunks/thunk_emitter.h"
+#include "runtime/command_buffer.h"
+#include "runtime/executable.h"
+
+/* XLA's default minimum graph size (--xla_gpu_graph_min_graph_size). */
+#define KILN_COMMAND_BUFFER_DEFAULT_MIN_RUN 5
+
+typedef struct kiln_compile_options {
+  kiln_thunk_emit_options_t emit;
+  const kiln_pass_options_t *passes; /* NULL: defaults */
+  size_t command_buffer_min_run;     /* 0: KILN_COMMAND_BUFFER_DEFAULT_MIN_RUN */
+  bool no_command_buffers;
+} kiln_compile_options_t;
+
+typedef struct kiln_compile_stats {
+  double passes_ms, buffer_assignment_ms, emit_ms, total_ms;
+  kiln_thunk_emit_stats_t emit;
+  size_t command_buffers;   /* command-buffer thunks made */
+  int64_t temp_bytes;       /* the temp allocation */
+} kiln_compile_stats_t;
+
+/* Compiles `m` in place (the passes rewrite it) into *out (caller-owned). `opts` and
+ * `stats` may be NULL. */
+kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
+                                kiln_executable_desc_t **out, kiln_compile_stats_t *stats);
+
+#endif /* KILN_COMPILER_THUNKS_COMPILE_H_ */

@@ -1,0 +1,504 @@
+/* Thunk emission (thunk_emitter.h). */
+#include "compiler/thunks/thunk_emitter.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/hashmap.h"
+#include "base/vec.h"
+#include "compiler/codegen/fusion_compiler.h"
+#include "compiler/hlo/literal_layout.h"
+#include "compiler/hlo/opcode.h"
+#include "compiler/passes/dataflow.h"
+
+const char *kiln_compile_target_name(kiln_compile_target_t t) {
+  return t == KILN_TARGET_CUDA ? "cuda" : "host";
+}
+
+typedef struct emitter {
+  const kiln_hlo_module_t *m;
+  const kiln_buffer_assignment_t *ba;
+  kiln_thunk_emit_options_t opts;
+  kiln_executable_desc_t *d;
+  kiln_thunk_emit_stats_t *stats;
+  kiln_ptrmap_t constants; /* literal -> allocation index + 1 */
+  kiln_host_jit_t *jit;    /* HOST */
+  KILN_VEC(char *) names;  /* HOST: kernel names, for the image */
+  KILN_VEC(void *) fns;
+  int counter;
+} emitter_t;
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- slices ------------------------------------------------------------------------------ */
+
+static kiln_status leaf_slice(emitter_t *E, const kiln_hlo_instruction_t *in, int leaf,
+                              kiln_slice_t *out) {
+  kiln_buffer_slice_t bs;
+  if (!kiln_buffer_assignment_slice_at(E->ba, in, leaf, &bs) || bs.allocation < 0)
+    return KILN_ERR_INTERNAL("%s: leaf %d has no buffer slice", in->name, leaf);
+  *out = kiln_slice_make(bs.allocation, bs.offset, bs.size);
+  return NULL;
+}
+
+static bool leaf_is_array(const kiln_hlo_instruction_t *in, int leaf) {
+  const kiln_shape_t *s = kiln_shape_leaf(in->shape, leaf, NULL);
+  return s && kiln_shape_is_array(s);
+}
+
+static bool same_slice(kiln_slice_t a, kiln_slice_t b) {
+  return a.allocation == b.allocation && a.offset == b.offset;
+}
+
+/* A device-to-device copy of leaf `sl` of `src` to leaf `dl` of `dst` unless they share the
+ * slice already. */
+static kiln_status copy_leaf(emitter_t *E, kiln_thunk_seq_t *seq, const char *why,
+                             const kiln_hlo_instruction_t *src, int sl,
+                             const kiln_hlo_instruction_t *dst, int dl) {
+  if (!leaf_is_array(dst, dl)) return NULL;
+  kiln_slice_t a, b;
+  KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, src, sl, &a));
+  KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, dst, dl, &b));
+  if (same_slice(a, b)) return NULL;
+  if (a.size != b.size)
+    return KILN_ERR_INTERNAL("%s: copying %lld bytes of %s into %lld bytes of %s", why,
+                             (long long)a.size, src->name, (long long)b.size, dst->name);
+  if (a.size == 0) return NULL;
+  char name[256];
+  snprintf(name, sizeof(name), "%s", why);
+  kiln_thunk_seq_push(seq, kiln_thunk_copy_create(name, KILN_COPY_D2D, a, b, NULL, a.size));
+  E->stats->copies++;
+  return NULL;
+}
+
+/* Copies every leaf of `src` to the same leaf of `dst` (same shape tree). */
+static kiln_status copy_all_leaves(emitter_t *E, kiln_thunk_seq_t *seq, const char *why,
+                                   const kiln_hlo_instruction_t *src,
+                                   const kiln_hlo_instruction_t *dst) {
+  int n = kiln_shape_num_leaves(dst->shape);
+  if (kiln_shape_num_leaves(src->shape) != n)
+    return KILN_ERR_INTERNAL("%s: %s and %s have different tuple trees", why, src->name,
+                             dst->name);
+  for (int l = 0; l < n; l++) KILN_RETURN_IF_ERROR_PLAIN(copy_leaf(E, seq, why, src, l, dst, l));
+  return NULL;
+}
+
+/* Leaves of all operands, in order, copied to the leaves of the output (a collective of
+ * one participant, an optimization barrier). */
+static kiln_status forward_operands(emitter_t *E, kiln_thunk_seq_t *seq,
+                                    const kiln_hlo_instruction_t *in, int num_operands) {
+  int out_leaves = kiln_shape_num_leaves(in->shape), k = 0;
+  for (int o = 0; o < num_operands; o++) {
+    const kiln_hlo_instruction_t *op = in->operands[o];
+    int n = kiln_shape_num_leaves(op->shape);
+    for (int l = 0; l < n; l++, k++) {
+      if (k >= out_leaves || !leaf_is_array(op, l)) continue;
+      KILN_RETURN_IF_ERROR_PLAIN(copy_leaf(E, seq, in->name, op, l, in, k));
+    }
+  }
+  if (k != out_leaves)
+    return KILN_ERR_UNIMPLEMENTED("%s (%s): %d operand leaves for %d output leaves; only the "
+                                  "single-participant identity form is supported",
+                                  in->name, kiln_hlo_opcode_name(in->opcode), k, out_leaves);
+  return NULL;
+}
+
+/* ---- kernels ----------------------------------------------------------------------------- */
+
+static kiln_status constant_allocation(emitter_t *E, const kiln_hlo_instruction_t *c,
+                                       int32_t *out) {
+  const kiln_literal_t *lit = c->literal;
+  if (!lit || lit->unknown || !lit->data)
+    return KILN_ERR_UNIMPLEMENTED("constant %s has no contents (elided in the text)", c->name);
+  void *known = kiln_ptrmap_get(&E->constants, lit);
+  if (known) {
+    *out = (int32_t)((intptr_t)known - 1);
+    return NULL;
+  }
+  kiln_exec_allocation_t a = {0};
+  a.kind = KILN_EXEC_ALLOC_CONSTANT;
+  a.size = (uint64_t)kiln_shape_byte_size(c->shape);
+  a.data = kiln_calloc(a.size ? a.size : 1, 1);
+  kiln_literal_write_physical(lit, c->shape, a.data);
+  *out = kiln_executable_desc_add_allocation(E->d, &a);
+  kiln_ptrmap_put(&E->constants, lit, (void *)(intptr_t)(*out + 1));
+  E->stats->constants++;
+  return NULL;
+}
+
+static void sanitize(char *s) {
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9')))
+      *s = '_';
+}
+
+/* Compiles one kernel of a chain for the target; fills the launch dimensions, the kernel's
+ * name and its module index. */
+static kiln_status compile_kernel(emitter_t *E, const kiln_fusion_kernel_t *k,
+                                  kiln_launch_dims_t *dims, char *kname, size_t kname_n,
+                                  int32_t *module_index) {
+  const kiln_kir_func_t *kf = kiln_kir_module_kernel(k->kir);
+  if (!kf) return KILN_ERR_INTERNAL("kernel module %s has no kernel", k->kir->name);
+  memset(dims, 0, sizeof(*dims));
+  for (int a = 0; a < 3; a++) {
+    dims->grid[a] = (uint32_t)(kf->grid[a] > 0 ? kf->grid[a] : 1);
+    dims->block[a] = (uint32_t)(kf->block[a] > 0 ? kf->block[a] : 1);
+  }
+  snprintf(kname, kname_n, "%s", kf->name);
+  double t0 = now_ms();
+  kiln_status s = NULL;
+  if (E->opts.target == KILN_TARGET_HOST) {
+    kiln_kir_host_kernel_t hk;
+    s = kiln_kir_compile_host(k->kir, E->jit, &hk);
+    if (!s) {
+      snprintf(kname, kname_n, "%s", hk.name);
+      kiln_vec_push(&E->names, kiln_strdup(hk.name));
+      kiln_vec_push(&E->fns, (void *)hk.fn);
+      *module_index = 0;
+      /* Host kernels run num_blocks blocks (x fastest); the grid is kept for dumps. */
+    }
+  } else {
+    kiln_nvptx_options_t no = {0};
+    no.arch = E->opts.arch;
+    no.dump_dir = E->opts.dump_dir;
+    kiln_nvptx_result_t r;
+    s = kiln_fusion_kernel_compile_nvptx(k, &no, &r);
+    if (!s && !r.cubin && !r.ptx) s = KILN_ERR_INTERNAL("%s: no cubin or PTX produced", kname);
+    if (!s) {
+      const void *img = r.cubin ? r.cubin : (const void *)r.ptx;
+      size_t size = r.cubin ? r.cubin_size : strlen(r.ptx) + 1;
+      *module_index = kiln_executable_desc_add_image(E->d, img, size, NULL, NULL, 0);
+    }
+    kiln_nvptx_result_free(&r);
+  }
+  E->stats->backend_ms += now_ms() - t0;
+  return s;
+}
+
+static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
+                               const kiln_hlo_instruction_t *in) {
+  const kiln_hlo_computation_t *fc = kiln_hlo_instruction_called(in, "calls");
+  if (!fc) return KILN_ERR_INVALID("fusion %s calls no computation", in->name);
+  char kname[128];
+  snprintf(kname, sizeof(kname), "k%d_%.100s", E->counter++, in->name);
+  sanitize(kname);
+  kiln_fusion_compile_options_t co = {0};
+  co.kernel_name = kname;
+  co.dump_dir = E->opts.dump_dir;
+  kiln_fusion_kernel_t k;
+  double t0 = now_ms();
+  KILN_RETURN_IF_ERROR(kiln_fusion_kernel_emit(fc, &co, &k), "while emitting fusion %s",
+                       in->name);
+  E->stats->codegen_ms += now_ms() - t0;
+  E->stats->fusions++;
+
+  int nout = kiln_shape_num_leaves(in->shape);
+  int nargs = k.num_inputs + nout;
+  kiln_kernel_arg_t *args = kiln_calloc((size_t)nargs + 1, sizeof(*args));
+  kiln_status s = NULL;
+  if (k.num_outputs != nout)
+    s = KILN_ERR_INTERNAL("fusion %s: the kernel writes %d outputs, the fusion has %d leaves",
+                          in->name, k.num_outputs, nout);
+  for (int i = 0; i < k.num_inputs && !s; i++) {
+    const kiln_hlo_instruction_t *x = k.inputs[i];
+    kiln_slice_t sl = {0, 0, 0};
+    if (x->opcode == KILN_OP_PARAMETER) {
+      int64_t pn = x->parameter_number;
+      if (pn < 0 || pn >= in->num_operands) {
+        s = KILN_ERR_INTERNAL("fusion %s: parameter %lld has no operand", in->name, (long long)pn);
+      } else if (!kiln_shape_is_array(in->operands[pn]->shape)) {
+        s = KILN_ERR_UNIMPLEMENTED("fusion %s: operand %lld is a tuple", in->name, (long long)pn);
+      } else {
+        s = leaf_slice(E, in->operands[pn], 0, &sl);
+      }
+    } else if (x->opcode == KILN_OP_CONSTANT) {
+      int32_t ai = 0;
+      s = constant_allocation(E, x, &ai);
+      sl = kiln_slice_make(ai, 0, kiln_shape_byte_size(x->shape));
+    } else {
+      s = KILN_ERR_INTERNAL("fusion %s: kernel input %s is neither a parameter nor a constant",
+                            in->name, x->name);
+    }
+    args[i] = kiln_kernel_arg_slice(sl);
+  }
+  for (int o = 0; o < nout && !s; o++) {
+    kiln_slice_t sl = {0, 0, 0};
+    s = leaf_slice(E, in, o, &sl);
+    args[k.num_inputs + o] = kiln_kernel_arg_slice(sl);
+  }
+  for (const kiln_fusion_kernel_t *x = &k; x && !s; x = x->next) {
+    kiln_launch_dims_t dims;
+    char name[128];
+    int32_t mi = -1;
+    s = compile_kernel(E, x, &dims, name, sizeof(name), &mi);
+    if (s) break;
+    kiln_thunk_t *t = kiln_thunk_kernel_create(in->name, NULL, name, &dims, args, nargs);
+    t->u.kernel.module_index = mi;
+    kiln_thunk_seq_push(seq, t);
+    E->stats->kernels++;
+  }
+  kiln_free(args);
+  kiln_fusion_kernel_free(&k);
+  if (s) return kiln_status_annotate(s, "while compiling fusion %s", in->name);
+  return NULL;
+}
+
+/* ---- sequential computations ------------------------------------------------------------- */
+
+static kiln_status emit_computation(emitter_t *E, const kiln_hlo_computation_t *c,
+                                    kiln_thunk_seq_t *seq);
+
+static kiln_status emit_while(emitter_t *E, kiln_thunk_seq_t *seq, const kiln_hlo_instruction_t *in) {
+  const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(in, "body");
+  const kiln_hlo_computation_t *cond = kiln_hlo_instruction_called(in, "condition");
+  if (!body || !cond) return KILN_ERR_INVALID("while %s lacks a body or condition", in->name);
+  KILN_RETURN_IF_ERROR_PLAIN(copy_all_leaves(E, seq, in->name, in->operands[0], in));
+  kiln_thunk_seq_t cs, bs;
+  kiln_thunk_seq_init(&cs);
+  kiln_thunk_seq_init(&bs);
+  kiln_status s = copy_all_leaves(E, &cs, in->name, in, cond->parameters[0]);
+  if (!s) s = emit_computation(E, cond, &cs);
+  if (!s) s = copy_all_leaves(E, &bs, in->name, in, body->parameters[0]);
+  if (!s) s = emit_computation(E, body, &bs);
+  if (!s) s = copy_all_leaves(E, &bs, in->name, body->root, in);
+  kiln_slice_t pred = {0, 0, 0};
+  if (!s) s = leaf_slice(E, cond->root, 0, &pred);
+  if (s) {
+    kiln_thunk_seq_free(&cs);
+    kiln_thunk_seq_free(&bs);
+    return s;
+  }
+  kiln_thunk_seq_push(seq, kiln_thunk_while_create(in->name, &cs, pred, &bs,
+                                                   E->opts.max_while_iterations));
+  E->stats->loops++;
+  return NULL;
+}
+
+static kiln_status emit_conditional(emitter_t *E, kiln_thunk_seq_t *seq,
+                                    const kiln_hlo_instruction_t *in) {
+  const kiln_called_group_t *g = NULL;
+  for (int i = 0; i < in->num_called_groups; i++) g = &in->called_groups[i];
+  int nb = 0;
+  const kiln_hlo_computation_t *branches[2];
+  const kiln_hlo_computation_t **br = branches;
+  if (in->num_called_groups == 1 && g && g->n >= 1) {
+    nb = g->n;
+    br = (const kiln_hlo_computation_t **)g->comps;
+  } else {
+    branches[0] = kiln_hlo_instruction_called(in, "true_computation");
+    branches[1] = kiln_hlo_instruction_called(in, "false_computation");
+    if (!branches[0] || !branches[1])
+      return KILN_ERR_INVALID("conditional %s lacks its branches", in->name);
+    nb = 2;
+  }
+  if (in->num_operands != nb + 1)
+    return KILN_ERR_INVALID("conditional %s: %d branches, %d operands", in->name, nb,
+                            in->num_operands);
+  bool is_pred = in->operands[0]->shape->type == KILN_PRED;
+  kiln_slice_t index;
+  KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, in->operands[0], 0, &index));
+  kiln_thunk_seq_t *seqs = kiln_calloc((size_t)nb, sizeof(*seqs));
+  kiln_status s = NULL;
+  for (int b = 0; b < nb && !s; b++) {
+    kiln_thunk_seq_init(&seqs[b]);
+    const kiln_hlo_computation_t *bc = br[b];
+    if (bc->num_parameters == 1)
+      s = copy_all_leaves(E, &seqs[b], in->name, in->operands[b + 1], bc->parameters[0]);
+    if (!s) s = emit_computation(E, bc, &seqs[b]);
+    if (!s) s = copy_all_leaves(E, &seqs[b], in->name, bc->root, in);
+  }
+  if (!s) {
+    /* A pred selects branch 0 when true: XLA's true_computation comes first. */
+    kiln_thunk_seq_push(seq, kiln_thunk_conditional_create(in->name, index, is_pred, seqs, nb));
+    E->stats->conditionals++;
+  }
+  for (int b = 0; b < nb; b++) kiln_thunk_seq_free(&seqs[b]);
+  kiln_free(seqs);
+  return s;
+}
+
+static kiln_status emit_call(emitter_t *E, kiln_thunk_seq_t *seq, const kiln_hlo_instruction_t *in) {
+  const kiln_hlo_computation_t *callee = kiln_hlo_instruction_called(in, "to_apply");
+  if (!callee) return KILN_ERR_INVALID("call %s has no to_apply", in->name);
+  for (int p = 0; p < callee->num_parameters && p < in->num_operands; p++)
+    KILN_RETURN_IF_ERROR_PLAIN(copy_all_leaves(E, seq, in->name, in->operands[p],
+                                               callee->parameters[p]));
+  KILN_RETURN_IF_ERROR_PLAIN(emit_computation(E, callee, seq));
+  return copy_all_leaves(E, seq, in->name, callee->root, in);
+}
+
+static kiln_status emit_copy(emitter_t *E, kiln_thunk_seq_t *seq, const kiln_hlo_instruction_t *in) {
+  const kiln_shape_t *a = in->operands[0]->shape, *b = in->shape;
+  if (kiln_shape_is_array(b) && kiln_shape_is_row_major(a) != kiln_shape_is_row_major(b))
+    return KILN_ERR_UNIMPLEMENTED("copy %s changes the layout; it needs a kernel (run the fusion "
+                                  "wrapper)", in->name);
+  if (kiln_shape_is_array(b) && !kiln_shape_is_row_major(a) &&
+      !kiln_layout_equal(&a->layout, &b->layout))
+    return KILN_ERR_UNIMPLEMENTED("copy %s changes the layout; it needs a kernel (run the fusion "
+                                  "wrapper)", in->name);
+  return copy_all_leaves(E, seq, in->name, in->operands[0], in);
+}
+
+static kiln_status emit_instruction(emitter_t *E, kiln_thunk_seq_t *seq,
+                                    const kiln_hlo_instruction_t *in) {
+  switch (in->opcode) {
+    case KILN_OP_PARAMETER: case KILN_OP_CONSTANT: case KILN_OP_TUPLE:
+    case KILN_OP_GET_TUPLE_ELEMENT: case KILN_OP_BITCAST: case KILN_OP_AFTER_ALL:
+      return NULL;
+    case KILN_OP_FUSION: return emit_fusion(E, seq, in);
+    case KILN_OP_WHILE: return emit_while(E, seq, in);
+    case KILN_OP_CONDITIONAL: return emit_conditional(E, seq, in);
+    case KILN_OP_CALL: return emit_call(E, seq, in);
+    case KILN_OP_COPY: return emit_copy(E, seq, in);
+    case KILN_OP_ADD_DEPENDENCY: case KILN_OP_DOMAIN:
+      return copy_all_leaves(E, seq, in->name, in->operands[0], in);
+    case KILN_OP_OPTIMIZATION_BARRIER: return forward_operands(E, seq, in, in->num_operands);
+    case KILN_OP_COPY_START: return copy_leaf(E, seq, in->name, in->operands[0], 0, in, 0);
+    case KILN_OP_COPY_DONE: return copy_leaf(E, seq, in->name, in->operands[0], 0, in, 0);
+    case KILN_OP_ALL_REDUCE: case KILN_OP_ALL_REDUCE_START: case KILN_OP_ALL_REDUCE_DONE:
+    case KILN_OP_ALL_GATHER: case KILN_OP_ALL_GATHER_DONE: case KILN_OP_REDUCE_SCATTER:
+    case KILN_OP_ALL_TO_ALL: case KILN_OP_COLLECTIVE_PERMUTE:
+    case KILN_OP_COLLECTIVE_PERMUTE_DONE:
+      return forward_operands(E, seq, in, in->num_operands);
+    case KILN_OP_PARTITION_ID: case KILN_OP_REPLICA_ID: {
+      kiln_slice_t sl;
+      KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, in, 0, &sl));
+      kiln_thunk_seq_push(seq, kiln_thunk_memset_create(in->name, sl, 0, 4));
+      E->stats->memsets++;
+      return NULL;
+    }
+    case KILN_OP_CUSTOM_CALL:
+      return KILN_ERR_UNIMPLEMENTED("custom-call %s (target \"%s\"): custom calls need the FFI, "
+                                    "which kiln does not have yet",
+                                    in->name, in->custom_call_target ? in->custom_call_target : "");
+    default:
+      return KILN_ERR_UNIMPLEMENTED("%s (%s) has no thunk: kernels come from fusions (run the "
+                                    "fusion wrapper after the pipeline)",
+                                    in->name, kiln_hlo_opcode_name(in->opcode));
+  }
+}
+
+static kiln_status emit_computation(emitter_t *E, const kiln_hlo_computation_t *c,
+                                    kiln_thunk_seq_t *seq) {
+  for (size_t i = 0; i < c->instructions.len; i++)
+    KILN_RETURN_IF_ERROR(emit_instruction(E, seq, c->instructions.data[i]), "in computation %s",
+                         c->name);
+  return NULL;
+}
+
+/* ---- module ------------------------------------------------------------------------------ */
+
+static kiln_status bind_allocations(emitter_t *E) {
+  const kiln_buffer_assignment_t *ba = E->ba;
+  const kiln_hlo_computation_t *entry = E->m->entry;
+  /* Flattened parameters: parameter number, then leaf. */
+  int32_t *first_flat = kiln_calloc((size_t)entry->num_parameters + 1, sizeof(int32_t));
+  int32_t np = 0;
+  for (int p = 0; p < entry->num_parameters; p++) {
+    first_flat[p] = np;
+    np += kiln_shape_num_leaves(entry->parameters[p]->shape);
+  }
+  E->d->num_parameters = np;
+  E->d->parameter_sizes = kiln_calloc((size_t)np + 1, sizeof(uint64_t));
+  for (int p = 0; p < entry->num_parameters; p++) {
+    const kiln_shape_t *ps = entry->parameters[p]->shape;
+    int nl = kiln_shape_num_leaves(ps);
+    for (int l = 0; l < nl; l++) {
+      const kiln_shape_t *ls = kiln_shape_leaf(ps, l, NULL);
+      E->d->parameter_sizes[first_flat[p] + l] =
+          ls && kiln_shape_is_array(ls) ? (uint64_t)kiln_shape_byte_size(ls) : 0;
+    }
+  }
+  kiln_status s = NULL;
+  for (int i = 0; i < ba->num_allocations && !s; i++) {
+    const kiln_buffer_allocation_t *b = &ba->allocations[i];
+    kiln_exec_allocation_t a = {0};
+    a.size = (uint64_t)b->size;
+    switch (b->kind) {
+      case KILN_ALLOCATION_PARAMETER:
+        a.kind = KILN_EXEC_ALLOC_PARAMETER;
+        a.parameter = first_flat[b->parameter_number] + b->parameter_leaf;
+        a.donated = b->output_leaf >= 0;
+        break;
+      case KILN_ALLOCATION_CONSTANT: {
+        a.kind = KILN_EXEC_ALLOC_CONSTANT;
+        const kiln_hlo_instruction_t *c = b->constant;
+        if (!c || !c->literal || c->literal->unknown || !kiln_shape_is_array(c->shape)) {
+          s = KILN_ERR_UNIMPLEMENTED("constant allocation %d: %s has no array contents", i,
+                                     c ? c->name : "?");
+          break;
+        }
+        a.data = kiln_calloc(a.size ? a.size : 1, 1);
+        kiln_literal_write_physical(c->literal, c->shape, a.data);
+        break;
+      }
+      case KILN_ALLOCATION_OUTPUT: a.kind = KILN_EXEC_ALLOC_OUTPUT; break;
+      case KILN_ALLOCATION_TEMP: a.kind = KILN_EXEC_ALLOC_TEMP; break;
+    }
+    if (!s) kiln_executable_desc_add_allocation(E->d, &a);
+  }
+  kiln_free(first_flat);
+  if (s) return s;
+  const kiln_hlo_instruction_t *root = entry->root;
+  int no = kiln_shape_num_leaves(root->shape);
+  E->d->num_outputs = no;
+  E->d->outputs = kiln_calloc((size_t)no + 1, sizeof(*E->d->outputs));
+  for (int l = 0; l < no; l++) {
+    if (!leaf_is_array(root, l)) {
+      E->d->outputs[l].slice = kiln_slice_make(-1, 0, 0);
+      continue;
+    }
+    KILN_RETURN_IF_ERROR(leaf_slice(E, root, l, &E->d->outputs[l].slice), "for output %d", l);
+  }
+  return NULL;
+}
+
+kiln_status kiln_thunk_emit_module(const kiln_hlo_module_t *m, const kiln_buffer_assignment_t *ba,
+                                   const kiln_thunk_emit_options_t *opts,
+                                   kiln_executable_desc_t **out, kiln_thunk_emit_stats_t *stats) {
+  if (out) *out = NULL;
+  if (!m || !m->entry || !ba || !out) return KILN_ERR_INVALID("thunk emission: NULL argument");
+  kiln_thunk_emit_stats_t local;
+  emitter_t E;
+  memset(&E, 0, sizeof(E));
+  E.m = m;
+  E.ba = ba;
+  if (opts) E.opts = *opts;
+  if (!E.opts.dump_dir) E.opts.dump_dir = getenv("KILN_DUMP_TO");
+  E.stats = stats ? stats : &local;
+  memset(E.stats, 0, sizeof(*E.stats));
+  E.d = kiln_executable_desc_create(m->name);
+  kiln_ptrmap_init(&E.constants);
+  kiln_status s = NULL;
+  if (E.opts.target == KILN_TARGET_HOST) {
+    kiln_host_jit_options_t jo = {0};
+    jo.dump_dir = E.opts.dump_dir;
+    s = kiln_host_jit_create(&jo, &E.jit);
+    if (!s) {
+      E.d->keepalive = E.jit;
+      E.d->keepalive_free = (void (*)(void *))kiln_host_jit_destroy;
+    }
+  }
+  if (!s) s = bind_allocations(&E);
+  if (!s) s = emit_computation(&E, m->entry, &E.d->thunks);
+  if (!s && E.opts.target == KILN_TARGET_HOST)
+    kiln_executable_desc_add_image(E.d, NULL, 0, (const char *const *)E.names.data,
+                                   (void *const *)E.fns.data, E.names.len);
+  for (size_t i = 0; i < E.names.len; i++) kiln_free(E.names.data[i]);
+  kiln_vec_free(&E.names);
+  kiln_vec_free(&E.fns);
+  kiln_ptrmap_free(&E.constants);
+  if (s) {
+    kiln_executable_desc_destroy(E.d);
+    return kiln_status_annotate(s, "while emitting thunks for %s", m->name);
+  }
+  *out = E.d;
+  return NULL;
+}

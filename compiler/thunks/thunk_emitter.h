@@ -1,0 +1,70 @@
+/* Thunk emission: a scheduled, fused, buffer-assigned module -> an executable description
+ * (runtime/executable.h): allocations, parameter and output bindings, kernel images, and
+ * the thunk sequence, in the schedule's order.
+ *
+ * Per instruction of a sequential computation (the entry, while bodies/conditions,
+ * conditional branches, called computations):
+ *   parameter, constant, tuple, get-tuple-element, bitcast, after-all  no thunk (buffer
+ *       assignment gives them the slices of the values they hold);
+ *   fusion          its kernel, or chain of kernels (kiln_fusion_kernel_emit), compiled for
+ *                   the target, launched with the fusion's operand slices then its output
+ *                   leaves' slices; constants inside the fusion become constant allocations;
+ *   dot             a gemm thunk when kiln_fusion_wrapper_is_gemm accepts it (other dots
+ *                   are fusions by then);
+ *   copy            a device-to-device copy when source and destination store the same
+ *                   physical order (a layout-changing copy is a fusion by then);
+ *   copy-start/-done, add-dependency, domain, opt-barrier and the collectives of a single
+ *                   participant (all-reduce, all-gather, reduce-scatter, all-to-all,
+ *                   collective-permute and their -start/-done): copies of operand leaves
+ *                   to output leaves where the slices differ;
+ *   partition-id, replica-id  a memset to 0;
+ *   while           a while thunk (condition sequence, pred read back, body sequence),
+ *                   with copies where the init, body parameter/root or condition parameter
+ *                   slices differ from the while's;
+ *   conditional     a conditional thunk over the branch sequences, with copies in and out;
+ *   call            the callee's sequence inline, with copies in and out;
+ *   anything else   UNIMPLEMENTED naming the instruction (custom-call: the FFI is not built).
+ *
+ * Targets: HOST compiles every kernel into one ORC JIT (kept alive by the description) and
+ * emits one image with all functions; CUDA compiles each kernel to a cubin (nvJitLink or
+ * ptxas; kiln_nvptx_compile) and emits one image per kernel. */
+#ifndef KILN_COMPILER_THUNKS_THUNK_EMITTER_H_
+#define KILN_COMPILER_THUNKS_THUNK_EMITTER_H_
+
+#include <stdint.h>
+
+#include "base/status.h"
+#include "compiler/hlo/ir.h"
+#include "compiler/passes/buffer_assignment.h"
+#include "runtime/executable.h"
+
+typedef enum kiln_compile_target {
+  KILN_TARGET_HOST = 0,
+  KILN_TARGET_CUDA = 1,
+} kiln_compile_target_t;
+
+const char *kiln_compile_target_name(kiln_compile_target_t t);
+
+typedef struct kiln_thunk_emit_options {
+  kiln_compile_target_t target;
+  const char *arch;             /* CUDA: "sm_90" when NULL */
+  const char *dump_dir;         /* NULL: $KILN_DUMP_TO */
+  int64_t max_while_iterations; /* 0: unbounded */
+} kiln_thunk_emit_options_t;
+
+typedef struct kiln_thunk_emit_stats {
+  int kernels;  /* kernel thunks (a chain counts each launch) */
+  int fusions;  /* fusions compiled */
+  int gemms, copies, memsets, loops, conditionals;
+  int constants; /* constant allocations made for constants inside fusions */
+  double codegen_ms; /* fusion -> kernel IR pipeline */
+  double backend_ms; /* kernel IR -> machine code / cubin */
+} kiln_thunk_emit_stats_t;
+
+/* Emits `m` (scheduled; `ba` its buffer assignment). *out is owned by the caller
+ * (kiln_executable_desc_destroy, or give it to kiln_executable_load). `stats` may be NULL. */
+kiln_status kiln_thunk_emit_module(const kiln_hlo_module_t *m, const kiln_buffer_assignment_t *ba,
+                                   const kiln_thunk_emit_options_t *opts,
+                                   kiln_executable_desc_t **out, kiln_thunk_emit_stats_t *stats);
+
+#endif /* KILN_COMPILER_THUNKS_THUNK_EMITTER_H_ */

@@ -1,0 +1,296 @@
+/* Executables: load a compiled description on a device and run it (executable.h). */
+#include "runtime/executable.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "base/alloc.h"
+
+/* Every allocation gets at least this many bytes, so empty arrays still have an address. */
+#define MIN_ALLOCATION_BYTES 64
+
+const char *kiln_exec_alloc_kind_name(kiln_exec_alloc_kind_t k) {
+  switch (k) {
+    case KILN_EXEC_ALLOC_PARAMETER: return "parameter";
+    case KILN_EXEC_ALLOC_CONSTANT: return "constant";
+    case KILN_EXEC_ALLOC_OUTPUT: return "output";
+    case KILN_EXEC_ALLOC_TEMP: return "temp";
+  }
+  return "?";
+}
+
+/* ---- description ------------------------------------------------------------------------- */
+
+kiln_executable_desc_t *kiln_executable_desc_create(const char *name) {
+  kiln_executable_desc_t *d = kiln_calloc(1, sizeof(*d));
+  d->name = kiln_strdup(name ? name : "module");
+  kiln_thunk_seq_init(&d->thunks);
+  return d;
+}
+
+void kiln_executable_desc_destroy(kiln_executable_desc_t *d) {
+  if (!d) return;
+  kiln_thunk_seq_free(&d->thunks);
+  for (int32_t i = 0; i < d->num_allocations; i++) kiln_free(d->allocations[i].data);
+  kiln_free(d->allocations);
+  kiln_free(d->parameter_sizes);
+  kiln_free(d->outputs);
+  for (int32_t i = 0; i < d->num_images; i++) {
+    kiln_module_image_t *im = &d->images[i];
+    kiln_free((void *)im->data);
+    for (size_t f = 0; f < im->num_functions; f++) kiln_free((void *)im->names[f]);
+    kiln_free((void *)im->names);
+    kiln_free((void *)im->functions);
+  }
+  kiln_free(d->images);
+  if (d->keepalive_free) d->keepalive_free(d->keepalive);
+  kiln_free(d->name);
+  kiln_free(d);
+}
+
+int32_t kiln_executable_desc_add_allocation(kiln_executable_desc_t *d,
+                                            const kiln_exec_allocation_t *a) {
+  d->allocations = kiln_realloc(d->allocations,
+                                (size_t)(d->num_allocations + 1) * sizeof(*d->allocations));
+  d->allocations[d->num_allocations] = *a;
+  return d->num_allocations++;
+}
+
+int32_t kiln_executable_desc_add_image(kiln_executable_desc_t *d, const void *data, size_t size,
+                                       const char *const *names, void *const *functions,
+                                       size_t num_functions) {
+  d->images = kiln_realloc(d->images, (size_t)(d->num_images + 1) * sizeof(*d->images));
+  kiln_module_image_t *im = &d->images[d->num_images];
+  memset(im, 0, sizeof(*im));
+  if (data && size) {
+    void *copy = kiln_malloc(size);
+    memcpy(copy, data, size);
+    im->data = copy;
+    im->size = size;
+  }
+  if (num_functions) {
+    const char **n = kiln_calloc(num_functions, sizeof(*n));
+    void **f = kiln_calloc(num_functions, sizeof(*f));
+    for (size_t i = 0; i < num_functions; i++) {
+      n[i] = kiln_strdup(names[i]);
+      f[i] = functions ? functions[i] : NULL;
+    }
+    im->names = n;
+    im->functions = f;
+    im->num_functions = num_functions;
+  }
+  return d->num_images++;
+}
+
+void kiln_executable_desc_print(kiln_strbuf_t *b, const kiln_executable_desc_t *d) {
+  kiln_strbuf_printf(b, "executable %s: %d allocations, %d parameters, %d outputs, %d images\n",
+                     d->name, d->num_allocations, d->num_parameters, d->num_outputs,
+                     d->num_images);
+  for (int32_t i = 0; i < d->num_allocations; i++) {
+    const kiln_exec_allocation_t *a = &d->allocations[i];
+    kiln_strbuf_printf(b, "  a%d %s %" PRIu64 " bytes", i, kiln_exec_alloc_kind_name(a->kind),
+                       a->size);
+    if (a->kind == KILN_EXEC_ALLOC_PARAMETER)
+      kiln_strbuf_printf(b, " param %d%s", a->parameter, a->donated ? " donated" : "");
+    kiln_strbuf_append(b, "\n");
+  }
+  for (int32_t i = 0; i < d->num_outputs; i++) {
+    const kiln_slice_t *s = &d->outputs[i].slice;
+    kiln_strbuf_printf(b, "  out%d = a%d+%" PRId64 ":%" PRId64 "\n", i, s->allocation, s->offset,
+                       s->size);
+  }
+  kiln_strbuf_append(b, "thunks:\n");
+  kiln_thunk_seq_print(b, &d->thunks, 1);
+}
+
+/* ---- loaded executable ------------------------------------------------------------------- */
+
+struct kiln_executable {
+  kiln_device_t *dev;
+  kiln_executable_desc_t *desc;
+  kiln_device_module_t **modules;
+  kiln_buffer_table_t table;
+  bool initialized;
+};
+
+const kiln_executable_desc_t *kiln_executable_desc(const kiln_executable_t *e) {
+  return e ? e->desc : NULL;
+}
+
+void kiln_executable_destroy(kiln_executable_t *e) {
+  if (!e) return;
+  if (e->desc) kiln_thunk_seq_release(&e->desc->thunks);
+  kiln_buffer_table_free(&e->table);
+  if (e->modules)
+    for (int32_t i = 0; i < e->desc->num_images; i++) kiln_device_module_unload(e->modules[i]);
+  kiln_free(e->modules);
+  kiln_executable_desc_destroy(e->desc);
+  kiln_free(e);
+}
+
+static uint64_t padded(uint64_t size) {
+  return size < MIN_ALLOCATION_BYTES ? MIN_ALLOCATION_BYTES : size;
+}
+
+static kiln_status load(kiln_executable_t *e) {
+  kiln_executable_desc_t *d = e->desc;
+  e->modules = kiln_calloc((size_t)d->num_images + 1, sizeof(*e->modules));
+  for (int32_t i = 0; i < d->num_images; i++)
+    KILN_RETURN_IF_ERROR(kiln_device_module_load(e->dev, &d->images[i], &e->modules[i]),
+                         "while loading kernel image %d of %s", i, d->name);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_seq_bind_modules(&d->thunks, e->modules, d->num_images));
+
+  kiln_buffer_table_init(&e->table, e->dev, d->num_allocations);
+  uint64_t *sizes = kiln_calloc((size_t)d->num_allocations + 1, sizeof(*sizes));
+  kiln_status s = NULL;
+  kiln_stream_t *stream = NULL;
+  for (int32_t i = 0; i < d->num_allocations && !s; i++) {
+    const kiln_exec_allocation_t *a = &d->allocations[i];
+    sizes[i] = a->size;
+    if (a->kind == KILN_EXEC_ALLOC_TEMP || a->kind == KILN_EXEC_ALLOC_CONSTANT)
+      s = kiln_buffer_table_allocate(&e->table, i, padded(a->size));
+    if (!s && a->kind == KILN_EXEC_ALLOC_CONSTANT && a->size) {
+      if (!a->data) {
+        s = KILN_ERR_INVALID("constant allocation %d of %s has no contents", i, d->name);
+        break;
+      }
+      if (!stream) s = kiln_stream_create(e->dev, &stream);
+      if (!s) s = kiln_stream_memcpy_h2d(stream, e->table.bases[i], a->data, (size_t)a->size);
+    }
+  }
+  if (stream) {
+    if (!s) s = kiln_stream_synchronize(stream);
+    kiln_stream_destroy(stream);
+  }
+  if (!s) {
+    kiln_thunk_prepare_params_t pp = {d->num_allocations, sizes};
+    s = kiln_thunk_seq_prepare(&d->thunks, &pp);
+  }
+  kiln_free(sizes);
+  if (!s) {
+    kiln_thunk_init_params_t ip = {e->dev};
+    s = kiln_thunk_seq_initialize(&d->thunks, &ip);
+  }
+  if (!s) e->initialized = true;
+  return s;
+}
+
+kiln_status kiln_executable_load(kiln_device_t *dev, kiln_executable_desc_t *desc,
+                                 kiln_executable_t **out) {
+  if (out) *out = NULL;
+  if (!dev || !desc || !out) {
+    kiln_executable_desc_destroy(desc);
+    return KILN_ERR_INVALID("executable load: NULL device, description or out");
+  }
+  kiln_executable_t *e = kiln_calloc(1, sizeof(*e));
+  e->dev = dev;
+  e->desc = desc;
+  kiln_status s = load(e);
+  if (s) {
+    kiln_executable_destroy(e);
+    return kiln_status_annotate(s, "while loading executable %s on %s", desc->name, dev->name);
+  }
+  *out = e;
+  return NULL;
+}
+
+/* Where output leaf i comes from once the thunks ran. */
+static kiln_status make_output(kiln_executable_t *e, kiln_stream_t *stream, int32_t i,
+                               kiln_device_buffer_t **owned_outputs, bool *handed_over,
+                               const kiln_devptr_t *params, kiln_device_buffer_t **out) {
+  const kiln_executable_desc_t *d = e->desc;
+  kiln_slice_t sl = d->outputs[i].slice;
+  if (sl.allocation < 0 || sl.allocation >= d->num_allocations)
+    return KILN_ERR_INVALID("output %d names allocation %d of %d", i, sl.allocation,
+                            d->num_allocations);
+  const kiln_exec_allocation_t *a = &d->allocations[sl.allocation];
+  if (a->kind == KILN_EXEC_ALLOC_OUTPUT && sl.offset == 0 && !handed_over[sl.allocation] &&
+      owned_outputs[sl.allocation]) {
+    handed_over[sl.allocation] = true;
+    *out = owned_outputs[sl.allocation];
+    owned_outputs[sl.allocation] = NULL;
+    (*out)->size = (uint64_t)sl.size; /* the leaf's own size (the allocation is padded) */
+    return NULL;
+  }
+  if (a->kind == KILN_EXEC_ALLOC_PARAMETER && a->donated && sl.offset == 0)
+    return kiln_device_buffer_wrap(e->dev, params[a->parameter], (uint64_t)sl.size, out);
+  kiln_devptr_t src = 0;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_buffer_table_resolve(&e->table, sl, &src));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_device_buffer_create(e->dev, padded((uint64_t)sl.size), out));
+  (*out)->size = (uint64_t)sl.size;
+  if (sl.size) return kiln_stream_memcpy_d2d(stream, (*out)->ptr, src, (size_t)sl.size);
+  return NULL;
+}
+
+kiln_status kiln_executable_run(kiln_executable_t *e, kiln_stream_t *stream,
+                                const kiln_devptr_t *params, const uint64_t *param_sizes,
+                                int32_t num_params, kiln_device_buffer_t **outputs) {
+  if (!e || !stream || !outputs || (num_params && (!params || !param_sizes)))
+    return KILN_ERR_INVALID("executable run: NULL executable, stream, parameters or outputs");
+  const kiln_executable_desc_t *d = e->desc;
+  if (!e->initialized) return kiln_status_make(KILN_FAILED_PRECONDITION, "executable %s is not loaded", d->name);
+  if (stream->device != e->dev)
+    return KILN_ERR_INVALID("executable %s was loaded on %s, the stream is on %s", d->name,
+                            e->dev->name, stream->device->name);
+  if (num_params != d->num_parameters)
+    return KILN_ERR_INVALID("executable %s takes %d parameter buffers, got %d", d->name,
+                            d->num_parameters, num_params);
+  for (int32_t i = 0; i < num_params; i++)
+    if (param_sizes[i] != d->parameter_sizes[i])
+      return KILN_ERR_INVALID("parameter %d of %s must be %" PRIu64 " bytes, got %" PRIu64, i,
+                              d->name, d->parameter_sizes[i], param_sizes[i]);
+  for (int32_t i = 0; i < d->num_outputs; i++) outputs[i] = NULL;
+
+  int32_t na = d->num_allocations;
+  kiln_device_buffer_t **owned = kiln_calloc((size_t)na + 1, sizeof(*owned));
+  bool *handed = kiln_calloc((size_t)na + 1, sizeof(*handed));
+  kiln_status s = NULL;
+  for (int32_t i = 0; i < na && !s; i++) {
+    const kiln_exec_allocation_t *a = &d->allocations[i];
+    if (a->kind == KILN_EXEC_ALLOC_PARAMETER) {
+      if (a->parameter < 0 || a->parameter >= num_params) {
+        s = KILN_ERR_INVALID("allocation %d binds parameter %d of %d", i, a->parameter,
+                             num_params);
+      } else if (a->size && !params[a->parameter]) {
+        s = KILN_ERR_INVALID("parameter %d of %s: NULL address", a->parameter, d->name);
+      } else if (!a->size) {
+        /* An empty array: any valid address will do; keep the padded temp-like buffer. */
+        s = kiln_buffer_table_allocate(&e->table, i, MIN_ALLOCATION_BYTES);
+      } else {
+        s = kiln_buffer_table_bind(&e->table, i, params[a->parameter], a->size);
+      }
+    } else if (a->kind == KILN_EXEC_ALLOC_OUTPUT) {
+      s = kiln_device_buffer_create(e->dev, padded(a->size), &owned[i]);
+      if (!s) {
+        e->table.bases[i] = owned[i]->ptr;
+        e->table.sizes[i] = padded(a->size);
+      }
+    }
+  }
+  if (!s) {
+    kiln_thunk_exec_params_t xp = {e->dev, stream, &e->table};
+    s = kiln_thunk_seq_execute(&e->desc->thunks, &xp);
+  }
+  for (int32_t i = 0; i < d->num_outputs && !s; i++)
+    s = make_output(e, stream, i, owned, handed, params, &outputs[i]);
+  kiln_status sync = kiln_stream_synchronize(stream);
+  if (!s) s = sync;
+  else kiln_status_free(sync);
+  for (int32_t i = 0; i < na; i++) {
+    kiln_device_buffer_destroy(owned[i]);
+    if (d->allocations[i].kind == KILN_EXEC_ALLOC_OUTPUT) {
+      e->table.bases[i] = 0;
+      e->table.sizes[i] = 0;
+    }
+  }
+  kiln_free(owned);
+  kiln_free(handed);
+  if (s) {
+    for (int32_t i = 0; i < d->num_outputs; i++) {
+      kiln_device_buffer_destroy(outputs[i]);
+      outputs[i] = NULL;
+    }
+    return kiln_status_annotate(s, "while running %s", d->name);
+  }
+  return NULL;
+}

@@ -1,0 +1,190 @@
+/* Whole-module runs on a device (device_run.h). */
+#include "tools/common/device_run.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/str.h"
+#include "compiler/hlo/literal_layout.h"
+#include "compiler/passes/dataflow.h"
+#include "runtime/buffer.h"
+#include "runtime/executable.h"
+#include "tools/common/run_report.h"
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* A fresh copy of `m` (the compiler rewrites its input), through the canonical text. */
+static kiln_status clone_module(const kiln_hlo_module_t *m, kiln_hlo_module_t **out) {
+  char *text = kiln_hlo_module_to_string(m);
+  kiln_hlo_parse_options_t po = {0};
+  po.filename = m->name;
+  kiln_status s = kiln_hlo_parse_module(text, strlen(text), &po, out);
+  kiln_free(text);
+  return s ? kiln_status_annotate(s, "while copying module %s", m->name) : NULL;
+}
+
+/* Leaf `leaf` (depth first) of literal `l`, or NULL. */
+static const kiln_literal_t *literal_leaf(const kiln_literal_t *l, int leaf) {
+  return kiln_run_report_leaf(l, leaf);
+}
+
+static kiln_status upload(kiln_device_t *dev, kiln_stream_t *stream, const kiln_hlo_module_t *cm,
+                          kiln_literal_t *const *args, int num_args,
+                          const kiln_executable_desc_t *d, kiln_device_buffer_t ***bufs_out,
+                          kiln_devptr_t **ptrs_out, uint64_t **sizes_out) {
+  int32_t np = d->num_parameters;
+  kiln_device_buffer_t **bufs = kiln_calloc((size_t)np + 1, sizeof(*bufs));
+  kiln_devptr_t *ptrs = kiln_calloc((size_t)np + 1, sizeof(*ptrs));
+  uint64_t *sizes = kiln_calloc((size_t)np + 1, sizeof(*sizes));
+  *bufs_out = bufs;
+  *ptrs_out = ptrs;
+  *sizes_out = sizes;
+  const kiln_hlo_computation_t *entry = cm->entry;
+  if (num_args != entry->num_parameters)
+    return KILN_ERR_INVALID("%s takes %d parameters, %d arguments given", cm->name,
+                            entry->num_parameters, num_args);
+  int32_t flat = 0;
+  for (int p = 0; p < entry->num_parameters; p++) {
+    const kiln_shape_t *ps = entry->parameters[p]->shape;
+    int nl = kiln_shape_num_leaves(ps);
+    for (int l = 0; l < nl; l++, flat++) {
+      if (flat >= np) return KILN_ERR_INTERNAL("parameter leaves exceed the executable's");
+      const kiln_shape_t *ls = kiln_shape_leaf(ps, l, NULL);
+      sizes[flat] = d->parameter_sizes[flat];
+      uint64_t bytes = sizes[flat] ? sizes[flat] : 1;
+      KILN_RETURN_IF_ERROR(kiln_device_buffer_create(dev, bytes, &bufs[flat]),
+                           "for parameter %d", p);
+      ptrs[flat] = bufs[flat]->ptr;
+      if (!ls || !kiln_shape_is_array(ls) || !sizes[flat]) continue;
+      const kiln_literal_t *lit = literal_leaf(args[p], l);
+      if (!lit || !lit->data || kiln_shape_byte_size(ls) != (int64_t)sizes[flat])
+        return KILN_ERR_INVALID("argument %d leaf %d does not match the parameter", p, l);
+      void *host = kiln_malloc((size_t)sizes[flat]);
+      kiln_literal_write_physical(lit, ls, host);
+      kiln_status s = kiln_stream_memcpy_h2d(stream, ptrs[flat], host, (size_t)sizes[flat]);
+      if (!s) s = kiln_stream_synchronize(stream);
+      kiln_free(host);
+      KILN_RETURN_IF_ERROR_PLAIN(s);
+    }
+  }
+  if (flat != np) return KILN_ERR_INTERNAL("%d parameter leaves, the executable has %d", flat, np);
+  return NULL;
+}
+
+static kiln_status download(kiln_stream_t *stream, const kiln_hlo_module_t *orig,
+                            const kiln_hlo_module_t *cm, kiln_device_buffer_t **outs, int32_t no,
+                            kiln_arena_t *arena, kiln_literal_t **result) {
+  kiln_shape_t *rs = kiln_shape_clone(arena, orig->entry->root->shape);
+  kiln_literal_t *res = kiln_literal_make(arena, rs);
+  if (!res) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "cannot allocate the result");
+  const kiln_shape_t *phys = cm->entry->root->shape;
+  int nl = kiln_shape_num_leaves(rs);
+  if (nl != no || kiln_shape_num_leaves(phys) != nl)
+    return KILN_ERR_INTERNAL("result has %d leaves, the executable returned %d", nl, no);
+  for (int l = 0; l < nl; l++) {
+    kiln_literal_t *leaf = (kiln_literal_t *)literal_leaf(res, l);
+    const kiln_shape_t *ls = kiln_shape_leaf(phys, l, NULL);
+    if (!leaf || !kiln_shape_is_array(leaf->shape) || !leaf->data) continue;
+    int64_t bytes = kiln_shape_byte_size(leaf->shape);
+    if (!outs[l] || outs[l]->size < (uint64_t)bytes)
+      return KILN_ERR_INTERNAL("output %d: %lld bytes expected", l, (long long)bytes);
+    void *host = kiln_malloc((size_t)bytes + 1);
+    kiln_status s = kiln_stream_memcpy_d2h(stream, host, outs[l]->ptr, (size_t)bytes);
+    if (!s) s = kiln_stream_synchronize(stream);
+    if (!s) kiln_literal_read_physical(leaf, ls, host);
+    kiln_free(host);
+    KILN_RETURN_IF_ERROR_PLAIN(s);
+  }
+  *result = res;
+  return NULL;
+}
+
+kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *const *args,
+                                   int num_args, const kiln_device_run_options_t *opts,
+                                   kiln_arena_t *arena, kiln_literal_t **result,
+                                   kiln_device_run_report_t *report) {
+  *result = NULL;
+  kiln_device_run_report_t local;
+  kiln_device_run_report_t *rep = report ? report : &local;
+  memset(rep, 0, sizeof(*rep));
+  if (!opts || !opts->device) return KILN_ERR_INVALID("device run: no device");
+  kiln_device_t *dev = opts->device;
+
+  double t0 = now_ms();
+  kiln_hlo_module_t *cm = NULL;
+  KILN_RETURN_IF_ERROR_PLAIN(clone_module(m, &cm));
+  kiln_compile_options_t co;
+  memset(&co, 0, sizeof(co));
+  co.emit.target = dev->kind == KILN_DEVICE_CUDA ? KILN_TARGET_CUDA : KILN_TARGET_HOST;
+  co.emit.dump_dir = opts->dump_dir;
+  co.emit.max_while_iterations = opts->max_while_iterations;
+  co.no_command_buffers = opts->no_command_buffers;
+  kiln_executable_desc_t *d = NULL;
+  kiln_status s = kiln_compile_module(cm, &co, &d, &rep->compile);
+  rep->compile_ms = now_ms() - t0;
+  if (!s && opts->print_thunks) {
+    kiln_strbuf_t b = {0};
+    kiln_executable_desc_print(&b, d);
+    fputs(kiln_strbuf_cstr(&b), stdout);
+    kiln_strbuf_free(&b);
+  }
+  kiln_executable_t *exe = NULL;
+  int32_t np = 0, no = 0;
+  if (d) {
+    np = d->num_parameters;
+    no = d->num_outputs;
+  }
+  if (!s) {
+    double t1 = now_ms();
+    s = kiln_executable_load(dev, d, &exe);
+    d = NULL;
+    rep->load_ms = now_ms() - t1;
+  }
+  kiln_stream_t *stream = NULL;
+  if (!s) s = kiln_stream_create(dev, &stream);
+  kiln_device_buffer_t **bufs = NULL;
+  kiln_devptr_t *ptrs = NULL;
+  uint64_t *sizes = NULL;
+  if (!s) {
+    double t1 = now_ms();
+    s = upload(dev, stream, cm, args, num_args, kiln_executable_desc(exe), &bufs, &ptrs, &sizes);
+    rep->upload_ms = now_ms() - t1;
+  }
+  kiln_device_buffer_t **outs = kiln_calloc((size_t)no + 1, sizeof(*outs));
+  int64_t repeat = opts->repeat > 0 ? opts->repeat : 1;
+  for (int64_t r = 0; r < repeat && !s; r++) {
+    for (int32_t i = 0; i < no; i++) {
+      kiln_device_buffer_destroy(outs[i]);
+      outs[i] = NULL;
+    }
+    double t1 = now_ms();
+    s = kiln_executable_run(exe, stream, ptrs, sizes, np, outs);
+    double dt = now_ms() - t1;
+    if (r == 0 || dt < rep->run_min_ms) rep->run_min_ms = dt;
+    rep->run_mean_ms += dt / (double)repeat;
+    rep->runs++;
+    if (opts->print_runs && !s) printf("run %lld: %.3f ms\n", (long long)r, dt);
+  }
+  if (!s) {
+    double t1 = now_ms();
+    s = download(stream, m, cm, outs, no, arena, result);
+    rep->download_ms = now_ms() - t1;
+  }
+  for (int32_t i = 0; i < no; i++) kiln_device_buffer_destroy(outs[i]);
+  kiln_free(outs);
+  if (bufs)
+    for (int32_t i = 0; i < np; i++) kiln_device_buffer_destroy(bufs[i]);
+  kiln_free(bufs);
+  kiln_free(ptrs);
+  kiln_free(sizes);
+  if (stream) kiln_stream_destroy(stream);
+  kiln_executable_destroy(exe);
+  kiln_executable_desc_destroy(d);
+  kiln_hlo_module_destroy(cm);
+  return s;
+}

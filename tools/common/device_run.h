@@ -1,0 +1,41 @@
+/* Running a whole HLO module on a device (host or CUDA) through the compiler and the
+ * runtime, for kiln-run and the corpus tests: compile a copy of the module (the input is
+ * left as it is), load it, upload the arguments (in each parameter's physical layout), run
+ * it `repeat` times, download the result into a literal of the entry's result shape. */
+#ifndef KILN_TOOLS_COMMON_DEVICE_RUN_H_
+#define KILN_TOOLS_COMMON_DEVICE_RUN_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/alloc.h"
+#include "base/status.h"
+#include "compiler/hlo/ir.h"
+#include "compiler/hlo/literal.h"
+#include "compiler/thunks/compile.h"
+#include "runtime/device.h"
+
+typedef struct kiln_device_run_options {
+  kiln_device_t *device;        /* required: where to run */
+  int64_t repeat;               /* runs (>= 1; 0 means 1); the result is the last run's */
+  int64_t max_while_iterations; /* 0: unbounded */
+  const char *dump_dir;         /* NULL: $KILN_DUMP_TO */
+  bool no_command_buffers;
+  bool print_thunks;            /* print the thunk sequence (after conversion) to stdout */
+  bool print_runs;              /* print each run's time to stdout */
+} kiln_device_run_options_t;
+
+typedef struct kiln_device_run_report {
+  kiln_compile_stats_t compile;
+  double compile_ms, load_ms, upload_ms, run_min_ms, run_mean_ms, download_ms;
+  int64_t runs;
+} kiln_device_run_report_t;
+
+/* Runs `m` on opts->device with `args` (one literal per entry parameter) and stores the
+ * result in *result (allocated in `arena`). */
+kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *const *args,
+                                   int num_args, const kiln_device_run_options_t *opts,
+                                   kiln_arena_t *arena, kiln_literal_t **result,
+                                   kiln_device_run_report_t *report);
+
+#endif /* KILN_TOOLS_COMMON_DEVICE_RUN_H_ */
