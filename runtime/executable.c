@@ -187,8 +187,9 @@ kiln_status kiln_executable_load(kiln_device_t *dev, kiln_executable_desc_t *des
   e->desc = desc;
   kiln_status s = load(e);
   if (s) {
+    s = kiln_status_annotate(s, "while loading executable %s on %s", desc->name, dev->name);
     kiln_executable_destroy(e);
-    return kiln_status_annotate(s, "while loading executable %s on %s", desc->name, dev->name);
+    return s;
   }
   *out = e;
   return NULL;

@@ -488,7 +488,7 @@ kiln_status kiln_thunk_emit_module(const kiln_hlo_module_t *m, const kiln_buffer
   }
   if (!s) s = bind_allocations(&E);
   if (!s) s = emit_computation(&E, m->entry, &E.d->thunks);
-  if (!s && E.opts.target == KILN_TARGET_HOST)
+  if (!s && E.opts.target == KILN_TARGET_HOST && E.names.len > 0)
     kiln_executable_desc_add_image(E.d, NULL, 0, (const char *const *)E.names.data,
                                    (void *const *)E.fns.data, E.names.len);
   for (size_t i = 0; i < E.names.len; i++) kiln_free(E.names.data[i]);
