@@ -13,6 +13,7 @@
 #include "compiler/hlo/literal_layout.h"
 #include "compiler/hlo/opcode.h"
 #include "compiler/passes/dataflow.h"
+#include "compiler/passes/fusion_wrapper.h"
 
 const char *kiln_compile_target_name(kiln_compile_target_t t) {
   return t == KILN_TARGET_CUDA ? "cuda" : "host";
@@ -346,6 +347,39 @@ static kiln_status emit_copy(emitter_t *E, kiln_thunk_seq_t *seq, const kiln_hlo
   return copy_all_leaves(E, seq, in->name, in->operands[0], in);
 }
 
+static kiln_status emit_gemm(emitter_t *E, kiln_thunk_seq_t *seq, const kiln_hlo_instruction_t *in) {
+  kiln_gemm_form_t f;
+  if (!kiln_fusion_wrapper_is_gemm(in, &f))
+    return KILN_ERR_UNIMPLEMENTED("dot %s is not a gemm the runtime takes; it needs a kernel (run "
+                                  "the fusion wrapper)", in->name);
+  kiln_gemm_desc_t g;
+  memset(&g, 0, sizeof(g));
+  g.dtype = f.type == KILN_F64 ? KILN_GEMM_F64 : KILN_GEMM_F32;
+  g.batch = f.batch;
+  g.m = f.m;
+  g.n = f.n;
+  g.k = f.k;
+  g.trans_a = f.transpose_lhs;
+  g.trans_b = f.transpose_rhs;
+  g.alpha = 1;
+  g.beta = 0;
+  kiln_slice_t a, b, c;
+  KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, in->operands[0], 0, &a));
+  KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, in->operands[1], 0, &b));
+  KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, in, 0, &c));
+  if (g.batch * g.m * g.n == 0) {
+    if (c.size) kiln_thunk_seq_push(seq, kiln_thunk_memset_create(in->name, c, 0, 1));
+    return NULL;
+  }
+  if (g.k == 0) {
+    kiln_thunk_seq_push(seq, kiln_thunk_memset_create(in->name, c, 0, 1));
+    return NULL;
+  }
+  kiln_thunk_seq_push(seq, kiln_thunk_gemm_create(in->name, &g, a, b, c));
+  E->stats->gemms++;
+  return NULL;
+}
+
 static kiln_status emit_instruction(emitter_t *E, kiln_thunk_seq_t *seq,
                                     const kiln_hlo_instruction_t *in) {
   switch (in->opcode) {
@@ -357,6 +391,7 @@ static kiln_status emit_instruction(emitter_t *E, kiln_thunk_seq_t *seq,
     case KILN_OP_CONDITIONAL: return emit_conditional(E, seq, in);
     case KILN_OP_CALL: return emit_call(E, seq, in);
     case KILN_OP_COPY: return emit_copy(E, seq, in);
+    case KILN_OP_DOT: return emit_gemm(E, seq, in);
     case KILN_OP_ADD_DEPENDENCY: case KILN_OP_DOMAIN:
       return copy_all_leaves(E, seq, in->name, in->operands[0], in);
     case KILN_OP_OPTIMIZATION_BARRIER: return forward_operands(E, seq, in, in->num_operands);
