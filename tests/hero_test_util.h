@@ -65,7 +65,8 @@ typedef struct hero_run_result {
   double run_ms;
 } hero_run_result_t;
 
-/* Runs kernel k (emitted for c) on the host and compares with the evaluator. Floats are
+/* Runs kernel k (emitted for c; with its chain, in order) on the host, on outputs that start
+ * as a 0x5a byte pattern, and compares with the evaluator. Floats are
  * compared by |got - want| / max(|want|, scale) with scale = sqrt(summed) (the magnitude of
  * partial sums of `summed` uniform [-1, 1) values; 1 for data movement): f32 within rel_tol,
  * f64 within 1e-12, narrower floats within 4 of their epsilons (sums rounded to the narrow
@@ -78,8 +79,14 @@ static kiln_status hero_run_check(const kiln_hlo_computation_t *c, const kiln_fu
                                   hero_run_result_t *res) {
   double scale = summed > 1 ? sqrt((double)summed) : 1.0;
   memset(res, 0, sizeof(*res));
-  kiln_kir_host_kernel_t hk;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_kir_compile_host(k->kir, jit, &hk));
+  /* A chain (e.g. initialize the outputs, then reduce with atomics) runs kernel by kernel. */
+  kiln_kir_host_kernel_t hk[8];
+  int nchain = 0;
+  for (const kiln_fusion_kernel_t *x = k; x; x = x->next) {
+    if (nchain == 8) return KILN_ERR_UNIMPLEMENTED("kernel chain longer than 8");
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_kir_compile_host(x->kir, jit, &hk[nchain]));
+    nchain++;
+  }
   kiln_arena_t arena;
   kiln_arena_init(&arena);
   kiln_literal_t **params = kiln_calloc((size_t)c->num_parameters + 1, sizeof(*params));
@@ -96,12 +103,16 @@ static kiln_status hero_run_check(const kiln_hlo_computation_t *c, const kiln_fu
     void *d = in->opcode == KILN_OP_PARAMETER ? params[in->parameter_number]->data : in->literal->data;
     args[i] = d ? d : empty;
   }
-  for (int o = 0; o < k->num_outputs; o++)
-    args[k->num_inputs + o] = kiln_calloc((size_t)(kiln_shape_num_elements(k->outputs[o]) *
-                                                   (int64_t)kiln_elem_type_storage_bytes(k->outputs[o]->type)) + 16, 1);
+  /* Outputs start as garbage (as in thunk execution): every element must be written. */
+  for (int o = 0; o < k->num_outputs; o++) {
+    size_t bytes = (size_t)(kiln_shape_num_elements(k->outputs[o]) *
+                            (int64_t)kiln_elem_type_storage_bytes(k->outputs[o]->type)) + 16;
+    args[k->num_inputs + o] = kiln_calloc(bytes, 1);
+    memset(args[k->num_inputs + o], 0x5a, bytes);
+  }
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  s = kiln_kir_host_kernel_run(&hk, pool, args);
+  for (int ci = 0; ci < nchain && !s; ci++) s = kiln_kir_host_kernel_run(&hk[ci], pool, args);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   res->run_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
   kiln_literal_t *want_all = NULL;

@@ -1,5 +1,5 @@
 /* Reduction emitter and the hero emitters' shared scaffolding (see reduction_emitter.h). */
-#include "compiler/codegen/reduction_emitter.h"
+#include "compiler/codegen/reduction_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -239,33 +239,20 @@ kiln_status kiln_hero_emit_finish(kiln_hero_emit_t *h, kiln_status st,
 
 /* ---- reductions ---- */
 
-#define MAX_ACC 16
 
-typedef struct red_state {
-  kiln_hero_analysis_t ha;
-  int nred;
-  const kiln_hlo_instruction_t *reds[KILN_HERO_MAX_ROOTS];
-  int nacc;                       /* accumulators over all reduces */
-  int acc_red[MAX_ACC];           /* reduce of accumulator */
-  int acc_first[KILN_HERO_MAX_ROOTS]; /* first accumulator of reduce j */
-  /* Epilogues: instructions between a root and its reduce hero (both included). */
-  int npath;
-  const kiln_hlo_instruction_t *path[256];
-} red_state_t;
-
-static int red_index(const red_state_t *rs, const kiln_hlo_instruction_t *x) {
+int kiln_red_index(const kiln_red_state_t *rs, const kiln_hlo_instruction_t *x) {
   for (int j = 0; j < rs->nred; j++)
     if (rs->reds[j] == x) return j;
   return -1;
 }
 
-static bool red_on_path(const red_state_t *rs, const kiln_hlo_instruction_t *x) {
+static bool red_on_path(const kiln_red_state_t *rs, const kiln_hlo_instruction_t *x) {
   for (int i = 0; i < rs->npath; i++)
     if (rs->path[i] == x) return true;
   return false;
 }
 
-static bool red_mark_path(red_state_t *rs, const kiln_hlo_instruction_t *x, const kiln_hlo_instruction_t *hero) {
+static bool red_mark_path(kiln_red_state_t *rs, const kiln_hlo_instruction_t *x, const kiln_hlo_instruction_t *hero) {
   if (red_on_path(rs, x)) return true;
   bool reaches = x == hero;
   if (!reaches && x->opcode != KILN_OP_PARAMETER && x->opcode != KILN_OP_REDUCE)
@@ -275,8 +262,8 @@ static bool red_mark_path(red_state_t *rs, const kiln_hlo_instruction_t *x, cons
 }
 
 /* Reduce inputs head their own functions (they are read at the input's indexing). */
-static bool red_is_root(void *user, const kiln_hlo_instruction_t *instr) {
-  red_state_t *rs = user;
+bool kiln_red_is_root(void *user, const kiln_hlo_instruction_t *instr) {
+  kiln_red_state_t *rs = user;
   for (int j = 0; j < rs->nred; j++) {
     const kiln_hlo_instruction_t *r = rs->reds[j];
     for (int i = 0; i < r->num_operands / 2; i++)
@@ -285,7 +272,7 @@ static bool red_is_root(void *user, const kiln_hlo_instruction_t *instr) {
   if (red_on_path(rs, instr)) return false;
   for (int i = 0; i < rs->npath; i++) {
     const kiln_hlo_instruction_t *p = rs->path[i];
-    if (red_index(rs, p) >= 0) continue;
+    if (kiln_red_index(rs, p) >= 0) continue;
     for (int k = 0; k < p->num_operands; k++)
       if (p->operands[k] == instr) return true;
   }
@@ -293,7 +280,7 @@ static bool red_is_root(void *user, const kiln_hlo_instruction_t *instr) {
 }
 
 /* Logical indices of `s` for the physical linear index value `lin`. */
-static bool red_index_of(kiln_hero_emit_t *h, const kiln_shape_t *s, kiln_kir_value_t *lin, kiln_kir_value_t **idx) {
+bool kiln_red_index_of(kiln_hero_emit_t *h, const kiln_shape_t *s, kiln_kir_value_t *lin, kiln_kir_value_t **idx) {
   if (s->rank == 0) return true;
   kiln_kir_module_t *m = h->out->kir;
   int64_t hi = kiln_shape_num_elements(s) - 1;
@@ -310,12 +297,12 @@ static bool red_index_of(kiln_hero_emit_t *h, const kiln_shape_t *s, kiln_kir_va
 }
 
 /* Value of epilogue node x at the output's linear index `lin` from the final accumulators. */
-static kiln_kir_value_t *red_eval_path(kiln_hero_emit_t *h, red_state_t *rs, const kiln_hlo_instruction_t *x,
+static kiln_kir_value_t *red_eval_path(kiln_hero_emit_t *h, kiln_red_state_t *rs, const kiln_hlo_instruction_t *x,
                                        kiln_kir_value_t *lin, kiln_kir_value_t *const *acc) {
-  int j = red_index(rs, x);
+  int j = kiln_red_index(rs, x);
   if (j >= 0) return acc[rs->acc_first[j]];
-  if (x->opcode == KILN_OP_GET_TUPLE_ELEMENT && red_index(rs, x->operands[0]) >= 0)
-    return acc[rs->acc_first[red_index(rs, x->operands[0])] + x->tuple_index];
+  if (x->opcode == KILN_OP_GET_TUPLE_ELEMENT && kiln_red_index(rs, x->operands[0]) >= 0)
+    return acc[rs->acc_first[kiln_red_index(rs, x->operands[0])] + x->tuple_index];
   if (x->opcode == KILN_OP_BITCAST || x->opcode == KILN_OP_RESHAPE)
     return red_eval_path(h, rs, x->operands[0], lin, acc);
   if (!kiln_hlo_opcode_is_elementwise(x->opcode) || x->num_operands > 8) {
@@ -330,7 +317,7 @@ static kiln_kir_value_t *red_eval_path(kiln_hero_emit_t *h, red_state_t *rs, con
       args[k] = red_eval_path(h, rs, op, lin, acc);
     } else {
       kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
-      args[k] = red_index_of(h, op->shape, lin, idx) ? kiln_hero_emit_value(h, op, idx) : NULL;
+      args[k] = kiln_red_index_of(h, op->shape, lin, idx) ? kiln_hero_emit_value(h, op, idx) : NULL;
     }
     if (!args[k]) return NULL;
   }
@@ -338,18 +325,18 @@ static kiln_kir_value_t *red_eval_path(kiln_hero_emit_t *h, red_state_t *rs, con
 }
 
 /* A side output: a root that is neither a reduce nor an epilogue (shaped like the input). */
-static bool is_side_output(const red_state_t *rs, const kiln_hlo_instruction_t *root) {
-  return red_index(rs, root) < 0 && !red_on_path(rs, root);
+bool kiln_red_is_side_output(const kiln_red_state_t *rs, const kiln_hlo_instruction_t *root) {
+  return kiln_red_index(rs, root) < 0 && !red_on_path(rs, root);
 }
 
 /* Combines accumulators a (nacc values) with b through each reduce's reducer. */
-static bool combine(kiln_hero_emit_t *h, red_state_t *rs, kiln_kir_value_t **a, kiln_kir_value_t *const *b) {
+bool kiln_red_combine(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_value_t **a, kiln_kir_value_t *const *b) {
   for (int j = 0; j < rs->nred; j++) {
     const kiln_hlo_instruction_t *r = rs->reds[j];
     int n = r->num_operands / 2, f = rs->acc_first[j];
     const kiln_hlo_computation_t *reducer = kiln_hlo_instruction_called(r, "to_apply");
     if (!reducer) return kiln_elem_fail(&h->fn, KILN_ERR_INVALID("%s: no to_apply", r->name));
-    kiln_kir_value_t *args[2 * MAX_ACC], *res[MAX_ACC];
+    kiln_kir_value_t *args[2 * KILN_RED_MAX_ACC], *res[KILN_RED_MAX_ACC];
     for (int k = 0; k < n; k++) args[k] = a[f + k], args[n + k] = b[f + k];
     if (kiln_elem_emit_scalar_computation(&h->fn, reducer, args, 2 * n, res) != n) return false;
     for (int k = 0; k < n; k++) a[f + k] = res[k];
@@ -357,16 +344,16 @@ static bool combine(kiln_hero_emit_t *h, red_state_t *rs, kiln_kir_value_t **a, 
   return true;
 }
 
-static void shuffle_tree(kiln_hero_emit_t *h, red_state_t *rs, kiln_kir_value_t **acc, int from) {
+void kiln_red_shuffle_tree(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_value_t **acc, int from) {
   for (int off = from; off >= 1; off /= 2) {
-    kiln_kir_value_t *other[MAX_ACC];
+    kiln_kir_value_t *other[KILN_RED_MAX_ACC];
     for (int k = 0; k < rs->nacc; k++) other[k] = kiln_kir_shuffle(&h->b, KILN_KIR_SHUFFLE_DOWN, acc[k], off, 32);
-    combine(h, rs, acc, other);
+    kiln_red_combine(h, rs, acc, other);
   }
 }
 
 /* Initial values of every accumulator, emitted at the builder's position. */
-static bool init_values(kiln_hero_emit_t *h, red_state_t *rs, kiln_kir_value_t **init) {
+bool kiln_red_init_values(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_value_t **init) {
   for (int j = 0; j < rs->nred; j++) {
     const kiln_hlo_instruction_t *r = rs->reds[j];
     int n = r->num_operands / 2;
@@ -389,7 +376,7 @@ static int phys_logical(const kiln_shape_t *s, int k) {
 
 /* The accumulation loop over this thread's input elements: `lin` is the physical linear
  * index of the reduce input as an expression of the map's dims and symbols. */
-static kiln_kir_op_t *accumulate(kiln_hero_emit_t *h, red_state_t *rs, kiln_indexing_map_t *map,
+kiln_kir_op_t *kiln_red_accumulate(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_indexing_map_t *map,
                                  kiln_affine_expr_t *lin, kiln_kir_value_t *const *ids, int nids,
                                  kiln_kir_value_t **init) {
   kiln_kir_module_t *m = h->out->kir;
@@ -399,11 +386,11 @@ static kiln_kir_op_t *accumulate(kiln_hero_emit_t *h, red_state_t *rs, kiln_inde
   for (int i = 0; i < in->rank; i++) kiln_indexing_map_add_result(map, res[i]);
   kiln_indexing_map_add_result(map, lin);
   kiln_indexing_map_simplify(map);
-  kiln_kir_value_t *inits[MAX_ACC + KILN_HERO_MAX_ROOTS];
+  kiln_kir_value_t *inits[KILN_RED_MAX_ACC + KILN_HERO_MAX_ROOTS];
   int side[KILN_HERO_MAX_ROOTS], nside = 0;
   for (int k = 0; k < rs->nacc; k++) inits[k] = init[k];
   for (int o = 0; o < h->part.num_outputs; o++)
-    if (is_side_output(rs, h->part.outputs[o].instr)) {
+    if (kiln_red_is_side_output(rs, h->part.outputs[o].instr)) {
       side[nside] = o;
       inits[rs->nacc + nside++] = h->outs[o];
     }
@@ -414,7 +401,7 @@ static kiln_kir_op_t *accumulate(kiln_hero_emit_t *h, red_state_t *rs, kiln_inde
   kiln_elem_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
   kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
   for (int i = 0; i < in->rank; i++) idx[i] = kiln_kir_loop_index(loop, (size_t)i);
-  kiln_kir_value_t *acc[MAX_ACC], *x[MAX_ACC];
+  kiln_kir_value_t *acc[KILN_RED_MAX_ACC], *x[KILN_RED_MAX_ACC];
   for (int k = 0; k < rs->nacc; k++) acc[k] = kiln_kir_loop_iter_arg(loop, (size_t)k);
   for (int j = 0; j < rs->nred; j++) {
     const kiln_hlo_instruction_t *r = rs->reds[j];
@@ -426,18 +413,18 @@ static kiln_kir_op_t *accumulate(kiln_hero_emit_t *h, red_state_t *rs, kiln_inde
       kiln_kir_builder_exit(&h->b);
       return NULL;
     }
-  kiln_kir_value_t *ys[MAX_ACC + KILN_HERO_MAX_ROOTS];
+  kiln_kir_value_t *ys[KILN_RED_MAX_ACC + KILN_HERO_MAX_ROOTS];
   bool ok = true;
   kiln_kir_value_t *linv = kiln_kir_loop_index(loop, (size_t)in->rank);
   for (int k = 0; k < nside && ok; k++) {
     const kiln_hlo_instruction_t *r = h->part.outputs[side[k]].instr;
     kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK];
-    kiln_kir_value_t *v = red_index_of(h, r->shape, linv, sidx) ? kiln_hero_emit_value(h, r, sidx) : NULL;
+    kiln_kir_value_t *v = kiln_red_index_of(h, r->shape, linv, sidx) ? kiln_hero_emit_value(h, r, sidx) : NULL;
     ok = v != NULL;
     if (ok) ys[rs->nacc + k] = kiln_kir_insert(&h->b, v, kiln_kir_loop_iter_arg(loop, (size_t)(rs->nacc + k)), sidx,
                                            (size_t)r->shape->rank);
   }
-  ok = ok && combine(h, rs, acc, x);
+  ok = ok && kiln_red_combine(h, rs, acc, x);
   for (int k = 0; k < rs->nacc; k++) ys[k] = acc[k];
   kiln_elem_exit(&h->fn, mark);
   if (ok) kiln_kir_yield(&h->b, ys, (size_t)(rs->nacc + nside));
@@ -449,7 +436,7 @@ static kiln_kir_op_t *accumulate(kiln_hero_emit_t *h, red_state_t *rs, kiln_inde
 
 /* Writes the final accumulators into every output at kept physical index `kept` (an index
  * value), inside an if on `cond`. */
-static void write_outputs(kiln_hero_emit_t *h, red_state_t *rs, kiln_kir_value_t *cond,
+void kiln_red_write_outputs(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_value_t *cond,
                           kiln_kir_value_t *kept, kiln_kir_value_t **acc) {
   kiln_kir_module_t *m = h->out->kir;
   int nout = h->part.num_outputs;
@@ -492,19 +479,21 @@ static void write_outputs(kiln_hero_emit_t *h, red_state_t *rs, kiln_kir_value_t
   kiln_kir_value_t *res[KILN_HERO_MAX_ROOTS];
   for (int o = 0; o < nout; o++) {
     const kiln_partition_output_t *po = &h->part.outputs[o];
-    int j = red_index(rs, po->instr);
-    if (j < 0 && is_side_output(rs, po->instr)) {
+    int j = kiln_red_index(rs, po->instr);
+    if (j < 0 && kiln_red_is_side_output(rs, po->instr)) {
       res[o] = h->outs[o];
       continue;
     }
     if (j < 0) {
       const kiln_shape_t *rsh = po->instr->shape;
       kiln_kir_value_t *v = red_eval_path(h, rs, po->instr, kept, acc), *ridx[KILN_KIR_MAX_RANK];
-      if (!v || !red_index_of(h, rsh, kept, ridx)) return;
+      if (!v || !kiln_red_index_of(h, rsh, kept, ridx)) return;
       res[o] = kiln_kir_insert(&h->b, v, h->outs[o], ridx, (size_t)rsh->rank);
       continue;
     }
-    res[o] = kiln_kir_insert(&h->b, acc[rs->acc_first[j] + po->output_index], h->outs[o], oidx, (size_t)no);
+    kiln_kir_value_t *val = acc[rs->acc_first[j] + po->output_index];
+    res[o] = rs->atomic_writes ? kiln_red_atomic_combine(h, rs, j, val, h->outs[o], oidx, no)
+                               : kiln_kir_insert(&h->b, val, h->outs[o], oidx, (size_t)no);
   }
   kiln_kir_yield(&h->b, res, (size_t)nout);
   kiln_kir_builder_exit(&h->b);
@@ -514,7 +503,7 @@ static void write_outputs(kiln_hero_emit_t *h, red_state_t *rs, kiln_kir_value_t
   for (int o = 0; o < nout; o++) h->outs[o] = kiln_kir_op_result(iff, (size_t)o);
 }
 
-static kiln_status check_supported(const kiln_hlo_computation_t *c, red_state_t *rs) {
+static kiln_status check_supported(const kiln_hlo_computation_t *c, kiln_red_state_t *rs) {
   KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_analyze(c, &rs->ha));
   if (rs->ha.emitter != KILN_HERO_EMITTER_REDUCTION)
     return KILN_ERR_INVALID("%s: not a reduction fusion (%s)", c->name, kiln_hero_emitter_name(rs->ha.emitter));
@@ -531,11 +520,15 @@ static kiln_status check_supported(const kiln_hlo_computation_t *c, red_state_t 
     for (int j = 0; j < rs->nred; j++) dup |= rs->reds[j] == r;
     if (dup) continue;
     int n = r->num_operands / 2;
-    if (rs->nacc + n > MAX_ACC) return KILN_ERR_UNIMPLEMENTED("%s: more than %d reduced values", c->name, MAX_ACC);
+    if (rs->nacc + n > KILN_RED_MAX_ACC) return KILN_ERR_UNIMPLEMENTED("%s: more than %d reduced values", c->name, KILN_RED_MAX_ACC);
     for (int k = 0; k < n; k++) {
       if (kiln_elem_type_is_complex(r->operands[k]->shape->type))
         return KILN_ERR_UNIMPLEMENTED("%s: complex reduction %s", c->name, r->name);
-      if (!kiln_shape_equal(r->operands[k]->shape, rs->ha.hero->operands[0]->shape, false))
+      /* Same dims; element types may differ (variadic reduces). */
+      kiln_shape_t tmp = *r->operands[k]->shape;
+      tmp.type = rs->ha.hero->operands[0]->shape->type;
+      bool same = kiln_shape_equal(&tmp, rs->ha.hero->operands[0]->shape, false);
+      if (!same)
         return KILN_ERR_UNIMPLEMENTED("%s: reduce inputs of different shapes", c->name);
     }
     const kiln_shape_t *os = r->shape;
@@ -550,69 +543,109 @@ static kiln_status check_supported(const kiln_hlo_computation_t *c, red_state_t 
 }
 
 static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
-                            const kiln_reduction_options_t *ropts, red_state_t *rs, kiln_fusion_kernel_t *out) {
-  int64_t R0 = rs->ha.reduction.dims[0], K = rs->ha.reduction.dims[1], R2 = rs->ha.reduction.dims[2];
-  int bits = 0;
-  for (int k = 0; k < rs->nacc; k++) {
-    const kiln_hlo_instruction_t *r = rs->reds[rs->acc_red[k]];
-    int b = kiln_elem_type_bits(r->operands[0]->shape->type);
-    if (b > bits) bits = b;
+void kiln_red_write_guarded(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_value_t *cond,
+                            kiln_kir_value_t *bounded, int64_t bound, kiln_kir_value_t *kept,
+                            kiln_kir_value_t **acc) {
+  if (!bounded) {
+    kiln_red_write_outputs(h, rs, cond, kept, acc);
+    return;
   }
-  int vec = ropts && ropts->vector_size > 0 ? ropts->vector_size
-                                            : bits <= 32 && R2 % 4 == 0 ? 4 : bits <= 32 && R2 % 2 == 0 ? 2 : 1;
-  if (R2 % vec) vec = 1;
-  /* Threads: enough that each loads about 4 vectors before the shuffle tree (the tree and
-   * the shared tile cost about as much as a load per thread), at most 256 (or max_threads). */
-  int64_t maxt = ropts && ropts->max_threads > 0 ? ropts->max_threads : 256;
-  int64_t T = ropts && ropts->max_threads > 0 ? round_up((R2 + vec - 1) / vec, 32)
-                                              : round_up((R2 + 4 * vec - 1) / (4 * vec), 32);
-  if (T > maxt) T = round_up(maxt, 32);
-  int64_t iters = (R2 + T * vec - 1) / (T * vec);
-  if (K > 2147483647) return KILN_ERR_UNIMPLEMENTED("%s: %lld kept elements", c->name, (long long)K);
-  int64_t block[3] = {T, 1, 1}, grid[3] = {K, 1, 1};
+  kiln_kir_builder_t *b = &h->b;
+  int nout = h->part.num_outputs;
+  const kiln_kir_type_t *types[KILN_HERO_MAX_ROOTS] = {0};
+  kiln_kir_value_t *saved[KILN_HERO_MAX_ROOTS] = {0};
+  for (int o = 0; o < nout; o++) types[o] = h->outs[o]->type, saved[o] = h->outs[o];
+  kiln_kir_op_t *outer = kiln_kir_if(b, cond, types, (size_t)nout);
+  if (!outer) return;
+  kiln_kir_builder_enter(b, kiln_kir_op_region(outer, 0));
+  kiln_kir_value_t *in = kiln_kir_cmp(b, KILN_KIR_CMP_LT, bounded, kiln_kir_const_index(b, bound));
+  kiln_red_write_outputs(h, rs, in, kept, acc);
+  kiln_kir_yield(b, h->outs, (size_t)nout);
+  kiln_kir_builder_exit(b);
+  kiln_kir_builder_enter(b, kiln_kir_op_region(outer, 1));
+  kiln_kir_yield(b, saved, (size_t)nout);
+  kiln_kir_builder_exit(b);
+  for (int o = 0; o < nout; o++) h->outs[o] = kiln_kir_op_result(outer, (size_t)o);
+}
+
+/* Row reduction with XLA's RowReductionFusion parameters (see kiln_reduction_plan_t):
+ * block (threads_reduced x, threads_kept y), grid (kept blocks x, splits of the reduced
+ * extent y). Thread (tx, ty) of block (bx, by) reduces row bx * tk + ty over major rows
+ * r0 = (by / splits) * r0_chunk + s0 and minor elements
+ * r2 = (by % splits) * split_size + (s1 * tr + tx) * vec + v. */
+static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
+                            const kiln_reduction_options_t *ropts, kiln_red_state_t *rs, kiln_fusion_kernel_t *out) {
+  const kiln_reduction_plan_t *pl = &rs->plan;
+  int64_t R0 = rs->ha.reduction.dims[0], K = rs->ha.reduction.dims[1], R2 = rs->ha.reduction.dims[2];
+  int64_t splits = pl->splits, chunk = pl->split_size, r0s = pl->r0_splits, r0c = pl->r0_chunk;
+  int64_t vec = ropts && ropts->vector_size > 0 ? ropts->vector_size : pl->vector_size;
+  if (vec < 1 || R2 % vec || chunk % vec) vec = 1;
+  int64_t tr = pl->threads_reduced, tk = pl->threads_kept;
+  if (ropts && ropts->max_threads > 0) {
+    tr = round_up(ceil_div(chunk, vec), 32);
+    if (tr > round_up(ropts->max_threads, 32)) tr = round_up(ropts->max_threads, 32);
+    tk = 1;
+  }
+  int64_t iters = ceil_div(ceil_div(chunk, vec), tr);
+  int64_t kb = ceil_div(K, tk), by = splits * r0s;
+  if (kb > 2147483647 || by > 65535)
+    return KILN_ERR_UNIMPLEMENTED("%s: row reduction grid %lld x %lld", c->name, (long long)kb, (long long)by);
+  int64_t block[3] = {tr, tk, 1}, grid[3] = {kb, by, 1};
   kiln_hero_emit_t h;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_emit_begin(&h, c, opts, red_is_root, rs, block, grid, out));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_emit_begin(&h, c, opts, kiln_red_is_root, rs, block, grid, out));
   kiln_kir_module_t *m = out->kir;
   kiln_affine_ctx_t *x = m->ctx;
   kiln_kir_builder_t *b = &h.b;
-  kiln_kir_value_t *th = kiln_kir_thread_id(b, 0, 0, T - 1), *bl = kiln_kir_block_id(b, 0, 0, K - 1);
-  kiln_kir_value_set_name(th, "th_x");
-  kiln_kir_value_set_name(bl, "bl_x");
-  kiln_kir_value_t *init[MAX_ACC];
+  const char *dn[4] = {"th_x", "th_y", "bl_x", "bl_y"};
+  kiln_kir_value_t *ids[4] = {kiln_kir_thread_id(b, 0, 0, tr - 1), kiln_kir_thread_id(b, 1, 0, tk - 1),
+                              kiln_kir_block_id(b, 0, 0, kb - 1), kiln_kir_block_id(b, 1, 0, by - 1)};
+  for (int i = 0; i < 4; i++) kiln_kir_value_set_name(ids[i], dn[i]);
+  kiln_kir_value_t *th = ids[0];
+  kiln_kir_value_t *init[KILN_RED_MAX_ACC];
   kiln_status st = NULL;
-  if (!init_values(&h, rs, init)) goto done;
+  if (!kiln_red_init_values(&h, rs, init)) goto done;
   {
-    const char *dn[2] = {"th_x", "bl_x"};
-    int64_t dhi[2] = {T - 1, K - 1}, shi[3] = {R0 - 1, iters - 1, vec - 1};
-    kiln_indexing_map_t *map = kiln_hero_map(m, 2, dn, dhi, 3, shi);
+    int64_t dhi[4] = {tr - 1, tk - 1, kb - 1, by - 1}, shi[3] = {r0c - 1, iters - 1, vec - 1};
+    kiln_indexing_map_t *map = kiln_hero_map(m, 4, dn, dhi, 3, shi);
     kiln_indexing_map_set_name(map, KILN_INDEXING_SYM, 2, "v");
-    kiln_affine_expr_t *r2 = kiln_affine_add(
-        x, kiln_affine_mul_const(x, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_sym(x, 1), T), kiln_affine_dim(x, 0)), vec),
+    kiln_affine_expr_t *d_tx = kiln_affine_dim(x, 0), *d_ty = kiln_affine_dim(x, 1), *d_bx = kiln_affine_dim(x, 2),
+                       *d_by = kiln_affine_dim(x, 3);
+    kiln_affine_expr_t *row = kiln_affine_add(x, kiln_affine_mul_const(x, d_bx, tk), d_ty);
+    kiln_affine_expr_t *in_chunk = kiln_affine_add(
+        x, kiln_affine_mul_const(x, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_sym(x, 1), tr), d_tx), vec),
         kiln_affine_sym(x, 2));
-    if (T * vec * iters > R2) kiln_indexing_map_add_constraint(map, r2, 0, R2 - 1);
+    kiln_affine_expr_t *r2 = in_chunk, *r0 = kiln_affine_sym(x, 0);
+    if (splits > 1)
+      r2 = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_mod(x, d_by, kiln_affine_const(x, splits)), chunk), in_chunk);
+    if (r0s > 1)
+      r0 = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_floordiv(x, d_by, kiln_affine_const(x, splits)), r0c), r0);
+    if (kb * tk > K) kiln_indexing_map_add_constraint(map, row, 0, K - 1);
+    if (tr * vec * iters > chunk) kiln_indexing_map_add_constraint(map, in_chunk, 0, chunk - 1);
+    if (splits * chunk > R2) kiln_indexing_map_add_constraint(map, r2, 0, R2 - 1);
+    if (r0s * r0c > R0) kiln_indexing_map_add_constraint(map, r0, 0, R0 - 1);
     kiln_affine_expr_t *lin = kiln_affine_add(
-        x, kiln_affine_mul_const(x, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_sym(x, 0), K), kiln_affine_dim(x, 1)), R2),
-        r2);
-    kiln_kir_value_t *ids[2] = {th, bl};
-    kiln_kir_op_t *loop = accumulate(&h, rs, map, lin, ids, 2, init);
+        x, kiln_affine_mul_const(x, kiln_affine_add(x, kiln_affine_mul_const(x, r0, K), row), R2), r2);
+    kiln_kir_op_t *loop = kiln_red_accumulate(&h, rs, map, lin, ids, 4, init);
     if (!loop) goto done;
-    kiln_kir_value_t *acc[MAX_ACC];
+    kiln_kir_value_t *acc[KILN_RED_MAX_ACC];
     for (int k = 0; k < rs->nacc; k++) acc[k] = kiln_kir_op_result(loop, (size_t)k);
-    shuffle_tree(&h, rs, acc, 16);
+    kiln_red_shuffle_tree(&h, rs, acc, 16);
     kiln_kir_value_t *lane = kiln_kir_binary(b, KILN_KIR_AND, th, kiln_kir_const_index(b, 31));
-    if (T > 32) {
-      int64_t nw = T / 32, sdim = nw + 1;
-      kiln_kir_value_t *shm[MAX_ACC];
-      const kiln_kir_type_t *stypes[MAX_ACC];
+    if (tr > 32) {
+      /* Lane 0 of each warp writes its partial to tile[ty][warp] (one entry of padding); the
+       * first warp of each row reads the row's partials back and reduces them. */
+      int64_t nw = tr / 32, sdims[2] = {tk, nw + 1};
+      kiln_kir_value_t *shm[KILN_RED_MAX_ACC];
+      const kiln_kir_type_t *stypes[KILN_RED_MAX_ACC];
       for (int k = 0; k < rs->nacc; k++) {
-        shm[k] = kiln_kir_alloc_shared(b, kiln_elem_output_type(rs->reds[rs->acc_red[k]], k - rs->acc_first[rs->acc_red[k]]), 1, &sdim);
+        shm[k] = kiln_kir_alloc_shared(b, kiln_elem_output_type(rs->reds[rs->acc_red[k]], k - rs->acc_first[rs->acc_red[k]]), 2, sdims);
         kiln_kir_value_set_name(shm[k], "shmem");
         stypes[k] = shm[k] ? shm[k]->type : NULL;
       }
       const char *dn1 = "th_x";
-      int64_t thi = T - 1;
+      int64_t thi = tr - 1;
       kiln_indexing_map_t *wm = kiln_hero_map(m, 1, &dn1, &thi, 0, NULL);
       kiln_indexing_map_add_result(wm, kiln_affine_floordiv(x, kiln_affine_dim(x, 0), kiln_affine_const(x, 32)));
       kiln_kir_value_t *warp = kiln_kir_apply_indexing1(b, wm, &th, 1);
@@ -620,25 +653,25 @@ static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_fusion_c
       kiln_kir_op_t *w0 = kiln_kir_if(b, is_lane0, stypes, (size_t)rs->nacc);
       if (!w0) goto done;
       kiln_kir_builder_enter(b, kiln_kir_op_region(w0, 0));
-      kiln_kir_value_t *ins[MAX_ACC];
-      for (int k = 0; k < rs->nacc; k++) ins[k] = kiln_kir_insert(b, acc[k], shm[k], &warp, 1);
+      kiln_kir_value_t *ins[KILN_RED_MAX_ACC], *widx[2] = {ids[1], warp};
+      for (int k = 0; k < rs->nacc; k++) ins[k] = kiln_kir_insert(b, acc[k], shm[k], widx, 2);
       kiln_kir_yield(b, ins, (size_t)rs->nacc);
       kiln_kir_builder_exit(b);
       kiln_kir_builder_enter(b, kiln_kir_op_region(w0, 1));
       kiln_kir_yield(b, shm, (size_t)rs->nacc);
       kiln_kir_builder_exit(b);
-      kiln_kir_value_t *shm1[MAX_ACC];
+      kiln_kir_value_t *shm1[KILN_RED_MAX_ACC];
       for (int k = 0; k < rs->nacc; k++) shm1[k] = kiln_kir_op_result(w0, (size_t)k);
       kiln_kir_op_t *bar = kiln_kir_barrier(b, shm1, (size_t)rs->nacc);
       if (!bar) goto done;
       kiln_kir_value_t *in_range = kiln_kir_cmp(b, KILN_KIR_CMP_LT, lane, kiln_kir_const_index(b, nw));
-      const kiln_kir_type_t *atypes[MAX_ACC];
+      const kiln_kir_type_t *atypes[KILN_RED_MAX_ACC];
       for (int k = 0; k < rs->nacc; k++) atypes[k] = init[k]->type;
       kiln_kir_op_t *rd = kiln_kir_if(b, in_range, atypes, (size_t)rs->nacc);
       if (!rd) goto done;
       kiln_kir_builder_enter(b, kiln_kir_op_region(rd, 0));
-      kiln_kir_value_t *v[MAX_ACC];
-      for (int k = 0; k < rs->nacc; k++) v[k] = kiln_kir_extract(b, kiln_kir_op_result(bar, (size_t)k), &lane, 1);
+      kiln_kir_value_t *v[KILN_RED_MAX_ACC], *ridx[2] = {ids[1], lane};
+      for (int k = 0; k < rs->nacc; k++) v[k] = kiln_kir_extract(b, kiln_kir_op_result(bar, (size_t)k), ridx, 2);
       kiln_kir_yield(b, v, (size_t)rs->nacc);
       kiln_kir_builder_exit(b);
       kiln_kir_builder_enter(b, kiln_kir_op_region(rd, 1));
@@ -647,46 +680,62 @@ static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_fusion_c
       for (int k = 0; k < rs->nacc; k++) acc[k] = kiln_kir_op_result(rd, (size_t)k);
       int from = 1;
       while (from * 2 < nw) from *= 2;
-      shuffle_tree(&h, rs, acc, from);
+      kiln_red_shuffle_tree(&h, rs, acc, from);
     }
     kiln_kir_value_t *is_t0 = kiln_kir_cmp(b, KILN_KIR_CMP_EQ, th, kiln_kir_const_index(b, 0));
-    write_outputs(&h, rs, is_t0, bl, acc);
+    const char *kn[2] = {"th_y", "bl_x"};
+    int64_t khi[2] = {tk - 1, kb - 1};
+    kiln_indexing_map_t *km = kiln_hero_map(m, 2, kn, khi, 0, NULL);
+    kiln_indexing_map_add_result(km, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), tk), kiln_affine_dim(x, 0)));
+    kiln_kir_value_t *kargs[2] = {ids[1], ids[2]};
+    kiln_kir_value_t *kept = kiln_kir_apply_indexing1(b, km, kargs, 2);
+    kiln_red_write_guarded(&h, rs, is_t0, kb * tk > K ? kept : NULL, K, kept, acc);
     kiln_kir_return(b, h.outs, (size_t)h.part.num_outputs);
   }
 done:
   return kiln_hero_emit_finish(&h, st, opts);
 }
 
+/* Column reduction: 32 x 32 threads; the reduced rows of one block are split `splits` ways
+ * over grid y (by = m * splits + split). */
 static kiln_status emit_column(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
-                               red_state_t *rs, kiln_fusion_kernel_t *out) {
+                               kiln_red_state_t *rs, kiln_fusion_kernel_t *out) {
   int64_t M = rs->ha.reduction.dims[0], R = rs->ha.reduction.dims[1], N = rs->ha.reduction.dims[2];
-  int64_t bx = (N + 31) / 32, iters = (R + 31) / 32;
-  if (M > 65535) return KILN_ERR_UNIMPLEMENTED("%s: %lld major kept rows", c->name, (long long)M);
-  int64_t block[3] = {32, 32, 1}, grid[3] = {bx, M, 1};
+  int64_t splits = rs->plan.splits, chunk = rs->plan.split_size;
+  int64_t bx = (N + 31) / 32, iters = (chunk + 31) / 32, by = M * splits;
+  if (by > 65535) return KILN_ERR_UNIMPLEMENTED("%s: %lld major kept rows x %lld splits", c->name, (long long)M, (long long)splits);
+  int64_t block[3] = {32, 32, 1}, grid[3] = {bx, by, 1};
   kiln_hero_emit_t h;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_emit_begin(&h, c, opts, red_is_root, rs, block, grid, out));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_emit_begin(&h, c, opts, kiln_red_is_root, rs, block, grid, out));
   kiln_kir_module_t *m = out->kir;
   kiln_affine_ctx_t *x = m->ctx;
   kiln_kir_builder_t *b = &h.b;
   kiln_kir_value_t *ids[4] = {kiln_kir_thread_id(b, 0, 0, 31), kiln_kir_thread_id(b, 1, 0, 31),
-                              kiln_kir_block_id(b, 0, 0, bx - 1), kiln_kir_block_id(b, 1, 0, M - 1)};
+                              kiln_kir_block_id(b, 0, 0, bx - 1), kiln_kir_block_id(b, 1, 0, by - 1)};
   const char *dn[4] = {"th_x", "th_y", "bl_x", "bl_y"};
   for (int i = 0; i < 4; i++) kiln_kir_value_set_name(ids[i], dn[i]);
-  kiln_kir_value_t *init[MAX_ACC];
+  kiln_kir_value_t *init[KILN_RED_MAX_ACC];
   kiln_status st = NULL;
-  if (!init_values(&h, rs, init)) goto done;
+  if (!kiln_red_init_values(&h, rs, init)) goto done;
   {
-    int64_t dhi[4] = {31, 31, bx - 1, M - 1}, shi[1] = {iters - 1};
+    int64_t dhi[4] = {31, 31, bx - 1, by - 1}, shi[1] = {iters - 1};
     kiln_indexing_map_t *map = kiln_hero_map(m, 4, dn, dhi, 1, shi);
+    kiln_affine_expr_t *d_by = kiln_affine_dim(x, 3), *mm = d_by;
     kiln_affine_expr_t *n = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 2), 32), kiln_affine_dim(x, 0));
-    kiln_affine_expr_t *r = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_sym(x, 0), 32), kiln_affine_dim(x, 1));
+    kiln_affine_expr_t *rin = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_sym(x, 0), 32), kiln_affine_dim(x, 1));
+    kiln_affine_expr_t *r = rin;
+    if (splits > 1) {
+      mm = kiln_affine_floordiv(x, d_by, kiln_affine_const(x, splits));
+      r = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_mod(x, d_by, kiln_affine_const(x, splits)), chunk), rin);
+    }
     if (bx * 32 > N) kiln_indexing_map_add_constraint(map, n, 0, N - 1);
-    if (iters * 32 > R) kiln_indexing_map_add_constraint(map, r, 0, R - 1);
+    if (iters * 32 > chunk) kiln_indexing_map_add_constraint(map, rin, 0, chunk - 1);
+    if (splits * chunk > R) kiln_indexing_map_add_constraint(map, r, 0, R - 1);
     kiln_affine_expr_t *lin = kiln_affine_add(
-        x, kiln_affine_mul_const(x, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 3), R), r), N), n);
-    kiln_kir_op_t *loop = accumulate(&h, rs, map, lin, ids, 4, init);
+        x, kiln_affine_mul_const(x, kiln_affine_add(x, kiln_affine_mul_const(x, mm, R), r), N), n);
+    kiln_kir_op_t *loop = kiln_red_accumulate(&h, rs, map, lin, ids, 4, init);
     if (!loop) goto done;
-    kiln_kir_value_t *acc[MAX_ACC], *tile[MAX_ACC];
+    kiln_kir_value_t *acc[KILN_RED_MAX_ACC], *tile[KILN_RED_MAX_ACC];
     int64_t tdims[2] = {32, 33};
     for (int k = 0; k < rs->nacc; k++) {
       acc[k] = kiln_kir_op_result(loop, (size_t)k);
@@ -701,42 +750,37 @@ static kiln_status emit_column(const kiln_hlo_computation_t *c, const kiln_fusio
       kiln_kir_value_t *ri[2] = {ids[0], ids[1]};
       acc[k] = kiln_kir_extract(b, kiln_kir_op_result(bar, (size_t)k), ri, 2);
     }
-    shuffle_tree(&h, rs, acc, 16);
+    kiln_red_shuffle_tree(&h, rs, acc, 16);
     /* Lane 0 of warp ty holds column bl_x * 32 + ty. */
     kiln_kir_value_t *is_l0 = kiln_kir_cmp(b, KILN_KIR_CMP_EQ, ids[0], kiln_kir_const_index(b, 0));
-    int64_t khi[4] = {31, 31, bx - 1, M - 1};
+    int64_t khi[4] = {31, 31, bx - 1, by - 1};
     kiln_indexing_map_t *km = kiln_hero_map(m, 4, dn, khi, 0, NULL);
     kiln_affine_expr_t *col = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 2), 32), kiln_affine_dim(x, 1));
-    kiln_indexing_map_add_result(km, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 3), N), col));
+    kiln_affine_expr_t *mo = splits > 1 ? kiln_affine_floordiv(x, kiln_affine_dim(x, 3), kiln_affine_const(x, splits))
+                                        : kiln_affine_dim(x, 3);
+    kiln_indexing_map_add_result(km, kiln_affine_add(x, kiln_affine_mul_const(x, mo, N), col));
     kiln_indexing_map_add_result(km, col);
     kiln_kir_op_t *kap = kiln_kir_apply_indexing(b, km, ids, 4, NULL, 0);
     if (!kap) goto done;
-    kiln_kir_value_t *cond = is_l0;
-    if (bx * 32 > N) {
-      /* The column bound depends on the block: checked inside the lane-0 thread loop. */
-      int nout = h.part.num_outputs;
-      const kiln_kir_type_t *types[KILN_HERO_MAX_ROOTS];
-      for (int o = 0; o < nout; o++) types[o] = h.outs[o]->type;
-      kiln_kir_op_t *outer = kiln_kir_if(b, is_l0, types, (size_t)nout);
-      if (!outer) goto done;
-      kiln_kir_value_t *saved[KILN_HERO_MAX_ROOTS];
-      for (int o = 0; o < nout; o++) saved[o] = h.outs[o];
-      kiln_kir_builder_enter(b, kiln_kir_op_region(outer, 0));
-      kiln_kir_value_t *in_n = kiln_kir_cmp(b, KILN_KIR_CMP_LT, kiln_kir_op_result(kap, 1), kiln_kir_const_index(b, N));
-      write_outputs(&h, rs, in_n, kiln_kir_op_result(kap, 0), acc);
-      kiln_kir_yield(b, h.outs, (size_t)nout);
-      kiln_kir_builder_exit(b);
-      kiln_kir_builder_enter(b, kiln_kir_op_region(outer, 1));
-      kiln_kir_yield(b, saved, (size_t)nout);
-      kiln_kir_builder_exit(b);
-      for (int o = 0; o < nout; o++) h.outs[o] = kiln_kir_op_result(outer, (size_t)o);
-    } else {
-      write_outputs(&h, rs, cond, kiln_kir_op_result(kap, 0), acc);
-    }
+    /* The column bound depends on the block: checked inside the lane-0 thread loop. */
+    kiln_red_write_guarded(&h, rs, is_l0, bx * 32 > N ? kiln_kir_op_result(kap, 1) : NULL, N,
+                           kiln_kir_op_result(kap, 0), acc);
     kiln_kir_return(b, h.outs, (size_t)h.part.num_outputs);
   }
 done:
   return kiln_hero_emit_finish(&h, st, opts);
+}
+
+static kiln_status emit_main(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
+                             const kiln_reduction_options_t *ropts, kiln_red_state_t *rs,
+                             kiln_fusion_kernel_t *out) {
+  switch (rs->plan.kind) {
+    case KILN_REDUCTION_ROW: return emit_row(c, opts, ropts, rs, out);
+    case KILN_REDUCTION_MULTI_ROW: return kiln_red_emit_multirow(c, opts, rs, out);
+    case KILN_REDUCTION_COLUMN: return emit_column(c, opts, rs, out);
+    case KILN_REDUCTION_SMALL_COLUMN: return kiln_red_emit_small_column(c, opts, rs, out);
+  }
+  return KILN_ERR_INTERNAL("%s: unknown reduction kind", c->name);
 }
 
 kiln_status kiln_reduction_kernel_emit(const kiln_hlo_computation_t *c,
@@ -745,9 +789,31 @@ kiln_status kiln_reduction_kernel_emit(const kiln_hlo_computation_t *c,
                                        kiln_fusion_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("reduction emitter: no computation");
-  red_state_t *rs = kiln_calloc(1, sizeof(*rs));
+  kiln_red_state_t *rs = kiln_calloc(1, sizeof(*rs));
   kiln_status s = check_supported(c, rs);
-  if (!s) s = rs->ha.reduction.is_row ? emit_row(c, opts, ropts, rs, out) : emit_column(c, opts, rs, out);
+  if (!s) {
+    int64_t cores = opts && opts->device ? opts->device->core_count : 0;
+    s = kiln_hero_reduction_plan(c, &rs->ha, cores, &rs->plan);
+  }
+  if (!s && rs->plan.splits * rs->plan.r0_splits > 1) {
+    /* Several blocks per output: an initializing kernel, then the reduction with atomics. */
+    rs->atomic_writes = true;
+    kiln_fusion_kernel_t *main_k = kiln_calloc(1, sizeof(*main_k));
+    kiln_fusion_compile_options_t o2 = opts ? *opts : (kiln_fusion_compile_options_t){0};
+    char name[160];
+    snprintf(name, sizeof(name), "%s_init", opts && opts->kernel_name ? opts->kernel_name : c->name);
+    o2.kernel_name = name;
+    s = kiln_red_emit_init(c, &o2, rs, out);
+    if (!s) s = emit_main(c, opts, ropts, rs, main_k);
+    if (s) {
+      kiln_fusion_kernel_free(out);
+      kiln_free(main_k);
+    } else {
+      out->next = main_k;
+    }
+  } else if (!s) {
+    s = emit_main(c, opts, ropts, rs, out);
+  }
   kiln_free(rs);
   return s;
 }
