@@ -225,14 +225,15 @@ static void test_no_fusion_across_dot_or_custom_call(void **state) {
 }
 
 static void test_reduction_takes_elementwise_epilogue(void **state) {
+  /* XLA's rule: after a reduction the reduction emitter takes, only one-operand
+   * intermediates (here sqrt and a bitcast reshape) join its kernel. */
   char *text = with_reducers(
       "ENTRY main {\n"
       "  p = f32[32,64]{1,0} parameter(0)\n  z = f32[] constant(0)\n"
       "  e = f32[32,64]{1,0} exponential(p)\n"
       "  r = f32[32]{0} reduce(e, z), dimensions={1}, to_apply=add\n"
-      "  k = f32[] constant(64)\n  kb = f32[32]{0} broadcast(k), dimensions={}\n"
-      "  mean = f32[32]{0} divide(r, kb)\n"
-      "  ROOT out = f32[32,1]{1,0} reshape(mean)\n}\n");
+      "  root = f32[32]{0} sqrt(r)\n"
+      "  ROOT out = f32[32,1]{1,0} reshape(root)\n}\n");
   kiln_hlo_module_t *m = parse(text);
   kiln_free(text);
   run_and_check(m, "priority_fusion");
@@ -240,9 +241,32 @@ static void test_reduction_takes_elementwise_epilogue(void **state) {
   assert_int_equal(f->fusion_kind, KILN_FUSION_INPUT);
   const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
   assert_int_equal(count_op(body, KILN_OP_REDUCE), 1);
-  assert_int_equal(count_op(body, KILN_OP_DIVIDE), 1);
+  assert_int_equal(count_op(body, KILN_OP_SQRT), 1);
   assert_int_equal(kiln_fusion_hero(body->root)->opcode, KILN_OP_REDUCE);
   assert_int_equal(kiln_fusion_count_kernels(m), 1);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_reduction_keeps_two_operand_epilogue_out(void **state) {
+  /* divide(r, broadcast(64)) is not an intermediate the codegen walks through to find the
+   * reduction hero: fused, the kernel would be a loop computing each row's sum alone. */
+  char *text = with_reducers(
+      "ENTRY main {\n"
+      "  p = f32[32,64]{1,0} parameter(0)\n  z = f32[] constant(0)\n"
+      "  e = f32[32,64]{1,0} exponential(p)\n"
+      "  r = f32[32]{0} reduce(e, z), dimensions={1}, to_apply=add\n"
+      "  k = f32[] constant(64)\n  kb = f32[32]{0} broadcast(k), dimensions={}\n"
+      "  ROOT mean = f32[32]{0} divide(r, kb)\n}\n");
+  kiln_hlo_module_t *m = parse(text);
+  kiln_free(text);
+  run_and_check(m, "priority_fusion,multi_output_fusion");
+  assert_int_equal(count_op(m->entry, KILN_OP_FUSION), 2);
+  for (size_t i = 0; i < m->entry->instructions.len; i++) {
+    kiln_hlo_instruction_t *f = m->entry->instructions.data[i];
+    if (f->opcode != KILN_OP_FUSION) continue;
+    const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
+    if (count_op(body, KILN_OP_REDUCE)) assert_int_equal(count_op(body, KILN_OP_DIVIDE), 0);
+  }
   kiln_hlo_module_destroy(m);
 }
 
@@ -659,6 +683,7 @@ int main(void) {
       cmocka_unit_test(test_expensive_producer_is_not_recomputed_per_broadcast_element),
       cmocka_unit_test(test_no_fusion_across_dot_or_custom_call),
       cmocka_unit_test(test_reduction_takes_elementwise_epilogue),
+      cmocka_unit_test(test_reduction_keeps_two_operand_epilogue_out),
       cmocka_unit_test(test_sibling_reductions_share_one_multi_output_fusion),
       cmocka_unit_test(test_producer_with_outside_user_becomes_extra_output),
       cmocka_unit_test(test_fusion_that_would_create_a_cycle_is_refused),

@@ -12,6 +12,10 @@ typedef KILN_VEC(kiln_hlo_instruction_t *) instr_vec_t;
 
 /* ---- hero analysis ---- */
 
+static bool default_layout(const kiln_shape_t *s) {
+  return !s->has_layout || kiln_layout_is_default(&s->layout);
+}
+
 static int64_t array_elems(const kiln_shape_t *s) {
   if (kiln_shape_is_tuple(s)) return s->num_elements ? array_elems(s->elements[0]) : 0;
   return kiln_shape_is_array(s) ? kiln_shape_num_elements(s) : 0;
@@ -35,20 +39,33 @@ static bool is_epilogue_op(const kiln_hlo_instruction_t *in) {
          array_elems(in->shape) == array_elems(in->operands[0]->shape);
 }
 
+/* An op the codegen's hero analysis walks through from a root to its hero: one operand,
+ * elementwise (not copy), a bitcast, or a reshape/transpose that is a bitcast between
+ * default layouts (XLA's IsIntermediate with one allowed operand). */
+static bool is_intermediate(const kiln_hlo_instruction_t *in) {
+  if (in->num_operands != 1 || !kiln_shape_is_array(in->shape)) return false;
+  switch (in->opcode) {
+    case KILN_OP_BITCAST:
+      return true;
+    case KILN_OP_COPY:
+      return false;
+    case KILN_OP_RESHAPE:
+    case KILN_OP_TRANSPOSE:
+      return default_layout(in->shape) &&
+             default_layout(in->operands[0]->shape) &&
+             kiln_fusion_is_bitcast_like(in);
+    default:
+      return kiln_hlo_opcode_is_elementwise(in->opcode);
+  }
+}
+
 const kiln_hlo_instruction_t *kiln_fusion_hero(const kiln_hlo_instruction_t *root) {
   const kiln_hlo_instruction_t *x = root;
-  for (int depth = 0; depth < KILN_FUSION_MAX_INSTRUCTIONS; depth++) {
-    if (kiln_fusion_is_reduction_hero(x)) return x;
-    if (!is_epilogue_op(x)) return root;
-    const kiln_hlo_instruction_t *next = NULL;
-    for (int k = 0; k < x->num_operands && !next; k++) {
-      const kiln_hlo_instruction_t *o = x->operands[k];
-      if (kiln_fusion_hero(o) != o || kiln_fusion_is_reduction_hero(o)) next = o;
-    }
-    if (!next) return root;
-    x = next;
+  for (int depth = 0; depth < KILN_FUSION_MAX_INSTRUCTIONS * 4 && is_intermediate(x); depth++) {
+    if (x->operands[0]->opcode == KILN_OP_PARAMETER) break;
+    x = x->operands[0];
   }
-  return root;
+  return kiln_fusion_is_reduction_hero(x) ? x : root;
 }
 
 /* Logical dimensions in physical order, most major first, leaving out size-1 dimensions.
@@ -65,10 +82,6 @@ static int physical_dims(const kiln_shape_t *s, int64_t *out, int cap) {
   return n;
 }
 
-static bool layout_is_default_or_absent(const kiln_shape_t *s) {
-  if (!s->has_layout) return true;
-  return kiln_layout_is_default(&s->layout);
-}
 
 bool kiln_fusion_is_bitcast_like(const kiln_hlo_instruction_t *in) {
   if (in->opcode == KILN_OP_BITCAST) return true;
@@ -80,7 +93,7 @@ bool kiln_fusion_is_bitcast_like(const kiln_hlo_instruction_t *in) {
   int na = physical_dims(a, pa, 64), nr = physical_dims(r, pr, 64);
   if (na < 0 || nr < 0) return false;
   if (in->opcode == KILN_OP_RESHAPE) {
-    if (layout_is_default_or_absent(a) && layout_is_default_or_absent(r)) return true;
+    if (default_layout(a) && default_layout(r)) return true;
     /* Only size-1 dimensions added or removed: the other sizes appear in the same physical
      * order on both sides. */
     if (na != nr) return false;
@@ -191,13 +204,100 @@ bool kiln_fusion_can_be_producer(const kiln_hlo_instruction_t *in) {
   return kiln_fusion_is_loop_fusible(in);
 }
 
+/* ---- reductions the reduction emitter takes ---- */
+
+/* A reduce's input collapsed, in physical order, to [a, b, c]: a row reduction reduces a
+ * and c and keeps b; a column reduction keeps a and c and reduces b. False when neither
+ * the kept nor the reduced dimensions form one physical run (the codegen then emits the
+ * reduce elementally). Mirrors the codegen's hero analysis, which passes may not call. */
+typedef struct reduction_form {
+  bool row;
+  int64_t d[3];
+} reduction_form_t;
+
+static bool reduction_form(const kiln_hlo_instruction_t *r, reduction_form_t *out) {
+  if (r->opcode != KILN_OP_REDUCE || r->num_operands < 2 || r->num_operands % 2) return false;
+  const kiln_shape_t *in = r->operands[0]->shape;
+  if (!kiln_shape_is_array(in) || in->rank > 64) return false;
+  bool reduced[64] = {false};
+  for (int i = 0; i < r->dimensions.n; i++) {
+    if (r->dimensions.v[i] < 0 || r->dimensions.v[i] >= in->rank) return false;
+    reduced[r->dimensions.v[i]] = true;
+  }
+  int64_t logical[64];
+  bool layout = in->has_layout && in->layout.rank == in->rank && !default_layout(in);
+  for (int k = 0; k < in->rank; k++) {
+    int64_t d = layout ? in->layout.minor_to_major[in->rank - 1 - k] : k;
+    logical[k] = d >= 0 && d < in->rank ? d : k;
+  }
+  /* Physical positions of the first/last kept and reduced dims, and whether each kind
+   * forms one run. */
+  int first[2] = {-1, -1}, last[2] = {-1, -1};
+  bool run[2] = {true, true};
+  for (int k = 0; k < in->rank; k++) {
+    int kind = reduced[logical[k]] ? 1 : 0;
+    if (first[kind] < 0) first[kind] = k;
+    else if (last[kind] != k - 1) run[kind] = false;
+    last[kind] = k;
+  }
+  int64_t total = kiln_shape_num_elements(in);
+  if (first[0] < 0) { /* everything reduced */
+    *out = (reduction_form_t){true, {1, 1, total}};
+    return true;
+  }
+  if (first[1] < 0) run[1] = false;
+  int kind = run[0] ? 0 : run[1] ? 1 : -1;
+  if (kind < 0) return false;
+  int64_t part[3] = {1, 1, 1};
+  for (int k = 0; k < in->rank; k++)
+    part[k < first[kind] ? 0 : k <= last[kind] ? 1 : 2] *= in->dims[logical[k]];
+  if (kind == 0) { /* kept dims in the middle */
+    if (part[1] == 1) *out = (reduction_form_t){true, {1, 1, part[0] * part[2]}};
+    else if (part[2] == 1) *out = (reduction_form_t){false, {1, part[0], part[1]}};
+    else *out = (reduction_form_t){true, {part[0], part[1], part[2]}};
+  } else { /* reduced dims in the middle */
+    if (part[2] == 1) *out = (reduction_form_t){true, {1, part[0], part[1]}};
+    else *out = (reduction_form_t){false, {part[0], part[1], part[2]}};
+  }
+  return true;
+}
+
+bool kiln_fusion_reduction_is_unnested(const kiln_hlo_instruction_t *r) {
+  reduction_form_t f;
+  if (!kiln_fusion_is_reduction_hero(r) || !reduction_form(r, &f)) return false;
+  const int64_t warp = 32;
+  if (f.row) return f.d[2] >= warp || (f.d[2] > 0 && warp % f.d[2] == 0);
+  int64_t major = f.d[1], minor = f.d[2];
+  bool elemental = major < warp || (major < 2 * warp && minor < warp) ||
+                   (major < 4 * warp && minor < 8) || (major < 8 * warp && minor < 3);
+  return !elemental;
+}
+
+bool kiln_fusion_reduction_is_race_free(const kiln_hlo_instruction_t *r) {
+  reduction_form_t f;
+  if (!reduction_form(r, &f)) return false;
+  if (f.row) return f.d[2] <= 32 * 16 * 32 * 2 && f.d[0] <= 8;
+  return f.d[1] <= 32 * 128;
+}
+
+/* The reduction hero of a reduction producer (a reduce, or a fusion whose root's hero is
+ * one), or NULL. */
+static const kiln_hlo_instruction_t *producer_hero(const kiln_hlo_instruction_t *in) {
+  if (in->opcode == KILN_OP_REDUCE) return kiln_fusion_is_reduction_hero(in) ? in : NULL;
+  if (in->opcode != KILN_OP_FUSION) return NULL;
+  const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(in, "calls");
+  if (!c || !c->root) return NULL;
+  const kiln_hlo_instruction_t *h = kiln_fusion_hero(c->root);
+  return kiln_fusion_is_reduction_hero(h) ? h : NULL;
+}
+
 bool kiln_fusion_is_reduction_producer(const kiln_hlo_instruction_t *in) {
   if (!kiln_shape_is_array(in->shape) || in->control_successors.len) return false;
   if (in->opcode == KILN_OP_REDUCE) return kiln_fusion_is_reduction_hero(in);
   if (!kiln_fusion_is_growable(in) || in->fusion_kind != KILN_FUSION_INPUT) return false;
   const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(in, "calls");
   if (kiln_fusion_computation_has_in_place_hero(c)) return false;
-  return kiln_fusion_is_reduction_hero(kiln_fusion_hero(c->root));
+  return producer_hero(in) != NULL;
 }
 
 /* Whether every instruction of fused computation `c` that depends on parameter `param`
@@ -224,23 +324,42 @@ static bool body_is_epilogue_of(const kiln_hlo_computation_t *c,
   return ok;
 }
 
+/* A fused computation with one parameter and nothing but intermediates otherwise: what
+ * XLA lets follow an unnested reduction in its kernel. */
+static bool body_is_intermediate_chain(const kiln_hlo_computation_t *c) {
+  if (c->num_parameters != 1) return false;
+  for (size_t i = 0; i < c->instructions.len; i++) {
+    const kiln_hlo_instruction_t *in = c->instructions.data[i];
+    if (in->opcode != KILN_OP_PARAMETER && !is_intermediate(in)) return false;
+  }
+  return true;
+}
+
 bool kiln_fusion_can_take_epilogue(const kiln_hlo_instruction_t *consumer,
                                    const kiln_hlo_instruction_t *producer) {
   if (consumer->parent != producer->parent || consumer->num_control_predecessors ||
       consumer->control_successors.len)
     return false;
+  /* The reduction emitter takes an epilogue of one-operand intermediates after a
+   * race-free reduction (XLA's rule); a reduce it does not take is emitted elementally
+   * by the loop emitter, where any elementwise epilogue works. */
+  const kiln_hlo_instruction_t *hero = producer_hero(producer);
+  bool unnested = hero && kiln_fusion_reduction_is_unnested(hero);
+  if (unnested && !kiln_fusion_reduction_is_race_free(hero)) return false;
   if (consumer->opcode == KILN_OP_FUSION) {
     if (!kiln_fusion_is_growable(consumer) || consumer->fusion_kind != KILN_FUSION_LOOP)
       return false;
     const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(consumer, "calls");
     if (kiln_fusion_computation_has_in_place_hero(c) || kiln_fusion_computation_has_reduction(c))
       return false;
+    if (unnested) return body_is_intermediate_chain(c);
     for (int k = 0; k < consumer->num_operands && k < c->num_parameters; k++)
       if (consumer->operands[k] == producer && !body_is_epilogue_of(c, c->parameters[k]))
         return false;
     return true;
   }
-  return kiln_fusion_is_loop_fusible(consumer) && is_epilogue_op(consumer);
+  if (!kiln_fusion_is_loop_fusible(consumer)) return false;
+  return unnested ? is_intermediate(consumer) : is_epilogue_op(consumer);
 }
 
 /* The number of the in-place operands of a scatter (its inputs) / dynamic-update-slice. */
@@ -303,6 +422,74 @@ int kiln_fusion_body_size(const kiln_hlo_instruction_t *in) {
   return 1;
 }
 
+/* Whether the codegen emits `root` (of a fusion) with the reduction emitter around `hero`:
+ * an unnested reduction, race-free unless it is the root itself. */
+static bool is_emitted_reduction(const kiln_hlo_instruction_t *root,
+                                 const kiln_hlo_instruction_t *hero) {
+  if (!kiln_fusion_reduction_is_unnested(hero)) return false;
+  return hero == root || kiln_fusion_reduction_is_race_free(hero);
+}
+
+/* One output of a fusion (or of a lone op): its element count and, when the reduction
+ * emitter would take it, its reduction hero. */
+typedef struct root_info {
+  int64_t elems;
+  const kiln_hlo_instruction_t *reduction;
+} root_info_t;
+
+/* Appends the outputs of `in` to `out` (capacity `cap`); false when there are too many or
+ * one is not an array. */
+static bool collect_roots(const kiln_hlo_instruction_t *in, root_info_t *out, int *n, int cap) {
+  const kiln_hlo_instruction_t *single[1] = {in};
+  const kiln_hlo_instruction_t *const *roots = single;
+  int nr = 1;
+  bool fused = in->opcode == KILN_OP_FUSION;
+  if (fused) {
+    const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(in, "calls");
+    if (!c || !c->root) return false;
+    single[0] = c->root;
+    if (c->root->opcode == KILN_OP_TUPLE) {
+      roots = (const kiln_hlo_instruction_t *const *)c->root->operands;
+      nr = c->root->num_operands;
+    }
+  }
+  for (int i = 0; i < nr; i++) {
+    if (*n >= cap || !kiln_shape_is_array(roots[i]->shape)) return false;
+    const kiln_hlo_instruction_t *h = fused ? kiln_fusion_hero(roots[i]) : roots[i];
+    out[*n].elems = kiln_shape_num_elements(roots[i]->shape);
+    out[*n].reduction = is_emitted_reduction(roots[i], h) ? h : NULL;
+    (*n)++;
+  }
+  return true;
+}
+
+static bool same_reduction_form(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b) {
+  reduction_form_t fa, fb;
+  if (!reduction_form(a, &fa) || !reduction_form(b, &fb)) return false;
+  return fa.row == fb.row && fa.d[0] == fb.d[0] && fa.d[1] == fb.d[1] && fa.d[2] == fb.d[2];
+}
+
+bool kiln_fusion_can_share_kernel(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b) {
+  root_info_t roots[2 * KILN_FUSION_MAX_OPERANDS];
+  int n = 0;
+  if (!collect_roots(a, roots, &n, 2 * KILN_FUSION_MAX_OPERANDS) ||
+      !collect_roots(b, roots, &n, 2 * KILN_FUSION_MAX_OPERANDS))
+    return false;
+  const kiln_hlo_instruction_t *hero = NULL;
+  for (int i = 0; i < n && !hero; i++) hero = roots[i].reduction;
+  /* With a reduction: every other output is a reduction of the same form or is shaped
+   * like the reduction's input. Without: a loop kernel, one element count for all. */
+  int64_t elems = hero ? kiln_shape_num_elements(hero->operands[0]->shape) : roots[0].elems;
+  for (int i = 0; i < n; i++) {
+    if (roots[i].reduction) {
+      if (!same_reduction_form(roots[i].reduction, hero)) return false;
+    } else if (roots[i].elems != elems) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool kiln_fusion_loop_shape(const kiln_hlo_instruction_t *in, kiln_fusion_loop_shape_t *out) {
   memset(out, 0, sizeof *out);
   const kiln_hlo_instruction_t *roots[1] = {in};
@@ -319,8 +506,8 @@ bool kiln_fusion_loop_shape(const kiln_hlo_instruction_t *in, kiln_fusion_loop_s
     }
   }
   for (int i = 0; i < nr; i++) {
-    const kiln_hlo_instruction_t *h = kiln_fusion_hero(r[i]);
-    if (kiln_fusion_is_reduction_hero(h)) {
+    const kiln_hlo_instruction_t *h = in->opcode == KILN_OP_FUSION ? kiln_fusion_hero(r[i]) : r[i];
+    if (is_emitted_reduction(r[i], h)) {
       out->reduction = true;
       out->shape = h->operands[0]->shape;
       out->reduce_dims = &h->dimensions;

@@ -61,16 +61,20 @@ bool kiln_fusion_can_consume(const kiln_hlo_instruction_t *consumer,
  * fusion, else 1). */
 int kiln_fusion_body_size(const kiln_hlo_instruction_t *in);
 
-/* The hero of a fusion root: walking up from `root` through elementwise ops and
- * bitcast-like reshapes/broadcasts (a reduction's epilogue) to a reduction hero; `root`
- * itself when there is none. */
+/* The hero of a fusion root, as the codegen's hero analysis finds it: walking up from
+ * `root` through one-operand intermediates (elementwise ops other than copy, bitcasts,
+ * reshapes/transposes that are bitcasts between default layouts), never into a
+ * parameter, to a reduction hero; `root` itself when the walk ends elsewhere. */
 const kiln_hlo_instruction_t *kiln_fusion_hero(const kiln_hlo_instruction_t *root);
 /* A reduction (reduce hero, or a kInput fusion whose root's hero is a reduction) that an
  * elementwise epilogue may be fused into, array-shaped. */
 bool kiln_fusion_is_reduction_producer(const kiln_hlo_instruction_t *in);
-/* Whether `consumer` can become `producer`'s (a reduction producer's) epilogue: an
- * elementwise or bitcast-like op, or a kLoop fusion in which everything that depends on the
- * producer is. */
+/* Whether `consumer` can become `producer`'s (a reduction producer's) epilogue. After a
+ * reduction the reduction emitter takes (kiln_fusion_reduction_is_unnested): only when it
+ * is race-free and the consumer is a one-operand intermediate, or a kLoop fusion of one
+ * parameter holding nothing else (XLA's rule; the codegen finds the hero through those
+ * alone). After a reduction emitted elementally: an elementwise or bitcast-like op, or a
+ * kLoop fusion in which everything that depends on the producer is. */
 bool kiln_fusion_can_take_epilogue(const kiln_hlo_instruction_t *consumer,
                                    const kiln_hlo_instruction_t *producer);
 
@@ -83,6 +87,23 @@ typedef struct kiln_fusion_loop_shape {
 } kiln_fusion_loop_shape_t;
 
 bool kiln_fusion_loop_shape(const kiln_hlo_instruction_t *in, kiln_fusion_loop_shape_t *out);
+/* Whether the codegen's reduction emitter takes reduce `r` (a reduction hero whose kept
+ * or reduced dimensions are one physical run, and which XLA's "unnested reduction is
+ * faster than elemental" rule sends to the reduction emitter); else the loop emitter
+ * computes it elementally. */
+bool kiln_fusion_reduction_is_unnested(const kiln_hlo_instruction_t *r);
+/* XLA's race-free bound: one block covers the whole reduced extent, so the reduction
+ * emitter can apply an epilogue or feed other roots (a row reduction of at most 32768
+ * elements per row and 8 major rows, a column reduction of at most 4096 reduced rows). */
+bool kiln_fusion_reduction_is_race_free(const kiln_hlo_instruction_t *r);
+/* Whether merging fusions (or fusible ops) `a` and `b` gives outputs one emitter can
+ * produce, as the codegen's hero analysis decides: when some output's hero is a reduction
+ * the reduction emitter takes (unnested, race-free unless it is the output itself), every
+ * other output is a reduction of the same form or has as many elements as its input;
+ * otherwise (loop emitter) all outputs have the same element count. Every output of both
+ * is counted, so this is conservative for a producer whose outputs the consumer alone
+ * reads. */
+bool kiln_fusion_can_share_kernel(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b);
 /* Whether two fusions (or fusible ops) can share one multi-output kernel. */
 bool kiln_fusion_loop_shapes_compatible(const kiln_fusion_loop_shape_t *a,
                                         const kiln_fusion_loop_shape_t *b);

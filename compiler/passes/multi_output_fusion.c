@@ -41,7 +41,7 @@ static bool mof_candidate(const kiln_hlo_instruction_t *in) {
 static bool compatible(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b) {
   kiln_fusion_loop_shape_t la, lb;
   if (!kiln_fusion_loop_shape(a, &la) || !kiln_fusion_loop_shape(b, &lb)) return false;
-  return kiln_fusion_loop_shapes_compatible(&la, &lb);
+  return kiln_fusion_loop_shapes_compatible(&la, &lb) && kiln_fusion_can_share_kernel(a, b);
 }
 
 /* Distinct operands of the merge of `a` and `b`, not counting values produced by either. */

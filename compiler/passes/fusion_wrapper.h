@@ -1,0 +1,49 @@
+/* Fusion wrapper (XLA:GPU's FusionWrapper): runs after the pipeline and wraps every
+ * top-level instruction of every sequential computation (the entry and what while loops,
+ * conditionals and calls run) that needs a kernel into a fusion of its own, so thunk
+ * emission sees one fusion per kernel:
+ *
+ *   fused_<name> (p0: <shape>, p1: ...) -> <shape> { p0 = parameter(0) ... ROOT <name> = op(p0, p1,
+ * ...) }
+ *
+ * Operand k becomes parameter k (a value read twice gets two parameters); the clone keeps
+ * every attribute and shares called computations (comparators, reducers, scatter
+ * combiners stay the module's own); the fusion (kind kLoop) takes the instruction's name,
+ * shape, place in the instruction order and control edges.
+ *
+ * Not wrapped (no kernel of their own): parameter, constant, tuple, get-tuple-element,
+ * bitcast, fusion, while, conditional, call, async ops, custom-call (and its async forms),
+ * after-all, add-dependency, opt-barrier, domain, partition-id, replica-id, copy between
+ * equal layouts (a memcpy), copy-start/copy-done, collectives (one participant: the
+ * runtime copies), infeed/outfeed/send/recv, rng-get-and-update-state, and a dot the
+ * runtime hands to BLAS (kiln_fusion_wrapper_is_gemm). */
+#ifndef KILN_PASSES_FUSION_WRAPPER_H_
+#define KILN_PASSES_FUSION_WRAPPER_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "compiler/hlo/ir.h"
+
+/* A dot as a row-major batched gemm: out[b] (m x n) = op(lhs[b]) (m x k) * op(rhs[b]) (k x n),
+ * with op() transposing when the flag is set: lhs[b] is stored m x k (or k x m when
+ * transpose_lhs), rhs[b] k x n (or n x k when transpose_rhs). Batches are `batch`
+ * consecutive blocks of each operand and of the output. */
+typedef struct kiln_gemm_form {
+  int64_t batch, m, n, k;
+  bool transpose_lhs, transpose_rhs;
+  kiln_elem_type_t type; /* F32 or F64 */
+} kiln_gemm_form_t;
+
+/* Whether the runtime runs `dot` as a BLAS gemm: one element type, f32 or f64, for both
+ * operands and the result; every shape in the default layout (or none) and static; batch
+ * dimensions the leading dimensions of both operands, in order; one contracting dimension
+ * per operand; each operand's non-contracting dimensions one run before or after its
+ * contracting dimension (collapsed into m or n; none means 1). `form` (may be NULL) is
+ * filled when true. */
+bool kiln_fusion_wrapper_is_gemm(const kiln_hlo_instruction_t *dot, kiln_gemm_form_t *form);
+
+/* Whether top-level instruction `in` needs a kernel of its own (what the pass wraps). */
+bool kiln_fusion_wrapper_needs_kernel(const kiln_hlo_instruction_t *in);
+
+#endif /* KILN_PASSES_FUSION_WRAPPER_H_ */

@@ -1,0 +1,269 @@
+/* The fusion passes form only fusions the codegen can emit: a multi-output fusion is a
+ * reduction kernel (the codegen's hero analysis finds an unnested reduction hero; other
+ * outputs are shaped like its input or are reductions of the same form) or a loop kernel
+ * whose outputs all have one element count; a reduction takes only the epilogue the
+ * codegen walks through to find it. Checked on small modules (with the kernels emitted)
+ * and on every evaluable corpus module after the pipeline (hero analysis of every fusion).
+ * KILN_CORPUS_SAMPLE=N samples the corpus. */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/alloc.h"
+#include "base/str.h"
+#include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/hero_analysis.h"
+#include "compiler/eval/eval.h"
+#include "compiler/hlo/ir.h"
+#include "compiler/passes/fusion_util.h"
+#include "compiler/passes/pass.h"
+#include "compiler/passes/pipeline.h"
+#include "tools/common/corpus.h"
+#include "tools/common/corpus_eval.h"
+#include "tools/common/hlo_file.h"
+
+static const char kAdd[] =
+    "HloModule m\n"
+    "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n";
+
+static kiln_hlo_module_t *parse_entry(const char *entry) {
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, "%s%s", kAdd, entry);
+  kiln_hlo_module_t *m = NULL;
+  kiln_hlo_parse_options_t po = {0};
+  kiln_status s = kiln_hlo_parse_module(kiln_strbuf_cstr(&b), b.len, &po, &m);
+  kiln_strbuf_free(&b);
+  if (s) fail_msg("parse: %s", kiln_status_message(s));
+  return m;
+}
+
+static int64_t elems(const kiln_shape_t *s) {
+  if (kiln_shape_is_tuple(s)) return s->num_elements ? elems(s->elements[0]) : 0;
+  return kiln_shape_num_elements(s);
+}
+
+/* NULL when the fusion computation `c` is one kernel the codegen can choose an emitter
+ * for without mixing element counts in a loop; else why not (static text). */
+static const char *kernel_problem(const kiln_hlo_computation_t *c) {
+  kiln_hero_analysis_t ha;
+  kiln_status s = kiln_hero_analyze(c, &ha);
+  if (s) {
+    kiln_status_free(s);
+    return "hero analysis failed";
+  }
+  if (ha.num_roots < 2 || ha.emitter != KILN_HERO_EMITTER_LOOP) return NULL;
+  for (int i = 1; i < ha.num_roots; i++)
+    if (elems(ha.roots[i]->shape) != elems(ha.roots[0]->shape))
+      return "loop fusion outputs with different element counts";
+  return NULL;
+}
+
+/* Runs the fusion passes, checks every fusion's kernel and emits it (loop and reduction
+ * emitters), and checks the module evaluates as before. Returns the number of fusions. */
+static int fuse_and_emit(kiln_hlo_module_t *m) {
+  kiln_pass_options_t o = {.verify = 1};
+  kiln_status s = kiln_pass_run_list(m, "priority_fusion,multi_output_fusion,dce", &o);
+  if (s) fail_msg("fusion: %s", kiln_status_message(s));
+  int fusions = 0;
+  for (size_t i = 0; i < m->entry->instructions.len; i++) {
+    const kiln_hlo_instruction_t *f = m->entry->instructions.data[i];
+    if (f->opcode != KILN_OP_FUSION) continue;
+    fusions++;
+    const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
+    const char *why = kernel_problem(body);
+    if (why) {
+      char *t = kiln_hlo_module_to_string(m);
+      fail_msg("%s: %s\n%s", body->name, why, t);
+    }
+    kiln_fusion_kernel_t k;
+    memset(&k, 0, sizeof k);
+    kiln_fusion_compile_options_t co = {0};
+    s = kiln_fusion_kernel_emit(body, &co, &k);
+    if (s) fail_msg("emit %s: %s", body->name, kiln_status_message(s));
+    kiln_fusion_kernel_free(&k);
+  }
+  return fusions;
+}
+
+static void test_side_output_joins_reduction_with_epilogue_left_out(void **state) {
+  /* From a JAX train step: m is both a result and the reduction's input, and the mean's
+   * divide follows the reduction. Fusing the divide as an epilogue and then m as a second
+   * output made a loop kernel of f32[200,1] and f32[] outputs. */
+  kiln_hlo_module_t *m = parse_entry(
+      "ENTRY main {\n"
+      "  p0 = f32[1]{0} parameter(0)\n  p1 = f32[200,1]{1,0} parameter(1)\n"
+      "  p2 = f32[200,1]{1,0} parameter(2)\n"
+      "  b = f32[200,1]{1,0} broadcast(p0), dimensions={1}\n"
+      "  a = f32[200,1]{1,0} add(p1, b)\n  s = f32[200,1]{1,0} subtract(p2, a)\n"
+      "  sq = f32[200,1]{1,0} multiply(s, s)\n  z = f32[] constant(0)\n"
+      "  r = f32[] reduce(sq, z), dimensions={0,1}, to_apply=add\n"
+      "  n = f32[] constant(200)\n  mean = f32[] divide(r, n)\n"
+      "  ROOT t = (f32[200,1]{1,0}, f32[]) tuple(sq, mean)\n}\n");
+  int fusions = fuse_and_emit(m);
+  assert_true(fusions >= 2);
+  /* the reduction kernel still produced the side output */
+  bool multi = false;
+  for (size_t i = 0; i < m->entry->instructions.len; i++) {
+    const kiln_hlo_instruction_t *f = m->entry->instructions.data[i];
+    if (f->opcode == KILN_OP_FUSION && kiln_shape_is_tuple(f->shape)) {
+      const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
+      kiln_hero_analysis_t ha;
+      assert_null(kiln_hero_analyze(body, &ha));
+      assert_int_equal(ha.emitter, KILN_HERO_EMITTER_REDUCTION);
+      multi = true;
+    }
+  }
+  assert_true(multi);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_elemental_reduction_does_not_take_a_loop_sibling(void **state) {
+  /* A reduction of 40 rows into 3 columns is emitted elementally (XLA's small-column
+   * rule), so it is a loop kernel of 3 elements: exp(p) (120 elements) cannot share it. */
+  kiln_hlo_module_t *m = parse_entry(
+      "ENTRY main {\n"
+      "  p = f32[40,3]{1,0} parameter(0)\n  z = f32[] constant(0)\n"
+      "  n = f32[40,3]{1,0} negate(p)\n"
+      "  r = f32[3]{0} reduce(n, z), dimensions={0}, to_apply=add\n"
+      "  e = f32[40,3]{1,0} exponential(n)\n"
+      "  ROOT t = (f32[3]{0}, f32[40,3]{1,0}) tuple(r, e)\n}\n");
+  const kiln_hlo_instruction_t *r = kiln_hlo_computation_find(m->entry, "r");
+  assert_false(kiln_fusion_reduction_is_unnested(r));
+  fuse_and_emit(m);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_unnested_reduction_takes_a_sibling_shaped_like_its_input(void **state) {
+  kiln_hlo_module_t *m = parse_entry(
+      "ENTRY main {\n"
+      "  p = f32[64,256]{1,0} parameter(0)\n  z = f32[] constant(0)\n"
+      "  n = f32[64,256]{1,0} negate(p)\n"
+      "  r = f32[64]{0} reduce(n, z), dimensions={1}, to_apply=add\n"
+      "  e = f32[64,256]{1,0} exponential(n)\n"
+      "  ROOT t = (f32[64]{0}, f32[64,256]{1,0}) tuple(r, e)\n}\n");
+  const kiln_hlo_instruction_t *r = kiln_hlo_computation_find(m->entry, "r");
+  assert_true(kiln_fusion_reduction_is_unnested(r));
+  assert_true(kiln_fusion_reduction_is_race_free(r));
+  assert_int_equal(fuse_and_emit(m), 1);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_reduction_forms(void **state) {
+  kiln_hlo_module_t *m = parse_entry(
+      "ENTRY main {\n"
+      "  p = f32[16,100000]{1,0} parameter(0)\n  q = f32[5000,64]{1,0} parameter(1)\n"
+      "  z = f32[] constant(0)\n"
+      "  row = f32[16]{0} reduce(p, z), dimensions={1}, to_apply=add\n"
+      "  col = f32[64]{0} reduce(q, z), dimensions={0}, to_apply=add\n"
+      "  ROOT t = (f32[16]{0}, f32[64]{0}) tuple(row, col)\n}\n");
+  const kiln_hlo_instruction_t *row = kiln_hlo_computation_find(m->entry, "row");
+  const kiln_hlo_instruction_t *col = kiln_hlo_computation_find(m->entry, "col");
+  assert_true(kiln_fusion_reduction_is_unnested(row));
+  assert_false(kiln_fusion_reduction_is_race_free(row)); /* 100000 > 32768 per row */
+  assert_true(kiln_fusion_reduction_is_unnested(col));
+  assert_false(kiln_fusion_reduction_is_race_free(col)); /* 5000 > 4096 rows */
+  /* the codegen agrees */
+  assert_int_equal(kiln_fusion_reduction_is_unnested(row), kiln_hero_is_reduction_hero(row));
+  assert_int_equal(kiln_fusion_reduction_is_unnested(col), kiln_hero_is_reduction_hero(col));
+  kiln_hlo_module_destroy(m);
+}
+
+/* ---- corpus ---- */
+
+typedef struct legality_stats {
+  int modules, fusions, bad, skipped;
+  kiln_strbuf_t failures;
+} legality_stats_t;
+
+static void check_module(legality_stats_t *st, kiln_hlo_module_t *m, const char *name) {
+  kiln_status s = NULL;
+  if (!m->entry || kiln_corpus_eval_ineligible_reason(m) || !kiln_corpus_sampled(name) ||
+      (s = kiln_hlo_module_verify(m))) {
+    kiln_status_free(s);
+    st->skipped++;
+    return;
+  }
+  if ((s = kiln_pipeline_run(m, NULL))) { /* test_pipeline_semantics reports these */
+    kiln_status_free(s);
+    st->skipped++;
+    return;
+  }
+  st->modules++;
+  size_t nc = 0;
+  kiln_hlo_computation_t **comps = kiln_fusion_sequential_computations(m, &nc);
+  for (size_t c = 0; c < nc; c++)
+    for (size_t i = 0; i < comps[c]->instructions.len; i++) {
+      const kiln_hlo_instruction_t *f = comps[c]->instructions.data[i];
+      const kiln_hlo_computation_t *body =
+          f->opcode == KILN_OP_FUSION ? kiln_hlo_instruction_called(f, "calls") : NULL;
+      if (!body) continue;
+      st->fusions++;
+      const char *why = kernel_problem(body);
+      if (why) {
+        st->bad++;
+        kiln_strbuf_printf(&st->failures, "  %s: %s: %s\n", name, body->name, why);
+      }
+    }
+  kiln_free(comps);
+}
+
+static void check_folder(legality_stats_t *st, const char *sub) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/%s", kiln_corpus_dir(), sub);
+  DIR *d = opendir(dir);
+  if (!d) fail_msg("cannot open %s", dir);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.' || kiln_str_ends_with(e->d_name, ".tsv") ||
+        kiln_str_ends_with(e->d_name, ".md"))
+      continue;
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    kiln_hlo_file_t *f = NULL;
+    kiln_status s = kiln_hlo_file_load(path, &f);
+    if (s) {
+      kiln_status_free(s);
+      continue;
+    }
+    for (int k = 0; k < f->num_modules && !f->bare; k++) {
+      char name[300];
+      snprintf(name, sizeof name, "%s/%.200s#%d", sub, e->d_name, k);
+      check_module(st, f->modules[k], name);
+    }
+    kiln_hlo_file_free(f);
+  }
+  closedir(d);
+}
+
+static void test_corpus_fusions_never_mix_element_counts_in_a_loop(void **state) {
+  legality_stats_t st;
+  memset(&st, 0, sizeof st);
+  check_folder(&st, "xla");
+  check_folder(&st, "real");
+  printf(
+      "fusion legality: %d modules, %d fusions, %d with loop outputs of different element "
+      "counts, %d left out\n%s",
+      st.modules, st.fusions, st.bad, st.skipped, kiln_strbuf_cstr(&st.failures));
+  fflush(stdout);
+  kiln_strbuf_free(&st.failures);
+  assert_int_equal(st.bad, 0);
+  assert_true(st.modules >= 5);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_side_output_joins_reduction_with_epilogue_left_out),
+      cmocka_unit_test(test_elemental_reduction_does_not_take_a_loop_sibling),
+      cmocka_unit_test(test_unnested_reduction_takes_a_sibling_shaped_like_its_input),
+      cmocka_unit_test(test_reduction_forms),
+      cmocka_unit_test(test_corpus_fusions_never_mix_element_counts_in_a_loop),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
