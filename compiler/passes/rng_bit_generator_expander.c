@@ -8,8 +8,9 @@
  *     logical) / xor over u32 vectors). 64-bit outputs: element i (row-major) is
  *     block(counter + i) as x0 | x1 << 32. 32-bit and narrower outputs: the shape is halved
  *     along its first even dimension (else its largest); block(counter + h) for each h of
- *     the half shape gives the elements 2h and 2h+1 on that dimension (concatenate along a
- *     new dimension, reshape, slice off the odd tail). new counter = counter + blocks.
+ *     the half shape gives the elements 2h and 2h+1 on that dimension (both broadcast along
+ *     a new dimension of 2, picked by an iota, reshaped, the odd tail sliced off).
+ *     new counter = counter + blocks.
  *   - rng_philox / rng_default: Philox4x32 (10 rounds; mulhi/mullo through u64 multiplies).
  *     128-bit counter (state[1], state[2]) for states of >= 3 words, else (state[1],
  *     state[0]); block b uses counter + b (carry into the high word by compare). 32-bit
@@ -17,7 +18,9 @@
  *   - Narrower outputs keep the low bits of the 32-bit words (convert to the unsigned type
  *     of that width, which wraps); signed and float outputs are a bitcast-convert of those.
  *   - new state = state with word 1 (and word 2 for a >= 3 word Philox state) replaced by
- *     the advanced counter: a concatenate of slices of the state and the new words.
+ *     the advanced counter (select on an iota).
+ * Everything is elementwise, broadcast, iota, reshape or slice: no concatenate, so the
+ * loop emitter compiles the whole expansion.
  *
  * Forms the evaluator rejects (state not u64[n >= 2], a result that is not (state, array),
  * pred/complex/wider-than-64 or 33..63-bit outputs, unknown algorithms) are left as they
@@ -173,30 +176,44 @@ static kiln_hlo_instruction_t *to_output(rbg_t *r, kiln_hlo_instruction_t *raw, 
   return x;
 }
 
-/* Stacks equal-length vectors v[0..k) so element j of v[i] lands at j * k + i, then keeps
- * the first n: u[k * len] sliced to [n]. */
+/* select(iota along `dim` == i, a_i, ...) over the shape of a[0]: picks a[i] where the
+ * coordinate on `dim` is i (k >= 1 arrays of the same shape). Plain elementwise HLO, so
+ * the loop emitter takes it (no concatenate). */
+static kiln_hlo_instruction_t *pick_by_coordinate(rbg_t *r, int k, kiln_hlo_instruction_t *const *a, int dim) {
+  if (!a[0]) return NULL;
+  kiln_hlo_instruction_t *acc = a[k - 1];
+  if (k == 1) return acc;
+  kiln_hlo_instruction_t *idx = kiln_builder_iota(r->b, KILN_U32, a[0]->shape->rank, a[0]->shape->dims, dim);
+  for (int i = k - 2; i >= 0; i--)
+    acc = kiln_builder_select(r->b, kiln_builder_compare(r->b, KILN_CMP_EQ, idx, splat_const(r, KILN_U32, (uint64_t)i, idx)),
+                              a[i], acc);
+  return acc;
+}
+
+/* Interleaves equal-length vectors v[0..k) so element j of v[i] lands at j * k + i, then
+ * keeps the first n: [len] x k -> [len, k] -> [k * len] sliced to [n]. */
 static kiln_hlo_instruction_t *interleave(rbg_t *r, int k, kiln_hlo_instruction_t *const *v, int64_t n) {
   if (!v[0]) return NULL;
   int64_t len = v[0]->shape->dims[0];
-  int64_t col[2] = {len, 1};
+  int64_t d2[2] = {len, k}, map = 0;
   kiln_hlo_instruction_t *cols[4];
-  for (int i = 0; i < k; i++) cols[i] = kiln_builder_reshape(r->b, v[i], 2, col);
-  kiln_hlo_instruction_t *m = kiln_builder_concatenate(r->b, k, cols, 1);
+  for (int i = 0; i < k; i++) cols[i] = kiln_builder_broadcast(r->b, v[i], 2, d2, &map);
+  kiln_hlo_instruction_t *m = pick_by_coordinate(r, k, cols, 1);
   int64_t flat = len * k;
   kiln_hlo_instruction_t *f = kiln_builder_reshape(r->b, m, 1, &flat);
   return flat == n ? f : kiln_builder_slice1(r->b, f, 0, n);
 }
 
-/* The new state: `state` with words [1, 1 + nw) replaced by `words`. */
+/* The new state: `state` with words [1, 1 + nw) replaced by the u64 scalars `words`. */
 static kiln_hlo_instruction_t *new_state(rbg_t *r, kiln_hlo_instruction_t *state, int nw,
                                          kiln_hlo_instruction_t *const *words) {
-  int64_t sn = state->shape->dims[0], one = 1;
-  kiln_hlo_instruction_t *parts[4];
-  int np = 0;
-  parts[np++] = kiln_builder_slice1(r->b, state, 0, 1);
-  for (int i = 0; i < nw; i++) parts[np++] = kiln_builder_reshape(r->b, words[i], 1, &one);
-  if (sn > 1 + nw) parts[np++] = kiln_builder_slice1(r->b, state, 1 + nw, sn);
-  return kiln_builder_concatenate(r->b, np, parts, 0);
+  kiln_hlo_instruction_t *idx = kiln_builder_iota(r->b, KILN_U32, 1, state->shape->dims, 0);
+  kiln_hlo_instruction_t *acc = state;
+  for (int i = 0; i < nw; i++)
+    acc = kiln_builder_select(
+        r->b, kiln_builder_compare(r->b, KILN_CMP_EQ, idx, splat_const(r, KILN_U32, (uint64_t)(1 + i), idx)),
+        kiln_builder_splat(r->b, words[i], state), acc);
+  return acc;
 }
 
 static void expand_threefry(rbg_t *r, kiln_hlo_instruction_t *state, const kiln_shape_t *os,
@@ -232,10 +249,11 @@ static void expand_threefry(rbg_t *r, kiln_hlo_instruction_t *state, const kiln_
     int64_t half_n = outer * hs * inner;
     kiln_hlo_instruction_t *c = counters(r, ctr, half_n);
     threefry(r, k0, k1, lo32(r, c), hi32(r, c), o);
-    /* [outer, hs, 1, inner] x 2 -> [outer, hs, 2, inner] -> [outer, 2 hs, inner] */
-    int64_t d4[4] = {outer, hs, 1, inner};
-    kiln_hlo_instruction_t *parts[2] = {kiln_builder_reshape(b, o[0], 4, d4), kiln_builder_reshape(b, o[1], 4, d4)};
-    kiln_hlo_instruction_t *both = kiln_builder_concatenate(b, 2, parts, 2);
+    /* [outer, hs, inner] x 2 -> [outer, hs, 2, inner] (x_j at coordinate j) -> [outer, 2 hs, inner] */
+    int64_t d3h[3] = {outer, hs, inner}, d4[4] = {outer, hs, 2, inner}, map[3] = {0, 1, 3};
+    kiln_hlo_instruction_t *parts[2];
+    for (int j = 0; j < 2; j++) parts[j] = kiln_builder_broadcast(b, kiln_builder_reshape(b, o[j], 3, d3h), 4, d4, map);
+    kiln_hlo_instruction_t *both = pick_by_coordinate(r, 2, parts, 2);
     int64_t d3[3] = {outer, 2 * hs, inner};
     kiln_hlo_instruction_t *full = kiln_builder_reshape(b, both, 3, d3);
     if (2 * hs != dims[split]) full = kiln_builder_slice_dim(b, full, 1, 0, dims[split]);
