@@ -1,6 +1,8 @@
 /* Fusion compiler and fusion runner (see fusion_compiler.h). */
 #include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/dus_emitter.h"
 #include "compiler/codegen/reduction_emitter.h"
+#include "compiler/codegen/scatter_emitter.h"
 #include "compiler/codegen/transpose_emitter.h"
 
 #include <errno.h>
@@ -175,6 +177,8 @@ kiln_status kiln_fusion_kernel_emit(const kiln_hlo_computation_t *c,
     if (ha.emitter == KILN_HERO_EMITTER_TRANSPOSE) return kiln_transpose_kernel_emit(c, opts, out);
     if (ha.emitter == KILN_HERO_EMITTER_LOOP) kind = KILN_FUSION_EMITTER_LOOP;
   }
+  if (kind == KILN_FUSION_EMITTER_SCATTER) return kiln_scatter_kernel_emit(c, opts, out);
+  if (kind == KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE) return kiln_dus_kernel_emit(c, opts, out);
   if (kind != KILN_FUSION_EMITTER_LOOP)
     return KILN_ERR_UNIMPLEMENTED("fusion %s needs the %s emitter (hero %s)", c->name,
                                   kiln_fusion_emitter_name(kind), hero ? hero->name : "?");

@@ -1,0 +1,210 @@
+/* In-place dynamic-update-slice emitter (see dus_emitter.h). */
+#include "compiler/codegen/dus_emitter.h"
+
+#include <string.h>
+
+#include "compiler/codegen/elemental_internal.h"
+#include "compiler/codegen/scatter_emitter.h"
+
+#define DUS_MAX_ROOTS KILN_HERO_MAX_ROOTS
+
+typedef struct dus_info {
+  int nroots;
+  const kiln_hlo_instruction_t *roots[DUS_MAX_ROOTS];
+  const kiln_hlo_instruction_t *dus[DUS_MAX_ROOTS]; /* the root's DUS, or NULL */
+} dus_info_t;
+
+static const kiln_hlo_instruction_t *through_bitcasts(const kiln_hlo_instruction_t *x) {
+  while ((x->opcode == KILN_OP_BITCAST || x->opcode == KILN_OP_RESHAPE) && x->num_operands == 1) x = x->operands[0];
+  return x;
+}
+
+static bool depends_on_dus(const kiln_hlo_instruction_t *x, int depth) {
+  if (x->opcode == KILN_OP_DYNAMIC_UPDATE_SLICE) return true;
+  if (depth > 512) return true;
+  for (int i = 0; i < x->num_operands; i++)
+    if (depends_on_dus(x->operands[i], depth + 1)) return true;
+  return false;
+}
+
+static kiln_status dus_analyze(const kiln_hlo_computation_t *c, dus_info_t *di) {
+  memset(di, 0, sizeof(*di));
+  const kiln_hlo_instruction_t *r = c->root;
+  if (r->opcode == KILN_OP_TUPLE) {
+    if (r->num_operands > DUS_MAX_ROOTS) return KILN_ERR_UNIMPLEMENTED("%s: %d roots", c->name, r->num_operands);
+    for (int i = 0; i < r->num_operands; i++) di->roots[di->nroots++] = r->operands[i];
+  } else {
+    di->roots[di->nroots++] = r;
+  }
+  int ndus = 0;
+  for (int i = 0; i < di->nroots; i++) {
+    const kiln_hlo_instruction_t *x = di->roots[i];
+    if (!kiln_shape_is_array(x->shape)) return KILN_ERR_UNIMPLEMENTED("%s: nested tuple root", c->name);
+    if (kiln_elem_type_is_complex(x->shape->type))
+      return KILN_ERR_UNIMPLEMENTED("%s: %s root in a dynamic-update-slice fusion", c->name,
+                                    kiln_elem_type_name(x->shape->type));
+    const kiln_hlo_instruction_t *d = through_bitcasts(x);
+    if (d->opcode == KILN_OP_DYNAMIC_UPDATE_SLICE) {
+      if (d->num_operands != 2 + d->shape->rank || d->operands[1]->shape->rank != d->shape->rank ||
+          kiln_shape_num_elements(x->shape) != kiln_shape_num_elements(d->shape))
+        return KILN_ERR_INVALID("%s: malformed dynamic-update-slice %s", c->name, d->name);
+      for (int k = 0; k < d->num_operands; k++)
+        if (depends_on_dus(d->operands[k], 0))
+          return KILN_ERR_UNIMPLEMENTED("%s: %s reads another dynamic-update-slice", c->name, d->name);
+      di->dus[i] = d;
+      ndus++;
+    } else if (depends_on_dus(x, 0)) {
+      return KILN_ERR_UNIMPLEMENTED("%s: root %s computes on a dynamic-update-slice (XLA's loop emitter case)",
+                                    c->name, x->name);
+    }
+  }
+  if (ndus == 0) return KILN_ERR_INVALID("%s: no dynamic-update-slice root", c->name);
+  return NULL;
+}
+
+/* idx (logical, shape `from`) -> the same row-major linear position in shape `to`. */
+static bool reshape_index(kiln_hero_emit_t *h, const kiln_shape_t *from, kiln_kir_value_t *const *idx,
+                          const kiln_shape_t *to, kiln_kir_value_t **out) {
+  bool same = from->rank == to->rank;
+  for (int i = 0; same && i < from->rank; i++) same = from->dims[i] == to->dims[i];
+  if (same) {
+    for (int i = 0; i < from->rank; i++) out[i] = idx[i];
+    return true;
+  }
+  if (to->rank == 0) return true;
+  kiln_kir_module_t *m = h->out->kir;
+  int64_t hi[KILN_KIR_MAX_RANK];
+  for (int i = 0; i < from->rank; i++) hi[i] = from->dims[i] - 1;
+  kiln_indexing_map_t *map = kiln_hero_map(m, from->rank, NULL, hi, 0, NULL);
+  kiln_affine_expr_t *d[KILN_KIR_MAX_RANK], *ex[KILN_KIR_MAX_RANK];
+  for (int i = 0; i < from->rank; i++) d[i] = kiln_affine_dim(m->ctx, i);
+  kiln_affine_expr_t *lin = from->rank ? kiln_affine_linearize(m->ctx, d, from->dims, (size_t)from->rank)
+                                       : kiln_affine_const(m->ctx, 0);
+  kiln_affine_delinearize(m->ctx, lin, to->dims, (size_t)to->rank, ex);
+  for (int i = 0; i < to->rank; i++) kiln_indexing_map_add_result(map, ex[i]);
+  kiln_indexing_map_simplify(map);
+  kiln_kir_op_t *ap = kiln_kir_apply_indexing(&h->b, map, idx, (size_t)from->rank, NULL, 0);
+  if (!ap) return false;
+  for (int i = 0; i < to->rank; i++) out[i] = kiln_kir_op_result(ap, (size_t)i);
+  return true;
+}
+
+/* Kernel 1: every output written: DUS roots get operand 0, others their own value. */
+static kiln_status dus_emit_copy(const kiln_hlo_computation_t *c, const dus_info_t *di,
+                                 const kiln_fusion_compile_options_t *opts, kiln_fusion_kernel_t *out) {
+  int64_t nmax = 1;
+  const kiln_hlo_instruction_t *vals[DUS_MAX_ROOTS];
+  for (int i = 0; i < di->nroots; i++) {
+    int64_t n = kiln_shape_num_elements(di->roots[i]->shape);
+    if (n > nmax) nmax = n;
+    vals[i] = di->dus[i] ? di->dus[i]->operands[0] : di->roots[i];
+  }
+  kiln_launch_grid_t g;
+  KILN_RETURN_IF_ERROR(kiln_hero_linear_grid(nmax, &g), "launch grid of %s", c->name);
+  int64_t block[3], grid[3];
+  kiln_hero_grid_dims(&g, block, grid);
+  kiln_hero_split_t s;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_split_begin(&s, c, vals, di->nroots, opts, NULL, block, grid, out));
+  kiln_hero_emit_t *h = &s.h;
+  bool ok = true;
+  for (int i = 0; i < di->nroots && ok; i++) {
+    const kiln_shape_t *vs = vals[i]->shape, *rs = di->roots[i]->shape;
+    kiln_kir_op_t *loop = kiln_hero_grid_loop(h, &g, vs, &h->outs[i], 1);
+    if (!loop) break;
+    kiln_kir_builder_enter(&h->b, kiln_kir_op_region(loop, 0));
+    size_t mark;
+    kiln_elem_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
+    kiln_kir_value_t *idx[KILN_KIR_MAX_RANK], *oidx[KILN_KIR_MAX_RANK], *y = NULL;
+    for (int d = 0; d < vs->rank; d++) idx[d] = kiln_kir_loop_index(loop, (size_t)d);
+    kiln_kir_value_t *v = kiln_hero_split_value(&s, vals[i], idx);
+    ok = v && reshape_index(h, vs, idx, rs, oidx);
+    if (ok) y = kiln_kir_insert(&h->b, v, kiln_kir_loop_iter_arg(loop, 0), oidx, (size_t)rs->rank);
+    ok = ok && y;
+    kiln_elem_exit(&h->fn, mark);
+    if (ok) kiln_kir_yield(&h->b, &y, 1);
+    kiln_kir_builder_exit(&h->b);
+    if (ok) h->outs[i] = kiln_kir_op_result(loop, 0);
+  }
+  if (ok) kiln_kir_return(&h->b, h->outs, (size_t)di->nroots);
+  return kiln_hero_split_finish(&s, NULL, opts);
+}
+
+/* Kernel 2: one thread per update element of each DUS root, writing the updated window. */
+static kiln_status dus_emit_update(const kiln_hlo_computation_t *c, const dus_info_t *di,
+                                   const kiln_fusion_compile_options_t *opts, kiln_fusion_kernel_t *out) {
+  int64_t nmax = 1;
+  const kiln_hlo_instruction_t *vals[DUS_MAX_ROOTS * (2 + KILN_KIR_MAX_RANK)];
+  int nv = 0;
+  for (int i = 0; i < di->nroots; i++) {
+    const kiln_hlo_instruction_t *d = di->dus[i];
+    if (!d) continue;
+    int64_t n = kiln_shape_num_elements(d->operands[1]->shape);
+    if (n > nmax) nmax = n;
+    for (int k = 1; k < d->num_operands; k++) vals[nv++] = d->operands[k];
+  }
+  kiln_launch_grid_t g;
+  KILN_RETURN_IF_ERROR(kiln_hero_linear_grid(nmax, &g), "launch grid of %s", c->name);
+  int64_t block[3], grid[3];
+  kiln_hero_grid_dims(&g, block, grid);
+  kiln_hero_split_t s;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_split_begin(&s, c, vals, nv, opts, "_update", block, grid, out));
+  kiln_hero_emit_t *h = &s.h;
+  kiln_kir_builder_t *b = &h->b;
+  const kiln_kir_type_t *it = kiln_kir_type_index(out->kir);
+  bool ok = true;
+  for (int i = 0; i < di->nroots && ok; i++) {
+    const kiln_hlo_instruction_t *d = di->dus[i];
+    if (!d) continue;
+    const kiln_shape_t *us = d->operands[1]->shape, *os = d->shape, *rs = di->roots[i]->shape;
+    if (kiln_shape_num_elements(us) == 0) continue;
+    /* Clamped starts, computed once per thread before the loop. */
+    kiln_kir_value_t *start[KILN_KIR_MAX_RANK];
+    for (int k = 0; k < os->rank && ok; k++) {
+      kiln_kir_value_t *v = kiln_hero_split_value(&s, d->operands[2 + k], NULL);
+      ok = v != NULL;
+      if (!ok) break;
+      v = kiln_kir_convert(b, v, it);
+      v = kiln_kir_binary(b, KILN_KIR_MIN, v, kiln_kir_const_index(b, os->dims[k] - us->dims[k]));
+      start[k] = kiln_kir_binary(b, KILN_KIR_MAX, v, kiln_kir_const_index(b, 0));
+    }
+    if (!ok) break;
+    kiln_kir_op_t *loop = kiln_hero_grid_loop(h, &g, us, &h->outs[i], 1);
+    if (!loop) break;
+    kiln_kir_builder_enter(b, kiln_kir_op_region(loop, 0));
+    size_t mark;
+    kiln_elem_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
+    kiln_kir_value_t *u[KILN_KIR_MAX_RANK], *pos[KILN_KIR_MAX_RANK], *oidx[KILN_KIR_MAX_RANK], *y = NULL;
+    for (int k = 0; k < us->rank; k++) {
+      u[k] = kiln_kir_loop_index(loop, (size_t)k);
+      pos[k] = kiln_kir_binary(b, KILN_KIR_ADD, start[k], u[k]);
+    }
+    kiln_kir_value_t *v = kiln_hero_split_value(&s, d->operands[1], u);
+    ok = v && reshape_index(h, os, pos, rs, oidx);
+    if (ok) y = kiln_kir_insert(b, v, kiln_kir_loop_iter_arg(loop, 0), oidx, (size_t)rs->rank);
+    ok = ok && y;
+    kiln_elem_exit(&h->fn, mark);
+    if (ok) kiln_kir_yield(b, &y, 1);
+    kiln_kir_builder_exit(b);
+    if (ok) h->outs[i] = kiln_kir_op_result(loop, 0);
+  }
+  if (ok) kiln_kir_return(b, h->outs, (size_t)di->nroots);
+  return kiln_hero_split_finish(&s, NULL, opts);
+}
+
+kiln_status kiln_dus_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
+                                 kiln_fusion_kernel_t *out) {
+  memset(out, 0, sizeof(*out));
+  if (!c || !c->root) return KILN_ERR_INVALID("dynamic-update-slice emitter: no computation");
+  dus_info_t di;
+  KILN_RETURN_IF_ERROR_PLAIN(dus_analyze(c, &di));
+  KILN_RETURN_IF_ERROR_PLAIN(dus_emit_copy(c, &di, opts, out));
+  kiln_fusion_kernel_t *upd = kiln_calloc(1, sizeof(*upd));
+  kiln_status st = dus_emit_update(c, &di, opts, upd);
+  if (st) {
+    kiln_free(upd);
+    kiln_fusion_kernel_free(out);
+    return st;
+  }
+  out->next = upd;
+  return NULL;
+}
