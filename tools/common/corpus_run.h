@@ -1,0 +1,32 @@
+/* The corpus end to end on a device: every evaluable module of ../shared/hlo-corpus/xla and
+ * real (no custom-call, a single participant, cheap enough to evaluate, not a known-invalid
+ * module, the evaluator runs it within KILN_CORPUS_RUN_MAX_WHILE loop iterations) is
+ * compiled for the device, run on generated inputs and compared with the evaluator on the
+ * same inputs (tools/common/compare.h). Shared by tests/test_corpus_host_run.c and the GPU
+ * suite. Honors KILN_CORPUS_SAMPLE (corpus.h). */
+#ifndef KILN_TOOLS_COMMON_CORPUS_RUN_H_
+#define KILN_TOOLS_COMMON_CORPUS_RUN_H_
+
+#include <stdbool.h>
+
+#include "base/status.h"
+#include "base/str.h"
+#include "runtime/device.h"
+
+#define KILN_CORPUS_RUN_MAX_WHILE 20000
+
+typedef struct kiln_corpus_run_stats {
+  int eligible, passed, skipped;
+  kiln_strbuf_t failures; /* "  <module>: <what>: <why>\n" per failure */
+  kiln_strbuf_t skips;    /* the same for modules left out, with the reason */
+  double seconds, compile_ms, run_ms;
+} kiln_corpus_run_stats_t;
+
+/* Runs the corpus under `root` (NULL: $KILN_CORPUS_DIR, else the build's KILN_CORPUS_DIR)
+ * on `dev`. `verbose` prints each module's name to stderr before it runs. Free the stats'
+ * buffers with kiln_corpus_run_stats_free. */
+kiln_status kiln_corpus_run_on_device(kiln_device_t *dev, const char *root, bool verbose,
+                                      kiln_corpus_run_stats_t *st);
+void kiln_corpus_run_stats_free(kiln_corpus_run_stats_t *st);
+
+#endif /* KILN_TOOLS_COMMON_CORPUS_RUN_H_ */
