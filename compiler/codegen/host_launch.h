@@ -1,31 +1,8 @@
-/* A persistent worker pool that runs host kernels' blocks in parallel.
- *
- * Workers are created once (kiln_host_pool_create) and sleep on a condition variable between
- * launches; a launch splits [0, num_blocks) into chunks that workers (and the launching
- * thread) claim with an atomic counter, then waits until all chunks are done. Launches on one
- * pool are serialized (a mutex); the pool is safe to share between threads. */
+/* The host kernel ABI and worker pool live in base/host_pool.h (the runtime's host device
+ * uses them too, and may not depend on codegen); codegen includes them from here. */
 #ifndef KILN_COMPILER_CODEGEN_HOST_LAUNCH_H_
 #define KILN_COMPILER_CODEGEN_HOST_LAUNCH_H_
 
-#include <stdint.h>
-
-#include "base/status.h"
-
-/* The host kernel ABI: runs blocks [block_begin, block_end) with tensor base pointers args. */
-typedef void (*kiln_host_kernel_fn)(void **args, int64_t block_begin, int64_t block_end);
-
-typedef struct kiln_host_pool kiln_host_pool_t;
-
-/* Creates a pool with `num_workers` threads in total, counting the launching thread
- * (0: the number of online cores; $KILN_HOST_THREADS overrides the default). The caller owns
- * *out. RESOURCE_EXHAUSTED when threads cannot be created. */
-kiln_status kiln_host_pool_create(int num_workers, kiln_host_pool_t **out);
-void kiln_host_pool_destroy(kiln_host_pool_t *pool);
-int kiln_host_pool_num_workers(const kiln_host_pool_t *pool);
-
-/* Runs fn(args, b, e) over [0, num_blocks) in chunks of at least `min_chunk` blocks (0: an
- * automatic size giving each worker a few chunks). Returns when every block ran. */
-kiln_status kiln_host_pool_launch(kiln_host_pool_t *pool, kiln_host_kernel_fn fn, void **args,
-                                  int64_t num_blocks, int64_t min_chunk);
+#include "base/host_pool.h"
 
 #endif /* KILN_COMPILER_CODEGEN_HOST_LAUNCH_H_ */

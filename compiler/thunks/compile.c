@@ -77,6 +77,8 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
   if (!o.no_command_buffers && !kiln_command_buffers_disabled_by_env()) {
     size_t min_run = o.command_buffer_min_run ? o.command_buffer_min_run
                                               : KILN_COMMAND_BUFFER_DEFAULT_MIN_RUN;
+    const char *env = getenv("KILN_COMMAND_BUFFER_MIN_RUN");
+    if (!o.command_buffer_min_run && env && atoi(env) > 0) min_run = (size_t)atoi(env);
     s = kiln_command_buffer_convert(&d->thunks, min_run, &st->command_buffers);
     if (s) {
       kiln_executable_desc_destroy(d);

@@ -30,7 +30,8 @@
 typedef struct kiln_compile_options {
   kiln_thunk_emit_options_t emit;
   const kiln_pass_options_t *passes; /* NULL: defaults */
-  size_t command_buffer_min_run;     /* 0: KILN_COMMAND_BUFFER_DEFAULT_MIN_RUN */
+  size_t command_buffer_min_run;     /* 0: $KILN_COMMAND_BUFFER_MIN_RUN, else
+                                        KILN_COMMAND_BUFFER_DEFAULT_MIN_RUN */
   bool no_command_buffers;
 } kiln_compile_options_t;
 

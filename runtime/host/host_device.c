@@ -15,7 +15,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
-#include "compiler/codegen/host_launch.h"
+#include "base/host_pool.h"
 #include "runtime/command_buffer.h"
 
 typedef struct host_device {

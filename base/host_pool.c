@@ -1,5 +1,5 @@
 /* Persistent worker pool for host kernels (host_launch.h). */
-#include "compiler/codegen/host_launch.h"
+#include "base/host_pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
