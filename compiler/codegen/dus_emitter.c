@@ -62,33 +62,6 @@ static kiln_status dus_analyze(const kiln_hlo_computation_t *c, dus_info_t *di) 
   return NULL;
 }
 
-/* idx (logical, shape `from`) -> the same row-major linear position in shape `to`. */
-static bool reshape_index(kiln_hero_emit_t *h, const kiln_shape_t *from, kiln_kir_value_t *const *idx,
-                          const kiln_shape_t *to, kiln_kir_value_t **out) {
-  bool same = from->rank == to->rank;
-  for (int i = 0; same && i < from->rank; i++) same = from->dims[i] == to->dims[i];
-  if (same) {
-    for (int i = 0; i < from->rank; i++) out[i] = idx[i];
-    return true;
-  }
-  if (to->rank == 0) return true;
-  kiln_kir_module_t *m = h->out->kir;
-  int64_t hi[KILN_KIR_MAX_RANK];
-  for (int i = 0; i < from->rank; i++) hi[i] = from->dims[i] - 1;
-  kiln_indexing_map_t *map = kiln_hero_map(m, from->rank, NULL, hi, 0, NULL);
-  kiln_affine_expr_t *d[KILN_KIR_MAX_RANK], *ex[KILN_KIR_MAX_RANK];
-  for (int i = 0; i < from->rank; i++) d[i] = kiln_affine_dim(m->ctx, i);
-  kiln_affine_expr_t *lin = from->rank ? kiln_affine_linearize(m->ctx, d, from->dims, (size_t)from->rank)
-                                       : kiln_affine_const(m->ctx, 0);
-  kiln_affine_delinearize(m->ctx, lin, to->dims, (size_t)to->rank, ex);
-  for (int i = 0; i < to->rank; i++) kiln_indexing_map_add_result(map, ex[i]);
-  kiln_indexing_map_simplify(map);
-  kiln_kir_op_t *ap = kiln_kir_apply_indexing(&h->b, map, idx, (size_t)from->rank, NULL, 0);
-  if (!ap) return false;
-  for (int i = 0; i < to->rank; i++) out[i] = kiln_kir_op_result(ap, (size_t)i);
-  return true;
-}
-
 /* Kernel 1: every output written: DUS roots get operand 0, others their own value. */
 static kiln_status dus_emit_copy(const kiln_hlo_computation_t *c, const dus_info_t *di,
                                  const kiln_fusion_compile_options_t *opts, kiln_fusion_kernel_t *out) {
@@ -117,7 +90,7 @@ static kiln_status dus_emit_copy(const kiln_hlo_computation_t *c, const dus_info
     kiln_kir_value_t *idx[KILN_KIR_MAX_RANK], *oidx[KILN_KIR_MAX_RANK], *y = NULL;
     for (int d = 0; d < vs->rank; d++) idx[d] = kiln_kir_loop_index(loop, (size_t)d);
     kiln_kir_value_t *v = kiln_hero_split_value(&s, vals[i], idx);
-    ok = v && reshape_index(h, vs, idx, rs, oidx);
+    ok = v && kiln_hero_reshape_index(h, vs, idx, rs, oidx);
     if (ok) y = kiln_kir_insert(&h->b, v, kiln_kir_loop_iter_arg(loop, 0), oidx, (size_t)rs->rank);
     ok = ok && y;
     kiln_elem_exit(&h->fn, mark);
@@ -179,7 +152,7 @@ static kiln_status dus_emit_update(const kiln_hlo_computation_t *c, const dus_in
       pos[k] = kiln_kir_binary(b, KILN_KIR_ADD, start[k], u[k]);
     }
     kiln_kir_value_t *v = kiln_hero_split_value(&s, d->operands[1], u);
-    ok = v && reshape_index(h, os, pos, rs, oidx);
+    ok = v && kiln_hero_reshape_index(h, os, pos, rs, oidx);
     if (ok) y = kiln_kir_insert(b, v, kiln_kir_loop_iter_arg(loop, 0), oidx, (size_t)rs->rank);
     ok = ok && y;
     kiln_elem_exit(&h->fn, mark);

@@ -1,6 +1,8 @@
 /* Fusion compiler and fusion runner (see fusion_compiler.h). */
 #include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/concat_emitter.h"
 #include "compiler/codegen/dus_emitter.h"
+#include "compiler/codegen/input_slices_emitter.h"
 #include "compiler/codegen/reduction_emitter.h"
 #include "compiler/codegen/scatter_emitter.h"
 #include "compiler/codegen/transpose_emitter.h"
@@ -36,6 +38,7 @@ const char *kiln_fusion_emitter_name(kiln_fusion_emitter_t e) {
     case KILN_FUSION_EMITTER_SCATTER: return "scatter";
     case KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE: return "dynamic-update-slice";
     case KILN_FUSION_EMITTER_SORT: return "sort";
+    case KILN_FUSION_EMITTER_INPUT_SLICES: return "input-slices";
   }
   return "?";
 }
@@ -97,12 +100,6 @@ static bool is_transpose_hero(const kiln_hlo_instruction_t *t) {
          kiln_shape_num_elements(out) >= 8192;
 }
 
-static const kiln_hlo_instruction_t *skip_bitcasts(const kiln_hlo_instruction_t *x) {
-  while (x && (x->opcode == KILN_OP_BITCAST || x->opcode == KILN_OP_RESHAPE) && x->num_operands == 1)
-    x = x->operands[0];
-  return x;
-}
-
 kiln_fusion_emitter_t kiln_fusion_classify(const kiln_hlo_computation_t *c,
                                            const kiln_hlo_instruction_t **hero) {
   const kiln_hlo_instruction_t *dummy;
@@ -124,20 +121,19 @@ kiln_fusion_emitter_t kiln_fusion_classify(const kiln_hlo_computation_t *c,
     if (in->opcode == KILN_OP_REDUCE && is_reduce_hero(in)) return KILN_FUSION_EMITTER_REDUCTION;
     if (is_transpose_hero(in)) return KILN_FUSION_EMITTER_TRANSPOSE;
   }
-  const kiln_hlo_instruction_t *roots[64];
-  int nr = 0;
-  if (c->root->opcode == KILN_OP_TUPLE) {
-    for (int i = 0; i < c->root->num_operands && nr < 64; i++) roots[nr++] = c->root->operands[i];
-  } else {
-    roots[nr++] = c->root;
+  /* Concatenate (a hero concatenate of <= 4 operands, possibly under an epilogue) and input
+   * slices as the hero analysis decides. */
+  kiln_hero_analysis_t ha;
+  kiln_status hs = kiln_hero_analyze(c, &ha);
+  if (!hs && ha.emitter == KILN_HERO_EMITTER_CONCATENATE) {
+    *hero = ha.hero;
+    return KILN_FUSION_EMITTER_CONCATENATE;
   }
-  for (int i = 0; i < nr; i++) {
-    const kiln_hlo_instruction_t *r = skip_bitcasts(roots[i]);
-    if (r && r->opcode == KILN_OP_CONCATENATE) {
-      *hero = r;
-      return KILN_FUSION_EMITTER_CONCATENATE;
-    }
+  if (!hs && ha.emitter == KILN_HERO_EMITTER_INPUT_SLICES) {
+    *hero = ha.hero;
+    return KILN_FUSION_EMITTER_INPUT_SLICES;
   }
+  kiln_status_free(hs);
   *hero = NULL;
   return KILN_FUSION_EMITTER_LOOP;
 }
@@ -179,6 +175,8 @@ kiln_status kiln_fusion_kernel_emit(const kiln_hlo_computation_t *c,
   }
   if (kind == KILN_FUSION_EMITTER_SCATTER) return kiln_scatter_kernel_emit(c, opts, out);
   if (kind == KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE) return kiln_dus_kernel_emit(c, opts, out);
+  if (kind == KILN_FUSION_EMITTER_CONCATENATE) return kiln_concat_kernel_emit(c, opts, out);
+  if (kind == KILN_FUSION_EMITTER_INPUT_SLICES) return kiln_input_slices_kernel_emit(c, opts, out);
   if (kind != KILN_FUSION_EMITTER_LOOP)
     return KILN_ERR_UNIMPLEMENTED("fusion %s needs the %s emitter (hero %s)", c->name,
                                   kiln_fusion_emitter_name(kind), hero ? hero->name : "?");

@@ -8,9 +8,8 @@
  * contiguous, and XLA's "unnested reduction is faster than elemental" rule: a row reduction
  * whose minor reduced size is >= 32 or divides 32, a column reduction that is not small)
  * picks the reduction emitter; a transpose that moves the minor dimension with both minor
- * sizes >= 16 and >= 8192 elements picks the transpose emitter; a concatenate root (through
- * bitcasts / reshapes) picks the concatenate emitter; anything else is loop kind. Only loop
- * kind is compiled here; everything else is UNIMPLEMENTED naming the emitter and hero.
+ * sizes >= 16 and >= 8192 elements picks the transpose emitter; a concatenate or input-slices
+ * fusion as kiln_hero_analyze decides picks that emitter; anything else is loop kind.
  *
  * Ownership: kiln_fusion_kernel_t owns its kernel-IR module and affine context. */
 #ifndef KILN_COMPILER_CODEGEN_FUSION_COMPILER_H_
@@ -36,6 +35,7 @@ typedef enum kiln_fusion_emitter {
   KILN_FUSION_EMITTER_SCATTER,
   KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE,
   KILN_FUSION_EMITTER_SORT,
+  KILN_FUSION_EMITTER_INPUT_SLICES, /* several unit-stride slice roots of one input shape */
 } kiln_fusion_emitter_t;
 
 const char *kiln_fusion_emitter_name(kiln_fusion_emitter_t e);

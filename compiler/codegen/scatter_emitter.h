@@ -90,6 +90,10 @@ kiln_status kiln_hero_linear_grid(int64_t n, kiln_launch_grid_t *g);
 kiln_kir_op_t *kiln_hero_grid_loop(kiln_hero_emit_t *h, const kiln_launch_grid_t *g,
                                    const kiln_shape_t *shape, kiln_kir_value_t *const *inits,
                                    int ninits);
+/* idx (logical indices of shape `from`) -> the indices of the same row-major linear
+ * position in shape `to` (a bitcast / reshape between default layouts), emitted at h->b. */
+bool kiln_hero_reshape_index(kiln_hero_emit_t *h, const kiln_shape_t *from, kiln_kir_value_t *const *idx,
+                             const kiln_shape_t *to, kiln_kir_value_t **out);
 /* The launch dimensions of grid `g` (block, grid arrays for kiln_hero_emit_begin). */
 void kiln_hero_grid_dims(const kiln_launch_grid_t *g, int64_t block[3], int64_t grid[3]);
 

@@ -1,0 +1,309 @@
+/* Scatter emitter: the fusion compiles to a chain (init kernel writing output = operand,
+ * then the update kernel), each kernel passes `ptxas -arch=sm_90` (skipped with the reason
+ * when ptxas is missing), and on the host the chain matches the evaluator: every corpus
+ * scatter fusion, plus fusions written here for the strategies the corpus does not reach
+ * (computed operands and indices, a general combiner in a compare-and-swap loop, variadic
+ * scatter with duplicate indices on the serial path, out-of-bounds windows, blocks run in
+ * parallel on a thread pool with atomics). Tolerances: kiln_fusion_default_ulp, except the
+ * sorted-indices path with a float add, which sums each run of equal indices in registers
+ * before one atomic (XLA's reassociation): those run on inputs in [0.5, 1) (no
+ * cancellation) within 64 ulp. Prints passed/total for the corpus. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/codegen/scatter_emitter.h"
+#include "tools/common/hlo_file.h"
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Sorted corpus emitter files whose name contains `needle` (NULL without a corpus). */
+static char **corpus_files(const char *needle, size_t *n_out) {
+  char dir[1024];
+  snprintf(dir, sizeof(dir), "%s/emitters", kiln_corpus_dir());
+  DIR *d = opendir(dir);
+  *n_out = 0;
+  if (!d) return NULL;
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t l = strlen(e->d_name);
+    if (l < 4 || strcmp(e->d_name + l - 4, ".hlo") != 0 || !strstr(e->d_name, needle)) continue;
+    if (n == cap) names = kiln_realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*names));
+    names[n++] = kiln_strdup(e->d_name);
+  }
+  closedir(d);
+  if (n) qsort(names, n, sizeof(*names), cmp_str);
+  *n_out = n;
+  return names;
+}
+
+static kiln_hlo_module_t *parse(const char *text) {
+  kiln_hlo_module_t *m = NULL;
+  kiln_status s = kiln_hlo_parse_computations(text, strlen(text), NULL, &m);
+  if (s) printf("parse: %s\n", kiln_status_message(s));
+  assert_null(s);
+  return m;
+}
+
+/* Compiles and runs `c` (host, optional pool), checks the PTX; returns whether it matched. */
+static bool run_one(const char *what, const kiln_hlo_computation_t *c, kiln_host_jit_t *jit, kiln_host_pool_t *pool,
+                    double lo, double hi, int64_t max_ulp) {
+  kiln_fusion_run_options_t o;
+  kiln_fusion_run_options_init(&o);
+  o.check_ptx = true;
+  o.jit = jit;
+  o.pool = pool;
+  if (lo != 0 || hi != 0) o.float_lo = lo, o.float_hi = hi;
+  o.max_ulp = max_ulp;
+  kiln_fusion_run_report_t r;
+  kiln_status s = kiln_fusion_run_check(c, &o, &r);
+  if (s) {
+    printf("FAIL %s: %s\n", what, kiln_status_message(s));
+    kiln_status_free(s);
+    return false;
+  }
+  if (!r.ptx_checked) printf("  (%s: ptxas %s)\n", what, r.ptx_note);
+  bool ok = r.emitter == KILN_FUSION_EMITTER_SCATTER && r.mismatches == 0 && (!r.ptx_checked || r.ptx_ok);
+  printf("%s %-60s %7lld elements, max %lld ulp (tolerance %lld)%s%s%s\n", ok ? "ok  " : "FAIL", what,
+         (long long)r.elements, (long long)r.max_ulp, (long long)r.tolerance, r.mismatches ? ": " : "",
+         r.first_mismatch, r.ptx_checked && !r.ptx_ok ? r.ptx_note : "");
+  return ok;
+}
+
+/* The update kernel's kernel-IR text (kiln_free). */
+static char *update_kir(const kiln_hlo_computation_t *c, kiln_fusion_kernel_t *k) {
+  kiln_fusion_compile_options_t co = {0};
+  kiln_status s = kiln_scatter_kernel_emit(c, &co, k);
+  if (s) printf("emit: %s\n", kiln_status_message(s));
+  assert_null(s);
+  assert_non_null(k->next);
+  return kiln_kir_to_string(k->next->kir);
+}
+
+static bool sorted_float_add(const kiln_hlo_computation_t *c) {
+  const kiln_hlo_instruction_t *r = c->root;
+  if (r->opcode != KILN_OP_SCATTER || !r->indices_are_sorted || r->unique_indices) return false;
+  const kiln_hlo_computation_t *f = kiln_hlo_instruction_called(r, "to_apply");
+  return f && f->root->opcode == KILN_OP_ADD && kiln_elem_type_is_float(r->shape->type);
+}
+
+static void test_corpus_scatter_fusions_match_evaluator(void **state) {
+  size_t n = 0;
+  char **names = corpus_files("__scatter__", &n);
+  if (!names) {
+    printf("SKIPPED: no corpus\n");
+    return;
+  }
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  int total = 0, passed = 0;
+  for (size_t i = 0; i < n; i++) {
+    char path[2048];
+    snprintf(path, sizeof(path), "%s/emitters/%s", kiln_corpus_dir(), names[i]);
+    kiln_hlo_file_t *f = NULL;
+    kiln_status s = kiln_hlo_file_load(path, &f);
+    total++;
+    if (s) {
+      printf("FAIL %s: load: %s\n", names[i], kiln_status_message(s));
+      kiln_status_free(s);
+      continue;
+    }
+    const kiln_hlo_computation_t **cs = NULL;
+    int nc = 0;
+    kiln_fusion_collect(f->modules[0], &cs, &nc);
+    bool reassoc = sorted_float_add(cs[0]);
+    passed += run_one(names[i] + strlen("xla__backends__gpu__codegen__emitters__tests__"), cs[0], jit, NULL,
+                      reassoc ? 0.5 : 0, reassoc ? 1 : 0, reassoc ? 64 : -1);
+    kiln_free(cs);
+    kiln_hlo_file_free(f);
+  }
+  printf("corpus scatter fusions: %d/%d passed (host == evaluator, ptxas)\n", passed, total);
+  for (size_t i = 0; i < n; i++) kiln_free(names[i]);
+  kiln_free(names);
+  kiln_host_jit_destroy(jit);
+  assert_true(total >= 15);
+  assert_int_equal(passed, total);
+}
+
+/* Operand, indices and updates computed inside the fusion; a multiply combiner (no atomic
+ * instruction: compare-and-swap loop); duplicate and out-of-bounds indices. */
+static const char *k_computed = "mul {\n"
+                                "  a = f32[] parameter(0)\n"
+                                "  b = f32[] parameter(1)\n"
+                                "  ROOT m = f32[] multiply(a, b)\n"
+                                "}\n"
+                                "fusion {\n"
+                                "  p0 = f32[16,8] parameter(0)\n"
+                                "  p1 = s32[30] parameter(1)\n"
+                                "  p2 = f32[30,2,8] parameter(2)\n"
+                                "  e = f32[16,8] exponential(p0)\n"
+                                "  operand = f32[16,8] add(e, p0)\n"
+                                "  three = s32[] constant(3)\n"
+                                "  b3 = s32[30] broadcast(three), dimensions={}\n"
+                                "  shifted = s32[30] add(p1, b3)\n"
+                                "  indices = s32[30,1] reshape(shifted)\n"
+                                "  half = f32[] constant(0.5)\n"
+                                "  bh = f32[30,2,8] broadcast(half), dimensions={}\n"
+                                "  updates = f32[30,2,8] add(p2, bh)\n"
+                                "  ROOT s = f32[16,8] scatter(operand, indices, updates), update_window_dims={1,2},\n"
+                                "      inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1,\n"
+                                "      to_apply=mul\n"
+                                "}\n";
+
+static void test_scatter_computed_operand_and_cas_combiner(void **state) {
+  kiln_hlo_module_t *m = parse(k_computed);
+  kiln_fusion_kernel_t k;
+  char *kir = update_kir(m->entry, &k);
+  assert_non_null(strstr(kir, "atomic_cas_loop"));
+  assert_null(strstr(kir, "atomic_rmw"));
+  /* The update kernel covers the updates (480 elements), the init kernel the operand. */
+  assert_true(k.grid.threads * k.grid.blocks_x >= 128 && k.grid.threads * k.grid.blocks_x < 480);
+  assert_true(k.next->grid.threads * k.next->grid.blocks_x >= 480);
+  assert_int_equal(k.num_inputs, 3);
+  assert_int_equal(k.num_outputs, 1);
+  kiln_free(kir);
+  kiln_fusion_kernel_free(&k);
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  assert_true(run_one("computed operand, multiply (CAS)", m->entry, jit, NULL, 0.5, 1.5, -1));
+  kiln_host_jit_destroy(jit);
+  kiln_hlo_module_destroy(m);
+}
+
+static const char *k_int_add = "add {\n"
+                               "  a = s32[] parameter(0)\n"
+                               "  b = s32[] parameter(1)\n"
+                               "  ROOT s = s32[] add(a, b)\n"
+                               "}\n"
+                               "fusion {\n"
+                               "  operand = s32[50,40] parameter(0)\n"
+                               "  indices = s32[4000,2] parameter(1)\n"
+                               "  updates = s32[4000,3] parameter(2)\n"
+                               "  ROOT s = s32[50,40] scatter(operand, indices, updates), update_window_dims={1},\n"
+                               "      inserted_window_dims={0}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=1,\n"
+                               "      to_apply=add\n"
+                               "}\n";
+
+/* Many duplicate indices, blocks in parallel on a pool: the atomic add keeps every update. */
+static void test_scatter_atomic_add_on_parallel_blocks(void **state) {
+  kiln_hlo_module_t *m = parse(k_int_add);
+  kiln_fusion_kernel_t k;
+  char *kir = update_kir(m->entry, &k);
+  assert_non_null(strstr(kir, "atomic_rmw"));
+  kiln_free(kir);
+  kiln_fusion_kernel_free(&k);
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  kiln_host_pool_t *pool = NULL;
+  assert_null(kiln_host_pool_create(4, &pool));
+  assert_true(run_one("s32 add, 4000 updates, 4 workers", m->entry, jit, pool, 0, 0, -1));
+  kiln_host_pool_destroy(pool);
+  kiln_host_jit_destroy(jit);
+  kiln_hlo_module_destroy(m);
+}
+
+static const char *k_variadic = "comb {\n"
+                                "  a0 = f32[] parameter(0)\n"
+                                "  a1 = s32[] parameter(1)\n"
+                                "  b0 = f32[] parameter(2)\n"
+                                "  b1 = s32[] parameter(3)\n"
+                                "  s0 = f32[] add(a0, b0)\n"
+                                "  s1 = s32[] maximum(a1, b1)\n"
+                                "  ROOT t = (f32[], s32[]) tuple(s0, s1)\n"
+                                "}\n"
+                                "fusion {\n"
+                                "  o0 = f32[6,5] parameter(0)\n"
+                                "  o1 = s32[6,5] parameter(1)\n"
+                                "  indices = s32[20] parameter(2)\n"
+                                "  u0 = f32[20,5] parameter(3)\n"
+                                "  u1 = s32[20,5] parameter(4)\n"
+                                "  ROOT s = (f32[6,5], s32[6,5]) scatter(o0, o1, indices, u0, u1), update_window_dims={1},\n"
+                                "      inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1,\n"
+                                "      to_apply=comb\n"
+                                "}\n";
+
+/* A variadic scatter with duplicate indices has no single atomic: one thread walks every
+ * update in order. */
+static void test_variadic_scatter_with_duplicates_runs_serially(void **state) {
+  kiln_hlo_module_t *m = parse(k_variadic);
+  kiln_fusion_kernel_t k;
+  char *kir = update_kir(m->entry, &k);
+  assert_int_equal(k.next->grid.threads * k.next->grid.blocks_x, 1);
+  assert_null(strstr(kir, "atomic"));
+  assert_int_equal(k.num_outputs, 2);
+  kiln_free(kir);
+  kiln_fusion_kernel_free(&k);
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  assert_true(run_one("variadic (f32 add, s32 max), duplicates", m->entry, jit, NULL, 0, 0, -1));
+  kiln_host_jit_destroy(jit);
+  kiln_hlo_module_destroy(m);
+}
+
+/* Sorted indices: runs of equal indices are combined in registers (a `for` over the run
+ * carrying the accumulator) before one atomic per run. */
+static void test_sorted_indices_accumulate_runs(void **state) {
+  char path[2048];
+  snprintf(path, sizeof(path), "%s/emitters/xla__backends__gpu__codegen__emitters__tests__scatter__sorted_indices_large.hlo",
+           kiln_corpus_dir());
+  kiln_hlo_file_t *f = NULL;
+  kiln_status s = kiln_hlo_file_load(path, &f);
+  if (s) {
+    printf("SKIPPED: %s\n", kiln_status_message(s));
+    kiln_status_free(s);
+    return;
+  }
+  const kiln_hlo_computation_t **cs = NULL;
+  int nc = 0;
+  kiln_fusion_collect(f->modules[0], &cs, &nc);
+  kiln_fusion_kernel_t k;
+  char *kir = update_kir(cs[0], &k);
+  assert_non_null(strstr(kir, "for "));
+  assert_non_null(strstr(kir, "atomic_cas_loop")); /* s32 multiply */
+  /* 2008 indices in runs of 8 -> 251 runs, times 64 window elements. */
+  int64_t cover = k.next->grid.threads * k.next->grid.blocks_x;
+  assert_true(cover >= 251 * 64 && cover < 251 * 64 + 128);
+  kiln_free(kir);
+  kiln_fusion_kernel_free(&k);
+  kiln_free(cs);
+  kiln_hlo_file_free(f);
+}
+
+static void test_scatter_root_must_be_the_scatter(void **state) {
+  const char *text = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+                     "fusion {\n  o = f32[8] parameter(0)\n  i = s32[2,1] parameter(1)\n  u = f32[2] parameter(2)\n"
+                     "  s = f32[8] scatter(o, i, u), update_window_dims={}, inserted_window_dims={0},\n"
+                     "      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+                     "  ROOT n = f32[8] negate(s)\n}\n";
+  kiln_hlo_module_t *m = parse(text);
+  kiln_fusion_kernel_t k;
+  kiln_status s = kiln_scatter_kernel_emit(m->entry, NULL, &k);
+  assert_non_null(s);
+  assert_int_equal(kiln_status_code(s), KILN_UNIMPLEMENTED);
+  assert_non_null(strstr(kiln_status_message(s), "root is not the scatter"));
+  kiln_status_free(s);
+  assert_null(k.kir);
+  kiln_hlo_module_destroy(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_corpus_scatter_fusions_match_evaluator),
+      cmocka_unit_test(test_scatter_computed_operand_and_cas_combiner),
+      cmocka_unit_test(test_scatter_atomic_add_on_parallel_blocks),
+      cmocka_unit_test(test_variadic_scatter_with_duplicates_runs_serially),
+      cmocka_unit_test(test_sorted_indices_accumulate_runs),
+      cmocka_unit_test(test_scatter_root_must_be_the_scatter),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
