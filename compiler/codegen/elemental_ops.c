@@ -521,7 +521,7 @@ int kiln_elem_emit_scalar_computation(kiln_elem_fn_t *f, const kiln_hlo_computat
       }
       default: {
         if (!kiln_hlo_opcode_is_elementwise(in->opcode) && in->opcode != KILN_OP_COPY &&
-            in->opcode != KILN_OP_MAP) {
+            in->opcode != KILN_OP_MAP && in->opcode != KILN_OP_BITCAST_CONVERT) {
           kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %s in scalar computation %s", in->name,
                                                    kiln_hlo_opcode_name(in->opcode), c->name));
           goto done;

@@ -6,6 +6,7 @@
 #include "compiler/codegen/reduction_emitter.h"
 #include "compiler/codegen/scatter_emitter.h"
 #include "compiler/codegen/transpose_emitter.h"
+#include "compiler/codegen/sort_emitter.h"
 
 #include <errno.h>
 #include <math.h>
@@ -173,6 +174,7 @@ kiln_status kiln_fusion_kernel_emit(const kiln_hlo_computation_t *c,
     if (ha.emitter == KILN_HERO_EMITTER_TRANSPOSE) return kiln_transpose_kernel_emit(c, opts, out);
     if (ha.emitter == KILN_HERO_EMITTER_LOOP) kind = KILN_FUSION_EMITTER_LOOP;
   }
+  if (kind == KILN_FUSION_EMITTER_SORT) return kiln_sort_kernel_emit(c, opts, out);
   if (kind == KILN_FUSION_EMITTER_SCATTER) return kiln_scatter_kernel_emit(c, opts, out);
   if (kind == KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE) return kiln_dus_kernel_emit(c, opts, out);
   if (kind == KILN_FUSION_EMITTER_CONCATENATE) return kiln_concat_kernel_emit(c, opts, out);

@@ -1,0 +1,641 @@
+/* Sort emitter (see sort_emitter.h). */
+#include "compiler/codegen/sort_emitter.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "compiler/codegen/elemental.h"
+#include "compiler/codegen/elemental_internal.h"
+#include "compiler/codegen/kir_pipeline.h"
+
+#define SORT_MAX_OPERANDS 16
+/* Block-shared positions of a stable sort: the static shared-memory limit. */
+#define SORT_MAX_SHARED_BYTES (48 * 1024)
+/* Rows of fewer pairs than this share a block. */
+#define SORT_MIN_BLOCK_THREADS 128
+#define SORT_MAX_THREADS 1024
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int64_t pow2_at_least(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+static int64_t log2_exact(int64_t n) {
+  int64_t k = 0;
+  while (((int64_t)1 << k) < n) k++;
+  return k;
+}
+
+/* ---- analysis of the fusion ---- */
+
+typedef struct sort_outputs {
+  int num_outputs;                         /* fusion output leaves */
+  int sort_output[SORT_MAX_OPERANDS];      /* leaf -> sort output */
+  int output_of[SORT_MAX_OPERANDS];        /* sort output -> leaf */
+  const kiln_shape_t *shapes[SORT_MAX_OPERANDS];
+} sort_outputs_t;
+
+static const kiln_hlo_instruction_t *find_sort(const kiln_hlo_computation_t *c) {
+  const kiln_hlo_instruction_t *r = c->root;
+  if (!r) return NULL;
+  if (r->opcode == KILN_OP_SORT) return r;
+  if (r->opcode == KILN_OP_GET_TUPLE_ELEMENT && r->num_operands == 1 && r->operands[0]->opcode == KILN_OP_SORT)
+    return r->operands[0];
+  if (r->opcode == KILN_OP_TUPLE)
+    for (int i = 0; i < r->num_operands; i++) {
+      const kiln_hlo_instruction_t *x = r->operands[i];
+      if (x->opcode == KILN_OP_SORT) return x;
+      if (x->opcode == KILN_OP_GET_TUPLE_ELEMENT && x->num_operands == 1 && x->operands[0]->opcode == KILN_OP_SORT)
+        return x->operands[0];
+    }
+  return NULL;
+}
+
+static kiln_status add_leaf(sort_outputs_t *so, const kiln_hlo_instruction_t *sort, int k,
+                            const kiln_shape_t *shape, const char *cname) {
+  if (so->num_outputs >= SORT_MAX_OPERANDS)
+    return KILN_ERR_UNIMPLEMENTED("sort fusion %s: more than %d outputs", cname, SORT_MAX_OPERANDS);
+  if (k < 0 || k >= sort->num_operands)
+    return KILN_ERR_INVALID("sort fusion %s: output %d of a %d-operand sort", cname, k, sort->num_operands);
+  if (so->output_of[k] >= 0)
+    return KILN_ERR_UNIMPLEMENTED("sort fusion %s: sort output %d is a fusion output twice", cname, k);
+  so->output_of[k] = so->num_outputs;
+  so->sort_output[so->num_outputs] = k;
+  so->shapes[so->num_outputs++] = shape;
+  return NULL;
+}
+
+static kiln_status add_root(sort_outputs_t *so, const kiln_hlo_instruction_t *sort,
+                            const kiln_hlo_instruction_t *x, const char *cname) {
+  if (x == sort) {
+    if (kiln_shape_is_tuple(x->shape)) {
+      for (int k = 0; k < x->shape->num_elements; k++)
+        KILN_RETURN_IF_ERROR_PLAIN(add_leaf(so, sort, k, x->shape->elements[k], cname));
+      return NULL;
+    }
+    return add_leaf(so, sort, 0, x->shape, cname);
+  }
+  if (x->opcode == KILN_OP_GET_TUPLE_ELEMENT && x->num_operands == 1 && x->operands[0] == sort)
+    return add_leaf(so, sort, (int)x->tuple_index, x->shape, cname);
+  return KILN_ERR_UNIMPLEMENTED("sort fusion %s: root %s (%s) is not an output of %s", cname, x->name,
+                                kiln_hlo_opcode_name(x->opcode), sort->name);
+}
+
+typedef struct sort_plan {
+  kiln_sort_launch_t l;
+  const kiln_hlo_computation_t *cmp;
+  int nops;
+  int rank, dim;
+  int64_t dims[KILN_KIR_MAX_RANK];
+  int64_t pairs;      /* H = N / 2 */
+  int64_t pair_iters; /* P: pairs per thread per step */
+  int64_t copy_iters; /* E: elements per thread in the copy */
+  sort_outputs_t so;
+} sort_plan_t;
+
+static kiln_status plan(const kiln_hlo_computation_t *c, sort_plan_t *p) {
+  memset(p, 0, sizeof(*p));
+  for (int k = 0; k < SORT_MAX_OPERANDS; k++) p->so.output_of[k] = -1;
+  const kiln_hlo_instruction_t *s = find_sort(c);
+  if (!s) return KILN_ERR_INVALID("fusion %s: the root is not a sort", c ? c->name : "?");
+  p->l.sort = s;
+  if (s->num_operands < 1 || s->num_operands > SORT_MAX_OPERANDS)
+    return KILN_ERR_UNIMPLEMENTED("%s: %d sort operands", s->name, s->num_operands);
+  p->nops = s->num_operands;
+  p->cmp = kiln_hlo_instruction_called(s, "to_apply");
+  if (!p->cmp) return KILN_ERR_INVALID("%s: no comparator (to_apply)", s->name);
+  if (p->cmp->num_parameters != 2 * p->nops)
+    return KILN_ERR_INVALID("%s: comparator %s takes %d parameters, the sort has %d operands", s->name,
+                            p->cmp->name, p->cmp->num_parameters, p->nops);
+  const kiln_shape_t *sh = s->operands[0]->shape;
+  if (!kiln_shape_is_array(sh)) return KILN_ERR_INVALID("%s: operand 0 is not an array", s->name);
+  if (sh->rank > KILN_KIR_MAX_RANK) return KILN_ERR_UNIMPLEMENTED("%s: rank %d", s->name, sh->rank);
+  p->rank = sh->rank;
+  for (int i = 0; i < sh->rank; i++) p->dims[i] = sh->dims[i];
+  for (int k = 0; k < p->nops; k++) {
+    const kiln_hlo_instruction_t *x = s->operands[k];
+    if (!kiln_shape_is_array(x->shape) || x->shape->rank != sh->rank)
+      return KILN_ERR_INVALID("%s: operand %d's shape differs from operand 0's", s->name, k);
+    for (int i = 0; i < sh->rank; i++)
+      if (x->shape->dims[i] != sh->dims[i])
+        return KILN_ERR_INVALID("%s: operand %d's shape differs from operand 0's", s->name, k);
+    if (!kiln_partition_is_tensor_leaf(x))
+      return KILN_ERR_UNIMPLEMENTED("%s: operand %d (%s, %s) is not a fusion parameter or constant", s->name, k,
+                                    x->name, kiln_hlo_opcode_name(x->opcode));
+  }
+  if (sh->rank == 0) {
+    p->dim = -1;
+  } else {
+    if (s->dimensions.n != 1 || s->dimensions.v[0] < 0 || s->dimensions.v[0] >= sh->rank)
+      return KILN_ERR_INVALID("%s: needs one sort dimension in [0, %d)", s->name, sh->rank);
+    p->dim = (int)s->dimensions.v[0];
+  }
+  const kiln_hlo_instruction_t *r = c->root;
+  if (r->opcode == KILN_OP_TUPLE && r != s) {
+    for (int i = 0; i < r->num_operands; i++) KILN_RETURN_IF_ERROR_PLAIN(add_root(&p->so, s, r->operands[i], c->name));
+  } else {
+    KILN_RETURN_IF_ERROR_PLAIN(add_root(&p->so, s, r, c->name));
+  }
+  for (int k = 0; k < p->nops; k++)
+    if (p->so.output_of[k] < 0)
+      return KILN_ERR_UNIMPLEMENTED("sort fusion %s: sort output %d is not a fusion output (no buffer to sort in)",
+                                    c->name, k);
+  int64_t n = p->dim >= 0 ? p->dims[p->dim] : 1, total = kiln_shape_num_elements(sh);
+  p->l.row_length = n;
+  p->l.rows = n > 0 ? total / n : 0;
+  p->l.stable = s->is_stable;
+  p->l.padded = pow2_at_least(n);
+  p->pairs = p->l.padded / 2;
+  int64_t lg = log2_exact(p->l.padded);
+  p->l.steps = lg * (lg + 1) / 2;
+  int64_t rows = p->l.rows > 0 ? p->l.rows : 1;
+  if (p->pairs >= SORT_MIN_BLOCK_THREADS) {
+    p->l.rows_per_block = 1;
+    p->l.threads = p->pairs < SORT_MAX_THREADS ? p->pairs : SORT_MAX_THREADS;
+  } else {
+    int64_t per = p->pairs > 0 ? p->pairs : 1;
+    int64_t g = SORT_MIN_BLOCK_THREADS / per, rg = pow2_at_least(rows);
+    p->l.rows_per_block = g < rg ? g : rg;
+    p->l.threads = p->l.rows_per_block * per;
+  }
+  p->pair_iters = p->pairs > 0 ? p->l.rows_per_block * p->pairs / p->l.threads : 0;
+  int64_t elems = p->l.rows_per_block * n;
+  p->copy_iters = (elems + p->l.threads - 1) / p->l.threads;
+  p->l.blocks = (rows + p->l.rows_per_block - 1) / p->l.rows_per_block;
+  if (p->l.stable && p->l.steps > 0) {
+    p->l.shared_bytes = elems * 4;
+    if (p->l.shared_bytes > SORT_MAX_SHARED_BYTES)
+      return KILN_ERR_UNIMPLEMENTED("%s: a stable sort of rows of %lld elements needs %lld bytes of shared "
+                                    "memory for positions (limit %d)",
+                                    s->name, (long long)n, (long long)p->l.shared_bytes, SORT_MAX_SHARED_BYTES);
+  }
+  if (p->l.blocks > INT32_MAX)
+    return KILN_ERR_UNIMPLEMENTED("%s: %lld blocks", s->name, (long long)p->l.blocks);
+  return NULL;
+}
+
+kiln_status kiln_sort_plan(const kiln_hlo_computation_t *c, kiln_sort_launch_t *out) {
+  memset(out, 0, sizeof(*out));
+  if (!c || !c->root) return KILN_ERR_INVALID("sort emitter: no computation");
+  sort_plan_t *p = kiln_calloc(1, sizeof(*p));
+  kiln_status s = plan(c, p);
+  if (!s) *out = p->l;
+  kiln_free(p);
+  return s;
+}
+
+/* ---- emission ---- */
+
+typedef struct sort_emit {
+  sort_plan_t p;
+  kiln_kir_module_t *m;
+  kiln_affine_ctx_t *x;
+  kiln_kir_builder_t b;
+  kiln_elemental_t elem;
+  kiln_elem_fn_t fn;
+  kiln_partition_t part; /* empty: the sort has no subgraph functions */
+  kiln_kir_func_t *kernel;
+  int in_tensor[SORT_MAX_OPERANDS];  /* sort operand -> kernel tensor parameter */
+  kiln_kir_value_t *tensors[64];     /* the kernel's input tensors (elem order) */
+  kiln_kir_value_t *work[SORT_MAX_OPERANDS]; /* current value of sort output k's buffer */
+  kiln_kir_value_t *pos;             /* stable: shared positions, else NULL */
+  kiln_kir_value_t *th, *bl;
+} sort_emit_t;
+
+/* Row index `row` and position `i` (affine expressions) -> the element's logical index. */
+static void element_index(sort_emit_t *e, kiln_affine_expr_t *row, kiln_affine_expr_t *i,
+                          kiln_affine_expr_t **out) {
+  sort_plan_t *p = &e->p;
+  int64_t other[KILN_KIR_MAX_RANK];
+  int no = 0;
+  for (int d = 0; d < p->rank; d++)
+    if (d != p->dim) other[no++] = p->dims[d];
+  kiln_affine_expr_t *oi[KILN_KIR_MAX_RANK];
+  if (no > 0) kiln_affine_delinearize(e->x, row, other, (size_t)no, oi);
+  int k = 0;
+  for (int d = 0; d < p->rank; d++) out[d] = d == p->dim ? i : oi[k++];
+}
+
+/* A map over (th_x, bl_x, it) with the given upper bounds. */
+static kiln_indexing_map_t *step_map(sort_emit_t *e, int64_t iters) {
+  const char *names[3] = {"th_x", "bl_x", "it"};
+  int64_t hi[3] = {e->p.l.threads - 1, e->p.l.blocks - 1, iters - 1};
+  kiln_indexing_map_t *map = kiln_indexing_map_create(e->x, 3, 0, 0);
+  for (int i = 0; i < 3; i++) {
+    kiln_indexing_map_set_name(map, KILN_INDEXING_DIM, (size_t)i, names[i]);
+    kiln_indexing_map_set_bounds(map, KILN_INDEXING_DIM, (size_t)i, 0, hi[i]);
+  }
+  return kiln_kir_module_adopt_map(e->m, map);
+}
+
+static const kiln_kir_type_t *const *work_types(sort_emit_t *e, const kiln_kir_type_t **t, size_t *n) {
+  size_t k = 0;
+  for (int i = 0; i < e->p.nops; i++) t[k++] = e->work[i]->type;
+  if (e->pos) t[k++] = e->pos->type;
+  *n = k;
+  return t;
+}
+
+static size_t work_values(sort_emit_t *e, kiln_kir_value_t **v) {
+  size_t k = 0;
+  for (int i = 0; i < e->p.nops; i++) v[k++] = e->work[i];
+  if (e->pos) v[k++] = e->pos;
+  return k;
+}
+
+static void set_work(sort_emit_t *e, kiln_kir_value_t *const *v) {
+  for (int i = 0; i < e->p.nops; i++) e->work[i] = v[i];
+  if (e->pos) e->pos = v[e->p.nops];
+}
+
+/* Opens `for it in [0, iters)` threading the working tensors; the builder is left in its
+ * body with e->work set to the body's arguments. Returns the loop (close with close_region). */
+static kiln_kir_op_t *open_thread_loop(sort_emit_t *e, int64_t iters, kiln_kir_value_t **it) {
+  kiln_kir_builder_t *b = &e->b;
+  kiln_kir_value_t *init[SORT_MAX_OPERANDS + 1] = {0};
+  size_t nw = work_values(e, init);
+  kiln_kir_op_t *loop = kiln_kir_for(b, kiln_kir_const_index(b, 0), kiln_kir_const_index(b, iters),
+                                     kiln_kir_const_index(b, 1), init, nw);
+  if (!loop) return NULL;
+  kiln_kir_region_t *body = kiln_kir_op_region(loop, 0);
+  kiln_kir_builder_enter(b, body);
+  *it = kiln_kir_region_arg(body, 0);
+  kiln_kir_value_t *args[SORT_MAX_OPERANDS + 1] = {0};
+  for (size_t i = 0; i < nw; i++) args[i] = kiln_kir_region_arg(body, i + 1);
+  set_work(e, args);
+  return loop;
+}
+
+/* Opens `if cond` over the working tensors (the else branch yields them unchanged); the
+ * builder is left in the then branch. Returns the if (close with close_region). */
+static kiln_kir_op_t *open_guard(sort_emit_t *e, kiln_kir_value_t *cond) {
+  kiln_kir_builder_t *b = &e->b;
+  const kiln_kir_type_t *types[SORT_MAX_OPERANDS + 1] = {0};
+  size_t nw;
+  work_types(e, types, &nw);
+  kiln_kir_op_t *iff = kiln_kir_if(b, cond, types, nw);
+  if (!iff) return NULL;
+  kiln_kir_value_t *cur[SORT_MAX_OPERANDS + 1] = {0};
+  work_values(e, cur);
+  kiln_kir_builder_enter(b, kiln_kir_op_region(iff, 1));
+  kiln_kir_yield(b, cur, nw);
+  kiln_kir_builder_exit(b);
+  kiln_kir_builder_enter(b, kiln_kir_op_region(iff, 0));
+  return iff;
+}
+
+/* Yields the working tensors from the current region, leaves it, and takes `op`'s results
+ * as the new working tensors. */
+static void close_region(sort_emit_t *e, kiln_kir_op_t *op) {
+  kiln_kir_value_t *cur[SORT_MAX_OPERANDS + 1] = {0};
+  size_t nw = work_values(e, cur);
+  kiln_kir_yield(&e->b, cur, nw);
+  kiln_kir_builder_exit(&e->b);
+  for (size_t i = 0; i < nw; i++) cur[i] = kiln_kir_op_result(op, i);
+  set_work(e, cur);
+}
+
+static void barrier(sort_emit_t *e) {
+  kiln_kir_value_t *cur[SORT_MAX_OPERANDS + 1] = {0};
+  size_t nw = work_values(e, cur);
+  kiln_kir_op_t *bar = kiln_kir_barrier(&e->b, cur, nw);
+  if (!bar) return;
+  for (size_t i = 0; i < nw; i++) cur[i] = kiln_kir_op_result(bar, i);
+  set_work(e, cur);
+}
+
+static kiln_kir_value_t *in_range(sort_emit_t *e, kiln_kir_value_t *v, int64_t limit, kiln_kir_value_t *acc) {
+  kiln_kir_value_t *c = kiln_kir_cmp(&e->b, KILN_KIR_CMP_LT, v, kiln_kir_const_index(&e->b, limit));
+  return acc ? kiln_kir_binary(&e->b, KILN_KIR_AND, acc, c) : c;
+}
+
+/* Phase 0: copy each operand row into its output buffer (and positions into shared). */
+static bool emit_copy(sort_emit_t *e) {
+  sort_plan_t *p = &e->p;
+  kiln_affine_ctx_t *x = e->x;
+  kiln_kir_builder_t *b = &e->b;
+  int64_t n = p->l.row_length, G = p->l.rows_per_block;
+  kiln_indexing_map_t *map = step_map(e, p->copy_iters);
+  /* lin = it * T + th: the element of the block's rows; row = bl * G + lin / n. */
+  kiln_affine_expr_t *lin = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 2), p->l.threads),
+                                            kiln_affine_dim(x, 0));
+  kiln_affine_expr_t *row = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), G),
+                                            kiln_affine_floordiv(x, lin, kiln_affine_const(x, n)));
+  kiln_affine_expr_t *i = kiln_affine_mod(x, lin, kiln_affine_const(x, n));
+  kiln_affine_expr_t *idx[KILN_KIR_MAX_RANK];
+  element_index(e, row, i, idx);
+  kiln_indexing_map_add_result(map, lin);
+  kiln_indexing_map_add_result(map, row);
+  kiln_indexing_map_add_result(map, i);
+  for (int d = 0; d < p->rank; d++) kiln_indexing_map_add_result(map, idx[d]);
+  kiln_indexing_map_simplify(map);
+  kiln_kir_value_t *it = NULL;
+  kiln_kir_op_t *loop = open_thread_loop(e, p->copy_iters, &it);
+  if (!loop) return false;
+  kiln_kir_value_t *dims[3] = {e->th, e->bl, it};
+  kiln_kir_op_t *ap = kiln_kir_apply_indexing(b, map, dims, 3, NULL, 0);
+  if (!ap) return false;
+  kiln_kir_value_t *vlin = kiln_kir_op_result(ap, 0), *vrow = kiln_kir_op_result(ap, 1);
+  kiln_kir_value_t *cond = NULL;
+  if (p->copy_iters * p->l.threads > G * n) cond = in_range(e, vlin, G * n, cond);
+  if (p->l.blocks * G > p->l.rows) cond = in_range(e, vrow, p->l.rows, cond);
+  kiln_kir_op_t *iff = cond ? open_guard(e, cond) : NULL;
+  if (cond && !iff) return false;
+  kiln_kir_value_t *vidx[KILN_KIR_MAX_RANK];
+  for (int d = 0; d < p->rank; d++) vidx[d] = kiln_kir_op_result(ap, (size_t)(3 + d));
+  for (int k = 0; k < p->nops; k++) {
+    kiln_kir_value_t *v = kiln_kir_extract(b, e->tensors[e->in_tensor[k]], vidx, (size_t)p->rank);
+    e->work[k] = kiln_kir_insert(b, v, e->work[k], vidx, (size_t)p->rank);
+  }
+  if (e->pos) {
+    kiln_kir_value_t *pi = kiln_kir_convert(b, kiln_kir_op_result(ap, 2), kiln_kir_type_scalar(e->m, KILN_S32));
+    e->pos = kiln_kir_insert(b, pi, e->pos, &vlin, 1);
+  }
+  if (iff) close_region(e, iff);
+  close_region(e, loop);
+  return kiln_kir_builder_ok(b);
+}
+
+/* less(a, b) by the comparator: a's elements as the lhs parameters (2k), b's as the rhs. */
+static kiln_kir_value_t *less(sort_emit_t *e, kiln_kir_value_t *const *a, kiln_kir_value_t *const *b) {
+  kiln_kir_value_t *args[2 * SORT_MAX_OPERANDS], *res[KILN_ELEM_MAX_OUTPUTS];
+  for (int k = 0; k < e->p.nops; k++) {
+    args[2 * k] = a[k];
+    args[2 * k + 1] = b[k];
+  }
+  int n = kiln_elem_emit_scalar_computation(&e->fn, e->p.cmp, args, 2 * e->p.nops, res);
+  if (n != 1) {
+    if (n >= 0)
+      kiln_elem_fail(&e->fn, KILN_ERR_INVALID("comparator %s gives %d results, not one pred", e->p.cmp->name, n));
+    return NULL;
+  }
+  if (!res[0] || res[0]->type->kind != KILN_KIR_TYPE_SCALAR || res[0]->type->elem != KILN_PRED) {
+    kiln_elem_fail(&e->fn, KILN_ERR_INVALID("comparator %s does not return pred", e->p.cmp->name));
+    return NULL;
+  }
+  return res[0];
+}
+
+/* One compare-exchange step of the network: merge size k (flip when j == k / 2), distance j. */
+static bool emit_step(sort_emit_t *e, int64_t k, int64_t j) {
+  sort_plan_t *p = &e->p;
+  kiln_affine_ctx_t *x = e->x;
+  kiln_kir_builder_t *b = &e->b;
+  int64_t n = p->l.row_length, G = p->l.rows_per_block, H = p->pairs;
+  kiln_indexing_map_t *map = step_map(e, p->pair_iters);
+  kiln_affine_expr_t *q = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 2), p->l.threads),
+                                          kiln_affine_dim(x, 0));
+  kiln_affine_expr_t *g = kiln_affine_floordiv(x, q, kiln_affine_const(x, H));
+  kiln_affine_expr_t *qq = kiln_affine_mod(x, q, kiln_affine_const(x, H));
+  kiln_affine_expr_t *i, *l;
+  if (j == k / 2) {
+    kiln_affine_expr_t *base = kiln_affine_mul_const(x, kiln_affine_floordiv(x, qq, kiln_affine_const(x, j)), k);
+    kiln_affine_expr_t *off = kiln_affine_mod(x, qq, kiln_affine_const(x, j));
+    i = kiln_affine_add(x, base, off);
+    l = kiln_affine_sub(x, kiln_affine_add_const(x, base, k - 1), off);
+  } else {
+    i = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_floordiv(x, qq, kiln_affine_const(x, j)), 2 * j),
+                        kiln_affine_mod(x, qq, kiln_affine_const(x, j)));
+    l = kiln_affine_add_const(x, i, j);
+  }
+  kiln_affine_expr_t *row = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), G), g);
+  kiln_affine_expr_t *ii[KILN_KIR_MAX_RANK], *li[KILN_KIR_MAX_RANK];
+  element_index(e, row, i, ii);
+  element_index(e, row, l, li);
+  kiln_indexing_map_add_result(map, l);
+  kiln_indexing_map_add_result(map, row);
+  kiln_indexing_map_add_result(map, kiln_affine_add(x, kiln_affine_mul_const(x, g, n), i));
+  kiln_indexing_map_add_result(map, kiln_affine_add(x, kiln_affine_mul_const(x, g, n), l));
+  for (int d = 0; d < p->rank; d++) kiln_indexing_map_add_result(map, ii[d]);
+  for (int d = 0; d < p->rank; d++) kiln_indexing_map_add_result(map, li[d]);
+  kiln_indexing_map_simplify(map);
+
+  kiln_kir_value_t *it = NULL;
+  kiln_kir_op_t *loop = open_thread_loop(e, p->pair_iters, &it);
+  if (!loop) return false;
+  kiln_kir_value_t *dims[3] = {e->th, e->bl, it};
+  kiln_kir_op_t *ap = kiln_kir_apply_indexing(b, map, dims, 3, NULL, 0);
+  if (!ap) return false;
+  kiln_kir_value_t *cond = NULL;
+  if (p->l.padded > n) cond = in_range(e, kiln_kir_op_result(ap, 0), n, cond);
+  if (p->l.blocks * G > p->l.rows) cond = in_range(e, kiln_kir_op_result(ap, 1), p->l.rows, cond);
+  kiln_kir_op_t *iff = cond ? open_guard(e, cond) : NULL;
+  if (cond && !iff) return false;
+  size_t mark;
+  kiln_elem_enter(&e->fn, b->region, &mark);
+  kiln_kir_value_t *vi[KILN_KIR_MAX_RANK], *vl[KILN_KIR_MAX_RANK];
+  for (int d = 0; d < p->rank; d++) {
+    vi[d] = kiln_kir_op_result(ap, (size_t)(4 + d));
+    vl[d] = kiln_kir_op_result(ap, (size_t)(4 + p->rank + d));
+  }
+  kiln_kir_value_t *ai[SORT_MAX_OPERANDS], *al[SORT_MAX_OPERANDS];
+  for (int o = 0; o < p->nops; o++) {
+    ai[o] = kiln_kir_extract(b, e->work[o], vi, (size_t)p->rank);
+    al[o] = kiln_kir_extract(b, e->work[o], vl, (size_t)p->rank);
+  }
+  kiln_kir_value_t *swap = less(e, al, ai);
+  kiln_kir_value_t *pi = NULL, *pl = NULL, *psi = NULL, *psl = NULL;
+  if (swap && e->pos) {
+    psi = kiln_kir_op_result(ap, 2);
+    psl = kiln_kir_op_result(ap, 3);
+    pi = kiln_kir_extract(b, e->pos, &psi, 1);
+    pl = kiln_kir_extract(b, e->pos, &psl, 1);
+    kiln_kir_value_t *after = less(e, ai, al);
+    if (after) {
+      kiln_kir_value_t *tie = kiln_kir_binary(
+          b, KILN_KIR_AND, kiln_kir_unary(b, KILN_KIR_NOT, after), kiln_kir_cmp(b, KILN_KIR_CMP_LT, pl, pi));
+      swap = kiln_kir_binary(b, KILN_KIR_OR, swap, tie);
+    } else {
+      swap = NULL;
+    }
+  }
+  kiln_elem_exit(&e->fn, mark);
+  if (!swap) return false;
+  for (int o = 0; o < p->nops; o++) {
+    kiln_kir_value_t *ni = kiln_kir_select(b, swap, al[o], ai[o]);
+    kiln_kir_value_t *nl = kiln_kir_select(b, swap, ai[o], al[o]);
+    e->work[o] = kiln_kir_insert(b, ni, e->work[o], vi, (size_t)p->rank);
+    e->work[o] = kiln_kir_insert(b, nl, e->work[o], vl, (size_t)p->rank);
+  }
+  if (e->pos) {
+    e->pos = kiln_kir_insert(b, kiln_kir_select(b, swap, pl, pi), e->pos, &psi, 1);
+    e->pos = kiln_kir_insert(b, kiln_kir_select(b, swap, pi, pl), e->pos, &psl, 1);
+  }
+  if (iff) close_region(e, iff);
+  close_region(e, loop);
+  return kiln_kir_builder_ok(b);
+}
+
+static void sanitize(char *s) {
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9'))) *s = '_';
+}
+
+static void dump_text(const char *dir, const char *name, const char *suffix, const char *text) {
+  if (!dir || !*dir) return;
+  mkdir(dir, 0777);
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/%s.%s", dir, name, suffix);
+  FILE *fp = fopen(path, "w");
+  if (!fp) return;
+  fputs(text, fp);
+  fclose(fp);
+}
+
+/* Creates the kernel: the fusion's tensors, then one written tensor per output leaf. */
+static kiln_status create_kernel(sort_emit_t *e, const char *name) {
+  kiln_kir_module_t *m = e->m;
+  int nin = e->elem.num_tensors, nout = e->p.so.num_outputs;
+  if (nin > 64) return KILN_ERR_UNIMPLEMENTED("sort fusion: %d inputs", nin);
+  size_t np = (size_t)(nin + nout);
+  const kiln_kir_type_t *pt[64 + SORT_MAX_OPERANDS], *rt[SORT_MAX_OPERANDS];
+  char *names[64 + SORT_MAX_OPERANDS];
+  for (int i = 0; i < nin; i++) {
+    pt[i] = e->elem.tensor_types[i];
+    names[i] = kiln_strdup(e->elem.tensors[i]->name);
+  }
+  for (int o = 0; o < nout; o++) {
+    pt[nin + o] = rt[o] = kiln_elemental_tensor_type(m, e->p.so.shapes[o]);
+    char buf[32];
+    snprintf(buf, sizeof(buf), nout == 1 ? "output" : "output%d", o);
+    names[nin + o] = kiln_strdup(buf);
+  }
+  for (size_t i = 0; i < np; i++) sanitize(names[i]);
+  e->kernel = kiln_kir_func_create(m, name, KILN_KIR_FUNC_KERNEL, pt, (const char *const *)names, np, rt,
+                                   (size_t)nout);
+  for (size_t i = 0; i < np; i++) kiln_free(names[i]);
+  if (!e->kernel) return KILN_ERR_INTERNAL("could not create kernel %s", name);
+  for (int o = 0; o < nout; o++) kiln_kir_func_set_written(e->kernel, (size_t)(nin + o), true);
+  int64_t block[3] = {e->p.l.threads, 1, 1}, grid[3] = {e->p.l.blocks, 1, 1};
+  kiln_kir_func_set_launch(e->kernel, block, grid);
+  for (int i = 0; i < nin; i++) e->tensors[i] = kiln_kir_func_param(e->kernel, (size_t)i);
+  for (int k = 0; k < e->p.nops; k++) {
+    e->in_tensor[k] = -1;
+    for (int i = 0; i < nin; i++)
+      if (e->elem.tensors[i] == e->p.l.sort->operands[k]) e->in_tensor[k] = i;
+    if (e->in_tensor[k] < 0) return KILN_ERR_INTERNAL("sort operand %d is not a kernel input", k);
+    e->work[k] = kiln_kir_func_param(e->kernel, (size_t)(nin + e->p.so.output_of[k]));
+  }
+  return NULL;
+}
+
+static kiln_status emit_body(sort_emit_t *e) {
+  kiln_kir_builder_t *b = &e->b;
+  sort_plan_t *p = &e->p;
+  kiln_kir_builder_init(b, e->m, kiln_kir_func_body(e->kernel));
+  e->fn.e = &e->elem;
+  e->fn.b = b;
+  e->fn.sg = -1;
+  e->fn.tensors = e->tensors;
+  bool ok = true;
+  if (p->l.rows > 0 && p->l.row_length > 0) {
+    e->th = kiln_kir_thread_id(b, 0, 0, p->l.threads - 1);
+    e->bl = kiln_kir_block_id(b, 0, 0, p->l.blocks - 1);
+    kiln_kir_value_set_name(e->th, "th_x");
+    kiln_kir_value_set_name(e->bl, "bl_x");
+    if (p->l.shared_bytes > 0) {
+      int64_t np = p->l.rows_per_block * p->l.row_length;
+      e->pos = kiln_kir_alloc_shared(b, KILN_S32, 1, &np);
+      kiln_kir_value_set_name(e->pos, "positions");
+    }
+    ok = emit_copy(e);
+    for (int64_t k = 2; ok && k <= p->l.padded; k *= 2)
+      for (int64_t j = k / 2; ok && j >= 1; j /= 2) {
+        barrier(e);
+        ok = emit_step(e, k, j);
+      }
+  }
+  kiln_status st = NULL;
+  if (e->fn.err) {
+    st = e->fn.err;
+    e->fn.err = NULL;
+  }
+  kiln_status bs = kiln_kir_builder_take_status(b);
+  if (!st) st = bs;
+  else kiln_status_free(bs);
+  if (!st && !ok) st = KILN_ERR_INTERNAL("sort emitter: emission failed");
+  if (!st) {
+    kiln_kir_value_t *outs[SORT_MAX_OPERANDS];
+    for (int o = 0; o < p->so.num_outputs; o++) outs[o] = e->work[p->so.sort_output[o]];
+    kiln_kir_return(b, outs, (size_t)p->so.num_outputs);
+    st = kiln_kir_builder_take_status(b);
+  }
+  kiln_kir_builder_finish(b);
+  kiln_vec_free(&e->fn.cache);
+  return st;
+}
+
+kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
+                                  kiln_fusion_kernel_t *out) {
+  memset(out, 0, sizeof(*out));
+  if (!c || !c->root) return KILN_ERR_INVALID("sort emitter: no computation");
+  double t0 = now_ms();
+  sort_emit_t *e = kiln_calloc(1, sizeof(*e));
+  kiln_status st = plan(c, &e->p);
+  if (st) {
+    kiln_free(e);
+    return kiln_status_annotate(st, "while compiling fusion %s", c->name);
+  }
+  char name[160];
+  snprintf(name, sizeof(name), "%s", opts && opts->kernel_name ? opts->kernel_name : c->name);
+  if (!(opts && opts->kernel_name)) strncat(name, "_kernel", sizeof(name) - strlen(name) - 1);
+  sanitize(name);
+  const char *dump_dir = opts && opts->dump_dir ? opts->dump_dir : getenv("KILN_DUMP_TO");
+  if (dump_dir && *dump_dir) {
+    kiln_strbuf_t hb = {0};
+    kiln_hlo_computation_print(&hb, c);
+    dump_text(dump_dir, name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
+    kiln_strbuf_free(&hb);
+  }
+  out->ctx = kiln_affine_ctx_create();
+  out->kir = kiln_kir_module_create(name, out->ctx);
+  e->m = out->kir;
+  e->x = out->ctx;
+  e->part.comp = c;
+  st = kiln_elemental_init(&e->elem, e->m, c, &e->part);
+  bool have_elem = !st;
+  if (!st) st = create_kernel(e, name);
+  if (!st) st = emit_body(e);
+  if (!st) {
+    out->grid.num_elements = e->p.l.rows * e->p.l.row_length;
+    out->grid.vector_size = 1;
+    out->grid.threads = e->p.l.threads;
+    out->grid.blocks_x = e->p.l.blocks;
+    out->grid.blocks_y = 1;
+    out->num_inputs = e->elem.num_tensors;
+    out->inputs = kiln_calloc((size_t)out->num_inputs + 1, sizeof(*out->inputs));
+    for (int i = 0; i < out->num_inputs; i++) out->inputs[i] = e->elem.tensors[i];
+    out->num_outputs = e->p.so.num_outputs;
+    out->outputs = kiln_calloc((size_t)out->num_outputs + 1, sizeof(*out->outputs));
+    for (int o = 0; o < out->num_outputs; o++) out->outputs[o] = e->p.so.shapes[o];
+  }
+  if (have_elem) kiln_elemental_free(&e->elem);
+  kiln_free(e);
+  if (!st) st = kiln_kir_verify(out->kir);
+  out->emit_ms = now_ms() - t0;
+  if (!st) {
+    double t1 = now_ms();
+    kiln_kir_pipeline_options_t po = {0};
+    po.dump_dir = dump_dir;
+    po.dump_name = name;
+    po.no_vectorize = opts && opts->no_vectorize;
+    po.unroll_max_trip = opts ? opts->unroll_max_trip : 0;
+    st = kiln_kir_pipeline_run(out->kir, &po);
+    out->pipeline_ms = now_ms() - t1;
+  }
+  if (st) {
+    kiln_fusion_kernel_free(out);
+    return kiln_status_annotate(st, "while compiling fusion %s", c->name);
+  }
+  return NULL;
+}

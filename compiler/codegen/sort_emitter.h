@@ -1,0 +1,64 @@
+/* Sort emitter: a fusion whose root is a `sort` (possibly through a root tuple of
+ * get-tuple-elements) on fusion parameters, compiled to one kernel that runs on both targets
+ * (DESIGN.md principle 1).
+ *
+ * Algorithm: a bitonic sorting network over each row (the elements along `dimensions={d}`
+ * for one index of every other dimension). Rows are padded to N = the next power of two with
+ * virtual "greater than everything" elements that are never read or moved: the network is
+ * written in its all-ascending form (each merge of size k starts with a "flip" step that
+ * compares i with the mirror element of its k-block, then half-cleaners compare i with
+ * i + j), so every comparison pairs i < l and only ever moves the smaller element to i; a
+ * pair whose l lies past the row end is skipped.
+ *
+ * Launch: one block per row (or, for rows of fewer than 256 elements, 128 / (N / 2) rows
+ * per block); T = min(1024, rows per block * N / 2) threads; each thread handles N / 2 / T
+ * pairs per step. The kernel first copies every operand into its output buffer (the sort
+ * never writes its inputs), then runs the log2(N) * (log2(N) + 1) / 2 steps, each followed by
+ * a block barrier, on the output buffers (global memory: a row of any length fits, at one
+ * block per row).
+ *
+ * Comparator: the `to_apply` computation is emitted inline on scalars (the elemental
+ * emitter's scalar computation), params 2k / 2k+1 being operand k's element at the higher /
+ * lower position; the pair swaps when it says "higher before lower". NaN handling and total
+ * order are the comparator's. `is_stable=true`: each element carries its original position
+ * in block-shared memory (s32, rows per block * n of them: UNIMPLEMENTED past 48 KiB), and
+ * equal elements (neither before the other) are ordered by that position.
+ *
+ * UNIMPLEMENTED (named): sort operands that are not fusion parameters or constants, sort
+ * outputs that are not each exactly one fusion output, complex types, non-default layouts. */
+#ifndef KILN_COMPILER_CODEGEN_SORT_EMITTER_H_
+#define KILN_COMPILER_CODEGEN_SORT_EMITTER_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "compiler/codegen/fusion_compiler.h"
+#include "compiler/hlo/ir.h"
+
+/* How a sort fusion is launched (kiln_sort_plan). */
+typedef struct kiln_sort_launch {
+  const kiln_hlo_instruction_t *sort;
+  int64_t row_length;     /* n: elements along the sort dimension */
+  int64_t rows;           /* R: product of the other dimensions */
+  int64_t padded;         /* N: next power of two >= n */
+  int64_t rows_per_block; /* G */
+  int64_t threads;        /* T */
+  int64_t blocks;         /* ceil(R / G) */
+  int64_t steps;          /* compare-exchange steps (barriers after the copy) */
+  int64_t shared_bytes;   /* positions for stable sorts, else 0 */
+  bool stable;
+} kiln_sort_launch_t;
+
+/* The launch for sort fusion `c` (see above). INVALID_ARGUMENT when `c`'s root is not a
+ * well-formed sort; UNIMPLEMENTED for the forms listed above. */
+kiln_status kiln_sort_plan(const kiln_hlo_computation_t *c, kiln_sort_launch_t *out);
+
+/* Emits the sort kernel for `c` and runs the kernel-IR pipeline; fills *out like
+ * kiln_fusion_kernel_emit (one kernel; inputs: the fusion's parameters and array constants;
+ * outputs: the fusion's output leaves, depth-first). */
+kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c,
+                                  const kiln_fusion_compile_options_t *opts,
+                                  kiln_fusion_kernel_t *out);
+
+#endif /* KILN_COMPILER_CODEGEN_SORT_EMITTER_H_ */
