@@ -1,0 +1,261 @@
+/* Thunk emission and executables on the host device: hand-written modules with a while loop,
+ * a conditional, a BLAS dot, tuple outputs, a donated parameter, a layout-changing
+ * parameter; the emitted thunk sequence's shape; repeated runs with moving buffers; and the
+ * errors a caller can provoke (custom calls, wrong parameter sizes, a stream of another
+ * device). Results are compared with the reference evaluator. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "compiler/eval/eval.h"
+#include "compiler/thunks/compile.h"
+#include "runtime/executable.h"
+#include "runtime/host/host_device.h"
+#include "tools/common/compare.h"
+#include "tools/common/device_run.h"
+#include "tools/common/fake_args.h"
+
+static kiln_device_t *g_dev;
+
+static int setup(void **state) { return kiln_host_device_create(2, &g_dev) ? -1 : 0; }
+static int teardown(void **state) {
+  kiln_device_destroy(g_dev);
+  return 0;
+}
+
+static kiln_hlo_module_t *parse(const char *text) {
+  kiln_hlo_module_t *m = NULL;
+  kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
+  if (s) {
+    kiln_status_report(s, "parse");
+    fail();
+  }
+  return m;
+}
+
+/* Runs `text` on the host and on the evaluator with generated inputs; both must agree.
+ * Returns the thunk text (kiln_free) when `thunks` is set. */
+static void run_and_compare(const char *text, int repeat, char **thunks) {
+  kiln_hlo_module_t *m = parse(text);
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t **args = NULL;
+  int n = 0;
+  assert_null(kiln_fake_args_make(m, NULL, &arena, &args, &n));
+  kiln_literal_t *want = NULL, *got = NULL;
+  assert_null(kiln_eval_module(m, NULL, n, args, &arena, &want));
+  kiln_device_run_options_t o;
+  memset(&o, 0, sizeof o);
+  o.device = g_dev;
+  o.repeat = repeat;
+  kiln_device_run_report_t rep;
+  kiln_status s = kiln_device_run_module(m, args, n, &o, &arena, &got, &rep);
+  if (s) {
+    kiln_status_report(s, "device run");
+    fail();
+  }
+  kiln_compare_report_t cr;
+  if (!kiln_compare_literals(want, got, NULL, &cr)) {
+    fprintf(stderr, "mismatch: %s\n", cr.first);
+    fail();
+  }
+  assert_true(cr.elements > 0);
+  if (thunks) {
+    kiln_hlo_module_t *c = parse(text);
+    kiln_executable_desc_t *d = NULL;
+    kiln_compile_options_t co;
+    memset(&co, 0, sizeof co);
+    co.no_command_buffers = true;
+    assert_null(kiln_compile_module(c, &co, &d, NULL));
+    kiln_strbuf_t b = {0};
+    kiln_executable_desc_print(&b, d);
+    *thunks = kiln_strbuf_take(&b);
+    kiln_executable_desc_destroy(d);
+    kiln_hlo_module_destroy(c);
+  }
+  kiln_arena_destroy(&arena);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_while_loop_runs_its_body_until_the_condition_fails(void **state) {
+  char *thunks = NULL;
+  run_and_compare("HloModule w\n"
+                  "cond {\n  p = (s32[], f32[64]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+                  "  n = s32[] constant(10)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n"
+                  "body {\n  p = (s32[], f32[64]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+                  "  x = f32[64] get-tuple-element(p), index=1\n  one = s32[] constant(1)\n"
+                  "  j = s32[] add(i, one)\n  h = f32[] constant(0.5)\n  hb = f32[64] broadcast(h), dimensions={}\n"
+                  "  y = f32[64] multiply(x, hb)\n  z = f32[64] add(y, hb)\n  ROOT t = (s32[], f32[64]) tuple(j, z)\n}\n"
+                  "ENTRY e {\n  x = f32[64] parameter(0)\n  z = s32[] constant(0)\n"
+                  "  t = (s32[], f32[64]) tuple(z, x)\n  w = (s32[], f32[64]) while(t), condition=cond, body=body\n"
+                  "  ROOT r = f32[64] get-tuple-element(w), index=1\n}\n",
+                  3, &thunks);
+  assert_non_null(strstr(thunks, "while"));
+  assert_non_null(strstr(thunks, "kernel"));
+  printf("%s", thunks);
+  kiln_free(thunks);
+}
+
+static void test_conditional_picks_the_branch_of_the_index(void **state) {
+  const char *text =
+      "HloModule c\n"
+      "b0 {\n  p = f32[32] parameter(0)\n  ROOT n = f32[32] negate(p)\n}\n"
+      "b1 {\n  p = f32[32] parameter(0)\n  ROOT e = f32[32] exponential(p)\n}\n"
+      "b2 {\n  p = f32[32] parameter(0)\n  ROOT a = f32[32] abs(p)\n}\n"
+      "ENTRY e {\n  i = s32[] parameter(0)\n  x = f32[32] parameter(1)\n"
+      "  ROOT c = f32[32] conditional(i, x, x, x), branch_computations={b0, b1, b2}\n}\n";
+  char *thunks = NULL;
+  run_and_compare(text, 1, &thunks);
+  assert_non_null(strstr(thunks, "conditional"));
+  kiln_free(thunks);
+}
+
+static void test_f32_dot_becomes_a_gemm_thunk(void **state) {
+  char *thunks = NULL;
+  run_and_compare("HloModule d\nENTRY e {\n  a = f32[2,24,16] parameter(0)\n  b = f32[2,16,8] parameter(1)\n"
+                  "  ROOT d = f32[2,24,8] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+                  "rhs_batch_dims={0}, rhs_contracting_dims={1}\n}\n",
+                  1, &thunks);
+  assert_non_null(strstr(thunks, "gemm"));
+  kiln_free(thunks);
+  /* A bf16 dot is a kernel (no BLAS for it). */
+  run_and_compare("HloModule d\nENTRY e {\n  a = bf16[24,16] parameter(0)\n  b = bf16[16,8] parameter(1)\n"
+                  "  ROOT d = bf16[24,8] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+                  1, &thunks);
+  assert_null(strstr(thunks, "gemm"));
+  assert_non_null(strstr(thunks, "kernel"));
+  kiln_free(thunks);
+}
+
+static void test_tuple_outputs_constants_and_pass_through_parameters(void **state) {
+  run_and_compare("HloModule t\nENTRY e {\n  x = f32[8,4] parameter(0)\n  y = s32[3] parameter(1)\n"
+                  "  c = f32[8,4] constant({ {1,2,3,4}, {5,6,7,8}, {1,2,3,4}, {5,6,7,8}, {1,2,3,4}, "
+                  "{5,6,7,8}, {1,2,3,4}, {5,6,7,8} })\n  s = f32[8,4] add(x, c)\n"
+                  "  ROOT t = (f32[8,4], s32[3], f32[8,4]) tuple(s, y, c)\n}\n",
+                  2, NULL);
+}
+
+static void test_donated_parameter_is_updated_in_place(void **state) {
+  run_and_compare("HloModule a, input_output_alias={ {}: (0, {}, may-alias) }\n"
+                  "ENTRY e {\n  x = f32[128] parameter(0)\n  one = f32[] constant(1)\n"
+                  "  b = f32[128] broadcast(one), dimensions={}\n  ROOT s = f32[128] add(x, b)\n}\n",
+                  1, NULL);
+}
+
+static void test_non_default_parameter_layout_is_read_physically(void **state) {
+  run_and_compare("HloModule l, entry_computation_layout={(f32[16,8]{0,1})->f32[16,8]{1,0}}\n"
+                  "ENTRY e {\n  x = f32[16,8]{0,1} parameter(0)\n  ROOT n = f32[16,8]{1,0} copy(x)\n}\n",
+                  1, NULL);
+}
+
+static void expect_compile_error(const char *text, kiln_status_code_t code, const char *needle) {
+  kiln_hlo_module_t *m = parse(text);
+  kiln_executable_desc_t *d = NULL;
+  kiln_status s = kiln_compile_module(m, NULL, &d, NULL);
+  assert_non_null(s);
+  assert_null(d);
+  if (kiln_status_code(s) != code || !strstr(kiln_status_message(s), needle)) {
+    fprintf(stderr, "got %s: %s\n", kiln_status_code_name(kiln_status_code(s)),
+            kiln_status_message(s));
+    fail();
+  }
+  kiln_status_free(s);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_custom_call_is_a_clear_error(void **state) {
+  expect_compile_error("HloModule cc\nENTRY e {\n  x = f32[4] parameter(0)\n"
+                       "  ROOT c = f32[4] custom-call(x), custom_call_target=\"my_op\"\n}\n",
+                       KILN_UNIMPLEMENTED, "my_op");
+}
+
+static void test_run_checks_parameters_and_stream(void **state) {
+  kiln_hlo_module_t *m = parse("HloModule p\nENTRY e {\n  x = f32[16] parameter(0)\n"
+                               "  ROOT n = f32[16] negate(x)\n}\n");
+  kiln_executable_desc_t *d = NULL;
+  assert_null(kiln_compile_module(m, NULL, &d, NULL));
+  kiln_executable_t *e = NULL;
+  assert_null(kiln_executable_load(g_dev, d, &e));
+  kiln_stream_t *st = NULL;
+  assert_null(kiln_stream_create(g_dev, &st));
+  kiln_device_buffer_t *in = NULL, *out[1] = {NULL};
+  assert_null(kiln_device_buffer_create(g_dev, 64, &in));
+  kiln_devptr_t p = in->ptr;
+  uint64_t wrong = 32, right = 64;
+  kiln_status s = kiln_executable_run(e, st, &p, &wrong, 1, out);
+  assert_int_equal(kiln_status_code(s), KILN_INVALID_ARGUMENT);
+  assert_non_null(strstr(kiln_status_message(s), "64 bytes"));
+  kiln_status_free(s);
+  s = kiln_executable_run(e, st, &p, &right, 2, out);
+  assert_int_equal(kiln_status_code(s), KILN_INVALID_ARGUMENT);
+  kiln_status_free(s);
+  /* A stream of another device. */
+  kiln_device_t *other = NULL;
+  assert_null(kiln_host_device_create(1, &other));
+  kiln_stream_t *ost = NULL;
+  assert_null(kiln_stream_create(other, &ost));
+  s = kiln_executable_run(e, ost, &p, &right, 1, out);
+  assert_int_equal(kiln_status_code(s), KILN_INVALID_ARGUMENT);
+  kiln_status_free(s);
+  kiln_stream_destroy(ost);
+  kiln_device_destroy(other);
+  /* And a correct run: -x of memset 0x3f800000 (1.0) */
+  assert_null(kiln_stream_memset(st, p, 0x3F800000u, 4, 16));
+  assert_null(kiln_executable_run(e, st, &p, &right, 1, out));
+  float host[16];
+  assert_null(kiln_stream_memcpy_d2h(st, host, out[0]->ptr, sizeof host));
+  assert_null(kiln_stream_synchronize(st));
+  assert_true(host[0] == -1.0f && host[15] == -1.0f);
+  kiln_device_buffer_destroy(out[0]);
+  kiln_device_buffer_destroy(in);
+  kiln_stream_destroy(st);
+  kiln_executable_destroy(e);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_command_buffers_form_over_kernel_runs(void **state) {
+  /* Six independent elementwise ops that fusion keeps apart (each is an output). */
+  const char *text =
+      "HloModule cb\nENTRY e {\n  x = f32[1024] parameter(0)\n  a = f32[1024] negate(x)\n"
+      "  b = f32[1024] exponential(a)\n  c = f32[1024] sine(x)\n  d = f32[1024] cosine(c)\n"
+      "  f = f32[1024] tanh(x)\n  g = f32[1024] abs(f)\n"
+      "  ROOT t = (f32[1024], f32[1024], f32[1024], f32[1024], f32[1024], f32[1024]) "
+      "tuple(a, b, c, d, f, g)\n}\n";
+  kiln_hlo_module_t *m = parse(text);
+  kiln_compile_options_t co;
+  memset(&co, 0, sizeof co);
+  co.command_buffer_min_run = 1;
+  kiln_executable_desc_t *d = NULL;
+  kiln_compile_stats_t st;
+  assert_null(kiln_compile_module(m, &co, &d, &st));
+  assert_true(st.emit.kernels >= 1);
+  assert_int_equal(st.command_buffers, 1);
+  kiln_strbuf_t b = {0};
+  kiln_executable_desc_print(&b, d);
+  assert_non_null(strstr(kiln_strbuf_cstr(&b), "command-buffer"));
+  kiln_strbuf_free(&b);
+  kiln_executable_desc_destroy(d);
+  kiln_hlo_module_destroy(m);
+  run_and_compare(text, 3, NULL); /* replayed on the second and third runs */
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_while_loop_runs_its_body_until_the_condition_fails),
+      cmocka_unit_test(test_conditional_picks_the_branch_of_the_index),
+      cmocka_unit_test(test_f32_dot_becomes_a_gemm_thunk),
+      cmocka_unit_test(test_tuple_outputs_constants_and_pass_through_parameters),
+      cmocka_unit_test(test_donated_parameter_is_updated_in_place),
+      cmocka_unit_test(test_non_default_parameter_layout_is_read_physically),
+      cmocka_unit_test(test_custom_call_is_a_clear_error),
+      cmocka_unit_test(test_run_checks_parameters_and_stream),
+      cmocka_unit_test(test_command_buffers_form_over_kernel_runs),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
