@@ -16,48 +16,10 @@
 #include <cmocka.h>
 
 #include "pass_test_util.h"
+#include "expander_test_util.h"
 
 #include "compiler/passes/pipeline.h"
 #include "tools/common/hlo_file.h"
-
-static double tolerance_of(kiln_elem_type_t t) {
-  switch (t) {
-    case KILN_F64: return 1e-12;
-    case KILN_F32: return 1e-5;
-    case KILN_F16: return 2e-3;
-    default: return 1.6e-2;
-  }
-}
-
-/* Worst |after - before| / max|before| over the leaves (NaN must stay NaN); -1 when a NaN
- * or an infinity does not match. */
-static double worst_relative_error(const kiln_literal_t *before, const kiln_literal_t *after, double *tol) {
-  double worst = 0;
-  *tol = 1;
-  int n = kiln_run_report_num_leaves(before);
-  if (n != kiln_run_report_num_leaves(after)) return -1;
-  for (int i = 0; i < n; i++) {
-    const kiln_literal_t *x = kiln_run_report_leaf(before, i), *y = kiln_run_report_leaf(after, i);
-    if (x->num_elements != y->num_elements || x->shape->type != y->shape->type) return -1;
-    double t = tolerance_of(x->shape->type);
-    if (t < *tol) *tol = t;
-    double mag = 0;
-    for (int64_t k = 0; k < x->num_elements; k++) {
-      double v = fabs(kiln_literal_get_f64(x, k));
-      if (isfinite(v) && v > mag) mag = v;
-    }
-    for (int64_t k = 0; k < x->num_elements; k++) {
-      double a = kiln_literal_get_f64(x, k), b = kiln_literal_get_f64(y, k);
-      if (isnan(a) || isnan(b) || isinf(a) || isinf(b)) {
-        if (!(isnan(a) && isnan(b)) && a != b) return -1;
-        continue;
-      }
-      double e = fabs(a - b) / (mag > 0 ? mag : 1) / t; /* in units of this leaf's tolerance */
-      if (e > worst) worst = e;
-    }
-  }
-  return worst; /* <= 1 means within tolerance */
-}
 
 static uint64_t rng_state = 12345;
 static double uniform(double lo, double hi) {
@@ -91,8 +53,7 @@ static double error_after(kiln_hlo_module_t *m, kiln_literal_t **args, int n, bo
                        pt_count(m, KILN_OP_BATCH_NORM_GRAD),
                    0);
   kiln_literal_t *after = pt_eval(m, args, n, &a1);
-  double tol = 0;
-  double e = worst_relative_error(before, after, &tol);
+  double e = et_worst_error(before, after);
   if (e < 0 || e > 1) {
     kiln_strbuf_t b = {0};
     for (int i = 0; i < kiln_run_report_num_leaves(before); i++) {

@@ -225,6 +225,119 @@ kiln_hlo_instruction_t *kiln_builder_reduce(kiln_builder_t *b, kiln_hlo_instruct
   return in;
 }
 
+static kiln_elem_type_t component_type(kiln_elem_type_t t) {
+  return t == KILN_C128 ? KILN_F64 : t == KILN_C64 ? KILN_F32 : t;
+}
+
+kiln_hlo_instruction_t *kiln_builder_real(kiln_builder_t *b, kiln_hlo_instruction_t *x) {
+  if (!x) return fail(b);
+  return kiln_builder_op(b, KILN_OP_REAL, like(b, x, component_type(x->shape->type)), 1, &x);
+}
+
+kiln_hlo_instruction_t *kiln_builder_imag(kiln_builder_t *b, kiln_hlo_instruction_t *x) {
+  if (!x) return fail(b);
+  return kiln_builder_op(b, KILN_OP_IMAG, like(b, x, component_type(x->shape->type)), 1, &x);
+}
+
+kiln_hlo_instruction_t *kiln_builder_complex(kiln_builder_t *b, kiln_hlo_instruction_t *re,
+                                             kiln_hlo_instruction_t *im) {
+  if (!re || !im) return fail(b);
+  kiln_hlo_instruction_t *ops[2] = {re, im};
+  kiln_elem_type_t t = re->shape->type == KILN_F64 ? KILN_C128 : KILN_C64;
+  return kiln_builder_op(b, KILN_OP_COMPLEX, like(b, re, t), 2, ops);
+}
+
+kiln_hlo_instruction_t *kiln_builder_conj(kiln_builder_t *b, kiln_hlo_instruction_t *x) {
+  if (!x || !kiln_elem_type_is_complex(x->shape->type)) return x ? x : fail(b);
+  return kiln_builder_complex(b, kiln_builder_real(b, x), kiln_builder_unary(b, KILN_OP_NEGATE, kiln_builder_imag(b, x)));
+}
+
+kiln_hlo_instruction_t *kiln_builder_transpose(kiln_builder_t *b, kiln_hlo_instruction_t *x, const int64_t *perm) {
+  if (!x || x->shape->rank > MAX_RANK) return fail(b);
+  int64_t dims[MAX_RANK];
+  for (int d = 0; d < x->shape->rank; d++) dims[d] = x->shape->dims[perm[d]];
+  kiln_hlo_instruction_t *in =
+      kiln_builder_op(b, KILN_OP_TRANSPOSE, kiln_builder_shape(b, x->shape->type, x->shape->rank, dims), 1, &x);
+  if (in && !set_dimensions(b, in, x->shape->rank, perm)) return NULL;
+  return in;
+}
+
+kiln_hlo_instruction_t *kiln_builder_reverse(kiln_builder_t *b, kiln_hlo_instruction_t *x, int num_dims,
+                                             const int64_t *dims) {
+  if (!x) return fail(b);
+  kiln_hlo_instruction_t *in = kiln_builder_op(b, KILN_OP_REVERSE, like(b, x, x->shape->type), 1, &x);
+  if (in && !set_dimensions(b, in, num_dims, dims)) return NULL;
+  return in;
+}
+
+kiln_hlo_instruction_t *kiln_builder_dynamic_slice(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                                   kiln_hlo_instruction_t *const *starts, const int64_t *sizes) {
+  if (!x || x->shape->rank > MAX_RANK - 1) return fail(b);
+  int r = x->shape->rank;
+  kiln_hlo_instruction_t *ops[MAX_RANK];
+  ops[0] = x;
+  for (int d = 0; d < r; d++) ops[1 + d] = starts[d];
+  kiln_hlo_instruction_t *in =
+      kiln_builder_op(b, KILN_OP_DYNAMIC_SLICE, kiln_builder_shape(b, x->shape->type, r, sizes), 1 + r, ops);
+  if (!in) return NULL;
+  in->dynamic_slice_sizes.n = r;
+  in->dynamic_slice_sizes.v = kiln_arena_alloc(&b->m->arena, sizeof(int64_t) * (size_t)(r ? r : 1));
+  if (!in->dynamic_slice_sizes.v) return fail(b);
+  if (r) memcpy(in->dynamic_slice_sizes.v, sizes, sizeof(int64_t) * (size_t)r);
+  return in;
+}
+
+kiln_hlo_instruction_t *kiln_builder_dynamic_update_slice(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                                          kiln_hlo_instruction_t *update,
+                                                          kiln_hlo_instruction_t *const *starts) {
+  if (!x || x->shape->rank > MAX_RANK - 2) return fail(b);
+  int r = x->shape->rank;
+  kiln_hlo_instruction_t *ops[MAX_RANK];
+  ops[0] = x;
+  ops[1] = update;
+  for (int d = 0; d < r; d++) ops[2 + d] = starts[d];
+  return kiln_builder_op(b, KILN_OP_DYNAMIC_UPDATE_SLICE, like(b, x, x->shape->type), 2 + r, ops);
+}
+
+kiln_hlo_instruction_t *kiln_builder_while(kiln_builder_t *b, kiln_hlo_instruction_t *init,
+                                           kiln_hlo_computation_t *cond, kiln_hlo_computation_t *body) {
+  if (!init || !cond || !body) return fail(b);
+  kiln_hlo_instruction_t *in = kiln_builder_op(b, KILN_OP_WHILE, init->shape, 1, &init);
+  if (!in) return NULL;
+  kiln_hlo_instruction_add_called(in, "condition", false, 1, &cond);
+  kiln_hlo_instruction_add_called(in, "body", false, 1, &body);
+  return in;
+}
+
+kiln_hlo_instruction_t *kiln_builder_sum(kiln_builder_t *b, kiln_hlo_instruction_t *x, int num_dims,
+                                         const int64_t *dims, kiln_hlo_computation_t *add) {
+  if (!x) return fail(b);
+  if (!kiln_elem_type_is_complex(x->shape->type))
+    return kiln_builder_reduce(b, x, kiln_builder_const_f64(b, x->shape->type, 0), num_dims, dims, add);
+  kiln_hlo_instruction_t *re = kiln_builder_real(b, x), *im = kiln_builder_imag(b, x);
+  if (!re) return NULL;
+  kiln_hlo_instruction_t *zero = kiln_builder_const_f64(b, re->shape->type, 0);
+  return kiln_builder_complex(b, kiln_builder_reduce(b, re, zero, num_dims, dims, add),
+                              kiln_builder_reduce(b, im, zero, num_dims, dims, add));
+}
+
+kiln_hlo_computation_t *kiln_builder_computation(kiln_hlo_module_t *m, const char *name_hint,
+                                                 kiln_shape_t *param_shape, kiln_hlo_instruction_t **param) {
+  *param = NULL;
+  char *name = kiln_hlo_module_unique_name(m, name_hint);
+  kiln_hlo_computation_t *c = name ? kiln_hlo_computation_create(m, name) : NULL;
+  kiln_hlo_instruction_t **params = kiln_arena_alloc(&m->arena, sizeof *params);
+  char *pn = kiln_hlo_module_unique_name(m, "param");
+  if (!c || !params || !pn || !param_shape) return NULL;
+  params[0] = kiln_hlo_instruction_create(c, KILN_OP_PARAMETER, param_shape, pn);
+  if (!params[0]) return NULL;
+  params[0]->parameter_number = 0;
+  c->num_parameters = 1;
+  c->parameters = params;
+  *param = params[0];
+  return c;
+}
+
 kiln_hlo_computation_t *kiln_builder_scalar_computation(kiln_hlo_module_t *m, const char *name_hint,
                                                         kiln_hlo_opcode_t op, kiln_elem_type_t type) {
   char *name = kiln_hlo_module_unique_name(m, name_hint);

@@ -80,6 +80,42 @@ kiln_hlo_instruction_t *kiln_builder_reduce(kiln_builder_t *b, kiln_hlo_instruct
                                             kiln_hlo_instruction_t *init, int num_dims,
                                             const int64_t *dims, kiln_hlo_computation_t *fn);
 
+/* Complex helpers: real(x) / imag(x) (the component type), complex(re, im), and the
+ * conjugate complex(real(x), -imag(x)) (x itself for real types). */
+kiln_hlo_instruction_t *kiln_builder_real(kiln_builder_t *b, kiln_hlo_instruction_t *x);
+kiln_hlo_instruction_t *kiln_builder_imag(kiln_builder_t *b, kiln_hlo_instruction_t *x);
+kiln_hlo_instruction_t *kiln_builder_complex(kiln_builder_t *b, kiln_hlo_instruction_t *re,
+                                             kiln_hlo_instruction_t *im);
+kiln_hlo_instruction_t *kiln_builder_conj(kiln_builder_t *b, kiln_hlo_instruction_t *x);
+
+/* transpose(x) with result dimension i = x's dimension perm[i]. */
+kiln_hlo_instruction_t *kiln_builder_transpose(kiln_builder_t *b, kiln_hlo_instruction_t *x, const int64_t *perm);
+/* reverse(x) along `dims`. */
+kiln_hlo_instruction_t *kiln_builder_reverse(kiln_builder_t *b, kiln_hlo_instruction_t *x, int num_dims,
+                                             const int64_t *dims);
+/* dynamic-slice(x, starts...) of `sizes`; starts are s32 scalars, one per dimension. */
+kiln_hlo_instruction_t *kiln_builder_dynamic_slice(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                                   kiln_hlo_instruction_t *const *starts, const int64_t *sizes);
+/* dynamic-update-slice(x, update, starts...). */
+kiln_hlo_instruction_t *kiln_builder_dynamic_update_slice(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                                          kiln_hlo_instruction_t *update,
+                                                          kiln_hlo_instruction_t *const *starts);
+/* while(init), condition=cond, body=body. */
+kiln_hlo_instruction_t *kiln_builder_while(kiln_builder_t *b, kiln_hlo_instruction_t *init,
+                                           kiln_hlo_computation_t *cond, kiln_hlo_computation_t *body);
+
+/* A new, empty computation with one parameter of `param_shape` (returned in *param); the
+ * caller builds its instructions with a builder on it and sets `root`. NULL when the arena
+ * refused. */
+kiln_hlo_computation_t *kiln_builder_computation(kiln_hlo_module_t *m, const char *name_hint,
+                                                 kiln_shape_t *param_shape, kiln_hlo_instruction_t **param);
+
+/* Sum of x over `dims` (sorted ascending), starting from zero; `add` adds two scalars of
+ * x's type, or of its component type for complex x, which is summed as its real and
+ * imaginary parts (two real reductions joined by complex()). */
+kiln_hlo_instruction_t *kiln_builder_sum(kiln_builder_t *b, kiln_hlo_instruction_t *x, int num_dims,
+                                         const int64_t *dims, kiln_hlo_computation_t *add);
+
 /* A new computation `(a: T[], b: T[]) -> T[] { ROOT op(a, b) }` in the module (for reduce);
  * NULL when the arena refused. */
 kiln_hlo_computation_t *kiln_builder_scalar_computation(kiln_hlo_module_t *m, const char *name_hint,
