@@ -201,6 +201,7 @@ static kiln_status make_output(kiln_executable_t *e, kiln_stream_t *stream, int3
                                const kiln_devptr_t *params, kiln_device_buffer_t **out) {
   const kiln_executable_desc_t *d = e->desc;
   kiln_slice_t sl = d->outputs[i].slice;
+  if (sl.allocation == -1) return NULL; /* a token leaf: no data, no buffer */
   if (sl.allocation < 0 || sl.allocation >= d->num_allocations)
     return KILN_ERR_INVALID("output %d names allocation %d of %d", i, sl.allocation,
                             d->num_allocations);

@@ -18,7 +18,8 @@
  * OUTPUT allocation is handed over as is; a leaf held in a donated parameter
  * (input_output_alias) comes back as a view of the caller's parameter buffer (wrapped, not
  * owned: freeing it frees only the wrapper); any other leaf (e.g. an output that is a
- * constant, or a parameter passed through) is copied into a fresh buffer.
+ * constant, or a parameter passed through) is copied into a fresh buffer. A leaf without
+ * data (a token; its slice names allocation -1) comes back as NULL.
  *
  * Ownership: load takes over the description (also on error). */
 #ifndef KILN_RUNTIME_EXECUTABLE_H_

@@ -9,6 +9,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "base/str.h"
+#include "compiler/hlo/opcode.h"
 #include "compiler/passes/buffer_assignment.h"
 #include "compiler/passes/pipeline.h"
 #include "runtime/command_buffer_thunk.h"
@@ -48,6 +49,15 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
 
   kiln_pipeline_lift_parse_limit(m);
   KILN_RETURN_IF_ERROR(kiln_pipeline_run(m, o.passes), "while compiling %s", m->name);
+  /* kiln sorts stably: XLA leaves the order of equal keys of an unstable sort unspecified,
+   * and the stable order is one of the allowed ones that also makes every backend (and the
+   * evaluator) agree. */
+  for (size_t c = 0; c < m->computations.len; c++) {
+    kiln_hlo_computation_t *comp = m->computations.data[c];
+    for (size_t i = 0; i < comp->instructions.len; i++)
+      if (comp->instructions.data[i]->opcode == KILN_OP_SORT)
+        comp->instructions.data[i]->is_stable = true;
+  }
   st->passes_ms = now_ms() - t0;
 
   double t1 = now_ms();

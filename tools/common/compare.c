@@ -47,6 +47,19 @@ static void compare_leaf(const kiln_literal_t *w, const kiln_literal_t *g, int l
   atol *= scale;
   bool exact = rtol == 0 && atol == 0;
   size_t eb = kiln_elem_type_storage_bytes(t);
+  if (!exact) {
+    /* The absolute tolerance scales with the leaf's largest magnitude: an element that sums
+     * many terms (a reduction) carries the rounding of its terms, not of its own value. */
+    double big = 1;
+    for (int64_t i = 0; i < w->num_elements; i++) {
+      double v[2] = {0, 0};
+      if (kiln_elem_type_is_complex(t)) kiln_literal_get_c128(w, i, &v[0], &v[1]);
+      else v[0] = kiln_literal_get_f64(w, i);
+      for (int p = 0; p < 2; p++)
+        if (isfinite(v[p]) && fabs(v[p]) > big) big = fabs(v[p]);
+    }
+    atol *= big;
+  }
   for (int64_t i = 0; i < w->num_elements; i++) {
     r->elements++;
     char what[200];

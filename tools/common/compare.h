@@ -2,10 +2,11 @@
  *
  * Whole modules chain many kernels whose summation order and math differ from the
  * evaluator's (tree reductions, polynomial tanh, fused multiply-add), so values are
- * compared the way XLA's tests compare backends: |got - want| <= atol + rtol * |want| per
- * element, with per-type defaults (f64: 1e-9 / 1e-9; f32 and c64: 1e-4 / 1e-5;
- * f16/bf16: 2e-2 / 1e-2; f8 and narrower: 0.25 / 0.1), NaN only matching NaN and
- * infinities only themselves. Integers, pred and other exact types must be equal. */
+ * compared the way XLA's tests compare backends: |got - want| <= atol * M + rtol * |want|
+ * per element, where M is the largest finite magnitude in the leaf (at least 1: an element
+ * that sums many terms carries their rounding, not its own), with per-type defaults
+ * (rtol / atol: f64 1e-9 / 1e-9; f32 and c64 1e-4 / 1e-5; f16 and bf16 2e-2 / 1e-2; f8 and
+ * narrower 0.25 / 0.1), NaN only matching NaN and infinities only themselves. Integers, pred and other exact types must be equal. */
 #ifndef KILN_TOOLS_COMMON_COMPARE_H_
 #define KILN_TOOLS_COMMON_COMPARE_H_
 
