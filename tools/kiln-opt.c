@@ -2,13 +2,17 @@
  * number of computations and instructions, and the parse time. --passes=LIST runs a list
  * of registered passes ("a,b,(c,d)": parentheses make a fixed-point group) and
  * --pipeline the whole optimization pipeline before printing; --stats then describes the
- * result and adds the pass time. */
+ * result and adds the pass time. --emitters prints, instead of the module text, one line per
+ * fusion: its computation, the emitter the hero analysis chooses, the fusion compiler's
+ * classification and the hero. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/status.h"
 #include "base/str.h"
+#include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/hero_analysis.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/passes/pass.h"
 #include "compiler/passes/pipeline.h"
@@ -29,6 +33,8 @@ static void usage(FILE *f) {
           "                 (parentheses: run the group until nothing changes)\n"
           "  --pipeline     run the whole optimization pipeline before printing\n"
           "  --list-passes  print the registered passes and the pipeline's stages\n"
+          "  --emitters     instead of the module text, print one line per fusion (after\n"
+          "                 the passes): computation, emitter, classification, hero\n"
           "  --log-passes   print each pass that changed the module to stderr\n"
           "  --dump-to=DIR  write the module after each pass that changed it (as\n"
           "                 KILN_DUMP_TO=DIR does)\n"
@@ -44,6 +50,30 @@ static void list_passes(FILE *out) {
   kiln_pipeline_describe(&b);
   fprintf(out, "pipeline (--pipeline):\n%s", kiln_strbuf_cstr(&b));
   kiln_strbuf_free(&b);
+}
+
+/* One line per fusion computation of `m` (kiln_fusion_collect): the hero analysis's emitter
+ * and deciding hero, and the fusion compiler's classification. */
+static void print_emitters(const kiln_hlo_module_t *m, FILE *out) {
+  const kiln_hlo_computation_t **cs = NULL;
+  int n = 0;
+  kiln_fusion_collect(m, &cs, &n);
+  for (int i = 0; i < n; i++) {
+    kiln_hero_analysis_t ha;
+    kiln_status s = kiln_hero_analyze(cs[i], &ha);
+    const kiln_hlo_instruction_t *chero = NULL;
+    kiln_fusion_emitter_t kind = kiln_fusion_classify(cs[i], &chero);
+    if (s) {
+      fprintf(out, "fusion %s: emitter=? (%s) classify=%s\n", cs[i]->name, kiln_status_message(s),
+              kiln_fusion_emitter_name(kind));
+      kiln_status_free(s);
+      continue;
+    }
+    const kiln_hlo_instruction_t *hero = ha.hero ? ha.hero : chero;
+    fprintf(out, "fusion %s: emitter=%s classify=%s hero=%s\n", cs[i]->name, kiln_hero_emitter_name(ha.emitter),
+            kiln_fusion_emitter_name(kind), hero ? hero->name : "-");
+  }
+  kiln_free(cs);
 }
 
 static void print_stats(const kiln_hlo_module_t *m, FILE *out) {
@@ -73,7 +103,7 @@ static void print_stats(const kiln_hlo_module_t *m, FILE *out) {
 }
 
 int main(int argc, char **argv) {
-  bool stats = false, verify = true, print = true, pipeline = false;
+  bool stats = false, verify = true, print = true, pipeline = false, emitters = false;
   int only_module = -1;
   const char *path = NULL, *passes = NULL;
   kiln_pass_options_t popts = {.verify = -1};
@@ -89,6 +119,8 @@ int main(int argc, char **argv) {
       only_module = atoi(a + 9);
     } else if (!strncmp(a, "--passes=", 9)) {
       passes = a + 9;
+    } else if (!strcmp(a, "--emitters")) {
+      emitters = true;
     } else if (!strcmp(a, "--pipeline")) {
       pipeline = true;
     } else if (!strcmp(a, "--log-passes")) {
@@ -162,7 +194,9 @@ int main(int argc, char **argv) {
         continue;
       }
     }
-    if (print) {
+    if (emitters) {
+      print_emitters(m, stdout);
+    } else if (print) {
       if (i > 0 && only_module < 0) fputs("// -----\n", stdout);
       char *text = kiln_hlo_module_to_string(m);
       fputs(text, stdout);

@@ -34,6 +34,10 @@ typedef struct kiln_launch_device {
   int64_t block_dim_limit_y;      /* 0 = 65535 */
   int64_t threads_per_core_limit; /* 0 = 2048 */
   int64_t core_count;             /* 0 = 132 (H100 SXM) */
+  /* Launch limits checked by kiln_launch_validate (launch_limits.c); 0 = sm_90's value. */
+  int64_t max_threads_per_block;  /* 0 = 1024 */
+  int64_t shared_bytes_static;    /* 0 = 48 KiB: static shared memory per block */
+  int64_t shared_bytes_optin;     /* 0 = 227 KiB: dynamic shared memory after the opt-in */
 } kiln_launch_device_t;
 
 typedef struct kiln_launch_grid {
@@ -67,5 +71,13 @@ kiln_status kiln_launch_grid_thread_map(kiln_affine_ctx_t *ctx, const kiln_launc
  * `th_x * 4 + bl_x * 512 + v` for the GELU example. */
 kiln_status kiln_launch_grid_linear_map(kiln_affine_ctx_t *ctx, const kiln_launch_grid_t *grid,
                                         const char *vector_name, kiln_indexing_map_t **out);
+
+/* Checks a launch against the device's limits (launch_limits.c): threads per block
+ * (block x * y * z) <= max_threads_per_block, block x, y <= 1024 and z <= 64, grid x <=
+ * block_dim_limit_x, grid y, z <= block_dim_limit_y, every dimension >= 1, and
+ * `shared_bytes` <= shared_bytes_static (or, with `shared_opt_in`, shared_bytes_optin).
+ * OK or OUT_OF_RANGE naming the limit exceeded and both numbers; `dev` may be NULL. */
+kiln_status kiln_launch_validate(const int64_t block[3], const int64_t grid[3], int64_t shared_bytes,
+                                 bool shared_opt_in, const kiln_launch_device_t *dev);
 
 #endif /* KILN_COMPILER_ANALYSIS_LAUNCH_GRID_H_ */

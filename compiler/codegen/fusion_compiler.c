@@ -158,9 +158,10 @@ static void sanitize(char *s) {
       *s = '_';
 }
 
-kiln_status kiln_fusion_kernel_emit(const kiln_hlo_computation_t *c,
-                                    const kiln_fusion_compile_options_t *opts,
-                                    kiln_fusion_kernel_t *out) {
+/* kiln_fusion_kernel_emit before the launch-limit check. */
+static kiln_status fusion_kernel_emit_unchecked(const kiln_hlo_computation_t *c,
+                                                const kiln_fusion_compile_options_t *opts,
+                                                kiln_fusion_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("fusion compiler: no computation");
   const kiln_hlo_instruction_t *hero = NULL;
@@ -247,6 +248,40 @@ kiln_status kiln_fusion_kernel_emit(const kiln_hlo_computation_t *c,
   if (s) {
     kiln_fusion_kernel_free(out);
     return kiln_status_annotate(s, "while compiling fusion %s", c->name);
+  }
+  return NULL;
+}
+
+/* Bytes of block-shared memory allocated in region `r` and the regions nested in it. */
+static int64_t shared_bytes_in(const kiln_kir_region_t *r) {
+  int64_t total = 0;
+  for (size_t i = 0; i < r->ops.len; i++) {
+    const kiln_kir_op_t *op = r->ops.data[i];
+    if (op->opcode == KILN_KIR_ALLOC_SHARED && op->num_results == 1) {
+      const kiln_kir_type_t *t = op->results[0]->type;
+      total += kiln_kir_type_num_elements(t) * (int64_t)kiln_elem_type_storage_bytes(t->elem);
+    }
+    for (uint32_t j = 0; j < op->num_regions; j++) total += shared_bytes_in(op->regions[j]);
+  }
+  return total;
+}
+
+kiln_status kiln_fusion_kernel_emit(const kiln_hlo_computation_t *c,
+                                    const kiln_fusion_compile_options_t *opts,
+                                    kiln_fusion_kernel_t *out) {
+  KILN_RETURN_IF_ERROR_PLAIN(fusion_kernel_emit_unchecked(c, opts, out));
+  /* Every launch of the chain must fit the target: a kernel that does not would fail at
+   * launch on the GPU (or silently run a different grid on the host). */
+  int idx = 0;
+  for (const kiln_fusion_kernel_t *k = out; k; k = k->next, idx++) {
+    const kiln_kir_func_t *f = k->kir ? kiln_kir_module_kernel(k->kir) : NULL;
+    if (!f) continue;
+    kiln_status s = kiln_launch_validate(f->block, f->grid, shared_bytes_in(f->body), false,
+                                         opts ? opts->device : NULL);
+    if (s) {
+      kiln_fusion_kernel_free(out);
+      return kiln_status_annotate(s, "kernel %d of fusion %s", idx, c->name);
+    }
   }
   return NULL;
 }
