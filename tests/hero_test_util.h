@@ -57,6 +57,36 @@ static int64_t hero_ulp(kiln_elem_type_t t, const void *a, const void *b, int64_
   return kx > ky ? kx - ky : ky - kx;
 }
 
+/* Copies between logical row-major storage (literals) and a tensor's physical dimension
+ * order (kernel buffers of shapes with a non-default layout). to_physical: logical ->
+ * physical. Returns a kiln_malloc'ed buffer, or NULL when the layout is the default. */
+static void *hero_relayout(const kiln_shape_t *s, const void *src, bool to_physical) {
+  int perm[KILN_KIR_MAX_RANK]; /* logical dim at physical position j (most major first) */
+  if (s->rank > KILN_KIR_MAX_RANK || s->rank < 2 || !s->has_layout || s->layout.rank != s->rank ||
+      !s->layout.minor_to_major)
+    return NULL;
+  bool identity = true;
+  for (int j = 0; j < s->rank; j++) {
+    perm[j] = (int)s->layout.minor_to_major[s->rank - 1 - j];
+    identity = identity && perm[j] == j;
+  }
+  if (identity) return NULL;
+  size_t eb = kiln_elem_type_storage_bytes(s->type);
+  int64_t n = kiln_shape_num_elements(s), pstride[KILN_KIR_MAX_RANK], lstride[KILN_KIR_MAX_RANK];
+  for (int j = s->rank - 1, ps = 1, ls = 1; j >= 0; j--) {
+    pstride[perm[j]] = ps, ps *= (int)s->dims[perm[j]];
+    lstride[j] = ls, ls *= (int)s->dims[j];
+  }
+  char *dst = kiln_malloc((size_t)n * eb + 16);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t p = 0;
+    for (int d = 0; d < s->rank; d++) p += (i / lstride[d]) % s->dims[d] * pstride[d];
+    if (to_physical) memcpy(dst + (size_t)p * eb, (const char *)src + (size_t)i * eb, eb);
+    else memcpy(dst + (size_t)i * eb, (const char *)src + (size_t)p * eb, eb);
+  }
+  return dst;
+}
+
 typedef struct hero_run_result {
   int64_t elements, mismatches;
   double max_rel;
@@ -98,10 +128,15 @@ static kiln_status hero_run_check(const kiln_hlo_computation_t *c, const kiln_fu
     if (zero_scalars && params[i]->shape->rank == 0) kiln_literal_set_f64(params[i], 0, 0.0);
   }
   static char empty[8];
+  /* Buffers in physical order for tensors with non-default layouts. */
+  void **relaid = kiln_calloc((size_t)(k->num_inputs + k->num_outputs) + 1, sizeof(void *));
+  int nrelaid = 0;
   for (int i = 0; i < k->num_inputs; i++) {
     const kiln_hlo_instruction_t *in = k->inputs[i];
     void *d = in->opcode == KILN_OP_PARAMETER ? params[in->parameter_number]->data : in->literal->data;
     args[i] = d ? d : empty;
+    void *phys = d ? hero_relayout(in->shape, d, true) : NULL;
+    if (phys) args[i] = relaid[nrelaid++] = phys;
   }
   /* Outputs start as garbage (as in thunk execution): every element must be written. */
   for (int o = 0; o < k->num_outputs; o++) {
@@ -147,6 +182,8 @@ static kiln_status hero_run_check(const kiln_hlo_computation_t *c, const kiln_fu
     kiln_elem_type_t t = want->shape->type;
     kiln_literal_t g = *want;
     g.data = args[k->num_inputs + o];
+    void *logical = hero_relayout(k->outputs[o], g.data, false);
+    if (logical) g.data = relaid[nrelaid++] = logical;
     for (int64_t i = 0; i < want->num_elements; i++) {
       bool bad;
       double a = kiln_literal_get_f64(want, i), b = kiln_literal_get_f64(&g, i);
@@ -173,6 +210,8 @@ static kiln_status hero_run_check(const kiln_hlo_computation_t *c, const kiln_fu
     res->elements += want->num_elements;
   }
   for (int o = 0; o < k->num_outputs; o++) kiln_free(args[k->num_inputs + o]);
+  for (int i = 0; i < nrelaid; i++) kiln_free(relaid[i]);
+  kiln_free(relaid);
   kiln_free(args);
   kiln_free(params);
   kiln_arena_destroy(&arena);
