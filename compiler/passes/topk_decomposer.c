@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "base/vec.h"
+#include "compiler/passes/expander.h"
 #include "compiler/passes/hlo_builder.h"
 #include "compiler/passes/pass.h"
 #include "compiler/passes/pass_util.h"
@@ -115,22 +115,5 @@ static kiln_status decompose(kiln_hlo_instruction_t *in, kiln_pass_effects_t *ef
 
 kiln_status kiln_pass_topk_decomposer(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
                                       bool *changed) {
-  kiln_pass_effects_t effects;
-  kiln_pass_effects_init(&effects);
-  kiln_status st = NULL;
-  KILN_VEC(kiln_hlo_instruction_t *) todo = {0};
-  for (size_t ci = 0; ci < m->computations.len && !st; ci++) {
-    kiln_hlo_computation_t *c = m->computations.data[ci];
-    kiln_vec_clear(&todo);
-    for (size_t i = 0; i < c->instructions.len; i++)
-      if (decomposable(c->instructions.data[i])) kiln_vec_push(&todo, c->instructions.data[i]);
-    for (size_t i = 0; i < todo.len && !st; i++) st = decompose(todo.data[i], &effects);
-    if (todo.len) {
-      kiln_hlo_computation_sort_post_order(c);
-      if (changed) *changed = true;
-    }
-  }
-  kiln_vec_free(&todo);
-  kiln_pass_effects_free(&effects);
-  return st;
+  return kiln_expander_run(m, decomposable, decompose, changed);
 }
