@@ -370,7 +370,7 @@ static void test_row_reduction_dump_to_env_shows_shared_barrier_shuffles(void **
   assert_non_null(strstr(dump, "tensor<2x5xf32, shared>")); /* 2 rows x (4 warps + 1 padding) */
   assert_non_null(strstr(dump, "barrier"));
   assert_non_null(strstr(dump, "shuffle"));
-  assert_non_null(strstr(dump, "block=[256, 1, 1]")); /* 2 rows x 128 threads */
+  assert_non_null(strstr(dump, "block=[128, 2, 1]")); /* 128 threads per row, 2 rows */
   kiln_free(dump);
   kiln_fusion_kernel_free(&k);
   kiln_hlo_module_destroy(m);

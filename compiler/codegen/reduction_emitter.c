@@ -598,30 +598,26 @@ static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_fusion_c
   int64_t kb = ceil_div(K, tk), by = splits * r0s;
   if (kb > 2147483647 || by > 65535)
     return KILN_ERR_UNIMPLEMENTED("%s: row reduction grid %lld x %lld", c->name, (long long)kb, (long long)by);
-  /* One x dimension of tk * tr threads (as XLA's ThreadDim): thread th is lane th % tr of
-   * kept row th / tr; tr is a multiple of 32, so a warp never spans two rows. */
-  int64_t T = tk * tr;
-  int64_t block[3] = {T, 1, 1}, grid[3] = {kb, by, 1};
+  int64_t block[3] = {tr, tk, 1}, grid[3] = {kb, by, 1};
   kiln_hero_emit_t h;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_emit_begin(&h, c, opts, kiln_red_is_root, rs, block, grid, out));
   kiln_kir_module_t *m = out->kir;
   kiln_affine_ctx_t *x = m->ctx;
   kiln_kir_builder_t *b = &h.b;
-  const char *dn[3] = {"th_x", "bl_x", "bl_y"};
-  kiln_kir_value_t *ids[3] = {kiln_kir_thread_id(b, 0, 0, T - 1), kiln_kir_block_id(b, 0, 0, kb - 1),
-                              kiln_kir_block_id(b, 1, 0, by - 1)};
-  for (int i = 0; i < 3; i++) kiln_kir_value_set_name(ids[i], dn[i]);
+  const char *dn[4] = {"th_x", "th_y", "bl_x", "bl_y"};
+  kiln_kir_value_t *ids[4] = {kiln_kir_thread_id(b, 0, 0, tr - 1), kiln_kir_thread_id(b, 1, 0, tk - 1),
+                              kiln_kir_block_id(b, 0, 0, kb - 1), kiln_kir_block_id(b, 1, 0, by - 1)};
+  for (int i = 0; i < 4; i++) kiln_kir_value_set_name(ids[i], dn[i]);
   kiln_kir_value_t *th = ids[0];
   kiln_kir_value_t *init[KILN_RED_MAX_ACC];
   kiln_status st = NULL;
   if (!kiln_red_init_values(&h, rs, init)) goto done;
   {
-    int64_t dhi[3] = {T - 1, kb - 1, by - 1}, shi[3] = {r0c - 1, iters - 1, vec - 1};
-    kiln_indexing_map_t *map = kiln_hero_map(m, 3, dn, dhi, 3, shi);
+    int64_t dhi[4] = {tr - 1, tk - 1, kb - 1, by - 1}, shi[3] = {r0c - 1, iters - 1, vec - 1};
+    kiln_indexing_map_t *map = kiln_hero_map(m, 4, dn, dhi, 3, shi);
     kiln_indexing_map_set_name(map, KILN_INDEXING_SYM, 2, "v");
-    kiln_affine_expr_t *d_th = kiln_affine_dim(x, 0), *d_bx = kiln_affine_dim(x, 1), *d_by = kiln_affine_dim(x, 2);
-    kiln_affine_expr_t *d_tx = tk > 1 ? kiln_affine_mod(x, d_th, kiln_affine_const(x, tr)) : d_th;
-    kiln_affine_expr_t *d_ty = tk > 1 ? kiln_affine_floordiv(x, d_th, kiln_affine_const(x, tr)) : kiln_affine_const(x, 0);
+    kiln_affine_expr_t *d_tx = kiln_affine_dim(x, 0), *d_ty = kiln_affine_dim(x, 1), *d_bx = kiln_affine_dim(x, 2),
+                       *d_by = kiln_affine_dim(x, 3);
     kiln_affine_expr_t *row = kiln_affine_add(x, kiln_affine_mul_const(x, d_bx, tk), d_ty);
     kiln_affine_expr_t *in_chunk = kiln_affine_add(
         x, kiln_affine_mul_const(x, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_sym(x, 1), tr), d_tx), vec),
@@ -637,23 +633,11 @@ static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_fusion_c
     if (r0s * r0c > R0) kiln_indexing_map_add_constraint(map, r0, 0, R0 - 1);
     kiln_affine_expr_t *lin = kiln_affine_add(
         x, kiln_affine_mul_const(x, kiln_affine_add(x, kiln_affine_mul_const(x, r0, K), row), R2), r2);
-    /* Per-thread row / warp-in-row / lane-in-row, and the kept row. */
-    const char *tn = "th_x";
-    int64_t thi = T - 1;
-    kiln_indexing_map_t *tm = kiln_hero_map(m, 1, &tn, &thi, 0, NULL);
-    kiln_affine_expr_t *t0 = kiln_affine_dim(x, 0);
-    kiln_affine_expr_t *t_tx = tk > 1 ? kiln_affine_mod(x, t0, kiln_affine_const(x, tr)) : t0;
-    kiln_indexing_map_add_result(tm, tk > 1 ? kiln_affine_floordiv(x, t0, kiln_affine_const(x, tr)) : kiln_affine_const(x, 0));
-    kiln_indexing_map_add_result(tm, kiln_affine_floordiv(x, t_tx, kiln_affine_const(x, 32)));
-    kiln_indexing_map_add_result(tm, t_tx);
-    kiln_kir_op_t *loop = kiln_red_accumulate(&h, rs, map, lin, ids, 3, init);
+    kiln_kir_op_t *loop = kiln_red_accumulate(&h, rs, map, lin, ids, 4, init);
     if (!loop) goto done;
     kiln_kir_value_t *acc[KILN_RED_MAX_ACC];
     for (int k = 0; k < rs->nacc; k++) acc[k] = kiln_kir_op_result(loop, (size_t)k);
     kiln_red_shuffle_tree(&h, rs, acc, 16);
-    kiln_kir_op_t *tap = kiln_kir_apply_indexing(b, tm, &th, 1, NULL, 0);
-    if (!tap) goto done;
-    kiln_kir_value_t *t_row = kiln_kir_op_result(tap, 0), *t_warp = kiln_kir_op_result(tap, 1), *t_lane = kiln_kir_op_result(tap, 2);
     kiln_kir_value_t *lane = kiln_kir_binary(b, KILN_KIR_AND, th, kiln_kir_const_index(b, 31));
     if (tr > 32) {
       /* Lane 0 of each warp writes its partial to tile[ty][warp] (one entry of padding); the
@@ -666,11 +650,16 @@ static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_fusion_c
         kiln_kir_value_set_name(shm[k], "shmem");
         stypes[k] = shm[k] ? shm[k]->type : NULL;
       }
+      const char *dn1 = "th_x";
+      int64_t thi = tr - 1;
+      kiln_indexing_map_t *wm = kiln_hero_map(m, 1, &dn1, &thi, 0, NULL);
+      kiln_indexing_map_add_result(wm, kiln_affine_floordiv(x, kiln_affine_dim(x, 0), kiln_affine_const(x, 32)));
+      kiln_kir_value_t *warp = kiln_kir_apply_indexing1(b, wm, &th, 1);
       kiln_kir_value_t *is_lane0 = kiln_kir_cmp(b, KILN_KIR_CMP_EQ, lane, kiln_kir_const_index(b, 0));
       kiln_kir_op_t *w0 = kiln_kir_if(b, is_lane0, stypes, (size_t)rs->nacc);
       if (!w0) goto done;
       kiln_kir_builder_enter(b, kiln_kir_op_region(w0, 0));
-      kiln_kir_value_t *ins[KILN_RED_MAX_ACC], *widx[2] = {t_row, t_warp};
+      kiln_kir_value_t *ins[KILN_RED_MAX_ACC], *widx[2] = {ids[1], warp};
       for (int k = 0; k < rs->nacc; k++) ins[k] = kiln_kir_insert(b, acc[k], shm[k], widx, 2);
       kiln_kir_yield(b, ins, (size_t)rs->nacc);
       kiln_kir_builder_exit(b);
@@ -687,7 +676,7 @@ static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_fusion_c
       kiln_kir_op_t *rd = kiln_kir_if(b, in_range, atypes, (size_t)rs->nacc);
       if (!rd) goto done;
       kiln_kir_builder_enter(b, kiln_kir_op_region(rd, 0));
-      kiln_kir_value_t *v[KILN_RED_MAX_ACC], *ridx[2] = {t_row, lane};
+      kiln_kir_value_t *v[KILN_RED_MAX_ACC], *ridx[2] = {ids[1], lane};
       for (int k = 0; k < rs->nacc; k++) v[k] = kiln_kir_extract(b, kiln_kir_op_result(bar, (size_t)k), ridx, 2);
       kiln_kir_yield(b, v, (size_t)rs->nacc);
       kiln_kir_builder_exit(b);
@@ -699,19 +688,12 @@ static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_fusion_c
       while (from * 2 < nw) from *= 2;
       kiln_red_shuffle_tree(&h, rs, acc, from);
     }
-    /* Lane 0 of each row writes (a thread-range predicate when tr is a power of two). */
-    kiln_kir_value_t *is_t0 =
-        tk == 1 ? kiln_kir_cmp(b, KILN_KIR_CMP_EQ, th, kiln_kir_const_index(b, 0))
-        : (tr & (tr - 1)) == 0
-            ? kiln_kir_cmp(b, KILN_KIR_CMP_EQ, kiln_kir_binary(b, KILN_KIR_AND, th, kiln_kir_const_index(b, tr - 1)),
-                           kiln_kir_const_index(b, 0))
-            : kiln_kir_cmp(b, KILN_KIR_CMP_EQ, t_lane, kiln_kir_const_index(b, 0));
-    const char *kn[2] = {"th_x", "bl_x"};
-    int64_t khi[2] = {T - 1, kb - 1};
+    kiln_kir_value_t *is_t0 = kiln_kir_cmp(b, KILN_KIR_CMP_EQ, th, kiln_kir_const_index(b, 0));
+    const char *kn[2] = {"th_y", "bl_x"};
+    int64_t khi[2] = {tk - 1, kb - 1};
     kiln_indexing_map_t *km = kiln_hero_map(m, 2, kn, khi, 0, NULL);
-    kiln_affine_expr_t *krow = tk > 1 ? kiln_affine_floordiv(x, kiln_affine_dim(x, 0), kiln_affine_const(x, tr)) : kiln_affine_const(x, 0);
-    kiln_indexing_map_add_result(km, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), tk), krow));
-    kiln_kir_value_t *kargs[2] = {th, ids[1]};
+    kiln_indexing_map_add_result(km, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), tk), kiln_affine_dim(x, 0)));
+    kiln_kir_value_t *kargs[2] = {ids[1], ids[2]};
     kiln_kir_value_t *kept = kiln_kir_apply_indexing1(b, km, kargs, 2);
     kiln_red_write_guarded(&h, rs, is_t0, kb * tk > K ? kept : NULL, K, kept, acc);
     kiln_kir_return(b, h.outs, (size_t)h.part.num_outputs);
