@@ -330,6 +330,19 @@ static void test_sort_large_inputs_match_evaluator(void **state) {
   sort1(f, "bf16", "8,12288", 1, "LT", NULL, true, FILL_TIES, 82);
 }
 
+static void test_sort_stable_long_rows_rank_each_element(void **state) {
+  fixture_t *f = *state;
+  /* Rows past the shared positions' capacity: topk's (values, indices) form with ties. */
+  const char *text =
+      "HloModule s\n\ncmp {\n  a = bf16[] parameter(0)\n  b = bf16[] parameter(1)\n"
+      "  c = s32[] parameter(2)\n  d = s32[] parameter(3)\n"
+      "  ROOT gt = pred[] compare(a, b), direction=GT, type=TOTALORDER\n}\n\n"
+      "ENTRY fused {\n  k = bf16[2,13000] parameter(0)\n  v = s32[2,13000] parameter(1)\n"
+      "  ROOT s = (bf16[2,13000], s32[2,13000]) sort(k, v), dimensions={1}, is_stable=true, to_apply=cmp\n}\n";
+  expect_match(f, text, FILL_TIES, 85);
+  sort1(f, "f32", "20000,1", 0, "LT", "TOTALORDER", true, FILL_SPECIAL, 86);
+}
+
 static void test_sort_empty_and_scalar_sorts(void **state) {
   fixture_t *f = *state;
   sort1(f, "f32", "0", 0, "LT", NULL, false, FILL_DISTINCT, 90);
@@ -370,6 +383,21 @@ static void test_sort_launch_plan(void **state) {
   assert_int_equal(l.threads, 128);
   assert_int_equal(l.blocks, 4);
   assert_int_equal(l.shared_bytes, 0);
+  assert_false(l.by_rank);
+  kiln_hlo_module_destroy(m);
+  /* Stable rows past 12288 elements rank instead of keeping positions in shared memory. */
+  const char *rank =
+      "HloModule s\n\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  ROOT c = pred[] compare(a, b), direction=LT\n}\n\n"
+      "ENTRY fused {\n  p0 = f32[3,100000] parameter(0)\n"
+      "  ROOT s = f32[3,100000] sort(p0), dimensions={1}, is_stable=true, to_apply=cmp\n}\n";
+  assert_null(kiln_hlo_parse_module(rank, strlen(rank), NULL, &m));
+  assert_null(kiln_sort_plan(m->entry, &l));
+  assert_true(l.by_rank);
+  assert_int_equal(l.threads, 256);
+  assert_int_equal(l.blocks, 3 * 391);
+  assert_int_equal(l.shared_bytes, 0);
+  assert_int_equal(l.steps, 0);
   kiln_hlo_module_destroy(m);
 }
 
@@ -396,11 +424,6 @@ static void test_sort_rejects_unsupported_fusions_with_a_reason(void **state) {
                 "ENTRY fused {\n  p0 = f32[4] parameter(0)\n  n = f32[4] negate(p0)\n"
                 "  ROOT s = f32[4] sort(n), dimensions={0}, to_apply=cmp\n}\n",
                 KILN_UNIMPLEMENTED, "not a fusion parameter");
-  expect_status("HloModule s\n\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
-                "  ROOT c = pred[] compare(a, b), direction=LT\n}\n\n"
-                "ENTRY fused {\n  p0 = f32[100000] parameter(0)\n"
-                "  ROOT s = f32[100000] sort(p0), dimensions={0}, is_stable=true, to_apply=cmp\n}\n",
-                KILN_UNIMPLEMENTED, "shared");
   expect_status("HloModule s\n\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
                 "  c = s32[] parameter(2)\n  d = s32[] parameter(3)\n"
                 "  ROOT lt = pred[] compare(a, b), direction=LT\n}\n\n"
@@ -566,6 +589,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_sort_nan_and_signed_zero_follow_the_total_order, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sort_several_operands_and_tuple_roots, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sort_large_inputs_match_evaluator, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sort_stable_long_rows_rank_each_element, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sort_empty_and_scalar_sorts, setup, teardown),
       cmocka_unit_test(test_sort_ptx_passes_ptxas),
       cmocka_unit_test_setup_teardown(test_corpus_sorts_match_evaluator, setup, teardown),

@@ -17,6 +17,7 @@
 /* Rows of fewer pairs than this share a block. */
 #define SORT_MIN_BLOCK_THREADS 128
 #define SORT_MAX_THREADS 1024
+#define SORT_RANK_THREADS 256
 
 static double now_ms(void) {
   struct timespec ts;
@@ -100,6 +101,7 @@ typedef struct sort_plan {
   int64_t pairs;      /* H = N / 2 */
   int64_t pair_iters; /* P: pairs per thread per step */
   int64_t copy_iters; /* E: elements per thread in the copy */
+  int64_t blocks_per_row; /* by rank */
   sort_outputs_t so;
 } sort_plan_t;
 
@@ -174,10 +176,16 @@ static kiln_status plan(const kiln_hlo_computation_t *c, sort_plan_t *p) {
   p->l.blocks = (rows + p->l.rows_per_block - 1) / p->l.rows_per_block;
   if (p->l.stable && p->l.steps > 0) {
     p->l.shared_bytes = elems * 4;
-    if (p->l.shared_bytes > SORT_MAX_SHARED_BYTES)
-      return KILN_ERR_UNIMPLEMENTED("%s: a stable sort of rows of %lld elements needs %lld bytes of shared "
-                                    "memory for positions (limit %d)",
-                                    s->name, (long long)n, (long long)p->l.shared_bytes, SORT_MAX_SHARED_BYTES);
+    if (p->l.shared_bytes > SORT_MAX_SHARED_BYTES) {
+      /* Positions do not fit: rank each element instead (see sort_emitter.h). */
+      p->l.by_rank = true;
+      p->l.shared_bytes = 0;
+      p->l.steps = 0;
+      p->l.rows_per_block = 1;
+      p->l.threads = SORT_RANK_THREADS;
+      p->blocks_per_row = (n + SORT_RANK_THREADS - 1) / SORT_RANK_THREADS;
+      p->l.blocks = rows * p->blocks_per_row;
+    }
   }
   if (p->l.blocks > INT32_MAX)
     return KILN_ERR_UNIMPLEMENTED("%s: %lld blocks", s->name, (long long)p->l.blocks);
@@ -476,6 +484,76 @@ static bool emit_step(sort_emit_t *e, int64_t k, int64_t j) {
   return kiln_kir_builder_ok(b);
 }
 
+/* Stable sorts whose positions do not fit in shared memory: thread (bl, th) takes element i
+ * = (bl mod B) * T + th of row bl / B, counts the elements that go before it (comparator
+ * "before", or equivalent and at a lower position) and writes every operand's element i to
+ * that rank in the outputs. Reads only the inputs; writes each output element once. */
+static bool emit_by_rank(sort_emit_t *e) {
+  sort_plan_t *p = &e->p;
+  kiln_affine_ctx_t *x = e->x;
+  kiln_kir_builder_t *b = &e->b;
+  int64_t n = p->l.row_length, T = p->l.threads, B = p->blocks_per_row;
+  kiln_indexing_map_t *map = step_map(e, 1);
+  kiln_affine_expr_t *i = kiln_affine_add(
+      x, kiln_affine_mul_const(x, kiln_affine_mod(x, kiln_affine_dim(x, 1), kiln_affine_const(x, B)), T),
+      kiln_affine_dim(x, 0));
+  kiln_affine_expr_t *row = kiln_affine_floordiv(x, kiln_affine_dim(x, 1), kiln_affine_const(x, B));
+  kiln_affine_expr_t *ii[KILN_KIR_MAX_RANK];
+  element_index(e, row, i, ii);
+  kiln_indexing_map_add_result(map, i);
+  for (int d = 0; d < p->rank; d++) kiln_indexing_map_add_result(map, ii[d]);
+  kiln_indexing_map_simplify(map);
+  /* (th_x, bl_x, j) -> element j of the thread's row. */
+  kiln_indexing_map_t *jmap = step_map(e, n);
+  kiln_affine_expr_t *ji[KILN_KIR_MAX_RANK];
+  element_index(e, row, kiln_affine_dim(x, 2), ji);
+  for (int d = 0; d < p->rank; d++) kiln_indexing_map_add_result(jmap, ji[d]);
+  kiln_indexing_map_simplify(jmap);
+  kiln_kir_value_t *zero = kiln_kir_const_index(b, 0);
+  kiln_kir_value_t *dims[3] = {e->th, e->bl, zero};
+  kiln_kir_op_t *ap = kiln_kir_apply_indexing(b, map, dims, 3, NULL, 0);
+  if (!ap) return false;
+  kiln_kir_value_t *vi = kiln_kir_op_result(ap, 0);
+  kiln_kir_op_t *iff = B * T > n ? open_guard(e, in_range(e, vi, n, NULL)) : NULL;
+  if (B * T > n && !iff) return false;
+  size_t mark;
+  kiln_elem_enter(&e->fn, b->region, &mark);
+  kiln_kir_value_t *vidx[KILN_KIR_MAX_RANK], *xi[SORT_MAX_OPERANDS], *xj[SORT_MAX_OPERANDS];
+  for (int d = 0; d < p->rank; d++) vidx[d] = kiln_kir_op_result(ap, (size_t)(1 + d));
+  for (int k = 0; k < p->nops; k++) xi[k] = kiln_kir_extract(b, e->tensors[e->in_tensor[k]], vidx, (size_t)p->rank);
+  kiln_kir_op_t *loop = kiln_kir_for(b, zero, kiln_kir_const_index(b, n), kiln_kir_const_index(b, 1), &zero, 1);
+  if (!loop) return false;
+  kiln_kir_region_t *body = kiln_kir_op_region(loop, 0);
+  kiln_kir_builder_enter(b, body);
+  size_t inner;
+  kiln_elem_enter(&e->fn, body, &inner);
+  kiln_kir_value_t *j = kiln_kir_region_arg(body, 0), *rank = kiln_kir_region_arg(body, 1);
+  kiln_kir_value_t *jd[3] = {e->th, e->bl, j};
+  kiln_kir_op_t *jap = kiln_kir_apply_indexing(b, jmap, jd, 3, NULL, 0);
+  if (!jap) return false;
+  kiln_kir_value_t *jidx[KILN_KIR_MAX_RANK];
+  for (int d = 0; d < p->rank; d++) jidx[d] = kiln_kir_op_result(jap, (size_t)d);
+  for (int k = 0; k < p->nops; k++) xj[k] = kiln_kir_extract(b, e->tensors[e->in_tensor[k]], jidx, (size_t)p->rank);
+  kiln_kir_value_t *before = less(e, xj, xi), *after = less(e, xi, xj);
+  if (!before || !after) return false;
+  kiln_kir_value_t *tie = kiln_kir_binary(b, KILN_KIR_AND, kiln_kir_unary(b, KILN_KIR_NOT, after),
+                                          kiln_kir_cmp(b, KILN_KIR_CMP_LT, j, vi));
+  kiln_kir_value_t *inc = kiln_kir_select(b, kiln_kir_binary(b, KILN_KIR_OR, before, tie), kiln_kir_const_index(b, 1),
+                                          zero);
+  kiln_kir_value_t *next = kiln_kir_binary(b, KILN_KIR_ADD, rank, inc);
+  kiln_kir_yield(b, &next, 1);
+  kiln_elem_exit(&e->fn, inner);
+  kiln_kir_builder_exit(b);
+  kiln_kir_value_t *rd[3] = {e->th, e->bl, kiln_kir_op_result(loop, 0)};
+  kiln_kir_op_t *rap = kiln_kir_apply_indexing(b, jmap, rd, 3, NULL, 0);
+  if (!rap) return false;
+  for (int d = 0; d < p->rank; d++) vidx[d] = kiln_kir_op_result(rap, (size_t)d);
+  for (int k = 0; k < p->nops; k++) e->work[k] = kiln_kir_insert(b, xi[k], e->work[k], vidx, (size_t)p->rank);
+  kiln_elem_exit(&e->fn, mark);
+  if (iff) close_region(e, iff);
+  return kiln_kir_builder_ok(b);
+}
+
 static void sanitize(char *s) {
   for (; *s; s++)
     if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9'))) *s = '_';
@@ -548,8 +626,8 @@ static kiln_status emit_body(sort_emit_t *e) {
       e->pos = kiln_kir_alloc_shared(b, KILN_S32, 1, &np);
       kiln_kir_value_set_name(e->pos, "positions");
     }
-    ok = emit_copy(e);
-    for (int64_t k = 2; ok && k <= p->l.padded; k *= 2)
+    ok = p->l.by_rank ? emit_by_rank(e) : emit_copy(e);
+    for (int64_t k = 2; ok && !p->l.by_rank && k <= p->l.padded; k *= 2)
       for (int64_t j = k / 2; ok && j >= 1; j /= 2) {
         barrier(e);
         ok = emit_step(e, k, j);

@@ -21,8 +21,13 @@
  * emitter's scalar computation), params 2k / 2k+1 being operand k's element at the higher /
  * lower position; the pair swaps when it says "higher before lower". NaN handling and total
  * order are the comparator's. `is_stable=true`: each element carries its original position
- * in block-shared memory (s32, rows per block * n of them: UNIMPLEMENTED past 48 KiB), and
- * equal elements (neither before the other) are ordered by that position.
+ * in block-shared memory (s32, rows per block * n of them), and equal elements (neither
+ * before the other) are ordered by that position. When those positions would pass 48 KiB
+ * (rows of more than 12288 elements), the stable sort ranks instead: one thread per
+ * element (256 per block, ceil(n / 256) blocks per row) counts the row's elements that go
+ * before it (before by the comparator, or equivalent at a lower position) and writes its
+ * element of every operand to that rank — n^2 comparisons per row, no barriers, no
+ * scratch, reading only the inputs.
  *
  * UNIMPLEMENTED (named): sort operands that are not fusion parameters or constants, sort
  * outputs that are not each exactly one fusion output, complex types, non-default layouts. */
@@ -48,6 +53,7 @@ typedef struct kiln_sort_launch {
   int64_t steps;          /* compare-exchange steps (barriers after the copy) */
   int64_t shared_bytes;   /* positions for stable sorts, else 0 */
   bool stable;
+  bool by_rank;           /* stable and too long for shared positions: rank sort */
 } kiln_sort_launch_t;
 
 /* The launch for sort fusion `c` (see above). INVALID_ARGUMENT when `c`'s root is not a
