@@ -22,6 +22,7 @@ static const pipeline_step_t kSteps[] = {
      {"simplify", "constant_folding", "tuple_simplify", "while_loop_constants", "dce", "cse"},
      true},
     {"expansion", {"rng_bit_generator_expander", "batch_norm_expander", "cholesky_expander", "triangular_solve_expander"}, false},
+    {"topk decomposition", {"topk_decomposer"}, false},
     {"layout assignment", {"layout_assignment"}, false},
     {"layout normalization", {"layout_normalization"}, false},
     {"post-layout simplification", {"simplify_layout", "dce"}, true},
