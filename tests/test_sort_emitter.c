@@ -25,6 +25,7 @@
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
+#include "compiler/passes/pipeline.h"
 #include "tools/common/corpus.h"
 #include "tools/common/hlo_file.h"
 
@@ -579,6 +580,65 @@ static void test_corpus_sorts_match_evaluator(void **state) {
   assert_int_equal(passed, total);
 }
 
+/* Whole corpus modules through the pass pipeline (topk decomposed into a sort, the sort
+ * wrapped into a fusion): every sort fusion compiles, matches the evaluator on the fusion
+ * runner's inputs and passes ptxas when it is there. */
+static void test_pipelined_topk_and_argsort_modules_compile_their_sort_fusions(void **state) {
+  (void)state;
+  static const char *const files[] = {
+      "xla/xla__backends__cpu__benchmarks__hlo__topk_logits_k10_1x50000_bf16.hlo",
+      "xla/xla__hlo__translate__hlo_to_mhlo__tests__import.hlo",
+      "xla/xla__backends__cpu__benchmarks__hlo__argsort_axis_1024x512_bf16.hlo",
+  };
+  int sorts = 0;
+  for (size_t fi = 0; fi < sizeof(files) / sizeof(files[0]); fi++) {
+    char path[2048];
+    snprintf(path, sizeof(path), "%s/%s", kiln_corpus_dir(), files[fi]);
+    kiln_hlo_file_t *hf = NULL;
+    kiln_status s = kiln_hlo_file_load(path, &hf);
+    if (s) {
+      printf("SKIPPED %s: %s\n", files[fi], kiln_status_message(s));
+      kiln_status_free(s);
+      continue;
+    }
+    for (int mi = 0; mi < hf->num_modules; mi++) {
+      kiln_hlo_module_t *m = hf->modules[mi];
+      bool has = false;
+      for (size_t ci = 0; ci < m->computations.len && !has; ci++)
+        for (size_t ii = 0; ii < m->computations.data[ci]->instructions.len && !has; ii++) {
+          kiln_hlo_opcode_t op = m->computations.data[ci]->instructions.data[ii]->opcode;
+          has = op == KILN_OP_SORT || op == KILN_OP_TOPK;
+        }
+      if (!has) continue;
+      kiln_pipeline_lift_parse_limit(m);
+      kiln_pass_options_t po = {.verify = -1};
+      s = kiln_pipeline_run(m, &po);
+      if (s) fail_msg("%s module %d: pipeline: %s", files[fi], mi, kiln_status_message(s));
+      const kiln_hlo_computation_t **cs = NULL;
+      int n = 0;
+      kiln_fusion_collect(m, &cs, &n);
+      for (int i = 0; i < n; i++) {
+        if (kiln_fusion_classify(cs[i], NULL) != KILN_FUSION_EMITTER_SORT) continue;
+        kiln_fusion_run_options_t o;
+        kiln_fusion_run_options_init(&o);
+        o.check_ptx = true;
+        kiln_fusion_run_report_t r;
+        s = kiln_fusion_run_check(cs[i], &o, &r);
+        if (s) fail_msg("%s %s: %s", files[fi], cs[i]->name, kiln_status_message(s));
+        if (r.mismatches) fail_msg("%s %s: %lld mismatches: %s", files[fi], cs[i]->name, (long long)r.mismatches,
+                                   r.first_mismatch);
+        if (r.ptx_checked && !r.ptx_ok) fail_msg("%s %s: ptxas: %s", files[fi], cs[i]->name, r.ptx_note);
+        printf("%s %s: sort emitter, %lld elements match, ptxas %s\n", files[fi], cs[i]->name,
+               (long long)r.elements, r.ptx_checked ? "ok" : r.ptx_note);
+        sorts++;
+      }
+      kiln_free(cs);
+    }
+    kiln_hlo_file_free(hf);
+  }
+  if (sorts == 0) printf("SKIPPED: no corpus\n");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sort_launch_plan),
@@ -593,6 +653,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_sort_empty_and_scalar_sorts, setup, teardown),
       cmocka_unit_test(test_sort_ptx_passes_ptxas),
       cmocka_unit_test_setup_teardown(test_corpus_sorts_match_evaluator, setup, teardown),
+      cmocka_unit_test(test_pipelined_topk_and_argsort_modules_compile_their_sort_fusions),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
