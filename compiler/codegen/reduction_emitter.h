@@ -11,20 +11,41 @@
  * outputs shaped like the input (written while the input is read). UNIMPLEMENTED (named):
  * complex types, reduce inputs of different shapes, non-default output layouts.
  *
- * Row reduction [major_red R0, kept K, minor_red R2]: one block per kept element
- * (grid x = K), T threads (T = min(256, round_up(ceil(R2 / (4 vec)), 32)): about four
- * vector loads per thread before the tree; x only). Each thread
- * keeps partial results over (s, v): r2 = (s * T + th_x) * vec + v, for every r0 — loads of
- * vec contiguous elements; then a shuffle-down tree per warp (offsets 16..1); when T > 32,
- * lane 0 of each warp writes its partial to a shared tile of T/32 + 1 entries (one of
- * padding), a barrier, and the first warp's lanes read the tile (init past the warps) and
- * reduce it again with shuffles; thread 0 writes the outputs.
+ * The variant and its parameters come from kiln_hero_reduction_plan (XLA's rules, see
+ * hero_analysis.h):
  *
- * Column reduction [major_kept M, red R, minor_kept N]: blocks of 32 x 32 threads, grid
- * (ceil(N / 32), M). Thread (tx, ty) accumulates column n = bx * 32 + tx over r = ty, ty +
- * 32, ...; the partials go into a 32 x 33 shared tile [ty][tx], a barrier, and each thread
- * reads the transposed element [tx][ty], so a warp (fixed ty) holds the 32 partials of
- * column bx * 32 + ty; a shuffle tree reduces them and lane 0 writes that column.
+ * ROW [major_red R0, kept K, minor_red R2] (reduction_emitter.c): block (tr x, tk y): tr
+ * threads per row (a multiple of 32, up to 1024: about 32 elements per thread), tk rows per
+ * block (while the block stays within 256 threads); grid (ceil(K / tk), splits). Thread
+ * (tx, ty) keeps partials over (s0, s1, v): r0 = s0 (+ its major chunk), r2 = (s1 * tr + tx)
+ * * vec + v (+ its split's offset) — loads of vec contiguous elements; a shuffle-down tree
+ * per warp (16..1); when tr > 32, lane 0 of each warp writes tile[ty][warp] of a shared
+ * [tk][tr / 32 + 1] tile (one entry of padding), a barrier, and each row's first warp reads
+ * its row (init past the warps) and reduces again with shuffles; lane tx == 0 writes.
+ *
+ * MULTI_ROW (reduction_kinds.c): R2 = lanes * vec with lanes a power of two <= 32; one x
+ * dimension of rows * lanes threads, thread t reading vec contiguous elements at t * vec of
+ * the block's rows (for every r0); a shuffle tree over lanes / 2 .. 1, no shared memory; the
+ * first lane of each row writes.
+ *
+ * COLUMN [major_kept M, red R, minor_kept N] (reduction_emitter.c): blocks of 32 x 32
+ * threads, grid (ceil(N / 32), M * splits). Thread (tx, ty) accumulates column
+ * n = bx * 32 + tx over r = ty, ty + 32, ... (of its split); the partials go into a 32 x 33
+ * shared tile [ty][tx], a barrier, and each thread reads the transposed element [tx][ty], so
+ * a warp (fixed ty) holds the 32 partials of column bx * 32 + ty; a shuffle tree reduces them
+ * and lane 0 writes that column.
+ *
+ * SMALL_COLUMN (32 % N == 0, reduction_kinds.c): T threads with vec lanes walk the
+ * flattened [R, N] of block m (grid (M, splits)); partials to a [shared_rows][N + 1] tile,
+ * barrier, shared_rows consecutive threads hold one column, a shuffle tree over them.
+ *
+ * Split reductions (not race-free: row R2 > 16384 or R0 > 8, column R > 4096; single-value
+ * reduces with 16/32/64-bit results): the fusion compiles to a chain: kernel 1 writes every
+ * reduce output's init value, kernel 2 runs the variant above over chunks of the reduced
+ * extent (one per block) and combines each block's result into the output atomically
+ * (atomic add for add reducers, atomic min/max for integer min/max, otherwise a
+ * compare-and-swap loop around the reducer). Other reductions that are not race-free keep the
+ * whole reduced extent in one block (correct, slower).
  *
  * The reducer computation is emitted inline on scalars (the elemental emitter's scalar
  * computation), for the per-thread accumulation and at every shuffle / tile step. */
@@ -41,15 +62,16 @@
 #include "compiler/codegen/partitioner.h"
 
 typedef struct kiln_reduction_options {
-  int vector_size; /* row reductions: elements per load; 0: for <= 32-bit types 4 when R2 is
-                      a multiple of 4, else 2 when even; else 1 */
-  int max_threads; /* row reductions: threads per block (as many as the row needs, up to this);
-                      0: the default rule above */
+  int vector_size; /* ROW: elements per load (1 when R2 is not a multiple); 0: the plan's */
+  int max_threads; /* ROW: threads per row (as many as the row needs, up to this; one row
+                      per block); 0: the plan's */
 } kiln_reduction_options_t;
 
 /* Emits the reduction kernel for `c` (analyzed as REDUCTION) and runs the kernel-IR
  * pipeline; fills *out like kiln_fusion_kernel_emit (grid: threads / blocks as launched,
- * for column reductions threads = 1024 as 32 x 32). `ropts` may be NULL. */
+ * threads counting every block dimension). A split reduction gives a chain of two kernels
+ * (the initializer `<name>_init` first). opts->device->core_count feeds the multi-row vector
+ * size (default 132). `ropts` may be NULL. */
 kiln_status kiln_reduction_kernel_emit(const kiln_hlo_computation_t *c,
                                        const kiln_fusion_compile_options_t *opts,
                                        const kiln_reduction_options_t *ropts,

@@ -60,6 +60,19 @@ kiln_kir_value_t *kiln_red_atomic_combine(kiln_hero_emit_t *h, kiln_red_state_t 
   return ok ? kiln_kir_op_result(cas, 0) : NULL;
 }
 
+/* Starts a kernel of one x dimension: T threads, nb blocks; ids get th_x and bl_x. */
+static kiln_status begin_1d(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
+                            kiln_red_state_t *rs, int64_t T, int64_t nb, kiln_fusion_kernel_t *out,
+                            kiln_kir_value_t **ids) {
+  int64_t block[3] = {T, 1, 1}, grid[3] = {nb, 1, 1};
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_emit_begin(h, c, opts, kiln_red_is_root, rs, block, grid, out));
+  ids[0] = kiln_kir_thread_id(&h->b, 0, 0, T - 1);
+  ids[1] = kiln_kir_block_id(&h->b, 0, 0, nb - 1);
+  kiln_kir_value_set_name(ids[0], "th_x");
+  kiln_kir_value_set_name(ids[1], "bl_x");
+  return NULL;
+}
+
 /* ---- the initializing kernel ---- */
 
 kiln_status kiln_red_emit_init(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
@@ -69,16 +82,14 @@ kiln_status kiln_red_emit_init(const kiln_hlo_computation_t *c, const kiln_fusio
   int64_t n = kiln_shape_num_elements(os);
   int64_t T = n < 256 ? round_up(n > 0 ? n : 1, 32) : 256, nb = ceil_div(n > 0 ? n : 1, T);
   if (nb > 2147483647) return KILN_ERR_UNIMPLEMENTED("%s: %lld outputs", c->name, (long long)n);
-  int64_t block[3] = {T, 1, 1}, grid[3] = {nb, 1, 1};
   kiln_hero_emit_t h;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_emit_begin(&h, c, opts, kiln_red_is_root, rs, block, grid, out));
+  kiln_kir_value_t *ids[2];
+  KILN_RETURN_IF_ERROR_PLAIN(begin_1d(&h, c, opts, rs, T, nb, out, ids));
   kiln_kir_module_t *m = out->kir;
   kiln_affine_ctx_t *x = m->ctx;
   kiln_kir_builder_t *b = &h.b;
   kiln_status st = NULL;
-  kiln_kir_value_t *ids[2] = {kiln_kir_thread_id(b, 0, 0, T - 1), kiln_kir_block_id(b, 0, 0, nb - 1)};
   const char *dn[2] = {"th_x", "bl_x"};
-  for (int i = 0; i < 2; i++) kiln_kir_value_set_name(ids[i], dn[i]);
   kiln_kir_value_t *init[KILN_RED_MAX_ACC];
   int nout = h.part.num_outputs;
   if (!kiln_red_init_values(&h, rs, init)) goto done;
@@ -204,16 +215,14 @@ kiln_status kiln_red_emit_multirow(const kiln_hlo_computation_t *c, const kiln_f
     return KILN_ERR_INTERNAL("%s: bad multi-row plan (%lld lanes x %lld)", c->name, (long long)lanes, (long long)vec);
   int64_t T = round_up(lanes * rows, 32), nb = ceil_div(K, rows);
   if (nb > 2147483647) return KILN_ERR_UNIMPLEMENTED("%s: %lld row blocks", c->name, (long long)nb);
-  int64_t block[3] = {T, 1, 1}, grid[3] = {nb, 1, 1};
   kiln_hero_emit_t h;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_emit_begin(&h, c, opts, kiln_red_is_root, rs, block, grid, out));
+  kiln_kir_value_t *ids[2];
+  KILN_RETURN_IF_ERROR_PLAIN(begin_1d(&h, c, opts, rs, T, nb, out, ids));
   kiln_kir_module_t *m = out->kir;
   kiln_affine_ctx_t *x = m->ctx;
   kiln_kir_builder_t *b = &h.b;
   kiln_status st = NULL;
   const char *dn[2] = {"th_x", "bl_x"};
-  kiln_kir_value_t *ids[2] = {kiln_kir_thread_id(b, 0, 0, T - 1), kiln_kir_block_id(b, 0, 0, nb - 1)};
-  for (int i = 0; i < 2; i++) kiln_kir_value_set_name(ids[i], dn[i]);
   kiln_kir_value_t *init[KILN_RED_MAX_ACC];
   if (!kiln_red_init_values(&h, rs, init)) goto done;
   {
