@@ -8,7 +8,7 @@
 
 #include "base/log.h"
 
-#define MAX_STEP_PASSES 8
+#define MAX_STEP_PASSES 16
 
 typedef struct pipeline_step {
   const char *stage;                     /* what XLA calls this part of the journey */
@@ -21,7 +21,8 @@ static const pipeline_step_t kSteps[] = {
     {"simplification",
      {"simplify", "constant_folding", "tuple_simplify", "while_loop_constants", "dce", "cse"},
      true},
-    {"expansion", {"rng_bit_generator_expander", "batch_norm_expander", "cholesky_expander", "triangular_solve_expander"}, false},
+    {"expansion", {"rng_bit_generator_expander", "batch_norm_expander", "cholesky_expander", "triangular_solve_expander",
+      "scaled_dot_expander", "ragged_dot_expander", "fft_expander"}, false},
     {"topk decomposition", {"topk_decomposer"}, false},
     {"layout assignment", {"layout_assignment"}, false},
     {"layout normalization", {"layout_normalization"}, false},

@@ -1,0 +1,90 @@
+/* fft_expander: FFT, IFFT, RFFT and IRFFT over 1, 2 and 3 dimensions, power-of-two and odd
+ * lengths, c64 and c128, batched, evaluate like the evaluator's transforms (within the
+ * tolerance of each leaf's largest magnitude) after the expander and the whole pipeline,
+ * and run on the host like the evaluator; the corpus modules with fft keep their results. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "pass_test_util.h"
+#include "expander_test_util.h"
+#include "dense_expander_test_util.h"
+
+#define LIST "fft_expander"
+
+static double fft_case(const char *in, const char *out, const char *type, const char *lengths, bool host) {
+  char text[1024];
+  snprintf(text, sizeof text,
+           "HloModule f\n\nENTRY e {\n  x = %s parameter(0)\n  ROOT y = %s fft(x), fft_type=%s, fft_length={%s}\n}\n", in,
+           out, type, lengths);
+  double e = dx_check_text(text, LIST, KILN_OP_FFT, host);
+  if (e < 0 || e > 1) print_error("%s -> %s %s {%s}: error %g\n", in, out, type, lengths, e);
+  return e;
+}
+
+static void test_one_dimensional_transforms_match_the_evaluator(void **state) {
+  struct { const char *in, *out, *type, *len; } cases[] = {
+      {"c64[3,8]", "c64[3,8]", "FFT", "8"},       {"c64[2,5]", "c64[2,5]", "FFT", "5"},
+      {"c64[6]", "c64[6]", "IFFT", "6"},          {"f32[3,9]", "c64[3,5]", "RFFT", "9"},
+      {"f32[4,8]", "c64[4,5]", "RFFT", "8"},      {"c64[3,5]", "f32[3,8]", "IRFFT", "8"},
+      {"c64[3,5]", "f32[3,9]", "IRFFT", "9"},     {"c128[2,7]", "c128[2,7]", "FFT", "7"},
+      {"f64[5]", "c128[3]", "RFFT", "5"},         {"c128[2,4]", "f64[2,6]", "IRFFT", "6"},
+      {"c64[1]", "c64[1]", "FFT", "1"},           {"c64[2,1]", "f32[2,1]", "IRFFT", "1"},
+  };
+  int bad = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    double e = fft_case(cases[i].in, cases[i].out, cases[i].type, cases[i].len, i % 3 == 0);
+    bad += e < 0 || e > 1;
+  }
+  assert_int_equal(bad, 0);
+}
+
+static void test_multi_dimensional_transforms_match_the_evaluator(void **state) {
+  struct { const char *in, *out, *type, *len; } cases[] = {
+      {"c64[2,4,6]", "c64[2,4,6]", "FFT", "4,6"},     {"c64[4,3]", "c64[4,3]", "IFFT", "4,3"},
+      {"f32[3,4,6]", "c64[3,4,4]", "RFFT", "4,6"},    {"c64[2,4,4]", "f32[2,4,6]", "IRFFT", "4,6"},
+      {"c64[2,3,4]", "c64[2,3,4]", "FFT", "2,3,4"},   {"f32[2,3,5]", "c64[2,3,3]", "RFFT", "2,3,5"},
+      {"c64[3,2,3]", "f32[3,2,5]", "IRFFT", "3,2,5"}, {"c128[3,5]", "c128[3,5]", "IFFT", "3,5"},
+  };
+  int bad = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    double e = fft_case(cases[i].in, cases[i].out, cases[i].type, cases[i].len, i % 2 == 0);
+    bad += e < 0 || e > 1;
+  }
+  assert_int_equal(bad, 0);
+}
+
+static void test_whole_pipeline_keeps_the_transform(void **state) {
+  kiln_hlo_module_t *m = pt_parse(
+      "HloModule f\n\nENTRY e {\n  x = f32[4,10] parameter(0)\n  y = c64[4,6] fft(x), fft_type=RFFT, fft_length={10}\n"
+      "  ROOT z = f32[4,10] fft(y), fft_type=IRFFT, fft_length={10}\n}\n");
+  double e = dx_error_on_fake_args(m, NULL, KILN_OP_FFT);
+  assert_true(e >= 0 && e <= 1);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_corpus_ffts_match_on_the_host(void **state) {
+  /* import.hlo's fft is in a module the verifier rejects (a convolution elsewhere), and
+   * thunk_coverage__cpu.hlo holds a TopK custom-call: those two are not runnable */
+  int n = dx_check_corpus_file("xla/xla__hlo__translate__hlo_to_mhlo__tests__import_emit_stablehlo.hlo", KILN_OP_FFT,
+                               LIST);
+  n += dx_check_corpus_file("xla/xla__backends__cpu__tests__thunk_coverage__host_offload.hlo", KILN_OP_FFT, LIST);
+  printf("corpus: %d fft modules match the evaluator after the expander, the pipeline and on the host\n", n);
+  assert_int_equal(n, 2);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_one_dimensional_transforms_match_the_evaluator),
+      cmocka_unit_test(test_multi_dimensional_transforms_match_the_evaluator),
+      cmocka_unit_test(test_whole_pipeline_keeps_the_transform),
+      cmocka_unit_test(test_corpus_ffts_match_on_the_host),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
