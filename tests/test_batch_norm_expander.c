@@ -18,8 +18,6 @@
 #include "pass_test_util.h"
 #include "expander_test_util.h"
 
-#include "compiler/passes/pipeline.h"
-#include "tools/common/hlo_file.h"
 
 static uint64_t rng_state = 12345;
 static double uniform(double lo, double hi) {
@@ -34,39 +32,8 @@ static kiln_literal_t *random_literal(kiln_arena_t *a, const kiln_shape_t *s, do
   return l;
 }
 
-/* Evaluates, runs `passes` (the expander alone or the whole pipeline), checks that no
- * batch-norm op is left, evaluates again; returns the worst error in tolerance units. */
-static double error_after(kiln_hlo_module_t *m, kiln_literal_t **args, int n, bool pipeline) {
-  kiln_arena_t a0, a1;
-  kiln_arena_init(&a0);
-  kiln_arena_init(&a1);
-  kiln_literal_t *before = pt_eval(m, args, n, &a0);
-  if (pipeline) {
-    kiln_pipeline_lift_parse_limit(m);
-    kiln_pass_options_t o = {.verify = 1};
-    kiln_status s = kiln_pipeline_run(m, &o);
-    if (s) fail_msg("pipeline: %s", kiln_status_message(s));
-  } else {
-    pt_run(m, "batch_norm_expander");
-  }
-  assert_int_equal(pt_count(m, KILN_OP_BATCH_NORM_TRAINING) + pt_count(m, KILN_OP_BATCH_NORM_INFERENCE) +
-                       pt_count(m, KILN_OP_BATCH_NORM_GRAD),
-                   0);
-  kiln_literal_t *after = pt_eval(m, args, n, &a1);
-  double e = et_worst_error(before, after);
-  if (e < 0 || e > 1) {
-    kiln_strbuf_t b = {0};
-    for (int i = 0; i < kiln_run_report_num_leaves(before); i++) {
-      kiln_run_report_print_leaf(&b, "before", kiln_run_report_leaf(before, i), 6);
-      kiln_run_report_print_leaf(&b, "after ", kiln_run_report_leaf(after, i), 6);
-    }
-    print_error("%s", kiln_strbuf_cstr(&b));
-    kiln_strbuf_free(&b);
-  }
-  kiln_arena_destroy(&a1);
-  kiln_arena_destroy(&a0);
-  return e;
-}
+static const kiln_hlo_opcode_t kOps[3] = {KILN_OP_BATCH_NORM_TRAINING, KILN_OP_BATCH_NORM_INFERENCE,
+                                         KILN_OP_BATCH_NORM_GRAD};
 
 typedef enum { TRAINING, INFERENCE, GRAD } bn_kind_t;
 
@@ -111,7 +78,7 @@ static double check_case(bn_kind_t kind, const char *type, const char *ftype, in
     else if (!strcmp(pn, "v")) args[i] = random_literal(&aa, s, 0.25, 0.4);
     else args[i] = random_literal(&aa, s, -1, 1);
   }
-  double err = error_after(m, args, n, pipeline);
+  double err = et_error_after(m, args, n, pipeline ? NULL : "batch_norm_expander", kOps, 3, false);
   if (err < 0 || err > 1)
     print_error("%s %s feature %d (features %s) center %g: error %g of the tolerance\n",
                 kind == TRAINING ? "training" : kind == INFERENCE ? "inference" : "grad", xs, f, ftype, center, err);
@@ -179,17 +146,7 @@ static void test_malformed_batch_norms_are_left_alone(void **state) {
       "  m = f32[3] parameter(3)\n  v = f32[3] parameter(4)\n"
       "  ROOT r = s32[2,3] batch-norm-inference(x, s, o, m, v), epsilon=0.001, feature_index=1\n}\n",
   };
-  for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
-    kiln_hlo_module_t *m = NULL;
-    kiln_status s = kiln_hlo_parse_module(texts[i], strlen(texts[i]), NULL, &m);
-    assert_null(s);
-    bool changed = false;
-    kiln_pass_options_t o = {.verify = 0};
-    s = kiln_pass_batch_norm_expander(m, &o, &changed);
-    assert_null(s);
-    assert_false(changed);
-    kiln_hlo_module_destroy(m);
-  }
+  et_expect_unchanged(texts, (int)(sizeof texts / sizeof texts[0]), kiln_pass_batch_norm_expander);
 }
 
 /* Corpus modules with batch-norm ops that verify and evaluate: the same results within
@@ -197,46 +154,11 @@ static void test_malformed_batch_norms_are_left_alone(void **state) {
 static void test_corpus_batch_norm_modules_keep_their_results(void **state) {
   const char *files[] = {"xla/xla__hlo__translate__hlo_to_mhlo__tests__import.hlo",
                          "xla/xla__hlo__translate__hlo_to_mhlo__tests__import_emit_stablehlo.hlo"};
-  int found = 0, compared = 0;
-  for (size_t fi = 0; fi < sizeof files / sizeof files[0]; fi++) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), files[fi]);
-    for (int pipeline = 0; pipeline < 2; pipeline++) {
-      kiln_hlo_file_t *f = NULL;
-      kiln_status s = kiln_hlo_file_load(path, &f);
-      if (s) fail_msg("%s: %s", path, kiln_status_message(s));
-      for (int k = 0; k < f->num_modules; k++) {
-        kiln_hlo_module_t *m = f->modules[k];
-        int n_bn = pt_count(m, KILN_OP_BATCH_NORM_TRAINING) + pt_count(m, KILN_OP_BATCH_NORM_INFERENCE) +
-                   pt_count(m, KILN_OP_BATCH_NORM_GRAD);
-        if (!n_bn) continue;
-        found += !pipeline;
-        kiln_arena_t aa, a0;
-        kiln_arena_init(&aa);
-        kiln_arena_init(&a0);
-        kiln_literal_t **args = NULL, *probe = NULL;
-        int n = 0;
-        s = kiln_hlo_module_verify(m);
-        if (!s) s = kiln_fake_args_make(m, NULL, &aa, &args, &n);
-        if (!s) s = kiln_eval_module(m, NULL, n, args, &a0, &probe);
-        if (s) {
-          if (!pipeline) printf("  %s module %d (%s): not valid or not evaluable: %s\n", files[fi], k, m->name,
-                                kiln_status_message(s));
-          kiln_status_free(s);
-        } else {
-          double e = error_after(m, args, n, pipeline);
-          if (e < 0 || e > 1) fail_msg("%s module %d: error %g of the tolerance", files[fi], k, e);
-          compared++;
-        }
-        kiln_arena_destroy(&a0);
-        kiln_arena_destroy(&aa);
-      }
-      kiln_hlo_file_free(f);
-    }
-  }
+  int found, compared, rejected;
+  et_check_corpus(files, 2, kOps, 3, "batch_norm_expander", false, &found, &compared, &rejected);
   printf("corpus: %d modules with batch norm, %d compared after the expander and after the pipeline\n", found,
-         compared / 2);
-  assert_true(found > 0);
+         compared);
+  assert_int_equal(compared + rejected, found);
 }
 
 int main(void) {

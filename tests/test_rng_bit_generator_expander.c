@@ -15,10 +15,8 @@
 #include <cmocka.h>
 
 #include "pass_test_util.h"
+#include "expander_test_util.h"
 
-#include "compiler/passes/pipeline.h"
-#include "tools/common/corpus.h"
-#include "tools/common/hlo_file.h"
 
 static uint64_t splitmix(uint64_t *s) {
   uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
@@ -27,28 +25,12 @@ static uint64_t splitmix(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-/* Evaluates `m` on `args`, runs the expander, checks no rng-bit-generator is left, evaluates
- * again and compares bit for bit. Returns false (after printing) on a difference. */
+static const kiln_hlo_opcode_t kOps[1] = {KILN_OP_RNG_BIT_GENERATOR};
+
+/* Bit-identical results before and after the expander (printed with `what` otherwise). */
 static bool same_after_expansion(kiln_hlo_module_t *m, kiln_literal_t **args, int n, const char *what) {
-  kiln_arena_t a0, a1;
-  kiln_arena_init(&a0);
-  kiln_arena_init(&a1);
-  kiln_literal_t *before = pt_eval(m, args, n, &a0);
-  pt_run(m, "rng_bit_generator_expander");
-  if (pt_count(m, KILN_OP_RNG_BIT_GENERATOR) != 0) fail_msg("%s: rng-bit-generator left after expansion", what);
-  kiln_literal_t *after = pt_eval(m, args, n, &a1);
-  bool same = pt_literal_bits_equal(before, after);
-  if (!same) {
-    kiln_strbuf_t b = {0};
-    for (int i = 0; i < kiln_run_report_num_leaves(before); i++) {
-      kiln_run_report_print_leaf(&b, "before", kiln_run_report_leaf(before, i), 8);
-      kiln_run_report_print_leaf(&b, "after ", kiln_run_report_leaf(after, i), 8);
-    }
-    print_error("%s: results differ\n%s\n", what, kiln_strbuf_cstr(&b));
-    kiln_strbuf_free(&b);
-  }
-  kiln_arena_destroy(&a1);
-  kiln_arena_destroy(&a0);
+  bool same = et_error_after(m, args, n, "rng_bit_generator_expander", kOps, 1, true) == 0;
+  if (!same) print_error("%s: results differ\n", what);
   return same;
 }
 
@@ -89,6 +71,9 @@ static void test_expansion_matches_the_evaluator_for_every_algorithm_type_and_sh
         uint64_t st[4];
         for (int i = 0; i < 4; i++) st[i] = splitmix(&seed);
         int nw = 2 + (int)((a + t + s) % 3);
+        char name[96]; /* the sanitizer run (KILN_CORPUS_SAMPLE) checks a sample of the cases */
+        snprintf(name, sizeof name, "rbg %s %s[%s]", kAlgs[a], kTypes[t], kShapes[s]);
+        if (!kiln_corpus_sampled(name)) continue;
         cases++;
         bad += !check_case(kAlgs[a], nw, kTypes[t], kShapes[s], st);
       }
@@ -108,6 +93,9 @@ static void test_counters_that_wrap_carry_like_the_evaluator(void **state) {
       for (size_t h = 0; h < sizeof his / sizeof his[0]; h++)
         for (int nw = 2; nw <= 4; nw++) {
           uint64_t st[4] = {0x0123456789ABCDEFull ^ his[h], ctrs[c], his[h], 42};
+          char name[96];
+          snprintf(name, sizeof name, "rbg wrap %zu %zu %zu %d", a, c, h, nw);
+          if (!kiln_corpus_sampled(name)) continue;
           bad += !check_case(kAlgs[a], nw, "u32", "7,2", st);
           bad += !check_case(kAlgs[a], nw, "u64", "5", st);
         }
@@ -143,18 +131,7 @@ static void test_unsupported_forms_are_left_alone(void **state) {
       "HloModule c\n\nENTRY e {\n  s = u64[2] parameter(0)\n"
       "  ROOT r = (u64[2], c64[4]) rng-bit-generator(s), algorithm=rng_philox\n}\n",
   };
-  for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
-    kiln_hlo_module_t *m = NULL;
-    kiln_status s = kiln_hlo_parse_module(texts[i], strlen(texts[i]), NULL, &m);
-    assert_null(s);
-    bool changed = false;
-    kiln_pass_options_t o = {.verify = 0};
-    s = kiln_pass_rng_bit_generator_expander(m, &o, &changed);
-    assert_null(s);
-    assert_false(changed);
-    assert_int_equal(pt_count(m, KILN_OP_RNG_BIT_GENERATOR), 1);
-    kiln_hlo_module_destroy(m);
-  }
+  et_expect_unchanged(texts, (int)(sizeof texts / sizeof texts[0]), kiln_pass_rng_bit_generator_expander);
 }
 
 /* The generator inside a while body and used by other instructions: every use sees the
@@ -185,70 +162,21 @@ static void test_generator_in_a_loop_body_advances_the_state(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
-/* Every corpus module with a rng-bit-generator the evaluator accepts: same results after
- * the expander alone, and after the whole pipeline (nothing of it left at top level). */
+/* Every corpus module with a rng-bit-generator the evaluator accepts: the same results bit
+ * for bit after the expander alone, and after the whole pipeline (none of it left). */
 static void test_corpus_modules_with_rng_bit_generator_keep_their_results(void **state) {
   const char *files[] = {"xla/xla__hlo__transforms__tests__rng_bit_generator_expander.hlo",
                          "xla/xla__hlo__translate__hlo_to_mhlo__tests__import.hlo",
                          "xla/xla__hlo__translate__hlo_to_mhlo__tests__import_emit_stablehlo.hlo",
                          "xla/xla__tools__tests__hlo_extractor_test.hlo"};
-  int found = 0, compared = 0, rejected = 0;
-  for (size_t fi = 0; fi < sizeof files / sizeof files[0]; fi++) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), files[fi]);
-    for (int pass = 0; pass < 2; pass++) {
-      kiln_hlo_file_t *f = NULL;
-      kiln_status s = kiln_hlo_file_load(path, &f);
-      if (s) fail_msg("%s: %s", path, kiln_status_message(s));
-      for (int k = 0; k < f->num_modules; k++) {
-        kiln_hlo_module_t *m = f->modules[k];
-        if (!pt_count(m, KILN_OP_RNG_BIT_GENERATOR) || !kiln_corpus_sampled(m->name)) continue;
-        found += pass == 0;
-        kiln_arena_t args_arena, a0, a1;
-        kiln_arena_init(&args_arena);
-        kiln_arena_init(&a0);
-        kiln_arena_init(&a1);
-        kiln_literal_t **args = NULL;
-        int n = 0;
-        kiln_literal_t *before = NULL;
-        s = kiln_hlo_module_verify(m); /* some of XLA's test inputs are invalid on purpose */
-        if (!s) s = kiln_fake_args_make(m, NULL, &args_arena, &args, &n);
-        if (!s) s = kiln_eval_module(m, NULL, n, args, &a0, &before);
-        if (s) {
-          /* the verifier or the evaluator rejects it (f32 state, non-tuple result, ...) */
-          if (pass == 0) printf("  %s module %d (%s): not valid or not evaluable: %s\n", files[fi], k, m->name,
-                                kiln_status_message(s));
-          rejected += pass == 0;
-          kiln_status_free(s);
-        } else {
-          kiln_pipeline_lift_parse_limit(m);
-          kiln_pass_options_t o = {.verify = 1};
-          s = pass == 0 ? kiln_pass_run_list(m, "rng_bit_generator_expander", &o) : kiln_pipeline_run(m, &o);
-          if (s) fail_msg("%s module %d: %s", files[fi], k, kiln_status_message(s));
-          for (int c = 0; c < (int)m->computations.len; c++)
-            for (size_t i = 0; i < m->computations.data[c]->instructions.len; i++)
-              assert_int_not_equal(m->computations.data[c]->instructions.data[i]->opcode,
-                                   KILN_OP_RNG_BIT_GENERATOR);
-          kiln_literal_t *after = NULL;
-          s = kiln_eval_module(m, NULL, n, args, &a1, &after);
-          if (s) fail_msg("%s module %d after: %s", files[fi], k, kiln_status_message(s));
-          if (!pt_literal_bits_equal(before, after))
-            fail_msg("%s module %d (%s): results differ after %s", files[fi], k, m->name,
-                     pass == 0 ? "the expander" : "the pipeline");
-          compared++;
-        }
-        kiln_arena_destroy(&a1);
-        kiln_arena_destroy(&a0);
-        kiln_arena_destroy(&args_arena);
-      }
-      kiln_hlo_file_free(f);
-    }
-  }
-  printf("corpus: %d modules with rng-bit-generator, %d compared bit for bit after the expander "
-         "and after the pipeline, %d not valid or not evaluable\n", found, compared / 2, rejected);
+  const kiln_hlo_opcode_t ops[1] = {KILN_OP_RNG_BIT_GENERATOR};
+  int found, compared, rejected;
+  et_check_corpus(files, 4, ops, 1, "rng_bit_generator_expander", true, &found, &compared, &rejected);
+  printf("corpus: %d modules with rng-bit-generator, %d compared bit for bit after the expander and after the "
+         "pipeline, %d not valid or not evaluable\n", found, compared, rejected);
   const char *sample = getenv("KILN_CORPUS_SAMPLE");
   if (!sample || atoi(sample) <= 1) assert_true(found >= 8);
-  assert_int_equal(compared, 2 * (found - rejected));
+  assert_int_equal(compared + rejected, found);
 }
 
 int main(void) {

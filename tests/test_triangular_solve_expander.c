@@ -18,8 +18,6 @@
 #include "pass_test_util.h"
 #include "expander_test_util.h"
 
-#include "compiler/passes/pipeline.h"
-#include "tools/common/hlo_file.h"
 
 static uint64_t lcg = 99;
 static double uniform(double lo, double hi) {
@@ -32,30 +30,7 @@ static void set_value(kiln_literal_t *l, int64_t i, double re, double im) {
   else kiln_literal_set_f64(l, i, re);
 }
 
-/* Evaluates, runs `list`, checks the op is gone, evaluates again: the worst error. */
-static double error_after(kiln_hlo_module_t *m, kiln_literal_t **args, int n, const char *list) {
-  kiln_arena_t a0, a1;
-  kiln_arena_init(&a0);
-  kiln_arena_init(&a1);
-  kiln_literal_t *before = pt_eval(m, args, n, &a0);
-  kiln_pipeline_lift_parse_limit(m);
-  kiln_pass_options_t o = {.verify = 1};
-  kiln_status s = list ? kiln_pass_run_list(m, list, &o) : kiln_pipeline_run(m, &o);
-  if (s) fail_msg("%s: %s", list ? list : "pipeline", kiln_status_message(s));
-  assert_int_equal(pt_count(m, KILN_OP_TRIANGULAR_SOLVE), 0);
-  kiln_literal_t *after = pt_eval(m, args, n, &a1);
-  double e = et_worst_error(before, after);
-  if (e < 0 || e > 1) {
-    kiln_strbuf_t b = {0};
-    kiln_run_report_print_leaf(&b, "before", before, 8);
-    kiln_run_report_print_leaf(&b, "after ", after, 8);
-    print_error("%s", kiln_strbuf_cstr(&b));
-    kiln_strbuf_free(&b);
-  }
-  kiln_arena_destroy(&a1);
-  kiln_arena_destroy(&a0);
-  return e;
-}
+static const kiln_hlo_opcode_t kOps[1] = {KILN_OP_TRIANGULAR_SOLVE};
 
 /* a: type[batch.., m, m], b: type[batch.., rows, cols]. */
 static double check_case(const char *type, int nbatch, const int64_t *batch, int64_t m, int64_t other, bool left,
@@ -85,7 +60,7 @@ static double check_case(const char *type, int nbatch, const int64_t *batch, int
     else set_value(args[0], i, uniform(-1, 1) / (double)m, cplx ? uniform(-1, 1) / (double)m : 0);
   }
   for (int64_t i = 0; i < args[1]->num_elements; i++) set_value(args[1], i, uniform(-1, 1), cplx ? uniform(-1, 1) : 0);
-  double e = error_after(mod, args, 2, list);
+  double e = et_error_after(mod, args, 2, list, kOps, 1, false);
   if (e < 0 || e > 1)
     print_error("%s batch %s m=%lld left=%d lower=%d %s unit=%d: error %g of the tolerance\n", type, bd, (long long)m,
                 left, lower, ta, unit, e);
@@ -131,43 +106,11 @@ static void test_edge_sizes_and_the_pipeline_keep_the_results(void **state) {
 static void test_corpus_triangular_solves_keep_their_results(void **state) {
   const char *files[] = {"xla/xla__hlo__translate__hlo_to_mhlo__tests__import.hlo",
                          "xla/xla__hlo__translate__hlo_to_mhlo__tests__import_emit_stablehlo.hlo"};
-  int found = 0, compared = 0;
-  for (size_t fi = 0; fi < sizeof files / sizeof files[0]; fi++) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), files[fi]);
-    for (int pipeline = 0; pipeline < 2; pipeline++) {
-      kiln_hlo_file_t *f = NULL;
-      kiln_status s = kiln_hlo_file_load(path, &f);
-      if (s) fail_msg("%s: %s", path, kiln_status_message(s));
-      for (int k = 0; k < f->num_modules; k++) {
-        kiln_hlo_module_t *m = f->modules[k];
-        if (!pt_count(m, KILN_OP_TRIANGULAR_SOLVE)) continue;
-        found += !pipeline;
-        kiln_arena_t aa, a0;
-        kiln_arena_init(&aa);
-        kiln_arena_init(&a0);
-        kiln_literal_t **args = NULL, *probe = NULL;
-        int n = 0;
-        s = kiln_hlo_module_verify(m);
-        if (!s) s = kiln_fake_args_make(m, NULL, &aa, &args, &n);
-        if (!s) s = kiln_eval_module(m, NULL, n, args, &a0, &probe);
-        if (s) {
-          if (!pipeline) printf("  %s module %d: not valid or not evaluable: %s\n", files[fi], k, kiln_status_message(s));
-          kiln_status_free(s);
-        } else {
-          double e = error_after(m, args, n, pipeline ? NULL : "triangular_solve_expander");
-          if (e < 0 || e > 1) fail_msg("%s module %d: error %g of the tolerance", files[fi], k, e);
-          compared++;
-        }
-        kiln_arena_destroy(&a0);
-        kiln_arena_destroy(&aa);
-      }
-      kiln_hlo_file_free(f);
-    }
-  }
+  int found, compared, rejected;
+  et_check_corpus(files, 2, kOps, 1, "triangular_solve_expander", false, &found, &compared, &rejected);
   printf("corpus: %d modules with triangular-solve, %d compared after the expander and the pipeline\n", found,
-         compared / 2);
-  assert_true(found > 0);
+         compared);
+  assert_int_equal(compared + rejected, found);
 }
 
 int main(void) {

@@ -33,7 +33,6 @@
 
 #include "compiler/passes/hlo_builder.h"
 #include "compiler/passes/pass.h"
-#include "compiler/passes/pass_util.h"
 
 #define MAX_RANK 64
 
@@ -203,54 +202,35 @@ static kiln_hlo_instruction_t *expand(bn_t *s, kiln_hlo_instruction_t *in, doubl
 /* The type of the elementwise work over x: f64 stays f64, everything else is f32. */
 static kiln_elem_type_t compute_type(kiln_elem_type_t t) { return t == KILN_F64 ? KILN_F64 : KILN_F32; }
 
+/* Expands one batch-norm op of any of the three kinds; ctx holds the f64 adder. */
+static kiln_hlo_instruction_t *expand_one(kiln_builder_t *b, kiln_hlo_instruction_t *in, void *ctx) {
+  kiln_hlo_computation_t **adder = ctx;
+  int64_t f = 0;
+  double eps = 0;
+  if (!supported(in, &f, &eps)) return NULL;
+  bn_t s;
+  memset(&s, 0, sizeof s);
+  s.b = *b;
+  s.xs = in->operands[0]->shape;
+  s.ct = compute_type(s.xs->type);
+  s.f = f;
+  int64_t n = kiln_shape_num_elements(s.xs), cdim = s.xs->dims[f];
+  s.per = cdim ? n / cdim : 0;
+  for (int d = 0; d < s.xs->rank; d++)
+    if (d != f) s.reduce_dims[s.num_reduce_dims++] = d;
+  if (!*adder) *adder = kiln_builder_scalar_computation(b->m, "bn_add_f64", KILN_OP_ADD, KILN_F64);
+  s.add = *adder;
+  kiln_hlo_instruction_t *r = s.add ? expand(&s, in, (double)(float)eps) : NULL; /* XLA stores epsilon as a float */
+  b->failed = s.b.failed || !r;
+  return r;
+}
+
 kiln_status kiln_pass_batch_norm_expander(kiln_hlo_module_t *m, const kiln_pass_options_t *opts, bool *changed) {
-  kiln_pass_effects_t effects;
-  kiln_pass_effects_init(&effects);
+  static const kiln_hlo_opcode_t ops[3] = {KILN_OP_BATCH_NORM_TRAINING, KILN_OP_BATCH_NORM_INFERENCE,
+                                           KILN_OP_BATCH_NORM_GRAD};
   kiln_hlo_computation_t *adder = NULL; /* f64 reducer, made on first use */
-  kiln_status st = NULL;
-  size_t num_comps = m->computations.len; /* the adders added below need no visit */
-  for (size_t ci = 0; ci < num_comps && !st; ci++) {
-    kiln_hlo_computation_t *c = m->computations.data[ci];
-    KILN_VEC(kiln_hlo_instruction_t *) todo = {0};
-    for (size_t i = 0; i < c->instructions.len; i++) {
-      kiln_hlo_instruction_t *in = c->instructions.data[i];
-      kiln_hlo_opcode_t op = in->opcode;
-      if (op == KILN_OP_BATCH_NORM_TRAINING || op == KILN_OP_BATCH_NORM_INFERENCE || op == KILN_OP_BATCH_NORM_GRAD)
-        kiln_vec_push(&todo, in);
-    }
-    bool any = false;
-    for (size_t i = 0; i < todo.len && !st; i++) {
-      kiln_hlo_instruction_t *in = todo.data[i];
-      int64_t f = 0;
-      double eps = 0;
-      if (in->num_control_predecessors || in->control_successors.len || !supported(in, &f, &eps)) continue;
-      bn_t s;
-      memset(&s, 0, sizeof s);
-      s.xs = in->operands[0]->shape;
-      s.ct = compute_type(s.xs->type);
-      s.f = f;
-      int64_t n = kiln_shape_num_elements(s.xs), cdim = s.xs->dims[f];
-      s.per = cdim ? n / cdim : 0;
-      for (int d = 0; d < s.xs->rank; d++)
-        if (d != f) s.reduce_dims[s.num_reduce_dims++] = d;
-      if (!adder) adder = kiln_builder_scalar_computation(m, "bn_add_f64", KILN_OP_ADD, KILN_F64);
-      s.add = adder;
-      kiln_builder_init(&s.b, c, NULL, s.xs->has_layout);
-      double e = (double)(float)eps; /* XLA stores epsilon as a float */
-      kiln_hlo_instruction_t *r = s.add ? expand(&s, in, e) : NULL;
-      if (!r || s.b.failed) {
-        st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "batch_norm_expander: out of memory expanding '%s'", in->name);
-        break;
-      }
-      kiln_pass_replace_instruction(in, r, &effects);
-      any = true;
-    }
-    if (any) {
-      kiln_hlo_computation_sort_post_order(c);
-      *changed = true;
-    }
-    kiln_vec_free(&todo);
-  }
-  kiln_pass_effects_free(&effects);
-  return st;
+  for (int i = 0; i < 3; i++)
+    KILN_RETURN_IF_ERROR(kiln_builder_expand_all(m, ops[i], expand_one, &adder, "batch_norm_expander", changed),
+                         "expanding %s", kiln_hlo_opcode_name(ops[i]));
+  return NULL;
 }

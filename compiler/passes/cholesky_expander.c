@@ -21,7 +21,6 @@
 
 #include "compiler/passes/hlo_builder.h"
 #include "compiler/passes/pass.h"
-#include "compiler/passes/pass_util.h"
 
 #define MAX_RANK 64
 
@@ -41,17 +40,6 @@ static bool supported(const kiln_hlo_instruction_t *in) {
   if (s->dims[s->rank - 1] != s->dims[s->rank - 2] || kiln_shape_num_elements(s) <= 0) return false;
   if (!kiln_elem_type_is_float(s->type) && !kiln_elem_type_is_complex(s->type)) return false;
   return kiln_shape_is_array(in->shape) && in->shape->type == s->type && kiln_shape_compatible(in->shape, s);
-}
-
-/* The loop's condition: get-tuple-element(p, 0) < n. */
-static kiln_hlo_computation_t *counter_below(kiln_hlo_module_t *m, kiln_shape_t *state, int64_t n, bool layouts) {
-  kiln_hlo_instruction_t *p = NULL;
-  kiln_hlo_computation_t *c = kiln_builder_computation(m, "cholesky_cond", state, &p);
-  if (!c) return NULL;
-  kiln_builder_t b;
-  kiln_builder_init(&b, c, NULL, layouts);
-  c->root = kiln_builder_compare(&b, KILN_CMP_LT, kiln_builder_gte(&b, p, 0), kiln_builder_const_u64(&b, KILN_S32, (uint64_t)n));
-  return b.failed ? NULL : c;
 }
 
 /* The loop body on (j, A, L, bad); see the file comment. */
@@ -121,7 +109,7 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
                                      kiln_builder_broadcast(b, kiln_builder_const_u64(b, KILN_PRED, 0), 1, &B, NULL)};
   kiln_hlo_instruction_t *tup = kiln_builder_tuple(b, 4, init);
   if (!tup) return NULL;
-  kiln_hlo_computation_t *cond = counter_below(b->m, tup->shape, n, b->layouts);
+  kiln_hlo_computation_t *cond = kiln_builder_counter_below(b->m, "cholesky_cond", tup->shape, n, b->layouts);
   kiln_hlo_computation_t *body = column_step(b->m, tup->shape, B, n, t, add, b->layouts);
   if (!cond || !body) return NULL;
   kiln_hlo_instruction_t *w = kiln_builder_while(b, tup, cond, body);
@@ -141,39 +129,18 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
   return L;
 }
 
+/* ctx: the adders made so far, by element type. */
+static kiln_hlo_instruction_t *expand_one(kiln_builder_t *b, kiln_hlo_instruction_t *in, void *ctx) {
+  kiln_hlo_computation_t **adders = ctx;
+  if (!supported(in)) return NULL;
+  kiln_elem_type_t t = sum_type(compute_type(in->shape->type));
+  if (!adders[t]) adders[t] = kiln_builder_scalar_computation(b->m, "cholesky_add", KILN_OP_ADD, t);
+  kiln_hlo_instruction_t *r = adders[t] ? expand(b, in, adders[t]) : NULL;
+  if (!r) b->failed = true;
+  return r;
+}
+
 kiln_status kiln_pass_cholesky_expander(kiln_hlo_module_t *m, const kiln_pass_options_t *opts, bool *changed) {
-  kiln_pass_effects_t effects;
-  kiln_pass_effects_init(&effects);
   kiln_hlo_computation_t *adders[KILN_ELEM_TYPE_COUNT] = {0};
-  kiln_status st = NULL;
-  size_t num_comps = m->computations.len; /* computations added below need no visit */
-  for (size_t ci = 0; ci < num_comps && !st; ci++) {
-    kiln_hlo_computation_t *c = m->computations.data[ci];
-    KILN_VEC(kiln_hlo_instruction_t *) todo = {0};
-    for (size_t i = 0; i < c->instructions.len; i++)
-      if (c->instructions.data[i]->opcode == KILN_OP_CHOLESKY) kiln_vec_push(&todo, c->instructions.data[i]);
-    bool any = false;
-    for (size_t i = 0; i < todo.len && !st; i++) {
-      kiln_hlo_instruction_t *in = todo.data[i];
-      if (in->num_control_predecessors || in->control_successors.len || !supported(in)) continue;
-      kiln_elem_type_t t = sum_type(compute_type(in->shape->type));
-      if (!adders[t]) adders[t] = kiln_builder_scalar_computation(m, "cholesky_add", KILN_OP_ADD, t);
-      kiln_builder_t b;
-      kiln_builder_init(&b, c, NULL, in->shape->has_layout);
-      kiln_hlo_instruction_t *r = adders[t] ? expand(&b, in, adders[t]) : NULL;
-      if (!r || b.failed) {
-        st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "cholesky_expander: out of memory expanding '%s'", in->name);
-        break;
-      }
-      kiln_pass_replace_instruction(in, r, &effects);
-      any = true;
-    }
-    if (any) {
-      kiln_hlo_computation_sort_post_order(c);
-      *changed = true;
-    }
-    kiln_vec_free(&todo);
-  }
-  kiln_pass_effects_free(&effects);
-  return st;
+  return kiln_builder_expand_all(m, KILN_OP_CHOLESKY, expand_one, adders, "cholesky_expander", changed);
 }

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "compiler/passes/pass_util.h"
+
 #define MAX_RANK 64
 
 void kiln_builder_init(kiln_builder_t *b, kiln_hlo_computation_t *c, const char *name_hint,
@@ -338,6 +340,17 @@ kiln_hlo_computation_t *kiln_builder_computation(kiln_hlo_module_t *m, const cha
   return c;
 }
 
+kiln_hlo_computation_t *kiln_builder_counter_below(kiln_hlo_module_t *m, const char *name_hint, kiln_shape_t *state,
+                                                   int64_t n, bool layouts) {
+  kiln_hlo_instruction_t *p = NULL;
+  kiln_hlo_computation_t *c = kiln_builder_computation(m, name_hint, state, &p);
+  if (!c) return NULL;
+  kiln_builder_t b;
+  kiln_builder_init(&b, c, NULL, layouts);
+  c->root = kiln_builder_compare(&b, KILN_CMP_LT, kiln_builder_gte(&b, p, 0), kiln_builder_const_u64(&b, KILN_S32, (uint64_t)n));
+  return b.failed ? NULL : c;
+}
+
 kiln_hlo_computation_t *kiln_builder_scalar_computation(kiln_hlo_module_t *m, const char *name_hint,
                                                         kiln_hlo_opcode_t op, kiln_elem_type_t type) {
   char *name = kiln_hlo_module_unique_name(m, name_hint);
@@ -360,4 +373,47 @@ kiln_hlo_computation_t *kiln_builder_scalar_computation(kiln_hlo_module_t *m, co
   kiln_hlo_instruction_set_operands(root, 2, params);
   c->root = root;
   return c;
+}
+
+static bool has_layout(const kiln_shape_t *s) {
+  if (kiln_shape_is_tuple(s)) return s->num_elements > 0 && has_layout(s->elements[0]);
+  return s->has_layout;
+}
+
+kiln_status kiln_builder_expand_all(kiln_hlo_module_t *m, kiln_hlo_opcode_t op, kiln_builder_expand_fn expand,
+                                    void *ctx, const char *pass_name, bool *changed) {
+  kiln_pass_effects_t effects;
+  kiln_pass_effects_init(&effects);
+  kiln_status st = NULL;
+  size_t num_comps = m->computations.len;
+  for (size_t ci = 0; ci < num_comps && !st; ci++) {
+    kiln_hlo_computation_t *c = m->computations.data[ci];
+    /* collect first: expansions append to the instruction list */
+    KILN_VEC(kiln_hlo_instruction_t *) todo = {0};
+    for (size_t i = 0; i < c->instructions.len; i++) {
+      kiln_hlo_instruction_t *in = c->instructions.data[i];
+      if (in->opcode == op && !in->num_control_predecessors && !in->control_successors.len)
+        kiln_vec_push(&todo, in);
+    }
+    bool any = false;
+    for (size_t i = 0; i < todo.len && !st; i++) {
+      kiln_hlo_instruction_t *in = todo.data[i];
+      kiln_builder_t b;
+      kiln_builder_init(&b, c, NULL, has_layout(in->shape));
+      kiln_hlo_instruction_t *r = expand(&b, in, ctx);
+      if (b.failed) {
+        st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory expanding '%s'", pass_name, in->name);
+      } else if (r) {
+        kiln_pass_replace_instruction(in, r, &effects);
+        any = true;
+      }
+    }
+    if (any) {
+      kiln_hlo_computation_sort_post_order(c);
+      *changed = true;
+    }
+    kiln_vec_free(&todo);
+  }
+  kiln_pass_effects_free(&effects);
+  return st;
 }

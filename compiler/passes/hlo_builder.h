@@ -116,9 +116,30 @@ kiln_hlo_computation_t *kiln_builder_computation(kiln_hlo_module_t *m, const cha
 kiln_hlo_instruction_t *kiln_builder_sum(kiln_builder_t *b, kiln_hlo_instruction_t *x, int num_dims,
                                          const int64_t *dims, kiln_hlo_computation_t *add);
 
+/* A while condition `(p: state) -> pred[] { ROOT get-tuple-element(p, 0) < n }` for a loop
+ * whose state tuple starts with an s32 counter; NULL when the arena refused. */
+kiln_hlo_computation_t *kiln_builder_counter_below(kiln_hlo_module_t *m, const char *name_hint, kiln_shape_t *state,
+                                                   int64_t n, bool layouts);
+
 /* A new computation `(a: T[], b: T[]) -> T[] { ROOT op(a, b) }` in the module (for reduce);
  * NULL when the arena refused. */
 kiln_hlo_computation_t *kiln_builder_scalar_computation(kiln_hlo_module_t *m, const char *name_hint,
                                                         kiln_hlo_opcode_t op, kiln_elem_type_t type);
+
+/* ---- the expander passes' driver ---- */
+
+/* Builds the replacement of `in` (an instruction of the driven opcode, without control
+ * edges) with `b`, which appends to in's computation. Returns the replacement (it must have
+ * in's shape, layouts included), or NULL to leave `in` as it is; a NULL after an allocation
+ * failed (b->failed) makes the pass fail with RESOURCE_EXHAUSTED. */
+typedef kiln_hlo_instruction_t *(*kiln_builder_expand_fn)(kiln_builder_t *b, kiln_hlo_instruction_t *in, void *ctx);
+
+/* Runs `expand` on every instruction with opcode `op` in the module's computations (those
+ * that exist when it starts; computations the expansions add are not visited), replaces
+ * each one it expands (removing what became dead) and sorts the changed computations into
+ * post order. New arrays get default layouts when in's shape (or its first tuple element)
+ * has a layout. `*changed` is set when anything was expanded. */
+kiln_status kiln_builder_expand_all(kiln_hlo_module_t *m, kiln_hlo_opcode_t op, kiln_builder_expand_fn expand,
+                                    void *ctx, const char *pass_name, bool *changed);
 
 #endif /* KILN_PASSES_HLO_BUILDER_H_ */

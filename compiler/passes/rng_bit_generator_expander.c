@@ -29,7 +29,6 @@
 
 #include "compiler/passes/hlo_builder.h"
 #include "compiler/passes/pass.h"
-#include "compiler/passes/pass_util.h"
 
 #define MAX_RANK 64
 
@@ -320,13 +319,12 @@ static bool supported(const kiln_hlo_instruction_t *in, bool *philox_out) {
   return true;
 }
 
-static kiln_status expand_one(kiln_hlo_instruction_t *in, bool philox_alg, kiln_pass_effects_t *effects) {
-  kiln_hlo_computation_t *c = in->parent;
-  kiln_builder_t b;
-  kiln_builder_init(&b, c, NULL, in->operands[0]->shape->has_layout);
+static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t *in, void *ctx) {
+  bool philox_alg = false;
+  if (!supported(in, &philox_alg)) return NULL;
   rbg_t r;
   memset(&r, 0, sizeof r);
-  r.b = &b;
+  r.b = b;
   kiln_hlo_instruction_t *state = in->operands[0];
   kiln_hlo_instruction_t *key = state_word(&r, state, 0);
   kiln_hlo_instruction_t *k0 = lo32(&r, key), *k1 = hi32(&r, key);
@@ -335,45 +333,16 @@ static kiln_status expand_one(kiln_hlo_instruction_t *in, bool philox_alg, kiln_
   if (philox_alg) expand_philox(&r, state, os, k0, k1, &st, &bits);
   else expand_threefry(&r, state, os, k0, k1, &st, &bits);
   kiln_hlo_instruction_t *outs[2] = {st, bits};
-  kiln_hlo_instruction_t *t = kiln_builder_tuple(&b, 2, outs);
-  if (!t || b.failed)
-    return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "rng_bit_generator_expander: out of memory expanding '%s'",
-                            in->name);
+  kiln_hlo_instruction_t *t = kiln_builder_tuple(b, 2, outs);
+  if (!t) return NULL;
   /* keep the result's shapes (layouts included) exactly */
   st->shape = in->shape->elements[0];
   bits->shape = in->shape->elements[1];
   t->shape = in->shape;
-  kiln_pass_replace_instruction(in, t, effects);
-  return NULL;
+  return t;
 }
 
 kiln_status kiln_pass_rng_bit_generator_expander(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
                                                  bool *changed) {
-  kiln_pass_effects_t effects;
-  kiln_pass_effects_init(&effects);
-  kiln_status st = NULL;
-  for (size_t ci = 0; ci < m->computations.len && !st; ci++) {
-    kiln_hlo_computation_t *c = m->computations.data[ci];
-    /* collect first: expansion appends to the instruction list */
-    KILN_VEC(kiln_hlo_instruction_t *) todo = {0};
-    KILN_VEC(bool) alg = {0};
-    for (size_t i = 0; i < c->instructions.len; i++) {
-      kiln_hlo_instruction_t *in = c->instructions.data[i];
-      bool ph = false;
-      if (in->opcode == KILN_OP_RNG_BIT_GENERATOR && !in->num_control_predecessors &&
-          !in->control_successors.len && supported(in, &ph)) {
-        kiln_vec_push(&todo, in);
-        kiln_vec_push(&alg, ph);
-      }
-    }
-    for (size_t i = 0; i < todo.len && !st; i++) st = expand_one(todo.data[i], alg.data[i], &effects);
-    if (todo.len) {
-      kiln_hlo_computation_sort_post_order(c);
-      *changed = true;
-    }
-    kiln_vec_free(&todo);
-    kiln_vec_free(&alg);
-  }
-  kiln_pass_effects_free(&effects);
-  return st;
+  return kiln_builder_expand_all(m, KILN_OP_RNG_BIT_GENERATOR, expand, NULL, "rng_bit_generator_expander", changed);
 }

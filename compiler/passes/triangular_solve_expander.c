@@ -20,7 +20,6 @@
 
 #include "compiler/passes/hlo_builder.h"
 #include "compiler/passes/pass.h"
-#include "compiler/passes/pass_util.h"
 
 #define MAX_RANK 64
 
@@ -60,17 +59,6 @@ static bool supported(const kiln_hlo_instruction_t *in, bool *trans, bool *conj)
   return true;
 }
 
-/* The loop's condition: get-tuple-element(p, 0) < n. */
-static kiln_hlo_computation_t *counter_below(kiln_hlo_module_t *m, kiln_shape_t *state, int64_t n, bool layouts) {
-  kiln_hlo_instruction_t *p = NULL;
-  kiln_hlo_computation_t *c = kiln_builder_computation(m, "trisolve_cond", state, &p);
-  if (!c) return NULL;
-  kiln_builder_t b;
-  kiln_builder_init(&b, c, NULL, layouts);
-  c->root = kiln_builder_compare(&b, KILN_CMP_LT, kiln_builder_gte(&b, p, 0), kiln_builder_const_u64(&b, KILN_S32, (uint64_t)n));
-  return b.failed ? NULL : c;
-}
-
 /* Forward substitution: L [B, m, m] (lower; only k < i and, unless unit, the diagonal are
  * read), R [B, m, n] -> Y [B, m, n], built as a while loop in `b`'s computation. */
 static kiln_hlo_instruction_t *forward_substitution(kiln_builder_t *b, kiln_hlo_instruction_t *L,
@@ -83,7 +71,7 @@ static kiln_hlo_instruction_t *forward_substitution(kiln_builder_t *b, kiln_hlo_
                                      kiln_builder_splat(b, zero_t, R)};
   kiln_hlo_instruction_t *tup = kiln_builder_tuple(b, 4, init);
   if (!tup) return NULL;
-  kiln_hlo_computation_t *cond = counter_below(m, tup->shape, M, b->layouts);
+  kiln_hlo_computation_t *cond = kiln_builder_counter_below(m, "trisolve_cond", tup->shape, M, b->layouts);
 
   kiln_hlo_instruction_t *p = NULL;
   kiln_hlo_computation_t *body = kiln_builder_computation(m, "trisolve_body", tup->shape, &p);
@@ -160,41 +148,20 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
   return Y;
 }
 
+/* ctx: the adders made so far, by element type. */
+static kiln_hlo_instruction_t *expand_one(kiln_builder_t *b, kiln_hlo_instruction_t *in, void *ctx) {
+  kiln_hlo_computation_t **adders = ctx;
+  bool trans = false, conj = false;
+  if (!supported(in, &trans, &conj)) return NULL;
+  kiln_elem_type_t t = sum_type(compute_type(in->operands[1]->shape->type));
+  if (!adders[t]) adders[t] = kiln_builder_scalar_computation(b->m, "trisolve_add", KILN_OP_ADD, t);
+  kiln_hlo_instruction_t *r = adders[t] ? expand(b, in, trans, conj, adders[t]) : NULL;
+  if (!r) b->failed = true;
+  return r;
+}
+
 kiln_status kiln_pass_triangular_solve_expander(kiln_hlo_module_t *m, const kiln_pass_options_t *opts, bool *changed) {
-  kiln_pass_effects_t effects;
-  kiln_pass_effects_init(&effects);
   kiln_hlo_computation_t *adders[KILN_ELEM_TYPE_COUNT] = {0};
-  kiln_status st = NULL;
-  size_t num_comps = m->computations.len; /* computations added below need no visit */
-  for (size_t ci = 0; ci < num_comps && !st; ci++) {
-    kiln_hlo_computation_t *c = m->computations.data[ci];
-    KILN_VEC(kiln_hlo_instruction_t *) todo = {0};
-    for (size_t i = 0; i < c->instructions.len; i++)
-      if (c->instructions.data[i]->opcode == KILN_OP_TRIANGULAR_SOLVE) kiln_vec_push(&todo, c->instructions.data[i]);
-    bool any = false;
-    for (size_t i = 0; i < todo.len && !st; i++) {
-      kiln_hlo_instruction_t *in = todo.data[i];
-      bool trans = false, conj = false;
-      if (in->num_control_predecessors || in->control_successors.len || !supported(in, &trans, &conj)) continue;
-      kiln_elem_type_t ct = sum_type(compute_type(in->operands[1]->shape->type));
-      if (!adders[ct]) adders[ct] = kiln_builder_scalar_computation(m, "trisolve_add", KILN_OP_ADD, ct);
-      kiln_builder_t b;
-      kiln_builder_init(&b, c, NULL, in->shape->has_layout);
-      kiln_hlo_instruction_t *r = adders[ct] ? expand(&b, in, trans, conj, adders[ct]) : NULL;
-      if (!r || b.failed) {
-        st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "triangular_solve_expander: out of memory expanding '%s'",
-                              in->name);
-        break;
-      }
-      kiln_pass_replace_instruction(in, r, &effects);
-      any = true;
-    }
-    if (any) {
-      kiln_hlo_computation_sort_post_order(c);
-      *changed = true;
-    }
-    kiln_vec_free(&todo);
-  }
-  kiln_pass_effects_free(&effects);
-  return st;
+  return kiln_builder_expand_all(m, KILN_OP_TRIANGULAR_SOLVE, expand_one, adders, "triangular_solve_expander",
+                                 changed);
 }
