@@ -4,7 +4,8 @@
  *     math per element (bf16 in/out, f32 math, tanhf), compiled at run time with
  *     `gcc -O3 -march=native` and again with `-ffast-math` added, dlopen'ed, and run over the
  *     same pool in the same 512-element chunks (one kiln block = 128 threads x 4 elements).
- *     Also single-threaded (pool of one). Goal: >= 1.0x the first loop, >= 0.8x the second.
+ *     Also single-threaded (pool of one). The runs of all four alternate; medians and
+ *     minimums are printed. Goal: >= 1.0x the first loop, >= 0.8x the second.
  * (b) compile latency to a cubin for sm_90: kiln (HLO fusion -> kernel IR -> pipeline ->
  *     NVPTX -> PTX -> cubin through nvJitLink, else ptxas) against `nvcc -cubin -arch=sm_90`
  *     of an equivalent hand-written CUDA kernel (no headers, the same bit-level bf16
@@ -164,22 +165,36 @@ static gelu_loop_fn build_c_loop(const char *dir, const char *tag, const char *f
   return (gelu_loop_fn)dlsym(h, "gelu_loop");
 }
 
-static double time_launch(kiln_host_pool_t *pool, kiln_host_kernel_fn fn, void **args,
-                          int64_t blocks, int reps) {
-  double *t = kiln_calloc((size_t)reps, sizeof(double));
-  kiln_host_pool_launch(pool, fn, args, blocks, 0); /* warm-up */
-  for (int r = 0; r < reps; r++) {
-    double t0 = now_ms();
-    kiln_status s = kiln_host_pool_launch(pool, fn, args, blocks, 0);
-    t[r] = now_ms() - t0;
-    if (s) {
-      printf("launch failed: %s\n", kiln_status_message(s));
-      kiln_status_free(s);
+/* One timed kernel: a host-kernel-ABI function, its args and block count. */
+typedef struct runner {
+  const char *label;
+  kiln_host_kernel_fn fn;
+  void *args[3];
+  int64_t blocks;
+} runner_t;
+
+/* Times the runners on `pool`: one warm-up each, then `reps` rounds that run each once, so
+ * all see the same background load; per runner the median and the minimum (the least
+ * disturbed run on a shared machine) in ms. */
+static void time_set(kiln_host_pool_t *pool, runner_t *rs, int n, int reps, double *med, double *mn) {
+  double *t = kiln_calloc((size_t)(reps * n), sizeof(double));
+  for (int i = 0; i < n; i++) kiln_status_free(kiln_host_pool_launch(pool, rs[i].fn, rs[i].args, rs[i].blocks, 0));
+  for (int r = 0; r < reps; r++)
+    for (int i = 0; i < n; i++) {
+      double t0 = now_ms();
+      kiln_status s = kiln_host_pool_launch(pool, rs[i].fn, rs[i].args, rs[i].blocks, 0);
+      t[i * reps + r] = now_ms() - t0;
+      if (s) {
+        printf("launch failed: %s\n", kiln_status_message(s));
+        kiln_status_free(s);
+      }
     }
+  for (int i = 0; i < n; i++) {
+    double *v = t + i * reps;
+    med[i] = median(v, reps); /* sorts v */
+    mn[i] = v[0];
   }
-  double m = median(t, reps);
   kiln_free(t);
-  return m;
 }
 
 static double gbps(double ms) { return (double)NELEM * 4.0 / (ms * 1e6); } /* 2 B in + 2 B out */
@@ -232,15 +247,16 @@ int main(int argc, char **argv) {
   kiln_host_pool_create(0, &pool);
   kiln_host_pool_create(1, &one);
   int workers = kiln_host_pool_num_workers(pool);
-  void *kargs[2] = {in, out};
-  double kiln_ms = time_launch(pool, hk.fn, kargs, hk.num_blocks, reps);
-  double kiln1_ms = time_launch(one, hk.fn, kargs, hk.num_blocks, reps);
   printf("  kiln host compile (LLVM O3 + JIT): %.1f ms\n", host_compile_ms);
+  /* The runners, timed with their runs interleaved (see time_set). */
+  runner_t rs[4];
+  int nr = 0;
+  uint16_t *outs[4] = {out, NULL, NULL, NULL};
+  rs[nr++] = (runner_t){"kiln kernel", hk.fn, {in, out, NULL}, hk.num_blocks};
   /* The f32-inside variant (not the same HLO: one rounding at the end, like the C loop). */
-  double kf_ms = 0, kf1_ms = 0;
+  kiln_hlo_module_t *m2 = NULL;
   {
     char *text = gelu_f32_text();
-    kiln_hlo_module_t *m2 = NULL;
     kiln_fusion_kernel_t k2;
     kiln_fusion_compile_options_t co2 = {0};
     co2.kernel_name = "gelu_bench_f32";
@@ -252,53 +268,49 @@ int main(int argc, char **argv) {
       kiln_fusion_kernel_free(&k2);
     }
     if (!e) {
-      uint16_t *o2 = kiln_malloc((size_t)NELEM * 2);
-      void *a2[2] = {in, o2};
-      kf_ms = time_launch(pool, hk2.fn, a2, hk2.num_blocks, reps);
-      kf1_ms = time_launch(one, hk2.fn, a2, hk2.num_blocks, reps);
-      kiln_free(o2);
+      outs[nr] = kiln_malloc((size_t)NELEM * 2);
+      rs[nr] = (runner_t){"kiln kernel, f32 inside (other HLO)", hk2.fn, {in, outs[nr], NULL}, hk2.num_blocks};
+      nr++;
     } else {
       printf("  (f32-inside variant: %s)\n", kiln_status_message(e));
       kiln_status_free(e);
     }
-    if (m2) kiln_hlo_module_destroy(m2);
     kiln_free(text);
   }
-
   gelu_loop_fn o3 = build_c_loop(dir, "o3", "-O3 -march=native");
   gelu_loop_fn fm = build_c_loop(dir, "fast", "-O3 -march=native -ffast-math");
-  double o3_ms = 0, o31_ms = 0, fm_ms = 0, fm1_ms = 0;
   int64_t chunks = NELEM / CHUNK;
+  int io3 = -1, ifm = -1;
   if (o3) {
-    void *a[3] = {in, kiln_malloc((size_t)NELEM * 2), (void *)o3};
-    o3_ms = time_launch(pool, loop_blocks, a, chunks, reps);
-    o31_ms = time_launch(one, loop_blocks, a, chunks, reps);
-    kiln_free(a[1]);
+    outs[nr] = kiln_malloc((size_t)NELEM * 2);
+    io3 = nr;
+    rs[nr++] = (runner_t){"C loop, gcc -O3 -march=native", loop_blocks, {in, outs[io3], (void *)o3}, chunks};
   }
   if (fm) {
-    void *a[3] = {in, kiln_malloc((size_t)NELEM * 2), (void *)fm};
-    fm_ms = time_launch(pool, loop_blocks, a, chunks, reps);
-    fm1_ms = time_launch(one, loop_blocks, a, chunks, reps);
-    kiln_free(a[1]);
+    outs[nr] = kiln_malloc((size_t)NELEM * 2);
+    ifm = nr;
+    rs[nr++] = (runner_t){"C loop, gcc -O3 -march=native -ffast-math", loop_blocks, {in, outs[ifm], (void *)fm},
+                          chunks};
   }
-  printf("  %-44s %10s %9s %10s %9s\n", "", "pool(ms)", "GB/s", "1 thr(ms)", "GB/s");
-  printf("  %-44s %10.2f %9.2f %10.2f %9.2f\n", "kiln kernel", kiln_ms, gbps(kiln_ms), kiln1_ms,
-         gbps(kiln1_ms));
-  if (kf_ms > 0)
-    printf("  %-44s %10.2f %9.2f %10.2f %9.2f\n", "kiln kernel, f32 inside (other HLO)", kf_ms,
-           gbps(kf_ms), kf1_ms, gbps(kf1_ms));
-  if (o3)
-    printf("  %-44s %10.2f %9.2f %10.2f %9.2f\n", "C loop, gcc -O3 -march=native", o3_ms, gbps(o3_ms),
-           o31_ms, gbps(o31_ms));
-  if (fm)
-    printf("  %-44s %10.2f %9.2f %10.2f %9.2f\n", "C loop, gcc -O3 -march=native -ffast-math", fm_ms,
-           gbps(fm_ms), fm1_ms, gbps(fm1_ms));
-  printf("  pool of %d workers; speed-up of kiln (goal >= 1.0x vs -O3, >= 0.8x vs -ffast-math):\n",
+  double med[4], mn[4], med1[4], mn1[4];
+  time_set(pool, rs, nr, reps, med, mn);
+  time_set(one, rs, nr, reps, med1, mn1);
+  printf("  %-44s %10s %9s %10s %9s %10s %10s\n", "", "pool(ms)", "GB/s", "1 thr(ms)", "GB/s", "pool min",
+         "1 thr min");
+  for (int i = 0; i < nr; i++)
+    printf("  %-44s %10.2f %9.2f %10.2f %9.2f %10.2f %10.2f\n", rs[i].label, med[i], gbps(med[i]), med1[i],
+           gbps(med1[i]), mn[i], mn1[i]);
+  printf("  pool of %d workers; speed-up of kiln (goal >= 1.0x vs -O3, >= 0.8x vs -ffast-math), "
+         "medians [minimums]:\n",
          workers);
-  if (o3)
-    printf("    vs -O3:        %.2fx (pool)  %.2fx (1 thread)\n", o3_ms / kiln_ms, o31_ms / kiln1_ms);
-  if (fm)
-    printf("    vs -ffast-math: %.2fx (pool)  %.2fx (1 thread)\n", fm_ms / kiln_ms, fm1_ms / kiln1_ms);
+  if (io3 >= 0)
+    printf("    vs -O3:         %.2fx (pool)  %.2fx (1 thread)   [%.2fx  %.2fx]\n", med[io3] / med[0],
+           med1[io3] / med1[0], mn[io3] / mn[0], mn1[io3] / mn1[0]);
+  if (ifm >= 0)
+    printf("    vs -ffast-math: %.2fx (pool)  %.2fx (1 thread)   [%.2fx  %.2fx]\n", med[ifm] / med[0],
+           med1[ifm] / med1[0], mn[ifm] / mn[0], mn1[ifm] / mn1[0]);
+  for (int i = 1; i < nr; i++) kiln_free(outs[i]);
+  if (m2) kiln_hlo_module_destroy(m2);
 
   /* ---- (b) compile latency to a cubin ---- */
   printf("\nCompile latency to a cubin for sm_90 (medians: kiln %d runs, nvcc %d runs, after a warm-up)\n",

@@ -4,8 +4,10 @@
  * tiles, 32x4 threads) — lowered to the host and run on the worker pool, against C loops
  * compiled at run time with `gcc -O3 -march=native -ffast-math` (the reductions; the
  * vectorized practical limit) and a C loop with a 32x33 tile (the transpose), dlopen'ed and
- * run on the same pool with the same block split. 1 and 2 worker threads; medians of
- * --reps runs after a warm-up; GB/s counts bytes read + written once. Each kiln result is
+ * run on the same pool with the same block split. 1 and 2 worker threads; kiln's and the C
+ * loop's runs alternate; medians and minimums of --reps runs each after a warm-up (on a
+ * shared machine the minimum is the least disturbed run); GB/s (of the median) counts bytes
+ * read + written once. Each kiln result is
  * checked against its C loop before timing. Goals: reductions >= 1.0x, transpose >= 0.9x.
  *
  * Usage: bench_heroes [--reps 15] */
@@ -84,24 +86,36 @@ static const char kTrHlo[] =
 
 static int g_reps = 15;
 
-static double time_launch(kiln_host_pool_t *pool, kiln_host_kernel_fn fn, void **args, int64_t blocks) {
-  double *t = kiln_calloc((size_t)g_reps, sizeof(double));
-  kiln_status s = kiln_host_pool_launch(pool, fn, args, blocks, 0); /* warm-up */
+/* Times kernel a and kernel b (b may be NULL) on `pool`, alternating their runs so both see
+ * the same background load; medians and minimums (the best of g_reps: the least disturbed
+ * run on a shared machine) in ms. Returns false if a launch failed. */
+static bool time_pair(kiln_host_pool_t *pool, kiln_host_kernel_fn a, void **aa, int64_t ab,
+                      kiln_host_kernel_fn b, void **ba, int64_t bb, double med[2], double min[2]) {
+  double *t[2] = {kiln_calloc((size_t)g_reps, sizeof(double)), kiln_calloc((size_t)g_reps, sizeof(double))};
+  kiln_status s = kiln_host_pool_launch(pool, a, aa, ab, 0); /* warm-up */
+  if (!s && b) s = kiln_host_pool_launch(pool, b, ba, bb, 0);
   for (int r = 0; r < g_reps && !s; r++) {
     double t0 = now_ms();
-    s = kiln_host_pool_launch(pool, fn, args, blocks, 0);
-    t[r] = now_ms() - t0;
+    s = kiln_host_pool_launch(pool, a, aa, ab, 0);
+    t[0][r] = now_ms() - t0;
+    if (!s && b) {
+      t0 = now_ms();
+      s = kiln_host_pool_launch(pool, b, ba, bb, 0);
+      t[1][r] = now_ms() - t0;
+    }
+  }
+  for (int k = 0; k < 2; k++) {
+    qsort(t[k], (size_t)g_reps, sizeof(double), cmp_double);
+    med[k] = t[k][g_reps / 2];
+    min[k] = t[k][0];
+    kiln_free(t[k]);
   }
   if (s) {
     printf("launch failed: %s\n", kiln_status_message(s));
     kiln_status_free(s);
-    kiln_free(t);
-    return -1;
+    return false;
   }
-  qsort(t, (size_t)g_reps, sizeof(double), cmp_double);
-  double med = t[g_reps / 2];
-  kiln_free(t);
-  return med;
+  return true;
 }
 
 typedef enum { ROW, COL, TR } which_t;
@@ -161,7 +175,8 @@ int main(int argc, char **argv) {
     st = st * 6364136223846793005ull + 1442695040888963407ull;
     in[i] = (float)((double)(st >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
   }
-  printf("%-40s %-22s %8s %10s %9s %8s\n", "kernel", "variant", "threads", "ms", "GB/s", "vs C");
+  printf("%-40s %-22s %8s %10s %9s %8s %9s %8s\n", "kernel", "variant", "threads", "median ms", "GB/s", "vs C",
+         "min ms", "vs C");
   for (int w = ROW; w <= TR; w++) {
     static const int kVariants[][2] = {{0, 0}, {4, 256}, {4, 128}, {4, 64}, {4, 32}, {1, 128}};
     int nvar = w == ROW ? (int)(sizeof(kVariants) / sizeof(kVariants[0])) : 1;
@@ -194,8 +209,12 @@ int main(int argc, char **argv) {
         kiln_host_pool_t *pool = NULL;
         s = kiln_host_pool_create(nt, &pool);
         if (s) break;
-        double km = time_launch(pool, hk.fn, ka, hk.num_blocks);
-        double cm = cfn[w] ? time_launch(pool, cfn[w], ca, cblocks[w]) : -1;
+        double med[2], mn[2];
+        if (!time_pair(pool, hk.fn, ka, hk.num_blocks, cfn[w], ca, cblocks[w], med, mn)) {
+          kiln_host_pool_destroy(pool);
+          break;
+        }
+        double km = med[0], cm = cfn[w] ? med[1] : -1;
         if (cm > 0 && km > 0) {
           double maxrel = 0;
           for (int64_t i = 0; i < out_elems[w]; i++) {
@@ -204,11 +223,13 @@ int main(int argc, char **argv) {
           }
           if (maxrel > 1e-4) printf("  MISMATCH vs C loop: max rel %.3g\n", maxrel);
         }
-        if (cm > 0) printf("%-40s %-22s %8d %10.3f %9.2f %7.2fx\n", label[w], vname, nt, km, bytes / (km * 1e6), cm / km);
-        else printf("%-40s %-22s %8d %10.3f %9.2f\n", label[w], vname, nt, km, bytes / (km * 1e6));
+        if (cm > 0)
+          printf("%-40s %-22s %8d %10.3f %9.2f %7.2fx %9.3f %7.2fx\n", label[w], vname, nt, km, bytes / (km * 1e6),
+                 cm / km, mn[0], mn[1] / mn[0]);
+        else printf("%-40s %-22s %8d %10.3f %9.2f %8s %9.3f\n", label[w], vname, nt, km, bytes / (km * 1e6), "", mn[0]);
         if (cm > 0 && var == 0)
-          printf("%-40s %-22s %8d %10.3f %9.2f\n", "", w == TR ? "C 32x33 tile, -O3" : "C loop -O3 -ffast-math", nt,
-                 cm, bytes / (cm * 1e6));
+          printf("%-40s %-22s %8d %10.3f %9.2f %8s %9.3f\n", "", w == TR ? "C 32x33 tile, -O3" : "C loop -O3 -ffast-math",
+                 nt, cm, bytes / (cm * 1e6), "", mn[1]);
         kiln_host_pool_destroy(pool);
       }
       printf("%-40s %-22s compile %.0f ms (emit %.1f, pipeline %.1f)\n", "", vname, compile_ms, k.emit_ms,

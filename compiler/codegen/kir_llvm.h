@@ -44,6 +44,10 @@ struct kir_llvm {
   LLVMValueRef *funcs;            /* LLVM function per module function index */
   void *user;                     /* target state */
   kiln_status status;
+  /* Element type of the float op whose f32 math is being lowered (set around target->math):
+   * bf16 / f16 / f8 ops compute in f32 and round their result, so a target may use a faster
+   * f32 approximation whose error that rounding cannot show. */
+  kiln_elem_type_t math_elem;
 };
 
 /* Creates the lowering state for module `km` in `ctx` (module named after km). */

@@ -5,7 +5,7 @@
  *     entry:  tensor pointers from args; every alloca (slots, shared memory) lives here
  *     for blk in [begin, end):  block ids from blk (x fastest); uniform ops (pure, no memory,
  *                               independent of thread ids) once per block
- *       segment 1: for tz { for ty { for tx { ...ops... } } }     (x innermost)
+ *       segment 1: for tz { for ty { for tx { ...ops... } } }     (x innermost, not unrolled)
  *       segment 2: ...  (segments end at barriers, shuffles and thread-range ifs)
  *
  * A value made in one segment and used in another goes through a per-thread slot array
@@ -16,16 +16,17 @@
  * its then branch in a thread loop with those bounds and step. A shuffle is one segment:
  * per warp a <32 x T> load of the source slots, a shufflevector and a store. */
 #include <llvm-c/Analysis.h>
+#include <llvm-c/DebugInfo.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "compiler/codegen/kir_llvm.h"
 #include "compiler/codegen/kir_pipeline.h"
 
-enum { K_UNIFORM = 1, K_TID, K_SHARED, K_BARRIER, K_SHUFFLE, K_PRED, K_NORMAL, K_SHUFFLE_UNIFORM };
+enum { K_UNIFORM = 1, K_TID, K_SHARED, K_BARRIER, K_SHUFFLE, K_PRED, K_NORMAL, K_SHUFFLE_UNIFORM, K_FOR };
 
 typedef struct seg {
-  int kind;                 /* K_NORMAL, K_PRED, K_SHUFFLE */
+  int kind;                 /* K_NORMAL, K_PRED, K_SHUFFLE, K_FOR */
   size_t first, last;       /* op index range [first, last] of the top-level ops */
   int64_t lo[3], hi[3], step[3];
 } seg_t;
@@ -206,11 +207,14 @@ static kiln_status classify(kir_llvm_t *L, host_t *h) {
     if (op->opcode == KILN_KIR_IF && only_yields_tensors(op) &&
         thread_range(op->operands[0], pred.lo, pred.hi, pred.step))
       kind = K_PRED;
+    if (op->opcode == KILN_KIR_FOR && h->nthreads > 1 && h->uniform[op->operands[0]->id] &&
+        h->uniform[op->operands[1]->id] && h->uniform[op->operands[2]->id])
+      kind = K_FOR;
     h->kind[i] = kind;
     if (kind == K_UNIFORM || kind == K_SHARED || kind == K_SHUFFLE_UNIFORM) {
       for (uint32_t j = 0; j < op->num_results; j++) h->uniform[op->results[j]->id] = 1;
     }
-    bool boundary = kind == K_BARRIER || kind == K_SHUFFLE || kind == K_PRED;
+    bool boundary = kind == K_BARRIER || kind == K_SHUFFLE || kind == K_PRED || kind == K_FOR;
     if (boundary && cur.kind) {
       kiln_vec_push(&h->segs, cur);
       cur.kind = 0;
@@ -218,6 +222,9 @@ static kiln_status classify(kir_llvm_t *L, host_t *h) {
     if (kind == K_SHUFFLE) {
       seg_t s = {.kind = K_SHUFFLE, .first = i, .last = i};
       kiln_vec_push(&h->segs, s);
+    } else if (kind == K_FOR) {
+      pred.kind = K_FOR;
+      kiln_vec_push(&h->segs, pred);
     } else if (kind == K_PRED) {
       for (int a = 0; a < 3; a++) {
         if (pred.step[a] > 1) pred.lo[a] = (pred.lo[a] + pred.step[a] - 1) / pred.step[a] * pred.step[a];
@@ -262,6 +269,8 @@ typedef struct tloop {
   LLVMBasicBlockRef head, body, exit;
   LLVMValueRef phi;
   int64_t step;
+  LLVMValueRef stepv; /* non-NULL: a step value instead of `step` */
+  bool no_unroll;     /* latch gets llvm.loop.unroll.disable */
 } tloop_t;
 
 static void loop_open_v(kir_llvm_t *L, tloop_t *t, LLVMValueRef lov, LLVMValueRef hiv, int64_t step,
@@ -272,6 +281,8 @@ static void loop_open_v(kir_llvm_t *L, tloop_t *t, LLVMValueRef lov, LLVMValueRe
   t->body = LLVMAppendBasicBlockInContext(L->ctx, L->fn, "tl.body");
   t->exit = LLVMAppendBasicBlockInContext(L->ctx, L->fn, "tl.exit");
   t->step = step;
+  t->stepv = NULL;
+  t->no_unroll = false;
   LLVMBuildBr(b, t->head);
   LLVMPositionBuilderAtEnd(b, t->head);
   t->phi = LLVMBuildPhi(b, L->i64, nm);
@@ -290,9 +301,19 @@ static void loop_open(kir_llvm_t *L, tloop_t *t, int64_t lo, int64_t hi, int64_t
 static void loop_close(kir_llvm_t *L, tloop_t *t) {
   LLVMBuilderRef b = L->b;
   LLVMBasicBlockRef latch = LLVMGetInsertBlock(b);
-  LLVMValueRef next = LLVMBuildAdd(b, t->phi, LLVMConstInt(L->i64, (unsigned long long)t->step, 0), "");
+  LLVMValueRef next = LLVMBuildAdd(
+      b, t->phi, t->stepv ? t->stepv : LLVMConstInt(L->i64, (unsigned long long)t->step, 0), "");
   LLVMAddIncoming(t->phi, &next, &latch, 1);
-  LLVMBuildBr(b, t->head);
+  LLVMValueRef br = LLVMBuildBr(b, t->head);
+  if (t->no_unroll) {
+    /* A self-referencing loop id: !{!self, !{!"llvm.loop.unroll.disable"}}. */
+    LLVMMetadataRef tmp = LLVMTemporaryMDNode(L->ctx, NULL, 0);
+    LLVMMetadataRef s = LLVMMDStringInContext2(L->ctx, "llvm.loop.unroll.disable", 24);
+    LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(L->ctx, &s, 1)};
+    LLVMMetadataRef id = LLVMMDNodeInContext2(L->ctx, ops, 2);
+    LLVMMetadataReplaceAllUsesWith(tmp, id);
+    LLVMSetMetadata(br, LLVMGetMDKindIDInContext(L->ctx, "llvm.loop", 9), LLVMMetadataAsValue(L->ctx, id));
+  }
   LLVMPositionBuilderAtEnd(b, t->exit);
 }
 
@@ -313,21 +334,24 @@ static void slot_store(kir_llvm_t *L, host_t *h, const kiln_kir_value_t *v) {
   LLVMBuildStore(L->b, x, slot_ptr(L, h, v, h->tid_lin));
 }
 
-/* Emits a thread-loop segment. `ops` run for each thread of the bounds. */
-static void emit_thread_segment(kir_llvm_t *L, host_t *h, int si, const bool *need,
-                                const bool *used_here) {
+/* Opens the thread loops of segment `si` (z outermost, x innermost) and makes the thread ids,
+ * the linear thread id and the segment's cross-segment inputs (slot loads) available. */
+static void threads_open(kir_llvm_t *L, host_t *h, int si, const bool *need, const bool *used_here,
+                         tloop_t loops[3], bool open[3]) {
   seg_t *s = &h->segs.data[si];
   const kiln_kir_func_t *k = h->k;
   const kiln_kir_region_t *body = k->body;
-  tloop_t loops[3];
-  bool open[3] = {false, false, false};
   static const char *const kNames[] = {"tx", "ty", "tz"};
   for (int a = 2; a >= 0; a--) {
+    open[a] = false;
     if (k->block[a] == 1 && s->lo[a] == 0 && s->hi[a] >= 1) {
       h->tid[a] = LLVMConstInt(L->i64, 0, 0);
       continue;
     }
     loop_open(L, &loops[a], s->lo[a], s->hi[a], s->step[a], kNames[a]);
+    /* The x loop is the one to vectorize: fully unrolling it first (LLVM does for small
+     * constant trip counts) leaves the y loop innermost, with strided gathers. */
+    loops[a].no_unroll = a == 0;
     open[a] = true;
     h->tid[a] = loops[a].iv;
   }
@@ -339,7 +363,6 @@ static void emit_thread_segment(kir_llvm_t *L, host_t *h, int si, const bool *ne
                                 LLVMBuildMul(b, LLVMConstInt(L->i64, (unsigned long long)k->block[1], 0),
                                              h->tid[2], ""), ""), ""), "");
   h->in_thread_loop = true;
-  /* Cross-segment inputs. */
   for (size_t i = 0; i < body->ops.len - 1; i++) {
     const kiln_kir_op_t *op = body->ops.data[i];
     if (h->kind[i] == K_TID) kir_llvm_set(L, op->results[0], h->tid[op->axis]);
@@ -349,6 +372,22 @@ static void emit_thread_segment(kir_llvm_t *L, host_t *h, int si, const bool *ne
         kir_llvm_set(L, v, slot_load(L, h, v));
     }
   }
+}
+
+static void threads_close(kir_llvm_t *L, host_t *h, tloop_t loops[3], const bool open[3]) {
+  h->in_thread_loop = false;
+  for (int a = 0; a < 3; a++)
+    if (open[a]) loop_close(L, &loops[a]);
+}
+
+/* Emits a thread-loop segment. `ops` run for each thread of the bounds. */
+static void emit_thread_segment(kir_llvm_t *L, host_t *h, int si, const bool *need,
+                                const bool *used_here) {
+  seg_t *s = &h->segs.data[si];
+  const kiln_kir_region_t *body = h->k->body;
+  tloop_t loops[3];
+  bool open[3];
+  threads_open(L, h, si, need, used_here, loops, open);
   if (s->kind == K_PRED) {
     const kiln_kir_op_t *iff = body->ops.data[s->first];
     const kiln_kir_region_t *then = iff->regions[0];
@@ -362,9 +401,54 @@ static void emit_thread_segment(kir_llvm_t *L, host_t *h, int si, const bool *ne
           if (need[op->results[j]->id]) slot_store(L, h, op->results[j]);
       }
   }
-  h->in_thread_loop = false;
-  for (int a = 0; a < 3; a++)
-    if (open[a]) loop_close(L, &loops[a]);
+  threads_close(L, h, loops, open);
+}
+
+/* A top-level `for` with uniform bounds, interchanged with the thread loops so that the
+ * threads stay innermost (DESIGN.md "Host lowering"):
+ *   threads { acc_j[tid] = init_j }
+ *   for iv in [lb, ub) step st { threads { iter args = acc_j[tid]; body; acc_j[tid] = yield_j } }
+ * The accumulators are the slot arrays of the loop's results (every non-tensor result has
+ * one), so later segments read them like any cross-segment value. Each thread still runs
+ * its iterations in order; only the interleaving between threads changes, which a phase
+ * without barriers does not observe. */
+static void emit_for_segment(kir_llvm_t *L, host_t *h, int si, const bool *need,
+                             const bool *used_here) {
+  seg_t *s = &h->segs.data[si];
+  const kiln_kir_op_t *op = h->k->body->ops.data[s->first];
+  const kiln_kir_region_t *r = op->regions[0];
+  const kiln_kir_op_t *yield = r->ops.data[r->ops.len - 1];
+  uint32_t n = op->num_results;
+  tloop_t loops[3];
+  bool open[3];
+  threads_open(L, h, si, need, used_here, loops, open);
+  for (uint32_t i = 0; i < n && !L->status; i++) {
+    const kiln_kir_value_t *res = op->results[i];
+    if (res->type->kind == KILN_KIR_TYPE_TENSOR) continue;
+    kir_llvm_set(L, res, kir_llvm_get(L, op->operands[3 + i]));
+    slot_store(L, h, res);
+  }
+  threads_close(L, h, loops, open);
+  tloop_t it;
+  loop_open_v(L, &it, kir_llvm_get(L, op->operands[0]), kir_llvm_get(L, op->operands[1]), 1, "for.iv");
+  it.stepv = kir_llvm_get(L, op->operands[2]);
+  threads_open(L, h, si, need, used_here, loops, open);
+  kir_llvm_set(L, r->args[0], it.iv);
+  for (uint32_t i = 0; i < n; i++)
+    if (op->results[i]->type->kind != KILN_KIR_TYPE_TENSOR)
+      kir_llvm_set(L, r->args[1 + i], slot_load(L, h, op->results[i]));
+  kir_llvm_emit_ops(L, r, 0, r->ops.len - 1);
+  for (uint32_t i = 0; i < n && !L->status; i++) {
+    const kiln_kir_value_t *res = op->results[i];
+    if (res->type->kind == KILN_KIR_TYPE_TENSOR) continue;
+    kir_llvm_set(L, res, kir_llvm_get(L, yield->operands[i]));
+    slot_store(L, h, res);
+  }
+  threads_close(L, h, loops, open);
+  loop_close(L, &it);
+  /* Results are read from their slots from here on. */
+  for (uint32_t i = 0; i < n; i++)
+    if (op->results[i]->type->kind != KILN_KIR_TYPE_TENSOR) kir_llvm_set(L, op->results[i], NULL);
 }
 
 /* The warp lane a shuffle reads for lane i. */
@@ -419,7 +503,9 @@ static kiln_status lower_kernel(kir_llvm_t *L, host_t *h, LLVMValueRef fn) {
   for (size_t s = 0; s < h->segs.len; s++) {
     seg_t *sg = &h->segs.data[s];
     for (size_t i = sg->first; i <= sg->last; i++) {
-      if (h->kind[i] != K_NORMAL && h->kind[i] != K_SHUFFLE && h->kind[i] != K_PRED) continue;
+      if (h->kind[i] != K_NORMAL && h->kind[i] != K_SHUFFLE && h->kind[i] != K_PRED &&
+          h->kind[i] != K_FOR)
+        continue;
       const kiln_kir_op_t *op = body->ops.data[i];
       for (uint32_t j = 0; j < op->num_results; j++) h->seg_of[op->results[j]->id] = (int)s;
     }
@@ -437,7 +523,8 @@ static kiln_status lower_kernel(kir_llvm_t *L, host_t *h, LLVMValueRef fn) {
       for (size_t i = 0; i < then->ops.len; i++) kiln_vec_push(&list, then->ops.data[i]);
     } else {
       for (size_t i = sg->first; i <= sg->last; i++)
-        if (h->kind[i] == K_NORMAL || h->kind[i] == K_SHUFFLE) kiln_vec_push(&list, body->ops.data[i]);
+        if (h->kind[i] == K_NORMAL || h->kind[i] == K_SHUFFLE || h->kind[i] == K_FOR)
+          kiln_vec_push(&list, body->ops.data[i]);
     }
     tmp.ops.data = list.data;
     tmp.ops.len = list.len;
@@ -445,6 +532,11 @@ static kiln_status lower_kernel(kir_llvm_t *L, host_t *h, LLVMValueRef fn) {
     for (uint32_t id = 0; id < km->next_value_id; id++)
       if (used[s][id]) need[id] = true;
     if (sg->kind == K_SHUFFLE) need[body->ops.data[sg->first]->results[0]->id] = true;
+    if (sg->kind == K_FOR) {
+      const kiln_kir_op_t *fo = body->ops.data[sg->first];
+      for (uint32_t j = 0; j < fo->num_results; j++)
+        if (fo->results[j]->type->kind != KILN_KIR_TYPE_TENSOR) need[fo->results[j]->id] = true;
+    }
     kiln_vec_free(&list);
   }
   /* The final return and the uses after the last segment are tensors (roots). */
@@ -490,6 +582,7 @@ static kiln_status lower_kernel(kir_llvm_t *L, host_t *h, LLVMValueRef fn) {
   for (size_t s = 0; s < h->segs.len && !L->status; s++) {
     seg_t *sg = &h->segs.data[s];
     if (sg->kind == K_SHUFFLE) emit_shuffle_segment(L, h, body->ops.data[sg->first]);
+    else if (sg->kind == K_FOR) emit_for_segment(L, h, (int)s, need, used[s]);
     else emit_thread_segment(L, h, (int)s, need, used[s]);
   }
   loop_close(L, &bl);
