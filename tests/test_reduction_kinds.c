@@ -106,6 +106,10 @@ static void test_plans_match_xla_emitter_tests(void **state) {
       {"reduce_multirow__f16_v4", KILN_REDUCTION_MULTI_ROW, 4, 16, 0},             /* vector<4xf16> */
       {"reduce_multirow__maximum_vector_size", KILN_REDUCTION_MULTI_ROW, 2, 1, 0}, /* vector<2xi8> */
       {"reduce_multirow__pred_mof_x2_v4", KILN_REDUCTION_MULTI_ROW, 4, 4, 0},      /* vector<4xf32> */
+      {"reduce_column__vectorize_x1_f64", KILN_REDUCTION_COLUMN, 1, 32, 0},        /* no vector< */
+      {"reduce_column__vectorize_x1_c64", KILN_REDUCTION_COLUMN, 1, 32, 0},
+      {"reduce_column__vectorize_x2_f32", KILN_REDUCTION_COLUMN, 2, 32, 0},        /* vector<2xf32> */
+      {"reduce_column__vectorize_x4_s16", KILN_REDUCTION_COLUMN, 4, 32, 0},        /* vector<4xi16> */
       {"reduce_column_small__f32_2", KILN_REDUCTION_SMALL_COLUMN, 1, 64, 32},       /* tid [0, 63], 32x3 */
       {"reduce_column_small__f32_32_v2", KILN_REDUCTION_SMALL_COLUMN, 2, 128, 8},   /* 8x33, to 4 */
       {"reduce_column_small__f32_8_v2", KILN_REDUCTION_SMALL_COLUMN, 2, 128, 32},   /* 32x9, to 16 */
@@ -151,7 +155,7 @@ static void test_row_plans_follow_xla_row_reduction_rules(void **state) {
       {"f16", "8,4098", "8", 160, 1, 2},     /* R2 % 4 != 0: 2-wide */
       {"f32", "100,1000", "100", 32, 8, 2},  /* one warp per row, 8 rows per block */
       {"f32", "100,1001", "100", 32, 8, 1},  /* odd rows are not vectorized */
-      {"f64", "10,512", "10", 32, 8, 2},     /* XLA's GetVectorSizeForMlir gives 64-bit 2 too */
+      {"f64", "10,512", "10", 32, 8, 1},     /* 64-bit: no vectors (XLA's vectorize_x1_f64) */
       {"f32", "5,40", "5", 32, 5, 1},        /* 2 * threads > R2: no vectors */
   };
   for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {

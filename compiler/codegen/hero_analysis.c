@@ -167,6 +167,7 @@ static int64_t round_up_to(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
  * still gets work. */
 static int plan_vector_size(int64_t minor, int64_t threads, int smallest_input_bits, bool complex) {
   if (minor % 2 != 0 || threads * 2 > minor || complex) return 1;
+  if (smallest_input_bits >= 64) return 1; /* XLA's emitter test reduce_column/vectorize_x1_f64 */
   if (smallest_input_bits >= 32) return 2;
   if (threads * 4 > minor) return 2;
   return minor % 4 == 0 ? 4 : 2;
@@ -281,7 +282,7 @@ kiln_status kiln_hero_reduction_plan(const kiln_hlo_computation_t *c, const kiln
     return NULL;
   }
   out->kind = KILN_REDUCTION_COLUMN;
-  out->vector_size = 1;
+  out->vector_size = plan_vector_size(N, warp, in_lo, complex);
   out->threads_reduced = warp;
   out->threads_kept = warp;
   return NULL;

@@ -120,13 +120,14 @@ typedef struct kiln_hero_analysis {
  *   ROW [R0, K, R2]: block = threads_reduced (x, a multiple of 32, min(1024,
  *     round_up(ceil(R2 / 32), 32))) times threads_kept (y: more kept rows per block while the
  *     block stays within 256 threads); vector_size per XLA's GetVectorSizeForMlir (R2 even,
- *     2 * threads <= R2; 2 for >= 32-bit inputs, else 4 when 4 * threads <= R2 and R2 % 4 == 0,
- *     else 2); minor_tile vectors per thread.
+ *     2 * threads <= R2, no complex; 1 for 64-bit inputs, 2 for 32-bit, else 4 when
+ *     4 * threads <= R2 and R2 % 4 == 0, else 2); minor_tile vectors per thread.
  *   MULTI_ROW: R2 a power of two <= 32 * vector_size; vector_size = min(R2, 64 / smallest
  *     input-or-output bits), at most 128 / largest bits when some are >= 32, halved while
  *     there are fewer blocks than cores; threads_reduced = R2 / vector_size lanes per row,
  *     threads_kept = rows per block (block <= 256 threads).
- *   COLUMN [M, R, N]: 32 x 32 threads, tiles of 32 columns.
+ *   COLUMN [M, R, N]: 32 x 32 threads, tiles of 32 * vector_size columns (the vector size
+ *     rule over N with 32 threads).
  *   SMALL_COLUMN (32 % N == 0): threads_reduced threads (128, fewer when needed) walk the
  *     flattened [R, N] with vector_size (GetVectorSizeForMlir over R * N with 32 threads);
  *     shared_rows = vector_size * threads / N partials per column (<= 32) go through a

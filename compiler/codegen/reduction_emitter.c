@@ -702,13 +702,18 @@ done:
   return kiln_hero_emit_finish(&h, st, opts);
 }
 
-/* Column reduction: 32 x 32 threads; the reduced rows of one block are split `splits` ways
- * over grid y (by = m * splits + split). */
+/* Column reduction: 32 x 32 threads, each thread with vec lanes (adjacent columns, XLA's
+ * column vector size); the reduced rows of one block are split `splits` ways over grid y
+ * (by = m * splits + split). Thread (tx, ty) lane v accumulates column (bx * 32 + tx) * vec
+ * + v over rows ty, ty + 32, ...; tile[ty][tx * vec + v] of a 32 x (32 * vec + 1) shared
+ * tile, a barrier, then warp ty reads tile[tx][ty * vec + v]: the 32 partials of local
+ * column ty * vec + v, reduced by shuffles and written by lane 0. */
 static kiln_status emit_column(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
                                kiln_red_state_t *rs, kiln_fusion_kernel_t *out) {
   int64_t M = rs->ha.reduction.dims[0], R = rs->ha.reduction.dims[1], N = rs->ha.reduction.dims[2];
-  int64_t splits = rs->plan.splits, chunk = rs->plan.split_size;
-  int64_t bx = (N + 31) / 32, iters = (chunk + 31) / 32, by = M * splits;
+  int64_t splits = rs->plan.splits, chunk = rs->plan.split_size, vec = rs->plan.vector_size;
+  if (vec < 1 || N % vec || rs->nacc * vec > KILN_RED_MAX_ACC * KILN_RED_MAX_LANES) vec = 1;
+  int64_t bx = (N + 32 * vec - 1) / (32 * vec), iters = (chunk + 31) / 32, by = M * splits;
   if (by > 65535) return KILN_ERR_UNIMPLEMENTED("%s: %lld major kept rows x %lld splits", c->name, (long long)M, (long long)splits);
   int64_t block[3] = {32, 32, 1}, grid[3] = {bx, by, 1};
   kiln_hero_emit_t h;
@@ -727,50 +732,65 @@ static kiln_status emit_column(const kiln_hlo_computation_t *c, const kiln_fusio
     int64_t dhi[4] = {31, 31, bx - 1, by - 1}, shi[1] = {iters - 1};
     kiln_indexing_map_t *map = kiln_hero_map(m, 4, dn, dhi, 1, shi);
     kiln_affine_expr_t *d_by = kiln_affine_dim(x, 3), *mm = d_by;
-    kiln_affine_expr_t *n = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 2), 32), kiln_affine_dim(x, 0));
+    kiln_affine_expr_t *n = kiln_affine_mul_const(
+        x, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 2), 32), kiln_affine_dim(x, 0)), vec);
     kiln_affine_expr_t *rin = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_sym(x, 0), 32), kiln_affine_dim(x, 1));
     kiln_affine_expr_t *r = rin;
     if (splits > 1) {
       mm = kiln_affine_floordiv(x, d_by, kiln_affine_const(x, splits));
       r = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_mod(x, d_by, kiln_affine_const(x, splits)), chunk), rin);
     }
-    if (bx * 32 > N) kiln_indexing_map_add_constraint(map, n, 0, N - 1);
+    if (bx * 32 * vec > N) kiln_indexing_map_add_constraint(map, n, 0, N - 1);
     if (iters * 32 > chunk) kiln_indexing_map_add_constraint(map, rin, 0, chunk - 1);
     if (splits * chunk > R) kiln_indexing_map_add_constraint(map, r, 0, R - 1);
     kiln_affine_expr_t *lin = kiln_affine_add(
         x, kiln_affine_mul_const(x, kiln_affine_add(x, kiln_affine_mul_const(x, mm, R), r), N), n);
-    kiln_kir_op_t *loop = kiln_red_accumulate(&h, rs, map, lin, ids, 4, init);
-    if (!loop) goto done;
-    kiln_kir_value_t *acc[KILN_RED_MAX_ACC], *tile[KILN_RED_MAX_ACC];
-    int64_t tdims[2] = {32, 33};
+    kiln_kir_value_t *acc[KILN_RED_MAX_ACC * KILN_RED_MAX_LANES], *tile[KILN_RED_MAX_ACC];
+    if (!kiln_red_accumulate_lanes(&h, rs, map, lin, (int)vec, ids, 4, init, acc)) goto done;
+    int64_t tdims[2] = {32, 32 * vec + 1};
+    const char *tn[2] = {"th_x", "th_y"};
+    int64_t thi[2] = {31, 31};
+    /* Write (ty, tx * vec + v) and read (tx, ty * vec + v) positions of every lane. */
+    kiln_indexing_map_t *tm = kiln_hero_map(m, 2, tn, thi, 0, NULL);
+    for (int v = 0; v < vec; v++) {
+      kiln_indexing_map_add_result(tm, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 0), vec), kiln_affine_const(x, v)));
+      kiln_indexing_map_add_result(tm, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), vec), kiln_affine_const(x, v)));
+    }
+    kiln_kir_op_t *tap = kiln_kir_apply_indexing(b, tm, ids, 2, NULL, 0);
+    if (!tap) goto done;
     for (int k = 0; k < rs->nacc; k++) {
-      acc[k] = kiln_kir_op_result(loop, (size_t)k);
       tile[k] = kiln_kir_alloc_shared(b, init[k] ? init[k]->type->elem : KILN_F32, 2, tdims);
       kiln_kir_value_set_name(tile[k], "tile");
-      kiln_kir_value_t *wi[2] = {ids[1], ids[0]};
-      tile[k] = kiln_kir_insert(b, acc[k], tile[k], wi, 2);
+      for (int v = 0; v < vec; v++) {
+        kiln_kir_value_t *wi[2] = {ids[1], kiln_kir_op_result(tap, (size_t)(2 * v))};
+        tile[k] = kiln_kir_insert(b, acc[k * vec + v], tile[k], wi, 2);
+      }
     }
     kiln_kir_op_t *bar = kiln_kir_barrier(b, tile, (size_t)rs->nacc);
     if (!bar) goto done;
-    for (int k = 0; k < rs->nacc; k++) {
-      kiln_kir_value_t *ri[2] = {ids[0], ids[1]};
-      acc[k] = kiln_kir_extract(b, kiln_kir_op_result(bar, (size_t)k), ri, 2);
-    }
-    kiln_red_shuffle_tree(&h, rs, acc, 16);
-    /* Lane 0 of warp ty holds column bl_x * 32 + ty. */
     kiln_kir_value_t *is_l0 = kiln_kir_cmp(b, KILN_KIR_CMP_EQ, ids[0], kiln_kir_const_index(b, 0));
     int64_t khi[4] = {31, 31, bx - 1, by - 1};
-    kiln_indexing_map_t *km = kiln_hero_map(m, 4, dn, khi, 0, NULL);
-    kiln_affine_expr_t *col = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 2), 32), kiln_affine_dim(x, 1));
+    kiln_indexing_map_t *km = kiln_hero_map(m, 4, dn, khi, 1, &(int64_t){vec - 1});
+    kiln_affine_expr_t *col = kiln_affine_add(
+        x, kiln_affine_mul_const(x, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 2), 32), kiln_affine_dim(x, 1)), vec),
+        kiln_affine_sym(x, 0));
     kiln_affine_expr_t *mo = splits > 1 ? kiln_affine_floordiv(x, kiln_affine_dim(x, 3), kiln_affine_const(x, splits))
                                         : kiln_affine_dim(x, 3);
     kiln_indexing_map_add_result(km, kiln_affine_add(x, kiln_affine_mul_const(x, mo, N), col));
     kiln_indexing_map_add_result(km, col);
-    kiln_kir_op_t *kap = kiln_kir_apply_indexing(b, km, ids, 4, NULL, 0);
-    if (!kap) goto done;
-    /* The column bound depends on the block: checked inside the lane-0 thread loop. */
-    kiln_red_write_guarded(&h, rs, is_l0, bx * 32 > N ? kiln_kir_op_result(kap, 1) : NULL, N,
-                           kiln_kir_op_result(kap, 0), acc);
+    for (int v = 0; v < vec; v++) {
+      kiln_kir_value_t *red[KILN_RED_MAX_ACC];
+      kiln_kir_value_t *ri[2] = {ids[0], kiln_kir_op_result(tap, (size_t)(2 * v + 1))};
+      for (int k = 0; k < rs->nacc; k++) red[k] = kiln_kir_extract(b, kiln_kir_op_result(bar, (size_t)k), ri, 2);
+      kiln_red_shuffle_tree(&h, rs, red, 16);
+      /* Lane 0 of warp ty holds column (bl_x * 32 + ty) * vec + v. */
+      kiln_kir_value_t *vv = kiln_kir_const_index(b, v);
+      kiln_kir_op_t *kap = kiln_kir_apply_indexing(b, km, ids, 4, &vv, 1);
+      if (!kap) goto done;
+      /* The column bound depends on the block: checked inside the lane-0 thread loop. */
+      kiln_red_write_guarded(&h, rs, is_l0, bx * 32 * vec > N ? kiln_kir_op_result(kap, 1) : NULL, N,
+                             kiln_kir_op_result(kap, 0), red);
+    }
     kiln_kir_return(b, h.outs, (size_t)h.part.num_outputs);
   }
 done:

@@ -5,7 +5,7 @@
 
 #include "compiler/codegen/reduction_internal.h"
 
-#define MAX_LANES 8
+#define MAX_LANES KILN_RED_MAX_LANES
 #define MAX_VALS (KILN_RED_MAX_ACC * MAX_LANES)
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -133,11 +133,7 @@ done:
 
 /* ---- per-lane accumulation ---- */
 
-/* The accumulation loop for threads that keep `lanes` partial results per reduced value
- * (lane v accumulates the elements at physical linear index lin + v). The map gets, per lane,
- * the input's logical indices and the linear index. acc_out[k * lanes + v]: accumulator k of
- * lane v. Side outputs are written inside. */
-static bool accumulate_lanes(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_indexing_map_t *map,
+bool kiln_red_accumulate_lanes(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_indexing_map_t *map,
                              kiln_affine_expr_t *lin, int lanes, kiln_kir_value_t *const *ids, int nids,
                              kiln_kir_value_t **init, kiln_kir_value_t **acc_out) {
   kiln_kir_module_t *m = h->out->kir;
@@ -299,7 +295,7 @@ kiln_status kiln_red_emit_small_column(const kiln_hlo_computation_t *c, const ki
     if (splits * chunk > R) kiln_indexing_map_add_constraint(map, f, 0, R * N - 1);
     kiln_affine_expr_t *lin = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), R * N), f);
     kiln_kir_value_t *acc[MAX_VALS];
-    if (!accumulate_lanes(&h, rs, map, lin, (int)vec, ids, 3, init, acc)) goto done;
+    if (!kiln_red_accumulate_lanes(&h, rs, map, lin, (int)vec, ids, 3, init, acc)) goto done;
     /* Partials into the shared tile. */
     int64_t pad = (T == 32 && vec == 1) ? 0 : ceil_div(N, T * vec), tdims[2] = {SR, N + pad};
     const char *tn = "th_x";
