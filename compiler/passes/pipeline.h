@@ -3,14 +3,17 @@
  *   1. call inlining
  *   2. simplification, to a fixed point: simplify, constant_folding, tuple_simplify,
  *      while_loop_constants, dce, cse
- *   3. layout assignment, then layout normalization
- *   4. layout-sensitive simplification (reshapes/transposes that are bitcasts), dce
- *   5. priority fusion, then multi-output fusion
- *   6. cse and dce again (duplicated producers that met in one fusion)
- *   7. fusion wrapper (every remaining instruction that needs a kernel becomes a fusion)
- *   8. copy insertion
- *   9. scheduling
- *  10. buffer assignment
+ *   3. expansion: ops without emitters become plain HLO the fusion and loop/reduction
+ *      emitters compile (rng-bit-generator, batch norm, cholesky, triangular-solve, ...:
+ *      the *_expander passes), then topk decomposition
+ *   4. layout assignment, then layout normalization
+ *   5. layout-sensitive simplification (reshapes/transposes that are bitcasts), dce
+ *   6. priority fusion, then multi-output fusion
+ *   7. cse and dce again (duplicated producers that met in one fusion)
+ *   8. fusion wrapper (every remaining instruction that needs a kernel becomes a fusion)
+ *   9. copy insertion
+ *  10. scheduling
+ *  11. buffer assignment
  *
  * Passes are looked up by name in the registry (passes.def), so stages written later join
  * the pipeline as soon as they are registered. A stage whose passes are not registered is
