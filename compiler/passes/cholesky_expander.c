@@ -83,7 +83,7 @@ static kiln_hlo_computation_t *column_step(kiln_hlo_module_t *m, kiln_shape_t *s
   kiln_hlo_instruction_t *col = kiln_builder_select(
       b, kiln_builder_compare(b, KILN_CMP_GT, i, jj), kiln_builder_binary(b, KILN_OP_DIVIDE, v, djj2),
       kiln_builder_select(b, kiln_builder_compare(b, KILN_CMP_EQ, i, jj), djj2, zero));
-  kiln_hlo_instruction_t *L2 = kiln_builder_dynamic_update_slice(b, L, kiln_builder_reshape(b, col, 3, col_sz), col_start);
+  kiln_hlo_instruction_t *L2 = kiln_builder_set_slice(b, L, col, 2, j);
   kiln_hlo_instruction_t *j1 = kiln_builder_binary(b, KILN_OP_ADD, j, kiln_builder_const_u64(b, KILN_S32, 1));
   kiln_hlo_instruction_t *next[4] = {j1, A, L2, bad2};
   body->root = kiln_builder_tuple(b, 4, next);

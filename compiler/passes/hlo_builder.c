@@ -301,6 +301,28 @@ kiln_hlo_instruction_t *kiln_builder_dynamic_update_slice(kiln_builder_t *b, kil
   return kiln_builder_op(b, KILN_OP_DYNAMIC_UPDATE_SLICE, like(b, x, x->shape->type), 2 + r, ops);
 }
 
+kiln_hlo_instruction_t *kiln_builder_set_slice(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                               kiln_hlo_instruction_t *update, int dim, kiln_hlo_instruction_t *index) {
+  if (!x || !update || !index || dim < 0 || dim >= x->shape->rank || x->shape->rank > MAX_RANK) return fail(b);
+  int r = x->shape->rank;
+  if (kiln_elem_type_is_complex(x->shape->type)) {
+    int64_t map[MAX_RANK];
+    for (int d = 0, k = 0; d < r; d++)
+      if (d != dim) map[k++] = d;
+    kiln_hlo_instruction_t *at = kiln_builder_iota(b, KILN_S32, r, x->shape->dims, dim);
+    return kiln_builder_select(b, kiln_builder_compare(b, KILN_CMP_EQ, at, kiln_builder_splat(b, index, at)),
+                               kiln_builder_broadcast(b, update, r, x->shape->dims, map), x);
+  }
+  int64_t dims[MAX_RANK];
+  kiln_hlo_instruction_t *starts[MAX_RANK];
+  kiln_hlo_instruction_t *zero = kiln_builder_const_u64(b, KILN_S32, 0);
+  for (int d = 0; d < r; d++) {
+    dims[d] = d == dim ? 1 : x->shape->dims[d];
+    starts[d] = d == dim ? index : zero;
+  }
+  return kiln_builder_dynamic_update_slice(b, x, kiln_builder_reshape(b, update, r, dims), starts);
+}
+
 kiln_hlo_instruction_t *kiln_builder_while(kiln_builder_t *b, kiln_hlo_instruction_t *init,
                                            kiln_hlo_computation_t *cond, kiln_hlo_computation_t *body) {
   if (!init || !cond || !body) return fail(b);

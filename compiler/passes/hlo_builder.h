@@ -100,6 +100,11 @@ kiln_hlo_instruction_t *kiln_builder_dynamic_slice(kiln_builder_t *b, kiln_hlo_i
 kiln_hlo_instruction_t *kiln_builder_dynamic_update_slice(kiln_builder_t *b, kiln_hlo_instruction_t *x,
                                                           kiln_hlo_instruction_t *update,
                                                           kiln_hlo_instruction_t *const *starts);
+/* x with its slice at coordinate `index` (an s32 scalar) of dimension `dim` replaced by
+ * `update` (x's dims without `dim`): a dynamic-update-slice, or for complex types (which
+ * the in-place emitter does not take) select(iota(dim) == index, broadcast(update), x). */
+kiln_hlo_instruction_t *kiln_builder_set_slice(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                               kiln_hlo_instruction_t *update, int dim, kiln_hlo_instruction_t *index);
 /* while(init), condition=cond, body=body. */
 kiln_hlo_instruction_t *kiln_builder_while(kiln_builder_t *b, kiln_hlo_instruction_t *init,
                                            kiln_hlo_computation_t *cond, kiln_hlo_computation_t *body);

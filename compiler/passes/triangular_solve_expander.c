@@ -100,7 +100,7 @@ static kiln_hlo_instruction_t *forward_substitution(kiln_builder_t *b, kiln_hlo_
     kiln_hlo_instruction_t *diag = kiln_builder_reshape(&bb, kiln_builder_dynamic_slice(&bb, row, s2, d_sz), 1, &one);
     v = kiln_builder_binary(&bb, KILN_OP_DIVIDE, v, kiln_builder_broadcast(&bb, diag, 2, r2, &map0));
   }
-  kiln_hlo_instruction_t *Y2 = kiln_builder_dynamic_update_slice(&bb, Y, kiln_builder_reshape(&bb, v, 3, r_sz), s3);
+  kiln_hlo_instruction_t *Y2 = kiln_builder_set_slice(&bb, Y, v, 1, i);
   kiln_hlo_instruction_t *i1 = kiln_builder_binary(&bb, KILN_OP_ADD, i, kiln_builder_const_u64(&bb, KILN_S32, 1));
   kiln_hlo_instruction_t *next[4] = {i1, Lp, Rp, Y2};
   body->root = kiln_builder_tuple(&bb, 4, next);
