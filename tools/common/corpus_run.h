@@ -15,7 +15,7 @@
 
 #define KILN_CORPUS_RUN_MAX_WHILE 20000
 /* Under AddressSanitizer one module in this many runs (KILN_CORPUS_SAMPLE overrides). */
-#define KILN_CORPUS_RUN_ASAN_SAMPLE 10
+#define KILN_CORPUS_RUN_ASAN_SAMPLE 20
 
 typedef struct kiln_corpus_run_stats {
   int eligible, passed, skipped;
