@@ -48,6 +48,20 @@ static LLVMValueRef poly(m_t *m, LLVMValueRef x, const double *c, int n) {
   return r;
 }
 
+/* a * b + c, fused where the target has FMA. */
+static LLVMValueRef fmuladd(m_t *m, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) {
+  LLVMTypeRef t = m->L->f32;
+  LLVMValueRef args[3] = {a, b, c};
+  return kir_llvm_intrinsic(m->L, "llvm.fmuladd", &t, 1, args, 3);
+}
+
+/* Horner with fused multiply-adds where the target has them. */
+static LLVMValueRef poly_fma(m_t *m, LLVMValueRef x, const double *c, int n) {
+  LLVMValueRef r = cf(m, c[0]);
+  for (int i = 1; i < n; i++) r = fmuladd(m, r, x, cf(m, c[i]));
+  return r;
+}
+
 /* 2^n for an integer-valued float n in [-150, 128], as two exponent-bit products. */
 static LLVMValueRef scale2(m_t *m, LLVMValueRef p, LLVMValueRef nf) {
   LLVMBuilderRef b = m->b;
@@ -102,23 +116,30 @@ static LLVMValueRef m_log(m_t *m, LLVMValueRef x) {
   return fsel(m, fcmp(m, LLVMRealULT, x, cf(m, 0.0)), cf(m, NAN), r); /* x < 0 or NaN */
 }
 
+/* tanh: the odd Cephes polynomial below |x| = 0.625; above, 1 - 2 / (e^{2|x|} + 1) with the
+ * sign of x, where e^{2|x|} is an exp without special cases: 2|x| is clamped to 20 (tanh is
+ * 1.0f from 9.1 on), so 2^n needs no overflow or underflow handling. NaN takes the
+ * polynomial path (unordered compare) and propagates. */
 static LLVMValueRef m_tanh(m_t *m, LLVMValueRef x) {
   static const double P[] = {-5.70498872745E-3, 2.06390887954E-2, -5.37397155531E-2,
                              1.33314422036E-1, -3.33332819422E-1};
+  static const double E[] = {1.9875691500E-4, 1.3981999507E-3, 8.3334519073E-3,
+                             4.1665795894E-2, 1.6666665459E-1, 5.0000001201E-1};
+  LLVMBuilderRef b = m->b;
   LLVMValueRef a = fabs_(m, x);
   LLVMValueRef z = fmul(m, x, x);
-  LLVMValueRef small = fadd(m, fmul(m, fmul(m, poly(m, z, P, 5), z), x), x);
-  LLVMValueRef t = m_exp(m, fadd(m, a, a));
-  LLVMValueRef big = fsub(m, cf(m, 1.0), fdiv(m, cf(m, 2.0), fadd(m, t, cf(m, 1.0))));
+  LLVMValueRef small = fmuladd(m, fmul(m, poly_fma(m, z, P, 5), z), x, x);
+  LLVMValueRef a2 = fadd(m, a, a);
+  a2 = fsel(m, fcmp(m, LLVMRealOGT, a2, cf(m, 20.0)), cf(m, 20.0), a2);
+  LLVMValueRef n = fround(m, fmul(m, a2, cf(m, 1.44269504088896341)));
+  LLVMValueRef r = fmuladd(m, n, cf(m, -0.693359375), a2);
+  r = fmuladd(m, n, cf(m, 2.12194440e-4), r);
+  LLVMValueRef p = fadd(m, fmuladd(m, poly_fma(m, r, E, 6), fmul(m, r, r), r), cf(m, 1.0));
+  LLVMValueRef ni = LLVMBuildShl(b, LLVMBuildFPToSI(b, n, m->L->i32, ""), ci(m, 23), "");
+  LLVMValueRef e = flt(m, LLVMBuildAdd(b, bits(m, p), ni, ""));
+  LLVMValueRef big = fsub(m, cf(m, 1.0), fdiv(m, cf(m, 2.0), fadd(m, e, cf(m, 1.0))));
   big = copysign_(m, big, x);
-  return fsel(m, fcmp(m, LLVMRealOLT, a, cf(m, 0.625)), small, big);
-}
-
-/* a * b + c, fused where the target has FMA. */
-static LLVMValueRef fmuladd(m_t *m, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) {
-  LLVMTypeRef t = m->L->f32;
-  LLVMValueRef args[3] = {a, b, c};
-  return kir_llvm_intrinsic(m->L, "llvm.fmuladd", &t, 1, args, 3);
+  return fsel(m, fcmp(m, LLVMRealULT, a, cf(m, 0.625)), small, big);
 }
 
 /* tanh for ops whose result is rounded to a narrow float (bf16, f16, f8): x * P(x^2) / Q(x^2)
