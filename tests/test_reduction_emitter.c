@@ -16,6 +16,7 @@
 
 #include "compiler/codegen/reduction_emitter.h"
 #include "hero_test_util.h"
+#include "tools/common/corpus.h"
 
 typedef struct ptx_stats {
   int checked, ok, skipped;
@@ -77,6 +78,7 @@ static void test_corpus_reductions_match_evaluator(void **state) {
   int total = 0, passed = 0, unsupported = 0;
   ptx_stats_t ps = {0};
   for (size_t i = 0; i < n; i++) {
+    if (!kiln_corpus_sampled(names[i])) continue; /* KILN_CORPUS_SAMPLE (sanitizer builds) */
     char path[2048];
     snprintf(path, sizeof(path), "%s/emitters/%s", kiln_corpus_dir(), names[i]);
     kiln_hlo_file_t *f = NULL;
@@ -135,7 +137,7 @@ static void test_corpus_reductions_match_evaluator(void **state) {
   kiln_host_jit_destroy(jit);
   printf("reduction emitter: %d/%d corpus reductions match the evaluator (%d unsupported); ptxas ok %d/%d, "
          "skipped %d\n", passed, total, unsupported, ps.ok, ps.checked, ps.skipped);
-  assert_true(total >= 20);
+  assert_true(total >= 20 || getenv("KILN_CORPUS_SAMPLE"));
   assert_int_equal(passed, total);
 }
 

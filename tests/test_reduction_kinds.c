@@ -349,6 +349,55 @@ static void test_variadic_huge_reduction_stays_in_one_block(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* Ragged shapes: multi-row with major reduced rows, a kept size that is not a multiple of
+ * the rows per block, two reduces and a side output; small column with a partial last
+ * block of rows and two reduces (sum and max). */
+static void test_multirow_and_small_column_ragged_shapes_match_evaluator(void **state) {
+  static const struct {
+    const char *text;
+    kiln_reduction_kind_t kind;
+  } cases[] = {
+      {"add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+       "mx {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] maximum(a, b)\n}\n"
+       "fusion {\n p = f32[3,1001,8] parameter(0)\n e = f32[3,1001,8] exponential(p)\n"
+       " c = f32[] constant(0)\n m = f32[] constant(-inf)\n"
+       " r1 = f32[1001] reduce(e, c), dimensions={0,2}, to_apply=add\n"
+       " r2 = f32[1001] reduce(p, m), dimensions={0,2}, to_apply=mx\n"
+       " ROOT t = (f32[1001], f32[3,1001,8], f32[1001]) tuple(r1, e, r2)\n}\n",
+       KILN_REDUCTION_MULTI_ROW},
+      {"add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+       "mx {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] maximum(a, b)\n}\n"
+       "fusion {\n p = f32[5,333,8] parameter(0)\n c = f32[] constant(0)\n m = f32[] constant(-inf)\n"
+       " r1 = f32[5,8] reduce(p, c), dimensions={1}, to_apply=add\n"
+       " r2 = f32[5,8] reduce(p, m), dimensions={1}, to_apply=mx\n"
+       " ROOT t = (f32[5,8], f32[5,8]) tuple(r1, r2)\n}\n",
+       KILN_REDUCTION_SMALL_COLUMN},
+  };
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    kiln_hlo_module_t *m = parse(cases[i].text);
+    kiln_reduction_plan_t p = plan_of(m->entry, 0);
+    assert_int_equal(p.kind, cases[i].kind);
+    char kname[32];
+    snprintf(kname, sizeof(kname), "ragged%zu", i);
+    kiln_fusion_compile_options_t o = {0};
+    o.kernel_name = kname;
+    kiln_fusion_kernel_t k;
+    kiln_status s = kiln_reduction_kernel_emit(m->entry, &o, NULL, &k);
+    if (s) fail_msg("%s", kiln_status_message(s));
+    hero_run_result_t rr;
+    s = hero_run_check(m->entry, &k, jit, NULL, 1e-5, 3 * 333, true, 9, &rr);
+    if (s) fail_msg("%s", kiln_status_message(s));
+    printf("%s: %lld elements, block %lld, grid %lld, max rel %.2g\n", kiln_reduction_kind_name(p.kind),
+           (long long)rr.elements, (long long)k.grid.threads, (long long)k.grid.blocks_x, rr.max_rel);
+    if (rr.mismatches) fail_msg("%lld mismatches: %s", (long long)rr.mismatches, rr.first);
+    kiln_fusion_kernel_free(&k);
+    kiln_hlo_module_destroy(m);
+  }
+  kiln_host_jit_destroy(jit);
+}
+
 /* KILN_DUMP_TO: the row reduction's kernel IR shows the GPU algorithm. */
 static void test_row_reduction_dump_to_env_shows_shared_barrier_shuffles(void **state) {
   kiln_hlo_module_t *m = make_reduce("f32", "add", "0", "64,4096", "1", "64");
@@ -392,6 +441,7 @@ int main(void) {
       cmocka_unit_test(test_small_column_uses_padded_shared_rows_tile),
       cmocka_unit_test(test_split_reductions_combine_blocks_with_atomics),
       cmocka_unit_test(test_variadic_huge_reduction_stays_in_one_block),
+      cmocka_unit_test(test_multirow_and_small_column_ragged_shapes_match_evaluator),
       cmocka_unit_test(test_row_reduction_dump_to_env_shows_shared_barrier_shuffles),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
