@@ -49,11 +49,31 @@ int kiln_elem_num_values(const kiln_hlo_instruction_t *instr) {
   return n;
 }
 
+bool kiln_elemental_physical_order(const kiln_shape_t *s, int *perm) {
+  bool permuted = false;
+  bool laid = s->has_layout && s->layout.rank == s->rank && s->layout.minor_to_major && s->rank > 1;
+  for (int j = 0; j < s->rank; j++) {
+    perm[j] = laid ? (int)s->layout.minor_to_major[s->rank - 1 - j] : j;
+    if (perm[j] != j) permuted = true;
+  }
+  return permuted;
+}
+
+void kiln_elemental_physical_index(const kiln_shape_t *s, kiln_kir_value_t *const *idx,
+                                   kiln_kir_value_t **out) {
+  int perm[KILN_KIR_MAX_RANK];
+  kiln_elemental_physical_order(s, perm);
+  for (int j = 0; j < s->rank; j++) out[j] = idx[perm[j]];
+}
+
 const kiln_kir_type_t *kiln_elemental_tensor_type(kiln_kir_module_t *m, const kiln_shape_t *s) {
-  if (!kiln_elem_type_is_complex(s->type))
-    return kiln_kir_type_tensor(m, s->type, s->rank, s->dims, KILN_KIR_SPACE_GLOBAL);
   int64_t dims[KILN_KIR_MAX_RANK + 1];
-  for (int i = 0; i < s->rank; i++) dims[i] = s->dims[i];
+  int perm[KILN_KIR_MAX_RANK];
+  if (s->rank > KILN_KIR_MAX_RANK) return NULL;
+  kiln_elemental_physical_order(s, perm);
+  for (int i = 0; i < s->rank; i++) dims[i] = s->dims[perm[i]];
+  if (!kiln_elem_type_is_complex(s->type))
+    return kiln_kir_type_tensor(m, s->type, s->rank, dims, KILN_KIR_SPACE_GLOBAL);
   dims[s->rank] = 2;
   return kiln_kir_type_tensor(m, kiln_elem_part_type(s->type), s->rank + 1, dims,
                               KILN_KIR_SPACE_GLOBAL);
@@ -66,6 +86,9 @@ kiln_status kiln_elemental_check_type(kiln_elem_type_t t) {
   return NULL;
 }
 
+/* Element types and ranks of every value. Layouts matter only where memory is touched
+ * (tensor leaves and outputs, see check_memory_layout): inside the fusion values are
+ * logical, and bitcasts' indexing maps already read both layouts. */
 static kiln_status check_shape(const kiln_hlo_instruction_t *instr, const kiln_shape_t *s) {
   if (kiln_shape_is_tuple(s)) {
     for (int i = 0; i < s->num_elements; i++) KILN_RETURN_IF_ERROR_PLAIN(check_shape(instr, s->elements[i]));
@@ -74,14 +97,27 @@ static kiln_status check_shape(const kiln_hlo_instruction_t *instr, const kiln_s
   if (s->type == KILN_TOKEN) return NULL;
   kiln_status st = kiln_elemental_check_type(s->type);
   if (st) return kiln_status_annotate(st, "in %s", instr->name);
-  if (s->has_layout && s->rank > 1) {
-    /* Row-major (descending minor_to_major) and untiled; E(n) element sizes are fine (kiln
-     * stores sub-byte elements one per byte). */
-    bool ok = s->layout.num_tiles == 0 && s->layout.rank == s->rank;
-    for (int i = 0; ok && i < s->rank; i++) ok = s->layout.minor_to_major[i] == s->rank - 1 - i;
-    if (!ok) return KILN_ERR_UNIMPLEMENTED("%s: non-default layout", instr->name);
-  }
   if (s->rank > KILN_KIR_MAX_RANK) return KILN_ERR_UNIMPLEMENTED("%s: rank %d", instr->name, s->rank);
+  return NULL;
+}
+
+/* A tensor in memory: untiled, minor_to_major a permutation (E(n) element sizes are fine:
+ * kiln stores sub-byte elements one per byte). Sets *permuted for a non-default order. */
+static kiln_status check_memory_layout(const kiln_hlo_instruction_t *instr, const kiln_shape_t *s,
+                                       bool *permuted) {
+  *permuted = false;
+  if (!s->has_layout || s->rank <= 1) return NULL;
+  if (s->layout.num_tiles != 0) return KILN_ERR_UNIMPLEMENTED("%s: tiled layout", instr->name);
+  if (s->layout.rank != s->rank || !s->layout.minor_to_major)
+    return KILN_ERR_UNIMPLEMENTED("%s: layout rank differs from the shape's", instr->name);
+  bool seen[KILN_KIR_MAX_RANK] = {false};
+  for (int i = 0; i < s->rank; i++) {
+    int64_t d = s->layout.minor_to_major[i];
+    if (d < 0 || d >= s->rank || seen[d])
+      return KILN_ERR_INVALID("%s: minor_to_major is not a permutation", instr->name);
+    seen[d] = true;
+    if (d != s->rank - 1 - i) *permuted = true;
+  }
   return NULL;
 }
 
@@ -335,33 +371,63 @@ typedef struct red_ctx {
   const kiln_indexing_map_t *map; /* the symbol domain (operand 0's map) */
   bool dot;
   kiln_elem_type_t acc_type;
+  int order[KILN_KIR_MAX_RANK * 2]; /* loop level -> symbol (outermost first) */
 } red_ctx_t;
+
+/* Operand values `v` (cnt: 1 real, 2 complex) converted as XLA's dot/convolution do: first
+ * to the result type, then to the accumulation type (both parts for a complex result). */
+static void dot_operand(kiln_elem_fn_t *f, const red_ctx_t *r, kiln_kir_value_t *const *v, int cnt,
+                        kiln_kir_value_t **out) {
+  kiln_elem_type_t rt = r->instr->shape->type;
+  kiln_kir_module_t *m = f->e->m;
+  if (kiln_elem_type_is_complex(rt)) {
+    const kiln_kir_type_t *pt = kiln_kir_type_scalar(m, kiln_elem_part_type(rt));
+    out[0] = kiln_kir_convert(f->b, v[0], pt);
+    out[1] = cnt > 1 ? kiln_kir_convert(f->b, v[1], pt)
+                     : kiln_kir_const_float(f->b, kiln_elem_part_type(rt), 0.0);
+    return;
+  }
+  const kiln_kir_type_t *res_t = kiln_kir_type_scalar(m, rt);
+  const kiln_kir_type_t *acc_t = kiln_kir_type_scalar(m, r->acc_type);
+  out[0] = kiln_kir_convert(f->b, kiln_kir_convert(f->b, v[0], res_t), acc_t);
+}
+
+/* One step of a dot or convolution: accs + lhs * rhs at the current symbols (pred: or of
+ * ands; complex: (re, im) accumulators). */
+static bool dot_body(kiln_elem_fn_t *f, red_ctx_t *r, kiln_kir_value_t **accs,
+                     kiln_kir_value_t **out) {
+  const kiln_hlo_instruction_t *instr = r->instr;
+  kiln_kir_value_t *x[2] = {NULL, NULL}, *y[2] = {NULL, NULL};
+  for (int k = 0; k < 2; k++) {
+    kiln_kir_value_t *oidx[KILN_KIR_MAX_RANK], *v[MAX_OUTS];
+    const kiln_indexing_map_t *m = r->ix->operands[k].map;
+    if (!apply_map(f, m, r->idx, r->syms, NULL, oidx)) return false;
+    int cnt = kiln_elem_emit(f, instr->operands[k], oidx, (int)kiln_indexing_map_num_results(m), v);
+    if (cnt < 1) return false;
+    dot_operand(f, r, v, cnt, k ? y : x);
+  }
+  kiln_kir_builder_t *b = f->b;
+  if (r->n == 2) {
+    kiln_kir_value_t *re = kiln_kir_binary(b, KILN_KIR_SUB, kiln_kir_binary(b, KILN_KIR_MUL, x[0], y[0]),
+                                           kiln_kir_binary(b, KILN_KIR_MUL, x[1], y[1]));
+    kiln_kir_value_t *im = kiln_kir_binary(b, KILN_KIR_ADD, kiln_kir_binary(b, KILN_KIR_MUL, x[0], y[1]),
+                                           kiln_kir_binary(b, KILN_KIR_MUL, x[1], y[0]));
+    out[0] = kiln_kir_binary(b, KILN_KIR_ADD, accs[0], re);
+    out[1] = kiln_kir_binary(b, KILN_KIR_ADD, accs[1], im);
+    return out[0] && out[1];
+  }
+  if (r->acc_type == KILN_PRED)
+    out[0] = kiln_kir_binary(b, KILN_KIR_OR, accs[0], kiln_kir_binary(b, KILN_KIR_AND, x[0], y[0]));
+  else
+    out[0] = kiln_kir_binary(b, KILN_KIR_ADD, accs[0], kiln_kir_binary(b, KILN_KIR_MUL, x[0], y[0]));
+  return out[0] != NULL;
+}
 
 /* The body at one point of the symbol box: new accumulator values. */
 static bool red_body(kiln_elem_fn_t *f, red_ctx_t *r, kiln_kir_value_t **accs,
                      kiln_kir_value_t **out) {
   const kiln_hlo_instruction_t *instr = r->instr;
-  if (r->dot) {
-    kiln_kir_value_t *a[MAX_OUTS], *b[MAX_OUTS];
-    for (int k = 0; k < 2; k++) {
-      kiln_kir_value_t *oidx[KILN_KIR_MAX_RANK];
-      const kiln_indexing_map_t *m = r->ix->operands[k].map;
-      if (!apply_map(f, m, r->idx, r->syms, NULL, oidx)) return false;
-      if (kiln_elem_emit(f, instr->operands[k], oidx, (int)kiln_indexing_map_num_results(m),
-                         k ? b : a) < 1)
-        return false;
-    }
-    const kiln_kir_type_t *res_t = kiln_kir_type_scalar(f->e->m, instr->shape->type);
-    const kiln_kir_type_t *acc_t = kiln_kir_type_scalar(f->e->m, r->acc_type);
-    kiln_kir_value_t *x = kiln_kir_convert(f->b, kiln_kir_convert(f->b, a[0], res_t), acc_t);
-    kiln_kir_value_t *y = kiln_kir_convert(f->b, kiln_kir_convert(f->b, b[0], res_t), acc_t);
-    if (r->acc_type == KILN_PRED) {
-      out[0] = kiln_kir_binary(f->b, KILN_KIR_OR, accs[0], kiln_kir_binary(f->b, KILN_KIR_AND, x, y));
-    } else {
-      out[0] = kiln_kir_binary(f->b, KILN_KIR_ADD, accs[0], kiln_kir_binary(f->b, KILN_KIR_MUL, x, y));
-    }
-    return out[0] != NULL;
-  }
+  if (r->dot) return dot_body(f, r, accs, out);
   kiln_kir_value_t *args[MAX_OUTS * 2];
   for (int k = 0; k < r->n; k++) {
     args[k] = accs[k];
@@ -408,7 +474,8 @@ static bool red_loops(kiln_elem_fn_t *f, red_ctx_t *r, size_t level, kiln_kir_va
     for (int k = 0; k < r->n; k++) out[k] = kiln_kir_op_result(iff, (size_t)k);
     return true;
   }
-  kiln_interval_t b = r->map->vars[KILN_INDEXING_SYM].data[level].bounds;
+  int sym = r->order[level];
+  kiln_interval_t b = r->map->vars[KILN_INDEXING_SYM].data[sym].bounds;
   if (b.lo == INT64_MIN || b.hi == INT64_MAX)
     return kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: unbounded loop symbol", r->instr->name));
   kiln_kir_op_t *loop = kiln_kir_for(f->b, kiln_kir_const_index(f->b, b.lo),
@@ -417,7 +484,7 @@ static bool red_loops(kiln_elem_fn_t *f, red_ctx_t *r, size_t level, kiln_kir_va
   if (!loop) return false;
   size_t mark;
   kiln_elem_enter(f, kiln_kir_op_region(loop, 0), &mark);
-  r->syms[level] = kiln_kir_region_arg(kiln_kir_op_region(loop, 0), 0);
+  r->syms[sym] = kiln_kir_region_arg(kiln_kir_op_region(loop, 0), 0);
   kiln_kir_value_t *inner[MAX_OUTS], *nv[MAX_OUTS];
   for (int k = 0; k < r->n; k++) inner[k] = kiln_kir_region_arg(kiln_kir_op_region(loop, 0), (size_t)k + 1);
   bool ok = red_loops(f, r, level + 1, inner, nv);
@@ -435,19 +502,25 @@ static int emit_reduction(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr
   r.instr = instr;
   r.ix = ix;
   r.idx = idx;
-  r.dot = instr->opcode == KILN_OP_DOT;
+  r.dot = instr->opcode == KILN_OP_DOT || instr->opcode == KILN_OP_CONVOLUTION;
   kiln_kir_value_t *accs[MAX_OUTS];
   if (r.dot) {
-    r.n = 1;
+    /* Accumulate as the evaluator does: f32 for narrow floats, f64 for f64, the result type
+     * for integers and pred, (re, im) parts for complex results. */
     kiln_elem_type_t rt = instr->shape->type;
-    r.acc_type = kiln_elem_type_is_float(rt) ? (rt == KILN_F64 ? KILN_F64 : KILN_F32) : rt;
+    r.n = kiln_elem_vals_per(rt);
+    r.acc_type = kiln_elem_type_is_complex(rt) ? kiln_elem_part_type(rt)
+                 : kiln_elem_type_is_float(rt) ? (rt == KILN_F64 ? KILN_F64 : KILN_F32)
+                                               : rt;
     if (ix->num_operands != 2 || !ix->operands[0].map || !ix->operands[1].map ||
         kiln_indexing_map_num_syms(ix->operands[0].map) != kiln_indexing_map_num_syms(ix->operands[1].map)) {
-      kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: dot indexing", instr->name));
+      kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %s indexing", instr->name,
+                                               kiln_hlo_opcode_name(instr->opcode)));
       return -1;
     }
     kiln_kir_const_t zero = {0};
-    accs[0] = kiln_kir_const(f->b, kiln_kir_type_scalar(f->e->m, r.acc_type), zero);
+    for (int k = 0; k < r.n; k++)
+      accs[k] = kiln_kir_const(f->b, kiln_kir_type_scalar(f->e->m, r.acc_type), zero);
   } else {
     r.n = instr->num_operands / 2;
     if (r.n < 1 || r.n > MAX_OUTS) {
@@ -466,9 +539,14 @@ static int emit_reduction(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr
     kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: reduction indexing", instr->name));
     return -1;
   }
+  /* Summation order as the evaluator's: symbols in order, except that a convolution walks
+   * the window (symbols 1..) outside the input features (symbol 0). */
+  int ns = (int)kiln_indexing_map_num_syms(r.map);
+  bool conv = instr->opcode == KILN_OP_CONVOLUTION && ns > 0;
+  for (int l = 0; l < ns; l++) r.order[l] = conv ? (l + 1) % ns : l;
   kiln_kir_value_t *res[MAX_OUTS];
   if (!red_loops(f, &r, 0, accs, res)) return -1;
-  if (r.dot) res[0] = kiln_kir_convert(f->b, res[0], kiln_kir_type_scalar(f->e->m, instr->shape->type));
+  if (r.dot && r.n == 1) res[0] = kiln_kir_convert(f->b, res[0], kiln_kir_type_scalar(f->e->m, instr->shape->type));
   for (int k = 0; k < r.n; k++) out[k] = res[k];
   return r.n;
 }
@@ -484,6 +562,10 @@ static int emit_leaf(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
       kiln_elem_fail(f, KILN_ERR_INTERNAL("%s read with %d indices", instr->name, nidx));
       return -1;
     }
+    /* Tensors are stored in their layout's physical order. */
+    kiln_kir_value_t *pidx[KILN_KIR_MAX_RANK];
+    kiln_elemental_physical_index(instr->shape, idx, pidx);
+    idx = pidx;
     if (kiln_elem_type_is_complex(instr->shape->type)) {
       /* Complex tensors are real tensors with a trailing (re, im) dimension. */
       kiln_kir_value_t *cidx[KILN_KIR_MAX_RANK + 1];
@@ -623,7 +705,7 @@ int kiln_elem_emit_instr(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
     case KILN_OP_BROADCAST: case KILN_OP_TRANSPOSE: case KILN_OP_RESHAPE: case KILN_OP_BITCAST:
     case KILN_OP_SLICE: case KILN_OP_REVERSE: case KILN_OP_DYNAMIC_SLICE: case KILN_OP_GATHER:
     case KILN_OP_PAD: case KILN_OP_CONCATENATE: case KILN_OP_REDUCE: case KILN_OP_REDUCE_WINDOW:
-    case KILN_OP_DOT:
+    case KILN_OP_DOT: case KILN_OP_CONVOLUTION:
       break;
     default:
       kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("elemental emitter: opcode %s (%s)",
@@ -643,7 +725,7 @@ int kiln_elem_emit_instr(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
       goto done;
     }
   if ((op == KILN_OP_PAD || op == KILN_OP_CONCATENATE || op == KILN_OP_REDUCE ||
-       op == KILN_OP_REDUCE_WINDOW || op == KILN_OP_DOT) &&
+       op == KILN_OP_REDUCE_WINDOW) &&
       kiln_elem_num_values(instr) != kiln_elem_num_outputs(instr)) {
     kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %s of complex values", instr->name,
                                              kiln_hlo_opcode_name(op)));
@@ -654,7 +736,8 @@ int kiln_elem_emit_instr(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
   } else if (op == KILN_OP_CONCATENATE) {
     out[0] = emit_concat_from(f, instr, &ix, 0, idx);
     n = out[0] ? 1 : -1;
-  } else if (op == KILN_OP_REDUCE || op == KILN_OP_REDUCE_WINDOW || op == KILN_OP_DOT) {
+  } else if (op == KILN_OP_REDUCE || op == KILN_OP_REDUCE_WINDOW || op == KILN_OP_DOT ||
+             op == KILN_OP_CONVOLUTION) {
     n = emit_reduction(f, instr, &ix, idx, out);
   } else {
     if (ix.num_operands < 1 || kiln_indexing_map_num_syms(ix.operands[0].map) > 0) {
@@ -705,7 +788,26 @@ static kiln_status collect_tensors(kiln_elemental_t *e) {
     const kiln_shape_t *s = e->tensors[i] ? e->tensors[i]->shape : NULL;
     if (!s || !kiln_shape_is_array(s) || kiln_shape_is_tuple(s))
       return KILN_ERR_UNIMPLEMENTED("parameter %d of %s is not an array", i, c->name);
+    bool permuted = false;
+    KILN_RETURN_IF_ERROR_PLAIN(check_memory_layout(e->tensors[i], s, &permuted));
     e->tensor_types[i] = kiln_elemental_tensor_type(e->m, s);
+  }
+  return NULL;
+}
+
+/* Outputs in a non-default order are written by emitters that ask for it (see
+ * kiln_elemental_t.physical_outputs); remember the first one. */
+static kiln_status check_outputs(kiln_elemental_t *e) {
+  for (int o = 0; o < e->part->num_outputs; o++) {
+    const kiln_partition_output_t *po = &e->part->outputs[o];
+    const kiln_shape_t *s = po->instr->shape;
+    if (kiln_shape_is_tuple(s)) {
+      if (po->output_index < 0 || po->output_index >= s->num_elements) continue;
+      s = s->elements[po->output_index];
+    }
+    bool permuted = false;
+    KILN_RETURN_IF_ERROR_PLAIN(check_memory_layout(po->instr, s, &permuted));
+    if (permuted && !e->permuted_output) e->permuted_output = po->instr;
   }
   return NULL;
 }
@@ -721,6 +823,7 @@ kiln_status kiln_elemental_init(kiln_elemental_t *e, kiln_kir_module_t *m,
     KILN_RETURN_IF_ERROR(check_shape(in, in->shape), "in fusion %s", c->name);
   }
   KILN_RETURN_IF_ERROR(collect_tensors(e), "in fusion %s", c->name);
+  KILN_RETURN_IF_ERROR(check_outputs(e), "in fusion %s", c->name);
   e->funcs = kiln_calloc((size_t)p->num_subgraphs + 1, sizeof(*e->funcs));
   return NULL;
 }
@@ -823,6 +926,9 @@ static kiln_status emit_body(kiln_elemental_t *e, int sgi) {
 }
 
 kiln_status kiln_elemental_emit_functions(kiln_elemental_t *e) {
+  if (e->permuted_output && !e->physical_outputs)
+    return KILN_ERR_UNIMPLEMENTED("%s: non-default layout of an output; in fusion %s",
+                                  e->permuted_output->name, e->comp->name);
   for (int i = 0; i < e->part->num_subgraphs; i++) KILN_RETURN_IF_ERROR_PLAIN(declare(e, i));
   for (int i = 0; i < e->part->num_subgraphs; i++) KILN_RETURN_IF_ERROR_PLAIN(emit_body(e, i));
   return NULL;

@@ -18,24 +18,36 @@
  *     key); reduce-precision with XLA's bit algorithm; map; clamp; bitcast-convert between
  *     equal widths;
  *   - pure index transforms through the per-opcode indexing maps (hlo_indexing.h):
- *     transpose, broadcast, reshape, bitcast (default layouts), copy, slice, reverse, iota,
+ *     transpose, broadcast, reshape, bitcast (physical order under both layouts), copy,
+ *     slice, reverse, iota,
  *     concatenate (a chain of ifs on the maps' constraints), pad (the padding value unless
  *     the map's constraints hold), dynamic-slice and canonical gather (runtime variables:
  *     start indices read from their operands, clamped into the variable's interval);
- *   - reduce, reduce-window and dot inside a loop fusion (not as heroes): nested `for` loops
- *     over the map's symbols with the accumulators as iteration arguments, the reducer
- *     computation emitted inline on scalars; dot accumulates in f32 for narrow floats as the
- *     evaluator does.
+ *   - reduce, reduce-window, dot and convolution inside a loop fusion (not as heroes):
+ *     nested `for` loops over the map's symbols with the accumulators as iteration
+ *     arguments, the reducer computation emitted inline on scalars. Dot and convolution
+ *     (any dimension numbers / dim_labels, window stride, padding (negative too), lhs and
+ *     rhs dilation, reversal, feature and batch groups) convert each operand element to the
+ *     result type, then accumulate as the evaluator does: f32 for f32 and narrower floats
+ *     (rounded once at the end), f64 for f64, the result type for integers (wrapping) and
+ *     pred (or of ands), (re, im) parts for complex results. The convolution's loops run
+ *     over input features (outer) and the window (inner); points on padding or lhs-dilation
+ *     holes are skipped by an `if` on the map's constraints.
  *   - complex (c64, c128) values as (re, im) pairs of f32 / f64: add, subtract, multiply,
  *     divide (Smith's scaling), negate, complex, real, imag, abs (scaled hypot), exp, log,
  *     select, compare EQ/NE, convert, copy, and data movement (not pad, concatenate,
- *     reduce, dot).
+ *     reduce).
  * Anything else (sort, scatter, dynamic-update-slice, rng, ...) is UNIMPLEMENTED naming the
  * opcode.
  *
  * Tensors: the functions take one tensor per fusion parameter (by parameter number), then
  * one per non-scalar constant (in instruction order); kiln_elemental_tensor_instr names
- * them. Shapes must have default (or no) layouts. */
+ * them. A tensor whose layout is not the default (minor_to_major a permutation, untiled) is
+ * stored row-major in its physical dimension order (most major first) and read at the
+ * permuted index, so contiguous physical accesses stay contiguous. Values inside the
+ * fusion are logical: intermediate layouts are ignored (bitcasts' maps read both layouts).
+ * Outputs in a non-default order are written by the emitter that sets physical_outputs
+ * (the loop emitter); for others, kiln_elemental_emit_functions is UNIMPLEMENTED. */
 #ifndef KILN_COMPILER_CODEGEN_ELEMENTAL_H_
 #define KILN_COMPILER_CODEGEN_ELEMENTAL_H_
 
@@ -54,7 +66,20 @@ typedef struct kiln_elemental {
   const kiln_hlo_instruction_t **tensors; /* parameters by number, then array constants */
   const kiln_kir_type_t **tensor_types;
   kiln_kir_func_t **funcs; /* one per subgraph */
+  /* Set by init: the first partition output whose layout is not the default (or NULL). */
+  const kiln_hlo_instruction_t *permuted_output;
+  /* Set by the caller before emit_functions when it writes every output at
+   * kiln_elemental_physical_index (else a permuted output is UNIMPLEMENTED). */
+  bool physical_outputs;
 } kiln_elemental_t;
+
+/* perm[j] = the logical dimension stored at physical position j (most major first) of an
+ * array shape (the identity for no layout, rank <= 1 or a malformed layout). Returns
+ * whether it is not the identity. */
+bool kiln_elemental_physical_order(const kiln_shape_t *s, int *perm);
+/* The physical index of logical index `idx` of a tensor of shape `s` (rank values). */
+void kiln_elemental_physical_index(const kiln_shape_t *s, kiln_kir_value_t *const *idx,
+                                   kiln_kir_value_t **out);
 
 /* Element type of a kernel-IR scalar for an HLO element type, or UNIMPLEMENTED (complex,
  * token, tuple). */
@@ -79,9 +104,10 @@ kiln_kir_op_t *kiln_elemental_call(kiln_elemental_t *e, kiln_kir_builder_t *b, i
                                    kiln_kir_value_t *const *tensors,
                                    kiln_kir_value_t *const *indices);
 
-/* The kernel-IR tensor type of an HLO array shape: the same, except complex arrays, which
- * become real arrays (f32 for c64, f64 for c128) with a trailing dimension of 2 (re, im) —
- * the literal storage order. */
+/* The kernel-IR tensor type of an HLO array shape: its dims in physical order (see
+ * kiln_elemental_physical_order; the same for default layouts), and complex arrays become
+ * real arrays (f32 for c64, f64 for c128) with a trailing dimension of 2 (re, im) — the
+ * literal storage order. */
 const kiln_kir_type_t *kiln_elemental_tensor_type(kiln_kir_module_t *m, const kiln_shape_t *s);
 
 /* Index of the first result of root `instr` in subgraph `sg`'s results, or -1 (a complex

@@ -501,6 +501,30 @@ static void compare_output(const kiln_literal_t *want0, const void *got, int64_t
   }
 }
 
+/* Copies an array between logical row-major order and the physical order of `s`'s layout
+ * (kiln_elemental_physical_order): to_physical, else back. Returns false when the layout
+ * is the default one (nothing to do). */
+static bool relayout(const kiln_shape_t *s, const void *src, void *dst, bool to_physical) {
+  int perm[KILN_KIR_MAX_RANK];
+  if (s->rank > KILN_KIR_MAX_RANK || !kiln_elemental_physical_order(s, perm)) return false;
+  size_t es = kiln_elem_type_storage_bytes(s->type);
+  int64_t pstride[KILN_KIR_MAX_RANK], idx[KILN_KIR_MAX_RANK] = {0};
+  int64_t st = 1;
+  for (int j = s->rank - 1; j >= 0; j--) pstride[perm[j]] = st, st *= s->dims[perm[j]];
+  int64_t n = kiln_shape_num_elements(s), poff = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const char *from = (const char *)src + (size_t)(to_physical ? i : poff) * es;
+    memcpy((char *)dst + (size_t)(to_physical ? poff : i) * es, from, es);
+    for (int d = s->rank - 1; d >= 0; d--) {
+      poff += pstride[d];
+      if (++idx[d] < s->dims[d]) break;
+      poff -= pstride[d] * idx[d];
+      idx[d] = 0;
+    }
+  }
+  return true;
+}
+
 static atomic_int g_kernel_counter;
 
 kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
@@ -592,6 +616,10 @@ kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
     const kiln_hlo_instruction_t *in = k.inputs[i];
     void *d = in->opcode == KILN_OP_PARAMETER ? params[in->parameter_number]->data : in->literal->data;
     args[i] = d ? d : empty;
+    /* Kernels read tensors in their layout's physical order; literals are logical. */
+    size_t bytes = (size_t)kiln_shape_num_elements(in->shape) * kiln_elem_type_storage_bytes(in->shape->type);
+    void *phys = d && bytes ? kiln_arena_alloc(&arena, bytes) : NULL;
+    if (phys && relayout(in->shape, d, phys, true)) args[i] = phys;
   }
   for (int o = 0; o < nout && !s; o++) {
     int64_t bytes = kiln_shape_num_elements(k.outputs[o]) * (int64_t)kiln_elem_type_storage_bytes(k.outputs[o]->type);
@@ -644,7 +672,11 @@ kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
       if (kiln_elem_type_is_complex(wt)) wt = wt == KILN_C64 ? KILN_F32 : KILN_F64;
       int64_t tol = opts->max_ulp >= 0 ? opts->max_ulp : kiln_fusion_default_ulp(wt);
       if (tol0 < 0) tol0 = tol;
-      compare_output(want, args[nin + o], tol, o, &acc);
+      size_t obytes = (size_t)want->num_elements * kiln_elem_type_storage_bytes(k.outputs[o]->type);
+      void *logical = obytes ? kiln_try_malloc(obytes) : NULL;
+      bool relaid = logical && relayout(k.outputs[o], args[nin + o], logical, false);
+      compare_output(want, relaid ? logical : args[nin + o], tol, o, &acc);
+      kiln_free(logical);
       rep->elements += want->num_elements;
     }
     rep->mismatches = acc.mismatches;

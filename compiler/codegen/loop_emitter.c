@@ -4,13 +4,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compiler/analysis/hlo_indexing.h"
 #include "compiler/codegen/elemental_internal.h"
 
 bool kiln_loop_may_vectorize(const kiln_hlo_computation_t *c) {
   for (size_t i = 0; i < c->instructions.len; i++) {
     const kiln_hlo_instruction_t *in = c->instructions.data[i];
     switch (in->opcode) {
-      case KILN_OP_REDUCE_WINDOW: case KILN_OP_SORT: case KILN_OP_DOT: case KILN_OP_SIN:
+      case KILN_OP_REDUCE_WINDOW: case KILN_OP_SORT: case KILN_OP_DOT: case KILN_OP_CONVOLUTION:
+      case KILN_OP_SIN:
       case KILN_OP_COS: case KILN_OP_TAN: case KILN_OP_POWER: case KILN_OP_ATAN2:
         return false;
       case KILN_OP_REDUCE:
@@ -36,26 +38,78 @@ static bool same_dims(int r1, const int64_t *d1, const kiln_shape_t *s) {
   return true;
 }
 
-/* (loop index in `from`) -> the same linear position in `to_dims`. */
-static kiln_indexing_map_t *reshape_map(kiln_affine_ctx_t *ctx, const kiln_shape_t *from, int to_rank,
-                                        const int64_t *to_dims) {
+/* (logical loop index in `from`) -> the logical index of `to` at the same physical linear
+ * position (row-major when neither has a layout). NULL for a malformed layout. */
+static kiln_indexing_map_t *reshape_map(kiln_affine_ctx_t *ctx, const kiln_shape_t *from,
+                                        const kiln_shape_t *to) {
   kiln_indexing_map_t *m = kiln_indexing_map_identity(ctx, from->dims, (size_t)from->rank);
   kiln_vec_clear(&m->results);
-  kiln_affine_expr_t *idx[KILN_KIR_MAX_RANK];
+  kiln_affine_expr_t *idx[KILN_KIR_MAX_RANK], *lin = NULL, *out[KILN_KIR_MAX_RANK];
   for (int i = 0; i < from->rank; i++) idx[i] = kiln_affine_dim(ctx, i);
-  kiln_affine_expr_t *lin = kiln_affine_linearize(ctx, idx, from->dims, (size_t)from->rank);
-  kiln_affine_expr_t *out[KILN_KIR_MAX_RANK];
-  if (to_rank > 0) {
-    kiln_affine_delinearize(ctx, lin, to_dims, (size_t)to_rank, out);
-    for (int i = 0; i < to_rank; i++) kiln_indexing_map_add_result(m, out[i]);
+  if (!kiln_hlo_indexing_linearize_physical(ctx, from, idx, &lin) ||
+      (to->rank > 0 && !kiln_hlo_indexing_delinearize_physical(ctx, to, lin, out))) {
+    kiln_indexing_map_free(m);
+    return NULL;
   }
+  for (int i = 0; i < to->rank; i++) kiln_indexing_map_add_result(m, out[i]);
   kiln_indexing_map_simplify(m);
   return m;
 }
 
-/* Inserts an output element: one value, or (re, im) into the trailing dimension. */
+static bool same_order(const kiln_shape_t *a, const kiln_shape_t *b) {
+  int pa[KILN_KIR_MAX_RANK], pb[KILN_KIR_MAX_RANK];
+  kiln_elemental_physical_order(a, pa);
+  kiln_elemental_physical_order(b, pb);
+  for (int i = 0; i < a->rank; i++)
+    if (pa[i] != pb[i]) return false;
+  return true;
+}
+
+/* The logical index `sidx` of shape `to` that loop iteration `idx` (over `loop_shape`)
+ * covers: the same index when dims and layouts agree, else the element at the same physical
+ * linear position. */
+static bool loop_index_for(kiln_kir_builder_t *b, kiln_affine_ctx_t *ctx,
+                           const kiln_shape_t *loop_shape, const kiln_shape_t *to,
+                           kiln_kir_value_t *const *idx, kiln_kir_value_t **sidx) {
+  if (same_dims(to->rank, to->dims, loop_shape) && same_order(to, loop_shape)) {
+    for (int i = 0; i < to->rank; i++) sidx[i] = idx[i];
+    return true;
+  }
+  if (to->rank == 0) return true;
+  kiln_indexing_map_t *rm = reshape_map(ctx, loop_shape, to);
+  if (!rm) return false;
+  kiln_kir_op_t *ap = kiln_kir_apply_indexing(b, rm, idx, (size_t)loop_shape->rank, NULL, 0);
+  kiln_indexing_map_free(rm);
+  if (!ap) return false;
+  for (int i = 0; i < to->rank; i++) sidx[i] = kiln_kir_op_result(ap, (size_t)i);
+  return true;
+}
+
+/* The shape a subgraph's index space is laid out by: the first output among its roots with
+ * its dims; else `dflt` filled with its dims and no layout. */
+static const kiln_shape_t *subgraph_shape(const kiln_partition_t *part, kiln_elemental_t *elem,
+                                          int sgi, kiln_shape_t *dflt) {
+  const kiln_partition_subgraph_t *sg = &part->subgraphs[sgi];
+  for (int o = 0; o < part->num_outputs; o++) {
+    if (kiln_elemental_root_result(elem, sgi, part->outputs[o].instr) < 0) continue;
+    const kiln_shape_t *s = output_array_shape(&part->outputs[o]);
+    if (same_dims(sg->rank, sg->dims, s)) return s;
+  }
+  memset(dflt, 0, sizeof(*dflt));
+  dflt->type = KILN_F32;
+  dflt->rank = sg->rank;
+  dflt->dims = (int64_t *)sg->dims;
+  return dflt;
+}
+
+/* Inserts the element at logical index `lidx` of an output of shape `s` (stored in physical
+ * order): one value, or (re, im) into the trailing dimension. */
 static kiln_kir_value_t *insert_elem(kiln_kir_builder_t *b, kiln_kir_value_t *const *vals, int nvals,
-                                     kiln_kir_value_t *tensor, kiln_kir_value_t *const *idx, int rank) {
+                                     kiln_kir_value_t *tensor, const kiln_shape_t *s,
+                                     kiln_kir_value_t *const *lidx) {
+  int rank = s->rank;
+  kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
+  kiln_elemental_physical_index(s, lidx, idx);
   if (nvals == 1) return kiln_kir_insert(b, vals[0], tensor, idx, (size_t)rank);
   kiln_kir_value_t *cidx[KILN_KIR_MAX_RANK + 1];
   for (int i = 0; i < rank; i++) cidx[i] = idx[i];
@@ -83,6 +137,7 @@ kiln_status kiln_loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c
   info->num_inputs = elem->num_tensors;
   info->num_outputs = part->num_outputs;
 
+  elem->physical_outputs = true; /* every insert goes through insert_elem */
   KILN_RETURN_IF_ERROR_PLAIN(kiln_elemental_emit_functions(elem));
 
   /* Signature: inputs, then outputs (written). */
@@ -156,14 +211,11 @@ kiln_status kiln_loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c
       const kiln_partition_subgraph_t *sg = &part->subgraphs[sgi];
       if (!sg->is_output) continue;
       kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK];
-      if (same_dims(sg->rank, sg->dims, loop_shape)) {
-        for (int i = 0; i < sg->rank; i++) sidx[i] = idx[i];
-      } else if (sg->rank > 0) {
-        kiln_indexing_map_t *rm = reshape_map(m->ctx, loop_shape, sg->rank, sg->dims);
-        kiln_kir_op_t *ap = kiln_kir_apply_indexing(&b, rm, idx, (size_t)loop_shape->rank, NULL, 0);
-        kiln_indexing_map_free(rm);
-        if (!ap) break;
-        for (int i = 0; i < sg->rank; i++) sidx[i] = kiln_kir_op_result(ap, (size_t)i);
+      kiln_shape_t dflt;
+      const kiln_shape_t *ss = subgraph_shape(part, elem, sgi, &dflt);
+      if (!loop_index_for(&b, m->ctx, loop_shape, ss, idx, sidx)) {
+        st = KILN_ERR_UNIMPLEMENTED("%s: output layouts", c->name);
+        break;
       }
       kiln_kir_op_t *call = kiln_elemental_call(elem, &b, sgi, tensors, sidx);
       if (!call) break;
@@ -176,7 +228,12 @@ kiln_status kiln_loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c
         int nv = kiln_elem_vals_per(kiln_elem_output_type(po->instr, po->output_index));
         kiln_kir_value_t *v[2] = {kiln_kir_op_result(call, (size_t)first),
                                   nv > 1 ? kiln_kir_op_result(call, (size_t)first + 1) : NULL};
-        iters[o] = insert_elem(&b, v, nv, iters[o], sidx, sg->rank);
+        const kiln_shape_t *os = output_array_shape(po);
+        if (os->rank != sg->rank) {
+          st = KILN_ERR_INTERNAL("%s: output %d rank differs from its subgraph's", c->name, o);
+          break;
+        }
+        iters[o] = insert_elem(&b, v, nv, iters[o], os, sidx);
       }
     }
     /* Outputs that are inputs (a parameter or constant returned as is): copied. */
@@ -189,30 +246,26 @@ kiln_status kiln_loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c
         st = KILN_ERR_INTERNAL("%s: output %s is not an input", c->name, in->name);
         break;
       }
-      kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK];
-      const kiln_shape_t *s = in->shape;
-      if (same_dims(s->rank, s->dims, loop_shape)) {
-        for (int i = 0; i < s->rank; i++) sidx[i] = idx[i];
-      } else if (s->rank > 0) {
-        kiln_indexing_map_t *rm = reshape_map(m->ctx, loop_shape, s->rank, s->dims);
-        kiln_kir_op_t *ap = kiln_kir_apply_indexing(&b, rm, idx, (size_t)loop_shape->rank, NULL, 0);
-        kiln_indexing_map_free(rm);
-        if (!ap) break;
-        for (int i = 0; i < s->rank; i++) sidx[i] = kiln_kir_op_result(ap, (size_t)i);
+      kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK], *pidx[KILN_KIR_MAX_RANK];
+      const kiln_shape_t *s = output_array_shape(&part->outputs[o]);
+      if (!loop_index_for(&b, m->ctx, loop_shape, s, idx, sidx)) {
+        st = KILN_ERR_UNIMPLEMENTED("%s: output layouts", c->name);
+        break;
       }
+      kiln_elemental_physical_index(in->shape, sidx, pidx);
       int nv = kiln_elem_vals_per(s->type);
       kiln_kir_value_t *v[2] = {NULL, NULL};
       if (nv == 1) {
-        v[0] = kiln_kir_extract(&b, tensors[t], sidx, (size_t)s->rank);
+        v[0] = kiln_kir_extract(&b, tensors[t], pidx, (size_t)s->rank);
       } else {
         kiln_kir_value_t *cidx[KILN_KIR_MAX_RANK + 1];
-        for (int i = 0; i < s->rank; i++) cidx[i] = sidx[i];
+        for (int i = 0; i < s->rank; i++) cidx[i] = pidx[i];
         for (int part = 0; part < 2; part++) {
           cidx[s->rank] = kiln_kir_const_index(&b, part);
           v[part] = kiln_kir_extract(&b, tensors[t], cidx, (size_t)s->rank + 1);
         }
       }
-      iters[o] = insert_elem(&b, v, nv, iters[o], sidx, s->rank);
+      iters[o] = insert_elem(&b, v, nv, iters[o], s, sidx);
     }
     for (int o = 0; o < part->num_outputs && !st; o++)
       if (!iters[o]) st = KILN_ERR_INTERNAL("%s: output %d not written", c->name, o);

@@ -10,8 +10,13 @@
  * (outputs of other shapes with the same element count get their index through a
  * reshape) and inserts the results into the outputs.
  *
+ * Layouts: tensors are stored in physical order (elemental.h). The thread map walks the
+ * first output's elements in its physical order, so consecutive threads write consecutive
+ * memory; another output with other dims or another layout takes the element at the same
+ * physical linear position; every element is inserted at its physical index.
+ *
  * Vectorization is turned off, as XLA does, when the fusion holds reduce-window, sort, dot,
- * sin, cos, tan, power, atan2 or a variadic reduce. */
+ * convolution, sin, cos, tan, power, atan2 or a variadic reduce. */
 #ifndef KILN_COMPILER_CODEGEN_LOOP_EMITTER_H_
 #define KILN_COMPILER_CODEGEN_LOOP_EMITTER_H_
 
