@@ -398,6 +398,48 @@ static void test_multirow_and_small_column_ragged_shapes_match_evaluator(void **
   kiln_host_jit_destroy(jit);
 }
 
+/* Through the fusion compiler and its runner (kiln_fusion_run_check, exact for integers):
+ * a split integer sum to a scalar (a chain of two launches) and integer multi-row and
+ * small-column reductions. */
+static void test_fusion_runner_runs_reduction_kinds_exactly(void **state) {
+  static const struct {
+    const char *ty, *op, *init, *in, *dims, *out;
+    kiln_reduction_kind_t kind;
+    bool chain;
+  } cases[] = {
+      {"s32", "add", "0", "300000", "0", "", KILN_REDUCTION_ROW, true},
+      {"s32", "add", "0", "4096,8", "1", "4096", KILN_REDUCTION_MULTI_ROW, false},
+      {"s16", "maximum", "-32768", "2000,16", "0", "16", KILN_REDUCTION_SMALL_COLUMN, false},
+      {"u32", "add", "0", "9000,100", "0", "100", KILN_REDUCTION_COLUMN, true},
+  };
+  kiln_host_pool_t *pool = NULL;
+  assert_null(kiln_host_pool_create(4, &pool));
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    kiln_hlo_module_t *m = make_reduce(cases[i].ty, cases[i].op, cases[i].init, cases[i].in, cases[i].dims, cases[i].out);
+    assert_int_equal(plan_of(m->entry, 0).kind, cases[i].kind);
+    kiln_fusion_kernel_t k;
+    kiln_status s = kiln_fusion_kernel_emit(m->entry, NULL, &k);
+    if (s) fail_msg("%s", kiln_status_message(s));
+    assert_int_equal(k.next != NULL, cases[i].chain);
+    kiln_fusion_kernel_free(&k);
+    kiln_fusion_run_options_t o;
+    kiln_fusion_run_options_init(&o);
+    o.pool = pool;
+    char kname[32];
+    snprintf(kname, sizeof(kname), "runner%zu", i);
+    o.compile.kernel_name = kname;
+    kiln_fusion_run_report_t r;
+    s = kiln_fusion_run_check(m->entry, &o, &r);
+    if (s) fail_msg("%s", kiln_status_message(s));
+    printf("%s %s[%s] -> %s: %s, %lld elements, %lld mismatches\n", cases[i].op, cases[i].ty, cases[i].in,
+           cases[i].out, kiln_fusion_emitter_name(r.emitter), (long long)r.elements, (long long)r.mismatches);
+    assert_int_equal(r.emitter, KILN_FUSION_EMITTER_REDUCTION);
+    if (r.mismatches) fail_msg("%s", r.first_mismatch);
+    kiln_hlo_module_destroy(m);
+  }
+  kiln_host_pool_destroy(pool);
+}
+
 /* KILN_DUMP_TO: the row reduction's kernel IR shows the GPU algorithm. */
 static void test_row_reduction_dump_to_env_shows_shared_barrier_shuffles(void **state) {
   kiln_hlo_module_t *m = make_reduce("f32", "add", "0", "64,4096", "1", "64");
@@ -442,6 +484,7 @@ int main(void) {
       cmocka_unit_test(test_split_reductions_combine_blocks_with_atomics),
       cmocka_unit_test(test_variadic_huge_reduction_stays_in_one_block),
       cmocka_unit_test(test_multirow_and_small_column_ragged_shapes_match_evaluator),
+      cmocka_unit_test(test_fusion_runner_runs_reduction_kinds_exactly),
       cmocka_unit_test(test_row_reduction_dump_to_env_shows_shared_barrier_shuffles),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
