@@ -112,7 +112,7 @@ static bool set_dimensions(kiln_builder_t *b, kiln_hlo_instruction_t *in, int n,
   in->dimensions.n = n;
   in->dimensions.v = kiln_arena_alloc(&b->m->arena, sizeof(int64_t) * (size_t)(n ? n : 1));
   if (!in->dimensions.v) return fail(b), false;
-  if (n) memcpy(in->dimensions.v, v, sizeof(int64_t) * (size_t)n);
+  if (n > 0 && v) memcpy(in->dimensions.v, v, sizeof(int64_t) * (size_t)n);
   return true;
 }
 
