@@ -44,6 +44,8 @@ void kiln_executable_desc_destroy(kiln_executable_desc_t *d) {
   }
   kiln_free(d->images);
   if (d->keepalive_free) d->keepalive_free(d->keepalive);
+  for (int32_t i = 0; i < d->num_owned; i++) kiln_free(d->owned[i]);
+  kiln_free(d->owned);
   kiln_free(d->name);
   kiln_free(d);
 }
@@ -54,6 +56,12 @@ int32_t kiln_executable_desc_add_allocation(kiln_executable_desc_t *d,
                                 (size_t)(d->num_allocations + 1) * sizeof(*d->allocations));
   d->allocations[d->num_allocations] = *a;
   return d->num_allocations++;
+}
+
+void *kiln_executable_desc_own(kiln_executable_desc_t *d, void *p) {
+  d->owned = kiln_realloc(d->owned, (size_t)(d->num_owned + 1) * sizeof(*d->owned));
+  d->owned[d->num_owned++] = p;
+  return p;
 }
 
 int32_t kiln_executable_desc_add_image(kiln_executable_desc_t *d, const void *data, size_t size,

@@ -69,6 +69,9 @@ typedef struct kiln_executable_desc {
   /* What keeps the images' code alive (the host JIT), released with the description. */
   void *keepalive;
   void (*keepalive_free)(void *);
+  /* Contexts of custom-call thunks the description owns (kiln_free'd with it). */
+  int32_t num_owned;
+  void **owned;
 } kiln_executable_desc_t;
 
 kiln_executable_desc_t *kiln_executable_desc_create(const char *name);
@@ -81,6 +84,8 @@ int32_t kiln_executable_desc_add_allocation(kiln_executable_desc_t *d,
 int32_t kiln_executable_desc_add_image(kiln_executable_desc_t *d, const void *data, size_t size,
                                        const char *const *names, void *const *functions,
                                        size_t num_functions);
+/* Takes ownership of `p` (a kiln_malloc'ed context a thunk borrows); returns it. */
+void *kiln_executable_desc_own(kiln_executable_desc_t *d, void *p);
 /* Readable text: allocations, parameters, outputs, then the thunk sequence. */
 void kiln_executable_desc_print(kiln_strbuf_t *b, const kiln_executable_desc_t *d);
 

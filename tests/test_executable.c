@@ -219,6 +219,34 @@ static void test_run_checks_parameters_and_stream(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+static void test_rng_state_matches_the_evaluator_and_advances_across_runs(void **state) {
+  const char *text = "HloModule r\nENTRY e {\n  ROOT s = u64[2] rng-get-and-update-state(), delta=5\n}\n";
+  run_and_compare(text, 1, NULL); /* seed 0 on both sides (device_run and evaluator defaults) */
+  kiln_hlo_module_t *m = parse(text);
+  kiln_compile_options_t co;
+  memset(&co, 0, sizeof co);
+  co.emit.rng_seed = 7;
+  kiln_executable_desc_t *d = NULL;
+  assert_null(kiln_compile_module(m, &co, &d, NULL));
+  kiln_executable_t *e = NULL;
+  assert_null(kiln_executable_load(g_dev, d, &e));
+  kiln_stream_t *st = NULL;
+  assert_null(kiln_stream_create(g_dev, &st));
+  uint64_t first[2] = {0, 0}, second[2] = {0, 0};
+  for (int run = 0; run < 2; run++) {
+    kiln_device_buffer_t *out[1] = {NULL};
+    assert_null(kiln_executable_run(e, st, NULL, NULL, 0, out));
+    assert_null(kiln_stream_memcpy_d2h(st, run ? second : first, out[0]->ptr, 16));
+    assert_null(kiln_stream_synchronize(st));
+    kiln_device_buffer_destroy(out[0]);
+  }
+  assert_true(first[0] == 0x7012395ull + 7 && first[1] == 0);
+  assert_true(second[0] == first[0] + 5 && second[1] == 0);
+  kiln_stream_destroy(st);
+  kiln_executable_destroy(e);
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_command_buffers_form_over_kernel_runs(void **state) {
   /* Six independent elementwise ops that fusion keeps apart (each is an output). */
   const char *text =
@@ -255,6 +283,7 @@ int main(void) {
       cmocka_unit_test(test_non_default_parameter_layout_is_read_physically),
       cmocka_unit_test(test_custom_call_is_a_clear_error),
       cmocka_unit_test(test_run_checks_parameters_and_stream),
+      cmocka_unit_test(test_rng_state_matches_the_evaluator_and_advances_across_runs),
       cmocka_unit_test(test_command_buffers_form_over_kernel_runs),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -334,6 +334,7 @@ static kiln_status run_on_device(const run_flags_t *f, const kiln_hlo_module_t *
   o.device = f->device;
   o.repeat = f->repeat;
   o.max_while_iterations = f->max_while_iterations;
+  o.rng_seed = f->seed;
   o.no_command_buffers = f->no_command_buffers;
   o.print_thunks = f->thunks;
   o.print_runs = f->repeat > 1;

@@ -19,6 +19,36 @@ const char *kiln_compile_target_name(kiln_compile_target_t t) {
   return t == KILN_TARGET_CUDA ? "cuda" : "host";
 }
 
+/* XLA's initial value of the rng-get-and-update-state counter (CPU and GPU backends). */
+#define RNG_STATE_INITIAL_VALUE 0x7012395ull
+
+/* The executable's generator state: a 128-bit counter, little-endian words. */
+typedef struct rng_state {
+  uint64_t word[2];
+} rng_state_t;
+
+typedef struct rng_state_call {
+  rng_state_t *state;
+  int64_t delta;
+  uint64_t staging[2];
+} rng_state_call_t;
+
+static kiln_status rng_state_fn(void *ctx, kiln_stream_t *stream, const kiln_devptr_t *operands,
+                                int num_operands, const kiln_devptr_t *results, int num_results) {
+  rng_state_call_t *c = ctx;
+  if (num_results != 1) return KILN_ERR_INTERNAL("rng-get-and-update-state: %d results", num_results);
+  c->staging[0] = c->state->word[0];
+  c->staging[1] = c->state->word[1];
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_memcpy_h2d(stream, results[0], c->staging, 16));
+  /* The staging words must stay unchanged until the copy ran. */
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_synchronize(stream));
+  uint64_t dlo = (uint64_t)c->delta, dhi = c->delta < 0 ? UINT64_MAX : 0;
+  uint64_t lo = c->state->word[0] + dlo;
+  c->state->word[1] += dhi + (lo < dlo ? 1 : 0);
+  c->state->word[0] = lo;
+  return NULL;
+}
+
 typedef struct emitter {
   const kiln_hlo_module_t *m;
   const kiln_buffer_assignment_t *ba;
@@ -30,6 +60,7 @@ typedef struct emitter {
   KILN_VEC(char *) names;  /* HOST: kernel names, for the image */
   KILN_VEC(void *) fns;
   int counter;
+  rng_state_t *rng; /* created on first use, owned by the description */
 } emitter_t;
 
 static double now_ms(void) {
@@ -380,6 +411,33 @@ static kiln_status emit_gemm(emitter_t *E, kiln_thunk_seq_t *seq, const kiln_hlo
   return NULL;
 }
 
+static kiln_status emit_rng_state(emitter_t *E, kiln_thunk_seq_t *seq,
+                                  const kiln_hlo_instruction_t *in) {
+  const char *v = kiln_hlo_instruction_raw_attr(in, "delta");
+  char *end = NULL;
+  long long delta = v ? strtoll(v, &end, 10) : 0;
+  if (!v || end == v || *end)
+    return KILN_ERR_INVALID("rng-get-and-update-state %s needs an integer delta", in->name);
+  const kiln_shape_t *s = in->shape;
+  if (!kiln_shape_is_array(s) || s->type != KILN_U64 || s->rank != 1 || s->dims[0] != 2)
+    return KILN_ERR_INVALID("rng-get-and-update-state %s must produce u64[2]", in->name);
+  if (!E->rng) {
+    E->rng = kiln_executable_desc_own(E->d, kiln_calloc(1, sizeof(rng_state_t)));
+    uint64_t lo = RNG_STATE_INITIAL_VALUE + E->opts.rng_seed;
+    E->rng->word[0] = lo;
+    E->rng->word[1] = lo < E->opts.rng_seed ? 1 : 0;
+  }
+  rng_state_call_t *c = kiln_executable_desc_own(E->d, kiln_calloc(1, sizeof(*c)));
+  c->state = E->rng;
+  c->delta = delta;
+  kiln_slice_t out;
+  KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, in, 0, &out));
+  kiln_thunk_seq_push(seq, kiln_thunk_custom_call_create(in->name, "rng-get-and-update-state",
+                                                         rng_state_fn, c, NULL, 0, &out, 1,
+                                                         false));
+  return NULL;
+}
+
 static kiln_status emit_instruction(emitter_t *E, kiln_thunk_seq_t *seq,
                                     const kiln_hlo_instruction_t *in) {
   switch (in->opcode) {
@@ -409,6 +467,7 @@ static kiln_status emit_instruction(emitter_t *E, kiln_thunk_seq_t *seq,
       E->stats->memsets++;
       return NULL;
     }
+    case KILN_OP_RNG_GET_AND_UPDATE_STATE: return emit_rng_state(E, seq, in);
     case KILN_OP_CUSTOM_CALL:
       return KILN_ERR_UNIMPLEMENTED("custom-call %s (target \"%s\"): custom calls need the FFI, "
                                     "which kiln does not have yet",

@@ -18,6 +18,10 @@
  *                   collective-permute and their -start/-done): copies of operand leaves
  *                   to output leaves where the slices differ;
  *   partition-id, replica-id  a memset to 0;
+ *   rng-get-and-update-state  a host callback writing the executable's 128-bit generator
+ *                   state (XLA's initial value + rng_seed; one state shared by every such
+ *                   instruction of the executable) and advancing it by `delta`; as in XLA
+ *                   the state carries over from one execution to the next;
  *   while           a while thunk (condition sequence, pred read back, body sequence),
  *                   with copies where the init, body parameter/root or condition parameter
  *                   slices differ from the while's;
@@ -50,6 +54,7 @@ typedef struct kiln_thunk_emit_options {
   const char *arch;             /* CUDA: "sm_90" when NULL */
   const char *dump_dir;         /* NULL: $KILN_DUMP_TO */
   int64_t max_while_iterations; /* 0: unbounded */
+  uint64_t rng_seed;            /* rng-get-and-update-state starts at XLA's initial value + this */
 } kiln_thunk_emit_options_t;
 
 typedef struct kiln_thunk_emit_stats {

@@ -106,6 +106,7 @@ static void run_one(void *ctx, kiln_hlo_module_t **mp, const char *name, const c
   memset(&o, 0, sizeof o);
   o.device = rc->dev;
   o.max_while_iterations = KILN_CORPUS_RUN_MAX_WHILE;
+  o.rng_seed = 42; /* the evaluator's seed above */
   kiln_device_run_report_t rep;
   kiln_literal_t *got = NULL;
   s = kiln_device_run_module(m, args, n, &o, &arena, &got, &rep);

@@ -123,6 +123,7 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
   co.emit.target = dev->kind == KILN_DEVICE_CUDA ? KILN_TARGET_CUDA : KILN_TARGET_HOST;
   co.emit.dump_dir = opts->dump_dir;
   co.emit.max_while_iterations = opts->max_while_iterations;
+  co.emit.rng_seed = opts->rng_seed;
   co.no_command_buffers = opts->no_command_buffers;
   kiln_executable_desc_t *d = NULL;
   kiln_status s = kiln_compile_module(cm, &co, &d, &rep->compile);

@@ -19,6 +19,7 @@ typedef struct kiln_device_run_options {
   kiln_device_t *device;        /* required: where to run */
   int64_t repeat;               /* runs (>= 1; 0 means 1); the result is the last run's */
   int64_t max_while_iterations; /* 0: unbounded */
+  uint64_t rng_seed;            /* as the evaluator's rng_seed (rng-get-and-update-state) */
   const char *dump_dir;         /* NULL: $KILN_DUMP_TO */
   bool no_command_buffers;
   bool print_thunks;            /* print the thunk sequence (after conversion) to stdout */
