@@ -173,14 +173,15 @@ typedef struct runner {
   int64_t blocks;
 } runner_t;
 
-/* Times the runners on `pool`: one warm-up each, then `reps` rounds that run each once, so
- * all see the same background load; per runner the median and the minimum (the least
+/* Times the runners on `pool`: one warm-up each, then `reps` rounds that run each once (each
+ * round starting with the next runner), so all see the same background load; per runner the median and the minimum (the least
  * disturbed run on a shared machine) in ms. */
 static void time_set(kiln_host_pool_t *pool, runner_t *rs, int n, int reps, double *med, double *mn) {
   double *t = kiln_calloc((size_t)(reps * n), sizeof(double));
   for (int i = 0; i < n; i++) kiln_status_free(kiln_host_pool_launch(pool, rs[i].fn, rs[i].args, rs[i].blocks, 0));
   for (int r = 0; r < reps; r++)
-    for (int i = 0; i < n; i++) {
+    for (int j = 0; j < n; j++) {
+      int i = (r + j) % n; /* each round starts with another runner */
       double t0 = now_ms();
       kiln_status s = kiln_host_pool_launch(pool, rs[i].fn, rs[i].args, rs[i].blocks, 0);
       t[i * reps + r] = now_ms() - t0;
