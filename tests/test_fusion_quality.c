@@ -22,7 +22,10 @@
  * call_inline, simplify, constant_folding, tuple_simplify, while_loop_constants, dce, cse).
  * Lower these when kiln improves. */
 #define KILN_FUSION_BASELINE_PAIRS 8
-#define KILN_FUSION_BASELINE_TOTAL 214
+/* mnist went from 28 to 31 (total 214 to 217) when multi-output fusion stopped merging
+ * three small column reductions (12 rows, emitted elementally) with their [12,1024]
+ * producers: those kernels mixed element counts and did not compile. */
+#define KILN_FUSION_BASELINE_TOTAL 217
 
 static const struct {
   const char *key; /* substring of the pair name */
@@ -30,7 +33,7 @@ static const struct {
 } kPairBaseline[] = {
     {"module_0082.func_shard_parallel__1.68", 17},
     {"module_0096.func_shard_parallel__2.68", 15},
-    {"mnist", 28},
+    {"mnist", 31},
     {"model_par_1d_batch", 32},
     {"model_par_1d_output", 32},
     {"model_par_2d_4batch_2hidden", 32},

@@ -51,20 +51,25 @@ static bool is_intermediate(const kiln_hlo_instruction_t *in) {
       return false;
     case KILN_OP_RESHAPE:
     case KILN_OP_TRANSPOSE:
-      return default_layout(in->shape) &&
-             default_layout(in->operands[0]->shape) &&
+      return default_layout(in->shape) && default_layout(in->operands[0]->shape) &&
              kiln_fusion_is_bitcast_like(in);
     default:
       return kiln_hlo_opcode_is_elementwise(in->opcode);
   }
 }
 
-const kiln_hlo_instruction_t *kiln_fusion_hero(const kiln_hlo_instruction_t *root) {
+/* Where the codegen's walk from `root` through intermediates stops. */
+static const kiln_hlo_instruction_t *walk_up(const kiln_hlo_instruction_t *root) {
   const kiln_hlo_instruction_t *x = root;
   for (int depth = 0; depth < KILN_FUSION_MAX_INSTRUCTIONS * 4 && is_intermediate(x); depth++) {
     if (x->operands[0]->opcode == KILN_OP_PARAMETER) break;
     x = x->operands[0];
   }
+  return x;
+}
+
+const kiln_hlo_instruction_t *kiln_fusion_hero(const kiln_hlo_instruction_t *root) {
+  const kiln_hlo_instruction_t *x = walk_up(root);
   return kiln_fusion_is_reduction_hero(x) ? x : root;
 }
 
@@ -81,7 +86,6 @@ static int physical_dims(const kiln_shape_t *s, int64_t *out, int cap) {
   }
   return n;
 }
-
 
 bool kiln_fusion_is_bitcast_like(const kiln_hlo_instruction_t *in) {
   if (in->opcode == KILN_OP_BITCAST) return true;
@@ -236,8 +240,10 @@ static bool reduction_form(const kiln_hlo_instruction_t *r, reduction_form_t *ou
   bool run[2] = {true, true};
   for (int k = 0; k < in->rank; k++) {
     int kind = reduced[logical[k]] ? 1 : 0;
-    if (first[kind] < 0) first[kind] = k;
-    else if (last[kind] != k - 1) run[kind] = false;
+    if (first[kind] < 0)
+      first[kind] = k;
+    else if (last[kind] != k - 1)
+      run[kind] = false;
     last[kind] = k;
   }
   int64_t total = kiln_shape_num_elements(in);
@@ -252,12 +258,17 @@ static bool reduction_form(const kiln_hlo_instruction_t *r, reduction_form_t *ou
   for (int k = 0; k < in->rank; k++)
     part[k < first[kind] ? 0 : k <= last[kind] ? 1 : 2] *= in->dims[logical[k]];
   if (kind == 0) { /* kept dims in the middle */
-    if (part[1] == 1) *out = (reduction_form_t){true, {1, 1, part[0] * part[2]}};
-    else if (part[2] == 1) *out = (reduction_form_t){false, {1, part[0], part[1]}};
-    else *out = (reduction_form_t){true, {part[0], part[1], part[2]}};
+    if (part[1] == 1)
+      *out = (reduction_form_t){true, {1, 1, part[0] * part[2]}};
+    else if (part[2] == 1)
+      *out = (reduction_form_t){false, {1, part[0], part[1]}};
+    else
+      *out = (reduction_form_t){true, {part[0], part[1], part[2]}};
   } else { /* reduced dims in the middle */
-    if (part[2] == 1) *out = (reduction_form_t){true, {1, part[0], part[1]}};
-    else *out = (reduction_form_t){false, {part[0], part[1], part[2]}};
+    if (part[2] == 1)
+      *out = (reduction_form_t){true, {1, part[0], part[1]}};
+    else
+      *out = (reduction_form_t){false, {part[0], part[1], part[2]}};
   }
   return true;
 }
@@ -435,6 +446,7 @@ static bool is_emitted_reduction(const kiln_hlo_instruction_t *root,
 typedef struct root_info {
   int64_t elems;
   const kiln_hlo_instruction_t *reduction;
+  const kiln_hlo_instruction_t *reduce; /* any reduce the walk from the root ends at */
 } root_info_t;
 
 /* Appends the outputs of `in` to `out` (capacity `cap`); false when there are too many or
@@ -455,13 +467,17 @@ static bool collect_roots(const kiln_hlo_instruction_t *in, root_info_t *out, in
   }
   for (int i = 0; i < nr; i++) {
     if (*n >= cap || !kiln_shape_is_array(roots[i]->shape)) return false;
-    const kiln_hlo_instruction_t *h = fused ? kiln_fusion_hero(roots[i]) : roots[i];
+    const kiln_hlo_instruction_t *w = fused ? walk_up(roots[i]) : roots[i];
+    const kiln_hlo_instruction_t *h = kiln_fusion_is_reduction_hero(w) ? w : roots[i];
     out[*n].elems = kiln_shape_num_elements(roots[i]->shape);
     out[*n].reduction = is_emitted_reduction(roots[i], h) ? h : NULL;
+    out[*n].reduce = w->opcode == KILN_OP_REDUCE && w->num_operands >= 2 ? w : NULL;
     (*n)++;
   }
   return true;
 }
+
+static bool same_dims(const kiln_shape_t *a, const kiln_shape_t *b);
 
 static bool same_reduction_form(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b) {
   reduction_form_t fa, fb;
@@ -469,7 +485,8 @@ static bool same_reduction_form(const kiln_hlo_instruction_t *a, const kiln_hlo_
   return fa.row == fb.row && fa.d[0] == fb.d[0] && fa.d[1] == fb.d[1] && fa.d[2] == fb.d[2];
 }
 
-bool kiln_fusion_can_share_kernel(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b) {
+bool kiln_fusion_can_share_kernel(const kiln_hlo_instruction_t *a,
+                                  const kiln_hlo_instruction_t *b) {
   root_info_t roots[2 * KILN_FUSION_MAX_OPERANDS];
   int n = 0;
   if (!collect_roots(a, roots, &n, 2 * KILN_FUSION_MAX_OPERANDS) ||
@@ -484,6 +501,11 @@ bool kiln_fusion_can_share_kernel(const kiln_hlo_instruction_t *a, const kiln_hl
     if (roots[i].reduction) {
       if (!same_reduction_form(roots[i].reduction, hero)) return false;
     } else if (roots[i].elems != elems) {
+      return false;
+    } else if (hero && roots[i].reduce &&
+               !same_dims(roots[i].reduce->operands[0]->shape, hero->operands[0]->shape)) {
+      /* The reduction emitter reduces every reduce it finds at a root's end with the
+       * hero's loop: another input shape (a reduce over size-1 dims) does not fit it. */
       return false;
     }
   }
