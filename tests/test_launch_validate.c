@@ -93,8 +93,8 @@ static kiln_status emit_for(const char *text, const kiln_launch_device_t *dev, k
 
 static void test_fusion_emit_refuses_kernels_over_the_device_limits(void **state) {
   (void)state;
-  /* A stable sort keeps 3000 s32 positions (12000 bytes) in shared memory and runs 1024
-   * threads per block. */
+  /* A stable sort keeps its 3000-element f32 row and 3000 s32 positions (24000 bytes) in
+   * shared memory and runs 1024 threads per block. */
   const char *sort =
       "HloModule s\n\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
       "  ROOT c = pred[] compare(a, b), direction=LT\n}\n\n"
@@ -107,7 +107,7 @@ static void test_fusion_emit_refuses_kernels_over_the_device_limits(void **state
   kiln_status s = emit_for(sort, &small_shared, &k);
   assert_non_null(s);
   assert_int_equal(kiln_status_code(s), KILN_OUT_OF_RANGE);
-  assert_non_null(strstr(kiln_status_message(s), "12000 bytes of static shared memory"));
+  assert_non_null(strstr(kiln_status_message(s), "24000 bytes of static shared memory"));
   assert_non_null(strstr(kiln_status_message(s), "fusion fused"));
   assert_null(k.kir);
   kiln_status_free(s);

@@ -369,7 +369,8 @@ static void test_sort_launch_plan(void **state) {
   assert_int_equal(l.threads, 1024);
   assert_int_equal(l.blocks, 10);
   assert_int_equal(l.steps, 78);
-  assert_int_equal(l.shared_bytes, 3000 * 4);
+  assert_int_equal(l.shared_bytes, 3000 * 4 + 3000 * 4); /* positions and the f32 row */
+  assert_true(l.in_shared);
   assert_true(l.stable);
   kiln_hlo_module_destroy(m);
   /* Short rows share a block: 128 / (8 / 2) = 32 rows of 5. */
@@ -383,7 +384,8 @@ static void test_sort_launch_plan(void **state) {
   assert_int_equal(l.rows_per_block, 32);
   assert_int_equal(l.threads, 128);
   assert_int_equal(l.blocks, 4);
-  assert_int_equal(l.shared_bytes, 0);
+  assert_int_equal(l.shared_bytes, 32 * 5 * 4);
+  assert_true(l.in_shared);
   assert_false(l.by_rank);
   kiln_hlo_module_destroy(m);
   /* Stable rows past 12288 elements rank instead of keeping positions in shared memory. */
@@ -399,6 +401,17 @@ static void test_sort_launch_plan(void **state) {
   assert_int_equal(l.blocks, 3 * 391);
   assert_int_equal(l.shared_bytes, 0);
   assert_int_equal(l.steps, 0);
+  kiln_hlo_module_destroy(m);
+  /* Rows past 48 KiB are sorted in the output buffers. */
+  const char *big =
+      "HloModule s\n\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  ROOT c = pred[] compare(a, b), direction=LT\n}\n\n"
+      "ENTRY fused {\n  p0 = f32[2,16384] parameter(0)\n"
+      "  ROOT s = f32[2,16384] sort(p0), dimensions={1}, to_apply=cmp\n}\n";
+  assert_null(kiln_hlo_parse_module(big, strlen(big), NULL, &m));
+  assert_null(kiln_sort_plan(m->entry, &l));
+  assert_false(l.in_shared);
+  assert_int_equal(l.shared_bytes, 0);
   kiln_hlo_module_destroy(m);
 }
 

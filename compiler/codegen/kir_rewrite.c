@@ -107,7 +107,7 @@ kiln_status kir_rewrite_module(kiln_kir_module_t *m, kir_rewrite_fn fn, kir_type
       body->args[a]->type = new_type(&rw, body->args[a]->type);
     for (size_t r = 0; r < f->result_types.len; r++)
       f->result_types.data[r] = new_type(&rw, f->result_types.data[r]);
-    memset(rw.map, 0, rw.map_cap * sizeof(*rw.map));
+    if (rw.map) memset(rw.map, 0, rw.map_cap * sizeof(*rw.map));
   }
   kiln_free(rw.map);
   if (rw.status) return rw.status;

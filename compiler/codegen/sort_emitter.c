@@ -187,6 +187,16 @@ static kiln_status plan(const kiln_hlo_computation_t *c, sort_plan_t *p) {
       p->l.blocks = rows * p->blocks_per_row;
     }
   }
+  /* Rows that fit (with their positions) in shared memory are sorted there: barriers then
+   * order shared-memory accesses, and the steps touch no global memory. */
+  if (!p->l.by_rank && p->l.steps > 0) {
+    int64_t bytes = p->l.shared_bytes;
+    for (int k = 0; k < p->nops; k++) bytes += elems * (int64_t)kiln_elem_type_storage_bytes(s->operands[k]->shape->type);
+    if (bytes <= SORT_MAX_SHARED_BYTES) {
+      p->l.in_shared = true;
+      p->l.shared_bytes = bytes;
+    }
+  }
   if (p->l.blocks > INT32_MAX)
     return KILN_ERR_UNIMPLEMENTED("%s: %lld blocks", s->name, (long long)p->l.blocks);
   return NULL;
@@ -217,6 +227,7 @@ typedef struct sort_emit {
   kiln_kir_value_t *tensors[64];     /* the kernel's input tensors (elem order) */
   kiln_kir_value_t *work[SORT_MAX_OPERANDS]; /* current value of sort output k's buffer */
   kiln_kir_value_t *pos;             /* stable: shared positions, else NULL */
+  kiln_kir_value_t *staged[SORT_MAX_OPERANDS]; /* in_shared: the sorted rows, for the copy out */
   kiln_kir_value_t *th, *bl;
 } sort_emit_t;
 
@@ -327,8 +338,14 @@ static kiln_kir_value_t *in_range(sort_emit_t *e, kiln_kir_value_t *v, int64_t l
   return acc ? kiln_kir_binary(&e->b, KILN_KIR_AND, acc, c) : c;
 }
 
-/* Phase 0: copy each operand row into its output buffer (and positions into shared). */
-static bool emit_copy(sort_emit_t *e) {
+typedef enum copy_kind {
+  COPY_IN = 0, /* inputs -> working tensors (outputs, or shared rows), positions */
+  COPY_OUT,    /* staged shared rows -> outputs */
+} copy_kind_t;
+
+/* Copies every element of the block's rows: operand rows into the working tensors (and
+ * positions into shared memory), or the sorted shared rows out to the outputs. */
+static bool emit_copy(sort_emit_t *e, copy_kind_t kind) {
   sort_plan_t *p = &e->p;
   kiln_affine_ctx_t *x = e->x;
   kiln_kir_builder_t *b = &e->b;
@@ -361,11 +378,19 @@ static bool emit_copy(sort_emit_t *e) {
   if (cond && !iff) return false;
   kiln_kir_value_t *vidx[KILN_KIR_MAX_RANK];
   for (int d = 0; d < p->rank; d++) vidx[d] = kiln_kir_op_result(ap, (size_t)(3 + d));
+  /* Global tensors are indexed by element, shared rows by lin. */
+  kiln_kir_value_t *const *gi = vidx, *const *si = p->l.in_shared ? &vlin : vidx;
+  size_t gn = (size_t)p->rank, sn = p->l.in_shared ? 1 : (size_t)p->rank;
   for (int k = 0; k < p->nops; k++) {
-    kiln_kir_value_t *v = kiln_kir_extract(b, e->tensors[e->in_tensor[k]], vidx, (size_t)p->rank);
-    e->work[k] = kiln_kir_insert(b, v, e->work[k], vidx, (size_t)p->rank);
+    if (kind == COPY_IN) {
+      kiln_kir_value_t *v = kiln_kir_extract(b, e->tensors[e->in_tensor[k]], gi, gn);
+      e->work[k] = kiln_kir_insert(b, v, e->work[k], si, sn);
+    } else {
+      kiln_kir_value_t *v = kiln_kir_extract(b, e->staged[k], si, sn);
+      e->work[k] = kiln_kir_insert(b, v, e->work[k], gi, gn);
+    }
   }
-  if (e->pos) {
+  if (e->pos && kind == COPY_IN) {
     kiln_kir_value_t *pi = kiln_kir_convert(b, kiln_kir_op_result(ap, 2), kiln_kir_type_scalar(e->m, KILN_S32));
     e->pos = kiln_kir_insert(b, pi, e->pos, &vlin, 1);
   }
@@ -446,16 +471,17 @@ static bool emit_step(sort_emit_t *e, int64_t k, int64_t j) {
     vi[d] = kiln_kir_op_result(ap, (size_t)(4 + d));
     vl[d] = kiln_kir_op_result(ap, (size_t)(4 + p->rank + d));
   }
+  kiln_kir_value_t *psi = kiln_kir_op_result(ap, 2), *psl = kiln_kir_op_result(ap, 3);
+  kiln_kir_value_t *const *wi = p->l.in_shared ? &psi : vi, *const *wl = p->l.in_shared ? &psl : vl;
+  size_t wn = p->l.in_shared ? 1 : (size_t)p->rank;
   kiln_kir_value_t *ai[SORT_MAX_OPERANDS], *al[SORT_MAX_OPERANDS];
   for (int o = 0; o < p->nops; o++) {
-    ai[o] = kiln_kir_extract(b, e->work[o], vi, (size_t)p->rank);
-    al[o] = kiln_kir_extract(b, e->work[o], vl, (size_t)p->rank);
+    ai[o] = kiln_kir_extract(b, e->work[o], wi, wn);
+    al[o] = kiln_kir_extract(b, e->work[o], wl, wn);
   }
   kiln_kir_value_t *swap = less(e, al, ai);
-  kiln_kir_value_t *pi = NULL, *pl = NULL, *psi = NULL, *psl = NULL;
+  kiln_kir_value_t *pi = NULL, *pl = NULL;
   if (swap && e->pos) {
-    psi = kiln_kir_op_result(ap, 2);
-    psl = kiln_kir_op_result(ap, 3);
     pi = kiln_kir_extract(b, e->pos, &psi, 1);
     pl = kiln_kir_extract(b, e->pos, &psl, 1);
     kiln_kir_value_t *after = less(e, ai, al);
@@ -472,8 +498,8 @@ static bool emit_step(sort_emit_t *e, int64_t k, int64_t j) {
   for (int o = 0; o < p->nops; o++) {
     kiln_kir_value_t *ni = kiln_kir_select(b, swap, al[o], ai[o]);
     kiln_kir_value_t *nl = kiln_kir_select(b, swap, ai[o], al[o]);
-    e->work[o] = kiln_kir_insert(b, ni, e->work[o], vi, (size_t)p->rank);
-    e->work[o] = kiln_kir_insert(b, nl, e->work[o], vl, (size_t)p->rank);
+    e->work[o] = kiln_kir_insert(b, ni, e->work[o], wi, wn);
+    e->work[o] = kiln_kir_insert(b, nl, e->work[o], wl, wn);
   }
   if (e->pos) {
     e->pos = kiln_kir_insert(b, kiln_kir_select(b, swap, pl, pi), e->pos, &psi, 1);
@@ -621,17 +647,34 @@ static kiln_status emit_body(sort_emit_t *e) {
     e->bl = kiln_kir_block_id(b, 0, 0, p->l.blocks - 1);
     kiln_kir_value_set_name(e->th, "th_x");
     kiln_kir_value_set_name(e->bl, "bl_x");
-    if (p->l.shared_bytes > 0) {
-      int64_t np = p->l.rows_per_block * p->l.row_length;
+    int64_t np = p->l.rows_per_block * p->l.row_length;
+    if (p->l.stable && p->l.shared_bytes > 0) {
       e->pos = kiln_kir_alloc_shared(b, KILN_S32, 1, &np);
       kiln_kir_value_set_name(e->pos, "positions");
     }
-    ok = p->l.by_rank ? emit_by_rank(e) : emit_copy(e);
+    kiln_kir_value_t *outs[SORT_MAX_OPERANDS];
+    for (int k = 0; k < p->nops; k++) {
+      outs[k] = e->work[k];
+      if (p->l.in_shared) {
+        e->work[k] = kiln_kir_alloc_shared(b, p->l.sort->operands[k]->shape->type, 1, &np);
+        kiln_kir_value_set_name(e->work[k], "rows");
+      }
+    }
+    ok = p->l.by_rank ? emit_by_rank(e) : emit_copy(e, COPY_IN);
     for (int64_t k = 2; ok && !p->l.by_rank && k <= p->l.padded; k *= 2)
       for (int64_t j = k / 2; ok && j >= 1; j /= 2) {
         barrier(e);
         ok = emit_step(e, k, j);
       }
+    if (ok && p->l.in_shared) {
+      barrier(e);
+      for (int k = 0; k < p->nops; k++) {
+        e->staged[k] = e->work[k];
+        e->work[k] = outs[k];
+      }
+      e->pos = NULL;
+      ok = emit_copy(e, COPY_OUT);
+    }
   }
   kiln_status st = NULL;
   if (e->fn.err) {

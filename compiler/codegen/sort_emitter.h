@@ -12,10 +12,12 @@
  *
  * Launch: one block per row (or, for rows of fewer than 256 elements, 128 / (N / 2) rows
  * per block); T = min(1024, rows per block * N / 2) threads; each thread handles N / 2 / T
- * pairs per step. The kernel first copies every operand into its output buffer (the sort
- * never writes its inputs), then runs the log2(N) * (log2(N) + 1) / 2 steps, each followed by
- * a block barrier, on the output buffers (global memory: a row of any length fits, at one
- * block per row).
+ * pairs per step. When the block's rows of every operand (and the positions of a stable
+ * sort) fit in 48 KiB, the kernel copies them into shared memory, runs the
+ * log2(N) * (log2(N) + 1) / 2 steps there, each after a block barrier, and copies the
+ * sorted rows out to the outputs. Otherwise it copies every operand into its output buffer
+ * (the sort never writes its inputs) and runs the steps on the output buffers (global
+ * memory: a row of any length fits, at one block per row).
  *
  * Comparator: the `to_apply` computation is emitted inline on scalars (the elemental
  * emitter's scalar computation), params 2k / 2k+1 being operand k's element at the higher /
@@ -51,9 +53,10 @@ typedef struct kiln_sort_launch {
   int64_t threads;        /* T */
   int64_t blocks;         /* ceil(R / G) */
   int64_t steps;          /* compare-exchange steps (barriers after the copy) */
-  int64_t shared_bytes;   /* positions for stable sorts, else 0 */
+  int64_t shared_bytes;   /* staged rows (in_shared) and positions (stable) */
   bool stable;
   bool by_rank;           /* stable and too long for shared positions: rank sort */
+  bool in_shared;         /* the block's rows are sorted in shared memory */
 } kiln_sort_launch_t;
 
 /* The launch for sort fusion `c` (see above). INVALID_ARGUMENT when `c`'s root is not a
