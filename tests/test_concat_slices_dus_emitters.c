@@ -20,63 +20,22 @@
 #include "compiler/codegen/concat_emitter.h"
 #include "compiler/codegen/dus_emitter.h"
 #include "compiler/codegen/input_slices_emitter.h"
-#include "tools/common/hlo_file.h"
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static char **corpus_files(const char *needle, size_t *n_out) {
-  char dir[1024];
-  snprintf(dir, sizeof(dir), "%s/emitters", kiln_corpus_dir());
-  DIR *d = opendir(dir);
-  *n_out = 0;
-  if (!d) return NULL;
-  char **names = NULL;
-  size_t n = 0, cap = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    size_t l = strlen(e->d_name);
-    if (l < 4 || strcmp(e->d_name + l - 4, ".hlo") != 0 || !strstr(e->d_name, needle)) continue;
-    if (n == cap) names = kiln_realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*names));
-    names[n++] = kiln_strdup(e->d_name);
-  }
-  closedir(d);
-  if (n) qsort(names, n, sizeof(*names), cmp_str);
-  *n_out = n;
-  return names;
-}
+#include "emitter_test_util.h"
 
 static kiln_hlo_module_t *parse(const char *text) {
-  kiln_hlo_module_t *m = NULL;
-  kiln_status s = kiln_hlo_parse_computations(text, strlen(text), NULL, &m);
-  if (s) printf("parse: %s\n", kiln_status_message(s));
-  assert_null(s);
+  kiln_hlo_module_t *m = emt_parse(text);
+  assert_non_null(m);
   return m;
 }
 
 static bool run_one(const char *what, const kiln_hlo_computation_t *c, kiln_fusion_emitter_t want,
                     kiln_host_jit_t *jit) {
-  kiln_fusion_run_options_t o;
-  kiln_fusion_run_options_init(&o);
-  o.check_ptx = true;
-  o.jit = jit;
-  kiln_fusion_run_report_t r;
-  kiln_status s = kiln_fusion_run_check(c, &o, &r);
-  if (s) {
-    printf("FAIL %s: %s\n", what, kiln_status_message(s));
-    kiln_status_free(s);
-    return false;
-  }
-  if (!r.ptx_checked) printf("  (%s: ptxas %s)\n", what, r.ptx_note);
-  bool ok = r.emitter == want && r.mismatches == 0 && (!r.ptx_checked || r.ptx_ok);
-  printf("%s %-58s %-20s %7lld elements, max %lld ulp%s%s%s\n", ok ? "ok  " : "FAIL", what,
-         kiln_fusion_emitter_name(r.emitter), (long long)r.elements, (long long)r.max_ulp, r.mismatches ? ": " : "",
-         r.first_mismatch, r.ptx_checked && !r.ptx_ok ? r.ptx_note : "");
-  return ok;
+  return emt_run_one(what, c, want, jit, NULL, 0, 0, -1);
 }
 
 static void run_corpus(const char *needle, kiln_fusion_emitter_t want, int min_files) {
   size_t n = 0;
-  char **names = corpus_files(needle, &n);
+  char **names = emt_corpus_files(needle, &n);
   if (!names) {
     printf("SKIPPED: no corpus\n");
     return;
@@ -98,13 +57,12 @@ static void run_corpus(const char *needle, kiln_fusion_emitter_t want, int min_f
     const kiln_hlo_computation_t **cs = NULL;
     int nc = 0;
     kiln_fusion_collect(f->modules[0], &cs, &nc);
-    passed += run_one(strstr(names[i], "tests__") ? strstr(names[i], "tests__") + 7 : names[i], cs[0], want, jit);
+    passed += run_one(emt_short_name(names[i]), cs[0], want, jit);
     kiln_free(cs);
     kiln_hlo_file_free(f);
   }
   printf("corpus %s fusions: %d/%d passed\n", kiln_fusion_emitter_name(want), passed, total);
-  for (size_t i = 0; i < n; i++) kiln_free(names[i]);
-  kiln_free(names);
+  emt_free_names(names, n);
   kiln_host_jit_destroy(jit);
   assert_true(total >= min_files);
   assert_int_equal(passed, total);

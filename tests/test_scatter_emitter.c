@@ -15,69 +15,18 @@
 
 #include <cmocka.h>
 
-#include <dirent.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
 #include "compiler/codegen/scatter_emitter.h"
-#include "tools/common/hlo_file.h"
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* Sorted corpus emitter files whose name contains `needle` (NULL without a corpus). */
-static char **corpus_files(const char *needle, size_t *n_out) {
-  char dir[1024];
-  snprintf(dir, sizeof(dir), "%s/emitters", kiln_corpus_dir());
-  DIR *d = opendir(dir);
-  *n_out = 0;
-  if (!d) return NULL;
-  char **names = NULL;
-  size_t n = 0, cap = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    size_t l = strlen(e->d_name);
-    if (l < 4 || strcmp(e->d_name + l - 4, ".hlo") != 0 || !strstr(e->d_name, needle)) continue;
-    if (n == cap) names = kiln_realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*names));
-    names[n++] = kiln_strdup(e->d_name);
-  }
-  closedir(d);
-  if (n) qsort(names, n, sizeof(*names), cmp_str);
-  *n_out = n;
-  return names;
-}
+#include "emitter_test_util.h"
 
 static kiln_hlo_module_t *parse(const char *text) {
-  kiln_hlo_module_t *m = NULL;
-  kiln_status s = kiln_hlo_parse_computations(text, strlen(text), NULL, &m);
-  if (s) printf("parse: %s\n", kiln_status_message(s));
-  assert_null(s);
+  kiln_hlo_module_t *m = emt_parse(text);
+  assert_non_null(m);
   return m;
 }
 
-/* Compiles and runs `c` (host, optional pool), checks the PTX; returns whether it matched. */
 static bool run_one(const char *what, const kiln_hlo_computation_t *c, kiln_host_jit_t *jit, kiln_host_pool_t *pool,
                     double lo, double hi, int64_t max_ulp) {
-  kiln_fusion_run_options_t o;
-  kiln_fusion_run_options_init(&o);
-  o.check_ptx = true;
-  o.jit = jit;
-  o.pool = pool;
-  if (lo != 0 || hi != 0) o.float_lo = lo, o.float_hi = hi;
-  o.max_ulp = max_ulp;
-  kiln_fusion_run_report_t r;
-  kiln_status s = kiln_fusion_run_check(c, &o, &r);
-  if (s) {
-    printf("FAIL %s: %s\n", what, kiln_status_message(s));
-    kiln_status_free(s);
-    return false;
-  }
-  if (!r.ptx_checked) printf("  (%s: ptxas %s)\n", what, r.ptx_note);
-  bool ok = r.emitter == KILN_FUSION_EMITTER_SCATTER && r.mismatches == 0 && (!r.ptx_checked || r.ptx_ok);
-  printf("%s %-60s %7lld elements, max %lld ulp (tolerance %lld)%s%s%s\n", ok ? "ok  " : "FAIL", what,
-         (long long)r.elements, (long long)r.max_ulp, (long long)r.tolerance, r.mismatches ? ": " : "",
-         r.first_mismatch, r.ptx_checked && !r.ptx_ok ? r.ptx_note : "");
-  return ok;
+  return emt_run_one(what, c, KILN_FUSION_EMITTER_SCATTER, jit, pool, lo, hi, max_ulp);
 }
 
 /* The update kernel's kernel-IR text (kiln_free). */
@@ -90,16 +39,9 @@ static char *update_kir(const kiln_hlo_computation_t *c, kiln_fusion_kernel_t *k
   return kiln_kir_to_string(k->next->kir);
 }
 
-static bool sorted_float_add(const kiln_hlo_computation_t *c) {
-  const kiln_hlo_instruction_t *r = c->root;
-  if (r->opcode != KILN_OP_SCATTER || !r->indices_are_sorted || r->unique_indices) return false;
-  const kiln_hlo_computation_t *f = kiln_hlo_instruction_called(r, "to_apply");
-  return f && f->root->opcode == KILN_OP_ADD && kiln_elem_type_is_float(r->shape->type);
-}
-
 static void test_corpus_scatter_fusions_match_evaluator(void **state) {
   size_t n = 0;
-  char **names = corpus_files("__scatter__", &n);
+  char **names = emt_corpus_files("__scatter__", &n);
   if (!names) {
     printf("SKIPPED: no corpus\n");
     return;
@@ -121,15 +63,14 @@ static void test_corpus_scatter_fusions_match_evaluator(void **state) {
     const kiln_hlo_computation_t **cs = NULL;
     int nc = 0;
     kiln_fusion_collect(f->modules[0], &cs, &nc);
-    bool reassoc = sorted_float_add(cs[0]);
-    passed += run_one(names[i] + strlen("xla__backends__gpu__codegen__emitters__tests__"), cs[0], jit, NULL,
+    bool reassoc = emt_sorted_float_add(cs[0]);
+    passed += run_one(emt_short_name(names[i]), cs[0], jit, NULL,
                       reassoc ? 0.5 : 0, reassoc ? 1 : 0, reassoc ? 64 : -1);
     kiln_free(cs);
     kiln_hlo_file_free(f);
   }
   printf("corpus scatter fusions: %d/%d passed (host == evaluator, ptxas)\n", passed, total);
-  for (size_t i = 0; i < n; i++) kiln_free(names[i]);
-  kiln_free(names);
+  emt_free_names(names, n);
   kiln_host_jit_destroy(jit);
   assert_true(total >= 15);
   assert_int_equal(passed, total);

@@ -580,6 +580,19 @@ static bool sc_update_one(kiln_hero_split_t *s, const sc_info_t *si, kiln_kir_va
 
 #define SC_RUN 8 /* scatter indices per thread */
 
+/* The row-major indices in dims[0..rank) of the linear index value `v` in [0, n). */
+static bool delinearize_value(kiln_hero_emit_t *h, kiln_kir_value_t *v, int64_t n, const int64_t *dims, int rank,
+                              kiln_kir_value_t **out) {
+  if (rank == 0) return true;
+  kiln_shape_t from = {0}, to = {0};
+  from.type = to.type = KILN_S32;
+  from.rank = 1;
+  from.dims = &n;
+  to.rank = rank;
+  to.dims = (int64_t *)dims;
+  return kiln_hero_reshape_index(h, &from, &v, &to, out);
+}
+
 /* Update kernel for sorted indices: thread (w, r) handles window element w of the scatter
  * indices [r * RUN, r * RUN + RUN): consecutive indices landing on the same output element
  * are combined in registers, each run's result written once. */
@@ -610,18 +623,7 @@ static bool sc_emit_sorted(kiln_hero_split_t *s, const sc_info_t *si, const kiln
     else sdims[nsd++] = si->us->dims[d];
   }
   kiln_kir_value_t *wi[KILN_KIR_MAX_RANK];
-  if (nwd > 0) {
-    const char *dn = "w";
-    int64_t hi = nwin_elems - 1;
-    kiln_indexing_map_t *map = kiln_hero_map(m, 1, &dn, &hi, 0, NULL);
-    kiln_affine_expr_t *ex[KILN_KIR_MAX_RANK];
-    kiln_affine_delinearize(m->ctx, kiln_affine_dim(m->ctx, 0), wdims, (size_t)nwd, ex);
-    for (int i = 0; i < nwd; i++) kiln_indexing_map_add_result(map, ex[i]);
-    kiln_indexing_map_simplify(map);
-    kiln_kir_op_t *ap = kiln_kir_apply_indexing(b, map, &w, 1, NULL, 0);
-    if (!ap) goto fail;
-    for (int i = 0; i < nwd; i++) wi[i] = kiln_kir_op_result(ap, (size_t)i);
-  }
+  if (!delinearize_value(h, w, nwin_elems, wdims, nwd, wi)) goto fail;
   /* for j in [run*RUN, min(run*RUN + RUN, nscat)): carried (acc, have, oidx...). */
   {
     const kiln_kir_type_t *et = kiln_kir_type_scalar(m, si->os->type);
@@ -648,18 +650,7 @@ static bool sc_emit_sorted(kiln_hero_split_t *s, const sc_info_t *si, const kiln
     for (int d = 0; d < rank; d++) prev[d] = kiln_kir_region_arg(fr, (size_t)(4 + d));
     /* j -> update scatter indices. */
     kiln_kir_value_t *u[KILN_KIR_MAX_RANK], *sj[KILN_KIR_MAX_RANK];
-    if (nsd > 0) {
-      const char *dn = "j";
-      int64_t hi = nscat - 1;
-      kiln_indexing_map_t *map = kiln_hero_map(m, 1, &dn, &hi, 0, NULL);
-      kiln_affine_expr_t *ex[KILN_KIR_MAX_RANK];
-      kiln_affine_delinearize(m->ctx, kiln_affine_dim(m->ctx, 0), sdims, (size_t)nsd, ex);
-      for (int i = 0; i < nsd; i++) kiln_indexing_map_add_result(map, ex[i]);
-      kiln_indexing_map_simplify(map);
-      kiln_kir_op_t *ap = kiln_kir_apply_indexing(b, map, &j, 1, NULL, 0);
-      if (!ap) goto fail;
-      for (int i = 0; i < nsd; i++) sj[i] = kiln_kir_op_result(ap, (size_t)i);
-    }
+    if (!delinearize_value(h, j, nscat, sdims, nsd, sj)) goto fail;
     for (int d = 0, a = 0, c = 0; d < si->us->rank; d++) u[d] = si->upd_win_j[d] >= 0 ? wi[a++] : sj[c++];
     kiln_kir_value_t *start[KILN_KIR_MAX_RANK], *oidx[KILN_KIR_MAX_RANK];
     if (!sc_start(s, si, u, start)) goto fail;

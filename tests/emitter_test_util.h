@@ -1,0 +1,99 @@
+/* Shared by the scatter / concatenate / input-slices / dynamic-update-slice emitter tests and
+ * the corpus-wide emitter test: list corpus emitter files, parse bare fusions, run one fusion
+ * through kiln_fusion_run_check (host run vs evaluator, ptxas) and print a line. Static
+ * inline functions only. */
+#ifndef KILN_TESTS_EMITTER_TEST_UTIL_H_
+#define KILN_TESTS_EMITTER_TEST_UTIL_H_
+
+#include <dirent.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/codegen/fusion_compiler.h"
+#include "tools/common/hlo_file.h"
+
+static inline int emt_cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Sorted names of corpus emitter files containing `needle` ("" for all); NULL without a
+ * corpus. Free each name and the array with kiln_free. */
+static inline char **emt_corpus_files(const char *needle, size_t *n_out) {
+  char dir[1024];
+  snprintf(dir, sizeof(dir), "%s/emitters", kiln_corpus_dir());
+  DIR *d = opendir(dir);
+  *n_out = 0;
+  if (!d) return NULL;
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t l = strlen(e->d_name);
+    if (l < 4 || strcmp(e->d_name + l - 4, ".hlo") != 0 || !strstr(e->d_name, needle)) continue;
+    if (n == cap) names = kiln_realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*names));
+    names[n++] = kiln_strdup(e->d_name);
+  }
+  closedir(d);
+  if (n) qsort(names, n, sizeof(*names), emt_cmp_str);
+  *n_out = n;
+  return names;
+}
+
+static inline void emt_free_names(char **names, size_t n) {
+  for (size_t i = 0; i < n; i++) kiln_free(names[i]);
+  kiln_free(names);
+}
+
+/* The part of a corpus file name after "tests__" (the kind and test name). */
+static inline const char *emt_short_name(const char *name) {
+  const char *k = strstr(name, "tests__");
+  return k ? k + 7 : name;
+}
+
+static inline kiln_hlo_module_t *emt_parse(const char *text) {
+  kiln_hlo_module_t *m = NULL;
+  kiln_status s = kiln_hlo_parse_computations(text, strlen(text), NULL, &m);
+  if (s) {
+    printf("parse: %s\n", kiln_status_message(s));
+    kiln_status_free(s);
+  }
+  return m;
+}
+
+/* Whether `c` is a scatter on the sorted-indices path with a float add (its runs are summed
+ * in registers first: a reassociation the evaluator does not make). */
+static inline bool emt_sorted_float_add(const kiln_hlo_computation_t *c) {
+  const kiln_hlo_instruction_t *r = c->root;
+  if (r->opcode != KILN_OP_SCATTER || !r->indices_are_sorted || r->unique_indices) return false;
+  const kiln_hlo_computation_t *f = kiln_hlo_instruction_called(r, "to_apply");
+  return f && f->root->opcode == KILN_OP_ADD && kiln_elem_type_is_float(r->shape->type);
+}
+
+/* Runs `c` (inputs in [lo, hi) unless both are 0; tolerance max_ulp, < 0: per type) on the
+ * host, checks its PTX, prints one line; true when it compiled with emitter `want`, matched
+ * and ptxas accepted it (or was missing). */
+static inline bool emt_run_one(const char *what, const kiln_hlo_computation_t *c, kiln_fusion_emitter_t want,
+                        kiln_host_jit_t *jit, kiln_host_pool_t *pool, double lo, double hi, int64_t max_ulp) {
+  kiln_fusion_run_options_t o;
+  kiln_fusion_run_options_init(&o);
+  o.check_ptx = true;
+  o.jit = jit;
+  o.pool = pool;
+  if (lo != 0 || hi != 0) o.float_lo = lo, o.float_hi = hi;
+  o.max_ulp = max_ulp;
+  kiln_fusion_run_report_t r;
+  kiln_status s = kiln_fusion_run_check(c, &o, &r);
+  if (s) {
+    printf("FAIL %s: %s\n", what, kiln_status_message(s));
+    kiln_status_free(s);
+    return false;
+  }
+  if (!r.ptx_checked) printf("  (%s: ptxas %s)\n", what, r.ptx_note);
+  bool ok = r.emitter == want && r.mismatches == 0 && (!r.ptx_checked || r.ptx_ok);
+  printf("%s %-58s %-20s %7lld elements, max %lld ulp (tolerance %lld)%s%s%s\n", ok ? "ok  " : "FAIL", what,
+         kiln_fusion_emitter_name(r.emitter), (long long)r.elements, (long long)r.max_ulp, (long long)r.tolerance,
+         r.mismatches ? ": " : "", r.first_mismatch, r.ptx_checked && !r.ptx_ok ? r.ptx_note : "");
+  return ok;
+}
+
+#endif /* KILN_TESTS_EMITTER_TEST_UTIL_H_ */
