@@ -52,6 +52,20 @@ static void test_reduce_max_propagates_nan(void **state) {
   run_done(&r);
 }
 
+/* Complex sums keep their imaginary part (a typed fast path once dropped it). */
+static void test_reduce_complex_sum_keeps_the_imaginary_part(void **state) {
+  run_t r;
+  run_text(&r, "HloModule m\n\nadd {\n  a = c64[] parameter(0)\n  b = c64[] parameter(1)\n"
+               "  ROOT s = c64[] add(a, b)\n}\n\n"
+               "ENTRY e {\n  x = c64[3] constant({(1, 1), (2, 0), (3, -3)})\n"
+               "  z = c64[] constant((0, 0))\n"
+               "  ROOT r = c64[] reduce(x, z), dimensions={0}, to_apply=add\n}\n");
+  double re, im;
+  kiln_literal_get_c128(r.result, 0, &re, &im);
+  assert_true(re == 6 && im == -2);
+  run_done(&r);
+}
+
 /* The reducer runs on bf16 scalars, so every step rounds to bf16 (XLA's evaluator):
  * 0+256 = 256, 256+1 = 257 -> 256 (tie to even), again -> 256; an f32 accumulator
  * would give 258. */
@@ -222,6 +236,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reduce_sum_over_each_dimension_set),
       cmocka_unit_test(test_reduce_max_propagates_nan),
+      cmocka_unit_test(test_reduce_complex_sum_keeps_the_imaginary_part),
       cmocka_unit_test(test_reduce_bf16_rounds_after_every_step),
       cmocka_unit_test(test_reduce_general_reducer_folds_in_row_major_order),
       cmocka_unit_test(test_variadic_reduce_argmax),

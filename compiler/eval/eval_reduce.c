@@ -35,6 +35,8 @@ static void row_strides(const kiln_shape_t *s, int64_t *strides) {
  * parameters of type `t`, else KILN_OP_COUNT. */
 static kiln_hlo_opcode_t simple_reducer(const kiln_hlo_computation_t *c, kiln_elem_type_t t) {
   if (!c || c->num_parameters != 2 || !c->root) return KILN_OP_COUNT;
+  /* The typed accumulators hold one real value: complex reductions take the slow path. */
+  if (kiln_elem_type_is_complex(t)) return KILN_OP_COUNT;
   const kiln_hlo_instruction_t *r = c->root;
   switch (r->opcode) {
   case KILN_OP_ADD: case KILN_OP_MULTIPLY: case KILN_OP_MAXIMUM: case KILN_OP_MINIMUM:
