@@ -12,8 +12,12 @@
  *
  * Both need the emitters to iterate over one shape: loop fusions of equal output dims,
  * reductions of equal input dims and reduced dimensions, or loop outputs shaped like a
- * reduction's input (fusion_util.h). Fusions holding in-place heroes (scatter, dynamic-
- * update-slice) are left alone. */
+ * reduction's input (fusion_util.h); and the merged outputs must be what one emitter
+ * produces as the codegen's hero analysis sees them (kiln_fusion_can_share_kernel): a
+ * reduction counts only when the reduction emitter takes it (unnested, race-free unless it
+ * is an output itself), otherwise the kernel is a loop and every output has one element
+ * count (XLA's rule: a loop multi-output fusion's outputs share a shape). Fusions holding
+ * in-place heroes (scatter, dynamic-update-slice) are left alone. */
 #include <stdint.h>
 #include <string.h>
 
