@@ -433,7 +433,11 @@ static void check_folder(corpus_stats_t *st, const char *sub) {
 
 static void test_corpus_wrapped_modules_stay_valid_and_evaluate_the_same(void **state) {
   /* The wrapper is left out of the pipeline here so this test wraps what it compares. */
-  setenv("KILN_DISABLE_PASSES", "fusion_wrapper", 1);
+  const char *prev = getenv("KILN_DISABLE_PASSES");
+  char *saved = prev ? kiln_strdup(prev) : NULL;
+  char disable[512];
+  snprintf(disable, sizeof disable, "%s%sfusion_wrapper", saved ? saved : "", saved ? "," : "");
+  setenv("KILN_DISABLE_PASSES", disable, 1);
   corpus_stats_t st;
   memset(&st, 0, sizeof st);
   const char *cost = getenv("KILN_WRAPPER_MAX_COST");
@@ -441,7 +445,11 @@ static void test_corpus_wrapped_modules_stay_valid_and_evaluate_the_same(void **
   double t0 = kiln_now_seconds();
   check_folder(&st, "xla");
   check_folder(&st, "real");
-  unsetenv("KILN_DISABLE_PASSES");
+  if (saved)
+    setenv("KILN_DISABLE_PASSES", saved, 1);
+  else
+    unsetenv("KILN_DISABLE_PASSES");
+  kiln_free(saved);
   printf(
       "fusion wrapper: %d modules wrapped, scheduled, assigned and bit-identical, %d fail, "
       "%d left out, %.1f s\n%s",
