@@ -23,7 +23,7 @@ static const pipeline_step_t kSteps[] = {
      true},
     {"expansion", {"rng_bit_generator_expander", "batch_norm_expander", "cholesky_expander", "triangular_solve_expander",
       "scaled_dot_expander", "ragged_dot_expander", "fft_expander",
-      "dynamic_shape_remover"}, false},
+      "dynamic_shape_remover", "select_and_scatter_expander"}, false},
     {"topk decomposition", {"topk_decomposer"}, false},
     {"layout assignment", {"layout_assignment"}, false},
     {"layout normalization", {"layout_normalization"}, false},

@@ -1,0 +1,213 @@
+/* select_and_scatter_expander: select-and-scatter(operand, source, init) -> elementwise
+ * HLO over the window offsets (pad, strided slice, compare, select), computing what the
+ * reference evaluator computes (eval_reduce.c): for each source element, the window's
+ * elements are visited in row-major order skipping padding, the first one is chosen, and a
+ * later candidate replaces the choice when select(choice, candidate) is false; then
+ * result[choice] = scatter(source, result[choice]), starting from init.
+ *
+ * With W window offsets o (each a multi-index into the window), in source coordinates:
+ *   v_o = strided slice of pad(operand) at o,  valid_o = the same of pad(true, false)
+ *   take = valid_o & (!have | !select(cur, v_o));  cur = take ? v_o : cur
+ *   idx = take ? o : idx;  have |= valid_o
+ * then, in padded operand coordinates, for each o in order:
+ *   hit = pad(have & idx == o) placed at o with interior stride - 1
+ *   acc = hit ? scatter(acc, pad(source)) : acc       (acc starts as broadcast(init))
+ * and the result is acc without the padding.
+ *
+ * Supported computations (others are left alone): select's root is a compare of its two
+ * parameters or of a parameter and a scalar constant; scatter's root is add, multiply,
+ * maximum or minimum of its parameters (source contributions are combined offset by
+ * offset rather than in source order: only rounding differs, for add and multiply) or its
+ * parameter 1 (the current value: the result is init). No dilation; at most 64 offsets. */
+#include <string.h>
+
+#include "compiler/passes/expander.h"
+#include "compiler/passes/hlo_builder.h"
+#include "compiler/passes/pass.h"
+#include "compiler/passes/pass_util.h"
+
+#define MAX_OFFSETS 64
+#define MAX_RANK 16
+
+/* Operand `k` of select's compare: parameter 0 (current), 1 (candidate) or a constant. */
+static bool select_operand_ok(const kiln_hlo_instruction_t *x) {
+  if (x->opcode == KILN_OP_PARAMETER) return x->parameter_number == 0 || x->parameter_number == 1;
+  return x->opcode == KILN_OP_CONSTANT && x->literal && kiln_shape_is_array(x->shape) && x->shape->rank == 0;
+}
+
+static bool computations_ok(const kiln_hlo_instruction_t *in, kiln_elem_type_t t) {
+  const kiln_hlo_computation_t *sel = kiln_hlo_instruction_called(in, "select");
+  const kiln_hlo_computation_t *sc = kiln_hlo_instruction_called(in, "scatter");
+  if (!sel || !sc || sel->num_parameters != 2 || sc->num_parameters != 2 || !sel->root || !sc->root) return false;
+  const kiln_hlo_instruction_t *r = sel->root;
+  if (r->opcode != KILN_OP_COMPARE || r->num_operands != 2 || !select_operand_ok(r->operands[0]) ||
+      !select_operand_ok(r->operands[1]) || r->operands[0]->shape->type != t || r->operands[1]->shape->type != t)
+    return false;
+  const kiln_hlo_instruction_t *s = sc->root;
+  if (s->opcode == KILN_OP_PARAMETER) return s->parameter_number == 1;
+  if (s->opcode != KILN_OP_ADD && s->opcode != KILN_OP_MULTIPLY && s->opcode != KILN_OP_MAXIMUM &&
+      s->opcode != KILN_OP_MINIMUM)
+    return false;
+  return s->num_operands == 2 && s->operands[0]->opcode == KILN_OP_PARAMETER &&
+         s->operands[1]->opcode == KILN_OP_PARAMETER &&
+         s->operands[0]->parameter_number != s->operands[1]->parameter_number;
+}
+
+static bool expandable(const kiln_hlo_instruction_t *in) {
+  if (in->opcode != KILN_OP_SELECT_AND_SCATTER || in->num_operands != 3) return false;
+  if (in->num_control_predecessors || in->control_successors.len) return false;
+  const kiln_shape_t *xs = in->operands[0]->shape, *ss = in->operands[1]->shape, *is = in->operands[2]->shape;
+  if (!kiln_shape_is_array(xs) || !kiln_shape_is_array(ss) || !kiln_shape_is_array(is) ||
+      !kiln_shape_is_array(in->shape) || kiln_shape_is_dynamic(xs) || kiln_shape_is_dynamic(ss))
+    return false;
+  kiln_elem_type_t t = xs->type;
+  if (ss->type != t || is->type != t || in->shape->type != t || is->rank != 0 || xs->rank > MAX_RANK ||
+      ss->rank != xs->rank || in->num_window_dims != xs->rank || !kiln_shape_compatible(xs, in->shape))
+    return false;
+  if (kiln_elem_type_is_complex(t)) return false;
+  int64_t w = 1;
+  for (int d = 0; d < xs->rank; d++) {
+    const kiln_window_dim_t *wd = &in->window[d];
+    if (wd->size < 1 || wd->stride < 1 || wd->pad_lo < 0 || wd->pad_hi < 0 || wd->lhs_dilate > 1 ||
+        wd->rhs_dilate > 1 || wd->reversal)
+      return false;
+    int64_t p = xs->dims[d] + wd->pad_lo + wd->pad_hi;
+    if (p < wd->size || ss->dims[d] != (p - wd->size) / wd->stride + 1) return false;
+    w *= wd->size;
+    if (w > MAX_OFFSETS) return false;
+  }
+  return computations_ok(in, t);
+}
+
+/* pad(x, value) with per-dimension lo/hi/interior. */
+static kiln_hlo_instruction_t *pad(kiln_builder_t *b, kiln_hlo_instruction_t *x, kiln_hlo_instruction_t *value,
+                                   const int64_t *lo, const int64_t *hi, const int64_t *interior) {
+  if (!x || !value) return NULL;
+  int r = x->shape->rank;
+  int64_t dims[MAX_RANK];
+  for (int d = 0; d < r; d++)
+    dims[d] = lo[d] + hi[d] + x->shape->dims[d] + (x->shape->dims[d] ? (x->shape->dims[d] - 1) * interior[d] : 0);
+  kiln_hlo_instruction_t *ops[2] = {x, value};
+  kiln_hlo_instruction_t *p = kiln_builder_op(b, KILN_OP_PAD, kiln_builder_shape(b, x->shape->type, r, dims), 2, ops);
+  kiln_pad_dim_t *pd = p ? kiln_arena_alloc(&b->m->arena, sizeof(kiln_pad_dim_t) * (size_t)r) : NULL;
+  if (!pd) {
+    b->failed = true;
+    return NULL;
+  }
+  for (int d = 0; d < r; d++) pd[d] = (kiln_pad_dim_t){lo[d], hi[d], interior[d]};
+  p->padding = pd;
+  p->num_pad_dims = r;
+  return p;
+}
+
+/* slice(x) [start, start + (count-1)*stride + 1) with `stride` per dimension. */
+static kiln_hlo_instruction_t *strided_slice(kiln_builder_t *b, kiln_hlo_instruction_t *x, const int64_t *start,
+                                             const int64_t *count, const int64_t *stride) {
+  if (!x) return NULL;
+  int r = x->shape->rank;
+  kiln_hlo_instruction_t *s = kiln_builder_op(b, KILN_OP_SLICE, kiln_builder_shape(b, x->shape->type, r, count), 1, &x);
+  kiln_slice_dim_t *sd = s ? kiln_arena_alloc(&b->m->arena, sizeof(kiln_slice_dim_t) * (size_t)r) : NULL;
+  if (!sd) {
+    b->failed = true;
+    return NULL;
+  }
+  for (int d = 0; d < r; d++)
+    sd[d] = (kiln_slice_dim_t){start[d], count[d] ? start[d] + (count[d] - 1) * stride[d] + 1 : start[d], stride[d]};
+  s->slice = sd;
+  s->num_slice_dims = r;
+  return s;
+}
+
+/* select's compare operand for current `cur` / candidate `cand` (or a broadcast constant). */
+static kiln_hlo_instruction_t *select_operand(kiln_builder_t *b, const kiln_hlo_instruction_t *x,
+                                              kiln_hlo_instruction_t *cur, kiln_hlo_instruction_t *cand) {
+  if (x->opcode == KILN_OP_PARAMETER) return x->parameter_number == 0 ? cur : cand;
+  kiln_hlo_instruction_t *c = kiln_builder_op(b, KILN_OP_CONSTANT, kiln_builder_shape(b, x->shape->type, 0, NULL), 0, NULL);
+  if (c) c->literal = x->literal; /* literals are immutable; the module's arena owns both */
+  return kiln_builder_splat(b, c, cur);
+}
+
+static kiln_status expand(kiln_hlo_instruction_t *in, kiln_pass_effects_t *effects) {
+  kiln_builder_t b;
+  kiln_builder_init(&b, in->parent, in->name, in->shape->has_layout);
+  kiln_hlo_instruction_t *x = in->operands[0], *src = in->operands[1], *init = in->operands[2];
+  const kiln_shape_t *xs = x->shape, *ss = src->shape;
+  int r = xs->rank;
+  kiln_elem_type_t t = xs->type;
+  const kiln_hlo_instruction_t *cmp = kiln_hlo_instruction_called(in, "select")->root;
+  const kiln_hlo_instruction_t *sroot = kiln_hlo_instruction_called(in, "scatter")->root;
+  int64_t lo[MAX_RANK] = {0}, hi[MAX_RANK] = {0}, zero[MAX_RANK] = {0}, one[MAX_RANK] = {0};
+  int64_t stride[MAX_RANK] = {0}, size[MAX_RANK] = {0};
+  int64_t num_offsets = 1;
+  for (int d = 0; d < r; d++) {
+    lo[d] = in->window[d].pad_lo, hi[d] = in->window[d].pad_hi, zero[d] = 0, one[d] = 1;
+    stride[d] = in->window[d].stride, size[d] = in->window[d].size;
+    num_offsets *= size[d];
+  }
+  kiln_hlo_instruction_t *result;
+  if (sroot->opcode == KILN_OP_PARAMETER) { /* scatter keeps the current value */
+    result = kiln_builder_splat(&b, init, x);
+  } else {
+    kiln_hlo_instruction_t *fill = kiln_builder_const_u64(&b, t, 0);
+    kiln_hlo_instruction_t *px = pad(&b, x, fill, lo, hi, zero);
+    kiln_hlo_instruction_t *yes = kiln_builder_const_u64(&b, KILN_PRED, 1), *no = kiln_builder_const_u64(&b, KILN_PRED, 0);
+    kiln_hlo_instruction_t *pvalid = pad(&b, kiln_builder_splat(&b, yes, x), no, lo, hi, zero);
+    kiln_hlo_instruction_t *cur = NULL, *idx = NULL, *have = NULL;
+    int64_t o[MAX_RANK] = {0};
+    for (int64_t k = 0; k < num_offsets && !b.failed; k++) {
+      kiln_hlo_instruction_t *v = strided_slice(&b, px, o, ss->dims, stride);
+      kiln_hlo_instruction_t *valid = strided_slice(&b, pvalid, o, ss->dims, stride);
+      kiln_hlo_instruction_t *kc = kiln_builder_splat(&b, kiln_builder_const_u64(&b, KILN_S32, (uint64_t)k), src);
+      if (!k) {
+        cur = v, have = valid;
+        idx = kc;
+      } else {
+        kiln_hlo_instruction_t *keep = kiln_builder_compare(&b, cmp->comparison_direction,
+                                                            select_operand(&b, cmp->operands[0], cur, v),
+                                                            select_operand(&b, cmp->operands[1], cur, v));
+        if (keep) keep->comparison_type = cmp->comparison_type;
+        kiln_hlo_instruction_t *take = kiln_builder_binary(
+            &b, KILN_OP_AND, valid,
+            kiln_builder_binary(&b, KILN_OP_OR, kiln_builder_unary(&b, KILN_OP_NOT, have),
+                                kiln_builder_unary(&b, KILN_OP_NOT, keep)));
+        cur = kiln_builder_select(&b, take, v, cur);
+        idx = kiln_builder_select(&b, take, kc, idx);
+        have = kiln_builder_binary(&b, KILN_OP_OR, have, valid);
+      }
+      for (int d = r - 1; d >= 0; d--) {
+        if (++o[d] < size[d]) break;
+        o[d] = 0;
+      }
+    }
+    kiln_hlo_instruction_t *acc = px ? kiln_builder_splat(&b, init, px) : NULL;
+    int64_t interior[MAX_RANK] = {0}, phi[MAX_RANK] = {0};
+    for (int d = 0; d < r; d++) interior[d] = stride[d] - 1;
+    memset(o, 0, sizeof o);
+    for (int64_t k = 0; k < num_offsets && !b.failed; k++) {
+      for (int d = 0; d < r; d++)
+        phi[d] = px->shape->dims[d] - o[d] - (ss->dims[d] ? (ss->dims[d] - 1) * stride[d] + 1 : 0);
+      kiln_hlo_instruction_t *kc = kiln_builder_splat(&b, kiln_builder_const_u64(&b, KILN_S32, (uint64_t)k), src);
+      kiln_hlo_instruction_t *chosen =
+          kiln_builder_binary(&b, KILN_OP_AND, have, kiln_builder_compare(&b, KILN_CMP_EQ, idx, kc));
+      kiln_hlo_instruction_t *hit = pad(&b, chosen, no, o, phi, interior);
+      kiln_hlo_instruction_t *val = pad(&b, src, fill, o, phi, interior);
+      acc = kiln_builder_select(&b, hit, kiln_builder_binary(&b, sroot->opcode, acc, val), acc);
+      for (int d = r - 1; d >= 0; d--) {
+        if (++o[d] < size[d]) break;
+        o[d] = 0;
+      }
+    }
+    result = strided_slice(&b, acc, lo, xs->dims, one);
+  }
+  if (!result || b.failed)
+    return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "select_and_scatter_expander: out of memory expanding '%s'",
+                            in->name);
+  result->shape = in->shape;
+  kiln_pass_replace_instruction(in, result, effects);
+  return NULL;
+}
+
+kiln_status kiln_pass_select_and_scatter_expander(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
+                                                  bool *changed) {
+  return kiln_expander_run(m, expandable, expand, changed);
+}
