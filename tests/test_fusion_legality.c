@@ -6,7 +6,6 @@
  * and on every corpus module after the pipeline (hero analysis of every fusion; nothing is
  * evaluated, so modules the evaluator cannot run count too).
  * KILN_CORPUS_SAMPLE=N samples the corpus. */
-#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -240,32 +239,21 @@ static void check_module(legality_stats_t *st, kiln_hlo_module_t *m, const char 
   kiln_free(comps);
 }
 
+static void corpus_module(void *ctx, kiln_hlo_module_t **m, const char *name, const char *path,
+                          int index, kiln_status error) {
+  legality_stats_t *st = ctx;
+  if (!m || !*m) {
+    st->skipped++;
+    return;
+  }
+  check_module(st, *m, name);
+}
+
 static void check_folder(legality_stats_t *st, const char *sub) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/%s", kiln_corpus_dir(), sub);
-  DIR *d = opendir(dir);
-  if (!d) fail_msg("cannot open %s", dir);
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.' || kiln_str_ends_with(e->d_name, ".tsv") ||
-        kiln_str_ends_with(e->d_name, ".md"))
-      continue;
-    char path[8192];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    kiln_hlo_file_t *f = NULL;
-    kiln_status s = kiln_hlo_file_load(path, &f);
-    if (s) {
-      kiln_status_free(s);
-      continue;
-    }
-    for (int k = 0; k < f->num_modules && !f->bare; k++) {
-      char name[300];
-      snprintf(name, sizeof name, "%s/%.200s#%d", sub, e->d_name, k);
-      check_module(st, f->modules[k], name);
-    }
-    kiln_hlo_file_free(f);
-  }
-  closedir(d);
+  kiln_status s = kiln_corpus_for_each_module(dir, sub, corpus_module, st);
+  if (s) fail_msg("%s", kiln_status_message(s));
 }
 
 static void test_corpus_fusions_are_each_one_emitters_kernel(void **state) {

@@ -6,7 +6,6 @@
  *
  * Runtime knobs: KILN_WRAPPER_MAX_COST (element-operation bound per module; default 1e8,
  * 1e7 under ASan), KILN_CORPUS_SAMPLE=N, KILN_CORPUS_VERBOSE=1. */
-#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -391,44 +390,21 @@ static void check_module(corpus_stats_t *st, kiln_hlo_module_t *m, const char *n
   kiln_arena_destroy(&args_arena);
 }
 
-static int cmp_names(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
+static void corpus_module(void *ctx, kiln_hlo_module_t **m, const char *name, const char *path,
+                          int index, kiln_status error) {
+  corpus_stats_t *st = ctx;
+  if (!m || !*m) {
+    st->skipped++;
+    return;
+  }
+  check_module(st, *m, name);
 }
 
 static void check_folder(corpus_stats_t *st, const char *sub) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/%s", kiln_corpus_dir(), sub);
-  DIR *d = opendir(dir);
-  if (!d) fail_msg("cannot open corpus folder %s", dir);
-  KILN_VEC(char *) names = {0};
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.' || kiln_str_ends_with(e->d_name, ".tsv") ||
-        kiln_str_ends_with(e->d_name, ".md"))
-      continue;
-    kiln_vec_push(&names, kiln_strdup(e->d_name));
-  }
-  closedir(d);
-  qsort(names.data, names.len, sizeof(char *), cmp_names);
-  for (size_t i = 0; i < names.len; i++) {
-    char path[8192];
-    snprintf(path, sizeof path, "%s/%s", dir, names.data[i]);
-    kiln_hlo_file_t *f = NULL;
-    kiln_status s = kiln_hlo_file_load(path, &f);
-    if (s) {
-      kiln_status_free(s);
-      st->skipped++;
-      continue;
-    }
-    for (int k = 0; k < f->num_modules && !f->bare; k++) {
-      char name[300];
-      snprintf(name, sizeof name, "%s/%.200s#%d", sub, names.data[i], k);
-      check_module(st, f->modules[k], name);
-    }
-    kiln_hlo_file_free(f);
-  }
-  for (size_t i = 0; i < names.len; i++) kiln_free(names.data[i]);
-  kiln_vec_free(&names);
+  kiln_status s = kiln_corpus_for_each_module(dir, sub, corpus_module, st);
+  if (s) fail_msg("%s", kiln_status_message(s));
 }
 
 static void test_corpus_wrapped_modules_stay_valid_and_evaluate_the_same(void **state) {
