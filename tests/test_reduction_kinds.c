@@ -351,7 +351,8 @@ static void test_variadic_huge_reduction_stays_in_one_block(void **state) {
 
 /* Ragged shapes: multi-row with major reduced rows, a kept size that is not a multiple of
  * the rows per block, two reduces and a side output; small column with a partial last
- * block of rows and two reduces (sum and max). */
+ * block of rows and two reduces (sum and max); a row reduction whose two reduces read
+ * inputs of different shapes (f32[300,2048] and a bitcast f32[300,32,64]). */
 static void test_multirow_and_small_column_ragged_shapes_match_evaluator(void **state) {
   static const struct {
     const char *text;
@@ -372,6 +373,13 @@ static void test_multirow_and_small_column_ragged_shapes_match_evaluator(void **
        " r2 = f32[5,8] reduce(p, m), dimensions={1}, to_apply=mx\n"
        " ROOT t = (f32[5,8], f32[5,8]) tuple(r1, r2)\n}\n",
        KILN_REDUCTION_SMALL_COLUMN},
+      /* reduce inputs of different shapes with one [R0, K, R2] form (row) */
+      {"add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+       "fusion {\n p = f32[300,2048] parameter(0)\n c = f32[] constant(0)\n"
+       " r1 = f32[300] reduce(p, c), dimensions={1}, to_apply=add\n n = f32[300,2048] negate(p)\n"
+       " bc = f32[300,32,64] bitcast(n)\n r2 = f32[300] reduce(bc, c), dimensions={1,2}, to_apply=add\n"
+       " ROOT t = (f32[300], f32[300]) tuple(r1, r2)\n}\n",
+       KILN_REDUCTION_ROW},
   };
   kiln_host_jit_t *jit = NULL;
   assert_null(kiln_host_jit_create(NULL, &jit));
@@ -387,7 +395,7 @@ static void test_multirow_and_small_column_ragged_shapes_match_evaluator(void **
     kiln_status s = kiln_reduction_kernel_emit(m->entry, &o, NULL, &k);
     if (s) fail_msg("%s", kiln_status_message(s));
     hero_run_result_t rr;
-    s = hero_run_check(m->entry, &k, jit, NULL, 1e-5, 3 * 333, true, 9, &rr);
+    s = hero_run_check(m->entry, &k, jit, NULL, 1e-5, 2048, true, 9, &rr);
     if (s) fail_msg("%s", kiln_status_message(s));
     printf("%s: %lld elements, block %lld, grid %lld, max rel %.2g\n", kiln_reduction_kind_name(p.kind),
            (long long)rr.elements, (long long)k.grid.threads, (long long)k.grid.blocks_x, rr.max_rel);

@@ -382,14 +382,30 @@ static int phys_logical(const kiln_shape_t *s, int k) {
 
 /* The accumulation loop over this thread's input elements: `lin` is the physical linear
  * index of the reduce input as an expression of the map's dims and symbols. */
+int kiln_red_add_input_indices(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_indexing_map_t *map,
+                                kiln_affine_expr_t *lin, int *off) {
+  kiln_affine_ctx_t *x = h->out->kir->ctx;
+  int total = 0;
+  for (int j = 0; j < rs->nred; j++) {
+    const kiln_shape_t *sj = rs->reds[j]->operands[0]->shape;
+    off[j] = -1;
+    for (int i = 0; i < j && off[j] < 0; i++)
+      if (kiln_shape_equal(rs->reds[i]->operands[0]->shape, sj, true)) off[j] = off[i];
+    if (off[j] >= 0) continue;
+    off[j] = total;
+    kiln_affine_expr_t *res[KILN_KIR_MAX_RANK];
+    kiln_hero_delinearize_physical(x, sj, lin, res);
+    for (int i = 0; i < sj->rank; i++) kiln_indexing_map_add_result(map, res[i]);
+    total += sj->rank;
+  }
+  return total;
+}
+
 kiln_kir_op_t *kiln_red_accumulate(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_indexing_map_t *map,
                                  kiln_affine_expr_t *lin, kiln_kir_value_t *const *ids, int nids,
                                  kiln_kir_value_t **init) {
-  kiln_kir_module_t *m = h->out->kir;
-  const kiln_shape_t *in = rs->reds[0]->operands[0]->shape;
-  kiln_affine_expr_t *res[KILN_KIR_MAX_RANK];
-  kiln_hero_delinearize_physical(m->ctx, in, lin, res);
-  for (int i = 0; i < in->rank; i++) kiln_indexing_map_add_result(map, res[i]);
+  int off[KILN_HERO_MAX_ROOTS];
+  int nidx = kiln_red_add_input_indices(h, rs, map, lin, off);
   kiln_indexing_map_add_result(map, lin);
   kiln_indexing_map_simplify(map);
   kiln_kir_value_t *inits[KILN_RED_MAX_ACC + KILN_HERO_MAX_ROOTS];
@@ -405,12 +421,12 @@ kiln_kir_op_t *kiln_red_accumulate(kiln_hero_emit_t *h, kiln_red_state_t *rs, ki
   kiln_kir_builder_enter(&h->b, kiln_kir_op_region(loop, 0));
   size_t mark;
   kiln_elem_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
-  kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
-  for (int i = 0; i < in->rank; i++) idx[i] = kiln_kir_loop_index(loop, (size_t)i);
   kiln_kir_value_t *acc[KILN_RED_MAX_ACC], *x[KILN_RED_MAX_ACC];
   for (int k = 0; k < rs->nacc; k++) acc[k] = kiln_kir_loop_iter_arg(loop, (size_t)k);
   for (int j = 0; j < rs->nred; j++) {
     const kiln_hlo_instruction_t *r = rs->reds[j];
+    kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
+    for (int i = 0; i < r->operands[0]->shape->rank; i++) idx[i] = kiln_kir_loop_index(loop, (size_t)(off[j] + i));
     for (int k = 0; k < r->num_operands / 2; k++) x[rs->acc_first[j] + k] = kiln_hero_emit_value(h, r->operands[k], idx);
   }
   for (int k = 0; k < rs->nacc; k++)
@@ -421,7 +437,7 @@ kiln_kir_op_t *kiln_red_accumulate(kiln_hero_emit_t *h, kiln_red_state_t *rs, ki
     }
   kiln_kir_value_t *ys[KILN_RED_MAX_ACC + KILN_HERO_MAX_ROOTS];
   bool ok = true;
-  kiln_kir_value_t *linv = kiln_kir_loop_index(loop, (size_t)in->rank);
+  kiln_kir_value_t *linv = kiln_kir_loop_index(loop, (size_t)nidx);
   for (int k = 0; k < nside && ok; k++) {
     const kiln_hlo_instruction_t *r = h->part.outputs[side[k]].instr;
     kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK];
@@ -440,19 +456,11 @@ kiln_kir_op_t *kiln_red_accumulate(kiln_hero_emit_t *h, kiln_red_state_t *rs, ki
   return ok ? loop : NULL;
 }
 
-/* Writes the final accumulators into every output at kept physical index `kept` (an index
- * value), inside an if on `cond`. */
-void kiln_red_write_outputs(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_value_t *cond,
-                          kiln_kir_value_t *kept, kiln_kir_value_t **acc) {
+/* Output indices of reduce r0 for the kept physical linear index `kept`: the kept input
+ * dims (in physical order) delinearized, in logical order. Returns their count, or -1. */
+static int reduce_out_index(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *r0, kiln_kir_value_t *kept,
+                            kiln_kir_value_t **oidx) {
   kiln_kir_module_t *m = h->out->kir;
-  int nout = h->part.num_outputs;
-  const kiln_kir_type_t *types[KILN_HERO_MAX_ROOTS];
-  for (int o = 0; o < nout; o++) types[o] = h->outs[o]->type;
-  kiln_kir_op_t *iff = kiln_kir_if(&h->b, cond, types, (size_t)nout);
-  if (!iff) return;
-  kiln_kir_builder_enter(&h->b, kiln_kir_op_region(iff, 0));
-  /* Input physical dims that are kept, in physical order. */
-  const kiln_hlo_instruction_t *r0 = rs->reds[0];
   const kiln_shape_t *in = r0->operands[0]->shape;
   bool red[KILN_KIR_MAX_RANK] = {0};
   for (int i = 0; i < r0->dimensions.n; i++) red[r0->dimensions.v[i]] = true;
@@ -474,14 +482,43 @@ void kiln_red_write_outputs(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_
     for (int k = 0; k < nk; k++) kiln_indexing_map_add_result(map, ex[k]);
     kiln_indexing_map_simplify(map);
     kiln_kir_op_t *ap = kiln_kir_apply_indexing(&h->b, map, &kept, 1, NULL, 0);
-    if (!ap) return;
+    if (!ap) return -1;
     for (int k = 0; k < nk; k++) val_of_in_dim[kept_log[k]] = kiln_kir_op_result(ap, (size_t)k);
   }
   /* Output logical dim i is the i-th kept input dim in logical order. */
-  kiln_kir_value_t *oidx[KILN_KIR_MAX_RANK];
   int no = 0;
   for (int d = 0; d < in->rank; d++)
     if (!red[d]) oidx[no++] = val_of_in_dim[d];
+  return no;
+}
+
+/* Writes the final accumulators into every output at kept physical index `kept` (an index
+ * value), inside an if on `cond`. */
+void kiln_red_write_outputs(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_value_t *cond,
+                          kiln_kir_value_t *kept, kiln_kir_value_t **acc) {
+  int nout = h->part.num_outputs;
+  const kiln_kir_type_t *types[KILN_HERO_MAX_ROOTS];
+  for (int o = 0; o < nout; o++) types[o] = h->outs[o]->type;
+  kiln_kir_op_t *iff = kiln_kir_if(&h->b, cond, types, (size_t)nout);
+  if (!iff) return;
+  kiln_kir_builder_enter(&h->b, kiln_kir_op_region(iff, 0));
+  /* Output indices of each reduce (reduces over inputs of the same shape share them). */
+  kiln_kir_value_t *oidx_of[KILN_HERO_MAX_ROOTS][KILN_KIR_MAX_RANK];
+  int no_of[KILN_HERO_MAX_ROOTS];
+  for (int j = 0; j < rs->nred; j++) {
+    int same = -1;
+    for (int i = 0; i < j && same < 0; i++)
+      if (kiln_shape_equal(rs->reds[i]->operands[0]->shape, rs->reds[j]->operands[0]->shape, true) &&
+          rs->reds[i]->dimensions.n == rs->reds[j]->dimensions.n &&
+          !memcmp(rs->reds[i]->dimensions.v, rs->reds[j]->dimensions.v, sizeof(int64_t) * (size_t)rs->reds[j]->dimensions.n))
+        same = i;
+    if (same >= 0) {
+      no_of[j] = no_of[same];
+      memcpy(oidx_of[j], oidx_of[same], sizeof(oidx_of[j]));
+    } else if ((no_of[j] = reduce_out_index(h, rs->reds[j], kept, oidx_of[j])) < 0) {
+      return;
+    }
+  }
   kiln_kir_value_t *res[KILN_HERO_MAX_ROOTS];
   for (int o = 0; o < nout; o++) {
     const kiln_partition_output_t *po = &h->part.outputs[o];
@@ -498,8 +535,8 @@ void kiln_red_write_outputs(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_
       continue;
     }
     kiln_kir_value_t *val = acc[rs->acc_first[j] + po->output_index];
-    res[o] = rs->atomic_writes ? kiln_red_atomic_combine(h, rs, j, val, h->outs[o], oidx, no)
-                               : kiln_kir_insert(&h->b, val, h->outs[o], oidx, (size_t)no);
+    res[o] = rs->atomic_writes ? kiln_red_atomic_combine(h, rs, j, val, h->outs[o], oidx_of[j], no_of[j])
+                               : kiln_kir_insert(&h->b, val, h->outs[o], oidx_of[j], (size_t)no_of[j]);
   }
   kiln_kir_yield(&h->b, res, (size_t)nout);
   kiln_kir_builder_exit(&h->b);
@@ -530,10 +567,12 @@ static kiln_status check_supported(const kiln_hlo_computation_t *c, kiln_red_sta
     for (int k = 0; k < n; k++) {
       if (kiln_elem_type_is_complex(r->operands[k]->shape->type))
         return KILN_ERR_UNIMPLEMENTED("%s: complex reduction %s", c->name, r->name);
-      /* Same dims; element types may differ (variadic reduces). */
-      kiln_shape_t tmp = *r->operands[k]->shape;
-      tmp.type = rs->ha.hero->operands[0]->shape->type;
-      bool same = kiln_shape_equal(&tmp, rs->ha.hero->operands[0]->shape, false);
+      /* Inputs of other shapes must have the same [R0, K, R2] form (each is indexed through
+       * its own physical delinearization); a variadic reduce's inputs share one shape. */
+      kiln_reduction_dims_t rd;
+      bool same = kiln_hero_reduction_dims(r, &rd) && rd.is_row == rs->ha.reduction.is_row &&
+                  !memcmp(rd.dims, rs->ha.reduction.dims, sizeof(rd.dims)) &&
+                  kiln_shape_num_elements(r->operands[k]->shape) == kiln_shape_num_elements(r->operands[0]->shape);
       if (!same)
         return KILN_ERR_UNIMPLEMENTED("%s: reduce inputs of different shapes", c->name);
     }

@@ -2,14 +2,16 @@
  * targets), and the scaffolding the hero emitters share.
  *
  * Supported fusions (kiln_hero_analyze chose REDUCTION): reduce heroes of one
- * [major, middle, minor] form over inputs of one shape; reduces may be variadic; the reduce
+ * [major, middle, minor] form (their inputs may have different shapes of that form: each is
+ * indexed through its own physical delinearization); reduces may be variadic; the reduce
  * inputs may be any elementally emittable subgraph (partitioned into their own functions);
  * init values are scalar constants or scalar parameters (they must be the reducer's
  * identity: each thread starts from the init, as in XLA). Roots may be the reduces,
  * epilogues over them (elementwise ops, bitcasts, get-tuple-element; other operands read at
  * the output index), computed by the writing thread from the final values, and side
  * outputs shaped like the input (written while the input is read). UNIMPLEMENTED (named):
- * complex types, reduce inputs of different shapes, non-default output layouts.
+ * complex types, non-default output layouts. Inputs with non-default layouts are read at
+ * their physical index.
  *
  * The variant and its parameters come from kiln_hero_reduction_plan (XLA's rules, see
  * hero_analysis.h):

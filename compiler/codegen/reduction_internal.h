@@ -29,6 +29,10 @@ int kiln_red_index(const kiln_red_state_t *rs, const kiln_hlo_instruction_t *x);
 bool kiln_red_is_root(void *user, const kiln_hlo_instruction_t *instr);
 /* Logical indices of `s` for the physical linear index value `lin`. */
 bool kiln_red_index_of(kiln_hero_emit_t *h, const kiln_shape_t *s, kiln_kir_value_t *lin, kiln_kir_value_t **idx);
+/* Adds to `map` the logical indices, for the physical linear index `lin`, of every distinct
+ * reduce input shape; off[j]: position of reduce j's indices among them. Returns how many. */
+int kiln_red_add_input_indices(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_indexing_map_t *map,
+                               kiln_affine_expr_t *lin, int *off);
 /* A root that is neither a reduce nor an epilogue (shaped like the input). */
 bool kiln_red_is_side_output(const kiln_red_state_t *rs, const kiln_hlo_instruction_t *root);
 /* a[k] = reducer(a[k], b[k]) for every accumulator. */

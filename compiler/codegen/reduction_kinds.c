@@ -136,14 +136,12 @@ done:
 bool kiln_red_accumulate_lanes(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_indexing_map_t *map,
                              kiln_affine_expr_t *lin, int lanes, kiln_kir_value_t *const *ids, int nids,
                              kiln_kir_value_t **init, kiln_kir_value_t **acc_out) {
-  kiln_kir_module_t *m = h->out->kir;
-  kiln_affine_ctx_t *x = m->ctx;
-  const kiln_shape_t *in = rs->reds[0]->operands[0]->shape;
-  int rank = in->rank;
+  kiln_affine_ctx_t *x = h->out->kir->ctx;
+  /* Per lane: every input shape's indices (kiln_red_add_input_indices), then the linear index. */
+  int off[KILN_HERO_MAX_ROOTS], rank = 0;
   for (int v = 0; v < lanes; v++) {
-    kiln_affine_expr_t *lv = kiln_affine_add(x, lin, kiln_affine_const(x, v)), *res[KILN_KIR_MAX_RANK];
-    kiln_hero_delinearize_physical(x, in, lv, res);
-    for (int i = 0; i < rank; i++) kiln_indexing_map_add_result(map, res[i]);
+    kiln_affine_expr_t *lv = kiln_affine_add(x, lin, kiln_affine_const(x, v));
+    rank = kiln_red_add_input_indices(h, rs, map, lv, off);
     kiln_indexing_map_add_result(map, lv);
   }
   kiln_indexing_map_simplify(map);
@@ -166,10 +164,11 @@ bool kiln_red_accumulate_lanes(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_i
   bool ok = true;
   for (int v = 0; v < lanes && ok; v++) {
     kiln_kir_value_t *idx[KILN_KIR_MAX_RANK], *a[KILN_RED_MAX_ACC], *xv[KILN_RED_MAX_ACC];
-    for (int i = 0; i < rank; i++) idx[i] = kiln_kir_loop_index(loop, (size_t)(v * (rank + 1) + i));
     kiln_kir_value_t *linv = kiln_kir_loop_index(loop, (size_t)(v * (rank + 1) + rank));
     for (int j = 0; j < rs->nred && ok; j++) {
       const kiln_hlo_instruction_t *r = rs->reds[j];
+      for (int i = 0; i < r->operands[0]->shape->rank; i++)
+        idx[i] = kiln_kir_loop_index(loop, (size_t)(v * (rank + 1) + off[j] + i));
       for (int k = 0; k < r->num_operands / 2 && ok; k++) {
         xv[rs->acc_first[j] + k] = kiln_hero_emit_value(h, r->operands[k], idx);
         ok = xv[rs->acc_first[j] + k] != NULL;
