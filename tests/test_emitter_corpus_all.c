@@ -221,7 +221,7 @@ static void test_every_emitter_fusion_compiles_with_xla_choice_and_matches(void 
         continue;
       }
       bool ok = got == KILN_FUSION_EMITTER_REDUCTION ? red_ok : r.mismatches == 0 && (!r.ptx_checked || r.ptx_ok);
-      if (got == KILN_FUSION_EMITTER_REDUCTION) snprintf(r.first_mismatch, sizeof(r.first_mismatch), "%s", red_line);
+      if (got == KILN_FUSION_EMITTER_REDUCTION) snprintf(r.first_mismatch, sizeof(r.first_mismatch), "%.200s", red_line);
       passed += ok;
       per_kind_pass[want] += ok;
       if (exc && ok) exceptions++;
