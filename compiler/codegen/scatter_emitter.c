@@ -4,10 +4,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "compiler/codegen/elemental_internal.h"
 
 /* ---- split scaffolding ---- */
+
+/* Writes `text` to dir/name.suffix (KILN_DUMP_TO dumps; failures to write are ignored). */
+static void dump_text(const char *dir, const char *name, const char *suffix, const char *text) {
+  if (!dir || !*dir) return;
+  mkdir(dir, 0777);
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/%s.%s", dir, name, suffix);
+  FILE *fp = fopen(path, "w");
+  if (!fp) return;
+  fputs(text, fp);
+  fclose(fp);
+}
 
 static void sanitize(char *s) {
   for (; *s; s++)
@@ -171,6 +184,15 @@ kiln_status kiln_hero_split_begin(kiln_hero_split_t *s, const kiln_hlo_computati
   /* kiln_hero_emit_begin builds the kernel for d's outputs; ours are c's, so the kernel is
    * built here the same way. */
   h->dump_dir = opts && opts->dump_dir ? opts->dump_dir : getenv("KILN_DUMP_TO");
+  if (h->dump_dir && *h->dump_dir) {
+    /* The fusion, then the private copy this kernel reads (its root tuple: what it reads). */
+    kiln_strbuf_t hb = {0};
+    kiln_hlo_computation_print(&hb, c);
+    kiln_strbuf_printf(&hb, "\n// values read by %s:\n", h->name);
+    kiln_hlo_computation_print(&hb, d);
+    dump_text(h->dump_dir, h->name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
+    kiln_strbuf_free(&hb);
+  }
   out->ctx = kiln_affine_ctx_create();
   out->kir = kiln_kir_module_create(h->name, out->ctx);
   kiln_status st = kiln_partition_compute(out->ctx, d, NULL, NULL, &h->part);
@@ -181,6 +203,12 @@ kiln_status kiln_hero_split_begin(kiln_hero_split_t *s, const kiln_hlo_computati
   if (!st) {
     h->have_elem = true;
     st = kiln_elemental_emit_functions(&h->elem);
+  }
+  if (!st && h->dump_dir && *h->dump_dir) {
+    kiln_strbuf_t pb = {0};
+    kiln_partition_print(&h->part, &pb);
+    dump_text(h->dump_dir, h->name, "41-partition.txt", kiln_strbuf_cstr(&pb));
+    kiln_strbuf_free(&pb);
   }
   kiln_kir_module_t *m = out->kir;
   int nin = h->elem.num_tensors, nout = s->num_outputs;
