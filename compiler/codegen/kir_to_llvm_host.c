@@ -5,7 +5,8 @@
  *     entry:  tensor pointers from args; every alloca (slots, shared memory) lives here
  *     for blk in [begin, end):  block ids from blk (x fastest); uniform ops (pure, no memory,
  *                               independent of thread ids) once per block
- *       segment 1: for tz { for ty { for tx { ...ops... } } }     (x innermost, not unrolled)
+ *       segment 1: for tz { for ty { for tx { ...ops... } } }     (x innermost; not unrolled
+ *                                                                  under a y or z loop)
  *       segment 2: ...  (segments end at barriers, shuffles and thread-range ifs)
  *
  * A value made in one segment and used in another goes through a per-thread slot array
@@ -349,9 +350,11 @@ static void threads_open(kir_llvm_t *L, host_t *h, int si, const bool *need, con
       continue;
     }
     loop_open(L, &loops[a], s->lo[a], s->hi[a], s->step[a], kNames[a]);
-    /* The x loop is the one to vectorize: fully unrolling it first (LLVM does for small
-     * constant trip counts) leaves the y loop innermost, with strided gathers. */
-    loops[a].no_unroll = a == 0;
+    /* Under a y or z loop, the x loop is the one to vectorize: fully unrolling it first (LLVM
+     * does for small constant trip counts) leaves the y loop innermost, with strided gathers.
+     * A lone x loop may unroll: SLP then vectorizes the straight-line code and the slots of
+     * small blocks become registers. */
+    loops[a].no_unroll = a == 0 && (open[1] || open[2]);
     open[a] = true;
     h->tid[a] = loops[a].iv;
   }
