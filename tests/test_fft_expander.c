@@ -79,7 +79,6 @@ static void test_corpus_ffts_match_on_the_host(void **state) {
   int n = dx_check_corpus_file("xla/xla__hlo__translate__hlo_to_mhlo__tests__import_emit_stablehlo.hlo", KILN_OP_FFT,
                                LIST);
   n += dx_check_corpus_file("xla/xla__backends__cpu__tests__thunk_coverage__host_offload.hlo", KILN_OP_FFT, LIST);
-  printf("corpus: %d fft modules match the evaluator after the expander, the pipeline and on the host\n", n);
   assert_int_equal(n, 2);
 }
 

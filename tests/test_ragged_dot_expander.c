@@ -87,7 +87,6 @@ static void test_missing_group_dim_is_left_alone(void **state) {
 static void test_corpus_ragged_dots_match_on_the_host(void **state) {
   int n = dx_check_corpus_file("xla/xla__hlo__translate__hlo_to_mhlo__tests__ragged_dot.hlo", KILN_OP_RAGGED_DOT,
                                LIST);
-  printf("corpus: %d ragged-dot modules match the evaluator after the expander, the pipeline and on the host\n", n);
   assert_int_equal(n, 3);
 }
 

@@ -80,7 +80,6 @@ static void test_corpus_online_quantization_modules_match_on_the_host(void **sta
   n += dx_check_corpus_file(
       "xla/xla__backends__gpu__codegen__triton__tests__scaled_dot__scaled_dot_online_quantization_bitcast.hlo",
       KILN_OP_SCALED_DOT, LIST);
-  printf("corpus: %d scaled-dot modules match the evaluator after the expander, the pipeline and on the host\n", n);
   assert_int_equal(n, 2);
 }
 

@@ -69,7 +69,6 @@ static void test_unsupported_scatter_is_left_alone(void **state) {
 static void test_corpus_select_and_scatters_match_on_the_host(void **state) {
   int n = dx_check_corpus_file("xla/xla__hlo__translate__hlo_to_mhlo__tests__import_emit_stablehlo.hlo",
                                KILN_OP_SELECT_AND_SCATTER, LIST);
-  printf("corpus: %d select-and-scatter modules match the evaluator on the host\n", n);
   assert_int_equal(n, 2);
 }
 
