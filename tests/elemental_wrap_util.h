@@ -223,9 +223,14 @@ static const char *wrap_known_difference(const kiln_hlo_instruction_t *in) {
   return NULL;
 }
 
+/* Largest evaluator work (multiply-adds) a corpus case may take to be run, not only
+ * compiled: less in the sanitizer run (KILN_CORPUS_SAMPLE set). */
+static double wrap_run_limit(void) { return getenv("KILN_CORPUS_SAMPLE") ? 2e6 : 1.5e8; }
+
 /* Calls fn(ctx, instr, label) for every instruction with opcode `op` in every module of
- * the corpus's xla/ and real/ folders (files that mention `needle`, sampled with
- * kiln_corpus_sampled). Returns the number of files visited (-1: no corpus). */
+ * the corpus's xla/ and real/ folders (files that mention `needle`; instructions sampled
+ * with kiln_corpus_sampled on their label). Returns the number of files visited (-1: no
+ * corpus). */
 typedef void (*wrap_instr_fn)(void *ctx, const kiln_hlo_instruction_t *in, const char *label);
 
 static int wrap_cmp_str(const void *a, const void *b) {
@@ -264,7 +269,7 @@ static int wrap_for_each_corpus_instr(kiln_hlo_opcode_t op, const char *needle, 
       bool has = !s && text && strstr(text, needle);
       kiln_status_free(s);
       kiln_free(text);
-      if (!has || !kiln_corpus_sampled(names[i])) continue;
+      if (!has) continue;
       kiln_hlo_file_t *f = NULL;
       s = kiln_hlo_file_load(path, &f);
       if (s) {
@@ -281,7 +286,7 @@ static int wrap_for_each_corpus_instr(kiln_hlo_opcode_t op, const char *needle, 
             if (in->opcode != op) continue;
             char label[512];
             snprintf(label, sizeof(label), "%s/%.60s#%d:%s", kDirs[di], names[i], mi, in->name);
-            fn(ctx, in, label);
+            if (kiln_corpus_sampled(label)) fn(ctx, in, label);
           }
         }
       }

@@ -30,7 +30,7 @@ static double conv_cost(const kiln_hlo_instruction_t *in, const kiln_shape_t *ou
   return c;
 }
 
-#define RUN_LIMIT 1.5e8
+#define RUN_LIMIT wrap_run_limit()
 
 static void run_hand(const char *label, const char *text) {
   kiln_host_jit_t *jit = NULL;

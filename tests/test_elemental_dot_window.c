@@ -28,7 +28,7 @@
 
 #include "tests/elemental_wrap_util.h"
 
-#define RUN_LIMIT 1.5e8
+#define RUN_LIMIT wrap_run_limit()
 
 static void run_hand(const char *label, const char *text) {
   kiln_host_jit_t *jit = NULL;
