@@ -502,10 +502,9 @@ bool kiln_fusion_can_share_kernel(const kiln_hlo_instruction_t *a,
       if (!same_reduction_form(roots[i].reduction, hero)) return false;
     } else if (roots[i].elems != elems) {
       return false;
-    } else if (hero && roots[i].reduce &&
-               !same_dims(roots[i].reduce->operands[0]->shape, hero->operands[0]->shape)) {
-      /* The reduction emitter reduces every reduce it finds at a root's end with the
-       * hero's loop: another input shape (a reduce over size-1 dims) does not fit it. */
+    } else if (hero && roots[i].reduce && !same_reduction_form(roots[i].reduce, hero)) {
+      /* The reduction emitter reduces every reduce it finds at a root's end in the hero's
+       * [R0, K, R2] form: one of another form (a reduce over size-1 dims) does not fit. */
       return false;
     }
   }
