@@ -43,7 +43,6 @@ static void test_dynamic_reshape_at_its_bounds_is_a_reshape(void **state) {
 static void test_corpus_set_dimension_size_modules_match_on_the_host(void **state) {
   int n = dx_check_corpus_file("xla/xla__hlo__translate__hlo_to_mhlo__tests__import_emit_stablehlo.hlo",
                                KILN_OP_SET_DIMENSION_SIZE, LIST);
-  printf("corpus: %d set-dimension-size modules match the evaluator on the host\n", n);
   assert_int_equal(n, 3);
 }
 
