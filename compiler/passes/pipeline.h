@@ -4,8 +4,9 @@
  *   2. simplification, to a fixed point: simplify, constant_folding, tuple_simplify,
  *      while_loop_constants, dce, cse
  *   3. expansion: ops without emitters become plain HLO the fusion and loop/reduction
- *      emitters compile (rng-bit-generator, batch norm, cholesky, triangular-solve, ...:
- *      the *_expander passes), then topk decomposition
+ *      emitters compile (rng-bit-generator, batch norm, cholesky, triangular-solve,
+ *      scaled-dot, ragged-dot, fft, select-and-scatter, stochastic-convert; dynamic
+ *      shapes taken at their bounds), then topk decomposition
  *   4. layout assignment, then layout normalization
  *   5. layout-sensitive simplification (reshapes/transposes that are bitcasts), dce
  *   6. priority fusion, then multi-output fusion
