@@ -51,7 +51,14 @@ int kiln_elem_num_values(const kiln_hlo_instruction_t *instr) {
 
 bool kiln_elemental_physical_order(const kiln_shape_t *s, int *perm) {
   bool permuted = false;
-  bool laid = s->has_layout && s->layout.rank == s->rank && s->layout.minor_to_major && s->rank > 1;
+  bool laid = s->has_layout && s->layout.rank == s->rank && s->layout.minor_to_major && s->rank > 1 &&
+              s->rank <= KILN_KIR_MAX_RANK;
+  unsigned seen = 0;
+  for (int j = 0; laid && j < s->rank; j++) {
+    int64_t d = s->layout.minor_to_major[j];
+    laid = d >= 0 && d < s->rank && !(seen & (1u << d));
+    if (laid) seen |= 1u << d;
+  }
   for (int j = 0; j < s->rank; j++) {
     perm[j] = laid ? (int)s->layout.minor_to_major[s->rank - 1 - j] : j;
     if (perm[j] != j) permuted = true;
@@ -790,13 +797,14 @@ static kiln_status collect_tensors(kiln_elemental_t *e) {
       return KILN_ERR_UNIMPLEMENTED("parameter %d of %s is not an array", i, c->name);
     bool permuted = false;
     KILN_RETURN_IF_ERROR_PLAIN(check_memory_layout(e->tensors[i], s, &permuted));
+    if (permuted && !e->permuted_tensor) e->permuted_tensor = e->tensors[i];
     e->tensor_types[i] = kiln_elemental_tensor_type(e->m, s);
   }
   return NULL;
 }
 
 /* Outputs in a non-default order are written by emitters that ask for it (see
- * kiln_elemental_t.physical_outputs); remember the first one. */
+ * kiln_elemental_t.physical_layouts); remember the first one. */
 static kiln_status check_outputs(kiln_elemental_t *e) {
   for (int o = 0; o < e->part->num_outputs; o++) {
     const kiln_partition_output_t *po = &e->part->outputs[o];
@@ -926,9 +934,11 @@ static kiln_status emit_body(kiln_elemental_t *e, int sgi) {
 }
 
 kiln_status kiln_elemental_emit_functions(kiln_elemental_t *e) {
-  if (e->permuted_output && !e->physical_outputs)
-    return KILN_ERR_UNIMPLEMENTED("%s: non-default layout of an output; in fusion %s",
-                                  e->permuted_output->name, e->comp->name);
+  if (!e->physical_layouts && (e->permuted_tensor || e->permuted_output))
+    return KILN_ERR_UNIMPLEMENTED(
+        "%s: non-default layout of an %s (this emitter indexes memory in logical order); in "
+        "fusion %s", e->permuted_tensor ? e->permuted_tensor->name : e->permuted_output->name,
+        e->permuted_tensor ? "input" : "output", e->comp->name);
   for (int i = 0; i < e->part->num_subgraphs; i++) KILN_RETURN_IF_ERROR_PLAIN(declare(e, i));
   for (int i = 0; i < e->part->num_subgraphs; i++) KILN_RETURN_IF_ERROR_PLAIN(emit_body(e, i));
   return NULL;

@@ -46,8 +46,9 @@
  * stored row-major in its physical dimension order (most major first) and read at the
  * permuted index, so contiguous physical accesses stay contiguous. Values inside the
  * fusion are logical: intermediate layouts are ignored (bitcasts' maps read both layouts).
- * Outputs in a non-default order are written by the emitter that sets physical_outputs
- * (the loop emitter); for others, kiln_elemental_emit_functions is UNIMPLEMENTED. */
+ * Tensors and outputs in a non-default order are for emitters that set physical_layouts
+ * (the loop emitter): for others, which may index tensors or outputs themselves in logical
+ * order, kiln_elemental_emit_functions is UNIMPLEMENTED naming the tensor. */
 #ifndef KILN_COMPILER_CODEGEN_ELEMENTAL_H_
 #define KILN_COMPILER_CODEGEN_ELEMENTAL_H_
 
@@ -66,11 +67,12 @@ typedef struct kiln_elemental {
   const kiln_hlo_instruction_t **tensors; /* parameters by number, then array constants */
   const kiln_kir_type_t **tensor_types;
   kiln_kir_func_t **funcs; /* one per subgraph */
-  /* Set by init: the first partition output whose layout is not the default (or NULL). */
-  const kiln_hlo_instruction_t *permuted_output;
-  /* Set by the caller before emit_functions when it writes every output at
-   * kiln_elemental_physical_index (else a permuted output is UNIMPLEMENTED). */
-  bool physical_outputs;
+  /* Set by init: the first tensor / partition output whose layout is not the default. */
+  const kiln_hlo_instruction_t *permuted_tensor, *permuted_output;
+  /* Set by the caller before emit_functions when every tensor access it makes itself and
+   * every output write goes through kiln_elemental_physical_index / tensor_type (else a
+   * permuted tensor or output is UNIMPLEMENTED). */
+  bool physical_layouts;
 } kiln_elemental_t;
 
 /* perm[j] = the logical dimension stored at physical position j (most major first) of an

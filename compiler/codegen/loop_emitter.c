@@ -137,7 +137,7 @@ kiln_status kiln_loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c
   info->num_inputs = elem->num_tensors;
   info->num_outputs = part->num_outputs;
 
-  elem->physical_outputs = true; /* every insert goes through insert_elem */
+  elem->physical_layouts = true; /* inserts go through insert_elem, extracts permute */
   KILN_RETURN_IF_ERROR_PLAIN(kiln_elemental_emit_functions(elem));
 
   /* Signature: inputs, then outputs (written). */
