@@ -107,6 +107,10 @@ kiln_status kiln_hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation
   }
   if (!s) {
     h->have_elem = true;
+    /* Hero emitters read tensors through kiln_hero_emit_value (at the physical index) and the
+     * subgraph functions; outputs are written at logical indices, so permuted outputs stay
+     * UNIMPLEMENTED. */
+    h->elem.physical_layouts = h->elem.permuted_output == NULL;
     s = kiln_elemental_emit_functions(&h->elem);
   }
   if (s) {
