@@ -131,6 +131,15 @@ static void test_f32_dot_becomes_a_gemm_thunk(void **state) {
   assert_null(strstr(thunks, "gemm"));
   assert_non_null(strstr(thunks, "kernel"));
   kiln_free(thunks);
+  /* Without a gemm library every dot is an emitted kernel. */
+  setenv("KILN_GEMM_LIBRARY", "none", 1);
+  run_and_compare("HloModule d\nENTRY e {\n  a = f32[24,16] parameter(0)\n  b = f32[16,8] parameter(1)\n"
+                  "  ROOT d = f32[24,8] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+                  1, &thunks);
+  unsetenv("KILN_GEMM_LIBRARY");
+  assert_null(strstr(thunks, "gemm"));
+  assert_non_null(strstr(thunks, "kernel"));
+  kiln_free(thunks);
 }
 
 static void test_tuple_outputs_constants_and_pass_through_parameters(void **state) {

@@ -2,6 +2,7 @@
 #include "compiler/passes/fusion_wrapper.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -42,6 +43,9 @@ static bool gemm_operand(const kiln_shape_t *s, int nb, const kiln_i64_list_t *c
 
 bool kiln_fusion_wrapper_is_gemm(const kiln_hlo_instruction_t *dot, kiln_gemm_form_t *form) {
   if (dot->opcode != KILN_OP_DOT || dot->num_operands != 2) return false;
+  /* KILN_GEMM_LIBRARY=none: every dot becomes an emitted kernel (e.g. a GPU without cuBLAS). */
+  const char *lib = getenv("KILN_GEMM_LIBRARY");
+  if (lib && strcmp(lib, "none") == 0) return false;
   const kiln_shape_t *out = dot->shape, *lhs = dot->operands[0]->shape,
                      *rhs = dot->operands[1]->shape;
   if (!kiln_shape_is_array(out)) return false;

@@ -35,7 +35,8 @@ typedef struct kiln_gemm_form {
   kiln_elem_type_t type; /* F32 or F64 */
 } kiln_gemm_form_t;
 
-/* Whether the runtime runs `dot` as a BLAS gemm: one element type, f32 or f64, for both
+/* Whether the runtime runs `dot` as a BLAS gemm (never with $KILN_GEMM_LIBRARY=none: then
+ * every dot is an emitted kernel): one element type, f32 or f64, for both
  * operands and the result; every shape in the default layout (or none) and static; batch
  * dimensions the leading dimensions of both operands, in order; one contracting dimension
  * per operand; each operand's non-contracting dimensions one run before or after its

@@ -48,7 +48,9 @@ static kiln_status blas_load(kiln_cuda_blas_t **out) {
     }
   }
   if (!lib) {
-    kiln_status s = kiln_status_make(KILN_UNAVAILABLE, "cuBLAS not found: cannot open any of %s",
+    kiln_status s = kiln_status_make(KILN_UNAVAILABLE, "cuBLAS not found: cannot open any of %s; install "
+                                     "cuBLAS or set KILN_GEMM_LIBRARY=none to compile dots as "
+                                     "kernels",
                                      kiln_strbuf_cstr(&tried));
     kiln_strbuf_free(&tried);
     return s;
