@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs the GPU suite (tests/gpu/*.c) and the command-buffer benchmark. Fits one run
+# Builds and runs the GPU suite (tests/gpu/*.c: the runtime on a device, the corpus end to
+# end on the GPU) and the command-buffer benchmark. Fits one run
 # on a lent GPU machine (a few minutes). Without a CUDA driver the suite prints
 # "SKIP: <reason>" and exits 0.
 #
@@ -27,7 +28,7 @@ status=0
 for src in tests/gpu/*.c; do
   name="$(basename "$src" .c)"
   echo "== run $name"
-  timeout 300 "$build/$name" || status=1
+  timeout 360 "$build/$name" || status=1
 done
 
 echo "== host command buffers"
