@@ -122,6 +122,10 @@ static void test_convert_and_bitcast_convert(void **state) {
   expect_invalid("HloModule m\n\nENTRY main {\n  p0 = f32[3] parameter(0)\n"
                  "  ROOT bc = f16[3] bitcast-convert(p0)\n}\n",
                  "bc", "operands give f16[3,2]");
+  /* A scalar narrowed (found by the fuzzer: its empty dims were copied from NULL). */
+  expect_invalid("HloModule m\n\nENTRY main {\n  p0 = f32[] parameter(0)\n"
+                 "  ROOT bs = s16[] bitcast-convert(p0)\n}\n",
+                 "bs", "operands give s16[2]");
   expect_invalid("HloModule m\n\nENTRY main {\n  p0 = f32[3] parameter(0)\n"
                  "  ROOT cv = f32[4] convert(p0)\n}\n",
                  "cv", "result is f32[4]");

@@ -285,7 +285,7 @@ kiln_status kiln_shape_infer_bitcast_convert(kiln_arena_t *a, const kiln_shape_t
                               to_bits);
     int64_t dims[65];
     if (operand->rank >= 64) return KILN_ERR_INVALID("bitcast-convert operand rank too large");
-    memcpy(dims, operand->dims, sizeof(int64_t) * (size_t)operand->rank);
+    if (operand->rank > 0) memcpy(dims, operand->dims, sizeof(int64_t) * (size_t)operand->rank);
     dims[operand->rank] = from_bits / to_bits;
     *out = kiln__array(a, to, operand->rank + 1, dims);
   } else {
@@ -593,7 +593,7 @@ static kiln_status expand_indices(kiln_arena_t *a, const char *op, const kiln_sh
   if (index_vector_dim < 0 || index_vector_dim > indices->rank)
     return KILN_ERR_INVALID("%s index_vector_dim=%lld is out of range for indices %s", op,
                             (long long)index_vector_dim, kiln__shape_str(a, indices));
-  memcpy(dims, indices->dims, sizeof(int64_t) * (size_t)indices->rank);
+  if (indices->rank > 0) memcpy(dims, indices->dims, sizeof(int64_t) * (size_t)indices->rank);
   *rank = indices->rank;
   if (index_vector_dim == indices->rank) dims[(*rank)++] = 1;
   return KILN_STATUS_OK;
