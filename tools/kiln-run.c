@@ -570,8 +570,9 @@ static kiln_status run(run_flags_t *f) {
     }
     s = ms;
     if (!s && f->timings && !f->fusions) {
-      if (f->device) printf("timings: compile %.3f ms, ", t.compile);
-      printf("timings: verify %.3f ms, inputs %.3f ms, %s %.3f ms", t.verify, t.inputs,
+      printf("timings: ");
+      if (f->device) printf("compile %.3f ms, ", t.compile);
+      printf("verify %.3f ms, inputs %.3f ms, %s %.3f ms", t.verify, t.inputs,
              f->device ? "run" : "eval", t.eval_min);
       if (f->repeat > 1)
         printf(" (min of %" PRId64 "; mean %.3f ms)", f->repeat, t.eval_sum / (double)f->repeat);
