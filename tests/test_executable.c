@@ -279,6 +279,29 @@ static void test_command_buffers_form_over_kernel_runs(void **state) {
   kiln_strbuf_free(&b);
   kiln_executable_desc_destroy(d);
   kiln_hlo_module_destroy(m);
+  /* The compile dumps: buffer assignment, thunks before and after conversion. */
+  char dir[] = "/tmp/kiln_exec_dumpXXXXXX";
+  assert_non_null(mkdtemp(dir));
+  m = parse(text);
+  co.emit.dump_dir = dir;
+  assert_null(kiln_compile_module(m, &co, &d, NULL));
+  const char *suffixes[] = {"96-buffer-assignment.txt", "97-thunks.txt", "98-command-buffers.txt"};
+  const char *needles[] = {"allocation", "kernel", "command-buffer"};
+  for (int i = 0; i < 3; i++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/cb.%s", dir, suffixes[i]);
+    char *dump = NULL;
+    size_t len = 0;
+    assert_null(kiln_read_file(path, &dump, &len));
+    if (!strstr(dump, needles[i])) fail_msg("%s lacks \"%s\"", path, needles[i]);
+    kiln_free(dump);
+    remove(path);
+  }
+  kiln_executable_desc_destroy(d);
+  kiln_hlo_module_destroy(m);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
   run_and_compare(text, 3, NULL); /* replayed on the second and third runs */
 }
 

@@ -141,7 +141,7 @@ kiln_fusion_emitter_t kiln_fusion_classify(const kiln_hlo_computation_t *c,
 
 /* ---- compiling ---- */
 
-static void dump_text(const char *dir, const char *name, const char *suffix, const char *text) {
+void kiln_fusion_dump_text(const char *dir, const char *name, const char *suffix, const char *text) {
   if (!dir || !*dir) return;
   mkdir(dir, 0777);
   char path[1024];
@@ -152,7 +152,7 @@ static void dump_text(const char *dir, const char *name, const char *suffix, con
   fclose(fp);
 }
 
-static void sanitize(char *s) {
+void kiln_fusion_sanitize_name(char *s) {
   for (; *s; s++)
     if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9')))
       *s = '_';
@@ -187,12 +187,12 @@ static kiln_status fusion_kernel_emit_unchecked(const kiln_hlo_computation_t *c,
   char name[128];
   snprintf(name, sizeof(name), "%s", opts && opts->kernel_name ? opts->kernel_name : c->name);
   if (!(opts && opts->kernel_name)) strncat(name, "_kernel", sizeof(name) - strlen(name) - 1);
-  sanitize(name);
+  kiln_fusion_sanitize_name(name);
   const char *dump_dir = opts && opts->dump_dir ? opts->dump_dir : getenv("KILN_DUMP_TO");
   if (dump_dir && *dump_dir) {
     kiln_strbuf_t hb = {0};
     kiln_hlo_computation_print(&hb, c);
-    dump_text(dump_dir, name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
+    kiln_fusion_dump_text(dump_dir, name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
     kiln_strbuf_free(&hb);
   }
 
@@ -207,7 +207,7 @@ static kiln_status fusion_kernel_emit_unchecked(const kiln_hlo_computation_t *c,
   if (dump_dir && *dump_dir) {
     kiln_strbuf_t pb = {0};
     kiln_partition_print(&part, &pb);
-    dump_text(dump_dir, name, "41-partition.txt", kiln_strbuf_cstr(&pb));
+    kiln_fusion_dump_text(dump_dir, name, "41-partition.txt", kiln_strbuf_cstr(&pb));
     kiln_strbuf_free(&pb);
   }
   kiln_elemental_t elem;
@@ -568,7 +568,7 @@ kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
   char kname[160];
   if (!co.kernel_name) {
     snprintf(kname, sizeof(kname), "%s_k%d", c->name, atomic_fetch_add(&g_kernel_counter, 1));
-    sanitize(kname);
+    kiln_fusion_sanitize_name(kname);
     co.kernel_name = kname;
   }
   kiln_fusion_kernel_t k;

@@ -40,6 +40,12 @@ typedef enum kiln_fusion_emitter {
 
 const char *kiln_fusion_emitter_name(kiln_fusion_emitter_t e);
 
+/* Replaces every character that is not an ASCII letter or digit by '_' (kernel names). */
+void kiln_fusion_sanitize_name(char *s);
+/* Writes `text` to `dir`/`name`.`suffix` for KILN_DUMP_TO dumps, creating `dir`; nothing when
+ * `dir` is NULL or empty. Dumps are best effort: a file that cannot be written is skipped. */
+void kiln_fusion_dump_text(const char *dir, const char *name, const char *suffix, const char *text);
+
 /* The emitter XLA would pick for computation `c`; *hero (may be NULL) gets the hero. */
 kiln_fusion_emitter_t kiln_fusion_classify(const kiln_hlo_computation_t *c,
                                            const kiln_hlo_instruction_t **hero);

@@ -50,22 +50,6 @@ kiln_indexing_map_t *kiln_hero_map(kiln_kir_module_t *m, int ndims, const char *
   return kiln_kir_module_adopt_map(m, map);
 }
 
-static void sanitize(char *s) {
-  for (; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9'))) *s = '_';
-}
-
-static void dump_text(const char *dir, const char *name, const char *suffix, const char *text) {
-  if (!dir || !*dir) return;
-  mkdir(dir, 0777);
-  char path[1024];
-  snprintf(path, sizeof(path), "%s/%s.%s", dir, name, suffix);
-  FILE *fp = fopen(path, "w");
-  if (!fp) return;
-  fputs(text, fp);
-  fclose(fp);
-}
-
 static void hero_emit_release(kiln_hero_emit_t *h) {
   kiln_vec_free(&h->fn.cache);
   kiln_status_free(h->fn.err);
@@ -90,12 +74,12 @@ kiln_status kiln_hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation
   h->t0 = now_ms();
   snprintf(h->name, sizeof(h->name), "%s", opts && opts->kernel_name ? opts->kernel_name : c->name);
   if (!(opts && opts->kernel_name)) strncat(h->name, "_kernel", sizeof(h->name) - strlen(h->name) - 1);
-  sanitize(h->name);
+  kiln_fusion_sanitize_name(h->name);
   h->dump_dir = opts && opts->dump_dir ? opts->dump_dir : getenv("KILN_DUMP_TO");
   if (h->dump_dir && *h->dump_dir) {
     kiln_strbuf_t hb = {0};
     kiln_hlo_computation_print(&hb, c);
-    dump_text(h->dump_dir, h->name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
+    kiln_fusion_dump_text(h->dump_dir, h->name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
     kiln_strbuf_free(&hb);
   }
   out->ctx = kiln_affine_ctx_create();
@@ -121,7 +105,7 @@ kiln_status kiln_hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation
   if (h->dump_dir && *h->dump_dir) {
     kiln_strbuf_t pb = {0};
     kiln_partition_print(&h->part, &pb);
-    dump_text(h->dump_dir, h->name, "41-partition.txt", kiln_strbuf_cstr(&pb));
+    kiln_fusion_dump_text(h->dump_dir, h->name, "41-partition.txt", kiln_strbuf_cstr(&pb));
     kiln_strbuf_free(&pb);
   }
   kiln_kir_module_t *m = out->kir;

@@ -10,28 +10,11 @@
 
 /* ---- split scaffolding ---- */
 
-/* Writes `text` to dir/name.suffix (KILN_DUMP_TO dumps; failures to write are ignored). */
-static void dump_text(const char *dir, const char *name, const char *suffix, const char *text) {
-  if (!dir || !*dir) return;
-  mkdir(dir, 0777);
-  char path[1024];
-  snprintf(path, sizeof(path), "%s/%s.%s", dir, name, suffix);
-  FILE *fp = fopen(path, "w");
-  if (!fp) return;
-  fputs(text, fp);
-  fclose(fp);
-}
-
-static void sanitize(char *s) {
-  for (; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9'))) *s = '_';
-}
-
 void kiln_hero_kernel_name(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
                            const char *suffix, char *buf, size_t n) {
   if (opts && opts->kernel_name) snprintf(buf, n, "%s%s", opts->kernel_name, suffix ? suffix : "");
   else snprintf(buf, n, "%s_kernel%s", c->name, suffix ? suffix : "");
-  sanitize(buf);
+  kiln_fusion_sanitize_name(buf);
 }
 
 void kiln_hero_grid_dims(const kiln_launch_grid_t *g, int64_t block[3], int64_t grid[3]) {
@@ -190,7 +173,7 @@ kiln_status kiln_hero_split_begin(kiln_hero_split_t *s, const kiln_hlo_computati
     kiln_hlo_computation_print(&hb, c);
     kiln_strbuf_printf(&hb, "\n// values read by %s:\n", h->name);
     kiln_hlo_computation_print(&hb, d);
-    dump_text(h->dump_dir, h->name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
+    kiln_fusion_dump_text(h->dump_dir, h->name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
     kiln_strbuf_free(&hb);
   }
   out->ctx = kiln_affine_ctx_create();
@@ -207,7 +190,7 @@ kiln_status kiln_hero_split_begin(kiln_hero_split_t *s, const kiln_hlo_computati
   if (!st && h->dump_dir && *h->dump_dir) {
     kiln_strbuf_t pb = {0};
     kiln_partition_print(&h->part, &pb);
-    dump_text(h->dump_dir, h->name, "41-partition.txt", kiln_strbuf_cstr(&pb));
+    kiln_fusion_dump_text(h->dump_dir, h->name, "41-partition.txt", kiln_strbuf_cstr(&pb));
     kiln_strbuf_free(&pb);
   }
   kiln_kir_module_t *m = out->kir;

@@ -580,22 +580,6 @@ static bool emit_by_rank(sort_emit_t *e) {
   return kiln_kir_builder_ok(b);
 }
 
-static void sanitize(char *s) {
-  for (; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9'))) *s = '_';
-}
-
-static void dump_text(const char *dir, const char *name, const char *suffix, const char *text) {
-  if (!dir || !*dir) return;
-  mkdir(dir, 0777);
-  char path[1024];
-  snprintf(path, sizeof(path), "%s/%s.%s", dir, name, suffix);
-  FILE *fp = fopen(path, "w");
-  if (!fp) return;
-  fputs(text, fp);
-  fclose(fp);
-}
-
 /* Creates the kernel: the fusion's tensors, then one written tensor per output leaf. */
 static kiln_status create_kernel(sort_emit_t *e, const char *name) {
   kiln_kir_module_t *m = e->m;
@@ -614,7 +598,7 @@ static kiln_status create_kernel(sort_emit_t *e, const char *name) {
     snprintf(buf, sizeof(buf), nout == 1 ? "output" : "output%d", o);
     names[nin + o] = kiln_strdup(buf);
   }
-  for (size_t i = 0; i < np; i++) sanitize(names[i]);
+  for (size_t i = 0; i < np; i++) kiln_fusion_sanitize_name(names[i]);
   e->kernel = kiln_kir_func_create(m, name, KILN_KIR_FUNC_KERNEL, pt, (const char *const *)names, np, rt,
                                    (size_t)nout);
   for (size_t i = 0; i < np; i++) kiln_free(names[i]);
@@ -710,12 +694,12 @@ kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fu
   char name[160];
   snprintf(name, sizeof(name), "%s", opts && opts->kernel_name ? opts->kernel_name : c->name);
   if (!(opts && opts->kernel_name)) strncat(name, "_kernel", sizeof(name) - strlen(name) - 1);
-  sanitize(name);
+  kiln_fusion_sanitize_name(name);
   const char *dump_dir = opts && opts->dump_dir ? opts->dump_dir : getenv("KILN_DUMP_TO");
   if (dump_dir && *dump_dir) {
     kiln_strbuf_t hb = {0};
     kiln_hlo_computation_print(&hb, c);
-    dump_text(dump_dir, name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
+    kiln_fusion_dump_text(dump_dir, name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
     kiln_strbuf_free(&hb);
   }
   out->ctx = kiln_affine_ctx_create();

@@ -237,20 +237,20 @@ kiln_status kiln_pass_fusion_wrapper(kiln_hlo_module_t *m, const kiln_pass_optio
   kiln_hlo_computation_t **comps = kiln_fusion_sequential_computations(m, &nc);
   kiln_status st = NULL;
   bool any = false;
-  KILN_VEC(kiln_hlo_instruction_t *) todo = {0};
+  KILN_VEC(kiln_hlo_instruction_t *) worklist = {0};
   for (size_t i = 0; i < nc && !st; i++) {
     kiln_hlo_computation_t *c = comps[i];
-    kiln_vec_clear(&todo);
+    kiln_vec_clear(&worklist);
     for (size_t k = 0; k < c->instructions.len; k++)
       if (kiln_fusion_wrapper_needs_kernel(c->instructions.data[k]))
-        kiln_vec_push(&todo, c->instructions.data[k]);
-    for (size_t k = 0; k < todo.len && !st; k++) {
-      st = wrap(c, todo.data[k]);
+        kiln_vec_push(&worklist, c->instructions.data[k]);
+    for (size_t k = 0; k < worklist.len && !st; k++) {
+      st = wrap(c, worklist.data[k]);
       if (st) st = kiln_status_annotate(st, "in computation '%s'", c->name);
       any = true;
     }
   }
-  kiln_vec_free(&todo);
+  kiln_vec_free(&worklist);
   kiln_free(comps);
   if (changed) *changed = *changed || any;
   return st;

@@ -411,15 +411,15 @@ kiln_status kiln_builder_expand_all(kiln_hlo_module_t *m, kiln_hlo_opcode_t op, 
   for (size_t ci = 0; ci < num_comps && !st; ci++) {
     kiln_hlo_computation_t *c = m->computations.data[ci];
     /* collect first: expansions append to the instruction list */
-    KILN_VEC(kiln_hlo_instruction_t *) todo = {0};
+    KILN_VEC(kiln_hlo_instruction_t *) worklist = {0};
     for (size_t i = 0; i < c->instructions.len; i++) {
       kiln_hlo_instruction_t *in = c->instructions.data[i];
       if (in->opcode == op && !in->num_control_predecessors && !in->control_successors.len)
-        kiln_vec_push(&todo, in);
+        kiln_vec_push(&worklist, in);
     }
     bool any = false;
-    for (size_t i = 0; i < todo.len && !st; i++) {
-      kiln_hlo_instruction_t *in = todo.data[i];
+    for (size_t i = 0; i < worklist.len && !st; i++) {
+      kiln_hlo_instruction_t *in = worklist.data[i];
       kiln_builder_t b;
       kiln_builder_init(&b, c, NULL, has_layout(in->shape));
       kiln_hlo_instruction_t *r = expand(&b, in, ctx);
@@ -434,7 +434,7 @@ kiln_status kiln_builder_expand_all(kiln_hlo_module_t *m, kiln_hlo_opcode_t op, 
       kiln_hlo_computation_sort_post_order(c);
       *changed = true;
     }
-    kiln_vec_free(&todo);
+    kiln_vec_free(&worklist);
   }
   kiln_pass_effects_free(&effects);
   return st;

@@ -7,8 +7,8 @@
 #include <time.h>
 
 #include "base/alloc.h"
-#include "base/log.h"
 #include "base/str.h"
+#include "compiler/codegen/fusion_compiler.h"
 #include "compiler/hlo/opcode.h"
 #include "compiler/passes/buffer_assignment.h"
 #include "compiler/passes/pipeline.h"
@@ -18,19 +18,6 @@ static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static void dump_text(const char *dir, const char *module, const char *suffix, const char *text) {
-  if (!dir || !*dir) return;
-  char path[4096];
-  snprintf(path, sizeof(path), "%s/%s.%s", dir, module, suffix);
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    KILN_LOG_W("cannot write dump %s", path);
-    return;
-  }
-  fputs(text, f);
-  fclose(f);
 }
 
 kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
@@ -68,7 +55,7 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
   if (dump_dir && *dump_dir) {
     kiln_strbuf_t b = {0};
     kiln_buffer_assignment_print(&b, ba);
-    dump_text(dump_dir, m->name, "96-buffer-assignment.txt", kiln_strbuf_cstr(&b));
+    kiln_fusion_dump_text(dump_dir, m->name, "96-buffer-assignment.txt", kiln_strbuf_cstr(&b));
     kiln_strbuf_free(&b);
   }
 
@@ -81,7 +68,7 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
   if (dump_dir && *dump_dir) {
     kiln_strbuf_t b = {0};
     kiln_executable_desc_print(&b, d);
-    dump_text(dump_dir, m->name, "97-thunks.txt", kiln_strbuf_cstr(&b));
+    kiln_fusion_dump_text(dump_dir, m->name, "97-thunks.txt", kiln_strbuf_cstr(&b));
     kiln_strbuf_free(&b);
   }
   if (!o.no_command_buffers && !kiln_command_buffers_disabled_by_env()) {
@@ -97,7 +84,7 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
     if (dump_dir && *dump_dir) {
       kiln_strbuf_t b = {0};
       kiln_executable_desc_print(&b, d);
-      dump_text(dump_dir, m->name, "98-command-buffers.txt", kiln_strbuf_cstr(&b));
+      kiln_fusion_dump_text(dump_dir, m->name, "98-command-buffers.txt", kiln_strbuf_cstr(&b));
       kiln_strbuf_free(&b);
     }
   }

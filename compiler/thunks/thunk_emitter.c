@@ -165,12 +165,6 @@ static kiln_status constant_allocation(emitter_t *E, const kiln_hlo_instruction_
   return NULL;
 }
 
-static void sanitize(char *s) {
-  for (; *s; s++)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9')))
-      *s = '_';
-}
-
 /* Compiles one kernel of a chain for the target; fills the launch dimensions, the kernel's
  * name and its module index. */
 static kiln_status compile_kernel(emitter_t *E, const kiln_fusion_kernel_t *k,
@@ -220,7 +214,7 @@ static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
   if (!fc) return KILN_ERR_INVALID("fusion %s calls no computation", in->name);
   char kname[128];
   snprintf(kname, sizeof(kname), "k%d_%.100s", E->counter++, in->name);
-  sanitize(kname);
+  kiln_fusion_sanitize_name(kname);
   kiln_fusion_compile_options_t co = {0};
   co.kernel_name = kname;
   co.dump_dir = E->opts.dump_dir;
