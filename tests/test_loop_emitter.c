@@ -432,11 +432,95 @@ static void test_heroes_dispatch_to_their_emitters_or_are_unimplemented(void **s
   kiln_hlo_module_destroy(m);
 }
 
+/* Excess precision (XLA's default --xla_allow_excess_precision=true): by default a bf16
+ * fusion keeps its intermediates in f32 and rounds once per output, so it matches the same
+ * fusion computed in f32 (the reference below) within one bf16 rounding, differs from the
+ * per-op-rounded evaluator where rounding an intermediate matters (1 + tanh cancels for
+ * negative inputs), and strict_precision / XLA_FLAGS restore per-op rounding. The second
+ * output exercises compares of unrounded values. */
+static const char kGeluSmall[] =
+    "gelu_small {\n"
+    "  x = bf16[8,1024] parameter(0)\n"
+    "  c0 = bf16[] constant(0.5)\n  b0 = bf16[8,1024] broadcast(c0), dimensions={}\n"
+    "  c1 = bf16[] constant(1)\n  b1 = bf16[8,1024] broadcast(c1), dimensions={}\n"
+    "  c2 = bf16[] constant(0.79785)\n  b2 = bf16[8,1024] broadcast(c2), dimensions={}\n"
+    "  c3 = bf16[] constant(0.044708)\n  b3 = bf16[8,1024] broadcast(c3), dimensions={}\n"
+    "  sq = bf16[8,1024] multiply(x, x)\n  cube = bf16[8,1024] multiply(sq, x)\n"
+    "  m3 = bf16[8,1024] multiply(cube, b3)\n  a1 = bf16[8,1024] add(x, m3)\n"
+    "  m2 = bf16[8,1024] multiply(a1, b2)\n  t = bf16[8,1024] tanh(m2)\n"
+    "  a0 = bf16[8,1024] add(t, b1)\n  m1 = bf16[8,1024] multiply(a0, b0)\n"
+    "  g = bf16[8,1024] multiply(x, m1)\n"
+    "  lt = pred[8,1024] compare(g, m3), direction=LT\n"
+    "  ROOT out = (bf16[8,1024], pred[8,1024]) tuple(g, lt)\n"
+    "}\n";
+static const char kGeluSmallF32[] =
+    "gelu_small_f32 {\n"
+    "  p = bf16[8,1024] parameter(0)\n  x = f32[8,1024] convert(p)\n"
+    "  c0 = f32[] constant(0.5)\n  b0 = f32[8,1024] broadcast(c0), dimensions={}\n"
+    "  c1 = f32[] constant(1)\n  b1 = f32[8,1024] broadcast(c1), dimensions={}\n"
+    "  c2 = f32[] constant(0.796875)\n  b2 = f32[8,1024] broadcast(c2), dimensions={}\n"
+    "  c3 = f32[] constant(0.0446777344)\n  b3 = f32[8,1024] broadcast(c3), dimensions={}\n"
+    "  sq = f32[8,1024] multiply(x, x)\n  cube = f32[8,1024] multiply(sq, x)\n"
+    "  m3 = f32[8,1024] multiply(cube, b3)\n  a1 = f32[8,1024] add(x, m3)\n"
+    "  m2 = f32[8,1024] multiply(a1, b2)\n  t = f32[8,1024] tanh(m2)\n"
+    "  a0 = f32[8,1024] add(t, b1)\n  m1 = f32[8,1024] multiply(a0, b0)\n"
+    "  g = f32[8,1024] multiply(x, m1)\n"
+    "  lt = pred[8,1024] compare(g, m3), direction=LT\n"
+    "  gb = bf16[8,1024] convert(g)\n"
+    "  ROOT out = (bf16[8,1024], pred[8,1024]) tuple(gb, lt)\n"
+    "}\n";
+
+static kiln_fusion_run_report_t run_gelu_small(const kiln_hlo_computation_t *c,
+                                               const kiln_hlo_computation_t *ref, bool strict) {
+  kiln_fusion_run_options_t o;
+  kiln_fusion_run_options_init(&o);
+  o.compile.strict_precision = strict;
+  o.reference = ref;
+  o.float_lo = -4.0;
+  o.float_hi = 4.0;
+  kiln_fusion_run_report_t r;
+  kiln_status s = kiln_fusion_run_check(c, &o, &r);
+  if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
+  assert_null(s);
+  assert_int_equal(r.elements, 2 * 8 * 1024);
+  return r;
+}
+
+static void test_bf16_excess_precision(void **state) {
+  kiln_hlo_module_t *m = parse_fusion(kGeluSmall), *mf = parse_fusion(kGeluSmallF32);
+  kiln_fusion_run_report_t r = run_gelu_small(m->entry, mf->entry, false);
+  printf("excess precision vs f32 semantics: %lld beyond 1 bf16 ulp (max %lld)\n",
+         (long long)r.mismatches, (long long)r.max_ulp);
+  assert_int_equal(r.mismatches, 0);
+  r = run_gelu_small(m->entry, NULL, false);
+  printf("excess precision vs per-op rounding: %lld differ (max %lld ulp)\n",
+         (long long)r.mismatches, (long long)r.max_ulp);
+  assert_true(r.mismatches > 0);
+  r = run_gelu_small(m->entry, NULL, true);
+  printf("strict precision vs per-op rounding: %lld beyond 1 bf16 ulp (max %lld)\n",
+         (long long)r.mismatches, (long long)r.max_ulp);
+  assert_int_equal(r.mismatches, 0);
+
+  kiln_fusion_compile_options_t co = {0};
+  assert_true(kiln_fusion_excess_precision(&co));
+  assert_int_equal(setenv("XLA_FLAGS", "--xla_gpu_foo=1 --xla_allow_excess_precision=false", 1), 0);
+  assert_false(kiln_fusion_excess_precision(&co));
+  assert_int_equal(unsetenv("XLA_FLAGS"), 0);
+  assert_int_equal(setenv("KILN_ALLOW_EXCESS_PRECISION", "0", 1), 0);
+  assert_false(kiln_fusion_excess_precision(&co));
+  assert_int_equal(unsetenv("KILN_ALLOW_EXCESS_PRECISION"), 0);
+  co.strict_precision = true;
+  assert_false(kiln_fusion_excess_precision(&co));
+  kiln_hlo_module_destroy(m);
+  kiln_hlo_module_destroy(mf);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gelu_stages_dump_loop_inline_flatten_vectorize_unroll),
       cmocka_unit_test(test_gelu_ptx_passes_ptxas_and_moves_vectors),
       cmocka_unit_test(test_gelu_host_matches_evaluator_within_one_bf16_ulp),
+      cmocka_unit_test(test_bf16_excess_precision),
       cmocka_unit_test(test_launch_dimensions),
       cmocka_unit_test(test_block_split_over_y),
       cmocka_unit_test(test_vectorization_disabled_by_sin_and_atan2),

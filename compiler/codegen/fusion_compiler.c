@@ -266,10 +266,26 @@ static int64_t shared_bytes_in(const kiln_kir_region_t *r) {
   return total;
 }
 
+bool kiln_fusion_excess_precision(const kiln_fusion_compile_options_t *opts) {
+  if (opts && opts->strict_precision) return false;
+  const char *e = getenv("KILN_ALLOW_EXCESS_PRECISION");
+  if (e && (!strcmp(e, "0") || !strcmp(e, "false"))) return false;
+  const char *x = getenv("XLA_FLAGS");
+  const char *f = x ? strstr(x, "--xla_allow_excess_precision=") : NULL;
+  if (f) {
+    f += strlen("--xla_allow_excess_precision=");
+    if (!strncmp(f, "false", 5) || !strncmp(f, "0", 1)) return false;
+  }
+  return true;
+}
+
 kiln_status kiln_fusion_kernel_emit(const kiln_hlo_computation_t *c,
                                     const kiln_fusion_compile_options_t *opts,
                                     kiln_fusion_kernel_t *out) {
   KILN_RETURN_IF_ERROR_PLAIN(fusion_kernel_emit_unchecked(c, opts, out));
+  bool excess = kiln_fusion_excess_precision(opts);
+  for (kiln_fusion_kernel_t *k = out; k; k = k->next)
+    if (k->kir) k->kir->excess_precision = excess;
   /* Every launch of the chain must fit the target: a kernel that does not would fail at
    * launch on the GPU (or silently run a different grid on the host). */
   int idx = 0;
@@ -355,6 +371,7 @@ void kiln_fusion_run_options_init(kiln_fusion_run_options_t *o) {
   o->float_lo = -1.0;
   o->float_hi = 1.0;
   o->max_ulp = -1;
+  o->compile.strict_precision = true;
 }
 
 int64_t kiln_fusion_default_ulp(kiln_elem_type_t t) {
@@ -666,7 +683,12 @@ kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
     kiln_eval_ctx_t ectx = {0};
     ectx.opts = &eo;
     ectx.arena = &arena;
-    s = kiln_eval_computation(&ectx, c, c->num_parameters, params, &result);
+    const kiln_hlo_computation_t *ref = opts->reference ? opts->reference : c;
+    if (ref->num_parameters != c->num_parameters)
+      s = KILN_ERR_INVALID("reference %s takes %d parameters, fusion %s takes %d", ref->name,
+                           ref->num_parameters, c->name, c->num_parameters);
+    else
+      s = kiln_eval_computation(&ectx, ref, c->num_parameters, params, &result);
     rep->eval_ms = now_ms() - t0;
   }
   if (!s) {

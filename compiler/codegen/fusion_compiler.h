@@ -56,7 +56,14 @@ typedef struct kiln_fusion_compile_options {
   const char *kernel_name; /* NULL: "<computation>_kernel" (sanitized) */
   const char *dump_dir;    /* NULL: $KILN_DUMP_TO */
   int unroll_max_trip;     /* as kiln_kir_pipeline_options_t */
+  /* Round every bf16 op's result, as the evaluator does. By default kiln allows excess
+   * precision as XLA does (kiln_kir_module_t.excess_precision); KILN_ALLOW_EXCESS_PRECISION=0
+   * or XLA_FLAGS containing --xla_allow_excess_precision=false also turn it off. */
+  bool strict_precision;
 } kiln_fusion_compile_options_t;
+
+/* Whether kernels compiled with `opts` (may be NULL) may keep bf16 intermediates in f32. */
+bool kiln_fusion_excess_precision(const kiln_fusion_compile_options_t *opts);
 
 /* A fusion compiles to one kernel or, for emitters that need several launches (scatter:
  * initialize the output, then apply the updates; multi-pass sorts), a chain of kernels
@@ -105,8 +112,14 @@ typedef struct kiln_fusion_run_options {
   kiln_host_jit_t *jit;      /* NULL: a JIT of the runner's own */
   kiln_host_pool_t *pool;    /* NULL: run on the calling thread */
   kiln_fusion_compile_options_t compile;
+  /* Evaluated instead of the fusion itself when set: a computation with the same parameters
+   * and result shape giving the semantics to check against (e.g. the f32-inside form of a
+   * bf16 fusion, for excess precision). NULL: the fusion. */
+  const kiln_hlo_computation_t *reference;
 } kiln_fusion_run_options_t;
 
+/* Defaults; compile.strict_precision is set, so that bf16 results match the evaluator's
+ * per-op rounding within the default tolerance (clear it to check excess precision). */
 void kiln_fusion_run_options_init(kiln_fusion_run_options_t *o);
 
 /* Default tolerance in units in the last place of the output type: 0 (exact) for integers

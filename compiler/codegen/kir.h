@@ -289,6 +289,11 @@ struct kiln_kir_module {
   KILN_VEC(kiln_indexing_map_t *) maps; /* owned */
   KILN_VEC(kiln_kir_region_t *) regions; /* every region made (frees their op lists) */
   uint32_t next_value_id;
+  /* Excess precision (XLA's --xla_allow_excess_precision, on by default there): bf16 values
+   * computed by arithmetic ops stay f32 for the ops, compares and widening conversions that
+   * read them in straight-line code; only stored, loop-carried or passed values are rounded.
+   * false: every bf16 op rounds its result (the evaluator's semantics). Read by lowering. */
+  bool excess_precision;
 };
 
 /* ------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ void kir_llvm_init(kir_llvm_t *L, const kiln_kir_module_t *km, const kir_llvm_ta
   L->idx_bits = idx_bits;
   L->idx = LLVMIntTypeInContext(ctx, (unsigned)idx_bits);
   L->vals = kiln_calloc(km->next_value_id + 1, sizeof(*L->vals));
+  L->wide = kiln_calloc(km->next_value_id + 1, sizeof(*L->wide));
   L->root = kiln_calloc(km->next_value_id + 1, sizeof(*L->root));
   L->funcs = kiln_calloc(km->funcs.len + 1, sizeof(*L->funcs));
   L->math_elem = KILN_F32;
@@ -42,6 +43,7 @@ void kir_llvm_finish(kir_llvm_t *L, bool dispose) {
   if (L->b) LLVMDisposeBuilder(L->b);
   if (dispose && L->mod) LLVMDisposeModule(L->mod);
   kiln_free(L->vals);
+  kiln_free(L->wide);
   kiln_free(L->root);
   kiln_free(L->funcs);
   L->b = NULL;
@@ -87,7 +89,10 @@ LLVMValueRef kir_llvm_get(kir_llvm_t *L, const kiln_kir_value_t *v) {
   return x;
 }
 
-void kir_llvm_set(kir_llvm_t *L, const kiln_kir_value_t *v, LLVMValueRef x) { L->vals[v->id] = x; }
+void kir_llvm_set(kir_llvm_t *L, const kiln_kir_value_t *v, LLVMValueRef x) {
+  L->vals[v->id] = x;
+  L->wide[v->id] = NULL; /* a rebound value (e.g. reloaded in another phase) has no f32 form */
+}
 
 LLVMValueRef kir_llvm_entry_alloca(kir_llvm_t *L, LLVMTypeRef t, int64_t count, unsigned align) {
   LLVMBuilderRef eb = LLVMCreateBuilderInContext(L->ctx);
@@ -622,6 +627,69 @@ static LLVMValueRef lane_convert(kir_llvm_t *L, const kiln_kir_op_t *op, const k
   return convert_scalar(L, t, lane_type(op->results[0]->type, &buf), x[0]);
 }
 
+/* ---- excess precision (bf16) ----
+ * With km->excess_precision, a bf16 arithmetic op computes in f32 as always but also keeps
+ * its unrounded f32 result in L->wide; bf16 arithmetic, compares and conversions to f32 /
+ * f64 that read the value use that instead of the rounded bits, which then only matter
+ * where the value is stored, carried by a loop or passed to a call (LLVM drops the rounding
+ * when nothing reads the bits). This is what XLA's float normalization followed by
+ * SimplifyFPConversions gives under --xla_allow_excess_precision (its default). */
+
+static bool excess_reads(const kir_llvm_t *L, const kiln_kir_type_t *t) {
+  return L->km->excess_precision && t->elem == KILN_BF16 &&
+         (t->kind == KILN_KIR_TYPE_SCALAR || t->kind == KILN_KIR_TYPE_VECTOR);
+}
+
+/* Lane `kk` (NULL: a scalar) of value v as f32: its unrounded form when it has one. */
+static LLVMValueRef wide_lane(kir_llvm_t *L, const kiln_kir_value_t *v, LLVMValueRef kk) {
+  LLVMValueRef w = L->wide[v->id];
+  if (w) return kk ? LLVMBuildExtractElement(L->b, w, kk, "") : w;
+  LLVMValueRef x = kir_llvm_get(L, v);
+  if (kk) x = LLVMBuildExtractElement(L->b, x, kk, "");
+  return kir_llvm_to_f32(L, KILN_BF16, x);
+}
+
+/* Emits `op` under excess precision when it reads or computes bf16 values; false when the
+ * op is not one of those (the generic lowering then handles it). */
+static bool emit_excess(kir_llvm_t *L, const kiln_kir_op_t *op) {
+  if (!op->num_operands || !op->num_results) return false;
+  const kiln_kir_type_t *in = op->operands[0]->type, *rt = op->results[0]->type;
+  bool arith = kiln_kir_opcode_is_binary(op->opcode) || kiln_kir_opcode_is_unary(op->opcode);
+  bool widen = op->opcode == KILN_KIR_CONVERT &&
+               (rt->elem == KILN_F32 || rt->elem == KILN_F64);
+  if (!excess_reads(L, in) || !(arith || widen || op->opcode == KILN_KIR_CMP)) return false;
+  kiln_kir_type_t f32t = {.kind = KILN_KIR_TYPE_SCALAR, .elem = KILN_F32}, lbuf;
+  int lanes = in->kind == KILN_KIR_TYPE_VECTOR ? in->lanes : 0;
+  LLVMTypeRef lane_t = arith ? L->i16 : op->opcode == KILN_KIR_CMP ? L->i1 : kir_llvm_elem_repr(L, rt->elem);
+  LLVMValueRef out = lanes ? LLVMGetUndef(LLVMVectorType(lane_t, (unsigned)lanes)) : NULL;
+  LLVMValueRef wout = lanes && arith ? LLVMGetUndef(LLVMVectorType(L->f32, (unsigned)lanes)) : NULL;
+  for (int k = 0; k < (lanes ? lanes : 1); k++) {
+    LLVMValueRef kk = lanes ? LLVMConstInt(L->i32, (unsigned)k, 0) : NULL;
+    LLVMValueRef x = wide_lane(L, op->operands[0], kk);
+    LLVMValueRef y = op->num_operands > 1 ? wide_lane(L, op->operands[1], kk) : NULL;
+    LLVMValueRef r, w = NULL;
+    if (arith) {
+      L->math_elem = KILN_BF16; /* the result only needs bf16 accuracy */
+      w = float_math(L, op->opcode, x, kiln_kir_opcode_is_binary(op->opcode) ? y : NULL, false);
+      L->math_elem = KILN_F32;
+      r = kir_llvm_from_f32(L, KILN_BF16, w);
+    } else if (op->opcode == KILN_KIR_CMP) {
+      r = cmp_scalar(L, op->cmp, &f32t, x, y);
+    } else {
+      r = convert_scalar(L, &f32t, lane_type(rt, &lbuf), x);
+    }
+    if (!lanes) {
+      out = r, wout = w;
+    } else {
+      out = LLVMBuildInsertElement(L->b, out, r, kk, "");
+      if (w) wout = LLVMBuildInsertElement(L->b, wout, w, kk, "");
+    }
+  }
+  kir_llvm_set(L, op->results[0], out);
+  if (arith) L->wide[op->results[0]->id] = wout;
+  return true;
+}
+
 /* ---- tensors ---- */
 
 static LLVMValueRef element_ptr(kir_llvm_t *L, const kiln_kir_op_t *op, size_t tpos) {
@@ -882,6 +950,7 @@ bool kir_llvm_emit_op(kir_llvm_t *L, const kiln_kir_op_t *op) {
   const kiln_kir_type_t *rt = op->num_results ? op->results[0]->type : NULL;
   LLVMValueRef r = NULL;
   if (L->status) return false;
+  if (emit_excess(L, op)) return !L->status;
   if (kiln_kir_opcode_is_binary(op->opcode) || kiln_kir_opcode_is_unary(op->opcode)) {
     r = per_lane(L, op, rt, kiln_kir_opcode_is_binary(op->opcode) ? 2 : 1, lane_arith,
                  rt->kind == KILN_KIR_TYPE_VECTOR ? kir_llvm_elem_repr(L, rt->elem) : NULL);

@@ -40,6 +40,8 @@ struct kir_llvm {
   LLVMValueRef fn;                /* function being emitted */
   LLVMBasicBlockRef entry;        /* its entry block (allocas) */
   LLVMValueRef *vals;             /* by KIR value id */
+  LLVMValueRef *wide;             /* by KIR value id: the unrounded f32 value of a bf16 result
+                                     (excess precision), valid while vals[id] is unchanged */
   const kiln_kir_value_t **root;  /* by KIR value id: root buffer of a tensor value */
   LLVMValueRef *funcs;            /* LLVM function per module function index */
   void *user;                     /* target state */
