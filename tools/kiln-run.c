@@ -50,6 +50,9 @@ static const char kUsage[] =
     "                        on a mismatch)\n"
     "  --thunks              print the executable: allocations and thunk sequence\n"
     "  --no-command-buffers  issue thunks one by one (as KILN_DISABLE_COMMAND_BUFFERS=1)\n"
+    "  --strict-precision    round every bf16 op's result, as the reference does (default:\n"
+    "                        excess precision, as XLA; also XLA_FLAGS=\n"
+    "                        --xla_allow_excess_precision=false)\n"
     "  --timings             print parse/verify/inputs/eval/output times in ms\n"
     "  --repeat=N            run N times, printing each run's time (timings report min\n"
     "                        and mean)\n"
@@ -88,6 +91,7 @@ typedef struct run_flags {
   bool verify;
   bool thunks;
   bool no_command_buffers;
+  bool strict_precision;
   kiln_device_t *device; /* host / cuda / best: created once for all modules */
 } run_flags_t;
 
@@ -151,6 +155,10 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
     }
     if (IS("no-command-buffers") && !val) {
       f->no_command_buffers = true;
+      continue;
+    }
+    if (IS("strict-precision") && !val) {
+      f->strict_precision = true;
       continue;
     }
     if (!val) return KILN_ERR_INVALID("unknown flag '%s' (see --help)", a);
@@ -336,6 +344,7 @@ static kiln_status run_on_device(const run_flags_t *f, const kiln_hlo_module_t *
   o.max_while_iterations = f->max_while_iterations;
   o.rng_seed = f->seed;
   o.no_command_buffers = f->no_command_buffers;
+  o.strict_precision = f->strict_precision;
   o.print_thunks = f->thunks;
   o.print_runs = f->repeat > 1;
   kiln_device_run_report_t rep;

@@ -218,6 +218,7 @@ static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
   kiln_fusion_compile_options_t co = {0};
   co.kernel_name = kname;
   co.dump_dir = E->opts.dump_dir;
+  co.strict_precision = E->opts.strict_precision;
   kiln_fusion_kernel_t k;
   double t0 = now_ms();
   KILN_RETURN_IF_ERROR(kiln_fusion_kernel_emit(fc, &co, &k), "while emitting fusion %s",

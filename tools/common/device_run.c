@@ -125,6 +125,7 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
   co.emit.max_while_iterations = opts->max_while_iterations;
   co.emit.rng_seed = opts->rng_seed;
   co.no_command_buffers = opts->no_command_buffers;
+  co.emit.strict_precision = opts->strict_precision;
   kiln_executable_desc_t *d = NULL;
   kiln_status s = kiln_compile_module(cm, &co, &d, &rep->compile);
   rep->compile_ms = now_ms() - t0;

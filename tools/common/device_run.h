@@ -22,6 +22,7 @@ typedef struct kiln_device_run_options {
   uint64_t rng_seed;            /* as the evaluator's rng_seed (rng-get-and-update-state) */
   const char *dump_dir;         /* NULL: $KILN_DUMP_TO */
   bool no_command_buffers;
+  bool strict_precision;        /* round every bf16 op (no excess precision) */
   bool print_thunks;            /* print the thunk sequence (after conversion) to stdout */
   bool print_runs;              /* print each run's time to stdout */
 } kiln_device_run_options_t;
