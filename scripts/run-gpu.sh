@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds and runs the GPU suite (tests/gpu/*.c: the runtime on a device, the corpus end to
-# end on the GPU) and the command-buffer benchmark. Fits one run
+# end on the GPU), the hero-kernel bandwidth benchmark and the command-buffer benchmark. Fits one run
 # on a lent GPU machine (a few minutes). Without a CUDA driver the suite prints
 # "SKIP: <reason>" and exits 0.
 #
@@ -13,7 +13,7 @@ llvm_config="$(command -v llvm-config-19 || command -v llvm-config)"
 
 echo "== build kiln_core and the benchmarks ($build)"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j"$jobs" --target kiln_core bench_command_buffer
+cmake --build "$build" -j"$jobs" --target kiln_core bench_command_buffer bench_gpu_heroes
 
 for src in tests/gpu/*.c; do
   name="$(basename "$src" .c)"
@@ -30,6 +30,9 @@ for src in tests/gpu/*.c; do
   echo "== run $name"
   timeout 360 "$build/$name" || status=1
 done
+
+echo "== hero kernels: bandwidth vs device-to-device memcpy"
+timeout 120 "$build/bench_gpu_heroes" || status=1
 
 echo "== host command buffers"
 timeout 60 "$build/bench_command_buffer" || status=1
