@@ -97,6 +97,58 @@ static void test_dot_integers_wrap_and_widen(void **state) {
   run_done(&r);
 }
 
+/* XLA converts each operand to the result type first: to pred that is x != 0, so
+ * fractional values (every f8e8m0fnu value below 1) count as true, never truncated to 0. */
+static void test_dot_pred_result_converts_float_operands_by_nonzero(void **state) {
+  run_t r;
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  a = f8e8m0fnu[2,2] constant({ {0.5, 0.25}, {0.125, 2} })\n"
+           "  b = f8e8m0fnu[2,1] constant({ {0.5}, {0.25} })\n"
+           "  e8 = pred[2,1] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "  x = f32[1,2] constant({ {0.5, 0} })\n"
+           "  y = f32[2,2] constant({ {0.25, 0}, {3, 7} })\n"
+           "  f = pred[1,2] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "  n = f32[1,1] constant({ {nan} })\n"
+           "  h = f32[1,1] constant({ {0.5} })\n"
+           "  nn = pred[1,1] dot(n, h), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "  ROOT t = (pred[2,1], pred[1,2], pred[1,1]) tuple(e8, f, nn)\n"
+           "}\n");
+  expect_s64(r.result->tuple_elements[0], 2, (int64_t[]){1, 1});
+  /* column 0: 0.5 && 0.25 -> true; column 1: (0.5 && 0) || (0 && 7) -> false */
+  expect_s64(r.result->tuple_elements[1], 2, (int64_t[]){1, 0});
+  expect_s64(r.result->tuple_elements[2], 1, (int64_t[]){1}); /* NaN != 0 */
+  run_done(&r);
+}
+
+/* Integer operands become 0/1 before multiplying, so 2^32 * 2^32 (0 mod 2^64) is true. */
+static void test_dot_pred_result_does_not_wrap_integer_products(void **state) {
+  run_t r;
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  a = s64[1,1] constant({ {4294967296} })\n"
+           "  ROOT d = pred[1,1] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "}\n");
+  expect_s64(r.result, 1, (int64_t[]){1});
+  run_done(&r);
+}
+
+/* Float operands of an integer dot convert like `convert`: NaN -> 0, saturating. */
+static void test_dot_integer_result_converts_float_operands_saturating(void **state) {
+  run_t r;
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  a = f32[1,3] constant({ {300, nan, -2.75} })\n"
+           "  b = f32[3,1] constant({ {1}, {5}, {1} })\n"
+           "  ROOT d = s8[1,1] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+           "}\n");
+  expect_s64(r.result, 1, (int64_t[]){127 + 0 - 2});
+  run_done(&r);
+}
+
 static void test_dot_complex(void **state) {
   run_t r;
   run_text(&r,
@@ -212,6 +264,24 @@ static void test_conv_batch_groups(void **state) {
   run_done(&r);
 }
 
+static void test_conv_pred_result_converts_f8e8m0fnu_operands_by_nonzero(void **state) {
+  run_t r;
+  run_text(&r,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  x = f8e8m0fnu[1,1,3] constant({ { {0.5, 0.25, 0.125} } })\n"
+           "  k = f8e8m0fnu[1,1,2] constant({ { {0.5, 0.5} } })\n"
+           "  c = pred[1,1,2] convolution(x, k), window={size=2}, dim_labels=bf0_oi0->bf0\n"
+           "  z = f32[1,1,3] constant({ { {0.5, 0, 0} } })\n"
+           "  w = f32[1,1,2] constant({ { {0.75, 0.75} } })\n"
+           "  d = pred[1,1,2] convolution(z, w), window={size=2}, dim_labels=bf0_oi0->bf0\n"
+           "  ROOT t = (pred[1,1,2], pred[1,1,2]) tuple(c, d)\n"
+           "}\n");
+  expect_s64(r.result->tuple_elements[0], 2, (int64_t[]){1, 1});
+  expect_s64(r.result->tuple_elements[1], 2, (int64_t[]){1, 0});
+  run_done(&r);
+}
+
 static void test_conv_2d_nhwc(void **state) {
   run_t r;
   run_text(&r,
@@ -234,6 +304,9 @@ int main(void) {
       cmocka_unit_test(test_dot_multiple_contracting_dims_pair_in_order),
       cmocka_unit_test(test_dot_bf16_accumulates_in_f32_and_rounds_once),
       cmocka_unit_test(test_dot_integers_wrap_and_widen),
+      cmocka_unit_test(test_dot_pred_result_converts_float_operands_by_nonzero),
+      cmocka_unit_test(test_dot_pred_result_does_not_wrap_integer_products),
+      cmocka_unit_test(test_dot_integer_result_converts_float_operands_saturating),
       cmocka_unit_test(test_dot_complex),
       cmocka_unit_test(test_dot_rejects_mismatched_contracting_sizes),
       cmocka_unit_test(test_conv_1d_valid),
@@ -241,6 +314,7 @@ int main(void) {
       cmocka_unit_test(test_conv_stride),
       cmocka_unit_test(test_conv_feature_groups),
       cmocka_unit_test(test_conv_batch_groups),
+      cmocka_unit_test(test_conv_pred_result_converts_f8e8m0fnu_operands_by_nonzero),
       cmocka_unit_test(test_conv_2d_nhwc),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

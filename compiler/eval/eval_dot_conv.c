@@ -7,7 +7,9 @@
  *   other real float result -> float accumulation (bf16, f16, f8 values are exact in f32)
  *   c64 / c128 result       -> float complex / double complex
  *   integer / pred result   -> 64-bit wrapping arithmetic, truncated to the result width
- *                              (pred: sum != 0)
+ *                              (pred: operands become x != 0, result sum != 0; float
+ *                              operands convert like `convert`, never by truncation
+ *                              to an integer first)
  * Operands are first copied into contiguous buffers of the accumulation type in the order
  * the inner loops want (dot: [batch, free, contracting] for lhs, [batch, contracting, free]
  * for rhs), so the hot loops are plain array arithmetic. The summation order over the
@@ -84,8 +86,22 @@ static void load_elem(const kiln_literal_t *l, int64_t i, kiln_elem_type_t rt, a
     }
     case ACC_INT: {
       uint64_t v;
-      if (kiln_elem_type_is_unsigned_int(t)) v = kiln_literal_get_u64(l, i);
-      else v = (uint64_t)kiln_literal_get_s64(l, i);
+      if (kiln_elem_type_is_float(t) || kiln_elem_type_is_complex(t)) {
+        /* XLA's convert to the result type: pred is x != 0 (NaN included); integers
+         * drop the fraction, NaN -> 0, saturating at the result type's range. Complex
+         * operands convert their real part. */
+        uint64_t conv = 0;
+        double re, im;
+        kiln_literal_get_c128(l, i, &re, &im);
+        kiln_eval_elem_set_f64(rt, &conv, 0, re);
+        v = (uint64_t)kiln_eval_elem_get_s64(rt, &conv, 0);
+      } else if (kiln_elem_type_is_unsigned_int(t)) {
+        v = kiln_literal_get_u64(l, i);
+      } else {
+        v = (uint64_t)kiln_literal_get_s64(l, i);
+      }
+      /* pred operands are 0/1, so a product can never wrap a non-empty sum back to 0 */
+      if (rt == KILN_PRED) v = v != 0;
       *(uint64_t *)dst = v;
       return;
     }
