@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/alloc.h"
 #include "base/status.h"
 #include "base/str.h"
@@ -18,13 +19,8 @@
 #include "compiler/backend/nvptx.h"
 #include "tests/backend_test_kernels.h"
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  qsort(v, (size_t)n, sizeof *v, kiln_clock_cmp_double);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
@@ -33,9 +29,9 @@ static double compile_once(const kiln_nvptx_options_t *opts, kiln_nvptx_result_t
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef m = kiln_test_build_vadd(ctx, "vadd", "__nv_expf");
   kiln_nvptx_result_t r;
-  double t0 = kiln_backend_now_ms();
+  double t0 = kiln_clock_ms();
   kiln_status s = kiln_nvptx_compile(m, opts, &r);
-  double ms = kiln_backend_now_ms() - t0;
+  double ms = kiln_clock_ms() - t0;
   LLVMDisposeModule(m);
   LLVMContextDispose(ctx);
   if (s) {
@@ -89,9 +85,9 @@ static double measure_cubin(const char *ptx, size_t len, const char *arch, kiln_
   for (int i = 0; i < reps; i++) {
     kiln_nvptx_options_t opts = {.arch = arch, .cubin_via = via};
     kiln_nvptx_result_t r;
-    double t0 = kiln_backend_now_ms();
+    double t0 = kiln_clock_ms();
     kiln_status s = kiln_nvptx_ptx_to_cubin(ptx, len, &opts, &r);
-    t[i] = kiln_backend_now_ms() - t0;
+    t[i] = kiln_clock_ms() - t0;
     kiln_nvptx_result_free(&r);
     if (s) {
       printf("  (%s)\n", kiln_status_message(s));
@@ -158,9 +154,9 @@ static double measure_nvcc(const char *arch, int reps) {
     for (int i = 0; i < reps && ok; i++) {
       char *out = NULL;
       int code = -1;
-      double t0 = kiln_backend_now_ms();
+      double t0 = kiln_clock_ms();
       kiln_status s = kiln_nvptx_run_tool(argv, &out, &code);
-      t[i] = kiln_backend_now_ms() - t0;
+      t[i] = kiln_clock_ms() - t0;
       if (s || code != 0) {
         printf("nvcc failed (exit %d): %s\n", code, s ? kiln_status_message(s) : out);
         ok = false;
@@ -183,7 +179,7 @@ static void bench_host_jit(int reps) {
   double *t = kiln_calloc((size_t)reps, sizeof *t);
   double *opt = kiln_calloc((size_t)reps, sizeof *opt);
   for (int i = 0; i < reps; i++) {
-    double t0 = kiln_backend_now_ms();
+    double t0 = kiln_clock_ms();
     kiln_host_jit_t *jit = NULL;
     kiln_status s = kiln_host_jit_create(NULL, &jit);
     void *addr = NULL;
@@ -191,7 +187,7 @@ static void bench_host_jit(int reps) {
       s = kiln_host_jit_add_module(jit, kiln_test_build_saxpy(kiln_host_jit_context(jit), "saxpy"),
                                    NULL);
     if (!s) s = kiln_host_jit_lookup(jit, "saxpy", &addr);
-    t[i] = kiln_backend_now_ms() - t0;
+    t[i] = kiln_clock_ms() - t0;
     if (jit) opt[i] = kiln_host_jit_stats(jit).opt_ms;
     kiln_host_jit_destroy(jit);
     if (s) {

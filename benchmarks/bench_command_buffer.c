@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/alloc.h"
 #include "base/status.h"
 #include "runtime/buffer.h"
@@ -33,11 +34,6 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static void check(kiln_status s, const char *what) {
   if (s) {
     fprintf(stderr, "%s: %s\n", what, kiln_status_message(s));
@@ -55,7 +51,7 @@ static double time_per_exec(kiln_thunk_t *t, const kiln_thunk_exec_params_t *p, 
     check(kiln_stream_synchronize(p->stream), "synchronize");
     samples[r] = (now_s() - t0) / reps;
   }
-  qsort(samples, (size_t)rounds, sizeof(double), cmp_double);
+  qsort(samples, (size_t)rounds, sizeof(double), kiln_clock_cmp_double);
   double med = samples[rounds / 2];
   kiln_free(samples);
   return med;
@@ -107,8 +103,8 @@ static void run_case(kiln_device_t *dev, kiln_stream_t *s, kiln_device_module_t 
     a[r] = time_per_exec(seq, &ep, reps, 1);
     b[r] = time_per_exec(cb, &ep, reps, 1);
   }
-  qsort(a, rounds, sizeof(double), cmp_double);
-  qsort(b, rounds, sizeof(double), cmp_double);
+  qsort(a, rounds, sizeof(double), kiln_clock_cmp_double);
+  qsort(b, rounds, sizeof(double), kiln_clock_cmp_double);
   t_issue = a[0];
   t_cb = b[0];
   med_issue = a[rounds / 2];

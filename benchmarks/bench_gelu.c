@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/alloc.h"
 #include "base/status.h"
 #include "base/str.h"
@@ -33,19 +34,8 @@
 #define NELEM ((int64_t)D0 * D1 * D2)
 #define CHUNK 512
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  qsort(v, (size_t)n, sizeof *v, kiln_clock_cmp_double);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
@@ -155,9 +145,9 @@ static void time_set(kiln_host_pool_t *pool, runner_t *rs, int n, int reps, doub
   for (int r = 0; r < reps; r++)
     for (int j = 0; j < n; j++) {
       int i = (r + j) % n; /* each round starts with another runner */
-      double t0 = now_ms();
+      double t0 = kiln_clock_ms();
       kiln_status s = kiln_host_pool_launch(pool, rs[i].fn, rs[i].args, rs[i].blocks, 0);
-      t[i * reps + r] = now_ms() - t0;
+      t[i * reps + r] = kiln_clock_ms() - t0;
       if (s) {
         printf("launch failed: %s\n", kiln_status_message(s));
         kiln_status_free(s);
@@ -204,9 +194,9 @@ int main(int argc, char **argv) {
   kiln_host_jit_t *jit = NULL;
   if (!s) s = kiln_host_jit_create(NULL, &jit);
   kiln_kir_host_kernel_t hk;
-  double t0 = now_ms();
+  double t0 = kiln_clock_ms();
   if (!s) s = kiln_kir_compile_host(k.kir, jit, &hk);
-  double host_compile_ms = now_ms() - t0;
+  double host_compile_ms = kiln_clock_ms() - t0;
   if (s) {
     printf("kiln host compile failed: %s\n", kiln_status_message(s));
     return 1;
@@ -306,18 +296,18 @@ int main(int argc, char **argv) {
   const char *method = "none";
   bool kiln_ok = true;
   for (int r = -1; r < compile_reps && kiln_ok; r++) {
-    double a = now_ms();
+    double a = kiln_clock_ms();
     kiln_fusion_kernel_t kk;
     kiln_fusion_compile_options_t o = {0};
     o.kernel_name = "gelu_cubin";
     o.dump_dir = "";
     kiln_status e = kiln_fusion_kernel_emit(m->entry, &o, &kk);
-    double b = now_ms();
+    double b = kiln_clock_ms();
     kiln_nvptx_result_t res;
     kiln_nvptx_options_t no = {0};
     no.dump_dir = "";
     if (!e) e = kiln_fusion_kernel_compile_nvptx(&kk, &no, &res);
-    double c = now_ms();
+    double c = kiln_clock_ms();
     if (e) {
       printf("  kiln: %s\n", kiln_status_message(e));
       kiln_status_free(e);
@@ -369,9 +359,9 @@ int main(int argc, char **argv) {
     for (int r = -1; r < nvcc_reps && ok; r++) {
       char *outp = NULL;
       int code = 0;
-      double a = now_ms();
+      double a = kiln_clock_ms();
       kiln_status e = kiln_nvptx_run_tool(argv_n, &outp, &code);
-      double b = now_ms();
+      double b = kiln_clock_ms();
       if (e || code != 0) {
         printf("  nvcc failed (%d): %s\n", code, e ? kiln_status_message(e) : (outp ? outp : ""));
         kiln_status_free(e);

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/alloc.h"
 #include "base/status.h"
 #include "compiler/codegen/fusion_compiler.h"
@@ -43,17 +44,6 @@ typedef struct bench_case {
   kiln_status status; /* compile error, reported and skipped */
 } bench_case_t;
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static int64_t in_elems(const bench_case_t *c) { return c->rows * c->cols; }
 static int64_t out_elems(const bench_case_t *c) {
   return c->kind == ROW ? c->rows : c->kind == COL ? c->cols : c->rows * c->cols;
@@ -76,7 +66,7 @@ static char *case_hlo(const bench_case_t *c) {
 
 static kiln_status case_compile(bench_case_t *c, const char *arch) {
   char *text = case_hlo(c);
-  double t0 = now_ms();
+  double t0 = kiln_clock_ms();
   kiln_status s = kiln_hlo_parse_computations(text, strlen(text), NULL, &c->mod);
   kiln_free(text);
   kiln_fusion_compile_options_t o = {0};
@@ -95,7 +85,7 @@ static kiln_status case_compile(bench_case_t *c, const char *arch) {
     s = kiln_fusion_kernel_compile_nvptx(k, &no, b);
     if (!s && !b->cubin && !b->ptx) s = KILN_ERR_INTERNAL("%s: no cubin or PTX", c->label);
   }
-  c->compile_ms = now_ms() - t0;
+  c->compile_ms = kiln_clock_ms() - t0;
   return s;
 }
 
@@ -132,14 +122,14 @@ static kiln_status time_pair(kiln_stream_t *st, int n, const kiln_kernel_t *cons
     for (int j = 0; j < 2 && !s; j++) {
       int w = (r + j + 2) % 2;
       s = kiln_stream_synchronize(st);
-      double t0 = now_ms();
+      double t0 = kiln_clock_ms();
       for (int l = 0; l < launches && !s; l++)
         s = w == 0 ? launch_chain(st, n, kern, d, args) : kiln_stream_memcpy_d2d(st, dst, src, copy_bytes);
       if (!s) s = kiln_stream_synchronize(st);
-      if (r >= 0) t[w][r] = (now_ms() - t0) / launches;
+      if (r >= 0) t[w][r] = (kiln_clock_ms() - t0) / launches;
     }
   for (int k = 0; k < 2; k++) {
-    qsort(t[k], (size_t)reps, sizeof(double), cmp_double);
+    qsort(t[k], (size_t)reps, sizeof(double), kiln_clock_cmp_double);
     out[k].med_ms = t[k][reps / 2];
     out[k].min_ms = t[k][0];
     kiln_free(t[k]);

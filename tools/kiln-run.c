@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/alloc.h"
 #include "base/status.h"
 #include "base/str.h"
@@ -94,12 +95,6 @@ typedef struct run_flags {
   bool strict_precision;
   kiln_device_t *device; /* host / cuda / best: created once for all modules */
 } run_flags_t;
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static kiln_status parse_int_flag(const char *name, const char *v, int64_t lo, int64_t hi,
                                   int64_t *out) {
@@ -373,9 +368,9 @@ static kiln_status run_fusions(const run_flags_t *f, kiln_hlo_module_t *m) {
   for (size_t i = 0; m->entry && i < m->entry->instructions.len; i++)
     has_fusion |= m->entry->instructions.data[i]->opcode == KILN_OP_FUSION;
   if (!has_fusion && !f->bare) {
-    double t0 = now_ms();
+    double t0 = kiln_clock_ms();
     KILN_RETURN_IF_ERROR(kiln_pipeline_run(m, NULL), "while running the optimization pipeline");
-    if (f->timings) printf("timings: pipeline %.3f ms\n", now_ms() - t0);
+    if (f->timings) printf("timings: pipeline %.3f ms\n", kiln_clock_ms() - t0);
   }
   const kiln_hlo_computation_t **comps = NULL;
   int n = 0;
@@ -427,9 +422,9 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
   if (several || index > 0) printf("module %d: %s\n", index, m->name ? m->name : "?");
   if (!m->entry) return KILN_ERR_INVALID("module '%s' has no entry computation", m->name);
 
-  double t0 = now_ms();
+  double t0 = kiln_clock_ms();
   if (f->verify) KILN_RETURN_IF_ERROR(kiln_hlo_module_verify(m), "while verifying");
-  t->verify = now_ms() - t0;
+  t->verify = kiln_clock_ms() - t0;
   if (f->fusions) return run_fusions(f, (kiln_hlo_module_t *)m);
 
   kiln_arena_t args_arena;
@@ -437,7 +432,7 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
   kiln_status s = NULL;
   int n = m->entry->num_parameters;
   kiln_literal_t **args = NULL;
-  t0 = now_ms();
+  t0 = kiln_clock_ms();
   if (n > 0) args = kiln_arena_alloc(&args_arena, sizeof(*args) * (size_t)n);
   for (int k = 0; k < f->num_inputs && !s; k++)
     if (f->input_param[k] >= n)
@@ -455,7 +450,7 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
     kiln_free(shape);
     if (f->save_inputs_dir) s = save_arg(f->save_inputs_dir, prefix, i, args[i], &args_arena);
   }
-  t->inputs = now_ms() - t0;
+  t->inputs = kiln_clock_ms() - t0;
 
   kiln_eval_options_t eo = {0};
   eo.rng_seed = f->seed;
@@ -467,7 +462,7 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
     s = run_on_device(f, m, args, n, &out_arena, &result, t);
     if (!s && f->compare) {
       kiln_literal_t *want = NULL;
-      t0 = now_ms();
+      t0 = kiln_clock_ms();
       s = kiln_eval_module(m, &eo, n, args, &out_arena, &want);
       if (s) s = kiln_status_annotate(s, "while evaluating with the reference backend");
       if (!s) {
@@ -485,16 +480,16 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
   for (int64_t r = 0; r < f->repeat && !s && !f->device; r++) {
     kiln_arena_destroy(&out_arena);
     kiln_arena_init(&out_arena);
-    t0 = now_ms();
+    t0 = kiln_clock_ms();
     s = kiln_eval_module(m, &eo, n, args, &out_arena, &result);
-    double dt = now_ms() - t0;
+    double dt = kiln_clock_ms() - t0;
     if (r == 0 || dt < t->eval_min) t->eval_min = dt;
     t->eval_sum += dt;
     if (s) s = kiln_status_annotate(s, "while evaluating with the reference backend");
   }
 
   if (!s) {
-    t0 = now_ms();
+    t0 = kiln_clock_ms();
     kiln_strbuf_t b = {0};
     int leaves = kiln_run_report_num_leaves(result);
     for (int i = 0; i < leaves && !s; i++) {
@@ -508,7 +503,7 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
     }
     fputs(kiln_strbuf_cstr(&b), stdout);
     kiln_strbuf_free(&b);
-    t->outputs = now_ms() - t0;
+    t->outputs = kiln_clock_ms() - t0;
   }
   kiln_arena_destroy(&out_arena);
   kiln_arena_destroy(&args_arena);
@@ -534,7 +529,7 @@ static kiln_status run(run_flags_t *f) {
   po.filename = f->file;
   kiln_hlo_module_t **mods = NULL;
   int count = 0;
-  double t0 = now_ms();
+  double t0 = kiln_clock_ms();
   kiln_status s;
   f->bare = !has_module_header(text, len);
   if (!f->bare) {
@@ -548,7 +543,7 @@ static kiln_status run(run_flags_t *f) {
       count = 1;
     }
   }
-  double parse_ms = now_ms() - t0;
+  double parse_ms = kiln_clock_ms() - t0;
   kiln_free(text);
   if (s) return s;
   if (f->module >= count)

@@ -1,4 +1,5 @@
 /* Host backend through ORC LLJIT (llvm-c/LLJIT.h, llvm-c/Orc.h). */
+#include "base/clock.h"
 #include "compiler/backend/host_jit.h"
 
 #include <pthread.h>
@@ -215,11 +216,11 @@ static kiln_status add_module_locked(kiln_host_jit_t *jit, LLVMModuleRef m, cons
   if (jit->dump_dir)
     dump_warn(kiln_backend_dump_module(jit->dump_dir, dump_name, KILN_DUMP_STAGE_LLVM_INPUT, m));
 
-  double t0 = kiln_backend_now_ms();
+  double t0 = kiln_clock_ms();
   LLVMPassBuilderOptionsRef pbo = LLVMCreatePassBuilderOptions();
   LLVMErrorRef err = LLVMRunPasses(m, jit->pipeline, jit->tm, pbo);
   LLVMDisposePassBuilderOptions(pbo);
-  jit->stats.opt_ms += kiln_backend_now_ms() - t0;
+  jit->stats.opt_ms += kiln_clock_ms() - t0;
   if (err) {
     LLVMDisposeModule(m);
     kiln_status s = kiln_llvm_error_to_status(err, KILN_INVALID_ARGUMENT, "LLVMRunPasses");
@@ -277,10 +278,10 @@ kiln_status kiln_host_jit_lookup(kiln_host_jit_t *jit, const char *name, void **
   pthread_mutex_lock(&jit->report_mutex);
   kiln_strbuf_free(&jit->reports);
   pthread_mutex_unlock(&jit->report_mutex);
-  double t0 = kiln_backend_now_ms();
+  double t0 = kiln_clock_ms();
   LLVMOrcExecutorAddress addr = 0;
   LLVMErrorRef err = LLVMOrcLLJITLookup(jit->lljit, &addr, name);
-  jit->stats.lookup_ms += kiln_backend_now_ms() - t0;
+  jit->stats.lookup_ms += kiln_clock_ms() - t0;
   kiln_status s = NULL;
   if (err) {
     char *text = LLVMGetErrorMessage(err);

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include <llvm-c/Core.h>
 #include <llvm-c/Target.h>
@@ -56,12 +55,6 @@ kiln_status kiln_llvm_error_to_status(LLVMErrorRef err, kiln_status_code_t code,
   kiln_status s = kiln_status_make(code, "%s: %s", what, msg ? msg : "(no message)");
   LLVMDisposeErrorMessage(msg);
   return s;
-}
-
-double kiln_backend_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
 kiln_status kiln_backend_emit_assembly(LLVMTargetMachineRef tm, LLVMModuleRef m, bool clone_first,

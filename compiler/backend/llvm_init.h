@@ -24,9 +24,6 @@ kiln_status kiln_llvm_init_nvptx(void);
  * the error. NULL (success) gives OK. */
 kiln_status kiln_llvm_error_to_status(LLVMErrorRef err, kiln_status_code_t code, const char *what);
 
-/* Milliseconds from a monotonic clock. */
-double kiln_backend_now_ms(void);
-
 /* Emits `m` as assembly text (PTX for NVPTX) with `tm`. Code generation mutates the module,
  * so with clone_first the module is cloned and the clone is emitted. *out is a NUL-terminated
  * heap string (kiln_free), *out_len its length. */

@@ -1,5 +1,6 @@
 /* NVPTX backend: libdevice linking, optimization, PTX emission, PTX -> cubin. */
 #define _GNU_SOURCE
+#include "base/clock.h"
 #include "compiler/backend/nvptx.h"
 
 #include <errno.h>
@@ -287,7 +288,7 @@ static void append_log(kiln_nvptx_result_t *out, const char *tool, char *log) {
 static kiln_status ptx_to_cubin(const char *ptx, size_t ptx_len, const char *arch,
                                 kiln_cubin_via_t via, const char *cuda_dir,
                                 kiln_nvptx_result_t *out) {
-  double t0 = kiln_backend_now_ms();
+  double t0 = kiln_clock_ms();
   kiln_cuda_dirs_t dirs;
   kiln_cuda_dirs_find(cuda_dir, &dirs);
   kiln_status jit_failure = NULL; /* why nvJitLink did not produce the cubin */
@@ -342,7 +343,7 @@ static kiln_status ptx_to_cubin(const char *ptx, size_t ptx_len, const char *arc
   }
   kiln_status_free(jit_failure);
   kiln_cuda_dirs_free(&dirs);
-  out->cubin_ms = kiln_backend_now_ms() - t0;
+  out->cubin_ms = kiln_clock_ms() - t0;
   return s;
 }
 
@@ -547,7 +548,7 @@ static kiln_status compile_module(LLVMModuleRef m, const kiln_nvptx_options_t *o
   LLVMDisposeTargetData(td);
   dump_module(dump_dir, name, KILN_DUMP_STAGE_LLVM_INPUT, m);
 
-  double t0 = kiln_backend_now_ms();
+  double t0 = kiln_clock_ms();
   if (module_calls_libdevice(m)) {
     KILN_RETURN_IF_ERROR(link_libdevice(m, opts->cuda_dir, opts->libdevice_eager, sink, out),
                          "while linking libdevice for %s", arch);
@@ -560,24 +561,24 @@ static kiln_status compile_module(LLVMModuleRef m, const kiln_nvptx_options_t *o
     }
   }
   internalize_non_kernels(m);
-  out->libdevice_ms = kiln_backend_now_ms() - t0;
+  out->libdevice_ms = kiln_clock_ms() - t0;
   if (out->libdevice_path) dump_module(dump_dir, name, KILN_DUMP_STAGE_LLVM_LINKED, m);
 
-  t0 = kiln_backend_now_ms();
+  t0 = kiln_clock_ms();
   LLVMPassBuilderOptionsRef pbo = LLVMCreatePassBuilderOptions();
   const char *pipeline = opts->pipeline && opts->pipeline[0] ? opts->pipeline : "default<O3>";
   LLVMErrorRef err = LLVMRunPasses(m, pipeline, tm, pbo);
   LLVMDisposePassBuilderOptions(pbo);
-  out->opt_ms = kiln_backend_now_ms() - t0;
+  out->opt_ms = kiln_clock_ms() - t0;
   if (err) {
     kiln_status s = kiln_llvm_error_to_status(err, KILN_INVALID_ARGUMENT, "LLVMRunPasses");
     return kiln_status_annotate(s, "pipeline \"%s\"", pipeline);
   }
   dump_module(dump_dir, name, KILN_DUMP_STAGE_LLVM_OPT, m);
 
-  t0 = kiln_backend_now_ms();
+  t0 = kiln_clock_ms();
   kiln_status s = kiln_backend_emit_assembly(tm, m, false, &out->ptx, &out->ptx_size);
-  out->ptx_ms = kiln_backend_now_ms() - t0;
+  out->ptx_ms = kiln_clock_ms() - t0;
   if (!s && sink->has_error)
     s = kiln_status_make(KILN_INTERNAL, "NVPTX code generation reported: %s",
                          kiln_strbuf_cstr(&sink->text));

@@ -1,4 +1,5 @@
 /* Fusion compiler and fusion runner (see fusion_compiler.h). */
+#include "base/clock.h"
 #include "compiler/codegen/fusion_compiler.h"
 #include "compiler/codegen/concat_emitter.h"
 #include "compiler/codegen/dus_emitter.h"
@@ -21,12 +22,6 @@
 #include "compiler/codegen/loop_emitter.h"
 #include "compiler/codegen/partitioner.h"
 #include "compiler/eval/eval.h"
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* ---- classification ---- */
 
@@ -183,7 +178,7 @@ static kiln_status fusion_kernel_emit_unchecked(const kiln_hlo_computation_t *c,
   if (kind != KILN_FUSION_EMITTER_LOOP)
     return KILN_ERR_UNIMPLEMENTED("fusion %s needs the %s emitter (hero %s)", c->name,
                                   kiln_fusion_emitter_name(kind), hero ? hero->name : "?");
-  double t0 = now_ms();
+  double t0 = kiln_clock_ms();
   char name[128];
   snprintf(name, sizeof(name), "%s", opts && opts->kernel_name ? opts->kernel_name : c->name);
   if (!(opts && opts->kernel_name)) strncat(name, "_kernel", sizeof(name) - strlen(name) - 1);
@@ -235,15 +230,15 @@ static kiln_status fusion_kernel_emit_unchecked(const kiln_hlo_computation_t *c,
   kiln_elemental_free(&elem);
   kiln_partition_free(&part);
   if (!s) s = kiln_kir_verify(out->kir);
-  out->emit_ms = now_ms() - t0;
+  out->emit_ms = kiln_clock_ms() - t0;
   if (!s) {
-    double t1 = now_ms();
+    double t1 = kiln_clock_ms();
     kiln_kir_pipeline_options_t po = {0};
     po.dump_dir = dump_dir;
     po.dump_name = name;
     po.unroll_max_trip = opts ? opts->unroll_max_trip : 0;
     s = kiln_kir_pipeline_run(out->kir, &po);
-    out->pipeline_ms = now_ms() - t1;
+    out->pipeline_ms = kiln_clock_ms() - t1;
   }
   if (s) {
     kiln_fusion_kernel_free(out);
@@ -618,10 +613,10 @@ kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
   for (const kiln_fusion_kernel_t *x = &k; x; x = x->next) nchain++;
   kiln_kir_host_kernel_t *hk = kiln_calloc((size_t)nchain, sizeof(*hk));
   if (!s) {
-    double t0 = now_ms();
+    double t0 = kiln_clock_ms();
     int ci = 0;
     for (const kiln_fusion_kernel_t *x = &k; x && !s; x = x->next) s = kiln_kir_compile_host(x->kir, jit, &hk[ci++]);
-    rep->host_compile_ms = now_ms() - t0;
+    rep->host_compile_ms = kiln_clock_ms() - t0;
   }
 
   kiln_arena_t arena;
@@ -672,13 +667,13 @@ kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
       s = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "output %d of %s: out of memory", o, c->name);
   }
   if (!s) {
-    double t0 = now_ms();
+    double t0 = kiln_clock_ms();
     for (int ci = 0; ci < nchain && !s; ci++) s = kiln_kir_host_kernel_run(&hk[ci], opts->pool, args);
-    rep->run_ms = now_ms() - t0;
+    rep->run_ms = kiln_clock_ms() - t0;
   }
   kiln_literal_t *result = NULL;
   if (!s) {
-    double t0 = now_ms();
+    double t0 = kiln_clock_ms();
     kiln_eval_options_t eo = {0};
     kiln_eval_ctx_t ectx = {0};
     ectx.opts = &eo;
@@ -689,7 +684,7 @@ kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
                            ref->num_parameters, c->name, c->num_parameters);
     else
       s = kiln_eval_computation(&ectx, ref, c->num_parameters, params, &result);
-    rep->eval_ms = now_ms() - t0;
+    rep->eval_ms = kiln_clock_ms() - t0;
   }
   if (!s) {
     cmp_acc_t acc = {0};

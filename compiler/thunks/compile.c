@@ -1,4 +1,5 @@
 /* The compile driver (compile.h). */
+#include "base/clock.h"
 #include "compiler/thunks/compile.h"
 
 #include <stdio.h>
@@ -14,12 +15,6 @@
 #include "compiler/passes/pipeline.h"
 #include "runtime/command_buffer_thunk.h"
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
                                 kiln_executable_desc_t **out, kiln_compile_stats_t *stats) {
   if (out) *out = NULL;
@@ -32,7 +27,7 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
   kiln_compile_stats_t *st = stats ? stats : &local;
   memset(st, 0, sizeof(*st));
   const char *dump_dir = o.emit.dump_dir ? o.emit.dump_dir : getenv("KILN_DUMP_TO");
-  double t0 = now_ms();
+  double t0 = kiln_clock_ms();
 
   kiln_pipeline_lift_parse_limit(m);
   KILN_RETURN_IF_ERROR(kiln_pipeline_run(m, o.passes), "while compiling %s", m->name);
@@ -45,12 +40,12 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
       if (comp->instructions.data[i]->opcode == KILN_OP_SORT)
         comp->instructions.data[i]->is_stable = true;
   }
-  st->passes_ms = now_ms() - t0;
+  st->passes_ms = kiln_clock_ms() - t0;
 
-  double t1 = now_ms();
+  double t1 = kiln_clock_ms();
   kiln_buffer_assignment_t *ba = NULL;
   KILN_RETURN_IF_ERROR(kiln_buffer_assignment_run(m, NULL, &ba), "while compiling %s", m->name);
-  st->buffer_assignment_ms = now_ms() - t1;
+  st->buffer_assignment_ms = kiln_clock_ms() - t1;
   st->temp_bytes = ba->stats.temp_bytes;
   if (dump_dir && *dump_dir) {
     kiln_strbuf_t b = {0};
@@ -59,11 +54,11 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
     kiln_strbuf_free(&b);
   }
 
-  double t2 = now_ms();
+  double t2 = kiln_clock_ms();
   kiln_executable_desc_t *d = NULL;
   kiln_status s = kiln_thunk_emit_module(m, ba, &o.emit, &d, &st->emit);
   kiln_buffer_assignment_free(ba);
-  st->emit_ms = now_ms() - t2;
+  st->emit_ms = kiln_clock_ms() - t2;
   if (s) return kiln_status_annotate(s, "while compiling %s", m->name);
   if (dump_dir && *dump_dir) {
     kiln_strbuf_t b = {0};
@@ -88,7 +83,7 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
       kiln_strbuf_free(&b);
     }
   }
-  st->total_ms = now_ms() - t0;
+  st->total_ms = kiln_clock_ms() - t0;
   *out = d;
   return NULL;
 }

@@ -1,4 +1,5 @@
 /* Thunk emission (thunk_emitter.h). */
+#include "base/clock.h"
 #include "compiler/thunks/thunk_emitter.h"
 
 #include <stdio.h>
@@ -62,12 +63,6 @@ typedef struct emitter {
   int counter;
   rng_state_t *rng; /* created on first use, owned by the description */
 } emitter_t;
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* ---- slices ------------------------------------------------------------------------------ */
 
@@ -178,7 +173,7 @@ static kiln_status compile_kernel(emitter_t *E, const kiln_fusion_kernel_t *k,
     dims->block[a] = (uint32_t)(kf->block[a] > 0 ? kf->block[a] : 1);
   }
   snprintf(kname, kname_n, "%s", kf->name);
-  double t0 = now_ms();
+  double t0 = kiln_clock_ms();
   kiln_status s = NULL;
   if (E->opts.target == KILN_TARGET_HOST) {
     kiln_kir_host_kernel_t hk;
@@ -204,7 +199,7 @@ static kiln_status compile_kernel(emitter_t *E, const kiln_fusion_kernel_t *k,
     }
     kiln_nvptx_result_free(&r);
   }
-  E->stats->backend_ms += now_ms() - t0;
+  E->stats->backend_ms += kiln_clock_ms() - t0;
   return s;
 }
 
@@ -220,10 +215,10 @@ static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
   co.dump_dir = E->opts.dump_dir;
   co.strict_precision = E->opts.strict_precision;
   kiln_fusion_kernel_t k;
-  double t0 = now_ms();
+  double t0 = kiln_clock_ms();
   KILN_RETURN_IF_ERROR(kiln_fusion_kernel_emit(fc, &co, &k), "while emitting fusion %s",
                        in->name);
-  E->stats->codegen_ms += now_ms() - t0;
+  E->stats->codegen_ms += kiln_clock_ms() - t0;
   E->stats->fusions++;
 
   int nout = kiln_shape_num_leaves(in->shape);

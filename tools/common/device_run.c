@@ -1,4 +1,5 @@
 /* Whole-module runs on a device (device_run.h). */
+#include "base/clock.h"
 #include "tools/common/device_run.h"
 
 #include <stdio.h>
@@ -11,12 +12,6 @@
 #include "runtime/buffer.h"
 #include "runtime/executable.h"
 #include "tools/common/run_report.h"
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 /* A fresh copy of `m` (the compiler rewrites its input), through the canonical text. */
 static kiln_status clone_module(const kiln_hlo_module_t *m, kiln_hlo_module_t **out) {
@@ -115,7 +110,7 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
   if (!opts || !opts->device) return KILN_ERR_INVALID("device run: no device");
   kiln_device_t *dev = opts->device;
 
-  double t0 = now_ms();
+  double t0 = kiln_clock_ms();
   kiln_hlo_module_t *cm = NULL;
   KILN_RETURN_IF_ERROR_PLAIN(clone_module(m, &cm));
   kiln_compile_options_t co;
@@ -128,7 +123,7 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
   co.emit.strict_precision = opts->strict_precision;
   kiln_executable_desc_t *d = NULL;
   kiln_status s = kiln_compile_module(cm, &co, &d, &rep->compile);
-  rep->compile_ms = now_ms() - t0;
+  rep->compile_ms = kiln_clock_ms() - t0;
   if (!s && opts->print_thunks) {
     kiln_strbuf_t b = {0};
     kiln_executable_desc_print(&b, d);
@@ -142,10 +137,10 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
     no = d->num_outputs;
   }
   if (!s) {
-    double t1 = now_ms();
+    double t1 = kiln_clock_ms();
     s = kiln_executable_load(dev, d, &exe);
     d = NULL;
-    rep->load_ms = now_ms() - t1;
+    rep->load_ms = kiln_clock_ms() - t1;
   }
   kiln_stream_t *stream = NULL;
   if (!s) s = kiln_stream_create(dev, &stream);
@@ -153,9 +148,9 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
   kiln_devptr_t *ptrs = NULL;
   uint64_t *sizes = NULL;
   if (!s) {
-    double t1 = now_ms();
+    double t1 = kiln_clock_ms();
     s = upload(dev, stream, cm, args, num_args, kiln_executable_desc(exe), &bufs, &ptrs, &sizes);
-    rep->upload_ms = now_ms() - t1;
+    rep->upload_ms = kiln_clock_ms() - t1;
   }
   kiln_device_buffer_t **outs = kiln_calloc((size_t)no + 1, sizeof(*outs));
   int64_t repeat = opts->repeat > 0 ? opts->repeat : 1;
@@ -164,18 +159,18 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
       kiln_device_buffer_destroy(outs[i]);
       outs[i] = NULL;
     }
-    double t1 = now_ms();
+    double t1 = kiln_clock_ms();
     s = kiln_executable_run(exe, stream, ptrs, sizes, np, outs);
-    double dt = now_ms() - t1;
+    double dt = kiln_clock_ms() - t1;
     if (r == 0 || dt < rep->run_min_ms) rep->run_min_ms = dt;
     rep->run_mean_ms += dt / (double)repeat;
     rep->runs++;
     if (opts->print_runs && !s) printf("run %lld: %.3f ms\n", (long long)r, dt);
   }
   if (!s) {
-    double t1 = now_ms();
+    double t1 = kiln_clock_ms();
     s = download(stream, m, cm, outs, no, arena, result);
-    rep->download_ms = now_ms() - t1;
+    rep->download_ms = kiln_clock_ms() - t1;
   }
   for (int32_t i = 0; i < no; i++) kiln_device_buffer_destroy(outs[i]);
   kiln_free(outs);
