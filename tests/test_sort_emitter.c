@@ -475,6 +475,88 @@ static void test_sort_ptx_passes_ptxas(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* Lowers `k` for NVPTX and checks which parameters are noalias (bit i: parameter i). */
+static void expect_noalias_params(const kiln_fusion_kernel_t *k, unsigned num_params, unsigned mask) {
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef mod = NULL;
+  kiln_status s = kiln_kir_lower_nvptx(k->kir, ctx, NULL, &mod);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  LLVMValueRef fn = LLVMGetNamedFunction(mod, kiln_kir_module_kernel(k->kir)->name);
+  assert_non_null(fn);
+  assert_int_equal(LLVMCountParams(fn), num_params);
+  unsigned noalias = LLVMGetEnumAttributeKindForName("noalias", 7);
+  for (unsigned i = 0; i < num_params; i++) {
+    bool has = LLVMGetEnumAttributeAtIndex(fn, i + 1, noalias) != NULL;
+    if (has != ((mask >> i) & 1)) fail_msg("parameter %u: noalias %d", i, has);
+  }
+  LLVMDisposeModule(mod);
+  LLVMContextDispose(ctx);
+}
+
+static const char *sort_kv_text(const char *dims) {
+  static char text[1024];
+  snprintf(text, sizeof text,
+           "HloModule s\n\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+           "  c = s32[] parameter(2)\n  d = s32[] parameter(3)\n"
+           "  ROOT lt = pred[] compare(a, b), direction=LT\n}\n\n"
+           "ENTRY fused {\n  k = f32[%s] parameter(0)\n  v = s32[%s] parameter(1)\n"
+           "  ROOT s = (f32[%s], s32[%s]) sort(k, v), dimensions={1}, to_apply=cmp\n}\n",
+           dims, dims, dims, dims);
+  return text;
+}
+
+/* Rows past 48 KiB are sorted in the output buffers: threads exchange elements through
+ * global memory across bar.sync. Those buffers must not be `noalias` in the NVPTX lowering
+ * (the barrier intrinsic does not take the pointer, so under noalias LLVM may keep, drop or
+ * move another thread's element across it); the inputs, only read, keep it, and so do the
+ * outputs of a sort in shared memory (only written). In the PTX every compare-exchange
+ * step, after its barrier, loads and stores its elements in global memory. */
+static void test_sort_rows_in_global_memory_reload_after_each_barrier(void **state) {
+  (void)state;
+  kiln_hlo_module_t *m = NULL;
+  const char *text = sort_kv_text("2,1000");
+  assert_null(kiln_hlo_parse_module(text, strlen(text), NULL, &m));
+  kiln_sort_launch_t l;
+  assert_null(kiln_sort_plan(m->entry, &l));
+  assert_true(l.in_shared);
+  kiln_fusion_kernel_t k;
+  kiln_status s = kiln_sort_kernel_emit(m->entry, NULL, &k);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  expect_noalias_params(&k, 4, 0xf);
+  kiln_fusion_kernel_free(&k);
+  kiln_hlo_module_destroy(m);
+
+  text = sort_kv_text("2,16384");
+  assert_null(kiln_hlo_parse_module(text, strlen(text), NULL, &m));
+  assert_null(kiln_sort_plan(m->entry, &l));
+  assert_false(l.in_shared);
+  assert_false(l.by_rank);
+  s = kiln_sort_kernel_emit(m->entry, NULL, &k);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  expect_noalias_params(&k, 4, 0x3); /* k, v; not output0, output1 */
+  char *ptx = NULL;
+  s = kiln_fusion_kernel_ptxas_check(&k, &ptx);
+  if (s && kiln_status_code(s) == KILN_UNAVAILABLE) {
+    printf("SKIPPED ptxas: %s\n", kiln_status_message(s));
+  } else {
+    if (s) fail_msg("ptxas: %.2000s", kiln_status_message(s));
+    int barriers = 0, bare_steps = 0;
+    for (const char *b = strstr(ptx, "bar.sync"); b; b = strstr(b + 1, "bar.sync")) {
+      barriers++;
+      const char *next = strstr(b + 1, "bar.sync");
+      const char *ld = strstr(b, "ld.global"), *st = strstr(b, "st.global");
+      if (!ld || !st || (next && (ld > next || st > next))) bare_steps++;
+    }
+    printf("global rows: %d barriers, %d steps without global loads and stores\n", barriers, bare_steps);
+    assert_int_equal(barriers, (int)l.steps);
+    assert_int_equal(bare_steps, 0);
+  }
+  kiln_status_free(s);
+  kiln_free(ptx);
+  kiln_fusion_kernel_free(&k);
+  kiln_hlo_module_destroy(m);
+}
+
 /* ---- corpus: every sort of the whole modules, as the fusion the wrapper would build ---- */
 
 static void print_called(kiln_strbuf_t *b, const kiln_hlo_computation_t *c, const kiln_hlo_computation_t **done,
@@ -665,6 +747,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_sort_stable_long_rows_rank_each_element, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sort_empty_and_scalar_sorts, setup, teardown),
       cmocka_unit_test(test_sort_ptx_passes_ptxas),
+      cmocka_unit_test(test_sort_rows_in_global_memory_reload_after_each_barrier),
       cmocka_unit_test_setup_teardown(test_corpus_sorts_match_evaluator, setup, teardown),
       cmocka_unit_test(test_pipelined_topk_and_argsort_modules_compile_their_sort_fusions),
   };

@@ -145,6 +145,46 @@ static void shared_globals(kir_llvm_t *L, const kiln_kir_region_t *r, int *count
   }
 }
 
+/* Marks the kernel parameters that ops of `r` read (extract, vload, atomics, calls taking
+ * the tensor) in `read`, and sets *barrier when `r` holds a barrier. Needs L->root. */
+static void scan_param_reads(kir_llvm_t *L, const kiln_kir_func_t *k, const kiln_kir_region_t *r,
+                             bool *read, bool *barrier) {
+  for (size_t i = 0; i < r->ops.len; i++) {
+    const kiln_kir_op_t *op = r->ops.data[i];
+    if (op->opcode == KILN_KIR_BARRIER) *barrier = true;
+    bool reads = op->opcode == KILN_KIR_EXTRACT || op->opcode == KILN_KIR_VLOAD ||
+                 op->opcode == KILN_KIR_CALL || op->opcode == KILN_KIR_ATOMIC_RMW ||
+                 op->opcode == KILN_KIR_ATOMIC_CAS;
+    for (uint32_t j = 0; reads && j < op->num_operands; j++) {
+      const kiln_kir_value_t *v = op->operands[j];
+      if (v->type->kind != KILN_KIR_TYPE_TENSOR) continue;
+      if (L->root[v->id]) v = L->root[v->id];
+      for (uint32_t a = 0; a < k->body->num_args; a++)
+        if (k->body->args[a] == v) read[a] = true;
+    }
+    for (uint32_t j = 0; j < op->num_regions; j++) scan_param_reads(L, k, op->regions[j], read, barrier);
+  }
+}
+
+/* Parameter attributes: every tensor is noalias (buffers do not overlap) and 16-byte aligned;
+ * unwritten ones are readonly. Except: a tensor the kernel writes and reads in a kernel with
+ * barriers is how its threads exchange data through global memory (the sort emitter's rows
+ * past shared memory). It is not noalias: llvm.nvvm.barrier0 does not take the pointer, so
+ * under noalias LLVM may assume the barrier leaves it untouched and forward, drop or move
+ * loads and stores of other threads' elements across it. */
+static void param_attributes(kir_llvm_t *L, const kiln_kir_func_t *k, LLVMValueRef fn) {
+  uint32_t np = k->body->num_args;
+  bool *read = kiln_calloc(np + 1, sizeof(*read));
+  bool barrier = false;
+  scan_param_reads(L, k, k->body, read, &barrier);
+  for (uint32_t i = 0; i < np; i++) {
+    if (!(barrier && k->param_written[i] && read[i])) add_attr(L, fn, i + 1, "noalias", 0);
+    add_attr(L, fn, i + 1, "align", 16);
+    if (!k->param_written[i]) add_attr(L, fn, i + 1, "readonly", 0);
+  }
+  kiln_free(read);
+}
+
 /* i32 indices when every tensor and the launch fit. */
 static int index_bits(const kiln_kir_module_t *m, const kiln_kir_func_t *k) {
   int64_t lim = INT32_MAX;
@@ -182,11 +222,6 @@ kiln_status kiln_kir_lower_nvptx(const kiln_kir_module_t *m, LLVMContextRef ctx,
   LLVMValueRef fn = LLVMAddFunction(L.mod, k->name, LLVMFunctionType(L.void_t, pt, np, 0));
   kiln_free(pt);
   kiln_llvm_mark_ptx_kernel(fn);
-  for (uint32_t i = 0; i < np; i++) {
-    add_attr(&L, fn, i + 1, "noalias", 0);
-    add_attr(&L, fn, i + 1, "align", 16);
-    if (!k->param_written[i]) add_attr(&L, fn, i + 1, "readonly", 0);
-  }
   for (size_t i = 0; i < m->funcs.len; i++)
     if (m->funcs.data[i] == k) L.funcs[i] = fn;
   if (kir_llvm_emit_subgraphs(&L)) {
@@ -194,6 +229,7 @@ kiln_status kiln_kir_lower_nvptx(const kiln_kir_module_t *m, LLVMContextRef ctx,
     L.entry = LLVMAppendBasicBlockInContext(ctx, fn, "entry");
     LLVMPositionBuilderAtEnd(L.b, L.entry);
     kir_llvm_compute_roots(&L, k);
+    param_attributes(&L, k, fn);
     for (uint32_t i = 0; i < np; i++) kir_llvm_set(&L, k->body->args[i], LLVMGetParam(fn, i));
     int counter = 0;
     shared_globals(&L, k->body, &counter);
