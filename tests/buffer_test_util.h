@@ -4,7 +4,6 @@
 #ifndef KILN_TESTS_BUFFER_TEST_UTIL_H_
 #define KILN_TESTS_BUFFER_TEST_UTIL_H_
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/passes/pass.h"
+#include "tools/common/corpus.h"
 #include "tools/common/fake_args.h"
 #include "tools/common/hlo_file.h"
 #include "tools/common/run_report.h"
@@ -93,49 +93,27 @@ static inline void bt_check_semantics(kiln_hlo_module_t *m, const char *list) {
 
 typedef void (*bt_module_fn)(void *ctx, kiln_hlo_module_t *m, const char *label);
 
-static inline int bt_cmp_names(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
+typedef struct bt_walk {
+  bt_module_fn fn;
+  void *ctx;
+} bt_walk_t;
+
+static inline void bt_walk_module(void *ctx, kiln_hlo_module_t **m, const char *name, const char *path,
+                                  int index, kiln_status error) {
+  bt_walk_t *w = ctx;
+  w->fn(w->ctx, error ? NULL : *m, name);
 }
 
-/* Calls `fn` on every module of corpus folders xla/ and real/ (files that fail to parse are
- * reported through `fn` with m == NULL). */
+/* Calls `fn` on every module of corpus folders xla/ and real/ (kiln_corpus_for_each_module;
+ * files that fail to parse are reported through `fn` with m == NULL). */
 static inline void bt_for_each_corpus_module(bt_module_fn fn, void *ctx) {
   const char *subs[] = {"xla", "real"};
-  for (int sidx = 0; sidx < 2; sidx++) {
+  bt_walk_t w = {fn, ctx};
+  for (int i = 0; i < 2; i++) {
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s/%s", kiln_corpus_dir(), subs[sidx]);
-    DIR *d = opendir(dir);
-    if (!d) fail_msg("cannot open corpus folder %s", dir);
-    KILN_VEC(char *) names = {0};
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-      const char *n = e->d_name;
-      if (n[0] == '.' || kiln_str_ends_with(n, ".tsv") || kiln_str_ends_with(n, ".md")) continue;
-      kiln_vec_push(&names, kiln_strdup(n));
-    }
-    closedir(d);
-    qsort(names.data, names.len, sizeof(char *), bt_cmp_names);
-    for (size_t i = 0; i < names.len; i++) {
-      char path[8192];
-      snprintf(path, sizeof path, "%s/%s", dir, names.data[i]);
-      char label[300];
-      kiln_hlo_file_t *f = NULL;
-      kiln_status s = kiln_hlo_file_load(path, &f);
-      if (s) {
-        snprintf(label, sizeof label, "%s/%.200s", subs[sidx], names.data[i]);
-        kiln_status_free(s);
-        fn(ctx, NULL, label);
-        continue;
-      }
-      for (int k = 0; k < f->num_modules; k++) {
-        if (f->num_modules > 1) snprintf(label, sizeof label, "%s/%.200s#%d", subs[sidx], names.data[i], k);
-        else snprintf(label, sizeof label, "%s/%.200s", subs[sidx], names.data[i]);
-        fn(ctx, f->modules[k], label);
-      }
-      kiln_hlo_file_free(f);
-    }
-    for (size_t i = 0; i < names.len; i++) kiln_free(names.data[i]);
-    kiln_vec_free(&names);
+    snprintf(dir, sizeof dir, "%s/%s", kiln_corpus_dir(), subs[i]);
+    kiln_status s = kiln_corpus_for_each_module(dir, subs[i], bt_walk_module, &w);
+    if (s) fail_msg("%s", kiln_status_message(s));
   }
 }
 

@@ -22,7 +22,6 @@
  *   - is in a file that is invalid on purpose (xla's invalid_concat test input).
  * Each of these is printed with its reason. Parse and verify failures of other files count
  * as failures. */
-#include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -81,11 +80,17 @@ static void note_time(corpus_stats_t *st, const char *name, double s) {
   }
 }
 
+/* Counts a failure and prints `s` (borrowed: the caller frees it). */
 static void record_failure(corpus_stats_t *st, const char *name, const char *what, kiln_status s) {
   st->eligible++;
   const char *msg = kiln_status_message(s);
   kiln_strbuf_printf(&st->failures, "  FAIL %s: %s: %s: %.600s\n", name, what,
                      kiln_status_code_name(kiln_status_code(s)), msg);
+}
+
+/* record_failure, then frees `s`. */
+static void record_failure_free(corpus_stats_t *st, const char *name, const char *what, kiln_status s) {
+  record_failure(st, name, what, s);
   kiln_status_free(s);
 }
 
@@ -109,11 +114,11 @@ static void run_module(corpus_stats_t *st, const kiln_hlo_module_t *m, const cha
   }
   kiln_status s = kiln_hlo_module_verify(m);
   if (s) {
-    record_failure(st, name, "verify", s);
+    record_failure_free(st, name, "verify", s);
     return;
   }
   if (!m->entry) {
-    record_failure(st, name, "entry",
+    record_failure_free(st, name, "entry",
                    kiln_status_make(KILN_INVALID_ARGUMENT, "no entry computation"));
     return;
   }
@@ -130,7 +135,7 @@ static void run_module(corpus_stats_t *st, const kiln_hlo_module_t *m, const cha
   double t0 = now_s();
   s = kiln_fake_args_make(m, NULL, &args_arena, &args, &n);
   if (s) {
-    record_failure(st, name, "fake args", s);
+    record_failure_free(st, name, "fake args", s);
   } else {
     kiln_eval_options_t eo = {0};
     eo.rng_seed = 42;
@@ -144,11 +149,11 @@ static void run_module(corpus_stats_t *st, const kiln_hlo_module_t *m, const cha
       record_skip(st, name, buf);
       kiln_status_free(s);
     } else if (s) {
-      record_failure(st, name, "eval", s);
+      record_failure_free(st, name, "eval", s);
     } else if (!result || !kiln_shape_compatible(result->shape, m->entry->root->shape)) {
       char *got = result ? kiln_shape_to_string(result->shape, false) : kiln_strdup("nothing");
       char *want = kiln_shape_to_string(m->entry->root->shape, false);
-      record_failure(st, name, "eval",
+      record_failure_free(st, name, "eval",
                      kiln_status_make(KILN_INTERNAL, "result is %s, the root is %s", got, want));
       kiln_free(got);
       kiln_free(want);
@@ -162,78 +167,36 @@ static void run_module(corpus_stats_t *st, const kiln_hlo_module_t *m, const cha
   kiln_arena_destroy(&args_arena);
 }
 
-static int cmp_names(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
+/* One module (or one file that does not load) of the shared corpus walk. */
+static void corpus_module(void *ctx, kiln_hlo_module_t **m, const char *name, const char *path, int index,
+                          kiln_status error) {
+  corpus_stats_t *st = ctx;
+  if (error) {
+    if (strstr(name, "invalid_concat"))
+      record_skip(st, name, "invalid on purpose (rejected by the parser or verifier)");
+    else
+      record_failure(st, name, "parse", error);
+    return;
+  }
+  const kiln_corpus_invalid_t *known = kiln_corpus_find_invalid(path, index);
+  if (known) {
+    kiln_status v = kiln_hlo_module_verify(*m);
+    if (v) {
+      char why[300];
+      snprintf(why, sizeof why, "invalid HLO, rejected by the verifier: %s", known->why);
+      record_skip(st, name, why);
+      kiln_status_free(v);
+      return;
+    }
+  }
+  run_module(st, *m, name);
 }
 
 static void run_folder(corpus_stats_t *st, const char *sub) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/%s", corpus_dir(), sub);
-  DIR *d = opendir(dir);
-  if (!d) fail_msg("cannot open corpus folder %s", dir);
-  KILN_VEC(char *) names = {0};
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    const char *n = e->d_name;
-    if (n[0] == '.' || kiln_str_ends_with(n, ".tsv") || kiln_str_ends_with(n, ".md")) continue;
-    kiln_vec_push(&names, kiln_strdup(n));
-  }
-  closedir(d);
-  qsort(names.data, names.len, sizeof(char *), cmp_names);
-  for (size_t i = 0; i < names.len; i++) {
-    char path[8192];
-    snprintf(path, sizeof path, "%s/%s", dir, names.data[i]);
-    char label[160];
-    snprintf(label, sizeof label, "%s/%.140s", sub, names.data[i]);
-    char *text;
-    size_t len;
-    kiln_status s = kiln_read_file(path, &text, &len);
-    if (s) {
-      record_failure(st, label, "read", s);
-      continue;
-    }
-    kiln_hlo_parse_options_t po = {0};
-    po.filename = path;
-    kiln_hlo_module_t **mods = NULL;
-    int count = 0;
-    s = kiln_hlo_parse_modules(text, len, &po, &mods, &count);
-    kiln_free(text);
-    if (s) {
-      if (strstr(names.data[i], "invalid_concat")) {
-        record_skip(st, label, "invalid on purpose (rejected by the parser or verifier)");
-        kiln_status_free(s);
-      } else {
-        record_failure(st, label, "parse", s);
-      }
-      continue;
-    }
-    for (int k = 0; k < count; k++) {
-      char name[200];
-      if (count > 1)
-        snprintf(name, sizeof name, "%s#%d", label, k);
-      else
-        snprintf(name, sizeof name, "%s", label);
-      const kiln_corpus_invalid_t *known = kiln_corpus_find_invalid(path, k);
-      if (known) {
-        kiln_status v = kiln_hlo_module_verify(mods[k]);
-        if (v) {
-          char why[300];
-          snprintf(why, sizeof why, "invalid HLO, rejected by the verifier: %s", known->why);
-          record_skip(st, name, why);
-          kiln_status_free(v);
-          continue;
-        }
-      }
-      run_module(st, mods[k], name);
-      kiln_hlo_module_destroy(mods[k]);
-      mods[k] = NULL;
-    }
-    for (int k = 0; k < count; k++)
-      if (mods[k]) kiln_hlo_module_destroy(mods[k]);
-    kiln_free(mods);
-  }
-  for (size_t i = 0; i < names.len; i++) kiln_free(names.data[i]);
-  kiln_vec_free(&names);
+  kiln_status s = kiln_corpus_for_each_module(dir, sub, corpus_module, st);
+  if (s) fail_msg("%s", kiln_status_message(s));
 }
 
 static void test_corpus_modules_evaluate_on_fake_inputs(void **state) {

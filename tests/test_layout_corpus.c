@@ -6,7 +6,6 @@
  * array instruction with a non-default layout except entry/fixed parameters and their
  * get-tuple-elements, bitcasts (the boundaries), and those the pass reported unsupported.
  * Prints the counts; fails on any mismatch. */
-#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -182,49 +181,25 @@ done:
   kiln_arena_destroy(&args_arena);
 }
 
-static int cmp_names(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
+/* One module of the shared corpus walk; files that do not parse (test_corpus_parse's
+ * business) and modules invalid on purpose are skipped. */
+static void corpus_module(void *ctx, kiln_hlo_module_t **m, const char *name, const char *path, int index,
+                          kiln_status error) {
+  stats_t *st = ctx;
+  if (error || kiln_corpus_find_invalid(path, index)) {
+    st->skipped++;
+    return;
+  }
+  const char *verbose = getenv("KILN_CORPUS_VERBOSE");
+  if (verbose && *verbose == '1') fprintf(stderr, "layout corpus: %s\n", name);
+  run_module(st, *m, name);
 }
 
 static void run_folder(stats_t *st, const char *sub) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/%s", kiln_corpus_dir(), sub);
-  DIR *d = opendir(dir);
-  if (!d) fail_msg("cannot open corpus folder %s", dir);
-  KILN_VEC(char *) names = {0};
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    const char *n = e->d_name;
-    if (n[0] == '.' || kiln_str_ends_with(n, ".tsv") || kiln_str_ends_with(n, ".md")) continue;
-    kiln_vec_push(&names, kiln_strdup(n));
-  }
-  closedir(d);
-  qsort(names.data, names.len, sizeof(char *), cmp_names);
-  const char *verbose = getenv("KILN_CORPUS_VERBOSE");
-  for (size_t i = 0; i < names.len; i++) {
-    char path[8192];
-    snprintf(path, sizeof path, "%s/%s", dir, names.data[i]);
-    kiln_hlo_file_t *f = NULL;
-    kiln_status s = kiln_hlo_file_load(path, &f);
-    if (s) { /* parse failures are test_corpus_parse's business */
-      kiln_status_free(s);
-      st->skipped++;
-      continue;
-    }
-    for (int k = 0; k < f->num_modules; k++) {
-      char name[300];
-      snprintf(name, sizeof name, "%s/%.200s#%d", sub, names.data[i], k);
-      if (f->bare || kiln_corpus_find_invalid(path, k)) {
-        st->skipped++;
-        continue;
-      }
-      if (verbose && *verbose == '1') fprintf(stderr, "layout corpus: %s\n", name);
-      run_module(st, f->modules[k], name);
-    }
-    kiln_hlo_file_free(f);
-  }
-  for (size_t i = 0; i < names.len; i++) kiln_free(names.data[i]);
-  kiln_vec_free(&names);
+  kiln_status s = kiln_corpus_for_each_module(dir, sub, corpus_module, st);
+  if (s) fail_msg("%s", kiln_status_message(s));
 }
 
 static void test_corpus_same_results_after_layout_assignment_and_normalization(void **state) {

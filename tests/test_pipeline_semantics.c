@@ -26,7 +26,6 @@
  *   KILN_PIPELINE_MAX_COST  element-operation bound (default 4e8; 2e7 under ASan),
  *   KILN_CORPUS_SAMPLE=N    test about one module in N (the sanitizer run in CI sets it),
  *   KILN_CORPUS_VERBOSE=1   print each module as it starts. */
-#include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -266,49 +265,22 @@ static void run_module(run_stats_t *st, kiln_hlo_module_t *m, const char *name) 
   kiln_arena_destroy(&args_arena);
 }
 
-static int cmp_names(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
+/* One module (or one file that does not load) of the shared corpus walk. */
+static void corpus_module(void *ctx, kiln_hlo_module_t **m, const char *name, const char *path, int index,
+                          kiln_status error) {
+  run_stats_t *st = ctx;
+  if (error) {
+    note_skip(st, name, "does not load: %.200s", kiln_status_message(error));
+    return;
+  }
+  run_module(st, *m, name);
 }
 
 static void run_folder(run_stats_t *st, const char *sub) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/%s", kiln_corpus_dir(), sub);
-  DIR *d = opendir(dir);
-  if (!d) fail_msg("cannot open corpus folder %s", dir);
-  KILN_VEC(char *) names = {0};
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    const char *fn = e->d_name;
-    if (fn[0] == '.' || kiln_str_ends_with(fn, ".tsv") || kiln_str_ends_with(fn, ".md")) continue;
-    kiln_vec_push(&names, kiln_strdup(fn));
-  }
-  closedir(d);
-  qsort(names.data, names.len, sizeof(char *), cmp_names);
-  for (size_t i = 0; i < names.len; i++) {
-    char path[8192], label[200];
-    snprintf(path, sizeof path, "%s/%s", dir, names.data[i]);
-    snprintf(label, sizeof label, "%s/%.150s", sub, names.data[i]);
-    kiln_hlo_file_t *f = NULL;
-    kiln_status s = kiln_hlo_file_load(path, &f);
-    if (s) {
-      note_skip(st, label, "does not load: %.200s", kiln_status_message(s));
-      kiln_status_free(s);
-      continue;
-    }
-    for (int k = 0; k < f->num_modules; k++) {
-      char name[240];
-      if (f->num_modules > 1) snprintf(name, sizeof name, "%s#%d", label, k);
-      else snprintf(name, sizeof name, "%s", label);
-      if (f->bare) {
-        note_skip(st, name, "bare computations, not a module");
-        continue;
-      }
-      run_module(st, f->modules[k], name);
-    }
-    kiln_hlo_file_free(f);
-  }
-  for (size_t i = 0; i < names.len; i++) kiln_free(names.data[i]);
-  kiln_vec_free(&names);
+  kiln_status s = kiln_corpus_for_each_module(dir, sub, corpus_module, st);
+  if (s) fail_msg("%s", kiln_status_message(s));
 }
 
 static void test_corpus_results_survive_the_pipeline(void **state) {
