@@ -4,13 +4,18 @@
  * tiles, 32x4 threads) — lowered to the host and run on the worker pool, against C loops
  * compiled at run time with `gcc -O3 -march=native -ffast-math` (the reductions; the
  * vectorized practical limit) and a C loop with a 32x33 tile (the transpose), dlopen'ed and
- * run on the same pool with the same block split. 1 and 2 worker threads; kiln's and the C
- * loop's runs alternate (and which goes first); medians and minimums of --reps runs each after a warm-up (on a
- * shared machine the minimum is the least disturbed run); GB/s (of the median) counts bytes
- * read + written once. Each kiln result is
- * checked against its C loop before timing. Goals: reductions >= 1.0x, transpose >= 0.9x.
+ * run on the same pool with the same block split. 1 and 2 worker threads. A sample is the
+ * per-launch time of a batch of back-to-back launches lasting about --sample-ms (so
+ * sub-millisecond kernels are timed well above timer and pool-wakeup noise; "batch" is the
+ * launches per sample); kiln's and the C loop's samples alternate (and which goes first);
+ * medians and minimums of --reps samples each after a warm-up (on a shared machine the
+ * minimum is the least disturbed sample); "paired" is the median of the per-rep ratios of
+ * adjacent C and kiln samples (robust to a load that changes during the run); the load
+ * average is printed first. GB/s (of the median) counts bytes read + written once. Each kiln
+ * result is checked against its C loop (MISMATCH lines). Goals: reductions >= 1.0x,
+ * transpose >= 0.9x.
  *
- * Usage: bench_heroes [--reps 15] */
+ * Usage: bench_heroes [--reps 15] [--sample-ms 3] */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
@@ -85,31 +90,60 @@ static const char kTrHlo[] =
     " ROOT t = f32[4096,4096] transpose(p), dimensions={1,0}\n}\n";
 
 static int g_reps = 15;
+/* One sample runs a kernel back to back until it has taken about this long, so that a
+ * sample of a sub-millisecond kernel is well above timer and pool-wakeup noise. */
+static double g_sample_ms = 3.0;
 
-/* Times kernel a and kernel b (b may be NULL) on `pool`, alternating their runs (and which
- * one goes first) so both see the same background load; medians and minimums (the best of g_reps: the least disturbed
- * run on a shared machine) in ms. Returns false if a launch failed. */
+/* Runs `batch` launches of fn back to back; returns the time per launch in ms (0 on error,
+ * *s set). */
+static double time_batch(kiln_host_pool_t *pool, kiln_host_kernel_fn fn, void **args, int64_t blocks, int batch,
+                         kiln_status *s) {
+  double t0 = now_ms();
+  for (int i = 0; i < batch && !*s; i++) *s = kiln_host_pool_launch(pool, fn, args, blocks, 0);
+  return (now_ms() - t0) / batch;
+}
+
+/* Times kernel a and kernel b (b may be NULL) on `pool`: g_reps samples each, a sample being
+ * the per-launch time of a batch of back-to-back launches (the batch size is set from
+ * warm-up runs so that a sample takes about g_sample_ms; both kernels use the same size).
+ * Samples of a and b alternate (and which one goes first) so both see the same background
+ * load. med/min: median and minimum per-launch ms (the minimum is the least disturbed sample
+ * on a shared machine); *paired: the median over reps of b's sample / a's sample (adjacent in
+ * time, so a load that changes between reps cancels; 0 without b); *batch_out: launches per
+ * sample. Returns false if a launch failed. */
 static bool time_pair(kiln_host_pool_t *pool, kiln_host_kernel_fn a, void **aa, int64_t ab,
-                      kiln_host_kernel_fn b, void **ba, int64_t bb, double med[2], double min[2]) {
+                      kiln_host_kernel_fn b, void **ba, int64_t bb, double med[2], double min[2],
+                      double *paired, int *batch_out) {
   double *t[2] = {kiln_calloc((size_t)g_reps, sizeof(double)), kiln_calloc((size_t)g_reps, sizeof(double))};
-  kiln_status s = kiln_host_pool_launch(pool, a, aa, ab, 0); /* warm-up */
-  if (!s && b) s = kiln_host_pool_launch(pool, b, ba, bb, 0);
+  double *ratio = kiln_calloc((size_t)g_reps, sizeof(double));
+  kiln_status s = NULL;
+  /* Warm-up (also sizes the batch from the faster kernel's best of three). */
+  double one = 1e30;
+  for (int i = 0; i < 3 && !s; i++) {
+    one = fmin(one, time_batch(pool, a, aa, ab, 1, &s));
+    if (b && !s) one = fmin(one, time_batch(pool, b, ba, bb, 1, &s));
+  }
+  int batch = one > 0 && one < g_sample_ms ? (int)ceil(g_sample_ms / one) : 1;
+  if (batch > 1000) batch = 1000;
   for (int r = 0; r < g_reps && !s; r++)
     for (int j = 0; j < 2 && !s; j++) {
       /* Which kernel goes first alternates: on a loaded machine the first run after a
        * pause is the one a preemption tends to hit. */
       int w = (r + j) % 2;
       if (w == 1 && !b) continue;
-      double t0 = now_ms();
-      s = w == 0 ? kiln_host_pool_launch(pool, a, aa, ab, 0) : kiln_host_pool_launch(pool, b, ba, bb, 0);
-      t[w][r] = now_ms() - t0;
+      t[w][r] = w == 0 ? time_batch(pool, a, aa, ab, batch, &s) : time_batch(pool, b, ba, bb, batch, &s);
     }
+  for (int r = 0; r < g_reps; r++) ratio[r] = b && t[0][r] > 0 ? t[1][r] / t[0][r] : 0;
+  qsort(ratio, (size_t)g_reps, sizeof(double), cmp_double);
+  *paired = ratio[g_reps / 2];
+  kiln_free(ratio);
   for (int k = 0; k < 2; k++) {
     qsort(t[k], (size_t)g_reps, sizeof(double), cmp_double);
     med[k] = t[k][g_reps / 2];
     min[k] = t[k][0];
     kiln_free(t[k]);
   }
+  *batch_out = batch;
   if (s) {
     printf("launch failed: %s\n", kiln_status_message(s));
     kiln_status_free(s);
@@ -133,7 +167,9 @@ static kiln_status emit(which_t w, const kiln_reduction_options_t *ro, const cha
 int main(int argc, char **argv) {
   for (int i = 1; i + 1 < argc; i++)
     if (!strcmp(argv[i], "--reps")) g_reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--sample-ms")) g_sample_ms = atof(argv[++i]);
   if (g_reps < 1) g_reps = 1;
+  if (!(g_sample_ms > 0)) g_sample_ms = 0.001;
   /* Build the C loops. */
   char dir[] = "/tmp/kiln_bench_heroesXXXXXX";
   if (!mkdtemp(dir)) {
@@ -175,8 +211,17 @@ int main(int argc, char **argv) {
     st = st * 6364136223846793005ull + 1442695040888963407ull;
     in[i] = (float)((double)(st >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
   }
-  printf("%-40s %-22s %8s %10s %9s %8s %9s %8s\n", "kernel", "variant", "threads", "median ms", "GB/s", "vs C",
-         "min ms", "vs C");
+  double load[3] = {0, 0, 0};
+  FILE *la = fopen("/proc/loadavg", "r");
+  if (la) {
+    if (fscanf(la, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
+    fclose(la);
+  }
+  printf("load average %.2f (1 min) on %ld cores; %d samples of ~%.1f ms per kernel and thread count; on a loaded\n"
+         "machine trust the minimums and the paired ratios\n",
+         load[0], sysconf(_SC_NPROCESSORS_ONLN), g_reps, g_sample_ms);
+  printf("%-40s %-22s %7s %9s %7s %6s %8s %6s %7s %5s\n", "kernel", "variant", "threads", "median ms", "GB/s",
+         "vs C", "min ms", "vs C", "paired", "batch");
   for (int w = ROW; w <= TR; w++) {
     static const int kVariants[][2] = {{0, 0}, {4, 256}, {4, 128}, {4, 64}, {4, 32}, {1, 128}};
     int nvar = w == ROW ? (int)(sizeof(kVariants) / sizeof(kVariants[0])) : 1;
@@ -210,7 +255,9 @@ int main(int argc, char **argv) {
         s = kiln_host_pool_create(nt, &pool);
         if (s) break;
         double med[2], mn[2];
-        if (!time_pair(pool, hk.fn, ka, hk.num_blocks, cfn[w], ca, cblocks[w], med, mn)) {
+        int batch = 1;
+        double paired = 0;
+        if (!time_pair(pool, hk.fn, ka, hk.num_blocks, cfn[w], ca, cblocks[w], med, mn, &paired, &batch)) {
           kiln_host_pool_destroy(pool);
           break;
         }
@@ -224,11 +271,13 @@ int main(int argc, char **argv) {
           if (maxrel > 1e-4) printf("  MISMATCH vs C loop: max rel %.3g\n", maxrel);
         }
         if (cm > 0)
-          printf("%-40s %-22s %8d %10.3f %9.2f %7.2fx %9.3f %7.2fx\n", label[w], vname, nt, km, bytes / (km * 1e6),
-                 cm / km, mn[0], mn[1] / mn[0]);
-        else printf("%-40s %-22s %8d %10.3f %9.2f %8s %9.3f\n", label[w], vname, nt, km, bytes / (km * 1e6), "", mn[0]);
+          printf("%-40s %-22s %7d %9.3f %7.2f %5.2fx %8.3f %5.2fx %6.2fx %5d\n", label[w], vname, nt, km,
+                 bytes / (km * 1e6), cm / km, mn[0], mn[1] / mn[0], paired, batch);
+        else
+          printf("%-40s %-22s %7d %9.3f %7.2f %6s %8.3f %6s %7s %5d\n", label[w], vname, nt, km, bytes / (km * 1e6), "",
+                 mn[0], "", "", batch);
         if (cm > 0 && var == 0)
-          printf("%-40s %-22s %8d %10.3f %9.2f %8s %9.3f\n", "", w == TR ? "C 32x33 tile, -O3" : "C loop -O3 -ffast-math",
+          printf("%-40s %-22s %7d %9.3f %7.2f %6s %8.3f\n", "", w == TR ? "C 32x33 tile, -O3" : "C loop -O3 -ffast-math",
                  nt, cm, bytes / (cm * 1e6), "", mn[1]);
         kiln_host_pool_destroy(pool);
       }
