@@ -107,14 +107,9 @@ static inline void bt_walk_module(void *ctx, kiln_hlo_module_t **m, const char *
 /* Calls `fn` on every module of corpus folders xla/ and real/ (kiln_corpus_for_each_module;
  * files that fail to parse are reported through `fn` with m == NULL). */
 static inline void bt_for_each_corpus_module(bt_module_fn fn, void *ctx) {
-  const char *subs[] = {"xla", "real"};
   bt_walk_t w = {fn, ctx};
-  for (int i = 0; i < 2; i++) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/%s", kiln_corpus_dir(), subs[i]);
-    kiln_status s = kiln_corpus_for_each_module(dir, subs[i], bt_walk_module, &w);
-    if (s) fail_msg("%s", kiln_status_message(s));
-  }
+  kiln_status s = kiln_corpus_for_each_whole_module(NULL, bt_walk_module, &w);
+  if (s) fail_msg("%s", kiln_status_message(s));
 }
 
 #endif /* KILN_TESTS_BUFFER_TEST_UTIL_H_ */

@@ -192,19 +192,12 @@ static void corpus_module(void *ctx, kiln_hlo_module_t **m, const char *name, co
   run_module(st, *m, name);
 }
 
-static void run_folder(corpus_stats_t *st, const char *sub) {
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%s/%s", corpus_dir(), sub);
-  kiln_status s = kiln_corpus_for_each_module(dir, sub, corpus_module, st);
-  if (s) fail_msg("%s", kiln_status_message(s));
-}
-
 static void test_corpus_modules_evaluate_on_fake_inputs(void **state) {
   corpus_stats_t st;
   memset(&st, 0, sizeof st);
   double t0 = now_s();
-  run_folder(&st, "xla");
-  run_folder(&st, "real");
+  kiln_status walk = kiln_corpus_for_each_whole_module(corpus_dir(), corpus_module, &st);
+  if (walk) fail_msg("%s", kiln_status_message(walk));
   double rate = st.eligible ? (double)st.evaluated / st.eligible : 0;
   printf("corpus eval: evaluated %d / eligible %d (%.1f%%), %d not eligible, %.1f s\n",
          st.evaluated, st.eligible, 100 * rate, st.skipped, now_s() - t0);

@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "base/str.h"
 #include "base/vec.h"
+#include "tools/common/hlo_file.h"
 
 static const kiln_corpus_invalid_t kKnownInvalid[] = {
     {"xla__tools__tests__data__invalid_concat.hlo", 0, "concatenate",
@@ -101,5 +102,16 @@ kiln_status kiln_corpus_for_each_module(const char *dir, const char *label,
   }
   for (size_t i = 0; i < names.len; i++) kiln_free(names.data[i]);
   kiln_vec_free(&names);
+  return NULL;
+}
+
+kiln_status kiln_corpus_for_each_whole_module(const char *root, kiln_corpus_module_fn fn, void *ctx) {
+  static const char *const kFolders[] = {"xla", "real"};
+  if (!root) root = kiln_corpus_dir();
+  for (size_t i = 0; i < sizeof kFolders / sizeof kFolders[0]; i++) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/%s", root, kFolders[i]);
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_corpus_for_each_module(dir, kFolders[i], fn, ctx));
+  }
   return NULL;
 }

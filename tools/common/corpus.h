@@ -35,5 +35,8 @@ typedef void (*kiln_corpus_module_fn)(void *ctx, kiln_hlo_module_t **m, const ch
                                       const char *path, int index, kiln_status error);
 kiln_status kiln_corpus_for_each_module(const char *dir, const char *label,
                                         kiln_corpus_module_fn fn, void *ctx);
+/* kiln_corpus_for_each_module over the whole-module folders of the corpus at `root` (NULL:
+ * kiln_corpus_dir()): xla/ then real/, labelled "xla" and "real". */
+kiln_status kiln_corpus_for_each_whole_module(const char *root, kiln_corpus_module_fn fn, void *ctx);
 
 #endif /* KILN_TOOLS_CORPUS_H_ */
