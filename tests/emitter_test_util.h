@@ -96,4 +96,56 @@ static inline bool emt_run_one(const char *what, const kiln_hlo_computation_t *c
   return ok;
 }
 
+/* Runs the first fusion of every corpus emitter file whose name contains `needle` through
+ * emt_run_one (emitter `want`; scatters on the sorted-indices path with a float add, see
+ * emt_sorted_float_add, get inputs in [0.5, 1) and 64 ulp), prints each line and the tally.
+ * Returns false (printed as skipped) without a corpus; a file that does not load counts
+ * as failed. */
+static inline bool emt_run_corpus(const char *needle, kiln_fusion_emitter_t want, int *passed, int *total) {
+  size_t n = 0;
+  char **names = emt_corpus_files(needle, &n);
+  *passed = *total = 0;
+  if (!names) {
+    printf("SKIPPED: no corpus\n");
+    return false;
+  }
+  kiln_host_jit_t *jit = NULL;
+  kiln_status s = kiln_host_jit_create(NULL, &jit);
+  if (s) {
+    printf("FAIL host JIT: %s\n", kiln_status_message(s));
+    kiln_status_free(s);
+    emt_free_names(names, n);
+    *total = 1;
+    return true;
+  }
+  for (size_t i = 0; i < n; i++) {
+    char path[2048];
+    snprintf(path, sizeof(path), "%s/emitters/%s", kiln_corpus_dir(), names[i]);
+    kiln_hlo_file_t *f = NULL;
+    s = kiln_hlo_file_load(path, &f);
+    (*total)++;
+    if (s) {
+      printf("FAIL %s: load: %s\n", names[i], kiln_status_message(s));
+      kiln_status_free(s);
+      continue;
+    }
+    const kiln_hlo_computation_t **cs = NULL;
+    int nc = 0;
+    kiln_fusion_collect(f->modules[0], &cs, &nc);
+    bool reassoc = nc > 0 && emt_sorted_float_add(cs[0]);
+    if (nc > 0)
+      *passed += emt_run_one(emt_short_name(names[i]), cs[0], want, jit, NULL, reassoc ? 0.5 : 0, reassoc ? 1 : 0,
+                             reassoc ? 64 : -1);
+    else
+      printf("FAIL %s: no fusion computation\n", names[i]);
+    kiln_free(cs);
+    kiln_hlo_file_free(f);
+  }
+  printf("corpus %s fusions: %d/%d passed (host == evaluator, ptxas)\n", kiln_fusion_emitter_name(want), *passed,
+         *total);
+  emt_free_names(names, n);
+  kiln_host_jit_destroy(jit);
+  return true;
+}
+
 #endif /* KILN_TESTS_EMITTER_TEST_UTIL_H_ */

@@ -34,36 +34,8 @@ static bool run_one(const char *what, const kiln_hlo_computation_t *c, kiln_fusi
 }
 
 static void run_corpus(const char *needle, kiln_fusion_emitter_t want, int min_files) {
-  size_t n = 0;
-  char **names = emt_corpus_files(needle, &n);
-  if (!names) {
-    printf("SKIPPED: no corpus\n");
-    return;
-  }
-  kiln_host_jit_t *jit = NULL;
-  assert_null(kiln_host_jit_create(NULL, &jit));
-  int total = 0, passed = 0;
-  for (size_t i = 0; i < n; i++) {
-    char path[2048];
-    snprintf(path, sizeof(path), "%s/emitters/%s", kiln_corpus_dir(), names[i]);
-    kiln_hlo_file_t *f = NULL;
-    kiln_status s = kiln_hlo_file_load(path, &f);
-    total++;
-    if (s) {
-      printf("FAIL %s: load: %s\n", names[i], kiln_status_message(s));
-      kiln_status_free(s);
-      continue;
-    }
-    const kiln_hlo_computation_t **cs = NULL;
-    int nc = 0;
-    kiln_fusion_collect(f->modules[0], &cs, &nc);
-    passed += run_one(emt_short_name(names[i]), cs[0], want, jit);
-    kiln_free(cs);
-    kiln_hlo_file_free(f);
-  }
-  printf("corpus %s fusions: %d/%d passed\n", kiln_fusion_emitter_name(want), passed, total);
-  emt_free_names(names, n);
-  kiln_host_jit_destroy(jit);
+  int passed = 0, total = 0;
+  if (!emt_run_corpus(needle, want, &passed, &total)) return;
   assert_true(total >= min_files);
   assert_int_equal(passed, total);
 }

@@ -40,38 +40,8 @@ static char *update_kir(const kiln_hlo_computation_t *c, kiln_fusion_kernel_t *k
 }
 
 static void test_corpus_scatter_fusions_match_evaluator(void **state) {
-  size_t n = 0;
-  char **names = emt_corpus_files("__scatter__", &n);
-  if (!names) {
-    printf("SKIPPED: no corpus\n");
-    return;
-  }
-  kiln_host_jit_t *jit = NULL;
-  assert_null(kiln_host_jit_create(NULL, &jit));
-  int total = 0, passed = 0;
-  for (size_t i = 0; i < n; i++) {
-    char path[2048];
-    snprintf(path, sizeof(path), "%s/emitters/%s", kiln_corpus_dir(), names[i]);
-    kiln_hlo_file_t *f = NULL;
-    kiln_status s = kiln_hlo_file_load(path, &f);
-    total++;
-    if (s) {
-      printf("FAIL %s: load: %s\n", names[i], kiln_status_message(s));
-      kiln_status_free(s);
-      continue;
-    }
-    const kiln_hlo_computation_t **cs = NULL;
-    int nc = 0;
-    kiln_fusion_collect(f->modules[0], &cs, &nc);
-    bool reassoc = emt_sorted_float_add(cs[0]);
-    passed += run_one(emt_short_name(names[i]), cs[0], jit, NULL,
-                      reassoc ? 0.5 : 0, reassoc ? 1 : 0, reassoc ? 64 : -1);
-    kiln_free(cs);
-    kiln_hlo_file_free(f);
-  }
-  printf("corpus scatter fusions: %d/%d passed (host == evaluator, ptxas)\n", passed, total);
-  emt_free_names(names, n);
-  kiln_host_jit_destroy(jit);
+  int passed = 0, total = 0;
+  if (!emt_run_corpus("__scatter__", KILN_FUSION_EMITTER_SCATTER, &passed, &total)) return;
   assert_true(total >= 15);
   assert_int_equal(passed, total);
 }

@@ -6,7 +6,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/clock.h"
 #include "compiler/codegen/elemental_internal.h"
+#include "compiler/codegen/kir_pipeline.h"
 
 /* ---- split scaffolding ---- */
 
@@ -20,6 +22,84 @@ void kiln_hero_kernel_name(const kiln_hlo_computation_t *c, const kiln_fusion_co
 void kiln_hero_grid_dims(const kiln_launch_grid_t *g, int64_t block[3], int64_t grid[3]) {
   block[0] = g->threads, block[1] = 1, block[2] = 1;
   grid[0] = g->blocks_x, grid[1] = g->blocks_y > 0 ? g->blocks_y : 1, grid[2] = 1;
+}
+
+kiln_kir_func_t *kiln_hero_kernel_create(kiln_kir_module_t *m, const char *name, const kiln_elemental_t *elem,
+                                         const kiln_shape_t *const *outputs, int nout, const int64_t block[3],
+                                         const int64_t grid[3]) {
+  int nin = elem->num_tensors;
+  size_t np = (size_t)(nin + nout);
+  const kiln_kir_type_t **pt = kiln_calloc(np + 1, sizeof(*pt));
+  const kiln_kir_type_t **rt = kiln_calloc((size_t)nout + 1, sizeof(*rt));
+  char **names = kiln_calloc(np + 1, sizeof(*names));
+  for (int i = 0; i < nin; i++) {
+    pt[i] = elem->tensor_types[i];
+    names[i] = kiln_strdup(elem->tensors[i]->name);
+  }
+  for (int o = 0; o < nout; o++) {
+    pt[nin + o] = rt[o] = kiln_elemental_tensor_type(m, outputs[o]);
+    char buf[32];
+    snprintf(buf, sizeof(buf), nout == 1 ? "output" : "output%d", o);
+    names[nin + o] = kiln_strdup(buf);
+  }
+  for (size_t i = 0; i < np; i++) kiln_fusion_sanitize_name(names[i]);
+  kiln_kir_func_t *k = kiln_kir_func_create(m, name, KILN_KIR_FUNC_KERNEL, pt, (const char *const *)names, np, rt,
+                                            (size_t)nout);
+  for (size_t i = 0; i < np; i++) kiln_free(names[i]);
+  kiln_free(names);
+  kiln_free(pt);
+  kiln_free(rt);
+  if (!k) return NULL;
+  for (int o = 0; o < nout; o++) kiln_kir_func_set_written(k, (size_t)(nin + o), true);
+  kiln_kir_func_set_launch(k, block, grid);
+  return k;
+}
+
+kiln_status kiln_hero_emit_kernel(kiln_hero_emit_t *h, const kiln_shape_t *const *outputs, int nout,
+                                  const int64_t block[3], const int64_t grid[3]) {
+  kiln_fusion_kernel_t *out = h->out;
+  int nin = h->elem.num_tensors;
+  h->kernel = kiln_hero_kernel_create(out->kir, h->name, &h->elem, outputs, nout, block, grid);
+  if (!h->kernel) return KILN_ERR_INTERNAL("could not create kernel %s", h->name);
+  out->grid.threads = block[0] * block[1] * block[2];
+  out->grid.blocks_x = grid[0];
+  out->grid.blocks_y = grid[1];
+  h->tensors = kiln_calloc((size_t)nin + 1, sizeof(*h->tensors));
+  h->outs = kiln_calloc((size_t)nout + 1, sizeof(*h->outs));
+  for (int i = 0; i < nin; i++) h->tensors[i] = kiln_kir_func_param(h->kernel, (size_t)i);
+  for (int o = 0; o < nout; o++) h->outs[o] = kiln_kir_func_param(h->kernel, (size_t)(nin + o));
+  kiln_kir_builder_init(&h->b, out->kir, kiln_kir_func_body(h->kernel));
+  h->fn.e = &h->elem;
+  h->fn.b = &h->b;
+  h->fn.sg = -1;
+  h->fn.tensors = h->tensors;
+  return NULL;
+}
+
+void kiln_hero_dump_fusion(const char *dump_dir, const char *name, const kiln_hlo_computation_t *c,
+                           const kiln_hlo_computation_t *reads) {
+  if (!dump_dir || !*dump_dir) return;
+  kiln_strbuf_t hb = {0};
+  kiln_hlo_computation_print(&hb, c);
+  if (reads) {
+    kiln_strbuf_printf(&hb, "\n// values read by %s:\n", name);
+    kiln_hlo_computation_print(&hb, reads);
+  }
+  kiln_fusion_dump_text(dump_dir, name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
+  kiln_strbuf_free(&hb);
+}
+
+kiln_status kiln_hero_run_pipeline(kiln_kir_module_t *kir, const char *dump_dir, const char *name,
+                                   const kiln_fusion_compile_options_t *opts, double *ms) {
+  double t0 = kiln_clock_ms();
+  kiln_kir_pipeline_options_t po = {0};
+  po.dump_dir = dump_dir;
+  po.dump_name = name;
+  po.no_vectorize = opts && opts->no_vectorize;
+  po.unroll_max_trip = opts ? opts->unroll_max_trip : 0;
+  kiln_status st = kiln_kir_pipeline_run(kir, &po);
+  *ms += kiln_clock_ms() - t0;
+  return st;
 }
 
 kiln_status kiln_hero_linear_grid(int64_t n, kiln_launch_grid_t *g) {
@@ -167,15 +247,8 @@ kiln_status kiln_hero_split_begin(kiln_hero_split_t *s, const kiln_hlo_computati
   /* kiln_hero_emit_begin builds the kernel for d's outputs; ours are c's, so the kernel is
    * built here the same way. */
   h->dump_dir = opts && opts->dump_dir ? opts->dump_dir : getenv("KILN_DUMP_TO");
-  if (h->dump_dir && *h->dump_dir) {
-    /* The fusion, then the private copy this kernel reads (its root tuple: what it reads). */
-    kiln_strbuf_t hb = {0};
-    kiln_hlo_computation_print(&hb, c);
-    kiln_strbuf_printf(&hb, "\n// values read by %s:\n", h->name);
-    kiln_hlo_computation_print(&hb, d);
-    kiln_fusion_dump_text(h->dump_dir, h->name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
-    kiln_strbuf_free(&hb);
-  }
+  /* The fusion, then the private copy this kernel reads (its root tuple: what it reads). */
+  kiln_hero_dump_fusion(h->dump_dir, h->name, c, d);
   out->ctx = kiln_affine_ctx_create();
   out->kir = kiln_kir_module_create(h->name, out->ctx);
   kiln_status st = kiln_partition_compute(out->ctx, d, NULL, NULL, &h->part);
@@ -193,34 +266,7 @@ kiln_status kiln_hero_split_begin(kiln_hero_split_t *s, const kiln_hlo_computati
     kiln_fusion_dump_text(h->dump_dir, h->name, "41-partition.txt", kiln_strbuf_cstr(&pb));
     kiln_strbuf_free(&pb);
   }
-  kiln_kir_module_t *m = out->kir;
-  int nin = h->elem.num_tensors, nout = s->num_outputs;
-  if (!st) {
-    size_t np = (size_t)(nin + nout);
-    const kiln_kir_type_t **pt = kiln_calloc(np + 1, sizeof(*pt));
-    const kiln_kir_type_t **rt = kiln_calloc((size_t)nout + 1, sizeof(*rt));
-    char **names = kiln_calloc(np + 1, sizeof(*names));
-    for (int i = 0; i < nin; i++) {
-      pt[i] = h->elem.tensor_types[i];
-      names[i] = kiln_strdup(h->elem.tensors[i]->name);
-    }
-    for (int k = 0; k < nout; k++) {
-      pt[nin + k] = rt[k] = kiln_elemental_tensor_type(m, s->outputs[k]);
-      char buf[32];
-      snprintf(buf, sizeof(buf), nout == 1 ? "output" : "output%d", k);
-      names[nin + k] = kiln_strdup(buf);
-    }
-    for (size_t i = 0; i < np; i++)
-      for (char *q = names[i]; *q; q++)
-        if (*q == '.' || *q == '-') *q = '_';
-    h->kernel = kiln_kir_func_create(m, h->name, KILN_KIR_FUNC_KERNEL, pt, (const char *const *)names, np, rt,
-                                     (size_t)nout);
-    for (size_t i = 0; i < np; i++) kiln_free(names[i]);
-    kiln_free(names);
-    kiln_free(pt);
-    kiln_free(rt);
-    if (!h->kernel) st = KILN_ERR_INTERNAL("could not create kernel %s", h->name);
-  }
+  if (!st) st = kiln_hero_emit_kernel(h, s->outputs, s->num_outputs, block, grid);
   if (st) {
     kiln_vec_free(&h->fn.cache);
     if (h->have_elem) kiln_elemental_free(&h->elem);
@@ -229,20 +275,6 @@ kiln_status kiln_hero_split_begin(kiln_hero_split_t *s, const kiln_hlo_computati
     split_release(s);
     return kiln_status_annotate(st, "while emitting fusion %s", c->name);
   }
-  for (int k = 0; k < nout; k++) kiln_kir_func_set_written(h->kernel, (size_t)(nin + k), true);
-  kiln_kir_func_set_launch(h->kernel, block, grid);
-  out->grid.threads = block[0] * block[1] * block[2];
-  out->grid.blocks_x = grid[0];
-  out->grid.blocks_y = grid[1];
-  h->tensors = kiln_calloc((size_t)nin + 1, sizeof(*h->tensors));
-  h->outs = kiln_calloc((size_t)nout + 1, sizeof(*h->outs));
-  for (int i = 0; i < nin; i++) h->tensors[i] = kiln_kir_func_param(h->kernel, (size_t)i);
-  for (int k = 0; k < nout; k++) h->outs[k] = kiln_kir_func_param(h->kernel, (size_t)(nin + k));
-  kiln_kir_builder_init(&h->b, m, kiln_kir_func_body(h->kernel));
-  h->fn.e = &h->elem;
-  h->fn.b = &h->b;
-  h->fn.sg = -1;
-  h->fn.tensors = h->tensors;
   return NULL;
 }
 

@@ -101,4 +101,24 @@ void kiln_hero_grid_dims(const kiln_launch_grid_t *g, int64_t block[3], int64_t 
 void kiln_hero_kernel_name(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
                            const char *suffix, char *buf, size_t n);
 
+/* Creates kernel `name` in `m`: elem's tensors as inputs (named after their instructions),
+ * then one written tensor per shape of `outputs` (named output, or output0, output1, ...),
+ * launched with `block` x `grid`. NULL when the kernel IR rejects it. */
+kiln_kir_func_t *kiln_hero_kernel_create(kiln_kir_module_t *m, const char *name, const kiln_elemental_t *elem,
+                                         const kiln_shape_t *const *outputs, int nout, const int64_t block[3],
+                                         const int64_t grid[3]);
+/* For a hero emitter whose h->elem is ready: creates h->kernel (kiln_hero_kernel_create,
+ * named h->name, in h->out->kir), records its launch in h->out->grid, binds h->tensors and
+ * h->outs to its parameters and starts h->b and h->fn in its body. Releases nothing on error. */
+kiln_status kiln_hero_emit_kernel(kiln_hero_emit_t *h, const kiln_shape_t *const *outputs, int nout,
+                                  const int64_t block[3], const int64_t grid[3]);
+/* With a dump folder (`dump_dir` non-empty): writes `<name>.40-hlo-fusion.txt`, the fusion
+ * `c`, then, when `reads` is given, the computation holding the values the kernel reads. */
+void kiln_hero_dump_fusion(const char *dump_dir, const char *name, const kiln_hlo_computation_t *c,
+                           const kiln_hlo_computation_t *reads);
+/* Runs the kernel-IR pipeline on `kir` with the fusion options' vectorize / unroll settings,
+ * dumping as `name` into `dump_dir` (may be NULL); adds the time to *ms. */
+kiln_status kiln_hero_run_pipeline(kiln_kir_module_t *kir, const char *dump_dir, const char *name,
+                                   const kiln_fusion_compile_options_t *opts, double *ms);
+
 #endif /* KILN_COMPILER_CODEGEN_SCATTER_EMITTER_H_ */

@@ -10,6 +10,7 @@
 #include "compiler/codegen/elemental.h"
 #include "compiler/codegen/elemental_internal.h"
 #include "compiler/codegen/kir_pipeline.h"
+#include "compiler/codegen/scatter_emitter.h"
 
 #define SORT_MAX_OPERANDS 16
 /* Block-shared positions of a stable sort: the static shared-memory limit. */
@@ -582,30 +583,11 @@ static bool emit_by_rank(sort_emit_t *e) {
 
 /* Creates the kernel: the fusion's tensors, then one written tensor per output leaf. */
 static kiln_status create_kernel(sort_emit_t *e, const char *name) {
-  kiln_kir_module_t *m = e->m;
   int nin = e->elem.num_tensors, nout = e->p.so.num_outputs;
   if (nin > 64) return KILN_ERR_UNIMPLEMENTED("sort fusion: %d inputs", nin);
-  size_t np = (size_t)(nin + nout);
-  const kiln_kir_type_t *pt[64 + SORT_MAX_OPERANDS], *rt[SORT_MAX_OPERANDS];
-  char *names[64 + SORT_MAX_OPERANDS];
-  for (int i = 0; i < nin; i++) {
-    pt[i] = e->elem.tensor_types[i];
-    names[i] = kiln_strdup(e->elem.tensors[i]->name);
-  }
-  for (int o = 0; o < nout; o++) {
-    pt[nin + o] = rt[o] = kiln_elemental_tensor_type(m, e->p.so.shapes[o]);
-    char buf[32];
-    snprintf(buf, sizeof(buf), nout == 1 ? "output" : "output%d", o);
-    names[nin + o] = kiln_strdup(buf);
-  }
-  for (size_t i = 0; i < np; i++) kiln_fusion_sanitize_name(names[i]);
-  e->kernel = kiln_kir_func_create(m, name, KILN_KIR_FUNC_KERNEL, pt, (const char *const *)names, np, rt,
-                                   (size_t)nout);
-  for (size_t i = 0; i < np; i++) kiln_free(names[i]);
-  if (!e->kernel) return KILN_ERR_INTERNAL("could not create kernel %s", name);
-  for (int o = 0; o < nout; o++) kiln_kir_func_set_written(e->kernel, (size_t)(nin + o), true);
   int64_t block[3] = {e->p.l.threads, 1, 1}, grid[3] = {e->p.l.blocks, 1, 1};
-  kiln_kir_func_set_launch(e->kernel, block, grid);
+  e->kernel = kiln_hero_kernel_create(e->m, name, &e->elem, e->p.so.shapes, nout, block, grid);
+  if (!e->kernel) return KILN_ERR_INTERNAL("could not create kernel %s", name);
   for (int i = 0; i < nin; i++) e->tensors[i] = kiln_kir_func_param(e->kernel, (size_t)i);
   for (int k = 0; k < e->p.nops; k++) {
     e->in_tensor[k] = -1;
@@ -692,16 +674,9 @@ kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fu
     return kiln_status_annotate(st, "while compiling fusion %s", c->name);
   }
   char name[160];
-  snprintf(name, sizeof(name), "%s", opts && opts->kernel_name ? opts->kernel_name : c->name);
-  if (!(opts && opts->kernel_name)) strncat(name, "_kernel", sizeof(name) - strlen(name) - 1);
-  kiln_fusion_sanitize_name(name);
+  kiln_hero_kernel_name(c, opts, NULL, name, sizeof(name));
   const char *dump_dir = opts && opts->dump_dir ? opts->dump_dir : getenv("KILN_DUMP_TO");
-  if (dump_dir && *dump_dir) {
-    kiln_strbuf_t hb = {0};
-    kiln_hlo_computation_print(&hb, c);
-    kiln_fusion_dump_text(dump_dir, name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
-    kiln_strbuf_free(&hb);
-  }
+  kiln_hero_dump_fusion(dump_dir, name, c, NULL);
   out->ctx = kiln_affine_ctx_create();
   out->kir = kiln_kir_module_create(name, out->ctx);
   e->m = out->kir;
@@ -728,16 +703,7 @@ kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fu
   kiln_free(e);
   if (!st) st = kiln_kir_verify(out->kir);
   out->emit_ms = now_ms() - t0;
-  if (!st) {
-    double t1 = now_ms();
-    kiln_kir_pipeline_options_t po = {0};
-    po.dump_dir = dump_dir;
-    po.dump_name = name;
-    po.no_vectorize = opts && opts->no_vectorize;
-    po.unroll_max_trip = opts ? opts->unroll_max_trip : 0;
-    st = kiln_kir_pipeline_run(out->kir, &po);
-    out->pipeline_ms = now_ms() - t1;
-  }
+  if (!st) st = kiln_hero_run_pipeline(out->kir, dump_dir, name, opts, &out->pipeline_ms);
   if (st) {
     kiln_fusion_kernel_free(out);
     return kiln_status_annotate(st, "while compiling fusion %s", c->name);
