@@ -6,7 +6,8 @@
  * max(|want|, sqrt(n)) for sums of n values in another order, f64 1e-12, bf16 / f16 within
  * 4 epsilons (hero_test_util.h), integers and pred exactly. Unsupported fusions are
  * listed with the reason. Prints passed/total. Also a large hand-written row and column
- * reduction (test_reduction_kinds.c checks the KILN_DUMP_TO kernel-IR dump). */
+ * reduction, and a multi-row-block row reduction whose host code keeps its per-thread slots
+ * in registers (test_reduction_kinds.c checks the KILN_DUMP_TO kernel-IR dump). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -180,11 +181,68 @@ static void run_large(int rows, int cols, int dim, bool want_row) {
 static void test_large_row_reduction_matches_evaluator(void **state) { run_large(512, 5000, 1, true); }
 static void test_large_column_reduction_matches_evaluator(void **state) { run_large(999, 300, 0, false); }
 
+/* A row reduction of plain loads with several rows per block (block y > 1, no shared
+ * memory: one warp per row) compiles on the host to code that keeps every per-thread slot
+ * in registers: the optimized LLVM IR (the JIT's 92-llvm-opt dump) has no alloca left. The
+ * x thread loops under the y loop vectorize first and unroll after (kir_to_llvm_host.c), so
+ * the accumulation loop and the shuffle tree work on registers; with the unroll disabled on
+ * the vector loop too, the slot arrays stayed on the stack (a store and a load per
+ * accumulation step and per shuffle level). The result still matches the evaluator. */
+static void test_multirow_block_row_reduction_keeps_slots_in_registers_on_host(void **state) {
+  static const char text[] =
+      "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+      "fusion {\n p = f32[64,1024] parameter(0)\n c = f32[] constant(0)\n"
+      " ROOT r = f32[64] reduce(p, c), dimensions={1}, to_apply=add\n}\n";
+  kiln_hlo_module_t *m = NULL;
+  assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, &m));
+  kiln_fusion_compile_options_t o = {0};
+  o.kernel_name = "multirow_slots";
+  kiln_fusion_kernel_t k;
+  kiln_status s = kiln_reduction_kernel_emit(m->entry, &o, NULL, &k);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  const kiln_kir_func_t *kf = kiln_kir_module_kernel(k.kir);
+  assert_non_null(kf);
+  assert_int_equal(kf->block[0], 32);
+  assert_true(kf->block[1] > 1);
+  assert_false(kir_has(&k, "allocate_shared"));
+  char dir[] = "/tmp/kiln_test_multirowXXXXXX";
+  assert_non_null(mkdtemp(dir));
+  kiln_host_jit_options_t jo = {0};
+  jo.dump_dir = dir;
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(&jo, &jit));
+  kiln_host_pool_t *pool = NULL;
+  assert_null(kiln_host_pool_create(2, &pool));
+  hero_run_result_t rr;
+  s = hero_run_check(m->entry, &k, jit, pool, 1e-5, 1024, true, 3, &rr);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  assert_int_equal(rr.mismatches, 0);
+  char path[256];
+  snprintf(path, sizeof(path), "%s/multirow_slots.92-llvm-opt.ll", dir);
+  char *ir = NULL;
+  size_t len = 0;
+  s = kiln_read_file(path, &ir, &len);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  const char *def = strstr(ir, "define void @multirow_slots(");
+  assert_non_null(def);
+  const char *alloca_at = strstr(def, " alloca ");
+  if (alloca_at) fail_msg("the optimized host kernel keeps a stack slot: %.120s", alloca_at);
+  kiln_free(ir);
+  char cmd[128];
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+  kiln_host_pool_destroy(pool);
+  kiln_host_jit_destroy(jit);
+  kiln_fusion_kernel_free(&k);
+  kiln_hlo_module_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_corpus_reductions_match_evaluator),
       cmocka_unit_test(test_large_row_reduction_matches_evaluator),
       cmocka_unit_test(test_large_column_reduction_matches_evaluator),
+      cmocka_unit_test(test_multirow_block_row_reduction_keeps_slots_in_registers_on_host),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

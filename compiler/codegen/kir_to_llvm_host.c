@@ -30,6 +30,7 @@ typedef struct seg {
   int kind;                 /* K_NORMAL, K_PRED, K_SHUFFLE, K_FOR */
   size_t first, last;       /* op index range [first, last] of the top-level ops */
   int64_t lo[3], hi[3], step[3];
+  bool shared_mem;          /* some op of the segment reads or writes shared memory */
 } seg_t;
 
 typedef struct host {
@@ -249,6 +250,22 @@ static kiln_status classify(kir_llvm_t *L, host_t *h) {
   return NULL;
 }
 
+static bool is_shared_tensor(const kiln_kir_value_t *v) {
+  return v->type->kind == KILN_KIR_TYPE_TENSOR && v->type->space == KILN_KIR_SPACE_SHARED;
+}
+
+/* Whether `op` (or an op nested in it) takes or gives a shared-memory tensor. */
+static bool touches_shared(const kiln_kir_op_t *op) {
+  for (uint32_t i = 0; i < op->num_operands; i++)
+    if (is_shared_tensor(op->operands[i])) return true;
+  for (uint32_t i = 0; i < op->num_results; i++)
+    if (is_shared_tensor(op->results[i])) return true;
+  for (uint32_t j = 0; j < op->num_regions; j++)
+    for (size_t i = 0; i < op->regions[j]->ops.len; i++)
+      if (touches_shared(op->regions[j]->ops.data[i])) return true;
+  return false;
+}
+
 /* Marks cross-segment uses of per-thread values in region `r` used from segment `s`. */
 static void mark_uses(host_t *h, const kiln_kir_region_t *r, int s, bool *need) {
   for (size_t i = 0; i < r->ops.len; i++) {
@@ -272,6 +289,7 @@ typedef struct tloop {
   int64_t step;
   LLVMValueRef stepv; /* non-NULL: a step value instead of `step` */
   bool no_unroll;     /* latch gets llvm.loop.unroll.disable */
+  bool unroll_vector; /* with no_unroll: the vectorized loop may unroll (a follow-up without it) */
 } tloop_t;
 
 static void loop_open_v(kir_llvm_t *L, tloop_t *t, LLVMValueRef lov, LLVMValueRef hiv, int64_t step,
@@ -284,6 +302,7 @@ static void loop_open_v(kir_llvm_t *L, tloop_t *t, LLVMValueRef lov, LLVMValueRe
   t->step = step;
   t->stepv = NULL;
   t->no_unroll = false;
+  t->unroll_vector = false;
   LLVMBuildBr(b, t->head);
   LLVMPositionBuilderAtEnd(b, t->head);
   t->phi = LLVMBuildPhi(b, L->i64, nm);
@@ -307,11 +326,16 @@ static void loop_close(kir_llvm_t *L, tloop_t *t) {
   LLVMAddIncoming(t->phi, &next, &latch, 1);
   LLVMValueRef br = LLVMBuildBr(b, t->head);
   if (t->no_unroll) {
-    /* A self-referencing loop id: !{!self, !{!"llvm.loop.unroll.disable"}}. */
+    /* A self-referencing loop id: !{!self, !{!"llvm.loop.unroll.disable"}}, plus, with
+     * unroll_vector, an empty !{!"llvm.loop.vectorize.followup_vectorized"}: the vector loop
+     * the vectorizer makes drops the unroll.disable, so the late unroller may unroll it. */
     LLVMMetadataRef tmp = LLVMTemporaryMDNode(L->ctx, NULL, 0);
     LLVMMetadataRef s = LLVMMDStringInContext2(L->ctx, "llvm.loop.unroll.disable", 24);
-    LLVMMetadataRef ops[2] = {tmp, LLVMMDNodeInContext2(L->ctx, &s, 1)};
-    LLVMMetadataRef id = LLVMMDNodeInContext2(L->ctx, ops, 2);
+    LLVMMetadataRef f =
+        LLVMMDStringInContext2(L->ctx, "llvm.loop.vectorize.followup_vectorized", 39);
+    LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(L->ctx, &s, 1),
+                              LLVMMDNodeInContext2(L->ctx, &f, 1)};
+    LLVMMetadataRef id = LLVMMDNodeInContext2(L->ctx, ops, t->unroll_vector ? 3 : 2);
     LLVMMetadataReplaceAllUsesWith(tmp, id);
     LLVMSetMetadata(br, LLVMGetMDKindIDInContext(L->ctx, "llvm.loop", 9), LLVMMetadataAsValue(L->ctx, id));
   }
@@ -353,8 +377,13 @@ static void threads_open(kir_llvm_t *L, host_t *h, int si, const bool *need, con
     /* Under a y or z loop, the x loop is the one to vectorize: fully unrolling it first (LLVM
      * does for small constant trip counts) leaves the y loop innermost, with strided gathers.
      * A lone x loop may unroll: SLP then vectorizes the straight-line code and the slots of
-     * small blocks become registers. */
+     * small blocks become registers. After vectorization the x loop of a segment that does
+     * not touch shared memory may unroll: its few vector iterations become straight-line
+     * code, so a `for` keeps its accumulators in registers and slot arrays indexed by
+     * constants become registers (multi-row blocks' reductions); in shared-memory phases
+     * (tiles) that only multiplies gathers and scatters. */
     loops[a].no_unroll = a == 0 && (open[1] || open[2]);
+    loops[a].unroll_vector = loops[a].no_unroll && !s->shared_mem;
     open[a] = true;
     h->tid[a] = loops[a].iv;
   }
@@ -531,6 +560,7 @@ static kiln_status lower_kernel(kir_llvm_t *L, host_t *h, LLVMValueRef fn) {
     }
     tmp.ops.data = list.data;
     tmp.ops.len = list.len;
+    for (size_t i = 0; i < list.len; i++) sg->shared_mem |= touches_shared(list.data[i]);
     mark_uses(h, &tmp, (int)s, used[s]);
     for (uint32_t id = 0; id < km->next_value_id; id++)
       if (used[s][id]) need[id] = true;
