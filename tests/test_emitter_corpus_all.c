@@ -11,9 +11,6 @@
  *   - twelve transpose files (listed in known_exception) that kiln's transpose hero rules send
  *     to the loop emitter (102 forms, which the transpose emitter does not implement, small
  *     tiles, roots outside the transpose plan): loop, which must still match;
- *   - the loop test `dynamic_update_slice` (a c64 DUS under a negate epilogue: XLA's loop
- *     emitter; kiln's elemental emitter has no dynamic-update-slice and the DUS emitter
- *     takes no epilogue or complex values): UNIMPLEMENTED, listed as not run;
  *   - three reduction files hit limits the reduction emitter names (complex elements, reduce
  *     inputs of different shapes, a non-default output layout): UNIMPLEMENTED, not run;
  *   - scatter files on the sorted-indices path with a float add: the run of equal indices
@@ -88,10 +85,6 @@ static const char *known_exception(const char *name, kiln_fusion_emitter_t want,
         return "kiln's transpose hero rules send it to the loop emitter (102 form, small tiles or "
                "roots outside the transpose plan)";
     }
-  if (want == KILN_FUSION_EMITTER_LOOP && got == KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE &&
-      strstr(name, "loop__dynamic_update_slice"))
-    return "c64 DUS under a negate epilogue: XLA's loop emitter; kiln's elemental emitter has no "
-           "dynamic-update-slice, the DUS emitter takes no epilogue / complex values";
   if (want == KILN_FUSION_EMITTER_REDUCTION && got == KILN_FUSION_EMITTER_REDUCTION &&
       (strstr(name, "reduce_column__vectorize_x1_c64") || strstr(name, "mof_heteorgeneous_input_shapes") ||
        strstr(name, "reduce_row__layout")))

@@ -367,6 +367,60 @@ static int emit_pad(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
   return 1;
 }
 
+/* The KIR types of one element of `t`: one scalar, or the two parts of a complex value.
+ * Returns the count. */
+static int value_types(kiln_elem_fn_t *f, kiln_elem_type_t t, const kiln_kir_type_t **out) {
+  bool cplx = kiln_elem_type_is_complex(t);
+  out[0] = kiln_kir_type_scalar(f->e->m, cplx ? kiln_elem_part_type(t) : t);
+  out[1] = out[0];
+  return cplx ? 2 : 1;
+}
+
+/* dynamic-update-slice, elementally (XLA's loop emitter for a DUS that cannot be done in
+ * place): the update's element where the output index falls in the window at the clamped
+ * start indices, the operand's elsewhere; only the chosen side is read. */
+static int emit_dus(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+                    const kiln_hlo_indexing_t *ix, kiln_kir_value_t *const *idx,
+                    kiln_kir_value_t **out) {
+  const kiln_hlo_operand_indexing_t *ui = &ix->operands[1];
+  kiln_kir_value_t *rts[KILN_KIR_MAX_RANK * 2];
+  if (ui->num_rts > KILN_KIR_MAX_RANK * 2) {
+    kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: too many runtime values", instr->name));
+    return -1;
+  }
+  if (!runtime_values(f, instr, ui, idx, rts)) return -1;
+  bool never = false;
+  kiln_kir_value_t *cond = in_domain(f, ui->map, instr->shape, idx, NULL, rts, &never);
+  if (f->err) return -1;
+  int rank = instr->shape->rank;
+  if (never) return kiln_elem_emit(f, instr->operands[0], idx, rank, out);
+  kiln_kir_value_t *uidx[KILN_KIR_MAX_RANK];
+  if (!cond) {
+    if (!apply_map(f, ui->map, idx, NULL, rts, uidx)) return -1;
+    return kiln_elem_emit(f, instr->operands[1], uidx, rank, out);
+  }
+  const kiln_kir_type_t *rt[2];
+  int nv = value_types(f, instr->shape->type, rt);
+  kiln_kir_op_t *iff = kiln_kir_if(f->b, cond, rt, (size_t)nv);
+  if (!iff) return -1;
+  size_t mark;
+  kiln_kir_value_t *v[MAX_OUTS];
+  for (int side = 0; side < 2; side++) {
+    kiln_elem_enter(f, kiln_kir_op_region(iff, (size_t)side), &mark);
+    int n = -1;
+    if (side == 1) n = kiln_elem_emit(f, instr->operands[0], idx, rank, v);
+    else if (apply_map(f, ui->map, idx, NULL, rts, uidx)) n = kiln_elem_emit(f, instr->operands[1], uidx, rank, v);
+    if (n == nv) kiln_kir_yield(f->b, v, (size_t)nv);
+    kiln_elem_exit(f, mark);
+    if (n != nv) {
+      if (n >= 0) kiln_elem_fail(f, KILN_ERR_INTERNAL("%s: %d values, want %d", instr->name, n, nv));
+      return -1;
+    }
+  }
+  for (int i = 0; i < nv; i++) out[i] = kiln_kir_op_result(iff, (size_t)i);
+  return nv;
+}
+
 /* ---- reductions: reduce, reduce-window, dot ---- */
 
 typedef struct red_ctx {
@@ -712,7 +766,7 @@ int kiln_elem_emit_instr(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
     case KILN_OP_BROADCAST: case KILN_OP_TRANSPOSE: case KILN_OP_RESHAPE: case KILN_OP_BITCAST:
     case KILN_OP_SLICE: case KILN_OP_REVERSE: case KILN_OP_DYNAMIC_SLICE: case KILN_OP_GATHER:
     case KILN_OP_PAD: case KILN_OP_CONCATENATE: case KILN_OP_REDUCE: case KILN_OP_REDUCE_WINDOW:
-    case KILN_OP_DOT: case KILN_OP_CONVOLUTION:
+    case KILN_OP_DOT: case KILN_OP_CONVOLUTION: case KILN_OP_DYNAMIC_UPDATE_SLICE:
       break;
     default:
       kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("elemental emitter: opcode %s (%s)",
@@ -740,6 +794,8 @@ int kiln_elem_emit_instr(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
   }
   if (op == KILN_OP_PAD) {
     n = emit_pad(f, instr, &ix, idx, out);
+  } else if (op == KILN_OP_DYNAMIC_UPDATE_SLICE) {
+    n = emit_dus(f, instr, &ix, idx, out);
   } else if (op == KILN_OP_CONCATENATE) {
     out[0] = emit_concat_from(f, instr, &ix, 0, idx);
     n = out[0] ? 1 : -1;

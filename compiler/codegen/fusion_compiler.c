@@ -96,6 +96,18 @@ static bool is_transpose_hero(const kiln_hlo_instruction_t *t) {
          kiln_shape_num_elements(out) >= 8192;
 }
 
+/* Whether `x` is a root of `c` (the root or a tuple root's operand) through bitcasts. */
+static bool is_root_through_bitcasts(const kiln_hlo_computation_t *c, const kiln_hlo_instruction_t *x) {
+  const kiln_hlo_instruction_t *r = c->root;
+  int n = r->opcode == KILN_OP_TUPLE ? r->num_operands : 1;
+  for (int i = 0; i < n; i++) {
+    const kiln_hlo_instruction_t *y = r->opcode == KILN_OP_TUPLE ? r->operands[i] : r;
+    while (y->opcode == KILN_OP_BITCAST && y->num_operands == 1) y = y->operands[0];
+    if (y == x) return true;
+  }
+  return false;
+}
+
 kiln_fusion_emitter_t kiln_fusion_classify(const kiln_hlo_computation_t *c,
                                            const kiln_hlo_instruction_t **hero) {
   const kiln_hlo_instruction_t *dummy;
@@ -107,7 +119,11 @@ kiln_fusion_emitter_t kiln_fusion_classify(const kiln_hlo_computation_t *c,
     switch (in->opcode) {
       case KILN_OP_SCATTER: return KILN_FUSION_EMITTER_SCATTER;
       case KILN_OP_SORT: return KILN_FUSION_EMITTER_SORT;
-      case KILN_OP_DYNAMIC_UPDATE_SLICE: return KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE;
+      case KILN_OP_DYNAMIC_UPDATE_SLICE:
+        /* A DUS root (through bitcasts) gets the DUS emitter (in place when its operand is a
+         * parameter, else copy + update); a DUS under an epilogue is a loop, as in XLA. */
+        if (is_root_through_bitcasts(c, in)) return KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE;
+        break;
       default: break;
     }
   }
@@ -129,6 +145,7 @@ kiln_fusion_emitter_t kiln_fusion_classify(const kiln_hlo_computation_t *c,
     *hero = ha.hero;
     return KILN_FUSION_EMITTER_INPUT_SLICES;
   }
+
   kiln_status_free(hs);
   *hero = NULL;
   return KILN_FUSION_EMITTER_LOOP;
