@@ -370,6 +370,31 @@ static int phys_logical(const kiln_shape_t *s, int k) {
 
 /* The accumulation loop over this thread's input elements: `lin` is the physical linear
  * index of the reduce input as an expression of the map's dims and symbols. */
+/* Indices of shape `s` for lin = outer * extent + inner (0 <= inner < extent): when the
+ * shape's minor physical dimensions make up exactly `extent` elements, the major ones are
+ * delinearized from `outer` and the minor ones from `inner`; otherwise from `lin`. */
+static void delinearize_split(kiln_affine_ctx_t *x, const kiln_shape_t *s, kiln_affine_expr_t *lin,
+                              kiln_affine_expr_t *outer, int64_t extent, kiln_affine_expr_t **out) {
+  int n = s->rank, k = n;
+  int64_t pdims[KILN_KIR_MAX_RANK], prod = 1;
+  int plog[KILN_KIR_MAX_RANK];
+  bool dflt = layout_is_default(s);
+  for (int i = 0; i < n; i++) {
+    plog[i] = dflt ? i : (int)s->layout.minor_to_major[n - 1 - i];
+    pdims[i] = s->dims[plog[i]];
+  }
+  while (k > 0 && prod < extent) prod *= pdims[--k];
+  if (!outer || n == 0 || prod != extent || k == n) {
+    kiln_hero_delinearize_physical(x, s, lin, out);
+    return;
+  }
+  kiln_affine_expr_t *inner = kiln_affine_add(x, lin, kiln_affine_mul_const(x, outer, -extent));
+  kiln_affine_expr_t *tmp[KILN_KIR_MAX_RANK];
+  if (k > 0) kiln_affine_delinearize(x, outer, pdims, (size_t)k, tmp);
+  kiln_affine_delinearize(x, inner, pdims + k, (size_t)(n - k), tmp + k);
+  for (int i = 0; i < n; i++) out[plog[i]] = tmp[i];
+}
+
 int kiln_red_add_input_indices(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_indexing_map_t *map,
                                 kiln_affine_expr_t *lin, int *off) {
   kiln_affine_ctx_t *x = h->out->kir->ctx;
@@ -382,7 +407,7 @@ int kiln_red_add_input_indices(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_i
     if (off[j] >= 0) continue;
     off[j] = total;
     kiln_affine_expr_t *res[KILN_KIR_MAX_RANK];
-    kiln_hero_delinearize_physical(x, sj, lin, res);
+    delinearize_split(x, sj, lin, rs->lin_outer, rs->lin_inner_extent, res);
     for (int i = 0; i < sj->rank; i++) kiln_indexing_map_add_result(map, res[i]);
     total += sj->rank;
   }
@@ -641,8 +666,6 @@ static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_fusion_c
   if (!kiln_red_init_values(&h, rs, init)) goto done;
   {
     int64_t dhi[4] = {tr - 1, tk - 1, kb - 1, by - 1}, shi[3] = {r0c - 1, iters - 1, vec - 1};
-    kiln_indexing_map_t *map = kiln_hero_map(m, 4, dn, dhi, 3, shi);
-    kiln_indexing_map_set_name(map, KILN_INDEXING_SYM, 2, "v");
     kiln_affine_expr_t *d_tx = kiln_affine_dim(x, 0), *d_ty = kiln_affine_dim(x, 1), *d_bx = kiln_affine_dim(x, 2),
                        *d_by = kiln_affine_dim(x, 3);
     kiln_affine_expr_t *row = kiln_affine_add(x, kiln_affine_mul_const(x, d_bx, tk), d_ty);
@@ -654,16 +677,32 @@ static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_fusion_c
       r2 = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_mod(x, d_by, kiln_affine_const(x, splits)), chunk), in_chunk);
     if (r0s > 1)
       r0 = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_floordiv(x, d_by, kiln_affine_const(x, splits)), r0c), r0);
-    if (kb * tk > K) kiln_indexing_map_add_constraint(map, row, 0, K - 1);
-    if (tr * vec * iters > chunk) kiln_indexing_map_add_constraint(map, in_chunk, 0, chunk - 1);
-    if (splits * chunk > R2) kiln_indexing_map_add_constraint(map, r2, 0, R2 - 1);
-    if (r0s * r0c > R0) kiln_indexing_map_add_constraint(map, r0, 0, R0 - 1);
-    kiln_affine_expr_t *lin = kiln_affine_add(
-        x, kiln_affine_mul_const(x, kiln_affine_add(x, kiln_affine_mul_const(x, r0, K), row), R2), r2);
-    kiln_kir_op_t *loop = kiln_red_accumulate(&h, rs, map, lin, ids, 4, init);
-    if (!loop) goto done;
+    kiln_affine_expr_t *outer = kiln_affine_add(x, kiln_affine_mul_const(x, r0, K), row);
+    kiln_affine_expr_t *lin = kiln_affine_add(x, kiln_affine_mul_const(x, outer, R2), r2);
+    /* When the chunk is not a multiple of tr * vec, the iterations s1 < full need no bounds
+     * check: they run as a loop of their own, the last ones with the check (both targets; a
+     * thread still accumulates its elements in the same order). With major chunks (r0c > 1)
+     * the s0 loop is outermost, so the check stays on every iteration. */
+    int64_t full = tr * vec * iters > chunk && r0c == 1 ? chunk / (tr * vec) : iters;
     kiln_kir_value_t *acc[KILN_RED_MAX_ACC];
-    for (int k = 0; k < rs->nacc; k++) acc[k] = kiln_kir_op_result(loop, (size_t)k);
+    for (int k = 0; k < rs->nacc; k++) acc[k] = init[k];
+    for (int part = 0; part < 2; part++) {
+      int64_t lo = part == 0 ? 0 : full, hi = part == 0 ? full - 1 : iters - 1;
+      if (lo > hi) continue;
+      kiln_indexing_map_t *map = kiln_hero_map(m, 4, dn, dhi, 3, shi);
+      kiln_indexing_map_set_name(map, KILN_INDEXING_SYM, 2, "v");
+      kiln_indexing_map_set_bounds(map, KILN_INDEXING_SYM, 1, lo, hi);
+      if (kb * tk > K) kiln_indexing_map_add_constraint(map, row, 0, K - 1);
+      if (tr * vec * (hi + 1) > chunk) kiln_indexing_map_add_constraint(map, in_chunk, 0, chunk - 1);
+      if (splits * chunk > R2) kiln_indexing_map_add_constraint(map, r2, 0, R2 - 1);
+      if (r0s * r0c > R0) kiln_indexing_map_add_constraint(map, r0, 0, R0 - 1);
+      rs->lin_outer = outer;
+      rs->lin_inner_extent = R2;
+      kiln_kir_op_t *loop = kiln_red_accumulate(&h, rs, map, lin, ids, 4, acc);
+      rs->lin_outer = NULL;
+      if (!loop) goto done;
+      for (int k = 0; k < rs->nacc; k++) acc[k] = kiln_kir_op_result(loop, (size_t)k);
+    }
     kiln_red_shuffle_tree(&h, rs, acc, 16);
     kiln_kir_value_t *lane = kiln_kir_binary(b, KILN_KIR_AND, th, kiln_kir_const_index(b, 31));
     if (tr > 32) {
@@ -770,10 +809,14 @@ static kiln_status emit_column(const kiln_hlo_computation_t *c, const kiln_fusio
     if (bx * 32 * vec > N) kiln_indexing_map_add_constraint(map, n, 0, N - 1);
     if (iters * 32 > chunk) kiln_indexing_map_add_constraint(map, rin, 0, chunk - 1);
     if (splits * chunk > R) kiln_indexing_map_add_constraint(map, r, 0, R - 1);
-    kiln_affine_expr_t *lin = kiln_affine_add(
-        x, kiln_affine_mul_const(x, kiln_affine_add(x, kiln_affine_mul_const(x, mm, R), r), N), n);
+    kiln_affine_expr_t *outer = kiln_affine_add(x, kiln_affine_mul_const(x, mm, R), r);
+    kiln_affine_expr_t *lin = kiln_affine_add(x, kiln_affine_mul_const(x, outer, N), n);
     kiln_kir_value_t *acc[KILN_RED_MAX_ACC * KILN_RED_MAX_LANES], *tile[KILN_RED_MAX_ACC];
-    if (!kiln_red_accumulate_lanes(&h, rs, map, lin, (int)vec, ids, 4, init, acc)) goto done;
+    rs->lin_outer = outer;
+    rs->lin_inner_extent = N;
+    bool accumulated = kiln_red_accumulate_lanes(&h, rs, map, lin, (int)vec, ids, 4, init, acc);
+    rs->lin_outer = NULL;
+    if (!accumulated) goto done;
     int64_t tdims[2] = {32, 32 * vec + 1};
     const char *tn[2] = {"th_x", "th_y"};
     int64_t thi[2] = {31, 31};

@@ -18,6 +18,13 @@ typedef struct kiln_red_state {
   int nacc;                              /* accumulators over all reduces */
   int acc_red[KILN_RED_MAX_ACC];         /* reduce of accumulator */
   int acc_first[KILN_HERO_MAX_ROOTS];    /* first accumulator of reduce j */
+  /* When not NULL: the linear input index the accumulation loop gets is
+   * lin_outer * lin_inner_extent + inner with 0 <= inner < lin_inner_extent wherever an
+   * element is read (bounds constraints guard the rest). Input indices are then delinearized
+   * from the two parts separately, so the minor part needs no division by a dimension that
+   * the ranges of the thread and loop ids alone cannot prove away. */
+  kiln_affine_expr_t *lin_outer;
+  int64_t lin_inner_extent;
   /* Epilogues: instructions between a root and its reduce hero (both included). */
   int npath;
   const kiln_hlo_instruction_t *path[256];
@@ -30,7 +37,8 @@ bool kiln_red_is_root(void *user, const kiln_hlo_instruction_t *instr);
 /* Logical indices of `s` for the physical linear index value `lin`. */
 bool kiln_red_index_of(kiln_hero_emit_t *h, const kiln_shape_t *s, kiln_kir_value_t *lin, kiln_kir_value_t **idx);
 /* Adds to `map` the logical indices, for the physical linear index `lin`, of every distinct
- * reduce input shape; off[j]: position of reduce j's indices among them. Returns how many. */
+ * reduce input shape; off[j]: position of reduce j's indices among them. Returns how many.
+ * With rs->lin_outer set, lin = lin_outer * lin_inner_extent + inner (see there). */
 int kiln_red_add_input_indices(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_indexing_map_t *map,
                                kiln_affine_expr_t *lin, int *off);
 /* A root that is neither a reduce nor an epilogue (shaped like the input). */
