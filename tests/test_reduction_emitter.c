@@ -237,12 +237,57 @@ static void test_multirow_block_row_reduction_keeps_slots_in_registers_on_host(v
   kiln_hlo_module_destroy(m);
 }
 
+/* A row whose length (1000) is not a multiple of threads x vector (32 x 2 x 16 = 1024):
+ * the input is indexed without a division by the row length (the kept and the reduced part
+ * of the linear index are delinearized apart), the full iterations run without a bounds
+ * check and only the last one checks; the result matches the evaluator and the PTX passes
+ * ptxas. Before, every load was a masked gather at a floordiv-by-500 index. */
+static void test_ragged_row_reduction_checks_bounds_only_in_the_last_iteration(void **state) {
+  static const char text[] =
+      "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+      "fusion {\n p = f32[64,1000] parameter(0)\n c = f32[] constant(0)\n"
+      " ROOT r = f32[64] reduce(p, c), dimensions={1}, to_apply=add\n}\n";
+  kiln_hlo_module_t *m = NULL;
+  assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, &m));
+  kiln_fusion_kernel_t k;
+  kiln_status s = kiln_reduction_kernel_emit(m->entry, NULL, NULL, &k);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  char *t = kiln_kir_to_string(k.kir);
+  assert_null(strstr(t, "floordiv"));
+  assert_null(strstr(t, " mod "));
+  /* One `for` over the 15 full iterations, its loads unguarded; then one guarded load. */
+  const char *loop = strstr(t, " = for ");
+  assert_non_null(loop);
+  assert_null(strstr(loop + 1, " = for "));
+  const char *yield = strstr(loop, "yield");
+  assert_non_null(yield);
+  const char *cmp = strstr(loop, "cmp ");
+  assert_true(cmp == NULL || cmp > yield);
+  assert_non_null(strstr(yield, " = if "));
+  kiln_free(t);
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  kiln_host_pool_t *pool = NULL;
+  assert_null(kiln_host_pool_create(2, &pool));
+  hero_run_result_t rr;
+  s = hero_run_check(m->entry, &k, jit, pool, 1e-5, 1000, true, 3, &rr);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  assert_int_equal(rr.mismatches, 0);
+  ptx_stats_t ps = {0};
+  assert_true(check_ptx("ragged row", &k, &ps));
+  kiln_host_pool_destroy(pool);
+  kiln_host_jit_destroy(jit);
+  kiln_fusion_kernel_free(&k);
+  kiln_hlo_module_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_corpus_reductions_match_evaluator),
       cmocka_unit_test(test_large_row_reduction_matches_evaluator),
       cmocka_unit_test(test_large_column_reduction_matches_evaluator),
       cmocka_unit_test(test_multirow_block_row_reduction_keeps_slots_in_registers_on_host),
+      cmocka_unit_test(test_ragged_row_reduction_checks_bounds_only_in_the_last_iteration),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
