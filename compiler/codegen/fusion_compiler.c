@@ -84,16 +84,12 @@ static bool is_reduce_hero(const kiln_hlo_instruction_t *r) {
   return !elemental;
 }
 
-/* A transpose (or layout-changing copy) that moves the minor dimension, with both minor
- * sizes >= 16 and at least 8192 elements: XLA's shared-memory transpose emitter. */
+/* A transpose hero as XLA's rules pick it (kiln_hero_is_transpose_hero), except the form
+ * that keeps the minor dimension ("102"), which kiln's transpose emitter does not implement:
+ * those are loop fusions. */
 static bool is_transpose_hero(const kiln_hlo_instruction_t *t) {
-  if (t->opcode != KILN_OP_TRANSPOSE || t->num_operands != 1) return false;
-  const kiln_shape_t *in = t->operands[0]->shape, *out = t->shape;
-  if (!kiln_shape_is_array(out) || out->rank < 2 || t->dimensions.n != out->rank) return false;
-  int64_t last = t->dimensions.v[out->rank - 1];
-  if (last == in->rank - 1) return false;
-  return in->dims[in->rank - 1] >= 16 && out->dims[out->rank - 1] >= 16 &&
-         kiln_shape_num_elements(out) >= 8192;
+  kiln_transpose_desc_t d;
+  return kiln_hero_is_transpose_hero(t, &d) && d.perm[d.rank - 1] != d.rank - 1;
 }
 
 /* Whether `x` is a root of `c` (the root or a tuple root's operand) through bitcasts. */
