@@ -4,16 +4,14 @@
  * tiles, 32x4 threads) — lowered to the host and run on the worker pool, against C loops
  * compiled at run time with `gcc -O3 -march=native -ffast-math` (the reductions; the
  * vectorized practical limit) and a C loop with a 32x33 tile (the transpose), dlopen'ed and
- * run on the same pool with the same block split. 1 and 2 worker threads. A sample is the
- * per-launch time of a batch of back-to-back launches lasting about --sample-ms (so
- * sub-millisecond kernels are timed well above timer and pool-wakeup noise; "batch" is the
- * launches per sample); kiln's and the C loop's samples alternate (and which goes first);
- * medians and minimums of --reps samples each after a warm-up (on a shared machine the
- * minimum is the least disturbed sample); "paired" is the median of the per-rep ratios of
- * adjacent C and kiln samples (robust to a load that changes during the run); the load
- * average is printed first. GB/s (of the median) counts bytes read + written once. Each kiln
- * result is checked against its C loop (MISMATCH lines). Goals: reductions >= 1.0x,
- * transpose >= 0.9x.
+ * run on the same pool with the same block split. 1 and 2 worker threads. kiln's and the C
+ * loop's launches alternate one by one (and which goes first) in --reps samples of about
+ * --sample-ms each ("batch": launches of each per sample); medians and minimums are over all
+ * launches after a warm-up (on a shared machine the minimum is the least disturbed launch);
+ * "paired" is the median over adjacent launch pairs of the C/kiln time ratio (robust to a
+ * load that changes during the run); the load average is printed first. GB/s (of the median)
+ * counts bytes read + written once. Each kiln result is checked against its C loop (MISMATCH
+ * lines). Goals: reductions >= 1.0x, transpose >= 0.9x.
  *
  * Usage: bench_heroes [--reps 15] [--sample-ms 3] */
 #include <dlfcn.h>
@@ -90,56 +88,60 @@ static const char kTrHlo[] =
     " ROOT t = f32[4096,4096] transpose(p), dimensions={1,0}\n}\n";
 
 static int g_reps = 15;
-/* One sample runs a kernel back to back until it has taken about this long, so that a
- * sample of a sub-millisecond kernel is well above timer and pool-wakeup noise. */
+/* A sample (a batch of launches of each kernel, alternating) takes about this long. */
 static double g_sample_ms = 3.0;
 
-/* Runs `batch` launches of fn back to back; returns the time per launch in ms (0 on error,
- * *s set). */
-static double time_batch(kiln_host_pool_t *pool, kiln_host_kernel_fn fn, void **args, int64_t blocks, int batch,
-                         kiln_status *s) {
+/* Runs one launch of fn; returns its time in ms (*s set on error). */
+static double time_launch(kiln_host_pool_t *pool, kiln_host_kernel_fn fn, void **args, int64_t blocks,
+                          kiln_status *s) {
   double t0 = now_ms();
-  for (int i = 0; i < batch && !*s; i++) *s = kiln_host_pool_launch(pool, fn, args, blocks, 0);
-  return (now_ms() - t0) / batch;
+  *s = kiln_host_pool_launch(pool, fn, args, blocks, 0);
+  return now_ms() - t0;
 }
 
-/* Times kernel a and kernel b (b may be NULL) on `pool`: g_reps samples each, a sample being
- * the per-launch time of a batch of back-to-back launches (the batch size is set from
- * warm-up runs so that a sample takes about g_sample_ms; both kernels use the same size).
- * Samples of a and b alternate (and which one goes first) so both see the same background
- * load. med/min: median and minimum per-launch ms (the minimum is the least disturbed sample
- * on a shared machine); *paired: the median over reps of b's sample / a's sample (adjacent in
- * time, so a load that changes between reps cancels; 0 without b); *batch_out: launches per
- * sample. Returns false if a launch failed. */
+static double median_of(double *v, size_t n) {
+  qsort(v, n, sizeof(double), cmp_double);
+  return v[n / 2];
+}
+
+/* Times kernel a and kernel b (b may be NULL) on `pool`: g_reps samples, a sample being a
+ * batch of launches of each, a's and b's launches alternating one by one (and which one goes
+ * first), so both see the same background load at a fine grain; the batch size is set from
+ * warm-up runs so that a sample takes about g_sample_ms. med/min: median and minimum over
+ * all launches of each kernel, in ms (the minimum is the least disturbed launch on a shared
+ * machine); *paired: the median over launch pairs (a's and b's launch next to each other)
+ * of b's time / a's time (0 without b); *batch_out: launches of each kernel per sample.
+ * Returns false if a launch failed. */
 static bool time_pair(kiln_host_pool_t *pool, kiln_host_kernel_fn a, void **aa, int64_t ab,
                       kiln_host_kernel_fn b, void **ba, int64_t bb, double med[2], double min[2],
                       double *paired, int *batch_out) {
-  double *t[2] = {kiln_calloc((size_t)g_reps, sizeof(double)), kiln_calloc((size_t)g_reps, sizeof(double))};
-  double *ratio = kiln_calloc((size_t)g_reps, sizeof(double));
   kiln_status s = NULL;
   /* Warm-up (also sizes the batch from the faster kernel's best of three). */
   double one = 1e30;
   for (int i = 0; i < 3 && !s; i++) {
-    one = fmin(one, time_batch(pool, a, aa, ab, 1, &s));
-    if (b && !s) one = fmin(one, time_batch(pool, b, ba, bb, 1, &s));
+    one = fmin(one, time_launch(pool, a, aa, ab, &s));
+    if (b && !s) one = fmin(one, time_launch(pool, b, ba, bb, &s));
   }
   int batch = one > 0 && one < g_sample_ms ? (int)ceil(g_sample_ms / one) : 1;
   if (batch > 1000) batch = 1000;
+  size_t n = (size_t)g_reps * (size_t)batch;
+  double *t[2] = {kiln_calloc(n, sizeof(double)), kiln_calloc(n, sizeof(double))};
+  double *ratio = kiln_calloc(n, sizeof(double));
   for (int r = 0; r < g_reps && !s; r++)
-    for (int j = 0; j < 2 && !s; j++) {
-      /* Which kernel goes first alternates: on a loaded machine the first run after a
-       * pause is the one a preemption tends to hit. */
-      int w = (r + j) % 2;
-      if (w == 1 && !b) continue;
-      t[w][r] = w == 0 ? time_batch(pool, a, aa, ab, batch, &s) : time_batch(pool, b, ba, bb, batch, &s);
-    }
-  for (int r = 0; r < g_reps; r++) ratio[r] = b && t[0][r] > 0 ? t[1][r] / t[0][r] : 0;
-  qsort(ratio, (size_t)g_reps, sizeof(double), cmp_double);
-  *paired = ratio[g_reps / 2];
+    for (int i = 0; i < batch && !s; i++)
+      for (int j = 0; j < 2 && !s; j++) {
+        /* Which kernel goes first alternates: on a loaded machine the first run after a
+         * pause is the one a preemption tends to hit. */
+        int w = (r + i + j) % 2;
+        if (w == 1 && !b) continue;
+        double x = w == 0 ? time_launch(pool, a, aa, ab, &s) : time_launch(pool, b, ba, bb, &s);
+        t[w][(size_t)r * (size_t)batch + (size_t)i] = x;
+      }
+  for (size_t i = 0; i < n; i++) ratio[i] = b && t[0][i] > 0 ? t[1][i] / t[0][i] : 0;
+  *paired = median_of(ratio, n);
   kiln_free(ratio);
   for (int k = 0; k < 2; k++) {
-    qsort(t[k], (size_t)g_reps, sizeof(double), cmp_double);
-    med[k] = t[k][g_reps / 2];
+    med[k] = median_of(t[k], n);
     min[k] = t[k][0];
     kiln_free(t[k]);
   }
@@ -217,8 +219,8 @@ int main(int argc, char **argv) {
     if (fscanf(la, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
     fclose(la);
   }
-  printf("load average %.2f (1 min) on %ld cores; %d samples of ~%.1f ms per kernel and thread count; on a loaded\n"
-         "machine trust the minimums and the paired ratios\n",
+  printf("load average %.2f (1 min) on %ld cores; %d samples of ~%.1f ms per kernel pair and thread count; on a\n"
+         "loaded machine trust the minimums and the paired ratios\n",
          load[0], sysconf(_SC_NPROCESSORS_ONLN), g_reps, g_sample_ms);
   printf("%-40s %-22s %7s %9s %7s %6s %8s %6s %7s %5s\n", "kernel", "variant", "threads", "median ms", "GB/s",
          "vs C", "min ms", "vs C", "paired", "batch");
