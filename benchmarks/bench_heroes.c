@@ -1,9 +1,11 @@
 /* Hero-emitter benchmark on the host (DESIGN.md "Host lowering"): kiln's GPU algorithms —
  * row reduction of f32[4096,1024] (shuffle tree + shared tile), column reduction of
- * f32[1024,4096] (32x32 threads through a 32x33 tile), transpose of f32[4096,4096] (32x33
- * tiles, 32x4 threads) — lowered to the host and run on the worker pool, against C loops
+ * f32[1024,4096] (32x32 threads through a 32x33 tile), transposes of f32[4096,4096] and
+ * bf16[4096,4096] (32x33 tiles, 32x4 threads) — lowered to the host and run on the worker
+ * pool, against C loops
  * compiled at run time with `gcc -O3 -march=native -ffast-math` (the reductions; the
- * vectorized practical limit) and a C loop with a 32x33 tile (the transpose), dlopen'ed and
+ * vectorized practical limit) and C loops with a 32x33 tile of the element type (the
+ * transposes), dlopen'ed and
  * run on the same pool with the same block split. 1 and 2 worker threads. kiln's and the C
  * loop's launches alternate one by one (and which goes first) in --reps samples of about
  * --sample-ms each ("batch": launches of each per sample); medians and minimums are over all
@@ -73,6 +75,18 @@ static const char kCSource[] =
     "    for (int j = 0; j < 32; j++)\n"
     "      for (int i = 0; i < 32; i++) out[(tc * 32 + j) * 4096 + tr * 32 + i] = tile[i][j];\n"
     "  }\n"
+    "}\n"
+    "/* the same for 16-bit elements (bf16 bits) */\n"
+    "void transpose16(void **args, int64_t b, int64_t e) {\n"
+    "  const uint16_t *in = args[0]; uint16_t *out = args[1];\n"
+    "  uint16_t tile[32][33];\n"
+    "  for (int64_t blk = b; blk < e; blk++) {\n"
+    "    int64_t tr = blk / 128, tc = blk % 128;\n"
+    "    for (int i = 0; i < 32; i++)\n"
+    "      for (int j = 0; j < 32; j++) tile[i][j] = in[(tr * 32 + i) * 4096 + tc * 32 + j];\n"
+    "    for (int j = 0; j < 32; j++)\n"
+    "      for (int i = 0; i < 32; i++) out[(tc * 32 + j) * 4096 + tr * 32 + i] = tile[i][j];\n"
+    "  }\n"
     "}\n";
 
 static const char kRowHlo[] =
@@ -86,6 +100,9 @@ static const char kColHlo[] =
 static const char kTrHlo[] =
     "fusion {\n p = f32[4096,4096] parameter(0)\n"
     " ROOT t = f32[4096,4096] transpose(p), dimensions={1,0}\n}\n";
+static const char kTr16Hlo[] =
+    "fusion {\n p = bf16[4096,4096] parameter(0)\n"
+    " ROOT t = bf16[4096,4096] transpose(p), dimensions={1,0}\n}\n";
 
 static int g_reps = 15;
 /* A sample (a batch of launches of each kernel, alternating) takes about this long. */
@@ -154,15 +171,15 @@ static bool time_pair(kiln_host_pool_t *pool, kiln_host_kernel_fn a, void **aa, 
   return true;
 }
 
-typedef enum { ROW, COL, TR } which_t;
+typedef enum { ROW, COL, TR, TR16 } which_t;
 
 static kiln_status emit(which_t w, const kiln_reduction_options_t *ro, const char *name, kiln_hlo_module_t **mod,
                         kiln_fusion_kernel_t *k) {
-  const char *text = w == ROW ? kRowHlo : w == COL ? kColHlo : kTrHlo;
+  const char *text = w == ROW ? kRowHlo : w == COL ? kColHlo : w == TR ? kTrHlo : kTr16Hlo;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_hlo_parse_computations(text, strlen(text), NULL, mod));
   kiln_fusion_compile_options_t o = {0};
   o.kernel_name = name;
-  return w == TR ? kiln_transpose_kernel_emit((*mod)->entry, &o, k)
+  return w >= TR ? kiln_transpose_kernel_emit((*mod)->entry, &o, k)
                  : kiln_reduction_kernel_emit((*mod)->entry, &o, ro, k);
 }
 
@@ -189,16 +206,18 @@ int main(int argc, char **argv) {
   void *dl = NULL;
   if (system(cmd) != 0) printf("(gcc failed: C rows skipped)\n");
   else if (!(dl = dlopen(so, RTLD_NOW | RTLD_LOCAL))) printf("(dlopen: %s)\n", dlerror());
-  kiln_host_kernel_fn cfn[3] = {NULL, NULL, NULL};
+  kiln_host_kernel_fn cfn[4] = {NULL, NULL, NULL, NULL};
   if (dl) {
     cfn[ROW] = (kiln_host_kernel_fn)dlsym(dl, "row_reduce");
     cfn[COL] = (kiln_host_kernel_fn)dlsym(dl, "col_reduce");
     cfn[TR] = (kiln_host_kernel_fn)dlsym(dl, "transpose");
+    cfn[TR16] = (kiln_host_kernel_fn)dlsym(dl, "transpose16");
   }
-  int64_t cblocks[3] = {4096, 128, 128 * 128};
-  int64_t in_elems[3] = {4096 * 1024, 1024 * 4096, 4096LL * 4096}, out_elems[3] = {4096, 4096, 4096LL * 4096};
-  const char *label[3] = {"row reduce f32[4096,1024] -> [4096]", "column reduce f32[1024,4096] -> [4096]",
-                          "transpose f32[4096,4096]"};
+  int64_t cblocks[4] = {4096, 128, 128 * 128, 128 * 128};
+  int64_t in_elems[4] = {4096 * 1024, 1024 * 4096, 4096LL * 4096, 4096LL * 4096};
+  int64_t out_elems[4] = {4096, 4096, 4096LL * 4096, 4096LL * 4096};
+  const char *label[4] = {"row reduce f32[4096,1024] -> [4096]", "column reduce f32[1024,4096] -> [4096]",
+                          "transpose f32[4096,4096]", "transpose bf16[4096,4096]"};
   kiln_host_jit_t *jit = NULL;
   kiln_status s = kiln_host_jit_create(NULL, &jit);
   if (s) {
@@ -213,6 +232,13 @@ int main(int argc, char **argv) {
     st = st * 6364136223846793005ull + 1442695040888963407ull;
     in[i] = (float)((double)(st >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
   }
+  /* bf16 input: the top half of each f32 (finite values, so every bit pattern is kept). */
+  uint16_t *in16 = kiln_malloc((size_t)(4096LL * 4096) * sizeof(uint16_t));
+  for (int64_t i = 0; i < 4096LL * 4096; i++) {
+    uint32_t bits;
+    memcpy(&bits, &in[i], sizeof(bits));
+    in16[i] = (uint16_t)(bits >> 16);
+  }
   double load[3] = {0, 0, 0};
   FILE *la = fopen("/proc/loadavg", "r");
   if (la) {
@@ -224,7 +250,7 @@ int main(int argc, char **argv) {
          load[0], sysconf(_SC_NPROCESSORS_ONLN), g_reps, g_sample_ms);
   printf("%-40s %-22s %7s %9s %7s %6s %8s %6s %7s %5s\n", "kernel", "variant", "threads", "median ms", "GB/s",
          "vs C", "min ms", "vs C", "paired", "batch");
-  for (int w = ROW; w <= TR; w++) {
+  for (int w = ROW; w <= TR16; w++) {
     static const int kVariants[][2] = {{0, 0}, {4, 256}, {4, 128}, {4, 64}, {4, 32}, {1, 128}};
     int nvar = w == ROW ? (int)(sizeof(kVariants) / sizeof(kVariants[0])) : 1;
     for (int var = 0; var < nvar; var++) {
@@ -250,8 +276,9 @@ int main(int argc, char **argv) {
         if (mod) kiln_hlo_module_destroy(mod);
         continue;
       }
-      void *ka[2] = {in, out_k}, *ca[2] = {in, out_c};
-      double bytes = (double)(in_elems[w] + out_elems[w]) * 4.0;
+      void *src_buf = w == TR16 ? (void *)in16 : (void *)in;
+      void *ka[2] = {src_buf, out_k}, *ca[2] = {src_buf, out_c};
+      double bytes = (double)(in_elems[w] + out_elems[w]) * (w == TR16 ? 2.0 : 4.0);
       for (int nt = 1; nt <= 2; nt++) {
         kiln_host_pool_t *pool = NULL;
         s = kiln_host_pool_create(nt, &pool);
@@ -264,7 +291,10 @@ int main(int argc, char **argv) {
           break;
         }
         double km = med[0], cm = cfn[w] ? med[1] : -1;
-        if (cm > 0 && km > 0) {
+        if (cm > 0 && km > 0 && w == TR16) {
+          if (memcmp(out_k, out_c, (size_t)out_elems[w] * sizeof(uint16_t)))
+            printf("  MISMATCH vs C loop: bf16 transpose differs\n");
+        } else if (cm > 0 && km > 0) {
           double maxrel = 0;
           for (int64_t i = 0; i < out_elems[w]; i++) {
             double d = fabs((double)out_k[i] - out_c[i]) / fmax(fabs((double)out_c[i]), 32.0);
@@ -279,7 +309,7 @@ int main(int argc, char **argv) {
           printf("%-40s %-22s %7d %9.3f %7.2f %6s %8.3f %6s %7s %5d\n", label[w], vname, nt, km, bytes / (km * 1e6), "",
                  mn[0], "", "", batch);
         if (cm > 0 && var == 0)
-          printf("%-40s %-22s %7d %9.3f %7.2f %6s %8.3f\n", "", w == TR ? "C 32x33 tile, -O3" : "C loop -O3 -ffast-math",
+          printf("%-40s %-22s %7d %9.3f %7.2f %6s %8.3f\n", "", w >= TR ? "C 32x33 tile, -O3" : "C loop -O3 -ffast-math",
                  nt, cm, bytes / (cm * 1e6), "", mn[1]);
         kiln_host_pool_destroy(pool);
       }
@@ -291,6 +321,7 @@ int main(int argc, char **argv) {
   }
   kiln_host_jit_destroy(jit);
   kiln_free(in);
+  kiln_free(in16);
   kiln_free(out_k);
   kiln_free(out_c);
   if (dl) dlclose(dl);

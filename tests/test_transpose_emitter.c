@@ -3,8 +3,8 @@
  * bar.sync, and on the host it matches the evaluator on seeded inputs (data movement is
  * exact; fused math within 1e-6 relative for f32, 1e-12 for f64, 4 epsilons for narrower
  * floats; integers exact). Unsupported ones are listed with the reason. Prints
- * passed/total. Also a large transpose with producer and consumer ops, and the dumped
- * kernel IR (32x33 shared tile, barrier, 32x4 threads). */
+ * passed/total. Also a large transpose with producer and consumer ops, the dumped kernel IR
+ * (32x33 shared tile, barrier, 32x4 threads) and the thread-to-tile-row mapping. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -142,10 +142,60 @@ static void test_fused_transpose_with_partial_tiles_matches_evaluator(void **sta
   assert_int_equal(system(cmd), 0);
 }
 
+static const char *k_tr40 =
+    "fusion {\n p = f32[40,72] parameter(0)\n ROOT t = f32[72,40] transpose(p), dimensions={1,0}\n}\n";
+
+/* Thread y at step s owns tile row 8 * y + s in both phases, so the steps of a warp (run back
+ * to back on the host) walk consecutive rows; the loop maps compute it directly, and the
+ * kernel asks the host lowering to keep its y thread loops rolled. A 40x72 input leaves the
+ * last tiles with 8 rows: only thread row 0 works there. */
+static void test_warp_steps_walk_consecutive_tile_rows(void **state) {
+  kiln_hlo_module_t *m = NULL;
+  assert_null(kiln_hlo_parse_computations(k_tr40, strlen(k_tr40), NULL, &m));
+  char dir[] = "/tmp/kiln_tr_rowsXXXXXX";
+  assert_non_null(mkdtemp(dir));
+  kiln_fusion_compile_options_t o = {0};
+  o.dump_dir = dir;
+  o.kernel_name = "trrows";
+  kiln_fusion_kernel_t k;
+  kiln_status s = kiln_transpose_kernel_emit(m->entry, &o, &k);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  char path[256];
+  snprintf(path, sizeof(path), "%s/trrows.50-kir-input.txt", dir);
+  char *dump = NULL;
+  size_t len = 0;
+  assert_null(kiln_read_file(path, &dump, &len));
+  /* Both loops (input tile, transposed write) use the row 8 * th_y + s0 ... */
+  const char *first = strstr(dump, "th_y * 8 + s0");
+  assert_non_null(first);
+  assert_non_null(strstr(first + 1, "th_y * 8 + s0"));
+  /* ... and never the strided row th_y + 4 * s0. */
+  assert_null(strstr(dump, "s0 * 4,"));
+  kiln_free(dump);
+  /* The phases only move data: the host lowering keeps their y thread loops rolled. */
+  const kiln_kir_func_t *kf = kiln_kir_module_kernel(k.kir);
+  assert_non_null(kf);
+  assert_true(kf->host_rolled_thread_loops);
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  hero_run_result_t rr;
+  s = hero_run_check(m->entry, &k, jit, NULL, 0.0, 1, false, 3, &rr);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  assert_int_equal(rr.elements, 40 * 72);
+  assert_int_equal(rr.mismatches, 0);
+  kiln_host_jit_destroy(jit);
+  kiln_fusion_kernel_free(&k);
+  kiln_hlo_module_destroy(m);
+  char cmd[300];
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_corpus_transposes_match_evaluator),
       cmocka_unit_test(test_fused_transpose_with_partial_tiles_matches_evaluator),
+      cmocka_unit_test(test_warp_steps_walk_consecutive_tile_rows),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

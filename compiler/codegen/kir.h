@@ -278,6 +278,10 @@ struct kiln_kir_func {
   bool *param_written;     /* per parameter: a tensor the kernel writes (KERNEL only) */
   KILN_VEC(const kiln_kir_type_t *) result_types;
   int64_t block[3], grid[3]; /* KERNEL: launch dimensions (threads per block, blocks) */
+  /* KERNEL, host lowering hint from the emitter: keep the y and z thread loops rolled (not
+   * unrolled by LLVM around the vectorized x loop). The transpose sets it: its phases only
+   * move data, and rolled y loops measured faster there while reductions lost. */
+  bool host_rolled_thread_loops;
 };
 
 struct kiln_kir_module {

@@ -382,7 +382,7 @@ static void threads_open(kir_llvm_t *L, host_t *h, int si, const bool *need, con
      * code, so a `for` keeps its accumulators in registers and slot arrays indexed by
      * constants become registers (multi-row blocks' reductions); in shared-memory phases
      * (tiles) that only multiplies gathers and scatters. */
-    loops[a].no_unroll = a == 0 && (open[1] || open[2]);
+    loops[a].no_unroll = (a == 0 && (open[1] || open[2])) || (a > 0 && k->host_rolled_thread_loops);
     loops[a].unroll_vector = loops[a].no_unroll && !s->shared_mem;
     open[a] = true;
     h->tid[a] = loops[a].iv;

@@ -200,7 +200,11 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
   kiln_affine_expr_t *bex[18];
   kiln_affine_delinearize(x, kiln_affine_dim(x, 2), bshape, (size_t)nbs + 2, bex);
   kiln_affine_expr_t *tb32 = kiln_affine_mul_const(x, bex[nbs], 32), *ta32 = kiln_affine_mul_const(x, bex[nbs + 1], 32);
-  kiln_affine_expr_t *ty4s = kiln_affine_add(x, kiln_affine_dim(x, 1), kiln_affine_mul_const(x, kiln_affine_sym(x, 0), 4));
+  /* Tile row of thread y at step s: 8 * ty + s, so consecutive steps of a warp move along
+   * consecutive rows (on the host, where the steps of a thread run back to back, this keeps
+   * reads and writes walking rows in order; on the GPU each step is still one coalesced,
+   * bank-conflict-free row per warp). */
+  kiln_affine_expr_t *trow = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), 8), kiln_affine_sym(x, 0));
   int64_t dhi[3] = {31, 3, nbl - 1}, shi[1] = {7};
   int nout = h.part.num_outputs;
   const kiln_shape_t *in_shape = ts->heroes[0]->operands[0]->shape;
@@ -211,12 +215,12 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     kiln_affine_expr_t *coord[16];
     for (int i = 0; i < nr; i++) coord[i] = i == a ? NULL : i == bdim ? NULL : bex[bpos[i]];
     coord[a] = kiln_affine_add(x, ta32, kiln_affine_dim(x, 0));
-    coord[bdim] = kiln_affine_add(x, tb32, ty4s);
+    coord[bdim] = kiln_affine_add(x, tb32, trow);
     if (na * 32 > d->in_dims[a]) kiln_indexing_map_add_constraint(map, coord[a], 0, d->in_dims[a] - 1);
     if (nb * 32 > d->in_dims[bdim]) kiln_indexing_map_add_constraint(map, coord[bdim], 0, d->in_dims[bdim] - 1);
     kiln_affine_expr_t *lin_e = kiln_affine_linearize(x, coord, d->in_dims, (size_t)nr);
     kiln_indexing_map_add_result(map, lin_e);
-    kiln_indexing_map_add_result(map, ty4s);
+    kiln_indexing_map_add_result(map, trow);
     kiln_indexing_map_add_result(map, kiln_affine_dim(x, 0));
     idx_table_t tab1 = {0};
     int nres = 3;
@@ -281,7 +285,7 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     kiln_indexing_map_t *map2 = kiln_hero_map(m, 3, dn, dhi, 1, shi);
     kiln_affine_expr_t *c2[16], *oc[16];
     for (int i = 0; i < nr; i++) c2[i] = i == a || i == bdim ? NULL : bex[bpos[i]];
-    c2[a] = kiln_affine_add(x, ta32, ty4s);
+    c2[a] = kiln_affine_add(x, ta32, trow);
     c2[bdim] = kiln_affine_add(x, tb32, kiln_affine_dim(x, 0));
     if (na * 32 > d->in_dims[a]) kiln_indexing_map_add_constraint(map2, c2[a], 0, d->in_dims[a] - 1);
     if (nb * 32 > d->in_dims[bdim]) kiln_indexing_map_add_constraint(map2, c2[bdim], 0, d->in_dims[bdim] - 1);
@@ -289,7 +293,7 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     kiln_affine_expr_t *lin2_e = kiln_affine_linearize(x, oc, d->out_dims, (size_t)nr);
     kiln_indexing_map_add_result(map2, lin2_e);
     kiln_indexing_map_add_result(map2, kiln_affine_dim(x, 0));
-    kiln_indexing_map_add_result(map2, ty4s);
+    kiln_indexing_map_add_result(map2, trow);
     idx_table_t tab2 = {0};
     int nres2 = 3;
     for (int i = 0; i < ts->npath; i++) {
@@ -335,6 +339,10 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     if (!ok) goto done;
     for (int k = 0; k < ntr; k++) h.outs[tro[k]] = kiln_kir_op_result(loop2, (size_t)k);
     kiln_kir_return(b, h.outs, (size_t)nout);
+    /* Both phases only move data: on the host the y thread loops stay rolled (with the row
+     * order above, 0.9x of a C tile loop instead of 0.8x; DESIGN.md "Host lowering"). */
+    kiln_kir_func_t *kf = kiln_kir_module_kernel(m);
+    if (kf) kf->host_rolled_thread_loops = true;
   }
 done:
   kiln_free(ts);

@@ -5,14 +5,14 @@
  * dimension `a` and the input dimension `b` that becomes the output's minor one; every other
  * dimension is a batch dimension. Blocks of 32 x 4 threads (128, four warps) each move one
  * 32 x 32 tile per batch index (grid x = batch * tiles_b * tiles_a):
- *   phase 1: thread (tx, ty) reads input (a = ta*32 + tx, b = tb*32 + ty + 4s), s = 0..7 —
+ *   phase 1: thread (tx, ty) reads input (a = ta*32 + tx, b = tb*32 + 8ty + s), s = 0..7 —
  *            coalesced along the input's minor dimension — computing the hero's operand
  *            (fused producers, through their subgraph functions) and stores it into a
  *            32 x 33 shared tile [b offset][a offset] per hero; roots without a transpose
  *            hero (side outputs shaped like the input) are written here too;
  *   barrier;
- *   phase 2: thread (tx, ty) writes output (b = tb*32 + tx, a = ta*32 + ty + 4s) —
- *            coalesced along the output's minor dimension — reading tile[tx][ty + 4s] and
+ *   phase 2: thread (tx, ty) writes output (b = tb*32 + tx, a = ta*32 + 8ty + s) —
+ *            coalesced along the output's minor dimension — reading tile[tx][8ty + s] and
  *            applying the fused consumers between the hero and the root (elementwise ops,
  *            bitcasts; their other operands read at the same index).
  * UNIMPLEMENTED: transposes that keep the minor dimension (the "102" form), complex types,
