@@ -177,11 +177,20 @@ static void test_warp_steps_walk_consecutive_tile_rows(void **state) {
   assert_non_null(kf);
   assert_true(kf->host_rolled_thread_loops);
   kiln_host_jit_t *jit = NULL;
-  assert_null(kiln_host_jit_create(NULL, &jit));
+  kiln_host_jit_options_t jo = {0};
+  jo.dump_dir = dir;
+  assert_null(kiln_host_jit_create(&jo, &jit));
   hero_run_result_t rr;
   s = hero_run_check(m->entry, &k, jit, NULL, 0.0, 1, false, 3, &rr);
   if (s) fail_msg("%s", kiln_status_message(s));
   assert_int_equal(rr.elements, 40 * 72);
+  /* The host IR: the y thread loops carry unroll.disable, the x loops a vectorize follow-up
+   * that lets their vector loop unroll. */
+  snprintf(path, sizeof(path), "%s/trrows.90-llvm-input.ll", dir);
+  assert_null(kiln_read_file(path, &dump, &len));
+  assert_non_null(strstr(dump, "br label %ty, !llvm.loop"));
+  assert_non_null(strstr(dump, "llvm.loop.vectorize.followup_vectorized"));
+  kiln_free(dump);
   assert_int_equal(rr.mismatches, 0);
   kiln_host_jit_destroy(jit);
   kiln_fusion_kernel_free(&k);
