@@ -181,6 +181,37 @@ static void run_large(int rows, int cols, int dim, bool want_row) {
 static void test_large_row_reduction_matches_evaluator(void **state) { run_large(512, 5000, 1, true); }
 static void test_large_column_reduction_matches_evaluator(void **state) { run_large(999, 300, 0, false); }
 
+/* Row sum of f32[rows, cols]: parses, emits (kernel `name`), runs it on the host with a JIT
+ * dumping to `dump_dir` (NULL: none) and checks it against the evaluator. The caller frees
+ * *k and *m. */
+static void row_sum_run(int rows, int cols, const char *name, const char *dump_dir,
+                        kiln_hlo_module_t **m, kiln_fusion_kernel_t *k) {
+  char text[512];
+  snprintf(text, sizeof(text),
+           "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n"
+           " ROOT s = f32[] add(a, b)\n}\n"
+           "fusion {\n p = f32[%d,%d] parameter(0)\n c = f32[] constant(0)\n"
+           " ROOT r = f32[%d] reduce(p, c), dimensions={1}, to_apply=add\n}\n",
+           rows, cols, rows);
+  assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, m));
+  kiln_fusion_compile_options_t o = {0};
+  o.kernel_name = name;
+  kiln_status s = kiln_reduction_kernel_emit((*m)->entry, &o, NULL, k);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  kiln_host_jit_options_t jo = {0};
+  jo.dump_dir = dump_dir;
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(&jo, &jit));
+  kiln_host_pool_t *pool = NULL;
+  assert_null(kiln_host_pool_create(2, &pool));
+  hero_run_result_t rr;
+  s = hero_run_check((*m)->entry, k, jit, pool, 1e-5, cols, true, 3, &rr);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  assert_int_equal(rr.mismatches, 0);
+  kiln_host_pool_destroy(pool);
+  kiln_host_jit_destroy(jit);
+}
+
 /* A row reduction of plain loads with several rows per block (block y > 1, no shared
  * memory: one warp per row) compiles on the host to code that keeps every per-thread slot
  * in registers: the optimized LLVM IR (the JIT's 92-llvm-opt dump) has no alloca left. The
@@ -189,39 +220,21 @@ static void test_large_column_reduction_matches_evaluator(void **state) { run_la
  * the vector loop too, the slot arrays stayed on the stack (a store and a load per
  * accumulation step and per shuffle level). The result still matches the evaluator. */
 static void test_multirow_block_row_reduction_keeps_slots_in_registers_on_host(void **state) {
-  static const char text[] =
-      "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
-      "fusion {\n p = f32[64,1024] parameter(0)\n c = f32[] constant(0)\n"
-      " ROOT r = f32[64] reduce(p, c), dimensions={1}, to_apply=add\n}\n";
+  char dir[] = "/tmp/kiln_test_multirowXXXXXX";
+  assert_non_null(mkdtemp(dir));
   kiln_hlo_module_t *m = NULL;
-  assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, &m));
-  kiln_fusion_compile_options_t o = {0};
-  o.kernel_name = "multirow_slots";
   kiln_fusion_kernel_t k;
-  kiln_status s = kiln_reduction_kernel_emit(m->entry, &o, NULL, &k);
-  if (s) fail_msg("%s", kiln_status_message(s));
+  row_sum_run(64, 1024, "multirow_slots", dir, &m, &k);
   const kiln_kir_func_t *kf = kiln_kir_module_kernel(k.kir);
   assert_non_null(kf);
   assert_int_equal(kf->block[0], 32);
   assert_true(kf->block[1] > 1);
   assert_false(kir_has(&k, "allocate_shared"));
-  char dir[] = "/tmp/kiln_test_multirowXXXXXX";
-  assert_non_null(mkdtemp(dir));
-  kiln_host_jit_options_t jo = {0};
-  jo.dump_dir = dir;
-  kiln_host_jit_t *jit = NULL;
-  assert_null(kiln_host_jit_create(&jo, &jit));
-  kiln_host_pool_t *pool = NULL;
-  assert_null(kiln_host_pool_create(2, &pool));
-  hero_run_result_t rr;
-  s = hero_run_check(m->entry, &k, jit, pool, 1e-5, 1024, true, 3, &rr);
-  if (s) fail_msg("%s", kiln_status_message(s));
-  assert_int_equal(rr.mismatches, 0);
   char path[256];
   snprintf(path, sizeof(path), "%s/multirow_slots.92-llvm-opt.ll", dir);
   char *ir = NULL;
   size_t len = 0;
-  s = kiln_read_file(path, &ir, &len);
+  kiln_status s = kiln_read_file(path, &ir, &len);
   if (s) fail_msg("%s", kiln_status_message(s));
   const char *def = strstr(ir, "define void @multirow_slots(");
   assert_non_null(def);
@@ -231,8 +244,6 @@ static void test_multirow_block_row_reduction_keeps_slots_in_registers_on_host(v
   char cmd[128];
   snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
   assert_int_equal(system(cmd), 0);
-  kiln_host_pool_destroy(pool);
-  kiln_host_jit_destroy(jit);
   kiln_fusion_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 }
@@ -243,15 +254,9 @@ static void test_multirow_block_row_reduction_keeps_slots_in_registers_on_host(v
  * check and only the last one checks; the result matches the evaluator and the PTX passes
  * ptxas. Before, every load was a masked gather at a floordiv-by-500 index. */
 static void test_ragged_row_reduction_checks_bounds_only_in_the_last_iteration(void **state) {
-  static const char text[] =
-      "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
-      "fusion {\n p = f32[64,1000] parameter(0)\n c = f32[] constant(0)\n"
-      " ROOT r = f32[64] reduce(p, c), dimensions={1}, to_apply=add\n}\n";
   kiln_hlo_module_t *m = NULL;
-  assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, &m));
   kiln_fusion_kernel_t k;
-  kiln_status s = kiln_reduction_kernel_emit(m->entry, NULL, NULL, &k);
-  if (s) fail_msg("%s", kiln_status_message(s));
+  row_sum_run(64, 1000, "ragged_row", NULL, &m, &k);
   char *t = kiln_kir_to_string(k.kir);
   assert_null(strstr(t, "floordiv"));
   assert_null(strstr(t, " mod "));
@@ -265,18 +270,8 @@ static void test_ragged_row_reduction_checks_bounds_only_in_the_last_iteration(v
   assert_true(cmp == NULL || cmp > yield);
   assert_non_null(strstr(yield, " = if "));
   kiln_free(t);
-  kiln_host_jit_t *jit = NULL;
-  assert_null(kiln_host_jit_create(NULL, &jit));
-  kiln_host_pool_t *pool = NULL;
-  assert_null(kiln_host_pool_create(2, &pool));
-  hero_run_result_t rr;
-  s = hero_run_check(m->entry, &k, jit, pool, 1e-5, 1000, true, 3, &rr);
-  if (s) fail_msg("%s", kiln_status_message(s));
-  assert_int_equal(rr.mismatches, 0);
   ptx_stats_t ps = {0};
   assert_true(check_ptx("ragged row", &k, &ps));
-  kiln_host_pool_destroy(pool);
-  kiln_host_jit_destroy(jit);
   kiln_fusion_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 }
