@@ -8,9 +8,6 @@
  * concatenate, dynamic_update_slice -> that emitter; loop and convert -> loop. Known
  * exceptions, each listed with its reason and counted as a pass only when the fusion still
  * compiles and matches the evaluator under the emitter noted:
- *   - three transpose files that keep the minor dimension (102 forms, listed in
- *     known_exception): the transpose emitter does not implement them; loop, which must still
- *     match;
  *   - three reduction files hit limits the reduction emitter names (complex elements, reduce
  *     inputs of different shapes, a non-default output layout): UNIMPLEMENTED, not run;
  *   - scatter files on the sorted-indices path with a float add: the run of equal indices
@@ -69,21 +66,6 @@ static bool expected_emitter(const char *name, kiln_fusion_emitter_t *out) {
 
 /* Fusions where the choice differs from the file name on purpose, with the reason. */
 static const char *known_exception(const char *name, kiln_fusion_emitter_t want, kiln_fusion_emitter_t got) {
-  /* Transposes that keep the minor dimension ("102" forms): XLA's transpose emitter moves
-   * the small minor dimension as a vector; kiln's transpose emitter does not implement that,
-   * so they are loop fusions, which must still match. */
-  static const char *const loop_transposes[] = {
-      "fused_transpose_102.",
-      "transpose_102.",
-      "transpose_102_s4.",
-  };
-  if (want == KILN_FUSION_EMITTER_TRANSPOSE && got == KILN_FUSION_EMITTER_LOOP)
-    for (size_t i = 0; i < sizeof(loop_transposes) / sizeof(loop_transposes[0]); i++) {
-      const char *t = strstr(name, "transpose__");
-      if (t && strncmp(t + 11, loop_transposes[i], strlen(loop_transposes[i])) == 0)
-        return "a transpose keeping the minor dimension (102): kiln's transpose emitter does not "
-               "implement it; the loop emitter runs it";
-    }
   if (want == KILN_FUSION_EMITTER_REDUCTION && got == KILN_FUSION_EMITTER_REDUCTION &&
       (strstr(name, "reduce_column__vectorize_x1_c64") || strstr(name, "mof_heteorgeneous_input_shapes") ||
        strstr(name, "reduce_row__layout")))

@@ -84,14 +84,12 @@ static bool is_reduce_hero(const kiln_hlo_instruction_t *r) {
   return !elemental;
 }
 
-/* A transpose hero as XLA's rules pick it (kiln_hero_is_transpose_hero), except the form
- * that keeps the minor dimension ("102"), which kiln's transpose emitter does not implement,
- * and layout-changing copies (XLA's layout normalization makes them transposes first; here
- * the loop emitter's physical indexing handles them): those are loop fusions. */
+/* A transpose hero as XLA's rules pick it (kiln_hero_is_transpose_hero), including the form
+ * that keeps a small minor dimension ("102"), except layout-changing copies (XLA's layout
+ * normalization makes them transposes first; here the loop emitter's physical indexing
+ * handles them): those are loop fusions. */
 static bool is_transpose_hero(const kiln_hlo_instruction_t *t) {
-  kiln_transpose_desc_t d;
-  return t->opcode == KILN_OP_TRANSPOSE && kiln_hero_is_transpose_hero(t, &d) &&
-         d.perm[d.rank - 1] != d.rank - 1;
+  return t->opcode == KILN_OP_TRANSPOSE && kiln_hero_is_transpose_hero(t, NULL);
 }
 
 /* Whether `x` is a root of `c` (the root or a tuple root's operand) through bitcasts. */

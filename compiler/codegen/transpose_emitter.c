@@ -159,8 +159,12 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     st = KILN_ERR_INVALID("%s: not a transpose fusion (%s)", c->name, kiln_hero_emitter_name(ts->ha.emitter));
   const kiln_transpose_desc_t *d = &ts->ha.transpose;
   int nr = d->rank;
-  if (!st && d->perm[nr - 1] == nr - 1)
-    st = KILN_ERR_UNIMPLEMENTED("%s: transpose keeping the minor dimension", c->name);
+  /* The "102" form keeps the (small) minor dimension: it rides along with every tile
+   * element as an innermost loop over symbol 1 (tile [32][33][minor]); the tiled
+   * dimensions are then the ones just above it. */
+  bool keep = !st && nr >= 3 && d->perm[nr - 1] == nr - 1;
+  if (!st && !keep && d->perm[nr - 1] == nr - 1)
+    st = KILN_ERR_UNIMPLEMENTED("%s: transpose keeping the minor dimension at rank %d", c->name, nr);
   for (int i = 0; i < ts->ha.num_roots && !st; i++) {
     const kiln_hlo_instruction_t *hr = ts->ha.heroes[i];
     if (!kiln_hero_is_transpose_hero(hr, NULL)) continue;
@@ -171,10 +175,12 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     kiln_free(ts);
     return st;
   }
-  int a = nr - 1, bdim = (int)d->perm[nr - 1];
+  int minor = keep ? nr - 1 : -1; /* the kept minor dimension, or -1 */
+  int a = keep ? nr - 2 : nr - 1, bdim = (int)d->perm[a];
+  int64_t nminor = keep ? d->in_dims[minor] : 1;
   int64_t na = (d->in_dims[a] + 31) / 32, nb = (d->in_dims[bdim] + 31) / 32, batch = 1;
   for (int i = 0; i < nr; i++)
-    if (i != a && i != bdim) batch *= d->in_dims[i];
+    if (i != a && i != bdim && i != minor) batch *= d->in_dims[i];
   int64_t nbl = batch * na * nb;
   int64_t block[3] = {32, 4, 1}, grid[3] = {nbl, 1, 1};
   kiln_hero_emit_t h;
@@ -194,7 +200,7 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
   int64_t bshape[18];
   int nbs = 0, bpos[16];
   for (int i = 0; i < nr; i++)
-    if (i != a && i != bdim) bpos[i] = nbs, bshape[nbs++] = d->in_dims[i];
+    if (i != a && i != bdim && i != minor) bpos[i] = nbs, bshape[nbs++] = d->in_dims[i];
   bshape[nbs] = nb;
   bshape[nbs + 1] = na;
   kiln_affine_expr_t *bex[18];
@@ -205,34 +211,37 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
    * reads and writes walking rows in order; on the GPU each step is still one coalesced,
    * bank-conflict-free row per warp). */
   kiln_affine_expr_t *trow = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), 8), kiln_affine_sym(x, 0));
-  int64_t dhi[3] = {31, 3, nbl - 1}, shi[1] = {7};
+  int64_t dhi[3] = {31, 3, nbl - 1}, shi[2] = {7, nminor - 1};
+  int nsym = keep ? 2 : 1, ntix = keep ? 3 : 2;
   int nout = h.part.num_outputs;
   const kiln_shape_t *in_shape = ts->heroes[0]->operands[0]->shape;
   int64_t nin_elems = kiln_shape_num_elements(in_shape);
   /* ---- phase 1: input tiles (and side outputs) ---- */
   {
-    kiln_indexing_map_t *map = kiln_hero_map(m, 3, dn, dhi, 1, shi);
+    kiln_indexing_map_t *map = kiln_hero_map(m, 3, dn, dhi, nsym, shi);
     kiln_affine_expr_t *coord[16];
-    for (int i = 0; i < nr; i++) coord[i] = i == a ? NULL : i == bdim ? NULL : bex[bpos[i]];
+    for (int i = 0; i < nr; i++) coord[i] = i == a || i == bdim || i == minor ? NULL : bex[bpos[i]];
     coord[a] = kiln_affine_add(x, ta32, kiln_affine_dim(x, 0));
     coord[bdim] = kiln_affine_add(x, tb32, trow);
+    if (keep) coord[minor] = kiln_affine_sym(x, 1);
     if (na * 32 > d->in_dims[a]) kiln_indexing_map_add_constraint(map, coord[a], 0, d->in_dims[a] - 1);
     if (nb * 32 > d->in_dims[bdim]) kiln_indexing_map_add_constraint(map, coord[bdim], 0, d->in_dims[bdim] - 1);
     kiln_affine_expr_t *lin_e = kiln_affine_linearize(x, coord, d->in_dims, (size_t)nr);
     kiln_indexing_map_add_result(map, lin_e);
     kiln_indexing_map_add_result(map, trow);
     kiln_indexing_map_add_result(map, kiln_affine_dim(x, 0));
+    if (keep) kiln_indexing_map_add_result(map, kiln_affine_sym(x, 1));
     idx_table_t tab1 = {0};
-    int nres = 3;
+    int nres = 1 + ntix;
     for (int hh = 0; hh < ts->nheroes; hh++) table_add(&tab1, x, map, lin_e, ts->heroes[hh]->operands[0]->shape, &nres);
     for (int o = 0; o < nout; o++)
       if (!on_path(ts, h.part.outputs[o].instr)) table_add(&tab1, x, map, lin_e, h.part.outputs[o].instr->shape, &nres);
     kiln_indexing_map_simplify(map);
     kiln_kir_value_t *inits[2 * KILN_HERO_MAX_ROOTS];
-    int64_t tdims[2] = {32, 33};
+    int64_t tdims[3] = {32, 33, nminor};
     int ni = 0;
     for (int hh = 0; hh < ts->nheroes; hh++) {
-      inits[ni] = kiln_kir_alloc_shared(b, ts->heroes[hh]->shape->type, 2, tdims);
+      inits[ni] = kiln_kir_alloc_shared(b, ts->heroes[hh]->shape->type, ntix, tdims);
       kiln_kir_value_set_name(inits[ni++], "tile");
     }
     int side[KILN_HERO_MAX_ROOTS], nside = 0;
@@ -254,7 +263,8 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     size_t mark;
     kiln_elem_enter(&h.fn, kiln_kir_op_region(loop, 0), &mark);
     kiln_kir_value_t *lin = kiln_kir_loop_index(loop, 0);
-    kiln_kir_value_t *tix[2] = {kiln_kir_loop_index(loop, 1), kiln_kir_loop_index(loop, 2)};
+    kiln_kir_value_t *tix[3] = {kiln_kir_loop_index(loop, 1), kiln_kir_loop_index(loop, 2),
+                                keep ? kiln_kir_loop_index(loop, 3) : NULL};
     kiln_kir_value_t *ys[2 * KILN_HERO_MAX_ROOTS];
     bool ok = true;
     for (int hh = 0; hh < ts->nheroes && ok; hh++) {
@@ -262,7 +272,7 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
       kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
       kiln_kir_value_t *v = index_of(&h, ts->tab, opnd->shape, lin, idx) ? kiln_hero_emit_value(&h, opnd, idx) : NULL;
       ok = v != NULL;
-      if (ok) ys[hh] = kiln_kir_insert(b, v, kiln_kir_loop_iter_arg(loop, (size_t)hh), tix, 2);
+      if (ok) ys[hh] = kiln_kir_insert(b, v, kiln_kir_loop_iter_arg(loop, (size_t)hh), tix, (size_t)ntix);
     }
     for (int s = 0; s < nside && ok; s++) {
       const kiln_hlo_instruction_t *r = h.part.outputs[side[s]].instr;
@@ -282,11 +292,12 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     kiln_kir_op_t *bar = kiln_kir_barrier(b, tiles, (size_t)ts->nheroes);
     if (!bar) goto done;
     /* ---- phase 2: transposed writes through the consumers ---- */
-    kiln_indexing_map_t *map2 = kiln_hero_map(m, 3, dn, dhi, 1, shi);
+    kiln_indexing_map_t *map2 = kiln_hero_map(m, 3, dn, dhi, nsym, shi);
     kiln_affine_expr_t *c2[16], *oc[16];
-    for (int i = 0; i < nr; i++) c2[i] = i == a || i == bdim ? NULL : bex[bpos[i]];
+    for (int i = 0; i < nr; i++) c2[i] = i == a || i == bdim || i == minor ? NULL : bex[bpos[i]];
     c2[a] = kiln_affine_add(x, ta32, trow);
     c2[bdim] = kiln_affine_add(x, tb32, kiln_affine_dim(x, 0));
+    if (keep) c2[minor] = kiln_affine_sym(x, 1);
     if (na * 32 > d->in_dims[a]) kiln_indexing_map_add_constraint(map2, c2[a], 0, d->in_dims[a] - 1);
     if (nb * 32 > d->in_dims[bdim]) kiln_indexing_map_add_constraint(map2, c2[bdim], 0, d->in_dims[bdim] - 1);
     for (int i = 0; i < nr; i++) oc[i] = c2[d->perm[i]];
@@ -294,8 +305,9 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     kiln_indexing_map_add_result(map2, lin2_e);
     kiln_indexing_map_add_result(map2, kiln_affine_dim(x, 0));
     kiln_indexing_map_add_result(map2, trow);
+    if (keep) kiln_indexing_map_add_result(map2, kiln_affine_sym(x, 1));
     idx_table_t tab2 = {0};
-    int nres2 = 3;
+    int nres2 = 1 + ntix;
     for (int i = 0; i < ts->npath; i++) {
       const kiln_hlo_instruction_t *p = ts->path[i];
       if (kiln_shape_is_array(p->shape)) table_add(&tab2, x, map2, lin2_e, p->shape, &nres2);
@@ -319,9 +331,10 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     kiln_kir_builder_enter(b, kiln_kir_op_region(loop2, 0));
     kiln_elem_enter(&h.fn, kiln_kir_op_region(loop2, 0), &mark);
     kiln_kir_value_t *lin2 = kiln_kir_loop_index(loop2, 0);
-    kiln_kir_value_t *rix[2] = {kiln_kir_loop_index(loop2, 1), kiln_kir_loop_index(loop2, 2)};
+    kiln_kir_value_t *rix[3] = {kiln_kir_loop_index(loop2, 1), kiln_kir_loop_index(loop2, 2),
+                                keep ? kiln_kir_loop_index(loop2, 3) : NULL};
     kiln_kir_value_t *tv[KILN_HERO_MAX_ROOTS];
-    for (int hh = 0; hh < ts->nheroes; hh++) tv[hh] = kiln_kir_extract(b, kiln_kir_op_result(bar, (size_t)hh), rix, 2);
+    for (int hh = 0; hh < ts->nheroes; hh++) tv[hh] = kiln_kir_extract(b, kiln_kir_op_result(bar, (size_t)hh), rix, (size_t)ntix);
     memo_t *mm = kiln_calloc(1, sizeof(*mm));
     kiln_kir_value_t *ys2[KILN_HERO_MAX_ROOTS];
     for (int k = 0; k < ntr && ok; k++) {

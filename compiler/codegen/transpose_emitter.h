@@ -15,8 +15,12 @@
  *            coalesced along the output's minor dimension — reading tile[tx][8ty + s] and
  *            applying the fused consumers between the hero and the root (elementwise ops,
  *            bitcasts; their other operands read at the same index).
- * UNIMPLEMENTED: transposes that keep the minor dimension (the "102" form), complex types,
- * consumers other than elementwise ops and bitcasts. */
+ * A transpose that keeps a small minor dimension (XLA's "102" form, elem bits * minor <= 64,
+ * e.g. s8[160,170,3] -> s8[170,160,3]) tiles the two dimensions just above it instead; the
+ * minor dimension rides along with every tile element as an innermost loop (a second loop
+ * symbol), so the shared tile is 32 x 33 x minor and both phases move `minor` contiguous
+ * elements per tile element.
+ * UNIMPLEMENTED: complex types, consumers other than elementwise ops and bitcasts. */
 #ifndef KILN_COMPILER_CODEGEN_TRANSPOSE_EMITTER_H_
 #define KILN_COMPILER_CODEGEN_TRANSPOSE_EMITTER_H_
 
