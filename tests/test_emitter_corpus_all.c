@@ -8,8 +8,8 @@
  * concatenate, dynamic_update_slice -> that emitter; loop and convert -> loop. Known
  * exceptions, each listed with its reason and counted as a pass only when the fusion still
  * compiles and matches the evaluator under the emitter noted:
- *   - three reduction files hit limits the reduction emitter names (complex elements, reduce
- *     inputs of different shapes, a non-default output layout): UNIMPLEMENTED, not run;
+ *   - two reduction files hit limits the reduction emitter names (complex elements, reduce
+ *     inputs of different shapes): UNIMPLEMENTED, not run;
  *   - scatter files on the sorted-indices path with a float add: the run of equal indices
  *     is summed in registers first (XLA's reassociation), so they run on inputs in
  *     [0.5, 1) within 64 ulp.
@@ -67,10 +67,9 @@ static bool expected_emitter(const char *name, kiln_fusion_emitter_t *out) {
 /* Fusions where the choice differs from the file name on purpose, with the reason. */
 static const char *known_exception(const char *name, kiln_fusion_emitter_t want, kiln_fusion_emitter_t got) {
   if (want == KILN_FUSION_EMITTER_REDUCTION && got == KILN_FUSION_EMITTER_REDUCTION &&
-      (strstr(name, "reduce_column__vectorize_x1_c64") || strstr(name, "mof_heteorgeneous_input_shapes") ||
-       strstr(name, "reduce_row__layout")))
+      (strstr(name, "reduce_column__vectorize_x1_c64") || strstr(name, "mof_heteorgeneous_input_shapes")))
     return "a limit the reduction emitter names (reduction_emitter.h: complex types, reduce inputs "
-           "of different shapes, non-default output layouts)";
+           "of different shapes)";
   return NULL;
 }
 

@@ -276,6 +276,79 @@ static void test_ragged_row_reduction_checks_bounds_only_in_the_last_iteration(v
   kiln_hlo_module_destroy(m);
 }
 
+/* Emits the fusion in `text` (its entry computation, kernel `name`), checks every kernel of
+ * its chain with ptxas and runs it on the host against the evaluator (hero_run_check:
+ * outputs compared at their physical positions). `summed`: values per reduced element. */
+static void emit_run_check(const char *text, const char *name, int64_t summed, kiln_hlo_module_t **m,
+                           kiln_fusion_kernel_t *k) {
+  assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, m));
+  kiln_fusion_compile_options_t o = {0};
+  o.kernel_name = name;
+  kiln_status s = kiln_reduction_kernel_emit((*m)->entry, &o, NULL, k);
+  if (s) fail_msg("%s: %s", name, kiln_status_message(s));
+  ptx_stats_t ps = {0};
+  assert_true(check_ptx(name, k, &ps));
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  hero_run_result_t rr;
+  s = hero_run_check((*m)->entry, k, jit, NULL, 1e-5, summed, true, 11, &rr);
+  if (s) fail_msg("%s: %s", name, kiln_status_message(s));
+  if (rr.mismatches) fail_msg("%s: %lld mismatches, first: %s", name, (long long)rr.mismatches, rr.first);
+  assert_true(rr.elements > 0);
+  kiln_host_jit_destroy(jit);
+}
+
+/* Whether the kernel IR of the last kernel of k's chain declares `what`. */
+static bool last_kir_has(const kiln_fusion_kernel_t *k, const char *what) {
+  while (k->next) k = k->next;
+  char *t = kiln_kir_to_string(k->kir);
+  bool has = strstr(t, what) != NULL;
+  kiln_free(t);
+  return has;
+}
+
+static const char *k_add_f32 = "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n";
+
+/* Reduce outputs with a non-default layout are written at their physical position: a row
+ * reduction into a transposed f32[17,19]{0,1} (stored as 19x17) plus an
+ * epilogue output of it in the default layout (both at the reduce's logical index); a column reduction into a
+ * transposed output; a split column reduction (init kernel, then atomic adds) into one.
+ * hero_run_check compares each output at its physical position, so an element written at
+ * its logical position is a mismatch. */
+static void test_reduce_outputs_with_non_default_layout_are_written_physically(void **state) {
+  static const struct {
+    const char *name, *body;
+    int64_t summed;
+    bool split;
+  } cases[] = {
+      {"row_layout",
+       " p = f32[17,19,127] parameter(0)\n c = f32[] constant(0)\n"
+       " r = f32[17,19]{0,1} reduce(p, c), dimensions={2}, to_apply=add\n n = f32[17,19]{1,0} negate(r)\n"
+       " ROOT t = (f32[17,19]{0,1}, f32[17,19]{1,0}) tuple(r, n)\n",
+       127, false},
+      {"column_layout",
+       " p = f32[3,500,40] parameter(0)\n c = f32[] constant(0)\n"
+       " ROOT r = f32[3,40]{0,1} reduce(p, c), dimensions={1}, to_apply=add\n",
+       500, false},
+      {"split_column_layout",
+       " p = f32[8000,6,5] parameter(0)\n c = f32[] constant(0)\n"
+       " ROOT r = f32[6,5]{0,1} reduce(p, c), dimensions={0}, to_apply=add\n",
+       8000, true},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char text[1024];
+    snprintf(text, sizeof(text), "%sfusion {\n%s}\n", k_add_f32, cases[i].body);
+    kiln_hlo_module_t *m = NULL;
+    kiln_fusion_kernel_t k;
+    emit_run_check(text, cases[i].name, cases[i].summed, &m, &k);
+    /* A split reduction: the initializer, then the atomic reduction. */
+    assert_int_equal(k.next != NULL, cases[i].split);
+    assert_int_equal(last_kir_has(&k, "atomic"), cases[i].split);
+    kiln_fusion_kernel_free(&k);
+    kiln_hlo_module_destroy(m);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_corpus_reductions_match_evaluator),
@@ -283,6 +356,7 @@ int main(void) {
       cmocka_unit_test(test_large_column_reduction_matches_evaluator),
       cmocka_unit_test(test_multirow_block_row_reduction_keeps_slots_in_registers_on_host),
       cmocka_unit_test(test_ragged_row_reduction_checks_bounds_only_in_the_last_iteration),
+      cmocka_unit_test(test_reduce_outputs_with_non_default_layout_are_written_physically),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

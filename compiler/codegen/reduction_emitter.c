@@ -62,11 +62,12 @@ static void hero_emit_release(kiln_hero_emit_t *h) {
   h->tensors = h->outs = NULL;
 }
 
-kiln_status kiln_hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
-                                 const kiln_fusion_compile_options_t *opts,
-                                 kiln_partition_root_fn is_root, void *user,
-                                 const int64_t block[3], const int64_t grid[3],
-                                 kiln_fusion_kernel_t *out) {
+/* kiln_hero_emit_begin; with `physical_outputs` the caller writes every output through
+ * kiln_elemental_physical_index (so outputs of any layout are accepted). */
+static kiln_status hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
+                                   const kiln_fusion_compile_options_t *opts, kiln_partition_root_fn is_root,
+                                   void *user, const int64_t block[3], const int64_t grid[3],
+                                   bool physical_outputs, kiln_fusion_kernel_t *out) {
   memset(h, 0, sizeof(*h));
   memset(out, 0, sizeof(*out));
   h->c = c;
@@ -94,7 +95,7 @@ kiln_status kiln_hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation
     /* Hero emitters read tensors through kiln_hero_emit_value (at the physical index) and the
      * subgraph functions; outputs are written at logical indices, so permuted outputs stay
      * UNIMPLEMENTED. */
-    h->elem.physical_layouts = h->elem.permuted_output == NULL;
+    h->elem.physical_layouts = physical_outputs || h->elem.permuted_output == NULL;
     s = kiln_elemental_emit_functions(&h->elem);
   }
   if (s) {
@@ -155,6 +156,75 @@ kiln_status kiln_hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation
   h->fn.sg = -1;
   h->fn.tensors = h->tensors;
   return NULL;
+}
+
+kiln_status kiln_hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
+                                 const kiln_fusion_compile_options_t *opts,
+                                 kiln_partition_root_fn is_root, void *user,
+                                 const int64_t block[3], const int64_t grid[3],
+                                 kiln_fusion_kernel_t *out) {
+  return hero_emit_begin(h, c, opts, is_root, user, block, grid, false, out);
+}
+
+kiln_status kiln_red_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
+                                const kiln_fusion_compile_options_t *opts, kiln_red_state_t *rs,
+                                const int64_t block[3], const int64_t grid[3], kiln_fusion_kernel_t *out) {
+  return hero_emit_begin(h, c, opts, kiln_red_is_root, rs, block, grid, true, out);
+}
+
+kiln_kir_value_t *kiln_red_insert_output(kiln_hero_emit_t *h, kiln_kir_value_t *const *v, int nv,
+                                         kiln_kir_value_t *t, const kiln_shape_t *s,
+                                         kiln_kir_value_t *const *idx) {
+  kiln_kir_value_t *pidx[KILN_KIR_MAX_RANK + 1];
+  kiln_elemental_physical_index(s, idx, pidx);
+  if (nv == 1) return v[0] && t ? kiln_kir_insert(&h->b, v[0], t, pidx, (size_t)s->rank) : NULL;
+  for (int p = 0; p < nv && t; p++) {
+    pidx[s->rank] = kiln_kir_const_index(&h->b, p);
+    t = v[p] ? kiln_kir_insert(&h->b, v[p], t, pidx, (size_t)s->rank + 1) : NULL;
+  }
+  return t;
+}
+
+int kiln_red_emit_values(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *instr, kiln_kir_value_t *const *idx,
+                         kiln_kir_value_t **out) {
+  const kiln_shape_t *s = instr->shape;
+  if (kiln_shape_is_tuple(s) || !kiln_elem_type_is_complex(s->type)) {
+    out[0] = kiln_hero_emit_value(h, instr, idx);
+    return out[0] ? 1 : -1;
+  }
+  kiln_elem_type_t pt = kiln_elem_part_type(s->type);
+  if (kiln_partition_is_tensor_leaf(instr)) {
+    for (int t = 0; t < h->elem.num_tensors; t++)
+      if (h->elem.tensors[t] == instr) {
+        kiln_kir_value_t *pidx[KILN_KIR_MAX_RANK + 1];
+        kiln_elemental_physical_index(s, idx, pidx);
+        for (int p = 0; p < 2; p++) {
+          pidx[s->rank] = kiln_kir_const_index(&h->b, p);
+          out[p] = kiln_kir_extract(&h->b, h->tensors[t], pidx, (size_t)s->rank + 1);
+        }
+        return out[0] && out[1] ? 2 : -1;
+      }
+    kiln_elem_fail(&h->fn, KILN_ERR_INTERNAL("%s is not a kernel input", instr->name));
+    return -1;
+  }
+  if (instr->opcode == KILN_OP_CONSTANT && instr->literal && !instr->literal->unknown) {
+    double re = 0, im = 0;
+    kiln_literal_get_c128(instr->literal, 0, &re, &im);
+    out[0] = kiln_kir_const_float(&h->b, pt, re);
+    out[1] = kiln_kir_const_float(&h->b, pt, im);
+    return 2;
+  }
+  const kiln_partition_subgraph_t *sg = kiln_partition_subgraph_of(&h->part, instr);
+  int r = sg ? kiln_elemental_root_result(&h->elem, sg->id, instr) : -1;
+  if (r < 0) {
+    kiln_elem_fail(&h->fn, KILN_ERR_INTERNAL("%s heads no function", instr->name));
+    return -1;
+  }
+  kiln_kir_op_t *call = kiln_elemental_call(&h->elem, &h->b, sg->id, h->tensors, idx);
+  if (!call) return -1;
+  out[0] = kiln_kir_op_result(call, (size_t)r);
+  out[1] = kiln_kir_op_result(call, (size_t)r + 1);
+  return 2;
 }
 
 kiln_kir_value_t *kiln_hero_emit_value(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *instr,
@@ -290,15 +360,30 @@ bool kiln_red_index_of(kiln_hero_emit_t *h, const kiln_shape_t *s, kiln_kir_valu
   return true;
 }
 
-/* Value of epilogue node x at the output's linear index `lin` from the final accumulators. */
+/* The logical index of an epilogue value of shape `s` at the kept index: the hero's output
+ * index `oidx` (`no` values) when s has the hero output's dimensions (whatever its layout),
+ * else `s` delinearized from the kept physical linear index `lin`. */
+static bool red_epilogue_index(kiln_hero_emit_t *h, const kiln_shape_t *s, kiln_kir_value_t *lin,
+                               kiln_kir_value_t *const *oidx, const kiln_shape_t *hero_out, kiln_kir_value_t **idx) {
+  if (oidx && hero_out && s->rank == hero_out->rank &&
+      !memcmp(s->dims, hero_out->dims, sizeof(int64_t) * (size_t)s->rank)) {
+    for (int i = 0; i < s->rank; i++) idx[i] = oidx[i];
+    return true;
+  }
+  return kiln_red_index_of(h, s, lin, idx);
+}
+
+/* Value of epilogue node x at the output's linear index `lin` from the final accumulators
+ * (operands read at red_epilogue_index). */
 static kiln_kir_value_t *red_eval_path(kiln_hero_emit_t *h, kiln_red_state_t *rs, const kiln_hlo_instruction_t *x,
-                                       kiln_kir_value_t *lin, kiln_kir_value_t *const *acc) {
+                                       kiln_kir_value_t *lin, kiln_kir_value_t *const *oidx,
+                                       const kiln_shape_t *hero_out, kiln_kir_value_t *const *acc) {
   int j = kiln_red_index(rs, x);
   if (j >= 0) return acc[rs->acc_first[j]];
   if (x->opcode == KILN_OP_GET_TUPLE_ELEMENT && kiln_red_index(rs, x->operands[0]) >= 0)
     return acc[rs->acc_first[kiln_red_index(rs, x->operands[0])] + x->tuple_index];
   if (x->opcode == KILN_OP_BITCAST || x->opcode == KILN_OP_RESHAPE)
-    return red_eval_path(h, rs, x->operands[0], lin, acc);
+    return red_eval_path(h, rs, x->operands[0], lin, oidx, hero_out, acc);
   if (!kiln_hlo_opcode_is_elementwise(x->opcode) || x->num_operands > 8) {
     kiln_elem_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s in a reduction epilogue", x->name,
                                                   kiln_hlo_opcode_name(x->opcode)));
@@ -308,10 +393,10 @@ static kiln_kir_value_t *red_eval_path(kiln_hero_emit_t *h, kiln_red_state_t *rs
   for (int k = 0; k < x->num_operands; k++) {
     const kiln_hlo_instruction_t *op = x->operands[k];
     if (red_on_path(rs, op)) {
-      args[k] = red_eval_path(h, rs, op, lin, acc);
+      args[k] = red_eval_path(h, rs, op, lin, oidx, hero_out, acc);
     } else {
       kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
-      args[k] = kiln_red_index_of(h, op->shape, lin, idx) ? kiln_hero_emit_value(h, op, idx) : NULL;
+      args[k] = red_epilogue_index(h, op->shape, lin, oidx, hero_out, idx) ? kiln_hero_emit_value(h, op, idx) : NULL;
     }
     if (!args[k]) return NULL;
   }
@@ -328,6 +413,10 @@ bool kiln_red_combine(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_value_
   for (int j = 0; j < rs->nred; j++) {
     const kiln_hlo_instruction_t *r = rs->reds[j];
     int n = r->num_operands / 2, f = rs->acc_first[j];
+    if (rs->complex_add[j]) {
+      for (int p = 0; p < 2; p++) a[f + p] = kiln_kir_binary(&h->b, KILN_KIR_ADD, a[f + p], b[f + p]);
+      continue;
+    }
     const kiln_hlo_computation_t *reducer = kiln_hlo_instruction_called(r, "to_apply");
     if (!reducer) return kiln_elem_fail(&h->fn, KILN_ERR_INVALID("%s: no to_apply", r->name));
     kiln_kir_value_t *args[2 * KILN_RED_MAX_ACC], *res[KILN_RED_MAX_ACC];
@@ -356,8 +445,7 @@ bool kiln_red_init_values(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_va
       if (!(iv->opcode == KILN_OP_CONSTANT || iv->opcode == KILN_OP_PARAMETER) || iv->shape->rank != 0)
         return kiln_elem_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: init value %s is not a scalar constant or parameter",
                                                              r->name, iv->name));
-      init[rs->acc_first[j] + k] = kiln_hero_emit_value(h, iv, NULL);
-      if (!init[rs->acc_first[j] + k]) return false;
+      if (kiln_red_emit_values(h, iv, NULL, &init[rs->acc_first[j] + k]) < 0) return false;
     }
   }
   return true;
@@ -414,6 +502,18 @@ int kiln_red_add_input_indices(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_i
   return total;
 }
 
+bool kiln_red_input_values(kiln_hero_emit_t *h, kiln_red_state_t *rs, int j, kiln_kir_value_t *const *idx,
+                           kiln_kir_value_t **x) {
+  const kiln_hlo_instruction_t *r = rs->reds[j];
+  int at = rs->acc_first[j];
+  for (int k = 0; k < r->num_operands / 2; k++) {
+    int nv = kiln_red_emit_values(h, r->operands[k], idx, &x[at]);
+    if (nv < 0) return false;
+    at += nv;
+  }
+  return true;
+}
+
 kiln_kir_op_t *kiln_red_accumulate(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_indexing_map_t *map,
                                  kiln_affine_expr_t *lin, kiln_kir_value_t *const *ids, int nids,
                                  kiln_kir_value_t **init) {
@@ -440,7 +540,8 @@ kiln_kir_op_t *kiln_red_accumulate(kiln_hero_emit_t *h, kiln_red_state_t *rs, ki
     const kiln_hlo_instruction_t *r = rs->reds[j];
     kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
     for (int i = 0; i < r->operands[0]->shape->rank; i++) idx[i] = kiln_kir_loop_index(loop, (size_t)(off[j] + i));
-    for (int k = 0; k < r->num_operands / 2; k++) x[rs->acc_first[j] + k] = kiln_hero_emit_value(h, r->operands[k], idx);
+    if (!kiln_red_input_values(h, rs, j, idx, x))
+      for (int k = 0; k < rs->nacc; k++) x[k] = NULL;
   }
   for (int k = 0; k < rs->nacc; k++)
     if (!x[k]) {
@@ -456,8 +557,8 @@ kiln_kir_op_t *kiln_red_accumulate(kiln_hero_emit_t *h, kiln_red_state_t *rs, ki
     kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK];
     kiln_kir_value_t *v = kiln_red_index_of(h, r->shape, linv, sidx) ? kiln_hero_emit_value(h, r, sidx) : NULL;
     ok = v != NULL;
-    if (ok) ys[rs->nacc + k] = kiln_kir_insert(&h->b, v, kiln_kir_loop_iter_arg(loop, (size_t)(rs->nacc + k)), sidx,
-                                           (size_t)r->shape->rank);
+    if (ok) ys[rs->nacc + k] = kiln_red_insert_output(h, &v, 1, kiln_kir_loop_iter_arg(loop, (size_t)(rs->nacc + k)),
+                                                      r->shape, sidx);
   }
   ok = ok && kiln_red_combine(h, rs, acc, x);
   for (int k = 0; k < rs->nacc; k++) ys[k] = acc[k];
@@ -542,14 +643,40 @@ void kiln_red_write_outputs(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_
     }
     if (j < 0) {
       const kiln_shape_t *rsh = po->instr->shape;
-      kiln_kir_value_t *v = red_eval_path(h, rs, po->instr, kept, acc), *ridx[KILN_KIR_MAX_RANK];
-      if (!v || !kiln_red_index_of(h, rsh, kept, ridx)) return;
-      res[o] = kiln_kir_insert(&h->b, v, h->outs[o], ridx, (size_t)rsh->rank);
+      int hj = -1;
+      for (int i = 0; i < rs->ha.num_roots && hj < 0; i++)
+        if (rs->ha.roots[i] == po->instr) hj = kiln_red_index(rs, rs->ha.heroes[i]);
+      const kiln_shape_t *hsh = NULL;
+      if (hj >= 0) {
+        hsh = rs->reds[hj]->shape;
+        if (kiln_shape_is_tuple(hsh)) hsh = hsh->num_elements > 0 ? hsh->elements[0] : NULL;
+      }
+      kiln_kir_value_t *const *hidx = hj >= 0 && hsh && hsh->rank == no_of[hj] ? oidx_of[hj] : NULL;
+      kiln_kir_value_t *v = red_eval_path(h, rs, po->instr, kept, hidx, hsh, acc), *ridx[KILN_KIR_MAX_RANK];
+      if (!v || !red_epilogue_index(h, rsh, kept, hidx, hsh, ridx)) return;
+      res[o] = kiln_red_insert_output(h, &v, 1, h->outs[o], rsh, ridx);
       continue;
     }
-    kiln_kir_value_t *val = acc[rs->acc_first[j] + po->output_index];
-    res[o] = rs->atomic_writes ? kiln_red_atomic_combine(h, rs, j, val, h->outs[o], oidx_of[j], no_of[j])
-                               : kiln_kir_insert(&h->b, val, h->outs[o], oidx_of[j], (size_t)no_of[j]);
+    kiln_kir_value_t *const *val = &acc[rs->acc_first[j] + po->output_index];
+    int nv = rs->complex_add[j] ? 2 : 1;
+    const kiln_shape_t *osh = kiln_shape_is_tuple(po->instr->shape) ? po->instr->shape->elements[po->output_index]
+                                                                    : po->instr->shape;
+    if (osh->rank != no_of[j]) {
+      kiln_elem_fail(&h->fn, KILN_ERR_INTERNAL("%s: output rank %d, %d kept dims", po->instr->name, osh->rank, no_of[j]));
+      return;
+    }
+    if (rs->atomic_writes) {
+      /* Complex adds: one atomic add per part. */
+      kiln_kir_value_t *pidx[KILN_KIR_MAX_RANK + 1];
+      kiln_elemental_physical_index(osh, oidx_of[j], pidx);
+      res[o] = h->outs[o];
+      for (int p = 0; p < nv && res[o]; p++) {
+        if (nv > 1) pidx[no_of[j]] = kiln_kir_const_index(&h->b, p);
+        res[o] = kiln_red_atomic_combine(h, rs, j, val[p], res[o], pidx, no_of[j] + (nv > 1));
+      }
+    } else {
+      res[o] = kiln_red_insert_output(h, val, nv, h->outs[o], osh, oidx_of[j]);
+    }
   }
   kiln_kir_yield(&h->b, res, (size_t)nout);
   kiln_kir_builder_exit(&h->b);
@@ -557,6 +684,14 @@ void kiln_red_write_outputs(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_
   kiln_kir_yield(&h->b, h->outs, (size_t)nout);
   kiln_kir_builder_exit(&h->b);
   for (int o = 0; o < nout; o++) h->outs[o] = kiln_kir_op_result(iff, (size_t)o);
+}
+
+/* The reducer is add(p0, p1) of its two parameters. */
+static bool is_add_of_parameters(const kiln_hlo_computation_t *reducer) {
+  if (!reducer || !reducer->root || reducer->num_parameters != 2) return false;
+  const kiln_hlo_instruction_t *r = reducer->root;
+  return r->opcode == KILN_OP_ADD && r->num_operands == 2 && r->operands[0]->opcode == KILN_OP_PARAMETER &&
+         r->operands[1]->opcode == KILN_OP_PARAMETER && r->operands[0] != r->operands[1];
 }
 
 static kiln_status check_supported(const kiln_hlo_computation_t *c, kiln_red_state_t *rs) {
@@ -576,10 +711,16 @@ static kiln_status check_supported(const kiln_hlo_computation_t *c, kiln_red_sta
     for (int j = 0; j < rs->nred; j++) dup |= rs->reds[j] == r;
     if (dup) continue;
     int n = r->num_operands / 2;
-    if (rs->nacc + n > KILN_RED_MAX_ACC) return KILN_ERR_UNIMPLEMENTED("%s: more than %d reduced values", c->name, KILN_RED_MAX_ACC);
+    bool cplx = false;
+    for (int k = 0; k < n; k++) cplx |= kiln_elem_type_is_complex(r->operands[k]->shape->type);
+    if (cplx && !(n == 1 && is_add_of_parameters(kiln_hlo_instruction_called(r, "to_apply"))))
+      return KILN_ERR_UNIMPLEMENTED("%s: complex reduction %s other than a single-input add (only complex adds "
+                                    "keep their (re, im) parts apart)", c->name, r->name);
+    if (cplx && root != r)
+      return KILN_ERR_UNIMPLEMENTED("%s: complex reduction %s with an epilogue (%s)", c->name, r->name, root->name);
+    if (rs->nacc + n + cplx > KILN_RED_MAX_ACC)
+      return KILN_ERR_UNIMPLEMENTED("%s: more than %d reduced values", c->name, KILN_RED_MAX_ACC);
     for (int k = 0; k < n; k++) {
-      if (kiln_elem_type_is_complex(r->operands[k]->shape->type))
-        return KILN_ERR_UNIMPLEMENTED("%s: complex reduction %s", c->name, r->name);
       /* Inputs of other shapes must have the same [R0, K, R2] form (each is indexed through
        * its own physical delinearization); a variadic reduce's inputs share one shape. */
       kiln_reduction_dims_t rd;
@@ -589,12 +730,9 @@ static kiln_status check_supported(const kiln_hlo_computation_t *c, kiln_red_sta
       if (!same)
         return KILN_ERR_UNIMPLEMENTED("%s: reduce inputs of different shapes", c->name);
     }
-    const kiln_shape_t *os = r->shape;
-    for (int k = 0; k < (kiln_shape_is_tuple(os) ? os->num_elements : 1); k++)
-      if (!layout_is_default(kiln_shape_is_tuple(os) ? os->elements[k] : os))
-        return KILN_ERR_UNIMPLEMENTED("%s: reduce output %s with a non-default layout", c->name, r->name);
     rs->acc_first[rs->nred] = rs->nacc;
-    for (int k = 0; k < n; k++) rs->acc_red[rs->nacc++] = rs->nred;
+    rs->complex_add[rs->nred] = cplx;
+    for (int k = 0; k < n + cplx; k++) rs->acc_red[rs->nacc++] = rs->nred;
     rs->reds[rs->nred++] = r;
   }
   return NULL;
@@ -652,7 +790,7 @@ static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_fusion_c
     return KILN_ERR_UNIMPLEMENTED("%s: row reduction grid %lld x %lld", c->name, (long long)kb, (long long)by);
   int64_t block[3] = {tr, tk, 1}, grid[3] = {kb, by, 1};
   kiln_hero_emit_t h;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_emit_begin(&h, c, opts, kiln_red_is_root, rs, block, grid, out));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_red_emit_begin(&h, c, opts, rs, block, grid, out));
   kiln_kir_module_t *m = out->kir;
   kiln_affine_ctx_t *x = m->ctx;
   kiln_kir_builder_t *b = &h.b;
@@ -712,7 +850,7 @@ static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_fusion_c
       kiln_kir_value_t *shm[KILN_RED_MAX_ACC];
       const kiln_kir_type_t *stypes[KILN_RED_MAX_ACC];
       for (int k = 0; k < rs->nacc; k++) {
-        shm[k] = kiln_kir_alloc_shared(b, kiln_elem_output_type(rs->reds[rs->acc_red[k]], k - rs->acc_first[rs->acc_red[k]]), 2, sdims);
+        shm[k] = kiln_kir_alloc_shared(b, init[k]->type->elem, 2, sdims);
         kiln_kir_value_set_name(shm[k], "shmem");
         stypes[k] = shm[k] ? shm[k]->type : NULL;
       }
@@ -783,7 +921,7 @@ static kiln_status emit_column(const kiln_hlo_computation_t *c, const kiln_fusio
   if (by > 65535) return KILN_ERR_UNIMPLEMENTED("%s: %lld major kept rows x %lld splits", c->name, (long long)M, (long long)splits);
   int64_t block[3] = {32, 32, 1}, grid[3] = {bx, by, 1};
   kiln_hero_emit_t h;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_emit_begin(&h, c, opts, kiln_red_is_root, rs, block, grid, out));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_red_emit_begin(&h, c, opts, rs, block, grid, out));
   kiln_kir_module_t *m = out->kir;
   kiln_affine_ctx_t *x = m->ctx;
   kiln_kir_builder_t *b = &h.b;

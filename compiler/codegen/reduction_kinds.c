@@ -65,7 +65,7 @@ static kiln_status begin_1d(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c
                             kiln_red_state_t *rs, int64_t T, int64_t nb, kiln_fusion_kernel_t *out,
                             kiln_kir_value_t **ids) {
   int64_t block[3] = {T, 1, 1}, grid[3] = {nb, 1, 1};
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_emit_begin(h, c, opts, kiln_red_is_root, rs, block, grid, out));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_red_emit_begin(h, c, opts, rs, block, grid, out));
   ids[0] = kiln_kir_thread_id(&h->b, 0, 0, T - 1);
   ids[1] = kiln_kir_block_id(&h->b, 0, 0, nb - 1);
   kiln_kir_value_set_name(ids[0], "th_x");
@@ -119,7 +119,8 @@ kiln_status kiln_red_emit_init(const kiln_hlo_computation_t *c, const kiln_fusio
       }
       kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
       ok = kiln_red_index_of(&h, sh, linv, idx);
-      if (ok) ys[o] = kiln_kir_insert(b, init[rs->acc_first[j] + po->output_index], ys[o], idx, (size_t)sh->rank);
+      if (ok) ys[o] = kiln_red_insert_output(&h, &init[rs->acc_first[j] + po->output_index], rs->complex_add[j] ? 2 : 1,
+                                             ys[o], sh, idx);
     }
     if (ok) kiln_kir_yield(b, ys, (size_t)nout);
     kiln_kir_builder_exit(b);
@@ -169,17 +170,14 @@ bool kiln_red_accumulate_lanes(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_i
       const kiln_hlo_instruction_t *r = rs->reds[j];
       for (int i = 0; i < r->operands[0]->shape->rank; i++)
         idx[i] = kiln_kir_loop_index(loop, (size_t)(v * (rank + 1) + off[j] + i));
-      for (int k = 0; k < r->num_operands / 2 && ok; k++) {
-        xv[rs->acc_first[j] + k] = kiln_hero_emit_value(h, r->operands[k], idx);
-        ok = xv[rs->acc_first[j] + k] != NULL;
-      }
+      ok = kiln_red_input_values(h, rs, j, idx, xv);
     }
     for (int k = 0; k < nside && ok; k++) {
       const kiln_hlo_instruction_t *r = h->part.outputs[side[k]].instr;
       kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK];
       kiln_kir_value_t *sv = kiln_red_index_of(h, r->shape, linv, sidx) ? kiln_hero_emit_value(h, r, sidx) : NULL;
       ok = sv != NULL;
-      if (ok) ys[nacc * lanes + k] = kiln_kir_insert(&h->b, sv, ys[nacc * lanes + k], sidx, (size_t)r->shape->rank);
+      if (ok) ys[nacc * lanes + k] = kiln_red_insert_output(h, &sv, 1, ys[nacc * lanes + k], r->shape, sidx);
     }
     if (!ok) break;
     for (int k = 0; k < nacc; k++) a[k] = ys[k * lanes + v];
@@ -272,7 +270,7 @@ kiln_status kiln_red_emit_small_column(const kiln_hlo_computation_t *c, const ki
   if (M > 2147483647 || splits > 65535) return KILN_ERR_UNIMPLEMENTED("%s: grid %lld x %lld", c->name, (long long)M, (long long)splits);
   int64_t block[3] = {T, 1, 1}, grid[3] = {M, splits, 1};
   kiln_hero_emit_t h;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_emit_begin(&h, c, opts, kiln_red_is_root, rs, block, grid, out));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_red_emit_begin(&h, c, opts, rs, block, grid, out));
   kiln_kir_module_t *m = out->kir;
   kiln_affine_ctx_t *x = m->ctx;
   kiln_kir_builder_t *b = &h.b;
