@@ -15,6 +15,7 @@
 #include "compiler/codegen/kir_pipeline.h"
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/numeric.h"
+#include "emitter_test_util.h"
 #include "tools/common/hlo_file.h"
 
 static uint64_t hero_splitmix(uint64_t *s) {
@@ -216,33 +217,6 @@ static kiln_status hero_run_check(const kiln_hlo_computation_t *c, const kiln_fu
   kiln_free(params);
   kiln_arena_destroy(&arena);
   return s;
-}
-
-static int hero_cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Sorted names of corpus emitter files whose name contains `needle` (NULL when the corpus
- * is missing). */
-static char **hero_corpus_files(const char *needle, size_t *n_out) {
-  char dir[1024];
-  snprintf(dir, sizeof(dir), "%s/emitters", kiln_corpus_dir());
-  DIR *d = opendir(dir);
-  *n_out = 0;
-  if (!d) return NULL;
-  char **names = NULL;
-  size_t n = 0, cap = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    size_t l = strlen(e->d_name);
-    if (l < 4 || strcmp(e->d_name + l - 4, ".hlo") != 0 || !strstr(e->d_name, needle)) continue;
-    if (n == cap) names = kiln_realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*names));
-    names[n++] = kiln_strdup(e->d_name);
-  }
-  closedir(d);
-  if (n) qsort(names, n, sizeof(*names), hero_cmp_str);
-  *n_out = n;
-  return names;
 }
 
 #endif /* KILN_TESTS_HERO_TEST_UTIL_H_ */

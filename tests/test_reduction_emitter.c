@@ -69,7 +69,7 @@ static bool check_ptx(const char *name, const kiln_fusion_kernel_t *k, ptx_stats
 
 static void test_corpus_reductions_match_evaluator(void **state) {
   size_t n = 0;
-  char **names = hero_corpus_files("__reduce_", &n);
+  char **names = emt_corpus_files("__reduce_", &n);
   if (!names) {
     printf("SKIPPED: no corpus\n");
     return;

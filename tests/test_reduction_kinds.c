@@ -59,7 +59,7 @@ static kiln_hlo_file_t *load_corpus(const char *stem, const kiln_hlo_computation
 
 static void test_corpus_reduction_kinds_follow_file_names(void **state) {
   size_t n = 0;
-  char **names = hero_corpus_files("__reduce_", &n);
+  char **names = emt_corpus_files("__reduce_", &n);
   if (!names) {
     printf("SKIPPED: no corpus\n");
     return;

@@ -19,7 +19,7 @@
 
 static void test_corpus_transposes_match_evaluator(void **state) {
   size_t n = 0;
-  char **names = hero_corpus_files("__transpose__", &n);
+  char **names = emt_corpus_files("__transpose__", &n);
   if (!names) {
     printf("SKIPPED: no corpus\n");
     return;

@@ -7,13 +7,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "compiler/codegen/kir_pipeline.h"
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
+#include "compiler/codegen/scatter_emitter.h"
 
 /* ---- shared scaffolding ---- */
 
@@ -72,17 +68,12 @@ static kiln_status hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computati
   memset(out, 0, sizeof(*out));
   h->c = c;
   h->out = out;
-  h->t0 = now_ms();
+  h->t0 = kiln_clock_ms();
   snprintf(h->name, sizeof(h->name), "%s", opts && opts->kernel_name ? opts->kernel_name : c->name);
   if (!(opts && opts->kernel_name)) strncat(h->name, "_kernel", sizeof(h->name) - strlen(h->name) - 1);
   kiln_fusion_sanitize_name(h->name);
   h->dump_dir = opts && opts->dump_dir ? opts->dump_dir : getenv("KILN_DUMP_TO");
-  if (h->dump_dir && *h->dump_dir) {
-    kiln_strbuf_t hb = {0};
-    kiln_hlo_computation_print(&hb, c);
-    kiln_fusion_dump_text(h->dump_dir, h->name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
-    kiln_strbuf_free(&hb);
-  }
+  kiln_hero_dump_fusion(h->dump_dir, h->name, c, NULL);
   out->ctx = kiln_affine_ctx_create();
   out->kir = kiln_kir_module_create(h->name, out->ctx);
   kiln_status s = kiln_partition_compute(out->ctx, c, is_root, user, &h->part);
@@ -109,52 +100,19 @@ static kiln_status hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computati
     kiln_fusion_dump_text(h->dump_dir, h->name, "41-partition.txt", kiln_strbuf_cstr(&pb));
     kiln_strbuf_free(&pb);
   }
-  kiln_kir_module_t *m = out->kir;
-  int nin = h->elem.num_tensors, nout = h->part.num_outputs;
-  size_t np = (size_t)(nin + nout);
-  const kiln_kir_type_t **pt = kiln_calloc(np + 1, sizeof(*pt));
-  const kiln_kir_type_t **rt = kiln_calloc((size_t)nout + 1, sizeof(*rt));
-  char **names = kiln_calloc(np + 1, sizeof(*names));
-  for (int i = 0; i < nin; i++) {
-    pt[i] = h->elem.tensor_types[i];
-    names[i] = kiln_strdup(h->elem.tensors[i]->name);
-  }
+  int nout = h->part.num_outputs;
+  const kiln_shape_t **shapes = kiln_calloc((size_t)nout + 1, sizeof(*shapes));
   for (int o = 0; o < nout; o++) {
     const kiln_shape_t *sh = h->part.outputs[o].instr->shape;
-    if (kiln_shape_is_tuple(sh)) sh = sh->elements[h->part.outputs[o].output_index];
-    pt[nin + o] = rt[o] = kiln_elemental_tensor_type(m, sh);
-    char buf[32];
-    snprintf(buf, sizeof(buf), nout == 1 ? "output" : "output%d", o);
-    names[nin + o] = kiln_strdup(buf);
+    shapes[o] = kiln_shape_is_tuple(sh) ? sh->elements[h->part.outputs[o].output_index] : sh;
   }
-  for (size_t i = 0; i < np; i++)
-    for (char *q = names[i]; *q; q++)
-      if (*q == '.' || *q == '-') *q = '_';
-  h->kernel = kiln_kir_func_create(m, h->name, KILN_KIR_FUNC_KERNEL, pt, (const char *const *)names, np,
-                                   rt, (size_t)nout);
-  for (size_t i = 0; i < np; i++) kiln_free(names[i]);
-  kiln_free(names);
-  kiln_free(pt);
-  kiln_free(rt);
-  if (!h->kernel) {
+  s = kiln_hero_emit_kernel(h, shapes, nout, block, grid);
+  kiln_free(shapes);
+  if (s) {
     hero_emit_release(h);
     kiln_fusion_kernel_free(out);
-    return KILN_ERR_INTERNAL("could not create kernel %s", h->name);
+    return s;
   }
-  for (int o = 0; o < nout; o++) kiln_kir_func_set_written(h->kernel, (size_t)(nin + o), true);
-  kiln_kir_func_set_launch(h->kernel, block, grid);
-  out->grid.threads = block[0] * block[1] * block[2];
-  out->grid.blocks_x = grid[0];
-  out->grid.blocks_y = grid[1];
-  h->tensors = kiln_calloc((size_t)nin + 1, sizeof(*h->tensors));
-  h->outs = kiln_calloc((size_t)nout + 1, sizeof(*h->outs));
-  for (int i = 0; i < nin; i++) h->tensors[i] = kiln_kir_func_param(h->kernel, (size_t)i);
-  for (int o = 0; o < nout; o++) h->outs[o] = kiln_kir_func_param(h->kernel, (size_t)(nin + o));
-  kiln_kir_builder_init(&h->b, m, kiln_kir_func_body(h->kernel));
-  h->fn.e = &h->elem;
-  h->fn.b = &h->b;
-  h->fn.sg = -1;
-  h->fn.tensors = h->tensors;
   return NULL;
 }
 
@@ -283,16 +241,16 @@ kiln_status kiln_hero_emit_finish(kiln_hero_emit_t *h, kiln_status st,
   }
   hero_emit_release(h);
   if (!st) st = kiln_kir_verify(out->kir);
-  out->emit_ms = now_ms() - h->t0;
+  out->emit_ms = kiln_clock_ms() - h->t0;
   if (!st) {
-    double t1 = now_ms();
+    double t1 = kiln_clock_ms();
     kiln_kir_pipeline_options_t po = {0};
     po.dump_dir = h->dump_dir;
     po.dump_name = h->name;
     po.no_vectorize = opts && opts->no_vectorize;
     po.unroll_max_trip = opts ? opts->unroll_max_trip : 0;
     st = kiln_kir_pipeline_run(out->kir, &po);
-    out->pipeline_ms = now_ms() - t1;
+    out->pipeline_ms = kiln_clock_ms() - t1;
   }
   if (st) {
     kiln_fusion_kernel_free(out);

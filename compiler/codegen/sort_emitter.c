@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "compiler/codegen/elemental.h"
 #include "compiler/codegen/elemental_internal.h"
 #include "compiler/codegen/kir_pipeline.h"
@@ -19,12 +20,6 @@
 #define SORT_MIN_BLOCK_THREADS 128
 #define SORT_MAX_THREADS 1024
 #define SORT_RANK_THREADS 256
-
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static int64_t pow2_at_least(int64_t n) {
   int64_t p = 1;
@@ -666,7 +661,7 @@ kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fu
                                   kiln_fusion_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("sort emitter: no computation");
-  double t0 = now_ms();
+  double t0 = kiln_clock_ms();
   sort_emit_t *e = kiln_calloc(1, sizeof(*e));
   kiln_status st = plan(c, &e->p);
   if (st) {
@@ -702,7 +697,7 @@ kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fu
   if (have_elem) kiln_elemental_free(&e->elem);
   kiln_free(e);
   if (!st) st = kiln_kir_verify(out->kir);
-  out->emit_ms = now_ms() - t0;
+  out->emit_ms = kiln_clock_ms() - t0;
   if (!st) st = kiln_hero_run_pipeline(out->kir, dump_dir, name, opts, &out->pipeline_ms);
   if (st) {
     kiln_fusion_kernel_free(out);
