@@ -50,6 +50,34 @@ static inline const char *emt_short_name(const char *name) {
   return k ? k + 7 : name;
 }
 
+/* Loads corpus emitter file `name` (a name from emt_corpus_files) into *f and returns its
+ * first module's fusion computations (kiln_fusion_collect order, at least one; kiln_free
+ * the array and kiln_hlo_file_free(*f) after use). When the file does not load or holds no
+ * fusion computation, prints "FAIL <name>: ..." and returns NULL with nothing to free. */
+static inline const kiln_hlo_computation_t **emt_load_fusions(const char *name, kiln_hlo_file_t **f) {
+  char path[2048];
+  snprintf(path, sizeof(path), "%s/emitters/%s", kiln_corpus_dir(), name);
+  *f = NULL;
+  kiln_status s = kiln_hlo_file_load(path, f);
+  if (s) {
+    printf("FAIL %s: load: %s\n", name, kiln_status_message(s));
+    kiln_status_free(s);
+    *f = NULL;
+    return NULL;
+  }
+  const kiln_hlo_computation_t **cs = NULL;
+  int nc = 0;
+  if ((*f)->num_modules > 0) kiln_fusion_collect((*f)->modules[0], &cs, &nc);
+  if (nc == 0) {
+    printf("FAIL %s: no fusion computation\n", name);
+    kiln_free(cs);
+    kiln_hlo_file_free(*f);
+    *f = NULL;
+    return NULL;
+  }
+  return cs;
+}
+
 static inline kiln_hlo_module_t *emt_parse(const char *text) {
   kiln_hlo_module_t *m = NULL;
   kiln_status s = kiln_hlo_parse_computations(text, strlen(text), NULL, &m);
@@ -119,25 +147,13 @@ static inline bool emt_run_corpus(const char *needle, kiln_fusion_emitter_t want
     return true;
   }
   for (size_t i = 0; i < n; i++) {
-    char path[2048];
-    snprintf(path, sizeof(path), "%s/emitters/%s", kiln_corpus_dir(), names[i]);
     kiln_hlo_file_t *f = NULL;
-    s = kiln_hlo_file_load(path, &f);
+    const kiln_hlo_computation_t **cs = emt_load_fusions(names[i], &f);
     (*total)++;
-    if (s) {
-      printf("FAIL %s: load: %s\n", names[i], kiln_status_message(s));
-      kiln_status_free(s);
-      continue;
-    }
-    const kiln_hlo_computation_t **cs = NULL;
-    int nc = 0;
-    kiln_fusion_collect(f->modules[0], &cs, &nc);
-    bool reassoc = nc > 0 && emt_sorted_float_add(cs[0]);
-    if (nc > 0)
-      *passed += emt_run_one(emt_short_name(names[i]), cs[0], want, jit, NULL, reassoc ? 0.5 : 0, reassoc ? 1 : 0,
-                             reassoc ? 64 : -1);
-    else
-      printf("FAIL %s: no fusion computation\n", names[i]);
+    if (!cs) continue;
+    bool reassoc = emt_sorted_float_add(cs[0]);
+    *passed += emt_run_one(emt_short_name(names[i]), cs[0], want, jit, NULL, reassoc ? 0.5 : 0, reassoc ? 1 : 0,
+                           reassoc ? 64 : -1);
     kiln_free(cs);
     kiln_hlo_file_free(f);
   }

@@ -1,7 +1,6 @@
 /* Hero analysis: the emitter chosen for every fusion of the corpus's emitters/ folder is the
  * one XLA chooses (the file name says which: `__tests__<kind>__`), plus the reduction and
  * transpose normal forms of small hand-written fusions. Prints passed/total. */
-#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,11 +13,8 @@
 
 #include "compiler/codegen/fusion_compiler.h"
 #include "compiler/codegen/hero_analysis.h"
+#include "emitter_test_util.h"
 #include "tools/common/hlo_file.h"
-
-static int cmp_str(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
 
 /* The emitter XLA uses for a corpus file, from its name; NULL when the name says nothing. */
 static const char *expected_from_name(const char *name) {
@@ -39,43 +35,22 @@ static const char *expected_from_name(const char *name) {
 }
 
 static void test_corpus_emitter_choice_matches_xla(void **state) {
-  char dir[1024];
-  snprintf(dir, sizeof(dir), "%s/emitters", kiln_corpus_dir());
-  DIR *d = opendir(dir);
-  if (!d) {
-    printf("SKIPPED: no corpus at %s\n", dir);
+  size_t n = 0;
+  char **names = emt_corpus_files("", &n);
+  if (!names) {
+    printf("SKIPPED: no corpus\n");
     return;
   }
-  char **names = NULL;
-  size_t n = 0, cap = 0;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    size_t l = strlen(e->d_name);
-    if (l < 4 || strcmp(e->d_name + l - 4, ".hlo") != 0) continue;
-    if (n == cap) names = kiln_realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*names));
-    names[n++] = kiln_strdup(e->d_name);
-  }
-  closedir(d);
-  qsort(names, n, sizeof(*names), cmp_str);
   int total = 0, passed = 0, per_kind_total[8] = {0}, per_kind_pass[8] = {0};
   for (size_t i = 0; i < n; i++) {
     const char *want = expected_from_name(names[i]);
     if (!want) continue;
-    char path[2048];
-    snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
     kiln_hlo_file_t *f = NULL;
-    kiln_status s = kiln_hlo_file_load(path, &f);
+    const kiln_hlo_computation_t **cs = emt_load_fusions(names[i], &f);
     total++;
-    if (s) {
-      printf("FAIL %s: load: %s\n", names[i], kiln_status_message(s));
-      kiln_status_free(s);
-      continue;
-    }
-    const kiln_hlo_computation_t **cs = NULL;
-    int nc = 0;
-    kiln_fusion_collect(f->modules[0], &cs, &nc);
+    if (!cs) continue;
     kiln_hero_analysis_t ha;
-    s = nc > 0 ? kiln_hero_analyze(cs[0], &ha) : kiln_status_make(KILN_INVALID_ARGUMENT, "no fusion");
+    kiln_status s = kiln_hero_analyze(cs[0], &ha);
     if (s) {
       printf("FAIL %s: %s\n", names[i], kiln_status_message(s));
       kiln_status_free(s);
@@ -95,8 +70,7 @@ static void test_corpus_emitter_choice_matches_xla(void **state) {
     kiln_free(cs);
     kiln_hlo_file_free(f);
   }
-  for (size_t i = 0; i < n; i++) kiln_free(names[i]);
-  kiln_free(names);
+  emt_free_names(names, n);
   for (int k = 0; k < 8; k++)
     if (per_kind_total[k])
       printf("  %-22s %d/%d\n", kiln_hero_emitter_name((kiln_hero_emitter_t)k), per_kind_pass[k],
