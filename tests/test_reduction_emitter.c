@@ -340,6 +340,111 @@ static void test_reduce_outputs_with_non_default_layout_are_written_physically(v
   }
 }
 
+/* Runs the complex-add reduction `text` (one c64 parameter, the init the constant 0) on the
+ * host, with parts that are small integers (every order of summation is exact in f32), and
+ * compares both parts of every output with the evaluator exactly. */
+static void complex_sum_run(const char *text, const char *name) {
+  kiln_hlo_module_t *m = NULL;
+  assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, &m));
+  kiln_fusion_compile_options_t o = {0};
+  o.kernel_name = name;
+  kiln_fusion_kernel_t k;
+  kiln_status s = kiln_reduction_kernel_emit(m->entry, &o, NULL, &k);
+  if (s) fail_msg("%s: %s", name, kiln_status_message(s));
+  ptx_stats_t ps = {0};
+  assert_true(check_ptx(name, &k, &ps));
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  kiln_kir_host_kernel_t hk[2];
+  int nchain = 0;
+  for (const kiln_fusion_kernel_t *x = &k; x; x = x->next) {
+    assert_true(nchain < 2);
+    assert_null(kiln_kir_compile_host(x->kir, jit, &hk[nchain++]));
+  }
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  const kiln_hlo_computation_t *c = m->entry;
+  assert_int_equal(c->num_parameters, 1);
+  assert_int_equal(k.num_inputs, 1);
+  assert_int_equal(k.num_outputs, 1);
+  kiln_literal_t *in = kiln_literal_make(&arena, c->parameters[0]->shape);
+  uint64_t st = 5;
+  for (int64_t i = 0; i < in->num_elements; i++) {
+    uint64_t r = hero_splitmix(&st);
+    kiln_literal_set_c128(in, i, (double)(int64_t)(r % 17) - 8, (double)(int64_t)((r >> 8) % 13) - 6);
+  }
+  int64_t n = kiln_shape_num_elements(k.outputs[0]);
+  float *got = kiln_malloc((size_t)n * 2 * sizeof(float) + 16);
+  memset(got, 0x5a, (size_t)n * 2 * sizeof(float));
+  void *args[2] = {in->data, got};
+  for (int i = 0; i < nchain; i++) assert_null(kiln_kir_host_kernel_run(&hk[i], NULL, args));
+  kiln_eval_options_t eo = {0};
+  kiln_eval_ctx_t ectx = {0};
+  ectx.opts = &eo;
+  ectx.arena = &arena;
+  kiln_literal_t *want = NULL;
+  assert_null(kiln_eval_computation(&ectx, c, 1, &in, &want));
+  assert_int_equal(want->num_elements, n);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double re = 0, im = 0;
+    kiln_literal_get_c128(want, i, &re, &im);
+    if (got[2 * i] != (float)re || got[2 * i + 1] != (float)im) {
+      if (!bad) printf("%s: element %lld: want (%g, %g) got (%g, %g)\n", name, (long long)i, re, im,
+                       (double)got[2 * i], (double)got[2 * i + 1]);
+      bad++;
+    }
+  }
+  printf("%s: %lld complex sums, %lld wrong, %d kernel(s)\n", name, (long long)n, (long long)bad, nchain);
+  assert_int_equal(bad, 0);
+  kiln_free(got);
+  kiln_arena_destroy(&arena);
+  kiln_host_jit_destroy(jit);
+  kiln_fusion_kernel_free(&k);
+  kiln_hlo_module_destroy(m);
+}
+
+static const char *k_add_c64 =
+    "add {\n a = c64[] parameter(0)\n b = c64[] parameter(1)\n ROOT s = c64[] add(a, b)\n}\n";
+
+/* Complex add reductions keep (re, im) accumulators: the corpus's column form c64[128,64] ->
+ * [64], a row reduction whose rows span several warps (shared tile), and rows past the
+ * race-free bound (R2 > 16384), which stay in one block each since complex partials are
+ * not combined with atomics; both parts match the evaluator exactly. Other complex
+ * reducers stay UNIMPLEMENTED, named. */
+static void test_complex_add_reductions_keep_real_and_imaginary_accumulators(void **state) {
+  char text[1024];
+  snprintf(text, sizeof(text),
+           "%sfusion {\n p = c64[128,64] parameter(0)\n c = c64[] constant((0, 0))\n"
+           " ROOT r = c64[64] reduce(p, c), dimensions={0}, to_apply=add\n}\n",
+           k_add_c64);
+  complex_sum_run(text, "c64_column");
+  snprintf(text, sizeof(text),
+           "%sfusion {\n p = c64[6,3000] parameter(0)\n c = c64[] constant((0, 0))\n"
+           " ROOT r = c64[6] reduce(p, c), dimensions={1}, to_apply=add\n}\n",
+           k_add_c64);
+  complex_sum_run(text, "c64_row");
+  snprintf(text, sizeof(text),
+           "%sfusion {\n p = c64[2,40000] parameter(0)\n c = c64[] constant((0, 0))\n"
+           " ROOT r = c64[2] reduce(p, c), dimensions={1}, to_apply=add\n}\n",
+           k_add_c64);
+  complex_sum_run(text, "c64_long_row");
+
+  snprintf(text, sizeof(text),
+           "mul {\n a = c64[] parameter(0)\n b = c64[] parameter(1)\n ROOT s = c64[] multiply(a, b)\n}\n"
+           "fusion {\n p = c64[128,64] parameter(0)\n c = c64[] constant((1, 0))\n"
+           " ROOT r = c64[64] reduce(p, c), dimensions={0}, to_apply=mul\n}\n");
+  kiln_hlo_module_t *m = NULL;
+  assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, &m));
+  kiln_fusion_kernel_t k;
+  kiln_status s = kiln_reduction_kernel_emit(m->entry, NULL, NULL, &k);
+  assert_non_null(s);
+  assert_int_equal(kiln_status_code(s), KILN_UNIMPLEMENTED);
+  assert_non_null(strstr(kiln_status_message(s), "complex reduction"));
+  kiln_status_free(s);
+  kiln_hlo_module_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_corpus_reductions_match_evaluator),
@@ -348,6 +453,7 @@ int main(void) {
       cmocka_unit_test(test_multirow_block_row_reduction_keeps_slots_in_registers_on_host),
       cmocka_unit_test(test_ragged_row_reduction_checks_bounds_only_in_the_last_iteration),
       cmocka_unit_test(test_reduce_outputs_with_non_default_layout_are_written_physically),
+      cmocka_unit_test(test_complex_add_reductions_keep_real_and_imaginary_accumulators),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

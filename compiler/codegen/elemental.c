@@ -655,7 +655,11 @@ static int emit_call(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
     return -1;
   }
   kiln_kir_op_t *call = kiln_elemental_call(f->e, f->b, sg->id, f->tensors, idx);
-  if (!call) return -1;
+  if (!call) {
+    kiln_elem_fail(f, KILN_ERR_INTERNAL("%s: function %s was not emitted (its emitter computes %s itself)",
+                                        f->e->comp->name, sg->name, instr->name));
+    return -1;
+  }
   int n = kiln_elem_num_values(instr);
   for (int k = 0; k < n; k++) out[k] = kiln_kir_op_result(call, (size_t)(first + k));
   return n;
@@ -995,9 +999,32 @@ kiln_status kiln_elemental_emit_functions(kiln_elemental_t *e) {
         "%s: non-default layout of an %s (this emitter indexes memory in logical order); in "
         "fusion %s", e->permuted_tensor ? e->permuted_tensor->name : e->permuted_output->name,
         e->permuted_tensor ? "input" : "output", e->comp->name);
-  for (int i = 0; i < e->part->num_subgraphs; i++) KILN_RETURN_IF_ERROR_PLAIN(declare(e, i));
-  for (int i = 0; i < e->part->num_subgraphs; i++) KILN_RETURN_IF_ERROR_PLAIN(emit_body(e, i));
-  return NULL;
+  int n = e->part->num_subgraphs;
+  bool *skip = kiln_calloc((size_t)n + 1, sizeof(*skip));
+  for (int i = 0; i < n && e->caller_emits; i++) {
+    const kiln_partition_subgraph_t *sg = &e->part->subgraphs[i];
+    skip[i] = sg->num_roots > 0;
+    for (int r = 0; r < sg->num_roots; r++) skip[i] &= e->caller_emits(e->caller_user, sg->roots[r]);
+  }
+  /* ... unless an emitted function reads one of their roots. */
+  for (bool changed = e->caller_emits != NULL; changed;) {
+    changed = false;
+    for (int i = 0; i < n; i++) {
+      const kiln_partition_subgraph_t *sg = &e->part->subgraphs[i];
+      for (int k = 0; k < sg->num_instrs && !skip[i]; k++)
+        for (int o = 0; o < sg->instrs[k]->num_operands; o++) {
+          const kiln_partition_subgraph_t *u = kiln_partition_subgraph_of(e->part, sg->instrs[k]->operands[o]);
+          if (u && skip[u->id]) skip[u->id] = false, changed = true;
+        }
+    }
+  }
+  kiln_status s = NULL;
+  for (int i = 0; i < n && !s; i++)
+    if (!skip[i]) s = declare(e, i);
+  for (int i = 0; i < n && !s; i++)
+    if (!skip[i]) s = emit_body(e, i);
+  kiln_free(skip);
+  return s;
 }
 
 kiln_kir_op_t *kiln_elemental_call(kiln_elemental_t *e, kiln_kir_builder_t *b, int sg,

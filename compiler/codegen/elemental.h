@@ -73,6 +73,12 @@ typedef struct kiln_elemental {
    * every output write goes through kiln_elemental_physical_index / tensor_type (else a
    * permuted tensor or output is UNIMPLEMENTED). */
   bool physical_layouts;
+  /* Optional, set by the caller before emit_functions: subgraphs whose roots all satisfy
+   * caller_emits(caller_user, root) and that no emitted function reads get no function
+   * (the caller computes those values itself, e.g. a reduction hero and its epilogue); a
+   * call to one is an internal error. */
+  kiln_partition_root_fn caller_emits;
+  void *caller_user;
 } kiln_elemental_t;
 
 /* perm[j] = the logical dimension stored at physical position j (most major first) of an

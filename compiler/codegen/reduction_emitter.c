@@ -63,7 +63,8 @@ static void hero_emit_release(kiln_hero_emit_t *h) {
 static kiln_status hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
                                    const kiln_fusion_compile_options_t *opts, kiln_partition_root_fn is_root,
                                    void *user, const int64_t block[3], const int64_t grid[3],
-                                   bool physical_outputs, kiln_fusion_kernel_t *out) {
+                                   bool physical_outputs, kiln_partition_root_fn caller_emits,
+                                   kiln_fusion_kernel_t *out) {
   memset(h, 0, sizeof(*h));
   memset(out, 0, sizeof(*out));
   h->c = c;
@@ -87,6 +88,8 @@ static kiln_status hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computati
      * subgraph functions; outputs are written at logical indices, so permuted outputs stay
      * UNIMPLEMENTED. */
     h->elem.physical_layouts = physical_outputs || h->elem.permuted_output == NULL;
+    h->elem.caller_emits = caller_emits;
+    h->elem.caller_user = user;
     s = kiln_elemental_emit_functions(&h->elem);
   }
   if (s) {
@@ -121,13 +124,20 @@ kiln_status kiln_hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation
                                  kiln_partition_root_fn is_root, void *user,
                                  const int64_t block[3], const int64_t grid[3],
                                  kiln_fusion_kernel_t *out) {
-  return hero_emit_begin(h, c, opts, is_root, user, block, grid, false, out);
+  return hero_emit_begin(h, c, opts, is_root, user, block, grid, false, NULL, out);
+}
+
+static bool red_on_path(const kiln_red_state_t *rs, const kiln_hlo_instruction_t *x);
+
+/* The reductions and their epilogues are computed by the kernel itself (caller_emits). */
+static bool red_emits(void *user, const kiln_hlo_instruction_t *instr) {
+  return red_on_path(user, instr) || kiln_red_index(user, instr) >= 0;
 }
 
 kiln_status kiln_red_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
                                 const kiln_fusion_compile_options_t *opts, kiln_red_state_t *rs,
                                 const int64_t block[3], const int64_t grid[3], kiln_fusion_kernel_t *out) {
-  return hero_emit_begin(h, c, opts, kiln_red_is_root, rs, block, grid, true, out);
+  return hero_emit_begin(h, c, opts, kiln_red_is_root, rs, block, grid, true, red_emits, out);
 }
 
 kiln_kir_value_t *kiln_red_insert_output(kiln_hero_emit_t *h, kiln_kir_value_t *const *v, int nv,

@@ -11,12 +11,12 @@
  * the output index), computed by the writing thread from the final values, and side
  * outputs shaped like the input (written while the input is read). Complex reduces with a
  * single input and an add reducer keep two accumulators, (re, im), added apart through the
- * shuffles, tiles and atomics; they stay UNIMPLEMENTED for now because the elemental emitter
- * refuses the function it emits for the reduce itself ("reduce of complex values"), which
- * this emitter does not call. Other complex reducers and complex epilogues: UNIMPLEMENTED
- * (named). Inputs with non-default layouts are read at their physical index; outputs
- * of any layout are written at their physical index (epilogue values are computed at the
- * reduce's logical output index).
+ * shuffles and tiles; they are never split over blocks (no complex atomics). The reduces
+ * and their epilogues get no subgraph function: the kernel computes them
+ * (kiln_elemental_t.caller_emits). Other complex reducers and complex epilogues:
+ * UNIMPLEMENTED (named). Inputs with non-default layouts are read at their physical index;
+ * outputs of any layout are written at their physical index (epilogue values are computed
+ * at the reduce's logical output index).
  *
  * The variant and its parameters come from kiln_hero_reduction_plan (XLA's rules, see
  * hero_analysis.h):
