@@ -3,7 +3,8 @@
  * way the fusion wrapper pass does (`p<k> = parameter(k)` per operand, ROOT = the op with
  * every attribute), parse it back as a module of its own, run it through the loop emitter
  * on the host vs the evaluator with a ptxas check, and walk the corpus's whole modules.
- * Static functions only. */
+ * Static functions only; include after <cmocka.h> (wrap_run_hand and wrap_run_corpus
+ * assert). */
 #ifndef KILN_TESTS_ELEMENTAL_WRAP_UTIL_H_
 #define KILN_TESTS_ELEMENTAL_WRAP_UTIL_H_
 
@@ -296,6 +297,60 @@ static int wrap_for_each_corpus_instr(kiln_hlo_opcode_t op, const char *needle, 
     kiln_free(names);
   }
   return any ? visited : -1;
+}
+
+/* Runs the hand-written fusion module `text` (in a JIT of its own) through wrap_run and
+ * fails the test unless it compiled, matched the evaluator and passed ptxas (or ptxas was
+ * missing). */
+static inline void wrap_run_hand(const char *label, const char *text) {
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  wrap_stats_t st = {0};
+  wrap_run(label, text, false, jit, NULL, &st);
+  kiln_host_jit_destroy(jit);
+  wrap_stats_free(&st);
+  assert_int_equal(st.failed, 0);
+  assert_int_equal(st.passed, 1);
+  assert_int_equal(st.ptx_ok, st.ptx_checked);
+}
+
+/* The ctx wrap_run_corpus hands to its wrap_instr_fn: the tallies, and the JIT and pool
+ * every case of the walk shares. */
+typedef struct wrap_corpus_ctx {
+  wrap_stats_t st;
+  kiln_host_jit_t *jit;
+  kiln_host_pool_t *pool;
+} wrap_corpus_ctx_t;
+
+/* Walks the corpus for `op` (wrap_for_each_corpus_instr with `needle`, fn getting a
+ * wrap_corpus_ctx_t), prints the tally as "corpus <what>: ...", copies the counts into *out
+ * and fails the test on any failed case or PTX that ptxas rejected. False (printed as
+ * skipped) when there is no corpus. */
+static inline bool wrap_run_corpus(kiln_hlo_opcode_t op, const char *needle, const char *what,
+                                   wrap_instr_fn fn, wrap_stats_t *out) {
+  wrap_corpus_ctx_t ctx = {0};
+  assert_null(kiln_host_jit_create(NULL, &ctx.jit));
+  assert_null(kiln_host_pool_create(0, &ctx.pool));
+  int files = wrap_for_each_corpus_instr(op, needle, fn, &ctx);
+  printf(
+      "corpus %s: %d distinct in %d files; %d/%d run and match the evaluator, %d compiled "
+      "only, %d known evaluator differences, %d invalid skipped, %d failed; ptxas %d/%d\n",
+      what, ctx.st.unique, files, ctx.st.passed, ctx.st.total - ctx.st.compiled_only,
+      ctx.st.compiled_only, ctx.st.known, ctx.st.invalid, ctx.st.failed, ctx.st.ptx_ok,
+      ctx.st.ptx_checked);
+  kiln_host_pool_destroy(ctx.pool);
+  kiln_host_jit_destroy(ctx.jit);
+  wrap_stats_free(&ctx.st);
+  *out = ctx.st;
+  out->seen = NULL;
+  out->nseen = out->capseen = 0;
+  if (files < 0) {
+    printf("SKIPPED: no corpus at %s\n", kiln_corpus_dir());
+    return false;
+  }
+  assert_int_equal(ctx.st.failed, 0);
+  assert_int_equal(ctx.st.ptx_ok, ctx.st.ptx_checked);
+  return true;
 }
 
 #endif /* KILN_TESTS_ELEMENTAL_WRAP_UTIL_H_ */

@@ -35,125 +35,124 @@ static double conv_cost(const kiln_hlo_instruction_t *in, const kiln_shape_t *ou
 
 #define RUN_LIMIT wrap_run_limit()
 
-static void run_hand(const char *label, const char *text) {
-  kiln_host_jit_t *jit = NULL;
-  assert_null(kiln_host_jit_create(NULL, &jit));
-  wrap_stats_t st = {0};
-  wrap_run(label, text, false, jit, NULL, &st);
-  kiln_host_jit_destroy(jit);
-  wrap_stats_free(&st);
-  assert_int_equal(st.failed, 0);
-  assert_int_equal(st.passed, 1);
-  assert_int_equal(st.ptx_ok, st.ptx_checked);
-}
-
 #define CONV_MODULE(params, root) "HloModule c\n\nENTRY fused {\n" params "  ROOT r = " root "\n}\n"
 
 static void test_conv_nhwc_same_padding(void **state) {
-  run_hand("nhwc 3x3 pad 1",
-           CONV_MODULE("  p0 = f32[2,5,5,3] parameter(0)\n  p1 = f32[3,3,3,4] parameter(1)\n",
-                       "f32[2,5,5,4] convolution(p0, p1), window={size=3x3 pad=1_1x1_1}, "
-                       "dim_labels=b01f_01io->b01f"));
+  wrap_run_hand("nhwc 3x3 pad 1",
+                CONV_MODULE("  p0 = f32[2,5,5,3] parameter(0)\n  p1 = f32[3,3,3,4] parameter(1)\n",
+                            "f32[2,5,5,4] convolution(p0, p1), window={size=3x3 pad=1_1x1_1}, "
+                            "dim_labels=b01f_01io->b01f"));
 }
 
 static void test_conv_nchw_stride_dilations(void **state) {
-  run_hand("nchw stride, lhs and rhs dilation",
-           CONV_MODULE("  p0 = f32[2,3,7,6] parameter(0)\n  p1 = f32[4,3,2,3] parameter(1)\n",
-                       "f32[2,4,7,5] convolution(p0, p1), window={size=2x3 stride=2x1 "
-                       "pad=1_0x2_1 lhs_dilate=2x1 rhs_dilate=1x2}, dim_labels=bf01_oi01->bf01"));
+  wrap_run_hand(
+      "nchw stride, lhs and rhs dilation",
+      CONV_MODULE("  p0 = f32[2,3,7,6] parameter(0)\n  p1 = f32[4,3,2,3] parameter(1)\n",
+                  "f32[2,4,7,5] convolution(p0, p1), window={size=2x3 stride=2x1 "
+                  "pad=1_0x2_1 lhs_dilate=2x1 rhs_dilate=1x2}, dim_labels=bf01_oi01->bf01"));
 }
 
 static void test_conv_negative_padding_and_reversal(void **state) {
-  run_hand("1-d negative padding, reversal",
-           CONV_MODULE("  p0 = f32[2,10,3] parameter(0)\n  p1 = f32[3,3,2] parameter(1)\n",
-                       "f32[2,7,2] convolution(p0, p1), window={size=3 pad=-2_1 rhs_reversal=1}, "
-                       "dim_labels=b0f_0io->b0f"));
+  wrap_run_hand(
+      "1-d negative padding, reversal",
+      CONV_MODULE("  p0 = f32[2,10,3] parameter(0)\n  p1 = f32[3,3,2] parameter(1)\n",
+                  "f32[2,7,2] convolution(p0, p1), window={size=3 pad=-2_1 rhs_reversal=1}, "
+                  "dim_labels=b0f_0io->b0f"));
 }
 
 static void test_conv_feature_groups(void **state) {
-  run_hand("feature_group_count=2",
-           CONV_MODULE("  p0 = f32[1,6,6,4] parameter(0)\n  p1 = f32[3,3,2,6] parameter(1)\n",
-                       "f32[1,4,4,6] convolution(p0, p1), window={size=3x3}, "
-                       "dim_labels=b01f_01io->b01f, feature_group_count=2"));
-  run_hand("depthwise",
-           CONV_MODULE("  p0 = f32[2,5,5,3] parameter(0)\n  p1 = f32[3,3,1,3] parameter(1)\n",
-                       "f32[2,3,3,3] convolution(p0, p1), window={size=3x3 stride=2x2 pad=1_1x1_1}, "
-                       "dim_labels=b01f_01io->b01f, feature_group_count=3"));
+  wrap_run_hand("feature_group_count=2",
+                CONV_MODULE("  p0 = f32[1,6,6,4] parameter(0)\n  p1 = f32[3,3,2,6] parameter(1)\n",
+                            "f32[1,4,4,6] convolution(p0, p1), window={size=3x3}, "
+                            "dim_labels=b01f_01io->b01f, feature_group_count=2"));
+  wrap_run_hand(
+      "depthwise",
+      CONV_MODULE("  p0 = f32[2,5,5,3] parameter(0)\n  p1 = f32[3,3,1,3] parameter(1)\n",
+                  "f32[2,3,3,3] convolution(p0, p1), window={size=3x3 stride=2x2 pad=1_1x1_1}, "
+                  "dim_labels=b01f_01io->b01f, feature_group_count=3"));
 }
 
 static void test_conv_batch_groups(void **state) {
-  run_hand("batch_group_count=2",
-           CONV_MODULE("  p0 = f32[4,5,3] parameter(0)\n  p1 = f32[2,3,4] parameter(1)\n",
-                       "f32[2,4,4] convolution(p0, p1), window={size=2}, dim_labels=b0f_0io->b0f, "
-                       "batch_group_count=2"));
+  wrap_run_hand(
+      "batch_group_count=2",
+      CONV_MODULE("  p0 = f32[4,5,3] parameter(0)\n  p1 = f32[2,3,4] parameter(1)\n",
+                  "f32[2,4,4] convolution(p0, p1), window={size=2}, dim_labels=b0f_0io->b0f, "
+                  "batch_group_count=2"));
 }
 
 static void test_conv_unusual_dim_labels(void **state) {
-  run_hand("f01b_i01o->01bf",
-           CONV_MODULE("  p0 = f32[3,6,5,2] parameter(0)\n  p1 = f32[3,2,2,4] parameter(1)\n",
-                       "f32[5,4,2,4] convolution(p0, p1), window={size=2x2}, "
-                       "dim_labels=f01b_i01o->01bf"));
+  wrap_run_hand("f01b_i01o->01bf",
+                CONV_MODULE("  p0 = f32[3,6,5,2] parameter(0)\n  p1 = f32[3,2,2,4] parameter(1)\n",
+                            "f32[5,4,2,4] convolution(p0, p1), window={size=2x2}, "
+                            "dim_labels=f01b_i01o->01bf"));
 }
 
 static void test_conv_zero_and_three_spatial_dims(void **state) {
-  run_hand("0 spatial dims",
-           CONV_MODULE("  p0 = f32[3,5] parameter(0)\n  p1 = f32[5,4] parameter(1)\n",
-                       "f32[3,4] convolution(p0, p1), dim_labels=bf_io->bf"));
-  run_hand("3 spatial dims",
-           CONV_MODULE("  p0 = f32[1,4,4,4,2] parameter(0)\n  p1 = f32[2,2,2,2,3] parameter(1)\n",
-                       "f32[1,3,3,3,3] convolution(p0, p1), window={size=2x2x2}, "
-                       "dim_labels=b012f_012io->b012f"));
+  wrap_run_hand("0 spatial dims",
+                CONV_MODULE("  p0 = f32[3,5] parameter(0)\n  p1 = f32[5,4] parameter(1)\n",
+                            "f32[3,4] convolution(p0, p1), dim_labels=bf_io->bf"));
+  wrap_run_hand(
+      "3 spatial dims",
+      CONV_MODULE("  p0 = f32[1,4,4,4,2] parameter(0)\n  p1 = f32[2,2,2,2,3] parameter(1)\n",
+                  "f32[1,3,3,3,3] convolution(p0, p1), window={size=2x2x2}, "
+                  "dim_labels=b012f_012io->b012f"));
 }
 
 static void test_conv_mixed_element_types(void **state) {
-  run_hand("bf16 -> f32",
-           CONV_MODULE("  p0 = bf16[2,6,6,3] parameter(0)\n  p1 = bf16[3,3,3,4] parameter(1)\n",
-                       "f32[2,4,4,4] convolution(p0, p1), window={size=3x3}, dim_labels=b01f_01io->b01f"));
-  run_hand("bf16 -> bf16",
-           CONV_MODULE("  p0 = bf16[2,6,6,8] parameter(0)\n  p1 = bf16[3,3,8,4] parameter(1)\n",
-                       "bf16[2,4,4,4] convolution(p0, p1), window={size=3x3}, dim_labels=b01f_01io->b01f"));
-  run_hand("f16 -> f16",
-           CONV_MODULE("  p0 = f16[1,8,5] parameter(0)\n  p1 = f16[3,5,2] parameter(1)\n",
-                       "f16[1,8,2] convolution(p0, p1), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f"));
-  run_hand("s8 -> s32",
-           CONV_MODULE("  p0 = s8[2,6,6,3] parameter(0)\n  p1 = s8[3,3,3,4] parameter(1)\n",
-                       "s32[2,4,4,4] convolution(p0, p1), window={size=3x3}, dim_labels=b01f_01io->b01f"));
-  run_hand("f64",
-           CONV_MODULE("  p0 = f64[2,6,3] parameter(0)\n  p1 = f64[3,3,4] parameter(1)\n",
-                       "f64[2,4,4] convolution(p0, p1), window={size=3}, dim_labels=b0f_0io->b0f"));
-  run_hand("c64",
-           CONV_MODULE("  p0 = c64[2,6,3] parameter(0)\n  p1 = c64[3,3,4] parameter(1)\n",
-                       "c64[2,4,4] convolution(p0, p1), window={size=3}, dim_labels=b0f_0io->b0f"));
+  wrap_run_hand(
+      "bf16 -> f32",
+      CONV_MODULE(
+          "  p0 = bf16[2,6,6,3] parameter(0)\n  p1 = bf16[3,3,3,4] parameter(1)\n",
+          "f32[2,4,4,4] convolution(p0, p1), window={size=3x3}, dim_labels=b01f_01io->b01f"));
+  wrap_run_hand(
+      "bf16 -> bf16",
+      CONV_MODULE(
+          "  p0 = bf16[2,6,6,8] parameter(0)\n  p1 = bf16[3,3,8,4] parameter(1)\n",
+          "bf16[2,4,4,4] convolution(p0, p1), window={size=3x3}, dim_labels=b01f_01io->b01f"));
+  wrap_run_hand(
+      "f16 -> f16",
+      CONV_MODULE(
+          "  p0 = f16[1,8,5] parameter(0)\n  p1 = f16[3,5,2] parameter(1)\n",
+          "f16[1,8,2] convolution(p0, p1), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f"));
+  wrap_run_hand(
+      "s8 -> s32",
+      CONV_MODULE(
+          "  p0 = s8[2,6,6,3] parameter(0)\n  p1 = s8[3,3,3,4] parameter(1)\n",
+          "s32[2,4,4,4] convolution(p0, p1), window={size=3x3}, dim_labels=b01f_01io->b01f"));
+  wrap_run_hand(
+      "f64",
+      CONV_MODULE("  p0 = f64[2,6,3] parameter(0)\n  p1 = f64[3,3,4] parameter(1)\n",
+                  "f64[2,4,4] convolution(p0, p1), window={size=3}, dim_labels=b0f_0io->b0f"));
+  wrap_run_hand(
+      "c64",
+      CONV_MODULE("  p0 = c64[2,6,3] parameter(0)\n  p1 = c64[3,3,4] parameter(1)\n",
+                  "c64[2,4,4] convolution(p0, p1), window={size=3}, dim_labels=b0f_0io->b0f"));
 }
 
 static void test_conv_non_default_layouts(void **state) {
-  run_hand("layouts {1,2,3,0} x {0,1,2,3} -> {2,1,3,0}",
-           CONV_MODULE("  p0 = f32[2,5,5,3]{1,2,3,0} parameter(0)\n"
-                       "  p1 = f32[3,3,3,4]{0,1,2,3} parameter(1)\n",
-                       "f32[2,5,5,4]{2,1,3,0} convolution(p0, p1), window={size=3x3 pad=1_1x1_1}, "
-                       "dim_labels=b01f_01io->b01f"));
+  wrap_run_hand(
+      "layouts {1,2,3,0} x {0,1,2,3} -> {2,1,3,0}",
+      CONV_MODULE("  p0 = f32[2,5,5,3]{1,2,3,0} parameter(0)\n"
+                  "  p1 = f32[3,3,3,4]{0,1,2,3} parameter(1)\n",
+                  "f32[2,5,5,4]{2,1,3,0} convolution(p0, p1), window={size=3x3 pad=1_1x1_1}, "
+                  "dim_labels=b01f_01io->b01f"));
 }
 
 static void test_conv_fused_with_bias_and_relu(void **state) {
-  run_hand("conv + bias + relu",
-           "HloModule c\n\nENTRY fused {\n"
-           "  p0 = f32[2,6,6,3] parameter(0)\n  p1 = f32[3,3,3,4] parameter(1)\n"
-           "  p2 = f32[4] parameter(2)\n"
-           "  c = f32[2,6,6,4] convolution(p0, p1), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
-           "  b = f32[2,6,6,4] broadcast(p2), dimensions={3}\n"
-           "  a = f32[2,6,6,4] add(c, b)\n"
-           "  z = f32[] constant(0)\n  zb = f32[2,6,6,4] broadcast(z), dimensions={}\n"
-           "  ROOT r = f32[2,6,6,4] maximum(a, zb)\n}\n");
+  wrap_run_hand("conv + bias + relu",
+                "HloModule c\n\nENTRY fused {\n"
+                "  p0 = f32[2,6,6,3] parameter(0)\n  p1 = f32[3,3,3,4] parameter(1)\n"
+                "  p2 = f32[4] parameter(2)\n"
+                "  c = f32[2,6,6,4] convolution(p0, p1), window={size=3x3 pad=1_1x1_1}, "
+                "dim_labels=b01f_01io->b01f\n"
+                "  b = f32[2,6,6,4] broadcast(p2), dimensions={3}\n"
+                "  a = f32[2,6,6,4] add(c, b)\n"
+                "  z = f32[] constant(0)\n  zb = f32[2,6,6,4] broadcast(z), dimensions={}\n"
+                "  ROOT r = f32[2,6,6,4] maximum(a, zb)\n}\n");
 }
 
-typedef struct conv_ctx {
-  wrap_stats_t st;
-  kiln_host_jit_t *jit;
-  kiln_host_pool_t *pool;
-} conv_ctx_t;
-
 static void corpus_conv(void *vctx, const kiln_hlo_instruction_t *in, const char *label) {
-  conv_ctx_t *ctx = vctx;
+  wrap_corpus_ctx_t *ctx = vctx;
   if (in->num_operands != 2 || !in->has_conv_dnums || !kiln_shape_is_array(in->shape)) return;
   char *text = wrap_text(in, NULL, NULL);
   if (!text) return;
@@ -186,27 +185,11 @@ static void corpus_conv(void *vctx, const kiln_hlo_instruction_t *in, const char
 }
 
 static void test_corpus_convolutions_match_evaluator(void **state) {
-  conv_ctx_t ctx = {0};
-  assert_null(kiln_host_jit_create(NULL, &ctx.jit));
-  assert_null(kiln_host_pool_create(0, &ctx.pool));
-  int files = wrap_for_each_corpus_instr(KILN_OP_CONVOLUTION, "convolution(", corpus_conv, &ctx);
-  printf("corpus convolutions: %d distinct in %d files; %d/%d run and match the evaluator, %d "
-         "compiled only, %d known evaluator differences, %d invalid skipped, %d failed; "
-         "ptxas %d/%d\n",
-         ctx.st.unique, files, ctx.st.passed, ctx.st.total - ctx.st.compiled_only,
-         ctx.st.compiled_only, ctx.st.known, ctx.st.invalid, ctx.st.failed, ctx.st.ptx_ok,
-         ctx.st.ptx_checked);
-  kiln_host_pool_destroy(ctx.pool);
-  kiln_host_jit_destroy(ctx.jit);
-  wrap_stats_free(&ctx.st);
-  if (files < 0) {
-    printf("SKIPPED: no corpus at %s\n", kiln_corpus_dir());
+  wrap_stats_t st;
+  if (!wrap_run_corpus(KILN_OP_CONVOLUTION, "convolution(", "convolutions", corpus_conv, &st))
     return;
-  }
-  assert_int_equal(ctx.st.failed, 0);
-  assert_int_equal(ctx.st.ptx_ok, ctx.st.ptx_checked);
-  assert_true(ctx.st.known <= 1);
-  if (!getenv("KILN_CORPUS_SAMPLE")) assert_true(ctx.st.passed > 40);
+  assert_true(st.known <= 1);
+  if (!getenv("KILN_CORPUS_SAMPLE")) assert_true(st.passed > 40);
 }
 
 int main(void) {

@@ -30,103 +30,136 @@
 
 #define RUN_LIMIT wrap_run_limit()
 
-static void run_hand(const char *label, const char *text) {
-  kiln_host_jit_t *jit = NULL;
-  assert_null(kiln_host_jit_create(NULL, &jit));
-  wrap_stats_t st = {0};
-  wrap_run(label, text, false, jit, NULL, &st);
-  kiln_host_jit_destroy(jit);
-  wrap_stats_free(&st);
-  assert_int_equal(st.failed, 0);
-  assert_int_equal(st.passed, 1);
-  assert_int_equal(st.ptx_ok, st.ptx_checked);
-}
-
 #define MODULE(body) "HloModule t\n\n" body
 
 static void test_dot_element_types(void **state) {
-  run_hand("bf16 -> bf16", MODULE("ENTRY f {\n  a = bf16[4,33] parameter(0)\n  b = bf16[33,5] parameter(1)\n"
-                                  "  ROOT d = bf16[4,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"));
-  run_hand("f16 x f16 -> f32", MODULE("ENTRY f {\n  a = f16[4,9] parameter(0)\n  b = f16[9,5] parameter(1)\n"
-                                      "  ROOT d = f32[4,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"));
-  run_hand("s8 -> s32", MODULE("ENTRY f {\n  a = s8[4,17] parameter(0)\n  b = s8[17,5] parameter(1)\n"
-                               "  ROOT d = s32[4,5] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"));
-  run_hand("f8e4m3fn -> f32", MODULE("ENTRY f {\n  a = f8e4m3fn[3,16] parameter(0)\n  b = f8e5m2[16,2] parameter(1)\n"
-                                     "  ROOT d = f32[3,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"));
-  run_hand("c64", MODULE("ENTRY f {\n  a = c64[3,7] parameter(0)\n  b = c64[7,2] parameter(1)\n"
-                         "  ROOT d = c64[3,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"));
-  run_hand("c128 x f64 operands", MODULE("ENTRY f {\n  a = c128[3,7] parameter(0)\n  b = c128[7,2] parameter(1)\n"
-                                         "  ROOT d = c128[3,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"));
-  run_hand("pred", MODULE("ENTRY f {\n  a = pred[3,7] parameter(0)\n  b = pred[7,2] parameter(1)\n"
-                          "  ROOT d = pred[3,2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"));
+  wrap_run_hand("bf16 -> bf16",
+                MODULE("ENTRY f {\n  a = bf16[4,33] parameter(0)\n  b = bf16[33,5] parameter(1)\n"
+                       "  ROOT d = bf16[4,5] dot(a, b), lhs_contracting_dims={1}, "
+                       "rhs_contracting_dims={0}\n}\n"));
+  wrap_run_hand("f16 x f16 -> f32",
+                MODULE("ENTRY f {\n  a = f16[4,9] parameter(0)\n  b = f16[9,5] parameter(1)\n"
+                       "  ROOT d = f32[4,5] dot(a, b), lhs_contracting_dims={1}, "
+                       "rhs_contracting_dims={0}\n}\n"));
+  wrap_run_hand("s8 -> s32",
+                MODULE("ENTRY f {\n  a = s8[4,17] parameter(0)\n  b = s8[17,5] parameter(1)\n"
+                       "  ROOT d = s32[4,5] dot(a, b), lhs_contracting_dims={1}, "
+                       "rhs_contracting_dims={0}\n}\n"));
+  wrap_run_hand(
+      "f8e4m3fn -> f32",
+      MODULE("ENTRY f {\n  a = f8e4m3fn[3,16] parameter(0)\n  b = f8e5m2[16,2] parameter(1)\n"
+             "  ROOT d = f32[3,2] dot(a, b), lhs_contracting_dims={1}, "
+             "rhs_contracting_dims={0}\n}\n"));
+  wrap_run_hand("c64",
+                MODULE("ENTRY f {\n  a = c64[3,7] parameter(0)\n  b = c64[7,2] parameter(1)\n"
+                       "  ROOT d = c64[3,2] dot(a, b), lhs_contracting_dims={1}, "
+                       "rhs_contracting_dims={0}\n}\n"));
+  wrap_run_hand("c128 x f64 operands",
+                MODULE("ENTRY f {\n  a = c128[3,7] parameter(0)\n  b = c128[7,2] parameter(1)\n"
+                       "  ROOT d = c128[3,2] dot(a, b), lhs_contracting_dims={1}, "
+                       "rhs_contracting_dims={0}\n}\n"));
+  wrap_run_hand("pred",
+                MODULE("ENTRY f {\n  a = pred[3,7] parameter(0)\n  b = pred[7,2] parameter(1)\n"
+                       "  ROOT d = pred[3,2] dot(a, b), lhs_contracting_dims={1}, "
+                       "rhs_contracting_dims={0}\n}\n"));
 }
 
 static void test_dot_batch_and_contracting_dims_anywhere(void **state) {
-  run_hand("batch in the middle, two contracting dims",
-           MODULE("ENTRY f {\n  a = f32[3,2,4,5] parameter(0)\n  b = f32[5,2,6,3] parameter(1)\n"
-                  "  ROOT d = f32[2,4,6] dot(a, b), lhs_batch_dims={1}, rhs_batch_dims={1}, "
-                  "lhs_contracting_dims={0,3}, rhs_contracting_dims={3,0}\n}\n"));
-  run_hand("vector . vector",
-           MODULE("ENTRY f {\n  a = f32[37] parameter(0)\n  b = f32[37] parameter(1)\n"
-                  "  ROOT d = f32[] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}\n"));
-  run_hand("outer product, transposed layouts",
-           MODULE("ENTRY f {\n  a = f32[4,3]{0,1} parameter(0)\n  b = f32[3,5]{0,1} parameter(1)\n"
-                  "  ROOT d = f32[4,5]{0,1} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"));
+  wrap_run_hand(
+      "batch in the middle, two contracting dims",
+      MODULE("ENTRY f {\n  a = f32[3,2,4,5] parameter(0)\n  b = f32[5,2,6,3] parameter(1)\n"
+             "  ROOT d = f32[2,4,6] dot(a, b), lhs_batch_dims={1}, rhs_batch_dims={1}, "
+             "lhs_contracting_dims={0,3}, rhs_contracting_dims={3,0}\n}\n"));
+  wrap_run_hand(
+      "vector . vector",
+      MODULE(
+          "ENTRY f {\n  a = f32[37] parameter(0)\n  b = f32[37] parameter(1)\n"
+          "  ROOT d = f32[] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}\n"));
+  wrap_run_hand(
+      "outer product, transposed layouts",
+      MODULE("ENTRY f {\n  a = f32[4,3]{0,1} parameter(0)\n  b = f32[3,5]{0,1} parameter(1)\n"
+             "  ROOT d = f32[4,5]{0,1} dot(a, b), lhs_contracting_dims={1}, "
+             "rhs_contracting_dims={0}\n}\n"));
 }
 
 static void test_reduce_window_stride_padding_dilation(void **state) {
-  run_hand("max pool 3x3 stride 2 pad",
-           MODULE("max {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT m = f32[] maximum(x, y)\n}\n\n"
-                  "ENTRY f {\n  a = f32[2,9,9,3] parameter(0)\n  i = f32[] constant(-inf)\n"
-                  "  ROOT r = f32[2,5,5,3] reduce-window(a, i), window={size=1x3x3x1 stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}, to_apply=max\n}\n"));
-  run_hand("sum with base and window dilation, negative padding",
-           MODULE("add {\n  x = s32[] parameter(0)\n  y = s32[] parameter(1)\n  ROOT s = s32[] add(x, y)\n}\n\n"
-                  "ENTRY f {\n  a = s32[7,6] parameter(0)\n  i = s32[] constant(0)\n"
-                  "  ROOT r = s32[11,5] reduce-window(a, i), window={size=2x2 pad=0_-1x1_0 lhs_dilate=2x1 rhs_dilate=1x2}, to_apply=add\n}\n"));
-  run_hand("variadic reduce-window (max with index)",
-           MODULE("mx {\n  a = f32[] parameter(0)\n  ai = s32[] parameter(1)\n  b = f32[] parameter(2)\n  bi = s32[] parameter(3)\n"
-                  "  ge = pred[] compare(a, b), direction=GE\n  v = f32[] select(ge, a, b)\n  i = s32[] select(ge, ai, bi)\n"
-                  "  ROOT t = (f32[], s32[]) tuple(v, i)\n}\n\n"
-                  "ENTRY f {\n  a = f32[12] parameter(0)\n  ix = s32[12] iota(), iota_dimension=0\n"
-                  "  c = f32[] constant(-inf)\n  z = s32[] constant(0)\n"
-                  "  ROOT r = (f32[4], s32[4]) reduce-window(a, ix, c, z), window={size=3 stride=3}, to_apply=mx\n}\n"));
+  wrap_run_hand("max pool 3x3 stride 2 pad",
+                MODULE("max {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT m = "
+                       "f32[] maximum(x, y)\n}\n\n"
+                       "ENTRY f {\n  a = f32[2,9,9,3] parameter(0)\n  i = f32[] constant(-inf)\n"
+                       "  ROOT r = f32[2,5,5,3] reduce-window(a, i), window={size=1x3x3x1 "
+                       "stride=1x2x2x1 pad=0_0x1_1x1_1x0_0}, to_apply=max\n}\n"));
+  wrap_run_hand("sum with base and window dilation, negative padding",
+                MODULE("add {\n  x = s32[] parameter(0)\n  y = s32[] parameter(1)\n  ROOT s = "
+                       "s32[] add(x, y)\n}\n\n"
+                       "ENTRY f {\n  a = s32[7,6] parameter(0)\n  i = s32[] constant(0)\n"
+                       "  ROOT r = s32[11,5] reduce-window(a, i), window={size=2x2 pad=0_-1x1_0 "
+                       "lhs_dilate=2x1 rhs_dilate=1x2}, to_apply=add\n}\n"));
+  wrap_run_hand(
+      "variadic reduce-window (max with index)",
+      MODULE("mx {\n  a = f32[] parameter(0)\n  ai = s32[] parameter(1)\n  b = f32[] "
+             "parameter(2)\n  bi = s32[] parameter(3)\n"
+             "  ge = pred[] compare(a, b), direction=GE\n  v = f32[] select(ge, a, b)\n  i = s32[] "
+             "select(ge, ai, bi)\n"
+             "  ROOT t = (f32[], s32[]) tuple(v, i)\n}\n\n"
+             "ENTRY f {\n  a = f32[12] parameter(0)\n  ix = s32[12] iota(), iota_dimension=0\n"
+             "  c = f32[] constant(-inf)\n  z = s32[] constant(0)\n"
+             "  ROOT r = (f32[4], s32[4]) reduce-window(a, ix, c, z), window={size=3 stride=3}, "
+             "to_apply=mx\n}\n"));
 }
 
 /* ---- layouts ---- */
 
 static void test_layout_transposed_parameter_and_output(void **state) {
-  run_hand("{0,1} param -> default output",
-           MODULE("ENTRY f {\n  p = f32[5,7]{0,1} parameter(0)\n  ROOT n = f32[5,7]{1,0} negate(p)\n}\n"));
-  run_hand("default param -> {0,1} output",
-           MODULE("ENTRY f {\n  p = f32[5,7]{1,0} parameter(0)\n  ROOT n = f32[5,7]{0,1} negate(p)\n}\n"));
-  run_hand("{0,1} + {1,0} -> {0,1}",
-           MODULE("ENTRY f {\n  p = f32[6,9]{0,1} parameter(0)\n  q = f32[6,9]{1,0} parameter(1)\n"
-                  "  ROOT a = f32[6,9]{0,1} add(p, q)\n}\n"));
-  run_hand("rank 3 permutations, s16",
-           MODULE("ENTRY f {\n  p = s16[3,4,5]{0,2,1} parameter(0)\n  q = s16[3,4,5]{1,0,2} parameter(1)\n"
-                  "  ROOT a = s16[3,4,5]{2,0,1} multiply(p, q)\n}\n"));
-  run_hand("complex {0,1}",
-           MODULE("ENTRY f {\n  p = c64[3,4]{0,1} parameter(0)\n  ROOT n = c64[3,4]{0,1} negate(p)\n}\n"));
-  run_hand("copy that changes the layout",
-           MODULE("ENTRY f {\n  p = f32[64,48]{1,0} parameter(0)\n  ROOT c = f32[64,48]{0,1} copy(p)\n}\n"));
+  wrap_run_hand(
+      "{0,1} param -> default output",
+      MODULE(
+          "ENTRY f {\n  p = f32[5,7]{0,1} parameter(0)\n  ROOT n = f32[5,7]{1,0} negate(p)\n}\n"));
+  wrap_run_hand(
+      "default param -> {0,1} output",
+      MODULE(
+          "ENTRY f {\n  p = f32[5,7]{1,0} parameter(0)\n  ROOT n = f32[5,7]{0,1} negate(p)\n}\n"));
+  wrap_run_hand(
+      "{0,1} + {1,0} -> {0,1}",
+      MODULE("ENTRY f {\n  p = f32[6,9]{0,1} parameter(0)\n  q = f32[6,9]{1,0} parameter(1)\n"
+             "  ROOT a = f32[6,9]{0,1} add(p, q)\n}\n"));
+  wrap_run_hand(
+      "rank 3 permutations, s16",
+      MODULE(
+          "ENTRY f {\n  p = s16[3,4,5]{0,2,1} parameter(0)\n  q = s16[3,4,5]{1,0,2} parameter(1)\n"
+          "  ROOT a = s16[3,4,5]{2,0,1} multiply(p, q)\n}\n"));
+  wrap_run_hand(
+      "complex {0,1}",
+      MODULE(
+          "ENTRY f {\n  p = c64[3,4]{0,1} parameter(0)\n  ROOT n = c64[3,4]{0,1} negate(p)\n}\n"));
+  wrap_run_hand("copy that changes the layout",
+                MODULE("ENTRY f {\n  p = f32[64,48]{1,0} parameter(0)\n  ROOT c = f32[64,48]{0,1} "
+                       "copy(p)\n}\n"));
 }
 
 static void test_layout_multi_output_and_reshape(void **state) {
-  run_hand("two outputs in different layouts",
-           MODULE("ENTRY f {\n  p = f32[6,4]{0,1} parameter(0)\n  e = f32[6,4]{1,0} exponential(p)\n"
-                  "  n = f32[6,4]{0,1} negate(p)\n  ROOT t = (f32[6,4]{1,0}, f32[6,4]{0,1}) tuple(e, n)\n}\n"));
-  run_hand("outputs of other dims and layouts",
-           MODULE("ENTRY f {\n  p = f32[6,4]{1,0} parameter(0)\n  e = f32[6,4]{0,1} exponential(p)\n"
-                  "  r = f32[4,6]{0,1} reshape(p)\n  ROOT t = (f32[6,4]{0,1}, f32[4,6]{0,1}) tuple(e, r)\n}\n"));
-  run_hand("parameter returned as is next to a computed output",
-           MODULE("ENTRY f {\n  p = f32[3,5]{0,1} parameter(0)\n  n = f32[3,5]{1,0} negate(p)\n"
-                  "  ROOT t = (f32[3,5]{1,0}, f32[3,5]{0,1}) tuple(n, p)\n}\n"));
-  run_hand("transposed array constant",
-           MODULE("ENTRY f {\n  p = f32[2,3]{0,1} parameter(0)\n"
-                  "  c = f32[2,3]{0,1} constant({ {1, 2, 3}, {4, 5, 6} })\n  ROOT a = f32[2,3]{1,0} add(p, c)\n}\n"));
-  run_hand("bitcast between layouts",
-           MODULE("ENTRY f {\n  p = f32[4,6]{0,1} parameter(0)\n  b = f32[6,4]{1,0} bitcast(p)\n"
-                  "  ROOT n = f32[6,4]{1,0} negate(b)\n}\n"));
+  wrap_run_hand(
+      "two outputs in different layouts",
+      MODULE("ENTRY f {\n  p = f32[6,4]{0,1} parameter(0)\n  e = f32[6,4]{1,0} exponential(p)\n"
+             "  n = f32[6,4]{0,1} negate(p)\n  ROOT t = (f32[6,4]{1,0}, f32[6,4]{0,1}) tuple(e, "
+             "n)\n}\n"));
+  wrap_run_hand(
+      "outputs of other dims and layouts",
+      MODULE("ENTRY f {\n  p = f32[6,4]{1,0} parameter(0)\n  e = f32[6,4]{0,1} exponential(p)\n"
+             "  r = f32[4,6]{0,1} reshape(p)\n  ROOT t = (f32[6,4]{0,1}, f32[4,6]{0,1}) tuple(e, "
+             "r)\n}\n"));
+  wrap_run_hand(
+      "parameter returned as is next to a computed output",
+      MODULE("ENTRY f {\n  p = f32[3,5]{0,1} parameter(0)\n  n = f32[3,5]{1,0} negate(p)\n"
+             "  ROOT t = (f32[3,5]{1,0}, f32[3,5]{0,1}) tuple(n, p)\n}\n"));
+  wrap_run_hand("transposed array constant",
+                MODULE("ENTRY f {\n  p = f32[2,3]{0,1} parameter(0)\n"
+                       "  c = f32[2,3]{0,1} constant({ {1, 2, 3}, {4, 5, 6} })\n  ROOT a = "
+                       "f32[2,3]{1,0} add(p, c)\n}\n"));
+  wrap_run_hand(
+      "bitcast between layouts",
+      MODULE("ENTRY f {\n  p = f32[4,6]{0,1} parameter(0)\n  b = f32[6,4]{1,0} bitcast(p)\n"
+             "  ROOT n = f32[6,4]{1,0} negate(b)\n}\n"));
 }
 
 static void test_layout_tiled_is_unimplemented(void **state) {
@@ -143,12 +176,6 @@ static void test_layout_tiled_is_unimplemented(void **state) {
 }
 
 /* ---- corpus ---- */
-
-typedef struct corpus_ctx {
-  wrap_stats_t st;
-  kiln_host_jit_t *jit;
-  kiln_host_pool_t *pool;
-} corpus_ctx_t;
 
 static double op_cost(const kiln_hlo_instruction_t *in) {
   const kiln_shape_t *s = in->shape;
@@ -168,7 +195,7 @@ static double op_cost(const kiln_hlo_instruction_t *in) {
 }
 
 static void corpus_op(void *vctx, const kiln_hlo_instruction_t *in, const char *label) {
-  corpus_ctx_t *ctx = vctx;
+  wrap_corpus_ctx_t *ctx = vctx;
   for (int k = 0; k < in->num_operands; k++)
     if (!kiln_shape_is_array(in->operands[k]->shape) || kiln_shape_is_dynamic(in->operands[k]->shape)) return;
   if (kiln_shape_is_dynamic(in->shape)) return;
@@ -227,25 +254,9 @@ static void corpus_op(void *vctx, const kiln_hlo_instruction_t *in, const char *
 }
 
 static void run_corpus(kiln_hlo_opcode_t op, const char *needle, int min_passed) {
-  corpus_ctx_t ctx = {0};
-  assert_null(kiln_host_jit_create(NULL, &ctx.jit));
-  assert_null(kiln_host_pool_create(0, &ctx.pool));
-  int files = wrap_for_each_corpus_instr(op, needle, corpus_op, &ctx);
-  printf("corpus %s: %d distinct in %d files; %d/%d run and match the evaluator, %d compiled "
-         "only, %d known evaluator differences, %d invalid skipped, %d failed; ptxas %d/%d\n",
-         kiln_hlo_opcode_name(op), ctx.st.unique, files, ctx.st.passed,
-         ctx.st.total - ctx.st.compiled_only, ctx.st.compiled_only, ctx.st.known, ctx.st.invalid,
-         ctx.st.failed, ctx.st.ptx_ok, ctx.st.ptx_checked);
-  kiln_host_pool_destroy(ctx.pool);
-  kiln_host_jit_destroy(ctx.jit);
-  wrap_stats_free(&ctx.st);
-  if (files < 0) {
-    printf("SKIPPED: no corpus at %s\n", kiln_corpus_dir());
-    return;
-  }
-  assert_int_equal(ctx.st.failed, 0);
-  assert_int_equal(ctx.st.ptx_ok, ctx.st.ptx_checked);
-  if (!getenv("KILN_CORPUS_SAMPLE")) assert_true(ctx.st.passed >= min_passed);
+  wrap_stats_t st;
+  if (!wrap_run_corpus(op, needle, kiln_hlo_opcode_name(op), corpus_op, &st)) return;
+  if (!getenv("KILN_CORPUS_SAMPLE")) assert_true(st.passed >= min_passed);
 }
 
 static void test_corpus_dots_match_evaluator(void **state) { run_corpus(KILN_OP_DOT, " dot(", 20); }
