@@ -13,7 +13,9 @@
  * "paired" is the median over adjacent launch pairs of the C/kiln time ratio (robust to a
  * load that changes during the run); the load average is printed first. GB/s (of the median)
  * counts bytes read + written once. Each kiln result is checked against its C loop (MISMATCH
- * lines). Goals: reductions >= 1.0x, transpose >= 0.9x.
+ * lines). Goals: reductions >= 1.0x, transpose >= 0.9x. Kernels are compiled as the host
+ * backend compiles them (host_target: bf16 keeps the 32x33 tile); the "packed 64x64 tile"
+ * row runs the GPU's packed bf16 variant on the host for comparison.
  *
  * Usage: bench_heroes [--reps 15] [--sample-ms 3] */
 #include <dlfcn.h>
@@ -183,12 +185,14 @@ static bool time_pair(kiln_host_pool_t *pool, kiln_host_kernel_fn a, void **aa, 
 
 typedef enum { ROW, COL, TR, TR16 } which_t;
 
-static kiln_status emit(which_t w, const kiln_reduction_options_t *ro, const char *name, kiln_hlo_module_t **mod,
-                        kiln_fusion_kernel_t *k) {
+static kiln_status emit(which_t w, const kiln_reduction_options_t *ro, int packed, const char *name,
+                        kiln_hlo_module_t **mod, kiln_fusion_kernel_t *k) {
   const char *text = w == ROW ? kRowHlo : w == COL ? kColHlo : w == TR ? kTrHlo : kTr16Hlo;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_hlo_parse_computations(text, strlen(text), NULL, mod));
   kiln_fusion_compile_options_t o = {0};
   o.kernel_name = name;
+  o.host_target = true; /* as the host backend compiles them */
+  o.packed_transpose = packed;
   return w >= TR ? kiln_transpose_kernel_emit((*mod)->entry, &o, k)
                  : kiln_reduction_kernel_emit((*mod)->entry, &o, ro, k);
 }
@@ -265,11 +269,15 @@ int main(int argc, char **argv) {
          "vs C", "min ms", "vs C", "paired", "batch");
   for (int w = ROW; w <= TR16; w++) {
     static const int kVariants[][2] = {{0, 0}, {4, 256}, {4, 128}, {4, 64}, {4, 32}, {1, 128}};
-    int nvar = w == ROW ? (int)(sizeof(kVariants) / sizeof(kVariants[0])) : 1;
+    int nvar = w == ROW ? (int)(sizeof(kVariants) / sizeof(kVariants[0])) : w == TR16 ? 2 : 1;
     for (int var = 0; var < nvar; var++) {
       kiln_reduction_options_t ro = {0};
       char vname[40] = "default";
-      if (var > 0) {
+      int packed = 0;
+      if (w == TR16 && var == 1) {
+        packed = 1;
+        snprintf(vname, sizeof(vname), "packed 64x64 tile");
+      } else if (var > 0) {
         ro.vector_size = kVariants[var][0];
         ro.max_threads = kVariants[var][1];
         snprintf(vname, sizeof(vname), "vector %d, %d threads", ro.vector_size, ro.max_threads);
@@ -279,7 +287,7 @@ int main(int argc, char **argv) {
       kiln_hlo_module_t *mod = NULL;
       kiln_fusion_kernel_t k;
       double t0 = now_ms();
-      s = emit((which_t)w, &ro, kname, &mod, &k);
+      s = emit((which_t)w, &ro, packed, kname, &mod, &k);
       kiln_kir_host_kernel_t hk;
       if (!s) s = kiln_kir_compile_host(k.kir, jit, &hk);
       double compile_ms = now_ms() - t0;

@@ -95,14 +95,16 @@ static void test_corpus_transposes_match_evaluator(void **state) {
 /* Parses `text`, emits its transpose kernel `kname` with dumps in a new directory made from
  * the template `dir` (updated in place) and reads the kernel-IR input dump into *dump
  * (kiln_free). Fails the test on any error. */
-static void emit_dumped(const char *text, const char *kname, char *dir, kiln_hlo_module_t **m,
-                        kiln_fusion_kernel_t *k, char **dump) {
+static void emit_dumped_opts(const char *text, const char *kname, char *dir, int packed, bool host_target,
+                             kiln_hlo_module_t **m, kiln_fusion_kernel_t *k, char **dump) {
   *m = NULL;
   assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, m));
   assert_non_null(mkdtemp(dir));
   kiln_fusion_compile_options_t o = {0};
   o.dump_dir = dir;
   o.kernel_name = kname;
+  o.packed_transpose = packed;
+  o.host_target = host_target;
   kiln_status s = kiln_transpose_kernel_emit((*m)->entry, &o, k);
   if (s) fail_msg("%s", kiln_status_message(s));
   char path[256];
@@ -110,6 +112,11 @@ static void emit_dumped(const char *text, const char *kname, char *dir, kiln_hlo
   size_t len = 0;
   *dump = NULL;
   assert_null(kiln_read_file(path, dump, &len));
+}
+
+static void emit_dumped(const char *text, const char *kname, char *dir, kiln_hlo_module_t **m,
+                        kiln_fusion_kernel_t *k, char **dump) {
+  emit_dumped_opts(text, kname, dir, 0, false, m, k, dump);
 }
 
 /* Frees what emit_dumped made and removes its directory. */
@@ -121,32 +128,46 @@ static void emitted_free(kiln_hlo_module_t *m, kiln_fusion_kernel_t *k, const ch
   assert_int_equal(system(cmd), 0);
 }
 
-static const char *k_fused =
-    "fusion {\n p = f32[3,200,333] parameter(0)\n q = f32[3,333,200] parameter(1)\n"
-    " e = f32[3,200,333] negate(p)\n t = f32[3,333,200] transpose(e), dimensions={0,2,1}\n"
-    " ROOT a = f32[3,333,200] add(t, q)\n}\n";
+/* Runs kernel k of m's entry on a 2-thread pool against the evaluator (exact, inputs from
+ * `seed`); fails the test on an error. */
+static void run_on_two_threads(const kiln_hlo_module_t *m, const kiln_fusion_kernel_t *k, uint64_t seed,
+                               hero_run_result_t *rr) {
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  kiln_host_pool_t *pool = NULL;
+  assert_null(kiln_host_pool_create(2, &pool));
+  kiln_status s = hero_run_check(m->entry, k, jit, pool, 0.0, 1, false, seed, rr);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  kiln_host_pool_destroy(pool);
+  kiln_host_jit_destroy(jit);
+}
+
+/* A transpose of [3, 200, 333] elements of `type` with partial tiles on both tiled
+ * dimensions between a fused producer (negate) and consumer (add). */
+static void fused_text(char *buf, size_t n, const char *type) {
+  snprintf(buf, n,
+           "fusion {\n p = %s[3,200,333] parameter(0)\n q = %s[3,333,200] parameter(1)\n"
+           " e = %s[3,200,333] negate(p)\n t = %s[3,333,200] transpose(e), dimensions={0,2,1}\n"
+           " ROOT a = %s[3,333,200] add(t, q)\n}\n",
+           type, type, type, type, type);
+}
 
 static void test_fused_transpose_with_partial_tiles_matches_evaluator(void **state) {
   kiln_hlo_module_t *m = NULL;
   kiln_fusion_kernel_t k;
   char dir[] = "/tmp/kiln_tr_dumpXXXXXX";
   char *dump = NULL;
-  emit_dumped(k_fused, "trfused", dir, &m, &k, &dump);
+  char text[512];
+  fused_text(text, sizeof(text), "f32");
+  emit_dumped(text, "trfused", dir, &m, &k, &dump);
   assert_non_null(strstr(dump, "tensor<32x33xf32, shared>"));
   assert_non_null(strstr(dump, "barrier"));
   assert_non_null(strstr(dump, "block=[32, 4, 1]"));
   kiln_free(dump);
-  kiln_host_jit_t *jit = NULL;
-  assert_null(kiln_host_jit_create(NULL, &jit));
-  kiln_host_pool_t *pool = NULL;
-  assert_null(kiln_host_pool_create(2, &pool));
   hero_run_result_t rr;
-  kiln_status s = hero_run_check(m->entry, &k, jit, pool, 0.0, 1, false, 5, &rr);
-  if (s) fail_msg("%s", kiln_status_message(s));
+  run_on_two_threads(m, &k, 5, &rr);
   assert_int_equal(rr.elements, 3 * 333 * 200);
   assert_int_equal(rr.mismatches, 0);
-  kiln_host_pool_destroy(pool);
-  kiln_host_jit_destroy(jit);
   emitted_free(m, &k, dir);
 }
 
@@ -241,12 +262,77 @@ static void test_transpose_keeping_minor_dimension_moves_it_with_each_tile_eleme
   emitted_free(m, &k, dir);
 }
 
+/* Emits `text` with the packed tile forced on, checks the dump shows `tile` (e.g.
+ * "tensor<64x64xbf16, shared>"), its `swizzle` (the simplified column index: a word index
+ * rotated mod 32, times the elements per word) and a barrier, runs it on the host against the
+ * evaluator (exact: the fusion only moves and negates/adds), and checks its PTX with ptxas
+ * when present. */
+static void run_packed(const char *text, const char *kname, const char *tile, const char *swizzle,
+                       int64_t elements) {
+  kiln_hlo_module_t *m = NULL;
+  kiln_fusion_kernel_t k;
+  char dir[] = "/tmp/kiln_tr_dumpXXXXXX";
+  char *dump = NULL;
+  emit_dumped_opts(text, kname, dir, 1, false, &m, &k, &dump);
+  if (!strstr(dump, tile)) fail_msg("%s: no %s in\n%.2000s", kname, tile, dump);
+  assert_non_null(strstr(dump, "barrier"));
+  if (!strstr(dump, swizzle)) fail_msg("%s: no swizzle (%s) in the tile index", kname, swizzle);
+  kiln_free(dump);
+  hero_run_result_t rr;
+  run_on_two_threads(m, &k, 9, &rr);
+  printf("%s: %lld elements through %s, %lld mismatches\n", kname, (long long)rr.elements, tile,
+         (long long)rr.mismatches);
+  assert_int_equal(rr.elements, elements);
+  assert_int_equal(rr.mismatches, 0);
+  char *ptx = NULL;
+  kiln_status ps = kiln_fusion_kernel_ptxas_check(&k, &ptx);
+  if (ps && kiln_status_code(ps) == KILN_UNAVAILABLE) {
+    printf("%s: ptxas check skipped: %s\n", kname, kiln_status_message(ps));
+  } else {
+    if (ps) fail_msg("%s: ptxas: %.300s", kname, kiln_status_message(ps));
+    assert_non_null(strstr(ptx, "bar.sync"));
+  }
+  kiln_status_free(ps);
+  kiln_free(ptx);
+  emitted_free(m, &k, dir);
+}
+
+/* XLA's packed transpose for elements under 32 bits: 16-bit elements move through a 64 x 64
+ * tile (two to a 32-bit word), 8-bit ones through 128 x 128, the columns swizzled per band of
+ * rows; partial tiles on both dimensions, fused producer and consumer. The host target keeps
+ * the 32 x 33 tile by default (its lowering runs the word-per-thread steps as strided thread
+ * loops), and the packed tile is not used when a tiled dimension is shorter than a tile. */
+static void test_packed_transpose_moves_narrow_elements_through_a_swizzled_word_tile(void **state) {
+  char text[512];
+  fused_text(text, sizeof(text), "bf16");
+  run_packed(text, "trpacked16", "tensor<64x64xbf16, shared>", "mod 32) * 2", 3 * 333 * 200);
+  run_packed("fusion {\n p = s8[300,260] parameter(0)\n"
+             " ROOT t = s8[260,300] transpose(p), dimensions={1,0}\n}\n",
+             "trpacked8", "tensor<128x128xs8, shared>", "mod 32) * 4", 300 * 260);
+  kiln_hlo_module_t *m = NULL;
+  kiln_fusion_kernel_t k;
+  char dir[] = "/tmp/kiln_tr_dumpXXXXXX";
+  char *dump = NULL;
+  emit_dumped_opts(text, "trhost16", dir, 0, true, &m, &k, &dump);
+  assert_non_null(strstr(dump, "tensor<32x33xbf16, shared>"));
+  kiln_free(dump);
+  emitted_free(m, &k, dir);
+  char dir2[] = "/tmp/kiln_tr_dumpXXXXXX";
+  emit_dumped_opts("fusion {\n p = bf16[40,500] parameter(0)\n"
+                   " ROOT t = bf16[500,40] transpose(p), dimensions={1,0}\n}\n",
+                   "trshort16", dir2, 1, false, &m, &k, &dump);
+  assert_non_null(strstr(dump, "tensor<32x33xbf16, shared>"));
+  kiln_free(dump);
+  emitted_free(m, &k, dir2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_corpus_transposes_match_evaluator),
       cmocka_unit_test(test_fused_transpose_with_partial_tiles_matches_evaluator),
       cmocka_unit_test(test_warp_steps_walk_consecutive_tile_rows),
       cmocka_unit_test(test_transpose_keeping_minor_dimension_moves_it_with_each_tile_element),
+      cmocka_unit_test(test_packed_transpose_moves_narrow_elements_through_a_swizzled_word_tile),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -60,6 +60,13 @@ typedef struct kiln_fusion_compile_options {
    * precision as XLA does (kiln_kir_module_t.excess_precision); KILN_ALLOW_EXCESS_PRECISION=0
    * or XLA_FLAGS containing --xla_allow_excess_precision=false also turn it off. */
   bool strict_precision;
+  /* The kernel will run on the host backend: emitters may pick the variant of their GPU
+   * algorithm that the host lowering runs best (the transpose emitter keeps the 32 x 33 tile
+   * for 8/16-bit elements, see transpose_emitter.h). */
+  bool host_target;
+  /* Transpose emitter: 1 = the packed tile whenever its rule allows (also on the host),
+   * -1 = never, 0 = the target's default. */
+  int packed_transpose;
 } kiln_fusion_compile_options_t;
 
 /* Whether kernels compiled with `opts` (may be NULL) may keep bf16 intermediates in f32. */

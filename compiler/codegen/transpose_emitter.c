@@ -142,6 +142,37 @@ static kiln_kir_value_t *eval_path(kiln_hero_emit_t *h, tr_state_t *ts, const ki
   return v;
 }
 
+/* XLA's packed transpose for elements under 32 bits: v = 32 / bits elements share a 32-bit
+ * word (2 for 16-bit, 4 for 8-bit types), tiles are 32v x 32v. Used when every transpose
+ * hero has the same 8- or 16-bit element type, both tiled dimensions span at least one
+ * whole tile and the tiles fit in 48 KiB; else 1 (the 32 x 33 tile). */
+static int packed_vector_size(const tr_state_t *ts, int64_t dim_a, int64_t dim_b) {
+  int bits = kiln_elem_type_bits(ts->heroes[0]->shape->type);
+  for (int h = 1; h < ts->nheroes; h++)
+    if (kiln_elem_type_bits(ts->heroes[h]->shape->type) != bits) return 1;
+  if (bits != 8 && bits != 16) return 1;
+  int v = 32 / bits;
+  /* Every tile in 48 KiB of static shared memory, as the 32 x 33 ones are. */
+  if ((int64_t)ts->nheroes * (32 * v) * (32 * v) * (bits / 8) > 48 * 1024) return 1;
+  return dim_a >= 32 * v && dim_b >= 32 * v ? v : 1;
+}
+
+/* Appends the shared-tile index of tile offsets (b_off, a_off) to `map`: [b][a] in the
+ * 32 x 33 tile (plus the kept minor dimension, symbol 1); in the packed 32v x 32v tile the
+ * column is swizzled, each v-row band rotated by v columns per band ((a + (b / v) v) mod
+ * 32v), so the v x v blocks of phase 2 fall in distinct banks. */
+static void add_tile_index(kiln_affine_ctx_t *x, kiln_indexing_map_t *map, kiln_affine_expr_t *b_off,
+                           kiln_affine_expr_t *a_off, int v, bool keep) {
+  kiln_indexing_map_add_result(map, b_off);
+  if (v == 1) {
+    kiln_indexing_map_add_result(map, a_off);
+    if (keep) kiln_indexing_map_add_result(map, kiln_affine_sym(x, 1));
+    return;
+  }
+  kiln_affine_expr_t *band = kiln_affine_mul_const(x, kiln_affine_floordiv(x, b_off, kiln_affine_const(x, v)), v);
+  kiln_indexing_map_add_result(map, kiln_affine_mod(x, kiln_affine_add(x, a_off, band), kiln_affine_const(x, 32 * v)));
+}
+
 static int output_of_root(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *root) {
   for (int o = 0; o < h->part.num_outputs; o++)
     if (h->part.outputs[o].instr == root) return o;
@@ -178,7 +209,11 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
   int minor = keep ? nr - 1 : -1; /* the kept minor dimension, or -1 */
   int a = keep ? nr - 2 : nr - 1, bdim = (int)d->perm[a];
   int64_t nminor = keep ? d->in_dims[minor] : 1;
-  int64_t na = (d->in_dims[a] + 31) / 32, nb = (d->in_dims[bdim] + 31) / 32, batch = 1;
+  int pk = opts ? opts->packed_transpose : 0;
+  bool want_packed = pk > 0 || (pk == 0 && !(opts && opts->host_target));
+  int v = keep || !want_packed ? 1 : packed_vector_size(ts, d->in_dims[a], d->in_dims[bdim]);
+  int64_t T = 32 * v; /* tile edge */
+  int64_t na = (d->in_dims[a] + T - 1) / T, nb = (d->in_dims[bdim] + T - 1) / T, batch = 1;
   for (int i = 0; i < nr; i++)
     if (i != a && i != bdim && i != minor) batch *= d->in_dims[i];
   int64_t nbl = batch * na * nb;
@@ -205,32 +240,48 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
   bshape[nbs + 1] = na;
   kiln_affine_expr_t *bex[18];
   kiln_affine_delinearize(x, kiln_affine_dim(x, 2), bshape, (size_t)nbs + 2, bex);
-  kiln_affine_expr_t *tb32 = kiln_affine_mul_const(x, bex[nbs], 32), *ta32 = kiln_affine_mul_const(x, bex[nbs + 1], 32);
-  /* Tile row of thread y at step s: 8 * ty + s, so consecutive steps of a warp move along
-   * consecutive rows (on the host, where the steps of a thread run back to back, this keeps
-   * reads and writes walking rows in order; on the GPU each step is still one coalesced,
-   * bank-conflict-free row per warp). */
-  kiln_affine_expr_t *trow = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), 8), kiln_affine_sym(x, 0));
-  int64_t dhi[3] = {31, 3, nbl - 1}, shi[2] = {7, nminor - 1};
-  int nsym = keep ? 2 : 1, ntix = keep ? 3 : 2;
+  kiln_affine_expr_t *tbT = kiln_affine_mul_const(x, bex[nbs], T), *taT = kiln_affine_mul_const(x, bex[nbs + 1], T);
+  kiln_affine_expr_t *tx = kiln_affine_dim(x, 0), *ty = kiln_affine_dim(x, 1);
+  /* Offsets in the tile along a and b: phase 1 (reading the input) and phase 2 (writing the
+   * output). Unpacked: tile row of thread y at step s is 8 * ty + s, so consecutive steps of
+   * a warp move along consecutive rows (on the host, where the steps of a thread run back to
+   * back, this keeps reads and writes walking rows in order; on the GPU each step is still
+   * one coalesced, bank-conflict-free row per warp). Packed (v elements to a 32-bit word,
+   * T = 32v): phase 1 step (l, e) reads row (T/4) ty + l, column v tx + e (each thread one
+   * word of a row); phase 2 step (l, h, w) takes the v x v block at rows v tx + w, columns
+   * v (8 ty + l) + h, so a thread writes v consecutive output elements (one word). */
+  kiln_affine_expr_t *a1, *b1, *a2, *b2;
+  int64_t shi1[3] = {7, nminor - 1, 0}, shi2[3] = {7, nminor - 1, 0};
+  int nsym1 = keep ? 2 : 1, nsym2 = nsym1, ntix = keep ? 3 : 2;
+  if (v == 1) {
+    kiln_affine_expr_t *trow = kiln_affine_add(x, kiln_affine_mul_const(x, ty, 8), kiln_affine_sym(x, 0));
+    a1 = tx, b1 = trow, a2 = trow, b2 = tx;
+  } else {
+    a1 = kiln_affine_add(x, kiln_affine_mul_const(x, tx, v), kiln_affine_sym(x, 1));
+    b1 = kiln_affine_add(x, kiln_affine_mul_const(x, ty, T / 4), kiln_affine_sym(x, 0));
+    a2 = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_add(x, kiln_affine_mul_const(x, ty, 8), kiln_affine_sym(x, 0)), v),
+                         kiln_affine_sym(x, 1));
+    b2 = kiln_affine_add(x, kiln_affine_mul_const(x, tx, v), kiln_affine_sym(x, 2));
+    shi1[0] = T / 4 - 1, shi1[1] = v - 1, nsym1 = 2;
+    shi2[1] = v - 1, shi2[2] = v - 1, nsym2 = 3;
+  }
+  int64_t dhi[3] = {31, 3, nbl - 1};
   int nout = h.part.num_outputs;
   const kiln_shape_t *in_shape = ts->heroes[0]->operands[0]->shape;
   int64_t nin_elems = kiln_shape_num_elements(in_shape);
   /* ---- phase 1: input tiles (and side outputs) ---- */
   {
-    kiln_indexing_map_t *map = kiln_hero_map(m, 3, dn, dhi, nsym, shi);
+    kiln_indexing_map_t *map = kiln_hero_map(m, 3, dn, dhi, nsym1, shi1);
     kiln_affine_expr_t *coord[16];
     for (int i = 0; i < nr; i++) coord[i] = i == a || i == bdim || i == minor ? NULL : bex[bpos[i]];
-    coord[a] = kiln_affine_add(x, ta32, kiln_affine_dim(x, 0));
-    coord[bdim] = kiln_affine_add(x, tb32, trow);
+    coord[a] = kiln_affine_add(x, taT, a1);
+    coord[bdim] = kiln_affine_add(x, tbT, b1);
     if (keep) coord[minor] = kiln_affine_sym(x, 1);
-    if (na * 32 > d->in_dims[a]) kiln_indexing_map_add_constraint(map, coord[a], 0, d->in_dims[a] - 1);
-    if (nb * 32 > d->in_dims[bdim]) kiln_indexing_map_add_constraint(map, coord[bdim], 0, d->in_dims[bdim] - 1);
+    if (na * T > d->in_dims[a]) kiln_indexing_map_add_constraint(map, coord[a], 0, d->in_dims[a] - 1);
+    if (nb * T > d->in_dims[bdim]) kiln_indexing_map_add_constraint(map, coord[bdim], 0, d->in_dims[bdim] - 1);
     kiln_affine_expr_t *lin_e = kiln_affine_linearize(x, coord, d->in_dims, (size_t)nr);
     kiln_indexing_map_add_result(map, lin_e);
-    kiln_indexing_map_add_result(map, trow);
-    kiln_indexing_map_add_result(map, kiln_affine_dim(x, 0));
-    if (keep) kiln_indexing_map_add_result(map, kiln_affine_sym(x, 1));
+    add_tile_index(x, map, b1, a1, v, keep);
     idx_table_t tab1 = {0};
     int nres = 1 + ntix;
     for (int hh = 0; hh < ts->nheroes; hh++) table_add(&tab1, x, map, lin_e, ts->heroes[hh]->operands[0]->shape, &nres);
@@ -238,7 +289,7 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
       if (!on_path(ts, h.part.outputs[o].instr)) table_add(&tab1, x, map, lin_e, h.part.outputs[o].instr->shape, &nres);
     kiln_indexing_map_simplify(map);
     kiln_kir_value_t *inits[2 * KILN_HERO_MAX_ROOTS];
-    int64_t tdims[3] = {32, 33, nminor};
+    int64_t tdims[3] = {T, v == 1 ? 33 : T, nminor};
     int ni = 0;
     for (int hh = 0; hh < ts->nheroes; hh++) {
       inits[ni] = kiln_kir_alloc_shared(b, ts->heroes[hh]->shape->type, ntix, tdims);
@@ -292,20 +343,18 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     kiln_kir_op_t *bar = kiln_kir_barrier(b, tiles, (size_t)ts->nheroes);
     if (!bar) goto done;
     /* ---- phase 2: transposed writes through the consumers ---- */
-    kiln_indexing_map_t *map2 = kiln_hero_map(m, 3, dn, dhi, nsym, shi);
+    kiln_indexing_map_t *map2 = kiln_hero_map(m, 3, dn, dhi, nsym2, shi2);
     kiln_affine_expr_t *c2[16], *oc[16];
     for (int i = 0; i < nr; i++) c2[i] = i == a || i == bdim || i == minor ? NULL : bex[bpos[i]];
-    c2[a] = kiln_affine_add(x, ta32, trow);
-    c2[bdim] = kiln_affine_add(x, tb32, kiln_affine_dim(x, 0));
+    c2[a] = kiln_affine_add(x, taT, a2);
+    c2[bdim] = kiln_affine_add(x, tbT, b2);
     if (keep) c2[minor] = kiln_affine_sym(x, 1);
-    if (na * 32 > d->in_dims[a]) kiln_indexing_map_add_constraint(map2, c2[a], 0, d->in_dims[a] - 1);
-    if (nb * 32 > d->in_dims[bdim]) kiln_indexing_map_add_constraint(map2, c2[bdim], 0, d->in_dims[bdim] - 1);
+    if (na * T > d->in_dims[a]) kiln_indexing_map_add_constraint(map2, c2[a], 0, d->in_dims[a] - 1);
+    if (nb * T > d->in_dims[bdim]) kiln_indexing_map_add_constraint(map2, c2[bdim], 0, d->in_dims[bdim] - 1);
     for (int i = 0; i < nr; i++) oc[i] = c2[d->perm[i]];
     kiln_affine_expr_t *lin2_e = kiln_affine_linearize(x, oc, d->out_dims, (size_t)nr);
     kiln_indexing_map_add_result(map2, lin2_e);
-    kiln_indexing_map_add_result(map2, kiln_affine_dim(x, 0));
-    kiln_indexing_map_add_result(map2, trow);
-    if (keep) kiln_indexing_map_add_result(map2, kiln_affine_sym(x, 1));
+    add_tile_index(x, map2, b2, a2, v, keep);
     idx_table_t tab2 = {0};
     int nres2 = 1 + ntix;
     for (int i = 0; i < ts->npath; i++) {

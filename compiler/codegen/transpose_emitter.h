@@ -20,6 +20,19 @@
  * minor dimension rides along with every tile element as an innermost loop (a second loop
  * symbol), so the shared tile is 32 x 33 x minor and both phases move `minor` contiguous
  * elements per tile element.
+ * Packed variant (XLA's packed transpose, elements under 32 bits): when every transpose hero
+ * has the same 8- or 16-bit type, both tiled dimensions span at least one tile and the tiles
+ * fit in 48 KiB, v = 32 / bits elements share a 32-bit word and the tile is 32v x 32v (64 x
+ * 64 for bf16/f16/s16, 128 x 128 for s8/u8/pred), unpadded, its columns swizzled per band of
+ * v rows (column (a + (b / v) v) mod 32v) so that both phases stay free of bank conflicts:
+ *   phase 1: thread (tx, ty) at step (l, e) reads input (a = ta*32v + v tx + e,
+ *            b = tb*32v + (32v/4) ty + l), each thread one word of a row;
+ *   phase 2: at step (l, h, w) it takes tile[v tx + w][v (8 ty + l) + h] and writes output
+ *            (b = tb*32v + v tx + w, a = ta*32v + v (8 ty + l) + h): a v x v block per step
+ *            pair, v consecutive output elements (a word) per thread.
+ * kiln_fusion_compile_options_t.host_target keeps the 32 x 33 tile on the host, where the
+ * word-per-thread steps lower to strided thread loops (bf16[4096,4096]: ~0.25x of a C tile
+ * loop packed, ~0.45x with the 32 x 33 tile; bench_heroes); packed_transpose forces either.
  * UNIMPLEMENTED: complex types, consumers other than elementwise ops and bitcasts. */
 #ifndef KILN_COMPILER_CODEGEN_TRANSPOSE_EMITTER_H_
 #define KILN_COMPILER_CODEGEN_TRANSPOSE_EMITTER_H_
