@@ -1,6 +1,6 @@
 /* Hero kernels on a GPU: bandwidth of kiln's row reduction (f32[4096,1024] -> [4096]),
  * column reduction (f32[1024,4096] -> [4096]) and transpose (f32[4096,4096]), each also at
- * 16x the bytes, as a fraction of a device-to-device memcpy measured in the same run
+ * 16x the bytes, and the packed bf16 transpose (bf16[4096,4096], no goal), as a fraction of a device-to-device memcpy measured in the same run
  * (issue goals: >= 0.85 for the reductions, >= 0.8 for the transpose).
  *
  * Every kernel is compiled to a cubin for the device's architecture (sm_90 without one),
@@ -28,7 +28,7 @@
 #include "runtime/device.h"
 #include "tools/common/hlo_file.h"
 
-typedef enum { ROW, COL, TR } kind_t;
+typedef enum { ROW, COL, TR, TR16 } kind_t; /* TR16: bf16 transpose (the packed variant) */
 
 #define MAX_CHAIN 4
 
@@ -48,19 +48,22 @@ static int64_t in_elems(const bench_case_t *c) { return c->rows * c->cols; }
 static int64_t out_elems(const bench_case_t *c) {
   return c->kind == ROW ? c->rows : c->kind == COL ? c->cols : c->rows * c->cols;
 }
+static size_t elem_bytes(const bench_case_t *c) { return c->kind == TR16 ? 2 : 4; }
 
 static char *case_hlo(const bench_case_t *c) {
   char *t = kiln_malloc(512);
   long long r = (long long)c->rows, n = (long long)c->cols;
-  if (c->kind == TR)
-    snprintf(t, 512, "fusion {\n p = f32[%lld,%lld] parameter(0)\n"
-                     " ROOT t = f32[%lld,%lld] transpose(p), dimensions={1,0}\n}\n", r, n, n, r);
-  else
+  if (c->kind == TR || c->kind == TR16) {
+    const char *ty = c->kind == TR ? "f32" : "bf16";
+    snprintf(t, 512, "fusion {\n p = %s[%lld,%lld] parameter(0)\n"
+                     " ROOT t = %s[%lld,%lld] transpose(p), dimensions={1,0}\n}\n", ty, r, n, ty, n, r);
+  } else {
     snprintf(t, 512,
              "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
              "fusion {\n p = f32[%lld,%lld] parameter(0)\n c = f32[] constant(0)\n"
              " ROOT r = f32[%lld] reduce(p, c), dimensions={%d}, to_apply=add\n}\n",
              r, n, c->kind == ROW ? r : n, c->kind == ROW ? 1 : 0);
+  }
   return t;
 }
 
@@ -138,13 +141,17 @@ static kiln_status time_pair(kiln_stream_t *st, int n, const kiln_kernel_t *cons
 }
 
 static kiln_status case_run(bench_case_t *c, kiln_device_t *dev, kiln_stream_t *st, int reps, int launches) {
-  size_t ib = (size_t)in_elems(c) * 4, ob = (size_t)out_elems(c) * 4;
+  size_t ib = (size_t)in_elems(c) * elem_bytes(c), ob = (size_t)out_elems(c) * elem_bytes(c);
   size_t copy = ib > ob ? ib : ob;
-  float *in = kiln_malloc(ib), *out = kiln_malloc(ob);
+  float *in = kiln_malloc((size_t)in_elems(c) * 4), *out = kiln_malloc(ob);
+  uint16_t *in16 = c->kind == TR16 ? kiln_malloc(ib) : NULL;
   uint64_t seed = 12345;
   for (int64_t i = 0; i < in_elems(c); i++) {
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
     in[i] = (float)((double)(seed >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
+    uint32_t bits;
+    memcpy(&bits, &in[i], sizeof(bits));
+    if (in16) in16[i] = (uint16_t)(bits >> 16); /* the bf16 bits of a finite value */
   }
   kiln_devptr_t din = 0, dout = 0, dcopy = 0;
   kiln_device_module_t *mod[MAX_CHAIN] = {NULL};
@@ -154,7 +161,7 @@ static kiln_status case_run(bench_case_t *c, kiln_device_t *dev, kiln_stream_t *
   kiln_status s = kiln_device_mem_alloc(dev, ib, &din);
   if (!s) s = kiln_device_mem_alloc(dev, ob, &dout);
   if (!s) s = kiln_device_mem_alloc(dev, copy, &dcopy);
-  if (!s) s = kiln_stream_memcpy_h2d(st, din, in, ib);
+  if (!s) s = kiln_stream_memcpy_h2d(st, din, in16 ? (const void *)in16 : (const void *)in, ib);
   const kiln_fusion_kernel_t *k = &c->k;
   for (int i = 0; i < c->nchain && !s; i++, k = k->next) {
     const kiln_nvptx_result_t *b = &c->bin[i];
@@ -175,7 +182,9 @@ static kiln_status case_run(bench_case_t *c, kiln_device_t *dev, kiln_stream_t *
   if (!s) s = kiln_stream_memcpy_d2h(st, out, dout, ob);
   if (!s) s = kiln_stream_synchronize(st);
   int64_t bad = 0;
-  for (int64_t i = 0; i < out_elems(c) && !s; i++) {
+  for (int64_t i = 0; i < out_elems(c) && !s && in16; i++)
+    bad += ((const uint16_t *)out)[i] != in16[(i % c->rows) * c->cols + i / c->rows];
+  for (int64_t i = 0; i < out_elems(c) && !s && !in16; i++) {
     double want = expected(c, in, i);
     double tol = c->kind == TR ? 0 : 1e-4 * (double)(c->kind == ROW ? c->cols : c->rows);
     if (fabs((double)out[i] - want) > tol) bad++;
@@ -199,6 +208,7 @@ static kiln_status case_run(bench_case_t *c, kiln_device_t *dev, kiln_stream_t *
   if (dout) kiln_device_mem_free(dev, dout);
   if (dcopy) kiln_device_mem_free(dev, dcopy);
   kiln_free(in);
+  kiln_free(in16);
   kiln_free(out);
   return s;
 }
@@ -225,6 +235,7 @@ int main(int argc, char **argv) {
       {.kind = COL, .rows = 16384, .cols = 4096, .label = "column reduce f32[16384,4096] -> [4096]"},
       {.kind = TR, .rows = 4096, .cols = 4096, .label = "transpose f32[4096,4096]"},
       {.kind = TR, .rows = 16384, .cols = 4096, .label = "transpose f32[16384,4096]"},
+      {.kind = TR16, .rows = 4096, .cols = 4096, .label = "transpose bf16[4096,4096] (packed)"},
   };
   int n = (int)(sizeof(cases) / sizeof(cases[0]));
   int failures = 0;
