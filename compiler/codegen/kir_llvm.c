@@ -692,6 +692,27 @@ static bool emit_excess(kir_llvm_t *L, const kiln_kir_op_t *op) {
 
 /* ---- tensors ---- */
 
+LLVMTypeRef kir_llvm_tensor_slot(kir_llvm_t *L, const kiln_kir_type_t *t) {
+  LLVMTypeRef m = kir_llvm_elem_mem(L, t->elem);
+  if (L->target->nvptx || t->space != KILN_KIR_SPACE_SHARED || kiln_kir_type_num_elements(t) > 16384) return m;
+  LLVMTypeKind k = LLVMGetTypeKind(m);
+  bool narrow = k == LLVMHalfTypeKind || k == LLVMBFloatTypeKind || (k == LLVMIntegerTypeKind && LLVMGetIntTypeWidth(m) < 32);
+  return narrow ? L->i32 : m;
+}
+
+/* Memory value x (element memory type m) as the content of slot type `slot`, and back. */
+static LLVMValueRef mem_to_slot(kir_llvm_t *L, LLVMTypeRef slot, LLVMValueRef x) {
+  LLVMTypeRef m = LLVMTypeOf(x);
+  if (m == slot) return x;
+  if (LLVMGetTypeKind(m) != LLVMIntegerTypeKind) x = LLVMBuildBitCast(L->b, x, L->i16, "");
+  return LLVMBuildZExt(L->b, x, slot, "");
+}
+static LLVMValueRef slot_to_mem(kir_llvm_t *L, LLVMTypeRef m, LLVMValueRef x) {
+  if (LLVMTypeOf(x) == m) return x;
+  if (LLVMGetTypeKind(m) == LLVMIntegerTypeKind) return LLVMBuildTrunc(L->b, x, m, "");
+  return LLVMBuildBitCast(L->b, LLVMBuildTrunc(L->b, x, L->i16, ""), m, "");
+}
+
 static LLVMValueRef element_ptr(kir_llvm_t *L, const kiln_kir_op_t *op, size_t tpos) {
   const kiln_kir_value_t *tv = op->operands[tpos];
   const kiln_kir_type_t *t = tv->type;
@@ -705,8 +726,7 @@ static LLVMValueRef element_ptr(kir_llvm_t *L, const kiln_kir_op_t *op, size_t t
     stride *= t->dims[i];
   }
   if (!lin) lin = LLVMConstInt(L->idx, 0, 0);
-  LLVMTypeRef mt = kir_llvm_elem_mem(L, t->elem);
-  return LLVMBuildInBoundsGEP2(L->b, mt, base, &lin, 1, "");
+  return LLVMBuildInBoundsGEP2(L->b, kir_llvm_tensor_slot(L, t), base, &lin, 1, "");
 }
 
 static unsigned elem_align(kir_llvm_t *L, kiln_elem_type_t e) {
@@ -894,8 +914,17 @@ static bool emit_call(kir_llvm_t *L, const kiln_kir_op_t *op) {
 
 /* ---- atomics ---- */
 
+/* Atomics act on the element itself: a widened host slot (kir_llvm_tensor_slot) is refused. */
+static bool atomic_slot_ok(kir_llvm_t *L, const kiln_kir_type_t *t) {
+  if (kir_llvm_tensor_slot(L, t) == kir_llvm_elem_mem(L, t->elem)) return true;
+  kir_llvm_fail(L, KILN_ERR_UNIMPLEMENTED("kir->llvm (host): atomics on shared memory of %s elements",
+                                          kiln_elem_type_name(t->elem)));
+  return false;
+}
+
 static bool emit_atomic_rmw(kir_llvm_t *L, const kiln_kir_op_t *op) {
   kiln_elem_type_t e = op->operands[1]->type->elem;
+  if (!atomic_slot_ok(L, op->operands[1]->type)) return false;
   LLVMValueRef p = element_ptr(L, op, 1);
   LLVMValueRef v = kir_llvm_get(L, op->operands[0]);
   bool fp = kiln_elem_type_is_float(e), sgn = kiln_elem_type_is_signed_int(e);
@@ -913,6 +942,7 @@ static bool emit_atomic_rmw(kir_llvm_t *L, const kiln_kir_op_t *op) {
 static bool emit_atomic_cas(kir_llvm_t *L, const kiln_kir_op_t *op) {
   LLVMBuilderRef b = L->b;
   kiln_elem_type_t e = op->operands[0]->type->elem;
+  if (!atomic_slot_ok(L, op->operands[0]->type)) return false;
   LLVMTypeRef rt = kir_llvm_elem_repr(L, e);
   LLVMTypeRef it = LLVMIntTypeInContext(L->ctx, (unsigned)kiln_elem_type_bits(e));
   LLVMValueRef p = element_ptr(L, op, 0);
@@ -1018,16 +1048,18 @@ bool kir_llvm_emit_op(kir_llvm_t *L, const kiln_kir_op_t *op) {
     case KILN_KIR_EXTRACT: {
       kiln_elem_type_t e = a[0]->type->elem;
       LLVMValueRef p = element_ptr(L, op, 0);
-      LLVMValueRef ld = LLVMBuildLoad2(b, kir_llvm_elem_mem(L, e), p, "");
-      LLVMSetAlignment(ld, elem_align(L, e));
-      r = mem_to_repr(L, e, ld);
+      LLVMTypeRef slot = kir_llvm_tensor_slot(L, a[0]->type);
+      LLVMValueRef ld = LLVMBuildLoad2(b, slot, p, "");
+      LLVMSetAlignment(ld, slot == L->i32 ? 4 : elem_align(L, e));
+      r = mem_to_repr(L, e, slot_to_mem(L, kir_llvm_elem_mem(L, e), ld));
       break;
     }
     case KILN_KIR_INSERT: {
       kiln_elem_type_t e = a[1]->type->elem;
       LLVMValueRef p = element_ptr(L, op, 1);
-      LLVMValueRef st = LLVMBuildStore(b, repr_to_mem(L, e, kir_llvm_get(L, a[0])), p);
-      LLVMSetAlignment(st, elem_align(L, e));
+      LLVMTypeRef slot = kir_llvm_tensor_slot(L, a[1]->type);
+      LLVMValueRef st = LLVMBuildStore(b, mem_to_slot(L, slot, repr_to_mem(L, e, kir_llvm_get(L, a[0]))), p);
+      LLVMSetAlignment(st, slot == L->i32 ? 4 : elem_align(L, e));
       return !L->status;
     }
     case KILN_KIR_VLOAD: {
@@ -1038,11 +1070,13 @@ bool kir_llvm_emit_op(kir_llvm_t *L, const kiln_kir_op_t *op) {
         /* Host: scalar loads, so the loop vectorizer (which skips vector-typed memory ops)
          * can widen the thread loop over an interleaved group. */
         LLVMValueRef v = LLVMGetUndef(vt);
+        LLVMTypeRef slot = kir_llvm_tensor_slot(L, a[0]->type);
         for (int i = 0; i < rt->lanes; i++) {
           LLVMValueRef off = LLVMConstInt(L->idx, (unsigned)i, 0);
-          LLVMValueRef q = LLVMBuildInBoundsGEP2(b, kir_llvm_elem_mem(L, e), p, &off, 1, "");
-          LLVMValueRef x = LLVMBuildLoad2(b, kir_llvm_elem_mem(L, e), q, "");
-          LLVMSetAlignment(x, elem_align(L, e));
+          LLVMValueRef q = LLVMBuildInBoundsGEP2(b, slot, p, &off, 1, "");
+          LLVMValueRef x = LLVMBuildLoad2(b, slot, q, "");
+          LLVMSetAlignment(x, slot == L->i32 ? 4 : elem_align(L, e));
+          x = slot_to_mem(L, kir_llvm_elem_mem(L, e), x);
           v = LLVMBuildInsertElement(b, v, x, LLVMConstInt(L->i32, (unsigned)i, 0), "");
         }
         r = mem_to_repr(L, e, v);
@@ -1058,11 +1092,12 @@ bool kir_llvm_emit_op(kir_llvm_t *L, const kiln_kir_op_t *op) {
       LLVMValueRef p = element_ptr(L, op, 1);
       LLVMValueRef v = repr_to_mem(L, e, kir_llvm_get(L, a[0]));
       if (!L->target->nvptx) {
+        LLVMTypeRef slot = kir_llvm_tensor_slot(L, a[1]->type);
         for (int i = 0; i < a[0]->type->lanes; i++) {
           LLVMValueRef off = LLVMConstInt(L->idx, (unsigned)i, 0);
-          LLVMValueRef q = LLVMBuildInBoundsGEP2(b, kir_llvm_elem_mem(L, e), p, &off, 1, "");
-          LLVMValueRef x = LLVMBuildExtractElement(b, v, LLVMConstInt(L->i32, (unsigned)i, 0), "");
-          LLVMSetAlignment(LLVMBuildStore(b, x, q), elem_align(L, e));
+          LLVMValueRef q = LLVMBuildInBoundsGEP2(b, slot, p, &off, 1, "");
+          LLVMValueRef x = mem_to_slot(L, slot, LLVMBuildExtractElement(b, v, LLVMConstInt(L->i32, (unsigned)i, 0), ""));
+          LLVMSetAlignment(LLVMBuildStore(b, x, q), slot == L->i32 ? 4 : elem_align(L, e));
         }
         return !L->status;
       }

@@ -62,6 +62,11 @@ void kir_llvm_fail(kir_llvm_t *L, kiln_status s);
 LLVMTypeRef kir_llvm_repr(kir_llvm_t *L, const kiln_kir_type_t *t);      /* value type */
 LLVMTypeRef kir_llvm_elem_repr(kir_llvm_t *L, kiln_elem_type_t e);
 LLVMTypeRef kir_llvm_elem_mem(kir_llvm_t *L, kiln_elem_type_t e);        /* memory type */
+/* Type of one element slot of tensor type t in memory: the element's memory type, or on
+ * the host an i32 for a shared-memory tensor of narrower elements (up to 16384 of them):
+ * the vectorized thread loops then read and write the tile with 32-bit gathers / scatters,
+ * which x86 has and 16/8-bit ones are not. */
+LLVMTypeRef kir_llvm_tensor_slot(kir_llvm_t *L, const kiln_kir_type_t *t);
 
 /* Computes root buffers of all tensor values of `f` into L->root. */
 void kir_llvm_compute_roots(kir_llvm_t *L, const kiln_kir_func_t *f);

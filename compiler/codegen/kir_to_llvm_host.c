@@ -587,7 +587,7 @@ static kiln_status lower_kernel(kir_llvm_t *L, host_t *h, LLVMValueRef fn) {
     if (h->kind[i] == K_SHARED) {
       const kiln_kir_type_t *t = op->results[0]->type;
       kir_llvm_set(L, op->results[0],
-                   kir_llvm_entry_alloca(L, kir_llvm_elem_mem(L, t->elem), kiln_kir_type_num_elements(t), 64));
+                   kir_llvm_entry_alloca(L, kir_llvm_tensor_slot(L, t), kiln_kir_type_num_elements(t), 64));
     }
     for (uint32_t j = 0; j < op->num_results; j++) {
       const kiln_kir_value_t *v = op->results[j];
