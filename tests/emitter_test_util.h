@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "compiler/codegen/fusion_compiler.h"
+#include "compiler/eval/eval.h"
 #include "tools/common/hlo_file.h"
 
 static inline int emt_cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -76,6 +77,17 @@ static inline const kiln_hlo_computation_t **emt_load_fusions(const char *name, 
     return NULL;
   }
   return cs;
+}
+
+/* The reference evaluator's result for computation `c` on `params` (default options),
+ * allocated in `arena`. */
+static inline kiln_status emt_eval(const kiln_hlo_computation_t *c, kiln_literal_t *const *params,
+                                   kiln_arena_t *arena, kiln_literal_t **out) {
+  kiln_eval_options_t eo = {0};
+  kiln_eval_ctx_t ectx = {0};
+  ectx.opts = &eo;
+  ectx.arena = arena;
+  return kiln_eval_computation(&ectx, c, c->num_parameters, params, out);
 }
 
 static inline kiln_hlo_module_t *emt_parse(const char *text) {

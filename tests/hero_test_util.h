@@ -152,13 +152,7 @@ static kiln_status hero_run_check(const kiln_hlo_computation_t *c, const kiln_fu
   clock_gettime(CLOCK_MONOTONIC, &t1);
   res->run_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
   kiln_literal_t *want_all = NULL;
-  if (!s) {
-    kiln_eval_options_t eo = {0};
-    kiln_eval_ctx_t ectx = {0};
-    ectx.opts = &eo;
-    ectx.arena = &arena;
-    s = kiln_eval_computation(&ectx, c, c->num_parameters, params, &want_all);
-  }
+  if (!s) s = emt_eval(c, params, &arena, &want_all);
   for (int o = 0; o < k->num_outputs && !s; o++) {
     const kiln_literal_t *want = want_all;
     if (kiln_shape_is_tuple(want_all->shape)) {

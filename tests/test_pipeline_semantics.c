@@ -22,6 +22,12 @@
  * Everything else must evaluate after the pipeline and match; a pipeline error, a verifier
  * error or an evaluation error after the pipeline is a failure.
  *
+ * A module whose canonical text (kiln_hlo_module_print) is the same as a module's checked
+ * earlier in the walk is not run again: the pipeline, the fake arguments and the evaluator
+ * are deterministic, so its check is the earlier one (several corpus files are copies of one
+ * test module, e.g. five hlo_opt/benchmark files holding the same 30M-element transpose).
+ * Such repeats are listed with the module they repeat and counted apart.
+ *
  * Runtime knobs (environment):
  *   KILN_PIPELINE_MAX_COST  element-operation bound (default 4e8; 2e7 under ASan),
  *   KILN_CORPUS_SAMPLE=N    test about one module in N (the sanitizer run in CI sets it),
@@ -38,6 +44,7 @@
 #include <cmocka.h>
 
 #include "base/alloc.h"
+#include "base/hashmap.h"
 #include "base/status.h"
 #include "base/str.h"
 #include "compiler/eval/eval.h"
@@ -167,10 +174,11 @@ static cmp_t compare_results(const kiln_literal_t *before, const kiln_literal_t 
 /* ---- the run ---- */
 
 typedef struct run_stats {
-  int bitwise, tolerance, failed, skipped;
+  int bitwise, tolerance, failed, skipped, repeats;
   int64_t instrs_before, instrs_after; /* over the compared modules */
   double max_cost;
-  kiln_strbuf_t failures, skips, tolerant;
+  kiln_strbuf_t failures, skips, tolerant, repeated;
+  kiln_hashmap_t checked; /* canonical text of each module checked -> its name (owned) */
 } run_stats_t;
 
 static void note_skip(run_stats_t *st, const char *name, const char *fmt, ...)
@@ -193,6 +201,22 @@ static void note_fail(run_stats_t *st, const char *name, const char *what, const
 static void fail_status(run_stats_t *st, const char *name, const char *what, kiln_status s) {
   note_fail(st, name, what, kiln_status_message(s));
   kiln_status_free(s);
+}
+
+/* Whether `m`'s canonical text is that of a module checked earlier (then listed as a repeat
+ * of it); otherwise remembers the text under `name`. */
+static bool repeats_an_earlier_module(run_stats_t *st, const kiln_hlo_module_t *m,
+                                      const char *name) {
+  char *text = kiln_hlo_module_to_string(m);
+  const char *first = kiln_hashmap_get_str(&st->checked, text);
+  if (first) {
+    st->repeats++;
+    kiln_strbuf_printf(&st->repeated, "  %s: same module as %s\n", name, first);
+  } else {
+    kiln_hashmap_put(&st->checked, text, strlen(text), kiln_strdup(name));
+  }
+  kiln_free(text);
+  return first != NULL;
 }
 
 static void run_module(run_stats_t *st, kiln_hlo_module_t *m, const char *name) {
@@ -220,6 +244,7 @@ static void run_module(run_stats_t *st, kiln_hlo_module_t *m, const char *name) 
     note_skip(st, name, "sampled out (KILN_CORPUS_SAMPLE)");
     return;
   }
+  if (repeats_an_earlier_module(st, m, name)) return;
   if (getenv("KILN_CORPUS_VERBOSE")) fprintf(stderr, "pipeline semantics: %s\n", name);
   kiln_arena_t args_arena, before_arena, after_arena;
   kiln_arena_init(&args_arena);
@@ -279,6 +304,7 @@ static void corpus_module(void *ctx, kiln_hlo_module_t **m, const char *name, co
 static void test_corpus_results_survive_the_pipeline(void **state) {
   run_stats_t st;
   memset(&st, 0, sizeof st);
+  kiln_hashmap_init(&st.checked);
   st.max_cost = env_double("KILN_PIPELINE_MAX_COST", KILN_UNDER_ASAN ? 2e7 : 4e8);
   const char *missing[32];
   int num_missing = kiln_pipeline_missing_passes(missing, 32);
@@ -289,19 +315,25 @@ static void test_corpus_results_survive_the_pipeline(void **state) {
   kiln_status walk = kiln_corpus_for_each_whole_module(NULL, corpus_module, &st);
   if (walk) fail_msg("%s", kiln_status_message(walk));
   int compared = st.bitwise + st.tolerance + st.failed;
-  printf("pipeline semantics: %d of %d modules give the same results (%d bitwise, %d within "
-         "tolerance), %d fail, %d left out, %.1f s\n",
-         st.bitwise + st.tolerance, compared, st.bitwise, st.tolerance, st.failed, st.skipped,
-         kiln_now_seconds() - t0);
+  printf(
+      "pipeline semantics: %d of %d modules give the same results (%d bitwise, %d within "
+      "tolerance), %d fail, %d left out, %d repeat a module checked earlier, %.1f s\n",
+      st.bitwise + st.tolerance, compared, st.bitwise, st.tolerance, st.failed, st.skipped,
+      st.repeats, kiln_now_seconds() - t0);
   printf("instructions in the modules compared: %lld before the pipeline, %lld after\n",
          (long long)st.instrs_before, (long long)st.instrs_after);
   printf("left out:\n%s", kiln_strbuf_cstr(&st.skips));
+  printf("repeats (checked once):\n%s", kiln_strbuf_cstr(&st.repeated));
   if (st.tolerance) printf("within tolerance, not bitwise:\n%s", kiln_strbuf_cstr(&st.tolerant));
   printf("failures:\n%s", kiln_strbuf_cstr(&st.failures));
   fflush(stdout);
   kiln_strbuf_free(&st.skips);
   kiln_strbuf_free(&st.failures);
   kiln_strbuf_free(&st.tolerant);
+  kiln_strbuf_free(&st.repeated);
+  for (size_t i = 0; i < st.checked.cap; i++)
+    if (st.checked.slots[i].key) kiln_free(st.checked.slots[i].value);
+  kiln_hashmap_free(&st.checked);
   assert_int_equal(st.failed, 0);
   const char *sample = getenv("KILN_CORPUS_SAMPLE");
   bool sampled = sample && atoi(sample) > 1;
