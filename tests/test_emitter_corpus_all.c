@@ -5,14 +5,10 @@
  *
  * The expected emitter comes from the file name (…tests__<kind>__…): reduce_row,
  * reduce_column, reduce_multirow, reduce_column_small -> reduction; transpose, scatter,
- * concatenate, dynamic_update_slice -> that emitter; loop and convert -> loop. Known
- * exceptions, each listed with its reason and counted as a pass only when the fusion still
- * compiles and matches the evaluator under the emitter noted:
- *   - two reduction files hit limits the reduction emitter names (complex elements, reduce
- *     inputs of different shapes): UNIMPLEMENTED, not run;
- *   - scatter files on the sorted-indices path with a float add: the run of equal indices
- *     is summed in registers first (XLA's reassociation), so they run on inputs in
- *     [0.5, 1) within 64 ulp.
+ * concatenate, dynamic_update_slice -> that emitter; loop and convert -> loop. No fusion is
+ * exempt. Scatter files on the sorted-indices path with a float add: the run of equal
+ * indices is summed in registers first (XLA's reassociation), so they run on inputs in
+ * [0.5, 1) within 64 ulp.
  * Reductions are checked as the reduction tests check them (hero_run_check): init values
  * (scalar parameters) 0, the reducer's identity, since the GPU algorithm starts every thread
  * from the init; f32 within 1e-5 of the partial-sum magnitude, integers exact.
@@ -64,14 +60,6 @@ static bool expected_emitter(const char *name, kiln_fusion_emitter_t *out) {
   return false;
 }
 
-/* Fusions where the choice differs from the file name on purpose, with the reason. */
-static const char *known_exception(const char *name, kiln_fusion_emitter_t want, kiln_fusion_emitter_t got) {
-  if (want == KILN_FUSION_EMITTER_REDUCTION && got == KILN_FUSION_EMITTER_REDUCTION &&
-      strstr(name, "mof_heteorgeneous_input_shapes"))
-    return "a limit the reduction emitter names (reduction_emitter.h: reduce inputs of different shapes)";
-  return NULL;
-}
-
 /* A REDUCTION fusion: compiled by the fusion compiler, checked as the reduction tests do
  * (hero_run_check: scalar parameters, i.e. init values, are 0 = the add reducers' identity,
  * since the GPU algorithm starts every thread from the init as XLA's does; floats within
@@ -117,7 +105,7 @@ static void test_every_emitter_fusion_compiles_with_xla_choice_and_matches(void 
   }
   kiln_host_jit_t *jit = NULL;
   assert_null(kiln_host_jit_create(NULL, &jit));
-  int total = 0, passed = 0, exceptions = 0, not_run = 0, compiled_only = 0, ptx_ok = 0, ptx_checked = 0, unexpected = 0;
+  int total = 0, passed = 0, compiled_only = 0, ptx_ok = 0, ptx_checked = 0, unexpected = 0;
   int per_kind_total[16] = {0}, per_kind_pass[16] = {0};
   bool ptx_note_printed = false;
   for (size_t i = 0; i < n; i++) {
@@ -144,10 +132,9 @@ static void test_every_emitter_fusion_compiles_with_xla_choice_and_matches(void 
     kiln_fusion_collect(f->modules[0], &cs, &nc);
     for (int ci = 0; ci < nc; ci++) {
       kiln_fusion_emitter_t got = kiln_fusion_classify(cs[ci], NULL);
-      const char *exc = known_exception(names[i], want, got);
       total++;
       per_kind_total[want]++;
-      if (got != want && !exc) {
+      if (got != want) {
         printf("FAIL %s: emitter %s, XLA's is %s\n", shortname, kiln_fusion_emitter_name(got),
                kiln_fusion_emitter_name(want));
         unexpected++;
@@ -179,14 +166,6 @@ static void test_every_emitter_fusion_compiles_with_xla_choice_and_matches(void 
         total--, per_kind_total[want]--;
         continue;
       }
-      if (s && exc && kiln_status_code(s) == KILN_UNIMPLEMENTED) {
-        /* A listed limit: named UNIMPLEMENTED, never a wrong result. */
-        printf("known %s: %s (%s)\n", shortname, exc, kiln_status_message(s));
-        kiln_status_free(s);
-        not_run++;
-        total--, per_kind_total[want]--;
-        continue;
-      }
       if (s) {
         printf("FAIL %s [%s]: %s\n", shortname, kiln_fusion_emitter_name(got), kiln_status_message(s));
         kiln_status_free(s);
@@ -196,18 +175,15 @@ static void test_every_emitter_fusion_compiles_with_xla_choice_and_matches(void 
       if (got == KILN_FUSION_EMITTER_REDUCTION) snprintf(r.first_mismatch, sizeof(r.first_mismatch), "%.200s", red_line);
       passed += ok;
       per_kind_pass[want] += ok;
-      if (exc && ok) exceptions++;
-      printf("%s %-62s %-20s %8lld elements, max %lld ulp %s%s%s\n", ok ? "ok  " : "FAIL", shortname,
-             kiln_fusion_emitter_name(got), (long long)r.elements, (long long)r.max_ulp, r.first_mismatch,
-             exc ? " [listed: " : "", exc ? "fallback to the loop emitter]" : "");
+      printf("%s %-62s %-20s %8lld elements, max %lld ulp %s\n", ok ? "ok  " : "FAIL", shortname,
+             kiln_fusion_emitter_name(got), (long long)r.elements, (long long)r.max_ulp, r.first_mismatch);
     }
     kiln_free(cs);
     kiln_hlo_file_free(f);
   }
-  printf("emitter corpus: %d/%d passed (host == evaluator, XLA's emitter or a listed fallback); "
-         "%d listed fallbacks passed; %d listed exceptions not run; %d compiled only; ptxas %d/%d; "
+  printf("emitter corpus: %d/%d passed (host == evaluator, XLA's emitter); %d compiled only; ptxas %d/%d; "
          "%d wrong emitter choices\n",
-         passed, total, exceptions, not_run, compiled_only, ptx_ok, ptx_checked, unexpected);
+         passed, total, compiled_only, ptx_ok, ptx_checked, unexpected);
   for (int k = 0; k < 16; k++)
     if (per_kind_total[k])
       printf("  %-20s %d/%d\n", kiln_fusion_emitter_name((kiln_fusion_emitter_t)k), per_kind_pass[k], per_kind_total[k]);
