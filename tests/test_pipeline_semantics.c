@@ -44,7 +44,6 @@
 #include <cmocka.h>
 
 #include "base/alloc.h"
-#include "base/hashmap.h"
 #include "base/status.h"
 #include "base/str.h"
 #include "compiler/eval/eval.h"
@@ -178,7 +177,7 @@ typedef struct run_stats {
   int64_t instrs_before, instrs_after; /* over the compared modules */
   double max_cost;
   kiln_strbuf_t failures, skips, tolerant, repeated;
-  kiln_hashmap_t checked; /* canonical text of each module checked -> its name (owned) */
+  kiln_corpus_repeats_t checked; /* the modules checked */
 } run_stats_t;
 
 static void note_skip(run_stats_t *st, const char *name, const char *fmt, ...)
@@ -207,15 +206,11 @@ static void fail_status(run_stats_t *st, const char *name, const char *what, kil
  * of it); otherwise remembers the text under `name`. */
 static bool repeats_an_earlier_module(run_stats_t *st, const kiln_hlo_module_t *m,
                                       const char *name) {
-  char *text = kiln_hlo_module_to_string(m);
-  const char *first = kiln_hashmap_get_str(&st->checked, text);
+  const char *first = kiln_corpus_repeat_of(&st->checked, m, name);
   if (first) {
     st->repeats++;
     kiln_strbuf_printf(&st->repeated, "  %s: same module as %s\n", name, first);
-  } else {
-    kiln_hashmap_put(&st->checked, text, strlen(text), kiln_strdup(name));
   }
-  kiln_free(text);
   return first != NULL;
 }
 
@@ -304,7 +299,7 @@ static void corpus_module(void *ctx, kiln_hlo_module_t **m, const char *name, co
 static void test_corpus_results_survive_the_pipeline(void **state) {
   run_stats_t st;
   memset(&st, 0, sizeof st);
-  kiln_hashmap_init(&st.checked);
+  kiln_corpus_repeats_init(&st.checked);
   st.max_cost = env_double("KILN_PIPELINE_MAX_COST", KILN_UNDER_ASAN ? 2e7 : 4e8);
   const char *missing[32];
   int num_missing = kiln_pipeline_missing_passes(missing, 32);
@@ -331,9 +326,7 @@ static void test_corpus_results_survive_the_pipeline(void **state) {
   kiln_strbuf_free(&st.failures);
   kiln_strbuf_free(&st.tolerant);
   kiln_strbuf_free(&st.repeated);
-  for (size_t i = 0; i < st.checked.cap; i++)
-    if (st.checked.slots[i].key) kiln_free(st.checked.slots[i].value);
-  kiln_hashmap_free(&st.checked);
+  kiln_corpus_repeats_free(&st.checked);
   assert_int_equal(st.failed, 0);
   const char *sample = getenv("KILN_CORPUS_SAMPLE");
   bool sampled = sample && atoi(sample) > 1;

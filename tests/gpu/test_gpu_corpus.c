@@ -30,9 +30,9 @@ int main(void) {
     return 1;
   }
   double rate = st.eligible ? (double)st.passed / st.eligible : 0;
-  printf("corpus on %s: passed %d / eligible %d (%.1f%%), %d not eligible, %.1f s (compile "
-         "%.1f s, run %.1f s)\nfailures:\n%s",
-         dev->name, st.passed, st.eligible, 100 * rate, st.skipped, st.seconds,
+  printf("corpus on %s: passed %d / eligible %d (%.1f%%), %d not eligible, %d repeats run once, %.1f s "
+         "(compile %.1f s, run %.1f s)\nfailures:\n%s",
+         dev->name, st.passed, st.eligible, 100 * rate, st.skipped, st.repeats, st.seconds,
          st.compile_ms / 1e3, st.run_ms / 1e3, kiln_strbuf_cstr(&st.failures));
   kiln_corpus_run_stats_free(&st);
   kiln_device_destroy(dev);

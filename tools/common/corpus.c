@@ -115,3 +115,21 @@ kiln_status kiln_corpus_for_each_whole_module(const char *root, kiln_corpus_modu
   }
   return NULL;
 }
+
+void kiln_corpus_repeats_init(kiln_corpus_repeats_t *r) {
+  kiln_hashmap_init(&r->seen);
+}
+
+void kiln_corpus_repeats_free(kiln_corpus_repeats_t *r) {
+  for (size_t i = 0; i < r->seen.cap; i++)
+    if (r->seen.slots[i].key) kiln_free(r->seen.slots[i].value);
+  kiln_hashmap_free(&r->seen);
+}
+
+const char *kiln_corpus_repeat_of(kiln_corpus_repeats_t *r, const kiln_hlo_module_t *m, const char *name) {
+  char *text = kiln_hlo_module_to_string(m);
+  const char *first = kiln_hashmap_get_str(&r->seen, text);
+  if (!first) kiln_hashmap_put(&r->seen, text, strlen(text), kiln_strdup(name));
+  kiln_free(text);
+  return first;
+}

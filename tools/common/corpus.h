@@ -29,6 +29,7 @@ bool kiln_corpus_sampled(const char *name);
  * skipped): calls fn(ctx, m, name, path, index) with the parsed module (the callee may keep
  * or destroy it; set *m to NULL when it took it), name = "<label>/<file>[#<index>]". A file
  * that does not parse calls fn with m = NULL and `error` set (the callee must not free it). */
+#include "base/hashmap.h"
 #include "base/status.h"
 #include "compiler/hlo/ir.h"
 typedef void (*kiln_corpus_module_fn)(void *ctx, kiln_hlo_module_t **m, const char *name,
@@ -38,5 +39,15 @@ kiln_status kiln_corpus_for_each_module(const char *dir, const char *label,
 /* kiln_corpus_for_each_module over the whole-module folders of the corpus at `root` (NULL:
  * kiln_corpus_dir()): xla/ then real/, labelled "xla" and "real". */
 kiln_status kiln_corpus_for_each_whole_module(const char *root, kiln_corpus_module_fn fn, void *ctx);
+
+/* Modules seen so far, by canonical text (several corpus files hold the same module). */
+typedef struct kiln_corpus_repeats {
+  kiln_hashmap_t seen; /* canonical text -> first module's name (owned) */
+} kiln_corpus_repeats_t;
+void kiln_corpus_repeats_init(kiln_corpus_repeats_t *r);
+void kiln_corpus_repeats_free(kiln_corpus_repeats_t *r);
+/* The name of an earlier module with m's canonical text (kiln_hlo_module_to_string), or
+ * NULL after remembering m's text under `name`. */
+const char *kiln_corpus_repeat_of(kiln_corpus_repeats_t *r, const kiln_hlo_module_t *m, const char *name);
 
 #endif /* KILN_TOOLS_CORPUS_H_ */

@@ -39,6 +39,7 @@ typedef struct run_ctx {
   kiln_device_t *dev;
   bool verbose;
   kiln_corpus_run_stats_t *st;
+  kiln_corpus_repeats_t run; /* the modules run */
 } run_ctx_t;
 
 static double now_s(void) {
@@ -80,6 +81,12 @@ static void run_one(void *ctx, kiln_hlo_module_t **mp, const char *name, const c
   if (v) {
     note_skip(st, name, "does not verify");
     kiln_status_free(v);
+    return;
+  }
+  const char *first = kiln_corpus_repeat_of(&rc->run, m, name);
+  if (first) {
+    st->repeats++;
+    kiln_strbuf_printf(&st->skips, "  %s: same module as %s (run once)\n", name, first);
     return;
   }
   kiln_arena_t arena;
@@ -135,15 +142,17 @@ kiln_status kiln_corpus_run_on_device(kiln_device_t *dev, const char *root, bool
   if (!dev) return KILN_ERR_INVALID("corpus run: no device");
   if (!root || !*root) root = getenv("KILN_CORPUS_DIR");
   if (!root || !*root) root = KILN_CORPUS_DIR;
-  run_ctx_t rc = {dev, verbose, st};
+  run_ctx_t rc = {dev, verbose, st, {{0}}};
+  kiln_corpus_repeats_init(&rc.run);
   double t0 = now_s();
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/xla", root);
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_corpus_for_each_module(dir, "xla", run_one, &rc));
+  kiln_status s = kiln_corpus_for_each_module(dir, "xla", run_one, &rc);
   snprintf(dir, sizeof dir, "%s/real", root);
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_corpus_for_each_module(dir, "real", run_one, &rc));
+  if (!s) s = kiln_corpus_for_each_module(dir, "real", run_one, &rc);
+  kiln_corpus_repeats_free(&rc.run);
   st->seconds = now_s() - t0;
-  return NULL;
+  return s;
 }
 
 void kiln_corpus_run_stats_free(kiln_corpus_run_stats_t *st) {

@@ -19,6 +19,7 @@
 
 typedef struct kiln_corpus_run_stats {
   int eligible, passed, skipped;
+  int repeats; /* modules whose canonical text an earlier one had: run once, listed in skips */
   kiln_strbuf_t failures; /* "  <module>: <what>: <why>\n" per failure */
   kiln_strbuf_t skips;    /* the same for modules left out, with the reason */
   double seconds, compile_ms, run_ms;
