@@ -21,7 +21,7 @@ static const pipeline_step_t kSteps[] = {
     {"simplification",
      {"simplify", "constant_folding", "tuple_simplify", "while_loop_constants", "dce", "cse"},
      true},
-    {"expansion", {"rng_bit_generator_expander", "batch_norm_expander", "cholesky_expander", "triangular_solve_expander",
+    {"expansion", {"rng_expander", "rng_bit_generator_expander", "batch_norm_expander", "cholesky_expander", "triangular_solve_expander",
       "scaled_dot_expander", "ragged_dot_expander", "fft_expander",
       "dynamic_shape_remover", "select_and_scatter_expander", "stochastic_convert_decomposer"},
      false},
