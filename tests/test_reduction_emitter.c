@@ -413,22 +413,18 @@ static const char *k_add_c64 =
  * not combined with atomics; both parts match the evaluator exactly. Other complex
  * reducers stay UNIMPLEMENTED, named. */
 static void test_complex_add_reductions_keep_real_and_imaginary_accumulators(void **state) {
+  static const struct {
+    const char *in, *out, *name;
+    int dim;
+  } kCases[] = {{"128,64", "64", "c64_column", 0}, {"6,3000", "6", "c64_row", 1}, {"2,40000", "2", "c64_long_row", 1}};
   char text[1024];
-  snprintf(text, sizeof(text),
-           "%sfusion {\n p = c64[128,64] parameter(0)\n c = c64[] constant((0, 0))\n"
-           " ROOT r = c64[64] reduce(p, c), dimensions={0}, to_apply=add\n}\n",
-           k_add_c64);
-  complex_sum_run(text, "c64_column");
-  snprintf(text, sizeof(text),
-           "%sfusion {\n p = c64[6,3000] parameter(0)\n c = c64[] constant((0, 0))\n"
-           " ROOT r = c64[6] reduce(p, c), dimensions={1}, to_apply=add\n}\n",
-           k_add_c64);
-  complex_sum_run(text, "c64_row");
-  snprintf(text, sizeof(text),
-           "%sfusion {\n p = c64[2,40000] parameter(0)\n c = c64[] constant((0, 0))\n"
-           " ROOT r = c64[2] reduce(p, c), dimensions={1}, to_apply=add\n}\n",
-           k_add_c64);
-  complex_sum_run(text, "c64_long_row");
+  for (size_t i = 0; i < sizeof(kCases) / sizeof(kCases[0]); i++) {
+    snprintf(text, sizeof(text),
+             "%sfusion {\n p = c64[%s] parameter(0)\n c = c64[] constant((0, 0))\n"
+             " ROOT r = c64[%s] reduce(p, c), dimensions={%d}, to_apply=add\n}\n",
+             k_add_c64, kCases[i].in, kCases[i].out, kCases[i].dim);
+    complex_sum_run(text, kCases[i].name);
+  }
 
   snprintf(text, sizeof(text),
            "mul {\n a = c64[] parameter(0)\n b = c64[] parameter(1)\n ROOT s = c64[] multiply(a, b)\n}\n"
