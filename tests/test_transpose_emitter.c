@@ -92,6 +92,8 @@ static void test_corpus_transposes_match_evaluator(void **state) {
   assert_int_equal(passed, total);
 }
 
+static char *read_dump(const char *dir, const char *kname, const char *suffix);
+
 /* Parses `text`, emits its transpose kernel `kname` with dumps in a new directory made from
  * the template `dir` (updated in place) and reads the kernel-IR input dump into *dump
  * (kiln_free). Fails the test on any error. */
@@ -107,11 +109,7 @@ static void emit_dumped_opts(const char *text, const char *kname, char *dir, int
   o.host_target = host_target;
   kiln_status s = kiln_transpose_kernel_emit((*m)->entry, &o, k);
   if (s) fail_msg("%s", kiln_status_message(s));
-  char path[256];
-  snprintf(path, sizeof(path), "%s/%s.50-kir-input.txt", dir, kname);
-  size_t len = 0;
-  *dump = NULL;
-  assert_null(kiln_read_file(path, dump, &len));
+  *dump = read_dump(dir, kname, "50-kir-input.txt");
 }
 
 static void emit_dumped(const char *text, const char *kname, char *dir, kiln_hlo_module_t **m,
@@ -128,18 +126,46 @@ static void emitted_free(kiln_hlo_module_t *m, kiln_fusion_kernel_t *k, const ch
   assert_int_equal(system(cmd), 0);
 }
 
-/* Runs kernel k of m's entry on a 2-thread pool against the evaluator (exact, inputs from
- * `seed`); fails the test on an error. */
-static void run_on_two_threads(const kiln_hlo_module_t *m, const kiln_fusion_kernel_t *k, uint64_t seed,
-                               hero_run_result_t *rr) {
+/* Runs kernel k of m's entry on the host against the evaluator (exact, inputs from `seed`):
+ * on a pool of `threads` workers (0: the calling thread), the JIT dumping into `dump_dir`
+ * (NULL: no dumps); fails the test on an error. */
+static void run_on_host(const kiln_hlo_module_t *m, const kiln_fusion_kernel_t *k, int threads,
+                        const char *dump_dir, uint64_t seed, hero_run_result_t *rr) {
   kiln_host_jit_t *jit = NULL;
-  assert_null(kiln_host_jit_create(NULL, &jit));
+  kiln_host_jit_options_t jo = {0};
+  jo.dump_dir = dump_dir;
+  assert_null(kiln_host_jit_create(&jo, &jit));
   kiln_host_pool_t *pool = NULL;
-  assert_null(kiln_host_pool_create(2, &pool));
+  if (threads > 0) assert_null(kiln_host_pool_create(threads, &pool));
   kiln_status s = hero_run_check(m->entry, k, jit, pool, 0.0, 1, false, seed, rr);
   if (s) fail_msg("%s", kiln_status_message(s));
-  kiln_host_pool_destroy(pool);
+  if (pool) kiln_host_pool_destroy(pool);
   kiln_host_jit_destroy(jit);
+}
+
+/* The dump `dir`/`kname`.`suffix` (kiln_free). */
+static char *read_dump(const char *dir, const char *kname, const char *suffix) {
+  char path[256];
+  snprintf(path, sizeof(path), "%s/%s.%s", dir, kname, suffix);
+  char *text = NULL;
+  size_t len = 0;
+  assert_null(kiln_read_file(path, &text, &len));
+  return text;
+}
+
+/* Checks k's PTX with `ptxas -arch=sm_90` (skipped with the reason when ptxas is missing):
+ * it must assemble and synchronize the block (bar.sync). */
+static void check_ptx_syncs(const char *kname, const kiln_fusion_kernel_t *k) {
+  char *ptx = NULL;
+  kiln_status ps = kiln_fusion_kernel_ptxas_check(k, &ptx);
+  if (ps && kiln_status_code(ps) == KILN_UNAVAILABLE) {
+    printf("%s: ptxas check skipped: %s\n", kname, kiln_status_message(ps));
+  } else {
+    if (ps) fail_msg("%s: ptxas: %.300s", kname, kiln_status_message(ps));
+    assert_non_null(strstr(ptx, "bar.sync"));
+  }
+  kiln_status_free(ps);
+  kiln_free(ptx);
 }
 
 /* A transpose of [3, 200, 333] elements of `type` with partial tiles on both tiled
@@ -165,7 +191,7 @@ static void test_fused_transpose_with_partial_tiles_matches_evaluator(void **sta
   assert_non_null(strstr(dump, "block=[32, 4, 1]"));
   kiln_free(dump);
   hero_run_result_t rr;
-  run_on_two_threads(m, &k, 5, &rr);
+  run_on_host(m, &k, 2, NULL, 5, &rr);
   assert_int_equal(rr.elements, 3 * 333 * 200);
   assert_int_equal(rr.mismatches, 0);
   emitted_free(m, &k, dir);
@@ -195,25 +221,16 @@ static void test_warp_steps_walk_consecutive_tile_rows(void **state) {
   const kiln_kir_func_t *kf = kiln_kir_module_kernel(k.kir);
   assert_non_null(kf);
   assert_true(kf->host_rolled_thread_loops);
-  kiln_host_jit_t *jit = NULL;
-  kiln_host_jit_options_t jo = {0};
-  jo.dump_dir = dir;
-  assert_null(kiln_host_jit_create(&jo, &jit));
   hero_run_result_t rr;
-  kiln_status s = hero_run_check(m->entry, &k, jit, NULL, 0.0, 1, false, 3, &rr);
-  if (s) fail_msg("%s", kiln_status_message(s));
+  run_on_host(m, &k, 0, dir, 3, &rr);
   assert_int_equal(rr.elements, 40 * 72);
   /* The host IR: the y thread loops carry unroll.disable, the x loops a vectorize follow-up
    * that lets their vector loop unroll. */
-  char path[256];
-  size_t len = 0;
-  snprintf(path, sizeof(path), "%s/trrows.90-llvm-input.ll", dir);
-  assert_null(kiln_read_file(path, &dump, &len));
+  dump = read_dump(dir, "trrows", "90-llvm-input.ll");
   assert_non_null(strstr(dump, "br label %ty, !llvm.loop"));
   assert_non_null(strstr(dump, "llvm.loop.vectorize.followup_vectorized"));
   kiln_free(dump);
   assert_int_equal(rr.mismatches, 0);
-  kiln_host_jit_destroy(jit);
   emitted_free(m, &k, dir);
 }
 
@@ -241,24 +258,11 @@ static void test_transpose_keeping_minor_dimension_moves_it_with_each_tile_eleme
   assert_non_null(strstr(dump, "tensor<32x33x2xf32, shared>"));
   assert_non_null(strstr(dump, "barrier"));
   kiln_free(dump);
-  char *ptx = NULL;
-  kiln_status ps = kiln_fusion_kernel_ptxas_check(&k, &ptx);
-  if (ps && kiln_status_code(ps) == KILN_UNAVAILABLE) {
-    printf("ptxas check skipped: %s\n", kiln_status_message(ps));
-  } else {
-    if (ps) fail_msg("ptxas: %s", kiln_status_message(ps));
-    assert_non_null(strstr(ptx, "bar.sync"));
-  }
-  kiln_status_free(ps);
-  kiln_free(ptx);
-  kiln_host_jit_t *jit = NULL;
-  assert_null(kiln_host_jit_create(NULL, &jit));
+  check_ptx_syncs("tr102", &k);
   hero_run_result_t rr;
-  kiln_status s = hero_run_check(m->entry, &k, jit, NULL, 0.0, 1, false, 7, &rr);
-  if (s) fail_msg("%s", kiln_status_message(s));
+  run_on_host(m, &k, 0, NULL, 7, &rr);
   assert_int_equal(rr.elements, 2 * 45 * 70 * 2);
   assert_int_equal(rr.mismatches, 0);
-  kiln_host_jit_destroy(jit);
   emitted_free(m, &k, dir);
 }
 
@@ -279,21 +283,12 @@ static void run_packed(const char *text, const char *kname, const char *tile, co
   if (!strstr(dump, swizzle)) fail_msg("%s: no swizzle (%s) in the tile index", kname, swizzle);
   kiln_free(dump);
   hero_run_result_t rr;
-  run_on_two_threads(m, &k, 9, &rr);
+  run_on_host(m, &k, 2, NULL, 9, &rr);
   printf("%s: %lld elements through %s, %lld mismatches\n", kname, (long long)rr.elements, tile,
          (long long)rr.mismatches);
   assert_int_equal(rr.elements, elements);
   assert_int_equal(rr.mismatches, 0);
-  char *ptx = NULL;
-  kiln_status ps = kiln_fusion_kernel_ptxas_check(&k, &ptx);
-  if (ps && kiln_status_code(ps) == KILN_UNAVAILABLE) {
-    printf("%s: ptxas check skipped: %s\n", kname, kiln_status_message(ps));
-  } else {
-    if (ps) fail_msg("%s: ptxas: %.300s", kname, kiln_status_message(ps));
-    assert_non_null(strstr(ptx, "bar.sync"));
-  }
-  kiln_status_free(ps);
-  kiln_free(ptx);
+  check_ptx_syncs(kname, &k);
   emitted_free(m, &k, dir);
 }
 
@@ -301,7 +296,7 @@ static void run_packed(const char *text, const char *kname, const char *tile, co
  * tile (two to a 32-bit word), 8-bit ones through 128 x 128, the columns swizzled per band of
  * rows; partial tiles on both dimensions, fused producer and consumer. The host target keeps
  * the 32 x 33 tile by default (its lowering runs the word-per-thread steps as strided thread
- * loops), and the packed tile is not used when a tiled dimension is shorter than a tile. */
+ * loops; it holds the tile's bf16 elements in 32-bit slots), and the packed tile is not used when a tiled dimension is shorter than a tile. */
 static void test_packed_transpose_moves_narrow_elements_through_a_swizzled_word_tile(void **state) {
   char text[512];
   fused_text(text, sizeof(text), "bf16");
@@ -315,6 +310,15 @@ static void test_packed_transpose_moves_narrow_elements_through_a_swizzled_word_
   char *dump = NULL;
   emit_dumped_opts(text, "trhost16", dir, 0, true, &m, &k, &dump);
   assert_non_null(strstr(dump, "tensor<32x33xbf16, shared>"));
+  kiln_free(dump);
+  /* On the host each bf16 of the tile sits in a 32-bit slot (kir_llvm_tensor_slot), so the
+   * vectorized thread loops can gather it; the result is unchanged. */
+  hero_run_result_t rr;
+  run_on_host(m, &k, 2, dir, 4, &rr);
+  assert_int_equal(rr.elements, 3 * 333 * 200);
+  assert_int_equal(rr.mismatches, 0);
+  dump = read_dump(dir, "trhost16", "90-llvm-input.ll");
+  if (!strstr(dump, "alloca i32, i64 1056")) fail_msg("trhost16: the tile is not held in 32-bit slots");
   kiln_free(dump);
   emitted_free(m, &k, dir);
   char dir2[] = "/tmp/kiln_tr_dumpXXXXXX";

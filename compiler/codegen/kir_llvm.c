@@ -734,6 +734,11 @@ static unsigned elem_align(kir_llvm_t *L, kiln_elem_type_t e) {
   return (unsigned)n;
 }
 
+/* Alignment of an access to one slot of type `slot` holding elements of type e. */
+static unsigned slot_align(kir_llvm_t *L, LLVMTypeRef slot, kiln_elem_type_t e) {
+  return slot == kir_llvm_elem_mem(L, e) ? elem_align(L, e) : 4;
+}
+
 static LLVMValueRef mem_to_repr(kir_llvm_t *L, kiln_elem_type_t e, LLVMValueRef x) {
   LLVMTypeRef r = kir_llvm_elem_repr(L, e), m = kir_llvm_elem_mem(L, e);
   if (r == m) return x;
@@ -1050,7 +1055,7 @@ bool kir_llvm_emit_op(kir_llvm_t *L, const kiln_kir_op_t *op) {
       LLVMValueRef p = element_ptr(L, op, 0);
       LLVMTypeRef slot = kir_llvm_tensor_slot(L, a[0]->type);
       LLVMValueRef ld = LLVMBuildLoad2(b, slot, p, "");
-      LLVMSetAlignment(ld, slot == L->i32 ? 4 : elem_align(L, e));
+      LLVMSetAlignment(ld, slot_align(L, slot, e));
       r = mem_to_repr(L, e, slot_to_mem(L, kir_llvm_elem_mem(L, e), ld));
       break;
     }
@@ -1059,7 +1064,7 @@ bool kir_llvm_emit_op(kir_llvm_t *L, const kiln_kir_op_t *op) {
       LLVMValueRef p = element_ptr(L, op, 1);
       LLVMTypeRef slot = kir_llvm_tensor_slot(L, a[1]->type);
       LLVMValueRef st = LLVMBuildStore(b, mem_to_slot(L, slot, repr_to_mem(L, e, kir_llvm_get(L, a[0]))), p);
-      LLVMSetAlignment(st, slot == L->i32 ? 4 : elem_align(L, e));
+      LLVMSetAlignment(st, slot_align(L, slot, e));
       return !L->status;
     }
     case KILN_KIR_VLOAD: {
@@ -1075,7 +1080,7 @@ bool kir_llvm_emit_op(kir_llvm_t *L, const kiln_kir_op_t *op) {
           LLVMValueRef off = LLVMConstInt(L->idx, (unsigned)i, 0);
           LLVMValueRef q = LLVMBuildInBoundsGEP2(b, slot, p, &off, 1, "");
           LLVMValueRef x = LLVMBuildLoad2(b, slot, q, "");
-          LLVMSetAlignment(x, slot == L->i32 ? 4 : elem_align(L, e));
+          LLVMSetAlignment(x, slot_align(L, slot, e));
           x = slot_to_mem(L, kir_llvm_elem_mem(L, e), x);
           v = LLVMBuildInsertElement(b, v, x, LLVMConstInt(L->i32, (unsigned)i, 0), "");
         }
@@ -1097,7 +1102,7 @@ bool kir_llvm_emit_op(kir_llvm_t *L, const kiln_kir_op_t *op) {
           LLVMValueRef off = LLVMConstInt(L->idx, (unsigned)i, 0);
           LLVMValueRef q = LLVMBuildInBoundsGEP2(b, slot, p, &off, 1, "");
           LLVMValueRef x = mem_to_slot(L, slot, LLVMBuildExtractElement(b, v, LLVMConstInt(L->i32, (unsigned)i, 0), ""));
-          LLVMSetAlignment(LLVMBuildStore(b, x, q), slot == L->i32 ? 4 : elem_align(L, e));
+          LLVMSetAlignment(LLVMBuildStore(b, x, q), slot_align(L, slot, e));
         }
         return !L->status;
       }

@@ -173,6 +173,31 @@ static void add_tile_index(kiln_affine_ctx_t *x, kiln_indexing_map_t *map, kiln_
   kiln_indexing_map_add_result(map, kiln_affine_mod(x, kiln_affine_add(x, a_off, band), kiln_affine_const(x, 32 * v)));
 }
 
+/* Where a kernel's tiles lie in the input. */
+typedef struct tile_geom {
+  kiln_affine_ctx_t *x;
+  const kiln_transpose_desc_t *d;
+  int nr, a, bdim, minor;        /* rank, tiled dims, kept minor dim (-1: none) */
+  kiln_affine_expr_t *const *bex; /* block index -> batch dims..., tb, ta */
+  const int *bpos;                /* batch dim -> its position in bex */
+  kiln_affine_expr_t *taT, *tbT;  /* the tile's first a / b index */
+  int64_t span_a, span_b;         /* tiles x tile edge along a / b */
+} tile_geom_t;
+
+/* The input coordinates of tile offset (a_off, b_off) (the kept minor dimension: symbol 1),
+ * with constraints on `map` keeping partial tiles inside the input. */
+static void input_coords(const tile_geom_t *g, kiln_indexing_map_t *map, kiln_affine_expr_t *a_off,
+                         kiln_affine_expr_t *b_off, kiln_affine_expr_t **coord) {
+  for (int i = 0; i < g->nr; i++)
+    coord[i] = i == g->a || i == g->bdim || i == g->minor ? NULL : g->bex[g->bpos[i]];
+  coord[g->a] = kiln_affine_add(g->x, g->taT, a_off);
+  coord[g->bdim] = kiln_affine_add(g->x, g->tbT, b_off);
+  if (g->minor >= 0) coord[g->minor] = kiln_affine_sym(g->x, 1);
+  if (g->span_a > g->d->in_dims[g->a]) kiln_indexing_map_add_constraint(map, coord[g->a], 0, g->d->in_dims[g->a] - 1);
+  if (g->span_b > g->d->in_dims[g->bdim])
+    kiln_indexing_map_add_constraint(map, coord[g->bdim], 0, g->d->in_dims[g->bdim] - 1);
+}
+
 static int output_of_root(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *root) {
   for (int o = 0; o < h->part.num_outputs; o++)
     if (h->part.outputs[o].instr == root) return o;
@@ -266,6 +291,7 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     shi2[1] = v - 1, shi2[2] = v - 1, nsym2 = 3;
   }
   int64_t dhi[3] = {31, 3, nbl - 1};
+  tile_geom_t g = {x, d, nr, a, bdim, minor, bex, bpos, taT, tbT, na * T, nb * T};
   int nout = h.part.num_outputs;
   const kiln_shape_t *in_shape = ts->heroes[0]->operands[0]->shape;
   int64_t nin_elems = kiln_shape_num_elements(in_shape);
@@ -273,12 +299,7 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
   {
     kiln_indexing_map_t *map = kiln_hero_map(m, 3, dn, dhi, nsym1, shi1);
     kiln_affine_expr_t *coord[16];
-    for (int i = 0; i < nr; i++) coord[i] = i == a || i == bdim || i == minor ? NULL : bex[bpos[i]];
-    coord[a] = kiln_affine_add(x, taT, a1);
-    coord[bdim] = kiln_affine_add(x, tbT, b1);
-    if (keep) coord[minor] = kiln_affine_sym(x, 1);
-    if (na * T > d->in_dims[a]) kiln_indexing_map_add_constraint(map, coord[a], 0, d->in_dims[a] - 1);
-    if (nb * T > d->in_dims[bdim]) kiln_indexing_map_add_constraint(map, coord[bdim], 0, d->in_dims[bdim] - 1);
+    input_coords(&g, map, a1, b1, coord);
     kiln_affine_expr_t *lin_e = kiln_affine_linearize(x, coord, d->in_dims, (size_t)nr);
     kiln_indexing_map_add_result(map, lin_e);
     add_tile_index(x, map, b1, a1, v, keep);
@@ -345,12 +366,7 @@ kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
     /* ---- phase 2: transposed writes through the consumers ---- */
     kiln_indexing_map_t *map2 = kiln_hero_map(m, 3, dn, dhi, nsym2, shi2);
     kiln_affine_expr_t *c2[16], *oc[16];
-    for (int i = 0; i < nr; i++) c2[i] = i == a || i == bdim || i == minor ? NULL : bex[bpos[i]];
-    c2[a] = kiln_affine_add(x, taT, a2);
-    c2[bdim] = kiln_affine_add(x, tbT, b2);
-    if (keep) c2[minor] = kiln_affine_sym(x, 1);
-    if (na * T > d->in_dims[a]) kiln_indexing_map_add_constraint(map2, c2[a], 0, d->in_dims[a] - 1);
-    if (nb * T > d->in_dims[bdim]) kiln_indexing_map_add_constraint(map2, c2[bdim], 0, d->in_dims[bdim] - 1);
+    input_coords(&g, map2, a2, b2, c2);
     for (int i = 0; i < nr; i++) oc[i] = c2[d->perm[i]];
     kiln_affine_expr_t *lin2_e = kiln_affine_linearize(x, oc, d->out_dims, (size_t)nr);
     kiln_indexing_map_add_result(map2, lin2_e);

@@ -30,6 +30,17 @@ bool kiln_elem_type_from_name(const char *s, size_t n, kiln_elem_type_t *out) {
 
 int kiln_elem_type_bits(kiln_elem_type_t t) { return kElem[t].bits; }
 
+kiln_elem_type_t kiln_elem_type_unsigned_of_width(int bits) {
+  switch (bits) {
+    case 2: return KILN_U2;
+    case 4: return KILN_U4;
+    case 8: return KILN_U8;
+    case 16: return KILN_U16;
+    case 32: return KILN_U32;
+    default: return KILN_U64;
+  }
+}
+
 size_t kiln_elem_type_storage_bytes(kiln_elem_type_t t) {
   int bits = kElem[t].bits;
   if (bits == 0) return 0;

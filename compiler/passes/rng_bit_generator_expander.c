@@ -153,23 +153,11 @@ static kiln_hlo_instruction_t *counters(rbg_t *r, kiln_hlo_instruction_t *ctr, i
   return BIN(ADD, io, kiln_builder_splat(r->b, ctr, io));
 }
 
-/* The unsigned type of `bits` bits, or the type itself when it has no such counterpart. */
-static kiln_elem_type_t unsigned_of_width(int bits) {
-  switch (bits) {
-    case 2: return KILN_U2;
-    case 4: return KILN_U4;
-    case 8: return KILN_U8;
-    case 16: return KILN_U16;
-    case 32: return KILN_U32;
-    default: return KILN_U64;
-  }
-}
-
 /* Raw bits (u32 for widths <= 32, u64 for 64) reshaped to `dims` -> the output type. */
 static kiln_hlo_instruction_t *to_output(rbg_t *r, kiln_hlo_instruction_t *raw, const kiln_shape_t *os) {
   kiln_hlo_instruction_t *x = kiln_builder_reshape(r->b, raw, os->rank, os->dims);
   int bits = kiln_elem_type_bits(os->type);
-  kiln_elem_type_t ut = unsigned_of_width(bits);
+  kiln_elem_type_t ut = kiln_elem_type_unsigned_of_width(bits);
   if (x && x->shape->type != ut) x = kiln_builder_convert(r->b, x, ut);
   if (ut != os->type) x = kiln_builder_bitcast_convert(r->b, x, os->type);
   return x;

@@ -42,16 +42,6 @@
 
 typedef enum { RNG_UNIFORM, RNG_NORMAL } rng_dist_t;
 
-/* The unsigned integer type of `bits` (8/16/32/64) bits. */
-static kiln_elem_type_t unsigned_of(int bits) {
-  switch (bits) {
-    case 8: return KILN_U8;
-    case 16: return KILN_U16;
-    case 32: return KILN_U32;
-    default: return KILN_U64;
-  }
-}
-
 static bool float_result(kiln_elem_type_t t) {
   return t == KILN_F16 || t == KILN_BF16 || t == KILN_F32 || t == KILN_F64;
 }
@@ -153,7 +143,7 @@ static kiln_hlo_instruction_t *uniform_float(kiln_builder_t *b, kiln_hlo_instruc
 static kiln_hlo_instruction_t *uniform_int(kiln_builder_t *b, kiln_hlo_instruction_t *in, kiln_hlo_instruction_t *w) {
   if (!w) return NULL;
   const kiln_shape_t *s = in->shape;
-  kiln_elem_type_t ut = unsigned_of(kiln_elem_type_bits(s->type)), wt = w->shape->type;
+  kiln_elem_type_t ut = kiln_elem_type_unsigned_of_width(kiln_elem_type_bits(s->type)), wt = w->shape->type;
   kiln_hlo_instruction_t *ua = in->operands[0], *ub = in->operands[1];
   if (ut != s->type) {
     ua = kiln_builder_bitcast_convert(b, ua, ut);
