@@ -1,0 +1,2 @@
+/* ffi_c_api.h compiles on its own: included first and alone (C11, -pedantic; also C++ in ctest). */
+#include "kiln/ffi_c_api.h"

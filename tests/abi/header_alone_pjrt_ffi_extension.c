@@ -1,0 +1,2 @@
+/* pjrt_ffi_extension.h compiles on its own: included first and alone (C11, -pedantic; also C++ in ctest). */
+#include "kiln/pjrt_ffi_extension.h"
