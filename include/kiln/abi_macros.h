@@ -17,11 +17,15 @@
   enum { sname##_STRUCT_SIZE = KILN_ABI_STRUCT_SIZE(sname, last_field) }
 
 /* A member of an API table: a pointer to the function type of the same name. C++ needs the
- * type qualified, since inside the struct the member's name hides it. */
+ * type qualified, since inside the struct the member's name hides it (g++ -pedantic says so);
+ * a C++ file that includes these headers inside a namespace defines KILN_ABI_SLOT(fn_type)
+ * as `fn_type* fn_type` first. */
+#ifndef KILN_ABI_SLOT
 #ifdef __cplusplus
 #define KILN_ABI_SLOT(fn_type) ::fn_type* fn_type
 #else
 #define KILN_ABI_SLOT(fn_type) fn_type* fn_type
+#endif
 #endif
 
 /* The plugin is built with -fvisibility=hidden; its entry points are exported. */

@@ -185,8 +185,8 @@ typedef enum {
   XLA_FFI_DataType_F8E8M0FNU = 33,
 } XLA_FFI_DataType;
 
-/* An argument or result array: element type, data address (device memory on CUDA) and dimensions,
- * all owned by kiln for the duration of the call. */
+/* An argument or result array: element type, data address (device memory on CUDA) and
+ * dimensions, all owned by kiln for the duration of the call. */
 struct XLA_FFI_Buffer {
   size_t struct_size;
   XLA_FFI_InternalExtension* extension_start;
@@ -237,14 +237,13 @@ typedef struct XLA_FFI_Array {
 } XLA_FFI_Array;
 
 /* A registered type's id; 0 means "not registered yet, please assign one". */
+/* clang-format off */
 #ifdef __cplusplus
-#define XLA_FFI_UNKNOWN_TYPE_ID \
-  XLA_FFI_TypeId {              \
-    0                           \
-  }
+#define XLA_FFI_UNKNOWN_TYPE_ID XLA_FFI_TypeId{0}
 #else
 #define XLA_FFI_UNKNOWN_TYPE_ID ((XLA_FFI_TypeId){0})
 #endif
+/* clang-format on */
 typedef struct XLA_FFI_TypeId {
   int64_t type_id;
 } XLA_FFI_TypeId;
@@ -274,6 +273,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(XLA_FFI_Future_Create_Args, extension_start);
 
 typedef XLA_FFI_Error* XLA_FFI_Future_Create(XLA_FFI_Future_Create_Args* args);
 
+/* Completes the future successfully. */
 struct XLA_FFI_Future_SetAvailable_Args {
   size_t struct_size;
   XLA_FFI_InternalExtension* extension_start;
@@ -388,8 +388,8 @@ KILN_ABI_DEFINE_STRUCT_SIZE(XLA_FFI_Handler_Register_Args, traits);
 
 typedef XLA_FFI_Error* XLA_FFI_Handler_Register(XLA_FFI_Handler_Register_Args* args);
 
-/* Registers a named type (for state or user data). With `type_id` 0 kiln assigns an id and writes
- * it back; a nonzero id is taken as given. */
+/* Registers a named type (for state or user data). With `type_id` 0 kiln assigns an id and
+ * writes it back; a nonzero id is taken as given. */
 struct XLA_FFI_Type_Register_Args {
   size_t struct_size;
   XLA_FFI_InternalExtension* extension_start;
@@ -455,8 +455,8 @@ KILN_ABI_DEFINE_STRUCT_SIZE(XLA_FFI_State_Get_Args, state);
 
 typedef XLA_FFI_Error* XLA_FFI_State_Get(XLA_FFI_State_Get_Args* args);
 
-/* The platform stream the call runs on: a CUstream on CUDA, the host stream's handle on the host.
- */
+/* The platform stream the call runs on: a CUstream on CUDA, the host stream's handle on the
+ * host. */
 struct XLA_FFI_Stream_Get_Args {
   size_t struct_size;
   XLA_FFI_InternalExtension* extension_start;
@@ -480,6 +480,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(XLA_FFI_DeviceMemory_Allocate_Args, data);
 
 typedef XLA_FFI_Error* XLA_FFI_DeviceMemory_Allocate(XLA_FFI_DeviceMemory_Allocate_Args* args);
 
+/* Frees memory from XLA_FFI_DeviceMemory_Allocate (`size` as allocated). */
 struct XLA_FFI_DeviceMemory_Free_Args {
   size_t struct_size;
   XLA_FFI_InternalExtension* extension_start;

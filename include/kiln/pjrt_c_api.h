@@ -86,8 +86,8 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Extension_Base, next);
 
 /*------------------------------------------ Version -------------------------------------------*/
 
-/* Filled by kiln with PJRT_API_MAJOR / PJRT_API_MINOR. XLA's loader refuses major != 0 or minor <
- * 29. */
+/* Filled by kiln with PJRT_API_MAJOR / PJRT_API_MINOR. XLA's loader refuses major != 0 or minor
+ * < 29. */
 struct PJRT_Api_Version {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -197,8 +197,8 @@ typedef PJRT_Error* (*PJRT_CallbackError)(PJRT_Error_Code code, const char* mess
 
 /*---------------------------------------- Named values ----------------------------------------*/
 
-/* Options and attributes as (name, typed value) pairs. For strings and int64 lists `value_size` is
- * the element count; for scalars it is 1. */
+/* Options and attributes as (name, typed value) pairs. For strings and int64 lists `value_size`
+ * is the element count; for scalars it is 1. */
 typedef enum {
   PJRT_NamedValue_kString = 0,
   PJRT_NamedValue_kInt64 = 1,
@@ -235,8 +235,8 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Plugin_Initialize_Args, extension_start);
 
 typedef PJRT_Error* PJRT_Plugin_Initialize(PJRT_Plugin_Initialize_Args* args);
 
-/* Describes the plugin: xla_version, stablehlo_current_version, stablehlo_minimum_version, kiln's
- * version and the program formats it compiles. The array is static. */
+/* Describes the plugin: xla_version, stablehlo_current_version, stablehlo_minimum_version,
+ * kiln's version and the program formats it compiles. The array is static. */
 struct PJRT_Plugin_Attributes_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -249,8 +249,8 @@ typedef PJRT_Error* PJRT_Plugin_Attributes(PJRT_Plugin_Attributes_Args* args);
 
 /*------------------------------------------- Events -------------------------------------------*/
 
-/* An event completes once some asynchronous work (a transfer, an execute) has, with or without an
- * error. The caller owns every event kiln hands out and frees it with PJRT_Event_Destroy;
+/* An event completes once some asynchronous work (a transfer, an execute) has, with or without
+ * an error. The caller owns every event kiln hands out and frees it with PJRT_Event_Destroy;
  * destroying an event does not cancel the work. */
 typedef struct PJRT_Event PJRT_Event;
 
@@ -298,8 +298,8 @@ typedef PJRT_Error* PJRT_Event_Await(PJRT_Event_Await_Args* args);
 /* Receives ownership of `error` (NULL on success) and must destroy it. */
 typedef void (*PJRT_Event_OnReadyCallback)(PJRT_Error* error, void* user_arg);
 
-/* Runs `callback` once the event completes: at once on the calling thread if it already has, else
- * on a kiln thread, never while kiln holds a lock. */
+/* Runs `callback` once the event completes: at once on the calling thread if it already has,
+ * else on a kiln thread, never while kiln holds a lock. */
 struct PJRT_Event_OnReady_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -321,8 +321,8 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Event_Create_Args, event);
 
 typedef PJRT_Error* PJRT_Event_Create(PJRT_Event_Create_Args* args);
 
-/* Completes an event from PJRT_Event_Create, with PJRT_Error_Code_OK or an error code and message
- * (copied). */
+/* Completes an event from PJRT_Event_Create, with PJRT_Error_Code_OK or an error code and
+ * message (copied). */
 struct PJRT_Event_Set_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -337,8 +337,8 @@ typedef PJRT_Error* PJRT_Event_Set(PJRT_Event_Set_Args* args);
 
 /*------------------------------- Client and the objects it owns -------------------------------*/
 
-/* A client owns its devices, memories and descriptions: pointers to them are borrowed and live as
- * long as the client. Buffers, executables and events it creates are the caller's. */
+/* A client owns its devices, memories and descriptions: pointers to them are borrowed and live
+ * as long as the client. Buffers, executables and events it creates are the caller's. */
 typedef struct PJRT_Client PJRT_Client;
 
 typedef struct PJRT_Device PJRT_Device;
@@ -693,6 +693,8 @@ typedef PJRT_Error* PJRT_Client_DmaUnmap(PJRT_Client_DmaUnmap_Args* args);
 
 /* A transfer manager owns a set of device buffers that are filled piece by piece from host data;
  * the caller retrieves the buffers and destroys the manager. */
+
+/* Frees the manager; NULL is allowed. Buffers already retrieved stay valid. */
 struct PJRT_AsyncHostToDeviceTransferManager_Destroy_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -703,6 +705,8 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_AsyncHostToDeviceTransferManager_Destroy_Args, 
 typedef PJRT_Error* PJRT_AsyncHostToDeviceTransferManager_Destroy(
     PJRT_AsyncHostToDeviceTransferManager_Destroy_Args* args);
 
+/* Copies host bytes into part of buffer `buffer_index`; the event says when `data` may be
+ * reused. */
 struct PJRT_AsyncHostToDeviceTransferManager_TransferData_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -720,6 +724,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_AsyncHostToDeviceTransferManager_TransferData_A
 typedef PJRT_Error* PJRT_AsyncHostToDeviceTransferManager_TransferData(
     PJRT_AsyncHostToDeviceTransferManager_TransferData_Args* args);
 
+/* Hands buffer `buffer_index` to the caller, who then owns it. */
 struct PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -732,6 +737,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer
 typedef PJRT_Error* PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer(
     PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args* args);
 
+/* The device the buffers live on. */
 struct PJRT_AsyncHostToDeviceTransferManager_Device_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -743,6 +749,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_AsyncHostToDeviceTransferManager_Device_Args, d
 typedef PJRT_Error* PJRT_AsyncHostToDeviceTransferManager_Device(
     PJRT_AsyncHostToDeviceTransferManager_Device_Args* args);
 
+/* How many buffers the manager fills. */
 struct PJRT_AsyncHostToDeviceTransferManager_BufferCount_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -754,6 +761,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_AsyncHostToDeviceTransferManager_BufferCount_Ar
 typedef PJRT_Error* PJRT_AsyncHostToDeviceTransferManager_BufferCount(
     PJRT_AsyncHostToDeviceTransferManager_BufferCount_Args* args);
 
+/* The on-device size of buffer `buffer_index`. */
 struct PJRT_AsyncHostToDeviceTransferManager_BufferSize_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -766,6 +774,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_AsyncHostToDeviceTransferManager_BufferSize_Arg
 typedef PJRT_Error* PJRT_AsyncHostToDeviceTransferManager_BufferSize(
     PJRT_AsyncHostToDeviceTransferManager_BufferSize_Args* args);
 
+/* Fails buffer `buffer_index` with an error instead of data. */
 struct PJRT_AsyncHostToDeviceTransferManager_SetBufferError_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -781,6 +790,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_AsyncHostToDeviceTransferManager_SetBufferError
 typedef PJRT_Error* PJRT_AsyncHostToDeviceTransferManager_SetBufferError(
     PJRT_AsyncHostToDeviceTransferManager_SetBufferError_Args* args);
 
+/* Attaches (name, value) metadata to the transfers. */
 struct PJRT_AsyncHostToDeviceTransferManager_AddMetadata_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -833,8 +843,8 @@ typedef enum {
   PJRT_Buffer_Type_F6E3M2FN = 33,
 } PJRT_Buffer_Type;
 
-/* How long kiln may read the host data handed to PJRT_Client_BufferFromHostBuffer, and whether it
- * may alias it. */
+/* How long kiln may read the host data handed to PJRT_Client_BufferFromHostBuffer, and whether
+ * it may alias it. */
 typedef enum {
   PJRT_HostBufferSemantics_kImmutableOnlyDuringCall = 0,
   PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes = 1,
@@ -1044,6 +1054,8 @@ typedef PJRT_Error* PJRT_Client_CreateBuffersForAsyncHostToDevice(
 
 /* What is known about a device independent of whether it is present: id, process, kind,
  * attributes. Owned by the client or topology they came from. */
+
+/* The device's global id, unique across processes. */
 struct PJRT_DeviceDescription_Id_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1054,6 +1066,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_DeviceDescription_Id_Args, id);
 
 typedef PJRT_Error* PJRT_DeviceDescription_Id(PJRT_DeviceDescription_Id_Args* args);
 
+/* The process the device belongs to. */
 struct PJRT_DeviceDescription_ProcessIndex_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1090,6 +1103,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_DeviceDescription_Kind_Args, device_kind_size);
 
 typedef PJRT_Error* PJRT_DeviceDescription_Kind(PJRT_DeviceDescription_Kind_Args* args);
 
+/* A detailed description for error messages; owned by the description. */
 struct PJRT_DeviceDescription_DebugString_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1102,6 +1116,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_DeviceDescription_DebugString_Args, debug_strin
 typedef PJRT_Error* PJRT_DeviceDescription_DebugString(
     PJRT_DeviceDescription_DebugString_Args* args);
 
+/* A short description for users, e.g. "CpuDevice(id=0)"; owned by the description. */
 struct PJRT_DeviceDescription_ToString_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1116,6 +1131,8 @@ typedef PJRT_Error* PJRT_DeviceDescription_ToString(PJRT_DeviceDescription_ToStr
 /*------------------------------------------ Devices -------------------------------------------*/
 
 /* Devices are owned by the client; every pointer returned here is borrowed. */
+
+/* The device's description. */
 struct PJRT_Device_GetDescription_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1126,6 +1143,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Device_GetDescription_Args, device_description)
 
 typedef PJRT_Error* PJRT_Device_GetDescription(PJRT_Device_GetDescription_Args* args);
 
+/* Whether this process can run on the device. */
 struct PJRT_Device_IsAddressable_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1147,6 +1165,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Device_LocalHardwareId_Args, local_hardware_id)
 
 typedef PJRT_Error* PJRT_Device_LocalHardwareId(PJRT_Device_LocalHardwareId_Args* args);
 
+/* The memories the device can address; the array is the client's. */
 struct PJRT_Device_AddressableMemories_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1202,6 +1221,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Device_MemoryStats_Args, peak_allocated_bytes_i
 
 typedef PJRT_Error* PJRT_Device_MemoryStats(PJRT_Device_MemoryStats_Args* args);
 
+/* Resets the peak counters of PJRT_Device_MemoryStats. */
 struct PJRT_Device_ClearMemoryStats_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1247,6 +1267,7 @@ typedef PJRT_Error* PJRT_Device_GetAttributes(PJRT_Device_GetAttributes_Args* ar
 /* An event that marks asynchronous work on a device for profiling; the caller destroys it. */
 typedef struct PJRT_AsyncTrackingEvent PJRT_AsyncTrackingEvent;
 
+/* Creates a tracking event with a description (copied). */
 struct PJRT_Device_CreateAsyncTrackingEvent_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1260,6 +1281,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Device_CreateAsyncTrackingEvent_Args, event);
 typedef PJRT_Error* PJRT_Device_CreateAsyncTrackingEvent(
     PJRT_Device_CreateAsyncTrackingEvent_Args* args);
 
+/* Frees a tracking event. */
 struct PJRT_AsyncTrackingEvent_Destroy_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1272,6 +1294,8 @@ typedef PJRT_Error* PJRT_AsyncTrackingEvent_Destroy(PJRT_AsyncTrackingEvent_Dest
 /*------------------------------------------ Memories ------------------------------------------*/
 
 /* A memory a device can address; owned by the client. */
+
+/* The memory's id, unique among the client's memories. */
 struct PJRT_Memory_Id_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1294,6 +1318,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Memory_Kind_Args, kind_size);
 
 typedef PJRT_Error* PJRT_Memory_Kind(PJRT_Memory_Kind_Args* args);
 
+/* A number for the memory kind, the same for every memory of that kind. */
 struct PJRT_Memory_Kind_Id_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1304,6 +1329,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Memory_Kind_Id_Args, kind_id);
 
 typedef PJRT_Error* PJRT_Memory_Kind_Id(PJRT_Memory_Kind_Id_Args* args);
 
+/* A detailed description for error messages; owned by the memory. */
 struct PJRT_Memory_DebugString_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1315,6 +1341,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Memory_DebugString_Args, debug_string_size);
 
 typedef PJRT_Error* PJRT_Memory_DebugString(PJRT_Memory_DebugString_Args* args);
 
+/* A short description for users; owned by the memory. */
 struct PJRT_Memory_ToString_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1326,6 +1353,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Memory_ToString_Args, to_string_size);
 
 typedef PJRT_Error* PJRT_Memory_ToString(PJRT_Memory_ToString_Args* args);
 
+/* The devices that can address the memory; the array is the client's. */
 struct PJRT_Memory_AddressableByDevices_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1342,6 +1370,7 @@ typedef PJRT_Error* PJRT_Memory_AddressableByDevices(PJRT_Memory_AddressableByDe
 /* Caller-owned state handed to an execute, e.g. FFI user data for custom calls. */
 typedef struct PJRT_ExecuteContext PJRT_ExecuteContext;
 
+/* A new, empty execute context; the caller's. */
 struct PJRT_ExecuteContext_Create_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1351,6 +1380,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_ExecuteContext_Create_Args, context);
 
 typedef PJRT_Error* PJRT_ExecuteContext_Create(PJRT_ExecuteContext_Create_Args* args);
 
+/* Frees an execute context; NULL is allowed. It must outlive the executes it was passed to. */
 struct PJRT_ExecuteContext_Destroy_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1364,6 +1394,8 @@ typedef PJRT_Error* PJRT_ExecuteContext_Destroy(PJRT_ExecuteContext_Destroy_Args
 
 /* A PJRT_Executable is a compiled program; a PJRT_LoadedExecutable is one ready to run on the
  * client's devices. Both are the caller's. */
+
+/* Frees an executable; NULL is allowed. */
 struct PJRT_Executable_Destroy_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1373,8 +1405,8 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Executable_Destroy_Args, executable);
 
 typedef PJRT_Error* PJRT_Executable_Destroy(PJRT_Executable_Destroy_Args* args);
 
-/* Frees the loaded executable (and deletes it like PJRT_LoadedExecutable_Delete); NULL is allowed.
- */
+/* Frees the loaded executable (and deletes it like PJRT_LoadedExecutable_Delete); NULL is
+ * allowed. */
 struct PJRT_LoadedExecutable_Destroy_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1426,6 +1458,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Executable_Name_Args, executable_name_size);
 
 typedef PJRT_Error* PJRT_Executable_Name(PJRT_Executable_Name_Args* args);
 
+/* From the compile options (1 unless set). */
 struct PJRT_Executable_NumReplicas_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1436,6 +1469,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Executable_NumReplicas_Args, num_replicas);
 
 typedef PJRT_Error* PJRT_Executable_NumReplicas(PJRT_Executable_NumReplicas_Args* args);
 
+/* From the compile options (1 unless set). */
 struct PJRT_Executable_NumPartitions_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1464,6 +1498,8 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_LoadedExecutable_AddressableDevices_Args, num_a
 typedef PJRT_Error* PJRT_LoadedExecutable_AddressableDevices(
     PJRT_LoadedExecutable_AddressableDevices_Args* args);
 
+/* The (replica, partition) each addressable device runs; the array lives as long as the
+ * executable. */
 struct PJRT_LoadedExecutable_AddressableDeviceLogicalIds_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1499,6 +1535,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_LoadedExecutable_Delete_Args, executable);
 
 typedef PJRT_Error* PJRT_LoadedExecutable_Delete(PJRT_LoadedExecutable_Delete_Args* args);
 
+/* Whether PJRT_LoadedExecutable_Delete was called. */
 struct PJRT_LoadedExecutable_IsDeleted_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1609,6 +1646,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Executable_NumOutputs_Args, num_outputs);
 
 typedef PJRT_Error* PJRT_Executable_NumOutputs(PJRT_Executable_NumOutputs_Args* args);
 
+/* Size of the kernels generated so far (kiln generates them lazily). */
 struct PJRT_Executable_SizeOfGeneratedCodeInBytes_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1670,6 +1708,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Executable_GetCompiledMemoryStats_Args, peak_un
 typedef PJRT_Error* PJRT_Executable_GetCompiledMemoryStats(
     PJRT_Executable_GetCompiledMemoryStats_Args* args);
 
+/* One element type per output; the array lives as long as the executable. */
 struct PJRT_Executable_OutputElementTypes_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1682,6 +1721,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Executable_OutputElementTypes_Args, num_output_
 typedef PJRT_Error* PJRT_Executable_OutputElementTypes(
     PJRT_Executable_OutputElementTypes_Args* args);
 
+/* All outputs' dimensions concatenated, with each output's rank; arrays owned by the executable. */
 struct PJRT_Executable_OutputDimensions_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1694,6 +1734,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Executable_OutputDimensions_Args, dim_sizes);
 
 typedef PJRT_Error* PJRT_Executable_OutputDimensions(PJRT_Executable_OutputDimensions_Args* args);
 
+/* The memory kind of each parameter; owned by the executable. */
 struct PJRT_Executable_ParameterMemoryKinds_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1707,6 +1748,8 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Executable_ParameterMemoryKinds_Args, memory_ki
 typedef PJRT_Error* PJRT_Executable_ParameterMemoryKinds(
     PJRT_Executable_ParameterMemoryKinds_Args* args);
 
+/* The memory kind of each output ("device" unless the program says otherwise); owned by the
+ * executable. */
 struct PJRT_Executable_OutputMemoryKinds_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1778,6 +1821,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Executable_DeserializeAndLoad_Args, load_option
 typedef PJRT_Error* PJRT_Executable_DeserializeAndLoad(
     PJRT_Executable_DeserializeAndLoad_Args* args);
 
+/* Older spelling of PJRT_Executable_Fingerprint. */
 struct PJRT_LoadedExecutable_Fingerprint_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1791,6 +1835,8 @@ typedef PJRT_Error* PJRT_LoadedExecutable_Fingerprint(PJRT_LoadedExecutable_Fing
 
 /*-------------------------------- Buffer queries and transfers --------------------------------*/
 
+/* Buffers are the caller's; the devices and memories they report are borrowed from the client. */
+
 /* Frees the buffer (and its memory, once pending work on it is done); NULL is allowed. */
 struct PJRT_Buffer_Destroy_Args {
   size_t struct_size;
@@ -1801,6 +1847,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Buffer_Destroy_Args, buffer);
 
 typedef PJRT_Error* PJRT_Buffer_Destroy(PJRT_Buffer_Destroy_Args* args);
 
+/* The buffer's element type. */
 struct PJRT_Buffer_ElementType_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1811,6 +1858,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Buffer_ElementType_Args, type);
 
 typedef PJRT_Error* PJRT_Buffer_ElementType(PJRT_Buffer_ElementType_Args* args);
 
+/* The buffer's dimensions; the array lives as long as the buffer. */
 struct PJRT_Buffer_Dimensions_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1822,6 +1870,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Buffer_Dimensions_Args, num_dims);
 
 typedef PJRT_Error* PJRT_Buffer_Dimensions(PJRT_Buffer_Dimensions_Args* args);
 
+/* The dimensions without padding (kiln never pads, so the same as PJRT_Buffer_Dimensions). */
 struct PJRT_Buffer_UnpaddedDimensions_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1833,6 +1882,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Buffer_UnpaddedDimensions_Args, num_dims);
 
 typedef PJRT_Error* PJRT_Buffer_UnpaddedDimensions(PJRT_Buffer_UnpaddedDimensions_Args* args);
 
+/* Which dimensions are dynamic (none on kiln). */
 struct PJRT_Buffer_DynamicDimensionIndices_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1891,6 +1941,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Buffer_Delete_Args, buffer);
 
 typedef PJRT_Error* PJRT_Buffer_Delete(PJRT_Buffer_Delete_Args* args);
 
+/* Whether PJRT_Buffer_Delete was called (or the buffer was donated). */
 struct PJRT_Buffer_IsDeleted_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1925,6 +1976,8 @@ struct PJRT_Buffer_CopyRawToHostFuture_Callback_Args {
 };
 KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Buffer_CopyRawToHostFuture_Callback_Args, dst);
 
+/* Like PJRT_Buffer_CopyRawToHost, but the copy waits until the caller says `dst` is ready, by
+ * calling the `future_ready_callback` kiln returns with `callback_data`. */
 struct PJRT_Buffer_CopyRawToHostFuture_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1978,6 +2031,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Buffer_Bitcast_Args, out_buffer);
 
 typedef PJRT_Error* PJRT_Buffer_Bitcast(PJRT_Buffer_Bitcast_Args* args);
 
+/* Whether the buffer lives in host memory (true on the host backend). */
 struct PJRT_Buffer_IsOnCpu_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1988,6 +2042,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Buffer_IsOnCpu_Args, is_on_cpu);
 
 typedef PJRT_Error* PJRT_Buffer_IsOnCpu(PJRT_Buffer_IsOnCpu_Args* args);
 
+/* The buffer's device; borrowed from the client. */
 struct PJRT_Buffer_Device_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -1998,6 +2053,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Buffer_Device_Args, device);
 
 typedef PJRT_Error* PJRT_Buffer_Device(PJRT_Buffer_Device_Args* args);
 
+/* The buffer's memory; borrowed from the client. */
 struct PJRT_Buffer_Memory_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2041,6 +2097,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Buffer_IncreaseExternalReferenceCount_Args, buf
 typedef PJRT_Error* PJRT_Buffer_IncreaseExternalReferenceCount(
     PJRT_Buffer_IncreaseExternalReferenceCount_Args* args);
 
+/* Undoes one PJRT_Buffer_IncreaseExternalReferenceCount. */
 struct PJRT_Buffer_DecreaseExternalReferenceCount_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2073,6 +2130,8 @@ struct PJRT_Buffer_DonateWithControlDependency_Callback_Args {
 KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Buffer_DonateWithControlDependency_Callback_Args,
                             error_message_size);
 
+/* A new buffer that takes over the memory of `buffer` once the caller signals, through
+ * `dependency_ready_callback` and `callback_data`, that outside work on it is done. */
 struct PJRT_Buffer_DonateWithControlDependency_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2090,6 +2149,8 @@ typedef PJRT_Error* PJRT_Buffer_DonateWithControlDependency(
 /*----------------------------------- Copy-to-device streams -----------------------------------*/
 
 /* Streams that feed a recv callback's data to the device in chunks. */
+
+/* Frees the stream. */
 struct PJRT_CopyToDeviceStream_Destroy_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2099,6 +2160,8 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_CopyToDeviceStream_Destroy_Args, stream);
 
 typedef PJRT_Error* PJRT_CopyToDeviceStream_Destroy(PJRT_CopyToDeviceStream_Destroy_Args* args);
 
+/* Sends the next chunk (ownership passes to kiln); the event completes when it has been
+ * consumed. */
 struct PJRT_CopyToDeviceStream_AddChunk_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2110,6 +2173,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_CopyToDeviceStream_AddChunk_Args, transfer_comp
 
 typedef PJRT_Error* PJRT_CopyToDeviceStream_AddChunk(PJRT_CopyToDeviceStream_AddChunk_Args* args);
 
+/* How many bytes the stream expects in all. */
 struct PJRT_CopyToDeviceStream_TotalBytes_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2121,6 +2185,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_CopyToDeviceStream_TotalBytes_Args, total_bytes
 typedef PJRT_Error* PJRT_CopyToDeviceStream_TotalBytes(
     PJRT_CopyToDeviceStream_TotalBytes_Args* args);
 
+/* Every chunk's size must be a multiple of this. */
 struct PJRT_CopyToDeviceStream_GranuleSize_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2132,6 +2197,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_CopyToDeviceStream_GranuleSize_Args, granule_si
 typedef PJRT_Error* PJRT_CopyToDeviceStream_GranuleSize(
     PJRT_CopyToDeviceStream_GranuleSize_Args* args);
 
+/* How many bytes have been sent so far. */
 struct PJRT_CopyToDeviceStream_CurrentBytes_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2146,6 +2212,8 @@ typedef PJRT_Error* PJRT_CopyToDeviceStream_CurrentBytes(
 /*----------------------------------------- Topologies -----------------------------------------*/
 
 /* A description of a set of devices, present or not, to compile for ahead of time. */
+
+/* Creates a topology by platform name and options; the caller's. */
 struct PJRT_TopologyDescription_Create_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2159,6 +2227,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_TopologyDescription_Create_Args, topology);
 
 typedef PJRT_Error* PJRT_TopologyDescription_Create(PJRT_TopologyDescription_Create_Args* args);
 
+/* Frees a topology the caller created; NULL is allowed. */
 struct PJRT_TopologyDescription_Destroy_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2168,6 +2237,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_TopologyDescription_Destroy_Args, topology);
 
 typedef PJRT_Error* PJRT_TopologyDescription_Destroy(PJRT_TopologyDescription_Destroy_Args* args);
 
+/* As PJRT_Client_PlatformVersion; owned by the topology. */
 struct PJRT_TopologyDescription_PlatformVersion_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2180,6 +2250,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_TopologyDescription_PlatformVersion_Args, platf
 typedef PJRT_Error* PJRT_TopologyDescription_PlatformVersion(
     PJRT_TopologyDescription_PlatformVersion_Args* args);
 
+/* As PJRT_Client_PlatformName; owned by the topology. */
 struct PJRT_TopologyDescription_PlatformName_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2192,6 +2263,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_TopologyDescription_PlatformName_Args, platform
 typedef PJRT_Error* PJRT_TopologyDescription_PlatformName(
     PJRT_TopologyDescription_PlatformName_Args* args);
 
+/* Descriptions of every device of the topology; owned by it. */
 struct PJRT_TopologyDescription_GetDeviceDescriptions_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2206,6 +2278,8 @@ typedef PJRT_Error* PJRT_TopologyDescription_GetDeviceDescriptions(
 
 typedef struct PJRT_SerializedTopology PJRT_SerializedTopology;
 
+/* Bytes that PJRT_TopologyDescription_Deserialize turns back into the topology; freed with their
+ * deleter. */
 struct PJRT_TopologyDescription_Serialize_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2220,6 +2294,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_TopologyDescription_Serialize_Args, serialized_
 typedef PJRT_Error* PJRT_TopologyDescription_Serialize(
     PJRT_TopologyDescription_Serialize_Args* args);
 
+/* A topology (the caller's) from PJRT_TopologyDescription_Serialize bytes. */
 struct PJRT_TopologyDescription_Deserialize_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2232,6 +2307,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_TopologyDescription_Deserialize_Args, topology)
 typedef PJRT_Error* PJRT_TopologyDescription_Deserialize(
     PJRT_TopologyDescription_Deserialize_Args* args);
 
+/* The topology's attributes; owned by it. */
 struct PJRT_TopologyDescription_Attributes_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2244,6 +2320,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_TopologyDescription_Attributes_Args, num_attrib
 typedef PJRT_Error* PJRT_TopologyDescription_Attributes(
     PJRT_TopologyDescription_Attributes_Args* args);
 
+/* A value that changes when the topology does. */
 struct PJRT_TopologyDescription_Fingerprint_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2255,6 +2332,8 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_TopologyDescription_Fingerprint_Args, fingerpri
 typedef PJRT_Error* PJRT_TopologyDescription_Fingerprint(
     PJRT_TopologyDescription_Fingerprint_Args* args);
 
+/* The shape (a serialized ShapeProto, freed with its deleter) a value of the given type,
+ * dimensions and optional layout has in a memory space. */
 struct PJRT_TopologyDescription_MakeCanonicalShapeForMemorySpace_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
@@ -2274,6 +2353,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_TopologyDescription_MakeCanonicalShapeForMemory
 typedef PJRT_Error* PJRT_TopologyDescription_MakeCanonicalShapeForMemorySpace(
     PJRT_TopologyDescription_MakeCanonicalShapeForMemorySpace_Args* args);
 
+/* The memory kind ids of the topology's memory spaces; owned by it. */
 struct PJRT_TopologyDescription_GetMemorySpaceKindIds_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;

@@ -67,8 +67,8 @@ typedef enum PJRT_FFI_Handler_TraitsBits {
   PJRT_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE = 1u << 0,
 } PJRT_FFI_Handler_TraitsBits;
 
-/* Registers an XLA_FFI_Handler* (`handler`) for a custom-call target on a platform. Note that this
- * struct has no extension_start. */
+/* Registers an XLA_FFI_Handler* (`handler`) for a custom-call target on a platform. Note that
+ * this struct has no extension_start. */
 struct PJRT_FFI_Register_Handler_Args {
   size_t struct_size;
   const char* target_name;

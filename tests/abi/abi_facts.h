@@ -8,11 +8,11 @@
 #include <stddef.h>
 
 typedef enum {
-  KILN_ABI_TYPE_SIZE,    /* a = sizeof, b = alignment */
-  KILN_ABI_MEMBER,       /* a = offsetof, b = sizeof the member */
-  KILN_ABI_STRUCT_SIZE,  /* a = the *_STRUCT_SIZE constant */
-  KILN_ABI_VALUE,        /* a = an enumerator's or version macro's value */
-  KILN_ABI_API_SLOT,     /* a = offsetof in PJRT_Api, b = sizeof, slot = index */
+  KILN_ABI_TYPE_SIZE,   /* a = sizeof, b = alignment */
+  KILN_ABI_MEMBER,      /* a = offsetof, b = sizeof the member */
+  KILN_ABI_STRUCT_SIZE, /* a = the *_STRUCT_SIZE constant */
+  KILN_ABI_VALUE,       /* a = an enumerator's or version macro's value */
+  KILN_ABI_API_SLOT,    /* a = offsetof in PJRT_Api, b = sizeof, slot = index */
 } kiln_abi_fact_kind;
 
 typedef struct {

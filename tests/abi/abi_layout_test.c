@@ -6,7 +6,8 @@
  * *_STRUCT_SIZE constant, every enumerator, every PJRT_Api slot) against kiln's headers and
  * against ../shared/abi respectively; here the two tables are compared entry by entry and
  * the first difference is named. Without ../shared/abi at configure time the comparison
- * is skipped (exit 77), never passed silently. */
+ * is skipped (exit 77), never passed silently. Same sizes do not mean same types:
+ * abi_types_check.cc (ctest test_abi_types_cxx) compares those. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,11 +26,16 @@ enum { KILN_PJRT_API_SLOTS = 138 };
 #ifdef KILN_ABI_HAVE_UPSTREAM
 static const char *fact_kind_name(kiln_abi_fact_kind kind) {
   switch (kind) {
-    case KILN_ABI_TYPE_SIZE: return "sizeof/alignment";
-    case KILN_ABI_MEMBER: return "offset/size";
-    case KILN_ABI_STRUCT_SIZE: return "value";
-    case KILN_ABI_VALUE: return "value";
-    case KILN_ABI_API_SLOT: return "offset/size";
+    case KILN_ABI_TYPE_SIZE:
+      return "sizeof/alignment";
+    case KILN_ABI_MEMBER:
+      return "offset/size";
+    case KILN_ABI_STRUCT_SIZE:
+      return "value";
+    case KILN_ABI_VALUE:
+      return "value";
+    case KILN_ABI_API_SLOT:
+      return "offset/size";
   }
   return "?";
 }
@@ -46,8 +52,8 @@ static void assert_tables_agree(const char *api, const kiln_abi_table *kiln,
     assert_string_equal(k->name, u->name);
     if (k->a == u->a && k->b == u->b) continue;
     if (mismatches++ == 0) first = k, first_up = u;
-    fprintf(stderr, "%s ABI mismatch: %s %s: kiln %lld/%lld, upstream %lld/%lld\n", api,
-            k->name, fact_kind_name(k->kind), k->a, k->b, u->a, u->b);
+    fprintf(stderr, "%s ABI mismatch: %s %s: kiln %lld/%lld, upstream %lld/%lld\n", api, k->name,
+            fact_kind_name(k->kind), k->a, k->b, u->a, u->b);
   }
   if (mismatches) {
     fail_msg("%zu %s ABI mismatch(es); first: %s %s kiln %lld/%lld vs upstream %lld/%lld",
@@ -122,8 +128,9 @@ int main(void) {
   int failed = cmocka_run_group_tests(tests, NULL, NULL);
 #ifndef KILN_ABI_HAVE_UPSTREAM
   if (!failed) {
-    printf("skipped: the comparison with OpenXLA's headers needs ../shared/abi, which was not "
-           "found when kiln was configured\n");
+    printf(
+        "skipped: the comparison with OpenXLA's headers needs ../shared/abi, which was not "
+        "found when kiln was configured\n");
     return 77;
   }
 #endif
