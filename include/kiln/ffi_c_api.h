@@ -262,8 +262,9 @@ KILN_ABI_DEFINE_STRUCT_SIZE(XLA_FFI_TypeInfo, deleter);
  * from any thread; kiln waits for it before the custom call's results are used. */
 typedef struct XLA_FFI_Future XLA_FFI_Future;
 
-/* A new future the handler completes later. (This struct's STRUCT_SIZE stops at extension_start,
- * as OpenXLA's does; kiln writes `future` whenever the caller's struct_size covers it.) */
+/* A new future the handler completes later. This struct's STRUCT_SIZE stops at extension_start,
+ * as OpenXLA's does, so handlers pass a size that leaves out `future`; kiln writes `future` all
+ * the same, or the call would be useless. */
 struct XLA_FFI_Future_Create_Args {
   size_t struct_size;
   XLA_FFI_InternalExtension* extension_start;

@@ -150,7 +150,8 @@ typedef void (*PJRT_Error_PayloadVisitor)(const char* key, size_t key_size, cons
 
 /* Since 0.107 every PJRT_Error kiln returns begins with a pointer to this table, so a client can
  * read code and message without a round trip through PJRT_Api. `instance_size` is the size of
- * kiln's error object. */
+ * the PJRT_Error header the error begins with (PJRT_Error_STRUCT_SIZE), as XLA's own errors
+ * report it. */
 typedef struct PJRT_Error_FunctionTable {
   size_t struct_size;
   size_t instance_size;
@@ -364,7 +365,6 @@ struct PJRT_Memory {
 };
 KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Memory, vtable);
 
-/* An array shape: dimensions and element type. */
 typedef struct PJRT_ShapeSpec PJRT_ShapeSpec;
 
 typedef struct PJRT_DeviceDescription PJRT_DeviceDescription;
@@ -1024,6 +1024,7 @@ KILN_ABI_DEFINE_STRUCT_SIZE(PJRT_Client_CreateViewOfDeviceBuffer_Args, memory);
 typedef PJRT_Error* PJRT_Client_CreateViewOfDeviceBuffer(
     PJRT_Client_CreateViewOfDeviceBuffer_Args* args);
 
+/* An array shape: dimensions and element type. */
 struct PJRT_ShapeSpec {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;
