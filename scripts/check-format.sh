@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Checks that the C lines a change touches follow the repository's .clang-format
+# (clang-format 14 through `git clang-format`). The change is everything since BASE,
+# uncommitted edits included, where BASE is $1, else $KILN_FORMAT_BASE, else the merge base
+# with origin/main (or main) when HEAD is not on it, else the last commit (HEAD~1). Lines
+# the change did not touch are not checked: much of the tree predates this check. Prints the
+# fix and exits 1 when a touched line is misformatted; exits 0 otherwise (also when there is
+# nothing to compare with, as in a one-commit clone).
+#
+#   scripts/check-format.sh [BASE]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+clang_format="$(command -v clang-format-14 || command -v clang-format || true)"
+git_clang_format="$(command -v git-clang-format-14 || command -v git-clang-format || true)"
+if [ -z "$clang_format" ] || [ -z "$git_clang_format" ]; then
+  echo "check-format: clang-format (14) is not installed" >&2
+  exit 1
+fi
+
+base="${1:-${KILN_FORMAT_BASE:-}}"
+if [ -z "$base" ]; then
+  for ref in origin/main main; do
+    git rev-parse -q --verify "$ref^{commit}" >/dev/null || continue
+    merge_base="$(git merge-base HEAD "$ref" || true)"
+    [ "$merge_base" != "$(git rev-parse HEAD)" ] && base="$merge_base"
+    break
+  done
+fi
+[ -n "$base" ] || base="$(git rev-parse -q --verify 'HEAD~1^{commit}' || true)"
+if [ -z "$base" ]; then
+  echo "check-format: no earlier commit to compare with; nothing to check"
+  exit 0
+fi
+
+fix="$("$git_clang_format" --binary "$clang_format" --extensions c,h --diff "$base" 2>&1)"
+if grep -q '^@@' <<<"$fix"; then
+  echo "$fix"
+  echo "check-format: lines changed since $(git rev-parse --short "$base") are not formatted" \
+       "as .clang-format says; apply the diff above (git clang-format $base)" >&2
+  exit 1
+fi
+echo "check-format: lines changed since $(git rev-parse --short "$base") are formatted"
