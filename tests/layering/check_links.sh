@@ -19,8 +19,13 @@ while read -r layer lib uses; do
   layers+=("$layer")
   archive[$layer]="$lib"
   allowed[$layer]=" $layer $uses "
-  "$nm" -g --defined-only "$lib" | awk 'NF == 3 && $2 != "U" { print $3 }' | sort -u > "$tmp/$layer.def"
-  "$nm" -g -u "$lib" | awk '$1 == "U" { print $2 }' | sort -u > "$tmp/$layer.undef"
+  : > "$tmp/$layer.def.all"
+  : > "$tmp/$layer.undef.all"
+  "$nm" -g "$lib" | awk -v def="$tmp/$layer.def.all" -v undef="$tmp/$layer.undef.all" '
+    $1 == "U" { print $2 > undef }
+    NF == 3 && $2 != "U" { print $3 > def }'
+  sort -u "$tmp/$layer.def.all" > "$tmp/$layer.def"
+  sort -u "$tmp/$layer.undef.all" > "$tmp/$layer.undef"
 done < "$table"
 
 bad=0
