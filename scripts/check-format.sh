@@ -2,10 +2,11 @@
 # Checks that the C lines a change touches follow the repository's .clang-format
 # (clang-format 14 through `git clang-format`). The change is everything since BASE,
 # uncommitted edits included, where BASE is $1, else $KILN_FORMAT_BASE, else the merge base
-# with origin/main (or main) when HEAD is not on it, else the last commit (HEAD~1). Lines
-# the change did not touch are not checked: much of the tree predates this check. Prints the
-# fix and exits 1 when a touched line is misformatted; exits 0 otherwise (also when there is
-# nothing to compare with, as in a one-commit clone).
+# with origin/main (or main): on a branch, its commits and edits; on main itself, only the
+# uncommitted edits, so a fresh clone of a clean tree has nothing to check. Lines the change
+# did not touch are not checked: much of the tree predates this check. Prints the fix and
+# exits 1 when a touched line is misformatted, 0 otherwise. Before merging a branch into main,
+# run it there (or pass main's commit as BASE).
 #
 #   scripts/check-format.sh [BASE]
 set -euo pipefail
@@ -21,16 +22,11 @@ base="${1:-${KILN_FORMAT_BASE:-}}"
 if [ -z "$base" ]; then
   for ref in origin/main main; do
     git rev-parse -q --verify "$ref^{commit}" >/dev/null || continue
-    merge_base="$(git merge-base HEAD "$ref" || true)"
-    [ "$merge_base" != "$(git rev-parse HEAD)" ] && base="$merge_base"
+    base="$(git merge-base HEAD "$ref" || true)"
     break
   done
 fi
-[ -n "$base" ] || base="$(git rev-parse -q --verify 'HEAD~1^{commit}' || true)"
-if [ -z "$base" ]; then
-  echo "check-format: no earlier commit to compare with; nothing to check"
-  exit 0
-fi
+[ -n "$base" ] || base=HEAD
 
 fix="$("$git_clang_format" --binary "$clang_format" --extensions c,h --diff "$base" 2>&1)"
 if grep -q '^@@' <<<"$fix"; then
