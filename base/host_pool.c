@@ -1,4 +1,4 @@
-/* Persistent worker pool for host kernels (host_launch.h). */
+/* Persistent worker pool for host kernels (host_pool.h). */
 #include "base/host_pool.h"
 
 #include <pthread.h>

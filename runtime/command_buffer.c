@@ -232,34 +232,6 @@ bool kiln_cmd_args_differ(const kiln_cmd_t *a, const kiln_cmd_t *b) {
   return true;
 }
 
-void kiln_cmd_list_print(kiln_strbuf_t *b, const kiln_cmd_list_t *l) {
-  for (size_t i = 0; i < l->len; i++) {
-    const kiln_cmd_t *c = &l->cmds[i];
-    kiln_strbuf_printf(b, "  %zu: %s", i, kiln_cmd_kind_name(c->kind));
-    switch (c->kind) {
-      case KILN_CMD_KERNEL:
-        kiln_strbuf_printf(b, " %s grid=%ux%ux%u block=%ux%ux%u smem=%u args=%d",
-                           c->kernel && c->kernel->name ? c->kernel->name : "?", c->dims.grid[0],
-                           c->dims.grid[1], c->dims.grid[2], c->dims.block[0], c->dims.block[1],
-                           c->dims.block[2], c->dims.shared_bytes, c->num_args);
-        break;
-      case KILN_CMD_MEMCPY:
-        kiln_strbuf_printf(b, " %" PRIu64 " bytes", c->bytes);
-        break;
-      case KILN_CMD_MEMSET:
-        kiln_strbuf_printf(b, " %" PRIu64 " x %d bytes = 0x%x", c->count, c->elem_size, c->pattern);
-        break;
-      case KILN_CMD_GEMM:
-        kiln_strbuf_printf(b, " %s [%" PRId64 "] %" PRId64 "x%" PRId64 "x%" PRId64 "%s%s",
-                           c->gemm.dtype == KILN_GEMM_F64 ? "f64" : "f32", c->gemm.batch, c->gemm.m,
-                           c->gemm.n, c->gemm.k, c->gemm.trans_a ? " A^T" : "",
-                           c->gemm.trans_b ? " B^T" : "");
-        break;
-    }
-    kiln_strbuf_append_char(b, '\n');
-  }
-}
-
 /* ---- decisions ------------------------------------------------------------------------- */
 
 void kiln_cmd_plan_update(const kiln_cmd_list_t *recorded, const kiln_cmd_list_t *next,

@@ -89,8 +89,6 @@ uint64_t kiln_cmd_list_structure_hash(const kiln_cmd_list_t *l);
 bool kiln_cmd_list_same_structure(const kiln_cmd_list_t *a, const kiln_cmd_list_t *b);
 /* True when command i of a and b (same structure) differ in any address or scalar. */
 bool kiln_cmd_args_differ(const kiln_cmd_t *a, const kiln_cmd_t *b);
-/* One line per command ("kernel vadd grid=4x1x1 block=256x1x1 smem=0 args=3"). */
-void kiln_cmd_list_print(kiln_strbuf_t *b, const kiln_cmd_list_t *l);
 
 /* ---- decisions (pure) ---------------------------------------------------------------- */
 

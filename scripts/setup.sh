@@ -3,7 +3,7 @@
 # already there. Idempotent; run as root (or with sudo available).
 set -euo pipefail
 
-packages=(cmake make gcc pkg-config llvm-19-dev clang-19 libclang-rt-19-dev libcmocka-dev
+packages=(cmake make gcc pkg-config llvm-19-dev clang-19 libclang-rt-19-dev libcmocka-dev clang-format
           zlib1g-dev libzstd-dev libedit-dev libxml2-dev libffi-dev libncurses-dev)
 missing=()
 for p in "${packages[@]}"; do

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "base/str.h"
-#include "compiler/codegen/fusion_compiler.h"
+#include "tools/common/fusion_runner.h"
 #include "tools/common/corpus.h"
 #include "tools/common/hlo_file.h"
 

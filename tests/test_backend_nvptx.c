@@ -19,6 +19,7 @@
 #include "compiler/backend/nvjitlink.h"
 #include "compiler/backend/nvptx.h"
 #include "tests/backend_test_kernels.h"
+#include "tests/skip_util.h"
 
 static size_t count_occurrences(const char *hay, const char *needle) {
   size_t n = 0;
@@ -50,7 +51,7 @@ static bool libdevice_present(void) {
 
 static void test_vadd_emits_entry_for_sm90_with_libdevice_inlined(void **state) {
   (void)state;
-  if (!libdevice_present()) skip();
+  if (!libdevice_present()) KILN_SKIPPED();
   kiln_nvptx_options_t opts = {.arch = "sm_90", .cubin_via = KILN_CUBIN_VIA_SKIP};
   kiln_nvptx_result_t r;
   kiln_status s = compile_vadd("__nv_expf", &opts, &r);
@@ -98,7 +99,7 @@ static void test_vadd_without_libdevice_calls_links_nothing(void **state) {
 
 static void test_vadd_ptx_is_accepted_by_ptxas(void **state) {
   (void)state;
-  if (!libdevice_present()) skip();
+  if (!libdevice_present()) KILN_SKIPPED();
   kiln_nvptx_options_t opts = {.arch = "sm_90", .cubin_via = KILN_CUBIN_VIA_SKIP};
   kiln_nvptx_result_t r;
   assert_null(compile_vadd("__nv_tanhf", &opts, &r));
@@ -108,7 +109,7 @@ static void test_vadd_ptx_is_accepted_by_ptxas(void **state) {
     printf("[  SKIP    ] %s\n", kiln_status_message(s));
     kiln_status_free(s);
     kiln_nvptx_result_free(&r);
-    skip();
+    KILN_SKIPPED();
   }
   if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
   assert_null(s);
@@ -125,7 +126,7 @@ static void check_cubin_via(kiln_cubin_via_t via, kiln_cubin_method_t expected) 
     printf("[  SKIP    ] %s\n", kiln_status_message(s));
     kiln_status_free(s);
     kiln_nvptx_result_free(&r);
-    skip();
+    KILN_SKIPPED();
   }
   if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
   assert_null(s);
@@ -160,7 +161,7 @@ static void test_cubin_auto_prefers_nvjitlink(void **state) {
   if (s) {
     printf("[  SKIP    ] %s\n", kiln_status_message(s));
     kiln_status_free(s);
-    skip();
+    KILN_SKIPPED();
   }
   assert_non_null(strstr(kiln_nvjitlink_path(lib), "libnvJitLink"));
   check_cubin_via(KILN_CUBIN_VIA_AUTO, KILN_CUBIN_METHOD_NVJITLINK);
@@ -178,7 +179,7 @@ static void check_broken_ptx(kiln_cubin_via_t via, const char *tool) {
     printf("[  SKIP    ] %s: %s\n", tool, kiln_status_message(s));
     kiln_status_free(s);
     kiln_nvptx_result_free(&r);
-    skip();
+    KILN_SKIPPED();
   }
   assert_int_equal(kiln_status_code(s), KILN_INVALID_ARGUMENT);
   /* The assembler's own complaint travels in the status and the result's log. */
@@ -216,7 +217,7 @@ static void test_sm90a_ptx_is_rejected_for_sm90(void **state) {
     kiln_status_free(s);
     kiln_nvptx_result_free(&c);
     kiln_nvptx_result_free(&r);
-    skip();
+    KILN_SKIPPED();
   }
   assert_int_equal(kiln_status_code(s), KILN_INVALID_ARGUMENT);
   assert_non_null(strstr(kiln_status_message(s), "-arch=sm_90"));
@@ -289,7 +290,7 @@ static void test_kiln_cuda_dir_env_overrides_the_search(void **state) {
 
 static void test_unknown_libdevice_function_is_not_found(void **state) {
   (void)state;
-  if (!libdevice_present()) skip();
+  if (!libdevice_present()) KILN_SKIPPED();
   kiln_nvptx_options_t opts = {.cubin_via = KILN_CUBIN_VIA_SKIP};
   kiln_nvptx_result_t r;
   kiln_status s = compile_vadd("__nv_kiln_no_such_fn", &opts, &r);
@@ -358,7 +359,7 @@ static void test_unknown_arch_is_rejected(void **state) {
 
 static void test_keep_module_leaves_the_input_untouched(void **state) {
   (void)state;
-  if (!libdevice_present()) skip();
+  if (!libdevice_present()) KILN_SKIPPED();
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef m = kiln_test_build_vadd(ctx, "vadd", "__nv_expf");
   char *before = LLVMPrintModuleToString(m);
@@ -381,7 +382,7 @@ static void test_keep_module_leaves_the_input_untouched(void **state) {
 
 static void test_lazy_and_eager_libdevice_give_the_same_ptx(void **state) {
   (void)state;
-  if (!libdevice_present()) skip();
+  if (!libdevice_present()) KILN_SKIPPED();
   kiln_nvptx_options_t lazy = {.cubin_via = KILN_CUBIN_VIA_SKIP};
   kiln_nvptx_options_t eager = {.cubin_via = KILN_CUBIN_VIA_SKIP, .libdevice_eager = true};
   kiln_nvptx_result_t a, b;
@@ -401,7 +402,7 @@ static int cmp_str(const void *a, const void *b) {
 
 static void test_dumps_sort_in_pipeline_order(void **state) {
   (void)state;
-  if (!libdevice_present()) skip();
+  if (!libdevice_present()) KILN_SKIPPED();
   char dir[] = "/tmp/kiln-dump-test-XXXXXX";
   assert_non_null(mkdtemp(dir));
   kiln_nvptx_options_t opts = {
@@ -449,7 +450,7 @@ static void *compile_in_thread(void *arg) {
  * initialization, the libdevice cache and the tool lookups are thread-safe. */
 static void test_concurrent_compiles_give_identical_ptx(void **state) {
   (void)state;
-  if (!libdevice_present()) skip();
+  if (!libdevice_present()) KILN_SKIPPED();
   enum { kThreads = 4 };
   thread_job_t jobs[kThreads];
   pthread_t threads[kThreads];
@@ -488,5 +489,5 @@ int main(void) {
       cmocka_unit_test(test_dumps_sort_in_pipeline_order),
       cmocka_unit_test(test_concurrent_compiles_give_identical_ptx),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return kiln_run_tests(tests, NULL, NULL);
 }

@@ -85,6 +85,43 @@ static void test_arena_returns_zeroed_aligned_memory_and_honors_limit(void **sta
   kiln_arena_destroy(&a);
 }
 
+/* A counting hook over libc: every allocation, resize and free of kiln goes through it. */
+typedef struct counting_alloc {
+  int allocs, frees;
+} counting_alloc_t;
+
+static void *counting_realloc(void *ctx, void *p, size_t n) {
+  counting_alloc_t *c = ctx;
+  if (n == 0) {
+    if (p) c->frees++;
+    free(p);
+    return NULL;
+  }
+  if (!p) c->allocs++;
+  return realloc(p, n);
+}
+
+static void test_allocator_hook_sees_every_allocation_and_free(void **state) {
+  (void)state;
+  counting_alloc_t c = {0};
+  kiln_allocator_set(&(kiln_allocator_t){counting_realloc, &c});
+  char *s = kiln_strdup("kiln");
+  int *v = kiln_calloc(16, sizeof(int));
+  v = kiln_realloc(v, 64 * sizeof(int));
+  kiln_arena_t a;
+  kiln_arena_init(&a);
+  assert_non_null(kiln_arena_alloc(&a, 100));
+  kiln_arena_destroy(&a);
+  kiln_free(v);
+  kiln_free(s);
+  kiln_allocator_set(NULL); /* back to libc */
+  assert_true(c.allocs >= 3);
+  assert_int_equal(c.allocs, c.frees);
+  char *after = kiln_strdup("libc");
+  kiln_free(after);
+  assert_int_equal(c.allocs, c.frees);
+}
+
 static void test_vec_grows_and_keeps_order(void **state) {
   (void)state;
   KILN_VEC(int) v = {0};
@@ -169,6 +206,7 @@ int main(void) {
       cmocka_unit_test(test_status_is_annotated_while_propagating),
       cmocka_unit_test(test_status_join_keeps_primary_and_appends_cleanup_failure),
       cmocka_unit_test(test_arena_returns_zeroed_aligned_memory_and_honors_limit),
+      cmocka_unit_test(test_allocator_hook_sees_every_allocation_and_free),
       cmocka_unit_test(test_vec_grows_and_keeps_order),
       cmocka_unit_test(test_hashmap_insert_replace_lookup),
       cmocka_unit_test(test_strbuf_printf_append_and_take),

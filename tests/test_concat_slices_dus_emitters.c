@@ -1,7 +1,7 @@
 /* Concatenate, input-slices and in-place dynamic-update-slice emitters: every corpus
  * concatenate and dynamic_update_slice fusion is compiled by its emitter (checked through
  * the runner's report), passes `ptxas -arch=sm_90` (skipped with the reason when ptxas is
- * missing) and matches the evaluator on the host (kiln_fusion_default_ulp); fusions written
+ * missing) and matches the evaluator on the host (kiln_compare_kernel_tolerance); fusions written
  * here cover input slices of different sizes with a fused producer, a DUS whose operand is
  * computed in the fusion, a DUS next to an ordinary side output, and the launch shapes (the
  * concatenate grid covers the largest operand only; the DUS update kernel covers the update

@@ -21,6 +21,7 @@
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/cuda_graph.h"
 #include "runtime/device.h"
+#include "tests/skip_util.h"
 
 #define ASSERT_OK(expr)                                           \
   do {                                                            \
@@ -240,7 +241,7 @@ static void test_default_search_without_driver_reports_sonames_and_best_falls_ba
   if (h) {
     dlclose(h);
     printf("[  SKIP    ] a CUDA driver is installed here; the no-driver path is not testable\n");
-    skip();
+    KILN_SKIPPED();
   }
   unsetenv("KILN_CUDA_DRIVER");
   const kiln_cuda_driver_t *drv = NULL;
@@ -646,7 +647,7 @@ int main(void) {
       cmocka_unit_test(test_disabled_cache_never_records),
       cmocka_unit_test(test_cuda_graphs_record_no_gemm_and_list_args_survive_growth),
   };
-  int rc = cmocka_run_group_tests(tests, NULL, NULL);
+  int rc = kiln_run_tests(tests, NULL, NULL);
   kiln_cmd_list_free(&g_dev.last_launched);
   return rc;
 }

@@ -3,7 +3,7 @@
  * type holds every op that accepts the type (one output each), plus one fusion per source
  * type converting to every type and bitcast-converting to every type of the same width.
  *
- * Tolerances (kiln_fusion_default_ulp, per output type): exact for integers and pred; 1 ulp
+ * Tolerances (kiln_compare_kernel_tolerance, per output type): exact for integers and pred; 1 ulp
  * for f16, bf16, every f8 and f4e2m1fn (computed through f32 and rounded once per op, the
  * evaluator through double); 4 ulp for f32 (the host's inline polynomial math); 8 ulp for
  * f64 (libm, and formulas of several ops for acos, asinh, ...). Inputs: floats uniform in
@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include "base/str.h"
-#include "compiler/codegen/fusion_compiler.h"
+#include "tools/common/fusion_runner.h"
 
 #define N 517
 

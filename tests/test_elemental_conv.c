@@ -1,6 +1,6 @@
 /* Convolution in the elemental emitter: a loop fusion holding a convolution compiles
  * through the loop emitter, passes ptxas (when present), runs on the host and matches the
- * reference evaluator within kiln_fusion_default_ulp (the loops sum in the evaluator's order,
+ * reference evaluator within kiln_compare_kernel_tolerance (the loops sum in the evaluator's order,
  * window outside input features, so f32 results are normally bit-identical).
  *
  * Hand cases cover dim_labels in any order, stride, padding (negative too), lhs and rhs

@@ -3,7 +3,7 @@
  * Every distinct dot and reduce-window of the corpus's xla/ and real/ modules, wrapped into a
  * fusion of its own as the fusion wrapper pass does, compiles through the loop emitter,
  * passes ptxas (when present), runs on the host and matches the evaluator within
- * kiln_fusion_default_ulp (dots too costly for the evaluator here run with their batch
+ * kiln_compare_kernel_tolerance (dots too costly for the evaluator here run with their batch
  * dims cut to 2 and free dims to 8; what is still too costly is compiled and ptxas-checked
  * only). Hand cases add dot element types (bf16, f16, s8 -> s32, f8, c64, pred)
  * with batch and contracting dims anywhere, and reduce-windows with stride, padding, base

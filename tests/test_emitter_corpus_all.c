@@ -1,7 +1,7 @@
 /* Every fusion of the corpus's emitters/ folder compiles with the emitter XLA would choose,
  * passes `ptxas -arch=sm_90` for every kernel of its chain (skipped with the printed reason
  * when ptxas is missing), runs on the host and matches the reference evaluator within
- * kiln_fusion_default_ulp.
+ * kiln_compare_kernel_tolerance.
  *
  * The expected emitter comes from the file name (…tests__<kind>__…): reduce_row,
  * reduce_column, reduce_multirow, reduce_column_small -> reduction; transpose, scatter,
@@ -25,7 +25,7 @@
 
 #include <cmocka.h>
 
-#include "compiler/codegen/fusion_compiler.h"
+#include "tools/common/fusion_runner.h"
 #include "compiler/codegen/hero_analysis.h"
 #include "emitter_test_util.h"
 #include "tools/common/corpus.h"
@@ -35,6 +35,7 @@
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "hero_test_util.h"
+#include "tests/skip_util.h"
 #pragma GCC diagnostic pop
 
 /* The emitter the file name asks for; false for an unknown kind. */
@@ -100,8 +101,7 @@ static void test_every_emitter_fusion_compiles_with_xla_choice_and_matches(void 
   size_t n = 0;
   char **names = emt_corpus_files("", &n);
   if (!names) {
-    printf("SKIPPED: no corpus at %s/emitters\n", kiln_corpus_dir());
-    return;
+    KILN_SKIP("no corpus at %s/emitters", kiln_corpus_dir());
   }
   kiln_host_jit_t *jit = NULL;
   assert_null(kiln_host_jit_create(NULL, &jit));
@@ -199,5 +199,5 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_emitter_fusion_compiles_with_xla_choice_and_matches),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return kiln_run_tests(tests, NULL, NULL);
 }

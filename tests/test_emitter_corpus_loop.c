@@ -3,7 +3,7 @@
  * runs on the host on generated inputs and matches the reference evaluator.
  *
  * Loop kind (kiln_fusion_classify): no reduce hero, no transpose hero, no scatter,
- * concatenate root, dynamic-update-slice or sort. Tolerances (kiln_fusion_default_ulp):
+ * concatenate root, dynamic-update-slice or sort. Tolerances (kiln_compare_kernel_tolerance):
  * exact for integers and pred, 1 ulp for f16 / bf16 / f8 / f4, 4 ulp for f32, 8 ulp for f64.
  * A fusion whose buffers are too large to allocate here (XLA's block-dim-limit broadcast:
  * 1.2e12 elements) is compiled and ptxas-checked but not run; it is listed as such and not
@@ -19,8 +19,9 @@
 
 #include <cmocka.h>
 
-#include "compiler/codegen/fusion_compiler.h"
+#include "tools/common/fusion_runner.h"
 #include "tools/common/hlo_file.h"
+#include "tests/skip_util.h"
 
 static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
@@ -31,8 +32,7 @@ static void test_corpus_loop_fusions_match_evaluator(void **state) {
   snprintf(dir, sizeof(dir), "%s/emitters", kiln_corpus_dir());
   DIR *d = opendir(dir);
   if (!d) {
-    printf("SKIPPED: no corpus at %s\n", dir);
-    return;
+    KILN_SKIP("no corpus at %s", dir);
   }
   char **names = NULL;
   size_t n = 0, cap = 0;
@@ -128,5 +128,5 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_corpus_loop_fusions_match_evaluator),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return kiln_run_tests(tests, NULL, NULL);
 }

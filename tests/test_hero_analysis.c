@@ -15,6 +15,7 @@
 #include "compiler/codegen/hero_analysis.h"
 #include "emitter_test_util.h"
 #include "tools/common/hlo_file.h"
+#include "tests/skip_util.h"
 
 /* The emitter XLA uses for a corpus file, from its name; NULL when the name says nothing. */
 static const char *expected_from_name(const char *name) {
@@ -38,8 +39,7 @@ static void test_corpus_emitter_choice_matches_xla(void **state) {
   size_t n = 0;
   char **names = emt_corpus_files("", &n);
   if (!names) {
-    printf("SKIPPED: no corpus\n");
-    return;
+    KILN_SKIP("no corpus");
   }
   int total = 0, passed = 0, per_kind_total[8] = {0}, per_kind_pass[8] = {0};
   for (size_t i = 0; i < n; i++) {
@@ -146,5 +146,5 @@ int main(void) {
       cmocka_unit_test(test_reduction_forms_follow_physical_layout),
       cmocka_unit_test(test_transpose_normalization_merges_and_drops_unit_dims),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return kiln_run_tests(tests, NULL, NULL);
 }

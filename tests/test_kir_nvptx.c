@@ -13,6 +13,7 @@
 #include "compiler/backend/llvm_compat.h"
 #include "compiler/codegen/kir_pipeline.h"
 #include "tests/kir_test_kernels.h"
+#include "tests/skip_util.h"
 
 static bool have_ptxas(void) {
   char *p = NULL;
@@ -47,7 +48,7 @@ static char *ptx_of(kiln_kir_module_t *m) {
 
 static void test_gelu_ptx_loads_and_stores_vectors_and_passes_ptxas(void **state) {
   (void)state;
-  if (!have_ptxas()) skip();
+  if (!have_ptxas()) KILN_SKIPPED();
   int64_t dims[3] = {6, 512, 4096};
   kiln_kir_module_t *m = kir_test_build_gelu(KILN_BF16, dims, 4);
   char *ptx = ptx_of(m);
@@ -62,7 +63,7 @@ static void test_gelu_ptx_loads_and_stores_vectors_and_passes_ptxas(void **state
 
 static void test_gelu_f32_loads_v4_f32(void **state) {
   (void)state;
-  if (!have_ptxas()) skip();
+  if (!have_ptxas()) KILN_SKIPPED();
   int64_t dims[3] = {2, 64, 256};
   kiln_kir_module_t *m = kir_test_build_gelu(KILN_F32, dims, 4);
   char *ptx = ptx_of(m);
@@ -74,7 +75,7 @@ static void test_gelu_f32_loads_v4_f32(void **state) {
 
 static void test_row_reduce_ptx_has_bar_sync_shfl_sync_and_shared(void **state) {
   (void)state;
-  if (!have_ptxas()) skip();
+  if (!have_ptxas()) KILN_SKIPPED();
   kiln_kir_module_t *m = kir_test_build_row_reduce(64, 1024);
   char *ptx = ptx_of(m);
   assert_non_null(strstr(ptx, ".entry row_reduce("));
@@ -87,7 +88,7 @@ static void test_row_reduce_ptx_has_bar_sync_shfl_sync_and_shared(void **state) 
 
 static void test_transpose_ptx_uses_a_33_wide_shared_tile(void **state) {
   (void)state;
-  if (!have_ptxas()) skip();
+  if (!have_ptxas()) KILN_SKIPPED();
   kiln_kir_module_t *m = kir_test_build_transpose(128, 256);
   char *ptx = ptx_of(m);
   assert_non_null(strstr(ptx, ".shared .align 16 .b8 __kiln_shmem_0[4224]")); /* 32 * 33 * 4 */
@@ -144,5 +145,5 @@ int main(void) {
       cmocka_unit_test(test_kernel_is_ptx_kernel_with_noalias_params),
       cmocka_unit_test(test_lowering_an_unlowered_loop_is_an_error),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return kiln_run_tests(tests, NULL, NULL);
 }

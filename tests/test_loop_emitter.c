@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "base/str.h"
-#include "compiler/codegen/fusion_compiler.h"
+#include "tools/common/fusion_runner.h"
 #include "tools/common/hlo_file.h"
 
 static kiln_hlo_module_t *load_gelu(void) {

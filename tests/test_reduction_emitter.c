@@ -18,6 +18,7 @@
 #include "compiler/codegen/reduction_emitter.h"
 #include "hero_test_util.h"
 #include "tools/common/corpus.h"
+#include "tests/skip_util.h"
 
 typedef struct ptx_stats {
   int checked, ok, skipped;
@@ -71,8 +72,7 @@ static void test_corpus_reductions_match_evaluator(void **state) {
   size_t n = 0;
   char **names = emt_corpus_files("__reduce_", &n);
   if (!names) {
-    printf("SKIPPED: no corpus\n");
-    return;
+    KILN_SKIP("no corpus");
   }
   kiln_host_jit_t *jit = NULL;
   assert_null(kiln_host_jit_create(NULL, &jit));
@@ -451,5 +451,5 @@ int main(void) {
       cmocka_unit_test(test_reduce_outputs_with_non_default_layout_are_written_physically),
       cmocka_unit_test(test_complex_add_reductions_keep_real_and_imaginary_accumulators),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return kiln_run_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,7 @@
 
 #include "compiler/codegen/reduction_emitter.h"
 #include "hero_test_util.h"
+#include "tests/skip_util.h"
 
 static kiln_hlo_module_t *parse(const char *text) {
   kiln_hlo_module_t *m = NULL;
@@ -61,8 +62,7 @@ static void test_corpus_reduction_kinds_follow_file_names(void **state) {
   size_t n = 0;
   char **names = emt_corpus_files("__reduce_", &n);
   if (!names) {
-    printf("SKIPPED: no corpus\n");
-    return;
+    KILN_SKIP("no corpus");
   }
   int checked = 0;
   for (size_t i = 0; i < n; i++) {
@@ -495,5 +495,5 @@ int main(void) {
       cmocka_unit_test(test_fusion_runner_runs_reduction_kinds_exactly),
       cmocka_unit_test(test_row_reduction_dump_to_env_shows_shared_barrier_shuffles),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return kiln_run_tests(tests, NULL, NULL);
 }

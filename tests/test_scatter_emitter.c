@@ -4,7 +4,7 @@
  * scatter fusion, plus fusions written here for the strategies the corpus does not reach
  * (computed operands and indices, a general combiner in a compare-and-swap loop, variadic
  * scatter with duplicate indices on the serial path, out-of-bounds windows, blocks run in
- * parallel on a thread pool with atomics). Tolerances: kiln_fusion_default_ulp, except the
+ * parallel on a thread pool with atomics). Tolerances: kiln_compare_kernel_tolerance, except the
  * sorted-indices path with a float add, which sums each run of equal indices in registers
  * before one atomic (XLA's reassociation): those run on inputs in [0.5, 1) (no
  * cancellation) within 64 ulp. Prints passed/total for the corpus. */

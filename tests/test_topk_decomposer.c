@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "base/alloc.h"
-#include "compiler/codegen/fusion_compiler.h"
+#include "tools/common/fusion_runner.h"
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/passes/pass.h"

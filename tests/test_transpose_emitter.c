@@ -16,13 +16,13 @@
 #include "compiler/codegen/hero_analysis.h"
 #include "compiler/codegen/transpose_emitter.h"
 #include "hero_test_util.h"
+#include "tests/skip_util.h"
 
 static void test_corpus_transposes_match_evaluator(void **state) {
   size_t n = 0;
   char **names = emt_corpus_files("__transpose__", &n);
   if (!names) {
-    printf("SKIPPED: no corpus\n");
-    return;
+    KILN_SKIP("no corpus");
   }
   kiln_host_jit_t *jit = NULL;
   assert_null(kiln_host_jit_create(NULL, &jit));
@@ -338,5 +338,5 @@ int main(void) {
       cmocka_unit_test(test_transpose_keeping_minor_dimension_moves_it_with_each_tile_element),
       cmocka_unit_test(test_packed_transpose_moves_narrow_elements_through_a_swizzled_word_tile),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return kiln_run_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/shape_inference.h"
+#include "tests/skip_util.h"
 
 static kiln_hlo_module_t *parse(const char *text) {
   kiln_hlo_module_t *m = NULL;
@@ -214,8 +215,9 @@ static void test_corpus_invalid_concat_is_rejected(void **state) {
   size_t len = 0;
   kiln_status s = kiln_read_file(path, &text, &len);
   if (s) {
+    printf("[  SKIP    ] %s\n", kiln_status_message(s));
     kiln_status_free(s);
-    skip();
+    KILN_SKIPPED();
   }
   kiln_hlo_module_t *m = NULL;
   s = kiln_hlo_parse_module(text, len, NULL, &m);
@@ -753,5 +755,5 @@ int main(void) {
       cmocka_unit_test(test_shape_inference_api_reports_without_instruction),
       cmocka_unit_test(test_shape_inference_rejects_overflowing_attributes),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return kiln_run_tests(tests, NULL, NULL);
 }

@@ -11,7 +11,7 @@
 
 #include "base/status.h"
 #include "base/str.h"
-#include "compiler/codegen/fusion_compiler.h"
+#include "tools/common/fusion_runner.h"
 #include "compiler/codegen/hero_analysis.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/passes/pass.h"

@@ -12,7 +12,7 @@
 #include "base/alloc.h"
 #include "base/status.h"
 #include "base/str.h"
-#include "compiler/codegen/fusion_compiler.h"
+#include "tools/common/fusion_runner.h"
 #include "compiler/passes/pipeline.h"
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"

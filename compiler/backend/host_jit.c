@@ -150,12 +150,6 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
 LLVMContextRef kiln_host_jit_context(kiln_host_jit_t *jit) {
   return jit->ctx;
 }
-LLVMTargetMachineRef kiln_host_jit_target_machine(kiln_host_jit_t *jit) {
-  return jit->tm;
-}
-const char *kiln_host_jit_triple(const kiln_host_jit_t *jit) {
-  return jit->triple;
-}
 const char *kiln_host_jit_cpu(const kiln_host_jit_t *jit) {
   return jit->cpu;
 }

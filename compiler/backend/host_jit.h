@@ -45,10 +45,7 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
 /* The LLVMContext modules for this JIT should be created in (borrowed; lives as long as the
  * JIT). */
 LLVMContextRef kiln_host_jit_context(kiln_host_jit_t *jit);
-/* The target machine used for optimization (borrowed): codegen may query its data layout. */
-LLVMTargetMachineRef kiln_host_jit_target_machine(kiln_host_jit_t *jit);
-/* Triple, CPU name and feature string of the JIT (borrowed). */
-const char *kiln_host_jit_triple(const kiln_host_jit_t *jit);
+/* CPU name and feature string of the JIT (borrowed). */
 const char *kiln_host_jit_cpu(const kiln_host_jit_t *jit);
 const char *kiln_host_jit_features(const kiln_host_jit_t *jit);
 kiln_host_jit_stats_t kiln_host_jit_stats(kiln_host_jit_t *jit);

@@ -243,9 +243,6 @@ kiln_status kiln_nvjitlink_load(const kiln_cuda_dirs_t *dirs, const kiln_nvjitli
 const char *kiln_nvjitlink_path(const kiln_nvjitlink_t *lib) {
   return lib ? lib->path : "";
 }
-int kiln_nvjitlink_version(const kiln_nvjitlink_t *lib) {
-  return lib ? lib->version : 0;
-}
 
 /* Appends nvJitLink's error and info logs (when non-empty) to `log`. */
 static void collect_logs(const kiln_nvjitlink_t *lib, kiln_nvjl_handle h, kiln_strbuf_t *log) {

@@ -46,10 +46,8 @@ typedef struct kiln_nvjitlink kiln_nvjitlink_t;
  * failure: UNAVAILABLE listing each path with its dlerror(). */
 kiln_status kiln_nvjitlink_load(const kiln_cuda_dirs_t *dirs, const kiln_nvjitlink_t **out);
 
-/* The path the library was loaded from, and its version as major*1000+minor*10 (0 when the
- * library has no nvJitLinkVersion). Borrowed. */
+/* The path the library was loaded from. Borrowed. */
 const char *kiln_nvjitlink_path(const kiln_nvjitlink_t *lib);
-int kiln_nvjitlink_version(const kiln_nvjitlink_t *lib);
 
 /* Compiles PTX text for `arch` ("sm_90") into a cubin. On success *cubin (kiln_free) and
  * *cubin_size are set. *log (kiln_free, may be NULL) receives nvJitLink's error and info

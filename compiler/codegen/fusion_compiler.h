@@ -1,7 +1,7 @@
 /* Fusion compiler: one fusion computation -> kernel IR (partitioner, elemental emitter,
- * loop emitter) -> the kernel-IR pipeline -> NVPTX PTX / cubin or host machine code; and the
- * fusion runner used by tests and tools: compile one fusion, run it on the host on generated
- * inputs, compare with the reference evaluator.
+ * loop emitter) -> the kernel-IR pipeline -> NVPTX PTX / cubin or host machine code. (The
+ * fusion runner that tests and tools use to check a fusion against the reference evaluator is
+ * tools/common/fusion_runner.h.)
  *
  * Emitter choice ("kind", kiln_fusion_classify), in this order: any scatter, sort or
  * dynamic-update-slice picks that emitter; a reduce hero (reduced or kept dimensions
@@ -18,11 +18,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/host_pool.h"
 #include "base/status.h"
 #include "compiler/analysis/launch_grid.h"
 #include "compiler/backend/host_jit.h"
 #include "compiler/backend/nvptx.h"
-#include "compiler/codegen/host_launch.h"
 #include "compiler/codegen/kir.h"
 #include "compiler/codegen/kir_pipeline.h"
 #include "compiler/hlo/ir.h"
@@ -106,61 +106,5 @@ kiln_status kiln_fusion_kernel_compile_nvptx(const kiln_fusion_kernel_t *k,
  * is missing; INVALID_ARGUMENT with ptxas's log otherwise. *ptx (may be NULL) receives the
  * PTX text (kiln_free). */
 kiln_status kiln_fusion_kernel_ptxas_check(const kiln_fusion_kernel_t *k, char **ptx);
-
-/* ---- fusion runner ---- */
-
-typedef struct kiln_fusion_run_options {
-  uint64_t seed;             /* input generation (splitmix64 per input) */
-  double float_lo, float_hi; /* floats uniform in [lo, hi); both 0: [-1, 1) */
-  int64_t max_ulp;           /* < 0: per-type default (see kiln_fusion_default_ulp) */
-  bool check_ptx;            /* also run ptxas on the kernel's PTX */
-  int64_t max_bytes;         /* inputs/outputs larger than this are not run (RESOURCE_EXHAUSTED
-                                after compiling); 0: 2 GiB */
-  kiln_host_jit_t *jit;      /* NULL: a JIT of the runner's own */
-  kiln_host_pool_t *pool;    /* NULL: run on the calling thread */
-  kiln_fusion_compile_options_t compile;
-  /* Evaluated instead of the fusion itself when set: a computation with the same parameters
-   * and result shape giving the semantics to check against (e.g. the f32-inside form of a
-   * bf16 fusion, for excess precision). NULL: the fusion. */
-  const kiln_hlo_computation_t *reference;
-} kiln_fusion_run_options_t;
-
-/* Defaults; compile.strict_precision is set, so that bf16 results match the evaluator's
- * per-op rounding within the default tolerance (clear it to check excess precision). */
-void kiln_fusion_run_options_init(kiln_fusion_run_options_t *o);
-
-/* Default tolerance in units in the last place of the output type: 0 (exact) for integers
- * and pred, 1 for f16, bf16, f8 and f4 types (one rounding of the narrow type), 4 for f32,
- * 8 for f64 (math through formulas of several correctly-rounded-ish ops). Complex outputs
- * use their part type's tolerance, in ulps of the element's larger part. */
-int64_t kiln_fusion_default_ulp(kiln_elem_type_t t);
-
-typedef struct kiln_fusion_run_report {
-  kiln_fusion_emitter_t emitter;
-  kiln_launch_grid_t grid;
-  int num_outputs;
-  int64_t elements;     /* output elements compared */
-  int64_t mismatches;   /* elements beyond the tolerance */
-  int64_t max_ulp;      /* largest distance seen (floats; integers: 0 or 1 for "differs") */
-  int64_t tolerance;    /* the tolerance used for the first output */
-  double max_abs_err, max_rel_err;
-  char first_mismatch[256];
-  double emit_ms, pipeline_ms, host_compile_ms, run_ms, eval_ms;
-  bool ptx_checked, ptx_ok;
-  char ptx_note[256];
-} kiln_fusion_run_report_t;
-
-/* Compiles `c` for the host, runs it on generated inputs, evaluates `c` on the same inputs
- * and compares. Returns an error status when compiling, running or evaluating failed; a
- * numerical mismatch is not an error (see report->mismatches). */
-kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
-                                  const kiln_fusion_run_options_t *opts,
-                                  kiln_fusion_run_report_t *report);
-
-/* The fusion computations to run from a module: for bare computations (parsed by
- * kiln_hlo_parse_computations) the entry unless it calls fusions; otherwise the
- * computations called by every fusion instruction of the entry (each once). *out is a
- * kiln_malloc'ed array. */
-void kiln_fusion_collect(const kiln_hlo_module_t *m, const kiln_hlo_computation_t ***out, int *n);
 
 #endif /* KILN_COMPILER_CODEGEN_FUSION_COMPILER_H_ */

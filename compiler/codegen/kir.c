@@ -774,14 +774,6 @@ kiln_kir_value_t *kiln_kir_vinsert(kiln_kir_builder_t *b, kiln_kir_value_t *valu
   return op1(b, KILN_KIR_VINSERT, ops, lane ? 3 : 2, vec->type, &attrs);
 }
 
-kiln_kir_value_t *kiln_kir_vsplat(kiln_kir_builder_t *b, kiln_kir_value_t *scalar, int lanes) {
-  if (!usable(b, &scalar, 1)) return NULL;
-  if (scalar->type->kind != KILN_KIR_TYPE_SCALAR || !lanes_ok(lanes))
-    return fail(b, "vsplat: needs a scalar and 1..64 lanes");
-  return op1(b, KILN_KIR_VSPLAT, &scalar, 1, kiln_kir_type_vector(b->m, scalar->type->elem, lanes),
-             NULL);
-}
-
 kiln_kir_value_t *kiln_kir_alloc_shared(kiln_kir_builder_t *b, kiln_elem_type_t elem, int rank,
                                         const int64_t *dims) {
   if (!usable(b, NULL, 0)) return NULL;

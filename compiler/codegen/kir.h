@@ -462,7 +462,6 @@ kiln_kir_value_t *kiln_kir_vextract(kiln_kir_builder_t *b, kiln_kir_value_t *vec
 kiln_kir_value_t *kiln_kir_vinsert(kiln_kir_builder_t *b, kiln_kir_value_t *value,
                                    kiln_kir_value_t *vec, kiln_kir_value_t *lane,
                                    int64_t const_lane);
-kiln_kir_value_t *kiln_kir_vsplat(kiln_kir_builder_t *b, kiln_kir_value_t *scalar, int lanes);
 
 /* A block-shared tensor (SHARED space, uninitialized). */
 kiln_kir_value_t *kiln_kir_alloc_shared(kiln_kir_builder_t *b, kiln_elem_type_t elem, int rank,
@@ -520,7 +519,6 @@ kiln_status kiln_kir_verify(const kiln_kir_module_t *m);
 
 /* Appends the module's stable text form (kir_print.c). */
 void kiln_kir_print(const kiln_kir_module_t *m, kiln_strbuf_t *out);
-void kiln_kir_print_func(const kiln_kir_func_t *f, kiln_strbuf_t *out);
 /* The text as a heap string (kiln_free). */
 char *kiln_kir_to_string(const kiln_kir_module_t *m);
 

@@ -32,10 +32,10 @@
 
 #include <llvm-c/Core.h>
 
+#include "base/host_pool.h"
 #include "base/status.h"
 #include "compiler/backend/host_jit.h"
 #include "compiler/backend/nvptx.h"
-#include "compiler/codegen/host_launch.h"
 #include "compiler/codegen/kir.h"
 
 /* ---- stages (kir_inline.c, kir_lower_loops.c, kir_flatten.c, kir_vectorize.c,

@@ -343,8 +343,6 @@ static void printer_run(const kiln_kir_func_t *f, kiln_strbuf_t *out) {
   kiln_ptrmap_free(&p.names);
 }
 
-void kiln_kir_print_func(const kiln_kir_func_t *f, kiln_strbuf_t *out) { printer_run(f, out); }
-
 void kiln_kir_print(const kiln_kir_module_t *m, kiln_strbuf_t *out) {
   for (size_t i = 0; i < m->funcs.len; i++) {
     if (i) kiln_strbuf_append_char(out, '\n');

@@ -153,7 +153,8 @@ static bool parse_layout(kiln_hlo_parser_t *P, kiln_shape_t *s) {
   return true;
 }
 
-/* kiln_elem_type_from_name with a length/first-letter filter (it is on the hot path). */
+/* The element type named s[0, n) ("f32", "bf16", ...), looked up with a length/first-letter
+ * filter (it is on the hot path); false when it names none. */
 static bool elem_type_lookup(const char *s, size_t n, kiln_elem_type_t *out) {
   static const struct {
     const char *name;

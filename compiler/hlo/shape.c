@@ -18,16 +18,6 @@ const char *kiln_elem_type_name(kiln_elem_type_t t) {
   return (unsigned)t < KILN_ELEM_TYPE_COUNT ? kElem[t].name : "<bad-type>";
 }
 
-bool kiln_elem_type_from_name(const char *s, size_t n, kiln_elem_type_t *out) {
-  for (int i = 0; i < KILN_ELEM_TYPE_COUNT; i++) {
-    if (strncmp(kElem[i].name, s, n) == 0 && kElem[i].name[n] == 0) {
-      *out = (kiln_elem_type_t)i;
-      return true;
-    }
-  }
-  return false;
-}
-
 int kiln_elem_type_bits(kiln_elem_type_t t) { return kElem[t].bits; }
 
 kiln_elem_type_t kiln_elem_type_unsigned_of_width(int bits) {

@@ -20,8 +20,6 @@ typedef enum kiln_elem_type {
 } kiln_elem_type_t;
 
 const char *kiln_elem_type_name(kiln_elem_type_t t);
-/* Parses "f32", "bf16", ... ; returns false if not an element type name. */
-bool kiln_elem_type_from_name(const char *s, size_t n, kiln_elem_type_t *out);
 int kiln_elem_type_bits(kiln_elem_type_t t);            /* logical bit width */
 size_t kiln_elem_type_storage_bytes(kiln_elem_type_t t); /* bytes per element in a literal */
 bool kiln_elem_type_is_float(kiln_elem_type_t t);        /* real floating point */

@@ -163,24 +163,6 @@ kiln_hlo_instruction_t *kiln_builder_slice1(kiln_builder_t *b, kiln_hlo_instruct
   return kiln_builder_slice_dim(b, x, 0, start, limit);
 }
 
-kiln_hlo_instruction_t *kiln_builder_concatenate(kiln_builder_t *b, int n,
-                                                 kiln_hlo_instruction_t *const *xs, int dim) {
-  if (n < 1 || !xs[0] || dim < 0 || dim >= xs[0]->shape->rank || xs[0]->shape->rank > MAX_RANK)
-    return fail(b);
-  int64_t dims[MAX_RANK];
-  memcpy(dims, xs[0]->shape->dims, sizeof(int64_t) * (size_t)xs[0]->shape->rank);
-  dims[dim] = 0;
-  for (int i = 0; i < n; i++) {
-    if (!xs[i]) return fail(b);
-    dims[dim] += xs[i]->shape->dims[dim];
-  }
-  kiln_hlo_instruction_t *in = kiln_builder_op(
-      b, KILN_OP_CONCATENATE, kiln_builder_shape(b, xs[0]->shape->type, xs[0]->shape->rank, dims), n, xs);
-  int64_t d = dim;
-  if (in && !set_dimensions(b, in, 1, &d)) return NULL;
-  return in;
-}
-
 kiln_hlo_instruction_t *kiln_builder_iota(kiln_builder_t *b, kiln_elem_type_t type, int rank,
                                           const int64_t *dims, int dim) {
   kiln_hlo_instruction_t *in = kiln_builder_op(b, KILN_OP_IOTA, kiln_builder_shape(b, type, rank, dims), 0, NULL);

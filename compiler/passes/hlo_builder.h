@@ -67,10 +67,8 @@ kiln_hlo_instruction_t *kiln_builder_reshape(kiln_builder_t *b, kiln_hlo_instruc
 kiln_hlo_instruction_t *kiln_builder_slice1(kiln_builder_t *b, kiln_hlo_instruction_t *x,
                                             int64_t start, int64_t limit);
 /* slice along dimension `dim` only: [start, limit); the other dimensions whole. */
-kiln_hlo_instruction_t *kiln_builder_slice_dim(kiln_builder_t *b, kiln_hlo_instruction_t *x, int dim,
-                                               int64_t start, int64_t limit);
-kiln_hlo_instruction_t *kiln_builder_concatenate(kiln_builder_t *b, int n,
-                                                 kiln_hlo_instruction_t *const *xs, int dim);
+kiln_hlo_instruction_t *kiln_builder_slice_dim(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                               int dim, int64_t start, int64_t limit);
 kiln_hlo_instruction_t *kiln_builder_iota(kiln_builder_t *b, kiln_elem_type_t type, int rank,
                                           const int64_t *dims, int dim);
 kiln_hlo_instruction_t *kiln_builder_tuple(kiln_builder_t *b, int n, kiln_hlo_instruction_t *const *xs);

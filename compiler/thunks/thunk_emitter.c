@@ -16,10 +16,6 @@
 #include "compiler/passes/dataflow.h"
 #include "compiler/passes/fusion_wrapper.h"
 
-const char *kiln_compile_target_name(kiln_compile_target_t t) {
-  return t == KILN_TARGET_CUDA ? "cuda" : "host";
-}
-
 /* XLA's initial value of the rng-get-and-update-state counter (CPU and GPU backends). */
 #define RNG_STATE_INITIAL_VALUE 0x7012395ull
 

@@ -47,8 +47,6 @@ typedef enum kiln_compile_target {
   KILN_TARGET_CUDA = 1,
 } kiln_compile_target_t;
 
-const char *kiln_compile_target_name(kiln_compile_target_t t);
-
 typedef struct kiln_thunk_emit_options {
   kiln_compile_target_t target;
   const char *arch;             /* CUDA: "sm_90" when NULL */

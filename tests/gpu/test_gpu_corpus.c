@@ -3,21 +3,22 @@
  * ptxas), run with CUDA graphs for runs of kernels, and compared with the evaluator.
  * Prints `passed X / eligible Y` and the failures; exit status 1 below 90%.
  *
- * Without a CUDA driver or GPU it prints "SKIP: <reason>" and exits 0. Built by CMake and
- * scripts/run-gpu.sh, not registered with ctest. */
+ * Without a CUDA driver or GPU it prints "SKIP: <reason>" and exits KILN_TEST_SKIPPED (77),
+ * which ctest reports as skipped; scripts/run-gpu.sh runs it too. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "base/status.h"
 #include "runtime/device.h"
 #include "tools/common/corpus_run.h"
+#include "tests/skip_util.h"
 
 int main(void) {
   kiln_device_t *dev = NULL;
   kiln_status s = kiln_device_create("cuda", &dev);
   if (s) {
     printf("SKIP: %s\n", kiln_status_message(s));
-    int rc = kiln_status_code(s) == KILN_UNAVAILABLE ? 0 : 1;
+    int rc = kiln_status_code(s) == KILN_UNAVAILABLE ? KILN_TEST_SKIPPED : 1;
     kiln_status_free(s);
     return rc;
   }

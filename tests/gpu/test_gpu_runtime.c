@@ -4,9 +4,9 @@
  * the affected nodes), the command-buffer thunk over kernel thunks, the bounded graph cache,
  * cuBLAS gemm, and replay vs one-by-one launch timings.
  *
- * Without a CUDA driver or GPU it prints "SKIP: <reason>" and exits 0. Not part of the
- * default test glob (tests/test_*.c); scripts/run-gpu.sh builds and runs it. Exit status:
- * 0 when every check passed (or skipped), 1 otherwise. */
+ * Without a CUDA driver or GPU it prints "SKIP: <reason>" and exits KILN_TEST_SKIPPED (77),
+ * which ctest reports as skipped; scripts/run-gpu.sh runs it too. Exit status otherwise: 0
+ * when every check passed (or skipped), 1 otherwise. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,6 +25,7 @@
 #include "runtime/device.h"
 #include "runtime/thunk.h"
 #include "tests/backend_test_kernels.h"
+#include "tests/skip_util.h"
 
 static int g_failures, g_checks;
 
@@ -131,7 +132,7 @@ int main(void) {
   if (s) {
     printf("SKIP: no usable CUDA device: %s\n", kiln_status_message(s));
     kiln_status_free(s);
-    return 0;
+    return KILN_TEST_SKIPPED;
   }
   printf("device: %s\n", dev->name);
   kiln_stream_t *st;
