@@ -19,7 +19,13 @@
  * addresses) to an executable entry. It is bounded (least recently used entry evicted) and
  * keyed by content, not by pointer. KILN_DISABLE_COMMAND_BUFFERS=1 turns recording off
  * (every list is issued command by command). Each kind of decision is logged once per
- * cache at info level (failures at warning level). */
+ * cache at info level (failures at warning level).
+ *
+ * Thread-safety: lists and plans are not thread-safe: callers serialize (each execution
+ * builds its own). The cache is thread-safe (below). A device's exec ops are called with
+ * the cache's mutex held; `update` may find earlier launches of the same executable form
+ * still queued or running and must keep them correct (the host waits for them; a CUDA graph
+ * exec update applies to later launches only). */
 #ifndef KILN_RUNTIME_COMMAND_BUFFER_H_
 #define KILN_RUNTIME_COMMAND_BUFFER_H_
 
