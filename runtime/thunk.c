@@ -183,8 +183,6 @@ kiln_thunk_t *kiln_thunk_sequential_create(const char *name, kiln_thunk_seq_t *s
 
 kiln_thunk_kind_t kiln_thunk_kind(const kiln_thunk_t *t) { return t->kind; }
 
-const char *kiln_thunk_name(const kiln_thunk_t *t) { return t->name; }
-
 void kiln_thunk_kernel_set_module_index(kiln_thunk_t *t, int32_t module_index) {
   if (t && t->kind == KILN_THUNK_KERNEL) t->u.kernel.module_index = module_index;
 }

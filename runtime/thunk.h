@@ -122,7 +122,6 @@ void kiln_thunk_destroy(kiln_thunk_t *t);
 /* ---- accessors ---------------------------------------------------------------------------- */
 
 kiln_thunk_kind_t kiln_thunk_kind(const kiln_thunk_t *t);
-const char *kiln_thunk_name(const kiln_thunk_t *t); /* borrowed */
 /* Kernel thunks: which of an executable's modules kiln_thunk_seq_bind_modules binds. */
 void kiln_thunk_kernel_set_module_index(kiln_thunk_t *t, int32_t module_index);
 /* While thunks: the iteration bound (0: none; exceeding it is OUT_OF_RANGE). Set it before

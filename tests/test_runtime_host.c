@@ -737,34 +737,43 @@ static kiln_thunk_t *make_one_memset_cmdbuf(kiln_slice_t dst) {
   return cb;
 }
 
-/* Runs `a`, then `b` (same structure, other buffers: it patches the shared cache entry),
- * then `a` again with its addresses unchanged. `a`'s second run must write a's buffer
- * (`a_out`), not b's (`b_out`): both are cleared before it. */
-static void check_no_collision(fixture_t *g, kiln_buffer_table_t *t, kiln_thunk_t *a,
-                               kiln_thunk_t *b, float *a_out, float *b_out, float want) {
-  kiln_thunk_seq_t seq;
-  kiln_thunk_seq_init(&seq);
-  kiln_thunk_seq_push(&seq, a);
-  kiln_thunk_seq_push(&seq, b);
-  prepare_init(g, &seq, t);
-  kiln_thunk_exec_params_t ep = {g->dev, g->stream, t, NULL};
-  ASSERT_OK(kiln_thunk_execute(a, &ep));
-  ASSERT_OK(kiln_thunk_execute(b, &ep));
-  ASSERT_OK(kiln_stream_synchronize(g->stream));
+/* Runs thunk `a` with `ea`, then `b` with `eb` (same structure, other buffers: it patches the
+ * shared cache entry), then `a` again with its addresses unchanged. `a`'s second run must
+ * write a's buffer (`a_out`), not b's (`b_out`): both are cleared before it. `a` and `b` may
+ * be one thunk run with two execution states. */
+static void check_no_collision(fixture_t *g, kiln_thunk_t *a, const kiln_thunk_exec_params_t *ea,
+                               kiln_thunk_t *b, const kiln_thunk_exec_params_t *eb,
+                               float *a_out, float *b_out, float want) {
+  ASSERT_OK(kiln_thunk_execute(a, ea));
   assert_int_equal(kiln_command_buffer_thunk_last_action(a), KILN_CMD_ACTION_RECORD);
+  ASSERT_OK(kiln_thunk_execute(b, eb));
   assert_int_equal(kiln_command_buffer_thunk_last_action(b), KILN_CMD_ACTION_PATCH);
+  ASSERT_OK(kiln_stream_synchronize(g->stream));
   memset(a_out, 0, N1 * 4);
   memset(b_out, 0, N1 * 4);
-  ASSERT_OK(kiln_thunk_execute(a, &ep));
+  ASSERT_OK(kiln_thunk_execute(a, ea));
   ASSERT_OK(kiln_stream_synchronize(g->stream));
   /* The entry holds b's addresses now: a patches it back instead of replaying it. */
   if (a_out[5] != want || b_out[5] != 0.0f)
     fail_msg("a's replay wrote %s", b_out[5] != 0.0f ? "b's buffer" : "nothing");
   assert_int_equal(kiln_command_buffer_thunk_last_action(a), KILN_CMD_ACTION_PATCH);
   /* Nobody touched the entry since: a replays it. */
-  ASSERT_OK(kiln_thunk_execute(a, &ep));
+  ASSERT_OK(kiln_thunk_execute(a, ea));
   ASSERT_OK(kiln_stream_synchronize(g->stream));
   assert_int_equal(kiln_command_buffer_thunk_last_action(a), KILN_CMD_ACTION_REPLAY);
+}
+
+/* Prepares and initializes `a` and `b` against `t`, then check_no_collision without states. */
+static void check_two_thunks_no_collision(fixture_t *g, kiln_buffer_table_t *t, kiln_thunk_t *a,
+                                          kiln_thunk_t *b, float *a_out, float *b_out,
+                                          float want) {
+  kiln_thunk_seq_t seq;
+  kiln_thunk_seq_init(&seq);
+  kiln_thunk_seq_push(&seq, a);
+  kiln_thunk_seq_push(&seq, b);
+  prepare_init(g, &seq, t);
+  kiln_thunk_exec_params_t ep = {g->dev, g->stream, t, NULL};
+  check_no_collision(g, a, &ep, b, &ep, a_out, b_out, want);
   kiln_thunk_seq_free(&seq);
 }
 
@@ -783,15 +792,45 @@ static void test_command_buffer_replay_never_runs_another_thunks_patched_entry(v
                                            kiln_slice_make(1, 0, N1 * 4));
   kiln_thunk_t *b = make_one_kernel_cmdbuf(m, kiln_slice_make(0, 0, N1 * 4),
                                            kiln_slice_make(2, 0, N1 * 4));
-  check_no_collision(&g, &t, a, b, a_out, b_out, 6.0f);
+  check_two_thunks_no_collision(&g, &t, a, b, a_out, b_out, 6.0f);
   /* Runs of only memsets have no kernel to tell them apart: they collide the same way. */
   a = make_one_memset_cmdbuf(kiln_slice_make(1, 0, N1 * 4));
   b = make_one_memset_cmdbuf(kiln_slice_make(2, 0, N1 * 4));
   float seven;
   uint32_t bits = 7;
   memcpy(&seven, &bits, 4);
-  check_no_collision(&g, &t, a, b, a_out, b_out, seven);
+  check_two_thunks_no_collision(&g, &t, a, b, a_out, b_out, seven);
   kiln_buffer_table_free(&t);
+  fixture_release(&g);
+}
+
+/* One thunk, two executions at once (as two runs of an executable): each passes its own state
+ * and buffer table, and neither replays the addresses the other patched in. */
+static void test_execution_states_of_one_command_buffer_keep_their_own_addresses(void **state) {
+  (void)state;
+  fixture_t g = fresh_fixture(); /* a fresh cache */
+  kiln_buffer_table_t t1, t2;
+  table_make(&g, &t1);
+  table_make(&g, &t2);
+  fill_in(&g, &t1);
+  fill_in(&g, &t2);
+  kiln_thunk_seq_t seq;
+  kiln_thunk_seq_init(&seq);
+  kiln_thunk_t *cb = make_one_kernel_cmdbuf(g.module, kiln_slice_make(0, 0, N1 * 4),
+                                            kiln_slice_make(1, 0, N1 * 4));
+  kiln_thunk_seq_push(&seq, cb);
+  prepare_init(&g, &seq, &t1);
+  kiln_thunk_exec_state_t *s1 = NULL, *s2 = NULL;
+  ASSERT_OK(kiln_thunk_exec_state_create(g.dev, &seq, &s1));
+  ASSERT_OK(kiln_thunk_exec_state_create(g.dev, &seq, &s2));
+  kiln_thunk_exec_params_t e1 = {g.dev, g.stream, &t1, s1}, e2 = {g.dev, g.stream, &t2, s2};
+  check_no_collision(&g, cb, &e1, cb, &e2, (float *)(uintptr_t)t1.bases[1],
+                     (float *)(uintptr_t)t2.bases[1], 6.0f);
+  kiln_thunk_exec_state_destroy(s1);
+  kiln_thunk_exec_state_destroy(s2);
+  kiln_thunk_seq_free(&seq);
+  kiln_buffer_table_free(&t1);
+  kiln_buffer_table_free(&t2);
   fixture_release(&g);
 }
 
@@ -871,6 +910,7 @@ int main(void) {
       cmocka_unit_test(test_command_buffers_disabled_by_env_issue_one_by_one),
       cmocka_unit_test(test_command_buffers_alternating_in_a_cache_of_one_rerecord_after_eviction),
       cmocka_unit_test(test_command_buffer_replay_never_runs_another_thunks_patched_entry),
+      cmocka_unit_test(test_execution_states_of_one_command_buffer_keep_their_own_addresses),
       cmocka_unit_test(test_conversion_wraps_runs_of_convertible_thunks_recursively),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
