@@ -2,8 +2,13 @@
  *
  * Workers are created once (kiln_host_pool_create) and sleep on a condition variable between
  * launches; a launch splits [0, num_blocks) into chunks that workers (and the launching
- * thread) claim with an atomic counter, then waits until all chunks are done. Launches on one
- * pool are serialized (a mutex); the pool is safe to share between threads. */
+ * thread) claim with an atomic counter, then waits until all chunks are done.
+ *
+ * Thread-safety: kiln_host_pool_launch is thread-safe: launches from several threads (e.g.
+ * the worker threads of several host streams) take turns on a mutex, one job at a time over
+ * all workers, each returning when its own blocks ran. A kernel must not launch on the pool
+ * it runs on (it would wait for itself). Create and destroy: not thread-safe: callers
+ * serialize, and destroy only when no launch is in progress. */
 #ifndef KILN_BASE_HOST_POOL_H_
 #define KILN_BASE_HOST_POOL_H_
 

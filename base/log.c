@@ -1,11 +1,16 @@
 #include "base/log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int g_level = -1;
+/* KILN_LOG is read once, on the first query from any thread (pthread_once); the level itself
+ * is an atomic so kiln_log_set_level may race with logging threads. */
+static pthread_once_t g_level_once = PTHREAD_ONCE_INIT;
+static atomic_int g_level = KILN_LOG_WARNING;
 
 static int parse_level(const char *s) {
   if (!s || !*s) return KILN_LOG_WARNING;
@@ -17,20 +22,29 @@ static int parse_level(const char *s) {
   return KILN_LOG_WARNING;
 }
 
-kiln_log_level_t kiln_log_level(void) {
-  if (g_level < 0) g_level = parse_level(getenv("KILN_LOG"));
-  return (kiln_log_level_t)g_level;
+static void read_level_from_env(void) {
+  atomic_store_explicit(&g_level, parse_level(getenv("KILN_LOG")), memory_order_relaxed);
 }
 
-void kiln_log_set_level(kiln_log_level_t level) { g_level = (int)level; }
+kiln_log_level_t kiln_log_level(void) {
+  pthread_once(&g_level_once, read_level_from_env);
+  return (kiln_log_level_t)atomic_load_explicit(&g_level, memory_order_relaxed);
+}
+
+void kiln_log_set_level(kiln_log_level_t level) {
+  pthread_once(&g_level_once, read_level_from_env); /* so the environment cannot override it */
+  atomic_store_explicit(&g_level, (int)level, memory_order_relaxed);
+}
 
 void kiln_log_at(kiln_log_level_t level, const char *file, int line, const char *fmt, ...) {
   static const char tags[] = "EWID";
   const char *base = strrchr(file, '/');
+  flockfile(stderr); /* one message, one piece, whatever other threads log */
   fprintf(stderr, "kiln %c %s:%d] ", tags[level & 3], base ? base + 1 : file, line);
   va_list ap;
   va_start(ap, fmt);
   vfprintf(stderr, fmt, ap);
   va_end(ap);
   fputc('\n', stderr);
+  funlockfile(stderr);
 }

@@ -1,4 +1,7 @@
-/* Logging with a level taken from KILN_LOG (error, warning, info, debug, or 0-3). */
+/* Logging with a level taken from KILN_LOG (error, warning, info, debug, or 0-3).
+ *
+ * Thread-safe: the environment is read once, race-free, on the first query; the level is an
+ * atomic; each message is written to stderr whole (the stream is locked around it). */
 #ifndef KILN_BASE_LOG_H_
 #define KILN_BASE_LOG_H_
 

@@ -4,7 +4,11 @@
  * (wrapped, not freed). Thunks name memory as slices — (allocation index, offset, size) from
  * buffer assignment — and resolve them against a kiln_buffer_table_t, the base address of
  * each allocation for one execution. Resolution checks bounds, so a bad slice is an error
- * instead of a write past an allocation. */
+ * instead of a write past an allocation.
+ *
+ * Thread-safety: not thread-safe: callers serialize. A buffer table belongs to one execution
+ * (executables give each run its own); resolving against a table nobody modifies may happen
+ * from several threads. */
 #ifndef KILN_RUNTIME_BUFFER_H_
 #define KILN_RUNTIME_BUFFER_H_
 

@@ -3,6 +3,7 @@
 #include "runtime/command_buffer.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -264,6 +265,33 @@ kiln_cmd_action_t kiln_cmd_update_failure_action(int reinstantiations_so_far) {
 
 /* ---- cache ------------------------------------------------------------------------------ */
 
+typedef struct cmd_entry {
+  uint64_t id; /* unique within the cache */
+  /* Bumped whenever the executable form changes (patch, re-instantiation): a ticket of an
+   * older generation no longer describes what the entry would launch. */
+  uint64_t generation;
+  uint64_t hash;
+  kiln_cmd_list_t recorded; /* the description the executable form currently holds */
+  void *exec;               /* NULL when retired (direct issue) */
+  uint64_t last_use;
+  int reinstantiations;
+} cmd_entry_t;
+
+struct kiln_cmd_cache {
+  kiln_device_t *device;
+  const kiln_cmd_exec_ops_t *ops;
+  size_t capacity;
+  bool disabled;
+  pthread_mutex_t mu; /* guards everything below */
+  cmd_entry_t **entries;
+  size_t len;
+  uint64_t clock;
+  uint64_t next_id;
+  kiln_cmd_stats_t stats;
+  unsigned logged; /* bit per kiln_cmd_action_t (+ extra bits): decisions already logged */
+  kiln_cmd_plan_t plan; /* scratch, reused */
+};
+
 enum { LOG_EVICT = 8, LOG_INSTANTIATE_FAILED = 9, LOG_UPDATE_FAILED = 10, LOG_UNSUPPORTED = 11 };
 
 /* Logs `what` the first time decision bit `bit` is taken in this cache. */
@@ -282,12 +310,12 @@ kiln_cmd_cache_t *kiln_cmd_cache_create(kiln_device_t *dev, const kiln_cmd_exec_
   c->ops = ops;
   c->capacity = capacity ? capacity : 1;
   c->disabled = disabled;
-  c->entries = kiln_calloc(c->capacity, sizeof(kiln_cmd_entry_t *));
+  c->entries = kiln_calloc(c->capacity, sizeof(cmd_entry_t *));
   pthread_mutex_init(&c->mu, NULL);
   return c;
 }
 
-static void entry_destroy(kiln_cmd_cache_t *c, kiln_cmd_entry_t *e) {
+static void entry_destroy(kiln_cmd_cache_t *c, cmd_entry_t *e) {
   if (e->exec) c->ops->destroy(e->exec);
   kiln_cmd_list_free(&e->recorded);
   kiln_free(e);
@@ -304,11 +332,11 @@ void kiln_cmd_cache_destroy(kiln_cmd_cache_t *c) {
 
 /* Finds an entry with l's structure; among several, the one with the fewest changed
  * commands (so two runs of the same shape do not patch each other back and forth). */
-static kiln_cmd_entry_t *cache_find(kiln_cmd_cache_t *c, uint64_t hash, const kiln_cmd_list_t *l) {
-  kiln_cmd_entry_t *best = NULL;
+static cmd_entry_t *cache_find(kiln_cmd_cache_t *c, uint64_t hash, const kiln_cmd_list_t *l) {
+  cmd_entry_t *best = NULL;
   size_t best_diff = SIZE_MAX;
   for (size_t i = 0; i < c->len; i++) {
-    kiln_cmd_entry_t *e = c->entries[i];
+    cmd_entry_t *e = c->entries[i];
     if (e->hash != hash || !kiln_cmd_list_same_structure(&e->recorded, l)) continue;
     size_t diff = 0;
     for (size_t j = 0; j < l->len && diff < best_diff; j++)
@@ -360,10 +388,11 @@ static bool list_supported(kiln_cmd_cache_t *c, const kiln_cmd_list_t *l) {
 /* Records a new entry for `l` (evicting if full). On an instantiation failure the entry is
  * kept retired (exec NULL) so the structure is never retried; returns that failure. */
 static kiln_status cache_record(kiln_cmd_cache_t *c, uint64_t hash, const kiln_cmd_list_t *l,
-                                kiln_cmd_entry_t **out) {
+                                cmd_entry_t **out) {
   cache_make_room(c);
-  kiln_cmd_entry_t *e = kiln_calloc(1, sizeof(*e));
+  cmd_entry_t *e = kiln_calloc(1, sizeof(*e));
   e->id = ++c->next_id;
+  e->generation = 1;
   e->hash = hash;
   kiln_cmd_list_copy(&e->recorded, l);
   e->last_use = ++c->clock;
@@ -385,16 +414,18 @@ kiln_status kiln_cmd_cache_execute(kiln_cmd_cache_t *c, kiln_stream_t *s, const 
   return kiln_cmd_cache_execute_ex(c, s, l, action, NULL);
 }
 
-kiln_status kiln_cmd_cache_replay(kiln_cmd_cache_t *c, kiln_stream_t *s, uint64_t entry_id,
-                                  bool *replayed) {
+kiln_status kiln_cmd_cache_replay(kiln_cmd_cache_t *c, kiln_stream_t *s,
+                                  const kiln_cmd_ticket_t *ticket, bool *replayed) {
   *replayed = false;
-  if (!c || !s) return KILN_ERR_INVALID("command buffer replay: NULL cache or stream");
+  if (!c || !s || !ticket) return KILN_ERR_INVALID("command buffer replay: NULL argument");
+  if (!ticket->entry_id) return NULL;
   kiln_status st = NULL;
   pthread_mutex_lock(&c->mu);
   for (size_t i = 0; i < c->len; i++) {
-    kiln_cmd_entry_t *e = c->entries[i];
-    if (e->id != entry_id) continue;
-    if (e->exec) {
+    cmd_entry_t *e = c->entries[i];
+    if (e->id != ticket->entry_id) continue;
+    /* Another list of this structure may have patched the entry since the ticket's launch. */
+    if (e->exec && e->generation == ticket->generation) {
       e->last_use = ++c->clock;
       c->stats.replays++;
       *replayed = true;
@@ -406,14 +437,23 @@ kiln_status kiln_cmd_cache_replay(kiln_cmd_cache_t *c, kiln_stream_t *s, uint64_
   return st;
 }
 
+/* Launches entry `e` and hands the caller its ticket. */
+static kiln_status launch_entry(kiln_cmd_cache_t *c, cmd_entry_t *e, kiln_stream_t *s,
+                                kiln_cmd_ticket_t *ticket) {
+  ticket->entry_id = e->id;
+  ticket->generation = e->generation;
+  return c->ops->launch(e->exec, s);
+}
+
 kiln_status kiln_cmd_cache_execute_ex(kiln_cmd_cache_t *c, kiln_stream_t *s,
                                       const kiln_cmd_list_t *l, kiln_cmd_action_t *action,
-                                      uint64_t *entry_id) {
+                                      kiln_cmd_ticket_t *ticket) {
   kiln_cmd_action_t dummy;
-  uint64_t dummy_id;
+  kiln_cmd_ticket_t dummy_ticket;
   if (!action) action = &dummy;
-  if (!entry_id) entry_id = &dummy_id;
-  *entry_id = 0;
+  if (!ticket) ticket = &dummy_ticket;
+  ticket->entry_id = 0;
+  ticket->generation = 0;
   if (!c || !s || !l) return KILN_ERR_INVALID("command buffer: NULL cache, stream or list");
   pthread_mutex_lock(&c->mu);
   kiln_status st = NULL;
@@ -428,7 +468,7 @@ kiln_status kiln_cmd_cache_execute_ex(kiln_cmd_cache_t *c, kiln_stream_t *s,
     goto done;
   }
   uint64_t hash = kiln_cmd_list_structure_hash(l);
-  kiln_cmd_entry_t *e = cache_find(c, hash, l);
+  cmd_entry_t *e = cache_find(c, hash, l);
   if (!e) {
     *action = KILN_CMD_ACTION_RECORD;
     kiln_status rs = cache_record(c, hash, l, &e);
@@ -444,8 +484,7 @@ kiln_status kiln_cmd_cache_execute_ex(kiln_cmd_cache_t *c, kiln_stream_t *s,
     }
     LOG_ONCE(c, KILN_CMD_ACTION_RECORD, KILN_LOG_INFO,
              "command buffers (%s): recorded and instantiated %zu commands", c->ops->name, l->len);
-    *entry_id = e->id;
-    st = c->ops->launch(e->exec, s);
+    st = launch_entry(c, e, s, ticket);
     goto done;
   }
   e->last_use = ++c->clock;
@@ -461,8 +500,7 @@ kiln_status kiln_cmd_cache_execute_ex(kiln_cmd_cache_t *c, kiln_stream_t *s,
              "command buffers (%s): replaying a recorded list of %zu commands", c->ops->name,
              l->len);
     c->stats.replays++;
-    *entry_id = e->id;
-    st = c->ops->launch(e->exec, s);
+    st = launch_entry(c, e, s, ticket);
     goto done;
   }
   /* PATCH: only the commands whose addresses moved. */
@@ -480,14 +518,14 @@ kiln_status kiln_cmd_cache_execute_ex(kiln_cmd_cache_t *c, kiln_stream_t *s,
       if (r->num_args) memcpy(args, l->cmds[i].args, (size_t)r->num_args * sizeof(uint64_t));
     }
   }
+  if (patched) e->generation++; /* also when a later update failed: it was modified */
   if (!us) {
     LOG_ONCE(c, KILN_CMD_ACTION_PATCH, KILN_LOG_INFO,
              "command buffers (%s): addresses moved; patched %zu of %zu commands in place",
              c->ops->name, c->plan.num_patch, l->len);
     c->stats.patched_launches++;
     c->stats.nodes_patched += (int64_t)c->plan.num_patch;
-    *entry_id = e->id;
-    st = c->ops->launch(e->exec, s);
+    st = launch_entry(c, e, s, ticket);
     goto done;
   }
   c->stats.update_failures++;
@@ -500,6 +538,7 @@ kiln_status kiln_cmd_cache_execute_ex(kiln_cmd_cache_t *c, kiln_stream_t *s,
   kiln_status_free(us);
   c->ops->destroy(e->exec);
   e->exec = NULL;
+  e->generation++;
   kiln_cmd_list_free(&e->recorded);
   kiln_cmd_list_copy(&e->recorded, l);
   if (next == KILN_CMD_ACTION_REINSTANTIATE) {
@@ -511,8 +550,7 @@ kiln_status kiln_cmd_cache_execute_ex(kiln_cmd_cache_t *c, kiln_stream_t *s,
       *action = KILN_CMD_ACTION_REINSTANTIATE;
       LOG_ONCE(c, KILN_CMD_ACTION_REINSTANTIATE, KILN_LOG_INFO,
                "command buffers (%s): re-instantiated after a failed update", c->ops->name);
-      *entry_id = e->id;
-      st = c->ops->launch(e->exec, s);
+      st = launch_entry(c, e, s, ticket);
       goto done;
     }
     e->exec = NULL;

@@ -19,11 +19,16 @@
  * addresses) to an executable entry. It is bounded (least recently used entry evicted) and
  * keyed by content, not by pointer. KILN_DISABLE_COMMAND_BUFFERS=1 turns recording off
  * (every list is issued command by command). Each kind of decision is logged once per
- * cache at info level (failures at warning level). */
+ * cache at info level (failures at warning level).
+ *
+ * Thread-safety: lists and plans are not thread-safe: callers serialize (each execution
+ * builds its own). The cache is thread-safe (below). A device's exec ops are called with
+ * the cache's mutex held; `update` may find earlier launches of the same executable form
+ * still queued or running and must keep them correct (the host waits for them; a CUDA graph
+ * exec update applies to later launches only). */
 #ifndef KILN_RUNTIME_COMMAND_BUFFER_H_
 #define KILN_RUNTIME_COMMAND_BUFFER_H_
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -153,29 +158,21 @@ typedef struct kiln_cmd_stats {
   int64_t instantiate_failures;
 } kiln_cmd_stats_t;
 
-typedef struct kiln_cmd_entry {
-  uint64_t id; /* unique within the cache; a caller's handle for kiln_cmd_cache_replay */
-  uint64_t hash;
-  kiln_cmd_list_t recorded; /* the description the executable form currently holds */
-  void *exec;               /* NULL when retired (direct issue) */
-  uint64_t last_use;
-  int reinstantiations;
-} kiln_cmd_entry_t;
+/* The cache is opaque (command_buffer.c); the functions below are its whole interface.
+ *
+ * Thread-safety: thread-safe. One mutex guards the entries, the statistics and the
+ * executable forms' updates, so two threads running lists of the same structure take turns
+ * patching the shared entry; each launch is enqueued before the mutex is released, so it
+ * runs with the addresses it was patched to. */
 
-struct kiln_cmd_cache {
-  kiln_device_t *device;
-  const kiln_cmd_exec_ops_t *ops;
-  size_t capacity;
-  bool disabled;
-  kiln_cmd_entry_t **entries;
-  size_t len;
-  uint64_t clock;
-  uint64_t next_id;
-  kiln_cmd_stats_t stats;
-  unsigned logged; /* bit per kiln_cmd_action_t (+ extra bits): decisions already logged */
-  pthread_mutex_t mu;
-  kiln_cmd_plan_t plan; /* scratch, reused */
-};
+/* Which entry ran a list and in which state. An entry's generation changes whenever its
+ * executable form changes (patched in place or re-instantiated), so a caller holding a
+ * ticket can tell "exactly what I launched last time" from "what someone else's list
+ * turned it into". */
+typedef struct kiln_cmd_ticket {
+  uint64_t entry_id;   /* 0: none (issued command by command) */
+  uint64_t generation; /* the entry's generation after this caller's launch */
+} kiln_cmd_ticket_t;
 
 /* Creates a cache for `ops` (capacity >= 1). `disabled` forces direct issue. */
 kiln_cmd_cache_t *kiln_cmd_cache_create(kiln_device_t *dev, const kiln_cmd_exec_ops_t *ops,
@@ -185,17 +182,20 @@ void kiln_cmd_cache_destroy(kiln_cmd_cache_t *c);
  * NULL) receives the decision taken. Thread-safe. */
 kiln_status kiln_cmd_cache_execute(kiln_cmd_cache_t *c, kiln_stream_t *s, const kiln_cmd_list_t *l,
                                    kiln_cmd_action_t *action);
-/* As kiln_cmd_cache_execute; *entry_id (may be NULL) receives the id of the entry that ran
- * the list, or 0 when it was issued command by command. */
+/* As kiln_cmd_cache_execute; *ticket (may be NULL) receives the entry that ran the list and
+ * its generation ({0, 0} when the list was issued command by command). */
 kiln_status kiln_cmd_cache_execute_ex(kiln_cmd_cache_t *c, kiln_stream_t *s,
                                       const kiln_cmd_list_t *l, kiln_cmd_action_t *action,
-                                      uint64_t *entry_id);
-/* Replays entry `entry_id` as recorded, for a caller that knows its addresses did not change
- * since that entry last ran (e.g. the command-buffer thunk, which compares the base
- * addresses of the allocations it uses). *replayed is false, and nothing runs, when the
- * entry was evicted or retired: the caller then goes through kiln_cmd_cache_execute. */
-kiln_status kiln_cmd_cache_replay(kiln_cmd_cache_t *c, kiln_stream_t *s, uint64_t entry_id,
-                                  bool *replayed);
+                                      kiln_cmd_ticket_t *ticket);
+/* Replays the entry of `ticket` as it is, for a caller that knows its own addresses did not
+ * change since it got the ticket (e.g. the command-buffer thunk, which compares the base
+ * addresses of the allocations it uses). The entry is shared by every list of its
+ * structure, so this checks that nobody patched or re-instantiated it since: *replayed is
+ * false, and nothing runs, when the entry's generation moved on, or it was evicted or
+ * retired. The caller then goes through kiln_cmd_cache_execute_ex, which patches the entry
+ * back to its addresses. */
+kiln_status kiln_cmd_cache_replay(kiln_cmd_cache_t *c, kiln_stream_t *s,
+                                  const kiln_cmd_ticket_t *ticket, bool *replayed);
 kiln_cmd_stats_t kiln_cmd_cache_stats(kiln_cmd_cache_t *c);
 size_t kiln_cmd_cache_size(kiln_cmd_cache_t *c);
 /* Destroys every entry whose commands launch a kernel of module `m` (called on unload). */

@@ -1,10 +1,12 @@
 /* The command-buffer thunk and the conversion of thunk sequences (command_buffer_thunk.h). */
 #include "runtime/command_buffer_thunk.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "runtime/thunk_internal.h"
 
 kiln_status kiln_command_buffer_thunk_create(const char *name, kiln_thunk_seq_t *seq,
                                              kiln_thunk_t **out) {
@@ -19,15 +21,31 @@ kiln_status kiln_command_buffer_thunk_create(const char *name, kiln_thunk_seq_t 
   t->name = kiln_strdup(name ? name : "command-buffer");
   t->u.cmdbuf.seq = *seq;
   memset(seq, 0, sizeof(*seq));
-  kiln_cmd_list_init(&t->u.cmdbuf.list);
-  t->u.cmdbuf.last_action = KILN_CMD_ACTION_ISSUE_DIRECTLY;
+  kiln_cmd_list_init(&t->u.cmdbuf.own.list);
+  atomic_init(&t->u.cmdbuf.last_action, KILN_CMD_ACTION_ISSUE_DIRECTLY);
   *out = t;
   return NULL;
 }
 
 kiln_cmd_action_t kiln_command_buffer_thunk_last_action(const kiln_thunk_t *t) {
-  return t && t->kind == KILN_THUNK_COMMAND_BUFFER ? t->u.cmdbuf.last_action
-                                                   : KILN_CMD_ACTION_ISSUE_DIRECTLY;
+  if (!t || t->kind != KILN_THUNK_COMMAND_BUFFER) return KILN_CMD_ACTION_ISSUE_DIRECTLY;
+  return (kiln_cmd_action_t)atomic_load_explicit(&t->u.cmdbuf.last_action, memory_order_relaxed);
+}
+
+static void set_last_action(kiln_thunk_t *t, kiln_cmd_action_t a) {
+  atomic_store_explicit(&t->u.cmdbuf.last_action, (int)a, memory_order_relaxed);
+}
+
+void kiln_cmdbuf_run_init(kiln_cmdbuf_run_t *run, const kiln_thunk_t *t) {
+  int n = t->u.cmdbuf.num_allocs;
+  run->bases = kiln_realloc(run->bases, (size_t)(n ? n : 1) * sizeof(kiln_devptr_t));
+  memset(&run->ticket, 0, sizeof(run->ticket)); /* bases not yet known */
+}
+
+void kiln_cmdbuf_run_free(kiln_cmdbuf_run_t *run) {
+  kiln_cmd_list_free(&run->list);
+  kiln_free(run->bases);
+  memset(run, 0, sizeof(*run));
 }
 
 static void note_alloc(kiln_thunk_t *cb, int32_t a) {
@@ -67,27 +85,28 @@ kiln_status kiln_command_buffer_thunk_prepare(kiln_thunk_t *t,
         break;
     }
   }
-  t->u.cmdbuf.bases = kiln_realloc(
-      t->u.cmdbuf.bases,
-      (size_t)(t->u.cmdbuf.num_allocs ? t->u.cmdbuf.num_allocs : 1) * sizeof(kiln_devptr_t));
-  t->u.cmdbuf.entry_id = 0; /* bases not yet known */
+  kiln_cmdbuf_run_init(&t->u.cmdbuf.own, t);
   return NULL;
 }
 
-/* True when every allocation the commands use has the base it had when entry_id last ran. */
-static bool bases_unchanged(const kiln_thunk_t *t, const kiln_buffer_table_t *b) {
-  if (!t->u.cmdbuf.entry_id || !t->u.cmdbuf.bases) return false;
+/* True when every allocation the commands use has the base it had at the launch of `run`'s
+ * ticket. */
+static bool bases_unchanged(const kiln_thunk_t *t, const kiln_cmdbuf_run_t *run,
+                            const kiln_buffer_table_t *b) {
+  if (!run->ticket.entry_id || !run->bases) return false;
   for (int i = 0; i < t->u.cmdbuf.num_allocs; i++) {
     int32_t a = t->u.cmdbuf.allocs[i];
-    if (a < 0 || a >= b->num || b->bases[a] != t->u.cmdbuf.bases[i]) return false;
+    if (a < 0 || a >= b->num || b->bases[a] != run->bases[i]) return false;
   }
   return true;
 }
 
-static void remember_bases(kiln_thunk_t *t, const kiln_buffer_table_t *b, uint64_t entry_id) {
-  t->u.cmdbuf.entry_id = t->u.cmdbuf.bases ? entry_id : 0;
-  for (int i = 0; i < t->u.cmdbuf.num_allocs && t->u.cmdbuf.entry_id; i++)
-    t->u.cmdbuf.bases[i] = b->bases[t->u.cmdbuf.allocs[i]]; /* valid: the list resolved */
+static void remember_bases(const kiln_thunk_t *t, kiln_cmdbuf_run_t *run,
+                           const kiln_buffer_table_t *b, const kiln_cmd_ticket_t *ticket) {
+  run->ticket = *ticket;
+  if (!run->bases) run->ticket.entry_id = 0;
+  for (int i = 0; i < t->u.cmdbuf.num_allocs && run->ticket.entry_id; i++)
+    run->bases[i] = b->bases[t->u.cmdbuf.allocs[i]]; /* valid: the list resolved */
 }
 
 kiln_status kiln_command_buffer_thunk_initialize(kiln_thunk_t *t,
@@ -101,30 +120,38 @@ kiln_status kiln_command_buffer_thunk_initialize(kiln_thunk_t *t,
 kiln_status kiln_command_buffer_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *p) {
   kiln_cmd_cache_t *cache = kiln_device_cmd_cache(p->device);
   if (!t->u.cmdbuf.use_cache || !cache) {
-    t->u.cmdbuf.last_action = KILN_CMD_ACTION_ISSUE_DIRECTLY;
+    set_last_action(t, KILN_CMD_ACTION_ISSUE_DIRECTLY);
     return kiln_thunk_seq_execute(&t->u.cmdbuf.seq, p);
   }
-  if (bases_unchanged(t, p->buffers)) {
-    /* Same allocations at the same addresses: the recorded commands are exactly right. */
+  kiln_cmdbuf_run_t *run = p->state ? kiln_thunk_exec_state_cmdbuf_run(p->state, t)
+                                    : &t->u.cmdbuf.own;
+  if (!run)
+    return kiln_status_make(KILN_FAILED_PRECONDITION,
+                            "command buffer %s is not part of the execution state's thunks",
+                            t->name);
+  if (bases_unchanged(t, run, p->buffers)) {
+    /* Same allocations at the same addresses: the commands this run launched last time are
+     * exactly right, if the shared entry still holds them (its generation says so). */
     bool replayed = false;
-    KILN_RETURN_IF_ERROR(kiln_cmd_cache_replay(cache, p->stream, t->u.cmdbuf.entry_id, &replayed),
+    KILN_RETURN_IF_ERROR(kiln_cmd_cache_replay(cache, p->stream, &run->ticket, &replayed),
                          "in command buffer %s", t->name);
     if (replayed) {
-      t->u.cmdbuf.last_action = KILN_CMD_ACTION_REPLAY;
+      set_last_action(t, KILN_CMD_ACTION_REPLAY);
       return NULL;
     }
   }
   /* The list keeps its capacity, so the steady state does not allocate. */
-  kiln_cmd_list_t *l = &t->u.cmdbuf.list;
+  kiln_cmd_list_t *l = &run->list;
   kiln_cmd_list_clear(l);
   for (size_t i = 0; i < t->u.cmdbuf.seq.len; i++)
     KILN_RETURN_IF_ERROR(kiln_thunk_append_commands(t->u.cmdbuf.seq.items[i], p->buffers, l),
                          "in command buffer %s", t->name);
-  uint64_t entry_id = 0;
-  KILN_RETURN_IF_ERROR(
-      kiln_cmd_cache_execute_ex(cache, p->stream, l, &t->u.cmdbuf.last_action, &entry_id),
-      "in command buffer %s", t->name);
-  remember_bases(t, p->buffers, entry_id);
+  kiln_cmd_ticket_t ticket;
+  kiln_cmd_action_t action = KILN_CMD_ACTION_ISSUE_DIRECTLY;
+  kiln_status s = kiln_cmd_cache_execute_ex(cache, p->stream, l, &action, &ticket);
+  set_last_action(t, action);
+  if (s) return kiln_status_annotate(s, "in command buffer %s", t->name);
+  remember_bases(t, run, p->buffers, &ticket);
   return NULL;
 }
 

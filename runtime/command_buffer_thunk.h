@@ -6,7 +6,12 @@
  *
  * kiln_command_buffer_convert is the runtime side of the conversion pass: it replaces
  * every run of at least `min_run` consecutive convertible thunks of a sequence (and of
- * nested while/conditional/sequential sequences) by one command-buffer thunk. */
+ * nested while/conditional/sequential sequences) by one command-buffer thunk.
+ *
+ * Thread-safety: as every thunk (thunk.h). Each execution state keeps its own commands,
+ * base addresses and cache ticket for the thunk; the device's cache entry for the run's
+ * structure is shared by every thunk and every state with that structure, and a replay
+ * checks the entry's generation, so one never launches commands another patched in. */
 #ifndef KILN_RUNTIME_COMMAND_BUFFER_THUNK_H_
 #define KILN_RUNTIME_COMMAND_BUFFER_THUNK_H_
 
@@ -18,7 +23,8 @@
 kiln_status kiln_command_buffer_thunk_create(const char *name, kiln_thunk_seq_t *seq,
                                              kiln_thunk_t **out);
 
-/* The decision the last execution took (RECORD, REPLAY, PATCH, ...). */
+/* The decision the most recent execution that finished took (RECORD, REPLAY, PATCH, ...),
+ * whichever thread ran it. */
 kiln_cmd_action_t kiln_command_buffer_thunk_last_action(const kiln_thunk_t *t);
 
 /* Replaces runs of >= min_run (at least 1) convertible thunks by command-buffer thunks, in

@@ -12,7 +12,18 @@
  * set to NULL on entry. Streams, events and modules must be released before their device.
  *
  * Nothing here sees HLO: kernels arrive as loaded images (cubin bytes on CUDA, a table of
- * host function pointers on the host), arguments as device addresses. */
+ * host function pointers on the host), arguments as device addresses.
+ *
+ * Thread-safety. A device is thread-safe: memory, streams, events and modules may be made,
+ * used and released from several threads at once (the host device locks its queues and
+ * shares one worker pool; CUDA serializes what the driver does not), and its command-buffer
+ * cache is locked (command_buffer.h). Kernels of a loaded module are read-only. A stream is
+ * not thread-safe: callers serialize (one thread enqueues and synchronizes at a time; the
+ * work of two threads interleaved on one stream would run in an unspecified order and
+ * either could receive the other's sticky error). Events are thread-safe. Creating and
+ * destroying a device: not thread-safe: nothing else may use it meanwhile. The environment
+ * ($KILN_COMMAND_BUFFER_CACHE_SIZE, $KILN_DISABLE_COMMAND_BUFFERS, $KILN_HOST_THREADS) is read
+ * once, when a device is created; nothing reads it while running. */
 #ifndef KILN_RUNTIME_DEVICE_H_
 #define KILN_RUNTIME_DEVICE_H_
 

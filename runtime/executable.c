@@ -2,6 +2,7 @@
 #include "runtime/executable.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -44,8 +45,14 @@ void kiln_executable_desc_destroy(kiln_executable_desc_t *d) {
   }
   kiln_free(d->images);
   if (d->keepalive_free) d->keepalive_free(d->keepalive);
-  for (int32_t i = 0; i < d->num_owned; i++) kiln_free(d->owned[i]);
+  for (int32_t i = 0; i < d->num_owned; i++) {
+    if (d->owned_free[i])
+      d->owned_free[i](d->owned[i]);
+    else
+      kiln_free(d->owned[i]);
+  }
   kiln_free(d->owned);
+  kiln_free(d->owned_free);
   kiln_free(d->name);
   kiln_free(d);
 }
@@ -58,10 +65,17 @@ int32_t kiln_executable_desc_add_allocation(kiln_executable_desc_t *d,
   return d->num_allocations++;
 }
 
-void *kiln_executable_desc_own(kiln_executable_desc_t *d, void *p) {
+void *kiln_executable_desc_own_with(kiln_executable_desc_t *d, void *p, void (*free_fn)(void *)) {
   d->owned = kiln_realloc(d->owned, (size_t)(d->num_owned + 1) * sizeof(*d->owned));
-  d->owned[d->num_owned++] = p;
+  d->owned_free =
+      kiln_realloc(d->owned_free, (size_t)(d->num_owned + 1) * sizeof(*d->owned_free));
+  d->owned[d->num_owned] = p;
+  d->owned_free[d->num_owned++] = free_fn;
   return p;
+}
+
+void *kiln_executable_desc_own(kiln_executable_desc_t *d, void *p) {
+  return kiln_executable_desc_own_with(d, p, NULL);
 }
 
 int32_t kiln_executable_desc_add_image(kiln_executable_desc_t *d, const void *data, size_t size,
@@ -113,31 +127,99 @@ void kiln_executable_desc_print(kiln_strbuf_t *b, const kiln_executable_desc_t *
 
 /* ---- loaded executable ------------------------------------------------------------------- */
 
+/* What one run changes: its buffer table (parameters and outputs bound per run, its own
+ * temporaries, the shared constants bound read-only) and its thunk execution state (read-back
+ * scratch, command-buffer addresses). A run takes a context from the pool, or makes one when
+ * every pooled context is in use, and gives it back: concurrent runs never share one, and a
+ * single caller reuses the same one (its temporaries stay put, so its command buffers replay
+ * without patching them). */
+typedef struct exec_context {
+  struct exec_context *next;
+  kiln_buffer_table_t table;
+  kiln_thunk_exec_state_t *state;
+} exec_context_t;
+
 struct kiln_executable {
   kiln_device_t *dev;
   kiln_executable_desc_t *desc;
   kiln_device_module_t **modules;
-  kiln_buffer_table_t table;
+  kiln_buffer_table_t constants; /* CONSTANT allocations, uploaded once, read by every run */
   bool initialized;
+  pthread_mutex_t pool_mu; /* guards free_contexts */
+  exec_context_t *free_contexts;
 };
 
 const kiln_executable_desc_t *kiln_executable_desc(const kiln_executable_t *e) {
   return e ? e->desc : NULL;
 }
 
+static uint64_t padded(uint64_t size) {
+  return size < MIN_ALLOCATION_BYTES ? MIN_ALLOCATION_BYTES : size;
+}
+
+static void context_destroy(exec_context_t *c) {
+  if (!c) return;
+  kiln_thunk_exec_state_destroy(c->state);
+  kiln_buffer_table_free(&c->table);
+  kiln_free(c);
+}
+
+static kiln_status context_create(kiln_executable_t *e, exec_context_t **out) {
+  const kiln_executable_desc_t *d = e->desc;
+  exec_context_t *c = kiln_calloc(1, sizeof(*c));
+  kiln_buffer_table_init(&c->table, e->dev, d->num_allocations);
+  kiln_status s = NULL;
+  for (int32_t i = 0; i < d->num_allocations && !s; i++) {
+    const kiln_exec_allocation_t *a = &d->allocations[i];
+    if (a->kind == KILN_EXEC_ALLOC_TEMP)
+      s = kiln_buffer_table_allocate(&c->table, i, padded(a->size));
+    else if (a->kind == KILN_EXEC_ALLOC_CONSTANT)
+      s = kiln_buffer_table_bind(&c->table, i, e->constants.bases[i], e->constants.sizes[i]);
+  }
+  if (!s) s = kiln_thunk_exec_state_create(e->dev, &d->thunks, &c->state);
+  if (s) {
+    context_destroy(c);
+    return kiln_status_annotate(s, "while making an execution context for %s", d->name);
+  }
+  *out = c;
+  return NULL;
+}
+
+static kiln_status context_take(kiln_executable_t *e, exec_context_t **out) {
+  pthread_mutex_lock(&e->pool_mu);
+  exec_context_t *c = e->free_contexts;
+  if (c) e->free_contexts = c->next;
+  pthread_mutex_unlock(&e->pool_mu);
+  if (c) {
+    c->next = NULL;
+    *out = c;
+    return NULL;
+  }
+  return context_create(e, out);
+}
+
+static void context_give_back(kiln_executable_t *e, exec_context_t *c) {
+  pthread_mutex_lock(&e->pool_mu);
+  c->next = e->free_contexts;
+  e->free_contexts = c;
+  pthread_mutex_unlock(&e->pool_mu);
+}
+
 void kiln_executable_destroy(kiln_executable_t *e) {
   if (!e) return;
+  for (exec_context_t *c = e->free_contexts; c;) {
+    exec_context_t *next = c->next;
+    context_destroy(c);
+    c = next;
+  }
+  pthread_mutex_destroy(&e->pool_mu);
   if (e->desc) kiln_thunk_seq_release(&e->desc->thunks);
-  kiln_buffer_table_free(&e->table);
+  kiln_buffer_table_free(&e->constants);
   if (e->modules)
     for (int32_t i = 0; i < e->desc->num_images; i++) kiln_device_module_unload(e->modules[i]);
   kiln_free(e->modules);
   kiln_executable_desc_destroy(e->desc);
   kiln_free(e);
-}
-
-static uint64_t padded(uint64_t size) {
-  return size < MIN_ALLOCATION_BYTES ? MIN_ALLOCATION_BYTES : size;
 }
 
 static kiln_status load(kiln_executable_t *e) {
@@ -148,22 +230,22 @@ static kiln_status load(kiln_executable_t *e) {
                          "while loading kernel image %d of %s", i, d->name);
   KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_seq_bind_modules(&d->thunks, e->modules, d->num_images));
 
-  kiln_buffer_table_init(&e->table, e->dev, d->num_allocations);
+  kiln_buffer_table_init(&e->constants, e->dev, d->num_allocations);
   uint64_t *sizes = kiln_calloc((size_t)d->num_allocations + 1, sizeof(*sizes));
   kiln_status s = NULL;
   kiln_stream_t *stream = NULL;
   for (int32_t i = 0; i < d->num_allocations && !s; i++) {
     const kiln_exec_allocation_t *a = &d->allocations[i];
     sizes[i] = a->size;
-    if (a->kind == KILN_EXEC_ALLOC_TEMP || a->kind == KILN_EXEC_ALLOC_CONSTANT)
-      s = kiln_buffer_table_allocate(&e->table, i, padded(a->size));
-    if (!s && a->kind == KILN_EXEC_ALLOC_CONSTANT && a->size) {
+    if (a->kind != KILN_EXEC_ALLOC_CONSTANT) continue;
+    s = kiln_buffer_table_allocate(&e->constants, i, padded(a->size));
+    if (!s && a->size) {
       if (!a->data) {
         s = KILN_ERR_INVALID("constant allocation %d of %s has no contents", i, d->name);
         break;
       }
       if (!stream) s = kiln_stream_create(e->dev, &stream);
-      if (!s) s = kiln_stream_memcpy_h2d(stream, e->table.bases[i], a->data, (size_t)a->size);
+      if (!s) s = kiln_stream_memcpy_h2d(stream, e->constants.bases[i], a->data, (size_t)a->size);
     }
   }
   if (stream) {
@@ -179,7 +261,14 @@ static kiln_status load(kiln_executable_t *e) {
     kiln_thunk_init_params_t ip = {e->dev};
     s = kiln_thunk_seq_initialize(&d->thunks, &ip);
   }
-  if (!s) e->initialized = true;
+  /* The first context (temporaries allocated once) is made here, so a lone caller's runs
+   * allocate nothing but their outputs. */
+  exec_context_t *c = NULL;
+  if (!s) s = context_create(e, &c);
+  if (!s) {
+    context_give_back(e, c);
+    e->initialized = true;
+  }
   return s;
 }
 
@@ -193,6 +282,7 @@ kiln_status kiln_executable_load(kiln_device_t *dev, kiln_executable_desc_t *des
   kiln_executable_t *e = kiln_calloc(1, sizeof(*e));
   e->dev = dev;
   e->desc = desc;
+  pthread_mutex_init(&e->pool_mu, NULL);
   kiln_status s = load(e);
   if (s) {
     s = kiln_status_annotate(s, "while loading executable %s on %s", desc->name, dev->name);
@@ -204,7 +294,8 @@ kiln_status kiln_executable_load(kiln_device_t *dev, kiln_executable_desc_t *des
 }
 
 /* Where output leaf i comes from once the thunks ran. */
-static kiln_status make_output(kiln_executable_t *e, kiln_stream_t *stream, int32_t i,
+static kiln_status make_output(kiln_executable_t *e, exec_context_t *ctx, kiln_stream_t *stream,
+                               int32_t i,
                                kiln_device_buffer_t **owned_outputs, bool *handed_over,
                                const kiln_devptr_t *params, kiln_device_buffer_t **out) {
   const kiln_executable_desc_t *d = e->desc;
@@ -225,7 +316,7 @@ static kiln_status make_output(kiln_executable_t *e, kiln_stream_t *stream, int3
   if (a->kind == KILN_EXEC_ALLOC_PARAMETER && a->donated && sl.offset == 0)
     return kiln_device_buffer_wrap(e->dev, params[a->parameter], (uint64_t)sl.size, out);
   kiln_devptr_t src = 0;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_buffer_table_resolve(&e->table, sl, &src));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_buffer_table_resolve(&ctx->table, sl, &src));
   KILN_RETURN_IF_ERROR_PLAIN(kiln_device_buffer_create(e->dev, padded((uint64_t)sl.size), out));
   (*out)->size = (uint64_t)sl.size;
   if (sl.size) return kiln_stream_memcpy_d2d(stream, (*out)->ptr, src, (size_t)sl.size);
@@ -251,6 +342,9 @@ kiln_status kiln_executable_run(kiln_executable_t *e, kiln_stream_t *stream,
                               d->name, d->parameter_sizes[i], param_sizes[i]);
   for (int32_t i = 0; i < d->num_outputs; i++) outputs[i] = NULL;
 
+  exec_context_t *ctx = NULL;
+  KILN_RETURN_IF_ERROR(context_take(e, &ctx), "while running %s", d->name);
+  kiln_buffer_table_t *table = &ctx->table;
   int32_t na = d->num_allocations;
   kiln_device_buffer_t **owned = kiln_calloc((size_t)na + 1, sizeof(*owned));
   bool *handed = kiln_calloc((size_t)na + 1, sizeof(*handed));
@@ -265,36 +359,37 @@ kiln_status kiln_executable_run(kiln_executable_t *e, kiln_stream_t *stream,
         s = KILN_ERR_INVALID("parameter %d of %s: NULL address", a->parameter, d->name);
       } else if (!a->size) {
         /* An empty array: any valid address will do; keep the padded temp-like buffer. */
-        s = kiln_buffer_table_allocate(&e->table, i, MIN_ALLOCATION_BYTES);
+        s = kiln_buffer_table_allocate(table, i, MIN_ALLOCATION_BYTES);
       } else {
-        s = kiln_buffer_table_bind(&e->table, i, params[a->parameter], a->size);
+        s = kiln_buffer_table_bind(table, i, params[a->parameter], a->size);
       }
     } else if (a->kind == KILN_EXEC_ALLOC_OUTPUT) {
       s = kiln_device_buffer_create(e->dev, padded(a->size), &owned[i]);
       if (!s) {
-        e->table.bases[i] = owned[i]->ptr;
-        e->table.sizes[i] = padded(a->size);
+        table->bases[i] = owned[i]->ptr;
+        table->sizes[i] = padded(a->size);
       }
     }
   }
   if (!s) {
-    kiln_thunk_exec_params_t xp = {e->dev, stream, &e->table};
+    kiln_thunk_exec_params_t xp = {e->dev, stream, table, ctx->state};
     s = kiln_thunk_seq_execute(&e->desc->thunks, &xp);
   }
   for (int32_t i = 0; i < d->num_outputs && !s; i++)
-    s = make_output(e, stream, i, owned, handed, params, &outputs[i]);
+    s = make_output(e, ctx, stream, i, owned, handed, params, &outputs[i]);
   kiln_status sync = kiln_stream_synchronize(stream);
   if (!s) s = sync;
   else kiln_status_free(sync);
   for (int32_t i = 0; i < na; i++) {
     kiln_device_buffer_destroy(owned[i]);
     if (d->allocations[i].kind == KILN_EXEC_ALLOC_OUTPUT) {
-      e->table.bases[i] = 0;
-      e->table.sizes[i] = 0;
+      table->bases[i] = 0;
+      table->sizes[i] = 0;
     }
   }
   kiln_free(owned);
   kiln_free(handed);
+  context_give_back(e, ctx);
   if (s) {
     for (int32_t i = 0; i < d->num_outputs; i++) {
       kiln_device_buffer_destroy(outputs[i]);

@@ -14,6 +14,16 @@
  *                           allocates the outputs, executes the thunks on the stream and
  *                           waits; the steady state allocates nothing but the outputs.
  *
+ * Thread-safety: kiln_executable_run is thread-safe. Each run takes an execution context of
+ * its own from a small pool (a buffer table with its own temporaries, the read-back scratch
+ * of while/conditional thunks, the command-buffer thunks' addresses): concurrent runs share
+ * only what they read (constants, kernels, the thunk sequence) and what is locked (the
+ * device's command-buffer cache, the rng-get-and-update-state counter: concurrent runs'
+ * values interleave, each run gets values of its own). The pool keeps as many contexts as
+ * runs were ever in flight at once. Give each concurrent run its own stream (a stream is
+ * synchronized by the run, and its errors go to whoever synchronizes it). Load and destroy:
+ * not thread-safe: callers serialize, and destroy only after every run returned.
+ *
  * Outputs: each output leaf comes back as a buffer the caller owns. A leaf that is a whole
  * OUTPUT allocation is handed over as is; a leaf held in a donated parameter
  * (input_output_alias) comes back as a view of the caller's parameter buffer (wrapped, not
@@ -69,9 +79,11 @@ typedef struct kiln_executable_desc {
   /* What keeps the images' code alive (the host JIT), released with the description. */
   void *keepalive;
   void (*keepalive_free)(void *);
-  /* Contexts of custom-call thunks the description owns (kiln_free'd with it). */
+  /* Contexts of custom-call thunks the description owns, released with it by their free
+   * function (NULL: kiln_free). */
   int32_t num_owned;
   void **owned;
+  void (**owned_free)(void *);
 } kiln_executable_desc_t;
 
 kiln_executable_desc_t *kiln_executable_desc_create(const char *name);
@@ -86,6 +98,8 @@ int32_t kiln_executable_desc_add_image(kiln_executable_desc_t *d, const void *da
                                        size_t num_functions);
 /* Takes ownership of `p` (a kiln_malloc'ed context a thunk borrows); returns it. */
 void *kiln_executable_desc_own(kiln_executable_desc_t *d, void *p);
+/* As kiln_executable_desc_own, released with `free_fn(p)` (e.g. a context holding a mutex). */
+void *kiln_executable_desc_own_with(kiln_executable_desc_t *d, void *p, void (*free_fn)(void *));
 /* Readable text: allocations, parameters, outputs, then the thunk sequence. */
 void kiln_executable_desc_print(kiln_strbuf_t *b, const kiln_executable_desc_t *d);
 

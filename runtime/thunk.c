@@ -2,10 +2,13 @@
 #include "runtime/thunk.h"
 
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/hashmap.h"
 #include "runtime/command_buffer_thunk.h"
+#include "runtime/thunk_internal.h"
 
 const char *kiln_thunk_kind_name(kiln_thunk_kind_t k) {
   switch (k) {
@@ -151,6 +154,7 @@ kiln_thunk_t *kiln_thunk_while_create(const char *name, kiln_thunk_seq_t *cond, 
   t->u.loop.body = seq_take(body);
   t->u.loop.pred = pred;
   t->u.loop.max_iterations = max_iterations;
+  atomic_init(&t->u.loop.last_trip_count, 0);
   return t;
 }
 
@@ -161,7 +165,7 @@ kiln_thunk_t *kiln_thunk_conditional_create(const char *name, kiln_slice_t index
   t->u.cond.index = index;
   t->u.cond.index_is_pred = index_is_pred;
   t->u.cond.num_branches = num_branches > 0 ? num_branches : 0;
-  t->u.cond.last_branch = -1;
+  atomic_init(&t->u.cond.last_branch, -1);
   if (num_branches > 0) {
     t->u.cond.branches = kiln_calloc((size_t)num_branches, sizeof(kiln_thunk_seq_t));
     for (int i = 0; i < num_branches; i++) t->u.cond.branches[i] = seq_take(&branches[i]);
@@ -173,6 +177,28 @@ kiln_thunk_t *kiln_thunk_sequential_create(const char *name, kiln_thunk_seq_t *s
   kiln_thunk_t *t = thunk_new(KILN_THUNK_SEQUENTIAL, name);
   t->u.sequential.seq = seq_take(seq);
   return t;
+}
+
+/* ---- accessors ---------------------------------------------------------------------------- */
+
+kiln_thunk_kind_t kiln_thunk_kind(const kiln_thunk_t *t) { return t->kind; }
+
+void kiln_thunk_kernel_set_module_index(kiln_thunk_t *t, int32_t module_index) {
+  if (t && t->kind == KILN_THUNK_KERNEL) t->u.kernel.module_index = module_index;
+}
+
+void kiln_thunk_while_set_max_iterations(kiln_thunk_t *t, int64_t max_iterations) {
+  if (t && t->kind == KILN_THUNK_WHILE) t->u.loop.max_iterations = max_iterations;
+}
+
+int64_t kiln_thunk_while_last_trip_count(const kiln_thunk_t *t) {
+  if (!t || t->kind != KILN_THUNK_WHILE) return 0;
+  return atomic_load_explicit(&t->u.loop.last_trip_count, memory_order_relaxed);
+}
+
+int kiln_thunk_conditional_last_branch(const kiln_thunk_t *t) {
+  if (!t || t->kind != KILN_THUNK_CONDITIONAL) return -1;
+  return atomic_load_explicit(&t->u.cond.last_branch, memory_order_relaxed);
 }
 
 void kiln_thunk_release(kiln_thunk_t *t) {
@@ -231,9 +257,8 @@ void kiln_thunk_destroy(kiln_thunk_t *t) {
       break;
     case KILN_THUNK_COMMAND_BUFFER:
       kiln_thunk_seq_free(&t->u.cmdbuf.seq);
-      kiln_cmd_list_free(&t->u.cmdbuf.list);
+      kiln_cmdbuf_run_free(&t->u.cmdbuf.own);
       kiln_free(t->u.cmdbuf.allocs);
-      kiln_free(t->u.cmdbuf.bases);
       break;
     default:
       break;
@@ -392,6 +417,107 @@ kiln_status kiln_thunk_initialize(kiln_thunk_t *t, const kiln_thunk_init_params_
   }
 }
 
+/* ---- execution state ------------------------------------------------------------------------ */
+
+/* The scratch is consumed right after each read-back (before any nested sequence runs), so
+ * one word serves every while and conditional of the tree. */
+#define READ_BACK_SCRATCH_BYTES 8
+
+struct kiln_thunk_exec_state {
+  kiln_device_t *device;
+  void *scratch;          /* pinned, READ_BACK_SCRATCH_BYTES */
+  kiln_ptrmap_t cmdbufs;  /* command-buffer thunk -> its kiln_cmdbuf_run_t */
+  kiln_cmdbuf_run_t *runs;
+  size_t num_runs;
+};
+
+static size_t count_cmdbufs(const kiln_thunk_seq_t *s);
+
+static size_t count_cmdbufs_in(const kiln_thunk_t *t) {
+  switch (t->kind) {
+    case KILN_THUNK_WHILE:
+      return count_cmdbufs(&t->u.loop.cond) + count_cmdbufs(&t->u.loop.body);
+    case KILN_THUNK_CONDITIONAL: {
+      size_t n = 0;
+      for (int i = 0; i < t->u.cond.num_branches; i++) n += count_cmdbufs(&t->u.cond.branches[i]);
+      return n;
+    }
+    case KILN_THUNK_SEQUENTIAL:
+      return count_cmdbufs(&t->u.sequential.seq);
+    case KILN_THUNK_COMMAND_BUFFER:
+      return 1; /* its children are convertible thunks, never command buffers */
+    default:
+      return 0;
+  }
+}
+
+static size_t count_cmdbufs(const kiln_thunk_seq_t *s) {
+  size_t n = 0;
+  for (size_t i = 0; i < s->len; i++) n += count_cmdbufs_in(s->items[i]);
+  return n;
+}
+
+static void add_cmdbuf_runs(kiln_thunk_exec_state_t *st, const kiln_thunk_seq_t *s) {
+  for (size_t i = 0; i < s->len; i++) {
+    const kiln_thunk_t *t = s->items[i];
+    switch (t->kind) {
+      case KILN_THUNK_WHILE:
+        add_cmdbuf_runs(st, &t->u.loop.cond);
+        add_cmdbuf_runs(st, &t->u.loop.body);
+        break;
+      case KILN_THUNK_CONDITIONAL:
+        for (int b = 0; b < t->u.cond.num_branches; b++)
+          add_cmdbuf_runs(st, &t->u.cond.branches[b]);
+        break;
+      case KILN_THUNK_SEQUENTIAL:
+        add_cmdbuf_runs(st, &t->u.sequential.seq);
+        break;
+      case KILN_THUNK_COMMAND_BUFFER: {
+        kiln_cmdbuf_run_t *run = &st->runs[st->num_runs++];
+        kiln_cmdbuf_run_init(run, t);
+        kiln_ptrmap_put(&st->cmdbufs, t, run);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+kiln_status kiln_thunk_exec_state_create(kiln_device_t *dev, const kiln_thunk_seq_t *s,
+                                         kiln_thunk_exec_state_t **out) {
+  if (!out) return KILN_ERR_INVALID("thunk execution state: NULL out");
+  *out = NULL;
+  if (!dev || !s) return KILN_ERR_INVALID("thunk execution state: NULL device or sequence");
+  kiln_thunk_exec_state_t *st = kiln_calloc(1, sizeof(*st));
+  st->device = dev;
+  kiln_status status = kiln_device_host_alloc(dev, READ_BACK_SCRATCH_BYTES, &st->scratch);
+  if (status) {
+    kiln_free(st);
+    return kiln_status_annotate(status, "while creating a thunk execution state");
+  }
+  kiln_ptrmap_init(&st->cmdbufs);
+  size_t n = count_cmdbufs(s);
+  st->runs = kiln_calloc(n ? n : 1, sizeof(*st->runs));
+  add_cmdbuf_runs(st, s);
+  *out = st;
+  return NULL;
+}
+
+void kiln_thunk_exec_state_destroy(kiln_thunk_exec_state_t *st) {
+  if (!st) return;
+  for (size_t i = 0; i < st->num_runs; i++) kiln_cmdbuf_run_free(&st->runs[i]);
+  kiln_free(st->runs);
+  kiln_ptrmap_free(&st->cmdbufs);
+  kiln_device_host_free(st->device, st->scratch);
+  kiln_free(st);
+}
+
+kiln_cmdbuf_run_t *kiln_thunk_exec_state_cmdbuf_run(kiln_thunk_exec_state_t *st,
+                                                    const kiln_thunk_t *t) {
+  return kiln_ptrmap_get(&st->cmdbufs, t);
+}
+
 /* ---- execute ------------------------------------------------------------------------------ */
 
 static kiln_status resolve(const kiln_thunk_exec_params_t *p, const kiln_thunk_t *t, kiln_slice_t s,
@@ -486,15 +612,16 @@ kiln_status kiln_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *
       return NULL;
     }
     case KILN_THUNK_WHILE: {
-      if (!t->u.loop.host_pred)
+      void *pred = p->state ? p->state->scratch : t->u.loop.host_pred;
+      if (!pred)
         return kiln_status_make(KILN_FAILED_PRECONDITION, "while %s was not initialized", t->name);
       int64_t trips = 0;
       for (;;) {
         KILN_RETURN_IF_ERROR(kiln_thunk_seq_execute(&t->u.loop.cond, p),
                              "in the condition of while %s (iteration %" PRId64 ")", t->name,
                              trips);
-        KILN_RETURN_IF_ERROR_PLAIN(read_back(p, t, t->u.loop.pred, t->u.loop.host_pred, 1));
-        if (!*(const uint8_t *)t->u.loop.host_pred) break;
+        KILN_RETURN_IF_ERROR_PLAIN(read_back(p, t, t->u.loop.pred, pred, 1));
+        if (!*(const uint8_t *)pred) break;
         if (t->u.loop.max_iterations > 0 && trips >= t->u.loop.max_iterations)
           return kiln_status_make(KILN_OUT_OF_RANGE, "while %s: more than %" PRId64 " iterations",
                                   t->name, t->u.loop.max_iterations);
@@ -502,25 +629,26 @@ kiln_status kiln_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *
                              "in the body of while %s (iteration %" PRId64 ")", t->name, trips);
         trips++;
       }
-      t->u.loop.last_trip_count = trips;
+      atomic_store_explicit(&t->u.loop.last_trip_count, trips, memory_order_relaxed);
       return NULL;
     }
     case KILN_THUNK_CONDITIONAL: {
-      if (!t->u.cond.host_index)
+      void *index = p->state ? p->state->scratch : t->u.cond.host_index;
+      if (!index)
         return kiln_status_make(KILN_FAILED_PRECONDITION, "conditional %s was not initialized",
                                 t->name);
       int branch;
       if (t->u.cond.index_is_pred) {
-        KILN_RETURN_IF_ERROR_PLAIN(read_back(p, t, t->u.cond.index, t->u.cond.host_index, 1));
-        branch = *(const uint8_t *)t->u.cond.host_index ? 0 : 1; /* true -> first branch */
+        KILN_RETURN_IF_ERROR_PLAIN(read_back(p, t, t->u.cond.index, index, 1));
+        branch = *(const uint8_t *)index ? 0 : 1; /* true -> first branch */
       } else {
-        KILN_RETURN_IF_ERROR_PLAIN(read_back(p, t, t->u.cond.index, t->u.cond.host_index, 4));
+        KILN_RETURN_IF_ERROR_PLAIN(read_back(p, t, t->u.cond.index, index, 4));
         int32_t idx;
-        memcpy(&idx, t->u.cond.host_index, 4);
+        memcpy(&idx, index, 4);
         /* Out-of-range indices select the last branch (HLO's conditional semantics). */
         branch = idx < 0 || idx >= t->u.cond.num_branches ? t->u.cond.num_branches - 1 : idx;
       }
-      t->u.cond.last_branch = branch;
+      atomic_store_explicit(&t->u.cond.last_branch, branch, memory_order_relaxed);
       KILN_RETURN_IF_ERROR(kiln_thunk_seq_execute(&t->u.cond.branches[branch], p),
                            "in branch %d of conditional %s", branch, t->name);
       return NULL;

@@ -15,7 +15,18 @@
  *   execute    — enqueue the work on the stream, with slices resolved against the buffer
  *                table of this execution (while/conditional synchronize to read back).
  * A thunk owns what it was created with (names copied, slices copied, child sequences taken
- * over); modules, kernels and host pointers are borrowed. */
+ * over); modules, kernels and host pointers are borrowed.
+ *
+ * Thread-safety. Construction, prepare, initialize, release and destroy: not thread-safe:
+ * callers serialize (a loader does them once, before any execution). Execute: thread-safe
+ * for executions that each pass their own kiln_thunk_exec_state_t (and their own buffer
+ * table and stream), which holds everything an execution changes — read-back scratch,
+ * the command-buffer thunks' commands, addresses and cache tickets; the thunks themselves
+ * are read-only during execution except for the last_* diagnostics (atomics). Executions
+ * that pass no state use the thunks' own: not thread-safe, callers serialize. A custom
+ * call's handler is called from whichever thread executes it; it must be thread-safe if
+ * executions run concurrently. kiln_thunk_t is opaque; runtime/thunk_internal.h holds its
+ * layout for the runtime's own files. */
 #ifndef KILN_RUNTIME_THUNK_H_
 #define KILN_RUNTIME_THUNK_H_
 
@@ -49,6 +60,7 @@ typedef enum kiln_copy_kind {
 } kiln_copy_kind_t;
 
 typedef struct kiln_thunk kiln_thunk_t;
+typedef struct kiln_thunk_exec_state kiln_thunk_exec_state_t;
 
 /* An owning sequence of thunks. */
 typedef struct kiln_thunk_seq {
@@ -81,77 +93,6 @@ typedef kiln_status (*kiln_custom_call_fn)(void *ctx, kiln_stream_t *stream,
                                            const kiln_devptr_t *operands, int num_operands,
                                            const kiln_devptr_t *results, int num_results);
 
-struct kiln_thunk {
-  kiln_thunk_kind_t kind;
-  char *name; /* for dumps and errors (e.g. the HLO instruction it came from) */
-  union {
-    struct {
-      kiln_device_module_t *module; /* borrowed */
-      int32_t module_index;         /* executables: which of their modules (-1: none) */
-      char *kernel_name;
-      const kiln_kernel_t *kernel; /* resolved at initialize */
-      kiln_launch_dims_t dims;
-      int num_args;
-      kiln_kernel_arg_t *args;
-    } kernel;
-    struct {
-      kiln_copy_kind_t dir;
-      kiln_slice_t src, dst; /* the device side(s) */
-      void *host;            /* H2D source / D2H destination, borrowed */
-      int64_t size;
-    } copy;
-    struct {
-      kiln_slice_t dst;
-      uint32_t pattern;
-      int elem_size;
-    } memset;
-    struct {
-      kiln_gemm_desc_t desc;
-      kiln_slice_t a, b, c;
-    } gemm;
-    struct {
-      kiln_custom_call_fn fn;
-      void *ctx;
-      char *target;
-      int num_operands, num_results;
-      kiln_slice_t *operands, *results;
-      bool graph_compatible;
-    } custom;
-    struct {
-      kiln_thunk_seq_t cond, body;
-      kiln_slice_t pred;      /* 1-byte pred written by `cond` */
-      int64_t max_iterations; /* 0: unbounded; else exceeding it is an error */
-      int64_t last_trip_count;
-      void *host_pred; /* pinned, from initialize */
-      kiln_device_t *host_dev;
-    } loop;
-    struct {
-      kiln_slice_t index; /* s32 branch index, or a 1-byte pred */
-      bool index_is_pred;
-      int num_branches;
-      kiln_thunk_seq_t *branches;
-      int last_branch;
-      void *host_index;
-      kiln_device_t *host_dev;
-    } cond;
-    struct {
-      kiln_thunk_seq_t seq;
-    } sequential;
-    struct {
-      kiln_thunk_seq_t seq; /* convertible thunks only */
-      kiln_cmd_list_t list; /* rebuilt each execution; keeps its capacity */
-      kiln_cmd_action_t last_action;
-      bool use_cache; /* decided at initialize */
-      /* Fast path: the allocations the commands use (from prepare) and their base addresses
-       * when entry `entry_id` last ran; unchanged bases mean unchanged commands. */
-      int32_t *allocs;
-      int num_allocs;
-      kiln_devptr_t *bases;
-      uint64_t entry_id;
-    } cmdbuf;
-  } u;
-};
-
 /* ---- construction ----------------------------------------------------------------------- */
 
 kiln_thunk_t *kiln_thunk_kernel_create(const char *name, kiln_device_module_t *module,
@@ -178,6 +119,19 @@ kiln_thunk_t *kiln_thunk_conditional_create(const char *name, kiln_slice_t index
 kiln_thunk_t *kiln_thunk_sequential_create(const char *name, kiln_thunk_seq_t *seq);
 void kiln_thunk_destroy(kiln_thunk_t *t);
 
+/* ---- accessors ---------------------------------------------------------------------------- */
+
+kiln_thunk_kind_t kiln_thunk_kind(const kiln_thunk_t *t);
+/* Kernel thunks: which of an executable's modules kiln_thunk_seq_bind_modules binds. */
+void kiln_thunk_kernel_set_module_index(kiln_thunk_t *t, int32_t module_index);
+/* While thunks: the iteration bound (0: none; exceeding it is OUT_OF_RANGE). Set it before
+ * executions start. */
+void kiln_thunk_while_set_max_iterations(kiln_thunk_t *t, int64_t max_iterations);
+/* Diagnostics of the most recent execution that finished (any thread): the trip count of a
+ * while thunk, the branch a conditional took (-1 before the first). */
+int64_t kiln_thunk_while_last_trip_count(const kiln_thunk_t *t);
+int kiln_thunk_conditional_last_branch(const kiln_thunk_t *t);
+
 /* Sets the module of every kernel thunk in `s` (recursively, through while, conditional,
  * sequential and command-buffer thunks) whose module_index is in [0, n) to modules[index].
  * Executables compile kernels before any device exists and bind them when loaded. */
@@ -199,7 +153,18 @@ typedef struct kiln_thunk_exec_params {
   kiln_device_t *device;
   kiln_stream_t *stream;
   const kiln_buffer_table_t *buffers;
+  /* (optional) this execution's own state; NULL: the thunks' own (one caller at a time). */
+  kiln_thunk_exec_state_t *state;
 } kiln_thunk_exec_params_t;
+
+/* The state one execution of a thunk tree changes (see the thread-safety note above), for
+ * the thunks of `s` after prepare and initialize on `dev`. Executions that run at the same
+ * time need one state each; a state is reused by later executions (its command-buffer
+ * thunks then replay without patching when their addresses did not move). Not
+ * thread-safe: one execution at a time uses a state. The caller owns *out. */
+kiln_status kiln_thunk_exec_state_create(kiln_device_t *dev, const kiln_thunk_seq_t *s,
+                                         kiln_thunk_exec_state_t **out);
+void kiln_thunk_exec_state_destroy(kiln_thunk_exec_state_t *st);
 
 kiln_status kiln_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_t *p);
 kiln_status kiln_thunk_initialize(kiln_thunk_t *t, const kiln_thunk_init_params_t *p);

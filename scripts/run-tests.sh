@@ -20,3 +20,14 @@ cmake --build build-asan -j"$jobs"
 
 echo "== parser fuzzer (libFuzzer + ASan, ${KILN_FUZZ_SECONDS:-60} s)"
 bash fuzz/run.sh "${KILN_FUZZ_SECONDS:-60}"
+
+# ThreadSanitizer: only the stress tests (tests/test_*stress*.c: one executable run from many
+# threads), built at -O0 with just the targets they need, so the step costs about two minutes
+# on two cores. A data race is a report, and a report fails the test (TSan's exit code 66).
+echo "== ThreadSanitizer build: stress tests"
+stress_targets="$(basename -s .c tests/test_*stress*.c | tr '\n' ' ')"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=thread >/dev/null
+# shellcheck disable=SC2086
+cmake --build build-tsan -j"$jobs" --target $stress_targets
+(cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  ctest --output-on-failure -R stress)

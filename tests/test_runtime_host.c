@@ -81,22 +81,33 @@ typedef struct fixture {
   kiln_device_module_t *module;
 } fixture_t;
 
+/* A host device of its own (so a fresh command-buffer cache, configured from the environment
+ * as it is now), a stream, and the test kernels loaded. */
+static fixture_t fresh_fixture(void) {
+  fixture_t g;
+  ASSERT_OK(kiln_host_device_create(2, &g.dev));
+  ASSERT_OK(kiln_stream_create(g.dev, &g.stream));
+  kiln_module_image_t img = {.names = kNames, .functions = kFns, .num_functions = 5};
+  ASSERT_OK(kiln_device_module_load(g.dev, &img, &g.module));
+  return g;
+}
+
+static void fixture_release(fixture_t *g) {
+  kiln_stream_destroy(g->stream);
+  kiln_device_module_unload(g->module);
+  kiln_device_destroy(g->dev);
+}
+
 static int setup(void **state) {
   fixture_t *f = kiln_calloc(1, sizeof(*f));
-  if (kiln_host_device_create(2, &f->dev)) return -1;
-  if (kiln_stream_create(f->dev, &f->stream)) return -1;
-  kiln_module_image_t img = {.names = kNames, .functions = kFns, .num_functions = 5};
-  if (kiln_device_module_load(f->dev, &img, &f->module)) return -1;
+  *f = fresh_fixture();
   *state = f;
   return 0;
 }
 
 static int teardown(void **state) {
-  fixture_t *f = *state;
-  kiln_stream_destroy(f->stream);
-  kiln_device_module_unload(f->module);
-  kiln_device_destroy(f->dev);
-  kiln_free(f);
+  fixture_release(*state);
+  kiln_free(*state);
   return 0;
 }
 
@@ -361,7 +372,7 @@ static void test_thunks_kernel_copy_memset_gemm_run_in_sequence(void **state) {
       &seq, kiln_thunk_gemm_create("dot.1", &g, kiln_slice_make(0, 0, 64),
                                    kiln_slice_make(0, 0, 64), kiln_slice_make(2, 1024, 64)));
   prepare_init(f, &seq, &t);
-  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t};
+  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t, NULL};
   ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
   ASSERT_OK(kiln_stream_synchronize(f->stream));
   const float *out = (const float *)(uintptr_t)t.bases[1];
@@ -408,7 +419,7 @@ static void test_thunk_prepare_rejects_slices_outside_their_allocation(void **st
   kiln_launch_dims_t d = dims1(1);
   kiln_kernel_arg_t arg = kiln_kernel_arg_slice(kiln_slice_make(0, 0, 4));
   bad = kiln_thunk_kernel_create("k", f->module, "add_one", &d, &arg, 1);
-  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t};
+  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t, NULL};
   assert_code(kiln_thunk_execute(bad, &ep), KILN_FAILED_PRECONDITION);
   kiln_thunk_destroy(bad);
   /* A resolution past the table's end fails even without prepare. */
@@ -439,14 +450,14 @@ static void test_while_thunk_reads_back_pred_and_counts_trips(void **state) {
   assert_int_equal(cond.len, 0); /* taken over */
   kiln_thunk_seq_push(&seq, w);
   prepare_init(f, &seq, &t);
-  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t};
+  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t, NULL};
   ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
   ASSERT_OK(kiln_stream_synchronize(f->stream));
   assert_int_equal(*(int32_t *)(uintptr_t)t.bases[2], 5);
-  assert_int_equal(w->u.loop.last_trip_count, 5);
+  assert_int_equal(kiln_thunk_while_last_trip_count(w), 5);
   /* A bound on iterations turns a runaway loop into an error. */
   memset((void *)(uintptr_t)t.bases[2], 0, 8);
-  w->u.loop.max_iterations = 3;
+  kiln_thunk_while_set_max_iterations(w, 3);
   assert_code(kiln_thunk_seq_execute(&seq, &ep), KILN_OUT_OF_RANGE);
   kiln_thunk_seq_free(&seq);
   kiln_buffer_table_free(&t);
@@ -470,7 +481,7 @@ static void test_conditional_thunk_picks_branch_by_index_and_pred(void **state) 
   kiln_thunk_t *c = kiln_thunk_conditional_create("cond.1", kiln_slice_make(2, 0, 4), false, br, 3);
   kiln_thunk_seq_push(&seq, c);
   prepare_init(f, &seq, &t);
-  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t};
+  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t, NULL};
   int32_t *index = (int32_t *)(uintptr_t)t.bases[2];
   const float *out = (const float *)(uintptr_t)t.bases[1];
   const int32_t cases[] = {1, 0, 7, -1};
@@ -479,7 +490,7 @@ static void test_conditional_thunk_picks_branch_by_index_and_pred(void **state) 
     *index = cases[i];
     ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
     ASSERT_OK(kiln_stream_synchronize(f->stream));
-    assert_int_equal(c->u.cond.last_branch, expect[i]);
+    assert_int_equal(kiln_thunk_conditional_last_branch(c), expect[i]);
     float want = expect[i] == 0 ? 11.0f : expect[i] == 1 ? 20.0f : 0.0f;
     assert_true(out[10] == want);
   }
@@ -495,7 +506,7 @@ static void test_conditional_thunk_picks_branch_by_index_and_pred(void **state) 
   *(uint8_t *)index = 0;
   ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
   ASSERT_OK(kiln_stream_synchronize(f->stream));
-  assert_int_equal(c->u.cond.last_branch, 1);
+  assert_int_equal(kiln_thunk_conditional_last_branch(c), 1);
   kiln_thunk_seq_free(&seq);
   kiln_buffer_table_free(&t);
 }
@@ -528,7 +539,7 @@ static void test_custom_call_thunk_passes_resolved_buffers(void **state) {
   assert_false(kiln_thunk_is_convertible(cc));
   kiln_thunk_prepare_params_t pp = {t.num, t.sizes};
   ASSERT_OK(kiln_thunk_prepare(cc, &pp));
-  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t};
+  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t, NULL};
   ASSERT_OK(kiln_thunk_execute(cc, &ep));
   assert_int_equal(rec.calls, 1);
   assert_int_equal(rec.operand, t.bases[0] + 128);
@@ -575,14 +586,10 @@ static void check_cmdbuf_output(const kiln_buffer_table_t *t) {
 
 static void test_command_buffer_records_replays_and_patches_only_moved_commands(void **state) {
   fixture_t *f = *state;
-  kiln_device_t *dev;
-  ASSERT_OK(kiln_host_device_create(2, &dev)); /* a fresh cache */
-  kiln_stream_t *s;
-  ASSERT_OK(kiln_stream_create(dev, &s));
-  kiln_module_image_t img = {.names = kNames, .functions = kFns, .num_functions = 5};
-  kiln_device_module_t *m;
-  ASSERT_OK(kiln_device_module_load(dev, &img, &m));
-  fixture_t g = {dev, s, m};
+  fixture_t g = fresh_fixture(); /* a fresh cache */
+  kiln_device_t *dev = g.dev;
+  kiln_stream_t *s = g.stream;
+  kiln_device_module_t *m = g.module;
   kiln_buffer_table_t t;
   table_make(&g, &t);
   fill_in(&g, &t);
@@ -591,7 +598,7 @@ static void test_command_buffer_records_replays_and_patches_only_moved_commands(
   kiln_thunk_t *cb = make_cmdbuf(&g);
   kiln_thunk_seq_push(&seq, cb);
   prepare_init(&g, &seq, &t);
-  kiln_thunk_exec_params_t ep = {dev, s, &t};
+  kiln_thunk_exec_params_t ep = {dev, s, &t, NULL};
   kiln_cmd_cache_t *cache = kiln_device_cmd_cache(dev);
 
   ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
@@ -640,15 +647,10 @@ static void test_command_buffer_records_replays_and_patches_only_moved_commands(
 
 static void test_command_buffers_disabled_by_env_issue_one_by_one(void **state) {
   setenv("KILN_DISABLE_COMMAND_BUFFERS", "1", 1);
-  kiln_device_t *dev;
-  ASSERT_OK(kiln_host_device_create(2, &dev));
+  fixture_t g = fresh_fixture();
   unsetenv("KILN_DISABLE_COMMAND_BUFFERS");
-  kiln_stream_t *s;
-  ASSERT_OK(kiln_stream_create(dev, &s));
-  kiln_module_image_t img = {.names = kNames, .functions = kFns, .num_functions = 5};
-  kiln_device_module_t *m;
-  ASSERT_OK(kiln_device_module_load(dev, &img, &m));
-  fixture_t g = {dev, s, m};
+  kiln_device_t *dev = g.dev;
+  kiln_stream_t *s = g.stream;
   kiln_buffer_table_t t;
   table_make(&g, &t);
   fill_in(&g, &t);
@@ -657,7 +659,7 @@ static void test_command_buffers_disabled_by_env_issue_one_by_one(void **state) 
   ASSERT_OK(kiln_thunk_prepare(cb, &pp));
   kiln_thunk_init_params_t ip = {dev};
   ASSERT_OK(kiln_thunk_initialize(cb, &ip));
-  kiln_thunk_exec_params_t ep = {dev, s, &t};
+  kiln_thunk_exec_params_t ep = {dev, s, &t, NULL};
   for (int i = 0; i < 3; i++) ASSERT_OK(kiln_thunk_execute(cb, &ep));
   ASSERT_OK(kiln_stream_synchronize(s));
   assert_int_equal(kiln_command_buffer_thunk_last_action(cb), KILN_CMD_ACTION_ISSUE_DIRECTLY);
@@ -667,9 +669,7 @@ static void test_command_buffers_disabled_by_env_issue_one_by_one(void **state) 
   check_cmdbuf_output(&t);
   kiln_thunk_destroy(cb);
   kiln_buffer_table_free(&t);
-  kiln_stream_destroy(s);
-  kiln_device_module_unload(m);
-  kiln_device_destroy(dev);
+  fixture_release(&g);
   (void)state;
 }
 
@@ -677,15 +677,11 @@ static void test_command_buffers_alternating_in_a_cache_of_one_rerecord_after_ev
     void **state) {
   (void)state;
   setenv("KILN_COMMAND_BUFFER_CACHE_SIZE", "1", 1);
-  kiln_device_t *dev;
-  ASSERT_OK(kiln_host_device_create(2, &dev));
+  fixture_t g = fresh_fixture();
   unsetenv("KILN_COMMAND_BUFFER_CACHE_SIZE");
-  kiln_stream_t *s;
-  ASSERT_OK(kiln_stream_create(dev, &s));
-  kiln_module_image_t img = {.names = kNames, .functions = kFns, .num_functions = 5};
-  kiln_device_module_t *m;
-  ASSERT_OK(kiln_device_module_load(dev, &img, &m));
-  fixture_t g = {dev, s, m};
+  kiln_device_t *dev = g.dev;
+  kiln_stream_t *s = g.stream;
+  kiln_device_module_t *m = g.module;
   kiln_buffer_table_t t;
   table_make(&g, &t);
   fill_in(&g, &t);
@@ -701,7 +697,7 @@ static void test_command_buffers_alternating_in_a_cache_of_one_rerecord_after_ev
   kiln_thunk_seq_push(&seq, a);
   kiln_thunk_seq_push(&seq, b);
   prepare_init(&g, &seq, &t);
-  kiln_thunk_exec_params_t ep = {dev, s, &t};
+  kiln_thunk_exec_params_t ep = {dev, s, &t, NULL};
   for (int i = 0; i < 3; i++) {
     ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
     assert_int_equal(kiln_command_buffer_thunk_last_action(a), KILN_CMD_ACTION_RECORD);
@@ -715,9 +711,127 @@ static void test_command_buffers_alternating_in_a_cache_of_one_rerecord_after_ev
   assert_int_equal(kiln_cmd_cache_size(kiln_device_cmd_cache(dev)), 1);
   kiln_thunk_seq_free(&seq);
   kiln_buffer_table_free(&t);
-  kiln_stream_destroy(s);
-  kiln_device_module_unload(m);
-  kiln_device_destroy(dev);
+  fixture_release(&g);
+}
+
+/* A command-buffer thunk of one add_one kernel (in -> out), or of one memset (dst = 7s),
+ * for the collision test: same structure, different buffers. */
+static kiln_thunk_t *make_one_kernel_cmdbuf(kiln_device_module_t *m, kiln_slice_t in,
+                                            kiln_slice_t out) {
+  kiln_thunk_seq_t seq;
+  kiln_thunk_seq_init(&seq);
+  kiln_launch_dims_t d = dims1(N1 / BS);
+  kiln_kernel_arg_t args[2] = {kiln_kernel_arg_slice(in), kiln_kernel_arg_slice(out)};
+  kiln_thunk_seq_push(&seq, kiln_thunk_kernel_create("k", m, "add_one", &d, args, 2));
+  kiln_thunk_t *cb = NULL;
+  ASSERT_OK(kiln_command_buffer_thunk_create("cb", &seq, &cb));
+  return cb;
+}
+
+static kiln_thunk_t *make_one_memset_cmdbuf(kiln_slice_t dst) {
+  kiln_thunk_seq_t seq;
+  kiln_thunk_seq_init(&seq);
+  kiln_thunk_seq_push(&seq, kiln_thunk_memset_create("z", dst, 7, 4));
+  kiln_thunk_t *cb = NULL;
+  ASSERT_OK(kiln_command_buffer_thunk_create("cb", &seq, &cb));
+  return cb;
+}
+
+/* Runs thunk `a` with `ea`, then `b` with `eb` (same structure, other buffers: it patches the
+ * shared cache entry), then `a` again with its addresses unchanged. `a`'s second run must
+ * write a's buffer (`a_out`), not b's (`b_out`): both are cleared before it. `a` and `b` may
+ * be one thunk run with two execution states. */
+static void check_no_collision(fixture_t *g, kiln_thunk_t *a, const kiln_thunk_exec_params_t *ea,
+                               kiln_thunk_t *b, const kiln_thunk_exec_params_t *eb,
+                               float *a_out, float *b_out, float want) {
+  ASSERT_OK(kiln_thunk_execute(a, ea));
+  assert_int_equal(kiln_command_buffer_thunk_last_action(a), KILN_CMD_ACTION_RECORD);
+  ASSERT_OK(kiln_thunk_execute(b, eb));
+  assert_int_equal(kiln_command_buffer_thunk_last_action(b), KILN_CMD_ACTION_PATCH);
+  ASSERT_OK(kiln_stream_synchronize(g->stream));
+  memset(a_out, 0, N1 * 4);
+  memset(b_out, 0, N1 * 4);
+  ASSERT_OK(kiln_thunk_execute(a, ea));
+  ASSERT_OK(kiln_stream_synchronize(g->stream));
+  /* The entry holds b's addresses now: a patches it back instead of replaying it. */
+  if (a_out[5] != want || b_out[5] != 0.0f)
+    fail_msg("a's replay wrote %s", b_out[5] != 0.0f ? "b's buffer" : "nothing");
+  assert_int_equal(kiln_command_buffer_thunk_last_action(a), KILN_CMD_ACTION_PATCH);
+  /* Nobody touched the entry since: a replays it. */
+  ASSERT_OK(kiln_thunk_execute(a, ea));
+  ASSERT_OK(kiln_stream_synchronize(g->stream));
+  assert_int_equal(kiln_command_buffer_thunk_last_action(a), KILN_CMD_ACTION_REPLAY);
+}
+
+/* Prepares and initializes `a` and `b` against `t`, then check_no_collision without states. */
+static void check_two_thunks_no_collision(fixture_t *g, kiln_buffer_table_t *t, kiln_thunk_t *a,
+                                          kiln_thunk_t *b, float *a_out, float *b_out,
+                                          float want) {
+  kiln_thunk_seq_t seq;
+  kiln_thunk_seq_init(&seq);
+  kiln_thunk_seq_push(&seq, a);
+  kiln_thunk_seq_push(&seq, b);
+  prepare_init(g, &seq, t);
+  kiln_thunk_exec_params_t ep = {g->dev, g->stream, t, NULL};
+  check_no_collision(g, a, &ep, b, &ep, a_out, b_out, want);
+  kiln_thunk_seq_free(&seq);
+}
+
+static void test_command_buffer_replay_never_runs_another_thunks_patched_entry(void **state) {
+  (void)state;
+  fixture_t g = fresh_fixture(); /* a fresh cache */
+  kiln_device_t *dev = g.dev;
+  kiln_device_module_t *m = g.module;
+  kiln_buffer_table_t t;
+  kiln_buffer_table_init(&t, dev, 4); /* in, a's out, b's out, unused */
+  for (int i = 0; i < 4; i++) ASSERT_OK(kiln_buffer_table_allocate(&t, i, N1 * 4));
+  fill_in(&g, &t);
+  float *a_out = (float *)(uintptr_t)t.bases[1], *b_out = (float *)(uintptr_t)t.bases[2];
+  /* Kernels: a = add_one(in -> a_out), b = add_one(in -> b_out). */
+  kiln_thunk_t *a = make_one_kernel_cmdbuf(m, kiln_slice_make(0, 0, N1 * 4),
+                                           kiln_slice_make(1, 0, N1 * 4));
+  kiln_thunk_t *b = make_one_kernel_cmdbuf(m, kiln_slice_make(0, 0, N1 * 4),
+                                           kiln_slice_make(2, 0, N1 * 4));
+  check_two_thunks_no_collision(&g, &t, a, b, a_out, b_out, 6.0f);
+  /* Runs of only memsets have no kernel to tell them apart: they collide the same way. */
+  a = make_one_memset_cmdbuf(kiln_slice_make(1, 0, N1 * 4));
+  b = make_one_memset_cmdbuf(kiln_slice_make(2, 0, N1 * 4));
+  float seven;
+  uint32_t bits = 7;
+  memcpy(&seven, &bits, 4);
+  check_two_thunks_no_collision(&g, &t, a, b, a_out, b_out, seven);
+  kiln_buffer_table_free(&t);
+  fixture_release(&g);
+}
+
+/* One thunk, two executions at once (as two runs of an executable): each passes its own state
+ * and buffer table, and neither replays the addresses the other patched in. */
+static void test_execution_states_of_one_command_buffer_keep_their_own_addresses(void **state) {
+  (void)state;
+  fixture_t g = fresh_fixture(); /* a fresh cache */
+  kiln_buffer_table_t t1, t2;
+  table_make(&g, &t1);
+  table_make(&g, &t2);
+  fill_in(&g, &t1);
+  fill_in(&g, &t2);
+  kiln_thunk_seq_t seq;
+  kiln_thunk_seq_init(&seq);
+  kiln_thunk_t *cb = make_one_kernel_cmdbuf(g.module, kiln_slice_make(0, 0, N1 * 4),
+                                            kiln_slice_make(1, 0, N1 * 4));
+  kiln_thunk_seq_push(&seq, cb);
+  prepare_init(&g, &seq, &t1);
+  kiln_thunk_exec_state_t *s1 = NULL, *s2 = NULL;
+  ASSERT_OK(kiln_thunk_exec_state_create(g.dev, &seq, &s1));
+  ASSERT_OK(kiln_thunk_exec_state_create(g.dev, &seq, &s2));
+  kiln_thunk_exec_params_t e1 = {g.dev, g.stream, &t1, s1}, e2 = {g.dev, g.stream, &t2, s2};
+  check_no_collision(&g, cb, &e1, cb, &e2, (float *)(uintptr_t)t1.bases[1],
+                     (float *)(uintptr_t)t2.bases[1], 6.0f);
+  kiln_thunk_exec_state_destroy(s1);
+  kiln_thunk_exec_state_destroy(s2);
+  kiln_thunk_seq_free(&seq);
+  kiln_buffer_table_free(&t1);
+  kiln_buffer_table_free(&t2);
+  fixture_release(&g);
 }
 
 static void test_conversion_wraps_runs_of_convertible_thunks_recursively(void **state) {
@@ -795,6 +909,8 @@ int main(void) {
       cmocka_unit_test(test_command_buffer_records_replays_and_patches_only_moved_commands),
       cmocka_unit_test(test_command_buffers_disabled_by_env_issue_one_by_one),
       cmocka_unit_test(test_command_buffers_alternating_in_a_cache_of_one_rerecord_after_eviction),
+      cmocka_unit_test(test_command_buffer_replay_never_runs_another_thunks_patched_entry),
+      cmocka_unit_test(test_execution_states_of_one_command_buffer_keep_their_own_addresses),
       cmocka_unit_test(test_conversion_wraps_runs_of_convertible_thunks_recursively),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

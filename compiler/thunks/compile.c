@@ -26,7 +26,15 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
   kiln_compile_stats_t local;
   kiln_compile_stats_t *st = stats ? stats : &local;
   memset(st, 0, sizeof(*st));
-  const char *dump_dir = o.emit.dump_dir ? o.emit.dump_dir : getenv("KILN_DUMP_TO");
+  /* The environment is read here, once per compilation, into the options. */
+  if (!o.emit.dump_dir) o.emit.dump_dir = getenv("KILN_DUMP_TO");
+  const char *dump_dir = o.emit.dump_dir;
+  if (!o.command_buffer_min_run) {
+    const char *env = getenv("KILN_COMMAND_BUFFER_MIN_RUN");
+    o.command_buffer_min_run =
+        env && atoi(env) > 0 ? (size_t)atoi(env) : KILN_COMMAND_BUFFER_DEFAULT_MIN_RUN;
+  }
+  if (kiln_command_buffers_disabled_by_env()) o.no_command_buffers = true;
   double t0 = kiln_clock_ms();
 
   kiln_pipeline_lift_parse_limit(m);
@@ -66,12 +74,8 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
     kiln_fusion_dump_text(dump_dir, m->name, "97-thunks.txt", kiln_strbuf_cstr(&b));
     kiln_strbuf_free(&b);
   }
-  if (!o.no_command_buffers && !kiln_command_buffers_disabled_by_env()) {
-    size_t min_run = o.command_buffer_min_run ? o.command_buffer_min_run
-                                              : KILN_COMMAND_BUFFER_DEFAULT_MIN_RUN;
-    const char *env = getenv("KILN_COMMAND_BUFFER_MIN_RUN");
-    if (!o.command_buffer_min_run && env && atoi(env) > 0) min_run = (size_t)atoi(env);
-    s = kiln_command_buffer_convert(&d->thunks, min_run, &st->command_buffers);
+  if (!o.no_command_buffers) {
+    s = kiln_command_buffer_convert(&d->thunks, o.command_buffer_min_run, &st->command_buffers);
     if (s) {
       kiln_executable_desc_destroy(d);
       return kiln_status_annotate(s, "while forming command buffers for %s", m->name);

@@ -2,6 +2,7 @@
 #include "base/clock.h"
 #include "compiler/thunks/thunk_emitter.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,31 +20,42 @@
 /* XLA's initial value of the rng-get-and-update-state counter (CPU and GPU backends). */
 #define RNG_STATE_INITIAL_VALUE 0x7012395ull
 
-/* The executable's generator state: a 128-bit counter, little-endian words. */
+/* The executable's generator state: a 128-bit counter, little-endian words. Shared by
+ * every execution, so concurrent executions take their values under the mutex: their
+ * sequences interleave, but every call gets a value of its own. */
 typedef struct rng_state {
+  pthread_mutex_t mu;
   uint64_t word[2];
 } rng_state_t;
+
+static void rng_state_free(void *p) {
+  rng_state_t *r = p;
+  pthread_mutex_destroy(&r->mu);
+  kiln_free(r);
+}
 
 typedef struct rng_state_call {
   rng_state_t *state;
   int64_t delta;
-  uint64_t staging[2];
 } rng_state_call_t;
 
 static kiln_status rng_state_fn(void *ctx, kiln_stream_t *stream, const kiln_devptr_t *operands,
                                 int num_operands, const kiln_devptr_t *results, int num_results) {
-  rng_state_call_t *c = ctx;
+  const rng_state_call_t *c = ctx;
   if (num_results != 1) return KILN_ERR_INTERNAL("rng-get-and-update-state: %d results", num_results);
-  c->staging[0] = c->state->word[0];
-  c->staging[1] = c->state->word[1];
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_memcpy_h2d(stream, results[0], c->staging, 16));
-  /* The staging words must stay unchanged until the copy ran. */
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_synchronize(stream));
+  uint64_t staging[2];
+  rng_state_t *r = c->state;
+  pthread_mutex_lock(&r->mu);
+  staging[0] = r->word[0];
+  staging[1] = r->word[1];
   uint64_t dlo = (uint64_t)c->delta, dhi = c->delta < 0 ? UINT64_MAX : 0;
-  uint64_t lo = c->state->word[0] + dlo;
-  c->state->word[1] += dhi + (lo < dlo ? 1 : 0);
-  c->state->word[0] = lo;
-  return NULL;
+  uint64_t lo = r->word[0] + dlo;
+  r->word[1] += dhi + (lo < dlo ? 1 : 0);
+  r->word[0] = lo;
+  pthread_mutex_unlock(&r->mu);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_memcpy_h2d(stream, results[0], staging, 16));
+  /* The staging words live on this stack frame: wait until the copy ran. */
+  return kiln_stream_synchronize(stream);
 }
 
 typedef struct emitter {
@@ -259,7 +271,7 @@ static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
     s = compile_kernel(E, x, &dims, name, sizeof(name), &mi);
     if (s) break;
     kiln_thunk_t *t = kiln_thunk_kernel_create(in->name, NULL, name, &dims, args, nargs);
-    t->u.kernel.module_index = mi;
+    kiln_thunk_kernel_set_module_index(t, mi);
     kiln_thunk_seq_push(seq, t);
     E->stats->kernels++;
   }
@@ -409,7 +421,9 @@ static kiln_status emit_rng_state(emitter_t *E, kiln_thunk_seq_t *seq,
   if (!kiln_shape_is_array(s) || s->type != KILN_U64 || s->rank != 1 || s->dims[0] != 2)
     return KILN_ERR_INVALID("rng-get-and-update-state %s must produce u64[2]", in->name);
   if (!E->rng) {
-    E->rng = kiln_executable_desc_own(E->d, kiln_calloc(1, sizeof(rng_state_t)));
+    E->rng = kiln_calloc(1, sizeof(rng_state_t));
+    pthread_mutex_init(&E->rng->mu, NULL);
+    kiln_executable_desc_own_with(E->d, E->rng, rng_state_free);
     uint64_t lo = RNG_STATE_INITIAL_VALUE + E->opts.rng_seed;
     E->rng->word[0] = lo;
     E->rng->word[1] = lo < E->opts.rng_seed ? 1 : 0;

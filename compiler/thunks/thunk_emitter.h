@@ -21,7 +21,8 @@
  *   rng-get-and-update-state  a host callback writing the executable's 128-bit generator
  *                   state (XLA's initial value + rng_seed; one state shared by every such
  *                   instruction of the executable) and advancing it by `delta`; as in XLA
- *                   the state carries over from one execution to the next;
+ *                   the state carries over from one execution to the next (concurrent
+ *                   executions take it under a mutex: each call gets its own value);
  *   while           a while thunk (condition sequence, pred read back, body sequence),
  *                   with copies where the init, body parameter/root or condition parameter
  *                   slices differ from the while's;

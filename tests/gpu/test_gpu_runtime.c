@@ -249,10 +249,10 @@ int main(void) {
     kiln_thunk_seq_push(&seq, kiln_thunk_kernel_create("double", mod, "vadd", &d, ka, 4));
     kiln_thunk_seq_push(&seq, kiln_thunk_memset_create("zero", kiln_slice_make(0, 0, 64), 0, 4));
     CHECK_OK(kiln_command_buffer_convert(&seq, 2, NULL));
-    CHECK(seq.len == 1 && seq.items[0]->kind == KILN_THUNK_COMMAND_BUFFER);
+    CHECK(seq.len == 1 && kiln_thunk_kind(seq.items[0]) == KILN_THUNK_COMMAND_BUFFER);
     kiln_thunk_prepare_params_t pp = {t.num, t.sizes};
     kiln_thunk_init_params_t ip = {dev};
-    kiln_thunk_exec_params_t ep = {dev, st, &t};
+    kiln_thunk_exec_params_t ep = {dev, st, &t, NULL};
     CHECK_OK(kiln_thunk_seq_prepare(&seq, &pp));
     CHECK_OK(kiln_thunk_seq_initialize(&seq, &ip));
     CHECK_OK(kiln_thunk_seq_execute(&seq, &ep));

@@ -1,0 +1,105 @@
+/* The thunk object's layout, private to the runtime (thunk.c, command_buffer_thunk.c).
+ *
+ * Everything outside runtime/ sees kiln_thunk_t as opaque (thunk.h) and goes through the
+ * constructors and accessors there. A thunk's fields split in two:
+ *   - what construction, prepare and initialize set (names, slices, kernels, pinned
+ *     read-back scratch for callers without an execution state): written before the first
+ *     execution, read-only after, so concurrent executions may share them;
+ *   - what one execution changes: kept in the execution state (kiln_thunk_exec_state_t) when
+ *     the caller passes one, else in the thunk itself (`own` below, one caller at a time).
+ * The last_* fields are diagnostics for tests and dumps, relaxed atomics: "what the most
+ * recent execution that finished decided", whichever thread ran it. */
+#ifndef KILN_RUNTIME_THUNK_INTERNAL_H_
+#define KILN_RUNTIME_THUNK_INTERNAL_H_
+
+#include <stdatomic.h>
+
+#include "runtime/command_buffer.h"
+#include "runtime/thunk.h"
+
+/* What one execution of a command-buffer thunk remembers for the next one: the commands it
+ * built (the list keeps its capacity, so the steady state does not allocate), the base
+ * addresses of the allocations they use, and the cache ticket of the launch. */
+typedef struct kiln_cmdbuf_run {
+  kiln_cmd_list_t list;
+  kiln_devptr_t *bases; /* num_allocs entries */
+  kiln_cmd_ticket_t ticket;
+} kiln_cmdbuf_run_t;
+
+struct kiln_thunk {
+  kiln_thunk_kind_t kind;
+  char *name; /* for dumps and errors (e.g. the HLO instruction it came from) */
+  union {
+    struct {
+      kiln_device_module_t *module; /* borrowed */
+      int32_t module_index;         /* executables: which of their modules (-1: none) */
+      char *kernel_name;
+      const kiln_kernel_t *kernel; /* resolved at initialize */
+      kiln_launch_dims_t dims;
+      int num_args;
+      kiln_kernel_arg_t *args;
+    } kernel;
+    struct {
+      kiln_copy_kind_t dir;
+      kiln_slice_t src, dst; /* the device side(s) */
+      void *host;            /* H2D source / D2H destination, borrowed */
+      int64_t size;
+    } copy;
+    struct {
+      kiln_slice_t dst;
+      uint32_t pattern;
+      int elem_size;
+    } memset;
+    struct {
+      kiln_gemm_desc_t desc;
+      kiln_slice_t a, b, c;
+    } gemm;
+    struct {
+      kiln_custom_call_fn fn;
+      void *ctx;
+      char *target;
+      int num_operands, num_results;
+      kiln_slice_t *operands, *results;
+      bool graph_compatible;
+    } custom;
+    struct {
+      kiln_thunk_seq_t cond, body;
+      kiln_slice_t pred;      /* 1-byte pred written by `cond` */
+      int64_t max_iterations; /* 0: unbounded; else exceeding it is an error */
+      atomic_int_fast64_t last_trip_count;
+      void *host_pred; /* pinned, from initialize; executions without a state */
+      kiln_device_t *host_dev;
+    } loop;
+    struct {
+      kiln_slice_t index; /* s32 branch index, or a 1-byte pred */
+      bool index_is_pred;
+      int num_branches;
+      kiln_thunk_seq_t *branches;
+      atomic_int last_branch;
+      void *host_index; /* pinned, from initialize; executions without a state */
+      kiln_device_t *host_dev;
+    } cond;
+    struct {
+      kiln_thunk_seq_t seq;
+    } sequential;
+    struct {
+      kiln_thunk_seq_t seq; /* convertible thunks only */
+      atomic_int last_action; /* a kiln_cmd_action_t */
+      bool use_cache;         /* decided at initialize */
+      /* The allocations the commands use (from prepare): unchanged bases since the last
+       * launch mean unchanged commands. */
+      int32_t *allocs;
+      int num_allocs;
+      kiln_cmdbuf_run_t own; /* executions without a state */
+    } cmdbuf;
+  } u;
+};
+
+/* The execution state's per-thunk parts (thunk.c), for command_buffer_thunk.c. */
+kiln_cmdbuf_run_t *kiln_thunk_exec_state_cmdbuf_run(kiln_thunk_exec_state_t *st,
+                                                    const kiln_thunk_t *t);
+/* Sizes run->bases for t's allocations (after prepare) and clears its ticket. */
+void kiln_cmdbuf_run_init(kiln_cmdbuf_run_t *run, const kiln_thunk_t *t);
+void kiln_cmdbuf_run_free(kiln_cmdbuf_run_t *run);
+
+#endif /* KILN_RUNTIME_THUNK_INTERNAL_H_ */
