@@ -68,8 +68,9 @@ static const char kUsage[] =
     "\n"
     "With several modules run, file names get a `m<N>.` prefix (m1.out0.npy).\n"
     "Inputs generated from the seed are deterministic: floats uniform in [-1, 1), ints in\n"
-    "[-8, 7] (unsigned [0, 15]), pred random, and gather/scatter/dynamic-slice indices\n"
-    "in range. .npy conventions: bf16 is '|V2', f8 types '|V1', s4/u4 one per byte.\n";
+    "[-8, 7] (unsigned [0, 15]), pred random, gather/scatter/dynamic-slice indices\n"
+    "in range, and reduction inits the reducer's identity (0 for add, -inf for max, ...).\n"
+    ".npy conventions: bf16 is '|V2', f8 types '|V1', s4/u4 one per byte.\n";
 
 typedef struct run_flags {
   const char *file;
