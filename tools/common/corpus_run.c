@@ -167,8 +167,7 @@ kiln_status kiln_corpus_run_on_device(kiln_device_t *dev, const char *root, bool
                                       kiln_corpus_run_stats_t *st) {
   memset(st, 0, sizeof(*st));
   if (!dev) return KILN_ERR_INVALID("corpus run: no device");
-  if (!root || !*root) root = getenv("KILN_CORPUS_DIR");
-  if (!root || !*root) root = KILN_CORPUS_DIR;
+  if (!root || !*root) root = kiln_corpus_dir();
   run_ctx_t rc = {dev, verbose, false, st, {{0}}};
   kiln_corpus_repeats_init(&rc.run);
   double t0 = now_s();

@@ -352,24 +352,20 @@ static double float_extreme(kiln_elem_type_t t, bool highest) {
 static void fill_identity(kiln_literal_t *l, fake_identity_t id) {
   kiln_elem_type_t t = l->shape->type;
   int bits = kiln_elem_type_bits(t);
+  bool cplx = kiln_elem_type_is_complex(t), flt = kiln_elem_type_is_float(t);
   bool sgn = kiln_elem_type_is_signed_int(t), uns = kiln_elem_type_is_unsigned_int(t) || t == KILN_PRED;
+  double fv = id == FAKE_ID_ONE ? 1 : 0;
+  if (flt && (id == FAKE_ID_LOWEST || id == FAKE_ID_HIGHEST)) fv = float_extreme(t, id == FAKE_ID_HIGHEST);
+  int64_t lo = bits >= 64 ? INT64_MIN : -(INT64_C(1) << (bits - 1)), hi = -(lo + 1);
+  int64_t sv = id == FAKE_ID_ONE ? 1 : id == FAKE_ID_LOWEST ? lo : id == FAKE_ID_HIGHEST ? hi
+               : id == FAKE_ID_ONES ? -1 : 0;
+  uint64_t uhi = t == KILN_PRED ? 1 : bits >= 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
+  uint64_t uv = id == FAKE_ID_ONE ? 1 : id == FAKE_ID_HIGHEST || id == FAKE_ID_ONES ? uhi : 0;
   for (int64_t i = 0; i < l->num_elements; i++) {
-    if (kiln_elem_type_is_complex(t)) {
-      kiln_literal_set_c128(l, i, id == FAKE_ID_ONE ? 1 : 0, 0);
-    } else if (kiln_elem_type_is_float(t)) {
-      double v = id == FAKE_ID_ONE ? 1 : id == FAKE_ID_LOWEST ? float_extreme(t, false)
-                 : id == FAKE_ID_HIGHEST ? float_extreme(t, true) : 0;
-      kiln_literal_set_f64(l, i, v);
-    } else if (sgn) {
-      int64_t lo = bits >= 64 ? INT64_MIN : -(INT64_C(1) << (bits - 1)), hi = -(lo + 1);
-      int64_t v = id == FAKE_ID_ONE ? 1 : id == FAKE_ID_LOWEST ? lo : id == FAKE_ID_HIGHEST ? hi
-                  : id == FAKE_ID_ONES ? -1 : 0;
-      kiln_literal_set_s64(l, i, v);
-    } else if (uns) {
-      uint64_t hi = t == KILN_PRED ? 1 : bits >= 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
-      uint64_t v = id == FAKE_ID_ONE ? 1 : id == FAKE_ID_HIGHEST || id == FAKE_ID_ONES ? hi : 0;
-      kiln_literal_set_u64(l, i, v);
-    }
+    if (cplx) kiln_literal_set_c128(l, i, fv, 0);
+    else if (flt) kiln_literal_set_f64(l, i, fv);
+    else if (sgn) kiln_literal_set_s64(l, i, sv);
+    else if (uns) kiln_literal_set_u64(l, i, uv);
   }
 }
 
