@@ -147,14 +147,16 @@ static void test_dus_through_bitcast_with_side_output(void **state) {
  * operand and update are computed in the fusion and whose root is a bitcast (the copy
  * kernel computes every element). */
 static void test_dus_of_complex_values(void **state) {
-  const char *in_place = "fusion {\n  p0 = c64[6,5] parameter(0)\n  p1 = c64[2,3] parameter(1)\n"
-                         "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n"
-                         "  ROOT d = c64[6,5] dynamic-update-slice(p0, p1, i, j)\n}\n";
-  const char *computed = "fusion {\n  p0 = c128[4,6] parameter(0)\n  p1 = c128[4,2] parameter(1)\n"
-                         "  i = s64[] parameter(2)\n  z = s64[] constant(0)\n"
-                         "  e = c128[4,6] negate(p0)\n  u = c128[4,2] multiply(p1, p1)\n"
-                         "  d = c128[4,6] dynamic-update-slice(e, u, z, i)\n"
-                         "  ROOT b = c128[24] bitcast(d)\n}\n";
+  const char *in_place =
+      "fusion {\n  p0 = c64[6,5] parameter(0)\n  p1 = c64[2,3] parameter(1)\n"
+      "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n"
+      "  ROOT d = c64[6,5] dynamic-update-slice(p0, p1, i, j)\n}\n";
+  const char *computed =
+      "fusion {\n  p0 = c128[4,6] parameter(0)\n  p1 = c128[4,2] parameter(1)\n"
+      "  i = s64[] parameter(2)\n  z = s64[] constant(0)\n"
+      "  e = c128[4,6] negate(p0)\n  u = c128[4,2] multiply(p1, p1)\n"
+      "  d = c128[4,6] dynamic-update-slice(e, u, z, i)\n"
+      "  ROOT b = c128[24] bitcast(d)\n}\n";
   kiln_host_jit_t *jit = NULL;
   assert_null(kiln_host_jit_create(NULL, &jit));
   const char *texts[2] = {in_place, computed};

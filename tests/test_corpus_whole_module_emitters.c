@@ -34,10 +34,11 @@
 #define EMITTER_SNIPPETS 130
 
 static void print_stats(const char *what, kiln_corpus_run_stats_t *st) {
-  printf("%s: passed %d / eligible %d, %d compiled only, %d not eligible, %d sampled out, %.1f s "
-         "(compile %.1f s, run %.1f s)\n",
-         what, st->passed, st->eligible, st->compiled_only, st->skipped, st->sampled_out, st->seconds,
-         st->compile_ms / 1e3, st->run_ms / 1e3);
+  printf(
+      "%s: passed %d / eligible %d, %d compiled only, %d not eligible, %d sampled out, %.1f s "
+      "(compile %.1f s, run %.1f s)\n",
+      what, st->passed, st->eligible, st->compiled_only, st->skipped, st->sampled_out, st->seconds,
+      st->compile_ms / 1e3, st->run_ms / 1e3);
   printf("failures:\n%s", kiln_strbuf_cstr(&st->failures));
   if (getenv("KILN_TEST_VERBOSE")) printf("left out:\n%s", kiln_strbuf_cstr(&st->skips));
 }
@@ -46,7 +47,8 @@ static void test_emitter_snippets_run_whole_on_the_host_and_match_the_evaluator(
   kiln_device_t *dev = NULL;
   assert_null(kiln_host_device_create(0, &dev));
   kiln_corpus_run_stats_t st;
-  assert_null(kiln_corpus_run_emitters_on_device(dev, NULL, getenv("KILN_TEST_VERBOSE") != NULL, &st));
+  assert_null(
+      kiln_corpus_run_emitters_on_device(dev, NULL, getenv("KILN_TEST_VERBOSE") != NULL, &st));
   print_stats("emitter snippets as whole modules on the host", &st);
   int passed = st.passed, eligible = st.eligible, compiled_only = st.compiled_only;
   int skipped = st.skipped, total = st.passed + st.compiled_only + st.sampled_out;
@@ -64,12 +66,14 @@ static const char kSortWithFusedComparator[] =
     "  nb = f32[] negate(b)\n  ROOT gt = pred[] compare(na, nb), direction=GT\n}\n"
     "cmp {\n  p0 = f32[] parameter(0)\n  p1 = f32[] parameter(1)\n  p2 = s32[] parameter(2)\n"
     "  p3 = s32[] parameter(3)\n  ROOT f = pred[] fusion(p0, p1), kind=kLoop, calls=fused_gt\n}\n"
-    "ENTRY e {\n  x = f32[16,32]{1,0} parameter(0)\n  i = s32[16,32]{1,0} iota(), iota_dimension=1\n"
+    "ENTRY e {\n  x = f32[16,32]{1,0} parameter(0)\n  i = s32[16,32]{1,0} iota(), "
+    "iota_dimension=1\n"
     "  ROOT s = (f32[16,32]{1,0}, s32[16,32]{1,0}) sort(x, i), dimensions={1}, is_stable=true, "
     "to_apply=cmp\n}\n";
 
-static const char kRng[] = "fusion {\n  lo = f32[] constant(0)\n  hi = f32[] constant(1)\n"
-                           "  ROOT r = f32[64] rng(lo, hi), distribution=rng_uniform\n}\n";
+static const char kRng[] =
+    "fusion {\n  lo = f32[] constant(0)\n  hi = f32[] constant(1)\n"
+    "  ROOT r = f32[64] rng(lo, hi), distribution=rng_uniform\n}\n";
 
 static void write_file(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
@@ -78,7 +82,8 @@ static void write_file(const char *path, const char *text) {
   fclose(f);
 }
 
-static void test_the_whole_module_check_passes_a_fused_comparator_and_fails_a_mismatch(void **state) {
+static void test_the_whole_module_check_passes_a_fused_comparator_and_fails_a_mismatch(
+    void **state) {
   char root[] = "/tmp/kiln_whole_module_XXXXXX";
   assert_non_null(mkdtemp(root));
   char dir[256], a[300], b[300];

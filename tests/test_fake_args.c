@@ -319,16 +319,16 @@ static void test_fake_args_reduction_inits_get_the_reducer_identity(void **state
   int n;
   assert_null(kiln_fake_args_make(m, NULL, &a, &x, &n));
   assert_int_equal(n, 16);
-  assert_true(kiln_literal_get_f64(x[1], 0) == 0.0);            /* add */
-  assert_true(kiln_literal_get_f64(x[2], 0) == -INFINITY);      /* maximum, f32 */
-  assert_true(kiln_literal_get_f64(x[4], 0) == -INFINITY);      /* maximum, bf16 */
-  assert_true(kiln_literal_get_f64(x[6], 0) == -448.0);         /* f8e4m3fn has no inf */
-  assert_int_equal(kiln_literal_get_s64(x[8], 0), INT32_MAX);  /* minimum, s32 */
-  assert_int_equal(kiln_literal_get_u64(x[10], 0), 1);         /* multiply, through a fusion */
-  assert_int_equal(kiln_literal_get_u64(x[12], 0), 1);         /* and: true */
-  double sub = kiln_literal_get_f64(x[13], 0);                  /* unrecognized: random */
+  assert_true(kiln_literal_get_f64(x[1], 0) == 0.0);          /* add */
+  assert_true(kiln_literal_get_f64(x[2], 0) == -INFINITY);    /* maximum, f32 */
+  assert_true(kiln_literal_get_f64(x[4], 0) == -INFINITY);    /* maximum, bf16 */
+  assert_true(kiln_literal_get_f64(x[6], 0) == -448.0);       /* f8e4m3fn has no inf */
+  assert_int_equal(kiln_literal_get_s64(x[8], 0), INT32_MAX); /* minimum, s32 */
+  assert_int_equal(kiln_literal_get_u64(x[10], 0), 1);        /* multiply, through a fusion */
+  assert_int_equal(kiln_literal_get_u64(x[12], 0), 1);        /* and: true */
+  double sub = kiln_literal_get_f64(x[13], 0);                /* unrecognized: random */
   assert_true(sub >= -1.0 && sub < 1.0 && sub != 0.0);
-  assert_true(kiln_literal_get_f64(x[15], 0) == 0.0);           /* select-and-scatter's add */
+  assert_true(kiln_literal_get_f64(x[15], 0) == 0.0); /* select-and-scatter's add */
   /* The reduced operands themselves stay random. */
   assert_true(kiln_literal_get_f64(x[0], 0) != 0.0);
   kiln_arena_destroy(&a);

@@ -1,5 +1,5 @@
-/* Call inlining, fusion inlining, while-loop constant sinking, and the pipeline driver (stage lookup by
- * name, missing stages reported) on small hand-written modules. */
+/* Call inlining, fusion inlining, while-loop constant sinking, and the pipeline driver (stage
+ * lookup by name, missing stages reported) on small hand-written modules. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -241,8 +241,9 @@ static void test_pipeline_reports_exactly_the_unregistered_stages(void **state) 
   assert_true(n <= 32);
   for (int i = 0; i < n; i++) assert_null(kiln_pipeline_find_pass(missing[i]));
   /* The simplification stages are all here. */
-  const char *mine[] = {"call_inline", "fusion_inline", "simplify", "constant_folding", "tuple_simplify",
-                        "while_loop_constants", "dce", "cse", "simplify_layout"};
+  const char *mine[] = {"call_inline",    "fusion_inline",        "simplify", "constant_folding",
+                        "tuple_simplify", "while_loop_constants", "dce",      "cse",
+                        "simplify_layout"};
   for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) {
     assert_non_null(kiln_pipeline_find_pass(mine[i]));
     for (int k = 0; k < n; k++) assert_string_not_equal(missing[k], mine[i]);

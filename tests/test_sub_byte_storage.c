@@ -32,7 +32,8 @@ static void assert_high_bits_clear(const kiln_literal_t *l, const char *what) {
     if (!kiln_elem_type_is_integral(leaf->shape->type) || bits >= 8) continue;
     const unsigned char *p = leaf->data;
     for (int64_t i = 0; i < leaf->num_elements; i++) {
-      if ((p[i] >> bits) != 0) printf("%s: leaf %d element %lld is byte 0x%02x\n", what, k, (long long)i, p[i]);
+      if ((p[i] >> bits) != 0)
+        printf("%s: leaf %d element %lld is byte 0x%02x\n", what, k, (long long)i, p[i]);
       assert_int_equal(p[i] >> bits, 0);
     }
   }

@@ -130,7 +130,8 @@ static void mark_sequential(const kiln_hlo_computation_t *c, kiln_ptrmap_t *seq)
     bool control = in->opcode == KILN_OP_WHILE || in->opcode == KILN_OP_CONDITIONAL ||
                    in->opcode == KILN_OP_CALL || in->opcode == KILN_OP_ASYNC_START;
     for (int g = 0; control && g < in->num_called_groups; g++)
-      for (int k = 0; k < in->called_groups[g].n; k++) mark_sequential(in->called_groups[g].comps[k], seq);
+      for (int k = 0; k < in->called_groups[g].n; k++)
+        mark_sequential(in->called_groups[g].comps[k], seq);
   }
 }
 

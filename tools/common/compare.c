@@ -66,7 +66,8 @@ static void compare_leaf(const kiln_literal_t *w, const kiln_literal_t *g, int l
     if (exact) {
       if (memcmp((const char *)w->data + (size_t)i * eb, (const char *)g->data + (size_t)i * eb,
                  eb) != 0) {
-        long long wv = (long long)kiln_literal_get_s64(w, i), gv = (long long)kiln_literal_get_s64(g, i);
+        long long wv = (long long)kiln_literal_get_s64(w, i),
+                  gv = (long long)kiln_literal_get_s64(g, i);
         if (wv == gv && eb == 1) /* sub-byte: same value, other high bits (literal.h) */
           snprintf(what, sizeof(what), "want %lld (byte 0x%02x), got %lld (byte 0x%02x)", wv,
                    ((const unsigned char *)w->data)[i], gv, ((const unsigned char *)g->data)[i]);

@@ -76,7 +76,8 @@ static void compile_only(run_ctx_t *rc, const kiln_hlo_module_t *m, const char *
     return;
   }
   rc->st->compiled_only++;
-  kiln_strbuf_printf(&rc->st->skips, "  %s: too costly to run here: compiled and loaded only\n", name);
+  kiln_strbuf_printf(&rc->st->skips, "  %s: too costly to run here: compiled and loaded only\n",
+                     name);
 }
 
 static void run_one(void *ctx, kiln_hlo_module_t **mp, const char *name, const char *path,

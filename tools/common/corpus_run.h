@@ -1,10 +1,10 @@
 /* The corpus end to end on a device, as `kiln-run --backend=<dev> --compare=reference`
  * runs a file (the same loader, fake arguments, device run, evaluator and comparison):
- * every evaluable module of ../shared/hlo-corpus/xla and real (no custom-call, a single participant, cheap enough to evaluate, not a known-invalid
- * module, the evaluator runs it within KILN_CORPUS_RUN_MAX_WHILE loop iterations) is
- * compiled for the device, run on generated inputs and compared with the evaluator on the
- * same inputs (tools/common/compare.h). Shared by tests/test_corpus_host_run.c and the GPU
- * suite. Honors KILN_CORPUS_SAMPLE (corpus.h). */
+ * every evaluable module of ../shared/hlo-corpus/xla and real (no custom-call, a single
+ * participant, cheap enough to evaluate, not a known-invalid module, the evaluator runs it within
+ * KILN_CORPUS_RUN_MAX_WHILE loop iterations) is compiled for the device, run on generated inputs
+ * and compared with the evaluator on the same inputs (tools/common/compare.h). Shared by
+ * tests/test_corpus_host_run.c and the GPU suite. Honors KILN_CORPUS_SAMPLE (corpus.h). */
 #ifndef KILN_TOOLS_COMMON_CORPUS_RUN_H_
 #define KILN_TOOLS_COMMON_CORPUS_RUN_H_
 

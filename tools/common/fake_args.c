@@ -53,11 +53,11 @@ static uint64_t param_stream(uint64_t seed, int param_number) {
 /* The identity a reducer gives its init value (fake_args.h). */
 typedef enum fake_identity {
   FAKE_ID_NONE,
-  FAKE_ID_ZERO,   /* add, or, xor */
-  FAKE_ID_ONE,    /* multiply */
-  FAKE_ID_LOWEST, /* maximum: -inf, or the type's lowest value */
-  FAKE_ID_HIGHEST,/* minimum: +inf, or the type's highest value */
-  FAKE_ID_ONES,   /* and: true, all bits set */
+  FAKE_ID_ZERO,    /* add, or, xor */
+  FAKE_ID_ONE,     /* multiply */
+  FAKE_ID_LOWEST,  /* maximum: -inf, or the type's lowest value */
+  FAKE_ID_HIGHEST, /* minimum: +inf, or the type's highest value */
+  FAKE_ID_ONES,    /* and: true, all bits set */
   FAKE_ID_CONFLICT /* init of reducers that disagree, or of one kiln does not recognize */
 } fake_identity_t;
 
@@ -132,25 +132,38 @@ static const kiln_hlo_instruction_t *reducer_param(const kiln_hlo_computation_t 
 static fake_identity_t reducer_identity(const kiln_hlo_computation_t *r, int j, int n) {
   if (!r || !r->root || r->num_parameters != 2 * n) return FAKE_ID_CONFLICT;
   const kiln_hlo_instruction_t *x = r->root;
-  if (x->opcode == KILN_OP_TUPLE) x = j < x->num_operands ? x->operands[j] : NULL;
-  else if (n != 1) return FAKE_ID_CONFLICT;
+  if (x->opcode == KILN_OP_TUPLE)
+    x = j < x->num_operands ? x->operands[j] : NULL;
+  else if (n != 1)
+    return FAKE_ID_CONFLICT;
   if (!x || x->num_operands != 2) return FAKE_ID_CONFLICT;
   const kiln_hlo_instruction_t *a = reducer_param(r, j), *b = reducer_param(r, n + j);
-  if (!((x->operands[0] == a && x->operands[1] == b) || (x->operands[0] == b && x->operands[1] == a)))
+  if (!((x->operands[0] == a && x->operands[1] == b) ||
+        (x->operands[0] == b && x->operands[1] == a)))
     return FAKE_ID_CONFLICT;
   switch (x->opcode) {
-    case KILN_OP_ADD: case KILN_OP_OR: case KILN_OP_XOR: return FAKE_ID_ZERO;
-    case KILN_OP_MULTIPLY: return FAKE_ID_ONE;
-    case KILN_OP_MAXIMUM: return FAKE_ID_LOWEST;
-    case KILN_OP_MINIMUM: return FAKE_ID_HIGHEST;
-    case KILN_OP_AND: return FAKE_ID_ONES;
-    default: return FAKE_ID_CONFLICT;
+    case KILN_OP_ADD:
+    case KILN_OP_OR:
+    case KILN_OP_XOR:
+      return FAKE_ID_ZERO;
+    case KILN_OP_MULTIPLY:
+      return FAKE_ID_ONE;
+    case KILN_OP_MAXIMUM:
+      return FAKE_ID_LOWEST;
+    case KILN_OP_MINIMUM:
+      return FAKE_ID_HIGHEST;
+    case KILN_OP_AND:
+      return FAKE_ID_ONES;
+    default:
+      return FAKE_ID_CONFLICT;
   }
 }
 
 static void note_init(fake_walk_t *w, fake_identity_t id) {
-  if (w->identity == FAKE_ID_NONE) w->identity = id;
-  else if (w->identity != id) w->identity = FAKE_ID_CONFLICT;
+  if (w->identity == FAKE_ID_NONE)
+    w->identity = id;
+  else if (w->identity != id)
+    w->identity = FAKE_ID_CONFLICT;
 }
 
 /* Operand k of reduce / reduce-window `u` (inputs, then as many inits): an init's identity. */
@@ -353,19 +366,28 @@ static void fill_identity(kiln_literal_t *l, fake_identity_t id) {
   kiln_elem_type_t t = l->shape->type;
   int bits = kiln_elem_type_bits(t);
   bool cplx = kiln_elem_type_is_complex(t), flt = kiln_elem_type_is_float(t);
-  bool sgn = kiln_elem_type_is_signed_int(t), uns = kiln_elem_type_is_unsigned_int(t) || t == KILN_PRED;
+  bool sgn = kiln_elem_type_is_signed_int(t),
+       uns = kiln_elem_type_is_unsigned_int(t) || t == KILN_PRED;
   double fv = id == FAKE_ID_ONE ? 1 : 0;
-  if (flt && (id == FAKE_ID_LOWEST || id == FAKE_ID_HIGHEST)) fv = float_extreme(t, id == FAKE_ID_HIGHEST);
+  if (flt && (id == FAKE_ID_LOWEST || id == FAKE_ID_HIGHEST))
+    fv = float_extreme(t, id == FAKE_ID_HIGHEST);
   int64_t lo = bits >= 64 ? INT64_MIN : -(INT64_C(1) << (bits - 1)), hi = -(lo + 1);
-  int64_t sv = id == FAKE_ID_ONE ? 1 : id == FAKE_ID_LOWEST ? lo : id == FAKE_ID_HIGHEST ? hi
-               : id == FAKE_ID_ONES ? -1 : 0;
+  int64_t sv = id == FAKE_ID_ONE       ? 1
+               : id == FAKE_ID_LOWEST  ? lo
+               : id == FAKE_ID_HIGHEST ? hi
+               : id == FAKE_ID_ONES    ? -1
+                                       : 0;
   uint64_t uhi = t == KILN_PRED ? 1 : bits >= 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
   uint64_t uv = id == FAKE_ID_ONE ? 1 : id == FAKE_ID_HIGHEST || id == FAKE_ID_ONES ? uhi : 0;
   for (int64_t i = 0; i < l->num_elements; i++) {
-    if (cplx) kiln_literal_set_c128(l, i, fv, 0);
-    else if (flt) kiln_literal_set_f64(l, i, fv);
-    else if (sgn) kiln_literal_set_s64(l, i, sv);
-    else if (uns) kiln_literal_set_u64(l, i, uv);
+    if (cplx)
+      kiln_literal_set_c128(l, i, fv, 0);
+    else if (flt)
+      kiln_literal_set_f64(l, i, fv);
+    else if (sgn)
+      kiln_literal_set_s64(l, i, sv);
+    else if (uns)
+      kiln_literal_set_u64(l, i, uv);
   }
 }
 
