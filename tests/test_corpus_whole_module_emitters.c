@@ -95,10 +95,16 @@ static void test_the_whole_module_check_passes_a_fused_comparator_and_fails_a_mi
   write_file(b, kRng);
   kiln_device_t *dev = NULL;
   assert_null(kiln_host_device_create(0, &dev));
+  const char *was = getenv("KILN_CORPUS_SAMPLE");
+  char saved[64] = "";
+  if (was) snprintf(saved, sizeof saved, "%s", was);
   setenv("KILN_CORPUS_SAMPLE", "1", 1); /* both, even under ASan */
   kiln_corpus_run_stats_t st;
   assert_null(kiln_corpus_run_emitters_on_device(dev, root, false, &st));
-  unsetenv("KILN_CORPUS_SAMPLE");
+  if (was)
+    setenv("KILN_CORPUS_SAMPLE", saved, 1);
+  else
+    unsetenv("KILN_CORPUS_SAMPLE");
   print_stats("hand-written modules", &st);
   const char *fails = kiln_strbuf_cstr(&st.failures);
   bool rng_mismatch = strstr(fails, "b_rng.hlo: MISMATCH") != NULL;
