@@ -5,7 +5,7 @@
  * here cover input slices of different sizes with a fused producer, a DUS whose operand is
  * computed in the fusion, a DUS next to an ordinary side output, and the launch shapes (the
  * concatenate grid covers the largest operand only; the DUS update kernel covers the update
- * only). Prints passed/total. */
+ * only) and complex (c64, c128) DUS roots. Prints passed/total. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -142,6 +142,37 @@ static void test_dus_through_bitcast_with_side_output(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* Complex elements (two floats each) on both kernels of the chain: a c64 DUS straight from
+ * the parameters (in place where the runtime aliases operand 0), and a c128 one whose
+ * operand and update are computed in the fusion and whose root is a bitcast (the copy
+ * kernel computes every element). */
+static void test_dus_of_complex_values(void **state) {
+  const char *in_place =
+      "fusion {\n  p0 = c64[6,5] parameter(0)\n  p1 = c64[2,3] parameter(1)\n"
+      "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n"
+      "  ROOT d = c64[6,5] dynamic-update-slice(p0, p1, i, j)\n}\n";
+  const char *computed =
+      "fusion {\n  p0 = c128[4,6] parameter(0)\n  p1 = c128[4,2] parameter(1)\n"
+      "  i = s64[] parameter(2)\n  z = s64[] constant(0)\n"
+      "  e = c128[4,6] negate(p0)\n  u = c128[4,2] multiply(p1, p1)\n"
+      "  d = c128[4,6] dynamic-update-slice(e, u, z, i)\n"
+      "  ROOT b = c128[24] bitcast(d)\n}\n";
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  const char *texts[2] = {in_place, computed};
+  const char *what[2] = {"c64 DUS of parameters", "c128 DUS of computed values via bitcast"};
+  for (int t = 0; t < 2; t++) {
+    kiln_hlo_module_t *m = parse(texts[t]);
+    kiln_fusion_kernel_t k;
+    assert_null(kiln_dus_kernel_emit(m->entry, NULL, &k));
+    assert_non_null(k.next);
+    kiln_fusion_kernel_free(&k);
+    assert_true(run_one(what[t], m->entry, KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE, jit));
+    kiln_hlo_module_destroy(m);
+  }
+  kiln_host_jit_destroy(jit);
+}
+
 /* A DUS under an elementwise epilogue is XLA's loop-emitter case: named, not miscompiled. */
 static void test_dus_under_epilogue_is_unimplemented(void **state) {
   const char *text = "fusion {\n  p0 = f32[8] parameter(0)\n  p1 = f32[2] parameter(1)\n  i = s32[] parameter(2)\n"
@@ -164,6 +195,7 @@ int main(void) {
       cmocka_unit_test(test_input_slices_of_different_sizes),
       cmocka_unit_test(test_dus_with_computed_operand),
       cmocka_unit_test(test_dus_through_bitcast_with_side_output),
+      cmocka_unit_test(test_dus_of_complex_values),
       cmocka_unit_test(test_dus_under_epilogue_is_unimplemented),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

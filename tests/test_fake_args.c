@@ -1,4 +1,5 @@
 /* Tests for deterministic fake arguments (tools/common/fake_args.h). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -262,9 +263,82 @@ static void test_fake_args_scatter_indices_respect_the_update_window(void **stat
   kiln_arena_destroy(&a);
 }
 
+/* Reduction inits get the reducer's identity (fake_args.h), also through a fusion's call
+ * boundary; an unrecognized reducer's init keeps its random value. */
+static const char kInits[] =
+    "HloModule inits\n"
+    "add { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] add(a, b) }\n"
+    "maxf { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] maximum(b, a) }\n"
+    "maxh { a = bf16[] parameter(0)  b = bf16[] parameter(1)  ROOT r = bf16[] maximum(a, b) }\n"
+    "max8 { a = f8e4m3fn[] parameter(0)  b = f8e4m3fn[] parameter(1)\n"
+    "  ROOT r = f8e4m3fn[] maximum(a, b) }\n"
+    "mins { a = s32[] parameter(0)  b = s32[] parameter(1)  ROOT r = s32[] minimum(a, b) }\n"
+    "mulu { a = u8[] parameter(0)  b = u8[] parameter(1)  ROOT r = u8[] multiply(a, b) }\n"
+    "andp { a = pred[] parameter(0)  b = pred[] parameter(1)  ROOT r = pred[] and(a, b) }\n"
+    "sub { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT r = f32[] subtract(a, b) }\n"
+    "ge { a = f32[] parameter(0)  b = f32[] parameter(1)\n"
+    "  ROOT r = pred[] compare(a, b), direction=GE }\n"
+    "fused { x = u8[8] parameter(0)  i = u8[] parameter(1)\n"
+    "  ROOT r = u8[] reduce(x, i), dimensions={0}, to_apply=mulu }\n"
+    "ENTRY main {\n"
+    "  x = f32[4,8] parameter(0)\n"
+    "  i0 = f32[] parameter(1)\n"
+    "  i1 = f32[] parameter(2)\n"
+    "  h = bf16[8] parameter(3)\n"
+    "  i2 = bf16[] parameter(4)\n"
+    "  e = f8e4m3fn[8] parameter(5)\n"
+    "  i3 = f8e4m3fn[] parameter(6)\n"
+    "  s = s32[8] parameter(7)\n"
+    "  i4 = s32[] parameter(8)\n"
+    "  u = u8[8] parameter(9)\n"
+    "  i5 = u8[] parameter(10)\n"
+    "  p = pred[8] parameter(11)\n"
+    "  i6 = pred[] parameter(12)\n"
+    "  i7 = f32[] parameter(13)\n"
+    "  src = f32[2,4] parameter(14)\n"
+    "  i8 = f32[] parameter(15)\n"
+    "  r0 = f32[4] reduce(x, i0), dimensions={1}, to_apply=add\n"
+    "  r1 = f32[4,4] reduce-window(x, i1), window={size=1x2 stride=1x2}, to_apply=maxf\n"
+    "  r2 = bf16[] reduce(h, i2), dimensions={0}, to_apply=maxh\n"
+    "  r3 = f8e4m3fn[] reduce(e, i3), dimensions={0}, to_apply=max8\n"
+    "  r4 = s32[] reduce(s, i4), dimensions={0}, to_apply=mins\n"
+    "  r5 = u8[] fusion(u, i5), kind=kInput, calls=fused\n"
+    "  r6 = pred[] reduce(p, i6), dimensions={0}, to_apply=andp\n"
+    "  r7 = f32[4] reduce(x, i7), dimensions={1}, to_apply=sub\n"
+    "  r8 = f32[4,8] select-and-scatter(x, src, i8), window={size=2x2 stride=2x2}, "
+    "select=ge, scatter=add\n"
+    "  ROOT t = (f32[4], f32[4,4], bf16[], f8e4m3fn[], s32[], u8[], pred[], f32[4], f32[4,8]) "
+    "tuple(r0, r1, r2, r3, r4, r5, r6, r7, r8)\n"
+    "}\n";
+
+static void test_fake_args_reduction_inits_get_the_reducer_identity(void **state) {
+  kiln_hlo_module_t *m = parse(kInits);
+  kiln_arena_t a;
+  kiln_arena_init(&a);
+  kiln_literal_t **x;
+  int n;
+  assert_null(kiln_fake_args_make(m, NULL, &a, &x, &n));
+  assert_int_equal(n, 16);
+  assert_true(kiln_literal_get_f64(x[1], 0) == 0.0);          /* add */
+  assert_true(kiln_literal_get_f64(x[2], 0) == -INFINITY);    /* maximum, f32 */
+  assert_true(kiln_literal_get_f64(x[4], 0) == -INFINITY);    /* maximum, bf16 */
+  assert_true(kiln_literal_get_f64(x[6], 0) == -448.0);       /* f8e4m3fn has no inf */
+  assert_int_equal(kiln_literal_get_s64(x[8], 0), INT32_MAX); /* minimum, s32 */
+  assert_int_equal(kiln_literal_get_u64(x[10], 0), 1);        /* multiply, through a fusion */
+  assert_int_equal(kiln_literal_get_u64(x[12], 0), 1);        /* and: true */
+  double sub = kiln_literal_get_f64(x[13], 0);                /* unrecognized: random */
+  assert_true(sub >= -1.0 && sub < 1.0 && sub != 0.0);
+  assert_true(kiln_literal_get_f64(x[15], 0) == 0.0); /* select-and-scatter's add */
+  /* The reduced operands themselves stay random. */
+  assert_true(kiln_literal_get_f64(x[0], 0) != 0.0);
+  kiln_arena_destroy(&a);
+  kiln_hlo_module_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fake_args_are_deterministic_for_a_seed),
+      cmocka_unit_test(test_fake_args_reduction_inits_get_the_reducer_identity),
       cmocka_unit_test(test_fake_args_values_follow_the_documented_ranges),
       cmocka_unit_test(test_fake_args_parameters_draw_from_independent_streams),
       cmocka_unit_test(test_fake_args_gather_indices_are_in_range),

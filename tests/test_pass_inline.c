@@ -1,5 +1,5 @@
-/* Call inlining, while-loop constant sinking, and the pipeline driver (stage lookup by
- * name, missing stages reported) on small hand-written modules. */
+/* Call inlining, fusion inlining, while-loop constant sinking, and the pipeline driver (stage
+ * lookup by name, missing stages reported) on small hand-written modules. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -190,14 +190,60 @@ static void test_pass_lists_and_groups_run_by_name(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* A fusion inside a sort comparator (as XLA's after_optimizations dumps hold it, with a
+ * fusion nested in its fused computation) becomes plain instructions; the entry's own
+ * fusion is a kernel and stays. */
+static void test_fusion_inlining_flattens_fusions_in_comparators_only(void **state) {
+  kiln_hlo_module_t *m = pt_run_same_results(
+      "HloModule t\n"
+      "inner {\n"
+      "  a = f32[] parameter(0)\n"
+      "  ROOT n = f32[] negate(a)\n"
+      "}\n"
+      "fused_gt {\n"
+      "  a = f32[] parameter(0)\n"
+      "  b = f32[] parameter(1)\n"
+      "  na = f32[] fusion(a), kind=kLoop, calls=inner\n"
+      "  nb = f32[] negate(b)\n"
+      "  ROOT gt = pred[] compare(na, nb), direction=GT\n"
+      "}\n"
+      "cmp {\n"
+      "  p0 = f32[] parameter(0)\n"
+      "  p1 = f32[] parameter(1)\n"
+      "  p2 = s32[] parameter(2)\n"
+      "  p3 = s32[] parameter(3)\n"
+      "  ROOT f = pred[] fusion(p0, p1), kind=kLoop, calls=fused_gt\n"
+      "}\n"
+      "twice {\n"
+      "  x = f32[4,8] parameter(0)\n"
+      "  ROOT d = f32[4,8] add(x, x)\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  x = f32[4,8] parameter(0)\n"
+      "  y = f32[4,8] fusion(x), kind=kLoop, calls=twice\n"
+      "  i = s32[4,8] iota(), iota_dimension=1\n"
+      "  ROOT s = (f32[4,8], s32[4,8]) sort(y, i), dimensions={1}, is_stable=true, to_apply=cmp\n"
+      "}\n",
+      "fusion_inline");
+  assert_int_equal(pt_count(m, KILN_OP_FUSION), 1);
+  assert_non_null(kiln_hlo_module_find_computation(m, "twice"));
+  assert_null(kiln_hlo_module_find_computation(m, "fused_gt"));
+  assert_null(kiln_hlo_module_find_computation(m, "inner"));
+  const kiln_hlo_computation_t *cmp = kiln_hlo_module_find_computation(m, "cmp");
+  assert_non_null(cmp);
+  assert_int_equal(cmp->root->opcode, KILN_OP_COMPARE);
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_pipeline_reports_exactly_the_unregistered_stages(void **state) {
   const char *missing[32];
   int n = kiln_pipeline_missing_passes(missing, 32);
   assert_true(n <= 32);
   for (int i = 0; i < n; i++) assert_null(kiln_pipeline_find_pass(missing[i]));
   /* The simplification stages are all here. */
-  const char *mine[] = {"call_inline", "simplify", "constant_folding", "tuple_simplify",
-                        "while_loop_constants", "dce", "cse", "simplify_layout"};
+  const char *mine[] = {"call_inline",    "fusion_inline",        "simplify", "constant_folding",
+                        "tuple_simplify", "while_loop_constants", "dce",      "cse",
+                        "simplify_layout"};
   for (size_t i = 0; i < sizeof mine / sizeof mine[0]; i++) {
     assert_non_null(kiln_pipeline_find_pass(mine[i]));
     for (int k = 0; k < n; k++) assert_string_not_equal(missing[k], mine[i]);
@@ -253,6 +299,7 @@ int main(void) {
       cmocka_unit_test(test_while_loop_constants_sink_into_body_and_condition),
       cmocka_unit_test(test_while_loop_constants_leave_changing_state),
       cmocka_unit_test(test_pass_lists_and_groups_run_by_name),
+      cmocka_unit_test(test_fusion_inlining_flattens_fusions_in_comparators_only),
       cmocka_unit_test(test_pipeline_reports_exactly_the_unregistered_stages),
       cmocka_unit_test(test_pipeline_simplifies_and_keeps_results),
   };

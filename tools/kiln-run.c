@@ -21,6 +21,7 @@
 #include "tools/common/compare.h"
 #include "tools/common/device_run.h"
 #include "tools/common/fake_args.h"
+#include "tools/common/hlo_file.h"
 #include "tools/common/npy.h"
 #include "tools/common/run_report.h"
 
@@ -68,8 +69,9 @@ static const char kUsage[] =
     "\n"
     "With several modules run, file names get a `m<N>.` prefix (m1.out0.npy).\n"
     "Inputs generated from the seed are deterministic: floats uniform in [-1, 1), ints in\n"
-    "[-8, 7] (unsigned [0, 15]), pred random, and gather/scatter/dynamic-slice indices\n"
-    "in range. .npy conventions: bf16 is '|V2', f8 types '|V1', s4/u4 one per byte.\n";
+    "[-8, 7] (unsigned [0, 15]), pred random, gather/scatter/dynamic-slice indices\n"
+    "in range, and reduction inits the reducer's identity (0 for add, -inf for max, ...).\n"
+    ".npy conventions: bf16 is '|V2', f8 types '|V1', s4/u4 one per byte.\n";
 
 typedef struct run_flags {
   const char *file;
@@ -214,18 +216,6 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
   if (f->inputs_dir && f->num_inputs)
     return KILN_ERR_INVALID("--inputs=DIR and --input=I:PATH cannot be combined");
   return NULL;
-}
-
-/* True when some line of `text` starts (after blanks) with `HloModule`. */
-static bool has_module_header(const char *text, size_t len) {
-  size_t i = 0;
-  while (i < len) {
-    while (i < len && (text[i] == ' ' || text[i] == '\t')) i++;
-    if (len - i >= 9 && memcmp(text + i, "HloModule", 9) == 0) return true;
-    while (i < len && text[i] != '\n') i++;
-    i++;
-  }
-  return false;
 }
 
 /* Creates `dir` and its missing parents (like mkdir -p). */
@@ -522,30 +512,15 @@ static kiln_status run(run_flags_t *f) {
   if (f->output_dir) KILN_RETURN_IF_ERROR_PLAIN(ensure_dir(f->output_dir));
   if (f->save_inputs_dir) KILN_RETURN_IF_ERROR_PLAIN(ensure_dir(f->save_inputs_dir));
 
-  char *text;
-  size_t len;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_read_file(f->file, &text, &len));
-  kiln_hlo_parse_options_t po = {0};
-  po.filename = f->file;
-  kiln_hlo_module_t **mods = NULL;
-  int count = 0;
-  double t0 = kiln_clock_ms();
-  kiln_status s;
-  f->bare = !has_module_header(text, len);
-  if (!f->bare) {
-    s = kiln_hlo_parse_modules(text, len, &po, &mods, &count);
-  } else {
-    kiln_hlo_module_t *one = NULL;
-    s = kiln_hlo_parse_computations(text, len, &po, &one);
-    if (!s) {
-      mods = kiln_malloc(sizeof *mods);
-      mods[0] = one;
-      count = 1;
-    }
-  }
-  double parse_ms = kiln_clock_ms() - t0;
-  kiln_free(text);
+  /* Modules, or bare computations as one module: kiln_hlo_file_load, as the corpus tests
+   * load them. */
+  kiln_hlo_file_t *file = NULL;
+  kiln_status s = kiln_hlo_file_load(f->file, &file);
   if (s) return s;
+  f->bare = file->bare;
+  kiln_hlo_module_t **mods = file->modules;
+  int count = file->num_modules;
+  double parse_ms = file->parse_seconds * 1e3;
   if (f->module >= count)
     s = KILN_ERR_INVALID("--module=%d: '%s' holds %d module%s", f->module, f->file, count,
                          count == 1 ? "" : "s");
@@ -588,8 +563,7 @@ static kiln_status run(run_flags_t *f) {
   } else if (first) {
     kiln_status_free(first);
   }
-  for (int i = 0; i < count; i++) kiln_hlo_module_destroy(mods[i]);
-  kiln_free(mods);
+  kiln_hlo_file_free(file);
   if (f->device) kiln_device_destroy(f->device);
   f->device = NULL;
   return s;

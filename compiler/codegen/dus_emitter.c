@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "compiler/codegen/elemental_internal.h"
+#include "compiler/codegen/reduction_internal.h"
 #include "compiler/codegen/scatter_emitter.h"
 
 #define DUS_MAX_ROOTS KILN_HERO_MAX_ROOTS
@@ -40,9 +41,6 @@ static kiln_status dus_analyze(const kiln_hlo_computation_t *c, dus_info_t *di) 
   for (int i = 0; i < di->nroots; i++) {
     const kiln_hlo_instruction_t *x = di->roots[i];
     if (!kiln_shape_is_array(x->shape)) return KILN_ERR_UNIMPLEMENTED("%s: nested tuple root", c->name);
-    if (kiln_elem_type_is_complex(x->shape->type))
-      return KILN_ERR_UNIMPLEMENTED("%s: %s root in a dynamic-update-slice fusion", c->name,
-                                    kiln_elem_type_name(x->shape->type));
     const kiln_hlo_instruction_t *d = through_bitcasts(x);
     if (d->opcode == KILN_OP_DYNAMIC_UPDATE_SLICE) {
       if (d->num_operands != 2 + d->shape->rank || d->operands[1]->shape->rank != d->shape->rank ||
@@ -60,6 +58,18 @@ static kiln_status dus_analyze(const kiln_hlo_computation_t *c, dus_info_t *di) 
   }
   if (ndus == 0) return KILN_ERR_INVALID("%s: no dynamic-update-slice root", c->name);
   return NULL;
+}
+
+/* Value of `instr` (an instruction of the original fusion) at logical index idx: one value,
+ * or a complex one's (re, im) parts. Returns how many, -1 on error. */
+static int dus_values(kiln_hero_split_t *s, const kiln_hlo_instruction_t *instr, kiln_kir_value_t *const *idx,
+                      kiln_kir_value_t **out) {
+  const kiln_hlo_instruction_t *cl = kiln_ptrmap_get(&s->clone_of, instr);
+  if (!cl) {
+    kiln_elem_fail(&s->h.fn, KILN_ERR_INTERNAL("%s is not read by this kernel", instr->name));
+    return -1;
+  }
+  return kiln_red_emit_values(&s->h, cl, idx, out);
 }
 
 /* Kernel 1: every output written: DUS roots get operand 0, others their own value. */
@@ -87,11 +97,11 @@ static kiln_status dus_emit_copy(const kiln_hlo_computation_t *c, const dus_info
     kiln_kir_builder_enter(&h->b, kiln_kir_op_region(loop, 0));
     size_t mark;
     kiln_elem_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
-    kiln_kir_value_t *idx[KILN_KIR_MAX_RANK], *oidx[KILN_KIR_MAX_RANK], *y = NULL;
+    kiln_kir_value_t *idx[KILN_KIR_MAX_RANK], *oidx[KILN_KIR_MAX_RANK], *v[2], *y = NULL;
     for (int d = 0; d < vs->rank; d++) idx[d] = kiln_kir_loop_index(loop, (size_t)d);
-    kiln_kir_value_t *v = kiln_hero_split_value(&s, vals[i], idx);
-    ok = v && kiln_hero_reshape_index(h, vs, idx, rs, oidx);
-    if (ok) y = kiln_kir_insert(&h->b, v, kiln_kir_loop_iter_arg(loop, 0), oidx, (size_t)rs->rank);
+    int nv = dus_values(&s, vals[i], idx, v);
+    ok = nv > 0 && kiln_hero_reshape_index(h, vs, idx, rs, oidx);
+    if (ok) y = kiln_red_insert_output(h, v, nv, kiln_kir_loop_iter_arg(loop, 0), rs, oidx);
     ok = ok && y;
     kiln_elem_exit(&h->fn, mark);
     if (ok) kiln_kir_yield(&h->b, &y, 1);
@@ -146,14 +156,14 @@ static kiln_status dus_emit_update(const kiln_hlo_computation_t *c, const dus_in
     kiln_kir_builder_enter(b, kiln_kir_op_region(loop, 0));
     size_t mark;
     kiln_elem_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
-    kiln_kir_value_t *u[KILN_KIR_MAX_RANK], *pos[KILN_KIR_MAX_RANK], *oidx[KILN_KIR_MAX_RANK], *y = NULL;
+    kiln_kir_value_t *u[KILN_KIR_MAX_RANK], *pos[KILN_KIR_MAX_RANK], *oidx[KILN_KIR_MAX_RANK], *v[2], *y = NULL;
     for (int k = 0; k < us->rank; k++) {
       u[k] = kiln_kir_loop_index(loop, (size_t)k);
       pos[k] = kiln_kir_binary(b, KILN_KIR_ADD, start[k], u[k]);
     }
-    kiln_kir_value_t *v = kiln_hero_split_value(&s, d->operands[1], u);
-    ok = v && kiln_hero_reshape_index(h, os, pos, rs, oidx);
-    if (ok) y = kiln_kir_insert(b, v, kiln_kir_loop_iter_arg(loop, 0), oidx, (size_t)rs->rank);
+    int nv = dus_values(&s, d->operands[1], u, v);
+    ok = nv > 0 && kiln_hero_reshape_index(h, os, pos, rs, oidx);
+    if (ok) y = kiln_red_insert_output(h, v, nv, kiln_kir_loop_iter_arg(loop, 0), rs, oidx);
     ok = ok && y;
     kiln_elem_exit(&h->fn, mark);
     if (ok) kiln_kir_yield(b, &y, 1);

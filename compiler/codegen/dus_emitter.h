@@ -14,8 +14,9 @@
  *      operand_d - update_d), XLA's semantics) and writes output[start + u] (through the
  *      root's bitcast: same row-major linear position).
  * Where the runtime does alias output and operand 0 the copy kernel is a harmless
- * self-copy. UNIMPLEMENTED (named): a DUS whose result feeds anything but bitcasts to a
- * root (e.g. an elementwise epilogue: XLA's loop emitter case), complex elements. */
+ * self-copy. Complex elements (c64, c128) are written as their (re, im) parts, as every
+ * kernel stores them. UNIMPLEMENTED (named): a DUS whose result feeds anything but bitcasts
+ * to a root (e.g. an elementwise epilogue: XLA's loop emitter case). */
 #ifndef KILN_COMPILER_CODEGEN_DUS_EMITTER_H_
 #define KILN_COMPILER_CODEGEN_DUS_EMITTER_H_
 

@@ -747,12 +747,18 @@ static LLVMValueRef mem_to_repr(kir_llvm_t *L, kiln_elem_type_t e, LLVMValueRef 
   return LLVMBuildTrunc(L->b, x, rt, "");
 }
 
+/* Sub-byte integers (s2/s4/u2/u4) sit one per byte, in the byte's low bits with the high
+ * bits zero: XLA's unpacked form (its host literals, ml_dtypes' int4, the PJRT host-buffer
+ * format, XLA:CPU's buffers), which kiln's literals, the evaluator, the fake arguments and
+ * the device buffers all share. So a signed value is zero-extended too: -2 as s4 is 0x0e,
+ * not 0xfe. kiln does not pack two per byte as XLA:GPU does under an E(4) layout. */
 static LLVMValueRef repr_to_mem(kir_llvm_t *L, kiln_elem_type_t e, LLVMValueRef x) {
   LLVMTypeRef r = kir_llvm_elem_repr(L, e), m = kir_llvm_elem_mem(L, e);
   if (r == m) return x;
   LLVMTypeRef mt = LLVMGetTypeKind(LLVMTypeOf(x)) == LLVMVectorTypeKind
                        ? LLVMVectorType(m, LLVMGetVectorSize(LLVMTypeOf(x))) : m;
-  return kiln_elem_type_is_signed_int(e) ? LLVMBuildSExt(L->b, x, mt, "") : LLVMBuildZExt(L->b, x, mt, "");
+  bool sext = kiln_elem_type_is_signed_int(e) && kiln_elem_type_bits(e) >= 8;
+  return sext ? LLVMBuildSExt(L->b, x, mt, "") : LLVMBuildZExt(L->b, x, mt, "");
 }
 
 /* ---- affine expressions ---- */

@@ -2,7 +2,10 @@
  *
  * An array literal stores its elements densely in logical row-major order (the layout of
  * the shape does not affect storage), each element in kiln_elem_type_storage_bytes()
- * bytes (see element_types.def). A tuple literal holds element literals. An elided
+ * bytes (see element_types.def). Sub-byte integers (s2, s4, u2, u4) take one byte each,
+ * the value in the low bits and the high bits zero (s4 -2 is 0x0e): XLA's unpacked form
+ * (its literals, ml_dtypes, PJRT host buffers); device buffers hold them the same way, so
+ * results compare byte for byte. A tuple literal holds element literals. An elided
  * constant (`constant({...})`) has `unknown` set and no data. */
 #ifndef KILN_HLO_LITERAL_H_
 #define KILN_HLO_LITERAL_H_

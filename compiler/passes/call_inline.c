@@ -1,4 +1,6 @@
-/* Call inlining: every `call` instruction is replaced by a copy of its callee's body in the
+/* Two inlining passes over one body copier.
+ *
+ * call_inline: every `call` instruction is replaced by a copy of its callee's body in the
  * caller (parameters become the call's operands, uses of the call become uses of the
  * copied root). Each call site gets its own copy, so a computation called from several
  * places is inlined at each. Callees are processed before callers, so nested calls
@@ -6,7 +8,15 @@
  *
  * Left alone: calls with control dependencies, calls to computations on another execution
  * thread (trailing `execution_thread=...`), and calls whose callee is malformed (a
- * parameter number out of range). */
+ * parameter number out of range).
+ *
+ * fusion_inline: a fusion inside a computation that runs as scalar or elemental code rather
+ * than as a sequence of kernels (a sort comparator, a reducer, a map / scatter / select
+ * computation, a fused computation) is replaced by its fused computation's instructions, the
+ * same way. XLA's after_optimizations dumps hold such fusions (e.g. in sort comparators);
+ * codegen then sees plain scalar code. Fusions at the top level of the sequential
+ * computations (the entry, while bodies and conditions, conditional branches, call and
+ * async targets) are kernels and stay. */
 #include <string.h>
 
 #include "compiler/passes/pass.h"
@@ -71,40 +81,75 @@ static kiln_hlo_instruction_t *inline_body(kiln_hlo_instruction_t *call,
   return root;
 }
 
+/* Inlines every `opcode` instruction of `c` (its callee under `key`); true when one was. The
+ * instruction itself goes even when its callee has side effects: those now live in the
+ * copied body. */
+static bool inline_sites(kiln_hlo_computation_t *c, kiln_hlo_opcode_t opcode, const char *key) {
+  size_t n = 0;
+  kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
+  bool changed = false;
+  for (size_t i = 0; i < n; i++) {
+    kiln_hlo_instruction_t *site = order[i];
+    if (site->opcode != opcode) continue;
+    kiln_hlo_computation_t *callee = kiln_hlo_instruction_called(site, key);
+    if (!inlinable(site, callee)) continue;
+    kiln_hlo_instruction_t *root = inline_body(site, callee);
+    if (!root) continue;
+    kiln_hlo_instruction_replace_all_uses(site, root);
+    kiln_status_free(kiln_hlo_instruction_remove(site));
+    changed = true;
+  }
+  kiln_free(order);
+  if (changed) kiln_hlo_computation_sort_post_order(c);
+  return changed;
+}
+
+static void finish(kiln_hlo_module_t *m, bool any, bool *changed) {
+  if (!any) return;
+  kiln_pass_remove_unreachable_computations(m);
+  *changed = true;
+}
+
 kiln_status kiln_pass_call_inline(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
                                   bool *changed) {
   size_t nc = 0;
   kiln_hlo_computation_t **comps = kiln_hlo_module_computation_post_order(m, &nc);
   bool any = false;
+  for (size_t ci = 0; ci < nc; ci++) any |= inline_sites(comps[ci], KILN_OP_CALL, "to_apply");
+  kiln_free(comps);
+  finish(m, any, changed);
+  return NULL;
+}
+
+/* Marks `c` and the sequential computations it reaches through control flow. */
+static void mark_sequential(const kiln_hlo_computation_t *c, kiln_ptrmap_t *seq) {
+  if (!c || kiln_ptrmap_get(seq, c)) return;
+  kiln_ptrmap_put(seq, c, (void *)c);
+  for (size_t i = 0; i < c->instructions.len; i++) {
+    const kiln_hlo_instruction_t *in = c->instructions.data[i];
+    bool control = in->opcode == KILN_OP_WHILE || in->opcode == KILN_OP_CONDITIONAL ||
+                   in->opcode == KILN_OP_CALL || in->opcode == KILN_OP_ASYNC_START;
+    for (int g = 0; control && g < in->num_called_groups; g++)
+      for (int k = 0; k < in->called_groups[g].n; k++)
+        mark_sequential(in->called_groups[g].comps[k], seq);
+  }
+}
+
+kiln_status kiln_pass_fusion_inline(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
+                                    bool *changed) {
+  kiln_ptrmap_t seq;
+  kiln_ptrmap_init(&seq);
+  mark_sequential(m->entry, &seq);
+  size_t nc = 0;
+  kiln_hlo_computation_t **comps = kiln_hlo_module_computation_post_order(m, &nc);
+  bool any = false;
   for (size_t ci = 0; ci < nc; ci++) {
-    kiln_hlo_computation_t *c = comps[ci];
-    size_t n = 0;
-    kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
-    bool comp_changed = false;
-    for (size_t i = 0; i < n; i++) {
-      kiln_hlo_instruction_t *call = order[i];
-      if (call->opcode != KILN_OP_CALL) continue;
-      kiln_hlo_computation_t *callee = kiln_hlo_instruction_called(call, "to_apply");
-      if (!inlinable(call, callee)) continue;
-      kiln_hlo_instruction_t *root = inline_body(call, callee);
-      if (!root) continue;
-      kiln_hlo_instruction_replace_all_uses(call, root);
-      /* The call itself goes even when it calls something with side effects: those now
-       * live in the copied body. */
-      kiln_status s = kiln_hlo_instruction_remove(call);
-      kiln_status_free(s);
-      comp_changed = true;
-    }
-    kiln_free(order);
-    if (comp_changed) {
-      kiln_hlo_computation_sort_post_order(c);
-      any = true;
-    }
+    if (kiln_ptrmap_get(&seq, comps[ci])) continue;
+    /* An inlined body may hold fusions of its own: repeat until none is left. */
+    while (inline_sites(comps[ci], KILN_OP_FUSION, "calls")) any = true;
   }
   kiln_free(comps);
-  if (any) {
-    kiln_pass_remove_unreachable_computations(m);
-    *changed = true;
-  }
+  kiln_ptrmap_free(&seq);
+  finish(m, any, changed);
   return NULL;
 }

@@ -1,6 +1,7 @@
 /* The whole optimization pipeline — the "HLO journey" of XLA:GPU — as one call:
  *
- *   1. call inlining
+ *   1. call inlining, then fusion inlining (fusions inside comparators, reducers and fused
+ *      computations, as XLA's optimized dumps hold them, become plain instructions)
  *   2. simplification, to a fixed point: simplify, constant_folding, tuple_simplify,
  *      while_loop_constants, dce, cse
  *   3. expansion: ops without emitters become plain HLO the fusion and loop/reduction

@@ -73,32 +73,22 @@ kiln_status kiln_corpus_for_each_module(const char *dir, const char *label,
   for (size_t i = 0; i < names.len; i++) {
     char path[8192], name[400];
     snprintf(path, sizeof path, "%s/%s", dir, names.data[i]);
-    char *text = NULL;
-    size_t len = 0;
-    kiln_status s = kiln_read_file(path, &text, &len);
-    kiln_hlo_module_t **mods = NULL;
-    int count = 0;
-    if (!s) {
-      kiln_hlo_parse_options_t po = {0};
-      po.filename = path;
-      s = kiln_hlo_parse_modules(text, len, &po, &mods, &count);
-      kiln_free(text);
-    }
+    kiln_hlo_file_t *f = NULL; /* modules, or bare computations as kiln-run loads them */
+    kiln_status s = kiln_hlo_file_load(path, &f);
     if (s) {
       snprintf(name, sizeof name, "%s/%.300s", label, names.data[i]);
       fn(ctx, NULL, name, path, 0, s);
       kiln_status_free(s);
       continue;
     }
-    for (int k = 0; k < count; k++) {
-      if (count > 1)
+    for (int k = 0; k < f->num_modules; k++) {
+      if (f->num_modules > 1)
         snprintf(name, sizeof name, "%s/%.300s#%d", label, names.data[i], k);
       else
         snprintf(name, sizeof name, "%s/%.300s", label, names.data[i]);
-      fn(ctx, &mods[k], name, path, k, NULL);
-      if (mods[k]) kiln_hlo_module_destroy(mods[k]);
+      fn(ctx, &f->modules[k], name, path, k, NULL);
     }
-    kiln_free(mods);
+    kiln_hlo_file_free(f);
   }
   for (size_t i = 0; i < names.len; i++) kiln_free(names.data[i]);
   kiln_vec_free(&names);

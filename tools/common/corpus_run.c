@@ -14,6 +14,7 @@
 #include "tools/common/corpus_eval.h"
 #include "tools/common/device_run.h"
 #include "tools/common/fake_args.h"
+#include "tools/common/hlo_file.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -38,6 +39,7 @@ static bool sampled(const char *name) {
 typedef struct run_ctx {
   kiln_device_t *dev;
   bool verbose;
+  bool compile_costly; /* compile (not skip) a module too costly to evaluate */
   kiln_corpus_run_stats_t *st;
   kiln_corpus_repeats_t run; /* the modules run */
 } run_ctx_t;
@@ -57,6 +59,27 @@ static void note_fail(kiln_corpus_run_stats_t *st, const char *name, const char 
   kiln_strbuf_printf(&st->failures, "  %s: %s: %.400s\n", name, what, why);
 }
 
+/* A module too costly to run here: compiled and loaded on the device, nothing run. */
+static void compile_only(run_ctx_t *rc, const kiln_hlo_module_t *m, const char *name) {
+  kiln_device_run_options_t o;
+  memset(&o, 0, sizeof o);
+  o.device = rc->dev;
+  o.compile_only = true;
+  kiln_device_run_report_t rep;
+  kiln_literal_t *got = NULL;
+  kiln_status s = kiln_device_run_module(m, NULL, 0, &o, NULL, &got, &rep);
+  rc->st->compile_ms += rep.compile_ms;
+  if (s) {
+    rc->st->eligible++;
+    note_fail(rc->st, name, kiln_status_code_name(kiln_status_code(s)), kiln_status_message(s));
+    kiln_status_free(s);
+    return;
+  }
+  rc->st->compiled_only++;
+  kiln_strbuf_printf(&rc->st->skips, "  %s: too costly to run here: compiled and loaded only\n",
+                     name);
+}
+
 static void run_one(void *ctx, kiln_hlo_module_t **mp, const char *name, const char *path,
                     int index, kiln_status error) {
   run_ctx_t *rc = ctx;
@@ -69,14 +92,19 @@ static void run_one(void *ctx, kiln_hlo_module_t **mp, const char *name, const c
     return;
   }
   kiln_hlo_module_t *m = *mp;
-  if (!sampled(name)) return;
+  if (!sampled(name)) {
+    st->sampled_out++;
+    return;
+  }
   if (kiln_corpus_find_invalid(path, index)) return note_skip(st, name, "invalid HLO (known)");
   const char *why = kiln_corpus_eval_ineligible_reason(m);
   if (why) return note_skip(st, name, why);
   char buf[200];
   if (!m->entry) return note_skip(st, name, "no entry computation");
-  if ((why = kiln_corpus_eval_too_costly(m, KILN_CORPUS_MAX_COST, buf, sizeof buf)) != NULL)
-    return note_skip(st, name, why);
+  if ((why = kiln_corpus_eval_too_costly(m, KILN_CORPUS_MAX_COST, buf, sizeof buf)) != NULL) {
+    if (!rc->compile_costly) return note_skip(st, name, why);
+    return compile_only(rc, m, name);
+  }
   kiln_status v = kiln_hlo_module_verify(m);
   if (v) {
     note_skip(st, name, "does not verify");
@@ -140,9 +168,8 @@ kiln_status kiln_corpus_run_on_device(kiln_device_t *dev, const char *root, bool
                                       kiln_corpus_run_stats_t *st) {
   memset(st, 0, sizeof(*st));
   if (!dev) return KILN_ERR_INVALID("corpus run: no device");
-  if (!root || !*root) root = getenv("KILN_CORPUS_DIR");
-  if (!root || !*root) root = KILN_CORPUS_DIR;
-  run_ctx_t rc = {dev, verbose, st, {{0}}};
+  if (!root || !*root) root = kiln_corpus_dir();
+  run_ctx_t rc = {dev, verbose, false, st, {{0}}};
   kiln_corpus_repeats_init(&rc.run);
   double t0 = now_s();
   char dir[4096];
@@ -150,6 +177,22 @@ kiln_status kiln_corpus_run_on_device(kiln_device_t *dev, const char *root, bool
   kiln_status s = kiln_corpus_for_each_module(dir, "xla", run_one, &rc);
   snprintf(dir, sizeof dir, "%s/real", root);
   if (!s) s = kiln_corpus_for_each_module(dir, "real", run_one, &rc);
+  kiln_corpus_repeats_free(&rc.run);
+  st->seconds = now_s() - t0;
+  return s;
+}
+
+kiln_status kiln_corpus_run_emitters_on_device(kiln_device_t *dev, const char *root, bool verbose,
+                                               kiln_corpus_run_stats_t *st) {
+  memset(st, 0, sizeof(*st));
+  if (!dev) return KILN_ERR_INVALID("corpus run: no device");
+  if (!root || !*root) root = kiln_corpus_dir();
+  run_ctx_t rc = {dev, verbose, true, st, {{0}}};
+  kiln_corpus_repeats_init(&rc.run);
+  double t0 = now_s();
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/emitters", root);
+  kiln_status s = kiln_corpus_for_each_module(dir, "emitters", run_one, &rc);
   kiln_corpus_repeats_free(&rc.run);
   st->seconds = now_s() - t0;
   return s;

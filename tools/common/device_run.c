@@ -143,6 +143,11 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
     rep->load_ms = kiln_clock_ms() - t1;
   }
   kiln_stream_t *stream = NULL;
+  if (!s && opts->compile_only) {
+    kiln_executable_destroy(exe);
+    kiln_hlo_module_destroy(cm);
+    return NULL;
+  }
   if (!s) s = kiln_stream_create(dev, &stream);
   kiln_device_buffer_t **bufs = NULL;
   kiln_devptr_t *ptrs = NULL;

@@ -25,6 +25,7 @@ typedef struct kiln_device_run_options {
   bool strict_precision;        /* round every bf16 op (no excess precision) */
   bool print_thunks;            /* print the thunk sequence (after conversion) to stdout */
   bool print_runs;              /* print each run's time to stdout */
+  bool compile_only;            /* compile and load, run nothing: *result stays NULL */
 } kiln_device_run_options_t;
 
 typedef struct kiln_device_run_report {

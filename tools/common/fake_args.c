@@ -50,10 +50,22 @@ static uint64_t param_stream(uint64_t seed, int param_number) {
 
 /* ---- index-use analysis ---- */
 
+/* The identity a reducer gives its init value (fake_args.h). */
+typedef enum fake_identity {
+  FAKE_ID_NONE,
+  FAKE_ID_ZERO,    /* add, or, xor */
+  FAKE_ID_ONE,     /* multiply */
+  FAKE_ID_LOWEST,  /* maximum: -inf, or the type's lowest value */
+  FAKE_ID_HIGHEST, /* minimum: +inf, or the type's highest value */
+  FAKE_ID_ONES,    /* and: true, all bits set */
+  FAKE_ID_CONFLICT /* init of reducers that disagree, or of one kiln does not recognize */
+} fake_identity_t;
+
 typedef struct fake_walk {
   bool found;
   int64_t bound;
   int64_t steps;
+  fake_identity_t identity;
 } fake_walk_t;
 
 static void walk_note(fake_walk_t *w, int64_t bound) {
@@ -109,6 +121,57 @@ static void note_scatter(fake_walk_t *w, const kiln_hlo_instruction_t *s) {
 
 static void walk_value(fake_walk_t *w, const kiln_hlo_instruction_t *v, const int64_t *path,
                        int plen, int depth);
+
+static const kiln_hlo_instruction_t *reducer_param(const kiln_hlo_computation_t *r, int i) {
+  return i >= 0 && i < r->num_parameters ? r->parameters[i] : NULL;
+}
+
+/* The identity of reducer `r` for its accumulator j of n (parameters j and n + j, result j):
+ * its root (or the root tuple's element j) must be add / multiply / maximum / minimum / and /
+ * or / xor of exactly those two parameters. */
+static fake_identity_t reducer_identity(const kiln_hlo_computation_t *r, int j, int n) {
+  if (!r || !r->root || r->num_parameters != 2 * n) return FAKE_ID_CONFLICT;
+  const kiln_hlo_instruction_t *x = r->root;
+  if (x->opcode == KILN_OP_TUPLE)
+    x = j < x->num_operands ? x->operands[j] : NULL;
+  else if (n != 1)
+    return FAKE_ID_CONFLICT;
+  if (!x || x->num_operands != 2) return FAKE_ID_CONFLICT;
+  const kiln_hlo_instruction_t *a = reducer_param(r, j), *b = reducer_param(r, n + j);
+  if (!((x->operands[0] == a && x->operands[1] == b) ||
+        (x->operands[0] == b && x->operands[1] == a)))
+    return FAKE_ID_CONFLICT;
+  switch (x->opcode) {
+    case KILN_OP_ADD:
+    case KILN_OP_OR:
+    case KILN_OP_XOR:
+      return FAKE_ID_ZERO;
+    case KILN_OP_MULTIPLY:
+      return FAKE_ID_ONE;
+    case KILN_OP_MAXIMUM:
+      return FAKE_ID_LOWEST;
+    case KILN_OP_MINIMUM:
+      return FAKE_ID_HIGHEST;
+    case KILN_OP_AND:
+      return FAKE_ID_ONES;
+    default:
+      return FAKE_ID_CONFLICT;
+  }
+}
+
+static void note_init(fake_walk_t *w, fake_identity_t id) {
+  if (w->identity == FAKE_ID_NONE)
+    w->identity = id;
+  else if (w->identity != id)
+    w->identity = FAKE_ID_CONFLICT;
+}
+
+/* Operand k of reduce / reduce-window `u` (inputs, then as many inits): an init's identity. */
+static void note_reduce_init(fake_walk_t *w, const kiln_hlo_instruction_t *u, int k) {
+  int n = u->num_operands / 2;
+  if (u->num_operands % 2 != 0 || k < n) return;
+  note_init(w, reducer_identity(kiln_hlo_instruction_called(u, "to_apply"), k - n, n));
+}
 
 static void walk_into(fake_walk_t *w, const kiln_hlo_computation_t *c, int64_t param,
                       const int64_t *path, int plen, int depth) {
@@ -182,6 +245,13 @@ static void walk_use(fake_walk_t *w, const kiln_hlo_instruction_t *u, int k, con
     case KILN_OP_SCATTER:
       if (u->num_operands % 2 == 1 && k == (u->num_operands - 1) / 2) note_scatter(w, u);
       return;
+    case KILN_OP_REDUCE:
+    case KILN_OP_REDUCE_WINDOW:
+      note_reduce_init(w, u, k);
+      return;
+    case KILN_OP_SELECT_AND_SCATTER: /* (operand, source, init), combined with `scatter` */
+      if (k == 2) note_init(w, reducer_identity(kiln_hlo_instruction_called(u, "scatter"), 0, 1));
+      return;
     case KILN_OP_DYNAMIC_SLICE: {
       if (k < 1) return;
       const kiln_shape_t *op = u->operands[0]->shape;
@@ -245,10 +315,18 @@ static const kiln_shape_t *leaf_path(const kiln_shape_t *s, int *leaf, int64_t *
   return NULL;
 }
 
+/* Walks the uses of the value at `path` in `param`: its index bound (when it feeds index
+ * operands) and the identity its reduction-init uses ask for. */
+static void analyse_uses(const kiln_hlo_instruction_t *param, const int64_t *path, int plen,
+                         fake_walk_t *w) {
+  memset(w, 0, sizeof(*w));
+  walk_value(w, param, path, plen, 0);
+}
+
 static bool index_bound_at(const kiln_hlo_instruction_t *param, const int64_t *path, int plen,
                            int64_t *out) {
-  fake_walk_t w = {0};
-  walk_value(&w, param, path, plen, 0);
+  fake_walk_t w;
+  analyse_uses(param, path, plen, &w);
   if (w.found) *out = w.bound;
   return w.found;
 }
@@ -266,6 +344,52 @@ bool kiln_fake_args_index_bound(const kiln_hlo_module_t *m, int param_number, in
 }
 
 /* ---- filling ---- */
+
+/* The lowest (or, with `highest`, the highest) value of float type t: an infinity where t
+ * has one, else its largest finite magnitude, found among its bit patterns (narrow types). */
+static double float_extreme(kiln_elem_type_t t, bool highest) {
+  double inf = highest ? INFINITY : -INFINITY;
+  int bits = kiln_elem_type_bits(t);
+  if (bits > 16) return inf;
+  double best = NAN;
+  for (uint32_t b = 0; b < (UINT32_C(1) << bits); b++) {
+    double v = kiln_narrow_to_f64(t, b);
+    if (isnan(v)) continue;
+    if (isinf(v) && v == inf) return inf;
+    if (isnan(best) || (highest ? v > best : v < best)) best = v;
+  }
+  return best;
+}
+
+/* Every element of `l` set to identity `id` (fake_args.h). */
+static void fill_identity(kiln_literal_t *l, fake_identity_t id) {
+  kiln_elem_type_t t = l->shape->type;
+  int bits = kiln_elem_type_bits(t);
+  bool cplx = kiln_elem_type_is_complex(t), flt = kiln_elem_type_is_float(t);
+  bool sgn = kiln_elem_type_is_signed_int(t),
+       uns = kiln_elem_type_is_unsigned_int(t) || t == KILN_PRED;
+  double fv = id == FAKE_ID_ONE ? 1 : 0;
+  if (flt && (id == FAKE_ID_LOWEST || id == FAKE_ID_HIGHEST))
+    fv = float_extreme(t, id == FAKE_ID_HIGHEST);
+  int64_t lo = bits >= 64 ? INT64_MIN : -(INT64_C(1) << (bits - 1)), hi = -(lo + 1);
+  int64_t sv = id == FAKE_ID_ONE       ? 1
+               : id == FAKE_ID_LOWEST  ? lo
+               : id == FAKE_ID_HIGHEST ? hi
+               : id == FAKE_ID_ONES    ? -1
+                                       : 0;
+  uint64_t uhi = t == KILN_PRED ? 1 : bits >= 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
+  uint64_t uv = id == FAKE_ID_ONE ? 1 : id == FAKE_ID_HIGHEST || id == FAKE_ID_ONES ? uhi : 0;
+  for (int64_t i = 0; i < l->num_elements; i++) {
+    if (cplx)
+      kiln_literal_set_c128(l, i, fv, 0);
+    else if (flt)
+      kiln_literal_set_f64(l, i, fv);
+    else if (sgn)
+      kiln_literal_set_s64(l, i, sv);
+    else if (uns)
+      kiln_literal_set_u64(l, i, uv);
+  }
+}
 
 static void fill_array(kiln_literal_t *l, const kiln_fake_args_options_t *o, bool is_index,
                        int64_t bound, uint64_t *rng) {
@@ -347,10 +471,11 @@ static void fill_value(kiln_literal_t *l, const kiln_hlo_instruction_t *param, i
     return;
   }
   if (!kiln_shape_is_array(l->shape)) return; /* token: nothing to fill */
-  int64_t bound = 0;
-  bool is_index =
-      o->index_bounds && plen <= FAKE_MAX_PATH && index_bound_at(param, path, plen, &bound);
-  fill_array(l, o, is_index, bound, rng);
+  fake_walk_t w = {0};
+  if (o->index_bounds && plen <= FAKE_MAX_PATH) analyse_uses(param, path, plen, &w);
+  fill_array(l, o, w.found, w.bound, rng);
+  if (!w.found && w.identity != FAKE_ID_NONE && w.identity != FAKE_ID_CONFLICT)
+    fill_identity(l, w.identity);
 }
 
 kiln_status kiln_fake_args_make_one(const kiln_hlo_module_t *m, const kiln_fake_args_options_t *o,

@@ -14,6 +14,15 @@
  * scatter or a start operand of a dynamic-slice or dynamic-update-slice, its values are
  * uniform in [0, max valid start], the smallest such bound over all of its index uses.
  * Sort and topk keys get no special treatment.
+ * Reduction inits get the reducer's identity, as XLA's fake-argument generator gives them:
+ * when a parameter leaf reaches (through the same ops and call boundaries) an init operand
+ * of a reduce or reduce-window, or the init of a select-and-scatter, every element is the
+ * identity of the computation that combines it: add / or / xor 0 (false), multiply 1,
+ * maximum the type's lowest value (-inf where the type has one), minimum its highest
+ * (+inf), and true / all bits set. A random init would make the result depend on how many
+ * times the compiled reduction applies it, which XLA leaves open. Inits of an unrecognized
+ * reducer (any other root than one of those ops on its two parameters), or of reducers that
+ * ask for different identities, keep their random values; an index use wins over an init use.
  *
  * Each parameter draws from its own splitmix64 stream seeded from (seed, parameter
  * number), so changing one parameter's shape leaves the others' values unchanged. */
