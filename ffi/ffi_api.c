@@ -202,13 +202,11 @@ static bool type_known(int64_t id, void (**deleter)(void *)) {
 
 static XLA_FFI_Error *api_type_register(XLA_FFI_Type_Register_Args *args) {
   CHECK_ARGS(XLA_FFI_Type_Register_Args, args);
-  /* type_info sits past OpenXLA's STRUCT_SIZE (which stops at type_id): read it only when the
-   * caller's struct covers it. */
-  const XLA_FFI_TypeInfo *info = NULL;
-  if (args->struct_size >= offsetof(XLA_FFI_Type_Register_Args, type_info) + sizeof(void *))
-    info = args->type_info;
+  /* type_info sits past OpenXLA's STRUCT_SIZE (which stops at type_id), so XLA's C++ binding
+   * passes a size that leaves it out; it is read regardless, as OpenXLA does (without it,
+   * state objects could never be freed). */
   return kiln_ffi_error_from_status(
-      kiln_ffi_type_register(args->name.ptr, args->name.len, args->type_id, info));
+      kiln_ffi_type_register(args->name.ptr, args->name.len, args->type_id, args->type_info));
 }
 
 /*------------------------------------------ State -------------------------------------------*/

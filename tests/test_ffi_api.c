@@ -204,6 +204,26 @@ static void test_state_set_get_and_deleter(void **state) {
   assert_int_equal(g_deleted, 1);
 }
 
+/* XLA's C++ binding passes XLA_FFI_Type_Register_Args_STRUCT_SIZE, which stops before
+ * type_info: the deleter must be taken all the same, or state objects leak. */
+static void test_type_info_is_read_at_the_binding_struct_size(void **state) {
+  (void)state;
+  XLA_FFI_TypeInfo info = {XLA_FFI_TypeInfo_STRUCT_SIZE, NULL, count_delete};
+  XLA_FFI_TypeId id = XLA_FFI_UNKNOWN_TYPE_ID;
+  XLA_FFI_Type_Register_Args r = {XLA_FFI_Type_Register_Args_STRUCT_SIZE, NULL,
+                                  {"api_binding_size_type", 21}, &id, &info};
+  assert_true(XLA_FFI_Type_Register_Args_STRUCT_SIZE <
+              offsetof(XLA_FFI_Type_Register_Args, type_info) + sizeof(void *));
+  assert_null(api()->XLA_FFI_Type_Register(&r));
+  kiln_ffi_context_t ctx = {.state = kiln_ffi_state_create()};
+  XLA_FFI_State_Set_Args set = {XLA_FFI_State_Set_Args_STRUCT_SIZE, NULL, &ctx,
+                                XLA_FFI_ExecutionStage_PREPARE, &id, malloc(8)};
+  assert_null(api()->XLA_FFI_State_Set(&set));
+  g_deleted = 0;
+  kiln_ffi_state_destroy(ctx.state);
+  assert_int_equal(g_deleted, 1);
+}
+
 static void test_user_data_stream_run_id_and_device_ordinal(void **state) {
   (void)state;
   int payload = 5;
@@ -447,6 +467,7 @@ int main(void) {
       cmocka_unit_test(test_type_ids_are_assigned_stable_and_checked),
       cmocka_unit_test(test_type_registration_is_thread_safe),
       cmocka_unit_test(test_state_set_get_and_deleter),
+      cmocka_unit_test(test_type_info_is_read_at_the_binding_struct_size),
       cmocka_unit_test(test_user_data_stream_run_id_and_device_ordinal),
       cmocka_unit_test(test_device_memory_goes_through_the_runtime_allocator),
       cmocka_unit_test(test_thread_pool_schedule_and_num_threads),
