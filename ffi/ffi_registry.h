@@ -21,7 +21,9 @@
  * kiln_ffi_registry_destroy, which must not race with anything else on that registry.
  * Lookups return copies; the target name they point to lives until the registry is destroyed.
  * Handler libraries stay open until the registry is destroyed, then close in reverse order
- * of opening. */
+ * of opening. A library's static initializers run once per process (dlopen of a library that
+ * is already loaded returns it as is), so its self-registration lands in the registry that
+ * opened it first. */
 #ifndef KILN_FFI_FFI_REGISTRY_H_
 #define KILN_FFI_FFI_REGISTRY_H_
 

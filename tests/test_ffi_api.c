@@ -428,6 +428,46 @@ static void test_registration_through_the_table_lands_in_the_default_registry(vo
   kiln_ffi_registry_default_shutdown();
 }
 
+typedef struct reg_job {
+  kiln_ffi_registry_t *r;
+  int base;
+  int failures;
+} reg_job_t;
+
+static void *register_and_look_up(void *arg) {
+  reg_job_t *job = arg;
+  XLA_FFI_Handler_Bundle b = {NULL, NULL, NULL, inc_handler, NULL};
+  for (int i = 0; i < 40; i++) {
+    char name[32];
+    int n = snprintf(name, sizeof(name), "conc.%d.%d", job->base, i);
+    kiln_status s = kiln_ffi_registry_register(job->r, name, (size_t)n, "Host", 4, &b, 0);
+    kiln_ffi_handler_t h;
+    if (!s) s = kiln_ffi_registry_lookup(job->r, name, KILN_FFI_PLATFORM_HOST, &h);
+    if (!s && strcmp(h.target, name) != 0) job->failures++;
+    if (s) job->failures++;
+    kiln_status_free(s);
+  }
+  return NULL;
+}
+
+static void test_registry_takes_concurrent_registrations_and_lookups(void **state) {
+  (void)state;
+  kiln_ffi_registry_t *r;
+  assert_null(kiln_ffi_registry_create(&r));
+  pthread_t t[4];
+  reg_job_t jobs[4];
+  for (int i = 0; i < 4; i++) {
+    jobs[i] = (reg_job_t){r, i, 0};
+    pthread_create(&t[i], NULL, register_and_look_up, &jobs[i]);
+  }
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    assert_int_equal(jobs[i].failures, 0);
+  }
+  assert_int_equal(kiln_ffi_registry_size(r), 160);
+  kiln_ffi_registry_destroy(r);
+}
+
 static void test_call_frame_rejects_bad_descriptions(void **state) {
   (void)state;
   kiln_ffi_call_frame_t *cf = NULL;
@@ -474,6 +514,7 @@ int main(void) {
       cmocka_unit_test(test_futures_complete_from_another_thread_or_with_an_error),
       cmocka_unit_test(test_find_extension_walks_the_context_chain),
       cmocka_unit_test(test_registration_through_the_table_lands_in_the_default_registry),
+      cmocka_unit_test(test_registry_takes_concurrent_registrations_and_lookups),
       cmocka_unit_test(test_call_frame_rejects_bad_descriptions),
       cmocka_unit_test(test_dtype_sizes_follow_ffi_numbering),
   };
