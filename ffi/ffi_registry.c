@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -375,5 +376,13 @@ kiln_status kiln_ffi_registry_load_spec(kiln_ffi_registry_t *r, const char *spec
     p += n;
     if (*p == ',') p++;
   }
+  return NULL;
+}
+
+kiln_status kiln_ffi_registry_load_env(kiln_ffi_registry_t *r, const char *var) {
+  if (!var) return KILN_ERR_INVALID("kiln_ffi_registry_load_env: NULL variable name");
+  const char *spec = getenv(var);
+  if (!spec || !*spec) return NULL;
+  KILN_RETURN_IF_ERROR(kiln_ffi_registry_load_spec(r, spec), "in %s", var);
   return NULL;
 }

@@ -72,6 +72,8 @@ kiln_status kiln_ffi_registry_register(kiln_ffi_registry_t *r, const char *name,
  * "symbol ... not found", FAILED_PRECONDITION for an unaccepted FFI version. Entries before a
  * failing one stay registered. */
 kiln_status kiln_ffi_registry_load_spec(kiln_ffi_registry_t *r, const char *spec);
+/* Loads the spec in environment variable `var` (KILN_FFI_HANDLERS); unset or empty is OK. */
+kiln_status kiln_ffi_registry_load_env(kiln_ffi_registry_t *r, const char *var);
 /* Opens a library (cached by path); its static initializers may register handlers, which
  * then land in `r`. *out_handle is the dlopen handle (borrowed; may be NULL). */
 kiln_status kiln_ffi_registry_open_library(kiln_ffi_registry_t *r, const char *path,

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -167,6 +168,24 @@ static void test_spec_syntax_errors_and_duplicates(void **state) {
   kiln_ffi_registry_destroy(r);
 }
 
+static void test_spec_from_the_environment(void **state) {
+  (void)state;
+  kiln_ffi_registry_t *r;
+  assert_null(kiln_ffi_registry_create(&r));
+  unsetenv("KILN_FFI_TEST_HANDLERS");
+  assert_null(kiln_ffi_registry_load_env(r, "KILN_FFI_TEST_HANDLERS"));
+  assert_int_equal(kiln_ffi_registry_size(r), 0);
+  setenv("KILN_FFI_TEST_HANDLERS", "envadd=" KILN_FFI_TEST_C_LIB ":kiln_test_c_add_f32", 1);
+  assert_null(kiln_ffi_registry_load_env(r, "KILN_FFI_TEST_HANDLERS"));
+  kiln_ffi_handler_t h;
+  assert_null(kiln_ffi_registry_lookup(r, "envadd", KILN_FFI_PLATFORM_HOST, &h));
+  setenv("KILN_FFI_TEST_HANDLERS", "bad", 1);
+  expect_error(kiln_ffi_registry_load_env(r, "KILN_FFI_TEST_HANDLERS"), KILN_UNAVAILABLE,
+               "in KILN_FFI_TEST_HANDLERS");
+  unsetenv("KILN_FFI_TEST_HANDLERS");
+  kiln_ffi_registry_destroy(r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_c_library_handler_runs_through_a_call_frame),
@@ -176,6 +195,7 @@ int main(void) {
       cmocka_unit_test(test_handler_built_for_another_ffi_version_is_refused),
       cmocka_unit_test(test_missing_target_names_target_and_platform),
       cmocka_unit_test(test_spec_syntax_errors_and_duplicates),
+      cmocka_unit_test(test_spec_from_the_environment),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
