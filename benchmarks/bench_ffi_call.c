@@ -58,8 +58,8 @@ int main(void) {
       kiln_ffi_call_frame_set_arg(cf, 1, b[1]);
       kiln_ffi_call_frame_set_ret(cf, 0, b[2]);
       kiln_ffi_call_frame_set_ret(cf, 1, b[3]);
-      kiln_status st = kiln_ffi_call_frame_invoke(cf, h, XLA_FFI_ExecutionStage_EXECUTE, &ctx,
-                                                  "noop", NULL);
+      kiln_status st =
+          kiln_ffi_call_frame_invoke(cf, h, XLA_FFI_ExecutionStage_EXECUTE, &ctx, "noop", NULL);
       if (st) return (int)kiln_status_report(st, "bench_ffi_call");
     }
     double t1 = kiln_clock_ms();

@@ -43,7 +43,9 @@ XLA_FFI_Error *kiln_ffi_error_make(XLA_FFI_Error_Code errc, const char *fmt, ...
   return error_new(errc, buf, (size_t)n);
 }
 
-void kiln_ffi_error_free(XLA_FFI_Error *err) { kiln_free(err); }
+void kiln_ffi_error_free(XLA_FFI_Error *err) {
+  kiln_free(err);
+}
 
 kiln_status kiln_ffi_error_to_status(XLA_FFI_Error *err) {
   if (!err) return NULL;
@@ -63,17 +65,17 @@ XLA_FFI_Error *kiln_ffi_error_from_status(kiln_status s) {
 #define INVALID(...) kiln_ffi_error_make(XLA_FFI_Error_Code_INVALID_ARGUMENT, __VA_ARGS__)
 
 /* NULL args or a struct smaller than kiln reads: an error naming the struct and both sizes. */
-#define CHECK_ARGS(type, args)                                                          \
-  do {                                                                                  \
-    if (!(args)) return INVALID("%s: NULL argument struct", #type);                     \
-    if ((args)->struct_size < type##_STRUCT_SIZE)                                       \
-      return INVALID("%s: struct_size %zu is smaller than %zu; check the FFI version", \
-                     #type, (size_t)(args)->struct_size, (size_t)type##_STRUCT_SIZE);   \
+#define CHECK_ARGS(type, args)                                                                \
+  do {                                                                                        \
+    if (!(args)) return INVALID("%s: NULL argument struct", #type);                           \
+    if ((args)->struct_size < type##_STRUCT_SIZE)                                             \
+      return INVALID("%s: struct_size %zu is smaller than %zu; check the FFI version", #type, \
+                     (size_t)(args)->struct_size, (size_t)type##_STRUCT_SIZE);                \
   } while (0)
 
-#define CHECK_CTX(type, args)                                        \
-  do {                                                               \
-    CHECK_ARGS(type, args);                                          \
+#define CHECK_CTX(type, args)                                              \
+  do {                                                                     \
+    CHECK_ARGS(type, args);                                                \
     if (!(args)->ctx) return INVALID("%s: NULL execution context", #type); \
   } while (0)
 
@@ -140,8 +142,8 @@ kiln_status kiln_ffi_type_register(const char *name, size_t len, XLA_FFI_TypeId 
   void (*deleter)(void *) = NULL;
   if (info) {
     if (info->struct_size < XLA_FFI_TypeInfo_STRUCT_SIZE)
-      return KILN_ERR_INVALID("FFI type '%.*s': XLA_FFI_TypeInfo struct_size %zu < %zu",
-                              (int)len, name, (size_t)info->struct_size,
+      return KILN_ERR_INVALID("FFI type '%.*s': XLA_FFI_TypeInfo struct_size %zu < %zu", (int)len,
+                              name, (size_t)info->struct_size,
                               (size_t)XLA_FFI_TypeInfo_STRUCT_SIZE);
     deleter = info->deleter;
   }
@@ -153,8 +155,8 @@ kiln_status kiln_ffi_type_register(const char *name, size_t len, XLA_FFI_TypeId 
       id->type_id = e->id;
     } else if (id->type_id != e->id) {
       s = kiln_status_make(KILN_ALREADY_EXISTS,
-                           "FFI type '%.*s' is registered with type id %lld, not %lld",
-                           (int)len, name, (long long)e->id, (long long)id->type_id);
+                           "FFI type '%.*s' is registered with type id %lld, not %lld", (int)len,
+                           name, (long long)e->id, (long long)id->type_id);
     }
     if (!s && deleter) e->deleter = deleter;
   } else if (id->type_id != 0 && types_find_id(id->type_id)) {
@@ -221,7 +223,9 @@ struct kiln_ffi_state {
   } slot[KILN_FFI_STATE_STAGES];
 };
 
-kiln_ffi_state_t *kiln_ffi_state_create(void) { return kiln_calloc(1, sizeof(kiln_ffi_state_t)); }
+kiln_ffi_state_t *kiln_ffi_state_create(void) {
+  return kiln_calloc(1, sizeof(kiln_ffi_state_t));
+}
 
 void kiln_ffi_state_destroy(kiln_ffi_state_t *s) {
   if (!s) return;
@@ -231,8 +235,7 @@ void kiln_ffi_state_destroy(kiln_ffi_state_t *s) {
 }
 
 static const char *stage_name(int stage) {
-  static const char *const names[] = {"instantiate", "prepare", "initialize", "execute",
-                                      "record"};
+  static const char *const names[] = {"instantiate", "prepare", "initialize", "execute", "record"};
   return stage >= 0 && stage < 5 ? names[stage] : "unknown stage";
 }
 
@@ -240,9 +243,10 @@ static XLA_FFI_Error *api_state_set(XLA_FFI_State_Set_Args *args) {
   CHECK_CTX(XLA_FFI_State_Set_Args, args);
   if (!args->type_id) return INVALID("XLA_FFI_State_Set: NULL type id");
   if ((int)args->stage < 0 || (int)args->stage >= KILN_FFI_STATE_STAGES)
-    return INVALID("XLA_FFI_State_Set: state can be set at instantiate, prepare or initialize, "
-                   "not at %s",
-                   stage_name((int)args->stage));
+    return INVALID(
+        "XLA_FFI_State_Set: state can be set at instantiate, prepare or initialize, "
+        "not at %s",
+        stage_name((int)args->stage));
   kiln_ffi_state_t *st = args->ctx->state;
   if (!st)
     return kiln_ffi_error_make(XLA_FFI_Error_Code_FAILED_PRECONDITION,
@@ -389,7 +393,9 @@ static XLA_FFI_Error *api_invoke_context_get(XLA_FFI_InvokeContext_Get_Args *arg
                              (long long)args->type_id->type_id);
 }
 
-static bool is_pow2(size_t x) { return x && !(x & (x - 1)); }
+static bool is_pow2(size_t x) {
+  return x && !(x & (x - 1));
+}
 
 static XLA_FFI_Error *api_device_memory_allocate(XLA_FFI_DeviceMemory_Allocate_Args *args) {
   CHECK_CTX(XLA_FFI_DeviceMemory_Allocate_Args, args);
@@ -400,7 +406,9 @@ static XLA_FFI_Error *api_device_memory_allocate(XLA_FFI_DeviceMemory_Allocate_A
                    args->alignment);
   args->data = NULL;
   if (args->size == 0) return NULL;
-  if (c->allocate) return kiln_ffi_error_from_status(c->allocate(c->allocator_user, args->size, align, &args->data));
+  if (c->allocate)
+    return kiln_ffi_error_from_status(
+        c->allocate(c->allocator_user, args->size, align, &args->data));
   if (c->platform != KILN_FFI_PLATFORM_HOST)
     return kiln_ffi_error_make(XLA_FFI_Error_Code_UNIMPLEMENTED,
                                "XLA_FFI_DeviceMemory_Allocate: no device allocator on %s",
@@ -447,8 +455,9 @@ static XLA_FFI_Error *api_thread_pool_num_threads(XLA_FFI_ThreadPool_NumThreads_
   CHECK_CTX(XLA_FFI_ThreadPool_NumThreads_Args, args);
   if (!args->num_threads) return INVALID("XLA_FFI_ThreadPool_NumThreads: NULL num_threads");
   if (!args->ctx->schedule)
-    return kiln_ffi_error_make(XLA_FFI_Error_Code_UNIMPLEMENTED,
-                               "XLA_FFI_ThreadPool_NumThreads: no host thread pool in this context");
+    return kiln_ffi_error_make(
+        XLA_FFI_Error_Code_UNIMPLEMENTED,
+        "XLA_FFI_ThreadPool_NumThreads: no host thread pool in this context");
   *args->num_threads = args->ctx->num_threads;
   return NULL;
 }
@@ -469,7 +478,8 @@ static XLA_FFI_Error *api_find_extension(XLA_FFI_InvokeContext_FindExtension_Arg
   CHECK_CTX(XLA_FFI_InvokeContext_FindExtension_Args, args);
   args->extension = NULL;
   int guard = 0;
-  for (const XLA_FFI_Extension *e = args->ctx->extensions; e && guard < 1024; e = e->next, guard++) {
+  for (const XLA_FFI_Extension *e = args->ctx->extensions; e && guard < 1024;
+       e = e->next, guard++) {
     if (e->id.extension_type == args->extension_type) {
       args->extension = e;
       return NULL;
@@ -513,7 +523,9 @@ static const XLA_FFI_Api g_api = {
     .XLA_FFI_InvokeContext_FindExtension = api_find_extension,
 };
 
-const XLA_FFI_Api *kiln_ffi_api(void) { return &g_api; }
+const XLA_FFI_Api *kiln_ffi_api(void) {
+  return &g_api;
+}
 
 /*----------------------------------------- Platforms ----------------------------------------*/
 
@@ -541,23 +553,51 @@ kiln_status kiln_ffi_platform_parse(const char *name, size_t len, kiln_ffi_platf
 
 /*------------------------------------------ Dtypes ------------------------------------------*/
 
-#define KILN_FFI_DTYPES(X)                                                                   \
-  X(PRED, 8, "pred") X(S1, 1, "s1") X(S2, 2, "s2") X(S4, 4, "s4") X(S8, 8, "s8")             \
-  X(S16, 16, "s16") X(S32, 32, "s32") X(S64, 64, "s64") X(U1, 1, "u1") X(U2, 2, "u2")         \
-  X(U4, 4, "u4") X(U8, 8, "u8") X(U16, 16, "u16") X(U32, 32, "u32") X(U64, 64, "u64")         \
-  X(F16, 16, "f16") X(F32, 32, "f32") X(F64, 64, "f64") X(BF16, 16, "bf16")                   \
-  X(C64, 64, "c64") X(C128, 128, "c128") X(TOKEN, 0, "token") X(F8E5M2, 8, "f8e5m2")          \
-  X(F8E3M4, 8, "f8e3m4") X(F8E4M3, 8, "f8e4m3") X(F8E4M3FN, 8, "f8e4m3fn")                    \
-  X(F8E4M3B11FNUZ, 8, "f8e4m3b11fnuz") X(F8E5M2FNUZ, 8, "f8e5m2fnuz")                         \
-  X(F8E4M3FNUZ, 8, "f8e4m3fnuz") X(F4E2M1FN, 4, "f4e2m1fn") X(F8E8M0FNU, 8, "f8e8m0fnu")
+/* clang-format off */
+/* Every FFI data type: name, bits per element, printed name. */
+#define KILN_FFI_DTYPES(X)                   \
+  X(PRED, 8, "pred")                   \
+  X(S1, 1, "s1")                       \
+  X(S2, 2, "s2")                       \
+  X(S4, 4, "s4")                       \
+  X(S8, 8, "s8")                       \
+  X(S16, 16, "s16")                    \
+  X(S32, 32, "s32")                    \
+  X(S64, 64, "s64")                    \
+  X(U1, 1, "u1")                       \
+  X(U2, 2, "u2")                       \
+  X(U4, 4, "u4")                       \
+  X(U8, 8, "u8")                       \
+  X(U16, 16, "u16")                    \
+  X(U32, 32, "u32")                    \
+  X(U64, 64, "u64")                    \
+  X(F16, 16, "f16")                    \
+  X(F32, 32, "f32")                    \
+  X(F64, 64, "f64")                    \
+  X(BF16, 16, "bf16")                  \
+  X(C64, 64, "c64")                    \
+  X(C128, 128, "c128")                 \
+  X(TOKEN, 0, "token")                 \
+  X(F8E5M2, 8, "f8e5m2")               \
+  X(F8E3M4, 8, "f8e3m4")               \
+  X(F8E4M3, 8, "f8e4m3")               \
+  X(F8E4M3FN, 8, "f8e4m3fn")           \
+  X(F8E4M3B11FNUZ, 8, "f8e4m3b11fnuz") \
+  X(F8E5M2FNUZ, 8, "f8e5m2fnuz")       \
+  X(F8E4M3FNUZ, 8, "f8e4m3fnuz")       \
+  X(F4E2M1FN, 4, "f4e2m1fn")           \
+  X(F8E8M0FNU, 8, "f8e8m0fnu")
+/* clang-format on */
 
 int kiln_ffi_dtype_bits(XLA_FFI_DataType t) {
   switch (t) {
-#define X(n, bits, name) \
-  case XLA_FFI_DataType_##n: return bits;
+#define X(n, bits, name)     \
+  case XLA_FFI_DataType_##n: \
+    return bits;
     KILN_FFI_DTYPES(X)
 #undef X
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -567,7 +607,8 @@ bool kiln_ffi_dtype_is_valid(XLA_FFI_DataType t) {
     KILN_FFI_DTYPES(X)
 #undef X
     return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -578,10 +619,12 @@ size_t kiln_ffi_dtype_byte_size(XLA_FFI_DataType t) {
 
 const char *kiln_ffi_dtype_name(XLA_FFI_DataType t) {
   switch (t) {
-#define X(n, bits, name) \
-  case XLA_FFI_DataType_##n: return name;
+#define X(n, bits, name)     \
+  case XLA_FFI_DataType_##n: \
+    return name;
     KILN_FFI_DTYPES(X)
 #undef X
-    default: return "invalid";
+    default:
+      return "invalid";
   }
 }

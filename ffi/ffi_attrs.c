@@ -52,7 +52,9 @@ void kiln_ffi_attrs_destroy(kiln_ffi_attrs_t *a) {
   kiln_free(a);
 }
 
-kiln_ffi_dict_t *kiln_ffi_attrs_root(kiln_ffi_attrs_t *a) { return a->root; }
+kiln_ffi_dict_t *kiln_ffi_attrs_root(kiln_ffi_attrs_t *a) {
+  return a->root;
+}
 
 const XLA_FFI_Attrs *kiln_ffi_attrs_get(const kiln_ffi_attrs_t *a) {
   return a && a->finalized ? &a->root->attrs : NULL;
@@ -254,8 +256,12 @@ static kiln_status expect(parser_t *p, char c, const char *what) {
 static bool is_id_start(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 }
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-static bool is_id_char(char c) { return is_id_start(c) || is_digit(c) || c == '$' || c == '.'; }
+static bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+static bool is_id_char(char c) {
+  return is_id_start(c) || is_digit(c) || c == '$' || c == '.';
+}
 
 /* A bare identifier at the current position (after whitespace); len 0 if none. */
 static size_t ident(parser_t *p, const char **out) {
@@ -398,13 +404,13 @@ static kiln_status type_name(parser_t *p, XLA_FFI_DataType *out, bool *is_pred) 
     const char *name;
     XLA_FFI_DataType dt;
   } types[] = {
-      {"i1", XLA_FFI_DataType_PRED},   {"i8", XLA_FFI_DataType_S8},
-      {"i16", XLA_FFI_DataType_S16},   {"i32", XLA_FFI_DataType_S32},
-      {"i64", XLA_FFI_DataType_S64},   {"si8", XLA_FFI_DataType_S8},
-      {"si16", XLA_FFI_DataType_S16},  {"si32", XLA_FFI_DataType_S32},
-      {"si64", XLA_FFI_DataType_S64},  {"ui8", XLA_FFI_DataType_U8},
-      {"ui16", XLA_FFI_DataType_U16},  {"ui32", XLA_FFI_DataType_U32},
-      {"ui64", XLA_FFI_DataType_U64},  {"f32", XLA_FFI_DataType_F32},
+      {"i1", XLA_FFI_DataType_PRED},  {"i8", XLA_FFI_DataType_S8},
+      {"i16", XLA_FFI_DataType_S16},  {"i32", XLA_FFI_DataType_S32},
+      {"i64", XLA_FFI_DataType_S64},  {"si8", XLA_FFI_DataType_S8},
+      {"si16", XLA_FFI_DataType_S16}, {"si32", XLA_FFI_DataType_S32},
+      {"si64", XLA_FFI_DataType_S64}, {"ui8", XLA_FFI_DataType_U8},
+      {"ui16", XLA_FFI_DataType_U16}, {"ui32", XLA_FFI_DataType_U32},
+      {"ui64", XLA_FFI_DataType_U64}, {"f32", XLA_FFI_DataType_F32},
       {"f64", XLA_FFI_DataType_F64},
   };
   for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
@@ -484,7 +490,9 @@ static kiln_status store(parser_t *p, const num_t *v, XLA_FFI_DataType dt, void 
       memcpy(dst, &x, 4);
       break;
     }
-    default: memcpy(dst, &value, 8); break;
+    default:
+      memcpy(dst, &value, 8);
+      break;
   }
   return NULL;
 }
@@ -580,8 +588,7 @@ static kiln_status dense_values(parser_t *p, numlist_t *l, int depth) {
 }
 
 /* dense<...> : tensor<AxBxT> after the "dense" keyword. */
-static kiln_status dense_elements(parser_t *p, kiln_ffi_dict_t *d, const char *name,
-                                  size_t nlen) {
+static kiln_status dense_elements(parser_t *p, kiln_ffi_dict_t *d, const char *name, size_t nlen) {
   KILN_RETURN_IF_ERROR_PLAIN(expect(p, '<', "'<' after 'dense'"));
   numlist_t l = {0};
   bool splat = !at(p, '[');

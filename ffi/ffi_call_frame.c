@@ -24,8 +24,7 @@ static kiln_status check_desc(const kiln_ffi_buffer_desc_t *d, const char *what,
 
 kiln_status kiln_ffi_call_frame_create(const kiln_ffi_buffer_desc_t *args, size_t nargs,
                                        const kiln_ffi_buffer_desc_t *rets, size_t nrets,
-                                       const kiln_ffi_attrs_t *attrs,
-                                       kiln_ffi_call_frame_t **out) {
+                                       const kiln_ffi_attrs_t *attrs, kiln_ffi_call_frame_t **out) {
   if (!out) return KILN_ERR_INVALID("kiln_ffi_call_frame_create: NULL out");
   *out = NULL;
   if ((nargs && !args) || (nrets && !rets))
@@ -94,7 +93,9 @@ kiln_status kiln_ffi_call_frame_create(const kiln_ffi_buffer_desc_t *args, size_
   return NULL;
 }
 
-void kiln_ffi_call_frame_destroy(kiln_ffi_call_frame_t *cf) { kiln_free(cf); }
+void kiln_ffi_call_frame_destroy(kiln_ffi_call_frame_t *cf) {
+  kiln_free(cf);
+}
 
 void kiln_ffi_call_frame_patch(kiln_ffi_call_frame_t *cf, void *const *args, void *const *rets) {
   for (size_t i = 0; i < cf->nargs; i++) cf->buffers[i].data = args[i];
@@ -129,18 +130,28 @@ kiln_status kiln_ffi_call_frame_invoke(kiln_ffi_call_frame_t *cf, XLA_FFI_Handle
 
 kiln_status kiln_ffi_call_frame_invoke_bundle(kiln_ffi_call_frame_t *cf,
                                               const XLA_FFI_Handler_Bundle *bundle,
-                                              XLA_FFI_ExecutionStage stage,
-                                              kiln_ffi_context_t *ctx, const char *name,
-                                              XLA_FFI_Future **out_future) {
+                                              XLA_FFI_ExecutionStage stage, kiln_ffi_context_t *ctx,
+                                              const char *name, XLA_FFI_Future **out_future) {
   if (out_future) *out_future = NULL;
   XLA_FFI_Handler *h = NULL;
   switch (stage) {
-    case XLA_FFI_ExecutionStage_INSTANTIATE: h = bundle->instantiate; break;
-    case XLA_FFI_ExecutionStage_PREPARE: h = bundle->prepare; break;
-    case XLA_FFI_ExecutionStage_INITIALIZE: h = bundle->initialize; break;
-    case XLA_FFI_ExecutionStage_EXECUTE: h = bundle->execute; break;
-    case XLA_FFI_ExecutionStage_RECORD: h = bundle->record; break;
-    default: return KILN_ERR_INVALID("FFI: unknown execution stage %d", (int)stage);
+    case XLA_FFI_ExecutionStage_INSTANTIATE:
+      h = bundle->instantiate;
+      break;
+    case XLA_FFI_ExecutionStage_PREPARE:
+      h = bundle->prepare;
+      break;
+    case XLA_FFI_ExecutionStage_INITIALIZE:
+      h = bundle->initialize;
+      break;
+    case XLA_FFI_ExecutionStage_EXECUTE:
+      h = bundle->execute;
+      break;
+    case XLA_FFI_ExecutionStage_RECORD:
+      h = bundle->record;
+      break;
+    default:
+      return KILN_ERR_INVALID("FFI: unknown execution stage %d", (int)stage);
   }
   if (!h) {
     if (stage == XLA_FFI_ExecutionStage_EXECUTE)

@@ -33,8 +33,7 @@ typedef struct kiln_ffi_call_frame {
  * for an unknown data type, a negative rank or dimension, or missing dims. */
 kiln_status kiln_ffi_call_frame_create(const kiln_ffi_buffer_desc_t *args, size_t nargs,
                                        const kiln_ffi_buffer_desc_t *rets, size_t nrets,
-                                       const kiln_ffi_attrs_t *attrs,
-                                       kiln_ffi_call_frame_t **out);
+                                       const kiln_ffi_attrs_t *attrs, kiln_ffi_call_frame_t **out);
 void kiln_ffi_call_frame_destroy(kiln_ffi_call_frame_t *cf); /* NULL is fine */
 
 /* Per-execution patching (no checks beyond the index: this is the hot path). */
@@ -59,8 +58,7 @@ kiln_status kiln_ffi_call_frame_invoke(kiln_ffi_call_frame_t *cf, XLA_FFI_Handle
  * execute handler is INVALID_ARGUMENT. */
 kiln_status kiln_ffi_call_frame_invoke_bundle(kiln_ffi_call_frame_t *cf,
                                               const XLA_FFI_Handler_Bundle *bundle,
-                                              XLA_FFI_ExecutionStage stage,
-                                              kiln_ffi_context_t *ctx, const char *name,
-                                              XLA_FFI_Future **out_future);
+                                              XLA_FFI_ExecutionStage stage, kiln_ffi_context_t *ctx,
+                                              const char *name, XLA_FFI_Future **out_future);
 
 #endif /* KILN_FFI_FFI_CALL_FRAME_H_ */

@@ -7,9 +7,13 @@
 #include "ffi/ffi_api.h"
 #include "kiln/abi_macros.h"
 
-const XLA_FFI_Api *XLA_FFI_GetApi(void) { return kiln_ffi_api(); }
+const XLA_FFI_Api *XLA_FFI_GetApi(void) {
+  return kiln_ffi_api();
+}
 
 /* The C++ name, defined from C through an assembler label. */
 KILN_ABI_EXPORT const XLA_FFI_Api *kiln_ffi_get_xla_ffi_api_cxx(void) __asm__(
     "_ZN3xla3ffi12GetXlaFfiApiEv");
-const XLA_FFI_Api *kiln_ffi_get_xla_ffi_api_cxx(void) { return kiln_ffi_api(); }
+const XLA_FFI_Api *kiln_ffi_get_xla_ffi_api_cxx(void) {
+  return kiln_ffi_api();
+}

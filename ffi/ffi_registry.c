@@ -198,9 +198,9 @@ kiln_status kiln_ffi_registry_register(kiln_ffi_registry_t *r, const char *name,
 
 XLA_FFI_Error *kiln_ffi_registry_register_from_api(XLA_FFI_Handler_Register_Args *args) {
   kiln_ffi_registry_t *r = t_loading ? t_loading : kiln_ffi_registry_default();
-  return kiln_ffi_error_from_status(kiln_ffi_registry_register(
-      r, args->name.ptr, args->name.len, args->platform.ptr, args->platform.len, &args->bundle,
-      args->traits));
+  return kiln_ffi_error_from_status(
+      kiln_ffi_registry_register(r, args->name.ptr, args->name.len, args->platform.ptr,
+                                 args->platform.len, &args->bundle, args->traits));
 }
 
 kiln_status kiln_ffi_registry_lookup(kiln_ffi_registry_t *r, const char *target,
@@ -210,18 +210,17 @@ kiln_status kiln_ffi_registry_lookup(kiln_ffi_registry_t *r, const char *target,
   pthread_mutex_lock(&r->mu);
   entry_t *e = find_locked(r, target, len, platform);
   if (e) *out = e->h;
-  kiln_ffi_platform_t other = platform == KILN_FFI_PLATFORM_HOST ? KILN_FFI_PLATFORM_CUDA
-                                                                  : KILN_FFI_PLATFORM_HOST;
+  kiln_ffi_platform_t other =
+      platform == KILN_FFI_PLATFORM_HOST ? KILN_FFI_PLATFORM_CUDA : KILN_FFI_PLATFORM_HOST;
   bool elsewhere = !e && find_locked(r, target, len, other);
   pthread_mutex_unlock(&r->mu);
   if (e) return NULL;
   if (elsewhere)
-    return kiln_status_make(KILN_NOT_FOUND,
-                            "no FFI handler for target '%s' on platform %s (there is one on %s)",
-                            target, kiln_ffi_platform_name(platform),
-                            kiln_ffi_platform_name(other));
-  return kiln_status_make(KILN_NOT_FOUND, "no FFI handler for target '%s' on platform %s",
-                          target, kiln_ffi_platform_name(platform));
+    return kiln_status_make(
+        KILN_NOT_FOUND, "no FFI handler for target '%s' on platform %s (there is one on %s)",
+        target, kiln_ffi_platform_name(platform), kiln_ffi_platform_name(other));
+  return kiln_status_make(KILN_NOT_FOUND, "no FFI handler for target '%s' on platform %s", target,
+                          kiln_ffi_platform_name(platform));
 }
 
 /*------------------------------------------ Loading -----------------------------------------*/
@@ -266,8 +265,8 @@ static kiln_status resolve(void *handle, const char *lib, const char *sym, size_
                            XLA_FFI_Handler **out) {
   char name[256];
   if (len == 0 || len >= sizeof(name))
-    return KILN_ERR_INVALID("FFI handler spec: bad symbol name '%.*s' for library '%s'",
-                            (int)len, sym, lib);
+    return KILN_ERR_INVALID("FFI handler spec: bad symbol name '%.*s' for library '%s'", (int)len,
+                            sym, lib);
   memcpy(name, sym, len);
   name[len] = '\0';
   dlerror();
@@ -286,8 +285,7 @@ static kiln_status parse_bundle(void *handle, const char *lib, const char *s, si
                                 XLA_FFI_Handler_Bundle *b) {
   memset(b, 0, sizeof(*b));
   if (!memchr(s, '=', n)) return resolve(handle, lib, s, n, &b->execute);
-  static const char *const stages[] = {"instantiate", "prepare", "initialize", "execute",
-                                       "record"};
+  static const char *const stages[] = {"instantiate", "prepare", "initialize", "execute", "record"};
   size_t i = 0;
   while (i < n) {
     size_t j = i;
@@ -301,9 +299,10 @@ static kiln_status parse_bundle(void *handle, const char *lib, const char *s, si
     for (int k = 0; k < 5; k++)
       if (strlen(stages[k]) == klen && memcmp(stages[k], s + i, klen) == 0) st = k;
     if (st < 0)
-      return KILN_ERR_INVALID("FFI handler spec: unknown stage '%.*s' (instantiate, prepare, "
-                              "initialize, execute, record)",
-                              (int)klen, s + i);
+      return KILN_ERR_INVALID(
+          "FFI handler spec: unknown stage '%.*s' (instantiate, prepare, "
+          "initialize, execute, record)",
+          (int)klen, s + i);
     XLA_FFI_Handler **slot = st == 0   ? &b->instantiate
                              : st == 1 ? &b->prepare
                              : st == 2 ? &b->initialize

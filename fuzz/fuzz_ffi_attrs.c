@@ -40,8 +40,11 @@ static void walk(const XLA_FFI_Attrs *d, int depth) {
         for (size_t k = 0; k < s->len; k++) g_sink += (unsigned char)s->ptr[k];
         break;
       }
-      case XLA_FFI_AttrType_DICTIONARY: walk(d->attrs[i], depth + 1); break;
-      default: __builtin_trap();
+      case XLA_FFI_AttrType_DICTIONARY:
+        walk(d->attrs[i], depth + 1);
+        break;
+      default:
+        __builtin_trap();
     }
   }
 }

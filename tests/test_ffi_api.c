@@ -20,7 +20,9 @@
 #include "ffi/ffi_call_frame.h"
 #include "ffi/ffi_registry.h"
 
-static const XLA_FFI_Api *api(void) { return kiln_ffi_api(); }
+static const XLA_FFI_Api *api(void) {
+  return kiln_ffi_api();
+}
 
 static XLA_FFI_Error_Code code_of(XLA_FFI_Error *e, char *msg, size_t cap) {
   XLA_FFI_Error_GetDetails_Args d = {XLA_FFI_Error_GetDetails_Args_STRUCT_SIZE, NULL, e, NULL,
@@ -39,7 +41,8 @@ static void test_table_header_and_every_slot_is_filled(void **state) {
   assert_int_equal(sizeof(XLA_FFI_Api), 200);
   assert_int_equal(a->api_version.major_version, 0);
   assert_int_equal(a->api_version.minor_version, 4);
-  void *const *slots = (void *const *)((const char *)a + offsetof(XLA_FFI_Api, XLA_FFI_Error_Create));
+  void *const *slots =
+      (void *const *)((const char *)a + offsetof(XLA_FFI_Api, XLA_FFI_Error_Create));
   for (int i = 0; i < 19; i++) assert_non_null(slots[i]);
   assert_ptr_equal(XLA_FFI_GetApi(), a);
 }
@@ -59,7 +62,8 @@ static void test_errors_round_trip_and_ok_is_no_error(void **state) {
   assert_int_equal(code_of(api()->XLA_FFI_Error_Create(&c), msg, sizeof(msg)),
                    XLA_FFI_Error_Code_ABORTED);
   assert_string_equal(msg, "");
-  kiln_status s = kiln_ffi_error_to_status(kiln_ffi_error_make(XLA_FFI_Error_Code_NOT_FOUND, "x %d", 5));
+  kiln_status s =
+      kiln_ffi_error_to_status(kiln_ffi_error_make(XLA_FFI_Error_Code_NOT_FOUND, "x %d", 5));
   assert_int_equal(kiln_status_code(s), KILN_NOT_FOUND);
   assert_string_equal(kiln_status_message(s), "x 5");
   kiln_status_free(s);
@@ -98,22 +102,22 @@ static void test_too_small_or_null_args_structs_are_invalid_argument(void **stat
 static void test_type_ids_are_assigned_stable_and_checked(void **state) {
   (void)state;
   XLA_FFI_TypeId a = XLA_FFI_UNKNOWN_TYPE_ID, b = XLA_FFI_UNKNOWN_TYPE_ID;
-  XLA_FFI_Type_Register_Args ra = {XLA_FFI_Type_Register_Args_STRUCT_SIZE, NULL,
-                                   {"api_test_type_a", 15}, &a, NULL};
+  XLA_FFI_Type_Register_Args ra = {
+      XLA_FFI_Type_Register_Args_STRUCT_SIZE, NULL, {"api_test_type_a", 15}, &a, NULL};
   assert_null(api()->XLA_FFI_Type_Register(&ra));
   assert_true(a.type_id > 0);
   XLA_FFI_TypeId again = XLA_FFI_UNKNOWN_TYPE_ID;
   ra.type_id = &again;
   assert_null(api()->XLA_FFI_Type_Register(&ra)); /* same name: same id */
   assert_int_equal(again.type_id, a.type_id);
-  XLA_FFI_Type_Register_Args rb = {XLA_FFI_Type_Register_Args_STRUCT_SIZE, NULL,
-                                   {"api_test_type_b", 15}, &b, NULL};
+  XLA_FFI_Type_Register_Args rb = {
+      XLA_FFI_Type_Register_Args_STRUCT_SIZE, NULL, {"api_test_type_b", 15}, &b, NULL};
   assert_null(api()->XLA_FFI_Type_Register(&rb));
   assert_int_not_equal(a.type_id, b.type_id);
   /* A given id that clashes with another name, or a name re-registered with another id. */
   XLA_FFI_TypeId clash = a;
-  XLA_FFI_Type_Register_Args rc = {XLA_FFI_Type_Register_Args_STRUCT_SIZE, NULL,
-                                   {"api_test_type_c", 15}, &clash, NULL};
+  XLA_FFI_Type_Register_Args rc = {
+      XLA_FFI_Type_Register_Args_STRUCT_SIZE, NULL, {"api_test_type_c", 15}, &clash, NULL};
   assert_int_equal(code_of(api()->XLA_FFI_Type_Register(&rc), NULL, 0),
                    XLA_FFI_Error_Code_ALREADY_EXISTS);
   ra.type_id = &b;
@@ -174,7 +178,7 @@ static void test_state_set_get_and_deleter(void **state) {
   int *obj = malloc(sizeof(int));
   *obj = 42;
   XLA_FFI_State_Set_Args set = {XLA_FFI_State_Set_Args_STRUCT_SIZE, NULL, &ctx,
-                                XLA_FFI_ExecutionStage_INSTANTIATE, &id, obj};
+                                XLA_FFI_ExecutionStage_INSTANTIATE, &id,  obj};
   assert_int_equal(code_of(api()->XLA_FFI_State_Set(&set), NULL, 0),
                    XLA_FFI_Error_Code_FAILED_PRECONDITION); /* no state storage */
   ctx.state = kiln_ffi_state_create();
@@ -190,15 +194,14 @@ static void test_state_set_get_and_deleter(void **state) {
   assert_int_equal(code_of(api()->XLA_FFI_State_Set(&set), NULL, 0),
                    XLA_FFI_Error_Code_INVALID_ARGUMENT);
   XLA_FFI_State_Get_Args get = {XLA_FFI_State_Get_Args_STRUCT_SIZE, NULL, &ctx,
-                                XLA_FFI_ExecutionStage_INSTANTIATE, &id, NULL};
+                                XLA_FFI_ExecutionStage_INSTANTIATE, &id,  NULL};
   assert_null(api()->XLA_FFI_State_Get(&get));
   assert_ptr_equal(get.state, obj);
   get.type_id = &other;
   assert_int_equal(code_of(api()->XLA_FFI_State_Get(&get), NULL, 0),
                    XLA_FFI_Error_Code_INVALID_ARGUMENT);
   get.stage = XLA_FFI_ExecutionStage_INITIALIZE;
-  assert_int_equal(code_of(api()->XLA_FFI_State_Get(&get), NULL, 0),
-                   XLA_FFI_Error_Code_NOT_FOUND);
+  assert_int_equal(code_of(api()->XLA_FFI_State_Get(&get), NULL, 0), XLA_FFI_Error_Code_NOT_FOUND);
   g_deleted = 0;
   kiln_ffi_state_destroy(ctx.state);
   assert_int_equal(g_deleted, 1);
@@ -210,14 +213,14 @@ static void test_type_info_is_read_at_the_binding_struct_size(void **state) {
   (void)state;
   XLA_FFI_TypeInfo info = {XLA_FFI_TypeInfo_STRUCT_SIZE, NULL, count_delete};
   XLA_FFI_TypeId id = XLA_FFI_UNKNOWN_TYPE_ID;
-  XLA_FFI_Type_Register_Args r = {XLA_FFI_Type_Register_Args_STRUCT_SIZE, NULL,
-                                  {"api_binding_size_type", 21}, &id, &info};
+  XLA_FFI_Type_Register_Args r = {
+      XLA_FFI_Type_Register_Args_STRUCT_SIZE, NULL, {"api_binding_size_type", 21}, &id, &info};
   assert_true(XLA_FFI_Type_Register_Args_STRUCT_SIZE <
               offsetof(XLA_FFI_Type_Register_Args, type_info) + sizeof(void *));
   assert_null(api()->XLA_FFI_Type_Register(&r));
   kiln_ffi_context_t ctx = {.state = kiln_ffi_state_create()};
   XLA_FFI_State_Set_Args set = {XLA_FFI_State_Set_Args_STRUCT_SIZE, NULL, &ctx,
-                                XLA_FFI_ExecutionStage_PREPARE, &id, malloc(8)};
+                                XLA_FFI_ExecutionStage_PREPARE,     &id,  malloc(8)};
   assert_null(api()->XLA_FFI_State_Set(&set));
   g_deleted = 0;
   kiln_ffi_state_destroy(ctx.state);
@@ -228,8 +231,11 @@ static void test_user_data_stream_run_id_and_device_ordinal(void **state) {
   (void)state;
   int payload = 5;
   kiln_ffi_user_data_t ud[1] = {{4242, &payload}};
-  kiln_ffi_context_t ctx = {.platform = KILN_FFI_PLATFORM_CUDA, .stream = (void *)0x1234,
-                            .device_ordinal = 2, .run_id = -9, .user_data = ud,
+  kiln_ffi_context_t ctx = {.platform = KILN_FFI_PLATFORM_CUDA,
+                            .stream = (void *)0x1234,
+                            .device_ordinal = 2,
+                            .run_id = -9,
+                            .user_data = ud,
                             .num_user_data = 1};
   XLA_FFI_TypeId tid = {4242}, missing = {4243};
   XLA_FFI_InvokeContext_Get_Args g = {XLA_FFI_InvokeContext_Get_Args_STRUCT_SIZE, NULL, &ctx, &tid,
@@ -271,10 +277,12 @@ static kiln_status fake_free(void *user, void *data, size_t size) {
 static void test_device_memory_goes_through_the_runtime_allocator(void **state) {
   (void)state;
   fake_alloc_t fa = {0};
-  kiln_ffi_context_t ctx = {.platform = KILN_FFI_PLATFORM_CUDA, .allocator_user = &fa,
-                            .allocate = fake_allocate, .deallocate = fake_free};
-  XLA_FFI_DeviceMemory_Allocate_Args a = {XLA_FFI_DeviceMemory_Allocate_Args_STRUCT_SIZE, NULL,
-                                          &ctx, 64, 16, NULL};
+  kiln_ffi_context_t ctx = {.platform = KILN_FFI_PLATFORM_CUDA,
+                            .allocator_user = &fa,
+                            .allocate = fake_allocate,
+                            .deallocate = fake_free};
+  XLA_FFI_DeviceMemory_Allocate_Args a = {
+      XLA_FFI_DeviceMemory_Allocate_Args_STRUCT_SIZE, NULL, &ctx, 64, 16, NULL};
   assert_null(api()->XLA_FFI_DeviceMemory_Allocate(&a));
   assert_ptr_equal(a.data, fa.pool);
   XLA_FFI_DeviceMemory_Free_Args f = {XLA_FFI_DeviceMemory_Free_Args_STRUCT_SIZE, NULL, &ctx, 64,
@@ -309,7 +317,9 @@ static kiln_status run_inline(void *user, void (*task)(void *), void *data) {
   task(data);
   return NULL;
 }
-static void bump(void *p) { (*(int *)p) += 10; }
+static void bump(void *p) {
+  (*(int *)p) += 10;
+}
 
 static void test_thread_pool_schedule_and_num_threads(void **state) {
   (void)state;
@@ -404,8 +414,8 @@ static void test_registration_through_the_table_lands_in_the_default_registry(vo
   r.bundle.execute = inc_handler;
   assert_null(api()->XLA_FFI_Handler_Register(&r));
   kiln_ffi_handler_t h;
-  assert_null(kiln_ffi_registry_lookup(kiln_ffi_registry_default(), "api.inc",
-                                       KILN_FFI_PLATFORM_HOST, &h));
+  assert_null(
+      kiln_ffi_registry_lookup(kiln_ffi_registry_default(), "api.inc", KILN_FFI_PLATFORM_HOST, &h));
   assert_int_equal(h.api_minor, 3);
   assert_true(h.traits & XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE);
   int32_t v = 41;
@@ -414,8 +424,8 @@ static void test_registration_through_the_table_lands_in_the_default_registry(vo
   assert_null(kiln_ffi_call_frame_create(NULL, 0, &ret, 1, NULL, &cf));
   assert_null(kiln_ffi_call_frame_invoke_bundle(cf, &h.bundle, XLA_FFI_ExecutionStage_INSTANTIATE,
                                                 NULL, "api.inc", NULL)); /* no instantiate: OK */
-  assert_null(kiln_ffi_call_frame_invoke_bundle(cf, &h.bundle, XLA_FFI_ExecutionStage_EXECUTE,
-                                                NULL, "api.inc", NULL));
+  assert_null(kiln_ffi_call_frame_invoke_bundle(cf, &h.bundle, XLA_FFI_ExecutionStage_EXECUTE, NULL,
+                                                "api.inc", NULL));
   assert_int_equal(v, 42);
   kiln_ffi_call_frame_destroy(cf);
   r.bundle.execute = NULL;

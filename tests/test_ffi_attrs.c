@@ -33,8 +33,7 @@ static int find(const XLA_FFI_Attrs *d, const char *name) {
   return -1;
 }
 
-static const XLA_FFI_Scalar *scalar(const XLA_FFI_Attrs *d, const char *name,
-                                    XLA_FFI_DataType dt) {
+static const XLA_FFI_Scalar *scalar(const XLA_FFI_Attrs *d, const char *name, XLA_FFI_DataType dt) {
   int i = find(d, name);
   assert_int_equal(d->types[i], XLA_FFI_AttrType_SCALAR);
   const XLA_FFI_Scalar *s = d->attrs[i];
@@ -73,7 +72,8 @@ static void test_scalars_of_every_width_bool_and_defaults(void **state) {
 
 static void test_names_are_sorted_bytewise_at_every_level(void **state) {
   (void)state;
-  kiln_ffi_attrs_t *a = parse_ok("{b = 1, a = 2, \"A quoted\" = 3, ab = {z = 1, y = {q = 1, p = 2}}, aa = 4}");
+  kiln_ffi_attrs_t *a =
+      parse_ok("{b = 1, a = 2, \"A quoted\" = 3, ab = {z = 1, y = {q = 1, p = 2}}, aa = 4}");
   const XLA_FFI_Attrs *d = kiln_ffi_attrs_get(a);
   const char *want[] = {"A quoted", "a", "aa", "ab", "b"};
   assert_int_equal(d->size, 5);
@@ -152,21 +152,29 @@ static void expect_malformed(const char *text, const char *needle) {
 
 static void test_malformed_dictionaries_name_offset_and_expectation(void **state) {
   (void)state;
-  expect_malformed("{a = 1", "offset 6 (line 1, column 7): expected ',' or '}' after an attribute, got end of input");
+  expect_malformed(
+      "{a = 1",
+      "offset 6 (line 1, column 7): expected ',' or '}' after an attribute, got end of input");
   expect_malformed("{a 1}", "offset 3 (line 1, column 4): expected '=' after the attribute name");
   expect_malformed("{a = }", "offset 5 (line 1, column 6): expected an attribute value");
-  expect_malformed("a = 1", "offset 0 (line 1, column 1): expected '{' opening a dictionary, got 'a'");
-  expect_malformed("{a = 1} x", "offset 8 (line 1, column 9): expected end of input after the dictionary");
-  expect_malformed("{a = 1,\n b = 2 : i3}", "offset 17 (line 2, column 10): expected a type XLA FFI");
-  expect_malformed("{a = 300 : i8}", "offset 5 (line 1, column 6): expected a value that fits the integer type");
+  expect_malformed("a = 1",
+                   "offset 0 (line 1, column 1): expected '{' opening a dictionary, got 'a'");
+  expect_malformed("{a = 1} x",
+                   "offset 8 (line 1, column 9): expected end of input after the dictionary");
+  expect_malformed("{a = 1,\n b = 2 : i3}",
+                   "offset 17 (line 2, column 10): expected a type XLA FFI");
+  expect_malformed("{a = 300 : i8}",
+                   "offset 5 (line 1, column 6): expected a value that fits the integer type");
   expect_malformed("{a = -1 : ui32}", "expected a non-negative value for an unsigned type");
   expect_malformed("{a = 1.5 : i32}", "expected an integer literal for an integer type");
-  expect_malformed("{a = 1, a = 2}", "offset 8 (line 1, column 9): expected a name not used before");
+  expect_malformed("{a = 1, a = 2}",
+                   "offset 8 (line 1, column 9): expected a name not used before");
   expect_malformed("{s = \"open}", "expected a closing '\"'");
   expect_malformed("{s = \"bad \\q\"}", "expected an escape");
   expect_malformed("{a = array<i1: true>}", "expected an array element type XLA FFI supports");
   expect_malformed("{a = array<i64: 1 2>}", "expected ',' or '>' in array<...>");
-  expect_malformed("{a = dense<[1, 2, 3]> : tensor<2xi32>}", "as many elements as the dense<...> list");
+  expect_malformed("{a = dense<[1, 2, 3]> : tensor<2xi32>}",
+                   "as many elements as the dense<...> list");
   expect_malformed("{a = dense<1> : tensor<99999999999xi32>}", "a tensor of at most");
   expect_malformed("{a = 1 : f16}", "expected a type XLA FFI attributes support");
   expect_malformed("{a = 99999999999999999999}", "an integer that fits in 64 bits");
@@ -184,8 +192,10 @@ static void test_builder_rejects_duplicates_at_finalize(void **state) {
   (void)state;
   kiln_ffi_attrs_t *a = kiln_ffi_attrs_create();
   int32_t v = 1;
-  assert_null(kiln_ffi_dict_add_scalar(a, kiln_ffi_attrs_root(a), "x", 1, XLA_FFI_DataType_S32, &v));
-  assert_null(kiln_ffi_dict_add_scalar(a, kiln_ffi_attrs_root(a), "x", 1, XLA_FFI_DataType_S32, &v));
+  assert_null(
+      kiln_ffi_dict_add_scalar(a, kiln_ffi_attrs_root(a), "x", 1, XLA_FFI_DataType_S32, &v));
+  assert_null(
+      kiln_ffi_dict_add_scalar(a, kiln_ffi_attrs_root(a), "x", 1, XLA_FFI_DataType_S32, &v));
   kiln_status s = kiln_ffi_attrs_finalize(a);
   assert_non_null(strstr(kiln_status_message(s), "duplicate attribute name 'x'"));
   kiln_status_free(s);
@@ -260,7 +270,8 @@ static void test_every_typed_ffi_backend_config_in_the_corpus(void **state) {
       if (s) {
         /* XLA refuses these too: MLIR array and type attributes are no FFI attributes. */
         if (!strstr(line, "mhlo.uniform_")) fail_msg("%s: %s", de->d_name, kiln_status_message(s));
-        assert_non_null(strstr(kiln_status_message(s), "offset 7 (line 1, column 8): expected an attribute value"));
+        assert_non_null(strstr(kiln_status_message(s),
+                               "offset 7 (line 1, column 8): expected an attribute value"));
         rejected++;
         kiln_status_free(s);
       } else {

@@ -31,8 +31,10 @@ static int setup(void **state) {
   if (XLA_FFI_GetApi() != kiln_ffi_api()) return -1;
   if (kiln_ffi_registry_create(&g_reg)) return -1;
   kiln_status s = kiln_ffi_registry_load_spec(
-      g_reg, "scale=" LIB ":KilnCxxScale,attrs=" LIB ":KilnCxxAttrs,sum=" LIB ":KilnCxxSum,"
-             "bias=" LIB ":instantiate=KilnCxxBiasInstantiate/execute=KilnCxxBiasExecute,"
+      g_reg, "scale=" LIB ":KilnCxxScale,attrs=" LIB ":KilnCxxAttrs,sum=" LIB
+             ":KilnCxxSum,"
+             "bias=" LIB
+             ":instantiate=KilnCxxBiasInstantiate/execute=KilnCxxBiasExecute,"
              "fail=" LIB ":KilnCxxFail,async=" LIB ":KilnCxxAsync,ctx@gpu=" LIB ":KilnCxxContext");
   if (s) {
     kiln_status_report(s, "setup");
@@ -75,8 +77,8 @@ static void test_typed_buffers_and_a_scalar_attribute(void **state) {
   kiln_ffi_call_frame_t *cf;
   assert_null(kiln_ffi_call_frame_create(&arg, 1, &ret, 1, a, &cf));
   kiln_ffi_context_t ctx = {0};
-  assert_null(kiln_ffi_call_frame_invoke(cf, h.bundle.execute, XLA_FFI_ExecutionStage_EXECUTE,
-                                         &ctx, "scale", NULL));
+  assert_null(kiln_ffi_call_frame_invoke(cf, h.bundle.execute, XLA_FFI_ExecutionStage_EXECUTE, &ctx,
+                                         "scale", NULL));
   assert_true(out[0] == 2.5f && out[2] == 10.0f);
   kiln_ffi_call_frame_destroy(cf);
 
@@ -110,8 +112,22 @@ static void test_every_attribute_kind_decodes_in_the_cxx_binding(void **state) {
   kiln_status s = kiln_ffi_call_frame_invoke(cf, h.bundle.execute, XLA_FFI_ExecutionStage_EXECUTE,
                                              NULL, "attrs", NULL);
   if (s) fail_msg("%s", kiln_status_message(s));
-  const double want[16] = {1,     -128, 32767, -7,    1099511627776.0, 255,   65535, 4000000000.0,
-                           18446744073709551615.0, 1.5, -0.25, 3006,   0.75,  105,   -3, 102};
+  const double want[16] = {1,
+                           -128,
+                           32767,
+                           -7,
+                           1099511627776.0,
+                           255,
+                           65535,
+                           4000000000.0,
+                           18446744073709551615.0,
+                           1.5,
+                           -0.25,
+                           3006,
+                           0.75,
+                           105,
+                           -3,
+                           102};
   for (int i = 0; i < 16; i++)
     if (out[i] != want[i]) fail_msg("attribute %d: got %g, want %g", i, out[i], want[i]);
   kiln_ffi_call_frame_destroy(cf);
@@ -195,8 +211,8 @@ static void test_async_handler_completes_its_future(void **state) {
   kiln_ffi_call_frame_t *cf;
   assert_null(kiln_ffi_call_frame_create(&arg, 1, &ret, 1, NULL, &cf));
   XLA_FFI_Future *f = NULL;
-  assert_null(kiln_ffi_call_frame_invoke(cf, h.bundle.execute, XLA_FFI_ExecutionStage_EXECUTE,
-                                         NULL, "async", &f));
+  assert_null(kiln_ffi_call_frame_invoke(cf, h.bundle.execute, XLA_FFI_ExecutionStage_EXECUTE, NULL,
+                                         "async", &f));
   assert_non_null(f);
   assert_null(kiln_ffi_future_wait(f));
   assert_true(kiln_ffi_future_is_ready(f));
@@ -204,8 +220,8 @@ static void test_async_handler_completes_its_future(void **state) {
   assert_true(out[0] == 2 && out[2] == 6);
   /* Without out_future the invoke waits itself. */
   out[0] = 0;
-  assert_null(kiln_ffi_call_frame_invoke(cf, h.bundle.execute, XLA_FFI_ExecutionStage_EXECUTE,
-                                         NULL, "async", NULL));
+  assert_null(kiln_ffi_call_frame_invoke(cf, h.bundle.execute, XLA_FFI_ExecutionStage_EXECUTE, NULL,
+                                         "async", NULL));
   assert_true(out[0] == 2);
   kiln_ffi_call_frame_destroy(cf);
 }
@@ -219,8 +235,8 @@ static void test_context_queries_reach_the_cxx_binding(void **state) {
   kiln_ffi_call_frame_t *cf;
   assert_null(kiln_ffi_call_frame_create(NULL, 0, &ret, 1, NULL, &cf));
   kiln_ffi_context_t ctx = {.platform = KILN_FFI_PLATFORM_CUDA, .device_ordinal = 3, .run_id = 77};
-  assert_null(kiln_ffi_call_frame_invoke(cf, h.bundle.execute, XLA_FFI_ExecutionStage_EXECUTE,
-                                         &ctx, "ctx", NULL));
+  assert_null(kiln_ffi_call_frame_invoke(cf, h.bundle.execute, XLA_FFI_ExecutionStage_EXECUTE, &ctx,
+                                         "ctx", NULL));
   assert_int_equal(out[0], 77);
   assert_int_equal(out[1], 3);
   kiln_ffi_call_frame_destroy(cf);
@@ -248,8 +264,8 @@ static void test_library_registers_itself_through_the_cxx_accessor(void **state)
   kiln_ffi_buffer_desc_t ret = {XLA_FFI_DataType_F32, 1, dims, out};
   kiln_ffi_call_frame_t *cf;
   assert_null(kiln_ffi_call_frame_create(&arg, 1, &ret, 1, NULL, &cf));
-  assert_null(kiln_ffi_call_frame_invoke(cf, h.bundle.execute, XLA_FFI_ExecutionStage_EXECUTE,
-                                         NULL, "negate", NULL));
+  assert_null(kiln_ffi_call_frame_invoke(cf, h.bundle.execute, XLA_FFI_ExecutionStage_EXECUTE, NULL,
+                                         "negate", NULL));
   assert_true(out[0] == -1 && out[1] == 2);
   kiln_ffi_call_frame_destroy(cf);
   kiln_ffi_registry_destroy(r);
@@ -272,8 +288,9 @@ int main(void) {
 #else
 
 int main(void) {
-  printf("test_ffi_cxx: SKIPPED: no C++ compiler (or no ../shared/abi) at configure time, so "
-         "the C++ handler library was not built\n");
+  printf(
+      "test_ffi_cxx: SKIPPED: no C++ compiler (or no ../shared/abi) at configure time, so "
+      "the C++ handler library was not built\n");
   return 77;
 }
 

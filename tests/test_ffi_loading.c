@@ -32,8 +32,8 @@ static void test_c_library_handler_runs_through_a_call_frame(void **state) {
   kiln_ffi_registry_t *r;
   assert_null(kiln_ffi_registry_create(&r));
   assert_null(kiln_ffi_registry_load_spec(
-      r, "kiln_add=" KILN_FFI_TEST_C_LIB ":kiln_test_c_add_f32, kiln_add@CUDA="
-         KILN_FFI_TEST_C_LIB ":kiln_test_c_add_f32"));
+      r, "kiln_add=" KILN_FFI_TEST_C_LIB ":kiln_test_c_add_f32, kiln_add@CUDA=" KILN_FFI_TEST_C_LIB
+         ":kiln_test_c_add_f32"));
   assert_int_equal(kiln_ffi_registry_size(r), 2);
   kiln_ffi_handler_t h;
   assert_null(kiln_ffi_registry_lookup(r, "kiln_add", KILN_FFI_PLATFORM_HOST, &h));
@@ -52,15 +52,15 @@ static void test_c_library_handler_runs_through_a_call_frame(void **state) {
   void *ap[2] = {a, b}, *rp[1] = {out};
   kiln_ffi_call_frame_patch(cf, ap, rp);
   kiln_ffi_context_t ctx = {0};
-  assert_null(kiln_ffi_call_frame_invoke_bundle(cf, &h.bundle, XLA_FFI_ExecutionStage_EXECUTE,
-                                                &ctx, "kiln_add", NULL));
+  assert_null(kiln_ffi_call_frame_invoke_bundle(cf, &h.bundle, XLA_FFI_ExecutionStage_EXECUTE, &ctx,
+                                                "kiln_add", NULL));
   assert_true(out[0] == 11 && out[3] == 44);
   /* Patch only the addresses and call again. */
   float out2[4] = {0};
   kiln_ffi_call_frame_set_ret(cf, 0, out2);
   kiln_ffi_call_frame_set_arg(cf, 1, a);
-  assert_null(kiln_ffi_call_frame_invoke_bundle(cf, &h.bundle, XLA_FFI_ExecutionStage_EXECUTE,
-                                                &ctx, "kiln_add", NULL));
+  assert_null(kiln_ffi_call_frame_invoke_bundle(cf, &h.bundle, XLA_FFI_ExecutionStage_EXECUTE, &ctx,
+                                                "kiln_add", NULL));
   assert_true(out2[0] == 2 && out2[3] == 8);
   kiln_ffi_call_frame_destroy(cf);
   kiln_ffi_registry_destroy(r);
@@ -113,8 +113,9 @@ static void test_handler_built_for_another_ffi_version_is_refused(void **state) 
   (void)state;
   kiln_ffi_registry_t *r;
   assert_null(kiln_ffi_registry_create(&r));
-  expect_error(kiln_ffi_registry_load_spec(r, "v=" KILN_FFI_TEST_C_LIB ":kiln_test_c_wrong_version"),
-               KILN_FAILED_PRECONDITION, "built for XLA FFI API 1.0; kiln accepts 0.1 to 0.4");
+  expect_error(
+      kiln_ffi_registry_load_spec(r, "v=" KILN_FFI_TEST_C_LIB ":kiln_test_c_wrong_version"),
+      KILN_FAILED_PRECONDITION, "built for XLA FFI API 1.0; kiln accepts 0.1 to 0.4");
   expect_error(kiln_ffi_registry_load_spec(r, "v=" KILN_FFI_TEST_C_LIB ":kiln_test_c_future_minor"),
                KILN_FAILED_PRECONDITION, "XLA FFI API 0.99");
   expect_error(kiln_ffi_registry_load_spec(r, "v=" KILN_FFI_TEST_C_LIB ":kiln_test_c_no_metadata"),
@@ -130,7 +131,8 @@ static void test_missing_target_names_target_and_platform(void **state) {
   kiln_ffi_handler_t h;
   expect_error(kiln_ffi_registry_lookup(r, "foo", KILN_FFI_PLATFORM_HOST, &h), KILN_NOT_FOUND,
                "no FFI handler for target 'foo' on platform Host");
-  assert_null(kiln_ffi_registry_load_spec(r, "foo@cuda=" KILN_FFI_TEST_C_LIB ":kiln_test_c_add_f32"));
+  assert_null(
+      kiln_ffi_registry_load_spec(r, "foo@cuda=" KILN_FFI_TEST_C_LIB ":kiln_test_c_add_f32"));
   expect_error(kiln_ffi_registry_lookup(r, "foo", KILN_FFI_PLATFORM_HOST, &h), KILN_NOT_FOUND,
                "(there is one on CUDA)");
   /* Target names are exact; platform names are not. */

@@ -9,8 +9,7 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-static XLA_FFI_Error *make_error(const XLA_FFI_Api *api, XLA_FFI_Error_Code errc,
-                                 const char *msg) {
+static XLA_FFI_Error *make_error(const XLA_FFI_Api *api, XLA_FFI_Error_Code errc, const char *msg) {
   XLA_FFI_Error_Create_Args a;
   memset(&a, 0, sizeof(a));
   a.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;

@@ -15,24 +15,20 @@ namespace ffi = xla::ffi;
 static ffi::Error Scale(ffi::Buffer<ffi::F32> in, ffi::ResultBuffer<ffi::F32> out, float scale) {
   if (in.element_count() != out->element_count())
     return ffi::Error::InvalidArgument("scale: sizes differ");
-  for (size_t i = 0; i < in.element_count(); ++i)
-    out->typed_data()[i] = in.typed_data()[i] * scale;
+  for (size_t i = 0; i < in.element_count(); ++i) out->typed_data()[i] = in.typed_data()[i] * scale;
   return ffi::Error::Success();
 }
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(KilnCxxScale, Scale,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>()
-                                  .Attr<float>("scale"),
-                              {ffi::Traits::kCmdBufferCompatible});
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    KilnCxxScale, Scale,
+    ffi::Ffi::Bind().Arg<ffi::Buffer<ffi::F32>>().Ret<ffi::Buffer<ffi::F32>>().Attr<float>("scale"),
+    {ffi::Traits::kCmdBufferCompatible});
 
 // Every attribute kind, written to an f64 result in a fixed order.
 static ffi::Error Attrs(ffi::ResultBuffer<ffi::F64> out, bool b, int8_t i8, int16_t i16,
                         int32_t i32, int64_t i64, uint8_t u8, uint16_t u16, uint32_t u32,
                         uint64_t u64, float f32, double f64, ffi::Span<const int64_t> arr,
-                        ffi::Span<const float> farr, std::string_view str,
-                        ffi::Dictionary dict) {
+                        ffi::Span<const float> farr, std::string_view str, ffi::Dictionary dict) {
   if (out->element_count() < 16) return ffi::Error::InvalidArgument("attrs: need 16 results");
   double* o = out->typed_data();
   o[0] = b;
@@ -129,8 +125,8 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(KilnCxxBiasExecute, BiasExecute,
 
 // A failing handler.
 static ffi::Error Fail(std::string_view why) {
-  return ffi::Error(ffi::ErrorCode::kInternal, std::string("C++ handler failed: ") +
-                                                   std::string(why));
+  return ffi::Error(ffi::ErrorCode::kInternal,
+                    std::string("C++ handler failed: ") + std::string(why));
 }
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(KilnCxxFail, Fail, ffi::Ffi::Bind().Attr<std::string_view>("why"));
@@ -150,10 +146,9 @@ static ffi::Future Async(ffi::Buffer<ffi::F32> in, ffi::ResultBuffer<ffi::F32> o
   return future;
 }
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(KilnCxxAsync, Async,
-                              ffi::Ffi::Bind()
-                                  .Arg<ffi::Buffer<ffi::F32>>()
-                                  .Ret<ffi::Buffer<ffi::F32>>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    KilnCxxAsync, Async,
+    ffi::Ffi::Bind().Arg<ffi::Buffer<ffi::F32>>().Ret<ffi::Buffer<ffi::F32>>());
 
 // Platform context: device ordinal and run id, written to an s64 result.
 static ffi::Error Context(ffi::RunId run_id, int32_t ordinal, ffi::ResultBuffer<ffi::S64> out) {
@@ -162,11 +157,9 @@ static ffi::Error Context(ffi::RunId run_id, int32_t ordinal, ffi::ResultBuffer<
   return ffi::Error::Success();
 }
 
-XLA_FFI_DEFINE_HANDLER_SYMBOL(KilnCxxContext, Context,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::RunId>()
-                                  .Ctx<ffi::DeviceOrdinal>()
-                                  .Ret<ffi::Buffer<ffi::S64>>());
+XLA_FFI_DEFINE_HANDLER_SYMBOL(
+    KilnCxxContext, Context,
+    ffi::Ffi::Bind().Ctx<ffi::RunId>().Ctx<ffi::DeviceOrdinal>().Ret<ffi::Buffer<ffi::S64>>());
 
 // Registers itself when loaded, through XLA's C++ accessor the host exports.
 static ffi::Error SelfReg(ffi::Buffer<ffi::F32> in, ffi::ResultBuffer<ffi::F32> out) {
