@@ -345,7 +345,7 @@ static XLA_FFI_Error *api_future_set_error(XLA_FFI_Future_SetError_Args *args) {
   CHECK_ARGS(XLA_FFI_Future_SetError_Args, args);
   if (!args->future) return INVALID("XLA_FFI_Future_SetError: NULL future");
   XLA_FFI_Error *e = args->error;
-  if (!e) e = error_new(XLA_FFI_Error_Code_UNKNOWN, "future completed with a NULL error", 34);
+  if (!e) e = kiln_ffi_error_make(XLA_FFI_Error_Code_UNKNOWN, "future completed with a NULL error");
   return future_complete(args->future, e, "XLA_FFI_Future_SetError");
 }
 
