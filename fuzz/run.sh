@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
-# Builds the parser fuzzer with clang-19 (libFuzzer + ASan + UBSan) and runs it for $1
-# seconds (default 60), seeded with the HLO corpus. Fails on any crash, leak or hang.
+# Builds the fuzzers with clang-19 (libFuzzer + ASan + UBSan) and runs them for $1 seconds in
+# total (default 60): the HLO parser gets three quarters of the budget, the FFI backend_config
+# decoder (fuzz_ffi_attrs) the rest. Seeded from the HLO corpus. Fails on any crash, leak or
+# hang.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
+parser_seconds=$(( seconds * 3 / 4 ))
+[ "$parser_seconds" -ge 1 ] || parser_seconds=1
+attrs_seconds=$(( seconds - parser_seconds ))
+[ "$attrs_seconds" -ge 1 ] || attrs_seconds=1
 corpus_dir="${KILN_CORPUS_DIR:-$(cd .. && pwd)/shared/hlo-corpus}"
 out=build-fuzz
 mkdir -p "$out"
-srcs=$(ls base/*.c compiler/hlo/*.c)
-clang-19 -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  -Wall -Wextra -Werror -Wno-unused-parameter -I. $srcs fuzz/fuzz_parser.c -lm -o "$out/fuzz_parser"
-# Seeds: every corpus file, cut into pieces of at most 16 KiB so the fuzzer mutates
+cflags=(-std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+        -Wall -Wextra -Werror -Wno-unused-parameter -I. -Iinclude)
+clang-19 "${cflags[@]}" $(ls base/*.c compiler/hlo/*.c) fuzz/fuzz_parser.c -lm \
+  -o "$out/fuzz_parser"
+clang-19 "${cflags[@]}" $(ls base/*.c ffi/*.c) fuzz/fuzz_ffi_attrs.c -lm -ldl -lpthread \
+  -o "$out/fuzz_ffi_attrs"
+
+# Parser seeds: every corpus file, cut into pieces of at most 16 KiB so the fuzzer mutates
 # realistic text at a useful speed.
 seeds="$out/seeds"
 rm -rf "$seeds" && mkdir -p "$seeds"
@@ -21,15 +31,35 @@ for f in "$corpus_dir"/xla/*.hlo "$corpus_dir"/real/* "$corpus_dir"/emitters/*.h
   head -c 16384 "$f" > "$seeds/seed_$i"
   i=$((i + 1))
 done
-work="$out/corpus-work"
-mkdir -p "$work"
-echo "fuzz: $i seed files, running for ${seconds}s"
-ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
-  "$out/fuzz_parser" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-  -max_len=16384 -print_final_stats=1 "$work" "$seeds" 2>&1 | tail -n 25
-status=${PIPESTATUS[0]}
-if [ "$status" -ne 0 ]; then
-  echo "fuzz: FAILED (exit $status); reproducer files: $(ls crash-* leak-* timeout-* oom-* 2>/dev/null | tr '\n' ' ')"
-  exit "$status"
-fi
-echo "fuzz: no crash, leak or hang in ${seconds}s"
+# Decoder seeds: every backend_config={...} in the corpus (to the end of its line; the
+# fuzzer trims), plus a few covering every attribute kind.
+attr_seeds="$out/attr-seeds"
+rm -rf "$attr_seeds" && mkdir -p "$attr_seeds"
+j=0
+while IFS= read -r line; do
+  printf '%s' "${line#backend_config=}" | head -c 4096 > "$attr_seeds/seed_$j"
+  j=$((j + 1))
+done < <(grep -rhoE 'backend_config=\{.*' "$corpus_dir" 2>/dev/null | sort -u | head -n 500)
+printf '%s' '{i = 42 : i32, f = 1.5 : f32, s = "a\22b", b = true, a = array<i64: 1, 2>, d = {x = 0x10 : ui8}, t = dense<[1, 2]> : tensor<2xf64>}' \
+  > "$attr_seeds/seed_kinds"
+
+status=0
+run() { # name seconds work-dir seed-dir max-len
+  local name=$1 secs=$2 work=$3 seed=$4 max_len=$5
+  mkdir -p "$work"
+  echo "fuzz: $name, $(ls "$seed" | wc -l) seed files, running for ${secs}s"
+  set +e
+  ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
+    "$out/$name" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
+    -max_len="$max_len" -print_final_stats=1 "$work" "$seed" 2>&1 | tail -n 25
+  local st=${PIPESTATUS[0]}
+  set -e
+  if [ "$st" -ne 0 ]; then
+    echo "fuzz: $name FAILED (exit $st); reproducer files: $(ls crash-* leak-* timeout-* oom-* 2>/dev/null | tr '\n' ' ')"
+    status=$st
+  fi
+}
+run fuzz_parser "$parser_seconds" "$out/corpus-work" "$seeds" 16384
+run fuzz_ffi_attrs "$attrs_seconds" "$out/attr-corpus-work" "$attr_seeds" 4096
+if [ "$status" -ne 0 ]; then exit "$status"; fi
+echo "fuzz: no crash, leak or hang in ${seconds}s (parser ${parser_seconds}s, ffi attrs ${attrs_seconds}s)"
