@@ -3,8 +3,8 @@
 
 #include <string.h>
 
-#include "compiler/codegen/elemental_internal.h"
-#include "compiler/codegen/scatter_emitter.h"
+#include "compiler/codegen/hero_analysis.h"
+#include "compiler/codegen/hero_split.h"
 
 #define DUS_MAX_ROOTS KILN_HERO_MAX_ROOTS
 

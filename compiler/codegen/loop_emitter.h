@@ -25,6 +25,7 @@
 #include "base/status.h"
 #include "compiler/analysis/launch_grid.h"
 #include "compiler/codegen/elemental.h"
+#include "compiler/codegen/fusion_kernel.h"
 #include "compiler/codegen/kir.h"
 #include "compiler/codegen/partitioner.h"
 
@@ -49,5 +50,11 @@ bool kiln_loop_may_vectorize(const kiln_hlo_computation_t *c);
 kiln_status kiln_loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c,
                            const kiln_partition_t *part, kiln_elemental_t *elem, const char *name,
                            const kiln_loop_emitter_options_t *opts, kiln_loop_kernel_info_t *info);
+
+/* Partitions `c`, emits its loop kernel and runs the kernel-IR pipeline (the same vectorize /
+ * unroll options as every emitter); *out as for kiln_fusion_kernel_emit. Dumps (opts->dump_dir):
+ * `<name>.40-hlo-fusion.txt`, `<name>.41-partition.txt`, then the pipeline's stages. */
+kiln_status kiln_loop_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
+                                  kiln_fusion_kernel_t *out);
 
 #endif /* KILN_COMPILER_CODEGEN_LOOP_EMITTER_H_ */

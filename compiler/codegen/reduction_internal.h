@@ -4,6 +4,8 @@
 #ifndef KILN_COMPILER_CODEGEN_REDUCTION_INTERNAL_H_
 #define KILN_COMPILER_CODEGEN_REDUCTION_INTERNAL_H_
 
+#include "compiler/codegen/hero_analysis.h"
+#include "compiler/codegen/hero_emit.h"
 #include "compiler/codegen/reduction_emitter.h"
 
 #define KILN_RED_MAX_ACC 16

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "compiler/codegen/hero_analysis.h"
-#include "compiler/codegen/reduction_emitter.h"
+#include "compiler/codegen/hero_emit.h"
 
 #define MAX_NODES 256
 

@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "base/vec.h"
+#include "compiler/analysis/reduction_rule.h"
 
 typedef KILN_VEC(kiln_hlo_instruction_t *) instr_vec_t;
 
@@ -276,12 +277,7 @@ static bool reduction_form(const kiln_hlo_instruction_t *r, reduction_form_t *ou
 bool kiln_fusion_reduction_is_unnested(const kiln_hlo_instruction_t *r) {
   reduction_form_t f;
   if (!kiln_fusion_is_reduction_hero(r) || !reduction_form(r, &f)) return false;
-  const int64_t warp = 32;
-  if (f.row) return f.d[2] >= warp || (f.d[2] > 0 && warp % f.d[2] == 0);
-  int64_t major = f.d[1], minor = f.d[2];
-  bool elemental = major < warp || (major < 2 * warp && minor < warp) ||
-                   (major < 4 * warp && minor < 8) || (major < 8 * warp && minor < 3);
-  return !elemental;
+  return kiln_reduction_faster_than_elemental(f.row, f.d);
 }
 
 bool kiln_fusion_reduction_is_race_free(const kiln_hlo_instruction_t *r) {
