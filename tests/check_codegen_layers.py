@@ -9,6 +9,9 @@ internal header included), e.g. reduction_emitter.c + reduction_kinds.c + reduct
 
   check_codegen_layers.py --source DIR --objects DIR   check the tree (objects: the build dir,
                                                         searched for compiler/codegen/*.c.o)
+  check_codegen_layers.py --headers ROOT               the public emitter headers (*_emitter.h,
+                                                        fusion_kernel.h) pull in neither LLVM-C
+                                                        nor the elemental emitter's internals
   check_codegen_layers.py --self-test                  shows that a planted cycle and a planted
                                                         emitter-to-emitter edge are caught
 Exit status 0 when the graph is acyclic and layered, 1 otherwise (the cycle is printed)."""
@@ -185,16 +188,57 @@ def self_test():
     return 0 if ok else 1
 
 
+ANY_INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]([^>"]+)[>"]', re.M)
+HIDDEN = ("llvm-c/", "compiler/codegen/elemental_internal.h", "compiler/codegen/hero_emit.h")
+
+
+def header_leaks(root, header):
+    """The hidden headers `header` reaches through the repository's own includes, with the
+    include chain to the first of each."""
+    leaks, seen, todo = {}, set(), [(header, [header])]
+    while todo:
+        h, chain = todo.pop()
+        if h in seen:
+            continue
+        seen.add(h)
+        path = os.path.join(root, h)
+        if not os.path.exists(path):
+            continue
+        with open(path, encoding="utf-8") as f:
+            for inc in ANY_INCLUDE.findall(f.read()):
+                if any(inc.startswith(x) for x in HIDDEN):
+                    leaks.setdefault(inc, chain + [inc])
+                else:
+                    todo.append((inc, chain + [inc]))
+    return leaks
+
+
+def check_headers(root):
+    bad = 0
+    hdrs = sorted(glob.glob(os.path.join(root, "compiler/codegen/*_emitter.h")))
+    hdrs.append(os.path.join(root, "compiler/codegen/fusion_kernel.h"))
+    for path in hdrs:
+        rel = os.path.relpath(path, root)
+        for inc, chain in sorted(header_leaks(root, rel).items()):
+            print("%s pulls in %s: %s" % (rel, inc, " -> ".join(chain)))
+            bad += 1
+    print("%d public emitter headers, %s" % (len(hdrs), "FAILED" if bad else "none pulls LLVM-C or emitter internals"))
+    return 1 if bad else 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source")
     ap.add_argument("--objects")
     ap.add_argument("--self-test", action="store_true")
+    ap.add_argument("--headers", metavar="ROOT")
     ap.add_argument("--plant", metavar="A:B", help="add an edge A -> B (to see a failure)")
     ap.add_argument("--verbose", action="store_true")
     a = ap.parse_args()
     if a.self_test:
         return self_test()
+    if a.headers:
+        return check_headers(a.headers)
     if not a.source or not a.objects:
         ap.error("--source and --objects are required")
     inc = include_edges(a.source)
