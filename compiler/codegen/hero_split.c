@@ -94,6 +94,41 @@ kiln_status kiln_hero_split_begin(kiln_hero_split_t *s, const kiln_hlo_computati
   return NULL;
 }
 
+/* ---- atomics ---- */
+
+int kiln_hero_atomic_kind(const kiln_hlo_computation_t *comb) {
+  if (!comb || !comb->root || comb->num_parameters != 2) return -1;
+  const kiln_hlo_instruction_t *r = comb->root;
+  if (r->num_operands != 2) return -1;
+  const kiln_hlo_instruction_t *a = r->operands[0], *b = r->operands[1];
+  if (a->opcode != KILN_OP_PARAMETER || b->opcode != KILN_OP_PARAMETER || a == b) return -1;
+  switch (r->opcode) {
+    case KILN_OP_ADD: return KILN_KIR_ATOMIC_ADD;
+    case KILN_OP_MINIMUM: return KILN_KIR_ATOMIC_MIN;
+    case KILN_OP_MAXIMUM: return KILN_KIR_ATOMIC_MAX;
+    default: return -1;
+  }
+}
+
+kiln_kir_value_t *kiln_hero_atomic_cas_combine(kiln_hero_emit_t *h, const kiln_hlo_computation_t *comb,
+                                               kiln_kir_value_t *v, kiln_kir_value_t *out,
+                                               kiln_kir_value_t *const *idx, size_t n) {
+  kiln_kir_op_t *cas = kiln_kir_atomic_cas_loop(&h->b, out, idx, n);
+  if (!cas) return NULL;
+  kiln_kir_region_t *body = kiln_kir_op_region(cas, 0);
+  kiln_kir_builder_enter(&h->b, body);
+  size_t mark;
+  kiln_elem_enter(&h->fn, body, &mark);
+  kiln_kir_value_t *args[2] = {kiln_kir_region_arg(body, 0), v}, *res[KILN_ELEM_MAX_OUTPUTS] = {NULL};
+  bool ok = kiln_elem_emit_scalar_computation(&h->fn, comb, args, 2, res) == 1;
+  kiln_elem_exit(&h->fn, mark);
+  if (ok) kiln_kir_yield(&h->b, res, 1);
+  kiln_kir_builder_exit(&h->b);
+  return ok ? kiln_kir_op_result(cas, 0) : NULL;
+}
+
+/* ---- the private copy ---- */
+
 kiln_kir_value_t *kiln_hero_split_value(kiln_hero_split_t *s, const kiln_hlo_instruction_t *instr,
                                         kiln_kir_value_t *const *idx) {
   const kiln_hlo_instruction_t *cl = kiln_ptrmap_get(&s->clone_of, instr);

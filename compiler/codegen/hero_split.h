@@ -1,4 +1,7 @@
-/* Split scaffolding (used by the scatter and dynamic-update-slice emitters).
+/* Split scaffolding: work split over several kernels or blocks. Chains of kernels reading a
+ * private copy of the fusion (scatter and dynamic-update-slice: an init / copy kernel, then
+ * the update kernel), and the atomic combines through which several blocks or threads
+ * write one output element (split reductions, scatter).
  *
  * The elemental emitter cannot emit a scatter or a dynamic-update-slice, so these emitters
  * build a private copy of the fusion whose root tuple holds only the values a kernel reads
@@ -42,5 +45,16 @@ kiln_kir_value_t *kiln_hero_split_value(kiln_hero_split_t *s, const kiln_hlo_ins
  * the original fusion and destroys the private copy (in every case). */
 kiln_status kiln_hero_split_finish(kiln_hero_split_t *s, kiln_status st,
                                    const kiln_fusion_compile_options_t *opts);
+
+/* ---- atomics: combining into an output element several blocks or threads write ---- */
+
+/* The combiner's root as add / min / max of its two distinct parameters
+ * (KILN_KIR_ATOMIC_ADD / MIN / MAX), else -1. */
+int kiln_hero_atomic_kind(const kiln_hlo_computation_t *comb);
+/* out[idx] = comb(out[idx], v) in a compare-and-swap loop (the combiner emitted inline on
+ * scalars, at h->b). Returns the tensor, or NULL with the error recorded. */
+kiln_kir_value_t *kiln_hero_atomic_cas_combine(kiln_hero_emit_t *h, const kiln_hlo_computation_t *comb,
+                                               kiln_kir_value_t *v, kiln_kir_value_t *out,
+                                               kiln_kir_value_t *const *idx, size_t n);
 
 #endif /* KILN_COMPILER_CODEGEN_HERO_SPLIT_H_ */

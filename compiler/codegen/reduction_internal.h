@@ -6,6 +6,7 @@
 
 #include "compiler/codegen/hero_analysis.h"
 #include "compiler/codegen/hero_emit.h"
+#include "compiler/codegen/hero_split.h"
 #include "compiler/codegen/reduction_emitter.h"
 
 #define KILN_RED_MAX_ACC 16

@@ -232,20 +232,8 @@ static bool sc_combine_into(kiln_hero_split_t *s, const sc_info_t *si, kiln_kir_
     return outs[0] != NULL;
   }
   if (si->mode == SC_CAS) {
-    kiln_kir_op_t *cas = kiln_kir_atomic_cas_loop(b, outs[0], oidx, rank);
-    if (!cas) return false;
-    kiln_kir_region_t *r = kiln_kir_op_region(cas, 0);
-    kiln_kir_builder_enter(b, r);
-    size_t mark;
-    kiln_elem_enter(&s->h.fn, r, &mark);
-    kiln_kir_value_t *args[2] = {kiln_kir_region_arg(r, 0), upd[0]}, *res[1] = {NULL};
-    int n = kiln_elem_emit_scalar_computation(&s->h.fn, si->comb, args, 2, res);
-    kiln_elem_exit(&s->h.fn, mark);
-    if (n == 1) kiln_kir_yield(b, res, 1);
-    kiln_kir_builder_exit(b);
-    if (n != 1) return false;
-    outs[0] = kiln_kir_op_result(cas, 0);
-    return true;
+    outs[0] = kiln_hero_atomic_cas_combine(&s->h, si->comb, upd[0], outs[0], oidx, rank);
+    return outs[0] != NULL;
   }
   if (si->comb_kind == SC_COMB_OVERWRITE) {
     outs[0] = kiln_kir_insert(b, upd[0], outs[0], oidx, rank);
