@@ -150,12 +150,7 @@ static const emit_fn kEmitters[] = {
     [KILN_FUSION_EMITTER_INPUT_SLICES] = kiln_input_slices_kernel_emit,
 };
 
-/* The emitter `c` is emitted with. A fusion classified by its hero (reduction, transpose,
- * concatenate, input slices) gets what the hero analysis picks for the fusion as a whole:
- * fusions XLA already formed (non-default layouts, roots that do not fit the hero's
- * emitter) may need another emitter, e.g. the loop emitter for a reduction whose roots are
- * not compatible, as in XLA. */
-static kiln_status choose_emitter(const kiln_hlo_computation_t *c, kiln_fusion_emitter_t *kind) {
+kiln_status kiln_fusion_choose_emitter(const kiln_hlo_computation_t *c, kiln_fusion_emitter_t *kind) {
   *kind = kiln_fusion_classify(c, NULL);
   switch (*kind) {
     case KILN_FUSION_EMITTER_REDUCTION:
@@ -209,7 +204,7 @@ kiln_status kiln_fusion_kernel_emit(const kiln_hlo_computation_t *c,
   if (opts) o = *opts;
   kiln_fusion_compile_options_from_env(&o);
   kiln_fusion_emitter_t kind;
-  KILN_RETURN_IF_ERROR_PLAIN(choose_emitter(c, &kind));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_fusion_choose_emitter(c, &kind));
   KILN_RETURN_IF_ERROR_PLAIN(kEmitters[kind](c, &o, out));
   for (kiln_fusion_kernel_t *k = out; k; k = k->next)
     if (k->kir) k->kir->excess_precision = !o.strict_precision;

@@ -53,6 +53,15 @@ const char *kiln_fusion_emitter_name(kiln_fusion_emitter_t e);
 kiln_fusion_emitter_t kiln_fusion_classify(const kiln_hlo_computation_t *c,
                                            const kiln_hlo_instruction_t **hero);
 
+/* The emitter kiln_fusion_kernel_emit uses for `c`: kiln_fusion_classify's kind, except that a
+ * fusion classified by its hero (reduction, transpose, concatenate, input slices) gets what
+ * the hero analysis picks for the fusion as a whole. Fusions XLA already formed (its
+ * after-optimizations modules: non-default layouts, a transpose under a concatenate or
+ * slices, roots that do not fit the hero's emitter) may need another emitter than their
+ * hero suggests, e.g. the loop emitter for a reduction whose roots are not compatible, as in
+ * XLA. An error when the hero analysis fails. */
+kiln_status kiln_fusion_choose_emitter(const kiln_hlo_computation_t *c, kiln_fusion_emitter_t *kind);
+
 /* Reads the environment into a copy of `opts` (kiln_fusion_compile_options_from_env),
  * emits the kernel for `c` with the emitter chosen as above and runs the kernel-IR pipeline
  * (dumped with KILN_DUMP_TO: the HLO of the fusion as `<name>.40-hlo-fusion.txt`, the
