@@ -25,7 +25,7 @@ typedef struct kiln_fusion_compile_options {
   const kiln_launch_device_t *device; /* NULL: defaults */
   bool no_vectorize;
   const char *kernel_name; /* NULL: "<computation>_kernel" (sanitized) */
-  const char *dump_dir;    /* NULL: $KILN_DUMP_TO */
+  const char *dump_dir;    /* NULL: $KILN_DUMP_TO (kiln_fusion_compile_options_from_env) */
   int unroll_max_trip;     /* as kiln_kir_pipeline_options_t */
   /* Round every bf16 op's result, as the evaluator does. By default kiln allows excess
    * precision as XLA does (kiln_kir_module_t.excess_precision); KILN_ALLOW_EXCESS_PRECISION=0
