@@ -40,8 +40,9 @@ static void check_rerouted(const char *text, kiln_fusion_emitter_t want) {
   kiln_fusion_emitter_t kind = KILN_FUSION_EMITTER_LOOP;
   kiln_status s = kiln_fusion_choose_emitter(m->entry, &kind);
   if (s) fail_msg("%s", kiln_status_message(s));
-  printf("%s: classify %s (hero %s), emitted with %s\n", m->entry->root->name, kiln_fusion_emitter_name(
-             KILN_FUSION_EMITTER_TRANSPOSE), hero ? hero->name : "?", kiln_fusion_emitter_name(kind));
+  printf("%s: classify %s (hero %s), emitted with %s\n", m->entry->root->name,
+         kiln_fusion_emitter_name(KILN_FUSION_EMITTER_TRANSPOSE), hero ? hero->name : "?",
+         kiln_fusion_emitter_name(kind));
   assert_int_equal(kind, want);
   kiln_fusion_kernel_t k;
   s = kiln_fusion_kernel_emit(m->entry, NULL, &k);

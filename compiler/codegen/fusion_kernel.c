@@ -109,14 +109,18 @@ void kiln_fusion_sanitize_name(char *s) {
       *s = '_';
 }
 
-void kiln_fusion_kernel_name(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
-                             const char *suffix, char *buf, size_t n) {
-  if (opts && opts->kernel_name) snprintf(buf, n, "%s%s", opts->kernel_name, suffix ? suffix : "");
-  else snprintf(buf, n, "%s_kernel%s", c->name, suffix ? suffix : "");
+void kiln_fusion_kernel_name(const kiln_hlo_computation_t *c,
+                             const kiln_fusion_compile_options_t *opts, const char *suffix,
+                             char *buf, size_t n) {
+  if (opts && opts->kernel_name)
+    snprintf(buf, n, "%s%s", opts->kernel_name, suffix ? suffix : "");
+  else
+    snprintf(buf, n, "%s_kernel%s", c->name, suffix ? suffix : "");
   kiln_fusion_sanitize_name(buf);
 }
 
-void kiln_fusion_dump_text(const char *dir, const char *name, const char *suffix, const char *text) {
+void kiln_fusion_dump_text(const char *dir, const char *name, const char *suffix,
+                           const char *text) {
   if (!dir || !*dir) return;
   mkdir(dir, 0777);
   char path[1024];
@@ -127,8 +131,8 @@ void kiln_fusion_dump_text(const char *dir, const char *name, const char *suffix
   fclose(fp);
 }
 
-void kiln_fusion_dump_fusion(const char *dump_dir, const char *name, const kiln_hlo_computation_t *c,
-                             const kiln_hlo_computation_t *reads) {
+void kiln_fusion_dump_fusion(const char *dump_dir, const char *name,
+                             const kiln_hlo_computation_t *c, const kiln_hlo_computation_t *reads) {
   if (!dump_dir || !*dump_dir) return;
   kiln_strbuf_t hb = {0};
   kiln_hlo_computation_print(&hb, c);
@@ -140,7 +144,8 @@ void kiln_fusion_dump_fusion(const char *dump_dir, const char *name, const kiln_
   kiln_strbuf_free(&hb);
 }
 
-void kiln_fusion_dump_partition(const char *dump_dir, const char *name, const kiln_partition_t *part) {
+void kiln_fusion_dump_partition(const char *dump_dir, const char *name,
+                                const kiln_partition_t *part) {
   if (!dump_dir || !*dump_dir) return;
   kiln_strbuf_t pb = {0};
   kiln_partition_print(part, &pb);
@@ -151,8 +156,9 @@ void kiln_fusion_dump_partition(const char *dump_dir, const char *name, const ki
 /* ---- an emitter's start and end ---- */
 
 const char *kiln_fusion_kernel_start(kiln_fusion_kernel_t *out, const kiln_hlo_computation_t *c,
-                                     const kiln_hlo_computation_t *reads, const kiln_fusion_compile_options_t *opts,
-                                     const char *suffix, char *name, size_t n) {
+                                     const kiln_hlo_computation_t *reads,
+                                     const kiln_fusion_compile_options_t *opts, const char *suffix,
+                                     char *name, size_t n) {
   kiln_fusion_kernel_name(c, opts, suffix, name, n);
   const char *dump_dir = opts ? opts->dump_dir : NULL;
   kiln_fusion_dump_fusion(dump_dir, name, c, reads);
@@ -161,8 +167,9 @@ const char *kiln_fusion_kernel_start(kiln_fusion_kernel_t *out, const kiln_hlo_c
   return dump_dir;
 }
 
-kiln_status kiln_fusion_kernel_finish(kiln_fusion_kernel_t *out, kiln_status st, double t0, const char *dump_dir,
-                                      const char *name, const kiln_fusion_compile_options_t *opts,
+kiln_status kiln_fusion_kernel_finish(kiln_fusion_kernel_t *out, kiln_status st, double t0,
+                                      const char *dump_dir, const char *name,
+                                      const kiln_fusion_compile_options_t *opts,
                                       const kiln_hlo_computation_t *c) {
   if (!st) st = kiln_kir_verify(out->kir);
   out->emit_ms = kiln_clock_ms() - t0;
@@ -174,7 +181,8 @@ kiln_status kiln_fusion_kernel_finish(kiln_fusion_kernel_t *out, kiln_status st,
   return NULL;
 }
 
-kiln_status kiln_fusion_kernel_run_pipeline(kiln_kir_module_t *kir, const char *dump_dir, const char *name,
+kiln_status kiln_fusion_kernel_run_pipeline(kiln_kir_module_t *kir, const char *dump_dir,
+                                            const char *name,
                                             const kiln_fusion_compile_options_t *opts, double *ms) {
   double t0 = kiln_clock_ms();
   kiln_kir_pipeline_options_t po = {0};

@@ -32,10 +32,12 @@ kiln_indexing_map_t *kiln_hero_map(kiln_kir_module_t *m, int ndims, const char *
                                    const int64_t *dim_hi, int nsyms, const int64_t *sym_hi) {
   kiln_indexing_map_t *map = kiln_indexing_map_create(m->ctx, (size_t)ndims, (size_t)nsyms, 0);
   for (int i = 0; i < ndims; i++) {
-    if (dim_names && dim_names[i]) kiln_indexing_map_set_name(map, KILN_INDEXING_DIM, (size_t)i, dim_names[i]);
+    if (dim_names && dim_names[i])
+      kiln_indexing_map_set_name(map, KILN_INDEXING_DIM, (size_t)i, dim_names[i]);
     kiln_indexing_map_set_bounds(map, KILN_INDEXING_DIM, (size_t)i, 0, dim_hi[i]);
   }
-  for (int i = 0; i < nsyms; i++) kiln_indexing_map_set_bounds(map, KILN_INDEXING_SYM, (size_t)i, 0, sym_hi[i]);
+  for (int i = 0; i < nsyms; i++)
+    kiln_indexing_map_set_bounds(map, KILN_INDEXING_SYM, (size_t)i, 0, sym_hi[i]);
   return kiln_kir_module_adopt_map(m, map);
 }
 
@@ -52,16 +54,17 @@ static void hero_emit_release(kiln_hero_emit_t *h) {
 }
 
 kiln_status kiln_hero_emit_start(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
-                                 const kiln_hlo_computation_t *emit, const kiln_fusion_compile_options_t *opts,
-                                 const char *suffix, const kiln_hero_emit_setup_t *setup,
-                                 kiln_fusion_kernel_t *out) {
+                                 const kiln_hlo_computation_t *emit,
+                                 const kiln_fusion_compile_options_t *opts, const char *suffix,
+                                 const kiln_hero_emit_setup_t *setup, kiln_fusion_kernel_t *out) {
   memset(h, 0, sizeof(*h));
   memset(out, 0, sizeof(*out));
   h->c = emit;
   h->out = out;
   h->t0 = kiln_clock_ms();
   /* The fusion, then the private copy this kernel reads (its root tuple: what it reads). */
-  h->dump_dir = kiln_fusion_kernel_start(out, c, emit != c ? emit : NULL, opts, suffix, h->name, sizeof(h->name));
+  h->dump_dir = kiln_fusion_kernel_start(out, c, emit != c ? emit : NULL, opts, suffix, h->name,
+                                         sizeof(h->name));
   kiln_status s = kiln_partition_compute(out->ctx, emit, setup ? setup->is_root : NULL,
                                          setup ? setup->user : NULL, &h->part);
   if (!s) {
@@ -95,8 +98,9 @@ void kiln_hero_emit_abort(kiln_hero_emit_t *h) {
 }
 
 kiln_status kiln_hero_emit_begin_ex(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
-                                    const kiln_fusion_compile_options_t *opts, kiln_partition_root_fn is_root,
-                                    void *user, const int64_t block[3], const int64_t grid[3],
+                                    const kiln_fusion_compile_options_t *opts,
+                                    kiln_partition_root_fn is_root, void *user,
+                                    const int64_t block[3], const int64_t grid[3],
                                     bool physical_outputs, kiln_partition_root_fn caller_emits,
                                     kiln_fusion_kernel_t *out) {
   kiln_hero_emit_setup_t setup = {is_root, user, physical_outputs, caller_emits};
@@ -115,13 +119,13 @@ kiln_status kiln_hero_emit_begin_ex(kiln_hero_emit_t *h, const kiln_hlo_computat
 
 kiln_status kiln_hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
                                  const kiln_fusion_compile_options_t *opts,
-                                 kiln_partition_root_fn is_root, void *user,
-                                 const int64_t block[3], const int64_t grid[3],
-                                 kiln_fusion_kernel_t *out) {
+                                 kiln_partition_root_fn is_root, void *user, const int64_t block[3],
+                                 const int64_t grid[3], kiln_fusion_kernel_t *out) {
   return kiln_hero_emit_begin_ex(h, c, opts, is_root, user, block, grid, false, NULL, out);
 }
 
-void kiln_hero_set_kernel_io(kiln_fusion_kernel_t *out, const kiln_elemental_t *elem, const kiln_partition_t *part) {
+void kiln_hero_set_kernel_io(kiln_fusion_kernel_t *out, const kiln_elemental_t *elem,
+                             const kiln_partition_t *part) {
   out->num_inputs = elem->num_tensors;
   out->inputs = kiln_calloc((size_t)out->num_inputs + 1, sizeof(*out->inputs));
   for (int i = 0; i < out->num_inputs; i++) out->inputs[i] = elem->tensors[i];
@@ -148,13 +152,15 @@ kiln_kir_value_t *kiln_hero_emit_value(kiln_hero_emit_t *h, const kiln_hlo_instr
         kiln_kir_value_t *pidx[KILN_KIR_MAX_RANK];
         bool dflt = kiln_hero_has_default_layout(instr->shape);
         for (int k = 0; k < instr->shape->rank; k++)
-          pidx[k] = idx[dflt ? k : (int)instr->shape->layout.minor_to_major[instr->shape->rank - 1 - k]];
+          pidx[k] =
+              idx[dflt ? k : (int)instr->shape->layout.minor_to_major[instr->shape->rank - 1 - k]];
         return kiln_kir_extract(&h->b, h->tensors[t], pidx, (size_t)instr->shape->rank);
       }
     kiln_elem_fail(&h->fn, KILN_ERR_INTERNAL("%s is not a kernel input", instr->name));
     return NULL;
   }
-  if (instr->opcode == KILN_OP_CONSTANT && instr->literal) return kiln_elem_constant(&h->fn, instr->literal, 0);
+  if (instr->opcode == KILN_OP_CONSTANT && instr->literal)
+    return kiln_elem_constant(&h->fn, instr->literal, 0);
   const kiln_partition_subgraph_t *sg = kiln_partition_subgraph_of(&h->part, instr);
   int r = sg ? kiln_elemental_root_result(&h->elem, sg->id, instr) : -1;
   if (r < 0) {
@@ -174,8 +180,10 @@ kiln_status kiln_hero_emit_finish(kiln_hero_emit_t *h, kiln_status st,
     st = h->fn.err;
     h->fn.err = NULL;
   }
-  if (!st) st = bs;
-  else kiln_status_free(bs);
+  if (!st)
+    st = bs;
+  else
+    kiln_status_free(bs);
   if (!st) kiln_hero_set_kernel_io(out, &h->elem, &h->part);
   hero_emit_release(h);
   return kiln_fusion_kernel_finish(out, st, h->t0, h->dump_dir, h->name, opts, h->c);
@@ -186,9 +194,10 @@ void kiln_hero_grid_dims(const kiln_launch_grid_t *g, int64_t block[3], int64_t 
   grid[0] = g->blocks_x, grid[1] = g->blocks_y > 0 ? g->blocks_y : 1, grid[2] = 1;
 }
 
-kiln_kir_func_t *kiln_hero_kernel_create(kiln_kir_module_t *m, const char *name, const kiln_elemental_t *elem,
-                                         const kiln_shape_t *const *outputs, int nout, const int64_t block[3],
-                                         const int64_t grid[3]) {
+kiln_kir_func_t *kiln_hero_kernel_create(kiln_kir_module_t *m, const char *name,
+                                         const kiln_elemental_t *elem,
+                                         const kiln_shape_t *const *outputs, int nout,
+                                         const int64_t block[3], const int64_t grid[3]) {
   int nin = elem->num_tensors;
   size_t np = (size_t)(nin + nout);
   const kiln_kir_type_t **pt = kiln_calloc(np + 1, sizeof(*pt));
@@ -205,8 +214,8 @@ kiln_kir_func_t *kiln_hero_kernel_create(kiln_kir_module_t *m, const char *name,
     names[nin + o] = kiln_strdup(buf);
   }
   for (size_t i = 0; i < np; i++) kiln_fusion_sanitize_name(names[i]);
-  kiln_kir_func_t *k = kiln_kir_func_create(m, name, KILN_KIR_FUNC_KERNEL, pt, (const char *const *)names, np, rt,
-                                            (size_t)nout);
+  kiln_kir_func_t *k = kiln_kir_func_create(m, name, KILN_KIR_FUNC_KERNEL, pt,
+                                            (const char *const *)names, np, rt, (size_t)nout);
   for (size_t i = 0; i < np; i++) kiln_free(names[i]);
   kiln_free(names);
   kiln_free(pt);
@@ -245,7 +254,8 @@ kiln_status kiln_hero_linear_grid(int64_t n, kiln_launch_grid_t *g) {
   g->threads = n >= 128 ? 128 : n < 1 ? 1 : n;
   g->blocks_x = n > 0 ? (n + g->threads - 1) / g->threads : 1;
   g->blocks_y = 1;
-  if (g->blocks_x > INT32_MAX) return KILN_ERR_UNIMPLEMENTED("%lld elements: too many blocks", (long long)n);
+  if (g->blocks_x > INT32_MAX)
+    return KILN_ERR_UNIMPLEMENTED("%lld elements: too many blocks", (long long)n);
   return NULL;
 }
 
@@ -257,8 +267,8 @@ kiln_kir_op_t *kiln_hero_grid_loop(kiln_hero_emit_t *h, const kiln_launch_grid_t
   const char *dn[2] = {"th_x", "bl_x"};
   int64_t hi[2] = {g->threads - 1, g->blocks_x - 1};
   kiln_indexing_map_t *map = kiln_hero_map(m, 2, dn, hi, 0, NULL);
-  kiln_affine_expr_t *lin =
-      kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), g->threads), kiln_affine_dim(x, 0));
+  kiln_affine_expr_t *lin = kiln_affine_add(
+      x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), g->threads), kiln_affine_dim(x, 0));
   int64_t n = kiln_shape_num_elements(shape);
   if (n < g->threads * g->blocks_x) kiln_indexing_map_add_constraint(map, lin, 0, n - 1);
   kiln_affine_expr_t *ex[KILN_KIR_MAX_RANK];
@@ -273,8 +283,9 @@ kiln_kir_op_t *kiln_hero_grid_loop(kiln_hero_emit_t *h, const kiln_launch_grid_t
 }
 
 /* idx (logical, shape `from`) -> the same row-major linear position in shape `to`. */
-bool kiln_hero_reshape_index(kiln_hero_emit_t *h, const kiln_shape_t *from, kiln_kir_value_t *const *idx,
-                             const kiln_shape_t *to, kiln_kir_value_t **out) {
+bool kiln_hero_reshape_index(kiln_hero_emit_t *h, const kiln_shape_t *from,
+                             kiln_kir_value_t *const *idx, const kiln_shape_t *to,
+                             kiln_kir_value_t **out) {
   bool same = from->rank == to->rank;
   for (int i = 0; same && i < from->rank; i++) same = from->dims[i] == to->dims[i];
   if (same) {
@@ -288,8 +299,9 @@ bool kiln_hero_reshape_index(kiln_hero_emit_t *h, const kiln_shape_t *from, kiln
   kiln_indexing_map_t *map = kiln_hero_map(m, from->rank, NULL, hi, 0, NULL);
   kiln_affine_expr_t *d[KILN_KIR_MAX_RANK], *ex[KILN_KIR_MAX_RANK];
   for (int i = 0; i < from->rank; i++) d[i] = kiln_affine_dim(m->ctx, i);
-  kiln_affine_expr_t *lin = from->rank ? kiln_affine_linearize(m->ctx, d, from->dims, (size_t)from->rank)
-                                       : kiln_affine_const(m->ctx, 0);
+  kiln_affine_expr_t *lin = from->rank
+                                ? kiln_affine_linearize(m->ctx, d, from->dims, (size_t)from->rank)
+                                : kiln_affine_const(m->ctx, 0);
   kiln_affine_delinearize(m->ctx, lin, to->dims, (size_t)to->rank, ex);
   for (int i = 0; i < to->rank; i++) kiln_indexing_map_add_result(map, ex[i]);
   kiln_indexing_map_simplify(map);
@@ -298,4 +310,3 @@ bool kiln_hero_reshape_index(kiln_hero_emit_t *h, const kiln_shape_t *from, kiln
   for (int i = 0; i < to->rank; i++) out[i] = kiln_kir_op_result(ap, (size_t)i);
   return true;
 }
-

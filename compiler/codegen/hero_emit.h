@@ -43,9 +43,8 @@ typedef struct kiln_hero_emit {
  * released. */
 kiln_status kiln_hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
                                  const kiln_fusion_compile_options_t *opts,
-                                 kiln_partition_root_fn is_root, void *user,
-                                 const int64_t block[3], const int64_t grid[3],
-                                 kiln_fusion_kernel_t *out);
+                                 kiln_partition_root_fn is_root, void *user, const int64_t block[3],
+                                 const int64_t grid[3], kiln_fusion_kernel_t *out);
 /* How kiln_hero_emit_start partitions and emits (NULL: the partitioner's and elemental
  * emitter's defaults). */
 typedef struct kiln_hero_emit_setup {
@@ -60,9 +59,9 @@ typedef struct kiln_hero_emit_setup {
  * copy of it the kernel reads) and emits its subgraph functions. No kernel yet: create it
  * with kiln_hero_emit_kernel. On error everything is released. */
 kiln_status kiln_hero_emit_start(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
-                                 const kiln_hlo_computation_t *emit, const kiln_fusion_compile_options_t *opts,
-                                 const char *suffix, const kiln_hero_emit_setup_t *setup,
-                                 kiln_fusion_kernel_t *out);
+                                 const kiln_hlo_computation_t *emit,
+                                 const kiln_fusion_compile_options_t *opts, const char *suffix,
+                                 const kiln_hero_emit_setup_t *setup, kiln_fusion_kernel_t *out);
 /* Releases the emission state and the kernel object after kiln_hero_emit_start. */
 void kiln_hero_emit_abort(kiln_hero_emit_t *h);
 
@@ -71,12 +70,14 @@ void kiln_hero_emit_abort(kiln_hero_emit_t *h);
  * accepted); `caller_emits` (may be NULL) names instructions the kernel computes itself
  * (kiln_elemental_t.caller_emits, with `user`). */
 kiln_status kiln_hero_emit_begin_ex(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
-                                    const kiln_fusion_compile_options_t *opts, kiln_partition_root_fn is_root,
-                                    void *user, const int64_t block[3], const int64_t grid[3],
+                                    const kiln_fusion_compile_options_t *opts,
+                                    kiln_partition_root_fn is_root, void *user,
+                                    const int64_t block[3], const int64_t grid[3],
                                     bool physical_outputs, kiln_partition_root_fn caller_emits,
                                     kiln_fusion_kernel_t *out);
 /* Fills out->inputs (elem's tensors) and out->outputs (part's output leaves). */
-void kiln_hero_set_kernel_io(kiln_fusion_kernel_t *out, const kiln_elemental_t *elem, const kiln_partition_t *part);
+void kiln_hero_set_kernel_io(kiln_fusion_kernel_t *out, const kiln_elemental_t *elem,
+                             const kiln_partition_t *part);
 /* Value of (non-complex, single-output) `instr` at logical index `idx`, in the builder's
  * region: a tensor extract for parameters / array constants, a call of its subgraph
  * function otherwise, a constant for scalar constants. NULL (error recorded in h->fn) if
@@ -115,17 +116,19 @@ kiln_kir_op_t *kiln_hero_grid_loop(kiln_hero_emit_t *h, const kiln_launch_grid_t
                                    int ninits);
 /* idx (logical indices of shape `from`) -> the indices of the same row-major linear
  * position in shape `to` (a bitcast / reshape between default layouts), emitted at h->b. */
-bool kiln_hero_reshape_index(kiln_hero_emit_t *h, const kiln_shape_t *from, kiln_kir_value_t *const *idx,
-                             const kiln_shape_t *to, kiln_kir_value_t **out);
+bool kiln_hero_reshape_index(kiln_hero_emit_t *h, const kiln_shape_t *from,
+                             kiln_kir_value_t *const *idx, const kiln_shape_t *to,
+                             kiln_kir_value_t **out);
 /* The launch dimensions of grid `g` (block, grid arrays for kiln_hero_emit_begin). */
 void kiln_hero_grid_dims(const kiln_launch_grid_t *g, int64_t block[3], int64_t grid[3]);
 
 /* Creates kernel `name` in `m`: elem's tensors as inputs (named after their instructions),
  * then one written tensor per shape of `outputs` (named output, or output0, output1, ...),
  * launched with `block` x `grid`. NULL when the kernel IR rejects it. */
-kiln_kir_func_t *kiln_hero_kernel_create(kiln_kir_module_t *m, const char *name, const kiln_elemental_t *elem,
-                                         const kiln_shape_t *const *outputs, int nout, const int64_t block[3],
-                                         const int64_t grid[3]);
+kiln_kir_func_t *kiln_hero_kernel_create(kiln_kir_module_t *m, const char *name,
+                                         const kiln_elemental_t *elem,
+                                         const kiln_shape_t *const *outputs, int nout,
+                                         const int64_t block[3], const int64_t grid[3]);
 /* For a hero emitter whose h->elem is ready: creates h->kernel (kiln_hero_kernel_create,
  * named h->name, in h->out->kir), records its launch in h->out->grid, binds h->tensors and
  * h->outs to its parameters and starts h->b and h->fn in its body. Releases nothing on error. */

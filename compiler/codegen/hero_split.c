@@ -9,7 +9,8 @@ static kiln_hlo_instruction_t *split_clone(kiln_hero_split_t *s, kiln_hlo_comput
   kiln_hlo_instruction_t *have = kiln_ptrmap_get(&s->clone_of, x);
   if (have) return have;
   kiln_hlo_instruction_t *ops[64];
-  kiln_hlo_instruction_t **opv = x->num_operands <= 64 ? ops : kiln_calloc((size_t)x->num_operands, sizeof(*opv));
+  kiln_hlo_instruction_t **opv =
+      x->num_operands <= 64 ? ops : kiln_calloc((size_t)x->num_operands, sizeof(*opv));
   for (int i = 0; i < x->num_operands; i++) opv[i] = split_clone(s, dst, x->operands[i]);
   kiln_hlo_instruction_t *d = kiln_hlo_instruction_clone(dst, x, x->name, x->num_operands, opv);
   if (opv != ops) kiln_free(opv);
@@ -54,12 +55,15 @@ kiln_status kiln_hero_split_begin(kiln_hero_split_t *s, const kiln_hlo_computati
   s->mod = kiln_hlo_module_create("kiln_split");
   kiln_hlo_computation_t *d = kiln_hlo_computation_create(s->mod, c->name);
   d->num_parameters = c->num_parameters;
-  d->parameters = kiln_arena_alloc(&s->mod->arena, sizeof(*d->parameters) * ((size_t)c->num_parameters + 1));
-  for (int i = 0; i < c->num_parameters; i++) d->parameters[i] = split_clone(s, d, c->parameters[i]);
+  d->parameters =
+      kiln_arena_alloc(&s->mod->arena, sizeof(*d->parameters) * ((size_t)c->num_parameters + 1));
+  for (int i = 0; i < c->num_parameters; i++)
+    d->parameters[i] = split_clone(s, d, c->parameters[i]);
   /* Every array constant too, in order: all kernels of a chain take the same inputs (the
    * elemental emitter's list: parameters by number, then array constants in order). */
   for (size_t i = 0; i < c->instructions.len; i++)
-    if (c->instructions.data[i]->opcode == KILN_OP_CONSTANT && kiln_partition_is_tensor_leaf(c->instructions.data[i]))
+    if (c->instructions.data[i]->opcode == KILN_OP_CONSTANT &&
+        kiln_partition_is_tensor_leaf(c->instructions.data[i]))
       split_clone(s, d, c->instructions.data[i]);
   kiln_hlo_instruction_t **roots = kiln_calloc((size_t)nvals + 1, sizeof(*roots));
   kiln_shape_t **rshapes = kiln_calloc((size_t)nvals + 1, sizeof(*rshapes));
@@ -74,7 +78,8 @@ kiln_status kiln_hero_split_begin(kiln_hero_split_t *s, const kiln_hlo_computati
     roots[nr++] = v;
   }
   kiln_shape_t *ts = kiln_shape_make_tuple(&s->mod->arena, nr, rshapes);
-  kiln_hlo_instruction_t *tup = kiln_hlo_instruction_create(d, KILN_OP_TUPLE, ts, "kiln_split_root");
+  kiln_hlo_instruction_t *tup =
+      kiln_hlo_instruction_create(d, KILN_OP_TUPLE, ts, "kiln_split_root");
   kiln_hlo_instruction_set_operands(tup, nr, roots);
   d->root = tup;
   kiln_free(roots);
@@ -103,14 +108,19 @@ int kiln_hero_atomic_kind(const kiln_hlo_computation_t *comb) {
   const kiln_hlo_instruction_t *a = r->operands[0], *b = r->operands[1];
   if (a->opcode != KILN_OP_PARAMETER || b->opcode != KILN_OP_PARAMETER || a == b) return -1;
   switch (r->opcode) {
-    case KILN_OP_ADD: return KILN_KIR_ATOMIC_ADD;
-    case KILN_OP_MINIMUM: return KILN_KIR_ATOMIC_MIN;
-    case KILN_OP_MAXIMUM: return KILN_KIR_ATOMIC_MAX;
-    default: return -1;
+    case KILN_OP_ADD:
+      return KILN_KIR_ATOMIC_ADD;
+    case KILN_OP_MINIMUM:
+      return KILN_KIR_ATOMIC_MIN;
+    case KILN_OP_MAXIMUM:
+      return KILN_KIR_ATOMIC_MAX;
+    default:
+      return -1;
   }
 }
 
-kiln_kir_value_t *kiln_hero_atomic_cas_combine(kiln_hero_emit_t *h, const kiln_hlo_computation_t *comb,
+kiln_kir_value_t *kiln_hero_atomic_cas_combine(kiln_hero_emit_t *h,
+                                               const kiln_hlo_computation_t *comb,
                                                kiln_kir_value_t *v, kiln_kir_value_t *out,
                                                kiln_kir_value_t *const *idx, size_t n) {
   kiln_kir_op_t *cas = kiln_kir_atomic_cas_loop(&h->b, out, idx, n);
@@ -119,7 +129,8 @@ kiln_kir_value_t *kiln_hero_atomic_cas_combine(kiln_hero_emit_t *h, const kiln_h
   kiln_kir_builder_enter(&h->b, body);
   size_t mark;
   kiln_elem_enter(&h->fn, body, &mark);
-  kiln_kir_value_t *args[2] = {kiln_kir_region_arg(body, 0), v}, *res[KILN_ELEM_MAX_OUTPUTS] = {NULL};
+  kiln_kir_value_t *args[2] = {kiln_kir_region_arg(body, 0), v},
+                   *res[KILN_ELEM_MAX_OUTPUTS] = {NULL};
   bool ok = kiln_elem_emit_scalar_computation(&h->fn, comb, args, 2, res) == 1;
   kiln_elem_exit(&h->fn, mark);
   if (ok) kiln_kir_yield(&h->b, res, 1);
@@ -153,7 +164,8 @@ kiln_status kiln_hero_split_finish(kiln_hero_split_t *s, kiln_status st,
         orig = s->orig->parameters[in->parameter_number];
       } else {
         for (size_t k = 0; k < s->orig->instructions.len && !orig; k++)
-          if (kiln_ptrmap_get(&s->clone_of, s->orig->instructions.data[k]) == in) orig = s->orig->instructions.data[k];
+          if (kiln_ptrmap_get(&s->clone_of, s->orig->instructions.data[k]) == in)
+            orig = s->orig->instructions.data[k];
       }
       if (!orig) {
         st = KILN_ERR_INTERNAL("%s: kernel input %s has no original", s->orig->name, in->name);
@@ -170,4 +182,3 @@ kiln_status kiln_hero_split_finish(kiln_hero_split_t *s, kiln_status st,
   split_release(s);
   return st;
 }
-

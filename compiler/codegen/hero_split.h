@@ -21,12 +21,12 @@
 #include "compiler/hlo/ir.h"
 
 typedef struct kiln_hero_split {
-  kiln_hero_emit_t h;               /* h.b builds the kernel body; h.fn for scalar code */
+  kiln_hero_emit_t h; /* h.b builds the kernel body; h.fn for scalar code */
   const kiln_hlo_computation_t *orig;
-  kiln_hlo_module_t *mod;           /* the private copy (owned) */
-  kiln_ptrmap_t clone_of;           /* original instruction -> its copy */
+  kiln_hlo_module_t *mod; /* the private copy (owned) */
+  kiln_ptrmap_t clone_of; /* original instruction -> its copy */
   int num_outputs;
-  const kiln_shape_t **outputs;     /* the original fusion's output leaves (borrowed) */
+  const kiln_shape_t **outputs; /* the original fusion's output leaves (borrowed) */
 } kiln_hero_split_t;
 
 /* Starts a kernel for fusion `c` that reads the `nvals` instructions `vals` (instructions of
@@ -53,7 +53,8 @@ kiln_status kiln_hero_split_finish(kiln_hero_split_t *s, kiln_status st,
 int kiln_hero_atomic_kind(const kiln_hlo_computation_t *comb);
 /* out[idx] = comb(out[idx], v) in a compare-and-swap loop (the combiner emitted inline on
  * scalars, at h->b). Returns the tensor, or NULL with the error recorded. */
-kiln_kir_value_t *kiln_hero_atomic_cas_combine(kiln_hero_emit_t *h, const kiln_hlo_computation_t *comb,
+kiln_kir_value_t *kiln_hero_atomic_cas_combine(kiln_hero_emit_t *h,
+                                               const kiln_hlo_computation_t *comb,
                                                kiln_kir_value_t *v, kiln_kir_value_t *out,
                                                kiln_kir_value_t *const *idx, size_t n);
 

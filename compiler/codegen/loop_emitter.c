@@ -8,6 +8,18 @@
 #include "compiler/analysis/hlo_indexing.h"
 #include "compiler/codegen/hero_emit.h"
 
+typedef struct loop_options {
+  const kiln_launch_device_t *device; /* NULL: defaults (H100-like) */
+  bool no_vectorize;                  /* force one element per thread */
+} loop_options_t;
+
+/* What the emitted kernel looks like from outside. */
+typedef struct loop_kernel_info {
+  kiln_launch_grid_t grid;
+  int num_inputs;  /* tensor parameters before the outputs */
+  int num_outputs; /* written tensor parameters after the inputs */
+} loop_kernel_info_t;
+
 bool kiln_loop_may_vectorize(const kiln_hlo_computation_t *c) {
   for (size_t i = 0; i < c->instructions.len; i++) {
     const kiln_hlo_instruction_t *in = c->instructions.data[i];
@@ -123,7 +135,7 @@ static kiln_kir_value_t *insert_elem(kiln_kir_builder_t *b, kiln_kir_value_t *co
 
 /* Step 1: the launch grid over the first output, which every output must match in size. */
 static kiln_status loop_grid(const kiln_hlo_computation_t *c, const kiln_partition_t *part,
-                             const kiln_loop_emitter_options_t *opts, kiln_launch_grid_t *grid) {
+                             const loop_options_t *opts, kiln_launch_grid_t *grid) {
   if (part->num_outputs < 1) return KILN_ERR_INVALID("%s: fusion without outputs", c->name);
   int64_t n = kiln_shape_num_elements(output_array_shape(&part->outputs[0]));
   for (int o = 1; o < part->num_outputs; o++)
@@ -288,9 +300,12 @@ static kiln_status loop_emit_body(loop_body_t *L, kiln_kir_op_t *loop) {
   return st;
 }
 
-kiln_status kiln_loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c,
-                           const kiln_partition_t *part, kiln_elemental_t *elem, const char *name,
-                           const kiln_loop_emitter_options_t *opts, kiln_loop_kernel_info_t *info) {
+/* Emits the kernel `name` for fusion computation `c` into `m`: uses `part` and `elem` (already
+ * initialized for c; the subgraph functions are emitted here). UNIMPLEMENTED for outputs with
+ * different element counts. */
+static kiln_status loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c,
+                             const kiln_partition_t *part, kiln_elemental_t *elem, const char *name,
+                             const loop_options_t *opts, loop_kernel_info_t *info) {
   memset(info, 0, sizeof(*info));
   KILN_RETURN_IF_ERROR_PLAIN(loop_grid(c, part, opts, &info->grid));
   info->num_inputs = elem->num_tensors;
@@ -352,12 +367,12 @@ kiln_status kiln_loop_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fu
   kiln_fusion_dump_partition(dump_dir, name, &part);
   kiln_elemental_t elem;
   s = kiln_elemental_init(&elem, out->kir, c, &part);
-  kiln_loop_kernel_info_t info;
+  loop_kernel_info_t info;
   if (!s) {
-    kiln_loop_emitter_options_t lo = {0};
+    loop_options_t lo = {0};
     lo.device = opts ? opts->device : NULL;
     lo.no_vectorize = opts && opts->no_vectorize;
-    s = kiln_loop_emit(out->kir, c, &part, &elem, name, &lo, &info);
+    s = loop_emit(out->kir, c, &part, &elem, name, &lo, &info);
   }
   if (!s) {
     out->grid = info.grid;
