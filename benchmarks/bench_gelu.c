@@ -25,6 +25,7 @@
 #include "base/status.h"
 #include "base/str.h"
 #include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/kir_pipeline.h"
 #include "compiler/hlo/numeric.h"
 #include "tools/common/hlo_file.h"
 

@@ -24,6 +24,7 @@
 #include "base/alloc.h"
 #include "base/status.h"
 #include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/kir_pipeline.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/device.h"
 #include "tools/common/hlo_file.h"

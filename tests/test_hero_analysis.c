@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/kir_pipeline.h"
 #include "compiler/codegen/hero_analysis.h"
 #include "emitter_test_util.h"
 #include "tools/common/hlo_file.h"

@@ -13,6 +13,7 @@
 
 #include "compiler/analysis/launch_grid.h"
 #include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/kir_pipeline.h"
 #include "compiler/hlo/ir.h"
 
 static void expect_out_of_range(const int64_t block[3], const int64_t grid[3], int64_t shared, bool optin,

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "compiler/codegen/hero_analysis.h"
 #include "compiler/codegen/reduction_emitter.h"
 #include "hero_test_util.h"
 #include "tests/skip_util.h"

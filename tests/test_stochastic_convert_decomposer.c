@@ -16,6 +16,7 @@
 #include "base/alloc.h"
 #include "base/str.h"
 #include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/kir_pipeline.h"
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/passes/pass.h"

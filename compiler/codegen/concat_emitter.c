@@ -3,10 +3,8 @@
 
 #include <string.h>
 
-#include "compiler/codegen/elemental_internal.h"
 #include "compiler/codegen/hero_analysis.h"
-#include "compiler/codegen/reduction_emitter.h"
-#include "compiler/codegen/scatter_emitter.h"
+#include "compiler/codegen/hero_emit.h"
 
 #define CC_MAX_PATH 256
 

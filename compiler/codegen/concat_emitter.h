@@ -16,7 +16,7 @@
 #define KILN_COMPILER_CODEGEN_CONCAT_EMITTER_H_
 
 #include "base/status.h"
-#include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/fusion_kernel.h"
 #include "compiler/hlo/ir.h"
 
 /* Emits the concatenate kernel for `c` and runs the kernel-IR pipeline; *out as for

@@ -3,9 +3,8 @@
 
 #include <string.h>
 
-#include "compiler/codegen/elemental_internal.h"
-#include "compiler/codegen/reduction_internal.h"
-#include "compiler/codegen/scatter_emitter.h"
+#include "compiler/codegen/hero_analysis.h"
+#include "compiler/codegen/hero_split.h"
 
 #define DUS_MAX_ROOTS KILN_HERO_MAX_ROOTS
 
@@ -69,7 +68,7 @@ static int dus_values(kiln_hero_split_t *s, const kiln_hlo_instruction_t *instr,
     kiln_elem_fail(&s->h.fn, KILN_ERR_INTERNAL("%s is not read by this kernel", instr->name));
     return -1;
   }
-  return kiln_red_emit_values(&s->h, cl, idx, out);
+  return kiln_hero_emit_values(&s->h, cl, idx, out);
 }
 
 /* Kernel 1: every output written: DUS roots get operand 0, others their own value. */
@@ -101,7 +100,7 @@ static kiln_status dus_emit_copy(const kiln_hlo_computation_t *c, const dus_info
     for (int d = 0; d < vs->rank; d++) idx[d] = kiln_kir_loop_index(loop, (size_t)d);
     int nv = dus_values(&s, vals[i], idx, v);
     ok = nv > 0 && kiln_hero_reshape_index(h, vs, idx, rs, oidx);
-    if (ok) y = kiln_red_insert_output(h, v, nv, kiln_kir_loop_iter_arg(loop, 0), rs, oidx);
+    if (ok) y = kiln_hero_insert_output(h, v, nv, kiln_kir_loop_iter_arg(loop, 0), rs, oidx);
     ok = ok && y;
     kiln_elem_exit(&h->fn, mark);
     if (ok) kiln_kir_yield(&h->b, &y, 1);
@@ -163,7 +162,7 @@ static kiln_status dus_emit_update(const kiln_hlo_computation_t *c, const dus_in
     }
     int nv = dus_values(&s, d->operands[1], u, v);
     ok = nv > 0 && kiln_hero_reshape_index(h, os, pos, rs, oidx);
-    if (ok) y = kiln_red_insert_output(h, v, nv, kiln_kir_loop_iter_arg(loop, 0), rs, oidx);
+    if (ok) y = kiln_hero_insert_output(h, v, nv, kiln_kir_loop_iter_arg(loop, 0), rs, oidx);
     ok = ok && y;
     kiln_elem_exit(&h->fn, mark);
     if (ok) kiln_kir_yield(b, &y, 1);

@@ -21,7 +21,7 @@
 #define KILN_COMPILER_CODEGEN_DUS_EMITTER_H_
 
 #include "base/status.h"
-#include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/fusion_kernel.h"
 #include "compiler/hlo/ir.h"
 
 /* Emits the copy + update chain for `c`; *out as for kiln_fusion_kernel_emit (head: copy

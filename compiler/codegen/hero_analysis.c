@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "compiler/analysis/reduction_rule.h"
 #include "compiler/hlo/opcode.h"
 
 const char *kiln_hero_emitter_name(kiln_hero_emitter_t e) {
@@ -115,12 +116,7 @@ bool kiln_hero_reduction_dims(const kiln_hlo_instruction_t *r, kiln_reduction_di
 bool kiln_hero_is_reduction_hero(const kiln_hlo_instruction_t *r) {
   kiln_reduction_dims_t rd;
   if (!kiln_hero_reduction_dims(r, &rd)) return false;
-  const int64_t warp = 32;
-  if (rd.is_row) return rd.dims[2] >= warp || warp % rd.dims[2] == 0;
-  int64_t major = rd.dims[1], minor = rd.dims[2];
-  bool elemental = major < warp || (major < 2 * warp && minor < warp) ||
-                   (major < 4 * warp && minor < 8) || (major < 8 * warp && minor < 3);
-  return !elemental;
+  return kiln_reduction_faster_than_elemental(rd.is_row, rd.dims);
 }
 
 /* XLA's race-free bounds (ReductionIsRaceFree): one block covers the whole reduced extent

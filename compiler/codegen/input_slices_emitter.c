@@ -3,10 +3,8 @@
 
 #include <string.h>
 
-#include "compiler/codegen/elemental_internal.h"
 #include "compiler/codegen/hero_analysis.h"
-#include "compiler/codegen/reduction_emitter.h"
-#include "compiler/codegen/scatter_emitter.h"
+#include "compiler/codegen/hero_emit.h"
 
 typedef struct is_state {
   kiln_hero_analysis_t ha;

@@ -11,7 +11,7 @@
 #define KILN_COMPILER_CODEGEN_INPUT_SLICES_EMITTER_H_
 
 #include "base/status.h"
-#include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/fusion_kernel.h"
 #include "compiler/hlo/ir.h"
 
 /* Emits the input-slices kernel for `c`; *out as for kiln_fusion_kernel_emit.

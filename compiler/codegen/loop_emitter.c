@@ -4,8 +4,21 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "compiler/analysis/hlo_indexing.h"
-#include "compiler/codegen/elemental_internal.h"
+#include "compiler/codegen/hero_emit.h"
+
+typedef struct loop_options {
+  const kiln_launch_device_t *device; /* NULL: defaults (H100-like) */
+  bool no_vectorize;                  /* force one element per thread */
+} loop_options_t;
+
+/* What the emitted kernel looks like from outside. */
+typedef struct loop_kernel_info {
+  kiln_launch_grid_t grid;
+  int num_inputs;  /* tensor parameters before the outputs */
+  int num_outputs; /* written tensor parameters after the inputs */
+} loop_kernel_info_t;
 
 bool kiln_loop_may_vectorize(const kiln_hlo_computation_t *c) {
   for (size_t i = 0; i < c->instructions.len; i++) {
@@ -120,27 +133,25 @@ static kiln_kir_value_t *insert_elem(kiln_kir_builder_t *b, kiln_kir_value_t *co
   return tensor;
 }
 
-kiln_status kiln_loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c,
-                           const kiln_partition_t *part, kiln_elemental_t *elem, const char *name,
-                           const kiln_loop_emitter_options_t *opts, kiln_loop_kernel_info_t *info) {
-  memset(info, 0, sizeof(*info));
+/* Step 1: the launch grid over the first output, which every output must match in size. */
+static kiln_status loop_grid(const kiln_hlo_computation_t *c, const kiln_partition_t *part,
+                             const loop_options_t *opts, kiln_launch_grid_t *grid) {
   if (part->num_outputs < 1) return KILN_ERR_INVALID("%s: fusion without outputs", c->name);
-  const kiln_shape_t *loop_shape = output_array_shape(&part->outputs[0]);
-  int64_t n = kiln_shape_num_elements(loop_shape);
+  int64_t n = kiln_shape_num_elements(output_array_shape(&part->outputs[0]));
   for (int o = 1; o < part->num_outputs; o++)
     if (kiln_shape_num_elements(output_array_shape(&part->outputs[o])) != n)
       return KILN_ERR_UNIMPLEMENTED("%s: loop fusion outputs with different element counts",
                                     c->name);
   bool vec = !(opts && opts->no_vectorize) && kiln_loop_may_vectorize(c);
-  KILN_RETURN_IF_ERROR(kiln_launch_grid_for_loop(opts ? opts->device : NULL, n, vec, &info->grid),
+  KILN_RETURN_IF_ERROR(kiln_launch_grid_for_loop(opts ? opts->device : NULL, n, vec, grid),
                        "launch grid of %s", c->name);
-  info->num_inputs = elem->num_tensors;
-  info->num_outputs = part->num_outputs;
+  return NULL;
+}
 
-  elem->physical_layouts = true; /* inserts go through insert_elem, extracts permute */
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_elemental_emit_functions(elem));
-
-  /* Signature: inputs, then outputs (written). */
+/* Step 2: the kernel `name`: inputs, then outputs (written), launched over `g`. */
+static kiln_kir_func_t *loop_kernel_create(kiln_kir_module_t *m, const kiln_partition_t *part,
+                                           const kiln_elemental_t *elem, const char *name,
+                                           const kiln_launch_grid_t *g) {
   size_t np = (size_t)elem->num_tensors + (size_t)part->num_outputs;
   const kiln_kir_type_t **pt = kiln_calloc(np + 1, sizeof(*pt));
   const kiln_kir_type_t **rt = kiln_calloc((size_t)part->num_outputs + 1, sizeof(*rt));
@@ -165,12 +176,147 @@ kiln_status kiln_loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c
   kiln_free(names);
   kiln_free(pt);
   kiln_free(rt);
-  if (!k) return KILN_ERR_INTERNAL("could not create kernel %s", name);
+  if (!k) return NULL;
   for (int o = 0; o < part->num_outputs; o++) kiln_kir_func_set_written(k, (size_t)(elem->num_tensors + o), true);
-  const kiln_launch_grid_t *g = &info->grid;
   int64_t block[3] = {g->threads, 1, 1}, grid[3] = {g->blocks_x, g->blocks_y, 1};
   kiln_kir_func_set_launch(k, block, grid);
+  return k;
+}
 
+/* Step 3: the `loop` over the thread map of `g` for `loop_shape`, threading `outs` through
+ * it; its indices are named dim0, dim1, ... NULL with the error recorded in `b`. */
+static kiln_kir_op_t *loop_thread_loop(kiln_kir_builder_t *b, kiln_indexing_map_t *tmap,
+                                       const kiln_launch_grid_t *g, kiln_kir_value_t *const *outs,
+                                       int nout) {
+  kiln_kir_value_t *ids[3];
+  size_t nids = 2;
+  ids[0] = kiln_kir_thread_id(b, 0, 0, g->threads - 1);
+  ids[1] = kiln_kir_block_id(b, 0, 0, g->blocks_x - 1);
+  kiln_kir_value_set_name(ids[0], "th_x");
+  kiln_kir_value_set_name(ids[1], "bl_x");
+  if (g->blocks_y > 1) {
+    ids[2] = kiln_kir_block_id(b, 1, 0, g->blocks_y - 1);
+    kiln_kir_value_set_name(ids[2], "bl_y");
+    nids = 3;
+  }
+  return kiln_kir_loop(b, tmap, ids, nids, outs, (size_t)nout);
+}
+
+/* What the loop body's steps share. */
+typedef struct loop_body {
+  kiln_kir_builder_t *b;
+  kiln_affine_ctx_t *ctx;
+  const kiln_hlo_computation_t *c;
+  const kiln_partition_t *part;
+  kiln_elemental_t *elem;
+  const kiln_shape_t *loop_shape;
+  kiln_kir_value_t **idx;     /* the loop's logical indices into loop_shape */
+  kiln_kir_value_t **tensors; /* the kernel's input tensors */
+  kiln_kir_value_t **iters;   /* the outputs as threaded through the loop */
+} loop_body_t;
+
+/* Step 4a: calls every output subgraph at this iteration's index and inserts its results
+ * into the outputs it roots. */
+static kiln_status loop_emit_output_subgraphs(loop_body_t *L) {
+  const kiln_partition_t *part = L->part;
+  for (int sgi = 0; sgi < part->num_subgraphs; sgi++) {
+    const kiln_partition_subgraph_t *sg = &part->subgraphs[sgi];
+    if (!sg->is_output) continue;
+    kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK];
+    kiln_shape_t dflt;
+    const kiln_shape_t *ss = subgraph_shape(part, L->elem, sgi, &dflt);
+    if (!loop_index_for(L->b, L->ctx, L->loop_shape, ss, L->idx, sidx))
+      return KILN_ERR_UNIMPLEMENTED("%s: output layouts", L->c->name);
+    kiln_kir_op_t *call = kiln_elemental_call(L->elem, L->b, sgi, L->tensors, sidx);
+    if (!call) return NULL; /* recorded in the builder */
+    for (int o = 0; o < part->num_outputs; o++) {
+      const kiln_partition_output_t *po = &part->outputs[o];
+      int first = kiln_elemental_root_result(L->elem, sgi, po->instr);
+      if (first < 0) continue;
+      for (int k = 0; k < po->output_index; k++)
+        first += kiln_elem_vals_per(kiln_elem_output_type(po->instr, k));
+      int nv = kiln_elem_vals_per(kiln_elem_output_type(po->instr, po->output_index));
+      kiln_kir_value_t *v[2] = {kiln_kir_op_result(call, (size_t)first),
+                                nv > 1 ? kiln_kir_op_result(call, (size_t)first + 1) : NULL};
+      const kiln_shape_t *os = output_array_shape(po);
+      if (os->rank != sg->rank)
+        return KILN_ERR_INTERNAL("%s: output %d rank differs from its subgraph's", L->c->name, o);
+      L->iters[o] = insert_elem(L->b, v, nv, L->iters[o], os, sidx);
+    }
+  }
+  return NULL;
+}
+
+/* Step 4b: outputs that are inputs (a parameter or constant returned as is) are copied. */
+static kiln_status loop_copy_input_outputs(loop_body_t *L) {
+  const kiln_partition_t *part = L->part;
+  kiln_elemental_t *elem = L->elem;
+  for (int o = 0; o < part->num_outputs; o++) {
+    const kiln_hlo_instruction_t *in = part->outputs[o].instr;
+    if (!kiln_partition_is_tensor_leaf(in)) continue;
+    int t = 0;
+    while (t < elem->num_tensors && elem->tensors[t] != in) t++;
+    if (t == elem->num_tensors) return KILN_ERR_INTERNAL("%s: output %s is not an input", L->c->name, in->name);
+    kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK], *pidx[KILN_KIR_MAX_RANK];
+    const kiln_shape_t *s = output_array_shape(&part->outputs[o]);
+    if (!loop_index_for(L->b, L->ctx, L->loop_shape, s, L->idx, sidx))
+      return KILN_ERR_UNIMPLEMENTED("%s: output layouts", L->c->name);
+    kiln_elemental_physical_index(in->shape, sidx, pidx);
+    int nv = kiln_elem_vals_per(s->type);
+    kiln_kir_value_t *v[2] = {NULL, NULL};
+    if (nv == 1) {
+      v[0] = kiln_kir_extract(L->b, L->tensors[t], pidx, (size_t)s->rank);
+    } else {
+      kiln_kir_value_t *cidx[KILN_KIR_MAX_RANK + 1];
+      for (int i = 0; i < s->rank; i++) cidx[i] = pidx[i];
+      for (int p = 0; p < 2; p++) {
+        cidx[s->rank] = kiln_kir_const_index(L->b, p);
+        v[p] = kiln_kir_extract(L->b, L->tensors[t], cidx, (size_t)s->rank + 1);
+      }
+    }
+    L->iters[o] = insert_elem(L->b, v, nv, L->iters[o], s, sidx);
+  }
+  return NULL;
+}
+
+/* Step 4: the loop body: every output's value at this iteration, then the yield. */
+static kiln_status loop_emit_body(loop_body_t *L, kiln_kir_op_t *loop) {
+  const kiln_partition_t *part = L->part;
+  kiln_kir_builder_enter(L->b, kiln_kir_op_region(loop, 0));
+  for (int i = 0; i < L->loop_shape->rank; i++) {
+    L->idx[i] = kiln_kir_loop_index(loop, (size_t)i);
+    char nm[16];
+    snprintf(nm, sizeof(nm), "dim%d", i);
+    kiln_kir_value_set_name(L->idx[i], nm);
+  }
+  kiln_kir_value_set_name(kiln_kir_loop_sym(loop, 0), "v");
+  for (int o = 0; o < part->num_outputs; o++) L->iters[o] = kiln_kir_loop_iter_arg(loop, (size_t)o);
+  kiln_status st = loop_emit_output_subgraphs(L);
+  if (!st) st = loop_copy_input_outputs(L);
+  for (int o = 0; o < part->num_outputs && !st; o++)
+    if (!L->iters[o]) st = KILN_ERR_INTERNAL("%s: output %d not written", L->c->name, o);
+  if (!st) kiln_kir_yield(L->b, L->iters, (size_t)part->num_outputs);
+  kiln_kir_builder_exit(L->b);
+  return st;
+}
+
+/* Emits the kernel `name` for fusion computation `c` into `m`: uses `part` and `elem` (already
+ * initialized for c; the subgraph functions are emitted here). UNIMPLEMENTED for outputs with
+ * different element counts. */
+static kiln_status loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c,
+                             const kiln_partition_t *part, kiln_elemental_t *elem, const char *name,
+                             const loop_options_t *opts, loop_kernel_info_t *info) {
+  memset(info, 0, sizeof(*info));
+  KILN_RETURN_IF_ERROR_PLAIN(loop_grid(c, part, opts, &info->grid));
+  info->num_inputs = elem->num_tensors;
+  info->num_outputs = part->num_outputs;
+  const kiln_shape_t *loop_shape = output_array_shape(&part->outputs[0]);
+
+  elem->physical_layouts = true; /* inserts go through insert_elem, extracts permute */
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_elemental_emit_functions(elem));
+  const kiln_launch_grid_t *g = &info->grid;
+  kiln_kir_func_t *k = loop_kernel_create(m, part, elem, name, g);
+  if (!k) return KILN_ERR_INTERNAL("could not create kernel %s", name);
   kiln_indexing_map_t *tmap = NULL;
   KILN_RETURN_IF_ERROR(kiln_launch_grid_thread_map(m->ctx, g, loop_shape, "v", &tmap),
                        "thread map of %s", c->name);
@@ -178,105 +324,24 @@ kiln_status kiln_loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c
 
   kiln_kir_builder_t b;
   kiln_kir_builder_init(&b, m, kiln_kir_func_body(k));
-  kiln_kir_value_t *ids[3];
-  size_t nids = 2;
-  ids[0] = kiln_kir_thread_id(&b, 0, 0, g->threads - 1);
-  ids[1] = kiln_kir_block_id(&b, 0, 0, g->blocks_x - 1);
-  kiln_kir_value_set_name(ids[0], "th_x");
-  kiln_kir_value_set_name(ids[1], "bl_x");
-  if (g->blocks_y > 1) {
-    ids[2] = kiln_kir_block_id(&b, 1, 0, g->blocks_y - 1);
-    kiln_kir_value_set_name(ids[2], "bl_y");
-    nids = 3;
-  }
-  kiln_kir_value_t **outs = kiln_calloc((size_t)part->num_outputs + 1, sizeof(*outs));
+  int nout = part->num_outputs;
+  kiln_kir_value_t **outs = kiln_calloc((size_t)nout + 1, sizeof(*outs));
   kiln_kir_value_t **tensors = kiln_calloc((size_t)elem->num_tensors + 1, sizeof(*tensors));
+  kiln_kir_value_t **iters = kiln_calloc((size_t)nout + 1, sizeof(*iters));
   for (int i = 0; i < elem->num_tensors; i++) tensors[i] = kiln_kir_func_param(k, (size_t)i);
-  for (int o = 0; o < part->num_outputs; o++) outs[o] = kiln_kir_func_param(k, (size_t)(elem->num_tensors + o));
-  kiln_kir_op_t *loop = kiln_kir_loop(&b, tmap, ids, nids, outs, (size_t)part->num_outputs);
+  for (int o = 0; o < nout; o++) outs[o] = kiln_kir_func_param(k, (size_t)(elem->num_tensors + o));
+  kiln_kir_op_t *loop = loop_thread_loop(&b, tmap, g, outs, nout);
   kiln_status st = NULL;
   if (loop) {
-    kiln_kir_builder_enter(&b, kiln_kir_op_region(loop, 0));
     kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
-    for (int i = 0; i < loop_shape->rank; i++) {
-      idx[i] = kiln_kir_loop_index(loop, (size_t)i);
-      char nm[16];
-      snprintf(nm, sizeof(nm), "dim%d", i);
-      kiln_kir_value_set_name(idx[i], nm);
-    }
-    kiln_kir_value_set_name(kiln_kir_loop_sym(loop, 0), "v");
-    kiln_kir_value_t **iters = kiln_calloc((size_t)part->num_outputs + 1, sizeof(*iters));
-    for (int o = 0; o < part->num_outputs; o++) iters[o] = kiln_kir_loop_iter_arg(loop, (size_t)o);
-    for (int sgi = 0; sgi < part->num_subgraphs && !st; sgi++) {
-      const kiln_partition_subgraph_t *sg = &part->subgraphs[sgi];
-      if (!sg->is_output) continue;
-      kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK];
-      kiln_shape_t dflt;
-      const kiln_shape_t *ss = subgraph_shape(part, elem, sgi, &dflt);
-      if (!loop_index_for(&b, m->ctx, loop_shape, ss, idx, sidx)) {
-        st = KILN_ERR_UNIMPLEMENTED("%s: output layouts", c->name);
-        break;
-      }
-      kiln_kir_op_t *call = kiln_elemental_call(elem, &b, sgi, tensors, sidx);
-      if (!call) break;
-      for (int o = 0; o < part->num_outputs; o++) {
-        const kiln_partition_output_t *po = &part->outputs[o];
-        int first = kiln_elemental_root_result(elem, sgi, po->instr);
-        if (first < 0) continue;
-        for (int k = 0; k < po->output_index; k++)
-          first += kiln_elem_vals_per(kiln_elem_output_type(po->instr, k));
-        int nv = kiln_elem_vals_per(kiln_elem_output_type(po->instr, po->output_index));
-        kiln_kir_value_t *v[2] = {kiln_kir_op_result(call, (size_t)first),
-                                  nv > 1 ? kiln_kir_op_result(call, (size_t)first + 1) : NULL};
-        const kiln_shape_t *os = output_array_shape(po);
-        if (os->rank != sg->rank) {
-          st = KILN_ERR_INTERNAL("%s: output %d rank differs from its subgraph's", c->name, o);
-          break;
-        }
-        iters[o] = insert_elem(&b, v, nv, iters[o], os, sidx);
-      }
-    }
-    /* Outputs that are inputs (a parameter or constant returned as is): copied. */
-    for (int o = 0; o < part->num_outputs; o++) {
-      const kiln_hlo_instruction_t *in = part->outputs[o].instr;
-      if (!kiln_partition_is_tensor_leaf(in)) continue;
-      int t = 0;
-      while (t < elem->num_tensors && elem->tensors[t] != in) t++;
-      if (t == elem->num_tensors) {
-        st = KILN_ERR_INTERNAL("%s: output %s is not an input", c->name, in->name);
-        break;
-      }
-      kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK], *pidx[KILN_KIR_MAX_RANK];
-      const kiln_shape_t *s = output_array_shape(&part->outputs[o]);
-      if (!loop_index_for(&b, m->ctx, loop_shape, s, idx, sidx)) {
-        st = KILN_ERR_UNIMPLEMENTED("%s: output layouts", c->name);
-        break;
-      }
-      kiln_elemental_physical_index(in->shape, sidx, pidx);
-      int nv = kiln_elem_vals_per(s->type);
-      kiln_kir_value_t *v[2] = {NULL, NULL};
-      if (nv == 1) {
-        v[0] = kiln_kir_extract(&b, tensors[t], pidx, (size_t)s->rank);
-      } else {
-        kiln_kir_value_t *cidx[KILN_KIR_MAX_RANK + 1];
-        for (int i = 0; i < s->rank; i++) cidx[i] = pidx[i];
-        for (int part = 0; part < 2; part++) {
-          cidx[s->rank] = kiln_kir_const_index(&b, part);
-          v[part] = kiln_kir_extract(&b, tensors[t], cidx, (size_t)s->rank + 1);
-        }
-      }
-      iters[o] = insert_elem(&b, v, nv, iters[o], s, sidx);
-    }
-    for (int o = 0; o < part->num_outputs && !st; o++)
-      if (!iters[o]) st = KILN_ERR_INTERNAL("%s: output %d not written", c->name, o);
-    if (!st) kiln_kir_yield(&b, iters, (size_t)part->num_outputs);
-    kiln_free(iters);
-    kiln_kir_builder_exit(&b);
-    for (int o = 0; o < part->num_outputs; o++) outs[o] = kiln_kir_op_result(loop, (size_t)o);
-    if (!st) kiln_kir_return(&b, outs, (size_t)part->num_outputs);
+    loop_body_t L = {&b, m->ctx, c, part, elem, loop_shape, idx, tensors, iters};
+    st = loop_emit_body(&L, loop);
+    for (int o = 0; o < nout; o++) outs[o] = kiln_kir_op_result(loop, (size_t)o);
+    if (!st) kiln_kir_return(&b, outs, (size_t)nout);
   }
   kiln_status bs = kiln_kir_builder_take_status(&b);
   kiln_kir_builder_finish(&b);
+  kiln_free(iters);
   kiln_free(outs);
   kiln_free(tensors);
   if (st) {
@@ -285,4 +350,35 @@ kiln_status kiln_loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c
   }
   if (bs) return kiln_status_annotate(bs, "while emitting the loop kernel of %s", c->name);
   return NULL;
+}
+
+kiln_status kiln_loop_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
+                                  kiln_fusion_kernel_t *out) {
+  memset(out, 0, sizeof(*out));
+  double t0 = kiln_clock_ms();
+  char name[128];
+  const char *dump_dir = kiln_fusion_kernel_start(out, c, NULL, opts, NULL, name, sizeof(name));
+  kiln_partition_t part;
+  kiln_status s = kiln_partition_compute(out->ctx, c, NULL, NULL, &part);
+  if (s) {
+    kiln_fusion_kernel_free(out);
+    return s;
+  }
+  kiln_fusion_dump_partition(dump_dir, name, &part);
+  kiln_elemental_t elem;
+  s = kiln_elemental_init(&elem, out->kir, c, &part);
+  loop_kernel_info_t info;
+  if (!s) {
+    loop_options_t lo = {0};
+    lo.device = opts ? opts->device : NULL;
+    lo.no_vectorize = opts && opts->no_vectorize;
+    s = loop_emit(out->kir, c, &part, &elem, name, &lo, &info);
+  }
+  if (!s) {
+    out->grid = info.grid;
+    kiln_hero_set_kernel_io(out, &elem, &part);
+  }
+  kiln_elemental_free(&elem);
+  kiln_partition_free(&part);
+  return kiln_fusion_kernel_finish(out, s, t0, dump_dir, name, opts, c);
 }

@@ -23,31 +23,16 @@
 #include <stdbool.h>
 
 #include "base/status.h"
-#include "compiler/analysis/launch_grid.h"
-#include "compiler/codegen/elemental.h"
-#include "compiler/codegen/kir.h"
-#include "compiler/codegen/partitioner.h"
-
-typedef struct kiln_loop_emitter_options {
-  const kiln_launch_device_t *device; /* NULL: defaults (H100-like) */
-  bool no_vectorize;                  /* force one element per thread */
-} kiln_loop_emitter_options_t;
-
-/* What the emitted kernel looks like from outside. */
-typedef struct kiln_loop_kernel_info {
-  kiln_launch_grid_t grid;
-  int num_inputs;  /* tensor parameters before the outputs */
-  int num_outputs; /* written tensor parameters after the inputs */
-} kiln_loop_kernel_info_t;
+#include "compiler/codegen/fusion_kernel.h"
+#include "compiler/hlo/ir.h"
 
 /* Whether the fusion's ops let XLA vectorize a loop fusion (see above). */
 bool kiln_loop_may_vectorize(const kiln_hlo_computation_t *c);
 
-/* Emits the kernel `name` for fusion computation `c` into `m`: uses `part` and `elem` (already
- * initialized for c; the subgraph functions are emitted here). UNIMPLEMENTED for outputs with
- * different element counts. */
-kiln_status kiln_loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t *c,
-                           const kiln_partition_t *part, kiln_elemental_t *elem, const char *name,
-                           const kiln_loop_emitter_options_t *opts, kiln_loop_kernel_info_t *info);
+/* Partitions `c`, emits its loop kernel and runs the kernel-IR pipeline (the same vectorize /
+ * unroll options as every emitter); *out as for kiln_fusion_kernel_emit. Dumps (opts->dump_dir):
+ * `<name>.40-hlo-fusion.txt`, `<name>.41-partition.txt`, then the pipeline's stages. */
+kiln_status kiln_loop_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
+                                  kiln_fusion_kernel_t *out);
 
 #endif /* KILN_COMPILER_CODEGEN_LOOP_EMITTER_H_ */

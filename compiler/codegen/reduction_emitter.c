@@ -1,4 +1,4 @@
-/* Reduction emitter and the hero emitters' shared scaffolding (see reduction_emitter.h). */
+/* Reduction emitter (see reduction_emitter.h). */
 #include "compiler/codegen/reduction_internal.h"
 
 #include <stdio.h>
@@ -8,124 +8,7 @@
 #include <time.h>
 
 #include "base/clock.h"
-#include "compiler/codegen/kir_pipeline.h"
-#include "compiler/codegen/scatter_emitter.h"
 
-/* ---- shared scaffolding ---- */
-
-static bool layout_is_default(const kiln_shape_t *s) {
-  if (!s->has_layout || !s->layout.minor_to_major || s->layout.rank != s->rank) return true;
-  for (int i = 0; i < s->rank; i++)
-    if (s->layout.minor_to_major[i] != s->rank - 1 - i) return false;
-  return true;
-}
-
-void kiln_hero_delinearize_physical(kiln_affine_ctx_t *ctx, const kiln_shape_t *s,
-                                    kiln_affine_expr_t *linear, kiln_affine_expr_t **out) {
-  if (s->rank == 0) return;
-  int64_t pdims[KILN_KIR_MAX_RANK];
-  int plog[KILN_KIR_MAX_RANK];
-  bool dflt = layout_is_default(s);
-  for (int k = 0; k < s->rank; k++) {
-    plog[k] = dflt ? k : (int)s->layout.minor_to_major[s->rank - 1 - k];
-    pdims[k] = s->dims[plog[k]];
-  }
-  kiln_affine_expr_t *tmp[KILN_KIR_MAX_RANK];
-  kiln_affine_delinearize(ctx, linear, pdims, (size_t)s->rank, tmp);
-  for (int k = 0; k < s->rank; k++) out[plog[k]] = tmp[k];
-}
-
-kiln_indexing_map_t *kiln_hero_map(kiln_kir_module_t *m, int ndims, const char *const *dim_names,
-                                   const int64_t *dim_hi, int nsyms, const int64_t *sym_hi) {
-  kiln_indexing_map_t *map = kiln_indexing_map_create(m->ctx, (size_t)ndims, (size_t)nsyms, 0);
-  for (int i = 0; i < ndims; i++) {
-    if (dim_names && dim_names[i]) kiln_indexing_map_set_name(map, KILN_INDEXING_DIM, (size_t)i, dim_names[i]);
-    kiln_indexing_map_set_bounds(map, KILN_INDEXING_DIM, (size_t)i, 0, dim_hi[i]);
-  }
-  for (int i = 0; i < nsyms; i++) kiln_indexing_map_set_bounds(map, KILN_INDEXING_SYM, (size_t)i, 0, sym_hi[i]);
-  return kiln_kir_module_adopt_map(m, map);
-}
-
-static void hero_emit_release(kiln_hero_emit_t *h) {
-  kiln_vec_free(&h->fn.cache);
-  kiln_status_free(h->fn.err);
-  h->fn.err = NULL;
-  if (h->have_elem) kiln_elemental_free(&h->elem);
-  if (h->have_part) kiln_partition_free(&h->part);
-  h->have_elem = h->have_part = false;
-  kiln_free(h->tensors);
-  kiln_free(h->outs);
-  h->tensors = h->outs = NULL;
-}
-
-/* kiln_hero_emit_begin; with `physical_outputs` the caller writes every output through
- * kiln_elemental_physical_index (so outputs of any layout are accepted). */
-static kiln_status hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
-                                   const kiln_fusion_compile_options_t *opts, kiln_partition_root_fn is_root,
-                                   void *user, const int64_t block[3], const int64_t grid[3],
-                                   bool physical_outputs, kiln_partition_root_fn caller_emits,
-                                   kiln_fusion_kernel_t *out) {
-  memset(h, 0, sizeof(*h));
-  memset(out, 0, sizeof(*out));
-  h->c = c;
-  h->out = out;
-  h->t0 = kiln_clock_ms();
-  snprintf(h->name, sizeof(h->name), "%s", opts && opts->kernel_name ? opts->kernel_name : c->name);
-  if (!(opts && opts->kernel_name)) strncat(h->name, "_kernel", sizeof(h->name) - strlen(h->name) - 1);
-  kiln_fusion_sanitize_name(h->name);
-  h->dump_dir = opts && opts->dump_dir ? opts->dump_dir : getenv("KILN_DUMP_TO");
-  kiln_hero_dump_fusion(h->dump_dir, h->name, c, NULL);
-  out->ctx = kiln_affine_ctx_create();
-  out->kir = kiln_kir_module_create(h->name, out->ctx);
-  kiln_status s = kiln_partition_compute(out->ctx, c, is_root, user, &h->part);
-  if (!s) {
-    h->have_part = true;
-    s = kiln_elemental_init(&h->elem, out->kir, c, &h->part);
-  }
-  if (!s) {
-    h->have_elem = true;
-    /* Hero emitters read tensors through kiln_hero_emit_value (at the physical index) and the
-     * subgraph functions; outputs are written at logical indices, so permuted outputs stay
-     * UNIMPLEMENTED. */
-    h->elem.physical_layouts = physical_outputs || h->elem.permuted_output == NULL;
-    h->elem.caller_emits = caller_emits;
-    h->elem.caller_user = user;
-    s = kiln_elemental_emit_functions(&h->elem);
-  }
-  if (s) {
-    hero_emit_release(h);
-    kiln_fusion_kernel_free(out);
-    return kiln_status_annotate(s, "while emitting fusion %s", c->name);
-  }
-  if (h->dump_dir && *h->dump_dir) {
-    kiln_strbuf_t pb = {0};
-    kiln_partition_print(&h->part, &pb);
-    kiln_fusion_dump_text(h->dump_dir, h->name, "41-partition.txt", kiln_strbuf_cstr(&pb));
-    kiln_strbuf_free(&pb);
-  }
-  int nout = h->part.num_outputs;
-  const kiln_shape_t **shapes = kiln_calloc((size_t)nout + 1, sizeof(*shapes));
-  for (int o = 0; o < nout; o++) {
-    const kiln_shape_t *sh = h->part.outputs[o].instr->shape;
-    shapes[o] = kiln_shape_is_tuple(sh) ? sh->elements[h->part.outputs[o].output_index] : sh;
-  }
-  s = kiln_hero_emit_kernel(h, shapes, nout, block, grid);
-  kiln_free(shapes);
-  if (s) {
-    hero_emit_release(h);
-    kiln_fusion_kernel_free(out);
-    return s;
-  }
-  return NULL;
-}
-
-kiln_status kiln_hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
-                                 const kiln_fusion_compile_options_t *opts,
-                                 kiln_partition_root_fn is_root, void *user,
-                                 const int64_t block[3], const int64_t grid[3],
-                                 kiln_fusion_kernel_t *out) {
-  return hero_emit_begin(h, c, opts, is_root, user, block, grid, false, NULL, out);
-}
 
 static bool red_on_path(const kiln_red_state_t *rs, const kiln_hlo_instruction_t *x);
 
@@ -137,140 +20,8 @@ static bool red_emits(void *user, const kiln_hlo_instruction_t *instr) {
 kiln_status kiln_red_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
                                 const kiln_fusion_compile_options_t *opts, kiln_red_state_t *rs,
                                 const int64_t block[3], const int64_t grid[3], kiln_fusion_kernel_t *out) {
-  return hero_emit_begin(h, c, opts, kiln_red_is_root, rs, block, grid, true, red_emits, out);
+  return kiln_hero_emit_begin_ex(h, c, opts, kiln_red_is_root, rs, block, grid, true, red_emits, out);
 }
-
-kiln_kir_value_t *kiln_red_insert_output(kiln_hero_emit_t *h, kiln_kir_value_t *const *v, int nv,
-                                         kiln_kir_value_t *t, const kiln_shape_t *s,
-                                         kiln_kir_value_t *const *idx) {
-  kiln_kir_value_t *pidx[KILN_KIR_MAX_RANK + 1];
-  kiln_elemental_physical_index(s, idx, pidx);
-  if (nv == 1) return v[0] && t ? kiln_kir_insert(&h->b, v[0], t, pidx, (size_t)s->rank) : NULL;
-  for (int p = 0; p < nv && t; p++) {
-    pidx[s->rank] = kiln_kir_const_index(&h->b, p);
-    t = v[p] ? kiln_kir_insert(&h->b, v[p], t, pidx, (size_t)s->rank + 1) : NULL;
-  }
-  return t;
-}
-
-int kiln_red_emit_values(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *instr, kiln_kir_value_t *const *idx,
-                         kiln_kir_value_t **out) {
-  const kiln_shape_t *s = instr->shape;
-  if (kiln_shape_is_tuple(s) || !kiln_elem_type_is_complex(s->type)) {
-    out[0] = kiln_hero_emit_value(h, instr, idx);
-    return out[0] ? 1 : -1;
-  }
-  kiln_elem_type_t pt = kiln_elem_part_type(s->type);
-  if (kiln_partition_is_tensor_leaf(instr)) {
-    for (int t = 0; t < h->elem.num_tensors; t++)
-      if (h->elem.tensors[t] == instr) {
-        kiln_kir_value_t *pidx[KILN_KIR_MAX_RANK + 1];
-        kiln_elemental_physical_index(s, idx, pidx);
-        for (int p = 0; p < 2; p++) {
-          pidx[s->rank] = kiln_kir_const_index(&h->b, p);
-          out[p] = kiln_kir_extract(&h->b, h->tensors[t], pidx, (size_t)s->rank + 1);
-        }
-        return out[0] && out[1] ? 2 : -1;
-      }
-    kiln_elem_fail(&h->fn, KILN_ERR_INTERNAL("%s is not a kernel input", instr->name));
-    return -1;
-  }
-  if (instr->opcode == KILN_OP_CONSTANT && instr->literal && !instr->literal->unknown) {
-    double re = 0, im = 0;
-    kiln_literal_get_c128(instr->literal, 0, &re, &im);
-    out[0] = kiln_kir_const_float(&h->b, pt, re);
-    out[1] = kiln_kir_const_float(&h->b, pt, im);
-    return 2;
-  }
-  const kiln_partition_subgraph_t *sg = kiln_partition_subgraph_of(&h->part, instr);
-  int r = sg ? kiln_elemental_root_result(&h->elem, sg->id, instr) : -1;
-  if (r < 0) {
-    kiln_elem_fail(&h->fn, KILN_ERR_INTERNAL("%s heads no function", instr->name));
-    return -1;
-  }
-  kiln_kir_op_t *call = kiln_elemental_call(&h->elem, &h->b, sg->id, h->tensors, idx);
-  if (!call) return -1;
-  out[0] = kiln_kir_op_result(call, (size_t)r);
-  out[1] = kiln_kir_op_result(call, (size_t)r + 1);
-  return 2;
-}
-
-kiln_kir_value_t *kiln_hero_emit_value(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *instr,
-                                       kiln_kir_value_t *const *idx) {
-  if (kiln_elem_num_values(instr) != 1) {
-    kiln_elem_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s values in a hero kernel", instr->name,
-                                                  kiln_elem_type_name(instr->shape->type)));
-    return NULL;
-  }
-  if (kiln_partition_is_tensor_leaf(instr)) {
-    for (int t = 0; t < h->elem.num_tensors; t++)
-      if (h->elem.tensors[t] == instr) {
-        /* Tensors are stored in physical dimension order. */
-        kiln_kir_value_t *pidx[KILN_KIR_MAX_RANK];
-        bool dflt = layout_is_default(instr->shape);
-        for (int k = 0; k < instr->shape->rank; k++)
-          pidx[k] = idx[dflt ? k : (int)instr->shape->layout.minor_to_major[instr->shape->rank - 1 - k]];
-        return kiln_kir_extract(&h->b, h->tensors[t], pidx, (size_t)instr->shape->rank);
-      }
-    kiln_elem_fail(&h->fn, KILN_ERR_INTERNAL("%s is not a kernel input", instr->name));
-    return NULL;
-  }
-  if (instr->opcode == KILN_OP_CONSTANT && instr->literal) return kiln_elem_constant(&h->fn, instr->literal, 0);
-  const kiln_partition_subgraph_t *sg = kiln_partition_subgraph_of(&h->part, instr);
-  int r = sg ? kiln_elemental_root_result(&h->elem, sg->id, instr) : -1;
-  if (r < 0) {
-    kiln_elem_fail(&h->fn, KILN_ERR_INTERNAL("%s heads no function", instr->name));
-    return NULL;
-  }
-  kiln_kir_op_t *call = kiln_elemental_call(&h->elem, &h->b, sg->id, h->tensors, idx);
-  return call ? kiln_kir_op_result(call, (size_t)r) : NULL;
-}
-
-kiln_status kiln_hero_emit_finish(kiln_hero_emit_t *h, kiln_status st,
-                                  const kiln_fusion_compile_options_t *opts) {
-  kiln_fusion_kernel_t *out = h->out;
-  kiln_status bs = kiln_kir_builder_take_status(&h->b);
-  kiln_kir_builder_finish(&h->b);
-  if (!st && h->fn.err) {
-    st = h->fn.err;
-    h->fn.err = NULL;
-  }
-  if (!st) st = bs;
-  else kiln_status_free(bs);
-  if (!st) {
-    out->num_inputs = h->elem.num_tensors;
-    out->inputs = kiln_calloc((size_t)out->num_inputs + 1, sizeof(*out->inputs));
-    for (int i = 0; i < out->num_inputs; i++) out->inputs[i] = h->elem.tensors[i];
-    out->num_outputs = h->part.num_outputs;
-    out->outputs = kiln_calloc((size_t)out->num_outputs + 1, sizeof(*out->outputs));
-    for (int o = 0; o < out->num_outputs; o++) {
-      const kiln_shape_t *sh = h->part.outputs[o].instr->shape;
-      if (kiln_shape_is_tuple(sh)) sh = sh->elements[h->part.outputs[o].output_index];
-      out->outputs[o] = sh;
-    }
-  }
-  hero_emit_release(h);
-  if (!st) st = kiln_kir_verify(out->kir);
-  out->emit_ms = kiln_clock_ms() - h->t0;
-  if (!st) {
-    double t1 = kiln_clock_ms();
-    kiln_kir_pipeline_options_t po = {0};
-    po.dump_dir = h->dump_dir;
-    po.dump_name = h->name;
-    po.no_vectorize = opts && opts->no_vectorize;
-    po.unroll_max_trip = opts ? opts->unroll_max_trip : 0;
-    st = kiln_kir_pipeline_run(out->kir, &po);
-    out->pipeline_ms = kiln_clock_ms() - t1;
-  }
-  if (st) {
-    kiln_fusion_kernel_free(out);
-    return kiln_status_annotate(st, "while compiling fusion %s", h->c->name);
-  }
-  return NULL;
-}
-
-/* ---- reductions ---- */
-
 
 int kiln_red_index(const kiln_red_state_t *rs, const kiln_hlo_instruction_t *x) {
   for (int j = 0; j < rs->nred; j++)
@@ -413,7 +164,7 @@ bool kiln_red_init_values(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_va
       if (!(iv->opcode == KILN_OP_CONSTANT || iv->opcode == KILN_OP_PARAMETER) || iv->shape->rank != 0)
         return kiln_elem_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: init value %s is not a scalar constant or parameter",
                                                              r->name, iv->name));
-      if (kiln_red_emit_values(h, iv, NULL, &init[rs->acc_first[j] + k]) < 0) return false;
+      if (kiln_hero_emit_values(h, iv, NULL, &init[rs->acc_first[j] + k]) < 0) return false;
     }
   }
   return true;
@@ -421,7 +172,7 @@ bool kiln_red_init_values(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_va
 
 /* Physical position -> logical dim of shape s. */
 static int phys_logical(const kiln_shape_t *s, int k) {
-  return layout_is_default(s) ? k : (int)s->layout.minor_to_major[s->rank - 1 - k];
+  return kiln_hero_has_default_layout(s) ? k : (int)s->layout.minor_to_major[s->rank - 1 - k];
 }
 
 /* The accumulation loop over this thread's input elements: `lin` is the physical linear
@@ -434,7 +185,7 @@ static void delinearize_split(kiln_affine_ctx_t *x, const kiln_shape_t *s, kiln_
   int n = s->rank, k = n;
   int64_t pdims[KILN_KIR_MAX_RANK], prod = 1;
   int plog[KILN_KIR_MAX_RANK];
-  bool dflt = layout_is_default(s);
+  bool dflt = kiln_hero_has_default_layout(s);
   for (int i = 0; i < n; i++) {
     plog[i] = dflt ? i : (int)s->layout.minor_to_major[n - 1 - i];
     pdims[i] = s->dims[plog[i]];
@@ -475,7 +226,7 @@ bool kiln_red_input_values(kiln_hero_emit_t *h, kiln_red_state_t *rs, int j, kil
   const kiln_hlo_instruction_t *r = rs->reds[j];
   int at = rs->acc_first[j];
   for (int k = 0; k < r->num_operands / 2; k++) {
-    int nv = kiln_red_emit_values(h, r->operands[k], idx, &x[at]);
+    int nv = kiln_hero_emit_values(h, r->operands[k], idx, &x[at]);
     if (nv < 0) return false;
     at += nv;
   }
@@ -525,7 +276,7 @@ kiln_kir_op_t *kiln_red_accumulate(kiln_hero_emit_t *h, kiln_red_state_t *rs, ki
     kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK];
     kiln_kir_value_t *v = kiln_red_index_of(h, r->shape, linv, sidx) ? kiln_hero_emit_value(h, r, sidx) : NULL;
     ok = v != NULL;
-    if (ok) ys[rs->nacc + k] = kiln_red_insert_output(h, &v, 1, kiln_kir_loop_iter_arg(loop, (size_t)(rs->nacc + k)),
+    if (ok) ys[rs->nacc + k] = kiln_hero_insert_output(h, &v, 1, kiln_kir_loop_iter_arg(loop, (size_t)(rs->nacc + k)),
                                                       r->shape, sidx);
   }
   ok = ok && kiln_red_combine(h, rs, acc, x);
@@ -622,7 +373,7 @@ void kiln_red_write_outputs(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_
       kiln_kir_value_t *const *hidx = hj >= 0 && hsh && hsh->rank == no_of[hj] ? oidx_of[hj] : NULL;
       kiln_kir_value_t *v = red_eval_path(h, rs, po->instr, kept, hidx, hsh, acc), *ridx[KILN_KIR_MAX_RANK];
       if (!v || !red_epilogue_index(h, rsh, kept, hidx, hsh, ridx)) return;
-      res[o] = kiln_red_insert_output(h, &v, 1, h->outs[o], rsh, ridx);
+      res[o] = kiln_hero_insert_output(h, &v, 1, h->outs[o], rsh, ridx);
       continue;
     }
     kiln_kir_value_t *const *val = &acc[rs->acc_first[j] + po->output_index];
@@ -643,7 +394,7 @@ void kiln_red_write_outputs(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_
         res[o] = kiln_red_atomic_combine(h, rs, j, val[p], res[o], pidx, no_of[j] + (nv > 1));
       }
     } else {
-      res[o] = kiln_red_insert_output(h, val, nv, h->outs[o], osh, oidx_of[j]);
+      res[o] = kiln_hero_insert_output(h, val, nv, h->outs[o], osh, oidx_of[j]);
     }
   }
   kiln_kir_yield(&h->b, res, (size_t)nout);

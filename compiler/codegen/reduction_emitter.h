@@ -62,11 +62,8 @@
 #include <stdbool.h>
 
 #include "base/status.h"
-#include "compiler/codegen/elemental.h"
-#include "compiler/codegen/elemental_internal.h"
-#include "compiler/codegen/fusion_compiler.h"
-#include "compiler/codegen/hero_analysis.h"
-#include "compiler/codegen/partitioner.h"
+#include "compiler/codegen/fusion_kernel.h"
+#include "compiler/hlo/ir.h"
 
 typedef struct kiln_reduction_options {
   int vector_size; /* ROW: elements per load (1 when R2 is not a multiple); 0: the plan's */
@@ -83,53 +80,5 @@ kiln_status kiln_reduction_kernel_emit(const kiln_hlo_computation_t *c,
                                        const kiln_fusion_compile_options_t *opts,
                                        const kiln_reduction_options_t *ropts,
                                        kiln_fusion_kernel_t *out);
-
-/* ---- shared by the hero emitters (reduction_emitter.c) ---- */
-
-typedef struct kiln_hero_emit {
-  const kiln_hlo_computation_t *c;
-  kiln_fusion_kernel_t *out;
-  kiln_partition_t part;
-  bool have_part, have_elem;
-  kiln_elemental_t elem;
-  kiln_kir_func_t *kernel;
-  kiln_kir_value_t **tensors; /* the kernel's input tensor parameters (elem order) */
-  kiln_kir_value_t **outs;    /* the kernel's output tensor parameters */
-  kiln_kir_builder_t b;       /* at the kernel body */
-  kiln_elem_fn_t fn;          /* for scalar computations emitted into the kernel */
-  char name[160];
-  const char *dump_dir;
-  double t0;
-} kiln_hero_emit_t;
-
-/* Partitions `c` (instructions selected by is_root head their own functions), emits the
- * subgraph functions, creates the kernel (inputs, then one written tensor per output) with
- * the given launch dimensions and starts a builder in its body. On error everything is
- * released. */
-kiln_status kiln_hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
-                                 const kiln_fusion_compile_options_t *opts,
-                                 kiln_partition_root_fn is_root, void *user,
-                                 const int64_t block[3], const int64_t grid[3],
-                                 kiln_fusion_kernel_t *out);
-/* Value of (non-complex, single-output) `instr` at logical index `idx`, in the builder's
- * region: a tensor extract for parameters / array constants, a call of its subgraph
- * function otherwise, a constant for scalar constants. NULL (error recorded in h->fn) if
- * it has no function. */
-kiln_kir_value_t *kiln_hero_emit_value(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *instr,
-                                       kiln_kir_value_t *const *idx);
-/* Finishes the kernel (`st`: an error found while emitting, consumed), verifies it, runs
- * the pipeline and fills h->out; releases the emission state in every case. */
-kiln_status kiln_hero_emit_finish(kiln_hero_emit_t *h, kiln_status st,
-                                  const kiln_fusion_compile_options_t *opts);
-
-/* A map (dims named `dim_names`, bounds [0, dim_hi]) with `nsyms` symbols (bounds sym_hi)
- * built in the module's context and adopted by it. */
-kiln_indexing_map_t *kiln_hero_map(kiln_kir_module_t *m, int ndims, const char *const *dim_names,
-                                   const int64_t *dim_hi, int nsyms, const int64_t *sym_hi);
-
-/* Logical indices of shape `s` for a physical (layout-order, row-major) linear index: writes
- * s->rank expressions. */
-void kiln_hero_delinearize_physical(kiln_affine_ctx_t *ctx, const kiln_shape_t *s,
-                                    kiln_affine_expr_t *linear, kiln_affine_expr_t **out);
 
 #endif /* KILN_COMPILER_CODEGEN_REDUCTION_EMITTER_H_ */

@@ -4,6 +4,9 @@
 #ifndef KILN_COMPILER_CODEGEN_REDUCTION_INTERNAL_H_
 #define KILN_COMPILER_CODEGEN_REDUCTION_INTERNAL_H_
 
+#include "compiler/codegen/hero_analysis.h"
+#include "compiler/codegen/hero_emit.h"
+#include "compiler/codegen/hero_split.h"
 #include "compiler/codegen/reduction_emitter.h"
 
 #define KILN_RED_MAX_ACC 16
@@ -34,20 +37,10 @@ typedef struct kiln_red_state {
 } kiln_red_state_t;
 
 /* kiln_hero_emit_begin for the reduction kernels: they write every output through
- * kiln_red_insert_output / physical indices, so outputs may have any layout. */
+ * kiln_hero_insert_output / physical indices, so outputs may have any layout. */
 kiln_status kiln_red_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
                                 const kiln_fusion_compile_options_t *opts, kiln_red_state_t *rs,
                                 const int64_t block[3], const int64_t grid[3], kiln_fusion_kernel_t *out);
-/* Inserts the element `v` (nv values: 2, (re, im), for complex shapes) into output tensor `t`
- * (of HLO shape `s`, stored in physical order, complex parts as a minor dimension of 2) at
- * logical index `idx` (s->rank values); returns the new tensor, NULL when a value is NULL. */
-kiln_kir_value_t *kiln_red_insert_output(kiln_hero_emit_t *h, kiln_kir_value_t *const *v, int nv,
-                                         kiln_kir_value_t *t, const kiln_shape_t *s,
-                                         kiln_kir_value_t *const *idx);
-/* kiln_hero_emit_value that also takes complex arrays: writes (re, im) for them. Returns the
- * number of values (1 or 2), -1 on error (recorded in h->fn). */
-int kiln_red_emit_values(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *instr, kiln_kir_value_t *const *idx,
-                         kiln_kir_value_t **out);
 /* The input values of reduce j at its input's logical index `idx`: x[rs->acc_first[j] ..]. */
 bool kiln_red_input_values(kiln_hero_emit_t *h, kiln_red_state_t *rs, int j, kiln_kir_value_t *const *idx,
                            kiln_kir_value_t **x);

@@ -13,21 +13,6 @@ static int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 
 /* ---- atomics ---- */
 
-/* The reducer's root as one of add / min / max applied to its two parameters, else -1. */
-static int recognized_atomic(const kiln_hlo_computation_t *reducer) {
-  if (!reducer || !reducer->root || reducer->num_parameters != 2) return -1;
-  const kiln_hlo_instruction_t *r = reducer->root;
-  if (r->num_operands != 2) return -1;
-  const kiln_hlo_instruction_t *a = r->operands[0], *b = r->operands[1];
-  if (a->opcode != KILN_OP_PARAMETER || b->opcode != KILN_OP_PARAMETER || a == b) return -1;
-  switch (r->opcode) {
-    case KILN_OP_ADD: return KILN_KIR_ATOMIC_ADD;
-    case KILN_OP_MINIMUM: return KILN_KIR_ATOMIC_MIN;
-    case KILN_OP_MAXIMUM: return KILN_KIR_ATOMIC_MAX;
-    default: return -1;
-  }
-}
-
 kiln_kir_value_t *kiln_red_atomic_combine(kiln_hero_emit_t *h, kiln_red_state_t *rs, int j,
                                           kiln_kir_value_t *v, kiln_kir_value_t *out,
                                           kiln_kir_value_t *const *idx, int n) {
@@ -35,7 +20,7 @@ kiln_kir_value_t *kiln_red_atomic_combine(kiln_hero_emit_t *h, kiln_red_state_t 
   const kiln_hlo_computation_t *reducer = kiln_hlo_instruction_called(r, "to_apply");
   if (!v || !out) return NULL;
   kiln_elem_type_t t = out->type->elem;
-  int bits = kiln_elem_type_bits(t), kind = recognized_atomic(reducer);
+  int bits = kiln_elem_type_bits(t), kind = kiln_hero_atomic_kind(reducer);
   /* Read-modify-write for 32/64-bit add (ints and floats) and integer min/max; float
    * min/max propagate NaN in HLO, so they go through the reducer in a CAS loop. */
   bool rmw = (bits == 32 || bits == 64) &&
@@ -46,18 +31,7 @@ kiln_kir_value_t *kiln_red_atomic_combine(kiln_hero_emit_t *h, kiln_red_state_t 
     kiln_elem_fail(&h->fn, KILN_ERR_INVALID("%s: no to_apply", r->name));
     return NULL;
   }
-  kiln_kir_op_t *cas = kiln_kir_atomic_cas_loop(&h->b, out, idx, (size_t)n);
-  if (!cas) return NULL;
-  kiln_kir_region_t *body = kiln_kir_op_region(cas, 0);
-  kiln_kir_builder_enter(&h->b, body);
-  size_t mark;
-  kiln_elem_enter(&h->fn, body, &mark);
-  kiln_kir_value_t *args[2] = {kiln_kir_region_arg(body, 0), v}, *res[KILN_RED_MAX_ACC];
-  bool ok = kiln_elem_emit_scalar_computation(&h->fn, reducer, args, 2, res) == 1;
-  kiln_elem_exit(&h->fn, mark);
-  if (ok) kiln_kir_yield(&h->b, res, 1);
-  kiln_kir_builder_exit(&h->b);
-  return ok ? kiln_kir_op_result(cas, 0) : NULL;
+  return kiln_hero_atomic_cas_combine(h, reducer, v, out, idx, (size_t)n);
 }
 
 /* Starts a kernel of one x dimension: T threads, nb blocks; ids get th_x and bl_x. */
@@ -119,7 +93,7 @@ kiln_status kiln_red_emit_init(const kiln_hlo_computation_t *c, const kiln_fusio
       }
       kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
       ok = kiln_red_index_of(&h, sh, linv, idx);
-      if (ok) ys[o] = kiln_red_insert_output(&h, &init[rs->acc_first[j] + po->output_index], rs->complex_add[j] ? 2 : 1,
+      if (ok) ys[o] = kiln_hero_insert_output(&h, &init[rs->acc_first[j] + po->output_index], rs->complex_add[j] ? 2 : 1,
                                              ys[o], sh, idx);
     }
     if (ok) kiln_kir_yield(b, ys, (size_t)nout);
@@ -177,7 +151,7 @@ bool kiln_red_accumulate_lanes(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_i
       kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK];
       kiln_kir_value_t *sv = kiln_red_index_of(h, r->shape, linv, sidx) ? kiln_hero_emit_value(h, r, sidx) : NULL;
       ok = sv != NULL;
-      if (ok) ys[nacc * lanes + k] = kiln_red_insert_output(h, &sv, 1, ys[nacc * lanes + k], r->shape, sidx);
+      if (ok) ys[nacc * lanes + k] = kiln_hero_insert_output(h, &sv, 1, ys[nacc * lanes + k], r->shape, sidx);
     }
     if (!ok) break;
     for (int k = 0; k < nacc; k++) a[k] = ys[k * lanes + v];

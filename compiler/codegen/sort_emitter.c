@@ -8,10 +8,7 @@
 #include <time.h>
 
 #include "base/clock.h"
-#include "compiler/codegen/elemental.h"
-#include "compiler/codegen/elemental_internal.h"
-#include "compiler/codegen/kir_pipeline.h"
-#include "compiler/codegen/scatter_emitter.h"
+#include "compiler/codegen/hero_emit.h"
 
 #define SORT_MAX_OPERANDS 16
 /* Block-shared positions of a stable sort: the static shared-memory limit. */
@@ -669,11 +666,7 @@ kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fu
     return kiln_status_annotate(st, "while compiling fusion %s", c->name);
   }
   char name[160];
-  kiln_hero_kernel_name(c, opts, NULL, name, sizeof(name));
-  const char *dump_dir = opts && opts->dump_dir ? opts->dump_dir : getenv("KILN_DUMP_TO");
-  kiln_hero_dump_fusion(dump_dir, name, c, NULL);
-  out->ctx = kiln_affine_ctx_create();
-  out->kir = kiln_kir_module_create(name, out->ctx);
+  const char *dump_dir = kiln_fusion_kernel_start(out, c, NULL, opts, NULL, name, sizeof(name));
   e->m = out->kir;
   e->x = out->ctx;
   e->part.comp = c;
@@ -696,12 +689,5 @@ kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fu
   }
   if (have_elem) kiln_elemental_free(&e->elem);
   kiln_free(e);
-  if (!st) st = kiln_kir_verify(out->kir);
-  out->emit_ms = kiln_clock_ms() - t0;
-  if (!st) st = kiln_hero_run_pipeline(out->kir, dump_dir, name, opts, &out->pipeline_ms);
-  if (st) {
-    kiln_fusion_kernel_free(out);
-    return kiln_status_annotate(st, "while compiling fusion %s", c->name);
-  }
-  return NULL;
+  return kiln_fusion_kernel_finish(out, st, t0, dump_dir, name, opts, c);
 }

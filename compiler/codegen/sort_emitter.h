@@ -40,7 +40,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
-#include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/fusion_kernel.h"
 #include "compiler/hlo/ir.h"
 
 /* How a sort fusion is launched (kiln_sort_plan). */

@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "base/vec.h"
+#include "compiler/analysis/reduction_rule.h"
 
 typedef KILN_VEC(kiln_hlo_instruction_t *) instr_vec_t;
 
@@ -276,12 +277,7 @@ static bool reduction_form(const kiln_hlo_instruction_t *r, reduction_form_t *ou
 bool kiln_fusion_reduction_is_unnested(const kiln_hlo_instruction_t *r) {
   reduction_form_t f;
   if (!kiln_fusion_is_reduction_hero(r) || !reduction_form(r, &f)) return false;
-  const int64_t warp = 32;
-  if (f.row) return f.d[2] >= warp || (f.d[2] > 0 && warp % f.d[2] == 0);
-  int64_t major = f.d[1], minor = f.d[2];
-  bool elemental = major < warp || (major < 2 * warp && minor < warp) ||
-                   (major < 4 * warp && minor < 8) || (major < 8 * warp && minor < 3);
-  return !elemental;
+  return kiln_reduction_faster_than_elemental(f.row, f.d);
 }
 
 bool kiln_fusion_reduction_is_race_free(const kiln_hlo_instruction_t *r) {
@@ -780,94 +776,88 @@ static void remove_dead(kiln_hlo_computation_t *c) {
   }
 }
 
-kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
-                               kiln_hlo_instruction_t *const *members, const bool *duplicate,
-                               kiln_ptrmap_t *retired, kiln_hlo_instruction_t **out_fusion) {
-  *out_fusion = NULL;
-  if (n <= 0) return kiln_status_make(KILN_INVALID_ARGUMENT, "a fusion needs members");
-  kiln_hlo_module_t *m = c->module;
-  kiln_ptrmap_t set;
-  kiln_ptrmap_init(&set);
-  instr_vec_t list = {0}, order = {0}, outputs = {0};
-  builder_t b = {.m = m};
-  kiln_ptrmap_init(&b.val);
-  instr_vec_t ops = {0};
-  kiln_status st = NULL;
-
-  for (int i = 0; i < n && !st; i++) {
+/* kiln_fusion_create, step 1: the member set (flags MEMBER / DUPLICATE) and list, with the
+ * get-tuple-element users of multi-output members; checks that members can be fused. */
+static kiln_status fusion_collect_members(const kiln_hlo_computation_t *c, int n,
+                                          kiln_hlo_instruction_t *const *members, const bool *duplicate,
+                                          kiln_ptrmap_t *set, instr_vec_t *list) {
+  for (int i = 0; i < n; i++) {
     kiln_hlo_instruction_t *in = members[i];
     if (in->parent != c)
-      st = kiln_status_make(KILN_INVALID_ARGUMENT, "'%s' is not in computation '%s'", in->name,
-                            c->name);
-    else if (in->opcode == KILN_OP_PARAMETER || in->num_control_predecessors ||
-             in->control_successors.len)
-      st = kiln_status_make(KILN_INVALID_ARGUMENT, "'%s' cannot be fused", in->name);
-    else if (!member_flags(&set, in)) {
-      kiln_ptrmap_put(&set, in,
-                      (void *)(uintptr_t)(MEMBER | (duplicate && duplicate[i] ? DUPLICATE : 0)));
-      kiln_vec_push(&list, in);
+      return kiln_status_make(KILN_INVALID_ARGUMENT, "'%s' is not in computation '%s'", in->name,
+                              c->name);
+    if (in->opcode == KILN_OP_PARAMETER || in->num_control_predecessors || in->control_successors.len)
+      return kiln_status_make(KILN_INVALID_ARGUMENT, "'%s' cannot be fused", in->name);
+    if (!member_flags(set, in)) {
+      kiln_ptrmap_put(set, in, (void *)(uintptr_t)(MEMBER | (duplicate && duplicate[i] ? DUPLICATE : 0)));
+      kiln_vec_push(list, in);
     }
   }
   /* Multi-output members bring their get-tuple-element users. */
-  for (size_t i = 0; i < list.len && !st; i++) {
-    kiln_hlo_instruction_t *in = list.data[i];
+  for (size_t i = 0; i < list->len; i++) {
+    kiln_hlo_instruction_t *in = list->data[i];
     if (in->opcode != KILN_OP_FUSION || !kiln_shape_is_tuple(in->shape)) continue;
-    if (member_flags(&set, in) & DUPLICATE) continue;
+    if (member_flags(set, in) & DUPLICATE) continue;
     for (size_t u = 0; u < in->users.len; u++) {
       kiln_hlo_instruction_t *g = in->users.data[u];
-      if (g->opcode != KILN_OP_GET_TUPLE_ELEMENT || member_flags(&set, g)) continue;
+      if (g->opcode != KILN_OP_GET_TUPLE_ELEMENT || member_flags(set, g)) continue;
       if (g->num_control_predecessors || g->control_successors.len) continue;
-      kiln_ptrmap_put(&set, g, (void *)(uintptr_t)MEMBER);
-      kiln_vec_push(&list, g);
+      kiln_ptrmap_put(set, g, (void *)(uintptr_t)MEMBER);
+      kiln_vec_push(list, g);
     }
   }
-  for (size_t i = 0; i < list.len && !st; i++) {
-    kiln_hlo_instruction_t *in = list.data[i];
-    if (!(member_flags(&set, in) & DUPLICATE)) continue;
+  for (size_t i = 0; i < list->len; i++) {
+    kiln_hlo_instruction_t *in = list->data[i];
+    if (!(member_flags(set, in) & DUPLICATE)) continue;
     for (int k = 0; k < in->num_operands; k++)
-      if (member_flags(&set, in->operands[k]))
-        st = kiln_status_make(KILN_INVALID_ARGUMENT, "duplicated member '%s' reads member '%s'",
-                              in->name, in->operands[k]->name);
+      if (member_flags(set, in->operands[k]))
+        return kiln_status_make(KILN_INVALID_ARGUMENT, "duplicated member '%s' reads member '%s'",
+                                in->name, in->operands[k]->name);
   }
-  if (st) goto done;
-  order_members(&list, &set, &order);
+  return NULL;
+}
 
-  for (size_t i = 0; i < order.len; i++) {
-    kiln_hlo_instruction_t *in = order.data[i];
-    if (member_flags(&set, in) & DUPLICATE) continue;
+/* Step 2: the outputs, members (not duplicated) used outside the set or being c's root. */
+static kiln_status fusion_find_outputs(const kiln_hlo_computation_t *c, const instr_vec_t *order,
+                                       kiln_ptrmap_t *set, instr_vec_t *outputs) {
+  for (size_t i = 0; i < order->len; i++) {
+    kiln_hlo_instruction_t *in = order->data[i];
+    if (member_flags(set, in) & DUPLICATE) continue;
     bool outside = in == c->root;
     for (size_t u = 0; u < in->users.len && !outside; u++)
-      if (!member_flags(&set, in->users.data[u])) outside = true;
-    if (outside) kiln_vec_push(&outputs, in);
+      if (!member_flags(set, in->users.data[u])) outside = true;
+    if (outside) kiln_vec_push(outputs, in);
   }
-  if (!outputs.len) {
-    st = kiln_status_make(KILN_INVALID_ARGUMENT, "fusion of '%s' would have no output",
-                          order.data[0]->name);
-    goto done;
-  }
-  for (size_t i = 0; i < outputs.len && outputs.len > 1; i++)
-    if (!kiln_shape_is_array(outputs.data[i]->shape)) {
-      st = kiln_status_make(KILN_UNIMPLEMENTED, "multi-output fusion with tuple-shaped output '%s'",
-                            outputs.data[i]->name);
-      goto done;
-    }
+  if (!outputs->len)
+    return kiln_status_make(KILN_INVALID_ARGUMENT, "fusion of '%s' would have no output",
+                            order->data[0]->name);
+  for (size_t i = 0; i < outputs->len && outputs->len > 1; i++)
+    if (!kiln_shape_is_array(outputs->data[i]->shape))
+      return kiln_status_make(KILN_UNIMPLEMENTED, "multi-output fusion with tuple-shaped output '%s'",
+                              outputs->data[i]->name);
+  return NULL;
+}
 
-  b.fc = kiln_hlo_computation_create(m, kiln_hlo_module_unique_name(m, "fused_computation"));
-  if (!b.fc) {
-    st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "out of memory creating a fusion");
-    goto done;
-  }
-  for (size_t i = 0; i < order.len && !st; i++) {
-    kiln_hlo_instruction_t *in = order.data[i], *v = NULL;
+/* Step 3: the fused computation b->fc with a clone of every member, in `order` (fusions
+ * inlined, their computations added to `retired`). */
+static kiln_status fusion_clone_members(builder_t *b, const instr_vec_t *order, kiln_ptrmap_t *set,
+                                        kiln_ptrmap_t *retired) {
+  kiln_hlo_module_t *m = b->m;
+  b->fc = kiln_hlo_computation_create(m, kiln_hlo_module_unique_name(m, "fused_computation"));
+  if (!b->fc) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "out of memory creating a fusion");
+  instr_vec_t ops = {0};
+  kiln_status st = NULL;
+  for (size_t i = 0; i < order->len && !st; i++) {
+    kiln_hlo_instruction_t *in = order->data[i], *v = NULL;
     const kiln_hlo_computation_t *body =
         in->opcode == KILN_OP_FUSION ? kiln_hlo_instruction_called(in, "calls") : NULL;
     if (body) {
-      v = inline_fusion(&b, in, body, &set);
+      v = inline_fusion(b, in, body, set);
       if (retired) kiln_ptrmap_put(retired, (void *)body, (void *)1);
     } else {
       kiln_hlo_instruction_t *t =
-          in->opcode == KILN_OP_GET_TUPLE_ELEMENT && member_flags(&set, in->operands[0])
-              ? kiln_ptrmap_get(&b.val, in->operands[0])
+          in->opcode == KILN_OP_GET_TUPLE_ELEMENT && member_flags(set, in->operands[0])
+              ? kiln_ptrmap_get(&b->val, in->operands[0])
               : NULL;
       if (t && t->opcode == KILN_OP_TUPLE && in->tuple_index >= 0 &&
           in->tuple_index < t->num_operands) {
@@ -875,12 +865,12 @@ kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
       } else {
         kiln_vec_clear(&ops);
         for (int k = 0; k < in->num_operands; k++) {
-          kiln_hlo_instruction_t *o = value_of(&b, in->operands[k], &set);
+          kiln_hlo_instruction_t *o = value_of(b, in->operands[k], set);
           if (!o) break;
           kiln_vec_push(&ops, o);
         }
         if ((int)ops.len == in->num_operands)
-          v = kiln_hlo_instruction_clone(b.fc, in, NULL, in->num_operands, ops.data);
+          v = kiln_hlo_instruction_clone(b->fc, in, NULL, in->num_operands, ops.data);
       }
     }
     if (!v)
@@ -888,67 +878,77 @@ kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
                             "could not clone '%s' into a fusion (module arena: %zu of %zu bytes)",
                             in->name, m->arena.total, m->arena.limit);
     else
-      kiln_ptrmap_put(&b.val, in, v);
+      kiln_ptrmap_put(&b->val, in, v);
   }
-  if (st) goto done;
+  kiln_vec_free(&ops);
+  return st;
+}
 
-  if (outputs.len == 1) {
-    b.fc->root = kiln_ptrmap_get(&b.val, outputs.data[0]);
+/* Step 4: the fused computation's root (one output, or a tuple of them), dead clones and
+ * unread parameters removed, the rest renumbered. */
+static kiln_status fusion_finish_computation(builder_t *b, const instr_vec_t *outputs) {
+  kiln_hlo_module_t *m = b->m;
+  if (outputs->len == 1) {
+    b->fc->root = kiln_ptrmap_get(&b->val, outputs->data[0]);
   } else {
-    kiln_shape_t **shapes = kiln_arena_alloc(&m->arena, sizeof(kiln_shape_t *) * outputs.len);
+    kiln_shape_t **shapes = kiln_arena_alloc(&m->arena, sizeof(kiln_shape_t *) * outputs->len);
     instr_vec_t vals = {0};
-    for (size_t i = 0; i < outputs.len; i++) {
-      kiln_hlo_instruction_t *v = kiln_ptrmap_get(&b.val, outputs.data[i]);
+    for (size_t i = 0; i < outputs->len; i++) {
+      kiln_hlo_instruction_t *v = kiln_ptrmap_get(&b->val, outputs->data[i]);
       shapes[i] = v->shape;
       kiln_vec_push(&vals, v);
     }
-    kiln_shape_t *ts = kiln_shape_make_tuple(&m->arena, (int)outputs.len, shapes);
+    kiln_shape_t *ts = kiln_shape_make_tuple(&m->arena, (int)outputs->len, shapes);
     kiln_hlo_instruction_t *t = kiln_hlo_instruction_create(
-        b.fc, KILN_OP_TUPLE, ts, kiln_hlo_module_unique_name(m, "tuple"));
+        b->fc, KILN_OP_TUPLE, ts, kiln_hlo_module_unique_name(m, "tuple"));
     kiln_hlo_instruction_set_operands(t, (int)vals.len, vals.data);
     kiln_vec_free(&vals);
-    b.fc->root = t;
+    b->fc->root = t;
   }
   /* A root that is a parameter (a member that only forwards) needs a real instruction. */
-  if (b.fc->root->opcode == KILN_OP_PARAMETER) {
-    st = kiln_status_make(KILN_INVALID_ARGUMENT, "fusion root would be a parameter");
-    goto done;
-  }
-  remove_dead(b.fc);
+  if (b->fc->root->opcode == KILN_OP_PARAMETER)
+    return kiln_status_make(KILN_INVALID_ARGUMENT, "fusion root would be a parameter");
+  remove_dead(b->fc);
   /* Drop parameters nothing reads any more and renumber the rest. */
-  {
-    size_t w = 0;
-    for (size_t i = 0; i < b.params.len; i++) {
-      kiln_hlo_instruction_t *p = b.params.data[i];
-      if (!p->users.len && p != b.fc->root) {
-        kiln_status r = kiln_hlo_instruction_remove(p);
-        if (r) kiln_status_free(r);
-        continue;
-      }
-      p->parameter_number = (int64_t)w;
-      b.params.data[w] = p;
-      b.operands.data[w] = b.operands.data[i];
-      w++;
+  size_t w = 0;
+  for (size_t i = 0; i < b->params.len; i++) {
+    kiln_hlo_instruction_t *p = b->params.data[i];
+    if (!p->users.len && p != b->fc->root) {
+      kiln_status r = kiln_hlo_instruction_remove(p);
+      if (r) kiln_status_free(r);
+      continue;
     }
-    b.params.len = b.operands.len = w;
+    p->parameter_number = (int64_t)w;
+    b->params.data[w] = p;
+    b->operands.data[w] = b->operands.data[i];
+    w++;
   }
-  b.fc->num_parameters = (int)b.params.len;
-  b.fc->parameters =
-      kiln_arena_alloc(&m->arena, sizeof(kiln_hlo_instruction_t *) * (b.params.len + 1));
-  for (size_t i = 0; i < b.params.len; i++) b.fc->parameters[i] = b.params.data[i];
-  kiln_hlo_computation_sort_post_order(b.fc);
+  b->params.len = b->operands.len = w;
+  b->fc->num_parameters = (int)b->params.len;
+  b->fc->parameters =
+      kiln_arena_alloc(&m->arena, sizeof(kiln_hlo_instruction_t *) * (b->params.len + 1));
+  for (size_t i = 0; i < b->params.len; i++) b->fc->parameters[i] = b->params.data[i];
+  kiln_hlo_computation_sort_post_order(b->fc);
+  return NULL;
+}
 
+/* Step 5: the fusion instruction in c, the outputs' uses moved to it (or to its
+ * get-tuple-elements) and the members (not duplicated) removed. */
+static kiln_status fusion_replace_members(kiln_hlo_computation_t *c, builder_t *b, const instr_vec_t *order,
+                                          kiln_ptrmap_t *set, const instr_vec_t *outputs,
+                                          kiln_hlo_instruction_t **out_fusion) {
+  kiln_hlo_module_t *m = b->m;
   kiln_hlo_instruction_t *fusion = kiln_hlo_instruction_create(
-      c, KILN_OP_FUSION, b.fc->root->shape, kiln_hlo_module_unique_name(m, "fusion"));
-  kiln_hlo_instruction_set_operands(fusion, (int)b.operands.len, b.operands.data);
-  kiln_hlo_instruction_add_called(fusion, "calls", false, 1, &b.fc);
-  fusion->fusion_kind = kiln_fusion_kind_for(b.fc);
+      c, KILN_OP_FUSION, b->fc->root->shape, kiln_hlo_module_unique_name(m, "fusion"));
+  kiln_hlo_instruction_set_operands(fusion, (int)b->operands.len, b->operands.data);
+  kiln_hlo_instruction_add_called(fusion, "calls", false, 1, &b->fc);
+  fusion->fusion_kind = kiln_fusion_kind_for(b->fc);
 
-  if (outputs.len == 1) {
-    kiln_hlo_instruction_replace_all_uses(outputs.data[0], fusion);
+  if (outputs->len == 1) {
+    kiln_hlo_instruction_replace_all_uses(outputs->data[0], fusion);
   } else {
-    for (size_t i = 0; i < outputs.len; i++) {
-      kiln_hlo_instruction_t *o = outputs.data[i];
+    for (size_t i = 0; i < outputs->len; i++) {
+      kiln_hlo_instruction_t *o = outputs->data[i];
       kiln_hlo_instruction_t *g =
           kiln_hlo_instruction_create(c, KILN_OP_GET_TUPLE_ELEMENT, o->shape,
                                       kiln_hlo_module_unique_name(m, "get-tuple-element"));
@@ -957,21 +957,39 @@ kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
       kiln_hlo_instruction_replace_all_uses(o, g);
     }
   }
-  for (size_t i = order.len; i-- > 0;) {
-    kiln_hlo_instruction_t *in = order.data[i];
-    if (member_flags(&set, in) & DUPLICATE) continue;
+  for (size_t i = order->len; i-- > 0;) {
+    kiln_hlo_instruction_t *in = order->data[i];
+    if (member_flags(set, in) & DUPLICATE) continue;
     kiln_status r = kiln_hlo_instruction_remove(in);
     if (r) {
-      st = kiln_status_make(KILN_INTERNAL, "fusion left '%s' in place: %s", in->name,
-                            kiln_status_message(r));
+      kiln_status st = kiln_status_make(KILN_INTERNAL, "fusion left '%s' in place: %s", in->name,
+                                        kiln_status_message(r));
       kiln_status_free(r);
-      goto done;
+      return st;
     }
   }
   *out_fusion = fusion;
+  return NULL;
+}
 
-done:
-  kiln_vec_free(&ops);
+kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
+                               kiln_hlo_instruction_t *const *members, const bool *duplicate,
+                               kiln_ptrmap_t *retired, kiln_hlo_instruction_t **out_fusion) {
+  *out_fusion = NULL;
+  if (n <= 0) return kiln_status_make(KILN_INVALID_ARGUMENT, "a fusion needs members");
+  kiln_ptrmap_t set;
+  kiln_ptrmap_init(&set);
+  instr_vec_t list = {0}, order = {0}, outputs = {0};
+  builder_t b = {.m = c->module};
+  kiln_ptrmap_init(&b.val);
+  kiln_status st = fusion_collect_members(c, n, members, duplicate, &set, &list);
+  if (!st) {
+    order_members(&list, &set, &order);
+    st = fusion_find_outputs(c, &order, &set, &outputs);
+  }
+  if (!st) st = fusion_clone_members(&b, &order, &set, retired);
+  if (!st) st = fusion_finish_computation(&b, &outputs);
+  if (!st) st = fusion_replace_members(c, &b, &order, &set, &outputs, out_fusion);
   kiln_vec_free(&list);
   kiln_vec_free(&order);
   kiln_vec_free(&outputs);

@@ -10,6 +10,7 @@
 #include "base/alloc.h"
 #include "base/str.h"
 #include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/kir_pipeline.h"
 #include "compiler/hlo/opcode.h"
 #include "compiler/passes/buffer_assignment.h"
 #include "compiler/passes/pipeline.h"

@@ -8,6 +8,7 @@
 
 #include "base/clock.h"
 #include "compiler/codegen/elemental.h"
+#include "compiler/codegen/kir_pipeline.h"
 #include "compiler/eval/eval.h"
 #include "tools/common/compare.h"
 #include "tools/common/run_report.h"

@@ -12,6 +12,7 @@
 #include "base/host_pool.h"
 #include "compiler/backend/host_jit.h"
 #include "compiler/codegen/fusion_compiler.h"
+#include "compiler/codegen/kir_pipeline.h"
 #include "compiler/hlo/ir.h"
 
 typedef struct kiln_fusion_run_options {
