@@ -84,8 +84,8 @@ static void run_once(const comp_vec_t *comps, totals_t *t, bool print_errors) {
   memset(t, 0, sizeof *t);
   kiln_affine_ctx_t *ctx = kiln_affine_ctx_create();
   for (size_t i = 0; i < comps->len; i++) {
-    kiln_fusion_indexing_t fi;
-    kiln_status s = kiln_fusion_indexing_compute(ctx, comps->data[i], NULL, &fi);
+    kiln_indexing_fusion_t fi;
+    kiln_status s = kiln_indexing_fusion_compute(ctx, comps->data[i], NULL, &fi);
     t->fusions++;
     if (s) {
       if (print_errors) fprintf(stderr, "  %s: %s\n", comps->data[i]->name, kiln_status_message(s));
@@ -98,7 +98,7 @@ static void run_once(const comp_vec_t *comps, totals_t *t, bool print_errors) {
     t->maps += fi.num_maps;
     t->unknown_groups += fi.num_unknown;
     t->fusions_with_unknown += fi.num_unknown > 0;
-    kiln_fusion_indexing_free(&fi);
+    kiln_indexing_fusion_free(&fi);
     /* A fresh context now and then keeps the hash-consing table from growing forever. */
     if (kiln_affine_ctx_node_count(ctx) > 1000000) {
       kiln_affine_ctx_destroy(ctx);

@@ -188,10 +188,10 @@ int main(int argc, char **argv) {
 
   /* ---- (a) host throughput ---- */
   printf("GELU bf16[6,512,4096] (%lld elements), medians of %d runs\n", (long long)NELEM, reps);
-  kiln_fusion_kernel_t k;
-  kiln_fusion_compile_options_t co = {0};
+  kiln_codegen_kernel_t k;
+  kiln_codegen_compile_options_t co = {0};
   co.kernel_name = "gelu_bench";
-  s = kiln_fusion_kernel_emit(m->entry, &co, &k);
+  s = kiln_codegen_kernel_emit(m->entry, &co, &k);
   kiln_host_jit_t *jit = NULL;
   if (!s) s = kiln_host_jit_create(NULL, &jit);
   kiln_kir_host_kernel_t hk;
@@ -221,15 +221,15 @@ int main(int argc, char **argv) {
   /* The same HLO with every bf16 op rounded (XLA_FLAGS=--xla_allow_excess_precision=false):
    * what the per-op rounding that the default's excess precision drops costs. */
   {
-    kiln_fusion_kernel_t k2;
-    kiln_fusion_compile_options_t co2 = {0};
+    kiln_codegen_kernel_t k2;
+    kiln_codegen_compile_options_t co2 = {0};
     co2.kernel_name = "gelu_bench_strict";
     co2.strict_precision = true;
     kiln_kir_host_kernel_t hk2;
-    kiln_status e = kiln_fusion_kernel_emit(m->entry, &co2, &k2);
+    kiln_status e = kiln_codegen_kernel_emit(m->entry, &co2, &k2);
     if (!e) {
       e = kiln_kir_compile_host(k2.kir, jit, &hk2);
-      kiln_fusion_kernel_free(&k2);
+      kiln_codegen_kernel_free(&k2);
     }
     if (!e) {
       outs[nr] = kiln_malloc((size_t)NELEM * 2);
@@ -298,16 +298,16 @@ int main(int argc, char **argv) {
   bool kiln_ok = true;
   for (int r = -1; r < compile_reps && kiln_ok; r++) {
     double a = kiln_clock_ms();
-    kiln_fusion_kernel_t kk;
-    kiln_fusion_compile_options_t o = {0};
+    kiln_codegen_kernel_t kk;
+    kiln_codegen_compile_options_t o = {0};
     o.kernel_name = "gelu_cubin";
     o.dump_dir = "";
-    kiln_status e = kiln_fusion_kernel_emit(m->entry, &o, &kk);
+    kiln_status e = kiln_codegen_kernel_emit(m->entry, &o, &kk);
     double b = kiln_clock_ms();
     kiln_nvptx_result_t res;
     kiln_nvptx_options_t no = {0};
     no.dump_dir = "";
-    if (!e) e = kiln_fusion_kernel_compile_nvptx(&kk, &no, &res);
+    if (!e) e = kiln_codegen_kernel_compile_nvptx(&kk, &no, &res);
     double c = kiln_clock_ms();
     if (e) {
       printf("  kiln: %s\n", kiln_status_message(e));
@@ -330,7 +330,7 @@ int main(int argc, char **argv) {
                                                            : "none";
       }
       kiln_nvptx_result_free(&res);
-      kiln_fusion_kernel_free(&kk);
+      kiln_codegen_kernel_free(&kk);
     }
   }
   double kiln_c = kiln_ok ? median(kt, compile_reps) : 0;
@@ -387,7 +387,7 @@ int main(int argc, char **argv) {
   kiln_host_pool_destroy(pool);
   kiln_host_pool_destroy(one);
   kiln_host_jit_destroy(jit);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
   char cmd[600];
   snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

@@ -38,7 +38,7 @@ typedef struct bench_case {
   int64_t rows, cols; /* of the input */
   char label[64];
   kiln_hlo_module_t *mod;
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   int nchain;                            /* launches (a split reduction: init + atomics) */
   kiln_nvptx_result_t bin[MAX_CHAIN];    /* per launch */
   double compile_ms;
@@ -73,20 +73,20 @@ static kiln_status case_compile(bench_case_t *c, const char *arch) {
   double t0 = kiln_clock_ms();
   kiln_status s = kiln_hlo_parse_computations(text, strlen(text), NULL, &c->mod);
   kiln_free(text);
-  kiln_fusion_compile_options_t o = {0};
+  kiln_codegen_compile_options_t o = {0};
   char name[32];
   snprintf(name, sizeof(name), "hero_%d_%lld", (int)c->kind, (long long)in_elems(c));
   o.kernel_name = name;
-  if (!s) s = kiln_fusion_kernel_emit(c->mod->entry, &o, &c->k);
+  if (!s) s = kiln_codegen_kernel_emit(c->mod->entry, &o, &c->k);
   kiln_nvptx_options_t no = {0};
   no.arch = arch;
-  for (const kiln_fusion_kernel_t *k = s ? NULL : &c->k; k && !s; k = k->next) {
+  for (const kiln_codegen_kernel_t *k = s ? NULL : &c->k; k && !s; k = k->next) {
     if (c->nchain == MAX_CHAIN) {
       s = KILN_ERR_UNIMPLEMENTED("%s: more than %d launches", c->label, MAX_CHAIN);
       break;
     }
     kiln_nvptx_result_t *b = &c->bin[c->nchain++];
-    s = kiln_fusion_kernel_compile_nvptx(k, &no, b);
+    s = kiln_codegen_kernel_compile_nvptx(k, &no, b);
     if (!s && !b->cubin && !b->ptx) s = KILN_ERR_INTERNAL("%s: no cubin or PTX", c->label);
   }
   c->compile_ms = kiln_clock_ms() - t0;
@@ -163,7 +163,7 @@ static kiln_status case_run(bench_case_t *c, kiln_device_t *dev, kiln_stream_t *
   if (!s) s = kiln_device_mem_alloc(dev, ob, &dout);
   if (!s) s = kiln_device_mem_alloc(dev, copy, &dcopy);
   if (!s) s = kiln_stream_memcpy_h2d(st, din, in16 ? (const void *)in16 : (const void *)in, ib);
-  const kiln_fusion_kernel_t *k = &c->k;
+  const kiln_codegen_kernel_t *k = &c->k;
   for (int i = 0; i < c->nchain && !s; i++, k = k->next) {
     const kiln_nvptx_result_t *b = &c->bin[i];
     kiln_module_image_t img = {0};
@@ -280,7 +280,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < n; i++) {
     kiln_status_free(cases[i].status);
     for (int j = 0; j < cases[i].nchain; j++) kiln_nvptx_result_free(&cases[i].bin[j]);
-    if (cases[i].k.kir) kiln_fusion_kernel_free(&cases[i].k);
+    if (cases[i].k.kir) kiln_codegen_kernel_free(&cases[i].k);
     if (cases[i].mod) kiln_hlo_module_destroy(cases[i].mod);
   }
   return failures ? 1 : 0;

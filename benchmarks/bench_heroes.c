@@ -177,10 +177,10 @@ static bool time_pair(kiln_host_pool_t *pool, kiln_host_kernel_fn a, void **aa, 
 typedef enum { ROW, COL, TR, TR16 } which_t;
 
 static kiln_status emit(which_t w, const kiln_reduction_options_t *ro, int packed, const char *name,
-                        kiln_hlo_module_t **mod, kiln_fusion_kernel_t *k) {
+                        kiln_hlo_module_t **mod, kiln_codegen_kernel_t *k) {
   const char *text = w == ROW ? kRowHlo : w == COL ? kColHlo : w == TR ? kTrHlo : kTr16Hlo;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_hlo_parse_computations(text, strlen(text), NULL, mod));
-  kiln_fusion_compile_options_t o = {0};
+  kiln_codegen_compile_options_t o = {0};
   o.kernel_name = name;
   o.host_target = true; /* as the host backend compiles them */
   o.packed_transpose = packed;
@@ -276,7 +276,7 @@ int main(int argc, char **argv) {
       char kname[32];
       snprintf(kname, sizeof(kname), "bench_%d_%d", w, var);
       kiln_hlo_module_t *mod = NULL;
-      kiln_fusion_kernel_t k;
+      kiln_codegen_kernel_t k;
       double t0 = now_ms();
       s = emit((which_t)w, &ro, packed, kname, &mod, &k);
       kiln_kir_host_kernel_t hk;
@@ -327,7 +327,7 @@ int main(int argc, char **argv) {
       }
       printf("%-40s %-22s compile %.0f ms (emit %.1f, pipeline %.1f)\n", "", vname, compile_ms, k.emit_ms,
              k.pipeline_ms);
-      kiln_fusion_kernel_free(&k);
+      kiln_codegen_kernel_free(&k);
       kiln_hlo_module_destroy(mod);
     }
   }

@@ -147,10 +147,10 @@ static void wrap_run_known(const char *label, const char *text, bool compile_onl
   }
   st->total++;
   if (compile_only) {
-    kiln_fusion_kernel_t k;
-    s = kiln_fusion_kernel_emit(m->entry, NULL, &k);
+    kiln_codegen_kernel_t k;
+    s = kiln_codegen_kernel_emit(m->entry, NULL, &k);
     if (!s) {
-      kiln_status ps = kiln_fusion_kernel_ptxas_check(&k, NULL);
+      kiln_status ps = kiln_codegen_kernel_ptxas_check(&k, NULL);
       if (ps && kiln_status_code(ps) != KILN_UNAVAILABLE) {
         printf("PTX  %s: %s\n", label, kiln_status_message(ps));
         st->ptx_checked++;
@@ -159,7 +159,7 @@ static void wrap_run_known(const char *label, const char *text, bool compile_onl
         st->ptx_ok++;
       }
       kiln_status_free(ps);
-      kiln_fusion_kernel_free(&k);
+      kiln_codegen_kernel_free(&k);
       st->compiled_only++;
       printf("ok   %-60s compiled (too large to run here)\n", label);
     } else {
@@ -170,13 +170,13 @@ static void wrap_run_known(const char *label, const char *text, bool compile_onl
     kiln_hlo_module_destroy(m);
     return;
   }
-  kiln_fusion_run_options_t o;
-  kiln_fusion_run_options_init(&o);
+  kiln_runner_options_t o;
+  kiln_runner_options_init(&o);
   o.check_ptx = true;
   o.jit = jit;
   o.pool = pool;
-  kiln_fusion_run_report_t r;
-  s = kiln_fusion_run_check(m->entry, &o, &r);
+  kiln_runner_report_t r;
+  s = kiln_runner_check(m->entry, &o, &r);
   if (o.check_ptx && !r.ptx_checked && !st->ptx_note_printed && r.ptx_note[0]) {
     printf("ptxas check %s\n", r.ptx_note);
     st->ptx_note_printed = true;
@@ -195,7 +195,7 @@ static void wrap_run_known(const char *label, const char *text, bool compile_onl
            (long long)r.mismatches, (long long)r.elements, known_difference);
     st->known++;
   } else {
-    bool ok = r.mismatches == 0 && r.emitter == KILN_FUSION_EMITTER_LOOP;
+    bool ok = r.mismatches == 0 && r.emitter == KILN_CODEGEN_EMITTER_LOOP;
     st->passed += ok;
     st->failed += !ok;
     printf("%s %-60s %8lld elements, max %lld ulp (tolerance %lld)%s%s\n", ok ? "ok  " : "FAIL",

@@ -1,6 +1,6 @@
 /* Shared by the scatter / concatenate / input-slices / dynamic-update-slice emitter tests and
  * the corpus-wide emitter test: list corpus emitter files, parse bare fusions, run one fusion
- * through kiln_fusion_run_check (host run vs evaluator, ptxas) and print a line. Static
+ * through kiln_runner_check (host run vs evaluator, ptxas) and print a line. Static
  * inline functions only. */
 #ifndef KILN_TESTS_EMITTER_TEST_UTIL_H_
 #define KILN_TESTS_EMITTER_TEST_UTIL_H_
@@ -52,7 +52,7 @@ static inline const char *emt_short_name(const char *name) {
 }
 
 /* Loads corpus emitter file `name` (a name from emt_corpus_files) into *f and returns its
- * first module's fusion computations (kiln_fusion_collect order, at least one; kiln_free
+ * first module's fusion computations (kiln_runner_collect_fusions order, at least one; kiln_free
  * the array and kiln_hlo_file_free(*f) after use). When the file does not load or holds no
  * fusion computation, prints "FAIL <name>: ..." and returns NULL with nothing to free. */
 static inline const kiln_hlo_computation_t **emt_load_fusions(const char *name, kiln_hlo_file_t **f) {
@@ -68,7 +68,7 @@ static inline const kiln_hlo_computation_t **emt_load_fusions(const char *name, 
   }
   const kiln_hlo_computation_t **cs = NULL;
   int nc = 0;
-  if ((*f)->num_modules > 0) kiln_fusion_collect((*f)->modules[0], &cs, &nc);
+  if ((*f)->num_modules > 0) kiln_runner_collect_fusions((*f)->modules[0], &cs, &nc);
   if (nc == 0) {
     printf("FAIL %s: no fusion computation\n", name);
     kiln_free(cs);
@@ -112,17 +112,17 @@ static inline bool emt_sorted_float_add(const kiln_hlo_computation_t *c) {
 /* Runs `c` (inputs in [lo, hi) unless both are 0; tolerance max_ulp, < 0: per type) on the
  * host, checks its PTX, prints one line; true when it compiled with emitter `want`, matched
  * and ptxas accepted it (or was missing). */
-static inline bool emt_run_one(const char *what, const kiln_hlo_computation_t *c, kiln_fusion_emitter_t want,
+static inline bool emt_run_one(const char *what, const kiln_hlo_computation_t *c, kiln_codegen_emitter_t want,
                         kiln_host_jit_t *jit, kiln_host_pool_t *pool, double lo, double hi, int64_t max_ulp) {
-  kiln_fusion_run_options_t o;
-  kiln_fusion_run_options_init(&o);
+  kiln_runner_options_t o;
+  kiln_runner_options_init(&o);
   o.check_ptx = true;
   o.jit = jit;
   o.pool = pool;
   if (lo != 0 || hi != 0) o.float_lo = lo, o.float_hi = hi;
   o.max_ulp = max_ulp;
-  kiln_fusion_run_report_t r;
-  kiln_status s = kiln_fusion_run_check(c, &o, &r);
+  kiln_runner_report_t r;
+  kiln_status s = kiln_runner_check(c, &o, &r);
   if (s) {
     printf("FAIL %s: %s\n", what, kiln_status_message(s));
     kiln_status_free(s);
@@ -131,7 +131,7 @@ static inline bool emt_run_one(const char *what, const kiln_hlo_computation_t *c
   if (!r.ptx_checked) printf("  (%s: ptxas %s)\n", what, r.ptx_note);
   bool ok = r.emitter == want && r.mismatches == 0 && (!r.ptx_checked || r.ptx_ok);
   printf("%s %-58s %-20s %7lld elements, max %lld ulp (tolerance %lld)%s%s%s\n", ok ? "ok  " : "FAIL", what,
-         kiln_fusion_emitter_name(r.emitter), (long long)r.elements, (long long)r.max_ulp, (long long)r.tolerance,
+         kiln_codegen_emitter_name(r.emitter), (long long)r.elements, (long long)r.max_ulp, (long long)r.tolerance,
          r.mismatches ? ": " : "", r.first_mismatch, r.ptx_checked && !r.ptx_ok ? r.ptx_note : "");
   return ok;
 }
@@ -141,7 +141,7 @@ static inline bool emt_run_one(const char *what, const kiln_hlo_computation_t *c
  * emt_sorted_float_add, get inputs in [0.5, 1) and 64 ulp), prints each line and the tally.
  * Returns false (printed as skipped) without a corpus; a file that does not load counts
  * as failed. */
-static inline bool emt_run_corpus(const char *needle, kiln_fusion_emitter_t want, int *passed, int *total) {
+static inline bool emt_run_corpus(const char *needle, kiln_codegen_emitter_t want, int *passed, int *total) {
   size_t n = 0;
   char **names = emt_corpus_files(needle, &n);
   *passed = *total = 0;
@@ -169,7 +169,7 @@ static inline bool emt_run_corpus(const char *needle, kiln_fusion_emitter_t want
     kiln_free(cs);
     kiln_hlo_file_free(f);
   }
-  printf("corpus %s fusions: %d/%d passed (host == evaluator, ptxas)\n", kiln_fusion_emitter_name(want), *passed,
+  printf("corpus %s fusions: %d/%d passed (host == evaluator, ptxas)\n", kiln_codegen_emitter_name(want), *passed,
          *total);
   emt_free_names(names, n);
   kiln_host_jit_destroy(jit);

@@ -104,7 +104,7 @@ typedef struct hero_run_result {
  * type after every step, in another order); integers and pred exact. With zero_scalars,
  * scalar parameters are 0 (reduce init values must be the reducer's identity: the GPU
  * algorithm combines the init once per thread, as XLA's does). */
-static kiln_status hero_run_check(const kiln_hlo_computation_t *c, const kiln_fusion_kernel_t *k,
+static kiln_status hero_run_check(const kiln_hlo_computation_t *c, const kiln_codegen_kernel_t *k,
                                   kiln_host_jit_t *jit, kiln_host_pool_t *pool, double rel_tol,
                                   int64_t summed, bool zero_scalars, uint64_t seed,
                                   hero_run_result_t *res) {
@@ -113,7 +113,7 @@ static kiln_status hero_run_check(const kiln_hlo_computation_t *c, const kiln_fu
   /* A chain (e.g. initialize the outputs, then reduce with atomics) runs kernel by kernel. */
   kiln_kir_host_kernel_t hk[8];
   int nchain = 0;
-  for (const kiln_fusion_kernel_t *x = k; x; x = x->next) {
+  for (const kiln_codegen_kernel_t *x = k; x; x = x->next) {
     if (nchain == 8) return KILN_ERR_UNIMPLEMENTED("kernel chain longer than 8");
     KILN_RETURN_IF_ERROR_PLAIN(kiln_kir_compile_host(x->kir, jit, &hk[nchain]));
     nchain++;

@@ -1,6 +1,6 @@
 /* Shared by the sort emitter tests (test_sort_emitter*.c): seeded
  * inputs (distinct keys, many ties, float specials), a sort fusion compiled through
- * kiln_fusion_kernel_emit, run on the host and compared with the evaluator bit for bit, and
+ * kiln_codegen_kernel_emit, run on the host and compared with the evaluator bit for bit, and
  * the fixture holding the JIT and pool a test's cases share. Static inline functions only;
  * include after <cmocka.h>. */
 #ifndef KILN_TESTS_SORT_TEST_UTIL_H_
@@ -96,24 +96,24 @@ typedef struct sort_run {
   kiln_sort_launch_t launch;
 } sort_run_t;
 
-/* Compiles computation `c` through kiln_fusion_kernel_emit (the dispatch the thunks use),
+/* Compiles computation `c` through kiln_codegen_kernel_emit (the dispatch the thunks use),
  * runs it on the host on inputs filled by `kind` and compares every output with the
  * evaluator bit for bit. */
 static inline kiln_status run_sort(const kiln_hlo_computation_t *c, fill_kind_t kind, uint64_t seed,
                                    kiln_host_jit_t *jit, kiln_host_pool_t *pool, sort_run_t *res) {
   memset(res, 0, sizeof(*res));
   KILN_RETURN_IF_ERROR_PLAIN(kiln_sort_plan(c, &res->launch));
-  kiln_fusion_kernel_t k;
-  kiln_fusion_compile_options_t co = {0};
+  kiln_codegen_kernel_t k;
+  kiln_codegen_compile_options_t co = {0};
   static int counter;
   char kname[32];
   snprintf(kname, sizeof(kname), "sort_test%d", counter++);
   co.kernel_name = kname;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_fusion_kernel_emit(c, &co, &k));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_codegen_kernel_emit(c, &co, &k));
   kiln_kir_host_kernel_t hk;
   kiln_status s = kiln_kir_compile_host(k.kir, jit, &hk);
   if (s) {
-    kiln_fusion_kernel_free(&k);
+    kiln_codegen_kernel_free(&k);
     return s;
   }
   kiln_arena_t arena;
@@ -167,7 +167,7 @@ static inline kiln_status run_sort(const kiln_hlo_computation_t *c, fill_kind_t 
   kiln_free(args);
   kiln_free(params);
   kiln_arena_destroy(&arena);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   return s;
 }
 

@@ -28,12 +28,12 @@ static kiln_hlo_module_t *parse(const char *text) {
   return m;
 }
 
-static bool run_one(const char *what, const kiln_hlo_computation_t *c, kiln_fusion_emitter_t want,
+static bool run_one(const char *what, const kiln_hlo_computation_t *c, kiln_codegen_emitter_t want,
                     kiln_host_jit_t *jit) {
   return emt_run_one(what, c, want, jit, NULL, 0, 0, -1);
 }
 
-static void run_corpus(const char *needle, kiln_fusion_emitter_t want, int min_files) {
+static void run_corpus(const char *needle, kiln_codegen_emitter_t want, int min_files) {
   int passed = 0, total = 0;
   if (!emt_run_corpus(needle, want, &passed, &total)) return;
   assert_true(total >= min_files);
@@ -41,11 +41,11 @@ static void run_corpus(const char *needle, kiln_fusion_emitter_t want, int min_f
 }
 
 static void test_corpus_concatenate_fusions_match_evaluator(void **state) {
-  run_corpus("__concatenate__", KILN_FUSION_EMITTER_CONCATENATE, 8);
+  run_corpus("__concatenate__", KILN_CODEGEN_EMITTER_CONCATENATE, 8);
 }
 
 static void test_corpus_dynamic_update_slice_fusions_match_evaluator(void **state) {
-  run_corpus("__dynamic_update_slice__", KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE, 8);
+  run_corpus("__dynamic_update_slice__", KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE, 8);
 }
 
 /* The grid covers the largest operand (f32[640002]), not the output (1280002 elements). */
@@ -53,12 +53,12 @@ static void test_concatenate_grid_covers_largest_operand(void **state) {
   const char *text = "fusion {\n  a = f32[640002] parameter(0)\n  b = f32[640000] parameter(1)\n"
                      "  ROOT c = f32[1280002] concatenate(a, b), dimensions={0}\n}\n";
   kiln_hlo_module_t *m = parse(text);
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   assert_null(kiln_concat_kernel_emit(m->entry, NULL, &k));
   assert_int_equal(k.grid.threads, 128);
   assert_int_equal(k.grid.blocks_x, (640002 + 127) / 128);
   assert_null(k.next);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 }
 
@@ -77,18 +77,18 @@ static const char *k_slices = "fusion {\n"
 
 static void test_input_slices_of_different_sizes(void **state) {
   kiln_hlo_module_t *m = parse(k_slices);
-  assert_int_equal(kiln_fusion_classify(m->entry, NULL), KILN_FUSION_EMITTER_INPUT_SLICES);
-  kiln_fusion_kernel_t k;
+  assert_int_equal(kiln_codegen_classify(m->entry, NULL), KILN_CODEGEN_EMITTER_INPUT_SLICES);
+  kiln_codegen_kernel_t k;
   assert_null(kiln_input_slices_kernel_emit(m->entry, NULL, &k));
   assert_int_equal(k.num_outputs, 3);
   assert_int_equal(k.grid.threads * k.grid.blocks_x, 64 * 40);
   char *kir = kiln_kir_to_string(k.kir);
   assert_non_null(strstr(kir, "if "));
   kiln_free(kir);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_host_jit_t *jit = NULL;
   assert_null(kiln_host_jit_create(NULL, &jit));
-  assert_true(run_one("input slices [10,40] [30,7] [64,40]", m->entry, KILN_FUSION_EMITTER_INPUT_SLICES, jit));
+  assert_true(run_one("input slices [10,40] [30,7] [64,40]", m->entry, KILN_CODEGEN_EMITTER_INPUT_SLICES, jit));
   kiln_host_jit_destroy(jit);
   kiln_hlo_module_destroy(m);
 }
@@ -106,17 +106,17 @@ static const char *k_dus_computed = "fusion {\n"
 
 static void test_dus_with_computed_operand(void **state) {
   kiln_hlo_module_t *m = parse(k_dus_computed);
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   assert_null(kiln_dus_kernel_emit(m->entry, NULL, &k));
   assert_non_null(k.next);
   assert_int_equal(k.num_inputs, 4);
   /* The update kernel's grid covers the 20 update elements only. */
   assert_int_equal(k.next->grid.threads * k.next->grid.blocks_x, 20);
   assert_int_equal(k.grid.threads * k.grid.blocks_x, 640);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_host_jit_t *jit = NULL;
   assert_null(kiln_host_jit_create(NULL, &jit));
-  assert_true(run_one("DUS of exp(p0), update p1*p1", m->entry, KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE, jit));
+  assert_true(run_one("DUS of exp(p0), update p1*p1", m->entry, KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE, jit));
   kiln_host_jit_destroy(jit);
   kiln_hlo_module_destroy(m);
 }
@@ -137,7 +137,7 @@ static void test_dus_through_bitcast_with_side_output(void **state) {
   kiln_hlo_module_t *m = parse(k_dus_side);
   kiln_host_jit_t *jit = NULL;
   assert_null(kiln_host_jit_create(NULL, &jit));
-  assert_true(run_one("DUS via bitcast + side output", m->entry, KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE, jit));
+  assert_true(run_one("DUS via bitcast + side output", m->entry, KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE, jit));
   kiln_host_jit_destroy(jit);
   kiln_hlo_module_destroy(m);
 }
@@ -163,11 +163,11 @@ static void test_dus_of_complex_values(void **state) {
   const char *what[2] = {"c64 DUS of parameters", "c128 DUS of computed values via bitcast"};
   for (int t = 0; t < 2; t++) {
     kiln_hlo_module_t *m = parse(texts[t]);
-    kiln_fusion_kernel_t k;
+    kiln_codegen_kernel_t k;
     assert_null(kiln_dus_kernel_emit(m->entry, NULL, &k));
     assert_non_null(k.next);
-    kiln_fusion_kernel_free(&k);
-    assert_true(run_one(what[t], m->entry, KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE, jit));
+    kiln_codegen_kernel_free(&k);
+    assert_true(run_one(what[t], m->entry, KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE, jit));
     kiln_hlo_module_destroy(m);
   }
   kiln_host_jit_destroy(jit);
@@ -178,7 +178,7 @@ static void test_dus_under_epilogue_is_unimplemented(void **state) {
   const char *text = "fusion {\n  p0 = f32[8] parameter(0)\n  p1 = f32[2] parameter(1)\n  i = s32[] parameter(2)\n"
                      "  d = f32[8] dynamic-update-slice(p0, p1, i)\n  ROOT n = f32[8] negate(d)\n}\n";
   kiln_hlo_module_t *m = parse(text);
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   kiln_status s = kiln_dus_kernel_emit(m->entry, NULL, &k);
   assert_non_null(s);
   assert_int_equal(kiln_status_code(s), KILN_UNIMPLEMENTED);

@@ -119,13 +119,13 @@ static void run_fusion(const char *text, const op_list_t *ops, const char *what,
   kiln_status s = kiln_hlo_parse_computations(full, strlen(full), NULL, &m);
   if (s) fprintf(stderr, "%s\n%s\n", full, kiln_status_message(s));
   assert_null(s);
-  kiln_fusion_run_options_t o;
-  kiln_fusion_run_options_init(&o);
+  kiln_runner_options_t o;
+  kiln_runner_options_init(&o);
   o.float_lo = lo;
   o.float_hi = hi;
   o.check_ptx = true;
-  kiln_fusion_run_report_t r;
-  s = kiln_fusion_run_check(m->entry, &o, &r);
+  kiln_runner_report_t r;
+  s = kiln_runner_check(m->entry, &o, &r);
   t->fusions++;
   if (r.ptx_checked) {
     t->ptx_checked++;
@@ -245,8 +245,8 @@ static void test_map_applies_its_computation(void **state) {
                      "  ROOT r = f32[64] map(p0, p1), dimensions={0}, to_apply=sq\n}\n";
   kiln_hlo_module_t *m = NULL;
   assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, &m));
-  kiln_fusion_run_report_t r;
-  kiln_status s = kiln_fusion_run_check(m->entry, NULL, &r);
+  kiln_runner_report_t r;
+  kiln_status s = kiln_runner_check(m->entry, NULL, &r);
   if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
   assert_null(s);
   assert_int_equal(r.mismatches, 0);
@@ -281,11 +281,11 @@ static void test_complex_ops(void **state) {
   kiln_status s = kiln_hlo_parse_computations(text, strlen(text), NULL, &m);
   if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
   assert_null(s);
-  kiln_fusion_run_options_t o;
-  kiln_fusion_run_options_init(&o);
+  kiln_runner_options_t o;
+  kiln_runner_options_init(&o);
   o.check_ptx = true;
-  kiln_fusion_run_report_t r;
-  s = kiln_fusion_run_check(m->entry, &o, &r);
+  kiln_runner_report_t r;
+  s = kiln_runner_check(m->entry, &o, &r);
   if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
   assert_null(s);
   printf("complex: %lld elements, max %lld ulp, %s\n", (long long)r.elements, (long long)r.max_ulp,

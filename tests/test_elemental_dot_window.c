@@ -11,7 +11,7 @@
  *
  * Layouts: parameters, constants and outputs whose layout is not the default are stored in
  * physical order (minor_to_major reversed is the row-major order of memory). The runner
- * (kiln_fusion_run_check) lays the evaluator's logical inputs out physically and reads the
+ * (kiln_runner_check) lays the evaluator's logical inputs out physically and reads the
  * outputs back, so a kernel that ignored the layout would mismatch; hand fusions cover {0,1}
  * parameters and outputs, rank-3 permutations, multi-output fusions whose outputs have
  * different layouts, a reshape to an output of another layout, a parameter returned as is
@@ -166,8 +166,8 @@ static void test_layout_tiled_is_unimplemented(void **state) {
   const char *text = MODULE("ENTRY f {\n  p = f32[8,128]{1,0:T(8,128)} parameter(0)\n  ROOT n = f32[8,128]{1,0} negate(p)\n}\n");
   kiln_hlo_module_t *m = NULL;
   assert_null(kiln_hlo_parse_module(text, strlen(text), NULL, &m));
-  kiln_fusion_kernel_t k;
-  kiln_status s = kiln_fusion_kernel_emit(m->entry, NULL, &k);
+  kiln_codegen_kernel_t k;
+  kiln_status s = kiln_codegen_kernel_emit(m->entry, NULL, &k);
   assert_non_null(s);
   assert_int_equal(kiln_status_code(s), KILN_UNIMPLEMENTED);
   assert_non_null(strstr(kiln_status_message(s), "tiled layout"));

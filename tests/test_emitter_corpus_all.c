@@ -39,19 +39,19 @@
 #pragma GCC diagnostic pop
 
 /* The emitter the file name asks for; false for an unknown kind. */
-static bool expected_emitter(const char *name, kiln_fusion_emitter_t *out) {
+static bool expected_emitter(const char *name, kiln_codegen_emitter_t *out) {
   const char *k = strstr(name, "tests__");
   if (!k) return false;
   k += 7;
   static const struct {
     const char *prefix;
-    kiln_fusion_emitter_t e;
+    kiln_codegen_emitter_t e;
   } table[] = {
-      {"reduce_row__", KILN_FUSION_EMITTER_REDUCTION},      {"reduce_column__", KILN_FUSION_EMITTER_REDUCTION},
-      {"reduce_multirow__", KILN_FUSION_EMITTER_REDUCTION}, {"reduce_column_small__", KILN_FUSION_EMITTER_REDUCTION},
-      {"transpose__", KILN_FUSION_EMITTER_TRANSPOSE},       {"scatter__", KILN_FUSION_EMITTER_SCATTER},
-      {"concatenate__", KILN_FUSION_EMITTER_CONCATENATE},   {"dynamic_update_slice__", KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE},
-      {"loop__", KILN_FUSION_EMITTER_LOOP},                 {"convert__", KILN_FUSION_EMITTER_LOOP},
+      {"reduce_row__", KILN_CODEGEN_EMITTER_REDUCTION},      {"reduce_column__", KILN_CODEGEN_EMITTER_REDUCTION},
+      {"reduce_multirow__", KILN_CODEGEN_EMITTER_REDUCTION}, {"reduce_column_small__", KILN_CODEGEN_EMITTER_REDUCTION},
+      {"transpose__", KILN_CODEGEN_EMITTER_TRANSPOSE},       {"scatter__", KILN_CODEGEN_EMITTER_SCATTER},
+      {"concatenate__", KILN_CODEGEN_EMITTER_CONCATENATE},   {"dynamic_update_slice__", KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE},
+      {"loop__", KILN_CODEGEN_EMITTER_LOOP},                 {"convert__", KILN_CODEGEN_EMITTER_LOOP},
   };
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
     if (strncmp(k, table[i].prefix, strlen(table[i].prefix)) == 0) {
@@ -66,18 +66,18 @@ static bool expected_emitter(const char *name, kiln_fusion_emitter_t *out) {
  * since the GPU algorithm starts every thread from the init as XLA's does; floats within
  * 1e-5 of sqrt(summed) for f32). Returns an error status or fills *ok. */
 static kiln_status run_reduction(const kiln_hlo_computation_t *c, kiln_host_jit_t *jit, bool *ok, char *line,
-                                 size_t n, kiln_fusion_run_report_t *r) {
+                                 size_t n, kiln_runner_report_t *r) {
   memset(r, 0, sizeof(*r));
   kiln_hero_analysis_t ha;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_analyze(c, &ha));
   static int counter;
   char kname[32];
   snprintf(kname, sizeof(kname), "corpus_red%d", counter++);
-  kiln_fusion_compile_options_t co = {0};
+  kiln_codegen_compile_options_t co = {0};
   co.kernel_name = kname;
-  kiln_fusion_kernel_t k;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_fusion_kernel_emit(c, &co, &k));
-  kiln_status ps = kiln_fusion_kernel_ptxas_check(&k, NULL);
+  kiln_codegen_kernel_t k;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_codegen_kernel_emit(c, &co, &k));
+  kiln_status ps = kiln_codegen_kernel_ptxas_check(&k, NULL);
   r->ptx_checked = !ps || kiln_status_code(ps) != KILN_UNAVAILABLE;
   r->ptx_ok = !ps;
   snprintf(r->ptx_note, sizeof(r->ptx_note), "%.200s", ps ? kiln_status_message(ps) : "ptxas -arch=sm_90: ok");
@@ -87,7 +87,7 @@ static kiln_status run_reduction(const kiln_hlo_computation_t *c, kiln_host_jit_
                                                           : ha.reduction.dims[1];
   hero_run_result_t rr;
   kiln_status s = hero_run_check(c, &k, jit, NULL, 1e-5, summed, true, 7, &rr);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   if (s) return s;
   r->elements = rr.elements;
   r->mismatches = rr.mismatches;
@@ -111,7 +111,7 @@ static void test_every_emitter_fusion_compiles_with_xla_choice_and_matches(void 
   for (size_t i = 0; i < n; i++) {
     if (!kiln_corpus_sampled(names[i])) continue;
     const char *shortname = emt_short_name(names[i]);
-    kiln_fusion_emitter_t want = KILN_FUSION_EMITTER_LOOP;
+    kiln_codegen_emitter_t want = KILN_CODEGEN_EMITTER_LOOP;
     if (!expected_emitter(names[i], &want)) {
       printf("FAIL %s: unknown kind in the file name\n", shortname);
       total++, unexpected++;
@@ -129,27 +129,27 @@ static void test_every_emitter_fusion_compiles_with_xla_choice_and_matches(void 
     }
     const kiln_hlo_computation_t **cs = NULL;
     int nc = 0;
-    kiln_fusion_collect(f->modules[0], &cs, &nc);
+    kiln_runner_collect_fusions(f->modules[0], &cs, &nc);
     for (int ci = 0; ci < nc; ci++) {
-      kiln_fusion_emitter_t got = kiln_fusion_classify(cs[ci], NULL);
+      kiln_codegen_emitter_t got = kiln_codegen_classify(cs[ci], NULL);
       total++;
       per_kind_total[want]++;
       if (got != want) {
-        printf("FAIL %s: emitter %s, XLA's is %s\n", shortname, kiln_fusion_emitter_name(got),
-               kiln_fusion_emitter_name(want));
+        printf("FAIL %s: emitter %s, XLA's is %s\n", shortname, kiln_codegen_emitter_name(got),
+               kiln_codegen_emitter_name(want));
         unexpected++;
         continue;
       }
-      kiln_fusion_run_options_t o;
-      kiln_fusion_run_options_init(&o);
+      kiln_runner_options_t o;
+      kiln_runner_options_init(&o);
       o.check_ptx = true;
       o.jit = jit;
       if (emt_sorted_float_add(cs[ci])) o.float_lo = 0.5, o.float_hi = 1, o.max_ulp = 64;
-      kiln_fusion_run_report_t r;
+      kiln_runner_report_t r;
       bool red_ok = false;
       char red_line[320] = "";
-      if (got == KILN_FUSION_EMITTER_REDUCTION) s = run_reduction(cs[ci], jit, &red_ok, red_line, sizeof(red_line), &r);
-      else s = kiln_fusion_run_check(cs[ci], &o, &r);
+      if (got == KILN_CODEGEN_EMITTER_REDUCTION) s = run_reduction(cs[ci], jit, &red_ok, red_line, sizeof(red_line), &r);
+      else s = kiln_runner_check(cs[ci], &o, &r);
       if (!r.ptx_checked && r.ptx_note[0] && !ptx_note_printed) {
         printf("ptxas check %s\n", r.ptx_note);
         ptx_note_printed = true;
@@ -167,16 +167,16 @@ static void test_every_emitter_fusion_compiles_with_xla_choice_and_matches(void 
         continue;
       }
       if (s) {
-        printf("FAIL %s [%s]: %s\n", shortname, kiln_fusion_emitter_name(got), kiln_status_message(s));
+        printf("FAIL %s [%s]: %s\n", shortname, kiln_codegen_emitter_name(got), kiln_status_message(s));
         kiln_status_free(s);
         continue;
       }
-      bool ok = got == KILN_FUSION_EMITTER_REDUCTION ? red_ok : r.mismatches == 0 && (!r.ptx_checked || r.ptx_ok);
-      if (got == KILN_FUSION_EMITTER_REDUCTION) snprintf(r.first_mismatch, sizeof(r.first_mismatch), "%.200s", red_line);
+      bool ok = got == KILN_CODEGEN_EMITTER_REDUCTION ? red_ok : r.mismatches == 0 && (!r.ptx_checked || r.ptx_ok);
+      if (got == KILN_CODEGEN_EMITTER_REDUCTION) snprintf(r.first_mismatch, sizeof(r.first_mismatch), "%.200s", red_line);
       passed += ok;
       per_kind_pass[want] += ok;
       printf("%s %-62s %-20s %8lld elements, max %lld ulp %s\n", ok ? "ok  " : "FAIL", shortname,
-             kiln_fusion_emitter_name(got), (long long)r.elements, (long long)r.max_ulp, r.first_mismatch);
+             kiln_codegen_emitter_name(got), (long long)r.elements, (long long)r.max_ulp, r.first_mismatch);
     }
     kiln_free(cs);
     kiln_hlo_file_free(f);
@@ -186,7 +186,7 @@ static void test_every_emitter_fusion_compiles_with_xla_choice_and_matches(void 
          passed, total, compiled_only, ptx_ok, ptx_checked, unexpected);
   for (int k = 0; k < 16; k++)
     if (per_kind_total[k])
-      printf("  %-20s %d/%d\n", kiln_fusion_emitter_name((kiln_fusion_emitter_t)k), per_kind_pass[k], per_kind_total[k]);
+      printf("  %-20s %d/%d\n", kiln_codegen_emitter_name((kiln_codegen_emitter_t)k), per_kind_pass[k], per_kind_total[k]);
   emt_free_names(names, n);
   kiln_host_jit_destroy(jit);
   assert_true(total > 0);

@@ -2,7 +2,7 @@
  * or the fusions of its entry) compiles, passes `ptxas -arch=sm_90` (when ptxas exists),
  * runs on the host on generated inputs and matches the reference evaluator.
  *
- * Loop kind (kiln_fusion_classify): no reduce hero, no transpose hero, no scatter,
+ * Loop kind (kiln_codegen_classify): no reduce hero, no transpose hero, no scatter,
  * concatenate root, dynamic-update-slice or sort. Tolerances (kiln_compare_kernel_tolerance):
  * exact for integers and pred, 1 ulp for f16 / bf16 / f8 / f4, 4 ulp for f32, 8 ulp for f64.
  * A fusion whose buffers are too large to allocate here (XLA's block-dim-limit broadcast:
@@ -66,21 +66,21 @@ static void test_corpus_loop_fusions_match_evaluator(void **state) {
     for (int mi = 0; mi < f->num_modules; mi++) {
       const kiln_hlo_computation_t **cs = NULL;
       int nc = 0;
-      kiln_fusion_collect(f->modules[mi], &cs, &nc);
+      kiln_runner_collect_fusions(f->modules[mi], &cs, &nc);
       for (int ci = 0; ci < nc; ci++) {
         const kiln_hlo_instruction_t *hero = NULL;
-        kiln_fusion_emitter_t kind = kiln_fusion_classify(cs[ci], &hero);
-        if (kind != KILN_FUSION_EMITTER_LOOP) {
+        kiln_codegen_emitter_t kind = kiln_codegen_classify(cs[ci], &hero);
+        if (kind != KILN_CODEGEN_EMITTER_LOOP) {
           other_kind++;
           continue;
         }
-        kiln_fusion_run_options_t o;
-        kiln_fusion_run_options_init(&o);
+        kiln_runner_options_t o;
+        kiln_runner_options_init(&o);
         o.check_ptx = true;
         o.jit = jit;
         o.pool = pool;
-        kiln_fusion_run_report_t r;
-        s = kiln_fusion_run_check(cs[ci], &o, &r);
+        kiln_runner_report_t r;
+        s = kiln_runner_check(cs[ci], &o, &r);
         if (o.check_ptx && !r.ptx_checked && !ptx_skip_printed && r.ptx_note[0]) {
           printf("ptxas check %s\n", r.ptx_note);
           ptx_skip_printed = true;

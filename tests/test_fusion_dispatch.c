@@ -32,26 +32,26 @@ static const char *k_slices_of_transpose =
 
 /* `text`'s hero says transpose, the hero analysis says `want`; the kernel compiles with it
  * and matches the evaluator. */
-static void check_rerouted(const char *text, kiln_fusion_emitter_t want) {
+static void check_rerouted(const char *text, kiln_codegen_emitter_t want) {
   kiln_hlo_module_t *m = emt_parse(text);
   assert_non_null(m);
   const kiln_hlo_instruction_t *hero = NULL;
-  assert_int_equal(kiln_fusion_classify(m->entry, &hero), KILN_FUSION_EMITTER_TRANSPOSE);
-  kiln_fusion_emitter_t kind = KILN_FUSION_EMITTER_LOOP;
-  kiln_status s = kiln_fusion_choose_emitter(m->entry, &kind);
+  assert_int_equal(kiln_codegen_classify(m->entry, &hero), KILN_CODEGEN_EMITTER_TRANSPOSE);
+  kiln_codegen_emitter_t kind = KILN_CODEGEN_EMITTER_LOOP;
+  kiln_status s = kiln_codegen_choose_emitter(m->entry, &kind);
   if (s) fail_msg("%s", kiln_status_message(s));
   printf("%s: classify %s (hero %s), emitted with %s\n", m->entry->root->name,
-         kiln_fusion_emitter_name(KILN_FUSION_EMITTER_TRANSPOSE), hero ? hero->name : "?",
-         kiln_fusion_emitter_name(kind));
+         kiln_codegen_emitter_name(KILN_CODEGEN_EMITTER_TRANSPOSE), hero ? hero->name : "?",
+         kiln_codegen_emitter_name(kind));
   assert_int_equal(kind, want);
-  kiln_fusion_kernel_t k;
-  s = kiln_fusion_kernel_emit(m->entry, NULL, &k);
+  kiln_codegen_kernel_t k;
+  s = kiln_codegen_kernel_emit(m->entry, NULL, &k);
   if (s) fail_msg("%s", kiln_status_message(s));
-  kiln_fusion_kernel_free(&k);
-  kiln_fusion_run_options_t o;
-  kiln_fusion_run_options_init(&o);
-  kiln_fusion_run_report_t r;
-  s = kiln_fusion_run_check(m->entry, &o, &r);
+  kiln_codegen_kernel_free(&k);
+  kiln_runner_options_t o;
+  kiln_runner_options_init(&o);
+  kiln_runner_report_t r;
+  s = kiln_runner_check(m->entry, &o, &r);
   if (s) fail_msg("%s", kiln_status_message(s));
   if (r.mismatches) fail_msg("%s", r.first_mismatch);
   assert_true(r.elements > 0);
@@ -60,12 +60,12 @@ static void check_rerouted(const char *text, kiln_fusion_emitter_t want) {
 
 static void test_transpose_under_a_concatenate_takes_the_concatenate_emitter(void **state) {
   (void)state;
-  check_rerouted(k_concat_of_transpose, KILN_FUSION_EMITTER_CONCATENATE);
+  check_rerouted(k_concat_of_transpose, KILN_CODEGEN_EMITTER_CONCATENATE);
 }
 
 static void test_transpose_under_slices_takes_the_input_slices_emitter(void **state) {
   (void)state;
-  check_rerouted(k_slices_of_transpose, KILN_FUSION_EMITTER_INPUT_SLICES);
+  check_rerouted(k_slices_of_transpose, KILN_CODEGEN_EMITTER_INPUT_SLICES);
 }
 
 /* Kinds that are not chosen by a hero keep classify's answer. */
@@ -77,9 +77,9 @@ static void test_loop_kind_stays_loop(void **state) {
       "  ROOT e = f32[64,128]{1,0} exponential(p0)\n"
       "}\n");
   assert_non_null(m);
-  kiln_fusion_emitter_t kind = KILN_FUSION_EMITTER_SORT;
-  assert_null(kiln_fusion_choose_emitter(m->entry, &kind));
-  assert_int_equal(kind, KILN_FUSION_EMITTER_LOOP);
+  kiln_codegen_emitter_t kind = KILN_CODEGEN_EMITTER_SORT;
+  assert_null(kiln_codegen_choose_emitter(m->entry, &kind));
+  assert_int_equal(kind, KILN_CODEGEN_EMITTER_LOOP);
   kiln_hlo_module_destroy(m);
 }
 

@@ -36,9 +36,9 @@ static kiln_hlo_module_t *parse_fusion(const char *text) {
 }
 
 /* Asserts the maps of `name` under root `r`, in order, print as `want` (NULL-terminated). */
-static void assert_group(const kiln_fusion_root_indexing_t *r, const char *name,
+static void assert_group(const kiln_indexing_fusion_root_t *r, const char *name,
                          const char *const *want) {
-  const kiln_fusion_indexing_group_t *g = kiln_fusion_indexing_find(r, name);
+  const kiln_indexing_fusion_group_t *g = kiln_indexing_fusion_find(r, name);
   if (!g) {
     fprintf(stderr, "no group for %s\n", name);
     fail();
@@ -72,10 +72,10 @@ static void test_chain_composes_transpose_and_broadcast(void **state) {
       "fusion {\n  p0 = f32[10,20] parameter(0)\n  t = f32[20,10] transpose(p0), dimensions={1,0}\n"
       "  e = f32[20,10] exponential(t)\n  ROOT b = f32[5,20,10] broadcast(e), dimensions={1,2}\n}\n");
   kiln_affine_ctx_t *ctx = kiln_affine_ctx_create();
-  kiln_fusion_indexing_t fi;
-  assert_null(kiln_fusion_indexing_compute(ctx, m->entry, NULL, &fi));
+  kiln_indexing_fusion_t fi;
+  assert_null(kiln_indexing_fusion_compute(ctx, m->entry, NULL, &fi));
   assert_int_equal(fi.num_roots, 1);
-  const kiln_fusion_root_indexing_t *r = &fi.roots[0];
+  const kiln_indexing_fusion_root_t *r = &fi.roots[0];
   assert_int_equal(r->num_groups, 4);
   assert_string_equal(r->groups[0].instr->name, "b");
   const char *dom = "domain: d0 in [0, 4], d1 in [0, 19], d2 in [0, 9]";
@@ -86,7 +86,7 @@ static void test_chain_composes_transpose_and_broadcast(void **state) {
   assert_group(r, "t", MAPS(want));
   assert_group(r, "e", MAPS(want));
   assert_int_equal(fi.num_unknown, 0);
-  kiln_fusion_indexing_free(&fi);
+  kiln_indexing_fusion_free(&fi);
   kiln_affine_ctx_destroy(ctx);
   kiln_hlo_module_destroy(m);
 }
@@ -98,13 +98,13 @@ static void test_two_paths_to_one_parameter_give_two_maps(void **state) {
       "  b = f32[8] slice(p), slice={[1:9]}\n  s = f32[8] add(a, b)\n"
       "  ROOT r = f32[2,4] reshape(s)\n}\n");
   kiln_affine_ctx_t *ctx = kiln_affine_ctx_create();
-  kiln_fusion_indexing_t fi;
-  assert_null(kiln_fusion_indexing_compute(ctx, m->entry, NULL, &fi));
-  const kiln_fusion_root_indexing_t *r = &fi.roots[0];
+  kiln_indexing_fusion_t fi;
+  assert_null(kiln_indexing_fusion_compute(ctx, m->entry, NULL, &fi));
+  const kiln_indexing_fusion_root_t *r = &fi.roots[0];
   assert_group(r, "p", MAPS("(d0, d1) -> (d0 * 4 + d1), domain: d0 in [0, 1], d1 in [0, 3]",
                             "(d0, d1) -> (d0 * 4 + d1 + 1), domain: d0 in [0, 1], d1 in [0, 3]"));
   assert_group(r, "s", MAPS("(d0, d1) -> (d0 * 4 + d1), domain: d0 in [0, 1], d1 in [0, 3]"));
-  kiln_fusion_indexing_free(&fi);
+  kiln_indexing_fusion_free(&fi);
   kiln_affine_ctx_destroy(ctx);
   kiln_hlo_module_destroy(m);
 }
@@ -118,24 +118,24 @@ static void test_tuple_root_reduce_and_unknown_grouping(void **state) {
       "  srt = f32[6] sort(q), dimensions={0}, to_apply=cmp\n"
       "  ROOT t = (f32[6], f32[6], f32[6]) tuple(red, srt, q)\n}\n");
   kiln_affine_ctx_t *ctx = kiln_affine_ctx_create();
-  kiln_fusion_indexing_t fi;
+  kiln_indexing_fusion_t fi;
   /* The last computation is the entry. */
-  assert_null(kiln_fusion_indexing_compute(ctx, m->entry, NULL, &fi));
+  assert_null(kiln_indexing_fusion_compute(ctx, m->entry, NULL, &fi));
   assert_int_equal(fi.num_roots, 3);
   assert_string_equal(fi.roots[0].root->name, "red");
   assert_group(&fi.roots[0], "p", MAPS("(d0)[s0] -> (s0, d0), domain: d0 in [0, 5], s0 in [0, 3]"));
   assert_group(&fi.roots[0], "z", MAPS("(d0) -> (), domain: d0 in [0, 5]"));
-  assert_null(kiln_fusion_indexing_find(&fi.roots[0], "q"));
-  const kiln_fusion_indexing_group_t *g = kiln_fusion_indexing_find(&fi.roots[1], "q");
+  assert_null(kiln_indexing_fusion_find(&fi.roots[0], "q"));
+  const kiln_indexing_fusion_group_t *g = kiln_indexing_fusion_find(&fi.roots[1], "q");
   assert_non_null(g);
   assert_true(g->unknown); /* through the sort */
   assert_group(&fi.roots[2], "q", MAPS("(d0) -> (d0), domain: d0 in [0, 5]"));
   assert_int_equal(fi.num_unknown, 1);
   kiln_strbuf_t b = {0};
-  kiln_fusion_indexing_print(&b, &fi);
+  kiln_indexing_fusion_print(&b, &fi);
   assert_non_null(strstr(b.data, "root srt:\n  srt:\n    (d0) -> (d0), domain: d0 in [0, 5]\n  q (unknown):\n"));
   kiln_strbuf_free(&b);
-  kiln_fusion_indexing_free(&fi);
+  kiln_indexing_fusion_free(&fi);
   kiln_affine_ctx_destroy(ctx);
   kiln_hlo_module_destroy(m);
 }
@@ -146,13 +146,13 @@ static void test_concatenate_of_slices_drops_paths_that_read_nothing(void **stat
       "fusion {\n  a = f32[4] parameter(0)\n  b = f32[6] parameter(1)\n"
       "  c = f32[10] concatenate(a, b), dimensions={0}\n  ROOT s = f32[3] slice(c), slice={[5:8]}\n}\n");
   kiln_affine_ctx_t *ctx = kiln_affine_ctx_create();
-  kiln_fusion_indexing_t fi;
-  assert_null(kiln_fusion_indexing_compute(ctx, m->entry, NULL, &fi));
-  const kiln_fusion_indexing_group_t *ga = kiln_fusion_indexing_find(&fi.roots[0], "a");
+  kiln_indexing_fusion_t fi;
+  assert_null(kiln_indexing_fusion_compute(ctx, m->entry, NULL, &fi));
+  const kiln_indexing_fusion_group_t *ga = kiln_indexing_fusion_find(&fi.roots[0], "a");
   assert_non_null(ga);
   assert_int_equal(ga->num_maps, 0);
   assert_group(&fi.roots[0], "b", MAPS("(d0) -> (d0 + 1), domain: d0 in [0, 2]"));
-  kiln_fusion_indexing_free(&fi);
+  kiln_indexing_fusion_free(&fi);
   kiln_affine_ctx_destroy(ctx);
   kiln_hlo_module_destroy(m);
 }
@@ -293,8 +293,8 @@ static bool brute_force(const kiln_hlo_computation_t *f, bool exact, bf_stats_t 
   lit_vec_t base = {0};
   flatten(eval_fusion(f, args, &arena), &base);
   kiln_affine_ctx_t *ctx = kiln_affine_ctx_create();
-  kiln_fusion_indexing_t fi;
-  kiln_status s = kiln_fusion_indexing_compute(ctx, f, NULL, &fi);
+  kiln_indexing_fusion_t fi;
+  kiln_status s = kiln_indexing_fusion_compute(ctx, f, NULL, &fi);
   if (s) {
     fprintf(stderr, "%s: %s\n", f->name, kiln_status_message(s));
     fail();
@@ -307,7 +307,7 @@ static bool brute_force(const kiln_hlo_computation_t *f, bool exact, bf_stats_t 
     bool any_unknown = false, any_large = false;
     for (int r = 0; r < fi.num_roots; r++) {
       sets[r].in_count = (uint64_t)(pn > 0 ? pn : 1);
-      const kiln_fusion_indexing_group_t *g = kiln_fusion_indexing_find(&fi.roots[r], param->name);
+      const kiln_indexing_fusion_group_t *g = kiln_indexing_fusion_find(&fi.roots[r], param->name);
       if (!g) continue;
       if (g->unknown) any_unknown = true;
       for (int e = 0; e < g->num_maps; e++) {
@@ -376,7 +376,7 @@ static bool brute_force(const kiln_hlo_computation_t *f, bool exact, bf_stats_t 
     for (int r = 0; r < fi.num_roots; r++) kiln_vec_free(&sets[r].keys);
     kiln_free(sets);
   }
-  kiln_fusion_indexing_free(&fi);
+  kiln_indexing_fusion_free(&fi);
   kiln_affine_ctx_destroy(ctx);
   kiln_vec_free(&base);
   kiln_free(args);

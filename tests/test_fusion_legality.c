@@ -94,12 +94,12 @@ static int fuse_and_emit(kiln_hlo_module_t *m) {
       char *t = kiln_hlo_module_to_string(m);
       fail_msg("%s: %s\n%s", body->name, why, t);
     }
-    kiln_fusion_kernel_t k;
+    kiln_codegen_kernel_t k;
     memset(&k, 0, sizeof k);
-    kiln_fusion_compile_options_t co = {0};
-    s = kiln_fusion_kernel_emit(body, &co, &k);
+    kiln_codegen_compile_options_t co = {0};
+    s = kiln_codegen_kernel_emit(body, &co, &k);
     if (s) fail_msg("emit %s: %s", body->name, kiln_status_message(s));
-    kiln_fusion_kernel_free(&k);
+    kiln_codegen_kernel_free(&k);
   }
   return fusions;
 }

@@ -44,9 +44,9 @@ static const struct {
 static void test_pairs_are_found(void **state) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/real", kiln_corpus_dir());
-  kiln_fusion_pair_t *pairs = NULL;
+  kiln_report_pair_t *pairs = NULL;
   int n = 0;
-  kiln_status s = kiln_fusion_pairs_find(dir, &pairs, &n);
+  kiln_status s = kiln_report_pairs_find(dir, &pairs, &n);
   if (s) fail_msg("%s", kiln_status_message(s));
   assert_int_equal(n, KILN_FUSION_BASELINE_PAIRS);
   for (int i = 0; i < n; i++) {
@@ -54,26 +54,26 @@ static void test_pairs_are_found(void **state) {
     assert_non_null(strstr(pairs[i].after_path, "after_optimizations"));
     assert_non_null(strstr(pairs[i].after_path, "gpu"));
   }
-  kiln_fusion_pairs_free(pairs, n);
+  kiln_report_pairs_free(pairs, n);
 }
 
 static void test_kiln_kernels_against_xla(void **state) {
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/real", kiln_corpus_dir());
-  kiln_fusion_pair_t *pairs = NULL;
+  kiln_report_pair_t *pairs = NULL;
   int n = 0;
-  kiln_status s = kiln_fusion_pairs_find(dir, &pairs, &n);
+  kiln_status s = kiln_report_pairs_find(dir, &pairs, &n);
   if (s) fail_msg("%s", kiln_status_message(s));
   kiln_strbuf_t passes = {0}, table = {0};
-  kiln_fusion_report_pass_list(&passes);
+  kiln_report_pass_list(&passes);
   int64_t total = 0, before = 0;
   for (int i = 0; i < n; i++) {
-    s = kiln_fusion_pair_run(&pairs[i], kiln_strbuf_cstr(&passes));
+    s = kiln_report_pair_run(&pairs[i], kiln_strbuf_cstr(&passes));
     if (s) fail_msg("%s: %s", pairs[i].name, kiln_status_message(s));
     total += pairs[i].kiln_kernels;
     before += pairs[i].before_kernels;
   }
-  kiln_fusion_report_print(&table, pairs, n);
+  kiln_report_fusions_print(&table, pairs, n);
   printf("fusion quality against XLA (passes: %s)\n%s", kiln_strbuf_cstr(&passes),
          kiln_strbuf_cstr(&table));
   fflush(stdout);
@@ -87,7 +87,7 @@ static void test_kiln_kernels_against_xla(void **state) {
   assert_true(total * 2 < before); /* fusion at least halves the unfused kernel count */
   kiln_strbuf_free(&passes);
   kiln_strbuf_free(&table);
-  kiln_fusion_pairs_free(pairs, n);
+  kiln_report_pairs_free(pairs, n);
 }
 
 int main(void) {

@@ -116,7 +116,7 @@ static void test_kernels_are_wrapped_and_library_ops_are_not(void **state) {
   for (int i = 0; i < 3; i++) {
     kiln_hlo_instruction_t *f = find(e, wrapped[i]);
     assert_int_equal(f->opcode, KILN_OP_FUSION);
-    assert_int_equal(f->fusion_kind, KILN_FUSION_LOOP);
+    assert_int_equal(f->fusion_kind, KILN_HLO_FUSION_LOOP);
     const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
     char want[64];
     snprintf(want, sizeof want, "fused_%s", wrapped[i]);

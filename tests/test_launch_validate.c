@@ -1,6 +1,6 @@
 /* Launch limits (kiln_launch_validate): each of CUDA's per-block and per-grid bounds and the
  * shared-memory budget is enforced with a status naming it; defaults are sm_90's; a device
- * description overrides them; kiln_fusion_kernel_emit refuses a kernel whose launch does not
+ * description overrides them; kiln_codegen_kernel_emit refuses a kernel whose launch does not
  * fit the device it compiles for. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -81,13 +81,13 @@ static void test_launch_device_description_overrides_defaults(void **state) {
   expect_out_of_range(b2, g, 4097, false, &dev, "exceed the limit 4096");
 }
 
-static kiln_status emit_for(const char *text, const kiln_launch_device_t *dev, kiln_fusion_kernel_t *k) {
+static kiln_status emit_for(const char *text, const kiln_launch_device_t *dev, kiln_codegen_kernel_t *k) {
   kiln_hlo_module_t *m = NULL;
   kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
   if (s) return s;
-  kiln_fusion_compile_options_t co = {0};
+  kiln_codegen_compile_options_t co = {0};
   co.device = dev;
-  s = kiln_fusion_kernel_emit(m->entry, &co, k);
+  s = kiln_codegen_kernel_emit(m->entry, &co, k);
   kiln_hlo_module_destroy(m);
   return s;
 }
@@ -101,9 +101,9 @@ static void test_fusion_emit_refuses_kernels_over_the_device_limits(void **state
       "  ROOT c = pred[] compare(a, b), direction=LT\n}\n\n"
       "ENTRY fused {\n  p0 = f32[2,3000] parameter(0)\n"
       "  ROOT s = f32[2,3000] sort(p0), dimensions={1}, is_stable=true, to_apply=cmp\n}\n";
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   assert_null(emit_for(sort, NULL, &k));
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_launch_device_t small_shared = {.shared_bytes_static = 8192};
   kiln_status s = emit_for(sort, &small_shared, &k);
   assert_non_null(s);

@@ -46,7 +46,7 @@ static kiln_hlo_module_t *parse_fusion(const char *text) {
 static const kiln_hlo_computation_t *gelu_fusion(const kiln_hlo_module_t *m) {
   const kiln_hlo_computation_t **cs = NULL;
   int n = 0;
-  kiln_fusion_collect(m, &cs, &n);
+  kiln_runner_collect_fusions(m, &cs, &n);
   assert_int_equal(n, 1);
   const kiln_hlo_computation_t *c = cs[0];
   kiln_free(cs);
@@ -106,11 +106,11 @@ static void test_gelu_stages_dump_loop_inline_flatten_vectorize_unroll(void **st
   kiln_hlo_module_t *m = load_gelu();
   char dir[] = "/tmp/kiln_gelu_dumpXXXXXX";
   assert_non_null(mkdtemp(dir));
-  kiln_fusion_compile_options_t o = {0};
+  kiln_codegen_compile_options_t o = {0};
   o.dump_dir = dir;
   o.kernel_name = "gelu_kernel";
-  kiln_fusion_kernel_t k;
-  kiln_status s = kiln_fusion_kernel_emit(gelu_fusion(m), &o, &k);
+  kiln_codegen_kernel_t k;
+  kiln_status s = kiln_codegen_kernel_emit(gelu_fusion(m), &o, &k);
   if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
   assert_null(s);
 
@@ -161,7 +161,7 @@ static void test_gelu_stages_dump_loop_inline_flatten_vectorize_unroll(void **st
   assert_int_equal(count(unr, "vstore"), 1);
   kiln_free(unr);
 
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   remove_dir(dir);
   kiln_hlo_module_destroy(m);
 }
@@ -181,10 +181,10 @@ static bool has_vector_access(const char *ptx, const char *op) {
 
 static void test_gelu_ptx_passes_ptxas_and_moves_vectors(void **state) {
   kiln_hlo_module_t *m = load_gelu();
-  kiln_fusion_kernel_t k;
-  assert_null(kiln_fusion_kernel_emit(gelu_fusion(m), NULL, &k));
+  kiln_codegen_kernel_t k;
+  assert_null(kiln_codegen_kernel_emit(gelu_fusion(m), NULL, &k));
   char *ptx = NULL;
-  kiln_status s = kiln_fusion_kernel_ptxas_check(&k, &ptx);
+  kiln_status s = kiln_codegen_kernel_ptxas_check(&k, &ptx);
   if (s && kiln_status_code(s) == KILN_UNAVAILABLE) {
     printf("SKIPPED ptxas: %s\n", kiln_status_message(s));
     kiln_status_free(s);
@@ -197,7 +197,7 @@ static void test_gelu_ptx_passes_ptxas_and_moves_vectors(void **state) {
   assert_true(has_vector_access(ptx, "ld.global"));
   assert_true(has_vector_access(ptx, "st.global"));
   kiln_free(ptx);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 }
 
@@ -205,14 +205,14 @@ static void test_gelu_ptx_passes_ptxas_and_moves_vectors(void **state) {
  * differently once). */
 static void test_gelu_host_matches_evaluator_within_one_bf16_ulp(void **state) {
   kiln_hlo_module_t *m = load_gelu();
-  kiln_fusion_run_options_t o;
-  kiln_fusion_run_options_init(&o);
+  kiln_runner_options_t o;
+  kiln_runner_options_init(&o);
   o.max_ulp = 1;
   kiln_host_pool_t *pool = NULL;
   assert_null(kiln_host_pool_create(0, &pool));
   o.pool = pool;
-  kiln_fusion_run_report_t r;
-  kiln_status s = kiln_fusion_run_check(gelu_fusion(m), &o, &r);
+  kiln_runner_report_t r;
+  kiln_status s = kiln_runner_check(gelu_fusion(m), &o, &r);
   if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
   assert_null(s);
   printf("GELU bf16[6,512,4096]: %lld elements, %lld beyond 1 ulp, max %lld ulp, max abs err %g; "
@@ -231,9 +231,9 @@ static void test_gelu_host_matches_evaluator_within_one_bf16_ulp(void **state) {
 
 /* Every kernel this suite compiles also goes through ptxas -arch=sm_90 (skipped, with the
  * reason printed once, when there is no ptxas). */
-static void expect_ptxas_ok(const kiln_fusion_kernel_t *k) {
+static void expect_ptxas_ok(const kiln_codegen_kernel_t *k) {
   static bool skip_printed;
-  kiln_status s = kiln_fusion_kernel_ptxas_check(k, NULL);
+  kiln_status s = kiln_codegen_kernel_ptxas_check(k, NULL);
   if (s && kiln_status_code(s) == KILN_UNAVAILABLE) {
     if (!skip_printed) printf("SKIPPED ptxas: %s\n", kiln_status_message(s));
     skip_printed = true;
@@ -246,16 +246,16 @@ static void expect_ptxas_ok(const kiln_fusion_kernel_t *k) {
 
 static kiln_launch_grid_t grid_of(const char *text, bool no_vectorize, char **kir_text) {
   kiln_hlo_module_t *m = parse_fusion(text);
-  kiln_fusion_compile_options_t o = {0};
+  kiln_codegen_compile_options_t o = {0};
   o.no_vectorize = no_vectorize;
-  kiln_fusion_kernel_t k;
-  kiln_status s = kiln_fusion_kernel_emit(m->entry, &o, &k);
+  kiln_codegen_kernel_t k;
+  kiln_status s = kiln_codegen_kernel_emit(m->entry, &o, &k);
   if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
   assert_null(s);
   kiln_launch_grid_t g = k.grid;
   if (kir_text) *kir_text = kiln_kir_to_string(k.kir);
   expect_ptxas_ok(&k);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
   return g;
 }
@@ -311,11 +311,11 @@ static void test_vectorization_disabled_by_sin_and_atan2(void **state) {
 
 static void run_text(const char *text, int64_t want_elements) {
   kiln_hlo_module_t *m = parse_fusion(text);
-  kiln_fusion_run_options_t o;
-  kiln_fusion_run_options_init(&o);
+  kiln_runner_options_t o;
+  kiln_runner_options_init(&o);
   o.check_ptx = true;
-  kiln_fusion_run_report_t r;
-  kiln_status s = kiln_fusion_run_check(m->entry, &o, &r);
+  kiln_runner_report_t r;
+  kiln_status s = kiln_runner_check(m->entry, &o, &r);
   if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
   assert_null(s);
   if (r.ptx_checked && !r.ptx_ok) fprintf(stderr, "%s\n", r.ptx_note);
@@ -400,13 +400,13 @@ static void test_heroes_dispatch_to_their_emitters_or_are_unimplemented(void **s
       "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
       "f {\n  p0 = f32[64,1024] parameter(0)\n  c = f32[] constant(0)\n"
       "  ROOT r = f32[64] reduce(p0, c), dimensions={1}, to_apply=add\n}\n");
-  assert_int_equal(kiln_fusion_classify(m->entry, NULL), KILN_FUSION_EMITTER_REDUCTION);
-  kiln_fusion_kernel_t k;
+  assert_int_equal(kiln_codegen_classify(m->entry, NULL), KILN_CODEGEN_EMITTER_REDUCTION);
+  kiln_codegen_kernel_t k;
   /* Reductions and transposes go to their hero emitters. */
-  kiln_status s = kiln_fusion_kernel_emit(m->entry, NULL, &k);
+  kiln_status s = kiln_codegen_kernel_emit(m->entry, NULL, &k);
   if (s) kiln_status_report(s, "reduction");
   assert_null(s);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 
   /* Scatter goes to the scatter emitter: a chain of an init and an update kernel. */
@@ -415,16 +415,16 @@ static void test_heroes_dispatch_to_their_emitters_or_are_unimplemented(void **s
       "f {\n  p0 = f32[8] parameter(0)\n  i = s32[2,1] parameter(1)\n  u = f32[2] parameter(2)\n"
       "  ROOT r = f32[8] scatter(p0, i, u), update_window_dims={}, inserted_window_dims={0},"
       " scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n");
-  assert_int_equal(kiln_fusion_classify(m->entry, NULL), KILN_FUSION_EMITTER_SCATTER);
-  s = kiln_fusion_kernel_emit(m->entry, NULL, &k);
+  assert_int_equal(kiln_codegen_classify(m->entry, NULL), KILN_CODEGEN_EMITTER_SCATTER);
+  s = kiln_codegen_kernel_emit(m->entry, NULL, &k);
   assert_null(s);
   assert_non_null(k.next);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 
   /* An op the elemental emitter has no complex form for: UNIMPLEMENTED naming it. */
   m = parse_fusion("f {\n  p0 = c64[4] parameter(0)\n  ROOT n = c64[4] sqrt(p0)\n}\n");
-  s = kiln_fusion_kernel_emit(m->entry, NULL, &k);
+  s = kiln_codegen_kernel_emit(m->entry, NULL, &k);
   assert_non_null(s);
   assert_int_equal(kiln_status_code(s), KILN_UNIMPLEMENTED);
   assert_non_null(strstr(kiln_status_message(s), "sqrt"));
@@ -470,16 +470,16 @@ static const char kGeluSmallF32[] =
     "  ROOT out = (bf16[8,1024], pred[8,1024]) tuple(gb, lt)\n"
     "}\n";
 
-static kiln_fusion_run_report_t run_gelu_small(const kiln_hlo_computation_t *c,
+static kiln_runner_report_t run_gelu_small(const kiln_hlo_computation_t *c,
                                                const kiln_hlo_computation_t *ref, bool strict) {
-  kiln_fusion_run_options_t o;
-  kiln_fusion_run_options_init(&o);
+  kiln_runner_options_t o;
+  kiln_runner_options_init(&o);
   o.compile.strict_precision = strict;
   o.reference = ref;
   o.float_lo = -4.0;
   o.float_hi = 4.0;
-  kiln_fusion_run_report_t r;
-  kiln_status s = kiln_fusion_run_check(c, &o, &r);
+  kiln_runner_report_t r;
+  kiln_status s = kiln_runner_check(c, &o, &r);
   if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
   assert_null(s);
   assert_int_equal(r.elements, 2 * 8 * 1024);
@@ -488,7 +488,7 @@ static kiln_fusion_run_report_t run_gelu_small(const kiln_hlo_computation_t *c,
 
 static void test_bf16_excess_precision(void **state) {
   kiln_hlo_module_t *m = parse_fusion(kGeluSmall), *mf = parse_fusion(kGeluSmallF32);
-  kiln_fusion_run_report_t r = run_gelu_small(m->entry, mf->entry, false);
+  kiln_runner_report_t r = run_gelu_small(m->entry, mf->entry, false);
   printf("excess precision vs f32 semantics: %lld beyond 1 bf16 ulp (max %lld)\n",
          (long long)r.mismatches, (long long)r.max_ulp);
   assert_int_equal(r.mismatches, 0);
@@ -501,16 +501,16 @@ static void test_bf16_excess_precision(void **state) {
          (long long)r.mismatches, (long long)r.max_ulp);
   assert_int_equal(r.mismatches, 0);
 
-  kiln_fusion_compile_options_t co = {0};
-  assert_true(kiln_fusion_excess_precision(&co));
+  kiln_codegen_compile_options_t co = {0};
+  assert_true(kiln_codegen_excess_precision(&co));
   assert_int_equal(setenv("XLA_FLAGS", "--xla_gpu_foo=1 --xla_allow_excess_precision=false", 1), 0);
-  assert_false(kiln_fusion_excess_precision(&co));
+  assert_false(kiln_codegen_excess_precision(&co));
   assert_int_equal(unsetenv("XLA_FLAGS"), 0);
   assert_int_equal(setenv("KILN_ALLOW_EXCESS_PRECISION", "0", 1), 0);
-  assert_false(kiln_fusion_excess_precision(&co));
+  assert_false(kiln_codegen_excess_precision(&co));
   assert_int_equal(unsetenv("KILN_ALLOW_EXCESS_PRECISION"), 0);
   co.strict_precision = true;
-  assert_false(kiln_fusion_excess_precision(&co));
+  assert_false(kiln_codegen_excess_precision(&co));
   kiln_hlo_module_destroy(m);
   kiln_hlo_module_destroy(mf);
 }
@@ -530,12 +530,12 @@ static void test_dus_under_epilogue_runs_as_loop(void **state) {
   for (size_t t = 0; t < sizeof(texts) / sizeof(texts[0]); t++)
     for (uint64_t seed = 1; seed <= 6; seed++) {
       kiln_hlo_module_t *m = parse_fusion(texts[t]);
-      assert_int_equal(kiln_fusion_classify(m->entry, NULL), KILN_FUSION_EMITTER_LOOP);
-      kiln_fusion_run_options_t o;
-      kiln_fusion_run_options_init(&o);
+      assert_int_equal(kiln_codegen_classify(m->entry, NULL), KILN_CODEGEN_EMITTER_LOOP);
+      kiln_runner_options_t o;
+      kiln_runner_options_init(&o);
       o.seed = seed; /* the s32/s64 starts are drawn from [-8, 7]: clamped low and high */
-      kiln_fusion_run_report_t r;
-      kiln_status s = kiln_fusion_run_check(m->entry, &o, &r);
+      kiln_runner_report_t r;
+      kiln_status s = kiln_runner_check(m->entry, &o, &r);
       if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
       assert_null(s);
       assert_int_equal(r.mismatches, 0);

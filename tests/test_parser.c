@@ -459,9 +459,9 @@ static void test_opcode_specific_attributes(void **state) {
   assert_int_equal(find(m, NULL, "io")->iota_dimension, 0);
   assert_true(find(m, NULL, "so")->is_stable);
   assert_true(find(m, NULL, "so")->has_dimensions);
-  assert_int_equal(find(m, NULL, "f")->fusion_kind, KILN_FUSION_LOOP);
+  assert_int_equal(find(m, NULL, "f")->fusion_kind, KILN_HLO_FUSION_LOOP);
   assert_null(find(m, NULL, "f")->fusion_kind_text);
-  assert_int_equal(find(m, NULL, "f2")->fusion_kind, KILN_FUSION_NONE);
+  assert_int_equal(find(m, NULL, "f2")->fusion_kind, KILN_HLO_FUSION_NONE);
   assert_string_equal(find(m, NULL, "f2")->fusion_kind_text, "kScatter");
   assert_int_equal(find(m, NULL, "rp")->exponent_bits, 5);
   assert_int_equal(find(m, NULL, "rp")->mantissa_bits, 10);

@@ -132,7 +132,7 @@ static void test_elementwise_chain_becomes_one_loop_fusion(void **state) {
   run_and_check(m, "priority_fusion");
   kiln_hlo_instruction_t *f = only_fusion(m->entry);
   assert_ptr_equal(m->entry->root, f);
-  assert_int_equal(f->fusion_kind, KILN_FUSION_LOOP);
+  assert_int_equal(f->fusion_kind, KILN_HLO_FUSION_LOOP);
   assert_int_equal(f->num_operands, 2); /* p0, p1; the scalar constant moved inside */
   const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
   assert_non_null(body);
@@ -158,7 +158,7 @@ static void test_cheap_producer_is_duplicated_into_both_consumers(void **state) 
   for (size_t i = 0; i < m->entry->instructions.len; i++) {
     kiln_hlo_instruction_t *f = m->entry->instructions.data[i];
     if (f->opcode != KILN_OP_FUSION) continue;
-    assert_int_equal(f->fusion_kind, KILN_FUSION_INPUT);
+    assert_int_equal(f->fusion_kind, KILN_HLO_FUSION_INPUT);
     const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
     assert_int_equal(count_op(body, KILN_OP_NEGATE), 1);
     assert_int_equal(body->root->opcode, KILN_OP_REDUCE);
@@ -218,7 +218,7 @@ static void test_no_fusion_across_dot_or_custom_call(void **state) {
     if (f->opcode != KILN_OP_FUSION) continue;
     const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
     assert_int_equal(count_op(body, KILN_OP_DOT) + count_op(body, KILN_OP_CUSTOM_CALL), 0);
-    assert_int_equal(f->fusion_kind, KILN_FUSION_LOOP);
+    assert_int_equal(f->fusion_kind, KILN_HLO_FUSION_LOOP);
   }
   assert_int_equal(kiln_fusion_count_kernels(m), 5);
   kiln_hlo_module_destroy(m);
@@ -238,7 +238,7 @@ static void test_reduction_takes_elementwise_epilogue(void **state) {
   kiln_free(text);
   run_and_check(m, "priority_fusion");
   kiln_hlo_instruction_t *f = only_fusion(m->entry);
-  assert_int_equal(f->fusion_kind, KILN_FUSION_INPUT);
+  assert_int_equal(f->fusion_kind, KILN_HLO_FUSION_INPUT);
   const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
   assert_int_equal(count_op(body, KILN_OP_REDUCE), 1);
   assert_int_equal(count_op(body, KILN_OP_SQRT), 1);
@@ -284,7 +284,7 @@ static void test_sibling_reductions_share_one_multi_output_fusion(void **state) 
   kiln_free(text);
   run_and_check(m, "priority_fusion,multi_output_fusion");
   kiln_hlo_instruction_t *f = only_fusion(m->entry);
-  assert_int_equal(f->fusion_kind, KILN_FUSION_INPUT);
+  assert_int_equal(f->fusion_kind, KILN_HLO_FUSION_INPUT);
   assert_true(kiln_shape_is_tuple(f->shape));
   const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
   assert_int_equal(body->root->opcode, KILN_OP_TUPLE);
@@ -313,7 +313,7 @@ static void test_producer_with_outside_user_becomes_extra_output(void **state) {
   assert_int_equal(count_op(m->entry, KILN_OP_FUSION), 2);
   run_and_check(m, "multi_output_fusion");
   kiln_hlo_instruction_t *f = only_fusion(m->entry);
-  assert_int_equal(f->fusion_kind, KILN_FUSION_INPUT);
+  assert_int_equal(f->fusion_kind, KILN_HLO_FUSION_INPUT);
   const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
   assert_int_equal(body->root->opcode, KILN_OP_TUPLE);
   assert_int_equal(count_op(body, KILN_OP_EXP), 1);

@@ -327,10 +327,10 @@ static void test_compare_fusion_and_called_computation_groups(void **state) {
 
   kiln_hlo_computation_t *fc = kiln_hlo_computation_create(f->m, "fused_computation");
   kiln_hlo_instruction_t *fu = op(f, KILN_OP_FUSION, vec(f, KILN_F32, 2), "fu", 1, a, NULL);
-  fu->fusion_kind = KILN_FUSION_LOOP;
+  fu->fusion_kind = KILN_HLO_FUSION_LOOP;
   kiln_hlo_instruction_add_called(fu, "calls", false, 1, &fc);
   assert_string_equal(line(f, fu), "fu = f32[2]{0} fusion(a), kind=kLoop, calls=fused_computation");
-  fu->fusion_kind = KILN_FUSION_NONE;
+  fu->fusion_kind = KILN_HLO_FUSION_NONE;
   fu->fusion_kind_text = "kSomethingNew";
   assert_string_equal(line(f, fu),
                       "fu = f32[2]{0} fusion(a), kind=kSomethingNew, calls=fused_computation");

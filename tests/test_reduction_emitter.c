@@ -27,7 +27,7 @@ typedef struct ptx_stats {
 } ptx_stats_t;
 
 /* Whether some kernel of k's chain has `what` in its kernel IR. */
-static bool kir_has(const kiln_fusion_kernel_t *k, const char *what) {
+static bool kir_has(const kiln_codegen_kernel_t *k, const char *what) {
   bool has = false;
   for (; k && !has; k = k->next) {
     char *t = kiln_kir_to_string(k->kir);
@@ -39,10 +39,10 @@ static bool kir_has(const kiln_fusion_kernel_t *k, const char *what) {
 
 /* ptxas + instruction presence (shfl.sync when the kernel IR shuffles, bar.sync when it
  * has a barrier); returns false on a real failure. */
-static bool check_ptx(const char *name, const kiln_fusion_kernel_t *k, ptx_stats_t *ps) {
+static bool check_ptx(const char *name, const kiln_codegen_kernel_t *k, ptx_stats_t *ps) {
   bool want_shfl = kir_has(k, "shuffle"), want_bar = kir_has(k, "barrier");
   char *ptx = NULL;
-  kiln_status s = kiln_fusion_kernel_ptxas_check(k, &ptx);
+  kiln_status s = kiln_codegen_kernel_ptxas_check(k, &ptx);
   bool ok = true;
   if (s && kiln_status_code(s) == KILN_UNAVAILABLE) {
     if (!ps->skip_printed) printf("ptxas check skipped: %s\n", kiln_status_message(s));
@@ -85,8 +85,8 @@ static void test_corpus_reductions_match_evaluator(void **state) {
     const kiln_hlo_computation_t **cs = emt_load_fusions(names[i], &f);
     total++;
     if (!cs) continue;
-    kiln_fusion_kernel_t k;
-    kiln_fusion_compile_options_t co = {0};
+    kiln_codegen_kernel_t k;
+    kiln_codegen_compile_options_t co = {0};
     char kname[32];
     snprintf(kname, sizeof(kname), "red%zu", i);
     co.kernel_name = kname;
@@ -119,7 +119,7 @@ static void test_corpus_reductions_match_evaluator(void **state) {
                (long long)k.grid.blocks_y, rr.max_rel);
       }
       passed += ok;
-      kiln_fusion_kernel_free(&k);
+      kiln_codegen_kernel_free(&k);
     }
     kiln_status_free(s);
     kiln_free(cs);
@@ -148,7 +148,7 @@ static void run_large(int rows, int cols, int dim, bool want_row) {
   assert_null(kiln_hero_analyze(m->entry, &ha));
   assert_int_equal(ha.emitter, KILN_HERO_EMITTER_REDUCTION);
   assert_int_equal(ha.reduction.is_row, want_row);
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   kiln_status s = kiln_reduction_kernel_emit(m->entry, NULL, NULL, &k);
   if (s) fail_msg("%s", kiln_status_message(s));
   kiln_host_jit_t *jit = NULL;
@@ -166,7 +166,7 @@ static void run_large(int rows, int cols, int dim, bool want_row) {
   assert_true(check_ptx("large", &k, &ps));
   kiln_host_pool_destroy(pool);
   kiln_host_jit_destroy(jit);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 }
 
@@ -177,7 +177,7 @@ static void test_large_column_reduction_matches_evaluator(void **state) { run_la
  * dumping to `dump_dir` (NULL: none) and checks it against the evaluator. The caller frees
  * *k and *m. */
 static void row_sum_run(int rows, int cols, const char *name, const char *dump_dir,
-                        kiln_hlo_module_t **m, kiln_fusion_kernel_t *k) {
+                        kiln_hlo_module_t **m, kiln_codegen_kernel_t *k) {
   char text[512];
   snprintf(text, sizeof(text),
            "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n"
@@ -186,7 +186,7 @@ static void row_sum_run(int rows, int cols, const char *name, const char *dump_d
            " ROOT r = f32[%d] reduce(p, c), dimensions={1}, to_apply=add\n}\n",
            rows, cols, rows);
   assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, m));
-  kiln_fusion_compile_options_t o = {0};
+  kiln_codegen_compile_options_t o = {0};
   o.kernel_name = name;
   kiln_status s = kiln_reduction_kernel_emit((*m)->entry, &o, NULL, k);
   if (s) fail_msg("%s", kiln_status_message(s));
@@ -215,7 +215,7 @@ static void test_multirow_block_row_reduction_keeps_slots_in_registers_on_host(v
   char dir[] = "/tmp/kiln_test_multirowXXXXXX";
   assert_non_null(mkdtemp(dir));
   kiln_hlo_module_t *m = NULL;
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   row_sum_run(64, 1024, "multirow_slots", dir, &m, &k);
   const kiln_kir_func_t *kf = kiln_kir_module_kernel(k.kir);
   assert_non_null(kf);
@@ -236,7 +236,7 @@ static void test_multirow_block_row_reduction_keeps_slots_in_registers_on_host(v
   char cmd[128];
   snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
   assert_int_equal(system(cmd), 0);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 }
 
@@ -247,7 +247,7 @@ static void test_multirow_block_row_reduction_keeps_slots_in_registers_on_host(v
  * ptxas. Before, every load was a masked gather at a floordiv-by-500 index. */
 static void test_ragged_row_reduction_checks_bounds_only_in_the_last_iteration(void **state) {
   kiln_hlo_module_t *m = NULL;
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   row_sum_run(64, 1000, "ragged_row", NULL, &m, &k);
   char *t = kiln_kir_to_string(k.kir);
   assert_null(strstr(t, "floordiv"));
@@ -264,7 +264,7 @@ static void test_ragged_row_reduction_checks_bounds_only_in_the_last_iteration(v
   kiln_free(t);
   ptx_stats_t ps = {0};
   assert_true(check_ptx("ragged row", &k, &ps));
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 }
 
@@ -272,9 +272,9 @@ static void test_ragged_row_reduction_checks_bounds_only_in_the_last_iteration(v
  * its chain with ptxas and runs it on the host against the evaluator (hero_run_check:
  * outputs compared at their physical positions). `summed`: values per reduced element. */
 static void emit_run_check(const char *text, const char *name, int64_t summed, kiln_hlo_module_t **m,
-                           kiln_fusion_kernel_t *k) {
+                           kiln_codegen_kernel_t *k) {
   assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, m));
-  kiln_fusion_compile_options_t o = {0};
+  kiln_codegen_compile_options_t o = {0};
   o.kernel_name = name;
   kiln_status s = kiln_reduction_kernel_emit((*m)->entry, &o, NULL, k);
   if (s) fail_msg("%s: %s", name, kiln_status_message(s));
@@ -291,7 +291,7 @@ static void emit_run_check(const char *text, const char *name, int64_t summed, k
 }
 
 /* Whether the kernel IR of the last kernel of k's chain declares `what`. */
-static bool last_kir_has(const kiln_fusion_kernel_t *k, const char *what) {
+static bool last_kir_has(const kiln_codegen_kernel_t *k, const char *what) {
   while (k->next) k = k->next;
   char *t = kiln_kir_to_string(k->kir);
   bool has = strstr(t, what) != NULL;
@@ -331,12 +331,12 @@ static void test_reduce_outputs_with_non_default_layout_are_written_physically(v
     char text[1024];
     snprintf(text, sizeof(text), "%sfusion {\n%s}\n", k_add_f32, cases[i].body);
     kiln_hlo_module_t *m = NULL;
-    kiln_fusion_kernel_t k;
+    kiln_codegen_kernel_t k;
     emit_run_check(text, cases[i].name, cases[i].summed, &m, &k);
     /* A split reduction: the initializer, then the atomic reduction. */
     assert_int_equal(k.next != NULL, cases[i].split);
     assert_int_equal(last_kir_has(&k, "atomic"), cases[i].split);
-    kiln_fusion_kernel_free(&k);
+    kiln_codegen_kernel_free(&k);
     kiln_hlo_module_destroy(m);
   }
 }
@@ -347,9 +347,9 @@ static void test_reduce_outputs_with_non_default_layout_are_written_physically(v
 static void complex_sum_run(const char *text, const char *name) {
   kiln_hlo_module_t *m = NULL;
   assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, &m));
-  kiln_fusion_compile_options_t o = {0};
+  kiln_codegen_compile_options_t o = {0};
   o.kernel_name = name;
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   kiln_status s = kiln_reduction_kernel_emit(m->entry, &o, NULL, &k);
   if (s) fail_msg("%s: %s", name, kiln_status_message(s));
   ptx_stats_t ps = {0};
@@ -358,7 +358,7 @@ static void complex_sum_run(const char *text, const char *name) {
   assert_null(kiln_host_jit_create(NULL, &jit));
   kiln_kir_host_kernel_t hk[2];
   int nchain = 0;
-  for (const kiln_fusion_kernel_t *x = &k; x; x = x->next) {
+  for (const kiln_codegen_kernel_t *x = &k; x; x = x->next) {
     assert_true(nchain < 2);
     assert_null(kiln_kir_compile_host(x->kir, jit, &hk[nchain++]));
   }
@@ -401,7 +401,7 @@ static void complex_sum_run(const char *text, const char *name) {
   kiln_free(got);
   kiln_arena_destroy(&arena);
   kiln_host_jit_destroy(jit);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 }
 
@@ -433,7 +433,7 @@ static void test_complex_add_reductions_keep_real_and_imaginary_accumulators(voi
            " ROOT r = c64[64] reduce(p, c), dimensions={0}, to_apply=mul\n}\n");
   kiln_hlo_module_t *m = NULL;
   assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, &m));
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   kiln_status s = kiln_reduction_kernel_emit(m->entry, NULL, NULL, &k);
   assert_non_null(s);
   assert_int_equal(kiln_status_code(s), KILN_UNIMPLEMENTED);

@@ -53,7 +53,7 @@ static kiln_hlo_file_t *load_corpus(const char *stem, const kiln_hlo_computation
   }
   const kiln_hlo_computation_t **cs = NULL;
   int nc = 0;
-  kiln_fusion_collect(f->modules[0], &cs, &nc);
+  kiln_runner_collect_fusions(f->modules[0], &cs, &nc);
   *c = cs[0];
   kiln_free(cs);
   return f;
@@ -174,13 +174,13 @@ static void test_row_plans_follow_xla_row_reduction_rules(void **state) {
   }
 }
 
-static char *kir_text(const kiln_fusion_kernel_t *k) { return kiln_kir_to_string(k->kir); }
+static char *kir_text(const kiln_codegen_kernel_t *k) { return kiln_kir_to_string(k->kir); }
 
 static void test_multirow_shuffles_without_shared_memory(void **state) {
   const kiln_hlo_computation_t *c = NULL;
   kiln_hlo_file_t *f = load_corpus("reduce_multirow__f32_x8", &c);
   if (!f) return;
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   kiln_status s = kiln_reduction_kernel_emit(c, NULL, NULL, &k);
   if (s) fail_msg("%s", kiln_status_message(s));
   char *t = kir_text(&k);
@@ -190,7 +190,7 @@ static void test_multirow_shuffles_without_shared_memory(void **state) {
   assert_int_equal(k.grid.threads, 256); /* 64 rows of 4 lanes */
   assert_int_equal(k.grid.blocks_x, 16);
   kiln_free(t);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_file_free(f);
 }
 
@@ -208,10 +208,10 @@ static void test_small_column_uses_padded_shared_rows_tile(void **state) {
     if (!f) continue;
     char dir[] = "/tmp/kiln_redsmall_XXXXXX";
     assert_non_null(mkdtemp(dir));
-    kiln_fusion_compile_options_t o = {0};
+    kiln_codegen_compile_options_t o = {0};
     o.dump_dir = dir;
     o.kernel_name = "small";
-    kiln_fusion_kernel_t k;
+    kiln_codegen_kernel_t k;
     kiln_status s = kiln_reduction_kernel_emit(c, &o, NULL, &k);
     if (s) fail_msg("%s", kiln_status_message(s));
     char path[256], *t = NULL;
@@ -225,7 +225,7 @@ static void test_small_column_uses_padded_shared_rows_tile(void **state) {
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
-    kiln_fusion_kernel_free(&k);
+    kiln_codegen_kernel_free(&k);
     kiln_hlo_file_free(f);
   }
 }
@@ -243,14 +243,14 @@ static void run_split(int idx, const split_case_t *sc, kiln_host_jit_t *jit, kil
   kiln_hlo_module_t *m = make_reduce(sc->ty, sc->op, sc->init, sc->in, sc->dims, sc->out);
   char kname[32];
   snprintf(kname, sizeof(kname), "split%d", idx); /* unique symbols in the shared JIT */
-  kiln_fusion_compile_options_t o = {0};
+  kiln_codegen_compile_options_t o = {0};
   o.kernel_name = kname;
   kiln_reduction_plan_t p = plan_of(m->entry, 0);
   assert_int_equal(p.kind, sc->kind);
   assert_false(p.race_free);
   assert_int_equal(p.splits, sc->splits);
   assert_int_equal(p.r0_splits, sc->r0_splits);
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   kiln_status s = kiln_reduction_kernel_emit(m->entry, &o, NULL, &k);
   if (s) fail_msg("%s[%s] %s: %s", sc->ty, sc->in, sc->op, kiln_status_message(s));
   bool split = sc->splits * sc->r0_splits > 1;
@@ -272,7 +272,7 @@ static void run_split(int idx, const split_case_t *sc, kiln_host_jit_t *jit, kil
          rr.max_rel, rr.run_ms);
   if (rr.mismatches) fail_msg("%lld mismatches: %s", (long long)rr.mismatches, rr.first);
   char *ptx = NULL;
-  s = kiln_fusion_kernel_ptxas_check(&k, &ptx);
+  s = kiln_codegen_kernel_ptxas_check(&k, &ptx);
   if (s && kiln_status_code(s) == KILN_UNAVAILABLE) {
     if (!*ptx_skip_printed) printf("ptxas check skipped: %s\n", kiln_status_message(s));
     *ptx_skip_printed = true;
@@ -283,7 +283,7 @@ static void run_split(int idx, const split_case_t *sc, kiln_host_jit_t *jit, kil
   }
   kiln_status_free(s);
   kiln_free(ptx);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 }
 
@@ -335,7 +335,7 @@ static void test_variadic_huge_reduction_stays_in_one_block(void **state) {
   assert_false(p.race_free);
   assert_false(p.atomic);
   assert_int_equal(p.splits, 1);
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   kiln_status s = kiln_reduction_kernel_emit(m->entry, NULL, NULL, &k);
   if (s) fail_msg("%s", kiln_status_message(s));
   assert_null(k.next);
@@ -346,7 +346,7 @@ static void test_variadic_huge_reduction_stays_in_one_block(void **state) {
   if (s) fail_msg("%s", kiln_status_message(s));
   if (rr.mismatches) fail_msg("%lld mismatches: %s", (long long)rr.mismatches, rr.first);
   kiln_host_jit_destroy(jit);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 }
 
@@ -390,9 +390,9 @@ static void test_multirow_and_small_column_ragged_shapes_match_evaluator(void **
     assert_int_equal(p.kind, cases[i].kind);
     char kname[32];
     snprintf(kname, sizeof(kname), "ragged%zu", i);
-    kiln_fusion_compile_options_t o = {0};
+    kiln_codegen_compile_options_t o = {0};
     o.kernel_name = kname;
-    kiln_fusion_kernel_t k;
+    kiln_codegen_kernel_t k;
     kiln_status s = kiln_reduction_kernel_emit(m->entry, &o, NULL, &k);
     if (s) fail_msg("%s", kiln_status_message(s));
     hero_run_result_t rr;
@@ -401,13 +401,13 @@ static void test_multirow_and_small_column_ragged_shapes_match_evaluator(void **
     printf("%s: %lld elements, block %lld, grid %lld, max rel %.2g\n", kiln_reduction_kind_name(p.kind),
            (long long)rr.elements, (long long)k.grid.threads, (long long)k.grid.blocks_x, rr.max_rel);
     if (rr.mismatches) fail_msg("%lld mismatches: %s", (long long)rr.mismatches, rr.first);
-    kiln_fusion_kernel_free(&k);
+    kiln_codegen_kernel_free(&k);
     kiln_hlo_module_destroy(m);
   }
   kiln_host_jit_destroy(jit);
 }
 
-/* Through the fusion compiler and its runner (kiln_fusion_run_check, exact for integers):
+/* Through the fusion compiler and its runner (kiln_runner_check, exact for integers):
  * a split integer sum to a scalar (a chain of two launches) and integer multi-row and
  * small-column reductions. */
 static void test_fusion_runner_runs_reduction_kinds_exactly(void **state) {
@@ -426,23 +426,23 @@ static void test_fusion_runner_runs_reduction_kinds_exactly(void **state) {
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     kiln_hlo_module_t *m = make_reduce(cases[i].ty, cases[i].op, cases[i].init, cases[i].in, cases[i].dims, cases[i].out);
     assert_int_equal(plan_of(m->entry, 0).kind, cases[i].kind);
-    kiln_fusion_kernel_t k;
-    kiln_status s = kiln_fusion_kernel_emit(m->entry, NULL, &k);
+    kiln_codegen_kernel_t k;
+    kiln_status s = kiln_codegen_kernel_emit(m->entry, NULL, &k);
     if (s) fail_msg("%s", kiln_status_message(s));
     assert_int_equal(k.next != NULL, cases[i].chain);
-    kiln_fusion_kernel_free(&k);
-    kiln_fusion_run_options_t o;
-    kiln_fusion_run_options_init(&o);
+    kiln_codegen_kernel_free(&k);
+    kiln_runner_options_t o;
+    kiln_runner_options_init(&o);
     o.pool = pool;
     char kname[32];
     snprintf(kname, sizeof(kname), "runner%zu", i);
     o.compile.kernel_name = kname;
-    kiln_fusion_run_report_t r;
-    s = kiln_fusion_run_check(m->entry, &o, &r);
+    kiln_runner_report_t r;
+    s = kiln_runner_check(m->entry, &o, &r);
     if (s) fail_msg("%s", kiln_status_message(s));
     printf("%s %s[%s] -> %s: %s, %lld elements, %lld mismatches\n", cases[i].op, cases[i].ty, cases[i].in,
-           cases[i].out, kiln_fusion_emitter_name(r.emitter), (long long)r.elements, (long long)r.mismatches);
-    assert_int_equal(r.emitter, KILN_FUSION_EMITTER_REDUCTION);
+           cases[i].out, kiln_codegen_emitter_name(r.emitter), (long long)r.elements, (long long)r.mismatches);
+    assert_int_equal(r.emitter, KILN_CODEGEN_EMITTER_REDUCTION);
     if (r.mismatches) fail_msg("%s", r.first_mismatch);
     kiln_hlo_module_destroy(m);
   }
@@ -457,10 +457,10 @@ static void test_row_reduction_dump_to_env_shows_shared_barrier_shuffles(void **
   const char *old = getenv("KILN_DUMP_TO");
   char *saved = old ? kiln_strdup(old) : NULL;
   setenv("KILN_DUMP_TO", dir, 1);
-  kiln_fusion_compile_options_t o = {0};
+  kiln_codegen_compile_options_t o = {0};
   o.kernel_name = "rowdump";
-  kiln_fusion_kernel_t k;
-  kiln_status s = kiln_fusion_kernel_emit(m->entry, &o, &k);
+  kiln_codegen_kernel_t k;
+  kiln_status s = kiln_codegen_kernel_emit(m->entry, &o, &k);
   if (saved) setenv("KILN_DUMP_TO", saved, 1);
   else unsetenv("KILN_DUMP_TO");
   kiln_free(saved);
@@ -476,7 +476,7 @@ static void test_row_reduction_dump_to_env_shows_shared_barrier_shuffles(void **
   assert_non_null(strstr(dump, "shuffle"));
   assert_non_null(strstr(dump, "block=[128, 2, 1]")); /* 128 threads per row, 2 rows */
   kiln_free(dump);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
   char cmd[300];
   snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

@@ -26,12 +26,12 @@ static kiln_hlo_module_t *parse(const char *text) {
 
 static bool run_one(const char *what, const kiln_hlo_computation_t *c, kiln_host_jit_t *jit, kiln_host_pool_t *pool,
                     double lo, double hi, int64_t max_ulp) {
-  return emt_run_one(what, c, KILN_FUSION_EMITTER_SCATTER, jit, pool, lo, hi, max_ulp);
+  return emt_run_one(what, c, KILN_CODEGEN_EMITTER_SCATTER, jit, pool, lo, hi, max_ulp);
 }
 
 /* The update kernel's kernel-IR text (kiln_free). */
-static char *update_kir(const kiln_hlo_computation_t *c, kiln_fusion_kernel_t *k) {
-  kiln_fusion_compile_options_t co = {0};
+static char *update_kir(const kiln_hlo_computation_t *c, kiln_codegen_kernel_t *k) {
+  kiln_codegen_compile_options_t co = {0};
   kiln_status s = kiln_scatter_kernel_emit(c, &co, k);
   if (s) printf("emit: %s\n", kiln_status_message(s));
   assert_null(s);
@@ -41,7 +41,7 @@ static char *update_kir(const kiln_hlo_computation_t *c, kiln_fusion_kernel_t *k
 
 static void test_corpus_scatter_fusions_match_evaluator(void **state) {
   int passed = 0, total = 0;
-  if (!emt_run_corpus("__scatter__", KILN_FUSION_EMITTER_SCATTER, &passed, &total)) return;
+  if (!emt_run_corpus("__scatter__", KILN_CODEGEN_EMITTER_SCATTER, &passed, &total)) return;
   assert_true(total >= 15);
   assert_int_equal(passed, total);
 }
@@ -73,7 +73,7 @@ static const char *k_computed = "mul {\n"
 
 static void test_scatter_computed_operand_and_cas_combiner(void **state) {
   kiln_hlo_module_t *m = parse(k_computed);
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   char *kir = update_kir(m->entry, &k);
   assert_non_null(strstr(kir, "atomic_cas_loop"));
   assert_null(strstr(kir, "atomic_rmw"));
@@ -83,7 +83,7 @@ static void test_scatter_computed_operand_and_cas_combiner(void **state) {
   assert_int_equal(k.num_inputs, 3);
   assert_int_equal(k.num_outputs, 1);
   kiln_free(kir);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_host_jit_t *jit = NULL;
   assert_null(kiln_host_jit_create(NULL, &jit));
   assert_true(run_one("computed operand, multiply (CAS)", m->entry, jit, NULL, 0.5, 1.5, -1));
@@ -108,11 +108,11 @@ static const char *k_int_add = "add {\n"
 /* Many duplicate indices, blocks in parallel on a pool: the atomic add keeps every update. */
 static void test_scatter_atomic_add_on_parallel_blocks(void **state) {
   kiln_hlo_module_t *m = parse(k_int_add);
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   char *kir = update_kir(m->entry, &k);
   assert_non_null(strstr(kir, "atomic_rmw"));
   kiln_free(kir);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_host_jit_t *jit = NULL;
   assert_null(kiln_host_jit_create(NULL, &jit));
   kiln_host_pool_t *pool = NULL;
@@ -147,13 +147,13 @@ static const char *k_variadic = "comb {\n"
  * update in order. */
 static void test_variadic_scatter_with_duplicates_runs_serially(void **state) {
   kiln_hlo_module_t *m = parse(k_variadic);
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   char *kir = update_kir(m->entry, &k);
   assert_int_equal(k.next->grid.threads * k.next->grid.blocks_x, 1);
   assert_null(strstr(kir, "atomic"));
   assert_int_equal(k.num_outputs, 2);
   kiln_free(kir);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_host_jit_t *jit = NULL;
   assert_null(kiln_host_jit_create(NULL, &jit));
   assert_true(run_one("variadic (f32 add, s32 max), duplicates", m->entry, jit, NULL, 0, 0, -1));
@@ -176,8 +176,8 @@ static void test_sorted_indices_accumulate_runs(void **state) {
   }
   const kiln_hlo_computation_t **cs = NULL;
   int nc = 0;
-  kiln_fusion_collect(f->modules[0], &cs, &nc);
-  kiln_fusion_kernel_t k;
+  kiln_runner_collect_fusions(f->modules[0], &cs, &nc);
+  kiln_codegen_kernel_t k;
   char *kir = update_kir(cs[0], &k);
   assert_non_null(strstr(kir, "for "));
   assert_non_null(strstr(kir, "atomic_cas_loop")); /* s32 multiply */
@@ -185,7 +185,7 @@ static void test_sorted_indices_accumulate_runs(void **state) {
   int64_t cover = k.next->grid.threads * k.next->grid.blocks_x;
   assert_true(cover >= 251 * 64 && cover < 251 * 64 + 128);
   kiln_free(kir);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_free(cs);
   kiln_hlo_file_free(f);
 }
@@ -197,7 +197,7 @@ static void test_scatter_root_must_be_the_scatter(void **state) {
                      "      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
                      "  ROOT n = f32[8] negate(s)\n}\n";
   kiln_hlo_module_t *m = parse(text);
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   kiln_status s = kiln_scatter_kernel_emit(m->entry, NULL, &k);
   assert_non_null(s);
   assert_int_equal(kiln_status_code(s), KILN_UNIMPLEMENTED);

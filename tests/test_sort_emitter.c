@@ -190,7 +190,7 @@ static void expect_status(const char *text, kiln_status_code_t code, const char 
   kiln_hlo_module_t *m = NULL;
   kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
   if (s) fail_msg("parse: %s", kiln_status_message(s));
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   s = kiln_sort_kernel_emit(m->entry, NULL, &k);
   assert_non_null(s);
   if (kiln_status_code(s) != code || !strstr(kiln_status_message(s), needle))
@@ -220,9 +220,9 @@ static void test_sort_rejects_unsupported_fusions_with_a_reason(void **state) {
 
 /* The kernel's PTX after `ptxas -arch=sm_90` accepted it (kiln_free), or NULL when ptxas
  * is missing (printed as skipped); fails the test when ptxas rejects it. */
-static char *ptx_checked_by_ptxas(const kiln_fusion_kernel_t *k) {
+static char *ptx_checked_by_ptxas(const kiln_codegen_kernel_t *k) {
   char *ptx = NULL;
-  kiln_status s = kiln_fusion_kernel_ptxas_check(k, &ptx);
+  kiln_status s = kiln_codegen_kernel_ptxas_check(k, &ptx);
   if (s && kiln_status_code(s) == KILN_UNAVAILABLE) {
     printf("SKIPPED ptxas: %s\n", kiln_status_message(s));
     kiln_status_free(s);
@@ -243,8 +243,8 @@ static void test_sort_ptx_passes_ptxas(void **state) {
       "  ROOT s = (bf16[16,1000], s32[16,1000]) sort(k, v), dimensions={1}, is_stable=true, to_apply=cmp\n}\n";
   kiln_hlo_module_t *m = NULL;
   assert_null(kiln_hlo_parse_module(text, strlen(text), NULL, &m));
-  kiln_fusion_kernel_t k;
-  kiln_status s = kiln_fusion_kernel_emit(m->entry, NULL, &k);
+  kiln_codegen_kernel_t k;
+  kiln_status s = kiln_codegen_kernel_emit(m->entry, NULL, &k);
   if (s) fail_msg("%s", kiln_status_message(s));
   char *ptx = ptx_checked_by_ptxas(&k);
   if (ptx) {
@@ -252,12 +252,12 @@ static void test_sort_ptx_passes_ptxas(void **state) {
     assert_non_null(strstr(ptx, ".shared"));
   }
   kiln_free(ptx);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 }
 
 /* Lowers `k` for NVPTX and checks which parameters are noalias (bit i: parameter i). */
-static void expect_noalias_params(const kiln_fusion_kernel_t *k, unsigned num_params, unsigned mask) {
+static void expect_noalias_params(const kiln_codegen_kernel_t *k, unsigned num_params, unsigned mask) {
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef mod = NULL;
   kiln_status s = kiln_kir_lower_nvptx(k->kir, ctx, NULL, &mod);
@@ -300,11 +300,11 @@ static void test_sort_rows_in_global_memory_reload_after_each_barrier(void **sta
   kiln_sort_launch_t l;
   assert_null(kiln_sort_plan(m->entry, &l));
   assert_true(l.in_shared);
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   kiln_status s = kiln_sort_kernel_emit(m->entry, NULL, &k);
   if (s) fail_msg("%s", kiln_status_message(s));
   expect_noalias_params(&k, 4, 0xf);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 
   text = sort_kv_text("2,16384");
@@ -329,7 +329,7 @@ static void test_sort_rows_in_global_memory_reload_after_each_barrier(void **sta
     assert_int_equal(bare_steps, 0);
   }
   kiln_free(ptx);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 }
 

@@ -197,14 +197,14 @@ static void test_pipelined_topk_and_argsort_modules_compile_their_sort_fusions(v
       if (s) fail_msg("%s module %d: pipeline: %s", files[fi], mi, kiln_status_message(s));
       const kiln_hlo_computation_t **cs = NULL;
       int n = 0;
-      kiln_fusion_collect(m, &cs, &n);
+      kiln_runner_collect_fusions(m, &cs, &n);
       for (int i = 0; i < n; i++) {
-        if (kiln_fusion_classify(cs[i], NULL) != KILN_FUSION_EMITTER_SORT) continue;
-        kiln_fusion_run_options_t o;
-        kiln_fusion_run_options_init(&o);
+        if (kiln_codegen_classify(cs[i], NULL) != KILN_CODEGEN_EMITTER_SORT) continue;
+        kiln_runner_options_t o;
+        kiln_runner_options_init(&o);
         o.check_ptx = true;
-        kiln_fusion_run_report_t r;
-        s = kiln_fusion_run_check(cs[i], &o, &r);
+        kiln_runner_report_t r;
+        s = kiln_runner_check(cs[i], &o, &r);
         if (s) fail_msg("%s %s: %s", files[fi], cs[i]->name, kiln_status_message(s));
         if (r.mismatches)
           fail_msg("%s %s: %lld mismatches: %s", files[fi], cs[i]->name, (long long)r.mismatches,

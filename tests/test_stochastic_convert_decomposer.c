@@ -154,12 +154,12 @@ static void test_expansion_compiles_as_a_loop_fusion(void **state) {
   if (s) fail_msg("passes: %s", kiln_status_message(s));
   const kiln_hlo_instruction_t *f = m->entry->root;
   assert_int_equal(f->opcode, KILN_OP_FUSION);
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   memset(&k, 0, sizeof k);
-  kiln_fusion_compile_options_t co = {0};
-  s = kiln_fusion_kernel_emit(kiln_hlo_instruction_called(f, "calls"), &co, &k);
+  kiln_codegen_compile_options_t co = {0};
+  s = kiln_codegen_kernel_emit(kiln_hlo_instruction_called(f, "calls"), &co, &k);
   if (s) fail_msg("emit: %s", kiln_status_message(s));
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 }
 

@@ -97,18 +97,18 @@ static void test_expansion_compiles_with_the_sort_emitter(void **state) {
     const kiln_hlo_instruction_t *f = m->entry->instructions.data[i];
     if (f->opcode != KILN_OP_FUSION) continue;
     const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
-    kiln_fusion_kernel_t k;
+    kiln_codegen_kernel_t k;
     memset(&k, 0, sizeof k);
-    kiln_fusion_compile_options_t co = {0};
-    s = kiln_fusion_kernel_emit(body, &co, &k);
+    kiln_codegen_compile_options_t co = {0};
+    s = kiln_codegen_kernel_emit(body, &co, &k);
     if (s) fail_msg("emit %s: %s", body->name, kiln_status_message(s));
-    kiln_fusion_kernel_free(&k);
+    kiln_codegen_kernel_free(&k);
     /* and the host kernel computes what the evaluator does */
-    kiln_fusion_run_options_t o;
-    kiln_fusion_run_options_init(&o);
-    kiln_fusion_run_report_t r;
+    kiln_runner_options_t o;
+    kiln_runner_options_init(&o);
+    kiln_runner_report_t r;
     memset(&r, 0, sizeof r);
-    s = kiln_fusion_run_check(body, &o, &r);
+    s = kiln_runner_check(body, &o, &r);
     if (s) fail_msg("run %s: %s", body->name, kiln_status_message(s));
     if (r.mismatches) fail_msg("%s: %s", body->name, r.first_mismatch);
     emitted++;

@@ -33,8 +33,8 @@ static void test_corpus_transposes_match_evaluator(void **state) {
     const kiln_hlo_computation_t **cs = emt_load_fusions(names[i], &f);
     total++;
     if (!cs) continue;
-    kiln_fusion_kernel_t k;
-    kiln_fusion_compile_options_t co = {0};
+    kiln_codegen_kernel_t k;
+    kiln_codegen_compile_options_t co = {0};
     char kname[32];
     snprintf(kname, sizeof(kname), "tr%zu", i);
     co.kernel_name = kname;
@@ -48,7 +48,7 @@ static void test_corpus_transposes_match_evaluator(void **state) {
     } else {
       bool ok = true;
       char *ptx = NULL;
-      kiln_status ps = kiln_fusion_kernel_ptxas_check(&k, &ptx);
+      kiln_status ps = kiln_codegen_kernel_ptxas_check(&k, &ptx);
       if (ps && kiln_status_code(ps) == KILN_UNAVAILABLE) {
         if (!skip_printed) printf("ptxas check skipped: %s\n", kiln_status_message(ps));
         skip_printed = true;
@@ -76,7 +76,7 @@ static void test_corpus_transposes_match_evaluator(void **state) {
                (long long)k.grid.blocks_x);
       }
       passed += ok;
-      kiln_fusion_kernel_free(&k);
+      kiln_codegen_kernel_free(&k);
     }
     kiln_status_free(s);
     kiln_free(cs);
@@ -98,11 +98,11 @@ static char *read_dump(const char *dir, const char *kname, const char *suffix);
  * the template `dir` (updated in place) and reads the kernel-IR input dump into *dump
  * (kiln_free). Fails the test on any error. */
 static void emit_dumped_opts(const char *text, const char *kname, char *dir, int packed, bool host_target,
-                             kiln_hlo_module_t **m, kiln_fusion_kernel_t *k, char **dump) {
+                             kiln_hlo_module_t **m, kiln_codegen_kernel_t *k, char **dump) {
   *m = NULL;
   assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, m));
   assert_non_null(mkdtemp(dir));
-  kiln_fusion_compile_options_t o = {0};
+  kiln_codegen_compile_options_t o = {0};
   o.dump_dir = dir;
   o.kernel_name = kname;
   o.packed_transpose = packed;
@@ -113,13 +113,13 @@ static void emit_dumped_opts(const char *text, const char *kname, char *dir, int
 }
 
 static void emit_dumped(const char *text, const char *kname, char *dir, kiln_hlo_module_t **m,
-                        kiln_fusion_kernel_t *k, char **dump) {
+                        kiln_codegen_kernel_t *k, char **dump) {
   emit_dumped_opts(text, kname, dir, 0, false, m, k, dump);
 }
 
 /* Frees what emit_dumped made and removes its directory. */
-static void emitted_free(kiln_hlo_module_t *m, kiln_fusion_kernel_t *k, const char *dir) {
-  kiln_fusion_kernel_free(k);
+static void emitted_free(kiln_hlo_module_t *m, kiln_codegen_kernel_t *k, const char *dir) {
+  kiln_codegen_kernel_free(k);
   kiln_hlo_module_destroy(m);
   char cmd[300];
   snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
@@ -129,7 +129,7 @@ static void emitted_free(kiln_hlo_module_t *m, kiln_fusion_kernel_t *k, const ch
 /* Runs kernel k of m's entry on the host against the evaluator (exact, inputs from `seed`):
  * on a pool of `threads` workers (0: the calling thread), the JIT dumping into `dump_dir`
  * (NULL: no dumps); fails the test on an error. */
-static void run_on_host(const kiln_hlo_module_t *m, const kiln_fusion_kernel_t *k, int threads,
+static void run_on_host(const kiln_hlo_module_t *m, const kiln_codegen_kernel_t *k, int threads,
                         const char *dump_dir, uint64_t seed, hero_run_result_t *rr) {
   kiln_host_jit_t *jit = NULL;
   kiln_host_jit_options_t jo = {0};
@@ -155,9 +155,9 @@ static char *read_dump(const char *dir, const char *kname, const char *suffix) {
 
 /* Checks k's PTX with `ptxas -arch=sm_90` (skipped with the reason when ptxas is missing):
  * it must assemble and synchronize the block (bar.sync). */
-static void check_ptx_syncs(const char *kname, const kiln_fusion_kernel_t *k) {
+static void check_ptx_syncs(const char *kname, const kiln_codegen_kernel_t *k) {
   char *ptx = NULL;
-  kiln_status ps = kiln_fusion_kernel_ptxas_check(k, &ptx);
+  kiln_status ps = kiln_codegen_kernel_ptxas_check(k, &ptx);
   if (ps && kiln_status_code(ps) == KILN_UNAVAILABLE) {
     printf("%s: ptxas check skipped: %s\n", kname, kiln_status_message(ps));
   } else {
@@ -180,7 +180,7 @@ static void fused_text(char *buf, size_t n, const char *type) {
 
 static void test_fused_transpose_with_partial_tiles_matches_evaluator(void **state) {
   kiln_hlo_module_t *m = NULL;
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   char dir[] = "/tmp/kiln_tr_dumpXXXXXX";
   char *dump = NULL;
   char text[512];
@@ -206,7 +206,7 @@ static const char *k_tr40 =
  * last tiles with 8 rows: only thread row 0 works there. */
 static void test_warp_steps_walk_consecutive_tile_rows(void **state) {
   kiln_hlo_module_t *m = NULL;
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   char dir[] = "/tmp/kiln_tr_rowsXXXXXX";
   char *dump = NULL;
   emit_dumped(k_tr40, "trrows", dir, &m, &k, &dump);
@@ -246,12 +246,12 @@ static const char *k_fused_102 =
 
 static void test_transpose_keeping_minor_dimension_moves_it_with_each_tile_element(void **state) {
   kiln_hlo_module_t *m = NULL;
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   char dir[] = "/tmp/kiln_tr102XXXXXX";
   char *dump = NULL;
   emit_dumped(k_fused_102, "tr102", dir, &m, &k, &dump);
   const kiln_hlo_instruction_t *hero = NULL;
-  assert_int_equal(kiln_fusion_classify(m->entry, &hero), KILN_FUSION_EMITTER_TRANSPOSE);
+  assert_int_equal(kiln_codegen_classify(m->entry, &hero), KILN_CODEGEN_EMITTER_TRANSPOSE);
   assert_string_equal(hero->name, "t");
   /* batch 2 x tiles ceil(45/32) x ceil(70/32) */
   assert_int_equal(k.grid.blocks_x, 2 * 2 * 3);
@@ -274,7 +274,7 @@ static void test_transpose_keeping_minor_dimension_moves_it_with_each_tile_eleme
 static void run_packed(const char *text, const char *kname, const char *tile, const char *swizzle,
                        int64_t elements) {
   kiln_hlo_module_t *m = NULL;
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   char dir[] = "/tmp/kiln_tr_dumpXXXXXX";
   char *dump = NULL;
   emit_dumped_opts(text, kname, dir, 1, false, &m, &k, &dump);
@@ -305,7 +305,7 @@ static void test_packed_transpose_moves_narrow_elements_through_a_swizzled_word_
              " ROOT t = s8[260,300] transpose(p), dimensions={1,0}\n}\n",
              "trpacked8", "tensor<128x128xs8, shared>", "mod 32) * 4", 300 * 260);
   kiln_hlo_module_t *m = NULL;
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   char dir[] = "/tmp/kiln_tr_dumpXXXXXX";
   char *dump = NULL;
   emit_dumped_opts(text, "trhost16", dir, 0, true, &m, &k, &dump);

@@ -14,7 +14,7 @@
 #include "tools/common/fusion_report.h"
 #include "tools/common/hlo_file.h"
 
-static int dump_pair(const kiln_fusion_pair_t *p, const char *passes, const char *which) {
+static int dump_pair(const kiln_report_pair_t *p, const char *passes, const char *which) {
   kiln_hlo_file_t *f = NULL;
   kiln_status st = kiln_hlo_file_load(strcmp(which, "after") ? p->before_path : p->after_path, &f);
   for (int i = 0; !st && i < f->num_modules; i++) {
@@ -62,11 +62,11 @@ int main(int argc, char **argv) {
   if (passes_arg)
     kiln_strbuf_append(&passes, passes_arg);
   else
-    kiln_fusion_report_pass_list(&passes);
+    kiln_report_pass_list(&passes);
 
-  kiln_fusion_pair_t *pairs = NULL;
+  kiln_report_pair_t *pairs = NULL;
   int n = 0;
-  kiln_status st = kiln_fusion_pairs_find(kiln_strbuf_cstr(&dir), &pairs, &n);
+  kiln_status st = kiln_report_pairs_find(kiln_strbuf_cstr(&dir), &pairs, &n);
   if (st) {
     fprintf(stderr, "kiln-fusion-report: %s\n", kiln_status_message(st));
     return 1;
@@ -78,13 +78,13 @@ int main(int argc, char **argv) {
   } else {
     printf("passes: %s\n", kiln_strbuf_cstr(&passes));
     for (int i = 0; i < n; i++)
-      kiln_status_free(kiln_fusion_pair_run(&pairs[i], kiln_strbuf_cstr(&passes)));
+      kiln_status_free(kiln_report_pair_run(&pairs[i], kiln_strbuf_cstr(&passes)));
     kiln_strbuf_t out = {0};
-    kiln_fusion_report_print(&out, pairs, n);
+    kiln_report_fusions_print(&out, pairs, n);
     fputs(kiln_strbuf_cstr(&out), stdout);
     kiln_strbuf_free(&out);
   }
-  kiln_fusion_pairs_free(pairs, n);
+  kiln_report_pairs_free(pairs, n);
   kiln_strbuf_free(&dir);
   kiln_strbuf_free(&passes);
   return rc;

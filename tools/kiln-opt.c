@@ -52,26 +52,26 @@ static void list_passes(FILE *out) {
   kiln_strbuf_free(&b);
 }
 
-/* One line per fusion computation of `m` (kiln_fusion_collect): the hero analysis's emitter
+/* One line per fusion computation of `m` (kiln_runner_collect_fusions): the hero analysis's emitter
  * and deciding hero, and the fusion compiler's classification. */
 static void print_emitters(const kiln_hlo_module_t *m, FILE *out) {
   const kiln_hlo_computation_t **cs = NULL;
   int n = 0;
-  kiln_fusion_collect(m, &cs, &n);
+  kiln_runner_collect_fusions(m, &cs, &n);
   for (int i = 0; i < n; i++) {
     kiln_hero_analysis_t ha;
     kiln_status s = kiln_hero_analyze(cs[i], &ha);
     const kiln_hlo_instruction_t *chero = NULL;
-    kiln_fusion_emitter_t kind = kiln_fusion_classify(cs[i], &chero);
+    kiln_codegen_emitter_t kind = kiln_codegen_classify(cs[i], &chero);
     if (s) {
       fprintf(out, "fusion %s: emitter=? (%s) classify=%s\n", cs[i]->name, kiln_status_message(s),
-              kiln_fusion_emitter_name(kind));
+              kiln_codegen_emitter_name(kind));
       kiln_status_free(s);
       continue;
     }
     const kiln_hlo_instruction_t *hero = ha.hero ? ha.hero : chero;
     fprintf(out, "fusion %s: emitter=%s classify=%s hero=%s\n", cs[i]->name, kiln_hero_emitter_name(ha.emitter),
-            kiln_fusion_emitter_name(kind), hero ? hero->name : "-");
+            kiln_codegen_emitter_name(kind), hero ? hero->name : "-");
   }
   kiln_free(cs);
 }

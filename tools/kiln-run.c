@@ -364,20 +364,20 @@ static kiln_status run_fusions(const run_flags_t *f, kiln_hlo_module_t *m) {
   }
   const kiln_hlo_computation_t **comps = NULL;
   int n = 0;
-  kiln_fusion_collect(m, &comps, &n);
+  kiln_runner_collect_fusions(m, &comps, &n);
   if (n == 0) {
     kiln_free(comps);
     return KILN_ERR_INVALID("module '%s' has no fusion to compile", m->name);
   }
   kiln_status first = NULL;
   for (int i = 0; i < n; i++) {
-    kiln_fusion_run_options_t o;
-    kiln_fusion_run_options_init(&o);
+    kiln_runner_options_t o;
+    kiln_runner_options_init(&o);
     o.seed = f->seed;
     o.check_ptx = true;
-    kiln_fusion_run_report_t r;
+    kiln_runner_report_t r;
     memset(&r, 0, sizeof r);
-    kiln_status s = kiln_fusion_run_check(comps[i], &o, &r);
+    kiln_status s = kiln_runner_check(comps[i], &o, &r);
     if (s) {
       printf("fusion %s: %s: %s\n", comps[i]->name, kiln_status_code_name(kiln_status_code(s)),
              kiln_status_message(s));
@@ -386,7 +386,7 @@ static kiln_status run_fusions(const run_flags_t *f, kiln_hlo_module_t *m) {
     }
     printf("fusion %s: emitter %s, %lld elements, max %lld ulp (tolerance %lld), max abs err "
            "%.3g, %s; ptxas: %s\n",
-           comps[i]->name, kiln_fusion_emitter_name(r.emitter), (long long)r.elements,
+           comps[i]->name, kiln_codegen_emitter_name(r.emitter), (long long)r.elements,
            (long long)r.max_ulp, (long long)r.tolerance, r.max_abs_err,
            r.mismatches ? "MISMATCH" : "matches the evaluator",
            r.ptx_checked ? (r.ptx_ok ? "accepted" : r.ptx_note) : r.ptx_note);

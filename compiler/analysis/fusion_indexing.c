@@ -28,8 +28,8 @@ typedef struct walk {
 } walk_t;
 
 static kiln_status compute(kiln_affine_ctx_t *ctx, const kiln_hlo_computation_t *c,
-                           const kiln_fusion_indexing_options_t *opts, int depth,
-                           kiln_fusion_indexing_t *out);
+                           const kiln_indexing_fusion_options_t *opts, int depth,
+                           kiln_indexing_fusion_t *out);
 
 static node_t *node_of(walk_t *w, const kiln_hlo_instruction_t *instr) {
   uintptr_t p = (uintptr_t)kiln_ptrmap_get(&w->pos, instr);
@@ -91,17 +91,17 @@ static kiln_status visit_fusion(walk_t *w, const kiln_hlo_instruction_t *x, node
     for (int j = 0; j < x->num_operands; j++) node_mark_unknown(node_of(w, x->operands[j]));
     return KILN_STATUS_OK;
   }
-  kiln_fusion_indexing_options_t o = {.max_maps_per_instruction = w->max_maps};
-  kiln_fusion_indexing_t fi;
+  kiln_indexing_fusion_options_t o = {.max_maps_per_instruction = w->max_maps};
+  kiln_indexing_fusion_t fi;
   KILN_RETURN_IF_ERROR(compute(w->ctx, callee, &o, w->depth + 1, &fi), "in fusion '%s'", x->name);
   for (size_t i = 0; i < nd->maps.len; i++) {
     int k = nd->outs.data[i];
-    const kiln_fusion_root_indexing_t *r = k >= 0 && k < fi.num_roots ? &fi.roots[k] : NULL;
+    const kiln_indexing_fusion_root_t *r = k >= 0 && k < fi.num_roots ? &fi.roots[k] : NULL;
     for (int j = 0; j < x->num_operands; j++) {
       node_t *dst = node_of(w, x->operands[j]);
       if (!dst) continue;
       const kiln_hlo_instruction_t *param = j < callee->num_parameters ? callee->parameters[j] : NULL;
-      const kiln_fusion_indexing_group_t *g = NULL;
+      const kiln_indexing_fusion_group_t *g = NULL;
       for (int e = 0; r && param && e < r->num_groups; e++)
         if (r->groups[e].instr == param) g = &r->groups[e];
       if (!r || !param) {
@@ -113,7 +113,7 @@ static kiln_status visit_fusion(walk_t *w, const kiln_hlo_instruction_t *x, node
       for (int e = 0; e < g->num_maps; e++) push_composed(w, nd->maps.data[i], g->maps[e], dst);
     }
   }
-  kiln_fusion_indexing_free(&fi);
+  kiln_indexing_fusion_free(&fi);
   return KILN_STATUS_OK;
 }
 
@@ -174,7 +174,7 @@ static void nodes_reset(walk_t *w) {
 
 /* Computes the groups of one root; moves the maps out of the nodes into `r`. */
 static kiln_status one_root(walk_t *w, const kiln_hlo_instruction_t *root, int out,
-                            kiln_fusion_root_indexing_t *r, kiln_fusion_indexing_t *fi) {
+                            kiln_indexing_fusion_root_t *r, kiln_indexing_fusion_t *fi) {
   r->root = root;
   r->output_index = out;
   const kiln_shape_t *s = kiln_hlo_indexing_output_shape(root, out);
@@ -193,7 +193,7 @@ static kiln_status one_root(walk_t *w, const kiln_hlo_instruction_t *root, int o
   for (size_t i = w->n; i-- > 0;) {
     node_t *nd = &w->nodes[i];
     if (!nd->reached) continue;
-    kiln_fusion_indexing_group_t *g = &r->groups[r->num_groups++];
+    kiln_indexing_fusion_group_t *g = &r->groups[r->num_groups++];
     g->instr = w->po[i];
     g->unknown = nd->unknown;
     g->num_maps = (int)nd->maps.len;
@@ -209,7 +209,7 @@ static kiln_status one_root(walk_t *w, const kiln_hlo_instruction_t *root, int o
   return KILN_STATUS_OK;
 }
 
-typedef KILN_VEC(kiln_fusion_root_indexing_t) root_vec_t;
+typedef KILN_VEC(kiln_indexing_fusion_root_t) root_vec_t;
 typedef struct root_ref {
   const kiln_hlo_instruction_t *instr;
   int out;
@@ -235,15 +235,15 @@ static kiln_status collect_roots(const kiln_hlo_instruction_t *x, int depth, roo
   return KILN_STATUS_OK;
 }
 
-kiln_status kiln_fusion_indexing_compute(kiln_affine_ctx_t *ctx, const kiln_hlo_computation_t *c,
-                                         const kiln_fusion_indexing_options_t *opts,
-                                         kiln_fusion_indexing_t *out) {
+kiln_status kiln_indexing_fusion_compute(kiln_affine_ctx_t *ctx, const kiln_hlo_computation_t *c,
+                                         const kiln_indexing_fusion_options_t *opts,
+                                         kiln_indexing_fusion_t *out) {
   return compute(ctx, c, opts, 0, out);
 }
 
 static kiln_status compute(kiln_affine_ctx_t *ctx, const kiln_hlo_computation_t *c,
-                           const kiln_fusion_indexing_options_t *opts, int depth,
-                           kiln_fusion_indexing_t *out) {
+                           const kiln_indexing_fusion_options_t *opts, int depth,
+                           kiln_indexing_fusion_t *out) {
   memset(out, 0, sizeof *out);
   if (!ctx || !c || !c->root) return KILN_ERR_INVALID("fusion indexing: no computation or root");
   walk_t w = {0};
@@ -271,14 +271,14 @@ static kiln_status compute(kiln_affine_ctx_t *ctx, const kiln_hlo_computation_t 
   kiln_free(w.po);
   kiln_strbuf_free(&w.key);
   kiln_vec_free(&refs);
-  if (st) kiln_fusion_indexing_free(out);
+  if (st) kiln_indexing_fusion_free(out);
   return st;
 }
 
-void kiln_fusion_indexing_free(kiln_fusion_indexing_t *fi) {
+void kiln_indexing_fusion_free(kiln_indexing_fusion_t *fi) {
   if (!fi) return;
   for (int r = 0; r < fi->num_roots; r++) {
-    kiln_fusion_root_indexing_t *ri = &fi->roots[r];
+    kiln_indexing_fusion_root_t *ri = &fi->roots[r];
     for (int g = 0; g < ri->num_groups; g++) {
       for (int k = 0; k < ri->groups[g].num_maps; k++) kiln_indexing_map_free(ri->groups[g].maps[k]);
       kiln_free(ri->groups[g].maps);
@@ -290,22 +290,22 @@ void kiln_fusion_indexing_free(kiln_fusion_indexing_t *fi) {
   memset(fi, 0, sizeof *fi);
 }
 
-const kiln_fusion_indexing_group_t *kiln_fusion_indexing_find(const kiln_fusion_root_indexing_t *r,
+const kiln_indexing_fusion_group_t *kiln_indexing_fusion_find(const kiln_indexing_fusion_root_t *r,
                                                               const char *name) {
   for (int g = 0; g < r->num_groups; g++)
     if (r->groups[g].instr->name && strcmp(r->groups[g].instr->name, name) == 0) return &r->groups[g];
   return NULL;
 }
 
-void kiln_fusion_indexing_print(kiln_strbuf_t *b, const kiln_fusion_indexing_t *fi) {
+void kiln_indexing_fusion_print(kiln_strbuf_t *b, const kiln_indexing_fusion_t *fi) {
   for (int r = 0; r < fi->num_roots; r++) {
-    const kiln_fusion_root_indexing_t *ri = &fi->roots[r];
+    const kiln_indexing_fusion_root_t *ri = &fi->roots[r];
     kiln_strbuf_printf(b, "root %s", ri->root->name);
     if (ri->root->shape && kiln_shape_is_tuple(ri->root->shape))
       kiln_strbuf_printf(b, " output %d", ri->output_index);
     kiln_strbuf_append(b, ":\n");
     for (int g = 0; g < ri->num_groups; g++) {
-      const kiln_fusion_indexing_group_t *gr = &ri->groups[g];
+      const kiln_indexing_fusion_group_t *gr = &ri->groups[g];
       kiln_strbuf_printf(b, "  %s%s:\n", gr->instr->name, gr->unknown ? " (unknown)" : "");
       for (int k = 0; k < gr->num_maps; k++) {
         kiln_strbuf_append(b, "    ");

@@ -12,8 +12,8 @@
  * composition. Maps whose domain is provably empty (a path that reads nothing, e.g. a
  * concatenate operand outside a slice) are dropped.
  *
- * Ownership: kiln_fusion_indexing_compute fills a struct the caller frees with
- * kiln_fusion_indexing_free; maps live in the given affine context, which must outlive
+ * Ownership: kiln_indexing_fusion_compute fills a struct the caller frees with
+ * kiln_indexing_fusion_free; maps live in the given affine context, which must outlive
  * it. Instruction pointers are borrowed from the computation. */
 #ifndef KILN_COMPILER_ANALYSIS_FUSION_INDEXING_H_
 #define KILN_COMPILER_ANALYSIS_FUSION_INDEXING_H_
@@ -26,47 +26,47 @@
 #include "compiler/analysis/indexing_map.h"
 #include "compiler/hlo/ir.h"
 
-typedef struct kiln_fusion_indexing_group {
+typedef struct kiln_indexing_fusion_group {
   const kiln_hlo_instruction_t *instr;
   bool unknown;               /* reached through an instruction without indexing */
   int num_maps;
   kiln_indexing_map_t **maps; /* distinct; root index -> element of instr's output */
   int *output_index;          /* per map: which output of instr (tuple element), else 0 */
-} kiln_fusion_indexing_group_t;
+} kiln_indexing_fusion_group_t;
 
-typedef struct kiln_fusion_root_indexing {
+typedef struct kiln_indexing_fusion_root {
   const kiln_hlo_instruction_t *root; /* the instruction that produces this root */
   int output_index;                   /* which of its outputs */
   int num_groups;
-  kiln_fusion_indexing_group_t *groups; /* users before operands; the root first */
-} kiln_fusion_root_indexing_t;
+  kiln_indexing_fusion_group_t *groups; /* users before operands; the root first */
+} kiln_indexing_fusion_root_t;
 
-typedef struct kiln_fusion_indexing {
+typedef struct kiln_indexing_fusion {
   int num_roots;
-  kiln_fusion_root_indexing_t *roots;
+  kiln_indexing_fusion_root_t *roots;
   int64_t num_maps;    /* over all roots and groups */
   int64_t num_unknown; /* groups marked unknown */
-} kiln_fusion_indexing_t;
+} kiln_indexing_fusion_t;
 
-typedef struct kiln_fusion_indexing_options {
+typedef struct kiln_indexing_fusion_options {
   /* Distinct maps kept per instruction and root before it is marked unknown instead
    * (guards against path explosion); 0 = 64. */
   int max_maps_per_instruction;
-} kiln_fusion_indexing_options_t;
+} kiln_indexing_fusion_options_t;
 
 /* Computes the grouped indexing of computation `c` (its root). `opts` may be NULL.
  * Errors: INVALID_ARGUMENT for malformed instructions (the message names them). */
-kiln_status kiln_fusion_indexing_compute(kiln_affine_ctx_t *ctx, const kiln_hlo_computation_t *c,
-                                         const kiln_fusion_indexing_options_t *opts,
-                                         kiln_fusion_indexing_t *out);
-void kiln_fusion_indexing_free(kiln_fusion_indexing_t *fi);
+kiln_status kiln_indexing_fusion_compute(kiln_affine_ctx_t *ctx, const kiln_hlo_computation_t *c,
+                                         const kiln_indexing_fusion_options_t *opts,
+                                         kiln_indexing_fusion_t *out);
+void kiln_indexing_fusion_free(kiln_indexing_fusion_t *fi);
 
 /* The group of the instruction named `name` under root `r`, or NULL if the root does not
  * read it. */
-const kiln_fusion_indexing_group_t *kiln_fusion_indexing_find(const kiln_fusion_root_indexing_t *r,
+const kiln_indexing_fusion_group_t *kiln_indexing_fusion_find(const kiln_indexing_fusion_root_t *r,
                                                               const char *name);
 
 /* Appends a readable listing: per root, per instruction, its maps (one per line). */
-void kiln_fusion_indexing_print(kiln_strbuf_t *b, const kiln_fusion_indexing_t *fi);
+void kiln_indexing_fusion_print(kiln_strbuf_t *b, const kiln_indexing_fusion_t *fi);
 
 #endif /* KILN_COMPILER_ANALYSIS_FUSION_INDEXING_H_ */

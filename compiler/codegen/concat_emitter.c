@@ -78,9 +78,9 @@ static kiln_kir_value_t *cc_eval(kiln_hero_emit_t *h, cc_state_t *cs, const kiln
       }
       if (!args[k]) return NULL;
     }
-    v = kiln_elem_scalar_op(&h->fn, x, args, x->num_operands);
+    v = kiln_elemental_scalar_op(&h->fn, x, args, x->num_operands);
   } else {
-    kiln_elem_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s after a concatenate hero", x->name,
+    kiln_elemental_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s after a concatenate hero", x->name,
                                                   kiln_hlo_opcode_name(x->opcode)));
     return NULL;
   }
@@ -88,8 +88,8 @@ static kiln_kir_value_t *cc_eval(kiln_hero_emit_t *h, cc_state_t *cs, const kiln
   return v;
 }
 
-kiln_status kiln_concat_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
-                                    kiln_fusion_kernel_t *out) {
+kiln_status kiln_concat_kernel_emit(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+                                    kiln_codegen_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("concatenate emitter: no computation");
   cc_state_t *cs = kiln_calloc(1, sizeof(*cs));
@@ -128,7 +128,7 @@ kiln_status kiln_concat_kernel_emit(const kiln_hlo_computation_t *c, const kiln_
   kiln_kir_builder_t *b = &h.b;
   int64_t dim = cs->concat->dimensions.v[0], offset = 0;
   bool ok = h.part.num_outputs == 1;
-  if (!ok) kiln_elem_fail(&h.fn, KILN_ERR_INTERNAL("%s: one output expected", c->name));
+  if (!ok) kiln_elemental_fail(&h.fn, KILN_ERR_INTERNAL("%s: one output expected", c->name));
   cc_memo_t *mm = kiln_calloc(1, sizeof(*mm));
   for (int k = 0; k < cs->concat->num_operands && ok; k++) {
     const kiln_hlo_instruction_t *opnd = cs->concat->operands[k];
@@ -141,7 +141,7 @@ kiln_status kiln_concat_kernel_emit(const kiln_hlo_computation_t *c, const kiln_
     if (!loop) break;
     kiln_kir_builder_enter(b, kiln_kir_op_region(loop, 0));
     size_t mark;
-    kiln_elem_enter(&h.fn, kiln_kir_op_region(loop, 0), &mark);
+    kiln_elemental_enter(&h.fn, kiln_kir_op_region(loop, 0), &mark);
     kiln_kir_value_t *idx[KILN_KIR_MAX_RANK], *cidx[KILN_KIR_MAX_RANK], *ridx[KILN_KIR_MAX_RANK], *y = NULL;
     for (int d = 0; d < os->rank; d++) cidx[d] = idx[d] = kiln_kir_loop_index(loop, (size_t)d);
     if (offset) cidx[dim] = kiln_kir_binary(b, KILN_KIR_ADD, idx[dim], kiln_kir_const_index(b, offset));
@@ -151,7 +151,7 @@ kiln_status kiln_concat_kernel_emit(const kiln_hlo_computation_t *c, const kiln_
     ok = v && kiln_hero_reshape_index(&h, cs->concat->shape, cidx, root->shape, ridx);
     if (ok) y = kiln_kir_insert(b, v, kiln_kir_loop_iter_arg(loop, 0), ridx, (size_t)root->shape->rank);
     ok = ok && y;
-    kiln_elem_exit(&h.fn, mark);
+    kiln_elemental_exit(&h.fn, mark);
     if (ok) kiln_kir_yield(b, &y, 1);
     kiln_kir_builder_exit(b);
     if (ok) h.outs[0] = kiln_kir_op_result(loop, 0);

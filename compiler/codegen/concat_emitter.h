@@ -20,9 +20,9 @@
 #include "compiler/hlo/ir.h"
 
 /* Emits the concatenate kernel for `c` and runs the kernel-IR pipeline; *out as for
- * kiln_fusion_kernel_emit. INVALID_ARGUMENT when `c` is not a concatenate fusion. */
+ * kiln_codegen_kernel_emit. INVALID_ARGUMENT when `c` is not a concatenate fusion. */
 kiln_status kiln_concat_kernel_emit(const kiln_hlo_computation_t *c,
-                                    const kiln_fusion_compile_options_t *opts,
-                                    kiln_fusion_kernel_t *out);
+                                    const kiln_codegen_compile_options_t *opts,
+                                    kiln_codegen_kernel_t *out);
 
 #endif /* KILN_COMPILER_CODEGEN_CONCAT_EMITTER_H_ */

@@ -65,7 +65,7 @@ static int dus_values(kiln_hero_split_t *s, const kiln_hlo_instruction_t *instr,
                       kiln_kir_value_t **out) {
   const kiln_hlo_instruction_t *cl = kiln_ptrmap_get(&s->clone_of, instr);
   if (!cl) {
-    kiln_elem_fail(&s->h.fn, KILN_ERR_INTERNAL("%s is not read by this kernel", instr->name));
+    kiln_elemental_fail(&s->h.fn, KILN_ERR_INTERNAL("%s is not read by this kernel", instr->name));
     return -1;
   }
   return kiln_hero_emit_values(&s->h, cl, idx, out);
@@ -73,7 +73,7 @@ static int dus_values(kiln_hero_split_t *s, const kiln_hlo_instruction_t *instr,
 
 /* Kernel 1: every output written: DUS roots get operand 0, others their own value. */
 static kiln_status dus_emit_copy(const kiln_hlo_computation_t *c, const dus_info_t *di,
-                                 const kiln_fusion_compile_options_t *opts, kiln_fusion_kernel_t *out) {
+                                 const kiln_codegen_compile_options_t *opts, kiln_codegen_kernel_t *out) {
   int64_t nmax = 1;
   const kiln_hlo_instruction_t *vals[DUS_MAX_ROOTS];
   for (int i = 0; i < di->nroots; i++) {
@@ -95,14 +95,14 @@ static kiln_status dus_emit_copy(const kiln_hlo_computation_t *c, const dus_info
     if (!loop) break;
     kiln_kir_builder_enter(&h->b, kiln_kir_op_region(loop, 0));
     size_t mark;
-    kiln_elem_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
+    kiln_elemental_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
     kiln_kir_value_t *idx[KILN_KIR_MAX_RANK], *oidx[KILN_KIR_MAX_RANK], *v[2], *y = NULL;
     for (int d = 0; d < vs->rank; d++) idx[d] = kiln_kir_loop_index(loop, (size_t)d);
     int nv = dus_values(&s, vals[i], idx, v);
     ok = nv > 0 && kiln_hero_reshape_index(h, vs, idx, rs, oidx);
     if (ok) y = kiln_hero_insert_output(h, v, nv, kiln_kir_loop_iter_arg(loop, 0), rs, oidx);
     ok = ok && y;
-    kiln_elem_exit(&h->fn, mark);
+    kiln_elemental_exit(&h->fn, mark);
     if (ok) kiln_kir_yield(&h->b, &y, 1);
     kiln_kir_builder_exit(&h->b);
     if (ok) h->outs[i] = kiln_kir_op_result(loop, 0);
@@ -113,7 +113,7 @@ static kiln_status dus_emit_copy(const kiln_hlo_computation_t *c, const dus_info
 
 /* Kernel 2: one thread per update element of each DUS root, writing the updated window. */
 static kiln_status dus_emit_update(const kiln_hlo_computation_t *c, const dus_info_t *di,
-                                   const kiln_fusion_compile_options_t *opts, kiln_fusion_kernel_t *out) {
+                                   const kiln_codegen_compile_options_t *opts, kiln_codegen_kernel_t *out) {
   int64_t nmax = 1;
   const kiln_hlo_instruction_t *vals[DUS_MAX_ROOTS * (2 + KILN_KIR_MAX_RANK)];
   int nv = 0;
@@ -154,7 +154,7 @@ static kiln_status dus_emit_update(const kiln_hlo_computation_t *c, const dus_in
     if (!loop) break;
     kiln_kir_builder_enter(b, kiln_kir_op_region(loop, 0));
     size_t mark;
-    kiln_elem_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
+    kiln_elemental_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
     kiln_kir_value_t *u[KILN_KIR_MAX_RANK], *pos[KILN_KIR_MAX_RANK], *oidx[KILN_KIR_MAX_RANK], *v[2], *y = NULL;
     for (int k = 0; k < us->rank; k++) {
       u[k] = kiln_kir_loop_index(loop, (size_t)k);
@@ -164,7 +164,7 @@ static kiln_status dus_emit_update(const kiln_hlo_computation_t *c, const dus_in
     ok = nv > 0 && kiln_hero_reshape_index(h, os, pos, rs, oidx);
     if (ok) y = kiln_hero_insert_output(h, v, nv, kiln_kir_loop_iter_arg(loop, 0), rs, oidx);
     ok = ok && y;
-    kiln_elem_exit(&h->fn, mark);
+    kiln_elemental_exit(&h->fn, mark);
     if (ok) kiln_kir_yield(b, &y, 1);
     kiln_kir_builder_exit(b);
     if (ok) h->outs[i] = kiln_kir_op_result(loop, 0);
@@ -173,18 +173,18 @@ static kiln_status dus_emit_update(const kiln_hlo_computation_t *c, const dus_in
   return kiln_hero_split_finish(&s, NULL, opts);
 }
 
-kiln_status kiln_dus_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
-                                 kiln_fusion_kernel_t *out) {
+kiln_status kiln_dus_kernel_emit(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+                                 kiln_codegen_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("dynamic-update-slice emitter: no computation");
   dus_info_t di;
   KILN_RETURN_IF_ERROR_PLAIN(dus_analyze(c, &di));
   KILN_RETURN_IF_ERROR_PLAIN(dus_emit_copy(c, &di, opts, out));
-  kiln_fusion_kernel_t *upd = kiln_calloc(1, sizeof(*upd));
+  kiln_codegen_kernel_t *upd = kiln_calloc(1, sizeof(*upd));
   kiln_status st = dus_emit_update(c, &di, opts, upd);
   if (st) {
     kiln_free(upd);
-    kiln_fusion_kernel_free(out);
+    kiln_codegen_kernel_free(out);
     return st;
   }
   out->next = upd;

@@ -24,10 +24,10 @@
 #include "compiler/codegen/fusion_kernel.h"
 #include "compiler/hlo/ir.h"
 
-/* Emits the copy + update chain for `c`; *out as for kiln_fusion_kernel_emit (head: copy
+/* Emits the copy + update chain for `c`; *out as for kiln_codegen_kernel_emit (head: copy
  * kernel, next: "<kernel name>_update"). */
 kiln_status kiln_dus_kernel_emit(const kiln_hlo_computation_t *c,
-                                 const kiln_fusion_compile_options_t *opts,
-                                 kiln_fusion_kernel_t *out);
+                                 const kiln_codegen_compile_options_t *opts,
+                                 kiln_codegen_kernel_t *out);
 
 #endif /* KILN_COMPILER_CODEGEN_DUS_EMITTER_H_ */

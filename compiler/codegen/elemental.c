@@ -14,17 +14,17 @@
 
 /* ---- helpers ---- */
 
-bool kiln_elem_fail(kiln_elem_fn_t *f, kiln_status s) {
+bool kiln_elemental_fail(kiln_elemental_fn_t *f, kiln_status s) {
   if (!f->err) f->err = s;
   else kiln_status_free(s);
   return false;
 }
 
-int kiln_elem_num_outputs(const kiln_hlo_instruction_t *instr) {
+int kiln_elemental_num_outputs(const kiln_hlo_instruction_t *instr) {
   return kiln_shape_is_tuple(instr->shape) ? instr->shape->num_elements : 1;
 }
 
-kiln_elem_type_t kiln_elem_output_type(const kiln_hlo_instruction_t *instr, int k) {
+kiln_elem_type_t kiln_elemental_output_type(const kiln_hlo_instruction_t *instr, int k) {
   const kiln_shape_t *s = instr->shape;
   if (kiln_shape_is_tuple(s)) s = k < s->num_elements ? s->elements[k] : s->elements[0];
   return s->type;
@@ -36,16 +36,16 @@ static const kiln_shape_t *output_shape(const kiln_hlo_instruction_t *instr, int
   return s;
 }
 
-int kiln_elem_vals_per(kiln_elem_type_t t) { return kiln_elem_type_is_complex(t) ? 2 : 1; }
+int kiln_elemental_vals_per(kiln_elem_type_t t) { return kiln_elem_type_is_complex(t) ? 2 : 1; }
 
-kiln_elem_type_t kiln_elem_part_type(kiln_elem_type_t t) {
+kiln_elem_type_t kiln_elemental_part_type(kiln_elem_type_t t) {
   return t == KILN_C64 ? KILN_F32 : t == KILN_C128 ? KILN_F64 : t;
 }
 
-int kiln_elem_num_values(const kiln_hlo_instruction_t *instr) {
+int kiln_elemental_num_values(const kiln_hlo_instruction_t *instr) {
   int n = 0;
-  for (int k = 0; k < kiln_elem_num_outputs(instr); k++)
-    n += kiln_elem_vals_per(kiln_elem_output_type(instr, k));
+  for (int k = 0; k < kiln_elemental_num_outputs(instr); k++)
+    n += kiln_elemental_vals_per(kiln_elemental_output_type(instr, k));
   return n;
 }
 
@@ -82,7 +82,7 @@ const kiln_kir_type_t *kiln_elemental_tensor_type(kiln_kir_module_t *m, const ki
   if (!kiln_elem_type_is_complex(s->type))
     return kiln_kir_type_tensor(m, s->type, s->rank, dims, KILN_KIR_SPACE_GLOBAL);
   dims[s->rank] = 2;
-  return kiln_kir_type_tensor(m, kiln_elem_part_type(s->type), s->rank + 1, dims,
+  return kiln_kir_type_tensor(m, kiln_elemental_part_type(s->type), s->rank + 1, dims,
                               KILN_KIR_SPACE_GLOBAL);
 }
 
@@ -130,10 +130,10 @@ static kiln_status check_memory_layout(const kiln_hlo_instruction_t *instr, cons
 
 /* ---- cache of emitted values, scoped by region ---- */
 
-static int cache_find(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+static int cache_find(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
                       kiln_kir_value_t *const *idx, int nidx, kiln_kir_value_t **out) {
   for (size_t i = f->cache.len; i-- > 0;) {
-    kiln_elem_cache_t *c = &f->cache.data[i];
+    kiln_elemental_cache_t *c = &f->cache.data[i];
     if (c->instr != instr || c->nidx != nidx) continue;
     bool eq = true;
     for (int k = 0; k < nidx && eq; k++) eq = c->idx[k] == idx[k];
@@ -144,10 +144,10 @@ static int cache_find(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
   return -1;
 }
 
-static void cache_put(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+static void cache_put(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
                       kiln_kir_value_t *const *idx, int nidx, kiln_kir_value_t *const *vals,
                       int nvals) {
-  kiln_elem_cache_t c = {0};
+  kiln_elemental_cache_t c = {0};
   c.instr = instr;
   c.nidx = nidx;
   for (int k = 0; k < nidx; k++) c.idx[k] = idx[k];
@@ -156,12 +156,12 @@ static void cache_put(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
   kiln_vec_push(&f->cache, c);
 }
 
-void kiln_elem_enter(kiln_elem_fn_t *f, kiln_kir_region_t *r, size_t *mark) {
+void kiln_elemental_enter(kiln_elemental_fn_t *f, kiln_kir_region_t *r, size_t *mark) {
   kiln_kir_builder_enter(f->b, r);
   *mark = f->cache.len;
 }
 
-void kiln_elem_exit(kiln_elem_fn_t *f, size_t mark) {
+void kiln_elemental_exit(kiln_elemental_fn_t *f, size_t mark) {
   kiln_kir_builder_exit(f->b);
   f->cache.len = mark;
 }
@@ -170,7 +170,7 @@ void kiln_elem_exit(kiln_elem_fn_t *f, size_t mark) {
 
 /* Applies `map` to dims, syms and runtime values (rts become extra dims). Results go to
  * out (num_results values). */
-static bool apply_map(kiln_elem_fn_t *f, const kiln_indexing_map_t *map,
+static bool apply_map(kiln_elemental_fn_t *f, const kiln_indexing_map_t *map,
                       kiln_kir_value_t *const *dims, kiln_kir_value_t *const *syms,
                       kiln_kir_value_t *const *rts, kiln_kir_value_t **out) {
   size_t nd = kiln_indexing_map_num_dims(map), ns = kiln_indexing_map_num_syms(map);
@@ -207,7 +207,7 @@ static bool apply_map(kiln_elem_fn_t *f, const kiln_indexing_map_t *map,
 
 /* The predicate "the point satisfies every constraint of `map`", or NULL when there are
  * none (always true). *never is set for a map whose domain is known empty. */
-static kiln_kir_value_t *range_check(kiln_elem_fn_t *f, kiln_kir_value_t *v, int64_t lo,
+static kiln_kir_value_t *range_check(kiln_elemental_fn_t *f, kiln_kir_value_t *v, int64_t lo,
                                      int64_t hi) {
   kiln_kir_value_t *t = NULL;
   if (lo != INT64_MIN) t = kiln_kir_cmp(f->b, KILN_KIR_CMP_GE, v, kiln_kir_const_index(f->b, lo));
@@ -220,7 +220,7 @@ static kiln_kir_value_t *range_check(kiln_elem_fn_t *f, kiln_kir_value_t *v, int
 
 /* `out_shape` (may be NULL) gives the range the dims take: a dim interval narrower than it
  * (the simplifier folds single-dim constraints into intervals) is checked too. */
-static kiln_kir_value_t *in_domain(kiln_elem_fn_t *f, const kiln_indexing_map_t *map,
+static kiln_kir_value_t *in_domain(kiln_elemental_fn_t *f, const kiln_indexing_map_t *map,
                                    const kiln_shape_t *out_shape, kiln_kir_value_t *const *dims,
                                    kiln_kir_value_t *const *syms, kiln_kir_value_t *const *rts,
                                    bool *never) {
@@ -261,18 +261,18 @@ static kiln_kir_value_t *in_domain(kiln_elem_fn_t *f, const kiln_indexing_map_t 
 
 /* Runtime values of `oi`'s runtime variables: each read from its source operand, converted
  * to index and clamped into the variable's interval. */
-static bool runtime_values(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+static bool runtime_values(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
                            const kiln_hlo_operand_indexing_t *oi, kiln_kir_value_t *const *idx,
                            kiln_kir_value_t **rts) {
   for (int j = 0; j < oi->num_rts; j++) {
     const kiln_hlo_rt_source_t *src = &oi->rts[j];
     if (src->operand < 0 || src->operand >= instr->num_operands || !src->map)
-      return kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: runtime value without a source", instr->name));
+      return kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: runtime value without a source", instr->name));
     kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK];
     if (!apply_map(f, src->map, idx, NULL, NULL, sidx)) return false;
     kiln_kir_value_t *v[MAX_OUTS];
     const kiln_hlo_instruction_t *op = instr->operands[src->operand];
-    int nv = kiln_elem_emit(f, op, sidx, (int)kiln_indexing_map_num_results(src->map), v);
+    int nv = kiln_elemental_emit(f, op, sidx, (int)kiln_indexing_map_num_results(src->map), v);
     if (nv < 1) return false;
     kiln_kir_value_t *x = kiln_kir_convert(f->b, v[0], kiln_kir_type_index(f->e->m));
     kiln_interval_t b = oi->map->vars[KILN_INDEXING_RT].data[j].bounds;
@@ -285,24 +285,24 @@ static bool runtime_values(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *inst
 
 /* ---- data movement ---- */
 
-static int emit_through_map(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr, int operand,
+static int emit_through_map(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr, int operand,
                             const kiln_hlo_operand_indexing_t *oi, kiln_kir_value_t *const *idx,
                             kiln_kir_value_t **out) {
   kiln_kir_value_t *rts[KILN_KIR_MAX_RANK * 2];
   if (oi->num_rts > KILN_KIR_MAX_RANK * 2) {
-    kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: too many runtime values", instr->name));
+    kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: too many runtime values", instr->name));
     return -1;
   }
   if (!runtime_values(f, instr, oi, idx, rts)) return -1;
   kiln_kir_value_t *oidx[KILN_KIR_MAX_RANK];
   if (!apply_map(f, oi->map, idx, NULL, rts, oidx)) return -1;
-  return kiln_elem_emit(f, instr->operands[operand], oidx,
+  return kiln_elemental_emit(f, instr->operands[operand], oidx,
                         (int)kiln_indexing_map_num_results(oi->map), out);
 }
 
 /* `if (cond) then-operand else else-fn`: emits the chain for concatenate (k = first
  * candidate operand) and pad. */
-static kiln_kir_value_t *emit_concat_from(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+static kiln_kir_value_t *emit_concat_from(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
                                           const kiln_hlo_indexing_t *ix, int k,
                                           kiln_kir_value_t *const *idx) {
   kiln_kir_value_t *out[MAX_OUTS];
@@ -324,24 +324,24 @@ static kiln_kir_value_t *emit_concat_from(kiln_elem_fn_t *f, const kiln_hlo_inst
   kiln_kir_op_t *iff = kiln_kir_if(f->b, cond, &rt, 1);
   if (!iff) return NULL;
   size_t mark;
-  kiln_elem_enter(f, kiln_kir_op_region(iff, 0), &mark);
+  kiln_elemental_enter(f, kiln_kir_op_region(iff, 0), &mark);
   int n = emit_through_map(f, instr, k, &ix->operands[k], idx, out);
   if (n >= 1) kiln_kir_yield(f->b, out, 1);
-  kiln_elem_exit(f, mark);
+  kiln_elemental_exit(f, mark);
   if (n < 1) return NULL;
-  kiln_elem_enter(f, kiln_kir_op_region(iff, 1), &mark);
+  kiln_elemental_enter(f, kiln_kir_op_region(iff, 1), &mark);
   kiln_kir_value_t *v = emit_concat_from(f, instr, ix, k + 1, idx);
   if (v) kiln_kir_yield(f->b, &v, 1);
-  kiln_elem_exit(f, mark);
+  kiln_elemental_exit(f, mark);
   if (!v) return NULL;
   return kiln_kir_op_result(iff, 0);
 }
 
-static int emit_pad(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+static int emit_pad(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
                     const kiln_hlo_indexing_t *ix, kiln_kir_value_t *const *idx,
                     kiln_kir_value_t **out) {
   kiln_kir_value_t *padv[MAX_OUTS];
-  if (kiln_elem_emit(f, instr->operands[1], NULL, 0, padv) < 1) return -1;
+  if (kiln_elemental_emit(f, instr->operands[1], NULL, 0, padv) < 1) return -1;
   bool never = false;
   kiln_kir_value_t *cond = in_domain(f, ix->operands[0].map, instr->shape, idx, NULL, NULL, &never);
   if (f->err) return -1;
@@ -355,23 +355,23 @@ static int emit_pad(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
   if (!iff) return -1;
   size_t mark;
   kiln_kir_value_t *v[MAX_OUTS];
-  kiln_elem_enter(f, kiln_kir_op_region(iff, 0), &mark);
+  kiln_elemental_enter(f, kiln_kir_op_region(iff, 0), &mark);
   int n = emit_through_map(f, instr, 0, &ix->operands[0], idx, v);
   if (n >= 1) kiln_kir_yield(f->b, v, 1);
-  kiln_elem_exit(f, mark);
+  kiln_elemental_exit(f, mark);
   if (n < 1) return -1;
-  kiln_elem_enter(f, kiln_kir_op_region(iff, 1), &mark);
+  kiln_elemental_enter(f, kiln_kir_op_region(iff, 1), &mark);
   kiln_kir_yield(f->b, padv, 1);
-  kiln_elem_exit(f, mark);
+  kiln_elemental_exit(f, mark);
   out[0] = kiln_kir_op_result(iff, 0);
   return 1;
 }
 
 /* The KIR types of one element of `t`: one scalar, or the two parts of a complex value.
  * Returns the count. */
-static int value_types(kiln_elem_fn_t *f, kiln_elem_type_t t, const kiln_kir_type_t **out) {
+static int value_types(kiln_elemental_fn_t *f, kiln_elem_type_t t, const kiln_kir_type_t **out) {
   bool cplx = kiln_elem_type_is_complex(t);
-  out[0] = kiln_kir_type_scalar(f->e->m, cplx ? kiln_elem_part_type(t) : t);
+  out[0] = kiln_kir_type_scalar(f->e->m, cplx ? kiln_elemental_part_type(t) : t);
   out[1] = out[0];
   return cplx ? 2 : 1;
 }
@@ -379,13 +379,13 @@ static int value_types(kiln_elem_fn_t *f, kiln_elem_type_t t, const kiln_kir_typ
 /* dynamic-update-slice, elementally (XLA's loop emitter for a DUS that cannot be done in
  * place): the update's element where the output index falls in the window at the clamped
  * start indices, the operand's elsewhere; only the chosen side is read. */
-static int emit_dus(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+static int emit_dus(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
                     const kiln_hlo_indexing_t *ix, kiln_kir_value_t *const *idx,
                     kiln_kir_value_t **out) {
   const kiln_hlo_operand_indexing_t *ui = &ix->operands[1];
   kiln_kir_value_t *rts[KILN_KIR_MAX_RANK * 2];
   if (ui->num_rts > KILN_KIR_MAX_RANK * 2) {
-    kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: too many runtime values", instr->name));
+    kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: too many runtime values", instr->name));
     return -1;
   }
   if (!runtime_values(f, instr, ui, idx, rts)) return -1;
@@ -393,11 +393,11 @@ static int emit_dus(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
   kiln_kir_value_t *cond = in_domain(f, ui->map, instr->shape, idx, NULL, rts, &never);
   if (f->err) return -1;
   int rank = instr->shape->rank;
-  if (never) return kiln_elem_emit(f, instr->operands[0], idx, rank, out);
+  if (never) return kiln_elemental_emit(f, instr->operands[0], idx, rank, out);
   kiln_kir_value_t *uidx[KILN_KIR_MAX_RANK];
   if (!cond) {
     if (!apply_map(f, ui->map, idx, NULL, rts, uidx)) return -1;
-    return kiln_elem_emit(f, instr->operands[1], uidx, rank, out);
+    return kiln_elemental_emit(f, instr->operands[1], uidx, rank, out);
   }
   const kiln_kir_type_t *rt[2];
   int nv = value_types(f, instr->shape->type, rt);
@@ -406,14 +406,14 @@ static int emit_dus(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
   size_t mark;
   kiln_kir_value_t *v[MAX_OUTS];
   for (int side = 0; side < 2; side++) {
-    kiln_elem_enter(f, kiln_kir_op_region(iff, (size_t)side), &mark);
+    kiln_elemental_enter(f, kiln_kir_op_region(iff, (size_t)side), &mark);
     int n = -1;
-    if (side == 1) n = kiln_elem_emit(f, instr->operands[0], idx, rank, v);
-    else if (apply_map(f, ui->map, idx, NULL, rts, uidx)) n = kiln_elem_emit(f, instr->operands[1], uidx, rank, v);
+    if (side == 1) n = kiln_elemental_emit(f, instr->operands[0], idx, rank, v);
+    else if (apply_map(f, ui->map, idx, NULL, rts, uidx)) n = kiln_elemental_emit(f, instr->operands[1], uidx, rank, v);
     if (n == nv) kiln_kir_yield(f->b, v, (size_t)nv);
-    kiln_elem_exit(f, mark);
+    kiln_elemental_exit(f, mark);
     if (n != nv) {
-      if (n >= 0) kiln_elem_fail(f, KILN_ERR_INTERNAL("%s: %d values, want %d", instr->name, n, nv));
+      if (n >= 0) kiln_elemental_fail(f, KILN_ERR_INTERNAL("%s: %d values, want %d", instr->name, n, nv));
       return -1;
     }
   }
@@ -437,15 +437,15 @@ typedef struct red_ctx {
 
 /* Operand values `v` (cnt: 1 real, 2 complex) converted as XLA's dot/convolution do: first
  * to the result type, then to the accumulation type (both parts for a complex result). */
-static void dot_operand(kiln_elem_fn_t *f, const red_ctx_t *r, kiln_kir_value_t *const *v, int cnt,
+static void dot_operand(kiln_elemental_fn_t *f, const red_ctx_t *r, kiln_kir_value_t *const *v, int cnt,
                         kiln_kir_value_t **out) {
   kiln_elem_type_t rt = r->instr->shape->type;
   kiln_kir_module_t *m = f->e->m;
   if (kiln_elem_type_is_complex(rt)) {
-    const kiln_kir_type_t *pt = kiln_kir_type_scalar(m, kiln_elem_part_type(rt));
+    const kiln_kir_type_t *pt = kiln_kir_type_scalar(m, kiln_elemental_part_type(rt));
     out[0] = kiln_kir_convert(f->b, v[0], pt);
     out[1] = cnt > 1 ? kiln_kir_convert(f->b, v[1], pt)
-                     : kiln_kir_const_float(f->b, kiln_elem_part_type(rt), 0.0);
+                     : kiln_kir_const_float(f->b, kiln_elemental_part_type(rt), 0.0);
     return;
   }
   const kiln_kir_type_t *res_t = kiln_kir_type_scalar(m, rt);
@@ -455,7 +455,7 @@ static void dot_operand(kiln_elem_fn_t *f, const red_ctx_t *r, kiln_kir_value_t 
 
 /* One step of a dot or convolution: accs + lhs * rhs at the current symbols (pred: or of
  * ands; complex: (re, im) accumulators). */
-static bool dot_body(kiln_elem_fn_t *f, red_ctx_t *r, kiln_kir_value_t **accs,
+static bool dot_body(kiln_elemental_fn_t *f, red_ctx_t *r, kiln_kir_value_t **accs,
                      kiln_kir_value_t **out) {
   const kiln_hlo_instruction_t *instr = r->instr;
   kiln_kir_value_t *x[2] = {NULL, NULL}, *y[2] = {NULL, NULL};
@@ -463,7 +463,7 @@ static bool dot_body(kiln_elem_fn_t *f, red_ctx_t *r, kiln_kir_value_t **accs,
     kiln_kir_value_t *oidx[KILN_KIR_MAX_RANK], *v[MAX_OUTS];
     const kiln_indexing_map_t *m = r->ix->operands[k].map;
     if (!apply_map(f, m, r->idx, r->syms, NULL, oidx)) return false;
-    int cnt = kiln_elem_emit(f, instr->operands[k], oidx, (int)kiln_indexing_map_num_results(m), v);
+    int cnt = kiln_elemental_emit(f, instr->operands[k], oidx, (int)kiln_indexing_map_num_results(m), v);
     if (cnt < 1) return false;
     dot_operand(f, r, v, cnt, k ? y : x);
   }
@@ -485,7 +485,7 @@ static bool dot_body(kiln_elem_fn_t *f, red_ctx_t *r, kiln_kir_value_t **accs,
 }
 
 /* The body at one point of the symbol box: new accumulator values. */
-static bool red_body(kiln_elem_fn_t *f, red_ctx_t *r, kiln_kir_value_t **accs,
+static bool red_body(kiln_elemental_fn_t *f, red_ctx_t *r, kiln_kir_value_t **accs,
                      kiln_kir_value_t **out) {
   const kiln_hlo_instruction_t *instr = r->instr;
   if (r->dot) return dot_body(f, r, accs, out);
@@ -495,18 +495,18 @@ static bool red_body(kiln_elem_fn_t *f, red_ctx_t *r, kiln_kir_value_t **accs,
     kiln_kir_value_t *oidx[KILN_KIR_MAX_RANK], *v[MAX_OUTS];
     const kiln_indexing_map_t *m = r->ix->operands[k].map;
     if (!apply_map(f, m, r->idx, r->syms, NULL, oidx)) return false;
-    if (kiln_elem_emit(f, instr->operands[k], oidx, (int)kiln_indexing_map_num_results(m), v) < 1)
+    if (kiln_elemental_emit(f, instr->operands[k], oidx, (int)kiln_indexing_map_num_results(m), v) < 1)
       return false;
     args[r->n + k] = v[0];
   }
   const kiln_hlo_computation_t *reducer = kiln_hlo_instruction_called(instr, "to_apply");
   if (!reducer)
-    return kiln_elem_fail(f, KILN_ERR_INVALID("%s: no to_apply computation", instr->name));
-  return kiln_elem_emit_scalar_computation(f, reducer, args, 2 * r->n, out) == r->n;
+    return kiln_elemental_fail(f, KILN_ERR_INVALID("%s: no to_apply computation", instr->name));
+  return kiln_elemental_emit_scalar_computation(f, reducer, args, 2 * r->n, out) == r->n;
 }
 
 /* Loops over symbol `level` and deeper; accs in, new accs out. */
-static bool red_loops(kiln_elem_fn_t *f, red_ctx_t *r, size_t level, kiln_kir_value_t **accs,
+static bool red_loops(kiln_elemental_fn_t *f, red_ctx_t *r, size_t level, kiln_kir_value_t **accs,
                       kiln_kir_value_t **out) {
   size_t ns = kiln_indexing_map_num_syms(r->map);
   if (level == ns) {
@@ -524,39 +524,39 @@ static bool red_loops(kiln_elem_fn_t *f, red_ctx_t *r, size_t level, kiln_kir_va
     if (!iff) return false;
     size_t mark;
     kiln_kir_value_t *nv[MAX_OUTS];
-    kiln_elem_enter(f, kiln_kir_op_region(iff, 0), &mark);
+    kiln_elemental_enter(f, kiln_kir_op_region(iff, 0), &mark);
     bool ok = red_body(f, r, accs, nv);
     if (ok) kiln_kir_yield(f->b, nv, (size_t)r->n);
-    kiln_elem_exit(f, mark);
+    kiln_elemental_exit(f, mark);
     if (!ok) return false;
-    kiln_elem_enter(f, kiln_kir_op_region(iff, 1), &mark);
+    kiln_elemental_enter(f, kiln_kir_op_region(iff, 1), &mark);
     kiln_kir_yield(f->b, accs, (size_t)r->n);
-    kiln_elem_exit(f, mark);
+    kiln_elemental_exit(f, mark);
     for (int k = 0; k < r->n; k++) out[k] = kiln_kir_op_result(iff, (size_t)k);
     return true;
   }
   int sym = r->order[level];
   kiln_interval_t b = r->map->vars[KILN_INDEXING_SYM].data[sym].bounds;
   if (b.lo == INT64_MIN || b.hi == INT64_MAX)
-    return kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: unbounded loop symbol", r->instr->name));
+    return kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: unbounded loop symbol", r->instr->name));
   kiln_kir_op_t *loop = kiln_kir_for(f->b, kiln_kir_const_index(f->b, b.lo),
                                      kiln_kir_const_index(f->b, b.hi + 1),
                                      kiln_kir_const_index(f->b, 1), accs, (size_t)r->n);
   if (!loop) return false;
   size_t mark;
-  kiln_elem_enter(f, kiln_kir_op_region(loop, 0), &mark);
+  kiln_elemental_enter(f, kiln_kir_op_region(loop, 0), &mark);
   r->syms[sym] = kiln_kir_region_arg(kiln_kir_op_region(loop, 0), 0);
   kiln_kir_value_t *inner[MAX_OUTS], *nv[MAX_OUTS];
   for (int k = 0; k < r->n; k++) inner[k] = kiln_kir_region_arg(kiln_kir_op_region(loop, 0), (size_t)k + 1);
   bool ok = red_loops(f, r, level + 1, inner, nv);
   if (ok) kiln_kir_yield(f->b, nv, (size_t)r->n);
-  kiln_elem_exit(f, mark);
+  kiln_elemental_exit(f, mark);
   if (!ok) return false;
   for (int k = 0; k < r->n; k++) out[k] = kiln_kir_op_result(loop, (size_t)k);
   return true;
 }
 
-static int emit_reduction(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+static int emit_reduction(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
                           const kiln_hlo_indexing_t *ix, kiln_kir_value_t *const *idx,
                           kiln_kir_value_t **out) {
   red_ctx_t r = {0};
@@ -569,13 +569,13 @@ static int emit_reduction(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr
     /* Accumulate as the evaluator does: f32 for narrow floats, f64 for f64, the result type
      * for integers and pred, (re, im) parts for complex results. */
     kiln_elem_type_t rt = instr->shape->type;
-    r.n = kiln_elem_vals_per(rt);
-    r.acc_type = kiln_elem_type_is_complex(rt) ? kiln_elem_part_type(rt)
+    r.n = kiln_elemental_vals_per(rt);
+    r.acc_type = kiln_elem_type_is_complex(rt) ? kiln_elemental_part_type(rt)
                  : kiln_elem_type_is_float(rt) ? (rt == KILN_F64 ? KILN_F64 : KILN_F32)
                                                : rt;
     if (ix->num_operands != 2 || !ix->operands[0].map || !ix->operands[1].map ||
         kiln_indexing_map_num_syms(ix->operands[0].map) != kiln_indexing_map_num_syms(ix->operands[1].map)) {
-      kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %s indexing", instr->name,
+      kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %s indexing", instr->name,
                                                kiln_hlo_opcode_name(instr->opcode)));
       return -1;
     }
@@ -585,19 +585,19 @@ static int emit_reduction(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr
   } else {
     r.n = instr->num_operands / 2;
     if (r.n < 1 || r.n > MAX_OUTS) {
-      kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %d reduced operands", instr->name, r.n));
+      kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %d reduced operands", instr->name, r.n));
       return -1;
     }
     for (int k = 0; k < r.n; k++) {
       kiln_kir_value_t *v[MAX_OUTS];
-      if (kiln_elem_emit(f, instr->operands[r.n + k], NULL, 0, v) < 1) return -1;
+      if (kiln_elemental_emit(f, instr->operands[r.n + k], NULL, 0, v) < 1) return -1;
       accs[k] = v[0];
     }
   }
   r.map = ix->operands[0].map;
   if (!r.map || kiln_indexing_map_num_rts(r.map) > 0 ||
       kiln_indexing_map_num_syms(r.map) > KILN_KIR_MAX_RANK * 2) {
-    kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: reduction indexing", instr->name));
+    kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: reduction indexing", instr->name));
     return -1;
   }
   /* Summation order as the evaluator's: symbols in order, except that a convolution walks
@@ -614,13 +614,13 @@ static int emit_reduction(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr
 
 /* ---- the recursive emitter ---- */
 
-static int emit_leaf(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+static int emit_leaf(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
                      kiln_kir_value_t *const *idx, int nidx, kiln_kir_value_t **out) {
   const kiln_elemental_t *e = f->e;
   for (int t = 0; t < e->num_tensors; t++) {
     if (e->tensors[t] != instr) continue;
     if (nidx != instr->shape->rank) {
-      kiln_elem_fail(f, KILN_ERR_INTERNAL("%s read with %d indices", instr->name, nidx));
+      kiln_elemental_fail(f, KILN_ERR_INTERNAL("%s read with %d indices", instr->name, nidx));
       return -1;
     }
     /* Tensors are stored in their layout's physical order. */
@@ -641,31 +641,31 @@ static int emit_leaf(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
     out[0] = kiln_kir_extract(f->b, f->tensors[t], idx, (size_t)nidx);
     return out[0] ? 1 : -1;
   }
-  kiln_elem_fail(f, KILN_ERR_INTERNAL("%s is not a tensor of the fusion", instr->name));
+  kiln_elemental_fail(f, KILN_ERR_INTERNAL("%s is not a tensor of the fusion", instr->name));
   return -1;
 }
 
-static int emit_call(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+static int emit_call(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
                      const kiln_partition_subgraph_t *sg, kiln_kir_value_t *const *idx, int nidx,
                      kiln_kir_value_t **out) {
   int first = kiln_elemental_root_result(f->e, sg->id, instr);
   if (first < 0 || nidx != sg->rank) {
-    kiln_elem_fail(f, KILN_ERR_INTERNAL("%s: not a root of %s (or rank %d != %d)", instr->name,
+    kiln_elemental_fail(f, KILN_ERR_INTERNAL("%s: not a root of %s (or rank %d != %d)", instr->name,
                                         sg->name, nidx, sg->rank));
     return -1;
   }
   kiln_kir_op_t *call = kiln_elemental_call(f->e, f->b, sg->id, f->tensors, idx);
   if (!call) {
-    kiln_elem_fail(f, KILN_ERR_INTERNAL("%s: function %s was not emitted (its emitter computes %s itself)",
+    kiln_elemental_fail(f, KILN_ERR_INTERNAL("%s: function %s was not emitted (its emitter computes %s itself)",
                                         f->e->comp->name, sg->name, instr->name));
     return -1;
   }
-  int n = kiln_elem_num_values(instr);
+  int n = kiln_elemental_num_values(instr);
   for (int k = 0; k < n; k++) out[k] = kiln_kir_op_result(call, (size_t)(first + k));
   return n;
 }
 
-int kiln_elem_emit(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+int kiln_elemental_emit(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
                    kiln_kir_value_t *const *idx, int nidx, kiln_kir_value_t **out) {
   if (f->err) return -1;
   int n = cache_find(f, instr, idx, nidx, out);
@@ -675,22 +675,22 @@ int kiln_elem_emit(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
   } else {
     const kiln_partition_subgraph_t *sg = kiln_partition_subgraph_of(f->e->part, instr);
     if (!sg) {
-      kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s (%s) is not emitted by any function",
+      kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s (%s) is not emitted by any function",
                                                instr->name, kiln_hlo_opcode_name(instr->opcode)));
       return -1;
     }
     if (sg->id != f->sg) n = emit_call(f, instr, sg, idx, nidx, out);
-    else n = kiln_elem_emit_instr(f, instr, idx, nidx, out);
+    else n = kiln_elemental_emit_instr(f, instr, idx, nidx, out);
   }
   if (n < 0) {
-    if (!f->err) kiln_elem_fail(f, kiln_kir_builder_take_status(f->b));
+    if (!f->err) kiln_elemental_fail(f, kiln_kir_builder_take_status(f->b));
     if (!f->err) f->err = KILN_ERR_INTERNAL("emitting %s failed", instr->name);
     return -1;
   }
   for (int k = 0; k < n; k++)
     if (!out[k]) {
       kiln_status bs = kiln_kir_builder_take_status(f->b);
-      kiln_elem_fail(f, bs ? kiln_status_annotate(bs, "while emitting %s", instr->name)
+      kiln_elemental_fail(f, bs ? kiln_status_annotate(bs, "while emitting %s", instr->name)
                            : KILN_ERR_INTERNAL("emitting %s gave no value", instr->name));
       return -1;
     }
@@ -699,29 +699,29 @@ int kiln_elem_emit(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
 }
 
 /* Emits an instruction of the current function (not a tensor, not in another function). */
-int kiln_elem_emit_instr(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+int kiln_elemental_emit_instr(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
                          kiln_kir_value_t *const *idx, int nidx, kiln_kir_value_t **out) {
   kiln_hlo_opcode_t op = instr->opcode;
   if (op == KILN_OP_CONSTANT) {
     if (kiln_elem_type_is_complex(instr->shape->type)) {
       if (!instr->literal || instr->literal->unknown) {
-        kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: constant without contents", instr->name));
+        kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: constant without contents", instr->name));
         return -1;
       }
       double re = 0, im = 0;
       kiln_literal_get_c128(instr->literal, 0, &re, &im);
-      kiln_elem_type_t pt = kiln_elem_part_type(instr->shape->type);
+      kiln_elem_type_t pt = kiln_elemental_part_type(instr->shape->type);
       out[0] = kiln_kir_const_float(f->b, pt, re);
       out[1] = kiln_kir_const_float(f->b, pt, im);
       return out[0] && out[1] ? 2 : -1;
     }
-    out[0] = kiln_elem_constant(f, instr->literal, 0);
+    out[0] = kiln_elemental_constant(f, instr->literal, 0);
     return out[0] ? 1 : -1;
   }
   if (op == KILN_OP_IOTA) {
     int64_t d = instr->iota_dimension;
     if (d < 0 || d >= nidx) {
-      kiln_elem_fail(f, KILN_ERR_INVALID("%s: iota dimension out of range", instr->name));
+      kiln_elemental_fail(f, KILN_ERR_INVALID("%s: iota dimension out of range", instr->name));
       return -1;
     }
     out[0] = kiln_kir_convert(f->b, idx[d], kiln_kir_type_scalar(f->e->m, instr->shape->type));
@@ -729,14 +729,14 @@ int kiln_elem_emit_instr(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
   }
   if (op == KILN_OP_GET_TUPLE_ELEMENT) {
     kiln_kir_value_t *v[MAX_OUTS];
-    if (kiln_elem_num_values(instr->operands[0]) != kiln_elem_num_outputs(instr->operands[0])) {
-      kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: complex tuple elements", instr->name));
+    if (kiln_elemental_num_values(instr->operands[0]) != kiln_elemental_num_outputs(instr->operands[0])) {
+      kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: complex tuple elements", instr->name));
       return -1;
     }
-    int n = kiln_elem_emit(f, instr->operands[0], idx, nidx, v);
+    int n = kiln_elemental_emit(f, instr->operands[0], idx, nidx, v);
     if (n < 0) return -1;
     if (instr->tuple_index < 0 || instr->tuple_index >= n) {
-      kiln_elem_fail(f, KILN_ERR_INVALID("%s: tuple index out of range", instr->name));
+      kiln_elemental_fail(f, KILN_ERR_INVALID("%s: tuple index out of range", instr->name));
       return -1;
     }
     out[0] = v[instr->tuple_index];
@@ -748,22 +748,22 @@ int kiln_elem_emit_instr(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
     int cnt[8];
     bool cplx = kiln_elem_type_is_complex(instr->shape->type);
     if (instr->num_operands > 8) {
-      kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %d operands", instr->name, instr->num_operands));
+      kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %d operands", instr->name, instr->num_operands));
       return -1;
     }
     for (int k = 0; k < instr->num_operands; k++) {
       kiln_kir_value_t *v[MAX_OUTS];
       const kiln_hlo_instruction_t *o = instr->operands[k];
       bool scalar = kiln_shape_is_array(o->shape) && o->shape->rank == 0 && nidx > 0;
-      cnt[k] = kiln_elem_emit(f, o, scalar ? NULL : idx, scalar ? 0 : nidx, v);
+      cnt[k] = kiln_elemental_emit(f, o, scalar ? NULL : idx, scalar ? 0 : nidx, v);
       if (cnt[k] < 1) return -1;
       args[k] = v[0];
       cargs[k][0] = v[0];
       cargs[k][1] = cnt[k] > 1 ? v[1] : NULL;
       if (cnt[k] > 1) cplx = true;
     }
-    if (cplx) return kiln_elem_complex_op(f, instr, cargs, cnt, instr->num_operands, out);
-    out[0] = kiln_elem_scalar_op(f, instr, args, instr->num_operands);
+    if (cplx) return kiln_elemental_complex_op(f, instr, cargs, cnt, instr->num_operands, out);
+    out[0] = kiln_elemental_scalar_op(f, instr, args, instr->num_operands);
     return out[0] ? 1 : -1;
   }
   switch (op) {
@@ -773,26 +773,26 @@ int kiln_elem_emit_instr(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
     case KILN_OP_DOT: case KILN_OP_CONVOLUTION: case KILN_OP_DYNAMIC_UPDATE_SLICE:
       break;
     default:
-      kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("elemental emitter: opcode %s (%s)",
+      kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("elemental emitter: opcode %s (%s)",
                                                kiln_hlo_opcode_name(op), instr->name));
       return -1;
   }
   kiln_hlo_indexing_t ix = {0};
   kiln_status s = kiln_hlo_indexing_output_to_input(f->e->m->ctx, instr, 0, &ix);
   if (s) {
-    kiln_elem_fail(f, s);
+    kiln_elemental_fail(f, s);
     return -1;
   }
   int n = -1;
   for (int k = 0; k < ix.num_operands; k++)
     if (!ix.operands[k].map) {
-      kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: no indexing for operand %d", instr->name, k));
+      kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: no indexing for operand %d", instr->name, k));
       goto done;
     }
   if ((op == KILN_OP_PAD || op == KILN_OP_CONCATENATE || op == KILN_OP_REDUCE ||
        op == KILN_OP_REDUCE_WINDOW) &&
-      kiln_elem_num_values(instr) != kiln_elem_num_outputs(instr)) {
-    kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %s of complex values", instr->name,
+      kiln_elemental_num_values(instr) != kiln_elemental_num_outputs(instr)) {
+    kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %s of complex values", instr->name,
                                              kiln_hlo_opcode_name(op)));
     goto done;
   }
@@ -808,16 +808,16 @@ int kiln_elem_emit_instr(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
     n = emit_reduction(f, instr, &ix, idx, out);
   } else {
     if (ix.num_operands < 1 || kiln_indexing_map_num_syms(ix.operands[0].map) > 0) {
-      kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: indexing with loop symbols", instr->name));
+      kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: indexing with loop symbols", instr->name));
       goto done;
     }
     n = emit_through_map(f, instr, 0, &ix.operands[0], idx, out);
-    if (n > 0) n = kiln_elem_num_values(instr);
+    if (n > 0) n = kiln_elemental_num_values(instr);
     /* A bitcast may also reinterpret the element type (same width). */
     if (n == 1 && op == KILN_OP_BITCAST && out[0]->type->elem != instr->shape->type) {
       const kiln_kir_type_t *rt = kiln_kir_type_scalar(f->e->m, instr->shape->type);
       if (kiln_kir_type_bits(out[0]->type) != kiln_kir_type_bits(rt)) {
-        kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: bitcast between element widths", instr->name));
+        kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: bitcast between element widths", instr->name));
         n = -1;
       } else {
         out[0] = kiln_kir_bitcast(f->b, out[0], rt);
@@ -915,7 +915,7 @@ int kiln_elemental_root_result(const kiln_elemental_t *e, int sg,
   int off = 0;
   for (int r = 0; r < g->num_roots; r++) {
     if (g->roots[r] == instr) return off;
-    off += kiln_elem_num_values(g->roots[r]);
+    off += kiln_elemental_num_values(g->roots[r]);
   }
   return -1;
 }
@@ -941,14 +941,14 @@ static kiln_status declare(kiln_elemental_t *e, int sgi) {
     pn[e->num_tensors + i] = names[e->num_tensors + i];
   }
   int nres = 0;
-  for (int r = 0; r < sg->num_roots; r++) nres += kiln_elem_num_values(sg->roots[r]);
+  for (int r = 0; r < sg->num_roots; r++) nres += kiln_elemental_num_values(sg->roots[r]);
   const kiln_kir_type_t **rt = kiln_calloc((size_t)nres + 1, sizeof(*rt));
   int k = 0;
   for (int r = 0; r < sg->num_roots; r++)
-    for (int o = 0; o < kiln_elem_num_outputs(sg->roots[r]); o++) {
-      kiln_elem_type_t t = kiln_elem_output_type(sg->roots[r], o);
-      for (int part = 0; part < kiln_elem_vals_per(t); part++)
-        rt[k++] = kiln_kir_type_scalar(e->m, kiln_elem_part_type(t));
+    for (int o = 0; o < kiln_elemental_num_outputs(sg->roots[r]); o++) {
+      kiln_elem_type_t t = kiln_elemental_output_type(sg->roots[r], o);
+      for (int part = 0; part < kiln_elemental_vals_per(t); part++)
+        rt[k++] = kiln_kir_type_scalar(e->m, kiln_elemental_part_type(t));
     }
   e->funcs[sgi] = kiln_kir_func_create(e->m, sg->name, KILN_KIR_FUNC_SUBGRAPH, pt, pn, np, rt,
                                        (size_t)nres);
@@ -966,7 +966,7 @@ static kiln_status emit_body(kiln_elemental_t *e, int sgi) {
   kiln_kir_func_t *fn = e->funcs[sgi];
   kiln_kir_builder_t b;
   kiln_kir_builder_init(&b, e->m, kiln_kir_func_body(fn));
-  kiln_elem_fn_t f = {0};
+  kiln_elemental_fn_t f = {0};
   f.e = e;
   f.b = &b;
   f.sg = sgi;
@@ -979,7 +979,7 @@ static kiln_status emit_body(kiln_elemental_t *e, int sgi) {
     kiln_kir_value_t *v[MAX_OUTS];
     const kiln_hlo_instruction_t *root = sg->roots[r];
     const kiln_shape_t *s = output_shape(root, 0);
-    int n = kiln_elem_emit(&f, root, idx, s ? s->rank : sg->rank, v);
+    int n = kiln_elemental_emit(&f, root, idx, s ? s->rank : sg->rank, v);
     for (int k = 0; k < n; k++) kiln_vec_push(&results, v[k]);
   }
   if (!f.err) kiln_kir_return(&b, results.data, results.len);

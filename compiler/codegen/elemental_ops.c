@@ -10,30 +10,30 @@
 
 static kiln_elem_type_t elem_of(const kiln_kir_value_t *v) { return v->type->elem; }
 
-static kiln_kir_value_t *cf(kiln_elem_fn_t *f, const kiln_kir_type_t *t, double v) {
+static kiln_kir_value_t *cf(kiln_elemental_fn_t *f, const kiln_kir_type_t *t, double v) {
   kiln_kir_const_t c = {0};
   c.f = v;
   return kiln_kir_const(B, t, c);
 }
 
-static kiln_kir_value_t *ci(kiln_elem_fn_t *f, const kiln_kir_type_t *t, int64_t v) {
+static kiln_kir_value_t *ci(kiln_elemental_fn_t *f, const kiln_kir_type_t *t, int64_t v) {
   kiln_kir_const_t c = {0};
   c.i = v;
   return kiln_kir_const(B, t, c);
 }
 
-static kiln_kir_value_t *bin(kiln_elem_fn_t *f, kiln_kir_opcode_t op, kiln_kir_value_t *a,
+static kiln_kir_value_t *bin(kiln_elemental_fn_t *f, kiln_kir_opcode_t op, kiln_kir_value_t *a,
                              kiln_kir_value_t *b) {
   return kiln_kir_binary(B, op, a, b);
 }
 
-static kiln_kir_value_t *un(kiln_elem_fn_t *f, kiln_kir_opcode_t op, kiln_kir_value_t *a) {
+static kiln_kir_value_t *un(kiln_elemental_fn_t *f, kiln_kir_opcode_t op, kiln_kir_value_t *a) {
   return kiln_kir_unary(B, op, a);
 }
 
-kiln_kir_value_t *kiln_elem_constant(kiln_elem_fn_t *f, const kiln_literal_t *lit, int64_t i) {
+kiln_kir_value_t *kiln_elemental_constant(kiln_elemental_fn_t *f, const kiln_literal_t *lit, int64_t i) {
   if (!lit || lit->unknown || !kiln_shape_is_array(lit->shape) || i >= lit->num_elements) {
-    kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("constant without known contents"));
+    kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("constant without known contents"));
     return NULL;
   }
   kiln_elem_type_t t = lit->shape->type;
@@ -45,7 +45,7 @@ kiln_kir_value_t *kiln_elem_constant(kiln_elem_fn_t *f, const kiln_literal_t *li
 
 /* ---- math built from the kernel IR's ops, computed in f32 (narrow floats) or f64 ---- */
 
-static kiln_kir_value_t *derived_math(kiln_elem_fn_t *f, kiln_hlo_opcode_t op,
+static kiln_kir_value_t *derived_math(kiln_elemental_fn_t *f, kiln_hlo_opcode_t op,
                                       kiln_kir_value_t *x0) {
   kiln_elem_type_t et = elem_of(x0);
   kiln_elem_type_t wt = et == KILN_F64 ? KILN_F64 : KILN_F32;
@@ -108,7 +108,7 @@ static kiln_kir_value_t *derived_math(kiln_elem_fn_t *f, kiln_hlo_opcode_t op,
       break;
     }
     default:
-      kiln_elem_fail(f, KILN_ERR_INTERNAL("no derived math for %s", kiln_hlo_opcode_name(op)));
+      kiln_elemental_fail(f, KILN_ERR_INTERNAL("no derived math for %s", kiln_hlo_opcode_name(op)));
       return NULL;
   }
   return et == wt ? r : kiln_kir_convert(B, r, x0->type);
@@ -116,7 +116,7 @@ static kiln_kir_value_t *derived_math(kiln_elem_fn_t *f, kiln_hlo_opcode_t op,
 
 /* Integer power by squaring over the exponent's bits; (x == 1 || y == 0) -> 1, a negative
  * signed exponent -> 0 (the evaluator's rule). */
-static kiln_kir_value_t *int_pow(kiln_elem_fn_t *f, kiln_kir_value_t *x, kiln_kir_value_t *y) {
+static kiln_kir_value_t *int_pow(kiln_elemental_fn_t *f, kiln_kir_value_t *x, kiln_kir_value_t *y) {
   const kiln_kir_type_t *t = x->type;
   int bits = kiln_kir_type_bits(t);
   kiln_kir_value_t *one = ci(f, t, 1), *zero = ci(f, t, 0);
@@ -125,7 +125,7 @@ static kiln_kir_value_t *int_pow(kiln_elem_fn_t *f, kiln_kir_value_t *x, kiln_ki
                                      kiln_kir_const_index(B, 1), inits, 3);
   if (!loop) return NULL;
   size_t mark;
-  kiln_elem_enter(f, kiln_kir_op_region(loop, 0), &mark);
+  kiln_elemental_enter(f, kiln_kir_op_region(loop, 0), &mark);
   kiln_kir_region_t *body = kiln_kir_op_region(loop, 0);
   kiln_kir_value_t *r = kiln_kir_region_arg(body, 1), *base = kiln_kir_region_arg(body, 2);
   kiln_kir_value_t *e = kiln_kir_region_arg(body, 3);
@@ -133,7 +133,7 @@ static kiln_kir_value_t *int_pow(kiln_elem_fn_t *f, kiln_kir_value_t *x, kiln_ki
   kiln_kir_value_t *ny[3] = {kiln_kir_select(B, odd, bin(f, KILN_KIR_MUL, r, base), r),
                              bin(f, KILN_KIR_MUL, base, base), bin(f, KILN_KIR_SHR_LOGICAL, e, one)};
   kiln_kir_yield(B, ny, 3);
-  kiln_elem_exit(f, mark);
+  kiln_elemental_exit(f, mark);
   kiln_kir_value_t *res = kiln_kir_op_result(loop, 0);
   if (kiln_elem_type_is_signed_int(t->elem))
     res = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, y, zero), zero, res);
@@ -154,7 +154,7 @@ static kiln_elem_type_t signed_of_width(int bits) {
 
 /* Total-order key of a float: its bits as a signed integer with the non-sign bits flipped
  * for negative values (-NaN < -inf < ... < -0 < +0 < ... < inf < NaN). */
-static kiln_kir_value_t *total_order_key(kiln_elem_fn_t *f, kiln_kir_value_t *x) {
+static kiln_kir_value_t *total_order_key(kiln_elemental_fn_t *f, kiln_kir_value_t *x) {
   int bits = kiln_kir_type_bits(x->type);
   const kiln_kir_type_t *it = kiln_kir_type_scalar(f->e->m, signed_of_width(bits));
   kiln_kir_value_t *k = kiln_kir_bitcast(B, x, it);
@@ -164,7 +164,7 @@ static kiln_kir_value_t *total_order_key(kiln_elem_fn_t *f, kiln_kir_value_t *x)
   return bin(f, KILN_KIR_XOR, k, mask);
 }
 
-static kiln_kir_value_t *compare(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+static kiln_kir_value_t *compare(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
                                  kiln_kir_value_t *a, kiln_kir_value_t *b) {
   kiln_kir_cmp_t p;
   switch (instr->comparison_direction) {
@@ -175,7 +175,7 @@ static kiln_kir_value_t *compare(kiln_elem_fn_t *f, const kiln_hlo_instruction_t
     case KILN_CMP_GT: p = KILN_KIR_CMP_GT; break;
     case KILN_CMP_GE: p = KILN_KIR_CMP_GE; break;
     default:
-      kiln_elem_fail(f, KILN_ERR_INVALID("%s: compare without a direction", instr->name));
+      kiln_elemental_fail(f, KILN_ERR_INVALID("%s: compare without a direction", instr->name));
       return NULL;
   }
   if (instr->comparison_type == KILN_CMP_TYPE_TOTALORDER && kiln_elem_type_is_float(elem_of(a))) {
@@ -201,7 +201,7 @@ static kiln_kir_value_t *compare(kiln_elem_fn_t *f, const kiln_hlo_instruction_t
 }
 
 /* XLA's reduce-precision bit algorithm on f32 / f64 (narrow floats through f32). */
-static kiln_kir_value_t *reduce_precision(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+static kiln_kir_value_t *reduce_precision(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
                                           kiln_kir_value_t *x0) {
   kiln_elem_type_t et = elem_of(x0);
   bool f64 = et == KILN_F64;
@@ -210,7 +210,7 @@ static kiln_kir_value_t *reduce_precision(kiln_elem_fn_t *f, const kiln_hlo_inst
   int W = f64 ? 64 : 32, se = f64 ? 11 : 8, sm = f64 ? 52 : 23;
   int64_t eb = instr->exponent_bits, mb = instr->mantissa_bits;
   if (eb < 1 || mb < 0) {
-    kiln_elem_fail(f, KILN_ERR_INVALID("%s: exponent_bits=%lld mantissa_bits=%lld", instr->name,
+    kiln_elemental_fail(f, KILN_ERR_INVALID("%s: exponent_bits=%lld mantissa_bits=%lld", instr->name,
                                        (long long)eb, (long long)mb));
     return NULL;
   }
@@ -293,7 +293,7 @@ static kiln_kir_opcode_t binary_kir(kiln_hlo_opcode_t op, bool pred) {
   }
 }
 
-kiln_kir_value_t *kiln_elem_scalar_op(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+kiln_kir_value_t *kiln_elemental_scalar_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
                                       kiln_kir_value_t *const *a, int n) {
   kiln_hlo_opcode_t op = instr->opcode;
   kiln_kir_module_t *m = f->e->m;
@@ -304,7 +304,7 @@ kiln_kir_value_t *kiln_elem_scalar_op(kiln_elem_fn_t *f, const kiln_hlo_instruct
     case KILN_OP_CONVERT: return kiln_kir_convert(B, a[0], rt);
     case KILN_OP_BITCAST_CONVERT:
       if (kiln_kir_type_bits(a[0]->type) != kiln_kir_type_bits(rt)) {
-        kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: bitcast-convert between widths", instr->name));
+        kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: bitcast-convert between widths", instr->name));
         return NULL;
       }
       return kiln_kir_bitcast(B, a[0], rt);
@@ -323,10 +323,10 @@ kiln_kir_value_t *kiln_elem_scalar_op(kiln_elem_fn_t *f, const kiln_hlo_instruct
       const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(instr, "to_apply");
       kiln_kir_value_t *out[KILN_ELEM_MAX_OUTPUTS];
       if (!c) {
-        kiln_elem_fail(f, KILN_ERR_INVALID("%s: map without to_apply", instr->name));
+        kiln_elemental_fail(f, KILN_ERR_INVALID("%s: map without to_apply", instr->name));
         return NULL;
       }
-      if (kiln_elem_emit_scalar_computation(f, c, a, n, out) != 1) return NULL;
+      if (kiln_elemental_emit_scalar_computation(f, c, a, n, out) != 1) return NULL;
       return out[0];
     }
     case KILN_OP_ABS:
@@ -347,7 +347,7 @@ kiln_kir_value_t *kiln_elem_scalar_op(kiln_elem_fn_t *f, const kiln_hlo_instruct
   if (k != KILN_KIR_OPCODE_COUNT && n == 1) return un(f, k, a[0]);
   k = binary_kir(op, at == KILN_PRED);
   if (k != KILN_KIR_OPCODE_COUNT && n == 2) return bin(f, k, a[0], a[1]);
-  kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("elemental emitter: %s on %s (%s)",
+  kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("elemental emitter: %s on %s (%s)",
                                            kiln_hlo_opcode_name(op), kiln_elem_type_name(at),
                                            instr->name));
   return NULL;
@@ -356,7 +356,7 @@ kiln_kir_value_t *kiln_elem_scalar_op(kiln_elem_fn_t *f, const kiln_hlo_instruct
 /* ---- complex values: (re, im) pairs ---- */
 
 /* |z| = m * sqrt((a/m)^2 + (b/m)^2), m = max(|a|, |b|) (0 when m == 0; inf if either is). */
-static kiln_kir_value_t *c_abs(kiln_elem_fn_t *f, kiln_kir_value_t *a, kiln_kir_value_t *b) {
+static kiln_kir_value_t *c_abs(kiln_elemental_fn_t *f, kiln_kir_value_t *a, kiln_kir_value_t *b) {
   const kiln_kir_type_t *t = a->type;
   kiln_kir_value_t *aa = un(f, KILN_KIR_ABS, a), *ab = un(f, KILN_KIR_ABS, b);
   kiln_kir_value_t *m = bin(f, KILN_KIR_MAX, aa, ab);
@@ -371,12 +371,12 @@ static kiln_kir_value_t *c_abs(kiln_elem_fn_t *f, kiln_kir_value_t *a, kiln_kir_
   return kiln_kir_select(B, isinf, inf, kiln_kir_select(B, zero, cf(f, t, 0.0), r));
 }
 
-int kiln_elem_complex_op(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
+int kiln_elemental_complex_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
                          kiln_kir_value_t *const (*args)[2], const int *cnt, int nargs,
                          kiln_kir_value_t **out) {
   kiln_hlo_opcode_t op = instr->opcode;
   kiln_elem_type_t rt = instr->shape->type;
-  kiln_elem_type_t pt = kiln_elem_part_type(rt);
+  kiln_elem_type_t pt = kiln_elemental_part_type(rt);
   const kiln_kir_type_t *ptt = kiln_kir_type_scalar(f->e->m, pt);
   /* Operand k as a pair (a real operand gets imaginary part 0). */
   kiln_kir_value_t *re[3] = {0}, *im[3] = {0};
@@ -475,14 +475,14 @@ int kiln_elem_complex_op(kiln_elem_fn_t *f, const kiln_hlo_instruction_t *instr,
       break;
   }
 #undef IM
-  kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("elemental emitter: %s on complex values (%s)",
+  kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("elemental emitter: %s on complex values (%s)",
                                            kiln_hlo_opcode_name(op), instr->name));
   return -1;
 }
 
 /* ---- scalar computations ---- */
 
-int kiln_elem_emit_scalar_computation(kiln_elem_fn_t *f, const kiln_hlo_computation_t *c,
+int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hlo_computation_t *c,
                                       kiln_kir_value_t *const *args, int nargs,
                                       kiln_kir_value_t **out) {
   size_t n = 0;
@@ -499,21 +499,21 @@ int kiln_elem_emit_scalar_computation(kiln_elem_fn_t *f, const kiln_hlo_computat
     switch (in->opcode) {
       case KILN_OP_PARAMETER:
         if (in->parameter_number < 0 || in->parameter_number >= nargs) {
-          kiln_elem_fail(f, KILN_ERR_INVALID("%s: parameter %lld of %d", c->name,
+          kiln_elemental_fail(f, KILN_ERR_INVALID("%s: parameter %lld of %d", c->name,
                                              (long long)in->parameter_number, nargs));
           goto done;
         }
         v = args[in->parameter_number];
         break;
       case KILN_OP_CONSTANT:
-        v = kiln_elem_constant(f, in->literal, 0);
+        v = kiln_elemental_constant(f, in->literal, 0);
         break;
       case KILN_OP_TUPLE:
         continue; /* expanded by its users (root, get-tuple-element) */
       case KILN_OP_GET_TUPLE_ELEMENT: {
         const kiln_hlo_instruction_t *t = in->operands[0];
         if (t->opcode != KILN_OP_TUPLE || in->tuple_index < 0 || in->tuple_index >= t->num_operands) {
-          kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: tuple access in %s", in->name, c->name));
+          kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: tuple access in %s", in->name, c->name));
           goto done;
         }
         v = VAL(t->operands[in->tuple_index]);
@@ -522,22 +522,22 @@ int kiln_elem_emit_scalar_computation(kiln_elem_fn_t *f, const kiln_hlo_computat
       default: {
         if (!kiln_hlo_opcode_is_elementwise(in->opcode) && in->opcode != KILN_OP_COPY &&
             in->opcode != KILN_OP_MAP && in->opcode != KILN_OP_BITCAST_CONVERT) {
-          kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %s in scalar computation %s", in->name,
+          kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %s in scalar computation %s", in->name,
                                                    kiln_hlo_opcode_name(in->opcode), c->name));
           goto done;
         }
         kiln_kir_value_t *ops[8];
         if (in->num_operands > 8) {
-          kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: too many operands", in->name));
+          kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: too many operands", in->name));
           goto done;
         }
         for (int k = 0; k < in->num_operands; k++) ops[k] = VAL(in->operands[k]);
-        v = kiln_elem_scalar_op(f, in, ops, in->num_operands);
+        v = kiln_elemental_scalar_op(f, in, ops, in->num_operands);
         break;
       }
     }
     if (!v) {
-      if (!f->err) kiln_elem_fail(f, kiln_kir_builder_take_status(B));
+      if (!f->err) kiln_elemental_fail(f, kiln_kir_builder_take_status(B));
       if (!f->err) f->err = KILN_ERR_INTERNAL("%s: no value", in->name);
       goto done;
     }
@@ -545,7 +545,7 @@ int kiln_elem_emit_scalar_computation(kiln_elem_fn_t *f, const kiln_hlo_computat
   }
   if (c->root->opcode == KILN_OP_TUPLE) {
     if (c->root->num_operands > KILN_ELEM_MAX_OUTPUTS) {
-      kiln_elem_fail(f, KILN_ERR_UNIMPLEMENTED("%s: too many results", c->name));
+      kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: too many results", c->name));
       goto done;
     }
     for (int k = 0; k < c->root->num_operands; k++) out[k] = VAL(c->root->operands[k]);

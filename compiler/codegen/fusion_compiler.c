@@ -23,16 +23,16 @@
 
 /* ---- classification ---- */
 
-const char *kiln_fusion_emitter_name(kiln_fusion_emitter_t e) {
+const char *kiln_codegen_emitter_name(kiln_codegen_emitter_t e) {
   switch (e) {
-    case KILN_FUSION_EMITTER_LOOP: return "loop";
-    case KILN_FUSION_EMITTER_REDUCTION: return "reduction";
-    case KILN_FUSION_EMITTER_TRANSPOSE: return "transpose";
-    case KILN_FUSION_EMITTER_CONCATENATE: return "concatenate";
-    case KILN_FUSION_EMITTER_SCATTER: return "scatter";
-    case KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE: return "dynamic-update-slice";
-    case KILN_FUSION_EMITTER_SORT: return "sort";
-    case KILN_FUSION_EMITTER_INPUT_SLICES: return "input-slices";
+    case KILN_CODEGEN_EMITTER_LOOP: return "loop";
+    case KILN_CODEGEN_EMITTER_REDUCTION: return "reduction";
+    case KILN_CODEGEN_EMITTER_TRANSPOSE: return "transpose";
+    case KILN_CODEGEN_EMITTER_CONCATENATE: return "concatenate";
+    case KILN_CODEGEN_EMITTER_SCATTER: return "scatter";
+    case KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE: return "dynamic-update-slice";
+    case KILN_CODEGEN_EMITTER_SORT: return "sort";
+    case KILN_CODEGEN_EMITTER_INPUT_SLICES: return "input-slices";
   }
   return "?";
 }
@@ -68,21 +68,21 @@ static bool is_root_through_bitcasts(const kiln_hlo_computation_t *c, const kiln
 }
 
 /* The dispatcher's kind for the hero analysis's choice. */
-static kiln_fusion_emitter_t kind_of_hero_emitter(kiln_hero_emitter_t e) {
-  static const kiln_fusion_emitter_t kinds[] = {
-      [KILN_HERO_EMITTER_LOOP] = KILN_FUSION_EMITTER_LOOP,
-      [KILN_HERO_EMITTER_REDUCTION] = KILN_FUSION_EMITTER_REDUCTION,
-      [KILN_HERO_EMITTER_TRANSPOSE] = KILN_FUSION_EMITTER_TRANSPOSE,
-      [KILN_HERO_EMITTER_SCATTER] = KILN_FUSION_EMITTER_SCATTER,
-      [KILN_HERO_EMITTER_SORT] = KILN_FUSION_EMITTER_SORT,
-      [KILN_HERO_EMITTER_CONCATENATE] = KILN_FUSION_EMITTER_CONCATENATE,
-      [KILN_HERO_EMITTER_INPUT_SLICES] = KILN_FUSION_EMITTER_INPUT_SLICES,
-      [KILN_HERO_EMITTER_DYNAMIC_UPDATE_SLICE] = KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE,
+static kiln_codegen_emitter_t kind_of_hero_emitter(kiln_hero_emitter_t e) {
+  static const kiln_codegen_emitter_t kinds[] = {
+      [KILN_HERO_EMITTER_LOOP] = KILN_CODEGEN_EMITTER_LOOP,
+      [KILN_HERO_EMITTER_REDUCTION] = KILN_CODEGEN_EMITTER_REDUCTION,
+      [KILN_HERO_EMITTER_TRANSPOSE] = KILN_CODEGEN_EMITTER_TRANSPOSE,
+      [KILN_HERO_EMITTER_SCATTER] = KILN_CODEGEN_EMITTER_SCATTER,
+      [KILN_HERO_EMITTER_SORT] = KILN_CODEGEN_EMITTER_SORT,
+      [KILN_HERO_EMITTER_CONCATENATE] = KILN_CODEGEN_EMITTER_CONCATENATE,
+      [KILN_HERO_EMITTER_INPUT_SLICES] = KILN_CODEGEN_EMITTER_INPUT_SLICES,
+      [KILN_HERO_EMITTER_DYNAMIC_UPDATE_SLICE] = KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE,
   };
-  return (size_t)e < sizeof(kinds) / sizeof(kinds[0]) ? kinds[e] : KILN_FUSION_EMITTER_LOOP;
+  return (size_t)e < sizeof(kinds) / sizeof(kinds[0]) ? kinds[e] : KILN_CODEGEN_EMITTER_LOOP;
 }
 
-kiln_fusion_emitter_t kiln_fusion_classify(const kiln_hlo_computation_t *c,
+kiln_codegen_emitter_t kiln_codegen_classify(const kiln_hlo_computation_t *c,
                                            const kiln_hlo_instruction_t **hero) {
   const kiln_hlo_instruction_t *dummy;
   if (!hero) hero = &dummy;
@@ -91,12 +91,12 @@ kiln_fusion_emitter_t kiln_fusion_classify(const kiln_hlo_computation_t *c,
     const kiln_hlo_instruction_t *in = c->instructions.data[i];
     *hero = in;
     switch (in->opcode) {
-      case KILN_OP_SCATTER: return KILN_FUSION_EMITTER_SCATTER;
-      case KILN_OP_SORT: return KILN_FUSION_EMITTER_SORT;
+      case KILN_OP_SCATTER: return KILN_CODEGEN_EMITTER_SCATTER;
+      case KILN_OP_SORT: return KILN_CODEGEN_EMITTER_SORT;
       case KILN_OP_DYNAMIC_UPDATE_SLICE:
         /* A DUS root (through bitcasts) gets the DUS emitter (in place when its operand is a
          * parameter, else copy + update); a DUS under an epilogue is a loop, as in XLA. */
-        if (is_root_through_bitcasts(c, in)) return KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE;
+        if (is_root_through_bitcasts(c, in)) return KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE;
         break;
       default: break;
     }
@@ -104,8 +104,8 @@ kiln_fusion_emitter_t kiln_fusion_classify(const kiln_hlo_computation_t *c,
   for (size_t i = 0; i < c->instructions.len; i++) {
     const kiln_hlo_instruction_t *in = c->instructions.data[i];
     *hero = in;
-    if (is_reduce_hero(in)) return KILN_FUSION_EMITTER_REDUCTION;
-    if (is_transpose_hero(in)) return KILN_FUSION_EMITTER_TRANSPOSE;
+    if (is_reduce_hero(in)) return KILN_CODEGEN_EMITTER_REDUCTION;
+    if (is_transpose_hero(in)) return KILN_CODEGEN_EMITTER_TRANSPOSE;
   }
   /* Concatenate (a hero concatenate of <= 4 operands, possibly under an epilogue) and input
    * slices as the hero analysis decides. */
@@ -113,47 +113,47 @@ kiln_fusion_emitter_t kiln_fusion_classify(const kiln_hlo_computation_t *c,
   kiln_status hs = kiln_hero_analyze(c, &ha);
   if (!hs && ha.emitter == KILN_HERO_EMITTER_CONCATENATE) {
     *hero = ha.hero;
-    return KILN_FUSION_EMITTER_CONCATENATE;
+    return KILN_CODEGEN_EMITTER_CONCATENATE;
   }
   if (!hs && ha.emitter == KILN_HERO_EMITTER_INPUT_SLICES) {
     *hero = ha.hero;
-    return KILN_FUSION_EMITTER_INPUT_SLICES;
+    return KILN_CODEGEN_EMITTER_INPUT_SLICES;
   }
 
   kiln_status_free(hs);
   *hero = NULL;
-  return KILN_FUSION_EMITTER_LOOP;
+  return KILN_CODEGEN_EMITTER_LOOP;
 }
 
 /* ---- dispatch ---- */
 
-typedef kiln_status (*emit_fn)(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
-                               kiln_fusion_kernel_t *out);
+typedef kiln_status (*emit_fn)(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+                               kiln_codegen_kernel_t *out);
 
-static kiln_status emit_reduction(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
-                                  kiln_fusion_kernel_t *out) {
+static kiln_status emit_reduction(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+                                  kiln_codegen_kernel_t *out) {
   return kiln_reduction_kernel_emit(c, opts, NULL, out);
 }
 
 /* The emitter of each kind. */
 static const emit_fn kEmitters[] = {
-    [KILN_FUSION_EMITTER_LOOP] = kiln_loop_kernel_emit,
-    [KILN_FUSION_EMITTER_REDUCTION] = emit_reduction,
-    [KILN_FUSION_EMITTER_TRANSPOSE] = kiln_transpose_kernel_emit,
-    [KILN_FUSION_EMITTER_CONCATENATE] = kiln_concat_kernel_emit,
-    [KILN_FUSION_EMITTER_SCATTER] = kiln_scatter_kernel_emit,
-    [KILN_FUSION_EMITTER_DYNAMIC_UPDATE_SLICE] = kiln_dus_kernel_emit,
-    [KILN_FUSION_EMITTER_SORT] = kiln_sort_kernel_emit,
-    [KILN_FUSION_EMITTER_INPUT_SLICES] = kiln_input_slices_kernel_emit,
+    [KILN_CODEGEN_EMITTER_LOOP] = kiln_loop_kernel_emit,
+    [KILN_CODEGEN_EMITTER_REDUCTION] = emit_reduction,
+    [KILN_CODEGEN_EMITTER_TRANSPOSE] = kiln_transpose_kernel_emit,
+    [KILN_CODEGEN_EMITTER_CONCATENATE] = kiln_concat_kernel_emit,
+    [KILN_CODEGEN_EMITTER_SCATTER] = kiln_scatter_kernel_emit,
+    [KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE] = kiln_dus_kernel_emit,
+    [KILN_CODEGEN_EMITTER_SORT] = kiln_sort_kernel_emit,
+    [KILN_CODEGEN_EMITTER_INPUT_SLICES] = kiln_input_slices_kernel_emit,
 };
 
-kiln_status kiln_fusion_choose_emitter(const kiln_hlo_computation_t *c, kiln_fusion_emitter_t *kind) {
-  *kind = kiln_fusion_classify(c, NULL);
+kiln_status kiln_codegen_choose_emitter(const kiln_hlo_computation_t *c, kiln_codegen_emitter_t *kind) {
+  *kind = kiln_codegen_classify(c, NULL);
   switch (*kind) {
-    case KILN_FUSION_EMITTER_REDUCTION:
-    case KILN_FUSION_EMITTER_TRANSPOSE:
-    case KILN_FUSION_EMITTER_CONCATENATE:
-    case KILN_FUSION_EMITTER_INPUT_SLICES: {
+    case KILN_CODEGEN_EMITTER_REDUCTION:
+    case KILN_CODEGEN_EMITTER_TRANSPOSE:
+    case KILN_CODEGEN_EMITTER_CONCATENATE:
+    case KILN_CODEGEN_EMITTER_INPUT_SLICES: {
       kiln_hero_analysis_t ha;
       KILN_RETURN_IF_ERROR(kiln_hero_analyze(c, &ha), "while choosing the emitter of %s", c->name);
       *kind = kind_of_hero_emitter(ha.emitter);
@@ -179,10 +179,10 @@ static int64_t shared_bytes_in(const kiln_kir_region_t *r) {
 
 /* Every launch of the chain must fit the target: a kernel that does not would fail at launch
  * on the GPU (or silently run a different grid on the host). */
-static kiln_status validate_launches(const kiln_hlo_computation_t *c, const kiln_fusion_kernel_t *out,
+static kiln_status validate_launches(const kiln_hlo_computation_t *c, const kiln_codegen_kernel_t *out,
                                      const kiln_launch_device_t *device) {
   int idx = 0;
-  for (const kiln_fusion_kernel_t *k = out; k; k = k->next, idx++) {
+  for (const kiln_codegen_kernel_t *k = out; k; k = k->next, idx++) {
     const kiln_kir_func_t *f = k->kir ? kiln_kir_module_kernel(k->kir) : NULL;
     if (!f) continue;
     kiln_status s = kiln_launch_validate(f->block, f->grid, shared_bytes_in(f->body), false, device);
@@ -191,21 +191,21 @@ static kiln_status validate_launches(const kiln_hlo_computation_t *c, const kiln
   return NULL;
 }
 
-kiln_status kiln_fusion_kernel_emit(const kiln_hlo_computation_t *c,
-                                    const kiln_fusion_compile_options_t *opts,
-                                    kiln_fusion_kernel_t *out) {
+kiln_status kiln_codegen_kernel_emit(const kiln_hlo_computation_t *c,
+                                    const kiln_codegen_compile_options_t *opts,
+                                    kiln_codegen_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("fusion compiler: no computation");
   /* The environment is read here, once per fusion, never inside the emitters. */
-  kiln_fusion_compile_options_t o = {0};
+  kiln_codegen_compile_options_t o = {0};
   if (opts) o = *opts;
-  kiln_fusion_compile_options_from_env(&o);
-  kiln_fusion_emitter_t kind;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_fusion_choose_emitter(c, &kind));
+  kiln_codegen_compile_options_from_env(&o);
+  kiln_codegen_emitter_t kind;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_codegen_choose_emitter(c, &kind));
   KILN_RETURN_IF_ERROR_PLAIN(kEmitters[kind](c, &o, out));
-  for (kiln_fusion_kernel_t *k = out; k; k = k->next)
+  for (kiln_codegen_kernel_t *k = out; k; k = k->next)
     if (k->kir) k->kir->excess_precision = !o.strict_precision;
   kiln_status s = validate_launches(c, out, o.device);
-  if (s) kiln_fusion_kernel_free(out);
+  if (s) kiln_codegen_kernel_free(out);
   return s;
 }

@@ -24,29 +24,29 @@ static bool env_forbids_excess_precision(void) {
   return false;
 }
 
-void kiln_fusion_compile_options_from_env(kiln_fusion_compile_options_t *o) {
+void kiln_codegen_compile_options_from_env(kiln_codegen_compile_options_t *o) {
   if (o->env_read) return;
   if (!o->dump_dir) o->dump_dir = getenv("KILN_DUMP_TO");
   if (!o->strict_precision && env_forbids_excess_precision()) o->strict_precision = true;
   o->env_read = true;
 }
 
-bool kiln_fusion_excess_precision(const kiln_fusion_compile_options_t *opts) {
-  kiln_fusion_compile_options_t o = {0};
+bool kiln_codegen_excess_precision(const kiln_codegen_compile_options_t *opts) {
+  kiln_codegen_compile_options_t o = {0};
   if (opts) o = *opts;
-  kiln_fusion_compile_options_from_env(&o);
+  kiln_codegen_compile_options_from_env(&o);
   return !o.strict_precision;
 }
 
 /* ---- the kernel object ---- */
 
-void kiln_fusion_kernel_free(kiln_fusion_kernel_t *k) {
+void kiln_codegen_kernel_free(kiln_codegen_kernel_t *k) {
   if (!k) return;
-  kiln_fusion_kernel_t *next = k->next;
+  kiln_codegen_kernel_t *next = k->next;
   while (next) {
-    kiln_fusion_kernel_t *after = next->next;
+    kiln_codegen_kernel_t *after = next->next;
     next->next = NULL;
-    kiln_fusion_kernel_free(next);
+    kiln_codegen_kernel_free(next);
     kiln_free(next);
     next = after;
   }
@@ -57,13 +57,13 @@ void kiln_fusion_kernel_free(kiln_fusion_kernel_t *k) {
   memset(k, 0, sizeof(*k));
 }
 
-kiln_status kiln_fusion_kernel_compile_nvptx(const kiln_fusion_kernel_t *k,
+kiln_status kiln_codegen_kernel_compile_nvptx(const kiln_codegen_kernel_t *k,
                                              const struct kiln_nvptx_options *opts,
                                              struct kiln_nvptx_result *out) {
   return kiln_kir_compile_nvptx(k->kir, opts, out);
 }
 
-static kiln_status ptxas_check_one(const kiln_fusion_kernel_t *k, char **ptx) {
+static kiln_status ptxas_check_one(const kiln_codegen_kernel_t *k, char **ptx) {
   kiln_nvptx_options_t o = {0};
   o.cubin_via = KILN_CUBIN_VIA_SKIP;
   o.dump_dir = "";
@@ -80,9 +80,9 @@ static kiln_status ptxas_check_one(const kiln_fusion_kernel_t *k, char **ptx) {
   return s;
 }
 
-kiln_status kiln_fusion_kernel_ptxas_check(const kiln_fusion_kernel_t *k, char **ptx) {
+kiln_status kiln_codegen_kernel_ptxas_check(const kiln_codegen_kernel_t *k, char **ptx) {
   if (ptx) *ptx = NULL;
-  for (const kiln_fusion_kernel_t *x = k; x; x = x->next) {
+  for (const kiln_codegen_kernel_t *x = k; x; x = x->next) {
     char *one = NULL;
     kiln_status s = ptxas_check_one(x, ptx ? &one : NULL);
     if (ptx && one) {
@@ -103,23 +103,23 @@ kiln_status kiln_fusion_kernel_ptxas_check(const kiln_fusion_kernel_t *k, char *
 
 /* ---- names and dumps ---- */
 
-void kiln_fusion_sanitize_name(char *s) {
+void kiln_codegen_sanitize_name(char *s) {
   for (; *s; s++)
     if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9')))
       *s = '_';
 }
 
-void kiln_fusion_kernel_name(const kiln_hlo_computation_t *c,
-                             const kiln_fusion_compile_options_t *opts, const char *suffix,
+void kiln_codegen_kernel_name(const kiln_hlo_computation_t *c,
+                             const kiln_codegen_compile_options_t *opts, const char *suffix,
                              char *buf, size_t n) {
   if (opts && opts->kernel_name)
     snprintf(buf, n, "%s%s", opts->kernel_name, suffix ? suffix : "");
   else
     snprintf(buf, n, "%s_kernel%s", c->name, suffix ? suffix : "");
-  kiln_fusion_sanitize_name(buf);
+  kiln_codegen_sanitize_name(buf);
 }
 
-void kiln_fusion_dump_text(const char *dir, const char *name, const char *suffix,
+void kiln_codegen_dump_text(const char *dir, const char *name, const char *suffix,
                            const char *text) {
   if (!dir || !*dir) return;
   mkdir(dir, 0777);
@@ -131,7 +131,7 @@ void kiln_fusion_dump_text(const char *dir, const char *name, const char *suffix
   fclose(fp);
 }
 
-void kiln_fusion_dump_fusion(const char *dump_dir, const char *name,
+void kiln_codegen_dump_fusion(const char *dump_dir, const char *name,
                              const kiln_hlo_computation_t *c, const kiln_hlo_computation_t *reads) {
   if (!dump_dir || !*dump_dir) return;
   kiln_strbuf_t hb = {0};
@@ -140,50 +140,50 @@ void kiln_fusion_dump_fusion(const char *dump_dir, const char *name,
     kiln_strbuf_printf(&hb, "\n// values read by %s:\n", name);
     kiln_hlo_computation_print(&hb, reads);
   }
-  kiln_fusion_dump_text(dump_dir, name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
+  kiln_codegen_dump_text(dump_dir, name, "40-hlo-fusion.txt", kiln_strbuf_cstr(&hb));
   kiln_strbuf_free(&hb);
 }
 
-void kiln_fusion_dump_partition(const char *dump_dir, const char *name,
+void kiln_codegen_dump_partition(const char *dump_dir, const char *name,
                                 const kiln_partition_t *part) {
   if (!dump_dir || !*dump_dir) return;
   kiln_strbuf_t pb = {0};
   kiln_partition_print(part, &pb);
-  kiln_fusion_dump_text(dump_dir, name, "41-partition.txt", kiln_strbuf_cstr(&pb));
+  kiln_codegen_dump_text(dump_dir, name, "41-partition.txt", kiln_strbuf_cstr(&pb));
   kiln_strbuf_free(&pb);
 }
 
 /* ---- an emitter's start and end ---- */
 
-const char *kiln_fusion_kernel_start(kiln_fusion_kernel_t *out, const kiln_hlo_computation_t *c,
+const char *kiln_codegen_kernel_start(kiln_codegen_kernel_t *out, const kiln_hlo_computation_t *c,
                                      const kiln_hlo_computation_t *reads,
-                                     const kiln_fusion_compile_options_t *opts, const char *suffix,
+                                     const kiln_codegen_compile_options_t *opts, const char *suffix,
                                      char *name, size_t n) {
-  kiln_fusion_kernel_name(c, opts, suffix, name, n);
+  kiln_codegen_kernel_name(c, opts, suffix, name, n);
   const char *dump_dir = opts ? opts->dump_dir : NULL;
-  kiln_fusion_dump_fusion(dump_dir, name, c, reads);
+  kiln_codegen_dump_fusion(dump_dir, name, c, reads);
   out->ctx = kiln_affine_ctx_create();
   out->kir = kiln_kir_module_create(name, out->ctx);
   return dump_dir;
 }
 
-kiln_status kiln_fusion_kernel_finish(kiln_fusion_kernel_t *out, kiln_status st, double t0,
+kiln_status kiln_codegen_kernel_finish(kiln_codegen_kernel_t *out, kiln_status st, double t0,
                                       const char *dump_dir, const char *name,
-                                      const kiln_fusion_compile_options_t *opts,
+                                      const kiln_codegen_compile_options_t *opts,
                                       const kiln_hlo_computation_t *c) {
   if (!st) st = kiln_kir_verify(out->kir);
   out->emit_ms = kiln_clock_ms() - t0;
-  if (!st) st = kiln_fusion_kernel_run_pipeline(out->kir, dump_dir, name, opts, &out->pipeline_ms);
+  if (!st) st = kiln_codegen_kernel_run_pipeline(out->kir, dump_dir, name, opts, &out->pipeline_ms);
   if (st) {
-    kiln_fusion_kernel_free(out);
+    kiln_codegen_kernel_free(out);
     return kiln_status_annotate(st, "while compiling fusion %s", c->name);
   }
   return NULL;
 }
 
-kiln_status kiln_fusion_kernel_run_pipeline(kiln_kir_module_t *kir, const char *dump_dir,
+kiln_status kiln_codegen_kernel_run_pipeline(kiln_kir_module_t *kir, const char *dump_dir,
                                             const char *name,
-                                            const kiln_fusion_compile_options_t *opts, double *ms) {
+                                            const kiln_codegen_compile_options_t *opts, double *ms) {
   double t0 = kiln_clock_ms();
   kiln_kir_pipeline_options_t po = {0};
   po.dump_dir = dump_dir;

@@ -55,15 +55,15 @@ static void hero_emit_release(kiln_hero_emit_t *h) {
 
 kiln_status kiln_hero_emit_start(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
                                  const kiln_hlo_computation_t *emit,
-                                 const kiln_fusion_compile_options_t *opts, const char *suffix,
-                                 const kiln_hero_emit_setup_t *setup, kiln_fusion_kernel_t *out) {
+                                 const kiln_codegen_compile_options_t *opts, const char *suffix,
+                                 const kiln_hero_emit_setup_t *setup, kiln_codegen_kernel_t *out) {
   memset(h, 0, sizeof(*h));
   memset(out, 0, sizeof(*out));
   h->c = emit;
   h->out = out;
   h->t0 = kiln_clock_ms();
   /* The fusion, then the private copy this kernel reads (its root tuple: what it reads). */
-  h->dump_dir = kiln_fusion_kernel_start(out, c, emit != c ? emit : NULL, opts, suffix, h->name,
+  h->dump_dir = kiln_codegen_kernel_start(out, c, emit != c ? emit : NULL, opts, suffix, h->name,
                                          sizeof(h->name));
   kiln_status s = kiln_partition_compute(out->ctx, emit, setup ? setup->is_root : NULL,
                                          setup ? setup->user : NULL, &h->part);
@@ -85,24 +85,24 @@ kiln_status kiln_hero_emit_start(kiln_hero_emit_t *h, const kiln_hlo_computation
   }
   if (s) {
     hero_emit_release(h);
-    kiln_fusion_kernel_free(out);
+    kiln_codegen_kernel_free(out);
     return kiln_status_annotate(s, "while emitting fusion %s", c->name);
   }
-  kiln_fusion_dump_partition(h->dump_dir, h->name, &h->part);
+  kiln_codegen_dump_partition(h->dump_dir, h->name, &h->part);
   return NULL;
 }
 
 void kiln_hero_emit_abort(kiln_hero_emit_t *h) {
   hero_emit_release(h);
-  kiln_fusion_kernel_free(h->out);
+  kiln_codegen_kernel_free(h->out);
 }
 
 kiln_status kiln_hero_emit_begin_ex(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
-                                    const kiln_fusion_compile_options_t *opts,
+                                    const kiln_codegen_compile_options_t *opts,
                                     kiln_partition_root_fn is_root, void *user,
                                     const int64_t block[3], const int64_t grid[3],
                                     bool physical_outputs, kiln_partition_root_fn caller_emits,
-                                    kiln_fusion_kernel_t *out) {
+                                    kiln_codegen_kernel_t *out) {
   kiln_hero_emit_setup_t setup = {is_root, user, physical_outputs, caller_emits};
   KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_emit_start(h, c, c, opts, NULL, &setup, out));
   int nout = h->part.num_outputs;
@@ -118,13 +118,13 @@ kiln_status kiln_hero_emit_begin_ex(kiln_hero_emit_t *h, const kiln_hlo_computat
 }
 
 kiln_status kiln_hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
-                                 const kiln_fusion_compile_options_t *opts,
+                                 const kiln_codegen_compile_options_t *opts,
                                  kiln_partition_root_fn is_root, void *user, const int64_t block[3],
-                                 const int64_t grid[3], kiln_fusion_kernel_t *out) {
+                                 const int64_t grid[3], kiln_codegen_kernel_t *out) {
   return kiln_hero_emit_begin_ex(h, c, opts, is_root, user, block, grid, false, NULL, out);
 }
 
-void kiln_hero_set_kernel_io(kiln_fusion_kernel_t *out, const kiln_elemental_t *elem,
+void kiln_hero_set_kernel_io(kiln_codegen_kernel_t *out, const kiln_elemental_t *elem,
                              const kiln_partition_t *part) {
   out->num_inputs = elem->num_tensors;
   out->inputs = kiln_calloc((size_t)out->num_inputs + 1, sizeof(*out->inputs));
@@ -140,8 +140,8 @@ void kiln_hero_set_kernel_io(kiln_fusion_kernel_t *out, const kiln_elemental_t *
 
 kiln_kir_value_t *kiln_hero_emit_value(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *instr,
                                        kiln_kir_value_t *const *idx) {
-  if (kiln_elem_num_values(instr) != 1) {
-    kiln_elem_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s values in a hero kernel", instr->name,
+  if (kiln_elemental_num_values(instr) != 1) {
+    kiln_elemental_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s values in a hero kernel", instr->name,
                                                   kiln_elem_type_name(instr->shape->type)));
     return NULL;
   }
@@ -156,15 +156,15 @@ kiln_kir_value_t *kiln_hero_emit_value(kiln_hero_emit_t *h, const kiln_hlo_instr
               idx[dflt ? k : (int)instr->shape->layout.minor_to_major[instr->shape->rank - 1 - k]];
         return kiln_kir_extract(&h->b, h->tensors[t], pidx, (size_t)instr->shape->rank);
       }
-    kiln_elem_fail(&h->fn, KILN_ERR_INTERNAL("%s is not a kernel input", instr->name));
+    kiln_elemental_fail(&h->fn, KILN_ERR_INTERNAL("%s is not a kernel input", instr->name));
     return NULL;
   }
   if (instr->opcode == KILN_OP_CONSTANT && instr->literal)
-    return kiln_elem_constant(&h->fn, instr->literal, 0);
+    return kiln_elemental_constant(&h->fn, instr->literal, 0);
   const kiln_partition_subgraph_t *sg = kiln_partition_subgraph_of(&h->part, instr);
   int r = sg ? kiln_elemental_root_result(&h->elem, sg->id, instr) : -1;
   if (r < 0) {
-    kiln_elem_fail(&h->fn, KILN_ERR_INTERNAL("%s heads no function", instr->name));
+    kiln_elemental_fail(&h->fn, KILN_ERR_INTERNAL("%s heads no function", instr->name));
     return NULL;
   }
   kiln_kir_op_t *call = kiln_elemental_call(&h->elem, &h->b, sg->id, h->tensors, idx);
@@ -172,8 +172,8 @@ kiln_kir_value_t *kiln_hero_emit_value(kiln_hero_emit_t *h, const kiln_hlo_instr
 }
 
 kiln_status kiln_hero_emit_finish(kiln_hero_emit_t *h, kiln_status st,
-                                  const kiln_fusion_compile_options_t *opts) {
-  kiln_fusion_kernel_t *out = h->out;
+                                  const kiln_codegen_compile_options_t *opts) {
+  kiln_codegen_kernel_t *out = h->out;
   kiln_status bs = kiln_kir_builder_take_status(&h->b);
   kiln_kir_builder_finish(&h->b);
   if (!st && h->fn.err) {
@@ -186,7 +186,7 @@ kiln_status kiln_hero_emit_finish(kiln_hero_emit_t *h, kiln_status st,
     kiln_status_free(bs);
   if (!st) kiln_hero_set_kernel_io(out, &h->elem, &h->part);
   hero_emit_release(h);
-  return kiln_fusion_kernel_finish(out, st, h->t0, h->dump_dir, h->name, opts, h->c);
+  return kiln_codegen_kernel_finish(out, st, h->t0, h->dump_dir, h->name, opts, h->c);
 }
 
 void kiln_hero_grid_dims(const kiln_launch_grid_t *g, int64_t block[3], int64_t grid[3]) {
@@ -213,7 +213,7 @@ kiln_kir_func_t *kiln_hero_kernel_create(kiln_kir_module_t *m, const char *name,
     snprintf(buf, sizeof(buf), nout == 1 ? "output" : "output%d", o);
     names[nin + o] = kiln_strdup(buf);
   }
-  for (size_t i = 0; i < np; i++) kiln_fusion_sanitize_name(names[i]);
+  for (size_t i = 0; i < np; i++) kiln_codegen_sanitize_name(names[i]);
   kiln_kir_func_t *k = kiln_kir_func_create(m, name, KILN_KIR_FUNC_KERNEL, pt,
                                             (const char *const *)names, np, rt, (size_t)nout);
   for (size_t i = 0; i < np; i++) kiln_free(names[i]);
@@ -228,7 +228,7 @@ kiln_kir_func_t *kiln_hero_kernel_create(kiln_kir_module_t *m, const char *name,
 
 kiln_status kiln_hero_emit_kernel(kiln_hero_emit_t *h, const kiln_shape_t *const *outputs, int nout,
                                   const int64_t block[3], const int64_t grid[3]) {
-  kiln_fusion_kernel_t *out = h->out;
+  kiln_codegen_kernel_t *out = h->out;
   int nin = h->elem.num_tensors;
   h->kernel = kiln_hero_kernel_create(out->kir, h->name, &h->elem, outputs, nout, block, grid);
   if (!h->kernel) return KILN_ERR_INTERNAL("could not create kernel %s", h->name);
@@ -331,7 +331,7 @@ int kiln_hero_emit_values(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *ins
     out[0] = kiln_hero_emit_value(h, instr, idx);
     return out[0] ? 1 : -1;
   }
-  kiln_elem_type_t pt = kiln_elem_part_type(s->type);
+  kiln_elem_type_t pt = kiln_elemental_part_type(s->type);
   if (kiln_partition_is_tensor_leaf(instr)) {
     for (int t = 0; t < h->elem.num_tensors; t++)
       if (h->elem.tensors[t] == instr) {
@@ -343,7 +343,7 @@ int kiln_hero_emit_values(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *ins
         }
         return out[0] && out[1] ? 2 : -1;
       }
-    kiln_elem_fail(&h->fn, KILN_ERR_INTERNAL("%s is not a kernel input", instr->name));
+    kiln_elemental_fail(&h->fn, KILN_ERR_INTERNAL("%s is not a kernel input", instr->name));
     return -1;
   }
   if (instr->opcode == KILN_OP_CONSTANT && instr->literal && !instr->literal->unknown) {
@@ -356,7 +356,7 @@ int kiln_hero_emit_values(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *ins
   const kiln_partition_subgraph_t *sg = kiln_partition_subgraph_of(&h->part, instr);
   int r = sg ? kiln_elemental_root_result(&h->elem, sg->id, instr) : -1;
   if (r < 0) {
-    kiln_elem_fail(&h->fn, KILN_ERR_INTERNAL("%s heads no function", instr->name));
+    kiln_elemental_fail(&h->fn, KILN_ERR_INTERNAL("%s heads no function", instr->name));
     return -1;
   }
   kiln_kir_op_t *call = kiln_elemental_call(&h->elem, &h->b, sg->id, h->tensors, idx);

@@ -7,7 +7,7 @@
  * Layering: uses fusion_kernel (options, kernel object, names, dumps, pipeline), the
  * partitioner and the elemental emitter; used by hero_split and the emitters, never the
  * other way round. Internal to codegen's emitters: it exposes the elemental emitter's
- * internals (kiln_elem_fn_t), so public emitter headers do not include it. */
+ * internals (kiln_elemental_fn_t), so public emitter headers do not include it. */
 #ifndef KILN_COMPILER_CODEGEN_HERO_EMIT_H_
 #define KILN_COMPILER_CODEGEN_HERO_EMIT_H_
 
@@ -23,7 +23,7 @@
 
 typedef struct kiln_hero_emit {
   const kiln_hlo_computation_t *c;
-  kiln_fusion_kernel_t *out;
+  kiln_codegen_kernel_t *out;
   kiln_partition_t part;
   bool have_part, have_elem;
   kiln_elemental_t elem;
@@ -31,7 +31,7 @@ typedef struct kiln_hero_emit {
   kiln_kir_value_t **tensors; /* the kernel's input tensor parameters (elem order) */
   kiln_kir_value_t **outs;    /* the kernel's output tensor parameters */
   kiln_kir_builder_t b;       /* at the kernel body */
-  kiln_elem_fn_t fn;          /* for scalar computations emitted into the kernel */
+  kiln_elemental_fn_t fn;          /* for scalar computations emitted into the kernel */
   char name[160];
   const char *dump_dir;
   double t0;
@@ -42,9 +42,9 @@ typedef struct kiln_hero_emit {
  * the given launch dimensions and starts a builder in its body. On error everything is
  * released. */
 kiln_status kiln_hero_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
-                                 const kiln_fusion_compile_options_t *opts,
+                                 const kiln_codegen_compile_options_t *opts,
                                  kiln_partition_root_fn is_root, void *user, const int64_t block[3],
-                                 const int64_t grid[3], kiln_fusion_kernel_t *out);
+                                 const int64_t grid[3], kiln_codegen_kernel_t *out);
 /* How kiln_hero_emit_start partitions and emits (NULL: the partitioner's and elemental
  * emitter's defaults). */
 typedef struct kiln_hero_emit_setup {
@@ -60,8 +60,8 @@ typedef struct kiln_hero_emit_setup {
  * with kiln_hero_emit_kernel. On error everything is released. */
 kiln_status kiln_hero_emit_start(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
                                  const kiln_hlo_computation_t *emit,
-                                 const kiln_fusion_compile_options_t *opts, const char *suffix,
-                                 const kiln_hero_emit_setup_t *setup, kiln_fusion_kernel_t *out);
+                                 const kiln_codegen_compile_options_t *opts, const char *suffix,
+                                 const kiln_hero_emit_setup_t *setup, kiln_codegen_kernel_t *out);
 /* Releases the emission state and the kernel object after kiln_hero_emit_start. */
 void kiln_hero_emit_abort(kiln_hero_emit_t *h);
 
@@ -70,13 +70,13 @@ void kiln_hero_emit_abort(kiln_hero_emit_t *h);
  * accepted); `caller_emits` (may be NULL) names instructions the kernel computes itself
  * (kiln_elemental_t.caller_emits, with `user`). */
 kiln_status kiln_hero_emit_begin_ex(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
-                                    const kiln_fusion_compile_options_t *opts,
+                                    const kiln_codegen_compile_options_t *opts,
                                     kiln_partition_root_fn is_root, void *user,
                                     const int64_t block[3], const int64_t grid[3],
                                     bool physical_outputs, kiln_partition_root_fn caller_emits,
-                                    kiln_fusion_kernel_t *out);
+                                    kiln_codegen_kernel_t *out);
 /* Fills out->inputs (elem's tensors) and out->outputs (part's output leaves). */
-void kiln_hero_set_kernel_io(kiln_fusion_kernel_t *out, const kiln_elemental_t *elem,
+void kiln_hero_set_kernel_io(kiln_codegen_kernel_t *out, const kiln_elemental_t *elem,
                              const kiln_partition_t *part);
 /* Value of (non-complex, single-output) `instr` at logical index `idx`, in the builder's
  * region: a tensor extract for parameters / array constants, a call of its subgraph
@@ -87,7 +87,7 @@ kiln_kir_value_t *kiln_hero_emit_value(kiln_hero_emit_t *h, const kiln_hlo_instr
 /* Finishes the kernel (`st`: an error found while emitting, consumed), verifies it, runs
  * the pipeline and fills h->out; releases the emission state in every case. */
 kiln_status kiln_hero_emit_finish(kiln_hero_emit_t *h, kiln_status st,
-                                  const kiln_fusion_compile_options_t *opts);
+                                  const kiln_codegen_compile_options_t *opts);
 
 /* Whether `s`'s layout is the default one (no layout, or minor_to_major descending): logical
  * order is memory order. */

@@ -37,9 +37,9 @@ static void split_release(kiln_hero_split_t *s) {
 
 kiln_status kiln_hero_split_begin(kiln_hero_split_t *s, const kiln_hlo_computation_t *c,
                                   const kiln_hlo_instruction_t *const *vals, int nvals,
-                                  const kiln_fusion_compile_options_t *opts, const char *suffix,
+                                  const kiln_codegen_compile_options_t *opts, const char *suffix,
                                   const int64_t block[3], const int64_t grid[3],
-                                  kiln_fusion_kernel_t *out) {
+                                  kiln_codegen_kernel_t *out) {
   memset(s, 0, sizeof(*s));
   memset(out, 0, sizeof(*out));
   s->orig = c;
@@ -128,11 +128,11 @@ kiln_kir_value_t *kiln_hero_atomic_cas_combine(kiln_hero_emit_t *h,
   kiln_kir_region_t *body = kiln_kir_op_region(cas, 0);
   kiln_kir_builder_enter(&h->b, body);
   size_t mark;
-  kiln_elem_enter(&h->fn, body, &mark);
+  kiln_elemental_enter(&h->fn, body, &mark);
   kiln_kir_value_t *args[2] = {kiln_kir_region_arg(body, 0), v},
                    *res[KILN_ELEM_MAX_OUTPUTS] = {NULL};
-  bool ok = kiln_elem_emit_scalar_computation(&h->fn, comb, args, 2, res) == 1;
-  kiln_elem_exit(&h->fn, mark);
+  bool ok = kiln_elemental_emit_scalar_computation(&h->fn, comb, args, 2, res) == 1;
+  kiln_elemental_exit(&h->fn, mark);
   if (ok) kiln_kir_yield(&h->b, res, 1);
   kiln_kir_builder_exit(&h->b);
   return ok ? kiln_kir_op_result(cas, 0) : NULL;
@@ -144,15 +144,15 @@ kiln_kir_value_t *kiln_hero_split_value(kiln_hero_split_t *s, const kiln_hlo_ins
                                         kiln_kir_value_t *const *idx) {
   const kiln_hlo_instruction_t *cl = kiln_ptrmap_get(&s->clone_of, instr);
   if (!cl) {
-    kiln_elem_fail(&s->h.fn, KILN_ERR_INTERNAL("%s is not read by this kernel", instr->name));
+    kiln_elemental_fail(&s->h.fn, KILN_ERR_INTERNAL("%s is not read by this kernel", instr->name));
     return NULL;
   }
   return kiln_hero_emit_value(&s->h, cl, idx);
 }
 
 kiln_status kiln_hero_split_finish(kiln_hero_split_t *s, kiln_status st,
-                                   const kiln_fusion_compile_options_t *opts) {
-  kiln_fusion_kernel_t *out = s->h.out;
+                                   const kiln_codegen_compile_options_t *opts) {
+  kiln_codegen_kernel_t *out = s->h.out;
   /* kiln_hero_emit_finish records d's outputs; the kernel's are the original's. */
   st = kiln_hero_emit_finish(&s->h, st, opts);
   if (!st) {
@@ -177,7 +177,7 @@ kiln_status kiln_hero_split_finish(kiln_hero_split_t *s, kiln_status st,
     out->num_outputs = s->num_outputs;
     out->outputs = kiln_calloc((size_t)s->num_outputs + 1, sizeof(*out->outputs));
     for (int k = 0; k < s->num_outputs; k++) out->outputs[k] = s->outputs[k];
-    if (st) kiln_fusion_kernel_free(out);
+    if (st) kiln_codegen_kernel_free(out);
   }
   split_release(s);
   return st;

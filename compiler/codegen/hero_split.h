@@ -35,16 +35,16 @@ typedef struct kiln_hero_split {
  * Launch: block / grid as for kiln_hero_emit_begin. On error everything is released. */
 kiln_status kiln_hero_split_begin(kiln_hero_split_t *s, const kiln_hlo_computation_t *c,
                                   const kiln_hlo_instruction_t *const *vals, int nvals,
-                                  const kiln_fusion_compile_options_t *opts, const char *suffix,
+                                  const kiln_codegen_compile_options_t *opts, const char *suffix,
                                   const int64_t block[3], const int64_t grid[3],
-                                  kiln_fusion_kernel_t *out);
+                                  kiln_codegen_kernel_t *out);
 /* Value of `instr` (one of the vals, or a parameter / constant of c) at logical index idx. */
 kiln_kir_value_t *kiln_hero_split_value(kiln_hero_split_t *s, const kiln_hlo_instruction_t *instr,
                                         kiln_kir_value_t *const *idx);
 /* Finishes like kiln_hero_emit_finish, then maps the kernel's inputs and outputs back to
  * the original fusion and destroys the private copy (in every case). */
 kiln_status kiln_hero_split_finish(kiln_hero_split_t *s, kiln_status st,
-                                   const kiln_fusion_compile_options_t *opts);
+                                   const kiln_codegen_compile_options_t *opts);
 
 /* ---- atomics: combining into an output element several blocks or threads write ---- */
 

@@ -19,8 +19,8 @@ static bool is_is_root(void *user, const kiln_hlo_instruction_t *instr) {
 }
 
 kiln_status kiln_input_slices_kernel_emit(const kiln_hlo_computation_t *c,
-                                          const kiln_fusion_compile_options_t *opts,
-                                          kiln_fusion_kernel_t *out) {
+                                          const kiln_codegen_compile_options_t *opts,
+                                          kiln_codegen_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("input slices emitter: no computation");
   is_state_t *st = kiln_calloc(1, sizeof(*st));
@@ -56,12 +56,12 @@ kiln_status kiln_input_slices_kernel_emit(const kiln_hlo_computation_t *c,
       if (st->ha.roots[i] == h.part.outputs[o].instr) root_of[o] = i;
     ok = root_of[o] >= 0;
   }
-  if (!ok) kiln_elem_fail(&h.fn, KILN_ERR_INTERNAL("%s: outputs do not match the slice roots", c->name));
+  if (!ok) kiln_elemental_fail(&h.fn, KILN_ERR_INTERNAL("%s: outputs do not match the slice roots", c->name));
   kiln_kir_op_t *loop = ok ? kiln_hero_grid_loop(&h, &g, in, h.outs, nout) : NULL;
   if (loop) {
     kiln_kir_builder_enter(b, kiln_kir_op_region(loop, 0));
     size_t mark;
-    kiln_elem_enter(&h.fn, kiln_kir_op_region(loop, 0), &mark);
+    kiln_elemental_enter(&h.fn, kiln_kir_op_region(loop, 0), &mark);
     kiln_kir_value_t *idx[KILN_KIR_MAX_RANK], *ys[KILN_HERO_MAX_ROOTS];
     for (int d = 0; d < in->rank; d++) idx[d] = kiln_kir_loop_index(loop, (size_t)d);
     for (int o = 0; o < nout; o++) ys[o] = kiln_kir_loop_iter_arg(loop, (size_t)o);
@@ -93,10 +93,10 @@ kiln_status kiln_input_slices_kernel_emit(const kiln_hlo_computation_t *c,
       }
       kiln_kir_builder_enter(b, kiln_kir_op_region(iff, 0));
       size_t m2;
-      kiln_elem_enter(&h.fn, kiln_kir_op_region(iff, 0), &m2);
+      kiln_elemental_enter(&h.fn, kiln_kir_op_region(iff, 0), &m2);
       kiln_kir_value_t *v = kiln_hero_emit_value(&h, r->operands[0], idx);
       kiln_kir_value_t *y = v ? kiln_kir_insert(b, v, ys[o], oidx, (size_t)in->rank) : NULL;
-      kiln_elem_exit(&h.fn, m2);
+      kiln_elemental_exit(&h.fn, m2);
       ok = y != NULL;
       if (ok) kiln_kir_yield(b, &y, 1);
       kiln_kir_builder_exit(b);
@@ -105,7 +105,7 @@ kiln_status kiln_input_slices_kernel_emit(const kiln_hlo_computation_t *c,
       kiln_kir_builder_exit(b);
       ys[o] = kiln_kir_op_result(iff, 0);
     }
-    kiln_elem_exit(&h.fn, mark);
+    kiln_elemental_exit(&h.fn, mark);
     if (ok) kiln_kir_yield(b, ys, (size_t)nout);
     kiln_kir_builder_exit(b);
     if (ok) {

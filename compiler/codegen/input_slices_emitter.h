@@ -14,10 +14,10 @@
 #include "compiler/codegen/fusion_kernel.h"
 #include "compiler/hlo/ir.h"
 
-/* Emits the input-slices kernel for `c`; *out as for kiln_fusion_kernel_emit.
+/* Emits the input-slices kernel for `c`; *out as for kiln_codegen_kernel_emit.
  * INVALID_ARGUMENT when `c` is not an input-slices fusion. */
 kiln_status kiln_input_slices_kernel_emit(const kiln_hlo_computation_t *c,
-                                          const kiln_fusion_compile_options_t *opts,
-                                          kiln_fusion_kernel_t *out);
+                                          const kiln_codegen_compile_options_t *opts,
+                                          kiln_codegen_kernel_t *out);
 
 #endif /* KILN_COMPILER_CODEGEN_INPUT_SLICES_EMITTER_H_ */

@@ -234,8 +234,8 @@ static kiln_status loop_emit_output_subgraphs(loop_body_t *L) {
       int first = kiln_elemental_root_result(L->elem, sgi, po->instr);
       if (first < 0) continue;
       for (int k = 0; k < po->output_index; k++)
-        first += kiln_elem_vals_per(kiln_elem_output_type(po->instr, k));
-      int nv = kiln_elem_vals_per(kiln_elem_output_type(po->instr, po->output_index));
+        first += kiln_elemental_vals_per(kiln_elemental_output_type(po->instr, k));
+      int nv = kiln_elemental_vals_per(kiln_elemental_output_type(po->instr, po->output_index));
       kiln_kir_value_t *v[2] = {kiln_kir_op_result(call, (size_t)first),
                                 nv > 1 ? kiln_kir_op_result(call, (size_t)first + 1) : NULL};
       const kiln_shape_t *os = output_array_shape(po);
@@ -262,7 +262,7 @@ static kiln_status loop_copy_input_outputs(loop_body_t *L) {
     if (!loop_index_for(L->b, L->ctx, L->loop_shape, s, L->idx, sidx))
       return KILN_ERR_UNIMPLEMENTED("%s: output layouts", L->c->name);
     kiln_elemental_physical_index(in->shape, sidx, pidx);
-    int nv = kiln_elem_vals_per(s->type);
+    int nv = kiln_elemental_vals_per(s->type);
     kiln_kir_value_t *v[2] = {NULL, NULL};
     if (nv == 1) {
       v[0] = kiln_kir_extract(L->b, L->tensors[t], pidx, (size_t)s->rank);
@@ -352,19 +352,19 @@ static kiln_status loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t 
   return NULL;
 }
 
-kiln_status kiln_loop_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
-                                  kiln_fusion_kernel_t *out) {
+kiln_status kiln_loop_kernel_emit(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+                                  kiln_codegen_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   double t0 = kiln_clock_ms();
   char name[128];
-  const char *dump_dir = kiln_fusion_kernel_start(out, c, NULL, opts, NULL, name, sizeof(name));
+  const char *dump_dir = kiln_codegen_kernel_start(out, c, NULL, opts, NULL, name, sizeof(name));
   kiln_partition_t part;
   kiln_status s = kiln_partition_compute(out->ctx, c, NULL, NULL, &part);
   if (s) {
-    kiln_fusion_kernel_free(out);
+    kiln_codegen_kernel_free(out);
     return s;
   }
-  kiln_fusion_dump_partition(dump_dir, name, &part);
+  kiln_codegen_dump_partition(dump_dir, name, &part);
   kiln_elemental_t elem;
   s = kiln_elemental_init(&elem, out->kir, c, &part);
   loop_kernel_info_t info;
@@ -380,5 +380,5 @@ kiln_status kiln_loop_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fu
   }
   kiln_elemental_free(&elem);
   kiln_partition_free(&part);
-  return kiln_fusion_kernel_finish(out, s, t0, dump_dir, name, opts, c);
+  return kiln_codegen_kernel_finish(out, s, t0, dump_dir, name, opts, c);
 }

@@ -18,8 +18,8 @@ static bool red_emits(void *user, const kiln_hlo_instruction_t *instr) {
 }
 
 kiln_status kiln_red_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
-                                const kiln_fusion_compile_options_t *opts, kiln_red_state_t *rs,
-                                const int64_t block[3], const int64_t grid[3], kiln_fusion_kernel_t *out) {
+                                const kiln_codegen_compile_options_t *opts, kiln_red_state_t *rs,
+                                const int64_t block[3], const int64_t grid[3], kiln_codegen_kernel_t *out) {
   return kiln_hero_emit_begin_ex(h, c, opts, kiln_red_is_root, rs, block, grid, true, red_emits, out);
 }
 
@@ -104,7 +104,7 @@ static kiln_kir_value_t *red_eval_path(kiln_hero_emit_t *h, kiln_red_state_t *rs
   if (x->opcode == KILN_OP_BITCAST || x->opcode == KILN_OP_RESHAPE)
     return red_eval_path(h, rs, x->operands[0], lin, oidx, hero_out, acc);
   if (!kiln_hlo_opcode_is_elementwise(x->opcode) || x->num_operands > 8) {
-    kiln_elem_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s in a reduction epilogue", x->name,
+    kiln_elemental_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s in a reduction epilogue", x->name,
                                                   kiln_hlo_opcode_name(x->opcode)));
     return NULL;
   }
@@ -119,7 +119,7 @@ static kiln_kir_value_t *red_eval_path(kiln_hero_emit_t *h, kiln_red_state_t *rs
     }
     if (!args[k]) return NULL;
   }
-  return kiln_elem_scalar_op(&h->fn, x, args, x->num_operands);
+  return kiln_elemental_scalar_op(&h->fn, x, args, x->num_operands);
 }
 
 /* A side output: a root that is neither a reduce nor an epilogue (shaped like the input). */
@@ -137,10 +137,10 @@ bool kiln_red_combine(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_value_
       continue;
     }
     const kiln_hlo_computation_t *reducer = kiln_hlo_instruction_called(r, "to_apply");
-    if (!reducer) return kiln_elem_fail(&h->fn, KILN_ERR_INVALID("%s: no to_apply", r->name));
+    if (!reducer) return kiln_elemental_fail(&h->fn, KILN_ERR_INVALID("%s: no to_apply", r->name));
     kiln_kir_value_t *args[2 * KILN_RED_MAX_ACC], *res[KILN_RED_MAX_ACC];
     for (int k = 0; k < n; k++) args[k] = a[f + k], args[n + k] = b[f + k];
-    if (kiln_elem_emit_scalar_computation(&h->fn, reducer, args, 2 * n, res) != n) return false;
+    if (kiln_elemental_emit_scalar_computation(&h->fn, reducer, args, 2 * n, res) != n) return false;
     for (int k = 0; k < n; k++) a[f + k] = res[k];
   }
   return true;
@@ -162,7 +162,7 @@ bool kiln_red_init_values(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_va
     for (int k = 0; k < n; k++) {
       const kiln_hlo_instruction_t *iv = r->operands[n + k];
       if (!(iv->opcode == KILN_OP_CONSTANT || iv->opcode == KILN_OP_PARAMETER) || iv->shape->rank != 0)
-        return kiln_elem_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: init value %s is not a scalar constant or parameter",
+        return kiln_elemental_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: init value %s is not a scalar constant or parameter",
                                                              r->name, iv->name));
       if (kiln_hero_emit_values(h, iv, NULL, &init[rs->acc_first[j] + k]) < 0) return false;
     }
@@ -252,7 +252,7 @@ kiln_kir_op_t *kiln_red_accumulate(kiln_hero_emit_t *h, kiln_red_state_t *rs, ki
   if (!loop) return NULL;
   kiln_kir_builder_enter(&h->b, kiln_kir_op_region(loop, 0));
   size_t mark;
-  kiln_elem_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
+  kiln_elemental_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
   kiln_kir_value_t *acc[KILN_RED_MAX_ACC], *x[KILN_RED_MAX_ACC];
   for (int k = 0; k < rs->nacc; k++) acc[k] = kiln_kir_loop_iter_arg(loop, (size_t)k);
   for (int j = 0; j < rs->nred; j++) {
@@ -264,7 +264,7 @@ kiln_kir_op_t *kiln_red_accumulate(kiln_hero_emit_t *h, kiln_red_state_t *rs, ki
   }
   for (int k = 0; k < rs->nacc; k++)
     if (!x[k]) {
-      kiln_elem_exit(&h->fn, mark);
+      kiln_elemental_exit(&h->fn, mark);
       kiln_kir_builder_exit(&h->b);
       return NULL;
     }
@@ -281,7 +281,7 @@ kiln_kir_op_t *kiln_red_accumulate(kiln_hero_emit_t *h, kiln_red_state_t *rs, ki
   }
   ok = ok && kiln_red_combine(h, rs, acc, x);
   for (int k = 0; k < rs->nacc; k++) ys[k] = acc[k];
-  kiln_elem_exit(&h->fn, mark);
+  kiln_elemental_exit(&h->fn, mark);
   if (ok) kiln_kir_yield(&h->b, ys, (size_t)(rs->nacc + nside));
   kiln_kir_builder_exit(&h->b);
   if (ok)
@@ -381,7 +381,7 @@ void kiln_red_write_outputs(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_
     const kiln_shape_t *osh = kiln_shape_is_tuple(po->instr->shape) ? po->instr->shape->elements[po->output_index]
                                                                     : po->instr->shape;
     if (osh->rank != no_of[j]) {
-      kiln_elem_fail(&h->fn, KILN_ERR_INTERNAL("%s: output rank %d, %d kept dims", po->instr->name, osh->rank, no_of[j]));
+      kiln_elemental_fail(&h->fn, KILN_ERR_INTERNAL("%s: output rank %d, %d kept dims", po->instr->name, osh->rank, no_of[j]));
       return;
     }
     if (rs->atomic_writes) {
@@ -490,8 +490,8 @@ void kiln_red_write_guarded(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_
  * extent y). Thread (tx, ty) of block (bx, by) reduces row bx * tk + ty over major rows
  * r0 = (by / splits) * r0_chunk + s0 and minor elements
  * r2 = (by % splits) * split_size + (s1 * tr + tx) * vec + v. */
-static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
-                            const kiln_reduction_options_t *ropts, kiln_red_state_t *rs, kiln_fusion_kernel_t *out) {
+static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+                            const kiln_reduction_options_t *ropts, kiln_red_state_t *rs, kiln_codegen_kernel_t *out) {
   const kiln_reduction_plan_t *pl = &rs->plan;
   int64_t R0 = rs->ha.reduction.dims[0], K = rs->ha.reduction.dims[1], R2 = rs->ha.reduction.dims[2];
   int64_t splits = pl->splits, chunk = pl->split_size, r0s = pl->r0_splits, r0c = pl->r0_chunk;
@@ -631,8 +631,8 @@ done:
  * + v over rows ty, ty + 32, ...; tile[ty][tx * vec + v] of a 32 x (32 * vec + 1) shared
  * tile, a barrier, then warp ty reads tile[tx][ty * vec + v]: the 32 partials of local
  * column ty * vec + v, reduced by shuffles and written by lane 0. */
-static kiln_status emit_column(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
-                               kiln_red_state_t *rs, kiln_fusion_kernel_t *out) {
+static kiln_status emit_column(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+                               kiln_red_state_t *rs, kiln_codegen_kernel_t *out) {
   int64_t M = rs->ha.reduction.dims[0], R = rs->ha.reduction.dims[1], N = rs->ha.reduction.dims[2];
   int64_t splits = rs->plan.splits, chunk = rs->plan.split_size, vec = rs->plan.vector_size;
   if (vec < 1 || N % vec || rs->nacc * vec > KILN_RED_MAX_ACC * KILN_RED_MAX_LANES) vec = 1;
@@ -724,9 +724,9 @@ done:
   return kiln_hero_emit_finish(&h, st, opts);
 }
 
-static kiln_status emit_main(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
+static kiln_status emit_main(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
                              const kiln_reduction_options_t *ropts, kiln_red_state_t *rs,
-                             kiln_fusion_kernel_t *out) {
+                             kiln_codegen_kernel_t *out) {
   switch (rs->plan.kind) {
     case KILN_REDUCTION_ROW: return emit_row(c, opts, ropts, rs, out);
     case KILN_REDUCTION_MULTI_ROW: return kiln_red_emit_multirow(c, opts, rs, out);
@@ -737,9 +737,9 @@ static kiln_status emit_main(const kiln_hlo_computation_t *c, const kiln_fusion_
 }
 
 kiln_status kiln_reduction_kernel_emit(const kiln_hlo_computation_t *c,
-                                       const kiln_fusion_compile_options_t *opts,
+                                       const kiln_codegen_compile_options_t *opts,
                                        const kiln_reduction_options_t *ropts,
-                                       kiln_fusion_kernel_t *out) {
+                                       kiln_codegen_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("reduction emitter: no computation");
   kiln_red_state_t *rs = kiln_calloc(1, sizeof(*rs));
@@ -751,15 +751,15 @@ kiln_status kiln_reduction_kernel_emit(const kiln_hlo_computation_t *c,
   if (!s && rs->plan.splits * rs->plan.r0_splits > 1) {
     /* Several blocks per output: an initializing kernel, then the reduction with atomics. */
     rs->atomic_writes = true;
-    kiln_fusion_kernel_t *main_k = kiln_calloc(1, sizeof(*main_k));
-    kiln_fusion_compile_options_t o2 = opts ? *opts : (kiln_fusion_compile_options_t){0};
+    kiln_codegen_kernel_t *main_k = kiln_calloc(1, sizeof(*main_k));
+    kiln_codegen_compile_options_t o2 = opts ? *opts : (kiln_codegen_compile_options_t){0};
     char name[160];
     snprintf(name, sizeof(name), "%s_init", opts && opts->kernel_name ? opts->kernel_name : c->name);
     o2.kernel_name = name;
     s = kiln_red_emit_init(c, &o2, rs, out);
     if (!s) s = emit_main(c, opts, ropts, rs, main_k);
     if (s) {
-      kiln_fusion_kernel_free(out);
+      kiln_codegen_kernel_free(out);
       kiln_free(main_k);
     } else {
       out->next = main_k;

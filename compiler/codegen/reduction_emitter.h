@@ -72,13 +72,13 @@ typedef struct kiln_reduction_options {
 } kiln_reduction_options_t;
 
 /* Emits the reduction kernel for `c` (analyzed as REDUCTION) and runs the kernel-IR
- * pipeline; fills *out like kiln_fusion_kernel_emit (grid: threads / blocks as launched,
+ * pipeline; fills *out like kiln_codegen_kernel_emit (grid: threads / blocks as launched,
  * threads counting every block dimension). A split reduction gives a chain of two kernels
  * (the initializer `<name>_init` first). opts->device->core_count feeds the multi-row vector
  * size (default 132). `ropts` may be NULL. */
 kiln_status kiln_reduction_kernel_emit(const kiln_hlo_computation_t *c,
-                                       const kiln_fusion_compile_options_t *opts,
+                                       const kiln_codegen_compile_options_t *opts,
                                        const kiln_reduction_options_t *ropts,
-                                       kiln_fusion_kernel_t *out);
+                                       kiln_codegen_kernel_t *out);
 
 #endif /* KILN_COMPILER_CODEGEN_REDUCTION_EMITTER_H_ */

@@ -28,15 +28,15 @@ kiln_kir_value_t *kiln_red_atomic_combine(kiln_hero_emit_t *h, kiln_red_state_t 
                                                kiln_elem_type_is_integral(t) && t != KILN_PRED));
   if (rmw) return kiln_kir_atomic_rmw(&h->b, (kiln_kir_atomic_t)kind, v, out, idx, (size_t)n);
   if (!reducer) {
-    kiln_elem_fail(&h->fn, KILN_ERR_INVALID("%s: no to_apply", r->name));
+    kiln_elemental_fail(&h->fn, KILN_ERR_INVALID("%s: no to_apply", r->name));
     return NULL;
   }
   return kiln_hero_atomic_cas_combine(h, reducer, v, out, idx, (size_t)n);
 }
 
 /* Starts a kernel of one x dimension: T threads, nb blocks; ids get th_x and bl_x. */
-static kiln_status begin_1d(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
-                            kiln_red_state_t *rs, int64_t T, int64_t nb, kiln_fusion_kernel_t *out,
+static kiln_status begin_1d(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+                            kiln_red_state_t *rs, int64_t T, int64_t nb, kiln_codegen_kernel_t *out,
                             kiln_kir_value_t **ids) {
   int64_t block[3] = {T, 1, 1}, grid[3] = {nb, 1, 1};
   KILN_RETURN_IF_ERROR_PLAIN(kiln_red_emit_begin(h, c, opts, rs, block, grid, out));
@@ -49,8 +49,8 @@ static kiln_status begin_1d(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c
 
 /* ---- the initializing kernel ---- */
 
-kiln_status kiln_red_emit_init(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
-                               kiln_red_state_t *rs, kiln_fusion_kernel_t *out) {
+kiln_status kiln_red_emit_init(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+                               kiln_red_state_t *rs, kiln_codegen_kernel_t *out) {
   const kiln_shape_t *os = rs->reds[0]->shape;
   if (kiln_shape_is_tuple(os)) return KILN_ERR_INTERNAL("%s: split reduction of a tuple", c->name);
   int64_t n = kiln_shape_num_elements(os);
@@ -133,7 +133,7 @@ bool kiln_red_accumulate_lanes(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_i
   if (!loop) return false;
   kiln_kir_builder_enter(&h->b, kiln_kir_op_region(loop, 0));
   size_t mark;
-  kiln_elem_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
+  kiln_elemental_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
   kiln_kir_value_t *ys[MAX_VALS + KILN_HERO_MAX_ROOTS];
   for (int k = 0; k < nacc * lanes + nside; k++) ys[k] = kiln_kir_loop_iter_arg(loop, (size_t)k);
   bool ok = true;
@@ -158,7 +158,7 @@ bool kiln_red_accumulate_lanes(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_i
     ok = kiln_red_combine(h, rs, a, xv);
     for (int k = 0; k < nacc && ok; k++) ys[k * lanes + v] = a[k];
   }
-  kiln_elem_exit(&h->fn, mark);
+  kiln_elemental_exit(&h->fn, mark);
   if (ok) kiln_kir_yield(&h->b, ys, (size_t)(nacc * lanes + nside));
   kiln_kir_builder_exit(&h->b);
   if (!ok) return false;
@@ -173,8 +173,8 @@ bool kiln_red_accumulate_lanes(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_i
  * thread t of block b reads the vec contiguous elements starting at t * vec of the block's
  * rows (rows are contiguous: R2 = lanes * vec), for every major reduced row; a shuffle tree
  * over the row's lanes (offsets lanes / 2 .. 1, no shared memory); lane 0 of each row writes. */
-kiln_status kiln_red_emit_multirow(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
-                                   kiln_red_state_t *rs, kiln_fusion_kernel_t *out) {
+kiln_status kiln_red_emit_multirow(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+                                   kiln_red_state_t *rs, kiln_codegen_kernel_t *out) {
   const kiln_reduction_plan_t *pl = &rs->plan;
   int64_t R0 = rs->ha.reduction.dims[0], K = rs->ha.reduction.dims[1], R2 = rs->ha.reduction.dims[2];
   int64_t vec = pl->vector_size, lanes = pl->threads_reduced, rows = pl->threads_kept;
@@ -232,8 +232,8 @@ done:
  * ((t * vec + v) / N, (t * vec + v) % N); after a barrier, thread t reads for each s < vec
  * entry e = t + s * T at (e % shared_rows, e / shared_rows), so shared_rows consecutive
  * threads hold one column's partials; a shuffle tree over them and the first writes. */
-kiln_status kiln_red_emit_small_column(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
-                                       kiln_red_state_t *rs, kiln_fusion_kernel_t *out) {
+kiln_status kiln_red_emit_small_column(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+                                       kiln_red_state_t *rs, kiln_codegen_kernel_t *out) {
   const kiln_reduction_plan_t *pl = &rs->plan;
   int64_t M = rs->ha.reduction.dims[0], R = rs->ha.reduction.dims[1], N = rs->ha.reduction.dims[2];
   int64_t vec = pl->vector_size, T = pl->threads_reduced, SR = pl->shared_rows;

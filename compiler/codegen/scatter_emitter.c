@@ -244,9 +244,9 @@ static bool sc_combine_into(kiln_hero_split_t *s, const sc_info_t *si, kiln_kir_
     args[i] = kiln_kir_extract(b, outs[i], oidx, rank);
     args[si->nop + i] = upd[i];
   }
-  int n = kiln_elem_emit_scalar_computation(&s->h.fn, si->comb, args, 2 * si->nop, res);
+  int n = kiln_elemental_emit_scalar_computation(&s->h.fn, si->comb, args, 2 * si->nop, res);
   if (n != si->nop) {
-    if (n >= 0) kiln_elem_fail(&s->h.fn, KILN_ERR_INVALID("%s: scatter computation gives %d values", si->sc->name, n));
+    if (n >= 0) kiln_elemental_fail(&s->h.fn, KILN_ERR_INVALID("%s: scatter computation gives %d values", si->sc->name, n));
     return false;
   }
   for (int i = 0; i < si->nop; i++) {
@@ -269,9 +269,9 @@ static bool sc_guarded_combine(kiln_hero_split_t *s, const sc_info_t *si, kiln_k
   for (int i = 0; i < si->nop; i++) then_outs[i] = outs[i];
   kiln_kir_builder_enter(b, kiln_kir_op_region(iff, 0));
   size_t mark;
-  kiln_elem_enter(&s->h.fn, kiln_kir_op_region(iff, 0), &mark);
+  kiln_elemental_enter(&s->h.fn, kiln_kir_op_region(iff, 0), &mark);
   bool ok = sc_combine_into(s, si, then_outs, oidx, upd);
-  kiln_elem_exit(&s->h.fn, mark);
+  kiln_elemental_exit(&s->h.fn, mark);
   if (ok) kiln_kir_yield(b, then_outs, (size_t)si->nop);
   kiln_kir_builder_exit(b);
   kiln_kir_builder_enter(b, kiln_kir_op_region(iff, 1));
@@ -332,7 +332,7 @@ static bool sc_emit_sorted(kiln_hero_split_t *s, const sc_info_t *si, const kiln
   if (!loop) return false;
   kiln_kir_builder_enter(b, kiln_kir_op_region(loop, 0));
   size_t mark;
-  kiln_elem_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
+  kiln_elemental_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
   kiln_kir_value_t *run = kiln_kir_loop_index(loop, 0), *w = kiln_kir_loop_index(loop, 1);
   kiln_kir_value_t *out = kiln_kir_loop_iter_arg(loop, 0);
   /* Window element w -> update window indices (row-major over the window dims). */
@@ -362,7 +362,7 @@ static bool sc_emit_sorted(kiln_hero_split_t *s, const sc_info_t *si, const kiln
     kiln_kir_region_t *fr = kiln_kir_op_region(fo, 0);
     kiln_kir_builder_enter(b, fr);
     size_t mark2;
-    kiln_elem_enter(&h->fn, fr, &mark2);
+    kiln_elemental_enter(&h->fn, fr, &mark2);
     kiln_kir_value_t *j = kiln_kir_region_arg(fr, 0);
     kiln_kir_value_t *cur_out = kiln_kir_region_arg(fr, 1), *acc = kiln_kir_region_arg(fr, 2),
                      *have = kiln_kir_region_arg(fr, 3);
@@ -389,14 +389,14 @@ static bool sc_emit_sorted(kiln_hero_split_t *s, const sc_info_t *si, const kiln
     if (!sc_guarded_combine(s, si, flush, outs1, prev, &acc)) goto fail;
     /* acc = same ? combine(acc, upd) : upd */
     kiln_kir_value_t *cargs[2] = {acc, upd}, *cres[1] = {NULL};
-    if (kiln_elem_emit_scalar_computation(&h->fn, si->comb, cargs, 2, cres) != 1) goto fail;
+    if (kiln_elemental_emit_scalar_computation(&h->fn, si->comb, cargs, 2, cres) != 1) goto fail;
     kiln_kir_value_t *nacc = kiln_kir_select(b, same, cres[0], upd);
     kiln_kir_value_t *ys[3 + KILN_KIR_MAX_RANK];
     ys[0] = outs1[0];
     ys[1] = nacc;
     ys[2] = inb;
     for (int d = 0; d < rank; d++) ys[3 + d] = oidx[d];
-    kiln_elem_exit(&h->fn, mark2);
+    kiln_elemental_exit(&h->fn, mark2);
     kiln_kir_yield(b, ys, (size_t)(3 + rank));
     kiln_kir_builder_exit(b);
     /* Flush the last run. */
@@ -405,14 +405,14 @@ static bool sc_emit_sorted(kiln_hero_split_t *s, const sc_info_t *si, const kiln
     for (int d = 0; d < rank; d++) last[d] = kiln_kir_op_result(fo, (size_t)(3 + d));
     kiln_kir_value_t *lacc = kiln_kir_op_result(fo, 1);
     if (!sc_guarded_combine(s, si, kiln_kir_op_result(fo, 2), fin, last, &lacc)) goto fail;
-    kiln_elem_exit(&h->fn, mark);
+    kiln_elemental_exit(&h->fn, mark);
     kiln_kir_yield(b, fin, 1);
     kiln_kir_builder_exit(b);
     h->outs[0] = kiln_kir_op_result(loop, 0);
     return true;
   }
 fail:
-  kiln_elem_exit(&h->fn, mark);
+  kiln_elemental_exit(&h->fn, mark);
   kiln_kir_builder_exit(b);
   return false;
 }
@@ -420,7 +420,7 @@ fail:
 /* ---- kernels ---- */
 
 static kiln_status sc_emit_init(const kiln_hlo_computation_t *c, const sc_info_t *si,
-                                const kiln_fusion_compile_options_t *opts, kiln_fusion_kernel_t *out) {
+                                const kiln_codegen_compile_options_t *opts, kiln_codegen_kernel_t *out) {
   kiln_launch_grid_t g;
   KILN_RETURN_IF_ERROR(kiln_hero_linear_grid(kiln_shape_num_elements(si->os), &g),
                        "launch grid of %s", c->name);
@@ -434,7 +434,7 @@ static kiln_status sc_emit_init(const kiln_hlo_computation_t *c, const sc_info_t
   if (loop) {
     kiln_kir_builder_enter(&h->b, kiln_kir_op_region(loop, 0));
     size_t mark;
-    kiln_elem_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
+    kiln_elemental_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
     kiln_kir_value_t *idx[KILN_KIR_MAX_RANK], *ys[SC_MAX_OPS];
     for (int d = 0; d < si->os->rank; d++) idx[d] = kiln_kir_loop_index(loop, (size_t)d);
     bool ok = true;
@@ -443,7 +443,7 @@ static kiln_status sc_emit_init(const kiln_hlo_computation_t *c, const sc_info_t
       ys[i] = v ? kiln_kir_insert(&h->b, v, kiln_kir_loop_iter_arg(loop, (size_t)i), idx, (size_t)si->os->rank) : NULL;
       ok = ys[i] != NULL;
     }
-    kiln_elem_exit(&h->fn, mark);
+    kiln_elemental_exit(&h->fn, mark);
     if (ok) kiln_kir_yield(&h->b, ys, (size_t)si->nop);
     kiln_kir_builder_exit(&h->b);
     if (ok) {
@@ -455,7 +455,7 @@ static kiln_status sc_emit_init(const kiln_hlo_computation_t *c, const sc_info_t
 }
 
 static kiln_status sc_emit_update(const kiln_hlo_computation_t *c, const sc_info_t *si,
-                                  const kiln_fusion_compile_options_t *opts, kiln_fusion_kernel_t *out) {
+                                  const kiln_codegen_compile_options_t *opts, kiln_codegen_kernel_t *out) {
   int64_t nupd = kiln_shape_num_elements(si->us);
   int64_t nwin_elems = 1;
   for (int d = 0; d < si->us->rank; d++)
@@ -499,12 +499,12 @@ static kiln_status sc_emit_update(const kiln_hlo_computation_t *c, const sc_info
   if (loop) {
     kiln_kir_builder_enter(b, kiln_kir_op_region(loop, 0));
     size_t mark;
-    kiln_elem_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
+    kiln_elemental_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
     kiln_kir_value_t *u[KILN_KIR_MAX_RANK], *outs[SC_MAX_OPS];
     for (int d = 0; d < si->us->rank; d++) u[d] = kiln_kir_loop_index(loop, (size_t)d);
     for (int i = 0; i < si->nop; i++) outs[i] = kiln_kir_loop_iter_arg(loop, (size_t)i);
     bool ok = sc_update_one(&s, si, outs, u);
-    kiln_elem_exit(&h->fn, mark);
+    kiln_elemental_exit(&h->fn, mark);
     if (ok) kiln_kir_yield(b, outs, (size_t)si->nop);
     kiln_kir_builder_exit(b);
     if (ok) {
@@ -516,19 +516,19 @@ static kiln_status sc_emit_update(const kiln_hlo_computation_t *c, const sc_info
 }
 
 kiln_status kiln_scatter_kernel_emit(const kiln_hlo_computation_t *c,
-                                     const kiln_fusion_compile_options_t *opts,
-                                     kiln_fusion_kernel_t *out) {
+                                     const kiln_codegen_compile_options_t *opts,
+                                     kiln_codegen_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("scatter emitter: no computation");
   sc_info_t si;
   KILN_RETURN_IF_ERROR_PLAIN(sc_analyze(c, &si));
   KILN_RETURN_IF_ERROR_PLAIN(sc_emit_init(c, &si, opts, out));
   if (si.comb_kind == SC_COMB_KEEP || kiln_shape_num_elements(si.us) == 0) return NULL;
-  kiln_fusion_kernel_t *upd = kiln_calloc(1, sizeof(*upd));
+  kiln_codegen_kernel_t *upd = kiln_calloc(1, sizeof(*upd));
   kiln_status st = sc_emit_update(c, &si, opts, upd);
   if (st) {
     kiln_free(upd);
-    kiln_fusion_kernel_free(out);
+    kiln_codegen_kernel_free(out);
     return st;
   }
   /* The chain's argument list is the head's. */

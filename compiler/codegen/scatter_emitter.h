@@ -36,10 +36,10 @@
 #include "compiler/hlo/ir.h"
 
 /* Emits the scatter chain for `c` (root: a scatter) and runs the kernel-IR pipeline on each
- * kernel; *out as for kiln_fusion_kernel_emit (the head is the init kernel, out->next the
+ * kernel; *out as for kiln_codegen_kernel_emit (the head is the init kernel, out->next the
  * update kernel; their names are the kernel name and "<kernel name>_update"). */
 kiln_status kiln_scatter_kernel_emit(const kiln_hlo_computation_t *c,
-                                     const kiln_fusion_compile_options_t *opts,
-                                     kiln_fusion_kernel_t *out);
+                                     const kiln_codegen_compile_options_t *opts,
+                                     kiln_codegen_kernel_t *out);
 
 #endif /* KILN_COMPILER_CODEGEN_SCATTER_EMITTER_H_ */

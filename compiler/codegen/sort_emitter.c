@@ -213,7 +213,7 @@ typedef struct sort_emit {
   kiln_affine_ctx_t *x;
   kiln_kir_builder_t b;
   kiln_elemental_t elem;
-  kiln_elem_fn_t fn;
+  kiln_elemental_fn_t fn;
   kiln_partition_t part; /* empty: the sort has no subgraph functions */
   kiln_kir_func_t *kernel;
   int in_tensor[SORT_MAX_OPERANDS];  /* sort operand -> kernel tensor parameter */
@@ -399,14 +399,14 @@ static kiln_kir_value_t *less(sort_emit_t *e, kiln_kir_value_t *const *a, kiln_k
     args[2 * k] = a[k];
     args[2 * k + 1] = b[k];
   }
-  int n = kiln_elem_emit_scalar_computation(&e->fn, e->p.cmp, args, 2 * e->p.nops, res);
+  int n = kiln_elemental_emit_scalar_computation(&e->fn, e->p.cmp, args, 2 * e->p.nops, res);
   if (n != 1) {
     if (n >= 0)
-      kiln_elem_fail(&e->fn, KILN_ERR_INVALID("comparator %s gives %d results, not one pred", e->p.cmp->name, n));
+      kiln_elemental_fail(&e->fn, KILN_ERR_INVALID("comparator %s gives %d results, not one pred", e->p.cmp->name, n));
     return NULL;
   }
   if (!res[0] || res[0]->type->kind != KILN_KIR_TYPE_SCALAR || res[0]->type->elem != KILN_PRED) {
-    kiln_elem_fail(&e->fn, KILN_ERR_INVALID("comparator %s does not return pred", e->p.cmp->name));
+    kiln_elemental_fail(&e->fn, KILN_ERR_INVALID("comparator %s does not return pred", e->p.cmp->name));
     return NULL;
   }
   return res[0];
@@ -458,7 +458,7 @@ static bool emit_step(sort_emit_t *e, int64_t k, int64_t j) {
   kiln_kir_op_t *iff = cond ? open_guard(e, cond) : NULL;
   if (cond && !iff) return false;
   size_t mark;
-  kiln_elem_enter(&e->fn, b->region, &mark);
+  kiln_elemental_enter(&e->fn, b->region, &mark);
   kiln_kir_value_t *vi[KILN_KIR_MAX_RANK], *vl[KILN_KIR_MAX_RANK];
   for (int d = 0; d < p->rank; d++) {
     vi[d] = kiln_kir_op_result(ap, (size_t)(4 + d));
@@ -486,7 +486,7 @@ static bool emit_step(sort_emit_t *e, int64_t k, int64_t j) {
       swap = NULL;
     }
   }
-  kiln_elem_exit(&e->fn, mark);
+  kiln_elemental_exit(&e->fn, mark);
   if (!swap) return false;
   for (int o = 0; o < p->nops; o++) {
     kiln_kir_value_t *ni = kiln_kir_select(b, swap, al[o], ai[o]);
@@ -536,7 +536,7 @@ static bool emit_by_rank(sort_emit_t *e) {
   kiln_kir_op_t *iff = B * T > n ? open_guard(e, in_range(e, vi, n, NULL)) : NULL;
   if (B * T > n && !iff) return false;
   size_t mark;
-  kiln_elem_enter(&e->fn, b->region, &mark);
+  kiln_elemental_enter(&e->fn, b->region, &mark);
   kiln_kir_value_t *vidx[KILN_KIR_MAX_RANK], *xi[SORT_MAX_OPERANDS], *xj[SORT_MAX_OPERANDS];
   for (int d = 0; d < p->rank; d++) vidx[d] = kiln_kir_op_result(ap, (size_t)(1 + d));
   for (int k = 0; k < p->nops; k++) xi[k] = kiln_kir_extract(b, e->tensors[e->in_tensor[k]], vidx, (size_t)p->rank);
@@ -545,7 +545,7 @@ static bool emit_by_rank(sort_emit_t *e) {
   kiln_kir_region_t *body = kiln_kir_op_region(loop, 0);
   kiln_kir_builder_enter(b, body);
   size_t inner;
-  kiln_elem_enter(&e->fn, body, &inner);
+  kiln_elemental_enter(&e->fn, body, &inner);
   kiln_kir_value_t *j = kiln_kir_region_arg(body, 0), *rank = kiln_kir_region_arg(body, 1);
   kiln_kir_value_t *jd[3] = {e->th, e->bl, j};
   kiln_kir_op_t *jap = kiln_kir_apply_indexing(b, jmap, jd, 3, NULL, 0);
@@ -561,14 +561,14 @@ static bool emit_by_rank(sort_emit_t *e) {
                                           zero);
   kiln_kir_value_t *next = kiln_kir_binary(b, KILN_KIR_ADD, rank, inc);
   kiln_kir_yield(b, &next, 1);
-  kiln_elem_exit(&e->fn, inner);
+  kiln_elemental_exit(&e->fn, inner);
   kiln_kir_builder_exit(b);
   kiln_kir_value_t *rd[3] = {e->th, e->bl, kiln_kir_op_result(loop, 0)};
   kiln_kir_op_t *rap = kiln_kir_apply_indexing(b, jmap, rd, 3, NULL, 0);
   if (!rap) return false;
   for (int d = 0; d < p->rank; d++) vidx[d] = kiln_kir_op_result(rap, (size_t)d);
   for (int k = 0; k < p->nops; k++) e->work[k] = kiln_kir_insert(b, xi[k], e->work[k], vidx, (size_t)p->rank);
-  kiln_elem_exit(&e->fn, mark);
+  kiln_elemental_exit(&e->fn, mark);
   if (iff) close_region(e, iff);
   return kiln_kir_builder_ok(b);
 }
@@ -654,8 +654,8 @@ static kiln_status emit_body(sort_emit_t *e) {
   return st;
 }
 
-kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fusion_compile_options_t *opts,
-                                  kiln_fusion_kernel_t *out) {
+kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+                                  kiln_codegen_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("sort emitter: no computation");
   double t0 = kiln_clock_ms();
@@ -666,7 +666,7 @@ kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fu
     return kiln_status_annotate(st, "while compiling fusion %s", c->name);
   }
   char name[160];
-  const char *dump_dir = kiln_fusion_kernel_start(out, c, NULL, opts, NULL, name, sizeof(name));
+  const char *dump_dir = kiln_codegen_kernel_start(out, c, NULL, opts, NULL, name, sizeof(name));
   e->m = out->kir;
   e->x = out->ctx;
   e->part.comp = c;
@@ -689,5 +689,5 @@ kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c, const kiln_fu
   }
   if (have_elem) kiln_elemental_free(&e->elem);
   kiln_free(e);
-  return kiln_fusion_kernel_finish(out, st, t0, dump_dir, name, opts, c);
+  return kiln_codegen_kernel_finish(out, st, t0, dump_dir, name, opts, c);
 }

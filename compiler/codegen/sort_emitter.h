@@ -64,10 +64,10 @@ typedef struct kiln_sort_launch {
 kiln_status kiln_sort_plan(const kiln_hlo_computation_t *c, kiln_sort_launch_t *out);
 
 /* Emits the sort kernel for `c` and runs the kernel-IR pipeline; fills *out like
- * kiln_fusion_kernel_emit (one kernel; inputs: the fusion's parameters and array constants;
+ * kiln_codegen_kernel_emit (one kernel; inputs: the fusion's parameters and array constants;
  * outputs: the fusion's output leaves, depth-first). */
 kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c,
-                                  const kiln_fusion_compile_options_t *opts,
-                                  kiln_fusion_kernel_t *out);
+                                  const kiln_codegen_compile_options_t *opts,
+                                  kiln_codegen_kernel_t *out);
 
 #endif /* KILN_COMPILER_CODEGEN_SORT_EMITTER_H_ */

@@ -132,9 +132,9 @@ static kiln_kir_value_t *eval_path(kiln_hero_emit_t *h, tr_state_t *ts, const ki
       }
       if (!args[k]) return NULL;
     }
-    v = kiln_elem_scalar_op(&h->fn, x, args, x->num_operands);
+    v = kiln_elemental_scalar_op(&h->fn, x, args, x->num_operands);
   } else {
-    kiln_elem_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s after a transpose hero", x->name,
+    kiln_elemental_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s after a transpose hero", x->name,
                                                   kiln_hlo_opcode_name(x->opcode)));
     return NULL;
   }
@@ -238,7 +238,7 @@ typedef struct tr_plan {
 } tr_plan_t;
 
 /* Step 2: tile geometry and the launch (blocks of 32 x 4 threads, one tile each). */
-static void tr_plan(const tr_state_t *ts, bool keep, const kiln_fusion_compile_options_t *opts, tr_plan_t *p) {
+static void tr_plan(const tr_state_t *ts, bool keep, const kiln_codegen_compile_options_t *opts, tr_plan_t *p) {
   const kiln_transpose_desc_t *d = &ts->ha.transpose;
   int nr = d->rank;
   p->keep = keep;
@@ -365,7 +365,7 @@ static kiln_kir_op_t *tr_emit_phase1(tr_kernel_t *K) {
     const kiln_hlo_instruction_t *r = h->part.outputs[o].instr;
     if (on_path(ts, r)) continue;
     if (kiln_shape_num_elements(r->shape) != nin_elems) {
-      kiln_elem_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: side output %s not shaped like the input", K->c->name, r->name));
+      kiln_elemental_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: side output %s not shaped like the input", K->c->name, r->name));
       return NULL;
     }
     side[nside++] = o;
@@ -377,7 +377,7 @@ static kiln_kir_op_t *tr_emit_phase1(tr_kernel_t *K) {
   ts->tab = &tab1;
   kiln_kir_builder_enter(b, kiln_kir_op_region(loop, 0));
   size_t mark;
-  kiln_elem_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
+  kiln_elemental_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
   kiln_kir_value_t *lin = kiln_kir_loop_index(loop, 0);
   kiln_kir_value_t *tix[3] = {kiln_kir_loop_index(loop, 1), kiln_kir_loop_index(loop, 2),
                               K->p->keep ? kiln_kir_loop_index(loop, 3) : NULL};
@@ -398,7 +398,7 @@ static kiln_kir_op_t *tr_emit_phase1(tr_kernel_t *K) {
     if (ok) ys[ts->nheroes + s] = kiln_kir_insert(b, e, kiln_kir_loop_iter_arg(loop, (size_t)(ts->nheroes + s)), idx, (size_t)r->shape->rank);
   }
   ts->tab = NULL;
-  kiln_elem_exit(&h->fn, mark);
+  kiln_elemental_exit(&h->fn, mark);
   if (ok) kiln_kir_yield(b, ys, (size_t)ni);
   kiln_kir_builder_exit(b);
   if (!ok) return NULL;
@@ -448,7 +448,7 @@ static bool tr_emit_phase2(tr_kernel_t *K, kiln_kir_op_t *bar) {
   ts->tab = &tab2;
   kiln_kir_builder_enter(b, kiln_kir_op_region(loop2, 0));
   size_t mark;
-  kiln_elem_enter(&h->fn, kiln_kir_op_region(loop2, 0), &mark);
+  kiln_elemental_enter(&h->fn, kiln_kir_op_region(loop2, 0), &mark);
   kiln_kir_value_t *lin2 = kiln_kir_loop_index(loop2, 0);
   kiln_kir_value_t *rix[3] = {kiln_kir_loop_index(loop2, 1), kiln_kir_loop_index(loop2, 2),
                               K->p->keep ? kiln_kir_loop_index(loop2, 3) : NULL};
@@ -466,7 +466,7 @@ static bool tr_emit_phase2(tr_kernel_t *K, kiln_kir_op_t *bar) {
   }
   kiln_free(mm);
   ts->tab = NULL;
-  kiln_elem_exit(&h->fn, mark);
+  kiln_elemental_exit(&h->fn, mark);
   if (ok) kiln_kir_yield(b, ys2, (size_t)ntr);
   kiln_kir_builder_exit(b);
   if (!ok) return false;
@@ -476,8 +476,8 @@ static bool tr_emit_phase2(tr_kernel_t *K, kiln_kir_op_t *bar) {
 }
 
 kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
-                                       const kiln_fusion_compile_options_t *opts,
-                                       kiln_fusion_kernel_t *out) {
+                                       const kiln_codegen_compile_options_t *opts,
+                                       kiln_codegen_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("transpose emitter: no computation");
   tr_state_t *ts = kiln_calloc(1, sizeof(*ts));

@@ -30,7 +30,7 @@
  *   phase 2: at step (l, h, w) it takes tile[v tx + w][v (8 ty + l) + h] and writes output
  *            (b = tb*32v + v tx + w, a = ta*32v + v (8 ty + l) + h): a v x v block per step
  *            pair, v consecutive output elements (a word) per thread.
- * kiln_fusion_compile_options_t.host_target keeps the 32 x 33 tile on the host, where the
+ * kiln_codegen_compile_options_t.host_target keeps the 32 x 33 tile on the host, where the
  * word-per-thread steps lower to strided thread loops (bf16[4096,4096]: ~0.25x of a C tile
  * loop packed, ~0.45x with the 32 x 33 tile; bench_heroes); packed_transpose forces either.
  * UNIMPLEMENTED: complex types, consumers other than elementwise ops and bitcasts. */
@@ -42,9 +42,9 @@
 #include "compiler/hlo/ir.h"
 
 /* Emits the transpose kernel for `c` and runs the kernel-IR pipeline; *out as for
- * kiln_fusion_kernel_emit (grid.threads = 128). */
+ * kiln_codegen_kernel_emit (grid.threads = 128). */
 kiln_status kiln_transpose_kernel_emit(const kiln_hlo_computation_t *c,
-                                       const kiln_fusion_compile_options_t *opts,
-                                       kiln_fusion_kernel_t *out);
+                                       const kiln_codegen_compile_options_t *opts,
+                                       kiln_codegen_kernel_t *out);
 
 #endif /* KILN_COMPILER_CODEGEN_TRANSPOSE_EMITTER_H_ */

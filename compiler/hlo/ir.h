@@ -93,10 +93,10 @@ typedef enum kiln_cmp_type {
   KILN_CMP_TYPE_UNSIGNED,
 } kiln_cmp_type_t;
 
-typedef enum kiln_fusion_kind {
-  KILN_FUSION_NONE = 0, KILN_FUSION_LOOP, KILN_FUSION_INPUT, KILN_FUSION_OUTPUT,
-  KILN_FUSION_CUSTOM
-} kiln_fusion_kind_t;
+typedef enum kiln_hlo_fusion_kind {
+  KILN_HLO_FUSION_NONE = 0, KILN_HLO_FUSION_LOOP, KILN_HLO_FUSION_INPUT, KILN_HLO_FUSION_OUTPUT,
+  KILN_HLO_FUSION_CUSTOM
+} kiln_hlo_fusion_kind_t;
 
 /* How backend_config was written: JSON object `{...}`, quoted string "...", or other. */
 typedef enum kiln_backend_config_form {
@@ -176,7 +176,7 @@ struct kiln_hlo_instruction {
   kiln_cmp_dir_t comparison_direction;
   kiln_cmp_type_t comparison_type;
 
-  kiln_fusion_kind_t fusion_kind;
+  kiln_hlo_fusion_kind_t fusion_kind;
   char *fusion_kind_text; /* kind=kCustom etc. when not one of the enum values, else NULL */
 
   char *custom_call_target;   /* without quotes, escapes decoded */

@@ -230,7 +230,7 @@ bool kiln_dataflow_can_share(const kiln_hlo_instruction_t *in, int operand, int 
   const kiln_shape_t *ls = kiln_shape_leaf(in->shape, out_leaf, NULL);
   if (!ls || !same_physical_array(op->shape, ls)) return false;
   if (kiln_hlo_opcode_is_elementwise(in->opcode) && !kiln_shape_is_tuple(in->shape)) return true;
-  if (in->opcode == KILN_OP_FUSION && in->fusion_kind == KILN_FUSION_LOOP) {
+  if (in->opcode == KILN_OP_FUSION && in->fusion_kind == KILN_HLO_FUSION_LOOP) {
     const kiln_hlo_computation_t *f = kiln_hlo_instruction_called(in, "calls");
     if (!f || operand >= f->num_parameters || !f->parameters[operand]) return false;
     const kiln_hlo_instruction_t *p = f->parameters[operand];

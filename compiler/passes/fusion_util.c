@@ -169,7 +169,7 @@ bool kiln_fusion_is_loop_fusible(const kiln_hlo_instruction_t *in) {
 
 bool kiln_fusion_is_growable(const kiln_hlo_instruction_t *in) {
   return in->opcode == KILN_OP_FUSION && !in->fusion_kind_text &&
-         (in->fusion_kind == KILN_FUSION_LOOP || in->fusion_kind == KILN_FUSION_INPUT) &&
+         (in->fusion_kind == KILN_HLO_FUSION_LOOP || in->fusion_kind == KILN_HLO_FUSION_INPUT) &&
          kiln_hlo_instruction_called(in, "calls") != NULL && !in->num_control_predecessors &&
          !in->control_successors.len;
 }
@@ -188,19 +188,19 @@ bool kiln_fusion_computation_has_reduction(const kiln_hlo_computation_t *c) {
   return false;
 }
 
-kiln_fusion_kind_t kiln_fusion_kind_for(const kiln_hlo_computation_t *fused) {
+kiln_hlo_fusion_kind_t kiln_fusion_kind_for(const kiln_hlo_computation_t *fused) {
   for (size_t i = 0; i < fused->instructions.len; i++) {
     const kiln_hlo_instruction_t *in = fused->instructions.data[i];
     if (kiln_fusion_is_reduction_hero(in) || in->opcode == KILN_OP_SCATTER)
-      return KILN_FUSION_INPUT;
+      return KILN_HLO_FUSION_INPUT;
   }
-  return KILN_FUSION_LOOP;
+  return KILN_HLO_FUSION_LOOP;
 }
 
 bool kiln_fusion_can_be_producer(const kiln_hlo_instruction_t *in) {
   if (!kiln_shape_is_array(in->shape)) return false;
   if (in->opcode == KILN_OP_FUSION) {
-    if (!kiln_fusion_is_growable(in) || in->fusion_kind != KILN_FUSION_LOOP) return false;
+    if (!kiln_fusion_is_growable(in) || in->fusion_kind != KILN_HLO_FUSION_LOOP) return false;
     const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(in, "calls");
     return !kiln_fusion_computation_has_in_place_hero(c) &&
            !kiln_fusion_computation_has_reduction(c);
@@ -301,7 +301,7 @@ static const kiln_hlo_instruction_t *producer_hero(const kiln_hlo_instruction_t 
 bool kiln_fusion_is_reduction_producer(const kiln_hlo_instruction_t *in) {
   if (!kiln_shape_is_array(in->shape) || in->control_successors.len) return false;
   if (in->opcode == KILN_OP_REDUCE) return kiln_fusion_is_reduction_hero(in);
-  if (!kiln_fusion_is_growable(in) || in->fusion_kind != KILN_FUSION_INPUT) return false;
+  if (!kiln_fusion_is_growable(in) || in->fusion_kind != KILN_HLO_FUSION_INPUT) return false;
   const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(in, "calls");
   if (kiln_fusion_computation_has_in_place_hero(c)) return false;
   return producer_hero(in) != NULL;
@@ -354,7 +354,7 @@ bool kiln_fusion_can_take_epilogue(const kiln_hlo_instruction_t *consumer,
   bool unnested = hero && kiln_fusion_reduction_is_unnested(hero);
   if (unnested && !kiln_fusion_reduction_is_race_free(hero)) return false;
   if (consumer->opcode == KILN_OP_FUSION) {
-    if (!kiln_fusion_is_growable(consumer) || consumer->fusion_kind != KILN_FUSION_LOOP)
+    if (!kiln_fusion_is_growable(consumer) || consumer->fusion_kind != KILN_HLO_FUSION_LOOP)
       return false;
     const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(consumer, "calls");
     if (kiln_fusion_computation_has_in_place_hero(c) || kiln_fusion_computation_has_reduction(c))

@@ -46,7 +46,7 @@ bool kiln_fusion_computation_has_in_place_hero(const kiln_hlo_computation_t *c);
 /* A computation holding a reduction hero. */
 bool kiln_fusion_computation_has_reduction(const kiln_hlo_computation_t *c);
 /* The kind a fused computation gets: kInput for a reduction or scatter hero, else kLoop. */
-kiln_fusion_kind_t kiln_fusion_kind_for(const kiln_hlo_computation_t *fused);
+kiln_hlo_fusion_kind_t kiln_fusion_kind_for(const kiln_hlo_computation_t *fused);
 
 /* A producer that can be fused into its consumers: a loop-fusible op or a kLoop fusion
  * without in-place heroes, array-shaped, without control dependencies. */

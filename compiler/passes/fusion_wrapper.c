@@ -215,7 +215,7 @@ static kiln_status wrap(kiln_hlo_computation_t *c, kiln_hlo_instruction_t *in) {
     return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "out of memory wrapping '%s'", name);
   kiln_hlo_instruction_set_operands(fusion, n, in->operands);
   kiln_hlo_instruction_add_called(fusion, "calls", false, 1, &fc);
-  fusion->fusion_kind = KILN_FUSION_LOOP;
+  fusion->fusion_kind = KILN_HLO_FUSION_LOOP;
 
   move_control_edges(in, fusion);
   kiln_hlo_instruction_replace_all_uses(in, fusion);

@@ -119,7 +119,7 @@ static kiln_status try_producer_consumer(mof_state_t *s, const kiln_fusion_order
   for (int k = 0; k < c->num_operands; k++) {
     kiln_hlo_instruction_t *p = c->operands[k];
     if (p->opcode == KILN_OP_GET_TUPLE_ELEMENT) p = p->operands[0];
-    if (p == c || !mof_candidate(p) || p->fusion_kind != KILN_FUSION_LOOP) continue;
+    if (p == c || !mof_candidate(p) || p->fusion_kind != KILN_HLO_FUSION_LOOP) continue;
     if (kiln_fusion_computation_has_reduction(kiln_hlo_instruction_called(p, "calls"))) continue;
     if (p->users.len < 2 && !kiln_shape_is_tuple(p->shape)) continue; /* priority fusion's job */
     if (!compatible(p, c) || !fits(p, c)) continue;

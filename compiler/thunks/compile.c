@@ -59,7 +59,7 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
   if (dump_dir && *dump_dir) {
     kiln_strbuf_t b = {0};
     kiln_buffer_assignment_print(&b, ba);
-    kiln_fusion_dump_text(dump_dir, m->name, "96-buffer-assignment.txt", kiln_strbuf_cstr(&b));
+    kiln_codegen_dump_text(dump_dir, m->name, "96-buffer-assignment.txt", kiln_strbuf_cstr(&b));
     kiln_strbuf_free(&b);
   }
 
@@ -72,7 +72,7 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
   if (dump_dir && *dump_dir) {
     kiln_strbuf_t b = {0};
     kiln_executable_desc_print(&b, d);
-    kiln_fusion_dump_text(dump_dir, m->name, "97-thunks.txt", kiln_strbuf_cstr(&b));
+    kiln_codegen_dump_text(dump_dir, m->name, "97-thunks.txt", kiln_strbuf_cstr(&b));
     kiln_strbuf_free(&b);
   }
   if (!o.no_command_buffers) {
@@ -84,7 +84,7 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
     if (dump_dir && *dump_dir) {
       kiln_strbuf_t b = {0};
       kiln_executable_desc_print(&b, d);
-      kiln_fusion_dump_text(dump_dir, m->name, "98-command-buffers.txt", kiln_strbuf_cstr(&b));
+      kiln_codegen_dump_text(dump_dir, m->name, "98-command-buffers.txt", kiln_strbuf_cstr(&b));
       kiln_strbuf_free(&b);
     }
   }

@@ -173,7 +173,7 @@ static kiln_status constant_allocation(emitter_t *E, const kiln_hlo_instruction_
 
 /* Compiles one kernel of a chain for the target; fills the launch dimensions, the kernel's
  * name and its module index. */
-static kiln_status compile_kernel(emitter_t *E, const kiln_fusion_kernel_t *k,
+static kiln_status compile_kernel(emitter_t *E, const kiln_codegen_kernel_t *k,
                                   kiln_launch_dims_t *dims, char *kname, size_t kname_n,
                                   int32_t *module_index) {
   const kiln_kir_func_t *kf = kiln_kir_module_kernel(k->kir);
@@ -201,7 +201,7 @@ static kiln_status compile_kernel(emitter_t *E, const kiln_fusion_kernel_t *k,
     no.arch = E->opts.arch;
     no.dump_dir = E->opts.dump_dir;
     kiln_nvptx_result_t r;
-    s = kiln_fusion_kernel_compile_nvptx(k, &no, &r);
+    s = kiln_codegen_kernel_compile_nvptx(k, &no, &r);
     if (!s && !r.cubin && !r.ptx) s = KILN_ERR_INTERNAL("%s: no cubin or PTX produced", kname);
     if (!s) {
       const void *img = r.cubin ? r.cubin : (const void *)r.ptx;
@@ -220,15 +220,15 @@ static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
   if (!fc) return KILN_ERR_INVALID("fusion %s calls no computation", in->name);
   char kname[128];
   snprintf(kname, sizeof(kname), "k%d_%.100s", E->counter++, in->name);
-  kiln_fusion_sanitize_name(kname);
-  kiln_fusion_compile_options_t co = {0};
+  kiln_codegen_sanitize_name(kname);
+  kiln_codegen_compile_options_t co = {0};
   co.kernel_name = kname;
   co.dump_dir = E->opts.dump_dir;
   co.strict_precision = E->opts.strict_precision;
   co.host_target = E->opts.target == KILN_TARGET_HOST;
-  kiln_fusion_kernel_t k;
+  kiln_codegen_kernel_t k;
   double t0 = kiln_clock_ms();
-  KILN_RETURN_IF_ERROR(kiln_fusion_kernel_emit(fc, &co, &k), "while emitting fusion %s",
+  KILN_RETURN_IF_ERROR(kiln_codegen_kernel_emit(fc, &co, &k), "while emitting fusion %s",
                        in->name);
   E->stats->codegen_ms += kiln_clock_ms() - t0;
   E->stats->fusions++;
@@ -267,7 +267,7 @@ static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
     s = leaf_slice(E, in, o, &sl);
     args[k.num_inputs + o] = kiln_kernel_arg_slice(sl);
   }
-  for (const kiln_fusion_kernel_t *x = &k; x && !s; x = x->next) {
+  for (const kiln_codegen_kernel_t *x = &k; x && !s; x = x->next) {
     kiln_launch_dims_t dims;
     char name[128];
     int32_t mi = -1;
@@ -279,7 +279,7 @@ static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
     E->stats->kernels++;
   }
   kiln_free(args);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   if (s) return kiln_status_annotate(s, "while compiling fusion %s", in->name);
   return NULL;
 }

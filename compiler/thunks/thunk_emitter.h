@@ -6,7 +6,7 @@
  * conditional branches, called computations):
  *   parameter, constant, tuple, get-tuple-element, bitcast, after-all  no thunk (buffer
  *       assignment gives them the slices of the values they hold);
- *   fusion          its kernel, or chain of kernels (kiln_fusion_kernel_emit), compiled for
+ *   fusion          its kernel, or chain of kernels (kiln_codegen_kernel_emit), compiled for
  *                   the target, launched with the fusion's operand slices then its output
  *                   leaves' slices; constants inside the fusion become constant allocations;
  *   dot             a gemm thunk when kiln_fusion_wrapper_is_gemm accepts it (other dots
@@ -54,7 +54,7 @@ typedef struct kiln_thunk_emit_options {
   const char *dump_dir;         /* NULL: $KILN_DUMP_TO */
   int64_t max_while_iterations; /* 0: unbounded */
   uint64_t rng_seed;            /* rng-get-and-update-state starts at XLA's initial value + this */
-  bool strict_precision;        /* round every bf16 op (kiln_fusion_compile_options_t) */
+  bool strict_precision;        /* round every bf16 op (kiln_codegen_compile_options_t) */
 } kiln_thunk_emit_options_t;
 
 typedef struct kiln_thunk_emit_stats {

@@ -36,10 +36,10 @@ static char *pair_key(const char *name, const char *marker) {
 }
 
 static int cmp_pairs(const void *a, const void *b) {
-  return strcmp(((const kiln_fusion_pair_t *)a)->name, ((const kiln_fusion_pair_t *)b)->name);
+  return strcmp(((const kiln_report_pair_t *)a)->name, ((const kiln_report_pair_t *)b)->name);
 }
 
-kiln_status kiln_fusion_pairs_find(const char *dir, kiln_fusion_pair_t **out, int *out_n) {
+kiln_status kiln_report_pairs_find(const char *dir, kiln_report_pair_t **out, int *out_n) {
   *out = NULL;
   *out_n = 0;
   DIR *d = opendir(dir);
@@ -49,7 +49,7 @@ kiln_status kiln_fusion_pairs_find(const char *dir, kiln_fusion_pair_t **out, in
   while ((e = readdir(d)) != NULL)
     if (e->d_name[0] != '.') kiln_vec_push(&names, kiln_strdup(e->d_name));
   closedir(d);
-  KILN_VEC(kiln_fusion_pair_t) pairs = {0};
+  KILN_VEC(kiln_report_pair_t) pairs = {0};
   for (size_t i = 0; i < names.len; i++) {
     char *key = pair_key(names.data[i], "before_optimizations");
     if (!key) continue;
@@ -60,7 +60,7 @@ kiln_status kiln_fusion_pairs_find(const char *dir, kiln_fusion_pair_t **out, in
       bool match = akey && strcmp(akey, key) == 0;
       kiln_free(akey);
       if (!match) continue;
-      kiln_fusion_pair_t p = {0};
+      kiln_report_pair_t p = {0};
       p.name = kiln_strdup(key);
       kiln_strbuf_t b = {0};
       kiln_strbuf_printf(&b, "%s/%s", dir, names.data[i]);
@@ -80,7 +80,7 @@ kiln_status kiln_fusion_pairs_find(const char *dir, kiln_fusion_pair_t **out, in
   return NULL;
 }
 
-void kiln_fusion_pairs_free(kiln_fusion_pair_t *pairs, int n) {
+void kiln_report_pairs_free(kiln_report_pair_t *pairs, int n) {
   for (int i = 0; i < n; i++) {
     kiln_free(pairs[i].name);
     kiln_free(pairs[i].before_path);
@@ -90,7 +90,7 @@ void kiln_fusion_pairs_free(kiln_fusion_pair_t *pairs, int n) {
   kiln_free(pairs);
 }
 
-void kiln_fusion_report_pass_list(kiln_strbuf_t *b) {
+void kiln_report_pass_list(kiln_strbuf_t *b) {
   /* Simplification passes by the names the pipeline registers them under. */
   static const char *const kSimplify[] = {
       "call_inline", "simplify", "constant_folding", "tuple_simplify", "while_loop_constants",
@@ -134,7 +134,7 @@ static kiln_status count_file(const char *path, const char *passes, int64_t *bef
   return st;
 }
 
-kiln_status kiln_fusion_pair_run(kiln_fusion_pair_t *p, const char *passes) {
+kiln_status kiln_report_pair_run(kiln_report_pair_t *p, const char *passes) {
   kiln_free(p->error);
   p->error = NULL;
   int64_t unused = 0;
@@ -144,12 +144,12 @@ kiln_status kiln_fusion_pair_run(kiln_fusion_pair_t *p, const char *passes) {
   return st;
 }
 
-void kiln_fusion_report_print(kiln_strbuf_t *b, const kiln_fusion_pair_t *pairs, int n) {
+void kiln_report_fusions_print(kiln_strbuf_t *b, const kiln_report_pair_t *pairs, int n) {
   int64_t tb = 0, tk = 0, tx = 0;
   int worse = 0, ran = 0;
   kiln_strbuf_printf(b, "%-96s %7s %6s %6s %6s\n", "pair", "before", "kiln", "xla", "diff");
   for (int i = 0; i < n; i++) {
-    const kiln_fusion_pair_t *p = &pairs[i];
+    const kiln_report_pair_t *p = &pairs[i];
     const char *name = p->name;
     size_t len = strlen(name);
     if (len > 96) name += len - 96;

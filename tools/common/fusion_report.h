@@ -12,7 +12,7 @@
 #include "base/status.h"
 #include "base/str.h"
 
-typedef struct kiln_fusion_pair {
+typedef struct kiln_report_pair {
   char *name;             /* the before file's name without the "before_optimizations" part */
   char *before_path;      /* owned */
   char *after_path;       /* owned */
@@ -20,24 +20,24 @@ typedef struct kiln_fusion_pair {
   int64_t kiln_kernels;   /* after kiln's passes */
   int64_t xla_kernels;    /* XLA's after module */
   char *error;            /* owned; NULL when the pair ran */
-} kiln_fusion_pair_t;
+} kiln_report_pair_t;
 
 /* Finds the GPU pairs in `dir` (files holding `before_optimizations` and the matching
  * `after_optimizations` file whose name says gpu), sorted by name. The caller frees the
- * array with kiln_fusion_pairs_free. */
-kiln_status kiln_fusion_pairs_find(const char *dir, kiln_fusion_pair_t **out, int *out_n);
-void kiln_fusion_pairs_free(kiln_fusion_pair_t *pairs, int n);
+ * array with kiln_report_pairs_free. */
+kiln_status kiln_report_pairs_find(const char *dir, kiln_report_pair_t **out, int *out_n);
+void kiln_report_pairs_free(kiln_report_pair_t *pairs, int n);
 
 /* The pass list the report runs: the simplification passes registered under the names
  * kiln's pipeline uses (those not registered are left out), then priority_fusion and
  * multi_output_fusion, then cse/dce when registered. Written to `b`. */
-void kiln_fusion_report_pass_list(kiln_strbuf_t *b);
+void kiln_report_pass_list(kiln_strbuf_t *b);
 
 /* Loads both files of `p`, runs `passes` on the before module(s) and fills the counts;
  * a failure is recorded in p->error (and returned). */
-kiln_status kiln_fusion_pair_run(kiln_fusion_pair_t *p, const char *passes);
+kiln_status kiln_report_pair_run(kiln_report_pair_t *p, const char *passes);
 
 /* Appends the table (pair, before, kiln, XLA, kiln - XLA) and the totals. */
-void kiln_fusion_report_print(kiln_strbuf_t *b, const kiln_fusion_pair_t *pairs, int n);
+void kiln_report_fusions_print(kiln_strbuf_t *b, const kiln_report_pair_t *pairs, int n);
 
 #endif /* KILN_TOOLS_COMMON_FUSION_REPORT_H_ */

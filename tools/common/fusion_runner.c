@@ -13,7 +13,7 @@
 #include "tools/common/compare.h"
 #include "tools/common/run_report.h"
 
-void kiln_fusion_run_options_init(kiln_fusion_run_options_t *o) {
+void kiln_runner_options_init(kiln_runner_options_t *o) {
   memset(o, 0, sizeof(*o));
   o->seed = 42;
   o->float_lo = -1.0;
@@ -94,25 +94,25 @@ static bool relayout(const kiln_shape_t *s, const void *src, void *dst, bool to_
 
 static atomic_int g_kernel_counter;
 
-kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
-                                  const kiln_fusion_run_options_t *opts,
-                                  kiln_fusion_run_report_t *rep) {
-  kiln_fusion_run_options_t dflt;
+kiln_status kiln_runner_check(const kiln_hlo_computation_t *c,
+                                  const kiln_runner_options_t *opts,
+                                  kiln_runner_report_t *rep) {
+  kiln_runner_options_t dflt;
   if (!opts) {
-    kiln_fusion_run_options_init(&dflt);
+    kiln_runner_options_init(&dflt);
     opts = &dflt;
   }
   memset(rep, 0, sizeof(*rep));
-  rep->emitter = kiln_fusion_classify(c, NULL);
-  kiln_fusion_compile_options_t co = opts->compile;
+  rep->emitter = kiln_codegen_classify(c, NULL);
+  kiln_codegen_compile_options_t co = opts->compile;
   char kname[160];
   if (!co.kernel_name) {
     snprintf(kname, sizeof(kname), "%s_k%d", c->name, atomic_fetch_add(&g_kernel_counter, 1));
-    kiln_fusion_sanitize_name(kname);
+    kiln_codegen_sanitize_name(kname);
     co.kernel_name = kname;
   }
-  kiln_fusion_kernel_t k;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_fusion_kernel_emit(c, &co, &k));
+  kiln_codegen_kernel_t k;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_codegen_kernel_emit(c, &co, &k));
   rep->grid = k.grid;
   rep->emit_ms = k.emit_ms;
   rep->pipeline_ms = k.pipeline_ms;
@@ -120,7 +120,7 @@ kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
 
   kiln_status s = NULL;
   if (opts->check_ptx) {
-    s = kiln_fusion_kernel_ptxas_check(&k, NULL);
+    s = kiln_codegen_kernel_ptxas_check(&k, NULL);
     rep->ptx_checked = true;
     if (!s) {
       rep->ptx_ok = true;
@@ -139,12 +139,12 @@ kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
   kiln_host_jit_t *jit = opts->jit;
   if (!jit) s = kiln_host_jit_create(NULL, &jit);
   int nchain = 0;
-  for (const kiln_fusion_kernel_t *x = &k; x; x = x->next) nchain++;
+  for (const kiln_codegen_kernel_t *x = &k; x; x = x->next) nchain++;
   kiln_kir_host_kernel_t *hk = kiln_calloc((size_t)nchain, sizeof(*hk));
   if (!s) {
     double t0 = kiln_clock_ms();
     int ci = 0;
-    for (const kiln_fusion_kernel_t *x = &k; x && !s; x = x->next)
+    for (const kiln_codegen_kernel_t *x = &k; x && !s; x = x->next)
       s = kiln_kir_compile_host(x->kir, jit, &hk[ci++]);
     rep->host_compile_ms = kiln_clock_ms() - t0;
   }
@@ -237,7 +237,7 @@ kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
       kiln_elem_type_t wt = want->shape->type;
       kiln_tolerance_t tol = kiln_compare_kernel_tolerance(wt);
       if (opts->max_ulp >= 0) tol.max_ulp = opts->max_ulp;
-      if (rep->emitter == KILN_FUSION_EMITTER_REDUCTION)
+      if (rep->emitter == KILN_CODEGEN_EMITTER_REDUCTION)
         tol.atol =
             kiln_compare_summation_atol(wt, summed_terms(c, want), kiln_compare_magnitude(want));
       if (tol0 < 0) tol0 = tol.max_ulp;
@@ -263,12 +263,12 @@ kiln_status kiln_fusion_run_check(const kiln_hlo_computation_t *c,
   kiln_free(params);
   kiln_arena_destroy(&arena);
   if (jit && !opts->jit) kiln_host_jit_destroy(jit);
-  kiln_fusion_kernel_free(&k);
+  kiln_codegen_kernel_free(&k);
   if (s) return kiln_status_annotate(s, "while running fusion %s", c->name);
   return NULL;
 }
 
-void kiln_fusion_collect(const kiln_hlo_module_t *m, const kiln_hlo_computation_t ***out, int *n) {
+void kiln_runner_collect_fusions(const kiln_hlo_module_t *m, const kiln_hlo_computation_t ***out, int *n) {
   *n = 0;
   *out = kiln_calloc(m->computations.len + 1, sizeof(**out));
   const kiln_hlo_computation_t *entry = m->entry;
