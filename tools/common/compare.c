@@ -131,6 +131,19 @@ static bool element_ok(const kiln_literal_t *want, const kiln_literal_t *got, in
     bool same = kiln_literal_get_u64(want, i) == kiln_literal_get_u64(got, i);
     if (fabs(a - b) > r->max_abs_err) r->max_abs_err = fabs(a - b);
     if (!same && r->max_ulp < 1) r->max_ulp = 1;
+    /* Sub-byte integers sit one to a byte, high bits zero (literal.h): equal values in other
+     * bytes are a storage mismatch, named with both bytes. */
+    if (same && kiln_elem_type_bits(t) < 8) {
+      unsigned char wb = ((const unsigned char *)want->data)[i];
+      unsigned char gb = ((const unsigned char *)got->data)[i];
+      if (wb != gb) {
+        if (r->max_ulp < 1) r->max_ulp = 1;
+        snprintf(what, what_size, "want %lld (byte 0x%02x), got %lld (byte 0x%02x)",
+                 (long long)kiln_literal_get_s64(want, i), wb,
+                 (long long)kiln_literal_get_s64(got, i), gb);
+        return false;
+      }
+    }
     if (!same && kiln_elem_type_is_unsigned_int(t))
       snprintf(what, what_size, "want %llu, got %llu",
                (unsigned long long)kiln_literal_get_u64(want, i),
