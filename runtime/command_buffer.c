@@ -288,7 +288,7 @@ struct kiln_cmd_cache {
   uint64_t clock;
   uint64_t next_id;
   kiln_cmd_stats_t stats;
-  unsigned logged; /* bit per kiln_cmd_action_t (+ extra bits): decisions already logged */
+  unsigned logged;      /* bit per kiln_cmd_action_t (+ extra bits): decisions already logged */
   kiln_cmd_plan_t plan; /* scratch, reused */
 };
 

@@ -123,8 +123,8 @@ kiln_status kiln_command_buffer_thunk_execute(kiln_thunk_t *t, const kiln_thunk_
     set_last_action(t, KILN_CMD_ACTION_ISSUE_DIRECTLY);
     return kiln_thunk_seq_execute(&t->u.cmdbuf.seq, p);
   }
-  kiln_cmdbuf_run_t *run = p->state ? kiln_thunk_exec_state_cmdbuf_run(p->state, t)
-                                    : &t->u.cmdbuf.own;
+  kiln_cmdbuf_run_t *run =
+      p->state ? kiln_thunk_exec_state_cmdbuf_run(p->state, t) : &t->u.cmdbuf.own;
   if (!run)
     return kiln_status_make(KILN_FAILED_PRECONDITION,
                             "command buffer %s is not part of the execution state's thunks",

@@ -67,8 +67,7 @@ int32_t kiln_executable_desc_add_allocation(kiln_executable_desc_t *d,
 
 void *kiln_executable_desc_own_with(kiln_executable_desc_t *d, void *p, void (*free_fn)(void *)) {
   d->owned = kiln_realloc(d->owned, (size_t)(d->num_owned + 1) * sizeof(*d->owned));
-  d->owned_free =
-      kiln_realloc(d->owned_free, (size_t)(d->num_owned + 1) * sizeof(*d->owned_free));
+  d->owned_free = kiln_realloc(d->owned_free, (size_t)(d->num_owned + 1) * sizeof(*d->owned_free));
   d->owned[d->num_owned] = p;
   d->owned_free[d->num_owned++] = free_fn;
   return p;
@@ -295,8 +294,7 @@ kiln_status kiln_executable_load(kiln_device_t *dev, kiln_executable_desc_t *des
 
 /* Where output leaf i comes from once the thunks ran. */
 static kiln_status make_output(kiln_executable_t *e, exec_context_t *ctx, kiln_stream_t *stream,
-                               int32_t i,
-                               kiln_device_buffer_t **owned_outputs, bool *handed_over,
+                               int32_t i, kiln_device_buffer_t **owned_outputs, bool *handed_over,
                                const kiln_devptr_t *params, kiln_device_buffer_t **out) {
   const kiln_executable_desc_t *d = e->desc;
   kiln_slice_t sl = d->outputs[i].slice;

@@ -181,7 +181,9 @@ kiln_thunk_t *kiln_thunk_sequential_create(const char *name, kiln_thunk_seq_t *s
 
 /* ---- accessors ---------------------------------------------------------------------------- */
 
-kiln_thunk_kind_t kiln_thunk_kind(const kiln_thunk_t *t) { return t->kind; }
+kiln_thunk_kind_t kiln_thunk_kind(const kiln_thunk_t *t) {
+  return t->kind;
+}
 
 void kiln_thunk_kernel_set_module_index(kiln_thunk_t *t, int32_t module_index) {
   if (t && t->kind == KILN_THUNK_KERNEL) t->u.kernel.module_index = module_index;
@@ -425,8 +427,8 @@ kiln_status kiln_thunk_initialize(kiln_thunk_t *t, const kiln_thunk_init_params_
 
 struct kiln_thunk_exec_state {
   kiln_device_t *device;
-  void *scratch;          /* pinned, READ_BACK_SCRATCH_BYTES */
-  kiln_ptrmap_t cmdbufs;  /* command-buffer thunk -> its kiln_cmdbuf_run_t */
+  void *scratch;         /* pinned, READ_BACK_SCRATCH_BYTES */
+  kiln_ptrmap_t cmdbufs; /* command-buffer thunk -> its kiln_cmdbuf_run_t */
   kiln_cmdbuf_run_t *runs;
   size_t num_runs;
 };

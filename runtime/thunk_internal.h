@@ -83,7 +83,7 @@ struct kiln_thunk {
       kiln_thunk_seq_t seq;
     } sequential;
     struct {
-      kiln_thunk_seq_t seq; /* convertible thunks only */
+      kiln_thunk_seq_t seq;   /* convertible thunks only */
       atomic_int last_action; /* a kiln_cmd_action_t */
       bool use_cache;         /* decided at initialize */
       /* The allocations the commands use (from prepare): unchanged bases since the last

@@ -2,8 +2,8 @@
 # Checks that the C lines a change touches follow the repository's .clang-format
 # (clang-format 14 through `git clang-format`). The change is everything since BASE,
 # uncommitted edits included, where BASE is $1, else $KILN_FORMAT_BASE, else the merge base
-# with origin/main (or main): on a branch, its commits and edits; on main itself, only the
-# uncommitted edits, so a fresh clone of a clean tree has nothing to check. Lines the change
+# with origin/main (or main): on a branch, its commits and edits; on main itself, everything
+# since the last landed commit named in .ci/format-base (else only the uncommitted edits). Lines the change
 # did not touch are not checked: much of the tree predates this check. Prints the fix and
 # exits 1 when a touched line is misformatted, 0 otherwise. Before merging a branch into main,
 # run it there (or pass main's commit as BASE).
@@ -25,6 +25,13 @@ if [ -z "$base" ]; then
     base="$(git merge-base HEAD "$ref" || true)"
     break
   done
+fi
+# On main itself (a CI clone), the change is everything since the last commit that landed
+# before it, recorded in .ci/format-base (update it when a submission lands).
+if { [ -z "$base" ] || [ "$(git rev-parse "$base")" = "$(git rev-parse HEAD)" ]; } &&
+   [ -z "${1:-${KILN_FORMAT_BASE:-}}" ] && [ -f .ci/format-base ]; then
+  landed="$(tr -d '[:space:]' < .ci/format-base)"
+  if git rev-parse -q --verify "$landed^{commit}" >/dev/null; then base="$landed"; fi
 fi
 [ -n "$base" ] || base=HEAD
 

@@ -112,8 +112,9 @@ static inline bool emt_sorted_float_add(const kiln_hlo_computation_t *c) {
 /* Runs `c` (inputs in [lo, hi) unless both are 0; tolerance max_ulp, < 0: per type) on the
  * host, checks its PTX, prints one line; true when it compiled with emitter `want`, matched
  * and ptxas accepted it (or was missing). */
-static inline bool emt_run_one(const char *what, const kiln_hlo_computation_t *c, kiln_codegen_emitter_t want,
-                        kiln_host_jit_t *jit, kiln_host_pool_t *pool, double lo, double hi, int64_t max_ulp) {
+static inline bool emt_run_one(const char *what, const kiln_hlo_computation_t *c,
+                               kiln_codegen_emitter_t want, kiln_host_jit_t *jit,
+                               kiln_host_pool_t *pool, double lo, double hi, int64_t max_ulp) {
   kiln_runner_options_t o;
   kiln_runner_options_init(&o);
   o.check_ptx = true;
@@ -130,9 +131,10 @@ static inline bool emt_run_one(const char *what, const kiln_hlo_computation_t *c
   }
   if (!r.ptx_checked) printf("  (%s: ptxas %s)\n", what, r.ptx_note);
   bool ok = r.emitter == want && r.mismatches == 0 && (!r.ptx_checked || r.ptx_ok);
-  printf("%s %-58s %-20s %7lld elements, max %lld ulp (tolerance %lld)%s%s%s\n", ok ? "ok  " : "FAIL", what,
-         kiln_codegen_emitter_name(r.emitter), (long long)r.elements, (long long)r.max_ulp, (long long)r.tolerance,
-         r.mismatches ? ": " : "", r.first_mismatch, r.ptx_checked && !r.ptx_ok ? r.ptx_note : "");
+  printf("%s %-58s %-20s %7lld elements, max %lld ulp (tolerance %lld)%s%s%s\n",
+         ok ? "ok  " : "FAIL", what, kiln_codegen_emitter_name(r.emitter), (long long)r.elements,
+         (long long)r.max_ulp, (long long)r.tolerance, r.mismatches ? ": " : "", r.first_mismatch,
+         r.ptx_checked && !r.ptx_ok ? r.ptx_note : "");
   return ok;
 }
 
@@ -141,7 +143,8 @@ static inline bool emt_run_one(const char *what, const kiln_hlo_computation_t *c
  * emt_sorted_float_add, get inputs in [0.5, 1) and 64 ulp), prints each line and the tally.
  * Returns false (printed as skipped) without a corpus; a file that does not load counts
  * as failed. */
-static inline bool emt_run_corpus(const char *needle, kiln_codegen_emitter_t want, int *passed, int *total) {
+static inline bool emt_run_corpus(const char *needle, kiln_codegen_emitter_t want, int *passed,
+                                  int *total) {
   size_t n = 0;
   char **names = emt_corpus_files(needle, &n);
   *passed = *total = 0;
@@ -169,8 +172,8 @@ static inline bool emt_run_corpus(const char *needle, kiln_codegen_emitter_t wan
     kiln_free(cs);
     kiln_hlo_file_free(f);
   }
-  printf("corpus %s fusions: %d/%d passed (host == evaluator, ptxas)\n", kiln_codegen_emitter_name(want), *passed,
-         *total);
+  printf("corpus %s fusions: %d/%d passed (host == evaluator, ptxas)\n",
+         kiln_codegen_emitter_name(want), *passed, *total);
   emt_free_names(names, n);
   kiln_host_jit_destroy(jit);
   return true;

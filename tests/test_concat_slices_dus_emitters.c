@@ -88,7 +88,8 @@ static void test_input_slices_of_different_sizes(void **state) {
   kiln_codegen_kernel_free(&k);
   kiln_host_jit_t *jit = NULL;
   assert_null(kiln_host_jit_create(NULL, &jit));
-  assert_true(run_one("input slices [10,40] [30,7] [64,40]", m->entry, KILN_CODEGEN_EMITTER_INPUT_SLICES, jit));
+  assert_true(run_one("input slices [10,40] [30,7] [64,40]", m->entry,
+                      KILN_CODEGEN_EMITTER_INPUT_SLICES, jit));
   kiln_host_jit_destroy(jit);
   kiln_hlo_module_destroy(m);
 }
@@ -116,7 +117,8 @@ static void test_dus_with_computed_operand(void **state) {
   kiln_codegen_kernel_free(&k);
   kiln_host_jit_t *jit = NULL;
   assert_null(kiln_host_jit_create(NULL, &jit));
-  assert_true(run_one("DUS of exp(p0), update p1*p1", m->entry, KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE, jit));
+  assert_true(run_one("DUS of exp(p0), update p1*p1", m->entry,
+                      KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE, jit));
   kiln_host_jit_destroy(jit);
   kiln_hlo_module_destroy(m);
 }
@@ -137,7 +139,8 @@ static void test_dus_through_bitcast_with_side_output(void **state) {
   kiln_hlo_module_t *m = parse(k_dus_side);
   kiln_host_jit_t *jit = NULL;
   assert_null(kiln_host_jit_create(NULL, &jit));
-  assert_true(run_one("DUS via bitcast + side output", m->entry, KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE, jit));
+  assert_true(run_one("DUS via bitcast + side output", m->entry,
+                      KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE, jit));
   kiln_host_jit_destroy(jit);
   kiln_hlo_module_destroy(m);
 }

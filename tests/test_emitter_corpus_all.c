@@ -47,11 +47,16 @@ static bool expected_emitter(const char *name, kiln_codegen_emitter_t *out) {
     const char *prefix;
     kiln_codegen_emitter_t e;
   } table[] = {
-      {"reduce_row__", KILN_CODEGEN_EMITTER_REDUCTION},      {"reduce_column__", KILN_CODEGEN_EMITTER_REDUCTION},
-      {"reduce_multirow__", KILN_CODEGEN_EMITTER_REDUCTION}, {"reduce_column_small__", KILN_CODEGEN_EMITTER_REDUCTION},
-      {"transpose__", KILN_CODEGEN_EMITTER_TRANSPOSE},       {"scatter__", KILN_CODEGEN_EMITTER_SCATTER},
-      {"concatenate__", KILN_CODEGEN_EMITTER_CONCATENATE},   {"dynamic_update_slice__", KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE},
-      {"loop__", KILN_CODEGEN_EMITTER_LOOP},                 {"convert__", KILN_CODEGEN_EMITTER_LOOP},
+      {"reduce_row__", KILN_CODEGEN_EMITTER_REDUCTION},
+      {"reduce_column__", KILN_CODEGEN_EMITTER_REDUCTION},
+      {"reduce_multirow__", KILN_CODEGEN_EMITTER_REDUCTION},
+      {"reduce_column_small__", KILN_CODEGEN_EMITTER_REDUCTION},
+      {"transpose__", KILN_CODEGEN_EMITTER_TRANSPOSE},
+      {"scatter__", KILN_CODEGEN_EMITTER_SCATTER},
+      {"concatenate__", KILN_CODEGEN_EMITTER_CONCATENATE},
+      {"dynamic_update_slice__", KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE},
+      {"loop__", KILN_CODEGEN_EMITTER_LOOP},
+      {"convert__", KILN_CODEGEN_EMITTER_LOOP},
   };
   for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
     if (strncmp(k, table[i].prefix, strlen(table[i].prefix)) == 0) {
@@ -65,8 +70,8 @@ static bool expected_emitter(const char *name, kiln_codegen_emitter_t *out) {
  * (hero_run_check: scalar parameters, i.e. init values, are 0 = the add reducers' identity,
  * since the GPU algorithm starts every thread from the init as XLA's does; floats within
  * 1e-5 of sqrt(summed) for f32). Returns an error status or fills *ok. */
-static kiln_status run_reduction(const kiln_hlo_computation_t *c, kiln_host_jit_t *jit, bool *ok, char *line,
-                                 size_t n, kiln_runner_report_t *r) {
+static kiln_status run_reduction(const kiln_hlo_computation_t *c, kiln_host_jit_t *jit, bool *ok,
+                                 char *line, size_t n, kiln_runner_report_t *r) {
   memset(r, 0, sizeof(*r));
   kiln_hero_analysis_t ha;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_analyze(c, &ha));
@@ -148,8 +153,10 @@ static void test_every_emitter_fusion_compiles_with_xla_choice_and_matches(void 
       kiln_runner_report_t r;
       bool red_ok = false;
       char red_line[320] = "";
-      if (got == KILN_CODEGEN_EMITTER_REDUCTION) s = run_reduction(cs[ci], jit, &red_ok, red_line, sizeof(red_line), &r);
-      else s = kiln_runner_check(cs[ci], &o, &r);
+      if (got == KILN_CODEGEN_EMITTER_REDUCTION)
+        s = run_reduction(cs[ci], jit, &red_ok, red_line, sizeof(red_line), &r);
+      else
+        s = kiln_runner_check(cs[ci], &o, &r);
       if (!r.ptx_checked && r.ptx_note[0] && !ptx_note_printed) {
         printf("ptxas check %s\n", r.ptx_note);
         ptx_note_printed = true;
@@ -167,16 +174,21 @@ static void test_every_emitter_fusion_compiles_with_xla_choice_and_matches(void 
         continue;
       }
       if (s) {
-        printf("FAIL %s [%s]: %s\n", shortname, kiln_codegen_emitter_name(got), kiln_status_message(s));
+        printf("FAIL %s [%s]: %s\n", shortname, kiln_codegen_emitter_name(got),
+               kiln_status_message(s));
         kiln_status_free(s);
         continue;
       }
-      bool ok = got == KILN_CODEGEN_EMITTER_REDUCTION ? red_ok : r.mismatches == 0 && (!r.ptx_checked || r.ptx_ok);
-      if (got == KILN_CODEGEN_EMITTER_REDUCTION) snprintf(r.first_mismatch, sizeof(r.first_mismatch), "%.200s", red_line);
+      bool ok = got == KILN_CODEGEN_EMITTER_REDUCTION
+                    ? red_ok
+                    : r.mismatches == 0 && (!r.ptx_checked || r.ptx_ok);
+      if (got == KILN_CODEGEN_EMITTER_REDUCTION)
+        snprintf(r.first_mismatch, sizeof(r.first_mismatch), "%.200s", red_line);
       passed += ok;
       per_kind_pass[want] += ok;
       printf("%s %-62s %-20s %8lld elements, max %lld ulp %s\n", ok ? "ok  " : "FAIL", shortname,
-             kiln_codegen_emitter_name(got), (long long)r.elements, (long long)r.max_ulp, r.first_mismatch);
+             kiln_codegen_emitter_name(got), (long long)r.elements, (long long)r.max_ulp,
+             r.first_mismatch);
     }
     kiln_free(cs);
     kiln_hlo_file_free(f);
@@ -186,7 +198,8 @@ static void test_every_emitter_fusion_compiles_with_xla_choice_and_matches(void 
          passed, total, compiled_only, ptx_ok, ptx_checked, unexpected);
   for (int k = 0; k < 16; k++)
     if (per_kind_total[k])
-      printf("  %-20s %d/%d\n", kiln_codegen_emitter_name((kiln_codegen_emitter_t)k), per_kind_pass[k], per_kind_total[k]);
+      printf("  %-20s %d/%d\n", kiln_codegen_emitter_name((kiln_codegen_emitter_t)k),
+             per_kind_pass[k], per_kind_total[k]);
   emt_free_names(names, n);
   kiln_host_jit_destroy(jit);
   assert_true(total > 0);

@@ -99,8 +99,10 @@ static kiln_status run_once(kiln_executable_t *e, kiln_stream_t *stream, kiln_de
     if (!s) s = kiln_stream_memcpy_d2h(stream, out->data[i], bufs[i]->ptr, bufs[i]->size);
   }
   kiln_status sync = kiln_stream_synchronize(stream);
-  if (!s) s = sync;
-  else kiln_status_free(sync);
+  if (!s)
+    s = sync;
+  else
+    kiln_status_free(sync);
   for (int i = 0; i < out->n; i++) kiln_device_buffer_destroy(bufs[i]);
   return s;
 }
@@ -118,16 +120,16 @@ static const char *check_outputs(const outputs_t *want, const outputs_t *got, ch
   if (got->n != want->n) return "a different number of outputs";
   for (int i = 0; i < got->n; i++) {
     if (got->size[i] != want->size[i]) {
-      snprintf(why, why_n, "output %d: %llu bytes, want %llu", i,
-               (unsigned long long)got->size[i], (unsigned long long)want->size[i]);
+      snprintf(why, why_n, "output %d: %llu bytes, want %llu", i, (unsigned long long)got->size[i],
+               (unsigned long long)want->size[i]);
       return why;
     }
     if (i == RNG_OUTPUT) {
       const float *r = got->data[i];
       for (uint64_t j = 0; j < got->size[i] / 4; j++)
         if (!(r[j] >= RNG_LO && r[j] < RNG_HI)) {
-          snprintf(why, why_n, "rng element %llu = %g is outside [%g, %g)",
-                   (unsigned long long)j, (double)r[j], (double)RNG_LO, (double)RNG_HI);
+          snprintf(why, why_n, "rng element %llu = %g is outside [%g, %g)", (unsigned long long)j,
+                   (double)r[j], (double)RNG_LO, (double)RNG_HI);
           return why;
         }
     } else if (memcmp(got->data[i], want->data[i], got->size[i]) != 0) {
@@ -256,14 +258,15 @@ static void test_one_executable_runs_from_eight_threads_as_it_runs_from_one(void
   int failures = 0;
   for (int w = 0; w < THREADS; w++) {
     if (workers[w].failures)
-      fprintf(stderr, "thread %d: %d of %d runs failed; first: %s\n", w, workers[w].failures,
-              RUNS, workers[w].first_failure);
+      fprintf(stderr, "thread %d: %d of %d runs failed; first: %s\n", w, workers[w].failures, RUNS,
+              workers[w].first_failure);
     failures += workers[w].failures;
   }
   assert_int_equal(failures, 0);
   /* Every run drew its own numbers. */
   uint64_t *all = kiln_calloc(THREADS * RUNS, sizeof(uint64_t));
-  for (int w = 0; w < THREADS; w++) memcpy(all + w * RUNS, workers[w].rng_hash, sizeof(workers[w].rng_hash));
+  for (int w = 0; w < THREADS; w++)
+    memcpy(all + w * RUNS, workers[w].rng_hash, sizeof(workers[w].rng_hash));
   qsort(all, THREADS * RUNS, sizeof(uint64_t), compare_u64);
   for (int i = 1; i < THREADS * RUNS; i++)
     if (all[i] == all[i - 1]) fail_msg("two runs drew the same rng output");

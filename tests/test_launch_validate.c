@@ -81,7 +81,8 @@ static void test_launch_device_description_overrides_defaults(void **state) {
   expect_out_of_range(b2, g, 4097, false, &dev, "exceed the limit 4096");
 }
 
-static kiln_status emit_for(const char *text, const kiln_launch_device_t *dev, kiln_codegen_kernel_t *k) {
+static kiln_status emit_for(const char *text, const kiln_launch_device_t *dev,
+                            kiln_codegen_kernel_t *k) {
   kiln_hlo_module_t *m = NULL;
   kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
   if (s) return s;

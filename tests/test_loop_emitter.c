@@ -471,7 +471,7 @@ static const char kGeluSmallF32[] =
     "}\n";
 
 static kiln_runner_report_t run_gelu_small(const kiln_hlo_computation_t *c,
-                                               const kiln_hlo_computation_t *ref, bool strict) {
+                                           const kiln_hlo_computation_t *ref, bool strict) {
   kiln_runner_options_t o;
   kiln_runner_options_init(&o);
   o.compile.strict_precision = strict;

@@ -271,8 +271,8 @@ static void test_ragged_row_reduction_checks_bounds_only_in_the_last_iteration(v
 /* Emits the fusion in `text` (its entry computation, kernel `name`), checks every kernel of
  * its chain with ptxas and runs it on the host against the evaluator (hero_run_check:
  * outputs compared at their physical positions). `summed`: values per reduced element. */
-static void emit_run_check(const char *text, const char *name, int64_t summed, kiln_hlo_module_t **m,
-                           kiln_codegen_kernel_t *k) {
+static void emit_run_check(const char *text, const char *name, int64_t summed,
+                           kiln_hlo_module_t **m, kiln_codegen_kernel_t *k) {
   assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, m));
   kiln_codegen_compile_options_t o = {0};
   o.kernel_name = name;

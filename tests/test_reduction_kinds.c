@@ -174,7 +174,9 @@ static void test_row_plans_follow_xla_row_reduction_rules(void **state) {
   }
 }
 
-static char *kir_text(const kiln_codegen_kernel_t *k) { return kiln_kir_to_string(k->kir); }
+static char *kir_text(const kiln_codegen_kernel_t *k) {
+  return kiln_kir_to_string(k->kir);
+}
 
 static void test_multirow_shuffles_without_shared_memory(void **state) {
   const kiln_hlo_computation_t *c = NULL;
@@ -440,8 +442,9 @@ static void test_fusion_runner_runs_reduction_kinds_exactly(void **state) {
     kiln_runner_report_t r;
     s = kiln_runner_check(m->entry, &o, &r);
     if (s) fail_msg("%s", kiln_status_message(s));
-    printf("%s %s[%s] -> %s: %s, %lld elements, %lld mismatches\n", cases[i].op, cases[i].ty, cases[i].in,
-           cases[i].out, kiln_codegen_emitter_name(r.emitter), (long long)r.elements, (long long)r.mismatches);
+    printf("%s %s[%s] -> %s: %s, %lld elements, %lld mismatches\n", cases[i].op, cases[i].ty,
+           cases[i].in, cases[i].out, kiln_codegen_emitter_name(r.emitter), (long long)r.elements,
+           (long long)r.mismatches);
     assert_int_equal(r.emitter, KILN_CODEGEN_EMITTER_REDUCTION);
     if (r.mismatches) fail_msg("%s", r.first_mismatch);
     kiln_hlo_module_destroy(m);

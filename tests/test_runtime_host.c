@@ -742,8 +742,8 @@ static kiln_thunk_t *make_one_memset_cmdbuf(kiln_slice_t dst) {
  * write a's buffer (`a_out`), not b's (`b_out`): both are cleared before it. `a` and `b` may
  * be one thunk run with two execution states. */
 static void check_no_collision(fixture_t *g, kiln_thunk_t *a, const kiln_thunk_exec_params_t *ea,
-                               kiln_thunk_t *b, const kiln_thunk_exec_params_t *eb,
-                               float *a_out, float *b_out, float want) {
+                               kiln_thunk_t *b, const kiln_thunk_exec_params_t *eb, float *a_out,
+                               float *b_out, float want) {
   ASSERT_OK(kiln_thunk_execute(a, ea));
   assert_int_equal(kiln_command_buffer_thunk_last_action(a), KILN_CMD_ACTION_RECORD);
   ASSERT_OK(kiln_thunk_execute(b, eb));
@@ -765,8 +765,7 @@ static void check_no_collision(fixture_t *g, kiln_thunk_t *a, const kiln_thunk_e
 
 /* Prepares and initializes `a` and `b` against `t`, then check_no_collision without states. */
 static void check_two_thunks_no_collision(fixture_t *g, kiln_buffer_table_t *t, kiln_thunk_t *a,
-                                          kiln_thunk_t *b, float *a_out, float *b_out,
-                                          float want) {
+                                          kiln_thunk_t *b, float *a_out, float *b_out, float want) {
   kiln_thunk_seq_t seq;
   kiln_thunk_seq_init(&seq);
   kiln_thunk_seq_push(&seq, a);
@@ -788,10 +787,10 @@ static void test_command_buffer_replay_never_runs_another_thunks_patched_entry(v
   fill_in(&g, &t);
   float *a_out = (float *)(uintptr_t)t.bases[1], *b_out = (float *)(uintptr_t)t.bases[2];
   /* Kernels: a = add_one(in -> a_out), b = add_one(in -> b_out). */
-  kiln_thunk_t *a = make_one_kernel_cmdbuf(m, kiln_slice_make(0, 0, N1 * 4),
-                                           kiln_slice_make(1, 0, N1 * 4));
-  kiln_thunk_t *b = make_one_kernel_cmdbuf(m, kiln_slice_make(0, 0, N1 * 4),
-                                           kiln_slice_make(2, 0, N1 * 4));
+  kiln_thunk_t *a =
+      make_one_kernel_cmdbuf(m, kiln_slice_make(0, 0, N1 * 4), kiln_slice_make(1, 0, N1 * 4));
+  kiln_thunk_t *b =
+      make_one_kernel_cmdbuf(m, kiln_slice_make(0, 0, N1 * 4), kiln_slice_make(2, 0, N1 * 4));
   check_two_thunks_no_collision(&g, &t, a, b, a_out, b_out, 6.0f);
   /* Runs of only memsets have no kernel to tell them apart: they collide the same way. */
   a = make_one_memset_cmdbuf(kiln_slice_make(1, 0, N1 * 4));

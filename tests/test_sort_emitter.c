@@ -257,7 +257,8 @@ static void test_sort_ptx_passes_ptxas(void **state) {
 }
 
 /* Lowers `k` for NVPTX and checks which parameters are noalias (bit i: parameter i). */
-static void expect_noalias_params(const kiln_codegen_kernel_t *k, unsigned num_params, unsigned mask) {
+static void expect_noalias_params(const kiln_codegen_kernel_t *k, unsigned num_params,
+                                  unsigned mask) {
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef mod = NULL;
   kiln_status s = kiln_kir_lower_nvptx(k->kir, ctx, NULL, &mod);

@@ -97,8 +97,9 @@ static char *read_dump(const char *dir, const char *kname, const char *suffix);
 /* Parses `text`, emits its transpose kernel `kname` with dumps in a new directory made from
  * the template `dir` (updated in place) and reads the kernel-IR input dump into *dump
  * (kiln_free). Fails the test on any error. */
-static void emit_dumped_opts(const char *text, const char *kname, char *dir, int packed, bool host_target,
-                             kiln_hlo_module_t **m, kiln_codegen_kernel_t *k, char **dump) {
+static void emit_dumped_opts(const char *text, const char *kname, char *dir, int packed,
+                             bool host_target, kiln_hlo_module_t **m, kiln_codegen_kernel_t *k,
+                             char **dump) {
   *m = NULL;
   assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, m));
   assert_non_null(mkdtemp(dir));

@@ -70,8 +70,9 @@ static void print_emitters(const kiln_hlo_module_t *m, FILE *out) {
       continue;
     }
     const kiln_hlo_instruction_t *hero = ha.hero ? ha.hero : chero;
-    fprintf(out, "fusion %s: emitter=%s classify=%s hero=%s\n", cs[i]->name, kiln_hero_emitter_name(ha.emitter),
-            kiln_codegen_emitter_name(kind), hero ? hero->name : "-");
+    fprintf(out, "fusion %s: emitter=%s classify=%s hero=%s\n", cs[i]->name,
+            kiln_hero_emitter_name(ha.emitter), kiln_codegen_emitter_name(kind),
+            hero ? hero->name : "-");
   }
   kiln_free(cs);
 }

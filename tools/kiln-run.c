@@ -384,12 +384,13 @@ static kiln_status run_fusions(const run_flags_t *f, kiln_hlo_module_t *m) {
       first = kiln_status_join(first, s);
       continue;
     }
-    printf("fusion %s: emitter %s, %lld elements, max %lld ulp (tolerance %lld), max abs err "
-           "%.3g, %s; ptxas: %s\n",
-           comps[i]->name, kiln_codegen_emitter_name(r.emitter), (long long)r.elements,
-           (long long)r.max_ulp, (long long)r.tolerance, r.max_abs_err,
-           r.mismatches ? "MISMATCH" : "matches the evaluator",
-           r.ptx_checked ? (r.ptx_ok ? "accepted" : r.ptx_note) : r.ptx_note);
+    printf(
+        "fusion %s: emitter %s, %lld elements, max %lld ulp (tolerance %lld), max abs err "
+        "%.3g, %s; ptxas: %s\n",
+        comps[i]->name, kiln_codegen_emitter_name(r.emitter), (long long)r.elements,
+        (long long)r.max_ulp, (long long)r.tolerance, r.max_abs_err,
+        r.mismatches ? "MISMATCH" : "matches the evaluator",
+        r.ptx_checked ? (r.ptx_ok ? "accepted" : r.ptx_note) : r.ptx_note);
     if (f->timings)
       printf("timings: emit %.3f ms, pipeline %.3f ms, host compile %.3f ms, run %.3f ms, "
              "eval %.3f ms\n",

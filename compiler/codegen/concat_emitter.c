@@ -81,14 +81,15 @@ static kiln_kir_value_t *cc_eval(kiln_hero_emit_t *h, cc_state_t *cs, const kiln
     v = kiln_elemental_scalar_op(&h->fn, x, args, x->num_operands);
   } else {
     kiln_elemental_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s after a concatenate hero", x->name,
-                                                  kiln_hlo_opcode_name(x->opcode)));
+                                                       kiln_hlo_opcode_name(x->opcode)));
     return NULL;
   }
   if (v && mm->n < CC_MAX_PATH) mm->x[mm->n] = x, mm->v[mm->n++] = v;
   return v;
 }
 
-kiln_status kiln_concat_kernel_emit(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+kiln_status kiln_concat_kernel_emit(const kiln_hlo_computation_t *c,
+                                    const kiln_codegen_compile_options_t *opts,
                                     kiln_codegen_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("concatenate emitter: no computation");

@@ -39,7 +39,8 @@ static kiln_status dus_analyze(const kiln_hlo_computation_t *c, dus_info_t *di) 
   int ndus = 0;
   for (int i = 0; i < di->nroots; i++) {
     const kiln_hlo_instruction_t *x = di->roots[i];
-    if (!kiln_shape_is_array(x->shape)) return KILN_ERR_UNIMPLEMENTED("%s: nested tuple root", c->name);
+    if (!kiln_shape_is_array(x->shape))
+      return KILN_ERR_UNIMPLEMENTED("%s: nested tuple root", c->name);
     const kiln_hlo_instruction_t *d = through_bitcasts(x);
     if (d->opcode == KILN_OP_DYNAMIC_UPDATE_SLICE) {
       if (d->num_operands != 2 + d->shape->rank || d->operands[1]->shape->rank != d->shape->rank ||
@@ -61,8 +62,8 @@ static kiln_status dus_analyze(const kiln_hlo_computation_t *c, dus_info_t *di) 
 
 /* Value of `instr` (an instruction of the original fusion) at logical index idx: one value,
  * or a complex one's (re, im) parts. Returns how many, -1 on error. */
-static int dus_values(kiln_hero_split_t *s, const kiln_hlo_instruction_t *instr, kiln_kir_value_t *const *idx,
-                      kiln_kir_value_t **out) {
+static int dus_values(kiln_hero_split_t *s, const kiln_hlo_instruction_t *instr,
+                      kiln_kir_value_t *const *idx, kiln_kir_value_t **out) {
   const kiln_hlo_instruction_t *cl = kiln_ptrmap_get(&s->clone_of, instr);
   if (!cl) {
     kiln_elemental_fail(&s->h.fn, KILN_ERR_INTERNAL("%s is not read by this kernel", instr->name));
@@ -73,7 +74,8 @@ static int dus_values(kiln_hero_split_t *s, const kiln_hlo_instruction_t *instr,
 
 /* Kernel 1: every output written: DUS roots get operand 0, others their own value. */
 static kiln_status dus_emit_copy(const kiln_hlo_computation_t *c, const dus_info_t *di,
-                                 const kiln_codegen_compile_options_t *opts, kiln_codegen_kernel_t *out) {
+                                 const kiln_codegen_compile_options_t *opts,
+                                 kiln_codegen_kernel_t *out) {
   int64_t nmax = 1;
   const kiln_hlo_instruction_t *vals[DUS_MAX_ROOTS];
   for (int i = 0; i < di->nroots; i++) {
@@ -113,7 +115,8 @@ static kiln_status dus_emit_copy(const kiln_hlo_computation_t *c, const dus_info
 
 /* Kernel 2: one thread per update element of each DUS root, writing the updated window. */
 static kiln_status dus_emit_update(const kiln_hlo_computation_t *c, const dus_info_t *di,
-                                   const kiln_codegen_compile_options_t *opts, kiln_codegen_kernel_t *out) {
+                                   const kiln_codegen_compile_options_t *opts,
+                                   kiln_codegen_kernel_t *out) {
   int64_t nmax = 1;
   const kiln_hlo_instruction_t *vals[DUS_MAX_ROOTS * (2 + KILN_KIR_MAX_RANK)];
   int nv = 0;
@@ -155,7 +158,8 @@ static kiln_status dus_emit_update(const kiln_hlo_computation_t *c, const dus_in
     kiln_kir_builder_enter(b, kiln_kir_op_region(loop, 0));
     size_t mark;
     kiln_elemental_enter(&h->fn, kiln_kir_op_region(loop, 0), &mark);
-    kiln_kir_value_t *u[KILN_KIR_MAX_RANK], *pos[KILN_KIR_MAX_RANK], *oidx[KILN_KIR_MAX_RANK], *v[2], *y = NULL;
+    kiln_kir_value_t *u[KILN_KIR_MAX_RANK], *pos[KILN_KIR_MAX_RANK], *oidx[KILN_KIR_MAX_RANK],
+        *v[2], *y = NULL;
     for (int k = 0; k < us->rank; k++) {
       u[k] = kiln_kir_loop_index(loop, (size_t)k);
       pos[k] = kiln_kir_binary(b, KILN_KIR_ADD, start[k], u[k]);
@@ -173,7 +177,8 @@ static kiln_status dus_emit_update(const kiln_hlo_computation_t *c, const dus_in
   return kiln_hero_split_finish(&s, NULL, opts);
 }
 
-kiln_status kiln_dus_kernel_emit(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+kiln_status kiln_dus_kernel_emit(const kiln_hlo_computation_t *c,
+                                 const kiln_codegen_compile_options_t *opts,
                                  kiln_codegen_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("dynamic-update-slice emitter: no computation");

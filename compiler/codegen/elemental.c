@@ -36,7 +36,9 @@ static const kiln_shape_t *output_shape(const kiln_hlo_instruction_t *instr, int
   return s;
 }
 
-int kiln_elemental_vals_per(kiln_elem_type_t t) { return kiln_elem_type_is_complex(t) ? 2 : 1; }
+int kiln_elemental_vals_per(kiln_elem_type_t t) {
+  return kiln_elem_type_is_complex(t) ? 2 : 1;
+}
 
 kiln_elem_type_t kiln_elemental_part_type(kiln_elem_type_t t) {
   return t == KILN_C64 ? KILN_F32 : t == KILN_C128 ? KILN_F64 : t;
@@ -267,7 +269,8 @@ static bool runtime_values(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t 
   for (int j = 0; j < oi->num_rts; j++) {
     const kiln_hlo_rt_source_t *src = &oi->rts[j];
     if (src->operand < 0 || src->operand >= instr->num_operands || !src->map)
-      return kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: runtime value without a source", instr->name));
+      return kiln_elemental_fail(
+          f, KILN_ERR_UNIMPLEMENTED("%s: runtime value without a source", instr->name));
     kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK];
     if (!apply_map(f, src->map, idx, NULL, NULL, sidx)) return false;
     kiln_kir_value_t *v[MAX_OUTS];
@@ -285,9 +288,9 @@ static bool runtime_values(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t 
 
 /* ---- data movement ---- */
 
-static int emit_through_map(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr, int operand,
-                            const kiln_hlo_operand_indexing_t *oi, kiln_kir_value_t *const *idx,
-                            kiln_kir_value_t **out) {
+static int emit_through_map(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
+                            int operand, const kiln_hlo_operand_indexing_t *oi,
+                            kiln_kir_value_t *const *idx, kiln_kir_value_t **out) {
   kiln_kir_value_t *rts[KILN_KIR_MAX_RANK * 2];
   if (oi->num_rts > KILN_KIR_MAX_RANK * 2) {
     kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: too many runtime values", instr->name));
@@ -297,12 +300,13 @@ static int emit_through_map(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t
   kiln_kir_value_t *oidx[KILN_KIR_MAX_RANK];
   if (!apply_map(f, oi->map, idx, NULL, rts, oidx)) return -1;
   return kiln_elemental_emit(f, instr->operands[operand], oidx,
-                        (int)kiln_indexing_map_num_results(oi->map), out);
+                             (int)kiln_indexing_map_num_results(oi->map), out);
 }
 
 /* `if (cond) then-operand else else-fn`: emits the chain for concatenate (k = first
  * candidate operand) and pad. */
-static kiln_kir_value_t *emit_concat_from(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
+static kiln_kir_value_t *emit_concat_from(kiln_elemental_fn_t *f,
+                                          const kiln_hlo_instruction_t *instr,
                                           const kiln_hlo_indexing_t *ix, int k,
                                           kiln_kir_value_t *const *idx) {
   kiln_kir_value_t *out[MAX_OUTS];
@@ -408,12 +412,15 @@ static int emit_dus(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
   for (int side = 0; side < 2; side++) {
     kiln_elemental_enter(f, kiln_kir_op_region(iff, (size_t)side), &mark);
     int n = -1;
-    if (side == 1) n = kiln_elemental_emit(f, instr->operands[0], idx, rank, v);
-    else if (apply_map(f, ui->map, idx, NULL, rts, uidx)) n = kiln_elemental_emit(f, instr->operands[1], uidx, rank, v);
+    if (side == 1)
+      n = kiln_elemental_emit(f, instr->operands[0], idx, rank, v);
+    else if (apply_map(f, ui->map, idx, NULL, rts, uidx))
+      n = kiln_elemental_emit(f, instr->operands[1], uidx, rank, v);
     if (n == nv) kiln_kir_yield(f->b, v, (size_t)nv);
     kiln_elemental_exit(f, mark);
     if (n != nv) {
-      if (n >= 0) kiln_elemental_fail(f, KILN_ERR_INTERNAL("%s: %d values, want %d", instr->name, n, nv));
+      if (n >= 0)
+        kiln_elemental_fail(f, KILN_ERR_INTERNAL("%s: %d values, want %d", instr->name, n, nv));
       return -1;
     }
   }
@@ -437,8 +444,8 @@ typedef struct red_ctx {
 
 /* Operand values `v` (cnt: 1 real, 2 complex) converted as XLA's dot/convolution do: first
  * to the result type, then to the accumulation type (both parts for a complex result). */
-static void dot_operand(kiln_elemental_fn_t *f, const red_ctx_t *r, kiln_kir_value_t *const *v, int cnt,
-                        kiln_kir_value_t **out) {
+static void dot_operand(kiln_elemental_fn_t *f, const red_ctx_t *r, kiln_kir_value_t *const *v,
+                        int cnt, kiln_kir_value_t **out) {
   kiln_elem_type_t rt = r->instr->shape->type;
   kiln_kir_module_t *m = f->e->m;
   if (kiln_elem_type_is_complex(rt)) {
@@ -463,7 +470,8 @@ static bool dot_body(kiln_elemental_fn_t *f, red_ctx_t *r, kiln_kir_value_t **ac
     kiln_kir_value_t *oidx[KILN_KIR_MAX_RANK], *v[MAX_OUTS];
     const kiln_indexing_map_t *m = r->ix->operands[k].map;
     if (!apply_map(f, m, r->idx, r->syms, NULL, oidx)) return false;
-    int cnt = kiln_elemental_emit(f, instr->operands[k], oidx, (int)kiln_indexing_map_num_results(m), v);
+    int cnt =
+        kiln_elemental_emit(f, instr->operands[k], oidx, (int)kiln_indexing_map_num_results(m), v);
     if (cnt < 1) return false;
     dot_operand(f, r, v, cnt, k ? y : x);
   }
@@ -495,7 +503,8 @@ static bool red_body(kiln_elemental_fn_t *f, red_ctx_t *r, kiln_kir_value_t **ac
     kiln_kir_value_t *oidx[KILN_KIR_MAX_RANK], *v[MAX_OUTS];
     const kiln_indexing_map_t *m = r->ix->operands[k].map;
     if (!apply_map(f, m, r->idx, r->syms, NULL, oidx)) return false;
-    if (kiln_elemental_emit(f, instr->operands[k], oidx, (int)kiln_indexing_map_num_results(m), v) < 1)
+    if (kiln_elemental_emit(f, instr->operands[k], oidx, (int)kiln_indexing_map_num_results(m), v) <
+        1)
       return false;
     args[r->n + k] = v[0];
   }
@@ -538,7 +547,8 @@ static bool red_loops(kiln_elemental_fn_t *f, red_ctx_t *r, size_t level, kiln_k
   int sym = r->order[level];
   kiln_interval_t b = r->map->vars[KILN_INDEXING_SYM].data[sym].bounds;
   if (b.lo == INT64_MIN || b.hi == INT64_MAX)
-    return kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: unbounded loop symbol", r->instr->name));
+    return kiln_elemental_fail(f,
+                               KILN_ERR_UNIMPLEMENTED("%s: unbounded loop symbol", r->instr->name));
   kiln_kir_op_t *loop = kiln_kir_for(f->b, kiln_kir_const_index(f->b, b.lo),
                                      kiln_kir_const_index(f->b, b.hi + 1),
                                      kiln_kir_const_index(f->b, 1), accs, (size_t)r->n);
@@ -576,7 +586,7 @@ static int emit_reduction(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *
     if (ix->num_operands != 2 || !ix->operands[0].map || !ix->operands[1].map ||
         kiln_indexing_map_num_syms(ix->operands[0].map) != kiln_indexing_map_num_syms(ix->operands[1].map)) {
       kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %s indexing", instr->name,
-                                               kiln_hlo_opcode_name(instr->opcode)));
+                                                    kiln_hlo_opcode_name(instr->opcode)));
       return -1;
     }
     kiln_kir_const_t zero = {0};
@@ -651,13 +661,14 @@ static int emit_call(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr
   int first = kiln_elemental_root_result(f->e, sg->id, instr);
   if (first < 0 || nidx != sg->rank) {
     kiln_elemental_fail(f, KILN_ERR_INTERNAL("%s: not a root of %s (or rank %d != %d)", instr->name,
-                                        sg->name, nidx, sg->rank));
+                                             sg->name, nidx, sg->rank));
     return -1;
   }
   kiln_kir_op_t *call = kiln_elemental_call(f->e, f->b, sg->id, f->tensors, idx);
   if (!call) {
-    kiln_elemental_fail(f, KILN_ERR_INTERNAL("%s: function %s was not emitted (its emitter computes %s itself)",
-                                        f->e->comp->name, sg->name, instr->name));
+    kiln_elemental_fail(
+        f, KILN_ERR_INTERNAL("%s: function %s was not emitted (its emitter computes %s itself)",
+                             f->e->comp->name, sg->name, instr->name));
     return -1;
   }
   int n = kiln_elemental_num_values(instr);
@@ -666,7 +677,7 @@ static int emit_call(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr
 }
 
 int kiln_elemental_emit(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
-                   kiln_kir_value_t *const *idx, int nidx, kiln_kir_value_t **out) {
+                        kiln_kir_value_t *const *idx, int nidx, kiln_kir_value_t **out) {
   if (f->err) return -1;
   int n = cache_find(f, instr, idx, nidx, out);
   if (n >= 0) return n;
@@ -675,12 +686,14 @@ int kiln_elemental_emit(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *in
   } else {
     const kiln_partition_subgraph_t *sg = kiln_partition_subgraph_of(f->e->part, instr);
     if (!sg) {
-      kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s (%s) is not emitted by any function",
-                                               instr->name, kiln_hlo_opcode_name(instr->opcode)));
+      kiln_elemental_fail(
+          f, KILN_ERR_UNIMPLEMENTED("%s (%s) is not emitted by any function", instr->name,
+                                    kiln_hlo_opcode_name(instr->opcode)));
       return -1;
     }
     if (sg->id != f->sg) n = emit_call(f, instr, sg, idx, nidx, out);
-    else n = kiln_elemental_emit_instr(f, instr, idx, nidx, out);
+    else
+      n = kiln_elemental_emit_instr(f, instr, idx, nidx, out);
   }
   if (n < 0) {
     if (!f->err) kiln_elemental_fail(f, kiln_kir_builder_take_status(f->b));
@@ -691,7 +704,7 @@ int kiln_elemental_emit(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *in
     if (!out[k]) {
       kiln_status bs = kiln_kir_builder_take_status(f->b);
       kiln_elemental_fail(f, bs ? kiln_status_annotate(bs, "while emitting %s", instr->name)
-                           : KILN_ERR_INTERNAL("emitting %s gave no value", instr->name));
+                                : KILN_ERR_INTERNAL("emitting %s gave no value", instr->name));
       return -1;
     }
   cache_put(f, instr, idx, nidx, out, n);
@@ -700,12 +713,13 @@ int kiln_elemental_emit(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *in
 
 /* Emits an instruction of the current function (not a tensor, not in another function). */
 int kiln_elemental_emit_instr(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
-                         kiln_kir_value_t *const *idx, int nidx, kiln_kir_value_t **out) {
+                              kiln_kir_value_t *const *idx, int nidx, kiln_kir_value_t **out) {
   kiln_hlo_opcode_t op = instr->opcode;
   if (op == KILN_OP_CONSTANT) {
     if (kiln_elem_type_is_complex(instr->shape->type)) {
       if (!instr->literal || instr->literal->unknown) {
-        kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: constant without contents", instr->name));
+        kiln_elemental_fail(f,
+                            KILN_ERR_UNIMPLEMENTED("%s: constant without contents", instr->name));
         return -1;
       }
       double re = 0, im = 0;
@@ -729,7 +743,8 @@ int kiln_elemental_emit_instr(kiln_elemental_fn_t *f, const kiln_hlo_instruction
   }
   if (op == KILN_OP_GET_TUPLE_ELEMENT) {
     kiln_kir_value_t *v[MAX_OUTS];
-    if (kiln_elemental_num_values(instr->operands[0]) != kiln_elemental_num_outputs(instr->operands[0])) {
+    if (kiln_elemental_num_values(instr->operands[0]) !=
+        kiln_elemental_num_outputs(instr->operands[0])) {
       kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: complex tuple elements", instr->name));
       return -1;
     }
@@ -748,7 +763,8 @@ int kiln_elemental_emit_instr(kiln_elemental_fn_t *f, const kiln_hlo_instruction
     int cnt[8];
     bool cplx = kiln_elem_type_is_complex(instr->shape->type);
     if (instr->num_operands > 8) {
-      kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %d operands", instr->name, instr->num_operands));
+      kiln_elemental_fail(
+          f, KILN_ERR_UNIMPLEMENTED("%s: %d operands", instr->name, instr->num_operands));
       return -1;
     }
     for (int k = 0; k < instr->num_operands; k++) {
@@ -774,7 +790,7 @@ int kiln_elemental_emit_instr(kiln_elemental_fn_t *f, const kiln_hlo_instruction
       break;
     default:
       kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("elemental emitter: opcode %s (%s)",
-                                               kiln_hlo_opcode_name(op), instr->name));
+                                                    kiln_hlo_opcode_name(op), instr->name));
       return -1;
   }
   kiln_hlo_indexing_t ix = {0};
@@ -786,14 +802,15 @@ int kiln_elemental_emit_instr(kiln_elemental_fn_t *f, const kiln_hlo_instruction
   int n = -1;
   for (int k = 0; k < ix.num_operands; k++)
     if (!ix.operands[k].map) {
-      kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: no indexing for operand %d", instr->name, k));
+      kiln_elemental_fail(f,
+                          KILN_ERR_UNIMPLEMENTED("%s: no indexing for operand %d", instr->name, k));
       goto done;
     }
   if ((op == KILN_OP_PAD || op == KILN_OP_CONCATENATE || op == KILN_OP_REDUCE ||
        op == KILN_OP_REDUCE_WINDOW) &&
       kiln_elemental_num_values(instr) != kiln_elemental_num_outputs(instr)) {
     kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %s of complex values", instr->name,
-                                             kiln_hlo_opcode_name(op)));
+                                                  kiln_hlo_opcode_name(op)));
     goto done;
   }
   if (op == KILN_OP_PAD) {
@@ -817,7 +834,8 @@ int kiln_elemental_emit_instr(kiln_elemental_fn_t *f, const kiln_hlo_instruction
     if (n == 1 && op == KILN_OP_BITCAST && out[0]->type->elem != instr->shape->type) {
       const kiln_kir_type_t *rt = kiln_kir_type_scalar(f->e->m, instr->shape->type);
       if (kiln_kir_type_bits(out[0]->type) != kiln_kir_type_bits(rt)) {
-        kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: bitcast between element widths", instr->name));
+        kiln_elemental_fail(
+            f, KILN_ERR_UNIMPLEMENTED("%s: bitcast between element widths", instr->name));
         n = -1;
       } else {
         out[0] = kiln_kir_bitcast(f->b, out[0], rt);

@@ -35,9 +35,9 @@ void kiln_elemental_exit(kiln_elemental_fn_t *f, size_t mark);
 
 /* Values of `instr`'s outputs at index `idx` (nidx values); returns the count or -1. */
 int kiln_elemental_emit(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
-                   kiln_kir_value_t *const *idx, int nidx, kiln_kir_value_t **out);
+                        kiln_kir_value_t *const *idx, int nidx, kiln_kir_value_t **out);
 int kiln_elemental_emit_instr(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
-                         kiln_kir_value_t *const *idx, int nidx, kiln_kir_value_t **out);
+                              kiln_kir_value_t *const *idx, int nidx, kiln_kir_value_t **out);
 
 /* Complex values are two kernel-IR values (re, im) of the part type (c64: f32, c128: f64). */
 int kiln_elemental_vals_per(kiln_elem_type_t t);
@@ -50,18 +50,20 @@ int kiln_elemental_num_values(const kiln_hlo_instruction_t *instr);
 /* Elementwise `instr` with complex operands or result: args[k] holds cnt[k] values (1 or 2).
  * Writes the result's values (1 or 2) and returns their count, or -1. */
 int kiln_elemental_complex_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
-                         kiln_kir_value_t *const (*args)[2], const int *cnt, int nargs,
-                         kiln_kir_value_t **out);
+                              kiln_kir_value_t *const (*args)[2], const int *cnt, int nargs,
+                              kiln_kir_value_t **out);
 
 /* Element i of a literal as a kernel-IR constant of its type. */
-kiln_kir_value_t *kiln_elemental_constant(kiln_elemental_fn_t *f, const kiln_literal_t *lit, int64_t i);
+kiln_kir_value_t *kiln_elemental_constant(kiln_elemental_fn_t *f, const kiln_literal_t *lit,
+                                          int64_t i);
 /* The scalar result of elementwise `instr` (or map / copy) on operand values. */
-kiln_kir_value_t *kiln_elemental_scalar_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
-                                      kiln_kir_value_t *const *args, int nargs);
+kiln_kir_value_t *kiln_elemental_scalar_op(kiln_elemental_fn_t *f,
+                                           const kiln_hlo_instruction_t *instr,
+                                           kiln_kir_value_t *const *args, int nargs);
 /* Emits a scalar computation (reducer, map body) inline on `args`; returns the number of
  * results written to out, or -1. */
 int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hlo_computation_t *c,
-                                      kiln_kir_value_t *const *args, int nargs,
-                                      kiln_kir_value_t **out);
+                                           kiln_kir_value_t *const *args, int nargs,
+                                           kiln_kir_value_t **out);
 
 #endif /* KILN_COMPILER_CODEGEN_ELEMENTAL_INTERNAL_H_ */

@@ -31,7 +31,8 @@ static kiln_kir_value_t *un(kiln_elemental_fn_t *f, kiln_kir_opcode_t op, kiln_k
   return kiln_kir_unary(B, op, a);
 }
 
-kiln_kir_value_t *kiln_elemental_constant(kiln_elemental_fn_t *f, const kiln_literal_t *lit, int64_t i) {
+kiln_kir_value_t *kiln_elemental_constant(kiln_elemental_fn_t *f, const kiln_literal_t *lit,
+                                          int64_t i) {
   if (!lit || lit->unknown || !kiln_shape_is_array(lit->shape) || i >= lit->num_elements) {
     kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("constant without known contents"));
     return NULL;
@@ -201,7 +202,8 @@ static kiln_kir_value_t *compare(kiln_elemental_fn_t *f, const kiln_hlo_instruct
 }
 
 /* XLA's reduce-precision bit algorithm on f32 / f64 (narrow floats through f32). */
-static kiln_kir_value_t *reduce_precision(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
+static kiln_kir_value_t *reduce_precision(kiln_elemental_fn_t *f,
+                                          const kiln_hlo_instruction_t *instr,
                                           kiln_kir_value_t *x0) {
   kiln_elem_type_t et = elem_of(x0);
   bool f64 = et == KILN_F64;
@@ -210,8 +212,8 @@ static kiln_kir_value_t *reduce_precision(kiln_elemental_fn_t *f, const kiln_hlo
   int W = f64 ? 64 : 32, se = f64 ? 11 : 8, sm = f64 ? 52 : 23;
   int64_t eb = instr->exponent_bits, mb = instr->mantissa_bits;
   if (eb < 1 || mb < 0) {
-    kiln_elemental_fail(f, KILN_ERR_INVALID("%s: exponent_bits=%lld mantissa_bits=%lld", instr->name,
-                                       (long long)eb, (long long)mb));
+    kiln_elemental_fail(f, KILN_ERR_INVALID("%s: exponent_bits=%lld mantissa_bits=%lld",
+                                            instr->name, (long long)eb, (long long)mb));
     return NULL;
   }
   const kiln_kir_type_t *ut = kiln_kir_type_scalar(m, f64 ? KILN_U64 : KILN_U32);
@@ -293,8 +295,9 @@ static kiln_kir_opcode_t binary_kir(kiln_hlo_opcode_t op, bool pred) {
   }
 }
 
-kiln_kir_value_t *kiln_elemental_scalar_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
-                                      kiln_kir_value_t *const *a, int n) {
+kiln_kir_value_t *kiln_elemental_scalar_op(kiln_elemental_fn_t *f,
+                                           const kiln_hlo_instruction_t *instr,
+                                           kiln_kir_value_t *const *a, int n) {
   kiln_hlo_opcode_t op = instr->opcode;
   kiln_kir_module_t *m = f->e->m;
   const kiln_kir_type_t *rt = kiln_kir_type_scalar(m, instr->shape->type);
@@ -304,7 +307,8 @@ kiln_kir_value_t *kiln_elemental_scalar_op(kiln_elemental_fn_t *f, const kiln_hl
     case KILN_OP_CONVERT: return kiln_kir_convert(B, a[0], rt);
     case KILN_OP_BITCAST_CONVERT:
       if (kiln_kir_type_bits(a[0]->type) != kiln_kir_type_bits(rt)) {
-        kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: bitcast-convert between widths", instr->name));
+        kiln_elemental_fail(
+            f, KILN_ERR_UNIMPLEMENTED("%s: bitcast-convert between widths", instr->name));
         return NULL;
       }
       return kiln_kir_bitcast(B, a[0], rt);
@@ -347,9 +351,9 @@ kiln_kir_value_t *kiln_elemental_scalar_op(kiln_elemental_fn_t *f, const kiln_hl
   if (k != KILN_KIR_OPCODE_COUNT && n == 1) return un(f, k, a[0]);
   k = binary_kir(op, at == KILN_PRED);
   if (k != KILN_KIR_OPCODE_COUNT && n == 2) return bin(f, k, a[0], a[1]);
-  kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("elemental emitter: %s on %s (%s)",
-                                           kiln_hlo_opcode_name(op), kiln_elem_type_name(at),
-                                           instr->name));
+  kiln_elemental_fail(
+      f, KILN_ERR_UNIMPLEMENTED("elemental emitter: %s on %s (%s)", kiln_hlo_opcode_name(op),
+                                kiln_elem_type_name(at), instr->name));
   return NULL;
 }
 
@@ -372,8 +376,8 @@ static kiln_kir_value_t *c_abs(kiln_elemental_fn_t *f, kiln_kir_value_t *a, kiln
 }
 
 int kiln_elemental_complex_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
-                         kiln_kir_value_t *const (*args)[2], const int *cnt, int nargs,
-                         kiln_kir_value_t **out) {
+                              kiln_kir_value_t *const (*args)[2], const int *cnt, int nargs,
+                              kiln_kir_value_t **out) {
   kiln_hlo_opcode_t op = instr->opcode;
   kiln_elem_type_t rt = instr->shape->type;
   kiln_elem_type_t pt = kiln_elemental_part_type(rt);
@@ -476,15 +480,15 @@ int kiln_elemental_complex_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction
   }
 #undef IM
   kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("elemental emitter: %s on complex values (%s)",
-                                           kiln_hlo_opcode_name(op), instr->name));
+                                                kiln_hlo_opcode_name(op), instr->name));
   return -1;
 }
 
 /* ---- scalar computations ---- */
 
 int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hlo_computation_t *c,
-                                      kiln_kir_value_t *const *args, int nargs,
-                                      kiln_kir_value_t **out) {
+                                           kiln_kir_value_t *const *args, int nargs,
+                                           kiln_kir_value_t **out) {
   size_t n = 0;
   kiln_hlo_instruction_t **po = kiln_hlo_computation_post_order(c, &n);
   kiln_kir_value_t **vals = kiln_calloc(n + 1, sizeof(*vals));
@@ -500,7 +504,7 @@ int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hl
       case KILN_OP_PARAMETER:
         if (in->parameter_number < 0 || in->parameter_number >= nargs) {
           kiln_elemental_fail(f, KILN_ERR_INVALID("%s: parameter %lld of %d", c->name,
-                                             (long long)in->parameter_number, nargs));
+                                                  (long long)in->parameter_number, nargs));
           goto done;
         }
         v = args[in->parameter_number];
@@ -513,7 +517,8 @@ int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hl
       case KILN_OP_GET_TUPLE_ELEMENT: {
         const kiln_hlo_instruction_t *t = in->operands[0];
         if (t->opcode != KILN_OP_TUPLE || in->tuple_index < 0 || in->tuple_index >= t->num_operands) {
-          kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: tuple access in %s", in->name, c->name));
+          kiln_elemental_fail(f,
+                              KILN_ERR_UNIMPLEMENTED("%s: tuple access in %s", in->name, c->name));
           goto done;
         }
         v = VAL(t->operands[in->tuple_index]);
@@ -523,7 +528,7 @@ int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hl
         if (!kiln_hlo_opcode_is_elementwise(in->opcode) && in->opcode != KILN_OP_COPY &&
             in->opcode != KILN_OP_MAP && in->opcode != KILN_OP_BITCAST_CONVERT) {
           kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %s in scalar computation %s", in->name,
-                                                   kiln_hlo_opcode_name(in->opcode), c->name));
+                                                        kiln_hlo_opcode_name(in->opcode), c->name));
           goto done;
         }
         kiln_kir_value_t *ops[8];

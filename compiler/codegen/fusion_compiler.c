@@ -25,14 +25,22 @@
 
 const char *kiln_codegen_emitter_name(kiln_codegen_emitter_t e) {
   switch (e) {
-    case KILN_CODEGEN_EMITTER_LOOP: return "loop";
-    case KILN_CODEGEN_EMITTER_REDUCTION: return "reduction";
-    case KILN_CODEGEN_EMITTER_TRANSPOSE: return "transpose";
-    case KILN_CODEGEN_EMITTER_CONCATENATE: return "concatenate";
-    case KILN_CODEGEN_EMITTER_SCATTER: return "scatter";
-    case KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE: return "dynamic-update-slice";
-    case KILN_CODEGEN_EMITTER_SORT: return "sort";
-    case KILN_CODEGEN_EMITTER_INPUT_SLICES: return "input-slices";
+    case KILN_CODEGEN_EMITTER_LOOP:
+      return "loop";
+    case KILN_CODEGEN_EMITTER_REDUCTION:
+      return "reduction";
+    case KILN_CODEGEN_EMITTER_TRANSPOSE:
+      return "transpose";
+    case KILN_CODEGEN_EMITTER_CONCATENATE:
+      return "concatenate";
+    case KILN_CODEGEN_EMITTER_SCATTER:
+      return "scatter";
+    case KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE:
+      return "dynamic-update-slice";
+    case KILN_CODEGEN_EMITTER_SORT:
+      return "sort";
+    case KILN_CODEGEN_EMITTER_INPUT_SLICES:
+      return "input-slices";
   }
   return "?";
 }
@@ -83,7 +91,7 @@ static kiln_codegen_emitter_t kind_of_hero_emitter(kiln_hero_emitter_t e) {
 }
 
 kiln_codegen_emitter_t kiln_codegen_classify(const kiln_hlo_computation_t *c,
-                                           const kiln_hlo_instruction_t **hero) {
+                                             const kiln_hlo_instruction_t **hero) {
   const kiln_hlo_instruction_t *dummy;
   if (!hero) hero = &dummy;
   *hero = NULL;
@@ -91,8 +99,10 @@ kiln_codegen_emitter_t kiln_codegen_classify(const kiln_hlo_computation_t *c,
     const kiln_hlo_instruction_t *in = c->instructions.data[i];
     *hero = in;
     switch (in->opcode) {
-      case KILN_OP_SCATTER: return KILN_CODEGEN_EMITTER_SCATTER;
-      case KILN_OP_SORT: return KILN_CODEGEN_EMITTER_SORT;
+      case KILN_OP_SCATTER:
+        return KILN_CODEGEN_EMITTER_SCATTER;
+      case KILN_OP_SORT:
+        return KILN_CODEGEN_EMITTER_SORT;
       case KILN_OP_DYNAMIC_UPDATE_SLICE:
         /* A DUS root (through bitcasts) gets the DUS emitter (in place when its operand is a
          * parameter, else copy + update); a DUS under an epilogue is a loop, as in XLA. */
@@ -127,10 +137,12 @@ kiln_codegen_emitter_t kiln_codegen_classify(const kiln_hlo_computation_t *c,
 
 /* ---- dispatch ---- */
 
-typedef kiln_status (*emit_fn)(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+typedef kiln_status (*emit_fn)(const kiln_hlo_computation_t *c,
+                               const kiln_codegen_compile_options_t *opts,
                                kiln_codegen_kernel_t *out);
 
-static kiln_status emit_reduction(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+static kiln_status emit_reduction(const kiln_hlo_computation_t *c,
+                                  const kiln_codegen_compile_options_t *opts,
                                   kiln_codegen_kernel_t *out) {
   return kiln_reduction_kernel_emit(c, opts, NULL, out);
 }
@@ -147,7 +159,8 @@ static const emit_fn kEmitters[] = {
     [KILN_CODEGEN_EMITTER_INPUT_SLICES] = kiln_input_slices_kernel_emit,
 };
 
-kiln_status kiln_codegen_choose_emitter(const kiln_hlo_computation_t *c, kiln_codegen_emitter_t *kind) {
+kiln_status kiln_codegen_choose_emitter(const kiln_hlo_computation_t *c,
+                                        kiln_codegen_emitter_t *kind) {
   *kind = kiln_codegen_classify(c, NULL);
   switch (*kind) {
     case KILN_CODEGEN_EMITTER_REDUCTION:
@@ -159,7 +172,8 @@ kiln_status kiln_codegen_choose_emitter(const kiln_hlo_computation_t *c, kiln_co
       *kind = kind_of_hero_emitter(ha.emitter);
       return NULL;
     }
-    default: return NULL;
+    default:
+      return NULL;
   }
 }
 
@@ -179,21 +193,23 @@ static int64_t shared_bytes_in(const kiln_kir_region_t *r) {
 
 /* Every launch of the chain must fit the target: a kernel that does not would fail at launch
  * on the GPU (or silently run a different grid on the host). */
-static kiln_status validate_launches(const kiln_hlo_computation_t *c, const kiln_codegen_kernel_t *out,
+static kiln_status validate_launches(const kiln_hlo_computation_t *c,
+                                     const kiln_codegen_kernel_t *out,
                                      const kiln_launch_device_t *device) {
   int idx = 0;
   for (const kiln_codegen_kernel_t *k = out; k; k = k->next, idx++) {
     const kiln_kir_func_t *f = k->kir ? kiln_kir_module_kernel(k->kir) : NULL;
     if (!f) continue;
-    kiln_status s = kiln_launch_validate(f->block, f->grid, shared_bytes_in(f->body), false, device);
+    kiln_status s =
+        kiln_launch_validate(f->block, f->grid, shared_bytes_in(f->body), false, device);
     if (s) return kiln_status_annotate(s, "kernel %d of fusion %s", idx, c->name);
   }
   return NULL;
 }
 
 kiln_status kiln_codegen_kernel_emit(const kiln_hlo_computation_t *c,
-                                    const kiln_codegen_compile_options_t *opts,
-                                    kiln_codegen_kernel_t *out) {
+                                     const kiln_codegen_compile_options_t *opts,
+                                     kiln_codegen_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("fusion compiler: no computation");
   /* The environment is read here, once per fusion, never inside the emitters. */

@@ -1,7 +1,7 @@
 /* Fusion dispatcher: one fusion computation -> the emitter its hero picks (through a table
  * indexed by kiln_codegen_emitter_t) -> a kernel after the kernel-IR pipeline, for NVPTX PTX /
- * cubin or host machine code. (The fusion runner that tests and tools use to check a fusion against the
- * reference evaluator is tools/common/fusion_runner.h.)
+ * cubin or host machine code. (The fusion runner that tests and tools use to check a fusion against
+ * the reference evaluator is tools/common/fusion_runner.h.)
  *
  * Layers (each uses only those before it; tests/check_codegen_layers.py checks the include
  * and call graphs): fusion_kernel (options, kernel object, names, dumps, pipeline options)
@@ -46,7 +46,7 @@ const char *kiln_codegen_emitter_name(kiln_codegen_emitter_t e);
 
 /* The emitter XLA would pick for computation `c`; *hero (may be NULL) gets the hero. */
 kiln_codegen_emitter_t kiln_codegen_classify(const kiln_hlo_computation_t *c,
-                                           const kiln_hlo_instruction_t **hero);
+                                             const kiln_hlo_instruction_t **hero);
 
 /* The emitter kiln_codegen_kernel_emit uses for `c`: kiln_codegen_classify's kind, except that a
  * fusion classified by its hero (reduction, transpose, concatenate, input slices) gets what
@@ -55,7 +55,8 @@ kiln_codegen_emitter_t kiln_codegen_classify(const kiln_hlo_computation_t *c,
  * slices, roots that do not fit the hero's emitter) may need another emitter than their
  * hero suggests, e.g. the loop emitter for a reduction whose roots are not compatible, as in
  * XLA. An error when the hero analysis fails. */
-kiln_status kiln_codegen_choose_emitter(const kiln_hlo_computation_t *c, kiln_codegen_emitter_t *kind);
+kiln_status kiln_codegen_choose_emitter(const kiln_hlo_computation_t *c,
+                                        kiln_codegen_emitter_t *kind);
 
 /* Reads the environment into a copy of `opts` (kiln_codegen_compile_options_from_env),
  * emits the kernel for `c` with the emitter chosen as above and runs the kernel-IR pipeline
@@ -63,7 +64,7 @@ kiln_status kiln_codegen_choose_emitter(const kiln_hlo_computation_t *c, kiln_co
  * partition as `<name>.41-partition.txt`, then the pipeline's 5x-kir-* stages); checks every
  * launch of the chain against the device's limits. */
 kiln_status kiln_codegen_kernel_emit(const kiln_hlo_computation_t *c,
-                                    const kiln_codegen_compile_options_t *opts,
-                                    kiln_codegen_kernel_t *out);
+                                     const kiln_codegen_compile_options_t *opts,
+                                     kiln_codegen_kernel_t *out);
 
 #endif /* KILN_COMPILER_CODEGEN_FUSION_COMPILER_H_ */

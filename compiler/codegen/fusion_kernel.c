@@ -58,8 +58,8 @@ void kiln_codegen_kernel_free(kiln_codegen_kernel_t *k) {
 }
 
 kiln_status kiln_codegen_kernel_compile_nvptx(const kiln_codegen_kernel_t *k,
-                                             const struct kiln_nvptx_options *opts,
-                                             struct kiln_nvptx_result *out) {
+                                              const struct kiln_nvptx_options *opts,
+                                              struct kiln_nvptx_result *out) {
   return kiln_kir_compile_nvptx(k->kir, opts, out);
 }
 
@@ -110,8 +110,8 @@ void kiln_codegen_sanitize_name(char *s) {
 }
 
 void kiln_codegen_kernel_name(const kiln_hlo_computation_t *c,
-                             const kiln_codegen_compile_options_t *opts, const char *suffix,
-                             char *buf, size_t n) {
+                              const kiln_codegen_compile_options_t *opts, const char *suffix,
+                              char *buf, size_t n) {
   if (opts && opts->kernel_name)
     snprintf(buf, n, "%s%s", opts->kernel_name, suffix ? suffix : "");
   else
@@ -120,7 +120,7 @@ void kiln_codegen_kernel_name(const kiln_hlo_computation_t *c,
 }
 
 void kiln_codegen_dump_text(const char *dir, const char *name, const char *suffix,
-                           const char *text) {
+                            const char *text) {
   if (!dir || !*dir) return;
   mkdir(dir, 0777);
   char path[1024];
@@ -132,7 +132,8 @@ void kiln_codegen_dump_text(const char *dir, const char *name, const char *suffi
 }
 
 void kiln_codegen_dump_fusion(const char *dump_dir, const char *name,
-                             const kiln_hlo_computation_t *c, const kiln_hlo_computation_t *reads) {
+                              const kiln_hlo_computation_t *c,
+                              const kiln_hlo_computation_t *reads) {
   if (!dump_dir || !*dump_dir) return;
   kiln_strbuf_t hb = {0};
   kiln_hlo_computation_print(&hb, c);
@@ -145,7 +146,7 @@ void kiln_codegen_dump_fusion(const char *dump_dir, const char *name,
 }
 
 void kiln_codegen_dump_partition(const char *dump_dir, const char *name,
-                                const kiln_partition_t *part) {
+                                 const kiln_partition_t *part) {
   if (!dump_dir || !*dump_dir) return;
   kiln_strbuf_t pb = {0};
   kiln_partition_print(part, &pb);
@@ -156,9 +157,9 @@ void kiln_codegen_dump_partition(const char *dump_dir, const char *name,
 /* ---- an emitter's start and end ---- */
 
 const char *kiln_codegen_kernel_start(kiln_codegen_kernel_t *out, const kiln_hlo_computation_t *c,
-                                     const kiln_hlo_computation_t *reads,
-                                     const kiln_codegen_compile_options_t *opts, const char *suffix,
-                                     char *name, size_t n) {
+                                      const kiln_hlo_computation_t *reads,
+                                      const kiln_codegen_compile_options_t *opts,
+                                      const char *suffix, char *name, size_t n) {
   kiln_codegen_kernel_name(c, opts, suffix, name, n);
   const char *dump_dir = opts ? opts->dump_dir : NULL;
   kiln_codegen_dump_fusion(dump_dir, name, c, reads);
@@ -168,9 +169,9 @@ const char *kiln_codegen_kernel_start(kiln_codegen_kernel_t *out, const kiln_hlo
 }
 
 kiln_status kiln_codegen_kernel_finish(kiln_codegen_kernel_t *out, kiln_status st, double t0,
-                                      const char *dump_dir, const char *name,
-                                      const kiln_codegen_compile_options_t *opts,
-                                      const kiln_hlo_computation_t *c) {
+                                       const char *dump_dir, const char *name,
+                                       const kiln_codegen_compile_options_t *opts,
+                                       const kiln_hlo_computation_t *c) {
   if (!st) st = kiln_kir_verify(out->kir);
   out->emit_ms = kiln_clock_ms() - t0;
   if (!st) st = kiln_codegen_kernel_run_pipeline(out->kir, dump_dir, name, opts, &out->pipeline_ms);
@@ -182,8 +183,9 @@ kiln_status kiln_codegen_kernel_finish(kiln_codegen_kernel_t *out, kiln_status s
 }
 
 kiln_status kiln_codegen_kernel_run_pipeline(kiln_kir_module_t *kir, const char *dump_dir,
-                                            const char *name,
-                                            const kiln_codegen_compile_options_t *opts, double *ms) {
+                                             const char *name,
+                                             const kiln_codegen_compile_options_t *opts,
+                                             double *ms) {
   double t0 = kiln_clock_ms();
   kiln_kir_pipeline_options_t po = {0};
   po.dump_dir = dump_dir;

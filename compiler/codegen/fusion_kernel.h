@@ -76,8 +76,8 @@ void kiln_codegen_kernel_free(kiln_codegen_kernel_t *k);
 /* PTX (and, unless opts->cubin_via is SKIP, a cubin) for the kernel. `out` as for
  * kiln_nvptx_compile. */
 kiln_status kiln_codegen_kernel_compile_nvptx(const kiln_codegen_kernel_t *k,
-                                             const struct kiln_nvptx_options *opts,
-                                             struct kiln_nvptx_result *out);
+                                              const struct kiln_nvptx_options *opts,
+                                              struct kiln_nvptx_result *out);
 /* Runs `ptxas -arch=sm_90` on the PTX of the kernel and every kernel of its chain. OK when
  * accepted; UNAVAILABLE when ptxas is missing; INVALID_ARGUMENT with ptxas's log otherwise.
  * *ptx (may be NULL) receives the PTX text (kiln_free). */
@@ -88,41 +88,43 @@ void kiln_codegen_sanitize_name(char *s);
 /* The kernel name of `c` under `opts` (opts->kernel_name, else "<computation>_kernel")
  * plus `suffix` (may be NULL; chains need distinct names), sanitized, into buf[n]. */
 void kiln_codegen_kernel_name(const kiln_hlo_computation_t *c,
-                             const kiln_codegen_compile_options_t *opts, const char *suffix,
-                             char *buf, size_t n);
+                              const kiln_codegen_compile_options_t *opts, const char *suffix,
+                              char *buf, size_t n);
 
 /* Writes `text` to `dir`/`name`.`suffix` for KILN_DUMP_TO dumps, creating `dir`; nothing when
  * `dir` is NULL or empty. Dumps are best effort: a file that cannot be written is skipped. */
-void kiln_codegen_dump_text(const char *dir, const char *name, const char *suffix, const char *text);
+void kiln_codegen_dump_text(const char *dir, const char *name, const char *suffix,
+                            const char *text);
 /* With a dump folder (`dump_dir` non-empty): writes `<name>.40-hlo-fusion.txt`, the fusion
  * `c`, then, when `reads` is given, the computation holding the values the kernel reads. */
 void kiln_codegen_dump_fusion(const char *dump_dir, const char *name,
-                             const kiln_hlo_computation_t *c, const kiln_hlo_computation_t *reads);
+                              const kiln_hlo_computation_t *c, const kiln_hlo_computation_t *reads);
 /* With a dump folder: writes `<name>.41-partition.txt`, the partition `part`. */
 void kiln_codegen_dump_partition(const char *dump_dir, const char *name,
-                                const kiln_partition_t *part);
+                                 const kiln_partition_t *part);
 
 /* Runs the kernel-IR pipeline on `kir` with the options' vectorize / unroll settings (the
  * one place they become kiln_kir_pipeline_options_t), dumping as `name` into `dump_dir` (may
  * be NULL); adds the time to *ms. */
 kiln_status kiln_codegen_kernel_run_pipeline(kiln_kir_module_t *kir, const char *dump_dir,
-                                            const char *name,
-                                            const kiln_codegen_compile_options_t *opts, double *ms);
+                                             const char *name,
+                                             const kiln_codegen_compile_options_t *opts,
+                                             double *ms);
 
 /* The start of every emitter: names the kernel of `c` (plus `suffix`, may be NULL) into
  * name[n], dumps `c` (and `reads`, see kiln_codegen_dump_fusion) and creates out's affine
  * context and kernel-IR module. Returns the dump folder (opts->dump_dir; may be NULL). */
 const char *kiln_codegen_kernel_start(kiln_codegen_kernel_t *out, const kiln_hlo_computation_t *c,
-                                     const kiln_hlo_computation_t *reads,
-                                     const kiln_codegen_compile_options_t *opts, const char *suffix,
-                                     char *name, size_t n);
+                                      const kiln_hlo_computation_t *reads,
+                                      const kiln_codegen_compile_options_t *opts,
+                                      const char *suffix, char *name, size_t n);
 /* The end of every emitter: unless `st` (an error met while emitting; consumed) is set,
  * verifies the kernel IR and runs the pipeline (kiln_codegen_kernel_run_pipeline); records
  * out->emit_ms since `t0` (kiln_clock_ms) and out->pipeline_ms. On error frees `out` and
  * returns the error annotated with fusion `c`'s name. */
 kiln_status kiln_codegen_kernel_finish(kiln_codegen_kernel_t *out, kiln_status st, double t0,
-                                      const char *dump_dir, const char *name,
-                                      const kiln_codegen_compile_options_t *opts,
-                                      const kiln_hlo_computation_t *c);
+                                       const char *dump_dir, const char *name,
+                                       const kiln_codegen_compile_options_t *opts,
+                                       const kiln_hlo_computation_t *c);
 
 #endif /* KILN_COMPILER_CODEGEN_FUSION_KERNEL_H_ */

@@ -64,7 +64,7 @@ kiln_status kiln_hero_emit_start(kiln_hero_emit_t *h, const kiln_hlo_computation
   h->t0 = kiln_clock_ms();
   /* The fusion, then the private copy this kernel reads (its root tuple: what it reads). */
   h->dump_dir = kiln_codegen_kernel_start(out, c, emit != c ? emit : NULL, opts, suffix, h->name,
-                                         sizeof(h->name));
+                                          sizeof(h->name));
   kiln_status s = kiln_partition_compute(out->ctx, emit, setup ? setup->is_root : NULL,
                                          setup ? setup->user : NULL, &h->part);
   if (!s) {
@@ -141,8 +141,9 @@ void kiln_hero_set_kernel_io(kiln_codegen_kernel_t *out, const kiln_elemental_t 
 kiln_kir_value_t *kiln_hero_emit_value(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *instr,
                                        kiln_kir_value_t *const *idx) {
   if (kiln_elemental_num_values(instr) != 1) {
-    kiln_elemental_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s values in a hero kernel", instr->name,
-                                                  kiln_elem_type_name(instr->shape->type)));
+    kiln_elemental_fail(&h->fn,
+                        KILN_ERR_UNIMPLEMENTED("%s: %s values in a hero kernel", instr->name,
+                                               kiln_elem_type_name(instr->shape->type)));
     return NULL;
   }
   if (kiln_partition_is_tensor_leaf(instr)) {
@@ -312,8 +313,8 @@ bool kiln_hero_reshape_index(kiln_hero_emit_t *h, const kiln_shape_t *from,
 }
 
 kiln_kir_value_t *kiln_hero_insert_output(kiln_hero_emit_t *h, kiln_kir_value_t *const *v, int nv,
-                                         kiln_kir_value_t *t, const kiln_shape_t *s,
-                                         kiln_kir_value_t *const *idx) {
+                                          kiln_kir_value_t *t, const kiln_shape_t *s,
+                                          kiln_kir_value_t *const *idx) {
   kiln_kir_value_t *pidx[KILN_KIR_MAX_RANK + 1];
   kiln_elemental_physical_index(s, idx, pidx);
   if (nv == 1) return v[0] && t ? kiln_kir_insert(&h->b, v[0], t, pidx, (size_t)s->rank) : NULL;
@@ -324,8 +325,8 @@ kiln_kir_value_t *kiln_hero_insert_output(kiln_hero_emit_t *h, kiln_kir_value_t 
   return t;
 }
 
-int kiln_hero_emit_values(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *instr, kiln_kir_value_t *const *idx,
-                         kiln_kir_value_t **out) {
+int kiln_hero_emit_values(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *instr,
+                          kiln_kir_value_t *const *idx, kiln_kir_value_t **out) {
   const kiln_shape_t *s = instr->shape;
   if (kiln_shape_is_tuple(s) || !kiln_elem_type_is_complex(s->type)) {
     out[0] = kiln_hero_emit_value(h, instr, idx);

@@ -31,7 +31,7 @@ typedef struct kiln_hero_emit {
   kiln_kir_value_t **tensors; /* the kernel's input tensor parameters (elem order) */
   kiln_kir_value_t **outs;    /* the kernel's output tensor parameters */
   kiln_kir_builder_t b;       /* at the kernel body */
-  kiln_elemental_fn_t fn;          /* for scalar computations emitted into the kernel */
+  kiln_elemental_fn_t fn;     /* for scalar computations emitted into the kernel */
   char name[160];
   const char *dump_dir;
   double t0;
@@ -138,11 +138,11 @@ kiln_status kiln_hero_emit_kernel(kiln_hero_emit_t *h, const kiln_shape_t *const
  * (of HLO shape `s`, stored in physical order, complex parts as a minor dimension of 2) at
  * logical index `idx` (s->rank values); returns the new tensor, NULL when a value is NULL. */
 kiln_kir_value_t *kiln_hero_insert_output(kiln_hero_emit_t *h, kiln_kir_value_t *const *v, int nv,
-                                         kiln_kir_value_t *t, const kiln_shape_t *s,
-                                         kiln_kir_value_t *const *idx);
+                                          kiln_kir_value_t *t, const kiln_shape_t *s,
+                                          kiln_kir_value_t *const *idx);
 /* kiln_hero_emit_value that also takes complex arrays: writes (re, im) for them. Returns the
  * number of values (1 or 2), -1 on error (recorded in h->fn). */
-int kiln_hero_emit_values(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *instr, kiln_kir_value_t *const *idx,
-                         kiln_kir_value_t **out);
+int kiln_hero_emit_values(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *instr,
+                          kiln_kir_value_t *const *idx, kiln_kir_value_t **out);
 
 #endif /* KILN_COMPILER_CODEGEN_HERO_EMIT_H_ */

@@ -56,7 +56,9 @@ kiln_status kiln_input_slices_kernel_emit(const kiln_hlo_computation_t *c,
       if (st->ha.roots[i] == h.part.outputs[o].instr) root_of[o] = i;
     ok = root_of[o] >= 0;
   }
-  if (!ok) kiln_elemental_fail(&h.fn, KILN_ERR_INTERNAL("%s: outputs do not match the slice roots", c->name));
+  if (!ok)
+    kiln_elemental_fail(&h.fn,
+                        KILN_ERR_INTERNAL("%s: outputs do not match the slice roots", c->name));
   kiln_kir_op_t *loop = ok ? kiln_hero_grid_loop(&h, &g, in, h.outs, nout) : NULL;
   if (loop) {
     kiln_kir_builder_enter(b, kiln_kir_op_region(loop, 0));

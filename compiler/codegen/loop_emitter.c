@@ -177,7 +177,8 @@ static kiln_kir_func_t *loop_kernel_create(kiln_kir_module_t *m, const kiln_part
   kiln_free(pt);
   kiln_free(rt);
   if (!k) return NULL;
-  for (int o = 0; o < part->num_outputs; o++) kiln_kir_func_set_written(k, (size_t)(elem->num_tensors + o), true);
+  for (int o = 0; o < part->num_outputs; o++)
+    kiln_kir_func_set_written(k, (size_t)(elem->num_tensors + o), true);
   int64_t block[3] = {g->threads, 1, 1}, grid[3] = {g->blocks_x, g->blocks_y, 1};
   kiln_kir_func_set_launch(k, block, grid);
   return k;
@@ -256,7 +257,8 @@ static kiln_status loop_copy_input_outputs(loop_body_t *L) {
     if (!kiln_partition_is_tensor_leaf(in)) continue;
     int t = 0;
     while (t < elem->num_tensors && elem->tensors[t] != in) t++;
-    if (t == elem->num_tensors) return KILN_ERR_INTERNAL("%s: output %s is not an input", L->c->name, in->name);
+    if (t == elem->num_tensors)
+      return KILN_ERR_INTERNAL("%s: output %s is not an input", L->c->name, in->name);
     kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK], *pidx[KILN_KIR_MAX_RANK];
     const kiln_shape_t *s = output_array_shape(&part->outputs[o]);
     if (!loop_index_for(L->b, L->ctx, L->loop_shape, s, L->idx, sidx))
@@ -352,7 +354,8 @@ static kiln_status loop_emit(kiln_kir_module_t *m, const kiln_hlo_computation_t 
   return NULL;
 }
 
-kiln_status kiln_loop_kernel_emit(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+kiln_status kiln_loop_kernel_emit(const kiln_hlo_computation_t *c,
+                                  const kiln_codegen_compile_options_t *opts,
                                   kiln_codegen_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   double t0 = kiln_clock_ms();

@@ -32,7 +32,8 @@ bool kiln_loop_may_vectorize(const kiln_hlo_computation_t *c);
 /* Partitions `c`, emits its loop kernel and runs the kernel-IR pipeline (the same vectorize /
  * unroll options as every emitter); *out as for kiln_codegen_kernel_emit. Dumps (opts->dump_dir):
  * `<name>.40-hlo-fusion.txt`, `<name>.41-partition.txt`, then the pipeline's stages. */
-kiln_status kiln_loop_kernel_emit(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+kiln_status kiln_loop_kernel_emit(const kiln_hlo_computation_t *c,
+                                  const kiln_codegen_compile_options_t *opts,
                                   kiln_codegen_kernel_t *out);
 
 #endif /* KILN_COMPILER_CODEGEN_LOOP_EMITTER_H_ */

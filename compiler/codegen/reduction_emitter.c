@@ -9,7 +9,6 @@
 
 #include "base/clock.h"
 
-
 static bool red_on_path(const kiln_red_state_t *rs, const kiln_hlo_instruction_t *x);
 
 /* The reductions and their epilogues are computed by the kernel itself (caller_emits). */
@@ -19,8 +18,10 @@ static bool red_emits(void *user, const kiln_hlo_instruction_t *instr) {
 
 kiln_status kiln_red_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
                                 const kiln_codegen_compile_options_t *opts, kiln_red_state_t *rs,
-                                const int64_t block[3], const int64_t grid[3], kiln_codegen_kernel_t *out) {
-  return kiln_hero_emit_begin_ex(h, c, opts, kiln_red_is_root, rs, block, grid, true, red_emits, out);
+                                const int64_t block[3], const int64_t grid[3],
+                                kiln_codegen_kernel_t *out) {
+  return kiln_hero_emit_begin_ex(h, c, opts, kiln_red_is_root, rs, block, grid, true, red_emits,
+                                 out);
 }
 
 int kiln_red_index(const kiln_red_state_t *rs, const kiln_hlo_instruction_t *x) {
@@ -105,7 +106,7 @@ static kiln_kir_value_t *red_eval_path(kiln_hero_emit_t *h, kiln_red_state_t *rs
     return red_eval_path(h, rs, x->operands[0], lin, oidx, hero_out, acc);
   if (!kiln_hlo_opcode_is_elementwise(x->opcode) || x->num_operands > 8) {
     kiln_elemental_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s in a reduction epilogue", x->name,
-                                                  kiln_hlo_opcode_name(x->opcode)));
+                                                       kiln_hlo_opcode_name(x->opcode)));
     return NULL;
   }
   kiln_kir_value_t *args[8];
@@ -140,7 +141,8 @@ bool kiln_red_combine(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_value_
     if (!reducer) return kiln_elemental_fail(&h->fn, KILN_ERR_INVALID("%s: no to_apply", r->name));
     kiln_kir_value_t *args[2 * KILN_RED_MAX_ACC], *res[KILN_RED_MAX_ACC];
     for (int k = 0; k < n; k++) args[k] = a[f + k], args[n + k] = b[f + k];
-    if (kiln_elemental_emit_scalar_computation(&h->fn, reducer, args, 2 * n, res) != n) return false;
+    if (kiln_elemental_emit_scalar_computation(&h->fn, reducer, args, 2 * n, res) != n)
+      return false;
     for (int k = 0; k < n; k++) a[f + k] = res[k];
   }
   return true;
@@ -162,8 +164,10 @@ bool kiln_red_init_values(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_va
     for (int k = 0; k < n; k++) {
       const kiln_hlo_instruction_t *iv = r->operands[n + k];
       if (!(iv->opcode == KILN_OP_CONSTANT || iv->opcode == KILN_OP_PARAMETER) || iv->shape->rank != 0)
-        return kiln_elemental_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: init value %s is not a scalar constant or parameter",
-                                                             r->name, iv->name));
+        return kiln_elemental_fail(
+            &h->fn,
+            KILN_ERR_UNIMPLEMENTED("%s: init value %s is not a scalar constant or parameter",
+                                   r->name, iv->name));
       if (kiln_hero_emit_values(h, iv, NULL, &init[rs->acc_first[j] + k]) < 0) return false;
     }
   }
@@ -276,8 +280,9 @@ kiln_kir_op_t *kiln_red_accumulate(kiln_hero_emit_t *h, kiln_red_state_t *rs, ki
     kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK];
     kiln_kir_value_t *v = kiln_red_index_of(h, r->shape, linv, sidx) ? kiln_hero_emit_value(h, r, sidx) : NULL;
     ok = v != NULL;
-    if (ok) ys[rs->nacc + k] = kiln_hero_insert_output(h, &v, 1, kiln_kir_loop_iter_arg(loop, (size_t)(rs->nacc + k)),
-                                                      r->shape, sidx);
+    if (ok)
+      ys[rs->nacc + k] = kiln_hero_insert_output(
+          h, &v, 1, kiln_kir_loop_iter_arg(loop, (size_t)(rs->nacc + k)), r->shape, sidx);
   }
   ok = ok && kiln_red_combine(h, rs, acc, x);
   for (int k = 0; k < rs->nacc; k++) ys[k] = acc[k];
@@ -381,7 +386,8 @@ void kiln_red_write_outputs(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_
     const kiln_shape_t *osh = kiln_shape_is_tuple(po->instr->shape) ? po->instr->shape->elements[po->output_index]
                                                                     : po->instr->shape;
     if (osh->rank != no_of[j]) {
-      kiln_elemental_fail(&h->fn, KILN_ERR_INTERNAL("%s: output rank %d, %d kept dims", po->instr->name, osh->rank, no_of[j]));
+      kiln_elemental_fail(&h->fn, KILN_ERR_INTERNAL("%s: output rank %d, %d kept dims",
+                                                    po->instr->name, osh->rank, no_of[j]));
       return;
     }
     if (rs->atomic_writes) {
@@ -490,8 +496,10 @@ void kiln_red_write_guarded(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_
  * extent y). Thread (tx, ty) of block (bx, by) reduces row bx * tk + ty over major rows
  * r0 = (by / splits) * r0_chunk + s0 and minor elements
  * r2 = (by % splits) * split_size + (s1 * tr + tx) * vec + v. */
-static kiln_status emit_row(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
-                            const kiln_reduction_options_t *ropts, kiln_red_state_t *rs, kiln_codegen_kernel_t *out) {
+static kiln_status emit_row(const kiln_hlo_computation_t *c,
+                            const kiln_codegen_compile_options_t *opts,
+                            const kiln_reduction_options_t *ropts, kiln_red_state_t *rs,
+                            kiln_codegen_kernel_t *out) {
   const kiln_reduction_plan_t *pl = &rs->plan;
   int64_t R0 = rs->ha.reduction.dims[0], K = rs->ha.reduction.dims[1], R2 = rs->ha.reduction.dims[2];
   int64_t splits = pl->splits, chunk = pl->split_size, r0s = pl->r0_splits, r0c = pl->r0_chunk;
@@ -631,8 +639,9 @@ done:
  * + v over rows ty, ty + 32, ...; tile[ty][tx * vec + v] of a 32 x (32 * vec + 1) shared
  * tile, a barrier, then warp ty reads tile[tx][ty * vec + v]: the 32 partials of local
  * column ty * vec + v, reduced by shuffles and written by lane 0. */
-static kiln_status emit_column(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
-                               kiln_red_state_t *rs, kiln_codegen_kernel_t *out) {
+static kiln_status emit_column(const kiln_hlo_computation_t *c,
+                               const kiln_codegen_compile_options_t *opts, kiln_red_state_t *rs,
+                               kiln_codegen_kernel_t *out) {
   int64_t M = rs->ha.reduction.dims[0], R = rs->ha.reduction.dims[1], N = rs->ha.reduction.dims[2];
   int64_t splits = rs->plan.splits, chunk = rs->plan.split_size, vec = rs->plan.vector_size;
   if (vec < 1 || N % vec || rs->nacc * vec > KILN_RED_MAX_ACC * KILN_RED_MAX_LANES) vec = 1;
@@ -724,7 +733,8 @@ done:
   return kiln_hero_emit_finish(&h, st, opts);
 }
 
-static kiln_status emit_main(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+static kiln_status emit_main(const kiln_hlo_computation_t *c,
+                             const kiln_codegen_compile_options_t *opts,
                              const kiln_reduction_options_t *ropts, kiln_red_state_t *rs,
                              kiln_codegen_kernel_t *out) {
   switch (rs->plan.kind) {

@@ -40,7 +40,8 @@ typedef struct kiln_red_state {
  * kiln_hero_insert_output / physical indices, so outputs may have any layout. */
 kiln_status kiln_red_emit_begin(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
                                 const kiln_codegen_compile_options_t *opts, kiln_red_state_t *rs,
-                                const int64_t block[3], const int64_t grid[3], kiln_codegen_kernel_t *out);
+                                const int64_t block[3], const int64_t grid[3],
+                                kiln_codegen_kernel_t *out);
 /* The input values of reduce j at its input's logical index `idx`: x[rs->acc_first[j] ..]. */
 bool kiln_red_input_values(kiln_hero_emit_t *h, kiln_red_state_t *rs, int j, kiln_kir_value_t *const *idx,
                            kiln_kir_value_t **x);
@@ -95,13 +96,16 @@ bool kiln_red_accumulate_lanes(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_i
 kiln_kir_value_t *kiln_red_atomic_combine(kiln_hero_emit_t *h, kiln_red_state_t *rs, int j,
                                           kiln_kir_value_t *v, kiln_kir_value_t *out,
                                           kiln_kir_value_t *const *idx, int n);
-kiln_status kiln_red_emit_multirow(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
-                                   kiln_red_state_t *rs, kiln_codegen_kernel_t *out);
-kiln_status kiln_red_emit_small_column(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+kiln_status kiln_red_emit_multirow(const kiln_hlo_computation_t *c,
+                                   const kiln_codegen_compile_options_t *opts, kiln_red_state_t *rs,
+                                   kiln_codegen_kernel_t *out);
+kiln_status kiln_red_emit_small_column(const kiln_hlo_computation_t *c,
+                                       const kiln_codegen_compile_options_t *opts,
                                        kiln_red_state_t *rs, kiln_codegen_kernel_t *out);
 /* The kernel that writes every reduce output's init value (the head of a split reduction's
  * chain). */
-kiln_status kiln_red_emit_init(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
-                               kiln_red_state_t *rs, kiln_codegen_kernel_t *out);
+kiln_status kiln_red_emit_init(const kiln_hlo_computation_t *c,
+                               const kiln_codegen_compile_options_t *opts, kiln_red_state_t *rs,
+                               kiln_codegen_kernel_t *out);
 
 #endif /* KILN_COMPILER_CODEGEN_REDUCTION_INTERNAL_H_ */

@@ -35,8 +35,9 @@ kiln_kir_value_t *kiln_red_atomic_combine(kiln_hero_emit_t *h, kiln_red_state_t 
 }
 
 /* Starts a kernel of one x dimension: T threads, nb blocks; ids get th_x and bl_x. */
-static kiln_status begin_1d(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
-                            kiln_red_state_t *rs, int64_t T, int64_t nb, kiln_codegen_kernel_t *out,
+static kiln_status begin_1d(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c,
+                            const kiln_codegen_compile_options_t *opts, kiln_red_state_t *rs,
+                            int64_t T, int64_t nb, kiln_codegen_kernel_t *out,
                             kiln_kir_value_t **ids) {
   int64_t block[3] = {T, 1, 1}, grid[3] = {nb, 1, 1};
   KILN_RETURN_IF_ERROR_PLAIN(kiln_red_emit_begin(h, c, opts, rs, block, grid, out));
@@ -49,8 +50,9 @@ static kiln_status begin_1d(kiln_hero_emit_t *h, const kiln_hlo_computation_t *c
 
 /* ---- the initializing kernel ---- */
 
-kiln_status kiln_red_emit_init(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
-                               kiln_red_state_t *rs, kiln_codegen_kernel_t *out) {
+kiln_status kiln_red_emit_init(const kiln_hlo_computation_t *c,
+                               const kiln_codegen_compile_options_t *opts, kiln_red_state_t *rs,
+                               kiln_codegen_kernel_t *out) {
   const kiln_shape_t *os = rs->reds[0]->shape;
   if (kiln_shape_is_tuple(os)) return KILN_ERR_INTERNAL("%s: split reduction of a tuple", c->name);
   int64_t n = kiln_shape_num_elements(os);
@@ -93,8 +95,9 @@ kiln_status kiln_red_emit_init(const kiln_hlo_computation_t *c, const kiln_codeg
       }
       kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
       ok = kiln_red_index_of(&h, sh, linv, idx);
-      if (ok) ys[o] = kiln_hero_insert_output(&h, &init[rs->acc_first[j] + po->output_index], rs->complex_add[j] ? 2 : 1,
-                                             ys[o], sh, idx);
+      if (ok)
+        ys[o] = kiln_hero_insert_output(&h, &init[rs->acc_first[j] + po->output_index],
+                                        rs->complex_add[j] ? 2 : 1, ys[o], sh, idx);
     }
     if (ok) kiln_kir_yield(b, ys, (size_t)nout);
     kiln_kir_builder_exit(b);
@@ -151,7 +154,9 @@ bool kiln_red_accumulate_lanes(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_i
       kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK];
       kiln_kir_value_t *sv = kiln_red_index_of(h, r->shape, linv, sidx) ? kiln_hero_emit_value(h, r, sidx) : NULL;
       ok = sv != NULL;
-      if (ok) ys[nacc * lanes + k] = kiln_hero_insert_output(h, &sv, 1, ys[nacc * lanes + k], r->shape, sidx);
+      if (ok)
+        ys[nacc * lanes + k] =
+            kiln_hero_insert_output(h, &sv, 1, ys[nacc * lanes + k], r->shape, sidx);
     }
     if (!ok) break;
     for (int k = 0; k < nacc; k++) a[k] = ys[k * lanes + v];
@@ -173,8 +178,9 @@ bool kiln_red_accumulate_lanes(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_i
  * thread t of block b reads the vec contiguous elements starting at t * vec of the block's
  * rows (rows are contiguous: R2 = lanes * vec), for every major reduced row; a shuffle tree
  * over the row's lanes (offsets lanes / 2 .. 1, no shared memory); lane 0 of each row writes. */
-kiln_status kiln_red_emit_multirow(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
-                                   kiln_red_state_t *rs, kiln_codegen_kernel_t *out) {
+kiln_status kiln_red_emit_multirow(const kiln_hlo_computation_t *c,
+                                   const kiln_codegen_compile_options_t *opts, kiln_red_state_t *rs,
+                                   kiln_codegen_kernel_t *out) {
   const kiln_reduction_plan_t *pl = &rs->plan;
   int64_t R0 = rs->ha.reduction.dims[0], K = rs->ha.reduction.dims[1], R2 = rs->ha.reduction.dims[2];
   int64_t vec = pl->vector_size, lanes = pl->threads_reduced, rows = pl->threads_kept;
@@ -232,7 +238,8 @@ done:
  * ((t * vec + v) / N, (t * vec + v) % N); after a barrier, thread t reads for each s < vec
  * entry e = t + s * T at (e % shared_rows, e / shared_rows), so shared_rows consecutive
  * threads hold one column's partials; a shuffle tree over them and the first writes. */
-kiln_status kiln_red_emit_small_column(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+kiln_status kiln_red_emit_small_column(const kiln_hlo_computation_t *c,
+                                       const kiln_codegen_compile_options_t *opts,
                                        kiln_red_state_t *rs, kiln_codegen_kernel_t *out) {
   const kiln_reduction_plan_t *pl = &rs->plan;
   int64_t M = rs->ha.reduction.dims[0], R = rs->ha.reduction.dims[1], N = rs->ha.reduction.dims[2];

@@ -246,7 +246,9 @@ static bool sc_combine_into(kiln_hero_split_t *s, const sc_info_t *si, kiln_kir_
   }
   int n = kiln_elemental_emit_scalar_computation(&s->h.fn, si->comb, args, 2 * si->nop, res);
   if (n != si->nop) {
-    if (n >= 0) kiln_elemental_fail(&s->h.fn, KILN_ERR_INVALID("%s: scatter computation gives %d values", si->sc->name, n));
+    if (n >= 0)
+      kiln_elemental_fail(
+          &s->h.fn, KILN_ERR_INVALID("%s: scatter computation gives %d values", si->sc->name, n));
     return false;
   }
   for (int i = 0; i < si->nop; i++) {
@@ -420,7 +422,8 @@ fail:
 /* ---- kernels ---- */
 
 static kiln_status sc_emit_init(const kiln_hlo_computation_t *c, const sc_info_t *si,
-                                const kiln_codegen_compile_options_t *opts, kiln_codegen_kernel_t *out) {
+                                const kiln_codegen_compile_options_t *opts,
+                                kiln_codegen_kernel_t *out) {
   kiln_launch_grid_t g;
   KILN_RETURN_IF_ERROR(kiln_hero_linear_grid(kiln_shape_num_elements(si->os), &g),
                        "launch grid of %s", c->name);
@@ -455,7 +458,8 @@ static kiln_status sc_emit_init(const kiln_hlo_computation_t *c, const sc_info_t
 }
 
 static kiln_status sc_emit_update(const kiln_hlo_computation_t *c, const sc_info_t *si,
-                                  const kiln_codegen_compile_options_t *opts, kiln_codegen_kernel_t *out) {
+                                  const kiln_codegen_compile_options_t *opts,
+                                  kiln_codegen_kernel_t *out) {
   int64_t nupd = kiln_shape_num_elements(si->us);
   int64_t nwin_elems = 1;
   for (int d = 0; d < si->us->rank; d++)

@@ -402,11 +402,13 @@ static kiln_kir_value_t *less(sort_emit_t *e, kiln_kir_value_t *const *a, kiln_k
   int n = kiln_elemental_emit_scalar_computation(&e->fn, e->p.cmp, args, 2 * e->p.nops, res);
   if (n != 1) {
     if (n >= 0)
-      kiln_elemental_fail(&e->fn, KILN_ERR_INVALID("comparator %s gives %d results, not one pred", e->p.cmp->name, n));
+      kiln_elemental_fail(&e->fn, KILN_ERR_INVALID("comparator %s gives %d results, not one pred",
+                                                   e->p.cmp->name, n));
     return NULL;
   }
   if (!res[0] || res[0]->type->kind != KILN_KIR_TYPE_SCALAR || res[0]->type->elem != KILN_PRED) {
-    kiln_elemental_fail(&e->fn, KILN_ERR_INVALID("comparator %s does not return pred", e->p.cmp->name));
+    kiln_elemental_fail(&e->fn,
+                        KILN_ERR_INVALID("comparator %s does not return pred", e->p.cmp->name));
     return NULL;
   }
   return res[0];
@@ -654,7 +656,8 @@ static kiln_status emit_body(sort_emit_t *e) {
   return st;
 }
 
-kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c, const kiln_codegen_compile_options_t *opts,
+kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c,
+                                  const kiln_codegen_compile_options_t *opts,
                                   kiln_codegen_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("sort emitter: no computation");

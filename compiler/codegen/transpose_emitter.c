@@ -135,7 +135,7 @@ static kiln_kir_value_t *eval_path(kiln_hero_emit_t *h, tr_state_t *ts, const ki
     v = kiln_elemental_scalar_op(&h->fn, x, args, x->num_operands);
   } else {
     kiln_elemental_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s after a transpose hero", x->name,
-                                                  kiln_hlo_opcode_name(x->opcode)));
+                                                       kiln_hlo_opcode_name(x->opcode)));
     return NULL;
   }
   if (v && mm->n < MAX_NODES) mm->x[mm->n] = x, mm->v[mm->n++] = v;
@@ -209,7 +209,8 @@ static int output_of_root(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *roo
 static kiln_status tr_analyze(const kiln_hlo_computation_t *c, tr_state_t *ts, bool *keep) {
   KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_analyze(c, &ts->ha));
   if (ts->ha.emitter != KILN_HERO_EMITTER_TRANSPOSE)
-    return KILN_ERR_INVALID("%s: not a transpose fusion (%s)", c->name, kiln_hero_emitter_name(ts->ha.emitter));
+    return KILN_ERR_INVALID("%s: not a transpose fusion (%s)", c->name,
+                            kiln_hero_emitter_name(ts->ha.emitter));
   const kiln_transpose_desc_t *d = &ts->ha.transpose;
   int nr = d->rank;
   /* The "102" form keeps the (small) minor dimension: it rides along with every tile
@@ -217,28 +218,31 @@ static kiln_status tr_analyze(const kiln_hlo_computation_t *c, tr_state_t *ts, b
    * dimensions are then the ones just above it. */
   *keep = nr >= 3 && d->perm[nr - 1] == nr - 1;
   if (!*keep && d->perm[nr - 1] == nr - 1)
-    return KILN_ERR_UNIMPLEMENTED("%s: transpose keeping the minor dimension at rank %d", c->name, nr);
+    return KILN_ERR_UNIMPLEMENTED("%s: transpose keeping the minor dimension at rank %d", c->name,
+                                  nr);
   for (int i = 0; i < ts->ha.num_roots; i++) {
     const kiln_hlo_instruction_t *hr = ts->ha.heroes[i];
     if (!kiln_hero_is_transpose_hero(hr, NULL)) continue;
     if (hero_index(ts, hr) < 0) ts->heroes[ts->nheroes++] = hr;
-    if (!mark_path(ts, ts->ha.roots[i], hr)) return KILN_ERR_INTERNAL("%s: root does not reach its hero", c->name);
+    if (!mark_path(ts, ts->ha.roots[i], hr))
+      return KILN_ERR_INTERNAL("%s: root does not reach its hero", c->name);
   }
   return NULL;
 }
 
 /* The tiling of one transpose kernel. */
 typedef struct tr_plan {
-  bool keep;        /* "102": the minor dimension rides along */
-  int minor, a, bdim; /* kept minor dim (-1: none), the tiled input dims */
-  int64_t nminor;   /* size of the kept minor dim (1: none) */
-  int v;            /* elements per 32-bit word of the packed tile (1: the 32 x 33 tile) */
-  int64_t T;        /* tile edge */
+  bool keep;           /* "102": the minor dimension rides along */
+  int minor, a, bdim;  /* kept minor dim (-1: none), the tiled input dims */
+  int64_t nminor;      /* size of the kept minor dim (1: none) */
+  int v;               /* elements per 32-bit word of the packed tile (1: the 32 x 33 tile) */
+  int64_t T;           /* tile edge */
   int64_t na, nb, nbl; /* tiles along a / b; blocks */
 } tr_plan_t;
 
 /* Step 2: tile geometry and the launch (blocks of 32 x 4 threads, one tile each). */
-static void tr_plan(const tr_state_t *ts, bool keep, const kiln_codegen_compile_options_t *opts, tr_plan_t *p) {
+static void tr_plan(const tr_state_t *ts, bool keep, const kiln_codegen_compile_options_t *opts,
+                    tr_plan_t *p) {
   const kiln_transpose_desc_t *d = &ts->ha.transpose;
   int nr = d->rank;
   p->keep = keep;
@@ -303,11 +307,13 @@ static void tr_geometry(tr_kernel_t *K) {
   for (int i = 0; i < 3; i++) kiln_kir_value_set_name(K->ids[i], K->dn[i]);
   int nbs = 0;
   for (int i = 0; i < nr; i++)
-    if (i != p->a && i != p->bdim && i != p->minor) K->bpos[i] = nbs, K->bshape[nbs++] = d->in_dims[i];
+    if (i != p->a && i != p->bdim && i != p->minor)
+      K->bpos[i] = nbs, K->bshape[nbs++] = d->in_dims[i];
   K->bshape[nbs] = p->nb;
   K->bshape[nbs + 1] = p->na;
   kiln_affine_delinearize(x, kiln_affine_dim(x, 2), K->bshape, (size_t)nbs + 2, K->bex);
-  kiln_affine_expr_t *tbT = kiln_affine_mul_const(x, K->bex[nbs], T), *taT = kiln_affine_mul_const(x, K->bex[nbs + 1], T);
+  kiln_affine_expr_t *tbT = kiln_affine_mul_const(x, K->bex[nbs], T),
+                     *taT = kiln_affine_mul_const(x, K->bex[nbs + 1], T);
   kiln_affine_expr_t *tx = kiln_affine_dim(x, 0), *ty = kiln_affine_dim(x, 1);
   int64_t shi[3] = {7, p->nminor - 1, 0};
   memcpy(K->shi1, shi, sizeof(shi));
@@ -320,13 +326,17 @@ static void tr_geometry(tr_kernel_t *K) {
   } else {
     K->a1 = kiln_affine_add(x, kiln_affine_mul_const(x, tx, v), kiln_affine_sym(x, 1));
     K->b1 = kiln_affine_add(x, kiln_affine_mul_const(x, ty, T / 4), kiln_affine_sym(x, 0));
-    K->a2 = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_add(x, kiln_affine_mul_const(x, ty, 8), kiln_affine_sym(x, 0)), v),
-                            kiln_affine_sym(x, 1));
+    K->a2 = kiln_affine_add(
+        x,
+        kiln_affine_mul_const(
+            x, kiln_affine_add(x, kiln_affine_mul_const(x, ty, 8), kiln_affine_sym(x, 0)), v),
+        kiln_affine_sym(x, 1));
     K->b2 = kiln_affine_add(x, kiln_affine_mul_const(x, tx, v), kiln_affine_sym(x, 2));
     K->shi1[0] = T / 4 - 1, K->shi1[1] = v - 1, K->nsym1 = 2;
     K->shi2[1] = v - 1, K->shi2[2] = v - 1, K->nsym2 = 3;
   }
-  tile_geom_t g = {x, d, nr, p->a, p->bdim, p->minor, K->bex, K->bpos, taT, tbT, p->na * T, p->nb * T};
+  tile_geom_t g = {x,      d,       nr,  p->a, p->bdim,   p->minor,
+                   K->bex, K->bpos, taT, tbT,  p->na * T, p->nb * T};
   K->g = g;
 }
 
@@ -349,9 +359,11 @@ static kiln_kir_op_t *tr_emit_phase1(tr_kernel_t *K) {
   add_tile_index(x, map, K->b1, K->a1, v, K->p->keep);
   idx_table_t tab1 = {0};
   int nres = 1 + ntix;
-  for (int hh = 0; hh < ts->nheroes; hh++) table_add(&tab1, x, map, lin_e, ts->heroes[hh]->operands[0]->shape, &nres);
+  for (int hh = 0; hh < ts->nheroes; hh++)
+    table_add(&tab1, x, map, lin_e, ts->heroes[hh]->operands[0]->shape, &nres);
   for (int o = 0; o < nout; o++)
-    if (!on_path(ts, h->part.outputs[o].instr)) table_add(&tab1, x, map, lin_e, h->part.outputs[o].instr->shape, &nres);
+    if (!on_path(ts, h->part.outputs[o].instr))
+      table_add(&tab1, x, map, lin_e, h->part.outputs[o].instr->shape, &nres);
   kiln_indexing_map_simplify(map);
   kiln_kir_value_t *inits[2 * KILN_HERO_MAX_ROOTS];
   int64_t tdims[3] = {T, v == 1 ? 33 : T, K->p->nminor};
@@ -365,7 +377,9 @@ static kiln_kir_op_t *tr_emit_phase1(tr_kernel_t *K) {
     const kiln_hlo_instruction_t *r = h->part.outputs[o].instr;
     if (on_path(ts, r)) continue;
     if (kiln_shape_num_elements(r->shape) != nin_elems) {
-      kiln_elemental_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: side output %s not shaped like the input", K->c->name, r->name));
+      kiln_elemental_fail(
+          &h->fn, KILN_ERR_UNIMPLEMENTED("%s: side output %s not shaped like the input", K->c->name,
+                                         r->name));
       return NULL;
     }
     side[nside++] = o;
@@ -386,16 +400,22 @@ static kiln_kir_op_t *tr_emit_phase1(tr_kernel_t *K) {
   for (int hh = 0; hh < ts->nheroes && ok; hh++) {
     const kiln_hlo_instruction_t *opnd = ts->heroes[hh]->operands[0];
     kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
-    kiln_kir_value_t *e = index_of(h, ts->tab, opnd->shape, lin, idx) ? kiln_hero_emit_value(h, opnd, idx) : NULL;
+    kiln_kir_value_t *e =
+        index_of(h, ts->tab, opnd->shape, lin, idx) ? kiln_hero_emit_value(h, opnd, idx) : NULL;
     ok = e != NULL;
-    if (ok) ys[hh] = kiln_kir_insert(b, e, kiln_kir_loop_iter_arg(loop, (size_t)hh), tix, (size_t)ntix);
+    if (ok)
+      ys[hh] = kiln_kir_insert(b, e, kiln_kir_loop_iter_arg(loop, (size_t)hh), tix, (size_t)ntix);
   }
   for (int s = 0; s < nside && ok; s++) {
     const kiln_hlo_instruction_t *r = h->part.outputs[side[s]].instr;
     kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
-    kiln_kir_value_t *e = index_of(h, ts->tab, r->shape, lin, idx) ? kiln_hero_emit_value(h, r, idx) : NULL;
+    kiln_kir_value_t *e =
+        index_of(h, ts->tab, r->shape, lin, idx) ? kiln_hero_emit_value(h, r, idx) : NULL;
     ok = e != NULL;
-    if (ok) ys[ts->nheroes + s] = kiln_kir_insert(b, e, kiln_kir_loop_iter_arg(loop, (size_t)(ts->nheroes + s)), idx, (size_t)r->shape->rank);
+    if (ok)
+      ys[ts->nheroes + s] =
+          kiln_kir_insert(b, e, kiln_kir_loop_iter_arg(loop, (size_t)(ts->nheroes + s)), idx,
+                          (size_t)r->shape->rank);
   }
   ts->tab = NULL;
   kiln_elemental_exit(&h->fn, mark);
@@ -404,7 +424,8 @@ static kiln_kir_op_t *tr_emit_phase1(tr_kernel_t *K) {
   if (!ok) return NULL;
   kiln_kir_value_t *tiles[KILN_HERO_MAX_ROOTS];
   for (int hh = 0; hh < ts->nheroes; hh++) tiles[hh] = kiln_kir_op_result(loop, (size_t)hh);
-  for (int s = 0; s < nside; s++) h->outs[side[s]] = kiln_kir_op_result(loop, (size_t)(ts->nheroes + s));
+  for (int s = 0; s < nside; s++)
+    h->outs[side[s]] = kiln_kir_op_result(loop, (size_t)(ts->nheroes + s));
   return kiln_kir_barrier(b, tiles, (size_t)ts->nheroes);
 }
 
@@ -453,7 +474,8 @@ static bool tr_emit_phase2(tr_kernel_t *K, kiln_kir_op_t *bar) {
   kiln_kir_value_t *rix[3] = {kiln_kir_loop_index(loop2, 1), kiln_kir_loop_index(loop2, 2),
                               K->p->keep ? kiln_kir_loop_index(loop2, 3) : NULL};
   kiln_kir_value_t *tv[KILN_HERO_MAX_ROOTS];
-  for (int hh = 0; hh < ts->nheroes; hh++) tv[hh] = kiln_kir_extract(b, kiln_kir_op_result(bar, (size_t)hh), rix, (size_t)ntix);
+  for (int hh = 0; hh < ts->nheroes; hh++)
+    tv[hh] = kiln_kir_extract(b, kiln_kir_op_result(bar, (size_t)hh), rix, (size_t)ntix);
   memo_t *mm = kiln_calloc(1, sizeof(*mm));
   kiln_kir_value_t *ys2[KILN_HERO_MAX_ROOTS];
   bool ok = true;
@@ -462,7 +484,9 @@ static bool tr_emit_phase2(tr_kernel_t *K, kiln_kir_op_t *bar) {
     kiln_kir_value_t *e = eval_path(h, ts, r, lin2, tv, mm);
     kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
     ok = e && index_of(h, ts->tab, r->shape, lin2, idx);
-    if (ok) ys2[k] = kiln_kir_insert(b, e, kiln_kir_loop_iter_arg(loop2, (size_t)k), idx, (size_t)r->shape->rank);
+    if (ok)
+      ys2[k] = kiln_kir_insert(b, e, kiln_kir_loop_iter_arg(loop2, (size_t)k), idx,
+                               (size_t)r->shape->rank);
   }
   kiln_free(mm);
   ts->tab = NULL;

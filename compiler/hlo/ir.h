@@ -94,7 +94,10 @@ typedef enum kiln_cmp_type {
 } kiln_cmp_type_t;
 
 typedef enum kiln_hlo_fusion_kind {
-  KILN_HLO_FUSION_NONE = 0, KILN_HLO_FUSION_LOOP, KILN_HLO_FUSION_INPUT, KILN_HLO_FUSION_OUTPUT,
+  KILN_HLO_FUSION_NONE = 0,
+  KILN_HLO_FUSION_LOOP,
+  KILN_HLO_FUSION_INPUT,
+  KILN_HLO_FUSION_OUTPUT,
   KILN_HLO_FUSION_CUSTOM
 } kiln_hlo_fusion_kind_t;
 

@@ -535,10 +535,14 @@ static bool parse_attr_value(kiln_hlo_parser_t *P, kiln_hlo_instruction_t *instr
       const char *s;
       size_t n;
       if (!kiln_hlo_lexer_word(L, "fusion kind", &s, &n)) return false;
-      if (kiln_hlo_span_eq(s, n, "kLoop")) instr->fusion_kind = KILN_HLO_FUSION_LOOP;
-      else if (kiln_hlo_span_eq(s, n, "kInput")) instr->fusion_kind = KILN_HLO_FUSION_INPUT;
-      else if (kiln_hlo_span_eq(s, n, "kOutput")) instr->fusion_kind = KILN_HLO_FUSION_OUTPUT;
-      else if (kiln_hlo_span_eq(s, n, "kCustom")) instr->fusion_kind = KILN_HLO_FUSION_CUSTOM;
+      if (kiln_hlo_span_eq(s, n, "kLoop"))
+        instr->fusion_kind = KILN_HLO_FUSION_LOOP;
+      else if (kiln_hlo_span_eq(s, n, "kInput"))
+        instr->fusion_kind = KILN_HLO_FUSION_INPUT;
+      else if (kiln_hlo_span_eq(s, n, "kOutput"))
+        instr->fusion_kind = KILN_HLO_FUSION_OUTPUT;
+      else if (kiln_hlo_span_eq(s, n, "kCustom"))
+        instr->fusion_kind = KILN_HLO_FUSION_CUSTOM;
       else return (instr->fusion_kind_text = kiln_hlo_parser_strndup(P, s, n)) != NULL;
       return true;
     }

@@ -160,10 +160,14 @@ static const char *cmp_type_name(kiln_cmp_type_t t) {
 
 static const char *fusion_kind_name(kiln_hlo_fusion_kind_t k) {
   switch (k) {
-    case KILN_HLO_FUSION_LOOP: return "kLoop";
-    case KILN_HLO_FUSION_INPUT: return "kInput";
-    case KILN_HLO_FUSION_OUTPUT: return "kOutput";
-    case KILN_HLO_FUSION_CUSTOM: return "kCustom";
+    case KILN_HLO_FUSION_LOOP:
+      return "kLoop";
+    case KILN_HLO_FUSION_INPUT:
+      return "kInput";
+    case KILN_HLO_FUSION_OUTPUT:
+      return "kOutput";
+    case KILN_HLO_FUSION_CUSTOM:
+      return "kCustom";
     default: return NULL;
   }
 }

@@ -779,17 +779,20 @@ static void remove_dead(kiln_hlo_computation_t *c) {
 /* kiln_fusion_create, step 1: the member set (flags MEMBER / DUPLICATE) and list, with the
  * get-tuple-element users of multi-output members; checks that members can be fused. */
 static kiln_status fusion_collect_members(const kiln_hlo_computation_t *c, int n,
-                                          kiln_hlo_instruction_t *const *members, const bool *duplicate,
-                                          kiln_ptrmap_t *set, instr_vec_t *list) {
+                                          kiln_hlo_instruction_t *const *members,
+                                          const bool *duplicate, kiln_ptrmap_t *set,
+                                          instr_vec_t *list) {
   for (int i = 0; i < n; i++) {
     kiln_hlo_instruction_t *in = members[i];
     if (in->parent != c)
       return kiln_status_make(KILN_INVALID_ARGUMENT, "'%s' is not in computation '%s'", in->name,
                               c->name);
-    if (in->opcode == KILN_OP_PARAMETER || in->num_control_predecessors || in->control_successors.len)
+    if (in->opcode == KILN_OP_PARAMETER || in->num_control_predecessors ||
+        in->control_successors.len)
       return kiln_status_make(KILN_INVALID_ARGUMENT, "'%s' cannot be fused", in->name);
     if (!member_flags(set, in)) {
-      kiln_ptrmap_put(set, in, (void *)(uintptr_t)(MEMBER | (duplicate && duplicate[i] ? DUPLICATE : 0)));
+      kiln_ptrmap_put(set, in,
+                      (void *)(uintptr_t)(MEMBER | (duplicate && duplicate[i] ? DUPLICATE : 0)));
       kiln_vec_push(list, in);
     }
   }
@@ -833,7 +836,8 @@ static kiln_status fusion_find_outputs(const kiln_hlo_computation_t *c, const in
                             order->data[0]->name);
   for (size_t i = 0; i < outputs->len && outputs->len > 1; i++)
     if (!kiln_shape_is_array(outputs->data[i]->shape))
-      return kiln_status_make(KILN_UNIMPLEMENTED, "multi-output fusion with tuple-shaped output '%s'",
+      return kiln_status_make(KILN_UNIMPLEMENTED,
+                              "multi-output fusion with tuple-shaped output '%s'",
                               outputs->data[i]->name);
   return NULL;
 }
@@ -934,8 +938,9 @@ static kiln_status fusion_finish_computation(builder_t *b, const instr_vec_t *ou
 
 /* Step 5: the fusion instruction in c, the outputs' uses moved to it (or to its
  * get-tuple-elements) and the members (not duplicated) removed. */
-static kiln_status fusion_replace_members(kiln_hlo_computation_t *c, builder_t *b, const instr_vec_t *order,
-                                          kiln_ptrmap_t *set, const instr_vec_t *outputs,
+static kiln_status fusion_replace_members(kiln_hlo_computation_t *c, builder_t *b,
+                                          const instr_vec_t *order, kiln_ptrmap_t *set,
+                                          const instr_vec_t *outputs,
                                           kiln_hlo_instruction_t **out_fusion) {
   kiln_hlo_module_t *m = b->m;
   kiln_hlo_instruction_t *fusion = kiln_hlo_instruction_create(

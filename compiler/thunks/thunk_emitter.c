@@ -228,8 +228,7 @@ static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
   co.host_target = E->opts.target == KILN_TARGET_HOST;
   kiln_codegen_kernel_t k;
   double t0 = kiln_clock_ms();
-  KILN_RETURN_IF_ERROR(kiln_codegen_kernel_emit(fc, &co, &k), "while emitting fusion %s",
-                       in->name);
+  KILN_RETURN_IF_ERROR(kiln_codegen_kernel_emit(fc, &co, &k), "while emitting fusion %s", in->name);
   E->stats->codegen_ms += kiln_clock_ms() - t0;
   E->stats->fusions++;
 

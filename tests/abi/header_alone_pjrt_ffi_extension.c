@@ -1,2 +1,3 @@
-/* pjrt_ffi_extension.h compiles on its own: included first and alone (C11, -pedantic; also C++ in ctest). */
+/* pjrt_ffi_extension.h compiles on its own: included first and alone (C11, -pedantic; also C++ in
+ * ctest). */
 #include "kiln/pjrt_ffi_extension.h"

@@ -94,9 +94,8 @@ static bool relayout(const kiln_shape_t *s, const void *src, void *dst, bool to_
 
 static atomic_int g_kernel_counter;
 
-kiln_status kiln_runner_check(const kiln_hlo_computation_t *c,
-                                  const kiln_runner_options_t *opts,
-                                  kiln_runner_report_t *rep) {
+kiln_status kiln_runner_check(const kiln_hlo_computation_t *c, const kiln_runner_options_t *opts,
+                              kiln_runner_report_t *rep) {
   kiln_runner_options_t dflt;
   if (!opts) {
     kiln_runner_options_init(&dflt);
@@ -268,7 +267,8 @@ kiln_status kiln_runner_check(const kiln_hlo_computation_t *c,
   return NULL;
 }
 
-void kiln_runner_collect_fusions(const kiln_hlo_module_t *m, const kiln_hlo_computation_t ***out, int *n) {
+void kiln_runner_collect_fusions(const kiln_hlo_module_t *m, const kiln_hlo_computation_t ***out,
+                                 int *n) {
   *n = 0;
   *out = kiln_calloc(m->computations.len + 1, sizeof(**out));
   const kiln_hlo_computation_t *entry = m->entry;

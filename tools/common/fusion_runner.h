@@ -55,14 +55,14 @@ typedef struct kiln_runner_report {
  * its ulps; a reduction kernel's outputs also pass within its summation slack). Returns an error
  * status when compiling, running or evaluating failed; a numerical mismatch is not an error (see
  * report->mismatches). */
-kiln_status kiln_runner_check(const kiln_hlo_computation_t *c,
-                                  const kiln_runner_options_t *opts,
-                                  kiln_runner_report_t *report);
+kiln_status kiln_runner_check(const kiln_hlo_computation_t *c, const kiln_runner_options_t *opts,
+                              kiln_runner_report_t *report);
 
 /* The fusion computations to run from a module: for bare computations (parsed by
  * kiln_hlo_parse_computations) the entry unless it calls fusions; otherwise the
  * computations called by every fusion instruction of the entry (each once). *out is a
  * kiln_malloc'ed array. */
-void kiln_runner_collect_fusions(const kiln_hlo_module_t *m, const kiln_hlo_computation_t ***out, int *n);
+void kiln_runner_collect_fusions(const kiln_hlo_module_t *m, const kiln_hlo_computation_t ***out,
+                                 int *n);
 
 #endif /* KILN_TOOLS_COMMON_FUSION_RUNNER_H_ */
