@@ -128,7 +128,7 @@ static kiln_status hero_run_check(const kiln_hlo_computation_t *c, const kiln_co
     hero_fill(params[i], seed * 1000003u + (uint64_t)i);
     if (zero_scalars && params[i]->shape->rank == 0) kiln_literal_set_f64(params[i], 0, 0.0);
   }
-  static char empty[8];
+  char empty[8] = {0}; /* an empty input's pointer: this call's own, never a shared static */
   /* Buffers in physical order for tensors with non-default layouts. */
   void **relaid = kiln_calloc((size_t)(k->num_inputs + k->num_outputs) + 1, sizeof(void *));
   int nrelaid = 0;

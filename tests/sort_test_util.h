@@ -124,7 +124,7 @@ static inline kiln_status run_sort(const kiln_hlo_computation_t *c, fill_kind_t 
     params[i] = kiln_literal_make(&arena, c->parameters[i]->shape);
     sort_fill(params[i], kind, i, seed);
   }
-  static char empty[16];
+  char empty[16] = {0}; /* an empty input's pointer: this call's own, never a shared static */
   for (int i = 0; i < k.num_inputs; i++) {
     const kiln_hlo_instruction_t *in = k.inputs[i];
     void *d =

@@ -80,7 +80,7 @@ static int unwrapped_kernels(const kiln_hlo_module_t *m, char *first, size_t n) 
   for (size_t k = 0; k < nc; k++)
     for (size_t i = 0; i < comps[k]->instructions.len; i++) {
       const kiln_hlo_instruction_t *in = comps[k]->instructions.data[i];
-      if (!kiln_fusion_wrapper_needs_kernel(in)) continue;
+      if (!kiln_fusion_wrapper_needs_kernel(in, NULL)) continue;
       if (!count && first)
         snprintf(first, n, "%s (%s)", in->name, kiln_hlo_opcode_name(in->opcode));
       count++;
@@ -228,7 +228,7 @@ static bool gemm_of(const char *lhs, const char *rhs, const char *out, const cha
   kiln_hlo_module_t *m = parse(text);
   memset(form, 0, sizeof *form);
   bool is = kiln_fusion_wrapper_is_gemm(m->entry->root, form);
-  bool needs = kiln_fusion_wrapper_needs_kernel(m->entry->root);
+  bool needs = kiln_fusion_wrapper_needs_kernel(m->entry->root, NULL);
   assert_true(is != needs);
   kiln_hlo_module_destroy(m);
   return is;

@@ -593,7 +593,7 @@ kiln_status kiln_pass_buffer_assignment(kiln_hlo_module_t *m, const kiln_pass_op
   kiln_buffer_assignment_t *ba = NULL;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_buffer_assignment_run(m, NULL, &ba));
   kiln_status s = kiln_buffer_assignment_check(ba);
-  const char *dir = opts && opts->dump_dir ? opts->dump_dir : getenv("KILN_DUMP_TO");
+  const char *dir = opts ? opts->dump_dir : NULL;
   if (!s && dir && *dir) s = dump(dir, ba);
   kiln_buffer_assignment_free(ba);
   return s;

@@ -43,9 +43,6 @@ static bool gemm_operand(const kiln_shape_t *s, int nb, const kiln_i64_list_t *c
 
 bool kiln_fusion_wrapper_is_gemm(const kiln_hlo_instruction_t *dot, kiln_gemm_form_t *form) {
   if (dot->opcode != KILN_OP_DOT || dot->num_operands != 2) return false;
-  /* KILN_GEMM_LIBRARY=none: every dot becomes an emitted kernel (e.g. a GPU without cuBLAS). */
-  const char *lib = getenv("KILN_GEMM_LIBRARY");
-  if (lib && strcmp(lib, "none") == 0) return false;
   const kiln_shape_t *out = dot->shape, *lhs = dot->operands[0]->shape,
                      *rhs = dot->operands[1]->shape;
   if (!kiln_shape_is_array(out)) return false;
@@ -91,7 +88,8 @@ static bool same_physical_layout(const kiln_shape_t *a, const kiln_shape_t *b) {
   return kiln_layout_equal(&a->layout, &b->layout);
 }
 
-bool kiln_fusion_wrapper_needs_kernel(const kiln_hlo_instruction_t *in) {
+bool kiln_fusion_wrapper_needs_kernel(const kiln_hlo_instruction_t *in,
+                                      const kiln_pass_options_t *opts) {
   switch (in->opcode) {
     case KILN_OP_PARAMETER:
     case KILN_OP_CONSTANT:
@@ -142,7 +140,7 @@ bool kiln_fusion_wrapper_needs_kernel(const kiln_hlo_instruction_t *in) {
       /* Between equal layouts the runtime copies the bytes; a layout change is a kernel. */
       return in->num_operands == 1 && !same_physical_layout(in->shape, in->operands[0]->shape);
     case KILN_OP_DOT:
-      return !kiln_fusion_wrapper_is_gemm(in, NULL);
+      return (opts && opts->no_gemm_library) || !kiln_fusion_wrapper_is_gemm(in, NULL);
     default:
       return true;
   }
@@ -242,7 +240,7 @@ kiln_status kiln_pass_fusion_wrapper(kiln_hlo_module_t *m, const kiln_pass_optio
     kiln_hlo_computation_t *c = comps[i];
     kiln_vec_clear(&worklist);
     for (size_t k = 0; k < c->instructions.len; k++)
-      if (kiln_fusion_wrapper_needs_kernel(c->instructions.data[k]))
+      if (kiln_fusion_wrapper_needs_kernel(c->instructions.data[k], opts))
         kiln_vec_push(&worklist, c->instructions.data[k]);
     for (size_t k = 0; k < worklist.len && !st; k++) {
       st = wrap(c, worklist.data[k]);

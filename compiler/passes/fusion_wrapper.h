@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "compiler/hlo/ir.h"
+#include "compiler/passes/pass.h"
 
 /* A dot as a row-major batched gemm: out[b] (m x n) = op(lhs[b]) (m x k) * op(rhs[b]) (k x n),
  * with op() transposing when the flag is set: lhs[b] is stored m x k (or k x m when
@@ -45,6 +46,7 @@ typedef struct kiln_gemm_form {
 bool kiln_fusion_wrapper_is_gemm(const kiln_hlo_instruction_t *dot, kiln_gemm_form_t *form);
 
 /* Whether top-level instruction `in` needs a kernel of its own (what the pass wraps). */
-bool kiln_fusion_wrapper_needs_kernel(const kiln_hlo_instruction_t *in);
+bool kiln_fusion_wrapper_needs_kernel(const kiln_hlo_instruction_t *in,
+                                      const kiln_pass_options_t *opts);
 
 #endif /* KILN_PASSES_FUSION_WRAPPER_H_ */

@@ -17,12 +17,27 @@
 #include "base/status.h"
 #include "compiler/hlo/ir.h"
 
+/* Options of a pass run. The environment is read once, by kiln_pass_options_from_env (the
+ * pass runner and the pipeline call it on their own copy unless env_read is set); passes
+ * read only these fields, never the environment. */
 typedef struct kiln_pass_options {
   const char *dump_dir; /* NULL: $KILN_DUMP_TO, else no dumps */
   int verify;           /* -1: default (debug builds / $KILN_VERIFY_PASSES), 0: off, 1: on */
   int max_fixed_point_iterations; /* 0: 25 */
   bool log_changes;     /* print each pass that changed the module to stderr */
+  /* Comma-separated pass names the pipeline skips (like XLA's --xla_disable_hlo_passes;
+   * '-' and '_' alike). NULL: $KILN_DISABLE_PASSES. */
+  const char *disabled_passes;
+  /* Every dot becomes an emitted kernel, none a library call (a GPU without cuBLAS); also
+   * set by KILN_GEMM_LIBRARY=none. */
+  bool no_gemm_library;
+  bool env_read; /* kiln_pass_options_from_env has filled what the environment sets */
 } kiln_pass_options_t;
+
+/* Fills what `o` leaves to the environment (dump_dir, verify, disabled_passes,
+ * no_gemm_library) from KILN_DUMP_TO, KILN_VERIFY_PASSES, KILN_DISABLE_PASSES and
+ * KILN_GEMM_LIBRARY, and sets env_read. A no-op when env_read is already set. */
+void kiln_pass_options_from_env(kiln_pass_options_t *o);
 
 typedef kiln_status (*kiln_pass_fn)(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
                                     bool *changed);
@@ -45,7 +60,8 @@ typedef struct kiln_pass_step {
 
 /* State of one pipeline run (dump counter). */
 typedef struct kiln_pass_runner {
-  const kiln_pass_options_t *opts;
+  const kiln_pass_options_t *opts; /* &own: the caller's options with the environment read */
+  kiln_pass_options_t own;
   int dump_counter;
   const char *dump_dir;
   bool verify;

@@ -27,22 +27,35 @@ const kiln_pass_t *kiln_pass_find(const char *name) {
   return NULL;
 }
 
-void kiln_pass_runner_init(kiln_pass_runner_t *r, const kiln_pass_options_t *opts) {
-  static const kiln_pass_options_t defaults = {.verify = -1};
-  memset(r, 0, sizeof *r);
-  r->opts = opts ? opts : &defaults;
-  r->dump_dir = r->opts->dump_dir ? r->opts->dump_dir : getenv("KILN_DUMP_TO");
-  if (r->dump_dir && !*r->dump_dir) r->dump_dir = NULL;
-  if (r->opts->verify >= 0) {
-    r->verify = r->opts->verify != 0;
-  } else {
+void kiln_pass_options_from_env(kiln_pass_options_t *o) {
+  if (o->env_read) return;
+  if (!o->dump_dir) o->dump_dir = getenv("KILN_DUMP_TO");
+  if (o->dump_dir && !*o->dump_dir) o->dump_dir = NULL;
+  if (o->verify < 0) {
     const char *env = getenv("KILN_VERIFY_PASSES");
 #ifdef NDEBUG
-    r->verify = env && *env && strcmp(env, "0") != 0;
+    o->verify = env && *env && strcmp(env, "0") != 0;
 #else
-    r->verify = !env || strcmp(env, "0") != 0;
+    o->verify = !env || strcmp(env, "0") != 0;
 #endif
   }
+  if (!o->disabled_passes) o->disabled_passes = getenv("KILN_DISABLE_PASSES");
+  const char *lib = getenv("KILN_GEMM_LIBRARY");
+  if (lib && strcmp(lib, "none") == 0) o->no_gemm_library = true;
+  o->env_read = true;
+}
+
+void kiln_pass_runner_init(kiln_pass_runner_t *r, const kiln_pass_options_t *opts) {
+  memset(r, 0, sizeof *r);
+  if (opts) {
+    r->own = *opts;
+  } else {
+    r->own.verify = -1;
+  }
+  kiln_pass_options_from_env(&r->own);
+  r->opts = &r->own;
+  r->dump_dir = r->own.dump_dir;
+  r->verify = r->own.verify != 0;
 }
 
 kiln_status kiln_pass_dump_module(const char *dir, int index, const kiln_hlo_module_t *m,

@@ -2,6 +2,7 @@
 #include "compiler/passes/pipeline.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,9 +103,9 @@ static void log_missing(void) {
   kiln_strbuf_free(&b);
 }
 
-/* KILN_DISABLE_PASSES=a,b (like XLA's --xla_disable_hlo_passes): names the pipeline skips. */
-static bool disabled(const char *name) {
-  const char *list = getenv("KILN_DISABLE_PASSES");
+/* Whether `list` (kiln_pass_options_t.disabled_passes: a,b like XLA's
+ * --xla_disable_hlo_passes) names pass `name`. */
+static bool disabled(const char *list, const char *name) {
   if (!list || !*list) return false;
   size_t n = strlen(name);
   for (const char *p = list; *p;) {
@@ -124,25 +125,27 @@ static bool disabled(const char *name) {
   return false;
 }
 
-static void log_disabled(void) {
-  const char *list = getenv("KILN_DISABLE_PASSES");
-  if (list && *list) fprintf(stderr, "kiln: pipeline: KILN_DISABLE_PASSES=%s: those passes are skipped\n", list);
-}
+/* Said once per process, the first time a pipeline runs with passes disabled. */
+static atomic_bool g_logged_disabled;
 
-static pthread_once_t g_logged_disabled = PTHREAD_ONCE_INIT;
+static void log_disabled(const char *list) {
+  if (!list || !*list || atomic_exchange(&g_logged_disabled, true)) return;
+  fprintf(stderr, "kiln: pipeline: passes disabled (KILN_DISABLE_PASSES=%s): they are skipped\n",
+          list);
+}
 
 static kiln_status run_steps(kiln_hlo_module_t *m, const kiln_pass_options_t *opts, size_t num_steps) {
   kiln_pipeline_lift_parse_limit(m);
   pthread_once(&g_logged, log_missing);
-  pthread_once(&g_logged_disabled, log_disabled);
   kiln_pass_runner_t r;
   kiln_pass_runner_init(&r, opts);
+  log_disabled(r.opts->disabled_passes);
   for (size_t s = 0; s < num_steps; s++) {
     const kiln_pass_t *group[MAX_STEP_PASSES];
     int n = 0;
     for (int k = 0; k < MAX_STEP_PASSES && kSteps[s].passes[k]; k++) {
       const kiln_pass_t *p = kiln_pipeline_find_pass(kSteps[s].passes[k]);
-      if (p && !disabled(p->name)) group[n++] = p;
+      if (p && !disabled(r.opts->disabled_passes, p->name)) group[n++] = p;
     }
     if (!n) continue;
     if (kSteps[s].fixed_point) {
