@@ -195,9 +195,9 @@ HIDDEN = ("llvm-c/", "compiler/codegen/elemental_internal.h", "compiler/codegen/
 def header_leaks(root, header):
     """The hidden headers `header` reaches through the repository's own includes, with the
     include chain to the first of each."""
-    leaks, seen, todo = {}, set(), [(header, [header])]
-    while todo:
-        h, chain = todo.pop()
+    leaks, seen, worklist = {}, set(), [(header, [header])]
+    while worklist:
+        h, chain = worklist.pop()
         if h in seen:
             continue
         seen.add(h)
@@ -209,7 +209,7 @@ def header_leaks(root, header):
                 if any(inc.startswith(x) for x in HIDDEN):
                     leaks.setdefault(inc, chain + [inc])
                 else:
-                    todo.append((inc, chain + [inc]))
+                    worklist.append((inc, chain + [inc]))
     return leaks
 
 

@@ -230,6 +230,9 @@ static bool gemm_of(const char *lhs, const char *rhs, const char *out, const cha
   bool is = kiln_fusion_wrapper_is_gemm(m->entry->root, form);
   bool needs = kiln_fusion_wrapper_needs_kernel(m->entry->root, NULL);
   assert_true(is != needs);
+  /* With no gemm library in the options every dot is a kernel, gemm form or not. */
+  kiln_pass_options_t no_library = {.verify = -1, .no_gemm_library = true, .env_read = true};
+  assert_true(kiln_fusion_wrapper_needs_kernel(m->entry->root, &no_library));
   kiln_hlo_module_destroy(m);
   return is;
 }
