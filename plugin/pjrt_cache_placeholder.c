@@ -9,4 +9,6 @@ kiln_status kiln_pjrt_compile_cache_create(const kiln_pjrt_client_options_t *opt
   return NULL;
 }
 
-void kiln_pjrt_compile_cache_destroy(kiln_pjrt_compile_cache_t *c) { (void)c; }
+void kiln_pjrt_compile_cache_destroy(kiln_pjrt_compile_cache_t *c) {
+  (void)c;
+}
