@@ -5,10 +5,10 @@
  *
  * Named options (PJRT_Client_Create): `platform` (string: "cpu", "cuda" or "auto"; default
  * $KILN_PLATFORM, else auto = cuda when a driver and a GPU exist, else cpu), `num_devices`
- * or `num_host_devices` (int64: host devices, default $KILN_HOST_DEVICES or 1; ignored on
- * cuda, where every GPU is a device), `cache_dir`, `dump_dir`, `ffi_libraries` (strings),
- * `command_buffers` (bool). Unknown names are ignored, as XLA's clients do; a known name with
- * the wrong type is INVALID_ARGUMENT.
+ * (int64, also spelled `num_host_devices` or, as XLA's CPU plugin does, `cpu_device_count`:
+ * host devices, default $KILN_HOST_DEVICES or 1; ignored on cuda, where every GPU is a
+ * device), `cache_dir`, `dump_dir`, `ffi_libraries` (strings), `command_buffers` (bool). Unknown
+ * names are ignored, as XLA's clients do; a known name with the wrong type is INVALID_ARGUMENT.
  *
  * Thread-safety: thread-safe; a client is immutable after Create except for the reference
  * count and its devices' streams and statistics. */
@@ -118,7 +118,8 @@ static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
       KILN_RETURN_IF_ERROR_PLAIN(want_type(v, "platform", PJRT_NamedValue_kString));
       KILN_RETURN_IF_ERROR_PLAIN(
           set_platform(o, v->string_value ? v->string_value : "", v->value_size, "platform"));
-    } else if (name_is(v, "num_devices") || name_is(v, "num_host_devices")) {
+    } else if (name_is(v, "num_devices") || name_is(v, "num_host_devices") ||
+               name_is(v, "cpu_device_count")) {
       KILN_RETURN_IF_ERROR_PLAIN(want_type(v, "num_devices", PJRT_NamedValue_kInt64));
       if (v->int64_value < 1 || v->int64_value > KILN_PJRT_MAX_HOST_DEVICES)
         return KILN_ERR_INVALID("PJRT_Client_Create: num_devices %lld is not in 1..%d",

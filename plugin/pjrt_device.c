@@ -167,7 +167,13 @@ kiln_status kiln_pjrt_device_init(PJRT_Client *c, PJRT_Device *dev, int32_t inde
     }
     snprintf(x->compute_capability, sizeof(x->compute_capability), "%d.%d", cd->cc_major,
              cd->cc_minor);
-    snprintf(x->kind_buf, sizeof(x->kind_buf), "%s", kdev->name);
+    /* The runtime names it "cuda:N <product name> (sm_XY, K SMs)"; the kind is the product
+     * name, as XLA reports it. */
+    const char *name = kdev->name;
+    if (!strncmp(name, "cuda:", 5) && strchr(name, ' ')) name = strchr(name, ' ') + 1;
+    snprintf(x->kind_buf, sizeof(x->kind_buf), "%s", name);
+    char *paren = strstr(x->kind_buf, " (sm_");
+    if (paren) *paren = 0;
     dev->desc.attributes[0] = attr_str("compute_capability", x->compute_capability);
     dev->desc.attributes[1] = attr_int("core_count", cd->sm_count);
     dev->desc.attributes[2] = attr_int("sm_count", cd->sm_count);

@@ -149,8 +149,8 @@ static PJRT_Error *Event_Destroy(PJRT_Event_Destroy_Args *args) {
   PJRT_Event *e = args->event;
   if (!e) return NULL;
   pthread_mutex_lock(&e->mu);
-  if (!e->ready) {
-    e->destroyed = true; /* the completer frees it */
+  if (!e->ready && !e->user_created) {
+    e->destroyed = true; /* kiln's completer frees it */
     pthread_mutex_unlock(&e->mu);
     return NULL;
   }

@@ -26,7 +26,8 @@
  * is not given). */
 typedef struct kiln_pjrt_client_options {
   char platform[16];        /* "cpu", "cuda" or "auto" (default: $KILN_PLATFORM, else auto) */
-  int32_t num_host_devices; /* "num_devices"/"num_host_devices"; default $KILN_HOST_DEVICES or 1 */
+  int32_t num_host_devices; /* "num_devices" (or "num_host_devices", "cpu_device_count");
+                               default $KILN_HOST_DEVICES or 1 */
   char *cache_dir;          /* "cache_dir"; default $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln,
                                else ~/.cache/kiln; "" disables the disk cache */
   char *dump_dir;           /* "dump_dir"; default $KILN_DUMP_TO */
@@ -106,7 +107,9 @@ struct PJRT_Client {
   PJRT_Memory **memories;      /* every device's memories */
   kiln_device_t **kdevices;    /* runtime devices, owned */
   int32_t num_kdevices;
-  kiln_pjrt_compile_cache_t *compile_cache; /* pjrt_executable.h; created by Create */
+  kiln_pjrt_compile_cache_t *compile_cache; /* pjrt_executable.h; created by Create,
+                                               destroyed with the last reference (below),
+                                               before the runtime devices */
   /* Key-value store callbacks of PJRT_Client_Create, kept for multi-process use. */
   void *kv_get, *kv_get_user_arg, *kv_put, *kv_put_user_arg, *kv_try_get, *kv_try_get_user_arg;
   /* References: PJRT_Client_Destroy drops the caller's; every storage (device memory of a
@@ -139,7 +142,8 @@ void kiln_pjrt_device_stream_release(PJRT_Device *dev, kiln_stream_t *s);
  * Lifetime: the caller owns an event it was handed and frees it with PJRT_Event_Destroy.
  * kiln may complete an event AFTER the caller destroyed it (Destroy of an event not yet
  * ready only marks it; kiln_pjrt_event_complete frees it then), so work that completes late
- * needs no reference of its own. An event nobody completes and the caller destroyed leaks. */
+ * needs no reference of its own. (An event of PJRT_Event_Create is freed by Destroy at once:
+ * only its caller sets it.) */
 struct PJRT_Event {
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -206,7 +210,8 @@ kiln_status kiln_pjrt_buffer_create(PJRT_Device *dev, kiln_device_buffer_t *stor
                                     PJRT_Buffer_Type type, const int64_t *dims, int32_t rank,
                                     PJRT_Buffer **out);
 /* Holds `b`'s memory for reading by an execute or a copy: FAILED_PRECONDITION if it was
- * deleted or donated. Every successful acquire is paired with a release. While held,
+ * deleted or donated. *ptr: its device address; *size: the bytes of its data (the shape's
+ * dense size). Every successful acquire is paired with a release. While held,
  * Delete/Destroy of `b` wait. */
 kiln_status kiln_pjrt_buffer_acquire(PJRT_Buffer *b, kiln_devptr_t *ptr, uint64_t *size);
 void kiln_pjrt_buffer_release(PJRT_Buffer *b);

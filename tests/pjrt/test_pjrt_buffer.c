@@ -527,15 +527,18 @@ static void test_targets_and_copies(void **state) {
                                  .buffer = cm.dst_buffer};
   PJRT_CHECK(api, api->PJRT_Buffer_IsOnCpu(&oc));
   assert_true(oc.is_on_cpu);
-  /* Errors. */
+  /* Errors (they clear dst_buffer). */
+  PJRT_Buffer *copied = cd.dst_buffer, *moved = cm.dst_buffer;
   cd.dst_device = NULL;
   PJRT_EXPECT_ERROR(api, api->PJRT_Buffer_CopyToDevice(&cd), PJRT_Error_Code_INVALID_ARGUMENT,
                     "dst_device");
   cm.dst_memory = NULL;
   PJRT_EXPECT_ERROR(api, api->PJRT_Buffer_CopyToMemory(&cm), PJRT_Error_Code_INVALID_ARGUMENT,
                     "dst_memory");
-  buffer_destroy(cm.dst_buffer);
-  buffer_destroy(cd.dst_buffer);
+  assert_null(cd.dst_buffer);
+  assert_null(cm.dst_buffer);
+  buffer_destroy(moved);
+  buffer_destroy(copied);
   buffer_destroy(b0);
   buffer_destroy(pinned);
 }

@@ -116,6 +116,14 @@ static void test_client_create_options(void **state) {
   PJRT_CHECK(api, api->PJRT_Client_Devices(&d));
   assert_int_equal(d.num_devices, 2);
   pjrt_test_client_destroy(api, c);
+  /* XLA's CPU plugin's name for it. */
+  PJRT_NamedValue xla[] = {pjrt_test_opt_string("platform", "cpu"),
+                           pjrt_test_opt_int("cpu_device_count", 3)};
+  c = pjrt_test_client(api, xla, 2);
+  d.client = c;
+  PJRT_CHECK(api, api->PJRT_Client_Devices(&d));
+  assert_int_equal(d.num_devices, 3);
+  pjrt_test_client_destroy(api, c);
 
   /* Known names with the wrong type. */
   PJRT_NamedValue bad[][1] = {

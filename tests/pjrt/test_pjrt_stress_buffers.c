@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -61,6 +62,19 @@ static void on_ready(PJRT_Error *e, void *arg) {
   (void)arg;
   pjrt_test_take_error(api, e, NULL, 0);
   atomic_fetch_add(&g_callbacks, 1);
+}
+
+static pthread_mutex_t g_event_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_event_cv = PTHREAD_COND_INITIALIZER;
+static int g_event_callbacks;
+
+static void count_event_callback(PJRT_Error *e, void *arg) {
+  (void)arg;
+  pjrt_test_take_error(api, e, NULL, 0);
+  pthread_mutex_lock(&g_event_mu);
+  g_event_callbacks++;
+  pthread_cond_broadcast(&g_event_cv);
+  pthread_mutex_unlock(&g_event_mu);
 }
 
 /* Reads `b` (n int32s) and compares with `want`; *code gets the error code. */
@@ -168,6 +182,27 @@ static void *worker(void *arg) {
     if (code == PJRT_Error_Code_FAILED_PRECONDITION) shared_deleted_seen = true;
     EXPECT(!(shared_deleted_seen && code == PJRT_Error_Code_OK)); /* deletion is final */
   }
+  /* Events: callbacks registered, the event set and destroyed at once (its callbacks still
+   * run, each exactly once, on the callback thread). */
+  for (int it = 0; it < ITERATIONS; it++) {
+    PJRT_Event_Create_Args ec = {.struct_size = PJRT_Event_Create_Args_STRUCT_SIZE};
+    CHECK_OK(api->PJRT_Event_Create(&ec));
+    if (!ec.event) continue;
+    PJRT_Event_OnReady_Args on = {.struct_size = PJRT_Event_OnReady_Args_STRUCT_SIZE,
+                                  .event = ec.event,
+                                  .callback = count_event_callback};
+    CHECK_OK(api->PJRT_Event_OnReady(&on));
+    CHECK_OK(api->PJRT_Event_OnReady(&on));
+    PJRT_Event_Set_Args set = {.struct_size = PJRT_Event_Set_Args_STRUCT_SIZE,
+                               .event = ec.event,
+                               .error_code = it % 2 ? PJRT_Error_Code_OK : PJRT_Error_Code_ABORTED,
+                               .error_message = "x",
+                               .error_message_size = 1};
+    CHECK_OK(api->PJRT_Event_Set(&set));
+    PJRT_Event_Destroy_Args d = {.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE,
+                                 .event = ec.event};
+    CHECK_OK(api->PJRT_Event_Destroy(&d));
+  }
   free(data);
   free(want);
   return NULL;
@@ -210,6 +245,15 @@ static void test_stress_buffers(void **state) {
   for (int t = 0; t < NUM_THREADS; t++) pthread_join(th[t], NULL);
   assert_int_equal(atomic_load(&g_failures), 0);
   assert_true(atomic_load(&g_callbacks) > 0);
+  /* Every event callback runs, and only once. */
+  pthread_mutex_lock(&g_event_mu);
+  while (g_event_callbacks < NUM_THREADS * ITERATIONS * 2)
+    pthread_cond_wait(&g_event_cv, &g_event_mu);
+  pthread_mutex_unlock(&g_event_mu);
+  usleep(20000);
+  pthread_mutex_lock(&g_event_mu);
+  assert_int_equal(g_event_callbacks, NUM_THREADS * ITERATIONS * 2);
+  pthread_mutex_unlock(&g_event_mu);
 
   PJRT_Buffer_Destroy_Args bd = {.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE,
                                  .buffer = g_shared};
