@@ -243,10 +243,10 @@ kiln_status kiln_pjrt_loaded_create(PJRT_Executable *e, PJRT_LoadedExecutable **
 /* ---- lazy lowering ---- */
 
 static int32_t device_index_of(const PJRT_Executable *e, const PJRT_Device *dev) {
-  if (!e->client) return -1;
-  for (int32_t i = 0; i < e->client->num_devices; i++)
-    if (e->client->devices[i] == dev) return i;
-  return -1;
+  if (!e->client || !dev || dev->client != e->client) return -1;
+  if (dev->index < 0 || dev->index >= e->num_devices || e->client->devices[dev->index] != dev)
+    return -1;
+  return dev->index;
 }
 
 /* The code of `e` on device `di`, made on the first call (once, whoever calls at once). */

@@ -42,6 +42,10 @@ kiln_status kiln_hlo_module_from_proto_with_config(const void *bytes, size_t n,
 
 bool kiln_hlo_bytes_are_text(const void *bytes, size_t n) {
   const char *p = bytes, *end = p + n;
-  while (p < end && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')) p++;
+  for (;;) {
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')) p++;
+    if (end - p < 2 || p[0] != '/' || p[1] != '/') break;
+    while (p < end && *p != '\n') p++;
+  }
   return end - p >= 9 && !memcmp(p, "HloModule", 9);
 }
