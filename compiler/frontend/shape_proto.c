@@ -33,79 +33,86 @@ bool kiln_elem_type_from_proto(int64_t primitive_type, kiln_elem_type_t *out) {
   return false;
 }
 
-/* LayoutProto -> "{minor_to_major:T(..)E(n)S(n)}" appended to `out`. */
-static kiln_status print_layout(kiln_pw_reader_t *r, kiln_strbuf_t *out) {
+static kiln_status out_of_memory(void) {
+  return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "out of memory while reading a ShapeProto");
+}
+
+static int64_t *arena_i64(kiln_arena_t *a, const kiln_pw_i64_vec_t *v) {
+  int64_t *d = kiln_arena_alloc(a, sizeof(int64_t) * (v->len ? v->len : 1));
+  if (d && v->len) memcpy(d, v->data, sizeof(int64_t) * v->len);
+  return d;
+}
+
+/* LayoutProto: minor_to_major=1, tiles=6 (TileProto dimensions=1), element_size_in_bits=7,
+ * memory_space=8; the sparse, padding and split fields are not kept. */
+static kiln_status read_layout(kiln_pw_reader_t *r, kiln_arena_t *a, kiln_layout_t *l) {
   kiln_pw_i64_vec_t m2m = {0};
-  kiln_strbuf_t tiles = {0};
-  int64_t element_bits = 0, memory_space = 0;
+  KILN_VEC(kiln_tile_t) tiles = {0};
   kiln_status s = KILN_STATUS_OK;
   while (!s && kiln_pw_more(r)) {
     kiln_pw_field_t f;
     if ((s = kiln_pw_next(r, &f))) break;
-    switch (f.number) {
-      case 1: /* minor_to_major */
-        s = kiln_pw_append_varints(r, &f, &m2m);
-        break;
-      case 6: { /* tiles: TileProto { repeated int64 dimensions = 1; } */
-        kiln_pw_reader_t t;
-        kiln_pw_i64_vec_t dims = {0};
-        if (!(s = kiln_pw_sub(r, &f, "TileProto", &t))) {
-          while (!s && kiln_pw_more(&t)) {
-            kiln_pw_field_t g;
-            if ((s = kiln_pw_next(&t, &g))) break;
-            if (g.number == 1) s = kiln_pw_append_varints(&t, &g, &dims);
-          }
+    if (f.number == 1) {
+      s = kiln_pw_append_varints(r, &f, &m2m);
+    } else if (f.number == 6) {
+      kiln_pw_reader_t t;
+      kiln_pw_i64_vec_t dims = {0};
+      if (!(s = kiln_pw_sub(r, &f, "TileProto", &t))) {
+        while (!s && kiln_pw_more(&t)) {
+          kiln_pw_field_t g;
+          if ((s = kiln_pw_next(&t, &g))) break;
+          if (g.number == 1) s = kiln_pw_append_varints(&t, &g, &dims);
         }
-        if (!s) {
-          kiln_strbuf_append(&tiles, "T(");
-          for (size_t i = 0; i < dims.len; i++) {
-            if (i) kiln_strbuf_append_char(&tiles, ',');
-            if (dims.data[i] < 0)
-              kiln_strbuf_append_char(&tiles, '*');
-            else
-              kiln_strbuf_printf(&tiles, "%" PRId64, dims.data[i]);
-          }
-          kiln_strbuf_append_char(&tiles, ')');
-        }
-        kiln_vec_free(&dims);
-        break;
       }
-      case 7:
-        s = kiln_pw_as_i64(r, &f, &element_bits);
-        break;
-      case 8:
-        s = kiln_pw_as_i64(r, &f, &memory_space);
-        break;
-      default:
-        break; /* sparse, padding and split fields: not kept */
+      if (!s) {
+        kiln_tile_t tile = {.num_dims = (int)dims.len, .dims = arena_i64(a, &dims)};
+        /* XLA's "combine dimension" is INT64_MIN; kiln writes it as -1 ('*'). */
+        for (int i = 0; tile.dims && i < tile.num_dims; i++)
+          if (tile.dims[i] < 0) tile.dims[i] = -1;
+        if (!tile.dims)
+          s = out_of_memory();
+        else
+          kiln_vec_push(&tiles, tile);
+      }
+      kiln_vec_free(&dims);
+    } else if (f.number == 7) {
+      s = kiln_pw_as_i64(r, &f, &l->element_size_bits);
+    } else if (f.number == 8) {
+      s = kiln_pw_as_i64(r, &f, &l->memory_space);
     }
   }
+  if (!s && (m2m.len > INT32_MAX || tiles.len > INT32_MAX))
+    s = kiln_pw_error(r, NULL, "layout too large");
   if (!s) {
-    kiln_strbuf_append_char(out, '{');
-    for (size_t i = 0; i < m2m.len; i++)
-      kiln_strbuf_printf(out, i ? ",%" PRId64 : "%" PRId64, m2m.data[i]);
-    if (tiles.len || element_bits || memory_space) kiln_strbuf_append_char(out, ':');
-    if (tiles.len) kiln_strbuf_append(out, tiles.data);
-    if (element_bits) kiln_strbuf_printf(out, "E(%" PRId64 ")", element_bits);
-    if (memory_space) kiln_strbuf_printf(out, "S(%" PRId64 ")", memory_space);
-    kiln_strbuf_append_char(out, '}');
+    l->rank = (int)m2m.len;
+    l->minor_to_major = arena_i64(a, &m2m);
+    l->num_tiles = (int)tiles.len;
+    l->tiles = kiln_arena_alloc(a, sizeof(kiln_tile_t) * (tiles.len ? tiles.len : 1));
+    if (!l->minor_to_major || !l->tiles)
+      s = out_of_memory();
+    else if (tiles.len)
+      memcpy(l->tiles, tiles.data, sizeof(kiln_tile_t) * tiles.len);
   }
   kiln_vec_free(&m2m);
-  kiln_strbuf_free(&tiles);
+  kiln_vec_free(&tiles);
   return s;
 }
 
-kiln_status kiln_shape_proto_print(kiln_pw_reader_t *r, kiln_strbuf_t *out) {
+/* ShapeProto: element_type=2, dimensions=3, tuple_shapes=4, layout=5,
+ * is_dynamic_dimension=6. */
+kiln_status kiln_shape_from_proto(kiln_pw_reader_t *r, kiln_arena_t *a, kiln_shape_t **out) {
   int64_t element_type = 0;
   kiln_pw_field_t type_field = {0};
   kiln_pw_i64_vec_t dims = {0}, dynamic = {0};
-  kiln_strbuf_t elements = {0}, layout = {0};
-  int num_elements = 0;
+  KILN_VEC(kiln_shape_t *) elements = {0};
+  kiln_layout_t layout = {0};
   bool has_layout = false;
   kiln_status s = KILN_STATUS_OK;
+  *out = NULL;
   while (!s && kiln_pw_more(r)) {
     kiln_pw_field_t f;
     if ((s = kiln_pw_next(r, &f))) break;
+    kiln_pw_reader_t sub;
     switch (f.number) {
       case 2:
         type_field = f;
@@ -114,22 +121,18 @@ kiln_status kiln_shape_proto_print(kiln_pw_reader_t *r, kiln_strbuf_t *out) {
       case 3:
         s = kiln_pw_append_varints(r, &f, &dims);
         break;
-      case 4: { /* tuple_shapes */
-        kiln_pw_reader_t sub;
+      case 4: {
+        kiln_shape_t *e = NULL;
         if ((s = kiln_pw_sub(r, &f, "ShapeProto", &sub))) break;
-        if (num_elements++) kiln_strbuf_append(&elements, ", ");
-        s = kiln_shape_proto_print(&sub, &elements);
+        if (!(s = kiln_shape_from_proto(&sub, a, &e))) kiln_vec_push(&elements, e);
         break;
       }
-      case 5: {
-        kiln_pw_reader_t sub;
+      case 5:
         if ((s = kiln_pw_sub(r, &f, "LayoutProto", &sub))) break;
-        layout.len = 0;
-        if (layout.data) layout.data[0] = '\0';
+        memset(&layout, 0, sizeof layout);
         has_layout = true;
-        s = print_layout(&sub, &layout);
+        s = read_layout(&sub, a, &layout);
         break;
-      }
       case 6:
         s = kiln_pw_append_varints(r, &f, &dynamic);
         break;
@@ -144,30 +147,43 @@ kiln_status kiln_shape_proto_print(kiln_pw_reader_t *r, kiln_strbuf_t *out) {
   if (!s && dynamic.len && dynamic.len != dims.len)
     s = kiln_pw_error(r, NULL, "%zu is_dynamic_dimension entries for %zu dimensions", dynamic.len,
                       dims.len);
+  if (!s && (dims.len > 4096 || elements.len > INT32_MAX))
+    s = kiln_pw_error(r, NULL, "shape of rank %zu is too large", dims.len);
+  kiln_shape_t *shape = NULL;
   if (!s) {
     if (t == KILN_TUPLE) {
-      kiln_strbuf_append_char(out, '(');
-      if (elements.len) kiln_strbuf_append(out, elements.data);
-      kiln_strbuf_append_char(out, ')');
+      shape = kiln_shape_make_tuple(a, (int)elements.len, elements.data);
     } else if (!kiln_elem_type_is_array(t)) {
-      kiln_strbuf_printf(out, "%s[]", kiln_elem_type_name(t));
+      shape = t == KILN_TOKEN ? kiln_shape_make_token(a) : kiln_shape_make_scalar(a, t);
     } else {
-      kiln_strbuf_printf(out, "%s[", kiln_elem_type_name(t));
-      for (size_t i = 0; i < dims.len; i++) {
-        if (i) kiln_strbuf_append_char(out, ',');
-        bool dyn = dynamic.len && dynamic.data[i];
-        if (dyn && dims.data[i] < 0)
-          kiln_strbuf_append_char(out, '?');
-        else
-          kiln_strbuf_printf(out, dyn ? "<=%" PRId64 : "%" PRId64, dims.data[i]);
+      shape = kiln_shape_make_array(a, t, (int)dims.len, dims.data);
+      bool any_dynamic = false;
+      for (size_t i = 0; i < dynamic.len; i++) any_dynamic |= dynamic.data[i] != 0;
+      if (shape && any_dynamic) {
+        shape->dynamic = kiln_arena_alloc(a, sizeof(bool) * dims.len);
+        if (!shape->dynamic) shape = NULL;
+        for (size_t i = 0; shape && i < dims.len; i++) shape->dynamic[i] = dynamic.data[i] != 0;
       }
-      kiln_strbuf_append_char(out, ']');
-      if (has_layout) kiln_strbuf_append(out, layout.data);
+      if (shape && has_layout) {
+        shape->has_layout = true;
+        shape->layout = layout;
+      }
     }
+    if (!shape) s = out_of_memory();
   }
   kiln_vec_free(&dims);
   kiln_vec_free(&dynamic);
-  kiln_strbuf_free(&elements);
-  kiln_strbuf_free(&layout);
+  kiln_vec_free(&elements);
+  if (!s) *out = shape;
+  return s;
+}
+
+kiln_status kiln_shape_proto_print(kiln_pw_reader_t *r, kiln_strbuf_t *out) {
+  kiln_arena_t a;
+  kiln_arena_init(&a);
+  kiln_shape_t *shape = NULL;
+  kiln_status s = kiln_shape_from_proto(r, &a, &shape);
+  if (!s) kiln_shape_print(out, shape, true);
+  kiln_arena_destroy(&a);
   return s;
 }

@@ -22,5 +22,7 @@ bool kiln_elem_type_from_proto(int64_t primitive_type, kiln_elem_type_t *out);
  * Unknown fields are skipped; an unknown element type, a dynamic-dimension list of the
  * wrong length or malformed bytes are INVALID_ARGUMENT naming the field and offset. */
 kiln_status kiln_shape_proto_print(kiln_pw_reader_t *r, kiln_strbuf_t *out);
+/* The same ShapeProto as a shape allocated in `arena`. */
+kiln_status kiln_shape_from_proto(kiln_pw_reader_t *r, kiln_arena_t *arena, kiln_shape_t **out);
 
 #endif /* KILN_COMPILER_FRONTEND_SHAPE_PROTO_H_ */
