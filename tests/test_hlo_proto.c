@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -144,7 +145,15 @@ typedef struct stats {
   int modules, covered, matched, invalid, not_covered, parse_errors;
   kiln_strbuf_t mismatches, uncovered;
   int mismatch_lines, uncovered_lines;
+  double decode_s;
+  size_t bytes;
 } stats_t;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 /* The first differing line of two texts, for the report. */
 static void first_difference(const char *a, const char *b, kiln_strbuf_t *out) {
@@ -194,8 +203,11 @@ static void roundtrip_module(void *ctx, kiln_hlo_module_t **mp, const char *name
   st->covered++;
   kiln_hlo_module_t *d = NULL;
   int64_t replicas = 0, partitions = 0;
+  double t0 = now_s();
   s = with_config ? kiln_hlo_module_from_proto_with_config(bytes, n, &d, &replicas, &partitions)
                   : kiln_hlo_module_from_proto(bytes, n, &d);
+  st->decode_s += now_s() - t0;
+  st->bytes += n;
   kiln_free(bytes);
   if (s) {
     if (st->mismatch_lines++ < 40)
@@ -231,6 +243,9 @@ static void test_corpus_modules_round_trip_through_hlo_module_proto(void **state
       "%d invalid on purpose), %d / %d decoded and printed equal (%.1f%%)\n",
       st.modules, st.covered, st.not_covered, st.invalid, st.matched, st.covered,
       st.covered ? 100.0 * st.matched / st.covered : 0.0);
+  printf("decoding (proto -> text -> parse -> verify): %.1f MB of protos in %.3f s, %.1f MB/s\n",
+         (double)st.bytes / 1e6, st.decode_s,
+         st.decode_s > 0 ? (double)st.bytes / 1e6 / st.decode_s : 0.0);
   if (st.uncovered.len) printf("not covered by the encoder:\n%s", st.uncovered.data);
   if (st.mismatches.len) printf("mismatches:\n%s", st.mismatches.data);
   fflush(stdout);

@@ -23,11 +23,11 @@ typedef KILN_VEC(kiln_pw_field_t) field_vec_t;
 typedef struct iproto {
   kiln_pw_field_t name, opcode, shape, metadata, literal, window, conv, padding, dot, gather,
       scatter, precision, triangular, cholesky, replication, device_list, frontend, accuracy,
-      outfeed_shape, fusion_kind, cmp_dir, cmp_type, target, backend_config, infeed_config,
+      outfeed_shape, ragged, fusion_kind, cmp_dir, cmp_type, target, backend_config, infeed_config,
       outfeed_config, exec_thread;
   bool has_name, has_opcode, has_shape, has_metadata, has_literal, has_window, has_conv,
       has_padding, has_dot, has_gather, has_scatter, has_precision, has_triangular, has_cholesky,
-      has_replication, has_device_list, has_frontend, has_accuracy, has_outfeed_shape,
+      has_replication, has_device_list, has_frontend, has_accuracy, has_outfeed_shape, has_ragged,
       has_fusion_kind, has_cmp_dir, has_cmp_type, has_target, has_backend_config, has_infeed_config,
       has_outfeed_config, has_exec_thread, has_fft_type, has_distribution, has_rng_algorithm;
   int64_t parameter_number, tuple_index, exponent_bits, mantissa_bits, distribution, feature_index,
@@ -268,6 +268,9 @@ static kiln_status gather(kiln_pw_reader_t *r, iproto_t *p) {
         break;
       case 89:
         s = kiln_pw_as_bool(r, &f, &p->is_composite);
+        break;
+      case 90:
+        KEEP(ragged);
         break;
       case 91:
         KEEP(accuracy);
@@ -567,6 +570,30 @@ static kiln_status append_dnums(kiln_pw_reader_t *r, const kiln_pw_field_t *f, i
     kiln_strbuf_printf(b, ", index_vector_dim=%" PRId64, m.scalars[4]);
   }
   small_free(&m);
+  return s;
+}
+
+/* RaggedDotDimensionNumbers: dot_dimension_numbers=1, lhs_ragged_dimensions=2,
+ * rhs_group_dimensions=3. */
+static kiln_status append_ragged(kiln_pw_reader_t *r, const kiln_pw_field_t *f, kiln_strbuf_t *b) {
+  kiln_pw_reader_t sub;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_pw_sub(r, f, "RaggedDotDimensionNumbers", &sub));
+  kiln_pw_i64_vec_t lhs_ragged = {0}, rhs_group = {0};
+  kiln_status s = KILN_STATUS_OK;
+  while (!s && kiln_pw_more(&sub)) {
+    kiln_pw_field_t g;
+    if ((s = kiln_pw_next(&sub, &g))) break;
+    if (g.number == 1)
+      s = append_dnums(&sub, &g, 0, b);
+    else if (g.number == 2)
+      s = kiln_pw_append_varints(&sub, &g, &lhs_ragged);
+    else if (g.number == 3)
+      s = kiln_pw_append_varints(&sub, &g, &rhs_group);
+  }
+  if (!s && lhs_ragged.len) attr_list(b, "lhs_ragged_dims", &lhs_ragged);
+  if (!s && rhs_group.len) attr_list(b, "rhs_group_dims", &rhs_group);
+  kiln_vec_free(&lhs_ragged);
+  kiln_vec_free(&rhs_group);
   return s;
 }
 
@@ -1219,6 +1246,7 @@ static kiln_status instruction_text(kiln_pw_reader_t *r, iproto_t *p,
   if (p->batch_group_count)
     kiln_strbuf_printf(b, ", batch_group_count=%" PRId64, p->batch_group_count);
   if (p->has_dot) KILN_RETURN_IF_ERROR_PLAIN(append_dnums(r, &p->dot, 0, b));
+  if (p->has_ragged) KILN_RETURN_IF_ERROR_PLAIN(append_ragged(r, &p->ragged, b));
   if (p->has_precision) KILN_RETURN_IF_ERROR_PLAIN(append_precision(r, &p->precision, b));
   if (p->has_gather) KILN_RETURN_IF_ERROR_PLAIN(append_dnums(r, &p->gather, 1, b));
   if (p->has_gather || p->slice_sizes.len) attr_list(b, "slice_sizes", &p->slice_sizes);

@@ -507,8 +507,10 @@ static void raw_attr(enc_t *e, const kiln_hlo_instruction_t *in, const kiln_raw_
     if (!strcmp(*d, k)) return;
   cur_t c = {v, false};
   kiln_strbuf_t s = {0};
-  if (!strcmp(k, "algorithm")) {
-    /* the dot algorithm: written with precision_config */
+  if (!strcmp(k, "algorithm") ||
+      (in->opcode == KILN_OP_RAGGED_DOT &&
+       (!strcmp(k, "lhs_ragged_dims") || !strcmp(k, "rhs_group_dims")))) {
+    /* written with precision_config / ragged_dot_dimension_numbers */
   } else if (!strcmp(k, "is_stable")) {
     kiln_pb_bool(b, 60, is_true(v));
   } else if (!strcmp(k, "cross_program_prefetch_index")) {
@@ -800,7 +802,27 @@ static void instruction_proto(enc_t *e, const kiln_hlo_instruction_t *in, kiln_p
     list_field(e, &db, 2, &in->dot_dnums.rhs_contracting);
     list_field(e, &db, 3, &in->dot_dnums.lhs_batch);
     list_field(e, &db, 4, &in->dot_dnums.rhs_batch);
-    kiln_pb_message(b, 30, &db);
+    if (in->opcode == KILN_OP_RAGGED_DOT) {
+      /* RaggedDotDimensionNumbers {dot_dimension_numbers=1, lhs_ragged_dimensions=2,
+       * rhs_group_dimensions=3} */
+      kiln_pb_t rb = {0};
+      kiln_pb_message(&rb, 1, &db);
+      static const char *const kKeys[] = {"lhs_ragged_dims", "rhs_group_dims"};
+      for (int k = 0; k < 2; k++) {
+        const char *v = kiln_hlo_instruction_raw_attr(in, kKeys[k]);
+        if (!v) continue;
+        cur_t c = {v, false};
+        i64_vec_t dims = {0};
+        read_list(&c, &dims);
+        if (c.bad) fail(e, KILN_ERR_UNIMPLEMENTED("%s=%s", kKeys[k], v));
+        kiln_pb_repeated(&rb, (uint32_t)(2 + k), dims.data, dims.len, packed);
+        kiln_vec_free(&dims);
+      }
+      kiln_pb_message(b, 90, &rb);
+      kiln_pb_free(&rb);
+    } else {
+      kiln_pb_message(b, 30, &db);
+    }
     kiln_pb_free(&db);
   }
   static const char *const kPrec[] = {"default", "high", "highest"};
