@@ -43,7 +43,7 @@ static const struct {
 static kiln_status broadcast_operand(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t i,
                                      const kiln_mlir_type_t *rt, const char **out) {
   const char *v;
-  KILN_RETURN_IF_ERROR(shc_lookup(c, op->operands[i], &v), "");
+  SHC_TRY(shc_lookup(c, op->operands[i], &v));
   const kiln_mlir_type_t *t = op->operands[i]->type;
   int32_t r = t->kind == KILN_MLIR_TYPE_TENSOR ? t->rank : 0, rr = rt->rank;
   bool same = r == rr;
@@ -57,14 +57,13 @@ static kiln_status broadcast_operand(shc_ctx_t *c, const kiln_mlir_op_t *op, int
   for (int32_t k = 0; k < r; k++) dims[k] = rr - r + k;
   int64_t *bd;
   int32_t nbd;
-  KILN_RETURN_IF_ERROR(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "broadcast_dimensions"),
-                                     "broadcast_dimensions", &bd, &nbd),
-                       "");
+  SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "broadcast_dimensions"),
+                        "broadcast_dimensions", &bd, &nbd));
   if (nbd == r && r > 0 && r < rr && i == 0) memcpy(dims, bd, sizeof(int64_t) * (size_t)r);
   if (nbd == r && r > 0 && r < rr && i == 1) memcpy(dims, bd, sizeof(int64_t) * (size_t)r);
   /* degenerate (size 1) dimensions that expand: reshape them away first */
   const char *elem;
-  KILN_RETURN_IF_ERROR(shc_elem_text(t->element ? t->element : t, &elem), "");
+  SHC_TRY(shc_elem_text(t->element ? t->element : t, &elem));
   int64_t kept[64];
   int32_t nk = 0;
   kiln_strbuf_t sb = {0};
@@ -93,11 +92,10 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
   if (op->num_results != 1 && strcmp(n, "top_k") != 0)
     return SHC_UNIMPL(op, "CHLO op is not supported");
   const char *sh = NULL, *x = NULL;
-  if (op->num_results == 1)
-    KILN_RETURN_IF_ERROR(shc_type_text(c, op->results[0].type, &sh), "");
+  if (op->num_results == 1) SHC_TRY(shc_type_text(c, op->results[0].type, &sh));
   for (size_t i = 0; i < sizeof kUnary / sizeof kUnary[0]; i++) {
     if (strcmp(n, kUnary[i].chlo) != 0) continue;
-    KILN_RETURN_IF_ERROR(shc_lookup(c, op->operands[0], &x), "");
+    SHC_TRY(shc_lookup(c, op->operands[0], &x));
     shc_bind(c, &op->results[0], shc_emit(c, sh, "%s(%s)", kUnary[i].hlo, x));
     return NULL;
   }
@@ -106,8 +104,8 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
     const kiln_mlir_type_t *rt = op->results[0].type;
     if (rt->kind != KILN_MLIR_TYPE_TENSOR) return SHC_UNIMPL(op, "non-tensor result");
     const char *a, *b;
-    KILN_RETURN_IF_ERROR(broadcast_operand(c, op, 0, rt, &a), "");
-    KILN_RETURN_IF_ERROR(broadcast_operand(c, op, 1, rt, &b), "");
+    SHC_TRY(broadcast_operand(c, op, 0, rt, &a));
+    SHC_TRY(broadcast_operand(c, op, 1, rt, &b));
     if (!strcmp(kBinary[i].hlo, "compare")) {
       const char *dir = shc_attr_enum(kiln_mlir_op_attr(op, "comparison_direction"));
       const char *ty = shc_attr_enum(kiln_mlir_op_attr(op, "compare_type"));
@@ -126,27 +124,27 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
   const kiln_mlir_type_t *rt = op->num_results == 1 ? op->results[0].type : NULL;
   int32_t rank = rt && rt->kind == KILN_MLIR_TYPE_TENSOR ? rt->rank : 0;
   if (!strcmp(n, "atan")) {
-    KILN_RETURN_IF_ERROR(shc_lookup(c, op->operands[0], &x), "");
+    SHC_TRY(shc_lookup(c, op->operands[0], &x));
     const char *one;
-    KILN_RETURN_IF_ERROR(shc_scalar_const(c, shc_elem_type(rt), 1.0, &one), "");
+    SHC_TRY(shc_scalar_const(c, shc_elem_type(rt), 1.0, &one));
     one = shc_broadcast_scalar(c, one, sh, rank);
     shc_bind(c, &op->results[0], shc_emit(c, sh, "atan2(%s, %s)", x, one));
     return NULL;
   }
   if (!strcmp(n, "square")) {
-    KILN_RETURN_IF_ERROR(shc_lookup(c, op->operands[0], &x), "");
+    SHC_TRY(shc_lookup(c, op->operands[0], &x));
     shc_bind(c, &op->results[0], shc_emit(c, sh, "multiply(%s, %s)", x, x));
     return NULL;
   }
   if (!strcmp(n, "conj")) {
-    KILN_RETURN_IF_ERROR(shc_lookup(c, op->operands[0], &x), "");
+    SHC_TRY(shc_lookup(c, op->operands[0], &x));
     const kiln_mlir_type_t *e = shc_elem_type(rt);
     if (!shc_is_complex(e)) {
       shc_bind(c, &op->results[0], x);
       return NULL;
     }
     const char *pe;
-    KILN_RETURN_IF_ERROR(shc_elem_text(e->element, &pe), "");
+    SHC_TRY(shc_elem_text(e->element, &pe));
     kiln_strbuf_t b = {0};
     kiln_strbuf_printf(&b, "%s[", pe);
     for (int32_t k = 0; k < rank; k++) kiln_strbuf_printf(&b, "%s%" PRId64, k ? "," : "", rt->dims[k]);
@@ -160,12 +158,12 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
     return NULL;
   }
   if (!strcmp(n, "is_inf") || !strcmp(n, "is_pos_inf") || !strcmp(n, "is_neg_inf")) {
-    KILN_RETURN_IF_ERROR(shc_lookup(c, op->operands[0], &x), "");
+    SHC_TRY(shc_lookup(c, op->operands[0], &x));
     const kiln_mlir_type_t *e = shc_elem_type(op->operands[0]->type);
     const char *esh;
-    KILN_RETURN_IF_ERROR(shc_type_text(c, op->operands[0]->type, &esh), "");
+    SHC_TRY(shc_type_text(c, op->operands[0]->type, &esh));
     const char *inf;
-    KILN_RETURN_IF_ERROR(shc_scalar_const(c, e, 1.0 / 0.0, &inf), "");
+    SHC_TRY(shc_scalar_const(c, e, 1.0 / 0.0, &inf));
     inf = shc_broadcast_scalar(c, inf, esh, rank);
     if (!strcmp(n, "is_inf")) {
       const char *a = shc_emit(c, esh, "abs(%s)", x);
@@ -183,15 +181,15 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
     if (!v) return SHC_INVALID(op, "no value");
     double d = v->kind == KILN_MLIR_ATTR_FLOAT ? v->f : (double)shc_attr_int(v, 0);
     const char *s;
-    KILN_RETURN_IF_ERROR(shc_scalar_const(c, shc_elem_type(rt), d, &s), "");
+    SHC_TRY(shc_scalar_const(c, shc_elem_type(rt), d, &s));
     shc_bind(c, &op->results[0], shc_broadcast_scalar(c, s, sh, rank));
     return NULL;
   }
   if (!strcmp(n, "top_k")) {
     if (op->num_results != 2) return SHC_INVALID(op, "expected 2 results");
-    KILN_RETURN_IF_ERROR(shc_lookup(c, op->operands[0], &x), "");
+    SHC_TRY(shc_lookup(c, op->operands[0], &x));
     const char *tsh;
-    KILN_RETURN_IF_ERROR(shc_results_tuple_shape(c, op, &tsh), "");
+    SHC_TRY(shc_results_tuple_shape(c, op, &tsh));
     return shc_bind_tuple_results(
         c, op,
         shc_emit(c, tsh, "topk(%s), k=%" PRId64 ", largest=true", x,

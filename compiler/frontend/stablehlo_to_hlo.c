@@ -6,6 +6,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compiler/frontend/mlir_bytecode.h"
@@ -42,8 +43,29 @@ bool shc_is_pred(const kiln_mlir_type_t *e) {
   return e && e->kind == KILN_MLIR_TYPE_INTEGER && e->width == 1;
 }
 
+/* A short description of a type for messages. */
 static void type_name(kiln_strbuf_t *b, const kiln_mlir_type_t *t) {
-  kiln_mlir_type_print(b, t);
+  switch (t->kind) {
+    case KILN_MLIR_TYPE_INTEGER:
+      kiln_strbuf_printf(b, "%si%d",
+                         t->signedness == KILN_MLIR_UNSIGNED ? "u"
+                         : t->signedness == KILN_MLIR_SIGNED ? "s"
+                                                             : "",
+                         (int)t->width);
+      return;
+    case KILN_MLIR_TYPE_FLOAT:
+      kiln_strbuf_append(b, kiln_elem_type_name(t->elem));
+      return;
+    case KILN_MLIR_TYPE_COMPLEX:
+      kiln_strbuf_append(b, "complex<...>");
+      return;
+    case KILN_MLIR_TYPE_OTHER:
+      kiln_strbuf_append(b, t->text ? t->text : "?");
+      return;
+    default:
+      kiln_strbuf_printf(b, "<type kind %d>", (int)t->kind);
+      return;
+  }
 }
 
 kiln_status shc_elem_text(const kiln_mlir_type_t *t, const char **out) {
@@ -382,7 +404,7 @@ kiln_status shc_convert_block(shc_ctx_t *c, const kiln_mlir_block_t *block, cons
                              op->name, (int)j);
       return NULL;
     }
-    KILN_RETURN_IF_ERROR(shc_convert_op(c, op), "");
+    SHC_TRY(shc_convert_op(c, op));
   }
   return NULL;
 }
@@ -665,10 +687,10 @@ static kiln_status convert_while(shc_ctx_t *c, const kiln_mlir_op_t *op) {
 /* if / case: each branch a computation of one tuple parameter holding its captures. */
 static kiln_status convert_branches(shc_ctx_t *c, const kiln_mlir_op_t *op, bool is_if) {
   const char *rshape;
-  KILN_RETURN_IF_ERROR(shc_results_tuple_shape(c, op, &rshape), "");
+  SHC_TRY(shc_results_tuple_shape(c, op, &rshape));
   if (op->num_regions < 1) return SHC_INVALID(op, "no branches");
   const char *pred;
-  KILN_RETURN_IF_ERROR(shc_lookup(c, op->operands[0], &pred), "");
+  SHC_TRY(shc_lookup(c, op->operands[0], &pred));
   kiln_strbuf_t args = {0}, comps = {0};
   kiln_status st = NULL;
   if (++c->depth > SHC_MAX_DEPTH) return SHC_INVALID(op, "nested too deeply");
@@ -829,8 +851,8 @@ static kiln_status convert_check(shc_ctx_t *c, const kiln_mlir_op_t *op, const c
     if (op->num_operands < nvals) return SHC_INVALID(op, "expected %d operands", (int)nvals);
     for (int32_t i = 0; i < nvals; i++) {
       const char *n, *sh;
-      KILN_RETURN_IF_ERROR(shc_lookup(c, op->operands[i], &n), "");
-      KILN_RETURN_IF_ERROR(shc_type_text(c, op->operands[i]->type, &sh), "");
+      SHC_TRY(shc_lookup(c, op->operands[i], &n));
+      SHC_TRY(shc_type_text(c, op->operands[i]->type, &sh));
       int32_t idx = add_output(c, n, sh);
       if (i == 0)
         k.got = idx;
@@ -858,13 +880,13 @@ kiln_status shc_convert_op(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   const char *kind;
   if (is_check_op(op, &kind)) return convert_check(c, op, kind);
   bool handled = false;
-  KILN_RETURN_IF_ERROR(shc_convert_simple_op(c, op, &handled), "");
+  SHC_TRY(shc_convert_simple_op(c, op, &handled));
   if (handled) return NULL;
-  KILN_RETURN_IF_ERROR(shc_convert_control_op(c, op, &handled), "");
+  SHC_TRY(shc_convert_control_op(c, op, &handled));
   if (handled) return NULL;
-  KILN_RETURN_IF_ERROR(shc_convert_complex_op(c, op, &handled), "");
+  SHC_TRY(shc_convert_complex_op(c, op, &handled));
   if (handled) return NULL;
-  KILN_RETURN_IF_ERROR(shc_convert_chlo_op(c, op, &handled), "");
+  SHC_TRY(shc_convert_chlo_op(c, op, &handled));
   if (handled) return NULL;
   return SHC_UNIMPL(op, "op is not supported");
 }

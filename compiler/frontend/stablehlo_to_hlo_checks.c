@@ -75,7 +75,7 @@ bool kiln_stablehlo_check_eval(const kiln_stablehlo_check_t *k, const kiln_liter
     bool ok;
     double err = 0;
     if (cplx) {
-      double wr, wi, gr, gi, e1, e2;
+      double wr, wi, gr, gi, e1 = 0, e2 = 0;
       kiln_literal_get_c128(want, i, &wr, &wi);
       kiln_literal_get_c128(got, i, &gr, &gi);
       ok = close_part(wr, gr, elem_bits(want, i, 0, part_bytes), elem_bits(got, i, 0, part_bytes),

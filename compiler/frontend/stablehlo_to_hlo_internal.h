@@ -46,6 +46,11 @@ typedef struct shc_ctx {
 /* An error naming the op and where it is. */
 kiln_status shc_op_error(const kiln_mlir_op_t *op, kiln_status_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+#define SHC_TRY(expr)            \
+  do {                           \
+    kiln_status shc__s = (expr); \
+    if (shc__s) return shc__s;   \
+  } while (0)
 #define SHC_UNIMPL(op, ...) shc_op_error((op), KILN_UNIMPLEMENTED, __VA_ARGS__)
 #define SHC_INVALID(op, ...) shc_op_error((op), KILN_INVALID_ARGUMENT, __VA_ARGS__)
 

@@ -79,7 +79,7 @@ static kiln_status convert_constant(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   if (!v || v->kind != KILN_MLIR_ATTR_DENSE_ELEMENTS || !v->literal)
     return SHC_UNIMPL(op, "constant value is not a dense elements attribute");
   const char *sh;
-  KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
+  SHC_TRY(result_shape(c, op, &sh));
   kiln_strbuf_t b = {0};
   kiln_literal_print(&b, v->literal);
   shc_bind(c, &op->results[0], shc_emit(c, sh, "constant(%s)", kiln_strbuf_cstr(&b)));
@@ -129,7 +129,7 @@ static kiln_status window_text(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t r
 static kiln_status opt_ints(shc_ctx_t *c, const kiln_mlir_op_t *op, const char *name, int32_t n,
                             int64_t **out) {
   int32_t got;
-  KILN_RETURN_IF_ERROR(shc_attr_ints(c, op, kiln_mlir_op_attr(op, name), name, out, &got), "");
+  SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, name), name, out, &got));
   if (got == 0) *out = NULL;
   else if (got != n)
     return SHC_INVALID(op, "%s has %d elements, expected %d", name, (int)got, (int)n);
@@ -141,12 +141,12 @@ kiln_status shc_window_attrs(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t ran
 kiln_status shc_window_attrs(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t rank,
                              const char *dims_name, const char **out) {
   int64_t *size, *stride, *pad, *ld, *rd;
-  KILN_RETURN_IF_ERROR(opt_ints(c, op, dims_name, rank, &size), "");
+  SHC_TRY(opt_ints(c, op, dims_name, rank, &size));
   if (!size) return SHC_INVALID(op, "no %s", dims_name);
-  KILN_RETURN_IF_ERROR(opt_ints(c, op, "window_strides", rank, &stride), "");
-  KILN_RETURN_IF_ERROR(opt_ints(c, op, "padding", 2 * rank, &pad), "");
-  KILN_RETURN_IF_ERROR(opt_ints(c, op, "base_dilations", rank, &ld), "");
-  KILN_RETURN_IF_ERROR(opt_ints(c, op, "window_dilations", rank, &rd), "");
+  SHC_TRY(opt_ints(c, op, "window_strides", rank, &stride));
+  SHC_TRY(opt_ints(c, op, "padding", 2 * rank, &pad));
+  SHC_TRY(opt_ints(c, op, "base_dilations", rank, &ld));
+  SHC_TRY(opt_ints(c, op, "window_dilations", rank, &rd));
   return window_text(c, op, rank, size, stride, pad, ld, rd, NULL, out);
 }
 
@@ -155,11 +155,11 @@ kiln_status shc_conv_window(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t nspa
 kiln_status shc_conv_window(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t nspatial,
                             const int64_t *kernel_sizes, const char **out) {
   int64_t *stride, *pad, *ld, *rd, *rev;
-  KILN_RETURN_IF_ERROR(opt_ints(c, op, "window_strides", nspatial, &stride), "");
-  KILN_RETURN_IF_ERROR(opt_ints(c, op, "padding", 2 * nspatial, &pad), "");
-  KILN_RETURN_IF_ERROR(opt_ints(c, op, "lhs_dilation", nspatial, &ld), "");
-  KILN_RETURN_IF_ERROR(opt_ints(c, op, "rhs_dilation", nspatial, &rd), "");
-  KILN_RETURN_IF_ERROR(opt_ints(c, op, "window_reversal", nspatial, &rev), "");
+  SHC_TRY(opt_ints(c, op, "window_strides", nspatial, &stride));
+  SHC_TRY(opt_ints(c, op, "padding", 2 * nspatial, &pad));
+  SHC_TRY(opt_ints(c, op, "lhs_dilation", nspatial, &ld));
+  SHC_TRY(opt_ints(c, op, "rhs_dilation", nspatial, &rd));
+  SHC_TRY(opt_ints(c, op, "window_reversal", nspatial, &rev));
   return window_text(c, op, nspatial, kernel_sizes, stride, pad, ld, rd, rev, out);
 }
 
@@ -181,16 +181,16 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
   if (!strcmp(n, "constant")) return convert_constant(c, op);
   for (size_t i = 0; i < sizeof kElementwise / sizeof kElementwise[0]; i++) {
     if (strcmp(n, kElementwise[i].mlir) != 0 || !kElementwise[i].hlo) continue;
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
+    SHC_TRY(result_shape(c, op, &sh));
     int32_t nops = op->num_operands;
     if (!strcmp(n, "dynamic_reshape")) nops = 1;
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, nops, &ops), "");
+    SHC_TRY(shc_operand_list(c, op, 0, nops, &ops));
     shc_bind(c, &op->results[0], shc_emit(c, sh, "%s(%s)", kElementwise[i].hlo, ops));
     return NULL;
   }
   if (!strcmp(n, "compare")) {
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 2, &ops), "");
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 2, &ops));
     const char *dir = shc_attr_enum(kiln_mlir_op_attr(op, "comparison_direction"));
     if (!dir) return SHC_INVALID(op, "no comparison_direction");
     shc_bind(c, &op->results[0],
@@ -198,28 +198,27 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     return NULL;
   }
   if (!strcmp(n, "iota") || !strcmp(n, "dynamic_iota")) {
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
+    SHC_TRY(result_shape(c, op, &sh));
     shc_bind(c, &op->results[0],
              shc_emit(c, sh, "iota(), iota_dimension=%" PRId64,
                       shc_attr_int(kiln_mlir_op_attr(op, "iota_dimension"), 0)));
     return NULL;
   }
   if (!strcmp(n, "broadcast_in_dim") || !strcmp(n, "dynamic_broadcast_in_dim")) {
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 1, &ops), "");
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 1, &ops));
     int64_t *d;
     int32_t nd;
-    KILN_RETURN_IF_ERROR(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "broadcast_dimensions"),
-                                       "broadcast_dimensions", &d, &nd),
-                         "");
+    SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "broadcast_dimensions"),
+                          "broadcast_dimensions", &d, &nd));
     shc_bind(c, &op->results[0],
              shc_emit(c, sh, "broadcast(%s), dimensions=%s", ops, shc_ints_text(c, d, nd)));
     return NULL;
   }
   if (!strcmp(n, "broadcast")) {
     /* broadcast_sizes prepended: operand dims map to the trailing result dims */
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 1, &ops), "");
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 1, &ops));
     int32_t r = rank_of(op->results[0].type), ro = rank_of(op->operands[0]->type);
     int64_t d[64];
     if (ro > 64) return SHC_UNIMPL(op, "rank above 64");
@@ -229,24 +228,24 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     return NULL;
   }
   if (!strcmp(n, "transpose") || !strcmp(n, "reverse")) {
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 1, &ops), "");
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 1, &ops));
     const char *an = !strcmp(n, "transpose") ? "permutation" : "dimensions";
     int64_t *d;
     int32_t nd;
-    KILN_RETURN_IF_ERROR(shc_attr_ints(c, op, kiln_mlir_op_attr(op, an), an, &d, &nd), "");
+    SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, an), an, &d, &nd));
     shc_bind(c, &op->results[0],
              shc_emit(c, sh, "%s(%s), dimensions=%s", n, ops, shc_ints_text(c, d, nd)));
     return NULL;
   }
   if (!strcmp(n, "slice")) {
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 1, &ops), "");
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 1, &ops));
     int32_t r = rank_of(op->operands[0]->type);
     int64_t *st, *li, *sd;
-    KILN_RETURN_IF_ERROR(opt_ints(c, op, "start_indices", r, &st), "");
-    KILN_RETURN_IF_ERROR(opt_ints(c, op, "limit_indices", r, &li), "");
-    KILN_RETURN_IF_ERROR(opt_ints(c, op, "strides", r, &sd), "");
+    SHC_TRY(opt_ints(c, op, "start_indices", r, &st));
+    SHC_TRY(opt_ints(c, op, "limit_indices", r, &li));
+    SHC_TRY(opt_ints(c, op, "strides", r, &sd));
     if ((!st || !li) && r > 0) return SHC_INVALID(op, "no start_indices / limit_indices");
     kiln_strbuf_t b = {0};
     for (int32_t i = 0; i < r; i++)
@@ -258,33 +257,31 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     return NULL;
   }
   if (!strcmp(n, "dynamic_slice")) {
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, op->num_operands, &ops), "");
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
     int64_t *d;
     int32_t nd;
-    KILN_RETURN_IF_ERROR(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "slice_sizes"), "slice_sizes",
-                                       &d, &nd),
-                         "");
+    SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "slice_sizes"), "slice_sizes", &d, &nd));
     shc_bind(c, &op->results[0], shc_emit(c, sh, "dynamic-slice(%s), dynamic_slice_sizes=%s", ops,
                                           shc_ints_text(c, d, nd)));
     return NULL;
   }
   if (!strcmp(n, "concatenate")) {
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, op->num_operands, &ops), "");
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
     shc_bind(c, &op->results[0],
              shc_emit(c, sh, "concatenate(%s), dimensions={%" PRId64 "}", ops,
                       shc_attr_int(kiln_mlir_op_attr(op, "dimension"), 0)));
     return NULL;
   }
   if (!strcmp(n, "pad")) {
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 2, &ops), "");
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 2, &ops));
     int32_t r = rank_of(op->operands[0]->type);
     int64_t *lo, *hi, *in;
-    KILN_RETURN_IF_ERROR(opt_ints(c, op, "edge_padding_low", r, &lo), "");
-    KILN_RETURN_IF_ERROR(opt_ints(c, op, "edge_padding_high", r, &hi), "");
-    KILN_RETURN_IF_ERROR(opt_ints(c, op, "interior_padding", r, &in), "");
+    SHC_TRY(opt_ints(c, op, "edge_padding_low", r, &lo));
+    SHC_TRY(opt_ints(c, op, "edge_padding_high", r, &hi));
+    SHC_TRY(opt_ints(c, op, "interior_padding", r, &in));
     kiln_strbuf_t b = {0};
     for (int32_t i = 0; i < r; i++)
       kiln_strbuf_printf(&b, "%s%" PRId64 "_%" PRId64 "_%" PRId64, i ? "x" : "", lo ? lo[i] : 0,
@@ -295,16 +292,16 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     return NULL;
   }
   if (!strcmp(n, "get_tuple_element")) {
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 1, &ops), "");
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 1, &ops));
     shc_bind(c, &op->results[0],
              shc_emit(c, sh, "get-tuple-element(%s), index=%" PRId64, ops,
                       shc_attr_int(kiln_mlir_op_attr(op, "index"), 0)));
     return NULL;
   }
   if (!strcmp(n, "reduce_precision")) {
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 1, &ops), "");
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 1, &ops));
     shc_bind(c, &op->results[0],
              shc_emit(c, sh, "reduce-precision(%s), exponent_bits=%" PRId64 ", mantissa_bits=%" PRId64,
                       ops, shc_attr_int(kiln_mlir_op_attr(op, "exponent_bits"), 8),
@@ -312,8 +309,8 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     return NULL;
   }
   if (!strcmp(n, "get_dimension_size")) {
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 1, &ops), "");
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 1, &ops));
     shc_bind(c, &op->results[0],
              shc_emit(c, sh, "get-dimension-size(%s), dimensions={%" PRId64 "}", ops,
                       shc_attr_int(kiln_mlir_op_attr(op, "dimension"), 0)));
@@ -321,22 +318,22 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
   }
   if (!strcmp(n, "optimization_barrier")) {
     const char *tsh;
-    KILN_RETURN_IF_ERROR(shc_results_tuple_shape(c, op, &tsh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, op->num_operands, &ops), "");
+    SHC_TRY(shc_results_tuple_shape(c, op, &tsh));
+    SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
     const char *t = shc_emit(c, tsh, "tuple(%s)", ops);
     return shc_bind_tuple_results(c, op, shc_emit(c, tsh, "opt-barrier(%s)", t));
   }
   if (!strcmp(n, "cholesky")) {
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 1, &ops), "");
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 1, &ops));
     shc_bind(c, &op->results[0],
              shc_emit(c, sh, "cholesky(%s), lower=%s", ops,
                       shc_attr_int(kiln_mlir_op_attr(op, "lower"), 0) ? "true" : "false"));
     return NULL;
   }
   if (!strcmp(n, "triangular_solve")) {
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 2, &ops), "");
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 2, &ops));
     const char *ta = shc_attr_enum(kiln_mlir_op_attr(op, "transpose_a"));
     shc_bind(c, &op->results[0],
              shc_emit(c, sh,
@@ -349,21 +346,19 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     return NULL;
   }
   if (!strcmp(n, "fft")) {
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 1, &ops), "");
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 1, &ops));
     int64_t *d;
     int32_t nd;
-    KILN_RETURN_IF_ERROR(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "fft_length"), "fft_length",
-                                       &d, &nd),
-                         "");
+    SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "fft_length"), "fft_length", &d, &nd));
     const char *t = shc_attr_enum(kiln_mlir_op_attr(op, "fft_type"));
     shc_bind(c, &op->results[0], shc_emit(c, sh, "fft(%s), fft_type=%s, fft_length=%s", ops,
                                           t ? t : "FFT", shc_ints_text(c, d, nd)));
     return NULL;
   }
   if (!strcmp(n, "dot")) {
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 2, &ops), "");
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 2, &ops));
     int32_t rl = rank_of(op->operands[0]->type);
     shc_bind(c, &op->results[0],
              shc_emit(c, sh, "dot(%s), lhs_contracting_dims={%d}, rhs_contracting_dims={0}", ops,
@@ -371,8 +366,8 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     return NULL;
   }
   if (!strcmp(n, "dot_general")) {
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 2, &ops), "");
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 2, &ops));
     const kiln_mlir_attr_t *dn = kiln_mlir_op_attr(op, "dot_dimension_numbers");
     if (!dn) return SHC_INVALID(op, "no dot_dimension_numbers");
     static const char *const f[4] = {"lhs_batching_dimensions", "rhs_batching_dimensions",
@@ -381,7 +376,7 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     for (int k = 0; k < 4; k++) {
       int64_t *d;
       int32_t nd;
-      KILN_RETURN_IF_ERROR(shc_attr_ints(c, op, kiln_mlir_attr_field(dn, f[k]), f[k], &d, &nd), "");
+      SHC_TRY(shc_attr_ints(c, op, kiln_mlir_attr_field(dn, f[k]), f[k], &d, &nd));
       t[k] = shc_ints_text(c, d, nd);
     }
     shc_bind(c, &op->results[0],
@@ -393,8 +388,8 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
   }
   if (!strcmp(n, "rng_bit_generator")) {
     const char *tsh;
-    KILN_RETURN_IF_ERROR(shc_results_tuple_shape(c, op, &tsh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 1, &ops), "");
+    SHC_TRY(shc_results_tuple_shape(c, op, &tsh));
+    SHC_TRY(shc_operand_list(c, op, 0, 1, &ops));
     const char *alg = shc_attr_enum(kiln_mlir_op_attr(op, "rng_algorithm"));
     const char *a = "rng_default";
     if (alg && !strcmp(alg, "THREE_FRY")) a = "rng_three_fry";
@@ -403,8 +398,8 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
                                   shc_emit(c, tsh, "rng-bit-generator(%s), algorithm=%s", ops, a));
   }
   if (!strcmp(n, "rng")) {
-    KILN_RETURN_IF_ERROR(result_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 2, &ops), "");
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 2, &ops));
     const char *d = shc_attr_enum(kiln_mlir_op_attr(op, "rng_distribution"));
     shc_bind(c, &op->results[0],
              shc_emit(c, sh, "rng(%s), distribution=%s", ops,

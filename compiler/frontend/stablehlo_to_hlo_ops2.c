@@ -1,6 +1,7 @@
 /* StableHLO -> HLO: ops with regions or dimension numbers (reduce, reduce_window,
  * select_and_scatter, sort, map, gather, scatter, convolution), custom_call, collectives. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "compiler/frontend/stablehlo_to_hlo_internal.h"
@@ -32,7 +33,7 @@ static kiln_status field_ints(shc_ctx_t *c, const kiln_mlir_op_t *op, const kiln
                               const char *f, const char **text) {
   int64_t *d;
   int32_t n;
-  KILN_RETURN_IF_ERROR(shc_attr_ints(c, op, kiln_mlir_attr_field(s, f), f, &d, &n), "");
+  SHC_TRY(shc_attr_ints(c, op, kiln_mlir_attr_field(s, f), f, &d, &n));
   *text = shc_ints_text(c, d, n);
   return NULL;
 }
@@ -44,13 +45,12 @@ static const char *bool_text(const kiln_mlir_op_t *op, const char *name) {
 static kiln_status convert_reduce(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   if (op->num_regions != 1) return SHC_INVALID(op, "expected a body");
   const char *sh, *ops, *body;
-  KILN_RETURN_IF_ERROR(results_shape(c, op, &sh), "");
-  KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, op->num_operands, &ops), "");
-  KILN_RETURN_IF_ERROR(shc_region_computation(c, op, &op->regions[0], false, &body), "");
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+  SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &body));
   int64_t *d;
   int32_t nd;
-  KILN_RETURN_IF_ERROR(
-      shc_attr_ints(c, op, kiln_mlir_op_attr(op, "dimensions"), "dimensions", &d, &nd), "");
+  SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "dimensions"), "dimensions", &d, &nd));
   return bind_results(c, op,
                       shc_emit(c, sh, "reduce(%s), dimensions=%s, to_apply=%s", ops,
                                shc_ints_text(c, d, nd), body));
@@ -59,23 +59,21 @@ static kiln_status convert_reduce(shc_ctx_t *c, const kiln_mlir_op_t *op) {
 static kiln_status convert_reduce_window(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   if (op->num_regions != 1) return SHC_INVALID(op, "expected a body");
   const char *sh, *ops, *body, *win;
-  KILN_RETURN_IF_ERROR(results_shape(c, op, &sh), "");
-  KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, op->num_operands, &ops), "");
-  KILN_RETURN_IF_ERROR(shc_region_computation(c, op, &op->regions[0], false, &body), "");
-  KILN_RETURN_IF_ERROR(
-      shc_window_attrs(c, op, rank_of(op->operands[0]->type), "window_dimensions", &win), "");
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+  SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &body));
+  SHC_TRY(shc_window_attrs(c, op, rank_of(op->operands[0]->type), "window_dimensions", &win));
   return bind_results(c, op, shc_emit(c, sh, "reduce-window(%s)%s, to_apply=%s", ops, win, body));
 }
 
 static kiln_status convert_select_and_scatter(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   if (op->num_regions != 2) return SHC_INVALID(op, "expected select and scatter regions");
   const char *sh, *ops, *sel, *sct, *win;
-  KILN_RETURN_IF_ERROR(results_shape(c, op, &sh), "");
-  KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 3, &ops), "");
-  KILN_RETURN_IF_ERROR(shc_region_computation(c, op, &op->regions[0], false, &sel), "");
-  KILN_RETURN_IF_ERROR(shc_region_computation(c, op, &op->regions[1], false, &sct), "");
-  KILN_RETURN_IF_ERROR(
-      shc_window_attrs(c, op, rank_of(op->operands[0]->type), "window_dimensions", &win), "");
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, 3, &ops));
+  SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &sel));
+  SHC_TRY(shc_region_computation(c, op, &op->regions[1], false, &sct));
+  SHC_TRY(shc_window_attrs(c, op, rank_of(op->operands[0]->type), "window_dimensions", &win));
   return bind_results(
       c, op, shc_emit(c, sh, "select-and-scatter(%s)%s, select=%s, scatter=%s", ops, win, sel, sct));
 }
@@ -83,9 +81,9 @@ static kiln_status convert_select_and_scatter(shc_ctx_t *c, const kiln_mlir_op_t
 static kiln_status convert_sort(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   if (op->num_regions != 1) return SHC_INVALID(op, "expected a comparator");
   const char *sh, *ops, *cmp;
-  KILN_RETURN_IF_ERROR(results_shape(c, op, &sh), "");
-  KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, op->num_operands, &ops), "");
-  KILN_RETURN_IF_ERROR(shc_region_computation(c, op, &op->regions[0], false, &cmp), "");
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+  SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &cmp));
   int64_t dim = shc_attr_int(kiln_mlir_op_attr(op, "dimension"), -1);
   if (dim < 0) dim += rank_of(op->operands[0]->type);
   return bind_results(c, op,
@@ -96,29 +94,28 @@ static kiln_status convert_sort(shc_ctx_t *c, const kiln_mlir_op_t *op) {
 static kiln_status convert_map(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   if (op->num_regions != 1) return SHC_INVALID(op, "expected a computation");
   const char *sh, *ops, *fn;
-  KILN_RETURN_IF_ERROR(results_shape(c, op, &sh), "");
-  KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, op->num_operands, &ops), "");
-  KILN_RETURN_IF_ERROR(shc_region_computation(c, op, &op->regions[0], false, &fn), "");
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+  SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &fn));
   int64_t *d;
   int32_t nd;
-  KILN_RETURN_IF_ERROR(
-      shc_attr_ints(c, op, kiln_mlir_op_attr(op, "dimensions"), "dimensions", &d, &nd), "");
+  SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "dimensions"), "dimensions", &d, &nd));
   return bind_results(c, op, shc_emit(c, sh, "map(%s), dimensions=%s, to_apply=%s", ops,
                                       shc_ints_text(c, d, nd), fn));
 }
 
 static kiln_status convert_gather(shc_ctx_t *c, const kiln_mlir_op_t *op, bool dynamic) {
   const char *sh, *ops;
-  KILN_RETURN_IF_ERROR(results_shape(c, op, &sh), "");
-  KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 2, &ops), "");
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, 2, &ops));
   const kiln_mlir_attr_t *dn = kiln_mlir_op_attr(op, "dimension_numbers");
   if (!dn) return SHC_INVALID(op, "no dimension_numbers");
   const char *od, *cs, *ob, *sb, *sim, *ss;
-  KILN_RETURN_IF_ERROR(field_ints(c, op, dn, "offset_dims", &od), "");
-  KILN_RETURN_IF_ERROR(field_ints(c, op, dn, "collapsed_slice_dims", &cs), "");
-  KILN_RETURN_IF_ERROR(field_ints(c, op, dn, "operand_batching_dims", &ob), "");
-  KILN_RETURN_IF_ERROR(field_ints(c, op, dn, "start_indices_batching_dims", &sb), "");
-  KILN_RETURN_IF_ERROR(field_ints(c, op, dn, "start_index_map", &sim), "");
+  SHC_TRY(field_ints(c, op, dn, "offset_dims", &od));
+  SHC_TRY(field_ints(c, op, dn, "collapsed_slice_dims", &cs));
+  SHC_TRY(field_ints(c, op, dn, "operand_batching_dims", &ob));
+  SHC_TRY(field_ints(c, op, dn, "start_indices_batching_dims", &sb));
+  SHC_TRY(field_ints(c, op, dn, "start_index_map", &sim));
   int64_t ivd = shc_attr_int(kiln_mlir_attr_field(dn, "index_vector_dim"), 0);
   int64_t *d;
   int32_t nd;
@@ -129,10 +126,9 @@ static kiln_status convert_gather(shc_ctx_t *c, const kiln_mlir_op_t *op, bool d
                                       ? kiln_mlir_op_attr(v->def, "value")
                                       : NULL;
     if (!val) return SHC_UNIMPL(op, "slice_sizes that are not a constant (dynamic shapes)");
-    KILN_RETURN_IF_ERROR(shc_attr_ints(c, op, val, "slice_sizes", &d, &nd), "");
+    SHC_TRY(shc_attr_ints(c, op, val, "slice_sizes", &d, &nd));
   } else {
-    KILN_RETURN_IF_ERROR(
-        shc_attr_ints(c, op, kiln_mlir_op_attr(op, "slice_sizes"), "slice_sizes", &d, &nd), "");
+    SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "slice_sizes"), "slice_sizes", &d, &nd));
   }
   ss = shc_ints_text(c, d, nd);
   shc_bind(c, &op->results[0],
@@ -147,17 +143,17 @@ static kiln_status convert_gather(shc_ctx_t *c, const kiln_mlir_op_t *op, bool d
 static kiln_status convert_scatter(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   if (op->num_regions != 1) return SHC_INVALID(op, "expected an update computation");
   const char *sh, *ops, *fn;
-  KILN_RETURN_IF_ERROR(results_shape(c, op, &sh), "");
-  KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, op->num_operands, &ops), "");
-  KILN_RETURN_IF_ERROR(shc_region_computation(c, op, &op->regions[0], false, &fn), "");
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+  SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &fn));
   const kiln_mlir_attr_t *dn = kiln_mlir_op_attr(op, "scatter_dimension_numbers");
   if (!dn) return SHC_INVALID(op, "no scatter_dimension_numbers");
   const char *uw, *iw, *ib, *sb, *sd;
-  KILN_RETURN_IF_ERROR(field_ints(c, op, dn, "update_window_dims", &uw), "");
-  KILN_RETURN_IF_ERROR(field_ints(c, op, dn, "inserted_window_dims", &iw), "");
-  KILN_RETURN_IF_ERROR(field_ints(c, op, dn, "input_batching_dims", &ib), "");
-  KILN_RETURN_IF_ERROR(field_ints(c, op, dn, "scatter_indices_batching_dims", &sb), "");
-  KILN_RETURN_IF_ERROR(field_ints(c, op, dn, "scatter_dims_to_operand_dims", &sd), "");
+  SHC_TRY(field_ints(c, op, dn, "update_window_dims", &uw));
+  SHC_TRY(field_ints(c, op, dn, "inserted_window_dims", &iw));
+  SHC_TRY(field_ints(c, op, dn, "input_batching_dims", &ib));
+  SHC_TRY(field_ints(c, op, dn, "scatter_indices_batching_dims", &sb));
+  SHC_TRY(field_ints(c, op, dn, "scatter_dims_to_operand_dims", &sd));
   int64_t ivd = shc_attr_int(kiln_mlir_attr_field(dn, "index_vector_dim"), 0);
   return bind_results(
       c, op,
@@ -229,19 +225,19 @@ static kiln_status conv_labels(shc_ctx_t *c, const kiln_mlir_op_t *op, const kil
 }
 
 static kiln_status convert_convolution(shc_ctx_t *c, const kiln_mlir_op_t *op) {
-  const char *sh, *ops, *labels, *win;
-  KILN_RETURN_IF_ERROR(results_shape(c, op, &sh), "");
-  KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, 2, &ops), "");
+  const char *sh, *ops, *labels = NULL, *win;
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, 2, &ops));
   const kiln_mlir_attr_t *dn = kiln_mlir_op_attr(op, "dimension_numbers");
   if (!dn) return SHC_INVALID(op, "no dimension_numbers");
   int32_t rank = rank_of(op->operands[0]->type);
-  int64_t *ksp;
-  int32_t nsp;
-  KILN_RETURN_IF_ERROR(conv_labels(c, op, dn, rank, &labels, &ksp, &nsp), "");
+  int64_t *ksp = NULL;
+  int32_t nsp = 0;
+  SHC_TRY(conv_labels(c, op, dn, rank, &labels, &ksp, &nsp));
   const kiln_mlir_type_t *kt = op->operands[1]->type;
   int64_t sizes[64];
   for (int32_t i = 0; i < nsp; i++) sizes[i] = kt->dims[ksp[i]];
-  KILN_RETURN_IF_ERROR(shc_conv_window(c, op, nsp, sizes, &win), "");
+  SHC_TRY(shc_conv_window(c, op, nsp, sizes, &win));
   shc_bind(c, &op->results[0],
            shc_emit(c, sh, "convolution(%s)%s, dim_labels=%s, feature_group_count=%" PRId64
                            ", batch_group_count=%" PRId64,
@@ -293,10 +289,10 @@ static kiln_status convert_collective(shc_ctx_t *c, const kiln_mlir_op_t *op, co
   const char *sh, *ops, *rg, *body = NULL;
   *handled = true;
   if (!strcmp(n, "all_reduce") || !strcmp(n, "reduce_scatter")) {
-    KILN_RETURN_IF_ERROR(results_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, op->num_operands, &ops), "");
-    KILN_RETURN_IF_ERROR(replica_groups(c, op, "replica_groups", &rg), "");
-    KILN_RETURN_IF_ERROR(shc_region_computation(c, op, &op->regions[0], false, &body), "");
+    SHC_TRY(results_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+    SHC_TRY(replica_groups(c, op, "replica_groups", &rg));
+    SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &body));
     const char *extra = "";
     if (!strcmp(n, "reduce_scatter"))
       extra = kiln_arena_printf(&c->arena, ", dimensions={%" PRId64 "}",
@@ -311,9 +307,9 @@ static kiln_status convert_collective(shc_ctx_t *c, const kiln_mlir_op_t *op, co
                                  body));
   }
   if (!strcmp(n, "all_gather")) {
-    KILN_RETURN_IF_ERROR(results_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, op->num_operands, &ops), "");
-    KILN_RETURN_IF_ERROR(replica_groups(c, op, "replica_groups", &rg), "");
+    SHC_TRY(results_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+    SHC_TRY(replica_groups(c, op, "replica_groups", &rg));
     return bind_results(c, op,
                         shc_emit(c, sh, "all-gather(%s), dimensions={%" PRId64 "}%s%s%s", ops,
                                  shc_attr_int(kiln_mlir_op_attr(op, "all_gather_dim"), 0), rg,
@@ -327,24 +323,24 @@ static kiln_status convert_collective(shc_ctx_t *c, const kiln_mlir_op_t *op, co
     int64_t cd = shc_attr_int(kiln_mlir_op_attr(op, "concat_dimension"), 0);
     if (sd != cd)
       return SHC_UNIMPL(op, "split_dimension %" PRId64 " != concat_dimension %" PRId64, sd, cd);
-    KILN_RETURN_IF_ERROR(results_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, op->num_operands, &ops), "");
-    KILN_RETURN_IF_ERROR(replica_groups(c, op, "replica_groups", &rg), "");
+    SHC_TRY(results_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+    SHC_TRY(replica_groups(c, op, "replica_groups", &rg));
     return bind_results(c, op,
                         shc_emit(c, sh, "all-to-all(%s), dimensions={%" PRId64 "}%s%s", ops, sd, rg,
                                  channel_text(c, op)));
   }
   if (!strcmp(n, "collective_permute")) {
-    KILN_RETURN_IF_ERROR(results_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, op->num_operands, &ops), "");
-    KILN_RETURN_IF_ERROR(replica_groups(c, op, "source_target_pairs", &rg), "");
+    SHC_TRY(results_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+    SHC_TRY(replica_groups(c, op, "source_target_pairs", &rg));
     return bind_results(c, op,
                         shc_emit(c, sh, "collective-permute(%s)%s%s", ops, rg, channel_text(c, op)));
   }
   if (!strcmp(n, "collective_broadcast")) {
-    KILN_RETURN_IF_ERROR(results_shape(c, op, &sh), "");
-    KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, op->num_operands, &ops), "");
-    KILN_RETURN_IF_ERROR(replica_groups(c, op, "replica_groups", &rg), "");
+    SHC_TRY(results_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+    SHC_TRY(replica_groups(c, op, "replica_groups", &rg));
     return bind_results(c, op, shc_emit(c, sh, "collective-broadcast(%s)%s%s", ops, rg,
                                         channel_text(c, op)));
   }
@@ -371,15 +367,75 @@ static void escape_into(kiln_strbuf_t *b, const char *s, size_t n) {
   kiln_strbuf_append_char(b, '"');
 }
 
+/* MLIR attribute text of a typed-FFI backend_config dictionary's values (what XLA keeps as
+ * the custom call's `backend_config={...}`). */
+static kiln_status dict_value_text(const kiln_mlir_op_t *op, kiln_strbuf_t *b,
+                                   const kiln_mlir_attr_t *a, int depth) {
+  if (depth > 32) return SHC_UNIMPL(op, "backend_config nested too deeply");
+  switch (a->kind) {
+    case KILN_MLIR_ATTR_UNIT:
+      kiln_strbuf_append(b, "unit");
+      return NULL;
+    case KILN_MLIR_ATTR_BOOL:
+      kiln_strbuf_append(b, a->b ? "true" : "false");
+      return NULL;
+    case KILN_MLIR_ATTR_INTEGER:
+      kiln_strbuf_printf(b, "%" PRId64, a->i);
+      if (a->type && a->type->kind == KILN_MLIR_TYPE_INTEGER)
+        kiln_strbuf_printf(b, " : %si%d", a->type->signedness == KILN_MLIR_UNSIGNED ? "u" : "",
+                           (int)a->type->width);
+      return NULL;
+    case KILN_MLIR_ATTR_FLOAT:
+      kiln_strbuf_printf(b, "%.17g", a->f);
+      if (a->type && a->type->kind == KILN_MLIR_TYPE_FLOAT)
+        kiln_strbuf_printf(b, " : %s", kiln_elem_type_name(a->type->elem));
+      return NULL;
+    case KILN_MLIR_ATTR_STRING:
+      escape_into(b, a->str, a->str_len);
+      return NULL;
+    case KILN_MLIR_ATTR_ARRAY:
+      kiln_strbuf_append_char(b, '[');
+      for (int32_t i = 0; i < a->num_elements; i++) {
+        if (i) kiln_strbuf_append(b, ", ");
+        SHC_TRY(dict_value_text(op, b, a->elements[i], depth + 1));
+      }
+      kiln_strbuf_append_char(b, ']');
+      return NULL;
+    case KILN_MLIR_ATTR_DENSE_ARRAY:
+      if (a->type && a->type->kind == KILN_MLIR_TYPE_FLOAT)
+        kiln_strbuf_printf(b, "array<%s", kiln_elem_type_name(a->type->elem));
+      else
+        kiln_strbuf_printf(b, "array<i%d", a->type ? (int)a->type->width : 64);
+      for (int32_t i = 0; i < a->num_elements; i++) {
+        if (a->ints)
+          kiln_strbuf_printf(b, "%s%" PRId64, i ? ", " : ": ", a->ints[i]);
+        else
+          kiln_strbuf_printf(b, "%s%.17g", i ? ", " : ": ", a->floats[i]);
+      }
+      kiln_strbuf_append_char(b, '>');
+      return NULL;
+    case KILN_MLIR_ATTR_DICTIONARY:
+      kiln_strbuf_append_char(b, '{');
+      for (int32_t i = 0; i < a->num_elements; i++) {
+        kiln_strbuf_printf(b, "%s%s = ", i ? ", " : "", a->fields[i].name);
+        SHC_TRY(dict_value_text(op, b, a->fields[i].value, depth + 1));
+      }
+      kiln_strbuf_append_char(b, '}');
+      return NULL;
+    default:
+      return SHC_UNIMPL(op, "a backend_config value of attribute kind %d", (int)a->kind);
+  }
+}
+
 static kiln_status convert_custom_call(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   const kiln_mlir_attr_t *t = kiln_mlir_op_attr(op, "call_target_name");
   if (!t || !t->str) return SHC_INVALID(op, "no call_target_name");
   const char *sh, *ops;
   if (op->num_results == 1)
-    KILN_RETURN_IF_ERROR(shc_type_text(c, op->results[0].type, &sh), "");
+    SHC_TRY(shc_type_text(c, op->results[0].type, &sh));
   else
-    KILN_RETURN_IF_ERROR(shc_results_tuple_shape(c, op, &sh), "");
-  KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, op->num_operands, &ops), "");
+    SHC_TRY(shc_results_tuple_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
   kiln_strbuf_t b = {0};
   kiln_strbuf_printf(&b, "custom-call(%s), custom_call_target=", ops);
   escape_into(&b, t->str, t->str_len ? t->str_len : strlen(t->str));
@@ -399,7 +455,11 @@ static kiln_status convert_custom_call(shc_ctx_t *c, const kiln_mlir_op_t *op) {
     escape_into(&b, bc->str, bc->str_len);
   } else if (bc && bc->kind == KILN_MLIR_ATTR_DICTIONARY) {
     kiln_strbuf_append(&b, ", backend_config=");
-    kiln_mlir_attr_print(&b, bc);
+    kiln_status s = dict_value_text(op, &b, bc, 0);
+    if (s) {
+      kiln_strbuf_free(&b);
+      return s;
+    }
   }
   const kiln_mlir_attr_t *cc = kiln_mlir_op_attr(op, "called_computations");
   if (cc && cc->kind == KILN_MLIR_ATTR_ARRAY && cc->num_elements > 0)
@@ -435,8 +495,8 @@ static kiln_status convert_custom_call(shc_ctx_t *c, const kiln_mlir_op_t *op) {
 
 static kiln_status convert_batch_norm(shc_ctx_t *c, const kiln_mlir_op_t *op, const char *hlo) {
   const char *sh, *ops;
-  KILN_RETURN_IF_ERROR(results_shape(c, op, &sh), "");
-  KILN_RETURN_IF_ERROR(shc_operand_list(c, op, 0, op->num_operands, &ops), "");
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
   const kiln_mlir_attr_t *eps = kiln_mlir_op_attr(op, "epsilon");
   return bind_results(c, op,
                       shc_emit(c, sh, "%s(%s), epsilon=%.9g, feature_index=%" PRId64, hlo, ops,
