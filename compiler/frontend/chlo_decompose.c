@@ -11,9 +11,8 @@
 static const struct {
   const char *chlo, *hlo;
 } kUnary[] = {
-    {"tan", "tan"},     {"erf", "erf"},     {"sinh", "sinh"},   {"cosh", "cosh"},
-    {"asin", "asin"},   {"acos", "acos"},   {"asinh", "asinh"}, {"acosh", "acosh"},
-    {"atanh", "atanh"},
+    {"tan", "tan"},   {"erf", "erf"},     {"sinh", "sinh"},   {"cosh", "cosh"},   {"asin", "asin"},
+    {"acos", "acos"}, {"asinh", "asinh"}, {"acosh", "acosh"}, {"atanh", "atanh"},
 };
 
 static const struct {
@@ -73,13 +72,15 @@ static kiln_status broadcast_operand(shc_ctx_t *c, const kiln_mlir_op_t *op, int
     kept[nk++] = dims[k];
   }
   if (nk != r)
-    v = shc_emit(c, kiln_arena_printf(&c->arena, "%s[%s]", elem, sb.data ? kiln_strbuf_cstr(&sb) : ""),
+    v = shc_emit(c,
+                 kiln_arena_printf(&c->arena, "%s[%s]", elem, sb.data ? kiln_strbuf_cstr(&sb) : ""),
                  "reshape(%s)", v);
   kiln_strbuf_free(&sb);
   kiln_strbuf_t rb = {0};
   for (int32_t k = 0; k < rr; k++) kiln_strbuf_printf(&rb, "%s%" PRId64, k ? "," : "", rt->dims[k]);
-  *out = shc_emit(c, kiln_arena_printf(&c->arena, "%s[%s]", elem, rb.data ? kiln_strbuf_cstr(&rb) : ""),
-                  "broadcast(%s), dimensions=%s", v, shc_ints_text(c, kept, nk));
+  *out = shc_emit(
+      c, kiln_arena_printf(&c->arena, "%s[%s]", elem, rb.data ? kiln_strbuf_cstr(&rb) : ""),
+      "broadcast(%s), dimensions=%s", v, shc_ints_text(c, kept, nk));
   kiln_strbuf_free(&rb);
   return NULL;
 }
@@ -111,11 +112,12 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
       const char *ty = shc_attr_enum(kiln_mlir_op_attr(op, "compare_type"));
       const kiln_mlir_type_t *e = shc_elem_type(op->operands[0]->type);
       if (!ty || !strcmp(ty, "NOTYPE"))
-        ty = shc_is_float(e) || shc_is_complex(e)     ? "FLOAT"
+        ty = shc_is_float(e) || shc_is_complex(e)   ? "FLOAT"
              : shc_is_unsigned(e) || shc_is_pred(e) ? "UNSIGNED"
                                                     : "SIGNED";
-      shc_bind(c, &op->results[0], shc_emit(c, sh, "compare(%s, %s), direction=%s, type=%s", a, b,
-                                            dir ? dir : "EQ", ty));
+      shc_bind(
+          c, &op->results[0],
+          shc_emit(c, sh, "compare(%s, %s), direction=%s, type=%s", a, b, dir ? dir : "EQ", ty));
     } else {
       shc_bind(c, &op->results[0], shc_emit(c, sh, "%s(%s, %s)", kBinary[i].hlo, a, b));
     }
@@ -147,7 +149,8 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
     SHC_TRY(shc_elem_text(e->element, &pe));
     kiln_strbuf_t b = {0};
     kiln_strbuf_printf(&b, "%s[", pe);
-    for (int32_t k = 0; k < rank; k++) kiln_strbuf_printf(&b, "%s%" PRId64, k ? "," : "", rt->dims[k]);
+    for (int32_t k = 0; k < rank; k++)
+      kiln_strbuf_printf(&b, "%s%" PRId64, k ? "," : "", rt->dims[k]);
     kiln_strbuf_append_char(&b, ']');
     const char *psh = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
     kiln_strbuf_free(&b);
@@ -190,10 +193,9 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
     SHC_TRY(shc_lookup(c, op->operands[0], &x));
     const char *tsh;
     SHC_TRY(shc_results_tuple_shape(c, op, &tsh));
-    return shc_bind_tuple_results(
-        c, op,
-        shc_emit(c, tsh, "topk(%s), k=%" PRId64 ", largest=true", x,
-                 shc_attr_int(kiln_mlir_op_attr(op, "k"), 1)));
+    return shc_bind_tuple_results(c, op,
+                                  shc_emit(c, tsh, "topk(%s), k=%" PRId64 ", largest=true", x,
+                                           shc_attr_int(kiln_mlir_op_attr(op, "k"), 1)));
   }
   return SHC_UNIMPL(op, "CHLO op is not supported");
 }

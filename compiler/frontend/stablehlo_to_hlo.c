@@ -33,8 +33,12 @@ kiln_status shc_op_error(const kiln_mlir_op_t *op, kiln_status_code_t code, cons
 const kiln_mlir_type_t *shc_elem_type(const kiln_mlir_type_t *t) {
   return t && t->kind == KILN_MLIR_TYPE_TENSOR ? t->element : t;
 }
-bool shc_is_float(const kiln_mlir_type_t *e) { return e && e->kind == KILN_MLIR_TYPE_FLOAT; }
-bool shc_is_complex(const kiln_mlir_type_t *e) { return e && e->kind == KILN_MLIR_TYPE_COMPLEX; }
+bool shc_is_float(const kiln_mlir_type_t *e) {
+  return e && e->kind == KILN_MLIR_TYPE_FLOAT;
+}
+bool shc_is_complex(const kiln_mlir_type_t *e) {
+  return e && e->kind == KILN_MLIR_TYPE_COMPLEX;
+}
 bool shc_is_unsigned(const kiln_mlir_type_t *e) {
   return e && e->kind == KILN_MLIR_TYPE_INTEGER && e->signedness == KILN_MLIR_UNSIGNED &&
          e->width > 1;
@@ -80,9 +84,12 @@ kiln_status shc_elem_text(const kiln_mlir_type_t *t, const char **out) {
           t->width == 64) {
         static const char *const s[] = {"s2", "s4", "s8", "s16", "s32", "s64"};
         static const char *const u[] = {"u2", "u4", "u8", "u16", "u32", "u64"};
-        int i = t->width == 2 ? 0 : t->width == 4 ? 1 : t->width == 8 ? 2 : t->width == 16 ? 3
-                : t->width == 32                  ? 4
-                                                  : 5;
+        int i = t->width == 2    ? 0
+                : t->width == 4  ? 1
+                : t->width == 8  ? 2
+                : t->width == 16 ? 3
+                : t->width == 32 ? 4
+                                 : 5;
         *out = t->signedness == KILN_MLIR_UNSIGNED ? u[i] : s[i];
         return NULL;
       }
@@ -108,11 +115,11 @@ kiln_status shc_elem_text(const kiln_mlir_type_t *t, const char **out) {
   }
   kiln_strbuf_t b = {0};
   type_name(&b, t);
-  kiln_status s = KILN_ERR_UNIMPLEMENTED("element type %s is not supported%s", kiln_strbuf_cstr(&b),
-                                         t->kind == KILN_MLIR_TYPE_OTHER &&
-                                                 strstr(kiln_strbuf_cstr(&b), "quant")
-                                             ? " (quantized types)"
-                                             : "");
+  kiln_status s = KILN_ERR_UNIMPLEMENTED(
+      "element type %s is not supported%s", kiln_strbuf_cstr(&b),
+      t->kind == KILN_MLIR_TYPE_OTHER && strstr(kiln_strbuf_cstr(&b), "quant")
+          ? " (quantized types)"
+          : "");
   kiln_strbuf_free(&b);
   return s;
 }
@@ -123,8 +130,9 @@ static kiln_status type_text_into(kiln_strbuf_t *b, const kiln_mlir_type_t *t) {
     case KILN_MLIR_TYPE_TENSOR:
       if (t->unranked) return KILN_ERR_UNIMPLEMENTED("unranked tensor types are not supported");
       if (t->encoding)
-        return KILN_ERR_UNIMPLEMENTED("tensor types with an encoding (bounded dynamic shapes) "
-                                      "are not supported");
+        return KILN_ERR_UNIMPLEMENTED(
+            "tensor types with an encoding (bounded dynamic shapes) "
+            "are not supported");
       KILN_RETURN_IF_ERROR(shc_elem_text(t->element, &e), "in a tensor type");
       kiln_strbuf_append(b, e);
       kiln_strbuf_append_char(b, '[');
@@ -220,9 +228,10 @@ static const char *scope_find(const shc_scope_t *s, const kiln_mlir_value_t *v) 
 kiln_status shc_lookup(shc_ctx_t *c, const kiln_mlir_value_t *v, const char **out) {
   *out = scope_find(c->cur, v);
   if (*out) return NULL;
-  return KILN_ERR_INVALID("value %s is used where it is not defined (or its definition was not "
-                          "converted)",
-                          v->name ? v->name : "<unnamed>");
+  return KILN_ERR_INVALID(
+      "value %s is used where it is not defined (or its definition was not "
+      "converted)",
+      v->name ? v->name : "<unnamed>");
 }
 
 const char *shc_fresh(shc_ctx_t *c, const char *prefix) {
@@ -400,8 +409,8 @@ kiln_status shc_convert_block(shc_ctx_t *c, const kiln_mlir_block_t *block, cons
       *num_ret = op->num_operands;
       *ret = kiln_arena_alloc(&c->arena, sizeof(char *) * (size_t)(op->num_operands + 1));
       for (int32_t j = 0; j < op->num_operands; j++)
-        KILN_RETURN_IF_ERROR(shc_lookup(c, op->operands[j], &(*ret)[j]), "%s operand %d",
-                             op->name, (int)j);
+        KILN_RETURN_IF_ERROR(shc_lookup(c, op->operands[j], &(*ret)[j]), "%s operand %d", op->name,
+                             (int)j);
       return NULL;
     }
     SHC_TRY(shc_convert_op(c, op));
@@ -478,8 +487,7 @@ static void capture_walk_region(shc_ctx_t *c, capture_set_t *cs, const kiln_mlir
     c->cur = &cs->defined;
     for (int32_t i = 0; i < r->blocks[b].num_args; i++) shc_bind(c, &r->blocks[b].args[i], "");
     c->cur = saved;
-    for (int32_t i = 0; i < r->blocks[b].num_ops; i++)
-      capture_walk_op(c, cs, r->blocks[b].ops[i]);
+    for (int32_t i = 0; i < r->blocks[b].num_ops; i++) capture_walk_op(c, cs, r->blocks[b].ops[i]);
   }
 }
 
@@ -527,8 +535,7 @@ kiln_status shc_region_computation(shc_ctx_t *c, const kiln_mlir_op_t *op,
   for (int32_t i = 0; i < b->num_args && !st; i++) {
     const char *sh;
     st = shc_type_text(c, b->args[i].type, &sh);
-    if (!st)
-      shc_bind(c, &b->args[i], shc_emit(c, sh, "parameter(%d)", (int)i));
+    if (!st) shc_bind(c, &b->args[i], shc_emit(c, sh, "parameter(%d)", (int)i));
   }
   for (int32_t i = 0; i < cs.n && !st; i++) st = rematerialize(c, op, cs.v[i]);
   const char **ret = NULL;
@@ -590,8 +597,8 @@ static kiln_status open_tuple_param_scope(shc_ctx_t *c, shc_scope_t *s, const ch
 }
 
 static kiln_status tuple_shape_of_values(shc_ctx_t *c, const kiln_mlir_value_t *const *vals,
-                                         const kiln_mlir_value_t *first, int32_t nfirst,
-                                         int32_t n, const char **out) {
+                                         const kiln_mlir_value_t *first, int32_t nfirst, int32_t n,
+                                         const char **out) {
   kiln_strbuf_t b = {0};
   kiln_status s = NULL;
   kiln_strbuf_append_char(&b, '(');
@@ -732,9 +739,9 @@ static kiln_status convert_branches(shc_ctx_t *c, const kiln_mlir_op_t *op, bool
         kiln_strbuf_t b = {0};
         for (int32_t i = 0; i < nret; i++) kiln_strbuf_printf(&b, "%s%s", i ? ", " : "", ret[i]);
         const char *name = shc_fresh(c, "branch");
-        finish_computation(
-            c, &s, name,
-            kiln_arena_printf(&c->arena, "%s tuple(%s)", rshape, b.data ? kiln_strbuf_cstr(&b) : ""));
+        finish_computation(c, &s, name,
+                           kiln_arena_printf(&c->arena, "%s tuple(%s)", rshape,
+                                             b.data ? kiln_strbuf_cstr(&b) : ""));
         kiln_strbuf_printf(&comps, "%s%s", r ? ", " : "", name);
         kiln_strbuf_free(&b);
       }
@@ -755,8 +762,9 @@ static kiln_status convert_branches(shc_ctx_t *c, const kiln_mlir_op_t *op, bool
       const char *cl = kiln_strbuf_cstr(&comps);
       const char *cc = strchr(cl, ',');
       char *tc = kiln_arena_strndup(&c->arena, cl, (size_t)(cc - cl));
-      cond = shc_emit(c, rshape, "conditional(%s, %s, %s), true_computation=%s, false_computation=%s",
-                      pred, ta, fa, tc, cc + 2);
+      cond =
+          shc_emit(c, rshape, "conditional(%s, %s, %s), true_computation=%s, false_computation=%s",
+                   pred, ta, fa, tc, cc + 2);
     } else {
       cond = shc_emit(c, rshape, "conditional(%s%s), branch_computations={%s}", pred,
                       kiln_strbuf_cstr(&args), kiln_strbuf_cstr(&comps));
@@ -842,7 +850,8 @@ static kiln_status convert_check(shc_ctx_t *c, const kiln_mlir_op_t *op, const c
   else
     k.kind = KILN_STABLEHLO_CHECK_UNSUPPORTED;
   const kiln_mlir_attr_t *a;
-  if ((a = kiln_mlir_op_attr(op, "tolerance")) && a->kind == KILN_MLIR_ATTR_FLOAT) k.tolerance = a->f;
+  if ((a = kiln_mlir_op_attr(op, "tolerance")) && a->kind == KILN_MLIR_ATTR_FLOAT)
+    k.tolerance = a->f;
   if ((a = kiln_mlir_op_attr(op, "max_ulp_difference"))) k.max_ulp = shc_attr_int(a, 3);
   if ((a = kiln_mlir_op_attr(op, "min_ulp_difference"))) k.min_ulp = shc_attr_int(a, 0);
   if (op->num_operands < 1) return SHC_INVALID(op, "a check without operands");
@@ -998,8 +1007,10 @@ static kiln_status convert_entry(shc_ctx_t *c, const kiln_mlir_op_t *fn, kiln_hl
       if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
             *p == '_' || *p == '.' || *p == '-'))
         ((char *)p)[0] = '_';
-    if (alias.data) kiln_strbuf_printf(&header, ", input_output_alias={ %s }", kiln_strbuf_cstr(&alias));
-    if (donors.data) kiln_strbuf_printf(&header, ", buffer_donor={ %s }", kiln_strbuf_cstr(&donors));
+    if (alias.data)
+      kiln_strbuf_printf(&header, ", input_output_alias={ %s }", kiln_strbuf_cstr(&alias));
+    if (donors.data)
+      kiln_strbuf_printf(&header, ", buffer_donor={ %s }", kiln_strbuf_cstr(&donors));
     kiln_strbuf_append(&header, "\n\n");
     kiln_strbuf_append(&header, c->comps.data ? kiln_strbuf_cstr(&c->comps) : "");
     kiln_strbuf_printf(&header, "ENTRY main {\n%s", s.body.data ? kiln_strbuf_cstr(&s.body) : "");
@@ -1016,8 +1027,9 @@ static kiln_status convert_entry(shc_ctx_t *c, const kiln_mlir_op_t *fn, kiln_hl
     }
     if (st) {
       if (getenv("KILN_STABLEHLO_DUMP")) fprintf(stderr, "%s\n", text);
-      st = kiln_status_annotate(st, "the converted HLO does not verify (a converter bug; set "
-                                    "KILN_STABLEHLO_DUMP=1 to see it)");
+      st = kiln_status_annotate(st,
+                                "the converted HLO does not verify (a converter bug; set "
+                                "KILN_STABLEHLO_DUMP=1 to see it)");
     }
   }
   kiln_strbuf_free(&header);

@@ -35,21 +35,21 @@ kiln_status kiln_stablehlo_module_from_bytes(const void *bytes, size_t n, const 
  * them (the function's own results are dropped), and each check names the outputs it
  * compares. kiln_stablehlo_check_eval then applies the StableHLO interpreter's rule. */
 typedef enum kiln_stablehlo_check_kind {
-  KILN_STABLEHLO_CHECK_EQ,        /* expect_eq, expect_eq_const: bit-exact (NaN == NaN) */
-  KILN_STABLEHLO_CHECK_ALMOST_EQ, /* expect_almost_eq(_const): |got - want| <= tolerance */
-  KILN_STABLEHLO_CHECK_CLOSE,     /* expect_close: ulp distance in [min_ulp, max_ulp] */
+  KILN_STABLEHLO_CHECK_EQ,          /* expect_eq, expect_eq_const: bit-exact (NaN == NaN) */
+  KILN_STABLEHLO_CHECK_ALMOST_EQ,   /* expect_almost_eq(_const): |got - want| <= tolerance */
+  KILN_STABLEHLO_CHECK_CLOSE,       /* expect_close: ulp distance in [min_ulp, max_ulp] */
   KILN_STABLEHLO_CHECK_UNSUPPORTED, /* expect_serialized_eq (needs the interpreter's probes) */
 } kiln_stablehlo_check_kind_t;
 
 typedef struct kiln_stablehlo_check {
   kiln_stablehlo_check_kind_t kind;
-  const char *op_name;             /* "check.expect_eq" (borrowed from the MLIR module) */
-  int32_t line;                    /* of the check op, 0 if unknown */
-  int32_t got;                     /* output index of the checked value */
-  int32_t want;                    /* output index of the expected value, -1: want_const */
+  const char *op_name;              /* "check.expect_eq" (borrowed from the MLIR module) */
+  int32_t line;                     /* of the check op, 0 if unknown */
+  int32_t got;                      /* output index of the checked value */
+  int32_t want;                     /* output index of the expected value, -1: want_const */
   const kiln_literal_t *want_const; /* _const forms (borrowed from the MLIR module) */
-  double tolerance;                /* ALMOST_EQ (default 1e-4) */
-  int64_t min_ulp, max_ulp;        /* CLOSE (defaults 0, 3) */
+  double tolerance;                 /* ALMOST_EQ (default 1e-4) */
+  int64_t min_ulp, max_ulp;         /* CLOSE (defaults 0, 3) */
 } kiln_stablehlo_check_t;
 
 /* True when the function holds check ops. */

@@ -14,8 +14,9 @@
 
 static uint64_t elem_bits(const kiln_literal_t *l, int64_t i, size_t part, size_t bytes) {
   uint64_t v = 0;
-  memcpy(&v, (const char *)l->data + (size_t)i * kiln_elem_type_storage_bytes(l->shape->type) +
-                 part * bytes,
+  memcpy(&v,
+         (const char *)l->data + (size_t)i * kiln_elem_type_storage_bytes(l->shape->type) +
+             part * bytes,
          bytes);
   return v;
 }
@@ -97,11 +98,13 @@ bool kiln_stablehlo_check_eval(const kiln_stablehlo_check_t *k, const kiln_liter
         double wr, wi, gr, gi;
         kiln_literal_get_c128(want, i, &wr, &wi);
         kiln_literal_get_c128(got, i, &gr, &gi);
-        snprintf(msg, msg_size, "line %d: %s: element %" PRId64 ": want (%.9g, %.9g), got (%.9g, %.9g)",
+        snprintf(msg, msg_size,
+                 "line %d: %s: element %" PRId64 ": want (%.9g, %.9g), got (%.9g, %.9g)",
                  (int)k->line, k->op_name, i, wr, wi, gr, gi);
       } else if (flt) {
-        snprintf(msg, msg_size, "line %d: %s: element %" PRId64 ": want %.9g, got %.9g", (int)k->line,
-                 k->op_name, i, kiln_literal_get_f64(want, i), kiln_literal_get_f64(got, i));
+        snprintf(msg, msg_size, "line %d: %s: element %" PRId64 ": want %.9g, got %.9g",
+                 (int)k->line, k->op_name, i, kiln_literal_get_f64(want, i),
+                 kiln_literal_get_f64(got, i));
       } else {
         snprintf(msg, msg_size, "line %d: %s: element %" PRId64 ": want %" PRId64 ", got %" PRId64,
                  (int)k->line, k->op_name, i, kiln_literal_get_s64(want, i),

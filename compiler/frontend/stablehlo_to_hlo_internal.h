@@ -20,8 +20,8 @@
 #include "compiler/frontend/stablehlo_to_hlo.h"
 
 typedef struct shc_scope {
-  kiln_strbuf_t body;                  /* instruction lines */
-  const kiln_mlir_value_t **keys;      /* value map (open addressing) */
+  kiln_strbuf_t body;             /* instruction lines */
+  const kiln_mlir_value_t **keys; /* value map (open addressing) */
   const char **vals;
   size_t cap, n;
   struct shc_scope *parent;

@@ -117,7 +117,8 @@ static kiln_status window_text(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t r
   for (int32_t i = 0; reversal && i < rank; i++) any_rev |= reversal[i] != 0;
   if (any_rev) {
     kiln_strbuf_append(&b, " rhs_reversal=");
-    for (int32_t i = 0; i < rank; i++) kiln_strbuf_printf(&b, "%s%d", i ? "x" : "", reversal[i] ? 1 : 0);
+    for (int32_t i = 0; i < rank; i++)
+      kiln_strbuf_printf(&b, "%s%d", i ? "x" : "", reversal[i] ? 1 : 0);
   }
   kiln_strbuf_append_char(&b, '}');
   *out = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
@@ -130,7 +131,8 @@ static kiln_status opt_ints(shc_ctx_t *c, const kiln_mlir_op_t *op, const char *
                             int64_t **out) {
   int32_t got;
   SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, name), name, out, &got));
-  if (got == 0) *out = NULL;
+  if (got == 0)
+    *out = NULL;
   else if (got != n)
     return SHC_INVALID(op, "%s has %d elements, expected %d", name, (int)got, (int)n);
   return NULL;
@@ -262,8 +264,9 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     int64_t *d;
     int32_t nd;
     SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "slice_sizes"), "slice_sizes", &d, &nd));
-    shc_bind(c, &op->results[0], shc_emit(c, sh, "dynamic-slice(%s), dynamic_slice_sizes=%s", ops,
-                                          shc_ints_text(c, d, nd)));
+    shc_bind(
+        c, &op->results[0],
+        shc_emit(c, sh, "dynamic-slice(%s), dynamic_slice_sizes=%s", ops, shc_ints_text(c, d, nd)));
     return NULL;
   }
   if (!strcmp(n, "concatenate")) {
@@ -302,10 +305,11 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
   if (!strcmp(n, "reduce_precision")) {
     SHC_TRY(result_shape(c, op, &sh));
     SHC_TRY(shc_operand_list(c, op, 0, 1, &ops));
-    shc_bind(c, &op->results[0],
-             shc_emit(c, sh, "reduce-precision(%s), exponent_bits=%" PRId64 ", mantissa_bits=%" PRId64,
-                      ops, shc_attr_int(kiln_mlir_op_attr(op, "exponent_bits"), 8),
-                      shc_attr_int(kiln_mlir_op_attr(op, "mantissa_bits"), 23)));
+    shc_bind(
+        c, &op->results[0],
+        shc_emit(c, sh, "reduce-precision(%s), exponent_bits=%" PRId64 ", mantissa_bits=%" PRId64,
+                 ops, shc_attr_int(kiln_mlir_op_attr(op, "exponent_bits"), 8),
+                 shc_attr_int(kiln_mlir_op_attr(op, "mantissa_bits"), 23)));
     return NULL;
   }
   if (!strcmp(n, "get_dimension_size")) {
@@ -352,8 +356,9 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     int32_t nd;
     SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "fft_length"), "fft_length", &d, &nd));
     const char *t = shc_attr_enum(kiln_mlir_op_attr(op, "fft_type"));
-    shc_bind(c, &op->results[0], shc_emit(c, sh, "fft(%s), fft_type=%s, fft_length=%s", ops,
-                                          t ? t : "FFT", shc_ints_text(c, d, nd)));
+    shc_bind(c, &op->results[0],
+             shc_emit(c, sh, "fft(%s), fft_type=%s, fft_length=%s", ops, t ? t : "FFT",
+                      shc_ints_text(c, d, nd)));
     return NULL;
   }
   if (!strcmp(n, "dot")) {

@@ -75,7 +75,8 @@ static kiln_status convert_select_and_scatter(shc_ctx_t *c, const kiln_mlir_op_t
   SHC_TRY(shc_region_computation(c, op, &op->regions[1], false, &sct));
   SHC_TRY(shc_window_attrs(c, op, rank_of(op->operands[0]->type), "window_dimensions", &win));
   return bind_results(
-      c, op, shc_emit(c, sh, "select-and-scatter(%s)%s, select=%s, scatter=%s", ops, win, sel, sct));
+      c, op,
+      shc_emit(c, sh, "select-and-scatter(%s)%s, select=%s, scatter=%s", ops, win, sel, sct));
 }
 
 static kiln_status convert_sort(shc_ctx_t *c, const kiln_mlir_op_t *op) {
@@ -86,9 +87,10 @@ static kiln_status convert_sort(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &cmp));
   int64_t dim = shc_attr_int(kiln_mlir_op_attr(op, "dimension"), -1);
   if (dim < 0) dim += rank_of(op->operands[0]->type);
-  return bind_results(c, op,
-                      shc_emit(c, sh, "sort(%s), dimensions={%" PRId64 "}, is_stable=%s, to_apply=%s",
-                               ops, dim, bool_text(op, "is_stable"), cmp));
+  return bind_results(
+      c, op,
+      shc_emit(c, sh, "sort(%s), dimensions={%" PRId64 "}, is_stable=%s, to_apply=%s", ops, dim,
+               bool_text(op, "is_stable"), cmp));
 }
 
 static kiln_status convert_map(shc_ctx_t *c, const kiln_mlir_op_t *op) {
@@ -100,8 +102,9 @@ static kiln_status convert_map(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   int64_t *d;
   int32_t nd;
   SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "dimensions"), "dimensions", &d, &nd));
-  return bind_results(c, op, shc_emit(c, sh, "map(%s), dimensions=%s, to_apply=%s", ops,
-                                      shc_ints_text(c, d, nd), fn));
+  return bind_results(
+      c, op,
+      shc_emit(c, sh, "map(%s), dimensions=%s, to_apply=%s", ops, shc_ints_text(c, d, nd), fn));
 }
 
 static kiln_status convert_gather(shc_ctx_t *c, const kiln_mlir_op_t *op, bool dynamic) {
@@ -157,12 +160,13 @@ static kiln_status convert_scatter(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   int64_t ivd = shc_attr_int(kiln_mlir_attr_field(dn, "index_vector_dim"), 0);
   return bind_results(
       c, op,
-      shc_emit(c, sh,
-               "scatter(%s), update_window_dims=%s, inserted_window_dims=%s, input_batching_dims=%s, "
-               "scatter_indices_batching_dims=%s, scatter_dims_to_operand_dims=%s, "
-               "index_vector_dim=%" PRId64 ", indices_are_sorted=%s, unique_indices=%s, to_apply=%s",
-               ops, uw, iw, ib, sb, sd, ivd, bool_text(op, "indices_are_sorted"),
-               bool_text(op, "unique_indices"), fn));
+      shc_emit(
+          c, sh,
+          "scatter(%s), update_window_dims=%s, inserted_window_dims=%s, input_batching_dims=%s, "
+          "scatter_indices_batching_dims=%s, scatter_dims_to_operand_dims=%s, "
+          "index_vector_dim=%" PRId64 ", indices_are_sorted=%s, unique_indices=%s, to_apply=%s",
+          ops, uw, iw, ib, sb, sd, ivd, bool_text(op, "indices_are_sorted"),
+          bool_text(op, "unique_indices"), fn));
 }
 
 /* dim_labels: "b01f_01io->b01f" from the conv dimension numbers. */
@@ -239,10 +243,10 @@ static kiln_status convert_convolution(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   for (int32_t i = 0; i < nsp; i++) sizes[i] = kt->dims[ksp[i]];
   SHC_TRY(shc_conv_window(c, op, nsp, sizes, &win));
   shc_bind(c, &op->results[0],
-           shc_emit(c, sh, "convolution(%s)%s, dim_labels=%s, feature_group_count=%" PRId64
-                           ", batch_group_count=%" PRId64,
-                    ops, win, labels,
-                    shc_attr_int(kiln_mlir_op_attr(op, "feature_group_count"), 1),
+           shc_emit(c, sh,
+                    "convolution(%s)%s, dim_labels=%s, feature_group_count=%" PRId64
+                    ", batch_group_count=%" PRId64,
+                    ops, win, labels, shc_attr_int(kiln_mlir_op_attr(op, "feature_group_count"), 1),
                     shc_attr_int(kiln_mlir_op_attr(op, "batch_group_count"), 1)));
   return NULL;
 }
@@ -310,13 +314,13 @@ static kiln_status convert_collective(shc_ctx_t *c, const kiln_mlir_op_t *op, co
     SHC_TRY(results_shape(c, op, &sh));
     SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
     SHC_TRY(replica_groups(c, op, "replica_groups", &rg));
-    return bind_results(c, op,
-                        shc_emit(c, sh, "all-gather(%s), dimensions={%" PRId64 "}%s%s%s", ops,
-                                 shc_attr_int(kiln_mlir_op_attr(op, "all_gather_dim"), 0), rg,
-                                 channel_text(c, op),
-                                 shc_attr_int(kiln_mlir_op_attr(op, "use_global_device_ids"), 0)
-                                     ? ", use_global_device_ids=true"
-                                     : ""));
+    return bind_results(
+        c, op,
+        shc_emit(c, sh, "all-gather(%s), dimensions={%" PRId64 "}%s%s%s", ops,
+                 shc_attr_int(kiln_mlir_op_attr(op, "all_gather_dim"), 0), rg, channel_text(c, op),
+                 shc_attr_int(kiln_mlir_op_attr(op, "use_global_device_ids"), 0)
+                     ? ", use_global_device_ids=true"
+                     : ""));
   }
   if (!strcmp(n, "all_to_all")) {
     int64_t sd = shc_attr_int(kiln_mlir_op_attr(op, "split_dimension"), 0);
@@ -334,24 +338,23 @@ static kiln_status convert_collective(shc_ctx_t *c, const kiln_mlir_op_t *op, co
     SHC_TRY(results_shape(c, op, &sh));
     SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
     SHC_TRY(replica_groups(c, op, "source_target_pairs", &rg));
-    return bind_results(c, op,
-                        shc_emit(c, sh, "collective-permute(%s)%s%s", ops, rg, channel_text(c, op)));
+    return bind_results(
+        c, op, shc_emit(c, sh, "collective-permute(%s)%s%s", ops, rg, channel_text(c, op)));
   }
   if (!strcmp(n, "collective_broadcast")) {
     SHC_TRY(results_shape(c, op, &sh));
     SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
     SHC_TRY(replica_groups(c, op, "replica_groups", &rg));
-    return bind_results(c, op, shc_emit(c, sh, "collective-broadcast(%s)%s%s", ops, rg,
-                                        channel_text(c, op)));
+    return bind_results(
+        c, op, shc_emit(c, sh, "collective-broadcast(%s)%s%s", ops, rg, channel_text(c, op)));
   }
   *handled = false;
   return NULL;
 }
 
-static const char *kApiVersionNames[] = {"API_VERSION_UNSPECIFIED", "API_VERSION_ORIGINAL",
-                                         "API_VERSION_STATUS_RETURNING",
-                                         "API_VERSION_STATUS_RETURNING_UNIFIED",
-                                         "API_VERSION_TYPED_FFI"};
+static const char *kApiVersionNames[] = {
+    "API_VERSION_UNSPECIFIED", "API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING",
+    "API_VERSION_STATUS_RETURNING_UNIFIED", "API_VERSION_TYPED_FFI"};
 
 static void escape_into(kiln_strbuf_t *b, const char *s, size_t n) {
   kiln_strbuf_append_char(b, '"');
@@ -463,8 +466,9 @@ static kiln_status convert_custom_call(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   }
   const kiln_mlir_attr_t *cc = kiln_mlir_op_attr(op, "called_computations");
   if (cc && cc->kind == KILN_MLIR_ATTR_ARRAY && cc->num_elements > 0)
-    return SHC_UNIMPL(op, "called_computations (the callee would need converting into a "
-                          "computation)");
+    return SHC_UNIMPL(op,
+                      "called_computations (the callee would need converting into a "
+                      "computation)");
   const kiln_mlir_attr_t *al = kiln_mlir_op_attr(op, "output_operand_aliases");
   if (al && al->kind == KILN_MLIR_ATTR_ARRAY && al->num_elements > 0) {
     kiln_strbuf_append(&b, ", output_to_operand_aliasing={");
@@ -498,10 +502,10 @@ static kiln_status convert_batch_norm(shc_ctx_t *c, const kiln_mlir_op_t *op, co
   SHC_TRY(results_shape(c, op, &sh));
   SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
   const kiln_mlir_attr_t *eps = kiln_mlir_op_attr(op, "epsilon");
-  return bind_results(c, op,
-                      shc_emit(c, sh, "%s(%s), epsilon=%.9g, feature_index=%" PRId64, hlo, ops,
-                               eps ? eps->f : 0.001,
-                               shc_attr_int(kiln_mlir_op_attr(op, "feature_index"), 0)));
+  return bind_results(
+      c, op,
+      shc_emit(c, sh, "%s(%s), epsilon=%.9g, feature_index=%" PRId64, hlo, ops,
+               eps ? eps->f : 0.001, shc_attr_int(kiln_mlir_op_attr(op, "feature_index"), 0)));
 }
 
 kiln_status shc_convert_complex_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled) {
