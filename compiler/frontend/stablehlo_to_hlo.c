@@ -178,12 +178,13 @@ static size_t ptr_hash(const void *p) {
   return (size_t)(x ^ (x >> 29));
 }
 
-static void scope_init(shc_scope_t *s, shc_scope_t *parent) {
+void shc_scope_init(shc_scope_t *s, shc_scope_t *parent) {
   memset(s, 0, sizeof *s);
   s->parent = parent;
+  s->out = &s->body;
 }
 
-static void scope_free(shc_scope_t *s) {
+void shc_scope_free(shc_scope_t *s) {
   kiln_strbuf_free(&s->body);
   kiln_free(s->keys);
   kiln_free(s->vals);
@@ -240,12 +241,12 @@ const char *shc_fresh(shc_ctx_t *c, const char *prefix) {
 
 const char *shc_emit(shc_ctx_t *c, const char *shape, const char *fmt, ...) {
   const char *name = shc_fresh(c, "v");
-  kiln_strbuf_printf(&c->cur->body, "  %s = %s ", name, shape);
+  kiln_strbuf_printf(c->cur->out, "  %s = %s ", name, shape);
   va_list ap;
   va_start(ap, fmt);
-  kiln_strbuf_vprintf(&c->cur->body, fmt, ap);
+  kiln_strbuf_vprintf(c->cur->out, fmt, ap);
   va_end(ap);
-  kiln_strbuf_append_char(&c->cur->body, '\n');
+  kiln_strbuf_append_char(c->cur->out, '\n');
   return name;
 }
 
@@ -494,13 +495,13 @@ static void capture_walk_region(shc_ctx_t *c, capture_set_t *cs, const kiln_mlir
 /* Captures of `r` (values from outside it). Caller frees cs->v and the scope. */
 static void captures_of(shc_ctx_t *c, const kiln_mlir_region_t *r, capture_set_t *cs) {
   memset(cs, 0, sizeof *cs);
-  scope_init(&cs->defined, NULL);
+  shc_scope_init(&cs->defined, NULL);
   capture_walk_region(c, cs, r);
 }
 
 static void capture_set_free(capture_set_t *cs) {
   kiln_free(cs->v);
-  scope_free(&cs->defined);
+  shc_scope_free(&cs->defined);
 }
 
 /* Finishes scope `s` as computation `name` with root `root` and appends it to c->comps. */
@@ -527,7 +528,7 @@ kiln_status shc_region_computation(shc_ctx_t *c, const kiln_mlir_op_t *op,
   if (++c->depth > SHC_MAX_DEPTH) return SHC_INVALID(op, "regions nested too deeply");
   const kiln_mlir_block_t *b = &r->blocks[0];
   shc_scope_t s, *saved = c->cur;
-  scope_init(&s, saved);
+  shc_scope_init(&s, saved);
   c->cur = &s;
   kiln_status st = NULL;
   capture_set_t cs;
@@ -572,7 +573,7 @@ kiln_status shc_region_computation(shc_ctx_t *c, const kiln_mlir_op_t *op,
     finish_computation(c, &s, *name, root);
   }
   capture_set_free(&cs);
-  scope_free(&s);
+  shc_scope_free(&s);
   c->depth--;
   return st;
 }
@@ -584,7 +585,7 @@ kiln_status shc_region_computation(shc_ctx_t *c, const kiln_mlir_op_t *op,
 static kiln_status open_tuple_param_scope(shc_ctx_t *c, shc_scope_t *s, const char *tuple_shape,
                                           const kiln_mlir_value_t *args, int32_t nargs,
                                           const capture_set_t *cs) {
-  scope_init(s, c->cur);
+  shc_scope_init(s, c->cur);
   c->cur = s;
   const char *p = shc_emit(c, tuple_shape, "parameter(0)");
   for (int32_t i = 0; i < nargs + cs->n; i++) {
@@ -619,7 +620,7 @@ static kiln_status convert_while(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   capture_set_t cs;
   /* captures of both regions: walk them as one */
   memset(&cs, 0, sizeof cs);
-  scope_init(&cs.defined, NULL);
+  shc_scope_init(&cs.defined, NULL);
   capture_walk_region(c, &cs, &op->regions[0]);
   capture_walk_region(c, &cs, &op->regions[1]);
   kiln_status st = NULL;
@@ -642,7 +643,7 @@ static kiln_status convert_while(shc_ctx_t *c, const kiln_mlir_op_t *op) {
       cond = shc_fresh(c, "while_cond");
       finish_computation(c, &s, cond, kiln_arena_printf(&c->arena, "pred[] copy(%s)", ret[0]));
     }
-    scope_free(&s);
+    shc_scope_free(&s);
   }
   if (!st) {
     st = open_tuple_param_scope(c, &s, tshape, bb->args, bb->num_args, &cs);
@@ -670,7 +671,7 @@ static kiln_status convert_while(shc_ctx_t *c, const kiln_mlir_op_t *op) {
       kiln_strbuf_free(&b);
     }
     c->cur = saved;
-    scope_free(&s);
+    shc_scope_free(&s);
   }
   if (!st) {
     kiln_strbuf_t b = {0};
@@ -745,7 +746,7 @@ static kiln_status convert_branches(shc_ctx_t *c, const kiln_mlir_op_t *op, bool
         kiln_strbuf_printf(&comps, "%s%s", r ? ", " : "", name);
         kiln_strbuf_free(&b);
       }
-      scope_free(&s);
+      shc_scope_free(&s);
     }
     c->cur = saved;
     capture_set_free(&cs);
@@ -888,6 +889,7 @@ static kiln_status convert_check(shc_ctx_t *c, const kiln_mlir_op_t *op, const c
 kiln_status shc_convert_op(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   const char *kind;
   if (is_check_op(op, &kind)) return convert_check(c, op, kind);
+  if (!strcmp(op->name, "interpreter.run_parallel")) return shc_convert_run_parallel(c, op);
   bool handled = false;
   SHC_TRY(shc_convert_simple_op(c, op, &handled));
   if (handled) return NULL;
@@ -937,7 +939,7 @@ static kiln_status convert_entry(shc_ctx_t *c, const kiln_mlir_op_t *fn, kiln_hl
     return SHC_UNIMPL(fn, "entry function without exactly one block");
   const kiln_mlir_block_t *b = &fn->regions[0].blocks[0];
   shc_scope_t s;
-  scope_init(&s, NULL);
+  shc_scope_init(&s, NULL);
   c->cur = &s;
   kiln_status st = NULL;
   kiln_strbuf_t header = {0}, alias = {0}, donors = {0};
@@ -1035,7 +1037,7 @@ static kiln_status convert_entry(shc_ctx_t *c, const kiln_mlir_op_t *fn, kiln_hl
   kiln_strbuf_free(&header);
   kiln_strbuf_free(&alias);
   kiln_strbuf_free(&donors);
-  scope_free(&s);
+  shc_scope_free(&s);
   c->cur = NULL;
   return st;
 }

@@ -21,6 +21,7 @@
 
 typedef struct shc_scope {
   kiln_strbuf_t body;             /* instruction lines */
+  kiln_strbuf_t *out;             /* where shc_emit writes: &body, or a shared body */
   const kiln_mlir_value_t **keys; /* value map (open addressing) */
   const char **vals;
   size_t cap, n;
@@ -34,6 +35,10 @@ typedef struct shc_ctx {
   int64_t next_id;
   shc_scope_t *cur;
   int depth; /* inlined calls + nested regions, bounded */
+  /* interpreter.run_parallel: the participant being converted (replica_id / partition_id
+   * become constants) */
+  bool spmd;
+  int64_t replica, partition;
   /* check mode: values of check ops become outputs of the entry */
   bool check_mode;
   int32_t num_outputs, cap_outputs;
@@ -100,6 +105,9 @@ kiln_status shc_region_computation(shc_ctx_t *c, const kiln_mlir_op_t *op,
 kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled);
 kiln_status shc_convert_complex_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled);
 kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled);
+kiln_status shc_convert_run_parallel(shc_ctx_t *c, const kiln_mlir_op_t *op);
+void shc_scope_init(shc_scope_t *s, shc_scope_t *parent);
+void shc_scope_free(shc_scope_t *s);
 kiln_status shc_convert_control_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled);
 
 /* Attribute helpers: an integer list from a DENSE_ARRAY / ARRAY of integers /

@@ -181,6 +181,13 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
   const char *sh = NULL, *ops = NULL;
   *handled = true;
   if (!strcmp(n, "constant")) return convert_constant(c, op);
+  if (c->spmd && (!strcmp(n, "replica_id") || !strcmp(n, "partition_id"))) {
+    SHC_TRY(result_shape(c, op, &sh));
+    shc_bind(c, &op->results[0],
+             shc_emit(c, sh, "constant(%" PRId64 ")",
+                      !strcmp(n, "replica_id") ? c->replica : c->partition));
+    return NULL;
+  }
   for (size_t i = 0; i < sizeof kElementwise / sizeof kElementwise[0]; i++) {
     if (strcmp(n, kElementwise[i].mlir) != 0 || !kElementwise[i].hlo) continue;
     SHC_TRY(result_shape(c, op, &sh));
