@@ -153,12 +153,15 @@ kiln_status shc_window_attrs(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t ran
 }
 
 kiln_status shc_conv_window(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t nspatial,
-                            const int64_t *kernel_sizes, const char **out);
+                            const int64_t *kernel_sizes, int64_t *pad_operand, const char **out);
 kiln_status shc_conv_window(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t nspatial,
-                            const int64_t *kernel_sizes, const char **out) {
+                            const int64_t *kernel_sizes, int64_t *pad_operand, const char **out) {
   int64_t *stride, *pad, *ld, *rd, *rev;
   SHC_TRY(opt_ints(c, op, "window_strides", nspatial, &stride));
-  SHC_TRY(opt_ints(c, op, "padding", 2 * nspatial, &pad));
+  if (pad_operand)
+    pad = pad_operand;
+  else
+    SHC_TRY(opt_ints(c, op, "padding", 2 * nspatial, &pad));
   SHC_TRY(opt_ints(c, op, "lhs_dilation", nspatial, &ld));
   SHC_TRY(opt_ints(c, op, "rhs_dilation", nspatial, &rd));
   SHC_TRY(opt_ints(c, op, "window_reversal", nspatial, &rev));
@@ -172,6 +175,17 @@ static const char *compare_type(const kiln_mlir_op_t *op) {
   if (shc_is_float(e) || shc_is_complex(e)) return "FLOAT";
   if (shc_is_unsigned(e) || shc_is_pred(e)) return "UNSIGNED";
   return "SIGNED";
+}
+
+kiln_status shc_const_operand_ints(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t i,
+                                   int64_t **out, int32_t *n) {
+  const kiln_mlir_value_t *v = op->operands[i];
+  const kiln_mlir_attr_t *val = v->def && !strcmp(v->def->name, "stablehlo.constant")
+                                    ? kiln_mlir_op_attr(v->def, "value")
+                                    : NULL;
+  if (!val)
+    return SHC_UNIMPL(op, "operand %d is not a constant (a genuinely dynamic shape)", (int)i);
+  return shc_attr_ints(c, op, val, "operand", out, n);
 }
 
 kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled) {
@@ -195,6 +209,61 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     if (!strcmp(n, "dynamic_reshape")) nops = 1;
     SHC_TRY(shc_operand_list(c, op, 0, nops, &ops));
     shc_bind(c, &op->results[0], shc_emit(c, sh, "%s(%s)", kElementwise[i].hlo, ops));
+    return NULL;
+  }
+  if (!strcmp(n, "convert") && shc_is_complex(shc_elem_type(op->operands[0]->type)) &&
+      !shc_is_complex(shc_elem_type(op->results[0].type))) {
+    /* complex -> real: the real part (XLA's convert refuses complex -> real) */
+    const kiln_mlir_type_t *ct = op->operands[0]->type;
+    const char *pe;
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 1, &ops));
+    SHC_TRY(shc_elem_text(shc_elem_type(ct)->element, &pe));
+    kiln_strbuf_t b = {0};
+    kiln_strbuf_printf(&b, "%s[", pe);
+    for (int32_t i = 0; i < rank_of(ct); i++)
+      kiln_strbuf_printf(&b, "%s%" PRId64, i ? "," : "", ct->dims[i]);
+    kiln_strbuf_append_char(&b, ']');
+    const char *re = shc_emit(c, kiln_strbuf_cstr(&b), "real(%s)", ops);
+    kiln_strbuf_free(&b);
+    shc_bind(c, &op->results[0], shc_emit(c, sh, "convert(%s)", re));
+    return NULL;
+  }
+  if (!strcmp(n, "dynamic_pad")) {
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 2, &ops));
+    int64_t *lo, *hi, *in;
+    int32_t nl, nh, ni;
+    SHC_TRY(shc_const_operand_ints(c, op, 2, &lo, &nl));
+    SHC_TRY(shc_const_operand_ints(c, op, 3, &hi, &nh));
+    SHC_TRY(shc_const_operand_ints(c, op, 4, &in, &ni));
+    int32_t r = rank_of(op->operands[0]->type);
+    if (nl != r || nh != r || ni != r) return SHC_INVALID(op, "padding of the wrong length");
+    kiln_strbuf_t b = {0};
+    for (int32_t i = 0; i < r; i++)
+      kiln_strbuf_printf(&b, "%s%" PRId64 "_%" PRId64 "_%" PRId64, i ? "x" : "", lo[i], hi[i], in[i]);
+    shc_bind(c, &op->results[0],
+             shc_emit(c, sh, "pad(%s), padding=%s", ops, b.data ? kiln_strbuf_cstr(&b) : "{}"));
+    kiln_strbuf_free(&b);
+    return NULL;
+  }
+  if (!strcmp(n, "real_dynamic_slice")) {
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 1, &ops));
+    int64_t *st, *li, *sd;
+    int32_t n1, n2, n3;
+    SHC_TRY(shc_const_operand_ints(c, op, 1, &st, &n1));
+    SHC_TRY(shc_const_operand_ints(c, op, 2, &li, &n2));
+    SHC_TRY(shc_const_operand_ints(c, op, 3, &sd, &n3));
+    int32_t r = rank_of(op->operands[0]->type);
+    if (n1 != r || n2 != r || n3 != r) return SHC_INVALID(op, "indices of the wrong length");
+    kiln_strbuf_t b = {0};
+    for (int32_t i = 0; i < r; i++)
+      kiln_strbuf_printf(&b, "%s[%" PRId64 ":%" PRId64 ":%" PRId64 "]", i ? ", " : "", st[i], li[i],
+                         sd[i]);
+    shc_bind(c, &op->results[0],
+             shc_emit(c, sh, "slice(%s), slice={%s}", ops, b.data ? kiln_strbuf_cstr(&b) : ""));
+    kiln_strbuf_free(&b);
     return NULL;
   }
   if (!strcmp(n, "compare")) {

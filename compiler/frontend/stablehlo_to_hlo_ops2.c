@@ -9,7 +9,9 @@
 kiln_status shc_window_attrs(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t rank,
                              const char *dims_name, const char **out);
 kiln_status shc_conv_window(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t nspatial,
-                            const int64_t *kernel_sizes, const char **out);
+                            const int64_t *kernel_sizes, int64_t *pad_operand, const char **out);
+kiln_status shc_const_operand_ints(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t i,
+                                   int64_t **out, int32_t *n);
 
 static int32_t rank_of(const kiln_mlir_type_t *t) {
   return t && t->kind == KILN_MLIR_TYPE_TENSOR ? t->rank : 0;
@@ -241,7 +243,13 @@ static kiln_status convert_convolution(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   const kiln_mlir_type_t *kt = op->operands[1]->type;
   int64_t sizes[64];
   for (int32_t i = 0; i < nsp; i++) sizes[i] = kt->dims[ksp[i]];
-  SHC_TRY(shc_conv_window(c, op, nsp, sizes, &win));
+  int64_t *pad = NULL;
+  if (op->num_operands == 3) {
+    int32_t np;
+    SHC_TRY(shc_const_operand_ints(c, op, 2, &pad, &np));
+    if (np != 2 * nsp) return SHC_INVALID(op, "padding of the wrong length");
+  }
+  SHC_TRY(shc_conv_window(c, op, nsp, sizes, pad, &win));
   shc_bind(c, &op->results[0],
            shc_emit(c, sh,
                     "convolution(%s)%s, dim_labels=%s, feature_group_count=%" PRId64
@@ -521,7 +529,7 @@ kiln_status shc_convert_complex_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool 
   if (!strcmp(n, "gather")) return convert_gather(c, op, false);
   if (!strcmp(n, "dynamic_gather")) return convert_gather(c, op, true);
   if (!strcmp(n, "scatter")) return convert_scatter(c, op);
-  if (!strcmp(n, "convolution")) return convert_convolution(c, op);
+  if (!strcmp(n, "convolution") || !strcmp(n, "dynamic_conv")) return convert_convolution(c, op);
   if (!strcmp(n, "custom_call")) return convert_custom_call(c, op);
   if (!strcmp(n, "batch_norm_inference")) return convert_batch_norm(c, op, "batch-norm-inference");
   if (!strcmp(n, "batch_norm_training")) return convert_batch_norm(c, op, "batch-norm-training");
