@@ -202,15 +202,6 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
                       !strcmp(n, "replica_id") ? c->replica : c->partition));
     return NULL;
   }
-  for (size_t i = 0; i < sizeof kElementwise / sizeof kElementwise[0]; i++) {
-    if (strcmp(n, kElementwise[i].mlir) != 0 || !kElementwise[i].hlo) continue;
-    SHC_TRY(result_shape(c, op, &sh));
-    int32_t nops = op->num_operands;
-    if (!strcmp(n, "dynamic_reshape")) nops = 1;
-    SHC_TRY(shc_operand_list(c, op, 0, nops, &ops));
-    shc_bind(c, &op->results[0], shc_emit(c, sh, "%s(%s)", kElementwise[i].hlo, ops));
-    return NULL;
-  }
   if (!strcmp(n, "convert") && shc_is_complex(shc_elem_type(op->operands[0]->type)) &&
       !shc_is_complex(shc_elem_type(op->results[0].type))) {
     /* complex -> real: the real part (XLA's convert refuses complex -> real) */
@@ -227,6 +218,15 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     const char *re = shc_emit(c, kiln_strbuf_cstr(&b), "real(%s)", ops);
     kiln_strbuf_free(&b);
     shc_bind(c, &op->results[0], shc_emit(c, sh, "convert(%s)", re));
+    return NULL;
+  }
+  for (size_t i = 0; i < sizeof kElementwise / sizeof kElementwise[0]; i++) {
+    if (strcmp(n, kElementwise[i].mlir) != 0 || !kElementwise[i].hlo) continue;
+    SHC_TRY(result_shape(c, op, &sh));
+    int32_t nops = op->num_operands;
+    if (!strcmp(n, "dynamic_reshape")) nops = 1;
+    SHC_TRY(shc_operand_list(c, op, 0, nops, &ops));
+    shc_bind(c, &op->results[0], shc_emit(c, sh, "%s(%s)", kElementwise[i].hlo, ops));
     return NULL;
   }
   if (!strcmp(n, "dynamic_pad")) {
@@ -289,6 +289,32 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     int32_t nd;
     SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "broadcast_dimensions"),
                           "broadcast_dimensions", &d, &nd));
+    /* StableHLO expands size-1 operand dimensions; HLO's broadcast does not: reshape them
+     * away first. */
+    const kiln_mlir_type_t *ot = op->operands[0]->type, *rt = op->results[0].type;
+    if (nd != rank_of(ot)) return SHC_INVALID(op, "broadcast_dimensions has the wrong length");
+    int64_t kept[64];
+    int32_t nk = 0;
+    kiln_strbuf_t b = {0};
+    for (int32_t i = 0; i < nd && i < 64; i++) {
+      if (d[i] < 0 || d[i] >= rank_of(rt)) {
+        kiln_strbuf_free(&b);
+        return SHC_INVALID(op, "broadcast dimension out of range");
+      }
+      if (ot->dims[i] == 1 && rt->dims[d[i]] != 1) continue;
+      kiln_strbuf_printf(&b, "%s%" PRId64, nk ? "," : "", ot->dims[i]);
+      kept[nk++] = d[i];
+    }
+    if (nk != nd) {
+      const char *e;
+      SHC_TRY(shc_elem_text(shc_elem_type(ot), &e));
+      ops =
+          shc_emit(c, kiln_arena_printf(&c->arena, "%s[%s]", e, b.data ? kiln_strbuf_cstr(&b) : ""),
+                   "reshape(%s)", ops);
+      d = kept;
+      nd = nk;
+    }
+    kiln_strbuf_free(&b);
     shc_bind(c, &op->results[0],
              shc_emit(c, sh, "broadcast(%s), dimensions=%s", ops, shc_ints_text(c, d, nd)));
     return NULL;

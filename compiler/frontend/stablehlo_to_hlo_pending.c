@@ -1,16 +1,6 @@
-/* TEMPORARY: the readers' entry points until wt-shtext / wt-shbc land them on this branch
- * (deleted then). Each refuses its input as UNIMPLEMENTED. */
+/* TEMPORARY: the bytecode reader's entry points until wt-shbc lands them on this branch
+ * (deleted then): bytecode is refused as UNIMPLEMENTED. */
 #include "compiler/frontend/mlir_bytecode.h"
-#include "compiler/frontend/mlir_text.h"
-
-kiln_status kiln_mlir_parse_text(const char *text, size_t len, const char *filename,
-                                 kiln_mlir_module_t **out) {
-  (void)text;
-  (void)len;
-  *out = NULL;
-  return KILN_ERR_UNIMPLEMENTED("%s: the MLIR text reader is not built in yet",
-                                filename ? filename : "<mlir>");
-}
 
 bool kiln_mlir_bytes_are_bytecode(const void *bytes, size_t n) {
   const unsigned char *b = bytes;

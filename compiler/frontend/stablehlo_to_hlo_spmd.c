@@ -120,22 +120,22 @@ static kiln_status zeros(shc_ctx_t *c, const kiln_mlir_type_t *t, const char **o
   return NULL;
 }
 
-/* The same-position op of every participant. */
-static kiln_status collective(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t *const *ops) {
+/* Result j of the same-position op of every participant (operand j). */
+static kiln_status collective_one(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t *const *ops,
+                                  int32_t j, const char **res) {
   const kiln_mlir_op_t *op = ops[0];
   const char *n = op->name + 10;
   kiln_status st = NULL;
-  if (op->num_results != 1 && strcmp(n, "all_to_all") != 0)
-    return SHC_UNIMPL(op, "variadic collective in run_parallel");
-  const kiln_mlir_type_t *rt = op->results[0].type;
+  if (op->num_results != 1 && (!strcmp(n, "all_reduce") || !strcmp(n, "reduce_scatter")))
+    return SHC_UNIMPL(op, "variadic %s in run_parallel", n);
+  const kiln_mlir_type_t *rt = op->results[j].type;
   const char *rsh;
   SHC_TRY(shc_type_text(c, rt, &rsh));
-  const char *res[SPMD_MAX];
   if (!strcmp(n, "all_reduce") || !strcmp(n, "reduce_scatter")) {
     SHC_TRY(make_groups(op, s, "replica_groups", reduce_mode(op)));
     const char *body;
     SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &body));
-    const kiln_mlir_type_t *ot = op->operands[0]->type;
+    const kiln_mlir_type_t *ot = op->operands[j]->type;
     const char *osh;
     SHC_TRY(shc_type_text(c, ot, &osh));
     int32_t r = rank_of(ot);
@@ -144,10 +144,10 @@ static kiln_status collective(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t *con
     for (int64_t k = 0; k < s->N; k++) {
       int64_t g = s->group_of[k];
       if (g < 0) return SHC_INVALID(op, "process %" PRId64 " is in no group", k);
-      const char *acc = value_of(c, s, s->groups[g][0], ops[s->groups[g][0]], 0, &st);
+      const char *acc = value_of(c, s, s->groups[g][0], ops[s->groups[g][0]], j, &st);
       SHC_TRY(st);
-      for (int64_t j = 1; j < s->group_size[g]; j++) {
-        const char *v = value_of(c, s, s->groups[g][j], ops[s->groups[g][j]], 0, &st);
+      for (int64_t jj = 1; jj < s->group_size[g]; jj++) {
+        const char *v = value_of(c, s, s->groups[g][jj], ops[s->groups[g][jj]], j, &st);
         SHC_TRY(st);
         acc = shc_emit(c, osh, "map(%s, %s), dimensions=%s, to_apply=%s", acc, v,
                        shc_ints_text(c, dims, r), body);
@@ -173,25 +173,24 @@ static kiln_status collective(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t *con
       int64_t g = s->group_of[k];
       if (g < 0) return SHC_INVALID(op, "process %" PRId64 " is in no group", k);
       kiln_strbuf_t b = {0};
-      for (int64_t j = 0; j < s->group_size[g]; j++) {
-        const char *v = value_of(c, s, s->groups[g][j], ops[s->groups[g][j]], 0, &st);
+      for (int64_t jj = 0; jj < s->group_size[g]; jj++) {
+        const char *v = value_of(c, s, s->groups[g][jj], ops[s->groups[g][jj]], j, &st);
         if (st) {
           kiln_strbuf_free(&b);
           return st;
         }
-        kiln_strbuf_printf(&b, "%s%s", j ? ", " : "", v);
+        kiln_strbuf_printf(&b, "%s%s", jj ? ", " : "", v);
       }
       res[k] =
           shc_emit(c, rsh, "concatenate(%s), dimensions={%" PRId64 "}", kiln_strbuf_cstr(&b), d);
       kiln_strbuf_free(&b);
     }
   } else if (!strcmp(n, "all_to_all")) {
-    if (op->num_results != 1) return SHC_UNIMPL(op, "variadic all_to_all in run_parallel");
     SHC_TRY(
         make_groups(op, s, "replica_groups", channel_id(op) > 0 ? CROSS_PARTITION : CROSS_REPLICA));
     int64_t sd = shc_attr_int(kiln_mlir_op_attr(op, "split_dimension"), 0);
     int64_t cd = shc_attr_int(kiln_mlir_op_attr(op, "concat_dimension"), 0);
-    const kiln_mlir_type_t *ot = op->operands[0]->type;
+    const kiln_mlir_type_t *ot = op->operands[j]->type;
     int32_t r = rank_of(ot);
     const char *e;
     SHC_TRY(shc_elem_text(shc_elem_type(ot), &e));
@@ -204,8 +203,8 @@ static kiln_status collective(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t *con
       for (int32_t i = 0; i < r; i++)
         kiln_strbuf_printf(&shb, "%s%" PRId64, i ? "," : "", i == sd ? part : ot->dims[i]);
       kiln_strbuf_append_char(&shb, ']');
-      for (int64_t j = 0; j < gs; j++) {
-        const char *v = value_of(c, s, s->groups[g][j], ops[s->groups[g][j]], 0, &st);
+      for (int64_t jj = 0; jj < gs; jj++) {
+        const char *v = value_of(c, s, s->groups[g][jj], ops[s->groups[g][jj]], j, &st);
         if (st) {
           kiln_strbuf_free(&b);
           kiln_strbuf_free(&shb);
@@ -220,7 +219,7 @@ static kiln_status collective(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t *con
         const char *piece =
             shc_emit(c, kiln_strbuf_cstr(&shb), "slice(%s), slice={%s}", v, kiln_strbuf_cstr(&sl));
         kiln_strbuf_free(&sl);
-        kiln_strbuf_printf(&b, "%s%s", j ? ", " : "", piece);
+        kiln_strbuf_printf(&b, "%s%s", jj ? ", " : "", piece);
       }
       res[k] =
           shc_emit(c, rsh, "concatenate(%s), dimensions={%" PRId64 "}", kiln_strbuf_cstr(&b), cd);
@@ -242,7 +241,7 @@ static kiln_status collective(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t *con
         int64_t kd = by_partition ? o * s->P + dst : dst * s->P + o;
         if (ks < 0 || ks >= s->N || kd < 0 || kd >= s->N)
           return SHC_INVALID(op, "source_target_pairs outside the grid");
-        res[kd] = value_of(c, s, ks, ops[ks], 0, &st);
+        res[kd] = value_of(c, s, ks, ops[ks], j, &st);
         SHC_TRY(st);
       }
     }
@@ -256,18 +255,26 @@ static kiln_status collective(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t *con
       if (g < 0) {
         SHC_TRY(zeros(c, rt, &res[k]));
       } else {
-        res[k] = value_of(c, s, s->groups[g][0], ops[s->groups[g][0]], 0, &st);
+        res[k] = value_of(c, s, s->groups[g][0], ops[s->groups[g][0]], j, &st);
         SHC_TRY(st);
       }
     }
   } else {
     return SHC_UNIMPL(op, "in run_parallel");
   }
-  for (int64_t k = 0; k < s->N; k++) {
-    shc_scope_t *saved = c->cur;
-    c->cur = &s->scope[k];
-    shc_bind(c, &ops[k]->results[0], res[k]);
-    c->cur = saved;
+  return NULL;
+}
+
+static kiln_status collective(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t *const *ops) {
+  const char *res[SPMD_MAX];
+  for (int32_t j = 0; j < ops[0]->num_results; j++) {
+    SHC_TRY(collective_one(c, s, ops, j, res));
+    for (int64_t k = 0; k < s->N; k++) {
+      shc_scope_t *saved = c->cur;
+      c->cur = &s->scope[k];
+      shc_bind(c, &ops[k]->results[j], res[k]);
+      c->cur = saved;
+    }
   }
   return NULL;
 }
