@@ -1019,6 +1019,8 @@ static kiln_status convert_entry(shc_ctx_t *c, const kiln_mlir_op_t *fn, kiln_hl
     kiln_strbuf_printf(&header, "  ROOT %s = %s\n}\n", shc_fresh(c, "root"), root);
     kiln_hlo_parse_options_t po = {.filename = "<converted StableHLO>"};
     const char *text = kiln_strbuf_cstr(&header);
+    const char *dump = getenv("KILN_STABLEHLO_DUMP");
+    if (dump && !strcmp(dump, "all")) fprintf(stderr, "%s\n", text);
     st = kiln_hlo_parse_module(text, strlen(text), &po, out);
     if (!st) {
       st = kiln_hlo_module_verify(*out);

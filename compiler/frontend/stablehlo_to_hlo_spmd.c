@@ -254,9 +254,40 @@ static kiln_status collective_one(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t 
       int64_t g = s->group_of[k];
       if (g < 0) {
         SHC_TRY(zeros(c, rt, &res[k]));
-      } else {
+      } else if (!shc_attr_int(kiln_mlir_op_attr(op, "has_dynamic_root"), 0)) {
         res[k] = value_of(c, s, s->groups[g][0], ops[s->groups[g][0]], j, &st);
         SHC_TRY(st);
+      } else {
+        /* the source is group[root[j]], root being this process's last operand: a select
+         * over the group's members */
+        int32_t nres = op->num_results;
+        if (op->num_operands != nres + 1) return SHC_INVALID(op, "expected a root operand");
+        const kiln_mlir_type_t *roott = op->operands[nres]->type;
+        const char *root = value_of(c, s, k, ops[k], nres, &st), *re;
+        SHC_TRY(st);
+        SHC_TRY(shc_elem_text(shc_elem_type(roott), &re));
+        const char *r1 = shc_emit(c, kiln_arena_printf(&c->arena, "%s[1]", re),
+                                  "slice(%s), slice={[%d:%d]}", root, (int)j, (int)j + 1);
+        const char *rs = shc_emit(c, kiln_arena_printf(&c->arena, "%s[]", re), "reshape(%s)", r1);
+        const char *acc;
+        SHC_TRY(zeros(c, rt, &acc));
+        for (int64_t m = 0; m < s->group_size[g]; m++) {
+          const char *v = value_of(c, s, s->groups[g][m], ops[s->groups[g][m]], j, &st);
+          SHC_TRY(st);
+          const char *idx =
+              shc_emit(c, kiln_arena_printf(&c->arena, "%s[]", re), "constant(%" PRId64 ")", m);
+          const char *eq = shc_emit(c, "pred[]", "compare(%s, %s), direction=EQ", rs, idx);
+          kiln_strbuf_t pb = {0};
+          kiln_strbuf_append(&pb, "pred[");
+          for (int32_t i = 0; i < rank_of(rt); i++)
+            kiln_strbuf_printf(&pb, "%s%" PRId64, i ? "," : "", rt->dims[i]);
+          kiln_strbuf_append_char(&pb, ']');
+          const char *peq = shc_broadcast_scalar(
+              c, eq, kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&pb)), rank_of(rt));
+          kiln_strbuf_free(&pb);
+          acc = shc_emit(c, rsh, "select(%s, %s, %s)", peq, v, acc);
+        }
+        res[k] = acc;
       }
     }
   } else {

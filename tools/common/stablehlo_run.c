@@ -42,7 +42,8 @@ static bool take_sample(const kiln_stablehlo_run_options_t *o, kiln_stablehlo_ru
 }
 
 static void run_function(const kiln_mlir_module_t *mm, const kiln_mlir_op_t *f, const char *file,
-                         const kiln_stablehlo_run_options_t *o, kiln_stablehlo_run_stats_t *st) {
+                         int line, const kiln_stablehlo_run_options_t *o,
+                         kiln_stablehlo_run_stats_t *st) {
   const char *name = func_name(f);
   if (!take_sample(o, st)) return;
   st->functions++;
@@ -50,6 +51,9 @@ static void run_function(const kiln_mlir_module_t *mm, const kiln_mlir_op_t *f, 
   kiln_stablehlo_check_t *checks = NULL;
   int32_t nchecks = 0;
   kiln_status s = kiln_stablehlo_checks_to_hlo(mm, f, &hm, &checks, &nchecks);
+  for (int32_t i = 0; i < nchecks; i++)
+    if (checks[i].line > 0) checks[i].line += line - 1;
+  if (s && line > 1) s = kiln_status_annotate(s, "(the part starts at line %d)", line);
   kiln_arena_t arena;
   kiln_arena_init(&arena);
   kiln_literal_t *result = NULL;
@@ -104,7 +108,8 @@ static void run_function(const kiln_mlir_module_t *mm, const kiln_mlir_op_t *f, 
   if (hm) kiln_hlo_module_destroy(hm);
 }
 
-static void run_part(const char *text, size_t len, bool bytecode, const char *file, int part,
+/* `line`: the file line the part starts on (messages name file lines). */
+static void run_part(const char *text, size_t len, bool bytecode, const char *file, int line,
                      const kiln_stablehlo_run_options_t *o, kiln_stablehlo_run_stats_t *st) {
   kiln_mlir_module_t *mm = NULL;
   kiln_status s = bytecode ? kiln_mlir_read_bytecode(text, len, &mm)
@@ -113,9 +118,9 @@ static void run_part(const char *text, size_t len, bool bytecode, const char *fi
     if (take_sample(o, st)) {
       st->functions++;
       char what[64];
-      snprintf(what, sizeof what, "<part %d>", part);
+      snprintf(what, sizeof what, "<part at line %d>", line);
       add_failure(st, file, what, kiln_status_message(s));
-      if (o->print) printf("part %d: error: %s\n", part, kiln_status_message(s));
+      if (o->print) printf("part at line %d: error: %s\n", line, kiln_status_message(s));
     }
     kiln_status_free(s);
     return;
@@ -123,7 +128,7 @@ static void run_part(const char *text, size_t len, bool bytecode, const char *fi
   for (int32_t i = 0; i < mm->body.num_ops; i++) {
     const kiln_mlir_op_t *f = mm->body.ops[i];
     if (strcmp(f->name, "func.func") != 0 || !kiln_stablehlo_func_has_checks(f)) continue;
-    run_function(mm, f, file, o, st);
+    run_function(mm, f, file, line, o, st);
   }
   kiln_mlir_module_destroy(mm);
 }
@@ -136,21 +141,14 @@ kiln_status kiln_stablehlo_run_bytes(const char *bytes, size_t len, const char *
   const char *base = strrchr(filename, '/');
   base = base ? base + 1 : filename;
   if (kiln_mlir_bytes_are_bytecode(bytes, len)) {
-    run_part(bytes, len, true, base, 0, opts, stats);
+    run_part(bytes, len, true, base, 1, opts, stats);
   } else {
-    /* split at lines starting with `// -----` */
-    size_t start = 0;
-    int part = 0;
-    for (size_t i = 0; i <= len; i++) {
-      bool at_line = i == 0 || bytes[i - 1] == '\n';
-      bool split = i < len && at_line && len - i >= 8 && !strncmp(bytes + i, "// -----", 8);
-      if (!split && i != len) continue;
-      /* blank out the RUN lines etc.: a part is parsed as is (comments are comments) */
-      run_part(bytes + start, i - start, false, base, part++, opts, stats);
-      if (i == len) break;
-      while (i < len && bytes[i] != '\n') i++;
-      start = i + 1 <= len ? i + 1 : len;
-    }
+    size_t n = kiln_mlir_split_text(bytes, len, NULL, 0);
+    kiln_mlir_text_part_t *parts = kiln_calloc(n ? n : 1, sizeof *parts);
+    n = kiln_mlir_split_text(bytes, len, parts, n);
+    for (size_t i = 0; i < n; i++)
+      run_part(parts[i].text, parts[i].len, false, base, parts[i].line, opts, stats);
+    kiln_free(parts);
   }
   stats->seconds += (kiln_clock_ms() - t0) / 1e3;
   return NULL;
@@ -173,17 +171,13 @@ typedef kiln_status (*part_fn)(const char *text, size_t len, bool bytecode, cons
 static kiln_status for_each_part(const char *bytes, size_t len, const char *file, part_fn fn,
                                  void *ctx) {
   if (kiln_mlir_bytes_are_bytecode(bytes, len)) return fn(bytes, len, true, file, ctx);
-  size_t start = 0;
-  for (size_t i = 0; i <= len; i++) {
-    bool at_line = i == 0 || bytes[i - 1] == '\n';
-    bool split = i < len && at_line && len - i >= 8 && !strncmp(bytes + i, "// -----", 8);
-    if (!split && i != len) continue;
-    KILN_RETURN_IF_ERROR_PLAIN(fn(bytes + start, i - start, false, file, ctx));
-    if (i == len) break;
-    while (i < len && bytes[i] != '\n') i++;
-    start = i + 1 <= len ? i + 1 : len;
-  }
-  return NULL;
+  size_t n = kiln_mlir_split_text(bytes, len, NULL, 0);
+  kiln_mlir_text_part_t *parts = kiln_calloc(n ? n : 1, sizeof *parts);
+  n = kiln_mlir_split_text(bytes, len, parts, n);
+  kiln_status s = NULL;
+  for (size_t i = 0; i < n && !s; i++) s = fn(parts[i].text, parts[i].len, false, file, ctx);
+  kiln_free(parts);
+  return s;
 }
 
 static kiln_status read_part(const char *text, size_t len, bool bytecode, const char *file,
