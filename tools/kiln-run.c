@@ -24,16 +24,23 @@
 #include "tools/common/hlo_file.h"
 #include "tools/common/npy.h"
 #include "tools/common/run_report.h"
+#include "tools/common/stablehlo_run.h"
 
 #define MAX_INPUT_FLAGS 256
 
 static const char kUsage[] =
-    "usage: kiln-run [options] FILE.hlo\n"
+    "usage: kiln-run [options] FILE.hlo | FILE.mlir | FILE.mlirbc\n"
     "\n"
     "Parses FILE (one or more `HloModule`s separated by `// -----` lines, or bare\n"
     "computations such as `fusion { ... }`), verifies each module, makes its inputs,\n"
     "evaluates it and prints one line per output leaf: shape, first values, the sum of\n"
     "the values and an FNV-1a hash of the bytes.\n"
+    "\n"
+    "StableHLO (.mlir text, .mlirbc bytecode): each `// -----` part's entry function is\n"
+    "converted to HLO and run as above; a file whose functions hold check ops (the\n"
+    "StableHLO interpreter's `check.expect_*`, JAX tests' `custom_call @check.expect_*`)\n"
+    "instead runs each such function and applies its checks, printing\n"
+    "`@f: checks: N passed, M failed` (exit status 1 on a failure).\n"
     "\n"
     "options:\n"
     "  --backend=NAME        reference (the evaluator; default), host (compiled, run on\n"
@@ -501,6 +508,28 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
   return s;
 }
 
+/* A StableHLO test file: run every function holding check ops and apply the checks. */
+static kiln_status run_stablehlo_checks(const run_flags_t *f) {
+  kiln_stablehlo_run_options_t o;
+  memset(&o, 0, sizeof o);
+  o.device = f->device;
+  o.print = true;
+  o.max_while_iterations = f->max_while_iterations;
+  kiln_stablehlo_run_stats_t st;
+  memset(&st, 0, sizeof st);
+  kiln_status s = kiln_stablehlo_run_file(f->file, &o, &st);
+  if (!s) {
+    printf("functions: %" PRId64 " passed, %" PRId64 " failed; checks: %" PRId64 " passed, %" PRId64
+           " failed\n",
+           st.passed, st.functions - st.passed, st.checks_passed, st.checks_failed);
+    if (st.functions != st.passed)
+      s = kiln_status_make(KILN_FAILED_PRECONDITION, "%" PRId64 " of %" PRId64 " functions failed",
+                           st.functions - st.passed, st.functions);
+  }
+  kiln_stablehlo_run_stats_free(&st);
+  return s;
+}
+
 static kiln_status run(run_flags_t *f) {
   if (f->compare && strcmp(f->backend, "reference") == 0)
     printf("note: --compare=reference compares a compiled backend with the evaluator; with "
@@ -516,8 +545,25 @@ static kiln_status run(run_flags_t *f) {
   /* Modules, or bare computations as one module: kiln_hlo_file_load, as the corpus tests
    * load them. */
   kiln_hlo_file_t *file = NULL;
-  kiln_status s = kiln_hlo_file_load(f->file, &file);
-  if (s) return s;
+  kiln_status s = NULL;
+  if (kiln_stablehlo_is_mlir_path(f->file)) {
+    bool checks = false;
+    s = kiln_stablehlo_file_has_checks(f->file, &checks);
+    if (!s && checks) s = run_stablehlo_checks(f);
+    if (s || checks) {
+      if (f->device) kiln_device_destroy(f->device);
+      f->device = NULL;
+      return s;
+    }
+    s = kiln_stablehlo_file_load(f->file, &file);
+  } else {
+    s = kiln_hlo_file_load(f->file, &file);
+  }
+  if (s) {
+    if (f->device) kiln_device_destroy(f->device);
+    f->device = NULL;
+    return s;
+  }
   f->bare = file->bare;
   kiln_hlo_module_t **mods = file->modules;
   int count = file->num_modules;
