@@ -223,7 +223,8 @@ static kiln_status read_strings(kiln_bc_t *bc) {
     end -= (size_t)sz;
     if (bc->data[end + sz - 1] != 0)
       return kiln_bc_error(&r, "string %llu lacks its NUL", (unsigned long long)i);
-    bc->strings[i] = (const char *)bc->data + end;
+    /* Copied: the module outlives the caller's bytes. */
+    bc->strings[i] = kiln_arena_strndup(bc->arena, (const char *)bc->data + end, (size_t)sz - 1);
     bc->string_lens[i] = (size_t)sz - 1;
   }
   if (r.pos != end)

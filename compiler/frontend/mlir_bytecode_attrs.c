@@ -286,12 +286,17 @@ static kiln_status make_dense(kiln_bc_reader_t *r, const kiln_mlir_type_t *type,
   size_t kb = kiln_elem_type_storage_bytes(e);
   uint8_t *dst = lit->data;
   if (e == KILN_PRED) {
-    if (len == (size_t)n) {
+    /* VHLO writes booleans bit-packed (LSB first), a splat as one 0xFF / 0x00 byte; MLIR's
+     * own buffers hold one byte per element or one for a splat. */
+    size_t packed = (size_t)((n + 7) / 8);
+    if (len == 1 && raw[0] == 0xFF && n > 1) {
+      for (int64_t i = 0; i < n; i++) dst[i] = 1;
+    } else if (len == packed && len != (size_t)n) {
+      for (int64_t i = 0; i < n; i++) dst[i] = (raw[i / 8] >> (i % 8)) & 1;
+    } else if (len == (size_t)n) {
       for (int64_t i = 0; i < n; i++) dst[i] = raw[i] != 0;
     } else if (len == 1) {
       for (int64_t i = 0; i < n; i++) dst[i] = raw[0] != 0;
-    } else if (len == (size_t)((n + 7) / 8)) {
-      for (int64_t i = 0; i < n; i++) dst[i] = (raw[i / 8] >> (i % 8)) & 1;
     } else {
       return kiln_bc_error(r, "%zu bytes of data for %lld booleans", len, (long long)n);
     }
