@@ -186,8 +186,15 @@ kiln_status kiln_ffi_registry_register(kiln_ffi_registry_t *r, const char *name,
   kiln_status s = NULL;
   pthread_mutex_lock(&r->mu);
   entry_t *e = find_locked(r, name, name_len, p);
-  if (e) {
-    if (e->h.legacy || !same_bundle(&e->h.bundle, bundle))
+  if (e && !e->h.bundle.execute) {
+    /* A legacy handler's entry: the typed handler joins it (XLA keeps the two apart). */
+    e->h.bundle = *bundle;
+    e->h.traits = traits | md.traits;
+    e->h.api_major = md.api_version.major_version;
+    e->h.api_minor = md.api_version.minor_version;
+    e->h.state_type_id = md.state_type_id;
+  } else if (e) {
+    if (!same_bundle(&e->h.bundle, bundle))
       s = kiln_status_make(KILN_ALREADY_EXISTS,
                            "duplicate FFI handler registration for '%.*s' on platform %s",
                            (int)name_len, name, kiln_ffi_platform_name(p));
@@ -217,7 +224,9 @@ kiln_status kiln_ffi_registry_register_legacy(kiln_ffi_registry_t *r, const char
   kiln_status s = NULL;
   pthread_mutex_lock(&r->mu);
   entry_t *e = find_locked(r, name, name_len, p);
-  if (e) {
+  if (e && !e->h.legacy) {
+    e->h.legacy = fn; /* joins the typed handler registered for the target */
+  } else if (e) {
     if (e->h.legacy != fn)
       s = kiln_status_make(KILN_ALREADY_EXISTS,
                            "duplicate FFI handler registration for '%.*s' on platform %s",

@@ -16,6 +16,10 @@ typedef struct slot {
   kiln_ffi_call_frame_t *cf; /* typed */
   kiln_ffi_context_t ctx;
   void **addrs; /* legacy: nargs + nrets addresses (args then rets) */
+  /* Run ids: kiln's thunks carry no execution id, so each execution of the call gets a fresh
+   * one: this slot's count, with the slot's number in the low 16 bits (a slot serves one
+   * execution at a time, so no atomic is needed). */
+  int64_t runs, number;
   struct slot *next_free, *next_all;
 } slot_t;
 
@@ -24,6 +28,7 @@ struct kiln_ffi_call {
   char *target;
   kiln_ffi_handler_t handler;
   int version;
+  bool legacy; /* api_version 1-3: call handler.legacy */
   kiln_ffi_platform_t platform;
   kiln_ffi_attrs_t *attrs;
   char *opaque;
@@ -38,6 +43,7 @@ struct kiln_ffi_call {
   atomic_flag first_busy;
   pthread_mutex_t mu; /* extra slots */
   slot_t *free_list, *extra;
+  int64_t num_extra;
 };
 
 /* Handler libraries an executable loads resolve XLA_FFI_GetApi, xla::ffi::GetXlaFfiApi and
@@ -48,10 +54,6 @@ const void *const kiln_ffi_call_exported_symbols[] = {
     (const void *)XlaCustomCallStatusSetSuccess,
     (const void *)XlaCustomCallStatusSetFailure,
 };
-
-/* Run ids: one per execution of a custom call (XLA numbers executions; kiln's thunks do not
- * carry one, so each call gets a fresh id). */
-static atomic_int_fast64_t g_run_id = 1;
 
 static kiln_status device_allocate(void *user, size_t size, size_t alignment, void **out) {
   (void)alignment; /* device allocations are at least 256-byte aligned */
@@ -82,7 +84,7 @@ static void context_init(const kiln_ffi_call_t *c, kiln_ffi_context_t *ctx) {
 static kiln_status slot_init(kiln_ffi_call_t *c, slot_t *s) {
   memset(s, 0, sizeof(*s));
   context_init(c, &s->ctx);
-  if (c->handler.legacy) {
+  if (c->legacy) {
     s->addrs = kiln_calloc(c->nargs + c->nrets + 1, sizeof(void *));
     return NULL;
   }
@@ -135,20 +137,18 @@ kiln_status kiln_ffi_call_create(const kiln_ffi_call_desc_t *d, kiln_ffi_call_t 
   }
   const char *name = d->name ? d->name : "?";
   const kiln_ffi_handler_t *h = d->handler;
-  bool legacy = h->legacy != NULL;
-  if (legacy && (d->api_version < 1 || d->api_version > 3)) {
+  bool legacy = d->api_version >= 1 && d->api_version <= 3;
+  if (legacy ? !h->legacy : !h->bundle.execute) {
     kiln_ffi_attrs_destroy(d->attrs);
-    return KILN_ERR_INVALID(
-        "custom call %s: target '%s' has a legacy handler, but the custom "
-        "call has api_version %d (legacy handlers take 1 to 3)",
-        name, h->target, d->api_version);
-  }
-  if (!legacy && d->api_version != 4) {
-    kiln_ffi_attrs_destroy(d->attrs);
-    return KILN_ERR_INVALID(
-        "custom call %s: api_version %d is a legacy calling convention, but "
-        "the handler for '%s' is an XLA FFI handler (api_version=%s)",
-        name, d->api_version, h->target, "API_VERSION_TYPED_FFI");
+    if (!legacy && d->api_version != 4)
+      return KILN_ERR_INVALID("custom call %s: api_version %d (expected 1 to 4)", name,
+                              d->api_version);
+    return kiln_status_make(
+        KILN_NOT_FOUND,
+        "custom call %s: api_version %d needs %s handler for target '%s', but only %s one is "
+        "registered (register it with %s)",
+        name, d->api_version, legacy ? "a legacy" : "an XLA FFI", h->target,
+        legacy ? "an XLA FFI" : "a legacy", legacy ? "lib.so:legacy=symbol" : "lib.so:symbol");
   }
   kiln_ffi_call_t *c = kiln_calloc(1, sizeof(*c));
   pthread_mutex_init(&c->mu, NULL);
@@ -158,6 +158,7 @@ kiln_status kiln_ffi_call_create(const kiln_ffi_call_desc_t *d, kiln_ffi_call_t 
   c->handler = *h;
   c->handler.target = c->target;
   c->version = d->api_version;
+  c->legacy = legacy;
   c->platform = h->platform;
   c->attrs = d->attrs;
   c->tuple_result = d->tuple_result;
@@ -196,7 +197,7 @@ static kiln_status call_init(void *ctx, kiln_device_t *device) {
   kiln_ffi_call_t *c = ctx;
   c->device = device;
   context_init(c, &c->first.ctx);
-  if (c->handler.legacy) return NULL;
+  if (c->legacy) return NULL;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_ffi_call_frame_invoke_bundle(c->first.cf, &c->handler.bundle,
                                                                XLA_FFI_ExecutionStage_PREPARE,
                                                                &c->first.ctx, c->name, NULL));
@@ -226,6 +227,7 @@ static kiln_status slot_acquire(kiln_ffi_call_t *c, slot_t **out) {
     return st;
   }
   pthread_mutex_lock(&c->mu);
+  s->number = ++c->num_extra & 0xffff;
   s->next_all = c->extra;
   c->extra = s;
   pthread_mutex_unlock(&c->mu);
@@ -255,7 +257,7 @@ static kiln_status run(kiln_ffi_call_t *c, slot_t *sl, kiln_stream_t *stream,
   bool gpu = c->platform == KILN_FFI_PLATFORM_CUDA;
   /* Host handlers read their operands now, on this thread: what is queued must have run. */
   if (!gpu && stream) KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_synchronize(stream));
-  if (c->handler.legacy) {
+  if (c->legacy) {
     void **a = sl->addrs;
     for (size_t i = 0; i < c->nargs; i++) a[i] = (void *)(uintptr_t)args[i];
     for (size_t i = 0; i < c->nrets; i++) a[c->nargs + i] = (void *)(uintptr_t)rets[i];
@@ -268,7 +270,7 @@ static kiln_status run(kiln_ffi_call_t *c, slot_t *sl, kiln_stream_t *stream,
   for (size_t i = 0; i < c->nargs; i++) cf->buffers[i].data = (void *)(uintptr_t)args[i];
   for (size_t i = 0; i < c->nrets; i++) cf->buffers[c->nargs + i].data = (void *)(uintptr_t)rets[i];
   sl->ctx.stream = platform_stream(stream);
-  sl->ctx.run_id = atomic_fetch_add_explicit(&g_run_id, 1, memory_order_relaxed);
+  sl->ctx.run_id = (++sl->runs << 16) | sl->number;
   /* NULL out_future: a future the handler returns is awaited here. */
   return kiln_ffi_call_frame_invoke(cf, c->handler.bundle.execute, XLA_FFI_ExecutionStage_EXECUTE,
                                     &sl->ctx, NULL, NULL);

@@ -49,7 +49,8 @@ typedef struct kiln_ffi_call_desc {
 } kiln_ffi_call_desc_t;
 
 /* Builds the call and runs the instantiate stage (a handler's error fails it, naming the
- * custom call). INVALID_ARGUMENT for a legacy version against a typed handler or back. */
+ * custom call). api_version 1-3 calls the handler's legacy function, 4 its typed bundle;
+ * NOT_FOUND when the handler lacks that one. */
 kiln_status kiln_ffi_call_create(const kiln_ffi_call_desc_t *d, kiln_ffi_call_t **out);
 void kiln_ffi_call_destroy(void *call); /* a kiln_ffi_call_t*; NULL is fine */
 

@@ -83,7 +83,9 @@ static void load_env(void) {
 typedef KILN_VEC(kiln_ffi_buffer_desc_t) desc_vec_t;
 typedef KILN_VEC(kiln_slice_t) slice_vec_t;
 
-/* Appends the array leaves of `v`'s shape (depth first) with their slices. */
+/* Appends the array leaves of `v`'s shape (depth first) with their slices. A buffer is in
+ * the physical layout the value has (as XLA passes it): layout assignment gives custom-call
+ * operands the default layout, a result keeps the layout the HLO wrote. */
 static kiln_status add_leaves(const kiln_hlo_instruction_t *call, const kiln_hlo_instruction_t *v,
                               const kiln_buffer_assignment_t *ba, desc_vec_t *descs,
                               slice_vec_t *slices) {
@@ -91,10 +93,6 @@ static kiln_status add_leaves(const kiln_hlo_instruction_t *call, const kiln_hlo
   for (int l = 0; l < n; l++) {
     const kiln_shape_t *s = kiln_shape_leaf(v->shape, l, NULL);
     if (!s || !kiln_shape_is_array(s)) continue; /* tokens carry no data */
-    if (s->has_layout && s->rank > 1 && !kiln_layout_is_default(&s->layout))
-      return KILN_ERR_UNIMPLEMENTED(
-          "custom call %s: %s has a non-default layout; FFI buffers are row-major", call->name,
-          v->name);
     kiln_buffer_slice_t bs;
     if (!kiln_buffer_assignment_slice_at(ba, v, l, &bs) || bs.allocation < 0)
       return KILN_ERR_INTERNAL("custom call %s: leaf %d of %s has no buffer slice", call->name, l,
@@ -129,11 +127,18 @@ kiln_status kiln_custom_call_emit(const kiln_hlo_instruction_t *in,
                             "one with KILN_FFI_HANDLERS=... or kiln-run --ffi=...)",
                             in->name, tgt, kiln_ffi_platform_name(platform));
   }
+  /* api_version not written means API_VERSION_ORIGINAL (legacy) in XLA; kiln falls back to
+   * the typed handler when the target has no legacy one. */
   int version = (int)in->api_version;
-  if (version == 0) version = h.legacy ? 1 : 4; /* not written: what the handler speaks */
+  if (version == 0) version = h.legacy || !h.bundle.execute ? 1 : 4;
   const char *cfg = in->backend_config ? in->backend_config : "";
   kiln_ffi_attrs_t *attrs = NULL;
-  if (!h.legacy && version == 4) {
+  /* In that fallback a backend_config that is not a dictionary is the legacy opaque string,
+   * not attributes: the handler gets none. */
+  const char *p = cfg;
+  while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+  bool opaque_only = in->api_version == 0 && *p && *p != '{';
+  if (version == 4 && !opaque_only) {
     s = kiln_ffi_attrs_parse(cfg, strlen(cfg), &attrs);
     if (s)
       return kiln_status_annotate(s, "in the backend_config of custom call %s (target %s)",

@@ -118,3 +118,54 @@ EXPORT void kiln_legacy_scale8(void *out, const void **in, const char *opaque, s
   float *o = out;
   for (int i = 0; i < 8; i++) o[i] = a[i] * s;
 }
+
+/* The corpus's made-up targets (foo, bar, some_target, CustomCallTuple, ...): every element of
+ * result leaf r becomes r + 1, whatever the operands; test_corpus_custom_calls gives the
+ * evaluator the same rule. */
+EXPORT XLA_FFI_Error *kiln_call_fill(XLA_FFI_CallFrame *f) {
+  if (metadata(f)) return NULL;
+  for (int64_t r = 0; r < f->rets.size; r++) {
+    const XLA_FFI_Buffer *o = f->rets.rets[r];
+    int64_t n = count(o);
+    double v = (double)(r + 1);
+    for (int64_t i = 0; i < n; i++) {
+      switch (o->dtype) {
+        case XLA_FFI_DataType_PRED:
+          ((uint8_t *)o->data)[i] = 1;
+          break;
+        case XLA_FFI_DataType_S8:
+        case XLA_FFI_DataType_U8:
+          ((uint8_t *)o->data)[i] = (uint8_t)v;
+          break;
+        case XLA_FFI_DataType_S16:
+        case XLA_FFI_DataType_U16:
+          ((uint16_t *)o->data)[i] = (uint16_t)v;
+          break;
+        case XLA_FFI_DataType_S32:
+        case XLA_FFI_DataType_U32:
+          ((uint32_t *)o->data)[i] = (uint32_t)v;
+          break;
+        case XLA_FFI_DataType_S64:
+        case XLA_FFI_DataType_U64:
+          ((uint64_t *)o->data)[i] = (uint64_t)v;
+          break;
+        case XLA_FFI_DataType_F32:
+          ((float *)o->data)[i] = (float)v;
+          break;
+        case XLA_FFI_DataType_F64:
+          ((double *)o->data)[i] = v;
+          break;
+        /* 1.0 and 2.0 as f16 / bf16 bit patterns (r + 1 <= 2 in the corpus). */
+        case XLA_FFI_DataType_F16:
+          ((uint16_t *)o->data)[i] = r == 0 ? 0x3C00 : 0x4000;
+          break;
+        case XLA_FFI_DataType_BF16:
+          ((uint16_t *)o->data)[i] = r == 0 ? 0x3F80 : 0x4000;
+          break;
+        default:
+          return fail(f->api, "fill: unsupported result type");
+      }
+    }
+  }
+  return NULL;
+}
