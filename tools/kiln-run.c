@@ -17,6 +17,7 @@
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
+#include "ffi/ffi_registry.h"
 #include "runtime/device.h"
 #include "tools/common/compare.h"
 #include "tools/common/device_run.h"
@@ -72,6 +73,8 @@ static const char kUsage[] =
     "                        (or the bare computation) into a kernel, run it on the host\n"
     "                        on generated inputs, compare with the evaluator, and check\n"
     "                        its PTX with ptxas -arch=sm_90 when ptxas is present\n"
+    "  --ffi=SPEC            register custom-call handlers (repeatable; as KILN_FFI_HANDLERS:\n"
+    "                        target[@platform]=lib.so:symbol, lib.so:legacy=symbol, lib.so)\n"
     "  --help                this text\n"
     "\n"
     "With several modules run, file names get a `m<N>.` prefix (m1.out0.npy).\n"
@@ -167,7 +170,10 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
     }
     if (!val) return KILN_ERR_INVALID("unknown flag '%s' (see --help)", a);
     int64_t x;
-    if (IS("backend")) {
+    if (IS("ffi")) {
+      KILN_RETURN_IF_ERROR(kiln_ffi_registry_load_spec(kiln_ffi_registry_default(), val),
+                           "in --ffi=%s", val);
+    } else if (IS("backend")) {
       f->backend = val;
     } else if (IS("module")) {
       KILN_RETURN_IF_ERROR_PLAIN(parse_int_flag("module", val, 0, 1 << 30, &x));
