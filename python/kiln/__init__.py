@@ -342,6 +342,11 @@ def _guess_format(code):
     return "hlo"
 
 
+def _c_order(a):
+    """`a` in row-major order (np.ascontiguousarray would make a scalar 1-D)."""
+    return a if a.flags.c_contiguous else a.copy(order="C")
+
+
 def _is_bf16(dtype):
     if dtype is None:
         return False
@@ -353,14 +358,14 @@ def _is_bf16(dtype):
 def _to_host_array(array, dtype):
     if _is_bf16(dtype):
         if _BF16 is not None:
-            return _TYPE_BF16, np.ascontiguousarray(np.asarray(array, dtype=_BF16))
-        f = np.ascontiguousarray(np.asarray(array, dtype=np.float32))
+            return _TYPE_BF16, _c_order(np.asarray(array, dtype=_BF16))
+        f = _c_order(np.asarray(array, dtype=np.float32))
         u = f.view(np.uint32).astype(np.uint64)
         rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
         nan = np.isnan(f)
         rounded[nan] = 0x7FC0
         return _TYPE_BF16, rounded
-    host = np.ascontiguousarray(np.asarray(array, dtype=dtype))
+    host = _c_order(np.asarray(array, dtype=dtype))
     ptype = _DTYPE_TO_TYPE.get(host.dtype)
     if ptype is None:
         raise PjrtError("INVALID_ARGUMENT", f"kiln: numpy dtype {host.dtype} has no PJRT type")

@@ -185,12 +185,12 @@ class ClientTest(unittest.TestCase):
                     np.testing.assert_array_equal(back, a)
 
     def test_bfloat16_upload_rounds_to_nearest_even(self):
-        x = np.array([1.0, 1.00390625, 1.01171875, -2.5, 3.0e38], np.float32)
+        x = np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8, -2.5, 3 + 2**-7, 3 + 3 * 2**-7], np.float32)
         b = self.client.buffer(x, dtype="bfloat16")
         self.assertEqual(b.element_type, _abi.BUFFER_TYPES["bfloat16"])
-        # 1 + 2^-8 is a tie and goes to 1; 1 + 3*2^-8 goes up to 1 + 2^-6.
-        want = [1.0, 1.0, 1.015625, -2.5, 2.9980e38]
-        np.testing.assert_allclose(b.to_numpy().astype(np.float64), want, rtol=1e-3)
+        # bf16 keeps 7 fraction bits; each odd value above is a tie, which goes to the even one.
+        want = [1.0, 1.0, 1 + 2**-6, -2.5, 3.0, 3 + 2**-5]
+        np.testing.assert_array_equal(b.to_numpy().astype(np.float64), want)
 
     def test_deleted_buffer_reads_fail(self):
         b = self.client.buffer(np.ones(4, np.float32))
