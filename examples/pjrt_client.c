@@ -452,18 +452,15 @@ int main(int argc, char **argv) {
       (int)pn.platform_name_size, pn.platform_name, ad.num_addressable_devices,
       (int)dk.device_kind_size, dk.device_kind, now_ms() - t0);
 
-  /* 3. Compile the HLO text: format "hlo", one replica, one partition. */
-  static const char kCompileOptions[] = {0x1a, 0x04, 0x20, 0x01, 0x28, 0x01};
+  /* 3. Compile the HLO text: format "hlo"; no compile options (an empty CompileOptionsProto:
+   * the plugin's defaults, one replica and one partition). */
   PJRT_Program program = {.struct_size = PJRT_Program_STRUCT_SIZE,
                           .code = text,
                           .code_size = text_size,
                           .format = "hlo",
                           .format_size = 3};
-  PJRT_Client_Compile_Args ca = {.struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE,
-                                 .client = client,
-                                 .program = &program,
-                                 .compile_options = kCompileOptions,
-                                 .compile_options_size = sizeof(kCompileOptions)};
+  PJRT_Client_Compile_Args ca = {
+      .struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE, .client = client, .program = &program};
   t0 = now_ms();
   TRY(g_api->PJRT_Client_Compile(&ca), "PJRT_Client_Compile");
   double compile_ms = now_ms() - t0;

@@ -45,8 +45,9 @@ if _BF16 is not None:
 _TYPE_TO_DTYPE = {code: dtype for dtype, code in _DTYPE_TO_TYPE.items()}
 _TYPE_BF16 = _abi.BUFFER_TYPES["bfloat16"]
 
-# CompileOptionsProto: executable_build_options { num_replicas: 1, num_partitions: 1 }.
-DEFAULT_COMPILE_OPTIONS = bytes([0x1A, 0x04, 0x20, 0x01, 0x28, 0x01])
+# A serialized CompileOptionsProto: executable_build_options { num_replicas: 1,
+# num_partitions: 1 }, what a framework sends for one device.
+ONE_DEVICE_COMPILE_OPTIONS = bytes([0x1A, 0x04, 0x20, 0x01, 0x28, 0x01])
 
 
 class PjrtError(RuntimeError):
@@ -299,10 +300,11 @@ class Client:
         self.api.await_event(a.done_with_host_buffer, "PJRT_Client_BufferFromHostBuffer")
         return buf
 
-    def compile(self, program, format=None, compile_options=DEFAULT_COMPILE_OPTIONS):
+    def compile(self, program, format=None, compile_options=b""):
         """Compiles `program` (str or bytes): format "hlo" (HLO text or a serialized
         HloModuleProto), "mlir" (StableHLO text or bytecode) or "hlo_with_config"; guessed
-        from the text when not given. An Executable."""
+        from the text when not given. `compile_options`: a serialized CompileOptionsProto
+        (empty: the plugin's defaults, one replica and one partition). An Executable."""
         code = program.encode() if isinstance(program, str) else bytes(program)
         fmt = (format or _guess_format(code)).encode()
         code_buf = ctypes.create_string_buffer(code, len(code))

@@ -144,6 +144,19 @@ class ClientTest(unittest.TestCase):
         # bf16 arithmetic at every step: within a few bf16 ulps of the exact formula.
         np.testing.assert_allclose(y, gelu(x_rounded), rtol=3e-2, atol=3e-2)
 
+    def test_serialized_compile_options_are_accepted(self):
+        try:
+            exe = self.client.compile(ADD_ONE, compile_options=kiln.ONE_DEVICE_COMPILE_OPTIONS)
+        except kiln.PjrtError as e:
+            if e.code == "UNIMPLEMENTED" and "not decoded in this build" in e.message:
+                self.skipTest(f"this plugin build does not decode compile options: {e}")
+            raise
+        (y,) = exe(np.arange(6, dtype=np.int32))
+        np.testing.assert_array_equal(y, np.arange(1, 7))
+        with self.assertRaises(kiln.PjrtError) as cm:
+            self.client.compile(ADD_ONE, compile_options=b"\x1a\xff\xff")  # truncated field
+        self.assertEqual(cm.exception.code, "INVALID_ARGUMENT")
+
     def test_tuple_result_is_a_list_of_arrays(self):
         a = np.arange(15, dtype=np.float32).reshape(3, 5)
         b = np.full((3, 5), 0.5, np.float32)

@@ -90,17 +90,13 @@ static void test_plugin_compiles_and_runs_beside_it(void **state) {
   assert_true(ad.num_addressable_devices > 0);
   PJRT_Device *device = ad.addressable_devices[0];
 
-  static const char kOptions[] = {0x1a, 0x04, 0x20, 0x01, 0x28, 0x01};
   PJRT_Program program = {.struct_size = PJRT_Program_STRUCT_SIZE,
                           .code = (char *)kModule,
                           .code_size = sizeof(kModule) - 1,
                           .format = "hlo",
                           .format_size = 3};
-  PJRT_Client_Compile_Args ca = {.struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE,
-                                 .client = client,
-                                 .program = &program,
-                                 .compile_options = kOptions,
-                                 .compile_options_size = sizeof(kOptions)};
+  PJRT_Client_Compile_Args ca = {
+      .struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE, .client = client, .program = &program};
   PJRT_CHECK(api, api->PJRT_Client_Compile(&ca));
   assert_non_null(ca.executable);
 

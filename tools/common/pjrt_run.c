@@ -321,8 +321,8 @@ kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t 
   kiln_pjrt_run_report_t *rep = report ? report : &local;
   memset(rep, 0, sizeof(*rep));
 
-  /* Compile: the module's canonical text in the "hlo" format; one replica, one partition. */
-  static const char kCompileOptions[] = {0x1a, 0x04, 0x20, 0x01, 0x28, 0x01};
+  /* Compile: the module's canonical text in the "hlo" format, no compile options (the
+   * plugin's defaults: one replica, one partition). */
   char *text = kiln_hlo_module_to_string(m);
   PJRT_Program program = {.struct_size = PJRT_Program_STRUCT_SIZE,
                           .code = text,
@@ -331,9 +331,7 @@ kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t 
                           .format_size = 3};
   PJRT_Client_Compile_Args ca = {.struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE,
                                  .client = r->client,
-                                 .program = &program,
-                                 .compile_options = kCompileOptions,
-                                 .compile_options_size = sizeof(kCompileOptions)};
+                                 .program = &program};
   double t0 = kiln_clock_ms();
   kiln_status s = from_pjrt(r->api, r->api->PJRT_Client_Compile(&ca), "PJRT_Client_Compile");
   rep->compile_ms = kiln_clock_ms() - t0;
