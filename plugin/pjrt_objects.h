@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "base/version.h"
 #include "kiln/pjrt_c_api.h"
 #include "plugin/pjrt_internal.h"
 #include "runtime/buffer.h"
@@ -37,15 +38,12 @@ typedef struct kiln_pjrt_client_options {
 
 typedef struct kiln_pjrt_compile_cache kiln_pjrt_compile_cache_t; /* pjrt_executable.h */
 
-/* Versions the plugin reports (PJRT_Plugin_Attributes, PlatformVersion). The StableHLO pair
- * is what the StableHLO reader accepts: change it here, and only here, when the reader
- * does. */
-#define KILN_PJRT_KILN_VERSION "0.15.0"
+/* What the plugin reports (PJRT_Plugin_Attributes, PlatformVersion): kiln's version is
+ * base/version.h's; the StableHLO versions are the reader's own (KILN_VHLO_CURRENT and
+ * KILN_VHLO_MINIMUM in compiler/frontend/mlir_bytecode_internal.h, read by pjrt_plugin.c),
+ * so they change in that one place when the reader does. */
+#define KILN_PJRT_KILN_VERSION KILN_VERSION_STRING
 #define KILN_PJRT_XLA_VERSION 2
-#define KILN_PJRT_STABLEHLO_CURRENT_VERSION \
-  { 1, 13, 0 }
-#define KILN_PJRT_STABLEHLO_MINIMUM_VERSION \
-  { 0, 9, 0 }
 /* The program formats PJRT_Client_Compile accepts (comma-separated, as the attribute). */
 #define KILN_PJRT_PROGRAM_FORMATS "mlir,hlo,hlo_with_config"
 

@@ -2,17 +2,21 @@
  * extension comes with the FFI work).
  *
  * Attributes: `xla_version` (int64, what XLA's own plugins report), `stablehlo_current_version`
- * and `stablehlo_minimum_version` (int64 arrays of 3: major, minor, patch; the StableHLO
- * versions the reader accepts, set in pjrt_objects.h), `kiln_version` (string) and
+ * and `stablehlo_minimum_version` (int64 arrays of 3: major, minor, patch; the VHLO versions
+ * the bytecode reader accepts, taken from its own definitions), `kiln_version` (string) and
  * `program_formats` (string: the formats PJRT_Client_Compile accepts, comma-separated).
  *
  * Thread-safety: thread-safe; the attributes are static. */
 #include <string.h>
 
+#include "compiler/frontend/mlir_bytecode_internal.h" /* KILN_VHLO_CURRENT, _MINIMUM */
 #include "plugin/pjrt_objects.h"
 
-static const int64_t g_shlo_current[3] = KILN_PJRT_STABLEHLO_CURRENT_VERSION;
-static const int64_t g_shlo_minimum[3] = KILN_PJRT_STABLEHLO_MINIMUM_VERSION;
+/* major*10000 + minor*100 + patch -> {major, minor, patch} */
+#define KILN_PJRT_SPLIT_VERSION(v) \
+  { (v) / 10000, (v) / 100 % 100, (v) % 100 }
+static const int64_t g_shlo_current[3] = KILN_PJRT_SPLIT_VERSION(KILN_VHLO_CURRENT);
+static const int64_t g_shlo_minimum[3] = KILN_PJRT_SPLIT_VERSION(KILN_VHLO_MINIMUM);
 
 #define NV_HEAD(n) .struct_size = PJRT_NamedValue_STRUCT_SIZE, .name = n, .name_size = sizeof(n) - 1
 
