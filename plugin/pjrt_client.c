@@ -1,7 +1,7 @@
 /* The client (pjrt_objects.h): Create with named options, Destroy, platform, devices,
- * memories, device assignment. Buffer creation slots of the client (BufferFromHostBuffer,
- * CreateUninitializedBuffer, CreateViewOfDeviceBuffer) are in pjrt_buffer.c; Compile and
- * DeserializeAndLoad in pjrt_compile.c.
+ * memories, device assignment, and the client's topology (its devices' descriptions). Buffer
+ * creation slots of the client (BufferFromHostBuffer, CreateUninitializedBuffer,
+ * CreateViewOfDeviceBuffer) are in pjrt_buffer.c; Compile and DeserializeAndLoad in pjrt_compile.c.
  *
  * Named options (PJRT_Client_Create): `platform` (string: "cpu", "cuda" or "auto"; default
  * $KILN_PLATFORM, else auto = cuda when a driver and a GPU exist, else cpu), `num_devices`
@@ -171,6 +171,8 @@ static void client_free(PJRT_Client *c) {
     kiln_pjrt_device_fini(c->devices[i]);
     kiln_free(c->devices[i]);
   }
+  if (c->topology) kiln_free(c->topology->descriptions);
+  kiln_free(c->topology);
   kiln_free(c->devices);
   kiln_free(c->memories);
   for (int32_t i = 0; i < c->num_kdevices; i++) kiln_device_destroy(c->kdevices[i]);
@@ -293,6 +295,11 @@ static PJRT_Error *Client_Create(PJRT_Client_Create_Args *args) {
     snprintf(c->platform_version, sizeof(c->platform_version), "kiln %s; host",
              KILN_PJRT_KILN_VERSION);
   }
+  c->topology = kiln_calloc(1, sizeof(*c->topology));
+  c->topology->client = c;
+  c->topology->descriptions = kiln_calloc(n ? (size_t)n : 1, sizeof(PJRT_DeviceDescription *));
+  for (int32_t i = 0; i < c->num_devices; i++)
+    c->topology->descriptions[c->topology->num_descriptions++] = &c->devices[i]->desc;
   if (!s) s = kiln_pjrt_compile_cache_create(&c->options, &c->compile_cache);
   if (s) {
     client_free(c);
@@ -431,7 +438,81 @@ static PJRT_Error *Client_DefaultDeviceAssignment(PJRT_Client_DefaultDeviceAssig
   return NULL;
 }
 
+/* ---- topology (the client's; PJRT_TopologyDescription_Create is not offered) ------------ */
+
+static PJRT_Error *Client_TopologyDescription(PJRT_Client_TopologyDescription_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Client_TopologyDescription", args, topology);
+  CLIENT("PJRT_Client_TopologyDescription", args);
+  args->topology = args->client->topology;
+  return NULL;
+}
+
+#define TOPOLOGY(fn, a)                                                               \
+  do {                                                                                \
+    if (!(a)->topology)                                                               \
+      return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, "%s: topology is NULL", fn); \
+  } while (0)
+
+/* A client's topology belongs to the client: destroying it does nothing (the client frees
+ * it). */
+static PJRT_Error *TopologyDescription_Destroy(PJRT_TopologyDescription_Destroy_Args *args) {
+  KILN_PJRT_ARGS("PJRT_TopologyDescription_Destroy", args, topology);
+  return NULL;
+}
+
+static PJRT_Error *TopologyDescription_PlatformName(
+    PJRT_TopologyDescription_PlatformName_Args *args) {
+  KILN_PJRT_ARGS("PJRT_TopologyDescription_PlatformName", args, platform_name_size);
+  TOPOLOGY("PJRT_TopologyDescription_PlatformName", args);
+  args->platform_name = args->topology->client->is_cuda ? "cuda" : "cpu";
+  args->platform_name_size = strlen(args->platform_name);
+  return NULL;
+}
+
+static PJRT_Error *TopologyDescription_PlatformVersion(
+    PJRT_TopologyDescription_PlatformVersion_Args *args) {
+  KILN_PJRT_ARGS("PJRT_TopologyDescription_PlatformVersion", args, platform_version_size);
+  TOPOLOGY("PJRT_TopologyDescription_PlatformVersion", args);
+  args->platform_version = args->topology->client->platform_version;
+  args->platform_version_size = strlen(args->platform_version);
+  return NULL;
+}
+
+static PJRT_Error *TopologyDescription_GetDeviceDescriptions(
+    PJRT_TopologyDescription_GetDeviceDescriptions_Args *args) {
+  KILN_PJRT_ARGS("PJRT_TopologyDescription_GetDeviceDescriptions", args, num_descriptions);
+  TOPOLOGY("PJRT_TopologyDescription_GetDeviceDescriptions", args);
+  args->descriptions = args->topology->descriptions;
+  args->num_descriptions = (size_t)args->topology->num_descriptions;
+  return NULL;
+}
+
+static PJRT_Error *TopologyDescription_Attributes(PJRT_TopologyDescription_Attributes_Args *args) {
+  KILN_PJRT_ARGS("PJRT_TopologyDescription_Attributes", args, num_attributes);
+  TOPOLOGY("PJRT_TopologyDescription_Attributes", args);
+  args->attributes = NULL;
+  args->num_attributes = 0;
+  return NULL;
+}
+
+static PJRT_Error *TopologyDescription_GetMemorySpaceKindIds(
+    PJRT_TopologyDescription_GetMemorySpaceKindIds_Args *args) {
+  static const int kKindIds[2] = {0, 1}; /* "device", "pinned_host" */
+  KILN_PJRT_ARGS("PJRT_TopologyDescription_GetMemorySpaceKindIds", args, num_memory_space_kind_ids);
+  TOPOLOGY("PJRT_TopologyDescription_GetMemorySpaceKindIds", args);
+  args->memory_space_kind_ids = kKindIds;
+  args->num_memory_space_kind_ids = 2;
+  return NULL;
+}
+
 void kiln_pjrt_fill_client(PJRT_Api *api) {
+  api->PJRT_Client_TopologyDescription = Client_TopologyDescription;
+  api->PJRT_TopologyDescription_Destroy = TopologyDescription_Destroy;
+  api->PJRT_TopologyDescription_PlatformName = TopologyDescription_PlatformName;
+  api->PJRT_TopologyDescription_PlatformVersion = TopologyDescription_PlatformVersion;
+  api->PJRT_TopologyDescription_GetDeviceDescriptions = TopologyDescription_GetDeviceDescriptions;
+  api->PJRT_TopologyDescription_Attributes = TopologyDescription_Attributes;
+  api->PJRT_TopologyDescription_GetMemorySpaceKindIds = TopologyDescription_GetMemorySpaceKindIds;
   api->PJRT_Client_Create = Client_Create;
   api->PJRT_Client_Destroy = Client_Destroy;
   api->PJRT_Client_PlatformName = Client_PlatformName;

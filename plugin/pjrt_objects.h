@@ -115,6 +115,15 @@ struct PJRT_Client {
    * everything above are freed when the last goes, so a buffer or executable that outlives
    * its client (the caller's error) never touches freed memory. */
   _Atomic int32_t refs;
+  /* PJRT_Client_TopologyDescription: owned by the client (its descriptions, platform). */
+  struct PJRT_TopologyDescription *topology;
+};
+
+/* The client's topology: its devices' descriptions, platform name and version. */
+struct PJRT_TopologyDescription {
+  PJRT_Client *client;
+  PJRT_DeviceDescription **descriptions; /* one per device, borrowed from the devices */
+  int32_t num_descriptions;
 };
 
 /* Keeps the client's devices alive (see `refs`); release frees the client at the last. */

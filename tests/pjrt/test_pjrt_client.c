@@ -401,6 +401,51 @@ static void test_devices_host(void **state) {
   pjrt_test_client_destroy(api, c);
 }
 
+static void test_topology(void **state) {
+  (void)state;
+  PJRT_Client *c = cpu_client(3);
+  PJRT_Client_TopologyDescription_Args t = {
+      .struct_size = PJRT_Client_TopologyDescription_Args_STRUCT_SIZE, .client = c};
+  PJRT_CHECK(api, api->PJRT_Client_TopologyDescription(&t));
+  assert_non_null(t.topology);
+  PJRT_TopologyDescription_PlatformName_Args pn = {
+      .struct_size = PJRT_TopologyDescription_PlatformName_Args_STRUCT_SIZE,
+      .topology = t.topology};
+  PJRT_CHECK(api, api->PJRT_TopologyDescription_PlatformName(&pn));
+  assert_int_equal(pn.platform_name_size, 3);
+  assert_memory_equal(pn.platform_name, "cpu", 3);
+  PJRT_TopologyDescription_PlatformVersion_Args pv = {
+      .struct_size = PJRT_TopologyDescription_PlatformVersion_Args_STRUCT_SIZE,
+      .topology = t.topology};
+  PJRT_CHECK(api, api->PJRT_TopologyDescription_PlatformVersion(&pv));
+  assert_true(pv.platform_version_size > 0);
+  PJRT_TopologyDescription_GetDeviceDescriptions_Args gd = {
+      .struct_size = PJRT_TopologyDescription_GetDeviceDescriptions_Args_STRUCT_SIZE,
+      .topology = t.topology};
+  PJRT_CHECK(api, api->PJRT_TopologyDescription_GetDeviceDescriptions(&gd));
+  assert_int_equal(gd.num_descriptions, 3);
+  PJRT_Client_Devices_Args d = {.struct_size = PJRT_Client_Devices_Args_STRUCT_SIZE, .client = c};
+  PJRT_CHECK(api, api->PJRT_Client_Devices(&d));
+  for (size_t i = 0; i < 3; i++) {
+    PJRT_Device_GetDescription_Args g = {.struct_size = PJRT_Device_GetDescription_Args_STRUCT_SIZE,
+                                         .device = d.devices[i]};
+    PJRT_CHECK(api, api->PJRT_Device_GetDescription(&g));
+    assert_ptr_equal(gd.descriptions[i], g.device_description);
+  }
+  PJRT_TopologyDescription_GetMemorySpaceKindIds_Args k = {
+      .struct_size = PJRT_TopologyDescription_GetMemorySpaceKindIds_Args_STRUCT_SIZE,
+      .topology = t.topology};
+  PJRT_CHECK(api, api->PJRT_TopologyDescription_GetMemorySpaceKindIds(&k));
+  assert_int_equal(k.num_memory_space_kind_ids, 2);
+  gd.topology = NULL;
+  PJRT_EXPECT_ERROR(api, api->PJRT_TopologyDescription_GetDeviceDescriptions(&gd),
+                    PJRT_Error_Code_INVALID_ARGUMENT, "topology");
+  t.client = NULL;
+  PJRT_EXPECT_ERROR(api, api->PJRT_Client_TopologyDescription(&t), PJRT_Error_Code_INVALID_ARGUMENT,
+                    "client");
+  pjrt_test_client_destroy(api, c);
+}
+
 static void test_devices_cuda(void **state) {
   (void)state;
   if (!have_cuda()) skip();
@@ -707,6 +752,7 @@ int main(void) {
       cmocka_unit_test(test_client_environment_defaults),
       cmocka_unit_test(test_client_platform),
       cmocka_unit_test(test_devices_host),
+      cmocka_unit_test(test_topology),
       cmocka_unit_test(test_devices_cuda),
       cmocka_unit_test(test_memory_user_data),
       cmocka_unit_test(test_default_device_assignment),
