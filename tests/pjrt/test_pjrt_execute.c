@@ -153,7 +153,38 @@ static void test_add_executes_and_reports_metadata(void **state) {
   PJRT_CHECK(api, api->PJRT_LoadedExecutable_AddressableDevices(&ad));
   assert_int_equal(ad.num_addressable_devices, 1);
   assert_ptr_equal(ad.addressable_devices[0], g_dev);
+  /* Client_Load of the executable gives another loaded executable that runs */
+  PJRT_Client_Load_Args load;
+  memset(&load, 0, sizeof(load));
+  load.struct_size = PJRT_Client_Load_Args_STRUCT_SIZE;
+  load.client = g_client;
+  load.executable = e;
+  PJRT_CHECK(api, api->PJRT_Client_Load(&load));
+  PJRT_Buffer *o3[1] = {NULL};
+  pjrt_exec_run(api, load.loaded_executable, args, 2, o3);
+  pjrt_exec_read(api, o3[0], r, sizeof(r));
+  for (int i = 0; i < 16; i++) assert_true(r[i] == x[i] + y[i]);
+  pjrt_exec_buffer_destroy(api, o3[0]);
+  pjrt_exec_destroy(api, load.loaded_executable);
   executable_destroy(e);
+
+  /* the device assignment: one replica, one computation, on the device it runs on */
+  PJRT_LoadedExecutable_GetDeviceAssignment_Args da;
+  memset(&da, 0, sizeof(da));
+  da.struct_size = PJRT_LoadedExecutable_GetDeviceAssignment_Args_STRUCT_SIZE;
+  da.executable = l;
+  PJRT_CHECK(api, api->PJRT_LoadedExecutable_GetDeviceAssignment(&da));
+  PJRT_Device_GetDescription_Args gd = {.struct_size = PJRT_Device_GetDescription_Args_STRUCT_SIZE,
+                                        .device = g_dev};
+  PJRT_CHECK(api, api->PJRT_Device_GetDescription(&gd));
+  PJRT_DeviceDescription_Id_Args di = {.struct_size = PJRT_DeviceDescription_Id_Args_STRUCT_SIZE,
+                                       .device_description = gd.device_description};
+  PJRT_CHECK(api, api->PJRT_DeviceDescription_Id(&di));
+  assert_true(di.id >= 0 && di.id < 128);
+  const unsigned char want_da[] = {0x08, 1, 0x10, 1, 0x1a, 3, 0x0a, 1, (unsigned char)di.id};
+  assert_int_equal(da.serialized_bytes_size, sizeof(want_da));
+  assert_memory_equal(da.serialized_bytes, want_da, sizeof(want_da));
+  da.serialized_device_assignment_deleter(da.serialized_device_assignment);
 
   pjrt_exec_buffer_destroy(api, out[0]);
   pjrt_exec_buffer_destroy(api, args[0]);
