@@ -26,6 +26,7 @@
 #include "base/str.h"
 #include "base/version.h"
 #include "compiler/frontend/hlo_proto.h"
+#include "compiler/frontend/stablehlo_to_hlo.h"
 #include "compiler/passes/pipeline.h"
 #include "plugin/compile_cache.h"
 #include "plugin/compile_options.h"
@@ -34,9 +35,11 @@
 
 #define ACCEPTED_FORMATS "\"hlo\" (HloModuleProto or HLO text), \"hlo_with_config\", \"mlir\""
 
-/* Parses a program in `format` into a module (verified). num_replicas / num_partitions are
- * what the program itself says (hlo_with_config's config), else 1. The one place a new
- * program format plugs in. */
+/* Parses a program in `format` into a module (verified): "hlo" (HLO text when it reads as
+ * text, else an HloModuleProto), "hlo_with_config" (likewise, or HloModuleProtoWithConfig),
+ * "mlir" (StableHLO text or VHLO bytecode). num_replicas / num_partitions are what the
+ * program itself says (hlo_with_config's config), else 1. The one place a new program format
+ * plugs in. */
 kiln_status kiln_pjrt_program_parse(const char *format, size_t format_len, const void *code,
                                     size_t code_len, kiln_hlo_module_t **out, int64_t *num_replicas,
                                     int64_t *num_partitions);
@@ -54,13 +57,12 @@ kiln_status kiln_pjrt_program_parse(const char *format, size_t format_len, const
     return KILN_ERR_INVALID("unknown program format \"%.*s\": kiln accepts " ACCEPTED_FORMATS,
                             (int)(format_len > 64 ? 64 : format_len), format ? format : "");
   if (!code && code_len) return KILN_ERR_INVALID("program code is NULL");
-  if (is_mlir)
-    return kiln_status_make(KILN_UNIMPLEMENTED,
-                            "program format \"mlir\": the StableHLO reader is not in this build "
-                            "of kiln (use \"hlo\": HLO text or an HloModuleProto)");
   kiln_hlo_module_t *m = NULL;
   kiln_status s;
-  if (kiln_hlo_bytes_are_text(code, code_len)) {
+  if (is_mlir) {
+    /* StableHLO text or VHLO bytecode (compiler/frontend/stablehlo_to_hlo.h) */
+    s = kiln_stablehlo_module_from_bytes(code, code_len, "<program>", &m);
+  } else if (kiln_hlo_bytes_are_text(code, code_len)) {
     kiln_hlo_parse_options_t po = {0};
     po.filename = "<program>";
     s = kiln_hlo_parse_module((const char *)code, code_len, &po, &m);

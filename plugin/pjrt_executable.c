@@ -284,6 +284,7 @@ static kiln_status device_code(PJRT_Executable *e, int32_t di, kiln_executable_t
     } else {
       e->temp_bytes = st.temp_bytes;
       atomic_fetch_add(&e->code_bytes, code);
+      atomic_fetch_add(&e->loads, 1);
       e->devices[di].lower_ms = kiln_clock_ms() - t0;
       atomic_store_explicit(&e->devices[di].loaded, x, memory_order_release);
       KILN_LOG_I("executable %s: loaded on device %d in %.1f ms (%d kernels)", e->name, di,
@@ -431,12 +432,15 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
     for (int32_t j = 0; j < no && !s; j++) {
       const kiln_pjrt_leaf_t *o = &e->outputs[j];
       int32_t pi = e->output_param[j];
-      if (pi >= 0 && st[pi].donated) {
+      /* An aliased output comes back as a view of the parameter's memory (the runtime
+       * wraps it, not owning it); an alias the compiler did not keep is a fresh buffer. */
+      bool view = pi >= 0 && kout[j] && !kout[j]->owned && kout[j]->ptr == ptrs[pi];
+      if (view && st[pi].donated) {
         kiln_device_buffer_destroy(kout[j]); /* a view of the donated storage */
         kout[j] = NULL;
         s = kiln_pjrt_buffer_from_storage(dev, st[pi].donated, o->type, o->dims, o->rank, &outs[j]);
         if (!s) st[pi].donated = NULL;
-      } else if (pi >= 0 && st[pi].copy) {
+      } else if (view && st[pi].copy) {
         kiln_device_buffer_destroy(kout[j]); /* a view of the copy */
         kout[j] = NULL;
         s = kiln_pjrt_buffer_create(dev, st[pi].copy, o->type, o->dims, o->rank, &outs[j]);
@@ -625,7 +629,9 @@ static PJRT_Error *exec_memory_stats(PJRT_Executable_GetCompiledMemoryStats_Args
   EXEC_ARG("PJRT_Executable_GetCompiledMemoryStats", args, peak_unpadded_heap_bytes);
   PJRT_Executable *e = args->executable;
   kiln_buffer_assignment_t *ba = NULL;
+  pthread_mutex_lock(&e->lower_mu); /* the module is read by lowering too */
   kiln_status s = kiln_buffer_assignment_run(e->optimized, NULL, &ba);
+  pthread_mutex_unlock(&e->lower_mu);
   if (s) return kiln_pjrt_error_from_status(s);
   int64_t arg = 0, out = 0, alias = 0;
   for (int32_t i = 0; i < e->num_params; i++) {
@@ -675,6 +681,7 @@ static PJRT_Error *exec_cost_analysis(PJRT_Executable_GetCostAnalysis_Args *args
       {"kiln.compile_cache.object_disk_misses", c.object_disk_misses},
       {"kiln.compile_cache.object_disk_rejected", c.object_disk_rejected},
       {"kiln.passes_us", (int64_t)(e->passes_ms * 1000.0)},
+      {"kiln.executable.loads", atomic_load(&e->loads)},
   };
   size_t n = sizeof(vals) / sizeof(vals[0]);
   pthread_mutex_lock(&e->props_mu);

@@ -3,7 +3,7 @@
  * results checked against values computed here in plain C, donation and
  * non_donatable_input_indices, executable metadata, OptimizedProgram's two calls,
  * Serialize/DeserializeAndLoad (and corrupt blobs), the in-memory compile cache, and the error
- * paths (unknown format, bad HLO with the parser's position, "mlir" without its reader, wrong
+ * paths (unknown format, bad HLO with the parser's position, bad StableHLO, wrong
  * arguments, deleted buffers and executables). Built against OpenXLA's pjrt_c_api.h; the plugin
  * is loaded with dlopen(RTLD_LOCAL). */
 #include <setjmp.h>
@@ -153,7 +153,38 @@ static void test_add_executes_and_reports_metadata(void **state) {
   PJRT_CHECK(api, api->PJRT_LoadedExecutable_AddressableDevices(&ad));
   assert_int_equal(ad.num_addressable_devices, 1);
   assert_ptr_equal(ad.addressable_devices[0], g_dev);
+  /* Client_Load of the executable gives another loaded executable that runs */
+  PJRT_Client_Load_Args load;
+  memset(&load, 0, sizeof(load));
+  load.struct_size = PJRT_Client_Load_Args_STRUCT_SIZE;
+  load.client = g_client;
+  load.executable = e;
+  PJRT_CHECK(api, api->PJRT_Client_Load(&load));
+  PJRT_Buffer *o3[1] = {NULL};
+  pjrt_exec_run(api, load.loaded_executable, args, 2, o3);
+  pjrt_exec_read(api, o3[0], r, sizeof(r));
+  for (int i = 0; i < 16; i++) assert_true(r[i] == x[i] + y[i]);
+  pjrt_exec_buffer_destroy(api, o3[0]);
+  pjrt_exec_destroy(api, load.loaded_executable);
   executable_destroy(e);
+
+  /* the device assignment: one replica, one computation, on the device it runs on */
+  PJRT_LoadedExecutable_GetDeviceAssignment_Args da;
+  memset(&da, 0, sizeof(da));
+  da.struct_size = PJRT_LoadedExecutable_GetDeviceAssignment_Args_STRUCT_SIZE;
+  da.executable = l;
+  PJRT_CHECK(api, api->PJRT_LoadedExecutable_GetDeviceAssignment(&da));
+  PJRT_Device_GetDescription_Args gd = {.struct_size = PJRT_Device_GetDescription_Args_STRUCT_SIZE,
+                                        .device = g_dev};
+  PJRT_CHECK(api, api->PJRT_Device_GetDescription(&gd));
+  PJRT_DeviceDescription_Id_Args di = {.struct_size = PJRT_DeviceDescription_Id_Args_STRUCT_SIZE,
+                                       .device_description = gd.device_description};
+  PJRT_CHECK(api, api->PJRT_DeviceDescription_Id(&di));
+  assert_true(di.id >= 0 && di.id < 128);
+  const unsigned char want_da[] = {0x08, 1, 0x10, 1, 0x1a, 3, 0x0a, 1, (unsigned char)di.id};
+  assert_int_equal(da.serialized_bytes_size, sizeof(want_da));
+  assert_memory_equal(da.serialized_bytes, want_da, sizeof(want_da));
+  da.serialized_device_assignment_deleter(da.serialized_device_assignment);
 
   pjrt_exec_buffer_destroy(api, out[0]);
   pjrt_exec_buffer_destroy(api, args[0]);
@@ -343,10 +374,13 @@ static void test_compile_errors(void **state) {
       "frobnicate(x)\n}\n";
   PJRT_EXPECT_ERROR(api, pjrt_exec_try_compile(api, g_client, "hlo", bad, strlen(bad), NULL, 0, &l),
                     PJRT_Error_Code_INVALID_ARGUMENT, "<program>:4:");
-  const char *mlir = "module { }";
-  PJRT_EXPECT_ERROR(api,
-                    pjrt_exec_try_compile(api, g_client, "mlir", mlir, strlen(mlir), NULL, 0, &l),
-                    PJRT_Error_Code_UNIMPLEMENTED, "StableHLO");
+  const char *mlir =
+      "module @m {\n  func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+      "    %0 = stablehlo.frobnicate %a : tensor<4xf32>\n    return %0 : tensor<4xf32>\n  }\n}\n";
+  PJRT_Error_Code code = pjrt_test_take_error(
+      api, pjrt_exec_try_compile(api, g_client, "mlir", mlir, strlen(mlir), NULL, 0, &l), NULL, 0);
+  assert_true(code == PJRT_Error_Code_INVALID_ARGUMENT || code == PJRT_Error_Code_UNIMPLEMENTED);
+  assert_null(l);
   PJRT_EXPECT_ERROR(api, api->PJRT_Client_Compile(NULL), PJRT_Error_Code_INVALID_ARGUMENT, "");
   PJRT_Client_Compile_Args small;
   memset(&small, 0, sizeof(small));
@@ -358,6 +392,32 @@ static void test_compile_errors(void **state) {
   ca.struct_size = PJRT_Compile_Args_STRUCT_SIZE;
   PJRT_EXPECT_ERROR(api, api->PJRT_Compile(&ca), PJRT_Error_Code_UNIMPLEMENTED,
                     "PJRT_Client_Compile");
+}
+
+/* The "mlir" format: StableHLO text, compiled and run like any program. */
+static void test_stablehlo_program(void **state) {
+  (void)state;
+  const char *text =
+      "module @shlo_add {\n"
+      "  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {\n"
+      "    %0 = stablehlo.multiply %a, %b : tensor<4xf32>\n"
+      "    %1 = stablehlo.add %0, %a : tensor<4xf32>\n"
+      "    return %1 : tensor<4xf32>\n"
+      "  }\n"
+      "}\n";
+  PJRT_LoadedExecutable *l = NULL;
+  PJRT_CHECK(api, pjrt_exec_try_compile(api, g_client, "mlir", text, strlen(text), NULL, 0, &l));
+  float a[4] = {1, 2, 3, 4}, b[4] = {0.5f, -1, 2, 10}, r[4];
+  int64_t dims[1] = {4};
+  PJRT_Buffer *args[2] = {f32_buffer(a, dims, 1), f32_buffer(b, dims, 1)};
+  PJRT_Buffer *out[1] = {NULL};
+  pjrt_exec_run(api, l, args, 2, out);
+  pjrt_exec_read(api, out[0], r, sizeof(r));
+  for (int i = 0; i < 4; i++) assert_true(r[i] == a[i] * b[i] + a[i]);
+  pjrt_exec_buffer_destroy(api, out[0]);
+  pjrt_exec_buffer_destroy(api, args[0]);
+  pjrt_exec_buffer_destroy(api, args[1]);
+  pjrt_exec_destroy(api, l);
 }
 
 static void test_execute_errors(void **state) {
@@ -618,6 +678,7 @@ int main(void) {
       cmocka_unit_test(test_tuple_result_and_parameter),
       cmocka_unit_test(test_donation_and_non_donatable),
       cmocka_unit_test(test_compile_errors),
+      cmocka_unit_test(test_stablehlo_program),
       cmocka_unit_test(test_execute_errors),
       cmocka_unit_test(test_optimized_program),
       cmocka_unit_test(test_serialize_round_trip_and_corrupt_blobs),
