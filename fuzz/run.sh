@@ -53,11 +53,11 @@ done < <(grep -rhoE 'backend_config=\{.*' "$corpus_dir" 2>/dev/null | sort -u | 
 printf '%s' '{i = 42 : i32, f = 1.5 : f32, s = "a\22b", b = true, a = array<i64: 1, 2>, d = {x = 0x10 : ui8}, t = dense<[1, 2]> : tensor<2xf64>}' \
   > "$attr_seeds/seed_kinds"
 
-# Proto seeds: the corpus modules as HloModuleProto bytes (at most 64 KiB each), plus
+# Proto seeds: the corpus modules as HloModuleProto bytes (at most 16 KiB each, for speed), plus
 # CompileOptionsProto messages.
 proto_seeds="$out/proto-seeds"
 rm -rf "$proto_seeds" && mkdir -p "$proto_seeds"
-"$out/gen_hlo_proto_seeds" "$proto_seeds" 65536 "$corpus_dir"/xla/*.hlo "$corpus_dir"/real/*
+"$out/gen_hlo_proto_seeds" "$proto_seeds" 16384 "$corpus_dir"/xla/*.hlo "$corpus_dir"/real/*
 
 status=0
 run() { # name seconds work-dir seed-dir max-len
@@ -77,6 +77,6 @@ run() { # name seconds work-dir seed-dir max-len
 }
 run fuzz_parser "$parser_seconds" "$out/corpus-work" "$seeds" 16384
 run fuzz_ffi_attrs "$attrs_seconds" "$out/attr-corpus-work" "$attr_seeds" 4096
-run fuzz_hlo_proto "$proto_seconds" "$out/proto-corpus-work" "$proto_seeds" 65536
+run fuzz_hlo_proto "$proto_seconds" "$out/proto-corpus-work" "$proto_seeds" 16384
 if [ "$status" -ne 0 ]; then exit "$status"; fi
 echo "fuzz: no crash, leak or hang in ${seconds}s (parser ${parser_seconds}s, ffi attrs ${attrs_seconds}s, hlo proto ${proto_seconds}s)"

@@ -132,6 +132,7 @@ static kiln_status fill_array(kiln_pw_reader_t *r, kiln_literal_t *l, char how,
           d[0] &= (uint8_t)((1u << kiln_elem_type_bits(t)) - 1u);
     }
   }
+  if (n == 0) return KILN_STATUS_OK;
   if (kiln_shape_is_row_major(l->shape))
     memcpy(l->data, buf, n * width);
   else
