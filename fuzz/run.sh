@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Builds the fuzzers with clang-19 (libFuzzer + ASan + UBSan) and runs them for $1 seconds in
-# total (default 60): the HLO parser gets three quarters of the budget, the FFI backend_config
+# total (default 60): the HLO parser gets half of the budget, the MLIR text reader
+# (fuzz_mlir_text, seeded from the StableHLO test files) a quarter, the FFI backend_config
 # decoder (fuzz_ffi_attrs) the rest. Seeded from the HLO corpus. Fails on any crash, leak or
 # hang.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
-parser_seconds=$(( seconds * 3 / 4 ))
+parser_seconds=$(( seconds / 2 ))
 [ "$parser_seconds" -ge 1 ] || parser_seconds=1
-attrs_seconds=$(( seconds - parser_seconds ))
+mlir_seconds=$(( seconds / 4 ))
+[ "$mlir_seconds" -ge 1 ] || mlir_seconds=1
+attrs_seconds=$(( seconds - parser_seconds - mlir_seconds ))
 [ "$attrs_seconds" -ge 1 ] || attrs_seconds=1
 corpus_dir="${KILN_CORPUS_DIR:-$(cd .. && pwd)/shared/hlo-corpus}"
 out=build-fuzz
@@ -19,6 +22,9 @@ clang-19 "${cflags[@]}" $(ls base/*.c compiler/hlo/*.c) fuzz/fuzz_parser.c -lm \
   -o "$out/fuzz_parser"
 clang-19 "${cflags[@]}" $(ls base/*.c ffi/*.c) fuzz/fuzz_ffi_attrs.c -lm -ldl -lpthread \
   -o "$out/fuzz_ffi_attrs"
+clang-19 "${cflags[@]}" $(ls base/*.c compiler/hlo/*.c) \
+  compiler/frontend/mlir_{ir,lexer,types,attrs,text,pretty}.c fuzz/fuzz_mlir_text.c -lm \
+  -o "$out/fuzz_mlir_text"
 
 # Parser seeds: every corpus file, cut into pieces of at most 16 KiB so the fuzzer mutates
 # realistic text at a useful speed.
@@ -43,6 +49,23 @@ done < <(grep -rhoE 'backend_config=\{.*' "$corpus_dir" 2>/dev/null | sort -u | 
 printf '%s' '{i = 42 : i32, f = 1.5 : f32, s = "a\22b", b = true, a = array<i64: 1, 2>, d = {x = 0x10 : ui8}, t = dense<[1, 2]> : tensor<2xf64>}' \
   > "$attr_seeds/seed_kinds"
 
+# MLIR text seeds: every `// -----` part of the StableHLO interpreter tests, the JAX sample and
+# the CHLO tests (first 16 KiB of each).
+stablehlo_dir="${KILN_STABLEHLO_DIR:-$(cd "$corpus_dir/.." && pwd)/stablehlo}"
+mlir_seeds="$out/mlir-seeds"
+rm -rf "$mlir_seeds" && mkdir -p "$mlir_seeds"
+k=0
+for f in "$stablehlo_dir"/stablehlo/tests/interpret/*.mlir "$stablehlo_dir"/testdata-sample/*.mlir \
+         "$stablehlo_dir"/stablehlo/tests/chlo/*.mlir; do
+  [ -f "$f" ] || continue
+  awk -v p="$mlir_seeds/seed_${k}_" 'BEGIN { RS = "// -----\n"; n = 0 }
+    { f = p n++; printf "%s", substr($0, 1, 16384) > f; close(f) }' "$f"
+  k=$((k + 1))
+done
+printf '%s' 'func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> { %0 = stablehlo.add %a, %a : tensor<2xf32> loc(#l)
+  return %0 : tensor<2xf32> }
+#l = loc("f.py":1:2)' > "$mlir_seeds/seed_small"
+
 status=0
 run() { # name seconds work-dir seed-dir max-len
   local name=$1 secs=$2 work=$3 seed=$4 max_len=$5
@@ -60,6 +83,7 @@ run() { # name seconds work-dir seed-dir max-len
   fi
 }
 run fuzz_parser "$parser_seconds" "$out/corpus-work" "$seeds" 16384
+run fuzz_mlir_text "$mlir_seconds" "$out/mlir-corpus-work" "$mlir_seeds" 16384
 run fuzz_ffi_attrs "$attrs_seconds" "$out/attr-corpus-work" "$attr_seeds" 4096
 if [ "$status" -ne 0 ]; then exit "$status"; fi
-echo "fuzz: no crash, leak or hang in ${seconds}s (parser ${parser_seconds}s, ffi attrs ${attrs_seconds}s)"
+echo "fuzz: no crash, leak or hang in ${seconds}s (parser ${parser_seconds}s, mlir text ${mlir_seconds}s, ffi attrs ${attrs_seconds}s)"

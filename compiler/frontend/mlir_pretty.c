@@ -55,6 +55,8 @@ static const clause_t kClauses[] = {
     {"check.expect_serialized_eq", "iter", "iteration", CL_I64, NULL},
     {"chlo.top_k", "k", "k", CL_I64, NULL},
     {"chlo.scan", "dimension", "dimension", CL_I64, NULL},
+    {"stablehlo.einsum", "config", "einsum_config", CL_VALUE, NULL},
+    {"stablehlo.unary_einsum", "config", "einsum_config", CL_VALUE, NULL},
     {"stablehlo.broadcast", "sizes", "broadcast_sizes", CL_LIST, NULL},
     {"stablehlo.triangular_solve", "transpose_a", "transpose_a", CL_ENUM, "transpose"},
 };
@@ -705,7 +707,8 @@ bool kiln_mlirp_pretty_op(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
     if (kiln_mlirp_peek(P) == '(') return kiln_mlirp_generic_tail(P, op);
     return compare_form(P, op);
   }
-  if (strcmp(n, "stablehlo.constant") == 0 || strcmp(n, "arith.constant") == 0) {
+  if (strcmp(n, "stablehlo.constant") == 0 || strcmp(n, "arith.constant") == 0 ||
+      strcmp(n, "chlo.constant") == 0) {
     return constant_form(P, op);
   }
   if (strcmp(n, "chlo.scan") == 0) return scan_form(P, op);
@@ -735,6 +738,11 @@ bool kiln_mlirp_pretty_op(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
   }
   if (strcmp(n, "func.return") == 0 || strcmp(n, "stablehlo.return") == 0)
     return return_form(P, op);
+  if (strcmp(n, "stablehlo.optimization_barrier") == 0 && kiln_mlirp_peek(P) == '(' &&
+      kiln_mlirp_peek2(P) == ')') {
+    P->p += 2; /* `stablehlo.optimization_barrier()`: no operands, no results */
+    return kiln_mlirp_op_attr_dict(P, op);
+  }
   if (kiln_mlirp_peek(P) == '(') {
     /* the unquoted generic form: `stablehlo.all_reduce(%x) ({...}) {...} : fn` */
     return kiln_mlirp_generic_tail(P, op);

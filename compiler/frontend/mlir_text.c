@@ -768,6 +768,7 @@ kiln_status kiln_mlir_parse_text(const char *text, size_t len, const char *filen
   parse_top(&P);
   kiln_mlirp_table_free(&P.values);
   kiln_mlirp_table_free(&P.aliases);
+  kiln_mlirp_table_free(&P.types);
   kiln_free(P.scope_marks);
   if (P.err) {
     kiln_mlir_module_destroy(P.m);
