@@ -695,6 +695,32 @@ static bool scan_form(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
          kiln_mlirp_op_signature(P, op);
 }
 
+/* sdy.mesh @name = <...>: the mesh is kept as text */
+static bool sdy_mesh_form(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
+  const kiln_mlir_attr_t *sym;
+  if (!kiln_mlirp_attr(P, &sym)) return false;
+  if (sym->kind != KILN_MLIR_ATTR_SYMBOL_REF) return kiln_mlirp_failf(P, "expected @mesh name");
+  kiln_mlir_attr_t *name = kiln_mlirp_new_attr(P, KILN_MLIR_ATTR_STRING);
+  if (name == NULL || !kiln_mlirp_expect(P, '=')) return false;
+  name->str = sym->str;
+  name->str_len = sym->str_len;
+  kiln_mlirp_op_add_attr(P, op, "sym_name", name);
+  const kiln_mlir_attr_t *mesh;
+  if (kiln_mlirp_peek(P) == '<') {
+    const char *start = P->p;
+    if (!kiln_mlirp_skip_balanced(P)) return false;
+    kiln_mlir_attr_t *a = kiln_mlirp_new_attr(P, KILN_MLIR_ATTR_OTHER);
+    if (a == NULL) return false;
+    a->str = kiln_arena_printf(P->a, "#sdy.mesh%.*s", (int)(P->p - start), start);
+    a->str_len = strlen(a->str);
+    mesh = a;
+  } else if (!kiln_mlirp_attr(P, &mesh)) {
+    return false;
+  }
+  kiln_mlirp_op_add_attr(P, op, "mesh", mesh);
+  return kiln_mlirp_op_attr_dict(P, op);
+}
+
 /* func.return / stablehlo.return: operands, then `: types` if any. */
 static bool return_form(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
   if (kiln_mlirp_peek(P) == '(') return kiln_mlirp_generic_tail(P, op);
@@ -712,6 +738,7 @@ bool kiln_mlirp_pretty_op(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
     return constant_form(P, op);
   }
   if (strcmp(n, "chlo.scan") == 0) return scan_form(P, op);
+  if (strcmp(n, "sdy.mesh") == 0) return sdy_mesh_form(P, op);
   if (strcmp(n, "stablehlo.custom_call") == 0) return custom_call_form(P, op);
   if (strcmp(n, "func.call") == 0) return call_form(P, op);
   if (strcmp(n, "stablehlo.composite") == 0) return composite_form(P, op);
