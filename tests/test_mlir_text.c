@@ -482,7 +482,8 @@ static void test_attributes_aliases_and_locations(void **state) {
       "indices = [0], operand_index = 1, operand_tuple_indices = []>, acc = "
       "#stablehlo.result_accuracy<atol = 0.0, rtol = 0.5, ulps = 2, mode = "
       "#stablehlo.result_accuracy_mode<TOLERANCE>>, nested = {k = [1, \"two\", 3.0 : f16]}, "
-      "nan = 0x7FC00000 : f32, big = 4294967295 : ui32, fr = {mhlo.frontend_attributes = {a = "
+      "nan = 0x7FC00000 : f32, one = 1 : i1, big = 4294967295 : ui32, fr = "
+      "{mhlo.frontend_attributes = {a = "
       "\"1\"}}} : (!t) -> !t loc(#loc2)\n"
       "  func.return %0 : !t loc(\"x.py\":9:1)\n"
       "}\n"
@@ -528,6 +529,8 @@ static void test_attributes_aliases_and_locations(void **state) {
   const kiln_mlir_attr_t *nan = kiln_mlir_op_attr(op, "nan");
   assert_true(nan->f != nan->f);
   assert_true((uint64_t)kiln_mlir_op_attr(op, "big")->i == 4294967295u);
+  assert_int_equal(kiln_mlir_op_attr(op, "one")->kind, KILN_MLIR_ATTR_INTEGER);
+  assert_int_equal(kiln_mlir_op_attr(op, "one")->type->width, 1);
   assert_string_equal(op->location, "callsite(#loc1 at \"y.py\":1:2)");
   assert_string_equal(m->body.ops[0]->regions[0].blocks[0].ops[1]->location, "\"x.py\":9:1");
   assert_int_equal(op->results[0].type->dims[0], 2);
