@@ -574,6 +574,21 @@ static void test_split_text(void **state) {
   assert_int_equal(parts[1].line, 3);
   assert_int_equal(parts[2].line, 6);
   assert_int_equal(kiln_mlir_split_text("x", 1, NULL, 0), 1);
+  /* a part's messages and op lines count from the part's first line in the file */
+  const char *file =
+      "func.func @a() {\n  func.return\n}\n// -----\nfunc.func @b() {\n"
+      "  func.return\n}\n// -----\nfunc.func @c() {\n  %0 = stablehlo.add\n}\n";
+  kiln_mlir_text_part_t p[3];
+  assert_int_equal(kiln_mlir_split_text(file, strlen(file), p, 3), 3);
+  kiln_mlir_module_t *m = NULL;
+  assert_null(kiln_mlir_parse_text_at(p[1].text, p[1].len, "f.mlir", p[1].line, &m));
+  assert_int_equal(m->body.ops[0]->line, 5);
+  assert_int_equal(m->body.ops[0]->regions[0].blocks[0].ops[0]->line, 6);
+  kiln_mlir_module_destroy(m);
+  kiln_status s = kiln_mlir_parse_text_at(p[2].text, p[2].len, "f.mlir", p[2].line, &m);
+  assert_non_null(s);
+  assert_non_null(strstr(kiln_status_message(s), "f.mlir:10:8"));
+  kiln_status_free(s);
 }
 
 /* ---- malformed input ---- */
@@ -604,6 +619,9 @@ static void test_malformed_inputs_report_file_line_col(void **state) {
       "tensor<i1>\n}",
       "bad.mlir:2:", "unterminated string");
   assert_err_at("#a = #b\n", "bad.mlir:1:6", "undefined attribute alias '#b'");
+  assert_err_at(
+      "func.func @f() {\n  %0 = stablehlo.constant dense<0.0> : tensor<100000x100000xf32>\n}",
+      "bad.mlir:2:27", "above kiln's limit");
   char deep[4096];
   size_t k = (size_t)snprintf(deep, sizeof deep, "func.func @f(%%a: ");
   for (int i = 0; i < 600; i++) k += (size_t)snprintf(deep + k, sizeof deep - k, "tuple<");
@@ -675,7 +693,7 @@ static folder_result_t run_folder(const char *sub) {
       r.parts++;
       bool invalid = contains(parts[i].text, parts[i].len, "expected-error");
       kiln_mlir_module_t *m = NULL;
-      s = kiln_mlir_parse_text(parts[i].text, parts[i].len, name, &m);
+      s = kiln_mlir_parse_text_at(parts[i].text, parts[i].len, name, parts[i].line, &m);
       if (s) {
         if (invalid) {
           r.expected_invalid++;

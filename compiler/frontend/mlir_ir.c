@@ -232,7 +232,7 @@ static void print_dense(kiln_strbuf_t *b, const kiln_mlir_attr_t *a) {
     }
     if (splat) {
       print_element(b, l, 0);
-    } else if (l->num_elements > 64) {
+    } else if (l->num_elements > 64 || l->shape->rank > 64) {
       kiln_strbuf_append(b, "\"0x");
       const unsigned char *d = l->data;
       for (size_t i = 0; i < w * (size_t)l->num_elements; i++) kiln_strbuf_printf(b, "%02X", d[i]);

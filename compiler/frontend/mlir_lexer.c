@@ -12,7 +12,7 @@
 int32_t kiln_mlirp_line_of(kiln_mlirp_t *P, const char *at) {
   if (at < P->line_pos) { /* rare (messages about an earlier spot): count from the start */
     P->line_pos = P->base;
-    P->line_no = 1;
+    P->line_no = P->first_line;
   }
   const char *q = P->line_pos;
   while (q < at && (q = memchr(q, '\n', (size_t)(at - q))) != NULL) {

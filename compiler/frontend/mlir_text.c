@@ -761,6 +761,11 @@ static bool parse_top(kiln_mlirp_t *P) {
 
 kiln_status kiln_mlir_parse_text(const char *text, size_t len, const char *filename,
                                  kiln_mlir_module_t **out) {
+  return kiln_mlir_parse_text_at(text, len, filename, 1, out);
+}
+
+kiln_status kiln_mlir_parse_text_at(const char *text, size_t len, const char *filename,
+                                    int32_t first_line, kiln_mlir_module_t **out) {
   if (out == NULL) return KILN_ERR_INVALID("kiln_mlir_parse_text: out is NULL");
   *out = NULL;
   if (text == NULL && len > 0) return KILN_ERR_INVALID("kiln_mlir_parse_text: text is NULL");
@@ -772,7 +777,8 @@ kiln_status kiln_mlir_parse_text(const char *text, size_t len, const char *filen
   P.m = kiln_mlir_module_create();
   P.a = &P.m->arena;
   P.line_pos = P.base;
-  P.line_no = 1;
+  P.first_line = first_line > 0 ? first_line : 1;
+  P.line_no = P.first_line;
   parse_top(&P);
   kiln_mlirp_table_free(&P.values);
   kiln_mlirp_table_free(&P.aliases);
