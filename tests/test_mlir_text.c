@@ -274,6 +274,15 @@ static void test_region_op_pretty_forms(void **state) {
       "tensor<f32>, tensor<f32>) -> (tensor<6xf32>, tensor<6xf32>)");
   assert_same_as_generic(
       args,
+      "%0 = stablehlo.reduce(%x, %z) ({\n^bb0(%p: tensor<f32>, %q: tensor<f32>):\n"
+      "  %s = stablehlo.add %p, %q : tensor<f32>\n  stablehlo.return %s : tensor<f32>\n}) "
+      "{dimensions = array<i64: 1>} : (tensor<4x6xf32>, tensor<f32>) -> tensor<4xf32>",
+      "%0 = \"stablehlo.reduce\"(%x, %z) ({\n^bb0(%p: tensor<f32>, %q: tensor<f32>):\n"
+      "%s = \"stablehlo.add\"(%p, %q) : (tensor<f32>, tensor<f32>) -> tensor<f32>\n"
+      "\"stablehlo.return\"(%s) : (tensor<f32>) -> ()\n}) {dimensions = array<i64: 1>} : "
+      "(tensor<4x6xf32>, tensor<f32>) -> tensor<4xf32>");
+  assert_same_as_generic(
+      args,
       "%r0, %r1 = stablehlo.while(%i = %n, %s = %z) : tensor<i64>, tensor<f32>\n cond {\n"
       " %c = stablehlo.compare LT, %i, %n : (tensor<i64>, tensor<i64>) -> tensor<i1>\n"
       " stablehlo.return %c : tensor<i1>\n } do {\n %s2 = stablehlo.add %s, %z : tensor<f32>\n"
