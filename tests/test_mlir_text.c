@@ -447,6 +447,7 @@ static void test_dense_literals(void **state) {
       "  %8 = stablehlo.constant dense<0x7E00> : tensor<f16>\n"
       "  %9 = stablehlo.constant dense<[]> : tensor<0xf32>\n"
       "  %10 = stablehlo.constant dense<1.25> : tensor<bf16>\n"
+      "  %11 = stablehlo.constant dense_resource<blob1> : tensor<2xf32>\n"
       "  func.return\n}\n");
   const kiln_literal_t *l = const_value(m, 0)->literal;
   assert_int_equal(kiln_literal_get_s64(l, 0), 1);
@@ -472,6 +473,8 @@ static void test_dense_literals(void **state) {
               kiln_literal_get_f64(const_value(m, 8)->literal, 0));
   assert_int_equal(const_value(m, 9)->literal->num_elements, 0);
   assert_true(kiln_literal_get_f64(const_value(m, 10)->literal, 0) == 1.25);
+  assert_int_equal(const_value(m, 11)->kind, KILN_MLIR_ATTR_OTHER);
+  assert_int_equal(const_value(m, 11)->type->dims[0], 2);
   assert_null(round_trip(m, "dense"));
   kiln_mlir_module_destroy(m);
 }

@@ -806,12 +806,14 @@ static bool attr_inner(kiln_mlirp_t *P, const kiln_mlir_attr_t **out) {
         IS("strided") || IS("opaque") || IS("loc")) {
       if (kiln_mlirp_peek(P) != '<' && kiln_mlirp_peek(P) != '(') return kiln_mlirp_fail(P, "'<'");
       if (!kiln_mlirp_skip_balanced(P)) return false;
+      const kiln_mlir_type_t *t = NULL;
       if (!IS("loc") && kiln_mlirp_peek(P) == ':' && kiln_mlirp_peek2(P) != ':') {
         P->p++;
-        const kiln_mlir_type_t *t;
         if (!kiln_mlirp_type(P, &t)) return false;
       }
-      return other_text(P, start, out);
+      if (!other_text(P, start, out)) return false;
+      ((kiln_mlir_attr_t *)*out)->type = t; /* e.g. dense_resource<blob> : tensor<4xf32> */
+      return true;
     }
     if (IS("distinct")) {
       if (kiln_mlirp_peek(P) != '[' || !kiln_mlirp_skip_balanced(P))

@@ -110,7 +110,9 @@ typedef enum kiln_mlir_attr_kind {
   KILN_MLIR_ATTR_SYMBOL_REF,     /* @name (nested @a::@b kept as "a::b") */
   KILN_MLIR_ATTR_ENUM,           /* #stablehlo<comparison_direction EQ>: dialect, name, value */
   KILN_MLIR_ATTR_STRUCT,         /* #stablehlo.dot<...>: name ("stablehlo.dot"), fields */
-  KILN_MLIR_ATTR_OTHER,          /* an attribute kiln does not model (locations, #sdy...): text */
+  KILN_MLIR_ATTR_OTHER,          /* an attribute kiln does not model (#sdy..., dense_resource,
+                                    dense<> of f6 elements): its text (with any `: type`, which
+                                    is also in `type`) */
 } kiln_mlir_attr_kind_t;
 
 typedef struct kiln_mlir_named_attr {
