@@ -576,6 +576,23 @@ static void test_jax_module_header_mesh_and_resources(void **state) {
   kiln_mlir_module_destroy(m);
 }
 
+static void test_generic_builtin_module_is_the_module(void **state) {
+  (void)state;
+  kiln_mlir_module_t *m = parse_ok(
+      "\"builtin.module\"() ({\n"
+      "  \"func.func\"() <{function_type = (tensor<f32>) -> tensor<f32>, sym_name = \"main\"}> "
+      "({\n  ^bb0(%arg0: tensor<f32>):\n    \"func.return\"(%arg0) : (tensor<f32>) -> ()\n"
+      "  }) : () -> ()\n}) {sym_name = \"m\", mhlo.num_partitions = 1 : i32} : () -> ()\n");
+  assert_string_equal(m->name, "m");
+  assert_int_equal(m->num_attrs, 1);
+  const kiln_mlir_op_t *f = kiln_mlir_module_func(m, "main");
+  assert_non_null(f);
+  assert_int_equal(f->regions[0].blocks[0].num_args, 1);
+  assert_ptr_equal(f->regions[0].blocks[0].ops[0]->operands[0], &f->regions[0].blocks[0].args[0]);
+  assert_null(round_trip(m, "generic module"));
+  kiln_mlir_module_destroy(m);
+}
+
 static void test_split_text(void **state) {
   (void)state;
   const char *text = "a\n// -----\nb\nc\n  // -----\nd";
@@ -777,6 +794,7 @@ int main(void) {
       cmocka_unit_test(test_dense_literals),
       cmocka_unit_test(test_attributes_aliases_and_locations),
       cmocka_unit_test(test_jax_module_header_mesh_and_resources),
+      cmocka_unit_test(test_generic_builtin_module_is_the_module),
       cmocka_unit_test(test_split_text),
       cmocka_unit_test(test_malformed_inputs_report_file_line_col),
       cmocka_unit_test(test_stablehlo_suites_parse_and_round_trip),

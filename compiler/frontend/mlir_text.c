@@ -755,6 +755,25 @@ static bool parse_top(kiln_mlirp_t *P) {
     if (had_module) return kiln_mlirp_fail(P, "the end of input after the module");
     if (!parse_op(P, &m->body, &cap)) return false;
   }
+  if (!P->err && !had_module && m->body.num_ops == 1 &&
+      strcmp(m->body.ops[0]->name, "builtin.module") == 0 && m->body.ops[0]->num_regions == 1 &&
+      m->body.ops[0]->regions[0].num_blocks <= 1) {
+    /* a lone generic "builtin.module" op is the module itself */
+    kiln_mlir_op_t *mod = m->body.ops[0];
+    memset(&m->body, 0, sizeof(m->body));
+    if (mod->regions[0].num_blocks == 1) m->body = mod->regions[0].blocks[0];
+    int32_t k = 0;
+    for (int32_t i = 0; i < mod->num_attrs; i++) {
+      const kiln_mlir_attr_t *v = mod->attrs[i].value;
+      if (strcmp(mod->attrs[i].name, "sym_name") == 0 && v->kind == KILN_MLIR_ATTR_STRING) {
+        m->name = v->str;
+      } else {
+        mod->attrs[k++] = mod->attrs[i];
+      }
+    }
+    m->attrs = mod->attrs;
+    m->num_attrs = k;
+  }
   if (!P->err) resolve_locations(P, &m->body);
   return !P->err;
 }
