@@ -651,6 +651,13 @@ static void test_malformed_inputs_report_file_line_col(void **state) {
   assert_err_at(
       "func.func @f() {\n  %0 = stablehlo.constant dense<0.0> : tensor<100000x100000xf32>\n}",
       "bad.mlir:2:27", "above kiln's limit");
+  /* a NUL byte in text kept verbatim (an unknown attribute) is refused, not truncated */
+  static const char nul_text[] = "func.func @f() attributes {a = #sdy.x<\"p\0q\">} {\n}\n";
+  kiln_mlir_module_t *nm = NULL;
+  kiln_status ns = kiln_mlir_parse_text(nul_text, sizeof nul_text - 1, "nul.mlir", &nm);
+  assert_non_null(ns);
+  assert_non_null(strstr(kiln_status_message(ns), "nul.mlir:1:41: unexpected NUL byte"));
+  kiln_status_free(ns);
   char deep[4096];
   size_t k = (size_t)snprintf(deep, sizeof deep, "func.func @f(%%a: ");
   for (int i = 0; i < 600; i++) k += (size_t)snprintf(deep + k, sizeof deep - k, "tuple<");

@@ -385,7 +385,12 @@ bool kiln_mlirp_skip_balanced(kiln_mlirp_t *P) {
     char c = *p;
     if (c == '"') {
       p++;
-      while (p < P->end && *p != '"') p += (*p == '\\' && p + 1 < P->end) ? 2 : 1;
+      while (p < P->end && *p != '"') {
+        if (*p == 0 || (*p == '\\' && p + 1 < P->end && p[1] == 0)) {
+          return kiln_mlirp_fail_at(P, p, "unexpected NUL byte");
+        }
+        p += (*p == '\\' && p + 1 < P->end) ? 2 : 1;
+      }
       if (p >= P->end) break;
       p++;
       continue;
