@@ -664,7 +664,7 @@ static bool symbol_ref(kiln_mlirp_t *P, const kiln_mlir_attr_t **out) {
     if (P->p < P->end && *P->p == '"') {
       const char *s;
       size_t n;
-      if (!kiln_mlirp_string(P, &s, &n)) {
+      if (!kiln_mlirp_name_string(P, &s, &n)) {
         kiln_strbuf_free(&b);
         return false;
       }
@@ -857,7 +857,7 @@ bool kiln_mlirp_attr_dict(kiln_mlirp_t *P, kiln_mlir_named_attr_t **out, int32_t
       const char *name;
       size_t len;
       if (kiln_mlirp_peek(P) == '"') {
-        if (!kiln_mlirp_string(P, &name, &len)) return false;
+        if (!kiln_mlirp_name_string(P, &name, &len)) return false;
       } else if (kiln_mlirp_bare_id(P, &name, &len)) {
         name = kiln_mlirp_dup(P, name, len);
       } else {

@@ -265,6 +265,13 @@ bool kiln_mlirp_string(kiln_mlirp_t *P, const char **out, size_t *len) {
   return true;
 }
 
+bool kiln_mlirp_name_string(kiln_mlirp_t *P, const char **out, size_t *len) {
+  const char *at = (kiln_mlirp_ws(P), P->p);
+  if (!kiln_mlirp_string(P, out, len)) return false;
+  if (memchr(*out, 0, *len) != NULL) return kiln_mlirp_fail_at(P, at, "NUL byte in a name");
+  return true;
+}
+
 bool kiln_mlirp_number(kiln_mlirp_t *P, kiln_mlirp_num_t *num) {
   if (P->err) return false;
   kiln_mlirp_ws(P);

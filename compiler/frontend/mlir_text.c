@@ -410,7 +410,7 @@ static const kiln_mlir_attr_t *string_attr(kiln_mlirp_t *P, const char *s, size_
 
 static bool symbol_name(kiln_mlirp_t *P, const char **s, size_t *n) {
   if (!kiln_mlirp_expect(P, '@')) return false;
-  if (P->p < P->end && *P->p == '"') return kiln_mlirp_string(P, s, n);
+  if (P->p < P->end && *P->p == '"') return kiln_mlirp_name_string(P, s, n);
   const char *q = P->p;
   while (q < P->end && (kiln_mlirp_is_id_char(*q) || *q == '-')) q++;
   if (q == P->p) return kiln_mlirp_fail(P, "a symbol name");
@@ -597,7 +597,7 @@ static bool parse_op(kiln_mlirp_t *P, kiln_mlir_block_t *block, int32_t *cap) {
   if (kiln_mlirp_peek(P) == '"') {
     const char *s;
     size_t n;
-    if (!kiln_mlirp_string(P, &s, &n)) return false;
+    if (!kiln_mlirp_name_string(P, &s, &n)) return false;
     b.name = s;
     ok = kiln_mlirp_generic_tail(P, &b);
   } else {

@@ -101,6 +101,8 @@ bool kiln_mlirp_accept_kw(kiln_mlirp_t *P, const char *kw);
 bool kiln_mlirp_expect_kw(kiln_mlirp_t *P, const char *kw);
 /* A `"..."` literal with escapes decoded into the arena (NUL-terminated; len excludes it). */
 bool kiln_mlirp_string(kiln_mlirp_t *P, const char **out, size_t *len);
+/* The same for a quoted name (op, attribute, symbol): a NUL byte in it is an error. */
+bool kiln_mlirp_name_string(kiln_mlirp_t *P, const char **out, size_t *len);
 /* An integer literal (decimal, or 0x hex), optional leading '-'. */
 bool kiln_mlirp_integer(kiln_mlirp_t *P, int64_t *out);
 /* A number token: sets is_float, is_hex; text span. Leading '-' allowed. */
