@@ -527,8 +527,7 @@ static void print_op(kiln_strbuf_t *b, name_map_t *m, const kiln_mlir_op_t *op, 
     kiln_strbuf_printf(b, "%%%d", (int)id);
     if (op->num_results > 1) kiln_strbuf_printf(b, ":%d", (int)op->num_results);
     kiln_strbuf_append(b, " = ");
-    /* registered after the regions print: results are not visible inside them */
-    map_put(m, op, id);
+    map_put(m, op, id); /* numbered before its regions, as MLIR's printer does */
   }
   print_string(b, op->name, strlen(op->name));
   kiln_strbuf_append_char(b, '(');
