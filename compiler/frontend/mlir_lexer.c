@@ -12,10 +12,12 @@
 int32_t kiln_mlirp_line_of(kiln_mlirp_t *P, const char *at) {
   if (at < P->line_pos) { /* rare (messages about an earlier spot): count from the start */
     P->line_pos = P->base;
-    P->line_no = 1;
+    P->line_no = P->first_line;
   }
-  for (const char *q = P->line_pos; q < at; q++) {
-    if (*q == '\n') P->line_no++;
+  const char *q = P->line_pos;
+  while (q < at && (q = memchr(q, '\n', (size_t)(at - q))) != NULL) {
+    P->line_no++;
+    q++;
   }
   P->line_pos = at;
   return P->line_no;
@@ -145,10 +147,11 @@ bool kiln_mlirp_expect_str(kiln_mlirp_t *P, const char *s) {
 }
 
 bool kiln_mlirp_is_id_start(char c) {
-  return isalpha((unsigned char)c) || c == '_';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 }
 bool kiln_mlirp_is_id_char(char c) {
-  return isalnum((unsigned char)c) || c == '_' || c == '$' || c == '.';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '$' || c == '.';
 }
 
 bool kiln_mlirp_bare_id(kiln_mlirp_t *P, const char **s, size_t *n) {
@@ -259,6 +262,13 @@ bool kiln_mlirp_string(kiln_mlirp_t *P, const char **out, size_t *len) {
   P->p = p + 1;
   *out = s;
   *len = n;
+  return true;
+}
+
+bool kiln_mlirp_name_string(kiln_mlirp_t *P, const char **out, size_t *len) {
+  const char *at = (kiln_mlirp_ws(P), P->p);
+  if (!kiln_mlirp_string(P, out, len)) return false;
+  if (memchr(*out, 0, *len) != NULL) return kiln_mlirp_fail_at(P, at, "NUL byte in a name");
   return true;
 }
 
@@ -382,11 +392,17 @@ bool kiln_mlirp_skip_balanced(kiln_mlirp_t *P) {
     char c = *p;
     if (c == '"') {
       p++;
-      while (p < P->end && *p != '"') p += (*p == '\\' && p + 1 < P->end) ? 2 : 1;
+      while (p < P->end && *p != '"') {
+        if (*p == 0 || (*p == '\\' && p + 1 < P->end && p[1] == 0)) {
+          return kiln_mlirp_fail_at(P, p, "unexpected NUL byte");
+        }
+        p += (*p == '\\' && p + 1 < P->end) ? 2 : 1;
+      }
       if (p >= P->end) break;
       p++;
       continue;
     }
+    if (c == 0) return kiln_mlirp_fail_at(P, p, "unexpected NUL byte");
     char close = c == '<' ? '>' : c == '(' ? ')' : c == '[' ? ']' : c == '{' ? '}' : 0;
     if (close) {
       if (depth == KILN_MLIRP_MAX_DEPTH) return kiln_mlirp_fail_at(P, p, "nesting too deep");
