@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the fuzzers with clang-19 (libFuzzer + ASan + UBSan) and runs them for $1 seconds in
 # total (default 60): the HLO parser gets three quarters of the budget, the FFI backend_config
-# decoder (fuzz_ffi_attrs) the rest. Seeded from the HLO corpus. Fails on any crash, leak or
-# hang.
+# decoder (fuzz_ffi_attrs) the rest; the MLIR bytecode reader (fuzz_mlir_bytecode) takes a
+# quarter out of the parser's share. Seeded from the HLO corpus and StableHLO's VHLO
+# artifacts. Fails on any crash, leak or hang.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
@@ -10,6 +11,11 @@ parser_seconds=$(( seconds * 3 / 4 ))
 [ "$parser_seconds" -ge 1 ] || parser_seconds=1
 attrs_seconds=$(( seconds - parser_seconds ))
 [ "$attrs_seconds" -ge 1 ] || attrs_seconds=1
+# MLIR bytecode reader: a quarter of the budget, out of the parser's share.
+bytecode_seconds=$(( seconds / 4 ))
+[ "$bytecode_seconds" -ge 1 ] || bytecode_seconds=1
+parser_seconds=$(( parser_seconds - bytecode_seconds ))
+[ "$parser_seconds" -ge 1 ] || parser_seconds=1
 corpus_dir="${KILN_CORPUS_DIR:-$(cd .. && pwd)/shared/hlo-corpus}"
 out=build-fuzz
 mkdir -p "$out"
@@ -19,6 +25,12 @@ clang-19 "${cflags[@]}" $(ls base/*.c compiler/hlo/*.c) fuzz/fuzz_parser.c -lm \
   -o "$out/fuzz_parser"
 clang-19 "${cflags[@]}" $(ls base/*.c ffi/*.c) fuzz/fuzz_ffi_attrs.c -lm -ldl -lpthread \
   -o "$out/fuzz_ffi_attrs"
+clang-19 "${cflags[@]}" $(ls base/*.c compiler/hlo/*.c compiler/frontend/mlir_ir.c \
+  compiler/frontend/mlir_bytecode*.c) fuzz/fuzz_mlir_bytecode.c -lm -o "$out/fuzz_mlir_bytecode"
+# Bytecode seeds: StableHLO's portable artifacts (every VHLO version).
+bc_seeds="$out/bytecode-seeds"
+rm -rf "$bc_seeds" && mkdir -p "$bc_seeds"
+cp "$(cd .. && pwd)"/shared/stablehlo/stablehlo/tests/vhlo/*.mlir.bc "$bc_seeds"/ 2>/dev/null || true
 
 # Parser seeds: every corpus file, cut into pieces of at most 16 KiB so the fuzzer mutates
 # realistic text at a useful speed.
@@ -61,5 +73,6 @@ run() { # name seconds work-dir seed-dir max-len
 }
 run fuzz_parser "$parser_seconds" "$out/corpus-work" "$seeds" 16384
 run fuzz_ffi_attrs "$attrs_seconds" "$out/attr-corpus-work" "$attr_seeds" 4096
+run fuzz_mlir_bytecode "$bytecode_seconds" "$out/bytecode-corpus-work" "$bc_seeds" 32768
 if [ "$status" -ne 0 ]; then exit "$status"; fi
-echo "fuzz: no crash, leak or hang in ${seconds}s (parser ${parser_seconds}s, ffi attrs ${attrs_seconds}s)"
+echo "fuzz: no crash, leak or hang in ${seconds}s (parser ${parser_seconds}s, ffi attrs ${attrs_seconds}s, mlir bytecode ${bytecode_seconds}s)"

@@ -86,12 +86,24 @@ kiln_status kiln_bc_type(kiln_bc_t *bc, uint64_t index, const kiln_mlir_type_t *
 }
 kiln_status kiln_bc_read_attr(kiln_bc_reader_t *r, const kiln_mlir_attr_t **out) {
   uint64_t i;
+  size_t at = r->pos;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_varint(r, &i));
+  if (i >= r->bc->num_attrs) {
+    r->pos = at;
+    return kiln_bc_error(r, "attribute index %llu out of range (%llu attributes)",
+                         (unsigned long long)i, (unsigned long long)r->bc->num_attrs);
+  }
   return kiln_bc_attr(r->bc, i, out);
 }
 kiln_status kiln_bc_read_type(kiln_bc_reader_t *r, const kiln_mlir_type_t **out) {
   uint64_t i;
+  size_t at = r->pos;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_varint(r, &i));
+  if (i >= r->bc->num_types) {
+    r->pos = at;
+    return kiln_bc_error(r, "type index %llu out of range (%llu types)", (unsigned long long)i,
+                         (unsigned long long)r->bc->num_types);
+  }
   return kiln_bc_type(r->bc, i, out);
 }
 
@@ -281,9 +293,18 @@ static kiln_status make_dense(kiln_bc_reader_t *r, const kiln_mlir_type_t *type,
     n *= type->dims[i];
   }
   if (n > (INT64_C(1) << 40)) return kiln_bc_error(r, "too many dense elements");
+  size_t kb = kiln_elem_type_storage_bytes(e);
+  /* Splats are expanded into the literal: bound what a few bytes of input can ask for. */
+  if ((uint64_t)n * kb > KILN_BC_MAX_LITERAL_BYTES) {
+    return kiln_status_annotate(
+        kiln_status_make(
+            KILN_UNIMPLEMENTED,
+            "a constant of %lld elements (%llu bytes) is larger than the %d MiB kiln expands",
+            (long long)n, (unsigned long long)((uint64_t)n * kb), KILN_BC_MAX_LITERAL_BYTES >> 20),
+        "MLIR bytecode: %s section, offset %zu", r->what, r->pos);
+  }
   kiln_shape_t *shape = kiln_shape_make_array(bc->arena, e, type->rank, type->dims);
   kiln_literal_t *lit = kiln_literal_make(bc->arena, shape);
-  size_t kb = kiln_elem_type_storage_bytes(e);
   uint8_t *dst = lit->data;
   if (e == KILN_PRED) {
     /* VHLO writes booleans bit-packed (LSB first), a splat as one 0xFF / 0x00 byte; MLIR's

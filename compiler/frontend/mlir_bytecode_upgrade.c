@@ -8,6 +8,7 @@
  * "", [], NOTYPE, channel 0, no dot algorithm, the default result accuracy) are dropped, as
  * StableHLO's VHLO-to-StableHLO legalization does. Older op versions are upgraded to the
  * newest by the same rules (the attributes they lack are absent). */
+#include <stdint.h>
 #include <string.h>
 
 #include "compiler/frontend/mlir_bytecode_internal.h"
@@ -328,6 +329,10 @@ static kiln_status upgrade_attrs(kiln_bc_t *bc, kiln_mlir_op_t *op, const char *
       if (is_empty_array(v)) continue;
     } else if (strcmp(name, "operand_layouts") == 0 || strcmp(name, "result_layouts") == 0) {
       if (is_empty_array(v)) continue;
+    } else if (strcmp(name, "lower") == 0 && strcmp(base, "cholesky") == 0) {
+      if (is_false(v)) continue;
+    } else if (strcmp(name, "dimension") == 0 && strcmp(base, "sort") == 0) {
+      if (is_int(v, -1)) continue;
     } else if (strcmp(name, "api_version") == 0) {
       if (is_int(v, 1)) continue;
     } else if (strcmp(name, "version") == 0 && strcmp(base, "composite") == 0) {
@@ -361,22 +366,42 @@ static bool strip_version(const char *name, char *buf, size_t cap) {
   return true;
 }
 
-static kiln_status upgrade_op(kiln_bc_t *bc, kiln_mlir_op_t *op, const kiln_mlir_op_t *parent,
-                              int depth);
+/* Upgraded names, by the (interned) VHLO name's address: one string per op name, not per op. */
+typedef struct name_cache {
+  const char *from[512];
+  const char *to[512];
+} name_cache_t;
 
-static kiln_status upgrade_regions(kiln_bc_t *bc, kiln_mlir_op_t *op, int depth) {
+static const char *cached_name(kiln_bc_t *bc, name_cache_t *c, const char *from, const char *base) {
+  size_t h = ((uintptr_t)from >> 4) % 512;
+  for (size_t k = 0; k < 512; k++, h = (h + 1) % 512) {
+    if (c->from[h] == from) return c->to[h];
+    if (c->from[h] == NULL) {
+      c->from[h] = from;
+      c->to[h] = kiln_arena_printf(bc->arena, "stablehlo.%s", base);
+      return c->to[h];
+    }
+  }
+  return kiln_arena_printf(bc->arena, "stablehlo.%s", base);
+}
+
+static kiln_status upgrade_op(kiln_bc_t *bc, name_cache_t *cache, kiln_mlir_op_t *op,
+                              const kiln_mlir_op_t *parent, int depth);
+
+static kiln_status upgrade_regions(kiln_bc_t *bc, name_cache_t *cache, kiln_mlir_op_t *op,
+                                   int depth) {
   for (int32_t r = 0; r < op->num_regions; r++) {
     for (int32_t b = 0; b < op->regions[r].num_blocks; b++) {
       kiln_mlir_block_t *blk = &op->regions[r].blocks[b];
       for (int32_t i = 0; i < blk->num_ops; i++)
-        KILN_RETURN_IF_ERROR_PLAIN(upgrade_op(bc, blk->ops[i], op, depth + 1));
+        KILN_RETURN_IF_ERROR_PLAIN(upgrade_op(bc, cache, blk->ops[i], op, depth + 1));
     }
   }
   return KILN_STATUS_OK;
 }
 
-static kiln_status upgrade_op(kiln_bc_t *bc, kiln_mlir_op_t *op, const kiln_mlir_op_t *parent,
-                              int depth) {
+static kiln_status upgrade_op(kiln_bc_t *bc, name_cache_t *cache, kiln_mlir_op_t *op,
+                              const kiln_mlir_op_t *parent, int depth) {
   if (depth > KILN_BC_MAX_DEPTH) return bad(op, "nested too deeply");
   if (strncmp(op->name, "vhlo.", 5) == 0) {
     int64_t lo, hi;
@@ -401,15 +426,19 @@ static kiln_status upgrade_op(kiln_bc_t *bc, kiln_mlir_op_t *op, const kiln_mlir
       op->name = parent != NULL && strcmp(parent->name, "func.func") == 0 ? "func.return"
                                                                           : "stablehlo.return";
     } else {
-      op->name = kiln_arena_printf(bc->arena, "stablehlo.%s", base);
+      op->name = cached_name(bc, cache, op->name, base);
     }
   }
-  return upgrade_regions(bc, op, depth);
+  return upgrade_regions(bc, cache, op, depth);
 }
 
 kiln_status kiln_bc_upgrade(kiln_bc_t *bc) {
   kiln_mlir_module_t *m = bc->m;
-  for (int32_t i = 0; i < m->body.num_ops; i++)
-    KILN_RETURN_IF_ERROR_PLAIN(upgrade_op(bc, m->body.ops[i], NULL, 0));
-  return KILN_STATUS_OK;
+  name_cache_t *cache = kiln_calloc(1, sizeof(*cache));
+  kiln_status st = KILN_STATUS_OK;
+  for (int32_t i = 0; i < m->body.num_ops && kiln_status_is_ok(st); i++) {
+    st = upgrade_op(bc, cache, m->body.ops[i], NULL, 0);
+  }
+  kiln_free(cache);
+  return st;
 }
