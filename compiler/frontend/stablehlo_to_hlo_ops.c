@@ -287,6 +287,29 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     shc_bind(c, &op->results[0], shc_emit(c, sh, "convert(%s)", re));
     return NULL;
   }
+  if ((!strcmp(n, "real") || !strcmp(n, "imag")) && op->num_operands == 1 &&
+      !shc_is_complex(shc_elem_type(op->operands[0]->type))) {
+    /* of a real value: the value itself / zeros (HLO's real / imag take complex values) */
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 1, &ops));
+    if (!strcmp(n, "real")) {
+      shc_bind(c, &op->results[0], ops);
+    } else {
+      const char *z;
+      SHC_TRY(shc_scalar_const(c, shc_elem_type(op->results[0].type), 0, &z));
+      shc_bind(c, &op->results[0], shc_broadcast_scalar(c, z, sh, rank_of(op->results[0].type)));
+    }
+    return NULL;
+  }
+  if (!strcmp(n, "get_dimension_size")) {
+    /* shapes are static here: the size is a constant */
+    SHC_TRY(result_shape(c, op, &sh));
+    const kiln_mlir_type_t *ot = op->operands[0]->type;
+    int64_t d = shc_attr_int(kiln_mlir_op_attr(op, "dimension"), 0);
+    if (d < 0 || d >= rank_of(ot)) return SHC_INVALID(op, "dimension %" PRId64 " out of range", d);
+    shc_bind(c, &op->results[0], shc_emit(c, sh, "constant(%" PRId64 ")", ot->dims[d]));
+    return NULL;
+  }
   for (size_t i = 0; i < sizeof kElementwise / sizeof kElementwise[0]; i++) {
     if (strcmp(n, kElementwise[i].mlir) != 0 || !kElementwise[i].hlo) continue;
     SHC_TRY(result_shape(c, op, &sh));
@@ -344,6 +367,26 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
   }
   if (!strcmp(n, "iota") || !strcmp(n, "dynamic_iota")) {
     SHC_TRY(result_shape(c, op, &sh));
+    const kiln_mlir_type_t *rt = op->results[0].type, *e = shc_elem_type(rt);
+    if (shc_is_complex(e)) {
+      /* complex iota: a real iota as the real part */
+      const char *pe;
+      SHC_TRY(shc_elem_text(e->element, &pe));
+      kiln_strbuf_t b = {0};
+      kiln_strbuf_printf(&b, "%s[", pe);
+      for (int32_t i = 0; i < rank_of(rt); i++)
+        kiln_strbuf_printf(&b, "%s%" PRId64, i ? "," : "", rt->dims[i]);
+      kiln_strbuf_append_char(&b, ']');
+      const char *psh = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
+      kiln_strbuf_free(&b);
+      const char *re = shc_emit(c, psh, "iota(), iota_dimension=%" PRId64,
+                                shc_attr_int(kiln_mlir_op_attr(op, "iota_dimension"), 0));
+      const char *z;
+      SHC_TRY(shc_scalar_const(c, e->element, 0, &z));
+      z = shc_broadcast_scalar(c, z, psh, rank_of(rt));
+      shc_bind(c, &op->results[0], shc_emit(c, sh, "complex(%s, %s)", re, z));
+      return NULL;
+    }
     shc_bind(c, &op->results[0],
              shc_emit(c, sh, "iota(), iota_dimension=%" PRId64,
                       shc_attr_int(kiln_mlir_op_attr(op, "iota_dimension"), 0)));
@@ -479,14 +522,6 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
         shc_emit(c, sh, "reduce-precision(%s), exponent_bits=%" PRId64 ", mantissa_bits=%" PRId64,
                  ops, shc_attr_int(kiln_mlir_op_attr(op, "exponent_bits"), 8),
                  shc_attr_int(kiln_mlir_op_attr(op, "mantissa_bits"), 23)));
-    return NULL;
-  }
-  if (!strcmp(n, "get_dimension_size")) {
-    SHC_TRY(result_shape(c, op, &sh));
-    SHC_TRY(shc_operand_list(c, op, 0, 1, &ops));
-    shc_bind(c, &op->results[0],
-             shc_emit(c, sh, "get-dimension-size(%s), dimensions={%" PRId64 "}", ops,
-                      shc_attr_int(kiln_mlir_op_attr(op, "dimension"), 0)));
     return NULL;
   }
   if (!strcmp(n, "optimization_barrier")) {
