@@ -54,6 +54,9 @@ static const clause_t kClauses[] = {
     {"check.expect_close", "min_ulp_difference", "min_ulp_difference", CL_I64, NULL},
     {"check.expect_serialized_eq", "iter", "iteration", CL_I64, NULL},
     {"chlo.top_k", "k", "k", CL_I64, NULL},
+    {"chlo.scan", "dimension", "dimension", CL_I64, NULL},
+    {"stablehlo.broadcast", "sizes", "broadcast_sizes", CL_LIST, NULL},
+    {"stablehlo.triangular_solve", "transpose_a", "transpose_a", CL_ENUM, "transpose"},
 };
 
 static const clause_t *find_clause(const char *op, const char *kw, size_t n) {
@@ -257,7 +260,12 @@ static bool finish_dot(kiln_mlirp_t *P, kiln_mlirp_op_t *op, dot_dims_t *dd) {
   a->fields[2] = (kiln_mlir_named_attr_t){"lhs_contracting_dimensions", dd->lc ? dd->lc : empty};
   a->fields[3] = (kiln_mlir_named_attr_t){"rhs_contracting_dimensions", dd->rc ? dd->rc : empty};
   kiln_mlirp_op_add_attr(P, op, "dot_dimension_numbers", a);
-  return !P->err;
+  if (P->err) return false;
+  /* first, as the generic form's sorted attributes have it */
+  kiln_mlir_named_attr_t last = op->attrs[op->num_attrs - 1];
+  memmove(op->attrs + 1, op->attrs, sizeof(*op->attrs) * (size_t)(op->num_attrs - 1));
+  op->attrs[0] = last;
+  return true;
 }
 
 /* The common shape: operands, keyword clauses, optional attr-dict, optional `: types`. */
@@ -311,8 +319,8 @@ static bool constant_form(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
   const kiln_mlir_attr_t *v;
   if (!kiln_mlirp_attr(P, &v)) return false;
   kiln_mlirp_op_add_attr(P, op, "value", v);
-  if (v->type == NULL || v->type->kind != KILN_MLIR_TYPE_TENSOR) {
-    return kiln_mlirp_failf(P, "a constant needs a typed tensor value");
+  if (v->type == NULL || v->kind == KILN_MLIR_ATTR_TYPE) {
+    return kiln_mlirp_failf(P, "a constant needs a typed value");
   }
   const kiln_mlir_type_t **res = kiln_arena_alloc(P->a, sizeof(*res));
   if (res == NULL) return kiln_mlirp_failf(P, "out of memory");
@@ -655,6 +663,36 @@ static bool convolution_form(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
   return kiln_mlirp_op_attr_dict(P, op) && kiln_mlirp_op_signature(P, op);
 }
 
+/* chlo.scan(%inputs) inits(%inits) dimension=0 {region} : fn */
+static bool scan_form(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
+  int32_t counts[2] = {0, 0};
+  for (int part = 0; part < 2; part++) {
+    if (part == 1 && !kiln_mlirp_expect_kw(P, "inits")) return false;
+    if (!kiln_mlirp_expect(P, '(')) return false;
+    if (!kiln_mlirp_accept(P, ')')) {
+      do {
+        kiln_mlir_value_t *v;
+        if (!kiln_mlirp_value_use(P, &v)) return false;
+        kiln_mlirp_op_add_operand(P, op, v);
+        counts[part]++;
+      } while (kiln_mlirp_accept(P, ','));
+      if (!kiln_mlirp_expect(P, ')')) return false;
+    }
+  }
+  int64_t seg[2] = {counts[0], counts[1]};
+  const kiln_mlir_attr_t *sa = kiln_mlirp_dense_i64(P, seg, 2);
+  if (sa == NULL) return false;
+  ((kiln_mlir_attr_t *)sa)->type = kiln_mlirp_int_type(P, 32, KILN_MLIR_SIGNLESS);
+  kiln_mlirp_op_add_attr(P, op, "operandSegmentSizes", sa);
+  while (peek_clause(P)) {
+    if (!clause(P, op, NULL)) return false;
+    kiln_mlirp_accept(P, ',');
+  }
+  kiln_mlir_region_t *r = kiln_mlirp_op_add_region(P, op);
+  return r && kiln_mlirp_region(P, r, NULL, 0, NULL, NULL) && kiln_mlirp_op_attr_dict(P, op) &&
+         kiln_mlirp_op_signature(P, op);
+}
+
 /* func.return / stablehlo.return: operands, then `: types` if any. */
 static bool return_form(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
   if (kiln_mlirp_peek(P) == '(') return kiln_mlirp_generic_tail(P, op);
@@ -667,7 +705,10 @@ bool kiln_mlirp_pretty_op(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
     if (kiln_mlirp_peek(P) == '(') return kiln_mlirp_generic_tail(P, op);
     return compare_form(P, op);
   }
-  if (strcmp(n, "stablehlo.constant") == 0) return constant_form(P, op);
+  if (strcmp(n, "stablehlo.constant") == 0 || strcmp(n, "arith.constant") == 0) {
+    return constant_form(P, op);
+  }
+  if (strcmp(n, "chlo.scan") == 0) return scan_form(P, op);
   if (strcmp(n, "stablehlo.custom_call") == 0) return custom_call_form(P, op);
   if (strcmp(n, "func.call") == 0) return call_form(P, op);
   if (strcmp(n, "stablehlo.composite") == 0) return composite_form(P, op);
