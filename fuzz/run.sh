@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # Builds the fuzzers with clang-19 (libFuzzer + ASan + UBSan) and runs them for $1 seconds in
-# total (default 60), shared by the fuzz targets: the HLO parser 2/5, the MLIR text reader
-# (fuzz_mlir_text, seeded from the StableHLO test files) 1/5, the FFI backend_config decoder
-# (fuzz_ffi_attrs) 1/5 and the protobuf inputs of the plugin (fuzz_hlo_proto: HloModuleProto,
-# HloModuleProtoWithConfig, CompileOptionsProto; seeded with the corpus modules encoded by the
-# test encoder) the rest. Fails on any crash, leak or hang.
+# total (default 60), split: the HLO parser 30%, the MLIR text reader (fuzz_mlir_text, seeded
+# from the StableHLO test files) 20%, the MLIR bytecode reader (fuzz_mlir_bytecode, seeded
+# from StableHLO's VHLO artifacts) 20%, the FFI backend_config decoder (fuzz_ffi_attrs) 15%
+# and the protobuf inputs of the plugin (fuzz_hlo_proto: HloModuleProto,
+# HloModuleProtoWithConfig, CompileOptionsProto) the rest. Seeded from the HLO corpus (the
+# proto seeds are the corpus modules encoded by the test encoder). Fails on any crash, leak
+# or hang.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
-parser_seconds=$(( seconds * 2 / 5 ))
+parser_seconds=$(( seconds * 3 / 10 ))
 [ "$parser_seconds" -ge 1 ] || parser_seconds=1
 mlir_seconds=$(( seconds / 5 ))
 [ "$mlir_seconds" -ge 1 ] || mlir_seconds=1
-attrs_seconds=$(( seconds / 5 ))
+bytecode_seconds=$(( seconds / 5 ))
+[ "$bytecode_seconds" -ge 1 ] || bytecode_seconds=1
+attrs_seconds=$(( seconds * 3 / 20 ))
 [ "$attrs_seconds" -ge 1 ] || attrs_seconds=1
-proto_seconds=$(( seconds - parser_seconds - mlir_seconds - attrs_seconds ))
+proto_seconds=$(( seconds - parser_seconds - mlir_seconds - bytecode_seconds - attrs_seconds ))
 [ "$proto_seconds" -ge 1 ] || proto_seconds=1
 corpus_dir="${KILN_CORPUS_DIR:-$(cd .. && pwd)/shared/hlo-corpus}"
 out=build-fuzz
@@ -31,6 +35,12 @@ clang-19 "${cflags[@]}" $(ls base/*.c compiler/hlo/*.c compiler/frontend/*.c) \
 clang-19 -std=gnu11 -O1 -Wall -Wextra -Werror -I. -Iinclude $(ls base/*.c compiler/hlo/*.c) \
   tools/common/proto_write.c tools/common/hlo_proto_encode.c fuzz/gen_hlo_proto_seeds.c -lm \
   -o "$out/gen_hlo_proto_seeds"
+clang-19 "${cflags[@]}" $(ls base/*.c compiler/hlo/*.c compiler/frontend/mlir_*.c) \
+  fuzz/fuzz_mlir_bytecode.c -lm -o "$out/fuzz_mlir_bytecode"
+# Bytecode seeds: StableHLO's portable artifacts (every VHLO version).
+bc_seeds="$out/bytecode-seeds"
+rm -rf "$bc_seeds" && mkdir -p "$bc_seeds"
+cp "$(cd .. && pwd)"/shared/stablehlo/stablehlo/tests/vhlo/*.mlir.bc "$bc_seeds"/ 2>/dev/null || true
 clang-19 "${cflags[@]}" $(ls base/*.c compiler/hlo/*.c) \
   compiler/frontend/mlir_{ir,lexer,types,attrs,text,pretty}.c fuzz/fuzz_mlir_text.c -lm \
   -o "$out/fuzz_mlir_text"
@@ -101,5 +111,6 @@ run fuzz_parser "$parser_seconds" "$out/corpus-work" "$seeds" 16384
 run fuzz_mlir_text "$mlir_seconds" "$out/mlir-corpus-work" "$mlir_seeds" 16384
 run fuzz_ffi_attrs "$attrs_seconds" "$out/attr-corpus-work" "$attr_seeds" 4096
 run fuzz_hlo_proto "$proto_seconds" "$out/proto-corpus-work" "$proto_seeds" 16384
+run fuzz_mlir_bytecode "$bytecode_seconds" "$out/bytecode-corpus-work" "$bc_seeds" 32768
 if [ "$status" -ne 0 ]; then exit "$status"; fi
-echo "fuzz: no crash, leak or hang in ${seconds}s (parser ${parser_seconds}s, mlir text ${mlir_seconds}s, ffi attrs ${attrs_seconds}s, hlo proto ${proto_seconds}s)"
+echo "fuzz: no crash, leak or hang in ${seconds}s (parser ${parser_seconds}s, mlir text ${mlir_seconds}s, ffi attrs ${attrs_seconds}s, hlo proto ${proto_seconds}s, mlir bytecode ${bytecode_seconds}s)"

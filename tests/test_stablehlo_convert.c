@@ -143,7 +143,7 @@ static int run_checks(kiln_mlir_module_t *m, const char *fname, int *failed) {
   kiln_hlo_module_t *hm = NULL;
   kiln_stablehlo_check_t *checks = NULL;
   int32_t n = 0;
-  kiln_status s = kiln_stablehlo_checks_to_hlo(m, f, &hm, &checks, &n);
+  kiln_status s = kiln_stablehlo_checks_to_hlo(m, f, &hm, &checks, &n, NULL, NULL);
   if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
   assert_null(s);
   kiln_arena_t arena;

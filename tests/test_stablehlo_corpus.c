@@ -79,6 +79,7 @@ static void run_corpus(kiln_device_t *dev, int64_t sample, const char *label, do
   memset(&o, 0, sizeof o);
   o.device = dev;
   o.sample = sample;
+  o.constants_as_params = true;
   o.max_while_iterations = 1000000;
   kiln_stablehlo_run_stats_t st;
   memset(&st, 0, sizeof st);

@@ -549,6 +549,7 @@ static kiln_status run_stablehlo_checks(const run_flags_t *f) {
   memset(&o, 0, sizeof o);
   o.device = f->device;
   o.print = true;
+  o.constants_as_params = true;
   o.max_while_iterations = f->max_while_iterations;
   kiln_stablehlo_run_stats_t st;
   memset(&st, 0, sizeof st);

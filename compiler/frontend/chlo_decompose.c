@@ -85,6 +85,86 @@ static kiln_status broadcast_operand(shc_ctx_t *c, const kiln_mlir_op_t *op, int
   return NULL;
 }
 
+/* `elem`[dims of t] */
+static const char *shape_with(shc_ctx_t *c, const kiln_mlir_type_t *t, const char *elem) {
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, "%s[", elem);
+  int32_t r = t->kind == KILN_MLIR_TYPE_TENSOR ? t->rank : 0;
+  for (int32_t i = 0; i < r; i++) kiln_strbuf_printf(&b, "%s%" PRId64, i ? "," : "", t->dims[i]);
+  kiln_strbuf_append_char(&b, ']');
+  const char *out = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&b);
+  return out;
+}
+
+static const char *int_const(shc_ctx_t *c, const char *elem, const char *shape, int32_t rank,
+                             uint64_t v) {
+  const char *s =
+      shc_emit(c, kiln_arena_printf(&c->arena, "%s[]", elem), "constant(%" PRIu64 ")", v);
+  return shc_broadcast_scalar(c, s, shape, rank);
+}
+
+/* chlo.mulhi: the high half of the double-width product. Up to 32 bits: in 64-bit
+ * arithmetic; 64 bits: from 32-bit halves (signed: the unsigned high half, corrected). */
+static kiln_status convert_mulhi(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  const kiln_mlir_type_t *rt = op->results[0].type, *e = shc_elem_type(rt);
+  if (!e || e->kind != KILN_MLIR_TYPE_INTEGER || e->width < 2)
+    return SHC_UNIMPL(op, "mulhi of a non-integer type");
+  const char *a, *b, *sh, *et;
+  SHC_TRY(shc_lookup(c, op->operands[0], &a));
+  SHC_TRY(shc_lookup(c, op->operands[1], &b));
+  SHC_TRY(shc_type_text(c, rt, &sh));
+  SHC_TRY(shc_elem_text(e, &et));
+  bool is_unsigned = e->signedness == KILN_MLIR_UNSIGNED;
+  int32_t rank = rt->kind == KILN_MLIR_TYPE_TENSOR ? rt->rank : 0;
+  int w = e->width;
+  if (w <= 32) {
+    const char *we = is_unsigned ? "u64" : "s64", *wsh = shape_with(c, rt, we);
+    const char *wa = shc_emit(c, wsh, "convert(%s)", a), *wb = shc_emit(c, wsh, "convert(%s)", b);
+    const char *p = shc_emit(c, wsh, "multiply(%s, %s)", wa, wb);
+    const char *k = int_const(c, we, wsh, rank, (uint64_t)w);
+    const char *hi = shc_emit(c, wsh, "%s(%s, %s)",
+                              is_unsigned ? "shift-right-logical" : "shift-right-arithmetic", p, k);
+    shc_bind(c, &op->results[0], shc_emit(c, sh, "convert(%s)", hi));
+    return NULL;
+  }
+  const char *ush = shape_with(c, rt, "u64");
+  const char *ua = is_unsigned ? a : shc_emit(c, ush, "bitcast-convert(%s)", a);
+  const char *ub = is_unsigned ? b : shc_emit(c, ush, "bitcast-convert(%s)", b);
+  const char *k32 = int_const(c, "u64", ush, rank, 32);
+  const char *mask = int_const(c, "u64", ush, rank, 0xffffffffull);
+  const char *alo = shc_emit(c, ush, "and(%s, %s)", ua, mask);
+  const char *ahi = shc_emit(c, ush, "shift-right-logical(%s, %s)", ua, k32);
+  const char *blo = shc_emit(c, ush, "and(%s, %s)", ub, mask);
+  const char *bhi = shc_emit(c, ush, "shift-right-logical(%s, %s)", ub, k32);
+  const char *ll = shc_emit(c, ush, "multiply(%s, %s)", alo, blo);
+  const char *hl = shc_emit(c, ush, "multiply(%s, %s)", ahi, blo);
+  const char *lh = shc_emit(c, ush, "multiply(%s, %s)", alo, bhi);
+  const char *hh = shc_emit(c, ush, "multiply(%s, %s)", ahi, bhi);
+  const char *t =
+      shc_emit(c, ush, "add(%s, %s)", hl, shc_emit(c, ush, "shift-right-logical(%s, %s)", ll, k32));
+  const char *w1 = shc_emit(c, ush, "add(%s, %s)", lh, shc_emit(c, ush, "and(%s, %s)", t, mask));
+  const char *hi =
+      shc_emit(c, ush, "add(%s, %s)", hh, shc_emit(c, ush, "shift-right-logical(%s, %s)", t, k32));
+  hi =
+      shc_emit(c, ush, "add(%s, %s)", hi, shc_emit(c, ush, "shift-right-logical(%s, %s)", w1, k32));
+  if (is_unsigned) {
+    shc_bind(c, &op->results[0], hi);
+    return NULL;
+  }
+  /* signed: subtract b where a < 0 and a where b < 0 (mod 2^64) */
+  const char *psh = shape_with(c, rt, "pred");
+  const char *zero = int_const(c, "s64", sh, rank, 0), *uzero = int_const(c, "u64", ush, rank, 0);
+  const char *an = shc_emit(c, psh, "compare(%s, %s), direction=LT", a, zero);
+  const char *bn = shc_emit(c, psh, "compare(%s, %s), direction=LT", b, zero);
+  hi = shc_emit(c, ush, "subtract(%s, %s)", hi,
+                shc_emit(c, ush, "select(%s, %s, %s)", an, ub, uzero));
+  hi = shc_emit(c, ush, "subtract(%s, %s)", hi,
+                shc_emit(c, ush, "select(%s, %s, %s)", bn, ua, uzero));
+  shc_bind(c, &op->results[0], shc_emit(c, sh, "bitcast-convert(%s)", hi));
+  return NULL;
+}
+
 kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled) {
   *handled = false;
   if (strncmp(op->name, "chlo.", 5) != 0) return NULL;
@@ -125,6 +205,7 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
   }
   const kiln_mlir_type_t *rt = op->num_results == 1 ? op->results[0].type : NULL;
   int32_t rank = rt && rt->kind == KILN_MLIR_TYPE_TENSOR ? rt->rank : 0;
+  if (!strcmp(n, "mulhi")) return convert_mulhi(c, op);
   if (!strcmp(n, "atan")) {
     SHC_TRY(shc_lookup(c, op->operands[0], &x));
     const char *one;

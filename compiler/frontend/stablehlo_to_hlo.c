@@ -969,7 +969,10 @@ static kiln_status convert_entry(shc_ctx_t *c, const kiln_mlir_op_t *fn, kiln_hl
   }
   const char **ret = NULL;
   int32_t nret = 0;
+  c->entry_scope = &s;
+  c->first_param = b->num_args;
   if (!st) st = shc_convert_block(c, b, &ret, &nret);
+  c->entry_scope = NULL;
   const char *root = NULL;
   if (!st && c->check_mode) {
     kiln_strbuf_t sb = {0}, ob = {0};
@@ -1056,6 +1059,7 @@ static void ctx_free(shc_ctx_t *c) {
   kiln_free(c->outputs);
   kiln_free(c->output_shapes);
   kiln_free(c->checks);
+  kiln_free(c->params);
 }
 
 kiln_status kiln_stablehlo_to_hlo(const kiln_mlir_module_t *m, const char *entry,
@@ -1097,18 +1101,27 @@ bool kiln_stablehlo_func_has_checks(const kiln_mlir_op_t *func) {
 
 kiln_status kiln_stablehlo_checks_to_hlo(const kiln_mlir_module_t *m, const kiln_mlir_op_t *func,
                                          kiln_hlo_module_t **out, kiln_stablehlo_check_t **checks,
-                                         int32_t *num_checks) {
+                                         int32_t *num_checks, kiln_literal_t ***params,
+                                         int32_t *num_params) {
   *out = NULL;
   *checks = NULL;
   *num_checks = 0;
+  if (params) *params = NULL;
+  if (num_params) *num_params = 0;
   shc_ctx_t c;
   ctx_init(&c, m);
   c.check_mode = true;
+  c.constants_as_params = params != NULL;
   kiln_status s = convert_entry(&c, func, out);
   if (!s) {
     *checks = c.checks;
     *num_checks = c.num_checks;
     c.checks = NULL;
+    if (params) {
+      *params = c.params;
+      *num_params = c.num_params;
+      c.params = NULL;
+    }
   }
   ctx_free(&c);
   return s;

@@ -56,10 +56,14 @@ typedef struct kiln_stablehlo_check {
 bool kiln_stablehlo_func_has_checks(const kiln_mlir_op_t *func);
 /* Converts function `func` (a func.func of m, taking no arguments) in check mode: *out's
  * entry returns the tuple of checked values; *checks (kiln_malloc'ed, caller frees) lists
- * the checks. */
+ * the checks. With `params` non-NULL, the function's top-level constants become entry
+ * parameters (so that a compiler cannot fold the whole program away): *params
+ * (kiln_malloc'ed, caller frees; literals borrowed from m) holds their values in parameter
+ * order. */
 kiln_status kiln_stablehlo_checks_to_hlo(const kiln_mlir_module_t *m, const kiln_mlir_op_t *func,
                                          kiln_hlo_module_t **out, kiln_stablehlo_check_t **checks,
-                                         int32_t *num_checks);
+                                         int32_t *num_checks, kiln_literal_t ***params,
+                                         int32_t *num_params);
 /* Applies `check` to the entry's result tuple `outputs`. Returns true when it passes; else
  * writes the first difference into msg. */
 bool kiln_stablehlo_check_eval(const kiln_stablehlo_check_t *check, const kiln_literal_t *outputs,

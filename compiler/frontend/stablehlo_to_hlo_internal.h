@@ -39,6 +39,11 @@ typedef struct shc_ctx {
    * become constants) */
   bool spmd;
   int64_t replica, partition;
+  /* constants of the entry scope become parameters (check mode's params) */
+  bool constants_as_params;
+  shc_scope_t *entry_scope;
+  int32_t first_param, num_params, cap_params;
+  kiln_literal_t **params;
   /* check mode: values of check ops become outputs of the entry */
   bool check_mode;
   int32_t num_outputs, cap_outputs;

@@ -80,6 +80,17 @@ static kiln_status convert_constant(shc_ctx_t *c, const kiln_mlir_op_t *op) {
     return SHC_UNIMPL(op, "constant value is not a dense elements attribute");
   const char *sh;
   SHC_TRY(result_shape(c, op, &sh));
+  if (c->constants_as_params && c->cur == c->entry_scope && c->entry_scope) {
+    if (c->num_params == c->cap_params) {
+      c->cap_params = c->cap_params ? c->cap_params * 2 : 16;
+      c->params = kiln_realloc(c->params, sizeof *c->params * (size_t)c->cap_params);
+    }
+    c->params[c->num_params] = v->literal;
+    shc_bind(c, &op->results[0],
+             shc_emit(c, sh, "parameter(%d)", (int)(c->first_param + c->num_params)));
+    c->num_params++;
+    return NULL;
+  }
   kiln_strbuf_t b = {0};
   kiln_literal_print(&b, v->literal);
   shc_bind(c, &op->results[0], shc_emit(c, sh, "constant(%s)", kiln_strbuf_cstr(&b)));
@@ -188,6 +199,57 @@ kiln_status shc_const_operand_ints(shc_ctx_t *c, const kiln_mlir_op_t *op, int32
   return shc_attr_ints(c, op, val, "operand", out, n);
 }
 
+/* Complex compare EQ / NE (per part, as XLA) and maximum / minimum (lexicographic on (real,
+ * imag), as the StableHLO spec orders complex numbers). */
+static kiln_status convert_complex_order(shc_ctx_t *c, const kiln_mlir_op_t *op, const char *n,
+                                         bool *handled) {
+  const kiln_mlir_type_t *ot = op->operands[0]->type, *e = shc_elem_type(ot);
+  *handled = false;
+  if (!shc_is_complex(e)) return NULL;
+  const char *dir = NULL;
+  if (!strcmp(n, "compare")) {
+    dir = shc_attr_enum(kiln_mlir_op_attr(op, "comparison_direction"));
+    if (!dir || (strcmp(dir, "EQ") != 0 && strcmp(dir, "NE") != 0)) return NULL;
+  } else if (strcmp(n, "maximum") != 0 && strcmp(n, "minimum") != 0) {
+    return NULL;
+  }
+  *handled = true;
+  const char *sh, *a, *b, *pe;
+  SHC_TRY(shc_type_text(c, op->results[0].type, &sh));
+  SHC_TRY(shc_lookup(c, op->operands[0], &a));
+  SHC_TRY(shc_lookup(c, op->operands[1], &b));
+  SHC_TRY(shc_elem_text(e->element, &pe));
+  kiln_strbuf_t pb = {0}, bb = {0};
+  kiln_strbuf_printf(&pb, "%s[", pe);
+  kiln_strbuf_append(&bb, "pred[");
+  for (int32_t i = 0; i < rank_of(ot); i++) {
+    kiln_strbuf_printf(&pb, "%s%" PRId64, i ? "," : "", ot->dims[i]);
+    kiln_strbuf_printf(&bb, "%s%" PRId64, i ? "," : "", ot->dims[i]);
+  }
+  kiln_strbuf_append_char(&pb, ']');
+  kiln_strbuf_append_char(&bb, ']');
+  const char *psh = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&pb));
+  const char *bsh = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&bb));
+  kiln_strbuf_free(&pb);
+  kiln_strbuf_free(&bb);
+  const char *ar = shc_emit(c, psh, "real(%s)", a), *ai = shc_emit(c, psh, "imag(%s)", a);
+  const char *br = shc_emit(c, psh, "real(%s)", b), *bi = shc_emit(c, psh, "imag(%s)", b);
+  if (dir) {
+    const char *x = shc_emit(c, bsh, "compare(%s, %s), direction=%s", ar, br, dir);
+    const char *y = shc_emit(c, bsh, "compare(%s, %s), direction=%s", ai, bi, dir);
+    shc_bind(c, &op->results[0],
+             shc_emit(c, sh, "%s(%s, %s)", !strcmp(dir, "EQ") ? "and" : "or", x, y));
+    return NULL;
+  }
+  const char *d = !strcmp(n, "maximum") ? "GT" : "LT";
+  const char *x = shc_emit(c, bsh, "compare(%s, %s), direction=%s", ar, br, d);
+  const char *req = shc_emit(c, bsh, "compare(%s, %s), direction=EQ", ar, br);
+  const char *y = shc_emit(c, bsh, "compare(%s, %s), direction=%s", ai, bi, d);
+  const char *pick = shc_emit(c, bsh, "or(%s, %s)", x, shc_emit(c, bsh, "and(%s, %s)", req, y));
+  shc_bind(c, &op->results[0], shc_emit(c, sh, "select(%s, %s, %s)", pick, a, b));
+  return NULL;
+}
+
 kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled) {
   *handled = false;
   if (strncmp(op->name, "stablehlo.", 10) != 0) return NULL;
@@ -195,6 +257,11 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
   const char *sh = NULL, *ops = NULL;
   *handled = true;
   if (!strcmp(n, "constant")) return convert_constant(c, op);
+  if (op->num_operands == 2 && op->num_results == 1) {
+    bool h;
+    SHC_TRY(convert_complex_order(c, op, n, &h));
+    if (h) return NULL;
+  }
   if (c->spmd && (!strcmp(n, "replica_id") || !strcmp(n, "partition_id"))) {
     SHC_TRY(result_shape(c, op, &sh));
     shc_bind(c, &op->results[0],
@@ -218,6 +285,29 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     const char *re = shc_emit(c, kiln_strbuf_cstr(&b), "real(%s)", ops);
     kiln_strbuf_free(&b);
     shc_bind(c, &op->results[0], shc_emit(c, sh, "convert(%s)", re));
+    return NULL;
+  }
+  if ((!strcmp(n, "real") || !strcmp(n, "imag")) && op->num_operands == 1 &&
+      !shc_is_complex(shc_elem_type(op->operands[0]->type))) {
+    /* of a real value: the value itself / zeros (HLO's real / imag take complex values) */
+    SHC_TRY(result_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, 1, &ops));
+    if (!strcmp(n, "real")) {
+      shc_bind(c, &op->results[0], ops);
+    } else {
+      const char *z;
+      SHC_TRY(shc_scalar_const(c, shc_elem_type(op->results[0].type), 0, &z));
+      shc_bind(c, &op->results[0], shc_broadcast_scalar(c, z, sh, rank_of(op->results[0].type)));
+    }
+    return NULL;
+  }
+  if (!strcmp(n, "get_dimension_size")) {
+    /* shapes are static here: the size is a constant */
+    SHC_TRY(result_shape(c, op, &sh));
+    const kiln_mlir_type_t *ot = op->operands[0]->type;
+    int64_t d = shc_attr_int(kiln_mlir_op_attr(op, "dimension"), 0);
+    if (d < 0 || d >= rank_of(ot)) return SHC_INVALID(op, "dimension %" PRId64 " out of range", d);
+    shc_bind(c, &op->results[0], shc_emit(c, sh, "constant(%" PRId64 ")", ot->dims[d]));
     return NULL;
   }
   for (size_t i = 0; i < sizeof kElementwise / sizeof kElementwise[0]; i++) {
@@ -278,6 +368,26 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
   }
   if (!strcmp(n, "iota") || !strcmp(n, "dynamic_iota")) {
     SHC_TRY(result_shape(c, op, &sh));
+    const kiln_mlir_type_t *rt = op->results[0].type, *e = shc_elem_type(rt);
+    if (shc_is_complex(e)) {
+      /* complex iota: a real iota as the real part */
+      const char *pe;
+      SHC_TRY(shc_elem_text(e->element, &pe));
+      kiln_strbuf_t b = {0};
+      kiln_strbuf_printf(&b, "%s[", pe);
+      for (int32_t i = 0; i < rank_of(rt); i++)
+        kiln_strbuf_printf(&b, "%s%" PRId64, i ? "," : "", rt->dims[i]);
+      kiln_strbuf_append_char(&b, ']');
+      const char *psh = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
+      kiln_strbuf_free(&b);
+      const char *re = shc_emit(c, psh, "iota(), iota_dimension=%" PRId64,
+                                shc_attr_int(kiln_mlir_op_attr(op, "iota_dimension"), 0));
+      const char *z;
+      SHC_TRY(shc_scalar_const(c, e->element, 0, &z));
+      z = shc_broadcast_scalar(c, z, psh, rank_of(rt));
+      shc_bind(c, &op->results[0], shc_emit(c, sh, "complex(%s, %s)", re, z));
+      return NULL;
+    }
     shc_bind(c, &op->results[0],
              shc_emit(c, sh, "iota(), iota_dimension=%" PRId64,
                       shc_attr_int(kiln_mlir_op_attr(op, "iota_dimension"), 0)));
@@ -413,14 +523,6 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
         shc_emit(c, sh, "reduce-precision(%s), exponent_bits=%" PRId64 ", mantissa_bits=%" PRId64,
                  ops, shc_attr_int(kiln_mlir_op_attr(op, "exponent_bits"), 8),
                  shc_attr_int(kiln_mlir_op_attr(op, "mantissa_bits"), 23)));
-    return NULL;
-  }
-  if (!strcmp(n, "get_dimension_size")) {
-    SHC_TRY(result_shape(c, op, &sh));
-    SHC_TRY(shc_operand_list(c, op, 0, 1, &ops));
-    shc_bind(c, &op->results[0],
-             shc_emit(c, sh, "get-dimension-size(%s), dimensions={%" PRId64 "}", ops,
-                      shc_attr_int(kiln_mlir_op_attr(op, "dimension"), 0)));
     return NULL;
   }
   if (!strcmp(n, "optimization_barrier")) {

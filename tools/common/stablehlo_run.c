@@ -50,7 +50,10 @@ static void run_function(const kiln_mlir_module_t *mm, const kiln_mlir_op_t *f, 
   kiln_hlo_module_t *hm = NULL;
   kiln_stablehlo_check_t *checks = NULL;
   int32_t nchecks = 0;
-  kiln_status s = kiln_stablehlo_checks_to_hlo(mm, f, &hm, &checks, &nchecks);
+  kiln_literal_t **params = NULL;
+  int32_t nparams = 0;
+  kiln_status s = kiln_stablehlo_checks_to_hlo(mm, f, &hm, &checks, &nchecks,
+                                               o->constants_as_params ? &params : NULL, &nparams);
   for (int32_t i = 0; i < nchecks; i++)
     if (checks[i].line > 0) checks[i].line += line - 1;
   if (s && line > 1) s = kiln_status_annotate(s, "(the part starts at line %d)", line);
@@ -65,13 +68,13 @@ static void run_function(const kiln_mlir_module_t *mm, const kiln_mlir_op_t *f, 
       ro.repeat = 1;
       ro.max_while_iterations = o->max_while_iterations;
       kiln_device_run_report_t rep;
-      s = kiln_device_run_module(hm, NULL, 0, &ro, &arena, &result, &rep);
+      s = kiln_device_run_module(hm, params, nparams, &ro, &arena, &result, &rep);
       if (s) s = kiln_status_annotate(s, "while running on %s", o->device->name);
     } else {
       kiln_eval_options_t eo;
       memset(&eo, 0, sizeof eo);
       eo.max_while_iterations = o->max_while_iterations;
-      s = kiln_eval_module(hm, &eo, 0, NULL, &arena, &result);
+      s = kiln_eval_module(hm, &eo, nparams, params, &arena, &result);
       if (s) s = kiln_status_annotate(s, "while evaluating");
     }
   }
@@ -105,6 +108,7 @@ static void run_function(const kiln_mlir_module_t *mm, const kiln_mlir_op_t *f, 
   }
   kiln_arena_destroy(&arena);
   kiln_free(checks);
+  kiln_free(params);
   if (hm) kiln_hlo_module_destroy(hm);
 }
 

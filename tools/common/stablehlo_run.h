@@ -21,6 +21,8 @@ typedef struct kiln_stablehlo_run_options {
   int64_t max_while_iterations; /* 0: unbounded */
   int64_t sample;               /* > 1: run only every sample-th function (counted over all
                                    calls with the same stats), others are not counted */
+  bool constants_as_params;     /* the functions' top-level constants passed as parameters
+                                   (a compiler cannot fold the program away) */
 } kiln_stablehlo_run_options_t;
 
 typedef struct kiln_stablehlo_run_stats {
