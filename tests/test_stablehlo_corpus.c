@@ -30,6 +30,7 @@
 #define REFERENCE_FLOOR 0.0
 #define HOST_FLOOR 0.0
 #define HOST_SAMPLE_DEFAULT 1
+#define MATH_FLOOR 0.0
 
 static char g_dir[4096];
 
@@ -131,10 +132,55 @@ static void test_stablehlo_corpus_on_the_host_backend(void **state) {
   kiln_device_destroy(dev);
 }
 
+/* stablehlo/tests/math: accuracy tests (expect_close with a ulp tolerance) on the host
+ * backend, one line per file with the largest ulp distance seen next to the tolerance. */
+static void test_stablehlo_math_on_the_host_backend(void **state) {
+  (void)state;
+  if (!find_material()) KILN_SKIP("no StableHLO material at %s", g_dir);
+  kiln_device_t *dev = NULL;
+  assert_null(kiln_host_device_create(0, &dev));
+  char dir[4300];
+  snprintf(dir, sizeof dir, "%s/stablehlo/tests/math", g_dir);
+  char **paths;
+  int n = list_mlir(dir, &paths);
+  int64_t sample = 1;
+  const char *env = getenv("KILN_CORPUS_SAMPLE");
+  if (env && atoi(env) > 0) sample = atoi(env);
+  int passed = 0, run = 0;
+  for (int i = 0; i < n; i++) {
+    kiln_stablehlo_run_options_t o;
+    memset(&o, 0, sizeof o);
+    o.device = dev;
+    o.constants_as_params = true;
+    kiln_stablehlo_run_stats_t st;
+    memset(&st, 0, sizeof st);
+    if (i % sample == 0) {
+      assert_null(kiln_stablehlo_run_file(paths[i], &o, &st));
+      const char *base = strrchr(paths[i], '/') + 1;
+      run++;
+      if (st.functions && st.passed == st.functions) passed++;
+      if (st.failures.data && st.passed != st.functions) {
+        printf("math %-28s FAIL %s", base, kiln_strbuf_cstr(&st.failures) + 2);
+      } else {
+        printf("math %-28s pass: max %.0f ulp (tolerance %" PRId64 ")\n", base, st.max_ulp,
+               st.ulp_tolerance);
+      }
+    }
+    kiln_stablehlo_run_stats_free(&st);
+    kiln_free(paths[i]);
+  }
+  kiln_free(paths);
+  kiln_device_destroy(dev);
+  printf("math on the host: %d / %d files pass\n", passed, run);
+  assert_true(run > 0);
+  assert_true(passed >= MATH_FLOOR * run);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_stablehlo_corpus_on_the_reference_evaluator),
       cmocka_unit_test(test_stablehlo_corpus_on_the_host_backend),
+      cmocka_unit_test(test_stablehlo_math_on_the_host_backend),
   };
   return kiln_run_tests(tests, NULL, NULL);
 }

@@ -65,8 +65,9 @@ kiln_status kiln_stablehlo_checks_to_hlo(const kiln_mlir_module_t *m, const kiln
                                          int32_t *num_checks, kiln_literal_t ***params,
                                          int32_t *num_params);
 /* Applies `check` to the entry's result tuple `outputs`. Returns true when it passes; else
- * writes the first difference into msg. */
+ * writes the first difference into msg. *worst (may be NULL) receives the largest distance
+ * seen: ulps for CLOSE, the absolute difference for ALMOST_EQ, 0 otherwise. */
 bool kiln_stablehlo_check_eval(const kiln_stablehlo_check_t *check, const kiln_literal_t *outputs,
-                               char *msg, size_t msg_size);
+                               char *msg, size_t msg_size, double *worst);
 
 #endif /* KILN_COMPILER_FRONTEND_STABLEHLO_TO_HLO_H_ */

@@ -46,8 +46,9 @@ static bool close_part(double w, double g, uint64_t wb, uint64_t gb, int nbits,
 }
 
 bool kiln_stablehlo_check_eval(const kiln_stablehlo_check_t *k, const kiln_literal_t *outputs,
-                               char *msg, size_t msg_size) {
+                               char *msg, size_t msg_size, double *worst_out) {
   if (msg_size) msg[0] = 0;
+  if (worst_out) *worst_out = 0;
   if (k->kind == KILN_STABLEHLO_CHECK_UNSUPPORTED) {
     snprintf(msg, msg_size, "%s is not supported (it needs the interpreter's probe files)",
              k->op_name);
@@ -112,6 +113,7 @@ bool kiln_stablehlo_check_eval(const kiln_stablehlo_check_t *k, const kiln_liter
       }
     }
   }
+  if (worst_out) *worst_out = worst;
   if (bad) {
     size_t len = strlen(msg);
     snprintf(msg + len, msg_size - len, " (%" PRId64 " of %" PRId64 " elements differ%s)", bad,
