@@ -49,7 +49,7 @@ typedef struct kiln_stablehlo_check {
   int32_t want;                     /* output index of the expected value, -1: want_const */
   const kiln_literal_t *want_const; /* _const forms (borrowed from the MLIR module) */
   double tolerance;                 /* ALMOST_EQ (default 1e-4) */
-  int64_t min_ulp, max_ulp;         /* CLOSE (defaults 0, 3) */
+  uint64_t min_ulp, max_ulp;        /* CLOSE (defaults 0, 3) */
 } kiln_stablehlo_check_t;
 
 /* True when the function holds check ops. */

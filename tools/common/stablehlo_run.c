@@ -81,7 +81,7 @@ static void run_function(const kiln_mlir_module_t *mm, const kiln_mlir_op_t *f, 
   int32_t passed = 0, failed = 0;
   char first[512] = "";
   double fn_ulp = -1;
-  int64_t fn_tol = 0;
+  uint64_t fn_tol = 0;
   if (!s) {
     for (int32_t i = 0; i < nchecks; i++) {
       char msg[512];
@@ -109,7 +109,7 @@ static void run_function(const kiln_mlir_module_t *mm, const kiln_mlir_op_t *f, 
     if (fn_tol > st->ulp_tolerance) st->ulp_tolerance = fn_tol;
     if (o->print) {
       printf("@%s: checks: %d passed, %d failed", name, (int)passed, (int)failed);
-      if (fn_ulp >= 0) printf(" (max %.0f ulp, tolerance %" PRId64 ")", fn_ulp, fn_tol);
+      if (fn_ulp >= 0) printf(" (max %.0f ulp, tolerance %" PRIu64 ")", fn_ulp, fn_tol);
       printf("\n");
       if (failed) printf("  %s\n", first);
     }
