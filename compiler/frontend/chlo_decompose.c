@@ -320,6 +320,22 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
   int32_t rank = rt && rt->kind == KILN_MLIR_TYPE_TENSOR ? rt->rank : 0;
   if (!strcmp(n, "mulhi")) return convert_mulhi(c, op);
   if (!strcmp(n, "erf_inv")) return convert_erf_inv(c, op);
+  if (!strcmp(n, "atan") && shc_is_complex(shc_elem_type(rt))) {
+    /* atan(z) = (i / 2) * log((i + z) / (i - z)) */
+    SHC_TRY(shc_lookup(c, op->operands[0], &x));
+    const kiln_mlir_type_t *e = shc_elem_type(rt);
+    const char *ce;
+    SHC_TRY(shc_elem_text(e, &ce));
+    const char *i1 = shc_broadcast_scalar(
+        c, shc_emit(c, kiln_arena_printf(&c->arena, "%s[]", ce), "constant((0, 1))"), sh, rank);
+    const char *ih = shc_broadcast_scalar(
+        c, shc_emit(c, kiln_arena_printf(&c->arena, "%s[]", ce), "constant((0, 0.5))"), sh, rank);
+    const char *q = shc_emit(c, sh, "divide(%s, %s)", shc_emit(c, sh, "add(%s, %s)", i1, x),
+                             shc_emit(c, sh, "subtract(%s, %s)", i1, x));
+    shc_bind(c, &op->results[0],
+             shc_emit(c, sh, "multiply(%s, %s)", ih, shc_emit(c, sh, "log(%s)", q)));
+    return NULL;
+  }
   if (!strcmp(n, "atan")) {
     SHC_TRY(shc_lookup(c, op->operands[0], &x));
     const char *one;
