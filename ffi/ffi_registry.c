@@ -140,6 +140,24 @@ static entry_t *find_locked(kiln_ffi_registry_t *r, const char *name, size_t len
   return NULL;
 }
 
+/* A new entry for (name, p), appended; the caller holds r->mu. */
+static entry_t *new_entry_locked(kiln_ffi_registry_t *r, const char *name, size_t len,
+                                 kiln_ffi_platform_t p) {
+  entry_t *e = kiln_calloc(1, sizeof(*e));
+  e->target = kiln_malloc(len + 1);
+  memcpy(e->target, name, len);
+  e->target[len] = '\0';
+  e->target_len = len;
+  e->h.target = e->target;
+  e->h.platform = p;
+  if (r->len == r->cap) {
+    r->cap = r->cap ? 2 * r->cap : 16;
+    r->entries = kiln_realloc(r->entries, r->cap * sizeof(*r->entries));
+  }
+  r->entries[r->len++] = e;
+  return e;
+}
+
 kiln_status kiln_ffi_registry_register(kiln_ffi_registry_t *r, const char *name, size_t name_len,
                                        const char *platform, size_t platform_len,
                                        const XLA_FFI_Handler_Bundle *bundle,
@@ -168,29 +186,54 @@ kiln_status kiln_ffi_registry_register(kiln_ffi_registry_t *r, const char *name,
   kiln_status s = NULL;
   pthread_mutex_lock(&r->mu);
   entry_t *e = find_locked(r, name, name_len, p);
-  if (e) {
-    if (!same_bundle(&e->h.bundle, bundle))
-      s = kiln_status_make(KILN_ALREADY_EXISTS,
-                           "duplicate FFI handler registration for '%.*s' on platform %s",
-                           (int)name_len, name, kiln_ffi_platform_name(p));
-  } else {
-    e = kiln_calloc(1, sizeof(*e));
-    e->target = kiln_malloc(name_len + 1);
-    memcpy(e->target, name, name_len);
-    e->target[name_len] = '\0';
-    e->target_len = name_len;
-    e->h.target = e->target;
-    e->h.platform = p;
+  if (e && !e->h.bundle.execute) {
+    /* A legacy handler's entry: the typed handler joins it (XLA keeps the two apart). */
     e->h.bundle = *bundle;
     e->h.traits = traits | md.traits;
     e->h.api_major = md.api_version.major_version;
     e->h.api_minor = md.api_version.minor_version;
     e->h.state_type_id = md.state_type_id;
-    if (r->len == r->cap) {
-      r->cap = r->cap ? 2 * r->cap : 16;
-      r->entries = kiln_realloc(r->entries, r->cap * sizeof(*r->entries));
-    }
-    r->entries[r->len++] = e;
+  } else if (e) {
+    if (!same_bundle(&e->h.bundle, bundle))
+      s = kiln_status_make(KILN_ALREADY_EXISTS,
+                           "duplicate FFI handler registration for '%.*s' on platform %s",
+                           (int)name_len, name, kiln_ffi_platform_name(p));
+  } else {
+    e = new_entry_locked(r, name, name_len, p);
+    e->h.bundle = *bundle;
+    e->h.traits = traits | md.traits;
+    e->h.api_major = md.api_version.major_version;
+    e->h.api_minor = md.api_version.minor_version;
+    e->h.state_type_id = md.state_type_id;
+  }
+  pthread_mutex_unlock(&r->mu);
+  return s;
+}
+
+kiln_status kiln_ffi_registry_register_legacy(kiln_ffi_registry_t *r, const char *name,
+                                              size_t name_len, const char *platform,
+                                              size_t platform_len, void *fn) {
+  if (!r) return KILN_ERR_INVALID("FFI handler registration: NULL registry");
+  if (!name || name_len == 0) return KILN_ERR_INVALID("FFI handler registration: empty target");
+  if (memchr(name, '\0', name_len))
+    return KILN_ERR_INVALID("FFI handler registration: target name contains a NUL byte");
+  if (!fn) return KILN_ERR_INVALID("legacy handler for '%.*s': NULL function", (int)name_len, name);
+  kiln_ffi_platform_t p;
+  KILN_RETURN_IF_ERROR(kiln_ffi_platform_parse(platform, platform_len, &p),
+                       "while registering legacy handler '%.*s'", (int)name_len, name);
+  kiln_status s = NULL;
+  pthread_mutex_lock(&r->mu);
+  entry_t *e = find_locked(r, name, name_len, p);
+  if (e && !e->h.legacy) {
+    e->h.legacy = fn; /* joins the typed handler registered for the target */
+  } else if (e) {
+    if (e->h.legacy != fn)
+      s = kiln_status_make(KILN_ALREADY_EXISTS,
+                           "duplicate FFI handler registration for '%.*s' on platform %s",
+                           (int)name_len, name, kiln_ffi_platform_name(p));
+  } else {
+    e = new_entry_locked(r, name, name_len, p);
+    e->h.legacy = fn;
   }
   pthread_mutex_unlock(&r->mu);
   return s;
@@ -357,9 +400,18 @@ static kiln_status load_entry(kiln_ffi_registry_t *r, const char *s, size_t n) {
   lib[llen] = '\0';
   void *handle = NULL;
   kiln_status st = kiln_ffi_registry_open_library(r, lib, &handle);
-  XLA_FFI_Handler_Bundle b;
-  if (!st) st = parse_bundle(handle, lib, colon + 1, rlen - llen - 1, &b);
-  if (!st) st = kiln_ffi_registry_register(r, target, tlen, platform, plen, &b, 0);
+  const char *sym = colon + 1;
+  size_t slen = rlen - llen - 1;
+  static const char kLegacy[] = "legacy=";
+  if (!st && slen > sizeof(kLegacy) - 1 && memcmp(sym, kLegacy, sizeof(kLegacy) - 1) == 0) {
+    XLA_FFI_Handler *fn = NULL;
+    st = resolve(handle, lib, sym + sizeof(kLegacy) - 1, slen - (sizeof(kLegacy) - 1), &fn);
+    if (!st) st = kiln_ffi_registry_register_legacy(r, target, tlen, platform, plen, (void *)fn);
+  } else if (!st) {
+    XLA_FFI_Handler_Bundle b;
+    st = parse_bundle(handle, lib, sym, slen, &b);
+    if (!st) st = kiln_ffi_registry_register(r, target, tlen, platform, plen, &b, 0);
+  }
   if (st) st = kiln_status_annotate(st, "in FFI handler spec entry '%.*s'", (int)n, s);
   kiln_free(lib);
   return st;

@@ -43,6 +43,10 @@ typedef struct kiln_ffi_handler {
   XLA_FFI_Handler_Traits traits; /* registration traits | metadata traits */
   int api_major, api_minor;      /* the FFI version the handler was built against */
   XLA_FFI_TypeId state_type_id;  /* from the metadata (0 if none) */
+  /* A legacy custom-call handler (ffi_legacy.h; HLO api_version 1-3), or NULL. A target may
+   * have both (as XLA keeps two registries): custom calls pick by api_version. Without a
+   * typed handler the bundle is all NULL and api_major/minor 0. */
+  void *legacy;
 } kiln_ffi_handler_t;
 
 kiln_status kiln_ffi_registry_create(kiln_ffi_registry_t **out);
@@ -62,10 +66,19 @@ kiln_status kiln_ffi_registry_register(kiln_ffi_registry_t *r, const char *name,
                                        const XLA_FFI_Handler_Bundle *bundle,
                                        XLA_FFI_Handler_Traits traits);
 
+/* Registers a legacy handler (ffi_legacy.h) for `name` on `platform`, next to a typed handler
+ * the target may have; the same function again is a no-op, another legacy function for the
+ * target and platform is ALREADY_EXISTS. */
+kiln_status kiln_ffi_registry_register_legacy(kiln_ffi_registry_t *r, const char *name,
+                                              size_t name_len, const char *platform,
+                                              size_t platform_len, void *fn);
+
 /* Loads handlers from a spec: entries separated by ',':
  *   target[@platform]=library:symbol          execute handler `symbol` (platform: Host)
  *   target[@platform]=library:stage=sym/...   a bundle: stages instantiate, prepare,
  *                                             initialize, execute, record (execute required)
+ *   target[@platform]=library:legacy=symbol   a legacy handler (api_version 1-3, see
+ *                                             ffi_legacy.h); no metadata query
  *   library                                   a library that registers itself when loaded
  * The library part is everything before the last ':'. Errors: INVALID_ARGUMENT for a
  * malformed spec, UNAVAILABLE "cannot open FFI handler library" (with dlerror()), NOT_FOUND

@@ -147,6 +147,10 @@ kiln_thunk_t *kiln_thunk_custom_call_create(const char *name, const char *target
   return t;
 }
 
+void kiln_thunk_custom_call_set_init(kiln_thunk_t *t, kiln_custom_call_init_fn init) {
+  if (t && t->kind == KILN_THUNK_CUSTOM_CALL) t->u.custom.init = init;
+}
+
 kiln_thunk_t *kiln_thunk_while_create(const char *name, kiln_thunk_seq_t *cond, kiln_slice_t pred,
                                       kiln_thunk_seq_t *body, int64_t max_iterations) {
   kiln_thunk_t *t = thunk_new(KILN_THUNK_WHILE, name);
@@ -414,6 +418,11 @@ kiln_status kiln_thunk_initialize(kiln_thunk_t *t, const kiln_thunk_init_params_
       return kiln_thunk_seq_initialize(&t->u.sequential.seq, p);
     case KILN_THUNK_COMMAND_BUFFER:
       return kiln_command_buffer_thunk_initialize(t, p);
+    case KILN_THUNK_CUSTOM_CALL:
+      if (!t->u.custom.init) return NULL;
+      KILN_RETURN_IF_ERROR(t->u.custom.init(t->u.custom.ctx, p->device),
+                           "while initializing custom call %s (%s)", t->name, t->u.custom.target);
+      return NULL;
     default:
       return NULL;
   }
@@ -603,13 +612,15 @@ kiln_status kiln_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *
         return kiln_status_make(KILN_UNIMPLEMENTED, "custom call %s: no handler for target '%s'",
                                 t->name, t->u.custom.target);
       int no = t->u.custom.num_operands, nr = t->u.custom.num_results;
+      /* Small calls (the common case) resolve into the stack: no allocation per call. */
+      kiln_devptr_t stack_ptrs[16];
       kiln_devptr_t *ptrs =
-          kiln_malloc((size_t)(no + nr > 0 ? no + nr : 1) * sizeof(kiln_devptr_t));
+          no + nr <= 16 ? stack_ptrs : kiln_malloc((size_t)(no + nr) * sizeof(kiln_devptr_t));
       kiln_status s = NULL;
       for (int i = 0; !s && i < no; i++) s = resolve(p, t, t->u.custom.operands[i], &ptrs[i]);
       for (int i = 0; !s && i < nr; i++) s = resolve(p, t, t->u.custom.results[i], &ptrs[no + i]);
       if (!s) s = t->u.custom.fn(t->u.custom.ctx, p->stream, ptrs, no, ptrs + no, nr);
-      kiln_free(ptrs);
+      if (ptrs != stack_ptrs) kiln_free(ptrs);
       if (s) return kiln_status_annotate(s, "in custom call %s (%s)", t->name, t->u.custom.target);
       return NULL;
     }

@@ -93,6 +93,10 @@ typedef kiln_status (*kiln_custom_call_fn)(void *ctx, kiln_stream_t *stream,
                                            const kiln_devptr_t *operands, int num_operands,
                                            const kiln_devptr_t *results, int num_results);
 
+/* (optional) A custom call's one-time device work, run by the thunk's initialize stage (e.g.
+ * the FFI's prepare and initialize stages: runtime/ffi_call.h). */
+typedef kiln_status (*kiln_custom_call_init_fn)(void *ctx, kiln_device_t *device);
+
 /* ---- construction ----------------------------------------------------------------------- */
 
 kiln_thunk_t *kiln_thunk_kernel_create(const char *name, kiln_device_module_t *module,
@@ -109,6 +113,8 @@ kiln_thunk_t *kiln_thunk_custom_call_create(const char *name, const char *target
                                             const kiln_slice_t *operands, int num_operands,
                                             const kiln_slice_t *results, int num_results,
                                             bool graph_compatible);
+/* Sets the initialize hook of a custom-call thunk (before prepare/initialize). */
+void kiln_thunk_custom_call_set_init(kiln_thunk_t *t, kiln_custom_call_init_fn init);
 /* Takes over `cond` and `body` (they are reset to empty). */
 kiln_thunk_t *kiln_thunk_while_create(const char *name, kiln_thunk_seq_t *cond, kiln_slice_t pred,
                                       kiln_thunk_seq_t *body, int64_t max_iterations);

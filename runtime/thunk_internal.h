@@ -56,6 +56,7 @@ struct kiln_thunk {
     } gemm;
     struct {
       kiln_custom_call_fn fn;
+      kiln_custom_call_init_fn init; /* (optional) */
       void *ctx;
       char *target;
       int num_operands, num_results;

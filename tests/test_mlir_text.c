@@ -535,6 +535,32 @@ static void test_attributes_aliases_and_locations(void **state) {
   kiln_mlir_module_destroy(m);
 }
 
+static void test_jax_module_header_mesh_and_resources(void **state) {
+  (void)state;
+  kiln_mlir_module_t *m = parse_ok(
+      "module @jit_f attributes {jax.uses_shape_polymorphism = false, mhlo.num_replicas = 1 : "
+      "i32} {\n"
+      "  sdy.mesh @mesh = <[\"x\"=2, \"y\"=1]>\n"
+      "  func.func public @main(%arg0: tensor<8xf32> {sdy.sharding = "
+      "#sdy.sharding<@mesh, [{\"x\"}]>}) -> (tensor<8xf32> {jax.result_info = \"result\"}) {\n"
+      "    %0 = stablehlo.custom_call @Sharding(%arg0) {backend_config = \"\", "
+      "mhlo.sharding = \"{devices=[2]<=[2]}\"} : (tensor<8xf32>) -> tensor<8xf32> "
+      "loc(\"jit(f)/sharding\"(\"f.py\":4:9))\n"
+      "    return %0 : tensor<8xf32>\n"
+      "  }\n"
+      "}\n"
+      "{-#\n  dialect_resources: {\n    builtin: {\n      r: \"0x0400\"\n    }\n  }\n#-}\n");
+  const kiln_mlir_op_t *mesh = find_op(m, "sdy.mesh");
+  assert_string_equal(kiln_mlir_op_attr(mesh, "sym_name")->str, "mesh");
+  assert_int_equal(kiln_mlir_op_attr(mesh, "mesh")->kind, KILN_MLIR_ATTR_OTHER);
+  const kiln_mlir_op_t *cc = find_op(m, "stablehlo.custom_call");
+  assert_string_equal(kiln_mlir_op_attr(cc, "call_target_name")->str, "Sharding");
+  assert_string_equal(kiln_mlir_op_attr(cc, "mhlo.sharding")->str, "{devices=[2]<=[2]}");
+  assert_string_equal(cc->location, "\"jit(f)/sharding\"(\"f.py\":4:9)");
+  assert_null(round_trip(m, "jax"));
+  kiln_mlir_module_destroy(m);
+}
+
 static void test_split_text(void **state) {
   (void)state;
   const char *text = "a\n// -----\nb\nc\n  // -----\nd";
@@ -717,6 +743,7 @@ int main(void) {
       cmocka_unit_test(test_types),
       cmocka_unit_test(test_dense_literals),
       cmocka_unit_test(test_attributes_aliases_and_locations),
+      cmocka_unit_test(test_jax_module_header_mesh_and_resources),
       cmocka_unit_test(test_split_text),
       cmocka_unit_test(test_malformed_inputs_report_file_line_col),
       cmocka_unit_test(test_stablehlo_suites_parse_and_round_trip),

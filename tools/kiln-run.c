@@ -17,12 +17,14 @@
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
+#include "ffi/ffi_registry.h"
 #include "runtime/device.h"
 #include "tools/common/compare.h"
 #include "tools/common/device_run.h"
 #include "tools/common/fake_args.h"
 #include "tools/common/hlo_file.h"
 #include "tools/common/npy.h"
+#include "tools/common/pjrt_run.h"
 #include "tools/common/run_report.h"
 #include "tools/common/stablehlo_run.h"
 
@@ -46,6 +48,11 @@ static const char kUsage[] =
     "  --backend=NAME        reference (the evaluator; default), host (compiled, run on\n"
     "                        this machine's CPU), cuda (compiled, run on the GPU), best\n"
     "                        (cuda when a GPU and driver are present, else host)\n"
+    "                        host, cuda and best run through the PJRT plugin\n"
+    "                        (libkiln_pjrt.so, or $KILN_PJRT_PLUGIN), loaded with dlopen\n"
+    "                        and driven only through its function table\n"
+    "  --direct              run host/cuda/best on kiln's runtime directly, not through the\n"
+    "                        plugin (implied by --thunks and --max-while-iterations)\n"
     "  --module=N            run only the N-th module of the file (0-based)\n"
     "  --seed=N              seed for generated inputs (default 42)\n"
     "  --input=I:PATH        read entry parameter I from a .npy file (repeatable); others\n"
@@ -72,6 +79,8 @@ static const char kUsage[] =
     "                        (or the bare computation) into a kernel, run it on the host\n"
     "                        on generated inputs, compare with the evaluator, and check\n"
     "                        its PTX with ptxas -arch=sm_90 when ptxas is present\n"
+    "  --ffi=SPEC            register custom-call handlers (repeatable; as KILN_FFI_HANDLERS:\n"
+    "                        target[@platform]=lib.so:symbol, lib.so:legacy=symbol, lib.so)\n"
     "  --help                this text\n"
     "\n"
     "With several modules run, file names get a `m<N>.` prefix (m1.out0.npy).\n"
@@ -102,7 +111,9 @@ typedef struct run_flags {
   bool thunks;
   bool no_command_buffers;
   bool strict_precision;
-  kiln_device_t *device; /* host / cuda / best: created once for all modules */
+  bool direct;                /* --direct: the runtime itself, not the PJRT plugin */
+  kiln_device_t *device;      /* host / cuda / best with --direct: created once for all modules */
+  kiln_pjrt_runner_t *plugin; /* host / cuda / best: the plugin's client, once for all modules */
 } run_flags_t;
 
 static kiln_status parse_int_flag(const char *name, const char *v, int64_t lo, int64_t hi,
@@ -165,9 +176,16 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
       f->strict_precision = true;
       continue;
     }
+    if (IS("direct") && !val) {
+      f->direct = true;
+      continue;
+    }
     if (!val) return KILN_ERR_INVALID("unknown flag '%s' (see --help)", a);
     int64_t x;
-    if (IS("backend")) {
+    if (IS("ffi")) {
+      KILN_RETURN_IF_ERROR(kiln_ffi_registry_load_spec(kiln_ffi_registry_default(), val),
+                           "in --ffi=%s", val);
+    } else if (IS("backend")) {
       f->backend = val;
     } else if (IS("module")) {
       KILN_RETURN_IF_ERROR_PLAIN(parse_int_flag("module", val, 0, 1 << 30, &x));
@@ -329,6 +347,23 @@ typedef struct run_times {
 static kiln_status run_on_device(const run_flags_t *f, const kiln_hlo_module_t *m,
                                  kiln_literal_t **args, int n, kiln_arena_t *arena,
                                  kiln_literal_t **result, run_times_t *t) {
+  if (f->plugin) {
+    kiln_pjrt_run_options_t po = {.repeat = f->repeat, .print_runs = f->repeat > 1};
+    kiln_pjrt_run_report_t pr;
+    kiln_status s = kiln_pjrt_run_module(f->plugin, m, args, n, &po, arena, result, &pr);
+    if (s) return kiln_status_annotate(s, "while running through the PJRT plugin");
+    t->compile = pr.compile_ms;
+    t->eval_min = pr.run_min_ms;
+    t->eval_sum = pr.run_mean_ms * (double)pr.runs;
+    printf(
+        "ran through the plugin: compiled in %.1f ms, first run %.1f ms (generates the "
+        "kernels), inputs uploaded in %.1f ms\n",
+        pr.compile_ms, pr.first_run_ms, pr.upload_ms);
+    if (f->repeat > 1)
+      printf("runs: %lld, min %.3f ms, mean %.3f ms\n", (long long)pr.runs, pr.run_min_ms,
+             pr.run_mean_ms);
+    return NULL;
+  }
   kiln_device_run_options_t o;
   memset(&o, 0, sizeof o);
   o.device = f->device;
@@ -456,7 +491,7 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
   kiln_arena_t out_arena;
   kiln_arena_init(&out_arena);
   kiln_literal_t *result = NULL;
-  if (f->device && !s) {
+  if ((f->device || f->plugin) && !s) {
     s = run_on_device(f, m, args, n, &out_arena, &result, t);
     if (!s && f->compare) {
       kiln_literal_t *want = NULL;
@@ -475,7 +510,7 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
       }
     }
   }
-  for (int64_t r = 0; r < f->repeat && !s && !f->device; r++) {
+  for (int64_t r = 0; r < f->repeat && !s && !f->device && !f->plugin; r++) {
     kiln_arena_destroy(&out_arena);
     kiln_arena_init(&out_arena);
     t0 = kiln_clock_ms();
@@ -531,14 +566,54 @@ static kiln_status run_stablehlo_checks(const run_flags_t *f) {
   return s;
 }
 
+/* --backend=host|cuda|best without --direct: the plugin's client, on the platform the backend
+ * names (best: the plugin's own choice, CUDA when it can). */
+static kiln_status open_plugin(run_flags_t *f) {
+  if (f->strict_precision) {
+    const char *old = getenv("XLA_FLAGS");
+    const char *sep = old && *old ? " " : "";
+    int len = snprintf(NULL, 0, "%s%s--xla_allow_excess_precision=false", old ? old : "", sep);
+    char *flags = kiln_malloc((size_t)len + 1);
+    snprintf(flags, (size_t)len + 1, "%s%s--xla_allow_excess_precision=false", old ? old : "", sep);
+    setenv("XLA_FLAGS", flags, 1);
+    kiln_free(flags);
+  }
+  if (f->no_command_buffers) setenv("KILN_DISABLE_COMMAND_BUFFERS", "1", 1);
+  kiln_pjrt_runner_options_t o = {0};
+  if (strcmp(f->backend, "host") == 0) o.platform = "cpu";
+  if (strcmp(f->backend, "cuda") == 0) o.platform = "cuda";
+  return kiln_pjrt_runner_open(&o, &f->plugin);
+}
+
 static kiln_status run(run_flags_t *f) {
   if (f->compare && strcmp(f->backend, "reference") == 0)
     printf("note: --compare=reference compares a compiled backend with the evaluator; with "
            "--backend=reference there is nothing to compare\n");
   if (strcmp(f->backend, "reference") != 0 && !f->fusions) {
-    KILN_RETURN_IF_ERROR(kiln_device_create(f->backend, &f->device),
-                         "while creating the '%s' device", f->backend);
-    printf("device: %s (%s)\n", f->device->name, kiln_device_kind_name(f->device->kind));
+    /* The plugin takes --strict-precision and --no-command-buffers through the environment
+     * variables its compiler and runtime read; what it cannot take selects the direct path. */
+    /* StableHLO test files with check ops run their functions through the runtime directly
+     * (the check runner compiles each function with its checked values as outputs). */
+    bool mlir_checks = false;
+    if (!f->direct && kiln_stablehlo_is_mlir_path(f->file))
+      kiln_status_free(kiln_stablehlo_file_has_checks(f->file, &mlir_checks));
+    if (mlir_checks) {
+      printf("note: check ops run on the runtime directly, not through the plugin\n");
+      f->direct = true;
+    }
+    if (!f->direct && (f->thunks || f->max_while_iterations)) {
+      printf("note: %s runs on the runtime directly, not through the plugin\n",
+             f->thunks ? "--thunks" : "--max-while-iterations");
+      f->direct = true;
+    }
+    if (f->direct) {
+      KILN_RETURN_IF_ERROR(kiln_device_create(f->backend, &f->device),
+                           "while creating the '%s' device", f->backend);
+      printf("device: %s (%s)\n", f->device->name, kiln_device_kind_name(f->device->kind));
+    } else {
+      KILN_RETURN_IF_ERROR_PLAIN(open_plugin(f));
+      printf("device: %s\n", kiln_pjrt_runner_description(f->plugin));
+    }
   }
   if (f->output_dir) KILN_RETURN_IF_ERROR_PLAIN(ensure_dir(f->output_dir));
   if (f->save_inputs_dir) KILN_RETURN_IF_ERROR_PLAIN(ensure_dir(f->save_inputs_dir));
@@ -598,9 +673,9 @@ static kiln_status run(run_flags_t *f) {
     s = ms;
     if (!s && f->timings && !f->fusions) {
       printf("timings: ");
-      if (f->device) printf("compile %.3f ms, ", t.compile);
+      if (f->device || f->plugin) printf("compile %.3f ms, ", t.compile);
       printf("verify %.3f ms, inputs %.3f ms, %s %.3f ms", t.verify, t.inputs,
-             f->device ? "run" : "eval", t.eval_min);
+             f->device || f->plugin ? "run" : "eval", t.eval_min);
       if (f->repeat > 1)
         printf(" (min of %" PRId64 "; mean %.3f ms)", f->repeat, t.eval_sum / (double)f->repeat);
       printf(", outputs %.3f ms\n", t.outputs);
@@ -614,6 +689,8 @@ static kiln_status run(run_flags_t *f) {
   kiln_hlo_file_free(file);
   if (f->device) kiln_device_destroy(f->device);
   f->device = NULL;
+  kiln_pjrt_runner_close(f->plugin);
+  f->plugin = NULL;
   return s;
 }
 

@@ -782,6 +782,8 @@ static kiln_status eval_instruction(kiln_eval_ctx_t *ctx, const kiln_hlo_instruc
   case KILN_OP_TRIANGULAR_SOLVE:
   case KILN_OP_FFT:
     return kiln_eval_linalg(ctx, instr, ops, out);
+  case KILN_OP_CUSTOM_CALL:
+    return kiln_eval_custom_call(ctx, instr, ops, out);
   case KILN_OP_RNG_GET_AND_UPDATE_STATE:
   case KILN_OP_BATCH_NORM_TRAINING:
   case KILN_OP_BATCH_NORM_INFERENCE:

@@ -17,6 +17,12 @@ typedef struct kiln_eval_options {
   int64_t partition_id; /* for partition-id */
   uint64_t rng_seed;    /* for `rng` (the stateless rng-bit-generator ignores it) */
   int64_t max_while_iterations; /* 0 = unlimited; else RESOURCE_EXHAUSTED past it */
+  /* (optional) Custom calls the evaluator does not implement itself (eval_custom_call.c):
+   * called with the operands and a zero-filled literal of the instruction's shape to fill.
+   * NULL: such a custom call is UNIMPLEMENTED. */
+  kiln_status (*custom_call)(void *user, const kiln_hlo_instruction_t *instr,
+                             kiln_literal_t *const *operands, kiln_literal_t *result);
+  void *custom_call_user;
 } kiln_eval_options_t;
 
 typedef struct kiln_eval_ctx kiln_eval_ctx_t;
@@ -131,5 +137,12 @@ kiln_status kiln_eval_linalg(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
  * ragged-dot, scaled-dot. */
 kiln_status kiln_eval_extra(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
                             kiln_literal_t *const *operands, kiln_literal_t **out);
+
+/* eval_custom_call.c: XLA's well-known custom-call targets (identity ones, AllocateBuffer,
+ * xla_builder.* calls, cuda_threefry2x32), then options->custom_call. */
+kiln_status kiln_eval_custom_call(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
+                                  kiln_literal_t *const *operands, kiln_literal_t **out);
+/* eval_rng.c: Threefry2x32, 20 rounds. */
+void kiln_eval_threefry2x32(const uint32_t key[2], const uint32_t ctr[2], uint32_t out[2]);
 
 #endif /* KILN_EVAL_EVAL_H_ */

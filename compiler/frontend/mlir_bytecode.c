@@ -147,13 +147,21 @@ static const vhlo_op_info_t kVhloOps[] = {
 };
 
 const char *kiln_bc_vhlo_op_attrs(const char *name, int64_t *min_version, int64_t *max_version) {
-  for (size_t i = 0; i < sizeof(kVhloOps) / sizeof(kVhloOps[0]); i++) {
-    if (strcmp(kVhloOps[i].name, name) == 0) {
-      if (min_version) *min_version = kVhloOps[i].min_version;
-      if (max_version)
-        *max_version = kVhloOps[i].max_version ? kVhloOps[i].max_version : KILN_VHLO_CURRENT;
-      return kVhloOps[i].attrs;
+  size_t lo = 0, hi = sizeof(kVhloOps) / sizeof(kVhloOps[0]);
+  while (lo < hi) {
+    size_t mid = (lo + hi) / 2;
+    int c = strcmp(kVhloOps[mid].name, name);
+    if (c == 0) {
+      if (min_version) *min_version = kVhloOps[mid].min_version;
+      if (max_version) {
+        *max_version = kVhloOps[mid].max_version ? kVhloOps[mid].max_version : KILN_VHLO_CURRENT;
+      }
+      return kVhloOps[mid].attrs;
     }
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return NULL;
 }
@@ -409,21 +417,22 @@ static kiln_status read_properties(kiln_bc_t *bc) {
 
 /* ---- IR ---- */
 
+/* Values are numbered from the start of the nearest isolated-from-above region: a scope is
+ * where its numbering starts on one value stack shared by the whole read (bc->vals). */
 typedef struct value_scope {
-  kiln_mlir_value_t **vals;
-  size_t count, cap;
+  size_t base;
 } value_scope_t;
 
-static void scope_reserve(kiln_bc_t *bc, value_scope_t *s, size_t n) {
-  if (s->count + n > s->cap) {
-    size_t ncap = s->cap ? s->cap : 64;
-    while (ncap < s->count + n) ncap *= 2;
-    s->vals =
-        kiln_arena_realloc(bc->arena, s->vals, s->cap * sizeof(*s->vals), ncap * sizeof(*s->vals));
-    s->cap = ncap;
+static void scope_reserve(kiln_bc_t *bc, size_t n) {
+  if (n == 0) return;
+  if (bc->nvals + n > bc->capvals) {
+    size_t ncap = bc->capvals ? bc->capvals : 256;
+    while (ncap < bc->nvals + n) ncap *= 2;
+    bc->vals = kiln_realloc(bc->vals, ncap * sizeof(*bc->vals));
+    bc->capvals = ncap;
   }
-  memset(s->vals + s->count, 0, n * sizeof(*s->vals));
-  s->count += n;
+  memset(bc->vals + bc->nvals, 0, n * sizeof(*bc->vals));
+  bc->nvals += n;
 }
 
 typedef struct region_state {
@@ -431,11 +440,10 @@ typedef struct region_state {
   bool has_values;              /* the region declared values (else results are not numbered) */
 } region_state_t;
 
-static kiln_status define_value(kiln_bc_reader_t *r, value_scope_t *s, region_state_t *rs,
-                                kiln_mlir_value_t *v) {
+static kiln_status define_value(kiln_bc_reader_t *r, region_state_t *rs, kiln_mlir_value_t *v) {
   if (rs->next_value >= rs->end_value)
     return kiln_bc_error(r, "more values defined than the region declared");
-  s->vals[rs->next_value++] = v;
+  r->bc->vals[rs->next_value++] = v;
   return KILN_STATUS_OK;
 }
 
@@ -470,7 +478,8 @@ static kiln_status add_named_attrs(kiln_bc_t *bc, kiln_mlir_op_t *op,
 
 /* The properties of a registered op: its inherent attributes in declaration order, each an
  * attribute index (optional ones with a presence flag). */
-static kiln_status read_op_properties(kiln_bc_reader_t *r, kiln_mlir_op_t *op) {
+static kiln_status read_op_properties(kiln_bc_reader_t *r, kiln_bc_opname_t *on,
+                                      kiln_mlir_op_t *op) {
   kiln_bc_t *bc = r->bc;
   uint64_t idx;
   size_t at = r->pos;
@@ -488,18 +497,25 @@ static kiln_status read_op_properties(kiln_bc_reader_t *r, kiln_mlir_op_t *op) {
   kiln_mlir_named_attr_t named[32];
   int32_t n = 0;
   if (strncmp(op->name, "vhlo.", 5) == 0) {
-    const char *names = kiln_bc_vhlo_op_attrs(op->name + 5, NULL, NULL);
-    if (names == NULL) return kiln_bc_error(r, "unknown VHLO op %s", op->name);
-    const char *s = names;
-    while (*s) {
-      const char *e = strchr(s, ' ');
-      size_t len = e ? (size_t)(e - s) : strlen(s);
-      if (n == 32) return kiln_bc_error(r, "too many properties");
-      named[n].name = kiln_arena_strndup(bc->arena, s, len);
+    if (!on->props_split) {
+      const char *names = kiln_bc_vhlo_op_attrs(op->name + 5, NULL, NULL);
+      if (names == NULL) return kiln_bc_error(r, "unknown VHLO op %s", op->name);
+      const char **list = bc_alloc(bc, 32 * sizeof(char *));
+      int32_t k = 0;
+      for (const char *s = names; *s && k < 32;) {
+        const char *e = strchr(s, ' ');
+        size_t len = e ? (size_t)(e - s) : strlen(s);
+        list[k++] = kiln_arena_strndup(bc->arena, s, len);
+        s = e ? e + 1 : s + len;
+      }
+      on->props = list;
+      on->num_props = k;
+      on->props_split = true;
+    }
+    for (n = 0; n < on->num_props; n++) {
+      named[n].name = on->props[n];
       KILN_RETURN_IF_ERROR(kiln_bc_read_attr(&p, &named[n].value), "property '%s' of %s",
                            named[n].name, op->name);
-      n++;
-      s = e ? e + 1 : s + len;
     }
   } else if (strcmp(op->name, "builtin.module") == 0) {
     static const char *const kModule[] = {"sym_name", "sym_visibility"};
@@ -546,7 +562,7 @@ static kiln_status read_op(kiln_bc_reader_t *r, value_scope_t *s, region_state_t
     return kiln_bc_error(r, "op name index %llu out of range (%llu names)", (unsigned long long)v,
                          (unsigned long long)bc->num_opnames);
   }
-  const kiln_bc_opname_t *on = &bc->opnames[v];
+  kiln_bc_opname_t *on = &bc->opnames[v];
   op->name = on->name;
   uint8_t mask;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_byte(r, &mask));
@@ -564,7 +580,7 @@ static kiln_status read_op(kiln_bc_reader_t *r, value_scope_t *s, region_state_t
       return kiln_bc_error(r, "properties in bytecode version %llu",
                            (unsigned long long)bc->version);
     if (on->registered) {
-      KILN_RETURN_IF_ERROR_PLAIN(read_op_properties(r, op));
+      KILN_RETURN_IF_ERROR_PLAIN(read_op_properties(r, on, op));
     } else {
       const kiln_mlir_attr_t *d;
       KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_read_attr(r, &d));
@@ -591,15 +607,16 @@ static kiln_status read_op(kiln_bc_reader_t *r, value_scope_t *s, region_state_t
       uint64_t id;
       at = r->pos;
       KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_varint(r, &id));
-      if (id >= s->count || s->vals[id] == NULL) {
+      size_t slot = s->base + (size_t)id;
+      if (id >= bc->nvals - s->base || bc->vals[slot] == NULL) {
         r->pos = at;
         return kiln_bc_error(r, "operand %llu of %s: value %llu is %s", (unsigned long long)i,
                              op->name, (unsigned long long)id,
-                             id >= s->count
+                             id >= bc->nvals - s->base
                                  ? "out of range"
                                  : "not defined yet (forward references are not supported)");
       }
-      op->operands[i] = s->vals[id];
+      op->operands[i] = bc->vals[slot];
     }
   }
   if (mask & 0x08) {
@@ -623,7 +640,7 @@ static kiln_status read_op(kiln_bc_reader_t *r, value_scope_t *s, region_state_t
   /* Results are defined before the regions are read (as MLIR's reader does). */
   if (rs->has_values) {
     for (int32_t i = 0; i < op->num_results; i++)
-      KILN_RETURN_IF_ERROR_PLAIN(define_value(r, s, rs, &op->results[i]));
+      KILN_RETURN_IF_ERROR_PLAIN(define_value(r, rs, &op->results[i]));
   }
   if (nregions == 0) return KILN_STATUS_OK;
   if (depth >= KILN_BC_MAX_DEPTH)
@@ -631,7 +648,7 @@ static kiln_status read_op(kiln_bc_reader_t *r, value_scope_t *s, region_state_t
   op->num_regions = (int32_t)nregions;
   op->regions = bc_alloc(bc, nregions * sizeof(kiln_mlir_region_t));
   if (isolated) {
-    value_scope_t inner = {0};
+    value_scope_t inner = {bc->nvals};
     kiln_bc_reader_t sub = *r;
     if (bc->version >= 2) {
       unsigned id;
@@ -683,7 +700,7 @@ static kiln_status read_block(kiln_bc_reader_t *r, value_scope_t *s, region_stat
         KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_read_type(r, &a->type));
         KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_read_attr(r, &loc));
       }
-      KILN_RETURN_IF_ERROR_PLAIN(define_value(r, s, rs, a));
+      KILN_RETURN_IF_ERROR_PLAIN(define_value(r, rs, a));
     }
     if (bc->version >= 3) {
       uint8_t has_orders;
@@ -712,12 +729,12 @@ static kiln_status read_region(kiln_bc_reader_t *r, value_scope_t *s, kiln_mlir_
                          (unsigned long long)nvalues);
   region->num_blocks = (int32_t)nblocks;
   region->blocks = bc_alloc(r->bc, nblocks * sizeof(kiln_mlir_block_t));
-  size_t base = s->count;
-  scope_reserve(r->bc, s, (size_t)nvalues);
+  size_t base = r->bc->nvals;
+  scope_reserve(r->bc, (size_t)nvalues);
   region_state_t rs = {base, base + (size_t)nvalues, nvalues > 0};
   for (uint64_t b = 0; b < nblocks; b++)
     KILN_RETURN_IF_ERROR_PLAIN(read_block(r, s, &rs, &region->blocks[b], depth));
-  s->count = base;
+  r->bc->nvals = base;
   return KILN_STATUS_OK;
 }
 
@@ -831,6 +848,7 @@ kiln_status kiln_mlir_read_bytecode(const void *bytes, size_t n, kiln_mlir_modul
   bc.data = bytes;
   bc.size = n;
   kiln_status st = read_all(&bc);
+  kiln_free(bc.vals);
   if (!kiln_status_is_ok(st)) {
     kiln_mlir_module_destroy(bc.m);
     return st;

@@ -6,6 +6,8 @@
  * Entries are decoded once, on first use; a cycle or a nesting deeper than
  * KILN_BC_MAX_DEPTH is an error. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compiler/frontend/mlir_bytecode_internal.h"
@@ -86,12 +88,24 @@ kiln_status kiln_bc_type(kiln_bc_t *bc, uint64_t index, const kiln_mlir_type_t *
 }
 kiln_status kiln_bc_read_attr(kiln_bc_reader_t *r, const kiln_mlir_attr_t **out) {
   uint64_t i;
+  size_t at = r->pos;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_varint(r, &i));
+  if (i >= r->bc->num_attrs) {
+    r->pos = at;
+    return kiln_bc_error(r, "attribute index %llu out of range (%llu attributes)",
+                         (unsigned long long)i, (unsigned long long)r->bc->num_attrs);
+  }
   return kiln_bc_attr(r->bc, i, out);
 }
 kiln_status kiln_bc_read_type(kiln_bc_reader_t *r, const kiln_mlir_type_t **out) {
   uint64_t i;
+  size_t at = r->pos;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_varint(r, &i));
+  if (i >= r->bc->num_types) {
+    r->pos = at;
+    return kiln_bc_error(r, "type index %llu out of range (%llu types)", (unsigned long long)i,
+                         (unsigned long long)r->bc->num_types);
+  }
   return kiln_bc_type(r->bc, i, out);
 }
 
@@ -281,9 +295,18 @@ static kiln_status make_dense(kiln_bc_reader_t *r, const kiln_mlir_type_t *type,
     n *= type->dims[i];
   }
   if (n > (INT64_C(1) << 40)) return kiln_bc_error(r, "too many dense elements");
+  size_t kb = kiln_elem_type_storage_bytes(e);
+  /* Splats are expanded into the literal: bound what a few bytes of input can ask for. */
+  if ((uint64_t)n * kb > KILN_BC_MAX_LITERAL_BYTES) {
+    return kiln_status_annotate(
+        kiln_status_make(
+            KILN_UNIMPLEMENTED,
+            "a constant of %lld elements (%llu bytes) is larger than the %d MiB kiln expands",
+            (long long)n, (unsigned long long)((uint64_t)n * kb), KILN_BC_MAX_LITERAL_BYTES >> 20),
+        "MLIR bytecode: %s section, offset %zu", r->what, r->pos);
+  }
   kiln_shape_t *shape = kiln_shape_make_array(bc->arena, e, type->rank, type->dims);
   kiln_literal_t *lit = kiln_literal_make(bc->arena, shape);
-  size_t kb = kiln_elem_type_storage_bytes(e);
   uint8_t *dst = lit->data;
   if (e == KILN_PRED) {
     /* VHLO writes booleans bit-packed (LSB first), a splat as one 0xFF / 0x00 byte; MLIR's
@@ -619,6 +642,39 @@ static kiln_status builtin_type(kiln_bc_reader_t *r, uint64_t code, const kiln_m
   return KILN_STATUS_OK;
 }
 
+/* ---- text of the types kiln keeps as KILN_MLIR_TYPE_OTHER, as MLIR's assembly writes them ---- */
+
+static void print_shortest(kiln_strbuf_t *b, double v) {
+  char buf[40];
+  for (int prec = 1; prec <= 17; prec++) {
+    snprintf(buf, sizeof(buf), "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) break;
+  }
+  kiln_strbuf_append(b, buf);
+  if (strpbrk(buf, ".eEn") == NULL) kiln_strbuf_append(b, ".0");
+}
+
+/* `i8` / `u8`, with `<min:max>` when the range is not the storage type's whole range. */
+static void print_quant_storage(kiln_strbuf_t *b, uint64_t flags, const kiln_mlir_type_t *st,
+                                int64_t lo, int64_t hi) {
+  bool is_signed = flags & 1;
+  int w = st->kind == KILN_MLIR_TYPE_INTEGER ? st->width : 0;
+  kiln_strbuf_printf(b, "%s%d", is_signed ? "i" : "u", w);
+  int64_t full_lo = 0, full_hi = 0;
+  if (w > 0 && w < 64) {
+    full_lo = is_signed ? -(INT64_C(1) << (w - 1)) : 0;
+    full_hi = is_signed ? (INT64_C(1) << (w - 1)) - 1 : (INT64_C(1) << w) - 1;
+  }
+  if (lo != full_lo || hi != full_hi)
+    kiln_strbuf_printf(b, "<%lld:%lld>", (long long)lo, (long long)hi);
+}
+
+static const char *type_text(kiln_bc_t *bc, kiln_strbuf_t *b) {
+  const char *t = kiln_arena_strdup(bc->arena, kiln_strbuf_cstr(b));
+  kiln_strbuf_free(b);
+  return t;
+}
+
 /* ---- VHLO ---- */
 
 static kiln_mlir_attr_t *enum_attr(kiln_bc_t *bc, const char *enum_name, const char *value) {
@@ -944,7 +1000,7 @@ static kiln_status vhlo_type(kiln_bc_reader_t *r, uint64_t code, const kiln_mlir
       t = kiln_bc_new_type(bc, KILN_MLIR_TYPE_TUPLE);
       KILN_RETURN_IF_ERROR_PLAIN(read_types(r, &t->num_types, &t->types));
       break;
-    case 24: { /* uniform quantized: kept as text naming the type */
+    case 24: { /* uniform quantized: kept as its text */
       uint64_t flags;
       const kiln_mlir_type_t *st, *et;
       uint64_t scale;
@@ -956,9 +1012,17 @@ static kiln_status vhlo_type(kiln_bc_reader_t *r, uint64_t code, const kiln_mlir
       KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_svarint(r, &zp));
       KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_svarint(r, &lo));
       KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_svarint(r, &hi));
+      kiln_strbuf_t b = {0};
+      kiln_strbuf_append(&b, "!quant.uniform<");
+      print_quant_storage(&b, flags, st, lo, hi);
+      kiln_strbuf_append(&b, ":");
+      kiln_mlir_type_print(&b, et);
+      kiln_strbuf_append(&b, ", ");
+      print_shortest(&b, bits_to_double(KILN_F64, scale));
+      if (zp != 0) kiln_strbuf_printf(&b, ":%lld", (long long)zp);
+      kiln_strbuf_append(&b, ">");
       t = kiln_bc_new_type(bc, KILN_MLIR_TYPE_OTHER);
-      t->text = kiln_arena_printf(bc->arena, "!quant.uniform<scale=%g, zero_point=%lld>",
-                                  bits_to_double(KILN_F64, scale), (long long)zp);
+      t->text = type_text(bc, &b);
       break;
     }
     case 25:
@@ -979,10 +1043,10 @@ static kiln_status vhlo_type(kiln_bc_reader_t *r, uint64_t code, const kiln_mlir
     case 29:
       *out = float_type(bc, KILN_F8E4M3B11FNUZ);
       return KILN_STATUS_OK;
-    case 30: { /* uniform quantized per axis */
+    case 30: { /* uniform quantized per axis: kept as its text */
       uint64_t flags, qdim, c;
       const kiln_mlir_type_t *st, *et;
-      int64_t lo, hi, v;
+      int64_t lo, hi;
       KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_varint(r, &flags));
       KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_read_type(r, &st));
       KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_read_type(r, &et));
@@ -990,15 +1054,33 @@ static kiln_status vhlo_type(kiln_bc_reader_t *r, uint64_t code, const kiln_mlir
       KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_svarint(r, &lo));
       KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_svarint(r, &hi));
       KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_count(r, 1, &c));
+      uint64_t *scales = kiln_arena_alloc(bc->arena, (c ? c : 1) * sizeof(uint64_t));
+      for (uint64_t i = 0; i < c; i++) KILN_RETURN_IF_ERROR_PLAIN(read_apint(r, 64, &scales[i]));
+      uint64_t nz;
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_count(r, 1, &nz));
+      if (nz != c)
+        return kiln_bc_error(r, "%llu scales but %llu zero points", (unsigned long long)c,
+                             (unsigned long long)nz);
+      kiln_strbuf_t b = {0};
+      kiln_strbuf_append(&b, "!quant.uniform<");
+      print_quant_storage(&b, flags, st, lo, hi);
+      kiln_strbuf_append(&b, ":");
+      kiln_mlir_type_print(&b, et);
+      kiln_strbuf_printf(&b, ":%llu, {", (unsigned long long)qdim);
       for (uint64_t i = 0; i < c; i++) {
-        uint64_t s;
-        KILN_RETURN_IF_ERROR_PLAIN(read_apint(r, 64, &s));
+        int64_t zp;
+        kiln_status st2 = kiln_bc_svarint(r, &zp);
+        if (st2) {
+          kiln_strbuf_free(&b);
+          return st2;
+        }
+        if (i) kiln_strbuf_append(&b, ", ");
+        print_shortest(&b, bits_to_double(KILN_F64, scales[i]));
+        if (zp != 0) kiln_strbuf_printf(&b, ":%lld", (long long)zp);
       }
-      KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_count(r, 1, &c));
-      for (uint64_t i = 0; i < c; i++) KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_svarint(r, &v));
+      kiln_strbuf_append(&b, "}>");
       t = kiln_bc_new_type(bc, KILN_MLIR_TYPE_OTHER);
-      t->text =
-          kiln_arena_printf(bc->arena, "!quant.uniform<per-axis %llu>", (unsigned long long)qdim);
+      t->text = type_text(bc, &b);
       break;
     }
     case 31:
@@ -1034,22 +1116,39 @@ static kiln_status vhlo_type(kiln_bc_reader_t *r, uint64_t code, const kiln_mlir
     case 40:
       *out = float_type(bc, KILN_F8E8M0FNU);
       return KILN_STATUS_OK;
-    case 41: { /* ranked buffer: memref */
+    case 41: { /* ranked buffer: a memref, kept as its text */
       int32_t n;
       int64_t *dims;
       const kiln_mlir_type_t *e;
       KILN_RETURN_IF_ERROR_PLAIN(read_svarints(r, &n, &dims));
       KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_read_type(r, &e));
+      kiln_strbuf_t b = {0};
+      kiln_strbuf_append(&b, "memref<");
+      for (int32_t i = 0; i < n; i++) {
+        if (dims[i] < 0)
+          kiln_strbuf_append(&b, "?x");
+        else
+          kiln_strbuf_printf(&b, "%lldx", (long long)dims[i]);
+      }
+      kiln_mlir_type_print(&b, e);
+      kiln_strbuf_append(&b, ">");
       t = kiln_bc_new_type(bc, KILN_MLIR_TYPE_OTHER);
-      t->text = kiln_arena_printf(bc->arena, "memref<rank %d>", n);
+      t->text = type_text(bc, &b);
       break;
     }
-    case 42: { /* future */
+    case 42: { /* future: kept as its text */
       int32_t n;
       const kiln_mlir_type_t **ts;
       KILN_RETURN_IF_ERROR_PLAIN(read_types(r, &n, &ts));
+      kiln_strbuf_t b = {0};
+      kiln_strbuf_append(&b, "!stablehlo.future<");
+      for (int32_t i = 0; i < n; i++) {
+        if (i) kiln_strbuf_append(&b, ", ");
+        kiln_mlir_type_print(&b, ts[i]);
+      }
+      kiln_strbuf_append(&b, ">");
       t = kiln_bc_new_type(bc, KILN_MLIR_TYPE_OTHER);
-      t->text = kiln_arena_printf(bc->arena, "!stablehlo.future<%d values>", n);
+      t->text = type_text(bc, &b);
       break;
     }
     default:

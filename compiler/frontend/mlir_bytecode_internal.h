@@ -37,6 +37,8 @@ enum {
 #define KILN_VHLO_MINIMUM 900
 /* Nesting limits: attributes/types referring to others, regions inside regions. */
 #define KILN_BC_MAX_DEPTH 200
+/* The largest constant (after splat expansion) kiln builds from bytecode. */
+#define KILN_BC_MAX_LITERAL_BYTES (256 << 20)
 
 typedef struct kiln_bc_entry {
   uint32_t dialect;
@@ -50,6 +52,10 @@ typedef struct kiln_bc_opname {
   uint32_t dialect;
   const char *name; /* full: "vhlo.add_v1" */
   int registered;   /* -1 unknown (before bytecode version 5), else 0/1 */
+  /* VHLO ops: the inherent attribute names of the properties encoding, split once. */
+  bool props_split;
+  int32_t num_props;
+  const char **props;
 } kiln_bc_opname_t;
 
 typedef struct kiln_bc {
@@ -75,6 +81,8 @@ typedef struct kiln_bc {
   uint64_t num_props;
   size_t *prop_off; /* absolute offsets of each properties entry */
   int depth;
+  kiln_mlir_value_t **vals; /* the value stack of the IR section (heap) */
+  size_t nvals, capvals;
 } kiln_bc_t;
 
 /* A cursor over [pos, end) of the file; `what` names the section for messages. */

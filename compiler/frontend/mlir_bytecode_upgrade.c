@@ -8,9 +8,11 @@
  * "", [], NOTYPE, channel 0, no dot algorithm, the default result accuracy) are dropped, as
  * StableHLO's VHLO-to-StableHLO legalization does. Older op versions are upgraded to the
  * newest by the same rules (the attributes they lack are absent). */
+#include <stdint.h>
 #include <string.h>
 
 #include "compiler/frontend/mlir_bytecode_internal.h"
+#include "compiler/hlo/literal.h"
 
 kiln_mlir_attr_t *kiln_bc_i64_array(kiln_bc_t *bc, const int64_t *v, int32_t n);
 
@@ -118,6 +120,36 @@ static bool is_int(const kiln_mlir_attr_t *v, int64_t x) {
 static bool is_enum(const kiln_mlir_attr_t *v, const char *value) {
   return v != NULL && v->kind == KILN_MLIR_ATTR_ENUM && strcmp(v->str, value) == 0;
 }
+
+/* VHLO spells out the values StableHLO leaves absent: window attributes of all ones (strides,
+ * dilations), all-zero padding, no reversal, all-DEFAULT precision. */
+static bool all_ints(const kiln_mlir_attr_t *v, int64_t x) {
+  if (v == NULL) return false;
+  if (v->kind == KILN_MLIR_ATTR_DENSE_ARRAY && v->ints) {
+    for (int32_t i = 0; i < v->num_elements; i++) {
+      if (v->ints[i] != x) return false;
+    }
+    return true;
+  }
+  if (v->kind == KILN_MLIR_ATTR_DENSE_ELEMENTS && v->literal) {
+    for (int64_t i = 0; i < v->literal->num_elements; i++) {
+      if (kiln_literal_get_s64(v->literal, i) != x) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
+static bool all_default_precision(const kiln_mlir_attr_t *v) {
+  if (v == NULL || v->kind != KILN_MLIR_ATTR_ARRAY) return false;
+  for (int32_t i = 0; i < v->num_elements; i++) {
+    if (!is_enum(v->elements[i], "DEFAULT")) return false;
+  }
+  return true;
+}
+
+static const char *const kOnesByDefault[] = {"window_strides", "lhs_dilation",     "rhs_dilation",
+                                             "base_dilations", "window_dilations", NULL};
 
 static kiln_status bad(kiln_mlir_op_t *op, const char *what) {
   return KILN_ERR_INVALID("MLIR bytecode: upgrading %s: %s", op->name, what);
@@ -252,7 +284,10 @@ static kiln_status upgrade_attrs(kiln_bc_t *bc, kiln_mlir_op_t *op, const char *
   if (strcmp(base, "func") == 0) {
     if ((v = take(op, "sym_name"))) push(&out, "sym_name", v);
     if ((v = take(op, "function_type"))) push(&out, "function_type", v);
-    if ((v = take(op, "sym_visibility")) && !is_empty_string(v)) push(&out, "sym_visibility", v);
+    if ((v = take(op, "sym_visibility")) && !is_empty_string(v) &&
+        !(v->kind == KILN_MLIR_ATTR_STRING && strcmp(v->str, "public") == 0)) {
+      push(&out, "sym_visibility", v);
+    }
     if ((v = take(op, "arg_attrs")) && !all_empty_dicts(v)) push(&out, "arg_attrs", v);
     if ((v = take(op, "res_attrs")) && !all_empty_dicts(v)) push(&out, "res_attrs", v);
   } else if (strcmp(base, "call") == 0) {
@@ -261,7 +296,8 @@ static kiln_status upgrade_attrs(kiln_bc_t *bc, kiln_mlir_op_t *op, const char *
     const kiln_mlir_attr_t *s;
     KILN_RETURN_IF_ERROR_PLAIN(make_struct(bc, op, "stablehlo.dot", kDotFields, &s));
     if (s) push(&out, "dot_dimension_numbers", s);
-    if ((v = take(op, "precision_config")) && !is_empty_array(v)) push(&out, "precision_config", v);
+    if ((v = take(op, "precision_config")) && !all_default_precision(v))
+      push(&out, "precision_config", v);
     const kiln_mlir_attr_t *lhs_type = kiln_mlir_op_attr(op, "lhs_precision_type");
     if (lhs_type != NULL && !is_none_type(lhs_type)) {
       KILN_RETURN_IF_ERROR_PLAIN(
@@ -306,6 +342,12 @@ static kiln_status upgrade_attrs(kiln_bc_t *bc, kiln_mlir_op_t *op, const char *
       const kiln_mlir_attr_t *a = to_dense_array(bc, v, true);
       if (a) v = a;
     }
+    bool windowed = strcmp(base, "convolution") == 0 || strcmp(base, "dynamic_conv") == 0 ||
+                    strcmp(base, "reduce_window") == 0 || strcmp(base, "select_and_scatter") == 0;
+    if (windowed && in_list(name, kOnesByDefault) && all_ints(v, 1)) continue;
+    if (windowed && strcmp(name, "padding") == 0 && all_ints(v, 0)) continue;
+    if (windowed && strcmp(name, "window_reversal") == 0 && all_ints(v, 0)) continue;
+    if (strcmp(name, "precision_config") == 0 && all_default_precision(v)) continue;
     if (strcmp(name, "use_global_device_ids") == 0 || strcmp(name, "has_dynamic_root") == 0) {
       if (v->kind == KILN_MLIR_ATTR_BOOL) {
         if (!v->b) continue;
@@ -319,7 +361,8 @@ static kiln_status upgrade_attrs(kiln_bc_t *bc, kiln_mlir_op_t *op, const char *
       if (is_false(v)) continue;
     } else if (strcmp(name, "backend_config") == 0 || strcmp(name, "infeed_config") == 0 ||
                strcmp(name, "outfeed_config") == 0) {
-      if (is_empty_string(v)) continue;
+      if (is_empty_string(v) || (strcmp(name, "backend_config") == 0 && is_empty_array(v)))
+        continue;
     } else if (strcmp(name, "called_computations") == 0) {
       if (is_empty_array(v)) continue;
       v = strings_to_symbols(bc, v);
@@ -327,7 +370,18 @@ static kiln_status upgrade_attrs(kiln_bc_t *bc, kiln_mlir_op_t *op, const char *
                strcmp(name, "composite_attributes") == 0 || strcmp(name, "precision_config") == 0) {
       if (is_empty_array(v)) continue;
     } else if (strcmp(name, "operand_layouts") == 0 || strcmp(name, "result_layouts") == 0) {
+      /* Layouts come in pairs: absent when both lists are empty. */
+      if (is_empty_array(kiln_mlir_op_attr(op, "operand_layouts")) &&
+          is_empty_array(kiln_mlir_op_attr(op, "result_layouts"))) {
+        continue;
+      }
+    } else if (strcmp(name, "layout") == 0 || strcmp(name, "known_expanding_dimensions") == 0 ||
+               strcmp(name, "known_nonexpanding_dimensions") == 0) {
       if (is_empty_array(v)) continue;
+    } else if (strcmp(name, "lower") == 0 && strcmp(base, "cholesky") == 0) {
+      if (is_false(v)) continue;
+    } else if (strcmp(name, "dimension") == 0 && strcmp(base, "sort") == 0) {
+      if (is_int(v, -1)) continue;
     } else if (strcmp(name, "api_version") == 0) {
       if (is_int(v, 1)) continue;
     } else if (strcmp(name, "version") == 0 && strcmp(base, "composite") == 0) {
@@ -361,22 +415,42 @@ static bool strip_version(const char *name, char *buf, size_t cap) {
   return true;
 }
 
-static kiln_status upgrade_op(kiln_bc_t *bc, kiln_mlir_op_t *op, const kiln_mlir_op_t *parent,
-                              int depth);
+/* Upgraded names, by the (interned) VHLO name's address: one string per op name, not per op. */
+typedef struct name_cache {
+  const char *from[512];
+  const char *to[512];
+} name_cache_t;
 
-static kiln_status upgrade_regions(kiln_bc_t *bc, kiln_mlir_op_t *op, int depth) {
+static const char *cached_name(kiln_bc_t *bc, name_cache_t *c, const char *from, const char *base) {
+  size_t h = ((uintptr_t)from >> 4) % 512;
+  for (size_t k = 0; k < 512; k++, h = (h + 1) % 512) {
+    if (c->from[h] == from) return c->to[h];
+    if (c->from[h] == NULL) {
+      c->from[h] = from;
+      c->to[h] = kiln_arena_printf(bc->arena, "stablehlo.%s", base);
+      return c->to[h];
+    }
+  }
+  return kiln_arena_printf(bc->arena, "stablehlo.%s", base);
+}
+
+static kiln_status upgrade_op(kiln_bc_t *bc, name_cache_t *cache, kiln_mlir_op_t *op,
+                              const kiln_mlir_op_t *parent, int depth);
+
+static kiln_status upgrade_regions(kiln_bc_t *bc, name_cache_t *cache, kiln_mlir_op_t *op,
+                                   int depth) {
   for (int32_t r = 0; r < op->num_regions; r++) {
     for (int32_t b = 0; b < op->regions[r].num_blocks; b++) {
       kiln_mlir_block_t *blk = &op->regions[r].blocks[b];
       for (int32_t i = 0; i < blk->num_ops; i++)
-        KILN_RETURN_IF_ERROR_PLAIN(upgrade_op(bc, blk->ops[i], op, depth + 1));
+        KILN_RETURN_IF_ERROR_PLAIN(upgrade_op(bc, cache, blk->ops[i], op, depth + 1));
     }
   }
   return KILN_STATUS_OK;
 }
 
-static kiln_status upgrade_op(kiln_bc_t *bc, kiln_mlir_op_t *op, const kiln_mlir_op_t *parent,
-                              int depth) {
+static kiln_status upgrade_op(kiln_bc_t *bc, name_cache_t *cache, kiln_mlir_op_t *op,
+                              const kiln_mlir_op_t *parent, int depth) {
   if (depth > KILN_BC_MAX_DEPTH) return bad(op, "nested too deeply");
   if (strncmp(op->name, "vhlo.", 5) == 0) {
     int64_t lo, hi;
@@ -401,15 +475,19 @@ static kiln_status upgrade_op(kiln_bc_t *bc, kiln_mlir_op_t *op, const kiln_mlir
       op->name = parent != NULL && strcmp(parent->name, "func.func") == 0 ? "func.return"
                                                                           : "stablehlo.return";
     } else {
-      op->name = kiln_arena_printf(bc->arena, "stablehlo.%s", base);
+      op->name = cached_name(bc, cache, op->name, base);
     }
   }
-  return upgrade_regions(bc, op, depth);
+  return upgrade_regions(bc, cache, op, depth);
 }
 
 kiln_status kiln_bc_upgrade(kiln_bc_t *bc) {
   kiln_mlir_module_t *m = bc->m;
-  for (int32_t i = 0; i < m->body.num_ops; i++)
-    KILN_RETURN_IF_ERROR_PLAIN(upgrade_op(bc, m->body.ops[i], NULL, 0));
-  return KILN_STATUS_OK;
+  name_cache_t *cache = kiln_calloc(1, sizeof(*cache));
+  kiln_status st = KILN_STATUS_OK;
+  for (int32_t i = 0; i < m->body.num_ops && kiln_status_is_ok(st); i++) {
+    st = upgrade_op(bc, cache, m->body.ops[i], NULL, 0);
+  }
+  kiln_free(cache);
+  return st;
 }

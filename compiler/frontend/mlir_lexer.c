@@ -14,8 +14,10 @@ int32_t kiln_mlirp_line_of(kiln_mlirp_t *P, const char *at) {
     P->line_pos = P->base;
     P->line_no = 1;
   }
-  for (const char *q = P->line_pos; q < at; q++) {
-    if (*q == '\n') P->line_no++;
+  const char *q = P->line_pos;
+  while (q < at && (q = memchr(q, '\n', (size_t)(at - q))) != NULL) {
+    P->line_no++;
+    q++;
   }
   P->line_pos = at;
   return P->line_no;
@@ -145,10 +147,11 @@ bool kiln_mlirp_expect_str(kiln_mlirp_t *P, const char *s) {
 }
 
 bool kiln_mlirp_is_id_start(char c) {
-  return isalpha((unsigned char)c) || c == '_';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
 }
 bool kiln_mlirp_is_id_char(char c) {
-  return isalnum((unsigned char)c) || c == '_' || c == '$' || c == '.';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '$' || c == '.';
 }
 
 bool kiln_mlirp_bare_id(kiln_mlirp_t *P, const char **s, size_t *n) {
@@ -387,6 +390,7 @@ bool kiln_mlirp_skip_balanced(kiln_mlirp_t *P) {
       p++;
       continue;
     }
+    if (c == 0) return kiln_mlirp_fail_at(P, p, "unexpected NUL byte");
     char close = c == '<' ? '>' : c == '(' ? ')' : c == '[' ? ']' : c == '{' ? '}' : 0;
     if (close) {
       if (depth == KILN_MLIRP_MAX_DEPTH) return kiln_mlirp_fail_at(P, p, "nesting too deep");

@@ -55,6 +55,8 @@ static const clause_t kClauses[] = {
     {"check.expect_serialized_eq", "iter", "iteration", CL_I64, NULL},
     {"chlo.top_k", "k", "k", CL_I64, NULL},
     {"chlo.scan", "dimension", "dimension", CL_I64, NULL},
+    {"stablehlo.einsum", "config", "einsum_config", CL_VALUE, NULL},
+    {"stablehlo.unary_einsum", "config", "einsum_config", CL_VALUE, NULL},
     {"stablehlo.broadcast", "sizes", "broadcast_sizes", CL_LIST, NULL},
     {"stablehlo.triangular_solve", "transpose_a", "transpose_a", CL_ENUM, "transpose"},
 };
@@ -693,6 +695,32 @@ static bool scan_form(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
          kiln_mlirp_op_signature(P, op);
 }
 
+/* sdy.mesh @name = <...>: the mesh is kept as text */
+static bool sdy_mesh_form(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
+  const kiln_mlir_attr_t *sym;
+  if (!kiln_mlirp_attr(P, &sym)) return false;
+  if (sym->kind != KILN_MLIR_ATTR_SYMBOL_REF) return kiln_mlirp_failf(P, "expected @mesh name");
+  kiln_mlir_attr_t *name = kiln_mlirp_new_attr(P, KILN_MLIR_ATTR_STRING);
+  if (name == NULL || !kiln_mlirp_expect(P, '=')) return false;
+  name->str = sym->str;
+  name->str_len = sym->str_len;
+  kiln_mlirp_op_add_attr(P, op, "sym_name", name);
+  const kiln_mlir_attr_t *mesh;
+  if (kiln_mlirp_peek(P) == '<') {
+    const char *start = P->p;
+    if (!kiln_mlirp_skip_balanced(P)) return false;
+    kiln_mlir_attr_t *a = kiln_mlirp_new_attr(P, KILN_MLIR_ATTR_OTHER);
+    if (a == NULL) return false;
+    a->str = kiln_arena_printf(P->a, "#sdy.mesh%.*s", (int)(P->p - start), start);
+    a->str_len = strlen(a->str);
+    mesh = a;
+  } else if (!kiln_mlirp_attr(P, &mesh)) {
+    return false;
+  }
+  kiln_mlirp_op_add_attr(P, op, "mesh", mesh);
+  return kiln_mlirp_op_attr_dict(P, op);
+}
+
 /* func.return / stablehlo.return: operands, then `: types` if any. */
 static bool return_form(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
   if (kiln_mlirp_peek(P) == '(') return kiln_mlirp_generic_tail(P, op);
@@ -705,10 +733,12 @@ bool kiln_mlirp_pretty_op(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
     if (kiln_mlirp_peek(P) == '(') return kiln_mlirp_generic_tail(P, op);
     return compare_form(P, op);
   }
-  if (strcmp(n, "stablehlo.constant") == 0 || strcmp(n, "arith.constant") == 0) {
+  if (strcmp(n, "stablehlo.constant") == 0 || strcmp(n, "arith.constant") == 0 ||
+      strcmp(n, "chlo.constant") == 0) {
     return constant_form(P, op);
   }
   if (strcmp(n, "chlo.scan") == 0) return scan_form(P, op);
+  if (strcmp(n, "sdy.mesh") == 0) return sdy_mesh_form(P, op);
   if (strcmp(n, "stablehlo.custom_call") == 0) return custom_call_form(P, op);
   if (strcmp(n, "func.call") == 0) return call_form(P, op);
   if (strcmp(n, "stablehlo.composite") == 0) return composite_form(P, op);
@@ -735,6 +765,11 @@ bool kiln_mlirp_pretty_op(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
   }
   if (strcmp(n, "func.return") == 0 || strcmp(n, "stablehlo.return") == 0)
     return return_form(P, op);
+  if (strcmp(n, "stablehlo.optimization_barrier") == 0 && kiln_mlirp_peek(P) == '(' &&
+      kiln_mlirp_peek2(P) == ')') {
+    P->p += 2; /* `stablehlo.optimization_barrier()`: no operands, no results */
+    return kiln_mlirp_op_attr_dict(P, op);
+  }
   if (kiln_mlirp_peek(P) == '(') {
     /* the unquoted generic form: `stablehlo.all_reduce(%x) ({...}) {...} : fn` */
     return kiln_mlirp_generic_tail(P, op);

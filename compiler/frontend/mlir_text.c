@@ -721,6 +721,14 @@ static bool parse_top(kiln_mlirp_t *P) {
       if (!alias_def(P)) return false;
       continue;
     }
+    if (P->end - P->p >= 3 && memcmp(P->p, "{-#", 3) == 0) {
+      /* the file metadata section (dialect resources): not part of the IR */
+      const char *q = P->p + 3;
+      while (q + 3 <= P->end && memcmp(q, "#-}", 3) != 0) q++;
+      if (q + 3 > P->end) return kiln_mlirp_fail_at(P, P->p, "unterminated '{-#' section");
+      P->p = q + 3;
+      continue;
+    }
     if (!had_module && m->body.num_ops == 0 && kiln_mlirp_accept_kw(P, "module")) {
       had_module = true;
       if (kiln_mlirp_peek(P) == '@') {
@@ -768,6 +776,7 @@ kiln_status kiln_mlir_parse_text(const char *text, size_t len, const char *filen
   parse_top(&P);
   kiln_mlirp_table_free(&P.values);
   kiln_mlirp_table_free(&P.aliases);
+  kiln_mlirp_table_free(&P.types);
   kiln_free(P.scope_marks);
   if (P.err) {
     kiln_mlir_module_destroy(P.m);

@@ -55,6 +55,7 @@ typedef struct kiln_mlirp {
   int32_t line_no;
   kiln_mlirp_table_t values;  /* SSA names, scoped (see scope_push/pop) */
   kiln_mlirp_table_t aliases; /* #name / !name */
+  kiln_mlirp_table_t types;   /* tensor types by their text: each distinct one built once */
   int32_t *scope_marks;
   int32_t num_scopes, scopes_cap;
 } kiln_mlirp_t;

@@ -246,8 +246,46 @@ bool kiln_mlirp_type_list_parens(kiln_mlirp_t *P, const kiln_mlir_type_t ***out,
   return true;
 }
 
+/* The end of `tensor<...>` at `p` by bracket depth, or NULL if it is not on this line. */
+static const char *tensor_span_end(const char *p, const char *end) {
+  int depth = 0;
+  for (const char *q = p + 6; q < end; q++) {
+    char c = *q;
+    if (c == '<') {
+      depth++;
+    } else if (c == '>' && q[-1] != '-') {
+      if (--depth == 0) return q + 1;
+    } else if (c == '\n' || c == '"' || c == 0) {
+      return NULL;
+    }
+  }
+  return NULL;
+}
+
+static bool type_inner(kiln_mlirp_t *P, const kiln_mlir_type_t **out);
+
 bool kiln_mlirp_type(kiln_mlirp_t *P, const kiln_mlir_type_t **out) {
   if (P->err) return false;
+  kiln_mlirp_ws(P);
+  const char *start = P->p;
+  if ((size_t)(P->end - start) > 7 && memcmp(start, "tensor<", 7) == 0) {
+    const char *e = tensor_span_end(start, P->end);
+    if (e != NULL) {
+      kiln_mlirp_sym_t *hit = kiln_mlirp_lookup(&P->types, start, (size_t)(e - start));
+      if (hit) {
+        P->p = e;
+        *out = hit->type;
+        return true;
+      }
+      if (!type_inner(P, out)) return false;
+      if (P->p == e) kiln_mlirp_define(&P->types, start, (size_t)(e - start))->type = *out;
+      return true;
+    }
+  }
+  return type_inner(P, out);
+}
+
+static bool type_inner(kiln_mlirp_t *P, const kiln_mlir_type_t **out) {
   if (++P->depth > KILN_MLIRP_MAX_DEPTH) return kiln_mlirp_failf(P, "types nested too deeply");
   bool ok = false;
   char c = kiln_mlirp_peek(P);

@@ -18,7 +18,7 @@ typedef struct pipeline_step {
 } pipeline_step_t;
 
 static const pipeline_step_t kSteps[] = {
-    {"call inlining", {"call_inline", "fusion_inline"}, false},
+    {"call inlining", {"custom_call_rewrite", "call_inline", "fusion_inline"}, false},
     {"simplification",
      {"simplify", "constant_folding", "tuple_simplify", "while_loop_constants", "dce", "cse"},
      true},

@@ -19,6 +19,7 @@
 #include "compiler/hlo/opcode.h"
 #include "compiler/passes/dataflow.h"
 #include "compiler/passes/fusion_wrapper.h"
+#include "compiler/thunks/custom_call_emitter.h"
 
 /* XLA's initial value of the rng-get-and-update-state counter (CPU and GPU backends). */
 #define RNG_STATE_INITIAL_VALUE 0x7012395ull
@@ -472,9 +473,10 @@ static kiln_status emit_instruction(emitter_t *E, kiln_thunk_seq_t *seq,
     }
     case KILN_OP_RNG_GET_AND_UPDATE_STATE: return emit_rng_state(E, seq, in);
     case KILN_OP_CUSTOM_CALL:
-      return KILN_ERR_UNIMPLEMENTED("custom-call %s (target \"%s\"): custom calls need the FFI, "
-                                    "which kiln does not have yet",
-                                    in->name, in->custom_call_target ? in->custom_call_target : "");
+      KILN_RETURN_IF_ERROR_PLAIN(
+          kiln_custom_call_emit(in, E->ba, E->opts.target, E->opts.ffi_registry, E->d, seq));
+      E->stats->custom_calls++;
+      return NULL;
     default:
       return KILN_ERR_UNIMPLEMENTED("%s (%s) has no thunk: kernels come from fusions (run the "
                                     "fusion wrapper after the pipeline)",
@@ -577,6 +579,7 @@ kiln_status kiln_thunk_emit_module(const kiln_hlo_module_t *m, const kiln_buffer
   if (E.opts.target == KILN_TARGET_HOST) {
     kiln_host_jit_options_t jo = {0};
     jo.dump_dir = E.opts.dump_dir;
+    jo.cache_dir = E.opts.kernel_cache_dir;
     s = kiln_host_jit_create(&jo, &E.jit);
     if (!s) {
       E.d->keepalive = E.jit;

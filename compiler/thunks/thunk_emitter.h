@@ -28,7 +28,17 @@
  *                   slices differ from the while's;
  *   conditional     a conditional thunk over the branch sequences, with copies in and out;
  *   call            the callee's sequence inline, with copies in and out;
- *   anything else   UNIMPLEMENTED naming the instruction (custom-call: the FFI is not built).
+ *   custom-call     a handler from the FFI registry for the target's platform (Host / CUDA):
+ *                   typed XLA FFI (api_version=API_VERSION_TYPED_FFI, or not written with a
+ *                   typed handler), its backend_config decoded into attributes here (a
+ *                   malformed dictionary is an error naming the custom call and the
+ *                   position), or legacy (api_version 1-3, a handler registered as legacy,
+ *                   backend_config passed as the opaque string); operand and result leaves
+ *                   flattened, depth first; output_to_operand_aliasing is buffer
+ *                   assignment's (the aliased result shares its operand's slice). No handler:
+ *                   NOT_FOUND "no handler for target X on platform Y (register one with
+ *                   KILN_FFI_HANDLERS=... or kiln-run --ffi=...)";
+ *   anything else   UNIMPLEMENTED naming the instruction.
  *
  * Targets: HOST compiles every kernel into one ORC JIT (kept alive by the description) and
  * emits one image with all functions; CUDA compiles each kernel to a cubin (nvJitLink or
@@ -41,6 +51,7 @@
 #include "base/status.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/passes/buffer_assignment.h"
+#include "ffi/ffi_registry.h"
 #include "runtime/executable.h"
 
 typedef enum kiln_compile_target {
@@ -55,6 +66,10 @@ typedef struct kiln_thunk_emit_options {
   int64_t max_while_iterations; /* 0: unbounded */
   uint64_t rng_seed;            /* rng-get-and-update-state starts at XLA's initial value + this */
   bool strict_precision;        /* round every bf16 op (kiln_codegen_compile_options_t) */
+  const char *kernel_cache_dir; /* HOST: the JIT's object-code cache (host_jit.h); NULL: none */
+  /* Where custom-call handlers are looked up (borrowed). NULL: the process-wide registry
+   * (kiln_ffi_registry_default), loaded once from $KILN_FFI_HANDLERS on first use. */
+  kiln_ffi_registry_t *ffi_registry;
 } kiln_thunk_emit_options_t;
 
 typedef struct kiln_thunk_emit_stats {
@@ -62,6 +77,7 @@ typedef struct kiln_thunk_emit_stats {
   int fusions;  /* fusions compiled */
   int gemms, copies, memsets, loops, conditionals;
   int constants; /* constant allocations made for constants inside fusions */
+  int custom_calls;  /* FFI custom-call thunks (typed and legacy) */
   double codegen_ms; /* fusion -> kernel IR pipeline */
   double backend_ms; /* kernel IR -> machine code / cubin */
 } kiln_thunk_emit_stats_t;

@@ -1,0 +1,25 @@
+/* Custom-call thunks: a `custom-call` instruction -> an FFI call (runtime/ffi_call.h) with its
+ * handler from the registry, its attributes decoded from backend_config at compile time, and
+ * the slices of its flattened operand and result leaves (see thunk_emitter.h for the rules).
+ * Well-known targets kiln implements itself are rewritten away before the pipeline
+ * (compiler/passes/custom_call_rewrite.c); what reaches this emitter needs a handler. */
+#ifndef KILN_COMPILER_THUNKS_CUSTOM_CALL_EMITTER_H_
+#define KILN_COMPILER_THUNKS_CUSTOM_CALL_EMITTER_H_
+
+#include "base/status.h"
+#include "compiler/hlo/ir.h"
+#include "compiler/passes/buffer_assignment.h"
+#include "compiler/thunks/thunk_emitter.h"
+#include "runtime/executable.h"
+
+/* The FFI data type of a kiln element type (XLA_FFI_DataType_INVALID for tuple/opaque). */
+XLA_FFI_DataType kiln_custom_call_ffi_dtype(kiln_elem_type_t t);
+
+/* Appends the thunk of custom-call `in` to `seq`; the call is owned by `d`. `registry` NULL:
+ * the default one (loaded from $KILN_FFI_HANDLERS once). */
+kiln_status kiln_custom_call_emit(const kiln_hlo_instruction_t *in,
+                                  const kiln_buffer_assignment_t *ba, kiln_compile_target_t target,
+                                  kiln_ffi_registry_t *registry, kiln_executable_desc_t *d,
+                                  kiln_thunk_seq_t *seq);
+
+#endif /* KILN_COMPILER_THUNKS_CUSTOM_CALL_EMITTER_H_ */

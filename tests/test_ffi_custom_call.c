@@ -1,0 +1,389 @@
+/* Custom calls from HLO text modules compiled for the host and run through the executable
+ * path (tools/common/device_run.h): handlers written in C against kiln's ffi_c_api.h and in
+ * C++ against OpenXLA's ffi.h (tests/ffi/), loaded with dlopen through registry specs, typed
+ * and legacy (api_version 1-3), and the errors a user meets: a failing handler, a missing
+ * target, a library that cannot be opened, a wrong-version library, a malformed
+ * backend_config. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/status.h"
+#include "compiler/hlo/ir.h"
+#include "compiler/hlo/literal.h"
+#include "ffi/ffi_registry.h"
+#include "runtime/device.h"
+#include "runtime/ffi_call.h"
+#include "tools/common/device_run.h"
+
+#ifndef KILN_FFI_TEST_CALL_LIB
+#define KILN_FFI_TEST_CALL_LIB "libkiln_ffi_test_handlers_call.so"
+#endif
+#ifndef KILN_FFI_TEST_C_LIB
+#define KILN_FFI_TEST_C_LIB "libkiln_ffi_test_handlers_c.so"
+#endif
+#ifndef KILN_FFI_TEST_CXX_LIB
+#define KILN_FFI_TEST_CXX_LIB ""
+#endif
+
+static kiln_device_t *g_dev;
+
+static int setup(void **state) {
+  (void)state;
+  kiln_status s = kiln_device_create("host", &g_dev);
+  if (s) {
+    fprintf(stderr, "no host device: %s\n", kiln_status_message(s));
+    kiln_status_free(s);
+    return -1;
+  }
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  kiln_device_destroy(g_dev);
+  kiln_ffi_registry_default_shutdown();
+  return 0;
+}
+
+static bool have_cxx(void) {
+  return KILN_FFI_TEST_CXX_LIB[0] != '\0';
+}
+
+static void load(const char *spec) {
+  kiln_status s = kiln_ffi_registry_load_spec(kiln_ffi_registry_default(), spec);
+  if (s) fail_msg("loading '%s': %s", spec, kiln_status_message(s));
+}
+
+/* Parses `hlo`, fills parameter i's elements with args[i][k] (as f64; NULL: 0), compiles for
+ * the host and runs it. Returns the status; *out gets the result literal (in `arena`). */
+static kiln_status run(const char *hlo, const double *const *args, kiln_arena_t *arena,
+                       kiln_literal_t **out) {
+  kiln_hlo_module_t *m = NULL;
+  kiln_status s = kiln_hlo_parse_module(hlo, strlen(hlo), NULL, &m);
+  if (s) fail_msg("parse: %s", kiln_status_message(s));
+  int n = m->entry->num_parameters;
+  kiln_literal_t *lits[8];
+  for (int i = 0; i < n; i++) {
+    lits[i] = kiln_literal_make(arena, m->entry->parameters[i]->shape);
+    for (int64_t k = 0; k < lits[i]->num_elements; k++)
+      kiln_literal_set_f64(lits[i], k, args && args[i] ? args[i][k] : 0.0);
+  }
+  kiln_device_run_options_t o;
+  memset(&o, 0, sizeof o);
+  o.device = g_dev;
+  o.repeat = 2; /* the second run reuses the frame built at compile time */
+  s = kiln_device_run_module(m, lits, n, &o, arena, out, NULL);
+  kiln_hlo_module_destroy(m);
+  return s;
+}
+
+static void expect_error(kiln_status s, const char *needle1, const char *needle2) {
+  if (!s) fail_msg("expected an error containing '%s'", needle1);
+  const char *msg = kiln_status_message(s);
+  if (!strstr(msg, needle1) || (needle2 && !strstr(msg, needle2)))
+    fail_msg("expected an error containing '%s' and '%s', got: %s", needle1, needle2 ? needle2 : "",
+             msg);
+  kiln_status_free(s);
+}
+
+static void expect_ok(kiln_status s) {
+  if (s) fail_msg("%s", kiln_status_message(s));
+}
+
+/* ---- C handlers (kiln's header) ------------------------------------------------------------ */
+
+static void test_typed_c_handler_sees_dtypes_and_dims(void **state) {
+  (void)state;
+  load("kiln_s32_to_f32=" KILN_FFI_TEST_CALL_LIB ":kiln_call_s32_to_f32");
+  const char *hlo =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  p = s32[2,3] parameter(0)\n"
+      "  n = s32[2,3] negate(p)\n"
+      "  ROOT c = f32[2,3] custom-call(n), custom_call_target=\"kiln_s32_to_f32\", "
+      "api_version=API_VERSION_TYPED_FFI\n"
+      "}\n";
+  const double a[6] = {1, 2, 3, -4, 5, 60};
+  const double *args[] = {a};
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t *r;
+  expect_ok(run(hlo, args, &arena, &r));
+  for (int i = 0; i < 6; i++) assert_float_equal(kiln_literal_get_f64(r, i), -a[i] + 0.5, 0);
+  /* A buffer of the wrong type: the handler's check fails the execution with its message and
+   * the custom call's name. */
+  const char *bad =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  p = f32[2,3] parameter(0)\n"
+      "  ROOT wrong_type = f32[2,3] custom-call(p), custom_call_target=\"kiln_s32_to_f32\", "
+      "api_version=API_VERSION_TYPED_FFI\n"
+      "}\n";
+  expect_error(run(bad, NULL, &arena, &r), "arg 0 must be s32", "wrong_type");
+  kiln_arena_destroy(&arena);
+}
+
+static void test_output_operand_alias_shares_the_buffer(void **state) {
+  (void)state;
+  load("kiln_double_in_place=" KILN_FFI_TEST_CALL_LIB ":kiln_call_double_in_place");
+  const char *hlo =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  p = f32[4] parameter(0)\n"
+      "  x = f32[4] add(p, p)\n"
+      "  ROOT c = f32[4] custom-call(x), custom_call_target=\"kiln_double_in_place\", "
+      "api_version=API_VERSION_TYPED_FFI, output_to_operand_aliasing={{}: (0, {})}\n"
+      "}\n";
+  const double a[4] = {1, 2, 3, 4};
+  const double *args[] = {a};
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t *r;
+  expect_ok(run(hlo, args, &arena, &r));
+  for (int i = 0; i < 4; i++) assert_float_equal(kiln_literal_get_f64(r, i), 4 * a[i], 0);
+  kiln_arena_destroy(&arena);
+}
+
+static void test_legacy_handlers_api_versions_1_2_3(void **state) {
+  (void)state;
+  load("kiln_legacy_add8=" KILN_FFI_TEST_CALL_LIB
+       ":legacy=kiln_legacy_add8,"
+       "kiln_legacy_pair8=" KILN_FFI_TEST_CALL_LIB
+       ":legacy=kiln_legacy_pair8,"
+       "kiln_legacy_scale8=" KILN_FFI_TEST_CALL_LIB ":legacy=kiln_legacy_scale8");
+  const char *hlo =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = f32[8] parameter(0)\n"
+      "  b = f32[8] parameter(1)\n"
+      "  s = f32[8] custom-call(a, b), custom_call_target=\"kiln_legacy_add8\"\n"
+      "  t = (f32[8], f32[8]) custom-call(s), custom_call_target=\"kiln_legacy_pair8\", "
+      "api_version=API_VERSION_STATUS_RETURNING\n"
+      "  t0 = f32[8] get-tuple-element(t), index=0\n"
+      "  t1 = f32[8] get-tuple-element(t), index=1\n"
+      "  u = f32[8] custom-call(t1), custom_call_target=\"kiln_legacy_scale8\", "
+      "api_version=API_VERSION_STATUS_RETURNING_UNIFIED, backend_config=\"0.25\"\n"
+      "  ROOT r = (f32[8], f32[8]) tuple(t0, u)\n"
+      "}\n";
+  double a[8], b[8];
+  for (int i = 0; i < 8; i++) a[i] = i, b[i] = 10 * i;
+  const double *args[] = {a, b};
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t *r;
+  expect_ok(run(hlo, args, &arena, &r));
+  assert_int_equal(r->num_tuple_elements, 2);
+  for (int i = 0; i < 8; i++) {
+    double s = a[i] + b[i];
+    assert_float_equal(kiln_literal_get_f64(r->tuple_elements[0], i), 2 * s, 0);
+    assert_float_equal(kiln_literal_get_f64(r->tuple_elements[1], i), (s + 1) * 0.25, 0);
+  }
+  /* api_version 2's status: the failure comes back with the handler's message. */
+  a[0] = -1000;
+  b[0] = 0;
+  expect_error(run(hlo, args, &arena, &r), "input below -100", "t");
+  /* api_version 3 with no opaque string. */
+  const char *no_opaque =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = f32[8] parameter(0)\n"
+      "  ROOT unscaled = f32[8] custom-call(a), custom_call_target=\"kiln_legacy_scale8\", "
+      "api_version=API_VERSION_STATUS_RETURNING_UNIFIED\n"
+      "}\n";
+  expect_error(run(no_opaque, NULL, &arena, &r), "no scale in the opaque string", "unscaled");
+  /* A typed api_version against a legacy handler is a compile-time error. */
+  const char *typed =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = f32[8] parameter(0)\n"
+      "  ROOT x = f32[8] custom-call(a, a), custom_call_target=\"kiln_legacy_add8\", "
+      "api_version=API_VERSION_TYPED_FFI\n"
+      "}\n";
+  expect_error(run(typed, NULL, &arena, &r), "only a legacy one is registered", "api_version 4");
+  kiln_arena_destroy(&arena);
+}
+
+/* ---- errors ------------------------------------------------------------------------------- */
+
+static void test_missing_target_is_a_compile_error_naming_target_and_platform(void **state) {
+  (void)state;
+  const char *hlo =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  p = f32[4] parameter(0)\n"
+      "  ROOT c = f32[4] custom-call(p), custom_call_target=\"kiln_nobody_registered_this\", "
+      "api_version=API_VERSION_TYPED_FFI\n"
+      "}\n";
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t *r;
+  kiln_status s = run(hlo, NULL, &arena, &r);
+  assert_non_null(s);
+  assert_int_equal(kiln_status_code(s), KILN_NOT_FOUND);
+  expect_error(s, "no handler for target kiln_nobody_registered_this on platform Host",
+               "KILN_FFI_HANDLERS=");
+  kiln_arena_destroy(&arena);
+}
+
+static void test_library_that_cannot_be_opened_and_wrong_version(void **state) {
+  (void)state;
+  kiln_ffi_registry_t *r = kiln_ffi_registry_default();
+  kiln_status s = kiln_ffi_registry_load_spec(r, "x=/nonexistent/libnothing.so:f");
+  assert_int_equal(kiln_status_code(s), KILN_UNAVAILABLE);
+  expect_error(s, "cannot open", "/nonexistent/libnothing.so");
+  s = kiln_ffi_registry_load_spec(r, "kiln_old=" KILN_FFI_TEST_C_LIB ":kiln_test_c_wrong_version");
+  assert_int_equal(kiln_status_code(s), KILN_FAILED_PRECONDITION);
+  expect_error(s, "was built for XLA FFI API", "kiln_old");
+  s = kiln_ffi_registry_load_spec(r, "x=" KILN_FFI_TEST_CALL_LIB ":legacy=no_such_symbol");
+  assert_int_equal(kiln_status_code(s), KILN_NOT_FOUND);
+  expect_error(s, "no_such_symbol", "not found");
+}
+
+static void test_malformed_backend_config_names_call_and_position(void **state) {
+  (void)state;
+  load("kiln_s32_to_f32=" KILN_FFI_TEST_CALL_LIB ":kiln_call_s32_to_f32");
+  const char *hlo =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  p = s32[2,3] parameter(0)\n"
+      "  ROOT badcfg = f32[2,3] custom-call(p), custom_call_target=\"kiln_s32_to_f32\", "
+      "api_version=API_VERSION_TYPED_FFI, backend_config={x = 1 : i32, y = }\n"
+      "}\n";
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t *r;
+  expect_error(run(hlo, NULL, &arena, &r), "badcfg", "offset");
+  kiln_arena_destroy(&arena);
+}
+
+/* ---- C++ handlers (OpenXLA's ffi.h) ------------------------------------------------------- */
+
+static void test_cxx_every_attribute_kind(void **state) {
+  (void)state;
+  if (!have_cxx()) skip();
+  load("kiln_cxx_attrs=" KILN_FFI_TEST_CXX_LIB ":KilnCxxAttrs");
+  const char *hlo =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  ROOT c = f64[16] custom-call(), custom_call_target=\"kiln_cxx_attrs\", "
+      "api_version=API_VERSION_TYPED_FFI, backend_config={b = true, i8 = -8 : i8, "
+      "i16 = 300 : i16, i32 = 42 : i32, i64 = -5000000000 : i64, u8 = 200 : ui8, "
+      "u16 = 60000 : ui16, u32 = 4000000000 : ui32, u64 = 7 : ui64, f32 = 1.5 : f32, "
+      "f64 = 0.25 : f64, arr = array<i64: 1, 2, 3>, farr = array<f32: 0.5, 0.25>, "
+      "str = \"hello\", dict = {lo = 9 : i64, name = \"inner\"}}\n"
+      "}\n";
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t *r;
+  expect_ok(run(hlo, NULL, &arena, &r));
+  const double want[16] = {1, -8,  300,  42,   -5000000000.0, 200, 60000, 4000000000.0,
+                           7, 1.5, 0.25, 3006, 0.75,          105, 9,     102};
+  for (int i = 0; i < 16; i++) assert_float_equal(kiln_literal_get_f64(r, i), want[i], 0);
+  kiln_arena_destroy(&arena);
+}
+
+static void test_cxx_variadic_args_with_a_flattened_tuple(void **state) {
+  (void)state;
+  if (!have_cxx()) skip();
+  load("kiln_cxx_sum=" KILN_FFI_TEST_CXX_LIB ":KilnCxxSum");
+  /* Three arguments: a plain array and a tuple of two, flattened into args 0..2. */
+  const char *hlo =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = f32[4] parameter(0)\n"
+      "  b = f32[4] parameter(1)\n"
+      "  t = (f32[4], f32[4]) tuple(b, a)\n"
+      "  ROOT s = f32[4] custom-call(a, t), custom_call_target=\"kiln_cxx_sum\", "
+      "api_version=API_VERSION_TYPED_FFI\n"
+      "}\n";
+  const double a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40};
+  const double *args[] = {a, b};
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t *r;
+  expect_ok(run(hlo, args, &arena, &r));
+  for (int i = 0; i < 4; i++) assert_float_equal(kiln_literal_get_f64(r, i), 2 * a[i] + b[i], 0);
+  kiln_arena_destroy(&arena);
+}
+
+static void test_cxx_state_from_instantiate_reaches_execute(void **state) {
+  (void)state;
+  if (!have_cxx()) skip();
+  load("kiln_cxx_bias=" KILN_FFI_TEST_CXX_LIB
+       ":instantiate=KilnCxxBiasInstantiate/execute=KilnCxxBiasExecute");
+  const char *hlo =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = f32[4] parameter(0)\n"
+      "  ROOT s = f32[4] custom-call(a), custom_call_target=\"kiln_cxx_bias\", "
+      "api_version=API_VERSION_TYPED_FFI, backend_config={bias = 2.5 : f32}\n"
+      "}\n";
+  const double a[4] = {1, 2, 3, 4};
+  const double *args[] = {a};
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t *r;
+  expect_ok(run(hlo, args, &arena, &r));
+  for (int i = 0; i < 4; i++) assert_float_equal(kiln_literal_get_f64(r, i), a[i] + 2.5, 0);
+  kiln_arena_destroy(&arena);
+}
+
+static void test_cxx_failing_and_async_handlers(void **state) {
+  (void)state;
+  if (!have_cxx()) skip();
+  load("kiln_cxx_fail=" KILN_FFI_TEST_CXX_LIB ":KilnCxxFail,kiln_cxx_async=" KILN_FFI_TEST_CXX_LIB
+       ":KilnCxxAsync");
+  const char *failing =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = f32[4] parameter(0)\n"
+      "  f = token[] custom-call(), custom_call_target=\"kiln_cxx_fail\", "
+      "api_version=API_VERSION_TYPED_FFI, backend_config={why = \"on purpose\"}, "
+      "custom_call_has_side_effect=true\n"
+      "  ROOT n = f32[4] negate(a)\n"
+      "}\n";
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t *r;
+  expect_error(run(failing, NULL, &arena, &r), "C++ handler failed: on purpose", "f");
+  /* The async handler completes its future from another thread after 20 ms: the result is
+   * there when the run returns. */
+  const char *async =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = f32[64] parameter(0)\n"
+      "  d = f32[64] custom-call(a), custom_call_target=\"kiln_cxx_async\", "
+      "api_version=API_VERSION_TYPED_FFI\n"
+      "  ROOT n = f32[64] add(d, a)\n"
+      "}\n";
+  double a[64];
+  for (int i = 0; i < 64; i++) a[i] = i * 0.5;
+  const double *args[] = {a};
+  expect_ok(run(async, args, &arena, &r));
+  for (int i = 0; i < 64; i++) assert_float_equal(kiln_literal_get_f64(r, i), 3 * a[i], 0);
+  kiln_arena_destroy(&arena);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_typed_c_handler_sees_dtypes_and_dims),
+      cmocka_unit_test(test_output_operand_alias_shares_the_buffer),
+      cmocka_unit_test(test_legacy_handlers_api_versions_1_2_3),
+      cmocka_unit_test(test_missing_target_is_a_compile_error_naming_target_and_platform),
+      cmocka_unit_test(test_library_that_cannot_be_opened_and_wrong_version),
+      cmocka_unit_test(test_malformed_backend_config_names_call_and_position),
+      cmocka_unit_test(test_cxx_every_attribute_kind),
+      cmocka_unit_test(test_cxx_variadic_args_with_a_flattened_tuple),
+      cmocka_unit_test(test_cxx_state_from_instantiate_reaches_execute),
+      cmocka_unit_test(test_cxx_failing_and_async_handlers),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
