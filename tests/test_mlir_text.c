@@ -274,6 +274,15 @@ static void test_region_op_pretty_forms(void **state) {
       "tensor<f32>, tensor<f32>) -> (tensor<6xf32>, tensor<6xf32>)");
   assert_same_as_generic(
       args,
+      "%0 = stablehlo.reduce(%x, %z) ({\n^bb0(%p: tensor<f32>, %q: tensor<f32>):\n"
+      "  %s = stablehlo.add %p, %q : tensor<f32>\n  stablehlo.return %s : tensor<f32>\n}) "
+      "{dimensions = array<i64: 1>} : (tensor<4x6xf32>, tensor<f32>) -> tensor<4xf32>",
+      "%0 = \"stablehlo.reduce\"(%x, %z) ({\n^bb0(%p: tensor<f32>, %q: tensor<f32>):\n"
+      "%s = \"stablehlo.add\"(%p, %q) : (tensor<f32>, tensor<f32>) -> tensor<f32>\n"
+      "\"stablehlo.return\"(%s) : (tensor<f32>) -> ()\n}) {dimensions = array<i64: 1>} : "
+      "(tensor<4x6xf32>, tensor<f32>) -> tensor<4xf32>");
+  assert_same_as_generic(
+      args,
       "%r0, %r1 = stablehlo.while(%i = %n, %s = %z) : tensor<i64>, tensor<f32>\n cond {\n"
       " %c = stablehlo.compare LT, %i, %n : (tensor<i64>, tensor<i64>) -> tensor<i1>\n"
       " stablehlo.return %c : tensor<i1>\n } do {\n %s2 = stablehlo.add %s, %z : tensor<f32>\n"
@@ -438,6 +447,7 @@ static void test_dense_literals(void **state) {
       "  %8 = stablehlo.constant dense<0x7E00> : tensor<f16>\n"
       "  %9 = stablehlo.constant dense<[]> : tensor<0xf32>\n"
       "  %10 = stablehlo.constant dense<1.25> : tensor<bf16>\n"
+      "  %11 = stablehlo.constant dense_resource<blob1> : tensor<2xf32>\n"
       "  func.return\n}\n");
   const kiln_literal_t *l = const_value(m, 0)->literal;
   assert_int_equal(kiln_literal_get_s64(l, 0), 1);
@@ -463,6 +473,8 @@ static void test_dense_literals(void **state) {
               kiln_literal_get_f64(const_value(m, 8)->literal, 0));
   assert_int_equal(const_value(m, 9)->literal->num_elements, 0);
   assert_true(kiln_literal_get_f64(const_value(m, 10)->literal, 0) == 1.25);
+  assert_int_equal(const_value(m, 11)->kind, KILN_MLIR_ATTR_OTHER);
+  assert_int_equal(const_value(m, 11)->type->dims[0], 2);
   assert_null(round_trip(m, "dense"));
   kiln_mlir_module_destroy(m);
 }
@@ -482,7 +494,8 @@ static void test_attributes_aliases_and_locations(void **state) {
       "indices = [0], operand_index = 1, operand_tuple_indices = []>, acc = "
       "#stablehlo.result_accuracy<atol = 0.0, rtol = 0.5, ulps = 2, mode = "
       "#stablehlo.result_accuracy_mode<TOLERANCE>>, nested = {k = [1, \"two\", 3.0 : f16]}, "
-      "nan = 0x7FC00000 : f32, big = 4294967295 : ui32, fr = {mhlo.frontend_attributes = {a = "
+      "nan = 0x7FC00000 : f32, one = 1 : i1, big = 4294967295 : ui32, fr = "
+      "{mhlo.frontend_attributes = {a = "
       "\"1\"}}} : (!t) -> !t loc(#loc2)\n"
       "  func.return %0 : !t loc(\"x.py\":9:1)\n"
       "}\n"
@@ -528,6 +541,8 @@ static void test_attributes_aliases_and_locations(void **state) {
   const kiln_mlir_attr_t *nan = kiln_mlir_op_attr(op, "nan");
   assert_true(nan->f != nan->f);
   assert_true((uint64_t)kiln_mlir_op_attr(op, "big")->i == 4294967295u);
+  assert_int_equal(kiln_mlir_op_attr(op, "one")->kind, KILN_MLIR_ATTR_INTEGER);
+  assert_int_equal(kiln_mlir_op_attr(op, "one")->type->width, 1);
   assert_string_equal(op->location, "callsite(#loc1 at \"y.py\":1:2)");
   assert_string_equal(m->body.ops[0]->regions[0].blocks[0].ops[1]->location, "\"x.py\":9:1");
   assert_int_equal(op->results[0].type->dims[0], 2);
@@ -561,6 +576,23 @@ static void test_jax_module_header_mesh_and_resources(void **state) {
   kiln_mlir_module_destroy(m);
 }
 
+static void test_generic_builtin_module_is_the_module(void **state) {
+  (void)state;
+  kiln_mlir_module_t *m = parse_ok(
+      "\"builtin.module\"() ({\n"
+      "  \"func.func\"() <{function_type = (tensor<f32>) -> tensor<f32>, sym_name = \"main\"}> "
+      "({\n  ^bb0(%arg0: tensor<f32>):\n    \"func.return\"(%arg0) : (tensor<f32>) -> ()\n"
+      "  }) : () -> ()\n}) {sym_name = \"m\", mhlo.num_partitions = 1 : i32} : () -> ()\n");
+  assert_string_equal(m->name, "m");
+  assert_int_equal(m->num_attrs, 1);
+  const kiln_mlir_op_t *f = kiln_mlir_module_func(m, "main");
+  assert_non_null(f);
+  assert_int_equal(f->regions[0].blocks[0].num_args, 1);
+  assert_ptr_equal(f->regions[0].blocks[0].ops[0]->operands[0], &f->regions[0].blocks[0].args[0]);
+  assert_null(round_trip(m, "generic module"));
+  kiln_mlir_module_destroy(m);
+}
+
 static void test_split_text(void **state) {
   (void)state;
   const char *text = "a\n// -----\nb\nc\n  // -----\nd";
@@ -571,6 +603,21 @@ static void test_split_text(void **state) {
   assert_int_equal(parts[1].line, 3);
   assert_int_equal(parts[2].line, 6);
   assert_int_equal(kiln_mlir_split_text("x", 1, NULL, 0), 1);
+  /* a part's messages and op lines count from the part's first line in the file */
+  const char *file =
+      "func.func @a() {\n  func.return\n}\n// -----\nfunc.func @b() {\n"
+      "  func.return\n}\n// -----\nfunc.func @c() {\n  %0 = stablehlo.add\n}\n";
+  kiln_mlir_text_part_t p[3];
+  assert_int_equal(kiln_mlir_split_text(file, strlen(file), p, 3), 3);
+  kiln_mlir_module_t *m = NULL;
+  assert_null(kiln_mlir_parse_text_at(p[1].text, p[1].len, "f.mlir", p[1].line, &m));
+  assert_int_equal(m->body.ops[0]->line, 5);
+  assert_int_equal(m->body.ops[0]->regions[0].blocks[0].ops[0]->line, 6);
+  kiln_mlir_module_destroy(m);
+  kiln_status s = kiln_mlir_parse_text_at(p[2].text, p[2].len, "f.mlir", p[2].line, &m);
+  assert_non_null(s);
+  assert_non_null(strstr(kiln_status_message(s), "f.mlir:10:8"));
+  kiln_status_free(s);
 }
 
 /* ---- malformed input ---- */
@@ -601,6 +648,16 @@ static void test_malformed_inputs_report_file_line_col(void **state) {
       "tensor<i1>\n}",
       "bad.mlir:2:", "unterminated string");
   assert_err_at("#a = #b\n", "bad.mlir:1:6", "undefined attribute alias '#b'");
+  assert_err_at(
+      "func.func @f() {\n  %0 = stablehlo.constant dense<0.0> : tensor<100000x100000xf32>\n}",
+      "bad.mlir:2:27", "above kiln's limit");
+  /* a NUL byte in text kept verbatim (an unknown attribute) is refused, not truncated */
+  static const char nul_text[] = "func.func @f() attributes {a = #sdy.x<\"p\0q\">} {\n}\n";
+  kiln_mlir_module_t *nm = NULL;
+  kiln_status ns = kiln_mlir_parse_text(nul_text, sizeof nul_text - 1, "nul.mlir", &nm);
+  assert_non_null(ns);
+  assert_non_null(strstr(kiln_status_message(ns), "nul.mlir:1:41: unexpected NUL byte"));
+  kiln_status_free(ns);
   char deep[4096];
   size_t k = (size_t)snprintf(deep, sizeof deep, "func.func @f(%%a: ");
   for (int i = 0; i < 600; i++) k += (size_t)snprintf(deep + k, sizeof deep - k, "tuple<");
@@ -672,7 +729,7 @@ static folder_result_t run_folder(const char *sub) {
       r.parts++;
       bool invalid = contains(parts[i].text, parts[i].len, "expected-error");
       kiln_mlir_module_t *m = NULL;
-      s = kiln_mlir_parse_text(parts[i].text, parts[i].len, name, &m);
+      s = kiln_mlir_parse_text_at(parts[i].text, parts[i].len, name, parts[i].line, &m);
       if (s) {
         if (invalid) {
           r.expected_invalid++;
@@ -744,6 +801,7 @@ int main(void) {
       cmocka_unit_test(test_dense_literals),
       cmocka_unit_test(test_attributes_aliases_and_locations),
       cmocka_unit_test(test_jax_module_header_mesh_and_resources),
+      cmocka_unit_test(test_generic_builtin_module_is_the_module),
       cmocka_unit_test(test_split_text),
       cmocka_unit_test(test_malformed_inputs_report_file_line_col),
       cmocka_unit_test(test_stablehlo_suites_parse_and_round_trip),

@@ -160,6 +160,7 @@ static bool dense_scalar(kiln_mlirp_t *P, dense_ctx_t *c, int64_t i, bool part_o
 
 static bool dense_list(kiln_mlirp_t *P, dense_ctx_t *c, int32_t depth) {
   if (depth >= c->rank) return kiln_mlirp_failf(P, "dense literal nested deeper than its type");
+  if (depth >= KILN_MLIRP_MAX_DEPTH) return kiln_mlirp_failf(P, "dense literal nested too deeply");
   if (!kiln_mlirp_expect(P, '[')) return false;
   int64_t count = 0;
   if (!kiln_mlirp_accept(P, ']')) {
@@ -188,6 +189,17 @@ static bool dense_list(kiln_mlirp_t *P, dense_ctx_t *c, int32_t depth) {
   return true;
 }
 
+/* Copies the first element (w bytes) over all n, doubling the copied span. */
+static void splat_fill(void *data, size_t w, int64_t n) {
+  size_t total = w * (size_t)n, done = w;
+  char *d = data;
+  while (done < total) {
+    size_t k = done < total - done ? done : total - done;
+    memcpy(d + done, d, k);
+    done += k;
+  }
+}
+
 static bool dense_hex(kiln_mlirp_t *P, dense_ctx_t *c) {
   const char *s;
   size_t n;
@@ -213,9 +225,7 @@ static bool dense_hex(kiln_mlirp_t *P, dense_ctx_t *c) {
     }
     d[i] = (unsigned char)(hi * 16 + lo);
   }
-  if (bytes == w && total != w) {
-    for (int64_t i = 1; i < c->lit->num_elements; i++) memcpy(d + (size_t)i * w, d, w);
-  }
+  if (bytes == w && total != w) splat_fill(d, w, c->lit->num_elements);
   if (c->elem == KILN_PRED) {
     for (size_t i = 0; i < total; i++) d[i] = d[i] != 0;
   }
@@ -253,6 +263,11 @@ static bool dense_attr(kiln_mlirp_t *P, const char *start, const kiln_mlir_attr_
     return true;
   }
   kiln_shape_t *shape = kiln_shape_make_array(P->a, elem, t->rank, t->dims);
+  if (shape && kiln_shape_byte_size(shape) > KILN_MLIRP_MAX_LITERAL_BYTES) {
+    return kiln_mlirp_fail_at(P, start, "dense literal of %lld bytes is above kiln's limit (%lld)",
+                              (long long)kiln_shape_byte_size(shape),
+                              (long long)KILN_MLIRP_MAX_LITERAL_BYTES);
+  }
   kiln_literal_t *lit = shape ? kiln_literal_make(P->a, shape) : NULL;
   if (lit == NULL) return kiln_mlirp_fail_at(P, start, "dense literal too large");
   a->literal = lit;
@@ -275,9 +290,8 @@ static bool dense_attr(kiln_mlirp_t *P, const char *start, const kiln_mlir_attr_
     }
   } else {
     ok = dense_scalar(P, &c, lit->num_elements > 0 ? 0 : -1, false, NULL);
-    size_t w = kiln_elem_type_storage_bytes(elem);
-    for (int64_t i = 1; ok && i < lit->num_elements; i++) {
-      memcpy((char *)lit->data + (size_t)i * w, lit->data, w);
+    if (ok && lit->num_elements > 1) {
+      splat_fill(lit->data, kiln_elem_type_storage_bytes(elem), lit->num_elements);
     }
   }
   if (ok && kiln_mlirp_peek(P) != 0) ok = kiln_mlirp_fail(P, "'>' to end dense<>");
@@ -650,7 +664,7 @@ static bool symbol_ref(kiln_mlirp_t *P, const kiln_mlir_attr_t **out) {
     if (P->p < P->end && *P->p == '"') {
       const char *s;
       size_t n;
-      if (!kiln_mlirp_string(P, &s, &n)) {
+      if (!kiln_mlirp_name_string(P, &s, &n)) {
         kiln_strbuf_free(&b);
         return false;
       }
@@ -792,12 +806,14 @@ static bool attr_inner(kiln_mlirp_t *P, const kiln_mlir_attr_t **out) {
         IS("strided") || IS("opaque") || IS("loc")) {
       if (kiln_mlirp_peek(P) != '<' && kiln_mlirp_peek(P) != '(') return kiln_mlirp_fail(P, "'<'");
       if (!kiln_mlirp_skip_balanced(P)) return false;
+      const kiln_mlir_type_t *t = NULL;
       if (!IS("loc") && kiln_mlirp_peek(P) == ':' && kiln_mlirp_peek2(P) != ':') {
         P->p++;
-        const kiln_mlir_type_t *t;
         if (!kiln_mlirp_type(P, &t)) return false;
       }
-      return other_text(P, start, out);
+      if (!other_text(P, start, out)) return false;
+      ((kiln_mlir_attr_t *)*out)->type = t; /* e.g. dense_resource<blob> : tensor<4xf32> */
+      return true;
     }
     if (IS("distinct")) {
       if (kiln_mlirp_peek(P) != '[' || !kiln_mlirp_skip_balanced(P))
@@ -841,7 +857,7 @@ bool kiln_mlirp_attr_dict(kiln_mlirp_t *P, kiln_mlir_named_attr_t **out, int32_t
       const char *name;
       size_t len;
       if (kiln_mlirp_peek(P) == '"') {
-        if (!kiln_mlirp_string(P, &name, &len)) return false;
+        if (!kiln_mlirp_name_string(P, &name, &len)) return false;
       } else if (kiln_mlirp_bare_id(P, &name, &len)) {
         name = kiln_mlirp_dup(P, name, len);
       } else {

@@ -232,7 +232,7 @@ static void print_dense(kiln_strbuf_t *b, const kiln_mlir_attr_t *a) {
     }
     if (splat) {
       print_element(b, l, 0);
-    } else if (l->num_elements > 64) {
+    } else if (l->num_elements > 64 || l->shape->rank > 64) {
       kiln_strbuf_append(b, "\"0x");
       const unsigned char *d = l->data;
       for (size_t i = 0; i < w * (size_t)l->num_elements; i++) kiln_strbuf_printf(b, "%02X", d[i]);
@@ -291,8 +291,6 @@ static void print_attr_ctx(kiln_strbuf_t *b, const kiln_mlir_attr_t *a, bool in_
       if (a->type && a->type->kind == KILN_MLIR_TYPE_INTEGER &&
           a->type->signedness == KILN_MLIR_UNSIGNED) {
         kiln_strbuf_printf(b, "%llu", (unsigned long long)a->i);
-      } else if (a->type && a->type->kind == KILN_MLIR_TYPE_INTEGER && a->type->width == 1) {
-        kiln_strbuf_append(b, a->i ? "true" : "false");
       } else {
         kiln_strbuf_printf(b, "%lld", (long long)a->i);
       }

@@ -13,6 +13,22 @@
  * KILN_MLIR_ATTR_ENUM. The text reader turns pretty forms into this; the bytecode reader
  * upgrades vhlo.*_vN ops and #vhlo attributes into it.
  *
+ * Structured attributes' fields: integer lists are DENSE_ARRAY of i64 (`?` as
+ * KILN_MLIR_DYNAMIC), integers INTEGER (i64), floats FLOAT (f64), booleans BOOL, types TYPE,
+ * nested enums ENUM, and a bare keyword value (`mode = DEFAULT`) an ENUM whose enum_name is the
+ * field's name. #stablehlo.bounds<...> (a tensor's encoding) reads as
+ * #stablehlo.type_extensions<bounds = [...]>; the pretty convolution dimensions
+ * `[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]` as #stablehlo.conv with the spec's nine fields.
+ * Pretty op forms read as the ODS attributes of the generic form: `dims = [..]` is
+ * broadcast_dimensions / permutation / dimensions (array<i64>), `dim = N` dimension or
+ * iota_dimension (i64), a slice's `[a:b:c]` start_indices / limit_indices / strides,
+ * dot_general's clauses dot_dimension_numbers (#stablehlo.dot, all four fields present) and
+ * precision_config (ARRAY of ENUM precision), convolution's window = {...} window_strides,
+ * padding (DENSE_ELEMENTS tensor<Nx2xi64>), lhs_dilation, rhs_dilation, window_reversal
+ * (array<i1>), reduce's `applies OP` a synthesized body region, custom_call's @target
+ * call_target_name (STRING), compare's direction/type comparison_direction / compare_type.
+ * Unknown dialect attributes and types (#sdy..., !quant...) are OTHER with their text.
+ *
  * func.func reads as its generic form: attributes `sym_name` (STRING), `function_type` (TYPE
  * of kind FUNCTION), `sym_visibility` (STRING "private"; absent when public), `arg_attrs` /
  * `res_attrs` (ARRAY of DICTIONARY, one per argument / result; absent when all are empty)
@@ -94,7 +110,9 @@ typedef enum kiln_mlir_attr_kind {
   KILN_MLIR_ATTR_SYMBOL_REF,     /* @name (nested @a::@b kept as "a::b") */
   KILN_MLIR_ATTR_ENUM,           /* #stablehlo<comparison_direction EQ>: dialect, name, value */
   KILN_MLIR_ATTR_STRUCT,         /* #stablehlo.dot<...>: name ("stablehlo.dot"), fields */
-  KILN_MLIR_ATTR_OTHER,          /* an attribute kiln does not model (locations, #sdy...): text */
+  KILN_MLIR_ATTR_OTHER,          /* an attribute kiln does not model (#sdy..., dense_resource,
+                                    dense<> of f6 elements): its text (with any `: type`, which
+                                    is also in `type`) */
 } kiln_mlir_attr_kind_t;
 
 typedef struct kiln_mlir_named_attr {

@@ -12,7 +12,7 @@
 int32_t kiln_mlirp_line_of(kiln_mlirp_t *P, const char *at) {
   if (at < P->line_pos) { /* rare (messages about an earlier spot): count from the start */
     P->line_pos = P->base;
-    P->line_no = 1;
+    P->line_no = P->first_line;
   }
   const char *q = P->line_pos;
   while (q < at && (q = memchr(q, '\n', (size_t)(at - q))) != NULL) {
@@ -265,6 +265,13 @@ bool kiln_mlirp_string(kiln_mlirp_t *P, const char **out, size_t *len) {
   return true;
 }
 
+bool kiln_mlirp_name_string(kiln_mlirp_t *P, const char **out, size_t *len) {
+  const char *at = (kiln_mlirp_ws(P), P->p);
+  if (!kiln_mlirp_string(P, out, len)) return false;
+  if (memchr(*out, 0, *len) != NULL) return kiln_mlirp_fail_at(P, at, "NUL byte in a name");
+  return true;
+}
+
 bool kiln_mlirp_number(kiln_mlirp_t *P, kiln_mlirp_num_t *num) {
   if (P->err) return false;
   kiln_mlirp_ws(P);
@@ -385,7 +392,12 @@ bool kiln_mlirp_skip_balanced(kiln_mlirp_t *P) {
     char c = *p;
     if (c == '"') {
       p++;
-      while (p < P->end && *p != '"') p += (*p == '\\' && p + 1 < P->end) ? 2 : 1;
+      while (p < P->end && *p != '"') {
+        if (*p == 0 || (*p == '\\' && p + 1 < P->end && p[1] == 0)) {
+          return kiln_mlirp_fail_at(P, p, "unexpected NUL byte");
+        }
+        p += (*p == '\\' && p + 1 < P->end) ? 2 : 1;
+      }
       if (p >= P->end) break;
       p++;
       continue;

@@ -525,7 +525,15 @@ static bool applies_body(kiln_mlirp_t *P, kiln_mlirp_op_t *op, const char *body_
 /* stablehlo.reduce(%x init: %i), ... applies OP across dimensions = [..] : fn
  * or ... across dimensions = [..] : fn reducer(%a: t, %c: t) (%b: t, %d: t) { ... } */
 static bool reduce_form(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
-  if (kiln_mlirp_peek(P) == '(' && kiln_mlirp_peek2(P) == '{') return default_form(P, op);
+  {
+    /* `stablehlo.reduce(%a, %b) ({...}) ...` is the unquoted generic form */
+    const char *q = P->p + 1;
+    while (q < P->end && (*q == ' ' || *q == '\n' || *q == '\t')) q++;
+    if (q < P->end && *q == '%') q++;
+    while (q < P->end && (kiln_mlirp_is_id_char(*q) || *q == '-' || *q == '#')) q++;
+    while (q < P->end && (*q == ' ' || *q == '\n' || *q == '\t')) q++;
+    if (q < P->end && (*q == ',' || *q == ')')) return kiln_mlirp_generic_tail(P, op);
+  }
   kiln_mlir_value_t *ins[128], *inits[128];
   int32_t n = 0;
   do {
@@ -537,9 +545,6 @@ static bool reduce_form(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
     }
     n++;
   } while (kiln_mlirp_accept(P, ','));
-  if (kiln_mlirp_peek(P) == '(' && P->p + 1 < P->end && P->p[1] == '%') {
-    /* the generic-looking form `stablehlo.reduce(%a), (%b) ...` is not MLIR; fall through */
-  }
   for (int32_t i = 0; i < n; i++) kiln_mlirp_op_add_operand(P, op, ins[i]);
   for (int32_t i = 0; i < n; i++) kiln_mlirp_op_add_operand(P, op, inits[i]);
   const char *body_op = NULL;

@@ -410,7 +410,7 @@ static const kiln_mlir_attr_t *string_attr(kiln_mlirp_t *P, const char *s, size_
 
 static bool symbol_name(kiln_mlirp_t *P, const char **s, size_t *n) {
   if (!kiln_mlirp_expect(P, '@')) return false;
-  if (P->p < P->end && *P->p == '"') return kiln_mlirp_string(P, s, n);
+  if (P->p < P->end && *P->p == '"') return kiln_mlirp_name_string(P, s, n);
   const char *q = P->p;
   while (q < P->end && (kiln_mlirp_is_id_char(*q) || *q == '-')) q++;
   if (q == P->p) return kiln_mlirp_fail(P, "a symbol name");
@@ -597,7 +597,7 @@ static bool parse_op(kiln_mlirp_t *P, kiln_mlir_block_t *block, int32_t *cap) {
   if (kiln_mlirp_peek(P) == '"') {
     const char *s;
     size_t n;
-    if (!kiln_mlirp_string(P, &s, &n)) return false;
+    if (!kiln_mlirp_name_string(P, &s, &n)) return false;
     b.name = s;
     ok = kiln_mlirp_generic_tail(P, &b);
   } else {
@@ -755,12 +755,36 @@ static bool parse_top(kiln_mlirp_t *P) {
     if (had_module) return kiln_mlirp_fail(P, "the end of input after the module");
     if (!parse_op(P, &m->body, &cap)) return false;
   }
+  if (!P->err && !had_module && m->body.num_ops == 1 &&
+      strcmp(m->body.ops[0]->name, "builtin.module") == 0 && m->body.ops[0]->num_regions == 1 &&
+      m->body.ops[0]->regions[0].num_blocks <= 1) {
+    /* a lone generic "builtin.module" op is the module itself */
+    kiln_mlir_op_t *mod = m->body.ops[0];
+    memset(&m->body, 0, sizeof(m->body));
+    if (mod->regions[0].num_blocks == 1) m->body = mod->regions[0].blocks[0];
+    int32_t k = 0;
+    for (int32_t i = 0; i < mod->num_attrs; i++) {
+      const kiln_mlir_attr_t *v = mod->attrs[i].value;
+      if (strcmp(mod->attrs[i].name, "sym_name") == 0 && v->kind == KILN_MLIR_ATTR_STRING) {
+        m->name = v->str;
+      } else {
+        mod->attrs[k++] = mod->attrs[i];
+      }
+    }
+    m->attrs = mod->attrs;
+    m->num_attrs = k;
+  }
   if (!P->err) resolve_locations(P, &m->body);
   return !P->err;
 }
 
 kiln_status kiln_mlir_parse_text(const char *text, size_t len, const char *filename,
                                  kiln_mlir_module_t **out) {
+  return kiln_mlir_parse_text_at(text, len, filename, 1, out);
+}
+
+kiln_status kiln_mlir_parse_text_at(const char *text, size_t len, const char *filename,
+                                    int32_t first_line, kiln_mlir_module_t **out) {
   if (out == NULL) return KILN_ERR_INVALID("kiln_mlir_parse_text: out is NULL");
   *out = NULL;
   if (text == NULL && len > 0) return KILN_ERR_INVALID("kiln_mlir_parse_text: text is NULL");
@@ -772,7 +796,8 @@ kiln_status kiln_mlir_parse_text(const char *text, size_t len, const char *filen
   P.m = kiln_mlir_module_create();
   P.a = &P.m->arena;
   P.line_pos = P.base;
-  P.line_no = 1;
+  P.first_line = first_line > 0 ? first_line : 1;
+  P.line_no = P.first_line;
   parse_top(&P);
   kiln_mlirp_table_free(&P.values);
   kiln_mlirp_table_free(&P.aliases);

@@ -1,7 +1,8 @@
 /* MLIR text -> the generic IR (mlir_ir.h): the builtin dialect's types and attributes, the
  * func dialect, and every StableHLO and CHLO op in its generic and its pretty form, as JAX and
  * the StableHLO test suites write them. Errors read `file:line:col: expected <what>, found
- * <what>`. Linear time; recursion depth and memory bounded by the input.
+ * <what>`. Linear time; recursion depth and memory bounded by the input (nesting deeper than
+ * 200 and dense<> literals above 1 GiB are refused).
  *
  * Thread-safety: thread-safe (no shared state). */
 #ifndef KILN_COMPILER_FRONTEND_MLIR_TEXT_H_
@@ -17,6 +18,11 @@
  * `filename` names the input in messages (NULL: "<mlir>"). */
 kiln_status kiln_mlir_parse_text(const char *text, size_t len, const char *filename,
                                  kiln_mlir_module_t **out);
+
+/* The same for text that starts on line `first_line` of `filename` (a part returned by
+ * kiln_mlir_split_text): messages and each op's `line` count from there. */
+kiln_status kiln_mlir_parse_text_at(const char *text, size_t len, const char *filename,
+                                    int32_t first_line, kiln_mlir_module_t **out);
 
 /* One part of a file split on `// -----` lines (the MLIR test suites' separator). */
 typedef struct kiln_mlir_text_part {

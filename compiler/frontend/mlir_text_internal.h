@@ -16,6 +16,8 @@
 #include "compiler/frontend/mlir_ir.h"
 
 #define KILN_MLIRP_MAX_DEPTH 200 /* nesting of regions, attributes and types */
+/* The largest dense<> literal (a splat can describe far more than its text). */
+#define KILN_MLIRP_MAX_LITERAL_BYTES ((int64_t)1 << 30)
 
 typedef struct kiln_mlirp_sym {
   kiln_mlir_value_t *values; /* values: count results (or one block argument) */
@@ -53,6 +55,7 @@ typedef struct kiln_mlirp {
   int depth;
   const char *line_pos; /* line cursor: line_no is the line of line_pos */
   int32_t line_no;
+  int32_t first_line;         /* the line number of `base` (a part of a split file) */
   kiln_mlirp_table_t values;  /* SSA names, scoped (see scope_push/pop) */
   kiln_mlirp_table_t aliases; /* #name / !name */
   kiln_mlirp_table_t types;   /* tensor types by their text: each distinct one built once */
@@ -98,6 +101,8 @@ bool kiln_mlirp_accept_kw(kiln_mlirp_t *P, const char *kw);
 bool kiln_mlirp_expect_kw(kiln_mlirp_t *P, const char *kw);
 /* A `"..."` literal with escapes decoded into the arena (NUL-terminated; len excludes it). */
 bool kiln_mlirp_string(kiln_mlirp_t *P, const char **out, size_t *len);
+/* The same for a quoted name (op, attribute, symbol): a NUL byte in it is an error. */
+bool kiln_mlirp_name_string(kiln_mlirp_t *P, const char **out, size_t *len);
 /* An integer literal (decimal, or 0x hex), optional leading '-'. */
 bool kiln_mlirp_integer(kiln_mlirp_t *P, int64_t *out);
 /* A number token: sets is_float, is_hex; text span. Leading '-' allowed. */
