@@ -155,7 +155,7 @@ static int run_checks(kiln_mlir_module_t *m, const char *fname, int *failed) {
   *failed = 0;
   for (int32_t i = 0; i < n; i++) {
     char msg[256];
-    if (kiln_stablehlo_check_eval(&checks[i], out, msg, sizeof msg))
+    if (kiln_stablehlo_check_eval(&checks[i], out, msg, sizeof msg, NULL))
       passed++;
     else
       (*failed)++;
@@ -360,12 +360,95 @@ static void test_while_and_case_with_captured_values_from_text(void **state) {
   kiln_mlir_module_destroy(m);
 }
 
+/* ---- bytecode and text twins convert to the same HLO ---- */
+
+#include <dirent.h>
+
+#include "compiler/frontend/mlir_bytecode.h"
+#include "tools/common/hlo_file.h"
+
+static char *convert_to_text(const kiln_mlir_module_t *m, const char *fn, kiln_status *st) {
+  kiln_hlo_module_t *hm = NULL;
+  *st = kiln_stablehlo_to_hlo(m, fn, &hm);
+  if (*st) return NULL;
+  char *t = kiln_hlo_module_to_string(hm);
+  kiln_hlo_module_destroy(hm);
+  return t;
+}
+
+static void test_vhlo_bytecode_converts_to_the_same_hlo_as_its_text_twin(void **state) {
+  (void)state;
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/../stablehlo/stablehlo/tests/vhlo", kiln_corpus_dir());
+  DIR *d = opendir(dir);
+  if (!d) KILN_SKIP("no VHLO material at %s", dir);
+  int files = 0, same = 0, neither = 0, differ = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!kiln_str_ends_with(e->d_name, ".mlir.bc") || !strncmp(e->d_name, "invalid", 7)) continue;
+    char bc_path[8300], txt_path[8300];
+    snprintf(bc_path, sizeof bc_path, "%s/%s", dir, e->d_name);
+    snprintf(txt_path, sizeof txt_path, "%s", bc_path);
+    txt_path[strlen(txt_path) - 3] = 0;
+    char *bc = NULL, *txt = NULL;
+    size_t bn = 0, tn = 0;
+    assert_null(kiln_read_file(bc_path, &bc, &bn));
+    assert_null(kiln_read_file(txt_path, &txt, &tn));
+    kiln_mlir_module_t *mb = NULL, *mt = NULL;
+    assert_null(kiln_mlir_read_bytecode(bc, bn, &mb));
+    kiln_status ps = kiln_mlir_parse_text(txt, tn, txt_path, &mt);
+    if (ps) fprintf(stderr, "%s\n", kiln_status_message(ps));
+    assert_null(ps);
+    files++;
+    for (int32_t i = 0; i < mt->body.num_ops; i++) {
+      const kiln_mlir_op_t *f = mt->body.ops[i];
+      const kiln_mlir_attr_t *nm = kiln_mlir_op_attr(f, "sym_name");
+      if (strcmp(f->name, "func.func") != 0 || !nm || !nm->str) continue;
+      kiln_status sb, stx;
+      char *hb = convert_to_text(mb, nm->str, &sb), *ht = convert_to_text(mt, nm->str, &stx);
+      if (!sb && !stx && !strcmp(hb, ht)) {
+        same++;
+      } else if (sb && stx && kiln_status_code(sb) == kiln_status_code(stx)) {
+        neither++;
+      } else {
+        differ++;
+        printf("differ: %s @%s: bytecode %s, text %s\n", e->d_name, nm->str,
+               sb ? kiln_status_message(sb) : "converts",
+               stx ? kiln_status_message(stx) : "converts");
+        if (hb && ht) {
+          size_t k = 0;
+          while (hb[k] && hb[k] == ht[k]) k++;
+          while (k > 0 && hb[k - 1] != '\n') k--;
+          printf("  bytecode: %.120s\n  text:     %.120s\n", hb + k, ht + k);
+        }
+      }
+      kiln_status_free(sb);
+      kiln_status_free(stx);
+      kiln_free(hb);
+      kiln_free(ht);
+    }
+    kiln_mlir_module_destroy(mb);
+    kiln_mlir_module_destroy(mt);
+    kiln_free(bc);
+    kiln_free(txt);
+  }
+  closedir(d);
+  printf(
+      "vhlo: %d file pairs: %d functions convert to the same HLO, %d convert from neither "
+      "(the same error), %d differ\n",
+      files, same, neither, differ);
+  assert_true(files > 0);
+  assert_true(same > 0);
+  assert_int_equal(differ, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_add_of_constants_passes_its_check_and_a_wrong_expectation_fails),
       cmocka_unit_test(test_entry_converts_with_parameters_aliasing_and_one_result),
       cmocka_unit_test(test_unknown_op_and_dynamic_shape_are_unimplemented_naming_them),
       cmocka_unit_test(test_while_and_case_with_captured_values_from_text),
+      cmocka_unit_test(test_vhlo_bytecode_converts_to_the_same_hlo_as_its_text_twin),
   };
   return kiln_run_tests(tests, NULL, NULL);
 }

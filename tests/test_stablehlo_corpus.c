@@ -5,9 +5,9 @@
  * (compiled through LLVM). Prints per backend the functions passed / run and each failure
  * with its reason, and fails below the floor reached (so that a regression fails).
  *
- * The host run compiles every function and is the slow one: it runs every
- * KILN_STABLEHLO_HOST_SAMPLE-th function (default below), or every KILN_CORPUS_SAMPLE-th
- * when that is set (the ASan run). Where the material is absent the tests skip. */
+ * The host run compiles every function and is the slow one (about 70 s on 2 cores): it runs
+ * every function by default, every 10th under ASan, every KILN_STABLEHLO_HOST_SAMPLE-th or
+ * KILN_CORPUS_SAMPLE-th when set. Where the material is absent the tests skip. */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,10 +26,28 @@
 #include "tools/common/hlo_file.h"
 #include "tools/common/stablehlo_run.h"
 
-/* Floors: the pass rates reached (functions whose checks all pass / functions run). */
-#define REFERENCE_FLOOR 0.0
-#define HOST_FLOOR 0.0
-#define HOST_SAMPLE_DEFAULT 1
+/* Floors: the pass rates reached (functions whose checks all pass / functions run; math:
+ * files), so that a regression fails. A sampled host run (ASan) gets a looser floor: its
+ * few functions make the rate coarse. The full host run takes about 70 s on 2 cores, so it
+ * runs in full by default. */
+#define REFERENCE_FLOOR 0.955
+#define HOST_FLOOR 0.925
+#define HOST_SAMPLED_FLOOR 0.85
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+/* Under ASan (a Debug build, several times slower) the host runs one function in 10 and one
+ * math file in 5, unless KILN_CORPUS_SAMPLE says otherwise. */
+#define HOST_SAMPLE_DEFAULT (UNDER_ASAN ? 10 : 1)
+#define MATH_SAMPLE_DEFAULT (UNDER_ASAN ? 5 : 1)
+#define MATH_FLOOR 0.40
 
 static char g_dir[4096];
 
@@ -127,14 +145,59 @@ static void test_stablehlo_corpus_on_the_host_backend(void **state) {
   if (env && atoi(env) > 0) sample = atoi(env);
   kiln_device_t *dev = NULL;
   assert_null(kiln_host_device_create(0, &dev));
-  run_corpus(dev, sample, "host", HOST_FLOOR);
+  run_corpus(dev, sample, "host", sample > 1 ? HOST_SAMPLED_FLOOR : HOST_FLOOR);
   kiln_device_destroy(dev);
+}
+
+/* stablehlo/tests/math: accuracy tests (expect_close with a ulp tolerance) on the host
+ * backend, one line per file with the largest ulp distance seen next to the tolerance. */
+static void test_stablehlo_math_on_the_host_backend(void **state) {
+  (void)state;
+  if (!find_material()) KILN_SKIP("no StableHLO material at %s", g_dir);
+  kiln_device_t *dev = NULL;
+  assert_null(kiln_host_device_create(0, &dev));
+  char dir[4300];
+  snprintf(dir, sizeof dir, "%s/stablehlo/tests/math", g_dir);
+  char **paths;
+  int n = list_mlir(dir, &paths);
+  int64_t sample = MATH_SAMPLE_DEFAULT;
+  const char *env = getenv("KILN_CORPUS_SAMPLE");
+  if (env && atoi(env) > 0) sample = atoi(env);
+  int passed = 0, run = 0;
+  for (int i = 0; i < n; i++) {
+    kiln_stablehlo_run_options_t o;
+    memset(&o, 0, sizeof o);
+    o.device = dev;
+    o.constants_as_params = true;
+    kiln_stablehlo_run_stats_t st;
+    memset(&st, 0, sizeof st);
+    if (i % sample == 0) {
+      assert_null(kiln_stablehlo_run_file(paths[i], &o, &st));
+      const char *base = strrchr(paths[i], '/') + 1;
+      run++;
+      if (st.functions && st.passed == st.functions) passed++;
+      if (st.failures.data && st.passed != st.functions) {
+        printf("math %-28s FAIL %s", base, kiln_strbuf_cstr(&st.failures) + 2);
+      } else {
+        printf("math %-28s pass: max %.0f ulp (tolerance %" PRIu64 ")\n", base, st.max_ulp,
+               st.ulp_tolerance);
+      }
+    }
+    kiln_stablehlo_run_stats_free(&st);
+    kiln_free(paths[i]);
+  }
+  kiln_free(paths);
+  kiln_device_destroy(dev);
+  printf("math on the host: %d / %d files pass\n", passed, run);
+  assert_true(run > 0);
+  assert_true(passed >= MATH_FLOOR * run);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_stablehlo_corpus_on_the_reference_evaluator),
       cmocka_unit_test(test_stablehlo_corpus_on_the_host_backend),
+      cmocka_unit_test(test_stablehlo_math_on_the_host_backend),
   };
   return kiln_run_tests(tests, NULL, NULL);
 }

@@ -165,13 +165,126 @@ static kiln_status convert_mulhi(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   return NULL;
 }
 
+/* chlo.scan -> HLO scan (inputs, then inits; the body maps (input slices..., carries...) to
+ * (outputs..., carries...), as chlo.scan's region does). */
+static kiln_status convert_scan(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  if (op->num_regions != 1) return SHC_INVALID(op, "expected a body");
+  int64_t *seg;
+  int32_t nseg;
+  SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "operandSegmentSizes"), "operandSegmentSizes",
+                        &seg, &nseg));
+  if (nseg != 2 || seg[0] + seg[1] != op->num_operands)
+    return SHC_INVALID(op, "operandSegmentSizes must split the operands into inputs and inits");
+  const char *sh, *ops, *body;
+  SHC_TRY(shc_results_tuple_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+  SHC_TRY(shc_region_computation(c, op, &op->regions[0], true, &body));
+  return shc_bind_tuple_results(
+      c, op,
+      shc_emit(c, sh,
+               "scan(%s), dimensions={%" PRId64 "}, num_carries=%" PRId64
+               ", is_reverse=%s, to_apply=%s",
+               ops, shc_attr_int(kiln_mlir_op_attr(op, "dimension"), 0), seg[1],
+               shc_attr_int(kiln_mlir_op_attr(op, "is_reverse"), 0) ? "true" : "false", body));
+}
+
+/* chlo.ragged_dot -> HLO ragged-dot with its dimension numbers. */
+static kiln_status convert_ragged_dot(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  const kiln_mlir_attr_t *dn = kiln_mlir_op_attr(op, "ragged_dot_dimension_numbers");
+  if (!dn) return SHC_INVALID(op, "no ragged_dot_dimension_numbers");
+  static const char *const f[6] = {"lhs_batching_dimensions",    "rhs_batching_dimensions",
+                                   "lhs_contracting_dimensions", "rhs_contracting_dimensions",
+                                   "lhs_ragged_dimensions",      "rhs_group_dimensions"};
+  const char *t[6];
+  for (int k = 0; k < 6; k++) {
+    int64_t *d;
+    int32_t nd;
+    SHC_TRY(shc_attr_ints(c, op, kiln_mlir_attr_field(dn, f[k]), f[k], &d, &nd));
+    t[k] = shc_ints_text(c, d, nd);
+  }
+  const char *sh, *ops;
+  SHC_TRY(shc_type_text(c, op->results[0].type, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, 3, &ops));
+  shc_bind(
+      c, &op->results[0],
+      shc_emit(c, sh,
+               "ragged-dot(%s), lhs_batch_dims=%s, rhs_batch_dims=%s, lhs_contracting_dims=%s, "
+               "rhs_contracting_dims=%s, lhs_ragged_dims=%s, rhs_group_dims=%s",
+               ops, t[0], t[1], t[2], t[3], t[4], t[5]));
+  return NULL;
+}
+
+/* A constant of element type `e` broadcast to `shape`. */
+static kiln_status fconst(shc_ctx_t *c, const kiln_mlir_type_t *e, const char *shape, int32_t rank,
+                          double v, const char **out) {
+  const char *s;
+  SHC_TRY(shc_scalar_const(c, e, v, &s));
+  *out = shc_broadcast_scalar(c, s, shape, rank);
+  return NULL;
+}
+
+/* chlo.erf_inv for f32 (f16 / bf16 computed in f32): the single-precision rational
+ * approximation XLA's CHLO legalization uses (M. Giles), with erf_inv(+-1) = +-inf. */
+static kiln_status convert_erf_inv(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  const kiln_mlir_type_t *rt = op->results[0].type, *e = shc_elem_type(rt);
+  if (!shc_is_float(e) || e->elem == KILN_F64 || kiln_elem_type_bits(e->elem) < 16)
+    return SHC_UNIMPL(op, "erf_inv of %s",
+                      shc_is_float(e) ? kiln_elem_type_name(e->elem) : "this type");
+  static const double small[9] = {2.81022636e-08,  3.43273939e-07, -3.5233877e-06,
+                                  -4.39150654e-06, 0.00021858087,  -0.00125372503,
+                                  -0.00417768164,  0.246640727,    1.50140941};
+  static const double large[9] = {-0.000200214257, 0.000100950558, 0.00134934322,
+                                  -0.00367342844,  0.00573950773,  -0.0076224613,
+                                  0.00943887047,   1.00167406,     2.83297682};
+  const char *x, *rsh;
+  SHC_TRY(shc_lookup(c, op->operands[0], &x));
+  SHC_TRY(shc_type_text(c, rt, &rsh));
+  int32_t rank = rt->kind == KILN_MLIR_TYPE_TENSOR ? rt->rank : 0;
+  kiln_mlir_type_t f32t;
+  memset(&f32t, 0, sizeof f32t);
+  f32t.kind = KILN_MLIR_TYPE_FLOAT;
+  f32t.elem = KILN_F32;
+  const char *sh = shape_with(c, rt, "f32"), *psh = shape_with(c, rt, "pred");
+  if (e->elem != KILN_F32) x = shc_emit(c, sh, "convert(%s)", x);
+  const char *one, *five, *half5, *three, *inf;
+  SHC_TRY(fconst(c, &f32t, sh, rank, 1.0, &one));
+  SHC_TRY(fconst(c, &f32t, sh, rank, 5.0, &five));
+  SHC_TRY(fconst(c, &f32t, sh, rank, 2.5, &half5));
+  SHC_TRY(fconst(c, &f32t, sh, rank, 3.0, &three));
+  SHC_TRY(fconst(c, &f32t, sh, rank, 1.0 / 0.0, &inf));
+  const char *xx = shc_emit(c, sh, "multiply(%s, %s)", x, x);
+  const char *w = shc_emit(c, sh, "negate(%s)",
+                           shc_emit(c, sh, "log-plus-one(%s)", shc_emit(c, sh, "negate(%s)", xx)));
+  const char *lt = shc_emit(c, psh, "compare(%s, %s), direction=LT", w, five);
+  const char *ws = shc_emit(c, sh, "subtract(%s, %s)", w, half5);
+  const char *wl = shc_emit(c, sh, "subtract(%s, %s)", shc_emit(c, sh, "sqrt(%s)", w), three);
+  w = shc_emit(c, sh, "select(%s, %s, %s)", lt, ws, wl);
+  const char *p = NULL;
+  for (int i = 0; i < 9; i++) {
+    const char *cs, *cl;
+    SHC_TRY(fconst(c, &f32t, sh, rank, small[i], &cs));
+    SHC_TRY(fconst(c, &f32t, sh, rank, large[i], &cl));
+    const char *coef = shc_emit(c, sh, "select(%s, %s, %s)", lt, cs, cl);
+    p = p ? shc_emit(c, sh, "add(%s, %s)", coef, shc_emit(c, sh, "multiply(%s, %s)", p, w)) : coef;
+  }
+  const char *r = shc_emit(c, sh, "multiply(%s, %s)", p, x);
+  const char *at1 =
+      shc_emit(c, psh, "compare(%s, %s), direction=EQ", shc_emit(c, sh, "abs(%s)", x), one);
+  r = shc_emit(c, sh, "select(%s, %s, %s)", at1, shc_emit(c, sh, "multiply(%s, %s)", x, inf), r);
+  if (e->elem != KILN_F32) r = shc_emit(c, rsh, "convert(%s)", r);
+  shc_bind(c, &op->results[0], r);
+  return NULL;
+}
+
 kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled) {
   *handled = false;
   if (strncmp(op->name, "chlo.", 5) != 0) return NULL;
   const char *n = op->name + 5;
   *handled = true;
+  if (!strcmp(n, "scan")) return convert_scan(c, op);
   if (op->num_results != 1 && strcmp(n, "top_k") != 0)
     return SHC_UNIMPL(op, "CHLO op is not supported");
+  if (!strcmp(n, "ragged_dot")) return convert_ragged_dot(c, op);
   const char *sh = NULL, *x = NULL;
   if (op->num_results == 1) SHC_TRY(shc_type_text(c, op->results[0].type, &sh));
   for (size_t i = 0; i < sizeof kUnary / sizeof kUnary[0]; i++) {
@@ -206,6 +319,23 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
   const kiln_mlir_type_t *rt = op->num_results == 1 ? op->results[0].type : NULL;
   int32_t rank = rt && rt->kind == KILN_MLIR_TYPE_TENSOR ? rt->rank : 0;
   if (!strcmp(n, "mulhi")) return convert_mulhi(c, op);
+  if (!strcmp(n, "erf_inv")) return convert_erf_inv(c, op);
+  if (!strcmp(n, "atan") && shc_is_complex(shc_elem_type(rt))) {
+    /* atan(z) = (i / 2) * log((i + z) / (i - z)) */
+    SHC_TRY(shc_lookup(c, op->operands[0], &x));
+    const kiln_mlir_type_t *e = shc_elem_type(rt);
+    const char *ce;
+    SHC_TRY(shc_elem_text(e, &ce));
+    const char *i1 = shc_broadcast_scalar(
+        c, shc_emit(c, kiln_arena_printf(&c->arena, "%s[]", ce), "constant((0, 1))"), sh, rank);
+    const char *ih = shc_broadcast_scalar(
+        c, shc_emit(c, kiln_arena_printf(&c->arena, "%s[]", ce), "constant((0, 0.5))"), sh, rank);
+    const char *q = shc_emit(c, sh, "divide(%s, %s)", shc_emit(c, sh, "add(%s, %s)", i1, x),
+                             shc_emit(c, sh, "subtract(%s, %s)", i1, x));
+    shc_bind(c, &op->results[0],
+             shc_emit(c, sh, "multiply(%s, %s)", ih, shc_emit(c, sh, "log(%s)", q)));
+    return NULL;
+  }
   if (!strcmp(n, "atan")) {
     SHC_TRY(shc_lookup(c, op->operands[0], &x));
     const char *one;

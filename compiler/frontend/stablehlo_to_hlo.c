@@ -853,8 +853,8 @@ static kiln_status convert_check(shc_ctx_t *c, const kiln_mlir_op_t *op, const c
   const kiln_mlir_attr_t *a;
   if ((a = kiln_mlir_op_attr(op, "tolerance")) && a->kind == KILN_MLIR_ATTR_FLOAT)
     k.tolerance = a->f;
-  if ((a = kiln_mlir_op_attr(op, "max_ulp_difference"))) k.max_ulp = shc_attr_int(a, 3);
-  if ((a = kiln_mlir_op_attr(op, "min_ulp_difference"))) k.min_ulp = shc_attr_int(a, 0);
+  if ((a = kiln_mlir_op_attr(op, "max_ulp_difference"))) k.max_ulp = (uint64_t)shc_attr_int(a, 3);
+  if ((a = kiln_mlir_op_attr(op, "min_ulp_difference"))) k.min_ulp = (uint64_t)shc_attr_int(a, 0);
   if (op->num_operands < 1) return SHC_INVALID(op, "a check without operands");
   if (k.kind != KILN_STABLEHLO_CHECK_UNSUPPORTED) {
     int32_t nvals = is_const ? 1 : 2;

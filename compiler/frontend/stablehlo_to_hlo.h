@@ -49,7 +49,7 @@ typedef struct kiln_stablehlo_check {
   int32_t want;                     /* output index of the expected value, -1: want_const */
   const kiln_literal_t *want_const; /* _const forms (borrowed from the MLIR module) */
   double tolerance;                 /* ALMOST_EQ (default 1e-4) */
-  int64_t min_ulp, max_ulp;         /* CLOSE (defaults 0, 3) */
+  uint64_t min_ulp, max_ulp;        /* CLOSE (defaults 0, 3) */
 } kiln_stablehlo_check_t;
 
 /* True when the function holds check ops. */
@@ -65,8 +65,9 @@ kiln_status kiln_stablehlo_checks_to_hlo(const kiln_mlir_module_t *m, const kiln
                                          int32_t *num_checks, kiln_literal_t ***params,
                                          int32_t *num_params);
 /* Applies `check` to the entry's result tuple `outputs`. Returns true when it passes; else
- * writes the first difference into msg. */
+ * writes the first difference into msg. *worst (may be NULL) receives the largest distance
+ * seen: ulps for CLOSE, the absolute difference for ALMOST_EQ, 0 otherwise. */
 bool kiln_stablehlo_check_eval(const kiln_stablehlo_check_t *check, const kiln_literal_t *outputs,
-                               char *msg, size_t msg_size);
+                               char *msg, size_t msg_size, double *worst);
 
 #endif /* KILN_COMPILER_FRONTEND_STABLEHLO_TO_HLO_H_ */

@@ -28,26 +28,37 @@ static int64_t ordered(uint64_t bits, int nbits) {
   return (bits & sign) ? -(int64_t)mag : (int64_t)mag;
 }
 
+/* ulp distance as the interpreter counts it: 0 for equal values (NaN and NaN included), the
+ * largest distance (2^64 - 1) when either is not finite and they differ, else the number of
+ * representable values between them. */
+static uint64_t ulp_distance(double w, double g, uint64_t wb, uint64_t gb, int nbits) {
+  if (isnan(w) && isnan(g)) return 0;
+  if (w == g) return 0;
+  if (!isfinite(w) || !isfinite(g)) return UINT64_MAX;
+  int64_t a = ordered(wb, nbits), b = ordered(gb, nbits);
+  return a > b ? (uint64_t)(a - b) : (uint64_t)(b - a);
+}
+
 static bool close_part(double w, double g, uint64_t wb, uint64_t gb, int nbits,
                        const kiln_stablehlo_check_t *k, double *err) {
   *err = 0;
+  if (k->kind == KILN_STABLEHLO_CHECK_CLOSE) {
+    uint64_t d = ulp_distance(w, g, wb, gb, nbits);
+    *err = (double)d;
+    return d >= k->min_ulp && d <= k->max_ulp;
+  }
   if (isnan(w) || isnan(g)) return isnan(w) && isnan(g);
   if (k->kind == KILN_STABLEHLO_CHECK_EQ) return w == g;
   if (isinf(w) || isinf(g)) return w == g;
-  if (k->kind == KILN_STABLEHLO_CHECK_ALMOST_EQ) {
-    double d = fabs(w - g);
-    *err = d;
-    return d <= k->tolerance || d <= k->tolerance * fabs(w);
-  }
-  int64_t d = ordered(wb, nbits) - ordered(gb, nbits);
-  if (d < 0) d = -d;
-  *err = (double)d;
-  return d >= k->min_ulp && d <= k->max_ulp;
+  double d = fabs(w - g);
+  *err = d;
+  return d <= k->tolerance || d <= k->tolerance * fabs(w);
 }
 
 bool kiln_stablehlo_check_eval(const kiln_stablehlo_check_t *k, const kiln_literal_t *outputs,
-                               char *msg, size_t msg_size) {
+                               char *msg, size_t msg_size, double *worst_out) {
   if (msg_size) msg[0] = 0;
+  if (worst_out) *worst_out = 0;
   if (k->kind == KILN_STABLEHLO_CHECK_UNSUPPORTED) {
     snprintf(msg, msg_size, "%s is not supported (it needs the interpreter's probe files)",
              k->op_name);
@@ -112,6 +123,7 @@ bool kiln_stablehlo_check_eval(const kiln_stablehlo_check_t *k, const kiln_liter
       }
     }
   }
+  if (worst_out) *worst_out = worst;
   if (bad) {
     size_t len = strlen(msg);
     snprintf(msg + len, msg_size - len, " (%" PRId64 " of %" PRId64 " elements differ%s)", bad,

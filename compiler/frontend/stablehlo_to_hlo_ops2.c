@@ -2,6 +2,7 @@
  * select_and_scatter, sort, map, gather, scatter, convolution), custom_call, collectives. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compiler/frontend/stablehlo_to_hlo_internal.h"
@@ -464,7 +465,7 @@ static kiln_status convert_custom_call(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   if (bc && bc->kind == KILN_MLIR_ATTR_STRING && bc->str_len) {
     kiln_strbuf_append(&b, ", backend_config=");
     escape_into(&b, bc->str, bc->str_len);
-  } else if (bc && bc->kind == KILN_MLIR_ATTR_DICTIONARY) {
+  } else if (bc && bc->kind == KILN_MLIR_ATTR_DICTIONARY && bc->num_elements > 0) {
     kiln_strbuf_append(&b, ", backend_config=");
     kiln_status s = dict_value_text(op, &b, bc, 0);
     if (s) {
@@ -505,15 +506,27 @@ static kiln_status convert_custom_call(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   return bind_results(c, op, v);
 }
 
+/* The shortest decimal that reads back as the same f32 (epsilon is an f32 attribute: text and
+ * bytecode readers hand it over as the decimal or as the f32 value). */
+static const char *f32_text(shc_ctx_t *c, double v) {
+  float f = (float)v;
+  char buf[64];
+  for (int p = 1; p <= 9; p++) {
+    snprintf(buf, sizeof buf, "%.*g", p, (double)f);
+    if (strtof(buf, NULL) == f) break;
+  }
+  return kiln_arena_strdup(&c->arena, buf);
+}
+
 static kiln_status convert_batch_norm(shc_ctx_t *c, const kiln_mlir_op_t *op, const char *hlo) {
   const char *sh, *ops;
   SHC_TRY(results_shape(c, op, &sh));
   SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
   const kiln_mlir_attr_t *eps = kiln_mlir_op_attr(op, "epsilon");
-  return bind_results(
-      c, op,
-      shc_emit(c, sh, "%s(%s), epsilon=%.9g, feature_index=%" PRId64, hlo, ops,
-               eps ? eps->f : 0.001, shc_attr_int(kiln_mlir_op_attr(op, "feature_index"), 0)));
+  return bind_results(c, op,
+                      shc_emit(c, sh, "%s(%s), epsilon=%s, feature_index=%" PRId64, hlo, ops,
+                               f32_text(c, eps ? eps->f : 0.001),
+                               shc_attr_int(kiln_mlir_op_attr(op, "feature_index"), 0)));
 }
 
 kiln_status shc_convert_complex_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled) {

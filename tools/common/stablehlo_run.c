@@ -80,10 +80,18 @@ static void run_function(const kiln_mlir_module_t *mm, const kiln_mlir_op_t *f, 
   }
   int32_t passed = 0, failed = 0;
   char first[512] = "";
+  double fn_ulp = -1;
+  uint64_t fn_tol = 0;
   if (!s) {
     for (int32_t i = 0; i < nchecks; i++) {
       char msg[512];
-      if (kiln_stablehlo_check_eval(&checks[i], result, msg, sizeof msg)) {
+      double worst = 0;
+      bool ok = kiln_stablehlo_check_eval(&checks[i], result, msg, sizeof msg, &worst);
+      if (checks[i].kind == KILN_STABLEHLO_CHECK_CLOSE) {
+        if (worst > fn_ulp) fn_ulp = worst;
+        if (checks[i].max_ulp > fn_tol) fn_tol = checks[i].max_ulp;
+      }
+      if (ok) {
         passed++;
       } else {
         if (!failed) snprintf(first, sizeof first, "%s", msg);
@@ -97,8 +105,12 @@ static void run_function(const kiln_mlir_module_t *mm, const kiln_mlir_op_t *f, 
     } else {
       st->passed++;
     }
+    if (fn_ulp > st->max_ulp) st->max_ulp = fn_ulp;
+    if (fn_tol > st->ulp_tolerance) st->ulp_tolerance = fn_tol;
     if (o->print) {
-      printf("@%s: checks: %d passed, %d failed\n", name, (int)passed, (int)failed);
+      printf("@%s: checks: %d passed, %d failed", name, (int)passed, (int)failed);
+      if (fn_ulp >= 0) printf(" (max %.0f ulp, tolerance %" PRIu64 ")", fn_ulp, fn_tol);
+      printf("\n");
       if (failed) printf("  %s\n", first);
     }
   } else {
