@@ -33,6 +33,8 @@ typedef struct kiln_pjrt_compile_options {
   /* CompileOptionsProto.env_option_overrides kept as key=value text (owned). */
   int32_t num_env_overrides;
   char **env_overrides;
+  /* ExecutableBuildOptionsProto.result_layout as HLO shape text (owned), NULL when not set. */
+  char *result_layout;
 } kiln_pjrt_compile_options_t;
 
 /* Decodes `n` bytes (n == 0: defaults) into *out (release with _free). */

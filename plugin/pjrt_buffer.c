@@ -1,4 +1,980 @@
-/* PLACEHOLDER (being written): the buffer slots. */
-#include "plugin/pjrt_internal.h"
+/* Buffers (pjrt_objects.h): storage shared through references, holds that make Delete wait,
+ * donation, host transfers with any byte strides and dense layouts, copies between devices
+ * and memories. Also the client's buffer-making slots: BufferFromHostBuffer,
+ * CreateUninitializedBuffer, CreateViewOfDeviceBuffer (api_table.c fills buffers after the
+ * client, so these replace nothing of pjrt_client.c's).
+ *
+ * Transfers are synchronous: every copy has finished before the call returns, and the event
+ * it hands out is already ready. That is what PJRT allows (an event may be ready at once),
+ * and it makes all three host-buffer semantics correct at once: done_with_host_buffer is
+ * ready when BufferFromHostBuffer returns, because kiln no longer reads `data` by then. The
+ * zero-copy semantics copy too (PJRT lets a plugin copy); kMutableZeroCopy, which promises
+ * aliasing, is UNIMPLEMENTED.
+ *
+ * Layouts: a buffer's device layout is a dense minor_to_major permutation (default rank-1 ...
+ * 0). A requested layout with tiles other than trivial ones (every tile dimension 1) is
+ * UNIMPLEMENTED, as are strides that are not a dense permutation. Host data with any
+ * non-negative byte strides is densified into the device layout; ToHostBuffer writes any
+ * dense permutation the caller asks for.
+ *
+ * Sub-byte types (s2/s4/u2/u4, f4) and pred take one byte per element on the host and on
+ * the device, as kiln stores them.
+ *
+ * Thread-safety: thread-safe; a buffer's mutex guards its storage, holds and deletion; the
+ * storage's reference count is atomic; streams are taken from the device's pool. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-void kiln_pjrt_fill_buffer(PJRT_Api *api) { (void)api; }
+#include "base/alloc.h"
+#include "plugin/pjrt_objects.h"
+
+#define ERR(code, ...) kiln_pjrt_error_make((code), __VA_ARGS__)
+
+/* ---- storage ----------------------------------------------------------------------------- */
+
+static void stats_add(PJRT_Device *d, int64_t n) {
+  int64_t now = atomic_fetch_add(&d->bytes_in_use, n) + n;
+  int64_t peak = atomic_load(&d->peak_bytes_in_use);
+  while (now > peak && !atomic_compare_exchange_weak(&d->peak_bytes_in_use, &peak, now)) {
+  }
+  atomic_fetch_add(&d->num_allocs, 1);
+}
+
+static kiln_pjrt_storage_t *storage_new(PJRT_Device *dev, kiln_device_buffer_t *buf,
+                                        int32_t memory_kind, bool count) {
+  kiln_pjrt_storage_t *st = kiln_calloc(1, sizeof(*st));
+  atomic_store(&st->refs, 1);
+  st->buf = buf;
+  st->device = dev;
+  st->client = dev->client;
+  st->memory_kind = memory_kind;
+  st->host_accessible = !dev->client->is_cuda;
+  kiln_pjrt_client_retain(dev->client);
+  if (count) {
+    st->counted_bytes = (int64_t)buf->size;
+    stats_add(dev, st->counted_bytes);
+  }
+  return st;
+}
+
+void kiln_pjrt_storage_unref(kiln_pjrt_storage_t *s) {
+  if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return;
+  PJRT_Device *dev = s->device;
+  PJRT_Client *c = s->client;
+  if (s->on_delete) s->on_delete((void *)(uintptr_t)s->buf->ptr, s->on_delete_arg);
+  if (s->pinned_host) kiln_device_host_free(dev->kdev, s->pinned_host);
+  kiln_device_buffer_destroy(s->buf);
+  if (s->counted_bytes) atomic_fetch_sub(&dev->bytes_in_use, s->counted_bytes);
+  kiln_free(s);
+  kiln_pjrt_client_release(c);
+}
+
+/* New memory of `size` bytes in memory kind `kind` of `dev`. */
+static kiln_status storage_alloc(PJRT_Device *dev, int32_t kind, uint64_t size,
+                                 kiln_pjrt_storage_t **out) {
+  *out = NULL;
+  if (kind == 1 && dev->client->is_cuda) {
+    void *p = NULL;
+    KILN_RETURN_IF_ERROR(kiln_device_host_alloc(dev->kdev, size ? size : 1, &p),
+                         "while allocating %llu bytes of pinned host memory for %s",
+                         (unsigned long long)size, dev->desc.to_string);
+    kiln_device_buffer_t *b = NULL;
+    kiln_status s = kiln_device_buffer_wrap(dev->kdev, (kiln_devptr_t)(uintptr_t)p, size, &b);
+    if (s) {
+      kiln_device_host_free(dev->kdev, p);
+      return s;
+    }
+    kiln_pjrt_storage_t *st = storage_new(dev, b, 1, false);
+    st->pinned_host = p;
+    st->host_accessible = true;
+    *out = st;
+    return NULL;
+  }
+  kiln_device_buffer_t *b = NULL;
+  KILN_RETURN_IF_ERROR(kiln_device_buffer_create(dev->kdev, size, &b), "for a buffer on %s",
+                       dev->desc.to_string);
+  *out = storage_new(dev, b, kind, kind == 0);
+  return NULL;
+}
+
+/* Copies between host memory and a storage, synchronously. */
+static kiln_status storage_write(kiln_pjrt_storage_t *st, uint64_t off, const void *src,
+                                 uint64_t n) {
+  if (!n) return NULL;
+  if (st->host_accessible) {
+    memcpy((char *)(uintptr_t)st->buf->ptr + off, src, n);
+    return NULL;
+  }
+  kiln_stream_t *s = NULL;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_pjrt_device_stream_acquire(st->device, &s));
+  kiln_status e = kiln_stream_memcpy_h2d(s, st->buf->ptr + off, src, n);
+  e = kiln_status_join(e, kiln_stream_synchronize(s));
+  kiln_pjrt_device_stream_release(st->device, s);
+  return e;
+}
+
+static kiln_status storage_read(kiln_pjrt_storage_t *st, uint64_t off, void *dst, uint64_t n) {
+  if (!n) return NULL;
+  if (st->host_accessible) {
+    memcpy(dst, (const char *)(uintptr_t)st->buf->ptr + off, n);
+    return NULL;
+  }
+  kiln_stream_t *s = NULL;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_pjrt_device_stream_acquire(st->device, &s));
+  kiln_status e = kiln_stream_memcpy_d2h(s, dst, st->buf->ptr + off, n);
+  e = kiln_status_join(e, kiln_stream_synchronize(s));
+  kiln_pjrt_device_stream_release(st->device, s);
+  return e;
+}
+
+static kiln_status storage_copy(kiln_pjrt_storage_t *dst, kiln_pjrt_storage_t *src, uint64_t n) {
+  if (!n) return NULL;
+  if (dst->host_accessible) return storage_read(src, 0, (void *)(uintptr_t)dst->buf->ptr, n);
+  if (src->host_accessible) return storage_write(dst, 0, (const void *)(uintptr_t)src->buf->ptr, n);
+  if (dst->device->kdev == src->device->kdev) {
+    kiln_stream_t *s = NULL;
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_pjrt_device_stream_acquire(dst->device, &s));
+    kiln_status e = kiln_stream_memcpy_d2d(s, dst->buf->ptr, src->buf->ptr, n);
+    e = kiln_status_join(e, kiln_stream_synchronize(s));
+    kiln_pjrt_device_stream_release(dst->device, s);
+    return e;
+  }
+  void *tmp = kiln_try_malloc(n);
+  if (!tmp) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "cannot stage %llu bytes",
+                                    (unsigned long long)n);
+  kiln_status e = storage_read(src, 0, tmp, n);
+  if (!e) e = storage_write(dst, 0, tmp, n);
+  kiln_free(tmp);
+  return e;
+}
+
+/* ---- shapes and layouts ------------------------------------------------------------------ */
+
+/* Bytes of a dense array, or an error naming `fn` for negative dims or overflow. */
+static kiln_status dense_size(const char *fn, PJRT_Buffer_Type type, const int64_t *dims,
+                              int32_t rank, size_t *elem_out, uint64_t *bytes_out) {
+  kiln_elem_type_t e;
+  if (!kiln_pjrt_type_to_elem(type, &e))
+    return KILN_ERR_INVALID("%s: element type %d is not one kiln supports", fn, (int)type);
+  size_t elem = kiln_pjrt_type_bytes(type);
+  if (!elem)
+    return KILN_ERR_INVALID("%s: element type %s holds no data", fn, kiln_pjrt_type_name(type));
+  if (rank > 0 && !dims) return KILN_ERR_INVALID("%s: dims is NULL for rank %d", fn, rank);
+  uint64_t n = elem;
+  for (int32_t i = 0; i < rank; i++) {
+    if (dims[i] < 0) return KILN_ERR_INVALID("%s: dimension %d is negative (%lld)", fn, i,
+                                              (long long)dims[i]);
+    if (dims[i] && n > (UINT64_MAX >> 2) / (uint64_t)dims[i])
+      return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: the array's size overflows", fn);
+    n *= (uint64_t)dims[i];
+  }
+  *elem_out = elem;
+  *bytes_out = n;
+  return NULL;
+}
+
+static void default_m2m(int32_t rank, int64_t *m2m) {
+  for (int32_t i = 0; i < rank; i++) m2m[i] = rank - 1 - i;
+}
+
+static bool m2m_is_default(int32_t rank, const int64_t *m2m) {
+  for (int32_t i = 0; i < rank; i++)
+    if (m2m[i] != rank - 1 - i) return false;
+  return true;
+}
+
+/* Byte strides of a dense array in layout m2m. */
+static void m2m_strides(int32_t rank, const int64_t *dims, const int64_t *m2m, size_t elem,
+                        int64_t *strides) {
+  int64_t s = (int64_t)elem;
+  for (int32_t i = 0; i < rank; i++) {
+    strides[m2m[i]] = s;
+    s *= dims[m2m[i]] > 0 ? dims[m2m[i]] : 1;
+  }
+}
+
+/* A requested layout as a dense minor_to_major permutation. */
+static kiln_status parse_layout(const char *fn, const char *what, const PJRT_Buffer_MemoryLayout *l,
+                                int32_t rank, const int64_t *dims, size_t elem, int64_t *m2m) {
+  if (l->type == PJRT_Buffer_MemoryLayout_Type_Tiled) {
+    const PJRT_Buffer_MemoryLayout_Tiled *t = &l->tiled;
+    if (t->minor_to_major_size != (size_t)rank)
+      return KILN_ERR_INVALID("%s: %s minor_to_major has %zu entries for rank %d", fn, what,
+                              t->minor_to_major_size, rank);
+    if (rank && !t->minor_to_major)
+      return KILN_ERR_INVALID("%s: %s minor_to_major is NULL", fn, what);
+    bool seen[64] = {false};
+    if (rank > 64) return KILN_ERR_UNIMPLEMENTED("%s: rank %d is above 64", fn, rank);
+    for (int32_t i = 0; i < rank; i++) {
+      int64_t d = t->minor_to_major[i];
+      if (d < 0 || d >= rank || seen[d])
+        return KILN_ERR_INVALID("%s: %s minor_to_major is not a permutation of 0..%d", fn, what,
+                                rank - 1);
+      seen[d] = true;
+      m2m[i] = d;
+    }
+    if (t->num_tiles) {
+      if (!t->tile_dim_sizes || !t->tile_dims)
+        return KILN_ERR_INVALID("%s: %s has %zu tiles but no tile arrays", fn, what, t->num_tiles);
+      size_t k = 0;
+      for (size_t i = 0; i < t->num_tiles; i++)
+        for (size_t j = 0; j < t->tile_dim_sizes[i]; j++, k++)
+          if (t->tile_dims[k] != 1)
+            return KILN_ERR_UNIMPLEMENTED("%s: %s is tiled; kiln supports dense layouts only "
+                                          "(tiles whose dimensions are all 1)", fn, what);
+    }
+    return NULL;
+  }
+  if (l->type == PJRT_Buffer_MemoryLayout_Type_Strides) {
+    const PJRT_Buffer_MemoryLayout_Strides *s = &l->strides;
+    if (s->num_byte_strides != (size_t)rank)
+      return KILN_ERR_INVALID("%s: %s has %zu byte strides for rank %d", fn, what,
+                              s->num_byte_strides, rank);
+    if (rank && !s->byte_strides) return KILN_ERR_INVALID("%s: %s byte_strides is NULL", fn, what);
+    if (rank > 64) return KILN_ERR_UNIMPLEMENTED("%s: rank %d is above 64", fn, rank);
+    /* Order dimensions by stride (ties: the higher dimension is more minor), then check that
+     * each is the product of the ones inside it. */
+    for (int32_t i = 0; i < rank; i++) m2m[i] = rank - 1 - i;
+    for (int32_t i = 1; i < rank; i++)
+      for (int32_t j = i; j > 0 && s->byte_strides[m2m[j]] < s->byte_strides[m2m[j - 1]]; j--) {
+        int64_t t = m2m[j];
+        m2m[j] = m2m[j - 1];
+        m2m[j - 1] = t;
+      }
+    int64_t expect = (int64_t)elem;
+    bool empty = false;
+    for (int32_t i = 0; i < rank; i++) empty |= dims[i] == 0;
+    for (int32_t i = 0; i < rank && !empty; i++) {
+      int64_t d = m2m[i];
+      if (dims[d] > 1 && s->byte_strides[d] != expect)
+        return KILN_ERR_UNIMPLEMENTED("%s: %s byte strides are not a dense layout; kiln's "
+                                      "buffers are dense", fn, what);
+      expect *= dims[d];
+    }
+    return NULL;
+  }
+  return KILN_ERR_INVALID("%s: %s has unknown layout type %d", fn, what, (int)l->type);
+}
+
+/* Copies a rank-`rank` array of `elem`-byte elements between two strided places. */
+static void copy_strided(char *dst, const int64_t *dst_strides, const char *src,
+                         const int64_t *src_strides, const int64_t *dims, int32_t rank,
+                         size_t elem) {
+  for (int32_t i = 0; i < rank; i++)
+    if (dims[i] == 0) return;
+  if (rank == 0) {
+    memcpy(dst, src, elem);
+    return;
+  }
+  /* Innermost: the dimension with the smallest destination stride. */
+  int32_t inner = 0;
+  for (int32_t i = 1; i < rank; i++)
+    if (dst_strides[i] < dst_strides[inner]) inner = i;
+  int64_t n_inner = dims[inner];
+  int64_t ds = dst_strides[inner], ss = src_strides[inner];
+  bool contiguous = ds == (int64_t)elem && ss == (int64_t)elem;
+  int64_t idx[64] = {0};
+  for (;;) {
+    int64_t doff = 0, soff = 0;
+    for (int32_t i = 0; i < rank; i++) {
+      doff += idx[i] * dst_strides[i];
+      soff += idx[i] * src_strides[i];
+    }
+    if (contiguous) {
+      memcpy(dst + doff, src + soff, (size_t)n_inner * elem);
+    } else {
+      for (int64_t k = 0; k < n_inner; k++)
+        memcpy(dst + doff + k * ds, src + soff + k * ss, elem);
+    }
+    int32_t i = rank - 1;
+    for (; i >= 0; i--) {
+      if (i == inner) continue;
+      if (++idx[i] < dims[i]) break;
+      idx[i] = 0;
+    }
+    if (i < 0) return;
+  }
+}
+
+/* ---- buffers ----------------------------------------------------------------------------- */
+
+static PJRT_Buffer *buffer_new(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt_storage_t *st,
+                               PJRT_Buffer_Type type, const int64_t *dims, int32_t rank,
+                               const int64_t *m2m, uint64_t size) {
+  PJRT_Buffer *b = kiln_calloc(1, sizeof(*b));
+  b->client = dev->client;
+  b->device = dev;
+  b->kmemory = dev->memories[memory_kind];
+  b->memory = &b->kmemory->base;
+  b->type = type;
+  b->rank = rank;
+  b->dims = kiln_calloc(rank ? (size_t)rank : 1, sizeof(int64_t));
+  b->minor_to_major = kiln_calloc(rank ? (size_t)rank : 1, sizeof(int64_t));
+  if (rank) memcpy(b->dims, dims, (size_t)rank * sizeof(int64_t));
+  if (m2m)
+    memcpy(b->minor_to_major, m2m, (size_t)rank * sizeof(int64_t));
+  else
+    default_m2m(rank, b->minor_to_major);
+  b->default_layout = m2m_is_default(rank, b->minor_to_major);
+  b->on_device_size = size;
+  pthread_mutex_init(&b->mu, NULL);
+  pthread_cond_init(&b->cv, NULL);
+  b->storage = st;
+  return b;
+}
+
+static kiln_status check_shape(const char *fn, PJRT_Buffer_Type type, const int64_t *dims,
+                               int32_t rank, uint64_t have, uint64_t *size) {
+  if (rank < 0 || rank > 64) return KILN_ERR_INVALID("%s: rank %d is out of range", fn, rank);
+  size_t elem;
+  KILN_RETURN_IF_ERROR_PLAIN(dense_size(fn, type, dims, rank, &elem, size));
+  if (have < *size)
+    return KILN_ERR_INVALID("%s: the storage holds %llu bytes; the shape needs %llu", fn,
+                            (unsigned long long)have, (unsigned long long)*size);
+  return NULL;
+}
+
+kiln_status kiln_pjrt_buffer_create(PJRT_Device *dev, kiln_device_buffer_t *storage,
+                                    PJRT_Buffer_Type type, const int64_t *dims, int32_t rank,
+                                    PJRT_Buffer **out) {
+  if (!dev || !storage || !out) return KILN_ERR_INVALID("kiln_pjrt_buffer_create: NULL argument");
+  *out = NULL;
+  uint64_t size;
+  KILN_RETURN_IF_ERROR_PLAIN(check_shape("kiln_pjrt_buffer_create", type, dims, rank,
+                                         storage->size, &size));
+  kiln_pjrt_storage_t *st = storage_new(dev, storage, 0, true);
+  *out = buffer_new(dev, 0, st, type, dims, rank, NULL, size);
+  return NULL;
+}
+
+kiln_status kiln_pjrt_buffer_from_storage(PJRT_Device *dev, kiln_pjrt_storage_t *storage,
+                                          PJRT_Buffer_Type type, const int64_t *dims,
+                                          int32_t rank, PJRT_Buffer **out) {
+  if (!dev || !storage || !out)
+    return KILN_ERR_INVALID("kiln_pjrt_buffer_from_storage: NULL argument");
+  *out = NULL;
+  uint64_t size;
+  KILN_RETURN_IF_ERROR_PLAIN(check_shape("kiln_pjrt_buffer_from_storage", type, dims, rank,
+                                         storage->buf->size, &size));
+  *out = buffer_new(dev, storage->memory_kind, storage, type, dims, rank, NULL, size);
+  return NULL;
+}
+
+static kiln_status deleted_error(const char *fn, const PJRT_Buffer *b) {
+  (void)b;
+  return kiln_status_make(KILN_FAILED_PRECONDITION,
+                          "%s: the buffer was deleted or donated", fn);
+}
+
+kiln_status kiln_pjrt_buffer_acquire(PJRT_Buffer *b, kiln_devptr_t *ptr, uint64_t *size) {
+  if (!b) return KILN_ERR_INVALID("buffer acquire: NULL buffer");
+  pthread_mutex_lock(&b->mu);
+  if (b->deleted || !b->storage) {
+    pthread_mutex_unlock(&b->mu);
+    return deleted_error("buffer acquire", b);
+  }
+  b->holds++;
+  if (ptr) *ptr = b->storage->buf->ptr;
+  if (size) *size = b->on_device_size;
+  pthread_mutex_unlock(&b->mu);
+  return NULL;
+}
+
+void kiln_pjrt_buffer_release(PJRT_Buffer *b) {
+  if (!b) return;
+  pthread_mutex_lock(&b->mu);
+  if (--b->holds == 0) pthread_cond_broadcast(&b->cv);
+  pthread_mutex_unlock(&b->mu);
+}
+
+kiln_status kiln_pjrt_buffer_donate(PJRT_Buffer *b, kiln_pjrt_storage_t **out) {
+  if (!b || !out) return KILN_ERR_INVALID("buffer donate: NULL buffer or out");
+  *out = NULL;
+  pthread_mutex_lock(&b->mu);
+  for (;;) {
+    if (b->deleted || !b->storage) {
+      pthread_mutex_unlock(&b->mu);
+      return deleted_error("buffer donation", b);
+    }
+    if (atomic_load(&b->external_refs) > 0) {
+      pthread_mutex_unlock(&b->mu);
+      return kiln_status_make(KILN_FAILED_PRECONDITION,
+                              "buffer donation: the buffer has an external reference "
+                              "(PJRT_Buffer_IncreaseExternalReferenceCount) and cannot be "
+                              "donated");
+    }
+    if (b->holds == 0) break;
+    pthread_cond_wait(&b->cv, &b->mu);
+  }
+  *out = b->storage;
+  b->storage = NULL;
+  b->deleted = true;
+  pthread_mutex_unlock(&b->mu);
+  return NULL;
+}
+
+/* Marks `b` deleted, waits for its holds, and drops its storage. */
+static void buffer_delete(PJRT_Buffer *b) {
+  pthread_mutex_lock(&b->mu);
+  b->deleted = true;
+  while (b->holds > 0) pthread_cond_wait(&b->cv, &b->mu);
+  kiln_pjrt_storage_t *st = b->storage;
+  b->storage = NULL;
+  pthread_mutex_unlock(&b->mu);
+  kiln_pjrt_storage_unref(st);
+}
+
+/* ---- lookups of handles ------------------------------------------------------------------ */
+
+static bool client_has_device(PJRT_Client *c, PJRT_Device *d) {
+  for (int32_t i = 0; i < c->num_devices; i++)
+    if (c->devices[i] == d) return true;
+  return false;
+}
+
+static kiln_pjrt_memory_t *client_memory(PJRT_Client *c, PJRT_Memory *m) {
+  for (int32_t i = 0; i < c->num_memories; i++)
+    if (c->memories[i] == m) return (kiln_pjrt_memory_t *)m;
+  return NULL;
+}
+
+/* The target of a new buffer from (device, memory): either may be NULL (then the other
+ * decides; both NULL: the first device's default memory). */
+static kiln_status resolve_target(const char *fn, PJRT_Client *c, PJRT_Device *device,
+                                  PJRT_Memory *memory, PJRT_Device **dev_out,
+                                  int32_t *kind_out) {
+  if (device && !client_has_device(c, device))
+    return KILN_ERR_INVALID("%s: device is not one of the client's devices", fn);
+  if (memory) {
+    kiln_pjrt_memory_t *m = client_memory(c, memory);
+    if (!m) return KILN_ERR_INVALID("%s: memory is not one of the client's memories", fn);
+    if (device && m->device != device)
+      return KILN_ERR_INVALID("%s: memory %s does not belong to device %s", fn, m->to_string,
+                              device->desc.to_string);
+    *dev_out = m->device;
+    *kind_out = m->kind_id;
+    return NULL;
+  }
+  *dev_out = device ? device : c->devices[0];
+  *kind_out = 0;
+  return NULL;
+}
+
+/* ---- client slots ------------------------------------------------------------------------ */
+
+#define FN_BFHB "PJRT_Client_BufferFromHostBuffer"
+
+static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args *args) {
+  KILN_PJRT_ARGS(FN_BFHB, args, buffer);
+  args->buffer = NULL;
+  args->done_with_host_buffer = NULL;
+  PJRT_Client *c = args->client;
+  if (!c) return ERR(KILN_INVALID_ARGUMENT, FN_BFHB ": client is NULL");
+  if (args->num_dims > 64)
+    return ERR(KILN_INVALID_ARGUMENT, FN_BFHB ": num_dims %zu is above 64", args->num_dims);
+  int32_t rank = (int32_t)args->num_dims;
+  size_t elem;
+  uint64_t size;
+  kiln_status s = dense_size(FN_BFHB, args->type, args->dims, rank, &elem, &size);
+  if (s) return kiln_pjrt_error_from_status(s);
+  switch (args->host_buffer_semantics) {
+    case PJRT_HostBufferSemantics_kImmutableOnlyDuringCall:
+    case PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes:
+    case PJRT_HostBufferSemantics_kImmutableZeroCopy:
+      break;
+    case PJRT_HostBufferSemantics_kMutableZeroCopy:
+      return ERR(KILN_UNIMPLEMENTED,
+                 FN_BFHB ": kMutableZeroCopy (aliasing host memory the caller keeps writing) is "
+                         "not supported by kiln; use kImmutableZeroCopy or a copying semantics");
+    default:
+      return ERR(KILN_INVALID_ARGUMENT, FN_BFHB ": host_buffer_semantics %d is unknown",
+                 (int)args->host_buffer_semantics);
+  }
+  bool empty = false;
+  for (int32_t i = 0; i < rank; i++) empty |= args->dims[i] == 0;
+  if (!args->data && !empty) return ERR(KILN_INVALID_ARGUMENT, FN_BFHB ": data is NULL");
+  /* Source strides. */
+  int64_t src_strides[64];
+  if (args->byte_strides && args->num_byte_strides) {
+    if (args->num_byte_strides != args->num_dims)
+      return ERR(KILN_INVALID_ARGUMENT, FN_BFHB ": %zu byte strides for %zu dimensions",
+                 args->num_byte_strides, args->num_dims);
+    for (int32_t i = 0; i < rank; i++) {
+      if (args->byte_strides[i] < 0)
+        return ERR(KILN_UNIMPLEMENTED, FN_BFHB ": negative byte stride %lld (dimension %d)",
+                   (long long)args->byte_strides[i], i);
+      src_strides[i] = args->byte_strides[i];
+    }
+  } else if (args->num_byte_strides) {
+    return ERR(KILN_INVALID_ARGUMENT, FN_BFHB ": byte_strides is NULL with %zu entries",
+               args->num_byte_strides);
+  } else {
+    int64_t d[64];
+    default_m2m(rank, d);
+    m2m_strides(rank, args->dims, d, elem, src_strides);
+  }
+  PJRT_Memory *memory = KILN_PJRT_HAS(args, memory) ? args->memory : NULL;
+  PJRT_Device *dev;
+  int32_t kind;
+  s = resolve_target(FN_BFHB, c, args->device, memory, &dev, &kind);
+  if (s) return kiln_pjrt_error_from_status(s);
+  int64_t m2m[64];
+  default_m2m(rank, m2m);
+  if (KILN_PJRT_HAS(args, device_layout) && args->device_layout) {
+    s = parse_layout(FN_BFHB, "device_layout", args->device_layout, rank, args->dims, elem, m2m);
+    if (s) return kiln_pjrt_error_from_status(s);
+  }
+  int64_t dst_strides[64];
+  m2m_strides(rank, args->dims, m2m, elem, dst_strides);
+  bool same = true;
+  for (int32_t i = 0; i < rank; i++)
+    if (args->dims[i] > 1 && src_strides[i] != dst_strides[i]) same = false;
+
+  kiln_pjrt_storage_t *st = NULL;
+  s = storage_alloc(dev, kind, size, &st);
+  if (!s && size) {
+    if (same) {
+      s = storage_write(st, 0, args->data, size);
+    } else if (st->host_accessible) {
+      copy_strided((char *)(uintptr_t)st->buf->ptr, dst_strides, args->data, src_strides,
+                   args->dims, rank, elem);
+    } else {
+      char *tmp = kiln_try_malloc(size);
+      if (!tmp) {
+        s = kiln_status_make(KILN_RESOURCE_EXHAUSTED, FN_BFHB ": cannot stage %llu bytes",
+                             (unsigned long long)size);
+      } else {
+        copy_strided(tmp, dst_strides, args->data, src_strides, args->dims, rank, elem);
+        s = storage_write(st, 0, tmp, size);
+        kiln_free(tmp);
+      }
+    }
+  }
+  if (s) {
+    kiln_pjrt_storage_unref(st);
+    return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_BFHB));
+  }
+  args->buffer = buffer_new(dev, kind, st, args->type, args->dims, rank, m2m, size);
+  /* The copy is done: the caller may reuse `data` at once, whatever the semantics. */
+  args->done_with_host_buffer = kiln_pjrt_event_ready(NULL);
+  return NULL;
+}
+
+#define FN_CUB "PJRT_Client_CreateUninitializedBuffer"
+
+static PJRT_Error *Client_CreateUninitializedBuffer(
+    PJRT_Client_CreateUninitializedBuffer_Args *args) {
+  KILN_PJRT_ARGS(FN_CUB, args, buffer);
+  args->buffer = NULL;
+  PJRT_Client *c = args->client;
+  if (!c) return ERR(KILN_INVALID_ARGUMENT, FN_CUB ": client is NULL");
+  if (args->shape_num_dims > 64)
+    return ERR(KILN_INVALID_ARGUMENT, FN_CUB ": shape_num_dims %zu is above 64",
+               args->shape_num_dims);
+  int32_t rank = (int32_t)args->shape_num_dims;
+  size_t elem;
+  uint64_t size;
+  kiln_status s = dense_size(FN_CUB, args->shape_element_type, args->shape_dims, rank, &elem, &size);
+  PJRT_Device *dev = NULL;
+  int32_t kind = 0;
+  if (!s) s = resolve_target(FN_CUB, c, args->device, args->memory, &dev, &kind);
+  int64_t m2m[64];
+  default_m2m(rank, m2m);
+  if (!s && args->shape_layout)
+    s = parse_layout(FN_CUB, "shape_layout", args->shape_layout, rank, args->shape_dims, elem,
+                     m2m);
+  kiln_pjrt_storage_t *st = NULL;
+  if (!s) s = storage_alloc(dev, kind, size, &st);
+  if (s) return kiln_pjrt_error_from_status(s);
+  args->buffer = buffer_new(dev, kind, st, args->shape_element_type, args->shape_dims, rank, m2m,
+                            size);
+  return NULL;
+}
+
+#define FN_VIEW "PJRT_Client_CreateViewOfDeviceBuffer"
+
+static PJRT_Error *Client_CreateViewOfDeviceBuffer(
+    PJRT_Client_CreateViewOfDeviceBuffer_Args *args) {
+  KILN_PJRT_ARGS(FN_VIEW, args, buffer);
+  args->buffer = NULL;
+  PJRT_Client *c = args->client;
+  if (!c) return ERR(KILN_INVALID_ARGUMENT, FN_VIEW ": client is NULL");
+  if (args->num_dims > 64)
+    return ERR(KILN_INVALID_ARGUMENT, FN_VIEW ": num_dims %zu is above 64", args->num_dims);
+  int32_t rank = (int32_t)args->num_dims;
+  size_t elem;
+  uint64_t size;
+  kiln_status s = dense_size(FN_VIEW, args->element_type, args->dims, rank, &elem, &size);
+  if (!s && !args->device_buffer_ptr && size)
+    s = KILN_ERR_INVALID(FN_VIEW ": device_buffer_ptr is NULL");
+  PJRT_Device *dev = NULL;
+  int32_t kind = 0;
+  PJRT_Memory *memory = KILN_PJRT_HAS(args, memory) ? args->memory : NULL;
+  if (!s) s = resolve_target(FN_VIEW, c, args->device, memory, &dev, &kind);
+  int64_t m2m[64];
+  default_m2m(rank, m2m);
+  if (!s && args->layout)
+    s = parse_layout(FN_VIEW, "layout", args->layout, rank, args->dims, elem, m2m);
+  kiln_device_buffer_t *b = NULL;
+  if (!s)
+    s = kiln_device_buffer_wrap(dev->kdev, (kiln_devptr_t)(uintptr_t)args->device_buffer_ptr,
+                                size, &b);
+  if (s) return kiln_pjrt_error_from_status(s);
+  kiln_pjrt_storage_t *st = storage_new(dev, b, kind, false);
+  if (kind == 1) st->host_accessible = true;
+  st->on_delete = args->on_delete_callback;
+  st->on_delete_arg = args->on_delete_callback_arg;
+  args->buffer = buffer_new(dev, kind, st, args->element_type, args->dims, rank, m2m, size);
+  return NULL;
+}
+
+/* ---- buffer slots ------------------------------------------------------------------------ */
+
+#define BUF(fn, b)                                                                     \
+  do {                                                                                 \
+    if (!(b)) return ERR(KILN_INVALID_ARGUMENT, "%s: buffer is NULL", fn);             \
+  } while (0)
+
+static bool is_deleted(PJRT_Buffer *b) {
+  pthread_mutex_lock(&b->mu);
+  bool d = b->deleted;
+  pthread_mutex_unlock(&b->mu);
+  return d;
+}
+
+static PJRT_Error *Buffer_Destroy(PJRT_Buffer_Destroy_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_Destroy", args, buffer);
+  PJRT_Buffer *b = args->buffer;
+  if (!b) return NULL;
+  buffer_delete(b);
+  kiln_pjrt_storage_unref(b->external_storage);
+  pthread_cond_destroy(&b->cv);
+  pthread_mutex_destroy(&b->mu);
+  kiln_free(b->dims);
+  kiln_free(b->minor_to_major);
+  kiln_free(b);
+  return NULL;
+}
+
+static PJRT_Error *Buffer_Delete(PJRT_Buffer_Delete_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_Delete", args, buffer);
+  BUF("PJRT_Buffer_Delete", args->buffer);
+  buffer_delete(args->buffer);
+  return NULL;
+}
+
+static PJRT_Error *Buffer_IsDeleted(PJRT_Buffer_IsDeleted_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_IsDeleted", args, is_deleted);
+  BUF("PJRT_Buffer_IsDeleted", args->buffer);
+  args->is_deleted = is_deleted(args->buffer);
+  return NULL;
+}
+
+static PJRT_Error *Buffer_ElementType(PJRT_Buffer_ElementType_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_ElementType", args, type);
+  BUF("PJRT_Buffer_ElementType", args->buffer);
+  args->type = args->buffer->type;
+  return NULL;
+}
+
+static PJRT_Error *Buffer_Dimensions(PJRT_Buffer_Dimensions_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_Dimensions", args, num_dims);
+  BUF("PJRT_Buffer_Dimensions", args->buffer);
+  args->dims = args->buffer->dims;
+  args->num_dims = (size_t)args->buffer->rank;
+  return NULL;
+}
+
+static PJRT_Error *Buffer_UnpaddedDimensions(PJRT_Buffer_UnpaddedDimensions_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_UnpaddedDimensions", args, num_dims);
+  BUF("PJRT_Buffer_UnpaddedDimensions", args->buffer);
+  args->unpadded_dims = args->buffer->dims;
+  args->num_dims = (size_t)args->buffer->rank;
+  return NULL;
+}
+
+static PJRT_Error *Buffer_DynamicDimensionIndices(PJRT_Buffer_DynamicDimensionIndices_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_DynamicDimensionIndices", args, num_dynamic_dims);
+  BUF("PJRT_Buffer_DynamicDimensionIndices", args->buffer);
+  args->dynamic_dim_indices = NULL;
+  args->num_dynamic_dims = 0;
+  return NULL;
+}
+
+static PJRT_Error *Buffer_GetMemoryLayout(PJRT_Buffer_GetMemoryLayout_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_GetMemoryLayout", args, layout);
+  BUF("PJRT_Buffer_GetMemoryLayout", args->buffer);
+  PJRT_Buffer *b = args->buffer;
+  memset(&args->layout, 0, sizeof(args->layout));
+  args->layout.struct_size = PJRT_Buffer_MemoryLayout_STRUCT_SIZE;
+  args->layout.type = PJRT_Buffer_MemoryLayout_Type_Tiled;
+  args->layout.tiled.struct_size = PJRT_Buffer_MemoryLayout_Tiled_STRUCT_SIZE;
+  args->layout.tiled.minor_to_major = b->minor_to_major;
+  args->layout.tiled.minor_to_major_size = (size_t)b->rank;
+  args->layout.tiled.num_tiles = 0;
+  return NULL;
+}
+
+static PJRT_Error *Buffer_OnDeviceSizeInBytes(PJRT_Buffer_OnDeviceSizeInBytes_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_OnDeviceSizeInBytes", args, on_device_size_in_bytes);
+  BUF("PJRT_Buffer_OnDeviceSizeInBytes", args->buffer);
+  if (is_deleted(args->buffer))
+    return kiln_pjrt_error_from_status(deleted_error("PJRT_Buffer_OnDeviceSizeInBytes", NULL));
+  args->on_device_size_in_bytes = args->buffer->on_device_size;
+  return NULL;
+}
+
+static PJRT_Error *Buffer_Device(PJRT_Buffer_Device_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_Device", args, device);
+  BUF("PJRT_Buffer_Device", args->buffer);
+  args->device = args->buffer->device;
+  return NULL;
+}
+
+static PJRT_Error *Buffer_Memory(PJRT_Buffer_Memory_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_Memory", args, memory);
+  BUF("PJRT_Buffer_Memory", args->buffer);
+  args->memory = args->buffer->memory;
+  return NULL;
+}
+
+static PJRT_Error *Buffer_IsOnCpu(PJRT_Buffer_IsOnCpu_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_IsOnCpu", args, is_on_cpu);
+  BUF("PJRT_Buffer_IsOnCpu", args->buffer);
+  args->is_on_cpu = !args->buffer->client->is_cuda;
+  return NULL;
+}
+
+/* Buffers are defined when made (transfers and executes finish before they hand a buffer
+ * out), so the event is ready: OK, or FAILED_PRECONDITION for a deleted buffer. */
+static PJRT_Error *Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_ReadyEvent", args, event);
+  BUF("PJRT_Buffer_ReadyEvent", args->buffer);
+  args->event = kiln_pjrt_event_ready(
+      is_deleted(args->buffer) ? deleted_error("PJRT_Buffer_ReadyEvent", NULL) : NULL);
+  return NULL;
+}
+
+static PJRT_Error *buffer_pointer(const char *fn, PJRT_Buffer *b, kiln_devptr_t *p) {
+  pthread_mutex_lock(&b->mu);
+  if (b->deleted || !b->storage) {
+    pthread_mutex_unlock(&b->mu);
+    return kiln_pjrt_error_from_status(deleted_error(fn, b));
+  }
+  *p = b->storage->buf->ptr;
+  pthread_mutex_unlock(&b->mu);
+  return NULL;
+}
+
+static PJRT_Error *Buffer_UnsafePointer(PJRT_Buffer_UnsafePointer_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_UnsafePointer", args, buffer_pointer);
+  BUF("PJRT_Buffer_UnsafePointer", args->buffer);
+  kiln_devptr_t p = 0;
+  PJRT_Error *e = buffer_pointer("PJRT_Buffer_UnsafePointer", args->buffer, &p);
+  if (!e) args->buffer_pointer = (uintptr_t)p;
+  return e;
+}
+
+static PJRT_Error *Buffer_OpaqueDeviceMemoryDataPointer(
+    PJRT_Buffer_OpaqueDeviceMemoryDataPointer_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_OpaqueDeviceMemoryDataPointer", args, device_memory_ptr);
+  BUF("PJRT_Buffer_OpaqueDeviceMemoryDataPointer", args->buffer);
+  kiln_devptr_t p = 0;
+  PJRT_Error *e = buffer_pointer("PJRT_Buffer_OpaqueDeviceMemoryDataPointer", args->buffer, &p);
+  if (!e) args->device_memory_ptr = (void *)(uintptr_t)p;
+  return e;
+}
+
+static PJRT_Error *Buffer_IncreaseExternalReferenceCount(
+    PJRT_Buffer_IncreaseExternalReferenceCount_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_IncreaseExternalReferenceCount", args, buffer);
+  BUF("PJRT_Buffer_IncreaseExternalReferenceCount", args->buffer);
+  PJRT_Buffer *b = args->buffer;
+  pthread_mutex_lock(&b->mu);
+  if (b->deleted || !b->storage) {
+    pthread_mutex_unlock(&b->mu);
+    return kiln_pjrt_error_from_status(
+        deleted_error("PJRT_Buffer_IncreaseExternalReferenceCount", b));
+  }
+  if (atomic_fetch_add(&b->external_refs, 1) == 0) {
+    atomic_fetch_add(&b->storage->refs, 1);
+    b->external_storage = b->storage;
+  }
+  pthread_mutex_unlock(&b->mu);
+  return NULL;
+}
+
+static PJRT_Error *Buffer_DecreaseExternalReferenceCount(
+    PJRT_Buffer_DecreaseExternalReferenceCount_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_DecreaseExternalReferenceCount", args, buffer);
+  BUF("PJRT_Buffer_DecreaseExternalReferenceCount", args->buffer);
+  PJRT_Buffer *b = args->buffer;
+  kiln_pjrt_storage_t *drop = NULL;
+  pthread_mutex_lock(&b->mu);
+  if (atomic_load(&b->external_refs) == 0) {
+    pthread_mutex_unlock(&b->mu);
+    return ERR(KILN_FAILED_PRECONDITION, "PJRT_Buffer_DecreaseExternalReferenceCount: the "
+                                         "buffer has no external reference");
+  }
+  if (atomic_fetch_sub(&b->external_refs, 1) == 1) {
+    drop = b->external_storage;
+    b->external_storage = NULL;
+  }
+  pthread_mutex_unlock(&b->mu);
+  kiln_pjrt_storage_unref(drop);
+  return NULL;
+}
+
+#define FN_TH "PJRT_Buffer_ToHostBuffer"
+
+static PJRT_Error *Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args *args) {
+  KILN_PJRT_ARGS(FN_TH, args, event);
+  args->event = NULL;
+  PJRT_Buffer *b = args->src;
+  if (!b) return ERR(KILN_INVALID_ARGUMENT, FN_TH ": src is NULL");
+  size_t elem = kiln_pjrt_type_bytes(b->type);
+  int64_t m2m[64];
+  memcpy(m2m, b->minor_to_major, (size_t)b->rank * sizeof(int64_t));
+  if (args->host_layout) {
+    kiln_status s = parse_layout(FN_TH, "host_layout", args->host_layout, b->rank, b->dims, elem,
+                                 m2m);
+    if (s) return kiln_pjrt_error_from_status(s);
+  }
+  uint64_t need = b->on_device_size;
+  if (!args->dst) {
+    args->dst_size = need;
+    return NULL;
+  }
+  if (args->dst_size < need)
+    return ERR(KILN_INVALID_ARGUMENT, FN_TH ": dst_size is %zu bytes; the buffer needs %llu",
+               args->dst_size, (unsigned long long)need);
+  kiln_status s = kiln_pjrt_buffer_acquire(b, NULL, NULL);
+  if (s) return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_TH));
+  kiln_pjrt_storage_t *st = b->storage; /* stable while held */
+  bool same = true;
+  for (int32_t i = 0; i < b->rank; i++) same &= m2m[i] == b->minor_to_major[i];
+  if (same) {
+    s = storage_read(st, 0, args->dst, need);
+  } else {
+    int64_t src_strides[64], dst_strides[64];
+    m2m_strides(b->rank, b->dims, b->minor_to_major, elem, src_strides);
+    m2m_strides(b->rank, b->dims, m2m, elem, dst_strides);
+    if (st->host_accessible) {
+      copy_strided(args->dst, dst_strides, (const char *)(uintptr_t)st->buf->ptr, src_strides,
+                   b->dims, b->rank, elem);
+    } else {
+      char *tmp = kiln_try_malloc(need ? need : 1);
+      if (!tmp) {
+        s = kiln_status_make(KILN_RESOURCE_EXHAUSTED, FN_TH ": cannot stage %llu bytes",
+                             (unsigned long long)need);
+      } else {
+        s = storage_read(st, 0, tmp, need);
+        if (!s) copy_strided(args->dst, dst_strides, tmp, src_strides, b->dims, b->rank, elem);
+        kiln_free(tmp);
+      }
+    }
+  }
+  kiln_pjrt_buffer_release(b);
+  if (s) return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_TH));
+  /* The copy is complete: the event is ready. */
+  args->event = kiln_pjrt_event_ready(NULL);
+  return NULL;
+}
+
+#define FN_RAW "PJRT_Buffer_CopyRawToHost"
+
+static PJRT_Error *Buffer_CopyRawToHost(PJRT_Buffer_CopyRawToHost_Args *args) {
+  KILN_PJRT_ARGS(FN_RAW, args, event);
+  args->event = NULL;
+  PJRT_Buffer *b = args->buffer;
+  BUF(FN_RAW, b);
+  if (args->offset < 0 || args->transfer_size < 0 ||
+      (uint64_t)args->offset + (uint64_t)args->transfer_size > b->on_device_size)
+    return ERR(KILN_INVALID_ARGUMENT,
+               FN_RAW ": bytes %lld..%lld are outside the buffer's %llu bytes",
+               (long long)args->offset, (long long)(args->offset + args->transfer_size),
+               (unsigned long long)b->on_device_size);
+  if (!args->dst && args->transfer_size)
+    return ERR(KILN_INVALID_ARGUMENT, FN_RAW ": dst is NULL");
+  kiln_status s = kiln_pjrt_buffer_acquire(b, NULL, NULL);
+  if (!s) {
+    s = storage_read(b->storage, (uint64_t)args->offset, args->dst, (uint64_t)args->transfer_size);
+    kiln_pjrt_buffer_release(b);
+  }
+  if (s) return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_RAW));
+  args->event = kiln_pjrt_event_ready(NULL);
+  return NULL;
+}
+
+/* A copy of `b` in memory kind `kind` of `dev`, same shape and layout. */
+static PJRT_Error *copy_buffer(const char *fn, PJRT_Buffer *b, PJRT_Device *dev, int32_t kind,
+                               PJRT_Buffer **out) {
+  kiln_status s = kiln_pjrt_buffer_acquire(b, NULL, NULL);
+  if (s) return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in %s", fn));
+  kiln_pjrt_storage_t *st = NULL;
+  s = storage_alloc(dev, kind, b->on_device_size, &st);
+  if (!s) s = storage_copy(st, b->storage, b->on_device_size);
+  kiln_pjrt_buffer_release(b);
+  if (s) {
+    kiln_pjrt_storage_unref(st);
+    return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in %s", fn));
+  }
+  *out = buffer_new(dev, kind, st, b->type, b->dims, b->rank, b->minor_to_major,
+                    b->on_device_size);
+  return NULL;
+}
+
+static PJRT_Error *Buffer_CopyToDevice(PJRT_Buffer_CopyToDevice_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_CopyToDevice", args, dst_buffer);
+  args->dst_buffer = NULL;
+  BUF("PJRT_Buffer_CopyToDevice", args->buffer);
+  if (!args->dst_device)
+    return ERR(KILN_INVALID_ARGUMENT, "PJRT_Buffer_CopyToDevice: dst_device is NULL");
+  if (!client_has_device(args->buffer->client, args->dst_device))
+    return ERR(KILN_INVALID_ARGUMENT,
+               "PJRT_Buffer_CopyToDevice: dst_device is not a device of the buffer's client");
+  return copy_buffer("PJRT_Buffer_CopyToDevice", args->buffer, args->dst_device, 0,
+                     &args->dst_buffer);
+}
+
+static PJRT_Error *Buffer_CopyToMemory(PJRT_Buffer_CopyToMemory_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Buffer_CopyToMemory", args, dst_buffer);
+  args->dst_buffer = NULL;
+  BUF("PJRT_Buffer_CopyToMemory", args->buffer);
+  if (!args->dst_memory)
+    return ERR(KILN_INVALID_ARGUMENT, "PJRT_Buffer_CopyToMemory: dst_memory is NULL");
+  kiln_pjrt_memory_t *m = client_memory(args->buffer->client, args->dst_memory);
+  if (!m)
+    return ERR(KILN_INVALID_ARGUMENT,
+               "PJRT_Buffer_CopyToMemory: dst_memory is not a memory of the buffer's client");
+  return copy_buffer("PJRT_Buffer_CopyToMemory", args->buffer, m->device, m->kind_id,
+                     &args->dst_buffer);
+}
+
+void kiln_pjrt_fill_buffer(PJRT_Api *api) {
+  api->PJRT_Client_BufferFromHostBuffer = Client_BufferFromHostBuffer;
+  api->PJRT_Client_CreateUninitializedBuffer = Client_CreateUninitializedBuffer;
+  api->PJRT_Client_CreateViewOfDeviceBuffer = Client_CreateViewOfDeviceBuffer;
+  api->PJRT_Buffer_Destroy = Buffer_Destroy;
+  api->PJRT_Buffer_ElementType = Buffer_ElementType;
+  api->PJRT_Buffer_Dimensions = Buffer_Dimensions;
+  api->PJRT_Buffer_UnpaddedDimensions = Buffer_UnpaddedDimensions;
+  api->PJRT_Buffer_DynamicDimensionIndices = Buffer_DynamicDimensionIndices;
+  api->PJRT_Buffer_GetMemoryLayout = Buffer_GetMemoryLayout;
+  api->PJRT_Buffer_OnDeviceSizeInBytes = Buffer_OnDeviceSizeInBytes;
+  api->PJRT_Buffer_Device = Buffer_Device;
+  api->PJRT_Buffer_Memory = Buffer_Memory;
+  api->PJRT_Buffer_Delete = Buffer_Delete;
+  api->PJRT_Buffer_IsDeleted = Buffer_IsDeleted;
+  api->PJRT_Buffer_ToHostBuffer = Buffer_ToHostBuffer;
+  api->PJRT_Buffer_CopyRawToHost = Buffer_CopyRawToHost;
+  api->PJRT_Buffer_CopyToDevice = Buffer_CopyToDevice;
+  api->PJRT_Buffer_CopyToMemory = Buffer_CopyToMemory;
+  api->PJRT_Buffer_IsOnCpu = Buffer_IsOnCpu;
+  api->PJRT_Buffer_ReadyEvent = Buffer_ReadyEvent;
+  api->PJRT_Buffer_UnsafePointer = Buffer_UnsafePointer;
+  api->PJRT_Buffer_OpaqueDeviceMemoryDataPointer = Buffer_OpaqueDeviceMemoryDataPointer;
+  api->PJRT_Buffer_IncreaseExternalReferenceCount = Buffer_IncreaseExternalReferenceCount;
+  api->PJRT_Buffer_DecreaseExternalReferenceCount = Buffer_DecreaseExternalReferenceCount;
+}

@@ -1,4 +1,429 @@
-/* PLACEHOLDER (being written): the client slots. */
-#include "plugin/pjrt_internal.h"
+/* The client (pjrt_objects.h): Create with named options, Destroy, platform, devices,
+ * memories, device assignment. Buffer creation slots of the client (BufferFromHostBuffer,
+ * CreateUninitializedBuffer, CreateViewOfDeviceBuffer) are in pjrt_buffer.c; Compile and
+ * DeserializeAndLoad in pjrt_compile.c.
+ *
+ * Named options (PJRT_Client_Create): `platform` (string: "cpu", "cuda" or "auto"; default
+ * $KILN_PLATFORM, else auto = cuda when a driver and a GPU exist, else cpu), `num_devices`
+ * or `num_host_devices` (int64: host devices, default $KILN_HOST_DEVICES or 1; ignored on
+ * cuda, where every GPU is a device), `cache_dir`, `dump_dir`, `ffi_libraries` (strings),
+ * `command_buffers` (bool). Unknown names are ignored, as XLA's clients do; a known name with
+ * the wrong type is INVALID_ARGUMENT.
+ *
+ * Thread-safety: thread-safe; a client is immutable after Create except for the reference
+ * count and its devices' streams and statistics. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-void kiln_pjrt_fill_client(PJRT_Api *api) { (void)api; }
+#include "base/alloc.h"
+#include "base/log.h"
+#include "plugin/pjrt_executable.h"
+#include "plugin/pjrt_objects.h"
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/host/host_device.h"
+
+#define KILN_PJRT_MAX_HOST_DEVICES 1024
+
+/* ---- options ----------------------------------------------------------------------------- */
+
+static bool name_is(const PJRT_NamedValue *v, const char *name) {
+  size_t n = strlen(name);
+  return v->name && v->name_size == n && !memcmp(v->name, name, n);
+}
+
+static const char *type_name(PJRT_NamedValue_Type t) {
+  switch (t) {
+    case PJRT_NamedValue_kString: return "string";
+    case PJRT_NamedValue_kInt64: return "int64";
+    case PJRT_NamedValue_kInt64List: return "int64 list";
+    case PJRT_NamedValue_kFloat: return "float";
+    case PJRT_NamedValue_kBool: return "bool";
+  }
+  return "unknown";
+}
+
+static kiln_status want_type(const PJRT_NamedValue *v, const char *name,
+                             PJRT_NamedValue_Type t) {
+  if (v->type == t) return NULL;
+  return KILN_ERR_INVALID("PJRT_Client_Create: option '%s' must be a %s, got a %s", name,
+                          type_name(t), type_name(v->type));
+}
+
+static char *dup_value(const PJRT_NamedValue *v) {
+  char *s = kiln_malloc(v->value_size + 1);
+  if (v->value_size) memcpy(s, v->string_value, v->value_size);
+  s[v->value_size] = 0;
+  return s;
+}
+
+static void options_free(kiln_pjrt_client_options_t *o) {
+  kiln_free(o->cache_dir);
+  kiln_free(o->dump_dir);
+  kiln_free(o->ffi_libraries);
+  memset(o, 0, sizeof(*o));
+}
+
+static kiln_status parse_num_devices(const char *text, int32_t *out) {
+  char *end = NULL;
+  long v = strtol(text, &end, 10);
+  if (!*text || *end || v < 1 || v > KILN_PJRT_MAX_HOST_DEVICES)
+    return KILN_ERR_INVALID("PJRT_Client_Create: $KILN_HOST_DEVICES='%s' is not a device count "
+                            "in 1..%d", text, KILN_PJRT_MAX_HOST_DEVICES);
+  *out = (int32_t)v;
+  return NULL;
+}
+
+static kiln_status set_platform(kiln_pjrt_client_options_t *o, const char *p, size_t n,
+                                const char *where) {
+  static const struct {
+    const char *name, *canon;
+  } known[] = {{"cpu", "cpu"}, {"host", "cpu"}, {"cuda", "cuda"}, {"gpu", "cuda"},
+               {"auto", "auto"}, {"", "auto"}};
+  for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+    if (strlen(known[i].name) == n && !memcmp(known[i].name, p, n)) {
+      snprintf(o->platform, sizeof(o->platform), "%s", known[i].canon);
+      return NULL;
+    }
+  return KILN_ERR_INVALID("PJRT_Client_Create: %s '%.*s' is not a platform kiln knows (cpu, "
+                          "cuda or auto)", where, (int)n, p);
+}
+
+static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
+                                 kiln_pjrt_client_options_t *o) {
+  memset(o, 0, sizeof(*o));
+  o->command_buffers = true;
+  o->num_host_devices = 1;
+  const char *env = getenv("KILN_PLATFORM");
+  KILN_RETURN_IF_ERROR_PLAIN(set_platform(o, env ? env : "auto", env ? strlen(env) : 4,
+                                          "$KILN_PLATFORM"));
+  env = getenv("KILN_HOST_DEVICES");
+  if (env && *env) KILN_RETURN_IF_ERROR_PLAIN(parse_num_devices(env, &o->num_host_devices));
+  if (n && !opts) return KILN_ERR_INVALID("PJRT_Client_Create: create_options is NULL with "
+                                          "num_options %zu", n);
+  for (size_t i = 0; i < n; i++) {
+    const PJRT_NamedValue *v = &opts[i];
+    if (name_is(v, "platform")) {
+      KILN_RETURN_IF_ERROR_PLAIN(want_type(v, "platform", PJRT_NamedValue_kString));
+      KILN_RETURN_IF_ERROR_PLAIN(
+          set_platform(o, v->string_value ? v->string_value : "", v->value_size, "platform"));
+    } else if (name_is(v, "num_devices") || name_is(v, "num_host_devices")) {
+      KILN_RETURN_IF_ERROR_PLAIN(want_type(v, "num_devices", PJRT_NamedValue_kInt64));
+      if (v->int64_value < 1 || v->int64_value > KILN_PJRT_MAX_HOST_DEVICES)
+        return KILN_ERR_INVALID("PJRT_Client_Create: num_devices %lld is not in 1..%d",
+                                (long long)v->int64_value, KILN_PJRT_MAX_HOST_DEVICES);
+      o->num_host_devices = (int32_t)v->int64_value;
+    } else if (name_is(v, "cache_dir") || name_is(v, "dump_dir") ||
+               name_is(v, "ffi_libraries")) {
+      const char *nm = name_is(v, "cache_dir") ? "cache_dir"
+                       : name_is(v, "dump_dir") ? "dump_dir"
+                                                : "ffi_libraries";
+      KILN_RETURN_IF_ERROR_PLAIN(want_type(v, nm, PJRT_NamedValue_kString));
+      if (v->value_size && !v->string_value)
+        return KILN_ERR_INVALID("PJRT_Client_Create: option '%s' has a NULL string", nm);
+      char **dst = nm[0] == 'c' ? &o->cache_dir : nm[0] == 'd' ? &o->dump_dir : &o->ffi_libraries;
+      kiln_free(*dst);
+      *dst = dup_value(v);
+    } else if (name_is(v, "command_buffers")) {
+      KILN_RETURN_IF_ERROR_PLAIN(want_type(v, "command_buffers", PJRT_NamedValue_kBool));
+      o->command_buffers = v->bool_value;
+    }
+    /* Anything else: ignored. */
+  }
+  if (!o->cache_dir) {
+    const char *d = getenv("KILN_CACHE_DIR");
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    const char *home = getenv("HOME");
+    char buf[4096];
+    if (d)
+      snprintf(buf, sizeof(buf), "%s", d);
+    else if (xdg && *xdg)
+      snprintf(buf, sizeof(buf), "%s/kiln", xdg);
+    else if (home && *home)
+      snprintf(buf, sizeof(buf), "%s/.cache/kiln", home);
+    else
+      buf[0] = 0;
+    o->cache_dir = kiln_strdup(buf);
+  }
+  if (!o->dump_dir) {
+    const char *d = getenv("KILN_DUMP_TO");
+    if (d && *d) o->dump_dir = kiln_strdup(d);
+  }
+  return NULL;
+}
+
+/* ---- lifetime ---------------------------------------------------------------------------- */
+
+static void client_free(PJRT_Client *c) {
+  if (c->compile_cache) kiln_pjrt_compile_cache_destroy(c->compile_cache);
+  for (int32_t i = 0; i < c->num_devices; i++) {
+    kiln_pjrt_device_fini(c->devices[i]);
+    kiln_free(c->devices[i]);
+  }
+  kiln_free(c->devices);
+  kiln_free(c->memories);
+  for (int32_t i = 0; i < c->num_kdevices; i++) kiln_device_destroy(c->kdevices[i]);
+  kiln_free(c->kdevices);
+  options_free(&c->options);
+  kiln_free(c);
+}
+
+void kiln_pjrt_client_retain(PJRT_Client *c) {
+  if (c) atomic_fetch_add(&c->refs, 1);
+}
+
+void kiln_pjrt_client_release(PJRT_Client *c) {
+  if (c && atomic_fetch_sub(&c->refs, 1) == 1) client_free(c);
+}
+
+/* The number of GPUs when a driver and at least one GPU exist, else 0 (why in *why). */
+static int cuda_device_count(kiln_status *why) {
+  *why = NULL;
+  const kiln_cuda_driver_t *drv = NULL;
+  kiln_status s = kiln_cuda_driver_get(&drv);
+  if (s) {
+    *why = s;
+    return 0;
+  }
+  int count = 0;
+  CUresult r = drv->cuDeviceGetCount(&count);
+  if (r != CUDA_SUCCESS || count <= 0) {
+    *why = kiln_status_make(KILN_UNAVAILABLE, "the CUDA driver reports no GPU (cuDeviceGetCount: "
+                            "%d, count %d)", (int)r, count);
+    return 0;
+  }
+  return count;
+}
+
+static kiln_status make_runtime_devices(PJRT_Client *c) {
+  bool want_cuda = !strcmp(c->options.platform, "cuda");
+  bool automatic = !strcmp(c->options.platform, "auto");
+  if (want_cuda || automatic) {
+    kiln_status why = NULL;
+    int n = cuda_device_count(&why);
+    if (n > 0) {
+      c->kdevices = kiln_calloc((size_t)n, sizeof(kiln_device_t *));
+      for (int i = 0; i < n; i++) {
+        kiln_status s = kiln_cuda_device_create(i, &c->kdevices[i]);
+        if (s) {
+          why = kiln_status_annotate(s, "while opening GPU %d", i);
+          break;
+        }
+        c->num_kdevices++;
+      }
+      if (!why) {
+        c->is_cuda = true;
+        return NULL;
+      }
+      for (int32_t i = 0; i < c->num_kdevices; i++) kiln_device_destroy(c->kdevices[i]);
+      kiln_free(c->kdevices);
+      c->kdevices = NULL;
+      c->num_kdevices = 0;
+    }
+    if (want_cuda)
+      return kiln_status_annotate(why ? why : kiln_status_make(KILN_UNAVAILABLE, "no GPU"),
+                                  "PJRT_Client_Create: platform 'cuda' is not available");
+    KILN_LOG_I("PJRT client: no usable GPU (%s); using the host platform",
+               kiln_status_message(why));
+    kiln_status_free(why);
+  }
+  c->kdevices = kiln_calloc(1, sizeof(kiln_device_t *));
+  KILN_RETURN_IF_ERROR(kiln_host_device_create(0, &c->kdevices[0]),
+                       "PJRT_Client_Create: while creating the host device");
+  c->num_kdevices = 1;
+  c->is_cuda = false;
+  return NULL;
+}
+
+static PJRT_Error *Client_Create(PJRT_Client_Create_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Client_Create", args, client);
+  args->client = NULL;
+  PJRT_Client *c = kiln_calloc(1, sizeof(*c));
+  atomic_store(&c->refs, 1);
+  kiln_status s = parse_options(args->create_options, args->num_options, &c->options);
+  if (!s) s = make_runtime_devices(c);
+  if (s) {
+    options_free(&c->options);
+    kiln_free(c->kdevices);
+    kiln_free(c);
+    return kiln_pjrt_error_from_status(s);
+  }
+  c->kv_get = (void *)args->kv_get_callback;
+  c->kv_get_user_arg = args->kv_get_user_arg;
+  c->kv_put = (void *)args->kv_put_callback;
+  c->kv_put_user_arg = args->kv_put_user_arg;
+  if (KILN_PJRT_HAS(args, kv_try_get_user_arg)) {
+    c->kv_try_get = (void *)args->kv_try_get_callback;
+    c->kv_try_get_user_arg = args->kv_try_get_user_arg;
+  }
+  int32_t n = c->is_cuda ? c->num_kdevices : c->options.num_host_devices;
+  c->devices = kiln_calloc((size_t)n, sizeof(PJRT_Device *));
+  c->memories = kiln_calloc((size_t)n * 2, sizeof(PJRT_Memory *));
+  for (int32_t i = 0; i < n; i++) {
+    c->devices[i] = kiln_calloc(1, sizeof(PJRT_Device));
+    kiln_device_t *kd = c->is_cuda ? c->kdevices[i] : c->kdevices[0];
+    s = kiln_pjrt_device_init(c, c->devices[i], i, kd, i);
+    if (s) {
+      kiln_free(c->devices[i]);
+      break;
+    }
+    c->num_devices++;
+    for (int32_t k = 0; k < c->devices[i]->num_memories; k++)
+      c->memories[c->num_memories++] = c->devices[i]->memory_handles[k];
+  }
+  if (c->is_cuda) {
+    const kiln_cuda_driver_t *drv = ((kiln_cuda_device_t *)c->kdevices[0])->drv;
+    int v = drv ? drv->driver_version : 0;
+    snprintf(c->platform_version, sizeof(c->platform_version), "kiln %s; CUDA driver %d.%d",
+             KILN_PJRT_KILN_VERSION, v / 1000, (v % 1000) / 10);
+  } else {
+    snprintf(c->platform_version, sizeof(c->platform_version), "kiln %s; host",
+             KILN_PJRT_KILN_VERSION);
+  }
+  if (!s) s = kiln_pjrt_compile_cache_create(&c->options, &c->compile_cache);
+  if (s) {
+    client_free(c);
+    return kiln_pjrt_error_from_status(s);
+  }
+  args->client = c;
+  return NULL;
+}
+
+/* Waits until no stream of any device is out (executes and transfers in flight), then drops
+ * the caller's reference: the client's memory goes when the last buffer's does. */
+static PJRT_Error *Client_Destroy(PJRT_Client_Destroy_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Client_Destroy", args, client);
+  PJRT_Client *c = args->client;
+  if (!c) return NULL;
+  for (int32_t i = 0; i < c->num_devices; i++) {
+    PJRT_Device *d = c->devices[i];
+    pthread_mutex_lock(&d->stream_mu);
+    while (d->streams_out > 0) pthread_cond_wait(&d->stream_cv, &d->stream_mu);
+    pthread_mutex_unlock(&d->stream_mu);
+  }
+  kiln_pjrt_client_release(c);
+  return NULL;
+}
+
+#define CLIENT(fn, a)                                                                  \
+  do {                                                                                 \
+    if (!(a)->client)                                                                  \
+      return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, "%s: client is NULL", fn);    \
+  } while (0)
+
+static PJRT_Error *Client_PlatformName(PJRT_Client_PlatformName_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Client_PlatformName", args, platform_name_size);
+  CLIENT("PJRT_Client_PlatformName", args);
+  args->platform_name = args->client->is_cuda ? "cuda" : "cpu";
+  args->platform_name_size = strlen(args->platform_name);
+  return NULL;
+}
+
+static PJRT_Error *Client_ProcessIndex(PJRT_Client_ProcessIndex_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Client_ProcessIndex", args, process_index);
+  CLIENT("PJRT_Client_ProcessIndex", args);
+  args->process_index = 0;
+  return NULL;
+}
+
+static PJRT_Error *Client_PlatformVersion(PJRT_Client_PlatformVersion_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Client_PlatformVersion", args, platform_version_size);
+  CLIENT("PJRT_Client_PlatformVersion", args);
+  args->platform_version = args->client->platform_version;
+  args->platform_version_size = strlen(args->client->platform_version);
+  return NULL;
+}
+
+static PJRT_Error *Client_Devices(PJRT_Client_Devices_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Client_Devices", args, num_devices);
+  CLIENT("PJRT_Client_Devices", args);
+  args->devices = args->client->devices;
+  args->num_devices = (size_t)args->client->num_devices;
+  return NULL;
+}
+
+static PJRT_Error *Client_AddressableDevices(PJRT_Client_AddressableDevices_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Client_AddressableDevices", args, num_addressable_devices);
+  CLIENT("PJRT_Client_AddressableDevices", args);
+  args->addressable_devices = args->client->devices;
+  args->num_addressable_devices = (size_t)args->client->num_devices;
+  return NULL;
+}
+
+static PJRT_Error *Client_LookupDevice(PJRT_Client_LookupDevice_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Client_LookupDevice", args, device);
+  CLIENT("PJRT_Client_LookupDevice", args);
+  PJRT_Client *c = args->client;
+  for (int32_t i = 0; i < c->num_devices; i++)
+    if (c->devices[i]->desc.id == args->id) {
+      args->device = c->devices[i];
+      return NULL;
+    }
+  return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                              "PJRT_Client_LookupDevice: no device has id %d (the client has "
+                              "ids 0..%d)", args->id, c->num_devices - 1);
+}
+
+static PJRT_Error *Client_LookupAddressableDevice(PJRT_Client_LookupAddressableDevice_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Client_LookupAddressableDevice", args, addressable_device);
+  CLIENT("PJRT_Client_LookupAddressableDevice", args);
+  PJRT_Client *c = args->client;
+  for (int32_t i = 0; i < c->num_devices; i++)
+    if (c->devices[i]->local_hardware_id == args->local_hardware_id) {
+      args->addressable_device = c->devices[i];
+      return NULL;
+    }
+  return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                              "PJRT_Client_LookupAddressableDevice: no addressable device has "
+                              "local hardware id %d", args->local_hardware_id);
+}
+
+static PJRT_Error *Client_AddressableMemories(PJRT_Client_AddressableMemories_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Client_AddressableMemories", args, num_addressable_memories);
+  CLIENT("PJRT_Client_AddressableMemories", args);
+  args->addressable_memories = args->client->memories;
+  args->num_addressable_memories = (size_t)args->client->num_memories;
+  return NULL;
+}
+
+/* XLA's default placement: replica r, partition p runs on device r + p * num_replicas; the
+ * array is written replica-major (index r * num_partitions + p). */
+static PJRT_Error *Client_DefaultDeviceAssignment(PJRT_Client_DefaultDeviceAssignment_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Client_DefaultDeviceAssignment", args, default_assignment);
+  CLIENT("PJRT_Client_DefaultDeviceAssignment", args);
+  int r = args->num_replicas, p = args->num_partitions;
+  if (r < 1 || p < 1)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "PJRT_Client_DefaultDeviceAssignment: num_replicas %d and "
+                                "num_partitions %d must be at least 1", r, p);
+  int64_t need = (int64_t)r * p;
+  if (need > args->client->num_devices)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "PJRT_Client_DefaultDeviceAssignment: %d replicas x %d partitions "
+                                "need %lld devices; the client has %d", r, p, (long long)need,
+                                args->client->num_devices);
+  if (!args->default_assignment || args->default_assignment_size < (size_t)need)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "PJRT_Client_DefaultDeviceAssignment: default_assignment holds "
+                                "%zu ids (%s); %lld are needed", args->default_assignment_size,
+                                args->default_assignment ? "too few" : "it is NULL",
+                                (long long)need);
+  for (int ri = 0; ri < r; ri++)
+    for (int pi = 0; pi < p; pi++)
+      args->default_assignment[ri * p + pi] = args->client->devices[ri + pi * r]->desc.id;
+  return NULL;
+}
+
+void kiln_pjrt_fill_client(PJRT_Api *api) {
+  api->PJRT_Client_Create = Client_Create;
+  api->PJRT_Client_Destroy = Client_Destroy;
+  api->PJRT_Client_PlatformName = Client_PlatformName;
+  api->PJRT_Client_ProcessIndex = Client_ProcessIndex;
+  api->PJRT_Client_PlatformVersion = Client_PlatformVersion;
+  api->PJRT_Client_Devices = Client_Devices;
+  api->PJRT_Client_AddressableDevices = Client_AddressableDevices;
+  api->PJRT_Client_LookupDevice = Client_LookupDevice;
+  api->PJRT_Client_LookupAddressableDevice = Client_LookupAddressableDevice;
+  api->PJRT_Client_AddressableMemories = Client_AddressableMemories;
+  api->PJRT_Client_DefaultDeviceAssignment = Client_DefaultDeviceAssignment;
+}

@@ -1,4 +1,511 @@
-/* PLACEHOLDER (being written): the compile slots. */
+/* Compiling programs into executables: PJRT_Client_Compile, PJRT_Compile (topology-based: not
+ * offered), PJRT_Client_Load, PJRT_Executable_Serialize and
+ * PJRT_Executable_DeserializeAndLoad.
+ *
+ * Compile: look the program up in the client's compile cache (compile_cache.h); on a miss
+ * decode the options, parse the program (kiln_pjrt_program_parse: every program format goes
+ * through that one function), verify it, make its entry layouts the default ones
+ * (pjrt_executable.h says why), run the passes and keep the optimized module. Kernels are made
+ * on the first execute (pjrt_executable.c). The optimized module's text goes to the disk cache
+ * too, so another process compiling the same program skips parsing and the passes.
+ *
+ * Serialized executables: a header (magic "KILNEXE1", the blob format's version, kiln's
+ * version, the lengths of the parts and a 128-bit checksum of them) then the compile options
+ * and the optimized module's text. DeserializeAndLoad checks all of it: a blob from another
+ * kiln version, a truncated or altered one is INVALID_ARGUMENT; nothing in it is trusted
+ * before the checksum matched. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/disk_cache.h"
+#include "base/hash.h"
+#include "base/log.h"
+#include "base/str.h"
+#include "base/version.h"
+#include "compiler/frontend/hlo_proto.h"
+#include "compiler/passes/pipeline.h"
+#include "plugin/compile_cache.h"
+#include "plugin/compile_options.h"
+#include "plugin/pjrt_executable.h"
 #include "plugin/pjrt_internal.h"
 
-void kiln_pjrt_fill_compile(PJRT_Api *api) { (void)api; }
+#define ACCEPTED_FORMATS "\"hlo\" (HloModuleProto or HLO text), \"hlo_with_config\", \"mlir\""
+
+/* Parses a program in `format` into a module (verified). num_replicas / num_partitions are
+ * what the program itself says (hlo_with_config's config), else 1. The one place a new
+ * program format plugs in. */
+kiln_status kiln_pjrt_program_parse(const char *format, size_t format_len, const void *code,
+                                    size_t code_len, kiln_hlo_module_t **out, int64_t *num_replicas,
+                                    int64_t *num_partitions);
+
+kiln_status kiln_pjrt_program_parse(const char *format, size_t format_len, const void *code,
+                                    size_t code_len, kiln_hlo_module_t **out, int64_t *num_replicas,
+                                    int64_t *num_partitions) {
+  *out = NULL;
+  *num_replicas = 1;
+  *num_partitions = 1;
+  bool is_hlo = format_len == 3 && !memcmp(format, "hlo", 3);
+  bool is_cfg = format_len == 15 && !memcmp(format, "hlo_with_config", 15);
+  bool is_mlir = format_len == 4 && !memcmp(format, "mlir", 4);
+  if (!is_hlo && !is_cfg && !is_mlir)
+    return KILN_ERR_INVALID("unknown program format \"%.*s\": kiln accepts " ACCEPTED_FORMATS,
+                            (int)(format_len > 64 ? 64 : format_len), format ? format : "");
+  if (!code && code_len) return KILN_ERR_INVALID("program code is NULL");
+  if (is_mlir)
+    return kiln_status_make(KILN_UNIMPLEMENTED,
+                            "program format \"mlir\": the StableHLO reader is not in this build "
+                            "of kiln (use \"hlo\": HLO text or an HloModuleProto)");
+  kiln_hlo_module_t *m = NULL;
+  kiln_status s;
+  if (kiln_hlo_bytes_are_text(code, code_len)) {
+    kiln_hlo_parse_options_t po = {0};
+    po.filename = "<program>";
+    s = kiln_hlo_parse_module((const char *)code, code_len, &po, &m);
+  } else if (is_cfg) {
+    s = kiln_hlo_module_from_proto_with_config(code, code_len, &m, num_replicas, num_partitions);
+  } else {
+    s = kiln_hlo_module_from_proto(code, code_len, &m);
+  }
+  if (!s) s = kiln_hlo_module_verify(m);
+  if (s) {
+    kiln_hlo_module_destroy(m);
+    return kiln_status_annotate(s, "while reading the \"%.*s\" program", (int)format_len, format);
+  }
+  *out = m;
+  return NULL;
+}
+
+/* ---- entry layouts ---- */
+
+static void default_layouts(kiln_arena_t *a, kiln_shape_t *s) {
+  if (kiln_shape_is_tuple(s)) {
+    for (int i = 0; i < s->num_elements; i++) default_layouts(a, s->elements[i]);
+  } else {
+    kiln_shape_set_default_layout(a, s);
+  }
+}
+
+/* The entry's parameters and result get the default layout: PJRT buffers are dense and
+ * default-ordered, so the runtime's parameters are the buffers as they are. */
+static void make_entry_layouts_default(kiln_hlo_module_t *m) {
+  kiln_hlo_computation_t *e = m->entry;
+  int n = e->num_parameters;
+  kiln_shape_t **params = kiln_arena_alloc(&m->arena, sizeof(*params) * (size_t)(n ? n : 1));
+  for (int i = 0; i < n; i++) {
+    params[i] = kiln_shape_clone(&m->arena, e->parameters[i]->shape);
+    default_layouts(&m->arena, params[i]);
+  }
+  kiln_shape_t *result = kiln_shape_clone(&m->arena, e->root->shape);
+  default_layouts(&m->arena, result);
+  m->has_entry_layout = true;
+  m->num_entry_layout_params = n;
+  m->entry_layout_params = params;
+  m->entry_layout_result = result;
+}
+
+/* Argument layouts of the compile options: kiln takes the default ones only. A shape text
+ * like "(f32[2,3]{1,0}, s32[]{})": every {minor_to_major} must count down from rank-1. */
+static kiln_status check_argument_layouts(const kiln_pjrt_compile_options_t *co) {
+  for (int32_t a = 0; a < co->num_argument_layouts; a++) {
+    const char *t = co->argument_layouts[a];
+    for (const char *p = t; p && *p; p++) {
+      if (*p != '[') continue;
+      const char *close = strchr(p, ']');
+      if (!close) break;
+      int rank = 0;
+      for (const char *q = p + 1; q < close; q++)
+        if (*q >= '0' && *q <= '9' && (q == p + 1 || q[-1] == ',' || q[-1] == '=')) rank++;
+      p = close;
+      if (close[1] != '{') continue;
+      const char *q = close + 2;
+      int expect = rank - 1;
+      bool ok = true;
+      while (*q && *q != '}' && *q != ':') {
+        char *end = NULL;
+        long v = strtol(q, &end, 10);
+        if (end == q) break;
+        if (v != expect--) ok = false;
+        q = *end == ',' ? end + 1 : end;
+      }
+      if (!ok || expect != -1)
+        return kiln_status_make(KILN_UNIMPLEMENTED,
+                                "argument layout %d (%s) is not the default (descending) layout; "
+                                "kiln's PJRT buffers use the default layout only",
+                                a, t);
+    }
+  }
+  return NULL;
+}
+
+/* ---- compile ---- */
+
+/* The target part of a cache key: the platform and the environment the passes read. */
+static void client_target(const PJRT_Client *c, char *buf, size_t n) {
+  const char *disabled = getenv("KILN_DISABLE_PASSES");
+  const char *gemm = getenv("KILN_GEMM_LIBRARY");
+  snprintf(buf, n, "%s;disable=%s;gemm=%s", c->is_cuda ? "cuda" : "host", disabled ? disabled : "",
+           gemm ? gemm : "");
+}
+
+/* The disk cache key of the optimized module: the compile cache key's hash with the version. */
+static void module_disk_key(const kiln_pjrt_cache_key_t *k, uint64_t out[2]) {
+  kiln_hasher_t h;
+  kiln_hash_init(&h, 0x6d6f64756c6573ull);
+  kiln_hash_field(&h, k->hash, sizeof(k->hash));
+  kiln_hash_field(&h, KILN_VERSION_STRING, strlen(KILN_VERSION_STRING));
+  kiln_hash_final(&h, out);
+}
+
+/* The module of an optimized text (from the disk cache or a serialized executable), ready
+ * for lowering. */
+static kiln_status parse_optimized(const char *text, size_t len, kiln_hlo_module_t **out) {
+  kiln_hlo_parse_options_t po = {0};
+  po.filename = "<optimized module>";
+  kiln_status s = kiln_hlo_parse_module(text, len, &po, out);
+  if (!s) kiln_pipeline_lift_parse_limit(*out);
+  return s;
+}
+
+/* The device an executable is compiled for: the options' device assignment or ordinal,
+ * else the client's first device. */
+static kiln_status pick_device(const PJRT_Client *c, const kiln_pjrt_compile_options_t *co,
+                               int32_t *out) {
+  *out = 0;
+  if (c->num_devices < 1)
+    return kiln_status_make(KILN_FAILED_PRECONDITION, "the client has no devices");
+  int64_t want = -1;
+  const char *how = "";
+  if (co->has_device_assignment && co->device_ids) {
+    want = co->device_ids[0];
+    how = "the device assignment's";
+    for (int32_t i = 0; i < c->num_devices; i++)
+      if (c->devices[i]->desc.id == want) {
+        *out = i;
+        return NULL;
+      }
+  } else if (co->device_ordinal >= 0) {
+    want = co->device_ordinal;
+    how = "device_ordinal";
+    if (want < c->num_devices) {
+      *out = (int32_t)want;
+      return NULL;
+    }
+  } else {
+    return NULL;
+  }
+  return KILN_ERR_INVALID(
+      "compile options: %s device %lld is not an addressable device of the "
+      "client (%d devices)",
+      how, (long long)want, c->num_devices);
+}
+
+static kiln_status check_replication(int64_t replicas, int64_t partitions, const char *where) {
+  if (replicas > 1 || partitions > 1)
+    return kiln_status_make(KILN_UNIMPLEMENTED,
+                            "%s ask for %lld replicas x %lld partitions; kiln runs one replica of "
+                            "one partition for now (multi-device execution is a later issue)",
+                            where, (long long)replicas, (long long)partitions);
+  return NULL;
+}
+
+/* Compiles (or finds in the cache) `program` for `client`; *out holds one reference. */
+static kiln_status compile_program(PJRT_Client *client, const PJRT_Program *program,
+                                   const char *options, size_t options_len, PJRT_Executable **out) {
+  *out = NULL;
+  if (!program) return KILN_ERR_INVALID("program is NULL");
+  if (program->struct_size < offsetof(PJRT_Program, format_size) + sizeof(size_t))
+    return KILN_ERR_INVALID("program->struct_size %zu is too small", program->struct_size);
+  if (!program->format)
+    return KILN_ERR_INVALID("program format is NULL: kiln accepts " ACCEPTED_FORMATS);
+  if (!options && options_len) return KILN_ERR_INVALID("compile_options is NULL");
+  char target[512];
+  client_target(client, target, sizeof(target));
+  kiln_pjrt_cache_key_t key;
+  kiln_pjrt_cache_key_make(&key, program->format, program->format_size, program->code,
+                           program->code_size, options, options_len, target);
+  PJRT_Executable *hit =
+      client->compile_cache ? kiln_pjrt_compile_cache_get(client->compile_cache, &key) : NULL;
+  if (hit) {
+    kiln_pjrt_cache_key_free(&key);
+    *out = hit;
+    return NULL;
+  }
+  kiln_pjrt_compile_options_t co;
+  memset(&co, 0, sizeof(co));
+  kiln_status s = kiln_pjrt_compile_options_decode(options, options_len, &co);
+  if (s) {
+    kiln_pjrt_cache_key_free(&key);
+    return kiln_status_annotate(s, "while decoding the compile options");
+  }
+  int32_t device = 0;
+  s = check_replication(co.num_replicas, co.num_partitions, "the compile options");
+  if (!s) s = check_argument_layouts(&co);
+  if (!s) s = pick_device(client, &co, &device);
+  kiln_hlo_module_t *m = NULL;
+  double passes_ms = 0;
+  const char *dir = kiln_pjrt_compile_cache_dir(client->compile_cache);
+  uint64_t dkey[2];
+  module_disk_key(&key, dkey);
+  if (!s && dir) {
+    void *text = NULL;
+    size_t len = 0;
+    if (kiln_disk_cache_get(dir, "modules", dkey, &text, &len)) {
+      kiln_status ps = parse_optimized((const char *)text, len, &m);
+      if (ps) {
+        KILN_LOG_W("compile cache: a cached module does not parse (%s); recompiling",
+                   kiln_status_message(ps));
+        kiln_status_free(ps);
+        m = NULL;
+      }
+      kiln_free(text);
+    }
+  }
+  if (!s && !m) {
+    int64_t reps = 1, parts = 1;
+    s = kiln_pjrt_program_parse(program->format, program->format_size, program->code,
+                                program->code_size, &m, &reps, &parts);
+    if (!s) s = check_replication(reps, parts, "the program's config");
+    if (!s) {
+      make_entry_layouts_default(m);
+      kiln_compile_options_t o;
+      memset(&o, 0, sizeof(o));
+      kiln_pass_options_t po;
+      memset(&po, 0, sizeof(po));
+      const char *dump = co.xla_dump_to ? co.xla_dump_to : client->options.dump_dir;
+      po.dump_dir = dump && *dump ? dump : "";
+      kiln_pass_options_from_env(&po);
+      o.passes = &po;
+      o.emit.dump_dir = po.dump_dir;
+      kiln_compile_stats_t st;
+      memset(&st, 0, sizeof(st));
+      double t0 = kiln_clock_ms();
+      s = kiln_compile_module_passes(m, &o, &st);
+      passes_ms = kiln_clock_ms() - t0;
+    }
+    if (!s && dir) {
+      char *text = kiln_hlo_module_to_string(m);
+      kiln_disk_cache_put(dir, "modules", dkey, text, strlen(text));
+      kiln_free(text);
+    }
+  }
+  PJRT_Executable *e = NULL;
+  if (!s) {
+    s = kiln_pjrt_executable_create(client, device, m, options, options_len, &co, passes_ms, &e);
+    m = NULL;
+  }
+  kiln_hlo_module_destroy(m);
+  kiln_pjrt_compile_options_free(&co);
+  if (!s && client->compile_cache) {
+    PJRT_Executable *use = kiln_pjrt_compile_cache_put(client->compile_cache, &key, e);
+    kiln_pjrt_executable_unref(e);
+    e = use;
+  }
+  kiln_pjrt_cache_key_free(&key);
+  *out = e;
+  return s;
+}
+
+static PJRT_Error *client_compile(PJRT_Client_Compile_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Client_Compile", args, executable);
+  args->executable = NULL;
+  if (!args->client)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, "PJRT_Client_Compile: client is NULL");
+  PJRT_Executable *e = NULL;
+  kiln_status s = compile_program(args->client, args->program, args->compile_options,
+                                  args->compile_options_size, &e);
+  PJRT_LoadedExecutable *l = NULL;
+  if (!s) s = kiln_pjrt_loaded_create(e, &l);
+  kiln_pjrt_executable_unref(e);
+  if (s) return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in PJRT_Client_Compile"));
+  args->executable = l;
+  return NULL;
+}
+
+static PJRT_Error *topology_compile(PJRT_Compile_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Compile", args, executable);
+  return kiln_pjrt_error_make(KILN_UNIMPLEMENTED,
+                              "PJRT_Compile: kiln does not compile for a topology without a "
+                              "client (ahead-of-time compilation); use PJRT_Client_Compile");
+}
+
+/* ---- serialization ---- */
+
+#define BLOB_MAGIC "KILNEXE1"
+#define BLOB_FORMAT 1u
+
+typedef struct blob_header {
+  char magic[8];
+  uint32_t format;
+  uint32_t reserved;
+  char version[16];
+  uint64_t options_len, text_len;
+  uint64_t sum[2];
+} blob_header_t;
+
+typedef struct serialized {
+  char *data;
+  size_t len;
+} serialized_t;
+
+static void serialized_deleter(PJRT_SerializedExecutable *p) {
+  serialized_t *s = (serialized_t *)p;
+  if (!s) return;
+  kiln_free(s->data);
+  kiln_free(s);
+}
+
+static void blob_sum(const char *opts, size_t ol, const char *text, size_t tl, uint64_t out[2]) {
+  kiln_hasher_t h;
+  kiln_hash_init(&h, 0x73657269616c697aull);
+  kiln_hash_field(&h, opts, ol);
+  kiln_hash_field(&h, text, tl);
+  kiln_hash_final(&h, out);
+}
+
+static PJRT_Error *exec_serialize(PJRT_Executable_Serialize_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Executable_Serialize", args, serialized_executable_deleter);
+  const PJRT_Executable *e = args->executable;
+  if (!e)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "PJRT_Executable_Serialize: executable is NULL");
+  blob_header_t h;
+  memset(&h, 0, sizeof(h));
+  memcpy(h.magic, BLOB_MAGIC, 8);
+  h.format = BLOB_FORMAT;
+  snprintf(h.version, sizeof(h.version), "%s", KILN_VERSION_STRING);
+  h.options_len = e->compile_options_len;
+  h.text_len = e->optimized_text_len;
+  blob_sum(e->compile_options, e->compile_options_len, e->optimized_text, e->optimized_text_len,
+           h.sum);
+  serialized_t *s = kiln_calloc(1, sizeof(*s));
+  s->len = sizeof(h) + e->compile_options_len + e->optimized_text_len;
+  s->data = kiln_malloc(s->len);
+  memcpy(s->data, &h, sizeof(h));
+  if (e->compile_options_len)
+    memcpy(s->data + sizeof(h), e->compile_options, e->compile_options_len);
+  memcpy(s->data + sizeof(h) + e->compile_options_len, e->optimized_text, e->optimized_text_len);
+  args->serialized_bytes = s->data;
+  args->serialized_bytes_size = s->len;
+  args->serialized_executable = (PJRT_SerializedExecutable *)s;
+  args->serialized_executable_deleter = serialized_deleter;
+  return NULL;
+}
+
+/* An executable of `client` from optimized text and serialized options. */
+static kiln_status load_optimized(PJRT_Client *client, const char *text, size_t text_len,
+                                  const char *options, size_t options_len, PJRT_Executable **out) {
+  *out = NULL;
+  kiln_pjrt_compile_options_t co;
+  memset(&co, 0, sizeof(co));
+  KILN_RETURN_IF_ERROR(kiln_pjrt_compile_options_decode(options, options_len, &co),
+                       "while decoding the compile options");
+  int32_t device = 0;
+  kiln_status s = check_replication(co.num_replicas, co.num_partitions, "the compile options");
+  if (!s) s = pick_device(client, &co, &device);
+  kiln_hlo_module_t *m = NULL;
+  if (!s) s = parse_optimized(text, text_len, &m);
+  if (!s) s = kiln_pjrt_executable_create(client, device, m, options, options_len, &co, 0, out);
+  kiln_pjrt_compile_options_free(&co);
+  return s;
+}
+
+static kiln_status deserialize(PJRT_Client *client, const char *blob, size_t n,
+                               const char *override_opts, size_t override_len,
+                               PJRT_Executable **out) {
+  *out = NULL;
+  blob_header_t h;
+  if (!blob || n < sizeof(h))
+    return KILN_ERR_INVALID(
+        "not a serialized kiln executable: %zu bytes, shorter than its "
+        "%zu-byte header",
+        n, sizeof(h));
+  memcpy(&h, blob, sizeof(h));
+  if (memcmp(h.magic, BLOB_MAGIC, 8))
+    return KILN_ERR_INVALID("not a serialized kiln executable (wrong magic)");
+  char version[17] = {0};
+  memcpy(version, h.version, 16);
+  if (h.format != BLOB_FORMAT || strcmp(version, KILN_VERSION_STRING))
+    return KILN_ERR_INVALID(
+        "the executable was serialized by kiln %s (format %u); this is kiln "
+        "%s (format %u): compile it again",
+        version, h.format, KILN_VERSION_STRING, BLOB_FORMAT);
+  if (h.options_len > n || h.text_len > n || sizeof(h) + h.options_len + h.text_len != n)
+    return KILN_ERR_INVALID(
+        "serialized executable is truncated or padded: %zu bytes, its header "
+        "says %llu",
+        n, (unsigned long long)(sizeof(h) + h.options_len + h.text_len));
+  const char *opts = blob + sizeof(h);
+  const char *text = opts + h.options_len;
+  uint64_t sum[2];
+  blob_sum(opts, (size_t)h.options_len, text, (size_t)h.text_len, sum);
+  if (sum[0] != h.sum[0] || sum[1] != h.sum[1])
+    return KILN_ERR_INVALID("serialized executable is corrupt (checksum mismatch)");
+  if (override_opts && override_len) {
+    opts = override_opts;
+    h.options_len = override_len;
+  }
+  return load_optimized(client, text, (size_t)h.text_len, opts, (size_t)h.options_len, out);
+}
+
+static PJRT_Error *deserialize_and_load(PJRT_Executable_DeserializeAndLoad_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Executable_DeserializeAndLoad", args, loaded_executable);
+  args->loaded_executable = NULL;
+  if (!args->client)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "PJRT_Executable_DeserializeAndLoad: client is NULL");
+  const char *ov = NULL;
+  size_t ovn = 0;
+  if (KILN_PJRT_HAS(args, overridden_serialized_compile_options_size)) {
+    ov = args->overridden_serialized_compile_options;
+    ovn = args->overridden_serialized_compile_options_size;
+  }
+  PJRT_Executable *e = NULL;
+  kiln_status s = deserialize(args->client, args->serialized_executable,
+                              args->serialized_executable_size, ov, ovn, &e);
+  PJRT_LoadedExecutable *l = NULL;
+  if (!s) s = kiln_pjrt_loaded_create(e, &l);
+  kiln_pjrt_executable_unref(e);
+  if (s)
+    return kiln_pjrt_error_from_status(
+        kiln_status_annotate(s, "in PJRT_Executable_DeserializeAndLoad"));
+  args->loaded_executable = l;
+  return NULL;
+}
+
+/* Load: an executable (of this client or another) becomes a loaded one of `client`. */
+static PJRT_Error *client_load(PJRT_Client_Load_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Client_Load", args, loaded_executable);
+  args->loaded_executable = NULL;
+  if (!args->client || !args->executable)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "PJRT_Client_Load: client or executable is NULL");
+  PJRT_Executable *src = args->executable;
+  PJRT_Executable *e = NULL;
+  kiln_status s = NULL;
+  bool override = args->compile_options && args->compile_options_size;
+  if (src->client == args->client && !override) {
+    kiln_pjrt_executable_ref(src);
+    e = src;
+  } else {
+    const char *opts = override ? args->compile_options : src->compile_options;
+    size_t ol = override ? args->compile_options_size : src->compile_options_len;
+    s = load_optimized(args->client, src->optimized_text, src->optimized_text_len, opts, ol, &e);
+  }
+  PJRT_LoadedExecutable *l = NULL;
+  if (!s) s = kiln_pjrt_loaded_create(e, &l);
+  kiln_pjrt_executable_unref(e);
+  if (s) return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in PJRT_Client_Load"));
+  args->loaded_executable = l;
+  return NULL;
+}
+
+void kiln_pjrt_fill_compile(PJRT_Api *api) {
+  api->PJRT_Client_Compile = client_compile;
+  api->PJRT_Compile = topology_compile;
+  api->PJRT_Client_Load = client_load;
+  api->PJRT_Executable_Serialize = exec_serialize;
+  api->PJRT_Executable_DeserializeAndLoad = deserialize_and_load;
+}

@@ -1,4 +1,830 @@
-/* PLACEHOLDER (being written): the executable slots. */
-#include "plugin/pjrt_internal.h"
+/* Executables and their entries (pjrt_executable.h): metadata, lazy lowering per device,
+ * Execute, Delete/Destroy. Compile and DeserializeAndLoad are in pjrt_compile.c. */
+#include "plugin/pjrt_executable.h"
 
-void kiln_pjrt_fill_executable(PJRT_Api *api) { (void)api; }
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/hash.h"
+#include "base/log.h"
+#include "base/str.h"
+#include "compiler/passes/buffer_assignment.h"
+#include "plugin/compile_cache.h"
+#include "runtime/cuda/cuda_device.h"
+
+/* ---- the entry signature ---- */
+
+typedef KILN_VEC(kiln_pjrt_leaf_t) leaf_vec_t;
+
+/* Appends the array leaves of `s` depth first; a token or other leaf without data is
+ * UNIMPLEMENTED (`what` names it). */
+static kiln_status flatten(const kiln_shape_t *s, int32_t parameter, leaf_vec_t *out, int32_t *leaf,
+                           const char *what) {
+  if (kiln_shape_is_tuple(s)) {
+    for (int i = 0; i < s->num_elements; i++)
+      KILN_RETURN_IF_ERROR_PLAIN(flatten(s->elements[i], parameter, out, leaf, what));
+    return NULL;
+  }
+  kiln_pjrt_leaf_t l;
+  memset(&l, 0, sizeof(l));
+  if (!kiln_shape_is_array(s) || !kiln_pjrt_type_from_elem(s->type, &l.type))
+    return kiln_status_make(KILN_UNIMPLEMENTED,
+                            "%s has a %s leaf, which the PJRT plugin cannot pass as a buffer", what,
+                            kiln_elem_type_name(s->type));
+  l.rank = s->rank;
+  l.dims = kiln_calloc((size_t)s->rank + 1, sizeof(int64_t));
+  for (int d = 0; d < s->rank; d++) l.dims[d] = s->dims[d];
+  l.parameter = parameter;
+  l.leaf = (*leaf)++;
+  l.bytes = (uint64_t)kiln_shape_byte_size(s);
+  kiln_vec_push(out, l);
+  return NULL;
+}
+
+/* The flat leaf index of the subshape at `index` (a shape index) of `s`, or -1. */
+static int32_t leaf_of_index(const kiln_shape_t *s, const kiln_i64_list_t *index) {
+  int32_t base = 0;
+  for (int k = 0; k < index->n; k++) {
+    if (!kiln_shape_is_tuple(s) || index->v[k] < 0 || index->v[k] >= s->num_elements) return -1;
+    for (int64_t i = 0; i < index->v[k]; i++) {
+      leaf_vec_t tmp = {0};
+      int32_t n = 0;
+      kiln_status st = flatten(s->elements[i], 0, &tmp, &n, "");
+      for (size_t j = 0; j < tmp.len; j++) kiln_free(tmp.data[j].dims);
+      kiln_vec_free(&tmp);
+      if (st) {
+        kiln_status_free(st);
+        return -1;
+      }
+      base += n;
+    }
+    s = s->elements[index->v[k]];
+  }
+  return kiln_shape_is_tuple(s) ? -1 : base;
+}
+
+static void leaves_free(kiln_pjrt_leaf_t *l, int32_t n) {
+  for (int32_t i = 0; l && i < n; i++) kiln_free(l[i].dims);
+  kiln_free(l);
+}
+
+static kiln_status signature(PJRT_Executable *e) {
+  const kiln_hlo_computation_t *entry = e->optimized->entry;
+  leaf_vec_t params = {0}, outs = {0};
+  kiln_status s = NULL;
+  e->num_entry_params = entry->num_parameters;
+  for (int p = 0; p < entry->num_parameters && !s; p++) {
+    char what[64];
+    snprintf(what, sizeof(what), "parameter %d", p);
+    int32_t leaf = 0;
+    s = flatten(entry->parameters[p]->shape, p, &params, &leaf, what);
+  }
+  int32_t leaf = 0;
+  if (!s) s = flatten(entry->root->shape, -1, &outs, &leaf, "the result");
+  e->num_params = (int32_t)params.len;
+  e->params = params.data;
+  e->num_outputs = (int32_t)outs.len;
+  e->outputs = outs.data;
+  if (s) return s;
+  int32_t no = e->num_outputs, np = e->num_params;
+  e->output_types = kiln_calloc((size_t)no + 1, sizeof(*e->output_types));
+  e->output_dim_sizes = kiln_calloc((size_t)no + 1, sizeof(size_t));
+  e->output_memory_kinds = kiln_calloc((size_t)no + 1, sizeof(char *));
+  e->output_memory_kind_sizes = kiln_calloc((size_t)no + 1, sizeof(size_t));
+  size_t total = 0;
+  for (int32_t i = 0; i < no; i++) total += (size_t)e->outputs[i].rank;
+  e->output_dims = kiln_calloc(total + 1, sizeof(int64_t));
+  size_t at = 0;
+  for (int32_t i = 0; i < no; i++) {
+    e->output_types[i] = e->outputs[i].type;
+    e->output_dim_sizes[i] = (size_t)e->outputs[i].rank;
+    for (int32_t d = 0; d < e->outputs[i].rank; d++) e->output_dims[at++] = e->outputs[i].dims[d];
+    e->output_memory_kinds[i] = "device";
+    e->output_memory_kind_sizes[i] = strlen("device");
+  }
+  /* Donation: input_output_alias maps an output leaf to a parameter leaf. */
+  e->param_output = kiln_malloc(((size_t)np + 1) * sizeof(int32_t));
+  e->output_param = kiln_malloc(((size_t)no + 1) * sizeof(int32_t));
+  for (int32_t i = 0; i < np; i++) e->param_output[i] = -1;
+  for (int32_t i = 0; i < no; i++) e->output_param[i] = -1;
+  const kiln_hlo_module_t *m = e->optimized;
+  for (int a = 0; a < m->num_io_aliases; a++) {
+    const kiln_io_alias_t *al = &m->io_aliases[a];
+    int32_t out = leaf_of_index(entry->root->shape, &al->output_index);
+    if (out < 0 || al->param_number < 0 || al->param_number >= entry->num_parameters) continue;
+    int32_t pl = leaf_of_index(entry->parameters[al->param_number]->shape, &al->param_index);
+    if (pl < 0) continue;
+    int32_t flat = -1;
+    for (int32_t i = 0; i < np; i++)
+      if (e->params[i].parameter == al->param_number && e->params[i].leaf == pl) flat = i;
+    if (flat < 0 || out >= no) continue;
+    e->param_output[flat] = out;
+    e->output_param[out] = flat;
+  }
+  return NULL;
+}
+
+/* ---- lifetime ---- */
+
+static void executable_free(PJRT_Executable *e) {
+  if (e->cache) kiln_pjrt_compile_cache_unregister(e->cache, e);
+  kiln_pjrt_executable_detach(e);
+  kiln_hlo_module_destroy(e->optimized);
+  kiln_free(e->name);
+  kiln_free(e->optimized_text);
+  kiln_free(e->compile_options);
+  kiln_free(e->dump_dir);
+  kiln_free(e->kernel_cache_dir);
+  leaves_free(e->params, e->num_params);
+  leaves_free(e->outputs, e->num_outputs);
+  kiln_free(e->output_types);
+  kiln_free(e->output_dims);
+  kiln_free(e->output_dim_sizes);
+  kiln_free(e->output_memory_kinds);
+  kiln_free(e->output_memory_kind_sizes);
+  kiln_free(e->param_output);
+  kiln_free(e->output_param);
+  kiln_free(e->devices);
+  for (size_t i = 0; i < e->num_props; i++) kiln_free((char *)e->props[i].name);
+  kiln_free(e->props);
+  pthread_mutex_destroy(&e->lower_mu);
+  pthread_mutex_destroy(&e->props_mu);
+  kiln_free(e);
+}
+
+void kiln_pjrt_executable_ref(PJRT_Executable *e) {
+  atomic_fetch_add(&e->refs, 1);
+}
+
+void kiln_pjrt_executable_unref(PJRT_Executable *e) {
+  if (e && atomic_fetch_sub(&e->refs, 1) == 1) executable_free(e);
+}
+
+void kiln_pjrt_executable_detach(PJRT_Executable *e) {
+  pthread_mutex_lock(&e->lower_mu);
+  for (int32_t i = 0; i < e->num_devices; i++) {
+    kiln_executable_t *x = atomic_exchange(&e->devices[i].loaded, NULL);
+    kiln_executable_destroy(x);
+  }
+  e->client = NULL;
+  pthread_mutex_unlock(&e->lower_mu);
+}
+
+kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t device_index,
+                                        kiln_hlo_module_t *optimized, const char *options,
+                                        size_t options_len, const kiln_pjrt_compile_options_t *co,
+                                        double passes_ms, PJRT_Executable **out) {
+  *out = NULL;
+  PJRT_Executable *e = kiln_calloc(1, sizeof(*e));
+  atomic_init(&e->refs, 1);
+  pthread_mutex_init(&e->lower_mu, NULL);
+  pthread_mutex_init(&e->props_mu, NULL);
+  e->client = client;
+  e->optimized = optimized;
+  e->name = kiln_strdup(optimized->name ? optimized->name : "module");
+  e->optimized_text = kiln_hlo_module_to_string(optimized);
+  e->optimized_text_len = strlen(e->optimized_text);
+  e->compile_options = kiln_malloc(options_len ? options_len : 1);
+  if (options_len) memcpy(e->compile_options, options, options_len);
+  e->compile_options_len = options_len;
+  e->device_index = device_index;
+  e->passes_ms = passes_ms;
+  e->target = client->is_cuda ? KILN_TARGET_CUDA : KILN_TARGET_HOST;
+  const char *target_name = client->is_cuda ? "cuda" : "host";
+  kiln_hasher_t h;
+  kiln_hash_init(&h, 0x66696e6765727072ull);
+  kiln_hash_field(&h, e->optimized_text, e->optimized_text_len);
+  kiln_hash_field(&h, target_name, strlen(target_name));
+  kiln_hash_field(&h, KILN_VERSION_STRING, strlen(KILN_VERSION_STRING));
+  uint64_t fp[2];
+  kiln_hash_final(&h, fp);
+  kiln_hash_hex(fp, e->fingerprint);
+  /* Lowering options: the dump folder (compile options, else the client's) and command
+   * buffers (the client's setting, overridden by the compile options when they say). */
+  const char *dump = co && co->xla_dump_to ? co->xla_dump_to : client->options.dump_dir;
+  if (dump && *dump) e->dump_dir = kiln_strdup(dump);
+  e->copts.emit.target = e->target;
+  e->copts.emit.dump_dir = e->dump_dir ? e->dump_dir : "";
+  bool cmdbufs = client->options.command_buffers;
+  if (co && co->has_command_buffer_option) cmdbufs = co->command_buffers;
+  e->copts.no_command_buffers = !cmdbufs;
+  const char *cdir = kiln_pjrt_compile_cache_dir(client->compile_cache);
+  if (cdir) e->kernel_cache_dir = kiln_strdup(cdir);
+  e->copts.emit.kernel_cache_dir = e->kernel_cache_dir;
+  e->num_devices = client->num_devices;
+  e->devices = kiln_calloc((size_t)e->num_devices + 1, sizeof(*e->devices));
+  if (client->compile_cache) kiln_pjrt_compile_cache_register(client->compile_cache, e);
+  kiln_status s = signature(e);
+  if (s) {
+    kiln_pjrt_executable_unref(e);
+    return s;
+  }
+  *out = e;
+  return NULL;
+}
+
+kiln_status kiln_pjrt_loaded_create(PJRT_Executable *e, PJRT_LoadedExecutable **out) {
+  *out = NULL;
+  if (!e->client) return kiln_status_make(KILN_FAILED_PRECONDITION, "the client was destroyed");
+  if (e->device_index < 0 || e->device_index >= e->client->num_devices)
+    return KILN_ERR_INVALID("device %d is not a device of the client", e->device_index);
+  PJRT_LoadedExecutable *l = kiln_calloc(1, sizeof(*l));
+  kiln_pjrt_executable_ref(e);
+  l->exec = e;
+  l->device = e->client->devices[e->device_index];
+  atomic_init(&l->deleted, false);
+  *out = l;
+  return NULL;
+}
+
+/* ---- lazy lowering ---- */
+
+static int32_t device_index_of(const PJRT_Executable *e, const PJRT_Device *dev) {
+  if (!e->client || !dev || dev->client != e->client) return -1;
+  if (dev->index < 0 || dev->index >= e->num_devices || e->client->devices[dev->index] != dev)
+    return -1;
+  return dev->index;
+}
+
+/* The code of `e` on device `di`, made on the first call (once, whoever calls at once). */
+static kiln_status device_code(PJRT_Executable *e, int32_t di, kiln_executable_t **out) {
+  kiln_executable_t *x = atomic_load_explicit(&e->devices[di].loaded, memory_order_acquire);
+  if (x) {
+    *out = x;
+    return NULL;
+  }
+  pthread_mutex_lock(&e->lower_mu);
+  kiln_status s = NULL;
+  x = atomic_load_explicit(&e->devices[di].loaded, memory_order_acquire);
+  if (!x && !e->client)
+    s = kiln_status_make(KILN_FAILED_PRECONDITION, "executable %s: its client was destroyed",
+                         e->name);
+  if (!x && !s) {
+    double t0 = kiln_clock_ms();
+    kiln_compile_options_t o = e->copts;
+    PJRT_Device *dev = e->client->devices[di];
+    char arch[16] = "";
+    if (dev->kdev->kind == KILN_DEVICE_CUDA) {
+      const kiln_cuda_device_t *cd = (const kiln_cuda_device_t *)dev->kdev;
+      snprintf(arch, sizeof(arch), "sm_%d%d", cd->cc_major, cd->cc_minor);
+      o.emit.arch = arch;
+    }
+    kiln_compile_stats_t st;
+    memset(&st, 0, sizeof(st));
+    kiln_executable_desc_t *d = NULL;
+    s = kiln_compile_optimized_module(e->optimized, &o, &d, &st);
+    int64_t code = 0;
+    for (int32_t i = 0; !s && i < d->num_images; i++) code += (int64_t)d->images[i].size;
+    if (!s) s = kiln_executable_load(dev->kdev, d, &x);
+    if (s) {
+      s = kiln_status_annotate(s, "while loading executable %s on device %d", e->name, di);
+    } else {
+      e->temp_bytes = st.temp_bytes;
+      atomic_fetch_add(&e->code_bytes, code);
+      e->devices[di].lower_ms = kiln_clock_ms() - t0;
+      atomic_store_explicit(&e->devices[di].loaded, x, memory_order_release);
+      KILN_LOG_I("executable %s: loaded on device %d in %.1f ms (%d kernels)", e->name, di,
+                 e->devices[di].lower_ms, st.emit.kernels);
+    }
+  }
+  pthread_mutex_unlock(&e->lower_mu);
+  *out = x;
+  return s;
+}
+
+/* ---- Execute ---- */
+
+typedef struct arg_state {
+  PJRT_Buffer *buf;
+  kiln_devptr_t ptr;
+  bool acquired;
+  kiln_pjrt_storage_t *donated; /* the storage taken from buf (its output takes it over) */
+  kiln_device_buffer_t *copy;   /* an aliased parameter that could not be donated: a copy */
+} arg_state_t;
+
+static bool in_list(const int64_t *v, size_t n, int64_t x) {
+  for (size_t i = 0; v && i < n; i++)
+    if (v[i] == x) return true;
+  return false;
+}
+
+static kiln_status check_argument(const PJRT_Executable *e, int32_t i, const PJRT_Buffer *b,
+                                  const PJRT_Device *dev) {
+  const kiln_pjrt_leaf_t *p = &e->params[i];
+  if (!b)
+    return KILN_ERR_INVALID("argument %d (parameter %d of %s) is NULL", i, p->parameter, e->name);
+  if (b->device != dev)
+    return KILN_ERR_INVALID(
+        "argument %d (parameter %d of %s) is on device %d, the execute is on "
+        "device %d",
+        i, p->parameter, e->name, b->device ? b->device->desc.id : -1, dev->desc.id);
+  bool same = b->type == p->type && b->rank == p->rank;
+  for (int32_t d = 0; same && d < p->rank; d++) same = b->dims[d] == p->dims[d];
+  if (!same) {
+    kiln_strbuf_t want = {0}, got = {0};
+    kiln_strbuf_printf(&want, "%s[", kiln_pjrt_type_name(p->type));
+    for (int32_t d = 0; d < p->rank; d++)
+      kiln_strbuf_printf(&want, "%s%lld", d ? "," : "", (long long)p->dims[d]);
+    kiln_strbuf_printf(&got, "%s[", kiln_pjrt_type_name(b->type));
+    for (int32_t d = 0; d < b->rank; d++)
+      kiln_strbuf_printf(&got, "%s%lld", d ? "," : "", (long long)b->dims[d]);
+    kiln_status s = KILN_ERR_INVALID(
+        "argument %d does not match parameter %d (leaf %d) of %s: expected %s], got %s]", i,
+        p->parameter, p->leaf, e->name, kiln_strbuf_cstr(&want), kiln_strbuf_cstr(&got));
+    kiln_strbuf_free(&want);
+    kiln_strbuf_free(&got);
+    return s;
+  }
+  return NULL;
+}
+
+static void args_release(arg_state_t *st, int32_t n) {
+  for (int32_t i = 0; i < n; i++) {
+    if (st[i].acquired) kiln_pjrt_buffer_release(st[i].buf);
+    if (st[i].donated) kiln_pjrt_storage_unref(st[i].donated);
+    kiln_device_buffer_destroy(st[i].copy);
+    st[i].acquired = false;
+    st[i].donated = NULL;
+    st[i].copy = NULL;
+  }
+}
+
+/* One execute on `dev` (di: its index): arguments in `args` (e->num_params of them), outputs
+ * into `outs` (e->num_outputs). */
+static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
+                               PJRT_Buffer *const *args, const PJRT_ExecuteOptions *opts,
+                               PJRT_Buffer **outs) {
+  int32_t np = e->num_params, no = e->num_outputs;
+  for (int32_t i = 0; i < np; i++) KILN_RETURN_IF_ERROR_PLAIN(check_argument(e, i, args[i], dev));
+  kiln_executable_t *x = NULL;
+  KILN_RETURN_IF_ERROR_PLAIN(device_code(e, di, &x));
+  const int64_t *non_donatable = NULL;
+  size_t num_non_donatable = 0;
+  if (opts && KILN_PJRT_HAS(opts, num_non_donatable_input_indices)) {
+    non_donatable = opts->non_donatable_input_indices;
+    num_non_donatable = opts->num_non_donatable_input_indices;
+  }
+  arg_state_t local[16];
+  arg_state_t *st = np <= 16 ? local : kiln_calloc((size_t)np, sizeof(*st));
+  memset(st, 0, sizeof(*st) * (size_t)(np <= 16 ? 16 : np));
+  kiln_devptr_t pl[16];
+  uint64_t sl[16];
+  kiln_devptr_t *ptrs = np <= 16 ? pl : kiln_calloc((size_t)np, sizeof(*ptrs));
+  uint64_t *sizes = np <= 16 ? sl : kiln_calloc((size_t)np, sizeof(*sizes));
+  kiln_device_buffer_t *ol[16];
+  kiln_device_buffer_t **kout = no <= 16 ? ol : kiln_calloc((size_t)no, sizeof(*kout));
+  memset(kout, 0, sizeof(*kout) * (size_t)(no <= 16 ? 16 : no));
+  kiln_stream_t *stream = NULL;
+  kiln_status s = NULL;
+  /* Plain arguments are held for reading; aliased ones are donated (after every hold, so a
+   * buffer passed twice fails before anything was taken), or copied when the caller said
+   * they are not donatable or donation is refused (an external reference). */
+  for (int32_t i = 0; i < np && !s; i++) {
+    st[i].buf = args[i];
+    if (e->param_output[i] >= 0 && !in_list(non_donatable, num_non_donatable, i)) continue;
+    uint64_t size = 0;
+    s = kiln_pjrt_buffer_acquire(args[i], &st[i].ptr, &size);
+    if (s) {
+      s = kiln_status_annotate(s, "argument %d of %s", i, e->name);
+      break;
+    }
+    st[i].acquired = true;
+  }
+  for (int32_t i = 0; i < np && !s; i++) {
+    if (e->param_output[i] < 0 || st[i].acquired) continue;
+    kiln_status ds = kiln_pjrt_buffer_donate(args[i], &st[i].donated);
+    if (!ds) {
+      st[i].ptr = st[i].donated->buf->ptr;
+      continue;
+    }
+    kiln_status_free(ds); /* refused: fall back to a copy */
+    uint64_t size = 0;
+    s = kiln_pjrt_buffer_acquire(args[i], &st[i].ptr, &size);
+    if (s)
+      s = kiln_status_annotate(s, "argument %d of %s", i, e->name);
+    else
+      st[i].acquired = true;
+  }
+  if (!s) s = kiln_pjrt_device_stream_acquire(dev, &stream);
+  for (int32_t i = 0; i < np && !s; i++) {
+    sizes[i] = e->params[i].bytes;
+    ptrs[i] = st[i].ptr;
+    if (e->param_output[i] >= 0 && !st[i].donated) {
+      /* not donated: the executable writes into a copy */
+      s = kiln_device_buffer_create(dev->kdev, sizes[i] ? sizes[i] : 1, &st[i].copy);
+      if (!s && sizes[i]) s = kiln_stream_memcpy_d2d(stream, st[i].copy->ptr, st[i].ptr, sizes[i]);
+      if (!s) ptrs[i] = st[i].copy->ptr;
+    }
+  }
+  if (!s) s = kiln_executable_run(x, stream, ptrs, sizes, np, kout);
+  if (stream) kiln_pjrt_device_stream_release(dev, stream);
+  if (!s) {
+    /* Reads are done: let go of the held arguments before wrapping the outputs. */
+    for (int32_t i = 0; i < np; i++)
+      if (st[i].acquired) {
+        kiln_pjrt_buffer_release(st[i].buf);
+        st[i].acquired = false;
+      }
+    for (int32_t j = 0; j < no && !s; j++) {
+      const kiln_pjrt_leaf_t *o = &e->outputs[j];
+      int32_t pi = e->output_param[j];
+      if (pi >= 0 && st[pi].donated) {
+        kiln_device_buffer_destroy(kout[j]); /* a view of the donated storage */
+        kout[j] = NULL;
+        s = kiln_pjrt_buffer_from_storage(dev, st[pi].donated, o->type, o->dims, o->rank, &outs[j]);
+        if (!s) st[pi].donated = NULL;
+      } else if (pi >= 0 && st[pi].copy) {
+        kiln_device_buffer_destroy(kout[j]); /* a view of the copy */
+        kout[j] = NULL;
+        s = kiln_pjrt_buffer_create(dev, st[pi].copy, o->type, o->dims, o->rank, &outs[j]);
+        if (!s) st[pi].copy = NULL;
+      } else {
+        s = kiln_pjrt_buffer_create(dev, kout[j], o->type, o->dims, o->rank, &outs[j]);
+        if (!s) kout[j] = NULL;
+      }
+    }
+    if (s) {
+      PJRT_Buffer_Destroy_Args da;
+      for (int32_t j = 0; j < no; j++) {
+        if (!outs[j]) continue;
+        memset(&da, 0, sizeof(da));
+        da.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
+        da.buffer = outs[j];
+        PJRT_Error *err = GetPjrtApi()->PJRT_Buffer_Destroy(&da);
+        if (err) {
+          PJRT_Error_Destroy_Args ea;
+          memset(&ea, 0, sizeof(ea));
+          ea.struct_size = PJRT_Error_Destroy_Args_STRUCT_SIZE;
+          ea.error = err;
+          GetPjrtApi()->PJRT_Error_Destroy(&ea);
+        }
+        outs[j] = NULL;
+      }
+    }
+  }
+  for (int32_t j = 0; j < no; j++) kiln_device_buffer_destroy(kout[j]);
+  args_release(st, np);
+  if (st != local) kiln_free(st);
+  if (ptrs != pl) kiln_free(ptrs);
+  if (sizes != sl) kiln_free(sizes);
+  if (kout != ol) kiln_free(kout);
+  return s;
+}
+
+static PJRT_Error *loaded_execute(PJRT_LoadedExecutable_Execute_Args *args) {
+  KILN_PJRT_ARGS("PJRT_LoadedExecutable_Execute", args, device_complete_events);
+  PJRT_LoadedExecutable *l = args->executable;
+  if (!l) return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, "Execute: executable is NULL");
+  if (atomic_load(&l->deleted))
+    return kiln_pjrt_error_make(KILN_FAILED_PRECONDITION, "Execute: executable %s was deleted",
+                                l->exec->name);
+  PJRT_Executable *e = l->exec;
+  PJRT_Device *dev = l->device;
+  if (KILN_PJRT_HAS(args, execute_device) && args->execute_device) dev = args->execute_device;
+  int32_t di = device_index_of(e, dev);
+  if (di < 0)
+    return kiln_pjrt_error_make(e->client ? KILN_INVALID_ARGUMENT : KILN_FAILED_PRECONDITION,
+                                e->client ? "Execute: execute_device is not a device of the "
+                                            "executable's client"
+                                          : "Execute: the executable's client was destroyed");
+  if (args->num_devices != 1)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "Execute: %s runs on 1 device, num_devices is %zu", e->name,
+                                args->num_devices);
+  if (args->num_args != (size_t)e->num_params)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "Execute: %s takes %d arguments (parameters' leaves), num_args "
+                                "is %zu",
+                                e->name, e->num_params, args->num_args);
+  if ((e->num_params && (!args->argument_lists || !args->argument_lists[0])) ||
+      !args->output_lists || (e->num_outputs && !args->output_lists[0]))
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "Execute: argument_lists or output_lists is NULL");
+  PJRT_Buffer *none = NULL;
+  PJRT_Buffer *const *argv = e->num_params ? args->argument_lists[0] : &none;
+  PJRT_Buffer **outs = args->output_lists[0];
+  for (int32_t j = 0; j < e->num_outputs; j++) outs[j] = NULL;
+  kiln_status s = execute_one(e, dev, di, argv, args->options, outs);
+  if (s)
+    return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in PJRT_LoadedExecutable_Execute"));
+  /* The run is synchronous: its completion event is ready now. */
+  if (args->device_complete_events) args->device_complete_events[0] = kiln_pjrt_event_ready(NULL);
+  return NULL;
+}
+
+/* ---- metadata entries ---- */
+
+#define EXEC_ARG(fn, args, member)  \
+  KILN_PJRT_ARGS(fn, args, member); \
+  if (!(args)->executable)          \
+  return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, "%s: executable is NULL", fn)
+
+static PJRT_Error *exec_destroy(PJRT_Executable_Destroy_Args *args) {
+  KILN_PJRT_ARGS("PJRT_Executable_Destroy", args, executable);
+  kiln_pjrt_executable_unref(args->executable);
+  return NULL;
+}
+
+static PJRT_Error *exec_name(PJRT_Executable_Name_Args *args) {
+  EXEC_ARG("PJRT_Executable_Name", args, executable_name_size);
+  args->executable_name = args->executable->name;
+  args->executable_name_size = strlen(args->executable->name);
+  return NULL;
+}
+
+static PJRT_Error *exec_num_replicas(PJRT_Executable_NumReplicas_Args *args) {
+  EXEC_ARG("PJRT_Executable_NumReplicas", args, num_replicas);
+  args->num_replicas = 1;
+  return NULL;
+}
+
+static PJRT_Error *exec_num_partitions(PJRT_Executable_NumPartitions_Args *args) {
+  EXEC_ARG("PJRT_Executable_NumPartitions", args, num_partitions);
+  args->num_partitions = 1;
+  return NULL;
+}
+
+static PJRT_Error *exec_num_outputs(PJRT_Executable_NumOutputs_Args *args) {
+  EXEC_ARG("PJRT_Executable_NumOutputs", args, num_outputs);
+  args->num_outputs = (size_t)args->executable->num_outputs;
+  return NULL;
+}
+
+static PJRT_Error *exec_output_types(PJRT_Executable_OutputElementTypes_Args *args) {
+  EXEC_ARG("PJRT_Executable_OutputElementTypes", args, num_output_types);
+  args->output_types = args->executable->output_types;
+  args->num_output_types = (size_t)args->executable->num_outputs;
+  return NULL;
+}
+
+static PJRT_Error *exec_output_dims(PJRT_Executable_OutputDimensions_Args *args) {
+  EXEC_ARG("PJRT_Executable_OutputDimensions", args, dim_sizes);
+  args->num_outputs = (size_t)args->executable->num_outputs;
+  args->dims = args->executable->output_dims;
+  args->dim_sizes = args->executable->output_dim_sizes;
+  return NULL;
+}
+
+static PJRT_Error *exec_output_memory_kinds(PJRT_Executable_OutputMemoryKinds_Args *args) {
+  EXEC_ARG("PJRT_Executable_OutputMemoryKinds", args, memory_kind_sizes);
+  args->num_outputs = (size_t)args->executable->num_outputs;
+  args->memory_kinds = args->executable->output_memory_kinds;
+  args->memory_kind_sizes = args->executable->output_memory_kind_sizes;
+  return NULL;
+}
+
+static PJRT_Error *exec_fingerprint(PJRT_Executable_Fingerprint_Args *args) {
+  EXEC_ARG("PJRT_Executable_Fingerprint", args, executable_fingerprint_size);
+  args->executable_fingerprint = args->executable->fingerprint;
+  args->executable_fingerprint_size = strlen(args->executable->fingerprint);
+  return NULL;
+}
+
+static PJRT_Error *loaded_fingerprint(PJRT_LoadedExecutable_Fingerprint_Args *args) {
+  EXEC_ARG("PJRT_LoadedExecutable_Fingerprint", args, executable_fingerprint_size);
+  args->executable_fingerprint = args->executable->exec->fingerprint;
+  args->executable_fingerprint_size = strlen(args->executable->exec->fingerprint);
+  return NULL;
+}
+
+static PJRT_Error *exec_code_size(PJRT_Executable_SizeOfGeneratedCodeInBytes_Args *args) {
+  EXEC_ARG("PJRT_Executable_SizeOfGeneratedCodeInBytes", args, size_in_bytes);
+  args->size_in_bytes = atomic_load(&args->executable->code_bytes);
+  return NULL;
+}
+
+/* PJRT_Program's two-call protocol: with code NULL, the size; then the bytes into the
+ * caller's buffer of that size. */
+static PJRT_Error *exec_optimized_program(PJRT_Executable_OptimizedProgram_Args *args) {
+  EXEC_ARG("PJRT_Executable_OptimizedProgram", args, program);
+  PJRT_Program *p = args->program;
+  if (!p || p->struct_size < offsetof(PJRT_Program, format_size) + sizeof(size_t))
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "PJRT_Executable_OptimizedProgram: program is NULL or too small");
+  const PJRT_Executable *e = args->executable;
+  p->format = "hlo";
+  p->format_size = 3;
+  if (!p->code) {
+    p->code_size = e->optimized_text_len;
+    return NULL;
+  }
+  if (p->code_size < e->optimized_text_len)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "PJRT_Executable_OptimizedProgram: code_size %zu is smaller than "
+                                "the program's %zu bytes (call with code NULL for the size)",
+                                p->code_size, e->optimized_text_len);
+  memcpy(p->code, e->optimized_text, e->optimized_text_len);
+  p->code_size = e->optimized_text_len;
+  return NULL;
+}
+
+static PJRT_Error *exec_memory_stats(PJRT_Executable_GetCompiledMemoryStats_Args *args) {
+  EXEC_ARG("PJRT_Executable_GetCompiledMemoryStats", args, peak_unpadded_heap_bytes);
+  PJRT_Executable *e = args->executable;
+  kiln_buffer_assignment_t *ba = NULL;
+  kiln_status s = kiln_buffer_assignment_run(e->optimized, NULL, &ba);
+  if (s) return kiln_pjrt_error_from_status(s);
+  int64_t arg = 0, out = 0, alias = 0;
+  for (int32_t i = 0; i < e->num_params; i++) {
+    arg += (int64_t)e->params[i].bytes;
+    if (e->param_output[i] >= 0) alias += (int64_t)e->params[i].bytes;
+  }
+  for (int32_t j = 0; j < e->num_outputs; j++) out += (int64_t)e->outputs[j].bytes;
+  int64_t temp = ba->stats.temp_bytes;
+  kiln_buffer_assignment_free(ba);
+  int64_t code = atomic_load(&e->code_bytes);
+  bool host = e->target == KILN_TARGET_HOST;
+  args->generated_code_size_in_bytes = host ? 0 : code;
+  args->argument_size_in_bytes = host ? 0 : arg;
+  args->output_size_in_bytes = host ? 0 : out;
+  args->alias_size_in_bytes = host ? 0 : alias;
+  args->temp_size_in_bytes = host ? 0 : temp;
+  args->host_generated_code_size_in_bytes = host ? code : 0;
+  args->host_argument_size_in_bytes = host ? arg : 0;
+  args->host_output_size_in_bytes = host ? out : 0;
+  args->host_alias_size_in_bytes = host ? alias : 0;
+  args->host_temp_size_in_bytes = host ? temp : 0;
+  args->peak_memory_in_bytes = arg + out - alias + temp;
+  args->total_size_in_bytes = arg + out - alias + temp + code;
+  args->total_allocation_bytes = arg + out - alias + temp;
+  args->indefinite_allocations = 0;
+  args->peak_unpadded_heap_bytes = 0;
+  return NULL;
+}
+
+/* Cost analysis: kiln has no cost model at this boundary yet; it reports what it knows about
+ * the executable and the client's compile cache (which tests and tools read to see hits). */
+static PJRT_Error *exec_cost_analysis(PJRT_Executable_GetCostAnalysis_Args *args) {
+  EXEC_ARG("PJRT_Executable_GetCostAnalysis", args, properties);
+  PJRT_Executable *e = args->executable;
+  kiln_pjrt_compile_cache_counters_t c =
+      kiln_pjrt_compile_cache_counters(e->client ? e->client->compile_cache : NULL);
+  struct {
+    const char *name;
+    int64_t v;
+  } vals[] = {
+      {"kiln.compile_cache.memory_hits", c.memory_hits},
+      {"kiln.compile_cache.memory_misses", c.memory_misses},
+      {"kiln.compile_cache.module_disk_hits", c.module_disk_hits},
+      {"kiln.compile_cache.module_disk_misses", c.module_disk_misses},
+      {"kiln.compile_cache.module_disk_rejected", c.module_disk_rejected},
+      {"kiln.compile_cache.object_disk_hits", c.object_disk_hits},
+      {"kiln.compile_cache.object_disk_misses", c.object_disk_misses},
+      {"kiln.compile_cache.object_disk_rejected", c.object_disk_rejected},
+      {"kiln.passes_us", (int64_t)(e->passes_ms * 1000.0)},
+  };
+  size_t n = sizeof(vals) / sizeof(vals[0]);
+  pthread_mutex_lock(&e->props_mu);
+  if (!e->props) {
+    e->props = kiln_calloc(n, sizeof(*e->props));
+    for (size_t i = 0; i < n; i++) e->props[i].name = kiln_strdup(vals[i].name);
+    e->num_props = n;
+  }
+  /* Values as of this call (the array is the executable's; a later call refreshes it). */
+  for (size_t i = 0; i < n; i++) {
+    PJRT_NamedValue *v = &e->props[i];
+    v->struct_size = PJRT_NamedValue_STRUCT_SIZE;
+    v->name_size = strlen(v->name);
+    v->type = PJRT_NamedValue_kInt64;
+    v->int64_value = vals[i].v;
+    v->value_size = 1;
+  }
+  pthread_mutex_unlock(&e->props_mu);
+  args->num_properties = n;
+  args->properties = e->props;
+  return NULL;
+}
+
+typedef struct kiln_pjrt_blob {
+  char *data;
+  size_t len;
+} kiln_pjrt_blob_t;
+
+static void compile_options_deleter(PJRT_SerializedCompileOptions *p) {
+  kiln_pjrt_blob_t *b = (kiln_pjrt_blob_t *)p;
+  if (!b) return;
+  kiln_free(b->data);
+  kiln_free(b);
+}
+
+static PJRT_Error *exec_compile_options(PJRT_Executable_GetCompileOptions_Args *args) {
+  EXEC_ARG("PJRT_Executable_GetCompileOptions", args, serialized_compile_options_deleter);
+  const PJRT_Executable *e = args->executable;
+  kiln_pjrt_blob_t *b = kiln_calloc(1, sizeof(*b));
+  b->data = kiln_malloc(e->compile_options_len + 1);
+  memcpy(b->data, e->compile_options, e->compile_options_len);
+  b->len = e->compile_options_len;
+  args->serialized_bytes = b->data;
+  args->serialized_bytes_size = b->len;
+  args->serialized_compile_options = (PJRT_SerializedCompileOptions *)b;
+  args->serialized_compile_options_deleter = compile_options_deleter;
+  return NULL;
+}
+
+/* ---- loaded executables ---- */
+
+static PJRT_Error *loaded_destroy(PJRT_LoadedExecutable_Destroy_Args *args) {
+  KILN_PJRT_ARGS("PJRT_LoadedExecutable_Destroy", args, executable);
+  PJRT_LoadedExecutable *l = args->executable;
+  if (!l) return NULL;
+  kiln_pjrt_executable_unref(l->exec);
+  kiln_free(l);
+  return NULL;
+}
+
+static PJRT_Error *loaded_get_executable(PJRT_LoadedExecutable_GetExecutable_Args *args) {
+  KILN_PJRT_ARGS("PJRT_LoadedExecutable_GetExecutable", args, executable);
+  if (!args->loaded_executable)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "PJRT_LoadedExecutable_GetExecutable: loaded_executable is NULL");
+  kiln_pjrt_executable_ref(args->loaded_executable->exec);
+  args->executable = args->loaded_executable->exec;
+  return NULL;
+}
+
+static PJRT_Error *loaded_devices(PJRT_LoadedExecutable_AddressableDevices_Args *args) {
+  EXEC_ARG("PJRT_LoadedExecutable_AddressableDevices", args, num_addressable_devices);
+  args->addressable_devices = &args->executable->device;
+  args->num_addressable_devices = 1;
+  return NULL;
+}
+
+static PJRT_Error *loaded_delete(PJRT_LoadedExecutable_Delete_Args *args) {
+  EXEC_ARG("PJRT_LoadedExecutable_Delete", args, executable);
+  atomic_store(&args->executable->deleted, true);
+  return NULL;
+}
+
+static PJRT_Error *loaded_is_deleted(PJRT_LoadedExecutable_IsDeleted_Args *args) {
+  EXEC_ARG("PJRT_LoadedExecutable_IsDeleted", args, is_deleted);
+  args->is_deleted = atomic_load(&args->executable->deleted);
+  return NULL;
+}
+
+/* The device assignment, as a serialized xla.DeviceAssignmentProto: replica_count = 1,
+ * computation_count = 1, one computation device with the one replica's device id. */
+static PJRT_Error *loaded_device_assignment(PJRT_LoadedExecutable_GetDeviceAssignment_Args *args) {
+  EXEC_ARG("PJRT_LoadedExecutable_GetDeviceAssignment", args, serialized_device_assignment_deleter);
+  int64_t id = args->executable->device->desc.id;
+  unsigned char buf[32];
+  size_t n = 0;
+  buf[n++] = 0x08; /* replica_count (1), varint */
+  buf[n++] = 1;
+  buf[n++] = 0x10; /* computation_count (2), varint */
+  buf[n++] = 1;
+  unsigned char inner[16];
+  size_t m = 0;
+  inner[m++] = 0x0a; /* ComputationDevice.replica_device_ids (1), packed */
+  unsigned char v[10];
+  size_t vn = 0;
+  uint64_t u = (uint64_t)id;
+  do {
+    v[vn++] = (unsigned char)((u & 0x7f) | (u > 0x7f ? 0x80 : 0));
+    u >>= 7;
+  } while (u);
+  inner[m++] = (unsigned char)vn;
+  memcpy(inner + m, v, vn);
+  m += vn;
+  buf[n++] = 0x1a; /* computation_devices (3), message */
+  buf[n++] = (unsigned char)m;
+  memcpy(buf + n, inner, m);
+  n += m;
+  kiln_pjrt_blob_t *b = kiln_calloc(1, sizeof(*b));
+  b->data = kiln_malloc(n);
+  memcpy(b->data, buf, n);
+  b->len = n;
+  args->serialized_bytes = b->data;
+  args->serialized_bytes_size = n;
+  args->serialized_device_assignment = (PJRT_DeviceAssignmentSerialized *)b;
+  args->serialized_device_assignment_deleter =
+      (void (*)(PJRT_DeviceAssignmentSerialized *))compile_options_deleter;
+  return NULL;
+}
+
+void kiln_pjrt_fill_executable(PJRT_Api *api) {
+  api->PJRT_Executable_Destroy = exec_destroy;
+  api->PJRT_Executable_Name = exec_name;
+  api->PJRT_Executable_NumReplicas = exec_num_replicas;
+  api->PJRT_Executable_NumPartitions = exec_num_partitions;
+  api->PJRT_Executable_NumOutputs = exec_num_outputs;
+  api->PJRT_Executable_OutputElementTypes = exec_output_types;
+  api->PJRT_Executable_OutputDimensions = exec_output_dims;
+  api->PJRT_Executable_OutputMemoryKinds = exec_output_memory_kinds;
+  api->PJRT_Executable_Fingerprint = exec_fingerprint;
+  api->PJRT_Executable_SizeOfGeneratedCodeInBytes = exec_code_size;
+  api->PJRT_Executable_OptimizedProgram = exec_optimized_program;
+  api->PJRT_Executable_GetCompiledMemoryStats = exec_memory_stats;
+  api->PJRT_Executable_GetCostAnalysis = exec_cost_analysis;
+  api->PJRT_Executable_GetCompileOptions = exec_compile_options;
+  api->PJRT_LoadedExecutable_Destroy = loaded_destroy;
+  api->PJRT_LoadedExecutable_GetExecutable = loaded_get_executable;
+  api->PJRT_LoadedExecutable_AddressableDevices = loaded_devices;
+  api->PJRT_LoadedExecutable_Delete = loaded_delete;
+  api->PJRT_LoadedExecutable_IsDeleted = loaded_is_deleted;
+  api->PJRT_LoadedExecutable_Execute = loaded_execute;
+  api->PJRT_LoadedExecutable_Fingerprint = loaded_fingerprint;
+  api->PJRT_LoadedExecutable_GetDeviceAssignment = loaded_device_assignment;
+}

@@ -36,6 +36,16 @@ typedef struct kiln_pjrt_client_options {
 
 typedef struct kiln_pjrt_compile_cache kiln_pjrt_compile_cache_t; /* pjrt_executable.h */
 
+/* Versions the plugin reports (PJRT_Plugin_Attributes, PlatformVersion). The StableHLO pair
+ * is what the StableHLO reader accepts: change it here, and only here, when the reader
+ * does. */
+#define KILN_PJRT_KILN_VERSION "0.15.0"
+#define KILN_PJRT_XLA_VERSION 2
+#define KILN_PJRT_STABLEHLO_CURRENT_VERSION {1, 13, 0}
+#define KILN_PJRT_STABLEHLO_MINIMUM_VERSION {0, 9, 0}
+/* The program formats PJRT_Client_Compile accepts (comma-separated, as the attribute). */
+#define KILN_PJRT_PROGRAM_FORMATS "mlir,hlo,hlo_with_config"
+
 struct PJRT_DeviceDescription {
   int32_t id;
   int32_t process_index;
@@ -44,6 +54,8 @@ struct PJRT_DeviceDescription {
   char *to_string;
   PJRT_NamedValue *attributes;
   size_t num_attributes;
+  char kind_buf[200];          /* what `kind` points at */
+  char compute_capability[32]; /* CUDA: "9.0", an attribute's string */
 };
 
 typedef struct kiln_pjrt_memory {
@@ -58,6 +70,11 @@ typedef struct kiln_pjrt_memory {
   struct kiln_pjrt_user_data *user_data;
 } kiln_pjrt_memory_t;
 
+/* Devices: on the host platform the client's N PJRT devices ("num_devices") share ONE
+ * runtime host device (kdev): it is thread-safe and owns a worker pool sized to the machine,
+ * so N devices do not make N pools. Each PJRT device has its own streams, memories and
+ * statistics; a copy between two host devices is a device-to-device copy on that one
+ * runtime device. On CUDA each GPU is its own runtime device. */
 struct PJRT_Device {
   PJRT_DeviceDescription desc;
   PJRT_Client *client;
@@ -65,10 +82,14 @@ struct PJRT_Device {
   int32_t local_hardware_id;
   kiln_pjrt_memory_t *memories[2]; /* [0] "device" (default), [1] "pinned_host" */
   int32_t num_memories;
+  PJRT_Memory *memory_handles[2]; /* the same, as the handles AddressableMemories returns */
+  int32_t index;                  /* in client->devices */
   /* Streams for executes and transfers, reused (kiln_pjrt_device_stream_acquire). */
   pthread_mutex_t stream_mu;
   kiln_stream_t **free_streams;
   int32_t num_free_streams, cap_free_streams;
+  int32_t streams_out; /* acquired, not yet released (Client_Destroy waits for 0) */
+  pthread_cond_t stream_cv;
   /* Memory statistics (bytes of buffers alive on the device). */
   _Atomic int64_t bytes_in_use, peak_bytes_in_use, num_allocs;
 };
@@ -86,7 +107,23 @@ struct PJRT_Client {
   kiln_pjrt_compile_cache_t *compile_cache; /* pjrt_executable.h; created by Create */
   /* Key-value store callbacks of PJRT_Client_Create, kept for multi-process use. */
   void *kv_get, *kv_get_user_arg, *kv_put, *kv_put_user_arg, *kv_try_get, *kv_try_get_user_arg;
+  /* References: PJRT_Client_Destroy drops the caller's; every storage (device memory of a
+   * buffer) and whatever calls kiln_pjrt_client_retain holds one. The runtime devices and
+   * everything above are freed when the last goes, so a buffer or executable that outlives
+   * its client (the caller's error) never touches freed memory. */
+  _Atomic int32_t refs;
 };
+
+/* Keeps the client's devices alive (see `refs`); release frees the client at the last. */
+void kiln_pjrt_client_retain(PJRT_Client *c);
+void kiln_pjrt_client_release(PJRT_Client *c);
+
+/* Builds device `index` of `c` over runtime device `kdev` (pjrt_device.c): description,
+ * attributes, memories ("device" ids 2*index, "pinned_host" 2*index+1). */
+kiln_status kiln_pjrt_device_init(PJRT_Client *c, PJRT_Device *dev, int32_t index,
+                                  kiln_device_t *kdev, int32_t local_hardware_id);
+/* Frees what init made and the device's pooled streams (none may be out). */
+void kiln_pjrt_device_fini(PJRT_Device *dev);
 
 /* A stream of `dev` for one execute or transfer; give it back with release (which keeps it
  * for the next caller). */
@@ -94,7 +131,13 @@ kiln_status kiln_pjrt_device_stream_acquire(PJRT_Device *dev, kiln_stream_t **ou
 void kiln_pjrt_device_stream_release(PJRT_Device *dev, kiln_stream_t *s);
 
 /* Events. An event is ready once, with OK or an error; callbacks registered with OnReady run
- * on a kiln thread after it is ready, never under a kiln lock. */
+ * on a kiln thread after it is ready (also when registered on an event already ready),
+ * never under a kiln lock.
+ *
+ * Lifetime: the caller owns an event it was handed and frees it with PJRT_Event_Destroy.
+ * kiln may complete an event AFTER the caller destroyed it (Destroy of an event not yet
+ * ready only marks it; kiln_pjrt_event_complete frees it then), so work that completes late
+ * needs no reference of its own. An event nobody completes and the caller destroyed leaks. */
 struct PJRT_Event {
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -102,6 +145,7 @@ struct PJRT_Event {
   kiln_status error; /* owned */
   struct kiln_pjrt_event_callback *callbacks;
   bool user_created; /* PJRT_Event_Create: completed by PJRT_Event_Set */
+  bool destroyed;    /* PJRT_Event_Destroy came before completion */
 };
 
 PJRT_Event *kiln_pjrt_event_create(void);
@@ -110,11 +154,21 @@ void kiln_pjrt_event_complete(PJRT_Event *e, kiln_status error);
 /* An event that is already complete. */
 PJRT_Event *kiln_pjrt_event_ready(kiln_status error);
 
-/* Device memory shared by buffers (a buffer, its donated successor, external references). */
+/* Device memory shared by buffers (a buffer, its donated successor, external references).
+ * The last unref frees the memory, takes it off the device's statistics and releases the
+ * client reference the storage holds. */
 typedef struct kiln_pjrt_storage {
   _Atomic int32_t refs;
   kiln_device_buffer_t *buf; /* owned */
   PJRT_Device *device;
+  PJRT_Client *client;   /* one reference held */
+  int64_t counted_bytes; /* what it added to device->bytes_in_use (0 for views) */
+  void *pinned_host;     /* pinned_host memory of a CUDA device: freed with host_free */
+  bool host_accessible;  /* buf->ptr is a host address (host platform, pinned_host) */
+  int32_t memory_kind;   /* 0 "device", 1 "pinned_host": which of device->memories */
+  /* CreateViewOfDeviceBuffer: memory owned by the caller, who is told when it is free. */
+  void (*on_delete)(void *ptr, void *arg);
+  void *on_delete_arg;
 } kiln_pjrt_storage_t;
 
 struct PJRT_Buffer {
@@ -131,7 +185,18 @@ struct PJRT_Buffer {
   int32_t holds;                /* executes/copies reading it now; Delete waits for 0 */
   bool deleted;
   _Atomic int32_t external_refs;
+  kiln_pjrt_storage_t *external_storage; /* one reference while external_refs > 0 */
+  kiln_pjrt_memory_t *kmemory;           /* `memory` as kiln's memory */
+  size_t on_device_size;                 /* bytes of the data (storage may be larger) */
+  bool default_layout;                   /* minor_to_major is rank-1 ... 0 */
 };
+
+/* True when `b`'s device layout is the default dense row-major one (minor_to_major
+ * rank-1 ... 0). BufferFromHostBuffer with a `device_layout` can make other dense
+ * permutations: an execute that assumes the default must check (and refuse or relayout). */
+static inline bool kiln_pjrt_buffer_has_default_layout(const PJRT_Buffer *b) {
+  return b->default_layout;
+}
 
 /* A new buffer on `dev` that takes over `storage` (its data already in place), with a
  * dense default layout. */
@@ -139,12 +204,14 @@ kiln_status kiln_pjrt_buffer_create(PJRT_Device *dev, kiln_device_buffer_t *stor
                                     PJRT_Buffer_Type type, const int64_t *dims, int32_t rank,
                                     PJRT_Buffer **out);
 /* Holds `b`'s memory for reading by an execute or a copy: FAILED_PRECONDITION if it was
- * deleted or donated. Every successful acquire is paired with a release. */
+ * deleted or donated. Every successful acquire is paired with a release. While held,
+ * Delete/Destroy of `b` wait. */
 kiln_status kiln_pjrt_buffer_acquire(PJRT_Buffer *b, kiln_devptr_t *ptr, uint64_t *size);
 void kiln_pjrt_buffer_release(PJRT_Buffer *b);
 /* Donation: takes `b`'s storage away (b reads as deleted from now on) and returns it in
  * *out for the execute's output to take over. FAILED_PRECONDITION as acquire, or when an
- * external reference is held. */
+ * external reference is held. Waits until other holds of `b` are released (so do not donate
+ * a buffer the calling thread holds: that would wait forever). */
 kiln_status kiln_pjrt_buffer_donate(PJRT_Buffer *b, kiln_pjrt_storage_t **out);
 void kiln_pjrt_storage_unref(kiln_pjrt_storage_t *s);
 /* A buffer over a storage (one reference taken over). */

@@ -16,6 +16,9 @@ for example in "$gelu" "$layer_norm"; do
     echo "== $example: not found (the corpus lives in ../shared/hlo-corpus), skipped"
     continue
   fi
-  echo "== kiln-run --backend=best --compare=reference --thunks --repeat=5 $example"
-  ./build/kiln-run --backend=best --compare=reference --thunks --repeat=5 --timings "$example"
+  # Through the PJRT plugin (libkiln_pjrt.so, dlopen'ed and driven through its table).
+  echo "== kiln-run --backend=best --compare=reference --repeat=5 --timings $example"
+  ./build/kiln-run --backend=best --compare=reference --repeat=5 --timings "$example"
 done
+echo "== kiln-pjrt-example $gelu (a C client of the plugin)"
+./build/kiln-pjrt-example --repeat=5 "$gelu"

@@ -17,10 +17,12 @@
 #include "compiler/passes/pass.h"
 #include "compiler/passes/pipeline.h"
 #include "tools/common/hlo_file.h"
+#include "tools/common/stablehlo_run.h"
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: kiln-opt [options] FILE.hlo\n"
+          "usage: kiln-opt [options] FILE.hlo | FILE.mlir | FILE.mlirbc (StableHLO: each part's\n"
+          "       entry function converted to HLO)\n"
           "  Parses an HLO file (modules, several split on '// -----', or bare\n"
           "  computations), verifies it and prints it in canonical form.\n"
           "options:\n"
@@ -154,7 +156,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   kiln_hlo_file_t *f = NULL;
-  kiln_status s = kiln_hlo_file_load(path, &f);
+  kiln_status s = kiln_stablehlo_is_mlir_path(path) ? kiln_stablehlo_file_load(path, &f)
+                                                    : kiln_hlo_file_load(path, &f);
   if (s) {
     kiln_status_report(s, "kiln-opt");
     return 1;

@@ -24,22 +24,35 @@
 #include "tools/common/fake_args.h"
 #include "tools/common/hlo_file.h"
 #include "tools/common/npy.h"
+#include "tools/common/pjrt_run.h"
 #include "tools/common/run_report.h"
+#include "tools/common/stablehlo_run.h"
 
 #define MAX_INPUT_FLAGS 256
 
 static const char kUsage[] =
-    "usage: kiln-run [options] FILE.hlo\n"
+    "usage: kiln-run [options] FILE.hlo | FILE.mlir | FILE.mlirbc\n"
     "\n"
     "Parses FILE (one or more `HloModule`s separated by `// -----` lines, or bare\n"
     "computations such as `fusion { ... }`), verifies each module, makes its inputs,\n"
     "evaluates it and prints one line per output leaf: shape, first values, the sum of\n"
     "the values and an FNV-1a hash of the bytes.\n"
     "\n"
+    "StableHLO (.mlir text, .mlirbc bytecode): each `// -----` part's entry function is\n"
+    "converted to HLO and run as above; a file whose functions hold check ops (the\n"
+    "StableHLO interpreter's `check.expect_*`, JAX tests' `custom_call @check.expect_*`)\n"
+    "instead runs each such function and applies its checks, printing\n"
+    "`@f: checks: N passed, M failed` (exit status 1 on a failure).\n"
+    "\n"
     "options:\n"
     "  --backend=NAME        reference (the evaluator; default), host (compiled, run on\n"
     "                        this machine's CPU), cuda (compiled, run on the GPU), best\n"
     "                        (cuda when a GPU and driver are present, else host)\n"
+    "                        host, cuda and best run through the PJRT plugin\n"
+    "                        (libkiln_pjrt.so, or $KILN_PJRT_PLUGIN), loaded with dlopen\n"
+    "                        and driven only through its function table\n"
+    "  --direct              run host/cuda/best on kiln's runtime directly, not through the\n"
+    "                        plugin (implied by --thunks and --max-while-iterations)\n"
     "  --module=N            run only the N-th module of the file (0-based)\n"
     "  --seed=N              seed for generated inputs (default 42)\n"
     "  --input=I:PATH        read entry parameter I from a .npy file (repeatable); others\n"
@@ -98,7 +111,9 @@ typedef struct run_flags {
   bool thunks;
   bool no_command_buffers;
   bool strict_precision;
-  kiln_device_t *device; /* host / cuda / best: created once for all modules */
+  bool direct;                /* --direct: the runtime itself, not the PJRT plugin */
+  kiln_device_t *device;      /* host / cuda / best with --direct: created once for all modules */
+  kiln_pjrt_runner_t *plugin; /* host / cuda / best: the plugin's client, once for all modules */
 } run_flags_t;
 
 static kiln_status parse_int_flag(const char *name, const char *v, int64_t lo, int64_t hi,
@@ -159,6 +174,10 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
     }
     if (IS("strict-precision") && !val) {
       f->strict_precision = true;
+      continue;
+    }
+    if (IS("direct") && !val) {
+      f->direct = true;
       continue;
     }
     if (!val) return KILN_ERR_INVALID("unknown flag '%s' (see --help)", a);
@@ -328,6 +347,23 @@ typedef struct run_times {
 static kiln_status run_on_device(const run_flags_t *f, const kiln_hlo_module_t *m,
                                  kiln_literal_t **args, int n, kiln_arena_t *arena,
                                  kiln_literal_t **result, run_times_t *t) {
+  if (f->plugin) {
+    kiln_pjrt_run_options_t po = {.repeat = f->repeat, .print_runs = f->repeat > 1};
+    kiln_pjrt_run_report_t pr;
+    kiln_status s = kiln_pjrt_run_module(f->plugin, m, args, n, &po, arena, result, &pr);
+    if (s) return kiln_status_annotate(s, "while running through the PJRT plugin");
+    t->compile = pr.compile_ms;
+    t->eval_min = pr.run_min_ms;
+    t->eval_sum = pr.run_mean_ms * (double)pr.runs;
+    printf(
+        "ran through the plugin: compiled in %.1f ms, first run %.1f ms (generates the "
+        "kernels), inputs uploaded in %.1f ms\n",
+        pr.compile_ms, pr.first_run_ms, pr.upload_ms);
+    if (f->repeat > 1)
+      printf("runs: %lld, min %.3f ms, mean %.3f ms\n", (long long)pr.runs, pr.run_min_ms,
+             pr.run_mean_ms);
+    return NULL;
+  }
   kiln_device_run_options_t o;
   memset(&o, 0, sizeof o);
   o.device = f->device;
@@ -455,7 +491,7 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
   kiln_arena_t out_arena;
   kiln_arena_init(&out_arena);
   kiln_literal_t *result = NULL;
-  if (f->device && !s) {
+  if ((f->device || f->plugin) && !s) {
     s = run_on_device(f, m, args, n, &out_arena, &result, t);
     if (!s && f->compare) {
       kiln_literal_t *want = NULL;
@@ -474,7 +510,7 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
       }
     }
   }
-  for (int64_t r = 0; r < f->repeat && !s && !f->device; r++) {
+  for (int64_t r = 0; r < f->repeat && !s && !f->device && !f->plugin; r++) {
     kiln_arena_destroy(&out_arena);
     kiln_arena_init(&out_arena);
     t0 = kiln_clock_ms();
@@ -507,14 +543,76 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
   return s;
 }
 
+/* A StableHLO test file: run every function holding check ops and apply the checks. */
+static kiln_status run_stablehlo_checks(const run_flags_t *f) {
+  kiln_stablehlo_run_options_t o;
+  memset(&o, 0, sizeof o);
+  o.device = f->device;
+  o.print = true;
+  o.max_while_iterations = f->max_while_iterations;
+  kiln_stablehlo_run_stats_t st;
+  memset(&st, 0, sizeof st);
+  kiln_status s = kiln_stablehlo_run_file(f->file, &o, &st);
+  if (!s) {
+    printf("functions: %" PRId64 " passed, %" PRId64 " failed; checks: %" PRId64 " passed, %" PRId64
+           " failed\n",
+           st.passed, st.functions - st.passed, st.checks_passed, st.checks_failed);
+    if (st.functions != st.passed)
+      s = kiln_status_make(KILN_FAILED_PRECONDITION, "%" PRId64 " of %" PRId64 " functions failed",
+                           st.functions - st.passed, st.functions);
+  }
+  kiln_stablehlo_run_stats_free(&st);
+  return s;
+}
+
+/* --backend=host|cuda|best without --direct: the plugin's client, on the platform the backend
+ * names (best: the plugin's own choice, CUDA when it can). */
+static kiln_status open_plugin(run_flags_t *f) {
+  if (f->strict_precision) {
+    const char *old = getenv("XLA_FLAGS");
+    const char *sep = old && *old ? " " : "";
+    int len = snprintf(NULL, 0, "%s%s--xla_allow_excess_precision=false", old ? old : "", sep);
+    char *flags = kiln_malloc((size_t)len + 1);
+    snprintf(flags, (size_t)len + 1, "%s%s--xla_allow_excess_precision=false", old ? old : "", sep);
+    setenv("XLA_FLAGS", flags, 1);
+    kiln_free(flags);
+  }
+  if (f->no_command_buffers) setenv("KILN_DISABLE_COMMAND_BUFFERS", "1", 1);
+  kiln_pjrt_runner_options_t o = {0};
+  if (strcmp(f->backend, "host") == 0) o.platform = "cpu";
+  if (strcmp(f->backend, "cuda") == 0) o.platform = "cuda";
+  return kiln_pjrt_runner_open(&o, &f->plugin);
+}
+
 static kiln_status run(run_flags_t *f) {
   if (f->compare && strcmp(f->backend, "reference") == 0)
     printf("note: --compare=reference compares a compiled backend with the evaluator; with "
            "--backend=reference there is nothing to compare\n");
   if (strcmp(f->backend, "reference") != 0 && !f->fusions) {
-    KILN_RETURN_IF_ERROR(kiln_device_create(f->backend, &f->device),
-                         "while creating the '%s' device", f->backend);
-    printf("device: %s (%s)\n", f->device->name, kiln_device_kind_name(f->device->kind));
+    /* The plugin takes --strict-precision and --no-command-buffers through the environment
+     * variables its compiler and runtime read; what it cannot take selects the direct path. */
+    /* StableHLO test files with check ops run their functions through the runtime directly
+     * (the check runner compiles each function with its checked values as outputs). */
+    bool mlir_checks = false;
+    if (!f->direct && kiln_stablehlo_is_mlir_path(f->file))
+      kiln_status_free(kiln_stablehlo_file_has_checks(f->file, &mlir_checks));
+    if (mlir_checks) {
+      printf("note: check ops run on the runtime directly, not through the plugin\n");
+      f->direct = true;
+    }
+    if (!f->direct && (f->thunks || f->max_while_iterations)) {
+      printf("note: %s runs on the runtime directly, not through the plugin\n",
+             f->thunks ? "--thunks" : "--max-while-iterations");
+      f->direct = true;
+    }
+    if (f->direct) {
+      KILN_RETURN_IF_ERROR(kiln_device_create(f->backend, &f->device),
+                           "while creating the '%s' device", f->backend);
+      printf("device: %s (%s)\n", f->device->name, kiln_device_kind_name(f->device->kind));
+    } else {
+      KILN_RETURN_IF_ERROR_PLAIN(open_plugin(f));
+      printf("device: %s\n", kiln_pjrt_runner_description(f->plugin));
+    }
   }
   if (f->output_dir) KILN_RETURN_IF_ERROR_PLAIN(ensure_dir(f->output_dir));
   if (f->save_inputs_dir) KILN_RETURN_IF_ERROR_PLAIN(ensure_dir(f->save_inputs_dir));
@@ -522,8 +620,25 @@ static kiln_status run(run_flags_t *f) {
   /* Modules, or bare computations as one module: kiln_hlo_file_load, as the corpus tests
    * load them. */
   kiln_hlo_file_t *file = NULL;
-  kiln_status s = kiln_hlo_file_load(f->file, &file);
-  if (s) return s;
+  kiln_status s = NULL;
+  if (kiln_stablehlo_is_mlir_path(f->file)) {
+    bool checks = false;
+    s = kiln_stablehlo_file_has_checks(f->file, &checks);
+    if (!s && checks) s = run_stablehlo_checks(f);
+    if (s || checks) {
+      if (f->device) kiln_device_destroy(f->device);
+      f->device = NULL;
+      return s;
+    }
+    s = kiln_stablehlo_file_load(f->file, &file);
+  } else {
+    s = kiln_hlo_file_load(f->file, &file);
+  }
+  if (s) {
+    if (f->device) kiln_device_destroy(f->device);
+    f->device = NULL;
+    return s;
+  }
   f->bare = file->bare;
   kiln_hlo_module_t **mods = file->modules;
   int count = file->num_modules;
@@ -557,9 +672,9 @@ static kiln_status run(run_flags_t *f) {
     s = ms;
     if (!s && f->timings && !f->fusions) {
       printf("timings: ");
-      if (f->device) printf("compile %.3f ms, ", t.compile);
+      if (f->device || f->plugin) printf("compile %.3f ms, ", t.compile);
       printf("verify %.3f ms, inputs %.3f ms, %s %.3f ms", t.verify, t.inputs,
-             f->device ? "run" : "eval", t.eval_min);
+             f->device || f->plugin ? "run" : "eval", t.eval_min);
       if (f->repeat > 1)
         printf(" (min of %" PRId64 "; mean %.3f ms)", f->repeat, t.eval_sum / (double)f->repeat);
       printf(", outputs %.3f ms\n", t.outputs);
@@ -573,6 +688,8 @@ static kiln_status run(run_flags_t *f) {
   kiln_hlo_file_free(file);
   if (f->device) kiln_device_destroy(f->device);
   f->device = NULL;
+  kiln_pjrt_runner_close(f->plugin);
+  f->plugin = NULL;
   return s;
 }
 

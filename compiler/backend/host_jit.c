@@ -15,6 +15,8 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 
 #include "base/alloc.h"
+#include "base/disk_cache.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "compiler/backend/llvm_compat.h"
@@ -25,7 +27,7 @@ struct kiln_host_jit {
   LLVMOrcThreadSafeContextRef tsc;
   LLVMContextRef ctx;      /* inside tsc */
   LLVMTargetMachineRef tm; /* for LLVMRunPasses and assembly dumps */
-  char *triple, *cpu, *features, *pipeline, *dump_dir;
+  char *triple, *cpu, *features, *pipeline, *dump_dir, *cache_dir;
   pthread_mutex_t mutex;        /* serializes add_module and lookup */
   kiln_strbuf_t diag;           /* LLVM error diagnostics since the last report */
   pthread_mutex_t report_mutex; /* guards reports: ORC may report from any thread */
@@ -108,6 +110,7 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
   jit->pipeline = kiln_strdup(opts->pipeline && opts->pipeline[0] ? opts->pipeline : "default<O3>");
   const char *dump_dir = kiln_backend_dump_dir(opts->dump_dir);
   jit->dump_dir = dump_dir ? kiln_strdup(dump_dir) : NULL;
+  jit->cache_dir = opts->cache_dir && opts->cache_dir[0] ? kiln_strdup(opts->cache_dir) : NULL;
 
   /* Two target machines with the same settings: one is consumed by the JIT's builder, one is
    * kept for the optimizer and dumps. */
@@ -185,6 +188,26 @@ static void dump_warn(kiln_status s) {
   kiln_status_free(s);
 }
 
+/* Adds an object file (copied) to the main JITDylib. */
+static kiln_status add_object_locked(kiln_host_jit_t *jit, const void *data, size_t len,
+                                     const char *name) {
+  LLVMMemoryBufferRef buf =
+      LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)data, len, name);
+  LLVMErrorRef err =
+      LLVMOrcLLJITAddObjectFile(jit->lljit, LLVMOrcLLJITGetMainJITDylib(jit->lljit), buf);
+  if (err) { /* the JIT took the buffer even on failure */
+    char *text = LLVMGetErrorMessage(err);
+    kiln_status_code_t code =
+        strstr(text, "Duplicate definition") ? KILN_ALREADY_EXISTS : KILN_INTERNAL;
+    kiln_status s =
+        kiln_status_make(code, "adding the object file of %s to the host JIT: %s", name, text);
+    LLVMDisposeErrorMessage(text);
+    return s;
+  }
+  jit->stats.modules++;
+  return NULL;
+}
+
 static kiln_status add_module_locked(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name) {
   if (LLVMGetModuleContext(m) != jit->ctx)
     KILN_RETURN_IF_ERROR(adopt_module(jit, m, &m), "while moving a module into the JIT context");
@@ -210,6 +233,32 @@ static kiln_status add_module_locked(kiln_host_jit_t *jit, LLVMModuleRef m, cons
   if (jit->dump_dir)
     dump_warn(kiln_backend_dump_module(jit->dump_dir, dump_name, KILN_DUMP_STAGE_LLVM_INPUT, m));
 
+  uint64_t key[2] = {0, 0};
+  if (jit->cache_dir) {
+    /* The object cache: the key is everything that determines the code. */
+    char *ir = LLVMPrintModuleToString(m);
+    kiln_hasher_t h;
+    kiln_hash_init(&h, 0x686f73742d6f626aull);
+    kiln_hash_field(&h, ir, strlen(ir));
+    kiln_hash_field(&h, jit->triple, strlen(jit->triple));
+    kiln_hash_field(&h, jit->cpu, strlen(jit->cpu));
+    kiln_hash_field(&h, jit->features, strlen(jit->features));
+    kiln_hash_field(&h, jit->pipeline, strlen(jit->pipeline));
+    kiln_hash_final(&h, key);
+    LLVMDisposeMessage(ir);
+    void *obj = NULL;
+    size_t obj_len = 0;
+    if (kiln_disk_cache_get(jit->cache_dir, "host-objects", key, &obj, &obj_len)) {
+      kiln_status s = add_object_locked(jit, obj, obj_len, dump_name);
+      kiln_free(obj);
+      LLVMDisposeModule(m);
+      kiln_free(dump_name);
+      if (!s) jit->stats.cache_hits++;
+      return s;
+    }
+    jit->stats.cache_misses++;
+  }
+
   double t0 = kiln_clock_ms();
   LLVMPassBuilderOptionsRef pbo = LLVMCreatePassBuilderOptions();
   LLVMErrorRef err = LLVMRunPasses(m, jit->pipeline, jit->tm, pbo);
@@ -232,6 +281,30 @@ static kiln_status add_module_locked(kiln_host_jit_t *jit, LLVMModuleRef m, cons
                                  len);
     kiln_free(text);
     dump_warn(s);
+  }
+
+  if (jit->cache_dir) {
+    /* Emit the object file now, keep it, and give the JIT the object instead of the IR. */
+    char *emsg = NULL;
+    LLVMMemoryBufferRef obj = NULL;
+    double tc = kiln_clock_ms();
+    LLVMBool failed = LLVMTargetMachineEmitToMemoryBuffer(jit->tm, m, LLVMObjectFile, &emsg, &obj);
+    jit->stats.opt_ms += kiln_clock_ms() - tc;
+    LLVMDisposeModule(m);
+    if (failed) {
+      kiln_status s = kiln_status_make(KILN_INTERNAL, "emitting the object file of %s: %s",
+                                       dump_name, emsg ? emsg : "");
+      LLVMDisposeMessage(emsg);
+      kiln_free(dump_name);
+      return s;
+    }
+    kiln_disk_cache_put(jit->cache_dir, "host-objects", key, LLVMGetBufferStart(obj),
+                        LLVMGetBufferSize(obj));
+    kiln_status s =
+        add_object_locked(jit, LLVMGetBufferStart(obj), LLVMGetBufferSize(obj), dump_name);
+    LLVMDisposeMemoryBuffer(obj);
+    kiln_free(dump_name);
+    return s;
   }
 
   LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(m, jit->tsc); /* takes m */
@@ -328,6 +401,7 @@ void kiln_host_jit_destroy(kiln_host_jit_t *jit) {
   kiln_free(jit->features);
   kiln_free(jit->pipeline);
   kiln_free(jit->dump_dir);
+  kiln_free(jit->cache_dir);
   pthread_mutex_destroy(&jit->mutex);
   pthread_mutex_destroy(&jit->report_mutex);
   kiln_free(jit);

@@ -31,12 +31,21 @@ typedef struct kiln_host_jit_options {
   const char *features; /* NULL: LLVMGetHostCPUFeatures() */
   const char *pipeline; /* NULL: "default<O3>" */
   const char *dump_dir; /* NULL: $KILN_DUMP_TO */
+  /* Object-code cache (base/disk_cache.h, kind "host-objects"); NULL or "": none. Each module
+   * added is keyed by its LLVM IR as given (before optimization), the triple, CPU, features,
+   * pipeline and kiln's version; a hit adds the cached object file to the JIT and skips the
+   * optimizer and code generation, a miss optimizes, emits the object file with the JIT's
+   * target machine, stores it and adds it. Keying per module (one kernel each) rather than
+   * per executable lets identical kernels of different programs share entries and makes a
+   * key depend only on what determines the code. */
+  const char *cache_dir;
 } kiln_host_jit_options_t;
 
 typedef struct kiln_host_jit_stats {
   size_t modules;   /* modules added */
   double opt_ms;    /* total time in LLVMRunPasses */
   double lookup_ms; /* total time in lookups (includes lazy code generation) */
+  size_t cache_hits, cache_misses; /* object-code cache (options.cache_dir) */
 } kiln_host_jit_stats_t;
 
 /* Creates a JIT for the host. The caller owns *out (kiln_host_jit_destroy). */

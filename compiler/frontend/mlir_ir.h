@@ -13,6 +13,12 @@
  * KILN_MLIR_ATTR_ENUM. The text reader turns pretty forms into this; the bytecode reader
  * upgrades vhlo.*_vN ops and #vhlo attributes into it.
  *
+ * func.func reads as its generic form: attributes `sym_name` (STRING), `function_type` (TYPE
+ * of kind FUNCTION), `sym_visibility` (STRING "private"; absent when public), `arg_attrs` /
+ * `res_attrs` (ARRAY of DICTIONARY, one per argument / result; absent when all are empty)
+ * and one region whose entry block's arguments are the function's. Generic properties
+ * (`<{...}>`) are read as attributes. Locations are not attributes: `op->location`.
+ *
  * Memory: a module owns everything in one arena; pointers into it live as long as the module.
  *
  * Thread-safety: a module is not thread-safe (callers serialize); separate modules are

@@ -8,6 +8,7 @@
 #define KILN_COMPILER_FRONTEND_MLIR_TEXT_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/status.h"
 #include "compiler/frontend/mlir_ir.h"
@@ -16,5 +17,18 @@
  * `filename` names the input in messages (NULL: "<mlir>"). */
 kiln_status kiln_mlir_parse_text(const char *text, size_t len, const char *filename,
                                  kiln_mlir_module_t **out);
+
+/* One part of a file split on `// -----` lines (the MLIR test suites' separator). */
+typedef struct kiln_mlir_text_part {
+  const char *text; /* points into the input */
+  size_t len;
+  int32_t line; /* the input line the part starts on (1-based) */
+} kiln_mlir_text_part_t;
+
+/* Splits `text` on lines that start (after blanks) with `// -----`. Fills at most max_parts
+ * entries and returns the number of parts (call with max_parts 0 to count). A file without
+ * separators is one part. */
+size_t kiln_mlir_split_text(const char *text, size_t len, kiln_mlir_text_part_t *parts,
+                            size_t max_parts);
 
 #endif /* KILN_COMPILER_FRONTEND_MLIR_TEXT_H_ */

@@ -16,28 +16,27 @@
 #include "compiler/passes/pipeline.h"
 #include "runtime/command_buffer_thunk.h"
 
-kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
-                                kiln_executable_desc_t **out, kiln_compile_stats_t *stats) {
-  if (out) *out = NULL;
-  if (!m || !out) return KILN_ERR_INVALID("compile: NULL module or out");
-  if (!m->entry) return KILN_ERR_INVALID("compile: module %s has no entry computation", m->name);
+/* The options with the environment read in (once per compilation). */
+static kiln_compile_options_t resolve_options(const kiln_compile_options_t *opts) {
   kiln_compile_options_t o;
   memset(&o, 0, sizeof(o));
   if (opts) o = *opts;
-  kiln_compile_stats_t local;
-  kiln_compile_stats_t *st = stats ? stats : &local;
-  memset(st, 0, sizeof(*st));
-  /* The environment is read here, once per compilation, into the options. */
   if (!o.emit.dump_dir) o.emit.dump_dir = getenv("KILN_DUMP_TO");
-  const char *dump_dir = o.emit.dump_dir;
   if (!o.command_buffer_min_run) {
     const char *env = getenv("KILN_COMMAND_BUFFER_MIN_RUN");
     o.command_buffer_min_run =
         env && atoi(env) > 0 ? (size_t)atoi(env) : KILN_COMMAND_BUFFER_DEFAULT_MIN_RUN;
   }
   if (kiln_command_buffers_disabled_by_env()) o.no_command_buffers = true;
-  double t0 = kiln_clock_ms();
+  return o;
+}
 
+kiln_status kiln_compile_module_passes(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
+                                       kiln_compile_stats_t *stats) {
+  if (!m) return KILN_ERR_INVALID("compile: NULL module");
+  if (!m->entry) return KILN_ERR_INVALID("compile: module %s has no entry computation", m->name);
+  kiln_compile_options_t o = resolve_options(opts);
+  double t0 = kiln_clock_ms();
   kiln_pipeline_lift_parse_limit(m);
   KILN_RETURN_IF_ERROR(kiln_pipeline_run(m, o.passes), "while compiling %s", m->name);
   /* kiln sorts stably: XLA leaves the order of equal keys of an unstable sort unspecified,
@@ -49,12 +48,27 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
       if (comp->instructions.data[i]->opcode == KILN_OP_SORT)
         comp->instructions.data[i]->is_stable = true;
   }
-  st->passes_ms = kiln_clock_ms() - t0;
+  if (stats) stats->passes_ms = kiln_clock_ms() - t0;
+  return NULL;
+}
 
-  double t1 = kiln_clock_ms();
+kiln_status kiln_compile_optimized_module(const kiln_hlo_module_t *m,
+                                          const kiln_compile_options_t *opts,
+                                          kiln_executable_desc_t **out,
+                                          kiln_compile_stats_t *stats) {
+  if (out) *out = NULL;
+  if (!m || !out) return KILN_ERR_INVALID("compile: NULL module or out");
+  if (!m->entry) return KILN_ERR_INVALID("compile: module %s has no entry computation", m->name);
+  kiln_compile_options_t o = resolve_options(opts);
+  kiln_compile_stats_t local;
+  memset(&local, 0, sizeof(local));
+  kiln_compile_stats_t *st = stats ? stats : &local;
+  const char *dump_dir = o.emit.dump_dir;
+  double t0 = kiln_clock_ms();
+
   kiln_buffer_assignment_t *ba = NULL;
   KILN_RETURN_IF_ERROR(kiln_buffer_assignment_run(m, NULL, &ba), "while compiling %s", m->name);
-  st->buffer_assignment_ms = kiln_clock_ms() - t1;
+  st->buffer_assignment_ms = kiln_clock_ms() - t0;
   st->temp_bytes = ba->stats.temp_bytes;
   if (dump_dir && *dump_dir) {
     kiln_strbuf_t b = {0};
@@ -88,7 +102,20 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
       kiln_strbuf_free(&b);
     }
   }
-  st->total_ms = kiln_clock_ms() - t0;
+  st->total_ms = st->passes_ms + (kiln_clock_ms() - t0);
   *out = d;
   return NULL;
+}
+
+kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
+                                kiln_executable_desc_t **out, kiln_compile_stats_t *stats) {
+  if (out) *out = NULL;
+  if (!m || !out) return KILN_ERR_INVALID("compile: NULL module or out");
+  kiln_compile_stats_t local;
+  kiln_compile_stats_t *st = stats ? stats : &local;
+  memset(st, 0, sizeof(*st));
+  /* The environment is read once, here, for both steps. */
+  kiln_compile_options_t o = resolve_options(opts);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_compile_module_passes(m, &o, st));
+  return kiln_compile_optimized_module(m, &o, out, st);
 }

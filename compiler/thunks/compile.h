@@ -43,8 +43,23 @@ typedef struct kiln_compile_stats {
 } kiln_compile_stats_t;
 
 /* Compiles `m` in place (the passes rewrite it) into *out (caller-owned). `opts` and
- * `stats` may be NULL. */
+ * `stats` may be NULL. The same as kiln_compile_module_passes then
+ * kiln_compile_optimized_module. */
 kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
                                 kiln_executable_desc_t **out, kiln_compile_stats_t *stats);
+
+/* Step 1 alone (the PJRT plugin's Compile): runs the pass pipeline on `m` in place; the
+ * result is scheduled and ready for step 2. Fills stats->passes_ms only. */
+kiln_status kiln_compile_module_passes(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
+                                       kiln_compile_stats_t *stats);
+
+/* Steps 2-4 (the plugin's first execute on a device): buffer assignment, thunk emission and
+ * command-buffer conversion of a module step 1 produced. `m` is only read, so one optimized
+ * module may be lowered for several devices, from several threads at once. Fills every field
+ * of `stats` but passes_ms (total_ms adds the passes_ms it holds). */
+kiln_status kiln_compile_optimized_module(const kiln_hlo_module_t *m,
+                                          const kiln_compile_options_t *opts,
+                                          kiln_executable_desc_t **out,
+                                          kiln_compile_stats_t *stats);
 
 #endif /* KILN_COMPILER_THUNKS_COMPILE_H_ */

@@ -579,6 +579,7 @@ kiln_status kiln_thunk_emit_module(const kiln_hlo_module_t *m, const kiln_buffer
   if (E.opts.target == KILN_TARGET_HOST) {
     kiln_host_jit_options_t jo = {0};
     jo.dump_dir = E.opts.dump_dir;
+    jo.cache_dir = E.opts.kernel_cache_dir;
     s = kiln_host_jit_create(&jo, &E.jit);
     if (!s) {
       E.d->keepalive = E.jit;

@@ -66,6 +66,7 @@ typedef struct kiln_thunk_emit_options {
   int64_t max_while_iterations; /* 0: unbounded */
   uint64_t rng_seed;            /* rng-get-and-update-state starts at XLA's initial value + this */
   bool strict_precision;        /* round every bf16 op (kiln_codegen_compile_options_t) */
+  const char *kernel_cache_dir; /* HOST: the JIT's object-code cache (host_jit.h); NULL: none */
   /* Where custom-call handlers are looked up (borrowed). NULL: the process-wide registry
    * (kiln_ffi_registry_default), loaded once from $KILN_FFI_HANDLERS on first use. */
   kiln_ffi_registry_t *ffi_registry;

@@ -1,0 +1,543 @@
+/* StableHLO -> HLO: ops with regions or dimension numbers (reduce, reduce_window,
+ * select_and_scatter, sort, map, gather, scatter, convolution), custom_call, collectives. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compiler/frontend/stablehlo_to_hlo_internal.h"
+
+kiln_status shc_window_attrs(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t rank,
+                             const char *dims_name, const char **out);
+kiln_status shc_conv_window(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t nspatial,
+                            const int64_t *kernel_sizes, int64_t *pad_operand, const char **out);
+kiln_status shc_const_operand_ints(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t i,
+                                   int64_t **out, int32_t *n);
+
+static int32_t rank_of(const kiln_mlir_type_t *t) {
+  return t && t->kind == KILN_MLIR_TYPE_TENSOR ? t->rank : 0;
+}
+
+/* The shape of op's results: the one result's, or the tuple of all. */
+static kiln_status results_shape(shc_ctx_t *c, const kiln_mlir_op_t *op, const char **sh) {
+  if (op->num_results == 1) return shc_type_text(c, op->results[0].type, sh);
+  return shc_results_tuple_shape(c, op, sh);
+}
+
+static kiln_status bind_results(shc_ctx_t *c, const kiln_mlir_op_t *op, const char *v) {
+  if (op->num_results == 1) {
+    shc_bind(c, &op->results[0], v);
+    return NULL;
+  }
+  return shc_bind_tuple_results(c, op, v);
+}
+
+static kiln_status field_ints(shc_ctx_t *c, const kiln_mlir_op_t *op, const kiln_mlir_attr_t *s,
+                              const char *f, const char **text) {
+  int64_t *d;
+  int32_t n;
+  SHC_TRY(shc_attr_ints(c, op, kiln_mlir_attr_field(s, f), f, &d, &n));
+  *text = shc_ints_text(c, d, n);
+  return NULL;
+}
+
+static const char *bool_text(const kiln_mlir_op_t *op, const char *name) {
+  return shc_attr_int(kiln_mlir_op_attr(op, name), 0) ? "true" : "false";
+}
+
+static kiln_status convert_reduce(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  if (op->num_regions != 1) return SHC_INVALID(op, "expected a body");
+  const char *sh, *ops, *body;
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+  SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &body));
+  int64_t *d;
+  int32_t nd;
+  SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "dimensions"), "dimensions", &d, &nd));
+  return bind_results(c, op,
+                      shc_emit(c, sh, "reduce(%s), dimensions=%s, to_apply=%s", ops,
+                               shc_ints_text(c, d, nd), body));
+}
+
+static kiln_status convert_reduce_window(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  if (op->num_regions != 1) return SHC_INVALID(op, "expected a body");
+  const char *sh, *ops, *body, *win;
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+  SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &body));
+  SHC_TRY(shc_window_attrs(c, op, rank_of(op->operands[0]->type), "window_dimensions", &win));
+  return bind_results(c, op, shc_emit(c, sh, "reduce-window(%s)%s, to_apply=%s", ops, win, body));
+}
+
+static kiln_status convert_select_and_scatter(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  if (op->num_regions != 2) return SHC_INVALID(op, "expected select and scatter regions");
+  const char *sh, *ops, *sel, *sct, *win;
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, 3, &ops));
+  SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &sel));
+  SHC_TRY(shc_region_computation(c, op, &op->regions[1], false, &sct));
+  SHC_TRY(shc_window_attrs(c, op, rank_of(op->operands[0]->type), "window_dimensions", &win));
+  return bind_results(
+      c, op,
+      shc_emit(c, sh, "select-and-scatter(%s)%s, select=%s, scatter=%s", ops, win, sel, sct));
+}
+
+static kiln_status convert_sort(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  if (op->num_regions != 1) return SHC_INVALID(op, "expected a comparator");
+  const char *sh, *ops, *cmp;
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+  SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &cmp));
+  int64_t dim = shc_attr_int(kiln_mlir_op_attr(op, "dimension"), -1);
+  if (dim < 0) dim += rank_of(op->operands[0]->type);
+  return bind_results(
+      c, op,
+      shc_emit(c, sh, "sort(%s), dimensions={%" PRId64 "}, is_stable=%s, to_apply=%s", ops, dim,
+               bool_text(op, "is_stable"), cmp));
+}
+
+static kiln_status convert_map(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  if (op->num_regions != 1) return SHC_INVALID(op, "expected a computation");
+  const char *sh, *ops, *fn;
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+  SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &fn));
+  int64_t *d;
+  int32_t nd;
+  SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "dimensions"), "dimensions", &d, &nd));
+  return bind_results(
+      c, op,
+      shc_emit(c, sh, "map(%s), dimensions=%s, to_apply=%s", ops, shc_ints_text(c, d, nd), fn));
+}
+
+static kiln_status convert_gather(shc_ctx_t *c, const kiln_mlir_op_t *op, bool dynamic) {
+  const char *sh, *ops;
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, 2, &ops));
+  const kiln_mlir_attr_t *dn = kiln_mlir_op_attr(op, "dimension_numbers");
+  if (!dn) return SHC_INVALID(op, "no dimension_numbers");
+  const char *od, *cs, *ob, *sb, *sim, *ss;
+  SHC_TRY(field_ints(c, op, dn, "offset_dims", &od));
+  SHC_TRY(field_ints(c, op, dn, "collapsed_slice_dims", &cs));
+  SHC_TRY(field_ints(c, op, dn, "operand_batching_dims", &ob));
+  SHC_TRY(field_ints(c, op, dn, "start_indices_batching_dims", &sb));
+  SHC_TRY(field_ints(c, op, dn, "start_index_map", &sim));
+  int64_t ivd = shc_attr_int(kiln_mlir_attr_field(dn, "index_vector_dim"), 0);
+  int64_t *d;
+  int32_t nd;
+  if (dynamic) {
+    /* slice sizes must be a constant operand */
+    const kiln_mlir_value_t *v = op->operands[2];
+    const kiln_mlir_attr_t *val = v->def && !strcmp(v->def->name, "stablehlo.constant")
+                                      ? kiln_mlir_op_attr(v->def, "value")
+                                      : NULL;
+    if (!val) return SHC_UNIMPL(op, "slice_sizes that are not a constant (dynamic shapes)");
+    SHC_TRY(shc_attr_ints(c, op, val, "slice_sizes", &d, &nd));
+  } else {
+    SHC_TRY(shc_attr_ints(c, op, kiln_mlir_op_attr(op, "slice_sizes"), "slice_sizes", &d, &nd));
+  }
+  ss = shc_ints_text(c, d, nd);
+  shc_bind(c, &op->results[0],
+           shc_emit(c, sh,
+                    "gather(%s), offset_dims=%s, collapsed_slice_dims=%s, "
+                    "operand_batching_dims=%s, start_indices_batching_dims=%s, start_index_map=%s, "
+                    "index_vector_dim=%" PRId64 ", slice_sizes=%s, indices_are_sorted=%s",
+                    ops, od, cs, ob, sb, sim, ivd, ss, bool_text(op, "indices_are_sorted")));
+  return NULL;
+}
+
+static kiln_status convert_scatter(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  if (op->num_regions != 1) return SHC_INVALID(op, "expected an update computation");
+  const char *sh, *ops, *fn;
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+  SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &fn));
+  const kiln_mlir_attr_t *dn = kiln_mlir_op_attr(op, "scatter_dimension_numbers");
+  if (!dn) return SHC_INVALID(op, "no scatter_dimension_numbers");
+  const char *uw, *iw, *ib, *sb, *sd;
+  SHC_TRY(field_ints(c, op, dn, "update_window_dims", &uw));
+  SHC_TRY(field_ints(c, op, dn, "inserted_window_dims", &iw));
+  SHC_TRY(field_ints(c, op, dn, "input_batching_dims", &ib));
+  SHC_TRY(field_ints(c, op, dn, "scatter_indices_batching_dims", &sb));
+  SHC_TRY(field_ints(c, op, dn, "scatter_dims_to_operand_dims", &sd));
+  int64_t ivd = shc_attr_int(kiln_mlir_attr_field(dn, "index_vector_dim"), 0);
+  return bind_results(
+      c, op,
+      shc_emit(
+          c, sh,
+          "scatter(%s), update_window_dims=%s, inserted_window_dims=%s, input_batching_dims=%s, "
+          "scatter_indices_batching_dims=%s, scatter_dims_to_operand_dims=%s, "
+          "index_vector_dim=%" PRId64 ", indices_are_sorted=%s, unique_indices=%s, to_apply=%s",
+          ops, uw, iw, ib, sb, sd, ivd, bool_text(op, "indices_are_sorted"),
+          bool_text(op, "unique_indices"), fn));
+}
+
+/* dim_labels: "b01f_01io->b01f" from the conv dimension numbers. */
+static kiln_status conv_labels(shc_ctx_t *c, const kiln_mlir_op_t *op, const kiln_mlir_attr_t *dn,
+                               int32_t rank, const char **labels, int64_t **kspatial,
+                               int32_t *nspatial) {
+  static const char *const pre[3] = {"input", "kernel", "output"};
+  kiln_strbuf_t b = {0};
+  int64_t *ks = NULL;
+  int32_t nks = 0;
+  for (int k = 0; k < 3; k++) {
+    char lab[65];
+    if (rank > 64) {
+      kiln_strbuf_free(&b);
+      return SHC_UNIMPL(op, "rank above 64");
+    }
+    memset(lab, '?', sizeof lab);
+    lab[rank] = 0;
+    char name[64];
+    int64_t a, f;
+    if (k == 1) {
+      a = shc_attr_int(kiln_mlir_attr_field(dn, "kernel_input_feature_dimension"), -1);
+      f = shc_attr_int(kiln_mlir_attr_field(dn, "kernel_output_feature_dimension"), -1);
+    } else {
+      snprintf(name, sizeof name, "%s_batch_dimension", pre[k]);
+      a = shc_attr_int(kiln_mlir_attr_field(dn, name), -1);
+      snprintf(name, sizeof name, "%s_feature_dimension", pre[k]);
+      f = shc_attr_int(kiln_mlir_attr_field(dn, name), -1);
+    }
+    snprintf(name, sizeof name, "%s_spatial_dimensions", pre[k]);
+    int64_t *sp;
+    int32_t nsp;
+    kiln_status s = shc_attr_ints(c, op, kiln_mlir_attr_field(dn, name), name, &sp, &nsp);
+    if (s || a < 0 || a >= rank || f < 0 || f >= rank || nsp != rank - 2) {
+      kiln_strbuf_free(&b);
+      return s ? s : SHC_INVALID(op, "bad convolution dimension numbers");
+    }
+    lab[a] = k == 1 ? 'i' : 'b';
+    lab[f] = k == 1 ? 'o' : 'f';
+    for (int32_t i = 0; i < nsp; i++) {
+      if (sp[i] < 0 || sp[i] >= rank) {
+        kiln_strbuf_free(&b);
+        return SHC_INVALID(op, "bad spatial dimension");
+      }
+      lab[sp[i]] = (char)('0' + i);
+    }
+    if (k == 1) {
+      ks = sp;
+      nks = nsp;
+    }
+    kiln_strbuf_append(&b, lab);
+    if (k == 0) kiln_strbuf_append_char(&b, '_');
+    if (k == 1) kiln_strbuf_append(&b, "->");
+  }
+  *labels = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&b);
+  *kspatial = ks;
+  *nspatial = nks;
+  return NULL;
+}
+
+static kiln_status convert_convolution(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  const char *sh, *ops, *labels = NULL, *win;
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, 2, &ops));
+  const kiln_mlir_attr_t *dn = kiln_mlir_op_attr(op, "dimension_numbers");
+  if (!dn) return SHC_INVALID(op, "no dimension_numbers");
+  int32_t rank = rank_of(op->operands[0]->type);
+  int64_t *ksp = NULL;
+  int32_t nsp = 0;
+  SHC_TRY(conv_labels(c, op, dn, rank, &labels, &ksp, &nsp));
+  const kiln_mlir_type_t *kt = op->operands[1]->type;
+  int64_t sizes[64];
+  for (int32_t i = 0; i < nsp; i++) sizes[i] = kt->dims[ksp[i]];
+  int64_t *pad = NULL;
+  if (op->num_operands == 3) {
+    int32_t np;
+    SHC_TRY(shc_const_operand_ints(c, op, 2, &pad, &np));
+    if (np != 2 * nsp) return SHC_INVALID(op, "padding of the wrong length");
+  }
+  SHC_TRY(shc_conv_window(c, op, nsp, sizes, pad, &win));
+  shc_bind(c, &op->results[0],
+           shc_emit(c, sh,
+                    "convolution(%s)%s, dim_labels=%s, feature_group_count=%" PRId64
+                    ", batch_group_count=%" PRId64,
+                    ops, win, labels, shc_attr_int(kiln_mlir_op_attr(op, "feature_group_count"), 1),
+                    shc_attr_int(kiln_mlir_op_attr(op, "batch_group_count"), 1)));
+  return NULL;
+}
+
+/* replica_groups={{0,1},{2,3}} from a 2-D dense elements attribute. */
+static kiln_status replica_groups(shc_ctx_t *c, const kiln_mlir_op_t *op, const char *name,
+                                  const char **out) {
+  const kiln_mlir_attr_t *a = kiln_mlir_op_attr(op, name);
+  *out = "";
+  if (!a) return NULL;
+  if (a->kind != KILN_MLIR_ATTR_DENSE_ELEMENTS || !a->literal || !a->type ||
+      a->type->kind != KILN_MLIR_TYPE_TENSOR || a->type->rank != 2)
+    return SHC_INVALID(op, "%s: expected a 2-D tensor of integers", name);
+  int64_t rows = a->type->dims[0], cols = a->type->dims[1];
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, ", %s={", !strcmp(name, "source_target_pairs") ? name : "replica_groups");
+  for (int64_t r = 0; r < rows; r++) {
+    kiln_strbuf_printf(&b, "%s{", r ? "," : "");
+    bool first = true;
+    for (int64_t k = 0; k < cols; k++) {
+      int64_t v = kiln_literal_get_s64(a->literal, r * cols + k);
+      if (v < 0) continue; /* -1 pads uneven groups */
+      kiln_strbuf_printf(&b, "%s%" PRId64, first ? "" : ",", v);
+      first = false;
+    }
+    kiln_strbuf_append_char(&b, '}');
+  }
+  kiln_strbuf_append_char(&b, '}');
+  *out = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&b);
+  return NULL;
+}
+
+static const char *channel_text(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  const kiln_mlir_attr_t *h = kiln_mlir_op_attr(op, "channel_handle");
+  if (!h) return "";
+  int64_t id = shc_attr_int(kiln_mlir_attr_field(h, "handle"), 0);
+  if (id <= 0) return "";
+  return kiln_arena_printf(&c->arena, ", channel_id=%" PRId64, id);
+}
+
+static kiln_status convert_collective(shc_ctx_t *c, const kiln_mlir_op_t *op, const char *n,
+                                      bool *handled) {
+  const char *sh, *ops, *rg, *body = NULL;
+  *handled = true;
+  if (!strcmp(n, "all_reduce") || !strcmp(n, "reduce_scatter")) {
+    SHC_TRY(results_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+    SHC_TRY(replica_groups(c, op, "replica_groups", &rg));
+    SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &body));
+    const char *extra = "";
+    if (!strcmp(n, "reduce_scatter"))
+      extra = kiln_arena_printf(&c->arena, ", dimensions={%" PRId64 "}",
+                                shc_attr_int(kiln_mlir_op_attr(op, "scatter_dimension"), 0));
+    return bind_results(c, op,
+                        shc_emit(c, sh, "%s(%s)%s%s%s%s, to_apply=%s",
+                                 !strcmp(n, "all_reduce") ? "all-reduce" : "reduce-scatter", ops,
+                                 rg, channel_text(c, op), extra,
+                                 shc_attr_int(kiln_mlir_op_attr(op, "use_global_device_ids"), 0)
+                                     ? ", use_global_device_ids=true"
+                                     : "",
+                                 body));
+  }
+  if (!strcmp(n, "all_gather")) {
+    SHC_TRY(results_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+    SHC_TRY(replica_groups(c, op, "replica_groups", &rg));
+    return bind_results(
+        c, op,
+        shc_emit(c, sh, "all-gather(%s), dimensions={%" PRId64 "}%s%s%s", ops,
+                 shc_attr_int(kiln_mlir_op_attr(op, "all_gather_dim"), 0), rg, channel_text(c, op),
+                 shc_attr_int(kiln_mlir_op_attr(op, "use_global_device_ids"), 0)
+                     ? ", use_global_device_ids=true"
+                     : ""));
+  }
+  if (!strcmp(n, "all_to_all")) {
+    int64_t sd = shc_attr_int(kiln_mlir_op_attr(op, "split_dimension"), 0);
+    int64_t cd = shc_attr_int(kiln_mlir_op_attr(op, "concat_dimension"), 0);
+    if (sd != cd)
+      return SHC_UNIMPL(op, "split_dimension %" PRId64 " != concat_dimension %" PRId64, sd, cd);
+    SHC_TRY(results_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+    SHC_TRY(replica_groups(c, op, "replica_groups", &rg));
+    return bind_results(c, op,
+                        shc_emit(c, sh, "all-to-all(%s), dimensions={%" PRId64 "}%s%s", ops, sd, rg,
+                                 channel_text(c, op)));
+  }
+  if (!strcmp(n, "collective_permute")) {
+    SHC_TRY(results_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+    SHC_TRY(replica_groups(c, op, "source_target_pairs", &rg));
+    return bind_results(
+        c, op, shc_emit(c, sh, "collective-permute(%s)%s%s", ops, rg, channel_text(c, op)));
+  }
+  if (!strcmp(n, "collective_broadcast")) {
+    SHC_TRY(results_shape(c, op, &sh));
+    SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+    SHC_TRY(replica_groups(c, op, "replica_groups", &rg));
+    return bind_results(
+        c, op, shc_emit(c, sh, "collective-broadcast(%s)%s%s", ops, rg, channel_text(c, op)));
+  }
+  *handled = false;
+  return NULL;
+}
+
+static const char *kApiVersionNames[] = {
+    "API_VERSION_UNSPECIFIED", "API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING",
+    "API_VERSION_STATUS_RETURNING_UNIFIED", "API_VERSION_TYPED_FFI"};
+
+static void escape_into(kiln_strbuf_t *b, const char *s, size_t n) {
+  kiln_strbuf_append_char(b, '"');
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch == '"' || ch == '\\')
+      kiln_strbuf_printf(b, "\\%c", ch);
+    else if (ch < 32 || ch >= 127)
+      kiln_strbuf_printf(b, "\\x%02x", ch);
+    else
+      kiln_strbuf_append_char(b, (char)ch);
+  }
+  kiln_strbuf_append_char(b, '"');
+}
+
+/* MLIR attribute text of a typed-FFI backend_config dictionary's values (what XLA keeps as
+ * the custom call's `backend_config={...}`). */
+static kiln_status dict_value_text(const kiln_mlir_op_t *op, kiln_strbuf_t *b,
+                                   const kiln_mlir_attr_t *a, int depth) {
+  if (depth > 32) return SHC_UNIMPL(op, "backend_config nested too deeply");
+  switch (a->kind) {
+    case KILN_MLIR_ATTR_UNIT:
+      kiln_strbuf_append(b, "unit");
+      return NULL;
+    case KILN_MLIR_ATTR_BOOL:
+      kiln_strbuf_append(b, a->b ? "true" : "false");
+      return NULL;
+    case KILN_MLIR_ATTR_INTEGER:
+      kiln_strbuf_printf(b, "%" PRId64, a->i);
+      if (a->type && a->type->kind == KILN_MLIR_TYPE_INTEGER)
+        kiln_strbuf_printf(b, " : %si%d", a->type->signedness == KILN_MLIR_UNSIGNED ? "u" : "",
+                           (int)a->type->width);
+      return NULL;
+    case KILN_MLIR_ATTR_FLOAT:
+      kiln_strbuf_printf(b, "%.17g", a->f);
+      if (a->type && a->type->kind == KILN_MLIR_TYPE_FLOAT)
+        kiln_strbuf_printf(b, " : %s", kiln_elem_type_name(a->type->elem));
+      return NULL;
+    case KILN_MLIR_ATTR_STRING:
+      escape_into(b, a->str, a->str_len);
+      return NULL;
+    case KILN_MLIR_ATTR_ARRAY:
+      kiln_strbuf_append_char(b, '[');
+      for (int32_t i = 0; i < a->num_elements; i++) {
+        if (i) kiln_strbuf_append(b, ", ");
+        SHC_TRY(dict_value_text(op, b, a->elements[i], depth + 1));
+      }
+      kiln_strbuf_append_char(b, ']');
+      return NULL;
+    case KILN_MLIR_ATTR_DENSE_ARRAY:
+      if (a->type && a->type->kind == KILN_MLIR_TYPE_FLOAT)
+        kiln_strbuf_printf(b, "array<%s", kiln_elem_type_name(a->type->elem));
+      else
+        kiln_strbuf_printf(b, "array<i%d", a->type ? (int)a->type->width : 64);
+      for (int32_t i = 0; i < a->num_elements; i++) {
+        if (a->ints)
+          kiln_strbuf_printf(b, "%s%" PRId64, i ? ", " : ": ", a->ints[i]);
+        else
+          kiln_strbuf_printf(b, "%s%.17g", i ? ", " : ": ", a->floats[i]);
+      }
+      kiln_strbuf_append_char(b, '>');
+      return NULL;
+    case KILN_MLIR_ATTR_DICTIONARY:
+      kiln_strbuf_append_char(b, '{');
+      for (int32_t i = 0; i < a->num_elements; i++) {
+        kiln_strbuf_printf(b, "%s%s = ", i ? ", " : "", a->fields[i].name);
+        SHC_TRY(dict_value_text(op, b, a->fields[i].value, depth + 1));
+      }
+      kiln_strbuf_append_char(b, '}');
+      return NULL;
+    default:
+      return SHC_UNIMPL(op, "a backend_config value of attribute kind %d", (int)a->kind);
+  }
+}
+
+static kiln_status convert_custom_call(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  const kiln_mlir_attr_t *t = kiln_mlir_op_attr(op, "call_target_name");
+  if (!t || !t->str) return SHC_INVALID(op, "no call_target_name");
+  const char *sh, *ops;
+  if (op->num_results == 1)
+    SHC_TRY(shc_type_text(c, op->results[0].type, &sh));
+  else
+    SHC_TRY(shc_results_tuple_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, "custom-call(%s), custom_call_target=", ops);
+  escape_into(&b, t->str, t->str_len ? t->str_len : strlen(t->str));
+  int64_t api = shc_attr_int(kiln_mlir_op_attr(op, "api_version"), 1);
+  const char *apie = shc_attr_enum(kiln_mlir_op_attr(op, "api_version"));
+  if (apie) {
+    for (int i = 0; i < 5; i++)
+      if (strstr(kApiVersionNames[i], apie) || strstr(apie, kApiVersionNames[i] + 12)) api = i;
+  }
+  if (api < 0 || api > 4) api = 1;
+  kiln_strbuf_printf(&b, ", api_version=%s", kApiVersionNames[api]);
+  if (shc_attr_int(kiln_mlir_op_attr(op, "has_side_effect"), 0))
+    kiln_strbuf_append(&b, ", custom_call_has_side_effect=true");
+  const kiln_mlir_attr_t *bc = kiln_mlir_op_attr(op, "backend_config");
+  if (bc && bc->kind == KILN_MLIR_ATTR_STRING && bc->str_len) {
+    kiln_strbuf_append(&b, ", backend_config=");
+    escape_into(&b, bc->str, bc->str_len);
+  } else if (bc && bc->kind == KILN_MLIR_ATTR_DICTIONARY) {
+    kiln_strbuf_append(&b, ", backend_config=");
+    kiln_status s = dict_value_text(op, &b, bc, 0);
+    if (s) {
+      kiln_strbuf_free(&b);
+      return s;
+    }
+  }
+  const kiln_mlir_attr_t *cc = kiln_mlir_op_attr(op, "called_computations");
+  if (cc && cc->kind == KILN_MLIR_ATTR_ARRAY && cc->num_elements > 0)
+    return SHC_UNIMPL(op,
+                      "called_computations (the callee would need converting into a "
+                      "computation)");
+  const kiln_mlir_attr_t *al = kiln_mlir_op_attr(op, "output_operand_aliases");
+  if (al && al->kind == KILN_MLIR_ATTR_ARRAY && al->num_elements > 0) {
+    kiln_strbuf_append(&b, ", output_to_operand_aliasing={");
+    for (int32_t i = 0; i < al->num_elements; i++) {
+      const kiln_mlir_attr_t *e = al->elements[i];
+      int64_t *oti, *opi;
+      int32_t no, np;
+      kiln_status s = shc_attr_ints(c, op, kiln_mlir_attr_field(e, "output_tuple_indices"),
+                                    "output_tuple_indices", &oti, &no);
+      if (!s)
+        s = shc_attr_ints(c, op, kiln_mlir_attr_field(e, "operand_tuple_indices"),
+                          "operand_tuple_indices", &opi, &np);
+      if (s) {
+        kiln_strbuf_free(&b);
+        return s;
+      }
+      kiln_strbuf_printf(&b, "%s%s: (%" PRId64 ", %s)", i ? ", " : "", shc_ints_text(c, oti, no),
+                         shc_attr_int(kiln_mlir_attr_field(e, "operand_index"), 0),
+                         shc_ints_text(c, opi, np));
+    }
+    kiln_strbuf_append_char(&b, '}');
+  }
+  const char *v = shc_emit(c, op->num_results == 0 ? "()" : sh, "%s", kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&b);
+  if (op->num_results == 0) return NULL;
+  return bind_results(c, op, v);
+}
+
+static kiln_status convert_batch_norm(shc_ctx_t *c, const kiln_mlir_op_t *op, const char *hlo) {
+  const char *sh, *ops;
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+  const kiln_mlir_attr_t *eps = kiln_mlir_op_attr(op, "epsilon");
+  return bind_results(
+      c, op,
+      shc_emit(c, sh, "%s(%s), epsilon=%.9g, feature_index=%" PRId64, hlo, ops,
+               eps ? eps->f : 0.001, shc_attr_int(kiln_mlir_op_attr(op, "feature_index"), 0)));
+}
+
+kiln_status shc_convert_complex_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled) {
+  *handled = false;
+  if (strncmp(op->name, "stablehlo.", 10) != 0) return NULL;
+  const char *n = op->name + 10;
+  *handled = true;
+  if (!strcmp(n, "reduce")) return convert_reduce(c, op);
+  if (!strcmp(n, "reduce_window")) return convert_reduce_window(c, op);
+  if (!strcmp(n, "select_and_scatter")) return convert_select_and_scatter(c, op);
+  if (!strcmp(n, "sort")) return convert_sort(c, op);
+  if (!strcmp(n, "map")) return convert_map(c, op);
+  if (!strcmp(n, "gather")) return convert_gather(c, op, false);
+  if (!strcmp(n, "dynamic_gather")) return convert_gather(c, op, true);
+  if (!strcmp(n, "scatter")) return convert_scatter(c, op);
+  if (!strcmp(n, "convolution") || !strcmp(n, "dynamic_conv")) return convert_convolution(c, op);
+  if (!strcmp(n, "custom_call")) return convert_custom_call(c, op);
+  if (!strcmp(n, "batch_norm_inference")) return convert_batch_norm(c, op, "batch-norm-inference");
+  if (!strcmp(n, "batch_norm_training")) return convert_batch_norm(c, op, "batch-norm-training");
+  if (!strcmp(n, "batch_norm_grad")) return convert_batch_norm(c, op, "batch-norm-grad");
+  if (!strncmp(n, "uniform_", 8))
+    return SHC_UNIMPL(op, "quantized types are not supported (%s)", n);
+  kiln_status s = convert_collective(c, op, n, handled);
+  if (s || *handled) return s;
+  *handled = false;
+  return NULL;
+}

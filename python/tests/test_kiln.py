@@ -1,0 +1,250 @@
+"""Tests of the kiln Python package against the plugin ($KILN_PJRT_PLUGIN, else the one kiln.load
+finds). Run with Debian's python (numpy from python3-numpy):
+
+    KILN_PJRT_PLUGIN=build/libkiln_pjrt.so PYTHONPATH=python /usr/bin/python3 python/tests/test_kiln.py
+
+Exits 77 (skipped) when numpy is not importable.
+"""
+import os
+import sys
+import unittest
+
+try:
+    import numpy as np
+except ImportError:
+    print("skipped: numpy is not importable by", sys.executable,
+          "(install Debian's python3-numpy)")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import kiln  # noqa: E402
+from kiln import _abi  # noqa: E402
+
+SOURCE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+
+GELU_F32 = """HloModule gelu_f32
+
+ENTRY main {
+  x = f32[4,256] parameter(0)
+  half = f32[] constant(0.5)
+  one = f32[] constant(1)
+  c = f32[] constant(0.7978845608)
+  k = f32[] constant(0.044715)
+  bhalf = f32[4,256] broadcast(half), dimensions={}
+  bone = f32[4,256] broadcast(one), dimensions={}
+  bc = f32[4,256] broadcast(c), dimensions={}
+  bk = f32[4,256] broadcast(k), dimensions={}
+  x2 = f32[4,256] multiply(x, x)
+  x3 = f32[4,256] multiply(x2, x)
+  kx3 = f32[4,256] multiply(bk, x3)
+  inner = f32[4,256] add(x, kx3)
+  scaled = f32[4,256] multiply(bc, inner)
+  t = f32[4,256] tanh(scaled)
+  onept = f32[4,256] add(bone, t)
+  h = f32[4,256] multiply(bhalf, onept)
+  ROOT y = f32[4,256] multiply(x, h)
+}
+"""
+
+TUPLE = """HloModule sum_and_product
+
+ENTRY main {
+  a = f32[3,5] parameter(0)
+  b = f32[3,5] parameter(1)
+  s = f32[3,5] add(a, b)
+  p = f32[3,5] multiply(a, b)
+  n = s32[] constant(7)
+  ROOT t = (f32[3,5], f32[3,5], s32[]) tuple(s, p, n)
+}
+"""
+
+ADD_ONE = """HloModule add_one
+
+ENTRY main {
+  x = s32[6] parameter(0)
+  one = s32[] constant(1)
+  b = s32[6] broadcast(one), dimensions={}
+  ROOT y = s32[6] add(x, b)
+}
+"""
+
+BAD = """HloModule bad
+
+ENTRY main {
+  x = f32[2] parameter(0)
+  ROOT y = f32[2] bogus(x)
+}
+"""
+
+
+def gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
+
+
+class AbiTest(unittest.TestCase):
+    def test_struct_sizes_are_the_c_headers(self):
+        # *_STRUCT_SIZE of OpenXLA's pjrt_c_api.h 0.114 on x86-64.
+        expected = {
+            "NamedValue": 56, "ClientCreate": 88, "ClientBufferFromHostBuffer": 120,
+            "ExecuteOptions": 144, "LoadedExecutableExecute": 80, "BufferToHostBuffer": 56,
+            "MemoryLayout": 76, "ClientCompile": 56, "ErrorMessage": 40, "Program": 48,
+            "LayoutTiled": 56, "DeviceDescriptionString": 40, "ExecutableName": 40,
+            "PluginInitialize": 16, "ErrorGetCode": 28, "PluginAttributes": 32,
+            "BufferIsDeleted": 25, "DeviceGetDescription": 32, "DeviceDescriptionId": 28,
+            "BufferDimensions": 40, "BufferElementType": 28, "ExecutableNumOutputs": 32,
+        }
+        for name, size in expected.items():
+            self.assertEqual(getattr(_abi, name).STRUCT_SIZE, size, name)
+
+    def test_plugin_table_is_0_114(self):
+        api = kiln.load()
+        self.assertEqual(api.version, (0, 114))
+        self.assertEqual(api.struct_size, 1144)
+        for name in _abi.SLOTS:
+            self.assertIsNotNone(api.function(name))
+
+    def test_plugin_attributes_name_the_versions(self):
+        attrs = kiln.load().attributes()
+        self.assertIn("xla_version", attrs)
+        self.assertIn("stablehlo_current_version", attrs)
+
+
+class ClientTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.client = kiln.Client(platform=os.environ.get("KILN_TEST_PLATFORM", "cpu"))
+
+    def test_devices(self):
+        devices = self.client.devices()
+        self.assertGreater(len(devices), 0)
+        self.assertEqual(len({d.id for d in devices}), len(devices))
+        for d in devices:
+            self.assertTrue(d.kind)
+        self.assertIn(self.client.platform, ("cpu", "cuda"))
+
+    def test_gelu_matches_numpy(self):
+        x = np.linspace(-4, 4, 4 * 256, dtype=np.float32).reshape(4, 256)
+        exe = self.client.compile(GELU_F32)
+        self.assertEqual(exe.num_outputs, 1)
+        (y,) = exe(x)
+        self.assertEqual(y.shape, (4, 256))
+        self.assertEqual(y.dtype, np.float32)
+        np.testing.assert_allclose(y, gelu(x.astype(np.float64)), rtol=2e-5, atol=2e-6)
+
+    def test_example_gelu_in_bfloat16(self):
+        with open(os.path.join(SOURCE_DIR, "examples", "gelu.hlo")) as f:
+            exe = self.client.compile(f.read())
+        rng = np.random.default_rng(0)
+        x = rng.uniform(-3, 3, size=(6, 512, 4096)).astype(np.float32)
+        xb = self.client.buffer(x, dtype="bfloat16")
+        x_rounded = xb.to_numpy().astype(np.float64)  # what the device holds
+        self.assertEqual(xb.shape, (6, 512, 4096))
+        (y,) = exe(xb)
+        self.assertEqual(y.shape, (6, 512, 4096))
+        # bf16 arithmetic at every step: within a few bf16 ulps of the exact formula.
+        np.testing.assert_allclose(y, gelu(x_rounded), rtol=3e-2, atol=3e-2)
+
+    def test_serialized_compile_options_are_accepted(self):
+        try:
+            exe = self.client.compile(ADD_ONE, compile_options=kiln.ONE_DEVICE_COMPILE_OPTIONS)
+        except kiln.PjrtError as e:
+            if e.code == "UNIMPLEMENTED" and "not decoded in this build" in e.message:
+                self.skipTest(f"this plugin build does not decode compile options: {e}")
+            raise
+        (y,) = exe(np.arange(6, dtype=np.int32))
+        np.testing.assert_array_equal(y, np.arange(1, 7))
+        with self.assertRaises(kiln.PjrtError) as cm:
+            self.client.compile(ADD_ONE, compile_options=b"\x1a\xff\xff")  # truncated field
+        self.assertEqual(cm.exception.code, "INVALID_ARGUMENT")
+
+    def test_tuple_result_is_a_list_of_arrays(self):
+        a = np.arange(15, dtype=np.float32).reshape(3, 5)
+        b = np.full((3, 5), 0.5, np.float32)
+        exe = self.client.compile(TUPLE)
+        self.assertEqual(exe.num_outputs, 3)
+        s, p, n = exe(a, b)
+        np.testing.assert_array_equal(s, a + b)
+        np.testing.assert_array_equal(p, a * b)
+        self.assertEqual(n.shape, ())
+        self.assertEqual(n.dtype, np.int32)
+        self.assertEqual(int(n), 7)
+
+    def test_buffers_as_arguments_and_results(self):
+        exe = self.client.compile(ADD_ONE)
+        x = self.client.buffer(np.arange(6, dtype=np.int32))
+        (y,) = exe.execute(x)
+        self.assertIsInstance(y, kiln.Buffer)
+        (z,) = exe(y)  # a result fed back in, never leaving the device
+        np.testing.assert_array_equal(z, np.arange(6) + 2)
+        np.testing.assert_array_equal(x.to_numpy(), np.arange(6))
+
+    def test_dtypes_round_trip_through_buffers(self):
+        rng = np.random.default_rng(1)
+        for dtype in ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                      "uint64", "float16", "float32", "float64", "complex64", "complex128"]:
+            for shape in [(), (7,), (2, 3, 4)]:
+                with self.subTest(dtype=dtype, shape=shape):
+                    raw = rng.uniform(-100, 100, size=shape)
+                    if dtype.startswith("complex"):
+                        raw = raw + 1j * rng.uniform(-100, 100, size=shape)
+                    elif dtype.startswith("uint"):
+                        raw = np.abs(raw)
+                    a = np.asarray(raw > 0 if dtype == "bool" else raw).astype(dtype)
+                    b = self.client.buffer(a)
+                    self.assertEqual(b.shape, shape)
+                    self.assertEqual(b.dtype, np.dtype(dtype))
+                    back = b.to_numpy()
+                    self.assertEqual(back.dtype, np.dtype(dtype))
+                    np.testing.assert_array_equal(back, a)
+
+    def test_bfloat16_upload_rounds_to_nearest_even(self):
+        x = np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8, -2.5, 3 + 2**-7, 3 + 3 * 2**-7], np.float32)
+        b = self.client.buffer(x, dtype="bfloat16")
+        self.assertEqual(b.element_type, _abi.BUFFER_TYPES["bfloat16"])
+        # bf16 keeps 7 fraction bits; each odd value above is a tie, which goes to the even one.
+        want = [1.0, 1.0, 1 + 2**-6, -2.5, 3.0, 3 + 2**-5]
+        np.testing.assert_array_equal(b.to_numpy().astype(np.float64), want)
+
+    def test_deleted_buffer_reads_fail(self):
+        b = self.client.buffer(np.ones(4, np.float32))
+        self.assertFalse(b.is_deleted)
+        b.delete()
+        self.assertTrue(b.is_deleted)
+        with self.assertRaises(kiln.PjrtError):
+            b.to_numpy()
+
+    def test_bad_hlo_raises_the_parsers_message(self):
+        with self.assertRaises(kiln.PjrtError) as cm:
+            self.client.compile(BAD)
+        self.assertEqual(cm.exception.code, "INVALID_ARGUMENT")
+        self.assertIn("unknown opcode 'bogus'", cm.exception.message)
+        self.assertIn("5:", cm.exception.message)  # the line of the bad instruction
+
+    def test_wrong_argument_count_is_an_error(self):
+        exe = self.client.compile(ADD_ONE)
+        with self.assertRaises(kiln.PjrtError) as cm:
+            exe(np.arange(6, dtype=np.int32), np.arange(6, dtype=np.int32))
+        self.assertEqual(cm.exception.code, "INVALID_ARGUMENT")
+        with self.assertRaises(kiln.PjrtError):
+            exe()
+
+    def test_wrong_argument_shape_is_an_error(self):
+        exe = self.client.compile(ADD_ONE)
+        with self.assertRaises(kiln.PjrtError) as cm:
+            exe(np.arange(5, dtype=np.int32))
+        self.assertEqual(cm.exception.code, "INVALID_ARGUMENT")
+
+    def test_unknown_format_names_the_accepted_ones(self):
+        with self.assertRaises(kiln.PjrtError) as cm:
+            self.client.compile(ADD_ONE, format="tensorflow")
+        self.assertEqual(cm.exception.code, "INVALID_ARGUMENT")
+        self.assertIn("hlo", cm.exception.message)
+
+    def test_convenience_compile(self):
+        (y,) = kiln.compile(ADD_ONE)(np.arange(6, dtype=np.int32))
+        np.testing.assert_array_equal(y, np.arange(1, 7))
+        self.assertGreater(len(kiln.devices()), 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,139 @@
+/* The StableHLO corpus (../shared/stablehlo): every file of stablehlo/tests/interpret/ (and
+ * its chlo/ folder) and testdata-sample/ read, every function holding check ops converted to
+ * HLO and run, its checks applied with the StableHLO interpreter's rules
+ * (tools/common/stablehlo_run.h) — on the reference evaluator, and on the host backend
+ * (compiled through LLVM). Prints per backend the functions passed / run and each failure
+ * with its reason, and fails below the floor reached (so that a regression fails).
+ *
+ * The host run compiles every function and is the slow one: it runs every
+ * KILN_STABLEHLO_HOST_SAMPLE-th function (default below), or every KILN_CORPUS_SAMPLE-th
+ * when that is set (the ASan run). Where the material is absent the tests skip. */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "runtime/host/host_device.h"
+#include "skip_util.h"
+#include "tools/common/hlo_file.h"
+#include "tools/common/stablehlo_run.h"
+
+/* Floors: the pass rates reached (functions whose checks all pass / functions run). */
+#define REFERENCE_FLOOR 0.0
+#define HOST_FLOOR 0.0
+#define HOST_SAMPLE_DEFAULT 1
+
+static char g_dir[4096];
+
+static bool find_material(void) {
+  const char *env = getenv("KILN_STABLEHLO_DIR");
+  if (env && *env)
+    snprintf(g_dir, sizeof g_dir, "%s", env);
+  else
+    snprintf(g_dir, sizeof g_dir, "%s/../stablehlo", kiln_corpus_dir());
+  char probe[4200];
+  snprintf(probe, sizeof probe, "%s/stablehlo/tests/interpret", g_dir);
+  struct stat st;
+  return stat(probe, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The .mlir files of `dir`, sorted (kiln_malloc'ed paths). */
+static int list_mlir(const char *dir, char ***out) {
+  DIR *d = opendir(dir);
+  *out = NULL;
+  if (!d) return 0;
+  int n = 0, cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!kiln_str_ends_with(e->d_name, ".mlir")) continue;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 64;
+      *out = kiln_realloc(*out, sizeof(char *) * (size_t)cap);
+    }
+    size_t len = strlen(dir) + strlen(e->d_name) + 2;
+    (*out)[n] = kiln_malloc(len);
+    snprintf((*out)[n], len, "%s/%s", dir, e->d_name);
+    n++;
+  }
+  closedir(d);
+  if (n) qsort(*out, (size_t)n, sizeof(char *), cmp_str);
+  return n;
+}
+
+static void run_corpus(kiln_device_t *dev, int64_t sample, const char *label, double floor) {
+  static const char *const kDirs[] = {"stablehlo/tests/interpret", "stablehlo/tests/interpret/chlo",
+                                      "testdata-sample"};
+  kiln_stablehlo_run_options_t o;
+  memset(&o, 0, sizeof o);
+  o.device = dev;
+  o.sample = sample;
+  o.max_while_iterations = 1000000;
+  kiln_stablehlo_run_stats_t st;
+  memset(&st, 0, sizeof st);
+  int files = 0;
+  for (size_t k = 0; k < sizeof kDirs / sizeof kDirs[0]; k++) {
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s/%s", g_dir, kDirs[k]);
+    char **paths;
+    int n = list_mlir(dir, &paths);
+    int64_t before_f = st.functions, before_p = st.passed;
+    for (int i = 0; i < n; i++) {
+      assert_null(kiln_stablehlo_run_file(paths[i], &o, &st));
+      kiln_free(paths[i]);
+    }
+    kiln_free(paths);
+    files += n;
+    printf("%s: %s: %d files, %" PRId64 " / %" PRId64 " functions pass\n", label, kDirs[k], n,
+           st.passed - before_p, st.functions - before_f);
+  }
+  double rate = st.functions ? (double)st.passed / (double)st.functions : 0;
+  printf("%s: %d files, functions: %" PRId64 " passed / %" PRId64
+         " run (%.1f%%)%s, checks: %" PRId64 " passed, %" PRId64 " failed, %.1f s\n",
+         label, files, st.passed, st.functions, 100 * rate, sample > 1 ? " (sampled)" : "",
+         st.checks_passed, st.checks_failed, st.seconds);
+  printf("%s failures:\n%s", label, st.failures.data ? kiln_strbuf_cstr(&st.failures) : "");
+  fflush(stdout);
+  kiln_stablehlo_run_stats_free(&st);
+  assert_true(st.functions > 0);
+  assert_true(rate >= floor);
+}
+
+static void test_stablehlo_corpus_on_the_reference_evaluator(void **state) {
+  (void)state;
+  if (!find_material()) KILN_SKIP("no StableHLO material at %s", g_dir);
+  run_corpus(NULL, 1, "reference", REFERENCE_FLOOR);
+}
+
+static void test_stablehlo_corpus_on_the_host_backend(void **state) {
+  (void)state;
+  if (!find_material()) KILN_SKIP("no StableHLO material at %s", g_dir);
+  int64_t sample = HOST_SAMPLE_DEFAULT;
+  const char *env = getenv("KILN_CORPUS_SAMPLE");
+  const char *env2 = getenv("KILN_STABLEHLO_HOST_SAMPLE");
+  if (env2 && atoi(env2) > 0) sample = atoi(env2);
+  if (env && atoi(env) > 0) sample = atoi(env);
+  kiln_device_t *dev = NULL;
+  assert_null(kiln_host_device_create(0, &dev));
+  run_corpus(dev, sample, "host", HOST_FLOOR);
+  kiln_device_destroy(dev);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_stablehlo_corpus_on_the_reference_evaluator),
+      cmocka_unit_test(test_stablehlo_corpus_on_the_host_backend),
+  };
+  return kiln_run_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,395 @@
+/* Whole-module runs through the PJRT plugin (pjrt_run.h). Everything after dlsym goes through
+ * the PJRT_Api table. */
+#include "tools/common/pjrt_run.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/clock.h"
+#include "kiln/pjrt_c_api.h"
+#include "tools/common/run_report.h"
+
+struct kiln_pjrt_runner {
+  void *handle;
+  const PJRT_Api *api;
+  PJRT_Client *client;
+  PJRT_Device *device;
+  char description[PATH_MAX + 512];
+};
+
+/* A kiln status from a PJRT error (taken over and destroyed); NULL for NULL. PJRT's codes are
+ * absl's, as kiln's are. */
+static kiln_status from_pjrt(const PJRT_Api *api, PJRT_Error *e, const char *what) {
+  if (!e) return NULL;
+  PJRT_Error_GetCode_Args ga = {.struct_size = PJRT_Error_GetCode_Args_STRUCT_SIZE, .error = e};
+  PJRT_Error *ge = api->PJRT_Error_GetCode(&ga);
+  PJRT_Error_Message_Args ma = {.struct_size = PJRT_Error_Message_Args_STRUCT_SIZE, .error = e};
+  api->PJRT_Error_Message(&ma);
+  kiln_status_code_t code = ge ? KILN_UNKNOWN : (kiln_status_code_t)ga.code;
+  if (code == KILN_OK) code = KILN_UNKNOWN;
+  kiln_status s =
+      kiln_status_make(code, "%s: %.*s", what, (int)ma.message_size, ma.message ? ma.message : "");
+  PJRT_Error_Destroy_Args da = {.struct_size = PJRT_Error_Destroy_Args_STRUCT_SIZE, .error = e};
+  api->PJRT_Error_Destroy(&da);
+  if (ge) {
+    da.error = ge;
+    api->PJRT_Error_Destroy(&da);
+  }
+  return s;
+}
+
+#define PJRT_TRY(r, call, what) KILN_RETURN_IF_ERROR_PLAIN(from_pjrt((r)->api, (call), (what)))
+
+static kiln_status await_event(const kiln_pjrt_runner_t *r, PJRT_Event *ev, const char *what) {
+  if (!ev) return NULL;
+  PJRT_Event_Await_Args wa = {.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE, .event = ev};
+  kiln_status s = from_pjrt(r->api, r->api->PJRT_Event_Await(&wa), what);
+  PJRT_Event_Destroy_Args da = {.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE, .event = ev};
+  kiln_status d = from_pjrt(r->api, r->api->PJRT_Event_Destroy(&da), "PJRT_Event_Destroy");
+  return kiln_status_join(s, d);
+}
+
+static void destroy_buffer(const kiln_pjrt_runner_t *r, PJRT_Buffer *b) {
+  if (!b) return;
+  PJRT_Buffer_Destroy_Args a = {.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE, .buffer = b};
+  kiln_status_free(from_pjrt(r->api, r->api->PJRT_Buffer_Destroy(&a), "PJRT_Buffer_Destroy"));
+}
+
+static void *open_plugin(const char *path, char *used, size_t used_size) {
+  const char *env = getenv("KILN_PJRT_PLUGIN");
+  const char *candidates[4] = {path, env && *env ? env : NULL, NULL, NULL};
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (!path && !candidates[1] && n > 0) {
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (slash) {
+      snprintf(slash + 1, sizeof(self) - (size_t)(slash + 1 - self), "libkiln_pjrt.so");
+      candidates[2] = self;
+    }
+  }
+#ifdef KILN_PJRT_PLUGIN_PATH
+  if (!path && !candidates[1]) candidates[3] = KILN_PJRT_PLUGIN_PATH;
+#endif
+  for (int i = 0; i < 4; i++) {
+    if (!candidates[i]) continue;
+    void *h = dlopen(candidates[i], RTLD_NOW | RTLD_LOCAL);
+    if (h || i < 2) {
+      snprintf(used, used_size, "%s", candidates[i]);
+      return h;
+    }
+  }
+  snprintf(used, used_size, "libkiln_pjrt.so");
+  return dlopen("libkiln_pjrt.so", RTLD_NOW | RTLD_LOCAL);
+}
+
+kiln_status kiln_pjrt_runner_open(const kiln_pjrt_runner_options_t *opts,
+                                  kiln_pjrt_runner_t **out) {
+  *out = NULL;
+  kiln_pjrt_runner_t *r = kiln_calloc(1, sizeof(*r));
+  char path[PATH_MAX];
+  r->handle = open_plugin(opts ? opts->plugin : NULL, path, sizeof(path));
+  if (!r->handle) {
+    kiln_status s =
+        kiln_status_make(KILN_UNAVAILABLE, "cannot load the PJRT plugin %s: %s", path, dlerror());
+    kiln_free(r);
+    return s;
+  }
+  const PJRT_Api *(*get)(void) = (const PJRT_Api *(*)(void))dlsym(r->handle, "GetPjrtApi");
+  r->api = get ? get() : NULL;
+  kiln_status s = NULL;
+  if (!r->api)
+    s = kiln_status_make(KILN_UNAVAILABLE, "%s has no GetPjrtApi (not a PJRT plugin)", path);
+  else if (r->api->pjrt_api_version.major_version != PJRT_API_MAJOR ||
+           r->api->struct_size < PJRT_Api_STRUCT_SIZE)
+    s = kiln_status_make(
+        KILN_FAILED_PRECONDITION, "%s speaks PJRT %d.%d (table of %zu bytes); kiln-run needs %d.%d",
+        path, r->api->pjrt_api_version.major_version, r->api->pjrt_api_version.minor_version,
+        r->api->struct_size, PJRT_API_MAJOR, PJRT_API_MINOR);
+  if (!s) {
+    PJRT_Plugin_Initialize_Args ia = {.struct_size = PJRT_Plugin_Initialize_Args_STRUCT_SIZE};
+    s = from_pjrt(r->api, r->api->PJRT_Plugin_Initialize(&ia), "PJRT_Plugin_Initialize");
+  }
+  if (!s) {
+    const char *platform = opts ? opts->platform : NULL;
+    PJRT_NamedValue opt = {.struct_size = PJRT_NamedValue_STRUCT_SIZE,
+                           .name = "platform",
+                           .name_size = strlen("platform"),
+                           .type = PJRT_NamedValue_kString,
+                           .string_value = platform,
+                           .value_size = platform ? strlen(platform) : 0};
+    PJRT_Client_Create_Args ca = {.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE,
+                                  .create_options = platform ? &opt : NULL,
+                                  .num_options = platform ? 1 : 0};
+    s = from_pjrt(r->api, r->api->PJRT_Client_Create(&ca), "PJRT_Client_Create");
+    r->client = ca.client;
+  }
+  PJRT_Client_PlatformName_Args pn = {.struct_size = PJRT_Client_PlatformName_Args_STRUCT_SIZE,
+                                      .client = r->client};
+  if (!s) s = from_pjrt(r->api, r->api->PJRT_Client_PlatformName(&pn), "PJRT_Client_PlatformName");
+  PJRT_Client_AddressableDevices_Args ad = {
+      .struct_size = PJRT_Client_AddressableDevices_Args_STRUCT_SIZE, .client = r->client};
+  if (!s)
+    s = from_pjrt(r->api, r->api->PJRT_Client_AddressableDevices(&ad),
+                  "PJRT_Client_AddressableDevices");
+  if (!s && ad.num_addressable_devices == 0)
+    s = kiln_status_make(KILN_UNAVAILABLE, "%s: the client has no addressable device", path);
+  PJRT_DeviceDescription_ToString_Args ts = {.struct_size =
+                                                 PJRT_DeviceDescription_ToString_Args_STRUCT_SIZE};
+  if (!s) {
+    r->device = ad.addressable_devices[0];
+    PJRT_Device_GetDescription_Args gd = {
+        .struct_size = PJRT_Device_GetDescription_Args_STRUCT_SIZE, .device = r->device};
+    s = from_pjrt(r->api, r->api->PJRT_Device_GetDescription(&gd), "PJRT_Device_GetDescription");
+    ts.device_description = gd.device_description;
+  }
+  if (!s)
+    s = from_pjrt(r->api, r->api->PJRT_DeviceDescription_ToString(&ts),
+                  "PJRT_DeviceDescription_ToString");
+  if (s) {
+    kiln_pjrt_runner_close(r);
+    return kiln_status_annotate(s, "while opening the PJRT plugin %s", path);
+  }
+  snprintf(r->description, sizeof(r->description), "%s: PJRT %d.%d, platform %.*s, device %.*s",
+           path, r->api->pjrt_api_version.major_version, r->api->pjrt_api_version.minor_version,
+           (int)pn.platform_name_size, pn.platform_name, (int)ts.to_string_size, ts.to_string);
+  *out = r;
+  return NULL;
+}
+
+void kiln_pjrt_runner_close(kiln_pjrt_runner_t *r) {
+  if (!r) return;
+  if (r->client) {
+    PJRT_Client_Destroy_Args a = {.struct_size = PJRT_Client_Destroy_Args_STRUCT_SIZE,
+                                  .client = r->client};
+    kiln_status_free(from_pjrt(r->api, r->api->PJRT_Client_Destroy(&a), "PJRT_Client_Destroy"));
+  }
+  /* The plugin stays loaded: its threads and atexit handlers may outlive the client. */
+  kiln_free(r);
+}
+
+const char *kiln_pjrt_runner_description(const kiln_pjrt_runner_t *r) {
+  return r->description;
+}
+
+/* X(kiln suffix, PJRT suffix): the element types a literal and a PJRT buffer share. */
+// clang-format off
+#define KILN_PJRT_RUN_TYPES(X) \
+  X(PRED, PRED) X(S2, S2) X(S4, S4) X(S8, S8) \
+  X(S16, S16) X(S32, S32) X(S64, S64) X(U2, U2) \
+  X(U4, U4) X(U8, U8) X(U16, U16) X(U32, U32) \
+  X(U64, U64) X(F16, F16) X(BF16, BF16) X(F32, F32) \
+  X(F64, F64) X(C64, C64) X(C128, C128) X(F8E5M2, F8E5M2) \
+  X(F8E4M3, F8E4M3) X(F8E4M3FN, F8E4M3FN) X(F8E4M3B11FNUZ, F8E4M3B11FNUZ) X(F8E5M2FNUZ, F8E5M2FNUZ) \
+  X(F8E4M3FNUZ, F8E4M3FNUZ) X(F8E3M4, F8E3M4) X(F8E8M0FNU, F8E8M0FNU) X(F4E2M1FN, F4E2M1FN)
+// clang-format on
+
+static bool pjrt_type(kiln_elem_type_t t, PJRT_Buffer_Type *out) {
+  switch (t) {
+#define X(k, p)                  \
+  case KILN_##k:                 \
+    *out = PJRT_Buffer_Type_##p; \
+    return true;
+    KILN_PJRT_RUN_TYPES(X)
+#undef X
+    default:
+      return false;
+  }
+}
+
+static bool is_row_major(const kiln_shape_t *s) {
+  if (!s->has_layout || s->rank < 2) return true;
+  if (s->layout.num_tiles) return false;
+  for (int i = 0; i < s->rank; i++)
+    if (s->layout.minor_to_major[i] != s->rank - 1 - i) return false;
+  return true;
+}
+
+static kiln_status upload(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
+                          kiln_literal_t *const *args, int num_args, PJRT_Buffer **bufs) {
+  const kiln_hlo_computation_t *entry = m->entry;
+  if (num_args != entry->num_parameters)
+    return KILN_ERR_INVALID("%s takes %d parameters, %d arguments given", m->name,
+                            entry->num_parameters, num_args);
+  for (int p = 0; p < num_args; p++) {
+    const kiln_shape_t *ps = entry->parameters[p]->shape;
+    const kiln_literal_t *lit = args[p];
+    PJRT_Buffer_Type type;
+    if (!kiln_shape_is_array(ps) || !lit || !lit->data || !pjrt_type(ps->type, &type))
+      return KILN_ERR_UNIMPLEMENTED(
+          "parameter %d: a PJRT buffer holds one array of a numeric type; this parameter is "
+          "a tuple, token or %s (kiln-run --direct runs it without the plugin)",
+          p, kiln_elem_type_name(ps->type));
+    PJRT_Buffer_MemoryLayout layout;
+    memset(&layout, 0, sizeof(layout));
+    bool custom_layout = !is_row_major(ps);
+    if (custom_layout) {
+      layout.struct_size = PJRT_Buffer_MemoryLayout_STRUCT_SIZE;
+      layout.type = PJRT_Buffer_MemoryLayout_Type_Tiled;
+      layout.tiled.struct_size = PJRT_Buffer_MemoryLayout_Tiled_STRUCT_SIZE;
+      layout.tiled.minor_to_major = ps->layout.minor_to_major;
+      layout.tiled.minor_to_major_size = (size_t)ps->rank;
+    }
+    PJRT_Client_BufferFromHostBuffer_Args a = {
+        .struct_size = PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE,
+        .client = r->client,
+        .data = lit->data,
+        .type = type,
+        .dims = ps->dims,
+        .num_dims = (size_t)ps->rank,
+        .host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall,
+        .device = r->device,
+        .device_layout = custom_layout ? &layout : NULL};
+    kiln_status s = from_pjrt(r->api, r->api->PJRT_Client_BufferFromHostBuffer(&a),
+                              "PJRT_Client_BufferFromHostBuffer");
+    bufs[p] = a.buffer;
+    if (!s) s = await_event(r, a.done_with_host_buffer, "PJRT_Client_BufferFromHostBuffer");
+    if (s) return kiln_status_annotate(s, "for parameter %d", p);
+  }
+  return NULL;
+}
+
+/* One execute; `outs` (num_outputs) gets the results. */
+static kiln_status execute(kiln_pjrt_runner_t *r, PJRT_LoadedExecutable *exe, PJRT_Buffer **args,
+                           size_t num_args, PJRT_Buffer **outs) {
+  PJRT_ExecuteOptions opts = {.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE};
+  PJRT_Buffer *const *arg_list = args;
+  PJRT_Buffer **out_list = outs;
+  PJRT_Event *done = NULL;
+  PJRT_LoadedExecutable_Execute_Args a = {
+      .struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE,
+      .executable = exe,
+      .options = &opts,
+      .argument_lists = &arg_list,
+      .num_devices = 1,
+      .num_args = num_args,
+      .output_lists = &out_list,
+      .device_complete_events = &done,
+      .execute_device = r->device};
+  PJRT_TRY(r, r->api->PJRT_LoadedExecutable_Execute(&a), "PJRT_LoadedExecutable_Execute");
+  return await_event(r, done, "PJRT_LoadedExecutable_Execute");
+}
+
+static kiln_status download(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m, PJRT_Buffer **outs,
+                            size_t num_outputs, kiln_arena_t *arena, kiln_literal_t **result) {
+  kiln_shape_t *rs = kiln_shape_clone(arena, m->entry->root->shape);
+  kiln_literal_t *res = kiln_literal_make(arena, rs);
+  if (!res) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "cannot allocate the result");
+  int nl = kiln_run_report_num_leaves(res);
+  if ((size_t)nl != num_outputs)
+    return KILN_ERR_INTERNAL("the result has %d leaves, the plugin returned %zu outputs", nl,
+                             num_outputs);
+  for (int l = 0; l < nl; l++) {
+    kiln_literal_t *leaf = (kiln_literal_t *)kiln_run_report_leaf(res, l);
+    if (!leaf || !kiln_shape_is_array(leaf->shape) || !leaf->data) continue;
+    size_t bytes = (size_t)leaf->num_elements * kiln_elem_type_storage_bytes(leaf->shape->type);
+    int rank = leaf->shape->rank;
+    int64_t m2m[64];
+    PJRT_Buffer_MemoryLayout layout;
+    memset(&layout, 0, sizeof(layout));
+    if (rank > 64) return KILN_ERR_UNIMPLEMENTED("output %d: rank %d", l, rank);
+    for (int i = 0; i < rank; i++) m2m[i] = rank - 1 - i;
+    layout.struct_size = PJRT_Buffer_MemoryLayout_STRUCT_SIZE;
+    layout.type = PJRT_Buffer_MemoryLayout_Type_Tiled;
+    layout.tiled.struct_size = PJRT_Buffer_MemoryLayout_Tiled_STRUCT_SIZE;
+    layout.tiled.minor_to_major = m2m;
+    layout.tiled.minor_to_major_size = (size_t)rank;
+    PJRT_Buffer_ToHostBuffer_Args a = {.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE,
+                                       .src = outs[l],
+                                       .host_layout = rank >= 2 ? &layout : NULL,
+                                       .dst = leaf->data,
+                                       .dst_size = bytes};
+    kiln_status s =
+        from_pjrt(r->api, r->api->PJRT_Buffer_ToHostBuffer(&a), "PJRT_Buffer_ToHostBuffer");
+    if (!s) s = await_event(r, a.event, "PJRT_Buffer_ToHostBuffer");
+    if (s) return kiln_status_annotate(s, "for output %d", l);
+  }
+  *result = res;
+  return NULL;
+}
+
+kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
+                                 kiln_literal_t *const *args, int num_args,
+                                 const kiln_pjrt_run_options_t *opts, kiln_arena_t *arena,
+                                 kiln_literal_t **result, kiln_pjrt_run_report_t *report) {
+  *result = NULL;
+  kiln_pjrt_run_report_t local;
+  kiln_pjrt_run_report_t *rep = report ? report : &local;
+  memset(rep, 0, sizeof(*rep));
+
+  /* Compile: the module's canonical text in the "hlo" format, no compile options (the
+   * plugin's defaults: one replica, one partition). */
+  char *text = kiln_hlo_module_to_string(m);
+  PJRT_Program program = {.struct_size = PJRT_Program_STRUCT_SIZE,
+                          .code = text,
+                          .code_size = strlen(text),
+                          .format = "hlo",
+                          .format_size = 3};
+  PJRT_Client_Compile_Args ca = {.struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE,
+                                 .client = r->client,
+                                 .program = &program};
+  double t0 = kiln_clock_ms();
+  kiln_status s = from_pjrt(r->api, r->api->PJRT_Client_Compile(&ca), "PJRT_Client_Compile");
+  rep->compile_ms = kiln_clock_ms() - t0;
+  kiln_free(text);
+  KILN_RETURN_IF_ERROR_PLAIN(s);
+  PJRT_LoadedExecutable *exe = ca.executable;
+
+  size_t num_outputs = 0;
+  PJRT_LoadedExecutable_GetExecutable_Args ge = {
+      .struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE,
+      .loaded_executable = exe};
+  s = from_pjrt(r->api, r->api->PJRT_LoadedExecutable_GetExecutable(&ge),
+                "PJRT_LoadedExecutable_GetExecutable");
+  if (!s) {
+    PJRT_Executable_NumOutputs_Args no = {
+        .struct_size = PJRT_Executable_NumOutputs_Args_STRUCT_SIZE, .executable = ge.executable};
+    s = from_pjrt(r->api, r->api->PJRT_Executable_NumOutputs(&no), "PJRT_Executable_NumOutputs");
+    num_outputs = no.num_outputs;
+    PJRT_Executable_Destroy_Args ed = {.struct_size = PJRT_Executable_Destroy_Args_STRUCT_SIZE,
+                                       .executable = ge.executable};
+    s = kiln_status_join(
+        s, from_pjrt(r->api, r->api->PJRT_Executable_Destroy(&ed), "PJRT_Executable_Destroy"));
+  }
+
+  int np = m->entry->num_parameters;
+  PJRT_Buffer **bufs = kiln_calloc((size_t)np + 1, sizeof(*bufs));
+  PJRT_Buffer **outs = kiln_calloc(num_outputs + 1, sizeof(*outs));
+  if (!s) {
+    t0 = kiln_clock_ms();
+    s = upload(r, m, args, num_args, bufs);
+    rep->upload_ms = kiln_clock_ms() - t0;
+  }
+  int64_t repeat = opts && opts->repeat > 0 ? opts->repeat : 1;
+  for (int64_t i = 0; i < repeat && !s; i++) {
+    for (size_t o = 0; o < num_outputs; o++) {
+      destroy_buffer(r, outs[o]);
+      outs[o] = NULL;
+    }
+    t0 = kiln_clock_ms();
+    s = execute(r, exe, bufs, (size_t)np, outs);
+    double dt = kiln_clock_ms() - t0;
+    if (i == 0) rep->first_run_ms = dt;
+    if (i == 0 || dt < rep->run_min_ms) rep->run_min_ms = dt;
+    rep->run_mean_ms += dt / (double)repeat;
+    rep->runs++;
+    if (opts && opts->print_runs && !s) printf("run %lld: %.3f ms\n", (long long)i, dt);
+  }
+  if (!s) {
+    t0 = kiln_clock_ms();
+    s = download(r, m, outs, num_outputs, arena, result);
+    rep->download_ms = kiln_clock_ms() - t0;
+  }
+  for (size_t o = 0; o < num_outputs; o++) destroy_buffer(r, outs[o]);
+  for (int p = 0; p < np; p++) destroy_buffer(r, bufs[p]);
+  kiln_free(outs);
+  kiln_free(bufs);
+  PJRT_LoadedExecutable_Destroy_Args ld = {
+      .struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE, .executable = exe};
+  return kiln_status_join(s, from_pjrt(r->api, r->api->PJRT_LoadedExecutable_Destroy(&ld),
+                                       "PJRT_LoadedExecutable_Destroy"));
+}

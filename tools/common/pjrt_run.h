@@ -1,0 +1,59 @@
+/* Running a whole HLO module through the PJRT plugin, for kiln-run: the job of device_run.h
+ * (compile, upload the arguments, run `repeat` times, download the result into a literal of
+ * the entry's result shape, with timings), done the way a framework does it — libkiln_pjrt.so
+ * loaded with dlopen(RTLD_LOCAL) and driven only through the PJRT function table. The module
+ * goes to PJRT_Client_Compile as HLO text (format "hlo"); each argument leaf becomes a
+ * PJRT_Buffer from its literal (row-major host data, the parameter's layout as the device
+ * layout); each result leaf comes back through PJRT_Buffer_ToHostBuffer in row-major order.
+ *
+ * Ownership: kiln_pjrt_runner_open returns a runner the caller closes; it owns the client.
+ * Not thread-safe: callers serialize uses of one runner. */
+#ifndef KILN_TOOLS_COMMON_PJRT_RUN_H_
+#define KILN_TOOLS_COMMON_PJRT_RUN_H_
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/alloc.h"
+#include "base/status.h"
+#include "compiler/hlo/ir.h"
+#include "compiler/hlo/literal.h"
+
+typedef struct kiln_pjrt_runner kiln_pjrt_runner_t;
+
+typedef struct kiln_pjrt_runner_options {
+  /* The plugin: NULL means $KILN_PJRT_PLUGIN, else libkiln_pjrt.so next to the program, else
+   * the one this build made, else libkiln_pjrt.so on the loader's search path. */
+  const char *plugin;
+  const char *platform; /* the client's "platform" option ("cpu", "cuda"); NULL: not given */
+} kiln_pjrt_runner_options_t;
+
+/* Loads the plugin, initializes it and creates a client. */
+kiln_status kiln_pjrt_runner_open(const kiln_pjrt_runner_options_t *opts, kiln_pjrt_runner_t **out);
+void kiln_pjrt_runner_close(kiln_pjrt_runner_t *r);
+/* "PATH: PJRT 0.114, platform cpu, device <kind> (<description>)": borrowed, lives as long as
+ * the runner. */
+const char *kiln_pjrt_runner_description(const kiln_pjrt_runner_t *r);
+
+typedef struct kiln_pjrt_run_options {
+  int64_t repeat;  /* runs (>= 1; 0 means 1); the result is the last run's */
+  bool print_runs; /* print each run's time to stdout */
+} kiln_pjrt_run_options_t;
+
+typedef struct kiln_pjrt_run_report {
+  double compile_ms;   /* PJRT_Client_Compile: parse, verify, passes (kernels come later) */
+  double upload_ms;    /* the arguments' PJRT_Client_BufferFromHostBuffer */
+  double first_run_ms; /* the first execute, which generates the kernels (lazy JIT) */
+  double run_min_ms, run_mean_ms; /* over all runs, the first included */
+  double download_ms;
+  int64_t runs;
+} kiln_pjrt_run_report_t;
+
+/* Runs `m` with `args` (one array literal per entry parameter) and stores the result in
+ * *result (allocated in `arena`). */
+kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
+                                 kiln_literal_t *const *args, int num_args,
+                                 const kiln_pjrt_run_options_t *opts, kiln_arena_t *arena,
+                                 kiln_literal_t **result, kiln_pjrt_run_report_t *report);
+
+#endif /* KILN_TOOLS_COMMON_PJRT_RUN_H_ */
