@@ -31,8 +31,9 @@
 #define KILN_FFI_TEST_CALL_LIB "libkiln_ffi_test_handlers_call.so"
 #endif
 
-/* Passing modules this test requires (of the modules with custom calls). */
-#define FLOOR_PASSED 0
+/* Passing modules this test requires: 70 of the 109 distinct modules with custom calls (in 72
+ * files) on 2026-12-02; the others are named in the output with their reason. */
+#define FLOOR_PASSED 70
 
 static const char *const kMadeUpTargets[] = {
     "foo", "bar", "some_target", "CustomCallTuple", "CustomCallConsumeTuple",

@@ -19,6 +19,8 @@
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
 #include "ffi/ffi_registry.h"
+#include "kiln/pjrt_ffi_extension.h"
+#include "plugin/pjrt_ffi_ext.h"
 #include "runtime/device.h"
 #include "runtime/ffi_call.h"
 #include "tools/common/device_run.h"
@@ -372,6 +374,121 @@ static void test_cxx_failing_and_async_handlers(void **state) {
   kiln_arena_destroy(&arena);
 }
 
+/* ---- PJRT's FFI extension ----------------------------------------------------------------- */
+
+XLA_FFI_Error *kiln_test_ext_scale(XLA_FFI_CallFrame *f);
+/* In-process handler: out = 3 * in (f32), registered through the PJRT extension. */
+XLA_FFI_Error *kiln_test_ext_scale(XLA_FFI_CallFrame *f) {
+  if (f->extension_start && f->extension_start->type == XLA_FFI_Extension_Metadata) {
+    XLA_FFI_Metadata *md = ((XLA_FFI_Metadata_Extension *)f->extension_start)->metadata;
+    md->api_version.major_version = XLA_FFI_API_MAJOR;
+    md->api_version.minor_version = XLA_FFI_API_MINOR;
+    return NULL;
+  }
+  const XLA_FFI_Buffer *a = f->args.args[0], *r = f->rets.rets[0];
+  for (int64_t i = 0; i < a->dims[0]; i++) ((float *)r->data)[i] = 3 * ((const float *)a->data)[i];
+  return NULL;
+}
+
+static void test_pjrt_ffi_extension_registers_a_handler_the_compiler_finds(void **state) {
+  (void)state;
+  const PJRT_FFI_Extension *ext = (const PJRT_FFI_Extension *)kiln_pjrt_ffi_extension();
+  assert_int_equal(ext->base.type, PJRT_Extension_Type_FFI);
+  PJRT_FFI_Register_Handler_Args ra;
+  memset(&ra, 0, sizeof ra);
+  ra.struct_size = PJRT_FFI_Register_Handler_Args_STRUCT_SIZE;
+  ra.target_name = "kiln_ext_scale";
+  ra.target_name_size = strlen(ra.target_name);
+  ra.handler = (void *)kiln_test_ext_scale;
+  ra.platform_name = "cpu";
+  ra.platform_name_size = 3;
+  assert_null(ext->register_handler(&ra));
+  PJRT_FFI_Type_Register_Args ta;
+  memset(&ta, 0, sizeof ta);
+  ta.struct_size = PJRT_FFI_Type_Register_Args_STRUCT_SIZE;
+  ta.type_name = "kiln_ext_type";
+  ta.type_name_size = strlen(ta.type_name);
+  assert_null(ext->type_register(&ta));
+  assert_true(ta.type_id != 0);
+  const char *hlo =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = f32[4] parameter(0)\n"
+      "  ROOT s = f32[4] custom-call(a), custom_call_target=\"kiln_ext_scale\", "
+      "api_version=API_VERSION_TYPED_FFI\n"
+      "}\n";
+  const double a[4] = {1, -2, 3, 0.5};
+  const double *args[] = {a};
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t *r;
+  expect_ok(run(hlo, args, &arena, &r));
+  for (int i = 0; i < 4; i++) assert_float_equal(kiln_literal_get_f64(r, i), 3 * a[i], 0);
+  kiln_arena_destroy(&arena);
+}
+
+/* ---- concurrent executions ----------------------------------------------------------------- */
+
+typedef struct worker {
+  kiln_ffi_call_t *call;
+  int bad;
+} worker_t;
+
+static void *worker_main(void *p) {
+  worker_t *w = p;
+  float in[4], out[4];
+  for (int k = 0; k < 2000; k++) {
+    for (int i = 0; i < 4; i++) in[i] = (float)(k + i);
+    kiln_devptr_t a = (kiln_devptr_t)(uintptr_t)in, r = (kiln_devptr_t)(uintptr_t)out;
+    kiln_status s = kiln_ffi_call_execute(w->call, NULL, &a, 1, &r, 1);
+    if (s) {
+      kiln_status_free(s);
+      w->bad++;
+      continue;
+    }
+    for (int i = 0; i < 4; i++) w->bad += out[i] != 3 * in[i];
+  }
+  return NULL;
+}
+
+/* One call site executed from 4 threads at once: each execution gets a frame of its own (the
+ * first by its atomic flag, the others from the free list), so addresses never mix. */
+static void test_concurrent_executions_of_one_call_use_separate_frames(void **state) {
+  (void)state;
+  kiln_ffi_handler_t h;
+  memset(&h, 0, sizeof h);
+  h.target = "kiln_ext_scale";
+  h.platform = KILN_FFI_PLATFORM_HOST;
+  h.bundle.execute = kiln_test_ext_scale;
+  int64_t dims[1] = {4};
+  kiln_ffi_buffer_desc_t d = {XLA_FFI_DataType_F32, 1, dims, NULL};
+  kiln_ffi_call_desc_t cd;
+  memset(&cd, 0, sizeof cd);
+  cd.name = "scale";
+  cd.handler = &h;
+  cd.api_version = 4;
+  cd.args = &d;
+  cd.nargs = 1;
+  cd.rets = &d;
+  cd.nrets = 1;
+  kiln_ffi_call_t *call;
+  expect_ok(kiln_ffi_call_create(&cd, &call));
+  pthread_t th[4];
+  worker_t w[4];
+  for (int i = 0; i < 4; i++) {
+    w[i].call = call;
+    w[i].bad = 0;
+    assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+  }
+  int bad = 0;
+  for (int i = 0; i < 4; i++) {
+    pthread_join(th[i], NULL);
+    bad += w[i].bad;
+  }
+  kiln_ffi_call_destroy(call);
+  assert_int_equal(bad, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_typed_c_handler_sees_dtypes_and_dims),
@@ -384,6 +501,8 @@ int main(void) {
       cmocka_unit_test(test_cxx_variadic_args_with_a_flattened_tuple),
       cmocka_unit_test(test_cxx_state_from_instantiate_reaches_execute),
       cmocka_unit_test(test_cxx_failing_and_async_handlers),
+      cmocka_unit_test(test_pjrt_ffi_extension_registers_a_handler_the_compiler_finds),
+      cmocka_unit_test(test_concurrent_executions_of_one_call_use_separate_frames),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -142,6 +142,20 @@ kiln_status kiln_eval_extra(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *
  * xla_builder.* calls, cuda_threefry2x32), then options->custom_call. */
 kiln_status kiln_eval_custom_call(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
                                   kiln_literal_t *const *operands, kiln_literal_t **out);
+/* A cuBLAS gemm custom call's backend_config (XLA's GemmBackendConfig as JSON, bare or under
+ * "gemm_backend_config"): result = alpha * dot(a, b) [+ beta * c], then the epilogue. */
+typedef struct kiln_gemm_config {
+  double alpha, beta;
+  kiln_dot_dnums_t dnums; /* lists point into `dims` */
+  int64_t dims[32];
+  bool relu; /* epilogue RELU (DEFAULT: none) */
+} kiln_gemm_config_t;
+/* Parses `json`; false for a form kiln does not take (other epilogues, complex alpha, more
+ * than 8 dimensions per list). */
+bool kiln_eval_gemm_config(const char *json, kiln_gemm_config_t *out);
+/* Whether `target` is __cublas$gemm or __cublas$lt$matmul. */
+bool kiln_eval_is_gemm_target(const char *target);
+
 /* eval_rng.c: Threefry2x32, 20 rounds. */
 void kiln_eval_threefry2x32(const uint32_t key[2], const uint32_t ctr[2], uint32_t out[2]);
 
