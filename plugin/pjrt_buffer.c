@@ -13,9 +13,10 @@
  *
  * Layouts: a buffer's device layout is a dense minor_to_major permutation (default rank-1 ...
  * 0). A requested layout with tiles other than trivial ones (every tile dimension 1) is
- * UNIMPLEMENTED, as are strides that are not a dense permutation. Host data with any
- * non-negative byte strides is densified into the device layout; ToHostBuffer writes any
- * dense permutation the caller asks for.
+ * UNIMPLEMENTED, as are strides that are not a dense permutation. Host data with any byte
+ * strides (negative ones too, with `data` pointing inside the array as PJRT says) is
+ * densified into the device layout; ToHostBuffer writes any dense permutation the caller
+ * asks for (default: the buffer's own layout, as PJRT specifies).
  *
  * Sub-byte types (s2/s4/u2/u4, f4) and pred take one byte per element on the host and on
  * the device, as kiln stores them.
@@ -141,8 +142,9 @@ static kiln_status storage_copy(kiln_pjrt_storage_t *dst, kiln_pjrt_storage_t *s
     return e;
   }
   void *tmp = kiln_try_malloc(n);
-  if (!tmp) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "cannot stage %llu bytes",
-                                    (unsigned long long)n);
+  if (!tmp)
+    return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "cannot stage %llu bytes",
+                            (unsigned long long)n);
   kiln_status e = storage_read(src, 0, tmp, n);
   if (!e) e = storage_write(dst, 0, tmp, n);
   kiln_free(tmp);
@@ -163,8 +165,8 @@ static kiln_status dense_size(const char *fn, PJRT_Buffer_Type type, const int64
   if (rank > 0 && !dims) return KILN_ERR_INVALID("%s: dims is NULL for rank %d", fn, rank);
   uint64_t n = elem;
   for (int32_t i = 0; i < rank; i++) {
-    if (dims[i] < 0) return KILN_ERR_INVALID("%s: dimension %d is negative (%lld)", fn, i,
-                                              (long long)dims[i]);
+    if (dims[i] < 0)
+      return KILN_ERR_INVALID("%s: dimension %d is negative (%lld)", fn, i, (long long)dims[i]);
     if (dims[i] && n > (UINT64_MAX >> 2) / (uint64_t)dims[i])
       return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: the array's size overflows", fn);
     n *= (uint64_t)dims[i];
@@ -221,8 +223,10 @@ static kiln_status parse_layout(const char *fn, const char *what, const PJRT_Buf
       for (size_t i = 0; i < t->num_tiles; i++)
         for (size_t j = 0; j < t->tile_dim_sizes[i]; j++, k++)
           if (t->tile_dims[k] != 1)
-            return KILN_ERR_UNIMPLEMENTED("%s: %s is tiled; kiln supports dense layouts only "
-                                          "(tiles whose dimensions are all 1)", fn, what);
+            return KILN_ERR_UNIMPLEMENTED(
+                "%s: %s is tiled; kiln supports dense layouts only "
+                "(tiles whose dimensions are all 1)",
+                fn, what);
     }
     return NULL;
   }
@@ -248,8 +252,10 @@ static kiln_status parse_layout(const char *fn, const char *what, const PJRT_Buf
     for (int32_t i = 0; i < rank && !empty; i++) {
       int64_t d = m2m[i];
       if (dims[d] > 1 && s->byte_strides[d] != expect)
-        return KILN_ERR_UNIMPLEMENTED("%s: %s byte strides are not a dense layout; kiln's "
-                                      "buffers are dense", fn, what);
+        return KILN_ERR_UNIMPLEMENTED(
+            "%s: %s byte strides are not a dense layout; kiln's "
+            "buffers are dense",
+            fn, what);
       expect *= dims[d];
     }
     return NULL;
@@ -284,8 +290,7 @@ static void copy_strided(char *dst, const int64_t *dst_strides, const char *src,
     if (contiguous) {
       memcpy(dst + doff, src + soff, (size_t)n_inner * elem);
     } else {
-      for (int64_t k = 0; k < n_inner; k++)
-        memcpy(dst + doff + k * ds, src + soff + k * ss, elem);
+      for (int64_t k = 0; k < n_inner; k++) memcpy(dst + doff + k * ds, src + soff + k * ss, elem);
     }
     int32_t i = rank - 1;
     for (; i >= 0; i--) {
@@ -341,30 +346,29 @@ kiln_status kiln_pjrt_buffer_create(PJRT_Device *dev, kiln_device_buffer_t *stor
   if (!dev || !storage || !out) return KILN_ERR_INVALID("kiln_pjrt_buffer_create: NULL argument");
   *out = NULL;
   uint64_t size;
-  KILN_RETURN_IF_ERROR_PLAIN(check_shape("kiln_pjrt_buffer_create", type, dims, rank,
-                                         storage->size, &size));
+  KILN_RETURN_IF_ERROR_PLAIN(
+      check_shape("kiln_pjrt_buffer_create", type, dims, rank, storage->size, &size));
   kiln_pjrt_storage_t *st = storage_new(dev, storage, 0, true);
   *out = buffer_new(dev, 0, st, type, dims, rank, NULL, size);
   return NULL;
 }
 
 kiln_status kiln_pjrt_buffer_from_storage(PJRT_Device *dev, kiln_pjrt_storage_t *storage,
-                                          PJRT_Buffer_Type type, const int64_t *dims,
-                                          int32_t rank, PJRT_Buffer **out) {
+                                          PJRT_Buffer_Type type, const int64_t *dims, int32_t rank,
+                                          PJRT_Buffer **out) {
   if (!dev || !storage || !out)
     return KILN_ERR_INVALID("kiln_pjrt_buffer_from_storage: NULL argument");
   *out = NULL;
   uint64_t size;
-  KILN_RETURN_IF_ERROR_PLAIN(check_shape("kiln_pjrt_buffer_from_storage", type, dims, rank,
-                                         storage->buf->size, &size));
+  KILN_RETURN_IF_ERROR_PLAIN(
+      check_shape("kiln_pjrt_buffer_from_storage", type, dims, rank, storage->buf->size, &size));
   *out = buffer_new(dev, storage->memory_kind, storage, type, dims, rank, NULL, size);
   return NULL;
 }
 
 static kiln_status deleted_error(const char *fn, const PJRT_Buffer *b) {
   (void)b;
-  return kiln_status_make(KILN_FAILED_PRECONDITION,
-                          "%s: the buffer was deleted or donated", fn);
+  return kiln_status_make(KILN_FAILED_PRECONDITION, "%s: the buffer was deleted or donated", fn);
 }
 
 kiln_status kiln_pjrt_buffer_acquire(PJRT_Buffer *b, kiln_devptr_t *ptr, uint64_t *size) {
@@ -442,8 +446,7 @@ static kiln_pjrt_memory_t *client_memory(PJRT_Client *c, PJRT_Memory *m) {
 /* The target of a new buffer from (device, memory): either may be NULL (then the other
  * decides; both NULL: the first device's default memory). */
 static kiln_status resolve_target(const char *fn, PJRT_Client *c, PJRT_Device *device,
-                                  PJRT_Memory *memory, PJRT_Device **dev_out,
-                                  int32_t *kind_out) {
+                                  PJRT_Memory *memory, PJRT_Device **dev_out, int32_t *kind_out) {
   if (device && !client_has_device(c, device))
     return KILN_ERR_INVALID("%s: device is not one of the client's devices", fn);
   if (memory) {
@@ -484,9 +487,9 @@ static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_
     case PJRT_HostBufferSemantics_kImmutableZeroCopy:
       break;
     case PJRT_HostBufferSemantics_kMutableZeroCopy:
-      return ERR(KILN_UNIMPLEMENTED,
-                 FN_BFHB ": kMutableZeroCopy (aliasing host memory the caller keeps writing) is "
-                         "not supported by kiln; use kImmutableZeroCopy or a copying semantics");
+      return ERR(KILN_UNIMPLEMENTED, FN_BFHB
+                 ": kMutableZeroCopy (aliasing host memory the caller keeps writing) is "
+                 "not supported by kiln; use kImmutableZeroCopy or a copying semantics");
     default:
       return ERR(KILN_INVALID_ARGUMENT, FN_BFHB ": host_buffer_semantics %d is unknown",
                  (int)args->host_buffer_semantics);
@@ -500,12 +503,8 @@ static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_
     if (args->num_byte_strides != args->num_dims)
       return ERR(KILN_INVALID_ARGUMENT, FN_BFHB ": %zu byte strides for %zu dimensions",
                  args->num_byte_strides, args->num_dims);
-    for (int32_t i = 0; i < rank; i++) {
-      if (args->byte_strides[i] < 0)
-        return ERR(KILN_UNIMPLEMENTED, FN_BFHB ": negative byte stride %lld (dimension %d)",
-                   (long long)args->byte_strides[i], i);
-      src_strides[i] = args->byte_strides[i];
-    }
+    /* Negative strides are allowed (`data` then points inside the array, PJRT's rule). */
+    for (int32_t i = 0; i < rank; i++) src_strides[i] = args->byte_strides[i];
   } else if (args->num_byte_strides) {
     return ERR(KILN_INVALID_ARGUMENT, FN_BFHB ": byte_strides is NULL with %zu entries",
                args->num_byte_strides);
@@ -575,20 +574,20 @@ static PJRT_Error *Client_CreateUninitializedBuffer(
   int32_t rank = (int32_t)args->shape_num_dims;
   size_t elem;
   uint64_t size;
-  kiln_status s = dense_size(FN_CUB, args->shape_element_type, args->shape_dims, rank, &elem, &size);
+  kiln_status s =
+      dense_size(FN_CUB, args->shape_element_type, args->shape_dims, rank, &elem, &size);
   PJRT_Device *dev = NULL;
   int32_t kind = 0;
   if (!s) s = resolve_target(FN_CUB, c, args->device, args->memory, &dev, &kind);
   int64_t m2m[64];
   default_m2m(rank, m2m);
   if (!s && args->shape_layout)
-    s = parse_layout(FN_CUB, "shape_layout", args->shape_layout, rank, args->shape_dims, elem,
-                     m2m);
+    s = parse_layout(FN_CUB, "shape_layout", args->shape_layout, rank, args->shape_dims, elem, m2m);
   kiln_pjrt_storage_t *st = NULL;
   if (!s) s = storage_alloc(dev, kind, size, &st);
   if (s) return kiln_pjrt_error_from_status(s);
-  args->buffer = buffer_new(dev, kind, st, args->shape_element_type, args->shape_dims, rank, m2m,
-                            size);
+  args->buffer =
+      buffer_new(dev, kind, st, args->shape_element_type, args->shape_dims, rank, m2m, size);
   return NULL;
 }
 
@@ -618,8 +617,8 @@ static PJRT_Error *Client_CreateViewOfDeviceBuffer(
     s = parse_layout(FN_VIEW, "layout", args->layout, rank, args->dims, elem, m2m);
   kiln_device_buffer_t *b = NULL;
   if (!s)
-    s = kiln_device_buffer_wrap(dev->kdev, (kiln_devptr_t)(uintptr_t)args->device_buffer_ptr,
-                                size, &b);
+    s = kiln_device_buffer_wrap(dev->kdev, (kiln_devptr_t)(uintptr_t)args->device_buffer_ptr, size,
+                                &b);
   if (s) return kiln_pjrt_error_from_status(s);
   kiln_pjrt_storage_t *st = storage_new(dev, b, kind, false);
   if (kind == 1) st->host_accessible = true;
@@ -631,9 +630,9 @@ static PJRT_Error *Client_CreateViewOfDeviceBuffer(
 
 /* ---- buffer slots ------------------------------------------------------------------------ */
 
-#define BUF(fn, b)                                                                     \
-  do {                                                                                 \
-    if (!(b)) return ERR(KILN_INVALID_ARGUMENT, "%s: buffer is NULL", fn);             \
+#define BUF(fn, b)                                                         \
+  do {                                                                     \
+    if (!(b)) return ERR(KILN_INVALID_ARGUMENT, "%s: buffer is NULL", fn); \
   } while (0)
 
 static bool is_deleted(PJRT_Buffer *b) {
@@ -814,8 +813,9 @@ static PJRT_Error *Buffer_DecreaseExternalReferenceCount(
   pthread_mutex_lock(&b->mu);
   if (atomic_load(&b->external_refs) == 0) {
     pthread_mutex_unlock(&b->mu);
-    return ERR(KILN_FAILED_PRECONDITION, "PJRT_Buffer_DecreaseExternalReferenceCount: the "
-                                         "buffer has no external reference");
+    return ERR(KILN_FAILED_PRECONDITION,
+               "PJRT_Buffer_DecreaseExternalReferenceCount: the "
+               "buffer has no external reference");
   }
   if (atomic_fetch_sub(&b->external_refs, 1) == 1) {
     drop = b->external_storage;
@@ -837,8 +837,8 @@ static PJRT_Error *Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args *args) {
   int64_t m2m[64];
   memcpy(m2m, b->minor_to_major, (size_t)b->rank * sizeof(int64_t));
   if (args->host_layout) {
-    kiln_status s = parse_layout(FN_TH, "host_layout", args->host_layout, b->rank, b->dims, elem,
-                                 m2m);
+    kiln_status s =
+        parse_layout(FN_TH, "host_layout", args->host_layout, b->rank, b->dims, elem, m2m);
     if (s) return kiln_pjrt_error_from_status(s);
   }
   uint64_t need = b->on_device_size;
@@ -895,8 +895,7 @@ static PJRT_Error *Buffer_CopyRawToHost(PJRT_Buffer_CopyRawToHost_Args *args) {
                FN_RAW ": bytes %lld..%lld are outside the buffer's %llu bytes",
                (long long)args->offset, (long long)(args->offset + args->transfer_size),
                (unsigned long long)b->on_device_size);
-  if (!args->dst && args->transfer_size)
-    return ERR(KILN_INVALID_ARGUMENT, FN_RAW ": dst is NULL");
+  if (!args->dst && args->transfer_size) return ERR(KILN_INVALID_ARGUMENT, FN_RAW ": dst is NULL");
   kiln_status s = kiln_pjrt_buffer_acquire(b, NULL, NULL);
   if (!s) {
     s = storage_read(b->storage, (uint64_t)args->offset, args->dst, (uint64_t)args->transfer_size);
@@ -920,8 +919,7 @@ static PJRT_Error *copy_buffer(const char *fn, PJRT_Buffer *b, PJRT_Device *dev,
     kiln_pjrt_storage_unref(st);
     return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in %s", fn));
   }
-  *out = buffer_new(dev, kind, st, b->type, b->dims, b->rank, b->minor_to_major,
-                    b->on_device_size);
+  *out = buffer_new(dev, kind, st, b->type, b->dims, b->rank, b->minor_to_major, b->on_device_size);
   return NULL;
 }
 

@@ -34,17 +34,21 @@ static bool name_is(const PJRT_NamedValue *v, const char *name) {
 
 static const char *type_name(PJRT_NamedValue_Type t) {
   switch (t) {
-    case PJRT_NamedValue_kString: return "string";
-    case PJRT_NamedValue_kInt64: return "int64";
-    case PJRT_NamedValue_kInt64List: return "int64 list";
-    case PJRT_NamedValue_kFloat: return "float";
-    case PJRT_NamedValue_kBool: return "bool";
+    case PJRT_NamedValue_kString:
+      return "string";
+    case PJRT_NamedValue_kInt64:
+      return "int64";
+    case PJRT_NamedValue_kInt64List:
+      return "int64 list";
+    case PJRT_NamedValue_kFloat:
+      return "float";
+    case PJRT_NamedValue_kBool:
+      return "bool";
   }
   return "unknown";
 }
 
-static kiln_status want_type(const PJRT_NamedValue *v, const char *name,
-                             PJRT_NamedValue_Type t) {
+static kiln_status want_type(const PJRT_NamedValue *v, const char *name, PJRT_NamedValue_Type t) {
   if (v->type == t) return NULL;
   return KILN_ERR_INVALID("PJRT_Client_Create: option '%s' must be a %s, got a %s", name,
                           type_name(t), type_name(v->type));
@@ -68,8 +72,10 @@ static kiln_status parse_num_devices(const char *text, int32_t *out) {
   char *end = NULL;
   long v = strtol(text, &end, 10);
   if (!*text || *end || v < 1 || v > KILN_PJRT_MAX_HOST_DEVICES)
-    return KILN_ERR_INVALID("PJRT_Client_Create: $KILN_HOST_DEVICES='%s' is not a device count "
-                            "in 1..%d", text, KILN_PJRT_MAX_HOST_DEVICES);
+    return KILN_ERR_INVALID(
+        "PJRT_Client_Create: $KILN_HOST_DEVICES='%s' is not a device count "
+        "in 1..%d",
+        text, KILN_PJRT_MAX_HOST_DEVICES);
   *out = (int32_t)v;
   return NULL;
 }
@@ -78,15 +84,17 @@ static kiln_status set_platform(kiln_pjrt_client_options_t *o, const char *p, si
                                 const char *where) {
   static const struct {
     const char *name, *canon;
-  } known[] = {{"cpu", "cpu"}, {"host", "cpu"}, {"cuda", "cuda"}, {"gpu", "cuda"},
-               {"auto", "auto"}, {"", "auto"}};
+  } known[] = {{"cpu", "cpu"},  {"host", "cpu"},  {"cuda", "cuda"},
+               {"gpu", "cuda"}, {"auto", "auto"}, {"", "auto"}};
   for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
     if (strlen(known[i].name) == n && !memcmp(known[i].name, p, n)) {
       snprintf(o->platform, sizeof(o->platform), "%s", known[i].canon);
       return NULL;
     }
-  return KILN_ERR_INVALID("PJRT_Client_Create: %s '%.*s' is not a platform kiln knows (cpu, "
-                          "cuda or auto)", where, (int)n, p);
+  return KILN_ERR_INVALID(
+      "PJRT_Client_Create: %s '%.*s' is not a platform kiln knows (cpu, "
+      "cuda or auto)",
+      where, (int)n, p);
 }
 
 static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
@@ -95,12 +103,15 @@ static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
   o->command_buffers = true;
   o->num_host_devices = 1;
   const char *env = getenv("KILN_PLATFORM");
-  KILN_RETURN_IF_ERROR_PLAIN(set_platform(o, env ? env : "auto", env ? strlen(env) : 4,
-                                          "$KILN_PLATFORM"));
+  KILN_RETURN_IF_ERROR_PLAIN(
+      set_platform(o, env ? env : "auto", env ? strlen(env) : 4, "$KILN_PLATFORM"));
   env = getenv("KILN_HOST_DEVICES");
   if (env && *env) KILN_RETURN_IF_ERROR_PLAIN(parse_num_devices(env, &o->num_host_devices));
-  if (n && !opts) return KILN_ERR_INVALID("PJRT_Client_Create: create_options is NULL with "
-                                          "num_options %zu", n);
+  if (n && !opts)
+    return KILN_ERR_INVALID(
+        "PJRT_Client_Create: create_options is NULL with "
+        "num_options %zu",
+        n);
   for (size_t i = 0; i < n; i++) {
     const PJRT_NamedValue *v = &opts[i];
     if (name_is(v, "platform")) {
@@ -113,9 +124,8 @@ static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
         return KILN_ERR_INVALID("PJRT_Client_Create: num_devices %lld is not in 1..%d",
                                 (long long)v->int64_value, KILN_PJRT_MAX_HOST_DEVICES);
       o->num_host_devices = (int32_t)v->int64_value;
-    } else if (name_is(v, "cache_dir") || name_is(v, "dump_dir") ||
-               name_is(v, "ffi_libraries")) {
-      const char *nm = name_is(v, "cache_dir") ? "cache_dir"
+    } else if (name_is(v, "cache_dir") || name_is(v, "dump_dir") || name_is(v, "ffi_libraries")) {
+      const char *nm = name_is(v, "cache_dir")  ? "cache_dir"
                        : name_is(v, "dump_dir") ? "dump_dir"
                                                 : "ffi_libraries";
       KILN_RETURN_IF_ERROR_PLAIN(want_type(v, nm, PJRT_NamedValue_kString));
@@ -188,8 +198,10 @@ static int cuda_device_count(kiln_status *why) {
   int count = 0;
   CUresult r = drv->cuDeviceGetCount(&count);
   if (r != CUDA_SUCCESS || count <= 0) {
-    *why = kiln_status_make(KILN_UNAVAILABLE, "the CUDA driver reports no GPU (cuDeviceGetCount: "
-                            "%d, count %d)", (int)r, count);
+    *why = kiln_status_make(KILN_UNAVAILABLE,
+                            "the CUDA driver reports no GPU (cuDeviceGetCount: "
+                            "%d, count %d)",
+                            (int)r, count);
     return 0;
   }
   return count;
@@ -305,10 +317,10 @@ static PJRT_Error *Client_Destroy(PJRT_Client_Destroy_Args *args) {
   return NULL;
 }
 
-#define CLIENT(fn, a)                                                                  \
-  do {                                                                                 \
-    if (!(a)->client)                                                                  \
-      return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, "%s: client is NULL", fn);    \
+#define CLIENT(fn, a)                                                               \
+  do {                                                                              \
+    if (!(a)->client)                                                               \
+      return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, "%s: client is NULL", fn); \
   } while (0)
 
 static PJRT_Error *Client_PlatformName(PJRT_Client_PlatformName_Args *args) {
@@ -361,7 +373,8 @@ static PJRT_Error *Client_LookupDevice(PJRT_Client_LookupDevice_Args *args) {
     }
   return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
                               "PJRT_Client_LookupDevice: no device has id %d (the client has "
-                              "ids 0..%d)", args->id, c->num_devices - 1);
+                              "ids 0..%d)",
+                              args->id, c->num_devices - 1);
 }
 
 static PJRT_Error *Client_LookupAddressableDevice(PJRT_Client_LookupAddressableDevice_Args *args) {
@@ -375,7 +388,8 @@ static PJRT_Error *Client_LookupAddressableDevice(PJRT_Client_LookupAddressableD
     }
   return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
                               "PJRT_Client_LookupAddressableDevice: no addressable device has "
-                              "local hardware id %d", args->local_hardware_id);
+                              "local hardware id %d",
+                              args->local_hardware_id);
 }
 
 static PJRT_Error *Client_AddressableMemories(PJRT_Client_AddressableMemories_Args *args) {
@@ -395,17 +409,19 @@ static PJRT_Error *Client_DefaultDeviceAssignment(PJRT_Client_DefaultDeviceAssig
   if (r < 1 || p < 1)
     return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
                                 "PJRT_Client_DefaultDeviceAssignment: num_replicas %d and "
-                                "num_partitions %d must be at least 1", r, p);
+                                "num_partitions %d must be at least 1",
+                                r, p);
   int64_t need = (int64_t)r * p;
   if (need > args->client->num_devices)
     return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
                                 "PJRT_Client_DefaultDeviceAssignment: %d replicas x %d partitions "
-                                "need %lld devices; the client has %d", r, p, (long long)need,
-                                args->client->num_devices);
+                                "need %lld devices; the client has %d",
+                                r, p, (long long)need, args->client->num_devices);
   if (!args->default_assignment || args->default_assignment_size < (size_t)need)
     return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
                                 "PJRT_Client_DefaultDeviceAssignment: default_assignment holds "
-                                "%zu ids (%s); %lld are needed", args->default_assignment_size,
+                                "%zu ids (%s); %lld are needed",
+                                args->default_assignment_size,
                                 args->default_assignment ? "too few" : "it is NULL",
                                 (long long)need);
   for (int ri = 0; ri < r; ri++)

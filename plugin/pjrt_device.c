@@ -247,8 +247,8 @@ void kiln_pjrt_device_stream_release(PJRT_Device *dev, kiln_stream_t *s) {
 
 /* ---- slots ------------------------------------------------------------------------------- */
 
-#define NEED(fn, cond, what)                                                             \
-  do {                                                                                   \
+#define NEED(fn, cond, what)                                                                     \
+  do {                                                                                           \
     if (!(cond)) return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, "%s: %s is NULL", fn, what); \
   } while (0)
 
@@ -358,7 +358,9 @@ static PJRT_Error *Device_ClearMemoryStats(PJRT_Device_ClearMemoryStats_Args *ar
   return NULL;
 }
 
-static void device_attributes_deleter(PJRT_Device_Attributes *a) { (void)a; }
+static void device_attributes_deleter(PJRT_Device_Attributes *a) {
+  (void)a;
+}
 
 /* The description's attributes (static for the client's life; the deleter does nothing). */
 static PJRT_Error *Device_GetAttributes(PJRT_Device_GetAttributes_Args *args) {

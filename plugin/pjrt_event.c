@@ -139,10 +139,9 @@ PJRT_Event *kiln_pjrt_event_ready(kiln_status error) {
   return e;
 }
 
-#define EVENT_ARG(fn, a)                                                               \
-  do {                                                                                 \
-    if (!(a)->event)                                                                   \
-      return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, "%s: event is NULL", fn);     \
+#define EVENT_ARG(fn, a)                                                                          \
+  do {                                                                                            \
+    if (!(a)->event) return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, "%s: event is NULL", fn); \
   } while (0)
 
 static PJRT_Error *Event_Destroy(PJRT_Event_Destroy_Args *args) {
@@ -236,8 +235,10 @@ static PJRT_Error *Event_Set(PJRT_Event_Set_Args *args) {
                                 "PJRT_Event_Set: the event was not made by PJRT_Event_Create; "
                                 "kiln completes its own events");
   if ((int)args->error_code < 0 || (int)args->error_code > (int)PJRT_Error_Code_UNAUTHENTICATED)
-    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, "PJRT_Event_Set: error_code %d is not a "
-                                "PJRT error code", (int)args->error_code);
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "PJRT_Event_Set: error_code %d is not a "
+                                "PJRT error code",
+                                (int)args->error_code);
   if (args->error_message_size && !args->error_message)
     return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
                                 "PJRT_Event_Set: error_message is NULL with size %zu",

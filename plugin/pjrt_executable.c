@@ -284,6 +284,7 @@ static kiln_status device_code(PJRT_Executable *e, int32_t di, kiln_executable_t
     } else {
       e->temp_bytes = st.temp_bytes;
       atomic_fetch_add(&e->code_bytes, code);
+      atomic_fetch_add(&e->loads, 1);
       e->devices[di].lower_ms = kiln_clock_ms() - t0;
       atomic_store_explicit(&e->devices[di].loaded, x, memory_order_release);
       KILN_LOG_I("executable %s: loaded on device %d in %.1f ms (%d kernels)", e->name, di,
@@ -675,6 +676,7 @@ static PJRT_Error *exec_cost_analysis(PJRT_Executable_GetCostAnalysis_Args *args
       {"kiln.compile_cache.object_disk_misses", c.object_disk_misses},
       {"kiln.compile_cache.object_disk_rejected", c.object_disk_rejected},
       {"kiln.passes_us", (int64_t)(e->passes_ms * 1000.0)},
+      {"kiln.executable.loads", atomic_load(&e->loads)},
   };
   size_t n = sizeof(vals) / sizeof(vals[0]);
   pthread_mutex_lock(&e->props_mu);

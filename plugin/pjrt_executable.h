@@ -91,6 +91,7 @@ struct PJRT_Executable {
   kiln_pjrt_device_code_t *devices;
   int32_t num_devices;
   _Atomic int64_t code_bytes; /* generated code of the loaded devices (images' sizes) */
+  _Atomic int32_t loads;      /* lowerings done (one per device that executed it) */
   int64_t temp_bytes;
   double passes_ms; /* Compile's pass pipeline */
   /* Cost-analysis properties (GetCostAnalysis), built on first request. */

@@ -41,8 +41,10 @@ typedef struct kiln_pjrt_compile_cache kiln_pjrt_compile_cache_t; /* pjrt_execut
  * does. */
 #define KILN_PJRT_KILN_VERSION "0.15.0"
 #define KILN_PJRT_XLA_VERSION 2
-#define KILN_PJRT_STABLEHLO_CURRENT_VERSION {1, 13, 0}
-#define KILN_PJRT_STABLEHLO_MINIMUM_VERSION {0, 9, 0}
+#define KILN_PJRT_STABLEHLO_CURRENT_VERSION \
+  { 1, 13, 0 }
+#define KILN_PJRT_STABLEHLO_MINIMUM_VERSION \
+  { 0, 9, 0 }
 /* The program formats PJRT_Client_Compile accepts (comma-separated, as the attribute). */
 #define KILN_PJRT_PROGRAM_FORMATS "mlir,hlo,hlo_with_config"
 

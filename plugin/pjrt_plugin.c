@@ -17,8 +17,8 @@ static const int64_t g_shlo_minimum[3] = KILN_PJRT_STABLEHLO_MINIMUM_VERSION;
 #define NV_HEAD(n) .struct_size = PJRT_NamedValue_STRUCT_SIZE, .name = n, .name_size = sizeof(n) - 1
 
 static const PJRT_NamedValue g_attributes[] = {
-    {NV_HEAD("xla_version"), .type = PJRT_NamedValue_kInt64,
-     .int64_value = KILN_PJRT_XLA_VERSION, .value_size = 1},
+    {NV_HEAD("xla_version"), .type = PJRT_NamedValue_kInt64, .int64_value = KILN_PJRT_XLA_VERSION,
+     .value_size = 1},
     {NV_HEAD("stablehlo_current_version"), .type = PJRT_NamedValue_kInt64List,
      .int64_array_value = g_shlo_current, .value_size = 3},
     {NV_HEAD("stablehlo_minimum_version"), .type = PJRT_NamedValue_kInt64List,

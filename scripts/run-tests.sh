@@ -26,6 +26,11 @@ bash fuzz/run.sh "${KILN_FUZZ_SECONDS:-60}"
 # on two cores. A data race is a report, and a report fails the test (TSan's exit code 66).
 echo "== ThreadSanitizer build: stress tests"
 stress_targets="$(basename -s .c tests/test_*stress*.c | tr '\n' ' ')"
+# PJRT stress clients (tests/pjrt/, built where OpenXLA's headers are in ../shared/abi) and
+# the plugin they dlopen.
+if [ -f ../shared/abi/xla/pjrt/c/pjrt_c_api.h ]; then
+  stress_targets+=" kiln_pjrt $(basename -s .c tests/pjrt/test_*stress*.c | tr '\n' ' ')"
+fi
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=thread >/dev/null
 # shellcheck disable=SC2086
 cmake --build build-tsan -j"$jobs" --target $stress_targets

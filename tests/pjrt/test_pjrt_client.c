@@ -106,8 +106,8 @@ static void test_client_create_options(void **state) {
   (void)state;
   /* Unknown names are ignored; every known one with its type is accepted. */
   PJRT_NamedValue ok[] = {
-      pjrt_test_opt_string("platform", "cpu"),   pjrt_test_opt_int("num_devices", 2),
-      pjrt_test_opt_string("cache_dir", ""),     pjrt_test_opt_string("dump_dir", "/tmp/x"),
+      pjrt_test_opt_string("platform", "cpu"),      pjrt_test_opt_int("num_devices", 2),
+      pjrt_test_opt_string("cache_dir", ""),        pjrt_test_opt_string("dump_dir", "/tmp/x"),
       pjrt_test_opt_bool("command_buffers", false), pjrt_test_opt_string("ffi_libraries", ""),
       pjrt_test_opt_int("some_unknown_option", 7),
   };
@@ -118,13 +118,11 @@ static void test_client_create_options(void **state) {
   pjrt_test_client_destroy(api, c);
 
   /* Known names with the wrong type. */
-  PJRT_NamedValue bad[][1] = {{pjrt_test_opt_int("platform", 1)},
-                              {pjrt_test_opt_string("num_devices", "4")},
-                              {pjrt_test_opt_int("command_buffers", 1)},
-                              {pjrt_test_opt_bool("cache_dir", true)},
-                              {pjrt_test_opt_string("platform", "tpu")},
-                              {pjrt_test_opt_int("num_devices", 0)},
-                              {pjrt_test_opt_int("num_devices", -3)}};
+  PJRT_NamedValue bad[][1] = {
+      {pjrt_test_opt_int("platform", 1)},        {pjrt_test_opt_string("num_devices", "4")},
+      {pjrt_test_opt_int("command_buffers", 1)}, {pjrt_test_opt_bool("cache_dir", true)},
+      {pjrt_test_opt_string("platform", "tpu")}, {pjrt_test_opt_int("num_devices", 0)},
+      {pjrt_test_opt_int("num_devices", -3)}};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     PJRT_Client_Create_Args a;
     memset(&a, 0, sizeof(a));
@@ -197,8 +195,8 @@ static void test_client_platform(void **state) {
   PJRT_CHECK(api, api->PJRT_Client_PlatformVersion(&pv));
   assert_true(pv.platform_version_size > 0);
   assert_int_equal(strlen(pv.platform_version), pv.platform_version_size);
-  PJRT_Client_ProcessIndex_Args pi = {.struct_size = PJRT_Client_ProcessIndex_Args_STRUCT_SIZE,
-                                      .client = c, .process_index = 9};
+  PJRT_Client_ProcessIndex_Args pi = {
+      .struct_size = PJRT_Client_ProcessIndex_Args_STRUCT_SIZE, .client = c, .process_index = 9};
   PJRT_CHECK(api, api->PJRT_Client_ProcessIndex(&pi));
   assert_int_equal(pi.process_index, 0);
   /* NULL client handles. */
@@ -211,8 +209,7 @@ static void test_client_platform(void **state) {
   pi.client = NULL;
   PJRT_EXPECT_ERROR(api, api->PJRT_Client_ProcessIndex(&pi), PJRT_Error_Code_INVALID_ARGUMENT,
                     "client");
-  PJRT_EXPECT_ERROR(api, api->PJRT_Client_PlatformName(NULL), PJRT_Error_Code_INVALID_ARGUMENT,
-                    "");
+  PJRT_EXPECT_ERROR(api, api->PJRT_Client_PlatformName(NULL), PJRT_Error_Code_INVALID_ARGUMENT, "");
   pn.struct_size = offsetof(PJRT_Client_PlatformName_Args, platform_name);
   pn.client = c;
   PJRT_EXPECT_ERROR(api, api->PJRT_Client_PlatformName(&pn), PJRT_Error_Code_INVALID_ARGUMENT,
@@ -300,12 +297,13 @@ static void check_devices(PJRT_Client *c, size_t expect, const char *platform) {
         .struct_size = PJRT_Device_LocalHardwareId_Args_STRUCT_SIZE, .device = dev};
     PJRT_CHECK(api, api->PJRT_Device_LocalHardwareId(&lh));
     assert_int_equal(lh.local_hardware_id, (int)i);
-    PJRT_Client_LookupDevice_Args ld = {.struct_size = PJRT_Client_LookupDevice_Args_STRUCT_SIZE,
-                                        .client = c, .id = (int)i};
+    PJRT_Client_LookupDevice_Args ld = {
+        .struct_size = PJRT_Client_LookupDevice_Args_STRUCT_SIZE, .client = c, .id = (int)i};
     PJRT_CHECK(api, api->PJRT_Client_LookupDevice(&ld));
     assert_ptr_equal(ld.device, dev);
     PJRT_Client_LookupAddressableDevice_Args la = {
-        .struct_size = PJRT_Client_LookupAddressableDevice_Args_STRUCT_SIZE, .client = c,
+        .struct_size = PJRT_Client_LookupAddressableDevice_Args_STRUCT_SIZE,
+        .client = c,
         .local_hardware_id = (int)i};
     PJRT_CHECK(api, api->PJRT_Client_LookupAddressableDevice(&la));
     assert_ptr_equal(la.addressable_device, dev);
@@ -359,18 +357,18 @@ static void test_devices_host(void **state) {
   PJRT_Client *c = cpu_client(4);
   check_devices(c, 4, "cpu");
   /* Lookups that miss, NULL handles. */
-  PJRT_Client_LookupDevice_Args ld = {.struct_size = PJRT_Client_LookupDevice_Args_STRUCT_SIZE,
-                                      .client = c, .id = 4};
+  PJRT_Client_LookupDevice_Args ld = {
+      .struct_size = PJRT_Client_LookupDevice_Args_STRUCT_SIZE, .client = c, .id = 4};
   PJRT_EXPECT_ERROR(api, api->PJRT_Client_LookupDevice(&ld), PJRT_Error_Code_INVALID_ARGUMENT,
                     "id 4");
   ld.id = -1;
-  PJRT_EXPECT_ERROR(api, api->PJRT_Client_LookupDevice(&ld), PJRT_Error_Code_INVALID_ARGUMENT,
-                    "");
+  PJRT_EXPECT_ERROR(api, api->PJRT_Client_LookupDevice(&ld), PJRT_Error_Code_INVALID_ARGUMENT, "");
   ld.client = NULL;
   PJRT_EXPECT_ERROR(api, api->PJRT_Client_LookupDevice(&ld), PJRT_Error_Code_INVALID_ARGUMENT,
                     "client");
   PJRT_Client_LookupAddressableDevice_Args la = {
-      .struct_size = PJRT_Client_LookupAddressableDevice_Args_STRUCT_SIZE, .client = c,
+      .struct_size = PJRT_Client_LookupAddressableDevice_Args_STRUCT_SIZE,
+      .client = c,
       .local_hardware_id = 17};
   PJRT_EXPECT_ERROR(api, api->PJRT_Client_LookupAddressableDevice(&la),
                     PJRT_Error_Code_INVALID_ARGUMENT, "17");
@@ -385,8 +383,8 @@ static void test_devices_host(void **state) {
   PJRT_Device_MemoryStats_Args ms = {.struct_size = PJRT_Device_MemoryStats_Args_STRUCT_SIZE};
   PJRT_EXPECT_ERROR(api, api->PJRT_Device_MemoryStats(&ms), PJRT_Error_Code_INVALID_ARGUMENT,
                     "device");
-  PJRT_Device_AddressableMemories_Args dm = {
-      .struct_size = PJRT_Device_AddressableMemories_Args_STRUCT_SIZE};
+  PJRT_Device_AddressableMemories_Args dm = {.struct_size =
+                                                 PJRT_Device_AddressableMemories_Args_STRUCT_SIZE};
   PJRT_EXPECT_ERROR(api, api->PJRT_Device_AddressableMemories(NULL),
                     PJRT_Error_Code_INVALID_ARGUMENT, "");
   dm.struct_size = 16;
@@ -431,7 +429,7 @@ static void test_memory_user_data(void **state) {
   m0->vtable->set_user_data(m0, &key_b, &v2, count_dtor);
   assert_ptr_equal(m0->vtable->get_user_data(m0, &key_a), &v1);
   assert_ptr_equal(m0->vtable->get_user_data(m0, &key_b), &v2);
-  assert_null(m1->vtable->get_user_data(m1, &key_a)); /* per memory */
+  assert_null(m1->vtable->get_user_data(m1, &key_a));     /* per memory */
   m0->vtable->set_user_data(m0, &key_a, &v3, count_dtor); /* replaces: old dtor runs */
   assert_int_equal(g_dtor_calls, 1);
   assert_ptr_equal(m0->vtable->get_user_data(m0, &key_a), &v3);
@@ -446,8 +444,11 @@ static void test_default_device_assignment(void **state) {
   PJRT_Client *c = cpu_client(4);
   int ids[4] = {-1, -1, -1, -1};
   PJRT_Client_DefaultDeviceAssignment_Args a = {
-      .struct_size = PJRT_Client_DefaultDeviceAssignment_Args_STRUCT_SIZE, .client = c,
-      .num_replicas = 2, .num_partitions = 2, .default_assignment_size = 4,
+      .struct_size = PJRT_Client_DefaultDeviceAssignment_Args_STRUCT_SIZE,
+      .client = c,
+      .num_replicas = 2,
+      .num_partitions = 2,
+      .default_assignment_size = 4,
       .default_assignment = ids};
   PJRT_CHECK(api, api->PJRT_Client_DefaultDeviceAssignment(&a));
   /* replica r, partition p -> device r + p * replicas, written replica-major. */
@@ -539,15 +540,17 @@ static void test_event_create_set_ok(void **state) {
                     "not ready");
   cb_state_t s;
   cb_init(&s);
-  PJRT_Event_OnReady_Args on = {.struct_size = PJRT_Event_OnReady_Args_STRUCT_SIZE, .event = e,
-                                .callback = on_ready, .user_arg = &s};
+  PJRT_Event_OnReady_Args on = {.struct_size = PJRT_Event_OnReady_Args_STRUCT_SIZE,
+                                .event = e,
+                                .callback = on_ready,
+                                .user_arg = &s};
   PJRT_CHECK(api, api->PJRT_Event_OnReady(&on));
   usleep(10000);
   pthread_mutex_lock(&s.mu);
   assert_int_equal(s.calls, 0);
   pthread_mutex_unlock(&s.mu);
-  PJRT_Event_Set_Args set = {.struct_size = PJRT_Event_Set_Args_STRUCT_SIZE, .event = e,
-                             .error_code = PJRT_Error_Code_OK};
+  PJRT_Event_Set_Args set = {
+      .struct_size = PJRT_Event_Set_Args_STRUCT_SIZE, .event = e, .error_code = PJRT_Error_Code_OK};
   PJRT_CHECK(api, api->PJRT_Event_Set(&set));
   cb_wait(&s, 1);
   assert_int_equal(s.code, PJRT_Error_Code_OK);
@@ -557,8 +560,7 @@ static void test_event_create_set_ok(void **state) {
   PJRT_Event_Await_Args aw = {.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE, .event = e};
   PJRT_CHECK(api, api->PJRT_Event_Await(&aw));
   /* Set twice: refused. */
-  PJRT_EXPECT_ERROR(api, api->PJRT_Event_Set(&set), PJRT_Error_Code_FAILED_PRECONDITION,
-                    "already");
+  PJRT_EXPECT_ERROR(api, api->PJRT_Event_Set(&set), PJRT_Error_Code_FAILED_PRECONDITION, "already");
   /* OnReady on a ready event: dispatched to the callback thread too, exactly once. */
   PJRT_CHECK(api, api->PJRT_Event_OnReady(&on));
   cb_wait(&s, 2);
@@ -575,24 +577,26 @@ static void test_event_set_error(void **state) {
   PJRT_Event *e = event_create();
   cb_state_t s;
   cb_init(&s);
-  PJRT_Event_OnReady_Args on = {.struct_size = PJRT_Event_OnReady_Args_STRUCT_SIZE, .event = e,
-                                .callback = on_ready, .user_arg = &s};
+  PJRT_Event_OnReady_Args on = {.struct_size = PJRT_Event_OnReady_Args_STRUCT_SIZE,
+                                .event = e,
+                                .callback = on_ready,
+                                .user_arg = &s};
   PJRT_CHECK(api, api->PJRT_Event_OnReady(&on));
   PJRT_CHECK(api, api->PJRT_Event_OnReady(&on)); /* two callbacks, each called once */
   const char *msg = "the host ran out of patience";
-  PJRT_Event_Set_Args set = {.struct_size = PJRT_Event_Set_Args_STRUCT_SIZE, .event = e,
+  PJRT_Event_Set_Args set = {.struct_size = PJRT_Event_Set_Args_STRUCT_SIZE,
+                             .event = e,
                              .error_code = PJRT_Error_Code_DEADLINE_EXCEEDED,
-                             .error_message = msg, .error_message_size = strlen(msg)};
+                             .error_message = msg,
+                             .error_message_size = strlen(msg)};
   PJRT_CHECK(api, api->PJRT_Event_Set(&set));
   cb_wait(&s, 2);
   assert_int_equal(s.code, PJRT_Error_Code_DEADLINE_EXCEEDED);
   assert_non_null(strstr(s.message, "patience"));
   PJRT_Event_Await_Args aw = {.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE, .event = e};
-  PJRT_EXPECT_ERROR(api, api->PJRT_Event_Await(&aw), PJRT_Error_Code_DEADLINE_EXCEEDED,
-                    "patience");
+  PJRT_EXPECT_ERROR(api, api->PJRT_Event_Await(&aw), PJRT_Error_Code_DEADLINE_EXCEEDED, "patience");
   PJRT_Event_Error_Args ea = {.struct_size = PJRT_Event_Error_Args_STRUCT_SIZE, .event = e};
-  PJRT_EXPECT_ERROR(api, api->PJRT_Event_Error(&ea), PJRT_Error_Code_DEADLINE_EXCEEDED,
-                    "patience");
+  PJRT_EXPECT_ERROR(api, api->PJRT_Event_Error(&ea), PJRT_Error_Code_DEADLINE_EXCEEDED, "patience");
   /* Each call hands out its own copy: a second one works after the first was destroyed. */
   PJRT_EXPECT_ERROR(api, api->PJRT_Event_Error(&ea), PJRT_Error_Code_DEADLINE_EXCEEDED, "");
   event_destroy(e);
@@ -607,7 +611,8 @@ typedef struct setter {
 static void *set_later(void *arg) {
   setter_t *st = arg;
   usleep(20000);
-  PJRT_Event_Set_Args set = {.struct_size = PJRT_Event_Set_Args_STRUCT_SIZE, .event = st->e,
+  PJRT_Event_Set_Args set = {.struct_size = PJRT_Event_Set_Args_STRUCT_SIZE,
+                             .event = st->e,
                              .error_code = PJRT_Error_Code_OK};
   PJRT_CHECK(api, api->PJRT_Event_Set(&set));
   return NULL;
@@ -647,10 +652,13 @@ static void test_event_callback_reenters(void **state) {
   reentrant_t r;
   cb_init(&r.s);
   r.e = event_create();
-  PJRT_Event_OnReady_Args on = {.struct_size = PJRT_Event_OnReady_Args_STRUCT_SIZE, .event = r.e,
-                                .callback = destroy_in_callback, .user_arg = &r};
+  PJRT_Event_OnReady_Args on = {.struct_size = PJRT_Event_OnReady_Args_STRUCT_SIZE,
+                                .event = r.e,
+                                .callback = destroy_in_callback,
+                                .user_arg = &r};
   PJRT_CHECK(api, api->PJRT_Event_OnReady(&on));
-  PJRT_Event_Set_Args set = {.struct_size = PJRT_Event_Set_Args_STRUCT_SIZE, .event = r.e,
+  PJRT_Event_Set_Args set = {.struct_size = PJRT_Event_Set_Args_STRUCT_SIZE,
+                             .event = r.e,
                              .error_code = PJRT_Error_Code_OK};
   PJRT_CHECK(api, api->PJRT_Event_Set(&set));
   cb_wait(&r.s, 1);
@@ -671,7 +679,8 @@ static void test_event_errors(void **state) {
   on.struct_size = offsetof(PJRT_Event_OnReady_Args, callback);
   PJRT_EXPECT_ERROR(api, api->PJRT_Event_OnReady(&on), PJRT_Error_Code_INVALID_ARGUMENT,
                     "struct_size");
-  PJRT_Event_Set_Args set = {.struct_size = PJRT_Event_Set_Args_STRUCT_SIZE, .event = e,
+  PJRT_Event_Set_Args set = {.struct_size = PJRT_Event_Set_Args_STRUCT_SIZE,
+                             .event = e,
                              .error_code = (PJRT_Error_Code)99};
   PJRT_EXPECT_ERROR(api, api->PJRT_Event_Set(&set), PJRT_Error_Code_INVALID_ARGUMENT, "99");
   /* Destroying an event nobody set is fine (Set afterwards would be the caller's error). */
