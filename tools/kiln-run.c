@@ -52,7 +52,7 @@ static const char kUsage[] =
     "                        (libkiln_pjrt.so, or $KILN_PJRT_PLUGIN), loaded with dlopen\n"
     "                        and driven only through its function table\n"
     "  --direct              run host/cuda/best on kiln's runtime directly, not through the\n"
-    "                        plugin (implied by --thunks and --max-while-iterations)\n"
+    "                        plugin (implied by --thunks, --ffi and --max-while-iterations)\n"
     "  --module=N            run only the N-th module of the file (0-based)\n"
     "  --seed=N              seed for generated inputs (default 42)\n"
     "  --input=I:PATH        read entry parameter I from a .npy file (repeatable); others\n"
@@ -112,6 +112,7 @@ typedef struct run_flags {
   bool no_command_buffers;
   bool strict_precision;
   bool direct;                /* --direct: the runtime itself, not the PJRT plugin */
+  bool ffi;                   /* --ffi= given: handlers live in this process's registry */
   kiln_device_t *device;      /* host / cuda / best with --direct: created once for all modules */
   kiln_pjrt_runner_t *plugin; /* host / cuda / best: the plugin's client, once for all modules */
 } run_flags_t;
@@ -185,6 +186,7 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
     if (IS("ffi")) {
       KILN_RETURN_IF_ERROR(kiln_ffi_registry_load_spec(kiln_ffi_registry_default(), val),
                            "in --ffi=%s", val);
+      f->ffi = true;
     } else if (IS("backend")) {
       f->backend = val;
     } else if (IS("module")) {
@@ -601,9 +603,11 @@ static kiln_status run(run_flags_t *f) {
       printf("note: check ops run on the runtime directly, not through the plugin\n");
       f->direct = true;
     }
-    if (!f->direct && (f->thunks || f->max_while_iterations)) {
+    if (!f->direct && (f->thunks || f->max_while_iterations || f->ffi)) {
       printf("note: %s runs on the runtime directly, not through the plugin\n",
-             f->thunks ? "--thunks" : "--max-while-iterations");
+             f->thunks ? "--thunks"
+             : f->ffi  ? "--ffi"
+                       : "--max-while-iterations");
       f->direct = true;
     }
     if (f->direct) {
