@@ -299,8 +299,8 @@ typedef PJRT_Error* PJRT_Event_Await(PJRT_Event_Await_Args* args);
 /* Receives ownership of `error` (NULL on success) and must destroy it. */
 typedef void (*PJRT_Event_OnReadyCallback)(PJRT_Error* error, void* user_arg);
 
-/* Runs `callback` once the event completes: at once on the calling thread if it already has,
- * else on a kiln thread, never while kiln holds a lock. */
+/* Runs `callback` once the event completes (also when it already has), on a kiln thread,
+ * never while kiln holds a lock. */
 struct PJRT_Event_OnReady_Args {
   size_t struct_size;
   PJRT_Extension_Base* extension_start;

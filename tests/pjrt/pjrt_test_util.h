@@ -71,9 +71,10 @@ static inline PJRT_Error_Code pjrt_test_take_error(const PJRT_Api *api, PJRT_Err
     if (pjrt_expect_code_ != (code))                                                       \
       fail_msg("%s: code %d (%s), expected %d", #call, (int)pjrt_expect_code_,             \
                pjrt_expect_msg_, (int)(code));                                             \
-    if ((needle) && !strstr(pjrt_expect_msg_, (needle)))                                   \
+    const char *pjrt_expect_needle_ = (needle);                                            \
+    if (pjrt_expect_needle_ && !strstr(pjrt_expect_msg_, pjrt_expect_needle_))             \
       fail_msg("%s: message \"%s\" does not mention \"%s\"", #call, pjrt_expect_msg_,     \
-               (const char *)(needle));                                                    \
+               pjrt_expect_needle_);                                                       \
   } while (0)
 
 /* A client with `n` named options (NULL: none). */
