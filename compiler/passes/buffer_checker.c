@@ -45,7 +45,7 @@ static int cmp_val_start(const void *pa, const void *pb) {
   return a->id - b->id;
 }
 
-static const cbuf_t *g_bufs;
+static _Thread_local const cbuf_t *g_bufs; /* qsort context, per compiling thread */
 static int cmp_buf_start(const void *pa, const void *pb) {
   const cbuf_t *a = &g_bufs[*(const int *)pa], *b = &g_bufs[*(const int *)pb];
   if (a->start != b->start) return a->start < b->start ? -1 : 1;

@@ -299,8 +299,9 @@ static void schedule_list(const comp_model_t *cm, int *order) {
   kiln_free(alloc);
 }
 
-static const comp_model_t *g_sort_cm;
-static const double *g_sort_cost;
+/* qsort context: thread-local, as compilations run on many threads at once (the plugin). */
+static _Thread_local const comp_model_t *g_sort_cm;
+static _Thread_local const double *g_sort_cost;
 static int cmp_cost_desc(const void *a, const void *b) {
   int x = *(const int *)a, y = *(const int *)b;
   double cx = g_sort_cost[x], cy = g_sort_cost[y];
