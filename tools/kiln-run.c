@@ -183,8 +183,15 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
     if (!val) return KILN_ERR_INVALID("unknown flag '%s' (see --help)", a);
     int64_t x;
     if (IS("ffi")) {
+      /* Checked and loaded here (the direct path), and passed on in $KILN_FFI_HANDLERS, which
+       * the plugin's compiler reads when it meets its first custom call. */
       KILN_RETURN_IF_ERROR(kiln_ffi_registry_load_spec(kiln_ffi_registry_default(), val),
                            "in --ffi=%s", val);
+      const char *old = getenv("KILN_FFI_HANDLERS");
+      kiln_strbuf_t env = {0};
+      kiln_strbuf_printf(&env, "%s%s%s", old && *old ? old : "", old && *old ? "," : "", val);
+      setenv("KILN_FFI_HANDLERS", kiln_strbuf_cstr(&env), 1);
+      kiln_strbuf_free(&env);
     } else if (IS("backend")) {
       f->backend = val;
     } else if (IS("module")) {
