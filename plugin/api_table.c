@@ -5,14 +5,17 @@
 #include <string.h>
 
 #include "ffi/ffi_api.h"
+#include "ffi/ffi_legacy.h"
 #include "kiln/abi_macros.h"
 #include "plugin/pjrt_internal.h"
 
-/* The FFI entry points (ffi/ffi_export.c) live in a static library; naming them here links
- * them into libkiln_pjrt.so, whose version script exports them beside GetPjrtApi. */
+/* The FFI entry points (ffi/ffi_export.c) and the legacy custom-call status setters
+ * (ffi/ffi_legacy.c) live in a static library; naming them here links them into
+ * libkiln_pjrt.so, whose version script exports them beside GetPjrtApi. */
 const XLA_FFI_Api *kiln_ffi_get_xla_ffi_api_cxx(void) __asm__("_ZN3xla3ffi12GetXlaFfiApiEv");
 __attribute__((used)) static const void *const g_exported_ffi_entry_points[] = {
-    (const void *)XLA_FFI_GetApi, (const void *)kiln_ffi_get_xla_ffi_api_cxx};
+    (const void *)XLA_FFI_GetApi, (const void *)kiln_ffi_get_xla_ffi_api_cxx,
+    (const void *)XlaCustomCallStatusSetSuccess, (const void *)XlaCustomCallStatusSetFailure};
 
 
 #define KILN_PJRT_SLOT(name)                                                             \

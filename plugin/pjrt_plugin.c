@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "compiler/frontend/mlir_bytecode_internal.h" /* KILN_VHLO_CURRENT, _MINIMUM */
+#include "plugin/pjrt_ffi_ext.h"
 #include "plugin/pjrt_objects.h"
 
 /* major*10000 + minor*100 + patch -> {major, minor, patch} */
@@ -53,4 +54,5 @@ void kiln_pjrt_fill_plugin(PJRT_Api *api) {
   api->PJRT_Plugin_Attributes = Plugin_Attributes;
 }
 
-PJRT_Extension_Base *kiln_pjrt_extensions(void) { return NULL; }
+/* The extension chain: FFI (type 5) first and only (plugin/pjrt_ffi_ext.c). */
+PJRT_Extension_Base *kiln_pjrt_extensions(void) { return kiln_pjrt_ffi_extension(); }

@@ -179,9 +179,10 @@ static void expect_compile_error(const char *text, kiln_status_code_t code, cons
 }
 
 static void test_custom_call_is_a_clear_error(void **state) {
-  expect_compile_error("HloModule cc\nENTRY e {\n  x = f32[4] parameter(0)\n"
-                       "  ROOT c = f32[4] custom-call(x), custom_call_target=\"my_op\"\n}\n",
-                       KILN_UNIMPLEMENTED, "my_op");
+  expect_compile_error(
+      "HloModule cc\nENTRY e {\n  x = f32[4] parameter(0)\n"
+      "  ROOT c = f32[4] custom-call(x), custom_call_target=\"my_op\"\n}\n",
+      KILN_NOT_FOUND, "no handler for target my_op on platform Host");
 }
 
 static void test_run_checks_parameters_and_stream(void **state) {

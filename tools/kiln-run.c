@@ -52,7 +52,7 @@ static const char kUsage[] =
     "                        (libkiln_pjrt.so, or $KILN_PJRT_PLUGIN), loaded with dlopen\n"
     "                        and driven only through its function table\n"
     "  --direct              run host/cuda/best on kiln's runtime directly, not through the\n"
-    "                        plugin (implied by --thunks, --ffi and --max-while-iterations)\n"
+    "                        plugin (implied by --thunks and --max-while-iterations)\n"
     "  --module=N            run only the N-th module of the file (0-based)\n"
     "  --seed=N              seed for generated inputs (default 42)\n"
     "  --input=I:PATH        read entry parameter I from a .npy file (repeatable); others\n"
@@ -112,7 +112,6 @@ typedef struct run_flags {
   bool no_command_buffers;
   bool strict_precision;
   bool direct;                /* --direct: the runtime itself, not the PJRT plugin */
-  bool ffi;                   /* --ffi= given: handlers live in this process's registry */
   kiln_device_t *device;      /* host / cuda / best with --direct: created once for all modules */
   kiln_pjrt_runner_t *plugin; /* host / cuda / best: the plugin's client, once for all modules */
 } run_flags_t;
@@ -184,9 +183,15 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
     if (!val) return KILN_ERR_INVALID("unknown flag '%s' (see --help)", a);
     int64_t x;
     if (IS("ffi")) {
+      /* Checked and loaded here (the direct path), and passed on in $KILN_FFI_HANDLERS, which
+       * the plugin's compiler reads when it meets its first custom call. */
       KILN_RETURN_IF_ERROR(kiln_ffi_registry_load_spec(kiln_ffi_registry_default(), val),
                            "in --ffi=%s", val);
-      f->ffi = true;
+      const char *old = getenv("KILN_FFI_HANDLERS");
+      kiln_strbuf_t env = {0};
+      kiln_strbuf_printf(&env, "%s%s%s", old && *old ? old : "", old && *old ? "," : "", val);
+      setenv("KILN_FFI_HANDLERS", kiln_strbuf_cstr(&env), 1);
+      kiln_strbuf_free(&env);
     } else if (IS("backend")) {
       f->backend = val;
     } else if (IS("module")) {
@@ -603,11 +608,9 @@ static kiln_status run(run_flags_t *f) {
       printf("note: check ops run on the runtime directly, not through the plugin\n");
       f->direct = true;
     }
-    if (!f->direct && (f->thunks || f->max_while_iterations || f->ffi)) {
+    if (!f->direct && (f->thunks || f->max_while_iterations)) {
       printf("note: %s runs on the runtime directly, not through the plugin\n",
-             f->thunks ? "--thunks"
-             : f->ffi  ? "--ffi"
-                       : "--max-while-iterations");
+             f->thunks ? "--thunks" : "--max-while-iterations");
       f->direct = true;
     }
     if (f->direct) {

@@ -229,6 +229,7 @@ kiln_status kiln_eval_custom_call(kiln_eval_ctx_t *ctx, const kiln_hlo_instructi
     return NULL;
   }
   return kiln_status_make(KILN_UNIMPLEMENTED,
-                          "custom call %s: the evaluator does not implement target '%s'", in->name,
-                          t);
+                          "evaluator does not support opcode 'custom-call' (instruction '%s') "
+                          "with target '%s'",
+                          in->name, t);
 }
