@@ -3,6 +3,7 @@
  * Entries live in a growable array of pointers so a lookup's borrowed target name stays valid
  * while the array grows. Libraries are cached by path and closed newest first, as Lua's
  * loadlib does, so a library that depends on an earlier one goes first. */
+#define _GNU_SOURCE /* dladdr */
 #include "ffi/ffi_registry.h"
 
 #include <dlfcn.h>
@@ -13,6 +14,7 @@
 
 #include "base/alloc.h"
 #include "base/str.h"
+#include "ffi/ffi_api.h"
 
 typedef struct entry {
   char *target;
@@ -268,6 +270,23 @@ kiln_status kiln_ffi_registry_lookup(kiln_ffi_registry_t *r, const char *target,
 
 /*------------------------------------------ Loading -----------------------------------------*/
 
+/* Handler libraries find kiln's entry points (XLA_FFI_GetApi, xla::ffi::GetXlaFfiApi, the
+ * legacy status setters) by name in the global scope. A framework loads libkiln_pjrt.so with
+ * RTLD_LOCAL, which keeps them out of it; so before the first handler library is opened, the
+ * object that defines them (the plugin, or an executable that links kiln) is promoted to
+ * RTLD_GLOBAL. Its version script exports only those few names. */
+static void promote_entry_points(void) {
+  Dl_info info;
+  if (!dladdr((void *)kiln_ffi_api, &info) || !info.dli_fname) return;
+  void *self = dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
+  /* The reference keeps the promotion; the object stays loaded while kiln runs anyway. */
+  (void)self;
+}
+
+static pthread_once_t g_promote_once = PTHREAD_ONCE_INIT;
+
+static void publish_entry_points(void) { pthread_once(&g_promote_once, promote_entry_points); }
+
 kiln_status kiln_ffi_registry_open_library(kiln_ffi_registry_t *r, const char *path,
                                            void **out_handle) {
   if (out_handle) *out_handle = NULL;
@@ -282,6 +301,7 @@ kiln_status kiln_ffi_registry_open_library(kiln_ffi_registry_t *r, const char *p
   }
   kiln_ffi_registry_t *saved = t_loading;
   t_loading = r;
+  publish_entry_points();
   dlerror();
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   t_loading = saved;

@@ -18,6 +18,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "ffi/ffi_registry.h"
 #include "plugin/pjrt_executable.h"
 #include "plugin/pjrt_objects.h"
 #include "runtime/cuda/cuda_device.h"
@@ -256,6 +257,12 @@ static PJRT_Error *Client_Create(PJRT_Client_Create_Args *args) {
   PJRT_Client *c = kiln_calloc(1, sizeof(*c));
   atomic_store(&c->refs, 1);
   kiln_status s = parse_options(args->create_options, args->num_options, &c->options);
+  /* Handler libraries named by the client go into the process-wide registry the compiler
+   * looks custom calls up in (as KILN_FFI_HANDLERS does); a bad spec fails Create. */
+  if (!s && c->options.ffi_libraries && *c->options.ffi_libraries)
+    s = kiln_status_annotate(
+        kiln_ffi_registry_load_spec(kiln_ffi_registry_default(), c->options.ffi_libraries),
+        "in the client option ffi_libraries");
   if (!s) s = make_runtime_devices(c);
   if (s) {
     options_free(&c->options);
