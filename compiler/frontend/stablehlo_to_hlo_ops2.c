@@ -474,10 +474,12 @@ static kiln_status convert_custom_call(shc_ctx_t *c, const kiln_mlir_op_t *op) {
     }
   }
   const kiln_mlir_attr_t *cc = kiln_mlir_op_attr(op, "called_computations");
-  if (cc && cc->kind == KILN_MLIR_ATTR_ARRAY && cc->num_elements > 0)
+  if (cc && cc->kind == KILN_MLIR_ATTR_ARRAY && cc->num_elements > 0) {
+    kiln_strbuf_free(&b);
     return SHC_UNIMPL(op,
                       "called_computations (the callee would need converting into a "
                       "computation)");
+  }
   const kiln_mlir_attr_t *al = kiln_mlir_op_attr(op, "output_operand_aliases");
   if (al && al->kind == KILN_MLIR_ATTR_ARRAY && al->num_elements > 0) {
     kiln_strbuf_append(&b, ", output_to_operand_aliasing={");
