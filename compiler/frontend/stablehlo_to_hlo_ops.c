@@ -188,8 +188,8 @@ static const char *compare_type(const kiln_mlir_op_t *op) {
   return "SIGNED";
 }
 
-kiln_status shc_const_operand_ints(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t i,
-                                   int64_t **out, int32_t *n) {
+kiln_status shc_const_operand_ints(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t i, int64_t **out,
+                                   int32_t *n) {
   const kiln_mlir_value_t *v = op->operands[i];
   const kiln_mlir_attr_t *val = v->def && !strcmp(v->def->name, "stablehlo.constant")
                                     ? kiln_mlir_op_attr(v->def, "value")
@@ -331,7 +331,8 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     if (nl != r || nh != r || ni != r) return SHC_INVALID(op, "padding of the wrong length");
     kiln_strbuf_t b = {0};
     for (int32_t i = 0; i < r; i++)
-      kiln_strbuf_printf(&b, "%s%" PRId64 "_%" PRId64 "_%" PRId64, i ? "x" : "", lo[i], hi[i], in[i]);
+      kiln_strbuf_printf(&b, "%s%" PRId64 "_%" PRId64 "_%" PRId64, i ? "x" : "", lo[i], hi[i],
+                         in[i]);
     shc_bind(c, &op->results[0],
              shc_emit(c, sh, "pad(%s), padding=%s", ops, b.data ? kiln_strbuf_cstr(&b) : "{}"));
     kiln_strbuf_free(&b);

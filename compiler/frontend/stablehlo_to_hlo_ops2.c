@@ -11,8 +11,8 @@ kiln_status shc_window_attrs(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t ran
                              const char *dims_name, const char **out);
 kiln_status shc_conv_window(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t nspatial,
                             const int64_t *kernel_sizes, int64_t *pad_operand, const char **out);
-kiln_status shc_const_operand_ints(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t i,
-                                   int64_t **out, int32_t *n);
+kiln_status shc_const_operand_ints(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t i, int64_t **out,
+                                   int32_t *n);
 
 static int32_t rank_of(const kiln_mlir_type_t *t) {
   return t && t->kind == KILN_MLIR_TYPE_TENSOR ? t->rank : 0;
