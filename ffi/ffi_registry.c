@@ -285,7 +285,9 @@ static void promote_entry_points(void) {
 
 static pthread_once_t g_promote_once = PTHREAD_ONCE_INIT;
 
-static void publish_entry_points(void) { pthread_once(&g_promote_once, promote_entry_points); }
+static void publish_entry_points(void) {
+  pthread_once(&g_promote_once, promote_entry_points);
+}
 
 kiln_status kiln_ffi_registry_open_library(kiln_ffi_registry_t *r, const char *path,
                                            void **out_handle) {

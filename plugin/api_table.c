@@ -17,10 +17,9 @@ __attribute__((used)) static const void *const g_exported_ffi_entry_points[] = {
     (const void *)XLA_FFI_GetApi, (const void *)kiln_ffi_get_xla_ffi_api_cxx,
     (const void *)XlaCustomCallStatusSetSuccess, (const void *)XlaCustomCallStatusSetFailure};
 
-
-#define KILN_PJRT_SLOT(name)                                                             \
-  static PJRT_Error *unimplemented_##name(name##_Args *args) {                           \
-    (void)args;                                                                          \
+#define KILN_PJRT_SLOT(name)                                                                 \
+  static PJRT_Error *unimplemented_##name(name##_Args *args) {                               \
+    (void)args;                                                                              \
     return kiln_pjrt_error_make(KILN_UNIMPLEMENTED, "%s is not implemented by kiln", #name); \
   }
 #include "plugin/pjrt_slots_nonvoid.def"

@@ -14,9 +14,9 @@
 
 typedef struct kiln_pjrt_compile_options {
   /* ExecutableBuildOptionsProto */
-  int64_t device_ordinal;  /* -1 when not set */
-  int64_t num_replicas;    /* 1 when not set */
-  int64_t num_partitions;  /* 1 when not set */
+  int64_t device_ordinal; /* -1 when not set */
+  int64_t num_replicas;   /* 1 when not set */
+  int64_t num_partitions; /* 1 when not set */
   bool use_spmd_partitioning;
   bool has_device_assignment;
   /* DeviceAssignmentProto: device_ids[replica * computation_count + computation]. */
@@ -27,9 +27,9 @@ typedef struct kiln_pjrt_compile_options {
   int32_t num_argument_layouts;
   char **argument_layouts;
   /* DebugOptions kiln honours. */
-  char *xla_dump_to;                /* NULL when not set */
-  bool has_command_buffer_option;   /* xla_gpu_enable_command_buffer was given */
-  bool command_buffers;             /* ... and non-empty */
+  char *xla_dump_to;              /* NULL when not set */
+  bool has_command_buffer_option; /* xla_gpu_enable_command_buffer was given */
+  bool command_buffers;           /* ... and non-empty */
   /* CompileOptionsProto.env_option_overrides kept as key=value text (owned). */
   int32_t num_env_overrides;
   char **env_overrides;

@@ -34,23 +34,22 @@ PJRT_Error *kiln_pjrt_error_make(kiln_status_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* True when the caller's args struct reaches `member`. */
-#define KILN_PJRT_HAS(args, member)                                                 \
+#define KILN_PJRT_HAS(args, member) \
   ((args)->struct_size >= offsetof(__typeof__(*(args)), member) + sizeof((args)->member))
 
 /* Rejects a NULL args struct or one too small to hold the members up to `last_required`:
  * returns INVALID_ARGUMENT naming `fn` from the enclosing entry point. */
-#define KILN_PJRT_ARGS(fn, args, last_required)                                             \
-  do {                                                                                      \
-    if (!(args))                                                                            \
-      return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, "%s: args is NULL", fn);          \
-    if (!KILN_PJRT_HAS(args, last_required))                                                \
-      return kiln_pjrt_error_make(                                                          \
-          KILN_INVALID_ARGUMENT,                                                            \
-          "%s: args->struct_size is %zu, smaller than the %zu bytes up to member '%s' "    \
-          "(a client built against PJRT 0.114 passes %s_STRUCT_SIZE)",                      \
-          fn, (size_t)(args)->struct_size,                                                  \
-          offsetof(__typeof__(*(args)), last_required) + sizeof((args)->last_required),    \
-          #last_required, fn);                                                              \
+#define KILN_PJRT_ARGS(fn, args, last_required)                                              \
+  do {                                                                                       \
+    if (!(args)) return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, "%s: args is NULL", fn); \
+    if (!KILN_PJRT_HAS(args, last_required))                                                 \
+      return kiln_pjrt_error_make(                                                           \
+          KILN_INVALID_ARGUMENT,                                                             \
+          "%s: args->struct_size is %zu, smaller than the %zu bytes up to member '%s' "      \
+          "(a client built against PJRT 0.114 passes %s_STRUCT_SIZE)",                       \
+          fn, (size_t)(args)->struct_size,                                                   \
+          offsetof(__typeof__(*(args)), last_required) + sizeof((args)->last_required),      \
+          #last_required, fn);                                                               \
   } while (0)
 
 /* Element types: PJRT's numbering <-> kiln's. False for types kiln has no equivalent of

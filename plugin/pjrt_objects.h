@@ -50,7 +50,7 @@ typedef struct kiln_pjrt_compile_cache kiln_pjrt_compile_cache_t; /* pjrt_execut
 struct PJRT_DeviceDescription {
   int32_t id;
   int32_t process_index;
-  const char *kind;          /* "cpu" or the GPU's name */
+  const char *kind; /* "cpu" or the GPU's name */
   char *debug_string;
   char *to_string;
   PJRT_NamedValue *attributes;
@@ -100,10 +100,10 @@ struct PJRT_Client {
   bool is_cuda; /* platform "cuda", else "cpu" */
   char platform_version[64];
   int32_t num_devices;
-  PJRT_Device **devices;       /* all, addressable, in id order */
+  PJRT_Device **devices; /* all, addressable, in id order */
   int32_t num_memories;
-  PJRT_Memory **memories;      /* every device's memories */
-  kiln_device_t **kdevices;    /* runtime devices, owned */
+  PJRT_Memory **memories;   /* every device's memories */
+  kiln_device_t **kdevices; /* runtime devices, owned */
   int32_t num_kdevices;
   kiln_pjrt_compile_cache_t *compile_cache; /* pjrt_executable.h; created by Create,
                                                destroyed with the last reference (below),
@@ -230,7 +230,7 @@ kiln_status kiln_pjrt_buffer_donate(PJRT_Buffer *b, kiln_pjrt_storage_t **out);
 void kiln_pjrt_storage_unref(kiln_pjrt_storage_t *s);
 /* A buffer over a storage (one reference taken over). */
 kiln_status kiln_pjrt_buffer_from_storage(PJRT_Device *dev, kiln_pjrt_storage_t *storage,
-                                          PJRT_Buffer_Type type, const int64_t *dims,
-                                          int32_t rank, PJRT_Buffer **out);
+                                          PJRT_Buffer_Type type, const int64_t *dims, int32_t rank,
+                                          PJRT_Buffer **out);
 
 #endif /* KILN_PLUGIN_PJRT_OBJECTS_H_ */

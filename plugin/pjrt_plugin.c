@@ -55,4 +55,6 @@ void kiln_pjrt_fill_plugin(PJRT_Api *api) {
 }
 
 /* The extension chain: FFI (type 5) first and only (plugin/pjrt_ffi_ext.c). */
-PJRT_Extension_Base *kiln_pjrt_extensions(void) { return kiln_pjrt_ffi_extension(); }
+PJRT_Extension_Base *kiln_pjrt_extensions(void) {
+  return kiln_pjrt_ffi_extension();
+}

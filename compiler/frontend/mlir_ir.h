@@ -61,8 +61,8 @@ typedef struct kiln_mlir_block kiln_mlir_block_t;
 typedef struct kiln_mlir_region kiln_mlir_region_t;
 
 typedef enum kiln_mlir_type_kind {
-  KILN_MLIR_TYPE_INTEGER,  /* iN / siN / uiN: width, signedness */
-  KILN_MLIR_TYPE_FLOAT,    /* f16, bf16, f32, f64, f8E4M3FN, ...: elem */
+  KILN_MLIR_TYPE_INTEGER, /* iN / siN / uiN: width, signedness */
+  KILN_MLIR_TYPE_FLOAT,   /* f16, bf16, f32, f64, f8E4M3FN, ...: elem */
   KILN_MLIR_TYPE_INDEX,
   KILN_MLIR_TYPE_COMPLEX,  /* complex<f32>: element */
   KILN_MLIR_TYPE_TENSOR,   /* tensor<2x?xf32, #enc>: rank, dims, element, encoding; or unranked */
@@ -70,7 +70,7 @@ typedef enum kiln_mlir_type_kind {
   KILN_MLIR_TYPE_TOKEN,    /* !stablehlo.token */
   KILN_MLIR_TYPE_FUNCTION, /* (inputs) -> results */
   KILN_MLIR_TYPE_NONE,
-  KILN_MLIR_TYPE_OTHER,    /* a type kiln does not model (e.g. !quant.uniform<...>): text */
+  KILN_MLIR_TYPE_OTHER, /* a type kiln does not model (e.g. !quant.uniform<...>): text */
 } kiln_mlir_type_kind_t;
 
 typedef enum kiln_mlir_signedness {
@@ -91,9 +91,9 @@ struct kiln_mlir_type {
   const kiln_mlir_attr_t *encoding;  /* TENSOR: e.g. #stablehlo.bounds<...>; NULL if none */
   int32_t num_types;                 /* TUPLE: members; FUNCTION: inputs */
   const kiln_mlir_type_t **types;
-  int32_t num_results;               /* FUNCTION */
+  int32_t num_results; /* FUNCTION */
   const kiln_mlir_type_t **results;
-  const char *text;                  /* OTHER: as written */
+  const char *text; /* OTHER: as written */
 };
 
 typedef enum kiln_mlir_attr_kind {
@@ -129,13 +129,13 @@ struct kiln_mlir_attr {
   const char *str;              /* STRING (bytes), SYMBOL_REF, ENUM value, OTHER text */
   size_t str_len;               /* STRING */
   int32_t num_elements;         /* ARRAY, DENSE_ARRAY, DICTIONARY/STRUCT fields */
-  const kiln_mlir_attr_t **elements;  /* ARRAY */
-  int64_t *ints;                      /* DENSE_ARRAY of integers / i1 */
-  double *floats;                     /* DENSE_ARRAY of floats */
-  kiln_mlir_named_attr_t *fields;     /* DICTIONARY, STRUCT */
-  const char *dialect;                /* ENUM: "stablehlo"; STRUCT: its name "stablehlo.dot" */
-  const char *enum_name;              /* ENUM: "comparison_direction" */
-  kiln_literal_t *literal;            /* DENSE_ELEMENTS: the value, shape from `type` */
+  const kiln_mlir_attr_t **elements; /* ARRAY */
+  int64_t *ints;                     /* DENSE_ARRAY of integers / i1 */
+  double *floats;                    /* DENSE_ARRAY of floats */
+  kiln_mlir_named_attr_t *fields;    /* DICTIONARY, STRUCT */
+  const char *dialect;               /* ENUM: "stablehlo"; STRUCT: its name "stablehlo.dot" */
+  const char *enum_name;             /* ENUM: "comparison_direction" */
+  kiln_literal_t *literal;           /* DENSE_ELEMENTS: the value, shape from `type` */
 };
 
 struct kiln_mlir_value {
@@ -175,10 +175,10 @@ struct kiln_mlir_op {
 
 typedef struct kiln_mlir_module {
   kiln_arena_t arena;
-  const char *name;              /* module @name, or NULL */
-  int32_t num_attrs;             /* module attributes (mhlo.num_partitions, ...) */
+  const char *name;  /* module @name, or NULL */
+  int32_t num_attrs; /* module attributes (mhlo.num_partitions, ...) */
   kiln_mlir_named_attr_t *attrs;
-  kiln_mlir_block_t body;        /* top-level ops: func.func, ... */
+  kiln_mlir_block_t body; /* top-level ops: func.func, ... */
 } kiln_mlir_module_t;
 
 kiln_mlir_module_t *kiln_mlir_module_create(void);

@@ -45,36 +45,36 @@ static inline PJRT_Error_Code pjrt_test_take_error(const PJRT_Api *api, PJRT_Err
   PJRT_Error_Message_Args ma = {.struct_size = PJRT_Error_Message_Args_STRUCT_SIZE, .error = e};
   api->PJRT_Error_Message(&ma);
   if (msg && msg_size)
-    snprintf(msg, msg_size, "%.*s", (int)(ma.message_size < msg_size ? ma.message_size : msg_size - 1),
-             ma.message);
+    snprintf(msg, msg_size, "%.*s",
+             (int)(ma.message_size < msg_size ? ma.message_size : msg_size - 1), ma.message);
   PJRT_Error_Destroy_Args da = {.struct_size = PJRT_Error_Destroy_Args_STRUCT_SIZE, .error = e};
   api->PJRT_Error_Destroy(&da);
   return code;
 }
 
 /* Fails the cmocka test, printing the call and kiln's message, when `call` returns an error. */
-#define PJRT_CHECK(api, call)                                                          \
-  do {                                                                                 \
-    char pjrt_check_msg_[2048];                                                        \
-    PJRT_Error_Code pjrt_check_code_ =                                                 \
-        pjrt_test_take_error((api), (call), pjrt_check_msg_, sizeof(pjrt_check_msg_)); \
-    if (pjrt_check_code_ != PJRT_Error_Code_OK)                                        \
+#define PJRT_CHECK(api, call)                                                            \
+  do {                                                                                   \
+    char pjrt_check_msg_[2048];                                                          \
+    PJRT_Error_Code pjrt_check_code_ =                                                   \
+        pjrt_test_take_error((api), (call), pjrt_check_msg_, sizeof(pjrt_check_msg_));   \
+    if (pjrt_check_code_ != PJRT_Error_Code_OK)                                          \
       fail_msg("%s failed: code %d: %s", #call, (int)pjrt_check_code_, pjrt_check_msg_); \
   } while (0)
 
 /* Expects `call` to fail with `code` and a message containing `needle` (NULL: any). */
-#define PJRT_EXPECT_ERROR(api, call, code, needle)                                         \
-  do {                                                                                     \
-    char pjrt_expect_msg_[2048];                                                           \
-    PJRT_Error_Code pjrt_expect_code_ =                                                    \
-        pjrt_test_take_error((api), (call), pjrt_expect_msg_, sizeof(pjrt_expect_msg_));   \
-    if (pjrt_expect_code_ != (code))                                                       \
-      fail_msg("%s: code %d (%s), expected %d", #call, (int)pjrt_expect_code_,             \
-               pjrt_expect_msg_, (int)(code));                                             \
-    const char *pjrt_expect_needle_ = (needle);                                            \
-    if (pjrt_expect_needle_ && !strstr(pjrt_expect_msg_, pjrt_expect_needle_))             \
-      fail_msg("%s: message \"%s\" does not mention \"%s\"", #call, pjrt_expect_msg_,     \
-               pjrt_expect_needle_);                                                       \
+#define PJRT_EXPECT_ERROR(api, call, code, needle)                                               \
+  do {                                                                                           \
+    char pjrt_expect_msg_[2048];                                                                 \
+    PJRT_Error_Code pjrt_expect_code_ =                                                          \
+        pjrt_test_take_error((api), (call), pjrt_expect_msg_, sizeof(pjrt_expect_msg_));         \
+    if (pjrt_expect_code_ != (code))                                                             \
+      fail_msg("%s: code %d (%s), expected %d", #call, (int)pjrt_expect_code_, pjrt_expect_msg_, \
+               (int)(code));                                                                     \
+    const char *pjrt_expect_needle_ = (needle);                                                  \
+    if (pjrt_expect_needle_ && !strstr(pjrt_expect_msg_, pjrt_expect_needle_))                   \
+      fail_msg("%s: message \"%s\" does not mention \"%s\"", #call, pjrt_expect_msg_,            \
+               pjrt_expect_needle_);                                                             \
   } while (0)
 
 /* A client with `n` named options (NULL: none). */

@@ -34,8 +34,8 @@ static const char *kConvert =
 
 static void test_typed_c_handler_from_client_option(void **state) {
   (void)state;
-  PJRT_Client *c = client_with_ffi("kiln_pjrt_s32_to_f32=" KILN_FFI_TEST_CALL_LIB
-                                   ":kiln_call_s32_to_f32");
+  PJRT_Client *c =
+      client_with_ffi("kiln_pjrt_s32_to_f32=" KILN_FFI_TEST_CALL_LIB ":kiln_call_s32_to_f32");
   PJRT_Device *d = pjrt_exec_device(api, c, 0);
   PJRT_LoadedExecutable *l = pjrt_exec_compile(api, c, kConvert);
   int32_t x[6] = {-3, 0, 1, 7, 100, -42};
