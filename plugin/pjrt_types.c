@@ -2,13 +2,36 @@
 #include "plugin/pjrt_internal.h"
 
 /* X(PJRT suffix, kiln suffix): the types both sides have. */
-#define KILN_PJRT_TYPES(X)                                                                        \
-  X(PRED, PRED)                                                                                   \
-  X(S2, S2) X(S4, S4) X(S8, S8) X(S16, S16) X(S32, S32) X(S64, S64) X(U2, U2) X(U4, U4) X(U8, U8) \
-      X(U16, U16) X(U32, U32) X(U64, U64) X(F16, F16) X(BF16, BF16) X(F32, F32) X(F64, F64)       \
-          X(C64, C64) X(C128, C128) X(F8E5M2, F8E5M2) X(F8E4M3, F8E4M3) X(F8E4M3FN, F8E4M3FN)     \
-              X(F8E4M3B11FNUZ, F8E4M3B11FNUZ) X(F8E5M2FNUZ, F8E5M2FNUZ) X(F8E4M3FNUZ, F8E4M3FNUZ) \
-                  X(F8E3M4, F8E3M4) X(F8E8M0FNU, F8E8M0FNU) X(F4E2M1FN, F4E2M1FN) X(TOKEN, TOKEN)
+#define KILN_PJRT_TYPES(X)        \
+  X(PRED, PRED)                   \
+  X(S2, S2)                       \
+  X(S4, S4)                       \
+  X(S8, S8)                       \
+  X(S16, S16)                     \
+  X(S32, S32)                     \
+  X(S64, S64)                     \
+  X(U2, U2)                       \
+  X(U4, U4)                       \
+  X(U8, U8)                       \
+  X(U16, U16)                     \
+  X(U32, U32)                     \
+  X(U64, U64)                     \
+  X(F16, F16)                     \
+  X(BF16, BF16)                   \
+  X(F32, F32)                     \
+  X(F64, F64)                     \
+  X(C64, C64)                     \
+  X(C128, C128)                   \
+  X(F8E5M2, F8E5M2)               \
+  X(F8E4M3, F8E4M3)               \
+  X(F8E4M3FN, F8E4M3FN)           \
+  X(F8E4M3B11FNUZ, F8E4M3B11FNUZ) \
+  X(F8E5M2FNUZ, F8E5M2FNUZ)       \
+  X(F8E4M3FNUZ, F8E4M3FNUZ)       \
+  X(F8E3M4, F8E3M4)               \
+  X(F8E8M0FNU, F8E8M0FNU)         \
+  X(F4E2M1FN, F4E2M1FN)           \
+  X(TOKEN, TOKEN)
 
 bool kiln_pjrt_type_to_elem(PJRT_Buffer_Type t, kiln_elem_type_t *out) {
   switch (t) {
