@@ -1,6 +1,7 @@
 /* The host device (host_device.h).
  *
- * Streams: each stream owns a worker thread that drains a FIFO of operations in order;
+ * Streams: each stream owns a worker thread that drains a FIFO of operations in order (an
+ * operation submitted to an idle stream runs on the submitting thread: op_submit);
  * operations are recycled through a per-stream free list, so the steady state does not
  * allocate. Kernels split their blocks over the device's kiln_host_pool. An operation that
  * fails makes the stream sticky-failed: later work is skipped (events still complete, so
@@ -244,8 +245,42 @@ static host_op_t *op_get(host_stream_t *s) {
   return op;
 }
 
+/* Runs `op` on the calling thread, as the worker would have (the caller holds s->mu, which is
+ * released while the operation runs and held again on return). */
+static void op_run_inline(host_stream_t *s, host_op_t *op) {
+  s->submitted++;
+  bool failed = s->error != NULL;
+  pthread_mutex_unlock(&s->mu);
+  kiln_status st = NULL;
+  if (op->kind == OP_EVENT_RECORD) {
+    event_complete(op->u.ev.e, op->u.ev.gen);
+  } else if (!failed) {
+    st = run_op(s, op);
+  }
+  if (op->kind == OP_CMD_LIST) exec_release(op->u.list.x);
+  pthread_mutex_lock(&s->mu);
+  if (st && !s->error)
+    s->error = st;
+  else
+    kiln_status_free(st);
+  op->next = s->free_list;
+  s->free_list = op;
+  s->completed++;
+  if (s->completed == s->submitted) pthread_cond_broadcast(&s->done_cv);
+}
+
+/* Queues `op` (the caller holds s->mu; it is held again on return). An idle stream — nothing
+ * queued, nothing running — runs the operation right here instead: the order is the same
+ * (there is nothing before it) and the two thread handoffs of the worker (wake it, wait for
+ * it) are saved, which is most of a small kernel's launch cost. Only a wait for an event is
+ * always queued: blocking the caller on it could deadlock a thread that records the event
+ * later. Streams are not thread-safe (device.h), so no other thread enqueues meanwhile. */
 static void op_submit(host_stream_t *s, host_op_t *op) {
   op->next = NULL;
+  if (!s->head && s->completed == s->submitted && !s->stop && op->kind != OP_EVENT_WAIT) {
+    op_run_inline(s, op);
+    return;
+  }
   if (s->tail)
     s->tail->next = op;
   else
