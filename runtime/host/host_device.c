@@ -197,6 +197,32 @@ static void exec_release(host_exec_t *x) {
   pthread_mutex_unlock(&x->mu);
 }
 
+/* Runs one dequeued operation (the caller holds s->mu; it is released while the operation runs
+ * and held again on return), then records its outcome and recycles it. Used by the worker and
+ * by op_submit for an idle stream. */
+static void op_execute(host_stream_t *s, host_op_t *op) {
+  bool failed = s->error != NULL;
+  pthread_mutex_unlock(&s->mu);
+  kiln_status st = NULL;
+  if (op->kind == OP_EVENT_RECORD) {
+    event_complete(op->u.ev.e, op->u.ev.gen);
+  } else if (op->kind == OP_EVENT_WAIT) {
+    event_wait_for(op->u.ev.e, op->u.ev.gen);
+  } else if (!failed) {
+    st = run_op(s, op);
+  }
+  if (op->kind == OP_CMD_LIST) exec_release(op->u.list.x);
+  pthread_mutex_lock(&s->mu);
+  if (st && !s->error)
+    s->error = st;
+  else
+    kiln_status_free(st);
+  op->next = s->free_list;
+  s->free_list = op;
+  s->completed++;
+  if (s->completed == s->submitted) pthread_cond_broadcast(&s->done_cv);
+}
+
 static void *stream_worker(void *arg) {
   host_stream_t *s = arg;
   pthread_mutex_lock(&s->mu);
@@ -206,28 +232,7 @@ static void *stream_worker(void *arg) {
     host_op_t *op = s->head;
     s->head = op->next;
     if (!s->head) s->tail = NULL;
-    bool failed = s->error != NULL;
-    pthread_mutex_unlock(&s->mu);
-
-    kiln_status st = NULL;
-    if (op->kind == OP_EVENT_RECORD) {
-      event_complete(op->u.ev.e, op->u.ev.gen);
-    } else if (op->kind == OP_EVENT_WAIT) {
-      event_wait_for(op->u.ev.e, op->u.ev.gen);
-    } else if (!failed) {
-      st = run_op(s, op);
-    }
-    if (op->kind == OP_CMD_LIST) exec_release(op->u.list.x);
-
-    pthread_mutex_lock(&s->mu);
-    if (st && !s->error)
-      s->error = st;
-    else
-      kiln_status_free(st);
-    op->next = s->free_list;
-    s->free_list = op;
-    s->completed++;
-    if (s->completed == s->submitted) pthread_cond_broadcast(&s->done_cv);
+    op_execute(s, op);
   }
   pthread_mutex_unlock(&s->mu);
   return NULL;
@@ -245,30 +250,6 @@ static host_op_t *op_get(host_stream_t *s) {
   return op;
 }
 
-/* Runs `op` on the calling thread, as the worker would have (the caller holds s->mu, which is
- * released while the operation runs and held again on return). */
-static void op_run_inline(host_stream_t *s, host_op_t *op) {
-  s->submitted++;
-  bool failed = s->error != NULL;
-  pthread_mutex_unlock(&s->mu);
-  kiln_status st = NULL;
-  if (op->kind == OP_EVENT_RECORD) {
-    event_complete(op->u.ev.e, op->u.ev.gen);
-  } else if (!failed) {
-    st = run_op(s, op);
-  }
-  if (op->kind == OP_CMD_LIST) exec_release(op->u.list.x);
-  pthread_mutex_lock(&s->mu);
-  if (st && !s->error)
-    s->error = st;
-  else
-    kiln_status_free(st);
-  op->next = s->free_list;
-  s->free_list = op;
-  s->completed++;
-  if (s->completed == s->submitted) pthread_cond_broadcast(&s->done_cv);
-}
-
 /* Queues `op` (the caller holds s->mu; it is held again on return). An idle stream — nothing
  * queued, nothing running — runs the operation right here instead: the order is the same
  * (there is nothing before it) and the two thread handoffs of the worker (wake it, wait for
@@ -278,7 +259,8 @@ static void op_run_inline(host_stream_t *s, host_op_t *op) {
 static void op_submit(host_stream_t *s, host_op_t *op) {
   op->next = NULL;
   if (!s->head && s->completed == s->submitted && !s->stop && op->kind != OP_EVENT_WAIT) {
-    op_run_inline(s, op);
+    s->submitted++;
+    op_execute(s, op);
     return;
   }
   if (s->tail)
