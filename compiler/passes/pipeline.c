@@ -21,7 +21,9 @@ static const pipeline_step_t kSteps[] = {
     /* call_inline first drops computations nothing calls (some test modules carry invalid
      * dead ones the verifier would name after custom_call_rewrite), and again after it to
      * inline the calls xla_builder.* custom calls became. */
-    {"call inlining", {"call_inline", "custom_call_rewrite", "call_inline", "fusion_inline"}, false},
+    {"call inlining",
+     {"call_inline", "custom_call_rewrite", "call_inline", "fusion_inline"},
+     false},
     {"simplification",
      {"simplify", "constant_folding", "tuple_simplify", "while_loop_constants", "dce", "cse"},
      true},
