@@ -155,6 +155,10 @@ typedef struct kiln_gemm_config {
 bool kiln_eval_gemm_config(const char *json, kiln_gemm_config_t *out);
 /* Whether `target` is __cublas$gemm or __cublas$lt$matmul. */
 bool kiln_eval_is_gemm_target(const char *target);
+/* XLA's annotation targets that are the identity on one device (Sharding, SPMD*, MoveTo*,
+ * Pin/Unpin, annotate_device_placement, SetBound); the pass custom_call_rewrite uses the same
+ * list. */
+bool kiln_eval_is_identity_target(const char *target);
 
 /* eval_rng.c: Threefry2x32, 20 rounds. */
 void kiln_eval_threefry2x32(const uint32_t key[2], const uint32_t ctr[2], uint32_t out[2]);

@@ -8,7 +8,7 @@
 
 #include "compiler/eval/eval.h"
 
-static bool is_identity_target(const char *t) {
+bool kiln_eval_is_identity_target(const char *t) {
   static const char *const kNames[] = {"Sharding",
                                        "SPMDFullToShardShape",
                                        "SPMDShardToFullShape",
@@ -189,7 +189,7 @@ static bool cmath_fn(const char *name, double complex (**out)(double complex)) {
 kiln_status kiln_eval_custom_call(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
                                   kiln_literal_t *const *ops, kiln_literal_t **out) {
   const char *t = in->custom_call_target ? in->custom_call_target : "";
-  if (is_identity_target(t) && in->num_operands == 1 && kiln_shape_is_array(in->shape) &&
+  if (kiln_eval_is_identity_target(t) && in->num_operands == 1 && kiln_shape_is_array(in->shape) &&
       kiln_shape_is_array(ops[0]->shape) && kiln_shape_compatible(in->shape, ops[0]->shape))
     return kiln_eval_literal_view(ctx, in->shape, ops[0], out);
   if ((!strcmp(t, "AllocateBuffer") || !strcmp(t, "CreateBuffer")) && in->num_operands == 0)

@@ -26,21 +26,6 @@
 #include "compiler/passes/hlo_builder.h"
 #include "compiler/passes/pass.h"
 
-static bool is_identity_target(const char *t) {
-  static const char *const kNames[] = {"Sharding",
-                                       "SPMDFullToShardShape",
-                                       "SPMDShardToFullShape",
-                                       "MoveToHost",
-                                       "MoveToDevice",
-                                       "Pin",
-                                       "Unpin",
-                                       "annotate_device_placement",
-                                       "SetBound"};
-  for (size_t i = 0; i < sizeof kNames / sizeof kNames[0]; i++)
-    if (!strcmp(t, kNames[i])) return true;
-  return false;
-}
-
 static bool same_array(const kiln_shape_t *a, const kiln_shape_t *b) {
   return kiln_shape_is_array(a) && kiln_shape_is_array(b) && kiln_shape_compatible(a, b);
 }
@@ -261,7 +246,7 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
   (void)ctx;
   const char *t = in->custom_call_target;
   if (!t) return NULL;
-  if (is_identity_target(t)) {
+  if (kiln_eval_is_identity_target(t)) {
     if (in->num_operands != 1 || !same_array(in->operands[0]->shape, in->shape)) return NULL;
     /* An annotation marked side-effecting would outlive its replacement: it goes. */
     kiln_hlo_instruction_set_raw_attr(in, "custom_call_has_side_effect", "false");
