@@ -375,6 +375,113 @@ static kiln_kir_value_t *c_abs(kiln_elemental_fn_t *f, kiln_kir_value_t *a, kiln
   return kiln_kir_select(B, isinf, inf, kiln_kir_select(B, zero, cf(f, t, 0.0), r));
 }
 
+/* A complex value as its two parts. */
+typedef struct cval {
+  kiln_kir_value_t *re, *im;
+} cval_t;
+
+static cval_t c_mul(kiln_elemental_fn_t *f, cval_t x, cval_t y) {
+  cval_t r = {
+      bin(f, KILN_KIR_SUB, bin(f, KILN_KIR_MUL, x.re, y.re), bin(f, KILN_KIR_MUL, x.im, y.im)),
+      bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, x.re, y.im), bin(f, KILN_KIR_MUL, x.im, y.re))};
+  return r;
+}
+
+/* Smith's algorithm: divide by the larger of |c|, |d| first. */
+static cval_t c_div(kiln_elemental_fn_t *f, cval_t x, cval_t y) {
+  kiln_kir_value_t *a = x.re, *b = x.im, *c = y.re, *d = y.im;
+  kiln_kir_value_t *big_c =
+      kiln_kir_cmp(B, KILN_KIR_CMP_GE, un(f, KILN_KIR_ABS, c), un(f, KILN_KIR_ABS, d));
+  kiln_kir_value_t *r1 = bin(f, KILN_KIR_DIV, d, c),
+                   *den1 = bin(f, KILN_KIR_ADD, c, bin(f, KILN_KIR_MUL, d, r1));
+  kiln_kir_value_t *re1 =
+      bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_ADD, a, bin(f, KILN_KIR_MUL, b, r1)), den1);
+  kiln_kir_value_t *im1 =
+      bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_SUB, b, bin(f, KILN_KIR_MUL, a, r1)), den1);
+  kiln_kir_value_t *r2 = bin(f, KILN_KIR_DIV, c, d),
+                   *den2 = bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, c, r2), d);
+  kiln_kir_value_t *re2 =
+      bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, a, r2), b), den2);
+  kiln_kir_value_t *im2 =
+      bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_SUB, bin(f, KILN_KIR_MUL, b, r2), a), den2);
+  cval_t r = {kiln_kir_select(B, big_c, re1, re2), kiln_kir_select(B, big_c, im1, im2)};
+  return r;
+}
+
+static cval_t c_exp(kiln_elemental_fn_t *f, cval_t x) {
+  kiln_kir_value_t *e = un(f, KILN_KIR_EXP, x.re);
+  cval_t r = {bin(f, KILN_KIR_MUL, e, un(f, KILN_KIR_COS, x.im)),
+              bin(f, KILN_KIR_MUL, e, un(f, KILN_KIR_SIN, x.im))};
+  return r;
+}
+
+/* log z: log|z| near |z| = 1 as 0.5 * log1p((m - 1)(m + 1) + n^2) (m, n = larger and smaller
+ * of |re|, |im|), which keeps the cancellation exact; log(|z|) elsewhere. */
+static cval_t c_log(kiln_elemental_fn_t *f, cval_t x) {
+  const kiln_kir_type_t *t = x.re->type;
+  kiln_kir_value_t *one = cf(f, t, 1.0);
+  kiln_kir_value_t *aa = un(f, KILN_KIR_ABS, x.re), *ab = un(f, KILN_KIR_ABS, x.im);
+  kiln_kir_value_t *m = bin(f, KILN_KIR_MAX, aa, ab), *n = bin(f, KILN_KIR_MIN, aa, ab);
+  kiln_kir_value_t *s2 =
+      bin(f, KILN_KIR_ADD,
+          bin(f, KILN_KIR_MUL, bin(f, KILN_KIR_SUB, m, one), bin(f, KILN_KIR_ADD, m, one)),
+          bin(f, KILN_KIR_MUL, n, n));
+  kiln_kir_value_t *near =
+      bin(f, KILN_KIR_AND, kiln_kir_cmp(B, KILN_KIR_CMP_GE, s2, cf(f, t, -0.5)),
+          kiln_kir_cmp(B, KILN_KIR_CMP_LE, s2, cf(f, t, 1.0)));
+  kiln_kir_value_t *rn = bin(f, KILN_KIR_MUL, cf(f, t, 0.5), un(f, KILN_KIR_LOG1P, s2));
+  cval_t r = {kiln_kir_select(B, near, rn, un(f, KILN_KIR_LOG, c_abs(f, x.re, x.im))),
+              bin(f, KILN_KIR_ATAN2, x.im, x.re)};
+  return r;
+}
+
+/* Principal square root: t = sqrt(|re|/2 + |z|/2); re >= 0: (t, im / 2t), else
+ * (|im| / 2t, copysign(t, im)); z = 0 gives (0, im). */
+static cval_t c_sqrt(kiln_elemental_fn_t *f, cval_t x) {
+  const kiln_kir_type_t *t = x.re->type;
+  kiln_kir_value_t *half = cf(f, t, 0.5), *zero = cf(f, t, 0.0);
+  kiln_kir_value_t *s =
+      un(f, KILN_KIR_SQRT,
+         bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, half, un(f, KILN_KIR_ABS, x.re)),
+             bin(f, KILN_KIR_MUL, half, c_abs(f, x.re, x.im))));
+  kiln_kir_value_t *q = bin(f, KILN_KIR_DIV, x.im, bin(f, KILN_KIR_ADD, s, s));
+  kiln_kir_value_t *pos = kiln_kir_cmp(B, KILN_KIR_CMP_GE, x.re, zero);
+  kiln_kir_value_t *neg_im = kiln_kir_cmp(B, KILN_KIR_CMP_LT, x.im, zero);
+  kiln_kir_value_t *is0 = kiln_kir_cmp(B, KILN_KIR_CMP_EQ, s, zero);
+  kiln_kir_value_t *inf = cf(f, t, INFINITY);
+  kiln_kir_value_t *im_inf = kiln_kir_cmp(B, KILN_KIR_CMP_EQ, un(f, KILN_KIR_ABS, x.im), inf);
+  cval_t r = {kiln_kir_select(B, pos, s, un(f, KILN_KIR_ABS, q)),
+              kiln_kir_select(B, pos, q, kiln_kir_select(B, neg_im, un(f, KILN_KIR_NEG, s), s))};
+  r.re = kiln_kir_select(B, im_inf, inf, kiln_kir_select(B, is0, zero, r.re));
+  r.im = kiln_kir_select(B, im_inf, x.im, kiln_kir_select(B, is0, x.im, r.im));
+  return r;
+}
+
+/* sinh and cosh of a real part value (the derived math, in the part type). */
+static kiln_kir_value_t *r_sinh(kiln_elemental_fn_t *f, kiln_kir_value_t *x) {
+  return derived_math(f, KILN_OP_SINH, x);
+}
+static kiln_kir_value_t *r_cosh(kiln_elemental_fn_t *f, kiln_kir_value_t *x) {
+  return derived_math(f, KILN_OP_COSH, x);
+}
+
+/* tanh(a + bi) = (sinh 2a + i sin 2b) / (cosh 2a + cos 2b); past |a| = 20 (f32) or 40 (f64)
+ * the result is (sign(a), 0) to working precision and the quotient would overflow. */
+static cval_t c_tanh(kiln_elemental_fn_t *f, cval_t x) {
+  const kiln_kir_type_t *t = x.re->type;
+  kiln_kir_value_t *a2 = bin(f, KILN_KIR_ADD, x.re, x.re), *b2 = bin(f, KILN_KIR_ADD, x.im, x.im);
+  kiln_kir_value_t *den = bin(f, KILN_KIR_ADD, r_cosh(f, a2), un(f, KILN_KIR_COS, b2));
+  kiln_kir_value_t *sb = un(f, KILN_KIR_SIN, b2);
+  kiln_kir_value_t *big = kiln_kir_cmp(B, KILN_KIR_CMP_GT, un(f, KILN_KIR_ABS, x.re),
+                                       cf(f, t, t->elem == KILN_F64 ? 40.0 : 20.0));
+  kiln_kir_value_t *sgn = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, x.re, cf(f, t, 0.0)),
+                                          cf(f, t, -1.0), cf(f, t, 1.0));
+  cval_t r = {kiln_kir_select(B, big, sgn, bin(f, KILN_KIR_DIV, r_sinh(f, a2), den)),
+              kiln_kir_select(B, big, bin(f, KILN_KIR_MUL, sb, cf(f, t, 0.0)),
+                              bin(f, KILN_KIR_DIV, sb, den))};
+  return r;
+}
+
 int kiln_elemental_complex_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
                               kiln_kir_value_t *const (*args)[2], const int *cnt, int nargs,
                               kiln_kir_value_t **out) {
@@ -389,8 +496,19 @@ int kiln_elemental_complex_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction
     im[k] = cnt[k] > 1 ? args[k][1] : NULL;
   }
 #define IM(k) (im[k] ? im[k] : cf(f, re[k]->type, 0.0))
+#define X(k) ((cval_t){re[k], IM(k)})
+#define ONE ((cval_t){cf(f, ptt, 1.0), cf(f, ptt, 0.0)})
+#define RET(v)       \
+  do {               \
+    cval_t r_ = (v); \
+    out[0] = r_.re;  \
+    out[1] = r_.im;  \
+    return 2;        \
+  } while (0)
   switch (op) {
+    case KILN_OP_BITCAST_CONVERT:
     case KILN_OP_COPY:
+      if (op == KILN_OP_BITCAST_CONVERT && instr->operands[0]->shape->type != rt) break;
       out[0] = re[0];
       out[1] = im[0];
       return cnt[0];
@@ -414,49 +532,106 @@ int kiln_elemental_complex_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction
       out[1] = bin(f, k, IM(0), IM(1));
       return 2;
     }
-    case KILN_OP_MULTIPLY: {
-      kiln_kir_value_t *a = re[0], *b = IM(0), *c = re[1], *d = IM(1);
-      out[0] = bin(f, KILN_KIR_SUB, bin(f, KILN_KIR_MUL, a, c), bin(f, KILN_KIR_MUL, b, d));
-      out[1] = bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, a, d), bin(f, KILN_KIR_MUL, b, c));
-      return 2;
-    }
-    case KILN_OP_DIVIDE: {
-      /* Smith's algorithm: divide by the larger of |c|, |d| first. */
-      kiln_kir_value_t *a = re[0], *b = IM(0), *c = re[1], *d = IM(1);
-      kiln_kir_value_t *big_c = kiln_kir_cmp(B, KILN_KIR_CMP_GE, un(f, KILN_KIR_ABS, c), un(f, KILN_KIR_ABS, d));
-      kiln_kir_value_t *r1 = bin(f, KILN_KIR_DIV, d, c), *den1 = bin(f, KILN_KIR_ADD, c, bin(f, KILN_KIR_MUL, d, r1));
-      kiln_kir_value_t *re1 = bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_ADD, a, bin(f, KILN_KIR_MUL, b, r1)), den1);
-      kiln_kir_value_t *im1 = bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_SUB, b, bin(f, KILN_KIR_MUL, a, r1)), den1);
-      kiln_kir_value_t *r2 = bin(f, KILN_KIR_DIV, c, d), *den2 = bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, c, r2), d);
-      kiln_kir_value_t *re2 = bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, a, r2), b), den2);
-      kiln_kir_value_t *im2 = bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_SUB, bin(f, KILN_KIR_MUL, b, r2), a), den2);
-      out[0] = kiln_kir_select(B, big_c, re1, re2);
-      out[1] = kiln_kir_select(B, big_c, im1, im2);
-      return 2;
-    }
+    case KILN_OP_MULTIPLY:
+      RET(c_mul(f, X(0), X(1)));
+    case KILN_OP_DIVIDE:
+      RET(c_div(f, X(0), X(1)));
     case KILN_OP_ABS:
       out[0] = c_abs(f, re[0], IM(0));
       return 1;
-    case KILN_OP_EXP: {
-      kiln_kir_value_t *e = un(f, KILN_KIR_EXP, re[0]);
-      out[0] = bin(f, KILN_KIR_MUL, e, un(f, KILN_KIR_COS, IM(0)));
-      out[1] = bin(f, KILN_KIR_MUL, e, un(f, KILN_KIR_SIN, IM(0)));
-      return 2;
+    case KILN_OP_EXP:
+      RET(c_exp(f, X(0)));
+    case KILN_OP_LOG:
+      RET(c_log(f, X(0)));
+    case KILN_OP_SQRT:
+      RET(c_sqrt(f, X(0)));
+    case KILN_OP_RSQRT:
+      RET(c_div(f, ONE, c_sqrt(f, X(0))));
+    case KILN_OP_POWER: {
+      /* exp(y log x); x == 1 or y == 0 gives 1 (the evaluator's rule). */
+      cval_t x = X(0), y = X(1);
+      cval_t p = c_exp(f, c_mul(f, y, c_log(f, x)));
+      kiln_kir_value_t *zero = cf(f, ptt, 0.0), *one = cf(f, ptt, 1.0);
+      kiln_kir_value_t *x1 = bin(f, KILN_KIR_AND, kiln_kir_cmp(B, KILN_KIR_CMP_EQ, x.re, one),
+                                 kiln_kir_cmp(B, KILN_KIR_CMP_EQ, x.im, zero));
+      kiln_kir_value_t *y0 = bin(f, KILN_KIR_AND, kiln_kir_cmp(B, KILN_KIR_CMP_EQ, y.re, zero),
+                                 kiln_kir_cmp(B, KILN_KIR_CMP_EQ, y.im, zero));
+      kiln_kir_value_t *unit = bin(f, KILN_KIR_OR, x1, y0);
+      cval_t r = {kiln_kir_select(B, unit, one, p.re), kiln_kir_select(B, unit, zero, p.im)};
+      RET(r);
     }
-    case KILN_OP_LOG: {
-      /* log|z|: near |z| = 1 as 0.5 * log1p((m - 1)(m + 1) + n^2) (m, n = larger and smaller
-       * of |re|, |im|), which keeps the cancellation exact; log(|z|) elsewhere. */
-      kiln_kir_value_t *t = cf(f, re[0]->type, 1.0);
-      kiln_kir_value_t *aa = un(f, KILN_KIR_ABS, re[0]), *ab = un(f, KILN_KIR_ABS, IM(0));
-      kiln_kir_value_t *m = bin(f, KILN_KIR_MAX, aa, ab), *n = bin(f, KILN_KIR_MIN, aa, ab);
-      kiln_kir_value_t *s2 = bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, bin(f, KILN_KIR_SUB, m, t), bin(f, KILN_KIR_ADD, m, t)),
-                                 bin(f, KILN_KIR_MUL, n, n));
-      kiln_kir_value_t *near = bin(f, KILN_KIR_AND, kiln_kir_cmp(B, KILN_KIR_CMP_GE, s2, cf(f, t->type, -0.5)),
-                                   kiln_kir_cmp(B, KILN_KIR_CMP_LE, s2, cf(f, t->type, 1.0)));
-      kiln_kir_value_t *rn = bin(f, KILN_KIR_MUL, cf(f, t->type, 0.5), un(f, KILN_KIR_LOG1P, s2));
-      out[0] = kiln_kir_select(B, near, rn, un(f, KILN_KIR_LOG, c_abs(f, re[0], IM(0))));
-      out[1] = bin(f, KILN_KIR_ATAN2, IM(0), re[0]);
-      return 2;
+    case KILN_OP_SIGN: {
+      /* z / |z|; 0 stays 0 */
+      kiln_kir_value_t *m = c_abs(f, re[0], IM(0)), *zero = cf(f, ptt, 0.0);
+      kiln_kir_value_t *is0 = kiln_kir_cmp(B, KILN_KIR_CMP_EQ, m, zero);
+      cval_t r = {kiln_kir_select(B, is0, zero, bin(f, KILN_KIR_DIV, re[0], m)),
+                  kiln_kir_select(B, is0, zero, bin(f, KILN_KIR_DIV, IM(0), m))};
+      RET(r);
+    }
+    case KILN_OP_EXPM1: {
+      /* e^a cos b - 1 = expm1(a) cos b - 2 sin^2(b/2): no cancellation near 0. */
+      kiln_kir_value_t *a = re[0], *b = IM(0);
+      kiln_kir_value_t *c = un(f, KILN_KIR_COS, b),
+                       *h = un(f, KILN_KIR_SIN, bin(f, KILN_KIR_MUL, b, cf(f, ptt, 0.5)));
+      kiln_kir_value_t *rr = bin(f, KILN_KIR_SUB, bin(f, KILN_KIR_MUL, un(f, KILN_KIR_EXPM1, a), c),
+                                 bin(f, KILN_KIR_MUL, cf(f, ptt, 2.0), bin(f, KILN_KIR_MUL, h, h)));
+      cval_t r = {rr, bin(f, KILN_KIR_MUL, un(f, KILN_KIR_EXP, a), un(f, KILN_KIR_SIN, b))};
+      RET(r);
+    }
+    case KILN_OP_LOG1P: {
+      /* log(1 + z): re = 0.5 log1p(a (2 + a) + b^2) while that argument is small (no
+       * cancellation), else log|1 + z|; im = atan2(b, 1 + a). */
+      kiln_kir_value_t *a = re[0], *b = IM(0), *one = cf(f, ptt, 1.0);
+      kiln_kir_value_t *s2 =
+          bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, a, bin(f, KILN_KIR_ADD, a, cf(f, ptt, 2.0))),
+              bin(f, KILN_KIR_MUL, b, b));
+      kiln_kir_value_t *small =
+          bin(f, KILN_KIR_AND, kiln_kir_cmp(B, KILN_KIR_CMP_GE, s2, cf(f, ptt, -0.5)),
+              kiln_kir_cmp(B, KILN_KIR_CMP_LE, s2, one));
+      cval_t z1 = {bin(f, KILN_KIR_ADD, a, one), b};
+      cval_t l = c_log(f, z1);
+      cval_t r = {
+          kiln_kir_select(B, small,
+                          bin(f, KILN_KIR_MUL, cf(f, ptt, 0.5), un(f, KILN_KIR_LOG1P, s2)), l.re),
+          l.im};
+      RET(r);
+    }
+    case KILN_OP_LOGISTIC: {
+      cval_t nx = {un(f, KILN_KIR_NEG, re[0]), un(f, KILN_KIR_NEG, IM(0))};
+      cval_t e = c_exp(f, nx);
+      cval_t d = {bin(f, KILN_KIR_ADD, e.re, cf(f, ptt, 1.0)), e.im};
+      RET(c_div(f, ONE, d));
+    }
+    case KILN_OP_SIN:
+    case KILN_OP_COS:
+    case KILN_OP_SINH:
+    case KILN_OP_COSH: {
+      /* sin(a+bi) = sin a cosh b + i cos a sinh b; cos = cos a cosh b - i sin a sinh b;
+       * sinh(a+bi) = sinh a cos b + i cosh a sin b; cosh = cosh a cos b + i sinh a sin b. */
+      bool hyp = op == KILN_OP_SINH || op == KILN_OP_COSH;
+      kiln_kir_value_t *tr = hyp ? IM(0) : re[0], *hy = hyp ? re[0] : IM(0);
+      kiln_kir_value_t *s = un(f, KILN_KIR_SIN, tr), *c = un(f, KILN_KIR_COS, tr);
+      kiln_kir_value_t *sh = r_sinh(f, hy), *ch = r_cosh(f, hy);
+      cval_t r;
+      if (op == KILN_OP_SIN) {
+        r.re = bin(f, KILN_KIR_MUL, s, ch), r.im = bin(f, KILN_KIR_MUL, c, sh);
+      } else if (op == KILN_OP_COS) {
+        r.re = bin(f, KILN_KIR_MUL, c, ch), r.im = un(f, KILN_KIR_NEG, bin(f, KILN_KIR_MUL, s, sh));
+      } else if (op == KILN_OP_SINH) {
+        r.re = bin(f, KILN_KIR_MUL, sh, c), r.im = bin(f, KILN_KIR_MUL, ch, s);
+      } else {
+        r.re = bin(f, KILN_KIR_MUL, ch, c), r.im = bin(f, KILN_KIR_MUL, sh, s);
+      }
+      RET(r);
+    }
+    case KILN_OP_TANH:
+      RET(c_tanh(f, X(0)));
+    case KILN_OP_TAN: {
+      /* tan z = -i tanh(iz) */
+      cval_t iz = {un(f, KILN_KIR_NEG, IM(0)), re[0]};
+      cval_t t = c_tanh(f, iz);
+      cval_t r = {t.im, un(f, KILN_KIR_NEG, t.re)};
+      RET(r);
     }
     case KILN_OP_SELECT:
       out[0] = kiln_kir_select(B, re[0], re[1], re[2]);
@@ -479,6 +654,9 @@ int kiln_elemental_complex_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction
       break;
   }
 #undef IM
+#undef X
+#undef ONE
+#undef RET
   kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("elemental emitter: %s on complex values (%s)",
                                                 kiln_hlo_opcode_name(op), instr->name));
   return -1;

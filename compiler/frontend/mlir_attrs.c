@@ -105,23 +105,40 @@ static void set_bits(kiln_literal_t *l, kiln_elem_type_t e, int64_t i, uint64_t 
   for (size_t k = 0; k < w && k < 8; k++) d[k] = (unsigned char)(bits >> (8 * k));
 }
 
+/* One part of a complex element: its value, or (hex) the bit pattern of the part type. */
+typedef struct dense_part {
+  double value;
+  bool is_bits;
+  uint64_t bits;
+} dense_part_t;
+
 static bool dense_scalar(kiln_mlirp_t *P, dense_ctx_t *c, int64_t i, bool part_of_complex,
-                         double *part) {
+                         dense_part_t *part) {
   kiln_elem_type_t e = c->elem;
   if (!part_of_complex && kiln_elem_type_is_complex(e)) {
-    double re, im;
+    dense_part_t re = {0}, im = {0};
     if (!kiln_mlirp_expect(P, '(') || !dense_scalar(P, c, i, true, &re) ||
         !kiln_mlirp_expect(P, ',') || !dense_scalar(P, c, i, true, &im) ||
         !kiln_mlirp_expect(P, ')')) {
       return false;
     }
-    if (i >= 0) kiln_literal_set_c128(c->lit, i, re, im);
+    if (i < 0) return true;
+    kiln_literal_set_c128(c->lit, i, re.value, im.value);
+    /* Hex parts are bit patterns of the part type (f32 for c64, f64 for c128), as MLIR reads
+     * them; written over the value so that NaN payloads and -0 survive. */
+    size_t w = kiln_elem_type_storage_bytes(e) / 2;
+    unsigned char *d = (unsigned char *)c->lit->data + (size_t)i * 2 * w;
+    for (int k = 0; k < 2; k++) {
+      const dense_part_t *pt = k ? &im : &re;
+      if (!pt->is_bits) continue;
+      for (size_t b = 0; b < w; b++) d[k * w + b] = (unsigned char)(pt->bits >> (8 * b));
+    }
     return true;
   }
   if (kiln_mlirp_accept_kw(P, "true") || kiln_mlirp_accept_kw(P, "false")) {
     bool v = P->p[-1] == 'e' && P->p[-2] == 'u';
     if (part_of_complex) {
-      *part = v;
+      part->value = v;
     } else if (i >= 0) {
       kiln_literal_set_s64(c->lit, i, v);
     }
@@ -131,7 +148,9 @@ static bool dense_scalar(kiln_mlirp_t *P, dense_ctx_t *c, int64_t i, bool part_o
   kiln_mlirp_num_t num;
   if (!kiln_mlirp_number(P, &num)) return false;
   if (part_of_complex) {
-    *part = num.is_hex ? (double)kiln_mlirp_num_u64bits(&num) : kiln_mlirp_num_f64(&num);
+    part->is_bits = num.is_hex && !num.neg;
+    part->bits = part->is_bits ? kiln_mlirp_num_u64bits(&num) : 0;
+    part->value = kiln_mlirp_num_f64(&num);
     return true;
   }
   if (i < 0) return true;

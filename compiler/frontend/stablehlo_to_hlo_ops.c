@@ -74,6 +74,35 @@ static int32_t rank_of(const kiln_mlir_type_t *t) {
   return t && t->kind == KILN_MLIR_TYPE_TENSOR ? t->rank : 0;
 }
 
+/* Complex cbrt and atan2, which HLO has only for reals (XLA expands them likewise):
+ * cbrt z = z^(1/3) (principal); atan2(y, x) = -i log((x + i y) / sqrt(x^2 + y^2)). */
+static kiln_status convert_complex_math(shc_ctx_t *c, const kiln_mlir_op_t *op, const char *n) {
+  const kiln_mlir_type_t *rt = op->results[0].type;
+  const char *sh, *ce, *x, *y;
+  SHC_TRY(result_shape(c, op, &sh));
+  SHC_TRY(shc_elem_text(shc_elem_type(rt), &ce));
+  const char *ssh = kiln_arena_printf(&c->arena, "%s[]", ce);
+  int32_t rank = rank_of(rt);
+#define CONST(v) shc_broadcast_scalar(c, shc_emit(c, ssh, "constant(%s)", v), sh, rank)
+  SHC_TRY(shc_lookup(c, op->operands[0], &x));
+  if (!strcmp(n, "cbrt")) {
+    const char *third = CONST("(0.33333333333333333, 0)");
+    shc_bind(c, &op->results[0], shc_emit(c, sh, "power(%s, %s)", x, third));
+    return NULL;
+  }
+  SHC_TRY(shc_lookup(c, op->operands[1], &y));
+  const char *lhs = x, *rhs = y; /* atan2(lhs, rhs): lhs plays y, rhs plays x */
+  const char *iy = shc_emit(c, sh, "multiply(%s, %s)", CONST("(0, 1)"), lhs);
+  const char *num = shc_emit(c, sh, "add(%s, %s)", rhs, iy);
+  const char *r2 = shc_emit(c, sh, "add(%s, %s)", shc_emit(c, sh, "multiply(%s, %s)", rhs, rhs),
+                            shc_emit(c, sh, "multiply(%s, %s)", lhs, lhs));
+  const char *q = shc_emit(c, sh, "divide(%s, %s)", num, shc_emit(c, sh, "sqrt(%s)", r2));
+  shc_bind(c, &op->results[0],
+           shc_emit(c, sh, "multiply(%s, %s)", CONST("(0, -1)"), shc_emit(c, sh, "log(%s)", q)));
+#undef CONST
+  return NULL;
+}
+
 static kiln_status convert_constant(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   const kiln_mlir_attr_t *v = kiln_mlir_op_attr(op, "value");
   if (!v || v->kind != KILN_MLIR_ATTR_DENSE_ELEMENTS || !v->literal)
@@ -310,6 +339,9 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     shc_bind(c, &op->results[0], shc_emit(c, sh, "constant(%" PRId64 ")", ot->dims[d]));
     return NULL;
   }
+  if ((!strcmp(n, "cbrt") || !strcmp(n, "atan2")) && op->num_results == 1 &&
+      shc_is_complex(shc_elem_type(op->results[0].type)))
+    return convert_complex_math(c, op, n);
   for (size_t i = 0; i < sizeof kElementwise / sizeof kElementwise[0]; i++) {
     if (strcmp(n, kElementwise[i].mlir) != 0 || !kElementwise[i].hlo) continue;
     SHC_TRY(result_shape(c, op, &sh));

@@ -1,0 +1,81 @@
+/* Complex math in the elemental emitter ((re, im) pairs): every transcendental op on c64 and
+ * c128 runs on the host and matches the reference evaluator (C's <complex.h>), on inputs in
+ * [-3, 3) for both parts, where neither side over- or underflows. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tools/common/fusion_runner.h"
+
+/* One fusion applying `op` (unary, or binary with p1) to p0 of type `ty`. */
+static void check_op(const char *ty, const char *op, bool binary, int64_t max_ulp) {
+  char text[1024];
+  snprintf(text, sizeof text,
+           "f {\n  p0 = %s[257] parameter(0)\n  p1 = %s[257] parameter(1)\n"
+           "  ROOT r = %s[257] %s(p0%s)\n}\n",
+           ty, ty, ty, op, binary ? ", p1" : "");
+  kiln_hlo_module_t *m = NULL;
+  kiln_status s = kiln_hlo_parse_computations(text, strlen(text), NULL, &m);
+  if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
+  assert_null(s);
+  kiln_runner_options_t o;
+  kiln_runner_options_init(&o);
+  o.float_lo = -3.0;
+  o.float_hi = 3.0;
+  o.max_ulp = max_ulp;
+  kiln_runner_report_t r;
+  s = kiln_runner_check(m->entry, &o, &r);
+  if (s) fprintf(stderr, "%s %s: %s\n", ty, op, kiln_status_message(s));
+  assert_null(s);
+  printf("%-5s %-22s %lld elements, max %lld ulp (tolerance %lld)\n", ty, op, (long long)r.elements,
+         (long long)r.max_ulp, (long long)r.tolerance);
+  if (r.mismatches) fprintf(stderr, "%s %s: %s\n", ty, op, r.first_mismatch);
+  assert_int_equal(r.mismatches, 0);
+  assert_int_equal(r.elements, 257);
+  kiln_hlo_module_destroy(m);
+}
+
+static const char *const kUnary[] = {
+    "sine",
+    "cosine",
+    "tan",
+    "tanh",
+    "sinh",
+    "cosh",
+    "exponential-minus-one",
+    "log-plus-one",
+    "logistic",
+    "sqrt",
+    "rsqrt",
+    "sign",
+    "exponential",
+    "log",
+    "bitcast-convert",
+};
+
+static void test_unary_complex_math(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof kUnary / sizeof kUnary[0]; i++) {
+    check_op("c64", kUnary[i], false, 32);
+    check_op("c128", kUnary[i], false, 32);
+  }
+}
+
+static void test_complex_power(void **state) {
+  (void)state;
+  check_op("c64", "power", true, 32);
+  check_op("c128", "power", true, 32);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_unary_complex_math),
+      cmocka_unit_test(test_complex_power),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
