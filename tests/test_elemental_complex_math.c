@@ -72,10 +72,41 @@ static void test_complex_power(void **state) {
   check_op("c128", "power", true, 32);
 }
 
+/* One fusion computation, run on the host and compared bit-exactly with the evaluator. */
+static void check_exact(const char *text, int64_t elements) {
+  kiln_hlo_module_t *m = NULL;
+  kiln_status s = kiln_hlo_parse_computations(text, strlen(text), NULL, &m);
+  if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
+  assert_null(s);
+  kiln_runner_report_t r;
+  s = kiln_runner_check(m->entry, NULL, &r);
+  if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
+  assert_null(s);
+  if (r.mismatches) fprintf(stderr, "%s\n", r.first_mismatch);
+  assert_int_equal(r.mismatches, 0);
+  assert_int_equal(r.max_ulp, 0);
+  assert_int_equal(r.elements, elements);
+  kiln_hlo_module_destroy(m);
+}
+
+/* Concatenate (the loop emitter's elemental form) and pad of complex values. */
+static void test_complex_concatenate_and_pad(void **state) {
+  (void)state;
+  check_exact(
+      "f {\n  p0 = c64[2,3] parameter(0)\n  p1 = c64[2,5] parameter(1)\n"
+      "  ROOT c = c64[2,8] concatenate(p0, p1), dimensions={1}\n}\n",
+      16);
+  check_exact(
+      "f {\n  p2 = c128[7] parameter(0)\n  z = c128[] constant((1.5, -2))\n"
+      "  ROOT pd = c128[12] pad(p2, z), padding=2_3\n}\n",
+      12);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_complex_math),
       cmocka_unit_test(test_complex_power),
+      cmocka_unit_test(test_complex_concatenate_and_pad),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

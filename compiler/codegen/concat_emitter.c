@@ -102,8 +102,6 @@ kiln_status kiln_concat_kernel_emit(const kiln_hlo_computation_t *c,
     cs->concat = cs->ha.hero;
     if (!cs->concat->has_dimensions || cs->concat->dimensions.n != 1 || cs->concat->num_operands < 1)
       st = KILN_ERR_INVALID("%s: malformed concatenate %s", c->name, cs->concat->name);
-    else if (kiln_elem_type_is_complex(root->shape->type) || kiln_elem_type_is_complex(cs->concat->shape->type))
-      st = KILN_ERR_UNIMPLEMENTED("%s: complex concatenate", c->name);
     else if (!cc_mark_path(cs, root))
       st = KILN_ERR_INTERNAL("%s: root does not reach the concatenate", c->name);
   }

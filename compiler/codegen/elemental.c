@@ -303,74 +303,6 @@ static int emit_through_map(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t
                              (int)kiln_indexing_map_num_results(oi->map), out);
 }
 
-/* `if (cond) then-operand else else-fn`: emits the chain for concatenate (k = first
- * candidate operand) and pad. */
-static kiln_kir_value_t *emit_concat_from(kiln_elemental_fn_t *f,
-                                          const kiln_hlo_instruction_t *instr,
-                                          const kiln_hlo_indexing_t *ix, int k,
-                                          kiln_kir_value_t *const *idx) {
-  kiln_kir_value_t *out[MAX_OUTS];
-  /* Skip operands whose domain is empty. */
-  while (k < ix->num_operands - 1 && ix->operands[k].map->known_empty) k++;
-  if (k == ix->num_operands - 1) {
-    if (emit_through_map(f, instr, k, &ix->operands[k], idx, out) < 1) return NULL;
-    return out[0];
-  }
-  bool never = false;
-  kiln_kir_value_t *cond = in_domain(f, ix->operands[k].map, instr->shape, idx, NULL, NULL, &never);
-  if (f->err) return NULL;
-  if (never) return emit_concat_from(f, instr, ix, k + 1, idx);
-  if (!cond) {
-    if (emit_through_map(f, instr, k, &ix->operands[k], idx, out) < 1) return NULL;
-    return out[0];
-  }
-  const kiln_kir_type_t *rt = kiln_kir_type_scalar(f->e->m, instr->shape->type);
-  kiln_kir_op_t *iff = kiln_kir_if(f->b, cond, &rt, 1);
-  if (!iff) return NULL;
-  size_t mark;
-  kiln_elemental_enter(f, kiln_kir_op_region(iff, 0), &mark);
-  int n = emit_through_map(f, instr, k, &ix->operands[k], idx, out);
-  if (n >= 1) kiln_kir_yield(f->b, out, 1);
-  kiln_elemental_exit(f, mark);
-  if (n < 1) return NULL;
-  kiln_elemental_enter(f, kiln_kir_op_region(iff, 1), &mark);
-  kiln_kir_value_t *v = emit_concat_from(f, instr, ix, k + 1, idx);
-  if (v) kiln_kir_yield(f->b, &v, 1);
-  kiln_elemental_exit(f, mark);
-  if (!v) return NULL;
-  return kiln_kir_op_result(iff, 0);
-}
-
-static int emit_pad(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
-                    const kiln_hlo_indexing_t *ix, kiln_kir_value_t *const *idx,
-                    kiln_kir_value_t **out) {
-  kiln_kir_value_t *padv[MAX_OUTS];
-  if (kiln_elemental_emit(f, instr->operands[1], NULL, 0, padv) < 1) return -1;
-  bool never = false;
-  kiln_kir_value_t *cond = in_domain(f, ix->operands[0].map, instr->shape, idx, NULL, NULL, &never);
-  if (f->err) return -1;
-  if (never) {
-    out[0] = padv[0];
-    return 1;
-  }
-  if (!cond) return emit_through_map(f, instr, 0, &ix->operands[0], idx, out);
-  const kiln_kir_type_t *rt = kiln_kir_type_scalar(f->e->m, instr->shape->type);
-  kiln_kir_op_t *iff = kiln_kir_if(f->b, cond, &rt, 1);
-  if (!iff) return -1;
-  size_t mark;
-  kiln_kir_value_t *v[MAX_OUTS];
-  kiln_elemental_enter(f, kiln_kir_op_region(iff, 0), &mark);
-  int n = emit_through_map(f, instr, 0, &ix->operands[0], idx, v);
-  if (n >= 1) kiln_kir_yield(f->b, v, 1);
-  kiln_elemental_exit(f, mark);
-  if (n < 1) return -1;
-  kiln_elemental_enter(f, kiln_kir_op_region(iff, 1), &mark);
-  kiln_kir_yield(f->b, padv, 1);
-  kiln_elemental_exit(f, mark);
-  out[0] = kiln_kir_op_result(iff, 0);
-  return 1;
-}
-
 /* The KIR types of one element of `t`: one scalar, or the two parts of a complex value.
  * Returns the count. */
 static int value_types(kiln_elemental_fn_t *f, kiln_elem_type_t t, const kiln_kir_type_t **out) {
@@ -378,6 +310,70 @@ static int value_types(kiln_elemental_fn_t *f, kiln_elem_type_t t, const kiln_ki
   out[0] = kiln_kir_type_scalar(f->e->m, cplx ? kiln_elemental_part_type(t) : t);
   out[1] = out[0];
   return cplx ? 2 : 1;
+}
+
+/* `if (cond) then-operand else else-fn`: emits the chain for concatenate (k = first
+ * candidate operand). Writes the element's values (2 for complex) and returns their count. */
+static int emit_concat_from(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
+                            const kiln_hlo_indexing_t *ix, int k, kiln_kir_value_t *const *idx,
+                            kiln_kir_value_t **out) {
+  /* Skip operands whose domain is empty. */
+  while (k < ix->num_operands - 1 && ix->operands[k].map->known_empty) k++;
+  if (k == ix->num_operands - 1) return emit_through_map(f, instr, k, &ix->operands[k], idx, out);
+  bool never = false;
+  kiln_kir_value_t *cond = in_domain(f, ix->operands[k].map, instr->shape, idx, NULL, NULL, &never);
+  if (f->err) return -1;
+  if (never) return emit_concat_from(f, instr, ix, k + 1, idx, out);
+  if (!cond) return emit_through_map(f, instr, k, &ix->operands[k], idx, out);
+  const kiln_kir_type_t *rt[2];
+  int nv = value_types(f, instr->shape->type, rt);
+  kiln_kir_op_t *iff = kiln_kir_if(f->b, cond, rt, (size_t)nv);
+  if (!iff) return -1;
+  size_t mark;
+  kiln_kir_value_t *v[MAX_OUTS];
+  kiln_elemental_enter(f, kiln_kir_op_region(iff, 0), &mark);
+  int n = emit_through_map(f, instr, k, &ix->operands[k], idx, v);
+  if (n == nv) kiln_kir_yield(f->b, v, (size_t)nv);
+  kiln_elemental_exit(f, mark);
+  if (n != nv) return -1;
+  kiln_elemental_enter(f, kiln_kir_op_region(iff, 1), &mark);
+  n = emit_concat_from(f, instr, ix, k + 1, idx, v);
+  if (n == nv) kiln_kir_yield(f->b, v, (size_t)nv);
+  kiln_elemental_exit(f, mark);
+  if (n != nv) return -1;
+  for (int i = 0; i < nv; i++) out[i] = kiln_kir_op_result(iff, (size_t)i);
+  return nv;
+}
+
+static int emit_pad(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
+                    const kiln_hlo_indexing_t *ix, kiln_kir_value_t *const *idx,
+                    kiln_kir_value_t **out) {
+  kiln_kir_value_t *padv[MAX_OUTS];
+  const kiln_kir_type_t *rt[2];
+  int nv = value_types(f, instr->shape->type, rt);
+  if (kiln_elemental_emit(f, instr->operands[1], NULL, 0, padv) != nv) return -1;
+  bool never = false;
+  kiln_kir_value_t *cond = in_domain(f, ix->operands[0].map, instr->shape, idx, NULL, NULL, &never);
+  if (f->err) return -1;
+  if (never) {
+    for (int i = 0; i < nv; i++) out[i] = padv[i];
+    return nv;
+  }
+  if (!cond) return emit_through_map(f, instr, 0, &ix->operands[0], idx, out);
+  kiln_kir_op_t *iff = kiln_kir_if(f->b, cond, rt, (size_t)nv);
+  if (!iff) return -1;
+  size_t mark;
+  kiln_kir_value_t *v[MAX_OUTS];
+  kiln_elemental_enter(f, kiln_kir_op_region(iff, 0), &mark);
+  int n = emit_through_map(f, instr, 0, &ix->operands[0], idx, v);
+  if (n == nv) kiln_kir_yield(f->b, v, (size_t)nv);
+  kiln_elemental_exit(f, mark);
+  if (n != nv) return -1;
+  kiln_elemental_enter(f, kiln_kir_op_region(iff, 1), &mark);
+  kiln_kir_yield(f->b, padv, (size_t)nv);
+  kiln_elemental_exit(f, mark);
+  for (int i = 0; i < nv; i++) out[i] = kiln_kir_op_result(iff, (size_t)i);
+  return nv;
 }
 
 /* dynamic-update-slice, elementally (XLA's loop emitter for a DUS that cannot be done in
@@ -806,8 +802,7 @@ int kiln_elemental_emit_instr(kiln_elemental_fn_t *f, const kiln_hlo_instruction
                           KILN_ERR_UNIMPLEMENTED("%s: no indexing for operand %d", instr->name, k));
       goto done;
     }
-  if ((op == KILN_OP_PAD || op == KILN_OP_CONCATENATE || op == KILN_OP_REDUCE ||
-       op == KILN_OP_REDUCE_WINDOW) &&
+  if ((op == KILN_OP_REDUCE || op == KILN_OP_REDUCE_WINDOW) &&
       kiln_elemental_num_values(instr) != kiln_elemental_num_outputs(instr)) {
     kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %s of complex values", instr->name,
                                                   kiln_hlo_opcode_name(op)));
@@ -818,8 +813,7 @@ int kiln_elemental_emit_instr(kiln_elemental_fn_t *f, const kiln_hlo_instruction
   } else if (op == KILN_OP_DYNAMIC_UPDATE_SLICE) {
     n = emit_dus(f, instr, &ix, idx, out);
   } else if (op == KILN_OP_CONCATENATE) {
-    out[0] = emit_concat_from(f, instr, &ix, 0, idx);
-    n = out[0] ? 1 : -1;
+    n = emit_concat_from(f, instr, &ix, 0, idx, out);
   } else if (op == KILN_OP_REDUCE || op == KILN_OP_REDUCE_WINDOW || op == KILN_OP_DOT ||
              op == KILN_OP_CONVOLUTION) {
     n = emit_reduction(f, instr, &ix, idx, out);

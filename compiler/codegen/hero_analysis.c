@@ -606,7 +606,10 @@ kiln_status kiln_hero_analyze(const kiln_hlo_computation_t *c, kiln_hero_analysi
     out->hero = s0;
     return NULL;
   }
-  if (h0->opcode == KILN_OP_CONCATENATE && h0->num_operands <= 4 && !kiln_shape_is_tuple(r0->shape)) {
+  /* Complex concatenates take the loop emitter, whose elemental concatenate reads (re, im). */
+  if (h0->opcode == KILN_OP_CONCATENATE && h0->num_operands <= 4 &&
+      !kiln_shape_is_tuple(r0->shape) && !kiln_elem_type_is_complex(h0->shape->type) &&
+      !kiln_elem_type_is_complex(r0->shape->type)) {
     out->emitter = KILN_HERO_EMITTER_CONCATENATE;
     out->hero = h0;
     return NULL;
