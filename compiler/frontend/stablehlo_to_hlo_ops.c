@@ -103,6 +103,73 @@ static kiln_status convert_complex_math(shc_ctx_t *c, const kiln_mlir_op_t *op, 
   return NULL;
 }
 
+/* "u64[2,3,64]": an unsigned type of `bits` over t's dims plus `extra` (when > 0). */
+static const char *udims_text(shc_ctx_t *c, int bits, const kiln_mlir_type_t *t, int64_t extra) {
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, "u%d[", bits);
+  int32_t r = rank_of(t);
+  for (int32_t i = 0; i < r; i++) kiln_strbuf_printf(&b, "%s%" PRId64, i ? "," : "", t->dims[i]);
+  if (extra > 0) kiln_strbuf_printf(&b, "%s%" PRId64, r ? "," : "", extra);
+  kiln_strbuf_append_char(&b, ']');
+  const char *out = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&b);
+  return out;
+}
+
+/* Bit width of a non-pred integer or float element (f8E4M3FN: 8, bf16: 16), 0 if unknown. */
+static int elem_bits(const kiln_mlir_type_t *e) {
+  if (e && e->kind == KILN_MLIR_TYPE_INTEGER) return (int)e->width;
+  const char *t = NULL;
+  if (!e || e->kind != KILN_MLIR_TYPE_FLOAT || shc_elem_text(e, &t)) return 0;
+  while (*t && (*t < '0' || *t > '9')) t++;
+  int bits = 0;
+  while (*t >= '0' && *t <= '9') bits = bits * 10 + (*t++ - '0');
+  return bits == 8 || bits == 16 || bits == 32 || bits == 64 ? bits : 0;
+}
+
+/* bitcast_convert to or from i1, whose elements StableHLO counts as single bits (element k is
+ * bit k of the wider value) while HLO's pred is a byte: pred[..., N] -> T[...] shifts each
+ * bit into place and ors them (a reduce); T[...] -> pred[..., N] shifts right by an iota. */
+static kiln_status convert_pred_bitcast(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  const kiln_mlir_type_t *it = op->operands[0]->type, *rt = op->results[0].type;
+  bool from_pred = shc_is_pred(shc_elem_type(it));
+  const kiln_mlir_type_t *wide = from_pred ? rt : it;
+  int bits = elem_bits(shc_elem_type(wide));
+  if (!bits)
+    return SHC_UNIMPL(op, "bitcast_convert between i1 and this element type is not supported");
+  const char *sh, *x;
+  SHC_TRY(result_shape(c, op, &sh));
+  SHC_TRY(shc_lookup(c, op->operands[0], &x));
+  const char *ush = udims_text(c, bits, wide, 0), *bsh = udims_text(c, bits, wide, bits);
+  int32_t r = rank_of(wide);
+  const char *io = shc_emit(c, bsh, "iota(), iota_dimension=%d", (int)r);
+  const char *zero = shc_emit(c, kiln_arena_printf(&c->arena, "u%d[]", bits), "constant(0)");
+  if (from_pred) {
+    const char *name = shc_fresh(c, "bits_or");
+    kiln_strbuf_printf(&c->comps,
+                       "%s {\n  a = u%d[] parameter(0)\n  b = u%d[] parameter(1)\n"
+                       "  ROOT o = u%d[] or(a, b)\n}\n\n",
+                       name, bits, bits, bits);
+    const char *u = shc_emit(c, bsh, "convert(%s)", x);
+    const char *sl = shc_emit(c, bsh, "shift-left(%s, %s)", u, io);
+    const char *red =
+        shc_emit(c, ush, "reduce(%s, %s), dimensions={%d}, to_apply=%s", sl, zero, (int)r, name);
+    shc_bind(c, &op->results[0], shc_emit(c, sh, "bitcast-convert(%s)", red));
+    return NULL;
+  }
+  int64_t dims[64];
+  for (int32_t i = 0; i < r && i < 64; i++) dims[i] = i;
+  const char *u = shc_emit(c, ush, "bitcast-convert(%s)", x);
+  const char *b = shc_emit(c, bsh, "broadcast(%s), dimensions=%s", u, shc_ints_text(c, dims, r));
+  const char *sr = shc_emit(c, bsh, "shift-right-logical(%s, %s)", b, io);
+  const char *one = shc_emit(c, kiln_arena_printf(&c->arena, "u%d[]", bits), "constant(1)");
+  const char *a = shc_emit(c, bsh, "and(%s, %s)", sr, shc_broadcast_scalar(c, one, bsh, r + 1));
+  shc_bind(c, &op->results[0],
+           shc_emit(c, sh, "compare(%s, %s), direction=NE, type=UNSIGNED", a,
+                    shc_broadcast_scalar(c, zero, bsh, r + 1)));
+  return NULL;
+}
+
 static kiln_status convert_constant(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   const kiln_mlir_attr_t *v = kiln_mlir_op_attr(op, "value");
   if (!v || v->kind != KILN_MLIR_ATTR_DENSE_ELEMENTS || !v->literal)
@@ -339,6 +406,10 @@ kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *
     shc_bind(c, &op->results[0], shc_emit(c, sh, "constant(%" PRId64 ")", ot->dims[d]));
     return NULL;
   }
+  if (!strcmp(n, "bitcast_convert") && op->num_results == 1 && op->num_operands == 1 &&
+      shc_is_pred(shc_elem_type(op->operands[0]->type)) !=
+          shc_is_pred(shc_elem_type(op->results[0].type)))
+    return convert_pred_bitcast(c, op);
   if ((!strcmp(n, "cbrt") || !strcmp(n, "atan2")) && op->num_results == 1 &&
       shc_is_complex(shc_elem_type(op->results[0].type)))
     return convert_complex_math(c, op, n);
