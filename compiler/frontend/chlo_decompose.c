@@ -276,6 +276,78 @@ static kiln_status convert_erf_inv(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   return NULL;
 }
 
+/* chlo.lgamma as XLA's CHLO legalization computes it (f16 / bf16 in f32): the Lanczos
+ * approximation (g = 7, 8 terms) of log|Gamma(x)|, reflected through
+ * log(pi) - log|sin(pi x)| - lgamma(1 - x) below 0.5; lgamma(+-inf) = +inf. */
+static kiln_status convert_lgamma(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  static const double kCoeff[8] = {
+      676.520368121885098567009190444019, -1259.13921672240287047156078755283,
+      771.3234287776530788486528258894,   -176.61502916214059906584551354,
+      12.507343278686904814458936853,     -0.13857109526572011689554707,
+      9.984369578019570859563e-6,         1.50563273514931155834e-7};
+  const kiln_mlir_type_t *rt = op->results[0].type, *e = shc_elem_type(rt);
+  if (!shc_is_float(e) || kiln_elem_type_bits(e->elem) < 16)
+    return SHC_UNIMPL(op, "lgamma of %s",
+                      shc_is_float(e) ? kiln_elem_type_name(e->elem) : "this type");
+  bool f64 = e->elem == KILN_F64;
+  const char *x, *rsh;
+  SHC_TRY(shc_lookup(c, op->operands[0], &x));
+  SHC_TRY(shc_type_text(c, rt, &rsh));
+  int32_t rank = rt->kind == KILN_MLIR_TYPE_TENSOR ? rt->rank : 0;
+  kiln_mlir_type_t wt;
+  memset(&wt, 0, sizeof wt);
+  wt.kind = KILN_MLIR_TYPE_FLOAT;
+  wt.elem = f64 ? KILN_F64 : KILN_F32;
+  const char *sh = shape_with(c, rt, f64 ? "f64" : "f32"), *psh = shape_with(c, rt, "pred");
+  if (e->elem != wt.elem) x = shc_emit(c, sh, "convert(%s)", x);
+#define K(v, out) SHC_TRY(fconst(c, &wt, sh, rank, (v), &(out)))
+#define E(...) shc_emit(c, sh, __VA_ARGS__)
+  const char *half, *one, *gh, *log_gh, *base, *log_sqrt_2pi, *log_pi, *pi, *inf;
+  K(0.5, half);
+  K(1.0, one);
+  K(7.5, gh);
+  K(2.01490302054226435, log_gh); /* log(7.5) */
+  K(0.99999999999980993227684700473478, base);
+  K(0.91893853320467274178032973640562, log_sqrt_2pi);
+  K(1.14472988584940017414342735135305, log_pi);
+  K(3.14159265358979323846264338327950, pi);
+  K(1.0 / 0.0, inf);
+  const char *reflect = shc_emit(c, psh, "compare(%s, %s), direction=LT", x, half);
+  const char *z =
+      E("select(%s, %s, %s)", reflect, E("negate(%s)", x), E("subtract(%s, %s)", x, one));
+  const char *sum = base;
+  for (int i = 0; i < 8; i++) {
+    const char *ci, *ip1;
+    K(kCoeff[i], ci);
+    K((double)(i + 1), ip1);
+    sum = E("add(%s, %s)", sum, E("divide(%s, %s)", ci, E("add(%s, %s)", z, ip1)));
+  }
+  const char *t = E("add(%s, %s)", z, gh);
+  const char *log_t = E("add(%s, %s)", log_gh, E("log-plus-one(%s)", E("divide(%s, %s)", z, gh)));
+  /* (z + 0.5 - t / log_t) * log_t */
+  const char *mid =
+      E("multiply(%s, %s)",
+        E("subtract(%s, %s)", E("add(%s, %s)", z, half), E("divide(%s, %s)", t, log_t)), log_t);
+  const char *log_y = E("add(%s, %s)", E("add(%s, %s)", log_sqrt_2pi, mid), E("log(%s)", sum));
+  const char *ax = E("abs(%s)", x);
+  const char *frac = E("subtract(%s, %s)", ax, E("floor(%s)", ax));
+  const char *red =
+      E("select(%s, %s, %s)", shc_emit(c, psh, "compare(%s, %s), direction=GT", frac, half),
+        E("subtract(%s, %s)", one, frac), frac);
+  const char *den = E("log(%s)", E("sine(%s)", E("multiply(%s, %s)", pi, red)));
+  const char *refl =
+      E("select(%s, %s, %s)", shc_emit(c, psh, "is-finite(%s)", den),
+        E("subtract(%s, %s)", E("subtract(%s, %s)", log_pi, den), log_y), E("negate(%s)", den));
+  const char *r = E("select(%s, %s, %s)", reflect, refl, log_y);
+  const char *isinf = shc_emit(c, psh, "compare(%s, %s), direction=EQ", ax, inf);
+  r = E("select(%s, %s, %s)", isinf, inf, r);
+#undef K
+#undef E
+  if (e->elem != wt.elem) r = shc_emit(c, rsh, "convert(%s)", r);
+  shc_bind(c, &op->results[0], r);
+  return NULL;
+}
+
 kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled) {
   *handled = false;
   if (strncmp(op->name, "chlo.", 5) != 0) return NULL;
@@ -320,6 +392,7 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
   int32_t rank = rt && rt->kind == KILN_MLIR_TYPE_TENSOR ? rt->rank : 0;
   if (!strcmp(n, "mulhi")) return convert_mulhi(c, op);
   if (!strcmp(n, "erf_inv")) return convert_erf_inv(c, op);
+  if (!strcmp(n, "lgamma")) return convert_lgamma(c, op);
   if (!strcmp(n, "atan") && shc_is_complex(shc_elem_type(rt))) {
     /* atan(z) = (i / 2) * log((i + z) / (i - z)) */
     SHC_TRY(shc_lookup(c, op->operands[0], &x));

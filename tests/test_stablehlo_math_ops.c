@@ -1,0 +1,98 @@
+/* StableHLO ops that HLO lacks for a type and that the converter expands (chlo.lgamma as
+ * the Lanczos approximation, complex cbrt and atan2, bitcast_convert to and from i1), run on
+ * the reference evaluator and on the host backend against values from Python's math and
+ * cmath modules. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "runtime/host/host_device.h"
+#include "tools/common/stablehlo_run.h"
+
+static const char kProgram[] =
+    "func.func @lgamma_f64() {\n"
+    "  %x = stablehlo.constant dense<[0.5, 3.0, 10.0, -2.5, 1.0e-3, -0.25, 100.0, "
+    "0x7FF0000000000000]> : tensor<8xf64>\n"
+    "  %r = chlo.lgamma %x : tensor<8xf64> -> tensor<8xf64>\n"
+    "  check.expect_almost_eq_const %r, dense<[0.5723649429247004, 0.693147180559945, "
+    "12.801827480081467, -0.05624371649767457, 6.907178885383854, 1.5895753125511862, "
+    "359.1342053695754, 0x7FF0000000000000]> : tensor<8xf64>\n"
+    "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @lgamma_f32() {\n"
+    "  %x = stablehlo.constant dense<[0.5, 3.0, 10.0, -2.5, -0.25]> : tensor<5xf32>\n"
+    "  %r = chlo.lgamma %x : tensor<5xf32> -> tensor<5xf32>\n"
+    "  check.expect_almost_eq_const %r, dense<[0.5723649, 0.6931472, 12.801827, -0.0562437, "
+    "1.5895753]> : tensor<5xf32>\n"
+    "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @cbrt_c128() {\n"
+    "  %x = stablehlo.constant dense<(-8.0, 1.0)> : tensor<complex<f64>>\n"
+    "  %r = stablehlo.cbrt %x : tensor<complex<f64>>\n"
+    "  check.expect_almost_eq_const %r, dense<(1.073687694358913, 1.69349357647772)> : "
+    "tensor<complex<f64>>\n"
+    "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @atan2_c64() {\n"
+    "  %y = stablehlo.constant dense<(1.0, 2.0)> : tensor<complex<f32>>\n"
+    "  %x = stablehlo.constant dense<(3.0, -1.0)> : tensor<complex<f32>>\n"
+    "  %r = stablehlo.atan2 %y, %x : tensor<complex<f32>>\n"
+    "  check.expect_almost_eq_const %r, dense<(0.19025318855618242, 0.8418239574966186)> : "
+    "tensor<complex<f32>>\n"
+    "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @bitcast_i1_round_trip() {\n"
+    "  %x = stablehlo.constant dense<[1.5, -0.0, 0x7FC00001]> : tensor<3xf32>\n"
+    "  %b = stablehlo.bitcast_convert %x : (tensor<3xf32>) -> tensor<3x32xi1>\n"
+    "  %s = stablehlo.slice %b [0:1, 20:24] : (tensor<3x32xi1>) -> tensor<1x4xi1>\n"
+    "  check.expect_eq_const %s, dense<[[false, false, true, true]]> : tensor<1x4xi1>\n"
+    "  %y = stablehlo.bitcast_convert %b : (tensor<3x32xi1>) -> tensor<3xui32>\n"
+    "  check.expect_eq_const %y, dense<[1069547520, 2147483648, 2143289345]> : tensor<3xui32>\n"
+    "  func.return\n"
+    "}\n";
+
+static void run_program(kiln_device_t *dev) {
+  kiln_stablehlo_run_options_t o;
+  memset(&o, 0, sizeof o);
+  o.device = dev;
+  o.print = true;
+  o.constants_as_params = true;
+  kiln_stablehlo_run_stats_t st;
+  memset(&st, 0, sizeof st);
+  assert_null(kiln_stablehlo_run_bytes(kProgram, sizeof kProgram - 1, "math_ops.mlir", &o, &st));
+  if (st.failures.data) fprintf(stderr, "%s", kiln_strbuf_cstr(&st.failures));
+  assert_int_equal(st.functions, 5);
+  assert_int_equal(st.passed, 5);
+  assert_int_equal(st.checks_failed, 0);
+  kiln_stablehlo_run_stats_free(&st);
+}
+
+static void test_expanded_ops_on_the_reference_evaluator(void **state) {
+  (void)state;
+  run_program(NULL);
+}
+
+static void test_expanded_ops_on_the_host_backend(void **state) {
+  (void)state;
+  kiln_device_t *dev = NULL;
+  assert_null(kiln_host_device_create(0, &dev));
+  run_program(dev);
+  kiln_device_destroy(dev);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_expanded_ops_on_the_reference_evaluator),
+      cmocka_unit_test(test_expanded_ops_on_the_host_backend),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
