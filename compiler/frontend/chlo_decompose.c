@@ -165,8 +165,28 @@ static kiln_status convert_mulhi(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   return NULL;
 }
 
-/* chlo.scan -> HLO scan (inputs, then inits; the body maps (input slices..., carries...) to
- * (outputs..., carries...), as chlo.scan's region does). */
+/* `elem`[dims of t], dimension `d` dropped (drop) or set to 1 (!drop). */
+static const char *slice_shape(shc_ctx_t *c, const kiln_mlir_type_t *t, const char *elem, int64_t d,
+                               bool drop) {
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, "%s[", elem);
+  const char *sep = "";
+  for (int32_t i = 0; i < t->rank; i++) {
+    if (i == d && drop) continue;
+    kiln_strbuf_printf(&b, "%s%" PRId64, sep, i == d ? (int64_t)1 : t->dims[i]);
+    sep = ",";
+  }
+  kiln_strbuf_append_char(&b, ']');
+  const char *out = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&b);
+  return out;
+}
+
+/* chlo.scan as a while loop over the scanned dimension (what HLO's scan means, in ops every
+ * backend runs): the state is (i, inputs..., carries..., outputs...); each step slices
+ * element i (n-1-i when is_reverse) of every input, calls the body on (slices...,
+ * carries...) and writes its outputs at i; the results are the stacked outputs, then the
+ * final carries. */
 static kiln_status convert_scan(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   if (op->num_regions != 1) return SHC_INVALID(op, "expected a body");
   int64_t *seg;
@@ -175,17 +195,146 @@ static kiln_status convert_scan(shc_ctx_t *c, const kiln_mlir_op_t *op) {
                         &seg, &nseg));
   if (nseg != 2 || seg[0] + seg[1] != op->num_operands)
     return SHC_INVALID(op, "operandSegmentSizes must split the operands into inputs and inits");
-  const char *sh, *ops, *body;
-  SHC_TRY(shc_results_tuple_shape(c, op, &sh));
-  SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+  int32_t nin = (int32_t)seg[0], nc = (int32_t)seg[1], nout = op->num_results - nc;
+  int64_t d = shc_attr_int(kiln_mlir_op_attr(op, "dimension"), 0);
+  bool rev = shc_attr_int(kiln_mlir_op_attr(op, "is_reverse"), 0) != 0;
+  if (nin < 1 || nout < 0)
+    return SHC_INVALID(op, "expected inputs and as many results as outputs and carries");
+  const kiln_mlir_type_t *t0 = op->operands[0]->type;
+  if (t0->kind != KILN_MLIR_TYPE_TENSOR || d < 0 || d >= t0->rank)
+    return SHC_INVALID(op, "dimension %" PRId64 " out of range", d);
+  int64_t n = t0->dims[d];
+  const char *body;
   SHC_TRY(shc_region_computation(c, op, &op->regions[0], true, &body));
-  return shc_bind_tuple_results(
-      c, op,
-      shc_emit(c, sh,
-               "scan(%s), dimensions={%" PRId64 "}, num_carries=%" PRId64
-               ", is_reverse=%s, to_apply=%s",
-               ops, shc_attr_int(kiln_mlir_op_attr(op, "dimension"), 0), seg[1],
-               shc_attr_int(kiln_mlir_op_attr(op, "is_reverse"), 0) ? "true" : "false", body));
+  /* The state's element shapes: i, inputs, carries, outputs (stacked). */
+  int32_t ns = 1 + nin + nc + nout;
+  const char **st_sh = kiln_arena_alloc(&c->arena, sizeof(char *) * (size_t)ns);
+  const char **sl_sh = kiln_arena_alloc(&c->arena, sizeof(char *) * (size_t)(nin + nout));
+  const char **one_sh = kiln_arena_alloc(&c->arena, sizeof(char *) * (size_t)(nin + nout));
+  st_sh[0] = "s64[]";
+  for (int32_t k = 0; k < nin + nc + nout; k++) {
+    const kiln_mlir_type_t *t =
+        k < nin + nc ? op->operands[k]->type : op->results[k - nin - nc].type;
+    SHC_TRY(shc_type_text(c, t, &st_sh[1 + k]));
+    bool sliced = k < nin || k >= nin + nc;
+    if (!sliced) continue;
+    int32_t j = k < nin ? k : k - nc;
+    if (t->kind != KILN_MLIR_TYPE_TENSOR || t->rank <= d || t->dims[d] != n)
+      return SHC_INVALID(op, "inputs and outputs must have the scanned dimension %" PRId64, n);
+    const char *e;
+    SHC_TRY(shc_elem_text(shc_elem_type(t), &e));
+    sl_sh[j] = slice_shape(c, t, e, d, true);
+    one_sh[j] = slice_shape(c, t, e, d, false);
+  }
+  kiln_strbuf_t tsb = {0};
+  kiln_strbuf_append_char(&tsb, '(');
+  for (int32_t k = 0; k < ns; k++) kiln_strbuf_printf(&tsb, "%s%s", k ? ", " : "", st_sh[k]);
+  kiln_strbuf_append_char(&tsb, ')');
+  const char *tsh = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&tsb));
+  kiln_strbuf_free(&tsb);
+  /* Body and condition, written as computations of their own. */
+  const char *bname = shc_fresh(c, "scan_body"), *cname = shc_fresh(c, "scan_cond");
+  const char *pre = shc_fresh(c, "sb");
+  kiln_strbuf_t *o = &c->comps;
+  kiln_strbuf_printf(o, "%s {\n  %s.st = %s parameter(0)\n", bname, pre, tsh);
+  kiln_strbuf_printf(o, "  %s.i = s64[] get-tuple-element(%s.st), index=0\n", pre, pre);
+  kiln_strbuf_printf(o, "  %s.z = s64[] constant(0)\n  %s.one = s64[] constant(1)\n", pre, pre);
+  if (rev)
+    kiln_strbuf_printf(o,
+                       "  %s.last = s64[] constant(%" PRId64
+                       ")\n"
+                       "  %s.idx = s64[] subtract(%s.last, %s.i)\n",
+                       pre, n - 1, pre, pre, pre);
+  else
+    kiln_strbuf_printf(o, "  %s.idx = s64[] copy(%s.i)\n", pre, pre);
+  for (int32_t k = 1; k < ns; k++)
+    kiln_strbuf_printf(o, "  %s.s%d = %s get-tuple-element(%s.st), index=%d\n", pre, (int)k,
+                       st_sh[k], pre, (int)k);
+    /* starts at (0.., idx, ..0) for a tensor of rank r */
+#define STARTS(r) \
+  for (int32_t q = 0; q < (r); q++) kiln_strbuf_printf(o, ", %s.%s", pre, q == d ? "idx" : "z")
+  kiln_strbuf_t call = {0};
+  for (int32_t k = 0; k < nin; k++) {
+    const kiln_mlir_type_t *t = op->operands[k]->type;
+    kiln_strbuf_printf(o, "  %s.ds%d = %s dynamic-slice(%s.s%d", pre, (int)k, one_sh[k], pre,
+                       (int)(1 + k));
+    STARTS(t->rank);
+    kiln_strbuf_append(o, "), dynamic_slice_sizes={");
+    for (int32_t q = 0; q < t->rank; q++)
+      kiln_strbuf_printf(o, "%s%" PRId64, q ? "," : "", q == d ? (int64_t)1 : t->dims[q]);
+    kiln_strbuf_append(o, "}\n");
+    kiln_strbuf_printf(o, "  %s.sl%d = %s reshape(%s.ds%d)\n", pre, (int)k, sl_sh[k], pre, (int)k);
+    kiln_strbuf_printf(&call, "%s%s.sl%d", k ? ", " : "", pre, (int)k);
+  }
+  for (int32_t k = 0; k < nc; k++) kiln_strbuf_printf(&call, ", %s.s%d", pre, (int)(1 + nin + k));
+  kiln_strbuf_t rsh = {0};
+  kiln_strbuf_append_char(&rsh, '(');
+  for (int32_t k = 0; k < nout; k++)
+    kiln_strbuf_printf(&rsh, "%s%s", k ? ", " : "", sl_sh[nin + k]);
+  for (int32_t k = 0; k < nc; k++)
+    kiln_strbuf_printf(&rsh, "%s%s", nout + k ? ", " : "", st_sh[1 + nin + k]);
+  kiln_strbuf_append_char(&rsh, ')');
+  kiln_strbuf_printf(o, "  %s.r = %s call(%s), to_apply=%s\n", pre, kiln_strbuf_cstr(&rsh),
+                     kiln_strbuf_cstr(&call), body);
+  kiln_strbuf_free(&rsh);
+  kiln_strbuf_free(&call);
+  for (int32_t k = 0; k < nout; k++) {
+    const kiln_mlir_type_t *t = op->results[k].type;
+    kiln_strbuf_printf(o, "  %s.o%d = %s get-tuple-element(%s.r), index=%d\n", pre, (int)k,
+                       sl_sh[nin + k], pre, (int)k);
+    kiln_strbuf_printf(o, "  %s.o1_%d = %s reshape(%s.o%d)\n", pre, (int)k, one_sh[nin + k], pre,
+                       (int)k);
+    kiln_strbuf_printf(o, "  %s.u%d = %s dynamic-update-slice(%s.s%d, %s.o1_%d", pre, (int)k,
+                       st_sh[1 + nin + nc + k], pre, (int)(1 + nin + nc + k), pre, (int)k);
+    STARTS(t->rank);
+    kiln_strbuf_append(o, ")\n");
+  }
+#undef STARTS
+  for (int32_t k = 0; k < nc; k++)
+    kiln_strbuf_printf(o, "  %s.c%d = %s get-tuple-element(%s.r), index=%d\n", pre, (int)k,
+                       st_sh[1 + nin + k], pre, (int)(nout + k));
+  kiln_strbuf_printf(o, "  %s.i1 = s64[] add(%s.i, %s.one)\n  ROOT %s.t = %s tuple(%s.i1", pre, pre,
+                     pre, pre, tsh, pre);
+  for (int32_t k = 0; k < nin; k++) kiln_strbuf_printf(o, ", %s.s%d", pre, (int)(1 + k));
+  for (int32_t k = 0; k < nc; k++) kiln_strbuf_printf(o, ", %s.c%d", pre, (int)k);
+  for (int32_t k = 0; k < nout; k++) kiln_strbuf_printf(o, ", %s.u%d", pre, (int)k);
+  kiln_strbuf_append(o, ")\n}\n\n");
+  kiln_strbuf_printf(o,
+                     "%s {\n  %s.cst = %s parameter(0)\n  %s.ci = s64[] get-tuple-element(%s.cst), "
+                     "index=0\n  %s.n = s64[] constant(%" PRId64
+                     ")\n"
+                     "  ROOT %s.lt = pred[] compare(%s.ci, %s.n), direction=LT\n}\n\n",
+                     cname, pre, tsh, pre, pre, pre, n, pre, pre, pre);
+  /* The initial state and the loop. */
+  kiln_strbuf_t init = {0};
+  kiln_strbuf_append(&init, shc_emit(c, "s64[]", "constant(0)"));
+  for (int32_t k = 0; k < nin + nc; k++) {
+    const char *v;
+    SHC_TRY(shc_lookup(c, op->operands[k], &v));
+    kiln_strbuf_printf(&init, ", %s", v);
+  }
+  for (int32_t k = 0; k < nout; k++) {
+    const kiln_mlir_type_t *t = op->results[k].type;
+    const char *z;
+    kiln_status s = shc_scalar_const(c, shc_elem_type(t), 0.0, &z);
+    if (s) {
+      kiln_strbuf_free(&init);
+      return s;
+    }
+    kiln_strbuf_printf(&init, ", %s", shc_broadcast_scalar(c, z, st_sh[1 + nin + nc + k], t->rank));
+  }
+  const char *w = shc_emit(c, tsh, "while(%s), condition=%s, body=%s",
+                           shc_emit(c, tsh, "tuple(%s)", kiln_strbuf_cstr(&init)), cname, bname);
+  kiln_strbuf_free(&init);
+  for (int32_t k = 0; k < nout; k++)
+    shc_bind(c, &op->results[k],
+             shc_emit(c, st_sh[1 + nin + nc + k], "get-tuple-element(%s), index=%d", w,
+                      (int)(1 + nin + nc + k)));
+  for (int32_t k = 0; k < nc; k++)
+    shc_bind(
+        c, &op->results[nout + k],
+        shc_emit(c, st_sh[1 + nin + k], "get-tuple-element(%s), index=%d", w, (int)(1 + nin + k)));
+  return NULL;
 }
 
 /* chlo.ragged_dot -> HLO ragged-dot with its dimension numbers. */

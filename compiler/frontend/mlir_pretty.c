@@ -670,7 +670,7 @@ static bool convolution_form(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
   return kiln_mlirp_op_attr_dict(P, op) && kiln_mlirp_op_signature(P, op);
 }
 
-/* chlo.scan(%inputs) inits(%inits) dimension=0 {region} : fn */
+/* chlo.scan(%inputs) inits(%inits) dimension=0 [attributes {...}] {region} : fn */
 static bool scan_form(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
   int32_t counts[2] = {0, 0};
   for (int part = 0; part < 2; part++) {
@@ -695,6 +695,8 @@ static bool scan_form(kiln_mlirp_t *P, kiln_mlirp_op_t *op) {
     if (!clause(P, op, NULL)) return false;
     kiln_mlirp_accept(P, ',');
   }
+  /* `attributes {is_reverse = true}` may come before the region */
+  if (kiln_mlirp_accept_kw(P, "attributes") && !kiln_mlirp_op_attr_dict(P, op)) return false;
   kiln_mlir_region_t *r = kiln_mlirp_op_add_region(P, op);
   return r && kiln_mlirp_region(P, r, NULL, 0, NULL, NULL) && kiln_mlirp_op_attr_dict(P, op) &&
          kiln_mlirp_op_signature(P, op);
