@@ -1,6 +1,7 @@
 /* StableHLO ops that HLO lacks for a type and that the converter expands (chlo.lgamma as
- * the Lanczos approximation, complex cbrt and atan2, bitcast_convert to and from i1), run on
- * the reference evaluator and on the host backend against values from Python's math and
+ * the Lanczos approximation, complex cbrt and atan2, bitcast_convert to and from i1) and real
+ * math at its edges (acosh below 1, log1p and expm1 near overflow), run on the reference
+ * evaluator and on the host backend against values from Python's math and
  * cmath modules. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -58,6 +59,20 @@ static const char kProgram[] =
     "  %y = stablehlo.bitcast_convert %b : (tensor<3x32xi1>) -> tensor<3xui32>\n"
     "  check.expect_eq_const %y, dense<[1069547520, 2147483648, 2143289345]> : tensor<3xui32>\n"
     "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @real_math_edges_f32() {\n"
+    "  %a = stablehlo.constant dense<[0.5, -3.0e38, 3.0]> : tensor<3xf32>\n"
+    "  %ra = chlo.acosh %a : tensor<3xf32> -> tensor<3xf32>\n"
+    "  check.expect_almost_eq_const %ra, dense<[0x7FC00000, 0x7FC00000, 1.7627472]> : "
+    "tensor<3xf32>\n"
+    "  %l = stablehlo.constant dense<[4.6e36, 1.0e-30]> : tensor<2xf32>\n"
+    "  %rl = stablehlo.log_plus_one %l : tensor<2xf32>\n"
+    "  check.expect_almost_eq_const %rl, dense<[84.41912, 1.0e-30]> : tensor<2xf32>\n"
+    "  %e = stablehlo.constant dense<[88.0]> : tensor<1xf32>\n"
+    "  %re = stablehlo.exponential_minus_one %e : tensor<1xf32>\n"
+    "  check.expect_almost_eq_const %re, dense<[1.6516363e38]> : tensor<1xf32>\n"
+    "  func.return\n"
     "}\n";
 
 static void run_program(kiln_device_t *dev) {
@@ -70,8 +85,8 @@ static void run_program(kiln_device_t *dev) {
   memset(&st, 0, sizeof st);
   assert_null(kiln_stablehlo_run_bytes(kProgram, sizeof kProgram - 1, "math_ops.mlir", &o, &st));
   if (st.failures.data) fprintf(stderr, "%s", kiln_strbuf_cstr(&st.failures));
-  assert_int_equal(st.functions, 5);
-  assert_int_equal(st.passed, 5);
+  assert_int_equal(st.functions, 6);
+  assert_int_equal(st.passed, 6);
   assert_int_equal(st.checks_failed, 0);
   kiln_stablehlo_run_stats_free(&st);
 }

@@ -71,6 +71,8 @@ static kiln_kir_value_t *derived_math(kiln_elemental_fn_t *f, kiln_hlo_opcode_t 
       kiln_kir_value_t *small = un(f, KILN_KIR_LOG1P, bin(f, KILN_KIR_ADD, t, s));
       kiln_kir_value_t *large = bin(f, KILN_KIR_ADD, un(f, KILN_KIR_LOG, x), cf(f, w, M_LN2));
       r = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_GT, x, cf(f, w, big)), large, small);
+      /* below 1 (where t * (x + 1) may overflow to +inf) acosh is NaN */
+      r = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, x, one), cf(f, w, NAN), r);
       break;
     }
     case KILN_OP_ASINH: {

@@ -166,7 +166,8 @@ static LLVMValueRef m_tanh_narrow(m_t *m, LLVMValueRef x) {
 static LLVMValueRef m_expm1(m_t *m, LLVMValueRef x) {
   LLVMValueRef u = m_exp(m, x);
   LLVMValueRef um1 = fsub(m, u, cf(m, 1.0));
-  LLVMValueRef k = fdiv(m, fmul(m, um1, x), m_log(m, u));
+  /* um1 * (x / log u): the quotient is near 1, so the product cannot overflow early */
+  LLVMValueRef k = fmul(m, um1, fdiv(m, x, m_log(m, u)));
   LLVMValueRef r = fsel(m, fcmp(m, LLVMRealOEQ, u, cf(m, 1.0)), x, k);
   r = fsel(m, fcmp(m, LLVMRealOEQ, um1, cf(m, -1.0)), cf(m, -1.0), r);
   r = fsel(m, fcmp(m, LLVMRealOEQ, u, cf(m, INFINITY)), u, r);
@@ -175,7 +176,8 @@ static LLVMValueRef m_expm1(m_t *m, LLVMValueRef x) {
 
 static LLVMValueRef m_log1p(m_t *m, LLVMValueRef x) {
   LLVMValueRef u = fadd(m, x, cf(m, 1.0));
-  LLVMValueRef k = fdiv(m, fmul(m, m_log(m, u), x), fsub(m, u, cf(m, 1.0)));
+  /* log u * (x / (u - 1)): the quotient is near 1, so huge x does not overflow */
+  LLVMValueRef k = fmul(m, m_log(m, u), fdiv(m, x, fsub(m, u, cf(m, 1.0))));
   LLVMValueRef r = fsel(m, fcmp(m, LLVMRealOEQ, u, cf(m, 1.0)), x, k);
   r = fsel(m, fcmp(m, LLVMRealOEQ, u, cf(m, INFINITY)), u, r);
   r = fsel(m, fcmp(m, LLVMRealOEQ, u, cf(m, 0.0)), cf(m, -INFINITY), r);
