@@ -108,10 +108,9 @@ kiln_status kiln_bc_string(kiln_bc_reader_t *r, const char **out, size_t *len) {
   return KILN_STATUS_OK;
 }
 
+/* Zeroed arena memory (the arena zeroes what it hands out). */
 static void *bc_alloc(kiln_bc_t *bc, size_t n) {
-  void *p = kiln_arena_alloc(bc->arena, n == 0 ? 1 : n);
-  memset(p, 0, n == 0 ? 1 : n);
-  return p;
+  return kiln_arena_alloc(bc->arena, n == 0 ? 1 : n);
 }
 
 kiln_mlir_attr_t *kiln_bc_new_attr(kiln_bc_t *bc, kiln_mlir_attr_kind_t kind) {
@@ -127,8 +126,10 @@ kiln_mlir_type_t *kiln_bc_new_type(kiln_bc_t *bc, kiln_mlir_type_kind_t kind) {
 }
 
 const kiln_mlir_type_t *kiln_bc_int_type(kiln_bc_t *bc, int width) {
+  if (width > 0 && width <= 64 && bc->int_types[width]) return bc->int_types[width];
   kiln_mlir_type_t *t = kiln_bc_new_type(bc, KILN_MLIR_TYPE_INTEGER);
   t->width = width;
+  if (width > 0 && width <= 64) bc->int_types[width] = t;
   return t;
 }
 
@@ -849,6 +850,7 @@ kiln_status kiln_mlir_read_bytecode(const void *bytes, size_t n, kiln_mlir_modul
   bc.size = n;
   kiln_status st = read_all(&bc);
   kiln_free(bc.vals);
+  kiln_free(bc.darr);
   if (!kiln_status_is_ok(st)) {
     kiln_mlir_module_destroy(bc.m);
     return st;

@@ -83,6 +83,14 @@ typedef struct kiln_bc {
   int depth;
   kiln_mlir_value_t **vals; /* the value stack of the IR section (heap) */
   size_t nvals, capvals;
+  const kiln_mlir_type_t *int_types[65]; /* iN types made so far, by width (shared) */
+  /* dense elements -> dense array conversions of the upgrade, by source attribute (heap,
+   * open addressing; an attribute used by many ops is converted once) */
+  struct kiln_bc_darr {
+    const kiln_mlir_attr_t *from, *to;
+    bool boolean;
+  } * darr;
+  size_t darr_n, darr_cap;
 } kiln_bc_t;
 
 /* A cursor over [pos, end) of the file; `what` names the section for messages. */

@@ -19,12 +19,13 @@ kiln_mlir_attr_t *kiln_bc_i64_array(kiln_bc_t *bc, const int64_t *v, int32_t n);
 typedef struct attr_list {
   kiln_mlir_named_attr_t *a;
   int32_t n, cap;
+  int32_t first_cap; /* the first allocation: enough for an op's upgraded attributes */
   kiln_bc_t *bc;
 } attr_list_t;
 
 static void push(attr_list_t *l, const char *name, const kiln_mlir_attr_t *v) {
   if (l->n == l->cap) {
-    int32_t ncap = l->cap ? l->cap * 2 : 8;
+    int32_t ncap = l->cap ? l->cap * 2 : l->first_cap > 0 ? l->first_cap : 8;
     l->a = kiln_arena_realloc(l->bc->arena, l->a, (size_t)l->cap * sizeof(*l->a),
                               (size_t)ncap * sizeof(*l->a));
     l->cap = ncap;
@@ -77,10 +78,42 @@ static const char *const kI64Arrays[] = {"window_strides",
 static const char *const kBoolArrays[] = {"window_reversal", NULL};
 
 /* A rank-1 (or scalar) dense elements attribute as a dense array; NULL if it is not one. */
+static size_t darr_slot(const kiln_bc_t *bc, const kiln_mlir_attr_t *v, bool boolean) {
+  size_t h = (((uintptr_t)v >> 4) * 0x9E3779B97F4A7C15ull + boolean) & (bc->darr_cap - 1);
+  while (bc->darr[h].from != NULL && (bc->darr[h].from != v || bc->darr[h].boolean != boolean))
+    h = (h + 1) & (bc->darr_cap - 1);
+  return h;
+}
+
+static const kiln_mlir_attr_t *make_dense_array(kiln_bc_t *bc, const kiln_mlir_attr_t *v,
+                                                bool boolean);
+
+/* Cached by source attribute: ops share their attributes in bytecode, so each converts once. */
 static const kiln_mlir_attr_t *to_dense_array(kiln_bc_t *bc, const kiln_mlir_attr_t *v,
                                               bool boolean) {
   if (v == NULL || v->kind != KILN_MLIR_ATTR_DENSE_ELEMENTS || v->literal == NULL) return NULL;
   if (v->type->rank > 1) return NULL;
+  if (2 * (bc->darr_n + 1) > bc->darr_cap) {
+    struct kiln_bc_darr *old = bc->darr;
+    size_t old_cap = bc->darr_cap;
+    bc->darr_cap = old_cap ? old_cap * 2 : 64;
+    bc->darr = kiln_calloc(bc->darr_cap, sizeof(*bc->darr));
+    for (size_t i = 0; i < old_cap; i++)
+      if (old[i].from) bc->darr[darr_slot(bc, old[i].from, old[i].boolean)] = old[i];
+    kiln_free(old);
+  }
+  size_t h = darr_slot(bc, v, boolean);
+  if (bc->darr[h].from == NULL) {
+    bc->darr[h].from = v;
+    bc->darr[h].boolean = boolean;
+    bc->darr[h].to = make_dense_array(bc, v, boolean);
+    bc->darr_n++;
+  }
+  return bc->darr[h].to;
+}
+
+static const kiln_mlir_attr_t *make_dense_array(kiln_bc_t *bc, const kiln_mlir_attr_t *v,
+                                                bool boolean) {
   int64_t n = v->literal->num_elements;
   kiln_mlir_attr_t *a = kiln_bc_new_attr(bc, KILN_MLIR_ATTR_DENSE_ARRAY);
   a->type = kiln_bc_int_type(bc, boolean ? 1 : 64);
@@ -279,7 +312,9 @@ static bool all_empty_dicts(const kiln_mlir_attr_t *v) {
 }
 
 static kiln_status upgrade_attrs(kiln_bc_t *bc, kiln_mlir_op_t *op, const char *base) {
-  attr_list_t out = {.bc = bc};
+  /* each upgraded attribute replaces at least one of the op's (a channel handle or a
+   * dimension struct several), so this many never grows */
+  attr_list_t out = {.bc = bc, .first_cap = op->num_attrs + 4};
   const kiln_mlir_attr_t *v;
   if (strcmp(base, "func") == 0) {
     if ((v = take(op, "sym_name"))) push(&out, "sym_name", v);
