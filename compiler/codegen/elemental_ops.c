@@ -432,8 +432,18 @@ static cval_t c_log(kiln_elemental_fn_t *f, cval_t x) {
       bin(f, KILN_KIR_AND, kiln_kir_cmp(B, KILN_KIR_CMP_GE, s2, cf(f, t, -0.5)),
           kiln_kir_cmp(B, KILN_KIR_CMP_LE, s2, cf(f, t, 1.0)));
   kiln_kir_value_t *rn = bin(f, KILN_KIR_MUL, cf(f, t, 0.5), un(f, KILN_KIR_LOG1P, s2));
-  cval_t r = {kiln_kir_select(B, near, rn, un(f, KILN_KIR_LOG, c_abs(f, x.re, x.im))),
-              bin(f, KILN_KIR_ATAN2, x.im, x.re)};
+  /* elsewhere log m + 0.5 log1p((n/m)^2), which neither overflows nor underflows; m = 0
+   * gives -inf, m = inf gives inf */
+  kiln_kir_value_t *zero = cf(f, t, 0.0), *inf = cf(f, t, INFINITY);
+  kiln_kir_value_t *q = bin(f, KILN_KIR_DIV, n, m);
+  q = kiln_kir_select(B,
+                      bin(f, KILN_KIR_OR, kiln_kir_cmp(B, KILN_KIR_CMP_EQ, m, zero),
+                          kiln_kir_cmp(B, KILN_KIR_CMP_EQ, m, inf)),
+                      zero, q);
+  kiln_kir_value_t *rf =
+      bin(f, KILN_KIR_ADD, un(f, KILN_KIR_LOG, m),
+          bin(f, KILN_KIR_MUL, cf(f, t, 0.5), un(f, KILN_KIR_LOG1P, bin(f, KILN_KIR_MUL, q, q))));
+  cval_t r = {kiln_kir_select(B, near, rn, rf), bin(f, KILN_KIR_ATAN2, x.im, x.re)};
   return r;
 }
 
@@ -441,11 +451,18 @@ static cval_t c_log(kiln_elemental_fn_t *f, cval_t x) {
  * (|im| / 2t, copysign(t, im)); z = 0 gives (0, im). */
 static cval_t c_sqrt(kiln_elemental_fn_t *f, cval_t x) {
   const kiln_kir_type_t *t = x.re->type;
-  kiln_kir_value_t *half = cf(f, t, 0.5), *zero = cf(f, t, 0.0);
-  kiln_kir_value_t *s =
-      un(f, KILN_KIR_SQRT,
-         bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, half, un(f, KILN_KIR_ABS, x.re)),
-             bin(f, KILN_KIR_MUL, half, c_abs(f, x.re, x.im))));
+  kiln_kir_value_t *half = cf(f, t, 0.5), *zero = cf(f, t, 0.0), *one = cf(f, t, 1.0);
+  /* s = sqrt(m) sqrt(|re|/2m + sqrt(1 + (n/m)^2)/2), m, n = larger and smaller of |re|, |im|:
+   * no overflow for huge parts (m = 0 gives 0) */
+  kiln_kir_value_t *aa = un(f, KILN_KIR_ABS, x.re), *ab = un(f, KILN_KIR_ABS, x.im);
+  kiln_kir_value_t *m = bin(f, KILN_KIR_MAX, aa, ab), *n = bin(f, KILN_KIR_MIN, aa, ab);
+  kiln_kir_value_t *ms = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_EQ, m, zero), one, m);
+  kiln_kir_value_t *rr = bin(f, KILN_KIR_DIV, n, ms);
+  kiln_kir_value_t *h =
+      un(f, KILN_KIR_SQRT, bin(f, KILN_KIR_ADD, one, bin(f, KILN_KIR_MUL, rr, rr)));
+  kiln_kir_value_t *k =
+      bin(f, KILN_KIR_MUL, half, bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_DIV, aa, ms), h));
+  kiln_kir_value_t *s = bin(f, KILN_KIR_MUL, un(f, KILN_KIR_SQRT, m), un(f, KILN_KIR_SQRT, k));
   kiln_kir_value_t *q = bin(f, KILN_KIR_DIV, x.im, bin(f, KILN_KIR_ADD, s, s));
   kiln_kir_value_t *pos = kiln_kir_cmp(B, KILN_KIR_CMP_GE, x.re, zero);
   kiln_kir_value_t *neg_im = kiln_kir_cmp(B, KILN_KIR_CMP_LT, x.im, zero);
@@ -454,8 +471,17 @@ static cval_t c_sqrt(kiln_elemental_fn_t *f, cval_t x) {
   kiln_kir_value_t *im_inf = kiln_kir_cmp(B, KILN_KIR_CMP_EQ, un(f, KILN_KIR_ABS, x.im), inf);
   cval_t r = {kiln_kir_select(B, pos, s, un(f, KILN_KIR_ABS, q)),
               kiln_kir_select(B, pos, q, kiln_kir_select(B, neg_im, un(f, KILN_KIR_NEG, s), s))};
-  r.re = kiln_kir_select(B, im_inf, inf, kiln_kir_select(B, is0, zero, r.re));
-  r.im = kiln_kir_select(B, im_inf, x.im, kiln_kir_select(B, is0, x.im, r.im));
+  /* re = +inf: (inf, +-0); re = -inf: (0, +-inf) (the sign of im); |im| = inf: (inf, im) */
+  kiln_kir_value_t *pinf = kiln_kir_cmp(B, KILN_KIR_CMP_EQ, x.re, inf);
+  kiln_kir_value_t *ninf = kiln_kir_cmp(B, KILN_KIR_CMP_EQ, x.re, un(f, KILN_KIR_NEG, inf));
+  kiln_kir_value_t *sinf = kiln_kir_select(B, neg_im, un(f, KILN_KIR_NEG, inf), inf);
+  r.re = kiln_kir_select(B, is0, zero, r.re);
+  r.im = kiln_kir_select(B, is0, x.im, r.im);
+  r.re = kiln_kir_select(B, pinf, inf, kiln_kir_select(B, ninf, zero, r.re));
+  r.im = kiln_kir_select(B, pinf, bin(f, KILN_KIR_MUL, x.im, zero),
+                         kiln_kir_select(B, ninf, sinf, r.im));
+  r.re = kiln_kir_select(B, im_inf, inf, r.re);
+  r.im = kiln_kir_select(B, im_inf, x.im, r.im);
   return r;
 }
 
