@@ -172,6 +172,9 @@ bool kiln_eval_solver_config(const kiln_hlo_instruction_t *in, kiln_solver_confi
 /* xla_builder.matrix.Einsum's backend_config "ab,bc->ac" (one or two operands, letters):
  * each operand's labels and the result's; false when malformed or the ranks differ. */
 #define KILN_EINSUM_MAX_LABELS 16
+/* xla_builder.prng.ScramblePhiloxKey's fixed Philox key. */
+#define KILN_EVAL_PHILOX_SCRAMBLE_KEY0 0x3ec8f720u
+#define KILN_EVAL_PHILOX_SCRAMBLE_KEY1 0x02461e29u
 /* TopK / PartialReduce: a comparator whose root is compare(param 0, param 1) orders GT
  * (*largest) or LT; false for any other comparator. */
 bool kiln_eval_topk_comparator(const kiln_hlo_computation_t *c, bool *largest);

@@ -264,6 +264,62 @@ static kiln_status top_k(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
                        (*out)->tuple_elements[1]);
 }
 
+/* xla_builder.prng.ScramblePhiloxKey: Philox4x32-10 of (lo, 0, hi, 0) under XLA's fixed key;
+ * output words 0 and 1 as the u64. */
+static kiln_status scramble_philox_key(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
+                                       kiln_literal_t *const *ops, kiln_literal_t **out) {
+  if (in->num_operands != 1 || ops[0]->shape->type != KILN_U64 ||
+      !kiln_shape_compatible(ops[0]->shape, in->shape))
+    return kiln_status_make(KILN_INVALID_ARGUMENT,
+                            "custom call %s (xla_builder.prng.ScramblePhiloxKey): expected a u64 "
+                            "key of the result's shape",
+                            in->name);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
+  for (int64_t i = 0; i < ops[0]->num_elements; i++) {
+    uint64_t key = kiln_literal_get_u64(ops[0], i);
+    uint32_t x[4] = {(uint32_t)key, 0, (uint32_t)(key >> 32), 0};
+    uint32_t k0 = KILN_EVAL_PHILOX_SCRAMBLE_KEY0, k1 = KILN_EVAL_PHILOX_SCRAMBLE_KEY1;
+    for (int round = 0; round < 10; round++) {
+      uint64_t p0 = (uint64_t)x[0] * 0xD2511F53u, p1 = (uint64_t)x[2] * 0xCD9E8D57u;
+      uint32_t y[4] = {(uint32_t)(p1 >> 32) ^ x[1] ^ k0, (uint32_t)p1,
+                       (uint32_t)(p0 >> 32) ^ x[3] ^ k1, (uint32_t)p0};
+      memcpy(x, y, sizeof x);
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    kiln_literal_set_u64(*out, i, (uint64_t)x[0] | (uint64_t)x[1] << 32);
+  }
+  return NULL;
+}
+
+/* SliceToDynamic(x, sizes...) -> x and PadToStatic(x) -> (x, its dims): every dynamic
+ * dimension at its bound, as set-dimension-size and get-dimension-size take them. */
+static kiln_status dynamic_padding(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
+                                   kiln_literal_t *const *ops, kiln_literal_t **out) {
+  bool slice = !strcmp(in->custom_call_target, "SliceToDynamic");
+  const kiln_shape_t *xs = ops[0]->shape;
+  kiln_shape_t *data = slice ? in->shape
+                       : kiln_shape_is_tuple(in->shape) && in->shape->num_elements == 1 + xs->rank
+                           ? in->shape->elements[0]
+                           : NULL;
+  if (in->num_operands != (slice ? 1 + xs->rank : 1) || !data || !kiln_shape_is_array(data) ||
+      !kiln_shape_compatible(data, xs))
+    return kiln_status_make(KILN_INVALID_ARGUMENT,
+                            "custom call %s (%s): the data must keep the operand's bounds",
+                            in->name, in->custom_call_target);
+  if (slice) return kiln_eval_literal_view(ctx, in->shape, ops[0], out);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
+  memcpy((*out)->tuple_elements[0]->data, ops[0]->data, (size_t)kiln_shape_byte_size(data));
+  for (int d = 0; d < xs->rank; d++) {
+    kiln_literal_t *size = (*out)->tuple_elements[1 + d];
+    if (size->num_elements != 1)
+      return kiln_status_make(KILN_INVALID_ARGUMENT,
+                              "custom call %s (PadToStatic): sizes must be scalars", in->name);
+    kiln_literal_set_s64(size, 0, xs->dims[d]);
+  }
+  return NULL;
+}
+
 /* ---- jaxlib's solver targets (cusolver_potrf, cublas_trsm_batched, cublas_getrf_batched) ---- */
 
 /* The bytes of an opaque backend_config kept as its escaped text ("\001\000..."); the
@@ -703,10 +759,14 @@ kiln_status kiln_eval_custom_call(kiln_eval_ctx_t *ctx, const kiln_hlo_instructi
     }
   }
   if (!strcmp(t, "xla_builder.math.NextAfter")) return next_after(ctx, in, ops, out);
+  if (!strcmp(t, "xla_builder.prng.ScramblePhiloxKey"))
+    return scramble_philox_key(ctx, in, ops, out);
   if (!strcmp(t, "xla_builder.matrix.Einsum")) return einsum(ctx, in, ops, out);
   if (!strcmp(t, "xla_builder.tridiagonal.TridiagonalSolver"))
     return tridiagonal(ctx, in, ops, out);
   if (!strcmp(t, "TopK") || !strcmp(t, "PartialReduce")) return top_k(ctx, in, ops, out);
+  if (!strcmp(t, "SliceToDynamic") || !strcmp(t, "PadToStatic"))
+    return dynamic_padding(ctx, in, ops, out);
   kiln_solver_config_t sc;
   if (kiln_eval_solver_config(in, &sc)) {
     if (sc.kind == KILN_SOLVER_POTRF) return potrf(ctx, in, &sc, ops, out);

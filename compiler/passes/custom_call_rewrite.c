@@ -635,6 +635,75 @@ static kiln_hlo_instruction_t *tridiagonal(kiln_builder_t *b, kiln_hlo_instructi
   return x;
 }
 
+static kiln_hlo_instruction_t *usplat(kiln_builder_t *b, kiln_elem_type_t t, uint64_t v,
+                                      const kiln_hlo_instruction_t *like) {
+  return kiln_builder_splat(b, kiln_builder_const_u64(b, t, v), like);
+}
+
+/* xla_builder.prng.ScramblePhiloxKey(key u64) -> Philox4x32-10 of the counter (lo, 0, hi, 0)
+ * of the key's 32-bit halves under XLA's fixed key, words 0 and 1 joined as the new u64. */
+static kiln_hlo_instruction_t *scramble_philox_key(kiln_builder_t *b, kiln_hlo_instruction_t *in) {
+  kiln_hlo_instruction_t *key = in->operands[0];
+  if (in->num_operands != 1 || key->shape->type != KILN_U64 || !same_array(key->shape, in->shape))
+    return NULL;
+  kiln_hlo_instruction_t *x[4];
+  x[0] = kiln_builder_convert(b, key, KILN_U32);
+  x[1] = usplat(b, KILN_U32, 0, key);
+  x[2] = kiln_builder_convert(b, BIN(SHIFT_RIGHT_LOGICAL, key, usplat(b, KILN_U64, 32, key)),
+                              KILN_U32);
+  x[3] = x[1];
+  uint32_t k0 = KILN_EVAL_PHILOX_SCRAMBLE_KEY0, k1 = KILN_EVAL_PHILOX_SCRAMBLE_KEY1;
+  kiln_hlo_instruction_t *c32 = usplat(b, KILN_U64, 32, key);
+  for (int round = 0; round < 10; round++) {
+    kiln_hlo_instruction_t *p0 = BIN(MULTIPLY, kiln_builder_convert(b, x[0], KILN_U64),
+                                     usplat(b, KILN_U64, 0xD2511F53u, key));
+    kiln_hlo_instruction_t *p1 = BIN(MULTIPLY, kiln_builder_convert(b, x[2], KILN_U64),
+                                     usplat(b, KILN_U64, 0xCD9E8D57u, key));
+    kiln_hlo_instruction_t *y[4] = {
+        BIN(XOR,
+            BIN(XOR, kiln_builder_convert(b, BIN(SHIFT_RIGHT_LOGICAL, p1, c32), KILN_U32), x[1]),
+            usplat(b, KILN_U32, k0, key)),
+        kiln_builder_convert(b, p1, KILN_U32),
+        BIN(XOR,
+            BIN(XOR, kiln_builder_convert(b, BIN(SHIFT_RIGHT_LOGICAL, p0, c32), KILN_U32), x[3]),
+            usplat(b, KILN_U32, k1, key)),
+        kiln_builder_convert(b, p0, KILN_U32)};
+    memcpy(x, y, sizeof x);
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  kiln_hlo_instruction_t *r = BIN(OR, kiln_builder_convert(b, x[0], KILN_U64),
+                                  BIN(SHIFT_LEFT, kiln_builder_convert(b, x[1], KILN_U64), c32));
+  if (r) r->shape = in->shape;
+  return r;
+}
+
+/* Dynamic shapes as kiln models them (every dynamic dimension at its bound, as the pass
+ * dynamic_shape_remover and the evaluator's set-dimension-size / get-dimension-size take
+ * them): SliceToDynamic(x, sizes...) -> x; PadToStatic(x) -> (x, the bounds as s32). */
+static kiln_hlo_instruction_t *dynamic_padding(kiln_builder_t *b, kiln_hlo_instruction_t *in) {
+  kiln_hlo_instruction_t *x = in->operands[0];
+  if (!strcmp(in->custom_call_target, "SliceToDynamic")) {
+    if (!kiln_shape_is_array(x->shape) || in->num_operands != 1 + x->shape->rank ||
+        !same_array(x->shape, in->shape))
+      return NULL;
+    return kiln_builder_op(b, KILN_OP_COPY, in->shape, 1, &x);
+  }
+  int r = x->shape->rank;
+  if (in->num_operands != 1 || !kiln_shape_is_array(x->shape) || !kiln_shape_is_tuple(in->shape) ||
+      in->shape->num_elements != 1 + r || r > 7 || !same_array(x->shape, in->shape->elements[0]))
+    return NULL;
+  kiln_hlo_instruction_t *outs[8] = {
+      kiln_builder_op(b, KILN_OP_COPY, in->shape->elements[0], 1, &x)};
+  for (int d = 0; d < r; d++) {
+    const kiln_shape_t *s = in->shape->elements[1 + d];
+    if (!kiln_shape_is_array(s) || s->rank != 0 || !kiln_elem_type_is_integral(s->type))
+      return NULL;
+    outs[1 + d] = kiln_builder_const_u64(b, s->type, (uint64_t)x->shape->dims[d]);
+  }
+  return tuple_with_zeros(b, in, 1 + r, outs);
+}
+
 /* TopK -> topk (k from the result, largest from the comparator); PartialReduce (XLA's
  * approximate top-k) -> the exact one: a stable sort of (values, positions) by its
  * comparator along the last dimension, then the first m of both. */
@@ -738,6 +807,8 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
   if (!strncmp(t, "xla_builder.", 12)) {
     kiln_hlo_computation_t *callee = kiln_hlo_instruction_called(in, "called_computations");
     if (!callee && !strcmp(t, "xla_builder.math.NextAfter")) return next_after(b, in);
+    if (!callee && !strcmp(t, "xla_builder.prng.ScramblePhiloxKey"))
+      return scramble_philox_key(b, in);
     if (!callee && !strcmp(t, "xla_builder.matrix.Einsum")) return einsum(b, in);
     if (!callee && !strcmp(t, "xla_builder.tridiagonal.TridiagonalSolver"))
       return tridiagonal(b, in);
@@ -751,6 +822,7 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
   if (!strcmp(t, "cuda_threefry2x32")) return threefry(b, in);
   if (kiln_eval_is_gemm_target(t)) return gemm(b, in);
   if (!strcmp(t, "TopK") || !strcmp(t, "PartialReduce")) return top_k(b, in);
+  if (!strcmp(t, "SliceToDynamic") || !strcmp(t, "PadToStatic")) return dynamic_padding(b, in);
   kiln_solver_config_t sc;
   if (kiln_eval_solver_config(in, &sc))
     return sc.kind == KILN_SOLVER_POTRF  ? potrf(b, in, &sc)
