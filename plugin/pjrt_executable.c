@@ -12,7 +12,9 @@
 #include "base/log.h"
 #include "base/str.h"
 #include "compiler/passes/buffer_assignment.h"
+#include "ffi/ffi_api.h"
 #include "plugin/compile_cache.h"
+#include "plugin/pjrt_ffi_ext.h"
 #include "runtime/cuda/cuda_device.h"
 
 /* ---- the entry signature ---- */
@@ -420,7 +422,18 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
       if (!s) ptrs[i] = st[i].copy->ptr;
     }
   }
-  if (!s) s = kiln_executable_run(x, stream, ptrs, sizes, np, kout);
+  if (!s) {
+    /* XLA's run id: the launch id when the caller gives one (it ties the devices of one
+     * launch together), else a fresh one; the execute context's FFI user data. */
+    kiln_run_info_t run = {0, NULL, 0};
+    if (opts && KILN_PJRT_HAS(opts, launch_id)) run.run_id = opts->launch_id;
+    kiln_ffi_user_data_t *ud = NULL;
+    if (opts && KILN_PJRT_HAS(opts, context))
+      ud = kiln_pjrt_execute_context_user_data(opts->context, &run.num_user_data);
+    run.user_data = ud;
+    s = kiln_executable_run_with(x, stream, ptrs, sizes, np, kout, &run);
+    kiln_free(ud);
+  }
   if (stream) kiln_pjrt_device_stream_release(dev, stream);
   if (!s) {
     /* Reads are done: let go of the held arguments before wrapping the outputs. */
