@@ -107,6 +107,12 @@ static kiln_status signature(PJRT_Executable *e) {
     e->output_memory_kinds[i] = "device";
     e->output_memory_kind_sizes[i] = strlen("device");
   }
+  e->param_memory_kinds = kiln_calloc((size_t)np + 1, sizeof(char *));
+  e->param_memory_kind_sizes = kiln_calloc((size_t)np + 1, sizeof(size_t));
+  for (int32_t i = 0; i < np; i++) {
+    e->param_memory_kinds[i] = "device";
+    e->param_memory_kind_sizes[i] = strlen("device");
+  }
   /* Donation: input_output_alias maps an output leaf to a parameter leaf. */
   e->param_output = kiln_malloc(((size_t)np + 1) * sizeof(int32_t));
   e->output_param = kiln_malloc(((size_t)no + 1) * sizeof(int32_t));
@@ -147,6 +153,8 @@ static void executable_free(PJRT_Executable *e) {
   kiln_free(e->output_dim_sizes);
   kiln_free(e->output_memory_kinds);
   kiln_free(e->output_memory_kind_sizes);
+  kiln_free(e->param_memory_kinds);
+  kiln_free(e->param_memory_kind_sizes);
   kiln_free(e->param_output);
   kiln_free(e->output_param);
   kiln_free(e->devices);
@@ -593,6 +601,16 @@ static PJRT_Error *exec_output_memory_kinds(PJRT_Executable_OutputMemoryKinds_Ar
   return NULL;
 }
 
+/* Per parameter leaf (what Execute takes as arguments): kiln puts every one in device
+ * memory. */
+static PJRT_Error *exec_param_memory_kinds(PJRT_Executable_ParameterMemoryKinds_Args *args) {
+  EXEC_ARG("PJRT_Executable_ParameterMemoryKinds", args, memory_kind_sizes);
+  args->num_parameters = (size_t)args->executable->num_params;
+  args->memory_kinds = args->executable->param_memory_kinds;
+  args->memory_kind_sizes = args->executable->param_memory_kind_sizes;
+  return NULL;
+}
+
 static PJRT_Error *exec_fingerprint(PJRT_Executable_Fingerprint_Args *args) {
   EXEC_ARG("PJRT_Executable_Fingerprint", args, executable_fingerprint_size);
   args->executable_fingerprint = args->executable->fingerprint;
@@ -772,6 +790,18 @@ static PJRT_Error *loaded_devices(PJRT_LoadedExecutable_AddressableDevices_Args 
   return NULL;
 }
 
+/* One replica, one partition: the device it runs on is (0, 0). */
+static PJRT_Error *loaded_logical_ids(
+    PJRT_LoadedExecutable_AddressableDeviceLogicalIds_Args *args) {
+  EXEC_ARG("PJRT_LoadedExecutable_AddressableDeviceLogicalIds", args,
+           num_addressable_device_logical_ids);
+  args->executable->logical_id.replica = 0;
+  args->executable->logical_id.partition = 0;
+  args->addressable_device_logical_ids = &args->executable->logical_id;
+  args->num_addressable_device_logical_ids = 1;
+  return NULL;
+}
+
 static PJRT_Error *loaded_delete(PJRT_LoadedExecutable_Delete_Args *args) {
   EXEC_ARG("PJRT_LoadedExecutable_Delete", args, executable);
   atomic_store(&args->executable->deleted, true);
@@ -833,6 +863,7 @@ void kiln_pjrt_fill_executable(PJRT_Api *api) {
   api->PJRT_Executable_OutputElementTypes = exec_output_types;
   api->PJRT_Executable_OutputDimensions = exec_output_dims;
   api->PJRT_Executable_OutputMemoryKinds = exec_output_memory_kinds;
+  api->PJRT_Executable_ParameterMemoryKinds = exec_param_memory_kinds;
   api->PJRT_Executable_Fingerprint = exec_fingerprint;
   api->PJRT_Executable_SizeOfGeneratedCodeInBytes = exec_code_size;
   api->PJRT_Executable_OptimizedProgram = exec_optimized_program;
@@ -842,6 +873,7 @@ void kiln_pjrt_fill_executable(PJRT_Api *api) {
   api->PJRT_LoadedExecutable_Destroy = loaded_destroy;
   api->PJRT_LoadedExecutable_GetExecutable = loaded_get_executable;
   api->PJRT_LoadedExecutable_AddressableDevices = loaded_devices;
+  api->PJRT_LoadedExecutable_AddressableDeviceLogicalIds = loaded_logical_ids;
   api->PJRT_LoadedExecutable_Delete = loaded_delete;
   api->PJRT_LoadedExecutable_IsDeleted = loaded_is_deleted;
   api->PJRT_LoadedExecutable_Execute = loaded_execute;
