@@ -367,7 +367,9 @@ kiln_status kiln_pjrt_buffer_from_storage(PJRT_Device *dev, kiln_pjrt_storage_t 
 }
 
 static kiln_status deleted_error(const char *fn, const PJRT_Buffer *b) {
-  (void)b;
+  if (b && b->error)
+    return kiln_status_make(kiln_status_code(b->error), "%s: the buffer is an error buffer: %s", fn,
+                            kiln_status_message(b->error));
   return kiln_status_make(KILN_FAILED_PRECONDITION, "%s: the buffer was deleted or donated", fn);
 }
 
@@ -591,6 +593,44 @@ static PJRT_Error *Client_CreateUninitializedBuffer(
   return NULL;
 }
 
+#define FN_ERRB "PJRT_Client_CreateErrorBuffer"
+
+/* A buffer of the given shape that holds an error instead of data: its ready event, reads,
+ * copies and executes that take it fail with that error (as XLA's error buffers). */
+static PJRT_Error *Client_CreateErrorBuffer(PJRT_Client_CreateErrorBuffer_Args *args) {
+  KILN_PJRT_ARGS(FN_ERRB, args, buffer);
+  args->buffer = NULL;
+  PJRT_Client *c = args->client;
+  if (!c) return ERR(KILN_INVALID_ARGUMENT, FN_ERRB ": client is NULL");
+  if (args->error_code == PJRT_Error_Code_OK || (int)args->error_code > KILN_UNAUTHENTICATED)
+    return ERR(KILN_INVALID_ARGUMENT, FN_ERRB ": error_code %d is not an error",
+               (int)args->error_code);
+  if (args->shape_num_dims > 64)
+    return ERR(KILN_INVALID_ARGUMENT, FN_ERRB ": shape_num_dims %zu is above 64",
+               args->shape_num_dims);
+  int32_t rank = (int32_t)args->shape_num_dims;
+  size_t elem;
+  uint64_t size;
+  kiln_status s =
+      dense_size(FN_ERRB, args->shape_element_type, args->shape_dims, rank, &elem, &size);
+  PJRT_Device *dev = NULL;
+  int32_t kind = 0;
+  if (!s) s = resolve_target(FN_ERRB, c, NULL, args->memory, &dev, &kind);
+  int64_t m2m[64];
+  default_m2m(rank, m2m);
+  if (!s && args->shape_layout)
+    s = parse_layout(FN_ERRB, "shape_layout", args->shape_layout, rank, args->shape_dims, elem,
+                     m2m);
+  if (s) return kiln_pjrt_error_from_status(s);
+  PJRT_Buffer *b =
+      buffer_new(dev, kind, NULL, args->shape_element_type, args->shape_dims, rank, m2m, 0);
+  b->error = kiln_status_make((kiln_status_code_t)args->error_code, "%.*s",
+                              args->error_message ? (int)args->error_message_size : 0,
+                              args->error_message ? args->error_message : "");
+  args->buffer = b;
+  return NULL;
+}
+
 #define FN_VIEW "PJRT_Client_CreateViewOfDeviceBuffer"
 
 static PJRT_Error *Client_CreateViewOfDeviceBuffer(
@@ -652,6 +692,7 @@ static PJRT_Error *Buffer_Destroy(PJRT_Buffer_Destroy_Args *args) {
   pthread_mutex_destroy(&b->mu);
   kiln_free(b->dims);
   kiln_free(b->minor_to_major);
+  kiln_status_free(b->error);
   kiln_free(b);
   return NULL;
 }
@@ -750,8 +791,9 @@ static PJRT_Error *Buffer_IsOnCpu(PJRT_Buffer_IsOnCpu_Args *args) {
 static PJRT_Error *Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args *args) {
   KILN_PJRT_ARGS("PJRT_Buffer_ReadyEvent", args, event);
   BUF("PJRT_Buffer_ReadyEvent", args->buffer);
+  PJRT_Buffer *b = args->buffer;
   args->event = kiln_pjrt_event_ready(
-      is_deleted(args->buffer) ? deleted_error("PJRT_Buffer_ReadyEvent", NULL) : NULL);
+      is_deleted(b) || b->error ? deleted_error("PJRT_Buffer_ReadyEvent", b) : NULL);
   return NULL;
 }
 
@@ -906,6 +948,63 @@ static PJRT_Error *Buffer_CopyRawToHost(PJRT_Buffer_CopyRawToHost_Args *args) {
   return NULL;
 }
 
+#define FN_RAWF "PJRT_Buffer_CopyRawToHostFuture"
+
+/* A copy to host that waits for the caller's destination: the storage is kept (one
+ * reference) until the caller's future_ready_callback names dst, or an error. */
+typedef struct raw_future {
+  kiln_pjrt_storage_t *storage;
+  uint64_t offset, size;
+  PJRT_Event *event;
+} raw_future_t;
+
+static void raw_future_ready(PJRT_Buffer_CopyRawToHostFuture_Callback_Args *args) {
+  if (!args || !args->callback_data) return;
+  raw_future_t *f = args->callback_data;
+  kiln_status s = NULL;
+  if (args->error_code != PJRT_Error_Code_OK)
+    s = kiln_status_make((kiln_status_code_t)args->error_code,
+                         FN_RAWF ": the destination failed: %.*s",
+                         args->error_message ? (int)args->error_message_size : 0,
+                         args->error_message ? args->error_message : "");
+  else if (!args->dst && f->size)
+    s = kiln_status_make(KILN_INVALID_ARGUMENT, FN_RAWF ": dst is NULL");
+  else
+    s = storage_read(f->storage, f->offset, args->dst, f->size);
+  kiln_pjrt_storage_unref(f->storage);
+  kiln_pjrt_event_complete(f->event, s);
+  kiln_free(f);
+}
+
+static PJRT_Error *Buffer_CopyRawToHostFuture(PJRT_Buffer_CopyRawToHostFuture_Args *args) {
+  KILN_PJRT_ARGS(FN_RAWF, args, future_ready_callback);
+  args->event = NULL;
+  args->callback_data = NULL;
+  args->future_ready_callback = NULL;
+  PJRT_Buffer *b = args->buffer;
+  BUF(FN_RAWF, b);
+  if (args->offset < 0 || args->transfer_size < 0 ||
+      (uint64_t)args->offset + (uint64_t)args->transfer_size > b->on_device_size)
+    return ERR(KILN_INVALID_ARGUMENT,
+               FN_RAWF ": bytes %lld..%lld are outside the buffer's %llu bytes",
+               (long long)args->offset, (long long)(args->offset + args->transfer_size),
+               (unsigned long long)b->on_device_size);
+  pthread_mutex_lock(&b->mu);
+  kiln_pjrt_storage_t *st = b->deleted ? NULL : b->storage;
+  if (st) atomic_fetch_add(&st->refs, 1);
+  pthread_mutex_unlock(&b->mu);
+  if (!st) return kiln_pjrt_error_from_status(deleted_error(FN_RAWF, b));
+  raw_future_t *f = kiln_calloc(1, sizeof(*f));
+  f->storage = st;
+  f->offset = (uint64_t)args->offset;
+  f->size = (uint64_t)args->transfer_size;
+  f->event = kiln_pjrt_event_create();
+  args->event = f->event;
+  args->callback_data = f;
+  args->future_ready_callback = raw_future_ready;
+  return NULL;
+}
+
 /* A copy of `b` in memory kind `kind` of `dev`, same shape and layout. */
 static PJRT_Error *copy_buffer(const char *fn, PJRT_Buffer *b, PJRT_Device *dev, int32_t kind,
                                PJRT_Buffer **out) {
@@ -953,6 +1052,7 @@ static PJRT_Error *Buffer_CopyToMemory(PJRT_Buffer_CopyToMemory_Args *args) {
 void kiln_pjrt_fill_buffer(PJRT_Api *api) {
   api->PJRT_Client_BufferFromHostBuffer = Client_BufferFromHostBuffer;
   api->PJRT_Client_CreateUninitializedBuffer = Client_CreateUninitializedBuffer;
+  api->PJRT_Client_CreateErrorBuffer = Client_CreateErrorBuffer;
   api->PJRT_Client_CreateViewOfDeviceBuffer = Client_CreateViewOfDeviceBuffer;
   api->PJRT_Buffer_Destroy = Buffer_Destroy;
   api->PJRT_Buffer_ElementType = Buffer_ElementType;
@@ -967,6 +1067,7 @@ void kiln_pjrt_fill_buffer(PJRT_Api *api) {
   api->PJRT_Buffer_IsDeleted = Buffer_IsDeleted;
   api->PJRT_Buffer_ToHostBuffer = Buffer_ToHostBuffer;
   api->PJRT_Buffer_CopyRawToHost = Buffer_CopyRawToHost;
+  api->PJRT_Buffer_CopyRawToHostFuture = Buffer_CopyRawToHostFuture;
   api->PJRT_Buffer_CopyToDevice = Buffer_CopyToDevice;
   api->PJRT_Buffer_CopyToMemory = Buffer_CopyToMemory;
   api->PJRT_Buffer_IsOnCpu = Buffer_IsOnCpu;

@@ -202,6 +202,7 @@ struct PJRT_Buffer {
   kiln_pjrt_memory_t *kmemory;           /* `memory` as kiln's memory */
   size_t on_device_size;                 /* bytes of the data (storage may be larger) */
   bool default_layout;                   /* minor_to_major is rank-1 ... 0 */
+  kiln_status error; /* Client_CreateErrorBuffer: what reading it gives (owned); no storage */
 };
 
 /* True when `b`'s device layout is the default dense row-major one (minor_to_major
