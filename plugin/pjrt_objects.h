@@ -182,6 +182,9 @@ typedef struct kiln_pjrt_storage {
   /* CreateViewOfDeviceBuffer: memory owned by the caller, who is told when it is free. */
   void (*on_delete)(void *ptr, void *arg);
   void *on_delete_arg;
+  /* AsyncHostToDeviceTransferManager: set while the caller still fills the memory; readers
+   * of the buffer wait until it is filled (or failed). NULL otherwise. */
+  struct kiln_pjrt_fill *fill;
 } kiln_pjrt_storage_t;
 
 struct PJRT_Buffer {
