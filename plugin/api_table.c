@@ -7,6 +7,7 @@
 #include "ffi/ffi_api.h"
 #include "ffi/ffi_legacy.h"
 #include "kiln/abi_macros.h"
+#include "plugin/pjrt_ffi_ext.h"
 #include "plugin/pjrt_internal.h"
 
 /* The FFI entry points (ffi/ffi_export.c) and the legacy custom-call status setters
@@ -45,6 +46,7 @@ static void build_table(void) {
   kiln_pjrt_fill_buffer(&g_api);
   kiln_pjrt_fill_compile(&g_api);
   kiln_pjrt_fill_executable(&g_api);
+  kiln_pjrt_fill_execute_context(&g_api);
   g_api.extension_start = kiln_pjrt_extensions();
 }
 

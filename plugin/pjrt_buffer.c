@@ -59,8 +59,73 @@ static kiln_pjrt_storage_t *storage_new(PJRT_Device *dev, kiln_device_buffer_t *
   return st;
 }
 
+/* The filling of a storage by an AsyncHostToDeviceTransferManager: `pending` until the last
+ * transfer or an error; ready events asked for meanwhile wait in `waiters`. */
+typedef struct kiln_pjrt_fill {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bool pending;
+  kiln_status error; /* owned */
+  PJRT_Event **waiters;
+  size_t num_waiters, cap_waiters;
+} kiln_pjrt_fill_t;
+
+static kiln_pjrt_fill_t *fill_new(void) {
+  kiln_pjrt_fill_t *f = kiln_calloc(1, sizeof(*f));
+  pthread_mutex_init(&f->mu, NULL);
+  pthread_cond_init(&f->cv, NULL);
+  f->pending = true;
+  return f;
+}
+
+static void fill_free(kiln_pjrt_fill_t *f) {
+  if (!f) return;
+  pthread_cond_destroy(&f->cv);
+  pthread_mutex_destroy(&f->mu);
+  kiln_status_free(f->error);
+  kiln_free(f->waiters);
+  kiln_free(f);
+}
+
+static kiln_status status_copy(const kiln_status s) {
+  return s ? kiln_status_make(kiln_status_code(s), "%s", kiln_status_message(s)) : NULL;
+}
+
+/* Ends the filling (error: taken over, NULL for OK); the waiting events complete. Only the
+ * first end counts. */
+static void fill_end(kiln_pjrt_fill_t *f, kiln_status error) {
+  pthread_mutex_lock(&f->mu);
+  if (!f->pending) {
+    pthread_mutex_unlock(&f->mu);
+    kiln_status_free(error);
+    return;
+  }
+  f->pending = false;
+  f->error = error;
+  PJRT_Event **w = f->waiters;
+  size_t n = f->num_waiters;
+  f->waiters = NULL;
+  f->num_waiters = f->cap_waiters = 0;
+  pthread_cond_broadcast(&f->cv);
+  pthread_mutex_unlock(&f->mu);
+  for (size_t i = 0; i < n; i++) kiln_pjrt_event_complete(w[i], status_copy(error));
+  kiln_free(w);
+}
+
+/* Waits for the filling of `st` (if any) to end: NULL, or a copy of its error. */
+static kiln_status fill_wait(kiln_pjrt_storage_t *st) {
+  kiln_pjrt_fill_t *f = st ? st->fill : NULL;
+  if (!f) return NULL;
+  pthread_mutex_lock(&f->mu);
+  while (f->pending) pthread_cond_wait(&f->cv, &f->mu);
+  kiln_status s = status_copy(f->error);
+  pthread_mutex_unlock(&f->mu);
+  return s;
+}
+
 void kiln_pjrt_storage_unref(kiln_pjrt_storage_t *s) {
   if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return;
+  fill_free(s->fill);
   PJRT_Device *dev = s->device;
   PJRT_Client *c = s->client;
   if (s->on_delete) s->on_delete((void *)(uintptr_t)s->buf->ptr, s->on_delete_arg);
@@ -367,7 +432,9 @@ kiln_status kiln_pjrt_buffer_from_storage(PJRT_Device *dev, kiln_pjrt_storage_t 
 }
 
 static kiln_status deleted_error(const char *fn, const PJRT_Buffer *b) {
-  (void)b;
+  if (b && b->error)
+    return kiln_status_make(kiln_status_code(b->error), "%s: the buffer is an error buffer: %s", fn,
+                            kiln_status_message(b->error));
   return kiln_status_make(KILN_FAILED_PRECONDITION, "%s: the buffer was deleted or donated", fn);
 }
 
@@ -379,9 +446,16 @@ kiln_status kiln_pjrt_buffer_acquire(PJRT_Buffer *b, kiln_devptr_t *ptr, uint64_
     return deleted_error("buffer acquire", b);
   }
   b->holds++;
-  if (ptr) *ptr = b->storage->buf->ptr;
+  kiln_pjrt_storage_t *st = b->storage;
+  if (ptr) *ptr = st->buf->ptr;
   if (size) *size = b->on_device_size;
   pthread_mutex_unlock(&b->mu);
+  /* Memory an async host-to-device transfer still fills: wait for it (held, so it stays). */
+  kiln_status s = fill_wait(st);
+  if (s) {
+    kiln_pjrt_buffer_release(b);
+    return kiln_status_annotate(s, "the buffer's host-to-device transfer failed");
+  }
   return NULL;
 }
 
@@ -591,6 +665,44 @@ static PJRT_Error *Client_CreateUninitializedBuffer(
   return NULL;
 }
 
+#define FN_ERRB "PJRT_Client_CreateErrorBuffer"
+
+/* A buffer of the given shape that holds an error instead of data: its ready event, reads,
+ * copies and executes that take it fail with that error (as XLA's error buffers). */
+static PJRT_Error *Client_CreateErrorBuffer(PJRT_Client_CreateErrorBuffer_Args *args) {
+  KILN_PJRT_ARGS(FN_ERRB, args, buffer);
+  args->buffer = NULL;
+  PJRT_Client *c = args->client;
+  if (!c) return ERR(KILN_INVALID_ARGUMENT, FN_ERRB ": client is NULL");
+  if (args->error_code == PJRT_Error_Code_OK || (int)args->error_code > KILN_UNAUTHENTICATED)
+    return ERR(KILN_INVALID_ARGUMENT, FN_ERRB ": error_code %d is not an error",
+               (int)args->error_code);
+  if (args->shape_num_dims > 64)
+    return ERR(KILN_INVALID_ARGUMENT, FN_ERRB ": shape_num_dims %zu is above 64",
+               args->shape_num_dims);
+  int32_t rank = (int32_t)args->shape_num_dims;
+  size_t elem;
+  uint64_t size;
+  kiln_status s =
+      dense_size(FN_ERRB, args->shape_element_type, args->shape_dims, rank, &elem, &size);
+  PJRT_Device *dev = NULL;
+  int32_t kind = 0;
+  if (!s) s = resolve_target(FN_ERRB, c, NULL, args->memory, &dev, &kind);
+  int64_t m2m[64];
+  default_m2m(rank, m2m);
+  if (!s && args->shape_layout)
+    s = parse_layout(FN_ERRB, "shape_layout", args->shape_layout, rank, args->shape_dims, elem,
+                     m2m);
+  if (s) return kiln_pjrt_error_from_status(s);
+  PJRT_Buffer *b =
+      buffer_new(dev, kind, NULL, args->shape_element_type, args->shape_dims, rank, m2m, 0);
+  b->error = kiln_status_make((kiln_status_code_t)args->error_code, "%.*s",
+                              args->error_message ? (int)args->error_message_size : 0,
+                              args->error_message ? args->error_message : "");
+  args->buffer = b;
+  return NULL;
+}
+
 #define FN_VIEW "PJRT_Client_CreateViewOfDeviceBuffer"
 
 static PJRT_Error *Client_CreateViewOfDeviceBuffer(
@@ -652,6 +764,7 @@ static PJRT_Error *Buffer_Destroy(PJRT_Buffer_Destroy_Args *args) {
   pthread_mutex_destroy(&b->mu);
   kiln_free(b->dims);
   kiln_free(b->minor_to_major);
+  kiln_status_free(b->error);
   kiln_free(b);
   return NULL;
 }
@@ -750,8 +863,32 @@ static PJRT_Error *Buffer_IsOnCpu(PJRT_Buffer_IsOnCpu_Args *args) {
 static PJRT_Error *Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args *args) {
   KILN_PJRT_ARGS("PJRT_Buffer_ReadyEvent", args, event);
   BUF("PJRT_Buffer_ReadyEvent", args->buffer);
-  args->event = kiln_pjrt_event_ready(
-      is_deleted(args->buffer) ? deleted_error("PJRT_Buffer_ReadyEvent", NULL) : NULL);
+  PJRT_Buffer *b = args->buffer;
+  if (is_deleted(b) || b->error) {
+    args->event = kiln_pjrt_event_ready(deleted_error("PJRT_Buffer_ReadyEvent", b));
+    return NULL;
+  }
+  /* Being filled by a transfer manager: ready when the filling ends. */
+  pthread_mutex_lock(&b->mu);
+  kiln_pjrt_fill_t *f = b->storage ? b->storage->fill : NULL;
+  kiln_status done = NULL;
+  PJRT_Event *e = NULL;
+  if (f) {
+    pthread_mutex_lock(&f->mu);
+    if (f->pending) {
+      e = kiln_pjrt_event_create();
+      if (f->num_waiters == f->cap_waiters) {
+        f->cap_waiters = f->cap_waiters ? 2 * f->cap_waiters : 4;
+        f->waiters = kiln_realloc(f->waiters, f->cap_waiters * sizeof(*f->waiters));
+      }
+      f->waiters[f->num_waiters++] = e;
+    } else {
+      done = status_copy(f->error);
+    }
+    pthread_mutex_unlock(&f->mu);
+  }
+  pthread_mutex_unlock(&b->mu);
+  args->event = e ? e : kiln_pjrt_event_ready(done);
   return NULL;
 }
 
@@ -906,6 +1043,262 @@ static PJRT_Error *Buffer_CopyRawToHost(PJRT_Buffer_CopyRawToHost_Args *args) {
   return NULL;
 }
 
+/* ---- AsyncHostToDeviceTransferManager ------------------------------------------------ */
+
+/* Buffers made up front and filled by the caller's TransferData calls (jax.device_put);
+ * readers of a buffer wait until its last transfer (or an error). Transfers are synchronous
+ * copies. Thread-safety: calls on one manager are serialized by its mutex. */
+typedef struct h2d_slot {
+  PJRT_Buffer *buffer;          /* until retrieved */
+  kiln_pjrt_storage_t *storage; /* one reference */
+  uint64_t size;
+} h2d_slot_t;
+
+struct PJRT_AsyncHostToDeviceTransferManager {
+  pthread_mutex_t mu;
+  PJRT_Device *device;
+  h2d_slot_t *slots;
+  size_t n;
+};
+
+#define FN_H2D "PJRT_Client_CreateBuffersForAsyncHostToDevice"
+
+static void h2d_free(PJRT_AsyncHostToDeviceTransferManager *m) {
+  for (size_t i = 0; i < m->n; i++) {
+    h2d_slot_t *s = &m->slots[i];
+    if (s->storage && s->storage->fill)
+      fill_end(s->storage->fill,
+               kiln_status_make(KILN_CANCELLED,
+                                "the transfer manager was destroyed before buffer %zu was "
+                                "filled",
+                                i));
+    kiln_pjrt_storage_unref(s->storage);
+    if (s->buffer) {
+      PJRT_Buffer_Destroy_Args d = {PJRT_Buffer_Destroy_Args_STRUCT_SIZE, NULL, s->buffer};
+      (void)Buffer_Destroy(&d); /* never fails on a valid struct */
+    }
+  }
+  pthread_mutex_destroy(&m->mu);
+  kiln_free(m->slots);
+  kiln_free(m);
+}
+
+static PJRT_Error *Client_CreateBuffersForAsyncHostToDevice(
+    PJRT_Client_CreateBuffersForAsyncHostToDevice_Args *args) {
+  KILN_PJRT_ARGS(FN_H2D, args, transfer_manager);
+  args->transfer_manager = NULL;
+  PJRT_Client *c = args->client;
+  if (!c) return ERR(KILN_INVALID_ARGUMENT, FN_H2D ": client is NULL");
+  if (!args->shape_specs && args->num_shape_specs)
+    return ERR(KILN_INVALID_ARGUMENT, FN_H2D ": shape_specs is NULL");
+  if (args->device_layouts && args->num_device_layouts != args->num_shape_specs)
+    return ERR(KILN_INVALID_ARGUMENT, FN_H2D ": %zu device layouts for %zu shapes",
+               args->num_device_layouts, args->num_shape_specs);
+  PJRT_Device *dev = NULL;
+  int32_t kind = 0;
+  kiln_status s = resolve_target(FN_H2D, c, NULL, args->memory, &dev, &kind);
+  if (s) return kiln_pjrt_error_from_status(s);
+  PJRT_AsyncHostToDeviceTransferManager *m = kiln_calloc(1, sizeof(*m));
+  pthread_mutex_init(&m->mu, NULL);
+  m->device = dev;
+  m->slots = kiln_calloc(args->num_shape_specs + 1, sizeof(*m->slots));
+  for (size_t i = 0; i < args->num_shape_specs && !s; i++) {
+    const PJRT_ShapeSpec *sp = &args->shape_specs[i];
+    if (sp->num_dims > 64) {
+      s = KILN_ERR_INVALID(FN_H2D ": shape %zu has %zu dims (at most 64)", i, sp->num_dims);
+      break;
+    }
+    int32_t rank = (int32_t)sp->num_dims;
+    size_t elem;
+    uint64_t size;
+    int64_t m2m[64];
+    default_m2m(rank, m2m);
+    s = dense_size(FN_H2D, sp->element_type, sp->dims, rank, &elem, &size);
+    if (!s && args->device_layouts && args->device_layouts[i])
+      s = parse_layout(FN_H2D, "device_layouts", args->device_layouts[i], rank, sp->dims, elem,
+                       m2m);
+    kiln_pjrt_storage_t *st = NULL;
+    if (!s) s = storage_alloc(dev, kind, size, &st);
+    if (s) break;
+    st->fill = fill_new();
+    atomic_fetch_add(&st->refs, 1); /* the manager's */
+    m->slots[i].storage = st;
+    m->slots[i].size = size;
+    m->slots[i].buffer = buffer_new(dev, kind, st, sp->element_type, sp->dims, rank, m2m, size);
+    m->n = i + 1;
+  }
+  if (s) {
+    h2d_free(m);
+    return kiln_pjrt_error_from_status(s);
+  }
+  args->transfer_manager = m;
+  return NULL;
+}
+
+#define H2D_ARGS(fn, args, last)  \
+  KILN_PJRT_ARGS(fn, args, last); \
+  if (!(args)->transfer_manager)  \
+  return ERR(KILN_INVALID_ARGUMENT, "%s: transfer_manager is NULL", fn)
+
+#define H2D_INDEX(fn, m, i)             \
+  if ((i) < 0 || (size_t)(i) >= (m)->n) \
+  return ERR(KILN_INVALID_ARGUMENT, "%s: buffer_index %d is outside [0, %zu)", fn, (int)(i), (m)->n)
+
+static PJRT_Error *H2D_Destroy(PJRT_AsyncHostToDeviceTransferManager_Destroy_Args *args) {
+  KILN_PJRT_ARGS("PJRT_AsyncHostToDeviceTransferManager_Destroy", args, transfer_manager);
+  if (args->transfer_manager) h2d_free(args->transfer_manager);
+  return NULL;
+}
+
+#define FN_TD "PJRT_AsyncHostToDeviceTransferManager_TransferData"
+
+static PJRT_Error *H2D_TransferData(PJRT_AsyncHostToDeviceTransferManager_TransferData_Args *args) {
+  H2D_ARGS(FN_TD, args, done_with_h2d_transfer);
+  args->done_with_h2d_transfer = NULL;
+  PJRT_AsyncHostToDeviceTransferManager *m = args->transfer_manager;
+  H2D_INDEX(FN_TD, m, args->buffer_index);
+  h2d_slot_t *sl = &m->slots[args->buffer_index];
+  if (args->offset < 0 || args->transfer_size < 0 ||
+      (uint64_t)args->offset + (uint64_t)args->transfer_size > sl->size)
+    return ERR(KILN_INVALID_ARGUMENT, FN_TD ": bytes %lld..%lld are outside buffer %d's %llu",
+               (long long)args->offset, (long long)(args->offset + args->transfer_size),
+               args->buffer_index, (unsigned long long)sl->size);
+  if (!args->data && args->transfer_size) return ERR(KILN_INVALID_ARGUMENT, FN_TD ": data is NULL");
+  pthread_mutex_lock(&m->mu);
+  kiln_pjrt_fill_t *f = sl->storage->fill;
+  pthread_mutex_lock(&f->mu);
+  bool open = f->pending;
+  pthread_mutex_unlock(&f->mu);
+  kiln_status s = open ? storage_write(sl->storage, (uint64_t)args->offset, args->data,
+                                       (uint64_t)args->transfer_size)
+                       : kiln_status_make(KILN_FAILED_PRECONDITION,
+                                          FN_TD ": buffer %d was already completed or failed",
+                                          args->buffer_index);
+  if (!s && args->is_last_transfer) fill_end(f, NULL);
+  pthread_mutex_unlock(&m->mu);
+  if (s) return kiln_pjrt_error_from_status(s);
+  /* The copy is done: the caller's data may be reused now. */
+  args->done_with_h2d_transfer = kiln_pjrt_event_ready(NULL);
+  return NULL;
+}
+
+static PJRT_Error *H2D_RetrieveBuffer(
+    PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args *args) {
+  const char *fn = "PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer";
+  H2D_ARGS(fn, args, buffer_out);
+  args->buffer_out = NULL;
+  PJRT_AsyncHostToDeviceTransferManager *m = args->transfer_manager;
+  H2D_INDEX(fn, m, args->buffer_index);
+  pthread_mutex_lock(&m->mu);
+  PJRT_Buffer *b = m->slots[args->buffer_index].buffer;
+  m->slots[args->buffer_index].buffer = NULL;
+  pthread_mutex_unlock(&m->mu);
+  if (!b)
+    return ERR(KILN_FAILED_PRECONDITION, "%s: buffer %d was already retrieved", fn,
+               args->buffer_index);
+  args->buffer_out = b;
+  return NULL;
+}
+
+static PJRT_Error *H2D_Device(PJRT_AsyncHostToDeviceTransferManager_Device_Args *args) {
+  H2D_ARGS("PJRT_AsyncHostToDeviceTransferManager_Device", args, device_out);
+  args->device_out = args->transfer_manager->device;
+  return NULL;
+}
+
+static PJRT_Error *H2D_BufferCount(PJRT_AsyncHostToDeviceTransferManager_BufferCount_Args *args) {
+  H2D_ARGS("PJRT_AsyncHostToDeviceTransferManager_BufferCount", args, buffer_count);
+  args->buffer_count = args->transfer_manager->n;
+  return NULL;
+}
+
+static PJRT_Error *H2D_BufferSize(PJRT_AsyncHostToDeviceTransferManager_BufferSize_Args *args) {
+  const char *fn = "PJRT_AsyncHostToDeviceTransferManager_BufferSize";
+  H2D_ARGS(fn, args, buffer_size);
+  H2D_INDEX(fn, args->transfer_manager, args->buffer_index);
+  args->buffer_size = (size_t)args->transfer_manager->slots[args->buffer_index].size;
+  return NULL;
+}
+
+static PJRT_Error *H2D_SetBufferError(
+    PJRT_AsyncHostToDeviceTransferManager_SetBufferError_Args *args) {
+  const char *fn = "PJRT_AsyncHostToDeviceTransferManager_SetBufferError";
+  H2D_ARGS(fn, args, error_message_size);
+  PJRT_AsyncHostToDeviceTransferManager *m = args->transfer_manager;
+  H2D_INDEX(fn, m, args->buffer_index);
+  if (args->error_code == PJRT_Error_Code_OK)
+    return ERR(KILN_INVALID_ARGUMENT, "%s: error_code is OK", fn);
+  fill_end(m->slots[args->buffer_index].storage->fill,
+           kiln_status_make((kiln_status_code_t)args->error_code, "%.*s",
+                            args->error_message ? (int)args->error_message_size : 0,
+                            args->error_message ? args->error_message : ""));
+  return NULL;
+}
+
+/* Metadata is a hint for the transfer (XLA passes it to its device layer): kiln has no use
+ * for it and accepts it. */
+static PJRT_Error *H2D_AddMetadata(PJRT_AsyncHostToDeviceTransferManager_AddMetadata_Args *args) {
+  H2D_ARGS("PJRT_AsyncHostToDeviceTransferManager_AddMetadata", args, num_metadata);
+  return NULL;
+}
+
+#define FN_RAWF "PJRT_Buffer_CopyRawToHostFuture"
+
+/* A copy to host that waits for the caller's destination: the storage is kept (one
+ * reference) until the caller's future_ready_callback names dst, or an error. */
+typedef struct raw_future {
+  kiln_pjrt_storage_t *storage;
+  uint64_t offset, size;
+  PJRT_Event *event;
+} raw_future_t;
+
+static void raw_future_ready(PJRT_Buffer_CopyRawToHostFuture_Callback_Args *args) {
+  if (!args || !args->callback_data) return;
+  raw_future_t *f = args->callback_data;
+  kiln_status s = NULL;
+  if (args->error_code != PJRT_Error_Code_OK)
+    s = kiln_status_make((kiln_status_code_t)args->error_code,
+                         FN_RAWF ": the destination failed: %.*s",
+                         args->error_message ? (int)args->error_message_size : 0,
+                         args->error_message ? args->error_message : "");
+  else if (!args->dst && f->size)
+    s = kiln_status_make(KILN_INVALID_ARGUMENT, FN_RAWF ": dst is NULL");
+  else
+    s = storage_read(f->storage, f->offset, args->dst, f->size);
+  kiln_pjrt_storage_unref(f->storage);
+  kiln_pjrt_event_complete(f->event, s);
+  kiln_free(f);
+}
+
+static PJRT_Error *Buffer_CopyRawToHostFuture(PJRT_Buffer_CopyRawToHostFuture_Args *args) {
+  KILN_PJRT_ARGS(FN_RAWF, args, future_ready_callback);
+  args->event = NULL;
+  args->callback_data = NULL;
+  args->future_ready_callback = NULL;
+  PJRT_Buffer *b = args->buffer;
+  BUF(FN_RAWF, b);
+  if (args->offset < 0 || args->transfer_size < 0 ||
+      (uint64_t)args->offset + (uint64_t)args->transfer_size > b->on_device_size)
+    return ERR(KILN_INVALID_ARGUMENT,
+               FN_RAWF ": bytes %lld..%lld are outside the buffer's %llu bytes",
+               (long long)args->offset, (long long)(args->offset + args->transfer_size),
+               (unsigned long long)b->on_device_size);
+  pthread_mutex_lock(&b->mu);
+  kiln_pjrt_storage_t *st = b->deleted ? NULL : b->storage;
+  if (st) atomic_fetch_add(&st->refs, 1);
+  pthread_mutex_unlock(&b->mu);
+  if (!st) return kiln_pjrt_error_from_status(deleted_error(FN_RAWF, b));
+  raw_future_t *f = kiln_calloc(1, sizeof(*f));
+  f->storage = st;
+  f->offset = (uint64_t)args->offset;
+  f->size = (uint64_t)args->transfer_size;
+  f->event = kiln_pjrt_event_create();
+  args->event = f->event;
+  args->callback_data = f;
+  args->future_ready_callback = raw_future_ready;
+  return NULL;
+}
+
 /* A copy of `b` in memory kind `kind` of `dev`, same shape and layout. */
 static PJRT_Error *copy_buffer(const char *fn, PJRT_Buffer *b, PJRT_Device *dev, int32_t kind,
                                PJRT_Buffer **out) {
@@ -953,6 +1346,16 @@ static PJRT_Error *Buffer_CopyToMemory(PJRT_Buffer_CopyToMemory_Args *args) {
 void kiln_pjrt_fill_buffer(PJRT_Api *api) {
   api->PJRT_Client_BufferFromHostBuffer = Client_BufferFromHostBuffer;
   api->PJRT_Client_CreateUninitializedBuffer = Client_CreateUninitializedBuffer;
+  api->PJRT_Client_CreateErrorBuffer = Client_CreateErrorBuffer;
+  api->PJRT_Client_CreateBuffersForAsyncHostToDevice = Client_CreateBuffersForAsyncHostToDevice;
+  api->PJRT_AsyncHostToDeviceTransferManager_Destroy = H2D_Destroy;
+  api->PJRT_AsyncHostToDeviceTransferManager_TransferData = H2D_TransferData;
+  api->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer = H2D_RetrieveBuffer;
+  api->PJRT_AsyncHostToDeviceTransferManager_Device = H2D_Device;
+  api->PJRT_AsyncHostToDeviceTransferManager_BufferCount = H2D_BufferCount;
+  api->PJRT_AsyncHostToDeviceTransferManager_BufferSize = H2D_BufferSize;
+  api->PJRT_AsyncHostToDeviceTransferManager_SetBufferError = H2D_SetBufferError;
+  api->PJRT_AsyncHostToDeviceTransferManager_AddMetadata = H2D_AddMetadata;
   api->PJRT_Client_CreateViewOfDeviceBuffer = Client_CreateViewOfDeviceBuffer;
   api->PJRT_Buffer_Destroy = Buffer_Destroy;
   api->PJRT_Buffer_ElementType = Buffer_ElementType;
@@ -967,6 +1370,7 @@ void kiln_pjrt_fill_buffer(PJRT_Api *api) {
   api->PJRT_Buffer_IsDeleted = Buffer_IsDeleted;
   api->PJRT_Buffer_ToHostBuffer = Buffer_ToHostBuffer;
   api->PJRT_Buffer_CopyRawToHost = Buffer_CopyRawToHost;
+  api->PJRT_Buffer_CopyRawToHostFuture = Buffer_CopyRawToHostFuture;
   api->PJRT_Buffer_CopyToDevice = Buffer_CopyToDevice;
   api->PJRT_Buffer_CopyToMemory = Buffer_CopyToMemory;
   api->PJRT_Buffer_IsOnCpu = Buffer_IsOnCpu;

@@ -12,7 +12,9 @@
 #include "base/log.h"
 #include "base/str.h"
 #include "compiler/passes/buffer_assignment.h"
+#include "ffi/ffi_api.h"
 #include "plugin/compile_cache.h"
+#include "plugin/pjrt_ffi_ext.h"
 #include "runtime/cuda/cuda_device.h"
 
 /* ---- the entry signature ---- */
@@ -105,6 +107,12 @@ static kiln_status signature(PJRT_Executable *e) {
     e->output_memory_kinds[i] = "device";
     e->output_memory_kind_sizes[i] = strlen("device");
   }
+  e->param_memory_kinds = kiln_calloc((size_t)np + 1, sizeof(char *));
+  e->param_memory_kind_sizes = kiln_calloc((size_t)np + 1, sizeof(size_t));
+  for (int32_t i = 0; i < np; i++) {
+    e->param_memory_kinds[i] = "device";
+    e->param_memory_kind_sizes[i] = strlen("device");
+  }
   /* Donation: input_output_alias maps an output leaf to a parameter leaf. */
   e->param_output = kiln_malloc(((size_t)np + 1) * sizeof(int32_t));
   e->output_param = kiln_malloc(((size_t)no + 1) * sizeof(int32_t));
@@ -145,6 +153,8 @@ static void executable_free(PJRT_Executable *e) {
   kiln_free(e->output_dim_sizes);
   kiln_free(e->output_memory_kinds);
   kiln_free(e->output_memory_kind_sizes);
+  kiln_free(e->param_memory_kinds);
+  kiln_free(e->param_memory_kind_sizes);
   kiln_free(e->param_output);
   kiln_free(e->output_param);
   kiln_free(e->devices);
@@ -420,7 +430,18 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
       if (!s) ptrs[i] = st[i].copy->ptr;
     }
   }
-  if (!s) s = kiln_executable_run(x, stream, ptrs, sizes, np, kout);
+  if (!s) {
+    /* XLA's run id: the launch id when the caller gives one (it ties the devices of one
+     * launch together), else a fresh one; the execute context's FFI user data. */
+    kiln_run_info_t run = {0, NULL, 0};
+    if (opts && KILN_PJRT_HAS(opts, launch_id)) run.run_id = opts->launch_id;
+    kiln_ffi_user_data_t *ud = NULL;
+    if (opts && KILN_PJRT_HAS(opts, context))
+      ud = kiln_pjrt_execute_context_user_data(opts->context, &run.num_user_data);
+    run.user_data = ud;
+    s = kiln_executable_run_with(x, stream, ptrs, sizes, np, kout, &run);
+    kiln_free(ud);
+  }
   if (stream) kiln_pjrt_device_stream_release(dev, stream);
   if (!s) {
     /* Reads are done: let go of the held arguments before wrapping the outputs. */
@@ -577,6 +598,16 @@ static PJRT_Error *exec_output_memory_kinds(PJRT_Executable_OutputMemoryKinds_Ar
   args->num_outputs = (size_t)args->executable->num_outputs;
   args->memory_kinds = args->executable->output_memory_kinds;
   args->memory_kind_sizes = args->executable->output_memory_kind_sizes;
+  return NULL;
+}
+
+/* Per parameter leaf (what Execute takes as arguments): kiln puts every one in device
+ * memory. */
+static PJRT_Error *exec_param_memory_kinds(PJRT_Executable_ParameterMemoryKinds_Args *args) {
+  EXEC_ARG("PJRT_Executable_ParameterMemoryKinds", args, memory_kind_sizes);
+  args->num_parameters = (size_t)args->executable->num_params;
+  args->memory_kinds = args->executable->param_memory_kinds;
+  args->memory_kind_sizes = args->executable->param_memory_kind_sizes;
   return NULL;
 }
 
@@ -759,6 +790,18 @@ static PJRT_Error *loaded_devices(PJRT_LoadedExecutable_AddressableDevices_Args 
   return NULL;
 }
 
+/* One replica, one partition: the device it runs on is (0, 0). */
+static PJRT_Error *loaded_logical_ids(
+    PJRT_LoadedExecutable_AddressableDeviceLogicalIds_Args *args) {
+  EXEC_ARG("PJRT_LoadedExecutable_AddressableDeviceLogicalIds", args,
+           num_addressable_device_logical_ids);
+  args->executable->logical_id.replica = 0;
+  args->executable->logical_id.partition = 0;
+  args->addressable_device_logical_ids = &args->executable->logical_id;
+  args->num_addressable_device_logical_ids = 1;
+  return NULL;
+}
+
 static PJRT_Error *loaded_delete(PJRT_LoadedExecutable_Delete_Args *args) {
   EXEC_ARG("PJRT_LoadedExecutable_Delete", args, executable);
   atomic_store(&args->executable->deleted, true);
@@ -820,6 +863,7 @@ void kiln_pjrt_fill_executable(PJRT_Api *api) {
   api->PJRT_Executable_OutputElementTypes = exec_output_types;
   api->PJRT_Executable_OutputDimensions = exec_output_dims;
   api->PJRT_Executable_OutputMemoryKinds = exec_output_memory_kinds;
+  api->PJRT_Executable_ParameterMemoryKinds = exec_param_memory_kinds;
   api->PJRT_Executable_Fingerprint = exec_fingerprint;
   api->PJRT_Executable_SizeOfGeneratedCodeInBytes = exec_code_size;
   api->PJRT_Executable_OptimizedProgram = exec_optimized_program;
@@ -829,6 +873,7 @@ void kiln_pjrt_fill_executable(PJRT_Api *api) {
   api->PJRT_LoadedExecutable_Destroy = loaded_destroy;
   api->PJRT_LoadedExecutable_GetExecutable = loaded_get_executable;
   api->PJRT_LoadedExecutable_AddressableDevices = loaded_devices;
+  api->PJRT_LoadedExecutable_AddressableDeviceLogicalIds = loaded_logical_ids;
   api->PJRT_LoadedExecutable_Delete = loaded_delete;
   api->PJRT_LoadedExecutable_IsDeleted = loaded_is_deleted;
   api->PJRT_LoadedExecutable_Execute = loaded_execute;

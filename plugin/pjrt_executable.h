@@ -84,6 +84,8 @@ struct PJRT_Executable {
   size_t *output_dim_sizes;
   const char **output_memory_kinds;
   size_t *output_memory_kind_sizes;
+  const char **param_memory_kinds; /* per parameter leaf: "device" (kiln places all there) */
+  size_t *param_memory_kind_sizes;
   int32_t *param_output; /* per flattened parameter: the output leaf donated into it, or -1 */
   int32_t *output_param; /* per output leaf: the flattened parameter it lives in, or -1 */
   /* Per device of the client (client->num_devices entries). */
@@ -104,6 +106,7 @@ struct PJRT_LoadedExecutable {
   PJRT_Executable *exec; /* one reference */
   PJRT_Device *device;   /* the device it runs on */
   _Atomic bool deleted;
+  PJRT_LogicalDeviceIds logical_id; /* its one device's: replica 0, partition 0 */
 };
 
 /* Builds an executable of `client` for its device `device_index` from a module the passes

@@ -182,6 +182,9 @@ typedef struct kiln_pjrt_storage {
   /* CreateViewOfDeviceBuffer: memory owned by the caller, who is told when it is free. */
   void (*on_delete)(void *ptr, void *arg);
   void *on_delete_arg;
+  /* AsyncHostToDeviceTransferManager: set while the caller still fills the memory; readers
+   * of the buffer wait until it is filled (or failed). NULL otherwise. */
+  struct kiln_pjrt_fill *fill;
 } kiln_pjrt_storage_t;
 
 struct PJRT_Buffer {
@@ -202,6 +205,7 @@ struct PJRT_Buffer {
   kiln_pjrt_memory_t *kmemory;           /* `memory` as kiln's memory */
   size_t on_device_size;                 /* bytes of the data (storage may be larger) */
   bool default_layout;                   /* minor_to_major is rank-1 ... 0 */
+  kiln_status error; /* Client_CreateErrorBuffer: what reading it gives (owned); no storage */
 };
 
 /* True when `b`'s device layout is the default dense row-major one (minor_to_major

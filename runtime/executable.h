@@ -117,5 +117,11 @@ const kiln_executable_desc_t *kiln_executable_desc(const kiln_executable_t *e);
 kiln_status kiln_executable_run(kiln_executable_t *e, kiln_stream_t *stream,
                                 const kiln_devptr_t *params, const uint64_t *param_sizes,
                                 int32_t num_params, kiln_device_buffer_t **outputs);
+/* As kiln_executable_run, telling the custom calls `run` (a run id and user data; NULL or a
+ * run id of 0: a fresh run id from a process-wide count, one per execution). */
+kiln_status kiln_executable_run_with(kiln_executable_t *e, kiln_stream_t *stream,
+                                     const kiln_devptr_t *params, const uint64_t *param_sizes,
+                                     int32_t num_params, kiln_device_buffer_t **outputs,
+                                     const kiln_run_info_t *run);
 
 #endif /* KILN_RUNTIME_EXECUTABLE_H_ */

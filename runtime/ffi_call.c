@@ -16,10 +16,6 @@ typedef struct slot {
   kiln_ffi_call_frame_t *cf; /* typed */
   kiln_ffi_context_t ctx;
   void **addrs; /* legacy: nargs + nrets addresses (args then rets) */
-  /* Run ids: kiln's thunks carry no execution id, so each execution of the call gets a fresh
-   * one: this slot's count, with the slot's number in the low 16 bits (a slot serves one
-   * execution at a time, so no atomic is needed). */
-  int64_t runs, number;
   struct slot *next_free, *next_all;
 } slot_t;
 
@@ -43,7 +39,6 @@ struct kiln_ffi_call {
   atomic_flag first_busy;
   pthread_mutex_t mu; /* extra slots */
   slot_t *free_list, *extra;
-  int64_t num_extra;
 };
 
 /* Handler libraries an executable loads resolve XLA_FFI_GetApi, xla::ffi::GetXlaFfiApi and
@@ -227,7 +222,6 @@ static kiln_status slot_acquire(kiln_ffi_call_t *c, slot_t **out) {
     return st;
   }
   pthread_mutex_lock(&c->mu);
-  s->number = ++c->num_extra & 0xffff;
   s->next_all = c->extra;
   c->extra = s;
   pthread_mutex_unlock(&c->mu);
@@ -253,7 +247,8 @@ static void *platform_stream(kiln_stream_t *stream) {
 }
 
 static kiln_status run(kiln_ffi_call_t *c, slot_t *sl, kiln_stream_t *stream,
-                       const kiln_devptr_t *args, const kiln_devptr_t *rets) {
+                       const kiln_run_info_t *ri, const kiln_devptr_t *args,
+                       const kiln_devptr_t *rets) {
   bool gpu = c->platform == KILN_FFI_PLATFORM_CUDA;
   /* Host handlers read their operands now, on this thread: what is queued must have run. */
   if (!gpu && stream) KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_synchronize(stream));
@@ -270,36 +265,40 @@ static kiln_status run(kiln_ffi_call_t *c, slot_t *sl, kiln_stream_t *stream,
   for (size_t i = 0; i < c->nargs; i++) cf->buffers[i].data = (void *)(uintptr_t)args[i];
   for (size_t i = 0; i < c->nrets; i++) cf->buffers[c->nargs + i].data = (void *)(uintptr_t)rets[i];
   sl->ctx.stream = platform_stream(stream);
-  sl->ctx.run_id = (++sl->runs << 16) | sl->number;
+  /* The execution's run id and user data (what PJRT_FFI_UserData_Add attached). */
+  sl->ctx.run_id = ri ? ri->run_id : 0;
+  sl->ctx.user_data = ri ? (const kiln_ffi_user_data_t *)ri->user_data : NULL;
+  sl->ctx.num_user_data = ri ? ri->num_user_data : 0;
   /* NULL out_future: a future the handler returns is awaited here. */
   return kiln_ffi_call_frame_invoke(cf, c->handler.bundle.execute, XLA_FFI_ExecutionStage_EXECUTE,
                                     &sl->ctx, NULL, NULL);
 }
 
 kiln_status kiln_ffi_call_execute(kiln_ffi_call_t *c, kiln_stream_t *stream,
-                                  const kiln_devptr_t *args, int nargs, const kiln_devptr_t *rets,
-                                  int nrets) {
+                                  const kiln_run_info_t *run_info, const kiln_devptr_t *args,
+                                  int nargs, const kiln_devptr_t *rets, int nrets) {
   if (__builtin_expect((size_t)nargs != c->nargs || (size_t)nrets != c->nrets, 0))
     return KILN_ERR_INTERNAL("custom call %s: %d operands and %d results for a call of %zu and %zu",
                              c->name, nargs, nrets, c->nargs, c->nrets);
   slot_t *sl;
   KILN_RETURN_IF_ERROR_PLAIN(slot_acquire(c, &sl));
-  kiln_status s = run(c, sl, stream, args, rets);
+  kiln_status s = run(c, sl, stream, run_info, args, rets);
   slot_release(c, sl);
   return s;
 }
 
-static kiln_status thunk_fn(void *ctx, kiln_stream_t *stream, const kiln_devptr_t *operands,
-                            int num_operands, const kiln_devptr_t *results, int num_results) {
-  return kiln_ffi_call_execute(ctx, stream, operands, num_operands, results, num_results);
+static kiln_status thunk_fn(void *ctx, kiln_stream_t *stream, const kiln_run_info_t *run_info,
+                            const kiln_devptr_t *operands, int num_operands,
+                            const kiln_devptr_t *results, int num_results) {
+  return kiln_ffi_call_execute(ctx, stream, run_info, operands, num_operands, results, num_results);
 }
 
 kiln_thunk_t *kiln_ffi_call_thunk_create(kiln_ffi_call_t *call, const kiln_slice_t *operands,
                                          int num_operands, const kiln_slice_t *results,
                                          int num_results) {
-  kiln_thunk_t *t =
-      kiln_thunk_custom_call_create(call->name, call->target, thunk_fn, call, operands,
-                                    num_operands, results, num_results, false);
+  kiln_thunk_t *t = kiln_thunk_custom_call_create(call->name, call->target, NULL, call, operands,
+                                                  num_operands, results, num_results, false);
+  kiln_thunk_custom_call_set_run(t, thunk_fn);
   kiln_thunk_custom_call_set_init(t, call_init);
   return t;
 }

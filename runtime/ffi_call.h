@@ -8,7 +8,8 @@
  *                                handler's instantiate stage with the call's own state;
  *   the thunk's initialize stage (load) runs prepare and initialize with the device;
  *   each execution               patches only the buffer addresses into a frame, fills the
- *                                stream and run id of the context and calls execute; a
+ *                                stream, the execution's run id and user data (the
+ *                                thunk's kiln_run_info_t) into the context and calls execute; a
  *                                future the handler returns is awaited before the thunk ends.
  * On the host the thunk first waits for the stream (the handler reads its operands on the
  * calling thread) and passes the kiln_stream_t* as the platform stream; on CUDA it passes
@@ -60,9 +61,10 @@ kiln_thunk_t *kiln_ffi_call_thunk_create(kiln_ffi_call_t *call, const kiln_slice
                                          int num_operands, const kiln_slice_t *results,
                                          int num_results);
 
-/* The execute path without a thunk (benchmarks, tests): patch `args`/`rets` and call. */
+/* The execute path without a thunk (benchmarks, tests): patch `args`/`rets` and call, with the
+ * execution's run info (NULL: run id 0, no user data). */
 kiln_status kiln_ffi_call_execute(kiln_ffi_call_t *call, kiln_stream_t *stream,
-                                  const kiln_devptr_t *args, int nargs, const kiln_devptr_t *rets,
-                                  int nrets);
+                                  const kiln_run_info_t *run_info, const kiln_devptr_t *args,
+                                  int nargs, const kiln_devptr_t *rets, int nrets);
 
 #endif /* KILN_RUNTIME_FFI_CALL_H_ */

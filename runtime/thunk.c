@@ -151,6 +151,10 @@ void kiln_thunk_custom_call_set_init(kiln_thunk_t *t, kiln_custom_call_init_fn i
   if (t && t->kind == KILN_THUNK_CUSTOM_CALL) t->u.custom.init = init;
 }
 
+void kiln_thunk_custom_call_set_run(kiln_thunk_t *t, kiln_custom_call_run_fn fn) {
+  if (t && t->kind == KILN_THUNK_CUSTOM_CALL) t->u.custom.run = fn;
+}
+
 kiln_thunk_t *kiln_thunk_while_create(const char *name, kiln_thunk_seq_t *cond, kiln_slice_t pred,
                                       kiln_thunk_seq_t *body, int64_t max_iterations) {
   kiln_thunk_t *t = thunk_new(KILN_THUNK_WHILE, name);
@@ -347,7 +351,7 @@ kiln_status kiln_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_
       return NULL;
     }
     case KILN_THUNK_CUSTOM_CALL:
-      if (!t->u.custom.fn)
+      if (!t->u.custom.fn && !t->u.custom.run)
         return kiln_status_make(KILN_UNIMPLEMENTED, "custom call %s: no handler for target '%s'",
                                 t->name, t->u.custom.target);
       for (int i = 0; i < t->u.custom.num_operands; i++)
@@ -440,7 +444,12 @@ struct kiln_thunk_exec_state {
   kiln_ptrmap_t cmdbufs; /* command-buffer thunk -> its kiln_cmdbuf_run_t */
   kiln_cmdbuf_run_t *runs;
   size_t num_runs;
+  const kiln_run_info_t *run; /* the execution's, for custom calls (borrowed) */
 };
+
+void kiln_thunk_exec_state_set_run(kiln_thunk_exec_state_t *st, const kiln_run_info_t *run) {
+  if (st) st->run = run;
+}
 
 static size_t count_cmdbufs(const kiln_thunk_seq_t *s);
 
@@ -608,7 +617,7 @@ kiln_status kiln_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *
       return NULL;
     }
     case KILN_THUNK_CUSTOM_CALL: {
-      if (!t->u.custom.fn)
+      if (!t->u.custom.fn && !t->u.custom.run)
         return kiln_status_make(KILN_UNIMPLEMENTED, "custom call %s: no handler for target '%s'",
                                 t->name, t->u.custom.target);
       int no = t->u.custom.num_operands, nr = t->u.custom.num_results;
@@ -619,7 +628,11 @@ kiln_status kiln_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *
       kiln_status s = NULL;
       for (int i = 0; !s && i < no; i++) s = resolve(p, t, t->u.custom.operands[i], &ptrs[i]);
       for (int i = 0; !s && i < nr; i++) s = resolve(p, t, t->u.custom.results[i], &ptrs[no + i]);
-      if (!s) s = t->u.custom.fn(t->u.custom.ctx, p->stream, ptrs, no, ptrs + no, nr);
+      if (!s && t->u.custom.run)
+        s = t->u.custom.run(t->u.custom.ctx, p->stream, p->state ? p->state->run : NULL, ptrs, no,
+                            ptrs + no, nr);
+      else if (!s)
+        s = t->u.custom.fn(t->u.custom.ctx, p->stream, ptrs, no, ptrs + no, nr);
       if (ptrs != stack_ptrs) kiln_free(ptrs);
       if (s) return kiln_status_annotate(s, "in custom call %s (%s)", t->name, t->u.custom.target);
       return NULL;

@@ -93,6 +93,23 @@ typedef kiln_status (*kiln_custom_call_fn)(void *ctx, kiln_stream_t *stream,
                                            const kiln_devptr_t *operands, int num_operands,
                                            const kiln_devptr_t *results, int num_results);
 
+/* What one execution tells its custom calls (XLA's ExecuteParams): the run id, one per
+ * execution and shared by every custom call in it, and the caller's FFI user data
+ * (PJRT_FFI_UserData_Add), borrowed for the execution. */
+struct kiln_ffi_user_data;
+typedef struct kiln_run_info {
+  int64_t run_id;
+  const struct kiln_ffi_user_data *user_data;
+  size_t num_user_data;
+} kiln_run_info_t;
+
+/* A custom call that also reads the execution's run info (`run` may be NULL: run id 0, no user
+ * data); set with kiln_thunk_custom_call_set_run, it replaces the plain function. */
+typedef kiln_status (*kiln_custom_call_run_fn)(void *ctx, kiln_stream_t *stream,
+                                               const kiln_run_info_t *run,
+                                               const kiln_devptr_t *operands, int num_operands,
+                                               const kiln_devptr_t *results, int num_results);
+
 /* (optional) A custom call's one-time device work, run by the thunk's initialize stage (e.g.
  * the FFI's prepare and initialize stages: runtime/ffi_call.h). */
 typedef kiln_status (*kiln_custom_call_init_fn)(void *ctx, kiln_device_t *device);
@@ -115,6 +132,8 @@ kiln_thunk_t *kiln_thunk_custom_call_create(const char *name, const char *target
                                             bool graph_compatible);
 /* Sets the initialize hook of a custom-call thunk (before prepare/initialize). */
 void kiln_thunk_custom_call_set_init(kiln_thunk_t *t, kiln_custom_call_init_fn init);
+/* Makes a custom-call thunk call `fn` (with the run info) instead of its plain function. */
+void kiln_thunk_custom_call_set_run(kiln_thunk_t *t, kiln_custom_call_run_fn fn);
 /* Takes over `cond` and `body` (they are reset to empty). */
 kiln_thunk_t *kiln_thunk_while_create(const char *name, kiln_thunk_seq_t *cond, kiln_slice_t pred,
                                       kiln_thunk_seq_t *body, int64_t max_iterations);
@@ -171,6 +190,9 @@ typedef struct kiln_thunk_exec_params {
 kiln_status kiln_thunk_exec_state_create(kiln_device_t *dev, const kiln_thunk_seq_t *s,
                                          kiln_thunk_exec_state_t **out);
 void kiln_thunk_exec_state_destroy(kiln_thunk_exec_state_t *st);
+/* What the custom calls of the next executions with `st` learn of them (run id, user data;
+ * borrowed until changed; NULL: run id 0, no user data). */
+void kiln_thunk_exec_state_set_run(kiln_thunk_exec_state_t *st, const kiln_run_info_t *run);
 
 kiln_status kiln_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_t *p);
 kiln_status kiln_thunk_initialize(kiln_thunk_t *t, const kiln_thunk_init_params_t *p);

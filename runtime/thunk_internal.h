@@ -57,6 +57,7 @@ struct kiln_thunk {
     struct {
       kiln_custom_call_fn fn;
       kiln_custom_call_init_fn init; /* (optional) */
+      kiln_custom_call_run_fn run;   /* (optional) replaces fn */
       void *ctx;
       char *target;
       int num_operands, num_results;

@@ -440,7 +440,7 @@ static void *worker_main(void *p) {
   for (int k = 0; k < 2000; k++) {
     for (int i = 0; i < 4; i++) in[i] = (float)(k + i);
     kiln_devptr_t a = (kiln_devptr_t)(uintptr_t)in, r = (kiln_devptr_t)(uintptr_t)out;
-    kiln_status s = kiln_ffi_call_execute(w->call, NULL, &a, 1, &r, 1);
+    kiln_status s = kiln_ffi_call_execute(w->call, NULL, NULL, &a, 1, &r, 1);
     if (s) {
       kiln_status_free(s);
       w->bad++;

@@ -159,6 +159,27 @@ bool kiln_eval_is_gemm_target(const char *target);
  * Pin/Unpin, annotate_device_placement, SetBound); the pass custom_call_rewrite uses the same
  * list. */
 bool kiln_eval_is_identity_target(const char *target);
+/* jaxlib's solver targets, their opaque descriptors decoded: cusolver_potrf (lower),
+ * cublas_trsm_batched (side, lower, transpose 0/1/2 = N/T/C, unit diagonal),
+ * cublas_getrf_batched (no options). False for other targets or a short descriptor. */
+typedef enum { KILN_SOLVER_POTRF, KILN_SOLVER_TRSM, KILN_SOLVER_GETRF } kiln_solver_kind_t;
+typedef struct kiln_solver_config {
+  kiln_solver_kind_t kind;
+  bool lower, left_side, unit_diagonal;
+  int transpose;
+} kiln_solver_config_t;
+bool kiln_eval_solver_config(const kiln_hlo_instruction_t *in, kiln_solver_config_t *out);
+/* xla_builder.matrix.Einsum's backend_config "ab,bc->ac" (one or two operands, letters):
+ * each operand's labels and the result's; false when malformed or the ranks differ. */
+#define KILN_EINSUM_MAX_LABELS 16
+/* xla_builder.prng.ScramblePhiloxKey's fixed Philox key. */
+#define KILN_EVAL_PHILOX_SCRAMBLE_KEY0 0x3ec8f720u
+#define KILN_EVAL_PHILOX_SCRAMBLE_KEY1 0x02461e29u
+/* TopK / PartialReduce: a comparator whose root is compare(param 0, param 1) orders GT
+ * (*largest) or LT; false for any other comparator. */
+bool kiln_eval_topk_comparator(const kiln_hlo_computation_t *c, bool *largest);
+bool kiln_eval_einsum_spec(const kiln_hlo_instruction_t *in,
+                           char labels[][KILN_EINSUM_MAX_LABELS + 1], char *result);
 
 /* eval_rng.c: Threefry2x32, 20 rounds. */
 void kiln_eval_threefry2x32(const uint32_t key[2], const uint32_t ctr[2], uint32_t out[2]);

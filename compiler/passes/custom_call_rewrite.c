@@ -20,6 +20,7 @@
  *       beta * operand 2, max(0, .) for RELU; a (result, workspace) tuple gets zeros for
  *       the workspace.
  * Anything else stays a custom call: thunk emission looks for a handler in the FFI registry. */
+#include <math.h>
 #include <string.h>
 
 #include "compiler/eval/eval.h"
@@ -194,6 +195,562 @@ static kiln_hlo_instruction_t *math(kiln_builder_t *b, kiln_hlo_instruction_t *i
   return r;
 }
 
+enum { kMaxRank = 32 };
+
+/* `in`'s result tuple: `first` as its leading elements, zeros (workspaces) after them. */
+static kiln_hlo_instruction_t *tuple_with_zeros(kiln_builder_t *b, kiln_hlo_instruction_t *in,
+                                                int nfirst, kiln_hlo_instruction_t *const *first) {
+  kiln_hlo_instruction_t *outs[8];
+  int n = in->shape->num_elements;
+  if (n > 8 || n < nfirst) return NULL;
+  for (int i = 0; i < n; i++) {
+    kiln_shape_t *s = in->shape->elements[i];
+    if (!kiln_shape_is_array(s)) return NULL;
+    if (i < nfirst) {
+      outs[i] = first[i];
+      if (!outs[i] || !same_array(outs[i]->shape, s)) return NULL;
+      outs[i]->shape = s;
+      continue;
+    }
+    kiln_hlo_instruction_t *zero = kiln_builder_const_u64(b, s->type, 0);
+    outs[i] = zero ? kiln_builder_op(b, KILN_OP_BROADCAST, s, 1, &zero) : NULL;
+    if (!outs[i]) return NULL;
+  }
+  kiln_hlo_instruction_t *t = kiln_builder_tuple(b, n, outs);
+  if (t) t->shape = in->shape;
+  return t;
+}
+
+static kiln_hlo_instruction_t *ssplat(kiln_builder_t *b, int64_t v,
+                                      const kiln_hlo_instruction_t *like) {
+  return kiln_builder_splat(b, kiln_builder_const_u64(b, KILN_S32, (uint64_t)v), like);
+}
+
+static kiln_hlo_instruction_t *iota_like(kiln_builder_t *b, const kiln_hlo_instruction_t *x,
+                                         int dim) {
+  return kiln_builder_iota(b, KILN_S32, x->shape->rank, x->shape->dims, dim);
+}
+
+/* reduce(x) over dimension `dim` with the scalar op (ADD, MAXIMUM, MINIMUM) from `init`. */
+static kiln_hlo_instruction_t *reduce_dim(kiln_builder_t *b, kiln_hlo_instruction_t *x, int dim,
+                                          kiln_hlo_opcode_t op, kiln_hlo_instruction_t *init) {
+  kiln_hlo_computation_t *fn =
+      kiln_builder_scalar_computation(b->m, "solver_reduce", op, x->shape->type);
+  int64_t d = dim;
+  return fn && init ? kiln_builder_reduce(b, x, init, 1, &d, fn) : NULL;
+}
+
+/* x ([batch..., n], or [batch...] when dim < 0) broadcast to `like`'s dims: the batch
+ * dimensions in place, x's last to `dim`. */
+static kiln_hlo_instruction_t *spread(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                      const kiln_hlo_instruction_t *like, int dim) {
+  int64_t map[kMaxRank];
+  int batch = x->shape->rank - (dim >= 0 ? 1 : 0);
+  for (int i = 0; i < batch; i++) map[i] = i;
+  if (dim >= 0) map[batch] = dim;
+  return kiln_builder_broadcast(b, x, like->shape->rank, like->shape->dims, map);
+}
+
+/* cusolver_potrf -> cholesky, the other triangle kept from the input; info = 1 + the first
+ * diagonal element of the factor that is not positive (0 when none). */
+static kiln_hlo_instruction_t *potrf(kiln_builder_t *b, kiln_hlo_instruction_t *in,
+                                     const kiln_solver_config_t *cfg) {
+  kiln_hlo_instruction_t *x = in->operands[0];
+  int r = x->shape->rank;
+  if (in->num_operands != 1 || in->shape->num_elements < 2 || r < 2 ||
+      !kiln_elem_type_is_float(x->shape->type) || x->shape->dims[r - 1] != x->shape->dims[r - 2] ||
+      !same_array(x->shape, in->shape->elements[0]))
+    return NULL;
+  int64_t n = x->shape->dims[r - 1];
+  kiln_hlo_instruction_t *chol =
+      kiln_builder_op(b, KILN_OP_CHOLESKY, in->shape->elements[0], 1, &x);
+  if (!chol) return NULL;
+  chol->lower = cfg->lower;
+  chol->has_lower = true;
+  kiln_hlo_instruction_t *rows = iota_like(b, x, r - 2), *cols = iota_like(b, x, r - 1);
+  kiln_hlo_instruction_t *keep =
+      kiln_builder_compare(b, cfg->lower ? KILN_CMP_GE : KILN_CMP_LE, rows, cols);
+  kiln_hlo_instruction_t *f = kiln_builder_select(b, keep, chol, x);
+  kiln_hlo_instruction_t *bad =
+      BIN(AND, kiln_builder_compare(b, KILN_CMP_EQ, rows, cols),
+          kiln_builder_unary(b, KILN_OP_NOT,
+                             kiln_builder_compare(b, KILN_CMP_GT, chol, fsplat(b, 0, chol))));
+  kiln_hlo_instruction_t *none = kiln_builder_const_u64(b, KILN_S32, (uint64_t)(n + 1));
+  kiln_hlo_instruction_t *at =
+      kiln_builder_select(b, bad, BIN(ADD, rows, ssplat(b, 1, rows)), ssplat(b, n + 1, rows));
+  kiln_hlo_instruction_t *first =
+      reduce_dim(b, reduce_dim(b, at, r - 1, KILN_OP_MINIMUM, none), r - 2, KILN_OP_MINIMUM, none);
+  kiln_hlo_instruction_t *info =
+      kiln_builder_select(b, kiln_builder_compare(b, KILN_CMP_EQ, first, ssplat(b, n + 1, first)),
+                          ssplat(b, 0, first), first);
+  const kiln_shape_t *is = in->shape->elements[1];
+  if (!info || !kiln_shape_is_array(is) ||
+      kiln_shape_num_elements(is) != kiln_shape_num_elements(info->shape))
+    return NULL;
+  info = kiln_builder_reshape(b, kiln_builder_convert(b, info, is->type), is->rank, is->dims);
+  kiln_hlo_instruction_t *outs[2] = {f, info};
+  return tuple_with_zeros(b, in, 2, outs);
+}
+
+/* cublas_trsm_batched -> triangular-solve. */
+static kiln_hlo_instruction_t *trsm(kiln_builder_t *b, kiln_hlo_instruction_t *in,
+                                    const kiln_solver_config_t *cfg) {
+  static const char *const kTranspose[3] = {"NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"};
+  if (in->num_operands != 2 || in->shape->num_elements < 1 ||
+      !kiln_elem_type_is_float(in->operands[1]->shape->type) ||
+      !same_array(in->operands[1]->shape, in->shape->elements[0]))
+    return NULL;
+  kiln_hlo_instruction_t *ts =
+      kiln_builder_op(b, KILN_OP_TRIANGULAR_SOLVE, in->shape->elements[0], 2, in->operands);
+  if (!ts) return NULL;
+  ts->left_side = cfg->left_side;
+  ts->lower = cfg->lower;
+  ts->has_lower = true;
+  ts->unit_diagonal = cfg->unit_diagonal;
+  ts->transpose_a = kiln_arena_strdup(&b->m->arena, kTranspose[cfg->transpose]);
+  return ts->transpose_a ? tuple_with_zeros(b, in, 1, &ts) : NULL;
+}
+
+/* One step k of LU with partial pivoting on state (k, a, pivots, info), as LAPACK's getf2. */
+static kiln_hlo_computation_t *getrf_step(kiln_builder_t *outer, kiln_shape_t *state) {
+  kiln_hlo_instruction_t *p;
+  kiln_hlo_computation_t *c = kiln_builder_computation(outer->m, "getrf_step", state, &p);
+  if (!c) return NULL;
+  kiln_builder_t bb, *b = &bb;
+  kiln_builder_init(b, c, "getrf", outer->layouts);
+  kiln_hlo_instruction_t *k = kiln_builder_gte(b, p, 0), *a = kiln_builder_gte(b, p, 1),
+                         *piv = kiln_builder_gte(b, p, 2), *info = kiln_builder_gte(b, p, 3);
+  if (!a) return NULL;
+  int r = a->shape->rank;
+  int64_t n = a->shape->dims[r - 1];
+  kiln_hlo_instruction_t *zero = kiln_builder_const_f64(b, a->shape->type, 0);
+  kiln_hlo_instruction_t *rows = iota_like(b, a, r - 2), *cols = iota_like(b, a, r - 1);
+  kiln_hlo_instruction_t *ka = kiln_builder_splat(b, k, a);
+  kiln_hlo_instruction_t *in_col = kiln_builder_compare(b, KILN_CMP_EQ, cols, ka);
+  kiln_hlo_instruction_t *in_row = kiln_builder_compare(b, KILN_CMP_EQ, rows, ka);
+  kiln_hlo_instruction_t *za = kiln_builder_splat(b, zero, a);
+  /* The pivot row: the first largest |a[i, k]| with i >= k. */
+  kiln_hlo_instruction_t *col =
+      reduce_dim(b, kiln_builder_select(b, in_col, a, za), r - 1, KILN_OP_ADD, zero);
+  if (!col) return NULL;
+  kiln_hlo_instruction_t *vrows = iota_like(b, col, r - 2);
+  kiln_hlo_instruction_t *cand = kiln_builder_select(
+      b, kiln_builder_compare(b, KILN_CMP_GE, vrows, kiln_builder_splat(b, k, col)),
+      kiln_builder_unary(b, KILN_OP_ABS, col), fsplat(b, -1, col));
+  kiln_hlo_instruction_t *mx =
+      reduce_dim(b, cand, r - 2, KILN_OP_MAXIMUM, kiln_builder_const_f64(b, a->shape->type, -1));
+  kiln_hlo_instruction_t *is_max =
+      kiln_builder_compare(b, KILN_CMP_EQ, cand, spread(b, mx, col, -1));
+  kiln_hlo_instruction_t *none = kiln_builder_const_u64(b, KILN_S32, (uint64_t)n);
+  kiln_hlo_instruction_t *pr = reduce_dim(
+      b, kiln_builder_select(b, is_max, vrows, ssplat(b, n, vrows)), r - 2, KILN_OP_MINIMUM, none);
+  if (!pr) return NULL;
+  pr = kiln_builder_select(b, kiln_builder_compare(b, KILN_CMP_EQ, pr, ssplat(b, n, pr)),
+                           kiln_builder_splat(b, k, pr), pr);
+  /* Rows k and pr exchanged. */
+  kiln_hlo_instruction_t *in_prow =
+      kiln_builder_compare(b, KILN_CMP_EQ, rows, spread(b, pr, a, -1));
+  kiln_hlo_instruction_t *row_k =
+      reduce_dim(b, kiln_builder_select(b, in_row, a, za), r - 2, KILN_OP_ADD, zero);
+  kiln_hlo_instruction_t *row_p =
+      reduce_dim(b, kiln_builder_select(b, in_prow, a, za), r - 2, KILN_OP_ADD, zero);
+  kiln_hlo_instruction_t *row_p_a = spread(b, row_p, a, r - 1);
+  kiln_hlo_instruction_t *a1 = kiln_builder_select(
+      b, in_row, row_p_a, kiln_builder_select(b, in_prow, spread(b, row_k, a, r - 1), a));
+  /* Elimination below the pivot; a zero pivot leaves its column unscaled. */
+  kiln_hlo_instruction_t *col1 =
+      reduce_dim(b, kiln_builder_select(b, in_col, a1, za), r - 1, KILN_OP_ADD, zero);
+  kiln_hlo_instruction_t *pivot =
+      reduce_dim(b,
+                 kiln_builder_select(
+                     b, kiln_builder_compare(b, KILN_CMP_EQ, vrows, kiln_builder_splat(b, k, col)),
+                     col1, kiln_builder_splat(b, zero, col)),
+                 r - 2, KILN_OP_ADD, zero);
+  if (!pivot) return NULL;
+  kiln_hlo_instruction_t *pv = spread(b, pivot, col, -1);
+  kiln_hlo_instruction_t *l = kiln_builder_select(
+      b, kiln_builder_compare(b, KILN_CMP_EQ, pv, kiln_builder_splat(b, zero, pv)), col1,
+      BIN(DIVIDE, col1, pv));
+  kiln_hlo_instruction_t *l_a = spread(b, l, a, r - 2);
+  kiln_hlo_instruction_t *below = kiln_builder_compare(b, KILN_CMP_GT, rows, ka);
+  kiln_hlo_instruction_t *right = kiln_builder_compare(b, KILN_CMP_GT, cols, ka);
+  kiln_hlo_instruction_t *upd = BIN(SUBTRACT, a1, BIN(MULTIPLY, l_a, row_p_a));
+  kiln_hlo_instruction_t *a2 = kiln_builder_select(
+      b, BIN(AND, below, right), upd, kiln_builder_select(b, BIN(AND, below, in_col), l_a, a1));
+  kiln_hlo_instruction_t *k1 = BIN(ADD, k, kiln_builder_const_u64(b, KILN_S32, 1));
+  kiln_hlo_instruction_t *piv2 = kiln_builder_set_slice(
+      b, piv, kiln_builder_convert(b, BIN(ADD, pr, ssplat(b, 1, pr)), piv->shape->type), r - 2, k);
+  kiln_hlo_instruction_t *first_zero =
+      BIN(AND,
+          kiln_builder_compare(
+              b, KILN_CMP_EQ, info,
+              kiln_builder_splat(b, kiln_builder_const_u64(b, info->shape->type, 0), info)),
+          kiln_builder_compare(b, KILN_CMP_EQ, pivot, kiln_builder_splat(b, zero, pivot)));
+  kiln_hlo_instruction_t *info2 = kiln_builder_select(
+      b, first_zero, kiln_builder_splat(b, kiln_builder_convert(b, k1, info->shape->type), info),
+      info);
+  kiln_hlo_instruction_t *outs[4] = {k1, a2, piv2, info2};
+  kiln_hlo_instruction_t *t = kiln_builder_tuple(b, 4, outs);
+  if (!t || b->failed) return NULL;
+  t->shape = state;
+  c->root = t;
+  return c;
+}
+
+/* cublas_getrf_batched -> a while loop of getrf_step over the columns. */
+static kiln_hlo_instruction_t *getrf(kiln_builder_t *b, kiln_hlo_instruction_t *in) {
+  kiln_hlo_instruction_t *x = in->operands[0];
+  int r = x->shape->rank;
+  if (in->num_operands != 1 || in->shape->num_elements < 3 || r < 2 ||
+      !kiln_elem_type_is_float(x->shape->type) || x->shape->dims[r - 1] != x->shape->dims[r - 2] ||
+      !same_array(x->shape, in->shape->elements[0]))
+    return NULL;
+  const kiln_shape_t *ps = in->shape->elements[1], *is = in->shape->elements[2];
+  if (!kiln_shape_is_array(ps) || ps->rank != r - 1 || !kiln_shape_is_array(is) ||
+      is->rank != r - 2 || !kiln_elem_type_is_integral(ps->type) ||
+      !kiln_elem_type_is_integral(is->type))
+    return NULL;
+  for (int d = 0; d < r - 1; d++)
+    if (ps->dims[d] != x->shape->dims[d] || (d < r - 2 && is->dims[d] != x->shape->dims[d]))
+      return NULL;
+  kiln_hlo_instruction_t *zp = kiln_builder_const_u64(b, ps->type, 0),
+                         *zi = kiln_builder_const_u64(b, is->type, 0);
+  kiln_hlo_instruction_t *init[4] = {
+      kiln_builder_const_u64(b, KILN_S32, 0), x,
+      zp ? kiln_builder_op(b, KILN_OP_BROADCAST, (kiln_shape_t *)ps, 1, &zp) : NULL,
+      zi ? kiln_builder_op(b, KILN_OP_BROADCAST, (kiln_shape_t *)is, 1, &zi) : NULL};
+  kiln_hlo_instruction_t *t = init[2] && init[3] ? kiln_builder_tuple(b, 4, init) : NULL;
+  if (!t) return NULL;
+  kiln_hlo_computation_t *cond =
+      kiln_builder_counter_below(b->m, "getrf_cond", t->shape, x->shape->dims[r - 1], b->layouts);
+  kiln_hlo_computation_t *body = getrf_step(b, t->shape);
+  kiln_hlo_instruction_t *w = cond && body ? kiln_builder_while(b, t, cond, body) : NULL;
+  if (!w) return NULL;
+  kiln_hlo_instruction_t *outs[3] = {kiln_builder_gte(b, w, 1), kiln_builder_gte(b, w, 2),
+                                     kiln_builder_gte(b, w, 3)};
+  return tuple_with_zeros(b, in, 3, outs);
+}
+
+/* xla_builder.math.NextAfter(x, y) on f32 / f64 from the bits: NaN if either is NaN, y if
+ * equal, the smallest subnormal with y's sign from zero, else one step of x's bits away
+ * from or towards zero. */
+static kiln_hlo_instruction_t *next_after(kiln_builder_t *b, kiln_hlo_instruction_t *in) {
+  kiln_elem_type_t t = in->shape->type, ut = t == KILN_F32 ? KILN_U32 : KILN_U64;
+  if (in->num_operands != 2 || (t != KILN_F32 && t != KILN_F64) ||
+      !same_array(in->operands[0]->shape, in->shape) ||
+      !same_array(in->operands[1]->shape, in->shape))
+    return NULL;
+  kiln_hlo_instruction_t *x = in->operands[0], *y = in->operands[1];
+  kiln_hlo_instruction_t *xb = kiln_builder_bitcast_convert(b, x, ut),
+                         *yb = kiln_builder_bitcast_convert(b, y, ut);
+  uint64_t sign = ut == KILN_U32 ? 0x80000000ull : 0x8000000000000000ull;
+  kiln_hlo_instruction_t *one = kiln_builder_splat(b, kiln_builder_const_u64(b, ut, 1), xb);
+  kiln_hlo_instruction_t *zero = fsplat(b, 0, x);
+  kiln_hlo_instruction_t *tiny =
+      BIN(OR, BIN(AND, yb, kiln_builder_splat(b, kiln_builder_const_u64(b, ut, sign), yb)), one);
+  kiln_hlo_instruction_t *away = BIN(XOR, kiln_builder_compare(b, KILN_CMP_LT, x, y),
+                                     kiln_builder_compare(b, KILN_CMP_LT, x, zero));
+  kiln_hlo_instruction_t *next =
+      kiln_builder_select(b, away, BIN(ADD, xb, one), BIN(SUBTRACT, xb, one));
+  kiln_hlo_instruction_t *r = kiln_builder_bitcast_convert(
+      b, kiln_builder_select(b, kiln_builder_compare(b, KILN_CMP_EQ, x, zero), tiny, next), t);
+  r = kiln_builder_select(b, kiln_builder_compare(b, KILN_CMP_EQ, x, y), y, r);
+  kiln_hlo_instruction_t *nan = BIN(OR, kiln_builder_compare(b, KILN_CMP_NE, x, x),
+                                    kiln_builder_compare(b, KILN_CMP_NE, y, y));
+  r = kiln_builder_select(b, nan, fsplat(b, NAN, x), r);
+  if (r) r->shape = in->shape;
+  return r;
+}
+
+/* x's diagonal over its dimensions p < q (same size): sum over q of select(i_p == i_q, x, 0). */
+static kiln_hlo_instruction_t *diagonal(kiln_builder_t *b, kiln_hlo_instruction_t *x, int p, int q,
+                                        kiln_hlo_computation_t *add) {
+  kiln_hlo_instruction_t *eq =
+      kiln_builder_compare(b, KILN_CMP_EQ, iota_like(b, x, p), iota_like(b, x, q));
+  int64_t d = q;
+  return kiln_builder_sum(b, kiln_builder_select(b, eq, x, fsplat(b, 0, x)), 1, &d, add);
+}
+
+/* xla_builder.matrix.Einsum: each operand's repeated labels reduced to their diagonal, the
+ * operands transposed into the order of first appearance and broadcast over every label,
+ * multiplied, summed over the labels the result lacks, transposed into the result's order,
+ * and repeated result labels placed on their diagonal. */
+static kiln_hlo_instruction_t *einsum(kiln_builder_t *b, kiln_hlo_instruction_t *in) {
+  char labels[2][KILN_EINSUM_MAX_LABELS + 1], result[KILN_EINSUM_MAX_LABELS + 1],
+      all[2 * KILN_EINSUM_MAX_LABELS + 1] = "";
+  if (!kiln_eval_einsum_spec(in, labels, result) || !kiln_elem_type_is_float(in->shape->type))
+    return NULL;
+  int64_t size[2 * KILN_EINSUM_MAX_LABELS] = {0}, total = 1;
+  for (int i = 0; i < in->num_operands; i++)
+    for (int d = 0; labels[i][d]; d++) {
+      char *at = strchr(all, labels[i][d]);
+      if (!at) {
+        at = all + strlen(all);
+        at[0] = labels[i][d];
+        at[1] = 0;
+        total *= in->operands[i]->shape->dims[d];
+      }
+      size[at - all] = in->operands[i]->shape->dims[d];
+    }
+  int nl = (int)strlen(all);
+  if (nl > kMaxRank || total > (1 << 24) || in->operands[0]->shape->type != in->shape->type)
+    return NULL;
+  kiln_hlo_computation_t *add =
+      kiln_builder_scalar_computation(b->m, "einsum_add", KILN_OP_ADD, in->shape->type);
+  int64_t dims[kMaxRank], map[kMaxRank], perm[kMaxRank];
+  for (int l = 0; l < nl; l++) dims[l] = size[l];
+  kiln_hlo_instruction_t *prod = NULL;
+  for (int i = 0; i < in->num_operands && add; i++) {
+    kiln_hlo_instruction_t *x = in->operands[i];
+    char lab[KILN_EINSUM_MAX_LABELS + 1];
+    strcpy(lab, labels[i]);
+    for (int q = 1; lab[q] && x; q++) {
+      char *first = strchr(lab, lab[q]);
+      if (first - lab == q) continue;
+      x = diagonal(b, x, (int)(first - lab), q, add);
+      memmove(lab + q, lab + q + 1, strlen(lab + q));
+      q--;
+    }
+    int n = (int)strlen(lab);
+    /* sorted by position in `all` */
+    for (int d = 0; d < n; d++) perm[d] = d;
+    for (int d = 1; d < n; d++)
+      for (int e = d; e > 0 && strchr(all, lab[perm[e]]) < strchr(all, lab[perm[e - 1]]); e--) {
+        int64_t tmp = perm[e];
+        perm[e] = perm[e - 1];
+        perm[e - 1] = tmp;
+      }
+    for (int d = 0; d < n; d++) map[d] = strchr(all, lab[perm[d]]) - all;
+    if (x && n > 1) x = kiln_builder_transpose(b, x, perm);
+    x = x ? kiln_builder_broadcast(b, x, nl, dims, map) : NULL;
+    prod = !prod ? x : BIN(MULTIPLY, prod, x);
+  }
+  if (!prod) return NULL;
+  /* Sum the labels the result lacks; the rest keep `all`'s order. */
+  int64_t gone[kMaxRank];
+  int ng = 0;
+  char kept[KILN_EINSUM_MAX_LABELS * 2 + 1];
+  int nk = 0;
+  for (int l = 0; l < nl; l++) {
+    if (strchr(result, all[l]))
+      kept[nk++] = all[l];
+    else
+      gone[ng++] = l;
+  }
+  kept[nk] = 0;
+  kiln_hlo_instruction_t *v = ng ? kiln_builder_sum(b, prod, ng, gone, add) : prod;
+  /* Into the order of first appearance in the result. */
+  char order[KILN_EINSUM_MAX_LABELS + 1];
+  int no = 0;
+  for (int d = 0; result[d]; d++)
+    if (!memchr(order, result[d], (size_t)no)) order[no++] = result[d];
+  order[no] = 0;
+  for (int d = 0; d < no; d++) perm[d] = strchr(kept, order[d]) - kept;
+  if (v && no > 1) v = kiln_builder_transpose(b, v, perm);
+  if (!v) return NULL;
+  int rr = in->shape->rank;
+  if (no != rr) {
+    for (int d = 0; d < no; d++) map[d] = strchr(result, order[d]) - result;
+    kiln_hlo_instruction_t *bc = kiln_builder_broadcast(b, v, rr, in->shape->dims, map);
+    kiln_hlo_instruction_t *on = NULL;
+    for (int d = 0; d < rr && bc; d++) {
+      int first = (int)(strchr(result, result[d]) - result);
+      if (first == d) continue;
+      kiln_hlo_instruction_t *eq =
+          kiln_builder_compare(b, KILN_CMP_EQ, iota_like(b, bc, first), iota_like(b, bc, d));
+      on = on ? BIN(AND, on, eq) : eq;
+    }
+    v = bc && on ? kiln_builder_select(b, on, bc, fsplat(b, 0, bc)) : NULL;
+  }
+  if (v) v->shape = in->shape;
+  return v;
+}
+
+/* xla_builder.tridiagonal.TridiagonalSolver -> the Thomas algorithm unrolled over the M rows
+ * (M <= 64): diagonals [..., 3, M] or three [..., 1, M] operands, right-hand sides
+ * [..., M, N]. */
+static kiln_hlo_instruction_t *tridiagonal(kiln_builder_t *b, kiln_hlo_instruction_t *in) {
+  int nop = in->num_operands;
+  if (nop != 2 && nop != 4) return NULL;
+  kiln_hlo_instruction_t *rhs = in->operands[nop - 1];
+  int r = rhs->shape->rank;
+  if (r < 2 || !kiln_elem_type_is_float(rhs->shape->type) || !same_array(rhs->shape, in->shape))
+    return NULL;
+  int64_t m = rhs->shape->dims[r - 2];
+  if (m > 64 || m < 1) return NULL;
+  for (int i = 0; i < nop - 1; i++) {
+    const kiln_shape_t *s = in->operands[i]->shape;
+    if (s->rank != r || s->type != rhs->shape->type || s->dims[r - 1] != m ||
+        s->dims[r - 2] != (nop == 2 ? 3 : 1))
+      return NULL;
+    for (int d = 0; d < r - 2; d++)
+      if (s->dims[d] != rhs->shape->dims[d]) return NULL;
+  }
+  int64_t row_dims[kMaxRank], map[kMaxRank];
+  for (int d = 0; d < r; d++) row_dims[d] = d == r - 2 ? 1 : rhs->shape->dims[d];
+  for (int d = 0; d < r - 2; d++) map[d] = d;
+    /* element i of diagonal k (0 lower, 1 main, 2 upper) broadcast along a row [..., 1, N] */
+#define DIAG(k, i)                                                                                 \
+  kiln_builder_broadcast(                                                                          \
+      b,                                                                                           \
+      kiln_builder_reshape(                                                                        \
+          b,                                                                                       \
+          kiln_builder_slice_dim(b,                                                                \
+                                 nop == 2                                                          \
+                                     ? kiln_builder_slice_dim(b, in->operands[0], r - 2, k, k + 1) \
+                                     : in->operands[k],                                            \
+                                 r - 1, i, i + 1),                                                 \
+          r - 2, row_dims),                                                                        \
+      r, row_dims, map)
+  kiln_hlo_instruction_t *c[64], *d[64];
+  for (int64_t i = 0; i < m; i++) {
+    kiln_hlo_instruction_t *row = kiln_builder_slice_dim(b, rhs, r - 2, i, i + 1);
+    if (i == 0) {
+      kiln_hlo_instruction_t *main0 = DIAG(1, 0);
+      c[0] = BIN(DIVIDE, DIAG(2, 0), main0);
+      d[0] = BIN(DIVIDE, row, main0);
+      continue;
+    }
+    kiln_hlo_instruction_t *lower = DIAG(0, i);
+    kiln_hlo_instruction_t *den = BIN(SUBTRACT, DIAG(1, i), BIN(MULTIPLY, lower, c[i - 1]));
+    c[i] = BIN(DIVIDE, DIAG(2, i), den);
+    d[i] = BIN(DIVIDE, BIN(SUBTRACT, row, BIN(MULTIPLY, lower, d[i - 1])), den);
+  }
+#undef DIAG
+  for (int64_t i = m - 2; i >= 0; i--) d[i] = BIN(SUBTRACT, d[i], BIN(MULTIPLY, c[i], d[i + 1]));
+  for (int64_t i = 0; i < m; i++)
+    if (!d[i]) return NULL;
+  kiln_hlo_instruction_t *x =
+      m == 1 ? d[0] : kiln_builder_op(b, KILN_OP_CONCATENATE, in->shape, (int)m, d);
+  if (!x) return NULL;
+  if (m > 1) {
+    int64_t *dim = kiln_arena_alloc(&b->m->arena, sizeof(int64_t));
+    if (!dim) return NULL;
+    *dim = r - 2;
+    x->has_dimensions = true;
+    x->dimensions.n = 1;
+    x->dimensions.v = dim;
+  }
+  x->shape = in->shape;
+  return x;
+}
+
+static kiln_hlo_instruction_t *usplat(kiln_builder_t *b, kiln_elem_type_t t, uint64_t v,
+                                      const kiln_hlo_instruction_t *like) {
+  return kiln_builder_splat(b, kiln_builder_const_u64(b, t, v), like);
+}
+
+/* xla_builder.prng.ScramblePhiloxKey(key u64) -> Philox4x32-10 of the counter (lo, 0, hi, 0)
+ * of the key's 32-bit halves under XLA's fixed key, words 0 and 1 joined as the new u64. */
+static kiln_hlo_instruction_t *scramble_philox_key(kiln_builder_t *b, kiln_hlo_instruction_t *in) {
+  kiln_hlo_instruction_t *key = in->operands[0];
+  if (in->num_operands != 1 || key->shape->type != KILN_U64 || !same_array(key->shape, in->shape))
+    return NULL;
+  kiln_hlo_instruction_t *x[4];
+  x[0] = kiln_builder_convert(b, key, KILN_U32);
+  x[1] = usplat(b, KILN_U32, 0, key);
+  x[2] = kiln_builder_convert(b, BIN(SHIFT_RIGHT_LOGICAL, key, usplat(b, KILN_U64, 32, key)),
+                              KILN_U32);
+  x[3] = x[1];
+  uint32_t k0 = KILN_EVAL_PHILOX_SCRAMBLE_KEY0, k1 = KILN_EVAL_PHILOX_SCRAMBLE_KEY1;
+  kiln_hlo_instruction_t *c32 = usplat(b, KILN_U64, 32, key);
+  for (int round = 0; round < 10; round++) {
+    kiln_hlo_instruction_t *p0 = BIN(MULTIPLY, kiln_builder_convert(b, x[0], KILN_U64),
+                                     usplat(b, KILN_U64, 0xD2511F53u, key));
+    kiln_hlo_instruction_t *p1 = BIN(MULTIPLY, kiln_builder_convert(b, x[2], KILN_U64),
+                                     usplat(b, KILN_U64, 0xCD9E8D57u, key));
+    kiln_hlo_instruction_t *y[4] = {
+        BIN(XOR,
+            BIN(XOR, kiln_builder_convert(b, BIN(SHIFT_RIGHT_LOGICAL, p1, c32), KILN_U32), x[1]),
+            usplat(b, KILN_U32, k0, key)),
+        kiln_builder_convert(b, p1, KILN_U32),
+        BIN(XOR,
+            BIN(XOR, kiln_builder_convert(b, BIN(SHIFT_RIGHT_LOGICAL, p0, c32), KILN_U32), x[3]),
+            usplat(b, KILN_U32, k1, key)),
+        kiln_builder_convert(b, p0, KILN_U32)};
+    memcpy(x, y, sizeof x);
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  kiln_hlo_instruction_t *r = BIN(OR, kiln_builder_convert(b, x[0], KILN_U64),
+                                  BIN(SHIFT_LEFT, kiln_builder_convert(b, x[1], KILN_U64), c32));
+  if (r) r->shape = in->shape;
+  return r;
+}
+
+/* Dynamic shapes as kiln models them (every dynamic dimension at its bound, as the pass
+ * dynamic_shape_remover and the evaluator's set-dimension-size / get-dimension-size take
+ * them): SliceToDynamic(x, sizes...) -> x; PadToStatic(x) -> (x, the bounds as s32). */
+static kiln_hlo_instruction_t *dynamic_padding(kiln_builder_t *b, kiln_hlo_instruction_t *in) {
+  kiln_hlo_instruction_t *x = in->operands[0];
+  if (!strcmp(in->custom_call_target, "SliceToDynamic")) {
+    if (!kiln_shape_is_array(x->shape) || in->num_operands != 1 + x->shape->rank ||
+        !same_array(x->shape, in->shape))
+      return NULL;
+    return kiln_builder_op(b, KILN_OP_COPY, in->shape, 1, &x);
+  }
+  int r = x->shape->rank;
+  if (in->num_operands != 1 || !kiln_shape_is_array(x->shape) || !kiln_shape_is_tuple(in->shape) ||
+      in->shape->num_elements != 1 + r || r > 7 || !same_array(x->shape, in->shape->elements[0]))
+    return NULL;
+  kiln_hlo_instruction_t *outs[8] = {
+      kiln_builder_op(b, KILN_OP_COPY, in->shape->elements[0], 1, &x)};
+  for (int d = 0; d < r; d++) {
+    const kiln_shape_t *s = in->shape->elements[1 + d];
+    if (!kiln_shape_is_array(s) || s->rank != 0 || !kiln_elem_type_is_integral(s->type))
+      return NULL;
+    outs[1 + d] = kiln_builder_const_u64(b, s->type, (uint64_t)x->shape->dims[d]);
+  }
+  return tuple_with_zeros(b, in, 1 + r, outs);
+}
+
+/* TopK -> topk (k from the result, largest from the comparator); PartialReduce (XLA's
+ * approximate top-k) -> the exact one: a stable sort of (values, positions) by its
+ * comparator along the last dimension, then the first m of both. */
+static kiln_hlo_instruction_t *top_k(kiln_builder_t *b, kiln_hlo_instruction_t *in) {
+  bool partial = !strcmp(in->custom_call_target, "PartialReduce"), largest;
+  kiln_hlo_computation_t *cmp = kiln_hlo_instruction_called(in, "called_computations");
+  if (in->num_operands != (partial ? 4 : 1) || !kiln_eval_topk_comparator(cmp, &largest) ||
+      !kiln_shape_is_tuple(in->shape) || in->shape->num_elements != 2)
+    return NULL;
+  kiln_hlo_instruction_t *x = in->operands[0];
+  const kiln_shape_t *vs = in->shape->elements[0], *is = in->shape->elements[1];
+  int r = x->shape->rank;
+  if (!kiln_shape_is_array(x->shape) || r < 1 || !kiln_shape_is_array(vs) || vs->rank != r ||
+      !kiln_shape_is_array(is) || is->rank != r || !kiln_elem_type_is_integral(is->type))
+    return NULL;
+  for (int d = 0; d < r; d++)
+    if (is->dims[d] != vs->dims[d] || (d < r - 1 && vs->dims[d] != x->shape->dims[d])) return NULL;
+  int64_t m = vs->dims[r - 1];
+  if (m > x->shape->dims[r - 1]) return NULL;
+  if (!partial) {
+    kiln_hlo_instruction_t *t = kiln_builder_op(b, KILN_OP_TOPK, in->shape, 1, &x);
+    if (!t) return NULL;
+    t->k = m;
+    t->largest = largest;
+    return t;
+  }
+  const kiln_shape_t *ps = in->operands[1]->shape;
+  if (!kiln_shape_is_array(ps) || ps->rank != r || cmp->num_parameters != 4) return NULL;
+  for (int d = 0; d < r; d++)
+    if (ps->dims[d] != x->shape->dims[d]) return NULL;
+  kiln_shape_t *ss[2] = {x->shape, in->operands[1]->shape};
+  kiln_shape_t *ts = kiln_shape_make_tuple(&b->m->arena, 2, ss);
+  kiln_hlo_instruction_t *sort = ts ? kiln_builder_op(b, KILN_OP_SORT, ts, 2, in->operands) : NULL;
+  int64_t *dim = sort ? kiln_arena_alloc(&b->m->arena, sizeof(int64_t)) : NULL;
+  if (!dim) return NULL;
+  *dim = r - 1;
+  sort->has_dimensions = true;
+  sort->dimensions.n = 1;
+  sort->dimensions.v = dim;
+  sort->is_stable = true;
+  kiln_hlo_instruction_add_called(sort, "to_apply", false, 1, &cmp);
+  kiln_hlo_instruction_t *outs[2] = {
+      kiln_builder_slice_dim(b, kiln_builder_gte(b, sort, 0), r - 1, 0, m),
+      kiln_builder_slice_dim(b, kiln_builder_gte(b, sort, 1), r - 1, 0, m)};
+  return tuple_with_zeros(b, in, 2, outs);
+}
+
 static kiln_hlo_instruction_t *gemm(kiln_builder_t *b, kiln_hlo_instruction_t *in) {
   kiln_gemm_config_t g;
   bool tuple = kiln_shape_is_tuple(in->shape);
@@ -226,20 +783,7 @@ static kiln_hlo_instruction_t *gemm(kiln_builder_t *b, kiln_hlo_instruction_t *i
   if (g.relu) r = BIN(MAXIMUM, r, fsplat(b, 0.0, r));
   if (!r) return NULL;
   r->shape = rs;
-  if (!tuple) return r;
-  kiln_hlo_instruction_t *outs[8] = {r};
-  int n = in->shape->num_elements;
-  if (n > 8) return NULL;
-  for (int i = 1; i < n; i++) {
-    const kiln_shape_t *ws = in->shape->elements[i];
-    if (!kiln_shape_is_array(ws)) return NULL;
-    kiln_hlo_instruction_t *zero = kiln_builder_const_u64(b, ws->type, 0);
-    outs[i] = zero ? kiln_builder_op(b, KILN_OP_BROADCAST, (kiln_shape_t *)ws, 1, &zero) : NULL;
-    if (!outs[i]) return NULL;
-  }
-  kiln_hlo_instruction_t *t = kiln_builder_tuple(b, n, outs);
-  if (t) t->shape = in->shape;
-  return t;
+  return tuple ? tuple_with_zeros(b, in, 1, &r) : r;
 }
 
 static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t *in, void *ctx) {
@@ -262,6 +806,12 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
   }
   if (!strncmp(t, "xla_builder.", 12)) {
     kiln_hlo_computation_t *callee = kiln_hlo_instruction_called(in, "called_computations");
+    if (!callee && !strcmp(t, "xla_builder.math.NextAfter")) return next_after(b, in);
+    if (!callee && !strcmp(t, "xla_builder.prng.ScramblePhiloxKey"))
+      return scramble_philox_key(b, in);
+    if (!callee && !strcmp(t, "xla_builder.matrix.Einsum")) return einsum(b, in);
+    if (!callee && !strcmp(t, "xla_builder.tridiagonal.TridiagonalSolver"))
+      return tridiagonal(b, in);
     if (!callee && !strncmp(t, "xla_builder.math.", 17)) return math(b, in, t + 17);
     if (!callee || callee->num_parameters != in->num_operands) return NULL;
     kiln_hlo_instruction_t *call =
@@ -271,6 +821,13 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
   }
   if (!strcmp(t, "cuda_threefry2x32")) return threefry(b, in);
   if (kiln_eval_is_gemm_target(t)) return gemm(b, in);
+  if (!strcmp(t, "TopK") || !strcmp(t, "PartialReduce")) return top_k(b, in);
+  if (!strcmp(t, "SliceToDynamic") || !strcmp(t, "PadToStatic")) return dynamic_padding(b, in);
+  kiln_solver_config_t sc;
+  if (kiln_eval_solver_config(in, &sc))
+    return sc.kind == KILN_SOLVER_POTRF  ? potrf(b, in, &sc)
+           : sc.kind == KILN_SOLVER_TRSM ? trsm(b, in, &sc)
+                                         : getrf(b, in);
   return NULL;
 }
 

@@ -1,7 +1,9 @@
 /* PJRT conformance for buffers: BufferFromHostBuffer (every element type, the host-buffer
  * semantics and their done events, byte strides, device layouts, memories), ToHostBuffer
  * (size query, host layouts), the buffer queries, Delete/IsDeleted and deleted-buffer
- * errors, CopyToDevice between two host devices, CopyToMemory, CopyRawToHost, external
+ * errors, CopyToDevice between two host devices, CopyToMemory, CopyRawToHost and
+ * CopyRawToHostFuture, error buffers (Client_CreateErrorBuffer), the async host-to-device
+ * transfer manager, external
  * references, uninitialized buffers and views, memory statistics; and the error paths (NULL
  * args, short structs, NULL and foreign handles, wrong sizes). Built against OpenXLA's
  * pjrt_c_api.h; the plugin is loaded with dlopen(RTLD_LOCAL). Host platform ("cpu"), with a
@@ -838,6 +840,253 @@ static void test_argument_errors(void **state) {
 #undef NULL_BUFFER
 }
 
+/* Client_CreateErrorBuffer: shape queries answer, the ready event and every read fail with
+ * the buffer's error. */
+static void test_error_buffer(void **state) {
+  (void)state;
+  int64_t dims[2] = {2, 3};
+  const char *msg = "upstream failed";
+  PJRT_Client_CreateErrorBuffer_Args a = {
+      .struct_size = PJRT_Client_CreateErrorBuffer_Args_STRUCT_SIZE,
+      .client = g_client,
+      .error_code = PJRT_Error_Code_ABORTED,
+      .error_message = msg,
+      .error_message_size = strlen(msg),
+      .shape_dims = dims,
+      .shape_num_dims = 2,
+      .shape_element_type = PJRT_Buffer_Type_F32};
+  PJRT_CHECK(api, api->PJRT_Client_CreateErrorBuffer(&a));
+  PJRT_Buffer *b = a.buffer;
+  assert_non_null(b);
+  PJRT_Buffer_Dimensions_Args d = {.struct_size = PJRT_Buffer_Dimensions_Args_STRUCT_SIZE,
+                                   .buffer = b};
+  PJRT_CHECK(api, api->PJRT_Buffer_Dimensions(&d));
+  assert_int_equal(d.num_dims, 2);
+  assert_int_equal(d.dims[1], 3);
+  PJRT_Buffer_ReadyEvent_Args re = {.struct_size = PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE,
+                                    .buffer = b};
+  PJRT_CHECK(api, api->PJRT_Buffer_ReadyEvent(&re));
+  PJRT_Event_Await_Args aw = {.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE, .event = re.event};
+  PJRT_EXPECT_ERROR(api, api->PJRT_Event_Await(&aw), PJRT_Error_Code_ABORTED, "upstream failed");
+  PJRT_Event_Destroy_Args ed = {.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE,
+                                .event = re.event};
+  PJRT_CHECK(api, api->PJRT_Event_Destroy(&ed));
+  float out[6];
+  PJRT_Buffer_ToHostBuffer_Args th = {.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE,
+                                      .src = b,
+                                      .dst = out,
+                                      .dst_size = sizeof out};
+  PJRT_EXPECT_ERROR(api, api->PJRT_Buffer_ToHostBuffer(&th), PJRT_Error_Code_ABORTED,
+                    "upstream failed");
+  a.error_code = PJRT_Error_Code_OK;
+  a.buffer = NULL;
+  PJRT_EXPECT_ERROR(api, api->PJRT_Client_CreateErrorBuffer(&a), PJRT_Error_Code_INVALID_ARGUMENT,
+                    "not an error");
+  buffer_destroy(b);
+}
+
+typedef struct raw_future_call {
+  PJRT_Buffer_CopyRawToHostFuture_Args a;
+  PJRT_Event_IsReady_Args ready;
+} raw_future_call_t;
+
+static void raw_future_start(raw_future_call_t *c, PJRT_Buffer *b, int64_t offset, int64_t size) {
+  memset(c, 0, sizeof *c);
+  c->a.struct_size = PJRT_Buffer_CopyRawToHostFuture_Args_STRUCT_SIZE;
+  c->a.buffer = b;
+  c->a.offset = offset;
+  c->a.transfer_size = size;
+  PJRT_CHECK(api, api->PJRT_Buffer_CopyRawToHostFuture(&c->a));
+  assert_non_null(c->a.event);
+  assert_non_null(c->a.future_ready_callback);
+  c->ready.struct_size = PJRT_Event_IsReady_Args_STRUCT_SIZE;
+  c->ready.event = c->a.event;
+  PJRT_CHECK(api, api->PJRT_Event_IsReady(&c->ready));
+  assert_false(c->ready.is_ready); /* nothing moves before the destination is named */
+}
+
+/* Buffer_CopyRawToHostFuture: the copy happens when the caller's callback names dst (the
+ * buffer may be destroyed in between); an error given instead fails the event. */
+static void test_copy_raw_to_host_future(void **state) {
+  (void)state;
+  float v[4] = {1.5f, -2, 3, 8};
+  int64_t dims[1] = {4};
+  PJRT_Buffer *b = from_host(g_client, g_dev[0], v, PJRT_Buffer_Type_F32, dims, 1);
+  raw_future_call_t c;
+  raw_future_start(&c, b, 4, 8);
+  buffer_destroy(b);
+  float got[2] = {0, 0};
+  PJRT_Buffer_CopyRawToHostFuture_Callback_Args cb = {
+      .struct_size = PJRT_Buffer_CopyRawToHostFuture_Callback_Args_STRUCT_SIZE,
+      .callback_data = c.a.callback_data,
+      .error_code = PJRT_Error_Code_OK,
+      .dst = got};
+  c.a.future_ready_callback(&cb);
+  await_destroy(c.a.event);
+  assert_true(got[0] == v[1] && got[1] == v[2]);
+
+  b = from_host(g_client, g_dev[0], v, PJRT_Buffer_Type_F32, dims, 1);
+  raw_future_start(&c, b, 0, 16);
+  const char *why = "no room";
+  cb.callback_data = c.a.callback_data;
+  cb.error_code = PJRT_Error_Code_RESOURCE_EXHAUSTED;
+  cb.error_message = why;
+  cb.error_message_size = strlen(why);
+  cb.dst = NULL;
+  c.a.future_ready_callback(&cb);
+  PJRT_Event_Await_Args aw = {.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE, .event = c.a.event};
+  PJRT_EXPECT_ERROR(api, api->PJRT_Event_Await(&aw), PJRT_Error_Code_RESOURCE_EXHAUSTED, "no room");
+  PJRT_Event_Destroy_Args ed = {.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE,
+                                .event = c.a.event};
+  PJRT_CHECK(api, api->PJRT_Event_Destroy(&ed));
+  c.a.offset = 12;
+  c.a.transfer_size = 8;
+  PJRT_EXPECT_ERROR(api, api->PJRT_Buffer_CopyRawToHostFuture(&c.a),
+                    PJRT_Error_Code_INVALID_ARGUMENT, "outside");
+  buffer_destroy(b);
+}
+
+typedef struct h2d_reader {
+  PJRT_Buffer *b;
+  float got[4];
+} h2d_reader_t;
+
+static void *h2d_read(void *p) {
+  h2d_reader_t *r = p;
+  size_t n;
+  float *v = to_host(r->b, NULL, &n); /* waits for the last transfer */
+  memcpy(r->got, v, sizeof r->got);
+  free(v);
+  return NULL;
+}
+
+static bool event_ready(PJRT_Event *e) {
+  PJRT_Event_IsReady_Args a = {.struct_size = PJRT_Event_IsReady_Args_STRUCT_SIZE, .event = e};
+  PJRT_CHECK(api, api->PJRT_Event_IsReady(&a));
+  return a.is_ready;
+}
+
+/* Client_CreateBuffersForAsyncHostToDevice and the transfer manager (what jax.device_put
+ * uses): buffers handed out first, filled by chunks; a reader waits for the last chunk; a
+ * buffer given an error reads as that error. */
+static void test_async_host_to_device_transfers(void **state) {
+  (void)state;
+  int64_t d0[1] = {4}, d1[2] = {2, 3};
+  PJRT_ShapeSpec specs[2] = {{.struct_size = PJRT_ShapeSpec_STRUCT_SIZE,
+                              .dims = d0,
+                              .num_dims = 1,
+                              .element_type = PJRT_Buffer_Type_F32},
+                             {.struct_size = PJRT_ShapeSpec_STRUCT_SIZE,
+                              .dims = d1,
+                              .num_dims = 2,
+                              .element_type = PJRT_Buffer_Type_S32}};
+  PJRT_Client_CreateBuffersForAsyncHostToDevice_Args ca = {
+      .struct_size = PJRT_Client_CreateBuffersForAsyncHostToDevice_Args_STRUCT_SIZE,
+      .client = g_client,
+      .shape_specs = specs,
+      .num_shape_specs = 2};
+  PJRT_CHECK(api, api->PJRT_Client_CreateBuffersForAsyncHostToDevice(&ca));
+  PJRT_AsyncHostToDeviceTransferManager *m = ca.transfer_manager;
+  assert_non_null(m);
+  PJRT_AsyncHostToDeviceTransferManager_BufferCount_Args bc = {
+      .struct_size = PJRT_AsyncHostToDeviceTransferManager_BufferCount_Args_STRUCT_SIZE,
+      .transfer_manager = m};
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_BufferCount(&bc));
+  assert_int_equal(bc.buffer_count, 2);
+  PJRT_AsyncHostToDeviceTransferManager_BufferSize_Args bs = {
+      .struct_size = PJRT_AsyncHostToDeviceTransferManager_BufferSize_Args_STRUCT_SIZE,
+      .transfer_manager = m,
+      .buffer_index = 1};
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_BufferSize(&bs));
+  assert_int_equal(bs.buffer_size, 24);
+  PJRT_AsyncHostToDeviceTransferManager_Device_Args dv = {
+      .struct_size = PJRT_AsyncHostToDeviceTransferManager_Device_Args_STRUCT_SIZE,
+      .transfer_manager = m};
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_Device(&dv));
+  assert_ptr_equal(dv.device_out, g_dev[0]);
+  PJRT_Buffer *b[2];
+  for (int i = 0; i < 2; i++) {
+    PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args rb = {
+        .struct_size = PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args_STRUCT_SIZE,
+        .transfer_manager = m,
+        .buffer_index = i};
+    PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer(&rb));
+    b[i] = rb.buffer_out;
+    assert_non_null(b[i]);
+    PJRT_EXPECT_ERROR(api, api->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer(&rb),
+                      PJRT_Error_Code_FAILED_PRECONDITION, "already retrieved");
+  }
+  PJRT_Buffer_ReadyEvent_Args re = {.struct_size = PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE,
+                                    .buffer = b[0]};
+  PJRT_CHECK(api, api->PJRT_Buffer_ReadyEvent(&re));
+  assert_false(event_ready(re.event));
+  h2d_reader_t reader = {.b = b[0]};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, h2d_read, &reader), 0);
+  float v[4] = {1.5f, -2, 3.25f, 9};
+  PJRT_AsyncHostToDeviceTransferManager_TransferData_Args td = {
+      .struct_size = PJRT_AsyncHostToDeviceTransferManager_TransferData_Args_STRUCT_SIZE,
+      .transfer_manager = m,
+      .buffer_index = 0,
+      .data = v,
+      .offset = 0,
+      .transfer_size = 8};
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_TransferData(&td));
+  await_destroy(td.done_with_h2d_transfer);
+  assert_false(event_ready(re.event)); /* not the last chunk yet */
+  td.data = v + 2;
+  td.offset = 8;
+  td.is_last_transfer = true;
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_TransferData(&td));
+  await_destroy(td.done_with_h2d_transfer);
+  await_destroy(re.event);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  assert_memory_equal(reader.got, v, sizeof v);
+  PJRT_EXPECT_ERROR(api, api->PJRT_AsyncHostToDeviceTransferManager_TransferData(&td),
+                    PJRT_Error_Code_FAILED_PRECONDITION, "already completed");
+  td.buffer_index = 2;
+  PJRT_EXPECT_ERROR(api, api->PJRT_AsyncHostToDeviceTransferManager_TransferData(&td),
+                    PJRT_Error_Code_INVALID_ARGUMENT, "buffer_index");
+  PJRT_AsyncHostToDeviceTransferManager_SetBufferError_Args se = {
+      .struct_size = PJRT_AsyncHostToDeviceTransferManager_SetBufferError_Args_STRUCT_SIZE,
+      .transfer_manager = m,
+      .buffer_index = 1,
+      .error_code = PJRT_Error_Code_DATA_LOSS,
+      .error_message = "disk gone",
+      .error_message_size = 9};
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_SetBufferError(&se));
+  int32_t out[6];
+  PJRT_Buffer_ToHostBuffer_Args th = {.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE,
+                                      .src = b[1],
+                                      .dst = out,
+                                      .dst_size = sizeof out};
+  PJRT_EXPECT_ERROR(api, api->PJRT_Buffer_ToHostBuffer(&th), PJRT_Error_Code_DATA_LOSS,
+                    "disk gone");
+  PJRT_AsyncHostToDeviceTransferManager_Destroy_Args md = {
+      .struct_size = PJRT_AsyncHostToDeviceTransferManager_Destroy_Args_STRUCT_SIZE,
+      .transfer_manager = m};
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_Destroy(&md));
+  buffer_destroy(b[0]);
+  buffer_destroy(b[1]);
+
+  /* A manager destroyed before its buffers were filled or retrieved cancels them. */
+  PJRT_CHECK(api, api->PJRT_Client_CreateBuffersForAsyncHostToDevice(&ca));
+  PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args rb = {
+      .struct_size = PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args_STRUCT_SIZE,
+      .transfer_manager = ca.transfer_manager,
+      .buffer_index = 0};
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer(&rb));
+  md.transfer_manager = ca.transfer_manager;
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_Destroy(&md));
+  float f4[4];
+  th.src = rb.buffer_out;
+  th.dst = f4;
+  th.dst_size = sizeof f4;
+  PJRT_EXPECT_ERROR(api, api->PJRT_Buffer_ToHostBuffer(&th), PJRT_Error_Code_CANCELLED,
+                    "destroyed before");
+  buffer_destroy(rb.buffer_out);
+}
+
 static int setup(void **state) {
   (void)state;
   g_client = make_client("cpu", 2);
@@ -855,12 +1104,21 @@ int main(void) {
   api = pjrt_test_load();
   if (!api) return 1;
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_roundtrip_every_type), cmocka_unit_test(test_byte_strides_transposed),
-      cmocka_unit_test(test_device_layout),        cmocka_unit_test(test_host_buffer_semantics),
-      cmocka_unit_test(test_targets_and_copies),   cmocka_unit_test(test_delete_and_deleted_errors),
-      cmocka_unit_test(test_external_references),  cmocka_unit_test(test_views_and_uninitialized),
-      cmocka_unit_test(test_memory_stats),         cmocka_unit_test(test_buffer_outlives_client),
-      cmocka_unit_test(test_argument_errors),      cmocka_unit_test(test_roundtrip_cuda),
+      cmocka_unit_test(test_roundtrip_every_type),
+      cmocka_unit_test(test_byte_strides_transposed),
+      cmocka_unit_test(test_device_layout),
+      cmocka_unit_test(test_host_buffer_semantics),
+      cmocka_unit_test(test_targets_and_copies),
+      cmocka_unit_test(test_delete_and_deleted_errors),
+      cmocka_unit_test(test_external_references),
+      cmocka_unit_test(test_views_and_uninitialized),
+      cmocka_unit_test(test_memory_stats),
+      cmocka_unit_test(test_buffer_outlives_client),
+      cmocka_unit_test(test_argument_errors),
+      cmocka_unit_test(test_roundtrip_cuda),
+      cmocka_unit_test(test_error_buffer),
+      cmocka_unit_test(test_copy_raw_to_host_future),
+      cmocka_unit_test(test_async_host_to_device_transfers),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

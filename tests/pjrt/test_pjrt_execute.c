@@ -133,6 +133,14 @@ static void test_add_executes_and_reports_metadata(void **state) {
   assert_int_equal(mk.num_outputs, 1);
   assert_int_equal(mk.memory_kind_sizes[0], 6);
   assert_memory_equal(mk.memory_kinds[0], "device", 6);
+  PJRT_Executable_ParameterMemoryKinds_Args pk = {
+      .struct_size = PJRT_Executable_ParameterMemoryKinds_Args_STRUCT_SIZE, .executable = e};
+  PJRT_CHECK(api, api->PJRT_Executable_ParameterMemoryKinds(&pk));
+  assert_int_equal(pk.num_parameters, 2);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(pk.memory_kind_sizes[i], 6);
+    assert_memory_equal(pk.memory_kinds[i], "device", 6);
+  }
   PJRT_Executable_Fingerprint_Args fp = {
       .struct_size = PJRT_Executable_Fingerprint_Args_STRUCT_SIZE, .executable = e};
   PJRT_CHECK(api, api->PJRT_Executable_Fingerprint(&fp));
@@ -153,6 +161,13 @@ static void test_add_executes_and_reports_metadata(void **state) {
   PJRT_CHECK(api, api->PJRT_LoadedExecutable_AddressableDevices(&ad));
   assert_int_equal(ad.num_addressable_devices, 1);
   assert_ptr_equal(ad.addressable_devices[0], g_dev);
+  PJRT_LoadedExecutable_AddressableDeviceLogicalIds_Args li = {
+      .struct_size = PJRT_LoadedExecutable_AddressableDeviceLogicalIds_Args_STRUCT_SIZE,
+      .executable = l};
+  PJRT_CHECK(api, api->PJRT_LoadedExecutable_AddressableDeviceLogicalIds(&li));
+  assert_int_equal(li.num_addressable_device_logical_ids, 1);
+  assert_int_equal(li.addressable_device_logical_ids[0].replica, 0);
+  assert_int_equal(li.addressable_device_logical_ids[0].partition, 0);
   /* Client_Load of the executable gives another loaded executable that runs */
   PJRT_Client_Load_Args load;
   memset(&load, 0, sizeof(load));
