@@ -241,12 +241,15 @@ static kiln_status canonicalize(kiln_hlo_instruction_t *dot, kiln_pass_effects_t
                             "dot_canonicalizer: out of memory rewriting '%s'", dot->name);
   kiln_hlo_instruction_t *old_ops[2] = {lhs, rhs};
   kiln_dot_dnums_t old_dn = *dn;
+  bool had_dn = dot->has_dot_dnums;
   kiln_hlo_instruction_set_operands(dot, 2, ops);
   dot->dot_dnums = nd;
+  dot->has_dot_dnums = true;
   if (!kiln_fusion_wrapper_is_gemm(dot, NULL)) {
     /* Not a gemm even so (element types): as it was. */
     kiln_hlo_instruction_set_operands(dot, 2, old_ops);
     dot->dot_dnums = old_dn;
+    dot->has_dot_dnums = had_dn;
   } else {
     *changed = true;
   }
@@ -258,7 +261,7 @@ static kiln_status canonicalize(kiln_hlo_instruction_t *dot, kiln_pass_effects_t
 }
 
 static bool candidate(const kiln_hlo_instruction_t *in) {
-  if (in->opcode != KILN_OP_DOT || in->num_operands != 2 || !in->has_dot_dnums) return false;
+  if (in->opcode != KILN_OP_DOT || in->num_operands != 2) return false;
   if (in->num_control_predecessors || in->control_successors.len) return false;
   const kiln_shape_t *s[3] = {in->shape, in->operands[0]->shape, in->operands[1]->shape};
   for (int i = 0; i < 3; i++)
