@@ -174,6 +174,13 @@ static void test_transposed_operands_fold_into_the_gemm_flags(void **state) {
       "  ROOT s = f32[4,32,32] dot(q, kt), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
       "rhs_batch_dims={0}, rhs_contracting_dims={1}\n}\n",
       1, 0);
+  /* A transpose that reorders the lhs's free dims cannot fold (the result lists them in
+   * operand order); it moves only a size-1 dim, so it is a bitcast. */
+  check(
+      "HloModule t4\nENTRY e {\n  a = f32[1,101,10] parameter(0)\n  b = f32[10,1] parameter(1)\n"
+      "  ta = f32[101,1,10] transpose(a), dimensions={1,0,2}\n"
+      "  ROOT d = f32[101,1,1] dot(ta, b), lhs_contracting_dims={2}, rhs_contracting_dims={0}\n}\n",
+      1, 0);
   /* A transpose that is read elsewhere too stays for that user; the dot reads around it. */
   check(
       "HloModule t3\nENTRY e {\n  a = f32[16,24] parameter(0)\n  b = f32[16,8] parameter(1)\n"

@@ -76,13 +76,20 @@ static void view_direct(operand_view_t *v, kiln_hlo_instruction_t *x, const kiln
   for (int i = 0; i < c->n; i++) v->contr[i] = c->v[i];
 }
 
+static int free_dims(const operand_view_t *v, int64_t *out);
+
 /* `v` read through the transpose it points at: result dim d of transpose(y) is y's dim
- * perm[d]. False when x is no foldable transpose. */
+ * perm[d]. False when x is no foldable transpose, or when the transpose reorders the free
+ * dims (the dot's result lists them in operand order). */
 static bool view_fold(operand_view_t *out, const operand_view_t *v) {
   const kiln_hlo_instruction_t *t = v->x;
   if (t->opcode != KILN_OP_TRANSPOSE || t->num_operands != 1 || t->dimensions.n != v->rank)
     return false;
   if (!default_or_none(t->operands[0]->shape)) return false;
+  int64_t f[MAXR];
+  int nf = free_dims(v, f);
+  for (int i = 1; i < nf; i++)
+    if (t->dimensions.v[f[i - 1]] > t->dimensions.v[f[i]]) return false;
   *out = *v;
   out->x = t->operands[0];
   for (int i = 0; i < v->nb; i++) out->batch[i] = t->dimensions.v[v->batch[i]];
