@@ -15,14 +15,9 @@
 
 #include "base/alloc.h"
 #include "base/str.h"
-#include "compiler/eval/eval.h"
 #include "compiler/passes/pass.h"
-#include "compiler/thunks/compile.h"
-#include "runtime/executable.h"
 #include "runtime/host/host_device.h"
-#include "tools/common/compare.h"
-#include "tools/common/device_run.h"
-#include "tools/common/fake_args.h"
+#include "tests/host_run_util.h"
 
 static kiln_device_t *g_dev;
 
@@ -36,16 +31,6 @@ static int teardown(void **state) {
   return 0;
 }
 
-static kiln_hlo_module_t *parse(const char *text) {
-  kiln_hlo_module_t *m = NULL;
-  kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
-  if (s) {
-    kiln_status_report(s, "parse");
-    fail();
-  }
-  return m;
-}
-
 static int count(const char *hay, const char *needle) {
   int n = 0;
   for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
@@ -55,49 +40,13 @@ static int count(const char *hay, const char *needle) {
 /* Runs `text` on the host and on the evaluator with generated inputs (they must agree),
  * then checks the thunk sequence: `gemms` gemm thunks and `kernels` kernel thunks. */
 static void check(const char *text, int gemms, int kernels) {
-  kiln_hlo_module_t *m = parse(text);
-  kiln_arena_t arena;
-  kiln_arena_init(&arena);
-  kiln_literal_t **args = NULL;
-  int n = 0;
-  assert_null(kiln_fake_args_make(m, NULL, &arena, &args, &n));
-  kiln_literal_t *want = NULL, *got = NULL;
-  assert_null(kiln_eval_module(m, NULL, n, args, &arena, &want));
-  kiln_device_run_options_t o;
-  memset(&o, 0, sizeof o);
-  o.device = g_dev;
-  o.repeat = 1;
-  kiln_device_run_report_t rep;
-  kiln_status s = kiln_device_run_module(m, args, n, &o, &arena, &got, &rep);
-  if (s) {
-    kiln_status_report(s, "device run");
-    fail();
-  }
-  kiln_compare_report_t cr;
-  if (!kiln_compare_literals(want, got, NULL, &cr)) {
-    fprintf(stderr, "mismatch: %s\n", cr.first);
-    fail();
-  }
-  assert_true(cr.elements > 0);
-
-  kiln_hlo_module_t *c = parse(text);
-  kiln_executable_desc_t *d = NULL;
-  kiln_compile_options_t co;
-  memset(&co, 0, sizeof co);
-  co.no_command_buffers = true;
-  assert_null(kiln_compile_module(c, &co, &d, NULL));
-  kiln_strbuf_t b = {0};
-  kiln_executable_desc_print(&b, d);
-  const char *thunks = kiln_strbuf_cstr(&b);
+  char *thunks = NULL;
+  run_and_compare_on(g_dev, text, 1, &thunks);
   const char *seq = strstr(thunks, "thunks:");
   printf("%s", seq ? seq : thunks);
   assert_int_equal(count(thunks, " gemm "), gemms);
   assert_int_equal(count(thunks, " kernel "), kernels);
-  kiln_strbuf_free(&b);
-  kiln_executable_desc_destroy(d);
-  kiln_hlo_module_destroy(c);
-  kiln_arena_destroy(&arena);
-  kiln_hlo_module_destroy(m);
+  kiln_free(thunks);
 }
 
 static void test_batch_dims_not_leading_get_a_transpose_then_a_batched_gemm(void **state) {
@@ -173,6 +122,12 @@ static void test_transposed_operands_fold_into_the_gemm_flags(void **state) {
       "  kt = f32[4,16,32] transpose(k), dimensions={0,2,1}\n"
       "  ROOT s = f32[4,32,32] dot(q, kt), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
       "rhs_batch_dims={0}, rhs_contracting_dims={1}\n}\n",
+      1, 0);
+  /* One transpose read as both operands (x^T x^T): folded on both sides. */
+  check(
+      "HloModule t5\nENTRY e {\n  a = f32[16,16] parameter(0)\n"
+      "  ta = f32[16,16] transpose(a), dimensions={1,0}\n"
+      "  ROOT d = f32[16,16] dot(ta, ta), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
       1, 0);
   /* A transpose that reorders the lhs's free dims cannot fold (the result lists them in
    * operand order); it moves only a size-1 dim, so it is a bitcast. */

@@ -260,9 +260,12 @@ static kiln_status canonicalize(kiln_hlo_instruction_t *dot, kiln_pass_effects_t
   } else {
     *changed = true;
   }
-  for (int i = 0; i < 2; i++) {
-    kiln_pass_remove_if_dead(ops[i], effects);
-    kiln_pass_remove_if_dead(old_ops[i], effects);
+  /* What became dead: the unused new operands, or the folded transposes (once each). */
+  kiln_hlo_instruction_t *maybe_dead[4] = {ops[0], ops[1], old_ops[0], old_ops[1]};
+  for (int i = 0; i < 4; i++) {
+    bool seen = false;
+    for (int j = 0; j < i; j++) seen = seen || maybe_dead[j] == maybe_dead[i];
+    if (!seen) kiln_pass_remove_if_dead(maybe_dead[i], effects);
   }
   return NULL;
 }
