@@ -1,0 +1,196 @@
+/* Dot canonicalization (compiler/passes/dot_canonicalizer.c): each form a dot may come in
+ * is compiled for the host device, run on generated inputs and compared with the reference
+ * evaluator; the thunk sequence shows the dot became a gemm thunk and how many kernels the
+ * rewrite cost (a transposed operand or a non-default layout: none). With no gemm library
+ * the pass leaves dots as written. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/alloc.h"
+#include "base/str.h"
+#include "compiler/passes/pass.h"
+#include "runtime/host/host_device.h"
+#include "tests/host_run_util.h"
+
+static kiln_device_t *g_dev;
+
+static int setup(void **state) {
+  (void)state;
+  return kiln_host_device_create(2, &g_dev) ? -1 : 0;
+}
+static int teardown(void **state) {
+  (void)state;
+  kiln_device_destroy(g_dev);
+  return 0;
+}
+
+static int count(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+/* Runs `text` on the host and on the evaluator with generated inputs (they must agree),
+ * then checks the thunk sequence: `gemms` gemm thunks and `kernels` kernel thunks. */
+static void check(const char *text, int gemms, int kernels) {
+  char *thunks = NULL;
+  run_and_compare_on(g_dev, text, 1, &thunks);
+  const char *seq = strstr(thunks, "thunks:");
+  printf("%s", seq ? seq : thunks);
+  assert_int_equal(count(thunks, " gemm "), gemms);
+  assert_int_equal(count(thunks, " kernel "), kernels);
+  kiln_free(thunks);
+}
+
+static void test_batch_dims_not_leading_get_a_transpose_then_a_batched_gemm(void **state) {
+  (void)state;
+  /* lhs batch dim 1: one transpose kernel brings it to the front; rhs is already in form. */
+  check(
+      "HloModule b\nENTRY e {\n  a = f32[16,4,32] parameter(0)\n  b = f32[4,32,8] parameter(1)\n"
+      "  ROOT d = f32[4,16,8] dot(a, b), lhs_batch_dims={1}, lhs_contracting_dims={2}, "
+      "rhs_batch_dims={0}, rhs_contracting_dims={1}\n}\n",
+      1, 1);
+  /* Two batch dims, trailing on the rhs (f64). */
+  check(
+      "HloModule b2\nENTRY e {\n  a = f64[2,3,5,7] parameter(0)\n  b = f64[7,6,2,3] parameter(1)\n"
+      "  ROOT d = f64[2,3,5,6] dot(a, b), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, "
+      "rhs_batch_dims={2,3}, rhs_contracting_dims={0}\n}\n",
+      1, 1);
+}
+
+static void test_two_contracting_dims_collapse_into_one(void **state) {
+  (void)state;
+  /* Contracting dims stored in the same order on both sides: reshapes only (bitcasts). */
+  check(
+      "HloModule c\nENTRY e {\n  a = f32[12,5,6] parameter(0)\n  b = f32[5,6,9] parameter(1)\n"
+      "  ROOT d = f32[12,9] dot(a, b), lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1}\n}\n",
+      1, 0);
+  /* Three contracting dims in different orders: the smaller operand is transposed. */
+  check(
+      "HloModule c3\nENTRY e {\n  a = f32[6,5,7,3] parameter(0)\n  b = f32[7,3,6,9] parameter(1)\n"
+      "  ROOT d = f32[5,9] dot(a, b), lhs_contracting_dims={0,2,3}, "
+      "rhs_contracting_dims={2,0,1}\n}\n",
+      1, 1);
+}
+
+static void test_matrix_vector_and_vector_vector_are_gemms(void **state) {
+  (void)state;
+  check(
+      "HloModule mv\nENTRY e {\n  a = f32[32,16] parameter(0)\n  v = f32[16] parameter(1)\n"
+      "  ROOT d = f32[32] dot(a, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+      1, 0);
+  check(
+      "HloModule vm\nENTRY e {\n  v = f32[16] parameter(0)\n  a = f32[16,24] parameter(1)\n"
+      "  ROOT d = f32[24] dot(v, a), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}\n",
+      1, 0);
+  check(
+      "HloModule vv\nENTRY e {\n  u = f32[64] parameter(0)\n  v = f32[64] parameter(1)\n"
+      "  ROOT d = f32[] dot(u, v), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}\n",
+      1, 0);
+  /* Batched matrix-vector with the vector's batch dim last. */
+  check(
+      "HloModule bmv\nENTRY e {\n  a = f32[4,8,16] parameter(0)\n  v = f32[16,4] parameter(1)\n"
+      "  ROOT d = f32[4,8] dot(a, v), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+      "rhs_batch_dims={1}, rhs_contracting_dims={0}\n}\n",
+      1, 1);
+  /* An outer product: k = 1. */
+  check(
+      "HloModule op\nENTRY e {\n  u = f32[8] parameter(0)\n  v = f32[12] parameter(1)\n"
+      "  ROOT d = f32[8,12] dot(u, v)\n}\n",
+      1, 0);
+}
+
+static void test_transposed_operands_fold_into_the_gemm_flags(void **state) {
+  (void)state;
+  /* transpose(a) as lhs and transpose(b) as rhs: both folded, no kernel. */
+  check(
+      "HloModule t\nENTRY e {\n  a = f32[16,24] parameter(0)\n  b = f32[8,16] parameter(1)\n"
+      "  ta = f32[24,16] transpose(a), dimensions={1,0}\n"
+      "  tb = f32[16,8] transpose(b), dimensions={1,0}\n"
+      "  ROOT d = f32[24,8] dot(ta, tb), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+      1, 0);
+  /* A batched transpose of the last two dims (attention's q k^T). */
+  check(
+      "HloModule t2\nENTRY e {\n  q = f32[4,32,16] parameter(0)\n  k = f32[4,32,16] parameter(1)\n"
+      "  kt = f32[4,16,32] transpose(k), dimensions={0,2,1}\n"
+      "  ROOT s = f32[4,32,32] dot(q, kt), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+      "rhs_batch_dims={0}, rhs_contracting_dims={1}\n}\n",
+      1, 0);
+  /* One transpose read as both operands (x^T x^T): folded on both sides. */
+  check(
+      "HloModule t5\nENTRY e {\n  a = f32[16,16] parameter(0)\n"
+      "  ta = f32[16,16] transpose(a), dimensions={1,0}\n"
+      "  ROOT d = f32[16,16] dot(ta, ta), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+      1, 0);
+  /* A transpose that reorders the lhs's free dims cannot fold (the result lists them in
+   * operand order); it moves only a size-1 dim, so it is a bitcast. */
+  check(
+      "HloModule t4\nENTRY e {\n  a = f32[1,101,10] parameter(0)\n  b = f32[10,1] parameter(1)\n"
+      "  ta = f32[101,1,10] transpose(a), dimensions={1,0,2}\n"
+      "  ROOT d = f32[101,1,1] dot(ta, b), lhs_contracting_dims={2}, rhs_contracting_dims={0}\n}\n",
+      1, 0);
+  /* A transpose that is read elsewhere too stays for that user; the dot reads around it. */
+  check(
+      "HloModule t3\nENTRY e {\n  a = f32[16,24] parameter(0)\n  b = f32[16,8] parameter(1)\n"
+      "  ta = f32[24,16] transpose(a), dimensions={1,0}\n"
+      "  d = f32[24,8] dot(ta, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  ROOT t = (f32[24,8], f32[24,16]) tuple(d, ta)\n}\n",
+      1, 1);
+}
+
+static void test_non_default_layouts_cost_no_kernel(void **state) {
+  (void)state;
+  check(
+      "HloModule l\nENTRY e {\n  a = f32[32,16]{0,1} parameter(0)\n  b = f32[16,8]{0,1} "
+      "parameter(1)\n"
+      "  ROOT d = f32[32,8] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+      1, 0);
+  check(
+      "HloModule l2\nENTRY e {\n  a = f32[4,32,16]{1,2,0} parameter(0)\n  b = f32[4,16,8] "
+      "parameter(1)\n"
+      "  ROOT d = f32[4,32,8] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+      "rhs_batch_dims={0}, rhs_contracting_dims={1}\n}\n",
+      1, 0);
+}
+
+static void test_no_gemm_library_leaves_dots_as_written(void **state) {
+  (void)state;
+  const char *text =
+      "HloModule n\nENTRY e {\n  a = f32[16,4,32] parameter(0)\n  b = f32[4,32,8] parameter(1)\n"
+      "  ROOT d = f32[4,16,8] dot(a, b), lhs_batch_dims={1}, lhs_contracting_dims={2}, "
+      "rhs_batch_dims={0}, rhs_contracting_dims={1}\n}\n";
+  kiln_hlo_module_t *m = parse(text);
+  char *before = kiln_hlo_module_to_string(m);
+  kiln_pass_options_t o = {.verify = 1, .no_gemm_library = true, .env_read = true};
+  assert_null(kiln_pass_run_list(m, "dot_canonicalizer", &o));
+  char *after = kiln_hlo_module_to_string(m);
+  assert_string_equal(before, after);
+  kiln_free(after);
+  o.no_gemm_library = false;
+  assert_null(kiln_pass_run_list(m, "dot_canonicalizer", &o));
+  after = kiln_hlo_module_to_string(m);
+  assert_non_null(strstr(after, "transpose("));
+  assert_non_null(strstr(after, "lhs_batch_dims={0}"));
+  kiln_free(after);
+  kiln_free(before);
+  kiln_hlo_module_destroy(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_batch_dims_not_leading_get_a_transpose_then_a_batched_gemm),
+      cmocka_unit_test(test_two_contracting_dims_collapse_into_one),
+      cmocka_unit_test(test_matrix_vector_and_vector_vector_are_gemms),
+      cmocka_unit_test(test_transposed_operands_fold_into_the_gemm_flags),
+      cmocka_unit_test(test_non_default_layouts_cost_no_kernel),
+      cmocka_unit_test(test_no_gemm_library_leaves_dots_as_written),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
