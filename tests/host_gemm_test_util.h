@@ -128,9 +128,15 @@ static inline bool hg_check(const kiln_gemm_desc_t *g, kiln_host_blas_choice_t c
         for (int64_t p = 0; p < k; p++) {
           int64_t ia = bi * m * k + (g->trans_a ? p * m + i : i * k + p);
           int64_t ib = bi * k * n + (g->trans_b ? j * k + p : p * n + j);
-          double complex x = hg_load(in, a, ia) * hg_load(in, b, ib);
-          acc += x;
-          mag += cabs(x);
+          if (cplx) {
+            double complex x = hg_load(in, a, ia) * hg_load(in, b, ib);
+            acc += x;
+            mag += fabs(creal(x)) + fabs(cimag(x));
+          } else {
+            double x = creal(hg_load(in, a, ia)) * creal(hg_load(in, b, ib));
+            acc += x;
+            mag += fabs(x);
+          }
         }
         int64_t ic = bi * m * n + i * n + j;
         double complex c0 = hg_load(out, c, ic);

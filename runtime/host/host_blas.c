@@ -14,11 +14,13 @@
  * converted to f32 panels (f32 products and sums, the result rounded once); s8 operands to
  * f32 panels when k <= 1024 (every partial sum is an integer below 2^24, so exact), else
  * f64 (below 2^53), the s32 result wrapping as XLA's s32 accumulation does. Converted
- * panels take at most kScratchElems elements per operand: groups of whole batches when a
- * batch fits, else row/column panels of one batch. A batch of small gemms (m*n*k below
- * OpenBLAS's own threading threshold) runs its gemms in parallel on the pool, each one
- * single-threaded inside the library; larger ones run one after another, threaded by the
- * library. The C kernel runs its rows on the pool. */
+ * operands take at most kScratchElems elements each: groups of whole batches when a batch
+ * fits, else row/column panels of one batch (3 * kScratchElems in all); conversions run
+ * their rows on the pool, and one scratch buffer is kept for the next gemm (fresh pages
+ * fault on first touch). A batch of small gemms (m*n*k below OpenBLAS's own threading
+ * threshold) runs its gemms in parallel on the pool, each single-threaded inside the
+ * library; larger ones run one after another, threaded by the library. The C kernel runs
+ * its rows on the pool. */
 #include <complex.h>
 #include <dlfcn.h>
 #include <math.h>
@@ -339,19 +341,33 @@ static inline uint16_t f32_to_f16(float f) {
   return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
 }
 
-/* Converts a rows x cols block of `src` (type `t`, leading dimension src_ld, starting at
- * element `off`) into dense compute-type f32/f64 `dst` with leading dimension dst_ld. */
-static void convert_in(kiln_gemm_dtype_t t, const void *src, int64_t off, int64_t src_ld,
-                       int64_t rows, int64_t cols, compute_type_t ct, void *dst, int64_t dst_ld) {
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t s0 = off + r * src_ld;
-    if (ct == CT_F64) {
-      double *d = (double *)dst + r * dst_ld;
+/* One conversion of a rows x cols block: operands in (`src` of type `t` at element `off` ->
+ * compute-type `dst`) or results out (compute-type `src` -> `dst` of type `t` at element
+ * `off`), each with its leading dimension. */
+typedef struct conv {
+  bool out;
+  kiln_gemm_dtype_t t;
+  compute_type_t ct;
+  const void *src;
+  void *dst;
+  int64_t off, src_ld, dst_ld, rows, cols;
+} conv_t;
+
+/* Rows [r0, r1) of an operand conversion into f32 (or f64, for s8 summed in f64). */
+static void convert_in_rows(const conv_t *c, int64_t r0, int64_t r1) {
+  const kiln_gemm_dtype_t t = c->t;
+  const void *src = c->src;
+  void *dst = c->dst;
+  const int64_t cols = c->cols;
+  for (int64_t r = r0; r < r1; r++) {
+    int64_t s0 = c->off + r * c->src_ld;
+    if (c->ct == CT_F64) {
+      double *d = (double *)dst + r * c->dst_ld;
       const int8_t *s = (const int8_t *)src + s0;
       for (int64_t j = 0; j < cols; j++) d[j] = s[j]; /* only s8 converts to f64 */
       continue;
     }
-    float *d = (float *)dst + r * dst_ld;
+    float *d = (float *)dst + r * c->dst_ld;
     switch (t) {
       case KILN_GEMM_BF16: {
         const uint16_t *s = (const uint16_t *)src + s0;
@@ -377,19 +393,21 @@ static void convert_in(kiln_gemm_dtype_t t, const void *src, int64_t off, int64_
   }
 }
 
-/* The reverse for results: a rows x cols block of compute-type `src` (leading dimension
- * src_ld) into `dst` of type `t` at element `off` with leading dimension dst_ld. */
-static void convert_out(compute_type_t ct, const void *src, int64_t src_ld, int64_t rows,
-                        int64_t cols, kiln_gemm_dtype_t t, void *dst, int64_t off, int64_t dst_ld) {
-  for (int64_t r = 0; r < rows; r++) {
-    int64_t d0 = off + r * dst_ld;
-    if (ct == CT_F64) { /* s32 from an exact integer below 2^53, wrapping mod 2^32 */
-      const double *s = (const double *)src + r * src_ld;
+/* Rows [r0, r1) of a result conversion from the compute type. */
+static void convert_out_rows(const conv_t *c, int64_t r0, int64_t r1) {
+  const kiln_gemm_dtype_t t = c->t;
+  const void *src = c->src;
+  void *dst = c->dst;
+  const int64_t cols = c->cols;
+  for (int64_t r = r0; r < r1; r++) {
+    int64_t d0 = c->off + r * c->dst_ld;
+    if (c->ct == CT_F64) { /* s32 from an exact integer below 2^53, wrapping mod 2^32 */
+      const double *s = (const double *)src + r * c->src_ld;
       int32_t *d = (int32_t *)dst + d0;
       for (int64_t j = 0; j < cols; j++) d[j] = (int32_t)(uint32_t)(int64_t)s[j];
       continue;
     }
-    const float *s = (const float *)src + r * src_ld;
+    const float *s = (const float *)src + r * c->src_ld;
     switch (t) {
       case KILN_GEMM_BF16: {
         uint16_t *d = (uint16_t *)dst + d0;
@@ -413,6 +431,44 @@ static void convert_out(compute_type_t ct, const void *src, int64_t src_ld, int6
       }
     }
   }
+}
+
+static void pool_convert(void **args, int64_t b, int64_t e) {
+  const conv_t *c = args[0];
+  if (c->out)
+    convert_out_rows(c, b, e);
+  else
+    convert_in_rows(c, b, e);
+}
+
+/* Runs a conversion, its rows spread over the pool when it is large (conversions are
+ * memory-bound; one thread does not saturate memory). */
+static kiln_status convert(const conv_t *c, kiln_host_pool_t *pool) {
+  void *args[1] = {(void *)c};
+  if (pool && kiln_host_pool_num_workers(pool) > 1 && c->rows > 1 && c->rows * c->cols >= 65536) {
+    int64_t chunk = c->cols >= 16384 ? 1 : 16384 / c->cols;
+    return kiln_host_pool_launch(pool, pool_convert, args, c->rows, chunk);
+  }
+  pool_convert(args, 0, c->rows);
+  return NULL;
+}
+
+/* Operand block (rows x cols of `src`, type `t`, from element `off`, leading dimension
+ * src_ld) into the compute-type `dst` (leading dimension dst_ld). */
+static kiln_status convert_in(kiln_gemm_dtype_t t, const void *src, int64_t off, int64_t src_ld,
+                              int64_t rows, int64_t cols, compute_type_t ct, void *dst,
+                              int64_t dst_ld, kiln_host_pool_t *pool) {
+  conv_t c = {false, t, ct, src, dst, off, src_ld, dst_ld, rows, cols};
+  return convert(&c, pool);
+}
+
+/* Result block (rows x cols of compute-type `src`, leading dimension src_ld) into `dst` of
+ * type `t` from element `off` (leading dimension dst_ld). */
+static kiln_status convert_out(compute_type_t ct, const void *src, int64_t src_ld, int64_t rows,
+                               int64_t cols, kiln_gemm_dtype_t t, void *dst, int64_t off,
+                               int64_t dst_ld, kiln_host_pool_t *pool) {
+  conv_t c = {true, t, ct, src, dst, off, src_ld, dst_ld, rows, cols};
+  return convert(&c, pool);
 }
 
 /* ---- the entry point --------------------------------------------------------------------- */
@@ -447,6 +503,43 @@ static compute_type_t compute_type_of(const kiln_gemm_desc_t *g, bool *convert_a
   return ct;
 }
 
+/* One spare scratch buffer kept between gemms: fresh pages cost a fault each on first touch,
+ * which on a busy machine made a large converted gemm several times slower. A gemm takes the
+ * spare when it is large enough (else allocates) and gives its buffer back, the larger of
+ * the two staying; at most 3 * kScratchElems * 8 bytes are kept. */
+static struct {
+  pthread_mutex_t mu;
+  void *p;
+  size_t size;
+} g_spare = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* A buffer of at least `*size` bytes (NULL when none can be allocated); *size becomes its
+ * size. */
+static void *scratch_take(size_t *size) {
+  void *p = NULL;
+  pthread_mutex_lock(&g_spare.mu);
+  if (g_spare.p && g_spare.size >= *size) {
+    p = g_spare.p;
+    *size = g_spare.size;
+    g_spare.p = NULL;
+    g_spare.size = 0;
+  }
+  pthread_mutex_unlock(&g_spare.mu);
+  return p ? p : malloc(*size);
+}
+
+static void scratch_give(void *p, size_t size) {
+  pthread_mutex_lock(&g_spare.mu);
+  if (!g_spare.p || g_spare.size < size) {
+    void *old = g_spare.p;
+    g_spare.p = p;
+    g_spare.size = size;
+    p = old;
+  }
+  pthread_mutex_unlock(&g_spare.mu);
+  free(p);
+}
+
 /* The converting path: converted copies of whole batches (as many as fit), or of row and
  * column panels of one batch when one does not fit. */
 static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, bool convert_c,
@@ -459,18 +552,20 @@ static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, b
   if (convert_c && m * n > per_batch) per_batch = m * n;
   int64_t group = per_batch <= kScratchElems ? kScratchElems / per_batch : 0;
   if (group > g->batch) group = g->batch;
-  /* Panels: mc rows of op(A) and nc columns of op(B) per step. */
+  /* Panels: mc rows of op(A) and nc columns of op(B) per step, the A, B (and C) panels
+   * within 3 * kScratchElems together; what A leaves goes to B's columns. */
   int64_t mc = m, nc = n;
   if (!group) {
     mc = kScratchElems / k > 0 ? kScratchElems / k : 1;
-    nc = mc;
     if (mc > m) mc = m;
+    nc = (3 * kScratchElems - mc * k) / (k + (convert_c ? mc : 0));
+    if (nc < 1) nc = 1;
     if (nc > n) nc = n;
-    if (mc * nc > kScratchElems) nc = kScratchElems / mc > 0 ? kScratchElems / mc : 1;
   }
   int64_t a_elems = group ? group * m * k : mc * k, b_elems = group ? group * k * n : k * nc;
   int64_t c_elems = !convert_c ? 0 : group ? group * m * n : mc * nc;
-  char *scratch = malloc((size_t)(a_elems + b_elems + c_elems) * es);
+  size_t scratch_bytes = (size_t)(a_elems + b_elems + c_elems) * es;
+  char *scratch = scratch_take(&scratch_bytes);
   if (!scratch)
     return kiln_status_make(
         KILN_RESOURCE_EXHAUSTED, "host gemm: cannot allocate %lld bytes for converted %s panels",
@@ -480,67 +575,63 @@ static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, b
   kiln_status st = NULL;
   mm_t p = *base;
   if (group) {
+    /* Whole batches are contiguous: the rows of the stored matrices, back to back. */
+    const int64_t acols = g->trans_a ? m : k, bcols = g->trans_b ? k : n;
+    p.lda = acols;
+    p.ldb = bcols;
+    p.ldc = n;
+    p.sa = m * k;
+    p.sb = k * n;
+    p.sc = m * n;
+    p.a = sa;
+    p.b = sb;
     for (int64_t b0 = 0; b0 < g->batch && !st; b0 += group) {
-      int64_t nb = g->batch - b0 < group ? g->batch - b0 : group;
-      convert_in(in, base->a, b0 * m * k, 0, 1, nb * m * k, p.ct, sa, 0);
-      convert_in(in, base->b, b0 * k * n, 0, 1, nb * k * n, p.ct, sb, 0);
-      p.a = sa;
-      p.b = sb;
+      const int64_t nb = g->batch - b0 < group ? g->batch - b0 : group;
       p.batch = nb;
-      p.lda = g->trans_a ? m : k;
-      p.ldb = g->trans_b ? k : n;
-      p.sa = m * k;
-      p.sb = k * n;
-      p.sc = m * n;
-      p.ldc = n;
-      if (convert_c) {
-        if (load_c) convert_in(out, base->c, b0 * m * n, 0, 1, nb * m * n, p.ct, sc, 0);
-        p.c = sc;
-      } else {
-        p.c = (char *)base->c + (size_t)(b0 * m * n) * es;
-      }
-      st = mm_run(&p, pool);
-      if (!st && convert_c) convert_out(p.ct, sc, 0, 1, nb * m * n, out, base->c, b0 * m * n, 0);
+      p.c = convert_c ? sc : (char *)base->c + (size_t)(b0 * m * n) * es;
+      st = convert_in(in, base->a, b0 * m * k, acols, nb * m * k / acols, acols, p.ct, sa, acols,
+                      pool);
+      if (!st)
+        st = convert_in(in, base->b, b0 * k * n, bcols, nb * k * n / bcols, bcols, p.ct, sb, bcols,
+                        pool);
+      if (!st && convert_c && load_c)
+        st = convert_in(out, base->c, b0 * m * n, n, nb * m, n, p.ct, sc, n, pool);
+      if (!st) st = mm_run(&p, pool);
+      if (!st && convert_c)
+        st = convert_out(p.ct, sc, n, nb * m, n, out, base->c, b0 * m * n, n, pool);
     }
   } else {
     p.batch = 1;
+    p.a = sa;
+    p.b = sb;
     for (int64_t bi = 0; bi < g->batch && !st; bi++) {
-      int64_t a0 = bi * m * k, b0 = bi * k * n, c0 = bi * m * n;
+      const int64_t a0 = bi * m * k, b0 = bi * k * n, c0 = bi * m * n;
       for (int64_t i0 = 0; i0 < m && !st; i0 += mc) {
-        int64_t rows = m - i0 < mc ? m - i0 : mc;
+        const int64_t rows = m - i0 < mc ? m - i0 : mc;
         /* Rows i0.. of op(A): rows of A, or columns of the stored k x m A^T. */
-        if (!g->trans_a)
-          convert_in(in, base->a, a0 + i0 * k, k, rows, k, p.ct, sa, k);
-        else
-          convert_in(in, base->a, a0 + i0, m, k, rows, p.ct, sa, rows);
-        p.a = sa;
+        p.m = rows;
         p.lda = g->trans_a ? rows : k;
+        st = g->trans_a ? convert_in(in, base->a, a0 + i0, m, k, rows, p.ct, sa, rows, pool)
+                        : convert_in(in, base->a, a0 + i0 * k, k, rows, k, p.ct, sa, k, pool);
         for (int64_t j0 = 0; j0 < n && !st; j0 += nc) {
-          int64_t cols = n - j0 < nc ? n - j0 : nc;
-          if (!g->trans_b)
-            convert_in(in, base->b, b0 + j0, n, k, cols, p.ct, sb, cols);
-          else
-            convert_in(in, base->b, b0 + j0 * k, k, cols, k, p.ct, sb, k);
-          p.b = sb;
-          p.ldb = g->trans_b ? k : cols;
-          p.m = rows;
+          /* Columns j0.. of op(B): columns of B, or rows of the stored n x k B^T. */
+          const int64_t cols = n - j0 < nc ? n - j0 : nc, at = c0 + i0 * n + j0;
           p.n = cols;
-          if (convert_c) {
-            if (load_c) convert_in(out, base->c, c0 + i0 * n + j0, n, rows, cols, p.ct, sc, cols);
-            p.c = sc;
-            p.ldc = cols;
-          } else {
-            p.c = (char *)base->c + (size_t)(c0 + i0 * n + j0) * es;
-            p.ldc = n;
-          }
-          st = mm_run(&p, pool);
+          p.ldb = g->trans_b ? k : cols;
+          p.c = convert_c ? sc : (char *)base->c + (size_t)at * es;
+          p.ldc = convert_c ? cols : n;
+          st = g->trans_b ? convert_in(in, base->b, b0 + j0 * k, k, cols, k, p.ct, sb, k, pool)
+                          : convert_in(in, base->b, b0 + j0, n, k, cols, p.ct, sb, cols, pool);
+          if (!st && convert_c && load_c)
+            st = convert_in(out, base->c, at, n, rows, cols, p.ct, sc, cols, pool);
+          if (!st) st = mm_run(&p, pool);
           if (!st && convert_c)
-            convert_out(p.ct, sc, cols, rows, cols, out, base->c, c0 + i0 * n + j0, n);
+            st = convert_out(p.ct, sc, cols, rows, cols, out, base->c, at, n, pool);
         }
       }
     }
   }
-  free(scratch);
+  scratch_give(scratch, scratch_bytes);
   return st;
 }
 
