@@ -274,6 +274,8 @@ static kiln_status compile_program(PJRT_Client *client, const PJRT_Program *prog
       make_entry_layouts_default(m);
       kiln_compile_options_t o;
       memset(&o, 0, sizeof(o));
+      /* The passes differ per target (which dots the gemm library takes). */
+      o.emit.target = client->is_cuda ? KILN_TARGET_CUDA : KILN_TARGET_HOST;
       kiln_pass_options_t po;
       memset(&po, 0, sizeof(po));
       const char *dump = co.xla_dump_to ? co.xla_dump_to : client->options.dump_dir;

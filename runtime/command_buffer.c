@@ -160,7 +160,7 @@ static uint64_t mix(uint64_t h, uint64_t v) {
 }
 
 static uint64_t gemm_key(const kiln_gemm_desc_t *g) {
-  uint64_t h = mix((uint64_t)g->dtype, (uint64_t)g->batch);
+  uint64_t h = mix((uint64_t)g->dtype | ((uint64_t)g->out_dtype << 8), (uint64_t)g->batch);
   h = mix(h, (uint64_t)g->m);
   h = mix(h, (uint64_t)g->n);
   h = mix(h, (uint64_t)g->k);

@@ -34,7 +34,75 @@ uint64_t kiln_kernel_next_uid(void) {
 }
 
 size_t kiln_gemm_dtype_size(kiln_gemm_dtype_t t) {
-  return t == KILN_GEMM_F64 ? 8 : 4;
+  switch (t) {
+    case KILN_GEMM_F32:
+      return 4;
+    case KILN_GEMM_F64:
+      return 8;
+    case KILN_GEMM_C64:
+      return 8;
+    case KILN_GEMM_C128:
+      return 16;
+    case KILN_GEMM_BF16:
+      return 2;
+    case KILN_GEMM_F16:
+      return 2;
+    case KILN_GEMM_S8:
+      return 1;
+    case KILN_GEMM_S32:
+      return 4;
+    case KILN_GEMM_SAME:
+      return 0;
+  }
+  return 0;
+}
+
+const char *kiln_gemm_dtype_name(kiln_gemm_dtype_t t) {
+  switch (t) {
+    case KILN_GEMM_F32:
+      return "f32";
+    case KILN_GEMM_F64:
+      return "f64";
+    case KILN_GEMM_C64:
+      return "c64";
+    case KILN_GEMM_C128:
+      return "c128";
+    case KILN_GEMM_BF16:
+      return "bf16";
+    case KILN_GEMM_F16:
+      return "f16";
+    case KILN_GEMM_S8:
+      return "s8";
+    case KILN_GEMM_S32:
+      return "s32";
+    case KILN_GEMM_SAME:
+      return "same";
+  }
+  return "?";
+}
+
+kiln_gemm_dtype_t kiln_gemm_desc_out_dtype(const kiln_gemm_desc_t *g) {
+  return g->out_dtype == KILN_GEMM_SAME ? g->dtype : g->out_dtype;
+}
+
+/* Whether A, B of type `in` may give C of type `out` (the table in device.h). */
+static bool gemm_types_ok(kiln_gemm_dtype_t in, kiln_gemm_dtype_t out) {
+  switch (in) {
+    case KILN_GEMM_F32:
+    case KILN_GEMM_F64:
+    case KILN_GEMM_C64:
+    case KILN_GEMM_C128:
+      return out == in;
+    case KILN_GEMM_BF16:
+    case KILN_GEMM_F16:
+      return out == KILN_GEMM_BF16 || out == KILN_GEMM_F16 || out == KILN_GEMM_F32;
+    case KILN_GEMM_S8:
+      return out == KILN_GEMM_S32;
+    case KILN_GEMM_SAME:
+    case KILN_GEMM_S32:
+      return false;
+  }
+  return false;
 }
 
 static bool mul_ok(int64_t a, int64_t b, int64_t *out) {
@@ -44,8 +112,16 @@ static bool mul_ok(int64_t a, int64_t b, int64_t *out) {
 kiln_status kiln_gemm_desc_check(const kiln_gemm_desc_t *g, size_t *a_bytes, size_t *b_bytes,
                                  size_t *c_bytes) {
   if (!g) return KILN_ERR_INVALID("gemm: NULL description");
-  if (g->dtype != KILN_GEMM_F32 && g->dtype != KILN_GEMM_F64)
-    return KILN_ERR_INVALID("gemm: unsupported element type %d", (int)g->dtype);
+  kiln_gemm_dtype_t out = kiln_gemm_desc_out_dtype(g);
+  if (!gemm_types_ok(g->dtype, out))
+    return KILN_ERR_INVALID(
+        "gemm: unsupported element types %s x %s -> %s (%d -> %d); see "
+        "kiln_gemm_desc_t for the combinations",
+        kiln_gemm_dtype_name(g->dtype), kiln_gemm_dtype_name(g->dtype), kiln_gemm_dtype_name(out),
+        (int)g->dtype, (int)g->out_dtype);
+  if (out == KILN_GEMM_S32 && (g->alpha != 1 || g->beta != 0))
+    return KILN_ERR_INVALID("gemm: an integer gemm takes alpha 1 and beta 0 (got %g, %g)", g->alpha,
+                            g->beta);
   if (g->batch < 1 || g->m < 1 || g->n < 1 || g->k < 1)
     return KILN_ERR_INVALID("gemm: dimensions must be positive (batch=%" PRId64 " m=%" PRId64
                             " n=%" PRId64 " k=%" PRId64 ")",
@@ -53,10 +129,11 @@ kiln_status kiln_gemm_desc_check(const kiln_gemm_desc_t *g, size_t *a_bytes, siz
   /* BLAS takes 32-bit dimensions. */
   if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX)
     return KILN_ERR_INVALID("gemm: a dimension exceeds 2^31-1");
-  int64_t es = (int64_t)kiln_gemm_dtype_size(g->dtype), a, b, c;
+  int64_t es = (int64_t)kiln_gemm_dtype_size(g->dtype), os = (int64_t)kiln_gemm_dtype_size(out);
+  int64_t a, b, c;
   if (!mul_ok(g->m, g->k, &a) || !mul_ok(a, g->batch, &a) || !mul_ok(a, es, &a) ||
       !mul_ok(g->k, g->n, &b) || !mul_ok(b, g->batch, &b) || !mul_ok(b, es, &b) ||
-      !mul_ok(g->m, g->n, &c) || !mul_ok(c, g->batch, &c) || !mul_ok(c, es, &c))
+      !mul_ok(g->m, g->n, &c) || !mul_ok(c, g->batch, &c) || !mul_ok(c, os, &c))
     return KILN_ERR_INVALID("gemm: operand sizes overflow");
   if (a_bytes) *a_bytes = (size_t)a;
   if (b_bytes) *b_bytes = (size_t)b;

@@ -82,21 +82,44 @@ typedef struct kiln_module_image {
 } kiln_module_image_t;
 
 /* Row-major GEMM: C[b] = alpha * op(A[b]) x op(B[b]) + beta * C[b], with op(A) m x k,
- * op(B) k x n, C m x n, batches stored one after another (contiguous matrices). */
+ * op(B) k x n, C m x n, batches stored one after another (contiguous matrices).
+ *
+ * Element types: A and B are `dtype`, C is `out_dtype` (KILN_GEMM_SAME: `dtype`). What a
+ * device takes (kiln_gemm_desc_check accepts the union; a device refuses what it cannot do):
+ *   f32, f64, c64, c128     -> the same type (alpha and beta real);
+ *   bf16, f16               -> bf16, f16 or f32: products summed in f32, the result rounded
+ *                              once to the output type (as XLA's dots);
+ *   s8                      -> s32: exact, wrapping as XLA's s32 accumulation does
+ *                              (alpha 1, beta 0 only).
+ * The host device does all of these; CUDA (cuBLAS) does f32 and f64. */
 typedef enum kiln_gemm_dtype {
-  KILN_GEMM_F32 = 0,
-  KILN_GEMM_F64 = 1,
+  KILN_GEMM_SAME = 0, /* out_dtype only: the operands' type */
+  KILN_GEMM_F32 = 1,
+  KILN_GEMM_F64 = 2,
+  KILN_GEMM_C64 = 3,
+  KILN_GEMM_C128 = 4,
+  KILN_GEMM_BF16 = 5,
+  KILN_GEMM_F16 = 6,
+  KILN_GEMM_S8 = 7,
+  KILN_GEMM_S32 = 8, /* out_dtype only */
 } kiln_gemm_dtype_t;
 
 typedef struct kiln_gemm_desc {
-  kiln_gemm_dtype_t dtype;
+  kiln_gemm_dtype_t dtype; /* A and B */
   int64_t batch, m, n, k;
   bool trans_a, trans_b;
   double alpha, beta;
+  kiln_gemm_dtype_t out_dtype; /* C; KILN_GEMM_SAME (0): dtype */
 } kiln_gemm_desc_t;
 
+/* Bytes per element; 0 for KILN_GEMM_SAME or an unknown value. */
 size_t kiln_gemm_dtype_size(kiln_gemm_dtype_t t);
-/* Checks the dimensions (positive, products fit) and returns the byte sizes of A, B, C. */
+/* "f32", "bf16", ...; "?" for an unknown value. */
+const char *kiln_gemm_dtype_name(kiln_gemm_dtype_t t);
+/* The type of C (out_dtype, or dtype when that is KILN_GEMM_SAME). */
+kiln_gemm_dtype_t kiln_gemm_desc_out_dtype(const kiln_gemm_desc_t *g);
+/* Checks the types (one of the combinations above), the dimensions (positive, products fit)
+ * and returns the byte sizes of A, B, C. */
 kiln_status kiln_gemm_desc_check(const kiln_gemm_desc_t *g, size_t *a_bytes, size_t *b_bytes,
                                  size_t *c_bytes);
 

@@ -812,9 +812,12 @@ static void print_thunk(kiln_strbuf_t *b, const kiln_thunk_t *t, int indent) {
       return;
     case KILN_THUNK_GEMM: {
       const kiln_gemm_desc_t *g = &t->u.gemm.desc;
-      kiln_strbuf_printf(b, " %s batch=%" PRId64 " m=%" PRId64 " n=%" PRId64 " k=%" PRId64 "%s%s ",
-                         g->dtype == KILN_GEMM_F64 ? "f64" : "f32", g->batch, g->m, g->n, g->k,
-                         g->trans_a ? " A^T" : "", g->trans_b ? " B^T" : "");
+      kiln_gemm_dtype_t out = kiln_gemm_desc_out_dtype(g);
+      kiln_strbuf_printf(b, " %s", kiln_gemm_dtype_name(g->dtype));
+      if (out != g->dtype) kiln_strbuf_printf(b, "->%s", kiln_gemm_dtype_name(out));
+      kiln_strbuf_printf(b, " batch=%" PRId64 " m=%" PRId64 " n=%" PRId64 " k=%" PRId64 "%s%s ",
+                         g->batch, g->m, g->n, g->k, g->trans_a ? " A^T" : "",
+                         g->trans_b ? " B^T" : "");
       print_slice(b, t->u.gemm.a);
       kiln_strbuf_append(b, " x ");
       print_slice(b, t->u.gemm.b);

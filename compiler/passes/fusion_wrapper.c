@@ -41,14 +41,34 @@ static bool gemm_operand(const kiln_shape_t *s, int nb, const kiln_i64_list_t *c
   return true;
 }
 
-bool kiln_fusion_wrapper_is_gemm(const kiln_hlo_instruction_t *dot, kiln_gemm_form_t *form) {
+/* Whether the host gemm takes operands of type `in` with a result of type `out` (the table of
+ * kiln_gemm_desc_t in runtime/device.h). */
+static bool gemm_types(kiln_elem_type_t in, kiln_elem_type_t out, bool f32_f64_only) {
+  if (in == KILN_F32 || in == KILN_F64) return out == in;
+  if (f32_f64_only) return false;
+  switch (in) {
+    case KILN_C64:
+    case KILN_C128:
+      return out == in;
+    case KILN_BF16:
+    case KILN_F16:
+      return out == KILN_BF16 || out == KILN_F16 || out == KILN_F32;
+    case KILN_S8:
+      return out == KILN_S32;
+    default:
+      return false;
+  }
+}
+
+bool kiln_fusion_wrapper_is_gemm_for(const kiln_hlo_instruction_t *dot, bool f32_f64_only,
+                                     kiln_gemm_form_t *form) {
   if (dot->opcode != KILN_OP_DOT || dot->num_operands != 2) return false;
   const kiln_shape_t *out = dot->shape, *lhs = dot->operands[0]->shape,
                      *rhs = dot->operands[1]->shape;
-  if (!kiln_shape_is_array(out)) return false;
-  kiln_elem_type_t t = out->type;
-  if (t != KILN_F32 && t != KILN_F64) return false;
-  if (!plain_array(out, t) || !plain_array(lhs, t) || !plain_array(rhs, t)) return false;
+  if (!kiln_shape_is_array(out) || !kiln_shape_is_array(lhs)) return false;
+  kiln_elem_type_t t = lhs->type;
+  if (!gemm_types(t, out->type, f32_f64_only)) return false;
+  if (!plain_array(out, out->type) || !plain_array(lhs, t) || !plain_array(rhs, t)) return false;
   const kiln_dot_dnums_t *dn = &dot->dot_dnums;
   int nb = dn->lhs_batch.n;
   if (dn->rhs_batch.n != nb) return false;
@@ -75,8 +95,13 @@ bool kiln_fusion_wrapper_is_gemm(const kiln_hlo_instruction_t *dot, kiln_gemm_fo
     form->transpose_lhs = lhs_kfirst;
     form->transpose_rhs = !rhs_kfirst && rhs->rank - nb > 1;
     form->type = t;
+    form->out_type = out->type;
   }
   return true;
+}
+
+bool kiln_fusion_wrapper_is_gemm(const kiln_hlo_instruction_t *dot, kiln_gemm_form_t *form) {
+  return kiln_fusion_wrapper_is_gemm_for(dot, false, form);
 }
 
 /* ---- which instructions need a kernel ---- */
@@ -140,7 +165,8 @@ bool kiln_fusion_wrapper_needs_kernel(const kiln_hlo_instruction_t *in,
       /* Between equal layouts the runtime copies the bytes; a layout change is a kernel. */
       return in->num_operands == 1 && !same_physical_layout(in->shape, in->operands[0]->shape);
     case KILN_OP_DOT:
-      return (opts && opts->no_gemm_library) || !kiln_fusion_wrapper_is_gemm(in, NULL);
+      return (opts && opts->no_gemm_library) ||
+             !kiln_fusion_wrapper_is_gemm_for(in, opts && opts->gemm_f32_f64_only, NULL);
     default:
       return true;
   }

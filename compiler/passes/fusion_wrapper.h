@@ -33,16 +33,22 @@
 typedef struct kiln_gemm_form {
   int64_t batch, m, n, k;
   bool transpose_lhs, transpose_rhs;
-  kiln_elem_type_t type; /* F32 or F64 */
+  kiln_elem_type_t type;     /* of both operands */
+  kiln_elem_type_t out_type; /* of the result */
 } kiln_gemm_form_t;
 
 /* Whether the runtime runs `dot` as a BLAS gemm (never with $KILN_GEMM_LIBRARY=none: then
- * every dot is an emitted kernel): one element type, f32 or f64, for both
- * operands and the result; every shape in the default layout (or none) and static; batch
+ * every dot is an emitted kernel): one element type for both operands, and a result type
+ * the host gemm takes with it (f32, f64, c64, c128 -> the same; bf16, f16 -> bf16, f16 or
+ * f32; s8 -> s32; with `f32_f64_only`, as CUDA's cuBLAS path, f32 and f64 only); every
+ * shape in the default layout (or none) and static; batch
  * dimensions the leading dimensions of both operands, in order; one contracting dimension
  * per operand; each operand's non-contracting dimensions one run before or after its
  * contracting dimension (collapsed into m or n; none means 1). `form` (may be NULL) is
  * filled when true. */
+bool kiln_fusion_wrapper_is_gemm_for(const kiln_hlo_instruction_t *dot, bool f32_f64_only,
+                                     kiln_gemm_form_t *form);
+/* kiln_fusion_wrapper_is_gemm_for without the f32/f64 restriction (what the host takes). */
 bool kiln_fusion_wrapper_is_gemm(const kiln_hlo_instruction_t *dot, kiln_gemm_form_t *form);
 
 /* Whether top-level instruction `in` needs a kernel of its own (what the pass wraps). */

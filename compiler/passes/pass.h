@@ -31,6 +31,10 @@ typedef struct kiln_pass_options {
   /* Every dot becomes an emitted kernel, none a library call (a GPU without cuBLAS); also
    * set by KILN_GEMM_LIBRARY=none. */
   bool no_gemm_library;
+  /* The target's gemm library call takes f32 and f64 dots only (CUDA's cuBLAS path: the
+   * compile driver sets it for the CUDA target); dots of other element types become
+   * kernels. Off: every combination the host gemm takes (kiln_fusion_wrapper_is_gemm). */
+  bool gemm_f32_f64_only;
   bool env_read; /* kiln_pass_options_from_env has filled what the environment sets */
 } kiln_pass_options_t;
 

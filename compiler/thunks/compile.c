@@ -36,9 +36,13 @@ kiln_status kiln_compile_module_passes(kiln_hlo_module_t *m, const kiln_compile_
   if (!m) return KILN_ERR_INVALID("compile: NULL module");
   if (!m->entry) return KILN_ERR_INVALID("compile: module %s has no entry computation", m->name);
   kiln_compile_options_t o = resolve_options(opts);
+  /* CUDA's gemm (cuBLAS) takes f32 and f64 only: other dots are compiled as kernels. */
+  kiln_pass_options_t po = {.verify = -1};
+  if (o.passes) po = *o.passes;
+  if (o.emit.target == KILN_TARGET_CUDA) po.gemm_f32_f64_only = true;
   double t0 = kiln_clock_ms();
   kiln_pipeline_lift_parse_limit(m);
-  KILN_RETURN_IF_ERROR(kiln_pipeline_run(m, o.passes), "while compiling %s", m->name);
+  KILN_RETURN_IF_ERROR(kiln_pipeline_run(m, &po), "while compiling %s", m->name);
   /* kiln sorts stably: XLA leaves the order of equal keys of an unstable sort unspecified,
    * and the stable order is one of the allowed ones that also makes every backend (and the
    * evaluator) agree. */

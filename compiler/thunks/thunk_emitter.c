@@ -380,14 +380,37 @@ static kiln_status emit_copy(emitter_t *E, kiln_thunk_seq_t *seq, const kiln_hlo
   return copy_all_leaves(E, seq, in->name, in->operands[0], in);
 }
 
+/* The runtime's name of a gemm element type (kiln_fusion_wrapper_is_gemm took it). */
+static kiln_gemm_dtype_t gemm_dtype(kiln_elem_type_t t) {
+  switch (t) {
+    case KILN_F64:
+      return KILN_GEMM_F64;
+    case KILN_C64:
+      return KILN_GEMM_C64;
+    case KILN_C128:
+      return KILN_GEMM_C128;
+    case KILN_BF16:
+      return KILN_GEMM_BF16;
+    case KILN_F16:
+      return KILN_GEMM_F16;
+    case KILN_S8:
+      return KILN_GEMM_S8;
+    case KILN_S32:
+      return KILN_GEMM_S32;
+    default:
+      return KILN_GEMM_F32;
+  }
+}
+
 static kiln_status emit_gemm(emitter_t *E, kiln_thunk_seq_t *seq, const kiln_hlo_instruction_t *in) {
   kiln_gemm_form_t f;
-  if (!kiln_fusion_wrapper_is_gemm(in, &f))
+  if (!kiln_fusion_wrapper_is_gemm_for(in, E->opts.target == KILN_TARGET_CUDA, &f))
     return KILN_ERR_UNIMPLEMENTED("dot %s is not a gemm the runtime takes; it needs a kernel (run "
                                   "the fusion wrapper)", in->name);
   kiln_gemm_desc_t g;
   memset(&g, 0, sizeof(g));
-  g.dtype = f.type == KILN_F64 ? KILN_GEMM_F64 : KILN_GEMM_F32;
+  g.dtype = gemm_dtype(f.type);
+  g.out_dtype = gemm_dtype(f.out_type);
   g.batch = f.batch;
   g.m = f.m;
   g.n = f.n;

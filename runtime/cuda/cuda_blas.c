@@ -1,7 +1,9 @@
 /* GPU gemm through cuBLAS, dlopen'ed (cuda_device.h). libcublas.so.13, .so.12, .so.11 and
  * libcublas.so are tried in that order; a missing library or symbol is UNAVAILABLE naming
  * what was tried. Row-major C = op(A) op(B) is computed as the column-major
- * C^T = op(B)^T op(A)^T, so no transposition is materialized. */
+ * C^T = op(B)^T op(A)^T, so no transposition is materialized. f32 and f64 only: other
+ * element types are refused (UNIMPLEMENTED); the CUDA pipeline compiles such dots as kernels
+ * (kiln_pass_options_t.gemm_f32_f64_only). */
 #include <dlfcn.h>
 #include <string.h>
 
@@ -88,6 +90,14 @@ void kiln_cuda_blas_destroy(kiln_cuda_blas_t *b) {
 
 kiln_status kiln_cuda_blas_gemm(kiln_cuda_device_t *d, CUstream s, const kiln_gemm_desc_t *g,
                                 CUdeviceptr a, CUdeviceptr b, CUdeviceptr c) {
+  if (g->dtype != kiln_gemm_desc_out_dtype(g) ||
+      (g->dtype != KILN_GEMM_F32 && g->dtype != KILN_GEMM_F64))
+    return KILN_ERR_UNIMPLEMENTED(
+        "cuBLAS gemm: %s x %s -> %s is not supported on CUDA (f32 and f64 only); compile the "
+        "dot for the CUDA target (its pipeline makes such dots kernels) or set "
+        "KILN_GEMM_LIBRARY=none",
+        kiln_gemm_dtype_name(g->dtype), kiln_gemm_dtype_name(g->dtype),
+        kiln_gemm_dtype_name(kiln_gemm_desc_out_dtype(g)));
   if (g->batch > INT32_MAX)
     return KILN_ERR_INVALID("cuBLAS gemm: batch %lld too large", (long long)g->batch);
   pthread_mutex_lock(&d->mu);

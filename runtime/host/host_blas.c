@@ -1,15 +1,36 @@
-/* Host gemm: the system CBLAS through dlopen, else a blocked C kernel (host_device.h).
+/* Host gemm (host_device.h): a CBLAS library through dlopen, else a blocked C kernel.
  *
- * Libraries tried, in order: $KILN_HOST_BLAS (when set; "none" skips CBLAS altogether),
- * libopenblas.so.0, libopenblas.so, libblis.so.4, libmkl_rt.so, libcblas.so.3,
- * libblas.so.3, libblas.so. A library is used when it exports both cblas_sgemm and
- * cblas_dgemm; "cannot open" and "symbol not found" are told apart in the tried list. */
+ * Library: $KILN_HOST_BLAS when set (a path or soname; "none": no library; one that cannot
+ * be used is logged and the C kernel runs: an explicit choice is never replaced by another
+ * library), else the first of libopenblas.so.0 (Debian's libopenblas0-pthread),
+ * libopenblas.so, libblis.so.4, libmkl_rt.so that exports cblas_sgemm and cblas_dgemm. The
+ * reference BLAS (libblas.so.3) is not a candidate: its loops are no faster than the C
+ * kernel. cblas_cgemm / cblas_zgemm are optional (complex gemms use the C kernel without
+ * them); openblas_set_num_threads is optional and, when present, gets the host pool's size
+ * once, on the first gemm given a pool.
+ *
+ * Every element type of kiln_gemm_desc_t runs through one of four compute types (f32, f64,
+ * c64, c128): f32/f64/c64/c128 gemms directly on the operands; bf16/f16 operands are
+ * converted to f32 panels (f32 products and sums, the result rounded once); s8 operands to
+ * f32 panels when k <= 1024 (every partial sum is an integer below 2^24, so exact), else
+ * f64 (below 2^53), the s32 result wrapping as XLA's s32 accumulation does. Converted
+ * operands take at most kScratchElems elements each: groups of whole batches when a batch
+ * fits, else row/column panels of one batch (3 * kScratchElems in all); conversions run
+ * their rows on the pool, and one scratch buffer is kept for the next gemm (fresh pages
+ * fault on first touch). A batch of small gemms (m*n*k below OpenBLAS's own threading
+ * threshold) runs its gemms in parallel on the pool, each single-threaded inside the
+ * library; larger ones run one after another, threaded by the library. The C kernel runs
+ * its rows on the pool. */
+#include <complex.h>
 #include <dlfcn.h>
+#include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/log.h"
 #include "runtime/host/host_device.h"
 
@@ -21,6 +42,11 @@ typedef void (*cblas_sgemm_fn)(int order, int ta, int tb, int m, int n, int k, f
 typedef void (*cblas_dgemm_fn)(int order, int ta, int tb, int m, int n, int k, double alpha,
                                const double *a, int lda, const double *b, int ldb, double beta,
                                double *c, int ldc);
+/* cblas_cgemm / cblas_zgemm: alpha and beta by address. */
+typedef void (*cblas_xgemm_fn)(int order, int ta, int tb, int m, int n, int k, const void *alpha,
+                               const void *a, int lda, const void *b, int ldb, const void *beta,
+                               void *c, int ldc);
+typedef void (*set_threads_fn)(int n);
 
 static struct {
   pthread_once_t once;
@@ -28,6 +54,9 @@ static struct {
   const char *library;
   cblas_sgemm_fn sgemm;
   cblas_dgemm_fn dgemm;
+  cblas_xgemm_fn cgemm, zgemm; /* optional */
+  set_threads_fn set_threads;  /* optional */
+  atomic_bool threads_set;
   char tried[2048];
 } g_blas = {.once = PTHREAD_ONCE_INIT};
 
@@ -35,6 +64,13 @@ static void tried_append(const char *what) {
   size_t len = strlen(g_blas.tried);
   snprintf(g_blas.tried + len, sizeof(g_blas.tried) - len, "%s%s", len ? "; " : "", what);
 }
+
+/* dlsym returns data pointers; POSIX guarantees they convert to function pointers. */
+#define RESOLVE(h, field, sym)              \
+  do {                                      \
+    void *p_ = dlsym((h), (sym));           \
+    memcpy(&g_blas.field, &p_, sizeof(p_)); \
+  } while (0)
 
 static bool try_library(const char *name) {
   char line[512];
@@ -54,28 +90,44 @@ static bool try_library(const char *name) {
   }
   g_blas.handle = h;
   g_blas.library = name;
-  /* dlsym returns data pointers; POSIX guarantees they convert to function pointers. */
-  memcpy(&g_blas.sgemm, &s, sizeof(s));
-  memcpy(&g_blas.dgemm, &d, sizeof(d));
+  RESOLVE(h, sgemm, "cblas_sgemm");
+  RESOLVE(h, dgemm, "cblas_dgemm");
+  RESOLVE(h, cgemm, "cblas_cgemm");
+  RESOLVE(h, zgemm, "cblas_zgemm");
+  RESOLVE(h, set_threads, "openblas_set_num_threads");
   return true;
 }
 
 static void load_blas(void) {
   static const char *const candidates[] = {"libopenblas.so.0", "libopenblas.so", "libblis.so.4",
-                                           "libmkl_rt.so",     "libcblas.so.3",  "libblas.so.3",
-                                           "libblas.so"};
+                                           "libmkl_rt.so"};
   const char *env = getenv("KILN_HOST_BLAS");
   if (env && !strcmp(env, "none")) {
     tried_append("KILN_HOST_BLAS=none");
+    KILN_LOG_I("host gemm: KILN_HOST_BLAS=none; using the built-in C kernel");
+    return;
+  }
+  if (env && *env) {
+    if (!try_library(env))
+      KILN_LOG_W(
+          "host gemm: KILN_HOST_BLAS=%s cannot be used (%s); using the built-in C "
+          "kernel (much slower: name a CBLAS library such as libopenblas.so.0)",
+          env, g_blas.tried);
   } else {
-    bool ok = env && *env && try_library(env);
+    bool ok = false;
     for (size_t i = 0; !ok && i < sizeof(candidates) / sizeof(candidates[0]); i++)
       ok = try_library(candidates[i]);
+    if (!ok)
+      KILN_LOG_W(
+          "host gemm: no CBLAS library found (%s); using the built-in C kernel (much "
+          "slower: install libopenblas0-pthread)",
+          g_blas.tried);
   }
   if (g_blas.library)
-    KILN_LOG_I("host gemm: using %s", g_blas.library);
-  else
-    KILN_LOG_I("host gemm: no CBLAS found (%s); using the built-in C kernel", g_blas.tried);
+    KILN_LOG_I("host gemm: using %s%s", g_blas.library,
+               g_blas.cgemm && g_blas.zgemm ? ""
+                                            : " (no cblas_cgemm/zgemm: complex gemms use "
+                                              "the C kernel)");
 }
 
 const char *kiln_host_blas_library(const char **tried) {
@@ -84,61 +136,534 @@ const char *kiln_host_blas_library(const char **tried) {
   return g_blas.library;
 }
 
-/* The built-in kernel: C = alpha * op(A) op(B) + beta * C, blocked over k and j so the rows
- * of B and C being combined stay in cache. Row-major; op() transposes when asked. */
-#define DEFINE_FALLBACK(NAME, T)                                               \
-  static void NAME(const kiln_gemm_desc_t *g, const T *A, const T *B, T *C) {  \
-    const int64_t m = g->m, n = g->n, k = g->k;                                \
-    const T alpha = (T)g->alpha, beta = (T)g->beta;                            \
-    enum { KB = 128, JB = 512 };                                               \
-    for (int64_t i = 0; i < m * n; i++) C[i] = beta == 0 ? (T)0 : C[i] * beta; \
-    for (int64_t p0 = 0; p0 < k; p0 += KB) {                                   \
-      int64_t p1 = p0 + KB < k ? p0 + KB : k;                                  \
-      for (int64_t j0 = 0; j0 < n; j0 += JB) {                                 \
-        int64_t j1 = j0 + JB < n ? j0 + JB : n;                                \
-        for (int64_t i = 0; i < m; i++) {                                      \
-          T *c = C + i * n;                                                    \
-          for (int64_t p = p0; p < p1; p++) {                                  \
-            T a = alpha * (g->trans_a ? A[p * m + i] : A[i * k + p]);          \
-            if (!g->trans_b) {                                                 \
-              const T *b = B + p * n;                                          \
-              for (int64_t j = j0; j < j1; j++) c[j] += a * b[j];              \
-            } else {                                                           \
-              for (int64_t j = j0; j < j1; j++) c[j] += a * B[j * k + p];      \
-            }                                                                  \
-          }                                                                    \
-        }                                                                      \
-      }                                                                        \
-    }                                                                          \
+/* ---- one strided-batched gemm in a compute type ------------------------------------------ */
+
+typedef enum compute_type { CT_F32, CT_F64, CT_C64, CT_C128 } compute_type_t;
+
+static const size_t kComputeSize[] = {4, 8, 8, 16};
+
+/* C[b] = alpha op(A[b]) op(B[b]) + beta C[b] with leading dimensions and batch strides in
+ * elements of the compute type. */
+typedef struct mm {
+  compute_type_t ct;
+  bool ta, tb, use_blas;
+  int64_t m, n, k, lda, ldb, ldc, sa, sb, sc, batch;
+  double alpha, beta;
+  const void *a, *b;
+  void *c;
+} mm_t;
+
+/* The built-in kernel, rows [i0, i1) of one batch: blocked over k and j so the rows of B and C
+ * being combined stay in cache. */
+#define DEFINE_FALLBACK(NAME, T)                                                          \
+  static void NAME(const mm_t *p, const T *A, const T *B, T *C, int64_t i0, int64_t i1) { \
+    const int64_t n = p->n, k = p->k;                                                     \
+    const T alpha = (T)p->alpha, beta = (T)p->beta;                                       \
+    enum { KB = 128, JB = 512 };                                                          \
+    for (int64_t i = i0; i < i1; i++)                                                     \
+      for (int64_t j = 0; j < n; j++)                                                     \
+        C[i * p->ldc + j] = p->beta == 0 ? (T)0 : C[i * p->ldc + j] * beta;               \
+    for (int64_t p0 = 0; p0 < k; p0 += KB) {                                              \
+      int64_t p1 = p0 + KB < k ? p0 + KB : k;                                             \
+      for (int64_t j0 = 0; j0 < n; j0 += JB) {                                            \
+        int64_t j1 = j0 + JB < n ? j0 + JB : n;                                           \
+        for (int64_t i = i0; i < i1; i++) {                                               \
+          T *c = C + i * p->ldc;                                                          \
+          for (int64_t q = p0; q < p1; q++) {                                             \
+            T a = alpha * (p->ta ? A[q * p->lda + i] : A[i * p->lda + q]);                \
+            if (!p->tb) {                                                                 \
+              const T *b = B + q * p->ldb;                                                \
+              for (int64_t j = j0; j < j1; j++) c[j] += a * b[j];                         \
+            } else {                                                                      \
+              for (int64_t j = j0; j < j1; j++) c[j] += a * B[j * p->ldb + q];            \
+            }                                                                             \
+          }                                                                               \
+        }                                                                                 \
+      }                                                                                   \
+    }                                                                                     \
   }
 
-DEFINE_FALLBACK(gemm_fallback_f32, float)
-DEFINE_FALLBACK(gemm_fallback_f64, double)
+DEFINE_FALLBACK(fallback_f32, float)
+DEFINE_FALLBACK(fallback_f64, double)
+DEFINE_FALLBACK(fallback_c64, float _Complex)
+DEFINE_FALLBACK(fallback_c128, double _Complex)
 
-void kiln_host_gemm(const kiln_gemm_desc_t *g, const void *a, const void *b, void *c,
-                    kiln_host_blas_choice_t choice) {
-  bool use_blas = choice == KILN_HOST_BLAS_AUTO && kiln_host_blas_library(NULL) != NULL;
-  const int64_t sa = g->m * g->k, sb = g->k * g->n, sc = g->m * g->n;
-  const int m = (int)g->m, n = (int)g->n, k = (int)g->k;
-  const int lda = g->trans_a ? m : k, ldb = g->trans_b ? k : n;
-  const int ta = g->trans_a ? CBLAS_TRANS : CBLAS_NO_TRANS;
-  const int tb = g->trans_b ? CBLAS_TRANS : CBLAS_NO_TRANS;
-  for (int64_t bi = 0; bi < g->batch; bi++) {
-    if (g->dtype == KILN_GEMM_F64) {
-      const double *A = (const double *)a + bi * sa, *B = (const double *)b + bi * sb;
-      double *C = (double *)c + bi * sc;
-      if (use_blas)
-        g_blas.dgemm(CBLAS_ROW_MAJOR, ta, tb, m, n, k, g->alpha, A, lda, B, ldb, g->beta, C, n);
-      else
-        gemm_fallback_f64(g, A, B, C);
-    } else {
-      const float *A = (const float *)a + bi * sa, *B = (const float *)b + bi * sb;
-      float *C = (float *)c + bi * sc;
-      if (use_blas)
-        g_blas.sgemm(CBLAS_ROW_MAJOR, ta, tb, m, n, k, (float)g->alpha, A, lda, B, ldb,
-                     (float)g->beta, C, n);
-      else
-        gemm_fallback_f32(g, A, B, C);
+/* Whether the library runs this compute type. */
+static bool blas_has(compute_type_t ct) {
+  switch (ct) {
+    case CT_F32:
+      return g_blas.sgemm != NULL;
+    case CT_F64:
+      return g_blas.dgemm != NULL;
+    case CT_C64:
+      return g_blas.cgemm != NULL;
+    case CT_C128:
+      return g_blas.zgemm != NULL;
+  }
+  return false;
+}
+
+static void blas_one(const mm_t *p, int64_t bi) {
+  const size_t es = kComputeSize[p->ct];
+  const char *A = (const char *)p->a + (size_t)(bi * p->sa) * es;
+  const char *B = (const char *)p->b + (size_t)(bi * p->sb) * es;
+  char *C = (char *)p->c + (size_t)(bi * p->sc) * es;
+  const int ta = p->ta ? CBLAS_TRANS : CBLAS_NO_TRANS, tb = p->tb ? CBLAS_TRANS : CBLAS_NO_TRANS;
+  const int m = (int)p->m, n = (int)p->n, k = (int)p->k;
+  const int lda = (int)p->lda, ldb = (int)p->ldb, ldc = (int)p->ldc;
+  switch (p->ct) {
+    case CT_F32:
+      g_blas.sgemm(CBLAS_ROW_MAJOR, ta, tb, m, n, k, (float)p->alpha, (const float *)A, lda,
+                   (const float *)B, ldb, (float)p->beta, (float *)C, ldc);
+      return;
+    case CT_F64:
+      g_blas.dgemm(CBLAS_ROW_MAJOR, ta, tb, m, n, k, p->alpha, (const double *)A, lda,
+                   (const double *)B, ldb, p->beta, (double *)C, ldc);
+      return;
+    case CT_C64: {
+      float al[2] = {(float)p->alpha, 0}, be[2] = {(float)p->beta, 0};
+      g_blas.cgemm(CBLAS_ROW_MAJOR, ta, tb, m, n, k, al, A, lda, B, ldb, be, C, ldc);
+      return;
+    }
+    case CT_C128: {
+      double al[2] = {p->alpha, 0}, be[2] = {p->beta, 0};
+      g_blas.zgemm(CBLAS_ROW_MAJOR, ta, tb, m, n, k, al, A, lda, B, ldb, be, C, ldc);
+      return;
     }
   }
+}
+
+static void fallback_rows(const mm_t *p, int64_t bi, int64_t i0, int64_t i1) {
+  const size_t es = kComputeSize[p->ct];
+  const void *A = (const char *)p->a + (size_t)(bi * p->sa) * es;
+  const void *B = (const char *)p->b + (size_t)(bi * p->sb) * es;
+  void *C = (char *)p->c + (size_t)(bi * p->sc) * es;
+  switch (p->ct) {
+    case CT_F32:
+      fallback_f32(p, A, B, C, i0, i1);
+      return;
+    case CT_F64:
+      fallback_f64(p, A, B, C, i0, i1);
+      return;
+    case CT_C64:
+      fallback_c64(p, A, B, C, i0, i1);
+      return;
+    case CT_C128:
+      fallback_c128(p, A, B, C, i0, i1);
+      return;
+  }
+}
+
+/* Rows of the C kernel per pool block. */
+enum { kFallbackRows = 16 };
+/* Below this m*n*k OpenBLAS runs a gemm on the calling thread (its SMP threshold), so several
+ * can run at once on the pool. */
+static const int64_t kSmallGemm = 65536 * 4;
+
+static void pool_blas_batches(void **args, int64_t b, int64_t e) {
+  const mm_t *p = args[0];
+  for (int64_t i = b; i < e; i++) blas_one(p, i);
+}
+
+static void pool_fallback_rows(void **args, int64_t b, int64_t e) {
+  const mm_t *p = args[0];
+  const int64_t per = (p->m + kFallbackRows - 1) / kFallbackRows;
+  for (int64_t blk = b; blk < e; blk++) {
+    int64_t bi = blk / per, i0 = (blk % per) * kFallbackRows;
+    int64_t i1 = i0 + kFallbackRows < p->m ? i0 + kFallbackRows : p->m;
+    fallback_rows(p, bi, i0, i1);
+  }
+}
+
+static kiln_status mm_run(const mm_t *p, kiln_host_pool_t *pool) {
+  void *args[1] = {(void *)p};
+  bool parallel = pool && kiln_host_pool_num_workers(pool) > 1;
+  if (p->use_blas && blas_has(p->ct)) {
+    if (parallel && p->batch > 1 && p->m * p->n * p->k < kSmallGemm)
+      return kiln_host_pool_launch(pool, pool_blas_batches, args, p->batch, 0);
+    for (int64_t bi = 0; bi < p->batch; bi++) blas_one(p, bi);
+    return NULL;
+  }
+  int64_t blocks = p->batch * ((p->m + kFallbackRows - 1) / kFallbackRows);
+  if (parallel) return kiln_host_pool_launch(pool, pool_fallback_rows, args, blocks, 0);
+  pool_fallback_rows(args, 0, blocks);
+  return NULL;
+}
+
+/* ---- element conversions ----------------------------------------------------------------- */
+
+static inline float bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static inline uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+  u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
+  return (uint16_t)(u >> 16);
+}
+
+static inline float f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  uint32_t u;
+  if (exp == 0x1f) {
+    u = sign | 0x7f800000u | (man << 13); /* inf / NaN */
+  } else if (exp != 0) {
+    u = sign | ((exp + 112) << 23) | (man << 13);
+  } else {
+    float f = (float)man * 0x1p-24f; /* zero or subnormal: exact */
+    memcpy(&u, &f, 4);
+    u |= sign;
+  }
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+static inline uint16_t f32_to_f16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+  uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); /* NaN */
+  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to >= 65520: inf */
+  if (a < 0x38800000u) {
+    /* Below 2^-14: a subnormal half (or zero), units of 2^-24, rounded to nearest even. */
+    float v;
+    memcpy(&v, &a, 4);
+    return (uint16_t)(sign | (uint16_t)nearbyintf(v * 0x1p24f));
+  }
+  uint32_t r = a + 0xfffu + ((a >> 13) & 1u); /* round to nearest even at bit 13 */
+  return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
+}
+
+/* One conversion of a rows x cols block: operands in (`src` of type `t` at element `off` ->
+ * compute-type `dst`) or results out (compute-type `src` -> `dst` of type `t` at element
+ * `off`), each with its leading dimension. */
+typedef struct conv {
+  bool out;
+  kiln_gemm_dtype_t t;
+  compute_type_t ct;
+  const void *src;
+  void *dst;
+  int64_t off, src_ld, dst_ld, rows, cols;
+} conv_t;
+
+/* Rows [r0, r1) of an operand conversion into f32 (or f64, for s8 summed in f64). */
+static void convert_in_rows(const conv_t *c, int64_t r0, int64_t r1) {
+  const kiln_gemm_dtype_t t = c->t;
+  const void *src = c->src;
+  void *dst = c->dst;
+  const int64_t cols = c->cols;
+  for (int64_t r = r0; r < r1; r++) {
+    int64_t s0 = c->off + r * c->src_ld;
+    if (c->ct == CT_F64) {
+      double *d = (double *)dst + r * c->dst_ld;
+      const int8_t *s = (const int8_t *)src + s0;
+      for (int64_t j = 0; j < cols; j++) d[j] = s[j]; /* only s8 converts to f64 */
+      continue;
+    }
+    float *d = (float *)dst + r * c->dst_ld;
+    switch (t) {
+      case KILN_GEMM_BF16: {
+        const uint16_t *s = (const uint16_t *)src + s0;
+        for (int64_t j = 0; j < cols; j++) d[j] = bf16_to_f32(s[j]);
+        break;
+      }
+      case KILN_GEMM_F16: {
+        const uint16_t *s = (const uint16_t *)src + s0;
+        for (int64_t j = 0; j < cols; j++) d[j] = f16_to_f32(s[j]);
+        break;
+      }
+      case KILN_GEMM_S8: {
+        const int8_t *s = (const int8_t *)src + s0;
+        for (int64_t j = 0; j < cols; j++) d[j] = s[j];
+        break;
+      }
+      default: { /* f32: a copy */
+        const float *s = (const float *)src + s0;
+        memcpy(d, s, (size_t)cols * sizeof(float));
+        break;
+      }
+    }
+  }
+}
+
+/* Rows [r0, r1) of a result conversion from the compute type. */
+static void convert_out_rows(const conv_t *c, int64_t r0, int64_t r1) {
+  const kiln_gemm_dtype_t t = c->t;
+  const void *src = c->src;
+  void *dst = c->dst;
+  const int64_t cols = c->cols;
+  for (int64_t r = r0; r < r1; r++) {
+    int64_t d0 = c->off + r * c->dst_ld;
+    if (c->ct == CT_F64) { /* s32 from an exact integer below 2^53, wrapping mod 2^32 */
+      const double *s = (const double *)src + r * c->src_ld;
+      int32_t *d = (int32_t *)dst + d0;
+      for (int64_t j = 0; j < cols; j++) d[j] = (int32_t)(uint32_t)(int64_t)s[j];
+      continue;
+    }
+    const float *s = (const float *)src + r * c->src_ld;
+    switch (t) {
+      case KILN_GEMM_BF16: {
+        uint16_t *d = (uint16_t *)dst + d0;
+        for (int64_t j = 0; j < cols; j++) d[j] = f32_to_bf16(s[j]);
+        break;
+      }
+      case KILN_GEMM_F16: {
+        uint16_t *d = (uint16_t *)dst + d0;
+        for (int64_t j = 0; j < cols; j++) d[j] = f32_to_f16(s[j]);
+        break;
+      }
+      case KILN_GEMM_S32: { /* exact integers below 2^24 */
+        int32_t *d = (int32_t *)dst + d0;
+        for (int64_t j = 0; j < cols; j++) d[j] = (int32_t)s[j];
+        break;
+      }
+      default: {
+        float *d = (float *)dst + d0;
+        memcpy(d, s, (size_t)cols * sizeof(float));
+        break;
+      }
+    }
+  }
+}
+
+static void pool_convert(void **args, int64_t b, int64_t e) {
+  const conv_t *c = args[0];
+  if (c->out)
+    convert_out_rows(c, b, e);
+  else
+    convert_in_rows(c, b, e);
+}
+
+/* Runs a conversion, its rows spread over the pool when it is large (conversions are
+ * memory-bound; one thread does not saturate memory). */
+static kiln_status convert(const conv_t *c, kiln_host_pool_t *pool) {
+  void *args[1] = {(void *)c};
+  if (pool && kiln_host_pool_num_workers(pool) > 1 && c->rows > 1 && c->rows * c->cols >= 65536) {
+    int64_t chunk = c->cols >= 16384 ? 1 : 16384 / c->cols;
+    return kiln_host_pool_launch(pool, pool_convert, args, c->rows, chunk);
+  }
+  pool_convert(args, 0, c->rows);
+  return NULL;
+}
+
+/* Operand block (rows x cols of `src`, type `t`, from element `off`, leading dimension
+ * src_ld) into the compute-type `dst` (leading dimension dst_ld). */
+static kiln_status convert_in(kiln_gemm_dtype_t t, const void *src, int64_t off, int64_t src_ld,
+                              int64_t rows, int64_t cols, compute_type_t ct, void *dst,
+                              int64_t dst_ld, kiln_host_pool_t *pool) {
+  conv_t c = {false, t, ct, src, dst, off, src_ld, dst_ld, rows, cols};
+  return convert(&c, pool);
+}
+
+/* Result block (rows x cols of compute-type `src`, leading dimension src_ld) into `dst` of
+ * type `t` from element `off` (leading dimension dst_ld). */
+static kiln_status convert_out(compute_type_t ct, const void *src, int64_t src_ld, int64_t rows,
+                               int64_t cols, kiln_gemm_dtype_t t, void *dst, int64_t off,
+                               int64_t dst_ld, kiln_host_pool_t *pool) {
+  conv_t c = {true, t, ct, src, dst, off, src_ld, dst_ld, rows, cols};
+  return convert(&c, pool);
+}
+
+/* ---- the entry point --------------------------------------------------------------------- */
+
+/* Elements of the compute type per converted operand buffer (A, B and C panels each). */
+static const int64_t kScratchElems = (int64_t)1 << 22;
+
+/* The compute type of a descriptor, and whether its operands / result need converting. */
+static compute_type_t compute_type_of(const kiln_gemm_desc_t *g, bool *convert_ab,
+                                      bool *convert_c) {
+  kiln_gemm_dtype_t out = kiln_gemm_desc_out_dtype(g);
+  compute_type_t ct = CT_F32;
+  switch (g->dtype) {
+    case KILN_GEMM_F64:
+      ct = CT_F64;
+      break;
+    case KILN_GEMM_C64:
+      ct = CT_C64;
+      break;
+    case KILN_GEMM_C128:
+      ct = CT_C128;
+      break;
+    case KILN_GEMM_S8:
+      ct = g->k <= 1024 ? CT_F32 : CT_F64;
+      break;
+    default:
+      ct = CT_F32;
+      break;
+  }
+  *convert_ab = g->dtype == KILN_GEMM_BF16 || g->dtype == KILN_GEMM_F16 || g->dtype == KILN_GEMM_S8;
+  *convert_c = out == KILN_GEMM_BF16 || out == KILN_GEMM_F16 || out == KILN_GEMM_S32;
+  return ct;
+}
+
+/* One spare scratch buffer kept between gemms: fresh pages cost a fault each on first touch,
+ * which on a busy machine made a large converted gemm several times slower. A gemm takes the
+ * spare when it is large enough (else allocates) and gives its buffer back, the larger of
+ * the two staying; at most 3 * kScratchElems * 8 bytes are kept. */
+static struct {
+  pthread_mutex_t mu;
+  void *p;
+  size_t size;
+} g_spare = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* A buffer of at least `*size` bytes (NULL when none can be allocated); *size becomes its
+ * size. */
+static void *scratch_take(size_t *size) {
+  void *p = NULL;
+  pthread_mutex_lock(&g_spare.mu);
+  if (g_spare.p && g_spare.size >= *size) {
+    p = g_spare.p;
+    *size = g_spare.size;
+    g_spare.p = NULL;
+    g_spare.size = 0;
+  }
+  pthread_mutex_unlock(&g_spare.mu);
+  return p ? p : malloc(*size);
+}
+
+static void scratch_give(void *p, size_t size) {
+  pthread_mutex_lock(&g_spare.mu);
+  if (!g_spare.p || g_spare.size < size) {
+    void *old = g_spare.p;
+    g_spare.p = p;
+    g_spare.size = size;
+    p = old;
+  }
+  pthread_mutex_unlock(&g_spare.mu);
+  free(p);
+}
+
+/* The converting path: converted copies of whole batches (as many as fit), or of row and
+ * column panels of one batch when one does not fit. */
+static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, bool convert_c,
+                                  kiln_host_pool_t *pool) {
+  const int64_t m = g->m, n = g->n, k = g->k;
+  const kiln_gemm_dtype_t in = g->dtype, out = kiln_gemm_desc_out_dtype(g);
+  const size_t es = kComputeSize[base->ct];
+  const bool load_c = g->beta != 0;
+  int64_t per_batch = m * k > k * n ? m * k : k * n;
+  if (convert_c && m * n > per_batch) per_batch = m * n;
+  int64_t group = per_batch <= kScratchElems ? kScratchElems / per_batch : 0;
+  if (group > g->batch) group = g->batch;
+  /* Panels: mc rows of op(A) and nc columns of op(B) per step, the A, B (and C) panels
+   * within 3 * kScratchElems together; what A leaves goes to B's columns. */
+  int64_t mc = m, nc = n;
+  if (!group) {
+    mc = kScratchElems / k > 0 ? kScratchElems / k : 1;
+    if (mc > m) mc = m;
+    nc = (3 * kScratchElems - mc * k) / (k + (convert_c ? mc : 0));
+    if (nc < 1) nc = 1;
+    if (nc > n) nc = n;
+  }
+  int64_t a_elems = group ? group * m * k : mc * k, b_elems = group ? group * k * n : k * nc;
+  int64_t c_elems = !convert_c ? 0 : group ? group * m * n : mc * nc;
+  size_t scratch_bytes = (size_t)(a_elems + b_elems + c_elems) * es;
+  char *scratch = scratch_take(&scratch_bytes);
+  if (!scratch)
+    return kiln_status_make(
+        KILN_RESOURCE_EXHAUSTED, "host gemm: cannot allocate %lld bytes for converted %s panels",
+        (long long)((a_elems + b_elems + c_elems) * (int64_t)es), kiln_gemm_dtype_name(in));
+  void *sa = scratch, *sb = scratch + (size_t)a_elems * es,
+       *sc = scratch + (size_t)(a_elems + b_elems) * es;
+  kiln_status st = NULL;
+  mm_t p = *base;
+  if (group) {
+    /* Whole batches are contiguous: the rows of the stored matrices, back to back. */
+    const int64_t acols = g->trans_a ? m : k, bcols = g->trans_b ? k : n;
+    p.lda = acols;
+    p.ldb = bcols;
+    p.ldc = n;
+    p.sa = m * k;
+    p.sb = k * n;
+    p.sc = m * n;
+    p.a = sa;
+    p.b = sb;
+    for (int64_t b0 = 0; b0 < g->batch && !st; b0 += group) {
+      const int64_t nb = g->batch - b0 < group ? g->batch - b0 : group;
+      p.batch = nb;
+      p.c = convert_c ? sc : (char *)base->c + (size_t)(b0 * m * n) * es;
+      st = convert_in(in, base->a, b0 * m * k, acols, nb * m * k / acols, acols, p.ct, sa, acols,
+                      pool);
+      if (!st)
+        st = convert_in(in, base->b, b0 * k * n, bcols, nb * k * n / bcols, bcols, p.ct, sb, bcols,
+                        pool);
+      if (!st && convert_c && load_c)
+        st = convert_in(out, base->c, b0 * m * n, n, nb * m, n, p.ct, sc, n, pool);
+      if (!st) st = mm_run(&p, pool);
+      if (!st && convert_c)
+        st = convert_out(p.ct, sc, n, nb * m, n, out, base->c, b0 * m * n, n, pool);
+    }
+  } else {
+    p.batch = 1;
+    p.a = sa;
+    p.b = sb;
+    for (int64_t bi = 0; bi < g->batch && !st; bi++) {
+      const int64_t a0 = bi * m * k, b0 = bi * k * n, c0 = bi * m * n;
+      for (int64_t i0 = 0; i0 < m && !st; i0 += mc) {
+        const int64_t rows = m - i0 < mc ? m - i0 : mc;
+        /* Rows i0.. of op(A): rows of A, or columns of the stored k x m A^T. */
+        p.m = rows;
+        p.lda = g->trans_a ? rows : k;
+        st = g->trans_a ? convert_in(in, base->a, a0 + i0, m, k, rows, p.ct, sa, rows, pool)
+                        : convert_in(in, base->a, a0 + i0 * k, k, rows, k, p.ct, sa, k, pool);
+        for (int64_t j0 = 0; j0 < n && !st; j0 += nc) {
+          /* Columns j0.. of op(B): columns of B, or rows of the stored n x k B^T. */
+          const int64_t cols = n - j0 < nc ? n - j0 : nc, at = c0 + i0 * n + j0;
+          p.n = cols;
+          p.ldb = g->trans_b ? k : cols;
+          p.c = convert_c ? sc : (char *)base->c + (size_t)at * es;
+          p.ldc = convert_c ? cols : n;
+          st = g->trans_b ? convert_in(in, base->b, b0 + j0 * k, k, cols, k, p.ct, sb, k, pool)
+                          : convert_in(in, base->b, b0 + j0, n, k, cols, p.ct, sb, cols, pool);
+          if (!st && convert_c && load_c)
+            st = convert_in(out, base->c, at, n, rows, cols, p.ct, sc, cols, pool);
+          if (!st) st = mm_run(&p, pool);
+          if (!st && convert_c)
+            st = convert_out(p.ct, sc, cols, rows, cols, out, base->c, at, n, pool);
+        }
+      }
+    }
+  }
+  scratch_give(scratch, scratch_bytes);
+  return st;
+}
+
+kiln_status kiln_host_gemm(const kiln_gemm_desc_t *g, const void *a, const void *b, void *c,
+                           kiln_host_blas_choice_t choice, kiln_host_pool_t *pool) {
+  bool use_blas = choice == KILN_HOST_BLAS_AUTO && kiln_host_blas_library(NULL) != NULL;
+  if (use_blas && pool && g_blas.set_threads && !atomic_exchange(&g_blas.threads_set, true)) {
+    g_blas.set_threads(kiln_host_pool_num_workers(pool));
+    KILN_LOG_I("host gemm: %s runs with %d threads (the host pool's size)", g_blas.library,
+               kiln_host_pool_num_workers(pool));
+  }
+  bool convert_ab = false, convert_c = false;
+  mm_t p = {0};
+  p.ct = compute_type_of(g, &convert_ab, &convert_c);
+  p.use_blas = use_blas;
+  p.ta = g->trans_a;
+  p.tb = g->trans_b;
+  p.m = g->m;
+  p.n = g->n;
+  p.k = g->k;
+  p.lda = g->trans_a ? g->m : g->k;
+  p.ldb = g->trans_b ? g->k : g->n;
+  p.ldc = g->n;
+  p.sa = g->m * g->k;
+  p.sb = g->k * g->n;
+  p.sc = g->m * g->n;
+  p.batch = g->batch;
+  p.alpha = g->alpha;
+  p.beta = g->beta;
+  p.a = a;
+  p.b = b;
+  p.c = c;
+  if (!convert_ab && !convert_c) return mm_run(&p, pool);
+  return gemm_converted(g, &p, convert_c, pool);
 }

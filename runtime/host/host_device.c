@@ -167,8 +167,8 @@ static kiln_status run_op(host_stream_t *s, host_op_t *op) {
       return NULL;
     }
     case OP_GEMM:
-      kiln_host_gemm(&op->u.gemm.g, op->u.gemm.a, op->u.gemm.b, op->u.gemm.c, KILN_HOST_BLAS_AUTO);
-      return NULL;
+      return kiln_host_gemm(&op->u.gemm.g, op->u.gemm.a, op->u.gemm.b, op->u.gemm.c,
+                            KILN_HOST_BLAS_AUTO, s->dev->pool);
     case OP_EVENT_RECORD: /* handled by the worker (also when failed) */
     case OP_EVENT_WAIT:
       return NULL;
@@ -608,8 +608,10 @@ static kiln_status run_cmd_list(host_stream_t *s, host_exec_t *x) {
         break;
       }
       case KILN_CMD_GEMM:
-        kiln_host_gemm(&c->gemm, (const void *)(uintptr_t)c->a, (const void *)(uintptr_t)c->b,
-                       (void *)(uintptr_t)c->dst, KILN_HOST_BLAS_AUTO);
+        KILN_RETURN_IF_ERROR(
+            kiln_host_gemm(&c->gemm, (const void *)(uintptr_t)c->a, (const void *)(uintptr_t)c->b,
+                           (void *)(uintptr_t)c->dst, KILN_HOST_BLAS_AUTO, x->dev->pool),
+            "in command %zu (gemm) of a recorded list", i);
         break;
     }
   }

@@ -1,13 +1,14 @@
 /* The host device: memory is host memory, a stream is an in-order queue drained by its own
  * worker thread, kernels (kiln_host_kernel_fn) run their blocks on the device's persistent
  * worker pool, events are sequence numbers, and command buffers are recorded command lists
- * replayed as one queue entry (host_device.c). Gemm goes to the system CBLAS when one can be
- * dlopen'ed, else to a blocked C kernel (host_blas.c). */
+ * replayed as one queue entry (host_device.c). Gemm goes to OpenBLAS (or BLIS, MKL) when one
+ * can be dlopen'ed, else to a blocked C kernel on the pool (host_blas.c). */
 #ifndef KILN_RUNTIME_HOST_HOST_DEVICE_H_
 #define KILN_RUNTIME_HOST_HOST_DEVICE_H_
 
 #include <stdbool.h>
 
+#include "base/host_pool.h"
 #include "base/status.h"
 #include "runtime/device.h"
 
@@ -22,12 +23,18 @@ typedef enum kiln_host_blas_choice {
   KILN_HOST_BLAS_FALLBACK = 1, /* the C kernel */
 } kiln_host_blas_choice_t;
 
-/* Row-major gemm on host memory (see kiln_gemm_desc_t). The descriptor must be valid
- * (kiln_gemm_desc_check). */
-void kiln_host_gemm(const kiln_gemm_desc_t *g, const void *a, const void *b, void *c,
-                    kiln_host_blas_choice_t choice);
+/* Row-major gemm on host memory (see kiln_gemm_desc_t; every element-type combination it
+ * lists). The descriptor must be valid (kiln_gemm_desc_check). `pool` (may be NULL: the
+ * calling thread does all) runs the C kernel's rows and batches of small gemms in parallel,
+ * and its size becomes the library's thread count on the first call given one. Returns
+ * RESOURCE_EXHAUSTED when the converted panels of a bf16/f16/s8 gemm cannot be allocated.
+ * Thread-safe. */
+kiln_status kiln_host_gemm(const kiln_gemm_desc_t *g, const void *a, const void *b, void *c,
+                           kiln_host_blas_choice_t choice, kiln_host_pool_t *pool);
 /* The CBLAS library in use (a path or soname), or NULL when the C kernel is used. Loads it on
- * the first call ($KILN_HOST_BLAS names a library to try first; "none" disables CBLAS).
+ * the first call: $KILN_HOST_BLAS names the library to use ("none": none; one that cannot be
+ * loaded is logged as a warning and the C kernel is used), else OpenBLAS, BLIS or MKL,
+ * whichever is found first (never the reference BLAS).
  * `tried` (may be NULL) receives the libraries tried with their dlerror() text. */
 const char *kiln_host_blas_library(const char **tried);
 

@@ -288,7 +288,7 @@ int main(void) {
 
   /* ---- gemm through cuBLAS ---- */
   {
-    kiln_gemm_desc_t g = {KILN_GEMM_F32, 1, 64, 32, 16, false, true, 1.0, 0.0};
+    kiln_gemm_desc_t g = {KILN_GEMM_F32, 1, 64, 32, 16, false, true, 1.0, 0.0, KILN_GEMM_SAME};
     kiln_devptr_t a, b, c;
     CHECK_OK(kiln_device_mem_alloc(dev, 64 * 16 * 4, &a));
     CHECK_OK(kiln_device_mem_alloc(dev, 32 * 16 * 4, &b));

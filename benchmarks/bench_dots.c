@@ -1,0 +1,379 @@
+/* Dots on the host, shape by shape, all columns measured in the same run:
+ *
+ *   kiln f32   the dot as an HLO module compiled by kiln (it becomes a gemm thunk) and run
+ *              through the runtime (kiln_executable_run: binds the parameters, runs the
+ *              thunk on the host stream, waits), its output in a donated parameter buffer
+ *              (input_output_alias), so each run reuses it;
+ *   f32 new    the same without donation: each run allocates its output (fresh pages: the
+ *              first touch inside the gemm costs up to 3x on large outputs);
+ *   sgemm      OpenBLAS's cblas_sgemm called directly on the same shapes and transposes
+ *              (one call per batch; threads: the host pool's size, as kiln sets them);
+ *   kiln bf16  the same dot in bf16 (bf16 x bf16 -> bf16, f32 sums);
+ *   elemental  the dot compiled as a kernel (KILN_GEMM_LIBRARY=none, read by the pass
+ *              options when the pipeline runs), in the row's own type — the old path.
+ *
+ * Ratios: kiln f32 / sgemm (goal >= 0.9x; the issue's floor for host f32 is 0.8x),
+ * kiln / elemental (the speedup over per-element kernels), and bf16 / f32 FLOP rate (goal
+ * >= 0.5x). Times are the best of interleaved rounds (the least disturbed by other load);
+ * GFLOP/s = 2 * batch * m * n * k / time.
+ *
+ * Shapes: a transformer layer at d_model 256 and 1024 (1024 tokens = 8 x 128; QKV, attention
+ * scores, attention x V, MLP up and down, the 32,000-word vocabulary projection), the
+ * corpus's dots (mha_block_1x12x128x64_bf16, dlrm, dot_bf16, mnist, hloenv) and the llama3.1
+ * benchmark modules' per-device dot shapes — by default with their 16,384 (70b) / 8,192
+ * (8b) token rows cut to a few, which keeps the default run under a minute; --full runs
+ * them whole (hours on two cores) and the elemental column on every shape.
+ *
+ *   bench_dots [--full] [--reps N] [--only SUBSTRING] */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/status.h"
+#include "compiler/thunks/compile.h"
+#include "runtime/buffer.h"
+#include "runtime/executable.h"
+#include "runtime/host/host_device.h"
+
+typedef struct shape {
+  const char *name;
+  const char *type; /* the dot's type where it comes from (the elemental column's) */
+  int64_t batch, m, n, k;
+  bool ta, tb; /* lhs stored k x m; rhs stored n x k */
+  bool full;   /* only with --full */
+} shape_t;
+
+static const shape_t kShapes[] = {
+    /* transformer layer, d_model 256, 4 heads x 64, MLP 1024, 1024 tokens */
+    {"d256 QKV 1024x256->768", "f32", 1, 1024, 768, 256, false, false, false},
+    {"d256 scores 32x128x128 (k=64)", "f32", 32, 128, 128, 64, false, true, false},
+    {"d256 attn x V 32x128x64 (k=128)", "f32", 32, 128, 64, 128, false, false, false},
+    {"d256 MLP up 1024x256->1024", "f32", 1, 1024, 1024, 256, false, false, false},
+    {"d256 MLP down 1024x1024->256", "f32", 1, 1024, 256, 1024, false, false, false},
+    {"d256 vocab 1024x256->32000", "f32", 1, 1024, 32000, 256, false, false, false},
+    {"d256 vocab grad W 256x1024^T->32000", "f32", 1, 256, 32000, 1024, true, false, true},
+    /* transformer layer, d_model 1024, 16 heads x 64, MLP 4096 */
+    {"d1024 QKV 1024x1024->3072", "f32", 1, 1024, 3072, 1024, false, false, false},
+    {"d1024 scores 128x128x128 (k=64)", "f32", 128, 128, 128, 64, false, true, false},
+    {"d1024 attn x V 128x128x64 (k=128)", "f32", 128, 128, 64, 128, false, false, false},
+    {"d1024 MLP up 1024x1024->4096", "f32", 1, 1024, 4096, 1024, false, false, false},
+    {"d1024 MLP down 1024x4096->1024", "f32", 1, 1024, 1024, 4096, false, false, false},
+    {"d1024 vocab 1024x1024->32000", "f32", 1, 1024, 32000, 1024, false, false, true},
+    /* the corpus */
+    {"mha_block scores 12x128x128 (k=64)", "bf16", 12, 128, 128, 64, false, false, false},
+    {"mha_block attn x V 12x128x64 (k=128)", "bf16", 12, 128, 64, 128, false, false, false},
+    {"dot_bf16 6144x32 (k=1536, A^T B^T)", "bf16", 1, 6144, 32, 1536, true, true, false},
+    {"dlrm 6272x192->192", "f32", 1, 6272, 192, 192, false, false, false},
+    {"dlrm 6272x192->192 (B^T)", "f32", 1, 6272, 192, 192, false, true, false},
+    {"dlrm batched 6272x6x6 (k=8)", "f32", 6272, 6, 6, 8, false, false, false},
+    {"mnist 12x784->1024", "f32", 1, 12, 1024, 784, false, false, false},
+    {"hloenv 1000x3072 x 1000x3072^T", "f32", 1, 1000, 1000, 3072, false, true, false},
+    {"sharded_co 384x512x512 (k=64)", "f32", 384, 512, 512, 64, false, false, true},
+    /* llama3.1 benchmark modules, per device; default: 32-64 of the token rows */
+    {"llama70b q-proj 32(/16384)x8192->8192", "bf16", 1, 32, 8192, 8192, false, false, false},
+    {"llama70b kv-proj 64(/16384)x8192->1024", "bf16", 1, 64, 1024, 8192, false, false, false},
+    {"llama70b mlp-up 64(/16384)x8192->28672", "bf16", 1, 64, 28672, 8192, false, true, true},
+    {"llama8b mlp-down 32(/8192)x14336->4096", "bf16", 1, 32, 4096, 14336, false, false, false},
+    {"llama8b vocab 64(/8192)x4096->128256", "bf16", 1, 64, 128256, 4096, false, false, true},
+    {"llama70b q-proj 16384x8192->8192", "bf16", 1, 16384, 8192, 8192, false, false, true},
+    {"llama70b kv-proj 16384x8192->1024", "bf16", 1, 16384, 1024, 8192, false, false, true},
+    {"llama70b mlp-up 16384x8192->28672", "bf16", 1, 16384, 28672, 8192, false, true, true},
+    {"llama70b mlp-down 16384x28672->8192", "bf16", 1, 16384, 8192, 28672, false, false, true},
+    {"llama70b wgrad 8192x16384^T->28672", "bf16", 1, 8192, 28672, 16384, true, false, true},
+    {"llama70b vocab 16384x8192->128256", "bf16", 1, 16384, 128256, 8192, false, false, true},
+    {"llama8b kv-proj 8192x4096->1024", "bf16", 1, 8192, 1024, 4096, false, false, true},
+    {"llama8b mlp-down 8192x14336->4096", "bf16", 1, 8192, 4096, 14336, false, false, true},
+};
+
+/* Elemental kernels are slow: by default only where they take at most this many flops. */
+static const double kElementalMaxFlops = 0.6e9;
+
+static double flops_of(const shape_t *s) {
+  return 2.0 * (double)s->batch * (double)s->m * (double)s->n * (double)s->k;
+}
+
+/* ---- a dot module through kiln ------------------------------------------------------------ */
+
+static void dims_text(char *buf, size_t n, int64_t batch, int64_t a, int64_t b) {
+  if (batch > 1)
+    snprintf(buf, n, "[%lld,%lld,%lld]", (long long)batch, (long long)a, (long long)b);
+  else
+    snprintf(buf, n, "[%lld,%lld]", (long long)a, (long long)b);
+}
+
+/* The HLO module of shape `s` with element type `t` (the result too). With `donated`, a third
+ * parameter of the result's shape is donated to the result (input_output_alias, as a
+ * training step donates its state), so runs reuse one output buffer instead of allocating
+ * (and page-faulting) a fresh one each time. */
+static char *dot_module(const shape_t *s, const char *t, bool donated) {
+  char lhs[96], rhs[96], out[96], batch[96] = "";
+  int nb = s->batch > 1;
+  dims_text(lhs, sizeof lhs, s->batch, s->ta ? s->k : s->m, s->ta ? s->m : s->k);
+  dims_text(rhs, sizeof rhs, s->batch, s->tb ? s->n : s->k, s->tb ? s->k : s->n);
+  dims_text(out, sizeof out, s->batch, s->m, s->n);
+  if (nb) snprintf(batch, sizeof batch, "lhs_batch_dims={0}, rhs_batch_dims={0}, ");
+  size_t len = 1024;
+  char *text = kiln_malloc(len);
+  char donor[128] = "";
+  if (donated) snprintf(donor, sizeof donor, "  c = %s%s parameter(2)\n", t, out);
+  snprintf(text, len,
+           "HloModule dot%s\nENTRY e {\n  a = %s%s parameter(0)\n  b = %s%s parameter(1)\n%s"
+           "  ROOT d = %s%s dot(a, b), %slhs_contracting_dims={%d}, rhs_contracting_dims={%d}\n}\n",
+           donated ? ", input_output_alias={ {}: (2, {}, must-alias) }" : "", t, lhs, t, rhs, donor,
+           t, out, batch, nb + (s->ta ? 0 : 1), nb + (s->tb ? 1 : 0));
+  return text;
+}
+
+typedef struct kiln_dot {
+  kiln_executable_t *exe;
+  kiln_stream_t *stream;
+  kiln_devptr_t params[3];
+  uint64_t sizes[3];
+  int num_params, gemms, kernels;
+} kiln_dot_t;
+
+static void fill(void *p, uint64_t bytes, bool bf16) {
+  if (bf16) {
+    uint16_t *h = p;
+    for (uint64_t i = 0; i < bytes / 2; i++)
+      h[i] = (uint16_t)(0x3c00 + (i * 37) % 512); /* in [2^-7, 2^-3) */
+  } else {
+    float *f = p;
+    for (uint64_t i = 0; i < bytes / 4; i++) f[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+  }
+}
+
+/* Compiles and loads shape `s` in type `t`; `elemental` compiles the dot as a kernel;
+ * `donated`: see dot_module. */
+static kiln_status dot_prepare(kiln_device_t *dev, const shape_t *s, const char *t, bool elemental,
+                               bool donated, kiln_dot_t *out) {
+  memset(out, 0, sizeof(*out));
+  char *text = dot_module(s, t, donated);
+  kiln_hlo_module_t *m = NULL;
+  kiln_status st = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
+  kiln_free(text);
+  KILN_RETURN_IF_ERROR_PLAIN(st);
+  if (elemental) setenv("KILN_GEMM_LIBRARY", "none", 1);
+  kiln_compile_options_t co;
+  memset(&co, 0, sizeof co);
+  co.emit.target = KILN_TARGET_HOST;
+  kiln_executable_desc_t *d = NULL;
+  kiln_compile_stats_t cs;
+  st = kiln_compile_module(m, &co, &d, &cs);
+  if (elemental) unsetenv("KILN_GEMM_LIBRARY");
+  kiln_hlo_module_destroy(m);
+  KILN_RETURN_IF_ERROR_PLAIN(st);
+  out->gemms = cs.emit.gemms;
+  out->kernels = cs.emit.kernels;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_executable_load(dev, d, &out->exe));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_create(dev, &out->stream));
+  size_t es = strcmp(t, "bf16") ? 4 : 2;
+  out->sizes[0] = (uint64_t)(s->batch * s->m * s->k) * es;
+  out->sizes[1] = (uint64_t)(s->batch * s->k * s->n) * es;
+  out->sizes[2] = (uint64_t)(s->batch * s->m * s->n) * es;
+  out->num_params = donated ? 3 : 2;
+  for (int i = 0; i < out->num_params; i++) {
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_device_mem_alloc(dev, out->sizes[i], &out->params[i]));
+    fill((void *)(uintptr_t)out->params[i], out->sizes[i], es == 2);
+  }
+  return NULL;
+}
+
+static kiln_status dot_run(kiln_dot_t *k, double *ms) {
+  kiln_device_buffer_t *outs[1] = {NULL};
+  double t0 = kiln_clock_ms();
+  kiln_status st = kiln_executable_run(k->exe, k->stream, k->params, k->sizes, k->num_params, outs);
+  *ms = kiln_clock_ms() - t0;
+  kiln_device_buffer_destroy(outs[0]);
+  return st;
+}
+
+static void dot_release(kiln_device_t *dev, kiln_dot_t *k) {
+  for (int i = 0; i < 3; i++)
+    if (k->params[i]) kiln_device_mem_free(dev, k->params[i]);
+  if (k->stream) kiln_stream_destroy(k->stream);
+  kiln_executable_destroy(k->exe);
+  memset(k, 0, sizeof(*k));
+}
+
+/* ---- OpenBLAS directly ------------------------------------------------------------------- */
+
+typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *,
+                         int, float, float *, int);
+
+typedef struct direct {
+  sgemm_fn sgemm;
+  float *a, *b, *c;
+} direct_t;
+
+static void direct_run(const direct_t *x, const shape_t *s, double *ms) {
+  const int m = (int)s->m, n = (int)s->n, k = (int)s->k;
+  double t0 = kiln_clock_ms();
+  for (int64_t bi = 0; bi < s->batch; bi++)
+    x->sgemm(101, s->ta ? 112 : 111, s->tb ? 112 : 111, m, n, k, 1.0f, x->a + bi * m * k,
+             s->ta ? m : k, x->b + bi * k * n, s->tb ? k : n, 0.0f, x->c + bi * m * n, n);
+  *ms = kiln_clock_ms() - t0;
+}
+
+/* ---- driver ------------------------------------------------------------------------------ */
+
+static double best(double a, double b) {
+  return a < b ? a : b;
+}
+
+int main(int argc, char **argv) {
+  bool full = false;
+  int reps = 0;
+  const char *only = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--full"))
+      full = true;
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+      reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
+    else {
+      fprintf(stderr, "usage: bench_dots [--full] [--reps N] [--only SUBSTRING]\n");
+      return 2;
+    }
+  }
+  kiln_device_t *dev = NULL;
+  kiln_status st = kiln_host_device_create(0, &dev);
+  if (st) return (int)kiln_status_report(st, "host device");
+  const char *tried = NULL;
+  const char *lib = kiln_host_blas_library(&tried);
+  direct_t dx = {0};
+  void *h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+  if (h) {
+    void *p = dlsym(h, "cblas_sgemm"), *q = dlsym(h, "openblas_set_num_threads");
+    memcpy(&dx.sgemm, &p, sizeof p);
+    int threads = 0;
+    sscanf(dev->name, "host (%d", &threads);
+    if (q && threads > 0) {
+      void (*set)(int);
+      memcpy(&set, &q, sizeof q);
+      set(threads);
+    }
+  }
+  printf("host device: %s; kiln's gemm library: %s%s%s\n", dev->name,
+         lib ? lib : "none (C kernel: ", lib ? "" : tried, lib ? "" : ")");
+  printf("direct sgemm: %s\n\n",
+         dx.sgemm ? "libopenblas.so.0 cblas_sgemm" : "OpenBLAS not found: column skipped");
+  printf("%-40s %7s | %8s %8s %8s %8s %8s | %6s %6s %6s %7s\n", "shape", "GFLOP", "kiln f32",
+         "f32 new", "sgemm", "kiln bf16", "elemental", "f32/sg", "new/sg", "k/elem", "bf/f32");
+  printf("%-40s %7s | %8s %8s %8s %8s %8s | %6s %6s %6s %7s\n", "", "", "GFLOP/s", "GFLOP/s",
+         "GFLOP/s", "GFLOP/s", "GFLOP/s", "", "", "", "");
+  double sum_ratio_log = 0, sum_bf_log = 0, min_ratio = 1e9, min_bf = 1e9;
+  int nratio = 0, nbf = 0;
+  double t_start = kiln_clock_ms();
+  for (size_t si = 0; si < sizeof(kShapes) / sizeof(kShapes[0]); si++) {
+    const shape_t *s = &kShapes[si];
+    if (s->full && !full) continue;
+    if (only && !strstr(s->name, only)) continue;
+    double fl = flops_of(s);
+    kiln_dot_t kf, kn, kb, ke;
+    memset(&ke, 0, sizeof ke);
+    st = dot_prepare(dev, s, "f32", false, true, &kf);
+    if (!st) st = dot_prepare(dev, s, "f32", false, false, &kn);
+    if (!st) st = dot_prepare(dev, s, "bf16", false, true, &kb);
+    bool run_elemental = full || fl <= kElementalMaxFlops;
+    if (!st && run_elemental) st = dot_prepare(dev, s, s->type, true, false, &ke);
+    if (st) {
+      kiln_status_report(st, s->name);
+      return 1;
+    }
+    if (kf.gemms != 1 || kn.gemms != 1 || kb.gemms != 1 || (run_elemental && ke.gemms != 0))
+      printf("  (note: %s: gemm thunks f32 %d/%d, bf16 %d, elemental %d)\n", s->name, kf.gemms,
+             kn.gemms, kb.gemms, ke.gemms);
+    if (dx.sgemm) {
+      dx.a = kiln_malloc((size_t)(s->batch * s->m * s->k) * 4);
+      dx.b = kiln_malloc((size_t)(s->batch * s->k * s->n) * 4);
+      dx.c = kiln_malloc((size_t)(s->batch * s->m * s->n) * 4);
+      fill(dx.a, (uint64_t)(s->batch * s->m * s->k) * 4, false);
+      fill(dx.b, (uint64_t)(s->batch * s->k * s->n) * 4, false);
+    }
+    /* A warm-up of each, then interleaved rounds: enough for ~0.3 s of kiln f32 (2..15). */
+    double tf = 1e30, tn = 1e30, tb = 1e30, td = 1e30, te = 1e30, ms = 0;
+    if ((st = dot_run(&kn, &ms))) break;
+    if ((st = dot_run(&kf, &ms))) break;
+    if ((st = dot_run(&kb, &ms))) break;
+    if (dx.sgemm) direct_run(&dx, s, &ms);
+    if ((st = dot_run(&kf, &tf))) break;
+    int rounds = reps > 0 ? reps : (int)fmin(15, fmax(2, 300.0 / fmax(tf, 1e-3)));
+    for (int r = 0; r < rounds; r++) {
+      if ((st = dot_run(&kf, &ms))) break;
+      tf = best(tf, ms);
+      if (dx.sgemm) {
+        direct_run(&dx, s, &ms);
+        td = best(td, ms);
+      }
+      if ((st = dot_run(&kb, &ms))) break;
+      tb = best(tb, ms);
+      if ((st = dot_run(&kn, &ms))) break;
+      tn = best(tn, ms);
+    }
+    if (st) break;
+    if (run_elemental) {
+      if ((st = dot_run(&ke, &te))) break;
+      if (te < 500 && (st = dot_run(&ke, &ms)) == NULL) te = best(te, ms);
+    }
+    double gf = fl / tf / 1e6, gn = fl / tn / 1e6, gb = fl / tb / 1e6,
+           gd = dx.sgemm ? fl / td / 1e6 : 0, ge = run_elemental ? fl / te / 1e6 : 0;
+    char cd[16] = "-", ce[16] = "-", rd[16] = "-", rn[16] = "-", re[16] = "-";
+    if (dx.sgemm) {
+      snprintf(cd, sizeof cd, "%.1f", gd);
+      snprintf(rd, sizeof rd, "%.2fx", gf / gd);
+      snprintf(rn, sizeof rn, "%.2fx", gn / gd);
+      sum_ratio_log += log(gf / gd);
+      min_ratio = fmin(min_ratio, gf / gd);
+      nratio++;
+    }
+    if (run_elemental) {
+      snprintf(ce, sizeof ce, "%.2f", ge);
+      /* the row's own type against the elemental kernel of that type */
+      snprintf(re, sizeof re, "%.0fx", (strcmp(s->type, "bf16") ? gf : gb) / ge);
+    }
+    sum_bf_log += log(gb / gf);
+    min_bf = fmin(min_bf, gb / gf);
+    nbf++;
+    printf("%-40s %7.3f | %8.1f %8.1f %8s %8.1f %8s | %6s %6s %6s %6.2fx\n", s->name, fl / 1e9, gf,
+           gn, cd, gb, ce, rd, rn, re, gb / gf);
+    fflush(stdout);
+    dot_release(dev, &kf);
+    dot_release(dev, &kn);
+    dot_release(dev, &kb);
+    if (run_elemental) dot_release(dev, &ke);
+    kiln_free(dx.a);
+    kiln_free(dx.b);
+    kiln_free(dx.c);
+    dx.a = dx.b = dx.c = NULL;
+  }
+  if (st) {
+    kiln_status_report(st, "bench_dots");
+    kiln_device_destroy(dev);
+    return 1;
+  }
+  printf("\n");
+  if (nratio)
+    printf(
+        "kiln f32 / direct sgemm: geometric mean %.2fx, worst %.2fx (goal >= 0.9x; host f32 "
+        ">= 0.8x)\n",
+        exp(sum_ratio_log / nratio), min_ratio);
+  if (nbf)
+    printf("kiln bf16 / kiln f32 FLOP rate: geometric mean %.2fx, worst %.2fx (goal >= 0.5x)\n",
+           exp(sum_bf_log / nbf), min_bf);
+  printf(
+      "f32 new: kiln f32 with a fresh output buffer per run (not donated): allocation and "
+      "page faults included\n");
+  printf("elemental: the dot compiled as a kernel (KILN_GEMM_LIBRARY=none), in the row's type;%s\n",
+         full ? "" : " '-' where it would take over 0.6 GFLOP (--full runs it)");
+  printf("total %.1f s\n", (kiln_clock_ms() - t_start) / 1e3);
+  kiln_device_destroy(dev);
+  if (h) dlclose(h);
+  return 0;
+}

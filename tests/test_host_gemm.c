@@ -1,0 +1,251 @@
+/* The host gemm (runtime/host/host_blas.c) for every element-type combination of
+ * kiln_gemm_desc_t — f32, f64, c64, c128, bf16/f16 -> bf16/f16/f32, s8 -> s32 — with every
+ * transpose, batches, sizes of 1 and primes, alpha/beta, on the library and on the C kernel,
+ * with and without a pool, against a naive loop (host_gemm_test_util.h); the converted
+ * panels of one batch too large for the scratch; s8 sums that wrap; and whole modules whose
+ * dots of these types become gemm thunks on the host (and kernels for the CUDA target),
+ * matching the evaluator. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "compiler/eval/eval.h"
+#include "compiler/passes/fusion_wrapper.h"
+#include "compiler/thunks/compile.h"
+#include "host_gemm_test_util.h"
+#include "runtime/executable.h"
+#include "tools/common/compare.h"
+#include "tools/common/device_run.h"
+#include "tools/common/fake_args.h"
+
+#define ASSERT_OK(expr)                                           \
+  do {                                                            \
+    kiln_status s__ = (expr);                                     \
+    if (s__) fail_msg("%s: %s", #expr, kiln_status_message(s__)); \
+  } while (0)
+
+static void assert_code(kiln_status s, kiln_status_code_t code) {
+  assert_non_null(s);
+  if (kiln_status_code(s) != code)
+    fail_msg("expected %s, got %s: %s", kiln_status_code_name(code),
+             kiln_status_code_name(kiln_status_code(s)), kiln_status_message(s));
+  kiln_status_free(s);
+}
+
+static kiln_host_pool_t *g_pool;
+static kiln_device_t *g_dev;
+
+static int setup(void **state) {
+  (void)state;
+  if (kiln_host_pool_create(3, &g_pool)) return -1;
+  return kiln_host_device_create(2, &g_dev) ? -1 : 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  kiln_host_pool_destroy(g_pool);
+  kiln_device_destroy(g_dev);
+  return 0;
+}
+
+typedef struct combo {
+  kiln_gemm_dtype_t in, out;
+} combo_t;
+
+static const combo_t kCombos[] = {
+    {KILN_GEMM_F32, KILN_GEMM_SAME}, {KILN_GEMM_F64, KILN_GEMM_SAME},
+    {KILN_GEMM_C64, KILN_GEMM_SAME}, {KILN_GEMM_C128, KILN_GEMM_SAME},
+    {KILN_GEMM_BF16, KILN_GEMM_F32}, {KILN_GEMM_BF16, KILN_GEMM_BF16},
+    {KILN_GEMM_BF16, KILN_GEMM_F16}, {KILN_GEMM_F16, KILN_GEMM_F16},
+    {KILN_GEMM_F16, KILN_GEMM_F32},  {KILN_GEMM_S8, KILN_GEMM_S32},
+};
+
+/* batch, m, n, k: ones, primes, and a batch of small gemms the pool runs in parallel. */
+static const int64_t kShapes[][4] = {
+    {1, 1, 1, 1},    {1, 1, 7, 13},   {3, 13, 1, 7}, {1, 7, 13, 1},
+    {2, 31, 17, 67}, {1, 67, 31, 17}, {40, 5, 6, 7},
+};
+
+static void test_every_type_transpose_and_shape_matches_the_naive_loop(void **state) {
+  (void)state;
+  const char *tried = NULL;
+  const char *lib = kiln_host_blas_library(&tried);
+  printf("[  INFO    ] host BLAS: %s (tried: %s)\n", lib ? lib : "none, C kernel", tried);
+  int failures = 0, runs = 0;
+  for (size_t c = 0; c < sizeof(kCombos) / sizeof(kCombos[0]); c++)
+    for (size_t s = 0; s < sizeof(kShapes) / sizeof(kShapes[0]); s++)
+      for (int t = 0; t < 4; t++)
+        for (int choice = 0; choice < 2; choice++)
+          for (int pooled = 0; pooled < 2; pooled++)
+            for (int scaled = 0; scaled < 2; scaled++) {
+              if (scaled && kCombos[c].in == KILN_GEMM_S8) continue; /* alpha 1, beta 0 only */
+              kiln_gemm_desc_t g = {kCombos[c].in, kShapes[s][0],     kShapes[s][1],
+                                    kShapes[s][2], kShapes[s][3],     (t & 1) != 0,
+                                    (t & 2) != 0,  scaled ? -0.5 : 1, scaled ? 0.25 : 0,
+                                    kCombos[c].out};
+              ASSERT_OK(kiln_gemm_desc_check(&g, NULL, NULL, NULL));
+              failures += !hg_check(&g, (kiln_host_blas_choice_t)choice, pooled ? g_pool : NULL);
+              runs++;
+            }
+  printf("[  INFO    ] %d gemms, %d mismatched\n", runs, failures);
+  assert_int_equal(failures, 0);
+}
+
+/* One batch whose converted operands exceed the scratch (4 Mi elements a panel): row panels
+ * of op(A) (6 + 1 rows; 2 + 1) and column panels of op(B) (14 + 6 columns; 4 + 2), plain
+ * and both transposed, beta folded in through the panels of C. */
+static void test_converted_panels_of_one_large_batch_cover_every_element(void **state) {
+  (void)state;
+  for (int t = 0; t < 4; t += 3) {
+    kiln_gemm_desc_t g = {KILN_GEMM_BF16, 1, 7, 20, 600000, (t & 1) != 0, (t & 2) != 0, 2.0, 0.5,
+                          KILN_GEMM_BF16};
+    assert_true(hg_check(&g, KILN_HOST_BLAS_AUTO, g_pool));
+  }
+  kiln_gemm_desc_t g = {KILN_GEMM_F16, 1, 3, 6, 1 << 21, false, true, 1, 0, KILN_GEMM_F32};
+  assert_true(hg_check(&g, KILN_HOST_BLAS_AUTO, NULL));
+}
+
+/* s8 x s8 -> s32 past k = 1024 sums in f64 (f32 would round); past 2^31 it wraps as XLA's
+ * s32 accumulation does. */
+static void test_s8_gemm_is_exact_past_f32_range_and_wraps_past_s32(void **state) {
+  (void)state;
+  kiln_gemm_desc_t g = {KILN_GEMM_S8, 2, 3, 4, 5000, false, true, 1, 0, KILN_GEMM_S32};
+  assert_true(hg_check(&g, KILN_HOST_BLAS_AUTO, g_pool));
+  assert_true(hg_check(&g, KILN_HOST_BLAS_FALLBACK, g_pool));
+  const int64_t k = 140000; /* 140000 * 128 * 128 > 2^31 */
+  int8_t *a = kiln_malloc((size_t)k), *b = kiln_malloc((size_t)k);
+  memset(a, 0x80, (size_t)k); /* -128 */
+  memset(b, 0x80, (size_t)k);
+  int32_t c = 7;
+  kiln_gemm_desc_t w = {KILN_GEMM_S8, 1, 1, 1, k, false, false, 1, 0, KILN_GEMM_S32};
+  ASSERT_OK(kiln_host_gemm(&w, a, b, &c, KILN_HOST_BLAS_AUTO, NULL));
+  assert_int_equal(c, (int32_t)(uint32_t)(k * 16384));
+  assert_true(c < 0);
+  kiln_free(a);
+  kiln_free(b);
+}
+
+static void test_desc_check_takes_the_listed_type_pairs_only(void **state) {
+  (void)state;
+  kiln_gemm_desc_t g = {KILN_GEMM_BF16, 1, 2, 2, 2, false, false, 1, 0, KILN_GEMM_F32};
+  size_t a, b, c;
+  ASSERT_OK(kiln_gemm_desc_check(&g, &a, &b, &c));
+  assert_int_equal(a, 8);
+  assert_int_equal(c, 16);
+  g.out_dtype = KILN_GEMM_F64;
+  assert_code(kiln_gemm_desc_check(&g, NULL, NULL, NULL), KILN_INVALID_ARGUMENT);
+  g.dtype = KILN_GEMM_S8;
+  g.out_dtype = KILN_GEMM_SAME;
+  assert_code(kiln_gemm_desc_check(&g, NULL, NULL, NULL), KILN_INVALID_ARGUMENT);
+  g.out_dtype = KILN_GEMM_S32;
+  ASSERT_OK(kiln_gemm_desc_check(&g, NULL, NULL, NULL));
+  g.beta = 1; /* integer gemms take alpha 1, beta 0 */
+  assert_code(kiln_gemm_desc_check(&g, NULL, NULL, NULL), KILN_INVALID_ARGUMENT);
+  g.dtype = KILN_GEMM_F32;
+  g.beta = 0;
+  assert_code(kiln_gemm_desc_check(&g, NULL, NULL, NULL), KILN_INVALID_ARGUMENT);
+}
+
+/* ---- whole modules ----------------------------------------------------------------------- */
+
+static kiln_hlo_module_t *parse(const char *text) {
+  kiln_hlo_module_t *m = NULL;
+  kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
+  if (s) {
+    kiln_status_report(s, "parse");
+    fail();
+  }
+  return m;
+}
+
+/* The dot of `text` (its root) runs as a gemm thunk on the host and matches the evaluator. */
+static void check_module_dot_is_a_gemm(const char *text) {
+  kiln_hlo_module_t *m = parse(text);
+  assert_true(kiln_fusion_wrapper_is_gemm(m->entry->root, NULL));
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t **args = NULL, *want = NULL, *got = NULL;
+  int n = 0;
+  ASSERT_OK(kiln_fake_args_make(m, NULL, &arena, &args, &n));
+  ASSERT_OK(kiln_eval_module(m, NULL, n, args, &arena, &want));
+  kiln_device_run_options_t o;
+  memset(&o, 0, sizeof o);
+  o.device = g_dev;
+  o.repeat = 2;
+  kiln_device_run_report_t rep;
+  ASSERT_OK(kiln_device_run_module(m, args, n, &o, &arena, &got, &rep));
+  assert_int_equal(rep.compile.emit.gemms, 1);
+  assert_int_equal(rep.compile.emit.kernels, 0);
+  kiln_compare_report_t cr;
+  memset(&cr, 0, sizeof cr);
+  if (!kiln_compare_literals(want, got, NULL, &cr)) {
+    fprintf(stderr, "%s\nmismatch: %s\n", text, cr.first);
+    fail();
+  }
+  assert_true(cr.elements > 0);
+  kiln_arena_destroy(&arena);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_dots_of_every_gemm_type_run_as_gemm_thunks_and_match_the_evaluator(void **state) {
+  (void)state;
+  /* The corpus's dot_bf16 form (bf16 x bf16 -> f32, lhs contracting first). */
+  check_module_dot_is_a_gemm(
+      "HloModule d\nENTRY e {\n  a = bf16[96,61] parameter(0)\n  b = bf16[5,96] parameter(1)\n"
+      "  ROOT d = f32[61,5] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={1}\n}\n");
+  /* The corpus's mha_block form: batched bf16 -> bf16. */
+  check_module_dot_is_a_gemm(
+      "HloModule d\nENTRY e {\n  a = bf16[12,33,64] parameter(0)\n  b = bf16[12,64,33] "
+      "parameter(1)\n"
+      "  ROOT d = bf16[12,33,33] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+      "rhs_batch_dims={0}, rhs_contracting_dims={1}\n}\n");
+  check_module_dot_is_a_gemm(
+      "HloModule d\nENTRY e {\n  a = f16[15,19] parameter(0)\n  b = f16[19,17] parameter(1)\n"
+      "  ROOT d = f16[15,17] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+  check_module_dot_is_a_gemm(
+      "HloModule d\nENTRY e {\n  a = s8[3,40,29] parameter(0)\n  b = s8[3,23,29] parameter(1)\n"
+      "  ROOT d = s32[3,40,23] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+      "rhs_batch_dims={0}, rhs_contracting_dims={2}\n}\n");
+  check_module_dot_is_a_gemm(
+      "HloModule d\nENTRY e {\n  a = c64[7,11] parameter(0)\n  b = c64[11,13] parameter(1)\n"
+      "  ROOT d = c64[7,13] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+  check_module_dot_is_a_gemm(
+      "HloModule d\nENTRY e {\n  a = c128[11,7] parameter(0)\n  b = c128[13,11] parameter(1)\n"
+      "  ROOT d = c128[7,13] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={1}\n}\n");
+}
+
+/* For the CUDA target (cuBLAS: f32 and f64) the same dots need kernels; f32 stays a gemm. */
+static void test_cuda_pipeline_keeps_non_f32_dots_as_kernels(void **state) {
+  (void)state;
+  kiln_hlo_module_t *m = parse(
+      "HloModule d\nENTRY e {\n  a = bf16[8,16] parameter(0)\n  b = bf16[16,4] parameter(1)\n"
+      "  ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+  kiln_pass_options_t host = {.verify = -1, .env_read = true};
+  kiln_pass_options_t cuda = {.verify = -1, .env_read = true, .gemm_f32_f64_only = true};
+  assert_false(kiln_fusion_wrapper_needs_kernel(m->entry->root, &host));
+  assert_true(kiln_fusion_wrapper_needs_kernel(m->entry->root, &cuda));
+  kiln_hlo_module_destroy(m);
+  m = parse(
+      "HloModule d\nENTRY e {\n  a = f32[8,16] parameter(0)\n  b = f32[16,4] parameter(1)\n"
+      "  ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+  assert_false(kiln_fusion_wrapper_needs_kernel(m->entry->root, &cuda));
+  kiln_hlo_module_destroy(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_type_transpose_and_shape_matches_the_naive_loop),
+      cmocka_unit_test(test_converted_panels_of_one_large_batch_cover_every_element),
+      cmocka_unit_test(test_s8_gemm_is_exact_past_f32_range_and_wraps_past_s32),
+      cmocka_unit_test(test_desc_check_takes_the_listed_type_pairs_only),
+      cmocka_unit_test(test_dots_of_every_gemm_type_run_as_gemm_thunks_and_match_the_evaluator),
+      cmocka_unit_test(test_cuda_pipeline_keeps_non_f32_dots_as_kernels),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
