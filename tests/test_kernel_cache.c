@@ -320,6 +320,51 @@ static void test_cache_key_includes_the_pipeline(void **state) {
   kiln_host_jit_destroy(jit);
 }
 
+static void test_cuda_kernels_compile_once_in_parallel_and_cache(void **state) {
+  fixture_t *f = *state;
+  kiln_kernel_cache_clear();
+  kiln_kir_gpu_kernel_t g[4], h[4];
+  kiln_kir_batch_stats_t st;
+  kiln_nvptx_options_t no = {0};
+  no.dump_dir = "";
+  kiln_kir_batch_options_t serial = {NULL, 1}, parallel = {NULL, 3};
+  kiln_status s = kiln_kir_compile_nvptx_batch(f->mods, 4, &no, &serial, g, &st);
+  if (s && kiln_status_code(s) == KILN_UNAVAILABLE) {
+    printf("SKIP: no cubin tool here: %s\n", kiln_status_message(s));
+    kiln_status_free(s);
+    kiln_kir_gpu_kernels_free(g, 4);
+    skip();
+  }
+  if (s) printf("nvptx: %s\n", kiln_status_message(s));
+  assert_null(s);
+  assert_int_equal(st.unique, 3);
+  assert_int_equal(st.compiled, 3);
+  /* twice_b is twice_a's image under the same entry point */
+  assert_int_equal(g[0].unique, 0);
+  assert_int_equal(g[1].unique, 0);
+  assert_int_equal(g[2].unique, 2);
+  assert_string_equal(g[0].symbol, g[1].symbol);
+  assert_string_not_equal(g[0].symbol, g[2].symbol);
+  /* in parallel: the same cubins */
+  kiln_kernel_cache_clear();
+  assert_null(kiln_kir_compile_nvptx_batch(f->mods, 4, &no, &parallel, h, &st));
+  assert_int_equal(st.compiled, 3);
+  assert_int_equal(st.threads, 3);
+  for (int i = 0; i < 4; i++) {
+    assert_int_equal(g[i].size, h[i].size);
+    assert_memory_equal(g[i].image, h[i].image, g[i].size);
+    assert_string_equal(g[i].symbol, h[i].symbol);
+  }
+  kiln_kir_gpu_kernels_free(h, 4);
+  /* again: from the memory cache */
+  assert_null(kiln_kir_compile_nvptx_batch(f->mods, 4, &no, &parallel, h, &st));
+  assert_int_equal(st.memory_hits, 3);
+  assert_int_equal(st.compiled, 0);
+  for (int i = 0; i < 4; i++) assert_memory_equal(g[i].image, h[i].image, g[i].size);
+  kiln_kir_gpu_kernels_free(h, 4);
+  kiln_kir_gpu_kernels_free(g, 4);
+}
+
 /* Sets `path`'s modification time to `age` seconds ago. */
 static void age_file(const char *path, int age) {
   struct timespec ts[2];
@@ -381,6 +426,7 @@ int main(void) {
       cmocka_unit_test(test_parallel_compilation_equals_serial),
       cmocka_unit_test(test_disk_cache_hits_and_rebuilds_corrupt_entries),
       cmocka_unit_test(test_cache_key_includes_the_pipeline),
+      cmocka_unit_test(test_cuda_kernels_compile_once_in_parallel_and_cache),
       cmocka_unit_test(test_disk_cache_evicts_least_recently_used_over_its_bound),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
