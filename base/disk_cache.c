@@ -1,8 +1,10 @@
 /* The on-disk blob cache (disk_cache.h). */
 #include "base/disk_cache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -21,7 +23,7 @@
 
 typedef struct kind_counters {
   char name[32];
-  _Atomic int64_t hits, misses, rejected, writes;
+  _Atomic int64_t hits, misses, rejected, writes, evicted;
 } kind_counters_t;
 
 static kind_counters_t g_kinds[MAX_KINDS];
@@ -124,6 +126,8 @@ bool kiln_disk_cache_get(const char *dir, const char *kind, const uint64_t key[2
     kiln_free(path);
     return false;
   }
+  /* Used now: the LRU order is the entries' modification times. */
+  utimensat(AT_FDCWD, path, NULL, 0);
   kiln_free(path);
   atomic_fetch_add(&kc->hits, 1);
   *data = buf;
@@ -144,6 +148,154 @@ static bool make_dirs(const char *path) {
   if (ok && mkdir(p, 0755) && errno != EEXIST) ok = false;
   kiln_free(p);
   return ok;
+}
+
+/* ---- the size bound ---- */
+
+#define DEFAULT_MAX_BYTES ((int64_t)1 << 30)
+
+static _Atomic int64_t g_max_override = -1;
+static pthread_mutex_t g_size_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *g_size_dir;     /* the folder g_size_bytes measures (guarded by g_size_mu) */
+static int64_t g_size_bytes; /* its entries' bytes as this process knows them */
+
+int64_t kiln_disk_cache_max_bytes(void) {
+  int64_t o = atomic_load(&g_max_override);
+  if (o >= 0) return o;
+  const char *env = getenv("KILN_CACHE_MAX_BYTES");
+  if (!env || !*env) return DEFAULT_MAX_BYTES;
+  char *end = NULL;
+  double v = strtod(env, &end);
+  if (end == env || v < 0) {
+    KILN_LOG_W(
+        "KILN_CACHE_MAX_BYTES=%s is not a size (bytes, or a number with K/M/G); using "
+        "1G",
+        env);
+    return DEFAULT_MAX_BYTES;
+  }
+  if (*end == 'K' || *end == 'k') v *= 1024.0;
+  if (*end == 'M' || *end == 'm') v *= 1024.0 * 1024.0;
+  if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024.0 * 1024.0;
+  return (int64_t)v;
+}
+
+void kiln_disk_cache_set_max_bytes(int64_t bytes) {
+  atomic_store(&g_max_override, bytes < 0 ? -1 : bytes);
+}
+
+typedef struct cache_file {
+  char *path;
+  char kind[32];
+  int64_t size;
+  struct timespec mtime;
+} cache_file_t;
+
+typedef struct cache_files {
+  cache_file_t *data;
+  size_t len, cap;
+  int64_t bytes;
+} cache_files_t;
+
+/* Every finished entry under dir/<kind>/ (temporary files of writes in progress are left
+ * alone). */
+static void list_entries(const char *dir, cache_files_t *out) {
+  DIR *top = opendir(dir);
+  if (!top) return;
+  struct dirent *k;
+  while ((k = readdir(top))) {
+    if (k->d_name[0] == '.') continue;
+    kiln_strbuf_t sub = {0};
+    kiln_strbuf_printf(&sub, "%s/%s", dir, k->d_name);
+    DIR *d = opendir(kiln_strbuf_cstr(&sub));
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+      if (e->d_name[0] == '.' || strstr(e->d_name, ".tmp.")) continue;
+      kiln_strbuf_t path = {0};
+      kiln_strbuf_printf(&path, "%s/%s", kiln_strbuf_cstr(&sub), e->d_name);
+      struct stat st;
+      if (stat(kiln_strbuf_cstr(&path), &st) != 0 || !S_ISREG(st.st_mode)) {
+        kiln_strbuf_free(&path);
+        continue;
+      }
+      if (out->len == out->cap) {
+        out->cap = out->cap ? 2 * out->cap : 64;
+        cache_file_t *grown = kiln_calloc(out->cap, sizeof(*grown));
+        if (out->len) memcpy(grown, out->data, out->len * sizeof(*grown));
+        kiln_free(out->data);
+        out->data = grown;
+      }
+      cache_file_t *f = &out->data[out->len++];
+      f->path = kiln_strbuf_take(&path);
+      size_t kl = strnlen(k->d_name, sizeof(f->kind) - 1);
+      memcpy(f->kind, k->d_name, kl);
+      f->kind[kl] = 0;
+      f->size = (int64_t)st.st_size;
+      f->mtime = st.st_mtim;
+      out->bytes += f->size;
+    }
+    if (d) closedir(d);
+    kiln_strbuf_free(&sub);
+  }
+  closedir(top);
+}
+
+static void files_free(cache_files_t *f) {
+  for (size_t i = 0; i < f->len; i++) kiln_free(f->data[i].path);
+  kiln_free(f->data);
+}
+
+static int cmp_oldest_first(const void *a, const void *b) {
+  const cache_file_t *x = a, *y = b;
+  if (x->mtime.tv_sec != y->mtime.tv_sec) return x->mtime.tv_sec < y->mtime.tv_sec ? -1 : 1;
+  if (x->mtime.tv_nsec != y->mtime.tv_nsec) return x->mtime.tv_nsec < y->mtime.tv_nsec ? -1 : 1;
+  return strcmp(x->path, y->path);
+}
+
+/* Evicts down to `target` bytes; returns the entries removed and the bytes left in *left. */
+static int64_t evict(const char *dir, int64_t target, int64_t *left) {
+  cache_files_t files = {0};
+  list_entries(dir, &files);
+  qsort(files.data, files.len, sizeof(cache_file_t), cmp_oldest_first);
+  int64_t bytes = files.bytes, removed = 0;
+  for (size_t i = 0; i < files.len && bytes > target; i++) {
+    if (unlink(files.data[i].path) != 0) continue;
+    bytes -= files.data[i].size;
+    removed++;
+    atomic_fetch_add(&counters_of(files.data[i].kind)->evicted, 1);
+  }
+  if (removed)
+    KILN_LOG_I("compile cache: evicted %lld least recently used entries of %s (%lld bytes left)",
+               (long long)removed, dir, (long long)bytes);
+  files_free(&files);
+  *left = bytes;
+  return removed;
+}
+
+int64_t kiln_disk_cache_evict(const char *dir, int64_t target) {
+  if (!dir || !*dir) return 0;
+  pthread_mutex_lock(&g_size_mu);
+  int64_t left = 0, removed = evict(dir, target < 0 ? 0 : target, &left);
+  if (g_size_dir && !strcmp(g_size_dir, dir)) g_size_bytes = left;
+  pthread_mutex_unlock(&g_size_mu);
+  return removed;
+}
+
+/* A write of `bytes` into `dir` happened: keeps the running total and evicts when over. */
+static void account_write(const char *dir, int64_t bytes) {
+  int64_t limit = kiln_disk_cache_max_bytes();
+  pthread_mutex_lock(&g_size_mu);
+  if (!g_size_dir || strcmp(g_size_dir, dir)) {
+    kiln_free(g_size_dir);
+    g_size_dir = kiln_strdup(dir);
+    cache_files_t files = {0};
+    list_entries(dir, &files);
+    g_size_bytes = files.bytes;
+    files_free(&files);
+  } else {
+    g_size_bytes += bytes;
+  }
+  if (limit > 0 && g_size_bytes > limit) evict(dir, limit - limit / 4, &g_size_bytes);
+  pthread_mutex_unlock(&g_size_mu);
 }
 
 void kiln_disk_cache_put(const char *dir, const char *kind, const uint64_t key[2], const void *data,
@@ -176,6 +328,7 @@ void kiln_disk_cache_put(const char *dir, const char *kind, const uint64_t key[2
   }
   if (ok && rename(kiln_strbuf_cstr(&tmp), path) == 0) {
     atomic_fetch_add(&kc->writes, 1);
+    account_write(dir, (int64_t)(sizeof(h) + len));
   } else {
     warn_once("write", kiln_strbuf_cstr(&tmp));
     unlink(kiln_strbuf_cstr(&tmp));
@@ -194,6 +347,7 @@ kiln_disk_cache_counters_t kiln_disk_cache_counters(const char *kind) {
     c.misses += atomic_load(&g_kinds[i].misses);
     c.rejected += atomic_load(&g_kinds[i].rejected);
     c.writes += atomic_load(&g_kinds[i].writes);
+    c.evicted += atomic_load(&g_kinds[i].evicted);
   }
   return c;
 }

@@ -10,6 +10,14 @@
  * checksum (flipped bytes) is rejected: not loaded, counted in `rejected`, and removed so the
  * caller's rebuild replaces it.
  *
+ * Size bound (LRU): a hit sets the entry's modification time to now, so the oldest
+ * modification time is the least recently used entry. The folder's size (every kind together)
+ * is kept at most the limit (kiln_disk_cache_max_bytes: $KILN_CACHE_MAX_BYTES, in bytes or
+ * with a K/M/G suffix, default 1 GiB; 0 means unbounded): a write that takes it over the
+ * limit removes the least recently used entries until it is under 3/4 of the limit. This
+ * process keeps a running total per folder (measured once, on its first write there), so
+ * writes do not rescan the folder; other processes' writes are seen at the next eviction.
+ *
  * Errors never fail a compilation: a cache that cannot be read or written is a miss (logged
  * once at warning level per process).
  *
@@ -23,6 +31,7 @@
 
 typedef struct kiln_disk_cache_counters {
   int64_t hits, misses, rejected, writes;
+  int64_t evicted; /* entries removed by the size bound */
 } kiln_disk_cache_counters_t;
 
 /* The cached payload of `key` under `kind` ("host-objects", "modules", ...): true and a
@@ -36,5 +45,14 @@ void kiln_disk_cache_put(const char *dir, const char *kind, const uint64_t key[2
 char *kiln_disk_cache_path(const char *dir, const char *kind, const uint64_t key[2]);
 /* This process's counts for `kind` (NULL: all kinds together). */
 kiln_disk_cache_counters_t kiln_disk_cache_counters(const char *kind);
+
+/* The size limit in bytes (0: unbounded): the value set with kiln_disk_cache_set_max_bytes,
+ * else $KILN_CACHE_MAX_BYTES, else 1 GiB. */
+int64_t kiln_disk_cache_max_bytes(void);
+/* Overrides the limit for this process (negative: back to the environment / default). */
+void kiln_disk_cache_set_max_bytes(int64_t bytes);
+/* Removes the least recently used entries of `dir` (every kind) until the folder holds at
+ * most `target` bytes; returns the entries removed. (Writes call it themselves.) */
+int64_t kiln_disk_cache_evict(const char *dir, int64_t target);
 
 #endif /* KILN_BASE_DISK_CACHE_H_ */

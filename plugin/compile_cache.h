@@ -9,10 +9,11 @@
  * On disk, under the client's cache_dir ("" disables it), in base/disk_cache.h's entries:
  *   "modules"       the optimized module's text, keyed by the program, the options, the
  *                   target and kiln's version: a fresh process skips parsing and the passes;
- *   "host-objects"  each host kernel's object code, keyed by its LLVM IR, the target
- *                   machine and kiln's version (compiler/backend/host_jit.h): a fresh
- *                   process skips LLVM's optimizer and code generation.
- * CUDA kernels are not cached on disk yet (their cubins are rebuilt per process).
+ *   "host-objects"  each host kernel's object code and
+ *   "cuda-cubins"   each CUDA kernel's cubin, keyed by its kernel IR, the target, the LLVM
+ *                   pipeline, LLVM's and kiln's versions (compiler/backend/kernel_cache.h,
+ *                   which also keeps them in memory for the whole process): a fresh process
+ *                   skips LLVM's optimizer, code generation and nvJitLink.
  *
  * It also lists every live executable of the client, so destroying the client detaches them
  * (their device code is released while the devices still exist).

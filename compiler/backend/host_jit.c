@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <llvm-c/Analysis.h>
@@ -15,8 +16,7 @@
 #include <llvm-c/Transforms/PassBuilder.h>
 
 #include "base/alloc.h"
-#include "base/disk_cache.h"
-#include "base/hash.h"
+#include "base/hashmap.h"
 #include "base/log.h"
 #include "base/str.h"
 #include "compiler/backend/llvm_compat.h"
@@ -27,12 +27,13 @@ struct kiln_host_jit {
   LLVMOrcThreadSafeContextRef tsc;
   LLVMContextRef ctx;      /* inside tsc */
   LLVMTargetMachineRef tm; /* for LLVMRunPasses and assembly dumps */
-  char *triple, *cpu, *features, *pipeline, *dump_dir, *cache_dir;
+  char *triple, *cpu, *features, *pipeline, *dump_dir;
   pthread_mutex_t mutex;        /* serializes add_module and lookup */
   kiln_strbuf_t diag;           /* LLVM error diagnostics since the last report */
   pthread_mutex_t report_mutex; /* guards reports: ORC may report from any thread */
   kiln_strbuf_t reports;        /* ORC error-reporter messages since the last lookup */
   kiln_host_jit_stats_t stats;
+  kiln_hashmap_t objects; /* names of the objects added (kiln_host_jit_add_object) */
 };
 
 /* LLVM reports some failures as diagnostics; without a handler, an error diagnostic exits
@@ -89,6 +90,7 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
   kiln_host_jit_t *jit = kiln_calloc(1, sizeof *jit);
   pthread_mutex_init(&jit->mutex, NULL);
   pthread_mutex_init(&jit->report_mutex, NULL);
+  kiln_hashmap_init(&jit->objects);
   char *s;
   s = LLVMGetDefaultTargetTriple();
   jit->triple = kiln_strdup(s);
@@ -107,10 +109,13 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
     jit->features = kiln_strdup(s);
     LLVMDisposeMessage(s);
   }
-  jit->pipeline = kiln_strdup(opts->pipeline && opts->pipeline[0] ? opts->pipeline : "default<O3>");
+  const char *pipeline = opts->pipeline && opts->pipeline[0] ? opts->pipeline
+                         : getenv("KILN_HOST_LLVM_PIPELINE") && getenv("KILN_HOST_LLVM_PIPELINE")[0]
+                             ? getenv("KILN_HOST_LLVM_PIPELINE")
+                             : KILN_HOST_JIT_DEFAULT_PIPELINE;
+  jit->pipeline = kiln_strdup(pipeline);
   const char *dump_dir = kiln_backend_dump_dir(opts->dump_dir);
   jit->dump_dir = dump_dir ? kiln_strdup(dump_dir) : NULL;
-  jit->cache_dir = opts->cache_dir && opts->cache_dir[0] ? kiln_strdup(opts->cache_dir) : NULL;
 
   /* Two target machines with the same settings: one is consumed by the JIT's builder, one is
    * kept for the optimizer and dumps. */
@@ -208,112 +213,68 @@ static kiln_status add_object_locked(kiln_host_jit_t *jit, const void *data, siz
   return NULL;
 }
 
-static kiln_status add_module_locked(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name) {
-  if (LLVMGetModuleContext(m) != jit->ctx)
-    KILN_RETURN_IF_ERROR(adopt_module(jit, m, &m), "while moving a module into the JIT context");
+/* Verifies `m`, gives it the JIT's triple and data layout, dumps it, optimizes it with `tm`
+ * and dumps the result (and, with a dump folder, the assembly). Does not consume `m`. */
+static kiln_status optimize_module(kiln_host_jit_t *jit, LLVMTargetMachineRef tm, LLVMModuleRef m,
+                                   const char *name, double *opt_ms) {
   char *msg = NULL;
   if (LLVMVerifyModule(m, LLVMReturnStatusAction, &msg)) {
     kiln_status s =
         kiln_status_make(KILN_INVALID_ARGUMENT, "invalid LLVM module: %s", msg ? msg : "");
     LLVMDisposeMessage(msg);
-    LLVMDisposeModule(m);
     return s;
   }
   LLVMDisposeMessage(msg);
-  size_t id_len = 0;
-  if (!name) name = LLVMGetModuleIdentifier(m, &id_len);
-  char *dump_name = kiln_strdup(name && name[0] ? name : "module");
-
   LLVMSetTarget(m, jit->triple);
-  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(jit->tm);
+  LLVMTargetDataRef td = LLVMCreateTargetDataLayout(tm);
   char *dl = LLVMCopyStringRepOfTargetData(td);
   LLVMSetDataLayout(m, dl);
   LLVMDisposeMessage(dl);
   LLVMDisposeTargetData(td);
   if (jit->dump_dir)
-    dump_warn(kiln_backend_dump_module(jit->dump_dir, dump_name, KILN_DUMP_STAGE_LLVM_INPUT, m));
-
-  uint64_t key[2] = {0, 0};
-  if (jit->cache_dir) {
-    /* The object cache: the key is everything that determines the code. */
-    char *ir = LLVMPrintModuleToString(m);
-    kiln_hasher_t h;
-    kiln_hash_init(&h, 0x686f73742d6f626aull);
-    kiln_hash_field(&h, ir, strlen(ir));
-    kiln_hash_field(&h, jit->triple, strlen(jit->triple));
-    kiln_hash_field(&h, jit->cpu, strlen(jit->cpu));
-    kiln_hash_field(&h, jit->features, strlen(jit->features));
-    kiln_hash_field(&h, jit->pipeline, strlen(jit->pipeline));
-    kiln_hash_final(&h, key);
-    LLVMDisposeMessage(ir);
-    void *obj = NULL;
-    size_t obj_len = 0;
-    if (kiln_disk_cache_get(jit->cache_dir, "host-objects", key, &obj, &obj_len)) {
-      kiln_status s = add_object_locked(jit, obj, obj_len, dump_name);
-      kiln_free(obj);
-      LLVMDisposeModule(m);
-      kiln_free(dump_name);
-      if (!s) jit->stats.cache_hits++;
-      return s;
-    }
-    jit->stats.cache_misses++;
-  }
-
+    dump_warn(kiln_backend_dump_module(jit->dump_dir, name, KILN_DUMP_STAGE_LLVM_INPUT, m));
   double t0 = kiln_clock_ms();
   LLVMPassBuilderOptionsRef pbo = LLVMCreatePassBuilderOptions();
-  LLVMErrorRef err = LLVMRunPasses(m, jit->pipeline, jit->tm, pbo);
+  LLVMErrorRef err = LLVMRunPasses(m, jit->pipeline, tm, pbo);
   LLVMDisposePassBuilderOptions(pbo);
-  jit->stats.opt_ms += kiln_clock_ms() - t0;
+  *opt_ms += kiln_clock_ms() - t0;
   if (err) {
-    LLVMDisposeModule(m);
     kiln_status s = kiln_llvm_error_to_status(err, KILN_INVALID_ARGUMENT, "LLVMRunPasses");
-    s = kiln_status_annotate(s, "pipeline \"%s\" on %s", jit->pipeline, dump_name);
-    kiln_free(dump_name);
-    return s;
+    return kiln_status_annotate(s, "pipeline \"%s\" on %s", jit->pipeline, name);
   }
   if (jit->dump_dir) {
-    dump_warn(kiln_backend_dump_module(jit->dump_dir, dump_name, KILN_DUMP_STAGE_LLVM_OPT, m));
+    dump_warn(kiln_backend_dump_module(jit->dump_dir, name, KILN_DUMP_STAGE_LLVM_OPT, m));
     char *text = NULL;
     size_t len = 0;
-    kiln_status s = kiln_backend_emit_assembly(jit->tm, m, true, &text, &len);
+    kiln_status s = kiln_backend_emit_assembly(tm, m, true, &text, &len);
     if (!s)
-      s = kiln_backend_dump_text(jit->dump_dir, dump_name, KILN_DUMP_STAGE_HOST_ASM, "s", text,
-                                 len);
+      s = kiln_backend_dump_text(jit->dump_dir, name, KILN_DUMP_STAGE_HOST_ASM, "s", text, len);
     kiln_free(text);
     dump_warn(s);
   }
+  return NULL;
+}
 
-  if (jit->cache_dir) {
-    /* Emit the object file now, keep it, and give the JIT the object instead of the IR. */
-    char *emsg = NULL;
-    LLVMMemoryBufferRef obj = NULL;
-    double tc = kiln_clock_ms();
-    LLVMBool failed = LLVMTargetMachineEmitToMemoryBuffer(jit->tm, m, LLVMObjectFile, &emsg, &obj);
-    jit->stats.opt_ms += kiln_clock_ms() - tc;
+static kiln_status add_module_locked(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name) {
+  if (LLVMGetModuleContext(m) != jit->ctx)
+    KILN_RETURN_IF_ERROR(adopt_module(jit, m, &m), "while moving a module into the JIT context");
+  size_t id_len = 0;
+  if (!name) name = LLVMGetModuleIdentifier(m, &id_len);
+  char *dump_name = kiln_strdup(name && name[0] ? name : "module");
+  kiln_status s = optimize_module(jit, jit->tm, m, dump_name, &jit->stats.opt_ms);
+  if (s) {
     LLVMDisposeModule(m);
-    if (failed) {
-      kiln_status s = kiln_status_make(KILN_INTERNAL, "emitting the object file of %s: %s",
-                                       dump_name, emsg ? emsg : "");
-      LLVMDisposeMessage(emsg);
-      kiln_free(dump_name);
-      return s;
-    }
-    kiln_disk_cache_put(jit->cache_dir, "host-objects", key, LLVMGetBufferStart(obj),
-                        LLVMGetBufferSize(obj));
-    kiln_status s =
-        add_object_locked(jit, LLVMGetBufferStart(obj), LLVMGetBufferSize(obj), dump_name);
-    LLVMDisposeMemoryBuffer(obj);
     kiln_free(dump_name);
     return s;
   }
-
   LLVMOrcThreadSafeModuleRef tsm = LLVMOrcCreateNewThreadSafeModule(m, jit->tsc); /* takes m */
-  err = LLVMOrcLLJITAddLLVMIRModule(jit->lljit, LLVMOrcLLJITGetMainJITDylib(jit->lljit), tsm);
+  LLVMErrorRef err =
+      LLVMOrcLLJITAddLLVMIRModule(jit->lljit, LLVMOrcLLJITGetMainJITDylib(jit->lljit), tsm);
   if (err) { /* the JIT took the module even on failure (see LLJIT.h) */
     char *text = LLVMGetErrorMessage(err);
     kiln_status_code_t code =
         strstr(text, "Duplicate definition") ? KILN_ALREADY_EXISTS : KILN_INTERNAL;
-    kiln_status s = kiln_status_make(code, "adding module %s to the host JIT: %s", dump_name, text);
+    s = kiln_status_make(code, "adding module %s to the host JIT: %s", dump_name, text);
     LLVMDisposeErrorMessage(text);
     kiln_free(dump_name);
     return s;
@@ -321,6 +282,85 @@ static kiln_status add_module_locked(kiln_host_jit_t *jit, LLVMModuleRef m, cons
   jit->stats.modules++;
   kiln_free(dump_name);
   return NULL;
+}
+
+/* Errors a worker's context reports while it compiles. */
+static void collect_diagnostic(LLVMDiagnosticInfoRef info, void *ctx) {
+  kiln_strbuf_t *b = ctx;
+  if (LLVMGetDiagInfoSeverity(info) != LLVMDSError) return;
+  char *desc = LLVMGetDiagInfoDescription(info);
+  kiln_strbuf_printf(b, "%s%s", b->len ? "; " : "", desc ? desc : "");
+  LLVMDisposeMessage(desc);
+}
+
+kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
+                                         void **obj, size_t *obj_len) {
+  *obj = NULL;
+  *obj_len = 0;
+  if (!jit || !m) {
+    if (m) LLVMDisposeModule(m);
+    return KILN_ERR_INVALID("kiln_host_jit_compile_object: NULL argument");
+  }
+  if (!name || !name[0]) name = "module";
+  LLVMContextRef ctx = LLVMGetModuleContext(m);
+  kiln_strbuf_t diag = {0};
+  LLVMContextSetDiagnosticHandler(ctx, collect_diagnostic, &diag);
+  LLVMTargetMachineRef tm = NULL;
+  double opt_ms = 0, t0 = kiln_clock_ms();
+  kiln_status s = create_host_tm(jit->triple, jit->cpu, jit->features, &tm);
+  if (!s) s = optimize_module(jit, tm, m, name, &opt_ms);
+  if (!s) {
+    char *emsg = NULL;
+    LLVMMemoryBufferRef buf = NULL;
+    if (LLVMTargetMachineEmitToMemoryBuffer(tm, m, LLVMObjectFile, &emsg, &buf)) {
+      s = kiln_status_make(KILN_INTERNAL, "emitting the object file of %s: %s", name,
+                           emsg ? emsg : "");
+      LLVMDisposeMessage(emsg);
+    } else {
+      *obj_len = LLVMGetBufferSize(buf);
+      *obj = kiln_malloc(*obj_len ? *obj_len : 1);
+      memcpy(*obj, LLVMGetBufferStart(buf), *obj_len);
+      LLVMDisposeMemoryBuffer(buf);
+    }
+  }
+  if (!s && diag.len)
+    s = kiln_status_make(KILN_INTERNAL, "LLVM reported while compiling %s: %s", name,
+                         kiln_strbuf_cstr(&diag));
+  if (s) {
+    kiln_free(*obj);
+    *obj = NULL;
+    *obj_len = 0;
+  }
+  LLVMContextSetDiagnosticHandler(ctx, NULL, NULL);
+  kiln_strbuf_free(&diag);
+  LLVMDisposeModule(m);
+  if (tm) LLVMDisposeTargetMachine(tm);
+  pthread_mutex_lock(&jit->mutex);
+  jit->stats.opt_ms += opt_ms;
+  jit->stats.codegen_ms += kiln_clock_ms() - t0 - opt_ms;
+  pthread_mutex_unlock(&jit->mutex);
+  return s;
+}
+
+kiln_status kiln_host_jit_add_object(kiln_host_jit_t *jit, const void *data, size_t len,
+                                     const char *name) {
+  if (!jit || !data) return KILN_ERR_INVALID("kiln_host_jit_add_object: NULL argument");
+  if (!name) name = "object";
+  pthread_mutex_lock(&jit->mutex);
+  kiln_status s = NULL;
+  if (!kiln_hashmap_contains(&jit->objects, name, strlen(name))) {
+    s = add_object_locked(jit, data, len, name);
+    if (!s) kiln_hashmap_put(&jit->objects, name, strlen(name), jit);
+  }
+  pthread_mutex_unlock(&jit->mutex);
+  return s;
+}
+
+const char *kiln_host_jit_triple(const kiln_host_jit_t *jit) {
+  return jit->triple;
+}
+const char *kiln_host_jit_pipeline(const kiln_host_jit_t *jit) {
+  return jit->pipeline;
 }
 
 kiln_status kiln_host_jit_add_module(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name) {
@@ -401,7 +441,7 @@ void kiln_host_jit_destroy(kiln_host_jit_t *jit) {
   kiln_free(jit->features);
   kiln_free(jit->pipeline);
   kiln_free(jit->dump_dir);
-  kiln_free(jit->cache_dir);
+  kiln_hashmap_free(&jit->objects);
   pthread_mutex_destroy(&jit->mutex);
   pthread_mutex_destroy(&jit->report_mutex);
   kiln_free(jit);

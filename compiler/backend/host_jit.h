@@ -11,6 +11,12 @@
  * callers serialize building modules in it with add_module/lookup (those two lock the JIT
  * internally, so concurrent add/lookup calls alone are fine).
  *
+ * Two ways in: kiln_host_jit_add_module (IR; optimized under the JIT's lock, code generated
+ * at the first lookup), or kiln_host_jit_compile_object + kiln_host_jit_add_object: the
+ * first optimizes and generates an object file with a target machine of its own, so several
+ * threads compile modules (each in its own LLVMContext) at once; the objects are then added.
+ * Compiled objects are what the per-kernel cache stores (kernel_cache.h).
+ *
  * Dumps (KILN_DUMP_TO or options.dump_dir): `<name>.90-llvm-input.ll`, `<name>.92-llvm-opt.ll`,
  * `<name>.93-host-asm.s` for each module added. */
 #ifndef KILN_COMPILER_BACKEND_HOST_JIT_H_
@@ -25,27 +31,23 @@
 
 typedef struct kiln_host_jit kiln_host_jit_t;
 
+/* The host pipeline, chosen by measurement (bench_compile --pipelines: compile time and the
+ * kernels' run time per candidate on the corpus's cpu benchmark modules). */
+#define KILN_HOST_JIT_DEFAULT_PIPELINE "default<O3>"
+
 /* All fields optional (zeroed struct or NULL = defaults). */
 typedef struct kiln_host_jit_options {
   const char *cpu;      /* NULL: LLVMGetHostCPUName() */
   const char *features; /* NULL: LLVMGetHostCPUFeatures() */
-  const char *pipeline; /* NULL: "default<O3>" */
+  const char *pipeline; /* NULL: $KILN_HOST_LLVM_PIPELINE, else KILN_HOST_JIT_DEFAULT_PIPELINE */
   const char *dump_dir; /* NULL: $KILN_DUMP_TO */
-  /* Object-code cache (base/disk_cache.h, kind "host-objects"); NULL or "": none. Each module
-   * added is keyed by its LLVM IR as given (before optimization), the triple, CPU, features,
-   * pipeline and kiln's version; a hit adds the cached object file to the JIT and skips the
-   * optimizer and code generation, a miss optimizes, emits the object file with the JIT's
-   * target machine, stores it and adds it. Keying per module (one kernel each) rather than
-   * per executable lets identical kernels of different programs share entries and makes a
-   * key depend only on what determines the code. */
-  const char *cache_dir;
 } kiln_host_jit_options_t;
 
 typedef struct kiln_host_jit_stats {
   size_t modules;   /* modules added */
   double opt_ms;    /* total time in LLVMRunPasses */
   double lookup_ms; /* total time in lookups (includes lazy code generation) */
-  size_t cache_hits, cache_misses; /* object-code cache (options.cache_dir) */
+  double codegen_ms; /* kiln_host_jit_compile_object: object emission (summed over threads) */
 } kiln_host_jit_stats_t;
 
 /* Creates a JIT for the host. The caller owns *out (kiln_host_jit_destroy). */
@@ -57,6 +59,8 @@ LLVMContextRef kiln_host_jit_context(kiln_host_jit_t *jit);
 /* CPU name and feature string of the JIT (borrowed). */
 const char *kiln_host_jit_cpu(const kiln_host_jit_t *jit);
 const char *kiln_host_jit_features(const kiln_host_jit_t *jit);
+const char *kiln_host_jit_triple(const kiln_host_jit_t *jit);
+const char *kiln_host_jit_pipeline(const kiln_host_jit_t *jit);
 kiln_host_jit_stats_t kiln_host_jit_stats(kiln_host_jit_t *jit);
 
 /* Verifies `m`, sets its triple and data layout to the JIT's, optimizes it and adds it to the
@@ -64,6 +68,19 @@ kiln_host_jit_stats_t kiln_host_jit_stats(kiln_host_jit_t *jit);
  * (also on error). `name` names dumps (NULL: the module identifier). An invalid module is
  * INVALID_ARGUMENT; a symbol defined twice across modules is ALREADY_EXISTS. */
 kiln_status kiln_host_jit_add_module(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name);
+
+/* Compiles `m` (any LLVMContext that no other thread uses meanwhile) to an object file for
+ * the JIT's target: verify, triple and data layout, dumps as add_module, the JIT's pipeline,
+ * code generation with a target machine made for this call. *obj (kiln_malloc'ed, the caller
+ * frees it) / *obj_len. Consumes `m` in every case. Thread-safe: call it from several threads
+ * at once; adds nothing to the JIT. */
+kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
+                                         void **obj, size_t *obj_len);
+/* Adds an object file (copied) to the main JITDylib under `name`; a second object under a
+ * name already added is skipped (the kernel compiler names objects by their content key). A
+ * symbol defined twice by different objects is ALREADY_EXISTS. */
+kiln_status kiln_host_jit_add_object(kiln_host_jit_t *jit, const void *data, size_t len,
+                                     const char *name);
 
 /* Finds the address of `name` (an unmangled C name). NOT_FOUND naming the symbol when no
  * module defines it and the process does not export it; code generation or link failures

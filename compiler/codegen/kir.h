@@ -521,5 +521,10 @@ kiln_status kiln_kir_verify(const kiln_kir_module_t *m);
 void kiln_kir_print(const kiln_kir_module_t *m, kiln_strbuf_t *out);
 /* The text as a heap string (kiln_free). */
 char *kiln_kir_to_string(const kiln_kir_module_t *m);
+/* The module's code alone, for cache keys and deduplication: as kiln_kir_print, but values
+ * numbered without their name hints and functions named by position ("kernel", "f<i>"), so
+ * kernels that differ only in names print equal; then the module flags the text does not
+ * show (excess precision, the host loop hint). */
+void kiln_kir_print_canonical(const kiln_kir_module_t *m, kiln_strbuf_t *out);
 
 #endif /* KILN_COMPILER_CODEGEN_KIR_H_ */

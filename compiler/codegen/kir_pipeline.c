@@ -41,29 +41,6 @@ kiln_status kiln_kir_pipeline_run(kiln_kir_module_t *m, const kiln_kir_pipeline_
   return NULL;
 }
 
-kiln_status kiln_kir_compile_host(const kiln_kir_module_t *m, kiln_host_jit_t *jit,
-                                  kiln_kir_host_kernel_t *out) {
-  memset(out, 0, sizeof(*out));
-  if (!m || !jit) return KILN_ERR_INVALID("kir compile host: NULL module or JIT");
-  const kiln_kir_func_t *k = kiln_kir_module_kernel(m);
-  if (!k) return KILN_ERR_INVALID("kir compile host: module %s has no kernel", m->name);
-  if (strlen(k->name) >= sizeof(out->name))
-    return KILN_ERR_INVALID("kir compile host: kernel name too long");
-  LLVMModuleRef mod = NULL;
-  KILN_RETURN_IF_ERROR(kiln_kir_lower_host(m, kiln_host_jit_context(jit), &mod),
-                       "compiling %s for the host", m->name);
-  KILN_RETURN_IF_ERROR(kiln_host_jit_add_module(jit, mod, m->name), "compiling %s for the host",
-                       m->name);
-  void *addr = NULL;
-  KILN_RETURN_IF_ERROR(kiln_host_jit_lookup(jit, k->name, &addr), "compiling %s for the host",
-                       m->name);
-  out->fn = (kiln_host_kernel_fn)addr;
-  out->num_blocks = k->grid[0] * k->grid[1] * k->grid[2];
-  out->num_params = kiln_kir_func_num_params(k);
-  strcpy(out->name, k->name);
-  return NULL;
-}
-
 kiln_status kiln_kir_host_kernel_run(const kiln_kir_host_kernel_t *k, kiln_host_pool_t *pool,
                                      void **args) {
   if (!k || !k->fn) return KILN_ERR_INVALID("kir host run: kernel not compiled");

@@ -95,10 +95,66 @@ typedef struct kiln_kir_host_kernel {
   char name[64];
 } kiln_kir_host_kernel_t;
 
-/* Lowers `m` for the host and adds it to `jit` (whose context it is built in); fills *out
- * with the entry point. */
+/* ---- compiling several kernels (kir_compile.c) ----
+ *
+ * The kernels of one executable are compiled together:
+ *   1. each module gets a content key: its text with functions named by position, excess
+ *      precision and the host loop hint; modules with equal content keys are one kernel,
+ *      compiled once, under the symbol "kiln_<content key in hex>" (kiln_kir_kernel_symbol);
+ *      its cache key (compiler/backend/kernel_cache.h) adds the target (host: triple, CPU,
+ *      features, LLVM pipeline; NVPTX: arch, features, pipeline, ftz, cubin tool), LLVM's
+ *      and kiln's versions;
+ *   2. each distinct kernel is looked up in the kernel cache (memory, then disk under
+ *      options.cache_dir);
+ *   3. misses are lowered to LLVM IR one after another, each into an LLVMContext of its own,
+ *      then optimized and code-generated (host: an object file; NVPTX: PTX and the cubin
+ *      through nvJitLink/ptxas) on a pool of workers (kiln_host_pool: options.num_threads,
+ *      0 = KILN_HOST_THREADS or the cores), and stored in the cache;
+ *   4. host: the objects are added to the JIT and their symbols looked up.
+ * The code does not depend on the number of workers (test_kernel_cache compares). */
+typedef struct kiln_kir_batch_options {
+  const char *cache_dir; /* the kernel cache's disk level; NULL or "": memory only */
+  int num_threads;       /* workers for the misses: 0 = the pool's default, 1 = this thread */
+} kiln_kir_batch_options_t;
+
+typedef struct kiln_kir_batch_stats {
+  int kernels;                          /* modules given */
+  int unique;                           /* distinct keys among them */
+  int memory_hits;                      /* distinct kernels found in the memory cache */
+  int disk_hits;                        /* ... on disk */
+  int compiled;                         /* ... compiled */
+  int threads;                          /* workers that compiled them */
+  double lower_ms, compile_ms, link_ms; /* wall time per step */
+} kiln_kir_batch_stats_t;
+
+/* The symbol module `m`'s kernel is compiled under by the batch functions below. */
+void kiln_kir_kernel_symbol(const kiln_kir_module_t *m, char out[64]);
+
+/* Compiles `n` modules for the host into `jit`; out[i] gets module i's entry point (name:
+ * the module's kernel name). `opts` and `stats` may be NULL. */
+kiln_status kiln_kir_compile_host_batch(const kiln_kir_module_t *const *mods, size_t n,
+                                        kiln_host_jit_t *jit, const kiln_kir_batch_options_t *opts,
+                                        kiln_kir_host_kernel_t *out, kiln_kir_batch_stats_t *stats);
+
+/* One module: kiln_kir_compile_host_batch of one (the memory cache applies). */
 kiln_status kiln_kir_compile_host(const kiln_kir_module_t *m, kiln_host_jit_t *jit,
                                   kiln_kir_host_kernel_t *out);
+
+/* A kernel compiled for NVPTX. */
+typedef struct kiln_kir_gpu_kernel {
+  void *image; /* cubin, or PTX text with its NUL when no cubin tool was found (owned) */
+  size_t size;
+  char symbol[64]; /* the kernel's entry point in the image */
+  int unique;      /* the first module of the batch with the same code (itself if none) */
+} kiln_kir_gpu_kernel_t;
+
+/* Compiles `n` modules for NVPTX with `nvptx` (NULL: defaults); out[i] for module i (free
+ * with kiln_kir_gpu_kernels_free, also after an error). */
+kiln_status kiln_kir_compile_nvptx_batch(const kiln_kir_module_t *const *mods, size_t n,
+                                         const kiln_nvptx_options_t *nvptx,
+                                         const kiln_kir_batch_options_t *opts,
+                                         kiln_kir_gpu_kernel_t *out, kiln_kir_batch_stats_t *stats);
+void kiln_kir_gpu_kernels_free(kiln_kir_gpu_kernel_t *k, size_t n);
 
 /* Runs a host kernel over all its blocks on `pool` (NULL: the calling thread only). */
 kiln_status kiln_kir_host_kernel_run(const kiln_kir_host_kernel_t *k, kiln_host_pool_t *pool,

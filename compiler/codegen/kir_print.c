@@ -15,14 +15,30 @@ typedef struct printer {
   kiln_ptrmap_t names;  /* value -> char* (heap, freed at the end) */
   KILN_VEC(char *) owned;
   int next_num;
+  bool canonical; /* kiln_kir_print_canonical: no name hints, functions by position */
 } printer_t;
+
+/* A function's printed name: its own, or in canonical form "kernel" / "f<position>". */
+static void func_name(printer_t *p, const kiln_kir_func_t *f) {
+  if (!p->canonical) {
+    kiln_strbuf_append(p->out, f->name);
+    return;
+  }
+  if (f->kind == KILN_KIR_FUNC_KERNEL) {
+    kiln_strbuf_append(p->out, "kernel");
+    return;
+  }
+  size_t i = 0;
+  while (i < f->module->funcs.len && f->module->funcs.data[i] != f) i++;
+  kiln_strbuf_printf(p->out, "f%zu", i);
+}
 
 static const char *name_of(printer_t *p, const kiln_kir_value_t *v) {
   if (!v) return "<null>";
   char *n = kiln_ptrmap_get(&p->names, v);
   if (n) return n;
   char buf[128];
-  if (v->name) {
+  if (v->name && !p->canonical) {
     snprintf(buf, sizeof(buf), "%s", v->name);
     for (int k = 1; kiln_hashmap_get_str(&p->used, buf); k++)
       snprintf(buf, sizeof(buf), "%s_%d", v->name, k);
@@ -198,7 +214,12 @@ static void op(printer_t *p, const kiln_kir_op_t *o, int depth) {
       }
       break;
     case KILN_KIR_CALL:
-      kiln_strbuf_printf(p->out, " @%s(", o->callee ? o->callee->name : "<null>");
+      kiln_strbuf_append(p->out, " @");
+      if (o->callee)
+        func_name(p, o->callee);
+      else
+        kiln_strbuf_append(p->out, "<null>");
+      kiln_strbuf_append_char(p->out, '(');
       vals(p, a, n);
       kiln_strbuf_append(p->out, ") -> ");
       types(p, o->results, o->num_results);
@@ -308,7 +329,9 @@ static void region(printer_t *p, const kiln_kir_region_t *r, int depth) {
 }
 
 static void func(printer_t *p, const kiln_kir_func_t *f) {
-  kiln_strbuf_printf(p->out, "func @%s(", f->name);
+  kiln_strbuf_append(p->out, "func @");
+  func_name(p, f);
+  kiln_strbuf_append_char(p->out, '(');
   for (uint32_t i = 0; i < f->body->num_args; i++) {
     if (i) kiln_strbuf_append(p->out, ", ");
     val(p, f->body->args[i]);
@@ -332,8 +355,8 @@ static void func(printer_t *p, const kiln_kir_func_t *f) {
   kiln_strbuf_append(p->out, "}\n");
 }
 
-static void printer_run(const kiln_kir_func_t *f, kiln_strbuf_t *out) {
-  printer_t p = {.out = out};
+static void printer_run(const kiln_kir_func_t *f, kiln_strbuf_t *out, bool canonical) {
+  printer_t p = {.out = out, .canonical = canonical};
   kiln_hashmap_init(&p.used);
   kiln_ptrmap_init(&p.names);
   func(&p, f);
@@ -346,8 +369,18 @@ static void printer_run(const kiln_kir_func_t *f, kiln_strbuf_t *out) {
 void kiln_kir_print(const kiln_kir_module_t *m, kiln_strbuf_t *out) {
   for (size_t i = 0; i < m->funcs.len; i++) {
     if (i) kiln_strbuf_append_char(out, '\n');
-    printer_run(m->funcs.data[i], out);
+    printer_run(m->funcs.data[i], out, false);
   }
+}
+
+void kiln_kir_print_canonical(const kiln_kir_module_t *m, kiln_strbuf_t *out) {
+  for (size_t i = 0; i < m->funcs.len; i++) {
+    if (i) kiln_strbuf_append_char(out, '\n');
+    printer_run(m->funcs.data[i], out, true);
+  }
+  kiln_strbuf_printf(out, "\nexcess_precision=%d\n", m->excess_precision ? 1 : 0);
+  for (size_t i = 0; i < m->funcs.len; i++)
+    if (m->funcs.data[i]->host_rolled_thread_loops) kiln_strbuf_printf(out, "rolled f%zu\n", i);
 }
 
 char *kiln_kir_to_string(const kiln_kir_module_t *m) {

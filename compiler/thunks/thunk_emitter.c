@@ -62,6 +62,12 @@ static kiln_status rng_state_fn(void *ctx, kiln_stream_t *stream, const kiln_dev
   return kiln_stream_synchronize(stream);
 }
 
+typedef struct pending_kernel {
+  kiln_kir_module_t *kir; /* owned */
+  kiln_affine_ctx_t *ctx; /* owned (the kernel-IR maps live in it), or NULL */
+  kiln_thunk_t *thunk;    /* its launch (owned by a thunk sequence) */
+} pending_kernel_t;
+
 typedef struct emitter {
   const kiln_hlo_module_t *m;
   const kiln_buffer_assignment_t *ba;
@@ -70,8 +76,9 @@ typedef struct emitter {
   kiln_thunk_emit_stats_t *stats;
   kiln_ptrmap_t constants; /* literal -> allocation index + 1 */
   kiln_host_jit_t *jit;    /* HOST */
-  KILN_VEC(char *) names;  /* HOST: kernel names, for the image */
-  KILN_VEC(void *) fns;
+  /* Kernels emitted and not compiled yet: all of them are compiled together at the end
+   * (kiln_kir_compile_*_batch: deduplicated, cached, in parallel). */
+  KILN_VEC(pending_kernel_t) pending;
   int counter;
   rng_state_t *rng; /* created on first use, owned by the description */
 } emitter_t;
@@ -172,11 +179,10 @@ static kiln_status constant_allocation(emitter_t *E, const kiln_hlo_instruction_
   return NULL;
 }
 
-/* Compiles one kernel of a chain for the target; fills the launch dimensions, the kernel's
- * name and its module index. */
-static kiln_status compile_kernel(emitter_t *E, const kiln_codegen_kernel_t *k,
-                                  kiln_launch_dims_t *dims, char *kname, size_t kname_n,
-                                  int32_t *module_index) {
+/* Takes one kernel of a chain for compilation at the end (compile_pending); fills the
+ * launch dimensions and the kernel's name (CUDA: the symbol the batch compiles it under). */
+static kiln_status take_kernel(emitter_t *E, kiln_codegen_kernel_t *k, kiln_launch_dims_t *dims,
+                               char *kname, size_t kname_n) {
   const kiln_kir_func_t *kf = kiln_kir_module_kernel(k->kir);
   if (!kf) return KILN_ERR_INTERNAL("kernel module %s has no kernel", k->kir->name);
   memset(dims, 0, sizeof(*dims));
@@ -184,35 +190,19 @@ static kiln_status compile_kernel(emitter_t *E, const kiln_codegen_kernel_t *k,
     dims->grid[a] = (uint32_t)(kf->grid[a] > 0 ? kf->grid[a] : 1);
     dims->block[a] = (uint32_t)(kf->block[a] > 0 ? kf->block[a] : 1);
   }
-  snprintf(kname, kname_n, "%s", kf->name);
-  double t0 = kiln_clock_ms();
-  kiln_status s = NULL;
+  /* Host kernels run num_blocks blocks (x fastest); the grid is kept for dumps. */
   if (E->opts.target == KILN_TARGET_HOST) {
-    kiln_kir_host_kernel_t hk;
-    s = kiln_kir_compile_host(k->kir, E->jit, &hk);
-    if (!s) {
-      snprintf(kname, kname_n, "%s", hk.name);
-      kiln_vec_push(&E->names, kiln_strdup(hk.name));
-      kiln_vec_push(&E->fns, (void *)hk.fn);
-      *module_index = 0;
-      /* Host kernels run num_blocks blocks (x fastest); the grid is kept for dumps. */
-    }
+    snprintf(kname, kname_n, "%s", kf->name);
   } else {
-    kiln_nvptx_options_t no = {0};
-    no.arch = E->opts.arch;
-    no.dump_dir = E->opts.dump_dir;
-    kiln_nvptx_result_t r;
-    s = kiln_codegen_kernel_compile_nvptx(k, &no, &r);
-    if (!s && !r.cubin && !r.ptx) s = KILN_ERR_INTERNAL("%s: no cubin or PTX produced", kname);
-    if (!s) {
-      const void *img = r.cubin ? r.cubin : (const void *)r.ptx;
-      size_t size = r.cubin ? r.cubin_size : strlen(r.ptx) + 1;
-      *module_index = kiln_executable_desc_add_image(E->d, img, size, NULL, NULL, 0);
-    }
-    kiln_nvptx_result_free(&r);
+    char sym[64];
+    kiln_kir_kernel_symbol(k->kir, sym);
+    snprintf(kname, kname_n, "%s", sym);
   }
-  E->stats->backend_ms += kiln_clock_ms() - t0;
-  return s;
+  pending_kernel_t p = {k->kir, k->ctx, NULL};
+  k->kir = NULL;
+  k->ctx = NULL;
+  kiln_vec_push(&E->pending, p);
+  return NULL;
 }
 
 static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
@@ -267,14 +257,13 @@ static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
     s = leaf_slice(E, in, o, &sl);
     args[k.num_inputs + o] = kiln_kernel_arg_slice(sl);
   }
-  for (const kiln_codegen_kernel_t *x = &k; x && !s; x = x->next) {
+  for (kiln_codegen_kernel_t *x = &k; x && !s; x = x->next) {
     kiln_launch_dims_t dims;
     char name[128];
-    int32_t mi = -1;
-    s = compile_kernel(E, x, &dims, name, sizeof(name), &mi);
+    s = take_kernel(E, x, &dims, name, sizeof(name));
     if (s) break;
     kiln_thunk_t *t = kiln_thunk_kernel_create(in->name, NULL, name, &dims, args, nargs);
-    kiln_thunk_kernel_set_module_index(t, mi);
+    E->pending.data[E->pending.len - 1].thunk = t;
     kiln_thunk_seq_push(seq, t);
     E->stats->kernels++;
   }
@@ -582,6 +571,70 @@ static kiln_status bind_allocations(emitter_t *E) {
   return NULL;
 }
 
+/* Compiles every kernel taken by take_kernel, together: HOST into the JIT, one image with
+ * every kernel's name and entry point; CUDA one image per distinct kernel. */
+static kiln_status compile_pending(emitter_t *E) {
+  size_t n = E->pending.len;
+  if (n == 0) return NULL;
+  const kiln_kir_module_t **mods = kiln_calloc(n, sizeof(*mods));
+  for (size_t i = 0; i < n; i++) mods[i] = E->pending.data[i].kir;
+  kiln_kir_batch_options_t bo = {0};
+  bo.cache_dir = E->opts.kernel_cache_dir;
+  kiln_kir_batch_stats_t bs;
+  double t0 = kiln_clock_ms();
+  kiln_status s = NULL;
+  if (E->opts.target == KILN_TARGET_HOST) {
+    kiln_kir_host_kernel_t *hk = kiln_calloc(n, sizeof(*hk));
+    s = kiln_kir_compile_host_batch(mods, n, E->jit, &bo, hk, &bs);
+    if (!s) {
+      const char **names = kiln_calloc(n, sizeof(*names));
+      void **fns = kiln_calloc(n, sizeof(*fns));
+      for (size_t i = 0; i < n; i++) {
+        names[i] = hk[i].name;
+        fns[i] = (void *)hk[i].fn;
+        kiln_thunk_kernel_set_module_index(E->pending.data[i].thunk, 0);
+      }
+      kiln_executable_desc_add_image(E->d, NULL, 0, names, fns, n);
+      kiln_free(names);
+      kiln_free(fns);
+    }
+    kiln_free(hk);
+  } else {
+    kiln_nvptx_options_t no = {0};
+    no.arch = E->opts.arch;
+    no.dump_dir = E->opts.dump_dir;
+    kiln_kir_gpu_kernel_t *gk = kiln_calloc(n, sizeof(*gk));
+    int32_t *index = kiln_calloc(n, sizeof(*index));
+    s = kiln_kir_compile_nvptx_batch(mods, n, &no, &bo, gk, &bs);
+    for (size_t i = 0; i < n && !s; i++) {
+      if (gk[i].unique == (int)i)
+        index[i] = kiln_executable_desc_add_image(E->d, gk[i].image, gk[i].size, NULL, NULL, 0);
+      else
+        index[i] = index[gk[i].unique];
+      kiln_thunk_kernel_set_module_index(E->pending.data[i].thunk, index[i]);
+    }
+    kiln_kir_gpu_kernels_free(gk, n);
+    kiln_free(gk);
+    kiln_free(index);
+  }
+  kiln_free(mods);
+  E->stats->backend_ms += kiln_clock_ms() - t0;
+  if (!s) {
+    E->stats->distinct_kernels = bs.unique;
+    E->stats->kernels_compiled = bs.compiled;
+    E->stats->kernel_cache_hits = bs.memory_hits + bs.disk_hits;
+    E->stats->compile_threads = bs.threads;
+  }
+  return s;
+}
+
+static void free_pending(emitter_t *E) {
+  for (size_t i = 0; i < E->pending.len; i++) kiln_kir_module_destroy(E->pending.data[i].kir);
+  for (size_t i = 0; i < E->pending.len; i++)
+    if (E->pending.data[i].ctx) kiln_affine_ctx_destroy(E->pending.data[i].ctx);
+  kiln_vec_free(&E->pending);
+}
+
 kiln_status kiln_thunk_emit_module(const kiln_hlo_module_t *m, const kiln_buffer_assignment_t *ba,
                                    const kiln_thunk_emit_options_t *opts,
                                    kiln_executable_desc_t **out, kiln_thunk_emit_stats_t *stats) {
@@ -602,7 +655,6 @@ kiln_status kiln_thunk_emit_module(const kiln_hlo_module_t *m, const kiln_buffer
   if (E.opts.target == KILN_TARGET_HOST) {
     kiln_host_jit_options_t jo = {0};
     jo.dump_dir = E.opts.dump_dir;
-    jo.cache_dir = E.opts.kernel_cache_dir;
     s = kiln_host_jit_create(&jo, &E.jit);
     if (!s) {
       E.d->keepalive = E.jit;
@@ -611,12 +663,8 @@ kiln_status kiln_thunk_emit_module(const kiln_hlo_module_t *m, const kiln_buffer
   }
   if (!s) s = bind_allocations(&E);
   if (!s) s = emit_computation(&E, m->entry, &E.d->thunks);
-  if (!s && E.opts.target == KILN_TARGET_HOST && E.names.len > 0)
-    kiln_executable_desc_add_image(E.d, NULL, 0, (const char *const *)E.names.data,
-                                   (void *const *)E.fns.data, E.names.len);
-  for (size_t i = 0; i < E.names.len; i++) kiln_free(E.names.data[i]);
-  kiln_vec_free(&E.names);
-  kiln_vec_free(&E.fns);
+  if (!s) s = compile_pending(&E);
+  free_pending(&E);
   kiln_ptrmap_free(&E.constants);
   if (s) {
     kiln_executable_desc_destroy(E.d);

@@ -40,9 +40,13 @@
  *                   KILN_FFI_HANDLERS=... or kiln-run --ffi=...)";
  *   anything else   UNIMPLEMENTED naming the instruction.
  *
- * Targets: HOST compiles every kernel into one ORC JIT (kept alive by the description) and
- * emits one image with all functions; CUDA compiles each kernel to a cubin (nvJitLink or
- * ptxas; kiln_nvptx_compile) and emits one image per kernel. */
+ * Kernels are compiled together once every thunk is emitted (kiln_kir_compile_*_batch:
+ * identical kernels once, the per-kernel cache in memory and on disk under
+ * `kernel_cache_dir`, misses on a pool of workers). Targets: HOST compiles every kernel into
+ * one ORC JIT (kept alive by the description) and emits one image with all functions (the
+ * kernels' own names); CUDA compiles each distinct kernel to a cubin (nvJitLink or ptxas;
+ * kiln_nvptx_compile) and emits one image per distinct kernel, whose entry is
+ * kiln_kir_kernel_symbol's name. */
 #ifndef KILN_COMPILER_THUNKS_THUNK_EMITTER_H_
 #define KILN_COMPILER_THUNKS_THUNK_EMITTER_H_
 
@@ -66,7 +70,8 @@ typedef struct kiln_thunk_emit_options {
   int64_t max_while_iterations; /* 0: unbounded */
   uint64_t rng_seed;            /* rng-get-and-update-state starts at XLA's initial value + this */
   bool strict_precision;        /* round every bf16 op (kiln_codegen_compile_options_t) */
-  const char *kernel_cache_dir; /* HOST: the JIT's object-code cache (host_jit.h); NULL: none */
+  const char
+      *kernel_cache_dir; /* the kernel cache's disk level (kernel_cache.h); NULL: memory only */
   /* Where custom-call handlers are looked up (borrowed). NULL: the process-wide registry
    * (kiln_ffi_registry_default), loaded once from $KILN_FFI_HANDLERS on first use. */
   kiln_ffi_registry_t *ffi_registry;
@@ -79,7 +84,11 @@ typedef struct kiln_thunk_emit_stats {
   int constants; /* constant allocations made for constants inside fusions */
   int custom_calls;  /* FFI custom-call thunks (typed and legacy) */
   double codegen_ms; /* fusion -> kernel IR pipeline */
-  double backend_ms; /* kernel IR -> machine code / cubin */
+  double backend_ms; /* kernel IR -> machine code / cubin (every kernel together) */
+  int distinct_kernels;  /* kernels with distinct code (identical ones compile once) */
+  int kernels_compiled;  /* distinct kernels not found in the kernel cache */
+  int kernel_cache_hits; /* distinct kernels found in it (memory or disk) */
+  int compile_threads;   /* workers that compiled them */
 } kiln_thunk_emit_stats_t;
 
 /* Emits `m` (scheduled; `ba` its buffer assignment). *out is owned by the caller
