@@ -17,7 +17,9 @@
  * backend compiles them (host_target: bf16 keeps the 32x33 tile); the "packed 64x64 tile"
  * row runs the GPU's packed bf16 variant on the host for comparison.
  *
- * Usage: bench_heroes [--reps 15] [--sample-ms 3] */
+ * Usage: bench_heroes [--reps 15] [--sample-ms 3] [--cflags "-mno-avx512f"]
+ * (--cflags is added to the C loops' gcc line; with KILN_HOST_CPU_FEATURES=-avx512f for
+ * kiln's kernels it compares both on an AVX2-only target on an AVX-512 machine.) */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
@@ -100,6 +102,7 @@ static const char kTr16Hlo[] =
 static int g_reps = 15;
 /* A sample (a batch of launches of each kernel, alternating) takes about this long. */
 static double g_sample_ms = 3.0;
+static const char *g_cflags = "";
 
 /* Runs one launch of fn; returns its time in ms (*s set on error). */
 static double time_launch(kiln_host_pool_t *pool, kiln_host_kernel_fn fn, void **args, int64_t blocks,
@@ -192,6 +195,8 @@ int main(int argc, char **argv) {
   for (int i = 1; i + 1 < argc; i++)
     if (!strcmp(argv[i], "--reps")) g_reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--sample-ms")) g_sample_ms = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--cflags"))
+      g_cflags = argv[++i];
   if (g_reps < 1) g_reps = 1;
   if (!(g_sample_ms > 0)) g_sample_ms = 0.001;
   /* Build the C loops. */
@@ -207,7 +212,9 @@ int main(int argc, char **argv) {
   if (!fp) return 1;
   fputs(kCSource, fp);
   fclose(fp);
-  snprintf(cmd, sizeof(cmd), "gcc -O3 -march=native -ffast-math -shared -fPIC -o %s %s 2>&1", so, src);
+  snprintf(cmd, sizeof(cmd), "gcc -O3 -march=native -ffast-math %s -shared -fPIC -o %s %s 2>&1",
+           g_cflags, so, src);
+  printf("C loops: gcc -O3 -march=native -ffast-math %s\n", g_cflags);
   void *dl = NULL;
   if (system(cmd) != 0) printf("(gcc failed: C rows skipped)\n");
   else if (!(dl = dlopen(so, RTLD_NOW | RTLD_LOCAL))) printf("(dlopen: %s)\n", dlerror());

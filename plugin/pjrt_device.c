@@ -11,7 +11,10 @@
  * table, whose user data is a small locked list per memory.
  *
  * Memory statistics count the bytes of live buffers in the device's "device" memory:
- * bytes_in_use, its peak, and num_allocs (allocations made since the client was created).
+ * bytes_in_use, its peak, and num_allocs (allocations made since the client was created);
+ * the pool figures (bytes_reserved and pool_bytes with their peaks, largest_alloc_size,
+ * largest_free_block_bytes) are the runtime device's caching allocator's
+ * (kiln_device_memory_stats), which the host devices of a client share.
  *
  * Thread-safety: thread-safe. Everything but streams, statistics and user data is
  * immutable after the client's Create. */
@@ -354,6 +357,22 @@ static PJRT_Error *Device_MemoryStats(PJRT_Device_MemoryStats_Args *args) {
   args->peak_bytes_in_use_is_set = true;
   args->num_allocs = atomic_load(&d->num_allocs);
   args->num_allocs_is_set = true;
+  /* The pool of the runtime device's caching allocator (shared by the host devices). */
+  kiln_device_allocator_stats_t st;
+  kiln_device_memory_stats(d->kdev, &st);
+#define KILN_SET_STAT(field, value)                                         \
+  if (keep >= offsetof(PJRT_Device_MemoryStats_Args, field##_is_set) + 1) { \
+    args->field = (value);                                                  \
+    args->field##_is_set = true;                                            \
+  }
+  KILN_SET_STAT(largest_alloc_size, st.largest_alloc_size);
+  KILN_SET_STAT(bytes_reserved, st.pool_bytes);
+  KILN_SET_STAT(peak_bytes_reserved, st.peak_pool_bytes);
+  KILN_SET_STAT(largest_free_block_bytes, st.largest_free_block);
+  KILN_SET_STAT(pool_bytes, st.pool_bytes);
+  KILN_SET_STAT(peak_pool_bytes, st.peak_pool_bytes);
+  if (st.bytes_limit) KILN_SET_STAT(bytes_limit, st.bytes_limit);
+#undef KILN_SET_STAT
   return NULL;
 }
 

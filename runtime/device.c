@@ -141,12 +141,43 @@ kiln_status kiln_gemm_desc_check(const kiln_gemm_desc_t *g, size_t *a_bytes, siz
   return NULL;
 }
 
+static kiln_status raw_mem_alloc(void *ctx, size_t size, uint64_t *out) {
+  kiln_device_t *dev = ctx;
+  return dev->vt->mem_alloc(dev, size, out);
+}
+
+static void raw_mem_free(void *ctx, uint64_t p) {
+  kiln_device_t *dev = ctx;
+  dev->vt->mem_free(dev, p);
+}
+
+/* The device's allocator: caching unless $KILN_ALLOCATOR=plain. */
+static kiln_device_allocator_t *create_allocator(kiln_device_t *dev) {
+  const char *env = getenv("KILN_ALLOCATOR");
+  bool plain = env && !strcmp(env, "plain");
+  if (env && *env && !plain && strcmp(env, "bfc"))
+    KILN_LOG_W("KILN_ALLOCATOR=%s is not `bfc` or `plain`; using the caching allocator (bfc)", env);
+  kiln_device_allocator_raw_t raw = {.alloc = raw_mem_alloc, .free = raw_mem_free, .ctx = dev};
+  kiln_device_allocator_options_t o = {
+      .name = dev->name,
+      .caching = !plain,
+      .alignment = dev->kind == KILN_DEVICE_HOST ? 64 : 256,
+      .host_memory = dev->kind == KILN_DEVICE_HOST,
+  };
+  kiln_device_allocator_t *a = NULL;
+  kiln_status s = kiln_device_allocator_create(&raw, &o, &a);
+  if (s) KILN_LOG_E("device %s: %s", dev->name, kiln_status_message(s)); /* options are constant */
+  kiln_status_free(s);
+  return a;
+}
+
 void kiln_device_init_common(kiln_device_t *dev, const kiln_device_vtable_t *vt,
                              kiln_device_kind_t kind, const char *name) {
   dev->vt = vt;
   dev->kind = kind;
   snprintf(dev->name, sizeof(dev->name), "%s", name ? name : kiln_device_kind_name(kind));
   dev->cmd_cache = NULL;
+  dev->allocator = create_allocator(dev);
   if (vt->cmd_ops) {
     size_t cap = 64;
     const char *env = getenv("KILN_COMMAND_BUFFER_CACHE_SIZE");
@@ -159,6 +190,8 @@ void kiln_device_init_common(kiln_device_t *dev, const kiln_device_vtable_t *vt,
 void kiln_device_fini_common(kiln_device_t *dev) {
   kiln_cmd_cache_destroy(dev->cmd_cache);
   dev->cmd_cache = NULL;
+  kiln_device_allocator_destroy(dev->allocator);
+  dev->allocator = NULL;
 }
 
 kiln_status kiln_device_create(const char *kind, kiln_device_t **out) {
@@ -188,11 +221,19 @@ void kiln_device_destroy(kiln_device_t *dev) {
 kiln_status kiln_device_mem_alloc(kiln_device_t *dev, size_t size, kiln_devptr_t *out) {
   if (!dev || !out) return KILN_ERR_INVALID("device alloc: NULL device or out");
   *out = 0;
-  return dev->vt->mem_alloc(dev, size ? size : 1, out);
+  return kiln_device_allocator_alloc(dev->allocator, size, out);
 }
 
 void kiln_device_mem_free(kiln_device_t *dev, kiln_devptr_t p) {
-  if (dev && p) dev->vt->mem_free(dev, p);
+  if (dev && p) kiln_device_allocator_free(dev->allocator, p);
+}
+
+void kiln_device_memory_stats(kiln_device_t *dev, kiln_device_allocator_stats_t *out) {
+  kiln_device_allocator_get_stats(dev ? dev->allocator : NULL, out);
+}
+
+void kiln_device_memory_trim(kiln_device_t *dev) {
+  if (dev) kiln_device_allocator_trim(dev->allocator);
 }
 
 kiln_status kiln_device_host_alloc(kiln_device_t *dev, size_t size, void **out) {

@@ -22,8 +22,8 @@
  * work of two threads interleaved on one stream would run in an unspecified order and
  * either could receive the other's sticky error). Events are thread-safe. Creating and
  * destroying a device: not thread-safe: nothing else may use it meanwhile. The environment
- * ($KILN_COMMAND_BUFFER_CACHE_SIZE, $KILN_DISABLE_COMMAND_BUFFERS, $KILN_HOST_THREADS) is read
- * once, when a device is created; nothing reads it while running. */
+ * ($KILN_COMMAND_BUFFER_CACHE_SIZE, $KILN_DISABLE_COMMAND_BUFFERS, $KILN_HOST_THREADS
+ * and $KILN_ALLOCATOR) is read once, when a device is created; nothing reads it while running. */
 #ifndef KILN_RUNTIME_DEVICE_H_
 #define KILN_RUNTIME_DEVICE_H_
 
@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "runtime/allocator.h"
 
 typedef uint64_t kiln_devptr_t;
 
@@ -174,6 +175,7 @@ struct kiln_device {
   kiln_device_kind_t kind;
   char name[192];
   kiln_cmd_cache_t *cmd_cache; /* owned; created by kiln_device_init_common */
+  kiln_device_allocator_t *allocator; /* owned; over mem_alloc / mem_free (allocator.h) */
 };
 struct kiln_stream {
   kiln_device_t *device;
@@ -186,8 +188,9 @@ struct kiln_device_module {
 };
 
 /* Implementations call this from their create function (sets up the command-buffer cache
- * with the capacity from $KILN_COMMAND_BUFFER_CACHE_SIZE, default 64) and
- * kiln_device_fini_common from destroy. */
+ * with the capacity from $KILN_COMMAND_BUFFER_CACHE_SIZE, default 64, and the device
+ * allocator: caching unless $KILN_ALLOCATOR is `plain`) and kiln_device_fini_common from
+ * destroy, while mem_free still works (it returns the allocator's regions). */
 void kiln_device_init_common(kiln_device_t *dev, const kiln_device_vtable_t *vt,
                              kiln_device_kind_t kind, const char *name);
 void kiln_device_fini_common(kiln_device_t *dev);
@@ -198,6 +201,16 @@ kiln_status kiln_device_create(const char *kind, kiln_device_t **out);
 void kiln_device_destroy(kiln_device_t *dev);
 /* A unique id for a new kernel handle (see kiln_kernel_t.uid). */
 uint64_t kiln_kernel_next_uid(void);
+
+/* Device memory: kiln_device_mem_alloc / kiln_device_mem_free go through the device's
+ * caching allocator (allocator.h), which calls the table's mem_alloc / mem_free only to grow
+ * or release its pool; $KILN_ALLOCATOR=plain makes every call reach the table. Addresses are
+ * aligned to 64 bytes on the host and 256 on CUDA. The statistics (bytes in use, peak, pool
+ * size, allocations, largest free block, raw calls) come from kiln_device_memory_stats.
+ * Thread-safe. */
+void kiln_device_memory_stats(kiln_device_t *dev, kiln_device_allocator_stats_t *out);
+/* Returns wholly free pool regions to the device. Thread-safe. */
+void kiln_device_memory_trim(kiln_device_t *dev);
 
 /* Thin dispatchers that check their arguments (INVALID_ARGUMENT for NULL objects or zero-size
  * requests where they make no sense) and call the table. */

@@ -291,8 +291,9 @@ static const char *sort_kv_text(const char *dims) {
  * global memory across bar.sync. Those buffers must not be `noalias` in the NVPTX lowering
  * (the barrier intrinsic does not take the pointer, so under noalias LLVM may keep, drop or
  * move another thread's element across it); the inputs, only read, keep it, and so do the
- * outputs of a sort in shared memory (only written). In the PTX every compare-exchange
- * step, after its barrier, loads and stores its elements in global memory. */
+ * outputs of a sort in shared memory (only written). In the PTX the compare-exchange step
+ * (one loop over the steps), after its barrier, loads and stores its elements in global
+ * memory. */
 static void test_sort_rows_in_global_memory_reload_after_each_barrier(void **state) {
   (void)state;
   kiln_hlo_module_t *m = NULL;
@@ -326,7 +327,8 @@ static void test_sort_rows_in_global_memory_reload_after_each_barrier(void **sta
       if (!ld || !st || (next && (ld > next || st > next))) bare_steps++;
     }
     printf("global rows: %d barriers, %d steps without global loads and stores\n", barriers, bare_steps);
-    assert_int_equal(barriers, (int)l.steps);
+    assert_int_equal(barriers, 1); /* the step loop's, opening each of its l.steps iterations */
+    assert_true(l.steps > 1);
     assert_int_equal(bare_steps, 0);
   }
   kiln_free(ptx);

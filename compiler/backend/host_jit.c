@@ -95,8 +95,9 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
   s = LLVMGetDefaultTargetTriple();
   jit->triple = kiln_strdup(s);
   LLVMDisposeMessage(s);
-  if (opts->cpu) {
-    jit->cpu = kiln_strdup(opts->cpu);
+  const char *env_cpu = getenv("KILN_HOST_CPU"), *env_features = getenv("KILN_HOST_CPU_FEATURES");
+  if (opts->cpu || (env_cpu && *env_cpu)) {
+    jit->cpu = kiln_strdup(opts->cpu ? opts->cpu : env_cpu);
   } else {
     s = LLVMGetHostCPUName();
     jit->cpu = kiln_strdup(s);
@@ -106,7 +107,11 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
     jit->features = kiln_strdup(opts->features);
   } else {
     s = LLVMGetHostCPUFeatures();
-    jit->features = kiln_strdup(s);
+    kiln_strbuf_t f = {0};
+    kiln_strbuf_printf(&f, "%s%s%s", s, env_features && *env_features ? "," : "",
+                       env_features ? env_features : "");
+    jit->features = kiln_strdup(kiln_strbuf_cstr(&f));
+    kiln_strbuf_free(&f);
     LLVMDisposeMessage(s);
   }
   const char *pipeline = opts->pipeline && opts->pipeline[0] ? opts->pipeline

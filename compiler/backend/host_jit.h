@@ -5,6 +5,10 @@
  * the host's own: CPU name and features come from LLVMGetHostCPUName/Features (AVX2 and
  * AVX-512 get used), and every module is optimized with LLVMRunPasses(pipeline, host TM)
  * before it is handed to the JIT — without the target machine nothing vectorizes.
+ * For testing another x86 machine kind on this one, $KILN_HOST_CPU replaces the CPU name and
+ * $KILN_HOST_CPU_FEATURES is appended to the features (LLVM's syntax; later entries win:
+ * `-avx512f` gives an AVX2-only target) when the options leave them unset; both are read at
+ * create.
  *
  * Modules should be built in kiln_host_jit_context(jit); a module from another context is
  * moved into it through bitcode (slower, but correct). The context is not thread-safe:

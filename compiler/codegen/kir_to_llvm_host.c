@@ -14,7 +14,10 @@
  * variables in every segment, so no SSA value crosses a segment. A top-level `if` whose
  * condition is a conjunction of thread-range predicates (tid < c, tid <= c, tid == c,
  * tid >= c, tid > c, (tid & (2^k - 1)) == 0) and whose else branch only yields tensors runs
- * its then branch in a thread loop with those bounds and step. A shuffle is one segment:
+ * its then branch in a thread loop with those bounds and step. A top-level `for` with uniform
+ * bounds whose body starts with barriers (and holds no other) runs its iterations outside
+ * the thread loops, so each iteration boundary is the barrier (the sort's step loop). A
+ * shuffle is one segment:
  * per warp a <32 x T> load of the source slots, a shufflevector and a store. */
 #include <llvm-c/Analysis.h>
 #include <llvm-c/DebugInfo.h>
@@ -181,6 +184,23 @@ static bool contains_sync(const kiln_kir_region_t *r) {
   return false;
 }
 
+/* Whether a `for` body's barriers are all at its top level, before any other op, and it
+ * holds no shuffle: a loop whose iterations are separated by block barriers. Lowered as a
+ * K_FOR (iterations outside the thread loops), each iteration runs every thread to the end
+ * before the next begins, which is what the barriers ask; they become no-ops. */
+static bool leading_barriers_only(const kiln_kir_region_t *r) {
+  size_t i = 0;
+  while (i < r->ops.len && r->ops.data[i]->opcode == KILN_KIR_BARRIER) i++;
+  if (i == 0) return false;
+  for (; i < r->ops.len; i++) {
+    const kiln_kir_op_t *op = r->ops.data[i];
+    if (op->opcode == KILN_KIR_BARRIER || op->opcode == KILN_KIR_SHUFFLE) return false;
+    for (uint32_t j = 0; j < op->num_regions; j++)
+      if (contains_sync(op->regions[j])) return false;
+  }
+  return true;
+}
+
 static kiln_status classify(kir_llvm_t *L, host_t *h) {
   const kiln_kir_region_t *body = h->k->body;
   size_t n = body->ops.len - 1;
@@ -195,11 +215,16 @@ static kiln_status classify(kir_llvm_t *L, host_t *h) {
     else if (op->opcode == KILN_KIR_SHUFFLE) kind = all_uniform(h, op) ? K_SHUFFLE_UNIFORM : K_SHUFFLE;
     else if (pure_no_memory(op) && all_uniform(h, op)) kind = K_UNIFORM;
     else kind = K_NORMAL;
-    for (uint32_t j = 0; j < op->num_regions; j++)
+    bool uniform_for = op->opcode == KILN_KIR_FOR && h->uniform[op->operands[0]->id] &&
+                       h->uniform[op->operands[1]->id] && h->uniform[op->operands[2]->id];
+    bool barrier_loop = uniform_for && leading_barriers_only(op->regions[0]);
+    for (uint32_t j = 0; j < op->num_regions && !barrier_loop; j++)
       if (contains_sync(op->regions[j]))
-        return KILN_ERR_UNIMPLEMENTED("kir->host: barriers and shuffles must be at the top level "
-                                      "of kernel @%s (found one inside %s)",
-                                      h->k->name, kiln_kir_opcode_name(op->opcode));
+        return KILN_ERR_UNIMPLEMENTED(
+            "kir->host: barriers and shuffles must be at the top level "
+            "of kernel @%s, or open the body of a loop with uniform "
+            "bounds (found one inside %s)",
+            h->k->name, kiln_kir_opcode_name(op->opcode));
     seg_t pred = {.kind = K_PRED, .first = i, .last = i};
     for (int a = 0; a < 3; a++) {
       pred.lo[a] = 0;
@@ -209,9 +234,7 @@ static kiln_status classify(kir_llvm_t *L, host_t *h) {
     if (op->opcode == KILN_KIR_IF && only_yields_tensors(op) &&
         thread_range(op->operands[0], pred.lo, pred.hi, pred.step))
       kind = K_PRED;
-    if (op->opcode == KILN_KIR_FOR && h->nthreads > 1 && h->uniform[op->operands[0]->id] &&
-        h->uniform[op->operands[1]->id] && h->uniform[op->operands[2]->id])
-      kind = K_FOR;
+    if (uniform_for && (h->nthreads > 1 || barrier_loop)) kind = K_FOR;
     h->kind[i] = kind;
     if (kind == K_UNIFORM || kind == K_SHARED || kind == K_SHUFFLE_UNIFORM) {
       for (uint32_t j = 0; j < op->num_results; j++) h->uniform[op->results[j]->id] = 1;
@@ -472,7 +495,11 @@ static void emit_for_segment(kir_llvm_t *L, host_t *h, int si, const bool *need,
   for (uint32_t i = 0; i < n; i++)
     if (op->results[i]->type->kind != KILN_KIR_TYPE_TENSOR)
       kir_llvm_set(L, r->args[1 + i], slot_load(L, h, op->results[i]));
-  kir_llvm_emit_ops(L, r, 0, r->ops.len - 1);
+  /* Leading barriers (leading_barriers_only) are skipped: the iteration boundary is one, and
+   * their results are tensors, which resolve to their roots. */
+  size_t first = 0;
+  while (first + 1 < r->ops.len && r->ops.data[first]->opcode == KILN_KIR_BARRIER) first++;
+  kir_llvm_emit_ops(L, r, first, r->ops.len - 1);
   for (uint32_t i = 0; i < n && !L->status; i++) {
     const kiln_kir_value_t *res = op->results[i];
     if (res->type->kind == KILN_KIR_TYPE_TENSOR) continue;

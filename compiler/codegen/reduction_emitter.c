@@ -637,14 +637,21 @@ done:
  * column vector size); the reduced rows of one block are split `splits` ways over grid y
  * (by = m * splits + split). Thread (tx, ty) lane v accumulates column (bx * 32 + tx) * vec
  * + v over rows ty, ty + 32, ...; tile[ty][tx * vec + v] of a 32 x (32 * vec + 1) shared
- * tile, a barrier, then warp ty reads tile[tx][ty * vec + v]: the 32 partials of local
- * column ty * vec + v, reduced by shuffles and written by lane 0. */
+ * tile (on the host: column bx * 32 * vec + v * 32 + tx, tile[ty][v * 32 + tx]), a barrier, then
+ * warp ty reads tile[tx][ty * vec + v]: the 32 partials of local column ty * vec + v, reduced by
+ * shuffles and written by lane 0. */
 static kiln_status emit_column(const kiln_hlo_computation_t *c,
                                const kiln_codegen_compile_options_t *opts, kiln_red_state_t *rs,
                                kiln_codegen_kernel_t *out) {
   int64_t M = rs->ha.reduction.dims[0], R = rs->ha.reduction.dims[1], N = rs->ha.reduction.dims[2];
   int64_t splits = rs->plan.splits, chunk = rs->plan.split_size, vec = rs->plan.vector_size;
   if (vec < 1 || N % vec || rs->nacc * vec > KILN_RED_MAX_ACC * KILN_RED_MAX_LANES) vec = 1;
+  /* On the host the threads of a warp are the vector lanes: lane v of thread tx then takes
+   * column v * 32 + tx of the block's strip, so each lane's loads are contiguous across
+   * threads (adjacent columns per thread, the GPU's 64-bit loads, would need a deinterleave
+   * shuffle per vector: two on AVX2). Only when the strips divide the columns evenly. */
+  bool strided = opts && opts->host_target && vec > 1 && N % (32 * vec) == 0;
+  int64_t lane_stride = strided ? 32 : 1, thread_cols = strided ? 1 : vec;
   int64_t bx = (N + 32 * vec - 1) / (32 * vec), iters = (chunk + 31) / 32, by = M * splits;
   if (by > 65535) return KILN_ERR_UNIMPLEMENTED("%s: %lld major kept rows x %lld splits", c->name, (long long)M, (long long)splits);
   int64_t block[3] = {32, 32, 1}, grid[3] = {bx, by, 1};
@@ -664,8 +671,9 @@ static kiln_status emit_column(const kiln_hlo_computation_t *c,
     int64_t dhi[4] = {31, 31, bx - 1, by - 1}, shi[1] = {iters - 1};
     kiln_indexing_map_t *map = kiln_hero_map(m, 4, dn, dhi, 1, shi);
     kiln_affine_expr_t *d_by = kiln_affine_dim(x, 3), *mm = d_by;
-    kiln_affine_expr_t *n = kiln_affine_mul_const(
-        x, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 2), 32), kiln_affine_dim(x, 0)), vec);
+    kiln_affine_expr_t *n =
+        kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 2), 32 * vec),
+                        kiln_affine_mul_const(x, kiln_affine_dim(x, 0), thread_cols));
     kiln_affine_expr_t *rin = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_sym(x, 0), 32), kiln_affine_dim(x, 1));
     kiln_affine_expr_t *r = rin;
     if (splits > 1) {
@@ -680,7 +688,8 @@ static kiln_status emit_column(const kiln_hlo_computation_t *c,
     kiln_kir_value_t *acc[KILN_RED_MAX_ACC * KILN_RED_MAX_LANES], *tile[KILN_RED_MAX_ACC];
     rs->lin_outer = outer;
     rs->lin_inner_extent = N;
-    bool accumulated = kiln_red_accumulate_lanes(&h, rs, map, lin, (int)vec, ids, 4, init, acc);
+    bool accumulated =
+        kiln_red_accumulate_lanes(&h, rs, map, lin, (int)vec, lane_stride, ids, 4, init, acc);
     rs->lin_outer = NULL;
     if (!accumulated) goto done;
     int64_t tdims[2] = {32, 32 * vec + 1};
@@ -689,7 +698,9 @@ static kiln_status emit_column(const kiln_hlo_computation_t *c,
     /* Write (ty, tx * vec + v) and read (tx, ty * vec + v) positions of every lane. */
     kiln_indexing_map_t *tm = kiln_hero_map(m, 2, tn, thi, 0, NULL);
     for (int v = 0; v < vec; v++) {
-      kiln_indexing_map_add_result(tm, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 0), vec), kiln_affine_const(x, v)));
+      kiln_indexing_map_add_result(
+          tm, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 0), thread_cols),
+                              kiln_affine_const(x, v * lane_stride)));
       kiln_indexing_map_add_result(tm, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), vec), kiln_affine_const(x, v)));
     }
     kiln_kir_op_t *tap = kiln_kir_apply_indexing(b, tm, ids, 2, NULL, 0);

@@ -84,11 +84,12 @@ void kiln_red_write_guarded(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_
 
 /* The accumulation loop for threads that keep `lanes` (<= KILN_RED_MAX_LANES) partial
  * results per reduced value: lane v accumulates the elements at physical linear index
- * lin + v. The map gets, per lane, the input's logical indices and the linear index.
+ * lin + v * lane_stride. The map gets, per lane, the input's logical indices and the linear index.
  * acc_out[k * lanes + v]: accumulator k of lane v. Side outputs are written inside. */
 bool kiln_red_accumulate_lanes(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_indexing_map_t *map,
-                               kiln_affine_expr_t *lin, int lanes, kiln_kir_value_t *const *ids, int nids,
-                               kiln_kir_value_t **init, kiln_kir_value_t **acc_out);
+                               kiln_affine_expr_t *lin, int lanes, int64_t lane_stride,
+                               kiln_kir_value_t *const *ids, int nids, kiln_kir_value_t **init,
+                               kiln_kir_value_t **acc_out);
 
 /* Combines `v` into out[idx] with an atomic (add/min/max read-modify-write when the reducer
  * is recognized and the type allows, else a compare-and-swap loop around the reducer).

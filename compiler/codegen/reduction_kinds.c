@@ -112,13 +112,14 @@ done:
 /* ---- per-lane accumulation ---- */
 
 bool kiln_red_accumulate_lanes(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_indexing_map_t *map,
-                             kiln_affine_expr_t *lin, int lanes, kiln_kir_value_t *const *ids, int nids,
-                             kiln_kir_value_t **init, kiln_kir_value_t **acc_out) {
+                               kiln_affine_expr_t *lin, int lanes, int64_t lane_stride,
+                               kiln_kir_value_t *const *ids, int nids, kiln_kir_value_t **init,
+                               kiln_kir_value_t **acc_out) {
   kiln_affine_ctx_t *x = h->out->kir->ctx;
   /* Per lane: every input shape's indices (kiln_red_add_input_indices), then the linear index. */
   int off[KILN_HERO_MAX_ROOTS], rank = 0;
   for (int v = 0; v < lanes; v++) {
-    kiln_affine_expr_t *lv = kiln_affine_add(x, lin, kiln_affine_const(x, v));
+    kiln_affine_expr_t *lv = kiln_affine_add(x, lin, kiln_affine_const(x, v * lane_stride));
     rank = kiln_red_add_input_indices(h, rs, map, lv, off);
     kiln_indexing_map_add_result(map, lv);
   }
@@ -273,7 +274,7 @@ kiln_status kiln_red_emit_small_column(const kiln_hlo_computation_t *c,
     if (splits * chunk > R) kiln_indexing_map_add_constraint(map, f, 0, R * N - 1);
     kiln_affine_expr_t *lin = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), R * N), f);
     kiln_kir_value_t *acc[MAX_VALS];
-    if (!kiln_red_accumulate_lanes(&h, rs, map, lin, (int)vec, ids, 3, init, acc)) goto done;
+    if (!kiln_red_accumulate_lanes(&h, rs, map, lin, (int)vec, 1, ids, 3, init, acc)) goto done;
     /* Partials into the shared tile. */
     int64_t pad = (T == 32 && vec == 1) ? 0 : ceil_div(N, T * vec), tdims[2] = {SR, N + pad};
     const char *tn = "th_x";

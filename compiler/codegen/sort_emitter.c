@@ -17,6 +17,8 @@
 #define SORT_MIN_BLOCK_THREADS 128
 #define SORT_MAX_THREADS 1024
 #define SORT_RANK_THREADS 256
+/* Step distances 2^0 .. 2^(N-1) get a step with a constant distance (emit_steps). */
+#define SORT_CONST_DISTANCES 4
 
 static int64_t pow2_at_least(int64_t n) {
   int64_t p = 1;
@@ -414,59 +416,94 @@ static kiln_kir_value_t *less(sort_emit_t *e, kiln_kir_value_t *const *a, kiln_k
   return res[0];
 }
 
-/* One compare-exchange step of the network: merge size k (flip when j == k / 2), distance j. */
-static bool emit_step(sort_emit_t *e, int64_t k, int64_t j) {
+static kiln_kir_value_t *idx_op(sort_emit_t *e, kiln_kir_opcode_t op, kiln_kir_value_t *a,
+                                kiln_kir_value_t *b) {
+  return kiln_kir_binary(&e->b, op, a, b);
+}
+
+static kiln_kir_value_t *idx_c(sort_emit_t *e, int64_t v) {
+  return kiln_kir_const_index(&e->b, v);
+}
+
+/* One compare-exchange step of the network: merge size k = 2^lk, distance j = 2^lj (the
+ * step flips when lj + 1 == lk), both run-time values of the step loop. Pair qq of a row
+ * compares i = (qq >> lj) << (lj + 1) | (qq & (j - 1)) with l = i + j, or, flipping, with
+ * the mirror element (qq >> lj) << (lj + 1) + 2j - 1 - (qq & (j - 1)). */
+static bool emit_step(sort_emit_t *e, kiln_kir_value_t *lk, kiln_kir_value_t *lj) {
   sort_plan_t *p = &e->p;
   kiln_affine_ctx_t *x = e->x;
   kiln_kir_builder_t *b = &e->b;
   int64_t n = p->l.row_length, G = p->l.rows_per_block, H = p->pairs;
+  /* (th_x, bl_x, it) -> (qq, row, g * n): the thread's pair in its row. */
   kiln_indexing_map_t *map = step_map(e, p->pair_iters);
   kiln_affine_expr_t *q = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 2), p->l.threads),
                                           kiln_affine_dim(x, 0));
   kiln_affine_expr_t *g = kiln_affine_floordiv(x, q, kiln_affine_const(x, H));
-  kiln_affine_expr_t *qq = kiln_affine_mod(x, q, kiln_affine_const(x, H));
-  kiln_affine_expr_t *i, *l;
-  if (j == k / 2) {
-    kiln_affine_expr_t *base = kiln_affine_mul_const(x, kiln_affine_floordiv(x, qq, kiln_affine_const(x, j)), k);
-    kiln_affine_expr_t *off = kiln_affine_mod(x, qq, kiln_affine_const(x, j));
-    i = kiln_affine_add(x, base, off);
-    l = kiln_affine_sub(x, kiln_affine_add_const(x, base, k - 1), off);
-  } else {
-    i = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_floordiv(x, qq, kiln_affine_const(x, j)), 2 * j),
-                        kiln_affine_mod(x, qq, kiln_affine_const(x, j)));
-    l = kiln_affine_add_const(x, i, j);
-  }
-  kiln_affine_expr_t *row = kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), G), g);
-  kiln_affine_expr_t *ii[KILN_KIR_MAX_RANK], *li[KILN_KIR_MAX_RANK];
-  element_index(e, row, i, ii);
-  element_index(e, row, l, li);
-  kiln_indexing_map_add_result(map, l);
-  kiln_indexing_map_add_result(map, row);
-  kiln_indexing_map_add_result(map, kiln_affine_add(x, kiln_affine_mul_const(x, g, n), i));
-  kiln_indexing_map_add_result(map, kiln_affine_add(x, kiln_affine_mul_const(x, g, n), l));
-  for (int d = 0; d < p->rank; d++) kiln_indexing_map_add_result(map, ii[d]);
-  for (int d = 0; d < p->rank; d++) kiln_indexing_map_add_result(map, li[d]);
+  kiln_indexing_map_add_result(map, kiln_affine_mod(x, q, kiln_affine_const(x, H)));
+  kiln_indexing_map_add_result(
+      map, kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), G), g));
+  kiln_indexing_map_add_result(map, kiln_affine_mul_const(x, g, n));
   kiln_indexing_map_simplify(map);
+  /* (th_x, bl_x, it, pos) -> the logical index of element pos of the thread's row. */
+  kiln_indexing_map_t *emap = NULL;
+  if (!p->l.in_shared) {
+    const char *names[4] = {"th_x", "bl_x", "it", "pos"};
+    int64_t hi[4] = {p->l.threads - 1, p->l.blocks - 1, p->pair_iters - 1, p->l.padded - 1};
+    emap = kiln_indexing_map_create(x, 4, 0, 0);
+    for (int d = 0; d < 4; d++) {
+      kiln_indexing_map_set_name(emap, KILN_INDEXING_DIM, (size_t)d, names[d]);
+      kiln_indexing_map_set_bounds(emap, KILN_INDEXING_DIM, (size_t)d, 0, hi[d]);
+    }
+    emap = kiln_kir_module_adopt_map(e->m, emap);
+    kiln_affine_expr_t *row =
+        kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), G), g);
+    kiln_affine_expr_t *ei[KILN_KIR_MAX_RANK];
+    element_index(e, row, kiln_affine_dim(x, 3), ei);
+    for (int d = 0; d < p->rank; d++) kiln_indexing_map_add_result(emap, ei[d]);
+    kiln_indexing_map_simplify(emap);
+  }
 
   kiln_kir_value_t *it = NULL;
   kiln_kir_op_t *loop = open_thread_loop(e, p->pair_iters, &it);
   if (!loop) return false;
-  kiln_kir_value_t *dims[3] = {e->th, e->bl, it};
+  kiln_kir_value_t *dims[4] = {e->th, e->bl, it, NULL};
   kiln_kir_op_t *ap = kiln_kir_apply_indexing(b, map, dims, 3, NULL, 0);
   if (!ap) return false;
+  kiln_kir_value_t *qq = kiln_kir_op_result(ap, 0), *gn = kiln_kir_op_result(ap, 2);
+  kiln_kir_value_t *one = idx_c(e, 1);
+  kiln_kir_value_t *j = idx_op(e, KILN_KIR_SHL, one, lj);
+  kiln_kir_value_t *base = idx_op(e, KILN_KIR_SHL, idx_op(e, KILN_KIR_SHR_LOGICAL, qq, lj),
+                                  idx_op(e, KILN_KIR_ADD, lj, one));
+  kiln_kir_value_t *off = idx_op(e, KILN_KIR_AND, qq, idx_op(e, KILN_KIR_SUB, j, one));
+  kiln_kir_value_t *vi_pos = idx_op(e, KILN_KIR_ADD, base, off);
+  kiln_kir_value_t *mirror = idx_op(
+      e, KILN_KIR_SUB,
+      idx_op(e, KILN_KIR_ADD, base, idx_op(e, KILN_KIR_SUB, idx_op(e, KILN_KIR_SHL, j, one), one)),
+      off);
+  kiln_kir_value_t *flip = kiln_kir_cmp(b, KILN_KIR_CMP_EQ, idx_op(e, KILN_KIR_ADD, lj, one), lk);
+  kiln_kir_value_t *vl_pos = kiln_kir_select(b, flip, mirror, idx_op(e, KILN_KIR_ADD, vi_pos, j));
   kiln_kir_value_t *cond = NULL;
-  if (p->l.padded > n) cond = in_range(e, kiln_kir_op_result(ap, 0), n, cond);
+  if (p->l.padded > n) cond = in_range(e, vl_pos, n, cond);
   if (p->l.blocks * G > p->l.rows) cond = in_range(e, kiln_kir_op_result(ap, 1), p->l.rows, cond);
+  if (!kiln_kir_builder_ok(b)) return false;
   kiln_kir_op_t *iff = cond ? open_guard(e, cond) : NULL;
   if (cond && !iff) return false;
   size_t mark;
   kiln_elemental_enter(&e->fn, b->region, &mark);
   kiln_kir_value_t *vi[KILN_KIR_MAX_RANK], *vl[KILN_KIR_MAX_RANK];
-  for (int d = 0; d < p->rank; d++) {
-    vi[d] = kiln_kir_op_result(ap, (size_t)(4 + d));
-    vl[d] = kiln_kir_op_result(ap, (size_t)(4 + p->rank + d));
+  kiln_kir_value_t *psi = idx_op(e, KILN_KIR_ADD, gn, vi_pos),
+                   *psl = idx_op(e, KILN_KIR_ADD, gn, vl_pos);
+  if (!p->l.in_shared) {
+    dims[3] = vi_pos;
+    kiln_kir_op_t *api = kiln_kir_apply_indexing(b, emap, dims, 4, NULL, 0);
+    dims[3] = vl_pos;
+    kiln_kir_op_t *apl = kiln_kir_apply_indexing(b, emap, dims, 4, NULL, 0);
+    if (!api || !apl) return false;
+    for (int d = 0; d < p->rank; d++) {
+      vi[d] = kiln_kir_op_result(api, (size_t)d);
+      vl[d] = kiln_kir_op_result(apl, (size_t)d);
+    }
   }
-  kiln_kir_value_t *psi = kiln_kir_op_result(ap, 2), *psl = kiln_kir_op_result(ap, 3);
   kiln_kir_value_t *const *wi = p->l.in_shared ? &psi : vi, *const *wl = p->l.in_shared ? &psl : vl;
   size_t wn = p->l.in_shared ? 1 : (size_t)p->rank;
   kiln_kir_value_t *ai[SORT_MAX_OPERANDS], *al[SORT_MAX_OPERANDS];
@@ -501,6 +538,48 @@ static bool emit_step(sort_emit_t *e, int64_t k, int64_t j) {
     e->pos = kiln_kir_insert(b, kiln_kir_select(b, swap, pi, pl), e->pos, &psl, 1);
   }
   if (iff) close_region(e, iff);
+  close_region(e, loop);
+  return kiln_kir_builder_ok(b);
+}
+
+/* The network as one loop over its steps, so the kernel's size does not grow with them:
+ *   for s in [0, steps) iter (working tensors) { barrier; step(2^lk, 2^lj); yield }
+ * with lk = 1 + #{m in [1, log2 N) : s >= m (m + 1) / 2} (stage lk starts at step
+ * lk (lk - 1) / 2) and lj = lk - 1 - (s - lk (lk - 1) / 2), computed from s alone so that
+ * they stay uniform (the host hoists them out of its thread loops). The barrier opens each
+ * iteration (the copy or the previous step wrote the rows). */
+static bool emit_steps(sort_emit_t *e) {
+  kiln_kir_builder_t *b = &e->b;
+  kiln_kir_value_t *init[SORT_MAX_OPERANDS + 1] = {0};
+  size_t nw = work_values(e, init);
+  kiln_kir_op_t *loop = kiln_kir_for(b, idx_c(e, 0), idx_c(e, e->p.l.steps), idx_c(e, 1), init, nw);
+  if (!loop) return false;
+  kiln_kir_region_t *body = kiln_kir_op_region(loop, 0);
+  kiln_kir_builder_enter(b, body);
+  kiln_kir_value_t *args[SORT_MAX_OPERANDS + 1] = {0};
+  for (size_t i = 0; i < nw; i++) args[i] = kiln_kir_region_arg(body, i + 1);
+  set_work(e, args);
+  barrier(e);
+  kiln_kir_value_t *step = kiln_kir_region_arg(body, 0), *one = idx_c(e, 1), *lk = one;
+  for (int64_t m = 1; m < log2_exact(e->p.l.padded); m++) {
+    kiln_kir_value_t *past = kiln_kir_cmp(b, KILN_KIR_CMP_GE, step, idx_c(e, m * (m + 1) / 2));
+    lk = idx_op(e, KILN_KIR_ADD, lk, kiln_kir_select(b, past, one, idx_c(e, 0)));
+  }
+  kiln_kir_value_t *lk1 = idx_op(e, KILN_KIR_SUB, lk, one);
+  kiln_kir_value_t *stage_start =
+      idx_op(e, KILN_KIR_SHR_LOGICAL, idx_op(e, KILN_KIR_MUL, lk, lk1), one);
+  kiln_kir_value_t *lj = idx_op(e, KILN_KIR_SUB, lk1, idx_op(e, KILN_KIR_SUB, step, stage_start));
+  /* Distances below SORT_CONST_DISTANCES get a step of their own with j constant (their
+   * element patterns are then known: the host vectorizes them without gathers); the rest
+   * share one step with j at run time. Exactly one of the guarded steps runs. */
+  for (int64_t c = 0; c <= SORT_CONST_DISTANCES && c < log2_exact(e->p.l.padded); c++) {
+    bool generic = c == SORT_CONST_DISTANCES;
+    kiln_kir_value_t *which =
+        kiln_kir_cmp(b, generic ? KILN_KIR_CMP_GE : KILN_KIR_CMP_EQ, lj, idx_c(e, c));
+    kiln_kir_op_t *iff = open_guard(e, which);
+    if (!iff || !emit_step(e, lk, generic ? lj : idx_c(e, c))) return false;
+    close_region(e, iff);
+  }
   close_region(e, loop);
   return kiln_kir_builder_ok(b);
 }
@@ -621,11 +700,7 @@ static kiln_status emit_body(sort_emit_t *e) {
       }
     }
     ok = p->l.by_rank ? emit_by_rank(e) : emit_copy(e, COPY_IN);
-    for (int64_t k = 2; ok && !p->l.by_rank && k <= p->l.padded; k *= 2)
-      for (int64_t j = k / 2; ok && j >= 1; j /= 2) {
-        barrier(e);
-        ok = emit_step(e, k, j);
-      }
+    if (ok && !p->l.by_rank && p->l.steps > 0) ok = emit_steps(e);
     if (ok && p->l.in_shared) {
       barrier(e);
       for (int k = 0; k < p->nops; k++) {

@@ -15,8 +15,12 @@
  * pairs per step. When the block's rows of every operand (and the positions of a stable
  * sort) fit in 48 KiB, the kernel copies them into shared memory, runs the
  * log2(N) * (log2(N) + 1) / 2 steps there, each after a block barrier, and copies the
- * sorted rows out to the outputs. Otherwise it copies every operand into its output buffer
- * (the sort never writes its inputs) and runs the steps on the output buffers (global
+ * sorted rows out to the outputs. The steps are one kernel-IR loop (barrier first in its
+ * body; stage and distance computed from the step number), so the kernel's size and its
+ * compile time do not grow with them: distances 1, 2, 4 and 8 each get a guarded copy of
+ * the step with the distance constant (the host vectorizes those without gathers), larger
+ * ones share one copy with the distance at run time. Otherwise it copies every operand into its
+ * output buffer (the sort never writes its inputs) and runs the steps on the output buffers (global
  * memory: a row of any length fits, at one block per row).
  *
  * Comparator: the `to_apply` computation is emitted inline on scalars (the elemental

@@ -1,0 +1,139 @@
+/* Sort compile and run time on the host: one 65,536-element f32 row (bitonic in global
+ * memory, 136 compare-exchange steps), 64 rows of 16,384, single rows of 1,024 and 8,192
+ * (sorted in shared memory), and the corpus argsort
+ * (`argsort_axis_1024x512_bf16`). For each: the whole compile (passes, codegen, LLVM) and
+ * the minimum and median of `--reps` executes, each as wall time and as the process's CPU
+ * time (on a loaded machine the CPU time is the steadier figure; a one-row sort runs on one
+ * worker). Goal (issue 20): the 65,536 row compiles in <= 1 s.
+ * Usage: bench_sort [--reps 5] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/status.h"
+#include "compiler/thunks/compile.h"
+#include "runtime/executable.h"
+#include "runtime/host/host_device.h"
+#include "tools/common/hlo_file.h"
+
+static double cpu_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, kiln_clock_cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static const char *sort_text(const char *dims, int dim, char *buf, size_t n) {
+  snprintf(buf, n,
+           "HloModule sort\n\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+           "  ROOT lt = pred[] compare(a, b), direction=LT\n}\n\n"
+           "ENTRY e {\n  p = f32[%s] parameter(0)\n"
+           "  ROOT s = f32[%s] sort(p), dimensions={%d}, to_apply=cmp\n}\n",
+           dims, dims, dim);
+  return buf;
+}
+
+static kiln_status bench(kiln_device_t *dev, kiln_hlo_module_t *m, const char *label, int reps) {
+  kiln_compile_options_t co;
+  memset(&co, 0, sizeof co);
+  kiln_executable_desc_t *d = NULL;
+  kiln_compile_stats_t cs;
+  double w0 = kiln_clock_ms(), c0 = cpu_ms();
+  KILN_RETURN_IF_ERROR(kiln_compile_module(m, &co, &d, &cs), "while compiling %s", label);
+  double cw = kiln_clock_ms() - w0, cc = cpu_ms() - c0;
+  kiln_executable_t *e = NULL;
+  kiln_stream_t *stream = NULL;
+  kiln_status s = kiln_executable_load(dev, d, &e);
+  if (!s) s = kiln_stream_create(dev, &stream);
+  const kiln_executable_desc_t *ed = e ? kiln_executable_desc(e) : NULL;
+  int32_t np = ed ? ed->num_parameters : 0;
+  kiln_devptr_t *params = kiln_calloc((size_t)np + 1, sizeof(*params));
+  uint64_t *sizes = kiln_calloc((size_t)np + 1, sizeof(*sizes));
+  for (int32_t i = 0; !s && i < np; i++) {
+    sizes[i] = ed->parameter_sizes[i];
+    s = kiln_device_mem_alloc(dev, (size_t)sizes[i], &params[i]);
+    /* Distinct-ish values: a byte ramp (every 4-byte word a different finite float). */
+    uint8_t *host = kiln_malloc((size_t)sizes[i]);
+    for (uint64_t k = 0; k < sizes[i]; k++) host[k] = (uint8_t)((k * 131 + k / 4 * 7) % 61 + 32);
+    if (!s) s = kiln_stream_memcpy_h2d(stream, params[i], host, (size_t)sizes[i]);
+    if (!s) s = kiln_stream_synchronize(stream);
+    kiln_free(host);
+  }
+  double *rw = kiln_calloc((size_t)reps, sizeof(double)),
+         *rc = kiln_calloc((size_t)reps, sizeof(double));
+  int32_t no = ed ? ed->num_outputs : 0;
+  kiln_device_buffer_t **outs = kiln_calloc((size_t)no + 1, sizeof(*outs));
+  for (int r = 0; r < reps && !s; r++) {
+    w0 = kiln_clock_ms();
+    c0 = cpu_ms();
+    s = kiln_executable_run(e, stream, params, sizes, np, outs);
+    rw[r] = kiln_clock_ms() - w0;
+    rc[r] = cpu_ms() - c0;
+    for (int32_t i = 0; i < no; i++) kiln_device_buffer_destroy(outs[i]);
+  }
+  if (!s) {
+    double mw = median(rw, reps), mc = median(rc, reps);
+    printf(
+        "%-26s compile %8.1f ms (cpu %8.1f; kernels %d, backend %.1f ms)  run median %8.3f ms "
+        "(cpu %8.3f), min %8.3f ms (cpu %8.3f)\n",
+        label, cw, cc, cs.emit.kernels, cs.emit.backend_ms, mw, mc, rw[0], rc[0]);
+  }
+  kiln_free(outs);
+  kiln_free(rw);
+  kiln_free(rc);
+  for (int32_t i = 0; i < np; i++) kiln_device_mem_free(dev, params[i]);
+  kiln_free(params);
+  kiln_free(sizes);
+  kiln_stream_destroy(stream);
+  kiln_executable_destroy(e);
+  return s;
+}
+
+int main(int argc, char **argv) {
+  int reps = 5;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+      reps = atoi(argv[++i]);
+    } else {
+      fprintf(stderr, "usage: %s [--reps N]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (reps < 1) reps = 1;
+  kiln_device_t *dev = NULL;
+  kiln_status s = kiln_host_device_create(0, &dev);
+  if (s) return (int)kiln_status_report(s, "bench_sort");
+  printf("host device %s, %d runs each\n", dev->name, reps);
+  int failures = 0;
+  char text[1024];
+  const char *cases[][3] = {{"65536", "0", "sort f32[65536]"},
+                            {"64,16384", "1", "sort f32[64,16384] dim 1"},
+                            {"1024", "0", "sort f32[1024] (shared)"},
+                            {"8192", "0", "sort f32[8192] (shared)"}};
+  for (int c = 0; c < 4; c++) {
+    kiln_hlo_module_t *m = NULL;
+    sort_text(cases[c][0], atoi(cases[c][1]), text, sizeof text);
+    s = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
+    if (!s) s = bench(dev, m, cases[c][2], reps);
+    kiln_hlo_module_destroy(m);
+    if (s) failures += kiln_status_report(s, "bench_sort") != 0;
+  }
+  char path[1024];
+  snprintf(path, sizeof path,
+           "%s/xla/xla__backends__cpu__benchmarks__hlo__argsort_axis_1024x512_bf16.hlo",
+           kiln_corpus_dir());
+  kiln_hlo_file_t *f = NULL;
+  s = kiln_hlo_file_load(path, &f);
+  if (!s) s = bench(dev, f->modules[0], "argsort 1024x512 bf16", reps);
+  kiln_hlo_file_free(f);
+  if (s) failures += kiln_status_report(s, "bench_sort") != 0;
+  kiln_device_destroy(dev);
+  return failures ? 1 : 0;
+}
