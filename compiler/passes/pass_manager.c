@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "base/log.h"
 #include "base/str.h"
@@ -80,11 +81,33 @@ kiln_status kiln_pass_dump_module(const char *dir, int index, const kiln_hlo_mod
   return NULL;
 }
 
+static double monotonic_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Adds one run of `pass` to `t` (passes beyond KILN_PASS_TIMINGS_MAX are not recorded). */
+static void record_timing(kiln_pass_timings_t *t, const kiln_pass_t *pass, double seconds,
+                          bool did) {
+  int i = 0;
+  while (i < t->num_entries && strcmp(t->entries[i].name, pass->name) != 0) i++;
+  if (i == t->num_entries) {
+    if (i == KILN_PASS_TIMINGS_MAX) return;
+    t->entries[t->num_entries++] = (kiln_pass_timing_t){.name = pass->name};
+  }
+  t->entries[i].seconds += seconds;
+  t->entries[i].runs++;
+  t->entries[i].changed += did;
+}
+
 kiln_status kiln_pass_runner_run(kiln_pass_runner_t *r, const kiln_pass_t *pass,
                                  kiln_hlo_module_t *m, bool *changed) {
   bool did = false;
-  KILN_RETURN_IF_ERROR(pass->run(m, r->opts, &did), "in pass '%s' on module '%s'", pass->name,
-                       m->name);
+  double t0 = r->opts->timings ? monotonic_seconds() : 0;
+  kiln_status st = pass->run(m, r->opts, &did);
+  if (r->opts->timings) record_timing(r->opts->timings, pass, monotonic_seconds() - t0, did);
+  KILN_RETURN_IF_ERROR(st, "in pass '%s' on module '%s'", pass->name, m->name);
   if (!did) return NULL;
   if (changed) *changed = true;
   if (r->opts->log_changes) fprintf(stderr, "kiln: pass %s changed %s\n", pass->name, m->name);
