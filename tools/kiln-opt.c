@@ -117,12 +117,15 @@ static void print_pass_times(kiln_pass_timings_t *t, int64_t instrs, FILE *out) 
       t->entries[j] = t->entries[j - 1];
       t->entries[j - 1] = x;
     }
-  fprintf(out, "// pass times (%lld instructions in): pass, ms, runs, changed, us/instruction\n",
+  fprintf(out,
+          "// pass times (%lld instructions in): pass, wall ms, cpu ms, runs, changed, "
+          "wall us/instruction\n",
           (long long)instrs);
   for (int i = 0; i < t->num_entries; i++) {
     const kiln_pass_timing_t *e = &t->entries[i];
-    fprintf(out, "//   %-28s %10.3f %4d %4d %10.3f\n", e->name, e->seconds * 1e3, e->runs,
-            e->changed, instrs ? e->seconds * 1e6 / (double)instrs : 0.0);
+    fprintf(out, "//   %-28s %10.3f %10.3f %4d %4d %10.3f\n", e->name, e->seconds * 1e3,
+            e->cpu_seconds * 1e3, e->runs, e->changed,
+            instrs ? e->seconds * 1e6 / (double)instrs : 0.0);
   }
   fprintf(out, "//   %-28s %10.3f\n", "total", total * 1e3);
 }
