@@ -327,6 +327,149 @@ static void test_producer_with_outside_user_becomes_extra_output(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* The cached cost model answers what the uncached one does, and a forgotten (replaced)
+ * instruction is priced afresh. */
+static void test_cost_cache_matches_the_model(void **state) {
+  kiln_hlo_module_t *m = parse(
+      "HloModule cost_cache\n"
+      "ENTRY main {\n"
+      "  p = f32[256,256]{1,0} parameter(0)\n  e = f32[256,256]{1,0} exponential(p)\n"
+      "  b = f32[256,256,4]{2,1,0} broadcast(e), dimensions={0,1}\n"
+      "  t = f32[256,256,4]{2,1,0} tanh(b)\n"
+      "  s = f32[128,256]{1,0} slice(e), slice={[0:128], [0:256]}\n"
+      "  n = f32[128,256]{1,0} negate(s)\n"
+      "  ROOT r = (f32[256,256,4]{2,1,0}, f32[128,256]{1,0}) tuple(t, n)\n}\n");
+  run_and_check(m, "priority_fusion");
+  const kiln_cost_device_t *d = kiln_cost_device_default();
+  kiln_cost_cache_t cache;
+  kiln_cost_cache_init(&cache);
+  int pairs = 0;
+  for (int round = 0; round < 2; round++) /* the second round reads the cache */
+    for (size_t i = 0; i < m->entry->instructions.len; i++) {
+      kiln_hlo_instruction_t *in = m->entry->instructions.data[i];
+      assert_true(kiln_cost_instruction_time_cached(&cache, d, in) ==
+                  kiln_cost_instruction_time(d, in));
+      for (size_t u = 0; u < in->users.len; u++) {
+        const kiln_hlo_instruction_t *c = in->users.data[u];
+        for (int extra = 0; extra < 2; extra++)
+          assert_true(kiln_cost_fused_time_cached(&cache, d, in, c, extra) ==
+                      kiln_cost_fused_time(d, in, c, extra));
+        pairs++;
+      }
+    }
+  assert_true(pairs > 0);
+  /* A fusion's flops come through its body: forgetting it after the body changed gives
+   * the new price. */
+  kiln_hlo_instruction_t *f = NULL;
+  for (size_t i = 0; i < m->entry->instructions.len && !f; i++)
+    if (m->entry->instructions.data[i]->opcode == KILN_OP_FUSION)
+      f = m->entry->instructions.data[i];
+  assert_non_null(f);
+  double before = kiln_cost_instruction_time_cached(&cache, d, f);
+  kiln_hlo_computation_t *body = (kiln_hlo_computation_t *)kiln_hlo_instruction_called(f, "calls");
+  for (size_t i = 0; i < body->instructions.len; i++)
+    if (body->instructions.data[i]->opcode == KILN_OP_EXP)
+      body->instructions.data[i]->opcode = KILN_OP_NEGATE;                /* cheaper */
+  assert_true(kiln_cost_instruction_time_cached(&cache, d, f) == before); /* stale on purpose */
+  kiln_cost_cache_forget(&cache, f);
+  assert_true(kiln_cost_instruction_time_cached(&cache, d, f) == kiln_cost_instruction_time(d, f));
+  kiln_cost_cache_free(&cache);
+  kiln_hlo_module_destroy(m);
+}
+
+/* A new instruction gets a position between its operands and users; one whose operand
+ * sits after its user does not (the caller rebuilds); a bounded search says "reaches". */
+static void test_fusion_order_place_and_search_bound(void **state) {
+  kiln_hlo_module_t *m = parse(
+      "HloModule order\n"
+      "ENTRY main {\n"
+      "  p = f32[8]{0} parameter(0)\n  a = f32[8]{0} exponential(p)\n"
+      "  b = f32[8]{0} negate(a)\n  c = f32[8]{0} tanh(b)\n"
+      "  d = f32[8]{0} sqrt(c)\n  ROOT e = f32[8]{0} add(d, a)\n}\n");
+  kiln_hlo_instruction_t *a = kiln_hlo_computation_find(m->entry, "a");
+  kiln_hlo_instruction_t *b = kiln_hlo_computation_find(m->entry, "b");
+  kiln_hlo_instruction_t *c = kiln_hlo_computation_find(m->entry, "c");
+  kiln_hlo_instruction_t *e = kiln_hlo_computation_find(m->entry, "e");
+  kiln_fusion_order_t o;
+  kiln_fusion_order_build(&o, m->entry);
+  /* x = log(b) and y = x + c, made after the order was built. */
+  kiln_hlo_instruction_t *x = kiln_hlo_instruction_create(m->entry, KILN_OP_LOG, b->shape, "x");
+  kiln_hlo_instruction_set_operands(x, 1, &b);
+  kiln_hlo_instruction_t *y_ops[2] = {x, c};
+  kiln_hlo_instruction_t *y = kiln_hlo_instruction_create(m->entry, KILN_OP_ADD, b->shape, "y");
+  kiln_hlo_instruction_set_operands(y, 2, y_ops);
+  assert_false(kiln_fusion_order_place(&o, y)); /* its operand x has no position */
+  assert_false(kiln_fusion_order_place(&o, x)); /* nor has its user y */
+  kiln_hlo_instruction_set_operands(y, 0, NULL);
+  assert_true(kiln_fusion_order_place(&o, x));
+  kiln_hlo_instruction_set_operands(y, 2, y_ops);
+  assert_true(kiln_fusion_order_place(&o, y));
+  assert_true(kiln_fusion_reaches(&o, b, y, NULL));
+  assert_false(kiln_fusion_reaches(&o, y, b, NULL));
+  /* z reads c and feeds b: an operand after a user, no position (and a cycle). */
+  kiln_hlo_instruction_t *z = kiln_hlo_instruction_create(m->entry, KILN_OP_NEGATE, b->shape, "z");
+  kiln_hlo_instruction_set_operands(z, 1, &c);
+  kiln_hlo_instruction_t *b_ops[1] = {z};
+  kiln_hlo_instruction_t *old_b_operand = b->operands[0];
+  kiln_hlo_instruction_set_operands(b, 1, b_ops);
+  assert_false(kiln_fusion_order_place(&o, z));
+  kiln_hlo_instruction_set_operands(b, 1, &old_b_operand);
+  kiln_hlo_instruction_set_operands(z, 0, NULL);
+  /* With a bound of one visit the search from a cannot get to c: it answers the safe
+   * "reaches"; unbounded, e does not reach a. */
+  o.max_visits = 1;
+  assert_true(kiln_fusion_reaches(&o, a, c, NULL));
+  o.max_visits = 0;
+  assert_false(kiln_fusion_reaches(&o, e, a, NULL));
+  kiln_fusion_order_free(&o);
+  kiln_hlo_module_destroy(m);
+}
+
+/* Small independent loop fusions read by one consumer merge into one input-slices kernel:
+ * flattened outputs concatenated, one slice root each, bitcasts back outside. Another
+ * element type and a big fusion stay on their own; results are bit-identical. */
+static void test_horizontal_fusion_merges_small_independent_loops(void **state) {
+  kiln_hlo_module_t *m = parse(
+      "HloModule sgd\n"
+      "ENTRY main {\n"
+      "  w1 = f32[64,32]{1,0} parameter(0)\n  g1 = f32[64,32]{1,0} parameter(1)\n"
+      "  b1 = f32[32]{0} parameter(2)\n  gb1 = f32[32]{0} parameter(3)\n"
+      "  w2 = f32[10]{0} parameter(4)\n  h = f16[7,3]{1,0} parameter(5)\n"
+      "  big = f32[512,512]{1,0} parameter(6)\n"
+      "  lr = f32[] constant(0.01)\n"
+      "  lr1 = f32[64,32]{1,0} broadcast(lr), dimensions={}\n"
+      "  s1 = f32[64,32]{1,0} multiply(g1, lr1)\n  n1 = f32[64,32]{1,0} subtract(w1, s1)\n"
+      "  lrb = f32[32]{0} broadcast(lr), dimensions={}\n"
+      "  sb = f32[32]{0} multiply(gb1, lrb)\n  nb = f32[32]{0} subtract(b1, sb)\n"
+      "  e2 = f32[10]{0} exponential(w2)\n"
+      "  nh = f16[7,3]{1,0} negate(h)\n"
+      "  nbig = f32[512,512]{1,0} negate(big)\n"
+      "  ROOT out = (f32[64,32]{1,0}, f32[32]{0}, f32[10]{0}, f16[7,3]{1,0}, f32[512,512]{1,0}) "
+      "tuple(n1, nb, e2, nh, nbig)\n}\n");
+  run_and_check(m, "priority_fusion,multi_output_fusion,horizontal_fusion");
+  assert_int_equal(kiln_fusion_count_kernels(m), 3); /* the f32 three, f16, big */
+  kiln_hlo_instruction_t *h = NULL;
+  for (size_t i = 0; i < m->entry->instructions.len; i++) {
+    kiln_hlo_instruction_t *in = m->entry->instructions.data[i];
+    if (in->opcode == KILN_OP_FUSION && kiln_shape_is_tuple(in->shape)) h = in;
+  }
+  assert_non_null(h);
+  const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(h, "calls");
+  assert_int_equal(body->root->opcode, KILN_OP_TUPLE);
+  assert_int_equal(body->root->num_operands, 3);
+  const kiln_hlo_instruction_t *cat = body->root->operands[0]->operands[0];
+  assert_int_equal(cat->opcode, KILN_OP_CONCATENATE);
+  assert_int_equal(cat->shape->dims[0], 64 * 32 + 32 + 10);
+  for (int i = 0; i < 3; i++) {
+    assert_int_equal(body->root->operands[i]->opcode, KILN_OP_SLICE);
+    assert_ptr_equal(body->root->operands[i]->operands[0], cat);
+  }
+  /* Outside, the [64,32] member's users read a bitcast of its flat slice. */
+  assert_int_equal(m->entry->root->operands[0]->opcode, KILN_OP_BITCAST);
+  assert_int_equal(m->entry->root->operands[0]->shape->rank, 2);
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_fusion_that_would_create_a_cycle_is_refused(void **state) {
   /* a -> d (dot) -> c and a -> c: merging a into c would make the fusion feed the dot
    * that feeds it. */
@@ -586,7 +729,7 @@ static void check_module(corpus_run_t *r, kiln_hlo_module_t *m, const char *name
   } else {
     int64_t k0 = kiln_fusion_count_kernels(m);
     kiln_pass_options_t o = {.verify = 1};
-    s = kiln_pass_run_list(m, "priority_fusion,multi_output_fusion", &o);
+    s = kiln_pass_run_list(m, "priority_fusion,multi_output_fusion,horizontal_fusion", &o);
     if (!s) s = kiln_hlo_module_verify(m);
     if (!s) s = eval_fake(m, &a1, &after);
     if (s) {
@@ -664,8 +807,8 @@ static void test_corpus_modules_evaluate_the_same_after_fusion(void **state) {
   run_folder(&r, "xla");
   run_folder(&r, "real");
   printf(
-      "fusion corpus: %d modules evaluate bit-identically after priority+multi-output "
-      "fusion, %d failed, %d skipped; kernels %lld -> %lld (%d modules fused); %.1f s\n",
+      "fusion corpus: %d modules evaluate bit-identically after priority+multi-output+"
+      "horizontal fusion, %d failed, %d skipped; kernels %lld -> %lld (%d modules fused); %.1f s\n",
       r.checked, r.failed, r.skipped, (long long)r.kernels_before, (long long)r.kernels_after,
       r.fused_modules, kiln_now_seconds() - t0);
   if (r.failed || getenv("KILN_FUSION_VERBOSE")) printf("%s", kiln_strbuf_cstr(&r.log));
@@ -689,6 +832,9 @@ int main(void) {
       cmocka_unit_test(test_fusion_that_would_create_a_cycle_is_refused),
       cmocka_unit_test(test_dynamic_update_slice_is_only_a_root),
       cmocka_unit_test(test_cost_model_weights_and_fused_time),
+      cmocka_unit_test(test_cost_cache_matches_the_model),
+      cmocka_unit_test(test_fusion_order_place_and_search_bound),
+      cmocka_unit_test(test_horizontal_fusion_merges_small_independent_loops),
       cmocka_unit_test(test_hero_and_bitcast_rules),
       cmocka_unit_test(test_fusion_create_rejects_bad_member_sets),
       cmocka_unit_test(test_while_body_is_fused_too),

@@ -1,6 +1,7 @@
 /* Algebraic simplification and constant folding on small hand-written modules: each
  * rewrite happens (checked on the printed entry), the exact-only rules hold (float x + 0
- * stays), and every module computes bit-identical results before and after. */
+ * stays), and every module computes bit-identical results before and after (the dot +
+ * reduce rewrite, which reorders sums, within a tolerance). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -311,6 +312,80 @@ static void test_constant_folding_of_floats_keeps_bits(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* reduce-add of a dot over its batch dimensions becomes one dot contracting them: plain,
+ * through a transpose (a transpose that swaps the free blocks becomes the swapped dot, any
+ * other stays as a transpose of the new dot); a dot read twice, a reduce over a free
+ * dimension and a max reduce stay. Results agree with the evaluator's within the rounding
+ * of the reordered sums. */
+static void test_reduce_of_dot_over_batch_dims_becomes_a_dot(void **state) {
+  const char *text =
+      "HloModule dot_reduce\n"
+      "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  ROOT r = f32[] add(a, b)\n}\n"
+      "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  ROOT r = f32[] maximum(a, b)\n}\n"
+      "ENTRY main {\n"
+      "  x = f32[16,8]{1,0} parameter(0)\n  w = f32[32,16]{1,0} parameter(1)\n"
+      "  y = f32[8,16]{1,0} parameter(2)\n  z = f32[12,8]{1,0} parameter(3)\n"
+      "  zero = f32[] constant(0)\n"
+      /* through a transpose swapping the free blocks: dot(w, x) */
+      "  d1 = f32[16,8,32]{2,1,0} dot(x, w), lhs_batch_dims={0}, lhs_contracting_dims={}, "
+      "rhs_batch_dims={1}, rhs_contracting_dims={}\n"
+      "  t1 = f32[32,16,8]{2,1,0} transpose(d1), dimensions={2,0,1}\n"
+      "  r1 = f32[32,8]{1,0} reduce(t1, zero), dimensions={1}, to_apply=add\n"
+      /* plain */
+      "  d2 = f32[8,16,12]{2,1,0} dot(y, z), lhs_batch_dims={0}, lhs_contracting_dims={}, "
+      "rhs_batch_dims={1}, rhs_contracting_dims={}\n"
+      "  r2 = f32[16,12]{1,0} reduce(d2, zero), dimensions={0}, to_apply=add\n"
+      /* a batch dimension kept, another contracted, plus a transpose of the kept ones */
+      "  a3 = f32[4,6,5,3]{3,2,1,0} parameter(4)\n  b3 = f32[6,4,7,3]{3,2,1,0} parameter(5)\n"
+      "  d3 = f32[4,6,5,7]{3,2,1,0} dot(a3, b3), lhs_batch_dims={0,1}, lhs_contracting_dims={3}, "
+      "rhs_batch_dims={1,0}, rhs_contracting_dims={3}\n"
+      "  t3 = f32[7,6,4,5]{3,2,1,0} transpose(d3), dimensions={3,1,0,2}\n"
+      "  r3 = f32[7,4,5]{2,1,0} reduce(t3, zero), dimensions={1}, to_apply=add\n"
+      /* stay: the dot is read twice; a free dimension; a max */
+      "  d4 = f32[8,16,12]{2,1,0} dot(y, z), lhs_batch_dims={0}, lhs_contracting_dims={}, "
+      "rhs_batch_dims={1}, rhs_contracting_dims={}\n"
+      "  r4 = f32[16,12]{1,0} reduce(d4, zero), dimensions={0}, to_apply=add\n"
+      "  r5 = f32[8,16]{1,0} reduce(d4, zero), dimensions={2}, to_apply=add\n"
+      "  d6 = f32[8,16,12]{2,1,0} dot(y, z), lhs_batch_dims={0}, lhs_contracting_dims={}, "
+      "rhs_batch_dims={1}, rhs_contracting_dims={}\n"
+      "  ninf = f32[] constant(-inf)\n"
+      "  r6 = f32[16,12]{1,0} reduce(d6, ninf), dimensions={0}, to_apply=max\n"
+      "  ROOT out = (f32[32,8]{1,0}, f32[16,12]{1,0}, f32[7,4,5]{2,1,0}, f32[16,12]{1,0}, "
+      "f32[8,16]{1,0}, f32[16,12]{1,0}) tuple(r1, r2, r3, r4, r5, r6)\n}\n";
+  kiln_hlo_module_t *m = pt_parse(text);
+  kiln_arena_t args_arena, a0, a1;
+  kiln_arena_init(&args_arena);
+  kiln_arena_init(&a0);
+  kiln_arena_init(&a1);
+  kiln_literal_t **args = NULL;
+  int n = 0;
+  kiln_status s = kiln_fake_args_make(m, NULL, &args_arena, &args, &n);
+  if (s) fail_msg("fake args: %s", kiln_status_message(s));
+  kiln_literal_t *before = pt_eval(m, args, n, &a0);
+  pt_run(m, "simplify,dce");
+  assert_int_equal(pt_count(m, KILN_OP_REDUCE), 3); /* r4, r5, r6 */
+  assert_int_equal(pt_count(m, KILN_OP_DOT), 5);
+  assert_int_equal(pt_count(m, KILN_OP_TRANSPOSE), 1); /* r3's */
+  pt_expect_text(m, "dot(w, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}", true);
+  pt_expect_text(m, "dot(y, z), lhs_contracting_dims={0}, rhs_contracting_dims={1}", true);
+  kiln_literal_t *after = pt_eval(m, args, n, &a1);
+  assert_int_equal(kiln_run_report_num_leaves(before), kiln_run_report_num_leaves(after));
+  for (int i = 0; i < kiln_run_report_num_leaves(before); i++) {
+    const kiln_literal_t *x = kiln_run_report_leaf(before, i), *y = kiln_run_report_leaf(after, i);
+    assert_int_equal(x->num_elements, y->num_elements);
+    const float *fx = x->data, *fy = y->data;
+    for (int64_t k = 0; k < x->num_elements; k++)
+      if (fabsf(fx[k] - fy[k]) > 1e-4f * (1.0f + fabsf(fx[k])))
+        fail_msg("leaf %d element %lld: %g before, %g after", i, (long long)k, fx[k], fy[k]);
+  }
+  kiln_arena_destroy(&a1);
+  kiln_arena_destroy(&a0);
+  kiln_arena_destroy(&args_arena);
+  kiln_hlo_module_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_multiply_by_one_becomes_the_operand),
@@ -326,6 +401,7 @@ int main(void) {
       cmocka_unit_test(test_constant_folding_evaluates_constant_operands),
       cmocka_unit_test(test_constant_folding_leaves_broadcast_iota_rng_and_large_results),
       cmocka_unit_test(test_constant_folding_of_floats_keeps_bits),
+      cmocka_unit_test(test_reduce_of_dot_over_batch_dims_becomes_a_dot),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

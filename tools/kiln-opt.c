@@ -37,6 +37,8 @@ static void usage(FILE *f) {
           "  --list-passes  print the registered passes and the pipeline's stages\n"
           "  --emitters     instead of the module text, print one line per fusion (after\n"
           "                 the passes): computation, emitter, classification, hero\n"
+          "  --pass-times   print each pass's wall time (total over its runs), run count and\n"
+          "                 time per instruction of the input, slowest first\n"
           "  --log-passes   print each pass that changed the module to stderr\n"
           "  --dump-to=DIR  write the module after each pass that changed it (as\n"
           "                 KILN_DUMP_TO=DIR does)\n"
@@ -105,11 +107,35 @@ static void print_stats(const kiln_hlo_module_t *m, FILE *out) {
             (long long)hist[order[i]]);
 }
 
+/* --pass-times: one line per pass, slowest first, with the time per input instruction. */
+static void print_pass_times(kiln_pass_timings_t *t, int64_t instrs, FILE *out) {
+  double total = 0;
+  for (int i = 0; i < t->num_entries; i++) total += t->entries[i].seconds;
+  for (int i = 1; i < t->num_entries; i++) /* insertion sort, slowest first */
+    for (int j = i; j > 0 && t->entries[j].seconds > t->entries[j - 1].seconds; j--) {
+      kiln_pass_timing_t x = t->entries[j];
+      t->entries[j] = t->entries[j - 1];
+      t->entries[j - 1] = x;
+    }
+  fprintf(out,
+          "// pass times (%lld instructions in): pass, wall ms, cpu ms, runs, changed, "
+          "wall us/instruction\n",
+          (long long)instrs);
+  for (int i = 0; i < t->num_entries; i++) {
+    const kiln_pass_timing_t *e = &t->entries[i];
+    fprintf(out, "//   %-28s %10.3f %10.3f %4d %4d %10.3f\n", e->name, e->seconds * 1e3,
+            e->cpu_seconds * 1e3, e->runs, e->changed,
+            instrs ? e->seconds * 1e6 / (double)instrs : 0.0);
+  }
+  fprintf(out, "//   %-28s %10.3f\n", "total", total * 1e3);
+}
+
 int main(int argc, char **argv) {
   bool stats = false, verify = true, print = true, pipeline = false, emitters = false;
   int only_module = -1;
   const char *path = NULL, *passes = NULL;
   kiln_pass_options_t popts = {.verify = -1};
+  kiln_pass_timings_t timings = {0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "--stats")) {
@@ -126,6 +152,8 @@ int main(int argc, char **argv) {
       emitters = true;
     } else if (!strcmp(a, "--pipeline")) {
       pipeline = true;
+    } else if (!strcmp(a, "--pass-times")) {
+      popts.timings = &timings;
     } else if (!strcmp(a, "--log-passes")) {
       popts.log_changes = true;
     } else if (!strncmp(a, "--dump-to=", 10)) {
@@ -216,6 +244,7 @@ int main(int argc, char **argv) {
     if (passes || pipeline)
       fprintf(stdout, "// passes (%s): %.3f ms\n", pipeline ? "pipeline" : passes, pass_seconds * 1e3);
   }
+  if (popts.timings) print_pass_times(&timings, total_instrs, stdout);
   kiln_hlo_file_free(f);
   return rc;
 }

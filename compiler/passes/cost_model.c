@@ -151,32 +151,6 @@ static double *computation_utilization(const kiln_hlo_computation_t *c,
   return util;
 }
 
-double kiln_cost_operand_utilization(const kiln_hlo_instruction_t *in, int k) {
-  if (k < 0 || k >= in->num_operands) return 0;
-  if (in->opcode != KILN_OP_FUSION) return read_factor(in, k);
-  const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(in, "calls");
-  if (!c || k >= c->num_parameters) return 1;
-  kiln_ptrmap_t index;
-  kiln_ptrmap_init(&index);
-  kiln_hlo_instruction_t **order;
-  size_t n;
-  double *util = computation_utilization(c, &order, &n, &index);
-  uintptr_t j = (uintptr_t)kiln_ptrmap_get(&index, c->parameters[k]);
-  double u = j ? util[j - 1] : 0;
-  kiln_free(util);
-  kiln_free(order);
-  kiln_ptrmap_free(&index);
-  return u;
-}
-
-double kiln_cost_utilization_of(const kiln_hlo_instruction_t *consumer,
-                                const kiln_hlo_instruction_t *operand) {
-  double u = 0;
-  for (int k = 0; k < consumer->num_operands; k++)
-    if (consumer->operands[k] == operand) u += kiln_cost_operand_utilization(consumer, k);
-  return u;
-}
-
 /* Flops of an instruction that is not a fusion. */
 static double op_flops(const kiln_hlo_instruction_t *in) {
   double out = elems(in->shape);
@@ -237,46 +211,9 @@ static double op_bytes_written(const kiln_hlo_instruction_t *in) {
   return (double)kiln_cost_shape_bytes(in->shape);
 }
 
-double kiln_cost_flops(const kiln_hlo_instruction_t *in) {
-  if (in->opcode != KILN_OP_FUSION) return op_flops(in);
-  const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(in, "calls");
-  if (!c) return 0;
-  kiln_ptrmap_t index;
-  kiln_ptrmap_init(&index);
-  kiln_hlo_instruction_t **order;
-  size_t n;
-  double *util = computation_utilization(c, &order, &n, &index);
-  double f = 0;
-  for (size_t i = 0; i < n; i++)
-    if (order[i]->opcode != KILN_OP_PARAMETER)
-      f += op_flops(order[i]) * (util[i] > 0 ? util[i] : 0);
-  kiln_free(util);
-  kiln_free(order);
-  kiln_ptrmap_free(&index);
-  return f;
-}
-
-double kiln_cost_bytes_read(const kiln_hlo_instruction_t *in) {
-  if (kiln_fusion_is_free(in)) return 0;
+/* Bytes read from the operands of an instruction that is not a fusion. */
+static double op_bytes_read(const kiln_hlo_instruction_t *in) {
   double b = 0;
-  if (in->opcode == KILN_OP_FUSION) {
-    const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(in, "calls");
-    if (!c) return 0;
-    kiln_ptrmap_t index;
-    kiln_ptrmap_init(&index);
-    kiln_hlo_instruction_t **order;
-    size_t n;
-    double *util = computation_utilization(c, &order, &n, &index);
-    for (int k = 0; k < c->num_parameters; k++) {
-      uintptr_t j = (uintptr_t)kiln_ptrmap_get(&index, c->parameters[k]);
-      double u = j ? util[j - 1] : 0;
-      b += (double)kiln_cost_shape_bytes(c->parameters[k]->shape) * (u < 1 ? u : 1);
-    }
-    kiln_free(util);
-    kiln_free(order);
-    kiln_ptrmap_free(&index);
-    return b;
-  }
   for (int k = 0; k < in->num_operands; k++) {
     double u = read_factor(in, k);
     b += (double)kiln_cost_shape_bytes(in->operands[k]->shape) * (u < 1 ? u : 1);
@@ -284,17 +221,149 @@ double kiln_cost_bytes_read(const kiln_hlo_instruction_t *in) {
   return b;
 }
 
+/* Everything the model knows about one instruction run as a kernel, computed in one walk
+ * of its fused computation (the walk is what costs; every query reads this). */
+typedef struct cost_summary {
+  double flops, bytes_read, bytes_written;
+  int num_operands;
+  double util[]; /* per operand slot: kiln_cost_operand_utilization */
+} cost_summary_t;
+
+static cost_summary_t *summarize(const kiln_hlo_instruction_t *in) {
+  int nops = in->num_operands;
+  cost_summary_t *s = kiln_calloc(1, sizeof *s + sizeof(double) * (size_t)(nops ? nops : 1));
+  s->num_operands = nops;
+  const kiln_hlo_computation_t *c =
+      in->opcode == KILN_OP_FUSION ? kiln_hlo_instruction_called(in, "calls") : NULL;
+  if (in->opcode != KILN_OP_FUSION) {
+    s->flops = op_flops(in);
+    for (int k = 0; k < nops; k++) s->util[k] = read_factor(in, k);
+    if (!kiln_fusion_is_free(in)) {
+      s->bytes_read = op_bytes_read(in);
+      s->bytes_written = op_bytes_written(in);
+    }
+    return s;
+  }
+  if (!c) {
+    for (int k = 0; k < nops; k++) s->util[k] = 1;
+    return s;
+  }
+  kiln_ptrmap_t index;
+  kiln_ptrmap_init(&index);
+  kiln_hlo_instruction_t **order;
+  size_t n;
+  double *util = computation_utilization(c, &order, &n, &index);
+  for (size_t i = 0; i < n; i++)
+    if (order[i]->opcode != KILN_OP_PARAMETER)
+      s->flops += op_flops(order[i]) * (util[i] > 0 ? util[i] : 0);
+  for (int k = 0; k < nops; k++) {
+    if (k >= c->num_parameters) {
+      s->util[k] = 1;
+      continue;
+    }
+    uintptr_t j = (uintptr_t)kiln_ptrmap_get(&index, c->parameters[k]);
+    s->util[k] = j ? util[j - 1] : 0;
+  }
+  if (!kiln_fusion_is_free(in)) {
+    for (int k = 0; k < c->num_parameters; k++) {
+      uintptr_t j = (uintptr_t)kiln_ptrmap_get(&index, c->parameters[k]);
+      double u = j ? util[j - 1] : 0;
+      s->bytes_read += (double)kiln_cost_shape_bytes(c->parameters[k]->shape) * (u < 1 ? u : 1);
+    }
+    if (c->root && c->root->opcode != KILN_OP_TUPLE) {
+      s->bytes_written = op_bytes_written(c->root);
+    } else if (c->root) {
+      for (int k = 0; k < c->root->num_operands; k++)
+        s->bytes_written += op_bytes_written(c->root->operands[k]);
+    }
+  }
+  kiln_free(util);
+  kiln_free(order);
+  kiln_ptrmap_free(&index);
+  return s;
+}
+
+void kiln_cost_cache_init(kiln_cost_cache_t *cache) { kiln_ptrmap_init(&cache->summaries); }
+
+void kiln_cost_cache_free(kiln_cost_cache_t *cache) {
+  for (size_t i = 0; i < cache->summaries.cap; i++)
+    if (cache->summaries.keys[i]) kiln_free(cache->summaries.values[i]);
+  kiln_ptrmap_free(&cache->summaries);
+}
+
+void kiln_cost_cache_forget(kiln_cost_cache_t *cache, const kiln_hlo_instruction_t *in) {
+  cost_summary_t *s = kiln_ptrmap_get(&cache->summaries, in);
+  if (!s) return;
+  kiln_free(s);
+  kiln_ptrmap_put(&cache->summaries, in, NULL);
+}
+
+/* The summary of `in`: from `cache` when it holds one for the same operand count, else
+ * computed (and kept when `cache` is set; `*owned` says the caller frees it). */
+static cost_summary_t *summary_of(kiln_cost_cache_t *cache, const kiln_hlo_instruction_t *in,
+                                  bool *owned) {
+  *owned = false;
+  if (cache) {
+    cost_summary_t *s = kiln_ptrmap_get(&cache->summaries, in);
+    if (s && s->num_operands == in->num_operands) return s;
+    kiln_free(s);
+    s = summarize(in);
+    kiln_ptrmap_put(&cache->summaries, in, s);
+    return s;
+  }
+  *owned = true;
+  return summarize(in);
+}
+
+double kiln_cost_operand_utilization(const kiln_hlo_instruction_t *in, int k) {
+  if (k < 0 || k >= in->num_operands) return 0;
+  if (in->opcode != KILN_OP_FUSION) return read_factor(in, k);
+  cost_summary_t *s = summarize(in);
+  double u = s->util[k];
+  kiln_free(s);
+  return u;
+}
+
+static double utilization_in(const cost_summary_t *s, const kiln_hlo_instruction_t *consumer,
+                             const kiln_hlo_instruction_t *operand) {
+  double u = 0;
+  for (int k = 0; k < consumer->num_operands; k++)
+    if (consumer->operands[k] == operand) u += s->util[k];
+  return u;
+}
+
+double kiln_cost_utilization_of(const kiln_hlo_instruction_t *consumer,
+                                const kiln_hlo_instruction_t *operand) {
+  cost_summary_t *s = summarize(consumer);
+  double u = utilization_in(s, consumer, operand);
+  kiln_free(s);
+  return u;
+}
+
+double kiln_cost_flops(const kiln_hlo_instruction_t *in) {
+  if (in->opcode != KILN_OP_FUSION) return op_flops(in);
+  cost_summary_t *s = summarize(in);
+  double f = s->flops;
+  kiln_free(s);
+  return f;
+}
+
+double kiln_cost_bytes_read(const kiln_hlo_instruction_t *in) {
+  if (kiln_fusion_is_free(in)) return 0;
+  if (in->opcode != KILN_OP_FUSION) return op_bytes_read(in);
+  cost_summary_t *s = summarize(in);
+  double b = s->bytes_read;
+  kiln_free(s);
+  return b;
+}
+
 double kiln_cost_bytes_written(const kiln_hlo_instruction_t *in) {
   if (kiln_fusion_is_free(in)) return 0;
-  if (in->opcode == KILN_OP_FUSION) {
-    const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(in, "calls");
-    if (!c || !c->root) return 0;
-    if (c->root->opcode != KILN_OP_TUPLE) return op_bytes_written(c->root);
-    double b = 0;
-    for (int k = 0; k < c->root->num_operands; k++) b += op_bytes_written(c->root->operands[k]);
-    return b;
-  }
-  return op_bytes_written(in);
+  if (in->opcode != KILN_OP_FUSION) return op_bytes_written(in);
+  cost_summary_t *s = summarize(in);
+  double b = s->bytes_written;
+  kiln_free(s);
+  return b;
 }
 
 double kiln_cost_kernel_time(const kiln_cost_device_t *d, double bytes_read, double bytes_written,
@@ -304,24 +373,41 @@ double kiln_cost_kernel_time(const kiln_cost_device_t *d, double bytes_read, dou
   return d->launch_s + (mem > compute ? mem : compute);
 }
 
-double kiln_cost_instruction_time(const kiln_cost_device_t *d, const kiln_hlo_instruction_t *in) {
+double kiln_cost_instruction_time_cached(kiln_cost_cache_t *cache, const kiln_cost_device_t *d,
+                                        const kiln_hlo_instruction_t *in) {
   if (kiln_fusion_is_free(in)) return 0;
-  return kiln_cost_kernel_time(d, kiln_cost_bytes_read(in), kiln_cost_bytes_written(in),
-                               kiln_cost_flops(in));
+  bool owned;
+  cost_summary_t *s = summary_of(cache, in, &owned);
+  double t = kiln_cost_kernel_time(d, s->bytes_read, s->bytes_written, s->flops);
+  if (owned) kiln_free(s);
+  return t;
+}
+
+double kiln_cost_instruction_time(const kiln_cost_device_t *d, const kiln_hlo_instruction_t *in) {
+  return kiln_cost_instruction_time_cached(NULL, d, in);
+}
+
+double kiln_cost_fused_time_cached(kiln_cost_cache_t *cache, const kiln_cost_device_t *d,
+                                   const kiln_hlo_instruction_t *producer,
+                                   const kiln_hlo_instruction_t *consumer, bool extra_output) {
+  bool own_p, own_c;
+  cost_summary_t *ps = summary_of(cache, producer, &own_p);
+  cost_summary_t *cs = summary_of(cache, consumer, &own_c);
+  double u = utilization_in(cs, consumer, producer);
+  double used = u < 1 ? u : 1;
+  if (extra_output) used = 1; /* the producer is computed whole for its own output */
+  double read = cs->bytes_read - (double)kiln_cost_shape_bytes(producer->shape) * (u < 1 ? u : 1) +
+                ps->bytes_read * used;
+  if (read < 0) read = 0;
+  double written = cs->bytes_written;
+  if (extra_output) written += ps->bytes_written;
+  double flops = cs->flops + ps->flops * (extra_output && u < 1 ? 1 : u);
+  if (own_p) kiln_free(ps);
+  if (own_c) kiln_free(cs);
+  return kiln_cost_kernel_time(d, read, written, flops);
 }
 
 double kiln_cost_fused_time(const kiln_cost_device_t *d, const kiln_hlo_instruction_t *producer,
                             const kiln_hlo_instruction_t *consumer, bool extra_output) {
-  double u = kiln_cost_utilization_of(consumer, producer);
-  double used = u < 1 ? u : 1;
-  if (extra_output) used = 1; /* the producer is computed whole for its own output */
-  double read = kiln_cost_bytes_read(consumer) -
-                (double)kiln_cost_shape_bytes(producer->shape) * (u < 1 ? u : 1) +
-                kiln_cost_bytes_read(producer) * used;
-  if (read < 0) read = 0;
-  double written = kiln_cost_bytes_written(consumer);
-  if (extra_output) written += kiln_cost_bytes_written(producer);
-  double pf = kiln_cost_flops(producer);
-  double flops = kiln_cost_flops(consumer) + pf * (extra_output && u < 1 ? 1 : u);
-  return kiln_cost_kernel_time(d, read, written, flops);
+  return kiln_cost_fused_time_cached(NULL, d, producer, consumer, extra_output);
 }

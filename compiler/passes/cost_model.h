@@ -17,6 +17,7 @@
 
 #include <stdint.h>
 
+#include "base/hashmap.h"
 #include "compiler/hlo/ir.h"
 
 typedef struct kiln_cost_device {
@@ -61,5 +62,27 @@ double kiln_cost_instruction_time(const kiln_cost_device_t *d, const kiln_hlo_in
  * producer's result as an additional output (multi-output fusion). */
 double kiln_cost_fused_time(const kiln_cost_device_t *d, const kiln_hlo_instruction_t *producer,
                             const kiln_hlo_instruction_t *consumer, bool extra_output);
+
+/* Cost results cached per instruction. Pricing an instruction walks its fused computation;
+ * a pass that prices the same instructions again and again (priority fusion re-prices the
+ * neighbours of every fusion it makes) keeps one cache for the computation it rewrites and
+ * calls kiln_cost_cache_forget for every instruction it replaces, removes or changes in
+ * place, so each walk happens once per version of an instruction. An entry is also
+ * recomputed when the instruction's operand count changed. Not thread-safe: one cache per
+ * pass run. */
+typedef struct kiln_cost_cache {
+  kiln_ptrmap_t summaries; /* instruction -> its summary (cost_model.c) */
+} kiln_cost_cache_t;
+
+void kiln_cost_cache_init(kiln_cost_cache_t *cache);
+void kiln_cost_cache_free(kiln_cost_cache_t *cache);
+void kiln_cost_cache_forget(kiln_cost_cache_t *cache, const kiln_hlo_instruction_t *in);
+
+/* kiln_cost_instruction_time and kiln_cost_fused_time through `cache` (NULL: uncached). */
+double kiln_cost_instruction_time_cached(kiln_cost_cache_t *cache, const kiln_cost_device_t *d,
+                                        const kiln_hlo_instruction_t *in);
+double kiln_cost_fused_time_cached(kiln_cost_cache_t *cache, const kiln_cost_device_t *d,
+                                   const kiln_hlo_instruction_t *producer,
+                                   const kiln_hlo_instruction_t *consumer, bool extra_output);
 
 #endif /* KILN_PASSES_COST_MODEL_H_ */

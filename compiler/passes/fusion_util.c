@@ -1038,6 +1038,7 @@ void kiln_fusion_make_arena_room(kiln_hlo_module_t *m) {
 
 void kiln_fusion_order_build(kiln_fusion_order_t *o, const kiln_hlo_computation_t *c) {
   kiln_ptrmap_init(&o->pos);
+  o->max_visits = 0;
   size_t n = 0;
   kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
   for (size_t i = 0; i < n; i++) kiln_ptrmap_put(&o->pos, order[i], (void *)(uintptr_t)(i + 1));
@@ -1049,6 +1050,53 @@ void kiln_fusion_order_free(kiln_fusion_order_t *o) {
   kiln_ptrmap_free(&o->pos);
 }
 
+/* Lowers `*hi` to the positions of `in`'s users and control successors; false when one has
+ * none. */
+static bool lower_to_users(const kiln_fusion_order_t *o, const kiln_hlo_instruction_t *in,
+                           uintptr_t *hi) {
+  size_t nu = in->users.len, nc = in->control_successors.len;
+  for (size_t k = 0; k < nu + nc; k++) {
+    const kiln_hlo_instruction_t *y =
+        k < nu ? in->users.data[k] : in->control_successors.data[k - nu];
+    uintptr_t p = (uintptr_t)kiln_ptrmap_get(&o->pos, y);
+    if (!p) return false;
+    if (p < *hi) *hi = p;
+  }
+  return true;
+}
+
+bool kiln_fusion_order_place(kiln_fusion_order_t *o, const kiln_hlo_instruction_t *in) {
+  uintptr_t lo = 1, hi = UINTPTR_MAX;
+  for (int k = 0; k < in->num_operands + in->num_control_predecessors; k++) {
+    const kiln_hlo_instruction_t *x =
+        k < in->num_operands ? in->operands[k] : in->control_predecessors[k - in->num_operands];
+    uintptr_t p = (uintptr_t)kiln_ptrmap_get(&o->pos, x);
+    if (!p) return false;
+    if (p > lo) lo = p;
+  }
+  for (size_t u = 0; u < in->users.len; u++) {
+    const kiln_hlo_instruction_t *g = in->users.data[u];
+    if (g->opcode == KILN_OP_GET_TUPLE_ELEMENT && !kiln_ptrmap_get(&o->pos, g)) {
+      if (!lower_to_users(o, g, &hi)) return false;
+    } else {
+      uintptr_t p = (uintptr_t)kiln_ptrmap_get(&o->pos, g);
+      if (!p) return false;
+      if (p < hi) hi = p;
+    }
+  }
+  for (size_t k = 0; k < in->control_successors.len; k++) {
+    uintptr_t p = (uintptr_t)kiln_ptrmap_get(&o->pos, in->control_successors.data[k]);
+    if (!p) return false;
+    if (p < hi) hi = p;
+  }
+  if (lo > hi) return false;
+  kiln_ptrmap_put(&o->pos, in, (void *)lo);
+  for (size_t u = 0; u < in->users.len; u++)
+    if (!kiln_ptrmap_get(&o->pos, in->users.data[u]))
+      kiln_ptrmap_put(&o->pos, in->users.data[u], (void *)lo);
+  return true;
+}
+
 bool kiln_fusion_reaches(const kiln_fusion_order_t *o, const kiln_hlo_instruction_t *from,
                          const kiln_hlo_instruction_t *to, const kiln_ptrmap_t *skip) {
   uintptr_t limit = (uintptr_t)kiln_ptrmap_get(&o->pos, to);
@@ -1058,7 +1106,12 @@ bool kiln_fusion_reaches(const kiln_fusion_order_t *o, const kiln_hlo_instructio
   KILN_VEC(const kiln_hlo_instruction_t *) stack = {0};
   kiln_vec_push(&stack, from);
   bool found = false;
+  size_t visits = 0;
   while (stack.len && !found) {
+    if (o->max_visits && ++visits > o->max_visits) {
+      found = true; /* too far to tell: say it does */
+      break;
+    }
     const kiln_hlo_instruction_t *x = kiln_vec_pop(&stack);
     size_t nu = x->users.len, nc = x->control_successors.len;
     for (size_t k = 0; k < nu + nc; k++) {

@@ -153,12 +153,23 @@ void kiln_fusion_make_arena_room(kiln_hlo_module_t *m);
 typedef struct kiln_fusion_order {
   kiln_ptrmap_t pos; /* instruction -> (void*)(index + 1) */
   size_t n;
+  /* 0: searches are exhaustive. Otherwise a search that visits more instructions than this
+   * stops and answers "reaches" (the safe answer for a caller about to merge), so each
+   * query costs at most this much on a big computation. */
+  size_t max_visits;
 } kiln_fusion_order_t;
 
 void kiln_fusion_order_build(kiln_fusion_order_t *o, const kiln_hlo_computation_t *c);
 void kiln_fusion_order_free(kiln_fusion_order_t *o);
+/* Gives `in`, an instruction made after the order was built (a new fusion), and its
+ * get-tuple-element users a position between its operands' and its users' (positions need
+ * only not decrease along edges), so the order stays usable without a rebuild. False when
+ * no such position exists (an operand sits after a user) or a neighbour has none: the
+ * caller rebuilds the order. */
+bool kiln_fusion_order_place(kiln_fusion_order_t *o, const kiln_hlo_instruction_t *in);
 /* Whether a path of operand->user edges (control edges too) leads from `from` to `to`,
- * other than through the instructions in `skip` (may be NULL). */
+ * other than through the instructions in `skip` (may be NULL); true as well when the search
+ * exceeds o->max_visits. */
 bool kiln_fusion_reaches(const kiln_fusion_order_t *o, const kiln_hlo_instruction_t *from,
                          const kiln_hlo_instruction_t *to, const kiln_ptrmap_t *skip);
 

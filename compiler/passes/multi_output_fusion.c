@@ -104,16 +104,41 @@ typedef struct mof_state {
   kiln_hlo_computation_t *c;
   kiln_ptrmap_t *retired;
   const kiln_cost_device_t *dev;
+  kiln_cost_cache_t cost; /* per computation; merged fusions are forgotten */
+  kiln_fusion_order_t order;
+  kiln_ptrmap_t gone;           /* instructions merged away */
+  kiln_hlo_instruction_t *made; /* the fusion the last merge made */
 } mof_state_t;
+
+/* Reachability queries give up (answering "reaches": no merge) past this many instructions,
+ * so a value read in every layer of a deep model does not make each sibling query walk the
+ * layers in between; fusions that far apart gain nothing from sharing a kernel. */
+#define MOF_MAX_SEARCH 512
+
+static void build_order(mof_state_t *s) {
+  kiln_fusion_order_build(&s->order, s->c);
+  s->order.max_visits = MOF_MAX_SEARCH;
+}
 
 static kiln_status merge(mof_state_t *s, kiln_hlo_instruction_t *a, kiln_hlo_instruction_t *b) {
   kiln_hlo_instruction_t *members[2] = {a, b}, *f = NULL;
-  return kiln_fusion_create(s->c, 2, members, NULL, s->retired, &f);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_fusion_create(s->c, 2, members, NULL, s->retired, &f));
+  for (int i = 0; i < 2; i++) {
+    kiln_ptrmap_put(&s->gone, members[i], (void *)1);
+    kiln_cost_cache_forget(&s->cost, members[i]);
+  }
+  s->made = f;
+  /* Positions keep reachability queries pruned; only when the new fusion fits nowhere
+   * between its operands and users is the whole order rebuilt. */
+  if (!kiln_fusion_order_place(&s->order, f)) {
+    kiln_fusion_order_free(&s->order);
+    build_order(s);
+  }
+  return NULL;
 }
 
 /* Tries to merge one of consumer `c`'s producers into it. */
-static kiln_status try_producer_consumer(mof_state_t *s, const kiln_fusion_order_t *o,
-                                         kiln_hlo_instruction_t *c, bool *done) {
+static kiln_status try_producer_consumer(mof_state_t *s, kiln_hlo_instruction_t *c, bool *done) {
   *done = false;
   if (!mof_candidate(c)) return NULL;
   for (int k = 0; k < c->num_operands; k++) {
@@ -124,11 +149,12 @@ static kiln_status try_producer_consumer(mof_state_t *s, const kiln_fusion_order
     if (p->users.len < 2 && !kiln_shape_is_tuple(p->shape)) continue; /* priority fusion's job */
     if (!compatible(p, c) || !fits(p, c)) continue;
     if (!kiln_shape_is_tuple(p->shape)) {
-      double before = kiln_cost_instruction_time(s->dev, p) + kiln_cost_instruction_time(s->dev, c);
-      double after = kiln_cost_fused_time(s->dev, p, c, true);
+      double before = kiln_cost_instruction_time_cached(&s->cost, s->dev, p) +
+                      kiln_cost_instruction_time_cached(&s->cost, s->dev, c);
+      double after = kiln_cost_fused_time_cached(&s->cost, s->dev, p, c, true);
       if (after > before) continue;
     }
-    if (!producer_consumer_acyclic(o, p, c)) continue;
+    if (!producer_consumer_acyclic(&s->order, p, c)) continue;
     *done = true;
     return merge(s, p, c);
   }
@@ -136,8 +162,7 @@ static kiln_status try_producer_consumer(mof_state_t *s, const kiln_fusion_order
 }
 
 /* Tries to merge two of `x`'s users that read it. */
-static kiln_status try_siblings(mof_state_t *s, const kiln_fusion_order_t *o,
-                                kiln_hlo_instruction_t *x, bool *done) {
+static kiln_status try_siblings(mof_state_t *s, kiln_hlo_instruction_t *x, bool *done) {
   *done = false;
   if (!kiln_shape_is_array(x->shape) || kiln_shape_num_elements(x->shape) <= 1) return NULL;
   if (x->opcode == KILN_OP_CONSTANT) return NULL;
@@ -149,7 +174,8 @@ static kiln_status try_siblings(mof_state_t *s, const kiln_fusion_order_t *o,
       kiln_hlo_instruction_t *b = x->users.data[j];
       if (!mof_candidate(b) || !compatible(a, b) || !fits(a, b)) continue;
       if (reads(a, b) || reads(b, a)) continue; /* producer/consumer, not siblings */
-      if (kiln_fusion_reaches(o, a, b, NULL) || kiln_fusion_reaches(o, b, a, NULL)) continue;
+      if (kiln_fusion_reaches(&s->order, a, b, NULL) || kiln_fusion_reaches(&s->order, b, a, NULL))
+        continue;
       *done = true;
       return merge(s, a, b);
     }
@@ -157,30 +183,43 @@ static kiln_status try_siblings(mof_state_t *s, const kiln_fusion_order_t *o,
   return NULL;
 }
 
+/* Merges around `x` until nothing more merges there: as a consumer, then the users it
+ * feeds as siblings; a merge made through `x` is retried as a consumer too. */
+static kiln_status fuse_around(mof_state_t *s, kiln_hlo_instruction_t *x, bool *any) {
+  kiln_hlo_instruction_t *work[2];
+  int n = 0;
+  work[n++] = x;
+  kiln_status st = NULL;
+  while (n && !st) {
+    kiln_hlo_instruction_t *in = work[--n];
+    if (kiln_ptrmap_contains(&s->gone, in)) continue;
+    bool done = false;
+    st = try_producer_consumer(s, in, &done);
+    if (!st && !done) st = try_siblings(s, in, &done);
+    if (st || !done) continue;
+    *any = true;
+    /* `in` again when it survived (more siblings), then the new fusion first. */
+    if (!kiln_ptrmap_contains(&s->gone, in)) work[n++] = in;
+    work[n++] = s->made;
+  }
+  return st;
+}
+
 static kiln_status fuse_computation(mof_state_t *s, bool *changed) {
   kiln_status st = NULL;
-  /* Each merge changes reachability, so the order is rebuilt after every one; the scan
-   * resumes where it stopped. A bound keeps pathological inputs finite. */
+  /* One scan in post order; merges keep the order up to date (merge), so each round costs
+   * about one walk of the computation. A bound keeps pathological inputs finite. */
   for (int round = 0; round < 4 && !st; round++) {
     bool any = false;
-    size_t resume = 0;
-    for (;;) {
-      kiln_fusion_order_t o;
-      kiln_fusion_order_build(&o, s->c);
-      size_t n = 0;
-      kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(s->c, &n);
-      bool done = false;
-      size_t i = resume;
-      for (; i < n && !st && !done; i++) {
-        st = try_producer_consumer(s, &o, order[i], &done);
-        if (!st && !done) st = try_siblings(s, &o, order[i], &done);
-      }
-      kiln_free(order);
-      kiln_fusion_order_free(&o);
-      if (st || !done) break;
-      any = *changed = true;
-      resume = i > 1 ? i - 2 : 0;
-    }
+    build_order(s);
+    kiln_ptrmap_init(&s->gone);
+    size_t n = 0;
+    kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(s->c, &n);
+    for (size_t i = 0; i < n && !st; i++) st = fuse_around(s, order[i], &any);
+    kiln_free(order);
+    kiln_ptrmap_free(&s->gone);
+    kiln_fusion_order_free(&s->order);
+    if (any) *changed = true;
     if (!any) break;
   }
   if (*changed) kiln_hlo_computation_sort_post_order(s->c);
@@ -198,8 +237,10 @@ kiln_status kiln_pass_multi_output_fusion(kiln_hlo_module_t *m, const kiln_pass_
   bool any = false;
   for (size_t i = 0; i < n && !st; i++) {
     mof_state_t s = {.c = comps[i], .retired = &retired, .dev = kiln_cost_device_default()};
+    kiln_cost_cache_init(&s.cost);
     bool ch = false;
     st = fuse_computation(&s, &ch);
+    kiln_cost_cache_free(&s.cost);
     if (st) {
       kiln_status wrapped =
           kiln_status_make(kiln_status_code(st), "multi-output fusion of '%s': %s", comps[i]->name,

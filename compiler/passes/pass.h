@@ -17,6 +17,24 @@
 #include "base/status.h"
 #include "compiler/hlo/ir.h"
 
+/* Wall time per pass of a pipeline run, filled by the pass runner when
+ * kiln_pass_options_t.timings is set (kiln-opt --pass-times). One entry per pass name, in
+ * the order the passes first ran; a pass that runs several times (fixed-point groups, cse
+ * twice) adds up. Not thread-safe: one table per run. */
+#define KILN_PASS_TIMINGS_MAX 64
+typedef struct kiln_pass_timing {
+  const char *name; /* the pass's registered name (static) */
+  double seconds;   /* total wall time of its runs */
+  double cpu_seconds; /* total CPU time of the calling thread (steadier on a busy machine) */
+  int runs;         /* how many times it ran */
+  int changed;      /* how many of those runs changed the module */
+} kiln_pass_timing_t;
+
+typedef struct kiln_pass_timings {
+  kiln_pass_timing_t entries[KILN_PASS_TIMINGS_MAX];
+  int num_entries;
+} kiln_pass_timings_t;
+
 /* Options of a pass run. The environment is read once, by kiln_pass_options_from_env (the
  * pass runner and the pipeline call it on their own copy unless env_read is set); passes
  * read only these fields, never the environment. */
@@ -35,6 +53,7 @@ typedef struct kiln_pass_options {
    * compile driver sets it for the CUDA target); dots of other element types become
    * kernels. Off: every combination the host gemm takes (kiln_fusion_wrapper_is_gemm). */
   bool gemm_f32_f64_only;
+  kiln_pass_timings_t *timings; /* NULL: not timed; else each pass's time is added here */
   bool env_read; /* kiln_pass_options_from_env has filled what the environment sets */
 } kiln_pass_options_t;
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "base/log.h"
 #include "base/str.h"
@@ -80,11 +81,38 @@ kiln_status kiln_pass_dump_module(const char *dir, int index, const kiln_hlo_mod
   return NULL;
 }
 
+static double clock_seconds(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Adds one run of `pass` to `t` (passes beyond KILN_PASS_TIMINGS_MAX are not recorded). */
+static void record_timing(kiln_pass_timings_t *t, const kiln_pass_t *pass, double seconds,
+                          double cpu_seconds, bool did) {
+  int i = 0;
+  while (i < t->num_entries && strcmp(t->entries[i].name, pass->name) != 0) i++;
+  if (i == t->num_entries) {
+    if (i == KILN_PASS_TIMINGS_MAX) return;
+    t->entries[t->num_entries++] = (kiln_pass_timing_t){.name = pass->name};
+  }
+  t->entries[i].seconds += seconds;
+  t->entries[i].cpu_seconds += cpu_seconds;
+  t->entries[i].runs++;
+  t->entries[i].changed += did;
+}
+
 kiln_status kiln_pass_runner_run(kiln_pass_runner_t *r, const kiln_pass_t *pass,
                                  kiln_hlo_module_t *m, bool *changed) {
   bool did = false;
-  KILN_RETURN_IF_ERROR(pass->run(m, r->opts, &did), "in pass '%s' on module '%s'", pass->name,
-                       m->name);
+  kiln_pass_timings_t *timings = r->opts->timings;
+  double t0 = timings ? clock_seconds(CLOCK_MONOTONIC) : 0;
+  double c0 = timings ? clock_seconds(CLOCK_THREAD_CPUTIME_ID) : 0;
+  kiln_status st = pass->run(m, r->opts, &did);
+  if (timings)
+    record_timing(timings, pass, clock_seconds(CLOCK_MONOTONIC) - t0,
+                  clock_seconds(CLOCK_THREAD_CPUTIME_ID) - c0, did);
+  KILN_RETURN_IF_ERROR(st, "in pass '%s' on module '%s'", pass->name, m->name);
   if (!did) return NULL;
   if (changed) *changed = true;
   if (r->opts->log_changes) fprintf(stderr, "kiln: pass %s changed %s\n", pass->name, m->name);

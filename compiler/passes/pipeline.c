@@ -39,6 +39,7 @@ static const pipeline_step_t kSteps[] = {
     {"post-layout simplification", {"simplify_layout", "dce"}, true},
     {"priority fusion", {"priority_fusion"}, false},
     {"multi-output fusion", {"multi_output_fusion"}, false},
+    {"horizontal fusion", {"horizontal_fusion"}, false},
     {"cse after fusion", {"cse", "dce"}, false},
     {"fusion wrapper", {"fusion_wrapper"}, false},
     {"copy insertion", {"copy_insertion"}, false},

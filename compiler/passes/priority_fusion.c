@@ -33,8 +33,15 @@ typedef struct fusion_queue {
   kiln_ptrmap_t gone;    /* instructions removed from the computation */
   uint64_t next_version;
   const kiln_cost_device_t *dev;
+  kiln_cost_cache_t *cost; /* forgets every instruction marked gone */
   kiln_hlo_computation_t *c;
 } fusion_queue_t;
+
+/* Marks `in` removed from the computation: no more queue entries, no cached cost. */
+static void mark_gone(fusion_queue_t *q, const kiln_hlo_instruction_t *in) {
+  kiln_ptrmap_put(&q->gone, in, (void *)1);
+  kiln_cost_cache_forget(q->cost, in);
+}
 
 static void heap_push(fusion_queue_t *q, heap_entry_t e) {
   kiln_vec_push(&q->heap, e);
@@ -88,7 +95,7 @@ static int fused_operand_count(const kiln_hlo_instruction_t *p, const kiln_hlo_i
 }
 
 /* The time saved by fusing `p` into all its users; false when it cannot be fused. */
-static bool producer_priority(const fusion_queue_t *q, const kiln_hlo_instruction_t *p,
+static bool producer_priority(fusion_queue_t *q, const kiln_hlo_instruction_t *p,
                               double *out) {
   if (p->parent != q->c || p == q->c->root || !p->users.len || p->control_successors.len)
     return false;
@@ -99,19 +106,20 @@ static bool producer_priority(const fusion_queue_t *q, const kiln_hlo_instructio
     if (p->users.len != 1 || !kiln_fusion_can_take_epilogue(c, p)) return false;
     if (kiln_fusion_body_size(c) + size > KILN_FUSION_MAX_INSTRUCTIONS) return false;
     if (fused_operand_count(p, c) > KILN_FUSION_MAX_OPERANDS) return false;
-    *out = kiln_cost_instruction_time(q->dev, p) + kiln_cost_instruction_time(q->dev, c) -
-           kiln_cost_fused_time(q->dev, p, c, false);
+    *out = kiln_cost_instruction_time_cached(q->cost, q->dev, p) +
+           kiln_cost_instruction_time_cached(q->cost, q->dev, c) -
+           kiln_cost_fused_time_cached(q->cost, q->dev, p, c, false);
     return true;
   }
   if (!kiln_fusion_can_be_producer(p)) return false;
-  double unfused = kiln_cost_instruction_time(q->dev, p), fused = 0;
+  double unfused = kiln_cost_instruction_time_cached(q->cost, q->dev, p), fused = 0;
   for (size_t u = 0; u < p->users.len; u++) {
     const kiln_hlo_instruction_t *c = p->users.data[u];
     if (!kiln_fusion_can_consume(c, p, NULL)) return false;
     if (kiln_fusion_body_size(c) + size > KILN_FUSION_MAX_INSTRUCTIONS) return false;
     if (fused_operand_count(p, c) > KILN_FUSION_MAX_OPERANDS) return false;
-    unfused += kiln_cost_instruction_time(q->dev, c);
-    fused += kiln_cost_fused_time(q->dev, p, c, false);
+    unfused += kiln_cost_instruction_time_cached(q->cost, q->dev, c);
+    fused += kiln_cost_fused_time_cached(q->cost, q->dev, p, c, false);
   }
   *out = unfused - fused;
   return true;
@@ -136,7 +144,7 @@ static kiln_status fuse_into_users(fusion_queue_t *q, kiln_hlo_instruction_t *p,
     if (!c->users.len && c != q->c->root && !c->control_successors.len) {
       /* A dead fusible consumer has no output to fuse into: drop it. */
       st = kiln_hlo_instruction_remove(c);
-      if (!st) kiln_ptrmap_put(&q->gone, c, (void *)1);
+      if (!st) mark_gone(q, c);
       continue;
     }
     kiln_hlo_instruction_t *members[2] = {p, c};
@@ -144,7 +152,7 @@ static kiln_status fuse_into_users(fusion_queue_t *q, kiln_hlo_instruction_t *p,
     kiln_hlo_instruction_t *f = NULL;
     st = kiln_fusion_create(q->c, 2, members, dup, retired, &f);
     if (!st) {
-      kiln_ptrmap_put(&q->gone, users.data[u], (void *)1);
+      mark_gone(q, users.data[u]);
       kiln_vec_push(&made, f);
     }
   }
@@ -154,7 +162,7 @@ static kiln_status fuse_into_users(fusion_queue_t *q, kiln_hlo_instruction_t *p,
       if (body) kiln_ptrmap_put(retired, (void *)body, (void *)1);
     }
     st = kiln_hlo_instruction_remove(p);
-    if (!st) kiln_ptrmap_put(&q->gone, p, (void *)1);
+    if (!st) mark_gone(q, p);
   }
   for (size_t i = 0; i < made.len && !st; i++) {
     kiln_hlo_instruction_t *f = made.data[i];
@@ -184,6 +192,9 @@ static kiln_status fuse_computation(kiln_hlo_computation_t *c, kiln_ptrmap_t *re
   kiln_ptrmap_init(&q.version);
   kiln_ptrmap_init(&q.gone);
   q.dev = kiln_cost_device_default();
+  kiln_cost_cache_t cost;
+  kiln_cost_cache_init(&cost);
+  q.cost = &cost;
   q.c = c;
   kiln_status st = NULL;
   size_t n = 0;
@@ -221,6 +232,7 @@ static kiln_status fuse_computation(kiln_hlo_computation_t *c, kiln_ptrmap_t *re
   kiln_vec_free(&q.heap);
   kiln_ptrmap_free(&q.version);
   kiln_ptrmap_free(&q.gone);
+  kiln_cost_cache_free(&cost);
   return st;
 }
 

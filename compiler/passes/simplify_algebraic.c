@@ -11,6 +11,12 @@
  *   elementwise(broadcast(a), broadcast(b), ...) with the same broadcast dimensions and
  *   smaller operands                                          -> broadcast(elementwise(a, b))
  *
+ * One rewrite reorders a sum instead, as XLA's algebraic simplifier does (results within
+ * the rounding of a reordered sum):
+ *   reduce(dot(a, b), 0, add) over dimensions that are all batch dimensions of the dot
+ *                                                             -> dot(a, b) contracting them
+ *   (one kernel or library call instead of a batched outer product and a reduction)
+ *
  * "1" and "0" are constants (or broadcasts of constants) whose every element is that value.
  * The replaced value must have the instruction's exact shape, layout included.
  *
@@ -266,6 +272,143 @@ static bool is_bitcast(const kiln_hlo_instruction_t *in) {
 
 /* ---- driver ---- */
 
+/* ---- dot + reduce ---- */
+
+/* Whether `c` is (x, y) -> x + y on scalars. */
+static bool is_scalar_add(const kiln_hlo_computation_t *c) {
+  if (!c || c->num_parameters != 2 || !c->root || c->root->opcode != KILN_OP_ADD) return false;
+  const kiln_hlo_instruction_t *r = c->root;
+  return r->num_operands == 2 && r->operands[0]->opcode == KILN_OP_PARAMETER &&
+         r->operands[1]->opcode == KILN_OP_PARAMETER && r->operands[0] != r->operands[1] &&
+         kiln_shape_is_array(r->shape) && r->shape->rank == 0;
+}
+
+static bool list_has(const kiln_i64_list_t *l, int64_t v) {
+  for (int i = 0; i < l->n; i++)
+    if (l->v[i] == v) return true;
+  return false;
+}
+
+/* The dot a reduce reads, directly or through a transpose that only the reduce reads
+ * (`*tr`); NULL when it reads something else. */
+static kiln_hlo_instruction_t *reduced_dot(kiln_hlo_instruction_t *in,
+                                           kiln_hlo_instruction_t **tr) {
+  kiln_hlo_instruction_t *x = in->operands[0];
+  *tr = NULL;
+  if (x->opcode == KILN_OP_TRANSPOSE && x->users.len == 1 && !x->num_control_predecessors &&
+      !x->control_successors.len) {
+    *tr = x;
+    x = x->operands[0];
+  }
+  if (x->opcode != KILN_OP_DOT || x->num_operands != 2 || x->users.len != 1 || !x->has_dot_dnums)
+    return NULL;
+  if (x->num_control_predecessors || x->control_successors.len) return NULL;
+  if (!kiln_shape_is_array(x->shape) || x->shape->rank > 64) return NULL;
+  return x;
+}
+
+/* reduce(dot(a, b), 0) with add, or reduce(transpose(dot(a, b)), 0), over batch dimensions
+ * of the dot only: those batch dimensions become contracting ones (a transpose of the new
+ * dot's result keeps the reduce's dimension order). The dot's output is [batch..., lhs
+ * free..., rhs free...]; dropping reduced batch dimensions keeps that order. */
+static kiln_hlo_instruction_t *dot_reduce(simp_t *s, kiln_hlo_instruction_t *in) {
+  if (in->opcode != KILN_OP_REDUCE || in->num_operands != 2 || s->layout_sensitive) return NULL;
+  kiln_hlo_instruction_t *tr, *d = reduced_dot(in, &tr);
+  if (!d) return NULL;
+  kiln_elem_type_t t = in->shape->type;
+  if (t != d->shape->type || !kiln_elem_type_is_float(t) || kiln_elem_type_is_complex(t))
+    return NULL;
+  if (!kiln_pass_is_splat(in->operands[1], KILN_SPLAT_POS_ZERO) &&
+      !kiln_pass_is_splat(in->operands[1], KILN_SPLAT_NEG_ZERO))
+    return NULL;
+  if (!is_scalar_add(kiln_hlo_instruction_called(in, "to_apply"))) return NULL;
+  const kiln_dot_dnums_t *dn = &d->dot_dnums;
+  int nb = dn->lhs_batch.n, rank = d->shape->rank;
+  if (!in->dimensions.n || nb != dn->rhs_batch.n) return NULL;
+  if (tr && (tr->dimensions.n != rank || in->shape->rank != rank - in->dimensions.n)) return NULL;
+  bool reduced[64] = {false};
+  for (int i = 0; i < in->dimensions.n; i++) {
+    int64_t r = in->dimensions.v[i];
+    if (r < 0 || r >= rank) return NULL;
+    int64_t dd = tr ? tr->dimensions.v[r] : r;
+    if (dd < 0 || dd >= nb) return NULL; /* not a batch dimension */
+    reduced[dd] = true;
+  }
+  /* The new dimension numbers: batch dims the reduce keeps, contracting dims plus the
+   * reduced batch dims (lhs and rhs paired in the same order). */
+  int nc = dn->lhs_contracting.n + in->dimensions.n, nk = nb - in->dimensions.n;
+  kiln_dot_dnums_t nd = {
+      .lhs_batch = {nk, arena_i64(s, nk)},
+      .rhs_batch = {nk, arena_i64(s, nk)},
+      .lhs_contracting = {nc, arena_i64(s, nc)},
+      .rhs_contracting = {nc, arena_i64(s, nc)},
+  };
+  if (!nd.lhs_batch.v || !nd.rhs_batch.v || !nd.lhs_contracting.v || !nd.rhs_contracting.v)
+    return NULL;
+  int kb = 0, kc = 0;
+  for (int i = 0; i < dn->lhs_contracting.n; i++, kc++) {
+    nd.lhs_contracting.v[kc] = dn->lhs_contracting.v[i];
+    nd.rhs_contracting.v[kc] = dn->rhs_contracting.v[i];
+  }
+  for (int i = 0; i < nb; i++) {
+    kiln_i64_list_t *l = reduced[i] ? &nd.lhs_contracting : &nd.lhs_batch;
+    kiln_i64_list_t *r = reduced[i] ? &nd.rhs_contracting : &nd.rhs_batch;
+    int *k = reduced[i] ? &kc : &kb;
+    l->v[*k] = dn->lhs_batch.v[i];
+    r->v[*k] = dn->rhs_batch.v[i];
+    (*k)++;
+  }
+  /* The new dot's dimensions: the dot's that are not reduced, in order. With a transpose,
+   * output dimension j of the reduce is the j-th kept transpose dimension i, which reads dot
+   * dimension tr[i]: perm[j] is the new dot's dimension for it. */
+  int64_t dims[64], new_index[64], perm[64];
+  int nd_rank = 0;
+  for (int i = 0; i < rank; i++) {
+    new_index[i] = nd_rank;
+    if (!reduced[i]) dims[nd_rank++] = d->shape->dims[i];
+  }
+  for (int i = 0, j = 0; i < rank; i++)
+    if (!tr)
+      perm[i] = i;
+    else if (!list_has(&in->dimensions, i))
+      perm[j++] = new_index[tr->dimensions.v[i]];
+  /* The new dot's output is [batch, lhs free, rhs free]: a permutation that keeps the batch
+   * dimensions and swaps the two free blocks is the dot with its operands swapped. */
+  int nlf = d->operands[0]->shape->rank - nk - nc, nrf = nd_rank - nk - nlf;
+  bool identity = true, swapped = nlf > 0 && nrf > 0;
+  for (int j = 0; j < nd_rank; j++) {
+    identity &= perm[j] == j;
+    int64_t want = j < nk ? j : j < nk + nrf ? nk + nlf + (j - nk) : nk + (j - nk - nrf);
+    swapped &= perm[j] == want;
+  }
+  kiln_hlo_instruction_t *ops[2] = {d->operands[0], d->operands[1]};
+  if (swapped && !identity) {
+    ops[0] = d->operands[1];
+    ops[1] = d->operands[0];
+    nd = (kiln_dot_dnums_t){.lhs_batch = nd.rhs_batch,
+                            .rhs_batch = nd.lhs_batch,
+                            .lhs_contracting = nd.rhs_contracting,
+                            .rhs_contracting = nd.lhs_contracting};
+  }
+  bool direct = identity || swapped;
+  kiln_shape_t *shape =
+      direct ? in->shape
+             : kiln_shape_make_array_with_default_layout(&s->m->arena, t, nd_rank, dims);
+  kiln_hlo_instruction_t *dot =
+      shape ? kiln_hlo_instruction_clone(in->parent, d, NULL, 2, ops) : NULL;
+  if (!dot) return NULL;
+  dot->shape = shape;
+  dot->dot_dnums = nd;
+  if (direct) return dot;
+  kiln_hlo_instruction_t *out =
+      make(s, in->parent, KILN_OP_TRANSPOSE, in->shape, "transpose", 1, &dot);
+  int64_t *p = arena_i64(s, nd_rank);
+  if (!out || !p) return NULL;
+  memcpy(p, perm, sizeof(int64_t) * (size_t)nd_rank);
+  out->dimensions = (kiln_i64_list_t){nd_rank, p};
+  return out;
+}
+
 static kiln_hlo_instruction_t *rewrite(simp_t *s, kiln_hlo_instruction_t *in) {
   if (in->num_control_predecessors || in->control_successors.len) return NULL;
   if (!in->shape || !kiln_shape_is_array(in->shape)) return NULL;
@@ -279,6 +422,7 @@ static kiln_hlo_instruction_t *rewrite(simp_t *s, kiln_hlo_instruction_t *in) {
     return make(s, in->parent, KILN_OP_BITCAST, in->shape, "bitcast", 1, in->operands);
   if ((r = merge_pair(s, in))) return r;
   if ((r = sink_broadcasts(s, in))) return r;
+  if ((r = dot_reduce(s, in))) return r;
   return NULL;
 }
 

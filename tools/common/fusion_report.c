@@ -107,6 +107,7 @@ void kiln_report_pass_list(kiln_strbuf_t *b) {
   if (found.len > 1) kiln_strbuf_append(b, ")");
   if (found.len) kiln_strbuf_append(b, ",");
   kiln_strbuf_append(b, "priority_fusion,multi_output_fusion");
+  if (kiln_pass_find("horizontal_fusion")) kiln_strbuf_append(b, ",horizontal_fusion");
   if (kiln_pass_find("cse")) kiln_strbuf_append(b, ",cse");
   if (kiln_pass_find("dce")) kiln_strbuf_append(b, ",dce");
   kiln_vec_free(&found);
