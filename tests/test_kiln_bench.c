@@ -46,6 +46,8 @@ static void test_json_round_trip_keeps_every_field(void **state) {
   add_result(&rs, "xla/a \"quoted\".hlo", "cmdbuf_on", 12.5, 0.02);
   kiln_bench_result_t *e = kiln_bench_results_add(&rs, "b.hlo", "f.hlo", "cmdbuf_off");
   e->error = kiln_strdup("PJRT_Client_Compile: UNIMPLEMENTED\nsecond line");
+  kiln_bench_result_t *k = kiln_bench_results_add(&rs, "c.hlo", "f.hlo", "cmdbuf_on");
+  k->error = kiln_strdup("skipped: estimated 1e+11 element-operations per run > --max-cost=2e+09");
   double samples[] = {5, 1, 4, 2, 3};
   kiln_bench_result_set_samples(&rs.items[0], samples, 5);
   kiln_strbuf_t j = {0};
@@ -85,7 +87,9 @@ static void test_json_round_trip_keeps_every_field(void **state) {
   kiln_bench_results_t back;
   kiln_status s = kiln_bench_results_parse(text, j.len, "test", &back);
   if (s) fail_msg("%s", kiln_status_message(s));
-  assert_int_equal(back.len, 2);
+  assert_int_equal(back.len, 3);
+  assert_false(kiln_bench_result_skipped(&back.items[1]));
+  assert_true(kiln_bench_result_skipped(&back.items[2]));
   assert_string_equal(back.plugin_version, "kiln 9.9.9");
   assert_string_equal(back.platform, "cpu");
   assert_string_equal(back.items[0].module, "xla/a \"quoted\".hlo");

@@ -13,6 +13,9 @@
  *   --time=SECONDS     ... or fewer when this much time went by (default 1; at least one run)
  *   --warmup=N         executes before timing (default 2)
  *   --filter=TEXT      only modules whose name contains TEXT
+ *   --max-cost=N       skip (and list as skipped) modules estimated above N element-operations
+ *                      per run (kiln_corpus_eval_cost; default 2e9, about a second on one CPU
+ *                      core; 0: no bound)
  *   --cache-dir=DIR    the disk compile cache (default: a fresh temporary folder, removed)
  *   --json=FILE        write the results as JSON (schema in report.h)
  *   --plot=FILE.svg    draw them with gnuplot
@@ -40,6 +43,7 @@
 #include "benchmarks/kiln_bench/report.h"
 #include "compiler/hlo/ir.h"
 #include "tools/common/corpus.h"
+#include "tools/common/corpus_eval.h"
 #include "tools/common/fake_args.h"
 #include "tools/common/hlo_file.h"
 #include "tools/common/stablehlo_run.h"
@@ -47,7 +51,7 @@
 typedef struct bench_flags {
   const char *plugin, *platform, *filter, *cache_dir, *json, *plot, *compare, *load;
   int64_t runs, warmup;
-  double time_s, threshold;
+  double time_s, threshold, max_cost;
   bool corpus, quiet;
 } bench_flags_t;
 
@@ -339,6 +343,16 @@ static void bench_one(const kiln_bench_plugin_t *p, const bench_flags_t *f, cons
                       const bench_module_t *bm, kiln_bench_results_t *rs) {
   kiln_bench_result_t *res[2];
   for (int k = 0; k < 2; k++) res[k] = kiln_bench_results_add(rs, bm->name, bm->file, kModes[k]);
+  double cost = kiln_corpus_eval_cost(bm->m);
+  if (f->max_cost > 0 && cost > f->max_cost) {
+    char why[160];
+    snprintf(
+        why, sizeof why,
+        "skipped: estimated %.3g element-operations per run > --max-cost=%.3g (raise it to run)",
+        cost, f->max_cost);
+    for (int k = 0; k < 2; k++) set_error_text(res[k], why);
+    return;
+  }
   kiln_arena_t arena;
   kiln_arena_init(&arena);
   kiln_fake_args_options_t fo;
@@ -394,6 +408,7 @@ static kiln_status parse_flags(int argc, char **argv, bench_flags_t *f, char **p
   f->runs = 100;
   f->warmup = 2;
   f->time_s = 1.0;
+  f->max_cost = KILN_CORPUS_MAX_COST;
   *np = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = NULL;
@@ -412,6 +427,8 @@ static kiln_status parse_flags(int argc, char **argv, bench_flags_t *f, char **p
       f->warmup = strtoll(v, NULL, 10);
     else if (flag_value(a, "--time", &v))
       f->time_s = strtod(v, NULL);
+    else if (flag_value(a, "--max-cost", &v))
+      f->max_cost = strtod(v, NULL);
     else if (flag_value(a, "--threshold", &v))
       f->threshold = strtod(v, NULL);
     else if (a[0] == '-' && a[1] == '-')
@@ -542,10 +559,17 @@ int main(int argc, char **argv) {
   else
     s = run(&f, paths, np, &rs);
   if (!s && !f.compare) s = write_outputs(&f, &rs);
-  int errors = 0;
-  for (size_t i = 0; i < rs.len; i++) errors += rs.items[i].error != NULL;
+  int errors = 0, skipped = 0;
+  for (size_t i = 0; i < rs.len; i++) {
+    bool skip = kiln_bench_result_skipped(&rs.items[i]);
+    skipped += skip;
+    errors += rs.items[i].error && !skip;
+  }
   if (!s && !f.compare && !f.load)
-    printf("kiln-bench: %zu results, %d with an error\n", rs.len, errors);
+    printf(
+        "kiln-bench: %zu results (modules x modes): %zu ran, %d skipped (--max-cost), %d with an "
+        "error\n",
+        rs.len, rs.len - (size_t)skipped - (size_t)errors, skipped, errors);
   kiln_bench_results_free(&rs);
   kiln_free(paths);
   if (s) {

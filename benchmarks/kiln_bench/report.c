@@ -43,6 +43,10 @@ void kiln_bench_results_free(kiln_bench_results_t *rs) {
   memset(rs, 0, sizeof(*rs));
 }
 
+bool kiln_bench_result_skipped(const kiln_bench_result_t *r) {
+  return r->error && kiln_str_starts_with(r->error, "skipped:");
+}
+
 /* Nearest-rank percentile of sorted samples. */
 static double percentile(const double *sorted, size_t n, double q) {
   size_t k = (size_t)ceil(q * (double)n);
@@ -96,7 +100,8 @@ void kiln_bench_results_table(kiln_strbuf_t *b, const kiln_bench_results_t *rs) 
     size_t nl = strlen(name);
     if (nl > 52) name += nl - 52;
     if (r->error) {
-      kiln_strbuf_printf(b, "%-52s %-10s error: %.160s\n", name, r->mode, r->error);
+      kiln_strbuf_printf(b, "%-52s %-10s %s%.160s\n", name, r->mode,
+                         kiln_bench_result_skipped(r) ? "" : "error: ", r->error);
       continue;
     }
     char kern[24], cmdb[24], bytes[24];
@@ -165,7 +170,7 @@ void kiln_bench_results_json(kiln_strbuf_t *b, const kiln_bench_results_t *rs) {
     json_key(b, "mode");
     json_string(b, r->mode);
     json_key(b, "status");
-    json_string(b, r->error ? "error" : "ok");
+    json_string(b, kiln_bench_result_skipped(r) ? "skipped" : r->error ? "error" : "ok");
     if (r->error) {
       json_key(b, "error");
       json_string(b, r->error);
@@ -301,7 +306,6 @@ static kiln_status skip_value(json_reader_t *r, int depth) {
 static kiln_status read_result(json_reader_t *r, kiln_bench_results_t *rs) {
   if (!eat(r, '{')) return json_error(r, "a result object");
   kiln_bench_result_t *res = kiln_bench_results_add(rs, "", "", "");
-  bool error_status = false;
   if (eat(r, '}')) return NULL;
   do {
     char *k = NULL;
@@ -342,7 +346,7 @@ static kiln_status read_result(json_reader_t *r, kiln_bench_results_t *rs) {
     } else if (!s && !strcmp(k, "status")) {
       char *v = NULL;
       s = read_string(r, &v);
-      error_status = v && !strcmp(v, "error");
+      if (v && strcmp(v, "ok") && !res->error) res->error = kiln_strdup(v);
       kiln_free(v);
       done = true;
     }
@@ -359,7 +363,6 @@ static kiln_status read_result(json_reader_t *r, kiln_bench_results_t *rs) {
     kiln_free(k);
     KILN_RETURN_IF_ERROR_PLAIN(s);
   } while (eat(r, ','));
-  if (error_status && !res->error) res->error = kiln_strdup("error");
   return eat(r, '}') ? NULL : json_error(r, "'}'");
 }
 

@@ -10,8 +10,8 @@
  *         "module": "xla/foo.hlo#1",     the module's name (file, #index in a multi-module file)
  *         "file": "<path>",
  *         "mode": "cmdbuf_on" | "cmdbuf_off",   command buffers on / off in the client
- *         "status": "ok" | "error",
- *         "error": "<message>",           only when status is "error"
+ *         "status": "ok" | "error" | "skipped",
+ *         "error": "<message>",           the error, or why it was skipped ("skipped: ...")
  *         "compile_cold_ms": 12.5,        PJRT_Client_Compile + the first execute (kiln makes
  *                                         its kernels then), empty disk cache, first client
  *         "compile_warm_ms": 1.2,         the same in a new client of this mode, served by
@@ -28,7 +28,7 @@
  *       }, ...
  *     ]
  *   }
- * Numbers of an "error" object are 0 (counts -1). Readers ignore unknown keys. */
+ * Numbers of an "error" or "skipped" object are 0 (counts -1). Readers ignore unknown keys. */
 #ifndef KILN_BENCHMARKS_KILN_BENCH_REPORT_H_
 #define KILN_BENCHMARKS_KILN_BENCH_REPORT_H_
 
@@ -61,6 +61,9 @@ typedef struct kiln_bench_results {
 kiln_bench_result_t *kiln_bench_results_add(kiln_bench_results_t *rs, const char *module,
                                             const char *file, const char *mode);
 void kiln_bench_results_free(kiln_bench_results_t *rs);
+
+/* A result left out on purpose (its error starts with "skipped:"). */
+bool kiln_bench_result_skipped(const kiln_bench_result_t *r);
 
 /* Fills the run-time statistics of `r` from `n` samples (microseconds; sorted in place). */
 void kiln_bench_result_set_samples(kiln_bench_result_t *r, double *samples_us, size_t n);
