@@ -63,6 +63,7 @@ static void test_json_round_trip_keeps_every_field(void **state) {
                         "\"mode\"",
                         "\"status\": \"ok\"",
                         "\"status\": \"error\"",
+                        "\"status\": \"skipped\"",
                         "\"error\"",
                         "\"compile_cold_ms\"",
                         "\"compile_warm_ms\"",

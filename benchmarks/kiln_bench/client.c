@@ -373,7 +373,14 @@ void kiln_bench_buffer_destroy(const kiln_bench_client_t *c, PJRT_Buffer *b) {
 kiln_status kiln_bench_execute(const kiln_bench_client_t *c, const kiln_bench_exe_t *e,
                                PJRT_Buffer *const *args, size_t num_args, PJRT_Buffer **outs,
                                double *enqueue_ms) {
-  PJRT_ExecuteOptions opts = {.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE};
+  /* No argument is donated: the same buffers feed every execute (a donated one would be
+   * gone after the first). */
+  int64_t fixed[64];
+  int64_t *keep = num_args <= 64 ? fixed : kiln_malloc(num_args * sizeof(*keep));
+  for (size_t i = 0; i < num_args; i++) keep[i] = (int64_t)i;
+  PJRT_ExecuteOptions opts = {.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE,
+                              .non_donatable_input_indices = keep,
+                              .num_non_donatable_input_indices = num_args};
   PJRT_Buffer *const *arg_list = args;
   PJRT_Event *done = NULL;
   PJRT_LoadedExecutable_Execute_Args a = {
@@ -389,6 +396,7 @@ kiln_status kiln_bench_execute(const kiln_bench_client_t *c, const kiln_bench_ex
   double t0 = kiln_clock_ms();
   PJRT_Error *err = c->plugin->api->PJRT_LoadedExecutable_Execute(&a);
   if (enqueue_ms) *enqueue_ms = kiln_clock_ms() - t0;
+  if (keep != fixed) kiln_free(keep);
   KILN_RETURN_IF_ERROR_PLAIN(
       kiln_pjrt_status_from_error(c->plugin->api, err, "PJRT_LoadedExecutable_Execute"));
   return await_event(c, done, "PJRT_LoadedExecutable_Execute");

@@ -81,8 +81,9 @@ int64_t kiln_bench_buffer_bytes(const kiln_bench_client_t *c, PJRT_Buffer *b);
 void kiln_bench_buffer_destroy(const kiln_bench_client_t *c, PJRT_Buffer *b);
 
 /* One execute on the client's device: `outs` (e->num_outputs) gets the results; waits for
- * completion. *enqueue_ms (optional): the time the Execute call itself took, before the wait
- * (the host's part of an execute on a device that runs asynchronously). */
+ * completion; no argument is donated (the same buffers feed every execute). *enqueue_ms (optional):
+ * the time the Execute call itself took, before the wait (the host's part of an execute on a device
+ * that runs asynchronously). */
 kiln_status kiln_bench_execute(const kiln_bench_client_t *c, const kiln_bench_exe_t *e,
                                PJRT_Buffer *const *args, size_t num_args, PJRT_Buffer **outs,
                                double *enqueue_ms);

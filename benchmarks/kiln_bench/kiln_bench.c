@@ -18,7 +18,7 @@
  *                      core; 0: no bound)
  *   --cache-dir=DIR    the disk compile cache (default: a fresh temporary folder, removed)
  *   --json=FILE        write the results as JSON (schema in report.h)
- *   --plot=FILE.svg    draw them with gnuplot
+ *   --plot=FILE.svg    draw them with gnuplot (FILE.png: a PNG)
  *   --threshold=F      --compare's smallest noise threshold (default 0.05)
  *   --quiet            no table
  *

@@ -497,9 +497,15 @@ static void plot_data(kiln_strbuf_t *d, const kiln_bench_results_t *rs, size_t *
     const kiln_bench_result_t *off = find(rs, r->module, "cmdbuf_off");
     const kiln_bench_result_t *any = on && !on->error ? on : off;
     if (!any || any->error) continue;
-    char label[64];
+    /* The file name without ".hlo", its last 28 characters: the part that tells them apart. */
+    char name[512];
     const char *slash = strrchr(r->module, '/');
-    snprintf(label, sizeof label, "%s", slash ? slash + 1 : r->module);
+    snprintf(name, sizeof name, "%s", slash ? slash + 1 : r->module);
+    char *ext = strstr(name, ".hlo");
+    if (ext) memmove(ext, ext + 4, strlen(ext + 4) + 1);
+    size_t nl = strlen(name);
+    char label[32];
+    snprintf(label, sizeof label, "%.28s", nl > 28 ? name + nl - 28 : name);
     for (char *p = label; *p; p++)
       if (*p == '"' || *p == '_') *p = *p == '_' ? '-' : '\'';
     kiln_strbuf_printf(d, "%zu \"%s\" ", *rows, label);
@@ -545,8 +551,7 @@ kiln_status kiln_bench_plot(const kiln_bench_results_t *rs, const char *svg_path
   bool labels = rows <= 40;
   kiln_strbuf_printf(
       &script,
-      "set terminal svg size %d,900 dynamic enhanced font 'sans,10' background "
-      "'white'\n"
+      "set terminal %s size %d,900 enhanced font 'sans,10' background 'white'\n"
       "set output '%s'\n"
       "set multiplot layout 2,1 title '%s %s (%s): %zu modules'\n"
       "set grid ytics\nset logscale y\nset key top left\n"
@@ -558,8 +563,9 @@ kiln_status kiln_bench_plot(const kiln_bench_results_t *rs, const char *svg_path
       "plot '%s' using 1:5%s with points pt 7 ps 0.6 title 'cold (empty disk "
       "cache)', '' using 1:6 with points pt 6 ps 0.6 title 'warm (disk cache)'\n"
       "unset multiplot\n",
-      labels ? 1200 : 1600, svg_path, "kiln-bench", rs->plugin_version ? rs->plugin_version : "",
-      rs->platform ? rs->platform : "", rows, rows,
+      kiln_str_ends_with(svg_path, ".png") ? "pngcairo" : "svg", labels ? 1200 : 1600, svg_path,
+      "kiln-bench", rs->plugin_version ? rs->plugin_version : "", rs->platform ? rs->platform : "",
+      rows, rows,
       labels ? "set xtics rotate by -45 font ',8'" : "set xlabel 'module (index in the JSON)'", dat,
       labels ? ":xtic(2)" : "", dat, labels ? ":xtic(2)" : "");
   kiln_status s = write_text(dat, kiln_strbuf_cstr(&data));

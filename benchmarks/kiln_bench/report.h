@@ -87,8 +87,9 @@ void kiln_bench_compare(const kiln_bench_results_t *base, const kiln_bench_resul
                         double min_threshold, kiln_strbuf_t *b, int *regressions, int *improvements,
                         int *matched);
 
-/* Writes an SVG with gnuplot: run time p50 per module with command buffers on and off, and
- * compile time cold vs warm. UNAVAILABLE when gnuplot is not installed (Debian: gnuplot-nox). */
+/* Writes an SVG (a PNG when the path ends in .png) with gnuplot: run time p50 per module with
+ * command buffers on and off, and compile time cold vs warm. UNAVAILABLE when gnuplot is not
+ * installed (Debian: gnuplot-nox). */
 kiln_status kiln_bench_plot(const kiln_bench_results_t *rs, const char *svg_path);
 
 #endif /* KILN_BENCHMARKS_KILN_BENCH_REPORT_H_ */
