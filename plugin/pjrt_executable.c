@@ -693,12 +693,26 @@ static PJRT_Error *exec_memory_stats(PJRT_Executable_GetCompiledMemoryStats_Args
 }
 
 /* Cost analysis: kiln has no cost model at this boundary yet; it reports what it knows about
- * the executable and the client's compile cache (which tests and tools read to see hits). */
+ * the executable and the client's compile cache (which tests and tools read to see hits), and
+ * what the first loaded device's thunk sequence holds (kiln.kernels, kiln.gemms,
+ * kiln.command_buffers, kiln.thunks: static counts, nested sequences included; -1 until a
+ * device executed it, since kernels are made on the first execute). */
 static PJRT_Error *exec_cost_analysis(PJRT_Executable_GetCostAnalysis_Args *args) {
   EXEC_ARG("PJRT_Executable_GetCostAnalysis", args, properties);
   PJRT_Executable *e = args->executable;
   kiln_pjrt_compile_cache_counters_t c =
       kiln_pjrt_compile_cache_counters(e->client ? e->client->compile_cache : NULL);
+  int64_t kinds[KILN_THUNK_NUM_KINDS] = {0}, thunks = -1;
+  pthread_mutex_lock(&e->lower_mu);
+  for (int32_t i = 0; i < e->num_devices && thunks < 0; i++) {
+    kiln_executable_t *x = atomic_load_explicit(&e->devices[i].loaded, memory_order_acquire);
+    if (!x) continue;
+    kiln_thunk_seq_count_kinds(&kiln_executable_desc(x)->thunks, kinds);
+    thunks = 0;
+    for (int k = 0; k < KILN_THUNK_NUM_KINDS; k++) thunks += kinds[k];
+  }
+  pthread_mutex_unlock(&e->lower_mu);
+  bool lowered = thunks >= 0;
   struct {
     const char *name;
     int64_t v;
@@ -713,6 +727,10 @@ static PJRT_Error *exec_cost_analysis(PJRT_Executable_GetCostAnalysis_Args *args
       {"kiln.compile_cache.object_disk_rejected", c.object_disk_rejected},
       {"kiln.passes_us", (int64_t)(e->passes_ms * 1000.0)},
       {"kiln.executable.loads", atomic_load(&e->loads)},
+      {"kiln.kernels", lowered ? kinds[KILN_THUNK_KERNEL] : -1},
+      {"kiln.gemms", lowered ? kinds[KILN_THUNK_GEMM] : -1},
+      {"kiln.command_buffers", lowered ? kinds[KILN_THUNK_COMMAND_BUFFER] : -1},
+      {"kiln.thunks", thunks},
   };
   size_t n = sizeof(vals) / sizeof(vals[0]);
   pthread_mutex_lock(&e->props_mu);

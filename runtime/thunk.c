@@ -872,6 +872,31 @@ void kiln_thunk_seq_print(kiln_strbuf_t *b, const kiln_thunk_seq_t *s, int inden
   for (size_t i = 0; i < s->len; i++) print_thunk(b, s->items[i], indent);
 }
 
+void kiln_thunk_seq_count_kinds(const kiln_thunk_seq_t *s, int64_t counts[KILN_THUNK_NUM_KINDS]) {
+  for (size_t i = 0; i < s->len; i++) {
+    const kiln_thunk_t *t = s->items[i];
+    counts[t->kind]++;
+    switch (t->kind) {
+      case KILN_THUNK_WHILE:
+        kiln_thunk_seq_count_kinds(&t->u.loop.cond, counts);
+        kiln_thunk_seq_count_kinds(&t->u.loop.body, counts);
+        break;
+      case KILN_THUNK_CONDITIONAL:
+        for (int b = 0; b < t->u.cond.num_branches; b++)
+          kiln_thunk_seq_count_kinds(&t->u.cond.branches[b], counts);
+        break;
+      case KILN_THUNK_SEQUENTIAL:
+        kiln_thunk_seq_count_kinds(&t->u.sequential.seq, counts);
+        break;
+      case KILN_THUNK_COMMAND_BUFFER:
+        kiln_thunk_seq_count_kinds(&t->u.cmdbuf.seq, counts);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
 kiln_status kiln_thunk_seq_bind_modules(kiln_thunk_seq_t *s, kiln_device_module_t *const *modules,
                                         int n) {
   for (size_t i = 0; i < s->len; i++) {

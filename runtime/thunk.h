@@ -51,6 +51,8 @@ typedef enum kiln_thunk_kind {
   KILN_THUNK_COMMAND_BUFFER,
 } kiln_thunk_kind_t;
 
+#define KILN_THUNK_NUM_KINDS (KILN_THUNK_COMMAND_BUFFER + 1)
+
 const char *kiln_thunk_kind_name(kiln_thunk_kind_t k);
 
 typedef enum kiln_copy_kind {
@@ -162,6 +164,11 @@ int kiln_thunk_conditional_last_branch(const kiln_thunk_t *t);
  * Executables compile kernels before any device exists and bind them when loaded. */
 kiln_status kiln_thunk_seq_bind_modules(kiln_thunk_seq_t *s, kiln_device_module_t *const *modules,
                                         int n);
+
+/* Adds to counts[kind] the thunks of `s` of each kind, recursively: the thunks inside while,
+ * conditional, sequential and command-buffer thunks count once each (static counts, not
+ * per iteration). */
+void kiln_thunk_seq_count_kinds(const kiln_thunk_seq_t *s, int64_t counts[KILN_THUNK_NUM_KINDS]);
 
 /* ---- stages ------------------------------------------------------------------------------ */
 

@@ -1,32 +1,193 @@
 #!/usr/bin/env bash
-# Builds and runs the GPU suite (tests/gpu/*.c: the runtime on a device, the corpus end to
-# end on the GPU), the hero-kernel bandwidth benchmark and the command-buffer benchmark. Fits one run
-# on a lent GPU machine (a few minutes). Without a CUDA driver the suite prints
-# "SKIP: <reason>" (exit 77, which ctest also reports as skipped) and this script exits 0.
+# The GPU script, in two halves, for a session lent the NVIDIA H200 machine (the device tool:
+# CUDA 13, Python 3.12 with JAX + jax-cuda13-plugin, but no LLVM 19, no cmocka, no package
+# registry, and only 64 MiB of files travel).
 #
-#   scripts/run-gpu.sh [build-dir]   (default: build-gpu)
+#   scripts/run-gpu.sh bundle [BUILD_DIR]   HERE: build (Release; default build-gpu) and pack
+#       gpu-bundle/ (git-ignored): the stripped plugin, GPU tests, kiln-bench, kiln-run, the
+#       GPU and command-buffer benchmarks and an FFI handler library (bin.tar.xz), the corpus
+#       (corpus.tar.xz), the JAX script, and the Debian runtime packages they need
+#       (libllvm19 and its libraries, libcmocka0: .debs from `apt-get download`).
+#   scripts/run-gpu.sh run                  THERE (in the repository root, gpu-bundle carried):
+#       unpack the .debs with `dpkg -x` into a private prefix, point LD_LIBRARY_PATH at it, and
+#       run every step with its own timeout (they sum to under 8 minutes); the log goes to
+#       $OUT/gpu.log (or gpu-bundle/gpu.log) and one summary table with the goals ends it.
+#       Without a GPU every step says SKIP with its reason, and the script exits 0.
+#   scripts/run-gpu.sh dry                  HERE: the device half in a clean environment
+#       (`env -i`, nothing but PATH, HOME, OUT and the LD_LIBRARY_PATH the run sets), which
+#       proves the bundle needs nothing else; no GPU here, so each step reports SKIP.
+#
+# The device call: run(command="bash scripts/run-gpu.sh run", carry=["gpu-bundle"], timeout_s=540).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build="${1:-build-gpu}"
-jobs="$(nproc)"
+root="$(pwd)"
+bundle="$root/gpu-bundle"
+mode="${1:-}"
 
-echo "== build the GPU suite and the benchmarks ($build)"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-gpu_tests=$(for src in tests/gpu/*.c; do basename "$src" .c; done)
-cmake --build "$build" -j"$jobs" --target $gpu_tests bench_command_buffer bench_gpu_heroes
+# ---- here: the bundle --------------------------------------------------------------------
+make_bundle() {
+  local build="${1:-build-gpu}"
+  local targets="kiln_pjrt test_gpu_runtime test_gpu_corpus kiln-bench kiln-run bench_gpu_heroes
+                 bench_command_buffer bench_pjrt_execute kiln_example_gather_add"
+  if [ ! -f "$build/CMakeCache.txt" ]; then
+    cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  fi
+  # shellcheck disable=SC2086
+  cmake --build "$build" -j"$(nproc)" --target $targets >/dev/null
+  rm -rf "$bundle"
+  mkdir -p "$bundle/stage/bin" "$bundle/debs"
+  local f
+  for f in libkiln_pjrt.so test_gpu_runtime test_gpu_corpus kiln-bench kiln-run bench_gpu_heroes \
+           bench_command_buffer bench_pjrt_execute libkiln_example_gather_add.so; do
+    strip --strip-unneeded -o "$bundle/stage/bin/$f" "$build/$f"
+  done
+  cp scripts/gpu/jax_kiln.py "$bundle/stage/bin/"
+  tar -C "$bundle/stage" -cJf "$bundle/bin.tar.xz" bin
+  local corpus="${KILN_CORPUS_DIR:-$root/../shared/hlo-corpus}"
+  tar -C "$corpus/.." -cJf "$bundle/corpus.tar.xz" \
+      "$(basename "$corpus")/xla" "$(basename "$corpus")/real" "$(basename "$corpus")/emitters"
+  rm -rf "$bundle/stage"
+  # libLLVM.so.19.1 and what it links (ldd), cmocka for the GPU tests.
+  (cd "$bundle/debs" && apt-get download -q libllvm19 libz3-4 libicu72 libxml2 libffi8 libedit2 \
+      libtinfo6 libbsd0 libmd0 liblzma5 zlib1g libzstd1 libcmocka0 2>&1 | grep -v "^W: Download is performed unsandboxed" || true)
+  cp "$0" "$bundle/run-gpu.sh"
+  git rev-parse HEAD >"$bundle/REVISION" 2>/dev/null || echo unknown >"$bundle/REVISION"
+  du -sb "$bundle" | awk '{printf "gpu bundle: %s, %.1f MiB\n", $2, $1 / 1048576}'
+}
 
-status=0
-for name in $gpu_tests; do
-  echo "== run $name"
-  rc=0
-  timeout 360 "$build/$name" || rc=$?
-  # 77: skipped (no CUDA driver or GPU; the reason is printed), as ctest reports it.
-  if [ "$rc" -ne 0 ] && [ "$rc" -ne 77 ]; then status=1; fi
-done
+# ---- there: every step -------------------------------------------------------------------
+declare -a rows=()
+row() { rows+=("$(printf '%-34s %-6s %-34s %s' "$1" "$2" "$3" "$4")"); }
 
-echo "== hero kernels: bandwidth vs device-to-device memcpy"
-timeout 120 "$build/bench_gpu_heroes" || status=1
+# step NAME TIMEOUT CMD...: runs CMD with a timeout; rc 77 is SKIP (a missing GPU, where none
+# is required); prints and records the status.
+step_status=0
+step() {
+  local name="$1" limit="$2"
+  shift 2
+  echo "== $name (timeout ${limit}s)"
+  local rc=0
+  timeout "$limit" "$@" || rc=$?
+  local st=PASS
+  if [ "$rc" -eq 77 ] && [ "$have_gpu" = 0 ]; then st=SKIP
+  elif [ "$rc" -eq 124 ]; then st=TIMEOUT
+  elif [ "$rc" -ne 0 ]; then st=FAIL
+  fi
+  echo "== $name: $st (exit $rc)"
+  step_status=$rc
+  [ "$st" = PASS ] || [ "$st" = SKIP ]
+}
 
-echo "== host command buffers"
-timeout 60 "$build/bench_command_buffer" || status=1
-exit $status
+run_device_half() {
+  local out="${OUT:-$bundle}"
+  local work="${KILN_GPU_WORK:-/tmp/kiln-gpu}"
+  rm -rf "$work" && mkdir -p "$work/prefix"
+  local d
+  for d in "$bundle"/debs/*.deb; do dpkg -x "$d" "$work/prefix"; done
+  tar -C "$work" -xJf "$bundle/bin.tar.xz"
+  tar -C "$work" -xJf "$bundle/corpus.tar.xz"
+  local bin="$work/bin"
+  export LD_LIBRARY_PATH="$bin:$work/prefix/usr/lib/x86_64-linux-gnu:$work/prefix/lib/x86_64-linux-gnu:$work/prefix/usr/lib/llvm-19/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export KILN_CORPUS_DIR="$work/hlo-corpus" KILN_PJRT_PLUGIN="$bin/libkiln_pjrt.so"
+  export KILN_CACHE_DIR="$work/cache"
+
+  have_gpu=0
+  local why="no NVIDIA driver (nvidia-smi not found)"
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    have_gpu=1
+    why=""
+    nvidia-smi -L
+  elif command -v nvidia-smi >/dev/null 2>&1; then
+    why="nvidia-smi finds no GPU"
+  fi
+  echo "bundle $(cat "$bundle/REVISION" 2>/dev/null), GPU: ${have_gpu/0/none ($why)}"
+  # Every library each binary needs resolves, into the bundle's prefix or to the C and C++
+  # runtimes every Linux machine has (LD_LIBRARY_PATH comes before the system's folders, so a
+  # library found elsewhere is one the bundle lacks).
+  local missing
+  missing=$(for f in "$bin"/*; do [ -x "$f" ] && ldd "$f" 2>/dev/null; done | awk '
+      /not found/ {print $1 " not found"; next}
+      $2 == "=>" && index($3, "'"$work"'") != 1 && $1 !~ /^(libc|libm|libdl|libpthread|librt|libstdc\+\+|libgcc_s)\.so/ {print $1 " from " $3}' | sort -u || true)
+  if [ -n "$missing" ]; then
+    echo "missing libraries:"; echo "$missing"
+    row "bundle libraries resolve" FAIL "all found" "$(echo "$missing" | head -1)"
+    fail=1
+  else
+    row "bundle libraries resolve" PASS "all found" "LD_LIBRARY_PATH only"
+  fi
+
+  if [ "$have_gpu" = 1 ]; then export KILN_REQUIRE_GPU=1; fi
+  local skip_all=""
+  [ "$have_gpu" = 1 ] || skip_all="$why"
+
+  # 1. The GPU test suite (KILN_REQUIRE_GPU=1 there: a missing driver or library fails).
+  if [ -n "$skip_all" ]; then row "GPU runtime tests" SKIP "all pass" "$skip_all"
+  elif step "GPU runtime tests" 90 "$bin/test_gpu_runtime"; then row "GPU runtime tests" PASS "all pass" ""
+  else row "GPU runtime tests" FAIL "all pass" "exit $step_status"; fail=1; fi
+  # 2. The corpus on the GPU against the evaluator.
+  if [ -n "$skip_all" ]; then row "corpus on GPU vs evaluator" SKIP ">= 90% pass" "$skip_all"
+  elif step "corpus on GPU vs evaluator" 150 "$bin/test_gpu_corpus" | tee "$work/corpus.txt"; then
+    row "corpus on GPU vs evaluator" PASS ">= 90% pass" "$(grep -o 'passed [0-9]* / eligible [0-9]* ([0-9.]*%)' "$work/corpus.txt" | head -1)"
+  else row "corpus on GPU vs evaluator" FAIL ">= 90% pass" "$(grep -o 'passed [0-9]* / eligible [0-9]*' "$work/corpus.txt" | head -1)"; fail=1; fi
+  # 3 + 4. JAX loads kiln; the same programs on JAX's CPU backend and on XLA:GPU.
+  if [ -n "$skip_all" ]; then row "JAX programs on kiln vs JAX CPU" SKIP "all match" "$skip_all"
+  elif ! python3 -c "import jax" >/dev/null 2>&1; then row "JAX programs on kiln vs JAX CPU" SKIP "all match" "no jax in python3"
+  elif step "JAX programs on kiln" 120 env KILN_FFI_HANDLERS="kiln_gather_add=$bin/libkiln_example_gather_add.so:kiln_gather_add" \
+         python3 "$bin/jax_kiln.py" "$bin/libkiln_pjrt.so" | tee "$work/jax.txt"; then
+    row "JAX programs on kiln vs JAX CPU" PASS "all match" "$(grep -o '^jax: [0-9]* of [0-9]* match.*' "$work/jax.txt" | head -1)"
+  else row "JAX programs on kiln vs JAX CPU" FAIL "all match" "$(grep -o '^jax: [0-9]* of [0-9]* match.*' "$work/jax.txt" | head -1)"; fail=1; fi
+  # 5. kiln-bench over the corpus on the GPU (graphs on and off).
+  if [ -n "$skip_all" ]; then row "kiln-bench corpus on GPU" SKIP "no errors" "$skip_all"
+  elif step "kiln-bench corpus on GPU" 120 "$bin/kiln-bench" --platform=cuda --corpus --runs=10 --time=0.05 --warmup=1 --max-cost=1e12 \
+         --json="$out/bench-gpu.json" | tee "$work/bench.txt"; then
+    row "kiln-bench corpus on GPU" PASS "no errors" "$(tail -1 "$work/bench.txt")"
+  else row "kiln-bench corpus on GPU" FAIL "no errors" "exit $step_status"; fail=1; fi
+  # 6. Hero kernels' bandwidth, and graph replay vs launches.
+  if [ -n "$skip_all" ]; then row "hero bandwidth vs memcpy" SKIP ">= 80% of memcpy" "$skip_all"
+  elif step "hero bandwidth vs memcpy" 60 "$bin/bench_gpu_heroes" | tee "$work/heroes.txt"; then
+    row "hero bandwidth vs memcpy" PASS ">= 80% of memcpy" "$(tail -1 "$work/heroes.txt")"
+  else row "hero bandwidth vs memcpy" FAIL ">= 80% of memcpy" "exit $step_status"; fail=1; fi
+  # Host command buffers run everywhere: replay of 50 kernels vs one by one.
+  if step "command buffer vs one by one" 30 "$bin/bench_command_buffer" | tee "$work/cmdbuf.txt"; then
+    row "command buffer vs one by one" PASS ">= 3x cheaper" "$(grep -o 'ratio [0-9.]*x' "$work/cmdbuf.txt" | head -1)"
+  else row "command buffer vs one by one" FAIL ">= 3x cheaper" "exit $step_status"; fail=1; fi
+  if step "plugin execute overhead (host)" 30 "$bin/bench_pjrt_execute" 20000 | tee "$work/pexec.txt"; then
+    row "plugin execute overhead (host)" PASS "<= 5 us per execute" "$(grep -o 'PJRT table *[0-9.]* us' "$work/pexec.txt" | head -1)"
+  else row "plugin execute overhead (host)" FAIL "<= 5 us per execute" "exit $step_status"; fail=1; fi
+  # Collectives: kiln has none on more than one participant yet.
+  row "collectives (NCCL)" SKIP "-" "kiln runs single-participant collectives only"
+
+  echo
+  printf '%-34s %-6s %-34s %s\n' "step" "status" "goal" "figure / reason"
+  local r
+  for r in "${rows[@]}"; do echo "$r"; done
+  [ "$have_gpu" = 1 ] || echo "no GPU here ($why): every GPU step skipped, exit 0"
+}
+
+case "$mode" in
+  bundle)
+    make_bundle "${2:-build-gpu}"
+    ;;
+  run)
+    fail=0
+    out="${OUT:-$bundle}"
+    mkdir -p "$out"
+    set -o pipefail
+    run_device_half 2>&1 | tee "$out/gpu.log"
+    if grep -qE '^.{34} (FAIL|TIMEOUT) ' "$out/gpu.log"; then exit 1; fi
+    exit 0
+    ;;
+  dry)
+    [ -d "$bundle" ] || { echo "no gpu-bundle/: run scripts/run-gpu.sh bundle first" >&2; exit 1; }
+    tmp="$(mktemp -d)"
+    rc=0
+    env -i PATH=/usr/bin:/bin HOME="$tmp" OUT="$tmp/out" KILN_GPU_WORK="$tmp/work" \
+        bash "$root/scripts/run-gpu.sh" run || rc=$?
+    echo "dry run: exit $rc; log in $tmp/out/gpu.log"
+    exit $rc
+    ;;
+  *)
+    sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+    exit 2
+    ;;
+esac

@@ -12,6 +12,7 @@
 #include "base/alloc.h"
 #include "base/status.h"
 #include "base/str.h"
+#include "benchmarks/kiln_bench/replay.h"
 #include "tools/common/fusion_runner.h"
 #include "compiler/passes/pipeline.h"
 #include "compiler/eval/eval.h"
@@ -61,6 +62,9 @@ static const char kUsage[] =
     "                        tuple parameter from DIR/arg<I>.<leaf>.npy)\n"
     "  --save-inputs=DIR     write the inputs used, named as --inputs reads them\n"
     "  --output=DIR          write output leaf I as DIR/out<I>.npy\n"
+    "  --save=DIR            also save a replay folder for kiln-replay DIR: the plugin's\n"
+    "                        serialized executable, the inputs and its outputs as .npy and\n"
+    "                        a MANIFEST (several modules: DIR/m<N>)\n"
     "  --compare=reference   also evaluate with the reference and compare every output\n"
     "                        element (per-type relative/absolute tolerance; exit status 1\n"
     "                        on a mismatch)\n"
@@ -100,6 +104,7 @@ typedef struct run_flags {
   const char *inputs_dir;
   const char *save_inputs_dir;
   const char *output_dir;
+  const char *save_dir; /* --save: a replay folder (benchmarks/kiln_bench/replay.h) */
   const char *compare;
   bool timings;
   bool fusions;
@@ -225,6 +230,8 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
       f->save_inputs_dir = val;
     } else if (IS("output")) {
       f->output_dir = val;
+    } else if (IS("save")) {
+      f->save_dir = val;
     } else if (IS("compare")) {
       f->compare = val;
     } else if (IS("repeat")) {
@@ -343,6 +350,37 @@ static kiln_status save_arg(const char *dir, const char *prefix, int i, kiln_lit
   }
   if (!kiln_shape_is_array(l->shape)) return NULL;
   return kiln_npy_write_file(kiln_arena_printf(arena, "%s/%sarg%d.npy", dir, prefix, i), l);
+}
+
+/* --save=DIR: a replay folder made through the plugin (the module's canonical text compiled,
+ * run once on `args`, serialized); DIR/m<index> when index >= 0. */
+static kiln_status save_replay(const run_flags_t *f, const kiln_hlo_module_t *m,
+                               kiln_literal_t **args, int n, int index) {
+  kiln_bench_plugin_t p;
+  KILN_RETURN_IF_ERROR(kiln_bench_plugin_open(NULL, &p), "for --save");
+  bool cuda = !strcmp(f->backend, "cuda"), best = !strcmp(f->backend, "best");
+  kiln_bench_client_options_t o = {.platform = cuda   ? "cuda"
+                                               : best ? NULL
+                                                      : "cpu",
+                                   .command_buffers = f->no_command_buffers ? 0 : -1};
+  kiln_bench_client_t c;
+  KILN_RETURN_IF_ERROR(kiln_bench_client_create(&p, &o, &c), "for --save");
+  char dir[4096];
+  if (index >= 0) {
+    if (mkdir(f->save_dir, 0777) != 0 && errno != EEXIST)
+      return kiln_status_make(KILN_PERMISSION_DENIED, "--save=%s: %s", f->save_dir,
+                              strerror(errno));
+    snprintf(dir, sizeof dir, "%s/m%d", f->save_dir, index);
+  } else {
+    snprintf(dir, sizeof dir, "%s", f->save_dir);
+  }
+  char *text = kiln_hlo_module_to_string(m);
+  kiln_status s = kiln_bench_replay_save(&c, dir, m->name ? m->name : "module", text, strlen(text),
+                                         "hlo", args, n);
+  kiln_free(text);
+  kiln_bench_client_destroy(&c);
+  if (!s) printf("saved a replay folder: %s (replay it with kiln-replay %s)\n", dir, dir);
+  return s ? kiln_status_annotate(s, "while saving the replay folder %s", dir) : NULL;
 }
 
 typedef struct run_times {
@@ -491,6 +529,7 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
     if (f->save_inputs_dir) s = save_arg(f->save_inputs_dir, prefix, i, args[i], &args_arena);
   }
   t->inputs = kiln_clock_ms() - t0;
+  if (f->save_dir && !s) s = save_replay(f, m, args, n, several ? index : -1);
 
   kiln_eval_options_t eo = {0};
   eo.rng_seed = f->seed;

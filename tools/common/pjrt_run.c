@@ -23,7 +23,7 @@ struct kiln_pjrt_runner {
 
 /* A kiln status from a PJRT error (taken over and destroyed); NULL for NULL. PJRT's codes are
  * absl's, as kiln's are. */
-static kiln_status from_pjrt(const PJRT_Api *api, PJRT_Error *e, const char *what) {
+kiln_status kiln_pjrt_status_from_error(const PJRT_Api *api, PJRT_Error *e, const char *what) {
   if (!e) return NULL;
   PJRT_Error_GetCode_Args ga = {.struct_size = PJRT_Error_GetCode_Args_STRUCT_SIZE, .error = e};
   PJRT_Error *ge = api->PJRT_Error_GetCode(&ga);
@@ -42,24 +42,27 @@ static kiln_status from_pjrt(const PJRT_Api *api, PJRT_Error *e, const char *wha
   return s;
 }
 
-#define PJRT_TRY(r, call, what) KILN_RETURN_IF_ERROR_PLAIN(from_pjrt((r)->api, (call), (what)))
+#define PJRT_TRY(r, call, what) \
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_pjrt_status_from_error((r)->api, (call), (what)))
 
 static kiln_status await_event(const kiln_pjrt_runner_t *r, PJRT_Event *ev, const char *what) {
   if (!ev) return NULL;
   PJRT_Event_Await_Args wa = {.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE, .event = ev};
-  kiln_status s = from_pjrt(r->api, r->api->PJRT_Event_Await(&wa), what);
+  kiln_status s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_Event_Await(&wa), what);
   PJRT_Event_Destroy_Args da = {.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE, .event = ev};
-  kiln_status d = from_pjrt(r->api, r->api->PJRT_Event_Destroy(&da), "PJRT_Event_Destroy");
+  kiln_status d =
+      kiln_pjrt_status_from_error(r->api, r->api->PJRT_Event_Destroy(&da), "PJRT_Event_Destroy");
   return kiln_status_join(s, d);
 }
 
 static void destroy_buffer(const kiln_pjrt_runner_t *r, PJRT_Buffer *b) {
   if (!b) return;
   PJRT_Buffer_Destroy_Args a = {.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE, .buffer = b};
-  kiln_status_free(from_pjrt(r->api, r->api->PJRT_Buffer_Destroy(&a), "PJRT_Buffer_Destroy"));
+  kiln_status_free(
+      kiln_pjrt_status_from_error(r->api, r->api->PJRT_Buffer_Destroy(&a), "PJRT_Buffer_Destroy"));
 }
 
-static void *open_plugin(const char *path, char *used, size_t used_size) {
+void *kiln_pjrt_plugin_dlopen(const char *path, char *used, size_t used_size) {
   const char *env = getenv("KILN_PJRT_PLUGIN");
   const char *candidates[4] = {path, env && *env ? env : NULL, NULL, NULL};
   char self[PATH_MAX];
@@ -92,7 +95,7 @@ kiln_status kiln_pjrt_runner_open(const kiln_pjrt_runner_options_t *opts,
   *out = NULL;
   kiln_pjrt_runner_t *r = kiln_calloc(1, sizeof(*r));
   char path[PATH_MAX];
-  r->handle = open_plugin(opts ? opts->plugin : NULL, path, sizeof(path));
+  r->handle = kiln_pjrt_plugin_dlopen(opts ? opts->plugin : NULL, path, sizeof(path));
   if (!r->handle) {
     kiln_status s =
         kiln_status_make(KILN_UNAVAILABLE, "cannot load the PJRT plugin %s: %s", path, dlerror());
@@ -112,7 +115,8 @@ kiln_status kiln_pjrt_runner_open(const kiln_pjrt_runner_options_t *opts,
         r->api->struct_size, PJRT_API_MAJOR, PJRT_API_MINOR);
   if (!s) {
     PJRT_Plugin_Initialize_Args ia = {.struct_size = PJRT_Plugin_Initialize_Args_STRUCT_SIZE};
-    s = from_pjrt(r->api, r->api->PJRT_Plugin_Initialize(&ia), "PJRT_Plugin_Initialize");
+    s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_Plugin_Initialize(&ia),
+                                    "PJRT_Plugin_Initialize");
   }
   if (!s) {
     const char *platform = opts ? opts->platform : NULL;
@@ -125,17 +129,19 @@ kiln_status kiln_pjrt_runner_open(const kiln_pjrt_runner_options_t *opts,
     PJRT_Client_Create_Args ca = {.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE,
                                   .create_options = platform ? &opt : NULL,
                                   .num_options = platform ? 1 : 0};
-    s = from_pjrt(r->api, r->api->PJRT_Client_Create(&ca), "PJRT_Client_Create");
+    s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_Client_Create(&ca), "PJRT_Client_Create");
     r->client = ca.client;
   }
   PJRT_Client_PlatformName_Args pn = {.struct_size = PJRT_Client_PlatformName_Args_STRUCT_SIZE,
                                       .client = r->client};
-  if (!s) s = from_pjrt(r->api, r->api->PJRT_Client_PlatformName(&pn), "PJRT_Client_PlatformName");
+  if (!s)
+    s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_Client_PlatformName(&pn),
+                                    "PJRT_Client_PlatformName");
   PJRT_Client_AddressableDevices_Args ad = {
       .struct_size = PJRT_Client_AddressableDevices_Args_STRUCT_SIZE, .client = r->client};
   if (!s)
-    s = from_pjrt(r->api, r->api->PJRT_Client_AddressableDevices(&ad),
-                  "PJRT_Client_AddressableDevices");
+    s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_Client_AddressableDevices(&ad),
+                                    "PJRT_Client_AddressableDevices");
   if (!s && ad.num_addressable_devices == 0)
     s = kiln_status_make(KILN_UNAVAILABLE, "%s: the client has no addressable device", path);
   PJRT_DeviceDescription_ToString_Args ts = {.struct_size =
@@ -144,12 +150,13 @@ kiln_status kiln_pjrt_runner_open(const kiln_pjrt_runner_options_t *opts,
     r->device = ad.addressable_devices[0];
     PJRT_Device_GetDescription_Args gd = {
         .struct_size = PJRT_Device_GetDescription_Args_STRUCT_SIZE, .device = r->device};
-    s = from_pjrt(r->api, r->api->PJRT_Device_GetDescription(&gd), "PJRT_Device_GetDescription");
+    s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_Device_GetDescription(&gd),
+                                    "PJRT_Device_GetDescription");
     ts.device_description = gd.device_description;
   }
   if (!s)
-    s = from_pjrt(r->api, r->api->PJRT_DeviceDescription_ToString(&ts),
-                  "PJRT_DeviceDescription_ToString");
+    s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_DeviceDescription_ToString(&ts),
+                                    "PJRT_DeviceDescription_ToString");
   if (s) {
     kiln_pjrt_runner_close(r);
     return kiln_status_annotate(s, "while opening the PJRT plugin %s", path);
@@ -166,7 +173,8 @@ void kiln_pjrt_runner_close(kiln_pjrt_runner_t *r) {
   if (r->client) {
     PJRT_Client_Destroy_Args a = {.struct_size = PJRT_Client_Destroy_Args_STRUCT_SIZE,
                                   .client = r->client};
-    kiln_status_free(from_pjrt(r->api, r->api->PJRT_Client_Destroy(&a), "PJRT_Client_Destroy"));
+    kiln_status_free(kiln_pjrt_status_from_error(r->api, r->api->PJRT_Client_Destroy(&a),
+                                                 "PJRT_Client_Destroy"));
   }
   /* The plugin stays loaded: its threads and atexit handlers may outlive the client. */
   kiln_free(r);
@@ -188,11 +196,24 @@ const char *kiln_pjrt_runner_description(const kiln_pjrt_runner_t *r) {
   X(F8E4M3FNUZ, F8E4M3FNUZ) X(F8E3M4, F8E3M4) X(F8E8M0FNU, F8E8M0FNU) X(F4E2M1FN, F4E2M1FN)
 // clang-format on
 
-static bool pjrt_type(kiln_elem_type_t t, PJRT_Buffer_Type *out) {
+bool kiln_pjrt_buffer_type_of(kiln_elem_type_t t, PJRT_Buffer_Type *out) {
   switch (t) {
 #define X(k, p)                  \
   case KILN_##k:                 \
     *out = PJRT_Buffer_Type_##p; \
+    return true;
+    KILN_PJRT_RUN_TYPES(X)
+#undef X
+    default:
+      return false;
+  }
+}
+
+bool kiln_pjrt_elem_type_of(PJRT_Buffer_Type t, kiln_elem_type_t *out) {
+  switch (t) {
+#define X(k, p)              \
+  case PJRT_Buffer_Type_##p: \
+    *out = KILN_##k;         \
     return true;
     KILN_PJRT_RUN_TYPES(X)
 #undef X
@@ -219,7 +240,8 @@ static kiln_status upload(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
     const kiln_shape_t *ps = entry->parameters[p]->shape;
     const kiln_literal_t *lit = args[p];
     PJRT_Buffer_Type type;
-    if (!kiln_shape_is_array(ps) || !lit || !lit->data || !pjrt_type(ps->type, &type))
+    if (!kiln_shape_is_array(ps) || !lit || !lit->data ||
+        !kiln_pjrt_buffer_type_of(ps->type, &type))
       return KILN_ERR_UNIMPLEMENTED(
           "parameter %d: a PJRT buffer holds one array of a numeric type; this parameter is "
           "a tuple, token or %s (kiln-run --direct runs it without the plugin)",
@@ -244,8 +266,8 @@ static kiln_status upload(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
         .host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall,
         .device = r->device,
         .device_layout = custom_layout ? &layout : NULL};
-    kiln_status s = from_pjrt(r->api, r->api->PJRT_Client_BufferFromHostBuffer(&a),
-                              "PJRT_Client_BufferFromHostBuffer");
+    kiln_status s = kiln_pjrt_status_from_error(
+        r->api, r->api->PJRT_Client_BufferFromHostBuffer(&a), "PJRT_Client_BufferFromHostBuffer");
     bufs[p] = a.buffer;
     if (!s) s = await_event(r, a.done_with_host_buffer, "PJRT_Client_BufferFromHostBuffer");
     if (s) return kiln_status_annotate(s, "for parameter %d", p);
@@ -303,8 +325,8 @@ static kiln_status download(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m, P
                                        .host_layout = rank >= 2 ? &layout : NULL,
                                        .dst = leaf->data,
                                        .dst_size = bytes};
-    kiln_status s =
-        from_pjrt(r->api, r->api->PJRT_Buffer_ToHostBuffer(&a), "PJRT_Buffer_ToHostBuffer");
+    kiln_status s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_Buffer_ToHostBuffer(&a),
+                                                "PJRT_Buffer_ToHostBuffer");
     if (!s) s = await_event(r, a.event, "PJRT_Buffer_ToHostBuffer");
     if (s) return kiln_status_annotate(s, "for output %d", l);
   }
@@ -333,7 +355,8 @@ kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t 
                                  .client = r->client,
                                  .program = &program};
   double t0 = kiln_clock_ms();
-  kiln_status s = from_pjrt(r->api, r->api->PJRT_Client_Compile(&ca), "PJRT_Client_Compile");
+  kiln_status s =
+      kiln_pjrt_status_from_error(r->api, r->api->PJRT_Client_Compile(&ca), "PJRT_Client_Compile");
   rep->compile_ms = kiln_clock_ms() - t0;
   kiln_free(text);
   KILN_RETURN_IF_ERROR_PLAIN(s);
@@ -343,17 +366,19 @@ kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t 
   PJRT_LoadedExecutable_GetExecutable_Args ge = {
       .struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE,
       .loaded_executable = exe};
-  s = from_pjrt(r->api, r->api->PJRT_LoadedExecutable_GetExecutable(&ge),
-                "PJRT_LoadedExecutable_GetExecutable");
+  s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_LoadedExecutable_GetExecutable(&ge),
+                                  "PJRT_LoadedExecutable_GetExecutable");
   if (!s) {
     PJRT_Executable_NumOutputs_Args no = {
         .struct_size = PJRT_Executable_NumOutputs_Args_STRUCT_SIZE, .executable = ge.executable};
-    s = from_pjrt(r->api, r->api->PJRT_Executable_NumOutputs(&no), "PJRT_Executable_NumOutputs");
+    s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_Executable_NumOutputs(&no),
+                                    "PJRT_Executable_NumOutputs");
     num_outputs = no.num_outputs;
     PJRT_Executable_Destroy_Args ed = {.struct_size = PJRT_Executable_Destroy_Args_STRUCT_SIZE,
                                        .executable = ge.executable};
-    s = kiln_status_join(
-        s, from_pjrt(r->api, r->api->PJRT_Executable_Destroy(&ed), "PJRT_Executable_Destroy"));
+    s = kiln_status_join(s,
+                         kiln_pjrt_status_from_error(r->api, r->api->PJRT_Executable_Destroy(&ed),
+                                                     "PJRT_Executable_Destroy"));
   }
 
   int np = m->entry->num_parameters;
@@ -390,6 +415,7 @@ kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t 
   kiln_free(bufs);
   PJRT_LoadedExecutable_Destroy_Args ld = {
       .struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE, .executable = exe};
-  return kiln_status_join(s, from_pjrt(r->api, r->api->PJRT_LoadedExecutable_Destroy(&ld),
-                                       "PJRT_LoadedExecutable_Destroy"));
+  return kiln_status_join(
+      s, kiln_pjrt_status_from_error(r->api, r->api->PJRT_LoadedExecutable_Destroy(&ld),
+                                     "PJRT_LoadedExecutable_Destroy"));
 }

@@ -18,6 +18,7 @@
 #include "base/status.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
+#include "kiln/pjrt_c_api.h"
 
 typedef struct kiln_pjrt_runner kiln_pjrt_runner_t;
 
@@ -55,5 +56,17 @@ kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t 
                                  kiln_literal_t *const *args, int num_args,
                                  const kiln_pjrt_run_options_t *opts, kiln_arena_t *arena,
                                  kiln_literal_t **result, kiln_pjrt_run_report_t *report);
+
+/* The pieces other PJRT clients of the tools share (kiln-bench, kiln-replay). */
+
+/* A kiln status from a PJRT error, which it takes over and destroys ("what: message", the
+ * error's code); NULL for NULL. */
+kiln_status kiln_pjrt_status_from_error(const PJRT_Api *api, PJRT_Error *e, const char *what);
+/* dlopen(RTLD_NOW | RTLD_LOCAL) of the plugin at `path`, or when NULL the search of
+ * kiln_pjrt_runner_options_t.plugin; `used` gets the path tried. NULL: see dlerror(). */
+void *kiln_pjrt_plugin_dlopen(const char *path, char *used, size_t used_size);
+/* The PJRT buffer type of an element type and back; false where there is none. */
+bool kiln_pjrt_buffer_type_of(kiln_elem_type_t t, PJRT_Buffer_Type *out);
+bool kiln_pjrt_elem_type_of(PJRT_Buffer_Type t, kiln_elem_type_t *out);
 
 #endif /* KILN_TOOLS_COMMON_PJRT_RUN_H_ */
