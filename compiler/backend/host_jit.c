@@ -362,6 +362,9 @@ const char *kiln_host_jit_triple(const kiln_host_jit_t *jit) {
 const char *kiln_host_jit_pipeline(const kiln_host_jit_t *jit) {
   return jit->pipeline;
 }
+const char *kiln_host_jit_dump_dir(const kiln_host_jit_t *jit) {
+  return jit->dump_dir;
+}
 
 kiln_status kiln_host_jit_add_module(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name) {
   if (!m) return KILN_ERR_INVALID("kiln_host_jit_add_module: NULL module");

@@ -61,6 +61,8 @@ const char *kiln_host_jit_cpu(const kiln_host_jit_t *jit);
 const char *kiln_host_jit_features(const kiln_host_jit_t *jit);
 const char *kiln_host_jit_triple(const kiln_host_jit_t *jit);
 const char *kiln_host_jit_pipeline(const kiln_host_jit_t *jit);
+/* The folder dumps go to, or NULL when there are none. */
+const char *kiln_host_jit_dump_dir(const kiln_host_jit_t *jit);
 kiln_host_jit_stats_t kiln_host_jit_stats(kiln_host_jit_t *jit);
 
 /* Verifies `m`, sets its triple and data layout to the JIT's, optimizes it and adds it to the
