@@ -193,6 +193,8 @@ static kiln_status batch_compile(batch_t *b, const kiln_kir_batch_options_t *o,
   }
   double t1 = kiln_clock_ms();
   kiln_host_pool_t *pool = NULL;
+  /* LLVM's lazy globals made on one thread first, whoever compiles next (host_jit.h) */
+  if (nt > 0 && todo[0]->jit) kiln_host_jit_prepare_threads(todo[0]->jit);
   if (nt > 1 && o->num_threads != 1) {
     kiln_status ps = kiln_host_pool_create(o->num_threads, &pool);
     if (ps) { /* no threads to be had: compile on this one */
