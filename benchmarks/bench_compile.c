@@ -200,9 +200,9 @@ static const char *const kPipelines[] = {
     /* trimmed: what the host kernels need (inline the subgraph functions, promote, simplify,
      * hoist, vectorize and unroll the thread loops, clean up), none of O3's repeated
      * simplification rounds */
-    "cgscc(inline),function(sroa,early-cse,simplifycfg,instcombine,loop-mssa(loop-rotate,licm),"
-    "loop(indvars),loop-vectorize,loop-unroll,instcombine,simplifycfg,slp-vectorizer,gvn,dse,"
-    "adce)",
+    "cgscc(inline),function(sroa,early-cse,simplifycfg,instcombine<no-verify-fixpoint>,"
+    "loop-mssa(loop-rotate,licm),loop(indvars),loop-vectorize,loop-unroll,"
+    "instcombine<no-verify-fixpoint>,simplifycfg,slp-vectorizer,gvn,dse,adce)",
     NULL};
 
 static void pipelines_pass(entry_vec_t *v, int repeat) {

@@ -347,6 +347,31 @@ kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, 
   return s;
 }
 
+void kiln_host_jit_prepare_threads(kiln_host_jit_t *jit) {
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  static bool done;
+  pthread_mutex_lock(&mu);
+  if (!done && jit) {
+    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMModuleRef m = LLVMModuleCreateWithNameInContext("kiln_warm_up", ctx);
+    LLVMTypeRef fty = LLVMFunctionType(LLVMVoidTypeInContext(ctx), NULL, 0, 0);
+    LLVMValueRef f = LLVMAddFunction(m, "kiln_warm_up", fty);
+    LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+    LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, f, "entry"));
+    LLVMBuildRetVoid(b);
+    LLVMDisposeBuilder(b);
+    void *obj = NULL;
+    size_t len = 0;
+    kiln_status s = kiln_host_jit_compile_object(jit, m, "kiln_warm_up", &obj, &len);
+    if (s) KILN_LOG_W("host JIT warm-up: %s", kiln_status_message(s));
+    kiln_status_free(s);
+    kiln_free(obj);
+    LLVMContextDispose(ctx);
+    done = true;
+  }
+  pthread_mutex_unlock(&mu);
+}
+
 kiln_status kiln_host_jit_add_object(kiln_host_jit_t *jit, const void *data, size_t len,
                                      const char *name) {
   if (!jit || !data) return KILN_ERR_INVALID("kiln_host_jit_add_object: NULL argument");
@@ -366,6 +391,9 @@ const char *kiln_host_jit_triple(const kiln_host_jit_t *jit) {
 }
 const char *kiln_host_jit_pipeline(const kiln_host_jit_t *jit) {
   return jit->pipeline;
+}
+const char *kiln_host_jit_dump_dir(const kiln_host_jit_t *jit) {
+  return jit->dump_dir;
 }
 
 kiln_status kiln_host_jit_add_module(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name) {

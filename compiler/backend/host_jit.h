@@ -65,6 +65,8 @@ const char *kiln_host_jit_cpu(const kiln_host_jit_t *jit);
 const char *kiln_host_jit_features(const kiln_host_jit_t *jit);
 const char *kiln_host_jit_triple(const kiln_host_jit_t *jit);
 const char *kiln_host_jit_pipeline(const kiln_host_jit_t *jit);
+/* The folder dumps go to, or NULL when there are none. */
+const char *kiln_host_jit_dump_dir(const kiln_host_jit_t *jit);
 kiln_host_jit_stats_t kiln_host_jit_stats(kiln_host_jit_t *jit);
 
 /* Verifies `m`, sets its triple and data layout to the JIT's, optimizes it and adds it to the
@@ -80,6 +82,12 @@ kiln_status kiln_host_jit_add_module(kiln_host_jit_t *jit, LLVMModuleRef m, cons
  * at once; adds nothing to the JIT. */
 kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
                                          void **obj, size_t *obj_len);
+/* Call before starting threads that run kiln_host_jit_compile_object: compiles an empty
+ * module once per process on this thread, so LLVM's lazily created globals (timer groups,
+ * option registries) exist before those threads start, rather than being created by
+ * whichever thread comes first without synchronization a race detector can see. */
+void kiln_host_jit_prepare_threads(kiln_host_jit_t *jit);
+
 /* Adds an object file (copied) to the main JITDylib under `name`; a second object under a
  * name already added is skipped (the kernel compiler names objects by their content key). A
  * symbol defined twice by different objects is ALREADY_EXISTS. */

@@ -11,6 +11,7 @@
 #include "base/host_pool.h"
 #include "base/str.h"
 #include "compiler/backend/kernel_cache.h"
+#include "compiler/backend/llvm_init.h"
 #include "compiler/codegen/kir_pipeline.h"
 
 /* ---- keys ---- */
@@ -98,7 +99,7 @@ static void batch_free(batch_t *b) {
 
 /* Keys every module, keeps one job per distinct key, looks each job up in the cache. */
 static void batch_plan(batch_t *b, const kiln_kir_module_t *const *mods, size_t n,
-                       const char *target, const char *cache_dir, const char *kind,
+                       const char *target, const char *cache_dir, const char *kind, bool lookup,
                        kiln_kir_batch_stats_t *st) {
   b->n = n;
   b->unique_of = kiln_calloc(n + 1, sizeof(int));
@@ -118,7 +119,8 @@ static void batch_plan(batch_t *b, const kiln_kir_module_t *const *mods, size_t 
     x->content[1] = content[1];
     cache_key(content, target, x->key);
     key_symbol(content, x->symbol);
-    x->cached = kiln_kernel_cache_get(cache_dir, kind, x->key, &x->image, &x->size, &x->from_disk);
+    x->cached = lookup &&
+                kiln_kernel_cache_get(cache_dir, kind, x->key, &x->image, &x->size, &x->from_disk);
     if (x->cached) {
       if (x->from_disk)
         st->disk_hits++;
@@ -191,6 +193,8 @@ static kiln_status batch_compile(batch_t *b, const kiln_kir_batch_options_t *o,
   }
   double t1 = kiln_clock_ms();
   kiln_host_pool_t *pool = NULL;
+  /* LLVM's lazy globals made on one thread first, whoever compiles next (host_jit.h) */
+  if (nt > 0 && todo[0]->jit) kiln_host_jit_prepare_threads(todo[0]->jit);
   if (nt > 1 && o->num_threads != 1) {
     kiln_status ps = kiln_host_pool_create(o->num_threads, &pool);
     if (ps) { /* no threads to be had: compile on this one */
@@ -242,7 +246,9 @@ kiln_status kiln_kir_compile_host_batch(const kiln_kir_module_t *const *mods, si
                      kiln_host_jit_features(jit), kiln_host_jit_pipeline(jit));
   batch_t b;
   memset(&b, 0, sizeof(b));
-  batch_plan(&b, mods, n, kiln_strbuf_cstr(&target), o.cache_dir, KILN_KERNEL_CACHE_HOST, st);
+  /* With dumps asked for, every kernel is compiled (a cached one would write none). */
+  batch_plan(&b, mods, n, kiln_strbuf_cstr(&target), o.cache_dir, KILN_KERNEL_CACHE_HOST,
+             !kiln_host_jit_dump_dir(jit), st);
   kiln_strbuf_free(&target);
   for (size_t j = 0; j < b.num_jobs; j++) b.jobs[j].jit = jit;
   kiln_status s = batch_compile(&b, &o, st, NULL);
@@ -301,7 +307,8 @@ kiln_status kiln_kir_compile_nvptx_batch(const kiln_kir_module_t *const *mods, s
                      no.pipeline ? no.pipeline : "", no.ftz ? 1 : 0, (int)no.cubin_via);
   batch_t b;
   memset(&b, 0, sizeof(b));
-  batch_plan(&b, mods, n, kiln_strbuf_cstr(&target), o.cache_dir, KILN_KERNEL_CACHE_CUDA, st);
+  batch_plan(&b, mods, n, kiln_strbuf_cstr(&target), o.cache_dir, KILN_KERNEL_CACHE_CUDA,
+             !kiln_backend_dump_dir(no.dump_dir), st);
   kiln_strbuf_free(&target);
   for (size_t j = 0; j < b.num_jobs; j++) b.jobs[j].nvptx = &no;
   kiln_status s = batch_compile(&b, &o, st, tm);

@@ -105,7 +105,8 @@ typedef struct kiln_kir_host_kernel {
  *      features, LLVM pipeline; NVPTX: arch, features, pipeline, ftz, cubin tool), LLVM's
  *      and kiln's versions;
  *   2. each distinct kernel is looked up in the kernel cache (memory, then disk under
- *      options.cache_dir);
+ *      options.cache_dir), unless dumps are on (KILN_DUMP_TO: every kernel is compiled so
+ *      that its LLVM dumps are written);
  *   3. misses are lowered to LLVM IR one after another, each into an LLVMContext of its own,
  *      then optimized and code-generated (host: an object file; NVPTX: PTX and the cubin
  *      through nvJitLink/ptxas) on a pool of workers (kiln_host_pool: options.num_threads,
