@@ -549,25 +549,26 @@ kiln_status kiln_bench_plot(const kiln_bench_results_t *rs, const char *svg_path
   snprintf(dat, sizeof dat, "%s/data", dir);
   snprintf(gp, sizeof gp, "%s/plot.gp", dir);
   bool labels = rows <= 40;
-  kiln_strbuf_printf(
-      &script,
-      "set terminal %s size %d,900 enhanced font 'sans,10' background 'white'\n"
-      "set output '%s'\n"
-      "set multiplot layout 2,1 title '%s %s (%s): %zu modules'\n"
-      "set grid ytics\nset logscale y\nset key top left\n"
-      "set xrange [-1:%zu]\n%s\n"
-      "set ylabel 'run time p50 (us)'\n"
-      "plot '%s' using 1:3%s with points pt 7 ps 0.6 title 'command buffers on', "
-      "'' using 1:4 with points pt 6 ps 0.6 title 'command buffers off'\n"
-      "set ylabel 'compile time (ms)'\n"
-      "plot '%s' using 1:5%s with points pt 7 ps 0.6 title 'cold (empty disk "
-      "cache)', '' using 1:6 with points pt 6 ps 0.6 title 'warm (disk cache)'\n"
-      "unset multiplot\n",
-      kiln_str_ends_with(svg_path, ".png") ? "pngcairo" : "svg", labels ? 1200 : 1600, svg_path,
-      "kiln-bench", rs->plugin_version ? rs->plugin_version : "", rs->platform ? rs->platform : "",
-      rows, rows,
-      labels ? "set xtics rotate by -45 font ',8'" : "set xlabel 'module (index in the JSON)'", dat,
-      labels ? ":xtic(2)" : "", dat, labels ? ":xtic(2)" : "");
+  kiln_strbuf_printf(&script,
+                     "set terminal %s size %d,900 enhanced font 'sans,10' background 'white'\n"
+                     "set output '%s'\n"
+                     "set multiplot layout 2,1 title '%s %s (%s): %zu modules'\n"
+                     "set grid ytics\nset logscale y\nset key top left\n"
+                     "set xrange [-1:%zu]\n%s\n"
+                     "set ylabel 'run time p50 (us)'\n"
+                     "plot '%s' using 1:3%s with points pt 7 ps 0.6 title 'command buffers on', "
+                     "'' using 1:4 with points pt 6 ps 0.6 title 'command buffers off'\n"
+                     "set ylabel 'compile time (ms)'\n"
+                     "plot '%s' using 1:5%s with points pt 7 ps 0.6 title 'cold (empty disk "
+                     "cache)', '' using 1:6 with points pt 6 ps 0.6 title 'warm (disk cache)'\n"
+                     "unset multiplot\n",
+                     kiln_str_ends_with(svg_path, ".png") ? "pngcairo" : "svg",
+                     labels ? 1200 : 1600, svg_path, "kiln-bench",
+                     rs->plugin_version ? rs->plugin_version : "", rs->platform ? rs->platform : "",
+                     rows, rows,
+                     labels ? "set xtics rotate by -45 font ',8'"
+                            : "set xlabel 'module (the ones that ran, in the order of the JSON)'",
+                     dat, labels ? ":xtic(2)" : "", dat, labels ? ":xtic(2)" : "");
   kiln_status s = write_text(dat, kiln_strbuf_cstr(&data));
   if (!s) s = write_text(gp, kiln_strbuf_cstr(&script));
   if (!s) {
