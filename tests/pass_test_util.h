@@ -85,9 +85,30 @@ static inline bool pt_literal_bits_equal(const kiln_literal_t *a, const kiln_lit
   return true;
 }
 
+/* Whether f32 leaves agree within `rel_tol` (relative, plus the same absolute amount). */
+static inline bool pt_literal_f32_close(const kiln_literal_t *a, const kiln_literal_t *b,
+                                        float rel_tol) {
+  int n = kiln_run_report_num_leaves(a);
+  if (n != kiln_run_report_num_leaves(b)) return false;
+  for (int i = 0; i < n; i++) {
+    const kiln_literal_t *x = kiln_run_report_leaf(a, i), *y = kiln_run_report_leaf(b, i);
+    if (x->shape->type != KILN_F32 || y->shape->type != KILN_F32 ||
+        x->num_elements != y->num_elements)
+      return false;
+    const float *fx = x->data, *fy = y->data;
+    for (int64_t k = 0; k < x->num_elements; k++) {
+      float d = fx[k] - fy[k], ax = fx[k] < 0 ? -fx[k] : fx[k];
+      if ((d < 0 ? -d : d) > rel_tol * (1.0f + ax)) return false;
+    }
+  }
+  return true;
+}
+
 /* Parses `text`, evaluates it, runs `list`, evaluates again and asserts bit-identical
- * results. Returns the rewritten module (caller destroys). */
-static inline kiln_hlo_module_t *pt_run_same_results(const char *text, const char *list) {
+ * results (rel_tol == 0) or f32 results within `rel_tol` (a rewrite that reorders sums).
+ * Returns the rewritten module (caller destroys). */
+static inline kiln_hlo_module_t *pt_run_close_results(const char *text, const char *list,
+                                                      float rel_tol) {
   kiln_hlo_module_t *m = pt_parse(text);
   kiln_arena_t args_arena, a0, a1;
   kiln_arena_init(&args_arena);
@@ -100,7 +121,8 @@ static inline kiln_hlo_module_t *pt_run_same_results(const char *text, const cha
   kiln_literal_t *before = pt_eval(m, args, n, &a0);
   pt_run(m, list);
   kiln_literal_t *after = pt_eval(m, args, n, &a1);
-  if (!pt_literal_bits_equal(before, after)) {
+  if (rel_tol == 0 ? !pt_literal_bits_equal(before, after)
+                   : !pt_literal_f32_close(before, after, rel_tol)) {
     char *t = pt_comp_text(m, NULL);
     print_error("after '%s':\n%s\n", list, t);
     kiln_free(t);
@@ -110,6 +132,10 @@ static inline kiln_hlo_module_t *pt_run_same_results(const char *text, const cha
   kiln_arena_destroy(&a0);
   kiln_arena_destroy(&args_arena);
   return m;
+}
+
+static inline kiln_hlo_module_t *pt_run_same_results(const char *text, const char *list) {
+  return pt_run_close_results(text, list, 0);
 }
 
 #endif /* KILN_TESTS_PASS_TEST_UTIL_H_ */

@@ -596,6 +596,28 @@ kiln_hlo_computation_t **kiln_fusion_sequential_computations(const kiln_hlo_modu
   return list.data;
 }
 
+kiln_status kiln_fusion_run_on_computations(kiln_hlo_module_t *m, const char *what,
+                                            kiln_fusion_computation_fn fn, bool *changed) {
+  kiln_fusion_make_arena_room(m);
+  size_t n = 0;
+  kiln_hlo_computation_t **comps = kiln_fusion_sequential_computations(m, &n);
+  kiln_ptrmap_t retired;
+  kiln_ptrmap_init(&retired);
+  kiln_status st = NULL;
+  bool any = false;
+  for (size_t i = 0; i < n && !st; i++) {
+    bool ch = false;
+    st = fn(comps[i], &retired, &ch);
+    if (st) st = kiln_status_annotate(st, "%s of '%s'", what, comps[i]->name);
+    any |= ch;
+  }
+  kiln_fusion_remove_retired(m, &retired);
+  kiln_ptrmap_free(&retired);
+  kiln_free(comps);
+  if (changed) *changed = *changed || any;
+  return st;
+}
+
 bool kiln_fusion_is_kernel(const kiln_hlo_instruction_t *in) {
   if (kiln_fusion_is_free(in) || calls_sequential(in)) return false;
   switch (in->opcode) {

@@ -115,6 +115,15 @@ bool kiln_fusion_loop_shapes_compatible(const kiln_fusion_loop_shape_t *a,
  * comparators or other embedded ones). kiln_malloc'ed array, entry first. */
 kiln_hlo_computation_t **kiln_fusion_sequential_computations(const kiln_hlo_module_t *m,
                                                              size_t *out_n);
+/* A fusion pass's work on one sequential computation: fused computations it makes unused
+ * go into `retired`; `*changed` set when it changed anything. */
+typedef kiln_status (*kiln_fusion_computation_fn)(kiln_hlo_computation_t *c, kiln_ptrmap_t *retired,
+                                                  bool *changed);
+/* Runs `fn` on every sequential computation of `m` (after making arena room), stops at the
+ * first error (named "<what> of '<computation>'"), drops the retired fused computations
+ * nothing calls any more and ORs what changed into `*changed`. */
+kiln_status kiln_fusion_run_on_computations(kiln_hlo_module_t *m, const char *what,
+                                            kiln_fusion_computation_fn fn, bool *changed);
 /* An instruction that launches a kernel (or a library call): not free, not a call/while/
  * conditional (their bodies are counted instead). */
 bool kiln_fusion_is_kernel(const kiln_hlo_instruction_t *in);

@@ -283,24 +283,13 @@ static kiln_status fuse_computation(hf_state_t *s, bool *changed) {
   return st;
 }
 
+static kiln_status fuse_one(kiln_hlo_computation_t *c, kiln_ptrmap_t *retired, bool *changed) {
+  hf_state_t s = {.c = c, .retired = retired};
+  return fuse_computation(&s, changed);
+}
+
 kiln_status kiln_pass_horizontal_fusion(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
                                         bool *changed) {
   (void)opts;
-  kiln_fusion_make_arena_room(m);
-  size_t n = 0;
-  kiln_hlo_computation_t **comps = kiln_fusion_sequential_computations(m, &n);
-  kiln_ptrmap_t retired;
-  kiln_ptrmap_init(&retired);
-  kiln_status st = NULL;
-  bool any = false;
-  for (size_t i = 0; i < n && !st; i++) {
-    hf_state_t s = {.c = comps[i], .retired = &retired};
-    st = fuse_computation(&s, &any);
-    if (st) st = kiln_status_annotate(st, "horizontal fusion of '%s'", comps[i]->name);
-  }
-  kiln_fusion_remove_retired(m, &retired);
-  kiln_ptrmap_free(&retired);
-  kiln_free(comps);
-  if (changed) *changed = *changed || any;
-  return st;
+  return kiln_fusion_run_on_computations(m, "horizontal fusion", fuse_one, changed);
 }

@@ -226,33 +226,16 @@ static kiln_status fuse_computation(mof_state_t *s, bool *changed) {
   return st;
 }
 
+static kiln_status fuse_one(kiln_hlo_computation_t *c, kiln_ptrmap_t *retired, bool *changed) {
+  mof_state_t s = {.c = c, .retired = retired, .dev = kiln_cost_device_default()};
+  kiln_cost_cache_init(&s.cost);
+  kiln_status st = fuse_computation(&s, changed);
+  kiln_cost_cache_free(&s.cost);
+  return st;
+}
+
 kiln_status kiln_pass_multi_output_fusion(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
                                           bool *changed) {
-  kiln_fusion_make_arena_room(m);
-  size_t n = 0;
-  kiln_hlo_computation_t **comps = kiln_fusion_sequential_computations(m, &n);
-  kiln_ptrmap_t retired;
-  kiln_ptrmap_init(&retired);
-  kiln_status st = NULL;
-  bool any = false;
-  for (size_t i = 0; i < n && !st; i++) {
-    mof_state_t s = {.c = comps[i], .retired = &retired, .dev = kiln_cost_device_default()};
-    kiln_cost_cache_init(&s.cost);
-    bool ch = false;
-    st = fuse_computation(&s, &ch);
-    kiln_cost_cache_free(&s.cost);
-    if (st) {
-      kiln_status wrapped =
-          kiln_status_make(kiln_status_code(st), "multi-output fusion of '%s': %s", comps[i]->name,
-                           kiln_status_message(st));
-      kiln_status_free(st);
-      st = wrapped;
-    }
-    any |= ch;
-  }
-  kiln_fusion_remove_retired(m, &retired);
-  kiln_ptrmap_free(&retired);
-  kiln_free(comps);
-  if (changed) *changed = *changed || any;
-  return st;
+  (void)opts;
+  return kiln_fusion_run_on_computations(m, "multi-output fusion", fuse_one, changed);
 }

@@ -238,27 +238,6 @@ static kiln_status fuse_computation(kiln_hlo_computation_t *c, kiln_ptrmap_t *re
 
 kiln_status kiln_pass_priority_fusion(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
                                       bool *changed) {
-  bool any = false;
-  kiln_fusion_make_arena_room(m);
-  size_t n = 0;
-  kiln_hlo_computation_t **comps = kiln_fusion_sequential_computations(m, &n);
-  kiln_ptrmap_t retired;
-  kiln_ptrmap_init(&retired);
-  kiln_status st = NULL;
-  for (size_t i = 0; i < n && !st; i++) {
-    bool ch = false;
-    st = fuse_computation(comps[i], &retired, &ch);
-    if (st) {
-      kiln_status wrapped = kiln_status_make(kiln_status_code(st), "priority fusion of '%s': %s",
-                                             comps[i]->name, kiln_status_message(st));
-      kiln_status_free(st);
-      st = wrapped;
-    }
-    any |= ch;
-  }
-  kiln_fusion_remove_retired(m, &retired);
-  kiln_ptrmap_free(&retired);
-  kiln_free(comps);
-  if (changed) *changed = *changed || any;
-  return st;
+  (void)opts;
+  return kiln_fusion_run_on_computations(m, "priority fusion", fuse_computation, changed);
 }
