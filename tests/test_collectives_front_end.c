@@ -170,6 +170,20 @@ static void test_group_size_mismatches_are_rejected(void **state) {
                   "replica_groups={{0,1},{1,2}}, to_apply=add }",
                   "replica_groups={{0,1},{1,2}}: id 1 appears more than once; each participant "
                   "belongs to one group; all-reduce");
+  expect_rejected(
+      "HloModule m\nENTRY e { p = f32[4] parameter(0)\n ROOT r = f32[4] "
+      "collective-permute(p), source_target_pairs={{0,1},{2,1}} }",
+      "target 1 appears more than once");
+  expect_rejected(
+      "HloModule m\nENTRY e { p = f32[4] parameter(0)\n s = (f32[4], f32[4]) "
+      "collective-permute-start(p), source_target_pairs={{0,1,2}}\n"
+      " ROOT d = f32[4] collective-permute-done(s) }",
+      "pair 0 has 3 ids");
+  expect_rejected(
+      "HloModule m\nENTRY e { p = f32[4] parameter(0)\n s = (f32[4], f32[8]) "
+      "collective-permute-start(p), source_target_pairs={{0,1}}\n"
+      " ROOT d = f32[8] collective-permute-done(s) }",
+      "collective-permute-start must return (f32[4], f32[4], contexts...)");
 }
 
 /* A module is multi-device when one of its instructions is a collective. */

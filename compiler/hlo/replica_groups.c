@@ -205,22 +205,28 @@ static kiln_status parse_mesh(cursor_t *c, i64_vec_t *ids, int_vec_t *offsets) {
   return KILN_STATUS_OK;
 }
 
-static kiln_status check_ids(const char *text, const i64_vec_t *ids) {
-  int64_t max = -1;
+/* The first id of ids[first], ids[first + step], ... that appears twice, or -1. */
+static int64_t first_repeat(const i64_vec_t *ids, size_t first, size_t step) {
+  int64_t max = -1, repeat = -1;
   for (size_t i = 0; i < ids->len; i++)
     if (ids->data[i] > max) max = ids->data[i];
   bool *seen = kiln_calloc((size_t)max + 1, 1);
-  kiln_status s = KILN_STATUS_OK;
-  for (size_t i = 0; i < ids->len && !s; i++) {
-    if (seen[ids->data[i]])
-      s = KILN_ERR_INVALID(
-          "replica_groups=%s: id %lld appears more than once; each "
-          "participant belongs to one group",
-          text, (long long)ids->data[i]);
+  for (size_t i = first; i < ids->len && repeat < 0; i += step) {
+    if (seen[ids->data[i]]) repeat = ids->data[i];
     seen[ids->data[i]] = true;
   }
   kiln_free(seen);
-  return s;
+  return repeat;
+}
+
+static kiln_status check_ids(const char *text, const i64_vec_t *ids) {
+  int64_t r = first_repeat(ids, 0, 1);
+  if (r >= 0)
+    return KILN_ERR_INVALID(
+        "replica_groups=%s: id %lld appears more than once; each "
+        "participant belongs to one group",
+        text, (long long)r);
+  return KILN_STATUS_OK;
 }
 
 kiln_status kiln_hlo_replica_groups_parse(const char *text, kiln_hlo_replica_groups_t *out) {
@@ -261,4 +267,27 @@ void kiln_hlo_replica_groups_free(kiln_hlo_replica_groups_t *g) {
   kiln_free(g->ids);
   kiln_free(g->offsets);
   memset(g, 0, sizeof *g);
+}
+
+kiln_status kiln_hlo_source_target_pairs_check(const char *text, int *num_pairs) {
+  cursor_t c = {text, text};
+  i64_vec_t ids = {0};
+  int_vec_t offsets = {0};
+  kiln_status s = parse_explicit(&c, &ids, &offsets);
+  skip_ws(&c);
+  if (!s && *c.p) s = syntax(&c, "the end of the pairs");
+  for (size_t g = 0; !s && g + 1 < offsets.len; g++)
+    if (offsets.data[g + 1] - offsets.data[g] != 2)
+      s = KILN_ERR_INVALID("source_target_pairs=%s: pair %zu has %d ids; write {source,target}",
+                           text, g, offsets.data[g + 1] - offsets.data[g]);
+  for (size_t side = 0; !s && side < 2; side++) {
+    int64_t r = first_repeat(&ids, side, 2);
+    if (r >= 0)
+      s = KILN_ERR_INVALID("source_target_pairs=%s: %s %lld appears more than once", text,
+                           side == 0 ? "source" : "target", (long long)r);
+  }
+  *num_pairs = s ? 0 : (int)ids.len / 2;
+  kiln_vec_free(&ids);
+  kiln_vec_free(&offsets);
+  return s;
 }

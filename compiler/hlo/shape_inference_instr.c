@@ -72,6 +72,16 @@ static kiln_status collective_shards(const kiln_hlo_instruction_t *in, bool equa
   return s;
 }
 
+/* collective-permute(-start): its source_target_pairs are well formed when written. */
+static kiln_status check_permute_pairs(const kiln_hlo_instruction_t *in) {
+  const char *pairs = kiln_hlo_instruction_raw_attr(in, "source_target_pairs");
+  int num_pairs;
+  if (!pairs) return KILN_STATUS_OK;
+  KILN_RETURN_IF_ERROR(kiln_hlo_source_target_pairs_check(pairs, &num_pairs), "%s",
+                       kiln_hlo_opcode_name(in->opcode));
+  return KILN_STATUS_OK;
+}
+
 /* Group checks of a collective whose shapes do not depend on the group size. */
 static kiln_status check_groups(const kiln_hlo_instruction_t *in) {
   int64_t shards;
@@ -472,8 +482,29 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
       return same_as_operands(a, n, ops, out);
     case KILN_OP_COLLECTIVE_PERMUTE:
       if (n < 1) return arity_error(in, "at least 1");
+      KILN_RETURN_IF_ERROR_PLAIN(check_permute_pairs(in));
       if (n == 1) *out = (kiln_shape_t *)ops[0];
       return KILN_STATUS_OK; /* the in-place / combined forms are accepted */
+    case KILN_OP_COLLECTIVE_PERMUTE_START:
+      if (n < 1) return arity_error(in, "at least 1");
+      KILN_RETURN_IF_ERROR_PLAIN(check_permute_pairs(in));
+      /* (operand, result, contexts...) in current dumps; the result itself in older ones. */
+      if (n == 1 && !kiln_shape_is_tuple(res))
+        *out = (kiln_shape_t *)ops[0];
+      else if (n == 1 &&
+               (res->num_elements < 2 || !kiln_shape_compatible(res->elements[0], ops[0]) ||
+                !kiln_shape_compatible(res->elements[1], ops[0])))
+        return KILN_ERR_INVALID(
+            "collective-permute-start must return (%s, %s, contexts...), but "
+            "returns %s",
+            kiln__shape_str(a, ops[0]), kiln__shape_str(a, ops[0]), kiln__shape_str(a, res));
+      return KILN_STATUS_OK;
+    case KILN_OP_COLLECTIVE_PERMUTE_DONE:
+      if (kiln_shape_is_tuple(ops[0]) && ops[0]->num_elements >= 2)
+        *out = ops[0]->elements[1];
+      else
+        *out = (kiln_shape_t *)ops[0];
+      return KILN_STATUS_OK;
     case KILN_OP_ALL_TO_ALL:
       if (n < 1) return arity_error(in, "at least 1");
       if (in->has_dimensions && n == 1) {
@@ -536,8 +567,6 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
     case KILN_OP_CUSTOM_CALL: case KILN_OP_CUSTOM_CALL_START: case KILN_OP_CUSTOM_CALL_UPDATE:
     case KILN_OP_CUSTOM_CALL_DONE: case KILN_OP_ASYNC_START: case KILN_OP_ASYNC_UPDATE:
     case KILN_OP_ASYNC_DONE:
-    case KILN_OP_COLLECTIVE_PERMUTE_START:
-    case KILN_OP_COLLECTIVE_PERMUTE_DONE:
     case KILN_OP_SEND_DONE: case KILN_OP_RECV_DONE: case KILN_OP_SCAN:
     case KILN_OP_RAGGED_DOT: case KILN_OP_SCALED_DOT:
       return KILN_STATUS_OK;
