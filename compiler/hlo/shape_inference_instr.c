@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler/hlo/replica_groups.h"
 #include "compiler/hlo/shape_inference.h"
 #include "compiler/hlo/shape_inference_internal.h"
 
@@ -49,12 +50,50 @@ static kiln_status same_as_operands(kiln_arena_t *a, int n, const kiln_shape_t *
   return kiln_shape_infer_tuple(a, n, ops, out);
 }
 
+/* Checks the replica_groups of `in` and returns in *shards the size every group shares, or
+ * 0 when the module leaves it to run time ({} or no groups). `equal_sizes`: the op splits or
+ * gathers data by group size, so every group must have the same size. */
+static kiln_status collective_shards(const kiln_hlo_instruction_t *in, bool equal_sizes,
+                                     int64_t *shards) {
+  *shards = 0;
+  if (!in->replica_groups) return KILN_STATUS_OK;
+  kiln_hlo_replica_groups_t g;
+  KILN_RETURN_IF_ERROR(kiln_hlo_replica_groups_parse(in->replica_groups, &g), "%s",
+                       kiln_hlo_opcode_name(in->opcode));
+  kiln_status s = KILN_STATUS_OK;
+  if (g.num_groups > 0 && g.group_size < 0 && equal_sizes)
+    s = KILN_ERR_INVALID(
+        "%s replica_groups=%s: every group must have the same size, since the "
+        "data is split or gathered by group size",
+        kiln_hlo_opcode_name(in->opcode), in->replica_groups);
+  else if (g.group_size > 0)
+    *shards = g.group_size;
+  kiln_hlo_replica_groups_free(&g);
+  return s;
+}
+
+/* collective-permute(-start): its source_target_pairs are well formed when written. */
+static kiln_status check_permute_pairs(const kiln_hlo_instruction_t *in) {
+  const char *pairs = kiln_hlo_instruction_raw_attr(in, "source_target_pairs");
+  int num_pairs;
+  if (!pairs) return KILN_STATUS_OK;
+  KILN_RETURN_IF_ERROR(kiln_hlo_source_target_pairs_check(pairs, &num_pairs), "%s",
+                       kiln_hlo_opcode_name(in->opcode));
+  return KILN_STATUS_OK;
+}
+
+/* Group checks of a collective whose shapes do not depend on the group size. */
+static kiln_status check_groups(const kiln_hlo_instruction_t *in) {
+  int64_t shards;
+  return collective_shards(in, false, &shards);
+}
+
 /* all-gather (grow) / reduce-scatter (shrink) along `dim`: every other dimension and the
- * element type equal, the gathered size a multiple of the scattered one. */
+ * element type equal, the gathered size `shards` times the scattered one (a multiple of it
+ * when `shards` is 0, i.e. decided at run time). */
 static kiln_status check_gather_scatter_collective(kiln_arena_t *a, const char *op,
-                                                   const kiln_shape_t *in,
-                                                   const kiln_shape_t *res, int64_t dim,
-                                                   bool grow) {
+                                                   const kiln_shape_t *in, const kiln_shape_t *res,
+                                                   int64_t dim, bool grow, int64_t shards) {
   if (!kiln_shape_is_array(in) || !kiln_shape_is_array(res) || in->type != res->type ||
       in->rank != res->rank || dim < 0 || dim >= in->rank)
     return KILN_ERR_INVALID("%s operand %s and result %s must be arrays of the same type and rank with dimension %lld",
@@ -66,6 +105,12 @@ static kiln_status check_gather_scatter_collective(kiln_arena_t *a, const char *
                               kiln__shape_str(a, in), kiln__shape_str(a, res), i);
   }
   int64_t big = grow ? res->dims[dim] : in->dims[dim], small = grow ? in->dims[dim] : res->dims[dim];
+  if (shards > 0 && big != small * shards)
+    return KILN_ERR_INVALID(
+        "%s over groups of %lld: dimension %lld of %s must be %lld times that "
+        "of %s",
+        op, (long long)shards, (long long)dim, kiln__shape_str(a, grow ? res : in),
+        (long long)shards, kiln__shape_str(a, grow ? in : res));
   if (small == 0 ? big != 0 : big % small != 0)
     return KILN_ERR_INVALID("%s: dimension %lld of %s must be a multiple of that of %s", op,
                             (long long)dim, kiln__shape_str(a, grow ? res : in),
@@ -73,21 +118,36 @@ static kiln_status check_gather_scatter_collective(kiln_arena_t *a, const char *
   return KILN_STATUS_OK;
 }
 
+/* all-gather / reduce-scatter with one or several operands against result `res`. */
 static kiln_status check_collective_list(kiln_arena_t *a, const kiln_hlo_instruction_t *in,
-                                         const kiln_shape_t *const *ops, bool grow) {
-  int64_t dim = 0;
+                                         const kiln_shape_t *const *ops, const kiln_shape_t *res,
+                                         bool grow) {
+  int64_t dim = 0, shards = 0;
   KILN_RETURN_IF_ERROR_PLAIN(need_single_dim(a, in, &dim));
-  const kiln_shape_t *res = in->shape;
+  KILN_RETURN_IF_ERROR_PLAIN(collective_shards(in, true, &shards));
   const char *op = kiln_hlo_opcode_name(in->opcode);
   if (in->num_operands == 1 && !kiln_shape_is_tuple(res))
-    return check_gather_scatter_collective(a, op, ops[0], res, dim, grow);
+    return check_gather_scatter_collective(a, op, ops[0], res, dim, grow, shards);
   if (!kiln_shape_is_tuple(res) || res->num_elements != in->num_operands)
     return KILN_ERR_INVALID("%s with %d operands must return a tuple of %d arrays, but returns %s",
                             op, in->num_operands, in->num_operands, kiln__shape_str(a, res));
   for (int i = 0; i < in->num_operands; i++)
     KILN_RETURN_IF_ERROR_PLAIN(
-        check_gather_scatter_collective(a, op, ops[i], res->elements[i], dim, grow));
+        check_gather_scatter_collective(a, op, ops[i], res->elements[i], dim, grow, shards));
   return KILN_STATUS_OK;
+}
+
+/* The (operands, results) tuple an async start returns in current dumps; NULL for the older
+ * form where the start returns the result itself. */
+static const kiln_shape_t *async_pair_results(const kiln_shape_t *res, int n,
+                                              const kiln_shape_t *const *ops) {
+  if (!kiln_shape_is_tuple(res) || res->num_elements != 2) return NULL;
+  const kiln_shape_t *first = res->elements[0];
+  if (n == 1) return kiln_shape_compatible(first, ops[0]) ? res->elements[1] : NULL;
+  if (!kiln_shape_is_tuple(first) || first->num_elements != n) return NULL;
+  for (int i = 0; i < n; i++)
+    if (!kiln_shape_compatible(first->elements[i], ops[i])) return NULL;
+  return res->elements[1];
 }
 
 static int64_t raw_int_attr(const kiln_hlo_instruction_t *in, const char *key, int64_t dflt) {
@@ -410,6 +470,7 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
     case KILN_OP_ALL_REDUCE:
       if (n < 1) return arity_error(in, "at least 1");
       KILN_RETURN_IF_ERROR_PLAIN(need_called(in, "to_apply", &c1));
+      KILN_RETURN_IF_ERROR_PLAIN(check_groups(in));
       return same_as_operands(a, n, ops, out);
     case KILN_OP_ALL_REDUCE_DONE:
       /* The done op of the older tuple form returns the results half of the tuple. */
@@ -417,29 +478,70 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
       /* fall through */
     case KILN_OP_COLLECTIVE_BROADCAST:
       if (n < 1) return arity_error(in, "at least 1");
+      KILN_RETURN_IF_ERROR_PLAIN(check_groups(in));
       return same_as_operands(a, n, ops, out);
     case KILN_OP_COLLECTIVE_PERMUTE:
       if (n < 1) return arity_error(in, "at least 1");
+      KILN_RETURN_IF_ERROR_PLAIN(check_permute_pairs(in));
       if (n == 1) *out = (kiln_shape_t *)ops[0];
       return KILN_STATUS_OK; /* the in-place / combined forms are accepted */
+    case KILN_OP_COLLECTIVE_PERMUTE_START:
+      if (n < 1) return arity_error(in, "at least 1");
+      KILN_RETURN_IF_ERROR_PLAIN(check_permute_pairs(in));
+      /* (operand, result, contexts...) in current dumps; the result itself in older ones. */
+      if (n == 1 && !kiln_shape_is_tuple(res))
+        *out = (kiln_shape_t *)ops[0];
+      else if (n == 1 &&
+               (res->num_elements < 2 || !kiln_shape_compatible(res->elements[0], ops[0]) ||
+                !kiln_shape_compatible(res->elements[1], ops[0])))
+        return KILN_ERR_INVALID(
+            "collective-permute-start must return (%s, %s, contexts...), but "
+            "returns %s",
+            kiln__shape_str(a, ops[0]), kiln__shape_str(a, ops[0]), kiln__shape_str(a, res));
+      return KILN_STATUS_OK;
+    case KILN_OP_COLLECTIVE_PERMUTE_DONE:
+      if (kiln_shape_is_tuple(ops[0]) && ops[0]->num_elements >= 2)
+        *out = ops[0]->elements[1];
+      else
+        *out = (kiln_shape_t *)ops[0];
+      return KILN_STATUS_OK;
     case KILN_OP_ALL_TO_ALL:
       if (n < 1) return arity_error(in, "at least 1");
       if (in->has_dimensions && n == 1) {
+        int64_t shards = 0;
         KILN_RETURN_IF_ERROR_PLAIN(need_single_dim(a, in, &dim));
+        KILN_RETURN_IF_ERROR_PLAIN(collective_shards(in, true, &shards));
         if (!kiln_shape_is_array(ops[0]) || dim < 0 || dim >= ops[0]->rank)
           return KILN_ERR_INVALID("all-to-all split dimension %lld is out of range for %s",
                                   (long long)dim, kiln__shape_str(a, ops[0]));
+        if (shards > 0 && ops[0]->dims[dim] % shards != 0)
+          return KILN_ERR_INVALID(
+              "all-to-all over groups of %lld: split dimension %lld of %s "
+              "must be a multiple of %lld",
+              (long long)shards, (long long)dim, kiln__shape_str(a, ops[0]), (long long)shards);
         *out = (kiln_shape_t *)ops[0];
         return KILN_STATUS_OK;
       }
       return kiln_shape_infer_tuple(a, n, ops, out);
+    case KILN_OP_ALL_GATHER_START: {
+      if (n < 1) return arity_error(in, "at least 1");
+      const kiln_shape_t *gathered = async_pair_results(res, n, ops);
+      return check_collective_list(a, in, ops, gathered ? gathered : res, true);
+    }
+    case KILN_OP_ALL_GATHER_DONE:
+      /* The pair form returns the results half; the older form passes the result on. */
+      if (kiln_shape_is_tuple(ops[0]) && ops[0]->num_elements == 2)
+        *out = ops[0]->elements[1];
+      else
+        *out = (kiln_shape_t *)ops[0];
+      return KILN_STATUS_OK;
     case KILN_OP_ALL_GATHER:
       if (n < 1) return arity_error(in, "at least 1");
-      return check_collective_list(a, in, ops, true);
+      return check_collective_list(a, in, ops, res, true);
     case KILN_OP_REDUCE_SCATTER:
       if (n < 1) return arity_error(in, "at least 1");
       KILN_RETURN_IF_ERROR_PLAIN(need_called(in, "to_apply", &c1));
-      return check_collective_list(a, in, ops, false);
+      return check_collective_list(a, in, ops, res, false);
     case KILN_OP_RAGGED_ALL_TO_ALL:
       if (!kiln_shape_compatible(res, ops[1]))
         return KILN_ERR_INVALID("ragged-all-to-all result %s must equal its output operand %s",
@@ -464,8 +566,7 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
      * construction and are checked structurally by the verifier). */
     case KILN_OP_CUSTOM_CALL: case KILN_OP_CUSTOM_CALL_START: case KILN_OP_CUSTOM_CALL_UPDATE:
     case KILN_OP_CUSTOM_CALL_DONE: case KILN_OP_ASYNC_START: case KILN_OP_ASYNC_UPDATE:
-    case KILN_OP_ASYNC_DONE: case KILN_OP_ALL_GATHER_START: case KILN_OP_ALL_GATHER_DONE:
-    case KILN_OP_COLLECTIVE_PERMUTE_START: case KILN_OP_COLLECTIVE_PERMUTE_DONE:
+    case KILN_OP_ASYNC_DONE:
     case KILN_OP_SEND_DONE: case KILN_OP_RECV_DONE: case KILN_OP_SCAN:
     case KILN_OP_RAGGED_DOT: case KILN_OP_SCALED_DOT:
       return KILN_STATUS_OK;
