@@ -283,7 +283,9 @@ static cost_summary_t *summarize(const kiln_hlo_instruction_t *in) {
   return s;
 }
 
-void kiln_cost_cache_init(kiln_cost_cache_t *cache) { kiln_ptrmap_init(&cache->summaries); }
+void kiln_cost_cache_init(kiln_cost_cache_t *cache) {
+  kiln_ptrmap_init(&cache->summaries);
+}
 
 void kiln_cost_cache_free(kiln_cost_cache_t *cache) {
   for (size_t i = 0; i < cache->summaries.cap; i++)
@@ -374,7 +376,7 @@ double kiln_cost_kernel_time(const kiln_cost_device_t *d, double bytes_read, dou
 }
 
 double kiln_cost_instruction_time_cached(kiln_cost_cache_t *cache, const kiln_cost_device_t *d,
-                                        const kiln_hlo_instruction_t *in) {
+                                         const kiln_hlo_instruction_t *in) {
   if (kiln_fusion_is_free(in)) return 0;
   bool owned;
   cost_summary_t *s = summary_of(cache, in, &owned);

@@ -80,7 +80,7 @@ void kiln_cost_cache_forget(kiln_cost_cache_t *cache, const kiln_hlo_instruction
 
 /* kiln_cost_instruction_time and kiln_cost_fused_time through `cache` (NULL: uncached). */
 double kiln_cost_instruction_time_cached(kiln_cost_cache_t *cache, const kiln_cost_device_t *d,
-                                        const kiln_hlo_instruction_t *in);
+                                         const kiln_hlo_instruction_t *in);
 double kiln_cost_fused_time_cached(kiln_cost_cache_t *cache, const kiln_cost_device_t *d,
                                    const kiln_hlo_instruction_t *producer,
                                    const kiln_hlo_instruction_t *consumer, bool extra_output);

@@ -23,11 +23,11 @@
  * twice) adds up. Not thread-safe: one table per run. */
 #define KILN_PASS_TIMINGS_MAX 64
 typedef struct kiln_pass_timing {
-  const char *name; /* the pass's registered name (static) */
-  double seconds;   /* total wall time of its runs */
+  const char *name;   /* the pass's registered name (static) */
+  double seconds;     /* total wall time of its runs */
   double cpu_seconds; /* total CPU time of the calling thread (steadier on a busy machine) */
-  int runs;         /* how many times it ran */
-  int changed;      /* how many of those runs changed the module */
+  int runs;           /* how many times it ran */
+  int changed;        /* how many of those runs changed the module */
 } kiln_pass_timing_t;
 
 typedef struct kiln_pass_timings {

@@ -95,8 +95,7 @@ static int fused_operand_count(const kiln_hlo_instruction_t *p, const kiln_hlo_i
 }
 
 /* The time saved by fusing `p` into all its users; false when it cannot be fused. */
-static bool producer_priority(fusion_queue_t *q, const kiln_hlo_instruction_t *p,
-                              double *out) {
+static bool producer_priority(fusion_queue_t *q, const kiln_hlo_instruction_t *p, double *out) {
   if (p->parent != q->c || p == q->c->root || !p->users.len || p->control_successors.len)
     return false;
   int size = kiln_fusion_body_size(p);
