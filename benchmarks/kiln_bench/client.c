@@ -257,60 +257,12 @@ bool kiln_bench_cost_property(const kiln_bench_client_t *c, const kiln_bench_exe
 }
 
 static kiln_status await_event(const kiln_bench_client_t *c, PJRT_Event *ev, const char *what) {
-  if (!ev) return NULL;
-  const PJRT_Api *api = c->plugin->api;
-  PJRT_Event_Await_Args wa = {.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE, .event = ev};
-  kiln_status s = kiln_pjrt_status_from_error(api, api->PJRT_Event_Await(&wa), what);
-  PJRT_Event_Destroy_Args da = {.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE, .event = ev};
-  return kiln_status_join(
-      s, kiln_pjrt_status_from_error(api, api->PJRT_Event_Destroy(&da), "PJRT_Event_Destroy"));
-}
-
-static bool is_row_major(const kiln_shape_t *s) {
-  if (!s->has_layout || s->rank < 2) return true;
-  if (s->layout.num_tiles) return false;
-  for (int i = 0; i < s->rank; i++)
-    if (s->layout.minor_to_major[i] != s->rank - 1 - i) return false;
-  return true;
+  return kiln_pjrt_event_await(c->plugin->api, ev, what);
 }
 
 kiln_status kiln_bench_upload(const kiln_bench_client_t *c, const kiln_literal_t *l,
                               PJRT_Buffer **out) {
-  *out = NULL;
-  const kiln_shape_t *sh = l->shape;
-  PJRT_Buffer_Type type;
-  if (!kiln_shape_is_array(sh) || !l->data || !kiln_pjrt_buffer_type_of(sh->type, &type))
-    return KILN_ERR_UNIMPLEMENTED(
-        "a PJRT buffer holds one array of a numeric type; this argument is a tuple, token or %s",
-        kiln_elem_type_name(sh->type));
-  PJRT_Buffer_MemoryLayout layout;
-  memset(&layout, 0, sizeof(layout));
-  bool custom = !is_row_major(sh);
-  if (custom) {
-    layout.struct_size = PJRT_Buffer_MemoryLayout_STRUCT_SIZE;
-    layout.type = PJRT_Buffer_MemoryLayout_Type_Tiled;
-    layout.tiled.struct_size = PJRT_Buffer_MemoryLayout_Tiled_STRUCT_SIZE;
-    layout.tiled.minor_to_major = sh->layout.minor_to_major;
-    layout.tiled.minor_to_major_size = (size_t)sh->rank;
-  }
-  PJRT_Client_BufferFromHostBuffer_Args a = {
-      .struct_size = PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE,
-      .client = c->client,
-      .data = l->data,
-      .type = type,
-      .dims = sh->dims,
-      .num_dims = (size_t)sh->rank,
-      .host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall,
-      .device = c->device,
-      .device_layout = custom ? &layout : NULL};
-  TRY(c, c->plugin->api->PJRT_Client_BufferFromHostBuffer(&a), "PJRT_Client_BufferFromHostBuffer");
-  *out = a.buffer;
-  kiln_status s = await_event(c, a.done_with_host_buffer, "PJRT_Client_BufferFromHostBuffer");
-  if (s) {
-    kiln_bench_buffer_destroy(c, *out);
-    *out = NULL;
-  }
-  return s;
+  return kiln_pjrt_buffer_from_host(c->plugin->api, c->client, c->device, l->shape, l->data, out);
 }
 
 kiln_status kiln_bench_download(const kiln_bench_client_t *c, PJRT_Buffer *b, kiln_arena_t *arena,

@@ -171,7 +171,7 @@ static void run_jobs(void **args, int64_t begin, int64_t end) {
  * of its own, then compiles the misses on a pool of workers. */
 static kiln_status batch_compile(batch_t *b, const kiln_kir_batch_options_t *o,
                                  kiln_kir_batch_stats_t *st, LLVMTargetMachineRef nvptx_tm) {
-  job_t **todo = kiln_calloc(b->num_jobs + 1, sizeof(job_t *));
+  job_t **pending = kiln_calloc(b->num_jobs + 1, sizeof(job_t *));
   size_t nt = 0;
   kiln_status s = NULL;
   double t0 = kiln_clock_ms();
@@ -184,17 +184,17 @@ static kiln_status batch_compile(batch_t *b, const kiln_kir_batch_options_t *o,
     const kiln_kir_func_t *k = kiln_kir_module_kernel(x->kir);
     if (!s) s = rename_kernel(x->mod, k->name, x->symbol);
     if (s) s = kiln_status_annotate(s, "lowering %s", x->kir->name);
-    todo[nt++] = x;
+    pending[nt++] = x;
   }
   st->lower_ms += kiln_clock_ms() - t0;
   if (s) {
-    kiln_free(todo);
+    kiln_free(pending);
     return s;
   }
   double t1 = kiln_clock_ms();
   kiln_host_pool_t *pool = NULL;
   /* LLVM's lazy globals made on one thread first, whoever compiles next (host_jit.h) */
-  if (nt > 0 && todo[0]->jit) kiln_host_jit_prepare_threads(todo[0]->jit);
+  if (nt > 0 && pending[0]->jit) kiln_host_jit_prepare_threads(pending[0]->jit);
   if (nt > 1 && o->num_threads != 1) {
     kiln_status ps = kiln_host_pool_create(o->num_threads, &pool);
     if (ps) { /* no threads to be had: compile on this one */
@@ -203,23 +203,23 @@ static kiln_status batch_compile(batch_t *b, const kiln_kir_batch_options_t *o,
     }
   }
   st->threads = pool ? kiln_host_pool_num_workers(pool) : 1;
-  s = kiln_host_pool_launch(pool, run_jobs, (void **)todo, (int64_t)nt, 1);
+  s = kiln_host_pool_launch(pool, run_jobs, (void **)pending, (int64_t)nt, 1);
   kiln_host_pool_destroy(pool);
   st->compile_ms += kiln_clock_ms() - t1;
   st->compiled += (int)nt;
   for (size_t i = 0; i < nt && !s; i++) {
-    job_t *x = todo[i];
+    job_t *x = pending[i];
     if (x->status) {
       s = kiln_status_annotate(x->status, "compiling %s", x->kir->name);
       x->status = NULL;
     }
   }
   for (size_t i = 0; i < nt && !s; i++)
-    if (todo[i]->cacheable)
+    if (pending[i]->cacheable)
       kiln_kernel_cache_put(o->cache_dir,
-                            todo[i]->jit ? KILN_KERNEL_CACHE_HOST : KILN_KERNEL_CACHE_CUDA,
-                            todo[i]->key, todo[i]->image, todo[i]->size);
-  kiln_free(todo);
+                            pending[i]->jit ? KILN_KERNEL_CACHE_HOST : KILN_KERNEL_CACHE_CUDA,
+                            pending[i]->key, pending[i]->image, pending[i]->size);
+  kiln_free(pending);
   return s;
 }
 

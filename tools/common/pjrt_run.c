@@ -45,14 +45,18 @@ kiln_status kiln_pjrt_status_from_error(const PJRT_Api *api, PJRT_Error *e, cons
 #define PJRT_TRY(r, call, what) \
   KILN_RETURN_IF_ERROR_PLAIN(kiln_pjrt_status_from_error((r)->api, (call), (what)))
 
-static kiln_status await_event(const kiln_pjrt_runner_t *r, PJRT_Event *ev, const char *what) {
+kiln_status kiln_pjrt_event_await(const PJRT_Api *api, PJRT_Event *ev, const char *what) {
   if (!ev) return NULL;
   PJRT_Event_Await_Args wa = {.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE, .event = ev};
-  kiln_status s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_Event_Await(&wa), what);
+  kiln_status s = kiln_pjrt_status_from_error(api, api->PJRT_Event_Await(&wa), what);
   PJRT_Event_Destroy_Args da = {.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE, .event = ev};
   kiln_status d =
-      kiln_pjrt_status_from_error(r->api, r->api->PJRT_Event_Destroy(&da), "PJRT_Event_Destroy");
+      kiln_pjrt_status_from_error(api, api->PJRT_Event_Destroy(&da), "PJRT_Event_Destroy");
   return kiln_status_join(s, d);
+}
+
+static kiln_status await_event(const kiln_pjrt_runner_t *r, PJRT_Event *ev, const char *what) {
+  return kiln_pjrt_event_await(r->api, ev, what);
 }
 
 static void destroy_buffer(const kiln_pjrt_runner_t *r, PJRT_Buffer *b) {
@@ -230,6 +234,50 @@ static bool is_row_major(const kiln_shape_t *s) {
   return true;
 }
 
+kiln_status kiln_pjrt_buffer_from_host(const PJRT_Api *api, PJRT_Client *client,
+                                       PJRT_Device *device, const kiln_shape_t *shape,
+                                       const void *data, PJRT_Buffer **out) {
+  *out = NULL;
+  PJRT_Buffer_Type type;
+  if (!kiln_shape_is_array(shape) || !kiln_pjrt_buffer_type_of(shape->type, &type))
+    return KILN_ERR_UNIMPLEMENTED("a PJRT buffer holds one array of a numeric type, not a %s",
+                                  kiln_elem_type_name(shape->type));
+  if (!data) return KILN_ERR_INVALID("no host data for a PJRT buffer");
+  PJRT_Buffer_MemoryLayout layout;
+  memset(&layout, 0, sizeof(layout));
+  bool custom_layout = !is_row_major(shape);
+  if (custom_layout) {
+    layout.struct_size = PJRT_Buffer_MemoryLayout_STRUCT_SIZE;
+    layout.type = PJRT_Buffer_MemoryLayout_Type_Tiled;
+    layout.tiled.struct_size = PJRT_Buffer_MemoryLayout_Tiled_STRUCT_SIZE;
+    layout.tiled.minor_to_major = shape->layout.minor_to_major;
+    layout.tiled.minor_to_major_size = (size_t)shape->rank;
+  }
+  PJRT_Client_BufferFromHostBuffer_Args a = {
+      .struct_size = PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE,
+      .client = client,
+      .data = data,
+      .type = type,
+      .dims = shape->dims,
+      .num_dims = (size_t)shape->rank,
+      .host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall,
+      .device = device,
+      .device_layout = custom_layout ? &layout : NULL};
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_pjrt_status_from_error(
+      api, api->PJRT_Client_BufferFromHostBuffer(&a), "PJRT_Client_BufferFromHostBuffer"));
+  kiln_status s =
+      kiln_pjrt_event_await(api, a.done_with_host_buffer, "PJRT_Client_BufferFromHostBuffer");
+  if (s) {
+    PJRT_Buffer_Destroy_Args d = {.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE,
+                                  .buffer = a.buffer};
+    kiln_status_free(
+        kiln_pjrt_status_from_error(api, api->PJRT_Buffer_Destroy(&d), "PJRT_Buffer_Destroy"));
+    return s;
+  }
+  *out = a.buffer;
+  return NULL;
+}
+
 static kiln_status upload(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
                           kiln_literal_t *const *args, int num_args, PJRT_Buffer **bufs) {
   const kiln_hlo_computation_t *entry = m->entry;
@@ -237,40 +285,12 @@ static kiln_status upload(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
     return KILN_ERR_INVALID("%s takes %d parameters, %d arguments given", m->name,
                             entry->num_parameters, num_args);
   for (int p = 0; p < num_args; p++) {
-    const kiln_shape_t *ps = entry->parameters[p]->shape;
-    const kiln_literal_t *lit = args[p];
-    PJRT_Buffer_Type type;
-    if (!kiln_shape_is_array(ps) || !lit || !lit->data ||
-        !kiln_pjrt_buffer_type_of(ps->type, &type))
-      return KILN_ERR_UNIMPLEMENTED(
-          "parameter %d: a PJRT buffer holds one array of a numeric type; this parameter is "
-          "a tuple, token or %s (kiln-run --direct runs it without the plugin)",
-          p, kiln_elem_type_name(ps->type));
-    PJRT_Buffer_MemoryLayout layout;
-    memset(&layout, 0, sizeof(layout));
-    bool custom_layout = !is_row_major(ps);
-    if (custom_layout) {
-      layout.struct_size = PJRT_Buffer_MemoryLayout_STRUCT_SIZE;
-      layout.type = PJRT_Buffer_MemoryLayout_Type_Tiled;
-      layout.tiled.struct_size = PJRT_Buffer_MemoryLayout_Tiled_STRUCT_SIZE;
-      layout.tiled.minor_to_major = ps->layout.minor_to_major;
-      layout.tiled.minor_to_major_size = (size_t)ps->rank;
-    }
-    PJRT_Client_BufferFromHostBuffer_Args a = {
-        .struct_size = PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE,
-        .client = r->client,
-        .data = lit->data,
-        .type = type,
-        .dims = ps->dims,
-        .num_dims = (size_t)ps->rank,
-        .host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall,
-        .device = r->device,
-        .device_layout = custom_layout ? &layout : NULL};
-    kiln_status s = kiln_pjrt_status_from_error(
-        r->api, r->api->PJRT_Client_BufferFromHostBuffer(&a), "PJRT_Client_BufferFromHostBuffer");
-    bufs[p] = a.buffer;
-    if (!s) s = await_event(r, a.done_with_host_buffer, "PJRT_Client_BufferFromHostBuffer");
-    if (s) return kiln_status_annotate(s, "for parameter %d", p);
+    kiln_status s =
+        kiln_pjrt_buffer_from_host(r->api, r->client, r->device, entry->parameters[p]->shape,
+                                   args[p] ? args[p]->data : NULL, &bufs[p]);
+    if (s)
+      return kiln_status_annotate(
+          s, "for parameter %d (kiln-run --direct runs a module without the plugin)", p);
   }
   return NULL;
 }

@@ -67,6 +67,13 @@ kiln_status kiln_pjrt_status_from_error(const PJRT_Api *api, PJRT_Error *e, cons
 void *kiln_pjrt_plugin_dlopen(const char *path, char *used, size_t used_size);
 /* The PJRT buffer type of an element type and back; false where there is none. */
 bool kiln_pjrt_buffer_type_of(kiln_elem_type_t t, PJRT_Buffer_Type *out);
+/* Awaits `ev` (NULL: nothing to wait for) and destroys it; the status names `what`. */
+kiln_status kiln_pjrt_event_await(const PJRT_Api *api, PJRT_Event *ev, const char *what);
+/* One array of `shape` (its layout honoured) from host `data` onto `device`, the upload
+ * awaited; *out NULL on error (a tuple, token or non-numeric shape is UNIMPLEMENTED). */
+kiln_status kiln_pjrt_buffer_from_host(const PJRT_Api *api, PJRT_Client *client,
+                                       PJRT_Device *device, const kiln_shape_t *shape,
+                                       const void *data, PJRT_Buffer **out);
 bool kiln_pjrt_elem_type_of(PJRT_Buffer_Type t, kiln_elem_type_t *out);
 
 #endif /* KILN_TOOLS_COMMON_PJRT_RUN_H_ */
