@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "status_test_util.h"
+
 #include "base/alloc.h"
 #include "base/status.h"
 #include "runtime/command_buffer.h"
@@ -22,20 +24,6 @@
 #include "runtime/cuda/cuda_graph.h"
 #include "runtime/device.h"
 #include "tests/skip_util.h"
-
-#define ASSERT_OK(expr)                                           \
-  do {                                                            \
-    kiln_status s__ = (expr);                                     \
-    if (s__) fail_msg("%s: %s", #expr, kiln_status_message(s__)); \
-  } while (0)
-
-static void assert_code(kiln_status s, kiln_status_code_t code) {
-  assert_non_null(s);
-  if (kiln_status_code(s) != code)
-    fail_msg("expected %s, got %s: %s", kiln_status_code_name(code),
-             kiln_status_code_name(kiln_status_code(s)), kiln_status_message(s));
-  kiln_status_free(s);
-}
 
 /* ---- symbol table ------------------------------------------------------------------------ */
 

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "status_test_util.h"
+
 #include "compiler/eval/eval.h"
 #include "compiler/passes/fusion_wrapper.h"
 #include "compiler/thunks/compile.h"
@@ -23,20 +25,6 @@
 #include "tools/common/compare.h"
 #include "tools/common/device_run.h"
 #include "tools/common/fake_args.h"
-
-#define ASSERT_OK(expr)                                           \
-  do {                                                            \
-    kiln_status s__ = (expr);                                     \
-    if (s__) fail_msg("%s: %s", #expr, kiln_status_message(s__)); \
-  } while (0)
-
-static void assert_code(kiln_status s, kiln_status_code_t code) {
-  assert_non_null(s);
-  if (kiln_status_code(s) != code)
-    fail_msg("expected %s, got %s: %s", kiln_status_code_name(code),
-             kiln_status_code_name(kiln_status_code(s)), kiln_status_message(s));
-  kiln_status_free(s);
-}
 
 static kiln_host_pool_t *g_pool;
 static kiln_device_t *g_dev;

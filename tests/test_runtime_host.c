@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "status_test_util.h"
+
 #include "base/alloc.h"
 #include "base/status.h"
 #include "base/str.h"
@@ -60,20 +62,6 @@ static void k_slow_fill(void **args, int64_t b, int64_t e) {
 static const char *const kNames[] = {"add_one", "scale2", "counter_lt", "counter_inc", "slow_fill"};
 static void *const kFns[] = {(void *)k_add_one, (void *)k_scale2, (void *)k_counter_lt,
                              (void *)k_counter_inc, (void *)k_slow_fill};
-
-#define ASSERT_OK(expr)                                           \
-  do {                                                            \
-    kiln_status s__ = (expr);                                     \
-    if (s__) fail_msg("%s: %s", #expr, kiln_status_message(s__)); \
-  } while (0)
-
-static void assert_code(kiln_status s, kiln_status_code_t code) {
-  assert_non_null(s);
-  if (kiln_status_code(s) != code)
-    fail_msg("expected %s, got %s: %s", kiln_status_code_name(code),
-             kiln_status_code_name(kiln_status_code(s)), kiln_status_message(s));
-  kiln_status_free(s);
-}
 
 typedef struct fixture {
   kiln_device_t *dev;
