@@ -225,8 +225,10 @@ static const char *wrap_known_difference(const kiln_hlo_instruction_t *in) {
 }
 
 /* Largest evaluator work (multiply-adds) a corpus case may take to be run, not only
- * compiled: less in the sanitizer run (KILN_CORPUS_SAMPLE set). */
-static double wrap_run_limit(void) { return getenv("KILN_CORPUS_SAMPLE") ? 2e6 : 1.5e8; }
+ * compiled: less in the sanitizer run (kiln_corpus_sampling). */
+static double wrap_run_limit(void) {
+  return kiln_corpus_sampling() ? 2e6 : 1.5e8;
+}
 
 /* Calls fn(ctx, instr, label) for every instruction with opcode `op` in every module of
  * the corpus's xla/ and real/ folders (files that mention `needle`; instructions sampled

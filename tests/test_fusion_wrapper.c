@@ -30,17 +30,6 @@
 #include "tools/common/hlo_file.h"
 #include "tools/common/run_report.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define KILN_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KILN_UNDER_ASAN 1
-#endif
-#endif
-#ifndef KILN_UNDER_ASAN
-#define KILN_UNDER_ASAN 0
-#endif
-
 static kiln_hlo_module_t *parse(const char *text) {
   kiln_hlo_module_t *m = NULL;
   kiln_hlo_parse_options_t po = {0};
@@ -428,7 +417,7 @@ static void test_corpus_wrapped_modules_stay_valid_and_evaluate_the_same(void **
   corpus_stats_t st;
   memset(&st, 0, sizeof st);
   const char *cost = getenv("KILN_WRAPPER_MAX_COST");
-  st.max_cost = cost && *cost ? strtod(cost, NULL) : KILN_UNDER_ASAN ? 1e7 : 1e8;
+  st.max_cost = cost && *cost ? strtod(cost, NULL) : kiln_corpus_under_asan() ? 1e7 : 1e8;
   double t0 = kiln_now_seconds();
   check_folder(&st, "xla");
   check_folder(&st, "real");
@@ -444,8 +433,7 @@ static void test_corpus_wrapped_modules_stay_valid_and_evaluate_the_same(void **
   fflush(stdout);
   kiln_strbuf_free(&st.failures);
   assert_int_equal(st.failed, 0);
-  const char *sample = getenv("KILN_CORPUS_SAMPLE");
-  assert_true(st.compared >= ((sample && atoi(sample) > 1) || KILN_UNDER_ASAN ? 5 : 60));
+  assert_true(st.compared >= (kiln_corpus_sampling() || kiln_corpus_under_asan() ? 5 : 60));
 }
 
 int main(void) {

@@ -55,17 +55,6 @@
 #include "tools/common/hlo_file.h"
 #include "tools/common/run_report.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define KILN_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define KILN_UNDER_ASAN 1
-#endif
-#endif
-#ifndef KILN_UNDER_ASAN
-#define KILN_UNDER_ASAN 0
-#endif
-
 #define MAX_WHILE_ITERATIONS 20000
 
 static double env_double(const char *name, double dflt) {
@@ -300,7 +289,7 @@ static void test_corpus_results_survive_the_pipeline(void **state) {
   run_stats_t st;
   memset(&st, 0, sizeof st);
   kiln_corpus_repeats_init(&st.checked);
-  st.max_cost = env_double("KILN_PIPELINE_MAX_COST", KILN_UNDER_ASAN ? 2e7 : 4e8);
+  st.max_cost = env_double("KILN_PIPELINE_MAX_COST", kiln_corpus_under_asan() ? 2e7 : 4e8);
   const char *missing[32];
   int num_missing = kiln_pipeline_missing_passes(missing, 32);
   printf("pipeline stages not available yet (skipped):");
@@ -328,9 +317,7 @@ static void test_corpus_results_survive_the_pipeline(void **state) {
   kiln_strbuf_free(&st.repeated);
   kiln_corpus_repeats_free(&st.checked);
   assert_int_equal(st.failed, 0);
-  const char *sample = getenv("KILN_CORPUS_SAMPLE");
-  bool sampled = sample && atoi(sample) > 1;
-  assert_true(compared >= (sampled || KILN_UNDER_ASAN ? 10 : 100));
+  assert_true(compared >= (kiln_corpus_sampling() ? 10 : 100));
 }
 
 /* The comparison itself: a changed integer or a float beyond tolerance is caught. */

@@ -130,7 +130,7 @@ static void test_corpus_reductions_match_evaluator(void **state) {
   kiln_host_jit_destroy(jit);
   printf("reduction emitter: %d/%d corpus reductions match the evaluator (%d unsupported); ptxas ok %d/%d, "
          "skipped %d\n", passed, total, unsupported, ps.ok, ps.checked, ps.skipped);
-  assert_true(total >= 20 || getenv("KILN_CORPUS_SAMPLE"));
+  assert_true(total >= 20 || kiln_corpus_sampling());
   assert_int_equal(passed, total);
 }
 

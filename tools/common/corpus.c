@@ -43,14 +43,40 @@ const kiln_corpus_invalid_t *kiln_corpus_find_invalid(const char *path, int modu
   return NULL;
 }
 
-bool kiln_corpus_sampled(const char *name) {
+bool kiln_corpus_under_asan(void) {
+#if defined(__SANITIZE_ADDRESS__)
+  return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return true;
+#else
+  return false;
+#endif
+#else
+  return false;
+#endif
+}
+
+long kiln_corpus_sample_rate(long asan_rate) {
   const char *env = getenv("KILN_CORPUS_SAMPLE");
-  long n = env ? strtol(env, NULL, 10) : 0;
-  if (n <= 1) return true;
+  if (env) return strtol(env, NULL, 10) > 1 ? strtol(env, NULL, 10) : 1;
+  return kiln_corpus_under_asan() && asan_rate > 1 ? asan_rate : 1;
+}
+
+bool kiln_corpus_sampled_at(const char *name, long rate) {
+  if (rate <= 1) return true;
   /* Hash only the file's base name so the choice does not depend on where the corpus is. */
   const char *base = strrchr(name, '/');
   base = base ? base + 1 : name;
-  return kiln_hash_bytes(base, strlen(base)) % (unsigned long)n == 0;
+  return kiln_hash_bytes(base, strlen(base)) % (unsigned long)rate == 0;
+}
+
+bool kiln_corpus_sampled(const char *name) {
+  return kiln_corpus_sampled_at(name, kiln_corpus_sample_rate(KILN_CORPUS_ASAN_SAMPLE));
+}
+
+bool kiln_corpus_sampling(void) {
+  return kiln_corpus_sample_rate(KILN_CORPUS_ASAN_SAMPLE) > 1;
 }
 
 static int cmp_names(const void *a, const void *b) {

@@ -18,12 +18,25 @@ const kiln_corpus_invalid_t *kiln_corpus_invalid_list(size_t *out_n);
 /* The entry for module `module` of the file at `path`, or NULL. */
 const kiln_corpus_invalid_t *kiln_corpus_find_invalid(const char *path, int module);
 
-/* Sampling for slow builds: with KILN_CORPUS_SAMPLE=N (N > 1) in the environment, true
- * for about one module name in N (chosen by a hash of the name, so the same ones every
- * run); otherwise always true. The ASan/UBSan run in CI uses it to keep corpus-wide tests
- * within the time budget while the normal build runs them whole. */
+/* Sampling for slow builds: true for about one module name in kiln_corpus_sample_rate(
+ * KILN_CORPUS_ASAN_SAMPLE) (chosen by a hash of the name, so the same ones every run): one in
+ * KILN_CORPUS_SAMPLE=N when that is set, one in KILN_CORPUS_ASAN_SAMPLE in an ASan build,
+ * otherwise every one. Keeps corpus-wide tests within CI's time budget under ASan/UBSan
+ * while the normal build runs them whole. */
 #include <stdbool.h>
+#define KILN_CORPUS_ASAN_SAMPLE 4
 bool kiln_corpus_sampled(const char *name);
+/* True when kiln_corpus_sampled leaves modules out (tests then relax their count floors). */
+bool kiln_corpus_sampling(void);
+
+/* True in a build of the testing library with AddressSanitizer (a Debug build several times
+ * slower than the normal one), where corpus-wide tests sample by default. */
+bool kiln_corpus_under_asan(void);
+/* The sampling rate a corpus-wide test uses: KILN_CORPUS_SAMPLE when set (1 = everything),
+ * else `asan_rate` under AddressSanitizer, else 1. */
+long kiln_corpus_sample_rate(long asan_rate);
+/* True for about one module name in `rate` (the same hash as kiln_corpus_sampled). */
+bool kiln_corpus_sampled_at(const char *name, long rate);
 
 /* Every module of every file in folder `dir` (sorted by file name; .md and .tsv files are
  * skipped): calls fn(ctx, m, name, path, index) with the parsed module (the callee may keep

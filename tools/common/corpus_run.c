@@ -16,24 +16,10 @@
 #include "tools/common/fake_args.h"
 #include "tools/common/hlo_file.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
-
 /* Under ASan (a Debug build, several times slower) about one module in
  * KILN_CORPUS_RUN_ASAN_SAMPLE runs unless KILN_CORPUS_SAMPLE says otherwise. */
 static bool sampled(const char *name) {
-  if (getenv("KILN_CORPUS_SAMPLE") || !UNDER_ASAN) return kiln_corpus_sampled(name);
-  const char *base = strrchr(name, '/');
-  base = base ? base + 1 : name;
-  return kiln_hash_bytes(base, strlen(base)) % KILN_CORPUS_RUN_ASAN_SAMPLE == 0;
+  return kiln_corpus_sampled_at(name, kiln_corpus_sample_rate(KILN_CORPUS_RUN_ASAN_SAMPLE));
 }
 
 typedef struct run_ctx {

@@ -11,6 +11,7 @@
 #include "compiler/codegen/kir_pipeline.h"
 #include "compiler/eval/eval.h"
 #include "tools/common/compare.h"
+#include "tools/common/corpus.h"
 #include "tools/common/run_report.h"
 
 void kiln_runner_options_init(kiln_runner_options_t *o) {
@@ -118,7 +119,11 @@ kiln_status kiln_runner_check(const kiln_hlo_computation_t *c, const kiln_runner
   rep->num_outputs = k.num_outputs;
 
   kiln_status s = NULL;
-  if (opts->check_ptx) {
+  if (opts->check_ptx && kiln_corpus_under_asan()) {
+    /* ptxas is another program: the ASan build has nothing to add to the normal build's check. */
+    snprintf(rep->ptx_note, sizeof(rep->ptx_note),
+             "skipped: the ASan build leaves ptxas to the normal build");
+  } else if (opts->check_ptx) {
     s = kiln_codegen_kernel_ptxas_check(&k, NULL);
     rep->ptx_checked = true;
     if (!s) {
