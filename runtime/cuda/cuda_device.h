@@ -67,8 +67,9 @@ kiln_status kiln_cuda_device_activate(kiln_cuda_device_t *d);
 kiln_status kiln_cuda_kernel_prepare(kiln_cuda_device_t *d, const kiln_kernel_t *k,
                                      const kiln_launch_dims_t *dims);
 
-/* cuBLAS (cuda_blas.c): loaded on first use per device. UNAVAILABLE (libraries tried) when
- * libcublas cannot be opened. */
+/* Gemm (cuda_blas.c): cuBLASLt, else cuBLAS (f32, f64), loaded on first use per device.
+ * UNAVAILABLE (libraries tried) when libcublas cannot be opened; INTERNAL when it is there but
+ * cannot create a handle. The caller has made the device's context current. */
 kiln_status kiln_cuda_blas_gemm(kiln_cuda_device_t *d, CUstream s, const kiln_gemm_desc_t *g,
                                 CUdeviceptr a, CUdeviceptr b, CUdeviceptr c);
 void kiln_cuda_blas_destroy(kiln_cuda_blas_t *b);

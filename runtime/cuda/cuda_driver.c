@@ -229,6 +229,28 @@ static CUresult get_proc_v1_adapter(const char *symbol, void **pfn, int version,
   return g_get_proc_v1(symbol, pfn, version, flags);
 }
 
+kiln_status kiln_cuda_library_open(const char *const *names, size_t num_names, const char *what,
+                                   const char *hint, void **handle, const char **used) {
+  *handle = NULL;
+  *used = NULL;
+  kiln_strbuf_t tried = {0};
+  for (size_t i = 0; i < num_names; i++) {
+    void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (h) {
+      kiln_strbuf_free(&tried);
+      *handle = h;
+      *used = names[i];
+      return NULL;
+    }
+    const char *err = dlerror();
+    kiln_strbuf_printf(&tried, "%s%s (%s)", tried.len ? ", " : "", names[i], err ? err : "?");
+  }
+  kiln_status s = kiln_status_make(KILN_UNAVAILABLE, "%s not found: cannot open any of %s; %s",
+                                   what, kiln_strbuf_cstr(&tried), hint);
+  kiln_strbuf_free(&tried);
+  return s;
+}
+
 kiln_status kiln_cuda_driver_start(kiln_cuda_driver_t *d, const kiln_cuda_entry_points_t *ep) {
   if (!d || !ep || !ep->init || !ep->driver_get_version || !ep->get_proc)
     return KILN_ERR_INVALID("cuda driver start: NULL argument");
@@ -269,27 +291,11 @@ kiln_status kiln_cuda_driver_open(const char *const *paths, size_t num_paths,
       num_paths = 2;
     }
   }
-  kiln_strbuf_t tried = {0};
   void *h = NULL;
   const char *used = NULL;
-  for (size_t i = 0; i < num_paths && !h; i++) {
-    h = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL);
-    if (h) {
-      used = paths[i];
-    } else {
-      const char *err = dlerror();
-      kiln_strbuf_printf(&tried, "%s%s (%s)", tried.len ? ", " : "", paths[i], err ? err : "?");
-    }
-  }
-  if (!h) {
-    kiln_status s = kiln_status_make(KILN_UNAVAILABLE,
-                                     "CUDA driver not found: cannot open any of %s; install the "
-                                     "NVIDIA driver or set KILN_CUDA_DRIVER to libcuda's path",
-                                     kiln_strbuf_cstr(&tried));
-    kiln_strbuf_free(&tried);
-    return s;
-  }
-  kiln_strbuf_free(&tried);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_cuda_library_open(
+      paths, num_paths, "CUDA driver",
+      "install the NVIDIA driver or set KILN_CUDA_DRIVER to libcuda's path", &h, &used));
   kiln_cuda_driver_t *d = kiln_calloc(1, sizeof(*d));
   d->handle = h;
   snprintf(d->path, sizeof(d->path), "%s", used);

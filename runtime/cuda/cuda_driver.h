@@ -141,6 +141,11 @@ kiln_status kiln_cuda_driver_open(const char *const *paths, size_t num_paths,
                                   kiln_cuda_driver_t **out);
 void kiln_cuda_driver_close(kiln_cuda_driver_t *d);
 
+/* dlopens the first of `names` that opens (RTLD_NOW | RTLD_LOCAL); *used is that name.
+ * UNAVAILABLE "<what> not found: cannot open any of name (dlerror), ...; <hint>" otherwise. */
+kiln_status kiln_cuda_library_open(const char *const *names, size_t num_names, const char *what,
+                                   const char *hint, void **handle, const char **used);
+
 /* The entry points a driver exports unversioned, needed before its table can be resolved. */
 typedef struct kiln_cuda_entry_points {
   CUresult (*init)(unsigned int flags);
