@@ -243,6 +243,42 @@ static void test_missing_library_is_unavailable_naming_every_name(void **state) 
   assert_string_equal(kiln_cublas_status_name(12345), "unknown cuBLAS status");
 }
 
+/* The real library where the CUDA toolkit has one (not on the loader's path here): every
+ * entry point kiln declares resolves; without a GPU cublasLtCreate fails, which is INTERNAL
+ * (a library that is there but does not work), never UNAVAILABLE. Not under AddressSanitizer:
+ * the library's own allocations at load would count as leaks. */
+static void test_the_toolkits_library_provides_every_entry_point(void **state) {
+  (void)state;
+#if defined(__SANITIZE_ADDRESS__)
+  KILN_SKIP("not under AddressSanitizer (cuBLASLt's allocations at load)");
+#else
+  static const char *const candidates[] = {"/usr/local/cuda/lib64/libcublasLt.so.13",
+                                           "/usr/local/cuda/lib/libcublasLt.so.13",
+                                           "/usr/local/cuda/lib64/libcublasLt.so.12"};
+  const char *path = NULL;
+  for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]) && !path; i++) {
+    FILE *f = fopen(candidates[i], "rb");
+    if (f) {
+      fclose(f);
+      path = candidates[i];
+    }
+  }
+  if (!path) KILN_SKIP("no libcublasLt under /usr/local/cuda");
+  kiln_cublaslt_t *lt = NULL;
+  kiln_status s = kiln_cublaslt_open(&path, 1, &lt);
+  if (s) {
+    printf("%s\n", kiln_status_message(s));
+    assert_null(strstr(kiln_status_message(s), "not found"));
+    assert_non_null(strstr(kiln_status_message(s), "cublasLtCreate"));
+    assert_code(s, KILN_INTERNAL);
+    assert_null(lt);
+  } else {
+    assert_int_equal(kiln_cublaslt_cache_size(lt), 0);
+    kiln_cublaslt_destroy(lt, NULL);
+  }
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_transpose_form_computes_the_row_major_gemm),
@@ -251,6 +287,7 @@ int main(void) {
       cmocka_unit_test(test_fp8_takes_the_tn_form_with_scales),
       cmocka_unit_test(test_plans_compare_by_value),
       cmocka_unit_test(test_missing_library_is_unavailable_naming_every_name),
+      cmocka_unit_test(test_the_toolkits_library_provides_every_entry_point),
   };
   return kiln_run_tests(tests, NULL, NULL);
 }
