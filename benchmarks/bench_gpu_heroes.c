@@ -231,10 +231,7 @@ int main(int argc, char **argv) {
   kiln_device_t *dev = NULL;
   kiln_status ds = kiln_device_create("cuda", &dev);
   char arch[16] = "sm_90";
-  if (!ds) {
-    kiln_cuda_device_t *cd = (kiln_cuda_device_t *)dev;
-    snprintf(arch, sizeof(arch), "sm_%d%d", cd->cc_major, cd->cc_minor);
-  }
+  if (!ds) kiln_cuda_device_arch(dev, arch, sizeof(arch));
   bench_case_t cases[] = {
       {.kind = ROW, .rows = 4096, .cols = 1024, .label = "row reduce f32[4096,1024] -> [4096]"},
       {.kind = ROW, .rows = 65536, .cols = 1024, .label = "row reduce f32[65536,1024] -> [65536]"},

@@ -36,6 +36,11 @@ static CUstream sstream(kiln_stream_t *s) {
   return ((kiln_cuda_stream_t *)s)->stream;
 }
 
+void kiln_cuda_device_arch(const kiln_device_t *dev, char *buf, size_t size) {
+  const kiln_cuda_device_t *d = (const kiln_cuda_device_t *)dev;
+  snprintf(buf, size, "sm_%d%d", d->cc_major, d->cc_minor);
+}
+
 kiln_status kiln_cuda_device_activate(kiln_cuda_device_t *d) {
   KILN_CU_RETURN_IF_ERROR(d->drv, d->drv->cuCtxSetCurrent(d->ctx), "cuCtxSetCurrent (device %d)",
                           d->ordinal);

@@ -60,6 +60,11 @@ typedef struct kiln_cuda_kernel {
 kiln_status kiln_cuda_launch_check(const kiln_cuda_kernel_t *k, const kiln_launch_dims_t *dims,
                                    int optin_max, uint32_t *optin);
 
+/* The device's processor name for the compiler: "sm_%d%d" of its compute capability (the
+ * NVPTX backend's kiln_nvptx_arch_resolve turns one LLVM does not know into PTX for the
+ * driver). */
+void kiln_cuda_device_arch(const kiln_device_t *dev, char *buf, size_t size);
+
 /* Makes the device's context current on the calling thread. */
 kiln_status kiln_cuda_device_activate(kiln_cuda_device_t *d);
 /* kiln_cuda_launch_check, then opts kernel `k` in to the dynamic shared memory the launch

@@ -61,10 +61,9 @@ enum { N = 1 << 16, BLOCK = 256, CHAIN = 50 };
 /* Compiles vadd(a, b, c, n): c = a + b for the device's architecture; falls back to PTX for
  * the driver's JIT when no cubin tool is present. */
 static kiln_status load_vadd(kiln_device_t *dev, kiln_device_module_t **out) {
-  kiln_cuda_device_t *cd = (kiln_cuda_device_t *)dev;
   char want[16], arch[16];
   bool ptx_only = false;
-  snprintf(want, sizeof(want), "sm_%d%d", cd->cc_major, cd->cc_minor);
+  kiln_cuda_device_arch(dev, want, sizeof(want));
   KILN_RETURN_IF_ERROR_PLAIN(kiln_nvptx_arch_resolve(want, arch, sizeof(arch), &ptx_only));
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef m = kiln_test_build_vadd(ctx, "vadd", NULL);
