@@ -1,7 +1,8 @@
 /* Hero kernels on a GPU: bandwidth of kiln's row reduction (f32[4096,1024] -> [4096]),
  * column reduction (f32[1024,4096] -> [4096]) and transpose (f32[4096,4096]), each also at
- * 16x the bytes, and the packed bf16 transpose (bf16[4096,4096], no goal), as a fraction of a device-to-device memcpy measured in the same run
- * (issue goals: >= 0.85 for the reductions, >= 0.8 for the transpose).
+ * 16x the bytes, and the packed bf16 transpose (bf16[4096,4096], no goal), as a fraction of a
+ * device-to-device memcpy measured in the same run (issue goals: >= 0.85 for the reductions, >= 0.8
+ * for the transpose).
  *
  * Every kernel is compiled to a cubin for the device's architecture (sm_90 without one),
  * loaded, checked against a host computation of the same result, then timed: --launches
@@ -11,7 +12,7 @@
  * bytes moves 2n).
  *
  * Without a CUDA driver or GPU the kernels are still compiled (cubin sizes and compile times
- * are printed), then "SKIP: <reason>" and exit 0.
+ * are printed), then "SKIP: <reason>" and exit 0 (exit 1 with KILN_REQUIRE_GPU=1).
  *
  * Usage: bench_gpu_heroes [--reps 7] [--launches 50] */
 #include <math.h>
@@ -27,6 +28,7 @@
 #include "compiler/codegen/kir_pipeline.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/device.h"
+#include "tests/skip_util.h"
 #include "tools/common/hlo_file.h"
 
 typedef enum { ROW, COL, TR, TR16 } kind_t; /* TR16: bf16 transpose (the packed variant) */
@@ -79,7 +81,11 @@ static kiln_status case_compile(bench_case_t *c, const char *arch) {
   o.kernel_name = name;
   if (!s) s = kiln_codegen_kernel_emit(c->mod->entry, &o, &c->k);
   kiln_nvptx_options_t no = {0};
-  no.arch = arch;
+  char resolved[16];
+  bool ptx_only = false;
+  if (!s) s = kiln_nvptx_arch_resolve(arch, resolved, sizeof(resolved), &ptx_only);
+  no.arch = resolved;
+  if (ptx_only) no.cubin_via = KILN_CUBIN_VIA_SKIP; /* the driver compiles the PTX */
   for (const kiln_codegen_kernel_t *k = s ? NULL : &c->k; k && !s; k = k->next) {
     if (c->nchain == MAX_CHAIN) {
       s = KILN_ERR_UNIMPLEMENTED("%s: more than %d launches", c->label, MAX_CHAIN);
@@ -225,10 +231,7 @@ int main(int argc, char **argv) {
   kiln_device_t *dev = NULL;
   kiln_status ds = kiln_device_create("cuda", &dev);
   char arch[16] = "sm_90";
-  if (!ds) {
-    kiln_cuda_device_t *cd = (kiln_cuda_device_t *)dev;
-    snprintf(arch, sizeof(arch), "sm_%d%d", cd->cc_major, cd->cc_minor);
-  }
+  if (!ds) kiln_cuda_device_arch(dev, arch, sizeof(arch));
   bench_case_t cases[] = {
       {.kind = ROW, .rows = 4096, .cols = 1024, .label = "row reduce f32[4096,1024] -> [4096]"},
       {.kind = ROW, .rows = 65536, .cols = 1024, .label = "row reduce f32[65536,1024] -> [65536]"},
@@ -253,7 +256,8 @@ int main(int argc, char **argv) {
     }
   }
   if (ds) {
-    printf("SKIP: no GPU to time on: %s\n", kiln_status_message(ds));
+    /* Under KILN_REQUIRE_GPU=1 a GPU that cannot be used is a failure, not a skip. */
+    if (kiln_gpu_unavailable_exit(kiln_status_message(ds)) != KILN_TEST_SKIPPED) failures++;
     kiln_status_free(ds);
   } else {
     kiln_stream_t *st = NULL;

@@ -278,8 +278,7 @@ static kiln_status device_code(PJRT_Executable *e, int32_t di, kiln_executable_t
     PJRT_Device *dev = e->client->devices[di];
     char arch[16] = "";
     if (dev->kdev->kind == KILN_DEVICE_CUDA) {
-      const kiln_cuda_device_t *cd = (const kiln_cuda_device_t *)dev->kdev;
-      snprintf(arch, sizeof(arch), "sm_%d%d", cd->cc_major, cd->cc_minor);
+      kiln_cuda_device_arch(dev->kdev, arch, sizeof(arch));
       o.emit.arch = arch;
     }
     kiln_compile_stats_t st;

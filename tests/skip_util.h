@@ -11,9 +11,31 @@
 #ifndef KILN_TESTS_SKIP_UTIL_H_
 #define KILN_TESTS_SKIP_UTIL_H_
 
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define KILN_TEST_SKIPPED 77
+
+/* Whether a GPU must be there ($KILN_REQUIRE_GPU=1, which scripts/run-gpu.sh sets on a
+ * machine with a GPU): a missing driver, device or library is then a failure, never a skip,
+ * so a broken driver or cuBLAS on a real GPU cannot finish green. */
+static inline bool kiln_gpu_required(void) {
+  const char *v = getenv("KILN_REQUIRE_GPU");
+  return v && strcmp(v, "1") == 0;
+}
+
+/* The exit status of a GPU program that cannot run because `reason`: "SKIP: <reason>" and
+ * KILN_TEST_SKIPPED, or under KILN_REQUIRE_GPU=1 "FAIL: <reason>" and 1. */
+static inline int kiln_gpu_unavailable_exit(const char *reason) {
+  if (kiln_gpu_required()) {
+    fprintf(stderr, "FAIL: KILN_REQUIRE_GPU=1 but the GPU is not usable: %s\n", reason);
+    return 1;
+  }
+  printf("SKIP: %s\n", reason);
+  return KILN_TEST_SKIPPED;
+}
 
 #ifdef cmocka_unit_test
 static size_t kiln_tests_skipped;

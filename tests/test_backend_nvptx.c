@@ -357,6 +357,72 @@ static void test_unknown_arch_is_rejected(void **state) {
 #endif
 }
 
+/* A kernel declared for 1024 threads per block carries `.maxntid 1024, 1, 1` in its PTX (so
+ * ptxas caps its registers at 64 per thread); one without the declaration carries none. */
+static void test_max_threads_become_maxntid_in_the_ptx(void **state) {
+  (void)state;
+  kiln_nvptx_options_t opts = {.arch = "sm_90", .cubin_via = KILN_CUBIN_VIA_SKIP};
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef m = kiln_test_build_vadd(ctx, "vadd", NULL);
+  kiln_nvptx_set_max_threads(LLVMGetNamedFunction(m, "vadd"), 1024, 1, 1);
+  kiln_nvptx_result_t r;
+  kiln_status s = kiln_nvptx_compile(m, &opts, &r);
+  LLVMDisposeModule(m);
+  if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
+  assert_null(s);
+  assert_non_null(strstr(r.ptx, ".maxntid 1024, 1, 1"));
+  kiln_nvptx_result_free(&r);
+  m = kiln_test_build_vadd(ctx, "vadd", NULL);
+  kiln_nvptx_set_max_threads(LLVMGetNamedFunction(m, "vadd"), 32, 8, 2);
+  assert_null(kiln_nvptx_compile(m, &opts, &r));
+  LLVMDisposeModule(m);
+  assert_non_null(strstr(r.ptx, ".maxntid 32, 8, 2"));
+  kiln_nvptx_result_free(&r);
+  m = kiln_test_build_vadd(ctx, "vadd", NULL);
+  assert_null(kiln_nvptx_compile(m, &opts, &r));
+  LLVMDisposeModule(m);
+  assert_null(strstr(r.ptx, ".maxntid"));
+  kiln_nvptx_result_free(&r);
+  LLVMContextDispose(ctx);
+}
+
+/* A device's compute capability picks the processor: a known one as is (a cubin for it), an
+ * unknown newer one the newest known older processor with PTX for the driver. */
+static void test_arch_for_a_device_falls_back_to_ptx_for_unknown_processors(void **state) {
+  (void)state;
+  char arch[16];
+  bool ptx_only = true;
+  assert_null(kiln_nvptx_arch_resolve("sm_90", arch, sizeof(arch), &ptx_only));
+  assert_string_equal(arch, "sm_90");
+  assert_false(ptx_only);
+  assert_null(kiln_nvptx_arch_resolve("sm_89", arch, sizeof(arch), &ptx_only));
+  assert_string_equal(arch, "sm_89");
+  assert_false(ptx_only);
+  assert_null(kiln_nvptx_arch_resolve(NULL, arch, sizeof(arch), &ptx_only));
+  assert_string_equal(arch, "sm_90");
+  /* sm_103 (B300) is in no LLVM table here: PTX for the newest known processor. */
+  assert_null(kiln_nvptx_arch_resolve("sm_103", arch, sizeof(arch), &ptx_only));
+  assert_true(ptx_only);
+#if KILN_LLVM_VERSION_MAJOR < 20
+  assert_string_equal(arch, "sm_90");
+  assert_null(kiln_nvptx_arch_resolve("sm_100", arch, sizeof(arch), &ptx_only));
+  assert_string_equal(arch, "sm_90");
+  assert_true(ptx_only);
+#else
+  assert_string_equal(arch, "sm_101");
+#endif
+  /* sm_91 (hypothetical): sm_90, never sm_90a (whose PTX is not forward compatible). */
+  assert_null(kiln_nvptx_arch_resolve("sm_91", arch, sizeof(arch), &ptx_only));
+  assert_string_equal(arch, "sm_90");
+  assert_true(ptx_only);
+  kiln_status s = kiln_nvptx_arch_resolve("sm_30", arch, sizeof(arch), &ptx_only);
+  assert_int_equal(kiln_status_code(s), KILN_INVALID_ARGUMENT);
+  kiln_status_free(s);
+  s = kiln_nvptx_arch_resolve("compute_90", arch, sizeof(arch), &ptx_only);
+  assert_int_equal(kiln_status_code(s), KILN_INVALID_ARGUMENT);
+  kiln_status_free(s);
+}
+
 static void test_keep_module_leaves_the_input_untouched(void **state) {
   (void)state;
   if (!libdevice_present()) KILN_SKIPPED();
@@ -484,6 +550,8 @@ int main(void) {
       cmocka_unit_test(test_module_without_kernel_cc_is_rejected),
       cmocka_unit_test(test_invalid_module_is_rejected),
       cmocka_unit_test(test_unknown_arch_is_rejected),
+      cmocka_unit_test(test_max_threads_become_maxntid_in_the_ptx),
+      cmocka_unit_test(test_arch_for_a_device_falls_back_to_ptx_for_unknown_processors),
       cmocka_unit_test(test_keep_module_leaves_the_input_untouched),
       cmocka_unit_test(test_lazy_and_eager_libdevice_give_the_same_ptx),
       cmocka_unit_test(test_dumps_sort_in_pipeline_order),

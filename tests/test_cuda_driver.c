@@ -218,7 +218,7 @@ static void test_library_without_get_proc_address_is_unavailable(void **state) {
   kiln_cuda_driver_t *d = NULL;
   kiln_status s = kiln_cuda_driver_open(paths, 1, &d);
   assert_null(d);
-  assert_non_null(strstr(kiln_status_message(s), "cuGetProcAddress"));
+  assert_non_null(strstr(kiln_status_message(s), "cuInit not found"));
   assert_non_null(strstr(kiln_status_message(s), "libm.so.6"));
   assert_code(s, KILN_UNAVAILABLE);
 }
@@ -274,16 +274,18 @@ static void test_graph_node_params_describe_the_commands(void **state) {
   assert_null(kp.extra);
   assert_null(kp.kern);
   CUDA_MEMCPY3D cp;
-  kiln_cuda_graph_memcpy_params(&l.cmds[1], &cp);
+  ASSERT_OK(kiln_cuda_graph_memcpy_params(&l.cmds[1], (size_t)1 << 31, &cp));
   assert_int_equal(cp.srcMemoryType, CU_MEMORYTYPE_DEVICE);
   assert_int_equal(cp.dstMemoryType, CU_MEMORYTYPE_DEVICE);
   assert_int_equal(cp.srcDevice, 0xB000);
   assert_int_equal(cp.dstDevice, 0xA000);
   assert_int_equal(cp.WidthInBytes, 4096);
+  assert_int_equal(cp.srcPitch, 4096);
+  assert_int_equal(cp.dstPitch, 4096);
   assert_int_equal(cp.Height, 1);
   assert_int_equal(cp.Depth, 1);
   CUDA_MEMSET_NODE_PARAMS mp;
-  kiln_cuda_graph_memset_params(&l.cmds[2], &mp);
+  ASSERT_OK(kiln_cuda_graph_memset_params(&l.cmds[2], (size_t)1 << 31, &mp));
   assert_int_equal(mp.dst, 0xC000);
   assert_int_equal(mp.value, 0x3F800000u);
   assert_int_equal(mp.elementSize, 4);
@@ -295,6 +297,148 @@ static void test_graph_node_params_describe_the_commands(void **state) {
   assert_int_equal(sizeof(CUDA_MEMSET_NODE_PARAMS), 40);
   assert_int_equal(sizeof(CUDA_MEMCPY3D), 200);
   kiln_cmd_list_free(&l);
+}
+
+/* A copy or memset larger than the device's pitch limit becomes rows of at most that pitch
+ * that cover exactly the same bytes; one without such a shape is refused (it stays outside
+ * the graph); zero-length commands get no node. */
+static void test_graph_copies_over_the_pitch_limit_become_rows(void **state) {
+  (void)state;
+  const size_t max_pitch = 2147483647;    /* H100/H200's CU_DEVICE_ATTRIBUTE_MAX_PITCH */
+  const uint64_t big = (uint64_t)6 << 30; /* 6 GiB */
+  kiln_cmd_list_t l;
+  kiln_cmd_list_init(&l);
+  kiln_cmd_list_push_memcpy(&l, 0xA000, 0xB000, big);
+  kiln_cmd_list_push_memset(&l, 0xC000, 7, 2, big / 2);
+  kiln_cmd_list_push_memcpy(&l, 0xA000, 0xB000, (uint64_t)3 * 1000 * 1000 * 1001); /* 3e9+3e6 */
+  kiln_cmd_list_push_memcpy(&l, 0xA000, 0xB000, 0);
+  kiln_cmd_list_push_memset(&l, 0xA000, 0, 4, 0);
+  CUDA_MEMCPY3D cp;
+  ASSERT_OK(kiln_cuda_graph_memcpy_params(&l.cmds[0], max_pitch, &cp));
+  assert_true(cp.srcPitch <= max_pitch && cp.dstPitch <= max_pitch);
+  assert_int_equal(cp.srcPitch, cp.WidthInBytes);
+  assert_int_equal(cp.dstPitch, cp.WidthInBytes);
+  assert_int_equal(cp.srcHeight, cp.Height);
+  assert_int_equal((uint64_t)cp.WidthInBytes * cp.Height, big);
+  assert_int_equal(cp.WidthInBytes, (size_t)1 << 30);
+  CUDA_MEMSET_NODE_PARAMS mp;
+  ASSERT_OK(kiln_cuda_graph_memset_params(&l.cmds[1], max_pitch, &mp));
+  assert_true(mp.pitch <= max_pitch);
+  assert_int_equal(mp.pitch, mp.width * 2);
+  assert_int_equal((uint64_t)mp.width * mp.height, big / 2);
+  /* 3,003,000,000 = 2^6 * 46921875: rows of 64 bytes would be absurd, so it is refused. */
+  kiln_status s = kiln_cuda_graph_memcpy_params(&l.cmds[2], max_pitch, &cp);
+  assert_non_null(strstr(kiln_status_message(s), "pitch limit"));
+  assert_code(s, KILN_UNIMPLEMENTED);
+  /* The same copy under a limit it fits: one row whose pitch is its size. */
+  ASSERT_OK(kiln_cuda_graph_memcpy_params(&l.cmds[2], (size_t)4 << 30, &cp));
+  assert_int_equal(cp.Height, 1);
+  assert_int_equal(cp.srcPitch, l.cmds[2].bytes);
+  assert_false(kiln_cuda_graph_cmd_is_empty(&l.cmds[0]));
+  assert_false(kiln_cuda_graph_cmd_is_empty(&l.cmds[1]));
+  assert_true(kiln_cuda_graph_cmd_is_empty(&l.cmds[3]));
+  assert_true(kiln_cuda_graph_cmd_is_empty(&l.cmds[4]));
+  kiln_cmd_list_free(&l);
+}
+
+/* The launch check sees what the driver would refuse: more threads than the compiled kernel
+ * allows, and static + dynamic shared memory past the opt-in limit; the opt-in is asked for
+ * exactly when static + dynamic passes 48 KiB. */
+static void test_launch_check_counts_threads_and_static_shared_memory(void **state) {
+  (void)state;
+  kiln_cuda_kernel_t k = {.base = {.name = "column_reduce"},
+                          .max_threads = 1024,
+                          .static_shared = 40 * 1024,
+                          .num_regs = 64};
+  const int optin_max = 227 * 1024; /* sm_90 */
+  uint32_t optin = 99;
+  kiln_launch_dims_t d = {{1, 1, 1}, {1024, 1, 1}, 0};
+  ASSERT_OK(kiln_cuda_launch_check(&k, &d, optin_max, &optin));
+  assert_int_equal(optin, 0);
+  /* 40 KiB static + 16 KiB dynamic = 56 KiB: above 48 KiB, so the dynamic part opts in. */
+  d.shared_bytes = 16 * 1024;
+  ASSERT_OK(kiln_cuda_launch_check(&k, &d, optin_max, &optin));
+  assert_int_equal(optin, 16 * 1024);
+  /* 40 KiB static + 190 KiB dynamic passes 227 KiB although the dynamic part alone does not. */
+  d.shared_bytes = 190 * 1024;
+  kiln_status s = kiln_cuda_launch_check(&k, &d, optin_max, &optin);
+  assert_non_null(strstr(kiln_status_message(s), "40960 static"));
+  assert_code(s, KILN_INVALID_ARGUMENT);
+  /* A kernel compiled with too many registers for 1024 threads. */
+  k.max_threads = 512;
+  k.static_shared = 0;
+  d.shared_bytes = 0;
+  s = kiln_cuda_launch_check(&k, &d, optin_max, &optin);
+  assert_non_null(strstr(kiln_status_message(s), "at most 512"));
+  assert_non_null(strstr(kiln_status_message(s), "column_reduce"));
+  assert_code(s, KILN_INVALID_ARGUMENT);
+  d.block[0] = 32;
+  d.block[1] = 16;
+  ASSERT_OK(kiln_cuda_launch_check(&k, &d, optin_max, &optin));
+  d.block[2] = 2;
+  assert_code(kiln_cuda_launch_check(&k, &d, optin_max, &optin), KILN_INVALID_ARGUMENT);
+}
+
+/* ---- driver start order ------------------------------------------------------------------- */
+
+static struct {
+  char order[8][32];
+  int n;
+  int version;
+  CUresult init_result;
+} g_start;
+
+static void start_note(const char *what) {
+  if (g_start.n < 8) snprintf(g_start.order[g_start.n], 32, "%s", what);
+  g_start.n++;
+}
+static CUresult start_version(int *v) {
+  start_note("cuDriverGetVersion");
+  *v = g_start.version;
+  return CUDA_SUCCESS;
+}
+static CUresult start_init(unsigned int flags) {
+  (void)flags;
+  start_note("cuInit");
+  return g_start.init_result;
+}
+static CUresult start_get_proc(const char *symbol, void **pfn, int version, cuuint64_t flags,
+                               CUdriverProcAddressQueryResult *status) {
+  if (!strcmp(symbol, "cuInit")) start_note("cuGetProcAddress");
+  return fake_get_proc(symbol, pfn, version, flags, status);
+}
+
+static void test_driver_start_checks_version_then_inits_then_resolves(void **state) {
+  (void)state;
+  const kiln_cuda_entry_points_t ep = {start_init, start_version, start_get_proc};
+  kiln_cuda_driver_t d;
+  memset(&d, 0, sizeof(d));
+  memset(&g_start, 0, sizeof(g_start));
+  memset(&g_fake, 0, sizeof(g_fake));
+  g_start.version = 13000;
+  ASSERT_OK(kiln_cuda_driver_start(&d, &ep));
+  assert_int_equal(g_start.n, 3);
+  assert_string_equal(g_start.order[0], "cuDriverGetVersion");
+  assert_string_equal(g_start.order[1], "cuInit");
+  assert_string_equal(g_start.order[2], "cuGetProcAddress");
+  assert_int_equal(d.driver_version, 13000);
+  /* An old driver hears that it is old, not that some entry point is missing. */
+  memset(&d, 0, sizeof(d));
+  memset(&g_start, 0, sizeof(g_start));
+  snprintf(d.path, sizeof(d.path), "libcuda.so.1");
+  g_start.version = 11040;
+  kiln_status s = kiln_cuda_driver_start(&d, &ep);
+  assert_non_null(strstr(kiln_status_message(s), "supports CUDA 11.4; 12.0 or newer"));
+  assert_code(s, KILN_UNAVAILABLE);
+  assert_int_equal(g_start.n, 1);
+  /* cuInit without a device: UNAVAILABLE, and no symbol is looked up. */
+  memset(&g_start, 0, sizeof(g_start));
+  g_start.version = 12040;
+  g_start.init_result = 100;
+  s = kiln_cuda_driver_start(&d, &ep);
+  assert_non_null(strstr(kiln_status_message(s), "CUDA_ERROR_NO_DEVICE"));
+  assert_code(s, KILN_UNAVAILABLE);
+  assert_int_equal(g_start.n, 2);
 }
 
 /* ---- decisions (pure) --------------------------------------------------------------------- */
@@ -625,6 +769,9 @@ int main(void) {
       cmocka_unit_test(test_library_without_get_proc_address_is_unavailable),
       cmocka_unit_test(test_default_search_without_driver_reports_sonames_and_best_falls_back),
       cmocka_unit_test(test_graph_node_params_describe_the_commands),
+      cmocka_unit_test(test_graph_copies_over_the_pitch_limit_become_rows),
+      cmocka_unit_test(test_launch_check_counts_threads_and_static_shared_memory),
+      cmocka_unit_test(test_driver_start_checks_version_then_inits_then_resolves),
       cmocka_unit_test(test_plan_unchanged_addresses_replay),
       cmocka_unit_test(test_plan_changed_kernel_args_patch_only_those_nodes),
       cmocka_unit_test(test_update_failure_reinstantiates_once_then_gives_up),

@@ -79,6 +79,7 @@ static void test_row_reduce_ptx_has_bar_sync_shfl_sync_and_shared(void **state) 
   kiln_kir_module_t *m = kir_test_build_row_reduce(64, 1024);
   char *ptx = ptx_of(m);
   assert_non_null(strstr(ptx, ".entry row_reduce("));
+  assert_non_null(strstr(ptx, ".maxntid 256, 1, 1")); /* the launch's block, for ptxas */
   assert_non_null(strstr(ptx, "bar.sync"));
   assert_non_null(strstr(ptx, "shfl.sync.down.b32"));
   assert_non_null(strstr(ptx, ".shared"));

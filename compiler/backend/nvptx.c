@@ -73,6 +73,77 @@ kiln_status kiln_nvptx_arch_features(const char *arch, const char **features) {
   return s;
 }
 
+/* The compute capability ×10 of "sm_XY" / "sm_XYZ" (a trailing "a" allowed), or -1. */
+static int sm_number(const char *arch) {
+  if (!arch || strncmp(arch, "sm_", 3) != 0) return -1;
+  int v = 0, digits = 0;
+  const char *p = arch + 3;
+  for (; *p >= '0' && *p <= '9' && digits < 4; p++, digits++) v = v * 10 + (*p - '0');
+  if (digits < 2 || (*p && strcmp(p, "a") != 0)) return -1;
+  return v;
+}
+
+kiln_status kiln_nvptx_arch_resolve(const char *requested, char *arch, size_t arch_size,
+                                    bool *ptx_only) {
+  if (!arch || arch_size == 0 || !ptx_only) return KILN_ERR_INVALID("nvptx arch resolve: NULL");
+  arch[0] = '\0';
+  *ptx_only = false;
+  if (!requested || !requested[0]) requested = KILN_NVPTX_DEFAULT_ARCH;
+  const char *features = NULL;
+  kiln_status s = kiln_nvptx_arch_features(requested, &features);
+  if (!s) {
+    snprintf(arch, arch_size, "%s", requested);
+    return NULL;
+  }
+  const int want = sm_number(requested);
+  if (want < 0) return s;
+  /* The newest processor the linked LLVM knows that is not newer than the device: its PTX
+   * is forward compatible (the driver compiles it for the device); a cubin would not be. */
+  const arch_entry_t *best = NULL;
+  for (size_t i = 0; i < sizeof kArchTable / sizeof *kArchTable; i++) {
+    const arch_entry_t *e = &kArchTable[i];
+    const int n = sm_number(e->name);
+    if (e->name[strlen(e->name) - 1] == 'a' || n > want) continue;
+    if (e->min_llvm > KILN_LLVM_VERSION_MAJOR || e->ptx > KILN_LLVM_NVPTX_MAX_PTX) continue;
+    if (!best || n > sm_number(best->name)) best = e;
+  }
+  if (!best) return kiln_status_annotate(s, "and no older processor the linked LLVM knows");
+  kiln_status_free(s);
+  snprintf(arch, arch_size, "%s", best->name);
+  *ptx_only = true;
+  KILN_LOG_I(
+      "NVPTX: %s is not known to LLVM %d; emitting PTX for %s and letting the driver "
+      "compile it for the device",
+      requested, KILN_LLVM_VERSION_MAJOR, best->name);
+  return NULL;
+}
+
+void kiln_nvptx_set_max_threads(LLVMValueRef fn, unsigned x, unsigned y, unsigned z) {
+  if (!fn || x == 0 || y == 0 || z == 0) return;
+  LLVMModuleRef m = LLVMGetGlobalParent(fn);
+  LLVMContextRef ctx = LLVMGetModuleContext(m);
+#if KILN_LLVM_VERSION_MAJOR >= 21
+  /* LLVM 21 replaced the annotations with a function attribute ("x,y,z"). */
+  char v[48];
+  int len = snprintf(v, sizeof(v), "%u,%u,%u", x, y, z);
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateStringAttribute(ctx, "nvvm.maxntid", 12, v, (unsigned)len));
+#else
+  /* LLVM 19 and 20 read !nvvm.annotations = !{!{ptr @fn, !"maxntidx", i32 x, ...}}. */
+  LLVMTypeRef i32 = LLVMInt32TypeInContext(ctx);
+  const char *keys[3] = {"maxntidx", "maxntidy", "maxntidz"};
+  const unsigned vals[3] = {x, y, z};
+  LLVMMetadataRef ops[7];
+  ops[0] = LLVMValueAsMetadata(fn);
+  for (int i = 0; i < 3; i++) {
+    ops[1 + 2 * i] = LLVMMDStringInContext2(ctx, keys[i], 8);
+    ops[2 + 2 * i] = LLVMValueAsMetadata(LLVMConstInt(i32, vals[i], 0));
+  }
+  LLVMAddNamedMetadataOperand(m, "nvvm.annotations",
+                              LLVMMetadataAsValue(ctx, LLVMMDNodeInContext2(ctx, ops, 7)));
+#endif
+}
+
 kiln_status kiln_nvptx_target_machine_create(const char *arch, const char *features,
                                              LLVMTargetMachineRef *out) {
   *out = NULL;

@@ -99,6 +99,21 @@ void kiln_nvptx_result_free(kiln_nvptx_result_t *r);
  * unknown processor or one the linked LLVM cannot target. *features is static. */
 kiln_status kiln_nvptx_arch_features(const char *arch, const char **features);
 
+/* The processor to compile for when `requested` (e.g. "sm_%d%d" of a device's compute
+ * capability; NULL: sm_90) is not one the linked LLVM knows: the newest known processor not
+ * newer than it, with *ptx_only set (hand the driver PTX: it is forward compatible, a cubin
+ * is not). A known processor is returned as is (*ptx_only false). INVALID_ARGUMENT for a
+ * name that is no "sm_NN" or older than every known processor. */
+kiln_status kiln_nvptx_arch_resolve(const char *requested, char *arch, size_t arch_size,
+                                    bool *ptx_only);
+
+/* Declares that kernel `fn` is launched with at most x*y*z threads per block (PTX
+ * `.maxntid x, y, z`), so ptxas keeps its registers within what such a block may use (without
+ * it a 1024-thread kernel may get more than 64 registers and fail to launch). LLVM 19-20:
+ * !nvvm.annotations "maxntid{x,y,z}"; LLVM 21+: the "nvvm.maxntid" function attribute. A zero
+ * dimension leaves `fn` unchanged. */
+void kiln_nvptx_set_max_threads(LLVMValueRef fn, unsigned x, unsigned y, unsigned z);
+
 /* Creates the NVPTX target machine for `arch` (NULL: sm_90) and `features` (NULL: table).
  * The caller owns *out (LLVMDisposeTargetMachine). Codegen uses it for the data layout. */
 kiln_status kiln_nvptx_target_machine_create(const char *arch, const char *features,

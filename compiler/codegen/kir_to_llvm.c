@@ -222,6 +222,8 @@ kiln_status kiln_kir_lower_nvptx(const kiln_kir_module_t *m, LLVMContextRef ctx,
   LLVMValueRef fn = LLVMAddFunction(L.mod, k->name, LLVMFunctionType(L.void_t, pt, np, 0));
   kiln_free(pt);
   kiln_llvm_mark_ptx_kernel(fn);
+  kiln_nvptx_set_max_threads(fn, (unsigned)k->block[0], (unsigned)k->block[1],
+                             (unsigned)k->block[2]);
   for (size_t i = 0; i < m->funcs.len; i++)
     if (m->funcs.data[i] == k) L.funcs[i] = fn;
   if (kir_llvm_emit_subgraphs(&L)) {

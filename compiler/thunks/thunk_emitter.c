@@ -601,11 +601,15 @@ static kiln_status compile_pending(emitter_t *E) {
     kiln_free(hk);
   } else {
     kiln_nvptx_options_t no = {0};
-    no.arch = E->opts.arch;
+    char arch[16];
+    bool ptx_only = false;
+    s = kiln_nvptx_arch_resolve(E->opts.arch, arch, sizeof(arch), &ptx_only);
+    no.arch = arch;
+    if (ptx_only) no.cubin_via = KILN_CUBIN_VIA_SKIP; /* the driver compiles the PTX */
     no.dump_dir = E->opts.dump_dir;
     kiln_kir_gpu_kernel_t *gk = kiln_calloc(n, sizeof(*gk));
     int32_t *index = kiln_calloc(n, sizeof(*index));
-    s = kiln_kir_compile_nvptx_batch(mods, n, &no, &bo, gk, &bs);
+    if (!s) s = kiln_kir_compile_nvptx_batch(mods, n, &no, &bo, gk, &bs);
     for (size_t i = 0; i < n && !s; i++) {
       if (gk[i].unique == (int)i)
         index[i] = kiln_executable_desc_add_image(E->d, gk[i].image, gk[i].size, NULL, NULL, 0);

@@ -23,7 +23,7 @@ typedef struct cuda_module {
   CUmodule module;
   char *jit_log;
   pthread_mutex_t mu;
-  KILN_VEC(kiln_kernel_t *) kernels;
+  KILN_VEC(kiln_cuda_kernel_t *) kernels;
 } cuda_module_t;
 
 static kiln_cuda_device_t *cdev(kiln_device_t *d) {
@@ -34,6 +34,11 @@ static kiln_cuda_device_t *sdev(kiln_stream_t *s) {
 }
 static CUstream sstream(kiln_stream_t *s) {
   return ((kiln_cuda_stream_t *)s)->stream;
+}
+
+void kiln_cuda_device_arch(const kiln_device_t *dev, char *buf, size_t size) {
+  const kiln_cuda_device_t *d = (const kiln_cuda_device_t *)dev;
+  snprintf(buf, size, "sm_%d%d", d->cc_major, d->cc_minor);
 }
 
 kiln_status kiln_cuda_device_activate(kiln_cuda_device_t *d) {
@@ -146,14 +151,35 @@ static kiln_status cuda_memset(kiln_stream_t *s, kiln_devptr_t dst, uint32_t pat
   return NULL;
 }
 
-kiln_status kiln_cuda_kernel_prepare_shared(kiln_cuda_device_t *d, const kiln_kernel_t *k,
-                                            uint32_t bytes) {
-  if (bytes <= KILN_CUDA_DEFAULT_SHARED_LIMIT) return NULL;
-  if ((int64_t)bytes > d->shared_optin_max)
+kiln_status kiln_cuda_launch_check(const kiln_cuda_kernel_t *k, const kiln_launch_dims_t *dims,
+                                   int optin_max, uint32_t *optin) {
+  *optin = 0;
+  const uint64_t threads = (uint64_t)dims->block[0] * dims->block[1] * dims->block[2];
+  if (k->max_threads > 0 && threads > (uint64_t)k->max_threads)
     return KILN_ERR_INVALID(
-        "kernel %s asks for %u bytes of dynamic shared memory; device %d "
-        "allows at most %d",
-        k->name, bytes, d->ordinal, d->shared_optin_max);
+        "kernel %s is launched with %llu threads per block (%ux%ux%u) but its compiled form "
+        "allows at most %d (%d registers per thread); compile it with .maxntid %llu (the "
+        "codegen emits the launch's block size) or launch smaller blocks",
+        k->base.name, (unsigned long long)threads, dims->block[0], dims->block[1], dims->block[2],
+        k->max_threads, k->num_regs, (unsigned long long)threads);
+  const uint64_t total =
+      (uint64_t)(k->static_shared > 0 ? k->static_shared : 0) + dims->shared_bytes;
+  if (total > KILN_CUDA_DEFAULT_SHARED_LIMIT && total > (uint64_t)(optin_max > 0 ? optin_max : 0))
+    return KILN_ERR_INVALID(
+        "kernel %s needs %llu bytes of shared memory per block (%d static + %u dynamic); the "
+        "device allows at most %d",
+        k->base.name, (unsigned long long)total, k->static_shared, dims->shared_bytes, optin_max);
+  if (total > KILN_CUDA_DEFAULT_SHARED_LIMIT) *optin = dims->shared_bytes;
+  return NULL;
+}
+
+kiln_status kiln_cuda_kernel_prepare(kiln_cuda_device_t *d, const kiln_kernel_t *k,
+                                     const kiln_launch_dims_t *dims) {
+  const kiln_cuda_kernel_t *ck = (const kiln_cuda_kernel_t *)k; /* made by this file */
+  uint32_t bytes = 0;
+  KILN_RETURN_IF_ERROR(kiln_cuda_launch_check(ck, dims, d->shared_optin_max, &bytes),
+                       "on device %d", d->ordinal);
+  if (bytes == 0) return NULL;
   pthread_mutex_lock(&d->mu);
   kiln_status s = NULL;
   if (k->shared_opt_in < bytes) {
@@ -174,7 +200,7 @@ static kiln_status cuda_launch(kiln_stream_t *s, const kiln_kernel_t *k,
                                const kiln_launch_dims_t *dm, const uint64_t *args, int num_args) {
   kiln_cuda_device_t *d = sdev(s);
   ACTIVATE(d);
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_cuda_kernel_prepare_shared(d, k, dm->shared_bytes));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_cuda_kernel_prepare(d, k, dm));
   void *params[KILN_KERNEL_MAX_ARGS];
   for (int i = 0; i < num_args; i++) params[i] = (void *)&args[i];
   CUlaunchConfig cfg = {
@@ -294,7 +320,7 @@ static void cuda_module_unload(kiln_device_module_t *base) {
   kiln_status_free(kiln_cuda_device_activate(d));
   d->drv->cuModuleUnload(m->module);
   for (size_t i = 0; i < m->kernels.len; i++) {
-    kiln_free((char *)m->kernels.data[i]->name);
+    kiln_free((char *)m->kernels.data[i]->base.name);
     kiln_free(m->kernels.data[i]);
   }
   kiln_vec_free(&m->kernels);
@@ -309,8 +335,8 @@ static kiln_status cuda_module_get_kernel(kiln_device_module_t *base, const char
   kiln_cuda_device_t *d = cdev(base->device);
   pthread_mutex_lock(&m->mu);
   for (size_t i = 0; i < m->kernels.len; i++)
-    if (!strcmp(m->kernels.data[i]->name, name)) {
-      *out = m->kernels.data[i];
+    if (!strcmp(m->kernels.data[i]->base.name, name)) {
+      *out = &m->kernels.data[i]->base;
       pthread_mutex_unlock(&m->mu);
       return NULL;
     }
@@ -320,14 +346,32 @@ static kiln_status cuda_module_get_kernel(kiln_device_module_t *base, const char
     CUresult r = d->drv->cuModuleGetFunction(&f, m->module, name);
     s = kiln_cuda_status_make(d->drv, r, __FILE__, __LINE__, "cuModuleGetFunction(\"%s\")", name);
   }
+  /* What the compiled form allows, checked before each launch: too many registers for the
+   * block, or static shared memory that leaves too little for the dynamic part. */
+  int max_threads = 0, static_shared = 0, num_regs = 0;
+  const struct {
+    CUfunction_attribute attr;
+    int *dst;
+    const char *what;
+  } fattrs[] = {{CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, &max_threads, "MAX_THREADS_PER_BLOCK"},
+                {CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, &static_shared, "SHARED_SIZE_BYTES"},
+                {CU_FUNC_ATTRIBUTE_NUM_REGS, &num_regs, "NUM_REGS"}};
+  for (size_t i = 0; !s && i < sizeof(fattrs) / sizeof(fattrs[0]); i++) {
+    CUresult r = d->drv->cuFuncGetAttribute(fattrs[i].dst, fattrs[i].attr, f);
+    s = kiln_cuda_status_make(d->drv, r, __FILE__, __LINE__, "cuFuncGetAttribute(%s, \"%s\")",
+                              fattrs[i].what, name);
+  }
   if (!s) {
-    kiln_kernel_t *k = kiln_calloc(1, sizeof(*k));
-    k->name = kiln_strdup(name);
-    k->module = base;
-    k->handle = f;
-    k->uid = kiln_kernel_next_uid();
+    kiln_cuda_kernel_t *k = kiln_calloc(1, sizeof(*k));
+    k->base.name = kiln_strdup(name);
+    k->base.module = base;
+    k->base.handle = f;
+    k->base.uid = kiln_kernel_next_uid();
+    k->max_threads = max_threads;
+    k->static_shared = static_shared;
+    k->num_regs = num_regs;
     kiln_vec_push(&m->kernels, k);
-    *out = k;
+    *out = &k->base;
   }
   pthread_mutex_unlock(&m->mu);
   return s;
@@ -394,6 +438,7 @@ kiln_status kiln_cuda_device_create(int ordinal, kiln_device_t **out) {
   CUresult r = drv->cuDeviceGet(&d->dev, ordinal);
   kiln_status s = kiln_cuda_status_make(drv, r, __FILE__, __LINE__, "cuDeviceGet(%d)", ordinal);
   char name[100] = "";
+  int max_pitch = 0;
   if (!s) {
     r = drv->cuDeviceGetName(name, (int)sizeof(name), d->dev);
     s = kiln_cuda_status_make(drv, r, __FILE__, __LINE__, "cuDeviceGetName");
@@ -404,12 +449,14 @@ kiln_status kiln_cuda_device_create(int ordinal, kiln_device_t **out) {
   } attrs[] = {{CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, &d->cc_major},
                {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, &d->cc_minor},
                {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, &d->sm_count},
-               {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &d->shared_optin_max}};
+               {CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, &d->shared_optin_max},
+               {CU_DEVICE_ATTRIBUTE_MAX_PITCH, &max_pitch}};
   for (size_t i = 0; !s && i < sizeof(attrs) / sizeof(attrs[0]); i++) {
     r = drv->cuDeviceGetAttribute(attrs[i].dst, attrs[i].attr, d->dev);
     s = kiln_cuda_status_make(drv, r, __FILE__, __LINE__, "cuDeviceGetAttribute(%d)",
                               attrs[i].attr);
   }
+  d->max_pitch = max_pitch > 0 ? (size_t)max_pitch : 0;
   if (!s) {
     r = drv->cuDevicePrimaryCtxRetain(&d->ctx, d->dev);
     s = kiln_cuda_status_make(drv, r, __FILE__, __LINE__, "cuDevicePrimaryCtxRetain(%d)", ordinal);

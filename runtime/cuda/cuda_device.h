@@ -33,7 +33,8 @@ typedef struct kiln_cuda_device {
   CUdevice dev;
   CUcontext ctx; /* primary context, retained */
   int cc_major, cc_minor, sm_count;
-  int shared_optin_max; /* largest dynamic shared memory a kernel may opt in to */
+  int shared_optin_max; /* largest shared memory (static + dynamic) a block may opt in to */
+  size_t max_pitch;     /* largest pitch of a 2-D copy or memset (graph nodes) */
   pthread_mutex_t mu;   /* guards blas and kernels' shared-memory opt-ins */
   kiln_cuda_blas_t *blas;
 } kiln_cuda_device_t;
@@ -43,15 +44,37 @@ typedef struct kiln_cuda_stream {
   CUstream stream;
 } kiln_cuda_stream_t;
 
+/* A kernel of a CUDA module with what the driver says about its compiled form, read once
+ * when the kernel is first looked up. */
+typedef struct kiln_cuda_kernel {
+  kiln_kernel_t base;
+  int max_threads;   /* CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK (registers, .maxntid) */
+  int static_shared; /* CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES */
+  int num_regs;      /* CU_FUNC_ATTRIBUTE_NUM_REGS */
+} kiln_cuda_kernel_t;
+
+/* Checks a launch of `k` with `dims` before the driver sees it (pure): the block's threads
+ * against k->max_threads, static + dynamic shared memory against `optin_max` (the device's
+ * per-block opt-in limit). INVALID_ARGUMENT naming the kernel otherwise. *optin is the
+ * dynamic size the kernel must be opted in to (static + dynamic above 48 KiB), else 0. */
+kiln_status kiln_cuda_launch_check(const kiln_cuda_kernel_t *k, const kiln_launch_dims_t *dims,
+                                   int optin_max, uint32_t *optin);
+
+/* The device's processor name for the compiler: "sm_%d%d" of its compute capability (the
+ * NVPTX backend's kiln_nvptx_arch_resolve turns one LLVM does not know into PTX for the
+ * driver). */
+void kiln_cuda_device_arch(const kiln_device_t *dev, char *buf, size_t size);
+
 /* Makes the device's context current on the calling thread. */
 kiln_status kiln_cuda_device_activate(kiln_cuda_device_t *d);
-/* Opts kernel `k` in to `bytes` of dynamic shared memory when above 48 KiB (once per
- * size); INVALID_ARGUMENT past the device's opt-in limit. */
-kiln_status kiln_cuda_kernel_prepare_shared(kiln_cuda_device_t *d, const kiln_kernel_t *k,
-                                            uint32_t bytes);
+/* kiln_cuda_launch_check, then opts kernel `k` in to the dynamic shared memory the launch
+ * needs (once per size). */
+kiln_status kiln_cuda_kernel_prepare(kiln_cuda_device_t *d, const kiln_kernel_t *k,
+                                     const kiln_launch_dims_t *dims);
 
-/* cuBLAS (cuda_blas.c): loaded on first use per device. UNAVAILABLE (libraries tried) when
- * libcublas cannot be opened. */
+/* Gemm (cuda_blas.c): cuBLASLt, else cuBLAS (f32, f64), loaded on first use per device.
+ * UNAVAILABLE (libraries tried) when libcublas cannot be opened; INTERNAL when it is there but
+ * cannot create a handle. The caller has made the device's context current. */
 kiln_status kiln_cuda_blas_gemm(kiln_cuda_device_t *d, CUstream s, const kiln_gemm_desc_t *g,
                                 CUdeviceptr a, CUdeviceptr b, CUdeviceptr c);
 void kiln_cuda_blas_destroy(kiln_cuda_blas_t *b);

@@ -229,6 +229,51 @@ static CUresult get_proc_v1_adapter(const char *symbol, void **pfn, int version,
   return g_get_proc_v1(symbol, pfn, version, flags);
 }
 
+kiln_status kiln_cuda_library_open(const char *const *names, size_t num_names, const char *what,
+                                   const char *hint, void **handle, const char **used) {
+  *handle = NULL;
+  *used = NULL;
+  kiln_strbuf_t tried = {0};
+  for (size_t i = 0; i < num_names; i++) {
+    void *h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (h) {
+      kiln_strbuf_free(&tried);
+      *handle = h;
+      *used = names[i];
+      return NULL;
+    }
+    const char *err = dlerror();
+    kiln_strbuf_printf(&tried, "%s%s (%s)", tried.len ? ", " : "", names[i], err ? err : "?");
+  }
+  kiln_status s = kiln_status_make(KILN_UNAVAILABLE, "%s not found: cannot open any of %s; %s",
+                                   what, kiln_strbuf_cstr(&tried), hint);
+  kiln_strbuf_free(&tried);
+  return s;
+}
+
+kiln_status kiln_cuda_driver_start(kiln_cuda_driver_t *d, const kiln_cuda_entry_points_t *ep) {
+  if (!d || !ep || !ep->init || !ep->driver_get_version || !ep->get_proc)
+    return KILN_ERR_INVALID("cuda driver start: NULL argument");
+  const char *path = d->path[0] ? d->path : "(table)";
+  /* Step 1: the version, before anything that depends on it, so that an old driver is told
+   * it is old rather than that some entry point is missing. */
+  CUresult r = ep->driver_get_version(&d->driver_version);
+  if (r != CUDA_SUCCESS)
+    return kiln_cuda_status_make(NULL, r, __FILE__, __LINE__, "cuDriverGetVersion (driver %s)",
+                                 path);
+  if (d->driver_version < KILN_CUDA_DRIVER_ABI_VERSION)
+    return kiln_status_make(KILN_UNAVAILABLE,
+                            "CUDA driver %s supports CUDA %d.%d; 12.0 or newer is needed: update "
+                            "the NVIDIA driver",
+                            path, d->driver_version / 1000, (d->driver_version % 1000) / 10);
+  /* Step 2: cuInit before cuGetProcAddress (the driver API's order). */
+  r = ep->init(0);
+  if (r != CUDA_SUCCESS)
+    return kiln_cuda_status_make(NULL, r, __FILE__, __LINE__, "cuInit (driver %s)", path);
+  /* Step 3: the table at the pinned ABI version. */
+  return kiln_cuda_driver_resolve(d, ep->get_proc);
+}
+
 kiln_status kiln_cuda_driver_open(const char *const *paths, size_t num_paths,
                                   kiln_cuda_driver_t **out) {
   static const char *const defaults[] = {"libcuda.so.1", "libcuda.so"};
@@ -246,54 +291,37 @@ kiln_status kiln_cuda_driver_open(const char *const *paths, size_t num_paths,
       num_paths = 2;
     }
   }
-  kiln_strbuf_t tried = {0};
   void *h = NULL;
   const char *used = NULL;
-  for (size_t i = 0; i < num_paths && !h; i++) {
-    h = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL);
-    if (h) {
-      used = paths[i];
-    } else {
-      const char *err = dlerror();
-      kiln_strbuf_printf(&tried, "%s%s (%s)", tried.len ? ", " : "", paths[i], err ? err : "?");
-    }
-  }
-  if (!h) {
-    kiln_status s = kiln_status_make(KILN_UNAVAILABLE,
-                                     "CUDA driver not found: cannot open any of %s; install the "
-                                     "NVIDIA driver or set KILN_CUDA_DRIVER to libcuda's path",
-                                     kiln_strbuf_cstr(&tried));
-    kiln_strbuf_free(&tried);
-    return s;
-  }
-  kiln_strbuf_free(&tried);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_cuda_library_open(
+      paths, num_paths, "CUDA driver",
+      "install the NVIDIA driver or set KILN_CUDA_DRIVER to libcuda's path", &h, &used));
   kiln_cuda_driver_t *d = kiln_calloc(1, sizeof(*d));
   d->handle = h;
   snprintf(d->path, sizeof(d->path), "%s", used);
-  kiln_cu_get_proc_fn get_proc = NULL;
-  void *sym = dlsym(h, "cuGetProcAddress_v2");
-  if (sym) {
-    memcpy(&get_proc, &sym, sizeof(sym));
+  /* cuInit and cuDriverGetVersion are exported unversioned by every driver; they are needed
+   * before cuGetProcAddress may be called. */
+  kiln_cuda_entry_points_t ep = {0};
+  void *sym = dlsym(h, "cuInit");
+  if (sym) memcpy(&ep.init, &sym, sizeof(sym));
+  sym = dlsym(h, "cuDriverGetVersion");
+  if (sym) memcpy(&ep.driver_get_version, &sym, sizeof(sym));
+  if ((sym = dlsym(h, "cuGetProcAddress_v2")) != NULL) {
+    memcpy(&ep.get_proc, &sym, sizeof(sym));
   } else if ((sym = dlsym(h, "cuGetProcAddress")) != NULL) {
     memcpy(&g_get_proc_v1, &sym, sizeof(sym));
-    get_proc = get_proc_v1_adapter;
-  } else {
-    kiln_cuda_driver_close(d);
-    return kiln_status_make(KILN_UNAVAILABLE,
-                            "CUDA driver %s has neither cuGetProcAddress_v2 nor cuGetProcAddress "
-                            "(symbol not found); a driver for CUDA 12.0 or newer is needed",
-                            used);
+    ep.get_proc = get_proc_v1_adapter;
   }
-  kiln_status s = kiln_cuda_driver_resolve(d, get_proc);
-  if (!s) {
-    CUresult r = d->cuDriverGetVersion(&d->driver_version);
-    if (r != CUDA_SUCCESS)
-      s = kiln_cuda_status_make(d, r, __FILE__, __LINE__, "cuDriverGetVersion");
-    else if (d->driver_version < KILN_CUDA_DRIVER_ABI_VERSION)
-      s = kiln_status_make(KILN_UNAVAILABLE,
-                           "CUDA driver %s supports CUDA %d.%d; 12.0 or newer is needed", used,
-                           d->driver_version / 1000, (d->driver_version % 1000) / 10);
-  }
+  kiln_status s = NULL;
+  if (!ep.init || !ep.driver_get_version || !ep.get_proc)
+    s = kiln_status_make(KILN_UNAVAILABLE,
+                         "%s is no usable CUDA driver: %s not found; a driver for CUDA 12.0 or "
+                         "newer is needed (set KILN_CUDA_DRIVER to libcuda's path)",
+                         used,
+                         !ep.init                 ? "cuInit"
+                         : !ep.driver_get_version ? "cuDriverGetVersion"
+                                                  : "cuGetProcAddress_v2 / cuGetProcAddress");
+  if (!s) s = kiln_cuda_driver_start(d, &ep);
   if (s) {
     kiln_cuda_driver_close(d);
     return s;
@@ -318,14 +346,6 @@ static struct {
 static void load_driver_once(void) {
   kiln_cuda_driver_t *d = NULL;
   kiln_status s = kiln_cuda_driver_open(NULL, 0, &d);
-  if (!s) {
-    CUresult r = d->cuInit(0);
-    if (r != CUDA_SUCCESS) {
-      s = kiln_cuda_status_make(d, r, __FILE__, __LINE__, "cuInit (driver %s)", d->path);
-      kiln_cuda_driver_close(d);
-      d = NULL;
-    }
-  }
   if (s) {
     g_driver.code = kiln_status_code(s);
     snprintf(g_driver.message, sizeof(g_driver.message), "%s", kiln_status_message(s));

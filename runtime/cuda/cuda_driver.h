@@ -48,12 +48,15 @@ enum {
   CU_GET_PROC_ADDRESS_DEFAULT = 0,
   CU_GET_PROC_ADDRESS_SUCCESS = 0,
   /* CUdevice_attribute */
+  CU_DEVICE_ATTRIBUTE_MAX_PITCH = 11,
   CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
   CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
   /* CUfunction_attribute */
+  CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0,
   CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1,
+  CU_FUNC_ATTRIBUTE_NUM_REGS = 4,
   CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
   /* CUjit_option */
   CU_JIT_INFO_LOG_BUFFER = 3,
@@ -131,12 +134,30 @@ typedef struct kiln_cuda_driver {
 kiln_status kiln_cuda_driver_get(const kiln_cuda_driver_t **out);
 
 /* Opens the first of `paths` that dlopen accepts (NULL/0: $KILN_CUDA_DRIVER, else
- * libcuda.so.1 then libcuda.so), resolves the table and checks the driver version; does not
- * call cuInit. UNAVAILABLE lists "path: dlerror" for every path tried. The caller owns *out
- * (kiln_cuda_driver_close). */
+ * libcuda.so.1 then libcuda.so) and starts it (kiln_cuda_driver_start with the library's
+ * exported cuInit, cuDriverGetVersion and cuGetProcAddress). UNAVAILABLE lists "path:
+ * dlerror" for every path tried. The caller owns *out (kiln_cuda_driver_close). */
 kiln_status kiln_cuda_driver_open(const char *const *paths, size_t num_paths,
                                   kiln_cuda_driver_t **out);
 void kiln_cuda_driver_close(kiln_cuda_driver_t *d);
+
+/* dlopens the first of `names` that opens (RTLD_NOW | RTLD_LOCAL); *used is that name.
+ * UNAVAILABLE "<what> not found: cannot open any of name (dlerror), ...; <hint>" otherwise. */
+kiln_status kiln_cuda_library_open(const char *const *names, size_t num_names, const char *what,
+                                   const char *hint, void **handle, const char **used);
+
+/* The entry points a driver exports unversioned, needed before its table can be resolved. */
+typedef struct kiln_cuda_entry_points {
+  CUresult (*init)(unsigned int flags);
+  CUresult (*driver_get_version)(int *version);
+  kiln_cu_get_proc_fn get_proc;
+} kiln_cuda_entry_points_t;
+
+/* Starts a driver in the driver API's order: cuDriverGetVersion (a driver older than CUDA
+ * 12.0 is UNAVAILABLE saying so, before any entry point is looked up), then cuInit (its
+ * failure mapped: no device -> UNAVAILABLE), then kiln_cuda_driver_resolve. Sets
+ * d->driver_version. */
+kiln_status kiln_cuda_driver_start(kiln_cuda_driver_t *d, const kiln_cuda_entry_points_t *ep);
 
 /* Fills every entry of `d` through `get_proc` at KILN_CUDA_DRIVER_ABI_VERSION. UNAVAILABLE
  * naming the first symbol the driver does not provide (the table is left partly filled). */

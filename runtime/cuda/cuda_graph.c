@@ -30,29 +30,71 @@ void kiln_cuda_graph_kernel_params(const kiln_cmd_t *cmd, void **param_ptrs,
   out->kernelParams = cmd->num_args ? param_ptrs : NULL;
 }
 
-void kiln_cuda_graph_memcpy_params(const kiln_cmd_t *cmd, CUDA_MEMCPY3D *out) {
-  memset(out, 0, sizeof(*out));
-  out->srcMemoryType = CU_MEMORYTYPE_DEVICE;
-  out->srcDevice = cmd->src;
-  out->srcPitch = cmd->bytes;
-  out->srcHeight = 1;
-  out->dstMemoryType = CU_MEMORYTYPE_DEVICE;
-  out->dstDevice = cmd->dst;
-  out->dstPitch = cmd->bytes;
-  out->dstHeight = 1;
-  out->WidthInBytes = cmd->bytes;
-  out->Height = 1;
-  out->Depth = 1;
+bool kiln_cuda_graph_cmd_is_empty(const kiln_cmd_t *cmd) {
+  return (cmd->kind == KILN_CMD_MEMCPY && cmd->bytes == 0) ||
+         (cmd->kind == KILN_CMD_MEMSET && cmd->count == 0);
 }
 
-void kiln_cuda_graph_memset_params(const kiln_cmd_t *cmd, CUDA_MEMSET_NODE_PARAMS *out) {
+#define MIN_ROW_BYTES 4096u
+
+/* Splits `n` units of `unit` bytes into rows of *width units, each at most max_pitch bytes:
+ * one row when it fits, else the widest power-of-two row that divides n (and is at least
+ * MIN_ROW_BYTES wide). False when there is none. */
+static bool row_shape(uint64_t n, size_t unit, size_t max_pitch, uint64_t *width,
+                      uint64_t *height) {
+  if (max_pitch == 0 || n * unit <= max_pitch) {
+    *width = n;
+    *height = 1;
+    return true;
+  }
+  uint64_t w = 1;
+  while (w * 2 * unit <= max_pitch && n % (w * 2) == 0) w *= 2;
+  if (w * unit < MIN_ROW_BYTES) return false;
+  *width = w;
+  *height = n / w;
+  return true;
+}
+
+kiln_status kiln_cuda_graph_memcpy_params(const kiln_cmd_t *cmd, size_t max_pitch,
+                                          CUDA_MEMCPY3D *out) {
   memset(out, 0, sizeof(*out));
+  uint64_t w, h;
+  if (!row_shape(cmd->bytes, 1, max_pitch, &w, &h))
+    return KILN_ERR_UNIMPLEMENTED(
+        "CUDA graphs: a %llu-byte copy exceeds the pitch limit (%zu bytes) and has no row "
+        "shape; it is issued outside the graph",
+        (unsigned long long)cmd->bytes, max_pitch);
+  out->srcMemoryType = CU_MEMORYTYPE_DEVICE;
+  out->srcDevice = cmd->src;
+  out->srcPitch = w;
+  out->srcHeight = h;
+  out->dstMemoryType = CU_MEMORYTYPE_DEVICE;
+  out->dstDevice = cmd->dst;
+  out->dstPitch = w;
+  out->dstHeight = h;
+  out->WidthInBytes = w;
+  out->Height = h;
+  out->Depth = 1;
+  return NULL;
+}
+
+kiln_status kiln_cuda_graph_memset_params(const kiln_cmd_t *cmd, size_t max_pitch,
+                                          CUDA_MEMSET_NODE_PARAMS *out) {
+  memset(out, 0, sizeof(*out));
+  uint64_t w, h;
+  const size_t unit = (size_t)cmd->elem_size;
+  if (!row_shape(cmd->count, unit, max_pitch, &w, &h))
+    return KILN_ERR_UNIMPLEMENTED(
+        "CUDA graphs: a memset of %llu %zu-byte elements exceeds the pitch limit (%zu bytes) "
+        "and has no row shape; it is issued outside the graph",
+        (unsigned long long)cmd->count, unit, max_pitch);
   out->dst = cmd->dst;
   out->value = cmd->pattern;
-  out->elementSize = (unsigned)cmd->elem_size;
-  out->width = cmd->count;
-  out->height = 1;
-  out->pitch = cmd->count * (size_t)cmd->elem_size;
+  out->elementSize = (unsigned)unit;
+  out->width = w;
+  out->height = h;
+  out->pitch = w * unit;
+  return NULL;
 }
 
 static bool cuda_graph_supports(kiln_device_t *dev, kiln_cmd_kind_t kind) {
@@ -69,13 +111,15 @@ static void graph_exec_free(cuda_graph_exec_t *x) {
   kiln_free(x);
 }
 
-static kiln_status add_node(cuda_graph_exec_t *x, size_t i, const kiln_cmd_t *c) {
+/* Adds the node of command i after `prev` (NULL: the first node). */
+static kiln_status add_node(cuda_graph_exec_t *x, size_t i, const kiln_cmd_t *c,
+                            const CUgraphNode *prev) {
   const kiln_cuda_driver_t *drv = x->dev->drv;
-  const CUgraphNode *deps = i ? &x->nodes[i - 1] : NULL;
-  size_t num_deps = i ? 1 : 0;
+  const CUgraphNode *deps = prev;
+  size_t num_deps = prev ? 1 : 0;
   switch (c->kind) {
     case KILN_CMD_KERNEL: {
-      KILN_RETURN_IF_ERROR(kiln_cuda_kernel_prepare_shared(x->dev, c->kernel, c->dims.shared_bytes),
+      KILN_RETURN_IF_ERROR(kiln_cuda_kernel_prepare(x->dev, c->kernel, &c->dims),
                            "while recording command %zu", i);
       void *ptrs[KILN_KERNEL_MAX_ARGS];
       CUDA_KERNEL_NODE_PARAMS p;
@@ -87,7 +131,8 @@ static kiln_status add_node(cuda_graph_exec_t *x, size_t i, const kiln_cmd_t *c)
     }
     case KILN_CMD_MEMCPY: {
       CUDA_MEMCPY3D p;
-      kiln_cuda_graph_memcpy_params(c, &p);
+      KILN_RETURN_IF_ERROR(kiln_cuda_graph_memcpy_params(c, x->dev->max_pitch, &p),
+                           "while recording command %zu", i);
       KILN_CU_RETURN_IF_ERROR(
           drv, drv->cuGraphAddMemcpyNode(&x->nodes[i], x->graph, deps, num_deps, &p, x->dev->ctx),
           "cuGraphAddMemcpyNode (command %zu)", i);
@@ -95,7 +140,8 @@ static kiln_status add_node(cuda_graph_exec_t *x, size_t i, const kiln_cmd_t *c)
     }
     case KILN_CMD_MEMSET: {
       CUDA_MEMSET_NODE_PARAMS p;
-      kiln_cuda_graph_memset_params(c, &p);
+      KILN_RETURN_IF_ERROR(kiln_cuda_graph_memset_params(c, x->dev->max_pitch, &p),
+                           "while recording command %zu", i);
       KILN_CU_RETURN_IF_ERROR(
           drv, drv->cuGraphAddMemsetNode(&x->nodes[i], x->graph, deps, num_deps, &p, x->dev->ctx),
           "cuGraphAddMemsetNode (command %zu)", i);
@@ -119,9 +165,12 @@ static kiln_status cuda_graph_instantiate(kiln_device_t *dev, const kiln_cmd_lis
   x->kinds = kiln_calloc(l->len ? l->len : 1, sizeof(kiln_cmd_kind_t));
   CUresult r = d->drv->cuGraphCreate(&x->graph, 0);
   kiln_status s = kiln_cuda_status_make(d->drv, r, __FILE__, __LINE__, "cuGraphCreate");
+  const CUgraphNode *prev = NULL;
   for (size_t i = 0; !s && i < l->len; i++) {
     x->kinds[i] = l->cmds[i].kind;
-    s = add_node(x, i, &l->cmds[i]);
+    if (kiln_cuda_graph_cmd_is_empty(&l->cmds[i])) continue; /* nodes[i] stays NULL */
+    s = add_node(x, i, &l->cmds[i], prev);
+    prev = &x->nodes[i];
   }
   if (!s) {
     /* Instantiation can fail (resources, unsupported nodes): its status is checked, never
@@ -146,6 +195,8 @@ static kiln_status cuda_graph_update(void *xp, size_t i, const kiln_cmd_t *c) {
   const kiln_cuda_driver_t *drv = x->dev->drv;
   if (i >= x->num_nodes || x->kinds[i] != c->kind)
     return KILN_ERR_INVALID("CUDA graph update: command %zu does not match the recorded node", i);
+  /* The same structure keeps a zero-length command zero-length: it has no node to patch. */
+  if (kiln_cuda_graph_cmd_is_empty(c)) return NULL;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_cuda_device_activate(x->dev));
   switch (c->kind) {
     case KILN_CMD_KERNEL: {
@@ -158,7 +209,7 @@ static kiln_status cuda_graph_update(void *xp, size_t i, const kiln_cmd_t *c) {
     }
     case KILN_CMD_MEMCPY: {
       CUDA_MEMCPY3D p;
-      kiln_cuda_graph_memcpy_params(c, &p);
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_cuda_graph_memcpy_params(c, x->dev->max_pitch, &p));
       KILN_CU_RETURN_IF_ERROR(
           drv, drv->cuGraphExecMemcpyNodeSetParams(x->exec, x->nodes[i], &p, x->dev->ctx),
           "cuGraphExecMemcpyNodeSetParams (node %zu)", i);
@@ -166,7 +217,7 @@ static kiln_status cuda_graph_update(void *xp, size_t i, const kiln_cmd_t *c) {
     }
     case KILN_CMD_MEMSET: {
       CUDA_MEMSET_NODE_PARAMS p;
-      kiln_cuda_graph_memset_params(c, &p);
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_cuda_graph_memset_params(c, x->dev->max_pitch, &p));
       KILN_CU_RETURN_IF_ERROR(
           drv, drv->cuGraphExecMemsetNodeSetParams(x->exec, x->nodes[i], &p, x->dev->ctx),
           "cuGraphExecMemsetNodeSetParams (node %zu)", i);

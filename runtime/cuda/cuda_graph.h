@@ -1,11 +1,12 @@
 /* Command buffers as CUDA graphs with explicit nodes (cuda_graph.c).
  *
  * A command list becomes a graph with one node per command (kernel, memcpy, memset), each
- * depending on the previous one, instantiated once with the status checked. Replays use
- * cuGraphLaunch; when addresses move, the engine in command_buffer.c asks for exactly the
- * moved commands to be patched with cuGraphExec{Kernel,Memcpy,Memset}NodeSetParams, and
- * re-instantiates only if such an update fails. Gemm commands are not recorded (they are
- * issued one by one) until cuBLAS calls can be captured into child graphs.
+ * depending on the previous one (zero-length copies and memsets get none), instantiated once with
+ * the status checked. Replays use cuGraphLaunch; when addresses move, the engine in
+ * command_buffer.c asks for exactly the moved commands to be patched with
+ * cuGraphExec{Kernel,Memcpy,Memset}NodeSetParams, and re-instantiates only if such an update fails.
+ * Gemm commands are not recorded (they are issued one by one) until cuBLAS calls can be captured
+ * into child graphs.
  *
  * The node parameter builders are pure functions, tested without a device. */
 #ifndef KILN_RUNTIME_CUDA_CUDA_GRAPH_H_
@@ -21,9 +22,17 @@ extern const kiln_cmd_exec_ops_t kiln_cuda_graph_ops;
  * or updated). */
 void kiln_cuda_graph_kernel_params(const kiln_cmd_t *cmd, void **param_ptrs,
                                    CUDA_KERNEL_NODE_PARAMS *out);
-/* A 1-D device-to-device copy of cmd->bytes as a 3-D copy description. */
-void kiln_cuda_graph_memcpy_params(const kiln_cmd_t *cmd, CUDA_MEMCPY3D *out);
-/* A 1-row memset of cmd->count elements of cmd->elem_size bytes. */
-void kiln_cuda_graph_memset_params(const kiln_cmd_t *cmd, CUDA_MEMSET_NODE_PARAMS *out);
+/* The copy node for a device-to-device copy of cmd->bytes: one row (pitch = width) when it
+ * fits in `max_pitch` (the device's CU_DEVICE_ATTRIBUTE_MAX_PITCH; 0: no limit), else rows
+ * of the widest power of two <= max_pitch that divides the size (at least 4 KiB wide).
+ * UNIMPLEMENTED when no such shape exists: the list then stays outside graphs (issued
+ * command by command). */
+kiln_status kiln_cuda_graph_memcpy_params(const kiln_cmd_t *cmd, size_t max_pitch,
+                                          CUDA_MEMCPY3D *out);
+/* The memset node for cmd->count elements of cmd->elem_size bytes, shaped like a copy. */
+kiln_status kiln_cuda_graph_memset_params(const kiln_cmd_t *cmd, size_t max_pitch,
+                                          CUDA_MEMSET_NODE_PARAMS *out);
+/* Whether `cmd` does nothing (a zero-length copy or memset): such commands get no node. */
+bool kiln_cuda_graph_cmd_is_empty(const kiln_cmd_t *cmd);
 
 #endif /* KILN_RUNTIME_CUDA_CUDA_GRAPH_H_ */

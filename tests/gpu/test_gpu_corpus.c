@@ -4,7 +4,8 @@
  * Prints `passed X / eligible Y` and the failures; exit status 1 below 90%.
  *
  * Without a CUDA driver or GPU it prints "SKIP: <reason>" and exits KILN_TEST_SKIPPED (77),
- * which ctest reports as skipped; scripts/run-gpu.sh runs it too. */
+ * which ctest reports as skipped; with KILN_REQUIRE_GPU=1 (scripts/run-gpu.sh on a GPU
+ * machine) that is a failure (exit 1). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -17,8 +18,10 @@ int main(void) {
   kiln_device_t *dev = NULL;
   kiln_status s = kiln_device_create("cuda", &dev);
   if (s) {
-    printf("SKIP: %s\n", kiln_status_message(s));
-    int rc = kiln_status_code(s) == KILN_UNAVAILABLE ? KILN_TEST_SKIPPED : 1;
+    int rc = kiln_status_code(s) == KILN_UNAVAILABLE
+                 ? kiln_gpu_unavailable_exit(kiln_status_message(s))
+                 : 1;
+    if (rc == 1) fprintf(stderr, "FAIL: %s\n", kiln_status_message(s));
     kiln_status_free(s);
     return rc;
   }

@@ -56,15 +56,20 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+enum { N = 1 << 16, BLOCK = 256, CHAIN = 50 };
+
 /* Compiles vadd(a, b, c, n): c = a + b for the device's architecture; falls back to PTX for
  * the driver's JIT when no cubin tool is present. */
 static kiln_status load_vadd(kiln_device_t *dev, kiln_device_module_t **out) {
-  kiln_cuda_device_t *cd = (kiln_cuda_device_t *)dev;
-  char arch[16];
-  snprintf(arch, sizeof(arch), "sm_%d%d", cd->cc_major, cd->cc_minor);
+  char want[16], arch[16];
+  bool ptx_only = false;
+  kiln_cuda_device_arch(dev, want, sizeof(want));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_nvptx_arch_resolve(want, arch, sizeof(arch), &ptx_only));
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef m = kiln_test_build_vadd(ctx, "vadd", NULL);
-  kiln_nvptx_options_t opts = {.arch = arch};
+  kiln_nvptx_set_max_threads(LLVMGetNamedFunction(m, "vadd"), BLOCK, 1, 1);
+  kiln_nvptx_options_t opts = {.arch = arch,
+                               .cubin_via = ptx_only ? KILN_CUBIN_VIA_SKIP : KILN_CUBIN_VIA_AUTO};
   kiln_nvptx_result_t r;
   kiln_status s = kiln_nvptx_compile(m, &opts, &r);
   LLVMDisposeModule(m);
@@ -90,8 +95,6 @@ static kiln_status load_vadd(kiln_device_t *dev, kiln_device_module_t **out) {
   kiln_nvptx_result_free(&r);
   return s;
 }
-
-enum { N = 1 << 16, BLOCK = 256, CHAIN = 50 };
 
 static kiln_launch_dims_t vadd_dims(uint32_t shared) {
   kiln_launch_dims_t d = {{(N + BLOCK - 1) / BLOCK, 1, 1}, {BLOCK, 1, 1}, shared};
@@ -125,14 +128,81 @@ static void build_chain(kiln_cmd_list_t *l, const kiln_kernel_t *k, kiln_devptr_
   kiln_cmd_list_push_memcpy(l, w, z, N * 4);
 }
 
+/* Distinct small values (exact in f32 products and sums of a few terms): a transposition or
+ * a wrong leading dimension changes the result. */
+static float gemm_value(size_t i, int salt) {
+  return (float)((int)((i * 7 + (size_t)salt * 5) % 23) - 11) / 8.0f;
+}
+
+/* C = 1.5 op(A) op(B) + 0.5 C for a batch of 3 odd-sized matrices in each of the four
+ * transpose forms, every element compared with a host computation. With KILN_REQUIRE_GPU=1
+ * a missing cuBLAS is a failure. */
+static void check_gemm(kiln_device_t *dev, kiln_stream_t *st) {
+  enum { B = 3, M = 37, NN = 29, K = 19 };
+  const size_t na = (size_t)B * M * K, nb = (size_t)B * K * NN, nc = (size_t)B * M * NN;
+  float *ha = malloc(na * 4), *hb = malloc(nb * 4), *hc = malloc(nc * 4), *out = malloc(nc * 4);
+  for (size_t i = 0; i < na; i++) ha[i] = gemm_value(i, 1);
+  for (size_t i = 0; i < nb; i++) hb[i] = gemm_value(i, 2);
+  for (size_t i = 0; i < nc; i++) hc[i] = gemm_value(i, 3);
+  kiln_devptr_t a, b, c;
+  CHECK_OK(kiln_device_mem_alloc(dev, na * 4, &a));
+  CHECK_OK(kiln_device_mem_alloc(dev, nb * 4, &b));
+  CHECK_OK(kiln_device_mem_alloc(dev, nc * 4, &c));
+  CHECK_OK(kiln_stream_memcpy_h2d(st, a, ha, na * 4));
+  CHECK_OK(kiln_stream_memcpy_h2d(st, b, hb, nb * 4));
+  for (int form = 0; form < 4; form++) {
+    const bool ta = form & 1, tb = form & 2;
+    kiln_gemm_desc_t g = {KILN_GEMM_F32, B, M, NN, K, ta, tb, 1.5, 0.5, KILN_GEMM_SAME};
+    CHECK_OK(kiln_stream_memcpy_h2d(st, c, hc, nc * 4));
+    kiln_status gs = kiln_stream_gemm(st, &g, a, b, c);
+    if (gs && kiln_status_code(gs) == KILN_UNAVAILABLE && !kiln_gpu_required()) {
+      printf("SKIP gemm: %s\n", kiln_status_message(gs));
+      kiln_status_free(gs);
+      break;
+    }
+    CHECK_OK(gs);
+    CHECK_OK(kiln_stream_memcpy_d2h(st, out, c, nc * 4));
+    CHECK_OK(kiln_stream_synchronize(st));
+    int bad = 0;
+    for (int bi = 0; bi < B; bi++)
+      for (int i = 0; i < M; i++)
+        for (int j = 0; j < NN; j++) {
+          double acc = 0;
+          for (int p = 0; p < K; p++) {
+            /* op(A)[i][p]: A is M x K, or K x M when transposed; likewise B. */
+            double x = ha[(size_t)bi * M * K + (ta ? (size_t)p * M + i : (size_t)i * K + p)];
+            double y = hb[(size_t)bi * K * NN + (tb ? (size_t)j * K + p : (size_t)p * NN + j)];
+            acc += x * y;
+          }
+          size_t ci = (size_t)bi * M * NN + (size_t)i * NN + j;
+          double want = 1.5 * acc + 0.5 * hc[ci];
+          if (fabs(out[ci] - want) > 1e-4 * (1 + fabs(want)) && bad++ < 3)
+            fprintf(stderr, "gemm ta=%d tb=%d: C[%d][%d][%d] = %g, want %g\n", ta, tb, bi, i, j,
+                    out[ci], want);
+        }
+    CHECK(bad == 0);
+    printf("gemm f32 %dx%dx%dx%d ta=%d tb=%d: %d of %zu elements wrong\n", B, M, NN, K, ta, tb, bad,
+           nc);
+  }
+  kiln_device_mem_free(dev, a);
+  kiln_device_mem_free(dev, b);
+  kiln_device_mem_free(dev, c);
+  free(ha);
+  free(hb);
+  free(hc);
+  free(out);
+}
+
 int main(void) {
   kiln_device_t *dev = NULL;
   setenv("KILN_COMMAND_BUFFER_CACHE_SIZE", "8", 1);
   kiln_status s = kiln_device_create("cuda", &dev);
   if (s) {
-    printf("SKIP: no usable CUDA device: %s\n", kiln_status_message(s));
+    int rc = kiln_status_code(s) == KILN_UNAVAILABLE
+                 ? kiln_gpu_unavailable_exit(kiln_status_message(s))
+                 : (fprintf(stderr, "FAIL: %s\n", kiln_status_message(s)), 1);
     kiln_status_free(s);
-    return KILN_TEST_SKIPPED;
+    return rc;
   }
   printf("device: %s\n", dev->name);
   kiln_stream_t *st;
@@ -286,28 +356,8 @@ int main(void) {
            kiln_cmd_cache_size(cache), (long long)(b1.evictions - b0.evictions));
   }
 
-  /* ---- gemm through cuBLAS ---- */
-  {
-    kiln_gemm_desc_t g = {KILN_GEMM_F32, 1, 64, 32, 16, false, true, 1.0, 0.0, KILN_GEMM_SAME};
-    kiln_devptr_t a, b, c;
-    CHECK_OK(kiln_device_mem_alloc(dev, 64 * 16 * 4, &a));
-    CHECK_OK(kiln_device_mem_alloc(dev, 32 * 16 * 4, &b));
-    CHECK_OK(kiln_device_mem_alloc(dev, 64 * 32 * 4, &c));
-    CHECK_OK(kiln_stream_memset(st, a, 0x3F800000u, 4, 64 * 16)); /* 1.0 */
-    CHECK_OK(kiln_stream_memset(st, b, 0x40000000u, 4, 32 * 16)); /* 2.0 */
-    kiln_status gs = kiln_stream_gemm(st, &g, a, b, c);
-    if (gs && kiln_status_code(gs) == KILN_UNAVAILABLE) {
-      printf("SKIP gemm: %s\n", kiln_status_message(gs));
-      kiln_status_free(gs);
-    } else {
-      CHECK(gs == NULL);
-      kiln_status_free(gs);
-      CHECK(read_at(st, c, 64 * 32 - 1) == 32.0f); /* sum over k=16 of 1*2 */
-    }
-    kiln_device_mem_free(dev, a);
-    kiln_device_mem_free(dev, b);
-    kiln_device_mem_free(dev, c);
-  }
+  /* ---- gemm through cuBLAS: every element of every transpose form ---- */
+  check_gemm(dev, st);
 
   kiln_cmd_list_free(&l);
   kiln_devptr_t all[] = {x, y, ones, z, w, x2, y2, z2};

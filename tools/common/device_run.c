@@ -10,6 +10,7 @@
 #include "compiler/hlo/literal_layout.h"
 #include "compiler/passes/dataflow.h"
 #include "runtime/buffer.h"
+#include "runtime/cuda/cuda_device.h"
 #include "runtime/executable.h"
 #include "tools/common/run_report.h"
 
@@ -116,6 +117,11 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
   kiln_compile_options_t co;
   memset(&co, 0, sizeof(co));
   co.emit.target = dev->kind == KILN_DEVICE_CUDA ? KILN_TARGET_CUDA : KILN_TARGET_HOST;
+  char arch[16];
+  if (dev->kind == KILN_DEVICE_CUDA) {
+    kiln_cuda_device_arch(dev, arch, sizeof(arch)); /* not always sm_90 */
+    co.emit.arch = arch;
+  }
   co.emit.dump_dir = opts->dump_dir;
   co.emit.max_while_iterations = opts->max_while_iterations;
   co.emit.rng_seed = opts->rng_seed;
