@@ -1,5 +1,6 @@
 /* The slots of plugin/pjrt_extras.c through the table (OpenXLA's header): DmaMap/DmaUnmap,
- * async tracking events, PoisonExecution, Buffer_Bitcast, topology Serialize/Fingerprint, each
+ * async tracking events, PoisonExecution, Buffer_Bitcast, topology Serialize/Fingerprint, and
+ * AsyncHostToDeviceTransferManager_TransferLiteral (plugin/pjrt_buffer.c), each
  * with its error paths (NULL args, short structs, NULL or wrong handles). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -202,12 +203,83 @@ static void test_topology_serializes_and_fingerprints(void **state) {
   for (int i = 0; i < 3; i++) pjrt_test_client_destroy(api, cs[i]);
 }
 
+static void test_transfer_literal_fills_a_buffer_from_any_host_layout(void **state) {
+  (void)state;
+  const PJRT_Api *api = g_api;
+  PJRT_Client *c = pjrt_exec_client(api, NULL);
+  int64_t dims[2] = {2, 3};
+  PJRT_ShapeSpec spec = {.struct_size = PJRT_ShapeSpec_STRUCT_SIZE,
+                         .dims = dims,
+                         .num_dims = 2,
+                         .element_type = PJRT_Buffer_Type_S32};
+  PJRT_Client_CreateBuffersForAsyncHostToDevice_Args ca = {
+      .struct_size = PJRT_Client_CreateBuffersForAsyncHostToDevice_Args_STRUCT_SIZE,
+      .client = c,
+      .shape_specs = &spec,
+      .num_shape_specs = 1};
+  PJRT_CHECK(api, api->PJRT_Client_CreateBuffersForAsyncHostToDevice(&ca));
+  PJRT_AsyncHostToDeviceTransferManager *m = ca.transfer_manager;
+  /* The literal is column-major (minor_to_major {0, 1}): element (i, j) at j * 2 + i. */
+  const int32_t col_major[6] = {1, 4, 2, 5, 3, 6};
+  const int64_t m2m[2] = {0, 1};
+  PJRT_Buffer_MemoryLayout layout = {.struct_size = PJRT_Buffer_MemoryLayout_STRUCT_SIZE,
+                                     .type = PJRT_Buffer_MemoryLayout_Type_Tiled};
+  layout.tiled.struct_size = PJRT_Buffer_MemoryLayout_Tiled_STRUCT_SIZE;
+  layout.tiled.minor_to_major = m2m;
+  layout.tiled.minor_to_major_size = 2;
+  PJRT_AsyncHostToDeviceTransferManager_TransferLiteral_Args tl = {
+      .struct_size = PJRT_AsyncHostToDeviceTransferManager_TransferLiteral_Args_STRUCT_SIZE,
+      .transfer_manager = m,
+      .buffer_index = 0,
+      .data = col_major,
+      .shape_dims = dims,
+      .shape_num_dims = 2,
+      .shape_element_type = PJRT_Buffer_Type_F32,
+      .shape_layout = &layout};
+  /* Errors first: another element type, an index out of range, NULL, a short struct. */
+  PJRT_EXPECT_ERROR(api, api->PJRT_AsyncHostToDeviceTransferManager_TransferLiteral(&tl),
+                    PJRT_Error_Code_INVALID_ARGUMENT, "does not have buffer 0's shape");
+  tl.shape_element_type = PJRT_Buffer_Type_S32;
+  tl.buffer_index = 1;
+  PJRT_EXPECT_ERROR(api, api->PJRT_AsyncHostToDeviceTransferManager_TransferLiteral(&tl),
+                    PJRT_Error_Code_INVALID_ARGUMENT, "buffer_index 1");
+  tl.buffer_index = 0;
+  PJRT_EXPECT_ERROR(api, api->PJRT_AsyncHostToDeviceTransferManager_TransferLiteral(NULL),
+                    PJRT_Error_Code_INVALID_ARGUMENT, "TransferLiteral");
+  tl.struct_size =
+      offsetof(PJRT_AsyncHostToDeviceTransferManager_TransferLiteral_Args, done_with_h2d_transfer);
+  PJRT_EXPECT_ERROR(api, api->PJRT_AsyncHostToDeviceTransferManager_TransferLiteral(&tl),
+                    PJRT_Error_Code_INVALID_ARGUMENT, "struct_size");
+  tl.struct_size = PJRT_AsyncHostToDeviceTransferManager_TransferLiteral_Args_STRUCT_SIZE;
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_TransferLiteral(&tl));
+  pjrt_exec_await(api, tl.done_with_h2d_transfer);
+  /* The literal completed the buffer: a second one is refused. */
+  PJRT_EXPECT_ERROR(api, api->PJRT_AsyncHostToDeviceTransferManager_TransferLiteral(&tl),
+                    PJRT_Error_Code_FAILED_PRECONDITION, "already completed");
+  PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args rb = {
+      .struct_size = PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args_STRUCT_SIZE,
+      .transfer_manager = m,
+      .buffer_index = 0};
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer(&rb));
+  int32_t got[6];
+  const int32_t row_major[6] = {1, 2, 3, 4, 5, 6};
+  pjrt_exec_read(api, rb.buffer_out, got, sizeof got);
+  assert_memory_equal(got, row_major, sizeof got);
+  pjrt_exec_buffer_destroy(api, rb.buffer_out);
+  PJRT_AsyncHostToDeviceTransferManager_Destroy_Args md = {
+      .struct_size = PJRT_AsyncHostToDeviceTransferManager_Destroy_Args_STRUCT_SIZE,
+      .transfer_manager = m};
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_Destroy(&md));
+  pjrt_test_client_destroy(api, c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dma_map_records_mappings_and_refuses_overlaps),
       cmocka_unit_test(test_tracking_events_and_poisoning),
       cmocka_unit_test(test_bitcast_shares_the_memory_under_a_new_type),
       cmocka_unit_test(test_topology_serializes_and_fingerprints),
+      cmocka_unit_test(test_transfer_literal_fills_a_buffer_from_any_host_layout),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
