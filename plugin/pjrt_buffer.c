@@ -1050,6 +1050,59 @@ static PJRT_Error *Buffer_CopyRawToHost(PJRT_Buffer_CopyRawToHost_Args *args) {
   return NULL;
 }
 
+/* ---- DonateWithControlDependency ----------------------------------------------------------- */
+
+#define FN_DWCD "PJRT_Buffer_DonateWithControlDependency"
+
+/* The caller's signal that the dependency is ready: readers of the new buffer go on (or fail
+ * with the dependency's error). Drops the reference the callback held. */
+static void dependency_ready(PJRT_Buffer_DonateWithControlDependency_Callback_Args *args) {
+  if (!args || !args->callback_data) return;
+  kiln_pjrt_storage_t *st = args->callback_data;
+  kiln_status error = NULL;
+  if (args->error_code != PJRT_Error_Code_OK)
+    error = kiln_status_make((kiln_status_code_t)args->error_code,
+                             "the control dependency of a donated buffer failed: %.*s",
+                             args->error_message ? (int)args->error_message_size : 0,
+                             args->error_message ? args->error_message : "");
+  fill_end(st->fill, error);
+  kiln_pjrt_storage_unref(st);
+}
+
+/* The buffer's memory moves to a new buffer (the old one reads as donated) whose readers
+ * wait until the caller calls dependency_ready_callback(callback_data) exactly once. */
+static PJRT_Error *Buffer_DonateWithControlDependency(
+    PJRT_Buffer_DonateWithControlDependency_Args *args) {
+  KILN_PJRT_ARGS(FN_DWCD, args, out_buffer);
+  args->callback_data = NULL;
+  args->dependency_ready_callback = NULL;
+  args->out_buffer = NULL;
+  PJRT_Buffer *b = args->buffer;
+  if (!b) return ERR(KILN_INVALID_ARGUMENT, FN_DWCD ": buffer is NULL");
+  /* Memory a transfer manager filled keeps that fill; replacing it is safe only when no other
+   * buffer shares the memory (one could be waiting on the old fill). */
+  pthread_mutex_lock(&b->mu);
+  bool shared_fill = b->storage && b->storage->fill && atomic_load(&b->storage->refs) > 1;
+  pthread_mutex_unlock(&b->mu);
+  if (shared_fill)
+    return ERR(KILN_FAILED_PRECONDITION, FN_DWCD
+               ": the buffer's memory came from a transfer manager and is shared with "
+               "another buffer");
+  kiln_pjrt_storage_t *st = NULL;
+  kiln_status s = kiln_pjrt_buffer_donate(b, &st);
+  if (s) return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_DWCD));
+  /* An old fill still pending would have its manager's reference (refused above): no reader
+   * waits on it now. */
+  fill_free(st->fill);
+  st->fill = fill_new();
+  atomic_fetch_add(&st->refs, 1); /* the callback's */
+  args->out_buffer = buffer_new(b->device, st->memory_kind, st, b->type, b->dims, b->rank,
+                                b->minor_to_major, b->on_device_size);
+  args->callback_data = st;
+  args->dependency_ready_callback = dependency_ready;
+  return NULL;
+}
+
 /* ---- AsyncHostToDeviceTransferManager ------------------------------------------------ */
 
 /* Buffers made up front and filled by the caller's TransferData calls (jax.device_put);
@@ -1417,6 +1470,7 @@ void kiln_pjrt_fill_buffer(PJRT_Api *api) {
   api->PJRT_AsyncHostToDeviceTransferManager_Destroy = H2D_Destroy;
   api->PJRT_AsyncHostToDeviceTransferManager_TransferData = H2D_TransferData;
   api->PJRT_AsyncHostToDeviceTransferManager_TransferLiteral = H2D_TransferLiteral;
+  api->PJRT_Buffer_DonateWithControlDependency = Buffer_DonateWithControlDependency;
   api->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer = H2D_RetrieveBuffer;
   api->PJRT_AsyncHostToDeviceTransferManager_Device = H2D_Device;
   api->PJRT_AsyncHostToDeviceTransferManager_BufferCount = H2D_BufferCount;

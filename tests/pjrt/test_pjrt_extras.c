@@ -1,6 +1,7 @@
 /* The slots of plugin/pjrt_extras.c through the table (OpenXLA's header): DmaMap/DmaUnmap,
  * async tracking events, PoisonExecution, Buffer_Bitcast, topology Serialize/Fingerprint, and
- * AsyncHostToDeviceTransferManager_TransferLiteral (plugin/pjrt_buffer.c), each
+ * AsyncHostToDeviceTransferManager_TransferLiteral and Buffer_DonateWithControlDependency
+ * (plugin/pjrt_buffer.c), each
  * with its error paths (NULL args, short structs, NULL or wrong handles). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -273,6 +274,74 @@ static void test_transfer_literal_fills_a_buffer_from_any_host_layout(void **sta
   pjrt_test_client_destroy(api, c);
 }
 
+static bool event_is_ready(const PJRT_Api *api, PJRT_Event *e) {
+  PJRT_Event_IsReady_Args a = {.struct_size = PJRT_Event_IsReady_Args_STRUCT_SIZE, .event = e};
+  PJRT_CHECK(api, api->PJRT_Event_IsReady(&a));
+  return a.is_ready;
+}
+
+static void destroy_event(const PJRT_Api *api, PJRT_Event *e) {
+  PJRT_Event_Destroy_Args a = {.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE, .event = e};
+  PJRT_CHECK(api, api->PJRT_Event_Destroy(&a));
+}
+
+static void test_donate_with_control_dependency_waits_for_the_callback(void **state) {
+  (void)state;
+  const PJRT_Api *api = g_api;
+  PJRT_Client *c = pjrt_exec_client(api, NULL);
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  const float data[4] = {1, 2, 3, 4};
+  const int64_t dims[1] = {4};
+  for (int fail = 0; fail < 2; fail++) {
+    PJRT_Buffer *b = pjrt_exec_buffer(api, c, d, data, PJRT_Buffer_Type_F32, dims, 1);
+    PJRT_Buffer_DonateWithControlDependency_Args a = {
+        .struct_size = PJRT_Buffer_DonateWithControlDependency_Args_STRUCT_SIZE, .buffer = b};
+    PJRT_CHECK(api, api->PJRT_Buffer_DonateWithControlDependency(&a));
+    assert_non_null(a.out_buffer);
+    assert_non_null(a.dependency_ready_callback);
+    PJRT_Buffer_IsDeleted_Args del = {.struct_size = PJRT_Buffer_IsDeleted_Args_STRUCT_SIZE,
+                                      .buffer = b};
+    PJRT_CHECK(api, api->PJRT_Buffer_IsDeleted(&del));
+    assert_true(del.is_deleted); /* the memory moved to the new buffer */
+    PJRT_Buffer_DonateWithControlDependency_Args again = a;
+    PJRT_EXPECT_ERROR(api, api->PJRT_Buffer_DonateWithControlDependency(&again),
+                      PJRT_Error_Code_FAILED_PRECONDITION, "deleted or donated");
+    assert_null(again.out_buffer);
+    PJRT_Buffer_ReadyEvent_Args re = {.struct_size = PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE,
+                                      .buffer = a.out_buffer};
+    PJRT_CHECK(api, api->PJRT_Buffer_ReadyEvent(&re));
+    assert_false(event_is_ready(api, re.event));
+    PJRT_Buffer_DonateWithControlDependency_Callback_Args cb = {
+        .struct_size = sizeof cb,
+        .callback_data = a.callback_data,
+        .error_code = fail ? PJRT_Error_Code_ABORTED : PJRT_Error_Code_OK,
+        .error_message = fail ? "producer died" : NULL,
+        .error_message_size = fail ? 13 : 0};
+    a.dependency_ready_callback(&cb);
+    PJRT_Event_Await_Args aw = {.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE,
+                                .event = re.event};
+    if (!fail) {
+      PJRT_CHECK(api, api->PJRT_Event_Await(&aw));
+      float got[4];
+      pjrt_exec_read(api, a.out_buffer, got, sizeof got);
+      assert_memory_equal(got, data, sizeof got);
+    } else {
+      PJRT_EXPECT_ERROR(api, api->PJRT_Event_Await(&aw), PJRT_Error_Code_ABORTED, "producer died");
+    }
+    destroy_event(api, re.event);
+    pjrt_exec_buffer_destroy(api, a.out_buffer);
+    pjrt_exec_buffer_destroy(api, b);
+    a.buffer = NULL;
+    a.struct_size = PJRT_Buffer_DonateWithControlDependency_Args_STRUCT_SIZE;
+    PJRT_EXPECT_ERROR(api, api->PJRT_Buffer_DonateWithControlDependency(&a),
+                      PJRT_Error_Code_INVALID_ARGUMENT, "buffer is NULL");
+    a.struct_size = offsetof(PJRT_Buffer_DonateWithControlDependency_Args, out_buffer);
+    PJRT_EXPECT_ERROR(api, api->PJRT_Buffer_DonateWithControlDependency(&a),
+                      PJRT_Error_Code_INVALID_ARGUMENT, "struct_size");
+  }
+  pjrt_test_client_destroy(api, c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dma_map_records_mappings_and_refuses_overlaps),
@@ -280,6 +349,7 @@ int main(void) {
       cmocka_unit_test(test_bitcast_shares_the_memory_under_a_new_type),
       cmocka_unit_test(test_topology_serializes_and_fingerprints),
       cmocka_unit_test(test_transfer_literal_fills_a_buffer_from_any_host_layout),
+      cmocka_unit_test(test_donate_with_control_dependency_waits_for_the_callback),
   };
   return cmocka_run_group_tests(tests, setup, NULL);
 }
