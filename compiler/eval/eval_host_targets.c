@@ -143,7 +143,7 @@ static kiln_status qr(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in, bo
     for (int64_t i = 0; i < m; i++)
       for (int64_t j = 0; j < n; j++) kiln_literal_set_f64(a, (b * m + i) * n + j, w[i + j * m]);
   }
-  free(w);
+  kiln_free(w);
   return NULL;
 }
 

@@ -134,7 +134,7 @@ static kiln_status qr(const builtin_call_t *c, const kiln_devptr_t *ops, const k
     pack(c, &c->out[0], 2, host(res[0]), a, false);
     if (c->kind == GEQRF) pack(c, &c->out[1], 1, host(res[1]), tau, false);
   }
-  free(a);
+  kiln_free(a);
   return s;
 }
 

@@ -66,7 +66,7 @@ static kiln_status fallback(bool f64, int64_t m, int64_t n, int64_t k, void *a, 
   if (!f64) {
     for (int64_t i = 0; i < m * n; i++) set_elem(false, a, i, wa[i]);
     for (int64_t i = 0; !orgqr && i < kt; i++) set_elem(false, tau_out, i, wt[i]);
-    free(wa);
+    kiln_free(wa);
   }
   return NULL;
 }
@@ -93,7 +93,7 @@ kiln_status kiln_host_geqrf(bool f64, int64_t batch, int64_t m, int64_t n, void 
   for (int64_t b = 0; b < batch && !info; b++)
     fn(&im, &in, (char *)a + (size_t)(b * m * n) * es, &im, (char *)tau + (size_t)(b * kt) * es,
        work, &lwork, &info);
-  free(work);
+  kiln_free(work);
   if (info)
     return KILN_ERR_INTERNAL("host geqrf: LAPACK reported info %d for a %d x %d matrix", info, im,
                              in);
@@ -124,7 +124,7 @@ kiln_status kiln_host_orgqr(bool f64, int64_t batch, int64_t m, int64_t n, int64
   for (int64_t b = 0; b < batch && !info; b++)
     fn(&im, &in, &ik, (char *)a + (size_t)(b * m * n) * es, &im,
        (const char *)tau + (size_t)(b * k) * es, work, &lwork, &info);
-  free(work);
+  kiln_free(work);
   if (info)
     return KILN_ERR_INTERNAL("host orgqr: LAPACK reported info %d for a %d x %d matrix", info, im,
                              in);
