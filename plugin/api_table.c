@@ -47,6 +47,7 @@ static void build_table(void) {
   kiln_pjrt_fill_compile(&g_api);
   kiln_pjrt_fill_executable(&g_api);
   kiln_pjrt_fill_execute_context(&g_api);
+  kiln_pjrt_fill_extras(&g_api);
   g_api.extension_start = kiln_pjrt_extensions();
 }
 

@@ -367,6 +367,32 @@ static void copy_strided(char *dst, const int64_t *dst_strides, const char *src,
   }
 }
 
+/* Writes a dense array laid out with `src_strides` (bytes) into `st` laid out with
+ * `dst_strides`: one write when they agree, else a strided copy (staged when the memory is not
+ * host-accessible). */
+static kiln_status storage_write_strided(const char *fn, kiln_pjrt_storage_t *st, const void *src,
+                                         const int64_t *src_strides, const int64_t *dst_strides,
+                                         const int64_t *dims, int32_t rank, size_t elem,
+                                         uint64_t size) {
+  if (!size) return NULL;
+  bool same = true;
+  for (int32_t i = 0; i < rank; i++)
+    if (dims[i] > 1 && src_strides[i] != dst_strides[i]) same = false;
+  if (same) return storage_write(st, 0, src, size);
+  if (st->host_accessible) {
+    copy_strided((char *)(uintptr_t)st->buf->ptr, dst_strides, src, src_strides, dims, rank, elem);
+    return NULL;
+  }
+  char *tmp = kiln_try_malloc(size);
+  if (!tmp)
+    return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: cannot stage %llu bytes", fn,
+                            (unsigned long long)size);
+  copy_strided(tmp, dst_strides, src, src_strides, dims, rank, elem);
+  kiln_status s = storage_write(st, 0, tmp, size);
+  kiln_free(tmp);
+  return s;
+}
+
 /* ---- buffers ----------------------------------------------------------------------------- */
 
 static PJRT_Buffer *buffer_new(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt_storage_t *st,
@@ -600,30 +626,11 @@ static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_
   }
   int64_t dst_strides[64];
   m2m_strides(rank, args->dims, m2m, elem, dst_strides);
-  bool same = true;
-  for (int32_t i = 0; i < rank; i++)
-    if (args->dims[i] > 1 && src_strides[i] != dst_strides[i]) same = false;
-
   kiln_pjrt_storage_t *st = NULL;
   s = storage_alloc(dev, kind, size, &st);
-  if (!s && size) {
-    if (same) {
-      s = storage_write(st, 0, args->data, size);
-    } else if (st->host_accessible) {
-      copy_strided((char *)(uintptr_t)st->buf->ptr, dst_strides, args->data, src_strides,
-                   args->dims, rank, elem);
-    } else {
-      char *tmp = kiln_try_malloc(size);
-      if (!tmp) {
-        s = kiln_status_make(KILN_RESOURCE_EXHAUSTED, FN_BFHB ": cannot stage %llu bytes",
-                             (unsigned long long)size);
-      } else {
-        copy_strided(tmp, dst_strides, args->data, src_strides, args->dims, rank, elem);
-        s = storage_write(st, 0, tmp, size);
-        kiln_free(tmp);
-      }
-    }
-  }
+  if (!s)
+    s = storage_write_strided(FN_BFHB, st, args->data, src_strides, dst_strides, args->dims, rank,
+                              elem, size);
   if (s) {
     kiln_pjrt_storage_unref(st);
     return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_BFHB));
@@ -1043,6 +1050,59 @@ static PJRT_Error *Buffer_CopyRawToHost(PJRT_Buffer_CopyRawToHost_Args *args) {
   return NULL;
 }
 
+/* ---- DonateWithControlDependency ----------------------------------------------------------- */
+
+#define FN_DWCD "PJRT_Buffer_DonateWithControlDependency"
+
+/* The caller's signal that the dependency is ready: readers of the new buffer go on (or fail
+ * with the dependency's error). Drops the reference the callback held. */
+static void dependency_ready(PJRT_Buffer_DonateWithControlDependency_Callback_Args *args) {
+  if (!args || !args->callback_data) return;
+  kiln_pjrt_storage_t *st = args->callback_data;
+  kiln_status error = NULL;
+  if (args->error_code != PJRT_Error_Code_OK)
+    error = kiln_status_make((kiln_status_code_t)args->error_code,
+                             "the control dependency of a donated buffer failed: %.*s",
+                             args->error_message ? (int)args->error_message_size : 0,
+                             args->error_message ? args->error_message : "");
+  fill_end(st->fill, error);
+  kiln_pjrt_storage_unref(st);
+}
+
+/* The buffer's memory moves to a new buffer (the old one reads as donated) whose readers
+ * wait until the caller calls dependency_ready_callback(callback_data) exactly once. */
+static PJRT_Error *Buffer_DonateWithControlDependency(
+    PJRT_Buffer_DonateWithControlDependency_Args *args) {
+  KILN_PJRT_ARGS(FN_DWCD, args, out_buffer);
+  args->callback_data = NULL;
+  args->dependency_ready_callback = NULL;
+  args->out_buffer = NULL;
+  PJRT_Buffer *b = args->buffer;
+  if (!b) return ERR(KILN_INVALID_ARGUMENT, FN_DWCD ": buffer is NULL");
+  /* Memory a transfer manager filled keeps that fill; replacing it is safe only when no other
+   * buffer shares the memory (one could be waiting on the old fill). */
+  pthread_mutex_lock(&b->mu);
+  bool shared_fill = b->storage && b->storage->fill && atomic_load(&b->storage->refs) > 1;
+  pthread_mutex_unlock(&b->mu);
+  if (shared_fill)
+    return ERR(KILN_FAILED_PRECONDITION, FN_DWCD
+               ": the buffer's memory came from a transfer manager and is shared with "
+               "another buffer");
+  kiln_pjrt_storage_t *st = NULL;
+  kiln_status s = kiln_pjrt_buffer_donate(b, &st);
+  if (s) return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_DWCD));
+  /* An old fill still pending would have its manager's reference (refused above): no reader
+   * waits on it now. */
+  fill_free(st->fill);
+  st->fill = fill_new();
+  atomic_fetch_add(&st->refs, 1); /* the callback's */
+  args->out_buffer = buffer_new(b->device, st->memory_kind, st, b->type, b->dims, b->rank,
+                                b->minor_to_major, b->on_device_size);
+  args->callback_data = st;
+  args->dependency_ready_callback = dependency_ready;
+  return NULL;
+}
+
 /* ---- AsyncHostToDeviceTransferManager ------------------------------------------------ */
 
 /* Buffers made up front and filled by the caller's TransferData calls (jax.device_put);
@@ -1052,6 +1112,10 @@ typedef struct h2d_slot {
   PJRT_Buffer *buffer;          /* until retrieved */
   kiln_pjrt_storage_t *storage; /* one reference */
   uint64_t size;
+  /* The buffer's shape and device layout (TransferLiteral checks and lays out against them). */
+  PJRT_Buffer_Type type;
+  int32_t rank;
+  int64_t *dims, *m2m; /* owned */
 } h2d_slot_t;
 
 struct PJRT_AsyncHostToDeviceTransferManager {
@@ -1073,6 +1137,8 @@ static void h2d_free(PJRT_AsyncHostToDeviceTransferManager *m) {
                                 "filled",
                                 i));
     kiln_pjrt_storage_unref(s->storage);
+    kiln_free(s->dims);
+    kiln_free(s->m2m);
     if (s->buffer) {
       PJRT_Buffer_Destroy_Args d = {PJRT_Buffer_Destroy_Args_STRUCT_SIZE, NULL, s->buffer};
       (void)Buffer_Destroy(&d); /* never fails on a valid struct */
@@ -1124,6 +1190,12 @@ static PJRT_Error *Client_CreateBuffersForAsyncHostToDevice(
     atomic_fetch_add(&st->refs, 1); /* the manager's */
     m->slots[i].storage = st;
     m->slots[i].size = size;
+    m->slots[i].type = sp->element_type;
+    m->slots[i].rank = rank;
+    m->slots[i].dims = kiln_calloc(rank ? (size_t)rank : 1, sizeof(int64_t));
+    m->slots[i].m2m = kiln_calloc(rank ? (size_t)rank : 1, sizeof(int64_t));
+    if (rank) memcpy(m->slots[i].dims, sp->dims, (size_t)rank * sizeof(int64_t));
+    if (rank) memcpy(m->slots[i].m2m, m2m, (size_t)rank * sizeof(int64_t));
     m->slots[i].buffer = buffer_new(dev, kind, st, sp->element_type, sp->dims, rank, m2m, size);
     m->n = i + 1;
   }
@@ -1178,6 +1250,53 @@ static PJRT_Error *H2D_TransferData(PJRT_AsyncHostToDeviceTransferManager_Transf
   pthread_mutex_unlock(&m->mu);
   if (s) return kiln_pjrt_error_from_status(s);
   /* The copy is done: the caller's data may be reused now. */
+  args->done_with_h2d_transfer = kiln_pjrt_event_ready(NULL);
+  return NULL;
+}
+
+#define FN_TL "PJRT_AsyncHostToDeviceTransferManager_TransferLiteral"
+
+/* The whole buffer at once from a host literal of its shape (any dense host layout); it
+ * completes the buffer. */
+static PJRT_Error *H2D_TransferLiteral(
+    PJRT_AsyncHostToDeviceTransferManager_TransferLiteral_Args *args) {
+  H2D_ARGS(FN_TL, args, done_with_h2d_transfer);
+  args->done_with_h2d_transfer = NULL;
+  PJRT_AsyncHostToDeviceTransferManager *m = args->transfer_manager;
+  H2D_INDEX(FN_TL, m, args->buffer_index);
+  h2d_slot_t *sl = &m->slots[args->buffer_index];
+  bool same_shape =
+      args->shape_element_type == sl->type && args->shape_num_dims == (size_t)sl->rank &&
+      (!sl->rank || (args->shape_dims &&
+                     !memcmp(args->shape_dims, sl->dims, (size_t)sl->rank * sizeof(int64_t))));
+  if (!same_shape)
+    return ERR(KILN_INVALID_ARGUMENT,
+               FN_TL ": the literal (%s, rank %zu) does not have buffer %d's shape (%s, rank %d)",
+               kiln_pjrt_type_name(args->shape_element_type), args->shape_num_dims,
+               args->buffer_index, kiln_pjrt_type_name(sl->type), (int)sl->rank);
+  if (!args->data && sl->size) return ERR(KILN_INVALID_ARGUMENT, FN_TL ": data is NULL");
+  size_t elem = kiln_pjrt_type_bytes(sl->type);
+  int64_t lit_m2m[64], src_strides[64], dst_strides[64];
+  default_m2m(sl->rank, lit_m2m);
+  kiln_status s = NULL;
+  if (args->shape_layout)
+    s = parse_layout(FN_TL, "shape_layout", args->shape_layout, sl->rank, sl->dims, elem, lit_m2m);
+  if (s) return kiln_pjrt_error_from_status(s);
+  m2m_strides(sl->rank, sl->dims, lit_m2m, elem, src_strides);
+  m2m_strides(sl->rank, sl->dims, sl->m2m, elem, dst_strides);
+  pthread_mutex_lock(&m->mu);
+  kiln_pjrt_fill_t *f = sl->storage->fill;
+  pthread_mutex_lock(&f->mu);
+  bool open = f->pending;
+  pthread_mutex_unlock(&f->mu);
+  s = open ? storage_write_strided(FN_TL, sl->storage, args->data, src_strides, dst_strides,
+                                   sl->dims, sl->rank, elem, sl->size)
+           : kiln_status_make(KILN_FAILED_PRECONDITION,
+                              FN_TL ": buffer %d was already completed or failed",
+                              args->buffer_index);
+  if (!s) fill_end(f, NULL);
+  pthread_mutex_unlock(&m->mu);
+  if (s) return kiln_pjrt_error_from_status(s);
   args->done_with_h2d_transfer = kiln_pjrt_event_ready(NULL);
   return NULL;
 }
@@ -1350,6 +1469,8 @@ void kiln_pjrt_fill_buffer(PJRT_Api *api) {
   api->PJRT_Client_CreateBuffersForAsyncHostToDevice = Client_CreateBuffersForAsyncHostToDevice;
   api->PJRT_AsyncHostToDeviceTransferManager_Destroy = H2D_Destroy;
   api->PJRT_AsyncHostToDeviceTransferManager_TransferData = H2D_TransferData;
+  api->PJRT_AsyncHostToDeviceTransferManager_TransferLiteral = H2D_TransferLiteral;
+  api->PJRT_Buffer_DonateWithControlDependency = Buffer_DonateWithControlDependency;
   api->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer = H2D_RetrieveBuffer;
   api->PJRT_AsyncHostToDeviceTransferManager_Device = H2D_Device;
   api->PJRT_AsyncHostToDeviceTransferManager_BufferCount = H2D_BufferCount;

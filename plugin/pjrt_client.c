@@ -167,6 +167,7 @@ static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
 static void client_free(PJRT_Client *c) {
+  kiln_pjrt_dma_forget_client(c);
   if (c->compile_cache) kiln_pjrt_compile_cache_destroy(c->compile_cache);
   for (int32_t i = 0; i < c->num_devices; i++) {
     kiln_pjrt_device_fini(c->devices[i]);

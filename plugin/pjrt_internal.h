@@ -70,6 +70,11 @@ void kiln_pjrt_fill_device(PJRT_Api *api);     /* pjrt_device.c: devices, descri
 void kiln_pjrt_fill_buffer(PJRT_Api *api);     /* pjrt_buffer.c */
 void kiln_pjrt_fill_compile(PJRT_Api *api);    /* pjrt_compile.c: Compile, Load, Deserialize */
 void kiln_pjrt_fill_executable(PJRT_Api *api); /* pjrt_executable.c: executables, Execute */
+/* pjrt_extras.c: DmaMap/DmaUnmap, async tracking events, PoisonExecution, Buffer_Bitcast,
+ * topology Serialize/Fingerprint. */
+void kiln_pjrt_fill_extras(PJRT_Api *api);
+/* Drops the DMA mapping records of a client being freed (pjrt_client.c). */
+void kiln_pjrt_dma_forget_client(const PJRT_Client *c);
 /* The extension chain PJRT_Api.extension_start points at (FFI first); NULL until it lands. */
 PJRT_Extension_Base *kiln_pjrt_extensions(void);
 

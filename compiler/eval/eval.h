@@ -169,6 +169,24 @@ typedef struct kiln_solver_config {
   int transpose;
 } kiln_solver_config_t;
 bool kiln_eval_solver_config(const kiln_hlo_instruction_t *in, kiln_solver_config_t *out);
+/* eval_host_targets.c: the targets kiln's host runtime implements itself
+ * (`__onednn$layernorm`, `GetRngSeed` = options->rng_seed, `cusolver_geqrf`,
+ * `cusolver_orgqr`); *handled false for any other target. */
+kiln_status kiln_eval_host_target(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
+                                  kiln_literal_t *const *operands, kiln_literal_t **out,
+                                  bool *handled);
+/* XLA:CPU's oneDNN layer norm (`__onednn$layernorm`: input, scale, shift; normalized over
+ * the last dimension; its JSON backend_config's onednn_layer_norm_config): the epsilon
+ * (`epsilon_typed`, the f32's bits; 0 when absent, as XLA reads it). False with a reason in
+ * *why for shapes or a rescale kiln does not implement. */
+bool kiln_eval_layer_norm_config(const kiln_hlo_instruction_t *instr, float *epsilon,
+                                 const char **why);
+/* cusolver_geqrf ((a) -> (a, tau, info, workspace)) / cusolver_orgqr ((a, tau) -> (q, info,
+ * workspace)) on f32/f64 [..., m, n]: the batch, m, n and the reflector count k (min(m, n)
+ * for geqrf; tau's last dimension for orgqr, with k <= n <= m). False when the operands or
+ * results do not have these forms. */
+bool kiln_eval_qr_shapes(const kiln_hlo_instruction_t *instr, bool orgqr, int64_t *batch,
+                         int64_t *m, int64_t *n, int64_t *k);
 /* xla_builder.matrix.Einsum's backend_config "ab,bc->ac" (one or two operands, letters):
  * each operand's labels and the result's; false when malformed or the ranks differ. */
 #define KILN_EINSUM_MAX_LABELS 16

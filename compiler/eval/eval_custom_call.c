@@ -775,6 +775,9 @@ kiln_status kiln_eval_custom_call(kiln_eval_ctx_t *ctx, const kiln_hlo_instructi
   }
   if (!strcmp(t, "cuda_threefry2x32")) return threefry(ctx, in, ops, out);
   if (kiln_eval_is_gemm_target(t)) return gemm(ctx, in, ops, out);
+  bool handled;
+  kiln_status s = kiln_eval_host_target(ctx, in, ops, out, &handled);
+  if (handled) return s;
   if (ctx->opts && ctx->opts->custom_call) {
     KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
     KILN_RETURN_IF_ERROR(ctx->opts->custom_call(ctx->opts->custom_call_user, in, ops, *out),

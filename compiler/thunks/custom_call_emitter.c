@@ -105,10 +105,12 @@ static kiln_status add_leaves(const kiln_hlo_instruction_t *call, const kiln_hlo
 }
 
 kiln_status kiln_custom_call_emit(const kiln_hlo_instruction_t *in,
-                                  const kiln_buffer_assignment_t *ba, kiln_compile_target_t target,
-                                  kiln_ffi_registry_t *registry, kiln_executable_desc_t *d,
+                                  const kiln_buffer_assignment_t *ba,
+                                  const kiln_thunk_emit_options_t *opts, kiln_executable_desc_t *d,
                                   kiln_thunk_seq_t *seq) {
   const char *tgt = in->custom_call_target ? in->custom_call_target : "";
+  kiln_compile_target_t target = opts->target;
+  kiln_ffi_registry_t *registry = opts->ffi_registry;
   kiln_ffi_platform_t platform =
       target == KILN_TARGET_CUDA ? KILN_FFI_PLATFORM_CUDA : KILN_FFI_PLATFORM_HOST;
   if (!registry) {
@@ -122,6 +124,8 @@ kiln_status kiln_custom_call_emit(const kiln_hlo_instruction_t *in,
   kiln_status s = kiln_ffi_registry_lookup(registry, tgt, platform, &h);
   if (s) {
     kiln_status_free(s);
+    if (target == KILN_TARGET_HOST && kiln_builtin_custom_call_known(tgt))
+      return kiln_builtin_custom_call_emit(in, ba, opts->rng_seed, d, seq);
     return kiln_status_make(KILN_NOT_FOUND,
                             "custom call %s: no handler for target %s on platform %s (register "
                             "one with KILN_FFI_HANDLERS=... or kiln-run --ffi=...)",

@@ -15,11 +15,26 @@
 /* The FFI data type of a kiln element type (XLA_FFI_DataType_INVALID for tuple/opaque). */
 XLA_FFI_DataType kiln_custom_call_ffi_dtype(kiln_elem_type_t t);
 
-/* Appends the thunk of custom-call `in` to `seq`; the call is owned by `d`. `registry` NULL:
- * the default one (loaded from $KILN_FFI_HANDLERS once). */
+/* Appends the thunk of custom-call `in` to `seq`; the call is owned by `d`. The handler comes
+ * from opts->ffi_registry (NULL: the default one, loaded from $KILN_FFI_HANDLERS once); on
+ * the host a target without one that kiln implements itself (kiln_builtin_custom_call_known)
+ * gets the built-in thunk. */
 kiln_status kiln_custom_call_emit(const kiln_hlo_instruction_t *in,
-                                  const kiln_buffer_assignment_t *ba, kiln_compile_target_t target,
-                                  kiln_ffi_registry_t *registry, kiln_executable_desc_t *d,
+                                  const kiln_buffer_assignment_t *ba,
+                                  const kiln_thunk_emit_options_t *opts, kiln_executable_desc_t *d,
                                   kiln_thunk_seq_t *seq);
+
+/* builtin_custom_call.c: the custom calls the host runtime implements itself, for modules
+ * XLA:CPU and jaxlib produced: `__onednn$layernorm` (input, scale, shift; normalized over
+ * the last dimension, epsilon from the config), `GetRngSeed` (u64[]: `rng_seed`, the run's
+ * seed), `cusolver_geqrf` / `cusolver_orgqr` (LAPACK ?geqrf / ?orgqr through
+ * runtime/host/host_lapack.c; info results 0, workspaces zeros). Any layout of their leaves.
+ * The evaluator computes the same (compiler/eval/eval_host_targets.c). */
+bool kiln_builtin_custom_call_known(const char *target);
+/* Appends the host thunk of built-in custom call `in` (its context owned by `d`);
+ * UNIMPLEMENTED naming the call for operand or result forms kiln does not take. */
+kiln_status kiln_builtin_custom_call_emit(const kiln_hlo_instruction_t *in,
+                                          const kiln_buffer_assignment_t *ba, uint64_t rng_seed,
+                                          kiln_executable_desc_t *d, kiln_thunk_seq_t *seq);
 
 #endif /* KILN_COMPILER_THUNKS_CUSTOM_CALL_EMITTER_H_ */

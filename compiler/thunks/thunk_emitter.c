@@ -485,8 +485,7 @@ static kiln_status emit_instruction(emitter_t *E, kiln_thunk_seq_t *seq,
     }
     case KILN_OP_RNG_GET_AND_UPDATE_STATE: return emit_rng_state(E, seq, in);
     case KILN_OP_CUSTOM_CALL:
-      KILN_RETURN_IF_ERROR_PLAIN(
-          kiln_custom_call_emit(in, E->ba, E->opts.target, E->opts.ffi_registry, E->d, seq));
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_custom_call_emit(in, E->ba, &E->opts, E->d, seq));
       E->stats->custom_calls++;
       return NULL;
     default:

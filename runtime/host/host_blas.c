@@ -136,6 +136,11 @@ const char *kiln_host_blas_library(const char **tried) {
   return g_blas.library;
 }
 
+void *kiln_host_blas_symbol(const char *name) {
+  pthread_once(&g_blas.once, load_blas);
+  return g_blas.handle ? dlsym(g_blas.handle, name) : NULL;
+}
+
 /* ---- one strided-batched gemm in a compute type ------------------------------------------ */
 
 typedef enum compute_type { CT_F32, CT_F64, CT_C64, CT_C128 } compute_type_t;

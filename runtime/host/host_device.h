@@ -37,5 +37,24 @@ kiln_status kiln_host_gemm(const kiln_gemm_desc_t *g, const void *a, const void 
  * whichever is found first (never the reference BLAS).
  * `tried` (may be NULL) receives the libraries tried with their dlerror() text. */
 const char *kiln_host_blas_library(const char **tried);
+/* A symbol of that library (LAPACK's Fortran entry points, which OpenBLAS and MKL ship), or
+ * NULL when there is no library or it lacks the symbol. Thread-safe. */
+void *kiln_host_blas_symbol(const char *name);
+
+/* ---- QR (LAPACK ?geqrf / ?orgqr) ------------------------------------------------------- */
+
+/* Householder QR of `batch` column-major m x n matrices (`a`, consecutive, lda = m) in f32
+ * (`f64` false) or f64, in place, with the reflectors' scalars in `tau` (min(m, n) per
+ * matrix): LAPACK's ?geqrf from the CBLAS library above when it has one (choice AUTO), else
+ * kiln's own unblocked loop (base/householder.h, in f64), which KILN_HOST_BLAS_FALLBACK
+ * forces. m, n and m * n must fit LAPACK's 32-bit integers (else INVALID_ARGUMENT);
+ * RESOURCE_EXHAUSTED when scratch cannot be allocated. Thread-safe. */
+kiln_status kiln_host_geqrf(bool f64, int64_t batch, int64_t m, int64_t n, void *a, void *tau,
+                            kiln_host_blas_choice_t choice);
+/* Overwrites each m x n matrix of `a` (n <= m; its first k <= n columns holding reflectors
+ * as kiln_host_geqrf leaves them, k scalars per matrix in `tau`) with the first n columns of
+ * Q: LAPACK's ?orgqr, or the fallback as above. Thread-safe. */
+kiln_status kiln_host_orgqr(bool f64, int64_t batch, int64_t m, int64_t n, int64_t k, void *a,
+                            const void *tau, kiln_host_blas_choice_t choice);
 
 #endif /* KILN_RUNTIME_HOST_HOST_DEVICE_H_ */

@@ -1,0 +1,219 @@
+/* Custom calls the host runtime implements itself (custom_call_emitter.h): XLA:CPU's
+ * `__onednn$layernorm` and `GetRngSeed`, jaxlib's `cusolver_geqrf` / `cusolver_orgqr` (LAPACK
+ * through runtime/host/host_lapack.c). Each is one custom-call thunk whose context holds the
+ * physical views (dims and element strides from the layouts) of its operand and result
+ * leaves; the thunk waits for the stream, then computes on the host buffers directly. The
+ * evaluator computes the same targets in compiler/eval/eval_host_targets.c. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "compiler/eval/eval.h"
+#include "compiler/thunks/custom_call_emitter.h"
+#include "runtime/host/host_device.h"
+
+enum { kMaxRank = 16, kMaxLeaves = 8 };
+
+typedef enum { LAYER_NORM, GEQRF, ORGQR, RNG_SEED } builtin_kind_t;
+
+/* A leaf buffer: logical dims and the element stride of each (from its layout). */
+typedef struct view {
+  int rank;
+  int64_t dims[kMaxRank], strides[kMaxRank], bytes;
+} view_t;
+
+typedef struct builtin_call {
+  builtin_kind_t kind;
+  bool f64;
+  float epsilon;
+  uint64_t seed;
+  int64_t batch, m, n, k;
+  int nin, nout;
+  view_t in[kMaxLeaves], out[kMaxLeaves];
+} builtin_call_t;
+
+static bool view_of(const kiln_shape_t *s, view_t *v) {
+  if (!kiln_shape_is_array(s) || s->rank > kMaxRank) return false;
+  v->rank = s->rank;
+  v->bytes = kiln_shape_byte_size(s);
+  memcpy(v->dims, s->dims, sizeof(int64_t) * (size_t)s->rank);
+  int64_t stride = 1;
+  for (int p = 0; p < s->rank; p++) {
+    /* minor_to_major lists dimensions from the fastest; no layout is row-major. */
+    int d = s->has_layout ? (int)s->layout.minor_to_major[p] : s->rank - 1 - p;
+    if (d < 0 || d >= s->rank) return false;
+    v->strides[d] = stride;
+    stride *= s->dims[d];
+  }
+  return true;
+}
+
+/* The element offset of (row-major index b over all but the last `tail` dims, then idx). */
+static int64_t at(const view_t *v, int64_t b, int tail, const int64_t *idx) {
+  int64_t off = 0;
+  for (int d = v->rank - tail - 1; d >= 0; d--) {
+    off += (b % v->dims[d]) * v->strides[d];
+    b /= v->dims[d];
+  }
+  for (int t = 0; t < tail; t++) off += idx[t] * v->strides[v->rank - tail + t];
+  return off;
+}
+
+static double get(bool f64, const void *p, int64_t i) {
+  return f64 ? ((const double *)p)[i] : ((const float *)p)[i];
+}
+
+static void put(bool f64, void *p, int64_t i, double x) {
+  if (f64)
+    ((double *)p)[i] = x;
+  else
+    ((float *)p)[i] = (float)x;
+}
+
+static void *host(kiln_devptr_t p) {
+  return (void *)(uintptr_t)p;
+}
+
+static void layer_norm(const builtin_call_t *c, const kiln_devptr_t *ops, kiln_devptr_t res) {
+  const view_t *x = &c->in[0], *y = &c->out[0];
+  int64_t cols = x->dims[x->rank - 1], rows = cols ? (x->bytes / (c->f64 ? 8 : 4)) / cols : 0;
+  const void *src = host(ops[0]), *scale = host(ops[1]), *shift = host(ops[2]);
+  void *dst = host(res);
+  int64_t ss = c->in[1].strides[0], hs = c->in[2].strides[0];
+  for (int64_t r = 0; r < rows; r++) {
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < cols; j++) mean += get(c->f64, src, at(x, r, 1, &j));
+    mean /= (double)cols;
+    for (int64_t j = 0; j < cols; j++) {
+      double d = get(c->f64, src, at(x, r, 1, &j)) - mean;
+      var += d * d;
+    }
+    double inv = 1 / sqrt(var / (double)cols + c->epsilon);
+    for (int64_t j = 0; j < cols; j++)
+      put(c->f64, dst, at(y, r, 1, &j),
+          (get(c->f64, src, at(x, r, 1, &j)) - mean) * inv * get(c->f64, scale, j * ss) +
+              get(c->f64, shift, j * hs));
+  }
+}
+
+/* Copies the batch of [m, n] matrices (tail 2) or [k] vectors (tail 1) between a view and
+ * column-major scratch (`to_scratch`: view -> scratch). */
+static void pack(const builtin_call_t *c, const view_t *v, int tail, void *buf, void *scratch,
+                 bool to_scratch) {
+  int64_t rows = tail == 2 ? c->m : 1, cols = tail == 2 ? c->n : c->k;
+  for (int64_t b = 0; b < c->batch; b++)
+    for (int64_t j = 0; j < cols; j++)
+      for (int64_t i = 0; i < rows; i++) {
+        int64_t idx[2] = {i, j}, s = (b * cols + j) * rows + i;
+        int64_t o = at(v, b, tail, tail == 2 ? idx : idx + 1);
+        if (to_scratch)
+          put(c->f64, scratch, s, get(c->f64, buf, o));
+        else
+          put(c->f64, buf, o, get(c->f64, scratch, s));
+      }
+}
+
+static kiln_status qr(const builtin_call_t *c, const kiln_devptr_t *ops, const kiln_devptr_t *res) {
+  size_t es = c->f64 ? 8 : 4;
+  void *a = kiln_try_malloc(es * (size_t)(c->batch * (c->m * c->n + c->k) + 1));
+  if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host QR: out of memory");
+  void *tau = (char *)a + es * (size_t)(c->batch * c->m * c->n);
+  pack(c, &c->in[0], 2, host(ops[0]), a, true);
+  kiln_status s;
+  if (c->kind == GEQRF) {
+    s = kiln_host_geqrf(c->f64, c->batch, c->m, c->n, a, tau, KILN_HOST_BLAS_AUTO);
+  } else {
+    pack(c, &c->in[1], 1, host(ops[1]), tau, true);
+    s = kiln_host_orgqr(c->f64, c->batch, c->m, c->n, c->k, a, tau, KILN_HOST_BLAS_AUTO);
+  }
+  if (!s) {
+    /* info and workspaces are zeros; the matrix (and geqrf's tau) are written over them. */
+    for (int r = 0; r < c->nout; r++) memset(host(res[r]), 0, (size_t)c->out[r].bytes);
+    pack(c, &c->out[0], 2, host(res[0]), a, false);
+    if (c->kind == GEQRF) pack(c, &c->out[1], 1, host(res[1]), tau, false);
+  }
+  kiln_free(a);
+  return s;
+}
+
+static kiln_status builtin_run(void *ctx, kiln_stream_t *stream, const kiln_devptr_t *operands,
+                               int num_operands, const kiln_devptr_t *results, int num_results) {
+  const builtin_call_t *c = ctx;
+  if (num_operands != c->nin || num_results != c->nout)
+    return KILN_ERR_INTERNAL("host custom call: %d operands and %d results, expected %d and %d",
+                             num_operands, num_results, c->nin, c->nout);
+  /* The operands come from earlier work on the stream; the results are read after. */
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_synchronize(stream));
+  switch (c->kind) {
+    case LAYER_NORM:
+      layer_norm(c, operands, results[0]);
+      return NULL;
+    case RNG_SEED:
+      memcpy(host(results[0]), &c->seed, sizeof c->seed);
+      return NULL;
+    default:
+      return qr(c, operands, results);
+  }
+}
+
+/* Fills the views of `v`'s leaves and their slices; false when one is not an array or there
+ * are more than kMaxLeaves in all. */
+static bool add_views(const kiln_hlo_instruction_t *v, const kiln_buffer_assignment_t *ba,
+                      view_t *views, int *nviews, kiln_slice_t *slices) {
+  int n = kiln_shape_num_leaves(v->shape);
+  for (int l = 0; l < n; l++) {
+    kiln_buffer_slice_t bs;
+    if (*nviews >= kMaxLeaves || !view_of(kiln_shape_leaf(v->shape, l, NULL), &views[*nviews]) ||
+        !kiln_buffer_assignment_slice_at(ba, v, l, &bs) || bs.allocation < 0)
+      return false;
+    slices[(*nviews)++] = kiln_slice_make(bs.allocation, bs.offset, bs.size);
+  }
+  return true;
+}
+
+bool kiln_builtin_custom_call_known(const char *target) {
+  return target && (!strcmp(target, "__onednn$layernorm") || !strcmp(target, "GetRngSeed") ||
+                    !strcmp(target, "cusolver_geqrf") || !strcmp(target, "cusolver_orgqr"));
+}
+
+kiln_status kiln_builtin_custom_call_emit(const kiln_hlo_instruction_t *in,
+                                          const kiln_buffer_assignment_t *ba, uint64_t rng_seed,
+                                          kiln_executable_desc_t *d, kiln_thunk_seq_t *seq) {
+  const char *t = in->custom_call_target ? in->custom_call_target : "";
+  builtin_call_t c;
+  memset(&c, 0, sizeof c);
+  const char *why = "unsupported operands or results";
+  bool ok = false;
+  if (!strcmp(t, "__onednn$layernorm")) {
+    c.kind = LAYER_NORM;
+    ok = kiln_eval_layer_norm_config(in, &c.epsilon, &why);
+  } else if (!strcmp(t, "GetRngSeed")) {
+    c.kind = RNG_SEED;
+    c.seed = rng_seed;
+    ok = in->num_operands == 0 && kiln_shape_is_array(in->shape) && in->shape->rank == 0 &&
+         in->shape->type == KILN_U64;
+    why = "kiln takes no operands and a u64[] result";
+  } else if (!strcmp(t, "cusolver_geqrf") || !strcmp(t, "cusolver_orgqr")) {
+    c.kind = !strcmp(t, "cusolver_geqrf") ? GEQRF : ORGQR;
+    ok = kiln_eval_qr_shapes(in, c.kind == ORGQR, &c.batch, &c.m, &c.n, &c.k);
+    why = c.kind == GEQRF ? "kiln takes f32/f64 [..., m, n] matrices"
+                          : "kiln takes f32/f64 [..., m, n] matrices with k <= n <= m";
+  } else {
+    return KILN_ERR_INTERNAL("custom call %s: %s is not a built-in host target", in->name, t);
+  }
+  kiln_slice_t ins[kMaxLeaves], outs[kMaxLeaves];
+  for (int i = 0; ok && i < in->num_operands; i++)
+    ok = add_views(in->operands[i], ba, c.in, &c.nin, ins);
+  if (ok) ok = add_views(in, ba, c.out, &c.nout, outs);
+  if (!ok)
+    return kiln_status_make(KILN_UNIMPLEMENTED, "custom call %s (%s) on the host: %s", in->name, t,
+                            why);
+  c.f64 = c.nin ? in->operands[0]->shape->type == KILN_F64 : false;
+  builtin_call_t *owned = kiln_executable_desc_own(d, kiln_malloc(sizeof c));
+  memcpy(owned, &c, sizeof c);
+  kiln_thunk_seq_push(seq, kiln_thunk_custom_call_create(in->name, t, builtin_run, owned, ins,
+                                                         c.nin, outs, c.nout, false));
+  return NULL;
+}
