@@ -1,5 +1,6 @@
 #include "base/alloc.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,10 @@ static void *libc_realloc(void *ctx, void *p, size_t n) {
 
 static kiln_allocator_t g_alloc = {libc_realloc, NULL};
 
+static void arena_pool_drain(void);
+
 void kiln_allocator_set(const kiln_allocator_t *a) {
+  arena_pool_drain(); /* pooled chunks belong to the allocator being replaced */
   if (a && a->realloc_fn) {
     g_alloc = *a;
   } else {
@@ -70,13 +74,105 @@ struct kiln_arena_chunk {
   _Alignas(16) unsigned char data[];
 };
 
+/* Arena-chunk pool: destroyed arenas' chunks of the standard sizes (4 KiB doubling to
+ * 1 MiB) are kept here for the next arena instead of going back to glibc, which returned
+ * them to the OS (trim / munmap) only for the next module to fault them in again — that
+ * churn was 60% of the bytecode reader's time. Bounded by ARENA_POOL_MAX_BYTES; only used
+ * with libc's allocator, so a hook installed by kiln_allocator_set sees every chunk. Under
+ * ASan the pooled chunks' data is poisoned, so a use after kiln_arena_destroy still
+ * reports. Thread-safe (one mutex, taken once per chunk). */
+#define ARENA_CHUNK_MIN ((size_t)4096)
+#define ARENA_CHUNK_MAX ((size_t)1 << 20)
+#define ARENA_POOL_CLASSES 9 /* 4 KiB << 0 ... 8 */
+#define ARENA_POOL_MAX_BYTES ((size_t)32 << 20)
+
+#if defined(__SANITIZE_ADDRESS__)
+#define KILN_ARENA_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KILN_ARENA_ASAN 1
+#endif
+#endif
+#ifdef KILN_ARENA_ASAN
+#include <sanitizer/asan_interface.h>
+#define ARENA_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define ARENA_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define ARENA_POISON(p, n) ((void)(p), (void)(n))
+#define ARENA_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+static pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static kiln_arena_chunk_t *g_pool[ARENA_POOL_CLASSES]; /* guarded by g_pool_mu */
+static size_t g_pool_bytes;                            /* guarded by g_pool_mu */
+
+/* The pool class of a chunk capacity, or -1 when chunks of that size are not pooled. */
+static int pool_class(size_t cap) {
+  int k = 0;
+  for (size_t c = ARENA_CHUNK_MIN; c <= ARENA_CHUNK_MAX; c <<= 1, k++) {
+    if (c == cap) return k;
+  }
+  return -1;
+}
+
+static int pool_enabled(void) {
+  return g_alloc.realloc_fn == libc_realloc;
+}
+
+static kiln_arena_chunk_t *pool_take(size_t cap) {
+  int k = pool_class(cap);
+  if (k < 0 || !pool_enabled()) return NULL;
+  pthread_mutex_lock(&g_pool_mu);
+  kiln_arena_chunk_t *c = g_pool[k];
+  if (c) {
+    g_pool[k] = c->next;
+    g_pool_bytes -= cap;
+  }
+  pthread_mutex_unlock(&g_pool_mu);
+  if (c) ARENA_UNPOISON(c->data, cap);
+  return c;
+}
+
+/* Keeps a chunk for reuse; returns 0 when the caller must free it. */
+static int pool_put(kiln_arena_chunk_t *c) {
+  int k = pool_class(c->cap);
+  if (k < 0 || !pool_enabled()) return 0;
+  int kept = 0;
+  pthread_mutex_lock(&g_pool_mu);
+  if (g_pool_bytes + c->cap <= ARENA_POOL_MAX_BYTES) {
+    ARENA_POISON(c->data, c->cap);
+    c->next = g_pool[k];
+    g_pool[k] = c;
+    g_pool_bytes += c->cap;
+    kept = 1;
+  }
+  pthread_mutex_unlock(&g_pool_mu);
+  return kept;
+}
+
+static void arena_pool_drain(void) {
+  pthread_mutex_lock(&g_pool_mu);
+  for (int k = 0; k < ARENA_POOL_CLASSES; k++) {
+    kiln_arena_chunk_t *c = g_pool[k];
+    while (c) {
+      kiln_arena_chunk_t *n = c->next;
+      ARENA_UNPOISON(c->data, c->cap);
+      g_alloc.realloc_fn(g_alloc.ctx, c, 0);
+      c = n;
+    }
+    g_pool[k] = NULL;
+  }
+  g_pool_bytes = 0;
+  pthread_mutex_unlock(&g_pool_mu);
+}
+
 void kiln_arena_init(kiln_arena_t *a) { memset(a, 0, sizeof *a); }
 
 void kiln_arena_destroy(kiln_arena_t *a) {
   kiln_arena_chunk_t *c = a->head;
   while (c) {
     kiln_arena_chunk_t *n = c->next;
-    kiln_free(c);
+    if (!pool_put(c)) kiln_free(c);
     c = n;
   }
   memset(a, 0, sizeof *a);
@@ -87,10 +183,11 @@ void *kiln_arena_alloc(kiln_arena_t *a, size_t n) {
   if (n == 0) n = 16;
   if (a->limit && (a->total + n > a->limit || n > a->limit)) return NULL;
   if (!a->head || a->used + n > a->cap) {
-    size_t cap = a->head ? a->head->cap * 2 : 4096;
-    if (cap > (1u << 20)) cap = 1u << 20;
+    size_t cap = a->head ? a->head->cap * 2 : ARENA_CHUNK_MIN;
+    if (cap > ARENA_CHUNK_MAX) cap = ARENA_CHUNK_MAX;
     if (cap < n) cap = n;
-    kiln_arena_chunk_t *c = kiln_try_malloc(sizeof *c + cap);
+    kiln_arena_chunk_t *c = pool_take(cap);
+    if (!c) c = kiln_try_malloc(sizeof *c + cap);
     if (!c) return NULL;
     c->cap = cap;
     c->next = a->head;

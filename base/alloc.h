@@ -26,7 +26,10 @@ void *kiln_calloc(size_t count, size_t size);
 void kiln_free(void *p);
 char *kiln_strdup(const char *s);
 
-/* Arena: bump allocation in chunks; everything is freed at once. Zeroed memory. */
+/* Arena: bump allocation in chunks; everything is freed at once. Zeroed memory. One arena
+ * is used by one thread at a time. Destroyed arenas' chunks (up to 32 MiB in all) are kept
+ * in a process-wide, thread-safe pool for the next arena while libc's allocator is in use;
+ * kiln_allocator_set frees them first. */
 typedef struct kiln_arena_chunk kiln_arena_chunk_t;
 typedef struct kiln_arena {
   kiln_arena_chunk_t *head;

@@ -54,10 +54,11 @@ static const combo_t kCombos[] = {
     {KILN_GEMM_F16, KILN_GEMM_F32},  {KILN_GEMM_S8, KILN_GEMM_S32},
 };
 
-/* batch, m, n, k: ones, primes, and a batch of small gemms the pool runs in parallel. */
+/* batch, m, n, k: ones, primes (up to 128 multiply-adds the C kernel runs them even with a
+ * library), and a batch of small library gemms the pool runs in parallel. */
 static const int64_t kShapes[][4] = {
-    {1, 1, 1, 1},    {1, 1, 7, 13},   {3, 13, 1, 7}, {1, 7, 13, 1},
-    {2, 31, 17, 67}, {1, 67, 31, 17}, {40, 5, 6, 7},
+    {1, 1, 1, 1},    {1, 1, 7, 13},   {3, 13, 1, 7},  {1, 7, 13, 1},
+    {2, 31, 17, 67}, {1, 67, 31, 17}, {40, 9, 8, 10},
 };
 
 static void test_every_type_transpose_and_shape_matches_the_naive_loop(void **state) {

@@ -264,6 +264,14 @@ enum { kFallbackRows = 16 };
 /* Below this m*n*k OpenBLAS runs a gemm on the calling thread (its SMP threshold), so several
  * can run at once on the pool. */
 static const int64_t kSmallGemm = 65536 * 4;
+/* At most this m*n*k a gemm runs on the C kernel even with a library: the C kernel sums each
+ * result over k in order, as the reference evaluator does (and XLA's CPU backend, whose tiny
+ * dots are loops rather than Eigen calls), while the library's blocked, FMA-contracted order
+ * leaves a cancelling sum (the StableHLO corpus's 4x3 * 3x6 c128 dot) beyond the 3 ulp of
+ * the interpreter's result its check allows. Kept small because the C kernel is slow: at 72
+ * multiply-adds it takes 130 ns (f32) / 290 ns (c128), at 1,024 already 4.7x (f32) / 19x
+ * (c128) the library's time. Large dots cannot keep the reference's order anyway. */
+static const int64_t kTinyGemm = 128;
 
 static void pool_blas_batches(void **args, int64_t b, int64_t e) {
   const mm_t *p = args[0];
@@ -283,7 +291,7 @@ static void pool_fallback_rows(void **args, int64_t b, int64_t e) {
 static kiln_status mm_run(const mm_t *p, kiln_host_pool_t *pool) {
   void *args[1] = {(void *)p};
   bool parallel = pool && kiln_host_pool_num_workers(pool) > 1;
-  if (p->use_blas && blas_has(p->ct)) {
+  if (p->use_blas && blas_has(p->ct) && p->m * p->n * p->k > kTinyGemm) {
     if (parallel && p->batch > 1 && p->m * p->n * p->k < kSmallGemm)
       return kiln_host_pool_launch(pool, pool_blas_batches, args, p->batch, 0);
     for (int64_t bi = 0; bi < p->batch; bi++) blas_one(p, bi);
