@@ -74,6 +74,14 @@ typedef struct kiln_eval_spmd_options {
 
 #define KILN_EVAL_COLLECTIVE_TIMEOUT_MS 30000
 
+/* The smallest world the module's collectives fit: starts from the module's replica_count
+ * and num_partitions attributes (1 when absent), grows replicas for the ids of cross-replica
+ * (-and-partition) groups and collective-permutes without a channel, partitions for the
+ * cross-partition ones, then partitions until the flattened ids fit (the SPMD partitioner
+ * writes use_global_device_ids). INVALID_ARGUMENT for groups that do not parse. */
+kiln_status kiln_eval_spmd_world_size(const kiln_hlo_module_t *m, int *num_replicas,
+                                      int *num_partitions);
+
 /* args[participant] holds that participant's num_args literals; out_results[participant]
  * (num_replicas * num_partitions entries, caller-provided) receives its result, allocated in
  * out_arena. On error every out_results entry is NULL. */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -448,11 +449,19 @@ typedef struct {
   int nops;
 } coll_t;
 
+/* all-gather-start / collective-permute-start returning (operand(s), result(s), ...); older
+ * modules write them returning the result alone. */
+static bool is_pair_start(const kiln_hlo_instruction_t *in) {
+  return (in->opcode == KILN_OP_ALL_GATHER_START ||
+          in->opcode == KILN_OP_COLLECTIVE_PERMUTE_START) &&
+         in->shape->type == KILN_TUPLE && in->shape->num_elements >= 2 &&
+         (in->num_operands > 1 || in->shape->elements[0]->type != KILN_TUPLE);
+}
+
 /* The shape of result i: for the -start forms the result part of their tuple. */
 static kiln_shape_t *result_shape(const kiln_hlo_instruction_t *in, int i, int nops) {
   kiln_shape_t *s = in->shape;
-  if (in->opcode == KILN_OP_ALL_GATHER_START || in->opcode == KILN_OP_COLLECTIVE_PERMUTE_START) {
-    if (s->type != KILN_TUPLE || s->num_elements < 2) return NULL;
+  if (is_pair_start(in)) {
     s = s->elements[1];
     if (nops == 1) return s;
   } else if (nops == 1 && s->type != KILN_TUPLE) {
@@ -627,9 +636,7 @@ static kiln_status permute_source(kiln_eval_ctx_t *ctx, const kiln_hlo_instructi
 static kiln_status package(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in, int nops,
                            kiln_literal_t *const *ops, kiln_literal_t **res, kiln_literal_t **out) {
   kiln_shape_t *s = in->shape;
-  bool pair =
-      in->opcode == KILN_OP_ALL_GATHER_START || in->opcode == KILN_OP_COLLECTIVE_PERMUTE_START;
-  if (!pair) {
+  if (!is_pair_start(in)) {
     if (nops == 1 && s->type != KILN_TUPLE) {
       *out = res[0];
       return KILN_STATUS_OK;
@@ -719,6 +726,73 @@ kiln_status kiln_eval_collective(kiln_eval_ctx_t *ctx, const kiln_hlo_instructio
   group_free(&g);
   if (st) return st;
   return package(ctx, in, nops, ops, res, out);
+}
+
+/* ---- the world a module needs ---- */
+
+static int64_t module_attr(const kiln_hlo_module_t *m, const char *key) {
+  for (int i = 0; i < m->num_raw_attrs; i++)
+    if (strcmp(m->raw_attrs[i].key, key) == 0) return strtoll(m->raw_attrs[i].value, NULL, 10);
+  return 1;
+}
+
+/* The largest id `in` names (-1: none). */
+static kiln_status largest_id(const kiln_hlo_instruction_t *in, int64_t *out) {
+  *out = -1;
+  int64_t *ids = NULL;
+  int n = 0;
+  if (in->opcode == KILN_OP_COLLECTIVE_PERMUTE || in->opcode == KILN_OP_COLLECTIVE_PERMUTE_START) {
+    const char *text = kiln_hlo_instruction_raw_attr(in, "source_target_pairs");
+    if (text) KILN_RETURN_IF_ERROR_PLAIN(kiln_hlo_source_target_pairs_parse(text, &ids, &n));
+    n *= 2;
+  } else if (in->replica_groups) {
+    kiln_hlo_replica_groups_t g;
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_hlo_replica_groups_parse(in->replica_groups, &g));
+    ids = g.ids;
+    n = g.num_groups ? g.offsets[g.num_groups] : 0;
+    kiln_free(g.offsets);
+  }
+  for (int i = 0; i < n; i++)
+    if (ids[i] > *out) *out = ids[i];
+  kiln_free(ids);
+  return KILN_STATUS_OK;
+}
+
+kiln_status kiln_eval_spmd_world_size(const kiln_hlo_module_t *m, int *num_replicas,
+                                      int *num_partitions) {
+  int64_t R = module_attr(m, "replica_count"), P = module_attr(m, "num_partitions");
+  if (R < 1) R = 1;
+  if (P < 1) P = 1;
+  int64_t flat = 0; /* flattened ids needed */
+  for (size_t c = 0; c < m->computations.len; c++) {
+    const kiln_hlo_computation_t *comp = m->computations.data[c];
+    for (size_t i = 0; i < comp->instructions.len; i++) {
+      const kiln_hlo_instruction_t *in = comp->instructions.data[i];
+      if (!(kiln_hlo_opcode_flags(in->opcode) & KILN_OPF_COLLECTIVE) ||
+          in->opcode == KILN_OP_ALL_REDUCE_DONE || in->opcode == KILN_OP_ALL_GATHER_DONE ||
+          in->opcode == KILN_OP_COLLECTIVE_PERMUTE_DONE)
+        continue;
+      group_mode_t mode;
+      int64_t top;
+      KILN_RETURN_IF_ERROR_PLAIN(group_mode(in, &mode));
+      KILN_RETURN_IF_ERROR(largest_id(in, &top), "%s '%s'", kiln_hlo_opcode_name(in->opcode),
+                           in->name);
+      if (top < 0) continue;
+      if (mode == MODE_CROSS_PARTITION) {
+        if (P <= top) P = top + 1;
+      } else if (mode == MODE_FLATTENED_ID) {
+        if (flat <= top) flat = top + 1;
+      } else if (R <= top) {
+        R = top + 1;
+      }
+    }
+  }
+  if (R * P < flat) P = (flat + R - 1) / R;
+  if (R > INT32_MAX || P > INT32_MAX)
+    return KILN_ERR_INVALID("module '%s' names more than 2^31 participants", m->name);
+  *num_replicas = (int)R;
+  *num_partitions = (int)P;
+  return KILN_STATUS_OK;
 }
 
 /* ---- running every participant ---- */
