@@ -36,7 +36,8 @@ struct kiln_coll_clique {
   op_kind_t kind;
   const char *name;
   int64_t a, b;
-  const void **send; /* per rank, valid between the two barriers */
+  const void **send; /* per rank, valid between the first and last barrier */
+  void **recv;       /* per rank: a split all-reduce reads its peers' reduced chunks */
   void **scratch;    /* per rank: staging for overlapping send/recv */
   size_t *scratch_cap;
   kiln_status broken; /* the first failure; every later call returns a copy */
@@ -70,6 +71,7 @@ kiln_status kiln_coll_clique_create(int size, int64_t timeout_ms, kiln_coll_cliq
   c->timeout_ms = timeout_ms;
   c->entered = kiln_calloc((size_t)size, sizeof *c->entered);
   c->send = kiln_calloc((size_t)size, sizeof *c->send);
+  c->recv = kiln_calloc((size_t)size, sizeof *c->recv);
   c->scratch = kiln_calloc((size_t)size, sizeof *c->scratch);
   c->scratch_cap = kiln_calloc((size_t)size, sizeof *c->scratch_cap);
   pthread_mutex_init(&c->mu, NULL);
@@ -88,6 +90,7 @@ void kiln_coll_clique_destroy(kiln_coll_clique_t *c) {
   kiln_free(c->scratch);
   kiln_free(c->scratch_cap);
   kiln_free(c->send);
+  kiln_free(c->recv);
   kiln_free(c->entered);
   kiln_status_free(c->broken);
   pthread_cond_destroy(&c->cv);
@@ -105,7 +108,7 @@ static kiln_status copy_broken(const kiln_coll_clique_t *c) {
   return kiln_status_make(kiln_status_code(c->broken), "%s", kiln_status_message(c->broken));
 }
 
-static kiln_status deadline_error(const kiln_coll_clique_t *c, uint64_t gen, bool second) {
+static kiln_status deadline_error(const kiln_coll_clique_t *c, uint64_t gen, const char *what) {
   kiln_strbuf_t b = {0};
   int missing = 0;
   for (int k = 0; k < c->size; k++)
@@ -116,13 +119,13 @@ static kiln_status deadline_error(const kiln_coll_clique_t *c, uint64_t gen, boo
                        " ms; every device must run "
                        "the same collectives in the same order (or raise the collective timeout)",
                        kind_names[c->kind], c->name ? c->name : "?", c->size, kiln_strbuf_cstr(&b),
-                       second ? "finish reading" : "arrive", c->timeout_ms);
+                       what, c->timeout_ms);
   kiln_strbuf_free(&b);
   return st;
 }
 
 /* With c->mu held: waits until every rank entered this barrier. */
-static kiln_status barrier(kiln_coll_clique_t *c, int rank, bool second) {
+static kiln_status barrier(kiln_coll_clique_t *c, int rank, const char *what) {
   uint64_t my = c->gen;
   c->entered[rank] = my + 1;
   if (++c->waiting == c->size) {
@@ -142,7 +145,7 @@ static kiln_status barrier(kiln_coll_clique_t *c, int rank, bool second) {
   while (c->gen == my && !c->broken)
     if (pthread_cond_timedwait(&c->cv, &c->mu, &deadline) == ETIMEDOUT && c->gen == my &&
         !c->broken) {
-      c->broken = deadline_error(c, my, second);
+      c->broken = deadline_error(c, my, what);
       pthread_cond_broadcast(&c->cv);
     }
   return c->gen == my ? copy_broken(c) : KILN_STATUS_OK;
@@ -299,6 +302,30 @@ static void compute(const kiln_coll_clique_t *c, int rank, const call_t *x) {
   }
 }
 
+/* Large all-reduces: each rank folds its 1/size of the elements over every rank into its own
+ * result, then copies the other chunks from their owners' results. Per rank that is `count`
+ * elements folded and copied instead of size x count read; every element is still folded in
+ * rank order by exactly one rank, so the result is the same bit for bit. */
+#define SPLIT_MIN_ELEMENTS 4096
+
+static kiln_status split_all_reduce(kiln_coll_clique_t *c, int rank, const call_t *x) {
+  size_t es = kiln_coll_dtype_bytes(x->t);
+  int64_t n = c->size;
+  int64_t lo = x->a * rank / n, hi = x->a * (rank + 1) / n;
+  reduce_ranks(c, x->t, x->op, (char *)x->recv + (size_t)lo * es, (size_t)lo * es, hi - lo);
+  pthread_mutex_lock(&c->mu);
+  kiln_status st = barrier(c, rank, "finish reducing");
+  pthread_mutex_unlock(&c->mu);
+  if (st) return st;
+  for (int64_t k = 0; k < n; k++) {
+    if (k == rank) continue;
+    int64_t klo = x->a * k / n, khi = x->a * (k + 1) / n;
+    memcpy((char *)x->recv + (size_t)klo * es, (const char *)c->recv[k] + (size_t)klo * es,
+           (size_t)(khi - klo) * es);
+  }
+  return KILN_STATUS_OK;
+}
+
 static bool overlap(const void *a, size_t an, const void *b, size_t bn) {
   uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
   return an && bn && a0 < b0 + bn && b0 < a0 + an;
@@ -344,13 +371,19 @@ static kiln_status run(kiln_coll_clique_t *c, int rank, call_t *x) {
   }
   if (!st) {
     c->send[rank] = x->send;
-    st = barrier(c, rank, false);
+    c->recv[rank] = x->recv;
+    st = barrier(c, rank, "arrive");
   }
   pthread_mutex_unlock(&c->mu);
   if (st) return st;
-  compute(c, rank, x);
+  if (x->kind == OP_ALL_REDUCE && x->a >= (int64_t)c->size * SPLIT_MIN_ELEMENTS) {
+    st = split_all_reduce(c, rank, x);
+    if (st) return st;
+  } else {
+    compute(c, rank, x);
+  }
   pthread_mutex_lock(&c->mu);
-  st = barrier(c, rank, true);
+  st = barrier(c, rank, "finish reading");
   pthread_mutex_unlock(&c->mu);
   return st;
 }

@@ -5,7 +5,9 @@
  * rank computes its own result by reading its peers' send buffers directly (data moves once,
  * peer to destination, no per-element locks); at the second barrier every rank is done
  * reading, so send buffers may change again. A rank whose send and receive buffers overlap
- * is staged through clique-owned scratch first. Reductions fold in rank order,
+ * is staged through clique-owned scratch first. An all-reduce of 4096 elements per rank or
+ * more splits in two (a third barrier): each rank folds its 1/size of the elements, then
+ * copies the other chunks from their owners. Reductions fold in rank order,
  * ((v0 op v1) op v2) ..., the evaluator's order (compiler/eval/eval.h).
  *
  * Every rank must call the same collectives in the same order with the same name, kind and

@@ -1,6 +1,7 @@
 /* runtime/collectives under load (CI runs it under ThreadSanitizer): 8 ranks run a few
  * hundred rounds of all-reduce, all-gather, all-to-all and permute back to back, sizes
- * changing every round (0 elements included), some in place, checking every result. */
+ * changing every round (0 elements included; every 10th all-reduce large enough to split),
+ * some in place, checking every result. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,8 @@
 #define RANKS 8
 #define ROUNDS 300
 #define MAX_N 257
+/* Every 10th round an all-reduce this large takes the split path (>= 4096 per rank). */
+#define BIG_N (RANKS * 4096 + 13)
 
 typedef struct {
   kiln_coll_clique_t *c;
@@ -33,16 +36,16 @@ static int64_t size_of_round(int round) {
 
 static void *rank_main(void *arg) {
   rank_t *r = arg;
-  int64_t *x = kiln_malloc(sizeof(int64_t) * MAX_N * RANKS);
-  int64_t *y = kiln_malloc(sizeof(int64_t) * MAX_N * RANKS);
+  int64_t *x = kiln_malloc(sizeof(int64_t) * BIG_N);
+  int64_t *y = kiln_malloc(sizeof(int64_t) * BIG_N);
   kiln_status s = KILN_STATUS_OK;
   for (int round = 0; round < ROUNDS && !s; round++) {
-    int64_t n = size_of_round(round);
-    for (int64_t e = 0; e < n * RANKS; e++) x[e] = round * 1000003 + r->rank * 1009 + e;
+    int64_t n = size_of_round(round), nr = round % 10 ? n : BIG_N;
+    for (int64_t e = 0; e < nr; e++) x[e] = round * 1000003 + r->rank * 1009 + e;
     /* all-reduce in place every other round */
     int64_t *dst = round % 2 ? x : y;
-    s = kiln_coll_all_reduce(r->c, r->rank, "ar", KILN_COLL_S64, KILN_COLL_SUM, x, dst, n);
-    for (int64_t e = 0; !s && e < n; e++)
+    s = kiln_coll_all_reduce(r->c, r->rank, "ar", KILN_COLL_S64, KILN_COLL_SUM, x, dst, nr);
+    for (int64_t e = 0; !s && e < nr; e++)
       if (dst[e] != RANKS * (round * 1000003 + e) + 1009 * (RANKS * (RANKS - 1) / 2)) r->bad++;
     for (int64_t e = 0; e < n * RANKS; e++) x[e] = round * 1000003 + r->rank * 1009 + e;
     if (!s) s = kiln_coll_all_gather(r->c, r->rank, "ag", x, y, 1, (size_t)n * sizeof *x);
