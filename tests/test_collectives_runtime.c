@@ -52,7 +52,7 @@ static void run_ranks(int n, int64_t timeout_ms,
 
 static void run_all_ok(void (*body)(kiln_coll_clique_t *, int, kiln_status *)) {
   kiln_status st[RANKS];
-  run_ranks(RANKS, 10000, body, st);
+  run_ranks(RANKS, 60000, body, st);
   for (int i = 0; i < RANKS; i++)
     if (st[i]) fail_msg("rank %d: %s", i, kiln_status_message(st[i]));
 }
@@ -169,7 +169,7 @@ static void mismatch_body(kiln_coll_clique_t *c, int rank, kiln_status *out) {
 static void test_mismatched_collectives_fail_every_rank(void **state) {
   (void)state;
   kiln_status st[RANKS];
-  run_ranks(RANKS, 10000, mismatch_body, st);
+  run_ranks(RANKS, 60000, mismatch_body, st);
   for (int i = 0; i < RANKS; i++) {
     assert_non_null(st[i]);
     assert_int_equal(kiln_status_code(st[i]), KILN_INVALID_ARGUMENT);
