@@ -492,6 +492,44 @@ static kiln_status run_fusions(const run_flags_t *f, kiln_hlo_module_t *m) {
   return first;
 }
 
+/* The reference on a multi-device module: every participant of the world its collectives
+ * need gets the same inputs; outputs print (and save) per participant as rRpP.outI. */
+static kiln_status run_reference_spmd(const run_flags_t *f, const kiln_hlo_module_t *m,
+                                      const kiln_eval_options_t *eo, int n, kiln_literal_t **args,
+                                      int replicas, int partitions, const char *prefix) {
+  int np = replicas * partitions;
+  printf("participants: %d replicas x %d partitions, the same inputs on each\n", replicas,
+         partitions);
+  kiln_literal_t *const **per = kiln_calloc((size_t)np, sizeof *per);
+  kiln_literal_t **results = kiln_calloc((size_t)np, sizeof *results);
+  for (int i = 0; i < np; i++) per[i] = args;
+  kiln_eval_spmd_options_t o = {
+      .num_replicas = replicas, .num_partitions = partitions, .base = *eo};
+  kiln_arena_t out;
+  kiln_arena_init(&out);
+  kiln_status s = kiln_eval_module_spmd(m, &o, n, per, &out, results);
+  if (s) s = kiln_status_annotate(s, "while evaluating with the reference backend");
+  kiln_strbuf_t b = {0};
+  for (int i = 0; i < np && !s; i++) {
+    int leaves = kiln_run_report_num_leaves(results[i]);
+    for (int k = 0; k < leaves && !s; k++) {
+      const kiln_literal_t *leaf = kiln_run_report_leaf(results[i], k);
+      char label[48];
+      snprintf(label, sizeof label, "r%dp%d.out%d", i / partitions, i % partitions, k);
+      kiln_run_report_print_leaf(&b, label, leaf, (int)f->values);
+      if (f->output_dir && leaf && kiln_shape_is_array(leaf->shape))
+        s = kiln_npy_write_file(
+            kiln_arena_printf(&out, "%s/%s%s.npy", f->output_dir, prefix, label), leaf);
+    }
+  }
+  fputs(kiln_strbuf_cstr(&b), stdout);
+  kiln_strbuf_free(&b);
+  kiln_arena_destroy(&out);
+  kiln_free(results);
+  kiln_free(per);
+  return s;
+}
+
 static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, int index,
                               bool several, run_times_t *t) {
   memset(t, 0, sizeof *t);
@@ -555,6 +593,14 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
                                (long long)cr.mismatches, cr.first);
       }
     }
+  }
+  int replicas = 1, partitions = 1;
+  if (!s && !f->device && !f->plugin &&
+      !(s = kiln_eval_spmd_world_size(m, &replicas, &partitions)) && replicas * partitions > 1) {
+    s = run_reference_spmd(f, m, &eo, n, args, replicas, partitions, prefix);
+    kiln_arena_destroy(&out_arena);
+    kiln_arena_destroy(&args_arena);
+    return s;
   }
   for (int64_t r = 0; r < f->repeat && !s && !f->device && !f->plugin; r++) {
     kiln_arena_destroy(&out_arena);

@@ -1,5 +1,5 @@
 /* Evaluator driver: evaluation order, value bookkeeping, opcode dispatch, control flow,
- * tuples, calls and single-participant collectives. The per-family handlers live in the
+ * tuples and calls. The per-family handlers live in the
  * other eval_*.c files. */
 #include "compiler/eval/eval.h"
 
@@ -202,9 +202,8 @@ int64_t kiln_eval_scalar_index(const kiln_literal_t *l) {
   return kiln_eval_elem_get_s64(t, l->data, 0);
 }
 
-/* Tuple literal with the given elements (borrowed). */
-static kiln_status make_tuple(kiln_eval_ctx_t *ctx, kiln_shape_t *shape, int n,
-                              kiln_literal_t *const *elems, kiln_literal_t **out) {
+kiln_status kiln_eval_tuple_make(kiln_eval_ctx_t *ctx, kiln_shape_t *shape, int n,
+                                 kiln_literal_t *const *elems, kiln_literal_t **out) {
   kiln_literal_t *l = kiln_arena_alloc(ctx->arena, sizeof *l);
   kiln_literal_t **e = kiln_arena_alloc(ctx->arena, sizeof(kiln_literal_t *) * (size_t)(n ? n : 1));
   if (!l || !e) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "evaluator: out of memory");
@@ -216,9 +215,8 @@ static kiln_status make_tuple(kiln_eval_ctx_t *ctx, kiln_shape_t *shape, int n,
   return KILN_STATUS_OK;
 }
 
-/* Same value, the instruction's shape (arrays share data; tuples share elements). */
-static kiln_status relabel(kiln_eval_ctx_t *ctx, kiln_shape_t *shape, kiln_literal_t *v,
-                           kiln_literal_t **out) {
+kiln_status kiln_eval_relabel(kiln_eval_ctx_t *ctx, kiln_shape_t *shape, kiln_literal_t *v,
+                              kiln_literal_t **out) {
   if (v->shape->type == KILN_TUPLE || !kiln_shape_is_array(v->shape) ||
       !kiln_shape_is_array(shape)) {
     kiln_literal_t *l = kiln_arena_alloc(ctx->arena, sizeof *l);
@@ -474,136 +472,6 @@ static kiln_status eval_map(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *
   return KILN_STATUS_OK;
 }
 
-/* ---- collectives with a single participant ---- */
-
-/* Largest group size named by replica_groups: `{}` (all = 1 here), `{{0},{1}}`,
- * `{{0,1}}` or the iota form `[G,S]<=[N]`. */
-static int64_t replica_group_size(const char *text) {
-  if (!text) return 1;
-  const char *p = text;
-  while (*p == ' ') p++;
-  if (*p == '[') { /* [groups,size]<=[...] */
-    int64_t a = 0, b = 0;
-    const char *q = p + 1;
-    while (*q >= '0' && *q <= '9') a = a * 10 + (*q++ - '0');
-    if (*q == ',') {
-      q++;
-      while (*q >= '0' && *q <= '9') b = b * 10 + (*q++ - '0');
-      return b;
-    }
-    return a;
-  }
-  int64_t best = 0, cur = 0;
-  int depth = 0;
-  bool in_num = false;
-  for (; *p; p++) {
-    if (*p == '{') {
-      depth++;
-      cur = 0;
-    } else if (*p == '}') {
-      if (in_num) cur++;
-      in_num = false;
-      if (depth == 2 && cur > best) best = cur;
-      depth--;
-    } else if (*p >= '0' && *p <= '9') {
-      in_num = true;
-    } else if (*p == ',') {
-      if (in_num) cur++;
-      in_num = false;
-    }
-  }
-  return best ? best : 1;
-}
-
-/* collective-permute's source_target_pairs={{0,1},{1,0}}: true when every pair is (x, x)
- * for a single participant; *has_self says whether a pair sends to ourselves. */
-static bool permute_single_participant(const char *pairs, bool *has_self) {
-  *has_self = false;
-  if (!pairs) return true;
-  const char *p = pairs;
-  while (*p) {
-    if (*p == '{' && p[1] >= '0' && p[1] <= '9') {
-      int64_t a = 0, b = 0;
-      p++;
-      while (*p >= '0' && *p <= '9') a = a * 10 + (*p++ - '0');
-      if (*p != ',') return false;
-      p++;
-      while (*p == ' ') p++;
-      while (*p >= '0' && *p <= '9') b = b * 10 + (*p++ - '0');
-      if (a != b) return false;
-      *has_self = true;
-      continue;
-    }
-    p++;
-  }
-  return true;
-}
-
-static kiln_status eval_collective(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
-                                   kiln_literal_t *const *ops, kiln_literal_t **out) {
-  kiln_hlo_opcode_t op = instr->opcode;
-  if (replica_group_size(instr->replica_groups) != 1)
-    return kiln_status_make(KILN_UNIMPLEMENTED,
-                            "evaluator: multi-participant collective '%s' (%s, replica_groups=%s)",
-                            instr->name, kiln_hlo_opcode_name(op), instr->replica_groups);
-  switch (op) {
-  case KILN_OP_ALL_REDUCE_DONE:
-  case KILN_OP_ALL_GATHER_DONE:
-  case KILN_OP_COLLECTIVE_PERMUTE_DONE:
-    /* The start ops below produce (operand, result, ...) tuples or the result itself. */
-    if (ops[0]->shape->type == KILN_TUPLE && instr->shape->type != KILN_TUPLE &&
-        ops[0]->num_tuple_elements >= 2)
-      return relabel(ctx, instr->shape, ops[0]->tuple_elements[1], out);
-    return relabel(ctx, instr->shape, ops[0], out);
-  case KILN_OP_COLLECTIVE_PERMUTE:
-  case KILN_OP_COLLECTIVE_PERMUTE_START: {
-    bool self = false;
-    if (!permute_single_participant(kiln_hlo_instruction_raw_attr(instr, "source_target_pairs"), &self))
-      return kiln_status_make(KILN_UNIMPLEMENTED,
-                              "evaluator: multi-participant collective '%s' (collective-permute)",
-                              instr->name);
-    kiln_literal_t *v = ops[0];
-    if (!self) { /* nobody sends to us: the result is zeros */
-      kiln_shape_t *rs = instr->shape;
-      if (op == KILN_OP_COLLECTIVE_PERMUTE_START && rs->type == KILN_TUPLE && rs->num_elements >= 2)
-        rs = rs->elements[1];
-      KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, rs, &v));
-    }
-    if (op == KILN_OP_COLLECTIVE_PERMUTE) return relabel(ctx, instr->shape, v, out);
-    break; /* start: tuple below */
-  }
-  default:
-    break;
-  }
-  kiln_shape_t *s = instr->shape;
-  int nops = instr->num_operands;
-  /* One participant: every collective here returns its operands unchanged, possibly as a
-   * tuple (variadic forms), and the async starts pair (operands, results). */
-  if (s->type != KILN_TUPLE) {
-    if (nops < 1) return unimplemented(instr);
-    return relabel(ctx, s, ops[0], out);
-  }
-  if (nops == s->num_elements) {
-    kiln_literal_t *el[64];
-    if (nops > 64) return unimplemented(instr);
-    for (int i = 0; i < nops; i++) KILN_RETURN_IF_ERROR_PLAIN(relabel(ctx, s->elements[i], ops[i], &el[i]));
-    return make_tuple(ctx, s, nops, el, out);
-  }
-  if (nops >= 1 && s->num_elements >= 2) { /* async start: (operand(s), result(s), contexts...) */
-    kiln_literal_t *el[64];
-    if (s->num_elements > 64) return unimplemented(instr);
-    for (int i = 0; i < s->num_elements; i++) {
-      if (i < 2) {
-        KILN_RETURN_IF_ERROR_PLAIN(relabel(ctx, s->elements[i], ops[0], &el[i]));
-      } else {
-        KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, s->elements[i], &el[i]));
-      }
-    }
-    return make_tuple(ctx, s, s->num_elements, el, out);
-  }
-  return unimplemented(instr);
-}
-
 /* ---- asynchronous pairs, evaluated synchronously ---- */
 
 /* copy-start -> (destination, source, context); async-start -> ((operands), result,
@@ -619,15 +487,15 @@ static kiln_status eval_async(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t
     if (s->num_elements > 8) return unimplemented(instr);
     for (int i = 0; i < s->num_elements; i++) {
       if (i < 2)
-        KILN_RETURN_IF_ERROR_PLAIN(relabel(ctx, s->elements[i], ops[0], &el[i]));
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_relabel(ctx, s->elements[i], ops[0], &el[i]));
       else
         KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, s->elements[i], &el[i]));
     }
-    return make_tuple(ctx, s, s->num_elements, el, out);
+    return kiln_eval_tuple_make(ctx, s, s->num_elements, el, out);
   }
   case KILN_OP_COPY_DONE:
     if (ops[0]->shape->type != KILN_TUPLE || ops[0]->num_tuple_elements < 1) return unimplemented(instr);
-    return relabel(ctx, s, ops[0]->tuple_elements[0], out);
+    return kiln_eval_relabel(ctx, s, ops[0]->tuple_elements[0], out);
   case KILN_OP_ASYNC_START: {
     const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(instr, "calls");
     if (!c || s->type != KILN_TUPLE || s->num_elements < 2 || s->num_elements > 8)
@@ -635,11 +503,12 @@ static kiln_status eval_async(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t
     kiln_literal_t *el[8], *res = NULL;
     KILN_RETURN_IF_ERROR(kiln_eval_computation(ctx, c, instr->num_operands, ops, &res),
                          "in async-start '%s'", instr->name);
-    KILN_RETURN_IF_ERROR_PLAIN(make_tuple(ctx, s->elements[0], instr->num_operands, ops, &el[0]));
+    KILN_RETURN_IF_ERROR_PLAIN(
+        kiln_eval_tuple_make(ctx, s->elements[0], instr->num_operands, ops, &el[0]));
     el[1] = res;
     for (int i = 2; i < s->num_elements; i++)
       KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, s->elements[i], &el[i]));
-    return make_tuple(ctx, s, s->num_elements, el, out);
+    return kiln_eval_tuple_make(ctx, s, s->num_elements, el, out);
   }
   case KILN_OP_ASYNC_UPDATE:
     *out = ops[0];
@@ -676,7 +545,7 @@ static kiln_status eval_instruction(kiln_eval_ctx_t *ctx, const kiln_hlo_instruc
     *out = instr->literal;
     return KILN_STATUS_OK;
   case KILN_OP_TUPLE:
-    return make_tuple(ctx, instr->shape, instr->num_operands, ops, out);
+    return kiln_eval_tuple_make(ctx, instr->shape, instr->num_operands, ops, out);
   case KILN_OP_GET_TUPLE_ELEMENT: {
     const kiln_literal_t *t = ops[0];
     if (t->shape->type != KILN_TUPLE || instr->tuple_index < 0 ||
@@ -699,7 +568,7 @@ static kiln_status eval_instruction(kiln_eval_ctx_t *ctx, const kiln_hlo_instruc
   case KILN_OP_OPTIMIZATION_BARRIER:
   case KILN_OP_DOMAIN:
   case KILN_OP_COPY:
-    return relabel(ctx, instr->shape, ops[0], out);
+    return kiln_eval_relabel(ctx, instr->shape, ops[0], out);
   case KILN_OP_COPY_START:
   case KILN_OP_COPY_DONE:
   case KILN_OP_ASYNC_START:
@@ -707,7 +576,7 @@ static kiln_status eval_instruction(kiln_eval_ctx_t *ctx, const kiln_hlo_instruc
   case KILN_OP_ASYNC_DONE:
     return eval_async(ctx, instr, ops, out);
   case KILN_OP_SET_DIMENSION_SIZE: /* static shapes: the data is the operand's */
-    return relabel(ctx, instr->shape, ops[0], out);
+    return kiln_eval_relabel(ctx, instr->shape, ops[0], out);
   case KILN_OP_ADD_DEPENDENCY:
     *out = ops[0];
     return KILN_STATUS_OK;
@@ -743,7 +612,7 @@ static kiln_status eval_instruction(kiln_eval_ctx_t *ctx, const kiln_hlo_instruc
   case KILN_OP_COLLECTIVE_PERMUTE:
   case KILN_OP_COLLECTIVE_PERMUTE_START:
   case KILN_OP_COLLECTIVE_PERMUTE_DONE:
-    return eval_collective(ctx, instr, ops, out);
+    return kiln_eval_collective(ctx, instr, ops, out);
 
   case KILN_OP_BROADCAST:
   case KILN_OP_RESHAPE:
@@ -865,6 +734,14 @@ done:
 kiln_status kiln_eval_module(const kiln_hlo_module_t *m, const kiln_eval_options_t *opts,
                              int num_args, kiln_literal_t *const *args, kiln_arena_t *out_arena,
                              kiln_literal_t **out_result) {
+  return kiln_eval_module_participant(m, opts, NULL, 0, num_args, args, out_arena, out_result);
+}
+
+kiln_status kiln_eval_module_participant(const kiln_hlo_module_t *m,
+                                         const kiln_eval_options_t *opts,
+                                         struct kiln_eval_world *world, int participant,
+                                         int num_args, kiln_literal_t *const *args,
+                                         kiln_arena_t *out_arena, kiln_literal_t **out_result) {
   *out_result = NULL;
   if (!m || !m->entry)
     return kiln_status_make(KILN_INVALID_ARGUMENT, "evaluator: module has no entry computation");
@@ -890,8 +767,14 @@ kiln_status kiln_eval_module(const kiln_hlo_module_t *m, const kiln_eval_options
   kiln_arena_t work;
   kiln_arena_init(&work);
   work.limit = out_arena->limit;
-  kiln_eval_ctx_t ctx = {
-      .opts = opts ? opts : &default_opts, .arena = &work, .rng_state = opts ? opts->rng_seed : 0};
+  kiln_eval_ctx_t ctx = {.opts = opts ? opts : &default_opts,
+                         .arena = &work,
+                         .rng_state = opts ? opts->rng_seed : 0,
+                         .world = world,
+                         .participant = participant};
+  kiln_ptrmap_t coll_seq;
+  kiln_ptrmap_init(&coll_seq);
+  ctx.coll_seq = &coll_seq;
   kiln_status st = plans_create(&ctx.plans);
   kiln_literal_t *res = NULL;
   if (!st) st = kiln_eval_computation(&ctx, entry, num_args, args, &res);
@@ -900,6 +783,7 @@ kiln_status kiln_eval_module(const kiln_hlo_module_t *m, const kiln_eval_options
     if (!*out_result) st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "evaluator: result does not fit the output arena");
   }
   plans_destroy(ctx.plans);
+  kiln_ptrmap_free(&coll_seq);
   kiln_arena_destroy(&work);
   return st;
 }

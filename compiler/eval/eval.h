@@ -8,6 +8,7 @@
 #define KILN_EVAL_EVAL_H_
 
 #include "base/alloc.h"
+#include "base/hashmap.h"
 #include "base/status.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
@@ -34,6 +35,60 @@ kiln_status kiln_eval_module(const kiln_hlo_module_t *m, const kiln_eval_options
                              int num_args, kiln_literal_t *const *args, kiln_arena_t *out_arena,
                              kiln_literal_t **out_result);
 
+/* ---- several participants (eval_collectives.c) ----
+ *
+ * kiln_eval_module_spmd runs the entry computation once per participant (replica r,
+ * partition p; participant index r * num_partitions + p), each on its own thread with its
+ * own replica-id / partition-id, and carries out every collective between them with XLA's
+ * semantics. A collective's participants are resolved by XLA's CollectiveOpGroupMode:
+ *   all-reduce, all-gather, reduce-scatter (and their -start forms):
+ *     no channel_id                      -> cross-replica (groups list replica ids; one
+ *                                            set of groups per partition)
+ *     channel_id                         -> cross-replica-and-partition (groups list
+ *                                            replica ids; each group takes every partition
+ *                                            of those replicas, replica-major)
+ *     channel_id, use_global_device_ids  -> flattened ids (r * num_partitions + p)
+ *   all-to-all, collective-permute, collective-broadcast:
+ *     no channel_id -> cross-replica; channel_id -> cross-partition (groups list partition
+ *     ids; one set of groups per replica).
+ * `{}` (or no replica_groups) is one group of every id. A participant's rank is its position
+ * in its group. Reductions fold in rank order: ((v0 + v1) + v2) + ...; all-gather and
+ * all-to-all concatenate in rank order; collective-broadcast copies rank 0's operand;
+ * collective-permute's pairs name ids of the same space, a participant nobody sends to gets
+ * zeros.
+ * A participant waits at most timeout_ms for the others at each collective; past it the run
+ * fails with DEADLINE_EXCEEDED naming the collective and the participants missing. When one
+ * participant fails, the others stop at their next collective and the first failure is
+ * returned, annotated with its replica and partition.
+ * Thread safety: the module is read by every participant at once and must not change during
+ * the call; args and results belong to the caller. */
+typedef struct kiln_eval_spmd_options {
+  int num_replicas;   /* >= 1 */
+  int num_partitions; /* >= 1 */
+  /* (optional) num_replicas * num_partitions device ids, [r * num_partitions + p]; only
+   * names participants in messages. NULL: the participant index. */
+  const int64_t *device_assignment;
+  int64_t timeout_ms;       /* 0: KILN_EVAL_COLLECTIVE_TIMEOUT_MS */
+  kiln_eval_options_t base; /* replica_id / partition_id are set per participant */
+} kiln_eval_spmd_options_t;
+
+#define KILN_EVAL_COLLECTIVE_TIMEOUT_MS 30000
+
+/* The smallest world the module's collectives fit: starts from the module's replica_count
+ * and num_partitions attributes (1 when absent), grows replicas for the ids of cross-replica
+ * (-and-partition) groups and collective-permutes without a channel, partitions for the
+ * cross-partition ones, then partitions until the flattened ids fit (the SPMD partitioner
+ * writes use_global_device_ids). INVALID_ARGUMENT for groups that do not parse. */
+kiln_status kiln_eval_spmd_world_size(const kiln_hlo_module_t *m, int *num_replicas,
+                                      int *num_partitions);
+
+/* args[participant] holds that participant's num_args literals; out_results[participant]
+ * (num_replicas * num_partitions entries, caller-provided) receives its result, allocated in
+ * out_arena. On error every out_results entry is NULL. */
+kiln_status kiln_eval_module_spmd(const kiln_hlo_module_t *m, const kiln_eval_spmd_options_t *opts,
+                                  int num_args, kiln_literal_t *const *const *args,
+                                  kiln_arena_t *out_arena, kiln_literal_t **out_results);
+
 /* Evaluates one computation on arguments (used for calls, fusions, reducers, comparators). */
 kiln_status kiln_eval_computation(kiln_eval_ctx_t *ctx, const kiln_hlo_computation_t *c,
                                   int num_args, kiln_literal_t *const *args,
@@ -51,7 +106,18 @@ struct kiln_eval_ctx {
   /* Cached evaluation plans per computation (eval.c); created on first use, owned and freed
    * by whichever kiln_eval_module / kiln_eval_computation call found it NULL. */
   struct kiln_eval_plans *plans;
+  /* Several participants (eval_collectives.c): NULL when evaluating alone. */
+  struct kiln_eval_world *world;
+  int participant;         /* this thread's index in world */
+  kiln_ptrmap_t *coll_seq; /* collective instruction -> executions so far + 1 */
 };
+
+/* kiln_eval_module for participant `participant` of `world` (NULL: alone). */
+kiln_status kiln_eval_module_participant(const kiln_hlo_module_t *m,
+                                         const kiln_eval_options_t *opts,
+                                         struct kiln_eval_world *world, int participant,
+                                         int num_args, kiln_literal_t *const *args,
+                                         kiln_arena_t *out_arena, kiln_literal_t **out_result);
 
 /* Largest call nesting (call, fusion, while, reducers, ...) before RESOURCE_EXHAUSTED. */
 #define KILN_EVAL_MAX_DEPTH 64
@@ -70,6 +136,13 @@ kiln_literal_t *kiln_eval_literal_clone(kiln_arena_t *a, const kiln_literal_t *l
 /* Reads an integer scalar of any integer type (used for indices); unsigned values above
  * INT64_MAX read as INT64_MAX. */
 int64_t kiln_eval_scalar_index(const kiln_literal_t *l);
+
+/* Tuple literal of `n` borrowed elements. */
+kiln_status kiln_eval_tuple_make(kiln_eval_ctx_t *ctx, kiln_shape_t *shape, int n,
+                                 kiln_literal_t *const *elems, kiln_literal_t **out);
+/* The same value under the instruction's shape (arrays share data; tuples share elements). */
+kiln_status kiln_eval_relabel(kiln_eval_ctx_t *ctx, kiln_shape_t *shape, kiln_literal_t *v,
+                              kiln_literal_t **out);
 
 /* Element access on raw literal storage of type `t` (eval_elementwise.c).
  * get_f64: the value (complex: real part). get_s64: integers sign- or zero-extended from
@@ -132,6 +205,11 @@ kiln_status kiln_eval_rng(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in
 /* eval_linalg.c: cholesky, triangular-solve, fft. */
 kiln_status kiln_eval_linalg(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
                              kiln_literal_t *const *operands, kiln_literal_t **out);
+
+/* eval_collectives.c: all-reduce, all-gather, reduce-scatter, all-to-all,
+ * collective-permute, collective-broadcast and their -start/-done forms. */
+kiln_status kiln_eval_collective(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
+                                 kiln_literal_t *const *operands, kiln_literal_t **out);
 
 /* eval_extra.c: rng-get-and-update-state, batch-norm-training/-inference/-grad, scan,
  * ragged-dot, scaled-dot. */

@@ -270,6 +270,12 @@ void kiln_hlo_replica_groups_free(kiln_hlo_replica_groups_t *g) {
 }
 
 kiln_status kiln_hlo_source_target_pairs_check(const char *text, int *num_pairs) {
+  return kiln_hlo_source_target_pairs_parse(text, NULL, num_pairs);
+}
+
+kiln_status kiln_hlo_source_target_pairs_parse(const char *text, int64_t **out_pairs,
+                                               int *num_pairs) {
+  if (out_pairs) *out_pairs = NULL;
   cursor_t c = {text, text};
   i64_vec_t ids = {0};
   int_vec_t offsets = {0};
@@ -287,6 +293,10 @@ kiln_status kiln_hlo_source_target_pairs_check(const char *text, int *num_pairs)
                            side == 0 ? "source" : "target", (long long)r);
   }
   *num_pairs = s ? 0 : (int)ids.len / 2;
+  if (!s && out_pairs) {
+    *out_pairs = ids.data;
+    ids.data = NULL;
+  }
   kiln_vec_free(&ids);
   kiln_vec_free(&offsets);
   return s;

@@ -27,5 +27,9 @@ void kiln_hlo_replica_groups_free(kiln_hlo_replica_groups_t *g);
 /* collective-permute's source_target_pairs={{s,t},...}: checks every pair has two ids, no
  * source and no target appears twice, and returns the number of pairs in *num_pairs. */
 kiln_status kiln_hlo_source_target_pairs_check(const char *text, int *num_pairs);
+/* The same checks; on success *out_pairs (heap, kiln_free; NULL when there are no pairs)
+ * holds source, target, source, target, ... for the *num_pairs pairs. */
+kiln_status kiln_hlo_source_target_pairs_parse(const char *text, int64_t **out_pairs,
+                                               int *num_pairs);
 
 #endif

@@ -1,0 +1,152 @@
+/* In-process host collectives (runtime/collectives.h) in nccl-tests' terms: for all-reduce,
+ * all-gather and reduce-scatter of f32 on 2, 4 and 8 host devices (one thread each), the
+ * time per call, algorithm bandwidth (size / time) and bus bandwidth (algbw x 2(n-1)/n for
+ * all-reduce, x (n-1)/n for the others), next to one thread's memcpy bandwidth of the same
+ * size measured in the same run, and busbw / memcpy as the ratio.
+ * "size" is nccl-tests' too: the all-reduce buffer, the all-gather result, the
+ * reduce-scatter operand.
+ * Usage: bench_collectives [--max-bytes N] (default 4 MiB, keeps the run short; nccl-tests'
+ * full range is --max-bytes 268435456) [--ranks 2,4,8] */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/status.h"
+#include "runtime/collectives.h"
+
+typedef enum { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER } which_t;
+static const char *const names[] = {"all-reduce", "all-gather", "reduce-scatter"};
+
+typedef struct {
+  kiln_coll_clique_t *c;
+  int rank, n, iters;
+  which_t which;
+  size_t bytes; /* nccl-tests' size */
+  float *send, *recv;
+  double ms; /* rank 0: wall time of the timed iterations */
+  kiln_status status;
+} rank_t;
+
+static kiln_status one_call(rank_t *r) {
+  int64_t count = (int64_t)(r->bytes / sizeof(float));
+  switch (r->which) {
+    case ALL_REDUCE:
+      return kiln_coll_all_reduce(r->c, r->rank, "bench", KILN_COLL_F32, KILN_COLL_SUM, r->send,
+                                  r->recv, count);
+    case ALL_GATHER:
+      return kiln_coll_all_gather(r->c, r->rank, "bench", r->send, r->recv, 1,
+                                  r->bytes / (size_t)r->n);
+    default:
+      return kiln_coll_reduce_scatter(r->c, r->rank, "bench", KILN_COLL_F32, KILN_COLL_SUM, r->send,
+                                      r->recv, 1, count / r->n);
+  }
+}
+
+static void *rank_main(void *arg) {
+  rank_t *r = arg;
+  kiln_status s = one_call(r); /* warm-up: pages touched, threads awake */
+  double t0 = kiln_clock_ms();
+  for (int i = 0; i < r->iters && !s; i++) s = one_call(r);
+  r->ms = kiln_clock_ms() - t0;
+  r->status = s;
+  return NULL;
+}
+
+/* Runs `iters` calls on n ranks; the slowest rank's time per call in ms. */
+static double measure(which_t which, int n, size_t bytes, int iters, float **send, float **recv) {
+  kiln_coll_clique_t *c = NULL;
+  kiln_status s = kiln_coll_clique_create(n, 60000, &c);
+  if (s) {
+    fprintf(stderr, "%s\n", kiln_status_message(s));
+    exit(1);
+  }
+  pthread_t th[8];
+  rank_t r[8];
+  for (int i = 0; i < n; i++) {
+    r[i] = (rank_t){c, i, n, iters, which, bytes, send[i], recv[i], 0, NULL};
+    pthread_create(&th[i], NULL, rank_main, &r[i]);
+  }
+  double worst = 0;
+  for (int i = 0; i < n; i++) {
+    pthread_join(th[i], NULL);
+    if (r[i].status) {
+      fprintf(stderr, "rank %d: %s\n", i, kiln_status_message(r[i].status));
+      exit(1);
+    }
+    if (r[i].ms > worst) worst = r[i].ms;
+  }
+  kiln_coll_clique_destroy(c);
+  return worst / iters;
+}
+
+static double memcpy_ms(void *dst, const void *src, size_t bytes, int iters) {
+  memcpy(dst, src, bytes);
+  double t0 = kiln_clock_ms();
+  for (int i = 0; i < iters; i++) {
+    memcpy(dst, src, bytes);
+    __asm__ volatile("" ::: "memory");
+  }
+  return (kiln_clock_ms() - t0) / iters;
+}
+
+int main(int argc, char **argv) {
+  size_t max_bytes = (size_t)4 << 20;
+  int ranks[3] = {2, 4, 8}, nranks = 3;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc) {
+      max_bytes = (size_t)strtoull(argv[++i], NULL, 10);
+    } else if (strcmp(argv[i], "--ranks") == 0 && i + 1 < argc) {
+      nranks = 0;
+      for (char *p = argv[++i]; *p && nranks < 3;) {
+        int v = (int)strtol(p, &p, 10);
+        if (v < 1 || v > 8) {
+          fprintf(stderr, "--ranks: 1..8 each\n");
+          return 2;
+        }
+        ranks[nranks++] = v;
+        if (*p == ',') p++;
+      }
+    } else {
+      fprintf(stderr, "usage: bench_collectives [--max-bytes N] [--ranks 2,4,8]\n");
+      return 2;
+    }
+  }
+  if (max_bytes < 1024) max_bytes = 1024;
+  /* Buffers for the largest case: reduce-scatter reads max_bytes per rank, all-gather writes
+   * max_bytes per rank. */
+  float *send[8], *recv[8];
+  for (int i = 0; i < 8; i++) {
+    send[i] = kiln_malloc(max_bytes);
+    recv[i] = kiln_malloc(max_bytes);
+    for (size_t e = 0; e < max_bytes / sizeof(float); e++) send[i][e] = (float)(e % 97);
+    memset(recv[i], 0, max_bytes);
+  }
+  printf("%-15s %5s %12s %10s %10s %10s %12s %8s\n", "collective", "ranks", "size", "time us",
+         "algbw GB/s", "busbw GB/s", "memcpy GB/s", "bus/mcp");
+  for (int w = 0; w < 3; w++)
+    for (int k = 0; k < nranks; k++) {
+      int n = ranks[k];
+      for (size_t bytes = 1024; bytes <= max_bytes; bytes *= 4) {
+        if (bytes / sizeof(float) % (size_t)n) continue;
+        /* About 16 MiB moved per size: enough calls to time small ones, few for big ones. */
+        int iters = (int)(((size_t)16 << 20) / bytes);
+        if (iters < 3) iters = 3;
+        if (iters > 500) iters = 500;
+        double ms = measure((which_t)w, n, bytes, iters, send, recv);
+        double mcp = memcpy_ms(recv[0], send[0], bytes, iters);
+        double algbw = (double)bytes / (ms * 1e6);
+        double factor = w == ALL_REDUCE ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
+        double mcpbw = (double)bytes / (mcp * 1e6);
+        printf("%-15s %5d %12zu %10.1f %10.2f %10.2f %12.2f %8.2f\n", names[w], n, bytes, ms * 1e3,
+               algbw, algbw * factor, mcpbw, algbw * factor / mcpbw);
+      }
+    }
+  for (int i = 0; i < 8; i++) {
+    kiln_free(send[i]);
+    kiln_free(recv[i]);
+  }
+  return 0;
+}

@@ -1,0 +1,919 @@
+/* Collectives in the reference evaluator: participant groups by CollectiveOpGroupMode, a
+ * rendezvous between participant threads, and each collective's semantics (see eval.h,
+ * "several participants"). Alone (ctx->world NULL) a collective whose group is just this
+ * participant runs here too; a larger group is UNIMPLEMENTED. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/str.h"
+#include "compiler/eval/eval.h"
+#include "compiler/hlo/replica_groups.h"
+
+/* ---- the world: participants and their rendezvous ---- */
+
+/* One execution of one collective by one group: what each member brought. */
+typedef struct slot {
+  const kiln_hlo_instruction_t *instr;
+  int64_t seq;       /* the members' execution count of instr */
+  int64_t group_key; /* which group of instr */
+  int size;
+  int arrived, departed, exited;
+  kiln_literal_t *const **contrib; /* [rank] -> that member's operands (borrowed) */
+  struct slot *next;
+} slot_t;
+
+struct kiln_eval_world {
+  int num_replicas, num_partitions, n;
+  const int64_t *device_assignment; /* optional, n entries */
+  int64_t timeout_ms;
+  pthread_mutex_t mu; /* guards everything below */
+  pthread_cond_t cv;
+  slot_t *slots;
+  bool failed; /* a participant failed: the others stop at their next collective */
+  int failed_participant;
+};
+
+static int64_t device_of(const struct kiln_eval_world *w, int participant) {
+  return w->device_assignment ? w->device_assignment[participant] : participant;
+}
+
+static void describe_participant(kiln_strbuf_t *b, const struct kiln_eval_world *w, int p) {
+  kiln_strbuf_printf(b, "replica %d partition %d (device %" PRId64 ")", p / w->num_partitions,
+                     p % w->num_partitions, device_of(w, p));
+}
+
+static void deadline_after(int64_t ms, struct timespec *ts) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  ts->tv_sec += (time_t)(ms / 1000);
+  ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts->tv_nsec >= 1000000000L) {
+    ts->tv_sec++;
+    ts->tv_nsec -= 1000000000L;
+  }
+}
+
+/* ---- groups ---- */
+
+typedef enum {
+  MODE_CROSS_REPLICA,
+  MODE_CROSS_PARTITION,
+  MODE_CROSS_REPLICA_AND_PARTITION,
+  MODE_FLATTENED_ID,
+} group_mode_t;
+
+static const char *mode_name(group_mode_t m) {
+  switch (m) {
+    case MODE_CROSS_REPLICA:
+      return "cross-replica";
+    case MODE_CROSS_PARTITION:
+      return "cross-partition";
+    case MODE_CROSS_REPLICA_AND_PARTITION:
+      return "cross-replica-and-partition";
+    default:
+      return "flattened-id";
+  }
+}
+
+/* XLA's GetCollectiveOpGroupMode: only all-reduce, all-gather and reduce-scatter carry
+ * use_global_device_ids; the others are cross-partition as soon as they have a channel. */
+static kiln_status group_mode(const kiln_hlo_instruction_t *in, group_mode_t *out) {
+  bool has_global_flag = false;
+  switch (in->opcode) {
+    case KILN_OP_ALL_REDUCE:
+    case KILN_OP_ALL_REDUCE_START:
+    case KILN_OP_ALL_GATHER:
+    case KILN_OP_ALL_GATHER_START:
+    case KILN_OP_REDUCE_SCATTER:
+      has_global_flag = true;
+      break;
+    default:
+      break;
+  }
+  if (in->channel_id == 0) {
+    if (in->use_global_device_ids)
+      return KILN_ERR_INVALID("%s '%s': use_global_device_ids=true needs a channel_id",
+                              kiln_hlo_opcode_name(in->opcode), in->name);
+    *out = MODE_CROSS_REPLICA;
+  } else if (!has_global_flag) {
+    *out = MODE_CROSS_PARTITION;
+  } else {
+    *out = in->use_global_device_ids ? MODE_FLATTENED_ID : MODE_CROSS_REPLICA_AND_PARTITION;
+  }
+  return KILN_STATUS_OK;
+}
+
+/* This participant's group of one collective execution: members (participant indices) in
+ * rank order, its own rank, and a key that tells the groups of the instruction apart. */
+typedef struct {
+  int *members; /* heap */
+  int size, rank;
+  int64_t key;
+  group_mode_t mode;
+} group_t;
+
+static void group_free(group_t *g) {
+  kiln_free(g->members);
+  g->members = NULL;
+}
+
+/* The ids of the mode's space: replicas, partitions or flattened ids. */
+static int64_t id_space(group_mode_t mode, int R, int P) {
+  switch (mode) {
+    case MODE_CROSS_PARTITION:
+      return P;
+    case MODE_FLATTENED_ID:
+      return (int64_t)R * P;
+    default:
+      return R;
+  }
+}
+
+static int64_t my_id(group_mode_t mode, int R, int P, int participant) {
+  (void)R;
+  switch (mode) {
+    case MODE_CROSS_PARTITION:
+      return participant % P;
+    case MODE_FLATTENED_ID:
+      return participant;
+    default:
+      return participant / P;
+  }
+}
+
+/* A group's ids -> participants, in XLA's order. */
+static void ids_to_members(group_mode_t mode, int R, int P, int participant, const int64_t *ids,
+                           int nids, group_t *g) {
+  int r = participant / P, p = participant % P;
+  (void)R;
+  int n = 0;
+  for (int i = 0; i < nids; i++) {
+    switch (mode) {
+      case MODE_CROSS_REPLICA:
+        g->members[n++] = (int)ids[i] * P + p;
+        break;
+      case MODE_CROSS_PARTITION:
+        g->members[n++] = r * P + (int)ids[i];
+        break;
+      case MODE_FLATTENED_ID:
+        g->members[n++] = (int)ids[i];
+        break;
+      case MODE_CROSS_REPLICA_AND_PARTITION:
+        for (int q = 0; q < P; q++) g->members[n++] = (int)ids[i] * P + q;
+        break;
+    }
+  }
+  g->size = n;
+  for (int i = 0; i < n; i++)
+    if (g->members[i] == participant) g->rank = i;
+}
+
+/* Refusal of an id outside the world: alone, the collective needs more participants. */
+static kiln_status out_of_world(const kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
+                                group_mode_t mode, int64_t id, int64_t space, const char *what,
+                                const char *text) {
+  if (!ctx->world)
+    return kiln_status_make(KILN_UNIMPLEMENTED,
+                            "evaluator: multi-participant collective '%s' (%s, %s=%s): evaluate "
+                            "it on several participants (kiln_eval_module_spmd)",
+                            in->name, kiln_hlo_opcode_name(in->opcode), what, text);
+  return KILN_ERR_INVALID("%s '%s' (%s): %s=%s names id %" PRId64 ", but there are only %" PRId64
+                          " ids (%d replicas x %d partitions)",
+                          kiln_hlo_opcode_name(in->opcode), in->name, mode_name(mode), what, text,
+                          id, space, ctx->world->num_replicas, ctx->world->num_partitions);
+}
+
+static void world_dims(const kiln_eval_ctx_t *ctx, int *R, int *P) {
+  *R = ctx->world ? ctx->world->num_replicas : 1;
+  *P = ctx->world ? ctx->world->num_partitions : 1;
+}
+
+static kiln_status resolve_group(const kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
+                                 group_t *g) {
+  memset(g, 0, sizeof *g);
+  int R, P;
+  world_dims(ctx, &R, &P);
+  KILN_RETURN_IF_ERROR_PLAIN(group_mode(in, &g->mode));
+  int64_t space = id_space(g->mode, R, P), me = my_id(g->mode, R, P, ctx->participant);
+  const char *text = in->replica_groups ? in->replica_groups : "{}";
+  kiln_hlo_replica_groups_t groups;
+  KILN_RETURN_IF_ERROR(kiln_hlo_replica_groups_parse(text, &groups), "%s '%s'",
+                       kiln_hlo_opcode_name(in->opcode), in->name);
+  kiln_status st = KILN_STATUS_OK;
+  int64_t *all = NULL;
+  const int64_t *ids = NULL;
+  int nids = 0, which = -1;
+  if (groups.num_groups == 0) { /* one group of every id */
+    all = kiln_malloc(sizeof *all * (size_t)space);
+    for (int64_t i = 0; i < space; i++) all[i] = i;
+    ids = all;
+    nids = (int)space;
+    which = 0;
+  } else {
+    for (int k = 0; k < groups.num_groups && which < 0; k++)
+      for (int j = groups.offsets[k]; j < groups.offsets[k + 1]; j++)
+        if (groups.ids[j] == me) which = k;
+    if (which < 0) {
+      st = ctx->world ? KILN_ERR_INVALID("%s '%s' (%s): replica_groups=%s leaves out id %" PRId64
+                                         "; every participant must belong to a group",
+                                         kiln_hlo_opcode_name(in->opcode), in->name,
+                                         mode_name(g->mode), text, me)
+                      : out_of_world(ctx, in, g->mode, me, space, "replica_groups", text);
+      goto done;
+    }
+    ids = groups.ids + groups.offsets[which];
+    nids = groups.offsets[which + 1] - groups.offsets[which];
+    for (int j = 0; j < nids; j++)
+      if (ids[j] >= space) {
+        st = out_of_world(ctx, in, g->mode, ids[j], space, "replica_groups", text);
+        goto done;
+      }
+  }
+  g->members = kiln_malloc(sizeof(int) * (size_t)nids * (size_t)P);
+  ids_to_members(g->mode, R, P, ctx->participant, ids, nids, g);
+  /* Groups of different instructions never meet; within one instruction, the group index
+   * and (for the per-partition / per-replica modes) the other coordinate tell them apart. */
+  g->key = (int64_t)which * ((int64_t)R * P + 1);
+  if (g->mode == MODE_CROSS_REPLICA) g->key += ctx->participant % P;
+  if (g->mode == MODE_CROSS_PARTITION) g->key += ctx->participant / P;
+done:
+  kiln_free(all);
+  kiln_hlo_replica_groups_free(&groups);
+  if (st) group_free(g);
+  return st;
+}
+
+/* collective-permute: every participant with the same other coordinate (cross-replica: the
+ * same partition; cross-partition: the same replica) meets, rank = id. */
+static kiln_status resolve_permute_group(const kiln_eval_ctx_t *ctx,
+                                         const kiln_hlo_instruction_t *in, group_t *g) {
+  memset(g, 0, sizeof *g);
+  int R, P;
+  world_dims(ctx, &R, &P);
+  KILN_RETURN_IF_ERROR_PLAIN(group_mode(in, &g->mode));
+  int64_t space = id_space(g->mode, R, P);
+  g->members = kiln_malloc(sizeof(int) * (size_t)space);
+  int64_t *ids = kiln_malloc(sizeof(int64_t) * (size_t)space);
+  for (int64_t i = 0; i < space; i++) ids[i] = i;
+  ids_to_members(g->mode, R, P, ctx->participant, ids, (int)space, g);
+  kiln_free(ids);
+  g->key = g->mode == MODE_CROSS_REPLICA ? ctx->participant % P : ctx->participant / P;
+  return KILN_STATUS_OK;
+}
+
+/* ---- rendezvous ---- */
+
+static kiln_status peer_failed(const struct kiln_eval_world *w, const kiln_hlo_instruction_t *in) {
+  kiln_strbuf_t b = {0};
+  describe_participant(&b, w, w->failed_participant);
+  kiln_status st =
+      kiln_status_make(KILN_ABORTED, "%s '%s' stopped: participant %s failed",
+                       kiln_hlo_opcode_name(in->opcode), in->name, kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&b);
+  return st;
+}
+
+static kiln_status deadline_exceeded(const struct kiln_eval_world *w,
+                                     const kiln_hlo_instruction_t *in, const group_t *g,
+                                     const slot_t *s) {
+  kiln_strbuf_t b = {0};
+  int missing = 0;
+  for (int k = 0; k < g->size; k++) {
+    if (s->contrib[k]) continue;
+    kiln_strbuf_append(&b, missing++ ? ", rank " : "rank ");
+    kiln_strbuf_printf(&b, "%d = ", k);
+    describe_participant(&b, w, g->members[k]);
+  }
+  kiln_status st =
+      kiln_status_make(KILN_DEADLINE_EXCEEDED,
+                       "%s '%s' (execution %" PRId64
+                       ", %s group of %d): %d participant(s) did not arrive within "
+                       "%" PRId64
+                       " ms: %s; every participant must run the same collectives in the same order "
+                       "(raise the timeout for slow participants)",
+                       kiln_hlo_opcode_name(in->opcode), in->name, s->seq, mode_name(g->mode),
+                       g->size, missing, w->timeout_ms, kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&b);
+  return st;
+}
+
+static slot_t *slot_find_or_add(struct kiln_eval_world *w, const kiln_hlo_instruction_t *in,
+                                int64_t seq, const group_t *g) {
+  for (slot_t *s = w->slots; s; s = s->next)
+    if (s->instr == in && s->seq == seq && s->group_key == g->key) return s;
+  slot_t *s = kiln_calloc(1, sizeof *s);
+  s->instr = in;
+  s->seq = seq;
+  s->group_key = g->key;
+  s->size = g->size;
+  s->contrib = kiln_calloc((size_t)g->size, sizeof *s->contrib);
+  s->next = w->slots;
+  w->slots = s;
+  return s;
+}
+
+static void slot_unlink_free(struct kiln_eval_world *w, slot_t *s) {
+  for (slot_t **pp = &w->slots; *pp; pp = &(*pp)->next)
+    if (*pp == s) {
+      *pp = s->next;
+      break;
+    }
+  kiln_free(s->contrib);
+  kiln_free(s);
+}
+
+/* Waits (w->mu held) until `done(s)` or failure or the deadline. */
+static int wait_for(struct kiln_eval_world *w, const struct timespec *deadline) {
+  return pthread_cond_timedwait(&w->cv, &w->mu, deadline);
+}
+
+/* Brings `mine` to the group's slot and waits for every member; *out_slot then holds every
+ * member's operands until slot_leave. */
+static kiln_status slot_join(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in, int64_t seq,
+                             const group_t *g, kiln_literal_t *const *mine, slot_t **out_slot) {
+  struct kiln_eval_world *w = ctx->world;
+  struct timespec deadline;
+  deadline_after(w->timeout_ms, &deadline);
+  pthread_mutex_lock(&w->mu);
+  slot_t *s = slot_find_or_add(w, in, seq, g);
+  kiln_status st = KILN_STATUS_OK;
+  if (w->failed) {
+    st = peer_failed(w, in);
+  } else if (s->size != g->size) {
+    st = KILN_ERR_INTERNAL("%s '%s': participants disagree on the group size (%d vs %d)",
+                           kiln_hlo_opcode_name(in->opcode), in->name, s->size, g->size);
+  } else {
+    s->contrib[g->rank] = mine;
+    s->arrived++;
+    pthread_cond_broadcast(&w->cv);
+    while (s->arrived < s->size && !w->failed)
+      if (wait_for(w, &deadline) == ETIMEDOUT && s->arrived < s->size) {
+        st = deadline_exceeded(w, in, g, s);
+        /* Our operands go away with us: a late member must not read them, and nobody may
+         * start another collective in a world that has failed. */
+        s->contrib[g->rank] = NULL;
+        s->arrived--;
+        if (!w->failed) {
+          w->failed = true;
+          w->failed_participant = ctx->participant;
+        }
+        pthread_cond_broadcast(&w->cv);
+        break;
+      }
+    if (!st && s->arrived < s->size) {
+      s->contrib[g->rank] = NULL;
+      s->arrived--;
+      st = peer_failed(w, in);
+    }
+  }
+  pthread_mutex_unlock(&w->mu);
+  *out_slot = st ? NULL : s;
+  return st;
+}
+
+/* Done reading the others' operands: waits until every member is done (they may free them
+ * right after), the last one out frees the slot. */
+static void slot_leave(struct kiln_eval_world *w, slot_t *s) {
+  pthread_mutex_lock(&w->mu);
+  s->departed++;
+  pthread_cond_broadcast(&w->cv);
+  /* Every member has arrived, and computing a result always ends in slot_leave, so this wait
+   * ends; the deadline only guards against a member killed in between. */
+  struct timespec deadline;
+  deadline_after(w->timeout_ms, &deadline);
+  while (s->departed < s->size)
+    if (wait_for(w, &deadline) == ETIMEDOUT) break;
+  if (++s->exited == s->size) slot_unlink_free(w, s);
+  pthread_mutex_unlock(&w->mu);
+}
+
+static int64_t next_seq(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in) {
+  if (!ctx->coll_seq) return 0;
+  int64_t seq = (int64_t)(intptr_t)kiln_ptrmap_get(ctx->coll_seq, in);
+  kiln_ptrmap_put(ctx->coll_seq, in, (void *)(intptr_t)(seq + 1));
+  return seq;
+}
+
+/* ---- data helpers ---- */
+
+static int64_t prod(const kiln_shape_t *s, int from, int to) {
+  int64_t n = 1;
+  for (int i = from; i < to; i++) n *= s->dims[i];
+  return n;
+}
+
+/* Copies `count` rows along dimension d: src rows [src_at, +count) -> dst rows [dst_at, ...).
+ * dst and src have the same dimensions except d. */
+static void copy_rows(kiln_literal_t *dst, int64_t dst_at, const kiln_literal_t *src,
+                      int64_t src_at, int64_t count, int d) {
+  const kiln_shape_t *ds = dst->shape, *ss = src->shape;
+  size_t es = kiln_elem_type_storage_bytes(ds->type);
+  int64_t outer = prod(ds, 0, d), inner = prod(ds, d + 1, ds->rank) * (int64_t)es;
+  for (int64_t o = 0; o < outer; o++)
+    memcpy((char *)dst->data + (o * ds->dims[d] + dst_at) * inner,
+           (const char *)src->data + (o * ss->dims[d] + src_at) * inner, (size_t)(count * inner));
+}
+
+static kiln_status need_array(const kiln_hlo_instruction_t *in, const kiln_literal_t *l,
+                              const kiln_shape_t *result) {
+  if (!kiln_shape_is_array(l->shape) || !kiln_shape_is_array(result) ||
+      l->shape->type != result->type)
+    return kiln_status_make(KILN_UNIMPLEMENTED,
+                            "evaluator: %s '%s' with a tuple or mismatched operand",
+                            kiln_hlo_opcode_name(in->opcode), in->name);
+  return KILN_STATUS_OK;
+}
+
+static kiln_status split_dim(const kiln_hlo_instruction_t *in, const kiln_shape_t *s, int group,
+                             int *d) {
+  if (!in->has_dimensions || in->dimensions.n != 1)
+    return KILN_ERR_INVALID("%s '%s' needs dimensions={d}", kiln_hlo_opcode_name(in->opcode),
+                            in->name);
+  *d = (int)in->dimensions.v[0];
+  if (*d < 0 || *d >= s->rank || s->dims[*d] % group != 0)
+    return KILN_ERR_INVALID("%s '%s': dimension %d of its operand does not split into %d parts",
+                            kiln_hlo_opcode_name(in->opcode), in->name, *d, group);
+  return KILN_STATUS_OK;
+}
+
+/* ---- the collectives ---- */
+
+typedef struct {
+  kiln_eval_ctx_t *ctx;
+  const kiln_hlo_instruction_t *in;
+  const group_t *g;
+  kiln_literal_t *const **contrib; /* [rank][operand] */
+  int nops;
+} coll_t;
+
+/* all-gather-start / collective-permute-start returning (operand(s), result(s), ...); older
+ * modules write them returning the result alone. */
+static bool is_pair_start(const kiln_hlo_instruction_t *in) {
+  return (in->opcode == KILN_OP_ALL_GATHER_START ||
+          in->opcode == KILN_OP_COLLECTIVE_PERMUTE_START) &&
+         in->shape->type == KILN_TUPLE && in->shape->num_elements >= 2 &&
+         (in->num_operands > 1 || in->shape->elements[0]->type != KILN_TUPLE);
+}
+
+/* The shape of result i: for the -start forms the result part of their tuple. */
+static kiln_shape_t *result_shape(const kiln_hlo_instruction_t *in, int i, int nops) {
+  kiln_shape_t *s = in->shape;
+  if (is_pair_start(in)) {
+    s = s->elements[1];
+    if (nops == 1) return s;
+  } else if (nops == 1 && s->type != KILN_TUPLE) {
+    return s;
+  }
+  return s->type == KILN_TUPLE && i < s->num_elements ? s->elements[i] : NULL;
+}
+
+/* all-reduce / reduce-scatter: out[e] = ((v_0[e] op v_1[e]) op v_2[e]) ... by rank. */
+static kiln_status reduce_all(coll_t *c, int i, kiln_literal_t *acc) {
+  const kiln_hlo_computation_t *f = kiln_hlo_instruction_called(c->in, "to_apply");
+  if (!f)
+    return KILN_ERR_INVALID("%s '%s' has no to_apply", kiln_hlo_opcode_name(c->in->opcode),
+                            c->in->name);
+  const kiln_literal_t *first = c->contrib[0][i];
+  kiln_elem_type_t t = first->shape->type;
+  size_t es = kiln_elem_type_storage_bytes(t);
+  if (acc->num_elements != first->num_elements)
+    return KILN_ERR_INVALID("%s '%s': operand %d differs between participants",
+                            kiln_hlo_opcode_name(c->in->opcode), c->in->name, i);
+  if (acc->num_elements) memcpy(acc->data, first->data, (size_t)acc->num_elements * es);
+  kiln_eval_scalar_fn_t fn;
+  kiln_eval_scalar_fn_init(&fn, c->ctx, f);
+  kiln_elem_type_t types[2] = {t, t};
+  kiln_status st = KILN_STATUS_OK;
+  for (int k = 1; k < c->g->size && !st; k++) {
+    const kiln_literal_t *v = c->contrib[k][i];
+    if (v->num_elements != acc->num_elements || v->shape->type != t) {
+      st = KILN_ERR_INVALID("%s '%s': operand %d differs between participants",
+                            kiln_hlo_opcode_name(c->in->opcode), c->in->name, i);
+      break;
+    }
+    for (int64_t e = 0; e < acc->num_elements && !st; e++) {
+      void *a = (char *)acc->data + (size_t)e * es;
+      const void *args[2] = {a, (const char *)v->data + (size_t)e * es};
+      st = kiln_eval_scalar_fn_call(&fn, 2, types, args, 1, &a);
+    }
+  }
+  kiln_eval_scalar_fn_destroy(&fn);
+  return st;
+}
+
+static kiln_status alloc_result(coll_t *c, int i, kiln_literal_t **out) {
+  kiln_shape_t *s = result_shape(c->in, i, c->nops);
+  if (!s)
+    return KILN_ERR_INVALID("%s '%s': its shape has no result %d",
+                            kiln_hlo_opcode_name(c->in->opcode), c->in->name, i);
+  KILN_RETURN_IF_ERROR_PLAIN(need_array(c->in, c->contrib[0][i], s));
+  return kiln_eval_literal_alloc(c->ctx, s, out);
+}
+
+static kiln_status do_all_reduce(coll_t *c, kiln_literal_t **res) {
+  for (int i = 0; i < c->nops; i++) {
+    KILN_RETURN_IF_ERROR_PLAIN(alloc_result(c, i, &res[i]));
+    KILN_RETURN_IF_ERROR_PLAIN(reduce_all(c, i, res[i]));
+  }
+  return KILN_STATUS_OK;
+}
+
+static kiln_status do_all_gather(coll_t *c, kiln_literal_t **res) {
+  for (int i = 0; i < c->nops; i++) {
+    KILN_RETURN_IF_ERROR_PLAIN(alloc_result(c, i, &res[i]));
+    int d;
+    KILN_RETURN_IF_ERROR_PLAIN(split_dim(c->in, res[i]->shape, c->g->size, &d));
+    int64_t rows = res[i]->shape->dims[d] / c->g->size;
+    for (int k = 0; k < c->g->size; k++) {
+      const kiln_literal_t *v = c->contrib[k][i];
+      if (v->shape->rank != res[i]->shape->rank || v->shape->dims[d] != rows ||
+          v->num_elements * c->g->size != res[i]->num_elements)
+        return KILN_ERR_INVALID("all-gather '%s': operand %d of rank %d does not fit its result",
+                                c->in->name, i, k);
+      copy_rows(res[i], k * rows, v, 0, rows, d);
+    }
+  }
+  return KILN_STATUS_OK;
+}
+
+static kiln_status do_reduce_scatter(coll_t *c, kiln_literal_t **res) {
+  for (int i = 0; i < c->nops; i++) {
+    KILN_RETURN_IF_ERROR_PLAIN(alloc_result(c, i, &res[i]));
+    kiln_literal_t *full = NULL;
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(c->ctx, c->contrib[0][i]->shape, &full));
+    KILN_RETURN_IF_ERROR_PLAIN(reduce_all(c, i, full));
+    int d;
+    KILN_RETURN_IF_ERROR_PLAIN(split_dim(c->in, full->shape, c->g->size, &d));
+    int64_t rows = full->shape->dims[d] / c->g->size;
+    if (res[i]->shape->dims[d] != rows || res[i]->num_elements * c->g->size != full->num_elements)
+      return KILN_ERR_INVALID("reduce-scatter '%s': result %d is not 1/%d of its operand",
+                              c->in->name, i, c->g->size);
+    copy_rows(res[i], 0, full, c->g->rank * rows, rows, d);
+  }
+  return KILN_STATUS_OK;
+}
+
+/* all-to-all: with dimensions={d} each operand splits into group-size blocks along d, block j
+ * goes to rank j, and the result concatenates the blocks received in rank order. Without,
+ * operand j goes to rank j and result element k is what rank k sent. */
+static kiln_status do_all_to_all(coll_t *c, kiln_literal_t **res) {
+  int me = c->g->rank;
+  if (!c->in->has_dimensions) {
+    if (c->nops != c->g->size)
+      return KILN_ERR_INVALID("all-to-all '%s': %d operands for a group of %d", c->in->name,
+                              c->nops, c->g->size);
+    for (int k = 0; k < c->nops; k++) {
+      const kiln_literal_t *v = c->contrib[k][me];
+      KILN_RETURN_IF_ERROR_PLAIN(alloc_result(c, k, &res[k]));
+      if (v->num_elements != res[k]->num_elements)
+        return KILN_ERR_INVALID("all-to-all '%s': rank %d's operand %d does not fit result %d",
+                                c->in->name, k, me, k);
+      if (v->num_elements)
+        memcpy(res[k]->data, v->data,
+               (size_t)v->num_elements * kiln_elem_type_storage_bytes(v->shape->type));
+    }
+    return KILN_STATUS_OK;
+  }
+  for (int i = 0; i < c->nops; i++) {
+    KILN_RETURN_IF_ERROR_PLAIN(alloc_result(c, i, &res[i]));
+    int d;
+    KILN_RETURN_IF_ERROR_PLAIN(split_dim(c->in, res[i]->shape, c->g->size, &d));
+    int64_t rows = res[i]->shape->dims[d] / c->g->size;
+    for (int k = 0; k < c->g->size; k++) {
+      const kiln_literal_t *v = c->contrib[k][i];
+      if (!kiln_shape_compatible(v->shape, res[i]->shape))
+        return KILN_ERR_INVALID("all-to-all '%s': rank %d's operand %d differs from the result",
+                                c->in->name, k, i);
+      copy_rows(res[i], k * rows, v, me * rows, rows, d);
+    }
+  }
+  return KILN_STATUS_OK;
+}
+
+static kiln_status copy_from(coll_t *c, int i, const kiln_literal_t *src, kiln_literal_t **res) {
+  KILN_RETURN_IF_ERROR_PLAIN(alloc_result(c, i, res));
+  if (!src) return KILN_STATUS_OK; /* zeros */
+  if (src->num_elements != (*res)->num_elements)
+    return KILN_ERR_INVALID("%s '%s': operand %d does not fit its result",
+                            kiln_hlo_opcode_name(c->in->opcode), c->in->name, i);
+  if (src->num_elements)
+    memcpy((*res)->data, src->data,
+           (size_t)src->num_elements * kiln_elem_type_storage_bytes(src->shape->type));
+  return KILN_STATUS_OK;
+}
+
+static kiln_status do_broadcast(coll_t *c, kiln_literal_t **res) {
+  for (int i = 0; i < c->nops; i++)
+    KILN_RETURN_IF_ERROR_PLAIN(copy_from(c, i, c->contrib[0][i], &res[i]));
+  return KILN_STATUS_OK;
+}
+
+/* The permute's pairs checked against the id space; *source = who sends to `me` (-1: nobody). */
+static kiln_status permute_source(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
+                                  const group_t *g, int64_t *source) {
+  const char *text = kiln_hlo_instruction_raw_attr(in, "source_target_pairs");
+  int64_t *pairs = NULL;
+  int n = 0;
+  *source = -1;
+  if (text)
+    KILN_RETURN_IF_ERROR(kiln_hlo_source_target_pairs_parse(text, &pairs, &n), "%s '%s'",
+                         kiln_hlo_opcode_name(in->opcode), in->name);
+  kiln_status st = KILN_STATUS_OK;
+  for (int k = 0; k < 2 * n && !st; k++)
+    if (pairs[k] >= g->size)
+      st = out_of_world(ctx, in, g->mode, pairs[k], g->size, "source_target_pairs", text);
+  for (int k = 0; k < n && !st; k++)
+    if (pairs[2 * k + 1] == g->rank) *source = pairs[2 * k];
+  kiln_free(pairs);
+  return st;
+}
+
+/* ---- entry ---- */
+
+static kiln_status package(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in, int nops,
+                           kiln_literal_t *const *ops, kiln_literal_t **res, kiln_literal_t **out) {
+  kiln_shape_t *s = in->shape;
+  if (!is_pair_start(in)) {
+    if (nops == 1 && s->type != KILN_TUPLE) {
+      *out = res[0];
+      return KILN_STATUS_OK;
+    }
+    return kiln_eval_tuple_make(ctx, s, nops, res, out);
+  }
+  /* (operand(s), result(s), contexts...) */
+  kiln_literal_t *el[8];
+  if (s->num_elements > 8)
+    return KILN_ERR_UNIMPLEMENTED("evaluator: %s '%s' with %d tuple elements",
+                                  kiln_hlo_opcode_name(in->opcode), in->name, s->num_elements);
+  if (nops == 1) {
+    el[0] = ops[0];
+    el[1] = res[0];
+  } else {
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_tuple_make(ctx, s->elements[0], nops, ops, &el[0]));
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_tuple_make(ctx, s->elements[1], nops, res, &el[1]));
+  }
+  for (int i = 2; i < s->num_elements; i++)
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, s->elements[i], &el[i]));
+  return kiln_eval_tuple_make(ctx, s, s->num_elements, el, out);
+}
+
+/* The -done ops: the result part of what their start produced. */
+static kiln_status eval_done(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
+                             kiln_literal_t *start, kiln_literal_t **out) {
+  if (in->opcode != KILN_OP_ALL_REDUCE_DONE && start->shape->type == KILN_TUPLE &&
+      start->num_tuple_elements >= 2)
+    return kiln_eval_relabel(ctx, in->shape, start->tuple_elements[1], out);
+  return kiln_eval_relabel(ctx, in->shape, start, out);
+}
+
+kiln_status kiln_eval_collective(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
+                                 kiln_literal_t *const *ops, kiln_literal_t **out) {
+  kiln_hlo_opcode_t op = in->opcode;
+  if (op == KILN_OP_ALL_REDUCE_DONE || op == KILN_OP_ALL_GATHER_DONE ||
+      op == KILN_OP_COLLECTIVE_PERMUTE_DONE)
+    return eval_done(ctx, in, ops[0], out);
+  int nops = in->num_operands;
+  bool permute = op == KILN_OP_COLLECTIVE_PERMUTE || op == KILN_OP_COLLECTIVE_PERMUTE_START;
+  if (nops < 1 || nops > 64 || (permute && nops != 1))
+    return KILN_ERR_UNIMPLEMENTED("evaluator: %s '%s' with %d operands", kiln_hlo_opcode_name(op),
+                                  in->name, nops);
+  group_t g;
+  KILN_RETURN_IF_ERROR_PLAIN(permute ? resolve_permute_group(ctx, in, &g)
+                                     : resolve_group(ctx, in, &g));
+  int64_t source = -1;
+  kiln_status st = permute ? permute_source(ctx, in, &g, &source) : KILN_STATUS_OK;
+  int64_t seq = next_seq(ctx, in);
+  slot_t *slot = NULL;
+  kiln_literal_t *const *alone[1] = {ops};
+  coll_t c = {ctx, in, &g, alone, nops};
+  if (!st && g.size > 1) { /* only with a world: alone, groups hold just this participant */
+    st = slot_join(ctx, in, seq, &g, ops, &slot);
+    if (slot) c.contrib = slot->contrib;
+  }
+  kiln_literal_t *res[64];
+  if (!st) {
+    switch (op) {
+      case KILN_OP_ALL_REDUCE:
+      case KILN_OP_ALL_REDUCE_START:
+        st = do_all_reduce(&c, res);
+        break;
+      case KILN_OP_ALL_GATHER:
+      case KILN_OP_ALL_GATHER_START:
+        st = do_all_gather(&c, res);
+        break;
+      case KILN_OP_REDUCE_SCATTER:
+        st = do_reduce_scatter(&c, res);
+        break;
+      case KILN_OP_ALL_TO_ALL:
+        st = do_all_to_all(&c, res);
+        break;
+      case KILN_OP_COLLECTIVE_BROADCAST:
+        st = do_broadcast(&c, res);
+        break;
+      case KILN_OP_COLLECTIVE_PERMUTE:
+      case KILN_OP_COLLECTIVE_PERMUTE_START:
+        st = copy_from(&c, 0, source >= 0 ? c.contrib[source][0] : NULL, &res[0]);
+        break;
+      default:
+        st = KILN_ERR_UNIMPLEMENTED("evaluator does not support collective '%s' (%s)", in->name,
+                                    kiln_hlo_opcode_name(op));
+    }
+  }
+  if (slot) slot_leave(ctx->world, slot);
+  group_free(&g);
+  if (st) return st;
+  return package(ctx, in, nops, ops, res, out);
+}
+
+/* ---- the world a module needs ---- */
+
+static int64_t module_attr(const kiln_hlo_module_t *m, const char *key) {
+  for (int i = 0; i < m->num_raw_attrs; i++)
+    if (strcmp(m->raw_attrs[i].key, key) == 0) return strtoll(m->raw_attrs[i].value, NULL, 10);
+  return 1;
+}
+
+/* The largest id `in` names (-1: none). */
+static kiln_status largest_id(const kiln_hlo_instruction_t *in, int64_t *out) {
+  *out = -1;
+  int64_t *ids = NULL;
+  int n = 0;
+  if (in->opcode == KILN_OP_COLLECTIVE_PERMUTE || in->opcode == KILN_OP_COLLECTIVE_PERMUTE_START) {
+    const char *text = kiln_hlo_instruction_raw_attr(in, "source_target_pairs");
+    if (text) KILN_RETURN_IF_ERROR_PLAIN(kiln_hlo_source_target_pairs_parse(text, &ids, &n));
+    n *= 2;
+  } else if (in->replica_groups) {
+    kiln_hlo_replica_groups_t g;
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_hlo_replica_groups_parse(in->replica_groups, &g));
+    ids = g.ids;
+    n = g.num_groups ? g.offsets[g.num_groups] : 0;
+    kiln_free(g.offsets);
+  }
+  for (int i = 0; i < n; i++)
+    if (ids[i] > *out) *out = ids[i];
+  kiln_free(ids);
+  return KILN_STATUS_OK;
+}
+
+kiln_status kiln_eval_spmd_world_size(const kiln_hlo_module_t *m, int *num_replicas,
+                                      int *num_partitions) {
+  int64_t R = module_attr(m, "replica_count"), P = module_attr(m, "num_partitions");
+  if (R < 1) R = 1;
+  if (P < 1) P = 1;
+  int64_t flat = 0; /* flattened ids needed */
+  for (size_t c = 0; c < m->computations.len; c++) {
+    const kiln_hlo_computation_t *comp = m->computations.data[c];
+    for (size_t i = 0; i < comp->instructions.len; i++) {
+      const kiln_hlo_instruction_t *in = comp->instructions.data[i];
+      if (!(kiln_hlo_opcode_flags(in->opcode) & KILN_OPF_COLLECTIVE) ||
+          in->opcode == KILN_OP_ALL_REDUCE_DONE || in->opcode == KILN_OP_ALL_GATHER_DONE ||
+          in->opcode == KILN_OP_COLLECTIVE_PERMUTE_DONE)
+        continue;
+      group_mode_t mode;
+      int64_t top;
+      KILN_RETURN_IF_ERROR_PLAIN(group_mode(in, &mode));
+      KILN_RETURN_IF_ERROR(largest_id(in, &top), "%s '%s'", kiln_hlo_opcode_name(in->opcode),
+                           in->name);
+      if (top < 0) continue;
+      if (mode == MODE_CROSS_PARTITION) {
+        if (P <= top) P = top + 1;
+      } else if (mode == MODE_FLATTENED_ID) {
+        if (flat <= top) flat = top + 1;
+      } else if (R <= top) {
+        R = top + 1;
+      }
+    }
+  }
+  if (R * P < flat) P = (flat + R - 1) / R;
+  if (R > INT32_MAX || P > INT32_MAX)
+    return KILN_ERR_INVALID("module '%s' names more than 2^31 participants", m->name);
+  *num_replicas = (int)R;
+  *num_partitions = (int)P;
+  return KILN_STATUS_OK;
+}
+
+/* ---- running every participant ---- */
+
+typedef struct {
+  const kiln_hlo_module_t *m;
+  struct kiln_eval_world *world;
+  int participant;
+  kiln_eval_options_t opts;
+  int num_args;
+  kiln_literal_t *const *args;
+  kiln_arena_t arena; /* this participant's result */
+  kiln_literal_t *result;
+  kiln_status status;
+} participant_t;
+
+static void *participant_main(void *arg) {
+  participant_t *p = arg;
+  p->status = kiln_eval_module_participant(p->m, &p->opts, p->world, p->participant, p->num_args,
+                                           p->args, &p->arena, &p->result);
+  if (p->status) {
+    pthread_mutex_lock(&p->world->mu);
+    if (!p->world->failed && kiln_status_code(p->status) != KILN_ABORTED) {
+      p->world->failed = true;
+      p->world->failed_participant = p->participant;
+    }
+    pthread_cond_broadcast(&p->world->cv);
+    pthread_mutex_unlock(&p->world->mu);
+  }
+  return NULL;
+}
+
+/* The error to report: a participant's own failure before any participant's ABORTED. */
+static kiln_status first_cause(struct kiln_eval_world *w, participant_t *ps) {
+  int pick = -1;
+  for (int i = 0; i < w->n; i++)
+    if (ps[i].status && (pick < 0 || (kiln_status_code(ps[pick].status) == KILN_ABORTED &&
+                                      kiln_status_code(ps[i].status) != KILN_ABORTED)))
+      pick = i;
+  if (pick < 0) return KILN_STATUS_OK;
+  kiln_status st = ps[pick].status;
+  ps[pick].status = KILN_STATUS_OK;
+  kiln_strbuf_t b = {0};
+  describe_participant(&b, w, pick);
+  st = kiln_status_annotate(st, "on %s", kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&b);
+  return st;
+}
+
+kiln_status kiln_eval_module_spmd(const kiln_hlo_module_t *m, const kiln_eval_spmd_options_t *opts,
+                                  int num_args, kiln_literal_t *const *const *args,
+                                  kiln_arena_t *out_arena, kiln_literal_t **out_results) {
+  if (!opts || opts->num_replicas < 1 || opts->num_partitions < 1 ||
+      (int64_t)opts->num_replicas * opts->num_partitions > 1024)
+    return KILN_ERR_INVALID(
+        "evaluator: num_replicas and num_partitions must be >= 1 (at most "
+        "1024 participants)");
+  struct kiln_eval_world w = {
+      .num_replicas = opts->num_replicas,
+      .num_partitions = opts->num_partitions,
+      .n = opts->num_replicas * opts->num_partitions,
+      .device_assignment = opts->device_assignment,
+      .timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : KILN_EVAL_COLLECTIVE_TIMEOUT_MS};
+  for (int i = 0; i < w.n; i++) out_results[i] = NULL;
+  pthread_mutex_init(&w.mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&w.cv, &ca);
+  pthread_condattr_destroy(&ca);
+  participant_t *ps = kiln_calloc((size_t)w.n, sizeof *ps);
+  pthread_t *threads = kiln_calloc((size_t)w.n, sizeof *threads);
+  bool *started = kiln_calloc((size_t)w.n, sizeof *started);
+  kiln_status st = KILN_STATUS_OK;
+  for (int i = 0; i < w.n; i++) {
+    participant_t *p = &ps[i];
+    p->m = m;
+    p->world = &w;
+    p->participant = i;
+    p->opts = opts->base;
+    p->opts.replica_id = i / w.num_partitions;
+    p->opts.partition_id = i % w.num_partitions;
+    p->num_args = num_args;
+    p->args = args[i];
+    kiln_arena_init(&p->arena);
+    p->arena.limit = out_arena->limit;
+  }
+  for (int i = 0; i < w.n && !st; i++) {
+    int e = pthread_create(&threads[i], NULL, participant_main, &ps[i]);
+    if (e) {
+      st = kiln_status_make(KILN_RESOURCE_EXHAUSTED,
+                            "evaluator: cannot start the thread of participant %d of %d (%s)", i,
+                            w.n, strerror(e));
+      pthread_mutex_lock(&w.mu);
+      w.failed = true;
+      w.failed_participant = i;
+      pthread_cond_broadcast(&w.cv);
+      pthread_mutex_unlock(&w.mu);
+    } else {
+      started[i] = true;
+    }
+  }
+  for (int i = 0; i < w.n; i++)
+    if (started[i]) pthread_join(threads[i], NULL);
+  if (!st) st = first_cause(&w, ps);
+  for (int i = 0; i < w.n && !st; i++) {
+    out_results[i] = kiln_eval_literal_clone(out_arena, ps[i].result);
+    if (!out_results[i])
+      st = kiln_status_make(KILN_RESOURCE_EXHAUSTED,
+                            "evaluator: results do not fit the output arena");
+  }
+  for (int i = 0; i < w.n; i++) {
+    kiln_status_free(ps[i].status);
+    kiln_arena_destroy(&ps[i].arena);
+    if (st) out_results[i] = NULL;
+  }
+  while (w.slots) slot_unlink_free(&w, w.slots);
+  kiln_free(started);
+  kiln_free(threads);
+  kiln_free(ps);
+  pthread_cond_destroy(&w.cv);
+  pthread_mutex_destroy(&w.mu);
+  return st;
+}

@@ -1,0 +1,497 @@
+/* In-process collectives between host devices (see collectives.h): two generation-counted
+ * barriers per collective around a lock-free read of the peers' send buffers. */
+#include "runtime/collectives.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/str.h"
+
+typedef enum {
+  OP_ALL_REDUCE,
+  OP_REDUCE_SCATTER,
+  OP_ALL_GATHER,
+  OP_ALL_TO_ALL,
+  OP_PERMUTE,
+  OP_BROADCAST
+} op_kind_t;
+
+static const char *const kind_names[] = {"all-reduce",         "reduce-scatter",
+                                         "all-gather",         "all-to-all",
+                                         "collective-permute", "collective-broadcast"};
+
+struct kiln_coll_clique {
+  int size;
+  int64_t timeout_ms;
+  pthread_mutex_t mu; /* guards everything below */
+  pthread_cond_t cv;
+  uint64_t gen;      /* barriers completed */
+  int waiting;       /* ranks inside the current barrier */
+  uint64_t *entered; /* per rank: gen + 1 of the barrier it last entered */
+  /* The collective under way, as its first rank described it. */
+  op_kind_t kind;
+  const char *name;
+  int64_t a, b;
+  const void **send; /* per rank, valid between the first and last barrier */
+  void **recv;       /* per rank: a split all-reduce reads its peers' reduced chunks */
+  void **scratch;    /* per rank: staging for overlapping send/recv */
+  size_t *scratch_cap;
+  kiln_status broken; /* the first failure; every later call returns a copy */
+};
+
+size_t kiln_coll_dtype_bytes(kiln_coll_dtype_t t) {
+  switch (t) {
+    case KILN_COLL_PRED:
+    case KILN_COLL_S8:
+    case KILN_COLL_U8:
+      return 1;
+    case KILN_COLL_S16:
+    case KILN_COLL_U16:
+      return 2;
+    case KILN_COLL_S32:
+    case KILN_COLL_U32:
+    case KILN_COLL_F32:
+      return 4;
+    default:
+      return 8;
+  }
+}
+
+kiln_status kiln_coll_clique_create(int size, int64_t timeout_ms, kiln_coll_clique_t **out) {
+  *out = NULL;
+  if (size < 1 || size > 4096 || timeout_ms <= 0)
+    return KILN_ERR_INVALID(
+        "collective clique: %d ranks (1..4096) and timeout %" PRId64 " ms (> 0)", size, timeout_ms);
+  kiln_coll_clique_t *c = kiln_calloc(1, sizeof *c);
+  c->size = size;
+  c->timeout_ms = timeout_ms;
+  c->entered = kiln_calloc((size_t)size, sizeof *c->entered);
+  c->send = kiln_calloc((size_t)size, sizeof *c->send);
+  c->recv = kiln_calloc((size_t)size, sizeof *c->recv);
+  c->scratch = kiln_calloc((size_t)size, sizeof *c->scratch);
+  c->scratch_cap = kiln_calloc((size_t)size, sizeof *c->scratch_cap);
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&c->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  *out = c;
+  return KILN_STATUS_OK;
+}
+
+void kiln_coll_clique_destroy(kiln_coll_clique_t *c) {
+  if (!c) return;
+  for (int i = 0; i < c->size; i++) kiln_free(c->scratch[i]);
+  kiln_free(c->scratch);
+  kiln_free(c->scratch_cap);
+  kiln_free(c->send);
+  kiln_free(c->recv);
+  kiln_free(c->entered);
+  kiln_status_free(c->broken);
+  pthread_cond_destroy(&c->cv);
+  pthread_mutex_destroy(&c->mu);
+  kiln_free(c);
+}
+
+int kiln_coll_clique_size(const kiln_coll_clique_t *c) {
+  return c->size;
+}
+
+/* ---- barriers ---- */
+
+static kiln_status copy_broken(const kiln_coll_clique_t *c) {
+  return kiln_status_make(kiln_status_code(c->broken), "%s", kiln_status_message(c->broken));
+}
+
+static kiln_status deadline_error(const kiln_coll_clique_t *c, uint64_t gen, const char *what) {
+  kiln_strbuf_t b = {0};
+  int missing = 0;
+  for (int k = 0; k < c->size; k++)
+    if (c->entered[k] != gen + 1) kiln_strbuf_printf(&b, "%s%d", missing++ ? ", " : "", k);
+  kiln_status st =
+      kiln_status_make(KILN_DEADLINE_EXCEEDED,
+                       "%s '%s' (%d ranks): rank(s) %s did not %s within %" PRId64
+                       " ms; every device must run "
+                       "the same collectives in the same order (or raise the collective timeout)",
+                       kind_names[c->kind], c->name ? c->name : "?", c->size, kiln_strbuf_cstr(&b),
+                       what, c->timeout_ms);
+  kiln_strbuf_free(&b);
+  return st;
+}
+
+/* With c->mu held: waits until every rank entered this barrier. */
+static kiln_status barrier(kiln_coll_clique_t *c, int rank, const char *what) {
+  uint64_t my = c->gen;
+  c->entered[rank] = my + 1;
+  if (++c->waiting == c->size) {
+    c->waiting = 0;
+    c->gen++;
+    pthread_cond_broadcast(&c->cv);
+    return KILN_STATUS_OK;
+  }
+  struct timespec deadline;
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  deadline.tv_sec += (time_t)(c->timeout_ms / 1000);
+  deadline.tv_nsec += (long)(c->timeout_ms % 1000) * 1000000L;
+  if (deadline.tv_nsec >= 1000000000L) {
+    deadline.tv_sec++;
+    deadline.tv_nsec -= 1000000000L;
+  }
+  while (c->gen == my && !c->broken)
+    if (pthread_cond_timedwait(&c->cv, &c->mu, &deadline) == ETIMEDOUT && c->gen == my &&
+        !c->broken) {
+      c->broken = deadline_error(c, my, what);
+      pthread_cond_broadcast(&c->cv);
+    }
+  return c->gen == my ? copy_broken(c) : KILN_STATUS_OK;
+}
+
+/* ---- reductions: dst[e] = dst[e] op src[e] ---- */
+
+#define FOLD_LOOP(T, EXPR)            \
+  do {                                \
+    T *d_ = dst;                      \
+    const T *s_ = src;                \
+    for (int64_t e = 0; e < n; e++) { \
+      T x = d_[e], y = s_[e];         \
+      d_[e] = (EXPR);                 \
+    }                                 \
+  } while (0)
+
+/* Integers: sum and product wrap (computed unsigned). */
+#define FOLD_INT(T, U)                \
+  switch (op) {                       \
+    case KILN_COLL_SUM:               \
+      FOLD_LOOP(T, (T)((U)x + (U)y)); \
+      break;                          \
+    case KILN_COLL_PRODUCT:           \
+      FOLD_LOOP(T, (T)((U)x * (U)y)); \
+      break;                          \
+    case KILN_COLL_MIN:               \
+      FOLD_LOOP(T, y < x ? y : x);    \
+      break;                          \
+    case KILN_COLL_MAX:               \
+      FOLD_LOOP(T, y > x ? y : x);    \
+      break;                          \
+  }
+
+/* Floats: min and max propagate NaN, as XLA's minimum / maximum do. */
+#define FOLD_FLOAT(T)                                        \
+  switch (op) {                                              \
+    case KILN_COLL_SUM:                                      \
+      FOLD_LOOP(T, x + y);                                   \
+      break;                                                 \
+    case KILN_COLL_PRODUCT:                                  \
+      FOLD_LOOP(T, x *y);                                    \
+      break;                                                 \
+    case KILN_COLL_MIN:                                      \
+      FOLD_LOOP(T, x != x ? x : y != y ? y : y < x ? y : x); \
+      break;                                                 \
+    case KILN_COLL_MAX:                                      \
+      FOLD_LOOP(T, x != x ? x : y != y ? y : y > x ? y : x); \
+      break;                                                 \
+  }
+
+static void fold(kiln_coll_dtype_t t, kiln_coll_reduction_t op, void *dst, const void *src,
+                 int64_t n) {
+  switch (t) {
+    case KILN_COLL_PRED: /* add / max = or, multiply / min = and */
+      if (op == KILN_COLL_SUM || op == KILN_COLL_MAX)
+        FOLD_LOOP(uint8_t, (uint8_t)((x | y) != 0));
+      else
+        FOLD_LOOP(uint8_t, (uint8_t)((x & y) != 0));
+      break;
+    case KILN_COLL_S8:
+      FOLD_INT(int8_t, uint8_t);
+      break;
+    case KILN_COLL_U8:
+      FOLD_INT(uint8_t, unsigned);
+      break;
+    case KILN_COLL_S16:
+      FOLD_INT(int16_t, uint16_t);
+      break;
+    case KILN_COLL_U16:
+      FOLD_INT(uint16_t, unsigned);
+      break;
+    case KILN_COLL_S32:
+      FOLD_INT(int32_t, uint32_t);
+      break;
+    case KILN_COLL_U32:
+      FOLD_INT(uint32_t, uint32_t);
+      break;
+    case KILN_COLL_S64:
+      FOLD_INT(int64_t, uint64_t);
+      break;
+    case KILN_COLL_U64:
+      FOLD_INT(uint64_t, uint64_t);
+      break;
+    case KILN_COLL_F32:
+      FOLD_FLOAT(float);
+      break;
+    case KILN_COLL_F64:
+      FOLD_FLOAT(double);
+      break;
+  }
+}
+
+/* dst[0..n) = ((send_0 op send_1) op ...) at byte offset `at` of every rank's send buffer. */
+static void reduce_ranks(const kiln_coll_clique_t *c, kiln_coll_dtype_t t, kiln_coll_reduction_t op,
+                         void *dst, size_t at, int64_t n) {
+  size_t es = kiln_coll_dtype_bytes(t);
+  memcpy(dst, (const char *)c->send[0] + at, (size_t)n * es);
+  for (int k = 1; k < c->size; k++) fold(t, op, dst, (const char *)c->send[k] + at, n);
+}
+
+/* ---- one collective ---- */
+
+typedef struct {
+  op_kind_t kind;
+  const char *name;
+  int64_t a, b; /* sizes every rank must agree on */
+  const void *send;
+  size_t send_bytes;
+  void *recv;
+  size_t recv_bytes;
+  /* the operation's own arguments */
+  kiln_coll_dtype_t t;
+  kiln_coll_reduction_t op;
+  int64_t outer, inner;
+  size_t block;
+  int source;
+} call_t;
+
+static void compute(const kiln_coll_clique_t *c, int rank, const call_t *x) {
+  char *recv = x->recv;
+  size_t es = kiln_coll_dtype_bytes(x->t);
+  int n = c->size;
+  switch (x->kind) {
+    case OP_ALL_REDUCE:
+      reduce_ranks(c, x->t, x->op, recv, 0, x->a);
+      break;
+    case OP_REDUCE_SCATTER:
+      for (int64_t o = 0; o < x->outer; o++)
+        reduce_ranks(c, x->t, x->op, recv + (size_t)(o * x->inner) * es,
+                     (size_t)((o * n + rank) * x->inner) * es, x->inner);
+      break;
+    case OP_ALL_GATHER:
+      for (int64_t o = 0; o < x->outer; o++)
+        for (int k = 0; k < n; k++)
+          memcpy(recv + (size_t)(o * n + k) * x->block,
+                 (const char *)c->send[k] + (size_t)o * x->block, x->block);
+      break;
+    case OP_ALL_TO_ALL:
+      for (int64_t o = 0; o < x->outer; o++)
+        for (int k = 0; k < n; k++)
+          memcpy(recv + (size_t)(o * n + k) * x->block,
+                 (const char *)c->send[k] + (size_t)(o * n + rank) * x->block, x->block);
+      break;
+    case OP_PERMUTE:
+      if (x->source >= 0)
+        memcpy(recv, c->send[x->source], x->recv_bytes);
+      else
+        memset(recv, 0, x->recv_bytes);
+      break;
+    case OP_BROADCAST:
+      memcpy(recv, c->send[0], x->recv_bytes);
+      break;
+  }
+}
+
+/* Large all-reduces: each rank folds its 1/size of the elements over every rank into its own
+ * result, then copies the other chunks from their owners' results. Per rank that is `count`
+ * elements folded and copied instead of size x count read; every element is still folded in
+ * rank order by exactly one rank, so the result is the same bit for bit. */
+#define SPLIT_MIN_ELEMENTS 4096
+
+static kiln_status split_all_reduce(kiln_coll_clique_t *c, int rank, const call_t *x) {
+  size_t es = kiln_coll_dtype_bytes(x->t);
+  int64_t n = c->size;
+  int64_t lo = x->a * rank / n, hi = x->a * (rank + 1) / n;
+  reduce_ranks(c, x->t, x->op, (char *)x->recv + (size_t)lo * es, (size_t)lo * es, hi - lo);
+  pthread_mutex_lock(&c->mu);
+  kiln_status st = barrier(c, rank, "finish reducing");
+  pthread_mutex_unlock(&c->mu);
+  if (st) return st;
+  for (int64_t k = 0; k < n; k++) {
+    if (k == rank) continue;
+    int64_t klo = x->a * k / n, khi = x->a * (k + 1) / n;
+    memcpy((char *)x->recv + (size_t)klo * es, (const char *)c->recv[k] + (size_t)klo * es,
+           (size_t)(khi - klo) * es);
+  }
+  return KILN_STATUS_OK;
+}
+
+static bool overlap(const void *a, size_t an, const void *b, size_t bn) {
+  uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+  return an && bn && a0 < b0 + bn && b0 < a0 + an;
+}
+
+static kiln_status run(kiln_coll_clique_t *c, int rank, call_t *x) {
+  if (rank < 0 || rank >= c->size)
+    return KILN_ERR_INVALID("%s '%s': rank %d outside a clique of %d", kind_names[x->kind], x->name,
+                            rank, c->size);
+  if ((x->send_bytes && !x->send) || (x->recv_bytes && !x->recv))
+    return KILN_ERR_INVALID("%s '%s': rank %d passed a NULL buffer", kind_names[x->kind], x->name,
+                            rank);
+  /* Peers read our send buffer while we write our result: stage it when they overlap. The
+   * scratch array is ours alone (only this rank's thread touches entry `rank`). */
+  if (overlap(x->send, x->send_bytes, x->recv, x->recv_bytes)) {
+    if (c->scratch_cap[rank] < x->send_bytes) {
+      kiln_free(c->scratch[rank]);
+      c->scratch[rank] = kiln_malloc(x->send_bytes);
+      c->scratch_cap[rank] = x->send_bytes;
+    }
+    memcpy(c->scratch[rank], x->send, x->send_bytes);
+    x->send = c->scratch[rank];
+  }
+  pthread_mutex_lock(&c->mu);
+  kiln_status st = KILN_STATUS_OK;
+  if (c->broken) {
+    st = copy_broken(c);
+  } else if (c->waiting == 0) { /* the first rank describes the collective */
+    c->kind = x->kind;
+    c->name = x->name;
+    c->a = x->a;
+    c->b = x->b;
+  } else if (c->kind != x->kind || strcmp(c->name, x->name) != 0 || c->a != x->a || c->b != x->b) {
+    c->broken = KILN_ERR_INVALID("rank %d called %s '%s' (sizes %" PRId64 ", %" PRId64
+                                 ") while other ranks are in %s "
+                                 "'%s' (sizes %" PRId64 ", %" PRId64
+                                 "); every device must run the same collectives in "
+                                 "the same order",
+                                 rank, kind_names[x->kind], x->name, x->a, x->b,
+                                 kind_names[c->kind], c->name, c->a, c->b);
+    pthread_cond_broadcast(&c->cv);
+    st = copy_broken(c);
+  }
+  if (!st) {
+    c->send[rank] = x->send;
+    c->recv[rank] = x->recv;
+    st = barrier(c, rank, "arrive");
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (st) return st;
+  if (x->kind == OP_ALL_REDUCE && x->a >= (int64_t)c->size * SPLIT_MIN_ELEMENTS) {
+    st = split_all_reduce(c, rank, x);
+    if (st) return st;
+  } else {
+    compute(c, rank, x);
+  }
+  pthread_mutex_lock(&c->mu);
+  st = barrier(c, rank, "finish reading");
+  pthread_mutex_unlock(&c->mu);
+  return st;
+}
+
+/* ---- entry points ---- */
+
+static kiln_status check_count(const char *kind, const char *name, int64_t n) {
+  if (n < 0) return KILN_ERR_INVALID("%s '%s': negative size %" PRId64, kind, name, n);
+  return KILN_STATUS_OK;
+}
+
+kiln_status kiln_coll_all_reduce(kiln_coll_clique_t *c, int rank, const char *name,
+                                 kiln_coll_dtype_t t, kiln_coll_reduction_t op, const void *send,
+                                 void *recv, int64_t count) {
+  KILN_RETURN_IF_ERROR_PLAIN(check_count("all-reduce", name, count));
+  size_t bytes = (size_t)count * kiln_coll_dtype_bytes(t);
+  call_t x = {.kind = OP_ALL_REDUCE,
+              .name = name,
+              .a = count,
+              .b = (int64_t)t * 8 + op,
+              .send = send,
+              .send_bytes = bytes,
+              .recv = recv,
+              .recv_bytes = bytes,
+              .t = t,
+              .op = op};
+  return run(c, rank, &x);
+}
+
+kiln_status kiln_coll_reduce_scatter(kiln_coll_clique_t *c, int rank, const char *name,
+                                     kiln_coll_dtype_t t, kiln_coll_reduction_t op,
+                                     const void *send, void *recv, int64_t outer, int64_t inner) {
+  KILN_RETURN_IF_ERROR_PLAIN(check_count("reduce-scatter", name, outer));
+  KILN_RETURN_IF_ERROR_PLAIN(check_count("reduce-scatter", name, inner));
+  size_t es = kiln_coll_dtype_bytes(t), recv_bytes = (size_t)(outer * inner) * es;
+  call_t x = {.kind = OP_REDUCE_SCATTER,
+              .name = name,
+              .a = outer * inner,
+              .b = (int64_t)t * 8 + op,
+              .send = send,
+              .send_bytes = recv_bytes * (size_t)c->size,
+              .recv = recv,
+              .recv_bytes = recv_bytes,
+              .t = t,
+              .op = op,
+              .outer = outer,
+              .inner = inner};
+  return run(c, rank, &x);
+}
+
+kiln_status kiln_coll_all_gather(kiln_coll_clique_t *c, int rank, const char *name,
+                                 const void *send, void *recv, int64_t outer, size_t block_bytes) {
+  KILN_RETURN_IF_ERROR_PLAIN(check_count("all-gather", name, outer));
+  size_t sb = (size_t)outer * block_bytes;
+  call_t x = {.kind = OP_ALL_GATHER,
+              .name = name,
+              .a = outer,
+              .b = (int64_t)block_bytes,
+              .send = send,
+              .send_bytes = sb,
+              .recv = recv,
+              .recv_bytes = sb * (size_t)c->size,
+              .outer = outer,
+              .block = block_bytes};
+  return run(c, rank, &x);
+}
+
+kiln_status kiln_coll_all_to_all(kiln_coll_clique_t *c, int rank, const char *name,
+                                 const void *send, void *recv, int64_t outer, size_t block_bytes) {
+  KILN_RETURN_IF_ERROR_PLAIN(check_count("all-to-all", name, outer));
+  size_t b = (size_t)outer * block_bytes * (size_t)c->size;
+  call_t x = {.kind = OP_ALL_TO_ALL,
+              .name = name,
+              .a = outer,
+              .b = (int64_t)block_bytes,
+              .send = send,
+              .send_bytes = b,
+              .recv = recv,
+              .recv_bytes = b,
+              .outer = outer,
+              .block = block_bytes};
+  return run(c, rank, &x);
+}
+
+kiln_status kiln_coll_permute(kiln_coll_clique_t *c, int rank, const char *name, int source,
+                              const void *send, void *recv, size_t bytes) {
+  if (source < -1 || source >= c->size)
+    return KILN_ERR_INVALID("collective-permute '%s': source %d outside a clique of %d", name,
+                            source, c->size);
+  call_t x = {.kind = OP_PERMUTE,
+              .name = name,
+              .a = (int64_t)bytes,
+              .send = send,
+              .send_bytes = bytes,
+              .recv = recv,
+              .recv_bytes = bytes,
+              .source = source};
+  return run(c, rank, &x);
+}
+
+kiln_status kiln_coll_broadcast(kiln_coll_clique_t *c, int rank, const char *name, const void *send,
+                                void *recv, size_t bytes) {
+  call_t x = {.kind = OP_BROADCAST,
+              .name = name,
+              .a = (int64_t)bytes,
+              .send = send,
+              .send_bytes = bytes,
+              .recv = recv,
+              .recv_bytes = bytes};
+  return run(c, rank, &x);
+}

@@ -1,0 +1,87 @@
+/* In-process collectives between host devices: a clique of `size` ranks (one thread each,
+ * every rank one host device of this process) that meet at each collective.
+ *
+ * A collective is two barriers. At the first every rank publishes its send buffer; then each
+ * rank computes its own result by reading its peers' send buffers directly (data moves once,
+ * peer to destination, no per-element locks); at the second barrier every rank is done
+ * reading, so send buffers may change again. A rank whose send and receive buffers overlap
+ * is staged through clique-owned scratch first. An all-reduce of 4096 elements per rank or
+ * more splits in two (a third barrier): each rank folds its 1/size of the elements, then
+ * copies the other chunks from their owners. Reductions fold in rank order,
+ * ((v0 op v1) op v2) ..., the evaluator's order (compiler/eval/eval.h).
+ *
+ * Every rank must call the same collectives in the same order with the same name, kind and
+ * sizes; a mismatch fails every rank with INVALID_ARGUMENT naming both. A rank that does not
+ * arrive within timeout_ms fails the others with DEADLINE_EXCEEDED naming the collective
+ * and the missing ranks; the clique is then broken and every later call fails at once with
+ * the same error (create a new clique). Never a hang.
+ *
+ * Thread safety: each rank calls from one thread at a time; different ranks call
+ * concurrently. Create and destroy while no rank is inside a call. */
+#ifndef KILN_RUNTIME_COLLECTIVES_H_
+#define KILN_RUNTIME_COLLECTIVES_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+typedef enum kiln_coll_dtype {
+  KILN_COLL_PRED, /* 1 byte, 0 or 1: MIN = and, MAX = or */
+  KILN_COLL_S8,
+  KILN_COLL_U8,
+  KILN_COLL_S16,
+  KILN_COLL_U16,
+  KILN_COLL_S32,
+  KILN_COLL_U32,
+  KILN_COLL_S64,
+  KILN_COLL_U64,
+  KILN_COLL_F32,
+  KILN_COLL_F64,
+} kiln_coll_dtype_t;
+
+/* The reducer computations a thunk emitter recognises (add, multiply, minimum, maximum,
+ * and/or on pred). Integer SUM and PRODUCT wrap. */
+typedef enum kiln_coll_reduction {
+  KILN_COLL_SUM,
+  KILN_COLL_PRODUCT,
+  KILN_COLL_MIN,
+  KILN_COLL_MAX,
+} kiln_coll_reduction_t;
+
+size_t kiln_coll_dtype_bytes(kiln_coll_dtype_t t);
+
+typedef struct kiln_coll_clique kiln_coll_clique_t;
+
+/* size >= 1 ranks; timeout_ms > 0. The caller owns *out. */
+kiln_status kiln_coll_clique_create(int size, int64_t timeout_ms, kiln_coll_clique_t **out);
+void kiln_coll_clique_destroy(kiln_coll_clique_t *c);
+int kiln_coll_clique_size(const kiln_coll_clique_t *c);
+
+/* `name` names the collective in errors (the HLO instruction). Layouts are row-major with
+ * the rank block in the middle: a buffer [outer][size][inner] elements.
+ *
+ * all-reduce: recv[e] = fold over ranks of send_k[e], e < count. */
+kiln_status kiln_coll_all_reduce(kiln_coll_clique_t *c, int rank, const char *name,
+                                 kiln_coll_dtype_t t, kiln_coll_reduction_t op, const void *send,
+                                 void *recv, int64_t count);
+/* reduce-scatter: send [outer][size][inner]; recv [outer][inner] = the fold of every rank's
+ * block `rank`. */
+kiln_status kiln_coll_reduce_scatter(kiln_coll_clique_t *c, int rank, const char *name,
+                                     kiln_coll_dtype_t t, kiln_coll_reduction_t op,
+                                     const void *send, void *recv, int64_t outer, int64_t inner);
+/* all-gather: send [outer][block_bytes]; recv [outer][size][block_bytes], block k from rank k. */
+kiln_status kiln_coll_all_gather(kiln_coll_clique_t *c, int rank, const char *name,
+                                 const void *send, void *recv, int64_t outer, size_t block_bytes);
+/* all-to-all: send and recv [outer][size][block_bytes]; recv block k = rank k's send block
+ * `rank`. */
+kiln_status kiln_coll_all_to_all(kiln_coll_clique_t *c, int rank, const char *name,
+                                 const void *send, void *recv, int64_t outer, size_t block_bytes);
+/* collective-permute: recv = rank `source`'s send (bytes each); source -1: zeros. */
+kiln_status kiln_coll_permute(kiln_coll_clique_t *c, int rank, const char *name, int source,
+                              const void *send, void *recv, size_t bytes);
+/* collective-broadcast: recv = rank 0's send. */
+kiln_status kiln_coll_broadcast(kiln_coll_clique_t *c, int rank, const char *name, const void *send,
+                                void *recv, size_t bytes);
+
+#endif /* KILN_RUNTIME_COLLECTIVES_H_ */

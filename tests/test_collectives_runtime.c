@@ -1,0 +1,207 @@
+/* runtime/collectives: each collective on 4 ranks (one thread each) against answers written
+ * out here, reductions per dtype and in rank order, in-place buffers, and the failures: a
+ * rank that never arrives (DEADLINE_EXCEEDED naming it, then the clique stays broken), ranks
+ * that disagree about the collective (INVALID_ARGUMENT naming both). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <math.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "runtime/collectives.h"
+#include "tests/skip_util.h"
+#include "tests/status_test_util.h"
+
+#define RANKS 4
+#define N 12
+
+typedef struct {
+  kiln_coll_clique_t *c;
+  int rank;
+  void (*body)(kiln_coll_clique_t *c, int rank, kiln_status *out);
+  kiln_status status;
+} rank_t;
+
+static void *rank_main(void *arg) {
+  rank_t *r = arg;
+  r->body(r->c, r->rank, &r->status);
+  return NULL;
+}
+
+/* Runs body on every rank of a fresh clique; statuses come back in out[] (owned). */
+static void run_ranks(int n, int64_t timeout_ms,
+                      void (*body)(kiln_coll_clique_t *, int, kiln_status *), kiln_status *out) {
+  kiln_coll_clique_t *c = NULL;
+  ASSERT_OK(kiln_coll_clique_create(n, timeout_ms, &c));
+  pthread_t th[RANKS];
+  rank_t r[RANKS];
+  for (int i = 0; i < n; i++) {
+    r[i] = (rank_t){c, i, body, NULL};
+    assert_int_equal(pthread_create(&th[i], NULL, rank_main, &r[i]), 0);
+  }
+  for (int i = 0; i < n; i++) {
+    pthread_join(th[i], NULL);
+    out[i] = r[i].status;
+  }
+  kiln_coll_clique_destroy(c);
+}
+
+static void run_all_ok(void (*body)(kiln_coll_clique_t *, int, kiln_status *)) {
+  kiln_status st[RANKS];
+  run_ranks(RANKS, 60000, body, st);
+  for (int i = 0; i < RANKS; i++)
+    if (st[i]) fail_msg("rank %d: %s", i, kiln_status_message(st[i]));
+}
+
+/* rank r's data: 10 r + e */
+static float val(int r, int e) {
+  return (float)(10 * r + e);
+}
+
+static void all_reduce_body(kiln_coll_clique_t *c, int rank, kiln_status *out) {
+  float x[N], y[N];
+  int32_t xi[N];
+  double xd[N];
+  for (int e = 0; e < N; e++) {
+    x[e] = val(rank, e);
+    xi[e] = (int32_t)val(rank, e) - 20;
+    xd[e] = rank == 2 ? NAN : val(rank, e);
+  }
+  kiln_status s = kiln_coll_all_reduce(c, rank, "ar", KILN_COLL_F32, KILN_COLL_SUM, x, y, N);
+  for (int e = 0; !s && e < N; e++) assert_true(y[e] == 60.0f + 4 * e);
+  /* in place, integers, min */
+  if (!s) s = kiln_coll_all_reduce(c, rank, "ar.min", KILN_COLL_S32, KILN_COLL_MIN, xi, xi, N);
+  for (int e = 0; !s && e < N; e++) assert_int_equal(xi[e], e - 20);
+  /* max propagates NaN */
+  if (!s) s = kiln_coll_all_reduce(c, rank, "ar.max", KILN_COLL_F64, KILN_COLL_MAX, xd, xd, N);
+  for (int e = 0; !s && e < N; e++) assert_true(isnan(xd[e]));
+  *out = s;
+}
+
+static void test_all_reduce_sums_mins_and_max_with_nan(void **state) {
+  (void)state;
+  run_all_ok(all_reduce_body);
+}
+
+/* f32 rank order: ranks hold 1e8, 1, -1e8, 0: ((1e8 + 1) - 1e8) + 0 = 0, never 1. */
+static void order_body(kiln_coll_clique_t *c, int rank, kiln_status *out) {
+  const float v[RANKS] = {1e8f, 1.0f, -1e8f, 0.0f};
+  float y;
+  *out = kiln_coll_all_reduce(c, rank, "order", KILN_COLL_F32, KILN_COLL_SUM, &v[rank], &y, 1);
+  if (!*out) assert_true(y == 0.0f);
+}
+
+static void test_reduction_folds_in_rank_order(void **state) {
+  (void)state;
+  run_all_ok(order_body);
+}
+
+static void movement_body(kiln_coll_clique_t *c, int rank, kiln_status *out) {
+  float x[N], y[N * RANKS];
+  for (int e = 0; e < N; e++) x[e] = val(rank, e);
+  /* all-gather with outer 2: [2][RANKS][6] */
+  kiln_status s = kiln_coll_all_gather(c, rank, "ag", x, y, 2, 6 * sizeof(float));
+  for (int o = 0; !s && o < 2; o++)
+    for (int k = 0; k < RANKS; k++)
+      for (int j = 0; j < 6; j++) assert_true(y[(o * RANKS + k) * 6 + j] == val(k, o * 6 + j));
+  /* all-to-all: blocks of 3 */
+  float z[N];
+  if (!s) s = kiln_coll_all_to_all(c, rank, "a2a", x, z, 1, 3 * sizeof(float));
+  for (int k = 0; !s && k < RANKS; k++)
+    for (int j = 0; j < 3; j++) assert_true(z[k * 3 + j] == val(k, rank * 3 + j));
+  /* reduce-scatter: outer 1, inner 3 */
+  float w[3];
+  if (!s) s = kiln_coll_reduce_scatter(c, rank, "rs", KILN_COLL_F32, KILN_COLL_SUM, x, w, 1, 3);
+  for (int j = 0; !s && j < 3; j++) assert_true(w[j] == 60.0f + 4 * (rank * 3 + j));
+  /* permute: ring r -> r + 1, rank 0 receives nothing */
+  if (!s) s = kiln_coll_permute(c, rank, "cp", rank == 0 ? -1 : rank - 1, x, z, sizeof x);
+  for (int e = 0; !s && e < N; e++) assert_true(z[e] == (rank == 0 ? 0.0f : val(rank - 1, e)));
+  /* broadcast in place */
+  if (!s) s = kiln_coll_broadcast(c, rank, "cb", x, x, sizeof x);
+  for (int e = 0; !s && e < N; e++) assert_true(x[e] == val(0, e));
+  *out = s;
+}
+
+static void test_gather_all_to_all_scatter_permute_broadcast(void **state) {
+  (void)state;
+  run_all_ok(movement_body);
+}
+
+/* Rank 3 never calls: the others fail naming it; a later call fails at once. */
+static void missing_body(kiln_coll_clique_t *c, int rank, kiln_status *out) {
+  if (rank == 3) return;
+  float x = 1, y;
+  *out = kiln_coll_all_reduce(c, rank, "grad_sum", KILN_COLL_F32, KILN_COLL_SUM, &x, &y, 1);
+  if (!*out) return;
+  kiln_status again =
+      kiln_coll_all_reduce(c, rank, "next", KILN_COLL_F32, KILN_COLL_SUM, &x, &y, 1);
+  assert_code(again, KILN_DEADLINE_EXCEEDED);
+}
+
+static void test_missing_rank_is_deadline_exceeded(void **state) {
+  (void)state;
+  kiln_status st[RANKS];
+  run_ranks(RANKS, 100, missing_body, st);
+  assert_null(st[3]);
+  for (int i = 0; i < 3; i++) {
+    assert_non_null(st[i]);
+    assert_int_equal(kiln_status_code(st[i]), KILN_DEADLINE_EXCEEDED);
+    const char *m = kiln_status_message(st[i]);
+    if (!strstr(m, "all-reduce 'grad_sum'") || !strstr(m, "rank(s) 3 did not arrive"))
+      fail_msg("%s", m);
+    kiln_status_free(st[i]);
+  }
+}
+
+/* Rank 1 runs an all-gather where the others run an all-reduce. */
+static void mismatch_body(kiln_coll_clique_t *c, int rank, kiln_status *out) {
+  float x[2] = {1, 2}, y[2 * RANKS];
+  if (rank == 1)
+    *out = kiln_coll_all_gather(c, rank, "ag", x, y, 1, sizeof x);
+  else
+    *out = kiln_coll_all_reduce(c, rank, "ar", KILN_COLL_F32, KILN_COLL_SUM, x, y, 2);
+}
+
+static void test_mismatched_collectives_fail_every_rank(void **state) {
+  (void)state;
+  kiln_status st[RANKS];
+  run_ranks(RANKS, 60000, mismatch_body, st);
+  for (int i = 0; i < RANKS; i++) {
+    assert_non_null(st[i]);
+    assert_int_equal(kiln_status_code(st[i]), KILN_INVALID_ARGUMENT);
+    const char *m = kiln_status_message(st[i]);
+    if (!strstr(m, "'ag'") || !strstr(m, "'ar'")) fail_msg("%s", m);
+    kiln_status_free(st[i]);
+  }
+}
+
+static void test_bad_arguments_are_refused(void **state) {
+  (void)state;
+  kiln_coll_clique_t *c = NULL;
+  assert_code(kiln_coll_clique_create(0, 100, &c), KILN_INVALID_ARGUMENT);
+  assert_null(c);
+  ASSERT_OK(kiln_coll_clique_create(1, 100, &c));
+  float x = 3, y = 0;
+  assert_code(kiln_coll_permute(c, 0, "cp", 5, &x, &y, sizeof x), KILN_INVALID_ARGUMENT);
+  assert_code(kiln_coll_all_reduce(c, 1, "ar", KILN_COLL_F32, KILN_COLL_SUM, &x, &y, 1),
+              KILN_INVALID_ARGUMENT);
+  ASSERT_OK(kiln_coll_all_reduce(c, 0, "ar", KILN_COLL_F32, KILN_COLL_SUM, &x, &y, 1));
+  assert_true(y == 3);
+  kiln_coll_clique_destroy(c);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_all_reduce_sums_mins_and_max_with_nan),
+      cmocka_unit_test(test_reduction_folds_in_rank_order),
+      cmocka_unit_test(test_gather_all_to_all_scatter_permute_broadcast),
+      cmocka_unit_test(test_missing_rank_is_deadline_exceeded),
+      cmocka_unit_test(test_mismatched_collectives_fail_every_rank),
+      cmocka_unit_test(test_bad_arguments_are_refused),
+  };
+  return kiln_run_tests(tests, NULL, NULL);
+}
