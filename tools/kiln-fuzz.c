@@ -76,6 +76,7 @@ static int run_files(kiln_device_t *dev, int argc, char **argv, int first) {
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
   long long programs = 100, seed = 1, print_seed = -1;
   kiln_hlo_gen_options_t go;
   memset(&go, 0, sizeof go);

@@ -95,6 +95,7 @@ typedef struct gen_node {
   int num_operands;
   char *attrs; /* ", dimensions={0}" ... (computation names in it are unique per node) */
   char *comps; /* computations it calls, rendered before ENTRY */
+  bool inexact; /* carries float rounding that may differ between backends (see below) */
 } gen_node_t;
 
 struct kiln_hlo_gen_program {
@@ -110,6 +111,7 @@ typedef struct gen {
   uint64_t rng;
   int main_type;
   int64_t max_elements;
+  bool need_exact; /* the operation being drawn is discontinuous: exact operands only */
 } gen_t;
 
 /* ---- random numbers: splitmix64 ---- */
@@ -189,6 +191,54 @@ static char *strbuf_take(kiln_strbuf_t *b) {
   return r;
 }
 
+/* Floating-point results may differ in their last bits between the compiled module and the
+ * evaluator (summation order, math library); a discontinuous operation (compare, convert to
+ * an integer, floor, sort keys, ...) would turn that into a different discrete value that no
+ * tolerance covers, so such operations take only exact operands: parameters, constants and
+ * what data movement, min / max, negate, abs and converts make of them, and anything
+ * integer. */
+static bool inexact_result(const kiln_hlo_gen_program_t *p, const gen_node_t *nd) {
+  static const char *const kExact[] = {"parameter",
+                                       "constant",
+                                       "iota",
+                                       "broadcast",
+                                       "transpose",
+                                       "reshape",
+                                       "reverse",
+                                       "slice",
+                                       "pad",
+                                       "concatenate",
+                                       "dynamic-slice",
+                                       "dynamic-update-slice",
+                                       "gather",
+                                       "select",
+                                       "clamp",
+                                       "maximum",
+                                       "minimum",
+                                       "negate",
+                                       "abs",
+                                       "copy",
+                                       "tuple",
+                                       "get-tuple-element",
+                                       "sort",
+                                       "convert",
+                                       "compare",
+                                       "is-finite",
+                                       "floor",
+                                       "ceil",
+                                       "round-nearest-even",
+                                       "round-nearest-afz",
+                                       "sign",
+                                       "bitcast-convert"};
+  bool in = false;
+  for (int i = 0; i < nd->num_operands; i++) in |= p->nodes[nd->operands[i]].inexact;
+  if (in) return true;
+  for (size_t i = 0; i < sizeof kExact / sizeof kExact[0]; i++)
+    if (!strcmp(nd->op, kExact[i])) return false;
+  if (nd->tuple) return true; /* while, multi-operand sort: conservative */
+  return kTypes[nd->s.type].kind == K_F || kTypes[nd->s.type].kind == K_C;
+}
+
 static int add_node(gen_t *g, const char *op, const gen_shape_t *s, const int *operands, int n,
                     char *attrs, char *comps) {
   kiln_hlo_gen_program_t *p = g->p;
@@ -207,6 +257,7 @@ static int add_node(gen_t *g, const char *op, const gen_shape_t *s, const int *o
   nd->num_operands = n;
   nd->attrs = attrs ? attrs : kiln_strdup("");
   nd->comps = comps ? comps : kiln_strdup("");
+  nd->inexact = inexact_result(p, nd);
   return p->num_nodes++;
 }
 
@@ -265,7 +316,9 @@ static int node_like(gen_t *g, const gen_shape_t *s) {
   if (chance(g, 80))
     for (int i = p->num_nodes - 1; i >= 0; i--) {
       const gen_node_t *nd = &p->nodes[i];
-      if (!nd->tuple && nd->s.type == s->type && same_dims(&nd->s, s)) return i;
+      if (!nd->tuple && nd->s.type == s->type && same_dims(&nd->s, s) &&
+          !(g->need_exact && nd->inexact))
+        return i;
     }
   return add_param(g, s);
 }
@@ -277,6 +330,7 @@ static int pick(gen_t *g, bool (*ok)(int type), int min_rank) {
   for (int i = p->num_nodes - 1; i >= 0 && n < 64; i--) {
     const gen_node_t *nd = &p->nodes[i];
     if (nd->tuple || nd->s.rank < min_rank || (ok && !ok(nd->s.type))) continue;
+    if (g->need_exact && nd->inexact) continue;
     if (!strcmp(nd->op, "constant") && chance(g, 80)) continue;
     cands[n++] = i;
   }
@@ -353,8 +407,8 @@ static int op_unary(gen_t *g) {
       break;
     }
     case K_U: {
-      static const char *k[] = {"not", "popcnt", "count-leading-zeros", "sign", "negate"};
-      op = k[rnd(g, 5)];
+      static const char *k[] = {"not", "popcnt", "count-leading-zeros", "negate"};
+      op = k[rnd(g, 4)];
       break;
     }
     case K_F: {
@@ -386,6 +440,16 @@ static int op_unary(gen_t *g) {
       break;
     }
   }
+  static const char *const kJumps[] = {"floor",
+                                       "ceil",
+                                       "sign",
+                                       "round-nearest-even",
+                                       "round-nearest-afz",
+                                       "is-finite",
+                                       "popcnt",
+                                       "count-leading-zeros"};
+  for (size_t i = 0; i < sizeof kJumps / sizeof kJumps[0]; i++)
+    if (!strcmp(op, kJumps[i]) && g->p->nodes[x].inexact) return -1;
   gen_shape_t r = *s;
   if (!strcmp(op, "is-finite")) r.type = T_PRED;
   if (!strcmp(op, "real") || !strcmp(op, "imag") || !strcmp(op, "abs"))
@@ -439,7 +503,11 @@ static int op_binary(gen_t *g) {
       break;
     }
   }
+  bool jumps = !strcmp(op, "remainder") || !strcmp(op, "atan2") || !strcmp(op, "power");
+  if (jumps && g->p->nodes[a].inexact) return -1;
+  g->need_exact = jumps;
   int ops[2] = {a, node_like(g, s)};
+  g->need_exact = false;
   if (chance(g, 50)) {
     int tmp = ops[0];
     ops[0] = ops[1];
@@ -492,9 +560,11 @@ static int op_clamp(gen_t *g) {
 }
 
 static int op_convert(gen_t *g) {
-  int x = pick(g, any_type, 0);
-  gen_shape_t s = *shape_of(g, x);
   int to = random_type(g);
+  g->need_exact = kTypes[to].kind != K_F && kTypes[to].kind != K_C;
+  int x = pick(g, any_type, 0);
+  g->need_exact = false;
+  gen_shape_t s = *shape_of(g, x);
   if (kTypes[s.type].kind == K_C && kTypes[to].kind != K_C) return -1;
   s.type = to;
   random_layout(g, &s);
@@ -1126,6 +1196,18 @@ static int op_tuple(gen_t *g) {
   return add_node(g, "get-tuple-element", &r, &t, 1, xprintf(", index=%d", which), NULL);
 }
 
+/* Operations whose result jumps with their operands' last bits take exact operands only. */
+#define EXACT_OPERANDS(name)          \
+  static int name##_exact(gen_t *g) { \
+    g->need_exact = true;             \
+    int r = name(g);                  \
+    g->need_exact = false;            \
+    return r;                         \
+  }
+EXACT_OPERANDS(op_compare)
+EXACT_OPERANDS(op_bitcast_convert)
+EXACT_OPERANDS(op_sort)
+
 typedef int (*op_fn)(gen_t *g);
 typedef struct op_entry {
   op_fn fn;
@@ -1135,11 +1217,11 @@ typedef struct op_entry {
 static const op_entry_t kOps[] = {
     {op_unary, 10},
     {op_binary, 14},
-    {op_compare, 3},
+    {op_compare_exact, 3},
     {op_select, 3},
     {op_clamp, 2},
     {op_convert, 5},
-    {op_bitcast_convert, 2},
+    {op_bitcast_convert_exact, 2},
     {op_broadcast, 6},
     {op_transpose, 5},
     {op_reshape, 4},
@@ -1156,7 +1238,7 @@ static const op_entry_t kOps[] = {
     {op_reduce_window, 3},
     {op_dot, 4},
     {op_convolution, 2},
-    {op_sort, 3},
+    {op_sort_exact, 3},
     {op_while, 2},
     {op_conditional, 2},
     {op_tuple, 1},
@@ -1168,7 +1250,7 @@ kiln_hlo_gen_program_t *kiln_hlo_gen_make(const kiln_hlo_gen_options_t *o) {
   p->opts = *o;
   if (p->opts.max_nodes <= 0) p->opts.max_nodes = 10;
   if (p->opts.max_elements <= 0) p->opts.max_elements = 1024;
-  gen_t g = {p, o->seed * 0x2545F4914F6CDD1Dull + 1, 0, p->opts.max_elements};
+  gen_t g = {p, o->seed * 0x2545F4914F6CDD1Dull + 1, 0, p->opts.max_elements, false};
   g.main_type = random_type(&g);
   int num_params = 1 + rnd(&g, 2);
   for (int i = 0; i < num_params; i++) {

@@ -49,6 +49,23 @@ static kiln_elem_type_t leaf_type(const kiln_shape_t *s) {
   return s->type;
 }
 
+/* The float type of `m` with the loosest module tolerance (compare.h's floor type), or false
+ * when the module holds no float. */
+static bool loosest_float(const kiln_hlo_module_t *m, kiln_elem_type_t *out) {
+  bool found = false;
+  double rtol = 0;
+  for (size_t c = 0; c < m->computations.len; c++) {
+    const kiln_hlo_computation_t *comp = m->computations.data[c];
+    for (size_t i = 0; i < comp->instructions.len; i++) {
+      kiln_elem_type_t t = leaf_type(comp->instructions.data[i]->shape);
+      if (!kiln_elem_type_is_float(t)) continue;
+      double r = kiln_compare_module_tolerance(t, 1).rtol;
+      if (!found || r > rtol) *out = t, rtol = r, found = true;
+    }
+  }
+  return found;
+}
+
 static void count_ops(const kiln_hlo_module_t *m, kiln_diff_coverage_t *cov) {
   for (size_t c = 0; c < m->computations.len; c++) {
     const kiln_hlo_computation_t *comp = m->computations.data[c];
@@ -83,6 +100,7 @@ static void count_emitters(const kiln_hlo_module_t *m, kiln_diff_coverage_t *cov
 /* ---- pipeline-prefix bisection ---- */
 
 typedef struct bisect_ctx {
+  const kiln_compare_options_t *compare;
   kiln_literal_t *const *args;
   int num_args;
   const kiln_literal_t *want; /* the evaluator on the module as written */
@@ -109,7 +127,7 @@ static kiln_status after_pass(void *ctx, const char *pass, const kiln_hlo_module
     stop = KILN_ERR_INTERNAL("bisection stops");
   } else {
     kiln_compare_report_t cr;
-    if (!kiln_compare_literals(b->want, got, NULL, &cr)) {
+    if (!kiln_compare_literals(b->want, got, b->compare, &cr)) {
       snprintf(b->culprit, sizeof b->culprit, "pass %s", pass);
       snprintf(b->detail, sizeof b->detail, "after pass '%s' the evaluator gives: %s", pass,
                cr.first);
@@ -176,6 +194,8 @@ void kiln_diff_check_text(const char *text, const kiln_diff_options_t *o, kiln_d
     kiln_arena_destroy(&arena);
     goto done;
   }
+  kiln_compare_options_t co = {0};
+  co.has_floor_type = loosest_float(m, &co.floor_type);
   kiln_device_run_options_t ro;
   memset(&ro, 0, sizeof ro);
   ro.device = o->device;
@@ -190,13 +210,13 @@ void kiln_diff_check_text(const char *text, const kiln_diff_options_t *o, kiln_d
     kiln_status_free(s);
   } else {
     kiln_compare_report_t cr;
-    if (!kiln_compare_literals(want, got, NULL, &cr)) {
+    if (!kiln_compare_literals(want, got, &co, &cr)) {
       out->outcome = KILN_DIFF_MISMATCH;
       snprintf(out->what, sizeof out->what, "%lld of %lld elements differ; %.400s",
                (long long)cr.mismatches, (long long)cr.elements, cr.first);
     }
   }
-  bisect_ctx_t b = {args, n, want, "", ""};
+  bisect_ctx_t b = {&co, args, n, want, "", ""};
   bool bisect = o->bisect && out->outcome == KILN_DIFF_MISMATCH;
   if (o->coverage || bisect) run_pipeline(text, o->coverage, bisect ? &b : NULL);
   if (bisect) {
