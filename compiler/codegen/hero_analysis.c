@@ -171,6 +171,7 @@ static int plan_vector_size(int64_t minor, int64_t threads, int smallest_input_b
 
 /* MULTI_ROW rows-per-block: lanes per row, then rows while the block stays <= 256. */
 static int64_t multirow_rows(int64_t K, int64_t lanes) {
+  if (K <= 0) return 1; /* no kept rows (an empty output): one row per block, no division by 0 */
   return K * lanes <= 256 ? K : 256 / lanes;
 }
 

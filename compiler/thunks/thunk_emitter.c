@@ -205,10 +205,22 @@ static kiln_status take_kernel(emitter_t *E, kiln_codegen_kernel_t *k, kiln_laun
   return NULL;
 }
 
+/* Whether every array leaf of `s` has no elements. */
+static bool all_leaves_empty(const kiln_shape_t *s) {
+  if (kiln_shape_is_tuple(s)) {
+    for (int i = 0; i < s->num_elements; i++)
+      if (!all_leaves_empty(s->elements[i])) return false;
+    return true;
+  }
+  return kiln_shape_num_elements(s) == 0;
+}
+
 static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
                                const kiln_hlo_instruction_t *in) {
   const kiln_hlo_computation_t *fc = kiln_hlo_instruction_called(in, "calls");
   if (!fc) return KILN_ERR_INVALID("fusion %s calls no computation", in->name);
+  /* Nothing to write (a zero-sized output): no kernel, as XLA emits none. */
+  if (all_leaves_empty(in->shape)) return NULL;
   char kname[128];
   snprintf(kname, sizeof(kname), "k%d_%.100s", E->counter++, in->name);
   kiln_codegen_sanitize_name(kname);
