@@ -32,6 +32,12 @@ typedef struct rng_state {
   uint64_t word[2];
 } rng_state_t;
 
+/* The description's keepalive destructor: called through void (*)(void *), so it takes one
+ * (calling kiln_host_jit_destroy through a cast pointer is undefined; clang's UBSan says so). */
+static void host_jit_free(void *jit) {
+  kiln_host_jit_destroy(jit);
+}
+
 static void rng_state_free(void *p) {
   rng_state_t *r = p;
   pthread_mutex_destroy(&r->mu);
@@ -670,7 +676,7 @@ kiln_status kiln_thunk_emit_module(const kiln_hlo_module_t *m, const kiln_buffer
     s = kiln_host_jit_create(&jo, &E.jit);
     if (!s) {
       E.d->keepalive = E.jit;
-      E.d->keepalive_free = (void (*)(void *))kiln_host_jit_destroy;
+      E.d->keepalive_free = host_jit_free;
     }
   }
   if (!s) s = bind_allocations(&E);

@@ -365,9 +365,15 @@ static void binary_comp(kiln_strbuf_t *b, const char *name, int type, const char
 }
 
 /* A reducer that the type takes. */
-static const char *random_reducer(gen_t *g, int type) {
+/* A reducer that the type takes, for `terms` values combined into one. Floats narrower than
+ * f32 round after every step, so an add or multiply over more than 4 of them depends on the
+ * order (a tree here, a sequence in the evaluator) beyond any tolerance: those get maximum or
+ * minimum, which do not round. */
+static const char *random_reducer(gen_t *g, int type, int64_t terms) {
   if (kTypes[type].kind == K_PRED) return chance(g, 50) ? "and" : "or";
   if (kTypes[type].kind == K_C) return chance(g, 70) ? "add" : "multiply";
+  if (kTypes[type].kind == K_F && kTypes[type].bits < 32 && terms > 4)
+    return chance(g, 50) ? "maximum" : "minimum";
   static const char *kOps[] = {"add", "add", "maximum", "minimum", "multiply"};
   return kOps[rnd(g, 5)];
 }
@@ -886,6 +892,8 @@ static int op_scatter(gen_t *g) {
   int upd = node_like(g, &us);
   const char *comb = kTypes[in.type].kind == K_PRED ? "or" : (chance(g, 70) ? "add" : "maximum");
   if (kTypes[in.type].kind == K_C) comb = "add";
+  if (kTypes[in.type].kind == K_F && kTypes[in.type].bits < 32)
+    comb = "maximum"; /* see random_reducer */
   int id = g->p->num_nodes;
   char name[48];
   snprintf(name, sizeof name, "scatter_comb_%d", id);
@@ -911,8 +919,10 @@ static int op_reduce(gen_t *g) {
   r.type = in.type;
   kiln_strbuf_t dims = {0};
   int n = 0;
+  int64_t terms = 1;
   for (int i = 0; i < in.rank; i++) {
     if (chance(g, 50) || (i == in.rank - 1 && n == 0)) {
+      terms *= in.dims[i];
       kiln_strbuf_printf(&dims, "%s%d", n++ ? "," : "", i);
     } else {
       r.dims[r.rank++] = in.dims[i];
@@ -920,7 +930,7 @@ static int op_reduce(gen_t *g) {
   }
   gen_shape_t sc = scalar_of(in.type);
   int init = add_param(g, &sc); /* fake arguments give it the reducer's identity */
-  const char *red = random_reducer(g, in.type);
+  const char *red = random_reducer(g, in.type, terms);
   char name[48];
   snprintf(name, sizeof name, "reducer_%d", g->p->num_nodes);
   kiln_strbuf_t c = {0};
@@ -938,11 +948,13 @@ static int op_reduce_window(gen_t *g) {
   if (!kTypes[in.type].arith) return -1;
   gen_shape_t r = in;
   kiln_strbuf_t sz = {0}, st = {0}, pd = {0};
+  int64_t window_terms = 1;
   for (int i = 0; i < in.rank; i++) {
     int64_t d = in.dims[i];
     int64_t lo = rnd(g, 2), hi = rnd(g, 2);
     int64_t padded = d + lo + hi;
     int64_t w = padded > 0 ? rnd_range(g, 1, padded < 4 ? padded : 4) : 1;
+    window_terms *= w;
     int64_t s = 1 + rnd(g, 2);
     if (padded < w) lo = hi = 0, w = 1, padded = d;
     r.dims[i] = padded >= w ? (padded - w) / s + 1 : 0;
@@ -952,7 +964,7 @@ static int op_reduce_window(gen_t *g) {
   }
   gen_shape_t sc = scalar_of(in.type);
   int init = add_param(g, &sc);
-  const char *red = random_reducer(g, in.type);
+  const char *red = random_reducer(g, in.type, window_terms);
   char name[48];
   snprintf(name, sizeof name, "window_reducer_%d", g->p->num_nodes);
   kiln_strbuf_t c = {0};
