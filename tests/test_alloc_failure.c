@@ -160,7 +160,10 @@ static void test_every_allocation_failure_is_handled(void **state) {
   int64_t fixed_stride = env ? atoll(env) : 0;
   int points_per_module = UNDER_ASAN ? 1 : 4;
   int64_t total_points = 0, swept = 0, failures = 0;
-  for (int i = 0; i < NUM_MODULES; i++) {
+  /* Under ASan the three benchmark modules (millions of elements through the evaluator in
+   * every child) are left to the normal build. */
+  int first = UNDER_ASAN ? 3 : 0;
+  for (int i = first; i < NUM_MODULES; i++) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), kModules[i]);
     kiln_hlo_file_t *f = NULL;
@@ -198,8 +201,8 @@ static void test_every_allocation_failure_is_handled(void **state) {
   printf(
       "allocation-failure sweep: %lld fallible allocations over %d modules, %lld swept, %lld not "
       "handled\n",
-      (long long)total_points, NUM_MODULES, (long long)swept, (long long)failures);
-  assert_true(total_points >= NUM_MODULES);
+      (long long)total_points, NUM_MODULES - first, (long long)swept, (long long)failures);
+  assert_true(total_points >= NUM_MODULES - first);
   assert_int_equal(failures, 0);
 }
 

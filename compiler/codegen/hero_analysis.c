@@ -264,7 +264,7 @@ kiln_status kiln_hero_reduction_plan(const kiln_hlo_computation_t *c, const kiln
   } else {
     out->split_size = R;
   }
-  if (warp % N == 0) {
+  if (N > 0 && warp % N == 0) { /* N == 0: an empty output, no small-column plan */
     /* XLA's SmallColumnReductionFusion. */
     out->kind = KILN_REDUCTION_SMALL_COLUMN;
     int vec = plan_vector_size(R * N, warp, in_lo, complex);
