@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +31,31 @@ void kiln_allocator_set(const kiln_allocator_t *a) {
   }
 }
 
-void *kiln_try_malloc(size_t n) { return g_alloc.realloc_fn(g_alloc.ctx, NULL, n ? n : 1); }
-void *kiln_try_realloc(void *p, size_t n) { return g_alloc.realloc_fn(g_alloc.ctx, p, n ? n : 1); }
+static _Atomic int64_t g_fail_nth, g_fallible;
+
+void kiln_alloc_fail_nth(int64_t n) {
+  atomic_store(&g_fail_nth, n > 0 ? n : 0);
+  atomic_store(&g_fallible, 0);
+}
+
+int64_t kiln_alloc_fallible_count(void) {
+  return atomic_load(&g_fallible);
+}
+
+/* Whether the injection refuses this fallible allocation. */
+static bool injected_failure(void) {
+  int64_t nth = atomic_load_explicit(&g_fail_nth, memory_order_relaxed);
+  return nth && atomic_fetch_add(&g_fallible, 1) + 1 == nth;
+}
+
+void *kiln_try_malloc(size_t n) {
+  if (injected_failure()) return NULL;
+  return g_alloc.realloc_fn(g_alloc.ctx, NULL, n ? n : 1);
+}
+void *kiln_try_realloc(void *p, size_t n) {
+  if (injected_failure()) return NULL;
+  return g_alloc.realloc_fn(g_alloc.ctx, p, n ? n : 1);
+}
 void *kiln_try_calloc(size_t count, size_t size) {
   if (size && count > SIZE_MAX / size) return NULL;
   void *p = kiln_try_malloc(count * size);
@@ -44,18 +69,19 @@ static void oom(size_t n) {
 }
 
 void *kiln_malloc(size_t n) {
-  void *p = kiln_try_malloc(n);
+  void *p = g_alloc.realloc_fn(g_alloc.ctx, NULL, n ? n : 1);
   if (!p) oom(n);
   return p;
 }
 void *kiln_realloc(void *p, size_t n) {
-  void *q = kiln_try_realloc(p, n);
+  void *q = g_alloc.realloc_fn(g_alloc.ctx, p, n ? n : 1);
   if (!q) oom(n);
   return q;
 }
 void *kiln_calloc(size_t count, size_t size) {
-  void *p = kiln_try_calloc(count, size);
-  if (!p) oom(count * size);
+  if (size && count > SIZE_MAX / size) oom(SIZE_MAX);
+  void *p = kiln_malloc(count * size);
+  memset(p, 0, count * size);
   return p;
 }
 void kiln_free(void *p) {
@@ -186,8 +212,22 @@ void *kiln_arena_alloc(kiln_arena_t *a, size_t n) {
     size_t cap = a->head ? a->head->cap * 2 : ARENA_CHUNK_MIN;
     if (cap > ARENA_CHUNK_MAX) cap = ARENA_CHUNK_MAX;
     if (cap < n) cap = n;
-    kiln_arena_chunk_t *c = pool_take(cap);
-    if (!c) c = kiln_try_malloc(sizeof *c + cap);
+    /* A chunk of an unbounded arena no larger than the usual chunk is the compiler's own
+     * bookkeeping (IR, kernel IR, analyses), whose callers do not check: like kiln_malloc it
+     * aborts on exhaustion. Bounded arenas (the parser's, sized by its input) and larger
+     * blocks (data sized by the user: literals) are refused with NULL, which callers turn
+     * into RESOURCE_EXHAUSTED. A pooled chunk of a destroyed arena comes first. */
+    bool bookkeeping = !a->limit && cap <= (1u << 20);
+    kiln_arena_chunk_t *c;
+    if (bookkeeping) {
+      c = pool_take(cap);
+      if (!c) c = kiln_malloc(sizeof *c + cap);
+    } else {
+      /* A fallible chunk counts for the failure injection whether or not the pool has one. */
+      bool refused = injected_failure();
+      c = refused ? NULL : pool_take(cap);
+      if (!c && !refused) c = g_alloc.realloc_fn(g_alloc.ctx, NULL, sizeof *c + cap);
+    }
     if (!c) return NULL;
     c->cap = cap;
     c->next = a->head;

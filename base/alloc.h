@@ -17,6 +17,16 @@ typedef struct kiln_allocator {
 /* Replaces the process-wide allocator (NULL restores libc). Call before any allocation. */
 void kiln_allocator_set(const kiln_allocator_t *a);
 
+/* Allocation-failure injection (tests/test_alloc_failure.c, SQLite's approach): counts the
+ * fallible allocations (kiln_try_*, which arena chunks use) from now on and refuses the
+ * `n`-th one (n >= 1; 0 turns injection off and resets the count). kiln_malloc / kiln_realloc
+ * / kiln_calloc / kiln_strdup are never refused: they abort on exhaustion by design (small
+ * bookkeeping, see above). kiln_alloc_fail_nth(INT64_MAX) only counts. Process-wide: worker
+ * threads' allocations count too. */
+void kiln_alloc_fail_nth(int64_t n);
+/* Fallible allocations counted since the last kiln_alloc_fail_nth. */
+int64_t kiln_alloc_fallible_count(void);
+
 void *kiln_try_malloc(size_t n);
 void *kiln_try_realloc(void *p, size_t n);
 void *kiln_try_calloc(size_t count, size_t size);
@@ -41,7 +51,9 @@ typedef struct kiln_arena {
 
 void kiln_arena_init(kiln_arena_t *a);
 void kiln_arena_destroy(kiln_arena_t *a);
-/* Returns zeroed, 16-byte aligned memory, or NULL if over the arena's limit. */
+/* Returns zeroed, 16-byte aligned memory, or NULL if over the arena's limit or (a bounded
+ * arena, or a block over 1 MiB) when the heap refuses it; an unbounded arena's ordinary chunk
+ * is bookkeeping and aborts on exhaustion like kiln_malloc. */
 void *kiln_arena_alloc(kiln_arena_t *a, size_t n);
 /* Grows a block previously returned by this arena (copying). */
 void *kiln_arena_realloc(kiln_arena_t *a, void *old, size_t old_n, size_t new_n);

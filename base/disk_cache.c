@@ -109,8 +109,14 @@ bool kiln_disk_cache_get(const char *dir, const char *kind, const uint64_t key[2
          h.key[1] == key[1] && h.len < ((uint64_t)1 << 40);
   }
   if (ok) {
-    buf = kiln_malloc(h.len ? (size_t)h.len : 1);
-    ok = fread(buf, 1, (size_t)h.len, f) == h.len && fgetc(f) == EOF;
+    /* The header's length is not trusted before it matches the file's: a flipped bit there
+     * must not make us allocate terabytes. */
+    struct stat st;
+    ok = fstat(fileno(f), &st) == 0 && (uint64_t)st.st_size == sizeof(h) + h.len;
+  }
+  if (ok) {
+    buf = kiln_try_malloc(h.len ? (size_t)h.len : 1);
+    ok = buf && fread(buf, 1, (size_t)h.len, f) == h.len && fgetc(f) == EOF;
   }
   fclose(f);
   if (ok) {

@@ -1,24 +1,30 @@
 #!/usr/bin/env bash
 # Builds the fuzzers with clang-19 (libFuzzer + ASan + UBSan) and runs them for $1 seconds in
-# total (default 60), split: the HLO parser 30%, the MLIR text reader (fuzz_mlir_text, seeded
-# from the StableHLO test files) 20%, the MLIR bytecode reader (fuzz_mlir_bytecode, seeded
-# from StableHLO's VHLO artifacts) 20%, the FFI backend_config decoder (fuzz_ffi_attrs) 15%
-# and the protobuf inputs of the plugin (fuzz_hlo_proto: HloModuleProto,
-# HloModuleProtoWithConfig, CompileOptionsProto) the rest. Seeded from the HLO corpus (the
+# total (default 60), split: the HLO parser 20%, the MLIR text reader (fuzz_mlir_text, seeded
+# from the StableHLO test files) 15%, the MLIR bytecode reader (fuzz_mlir_bytecode, seeded
+# from StableHLO's VHLO artifacts) 15%, the FFI backend_config decoder (fuzz_ffi_attrs) 10%,
+# the whole compile pipeline (fuzz_compile: passes, emitters, LLVM for the host, seeded with
+# kiln-fuzz's generated programs and small corpus modules) 20%, the disk-cache entry loader
+# (fuzz_cache_entry: corrupted entries refused) 10%, and the protobuf inputs of the plugin
+# (fuzz_hlo_proto: HloModuleProto, HloModuleProtoWithConfig, CompileOptionsProto) the rest. Seeded from the HLO corpus (the
 # proto seeds are the corpus modules encoded by the test encoder). Fails on any crash, leak
 # or hang.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
-parser_seconds=$(( seconds * 3 / 10 ))
+parser_seconds=$(( seconds / 5 ))
 [ "$parser_seconds" -ge 1 ] || parser_seconds=1
-mlir_seconds=$(( seconds / 5 ))
+mlir_seconds=$(( seconds * 3 / 20 ))
 [ "$mlir_seconds" -ge 1 ] || mlir_seconds=1
-bytecode_seconds=$(( seconds / 5 ))
+bytecode_seconds=$(( seconds * 3 / 20 ))
 [ "$bytecode_seconds" -ge 1 ] || bytecode_seconds=1
-attrs_seconds=$(( seconds * 3 / 20 ))
+attrs_seconds=$(( seconds / 10 ))
 [ "$attrs_seconds" -ge 1 ] || attrs_seconds=1
-proto_seconds=$(( seconds - parser_seconds - mlir_seconds - bytecode_seconds - attrs_seconds ))
+compile_seconds=$(( seconds / 5 ))
+[ "$compile_seconds" -ge 1 ] || compile_seconds=1
+cache_seconds=$(( seconds / 10 ))
+[ "$cache_seconds" -ge 1 ] || cache_seconds=1
+proto_seconds=$(( seconds - parser_seconds - mlir_seconds - bytecode_seconds - attrs_seconds - compile_seconds - cache_seconds ))
 [ "$proto_seconds" -ge 1 ] || proto_seconds=1
 corpus_dir="${KILN_CORPUS_DIR:-$(cd .. && pwd)/shared/hlo-corpus}"
 out=build-fuzz
@@ -37,6 +43,33 @@ clang-19 -std=gnu11 -O1 -Wall -Wextra -Werror -I. -Iinclude $(ls base/*.c compil
   -o "$out/gen_hlo_proto_seeds"
 clang-19 "${cflags[@]}" $(ls base/*.c compiler/hlo/*.c compiler/frontend/mlir_*.c) \
   fuzz/fuzz_mlir_bytecode.c -lm -o "$out/fuzz_mlir_bytecode"
+# The compile pipeline: every layer below the plugin and LLVM, compiled in parallel (the
+# objects instrumented for coverage, the target linked with the fuzzer runtime).
+obj="$out/compile-objs"
+mkdir -p "$obj"
+ls base/*.c compiler/hlo/*.c compiler/analysis/*.c compiler/eval/*.c compiler/passes/*.c \
+   compiler/codegen/*.c compiler/backend/*.c compiler/thunks/*.c runtime/*.c runtime/host/*.c \
+   runtime/cuda/*.c ffi/*.c |
+  xargs -P "$(nproc)" -I{} sh -c 'clang-19 -std=gnu11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
+    -fno-sanitize-recover=all -Wall -Wextra -Werror -Wno-unused-parameter -I. -Iinclude \
+    -I"$(llvm-config-19 --includedir)" -c "$1" -o "$2/$(echo "$1" | tr / _).o"' _ {} "$obj"
+clang-19 "${cflags[@]}" fuzz/fuzz_compile.c "$obj"/*.o -L"$(llvm-config-19 --libdir)" -lLLVM-19 \
+  -lm -ldl -lpthread -o "$out/fuzz_compile"
+clang-19 "${cflags[@]}" $(ls base/*.c) fuzz/fuzz_cache_entry.c -lm -ldl -lpthread \
+  -o "$out/fuzz_cache_entry"
+# Compile seeds: kiln-fuzz's generated programs (when the normal build is there) and the
+# corpus modules under 4 KiB.
+compile_seeds="$out/compile-seeds"
+rm -rf "$compile_seeds" && mkdir -p "$compile_seeds"
+if [ -x build/kiln-fuzz ]; then
+  for s in $(seq 1 200); do build/kiln-fuzz --print="$s" > "$compile_seeds/gen_$s.hlo"; done
+fi
+find "$corpus_dir"/xla -name '*.hlo' -size -4k -exec cp {} "$compile_seeds"/ \; 2>/dev/null || true
+cache_seeds="$out/cache-seeds"
+rm -rf "$cache_seeds" && mkdir -p "$cache_seeds"
+printf '\001\100\001' > "$cache_seeds/seed_flip"
+printf '\000KILNDC01' > "$cache_seeds/seed_raw"
+
 # Bytecode seeds: StableHLO's portable artifacts (every VHLO version).
 bc_seeds="$out/bytecode-seeds"
 rm -rf "$bc_seeds" && mkdir -p "$bc_seeds"
@@ -112,5 +145,7 @@ run fuzz_mlir_text "$mlir_seconds" "$out/mlir-corpus-work" "$mlir_seeds" 16384
 run fuzz_ffi_attrs "$attrs_seconds" "$out/attr-corpus-work" "$attr_seeds" 4096
 run fuzz_hlo_proto "$proto_seconds" "$out/proto-corpus-work" "$proto_seeds" 16384
 run fuzz_mlir_bytecode "$bytecode_seconds" "$out/bytecode-corpus-work" "$bc_seeds" 32768
+run fuzz_compile "$compile_seconds" "$out/compile-corpus-work" "$compile_seeds" 8192
+run fuzz_cache_entry "$cache_seconds" "$out/cache-corpus-work" "$cache_seeds" 4096
 if [ "$status" -ne 0 ]; then exit "$status"; fi
-echo "fuzz: no crash, leak or hang in ${seconds}s (parser ${parser_seconds}s, mlir text ${mlir_seconds}s, ffi attrs ${attrs_seconds}s, hlo proto ${proto_seconds}s, mlir bytecode ${bytecode_seconds}s)"
+echo "fuzz: no crash, leak or hang in ${seconds}s (parser ${parser_seconds}s, mlir text ${mlir_seconds}s, ffi attrs ${attrs_seconds}s, hlo proto ${proto_seconds}s, mlir bytecode ${bytecode_seconds}s, compile ${compile_seconds}s, cache entries ${cache_seconds}s)"

@@ -171,6 +171,7 @@ static int plan_vector_size(int64_t minor, int64_t threads, int smallest_input_b
 
 /* MULTI_ROW rows-per-block: lanes per row, then rows while the block stays <= 256. */
 static int64_t multirow_rows(int64_t K, int64_t lanes) {
+  if (K <= 0) return 1; /* no kept rows (an empty output): one row per block, no division by 0 */
   return K * lanes <= 256 ? K : 256 / lanes;
 }
 
@@ -263,7 +264,7 @@ kiln_status kiln_hero_reduction_plan(const kiln_hlo_computation_t *c, const kiln
   } else {
     out->split_size = R;
   }
-  if (warp % N == 0) {
+  if (N > 0 && warp % N == 0) { /* N == 0: an empty output, no small-column plan */
     /* XLA's SmallColumnReductionFusion. */
     out->kind = KILN_REDUCTION_SMALL_COLUMN;
     int vec = plan_vector_size(R * N, warp, in_lo, complex);

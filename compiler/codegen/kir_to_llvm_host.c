@@ -535,6 +535,11 @@ static void emit_shuffle_segment(kir_llvm_t *L, host_t *h, const kiln_kir_op_t *
     return;
   }
   LLVMTypeRef et = h->slot_t[x->id];
+  unsigned al = (unsigned)(LLVMABISizeOfType(LLVMGetModuleDataLayout(L->mod), et));
+  /* A vector of i1 / i2 / i4 is bit-packed while each slot of the array holds a whole byte:
+   * move such elements as the bytes they are stored in (the shuffle only moves bits). */
+  if (LLVMGetTypeKind(et) == LLVMIntegerTypeKind && LLVMGetIntTypeWidth(et) % 8 != 0)
+    et = LLVMIntTypeInContext(LLVMGetModuleContext(L->mod), 8 * al);
   LLVMTypeRef vt = LLVMVectorType(et, 32);
   LLVMValueRef mask[32];
   for (int i = 0; i < 32; i++) mask[i] = LLVMConstInt(L->i32, (unsigned)shuffle_src(op, i), 0);
@@ -543,7 +548,6 @@ static void emit_shuffle_segment(kir_llvm_t *L, host_t *h, const kiln_kir_op_t *
   tloop_t w;
   loop_open(L, &w, 0, nwarps, 1, "warp");
   LLVMValueRef base = LLVMBuildMul(b, w.iv, LLVMConstInt(L->i64, 32, 0), "");
-  unsigned al = (unsigned)(LLVMABISizeOfType(LLVMGetModuleDataLayout(L->mod), et));
   LLVMValueRef ld = LLVMBuildLoad2(b, vt, LLVMBuildInBoundsGEP2(b, et, h->slot[x->id], &base, 1, ""), "");
   LLVMSetAlignment(ld, al);
   LLVMValueRef sh = LLVMBuildShuffleVector(b, ld, LLVMGetUndef(vt), mv, "");

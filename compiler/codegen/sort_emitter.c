@@ -126,6 +126,12 @@ static kiln_status plan(const kiln_hlo_computation_t *c, sort_plan_t *p) {
     for (int i = 0; i < sh->rank; i++)
       if (x->shape->dims[i] != sh->dims[i])
         return KILN_ERR_INVALID("%s: operand %d's shape differs from operand 0's", s->name, k);
+    /* The kernel IR holds no complex scalars; other emitters split them into parts, this
+     * one moves whole elements. */
+    if (kiln_elem_type_is_complex(x->shape->type))
+      return KILN_ERR_UNIMPLEMENTED(
+          "%s: operand %d is %s: the sort emitter does not move complex elements", s->name, k,
+          kiln_elem_type_name(x->shape->type));
     if (!kiln_partition_is_tensor_leaf(x))
       return KILN_ERR_UNIMPLEMENTED("%s: operand %d (%s, %s) is not a fusion parameter or constant", s->name, k,
                                     x->name, kiln_hlo_opcode_name(x->opcode));

@@ -108,10 +108,23 @@ static int parse_output_to_operand(const kiln_hlo_instruction_t *in, kiln_inplac
   return n;
 }
 
+/* Whether fused parameter `p` is read by `r` alone, and only as its operand 0: a kernel that
+ * updates p's buffer in place must not read p's old values through another operand (a scatter
+ * whose updates are its operand read the values it had just written). */
+static bool only_updated_operand(const kiln_hlo_instruction_t *r, const kiln_hlo_instruction_t *p) {
+  if (p->users.len != 1) return false;
+  for (int i = 1; i < r->num_operands; i++)
+    if (r->operands[i] == p) return false;
+  return true;
+}
+
 /* In-place pairs of a fused root element `r` at output leaf `leaf`. */
 static int fused_inplace(const kiln_hlo_instruction_t *r, int leaf, kiln_inplace_pair_t *out,
                          int n, int max) {
   if (n >= max) return n;
+  if (r->num_operands > 0 && r->operands[0]->opcode == KILN_OP_PARAMETER &&
+      !only_updated_operand(r, r->operands[0]))
+    return n;
   if (r->opcode == KILN_OP_DYNAMIC_UPDATE_SLICE && r->num_operands > 0 &&
       r->operands[0]->opcode == KILN_OP_PARAMETER) {
     out[n].operand = (int)r->operands[0]->parameter_number;

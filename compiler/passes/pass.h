@@ -54,6 +54,11 @@ typedef struct kiln_pass_options {
    * kernels. Off: every combination the host gemm takes (kiln_fusion_wrapper_is_gemm). */
   bool gemm_f32_f64_only;
   kiln_pass_timings_t *timings; /* NULL: not timed; else each pass's time is added here */
+  /* (optional) Called after each pass that changed the module (verified and dumped as
+   * configured) with the pass's name: kiln-fuzz evaluates every pipeline prefix with it to
+   * name the pass that introduced a wrong result. An error stops the pipeline. */
+  kiln_status (*after_pass)(void *ctx, const char *pass, const kiln_hlo_module_t *m);
+  void *after_pass_ctx;
   bool env_read; /* kiln_pass_options_from_env has filled what the environment sets */
 } kiln_pass_options_t;
 

@@ -120,6 +120,7 @@ kiln_status kiln_pass_runner_run(kiln_pass_runner_t *r, const kiln_pass_t *pass,
   if (r->verify)
     KILN_RETURN_IF_ERROR(kiln_hlo_module_verify(m), "module is invalid after pass '%s'", pass->name);
   if (r->dump_dir) KILN_RETURN_IF_ERROR_PLAIN(kiln_pass_dump_module(r->dump_dir, r->dump_counter++, m, pass->name));
+  if (r->opts->after_pass) return r->opts->after_pass(r->opts->after_pass_ctx, pass->name, m);
   return NULL;
 }
 

@@ -32,6 +32,12 @@ typedef struct rng_state {
   uint64_t word[2];
 } rng_state_t;
 
+/* The description's keepalive destructor: called through void (*)(void *), so it takes one
+ * (calling kiln_host_jit_destroy through a cast pointer is undefined; clang's UBSan says so). */
+static void host_jit_free(void *jit) {
+  kiln_host_jit_destroy(jit);
+}
+
 static void rng_state_free(void *p) {
   rng_state_t *r = p;
   pthread_mutex_destroy(&r->mu);
@@ -205,10 +211,22 @@ static kiln_status take_kernel(emitter_t *E, kiln_codegen_kernel_t *k, kiln_laun
   return NULL;
 }
 
+/* Whether every array leaf of `s` has no elements. */
+static bool all_leaves_empty(const kiln_shape_t *s) {
+  if (kiln_shape_is_tuple(s)) {
+    for (int i = 0; i < s->num_elements; i++)
+      if (!all_leaves_empty(s->elements[i])) return false;
+    return true;
+  }
+  return kiln_shape_num_elements(s) == 0;
+}
+
 static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
                                const kiln_hlo_instruction_t *in) {
   const kiln_hlo_computation_t *fc = kiln_hlo_instruction_called(in, "calls");
   if (!fc) return KILN_ERR_INVALID("fusion %s calls no computation", in->name);
+  /* Nothing to write (a zero-sized output): no kernel, as XLA emits none. */
+  if (all_leaves_empty(in->shape)) return NULL;
   char kname[128];
   snprintf(kname, sizeof(kname), "k%d_%.100s", E->counter++, in->name);
   kiln_codegen_sanitize_name(kname);
@@ -661,7 +679,7 @@ kiln_status kiln_thunk_emit_module(const kiln_hlo_module_t *m, const kiln_buffer
     s = kiln_host_jit_create(&jo, &E.jit);
     if (!s) {
       E.d->keepalive = E.jit;
-      E.d->keepalive_free = (void (*)(void *))kiln_host_jit_destroy;
+      E.d->keepalive_free = host_jit_free;
     }
   }
   if (!s) s = bind_allocations(&E);

@@ -200,6 +200,13 @@ bool kiln_compare_literals(const kiln_literal_t *want, const kiln_literal_t *got
     }
     if (w->num_elements && (!w->data || !g->data)) continue;
     kiln_tolerance_t tol = kiln_compare_module_tolerance(w->shape->type, kiln_compare_magnitude(w));
+    if (opts && opts->has_floor_type &&
+        (kiln_elem_type_is_float(w->shape->type) || kiln_elem_type_is_complex(w->shape->type))) {
+      kiln_tolerance_t floor =
+          kiln_compare_module_tolerance(opts->floor_type, kiln_compare_magnitude(w));
+      if (floor.rtol > tol.rtol) tol.rtol = floor.rtol;
+      if (floor.atol > tol.atol) tol.atol = floor.atol;
+    }
     tol.rtol *= scale;
     tol.atol *= scale;
     char label[32];

@@ -66,6 +66,11 @@ void kiln_compare_array(const kiln_literal_t *want, const void *got, const kiln_
 
 typedef struct kiln_compare_options {
   double scale; /* multiplies the module tolerances; 0: 1 */
+  /* When set, every float or complex leaf passes at least under the module tolerance of
+   * `floor_type`: a module that computes in a narrow type and converts the result to a wider
+   * one carries the narrow type's rounding (kiln-fuzz passes its narrowest float type). */
+  bool has_floor_type;
+  kiln_elem_type_t floor_type;
 } kiln_compare_options_t;
 
 /* Compares every array leaf of `got` with the same leaf of `want` (same shapes) under the

@@ -1,0 +1,214 @@
+/* Allocation-failure injection, as SQLite tests it: parse + compile + run of five corpus
+ * modules on the host backend with the N-th fallible allocation refused (base/alloc.h:
+ * kiln_alloc_fail_nth), for every N up to the number of fallible allocations a clean run makes
+ * (with a stride in CI: KILN_ALLOC_SWEEP_STRIDE, default so that about 4 points per module
+ * run, 1 under ASan; KILN_ALLOC_SWEEP_STRIDE=1 is the full sweep). Each N runs in a child
+ * process, which must
+ *   - end the failing run with an error status carrying a message, or succeed (a refused
+ *     allocation with a fallback: the caches);
+ *   - not crash, and leak nothing (under ASan, LeakSanitizer fails the child at exit);
+ *   - leave what it was given usable: the device and the module parsed before the failure,
+ *     when they were made, then compile and run without injection and match the evaluator.
+ * The failure policy (base/alloc.h): what is sized by the user is fallible and reported as
+ * RESOURCE_EXHAUSTED (kiln_try_*, the parser's bounded arena, arena blocks over the 1 MiB
+ * chunk: literals, arguments); the compiler's own bookkeeping (kiln_malloc and its kind,
+ * chunks of unbounded arenas: IR, kernel IR, analyses) aborts with a message on exhaustion,
+ * by design, and is not swept. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/alloc.h"
+#include "compiler/eval/eval.h"
+#include "compiler/hlo/ir.h"
+#include "runtime/device.h"
+#include "tests/skip_util.h"
+#include "tools/common/compare.h"
+#include "tools/common/device_run.h"
+#include "tools/common/fake_args.h"
+#include "tools/common/hlo_file.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
+static const char *const kModules[] = {
+    "xla/xla__backends__cpu__benchmarks__hlo__mean_axis_1x4096x1024_bf16.hlo",
+    "xla/xla__backends__cpu__benchmarks__hlo__sum_axis_1x4096x1024_bf16.hlo",
+    "xla/xla__backends__cpu__benchmarks__hlo__layer_norm_1x4096x768_bf16.hlo",
+    "xla/xla__backends__cpu__lite_aot__tests__hlos__multiple_outputs.hlo",
+    "xla/xla__tools__tests__data__cholesky.hlo",
+};
+#define NUM_MODULES (int)(sizeof kModules / sizeof kModules[0])
+
+/* Compiles and runs `m` on `dev` with fake arguments; with `check`, compares with the
+ * evaluator. */
+static kiln_status run_module(kiln_device_t *dev, const kiln_hlo_module_t *m, bool check) {
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t **args = NULL, *got = NULL, *want = NULL;
+  int n = 0;
+  kiln_status s = kiln_fake_args_make(m, NULL, &arena, &args, &n);
+  kiln_device_run_options_t o;
+  memset(&o, 0, sizeof o);
+  o.device = dev;
+  kiln_device_run_report_t rep;
+  if (!s) s = kiln_device_run_module(m, args, n, &o, &arena, &got, &rep);
+  if (!s && check) {
+    kiln_eval_options_t eo = {0};
+    s = kiln_eval_module(m, &eo, n, args, &arena, &want);
+    kiln_compare_report_t cr;
+    if (!s && !kiln_compare_literals(want, got, NULL, &cr))
+      s = KILN_ERR_INTERNAL("differs from the evaluator after an allocation failure: %s", cr.first);
+  }
+  kiln_arena_destroy(&arena);
+  return s;
+}
+
+/* The child's whole job for failure point `nth` (0: none, count only). Returns its exit code:
+ * 0 handled, 2 the failing run returned an error without a message, 3 not usable after. */
+static int child(const char *text, size_t len, int64_t nth, int count_fd) {
+  kiln_alloc_fail_nth(nth ? nth : INT64_MAX);
+  kiln_device_t *dev = NULL;
+  kiln_hlo_module_t *m = NULL;
+  kiln_status s = kiln_device_create("host", &dev);
+  if (!s) s = kiln_hlo_parse_module(text, len, NULL, &m);
+  if (!s) s = kiln_hlo_module_verify(m);
+  if (!s) s = run_module(dev, m, false);
+  int64_t count = kiln_alloc_fallible_count();
+  kiln_alloc_fail_nth(0);
+  int rc = 0;
+  if (s && !kiln_status_message(s)[0]) rc = 2;
+  kiln_status_free(s);
+  if (count_fd >= 0 && write(count_fd, &count, sizeof count) != (ssize_t)sizeof count) rc = 4;
+  /* Usable after: what was made before the failure, then a clean run. */
+  s = dev ? NULL : kiln_device_create("host", &dev);
+  if (!s && !m) s = kiln_hlo_parse_module(text, len, NULL, &m);
+  if (!s) s = run_module(dev, m, true);
+  if (s) {
+    fprintf(stderr, "  after failing allocation %lld: %s\n", (long long)nth,
+            kiln_status_message(s));
+    rc = rc ? rc : 3;
+  }
+  kiln_status_free(s);
+  kiln_hlo_module_destroy(m);
+  if (dev) kiln_device_destroy(dev);
+  return rc;
+}
+
+/* Runs child() in a fork; its exit status (or 128 + signal). */
+static int in_child(const char *text, size_t len, int64_t nth, int64_t *count) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* A crash must end the child (cmocka's handlers would carry on in it). */
+    signal(SIGSEGV, SIG_DFL);
+    signal(SIGBUS, SIG_DFL);
+    signal(SIGFPE, SIG_DFL);
+    signal(SIGABRT, SIG_DFL);
+    signal(SIGILL, SIG_DFL);
+    close(fds[0]);
+    int rc = child(text, len, nth, fds[1]);
+    close(fds[1]);
+    fflush(NULL);
+    exit(rc);
+  }
+  close(fds[1]);
+  int64_t c = -1;
+  if (read(fds[0], &c, sizeof c) != (ssize_t)sizeof c) c = -1;
+  close(fds[0]);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (count) *count = c;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void test_every_allocation_failure_is_handled(void **state) {
+  (void)state;
+  /* KILN_ALLOC_SWEEP_DEBUG=<module index>:<N> runs that one point in this process (for gdb). */
+  const char *dbg = getenv("KILN_ALLOC_SWEEP_DEBUG");
+  if (dbg) {
+    char path[4096];
+    int mi = atoi(dbg);
+    snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), kModules[mi % NUM_MODULES]);
+    kiln_hlo_file_t *f = NULL;
+    assert_null(kiln_hlo_file_load(path, &f));
+    int rc = child(f->text, f->len, atoll(strchr(dbg, ':') ? strchr(dbg, ':') + 1 : "1"), -1);
+    kiln_hlo_file_free(f);
+    assert_int_equal(rc, 0);
+    return;
+  }
+  const char *env = getenv("KILN_ALLOC_SWEEP_STRIDE");
+  int64_t fixed_stride = env ? atoll(env) : 0;
+  int points_per_module = UNDER_ASAN ? 1 : 4;
+  int64_t total_points = 0, swept = 0, failures = 0;
+  /* Under ASan the three benchmark modules (millions of elements through the evaluator in
+   * every child) are left to the normal build. */
+  int first = UNDER_ASAN ? 3 : 0;
+  for (int i = first; i < NUM_MODULES; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), kModules[i]);
+    kiln_hlo_file_t *f = NULL;
+    kiln_status s = kiln_hlo_file_load(path, &f);
+    if (s) {
+      kiln_status_free(s);
+      KILN_SKIP("corpus module %s is absent", path);
+    }
+    int64_t k = 0;
+    int rc = in_child(f->text, f->len, 0, &k);
+    assert_int_equal(rc, 0);
+    if (k == 0) k = 1; /* none counted: still fail the first, which must be harmless */
+    int64_t stride =
+        fixed_stride > 0 ? fixed_stride : (k + points_per_module - 1) / points_per_module;
+    int64_t here = 0, bad = 0;
+    /* Odd offsets so that a strided sweep still reaches the last points. */
+    for (int64_t n = 1 + (stride > 1 ? (int64_t)(i % stride) : 0); n <= k; n += stride) {
+      rc = in_child(f->text, f->len, n, NULL);
+      here++;
+      if (rc != 0) {
+        bad++;
+        printf("  %s: failing fallible allocation %lld of %lld: child exit %d\n", kModules[i],
+               (long long)n, (long long)k, rc);
+      }
+    }
+    printf(
+        "%s: %lld fallible allocations, %lld failure points swept (stride %lld), %lld not "
+        "handled\n",
+        kModules[i], (long long)k, (long long)here, (long long)stride, (long long)bad);
+    total_points += k;
+    swept += here;
+    failures += bad;
+    kiln_hlo_file_free(f);
+  }
+  printf(
+      "allocation-failure sweep: %lld fallible allocations over %d modules, %lld swept, %lld not "
+      "handled\n",
+      (long long)total_points, NUM_MODULES - first, (long long)swept, (long long)failures);
+  assert_true(total_points >= NUM_MODULES - first);
+  assert_int_equal(failures, 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_allocation_failure_is_handled),
+  };
+  return kiln_run_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,1468 @@
+/* Random valid HLO modules; see hlo_gen.h. */
+#include "tools/common/hlo_gen.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/str.h"
+
+#define GEN_MAX_RANK 4
+#define GEN_MAX_OPERANDS 6
+
+/* ---- element types ---- */
+
+typedef enum { K_PRED, K_S, K_U, K_F, K_C } type_kind_t;
+
+typedef struct gen_type {
+  const char *name;
+  type_kind_t kind;
+  int bits;
+  bool arith; /* takes arithmetic (f8e8m0fnu, with no sign and no zero, only moves) */
+} gen_type_t;
+
+static const gen_type_t kTypes[] = {
+    {"pred", K_PRED, 8, true},    {"s2", K_S, 2, true},         {"s4", K_S, 4, true},
+    {"s8", K_S, 8, true},         {"s16", K_S, 16, true},       {"s32", K_S, 32, true},
+    {"s64", K_S, 64, true},       {"u2", K_U, 2, true},         {"u4", K_U, 4, true},
+    {"u8", K_U, 8, true},         {"u16", K_U, 16, true},       {"u32", K_U, 32, true},
+    {"u64", K_U, 64, true},       {"f16", K_F, 16, true},       {"bf16", K_F, 16, true},
+    {"f32", K_F, 32, true},       {"f64", K_F, 64, true},       {"f8e5m2", K_F, 8, true},
+    {"f8e4m3", K_F, 8, true},     {"f8e4m3fn", K_F, 8, true},   {"f8e4m3b11fnuz", K_F, 8, true},
+    {"f8e5m2fnuz", K_F, 8, true}, {"f8e4m3fnuz", K_F, 8, true}, {"f8e3m4", K_F, 8, true},
+    {"f8e8m0fnu", K_F, 8, false}, {"f4e2m1fn", K_F, 4, true},   {"c64", K_C, 64, true},
+    {"c128", K_C, 128, true},
+};
+#define NUM_TYPES ((int)(sizeof kTypes / sizeof kTypes[0]))
+#define T_PRED 0
+#define T_S32 5
+#define T_F32 15
+
+static bool is_float(int t) {
+  return kTypes[t].kind == K_F;
+}
+static bool is_numeric(int t) {
+  return kTypes[t].kind != K_PRED && kTypes[t].arith;
+}
+
+/* ---- shapes ---- */
+
+typedef struct gen_shape {
+  int type;
+  int rank;
+  int64_t dims[GEN_MAX_RANK + 1];
+  int m2m[GEN_MAX_RANK + 1]; /* minor-to-major */
+} gen_shape_t;
+
+static int64_t num_elements(const gen_shape_t *s) {
+  int64_t n = 1;
+  for (int i = 0; i < s->rank; i++) n *= s->dims[i];
+  return n;
+}
+
+static bool same_dims(const gen_shape_t *a, const gen_shape_t *b) {
+  if (a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+static void default_layout(gen_shape_t *s) {
+  for (int i = 0; i < s->rank; i++) s->m2m[i] = s->rank - 1 - i;
+}
+
+static void shape_text(kiln_strbuf_t *b, const gen_shape_t *s) {
+  kiln_strbuf_printf(b, "%s[", kTypes[s->type].name);
+  for (int i = 0; i < s->rank; i++)
+    kiln_strbuf_printf(b, "%s%lld", i ? "," : "", (long long)s->dims[i]);
+  kiln_strbuf_printf(b, "]");
+  if (s->rank == 0) return;
+  kiln_strbuf_printf(b, "{");
+  for (int i = 0; i < s->rank; i++) kiln_strbuf_printf(b, "%s%d", i ? "," : "", s->m2m[i]);
+  kiln_strbuf_printf(b, "}");
+}
+
+/* ---- nodes and programs ---- */
+
+typedef struct gen_node {
+  char *op;      /* opcode text; "parameter" for parameters */
+  char *shape;   /* result shape text */
+  gen_shape_t s; /* array shape (valid when !tuple) */
+  bool tuple;
+  int operands[GEN_MAX_OPERANDS];
+  int num_operands;
+  char *attrs; /* ", dimensions={0}" ... (computation names in it are unique per node) */
+  char *comps; /* computations it calls, rendered before ENTRY */
+  bool inexact; /* carries float rounding that may differ between backends (see below) */
+} gen_node_t;
+
+struct kiln_hlo_gen_program {
+  kiln_hlo_gen_options_t opts;
+  gen_node_t *nodes;
+  int num_nodes, cap;
+  int roots[4];
+  int num_roots;
+};
+
+typedef struct gen {
+  kiln_hlo_gen_program_t *p;
+  uint64_t rng;
+  int main_type;
+  int64_t max_elements;
+  bool need_exact; /* the operation being drawn is discontinuous: exact operands only */
+} gen_t;
+
+/* ---- random numbers: splitmix64 ---- */
+
+static uint64_t next_u64(gen_t *g) {
+  uint64_t z = (g->rng += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static int rnd(gen_t *g, int n) {
+  return n <= 1 ? 0 : (int)(next_u64(g) % (uint64_t)n);
+}
+static int64_t rnd_range(gen_t *g, int64_t lo, int64_t hi) {
+  return lo + (int64_t)(next_u64(g) % (uint64_t)(hi - lo + 1));
+}
+static bool chance(gen_t *g, int percent) {
+  return rnd(g, 100) < percent;
+}
+
+static void shuffle(gen_t *g, int *v, int n) {
+  for (int i = n - 1; i > 0; i--) {
+    int j = rnd(g, i + 1), t = v[i];
+    v[i] = v[j];
+    v[j] = t;
+  }
+}
+
+/* Odd sizes: 1, primes, 2^k +- 1, powers of two; sometimes 0. */
+static int64_t rnd_dim(gen_t *g) {
+  static const int64_t kSizes[] = {1, 1, 2, 3, 3, 4, 5, 7, 8, 9, 11, 13, 15, 16, 17, 31, 32, 33};
+  if (chance(g, 2)) return 0;
+  return kSizes[rnd(g, (int)(sizeof kSizes / sizeof kSizes[0]))];
+}
+
+static void random_layout(gen_t *g, gen_shape_t *s) {
+  default_layout(s);
+  if (s->rank > 1 && chance(g, 20)) shuffle(g, s->m2m, s->rank);
+}
+
+static gen_shape_t random_shape(gen_t *g, int type, int rank) {
+  gen_shape_t s;
+  memset(&s, 0, sizeof s);
+  s.type = type;
+  s.rank = rank;
+  for (int tries = 0; tries < 20; tries++) {
+    for (int i = 0; i < rank; i++) s.dims[i] = rnd_dim(g);
+    if (num_elements(&s) <= g->max_elements) break;
+  }
+  for (int i = 0; i < rank; i++)
+    while (num_elements(&s) > g->max_elements && s.dims[i] > 1) s.dims[i] /= 2;
+  random_layout(g, &s);
+  return s;
+}
+
+static int random_type(gen_t *g) {
+  if (chance(g, 35)) return T_F32;
+  return rnd(g, NUM_TYPES);
+}
+
+static char *xprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *xprintf(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_vprintf(&b, fmt, ap);
+  va_end(ap);
+  char *r = kiln_strdup(kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&b);
+  return r;
+}
+
+static char *strbuf_take(kiln_strbuf_t *b) {
+  char *r = kiln_strdup(kiln_strbuf_cstr(b));
+  kiln_strbuf_free(b);
+  return r;
+}
+
+/* Floating-point results may differ in their last bits between the compiled module and the
+ * evaluator (summation order, math library); a discontinuous operation (compare, convert to
+ * an integer, floor, sort keys, ...) would turn that into a different discrete value that no
+ * tolerance covers, so such operations take only exact operands: parameters, constants and
+ * what data movement, min / max, negate, abs and converts make of them, and anything
+ * integer. */
+static bool inexact_result(const kiln_hlo_gen_program_t *p, const gen_node_t *nd) {
+  static const char *const kExact[] = {"parameter",
+                                       "constant",
+                                       "iota",
+                                       "broadcast",
+                                       "transpose",
+                                       "reshape",
+                                       "reverse",
+                                       "slice",
+                                       "pad",
+                                       "concatenate",
+                                       "dynamic-slice",
+                                       "dynamic-update-slice",
+                                       "gather",
+                                       "select",
+                                       "clamp",
+                                       "maximum",
+                                       "minimum",
+                                       "negate",
+                                       "abs",
+                                       "copy",
+                                       "tuple",
+                                       "get-tuple-element",
+                                       "sort",
+                                       "convert",
+                                       "compare",
+                                       "is-finite",
+                                       "floor",
+                                       "ceil",
+                                       "round-nearest-even",
+                                       "round-nearest-afz",
+                                       "sign",
+                                       "bitcast-convert"};
+  bool in = false;
+  for (int i = 0; i < nd->num_operands; i++) in |= p->nodes[nd->operands[i]].inexact;
+  if (in) return true;
+  for (size_t i = 0; i < sizeof kExact / sizeof kExact[0]; i++)
+    if (!strcmp(nd->op, kExact[i])) return false;
+  if (nd->tuple) return true; /* while, multi-operand sort: conservative */
+  return kTypes[nd->s.type].kind == K_F || kTypes[nd->s.type].kind == K_C;
+}
+
+static int add_node(gen_t *g, const char *op, const gen_shape_t *s, const int *operands, int n,
+                    char *attrs, char *comps) {
+  kiln_hlo_gen_program_t *p = g->p;
+  if (p->num_nodes == p->cap) {
+    p->cap = p->cap ? 2 * p->cap : 32;
+    p->nodes = kiln_realloc(p->nodes, (size_t)p->cap * sizeof *p->nodes);
+  }
+  gen_node_t *nd = &p->nodes[p->num_nodes];
+  memset(nd, 0, sizeof *nd);
+  nd->op = kiln_strdup(op);
+  nd->s = *s;
+  kiln_strbuf_t b = {0};
+  shape_text(&b, s);
+  nd->shape = strbuf_take(&b);
+  for (int i = 0; i < n; i++) nd->operands[i] = operands[i];
+  nd->num_operands = n;
+  nd->attrs = attrs ? attrs : kiln_strdup("");
+  nd->comps = comps ? comps : kiln_strdup("");
+  nd->inexact = inexact_result(p, nd);
+  return p->num_nodes++;
+}
+
+/* A tuple-shaped node: `shape` is its text. */
+static int add_tuple_node(gen_t *g, const char *op, const char *shape, const int *operands, int n,
+                          char *attrs, char *comps) {
+  gen_shape_t s;
+  memset(&s, 0, sizeof s);
+  int id = add_node(g, op, &s, operands, n, attrs, comps);
+  kiln_free(g->p->nodes[id].shape);
+  g->p->nodes[id].shape = kiln_strdup(shape);
+  g->p->nodes[id].tuple = true;
+  return id;
+}
+
+static int add_param(gen_t *g, const gen_shape_t *s) {
+  return add_node(g, "parameter", s, NULL, 0, NULL, NULL);
+}
+
+static gen_shape_t scalar_of(int type) {
+  gen_shape_t s;
+  memset(&s, 0, sizeof s);
+  s.type = type;
+  return s;
+}
+
+static int add_constant(gen_t *g, int type, const char *value) {
+  gen_shape_t s = scalar_of(type);
+  return add_node(g, "constant", &s, NULL, 0, xprintf("%s", value), NULL);
+}
+
+/* A small constant of `type` as HLO text. */
+static const char *small_value(gen_t *g, int type) {
+  static const char *kF[] = {"0", "1", "-1", "0.5", "2"};
+  static const char *kI[] = {"0", "1", "-1", "3"};
+  static const char *kU[] = {"0", "1", "3"};
+  switch (kTypes[type].kind) {
+    case K_PRED:
+      return chance(g, 50) ? "true" : "false";
+    case K_S:
+      return kI[rnd(g, kTypes[type].bits == 2 ? 3 : 4)];
+    case K_U:
+      return kU[rnd(g, 3)];
+    case K_F:
+      return type == 24 ? "1" : kF[rnd(g, 5)];
+    case K_C:
+      return chance(g, 50) ? "(1, 0)" : "(0.5, -1)";
+  }
+  return "0";
+}
+
+/* A node of the given array shape: an existing one (same type and dimensions) when there is
+ * one (most of the time), else a new parameter. */
+static int node_like(gen_t *g, const gen_shape_t *s) {
+  kiln_hlo_gen_program_t *p = g->p;
+  if (chance(g, 80))
+    for (int i = p->num_nodes - 1; i >= 0; i--) {
+      const gen_node_t *nd = &p->nodes[i];
+      if (!nd->tuple && nd->s.type == s->type && same_dims(&nd->s, s) &&
+          !(g->need_exact && nd->inexact))
+        return i;
+    }
+  return add_param(g, s);
+}
+
+/* A recent array node whose type passes `ok` (NULL: any), else a new parameter. */
+static int pick(gen_t *g, bool (*ok)(int type), int min_rank) {
+  kiln_hlo_gen_program_t *p = g->p;
+  int cands[64], n = 0;
+  for (int i = p->num_nodes - 1; i >= 0 && n < 64; i--) {
+    const gen_node_t *nd = &p->nodes[i];
+    if (nd->tuple || nd->s.rank < min_rank || (ok && !ok(nd->s.type))) continue;
+    if (g->need_exact && nd->inexact) continue;
+    if (!strcmp(nd->op, "constant") && chance(g, 80)) continue;
+    cands[n++] = i;
+  }
+  if (n && chance(g, 90)) {
+    /* Prefer recent nodes: the smaller of two draws. */
+    int a = rnd(g, n), b = rnd(g, n);
+    return cands[a < b ? a : b];
+  }
+  int type = g->main_type;
+  if (ok && !ok(type)) {
+    int tries = 0;
+    do type = random_type(g);
+    while (!ok(type) && ++tries < 100);
+    if (!ok(type)) type = T_F32;
+  }
+  gen_shape_t s = random_shape(g, type, min_rank + rnd(g, GEN_MAX_RANK - min_rank + 1));
+  return add_param(g, &s);
+}
+
+static const gen_shape_t *shape_of(gen_t *g, int id) {
+  return &g->p->nodes[id].s;
+}
+
+/* ---- computations ---- */
+
+/* A binary computation `name` on scalars of `type`: root `op(a, b)`. */
+static void binary_comp(kiln_strbuf_t *b, const char *name, int type, const char *op) {
+  const char *t = kTypes[type].name;
+  kiln_strbuf_printf(
+      b, "%s {\n  a = %s[] parameter(0)\n  b = %s[] parameter(1)\n  ROOT r = %s[] %s(a, b)\n}\n\n",
+      name, t, t, t, op);
+}
+
+/* A reducer that the type takes. */
+/* A reducer that the type takes, for `terms` values combined into one. Floats narrower than
+ * f32 round after every step, so an add or multiply over more than 4 of them depends on the
+ * order (a tree here, a sequence in the evaluator) beyond any tolerance: those get maximum or
+ * minimum, which do not round. */
+static const char *random_reducer(gen_t *g, int type, int64_t terms) {
+  if (kTypes[type].kind == K_PRED) return chance(g, 50) ? "and" : "or";
+  if (kTypes[type].kind == K_C) return chance(g, 70) ? "add" : "multiply";
+  if (kTypes[type].kind == K_F && kTypes[type].bits < 32 && terms > 4)
+    return chance(g, 50) ? "maximum" : "minimum";
+  static const char *kOps[] = {"add", "add", "maximum", "minimum", "multiply"};
+  return kOps[rnd(g, 5)];
+}
+
+/* ---- operations: each returns the new node, or -1 when it does not apply ---- */
+
+static bool any_type(int t) {
+  (void)t;
+  return true;
+}
+static bool numeric_type(int t) {
+  return is_numeric(t);
+}
+static bool real_type(int t) {
+  return is_numeric(t) && kTypes[t].kind != K_C;
+}
+static bool float_type(int t) {
+  return is_float(t) && kTypes[t].arith;
+}
+static bool dot_type(int t) {
+  return is_numeric(t) && kTypes[t].bits >= 8;
+}
+
+static int op_unary(gen_t *g) {
+  int x = pick(g, any_type, 0);
+  const gen_shape_t *s = shape_of(g, x);
+  const char *op = NULL;
+  int t = s->type;
+  if (!kTypes[t].arith) return -1;
+  switch (kTypes[t].kind) {
+    case K_PRED:
+      op = "not";
+      break;
+    case K_S: {
+      static const char *k[] = {"negate", "abs", "not", "popcnt", "count-leading-zeros", "sign"};
+      op = k[rnd(g, 6)];
+      break;
+    }
+    case K_U: {
+      static const char *k[] = {"not", "popcnt", "count-leading-zeros", "negate"};
+      op = k[rnd(g, 4)];
+      break;
+    }
+    case K_F: {
+      static const char *k[] = {"abs",
+                                "negate",
+                                "tanh",
+                                "exponential",
+                                "sine",
+                                "cosine",
+                                "floor",
+                                "ceil",
+                                "sign",
+                                "logistic",
+                                "round-nearest-even",
+                                "round-nearest-afz",
+                                "sqrt",
+                                "log",
+                                "rsqrt",
+                                "exponential-minus-one",
+                                "log-plus-one",
+                                "cbrt",
+                                "is-finite"};
+      op = k[rnd(g, 19)];
+      break;
+    }
+    case K_C: {
+      static const char *k[] = {"negate", "exponential", "real", "imag", "abs"};
+      op = k[rnd(g, 5)];
+      break;
+    }
+  }
+  static const char *const kJumps[] = {"floor",
+                                       "ceil",
+                                       "sign",
+                                       "round-nearest-even",
+                                       "round-nearest-afz",
+                                       "is-finite",
+                                       "popcnt",
+                                       "count-leading-zeros"};
+  for (size_t i = 0; i < sizeof kJumps / sizeof kJumps[0]; i++)
+    if (!strcmp(op, kJumps[i]) && g->p->nodes[x].inexact) return -1;
+  gen_shape_t r = *s;
+  if (!strcmp(op, "is-finite")) r.type = T_PRED;
+  if (!strcmp(op, "real") || !strcmp(op, "imag") || !strcmp(op, "abs"))
+    if (kTypes[t].kind == K_C) r.type = kTypes[t].bits == 64 ? T_F32 : 16; /* f64 */
+  random_layout(g, &r);
+  return add_node(g, op, &r, &x, 1, NULL, NULL);
+}
+
+static int op_binary(gen_t *g) {
+  int a = pick(g, any_type, 0);
+  const gen_shape_t *s = shape_of(g, a);
+  int t = s->type;
+  if (!kTypes[t].arith) return -1;
+  const char *op = NULL;
+  switch (kTypes[t].kind) {
+    case K_PRED: {
+      static const char *k[] = {"and", "or", "xor"};
+      op = k[rnd(g, 3)];
+      break;
+    }
+    case K_S:
+    case K_U: {
+      static const char *k[] = {"add",
+                                "subtract",
+                                "multiply",
+                                "maximum",
+                                "minimum",
+                                "and",
+                                "or",
+                                "xor",
+                                "shift-left",
+                                "shift-right-logical",
+                                "shift-right-arithmetic",
+                                "divide",
+                                "remainder",
+                                "add",
+                                "multiply"};
+      op = k[rnd(g, 15)];
+      break;
+    }
+    case K_F: {
+      static const char *k[] = {"add",     "subtract", "multiply", "maximum",
+                                "minimum", "divide",   "atan2",    "remainder",
+                                "power",   "add",      "multiply", "subtract"};
+      op = k[rnd(g, 12)];
+      break;
+    }
+    case K_C: {
+      static const char *k[] = {"add", "subtract", "multiply"};
+      op = k[rnd(g, 3)];
+      break;
+    }
+  }
+  bool jumps = !strcmp(op, "remainder") || !strcmp(op, "atan2") || !strcmp(op, "power");
+  if (jumps && g->p->nodes[a].inexact) return -1;
+  g->need_exact = jumps;
+  int ops[2] = {a, node_like(g, s)};
+  g->need_exact = false;
+  if (chance(g, 50)) {
+    int tmp = ops[0];
+    ops[0] = ops[1];
+    ops[1] = tmp;
+  }
+  gen_shape_t r = *shape_of(g, a);
+  random_layout(g, &r);
+  return add_node(g, op, &r, ops, 2, NULL, NULL);
+}
+
+static int op_compare(gen_t *g) {
+  int a = pick(g, any_type, 0);
+  gen_shape_t s = *shape_of(g, a);
+  if (!kTypes[s.type].arith) return -1;
+  static const char *kDirs[] = {"EQ", "NE", "LT", "GT", "LE", "GE"};
+  const char *dir = kDirs[rnd(g, kTypes[s.type].kind == K_C ? 2 : 6)];
+  int ops[2] = {a, node_like(g, &s)};
+  const char *type = "";
+  if (is_float(s.type) && chance(g, 30)) type = ", type=TOTALORDER";
+  s.type = T_PRED;
+  random_layout(g, &s);
+  return add_node(g, "compare", &s, ops, 2, xprintf(", direction=%s%s", dir, type), NULL);
+}
+
+static int op_select(gen_t *g) {
+  int a = pick(g, any_type, 0);
+  gen_shape_t s = *shape_of(g, a);
+  gen_shape_t ps = s;
+  ps.type = T_PRED;
+  int ops[3] = {node_like(g, &ps), a, node_like(g, &s)};
+  random_layout(g, &s);
+  return add_node(g, "select", &s, ops, 3, NULL, NULL);
+}
+
+static int op_clamp(gen_t *g) {
+  int x = pick(g, real_type, 0);
+  gen_shape_t s = *shape_of(g, x);
+  int lo, hi;
+  if (chance(g, 50)) {
+    gen_shape_t sc = scalar_of(s.type);
+    lo = node_like(g, &sc);
+    hi = node_like(g, &sc);
+  } else {
+    lo = node_like(g, &s);
+    hi = node_like(g, &s);
+  }
+  int ops[3] = {lo, x, hi};
+  random_layout(g, &s);
+  return add_node(g, "clamp", &s, ops, 3, NULL, NULL);
+}
+
+static int op_convert(gen_t *g) {
+  int to = random_type(g);
+  g->need_exact = kTypes[to].kind != K_F && kTypes[to].kind != K_C;
+  int x = pick(g, any_type, 0);
+  g->need_exact = false;
+  gen_shape_t s = *shape_of(g, x);
+  if (kTypes[s.type].kind == K_C && kTypes[to].kind != K_C) return -1;
+  s.type = to;
+  random_layout(g, &s);
+  return add_node(g, "convert", &s, &x, 1, NULL, NULL);
+}
+
+static int op_bitcast_convert(gen_t *g) {
+  int x = pick(g, any_type, 0);
+  gen_shape_t s = *shape_of(g, x);
+  int bits = kTypes[s.type].bits;
+  if (bits < 8 || s.type == T_PRED) return -1;
+  int cands[NUM_TYPES], n = 0;
+  for (int t = 0; t < NUM_TYPES; t++)
+    if (t != T_PRED && kTypes[t].bits == bits && kTypes[t].kind != K_C &&
+        kTypes[s.type].kind != K_C)
+      cands[n++] = t;
+  if (!n) return -1;
+  s.type = cands[rnd(g, n)];
+  random_layout(g, &s);
+  return add_node(g, "bitcast-convert", &s, &x, 1, NULL, NULL);
+}
+
+static int op_broadcast(gen_t *g) {
+  int x = pick(g, any_type, 0);
+  const gen_shape_t *in = shape_of(g, x);
+  int extra = 1 + rnd(g, 2);
+  if (in->rank + extra > GEN_MAX_RANK) extra = GEN_MAX_RANK - in->rank;
+  if (extra <= 0) return -1;
+  int rank = in->rank + extra;
+  /* Choose which output dimensions carry the operand's (increasing). */
+  int slots[GEN_MAX_RANK + 1];
+  for (int i = 0; i < rank; i++) slots[i] = i;
+  shuffle(g, slots, rank);
+  int chosen[GEN_MAX_RANK + 1];
+  for (int i = 0; i < in->rank; i++) chosen[i] = slots[i];
+  for (int i = 0; i < in->rank; i++) /* sort */
+    for (int j = i + 1; j < in->rank; j++)
+      if (chosen[j] < chosen[i]) {
+        int t = chosen[i];
+        chosen[i] = chosen[j];
+        chosen[j] = t;
+      }
+  gen_shape_t r;
+  memset(&r, 0, sizeof r);
+  r.type = in->type;
+  r.rank = rank;
+  for (int i = 0; i < rank; i++) r.dims[i] = -1;
+  for (int i = 0; i < in->rank; i++) r.dims[chosen[i]] = in->dims[i];
+  for (int i = 0; i < rank; i++)
+    if (r.dims[i] < 0) r.dims[i] = 1 + rnd(g, 5);
+  if (num_elements(&r) > g->max_elements) return -1;
+  random_layout(g, &r);
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, ", dimensions={");
+  for (int i = 0; i < in->rank; i++) kiln_strbuf_printf(&b, "%s%d", i ? "," : "", chosen[i]);
+  kiln_strbuf_printf(&b, "}");
+  return add_node(g, "broadcast", &r, &x, 1, strbuf_take(&b), NULL);
+}
+
+static int op_transpose(gen_t *g) {
+  int x = pick(g, any_type, 2);
+  const gen_shape_t *in = shape_of(g, x);
+  int perm[GEN_MAX_RANK + 1];
+  for (int i = 0; i < in->rank; i++) perm[i] = i;
+  shuffle(g, perm, in->rank);
+  gen_shape_t r = *in;
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, ", dimensions={");
+  for (int i = 0; i < in->rank; i++) {
+    r.dims[i] = in->dims[perm[i]];
+    kiln_strbuf_printf(&b, "%s%d", i ? "," : "", perm[i]);
+  }
+  kiln_strbuf_printf(&b, "}");
+  random_layout(g, &r);
+  return add_node(g, "transpose", &r, &x, 1, strbuf_take(&b), NULL);
+}
+
+static int op_reshape(gen_t *g) {
+  int x = pick(g, any_type, 0);
+  const gen_shape_t *in = shape_of(g, x);
+  int64_t n = num_elements(in);
+  gen_shape_t r;
+  memset(&r, 0, sizeof r);
+  r.type = in->type;
+  if (n == 0) {
+    r.rank = 1 + rnd(g, 2);
+    for (int i = 0; i < r.rank; i++) r.dims[i] = i == 0 ? 0 : 1 + rnd(g, 3);
+  } else {
+    /* Split n into prime factors, then group them into up to GEN_MAX_RANK dimensions. */
+    int64_t f[64];
+    int nf = 0;
+    for (int64_t m = n, d = 2; m > 1 && nf < 64;) {
+      if (d * d > m) {
+        f[nf++] = m;
+        break;
+      }
+      if (m % d == 0) {
+        f[nf++] = d;
+        m /= d;
+      } else {
+        d++;
+      }
+    }
+    r.rank = 1 + rnd(g, GEN_MAX_RANK);
+    for (int i = 0; i < r.rank; i++) r.dims[i] = 1;
+    for (int i = 0; i < nf; i++) r.dims[rnd(g, r.rank)] *= f[i];
+  }
+  random_layout(g, &r);
+  return add_node(g, "reshape", &r, &x, 1, NULL, NULL);
+}
+
+static int op_reverse(gen_t *g) {
+  int x = pick(g, any_type, 1);
+  gen_shape_t r = *shape_of(g, x);
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, ", dimensions={");
+  int n = 0;
+  for (int i = 0; i < r.rank; i++)
+    if (chance(g, 50) || (i == r.rank - 1 && n == 0))
+      kiln_strbuf_printf(&b, "%s%d", n++ ? "," : "", i);
+  kiln_strbuf_printf(&b, "}");
+  random_layout(g, &r);
+  return add_node(g, "reverse", &r, &x, 1, strbuf_take(&b), NULL);
+}
+
+static int op_slice(gen_t *g) {
+  int x = pick(g, any_type, 1);
+  const gen_shape_t *in = shape_of(g, x);
+  gen_shape_t r = *in;
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, ", slice={");
+  for (int i = 0; i < in->rank; i++) {
+    int64_t d = in->dims[i];
+    int64_t start = d ? rnd_range(g, 0, d - 1) : 0;
+    int64_t limit = d ? rnd_range(g, start + 1, d) : 0;
+    if (chance(g, 30)) start = 0, limit = d;
+    int64_t stride = chance(g, 30) ? 1 + rnd(g, 3) : 1;
+    r.dims[i] = (limit - start + stride - 1) / stride;
+    kiln_strbuf_printf(&b, "%s[%lld:%lld:%lld]", i ? ", " : "", (long long)start, (long long)limit,
+                       (long long)stride);
+  }
+  kiln_strbuf_printf(&b, "}");
+  random_layout(g, &r);
+  return add_node(g, "slice", &r, &x, 1, strbuf_take(&b), NULL);
+}
+
+static int op_pad(gen_t *g) {
+  int x = pick(g, any_type, 1);
+  const gen_shape_t *in = shape_of(g, x);
+  gen_shape_t r = *in;
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, ", padding=");
+  for (int i = 0; i < in->rank; i++) {
+    int64_t d = in->dims[i];
+    int64_t lo = rnd_range(g, d > 1 ? -1 : 0, 2), hi = rnd_range(g, d > 1 ? -1 : 0, 2);
+    int64_t interior = d > 1 && chance(g, 25) ? 1 + rnd(g, 2) : 0;
+    int64_t size = lo + hi + d + (d > 0 ? (d - 1) * interior : 0);
+    if (size < 0) lo = 0, hi = 0, size = d + (d > 0 ? (d - 1) * interior : 0);
+    r.dims[i] = size;
+    kiln_strbuf_printf(&b, "%s%lld_%lld", i ? "x" : "", (long long)lo, (long long)hi);
+    if (interior) kiln_strbuf_printf(&b, "_%lld", (long long)interior);
+  }
+  if (num_elements(&r) > g->max_elements) {
+    kiln_strbuf_free(&b);
+    return -1;
+  }
+  int ops[2] = {x, add_constant(g, in->type, small_value(g, in->type))};
+  random_layout(g, &r);
+  return add_node(g, "pad", &r, ops, 2, strbuf_take(&b), NULL);
+}
+
+static int op_concatenate(gen_t *g) {
+  int x = pick(g, any_type, 1);
+  const gen_shape_t *in = shape_of(g, x);
+  int dim = rnd(g, in->rank);
+  int n = 2 + rnd(g, 2);
+  int ops[GEN_MAX_OPERANDS];
+  ops[0] = x;
+  gen_shape_t r = *in;
+  for (int i = 1; i < n; i++) {
+    gen_shape_t s = *in;
+    s.dims[dim] = rnd_dim(g);
+    random_layout(g, &s);
+    ops[i] = node_like(g, &s);
+    r.dims[dim] += s.dims[dim];
+  }
+  if (num_elements(&r) > g->max_elements) return -1;
+  random_layout(g, &r);
+  return add_node(g, "concatenate", &r, ops, n, xprintf(", dimensions={%d}", dim), NULL);
+}
+
+static int op_iota(gen_t *g) {
+  int t = random_type(g);
+  if (!real_type(t)) t = T_S32;
+  gen_shape_t r = random_shape(g, t, 1 + rnd(g, GEN_MAX_RANK));
+  return add_node(g, "iota", &r, NULL, 0, xprintf(", iota_dimension=%d", rnd(g, r.rank)), NULL);
+}
+
+/* A start index of `type` (s32 or u32): a constant, sometimes out of range (which clamps). */
+static int start_index(gen_t *g, int type, int64_t max_start) {
+  int64_t v = rnd_range(g, 0, max_start > 0 ? max_start : 0);
+  if (chance(g, 15)) v = chance(g, 50) && kTypes[type].kind == K_S ? -2 : max_start + 3;
+  char buf[32];
+  snprintf(buf, sizeof buf, "%lld", (long long)v);
+  return add_constant(g, type, buf);
+}
+
+static int index_type(gen_t *g) {
+  return chance(g, 80) ? T_S32 : 11 /* u32 */;
+}
+
+static int op_dynamic_slice(gen_t *g) {
+  int x = pick(g, any_type, 1);
+  gen_shape_t in = *shape_of(g, x);
+  if (in.rank + 1 > GEN_MAX_OPERANDS) return -1;
+  gen_shape_t r = in;
+  int ops[GEN_MAX_OPERANDS];
+  ops[0] = x;
+  int it = index_type(g);
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, ", dynamic_slice_sizes={");
+  for (int i = 0; i < in.rank; i++) {
+    r.dims[i] = in.dims[i] ? rnd_range(g, 1, in.dims[i]) : 0;
+    ops[i + 1] = start_index(g, it, in.dims[i] - r.dims[i]);
+    kiln_strbuf_printf(&b, "%s%lld", i ? "," : "", (long long)r.dims[i]);
+  }
+  kiln_strbuf_printf(&b, "}");
+  random_layout(g, &r);
+  return add_node(g, "dynamic-slice", &r, ops, in.rank + 1, strbuf_take(&b), NULL);
+}
+
+static int op_dynamic_update_slice(gen_t *g) {
+  int x = pick(g, any_type, 1);
+  gen_shape_t in = *shape_of(g, x);
+  if (in.rank + 2 > GEN_MAX_OPERANDS) return -1;
+  gen_shape_t u = in;
+  for (int i = 0; i < in.rank; i++) u.dims[i] = in.dims[i] ? rnd_range(g, 1, in.dims[i]) : 0;
+  random_layout(g, &u);
+  int ops[GEN_MAX_OPERANDS];
+  ops[0] = x;
+  ops[1] = node_like(g, &u);
+  int it = index_type(g);
+  for (int i = 0; i < in.rank; i++) ops[i + 2] = start_index(g, it, in.dims[i] - u.dims[i]);
+  gen_shape_t r = in;
+  random_layout(g, &r);
+  return add_node(g, "dynamic-update-slice", &r, ops, in.rank + 2, NULL, NULL);
+}
+
+/* Gather rows along one dimension `d`: indices s32[N,1] (a parameter: in-range fake values),
+ * the other dimensions sliced from 0 with random sizes. */
+static int op_gather(gen_t *g) {
+  int x = pick(g, any_type, 1);
+  gen_shape_t in = *shape_of(g, x);
+  if (in.rank >= GEN_MAX_RANK) return -1;
+  int d = rnd(g, in.rank);
+  if (in.dims[d] == 0) return -1;
+  gen_shape_t is;
+  memset(&is, 0, sizeof is);
+  is.type = chance(g, 80) ? T_S32 : 6; /* s64 */
+  is.rank = 2;
+  is.dims[0] = 1 + rnd(g, 6);
+  is.dims[1] = 1;
+  default_layout(&is);
+  int idx = add_param(g, &is);
+  gen_shape_t r;
+  memset(&r, 0, sizeof r);
+  r.type = in.type;
+  r.rank = in.rank;
+  r.dims[0] = is.dims[0];
+  kiln_strbuf_t b = {0}, sizes = {0}, offs = {0};
+  int k = 1;
+  for (int i = 0; i < in.rank; i++) {
+    int64_t sz = i == d ? 1 : (in.dims[i] ? rnd_range(g, 1, in.dims[i]) : 0);
+    kiln_strbuf_printf(&sizes, "%s%lld", i ? "," : "", (long long)sz);
+    if (i != d) {
+      kiln_strbuf_printf(&offs, "%s%d", k > 1 ? "," : "", k);
+      r.dims[k++] = sz;
+    }
+  }
+  kiln_strbuf_printf(&b,
+                     ", offset_dims={%s}, collapsed_slice_dims={%d}, start_index_map={%d}, "
+                     "index_vector_dim=1, slice_sizes={%s}",
+                     kiln_strbuf_cstr(&offs), d, d, kiln_strbuf_cstr(&sizes));
+  kiln_strbuf_free(&sizes);
+  kiln_strbuf_free(&offs);
+  random_layout(g, &r);
+  int ops[2] = {x, idx};
+  return add_node(g, "gather", &r, ops, 2, strbuf_take(&b), NULL);
+}
+
+/* Scatter-add rows along dimension `d` (duplicates combine; add commutes). */
+static int op_scatter(gen_t *g) {
+  int x = pick(g, numeric_type, 1);
+  gen_shape_t in = *shape_of(g, x);
+  if (in.rank >= GEN_MAX_RANK) return -1;
+  int d = rnd(g, in.rank);
+  if (in.dims[d] == 0) return -1;
+  gen_shape_t is;
+  memset(&is, 0, sizeof is);
+  is.type = T_S32;
+  is.rank = 2;
+  is.dims[0] = 1 + rnd(g, 5);
+  is.dims[1] = 1;
+  default_layout(&is);
+  int idx = add_param(g, &is);
+  gen_shape_t us;
+  memset(&us, 0, sizeof us);
+  us.type = in.type;
+  us.rank = in.rank;
+  us.dims[0] = is.dims[0];
+  kiln_strbuf_t wins = {0};
+  int k = 1;
+  for (int i = 0; i < in.rank; i++)
+    if (i != d) {
+      kiln_strbuf_printf(&wins, "%s%d", k > 1 ? "," : "", k);
+      us.dims[k++] = in.dims[i] ? rnd_range(g, 1, in.dims[i]) : 0;
+    }
+  random_layout(g, &us);
+  int upd = node_like(g, &us);
+  const char *comb = kTypes[in.type].kind == K_PRED ? "or" : (chance(g, 70) ? "add" : "maximum");
+  if (kTypes[in.type].kind == K_C) comb = "add";
+  if (kTypes[in.type].kind == K_F && kTypes[in.type].bits < 32)
+    comb = "maximum"; /* see random_reducer */
+  int id = g->p->num_nodes;
+  char name[48];
+  snprintf(name, sizeof name, "scatter_comb_%d", id);
+  kiln_strbuf_t c = {0};
+  binary_comp(&c, name, in.type, comb);
+  char *attrs = xprintf(
+      ", update_window_dims={%s}, inserted_window_dims={%d}, "
+      "scatter_dims_to_operand_dims={%d}, index_vector_dim=1, to_apply=%s",
+      kiln_strbuf_cstr(&wins), d, d, name);
+  kiln_strbuf_free(&wins);
+  gen_shape_t r = in;
+  random_layout(g, &r);
+  int ops[3] = {x, idx, upd};
+  return add_node(g, "scatter", &r, ops, 3, attrs, strbuf_take(&c));
+}
+
+static int op_reduce(gen_t *g) {
+  int x = pick(g, any_type, 1);
+  gen_shape_t in = *shape_of(g, x);
+  if (!kTypes[in.type].arith) return -1;
+  gen_shape_t r;
+  memset(&r, 0, sizeof r);
+  r.type = in.type;
+  kiln_strbuf_t dims = {0};
+  int n = 0;
+  int64_t terms = 1;
+  for (int i = 0; i < in.rank; i++) {
+    if (chance(g, 50) || (i == in.rank - 1 && n == 0)) {
+      terms *= in.dims[i];
+      kiln_strbuf_printf(&dims, "%s%d", n++ ? "," : "", i);
+    } else {
+      r.dims[r.rank++] = in.dims[i];
+    }
+  }
+  gen_shape_t sc = scalar_of(in.type);
+  int init = add_param(g, &sc); /* fake arguments give it the reducer's identity */
+  const char *red = random_reducer(g, in.type, terms);
+  char name[48];
+  snprintf(name, sizeof name, "reducer_%d", g->p->num_nodes);
+  kiln_strbuf_t c = {0};
+  binary_comp(&c, name, in.type, red);
+  char *attrs = xprintf(", dimensions={%s}, to_apply=%s", kiln_strbuf_cstr(&dims), name);
+  kiln_strbuf_free(&dims);
+  random_layout(g, &r);
+  int ops[2] = {x, init};
+  return add_node(g, "reduce", &r, ops, 2, attrs, strbuf_take(&c));
+}
+
+static int op_reduce_window(gen_t *g) {
+  int x = pick(g, any_type, 1);
+  gen_shape_t in = *shape_of(g, x);
+  if (!kTypes[in.type].arith) return -1;
+  gen_shape_t r = in;
+  kiln_strbuf_t sz = {0}, st = {0}, pd = {0};
+  int64_t window_terms = 1;
+  for (int i = 0; i < in.rank; i++) {
+    int64_t d = in.dims[i];
+    int64_t lo = rnd(g, 2), hi = rnd(g, 2);
+    int64_t padded = d + lo + hi;
+    int64_t w = padded > 0 ? rnd_range(g, 1, padded < 4 ? padded : 4) : 1;
+    window_terms *= w;
+    int64_t s = 1 + rnd(g, 2);
+    if (padded < w) lo = hi = 0, w = 1, padded = d;
+    r.dims[i] = padded >= w ? (padded - w) / s + 1 : 0;
+    kiln_strbuf_printf(&sz, "%s%lld", i ? "x" : "", (long long)w);
+    kiln_strbuf_printf(&st, "%s%lld", i ? "x" : "", (long long)s);
+    kiln_strbuf_printf(&pd, "%s%lld_%lld", i ? "x" : "", (long long)lo, (long long)hi);
+  }
+  gen_shape_t sc = scalar_of(in.type);
+  int init = add_param(g, &sc);
+  const char *red = random_reducer(g, in.type, window_terms);
+  char name[48];
+  snprintf(name, sizeof name, "window_reducer_%d", g->p->num_nodes);
+  kiln_strbuf_t c = {0};
+  binary_comp(&c, name, in.type, red);
+  char *attrs = xprintf(", window={size=%s stride=%s pad=%s}, to_apply=%s", kiln_strbuf_cstr(&sz),
+                        kiln_strbuf_cstr(&st), kiln_strbuf_cstr(&pd), name);
+  kiln_strbuf_free(&sz);
+  kiln_strbuf_free(&st);
+  kiln_strbuf_free(&pd);
+  random_layout(g, &r);
+  int ops[2] = {x, init};
+  return add_node(g, "reduce-window", &r, ops, 2, attrs, strbuf_take(&c));
+}
+
+/* dot: lhs [B..., M, K] x rhs [B..., K, N] (batch dimensions optional, M/N optional). */
+static int op_dot(gen_t *g) {
+  int lhs = pick(g, dot_type, 1);
+  gen_shape_t l = *shape_of(g, lhs);
+  if (l.rank > 3) return -1;
+  int nb = l.rank == 3 ? 1 : 0; /* rank 3: [B, M, K]; rank 2: [M, K]; rank 1: [K] */
+  int64_t k = l.dims[l.rank - 1];
+  gen_shape_t rs;
+  memset(&rs, 0, sizeof rs);
+  rs.type = l.type;
+  if (nb) rs.dims[rs.rank++] = l.dims[0];
+  rs.dims[rs.rank++] = k;
+  bool has_n = chance(g, 80);
+  if (has_n) rs.dims[rs.rank++] = rnd_dim(g);
+  random_layout(g, &rs);
+  int rhs = node_like(g, &rs);
+  gen_shape_t r;
+  memset(&r, 0, sizeof r);
+  r.type = l.type;
+  for (int i = 0; i < l.rank - 1; i++) r.dims[r.rank++] = l.dims[i];
+  if (has_n) r.dims[r.rank++] = rs.dims[rs.rank - 1];
+  if (num_elements(&r) > g->max_elements) return -1;
+  random_layout(g, &r);
+  char *attrs = nb ? xprintf(
+                         ", lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
+                         "rhs_contracting_dims={1}")
+                   : xprintf(", lhs_contracting_dims={%d}, rhs_contracting_dims={0}", l.rank - 1);
+  int ops[2] = {lhs, rhs};
+  return add_node(g, "dot", &r, ops, 2, attrs, NULL);
+}
+
+/* 1-D or 2-D convolution, dim_labels b0f_0io->b0f (b01f_01io->b01f), with window strides,
+ * padding and dilations. */
+static int op_convolution(gen_t *g) {
+  int t = g->main_type;
+  if (!float_type(t) || kTypes[t].bits < 16) t = T_F32;
+  int sp = 1 + rnd(g, 2);
+  gen_shape_t l;
+  memset(&l, 0, sizeof l);
+  l.type = t;
+  l.rank = sp + 2;
+  l.dims[0] = 1 + rnd(g, 2);
+  for (int i = 0; i < sp; i++) l.dims[1 + i] = 1 + rnd(g, 9);
+  l.dims[sp + 1] = 1 + rnd(g, 4);
+  default_layout(&l);
+  int lhs = node_like(g, &l);
+  gen_shape_t k;
+  memset(&k, 0, sizeof k);
+  k.type = t;
+  k.rank = sp + 2;
+  kiln_strbuf_t w = {0}, sz = {0}, st = {0}, pd = {0}, ld = {0};
+  gen_shape_t r = l;
+  for (int i = 0; i < sp; i++) {
+    int64_t in = l.dims[1 + i];
+    int64_t ks = 1 + rnd(g, 3), stride = 1 + rnd(g, 2), lo = rnd(g, 2), hi = rnd(g, 2);
+    int64_t lhs_dil = chance(g, 20) ? 2 : 1;
+    int64_t din = in ? (in - 1) * lhs_dil + 1 : 0;
+    int64_t padded = din + lo + hi;
+    if (padded < ks) ks = padded > 0 ? padded : 1;
+    if (padded < ks) return -1;
+    k.dims[i] = ks;
+    r.dims[1 + i] = (padded - ks) / stride + 1;
+    kiln_strbuf_printf(&sz, "%s%lld", i ? "x" : "", (long long)ks);
+    kiln_strbuf_printf(&st, "%s%lld", i ? "x" : "", (long long)stride);
+    kiln_strbuf_printf(&pd, "%s%lld_%lld", i ? "x" : "", (long long)lo, (long long)hi);
+    kiln_strbuf_printf(&ld, "%s%lld", i ? "x" : "", (long long)lhs_dil);
+  }
+  k.dims[sp] = l.dims[sp + 1];
+  k.dims[sp + 1] = 1 + rnd(g, 4);
+  r.dims[sp + 1] = k.dims[sp + 1];
+  random_layout(g, &k);
+  int rhs = node_like(g, &k);
+  kiln_strbuf_printf(&w, ", window={size=%s stride=%s pad=%s lhs_dilate=%s}, dim_labels=%s",
+                     kiln_strbuf_cstr(&sz), kiln_strbuf_cstr(&st), kiln_strbuf_cstr(&pd),
+                     kiln_strbuf_cstr(&ld), sp == 1 ? "b0f_0io->b0f" : "b01f_01io->b01f");
+  kiln_strbuf_free(&sz);
+  kiln_strbuf_free(&st);
+  kiln_strbuf_free(&pd);
+  kiln_strbuf_free(&ld);
+  random_layout(g, &r);
+  int ops[2] = {lhs, rhs};
+  return add_node(g, "convolution", &r, ops, 2, strbuf_take(&w), NULL);
+}
+
+static int op_sort(gen_t *g) {
+  int x = pick(g, real_type, 1);
+  gen_shape_t in = *shape_of(g, x);
+  int d = rnd(g, in.rank);
+  bool pair = chance(g, 40);
+  const char *t = kTypes[in.type].name;
+  char name[48];
+  snprintf(name, sizeof name, "comparator_%d", g->p->num_nodes);
+  const char *dir = chance(g, 50) ? "LT" : "GT";
+  const char *type = is_float(in.type) ? ", type=TOTALORDER" : "";
+  kiln_strbuf_t c = {0};
+  int ops[2] = {x, -1};
+  if (pair) {
+    gen_shape_t vs = in;
+    vs.type = random_type(g);
+    random_layout(g, &vs);
+    ops[1] = node_like(g, &vs);
+    const char *vt = kTypes[vs.type].name;
+    kiln_strbuf_printf(
+        &c,
+        "%s {\n  a = %s[] parameter(0)\n  b = %s[] parameter(1)\n  c = %s[] parameter(2)\n"
+        "  d = %s[] parameter(3)\n  ROOT r = pred[] compare(a, b), direction=%s%s\n}\n\n",
+        name, t, t, vt, vt, dir, type);
+    kiln_strbuf_t sh = {0};
+    gen_shape_t r0 = in, r1 = vs;
+    kiln_strbuf_printf(&sh, "(");
+    shape_text(&sh, &r0);
+    kiln_strbuf_printf(&sh, ", ");
+    shape_text(&sh, &r1);
+    kiln_strbuf_printf(&sh, ")");
+    int s = add_tuple_node(g, "sort", kiln_strbuf_cstr(&sh), ops, 2,
+                           xprintf(", dimensions={%d}, is_stable=true, to_apply=%s", d, name),
+                           strbuf_take(&c));
+    kiln_strbuf_free(&sh);
+    int which = rnd(g, 2);
+    return add_node(g, "get-tuple-element", which ? &r1 : &r0, &s, 1, xprintf(", index=%d", which),
+                    NULL);
+  }
+  kiln_strbuf_printf(&c,
+                     "%s {\n  a = %s[] parameter(0)\n  b = %s[] parameter(1)\n"
+                     "  ROOT r = pred[] compare(a, b), direction=%s%s\n}\n\n",
+                     name, t, t, dir, type);
+  gen_shape_t r = in;
+  return add_node(g, "sort", &r, ops, 1, xprintf(", dimensions={%d}, to_apply=%s", d, name),
+                  strbuf_take(&c));
+}
+
+/* A unary step for loop bodies and branches: keeps the shape, stays finite for a few steps. */
+static const char *step_op(gen_t *g, int type) {
+  switch (kTypes[type].kind) {
+    case K_PRED:
+      return "not";
+    case K_F: {
+      static const char *k[] = {"negate", "sine", "tanh", "abs", "cosine"};
+      return k[rnd(g, 5)];
+    }
+    default:
+      return chance(g, 50) ? "negate" : "not";
+  }
+}
+
+/* while: (s32 counter, value) with a trip count of 0..4; the body adds the value to itself
+ * (or applies a unary step) and counts. */
+static int op_while(gen_t *g) {
+  int x = pick(g, any_type, 0);
+  gen_shape_t in = *shape_of(g, x);
+  if (!kTypes[in.type].arith || kTypes[in.type].kind == K_C) return -1;
+  int id = g->p->num_nodes;
+  kiln_strbuf_t vs = {0};
+  shape_text(&vs, &in);
+  const char *v = kiln_strbuf_cstr(&vs);
+  char tuple_shape[256];
+  snprintf(tuple_shape, sizeof tuple_shape, "(s32[], %s)", v);
+  int trips = rnd(g, 5);
+  bool unary = kTypes[in.type].kind == K_PRED || kTypes[in.type].kind == K_U || chance(g, 50);
+  const char *step = unary ? step_op(g, in.type) : "add";
+  kiln_strbuf_t c = {0};
+  kiln_strbuf_printf(
+      &c,
+      "while_cond_%d {\n  p = %s parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+      "  n = s32[] constant(%d)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n\n",
+      id, tuple_shape, trips);
+  kiln_strbuf_printf(
+      &c,
+      "while_body_%d {\n  p = %s parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+      "  one = s32[] constant(1)\n  j = s32[] add(i, one)\n"
+      "  v = %s get-tuple-element(p), index=1\n  w = %s %s(v%s)\n"
+      "  ROOT t = %s tuple(j, w)\n}\n\n",
+      id, tuple_shape, v, v, step, unary ? "" : ", v", tuple_shape);
+  int zero = add_constant(g, T_S32, "0");
+  int ops[2] = {zero, x};
+  int t = add_tuple_node(g, "tuple", tuple_shape, ops, 2, NULL, NULL);
+  int w = add_tuple_node(g, "while", tuple_shape, &t, 1,
+                         xprintf(", condition=while_cond_%d, body=while_body_%d", id, id),
+                         strbuf_take(&c));
+  kiln_strbuf_free(&vs);
+  return add_node(g, "get-tuple-element", &in, &w, 1, xprintf(", index=1"), NULL);
+}
+
+/* conditional on an s32 branch index (a parameter: out of range picks the last branch) or a
+ * pred, each branch a different unary step of the operand. */
+static int op_conditional(gen_t *g) {
+  int x = pick(g, any_type, 0);
+  gen_shape_t in = *shape_of(g, x);
+  if (!kTypes[in.type].arith || kTypes[in.type].kind == K_C) return -1;
+  int id = g->p->num_nodes;
+  bool by_pred = chance(g, 30);
+  int branches = by_pred ? 2 : 2 + rnd(g, 2);
+  kiln_strbuf_t vs = {0};
+  shape_text(&vs, &in);
+  const char *v = kiln_strbuf_cstr(&vs);
+  kiln_strbuf_t c = {0}, names = {0};
+  for (int i = 0; i < branches; i++) {
+    const char *op = i == 0 ? "copy" : step_op(g, in.type);
+    kiln_strbuf_printf(&c, "branch_%d_%d {\n  p = %s parameter(0)\n  ROOT r = %s %s(p)\n}\n\n", id,
+                       i, v, v, op);
+    kiln_strbuf_printf(&names, "%sbranch_%d_%d", i ? ", " : "", id, i);
+  }
+  gen_shape_t sel = scalar_of(by_pred ? T_PRED : T_S32);
+  int idx = add_param(g, &sel);
+  int ops[4] = {idx, x, x, x};
+  char *attrs =
+      by_pred ? xprintf(", true_computation=branch_%d_0, false_computation=branch_%d_1", id, id)
+              : xprintf(", branch_computations={%s}", kiln_strbuf_cstr(&names));
+  kiln_strbuf_free(&names);
+  kiln_strbuf_free(&vs);
+  return add_node(g, "conditional", &in, ops, 1 + branches, attrs, strbuf_take(&c));
+}
+
+static int op_tuple(gen_t *g) {
+  int a = pick(g, any_type, 0), b = pick(g, any_type, 0);
+  kiln_strbuf_t sh = {0};
+  kiln_strbuf_printf(&sh, "(");
+  shape_text(&sh, shape_of(g, a));
+  kiln_strbuf_printf(&sh, ", ");
+  shape_text(&sh, shape_of(g, b));
+  kiln_strbuf_printf(&sh, ")");
+  int ops[2] = {a, b};
+  int t = add_tuple_node(g, "tuple", kiln_strbuf_cstr(&sh), ops, 2, NULL, NULL);
+  kiln_strbuf_free(&sh);
+  int which = rnd(g, 2);
+  gen_shape_t r = *shape_of(g, ops[which]);
+  return add_node(g, "get-tuple-element", &r, &t, 1, xprintf(", index=%d", which), NULL);
+}
+
+/* Operations whose result jumps with their operands' last bits take exact operands only. */
+#define EXACT_OPERANDS(name)          \
+  static int name##_exact(gen_t *g) { \
+    g->need_exact = true;             \
+    int r = name(g);                  \
+    g->need_exact = false;            \
+    return r;                         \
+  }
+EXACT_OPERANDS(op_compare)
+EXACT_OPERANDS(op_bitcast_convert)
+EXACT_OPERANDS(op_sort)
+
+typedef int (*op_fn)(gen_t *g);
+typedef struct op_entry {
+  op_fn fn;
+  int weight;
+} op_entry_t;
+
+static const op_entry_t kOps[] = {
+    {op_unary, 10},
+    {op_binary, 14},
+    {op_compare_exact, 3},
+    {op_select, 3},
+    {op_clamp, 2},
+    {op_convert, 5},
+    {op_bitcast_convert_exact, 2},
+    {op_broadcast, 6},
+    {op_transpose, 5},
+    {op_reshape, 4},
+    {op_reverse, 2},
+    {op_slice, 4},
+    {op_pad, 3},
+    {op_concatenate, 4},
+    {op_iota, 1},
+    {op_dynamic_slice, 3},
+    {op_dynamic_update_slice, 3},
+    {op_gather, 3},
+    {op_scatter, 3},
+    {op_reduce, 8},
+    {op_reduce_window, 3},
+    {op_dot, 4},
+    {op_convolution, 2},
+    {op_sort_exact, 3},
+    {op_while, 2},
+    {op_conditional, 2},
+    {op_tuple, 1},
+};
+#define NUM_OPS ((int)(sizeof kOps / sizeof kOps[0]))
+
+kiln_hlo_gen_program_t *kiln_hlo_gen_make(const kiln_hlo_gen_options_t *o) {
+  kiln_hlo_gen_program_t *p = kiln_calloc(1, sizeof *p);
+  p->opts = *o;
+  if (p->opts.max_nodes <= 0) p->opts.max_nodes = 10;
+  if (p->opts.max_elements <= 0) p->opts.max_elements = 1024;
+  gen_t g = {p, o->seed * 0x2545F4914F6CDD1Dull + 1, 0, p->opts.max_elements, false};
+  g.main_type = random_type(&g);
+  int num_params = 1 + rnd(&g, 2);
+  for (int i = 0; i < num_params; i++) {
+    gen_shape_t s = random_shape(&g, g.main_type, rnd(&g, GEN_MAX_RANK + 1));
+    add_param(&g, &s);
+  }
+  int total = 0;
+  for (int i = 0; i < NUM_OPS; i++) total += kOps[i].weight;
+  int steps = 1 + rnd(&g, p->opts.max_nodes);
+  int last = p->num_nodes - 1;
+  for (int i = 0, tries = 0; i < steps && tries < 4 * steps + 8; tries++) {
+    int w = rnd(&g, total), k = 0;
+    while (w >= kOps[k].weight) w -= kOps[k++].weight;
+    int before = p->num_nodes;
+    int id = kOps[k].fn(&g);
+    if (id < 0) {
+      /* Drop what a refused operation left behind, so the stream stays short. */
+      while (p->num_nodes > before) {
+        gen_node_t *nd = &p->nodes[--p->num_nodes];
+        kiln_free(nd->op), kiln_free(nd->shape), kiln_free(nd->attrs), kiln_free(nd->comps);
+      }
+      continue;
+    }
+    last = id;
+    i++;
+  }
+  /* The root: the last value, sometimes with one or two earlier ones in a tuple. */
+  p->roots[p->num_roots++] = last;
+  int extra = chance(&g, 30) ? 1 + rnd(&g, 2) : 0;
+  for (int i = 0; i < extra; i++) {
+    int cand = rnd(&g, p->num_nodes);
+    const gen_node_t *nd = &p->nodes[cand];
+    if (!nd->tuple && cand != last && strcmp(nd->op, "parameter") && strcmp(nd->op, "constant"))
+      p->roots[p->num_roots++] = cand;
+  }
+  return p;
+}
+
+kiln_hlo_gen_program_t *kiln_hlo_gen_clone(const kiln_hlo_gen_program_t *p) {
+  kiln_hlo_gen_program_t *c = kiln_calloc(1, sizeof *c);
+  *c = *p;
+  c->nodes = kiln_calloc((size_t)(p->cap ? p->cap : 1), sizeof *c->nodes);
+  for (int i = 0; i < p->num_nodes; i++) {
+    c->nodes[i] = p->nodes[i];
+    c->nodes[i].op = kiln_strdup(p->nodes[i].op);
+    c->nodes[i].shape = kiln_strdup(p->nodes[i].shape);
+    c->nodes[i].attrs = kiln_strdup(p->nodes[i].attrs);
+    c->nodes[i].comps = kiln_strdup(p->nodes[i].comps);
+  }
+  return c;
+}
+
+void kiln_hlo_gen_free(kiln_hlo_gen_program_t *p) {
+  if (!p) return;
+  for (int i = 0; i < p->num_nodes; i++) {
+    kiln_free(p->nodes[i].op);
+    kiln_free(p->nodes[i].shape);
+    kiln_free(p->nodes[i].attrs);
+    kiln_free(p->nodes[i].comps);
+  }
+  kiln_free(p->nodes);
+  kiln_free(p);
+}
+
+/* Marks what the roots reach. */
+static void mark(const kiln_hlo_gen_program_t *p, int id, bool *live) {
+  if (live[id]) return;
+  live[id] = true;
+  for (int i = 0; i < p->nodes[id].num_operands; i++) mark(p, p->nodes[id].operands[i], live);
+}
+
+static bool *live_nodes(const kiln_hlo_gen_program_t *p) {
+  bool *live = kiln_calloc((size_t)p->num_nodes + 1, sizeof *live);
+  for (int i = 0; i < p->num_roots; i++) mark(p, p->roots[i], live);
+  return live;
+}
+
+int kiln_hlo_gen_size(const kiln_hlo_gen_program_t *p) {
+  bool *live = live_nodes(p);
+  int n = p->num_roots > 1;
+  for (int i = 0; i < p->num_nodes; i++) n += live[i];
+  kiln_free(live);
+  return n;
+}
+
+char *kiln_hlo_gen_render(const kiln_hlo_gen_program_t *p) {
+  bool *live = live_nodes(p);
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, "HloModule fuzz_%llu\n\n", (unsigned long long)p->opts.seed);
+  for (int i = 0; i < p->num_nodes; i++)
+    if (live[i]) kiln_strbuf_printf(&b, "%s", p->nodes[i].comps);
+  kiln_strbuf_printf(&b, "ENTRY main {\n");
+  int param = 0;
+  int last_root = p->roots[0];
+  for (int i = 0; i < p->num_nodes; i++) {
+    if (!live[i]) continue;
+    const gen_node_t *nd = &p->nodes[i];
+    bool root = p->num_roots == 1 && i == last_root;
+    kiln_strbuf_printf(&b, "  %sv%d = %s ", root ? "ROOT " : "", i, nd->shape);
+    if (!strcmp(nd->op, "parameter")) {
+      kiln_strbuf_printf(&b, "parameter(%d)\n", param++);
+      continue;
+    }
+    if (!strcmp(nd->op, "constant")) {
+      kiln_strbuf_printf(&b, "constant(%s)\n", nd->attrs);
+      continue;
+    }
+    kiln_strbuf_printf(&b, "%s(", nd->op);
+    for (int k = 0; k < nd->num_operands; k++)
+      kiln_strbuf_printf(&b, "%sv%d", k ? ", " : "", nd->operands[k]);
+    kiln_strbuf_printf(&b, ")%s\n", nd->attrs);
+    if (root) break;
+  }
+  if (p->num_roots > 1) {
+    kiln_strbuf_printf(&b, "  ROOT out = (");
+    for (int k = 0; k < p->num_roots; k++)
+      kiln_strbuf_printf(&b, "%s%s", k ? ", " : "", p->nodes[p->roots[k]].shape);
+    kiln_strbuf_printf(&b, ") tuple(");
+    for (int k = 0; k < p->num_roots; k++)
+      kiln_strbuf_printf(&b, "%sv%d", k ? ", " : "", p->roots[k]);
+    kiln_strbuf_printf(&b, ")\n");
+  }
+  kiln_strbuf_printf(&b, "}\n");
+  kiln_free(live);
+  return strbuf_take(&b);
+}
+
+/* ---- minimization ---- */
+
+static bool try_candidate(kiln_hlo_gen_program_t **p, kiln_hlo_gen_program_t *cand,
+                          kiln_hlo_gen_predicate_fn fails, void *ctx, int *tries) {
+  char *text = kiln_hlo_gen_render(cand);
+  (*tries)++;
+  bool f = fails(ctx, text);
+  kiln_free(text);
+  if (!f) {
+    kiln_hlo_gen_free(cand);
+    return false;
+  }
+  kiln_hlo_gen_free(*p);
+  *p = cand;
+  return true;
+}
+
+/* Turns node `id` into a parameter of its shape (its operands and computations drop). */
+static void make_parameter(kiln_hlo_gen_program_t *p, int id) {
+  gen_node_t *nd = &p->nodes[id];
+  kiln_free(nd->op);
+  nd->op = kiln_strdup("parameter");
+  nd->num_operands = 0;
+  kiln_free(nd->attrs);
+  nd->attrs = kiln_strdup("");
+  kiln_free(nd->comps);
+  nd->comps = kiln_strdup("");
+}
+
+int kiln_hlo_gen_minimize(kiln_hlo_gen_program_t **p, kiln_hlo_gen_predicate_fn fails, void *ctx,
+                          int max_tries) {
+  int tries = 0;
+  /* 1. The generator's knobs, same seed: fewer operations, smaller arrays. */
+  for (bool progress = true; progress && tries < max_tries;) {
+    progress = false;
+    kiln_hlo_gen_options_t o = (*p)->opts;
+    kiln_hlo_gen_options_t smaller[2] = {o, o};
+    smaller[0].max_nodes = o.max_nodes / 2;
+    smaller[1].max_elements = o.max_elements / 4;
+    for (int i = 0; i < 2 && tries < max_tries; i++) {
+      if (smaller[i].max_nodes < 1 || smaller[i].max_elements < 16) continue;
+      if (try_candidate(p, kiln_hlo_gen_make(&smaller[i]), fails, ctx, &tries)) progress = true;
+    }
+  }
+  /* 2. One root: the first node whose value alone still fails (earliest is smallest). */
+  if ((*p)->num_roots > 1 || tries < max_tries)
+    for (int id = 0; id < (*p)->num_nodes && tries < max_tries; id++) {
+      if ((*p)->nodes[id].tuple || !strcmp((*p)->nodes[id].op, "parameter")) continue;
+      bool *live = live_nodes(*p);
+      bool reachable = live[id];
+      kiln_free(live);
+      if (!reachable || ((*p)->num_roots == 1 && (*p)->roots[0] == id)) continue;
+      kiln_hlo_gen_program_t *c = kiln_hlo_gen_clone(*p);
+      c->num_roots = 1;
+      c->roots[0] = id;
+      if (try_candidate(p, c, fails, ctx, &tries)) break;
+    }
+  /* 3. Subtrees replaced by parameters, from the root down, until nothing more goes. */
+  for (bool progress = true; progress && tries < max_tries;) {
+    progress = false;
+    for (int id = (*p)->num_nodes - 1; id >= 0 && tries < max_tries; id--) {
+      const gen_node_t *nd = &(*p)->nodes[id];
+      if (nd->tuple || !strcmp(nd->op, "parameter") || !nd->num_operands) continue;
+      bool *live = live_nodes(*p);
+      bool reachable = live[id];
+      kiln_free(live);
+      bool is_root = false;
+      for (int r = 0; r < (*p)->num_roots; r++) is_root |= (*p)->roots[r] == id;
+      if (!reachable || is_root) continue;
+      kiln_hlo_gen_program_t *c = kiln_hlo_gen_clone(*p);
+      make_parameter(c, id);
+      if (try_candidate(p, c, fails, ctx, &tries)) progress = true;
+    }
+  }
+  return tries;
+}
