@@ -92,15 +92,15 @@ static void test_conv_1d_3d_and_types(void **state) {
 
 static void test_conv_feature_groups_and_1x1(void **state) {
   (void)state;
-  /* depthwise: 8 groups of one input feature, two outputs each */
-  check(CONV("  x = f32[2,7,7,8] parameter(0)\n  w = f32[3,3,1,16] parameter(1)\n",
-             "f32[2,7,7,16] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+  /* 4 groups of one input feature, 8 outputs each */
+  check(CONV("  x = f32[2,7,7,4] parameter(0)\n  w = f32[3,3,1,32] parameter(1)\n",
+             "f32[2,7,7,32] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
              "dim_labels=b01f_01io->b01f, "
-             "feature_group_count=8"),
+             "feature_group_count=4"),
         1, 3);
-  /* two groups of 3 features */
-  check(CONV("  x = f32[1,6,6,6] parameter(0)\n  w = f32[2,2,3,4] parameter(1)\n",
-             "f32[1,5,5,4] convolution(x, w), window={size=2x2}, dim_labels=b01f_01io->b01f, "
+  /* two groups of 3 features, 8 outputs each */
+  check(CONV("  x = f32[1,6,6,6] parameter(0)\n  w = f32[2,2,3,16] parameter(1)\n",
+             "f32[1,5,5,16] convolution(x, w), window={size=2x2}, dim_labels=b01f_01io->b01f, "
              "feature_group_count=2"),
         1, 3);
   /* 1 x 1: the dot alone */
@@ -111,7 +111,13 @@ static void test_conv_feature_groups_and_1x1(void **state) {
 
 static void test_conv_left_elemental(void **state) {
   (void)state;
-  /* batch groups and integer convolutions stay one elemental kernel */
+  /* depthwise (two outputs per group), batch groups and integer convolutions stay one
+   * elemental kernel */
+  check(CONV("  x = f32[2,7,7,8] parameter(0)\n  w = f32[3,3,1,16] parameter(1)\n",
+             "f32[2,7,7,16] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+             "dim_labels=b01f_01io->b01f, "
+             "feature_group_count=8"),
+        0, 1);
   check(CONV("  x = f32[4,5,5,2] parameter(0)\n  w = f32[3,3,2,4] parameter(1)\n",
              "f32[2,3,3,4] convolution(x, w), window={size=3x3}, dim_labels=b01f_01io->b01f, "
              "batch_group_count=2"),

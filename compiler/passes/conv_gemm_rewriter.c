@@ -21,10 +21,12 @@
  *
  * Taken: lhs, rhs and result of one element type the target's gemm takes (f32, f64, and
  * on the host bf16 / f16), static shapes with default layouts, padding >= 0, every window
- * dimension's stride, size and dilations >= 1, at most MAX_OFFSETS window offsets. Left to
- * the elemental kernel (stated in the README): batch_group_count > 1, integer and complex
- * convolutions, mixed element types, negative padding, larger windows; everything when
- * there is no gemm library (KILN_GEMM_LIBRARY=none). */
+ * dimension's stride, size and dilations >= 1, at most MAX_OFFSETS window offsets, with
+ * feature groups at least MIN_GROUP_OUTPUTS output features per group. Left to the
+ * elemental kernel (stated in the README): batch_group_count > 1, depthwise-like groups
+ * (bench_conv: a 3x3 depthwise convolution runs 10x slower as 256 tiny gemms), integer and
+ * complex convolutions, mixed element types, negative padding, larger windows; everything
+ * when there is no gemm library (KILN_GEMM_LIBRARY=none). */
 #include <string.h>
 
 #include "base/alloc.h"
@@ -33,6 +35,7 @@
 
 #define MAX_OFFSETS 64
 #define MAX_SPATIAL 8
+#define MIN_GROUP_OUTPUTS 8
 
 static bool default_layout(const kiln_shape_t *s) {
   return kiln_shape_is_array(s) && !kiln_shape_is_dynamic(s) &&
@@ -56,6 +59,9 @@ static bool taken(const kiln_hlo_instruction_t *in, const kiln_pass_options_t *o
   int64_t G = in->feature_group_count > 1 ? in->feature_group_count : 1;
   int64_t C = ls->dims[dn->input_feature], Co = rs->dims[dn->kernel_output_feature];
   if (C % G || Co % G || rs->dims[dn->kernel_input_feature] * G != C) return false;
+  /* Per group a gemm of n = Co / G columns: below MIN_GROUP_OUTPUTS (depthwise) the
+   * transposes and the matrix-vector gemms cost more than the elemental kernel. */
+  if (G > 1 && Co / G < MIN_GROUP_OUTPUTS) return false;
   int64_t offsets = 1;
   for (int i = 0; i < S; i++) {
     const kiln_window_dim_t *w = &in->window[i];
