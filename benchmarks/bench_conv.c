@@ -24,10 +24,8 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/status.h"
-#include "compiler/thunks/compile.h"
-#include "runtime/buffer.h"
-#include "runtime/executable.h"
 #include "runtime/host/host_device.h"
+#include "tools/common/bench_module.h"
 
 /* NHWC input, HWIO kernel, one or two spatial dims (h = 1 for 1-D). */
 typedef struct conv_shape {
@@ -75,71 +73,25 @@ static char *conv_module(const conv_shape_t *s) {
   return text;
 }
 
-typedef struct compiled {
-  kiln_executable_t *exe;
-  kiln_stream_t *stream;
-  kiln_devptr_t params[2];
-  uint64_t sizes[2];
-  int gemms, kernels;
-} compiled_t;
-
 static void fill(float *f, uint64_t n) {
   for (uint64_t i = 0; i < n; i++) f[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
 }
 
 /* Compiles `s` (with no gemm library when `elemental`), loads it and fills its inputs. */
 static kiln_status prepare(kiln_device_t *dev, const conv_shape_t *s, bool elemental,
-                           compiled_t *out) {
-  memset(out, 0, sizeof(*out));
+                           kiln_bench_module_t *out) {
   char *text = conv_module(s);
-  kiln_hlo_module_t *m = NULL;
-  kiln_status st = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
+  uint64_t sizes[2] = {(uint64_t)(s->n * s->h * s->w * s->c) * 4,
+                       (uint64_t)(s->kh * s->kw * (s->c / s->groups) * s->co) * 4};
+  kiln_status st = kiln_bench_module_load(dev, text, elemental, 2, sizes, out);
   kiln_free(text);
   KILN_RETURN_IF_ERROR_PLAIN(st);
-  if (elemental) setenv("KILN_GEMM_LIBRARY", "none", 1);
-  kiln_compile_options_t co;
-  memset(&co, 0, sizeof co);
-  co.emit.target = KILN_TARGET_HOST;
-  kiln_executable_desc_t *d = NULL;
-  kiln_compile_stats_t cs;
-  st = kiln_compile_module(m, &co, &d, &cs);
-  if (elemental) unsetenv("KILN_GEMM_LIBRARY");
-  kiln_hlo_module_destroy(m);
-  KILN_RETURN_IF_ERROR_PLAIN(st);
-  out->gemms = cs.emit.gemms;
-  out->kernels = cs.emit.kernels;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_executable_load(dev, d, &out->exe));
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_create(dev, &out->stream));
-  out->sizes[0] = (uint64_t)(s->n * s->h * s->w * s->c) * 4;
-  out->sizes[1] = (uint64_t)(s->kh * s->kw * (s->c / s->groups) * s->co) * 4;
-  for (int i = 0; i < 2; i++) {
-    KILN_RETURN_IF_ERROR_PLAIN(kiln_device_mem_alloc(dev, out->sizes[i], &out->params[i]));
-    fill((float *)(uintptr_t)out->params[i], out->sizes[i] / 4);
-  }
+  for (int i = 0; i < 2; i++) fill((float *)(uintptr_t)out->params[i], out->sizes[i] / 4);
   return NULL;
 }
 
-static kiln_status run(compiled_t *k, double *ms) {
-  kiln_device_buffer_t *outs[1] = {NULL};
-  double t0 = kiln_clock_ms();
-  kiln_status st = kiln_executable_run(k->exe, k->stream, k->params, k->sizes, 2, outs);
-  *ms = kiln_clock_ms() - t0;
-  kiln_device_buffer_destroy(outs[0]);
-  return st;
-}
-
-static void release(kiln_device_t *dev, compiled_t *k) {
-  for (int i = 0; i < 2; i++)
-    if (k->params[i]) kiln_device_mem_free(dev, k->params[i]);
-  if (k->stream) kiln_stream_destroy(k->stream);
-  kiln_executable_destroy(k->exe);
-}
-
-typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *,
-                         int, float, float *, int);
-
 /* The equivalent gemms (one per group) on OpenBLAS directly: A [m, k] per group, B [k, n]. */
-static double sgemm_ms(sgemm_fn f, const conv_shape_t *s, float *a, float *b, float *c) {
+static double sgemm_ms(kiln_bench_sgemm_fn f, const conv_shape_t *s, float *a, float *b, float *c) {
   int64_t m, n, k;
   gemm_shape(s, &m, &n, &k);
   double t0 = kiln_clock_ms();
@@ -167,19 +119,8 @@ int main(int argc, char **argv) {
   if (st) return (int)kiln_status_report(st, "host device");
   const char *tried = NULL;
   const char *lib = kiln_host_blas_library(&tried);
-  sgemm_fn sgemm = NULL;
-  void *h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
-  if (h) {
-    void *p = dlsym(h, "cblas_sgemm"), *q = dlsym(h, "openblas_set_num_threads");
-    memcpy(&sgemm, &p, sizeof p);
-    int threads = 0;
-    sscanf(dev->name, "host (%d", &threads);
-    if (q && threads > 0) {
-      void (*set)(int);
-      memcpy(&set, &q, sizeof q);
-      set(threads);
-    }
-  }
+  void *h = NULL;
+  kiln_bench_sgemm_fn sgemm = kiln_bench_openblas_sgemm(dev, &h);
   printf("host device: %s; kiln's gemm library: %s%s%s; direct sgemm: %s\n\n", dev->name,
          lib ? lib : "none (C kernel: ", lib ? "" : tried, lib ? "" : ")",
          sgemm ? "libopenblas.so.0" : "OpenBLAS not found, column skipped");
@@ -193,7 +134,7 @@ int main(int argc, char **argv) {
     int64_t m, n, k;
     gemm_shape(s, &m, &n, &k);
     double fl = 2.0 * (double)m * (double)n * (double)k * (double)s->groups;
-    compiled_t ki, ke;
+    kiln_bench_module_t ki, ke;
     memset(&ke, 0, sizeof ke);
     st = prepare(dev, s, false, &ki);
     if (!st) st = prepare(dev, s, true, &ke);
@@ -210,11 +151,11 @@ int main(int argc, char **argv) {
       sgemm_ms(sgemm, s, a, b, c);
     }
     double ti = 1e30, te = 1e30, td = 1e30, ms = 0;
-    if ((st = run(&ki, &ms)) || (st = run(&ke, &ms))) break;
+    if ((st = kiln_bench_module_run(&ki, &ms)) || (st = kiln_bench_module_run(&ke, &ms))) break;
     int rounds = reps > 0 ? reps : 5;
     for (int r = 0; r < rounds && !st; r++) {
-      if (!(st = run(&ki, &ms))) ti = fmin(ti, ms);
-      if (!st && !(st = run(&ke, &ms))) te = fmin(te, ms);
+      if (!(st = kiln_bench_module_run(&ki, &ms))) ti = fmin(ti, ms);
+      if (!st && !(st = kiln_bench_module_run(&ke, &ms))) te = fmin(te, ms);
       if (sgemm) td = fmin(td, sgemm_ms(sgemm, s, a, b, c));
     }
     if (st) break;
@@ -229,8 +170,8 @@ int main(int argc, char **argv) {
     fflush(stdout);
     sum_log += log(gi / ge);
     nlog++;
-    release(dev, &ki);
-    release(dev, &ke);
+    kiln_bench_module_release(dev, &ki);
+    kiln_bench_module_release(dev, &ke);
     kiln_free(a);
     kiln_free(b);
     kiln_free(c);

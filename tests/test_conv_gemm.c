@@ -32,22 +32,8 @@ static int teardown(void **state) {
   return 0;
 }
 
-static int count(const char *hay, const char *needle) {
-  int n = 0;
-  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
-  return n;
-}
-
-/* Runs `text` on the host and the evaluator (they must agree); `gemms` gemm thunks and
- * `kernels` kernel thunks. */
 static void check(const char *text, int gemms, int kernels) {
-  char *thunks = NULL;
-  run_and_compare_on(g_dev, text, 1, &thunks);
-  const char *seq = strstr(thunks, "thunks:");
-  printf("%s", seq ? seq : thunks);
-  assert_int_equal(count(thunks, " gemm "), gemms);
-  assert_int_equal(count(thunks, " kernel "), kernels);
-  kiln_free(thunks);
+  run_and_count_thunks(g_dev, text, gemms, kernels);
 }
 
 #define CONV(params, root) "HloModule c\nENTRY e {\n" params "  ROOT r = " root "\n}\n"
@@ -182,7 +168,7 @@ static void corpus_conv(void *ctx, const kiln_hlo_instruction_t *in, const char 
   }
   char *thunks = NULL;
   run_and_compare_on(g_dev, text, 1, &thunks);
-  int gemms = count(thunks, " gemm ");
+  int gemms = count_in(thunks, " gemm ");
   printf("%s: %s\n", label, gemms ? "im2col + gemm" : "elemental");
   st->run++;
   st->gemm += gemms > 0;

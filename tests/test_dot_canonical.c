@@ -31,22 +31,8 @@ static int teardown(void **state) {
   return 0;
 }
 
-static int count(const char *hay, const char *needle) {
-  int n = 0;
-  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
-  return n;
-}
-
-/* Runs `text` on the host and on the evaluator with generated inputs (they must agree),
- * then checks the thunk sequence: `gemms` gemm thunks and `kernels` kernel thunks. */
 static void check(const char *text, int gemms, int kernels) {
-  char *thunks = NULL;
-  run_and_compare_on(g_dev, text, 1, &thunks);
-  const char *seq = strstr(thunks, "thunks:");
-  printf("%s", seq ? seq : thunks);
-  assert_int_equal(count(thunks, " gemm "), gemms);
-  assert_int_equal(count(thunks, " kernel "), kernels);
-  kiln_free(thunks);
+  run_and_count_thunks(g_dev, text, gemms, kernels);
 }
 
 static void test_batch_dims_not_leading_get_a_transpose_then_a_batched_gemm(void **state) {
@@ -220,7 +206,7 @@ static void test_batch_outer_product_of_a_column_major_operand(void **state) {
              kForms[i][0], kForms[i][1], kForms[i][2]);
     char *thunks = NULL;
     run_and_compare_on(g_dev, text, 1, &thunks);
-    assert_int_equal(count(thunks, " gemm "), 1);
+    assert_int_equal(count_in(thunks, " gemm "), 1);
     kiln_free(thunks);
   }
   unsetenv("KILN_DISABLE_PASSES");
