@@ -35,10 +35,8 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/status.h"
-#include "compiler/thunks/compile.h"
-#include "runtime/buffer.h"
-#include "runtime/executable.h"
 #include "runtime/host/host_device.h"
+#include "tools/common/bench_module.h"
 
 typedef struct shape {
   const char *name;
@@ -129,14 +127,6 @@ static char *dot_module(const shape_t *s, const char *t, bool donated) {
   return text;
 }
 
-typedef struct kiln_dot {
-  kiln_executable_t *exe;
-  kiln_stream_t *stream;
-  kiln_devptr_t params[3];
-  uint64_t sizes[3];
-  int num_params, gemms, kernels;
-} kiln_dot_t;
-
 static void fill(void *p, uint64_t bytes, bool bf16) {
   if (bf16) {
     uint16_t *h = p;
@@ -151,63 +141,24 @@ static void fill(void *p, uint64_t bytes, bool bf16) {
 /* Compiles and loads shape `s` in type `t`; `elemental` compiles the dot as a kernel;
  * `donated`: see dot_module. */
 static kiln_status dot_prepare(kiln_device_t *dev, const shape_t *s, const char *t, bool elemental,
-                               bool donated, kiln_dot_t *out) {
-  memset(out, 0, sizeof(*out));
+                               bool donated, kiln_bench_module_t *out) {
   char *text = dot_module(s, t, donated);
-  kiln_hlo_module_t *m = NULL;
-  kiln_status st = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
+  size_t es = strcmp(t, "bf16") ? 4 : 2;
+  uint64_t sizes[3] = {(uint64_t)(s->batch * s->m * s->k) * es,
+                       (uint64_t)(s->batch * s->k * s->n) * es,
+                       (uint64_t)(s->batch * s->m * s->n) * es};
+  kiln_status st = kiln_bench_module_load(dev, text, elemental, donated ? 3 : 2, sizes, out);
   kiln_free(text);
   KILN_RETURN_IF_ERROR_PLAIN(st);
-  if (elemental) setenv("KILN_GEMM_LIBRARY", "none", 1);
-  kiln_compile_options_t co;
-  memset(&co, 0, sizeof co);
-  co.emit.target = KILN_TARGET_HOST;
-  kiln_executable_desc_t *d = NULL;
-  kiln_compile_stats_t cs;
-  st = kiln_compile_module(m, &co, &d, &cs);
-  if (elemental) unsetenv("KILN_GEMM_LIBRARY");
-  kiln_hlo_module_destroy(m);
-  KILN_RETURN_IF_ERROR_PLAIN(st);
-  out->gemms = cs.emit.gemms;
-  out->kernels = cs.emit.kernels;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_executable_load(dev, d, &out->exe));
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_create(dev, &out->stream));
-  size_t es = strcmp(t, "bf16") ? 4 : 2;
-  out->sizes[0] = (uint64_t)(s->batch * s->m * s->k) * es;
-  out->sizes[1] = (uint64_t)(s->batch * s->k * s->n) * es;
-  out->sizes[2] = (uint64_t)(s->batch * s->m * s->n) * es;
-  out->num_params = donated ? 3 : 2;
-  for (int i = 0; i < out->num_params; i++) {
-    KILN_RETURN_IF_ERROR_PLAIN(kiln_device_mem_alloc(dev, out->sizes[i], &out->params[i]));
+  for (int i = 0; i < out->num_params; i++)
     fill((void *)(uintptr_t)out->params[i], out->sizes[i], es == 2);
-  }
   return NULL;
-}
-
-static kiln_status dot_run(kiln_dot_t *k, double *ms) {
-  kiln_device_buffer_t *outs[1] = {NULL};
-  double t0 = kiln_clock_ms();
-  kiln_status st = kiln_executable_run(k->exe, k->stream, k->params, k->sizes, k->num_params, outs);
-  *ms = kiln_clock_ms() - t0;
-  kiln_device_buffer_destroy(outs[0]);
-  return st;
-}
-
-static void dot_release(kiln_device_t *dev, kiln_dot_t *k) {
-  for (int i = 0; i < 3; i++)
-    if (k->params[i]) kiln_device_mem_free(dev, k->params[i]);
-  if (k->stream) kiln_stream_destroy(k->stream);
-  kiln_executable_destroy(k->exe);
-  memset(k, 0, sizeof(*k));
 }
 
 /* ---- OpenBLAS directly ------------------------------------------------------------------- */
 
-typedef void (*sgemm_fn)(int, int, int, int, int, int, float, const float *, int, const float *,
-                         int, float, float *, int);
-
 typedef struct direct {
-  sgemm_fn sgemm;
+  kiln_bench_sgemm_fn sgemm;
   float *a, *b, *c;
 } direct_t;
 
@@ -248,18 +199,8 @@ int main(int argc, char **argv) {
   const char *tried = NULL;
   const char *lib = kiln_host_blas_library(&tried);
   direct_t dx = {0};
-  void *h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
-  if (h) {
-    void *p = dlsym(h, "cblas_sgemm"), *q = dlsym(h, "openblas_set_num_threads");
-    memcpy(&dx.sgemm, &p, sizeof p);
-    int threads = 0;
-    sscanf(dev->name, "host (%d", &threads);
-    if (q && threads > 0) {
-      void (*set)(int);
-      memcpy(&set, &q, sizeof q);
-      set(threads);
-    }
-  }
+  void *h = NULL;
+  dx.sgemm = kiln_bench_openblas_sgemm(dev, &h);
   printf("host device: %s; kiln's gemm library: %s%s%s\n", dev->name,
          lib ? lib : "none (C kernel: ", lib ? "" : tried, lib ? "" : ")");
   printf("direct sgemm: %s\n\n",
@@ -276,7 +217,7 @@ int main(int argc, char **argv) {
     if (s->full && !full) continue;
     if (only && !strstr(s->name, only)) continue;
     double fl = flops_of(s);
-    kiln_dot_t kf, kn, kb, ke;
+    kiln_bench_module_t kf, kn, kb, ke;
     memset(&ke, 0, sizeof ke);
     st = dot_prepare(dev, s, "f32", false, true, &kf);
     if (!st) st = dot_prepare(dev, s, "f32", false, false, &kn);
@@ -299,28 +240,28 @@ int main(int argc, char **argv) {
     }
     /* A warm-up of each, then interleaved rounds: enough for ~0.3 s of kiln f32 (2..15). */
     double tf = 1e30, tn = 1e30, tb = 1e30, td = 1e30, te = 1e30, ms = 0;
-    if ((st = dot_run(&kn, &ms))) break;
-    if ((st = dot_run(&kf, &ms))) break;
-    if ((st = dot_run(&kb, &ms))) break;
+    if ((st = kiln_bench_module_run(&kn, &ms))) break;
+    if ((st = kiln_bench_module_run(&kf, &ms))) break;
+    if ((st = kiln_bench_module_run(&kb, &ms))) break;
     if (dx.sgemm) direct_run(&dx, s, &ms);
-    if ((st = dot_run(&kf, &tf))) break;
+    if ((st = kiln_bench_module_run(&kf, &tf))) break;
     int rounds = reps > 0 ? reps : (int)fmin(15, fmax(2, 300.0 / fmax(tf, 1e-3)));
     for (int r = 0; r < rounds; r++) {
-      if ((st = dot_run(&kf, &ms))) break;
+      if ((st = kiln_bench_module_run(&kf, &ms))) break;
       tf = best(tf, ms);
       if (dx.sgemm) {
         direct_run(&dx, s, &ms);
         td = best(td, ms);
       }
-      if ((st = dot_run(&kb, &ms))) break;
+      if ((st = kiln_bench_module_run(&kb, &ms))) break;
       tb = best(tb, ms);
-      if ((st = dot_run(&kn, &ms))) break;
+      if ((st = kiln_bench_module_run(&kn, &ms))) break;
       tn = best(tn, ms);
     }
     if (st) break;
     if (run_elemental) {
-      if ((st = dot_run(&ke, &te))) break;
-      if (te < 500 && (st = dot_run(&ke, &ms)) == NULL) te = best(te, ms);
+      if ((st = kiln_bench_module_run(&ke, &te))) break;
+      if (te < 500 && (st = kiln_bench_module_run(&ke, &ms)) == NULL) te = best(te, ms);
     }
     double gf = fl / tf / 1e6, gn = fl / tn / 1e6, gb = fl / tb / 1e6,
            gd = dx.sgemm ? fl / td / 1e6 : 0, ge = run_elemental ? fl / te / 1e6 : 0;
@@ -344,10 +285,10 @@ int main(int argc, char **argv) {
     printf("%-40s %7.3f | %8.1f %8.1f %8s %8.1f %8s | %6s %6s %6s %6.2fx\n", s->name, fl / 1e9, gf,
            gn, cd, gb, ce, rd, rn, re, gb / gf);
     fflush(stdout);
-    dot_release(dev, &kf);
-    dot_release(dev, &kn);
-    dot_release(dev, &kb);
-    if (run_elemental) dot_release(dev, &ke);
+    kiln_bench_module_release(dev, &kf);
+    kiln_bench_module_release(dev, &kn);
+    kiln_bench_module_release(dev, &kb);
+    if (run_elemental) kiln_bench_module_release(dev, &ke);
     kiln_free(dx.a);
     kiln_free(dx.b);
     kiln_free(dx.c);

@@ -72,4 +72,24 @@ static void run_and_compare_on(kiln_device_t *dev, const char *text, int repeat,
   kiln_hlo_module_destroy(m);
 }
 
+/* Occurrences of `needle` in `hay`. */
+static inline int count_in(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+/* run_and_compare_on once, then the thunk sequence (printed) must hold `gemms` gemm thunks
+ * and `kernels` kernel thunks. */
+static inline void run_and_count_thunks(kiln_device_t *dev, const char *text, int gemms,
+                                        int kernels) {
+  char *thunks = NULL;
+  run_and_compare_on(dev, text, 1, &thunks);
+  const char *seq = strstr(thunks, "thunks:");
+  printf("%s", seq ? seq : thunks);
+  assert_int_equal(count_in(thunks, " gemm "), gemms);
+  assert_int_equal(count_in(thunks, " kernel "), kernels);
+  kiln_free(thunks);
+}
+
 #endif /* KILN_TESTS_HOST_RUN_UTIL_H_ */

@@ -203,6 +203,71 @@ static void test_reduction_forms(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* Column reductions of bf16 [512,256] into f32 (from the bf16 transformer step's layer-norm
+ * gradients): each plans 32 x 32 threads with 4-wide vectors, a 32 x 129 f32 tile per
+ * accumulator (16,512 B). Two share a kernel (33,024 B); three siblings would need
+ * 49,536 B > 48 KiB of static shared memory, so multi-output fusion stops at two. */
+static const char *column_siblings(int n) {
+  static const char *const k[] = {
+      "ENTRY main {\n"
+      "  p0 = bf16[512,256]{1,0} parameter(0)\n  p1 = bf16[512,256]{1,0} parameter(1)\n"
+      "  p2 = bf16[512,256]{1,0} parameter(2)\n  z = f32[] constant(0)\n"
+      "  c0 = f32[512,256]{1,0} convert(p0)\n  c1 = f32[512,256]{1,0} convert(p1)\n"
+      "  c2 = f32[512,256]{1,0} convert(p2)\n"
+      "  m1 = f32[512,256]{1,0} multiply(c0, c1)\n  m2 = f32[512,256]{1,0} multiply(c0, c2)\n"
+      "  r0 = f32[256]{0} reduce(c0, z), dimensions={0}, to_apply=add\n"
+      "  r1 = f32[256]{0} reduce(m1, z), dimensions={0}, to_apply=add\n",
+      "  ROOT t = (f32[256]{0}, f32[256]{0}) tuple(r0, r1)\n}\n",
+      "  r2 = f32[256]{0} reduce(m2, z), dimensions={0}, to_apply=add\n"
+      "  ROOT t = (f32[256]{0}, f32[256]{0}, f32[256]{0}) tuple(r0, r1, r2)\n}\n"};
+  static char buf[2048];
+  snprintf(buf, sizeof buf, "%s%s", k[0], n == 2 ? k[1] : k[2]);
+  return buf;
+}
+
+/* Reduces per fusion of the entry, largest first in `most`; the plan's shared bytes of
+ * each reduction kernel must fit 48 KiB. */
+static int reduction_fusions(kiln_hlo_module_t *m, int *most) {
+  int fusions = 0;
+  *most = 0;
+  for (size_t i = 0; i < m->entry->instructions.len; i++) {
+    const kiln_hlo_instruction_t *f = m->entry->instructions.data[i];
+    if (f->opcode != KILN_OP_FUSION) continue;
+    const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
+    int reduces = 0;
+    for (size_t j = 0; j < body->instructions.len; j++)
+      reduces += body->instructions.data[j]->opcode == KILN_OP_REDUCE;
+    if (!reduces) continue;
+    fusions++;
+    if (reduces > *most) *most = reduces;
+    kiln_hero_analysis_t ha;
+    kiln_reduction_plan_t plan;
+    assert_null(kiln_hero_analyze(body, &ha));
+    assert_int_equal(ha.emitter, KILN_HERO_EMITTER_REDUCTION);
+    assert_null(kiln_hero_reduction_plan(body, &ha, 0, &plan));
+    assert_int_equal(plan.kind, KILN_REDUCTION_COLUMN);
+    assert_int_equal(plan.vector_size, 4);
+    int64_t bytes = kiln_reduction_shared_bytes(&plan, &ha.reduction, 4 * reduces);
+    assert_int_equal(bytes, 32 * 129 * 4 * reduces);
+    assert_true(bytes <= 48 * 1024);
+  }
+  return fusions;
+}
+
+static void test_column_reductions_share_a_kernel_within_shared_memory(void **state) {
+  int most = 0;
+  kiln_hlo_module_t *m = parse_entry(column_siblings(2));
+  fuse_and_emit(m);
+  assert_int_equal(reduction_fusions(m, &most), 1);
+  assert_int_equal(most, 2);
+  kiln_hlo_module_destroy(m);
+  m = parse_entry(column_siblings(3));
+  fuse_and_emit(m); /* emitting checks each launch's shared memory */
+  assert_int_equal(reduction_fusions(m, &most), 2);
+  assert_int_equal(most, 2);
+  kiln_hlo_module_destroy(m);
+}
+
 /* ---- corpus ---- */
 
 typedef struct legality_stats {
@@ -280,6 +345,7 @@ int main(void) {
       cmocka_unit_test(test_unnested_reduction_takes_a_sibling_shaped_like_its_input),
       cmocka_unit_test(test_reduce_over_unit_dims_does_not_join_a_reduction_kernel),
       cmocka_unit_test(test_reduction_forms),
+      cmocka_unit_test(test_column_reductions_share_a_kernel_within_shared_memory),
       cmocka_unit_test(test_corpus_fusions_are_each_one_emitters_kernel),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -72,6 +72,10 @@ kiln_status kiln_launch_grid_thread_map(kiln_affine_ctx_t *ctx, const kiln_launc
 kiln_status kiln_launch_grid_linear_map(kiln_affine_ctx_t *ctx, const kiln_launch_grid_t *grid,
                                         const char *vector_name, kiln_indexing_map_t **out);
 
+/* Block-shared bytes a kernel may take on `dev` (NULL: defaults): shared_bytes_static, or
+ * with `shared_opt_in` shared_bytes_optin. */
+int64_t kiln_launch_shared_bytes_limit(const kiln_launch_device_t *dev, bool shared_opt_in);
+
 /* Checks a launch against the device's limits (launch_limits.c): threads per block
  * (block x * y * z) <= max_threads_per_block, block x, y <= 1024 and z <= 64, grid x <=
  * block_dim_limit_x, grid y, z <= block_dim_limit_y, every dimension >= 1, and

@@ -9,6 +9,13 @@
 
 static int64_t or_default(int64_t v, int64_t d) { return v > 0 ? v : d; }
 
+int64_t kiln_launch_shared_bytes_limit(const kiln_launch_device_t *dev, bool shared_opt_in) {
+  static const kiln_launch_device_t kNone = {0};
+  if (!dev) dev = &kNone;
+  return shared_opt_in ? or_default(dev->shared_bytes_optin, 227 * 1024)
+                       : or_default(dev->shared_bytes_static, 48 * 1024);
+}
+
 kiln_status kiln_launch_validate(const int64_t block[3], const int64_t grid[3], int64_t shared_bytes,
                                  bool shared_opt_in, const kiln_launch_device_t *dev) {
   static const kiln_launch_device_t kNone = {0};
@@ -40,8 +47,7 @@ kiln_status kiln_launch_validate(const int64_t block[3], const int64_t grid[3], 
                             (long long)threads, (long long)max_threads);
   if (shared_bytes < 0)
     return kiln_status_make(KILN_OUT_OF_RANGE, "launch: %lld bytes of shared memory", (long long)shared_bytes);
-  int64_t shared_limit = shared_opt_in ? or_default(dev->shared_bytes_optin, 227 * 1024)
-                                       : or_default(dev->shared_bytes_static, 48 * 1024);
+  int64_t shared_limit = kiln_launch_shared_bytes_limit(dev, shared_opt_in);
   if (shared_bytes > shared_limit)
     return kiln_status_make(KILN_OUT_OF_RANGE, "launch: %lld bytes of %s shared memory per block exceed the limit %lld",
                             (long long)shared_bytes, shared_opt_in ? "opt-in" : "static", (long long)shared_limit);

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "compiler/analysis/reduction_rule.h"
 #include "compiler/hlo/ir.h"
 
 typedef enum kiln_hero_emitter {
@@ -50,24 +51,6 @@ typedef enum kiln_hero_emitter {
 /* "loop", "reduction", "transpose", "scatter", "sort", "concatenate", "input_slices",
  * "dynamic_update_slice" (the corpus's file-name spelling). */
 const char *kiln_hero_emitter_name(kiln_hero_emitter_t e);
-
-/* A reduce's input in physical order collapsed to three dims. Row: [major_red, kept,
- * minor_red]; column: [major_kept, red, minor_kept]. */
-typedef struct kiln_reduction_dims {
-  bool is_row;
-  int64_t dims[3];
-} kiln_reduction_dims_t;
-
-/* The reduction emitter's variants (XLA's CreateReductionFusion): a row reduction whose
- * minor reduced size is a power of two that fits one warp's vector loads is MULTI_ROW
- * (several rows per warp, shuffles only); other rows ROW; a column reduction whose minor
- * kept size divides the warp size is SMALL_COLUMN, others COLUMN. */
-typedef enum kiln_reduction_kind {
-  KILN_REDUCTION_ROW = 0,
-  KILN_REDUCTION_MULTI_ROW,
-  KILN_REDUCTION_COLUMN,
-  KILN_REDUCTION_SMALL_COLUMN,
-} kiln_reduction_kind_t;
 
 /* "reduce_row", "reduce_multirow", "reduce_column", "reduce_column_small" (the corpus's
  * file-name spelling). */
@@ -113,41 +96,6 @@ typedef struct kiln_hero_analysis {
   kiln_reduction_kind_t reduction_kind; /* REDUCTION: the plan's kind for the default device */
   kiln_transpose_desc_t transpose;    /* TRANSPOSE */
 } kiln_hero_analysis_t;
-
-/* How the reduction emitter runs a REDUCTION fusion (XLA's ReductionFusion subclasses'
- * parameters, with kiln's split of reductions that are not race-free).
- *
- *   ROW [R0, K, R2]: block = threads_reduced (x, a multiple of 32, min(1024,
- *     round_up(ceil(R2 / 32), 32))) times threads_kept (y: more kept rows per block while the
- *     block stays within 256 threads); vector_size per XLA's GetVectorSizeForMlir (R2 even,
- *     2 * threads <= R2, no complex; 1 for 64-bit inputs, 2 for 32-bit, else 4 when
- *     4 * threads <= R2 and R2 % 4 == 0, else 2); minor_tile vectors per thread.
- *   MULTI_ROW: R2 a power of two <= 32 * vector_size; vector_size = min(R2, 64 / smallest
- *     input-or-output bits), at most 128 / largest bits when some are >= 32, halved while
- *     there are fewer blocks than cores; threads_reduced = R2 / vector_size lanes per row,
- *     threads_kept = rows per block (block <= 256 threads).
- *   COLUMN [M, R, N]: 32 x 32 threads, tiles of 32 * vector_size columns (the vector size
- *     rule over N with 32 threads).
- *   SMALL_COLUMN (32 % N == 0): threads_reduced threads (128, fewer when needed) walk the
- *     flattened [R, N] with vector_size (GetVectorSizeForMlir over R * N with 32 threads);
- *     shared_rows = vector_size * threads / N partials per column (<= 32) go through a
- *     shared tile [shared_rows][N + padding] and a shuffle over shared_rows lanes.
- *   splits > 1 (reductions that are not race-free: row R2 > 16384 or R0 > 8, column
- *     R > 4096): the reduced extent is cut into `splits` chunks of `split_size` (R2 units for
- *     rows, R for columns; row R0 in chunks of r0_chunk), one block each, combined into the
- *     output with atomics after an initializing kernel; only when every reduce is single-value
- *     with a 16/32/64-bit result (`atomic` true), else the whole extent stays in one block. */
-typedef struct kiln_reduction_plan {
-  kiln_reduction_kind_t kind;
-  int vector_size;
-  int64_t threads_kept, threads_reduced;
-  int64_t minor_tile;  /* ROW: vector loads per thread along R2 (per split) */
-  int64_t shared_rows; /* SMALL_COLUMN */
-  bool race_free, atomic;
-  int64_t splits;      /* chunks of the reduced extent (1: race-free or no atomics) */
-  int64_t split_size;  /* ROW: R2 elements per chunk; COLUMN/SMALL_COLUMN: R rows per chunk */
-  int64_t r0_splits, r0_chunk; /* ROW: major reduced chunks */
-} kiln_reduction_plan_t;
 
 /* Plans REDUCTION fusion `c` (ha from kiln_hero_analyze) for a device with `core_count`
  * cores (<= 0: 132). INVALID_ARGUMENT when ha is not a reduction. */

@@ -573,7 +573,11 @@ static kiln_status emit_row(const kiln_hlo_computation_t *c,
     if (tr > 32) {
       /* Lane 0 of each warp writes its partial to tile[ty][warp] (one entry of padding); the
        * first warp of each row reads the row's partials back and reduces them. */
-      int64_t nw = tr / 32, sdims[2] = {tk, nw + 1};
+      kiln_reduction_plan_t run = *pl; /* as launched: the options may change the block */
+      run.threads_reduced = tr;
+      run.threads_kept = tk;
+      int64_t nw = tr / 32, sdims[2];
+      kiln_reduction_tile_dims(&run, &rs->ha.reduction, sdims);
       kiln_kir_value_t *shm[KILN_RED_MAX_ACC];
       const kiln_kir_type_t *stypes[KILN_RED_MAX_ACC];
       for (int k = 0; k < rs->nacc; k++) {
@@ -692,7 +696,10 @@ static kiln_status emit_column(const kiln_hlo_computation_t *c,
         kiln_red_accumulate_lanes(&h, rs, map, lin, (int)vec, lane_stride, ids, 4, init, acc);
     rs->lin_outer = NULL;
     if (!accumulated) goto done;
-    int64_t tdims[2] = {32, 32 * vec + 1};
+    kiln_reduction_plan_t run = rs->plan; /* as launched: vec may have dropped to 1 */
+    run.vector_size = (int)vec;
+    int64_t tdims[2];
+    kiln_reduction_tile_dims(&run, &rs->ha.reduction, tdims);
     const char *tn[2] = {"th_x", "th_y"};
     int64_t thi[2] = {31, 31};
     /* Write (ty, tx * vec + v) and read (tx, ty * vec + v) positions of every lane. */

@@ -276,7 +276,8 @@ kiln_status kiln_red_emit_small_column(const kiln_hlo_computation_t *c,
     kiln_kir_value_t *acc[MAX_VALS];
     if (!kiln_red_accumulate_lanes(&h, rs, map, lin, (int)vec, 1, ids, 3, init, acc)) goto done;
     /* Partials into the shared tile. */
-    int64_t pad = (T == 32 && vec == 1) ? 0 : ceil_div(N, T * vec), tdims[2] = {SR, N + pad};
+    int64_t tdims[2];
+    kiln_reduction_tile_dims(pl, &rs->ha.reduction, tdims);
     const char *tn = "th_x";
     int64_t thi = T - 1;
     kiln_indexing_map_t *wm = kiln_hero_map(m, 1, &tn, &thi, 0, NULL);

@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "base/vec.h"
+#include "compiler/analysis/launch_grid.h"
 #include "compiler/analysis/reduction_rule.h"
 
 typedef KILN_VEC(kiln_hlo_instruction_t *) instr_vec_t;
@@ -283,8 +284,8 @@ bool kiln_fusion_reduction_is_unnested(const kiln_hlo_instruction_t *r) {
 bool kiln_fusion_reduction_is_race_free(const kiln_hlo_instruction_t *r) {
   reduction_form_t f;
   if (!reduction_form(r, &f)) return false;
-  if (f.row) return f.d[2] <= 1024 * 16 && f.d[0] <= 8; /* as the codegen (hero_analysis.c) */
-  return f.d[1] <= 32 * 128;
+  kiln_reduction_dims_t rd = {f.row, {f.d[0], f.d[1], f.d[2]}};
+  return kiln_reduction_is_race_free(&rd);
 }
 
 /* The reduction hero of a reduction producer (a reduce, or a fusion whose root's hero is
@@ -481,6 +482,67 @@ static bool same_reduction_form(const kiln_hlo_instruction_t *a, const kiln_hlo_
   return fa.row == fb.row && fa.d[0] == fb.d[0] && fa.d[1] == fb.d[1] && fa.d[2] == fb.d[2];
 }
 
+/* Bits of an element as the reduction plan counts them (pred is a byte). */
+static int plan_bits(kiln_elem_type_t t) {
+  return t == KILN_PRED ? 8 : kiln_elem_type_bits(t);
+}
+
+static void shape_bits(const kiln_shape_t *s, int *lo, bool *complex) {
+  if (kiln_shape_is_tuple(s)) {
+    for (int i = 0; i < s->num_elements; i++) shape_bits(s->elements[i], lo, complex);
+    return;
+  }
+  if (plan_bits(s->type) < *lo) *lo = plan_bits(s->type);
+  if (kiln_elem_type_is_complex(s->type)) *complex = true;
+}
+
+/* Accumulator bytes per element of reduce `r`: the element sizes of its results (a complex
+ * add's two accumulators are the complex element's two halves). */
+static int64_t reduce_acc_bytes(const kiln_hlo_instruction_t *r) {
+  const kiln_shape_t *s = r->shape;
+  if (!kiln_shape_is_tuple(s)) return kiln_elem_type_bits(s->type) / 8;
+  int64_t n = 0;
+  for (int i = 0; i < s->num_elements; i++) n += kiln_elem_type_bits(s->elements[i]->type) / 8;
+  return n;
+}
+
+/* Whether the reduction kernel of merging `a` and `b` around `hero` keeps its block-shared
+ * tiles within the default device's static shared memory: the plan for the hero's form
+ * (kiln_reduction_plan_make, as the codegen plans it) with every distinct reduce among the
+ * roots holding accumulators in the tiles (kiln_reduction_shared_bytes, the emitter's tile
+ * sizes). Conservative where the merge is not built yet: the smallest input bits are taken
+ * over both operand lists (a value one produces for the other only lowers the bound, which
+ * can only raise the vector size), and no split (a split only shrinks the tiles). */
+static bool reduction_tiles_fit(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b,
+                                const root_info_t *roots, int n,
+                                const kiln_hlo_instruction_t *hero) {
+  reduction_form_t form;
+  if (!reduction_form(hero, &form)) return false;
+  kiln_reduction_dims_t rd = {form.row, {form.d[0], form.d[1], form.d[2]}};
+  kiln_reduction_facts_t f = {.input_bits_min = 1 << 30, .output_bits_min = 1 << 30};
+  const kiln_hlo_instruction_t *both[2] = {a, b};
+  for (int j = 0; j < 2; j++) {
+    for (int k = 0; k < both[j]->num_operands; k++)
+      shape_bits(both[j]->operands[k]->shape, &f.input_bits_min, &f.complex);
+    shape_bits(both[j]->shape, &f.output_bits_min, &f.complex);
+  }
+  int64_t acc_bytes = 0;
+  for (int i = 0; i < n; i++) {
+    const kiln_hlo_instruction_t *r = roots[i].reduction ? roots[i].reduction : roots[i].reduce;
+    bool seen = false;
+    for (int j = 0; j < i && r && !seen; j++)
+      seen = r == (roots[j].reduction ? roots[j].reduction : roots[j].reduce);
+    if (!r || seen) continue;
+    acc_bytes += reduce_acc_bytes(r);
+    for (int k = 0; k < r->num_operands; k++)
+      f.complex |= kiln_elem_type_is_complex(r->operands[k]->shape->type);
+  }
+  kiln_reduction_plan_t plan;
+  kiln_reduction_plan_make(&rd, &f, 0, &plan);
+  return kiln_reduction_shared_bytes(&plan, &rd, acc_bytes) <=
+         kiln_launch_shared_bytes_limit(NULL, false);
+}
+
 bool kiln_fusion_can_share_kernel(const kiln_hlo_instruction_t *a,
                                   const kiln_hlo_instruction_t *b) {
   root_info_t roots[2 * KILN_FUSION_MAX_OPERANDS];
@@ -504,7 +566,7 @@ bool kiln_fusion_can_share_kernel(const kiln_hlo_instruction_t *a,
       return false;
     }
   }
-  return true;
+  return !hero || reduction_tiles_fit(a, b, roots, n, hero);
 }
 
 bool kiln_fusion_loop_shape(const kiln_hlo_instruction_t *in, kiln_fusion_loop_shape_t *out) {

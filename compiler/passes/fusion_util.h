@@ -100,7 +100,9 @@ bool kiln_fusion_reduction_is_race_free(const kiln_hlo_instruction_t *r);
  * produce, as the codegen's hero analysis decides: when some output's hero is a reduction
  * the reduction emitter takes (unnested, race-free unless it is the output itself), every
  * other output is a reduction of the same form or has as many elements as its input;
- * otherwise (loop emitter) all outputs have the same element count. Every output of both
+ * otherwise (loop emitter) all outputs have the same element count. A reduction kernel's
+ * tiles must also fit the default device's static shared memory (48 KiB; the plan and tile
+ * sizes of compiler/analysis/reduction_rule.h). Every output of both
  * is counted, so this is conservative for a producer whose outputs the consumer alone
  * reads. */
 bool kiln_fusion_can_share_kernel(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b);

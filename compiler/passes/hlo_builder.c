@@ -158,6 +158,45 @@ kiln_hlo_instruction_t *kiln_builder_slice_dim(kiln_builder_t *b, kiln_hlo_instr
   return in;
 }
 
+kiln_hlo_instruction_t *kiln_builder_pad(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                         kiln_hlo_instruction_t *value, const int64_t *lo,
+                                         const int64_t *hi, const int64_t *interior) {
+  if (!x || !value || x->shape->rank > MAX_RANK) return fail(b);
+  int r = x->shape->rank;
+  int64_t dims[MAX_RANK];
+  for (int d = 0; d < r; d++)
+    dims[d] = lo[d] + hi[d] + x->shape->dims[d] +
+              (x->shape->dims[d] ? (x->shape->dims[d] - 1) * interior[d] : 0);
+  kiln_hlo_instruction_t *ops[2] = {x, value};
+  kiln_hlo_instruction_t *p =
+      kiln_builder_op(b, KILN_OP_PAD, kiln_builder_shape(b, x->shape->type, r, dims), 2, ops);
+  kiln_pad_dim_t *pd =
+      p ? kiln_arena_alloc(&b->m->arena, sizeof(kiln_pad_dim_t) * (size_t)r) : NULL;
+  if (!pd) return fail(b);
+  for (int d = 0; d < r; d++) pd[d] = (kiln_pad_dim_t){lo[d], hi[d], interior[d]};
+  p->padding = pd;
+  p->num_pad_dims = r;
+  return p;
+}
+
+kiln_hlo_instruction_t *kiln_builder_strided_slice(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                                   const int64_t *start, const int64_t *count,
+                                                   const int64_t *stride) {
+  if (!x) return fail(b);
+  int r = x->shape->rank;
+  kiln_hlo_instruction_t *s =
+      kiln_builder_op(b, KILN_OP_SLICE, kiln_builder_shape(b, x->shape->type, r, count), 1, &x);
+  kiln_slice_dim_t *sd =
+      s ? kiln_arena_alloc(&b->m->arena, sizeof(kiln_slice_dim_t) * (size_t)r) : NULL;
+  if (!sd) return fail(b);
+  for (int d = 0; d < r; d++)
+    sd[d] = (kiln_slice_dim_t){
+        start[d], count[d] ? start[d] + (count[d] - 1) * stride[d] + 1 : start[d], stride[d]};
+  s->slice = sd;
+  s->num_slice_dims = r;
+  return s;
+}
+
 kiln_hlo_instruction_t *kiln_builder_slice1(kiln_builder_t *b, kiln_hlo_instruction_t *x,
                                             int64_t start, int64_t limit) {
   return kiln_builder_slice_dim(b, x, 0, start, limit);

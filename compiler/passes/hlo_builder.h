@@ -69,6 +69,14 @@ kiln_hlo_instruction_t *kiln_builder_slice1(kiln_builder_t *b, kiln_hlo_instruct
 /* slice along dimension `dim` only: [start, limit); the other dimensions whole. */
 kiln_hlo_instruction_t *kiln_builder_slice_dim(kiln_builder_t *b, kiln_hlo_instruction_t *x,
                                                int dim, int64_t start, int64_t limit);
+/* pad(x, value) with lo / hi / interior padding per dimension (none negative). */
+kiln_hlo_instruction_t *kiln_builder_pad(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                         kiln_hlo_instruction_t *value, const int64_t *lo,
+                                         const int64_t *hi, const int64_t *interior);
+/* slice(x) of count[d] elements from start[d] with stride[d] per dimension. */
+kiln_hlo_instruction_t *kiln_builder_strided_slice(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                                   const int64_t *start, const int64_t *count,
+                                                   const int64_t *stride);
 kiln_hlo_instruction_t *kiln_builder_iota(kiln_builder_t *b, kiln_elem_type_t type, int rank,
                                           const int64_t *dims, int dim);
 kiln_hlo_instruction_t *kiln_builder_tuple(kiln_builder_t *b, int n, kiln_hlo_instruction_t *const *xs);

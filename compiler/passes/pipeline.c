@@ -35,7 +35,7 @@ static const pipeline_step_t kSteps[] = {
     {"topk decomposition", {"topk_decomposer"}, false},
     {"layout assignment", {"layout_assignment"}, false},
     {"layout normalization", {"layout_normalization"}, false},
-    {"dot canonicalization", {"dot_canonicalizer"}, false},
+    {"dot canonicalization", {"conv_gemm_rewriter", "dot_canonicalizer"}, false},
     {"post-layout simplification", {"simplify_layout", "dce"}, true},
     {"priority fusion", {"priority_fusion"}, false},
     {"multi-output fusion", {"multi_output_fusion"}, false},

@@ -80,44 +80,6 @@ static bool expandable(const kiln_hlo_instruction_t *in) {
 }
 
 /* pad(x, value) with per-dimension lo/hi/interior. */
-static kiln_hlo_instruction_t *pad(kiln_builder_t *b, kiln_hlo_instruction_t *x, kiln_hlo_instruction_t *value,
-                                   const int64_t *lo, const int64_t *hi, const int64_t *interior) {
-  if (!x || !value) return NULL;
-  int r = x->shape->rank;
-  int64_t dims[MAX_RANK];
-  for (int d = 0; d < r; d++)
-    dims[d] = lo[d] + hi[d] + x->shape->dims[d] + (x->shape->dims[d] ? (x->shape->dims[d] - 1) * interior[d] : 0);
-  kiln_hlo_instruction_t *ops[2] = {x, value};
-  kiln_hlo_instruction_t *p = kiln_builder_op(b, KILN_OP_PAD, kiln_builder_shape(b, x->shape->type, r, dims), 2, ops);
-  kiln_pad_dim_t *pd = p ? kiln_arena_alloc(&b->m->arena, sizeof(kiln_pad_dim_t) * (size_t)r) : NULL;
-  if (!pd) {
-    b->failed = true;
-    return NULL;
-  }
-  for (int d = 0; d < r; d++) pd[d] = (kiln_pad_dim_t){lo[d], hi[d], interior[d]};
-  p->padding = pd;
-  p->num_pad_dims = r;
-  return p;
-}
-
-/* slice(x) [start, start + (count-1)*stride + 1) with `stride` per dimension. */
-static kiln_hlo_instruction_t *strided_slice(kiln_builder_t *b, kiln_hlo_instruction_t *x, const int64_t *start,
-                                             const int64_t *count, const int64_t *stride) {
-  if (!x) return NULL;
-  int r = x->shape->rank;
-  kiln_hlo_instruction_t *s = kiln_builder_op(b, KILN_OP_SLICE, kiln_builder_shape(b, x->shape->type, r, count), 1, &x);
-  kiln_slice_dim_t *sd = s ? kiln_arena_alloc(&b->m->arena, sizeof(kiln_slice_dim_t) * (size_t)r) : NULL;
-  if (!sd) {
-    b->failed = true;
-    return NULL;
-  }
-  for (int d = 0; d < r; d++)
-    sd[d] = (kiln_slice_dim_t){start[d], count[d] ? start[d] + (count[d] - 1) * stride[d] + 1 : start[d], stride[d]};
-  s->slice = sd;
-  s->num_slice_dims = r;
-  return s;
-}
-
 /* select's compare operand for current `cur` / candidate `cand` (or a broadcast constant). */
 static kiln_hlo_instruction_t *select_operand(kiln_builder_t *b, const kiln_hlo_instruction_t *x,
                                               kiln_hlo_instruction_t *cur, kiln_hlo_instruction_t *cand) {
@@ -149,14 +111,15 @@ static kiln_status expand(kiln_hlo_instruction_t *in, kiln_pass_effects_t *effec
     result = kiln_builder_splat(&b, init, x);
   } else {
     kiln_hlo_instruction_t *fill = kiln_builder_const_u64(&b, t, 0);
-    kiln_hlo_instruction_t *px = pad(&b, x, fill, lo, hi, zero);
+    kiln_hlo_instruction_t *px = kiln_builder_pad(&b, x, fill, lo, hi, zero);
     kiln_hlo_instruction_t *yes = kiln_builder_const_u64(&b, KILN_PRED, 1), *no = kiln_builder_const_u64(&b, KILN_PRED, 0);
-    kiln_hlo_instruction_t *pvalid = pad(&b, kiln_builder_splat(&b, yes, x), no, lo, hi, zero);
+    kiln_hlo_instruction_t *pvalid =
+        kiln_builder_pad(&b, kiln_builder_splat(&b, yes, x), no, lo, hi, zero);
     kiln_hlo_instruction_t *cur = NULL, *idx = NULL, *have = NULL;
     int64_t o[MAX_RANK] = {0};
     for (int64_t k = 0; k < num_offsets && !b.failed; k++) {
-      kiln_hlo_instruction_t *v = strided_slice(&b, px, o, ss->dims, stride);
-      kiln_hlo_instruction_t *valid = strided_slice(&b, pvalid, o, ss->dims, stride);
+      kiln_hlo_instruction_t *v = kiln_builder_strided_slice(&b, px, o, ss->dims, stride);
+      kiln_hlo_instruction_t *valid = kiln_builder_strided_slice(&b, pvalid, o, ss->dims, stride);
       kiln_hlo_instruction_t *kc = kiln_builder_splat(&b, kiln_builder_const_u64(&b, KILN_S32, (uint64_t)k), src);
       if (!k) {
         cur = v, have = valid;
@@ -189,15 +152,15 @@ static kiln_status expand(kiln_hlo_instruction_t *in, kiln_pass_effects_t *effec
       kiln_hlo_instruction_t *kc = kiln_builder_splat(&b, kiln_builder_const_u64(&b, KILN_S32, (uint64_t)k), src);
       kiln_hlo_instruction_t *chosen =
           kiln_builder_binary(&b, KILN_OP_AND, have, kiln_builder_compare(&b, KILN_CMP_EQ, idx, kc));
-      kiln_hlo_instruction_t *hit = pad(&b, chosen, no, o, phi, interior);
-      kiln_hlo_instruction_t *val = pad(&b, src, fill, o, phi, interior);
+      kiln_hlo_instruction_t *hit = kiln_builder_pad(&b, chosen, no, o, phi, interior);
+      kiln_hlo_instruction_t *val = kiln_builder_pad(&b, src, fill, o, phi, interior);
       acc = kiln_builder_select(&b, hit, kiln_builder_binary(&b, sroot->opcode, acc, val), acc);
       for (int d = r - 1; d >= 0; d--) {
         if (++o[d] < size[d]) break;
         o[d] = 0;
       }
     }
-    result = strided_slice(&b, acc, lo, xs->dims, one);
+    result = kiln_builder_strided_slice(&b, acc, lo, xs->dims, one);
   }
   if (!result || b.failed)
     return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "select_and_scatter_expander: out of memory expanding '%s'",
