@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test: the normal build, the ASan+UBSan build, and the
-# parser fuzzer (60 s under ASan, seeded with the corpus).
+# Sets up, builds and runs every test: the normal build, 2,000 generated programs through
+# kiln-fuzz, the GPU bundle check, the ASan+UBSan build, the fuzzers (60 s under ASan, seeded
+# with the corpus) and the ThreadSanitizer stress tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -11,6 +12,20 @@ echo "== normal build"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs"
 (cd build && ctest --output-on-failure -j"$jobs")
+
+echo "== differential fuzzing: 2,000 generated programs (kiln-fuzz, one shard per core)"
+# A fixed seed range, so a landing is reproducible; other ranges are a developer's command:
+#   build/kiln-fuzz --programs=100000 --seed=S --out=DIR
+fuzz_pids=()
+for shard in 0 1; do
+  build/kiln-fuzz --programs=1000 --seed=$((100000 + shard * 1000)) --quiet --out=build \
+    > "build/kiln-fuzz-$shard.log" 2>&1 &
+  fuzz_pids+=($!)
+done
+for pid in "${fuzz_pids[@]}"; do
+  wait "$pid" || { cat build/kiln-fuzz-*.log; exit 1; }
+done
+tail -n 3 build/kiln-fuzz-*.log
 
 echo "== GPU bundle (scripts/run-gpu.sh's half for here, from the normal build) and its dry run"
 bash scripts/check-gpu-bundle.sh build
