@@ -1,7 +1,9 @@
 /* The on-disk blob cache (disk_cache.h). */
+#define _GNU_SOURCE /* dladdr */
 #include "base/disk_cache.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -54,9 +56,42 @@ static void warn_once(const char *what, const char *path) {
   KILN_LOG_W("compile cache: cannot %s %s: %s (the cache is skipped)", what, path, strerror(errno));
 }
 
+/* The build of kiln this code belongs to: the size and modification time of the binary that
+ * holds it (the plugin or an executable). Mixed into every key, so entries written by a
+ * rebuilt kiln that still carries the same version string are never read back as current. */
+static pthread_once_t g_build_once = PTHREAD_ONCE_INIT;
+static uint64_t g_build_identity[2];
+
+static void compute_build_identity(void) {
+  kiln_hasher_t h;
+  kiln_hash_init(&h, 0x6275696c64ull);
+  kiln_hash_field(&h, KILN_VERSION_STRING, strlen(KILN_VERSION_STRING));
+  Dl_info info;
+  struct stat st;
+  if (dladdr((void *)&compute_build_identity, &info) && info.dli_fname &&
+      stat(info.dli_fname, &st) == 0) {
+    int64_t facts[3] = {(int64_t)st.st_size, (int64_t)st.st_mtim.tv_sec,
+                        (int64_t)st.st_mtim.tv_nsec};
+    kiln_hash_field(&h, facts, sizeof(facts));
+  }
+  kiln_hash_final(&h, g_build_identity);
+}
+
+/* `key` as stored: mixed with the build identity. */
+static void stored_key(const uint64_t key[2], uint64_t out[2]) {
+  pthread_once(&g_build_once, compute_build_identity);
+  kiln_hasher_t h;
+  kiln_hash_init(&h, 0x73746f726564ull);
+  kiln_hash_field(&h, g_build_identity, sizeof(g_build_identity));
+  kiln_hash_field(&h, key, 2 * sizeof(uint64_t));
+  kiln_hash_final(&h, out);
+}
+
 char *kiln_disk_cache_path(const char *dir, const char *kind, const uint64_t key[2]) {
   char hex[33];
-  kiln_hash_hex(key, hex);
+  uint64_t sk[2];
+  stored_key(key, sk);
+  kiln_hash_hex(sk, hex);
   kiln_strbuf_t b = {0};
   kiln_strbuf_printf(&b, "%s/%s/%s", dir, kind, hex);
   return kiln_strbuf_take(&b);
@@ -78,8 +113,7 @@ static void make_header(header_t *h, const char *kind, const uint64_t key[2], co
   memcpy(h->magic, MAGIC, 8);
   snprintf(h->kind, sizeof(h->kind), "%s", kind);
   snprintf(h->version, sizeof(h->version), "%s", KILN_VERSION_STRING);
-  h->key[0] = key[0];
-  h->key[1] = key[1];
+  stored_key(key, h->key);
   h->len = len;
   kiln_hash128(data, len, h->sum);
 }
@@ -98,6 +132,8 @@ bool kiln_disk_cache_get(const char *dir, const char *kind, const uint64_t key[2
     return false;
   }
   header_t h, want;
+  uint64_t sk[2];
+  stored_key(key, sk);
   bool ok = fread(&h, sizeof(h), 1, f) == 1;
   void *buf = NULL;
   if (ok) {
@@ -105,8 +141,8 @@ bool kiln_disk_cache_get(const char *dir, const char *kind, const uint64_t key[2
     snprintf(kind_field, sizeof(kind_field), "%s", kind);
     snprintf(version_field, sizeof(version_field), "%s", KILN_VERSION_STRING);
     ok = !memcmp(h.magic, MAGIC, 8) && !memcmp(h.kind, kind_field, sizeof(kind_field)) &&
-         !memcmp(h.version, version_field, sizeof(version_field)) && h.key[0] == key[0] &&
-         h.key[1] == key[1] && h.len < ((uint64_t)1 << 40);
+         !memcmp(h.version, version_field, sizeof(version_field)) && h.key[0] == sk[0] &&
+         h.key[1] == sk[1] && h.len < ((uint64_t)1 << 40);
   }
   if (ok) {
     /* The header's length is not trusted before it matches the file's: a flipped bit there

@@ -41,7 +41,9 @@ bool kiln_disk_cache_get(const char *dir, const char *kind, const uint64_t key[2
 /* Stores `len` bytes as `key`'s entry (atomically; failures are logged, not returned). */
 void kiln_disk_cache_put(const char *dir, const char *kind, const uint64_t key[2], const void *data,
                          size_t len);
-/* The path of `key`'s entry (kiln_free it); for tests that corrupt entries. */
+/* The path of `key`'s entry (kiln_free it); for tests that corrupt entries. Keys are stored
+ * mixed with the build's identity (the size and modification time of the binary holding this
+ * code), so a rebuilt kiln never reads back what an older build wrote. */
 char *kiln_disk_cache_path(const char *dir, const char *kind, const uint64_t key[2]);
 /* This process's counts for `kind` (NULL: all kinds together). */
 kiln_disk_cache_counters_t kiln_disk_cache_counters(const char *kind);

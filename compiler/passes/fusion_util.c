@@ -343,6 +343,18 @@ static bool body_is_intermediate_chain(const kiln_hlo_computation_t *c) {
   return true;
 }
 
+/* Whether `in` or (for a fusion) any instruction of its body produces complex values. */
+static bool makes_complex_values(const kiln_hlo_instruction_t *in) {
+  if (kiln_shape_is_array(in->shape) && kiln_elem_type_is_complex(in->shape->type)) return true;
+  if (in->opcode != KILN_OP_FUSION) return false;
+  const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(in, "calls");
+  for (size_t i = 0; c && i < c->instructions.len; i++) {
+    const kiln_shape_t *s = c->instructions.data[i]->shape;
+    if (kiln_shape_is_array(s) && kiln_elem_type_is_complex(s->type)) return true;
+  }
+  return false;
+}
+
 bool kiln_fusion_can_take_epilogue(const kiln_hlo_instruction_t *consumer,
                                    const kiln_hlo_instruction_t *producer) {
   if (consumer->parent != producer->parent || consumer->num_control_predecessors ||
@@ -354,6 +366,10 @@ bool kiln_fusion_can_take_epilogue(const kiln_hlo_instruction_t *consumer,
   const kiln_hlo_instruction_t *hero = producer_hero(producer);
   bool unnested = hero && kiln_fusion_reduction_is_unnested(hero);
   if (unnested && !kiln_fusion_reduction_is_race_free(hero)) return false;
+  /* The reduction emitter's epilogues are real-valued (complex reductions take none); the
+   * codegen may pick it for reductions this pass prices as elemental, so no reduction takes a
+   * complex-valued epilogue. */
+  if (hero && makes_complex_values(consumer)) return false;
   if (consumer->opcode == KILN_OP_FUSION) {
     if (!kiln_fusion_is_growable(consumer) || consumer->fusion_kind != KILN_HLO_FUSION_LOOP)
       return false;
