@@ -198,12 +198,6 @@ static void input_coords(const tile_geom_t *g, kiln_indexing_map_t *map, kiln_af
     kiln_indexing_map_add_constraint(map, coord[g->bdim], 0, g->d->in_dims[g->bdim] - 1);
 }
 
-static int output_of_root(kiln_hero_emit_t *h, const kiln_hlo_instruction_t *root) {
-  for (int o = 0; o < h->part.num_outputs; o++)
-    if (h->part.outputs[o].instr == root) return o;
-  return -1;
-}
-
 /* Step 1: the hero analysis, the "102" form, the transpose heroes and the paths from the
  * roots to them. */
 static kiln_status tr_analyze(const kiln_hlo_computation_t *c, tr_state_t *ts, bool *keep) {
@@ -452,14 +446,12 @@ static bool tr_emit_phase2(tr_kernel_t *K, kiln_kir_op_t *bar) {
     if (kiln_shape_is_array(p->shape)) table_add(&tab2, x, map2, lin2_e, p->shape, &nres2);
   }
   kiln_indexing_map_simplify(map2);
+  /* Every output on a path, by output index: a root the tuple lists twice is two outputs,
+   * each written (eval_path's memo computes its value once). */
   int tro[KILN_HERO_MAX_ROOTS], ntr = 0;
   kiln_kir_value_t *inits2[KILN_HERO_MAX_ROOTS];
-  for (int i = 0; i < ts->ha.num_roots; i++) {
-    if (!on_path(ts, ts->ha.roots[i])) continue;
-    int o = output_of_root(h, ts->ha.roots[i]);
-    bool dup = false;
-    for (int k = 0; k < ntr; k++) dup |= tro[k] == o;
-    if (o < 0 || dup) continue;
+  for (int o = 0; o < nout; o++) {
+    if (!on_path(ts, h->part.outputs[o].instr)) continue;
     tro[ntr] = o;
     inits2[ntr++] = h->outs[o];
   }
