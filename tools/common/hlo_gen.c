@@ -93,8 +93,8 @@ typedef struct gen_node {
   bool tuple;
   int operands[GEN_MAX_OPERANDS];
   int num_operands;
-  char *attrs; /* ", dimensions={0}" ... (computation names in it are unique per node) */
-  char *comps; /* computations it calls, rendered before ENTRY */
+  char *attrs;  /* ", dimensions={0}" ... (computation names in it are unique per node) */
+  char *comps;  /* computations it calls, rendered before ENTRY */
   bool inexact; /* carries float rounding that may differ between backends (see below) */
 } gen_node_t;
 
