@@ -531,6 +531,17 @@ static PJRT_Error *loaded_execute(PJRT_LoadedExecutable_Execute_Args *args) {
   PJRT_Buffer *const *argv = e->num_params ? args->argument_lists[0] : &none;
   PJRT_Buffer **outs = args->output_lists[0];
   for (int32_t j = 0; j < e->num_outputs; j++) outs[j] = NULL;
+  /* Executables take their arguments in the default layout (Compile makes the entry's
+   * parameters default): a buffer uploaded with another device_layout would be read in the
+   * wrong order, so it is refused rather than computed on. */
+  for (int32_t j = 0; j < e->num_params; j++)
+    if (argv[j] && !kiln_pjrt_buffer_has_default_layout(argv[j]))
+      return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                  "argument %d of %s has a non-default "
+                                  "device layout; kiln's executables take the default (row-major) "
+                                  "layout: upload it without a device_layout (kiln copies strided "
+                                  "host data into it)",
+                                  (int)j, e->name);
   kiln_status s = execute_one(e, dev, di, argv, args->options, outs);
   if (s)
     return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in PJRT_LoadedExecutable_Execute"));
