@@ -315,6 +315,7 @@ static void test_narrow_float_conversions_match_numeric_h_bit_for_bit(void **sta
   in[3] = 0.0f;
   in[4] = -0.0f;
   in[5] = 1e-45f;
+  in[6] = -NAN;
   for (size_t t = 0; t < sizeof(kTypes) / sizeof(kTypes[0]); t++) {
     kiln_elem_type_t et = kTypes[t];
     size_t sb = kiln_elem_type_storage_bytes(et);

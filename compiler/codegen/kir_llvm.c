@@ -1,6 +1,7 @@
 /* Target-independent lowering of kernel IR ops to LLVM IR (kir_llvm.h). */
 #include "compiler/codegen/kir_llvm.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -230,8 +231,8 @@ static LLVMValueRef f32_to_narrow8(kir_llvm_t *L, const fmt_t *f, LLVMValueRef x
     case 2:
       nanc = ovf = c32(L, sign);
       break;
-    case 3:
-      nanc = sel(L, neg, c32(L, 0), c32(L, sign));
+    case 3: /* no NaN: the code numeric.c gives every NaN, whatever its sign */
+      nanc = c32(L, kiln_narrow_from_f64(KILN_F4E2M1FN, NAN));
       ovf = LLVMBuildOr(b, signv, c32(L, max_finite), "");
       break;
     default:

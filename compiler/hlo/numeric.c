@@ -14,8 +14,12 @@
  *  - fnuz formats: inf, NaN and overflow give 0x80; -0 and negative values that round
  *    to zero give +0.
  *  - f4e2m1fn has neither inf nor NaN: overflow and +-inf saturate to +-6 (ml_dtypes'
- *    non-saturating conversion maps to its `infinity()`, which is max). NaN maps to
- *    ml_dtypes' quiet_NaN() bit pattern 0x8 (-0) and -NaN to 0x0 (+0).
+ *    non-saturating conversion maps to its `infinity()`, which is max). Every NaN, of
+ *    either sign, maps to ml_dtypes' quiet_NaN() bit pattern 0x8 (-0). ml_dtypes gives
+ *    -NaN the negated pattern (+0), but IEEE 754 leaves the sign of an operation's NaN
+ *    result unspecified (libm's log(-1) is -NaN, the emitted one +NaN), and in a format
+ *    without NaN that sign would become a visible, implementation-dependent zero sign
+ *    (rsqrt then gives +6 or -6). The emitter takes this code from here.
  *  - f8e8m0fnu (2^(e-127), e in 0..254, 0xFF = NaN, unsigned, no zero): a value rounds
  *    to the nearer power of two measured linearly: x in [2^k, 1.5*2^k) gives 2^k and
  *    [1.5*2^k, 2^(k+1)) gives 2^(k+1) (ties go up, as ml_dtypes' bit-level rounding does
@@ -105,7 +109,8 @@ static uint32_t nan_code(const fp_format_t *f, bool neg, uint64_t payload52) {
     }
     case STYLE_FN: return (neg ? sign : 0) | exp_all | ((1u << f->mbits) - 1);
     case STYLE_FNUZ: return sign;
-    case STYLE_NONE: return neg ? 0 : sign; /* ml_dtypes quiet_NaN() is -0; -NaN is +0 */
+    case STYLE_NONE:
+      return sign; /* ml_dtypes quiet_NaN() (-0); a NaN's sign is ignored */
     case STYLE_E8M0: return 0xFF;
   }
   return 0;
