@@ -274,7 +274,7 @@ static void test_every_supported_corpus_dot_reaches_a_gemm_thunk(void **state) {
   fflush(stdout);
   kiln_strbuf_free(&st.report);
   kiln_hashmap_free(&st.type_probe);
-  assert_true(total.dots > 100);
+  assert_true(total.dots > (kiln_corpus_sampling() ? 10 : 100));
   assert_true(total.gemm_after > total.gemm_before);
   assert_int_equal(st.unexpected, 0);
 }

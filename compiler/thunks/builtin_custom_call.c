@@ -38,7 +38,7 @@ static bool view_of(const kiln_shape_t *s, view_t *v) {
   if (!kiln_shape_is_array(s) || s->rank > kMaxRank) return false;
   v->rank = s->rank;
   v->bytes = kiln_shape_byte_size(s);
-  memcpy(v->dims, s->dims, sizeof(int64_t) * (size_t)s->rank);
+  if (s->rank) memcpy(v->dims, s->dims, sizeof(int64_t) * (size_t)s->rank);
   int64_t stride = 1;
   for (int p = 0; p < s->rank; p++) {
     /* minor_to_major lists dimensions from the fastest; no layout is row-major. */
