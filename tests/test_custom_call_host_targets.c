@@ -24,24 +24,7 @@
 #include "tools/common/compare.h"
 #include "tools/common/device_run.h"
 
-static kiln_device_t *g_dev;
-
-static int setup(void **state) {
-  (void)state;
-  kiln_status s = kiln_device_create("host", &g_dev);
-  if (s) {
-    fprintf(stderr, "no host device: %s\n", kiln_status_message(s));
-    kiln_status_free(s);
-    return -1;
-  }
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  kiln_device_destroy(g_dev);
-  return 0;
-}
+#include "host_device_fixture.h"
 
 static void expect_ok(kiln_status s) {
   if (s) fail_msg("%s", kiln_status_message(s));
@@ -271,5 +254,5 @@ int main(void) {
       cmocka_unit_test(test_cusolver_qr_runs_on_the_host_like_the_evaluator),
       cmocka_unit_test(test_builtin_target_with_unsupported_shapes_names_the_call),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, host_device_setup, host_device_teardown);
 }

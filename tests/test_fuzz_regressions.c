@@ -34,24 +34,7 @@
 #define UNDER_ASAN 0
 #endif
 
-static kiln_device_t *g_dev;
-
-static int setup(void **state) {
-  (void)state;
-  kiln_status s = kiln_device_create("host", &g_dev);
-  if (s) {
-    fprintf(stderr, "no host device: %s\n", kiln_status_message(s));
-    kiln_status_free(s);
-    return -1;
-  }
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  kiln_device_destroy(g_dev);
-  return 0;
-}
+#include "host_device_fixture.h"
 
 static void test_generated_modules_parse_verify_and_repeat(void **state) {
   (void)state;
@@ -173,5 +156,5 @@ int main(void) {
       cmocka_unit_test(test_minimizer_keeps_the_failure_and_shrinks),
       cmocka_unit_test(test_generated_programs_match_the_evaluator),
   };
-  return kiln_run_tests(tests, setup, teardown);
+  return kiln_run_tests(tests, host_device_setup, host_device_teardown);
 }
