@@ -545,7 +545,7 @@ static kiln_status do_reduce_scatter(coll_t *c, kiln_literal_t **res) {
     kiln_literal_t *full = NULL;
     KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(c->ctx, c->contrib[0][i]->shape, &full));
     KILN_RETURN_IF_ERROR_PLAIN(reduce_all(c, i, full));
-    int d;
+    int d = 0;
     KILN_RETURN_IF_ERROR_PLAIN(split_dim(c->in, full->shape, c->g->size, &d));
     int64_t rows = full->shape->dims[d] / c->g->size;
     if (res[i]->shape->dims[d] != rows || res[i]->num_elements * c->g->size != full->num_elements)
