@@ -164,7 +164,8 @@ static uint64_t gemm_key(const kiln_gemm_desc_t *g) {
   h = mix(h, (uint64_t)g->m);
   h = mix(h, (uint64_t)g->n);
   h = mix(h, (uint64_t)g->k);
-  h = mix(h, (uint64_t)g->trans_a | ((uint64_t)g->trans_b << 1));
+  h = mix(h, (uint64_t)g->trans_a | ((uint64_t)g->trans_b << 1) | ((uint64_t)(g->bias != 0) << 2) |
+                ((uint64_t)g->epilogue << 3));
   uint64_t alpha, beta;
   memcpy(&alpha, &g->alpha, 8);
   memcpy(&beta, &g->beta, 8);
@@ -206,8 +207,13 @@ static bool same_cmd_structure(const kiln_cmd_t *a, const kiln_cmd_t *b) {
       return a->bytes == b->bytes;
     case KILN_CMD_MEMSET:
       return a->pattern == b->pattern && a->elem_size == b->elem_size && a->count == b->count;
-    case KILN_CMD_GEMM:
-      return memcmp(&a->gemm, &b->gemm, sizeof(a->gemm)) == 0;
+    case KILN_CMD_GEMM: {
+      /* The bias address is an argument (kiln_cmd_args_differ), whether there is one is not. */
+      kiln_gemm_desc_t ga = a->gemm, gb = b->gemm;
+      if ((ga.bias != 0) != (gb.bias != 0)) return false;
+      ga.bias = gb.bias = 0;
+      return memcmp(&ga, &gb, sizeof(ga)) == 0;
+    }
   }
   return false;
 }
@@ -228,7 +234,7 @@ bool kiln_cmd_args_differ(const kiln_cmd_t *a, const kiln_cmd_t *b) {
     case KILN_CMD_MEMSET:
       return a->dst != b->dst;
     case KILN_CMD_GEMM:
-      return a->a != b->a || a->b != b->b || a->dst != b->dst;
+      return a->a != b->a || a->b != b->b || a->dst != b->dst || a->gemm.bias != b->gemm.bias;
   }
   return true;
 }

@@ -81,6 +81,18 @@ const char *kiln_gemm_dtype_name(kiln_gemm_dtype_t t) {
   return "?";
 }
 
+const char *kiln_gemm_epilogue_name(kiln_gemm_epilogue_t e) {
+  switch (e) {
+    case KILN_GEMM_EPILOGUE_NONE:
+      return "";
+    case KILN_GEMM_EPILOGUE_RELU:
+      return "relu";
+    case KILN_GEMM_EPILOGUE_GELU_TANH:
+      return "gelu_tanh";
+  }
+  return "?";
+}
+
 kiln_gemm_dtype_t kiln_gemm_desc_out_dtype(const kiln_gemm_desc_t *g) {
   return g->out_dtype == KILN_GEMM_SAME ? g->dtype : g->out_dtype;
 }
@@ -119,6 +131,13 @@ kiln_status kiln_gemm_desc_check(const kiln_gemm_desc_t *g, size_t *a_bytes, siz
         "kiln_gemm_desc_t for the combinations",
         kiln_gemm_dtype_name(g->dtype), kiln_gemm_dtype_name(g->dtype), kiln_gemm_dtype_name(out),
         (int)g->dtype, (int)g->out_dtype);
+  if (g->epilogue != KILN_GEMM_EPILOGUE_NONE && g->epilogue != KILN_GEMM_EPILOGUE_RELU &&
+      g->epilogue != KILN_GEMM_EPILOGUE_GELU_TANH)
+    return KILN_ERR_INVALID("gemm: unknown epilogue %d", (int)g->epilogue);
+  if ((g->epilogue || g->bias) && out != KILN_GEMM_F32 && out != KILN_GEMM_F64 &&
+      out != KILN_GEMM_BF16 && out != KILN_GEMM_F16)
+    return KILN_ERR_INVALID("gemm: a bias or activation needs a real floating-point result, not %s",
+                            kiln_gemm_dtype_name(out));
   if (out == KILN_GEMM_S32 && (g->alpha != 1 || g->beta != 0))
     return KILN_ERR_INVALID("gemm: an integer gemm takes alpha 1 and beta 0 (got %g, %g)", g->alpha,
                             g->beta);

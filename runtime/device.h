@@ -92,7 +92,22 @@ typedef struct kiln_module_image {
  *                              once to the output type (as XLA's dots);
  *   s8                      -> s32: exact, wrapping as XLA's s32 accumulation does
  *                              (alpha 1, beta 0 only).
- * The host device does all of these; CUDA (cuBLAS) does f32 and f64. */
+ * The host device does all of these; CUDA (cuBLAS) does f32 and f64.
+ *
+ * Epilogue (real floating-point C only: f32, f64, bf16, f16), applied to each element of the
+ * result before it is stored, as XLA's gemm rewriter fuses it (cuBLASLt's
+ * CUBLASLT_EPILOGUE_{BIAS, RELU_BIAS, GELU_BIAS}):
+ *   C[b][i][j] = act(alpha * (op(A) op(B))[i][j] + beta * C[b][i][j] + bias[j])
+ * `bias` (0: none) is a device address of n elements of C's type, the same for every row and
+ * batch; `epilogue` the activation after it. A bf16/f16 C is rounded once, after the
+ * activation. Kept out of the command-buffer structure: only the bias address may differ
+ * between two recordings of one gemm. */
+typedef enum kiln_gemm_epilogue {
+  KILN_GEMM_EPILOGUE_NONE = 0,
+  KILN_GEMM_EPILOGUE_RELU = 1,      /* max(x, 0) */
+  KILN_GEMM_EPILOGUE_GELU_TANH = 2, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+} kiln_gemm_epilogue_t;
+
 typedef enum kiln_gemm_dtype {
   KILN_GEMM_SAME = 0, /* out_dtype only: the operands' type */
   KILN_GEMM_F32 = 1,
@@ -111,7 +126,12 @@ typedef struct kiln_gemm_desc {
   bool trans_a, trans_b;
   double alpha, beta;
   kiln_gemm_dtype_t out_dtype; /* C; KILN_GEMM_SAME (0): dtype */
+  kiln_gemm_epilogue_t epilogue; /* after the bias (see above) */
+  kiln_devptr_t bias;            /* 0: none; else n elements of C's type */
 } kiln_gemm_desc_t;
+
+/* "relu", "gelu_tanh"; "" for none, "?" for an unknown value. */
+const char *kiln_gemm_epilogue_name(kiln_gemm_epilogue_t e);
 
 /* Bytes per element; 0 for KILN_GEMM_SAME or an unknown value. */
 size_t kiln_gemm_dtype_size(kiln_gemm_dtype_t t);

@@ -130,6 +130,12 @@ kiln_thunk_t *kiln_thunk_gemm_create(const char *name, const kiln_gemm_desc_t *d
   return t;
 }
 
+void kiln_thunk_gemm_set_bias(kiln_thunk_t *t, kiln_slice_t bias) {
+  if (!t || t->kind != KILN_THUNK_GEMM) return;
+  t->u.gemm.has_bias = true;
+  t->u.gemm.bias = bias;
+}
+
 kiln_thunk_t *kiln_thunk_custom_call_create(const char *name, const char *target,
                                             kiln_custom_call_fn fn, void *ctx,
                                             const kiln_slice_t *operands, int num_operands,
@@ -348,6 +354,14 @@ kiln_status kiln_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_
                                 " bytes) are smaller than the operands (%zu, %zu, %zu)",
                                 t->name, t->u.gemm.a.size, t->u.gemm.b.size, t->u.gemm.c.size, a, b,
                                 c);
+      if (t->u.gemm.has_bias) {
+        CHECK_SLICE("bias", t->u.gemm.bias);
+        uint64_t want = (uint64_t)t->u.gemm.desc.n *
+                        kiln_gemm_dtype_size(kiln_gemm_desc_out_dtype(&t->u.gemm.desc));
+        if ((uint64_t)t->u.gemm.bias.size < want)
+          return KILN_ERR_INVALID("gemm %s: bias slice of %" PRId64 " bytes holds fewer than n = %" PRId64
+                                  " elements", t->name, t->u.gemm.bias.size, t->u.gemm.desc.n);
+      }
       return NULL;
     }
     case KILN_THUNK_CUSTOM_CALL:
@@ -609,11 +623,12 @@ kiln_status kiln_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *
     }
     case KILN_THUNK_GEMM: {
       kiln_devptr_t a, b, c;
+      kiln_gemm_desc_t g = t->u.gemm.desc;
       KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, t->u.gemm.a, &a));
       KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, t->u.gemm.b, &b));
       KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, t->u.gemm.c, &c));
-      KILN_RETURN_IF_ERROR(kiln_stream_gemm(p->stream, &t->u.gemm.desc, a, b, c),
-                           "in gemm thunk %s", t->name);
+      if (t->u.gemm.has_bias) KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, t->u.gemm.bias, &g.bias));
+      KILN_RETURN_IF_ERROR(kiln_stream_gemm(p->stream, &g, a, b, c), "in gemm thunk %s", t->name);
       return NULL;
     }
     case KILN_THUNK_CUSTOM_CALL: {
@@ -756,7 +771,11 @@ kiln_status kiln_thunk_append_commands(const kiln_thunk_t *t, const kiln_buffer_
       KILN_RETURN_IF_ERROR(kiln_buffer_table_resolve(buffers, t->u.gemm.a, &a), "gemm %s", t->name);
       KILN_RETURN_IF_ERROR(kiln_buffer_table_resolve(buffers, t->u.gemm.b, &b), "gemm %s", t->name);
       KILN_RETURN_IF_ERROR(kiln_buffer_table_resolve(buffers, t->u.gemm.c, &c), "gemm %s", t->name);
-      kiln_cmd_list_push_gemm(list, &t->u.gemm.desc, a, b, c);
+      kiln_gemm_desc_t g = t->u.gemm.desc;
+      if (t->u.gemm.has_bias)
+        KILN_RETURN_IF_ERROR(kiln_buffer_table_resolve(buffers, t->u.gemm.bias, &g.bias),
+                             "gemm %s", t->name);
+      kiln_cmd_list_push_gemm(list, &g, a, b, c);
       return NULL;
     }
     default:
@@ -818,9 +837,16 @@ static void print_thunk(kiln_strbuf_t *b, const kiln_thunk_t *t, int indent) {
       kiln_strbuf_printf(b, " batch=%" PRId64 " m=%" PRId64 " n=%" PRId64 " k=%" PRId64 "%s%s ",
                          g->batch, g->m, g->n, g->k, g->trans_a ? " A^T" : "",
                          g->trans_b ? " B^T" : "");
+      if (g->alpha != 1 || g->beta != 0)
+        kiln_strbuf_printf(b, "alpha=%g beta=%g ", g->alpha, g->beta);
       print_slice(b, t->u.gemm.a);
       kiln_strbuf_append(b, " x ");
       print_slice(b, t->u.gemm.b);
+      if (t->u.gemm.has_bias) {
+        kiln_strbuf_append(b, " + bias ");
+        print_slice(b, t->u.gemm.bias);
+      }
+      if (g->epilogue) kiln_strbuf_printf(b, " then %s", kiln_gemm_epilogue_name(g->epilogue));
       kiln_strbuf_append(b, " -> ");
       print_slice(b, t->u.gemm.c);
       kiln_strbuf_append_char(b, '\n');

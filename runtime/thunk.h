@@ -127,6 +127,9 @@ kiln_thunk_t *kiln_thunk_memset_create(const char *name, kiln_slice_t dst, uint3
                                        int elem_size);
 kiln_thunk_t *kiln_thunk_gemm_create(const char *name, const kiln_gemm_desc_t *desc, kiln_slice_t a,
                                      kiln_slice_t b, kiln_slice_t c);
+/* Gives gemm thunk `t` a bias vector (n elements of C's type, see kiln_gemm_desc_t): its
+ * address goes into the descriptor's `bias` each run. */
+void kiln_thunk_gemm_set_bias(kiln_thunk_t *t, kiln_slice_t bias);
 kiln_thunk_t *kiln_thunk_custom_call_create(const char *name, const char *target,
                                             kiln_custom_call_fn fn, void *ctx,
                                             const kiln_slice_t *operands, int num_operands,

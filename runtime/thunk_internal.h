@@ -53,6 +53,8 @@ struct kiln_thunk {
     struct {
       kiln_gemm_desc_t desc;
       kiln_slice_t a, b, c;
+      bool has_bias;
+      kiln_slice_t bias; /* when has_bias: n elements of C's type */
     } gemm;
     struct {
       kiln_custom_call_fn fn;

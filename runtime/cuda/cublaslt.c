@@ -155,7 +155,22 @@ kiln_status kiln_cublaslt_plan(const kiln_gemm_desc_t *g, const kiln_cublaslt_op
   set_layout(&out->b, type_a, g->trans_a ? m : k, g->trans_a ? k : m, g->trans_a ? m : k, batch,
              m * k);
   set_layout(&out->c, out->c.type, n, m, n, batch, m * n);
-  out->epilogue = KILN_CUBLASLT_EPILOGUE_DEFAULT;
+  /* Step 3: the epilogue (kiln_gemm_desc_check allowed it for real float results only). */
+  if (fp8 && (g->bias || g->epilogue))
+    return KILN_ERR_UNIMPLEMENTED("cuBLASLt: kiln plans no epilogue for fp8 gemms");
+  out->bias = g->bias != 0;
+  if (out->bias) out->bias_type = out->c.type;
+  switch (g->epilogue) {
+    case KILN_GEMM_EPILOGUE_RELU:
+      out->epilogue = out->bias ? KILN_CUBLASLT_EPILOGUE_RELU_BIAS : KILN_CUBLASLT_EPILOGUE_RELU;
+      break;
+    case KILN_GEMM_EPILOGUE_GELU_TANH:
+      out->epilogue = out->bias ? KILN_CUBLASLT_EPILOGUE_GELU_BIAS : KILN_CUBLASLT_EPILOGUE_GELU;
+      break;
+    default:
+      out->epilogue = out->bias ? KILN_CUBLASLT_EPILOGUE_BIAS : KILN_CUBLASLT_EPILOGUE_DEFAULT;
+      break;
+  }
   return NULL;
 }
 
@@ -186,6 +201,8 @@ enum {
   LT_DESC_TRANSA = 3,
   LT_DESC_TRANSB = 4,
   LT_DESC_EPILOGUE = 7,
+  LT_DESC_BIAS_POINTER = 8,
+  LT_DESC_BIAS_DATA_TYPE = 26,
   LT_DESC_A_SCALE_POINTER = 17,
   LT_DESC_B_SCALE_POINTER = 18,
   LT_DESC_D_SCALE_POINTER = 20,
@@ -356,7 +373,7 @@ static kiln_status make_layout(kiln_cublaslt_t *lt, const kiln_lt_layout_t *l, l
 }
 
 static kiln_status make_call(kiln_cublaslt_t *lt, const kiln_lt_plan_t *p,
-                             const kiln_cublaslt_options_t *o, lt_call_t *c) {
+                             const kiln_cublaslt_options_t *o, CUdeviceptr bias, lt_call_t *c) {
   KILN_RETURN_IF_ERROR_PLAIN(
       lt_check(lt->desc_create(&c->desc, p->compute_type, p->scale_type), "MatmulDescCreate"));
   KILN_RETURN_IF_ERROR_PLAIN(
@@ -365,6 +382,14 @@ static kiln_status make_call(kiln_cublaslt_t *lt, const kiln_lt_plan_t *p,
       lt_check(lt->desc_set(c->desc, LT_DESC_TRANSB, &p->trans_b, sizeof(p->trans_b)), "TRANSB"));
   KILN_RETURN_IF_ERROR_PLAIN(lt_check(
       lt->desc_set(c->desc, LT_DESC_EPILOGUE, &p->epilogue, sizeof(p->epilogue)), "EPILOGUE"));
+  if (p->bias) {
+    const void *ptr = (const void *)(uintptr_t)bias;
+    KILN_RETURN_IF_ERROR_PLAIN(
+        lt_check(lt->desc_set(c->desc, LT_DESC_BIAS_POINTER, &ptr, sizeof(ptr)), "BIAS_POINTER"));
+    KILN_RETURN_IF_ERROR_PLAIN(lt_check(
+        lt->desc_set(c->desc, LT_DESC_BIAS_DATA_TYPE, &p->bias_type, sizeof(p->bias_type)),
+        "BIAS_DATA_TYPE"));
+  }
   if (p->fp8) {
     /* cuBLASLt's A is kiln's B: the scales swap with the operands. */
     const struct {
@@ -431,7 +456,7 @@ kiln_status kiln_cublaslt_matmul(kiln_cublaslt_t *lt, const kiln_cuda_driver_t *
   lt_call_t call;
   memset(&call, 0, sizeof(call));
   const lt_cache_entry_t *e = NULL;
-  kiln_status st = make_call(lt, &p, o, &call);
+  kiln_status st = make_call(lt, &p, o, g->bias, &call);
   if (!st) st = choose_algo(lt, &p, &call, &e);
   if (!st) {
     /* Host scalars of the scale type (complex ones with a zero imaginary part). */

@@ -11,9 +11,13 @@
  *   (32F, with per-tensor scale pointers for A, B and D), which cuBLASLt takes only in "TN"
  *   form: kiln's trans_a false, trans_b true, k a multiple of 16.
  *
- * The epilogue is DEFAULT (kiln_gemm_desc_t carries none yet); the plan has the field so
- * that bias / ReLU / GELU can be mapped onto CUBLASLT_EPILOGUE_* when the descriptor grows
- * them.
+ * The descriptor's epilogue maps onto CUBLASLT_EPILOGUE_*: a bias (kiln's per-column vector
+ * of n elements is cuBLASLt's vector along D's n rows, the same for every batch: batch
+ * stride 0) gives BIAS, RELU_BIAS or GELU_BIAS (its type CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+ * C's type; its address CUBLASLT_MATMUL_DESC_BIAS_POINTER, set before the heuristic, which
+ * reads its alignment), none DEFAULT, RELU or GELU (cuBLASLt's GELU is the tanh form).
+ * alpha and beta are the host scalars of the scale type; beta 1 adds the C that the caller
+ * left in the output.
  *
  * The algorithm is chosen once per plan by cublasLtMatmulAlgoGetHeuristic and cached
  * (KILN_CUBLASLT_CACHE_SIZE plans per device, the oldest replaced); the workspace is one
@@ -101,6 +105,8 @@ typedef struct kiln_lt_plan {
   kiln_lt_layout_t a, b, c; /* D has C's layout */
   uint32_t epilogue;
   bool fp8;
+  bool bias;         /* CUBLASLT_MATMUL_DESC_BIAS_POINTER is set (the address is not planned) */
+  int32_t bias_type; /* CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE when `bias`: KILN_CUDA_*, C's */
 } kiln_lt_plan_t;
 
 /* Builds the plan for `g` (checked with kiln_gemm_desc_check) and `o` (NULL: defaults).

@@ -137,8 +137,11 @@ static kiln_status classic_gemm(kiln_cuda_blas_t *bl, CUstream s, const kiln_gem
 kiln_status kiln_cuda_blas_gemm(kiln_cuda_device_t *d, CUstream s, const kiln_gemm_desc_t *g,
                                 CUdeviceptr a, CUdeviceptr b, CUdeviceptr c) {
   KILN_RETURN_IF_ERROR_PLAIN(kiln_gemm_desc_check(g, NULL, NULL, NULL));
+  /* Classic cuBLAS has no epilogue: a gemm with one needs cuBLASLt (the compile driver fuses
+   * epilogues for CUDA only when told the target has it). */
   const bool classic_ok = g->dtype == kiln_gemm_desc_out_dtype(g) &&
-                          (g->dtype == KILN_GEMM_F32 || g->dtype == KILN_GEMM_F64);
+                          (g->dtype == KILN_GEMM_F32 || g->dtype == KILN_GEMM_F64) && !g->bias &&
+                          g->epilogue == KILN_GEMM_EPILOGUE_NONE;
   if (g->batch > INT32_MAX)
     return KILN_ERR_INVALID("cuBLAS gemm: batch %lld too large", (long long)g->batch);
   /* One set of handles per device, used under the device lock (the stream is per call). */
@@ -160,11 +163,13 @@ kiln_status kiln_cuda_blas_gemm(kiln_cuda_device_t *d, CUstream s, const kiln_ge
     }
   } else if (!st && !classic_ok) {
     st = kiln_status_make(bl->lt_failure_code == KILN_OK ? KILN_UNAVAILABLE : bl->lt_failure_code,
-                          "a %s x %s -> %s gemm needs cuBLASLt: %s; compile the dot for the CUDA "
-                          "target (its pipeline makes such dots kernels) or set "
+                          "a %s x %s -> %s gemm%s needs cuBLASLt: %s; compile the dot for the "
+                          "CUDA target without cuBLASLt (kiln_thunk_emit_options_t.cublaslt "
+                          "off: such dots become kernels, epilogues stay unfused) or set "
                           "KILN_GEMM_LIBRARY=none",
                           kiln_gemm_dtype_name(g->dtype), kiln_gemm_dtype_name(g->dtype),
-                          kiln_gemm_dtype_name(kiln_gemm_desc_out_dtype(g)), bl->lt_failure);
+                          kiln_gemm_dtype_name(kiln_gemm_desc_out_dtype(g)),
+                          g->bias || g->epilogue ? " with an epilogue" : "", bl->lt_failure);
     done = true;
   }
   if (!st && !done) st = classic_gemm(bl, s, g, a, b, c);

@@ -144,6 +144,7 @@ void *kiln_host_blas_symbol(const char *name) {
 /* ---- one strided-batched gemm in a compute type ------------------------------------------ */
 
 typedef enum compute_type { CT_F32, CT_F64, CT_C64, CT_C128 } compute_type_t;
+struct epi;
 
 static const size_t kComputeSize[] = {4, 8, 8, 16};
 
@@ -156,7 +157,24 @@ typedef struct mm {
   double alpha, beta;
   const void *a, *b;
   void *c;
+  /* The epilogue applied to C right after each block is computed (NULL: none; the converting
+   * path applies it while rounding instead), and the column of the whole C that column 0 of
+   * this C is (the bias index of a column panel). */
+  const struct epi *epi;
+  int64_t j0;
 } mm_t;
+
+/* Bias and activation (kiln_gemm_desc_t's epilogue). */
+typedef struct epi {
+  kiln_gemm_epilogue_t act;
+  const void *bias;      /* NULL: none */
+  kiln_gemm_dtype_t bias_type; /* C's type */
+} epi_t;
+
+/* Applies `e` to rows x cols of compute-type (f32 or f64) `c` (leading dimension ldc) whose
+ * column 0 is column j0 of the result. */
+static void epilogue_apply(const epi_t *e, compute_type_t ct, void *c, int64_t ldc, int64_t rows,
+                           int64_t cols, int64_t j0);
 
 /* The built-in kernel, rows [i0, i1) of one batch: blocked over k and j so the rows of B and C
  * being combined stay in cache. */
@@ -208,13 +226,15 @@ static bool blas_has(compute_type_t ct) {
   return false;
 }
 
-static void blas_one(const mm_t *p, int64_t bi) {
+/* Rows [i0, i1) of batch bi through the library (row i of op(A): row i of A, or column i of
+ * the stored A^T). */
+static void blas_rows(const mm_t *p, int64_t bi, int64_t i0, int64_t i1) {
   const size_t es = kComputeSize[p->ct];
-  const char *A = (const char *)p->a + (size_t)(bi * p->sa) * es;
+  const char *A = (const char *)p->a + (size_t)(bi * p->sa + (p->ta ? i0 : i0 * p->lda)) * es;
   const char *B = (const char *)p->b + (size_t)(bi * p->sb) * es;
-  char *C = (char *)p->c + (size_t)(bi * p->sc) * es;
+  char *C = (char *)p->c + (size_t)(bi * p->sc + i0 * p->ldc) * es;
   const int ta = p->ta ? CBLAS_TRANS : CBLAS_NO_TRANS, tb = p->tb ? CBLAS_TRANS : CBLAS_NO_TRANS;
-  const int m = (int)p->m, n = (int)p->n, k = (int)p->k;
+  const int m = (int)(i1 - i0), n = (int)p->n, k = (int)p->k;
   const int lda = (int)p->lda, ldb = (int)p->ldb, ldc = (int)p->ldc;
   switch (p->ct) {
     case CT_F32:
@@ -235,6 +255,34 @@ static void blas_one(const mm_t *p, int64_t bi) {
       g_blas.zgemm(CBLAS_ROW_MAJOR, ta, tb, m, n, k, al, A, lda, B, ldb, be, C, ldc);
       return;
     }
+  }
+}
+
+/* Output elements per library call when an epilogue follows: the panel it leaves (256 KiB of
+ * f32) is still in cache when the epilogue reads it back. */
+static const int64_t kEpiloguePanel = 65536;
+
+/* Rows [i0, i1) of batch bi, then the epilogue on what they wrote. */
+static void rows_epilogue(const mm_t *p, int64_t bi, int64_t i0, int64_t i1) {
+  if (!p->epi) return;
+  const size_t es = kComputeSize[p->ct];
+  epilogue_apply(p->epi, p->ct, (char *)p->c + (size_t)(bi * p->sc + i0 * p->ldc) * es, p->ldc,
+                 i1 - i0, p->n, p->j0);
+}
+
+/* One batch through the library: in one call, or with an epilogue in row panels each
+ * followed by the epilogue while it is cache-hot. */
+static void blas_one(const mm_t *p, int64_t bi) {
+  if (!p->epi) {
+    blas_rows(p, bi, 0, p->m);
+    return;
+  }
+  int64_t rows = kEpiloguePanel / (p->n > 0 ? p->n : 1);
+  if (rows < 16) rows = 16;
+  for (int64_t i0 = 0; i0 < p->m; i0 += rows) {
+    int64_t i1 = i0 + rows < p->m ? i0 + rows : p->m;
+    blas_rows(p, bi, i0, i1);
+    rows_epilogue(p, bi, i0, i1);
   }
 }
 
@@ -285,6 +333,7 @@ static void pool_fallback_rows(void **args, int64_t b, int64_t e) {
     int64_t bi = blk / per, i0 = (blk % per) * kFallbackRows;
     int64_t i1 = i0 + kFallbackRows < p->m ? i0 + kFallbackRows : p->m;
     fallback_rows(p, bi, i0, i1);
+    rows_epilogue(p, bi, i0, i1);
   }
 }
 
@@ -364,6 +413,10 @@ typedef struct conv {
   const void *src;
   void *dst;
   int64_t off, src_ld, dst_ld, rows, cols;
+  /* Results out: the epilogue applied to each row before it is rounded (NULL: none), and
+   * the result column of column 0. */
+  const epi_t *epi;
+  int64_t j0;
 } conv_t;
 
 /* Rows [r0, r1) of an operand conversion into f32 (or f64, for s8 summed in f64). */
@@ -421,6 +474,7 @@ static void convert_out_rows(const conv_t *c, int64_t r0, int64_t r1) {
       continue;
     }
     const float *s = (const float *)src + r * c->src_ld;
+    if (c->epi) epilogue_apply(c->epi, CT_F32, (float *)s, cols, 1, cols, c->j0);
     switch (t) {
       case KILN_GEMM_BF16: {
         uint16_t *d = (uint16_t *)dst + d0;
@@ -471,7 +525,7 @@ static kiln_status convert(const conv_t *c, kiln_host_pool_t *pool) {
 static kiln_status convert_in(kiln_gemm_dtype_t t, const void *src, int64_t off, int64_t src_ld,
                               int64_t rows, int64_t cols, compute_type_t ct, void *dst,
                               int64_t dst_ld, kiln_host_pool_t *pool) {
-  conv_t c = {false, t, ct, src, dst, off, src_ld, dst_ld, rows, cols};
+  conv_t c = {false, t, ct, src, dst, off, src_ld, dst_ld, rows, cols, NULL, 0};
   return convert(&c, pool);
 }
 
@@ -479,9 +533,63 @@ static kiln_status convert_in(kiln_gemm_dtype_t t, const void *src, int64_t off,
  * type `t` from element `off` (leading dimension dst_ld). */
 static kiln_status convert_out(compute_type_t ct, const void *src, int64_t src_ld, int64_t rows,
                                int64_t cols, kiln_gemm_dtype_t t, void *dst, int64_t off,
-                               int64_t dst_ld, kiln_host_pool_t *pool) {
-  conv_t c = {true, t, ct, src, dst, off, src_ld, dst_ld, rows, cols};
+                               int64_t dst_ld, const epi_t *epi, int64_t j0,
+                               kiln_host_pool_t *pool) {
+  conv_t c = {true, t, ct, src, dst, off, src_ld, dst_ld, rows, cols, epi, j0};
   return convert(&c, pool);
+}
+
+/* ---- the epilogue ------------------------------------------------------------------------ */
+
+/* XLA's (and cuBLASLt's) tanh form of GELU. */
+static inline float gelu_tanh_f32(float x) {
+  return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+}
+static inline double gelu_tanh_f64(double x) {
+  return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+static inline double bias_at(const epi_t *e, int64_t j) {
+  switch (e->bias_type) {
+    case KILN_GEMM_F64:
+      return ((const double *)e->bias)[j];
+    case KILN_GEMM_BF16:
+      return bf16_to_f32(((const uint16_t *)e->bias)[j]);
+    case KILN_GEMM_F16:
+      return f16_to_f32(((const uint16_t *)e->bias)[j]);
+    default:
+      return ((const float *)e->bias)[j];
+  }
+}
+
+static void epilogue_apply(const epi_t *e, compute_type_t ct, void *c, int64_t ldc, int64_t rows,
+                           int64_t cols, int64_t j0) {
+  float bias_f[256];
+  if (ct == CT_F64) {
+    for (int64_t i = 0; i < rows; i++) {
+      double *r = (double *)c + i * ldc;
+      for (int64_t j = 0; j < cols; j++) {
+        double v = r[j] + (e->bias ? bias_at(e, j0 + j) : 0.0);
+        if (e->act == KILN_GEMM_EPILOGUE_RELU) v = v > 0 ? v : (v == v ? 0.0 : v);
+        if (e->act == KILN_GEMM_EPILOGUE_GELU_TANH) v = gelu_tanh_f64(v);
+        r[j] = v;
+      }
+    }
+    return;
+  }
+  /* f32: the bias converted once per block of 256 columns. */
+  for (int64_t jb = 0; jb < cols; jb += 256) {
+    const int64_t nj = cols - jb < 256 ? cols - jb : 256;
+    for (int64_t j = 0; j < nj; j++) bias_f[j] = e->bias ? (float)bias_at(e, j0 + jb + j) : 0.0f;
+    for (int64_t i = 0; i < rows; i++) {
+      float *r = (float *)c + i * ldc + jb;
+      for (int64_t j = 0; j < nj; j++) r[j] += bias_f[j];
+      if (e->act == KILN_GEMM_EPILOGUE_RELU)
+        for (int64_t j = 0; j < nj; j++) r[j] = r[j] > 0 ? r[j] : (r[j] == r[j] ? 0.0f : r[j]);
+      else if (e->act == KILN_GEMM_EPILOGUE_GELU_TANH)
+        for (int64_t j = 0; j < nj; j++) r[j] = gelu_tanh_f32(r[j]);
+    }
+  }
 }
 
 /* ---- the entry point --------------------------------------------------------------------- */
@@ -587,6 +695,10 @@ static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, b
        *sc = scratch + (size_t)(a_elems + b_elems) * es;
   kiln_status st = NULL;
   mm_t p = *base;
+  /* A rounded result takes the epilogue while it is rounded; an f32 one right after the
+   * gemm wrote it. */
+  const epi_t *epi = base->epi;
+  if (convert_c) p.epi = NULL;
   if (group) {
     /* Whole batches are contiguous: the rows of the stored matrices, back to back. */
     const int64_t acols = g->trans_a ? m : k, bcols = g->trans_b ? k : n;
@@ -611,7 +723,7 @@ static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, b
         st = convert_in(out, base->c, b0 * m * n, n, nb * m, n, p.ct, sc, n, pool);
       if (!st) st = mm_run(&p, pool);
       if (!st && convert_c)
-        st = convert_out(p.ct, sc, n, nb * m, n, out, base->c, b0 * m * n, n, pool);
+        st = convert_out(p.ct, sc, n, nb * m, n, out, base->c, b0 * m * n, n, epi, 0, pool);
     }
   } else {
     p.batch = 1;
@@ -633,13 +745,14 @@ static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, b
           p.ldb = g->trans_b ? k : cols;
           p.c = convert_c ? sc : (char *)base->c + (size_t)at * es;
           p.ldc = convert_c ? cols : n;
+          p.j0 = j0;
           st = g->trans_b ? convert_in(in, base->b, b0 + j0 * k, k, cols, k, p.ct, sb, k, pool)
                           : convert_in(in, base->b, b0 + j0, n, k, cols, p.ct, sb, cols, pool);
           if (!st && convert_c && load_c)
             st = convert_in(out, base->c, at, n, rows, cols, p.ct, sc, cols, pool);
           if (!st) st = mm_run(&p, pool);
           if (!st && convert_c)
-            st = convert_out(p.ct, sc, cols, rows, cols, out, base->c, at, n, pool);
+            st = convert_out(p.ct, sc, cols, rows, cols, out, base->c, at, n, epi, j0, pool);
         }
       }
     }
@@ -677,6 +790,8 @@ kiln_status kiln_host_gemm(const kiln_gemm_desc_t *g, const void *a, const void 
   p.a = a;
   p.b = b;
   p.c = c;
+  epi_t epi = {g->epilogue, (const void *)(uintptr_t)g->bias, kiln_gemm_desc_out_dtype(g)};
+  if (g->epilogue != KILN_GEMM_EPILOGUE_NONE || g->bias) p.epi = &epi;
   if (!convert_ab && !convert_c) return mm_run(&p, pool);
   return gemm_converted(g, &p, convert_c, pool);
 }
