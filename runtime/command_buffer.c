@@ -165,7 +165,7 @@ static uint64_t gemm_key(const kiln_gemm_desc_t *g) {
   h = mix(h, (uint64_t)g->n);
   h = mix(h, (uint64_t)g->k);
   h = mix(h, (uint64_t)g->trans_a | ((uint64_t)g->trans_b << 1) | ((uint64_t)(g->bias != 0) << 2) |
-                ((uint64_t)g->epilogue << 3));
+                 ((uint64_t)g->epilogue << 3));
   uint64_t alpha, beta;
   memcpy(&alpha, &g->alpha, 8);
   memcpy(&beta, &g->beta, 8);

@@ -359,8 +359,9 @@ kiln_status kiln_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_
         uint64_t want = (uint64_t)t->u.gemm.desc.n *
                         kiln_gemm_dtype_size(kiln_gemm_desc_out_dtype(&t->u.gemm.desc));
         if ((uint64_t)t->u.gemm.bias.size < want)
-          return KILN_ERR_INVALID("gemm %s: bias slice of %" PRId64 " bytes holds fewer than n = %" PRId64
-                                  " elements", t->name, t->u.gemm.bias.size, t->u.gemm.desc.n);
+          return KILN_ERR_INVALID("gemm %s: bias slice of %" PRId64
+                                  " bytes holds fewer than n = %" PRId64 " elements",
+                                  t->name, t->u.gemm.bias.size, t->u.gemm.desc.n);
       }
       return NULL;
     }
@@ -773,8 +774,8 @@ kiln_status kiln_thunk_append_commands(const kiln_thunk_t *t, const kiln_buffer_
       KILN_RETURN_IF_ERROR(kiln_buffer_table_resolve(buffers, t->u.gemm.c, &c), "gemm %s", t->name);
       kiln_gemm_desc_t g = t->u.gemm.desc;
       if (t->u.gemm.has_bias)
-        KILN_RETURN_IF_ERROR(kiln_buffer_table_resolve(buffers, t->u.gemm.bias, &g.bias),
-                             "gemm %s", t->name);
+        KILN_RETURN_IF_ERROR(kiln_buffer_table_resolve(buffers, t->u.gemm.bias, &g.bias), "gemm %s",
+                             t->name);
       kiln_cmd_list_push_gemm(list, &g, a, b, c);
       return NULL;
     }

@@ -386,9 +386,9 @@ static kiln_status make_call(kiln_cublaslt_t *lt, const kiln_lt_plan_t *p,
     const void *ptr = (const void *)(uintptr_t)bias;
     KILN_RETURN_IF_ERROR_PLAIN(
         lt_check(lt->desc_set(c->desc, LT_DESC_BIAS_POINTER, &ptr, sizeof(ptr)), "BIAS_POINTER"));
-    KILN_RETURN_IF_ERROR_PLAIN(lt_check(
-        lt->desc_set(c->desc, LT_DESC_BIAS_DATA_TYPE, &p->bias_type, sizeof(p->bias_type)),
-        "BIAS_DATA_TYPE"));
+    KILN_RETURN_IF_ERROR_PLAIN(
+        lt_check(lt->desc_set(c->desc, LT_DESC_BIAS_DATA_TYPE, &p->bias_type, sizeof(p->bias_type)),
+                 "BIAS_DATA_TYPE"));
   }
   if (p->fp8) {
     /* cuBLASLt's A is kiln's B: the scales swap with the operands. */

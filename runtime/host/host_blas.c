@@ -167,7 +167,7 @@ typedef struct mm {
 /* Bias and activation (kiln_gemm_desc_t's epilogue). */
 typedef struct epi {
   kiln_gemm_epilogue_t act;
-  const void *bias;      /* NULL: none */
+  const void *bias;            /* NULL: none */
   kiln_gemm_dtype_t bias_type; /* C's type */
 } epi_t;
 
