@@ -31,6 +31,7 @@
 
 #include "base/alloc.h"
 #include "compiler/passes/hlo_builder.h"
+#include "compiler/passes/fusion_wrapper.h"
 #include "compiler/passes/pass.h"
 
 #define MAX_OFFSETS 64
@@ -44,7 +45,7 @@ static bool default_layout(const kiln_shape_t *s) {
 
 static bool type_taken(kiln_elem_type_t t, const kiln_pass_options_t *o) {
   if (t == KILN_F32 || t == KILN_F64) return true;
-  return (t == KILN_BF16 || t == KILN_F16) && !(o && o->gemm_f32_f64_only);
+  return (t == KILN_BF16 || t == KILN_F16) && kiln_gemm_types_of(o) != KILN_GEMM_TYPES_CUBLAS;
 }
 
 /* Whether the rewrite takes convolution `in` (see the file comment). */

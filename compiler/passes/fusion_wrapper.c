@@ -43,9 +43,10 @@ static bool gemm_operand(const kiln_shape_t *s, int nb, const kiln_i64_list_t *c
 
 /* Whether the host gemm takes operands of type `in` with a result of type `out` (the table of
  * kiln_gemm_desc_t in runtime/device.h). */
-static bool gemm_types(kiln_elem_type_t in, kiln_elem_type_t out, bool f32_f64_only) {
+static bool gemm_types(kiln_elem_type_t in, kiln_elem_type_t out, kiln_gemm_types_t types) {
   if (in == KILN_F32 || in == KILN_F64) return out == in;
-  if (f32_f64_only) return false;
+  if (types == KILN_GEMM_TYPES_CUBLAS) return false;
+  if (types == KILN_GEMM_TYPES_CUBLASLT && in != KILN_BF16 && in != KILN_F16) return false;
   switch (in) {
     case KILN_C64:
     case KILN_C128:
@@ -60,14 +61,19 @@ static bool gemm_types(kiln_elem_type_t in, kiln_elem_type_t out, bool f32_f64_o
   }
 }
 
-bool kiln_fusion_wrapper_is_gemm_for(const kiln_hlo_instruction_t *dot, bool f32_f64_only,
+kiln_gemm_types_t kiln_gemm_types_of(const kiln_pass_options_t *opts) {
+  if (!opts || !opts->gemm_f32_f64_only) return KILN_GEMM_TYPES_HOST;
+  return opts->gemm_cublaslt ? KILN_GEMM_TYPES_CUBLASLT : KILN_GEMM_TYPES_CUBLAS;
+}
+
+bool kiln_fusion_wrapper_is_gemm_for(const kiln_hlo_instruction_t *dot, kiln_gemm_types_t types,
                                      kiln_gemm_form_t *form) {
   if (dot->opcode != KILN_OP_DOT || dot->num_operands != 2) return false;
   const kiln_shape_t *out = dot->shape, *lhs = dot->operands[0]->shape,
                      *rhs = dot->operands[1]->shape;
   if (!kiln_shape_is_array(out) || !kiln_shape_is_array(lhs)) return false;
   kiln_elem_type_t t = lhs->type;
-  if (!gemm_types(t, out->type, f32_f64_only)) return false;
+  if (!gemm_types(t, out->type, types)) return false;
   if (!plain_array(out, out->type) || !plain_array(lhs, t) || !plain_array(rhs, t)) return false;
   const kiln_dot_dnums_t *dn = &dot->dot_dnums;
   int nb = dn->lhs_batch.n;
@@ -101,7 +107,7 @@ bool kiln_fusion_wrapper_is_gemm_for(const kiln_hlo_instruction_t *dot, bool f32
 }
 
 bool kiln_fusion_wrapper_is_gemm(const kiln_hlo_instruction_t *dot, kiln_gemm_form_t *form) {
-  return kiln_fusion_wrapper_is_gemm_for(dot, false, form);
+  return kiln_fusion_wrapper_is_gemm_for(dot, KILN_GEMM_TYPES_HOST, form);
 }
 
 /* ---- which instructions need a kernel ---- */
@@ -166,7 +172,7 @@ bool kiln_fusion_wrapper_needs_kernel(const kiln_hlo_instruction_t *in,
       return in->num_operands == 1 && !same_physical_layout(in->shape, in->operands[0]->shape);
     case KILN_OP_DOT:
       return (opts && opts->no_gemm_library) ||
-             !kiln_fusion_wrapper_is_gemm_for(in, opts && opts->gemm_f32_f64_only, NULL);
+             !kiln_fusion_wrapper_is_gemm_for(in, kiln_gemm_types_of(opts), NULL);
     default:
       return true;
   }

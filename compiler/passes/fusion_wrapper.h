@@ -40,13 +40,23 @@ typedef struct kiln_gemm_form {
 /* Whether the runtime runs `dot` as a BLAS gemm (never with $KILN_GEMM_LIBRARY=none: then
  * every dot is an emitted kernel): one element type for both operands, and a result type
  * the host gemm takes with it (f32, f64, c64, c128 -> the same; bf16, f16 -> bf16, f16 or
- * f32; s8 -> s32; with `f32_f64_only`, as CUDA's cuBLAS path, f32 and f64 only); every
+ * f32; s8 -> s32; with KILN_GEMM_TYPES_CUBLAS f32 and f64 only, with
+ * KILN_GEMM_TYPES_CUBLASLT those and bf16/f16 -> bf16/f16/f32); every
  * shape in the default layout (or none) and static; batch
  * dimensions the leading dimensions of both operands, in order; one contracting dimension
  * per operand; each operand's non-contracting dimensions one run before or after its
  * contracting dimension (collapsed into m or n; none means 1). `form` (may be NULL) is
  * filled when true. */
-bool kiln_fusion_wrapper_is_gemm_for(const kiln_hlo_instruction_t *dot, bool f32_f64_only,
+typedef enum kiln_gemm_types {
+  KILN_GEMM_TYPES_HOST = 0,     /* every combination the host gemm takes */
+  KILN_GEMM_TYPES_CUBLAS = 1,   /* f32 and f64 (CUDA's classic cuBLAS) */
+  KILN_GEMM_TYPES_CUBLASLT = 2, /* f32, f64, bf16/f16 -> bf16/f16/f32 (CUDA with cuBLASLt) */
+} kiln_gemm_types_t;
+
+/* What the pass options say the target's gemm takes (gemm_f32_f64_only, gemm_cublaslt). */
+kiln_gemm_types_t kiln_gemm_types_of(const kiln_pass_options_t *opts);
+
+bool kiln_fusion_wrapper_is_gemm_for(const kiln_hlo_instruction_t *dot, kiln_gemm_types_t types,
                                      kiln_gemm_form_t *form);
 /* kiln_fusion_wrapper_is_gemm_for without the f32/f64 restriction (what the host takes). */
 bool kiln_fusion_wrapper_is_gemm(const kiln_hlo_instruction_t *dot, kiln_gemm_form_t *form);

@@ -53,6 +53,10 @@ typedef struct kiln_pass_options {
    * compile driver sets it for the CUDA target); dots of other element types become
    * kernels. Off: every combination the host gemm takes (kiln_fusion_wrapper_is_gemm). */
   bool gemm_f32_f64_only;
+  /* With gemm_f32_f64_only: the target's gemm library is cuBLASLt (CUDA; a capability the
+   * compile driver is told, never probed here): bf16/f16 dots (-> bf16/f16/f32, summed in
+   * f32) become gemms too, and gemm epilogues fuse (gemm_epilogue_fusion). */
+  bool gemm_cublaslt;
   kiln_pass_timings_t *timings; /* NULL: not timed; else each pass's time is added here */
   /* (optional) Called after each pass that changed the module (verified and dumped as
    * configured) with the pass's name: kiln-fuzz evaluates every pipeline prefix with it to

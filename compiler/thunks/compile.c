@@ -36,10 +36,14 @@ kiln_status kiln_compile_module_passes(kiln_hlo_module_t *m, const kiln_compile_
   if (!m) return KILN_ERR_INVALID("compile: NULL module");
   if (!m->entry) return KILN_ERR_INVALID("compile: module %s has no entry computation", m->name);
   kiln_compile_options_t o = resolve_options(opts);
-  /* CUDA's gemm (cuBLAS) takes f32 and f64 only: other dots are compiled as kernels. */
+  /* CUDA's classic cuBLAS takes f32 and f64 only (other dots are compiled as kernels);
+   * with cuBLASLt (a target capability in the options) bf16/f16 and epilogues too. */
   kiln_pass_options_t po = {.verify = -1};
   if (o.passes) po = *o.passes;
-  if (o.emit.target == KILN_TARGET_CUDA) po.gemm_f32_f64_only = true;
+  if (o.emit.target == KILN_TARGET_CUDA) {
+    po.gemm_f32_f64_only = true;
+    po.gemm_cublaslt = o.emit.cublaslt;
+  }
   double t0 = kiln_clock_ms();
   kiln_pipeline_lift_parse_limit(m);
   KILN_RETURN_IF_ERROR(kiln_pipeline_run(m, &po), "while compiling %s", m->name);

@@ -19,6 +19,7 @@
 #include "compiler/hlo/opcode.h"
 #include "compiler/passes/dataflow.h"
 #include "compiler/passes/fusion_wrapper.h"
+#include "compiler/passes/gemm_epilogue.h"
 #include "compiler/thunks/custom_call_emitter.h"
 
 /* XLA's initial value of the rng-get-and-update-state counter (CPU and GPU backends). */
@@ -221,12 +222,23 @@ static bool all_leaves_empty(const kiln_shape_t *s) {
   return kiln_shape_num_elements(s) == 0;
 }
 
+static kiln_gemm_types_t gemm_types(const emitter_t *E);
+static kiln_status emit_gemm_thunk(emitter_t *E, kiln_thunk_seq_t *seq,
+                                   const kiln_hlo_instruction_t *fusion,
+                                   const kiln_hlo_instruction_t *dot,
+                                   const kiln_gemm_epilogue_match_t *e,
+                                   const kiln_hlo_instruction_t *out);
+
 static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
                                const kiln_hlo_instruction_t *in) {
   const kiln_hlo_computation_t *fc = kiln_hlo_instruction_called(in, "calls");
   if (!fc) return KILN_ERR_INVALID("fusion %s calls no computation", in->name);
   /* Nothing to write (a zero-sized output): no kernel, as XLA emits none. */
   if (all_leaves_empty(in->shape)) return NULL;
+  /* A gemm with its epilogue (gemm_epilogue_fusion): one library call. */
+  kiln_gemm_epilogue_match_t ge;
+  if (kiln_gemm_epilogue_match_fusion(in, gemm_types(E), &ge))
+    return emit_gemm_thunk(E, seq, in, ge.dot, &ge, in);
   char kname[128];
   snprintf(kname, sizeof(kname), "k%d_%.100s", E->counter++, in->name);
   kiln_codegen_sanitize_name(kname);
@@ -409,11 +421,32 @@ static kiln_gemm_dtype_t gemm_dtype(kiln_elem_type_t t) {
   }
 }
 
-static kiln_status emit_gemm(emitter_t *E, kiln_thunk_seq_t *seq, const kiln_hlo_instruction_t *in) {
+static kiln_gemm_types_t gemm_types(const emitter_t *E) {
+  if (E->opts.target != KILN_TARGET_CUDA) return KILN_GEMM_TYPES_HOST;
+  return E->opts.cublaslt ? KILN_GEMM_TYPES_CUBLASLT : KILN_GEMM_TYPES_CUBLAS;
+}
+
+/* The top-level value behind `v`: itself, or for a parameter of fused computation `fc` the
+ * fusion's operand. */
+static const kiln_hlo_instruction_t *outer_value(const kiln_hlo_instruction_t *fusion,
+                                                 const kiln_hlo_instruction_t *v) {
+  if (!fusion || v->opcode != KILN_OP_PARAMETER) return v;
+  int64_t k = v->parameter_number;
+  return k >= 0 && k < fusion->num_operands ? fusion->operands[k] : NULL;
+}
+
+/* One gemm thunk for dot `e->dot` with the epilogue `e` holds (NULL: none). `fusion` is the
+ * gemm-epilogue fusion the dot sits in (NULL: a top-level dot), `out` the instruction whose
+ * buffer receives the result. */
+static kiln_status emit_gemm_thunk(emitter_t *E, kiln_thunk_seq_t *seq,
+                                   const kiln_hlo_instruction_t *fusion,
+                                   const kiln_hlo_instruction_t *dot,
+                                   const kiln_gemm_epilogue_match_t *e,
+                                   const kiln_hlo_instruction_t *out) {
   kiln_gemm_form_t f;
-  if (!kiln_fusion_wrapper_is_gemm_for(in, E->opts.target == KILN_TARGET_CUDA, &f))
+  if (!kiln_fusion_wrapper_is_gemm_for(dot, gemm_types(E), &f))
     return KILN_ERR_UNIMPLEMENTED("dot %s is not a gemm the runtime takes; it needs a kernel (run "
-                                  "the fusion wrapper)", in->name);
+                                  "the fusion wrapper)", dot->name);
   kiln_gemm_desc_t g;
   memset(&g, 0, sizeof(g));
   g.dtype = gemm_dtype(f.type);
@@ -424,23 +457,52 @@ static kiln_status emit_gemm(emitter_t *E, kiln_thunk_seq_t *seq, const kiln_hlo
   g.k = f.k;
   g.trans_a = f.transpose_lhs;
   g.trans_b = f.transpose_rhs;
-  g.alpha = 1;
-  g.beta = 0;
-  kiln_slice_t a, b, c;
-  KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, in->operands[0], 0, &a));
-  KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, in->operands[1], 0, &b));
-  KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, in, 0, &c));
+  g.alpha = e ? e->alpha : 1;
+  g.beta = e && e->addend ? 1 : 0;
+  if (e && e->act == KILN_GEMM_ACT_RELU) g.epilogue = KILN_GEMM_EPILOGUE_RELU;
+  if (e && e->act == KILN_GEMM_ACT_GELU_TANH) g.epilogue = KILN_GEMM_EPILOGUE_GELU_TANH;
+  const kiln_hlo_instruction_t *av = outer_value(fusion, dot->operands[0]),
+                               *bv = outer_value(fusion, dot->operands[1]);
+  const kiln_hlo_instruction_t *cv = e && e->addend ? outer_value(fusion, e->addend) : NULL,
+                               *biasv = e && e->bias ? outer_value(fusion, e->bias) : NULL;
+  if (!av || !bv || (e && e->addend && !cv) || (e && e->bias && !biasv))
+    return KILN_ERR_INVALID("gemm fusion %s: a parameter without an operand", out->name);
+  kiln_slice_t a, b, c, bias, addend;
+  KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, av, 0, &a));
+  KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, bv, 0, &b));
+  KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, out, 0, &c));
   if (g.batch * g.m * g.n == 0) {
-    if (c.size) kiln_thunk_seq_push(seq, kiln_thunk_memset_create(in->name, c, 0, 1));
+    if (c.size) kiln_thunk_seq_push(seq, kiln_thunk_memset_create(out->name, c, 0, 1));
     return NULL;
   }
   if (g.k == 0) {
-    kiln_thunk_seq_push(seq, kiln_thunk_memset_create(in->name, c, 0, 1));
+    if (e && e->root != e->dot)
+      return KILN_ERR_INTERNAL("gemm fusion %s has k = 0 (the pass fuses none)", out->name);
+    kiln_thunk_seq_push(seq, kiln_thunk_memset_create(out->name, c, 0, 1));
     return NULL;
   }
-  kiln_thunk_seq_push(seq, kiln_thunk_gemm_create(in->name, &g, a, b, c));
+  if (cv) {
+    /* beta = 1: C is the output's initial contents. */
+    KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, cv, 0, &addend));
+    if (!same_slice(addend, c)) {
+      kiln_thunk_seq_push(seq,
+                          kiln_thunk_copy_create(out->name, KILN_COPY_D2D, addend, c, NULL, c.size));
+      E->stats->copies++;
+    }
+  }
+  kiln_thunk_t *t = kiln_thunk_gemm_create(out->name, &g, a, b, c);
+  if (biasv) {
+    KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, biasv, 0, &bias));
+    kiln_thunk_gemm_set_bias(t, bias);
+  }
+  kiln_thunk_seq_push(seq, t);
   E->stats->gemms++;
+  if (e && e->root != e->dot) E->stats->gemm_epilogues++;
   return NULL;
+}
+
+static kiln_status emit_gemm(emitter_t *E, kiln_thunk_seq_t *seq, const kiln_hlo_instruction_t *in) {
+  return emit_gemm_thunk(E, seq, NULL, in, NULL, in);
 }
 
 static kiln_status emit_rng_state(emitter_t *E, kiln_thunk_seq_t *seq,

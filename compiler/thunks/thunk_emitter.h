@@ -70,6 +70,10 @@ typedef struct kiln_thunk_emit_options {
   int64_t max_while_iterations; /* 0: unbounded */
   uint64_t rng_seed;            /* rng-get-and-update-state starts at XLA's initial value + this */
   bool strict_precision;        /* round every bf16 op (kiln_codegen_compile_options_t) */
+  /* CUDA: the target's gemm library is cuBLASLt, known when compiling (never probed at run
+   * time): bf16/f16 dots become gemm thunks and gemm epilogues fuse (the compile driver sets
+   * kiln_pass_options_t.gemm_cublaslt from it). Off: classic cuBLAS, f32/f64, no epilogues. */
+  bool cublaslt;
   const char
       *kernel_cache_dir; /* the kernel cache's disk level (kernel_cache.h); NULL: memory only */
   /* Where custom-call handlers are looked up (borrowed). NULL: the process-wide registry
@@ -81,6 +85,7 @@ typedef struct kiln_thunk_emit_stats {
   int kernels;  /* kernel thunks (a chain counts each launch) */
   int fusions;  /* fusions compiled */
   int gemms, copies, memsets, loops, conditionals;
+  int gemm_epilogues; /* gemm thunks carrying a fused epilogue (alpha, C, bias, activation) */
   int constants; /* constant allocations made for constants inside fusions */
   int custom_calls;  /* FFI custom-call thunks (typed and legacy) */
   double codegen_ms; /* fusion -> kernel IR pipeline */
