@@ -445,8 +445,10 @@ static kiln_status emit_gemm_thunk(emitter_t *E, kiln_thunk_seq_t *seq,
                                    const kiln_hlo_instruction_t *out) {
   kiln_gemm_form_t f;
   if (!kiln_fusion_wrapper_is_gemm_for(dot, gemm_types(E), &f))
-    return KILN_ERR_UNIMPLEMENTED("dot %s is not a gemm the runtime takes; it needs a kernel (run "
-                                  "the fusion wrapper)", dot->name);
+    return KILN_ERR_UNIMPLEMENTED(
+        "dot %s is not a gemm the runtime takes; it needs a kernel (run "
+        "the fusion wrapper)",
+        dot->name);
   kiln_gemm_desc_t g;
   memset(&g, 0, sizeof(g));
   g.dtype = gemm_dtype(f.type);
@@ -485,8 +487,8 @@ static kiln_status emit_gemm_thunk(emitter_t *E, kiln_thunk_seq_t *seq,
     /* beta = 1: C is the output's initial contents. */
     KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, cv, 0, &addend));
     if (!same_slice(addend, c)) {
-      kiln_thunk_seq_push(seq,
-                          kiln_thunk_copy_create(out->name, KILN_COPY_D2D, addend, c, NULL, c.size));
+      kiln_thunk_seq_push(
+          seq, kiln_thunk_copy_create(out->name, KILN_COPY_D2D, addend, c, NULL, c.size));
       E->stats->copies++;
     }
   }
@@ -501,7 +503,8 @@ static kiln_status emit_gemm_thunk(emitter_t *E, kiln_thunk_seq_t *seq,
   return NULL;
 }
 
-static kiln_status emit_gemm(emitter_t *E, kiln_thunk_seq_t *seq, const kiln_hlo_instruction_t *in) {
+static kiln_status emit_gemm(emitter_t *E, kiln_thunk_seq_t *seq,
+                             const kiln_hlo_instruction_t *in) {
   return emit_gemm_thunk(E, seq, NULL, in, NULL, in);
 }
 
