@@ -99,7 +99,8 @@ static bool match_gelu_cdf_sum(kiln_gemm_epilogue_match_t *e, kiln_hlo_instructi
         bool ok3 = xx == x && binary(sc, KILN_OP_MULTIPLY, sh, &p, &q) && add_member(e, sc);
         for (int s4 = 0; ok3 && s4 < 2; s4++) {
           kiln_gemm_epilogue_match_t save4 = *e;
-          if (const_member(e, s4 ? q : p, 0.044715, sh) && match_cube(e, s4 ? p : q, x))
+          if (const_member(e, s4 ? q : p, 0.044715, sh) && match_cube(e, s4 ? p : q, x) &&
+              add_member(e, in))
             return true;
           *e = save4;
         }
@@ -162,6 +163,28 @@ static kiln_hlo_instruction_t *other_operand(const kiln_hlo_instruction_t *u,
   return u->operands[0] == x ? u->operands[1] : u->operands[0];
 }
 
+/* GELU rooted at `r` over `x`, closed (only `r` read outside it): recorded in `e`. */
+static bool try_gelu_root(kiln_gemm_epilogue_match_t *e, kiln_hlo_instruction_t *r,
+                          kiln_hlo_instruction_t *x) {
+  kiln_gemm_epilogue_match_t save = *e;
+  if (match_gelu(e, r, x) && users_inside(e, x)) {
+    bool closed = true;
+    for (int k = save.num_members; k < e->num_members && closed; k++) {
+      kiln_hlo_instruction_t *mbr = e->members[k];
+      bool is_const = mbr->opcode == KILN_OP_BROADCAST || mbr->opcode == KILN_OP_CONSTANT;
+      if (mbr != r && !is_const && !users_inside(e, mbr)) closed = false;
+      if (mbr->num_control_predecessors || mbr->control_successors.len) closed = false;
+    }
+    if (closed) {
+      e->act = KILN_GEMM_ACT_GELU_TANH;
+      e->root = r;
+      return true;
+    }
+  }
+  *e = save;
+  return false;
+}
+
 bool kiln_gemm_epilogue_match(kiln_hlo_instruction_t *dot, kiln_gemm_types_t types,
                               kiln_gemm_epilogue_match_t *out) {
   memset(out, 0, sizeof(*out));
@@ -221,25 +244,14 @@ bool kiln_gemm_epilogue_match(kiln_hlo_instruction_t *dot, kiln_gemm_types_t typ
     return true;
   }
   if (x->control_successors.len || x == x->parent->root) return true;
-  /* GELU: x's users are the pattern's; try each multiply as the root. */
+  /* GELU: x's users are the pattern's; try each multiply reading x, or reading one that
+   * does ((0.5 * x) * S), as the root. */
   for (size_t i = 0; i < x->users.len; i++) {
-    kiln_hlo_instruction_t *r = x->users.data[i];
-    kiln_gemm_epilogue_match_t save = *out;
-    if (match_gelu(out, r, x) && users_inside(out, x)) {
-      bool closed = true;
-      for (int k = save.num_members; k < out->num_members && closed; k++) {
-        kiln_hlo_instruction_t *mbr = out->members[k];
-        bool is_const = mbr->opcode == KILN_OP_BROADCAST || mbr->opcode == KILN_OP_CONSTANT;
-        if (mbr != r && !is_const && !users_inside(out, mbr)) closed = false;
-        if (mbr->num_control_predecessors || mbr->control_successors.len) closed = false;
-      }
-      if (closed) {
-        out->act = KILN_GEMM_ACT_GELU_TANH;
-        out->root = r;
-        return true;
-      }
+    kiln_hlo_instruction_t *r1 = x->users.data[i];
+    for (size_t j = 0; j <= r1->users.len; j++) {
+      kiln_hlo_instruction_t *r = j == 0 ? r1 : r1->users.data[j - 1];
+      if (try_gelu_root(out, r, x)) return true;
     }
-    *out = save;
   }
   return true;
 }

@@ -1,0 +1,386 @@
+/* Gemm epilogue fusion (compiler/passes/gemm_epilogue.c) end to end on the host: each
+ * epilogue (alpha, C, bias, ReLU, JAX's tanh GELU and their combinations) x element type (f32,
+ * f64, bf16) x operand form (plain, A^T, B^T, batched) compiles to one gemm thunk carrying it
+ * and no kernel, and matches the reference evaluator; patterns that must not fuse (a second
+ * user, a bias along the wrong dimension, maximum with a non-zero) stay a gemm plus a loop
+ * kernel; the corpus's dot + bias / ReLU / C chains are counted after the pipeline, and the
+ * corpus modules that run on the host match the evaluator with their epilogues fused. The
+ * CUDA pipeline fuses (and sends bf16 dots to gemms) only when compiled with cuBLASLt. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/alloc.h"
+#include "base/str.h"
+#include "compiler/passes/fusion_util.h"
+#include "compiler/passes/pass.h"
+#include "compiler/passes/pipeline.h"
+#include "runtime/host/host_device.h"
+#include "tests/host_run_util.h"
+#include "tests/skip_util.h"
+#include "tools/common/corpus.h"
+#include "tools/common/hlo_file.h"
+
+static kiln_device_t *g_dev;
+
+static int setup(void **state) {
+  (void)state;
+  return kiln_host_device_create(2, &g_dev) ? -1 : 0;
+}
+static int teardown(void **state) {
+  (void)state;
+  kiln_device_destroy(g_dev);
+  return 0;
+}
+
+/* Runs `text` against the evaluator; the executable must hold `gemms` gemm thunks,
+ * `kernels` kernel thunks, and `want` (NULL: none) in its thunk text. */
+static void check(const char *text, int gemms, int kernels, const char *want) {
+  char *thunks = NULL;
+  run_and_compare_on(g_dev, text, 1, &thunks);
+  const char *seq = strstr(thunks, "thunks:");
+  printf("%s", seq ? seq : thunks);
+  assert_int_equal(count_in(thunks, " gemm "), gemms);
+  assert_int_equal(count_in(thunks, " kernel "), kernels);
+  if (want && !strstr(thunks, want)) fail_msg("thunks lack '%s'", want);
+  kiln_free(thunks);
+}
+
+/* One module: dot(a, b) of `ty` (lhs m x k, or k x m when ta; rhs k x n, or n x k when tb;
+ * `batch` > 0 adds a leading batch dim) followed by `epi` (HLO lines reading `d` and ending in
+ * ROOT). Extra parameters the epilogue needs are declared by it as parameter(2), (3). */
+static char *module(const char *ty, int batch, bool ta, bool tb, int m, int n, int k,
+                    const char *epi) {
+  kiln_strbuf_t b = {0};
+  char bp[16] = "", bd[16] = "";
+  if (batch) snprintf(bp, sizeof bp, "%d,", batch), snprintf(bd, sizeof bd, "%d,", batch);
+  int ld = batch ? 1 : 0;
+  kiln_strbuf_printf(&b, "HloModule g\nENTRY e {\n");
+  kiln_strbuf_printf(&b, "  a = %s[%s%d,%d] parameter(0)\n", ty, bp, ta ? k : m, ta ? m : k);
+  kiln_strbuf_printf(&b, "  b = %s[%s%d,%d] parameter(1)\n", ty, bp, tb ? n : k, tb ? k : n);
+  kiln_strbuf_printf(
+      &b, "  d = %s[%s%d,%d] dot(a, b), %slhs_contracting_dims={%d}, %srhs_contracting_dims={%d}\n",
+      ty, bd, m, n, batch ? "lhs_batch_dims={0}, " : "", ld + (ta ? 0 : 1),
+      batch ? "rhs_batch_dims={0}, " : "", ld + (tb ? 1 : 0));
+  /* The epilogue text uses T for the type, S for the result shape's dims and N for n. */
+  char shape[64], nbuf[16], last[16];
+  snprintf(shape, sizeof shape, "%s%d,%d", bp, m, n);
+  snprintf(nbuf, sizeof nbuf, "%d", n);
+  snprintf(last, sizeof last, "%d", ld + 1);
+  for (const char *p = epi; *p; p++) {
+    if (*p == 'T' && p[1] == '[')
+      kiln_strbuf_append(&b, ty);
+    else if (*p == 'S' && p[-1] == '[')
+      kiln_strbuf_append(&b, shape);
+    else if (*p == 'N' && p[-1] == '[')
+      kiln_strbuf_append(&b, nbuf);
+    else if (*p == 'L' && p[-1] == '{')
+      kiln_strbuf_append(&b, last);
+    else
+      kiln_strbuf_append_char(&b, *p);
+  }
+  kiln_strbuf_printf(&b, "}\n");
+  return kiln_strbuf_take(&b);
+}
+
+/* bias along the last dim (L), then ReLU or GELU, as JAX's dense + activation emit them. */
+static const char kBias[] =
+    "  v = T[N] parameter(2)\n  bv = T[S] broadcast(v), dimensions={L}\n"
+    "  ROOT x = T[S] add(d, bv)\n";
+static const char kBiasRelu[] =
+    "  v = T[N] parameter(2)\n  bv = T[S] broadcast(v), dimensions={L}\n"
+    "  x = T[S] add(d, bv)\n  z = T[] constant(0)\n  bz = T[S] broadcast(z), dimensions={}\n"
+    "  ROOT r = T[S] maximum(x, bz)\n";
+static const char kBiasGelu[] =
+    "  v = T[N] parameter(2)\n  bv = T[S] broadcast(v), dimensions={L}\n"
+    "  x = T[S] add(bv, d)\n"
+    "  x2 = T[S] multiply(x, x)\n  x3 = T[S] multiply(x, x2)\n"
+    "  c0 = T[] constant(0.044715)\n  b0 = T[S] broadcast(c0), dimensions={}\n"
+    "  t0 = T[S] multiply(b0, x3)\n  s0 = T[S] add(x, t0)\n"
+    "  c1 = T[] constant(0.7978845608)\n  b1 = T[S] broadcast(c1), dimensions={}\n"
+    "  t1 = T[S] multiply(b1, s0)\n  th = T[S] tanh(t1)\n"
+    "  c2 = T[] constant(1)\n  b2 = T[S] broadcast(c2), dimensions={}\n  s1 = T[S] add(b2, th)\n"
+    "  c3 = T[] constant(0.5)\n  b3 = T[S] broadcast(c3), dimensions={}\n"
+    "  t2 = T[S] multiply(b3, s1)\n  ROOT g = T[S] multiply(x, t2)\n";
+/* alpha and a full-matrix addend (beta = 1), then ReLU; the other GELU form (0.5 x) * S. */
+static const char kAlphaCRelu[] =
+    "  c = T[S] parameter(2)\n  al = T[] constant(0.25)\n  ba = T[S] broadcast(al), dimensions={}\n"
+    "  sc = T[S] multiply(ba, d)\n  y = T[S] add(sc, c)\n"
+    "  z = T[] constant(0)\n  bz = T[S] broadcast(z), dimensions={}\n  ROOT r = T[S] maximum(bz, "
+    "y)\n";
+static const char kGeluHalfX[] =
+    "  x2 = T[S] multiply(d, d)\n  x3 = T[S] multiply(x2, d)\n"
+    "  c0 = T[] constant(0.044715)\n  b0 = T[S] broadcast(c0), dimensions={}\n"
+    "  t0 = T[S] multiply(x3, b0)\n  s0 = T[S] add(t0, d)\n"
+    "  c1 = T[] constant(0.7978845608)\n  b1 = T[S] broadcast(c1), dimensions={}\n"
+    "  t1 = T[S] multiply(s0, b1)\n  th = T[S] tanh(t1)\n"
+    "  c2 = T[] constant(1)\n  b2 = T[S] broadcast(c2), dimensions={}\n  s1 = T[S] add(th, b2)\n"
+    "  c3 = T[] constant(0.5)\n  b3 = T[S] broadcast(c3), dimensions={}\n"
+    "  hx = T[S] multiply(d, b3)\n  ROOT g = T[S] multiply(hx, s1)\n";
+
+static void each_form(const char *epi, const char *want) {
+  static const char *const types[] = {"f32", "f64", "bf16"};
+  static const struct {
+    int batch;
+    bool ta, tb;
+  } forms[] = {
+      {0, false, false}, {0, true, false}, {0, false, true}, {3, false, false}, {2, true, true}};
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+    for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+      /* Sizes past the tiny-gemm cutoff (the library path) and odd ones. */
+      char *text = module(types[t], forms[f].batch, forms[f].ta, forms[f].tb, 37, 29, 19, epi);
+      check(text, 1, 0, want);
+      kiln_free(text);
+    }
+  /* A gemm large enough to be cut into epilogue panels (65536 elements each). */
+  char *text = module("f32", 0, false, true, 700, 200, 64, epi);
+  check(text, 1, 0, want);
+  kiln_free(text);
+}
+
+static void test_bias_fuses_into_the_gemm(void **state) {
+  (void)state;
+  each_form(kBias, "+ bias");
+}
+
+static void test_bias_then_relu_fuses_into_the_gemm(void **state) {
+  (void)state;
+  each_form(kBiasRelu, "then relu");
+}
+
+static void test_bias_then_jax_tanh_gelu_fuses_into_the_gemm(void **state) {
+  (void)state;
+  each_form(kBiasGelu, "then gelu_tanh");
+  each_form(kGeluHalfX, "then gelu_tanh");
+}
+
+static void test_alpha_and_addend_fuse_as_alpha_and_beta(void **state) {
+  (void)state;
+  each_form(kAlphaCRelu, "alpha=0.25 beta=1");
+}
+
+static void test_patterns_that_must_not_fuse_stay_a_gemm_and_a_kernel(void **state) {
+  (void)state;
+  /* The dot has a second user (the tuple): the bias add is a loop kernel. */
+  check(
+      "HloModule u\nENTRY e {\n  a = f32[32,16] parameter(0)\n  b = f32[16,24] parameter(1)\n"
+      "  v = f32[24] parameter(2)\n"
+      "  d = f32[32,24] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  bv = f32[32,24] broadcast(v), dimensions={1}\n  x = f32[32,24] add(d, bv)\n"
+      "  ROOT t = (f32[32,24], f32[32,24]) tuple(x, d)\n}\n",
+      1, 1, NULL);
+  /* A vector broadcast along the rows (dim 0), not the gemm's n. */
+  check(
+      "HloModule w\nENTRY e {\n  a = f32[32,16] parameter(0)\n  b = f32[16,24] parameter(1)\n"
+      "  v = f32[32] parameter(2)\n"
+      "  d = f32[32,24] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  bv = f32[32,24] broadcast(v), dimensions={0}\n  ROOT x = f32[32,24] add(d, bv)\n}\n",
+      1, 1, NULL);
+  /* maximum with 0.5 is no ReLU: the bias fuses, the maximum is a kernel. */
+  check(
+      "HloModule h\nENTRY e {\n  a = f32[32,16] parameter(0)\n  b = f32[16,24] parameter(1)\n"
+      "  v = f32[24] parameter(2)\n"
+      "  d = f32[32,24] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  bv = f32[32,24] broadcast(v), dimensions={1}\n  x = f32[32,24] add(d, bv)\n"
+      "  h = f32[] constant(0.5)\n  bh = f32[32,24] broadcast(h), dimensions={}\n"
+      "  ROOT r = f32[32,24] maximum(x, bh)\n}\n",
+      1, 1, "+ bias");
+  /* A GELU whose inner value is also returned: the bias fuses, the GELU stays a kernel. */
+  char *text = module("f32", 0, false, false, 16, 8, 12,
+                      "  v = T[N] parameter(2)\n  bv = T[S] broadcast(v), dimensions={L}\n"
+                      "  x = T[S] add(d, bv)\n  x2 = T[S] multiply(x, x)\n"
+                      "  x3 = T[S] multiply(x, x2)\n  c0 = T[] constant(0.044715)\n"
+                      "  b0 = T[S] broadcast(c0), dimensions={}\n  t0 = T[S] multiply(b0, x3)\n"
+                      "  s0 = T[S] add(x, t0)\n  c1 = T[] constant(0.7978845608)\n"
+                      "  b1 = T[S] broadcast(c1), dimensions={}\n  t1 = T[S] multiply(b1, s0)\n"
+                      "  th = T[S] tanh(t1)\n  c2 = T[] constant(1)\n"
+                      "  b2 = T[S] broadcast(c2), dimensions={}\n  s1 = T[S] add(b2, th)\n"
+                      "  c3 = T[] constant(0.5)\n  b3 = T[S] broadcast(c3), dimensions={}\n"
+                      "  t2 = T[S] multiply(b3, s1)\n  g = T[S] multiply(x, t2)\n"
+                      "  ROOT o = (T[S], T[S]) tuple(g, s0)\n");
+  check(text, 1, 1, "+ bias");
+  kiln_free(text);
+  /* With no gemm library nothing fuses (every dot is a kernel). */
+  kiln_hlo_module_t *m = parse(
+      "HloModule n\nENTRY e {\n  a = f32[32,16] parameter(0)\n  b = f32[16,24] parameter(1)\n"
+      "  v = f32[24] parameter(2)\n"
+      "  d = f32[32,24] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  bv = f32[32,24] broadcast(v), dimensions={1}\n  ROOT x = f32[32,24] add(d, bv)\n}\n");
+  kiln_pass_options_t o = {.verify = 1, .env_read = true, .no_gemm_library = true};
+  assert_null(kiln_pipeline_run(m, &o));
+  char *out = kiln_hlo_module_to_string(m);
+  assert_null(strstr(out, "kiln_gemm_epilogue"));
+  kiln_free(out);
+  kiln_hlo_module_destroy(m);
+}
+
+/* Fused gemms in a module after the pipeline with options `o`. */
+static int fused_after_pipeline(const char *text, const kiln_pass_options_t *o, int *gemm_dots) {
+  kiln_hlo_module_t *m = parse(text);
+  assert_null(kiln_pipeline_run(m, o));
+  char *out = kiln_hlo_module_to_string(m);
+  int n = count_in(out, "\"kiln_gemm_epilogue\"");
+  /* Dots outside fusions: gemm thunks. */
+  *gemm_dots = 0;
+  size_t nc = 0;
+  kiln_hlo_computation_t **comps = kiln_fusion_sequential_computations(m, &nc);
+  for (size_t i = 0; i < nc; i++)
+    for (size_t k = 0; k < comps[i]->instructions.len; k++)
+      *gemm_dots += comps[i]->instructions.data[k]->opcode == KILN_OP_DOT;
+  kiln_free(comps);
+  kiln_free(out);
+  kiln_hlo_module_destroy(m);
+  return n;
+}
+
+static void test_cuda_fuses_and_takes_bf16_only_with_cublaslt(void **state) {
+  (void)state;
+  const char *f32 =
+      "HloModule c\nENTRY e {\n  a = f32[64,32] parameter(0)\n  b = f32[32,48] parameter(1)\n"
+      "  v = f32[48] parameter(2)\n"
+      "  d = f32[64,48] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  bv = f32[64,48] broadcast(v), dimensions={1}\n  x = f32[64,48] add(d, bv)\n"
+      "  z = f32[] constant(0)\n  bz = f32[64,48] broadcast(z), dimensions={}\n"
+      "  ROOT r = f32[64,48] maximum(x, bz)\n}\n";
+  const char *bf16 =
+      "HloModule c\nENTRY e {\n  a = bf16[64,32] parameter(0)\n  b = bf16[32,48] parameter(1)\n"
+      "  ROOT d = bf16[64,48] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  kiln_pass_options_t cublas = {.verify = 1, .env_read = true, .gemm_f32_f64_only = true};
+  kiln_pass_options_t lt = cublas;
+  lt.gemm_cublaslt = true;
+  int dots = 0;
+  /* Classic cuBLAS: no epilogue, the f32 dot a gemm, the bf16 one a kernel. */
+  assert_int_equal(fused_after_pipeline(f32, &cublas, &dots), 0);
+  assert_int_equal(dots, 1);
+  assert_int_equal(fused_after_pipeline(bf16, &cublas, &dots), 0);
+  assert_int_equal(dots, 0);
+  /* cuBLASLt: bias + ReLU fused, the bf16 dot a gemm. */
+  assert_int_equal(fused_after_pipeline(f32, &lt, &dots), 1);
+  assert_int_equal(fused_after_pipeline(bf16, &lt, &dots), 0);
+  assert_int_equal(dots, 1);
+}
+
+/* ---- the corpus ---- */
+
+typedef struct {
+  int modules, fused, bias, relu, addend, alpha, gelu;
+  kiln_strbuf_t report;
+} corpus_stats_t;
+
+static bool has_sequential_dot(kiln_hlo_module_t *m) {
+  size_t nc = 0;
+  bool found = false;
+  kiln_hlo_computation_t **comps = kiln_fusion_sequential_computations(m, &nc);
+  for (size_t i = 0; i < nc && !found; i++)
+    for (size_t k = 0; k < comps[i]->instructions.len && !found; k++)
+      found = comps[i]->instructions.data[k]->opcode == KILN_OP_DOT;
+  kiln_free(comps);
+  return found;
+}
+
+static void corpus_module(void *ctx, kiln_hlo_module_t **mp, const char *name, const char *path,
+                          int index, kiln_status error) {
+  corpus_stats_t *st = ctx;
+  if (error || kiln_corpus_find_invalid(path, index) || !kiln_corpus_sampled(name)) return;
+  if (!has_sequential_dot(*mp)) return;
+  kiln_pass_options_t o = {.verify = 0, .env_read = true};
+  if (kiln_pipeline_run(*mp, &o)) return; /* counted by test_dot_canonical_corpus */
+  st->modules++;
+  char *out = kiln_hlo_module_to_string(*mp);
+  int n = count_in(out, "\"kiln_gemm_epilogue\"");
+  if (n) kiln_strbuf_printf(&st->report, "  %3d  %s\n", n, name);
+  st->fused += n;
+  /* The marker names what each fusion holds: {"kiln_gemm_epilogue":"bias+relu"}. */
+  for (const char *p = strstr(out, "kiln_gemm_epilogue"); p;
+       p = strstr(p + 1, "kiln_gemm_epilogue")) {
+    const char *end = strchr(p, '}');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    char what[96];
+    snprintf(what, sizeof what, "%.*s", (int)(len < 95 ? len : 95), p);
+    st->bias += strstr(what, "bias") != NULL;
+    st->relu += strstr(what, "relu") != NULL;
+    st->gelu += strstr(what, "gelu") != NULL;
+    st->alpha += strstr(what, "alpha") != NULL;
+    st->addend += strstr(what, "C") != NULL;
+  }
+  kiln_free(out);
+}
+
+static void test_corpus_dense_layers_compile_with_fused_epilogues(void **state) {
+  (void)state;
+  if (access(kiln_corpus_dir(), R_OK) != 0) KILN_SKIP("no corpus at %s", kiln_corpus_dir());
+  corpus_stats_t st;
+  memset(&st, 0, sizeof st);
+  kiln_status walk = kiln_corpus_for_each_whole_module(NULL, corpus_module, &st);
+  if (walk) fail_msg("%s", kiln_status_message(walk));
+  printf(
+      "gemm epilogues over %d corpus modules with dots: %d fused gemms (bias %d, relu %d, "
+      "gelu %d, alpha %d, C %d):\n%s",
+      st.modules, st.fused, st.bias, st.relu, st.gelu, st.alpha, st.addend,
+      kiln_strbuf_cstr(&st.report));
+  kiln_strbuf_free(&st.report);
+  const bool all = !kiln_corpus_sampling();
+  assert_true(st.fused >= (all ? 60 : 5));
+  assert_true(st.bias >= (all ? 30 : 1));
+  assert_true(st.relu >= (all ? 5 : 0));
+  assert_true(st.addend >= (all ? 20 : 0));
+}
+
+/* Corpus modules that run on the host, each with fused gemms, against the evaluator. */
+static void test_corpus_modules_with_fused_epilogues_match_the_evaluator(void **state) {
+  (void)state;
+  static const char *const files[] = {
+      "real/sail-sg__hloenv__tests__hlo_texts__hlo_test.txt",
+      "real/sail-sg__hloenv__tests__hlo_texts__test_hlos__jaxrl__1652091810809638.module_0083."
+      "jit_get_td_target.657.before_optimizations.txt",
+      "real/sail-sg__hloenv__tests__hlo_texts__test_hlos__maml_flax__module_0067.jit_train_step."
+      "26.before_optimizations.txt",
+      "xla/xla__backends__cpu__tests__thunk_coverage__cpu.hlo",
+      "xla/xla__hlo__translate__hlo_to_mhlo__tests__fully_connected_reference_model.hlo",
+  };
+  if (access(kiln_corpus_dir(), R_OK) != 0) KILN_SKIP("no corpus at %s", kiln_corpus_dir());
+  int fused = 0;
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), files[i]);
+    kiln_hlo_file_t *f = NULL;
+    kiln_status s = kiln_hlo_file_load(path, &f);
+    if (s) fail_msg("%s: %s", files[i], kiln_status_message(s));
+    char *text = kiln_hlo_module_to_string(f->modules[0]);
+    kiln_hlo_file_free(f);
+    char *thunks = NULL;
+    run_and_compare_on(g_dev, text, 1, &thunks);
+    /* A fused gemm prints its bias, beta or activation. */
+    int n =
+        count_in(thunks, " + bias ") + count_in(thunks, " beta=1 ") + count_in(thunks, " then ");
+    int gemms = count_in(thunks, " gemm ");
+    printf("%s: %d gemm thunks, %d with an epilogue feature, matches the evaluator\n", files[i],
+           gemms, n);
+    assert_true(n > 0);
+    fused += n;
+    kiln_free(thunks);
+    kiln_free(text);
+  }
+  assert_true(fused >= 5);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_bias_fuses_into_the_gemm),
+      cmocka_unit_test(test_bias_then_relu_fuses_into_the_gemm),
+      cmocka_unit_test(test_bias_then_jax_tanh_gelu_fuses_into_the_gemm),
+      cmocka_unit_test(test_alpha_and_addend_fuse_as_alpha_and_beta),
+      cmocka_unit_test(test_patterns_that_must_not_fuse_stay_a_gemm_and_a_kernel),
+      cmocka_unit_test(test_cuda_fuses_and_takes_bf16_only_with_cublaslt),
+      cmocka_unit_test(test_corpus_dense_layers_compile_with_fused_epilogues),
+      cmocka_unit_test(test_corpus_modules_with_fused_epilogues_match_the_evaluator),
+  };
+  return kiln_run_tests(tests, setup, teardown);
+}
