@@ -54,7 +54,8 @@ static void lt_reference(const kiln_lt_plan_t *p, const double *lt_a, const doub
 
 static void check_form(kiln_gemm_dtype_t t, bool ta, bool tb) {
   enum { B = 2, M = 5, N = 3, K = 4 };
-  kiln_gemm_desc_t g = {t, B, M, N, K, ta, tb, 1.0, 0.0, KILN_GEMM_SAME};
+  kiln_gemm_desc_t g = {t, B, M, N, K, ta, tb, 1.0, 0.0, KILN_GEMM_SAME, KILN_GEMM_EPILOGUE_NONE,
+                        0};
   kiln_lt_plan_t p;
   ASSERT_OK(kiln_cublaslt_plan(&g, NULL, &p));
   double a[B * M * K], b[B * K * N], want[B * M * N], got[B * M * N];
@@ -124,7 +125,18 @@ static void test_types_for_every_element_type(void **state) {
        KILN_CUDA_R_32I},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-    kiln_gemm_desc_t g = {cases[i].in, 1, 64, 32, 16, false, false, 1.0, 0.0, cases[i].out};
+    kiln_gemm_desc_t g = {cases[i].in,
+                          1,
+                          64,
+                          32,
+                          16,
+                          false,
+                          false,
+                          1.0,
+                          0.0,
+                          cases[i].out,
+                          KILN_GEMM_EPILOGUE_NONE,
+                          0};
     kiln_lt_plan_t p;
     ASSERT_OK(kiln_cublaslt_plan(&g, NULL, &p));
     assert_int_equal(p.a.type, cases[i].ab);
@@ -135,16 +147,22 @@ static void test_types_for_every_element_type(void **state) {
     assert_false(p.fp8);
   }
   /* A combination kiln_gemm_desc_t does not allow is refused before cuBLASLt sees it. */
-  kiln_gemm_desc_t bad = {KILN_GEMM_F32, 1, 4, 4, 4, false, false, 1.0, 0.0, KILN_GEMM_BF16};
+  kiln_gemm_desc_t bad = {
+      KILN_GEMM_F32,           1, 4, 4, 4, false, false, 1.0, 0.0, KILN_GEMM_BF16,
+      KILN_GEMM_EPILOGUE_NONE, 0};
   kiln_lt_plan_t p;
   assert_code(kiln_cublaslt_plan(&bad, NULL, &p), KILN_INVALID_ARGUMENT);
-  kiln_gemm_desc_t zero = {KILN_GEMM_F32, 1, 0, 4, 4, false, false, 1.0, 0.0, KILN_GEMM_SAME};
+  kiln_gemm_desc_t zero = {
+      KILN_GEMM_F32,           1, 0, 4, 4, false, false, 1.0, 0.0, KILN_GEMM_SAME,
+      KILN_GEMM_EPILOGUE_NONE, 0};
   assert_code(kiln_cublaslt_plan(&zero, NULL, &p), KILN_INVALID_ARGUMENT);
 }
 
 static void test_tf32_only_where_the_precision_allows_it(void **state) {
   (void)state;
-  kiln_gemm_desc_t g = {KILN_GEMM_F32, 1, 64, 32, 16, false, true, 1.0, 0.0, KILN_GEMM_SAME};
+  kiln_gemm_desc_t g = {
+      KILN_GEMM_F32,           1, 64, 32, 16, false, true, 1.0, 0.0, KILN_GEMM_SAME,
+      KILN_GEMM_EPILOGUE_NONE, 0};
   kiln_lt_plan_t exact, fast;
   ASSERT_OK(kiln_cublaslt_plan(&g, NULL, &exact));
   kiln_cublaslt_options_t o = {.allow_tf32 = true};
@@ -162,7 +180,9 @@ static void test_tf32_only_where_the_precision_allows_it(void **state) {
 static void test_fp8_takes_the_tn_form_with_scales(void **state) {
   (void)state;
   /* x (m x k) times w^T (w stored n x k): the form of a linear layer. */
-  kiln_gemm_desc_t g = {KILN_GEMM_BF16, 4, 128, 64, 32, false, true, 1.0, 0.0, KILN_GEMM_BF16};
+  kiln_gemm_desc_t g = {
+      KILN_GEMM_BF16,          4, 128, 64, 32, false, true, 1.0, 0.0, KILN_GEMM_BF16,
+      KILN_GEMM_EPILOGUE_NONE, 0};
   kiln_cublaslt_options_t o = {
       .fp8_a = KILN_LT_FP8_E4M3, .fp8_b = KILN_LT_FP8_E5M2, .a_scale = 0x1000, .b_scale = 0x2000};
   kiln_lt_plan_t p;
@@ -202,9 +222,87 @@ static void test_fp8_takes_the_tn_form_with_scales(void **state) {
 
 /* Equal descriptors give byte-equal plans (the cache compares plans with memcmp); a
  * different shape or transpose gives a different plan. */
+/* ---- epilogues ------------------------------------------------------------------------------ */
+
+/* kiln's per-column bias (n elements) is cuBLASLt's vector along D's rows (D is kiln's C
+ * transposed: n rows); each activation with and without a bias maps onto its epilogue; the
+ * bias type is C's; alpha/beta stay scalars; fp8 and integer gemms refuse an epilogue. */
+static void test_epilogues_map_onto_cublaslt_bias_relu_gelu(void **state) {
+  (void)state;
+  const struct {
+    kiln_gemm_dtype_t in, out;
+    kiln_gemm_epilogue_t act;
+    bool bias;
+    uint32_t want;
+    int32_t bias_type;
+  } cases[] = {
+      {KILN_GEMM_F32, KILN_GEMM_SAME, KILN_GEMM_EPILOGUE_NONE, true, KILN_CUBLASLT_EPILOGUE_BIAS,
+       KILN_CUDA_R_32F},
+      {KILN_GEMM_F32, KILN_GEMM_SAME, KILN_GEMM_EPILOGUE_RELU, true,
+       KILN_CUBLASLT_EPILOGUE_RELU_BIAS, KILN_CUDA_R_32F},
+      {KILN_GEMM_F32, KILN_GEMM_SAME, KILN_GEMM_EPILOGUE_RELU, false, KILN_CUBLASLT_EPILOGUE_RELU,
+       0},
+      {KILN_GEMM_BF16, KILN_GEMM_SAME, KILN_GEMM_EPILOGUE_GELU_TANH, true,
+       KILN_CUBLASLT_EPILOGUE_GELU_BIAS, KILN_CUDA_R_16BF},
+      {KILN_GEMM_BF16, KILN_GEMM_F32, KILN_GEMM_EPILOGUE_GELU_TANH, false,
+       KILN_CUBLASLT_EPILOGUE_GELU, 0},
+      {KILN_GEMM_F16, KILN_GEMM_SAME, KILN_GEMM_EPILOGUE_RELU, true,
+       KILN_CUBLASLT_EPILOGUE_RELU_BIAS, KILN_CUDA_R_16F},
+      {KILN_GEMM_F64, KILN_GEMM_SAME, KILN_GEMM_EPILOGUE_NONE, true, KILN_CUBLASLT_EPILOGUE_BIAS,
+       KILN_CUDA_R_64F},
+      {KILN_GEMM_F16, KILN_GEMM_F32, KILN_GEMM_EPILOGUE_NONE, false, KILN_CUBLASLT_EPILOGUE_DEFAULT,
+       0},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    kiln_gemm_desc_t g = {cases[i].in,  3,
+                          64,           48,
+                          32,           false,
+                          true,         0.5,
+                          1.0,          cases[i].out,
+                          cases[i].act, cases[i].bias ? (kiln_devptr_t)0x1000 : 0};
+    kiln_lt_plan_t p;
+    ASSERT_OK(kiln_cublaslt_plan(&g, NULL, &p));
+    assert_int_equal(p.epilogue, cases[i].want);
+    assert_int_equal(p.bias, cases[i].bias);
+    assert_int_equal(p.bias_type, cases[i].bias_type);
+    /* The bias runs along D's rows: D is n x m column-major, so its length n is D's rows. */
+    assert_int_equal(p.c.rows, g.n);
+    assert_int_equal(p.c.batch, 3);
+    /* bf16/f16 keep f32 accumulation and f32 scalars with an epilogue too. */
+    if (cases[i].in == KILN_GEMM_BF16 || cases[i].in == KILN_GEMM_F16) {
+      assert_int_equal(p.compute_type, KILN_CUBLAS_COMPUTE_32F);
+      assert_int_equal(p.scale_type, KILN_CUDA_R_32F);
+    }
+  }
+  /* The bias address is not part of the plan (the algorithm cache key). */
+  kiln_gemm_desc_t g1 = {
+      KILN_GEMM_F32,           1,     8, 8, 8, false, false, 1.0, 0.0, KILN_GEMM_SAME,
+      KILN_GEMM_EPILOGUE_RELU, 0x1000};
+  kiln_gemm_desc_t g2 = g1;
+  g2.bias = 0x2000;
+  kiln_lt_plan_t p1, p2;
+  ASSERT_OK(kiln_cublaslt_plan(&g1, NULL, &p1));
+  ASSERT_OK(kiln_cublaslt_plan(&g2, NULL, &p2));
+  assert_memory_equal(&p1, &p2, sizeof(p1));
+  /* Integer results take no epilogue; fp8 gemms get none planned. */
+  kiln_gemm_desc_t s8 = {
+      KILN_GEMM_S8, 1, 8, 8, 16, false, false, 1.0, 0.0, KILN_GEMM_S32, KILN_GEMM_EPILOGUE_RELU, 0};
+  assert_code(kiln_cublaslt_plan(&s8, NULL, &p1), KILN_INVALID_ARGUMENT);
+  kiln_gemm_desc_t f8 = {
+      KILN_GEMM_BF16,          1,     16, 16, 16, false, true, 1.0, 0.0, KILN_GEMM_F32,
+      KILN_GEMM_EPILOGUE_NONE, 0x1000};
+  kiln_cublaslt_options_t o = {.fp8_a = KILN_LT_FP8_E4M3, .fp8_b = KILN_LT_FP8_E4M3};
+  assert_code(kiln_cublaslt_plan(&f8, &o, &p1), KILN_UNIMPLEMENTED);
+  kiln_gemm_desc_t bad = g1;
+  bad.epilogue = (kiln_gemm_epilogue_t)7;
+  assert_code(kiln_cublaslt_plan(&bad, NULL, &p1), KILN_INVALID_ARGUMENT);
+}
+
 static void test_plans_compare_by_value(void **state) {
   (void)state;
-  kiln_gemm_desc_t g = {KILN_GEMM_F16, 3, 96, 48, 64, true, false, 2.0, 1.0, KILN_GEMM_F32};
+  kiln_gemm_desc_t g = {
+      KILN_GEMM_F16,           3, 96, 48, 64, true, false, 2.0, 1.0, KILN_GEMM_F32,
+      KILN_GEMM_EPILOGUE_NONE, 0};
   kiln_lt_plan_t p1, p2;
   memset(&p2, 0xAB, sizeof(p2));
   ASSERT_OK(kiln_cublaslt_plan(&g, NULL, &p1));
@@ -285,6 +383,7 @@ int main(void) {
       cmocka_unit_test(test_types_for_every_element_type),
       cmocka_unit_test(test_tf32_only_where_the_precision_allows_it),
       cmocka_unit_test(test_fp8_takes_the_tn_form_with_scales),
+      cmocka_unit_test(test_epilogues_map_onto_cublaslt_bias_relu_gelu),
       cmocka_unit_test(test_plans_compare_by_value),
       cmocka_unit_test(test_missing_library_is_unavailable_naming_every_name),
       cmocka_unit_test(test_the_toolkits_library_provides_every_entry_point),

@@ -13,11 +13,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "base/alloc.h"
+#include "base/host_pool.h"
 #include "base/str.h"
 #include "compiler/passes/fusion_util.h"
 #include "compiler/passes/pass.h"
@@ -221,6 +223,102 @@ static void test_patterns_that_must_not_fuse_stay_a_gemm_and_a_kernel(void **sta
   kiln_hlo_module_destroy(m);
 }
 
+/* ---- the host runtime's epilogue on its own ---- */
+
+static float bf16_f(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+static uint16_t f_bf16(float f) { /* round to nearest even */
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+/* kiln_host_gemm with bias + activation, through the library (with row panels for the big
+ * shape) and the C kernel, f32 / f64 / bf16 -> bf16 / bf16 -> f32, against a plain loop that
+ * applies the same epilogue in double. */
+static void test_host_gemm_applies_bias_and_activation_on_every_path(void **state) {
+  (void)state;
+  kiln_host_pool_t *pool = NULL;
+  assert_null(kiln_host_pool_create(2, &pool));
+  const struct {
+    kiln_gemm_dtype_t in, out;
+  } types[] = {{KILN_GEMM_F32, KILN_GEMM_SAME},
+               {KILN_GEMM_F64, KILN_GEMM_SAME},
+               {KILN_GEMM_BF16, KILN_GEMM_SAME},
+               {KILN_GEMM_BF16, KILN_GEMM_F32}};
+  const int64_t shapes[][4] = {{2, 5, 7, 3}, {1, 70, 33, 40}, {1, 2100, 300, 17}, {3, 41, 9, 130}};
+  for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+      for (int act = 0; act < 3; act++)
+        for (int choice = 0; choice < 2; choice++) {
+          const int64_t B = shapes[si][0], M = shapes[si][1], N = shapes[si][2], K = shapes[si][3];
+          kiln_gemm_desc_t g;
+          memset(&g, 0, sizeof g);
+          g.dtype = types[ti].in;
+          g.out_dtype = types[ti].out;
+          g.batch = B, g.m = M, g.n = N, g.k = K;
+          g.trans_a = (si & 1) != 0, g.trans_b = act == 1;
+          g.alpha = 0.5;
+          g.beta = si == 3 ? 1 : 0;
+          g.epilogue = (kiln_gemm_epilogue_t)act;
+          kiln_gemm_dtype_t ot = kiln_gemm_desc_out_dtype(&g);
+          size_t es = kiln_gemm_dtype_size(g.dtype), os = kiln_gemm_dtype_size(ot);
+          char *a = kiln_malloc((size_t)(B * M * K) * es),
+               *b = kiln_malloc((size_t)(B * K * N) * es);
+          char *c = kiln_malloc((size_t)(B * M * N) * os), *bias = kiln_malloc((size_t)N * os);
+          double *want = kiln_malloc((size_t)(B * M * N) * sizeof(double));
+#define SET(buf, t, i, v)                          \
+  do {                                             \
+    if ((t) == KILN_GEMM_F64)                      \
+      ((double *)(buf))[i] = (v);                  \
+    else if ((t) == KILN_GEMM_BF16)                \
+      ((uint16_t *)(buf))[i] = f_bf16((float)(v)); \
+    else                                           \
+      ((float *)(buf))[i] = (float)(v);            \
+  } while (0)
+#define GET(buf, t, i)                                              \
+  ((t) == KILN_GEMM_F64    ? ((double *)(buf))[i]                   \
+   : (t) == KILN_GEMM_BF16 ? (double)bf16_f(((uint16_t *)(buf))[i]) \
+                           : (double)((float *)(buf))[i])
+          for (int64_t i = 0; i < B * M * K; i++) SET(a, g.dtype, i, ((i * 7) % 13 - 6) / 8.0);
+          for (int64_t i = 0; i < B * K * N; i++) SET(b, g.dtype, i, ((i * 5) % 11 - 5) / 8.0);
+          for (int64_t i = 0; i < N; i++) SET(bias, ot, i, (i % 5 - 2) / 4.0);
+          for (int64_t i = 0; i < B * M * N; i++) SET(c, ot, i, (i % 3 - 1) / 2.0);
+          for (int64_t bi = 0; bi < B; bi++)
+            for (int64_t i = 0; i < M; i++)
+              for (int64_t j = 0; j < N; j++) {
+                double acc = 0;
+                for (int64_t q = 0; q < K; q++)
+                  acc += GET(a, g.dtype, bi * M * K + (g.trans_a ? q * M + i : i * K + q)) *
+                         GET(b, g.dtype, bi * K * N + (g.trans_b ? j * K + q : q * N + j));
+                int64_t at = bi * M * N + i * N + j;
+                double v = 0.5 * acc + g.beta * GET(c, ot, at) + GET(bias, ot, j);
+                if (act == 1) v = v > 0 ? v : 0;
+                if (act == 2)
+                  v = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+                want[at] = v;
+              }
+          g.bias = (kiln_devptr_t)(uintptr_t)bias;
+          assert_null(kiln_host_gemm(&g, a, b, c,
+                                     choice ? KILN_HOST_BLAS_FALLBACK : KILN_HOST_BLAS_AUTO, pool));
+          const double tol = ot == KILN_GEMM_BF16 ? 1.0 / 64 : ot == KILN_GEMM_F32 ? 1e-5 : 1e-12;
+          for (int64_t i = 0; i < B * M * N; i++)
+            if (fabs(GET(c, ot, i) - want[i]) > tol * (1 + fabs(want[i])))
+              fail_msg("%s->%s %lldx%lldx%lldx%lld act %d choice %d: C[%lld] = %g, want %g",
+                       kiln_gemm_dtype_name(g.dtype), kiln_gemm_dtype_name(ot), (long long)B,
+                       (long long)M, (long long)N, (long long)K, act, choice, (long long)i,
+                       GET(c, ot, i), want[i]);
+#undef SET
+#undef GET
+          kiln_free(a), kiln_free(b), kiln_free(c), kiln_free(bias), kiln_free(want);
+        }
+  kiln_host_pool_destroy(pool);
+}
+
 /* Fused gemms in a module after the pipeline with options `o`. */
 static int fused_after_pipeline(const char *text, const kiln_pass_options_t *o, int *gemm_dots) {
   kiln_hlo_module_t *m = parse(text);
@@ -378,6 +476,7 @@ int main(void) {
       cmocka_unit_test(test_bias_then_jax_tanh_gelu_fuses_into_the_gemm),
       cmocka_unit_test(test_alpha_and_addend_fuse_as_alpha_and_beta),
       cmocka_unit_test(test_patterns_that_must_not_fuse_stay_a_gemm_and_a_kernel),
+      cmocka_unit_test(test_host_gemm_applies_bias_and_activation_on_every_path),
       cmocka_unit_test(test_cuda_fuses_and_takes_bf16_only_with_cublaslt),
       cmocka_unit_test(test_corpus_dense_layers_compile_with_fused_epilogues),
       cmocka_unit_test(test_corpus_modules_with_fused_epilogues_match_the_evaluator),

@@ -134,6 +134,8 @@ kiln_status kiln_cublaslt_plan(const kiln_gemm_desc_t *g, const kiln_cublaslt_op
     chk.out_dtype = KILN_GEMM_S32;
     chk.alpha = 1;
     chk.beta = 0;
+    chk.epilogue = KILN_GEMM_EPILOGUE_NONE; /* refused below, by name */
+    chk.bias = 0;
   }
   KILN_RETURN_IF_ERROR(kiln_gemm_desc_check(&chk, NULL, NULL, NULL), "for cuBLASLt");
   if (g->batch > INT32_MAX)
