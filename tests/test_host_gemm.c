@@ -74,9 +74,9 @@ static void test_every_type_transpose_and_shape_matches_the_naive_loop(void **st
           for (int pooled = 0; pooled < 2; pooled++)
             for (int scaled = 0; scaled < 2; scaled++) {
               if (scaled && kCombos[c].in == KILN_GEMM_S8) continue; /* alpha 1, beta 0 only */
-              kiln_gemm_desc_t g = {kCombos[c].in, kShapes[s][0],     kShapes[s][1],
-                                    kShapes[s][2], kShapes[s][3],     (t & 1) != 0,
-                                    (t & 2) != 0,  scaled ? -0.5 : 1, scaled ? 0.25 : 0,
+              kiln_gemm_desc_t g = {kCombos[c].in,  kShapes[s][0],           kShapes[s][1],
+                                    kShapes[s][2],  kShapes[s][3],           (t & 1) != 0,
+                                    (t & 2) != 0,   scaled ? -0.5 : 1,       scaled ? 0.25 : 0,
                                     kCombos[c].out, KILN_GEMM_EPILOGUE_NONE, 0};
               ASSERT_OK(kiln_gemm_desc_check(&g, NULL, NULL, NULL));
               failures += !hg_check(&g, (kiln_host_blas_choice_t)choice, pooled ? g_pool : NULL);
@@ -92,11 +92,22 @@ static void test_every_type_transpose_and_shape_matches_the_naive_loop(void **st
 static void test_converted_panels_of_one_large_batch_cover_every_element(void **state) {
   (void)state;
   for (int t = 0; t < 4; t += 3) {
-    kiln_gemm_desc_t g = {KILN_GEMM_BF16, 1, 7, 20, 600000, (t & 1) != 0, (t & 2) != 0, 2.0, 0.5,
-                          KILN_GEMM_BF16, KILN_GEMM_EPILOGUE_NONE, 0};
+    kiln_gemm_desc_t g = {KILN_GEMM_BF16,
+                          1,
+                          7,
+                          20,
+                          600000,
+                          (t & 1) != 0,
+                          (t & 2) != 0,
+                          2.0,
+                          0.5,
+                          KILN_GEMM_BF16,
+                          KILN_GEMM_EPILOGUE_NONE,
+                          0};
     assert_true(hg_check(&g, KILN_HOST_BLAS_AUTO, g_pool));
   }
-  kiln_gemm_desc_t g = {KILN_GEMM_F16, 1, 3, 6, 1 << 21, false, true, 1, 0, KILN_GEMM_F32, KILN_GEMM_EPILOGUE_NONE, 0};
+  kiln_gemm_desc_t g = {KILN_GEMM_F16,           1, 3, 6, 1 << 21, false, true, 1, 0, KILN_GEMM_F32,
+                        KILN_GEMM_EPILOGUE_NONE, 0};
   assert_true(hg_check(&g, KILN_HOST_BLAS_AUTO, NULL));
 }
 
@@ -104,7 +115,8 @@ static void test_converted_panels_of_one_large_batch_cover_every_element(void **
  * s32 accumulation does. */
 static void test_s8_gemm_is_exact_past_f32_range_and_wraps_past_s32(void **state) {
   (void)state;
-  kiln_gemm_desc_t g = {KILN_GEMM_S8, 2, 3, 4, 5000, false, true, 1, 0, KILN_GEMM_S32, KILN_GEMM_EPILOGUE_NONE, 0};
+  kiln_gemm_desc_t g = {
+      KILN_GEMM_S8, 2, 3, 4, 5000, false, true, 1, 0, KILN_GEMM_S32, KILN_GEMM_EPILOGUE_NONE, 0};
   assert_true(hg_check(&g, KILN_HOST_BLAS_AUTO, g_pool));
   assert_true(hg_check(&g, KILN_HOST_BLAS_FALLBACK, g_pool));
   const int64_t k = 140000; /* 140000 * 128 * 128 > 2^31 */
@@ -112,7 +124,8 @@ static void test_s8_gemm_is_exact_past_f32_range_and_wraps_past_s32(void **state
   memset(a, 0x80, (size_t)k); /* -128 */
   memset(b, 0x80, (size_t)k);
   int32_t c = 7;
-  kiln_gemm_desc_t w = {KILN_GEMM_S8, 1, 1, 1, k, false, false, 1, 0, KILN_GEMM_S32, KILN_GEMM_EPILOGUE_NONE, 0};
+  kiln_gemm_desc_t w = {
+      KILN_GEMM_S8, 1, 1, 1, k, false, false, 1, 0, KILN_GEMM_S32, KILN_GEMM_EPILOGUE_NONE, 0};
   ASSERT_OK(kiln_host_gemm(&w, a, b, &c, KILN_HOST_BLAS_AUTO, NULL));
   assert_int_equal(c, (int32_t)(uint32_t)(k * 16384));
   assert_true(c < 0);
@@ -122,7 +135,8 @@ static void test_s8_gemm_is_exact_past_f32_range_and_wraps_past_s32(void **state
 
 static void test_desc_check_takes_the_listed_type_pairs_only(void **state) {
   (void)state;
-  kiln_gemm_desc_t g = {KILN_GEMM_BF16, 1, 2, 2, 2, false, false, 1, 0, KILN_GEMM_F32, KILN_GEMM_EPILOGUE_NONE, 0};
+  kiln_gemm_desc_t g = {KILN_GEMM_BF16,          1, 2, 2, 2, false, false, 1, 0, KILN_GEMM_F32,
+                        KILN_GEMM_EPILOGUE_NONE, 0};
   size_t a, b, c;
   ASSERT_OK(kiln_gemm_desc_check(&g, &a, &b, &c));
   assert_int_equal(a, 8);

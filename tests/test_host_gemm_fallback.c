@@ -34,8 +34,18 @@ static int child_checks(const char *want_tried, const char *want_log, const char
   int rc = 0;
   for (size_t i = 0; !rc && i < sizeof(kTypes) / sizeof(kTypes[0]); i++)
     for (int t = 0; !rc && t < 4; t++) {
-      kiln_gemm_desc_t g = {kTypes[i][0], 2, 19, 23,          37, (t & 1) != 0,
-                            (t & 2) != 0, 1, 0,  kTypes[i][1], KILN_GEMM_EPILOGUE_NONE, 0};
+      kiln_gemm_desc_t g = {kTypes[i][0],
+                            2,
+                            19,
+                            23,
+                            37,
+                            (t & 1) != 0,
+                            (t & 2) != 0,
+                            1,
+                            0,
+                            kTypes[i][1],
+                            KILN_GEMM_EPILOGUE_NONE,
+                            0};
       /* AUTO: what the runtime asks for; there is no library, so the C kernel runs. */
       if (!hg_check(&g, KILN_HOST_BLAS_AUTO, pool) || !hg_check(&g, KILN_HOST_BLAS_AUTO, NULL))
         rc = 20 + (int)i;

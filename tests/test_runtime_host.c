@@ -259,7 +259,8 @@ static void check_gemm(kiln_gemm_dtype_t dt, int64_t batch, int64_t m, int64_t n
                  ref_at(B + bi * k * n, tb ? n : k, tb ? k : n, tb, p, j);
         R[bi * m * n + i * n + j] = alpha * acc + beta * C[bi * m * n + i * n + j];
       }
-  kiln_gemm_desc_t g = {dt, batch, m, n, k, ta, tb, alpha, beta, KILN_GEMM_SAME, KILN_GEMM_EPILOGUE_NONE, 0};
+  kiln_gemm_desc_t g = {
+      dt, batch, m, n, k, ta, tb, alpha, beta, KILN_GEMM_SAME, KILN_GEMM_EPILOGUE_NONE, 0};
   if (dt == KILN_GEMM_F64) {
     ASSERT_OK(kiln_host_gemm(&g, A, B, C, choice, NULL));
     for (int64_t i = 0; i < nc; i++) assert_true(C[i] == R[i]); /* small integers: exact */
@@ -299,7 +300,8 @@ static void test_host_gemm_matches_reference_with_transposes_batches_and_beta(vo
 
 static void test_gemm_desc_rejects_bad_dimensions(void **state) {
   (void)state;
-  kiln_gemm_desc_t g = {KILN_GEMM_F32, 1, 0, 4, 4, false, false, 1, 0, KILN_GEMM_SAME, KILN_GEMM_EPILOGUE_NONE, 0};
+  kiln_gemm_desc_t g = {KILN_GEMM_F32,           1, 0, 4, 4, false, false, 1, 0, KILN_GEMM_SAME,
+                        KILN_GEMM_EPILOGUE_NONE, 0};
   assert_code(kiln_gemm_desc_check(&g, NULL, NULL, NULL), KILN_INVALID_ARGUMENT);
   g.m = (int64_t)1 << 40;
   assert_code(kiln_gemm_desc_check(&g, NULL, NULL, NULL), KILN_INVALID_ARGUMENT);
@@ -355,7 +357,8 @@ static void test_thunks_kernel_copy_memset_gemm_run_in_sequence(void **state) {
                                              kiln_slice_make(1, 0, N1 * 4), NULL, N1 * 4));
   kiln_thunk_seq_push(&seq, kiln_thunk_memset_create("zero.1", kiln_slice_make(1, 0, 16), 0, 4));
   /* gemm on the first 16 floats of in viewed as 4x4: temp[1024..] = in4x4 * in4x4 */
-  kiln_gemm_desc_t g = {KILN_GEMM_F32, 1, 4, 4, 4, false, false, 1.0, 0.0, KILN_GEMM_SAME, KILN_GEMM_EPILOGUE_NONE, 0};
+  kiln_gemm_desc_t g = {KILN_GEMM_F32,           1, 4, 4, 4, false, false, 1.0, 0.0, KILN_GEMM_SAME,
+                        KILN_GEMM_EPILOGUE_NONE, 0};
   kiln_thunk_seq_push(
       &seq, kiln_thunk_gemm_create("dot.1", &g, kiln_slice_make(0, 0, 64),
                                    kiln_slice_make(0, 0, 64), kiln_slice_make(2, 1024, 64)));
@@ -398,7 +401,8 @@ static void test_thunk_prepare_rejects_slices_outside_their_allocation(void **st
                                kiln_slice_make(0, 0, 4), NULL, 4);
   assert_code(kiln_thunk_prepare(bad, &pp), KILN_INVALID_ARGUMENT);
   kiln_thunk_destroy(bad);
-  kiln_gemm_desc_t g = {KILN_GEMM_F32, 1, 8, 8, 8, false, false, 1, 0, KILN_GEMM_SAME, KILN_GEMM_EPILOGUE_NONE, 0};
+  kiln_gemm_desc_t g = {KILN_GEMM_F32,           1, 8, 8, 8, false, false, 1, 0, KILN_GEMM_SAME,
+                        KILN_GEMM_EPILOGUE_NONE, 0};
   bad = kiln_thunk_gemm_create("g", &g, kiln_slice_make(0, 0, 64), kiln_slice_make(0, 0, 256),
                                kiln_slice_make(2, 0, 256));
   assert_code(kiln_thunk_prepare(bad, &pp), KILN_INVALID_ARGUMENT); /* A needs 256 bytes */

@@ -152,7 +152,8 @@ static void check_gemm(kiln_device_t *dev, kiln_stream_t *st) {
   CHECK_OK(kiln_stream_memcpy_h2d(st, b, hb, nb * 4));
   for (int form = 0; form < 4; form++) {
     const bool ta = form & 1, tb = form & 2;
-    kiln_gemm_desc_t g = {KILN_GEMM_F32, B, M, NN, K, ta, tb, 1.5, 0.5, KILN_GEMM_SAME, KILN_GEMM_EPILOGUE_NONE, 0};
+    kiln_gemm_desc_t g = {KILN_GEMM_F32,           B, M, NN, K, ta, tb, 1.5, 0.5, KILN_GEMM_SAME,
+                          KILN_GEMM_EPILOGUE_NONE, 0};
     CHECK_OK(kiln_stream_memcpy_h2d(st, c, hc, nc * 4));
     kiln_status gs = kiln_stream_gemm(st, &g, a, b, c);
     if (gs && kiln_status_code(gs) == KILN_UNAVAILABLE && !kiln_gpu_required()) {
