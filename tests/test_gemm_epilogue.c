@@ -395,13 +395,13 @@ static void corpus_module(void *ctx, kiln_hlo_module_t **mp, const char *name, c
   int n = count_in(out, "\"kiln_gemm_epilogue\"");
   if (n) kiln_strbuf_printf(&st->report, "  %3d  %s\n", n, name);
   st->fused += n;
-  /* The marker names what each fusion holds: {"kiln_gemm_epilogue":"bias+relu"}. */
-  for (const char *p = strstr(out, "kiln_gemm_epilogue"); p;
-       p = strstr(p + 1, "kiln_gemm_epilogue")) {
-    const char *end = strchr(p, '}');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
-    char what[96];
-    snprintf(what, sizeof what, "%.*s", (int)(len < 95 ? len : 95), p);
+  /* The marker names what each fusion holds: {"kiln_gemm_epilogue":"bias+relu","dot":"d"}. */
+  for (const char *p = strstr(out, "kiln_gemm_epilogue\":\""); p;
+       p = strstr(p + 1, "kiln_gemm_epilogue\":\"")) {
+    const char *v = p + strlen("kiln_gemm_epilogue\":\"");
+    const char *end = strchr(v, '"');
+    char what[64];
+    snprintf(what, sizeof what, "%.*s", end ? (int)(end - v) : 0, v);
     st->bias += strstr(what, "bias") != NULL;
     st->relu += strstr(what, "relu") != NULL;
     st->gelu += strstr(what, "gelu") != NULL;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/str.h"
 #include "compiler/hlo/literal.h"
 #include "compiler/passes/fusion_util.h"
 #include "compiler/passes/pass_util.h"
@@ -307,14 +308,19 @@ static kiln_status fuse_computation(kiln_hlo_computation_t *c, kiln_ptrmap_t *re
     }
     char what[64];
     kiln_gemm_epilogue_describe(&e, what, sizeof what);
+    /* The dot's name goes into the marker (its clone inside is renamed). */
+    kiln_strbuf_t cfg = {0};
+    kiln_strbuf_printf(&cfg, "{\"" MARKER "\":\"%s\",\"dot\":\"%s\"}", what, e.dot->name);
     kiln_hlo_instruction_t *fusion = NULL;
     st = kiln_fusion_create(c, e.num_members, e.members, dup, retired, &fusion);
-    if (st) break;
+    if (st) {
+      kiln_strbuf_free(&cfg);
+      break;
+    }
     fusion->fusion_kind = KILN_HLO_FUSION_CUSTOM;
-    char cfg[128];
-    snprintf(cfg, sizeof cfg, "{\"" MARKER "\":\"%s\"}", what);
-    fusion->backend_config = kiln_arena_strdup(&c->module->arena, cfg);
+    fusion->backend_config = kiln_arena_strdup(&c->module->arena, kiln_strbuf_cstr(&cfg));
     fusion->backend_config_form = KILN_BACKEND_CONFIG_JSON;
+    kiln_strbuf_free(&cfg);
     *changed = true;
   }
   kiln_vec_free(&dots);
