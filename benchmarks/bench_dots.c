@@ -24,7 +24,13 @@
  * (8b) token rows cut to a few, which keeps the default run under a minute; --full runs
  * them whole (hours on two cores) and the elemental column on every shape.
  *
- *   bench_dots [--full] [--reps N] [--only SUBSTRING] */
+ * Epilogues (a second table, issue 21's gemm epilogue fusion): dense layers of the same
+ * shapes as `dot + broadcast(bias)` then ReLU (maximum with 0) or JAX's tanh GELU, f32 and
+ * bf16, compiled twice in the same run: fused (one gemm thunk applying bias and activation
+ * to each cache-hot panel) and unfused (KILN_DISABLE_PASSES=gemm_epilogue_fusion: the gemm
+ * thunk, then a loop kernel re-reading the whole result); the ratio is unfused / fused time.
+ *
+ *   bench_dots [--full] [--reps N] [--only SUBSTRING] [--no-epilogues] */
 #include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
@@ -35,6 +41,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/status.h"
+#include "base/str.h"
 #include "runtime/host/host_device.h"
 #include "tools/common/bench_module.h"
 
@@ -171,14 +178,139 @@ static void direct_run(const direct_t *x, const shape_t *s, double *ms) {
   *ms = kiln_clock_ms() - t0;
 }
 
-/* ---- driver ------------------------------------------------------------------------------ */
+/* ---- epilogues ---------------------------------------------------------------------------- */
 
 static double best(double a, double b) {
   return a < b ? a : b;
 }
 
+typedef struct epi_shape {
+  const char *name;
+  int64_t m, n, k;
+} epi_shape_t;
+
+static const epi_shape_t kEpiShapes[] = {
+    {"d256 MLP up 1024x256->1024", 1024, 1024, 256},
+    {"d256 QKV 1024x256->768", 1024, 768, 256},
+    {"d1024 MLP up 1024x1024->4096", 1024, 4096, 1024},
+    {"dlrm dense 6272x192->192", 6272, 192, 192},
+    {"mnist dense 12x784->1024", 12, 1024, 784},
+};
+
+/* dot(a, b) + broadcast(bias) then `act` ("relu" or "gelu", JAX's tanh form), type `t`, the
+ * result donated into parameter 3. */
+static char *epilogue_module(const epi_shape_t *s, const char *t, const char *act) {
+  kiln_strbuf_t b = {0};
+  long long m = s->m, n = s->n, k = s->k;
+  kiln_strbuf_printf(
+      &b,
+      "HloModule dense, input_output_alias={ {}: (3, {}, must-alias) }\n"
+      "ENTRY e {\n  a = %s[%lld,%lld] parameter(0)\n  w = %s[%lld,%lld] parameter(1)\n"
+      "  v = %s[%lld] parameter(2)\n  o = %s[%lld,%lld] parameter(3)\n"
+      "  d = %s[%lld,%lld] dot(a, w), lhs_contracting_dims={1}, "
+      "rhs_contracting_dims={0}\n"
+      "  bv = %s[%lld,%lld] broadcast(v), dimensions={1}\n"
+      "  x = %s[%lld,%lld] add(d, bv)\n",
+      t, m, k, t, k, n, t, n, t, m, n, t, m, n, t, m, n, t, m, n);
+#define C(name, val)                                                           \
+  kiln_strbuf_printf(&b,                                                       \
+                     "  " name "c = %s[] constant(" val ")\n  " name           \
+                     " = %s[%lld,%lld] broadcast(" name "c), dimensions={}\n", \
+                     t, t, m, n)
+  if (!strcmp(act, "relu")) {
+    C("z", "0");
+    kiln_strbuf_printf(&b, "  ROOT r = %s[%lld,%lld] maximum(x, z)\n}\n", t, m, n);
+  } else {
+    C("c0", "0.044715");
+    C("c1", "0.7978845608");
+    C("one", "1");
+    C("half", "0.5");
+    const char *ops[] = {
+        "x2 = %s[%lld,%lld] multiply(x, x)",     "x3 = %s[%lld,%lld] multiply(x, x2)",
+        "t0 = %s[%lld,%lld] multiply(c0, x3)",   "s0 = %s[%lld,%lld] add(x, t0)",
+        "t1 = %s[%lld,%lld] multiply(c1, s0)",   "th = %s[%lld,%lld] tanh(t1)",
+        "s1 = %s[%lld,%lld] add(one, th)",       "t2 = %s[%lld,%lld] multiply(half, s1)",
+        "ROOT g = %s[%lld,%lld] multiply(x, t2)"};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+      kiln_strbuf_append(&b, "  ");
+      kiln_strbuf_printf(&b, ops[i], t, m, n);
+      kiln_strbuf_append_char(&b, '\n');
+    }
+    kiln_strbuf_append(&b, "}\n");
+  }
+#undef C
+  return kiln_strbuf_take(&b);
+}
+
+static kiln_status epilogue_prepare(kiln_device_t *dev, const epi_shape_t *s, const char *t,
+                                    const char *act, bool fused, kiln_bench_module_t *out) {
+  char *text = epilogue_module(s, t, act);
+  size_t es = strcmp(t, "bf16") ? 4 : 2;
+  uint64_t sizes[4] = {(uint64_t)(s->m * s->k) * es, (uint64_t)(s->k * s->n) * es,
+                       (uint64_t)s->n * es, (uint64_t)(s->m * s->n) * es};
+  if (!fused) setenv("KILN_DISABLE_PASSES", "gemm_epilogue_fusion", 1);
+  kiln_status st = kiln_bench_module_load(dev, text, false, 4, sizes, out);
+  if (!fused) unsetenv("KILN_DISABLE_PASSES");
+  kiln_free(text);
+  KILN_RETURN_IF_ERROR_PLAIN(st);
+  for (int i = 0; i < out->num_params; i++)
+    fill((void *)(uintptr_t)out->params[i], out->sizes[i], es == 2);
+  return NULL;
+}
+
+/* The epilogue table: fused vs unfused in interleaved rounds, best of each. */
+static kiln_status run_epilogues(kiln_device_t *dev, int reps, const char *only) {
+  printf("\n%-34s %-4s %-4s %7s | %9s %9s | %7s  %s\n", "dense layer (+bias, act)", "type", "act",
+         "GFLOP", "fused ms", "unfused", "unf/fus", "thunks fused / unfused (gemm+kernel)");
+  double sum_log = 0, worst = 1e9;
+  int n = 0;
+  for (size_t si = 0; si < sizeof kEpiShapes / sizeof kEpiShapes[0]; si++) {
+    const epi_shape_t *s = &kEpiShapes[si];
+    if (only && !strstr(s->name, only)) continue;
+    static const char *const types[] = {"f32", "bf16"}, *const acts[] = {"relu", "gelu"};
+    for (int ti = 0; ti < 2; ti++)
+      for (int ai = 0; ai < 2; ai++) {
+        kiln_bench_module_t f, u;
+        memset(&f, 0, sizeof f);
+        memset(&u, 0, sizeof u);
+        kiln_status st = epilogue_prepare(dev, s, types[ti], acts[ai], true, &f);
+        if (!st) st = epilogue_prepare(dev, s, types[ti], acts[ai], false, &u);
+        double tf = 1e30, tu = 1e30, ms = 0;
+        if (!st) st = kiln_bench_module_run(&f, &ms);
+        if (!st) st = kiln_bench_module_run(&u, &ms);
+        if (!st) st = kiln_bench_module_run(&f, &tf);
+        int rounds = reps > 0 ? reps : (int)fmin(15, fmax(3, 200.0 / fmax(tf, 1e-3)));
+        for (int r = 0; r < rounds && !st; r++) {
+          st = kiln_bench_module_run(&f, &ms);
+          tf = best(tf, ms);
+          if (!st) st = kiln_bench_module_run(&u, &ms);
+          tu = best(tu, ms);
+        }
+        if (!st) {
+          double fl = 2.0 * (double)s->m * (double)s->n * (double)s->k;
+          printf("%-34s %-4s %-4s %7.3f | %9.3f %9.3f | %6.2fx  %d+%d / %d+%d\n", s->name,
+                 types[ti], acts[ai], fl / 1e9, tf, tu, tu / tf, f.gemms, f.kernels, u.gemms,
+                 u.kernels);
+          fflush(stdout);
+          sum_log += log(tu / tf);
+          worst = fmin(worst, tu / tf);
+          n++;
+        }
+        kiln_bench_module_release(dev, &f);
+        kiln_bench_module_release(dev, &u);
+        KILN_RETURN_IF_ERROR(st, "%s %s %s", s->name, types[ti], acts[ai]);
+      }
+  }
+  if (n)
+    printf("fused epilogue speedup over gemm + loop kernel: geometric mean %.2fx, worst %.2fx\n",
+           exp(sum_log / n), worst);
+  return NULL;
+}
+
+/* ---- driver ------------------------------------------------------------------------------ */
+
 int main(int argc, char **argv) {
-  bool full = false;
+  bool full = false, epilogues = true;
   int reps = 0;
   const char *only = NULL;
   for (int i = 1; i < argc; i++) {
@@ -188,8 +320,11 @@ int main(int argc, char **argv) {
       reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--only") && i + 1 < argc)
       only = argv[++i];
+    else if (!strcmp(argv[i], "--no-epilogues"))
+      epilogues = false;
     else {
-      fprintf(stderr, "usage: bench_dots [--full] [--reps N] [--only SUBSTRING]\n");
+      fprintf(stderr,
+              "usage: bench_dots [--full] [--reps N] [--only SUBSTRING] [--no-epilogues]\n");
       return 2;
     }
   }
@@ -313,6 +448,11 @@ int main(int argc, char **argv) {
       "page faults included\n");
   printf("elemental: the dot compiled as a kernel (KILN_GEMM_LIBRARY=none), in the row's type;%s\n",
          full ? "" : " '-' where it would take over 0.6 GFLOP (--full runs it)");
+  if (epilogues && (st = run_epilogues(dev, reps, only))) {
+    kiln_status_report(st, "bench_dots epilogues");
+    kiln_device_destroy(dev);
+    return 1;
+  }
   printf("total %.1f s\n", (kiln_clock_ms() - t_start) / 1e3);
   kiln_device_destroy(dev);
   if (h) dlclose(h);

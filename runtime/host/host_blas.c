@@ -262,7 +262,7 @@ static void blas_rows(const mm_t *p, int64_t bi, int64_t i0, int64_t i1) {
  * f32) is still in cache when the epilogue reads it back. */
 static const int64_t kEpiloguePanel = 65536;
 
-/* Rows [i0, i1) of batch bi, then the epilogue on what they wrote. */
+/* The epilogue on rows [i0, i1) of batch bi (computed in the compute type already). */
 static void rows_epilogue(const mm_t *p, int64_t bi, int64_t i0, int64_t i1) {
   if (!p->epi) return;
   const size_t es = kComputeSize[p->ct];
@@ -270,20 +270,47 @@ static void rows_epilogue(const mm_t *p, int64_t bi, int64_t i0, int64_t i1) {
                  i1 - i0, p->n, p->j0);
 }
 
-/* One batch through the library: in one call, or with an epilogue in row panels each
- * followed by the epilogue while it is cache-hot. */
+/* args: the mm_t and {bi, i0}; blocks are rows from i0. */
+static void pool_epilogue_rows(void **args, int64_t b, int64_t e) {
+  const int64_t *at = args[1];
+  rows_epilogue(args[0], at[0], at[1] + b, at[1] + e);
+}
+
+/* rows_epilogue spread over the pool when the block is large enough to be worth it. */
+static kiln_status rows_epilogue_pooled(const mm_t *p, int64_t bi, int64_t i0, int64_t i1,
+                                        kiln_host_pool_t *pool) {
+  if (!p->epi) return NULL;
+  if (pool && kiln_host_pool_num_workers(pool) > 1 && (i1 - i0) * p->n >= 16384) {
+    int64_t at[2] = {bi, i0};
+    void *args[2] = {(void *)p, at};
+    int64_t chunk = p->n >= 4096 ? 1 : 4096 / p->n;
+    return kiln_host_pool_launch(pool, pool_epilogue_rows, args, i1 - i0, chunk);
+  }
+  rows_epilogue(p, bi, i0, i1);
+  return NULL;
+}
+
+/* One small batch through the library and its epilogue (on the calling thread: a pool task). */
 static void blas_one(const mm_t *p, int64_t bi) {
+  blas_rows(p, bi, 0, p->m);
+  rows_epilogue(p, bi, 0, p->m);
+}
+
+/* One batch through the library: in one call, or with an epilogue in row panels each
+ * followed by the epilogue (on the pool) while the panel is cache-hot. */
+static kiln_status blas_batch(const mm_t *p, int64_t bi, kiln_host_pool_t *pool) {
   if (!p->epi) {
     blas_rows(p, bi, 0, p->m);
-    return;
+    return NULL;
   }
   int64_t rows = kEpiloguePanel / (p->n > 0 ? p->n : 1);
   if (rows < 16) rows = 16;
   for (int64_t i0 = 0; i0 < p->m; i0 += rows) {
     int64_t i1 = i0 + rows < p->m ? i0 + rows : p->m;
     blas_rows(p, bi, i0, i1);
-    rows_epilogue(p, bi, i0, i1);
+    KILN_RETURN_IF_ERROR_PLAIN(rows_epilogue_pooled(p, bi, i0, i1, pool));
   }
+  return NULL;
 }
 
 static void fallback_rows(const mm_t *p, int64_t bi, int64_t i0, int64_t i1) {
@@ -343,7 +370,7 @@ static kiln_status mm_run(const mm_t *p, kiln_host_pool_t *pool) {
   if (p->use_blas && blas_has(p->ct) && p->m * p->n * p->k > kTinyGemm) {
     if (parallel && p->batch > 1 && p->m * p->n * p->k < kSmallGemm)
       return kiln_host_pool_launch(pool, pool_blas_batches, args, p->batch, 0);
-    for (int64_t bi = 0; bi < p->batch; bi++) blas_one(p, bi);
+    for (int64_t bi = 0; bi < p->batch; bi++) KILN_RETURN_IF_ERROR_PLAIN(blas_batch(p, bi, pool));
     return NULL;
   }
   int64_t blocks = p->batch * ((p->m + kFallbackRows - 1) / kFallbackRows);
@@ -541,9 +568,41 @@ static kiln_status convert_out(compute_type_t ct, const void *src, int64_t src_l
 
 /* ---- the epilogue ------------------------------------------------------------------------ */
 
+/* GCC's -O2 vectorizes only loops that need no cost check, and a float-to-int conversion
+ * (which may trap) keeps a loop from being if-converted: the epilogue's loops (the GELU's
+ * polynomial and division above all) are worth both. The helpers it inlines take the same
+ * options (GCC inlines only between functions with equal ones). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define EPILOGUE_VECTORIZE \
+  __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")))
+#else
+#define EPILOGUE_VECTORIZE
+#endif
+
+/* tanh in f32 without a libm call, so the epilogue loop vectorizes: sign(y) (1 - e) / (1 + e)
+ * with e = exp(-2|y|) = 2^n exp(r), n the nearest integer to -2|y| / ln 2, r the remainder
+ * (ln 2 in two parts, |r| <= ln 2 / 2) and exp(r) its degree-6 Taylor polynomial (relative
+ * error below 2e-7 there); -2|y| clamped at -80, where e is below 2^-115. Absolute error of
+ * the result about 2e-7. */
+EPILOGUE_VECTORIZE static inline float tanh_f32(float y) {
+  float t = -2.0f * fabsf(y);
+  t = t > -80.0f ? t : -80.0f; /* NaN: n is garbage but (1 - e) / (1 + e) stays NaN */
+  int n = (int)(t * 1.44269504088896341f - 0.5f); /* t <= 0: truncation rounds to nearest */
+  float r = t - (float)n * 0.693359375f + (float)n * 2.12194440e-4f;
+  float er =
+      1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 +
+                                          r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+  union {
+    int32_t i;
+    float f;
+  } scale = {.i = (n + 127) << 23};
+  float e = er * scale.f;
+  return copysignf((1.0f - e) / (1.0f + e), y);
+}
+
 /* XLA's (and cuBLASLt's) tanh form of GELU. */
-static inline float gelu_tanh_f32(float x) {
-  return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+EPILOGUE_VECTORIZE static inline float gelu_tanh_f32(float x) {
+  return 0.5f * x * (1.0f + tanh_f32(0.7978845608028654f * (x + 0.044715f * x * x * x)));
 }
 static inline double gelu_tanh_f64(double x) {
   return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
@@ -562,8 +621,8 @@ static inline double bias_at(const epi_t *e, int64_t j) {
   }
 }
 
-static void epilogue_apply(const epi_t *e, compute_type_t ct, void *c, int64_t ldc, int64_t rows,
-                           int64_t cols, int64_t j0) {
+EPILOGUE_VECTORIZE static void epilogue_apply(const epi_t *e, compute_type_t ct, void *c,
+                                              int64_t ldc, int64_t rows, int64_t cols, int64_t j0) {
   float bias_f[256];
   if (ct == CT_F64) {
     for (int64_t i = 0; i < rows; i++) {
