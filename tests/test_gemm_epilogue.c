@@ -25,22 +25,11 @@
 #include "compiler/passes/pass.h"
 #include "compiler/passes/pipeline.h"
 #include "runtime/host/host_device.h"
+#include "tests/host_device_fixture.h"
 #include "tests/host_run_util.h"
 #include "tests/skip_util.h"
 #include "tools/common/corpus.h"
 #include "tools/common/hlo_file.h"
-
-static kiln_device_t *g_dev;
-
-static int setup(void **state) {
-  (void)state;
-  return kiln_host_device_create(2, &g_dev) ? -1 : 0;
-}
-static int teardown(void **state) {
-  (void)state;
-  kiln_device_destroy(g_dev);
-  return 0;
-}
 
 /* Runs `text` against the evaluator; the executable must hold `gemms` gemm thunks,
  * `kernels` kernel thunks, and `want` (NULL: none) in its thunk text. */
@@ -481,5 +470,5 @@ int main(void) {
       cmocka_unit_test(test_corpus_dense_layers_compile_with_fused_epilogues),
       cmocka_unit_test(test_corpus_modules_with_fused_epilogues_match_the_evaluator),
   };
-  return kiln_run_tests(tests, setup, teardown);
+  return kiln_run_tests(tests, host_device_setup, host_device_teardown);
 }
