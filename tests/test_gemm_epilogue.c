@@ -24,6 +24,7 @@
 #include "compiler/passes/fusion_util.h"
 #include "compiler/passes/pass.h"
 #include "compiler/passes/pipeline.h"
+#include "runtime/command_buffer.h"
 #include "runtime/host/host_device.h"
 #include "tests/host_device_fixture.h"
 #include "tests/host_run_util.h"
@@ -308,6 +309,37 @@ static void test_host_gemm_applies_bias_and_activation_on_every_path(void **stat
   kiln_host_pool_destroy(pool);
 }
 
+/* A recorded command buffer keeps a gemm's epilogue in its structure and its bias address
+ * among the arguments: a moved bias is patched, not re-recorded; adding one is a new
+ * structure. */
+static void test_command_buffers_patch_a_moved_bias(void **state) {
+  (void)state;
+  kiln_gemm_desc_t g;
+  memset(&g, 0, sizeof g);
+  g.dtype = KILN_GEMM_F32;
+  g.batch = 1, g.m = 4, g.n = 8, g.k = 2;
+  g.alpha = 1;
+  g.epilogue = KILN_GEMM_EPILOGUE_RELU;
+  g.bias = 0x1000;
+  kiln_cmd_list_t a, b, c;
+  kiln_cmd_list_init(&a);
+  kiln_cmd_list_init(&b);
+  kiln_cmd_list_init(&c);
+  kiln_cmd_list_push_gemm(&a, &g, 0x100, 0x200, 0x300);
+  g.bias = 0x2000;
+  kiln_cmd_list_push_gemm(&b, &g, 0x100, 0x200, 0x300);
+  g.bias = 0;
+  kiln_cmd_list_push_gemm(&c, &g, 0x100, 0x200, 0x300);
+  assert_true(kiln_cmd_list_same_structure(&a, &b));
+  assert_int_equal(kiln_cmd_list_structure_hash(&a), kiln_cmd_list_structure_hash(&b));
+  assert_true(kiln_cmd_args_differ(&a.cmds[0], &b.cmds[0]));
+  assert_false(kiln_cmd_list_same_structure(&a, &c));
+  assert_true(kiln_cmd_list_structure_hash(&a) != kiln_cmd_list_structure_hash(&c));
+  kiln_cmd_list_free(&a);
+  kiln_cmd_list_free(&b);
+  kiln_cmd_list_free(&c);
+}
+
 /* Fused gemms in a module after the pipeline with options `o`. */
 static int fused_after_pipeline(const char *text, const kiln_pass_options_t *o, int *gemm_dots) {
   kiln_hlo_module_t *m = parse(text);
@@ -466,6 +498,7 @@ int main(void) {
       cmocka_unit_test(test_alpha_and_addend_fuse_as_alpha_and_beta),
       cmocka_unit_test(test_patterns_that_must_not_fuse_stay_a_gemm_and_a_kernel),
       cmocka_unit_test(test_host_gemm_applies_bias_and_activation_on_every_path),
+      cmocka_unit_test(test_command_buffers_patch_a_moved_bias),
       cmocka_unit_test(test_cuda_fuses_and_takes_bf16_only_with_cublaslt),
       cmocka_unit_test(test_corpus_dense_layers_compile_with_fused_epilogues),
       cmocka_unit_test(test_corpus_modules_with_fused_epilogues_match_the_evaluator),
