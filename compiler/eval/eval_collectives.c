@@ -464,7 +464,7 @@ static kiln_status package(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *i
 /* The -done ops: the result part of what their start produced. */
 static kiln_status eval_done(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
                              kiln_literal_t *start, kiln_literal_t **out) {
-  if (in->opcode != KILN_OP_ALL_REDUCE_DONE && start->shape->type == KILN_TUPLE &&
+  if (kiln_hlo_collective_is_pair_start(in->operands[0]) && start->shape->type == KILN_TUPLE &&
       start->num_tuple_elements >= 2)
     return kiln_eval_relabel(ctx, in->shape, start->tuple_elements[1], out);
   return kiln_eval_relabel(ctx, in->shape, start, out);

@@ -208,8 +208,11 @@ kiln_status kiln_hlo_collective_permute_source(const kiln_hlo_instruction_t *in,
 }
 
 bool kiln_hlo_collective_is_pair_start(const kiln_hlo_instruction_t *in) {
+  const kiln_shape_t *s = in->shape;
+  if (s->type != KILN_TUPLE || s->num_elements < 2) return false;
+  if (in->opcode == KILN_OP_ALL_REDUCE_START) /* older: (operand, result) of one operand */
+    return in->num_operands == 1 && s->num_elements == 2 && s->elements[0]->type != KILN_TUPLE;
   return (in->opcode == KILN_OP_ALL_GATHER_START ||
           in->opcode == KILN_OP_COLLECTIVE_PERMUTE_START) &&
-         in->shape->type == KILN_TUPLE && in->shape->num_elements >= 2 &&
-         (in->num_operands > 1 || in->shape->elements[0]->type != KILN_TUPLE);
+         (in->num_operands > 1 || s->elements[0]->type != KILN_TUPLE);
 }

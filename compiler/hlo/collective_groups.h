@@ -55,8 +55,9 @@ kiln_status kiln_hlo_collective_permute_source(const kiln_hlo_instruction_t *in,
                                                const kiln_hlo_collective_group_t *g, int R, int P,
                                                const char *alone_hint, int64_t *source);
 
-/* all-gather-start / collective-permute-start returning (operand(s), result(s), ...): its
- * results are the tuple's element 1; older modules write them returning the result alone. */
+/* all-gather-start / collective-permute-start returning (operand(s), result(s), ...), or an
+ * older all-reduce-start of one operand returning (operand, result): its results are the
+ * tuple's element 1; other modules write them returning the result alone. */
 bool kiln_hlo_collective_is_pair_start(const kiln_hlo_instruction_t *in);
 
 #endif

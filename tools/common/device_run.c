@@ -156,7 +156,7 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
   kiln_device_t *dev = opts->device;
   kiln_hlo_module_t *cm = NULL;
   kiln_executable_t *exe = NULL;
-  kiln_status s = compile_load(m, opts, 1, 1, &cm, &exe, rep);
+  kiln_status s = compile_load(m, opts, 0, 0, &cm, &exe, rep);
   int32_t np = 0, no = 0;
   if (exe) {
     np = kiln_executable_desc(exe)->num_parameters;
