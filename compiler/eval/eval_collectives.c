@@ -59,15 +59,6 @@ static void deadline_after(int64_t ms, struct timespec *ts) {
 
 /* ---- groups (compiler/hlo/collective_groups.h) ---- */
 
-typedef kiln_hlo_collective_group_t group_t;
-#define mode_name kiln_hlo_group_mode_name
-#define group_mode kiln_hlo_collective_group_mode
-#define group_free kiln_hlo_collective_group_free
-#define MODE_CROSS_REPLICA KILN_GROUP_CROSS_REPLICA
-#define MODE_CROSS_PARTITION KILN_GROUP_CROSS_PARTITION
-#define MODE_FLATTENED_ID KILN_GROUP_FLATTENED_ID
-typedef kiln_hlo_group_mode_t group_mode_t;
-
 #define ALONE_HINT "evaluate it on several participants (kiln_eval_module_spmd)"
 
 static void world_dims(const kiln_eval_ctx_t *ctx, int *R, int *P) {
@@ -76,7 +67,7 @@ static void world_dims(const kiln_eval_ctx_t *ctx, int *R, int *P) {
 }
 
 static kiln_status resolve_group(const kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
-                                 group_t *g) {
+                                 kiln_hlo_collective_group_t *g) {
   int R, P;
   world_dims(ctx, &R, &P);
   return kiln_hlo_collective_group_resolve(in, R, P, ctx->participant,
@@ -96,8 +87,8 @@ static kiln_status peer_failed(const struct kiln_eval_world *w, const kiln_hlo_i
 }
 
 static kiln_status deadline_exceeded(const struct kiln_eval_world *w,
-                                     const kiln_hlo_instruction_t *in, const group_t *g,
-                                     const slot_t *s) {
+                                     const kiln_hlo_instruction_t *in,
+                                     const kiln_hlo_collective_group_t *g, const slot_t *s) {
   kiln_strbuf_t b = {0};
   int missing = 0;
   for (int k = 0; k < g->size; k++) {
@@ -106,21 +97,21 @@ static kiln_status deadline_exceeded(const struct kiln_eval_world *w,
     kiln_strbuf_printf(&b, "%d = ", k);
     describe_participant(&b, w, g->members[k]);
   }
-  kiln_status st =
-      kiln_status_make(KILN_DEADLINE_EXCEEDED,
-                       "%s '%s' (execution %" PRId64
-                       ", %s group of %d): %d participant(s) did not arrive within "
-                       "%" PRId64
-                       " ms: %s; every participant must run the same collectives in the same order "
-                       "(raise the timeout for slow participants)",
-                       kiln_hlo_opcode_name(in->opcode), in->name, s->seq, mode_name(g->mode),
-                       g->size, missing, w->timeout_ms, kiln_strbuf_cstr(&b));
+  kiln_status st = kiln_status_make(
+      KILN_DEADLINE_EXCEEDED,
+      "%s '%s' (execution %" PRId64
+      ", %s group of %d): %d participant(s) did not arrive within "
+      "%" PRId64
+      " ms: %s; every participant must run the same collectives in the same order "
+      "(raise the timeout for slow participants)",
+      kiln_hlo_opcode_name(in->opcode), in->name, s->seq, kiln_hlo_group_mode_name(g->mode),
+      g->size, missing, w->timeout_ms, kiln_strbuf_cstr(&b));
   kiln_strbuf_free(&b);
   return st;
 }
 
 static slot_t *slot_find_or_add(struct kiln_eval_world *w, const kiln_hlo_instruction_t *in,
-                                int64_t seq, const group_t *g) {
+                                int64_t seq, const kiln_hlo_collective_group_t *g) {
   for (slot_t *s = w->slots; s; s = s->next)
     if (s->instr == in && s->seq == seq && s->group_key == g->key) return s;
   slot_t *s = kiln_calloc(1, sizeof *s);
@@ -152,7 +143,8 @@ static int wait_for(struct kiln_eval_world *w, const struct timespec *deadline) 
 /* Brings `mine` to the group's slot and waits for every member; *out_slot then holds every
  * member's operands until slot_leave. */
 static kiln_status slot_join(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in, int64_t seq,
-                             const group_t *g, kiln_literal_t *const *mine, slot_t **out_slot) {
+                             const kiln_hlo_collective_group_t *g, kiln_literal_t *const *mine,
+                             slot_t **out_slot) {
   struct kiln_eval_world *w = ctx->world;
   struct timespec deadline;
   deadline_after(w->timeout_ms, &deadline);
@@ -263,19 +255,15 @@ static kiln_status split_dim(const kiln_hlo_instruction_t *in, const kiln_shape_
 typedef struct {
   kiln_eval_ctx_t *ctx;
   const kiln_hlo_instruction_t *in;
-  const group_t *g;
+  const kiln_hlo_collective_group_t *g;
   kiln_literal_t *const **contrib; /* [rank][operand] */
   int nops;
 } coll_t;
 
-/* all-gather-start / collective-permute-start returning (operand(s), result(s), ...); older
- * modules write them returning the result alone. */
-#define is_pair_start kiln_hlo_collective_is_pair_start
-
 /* The shape of result i: for the -start forms the result part of their tuple. */
 static kiln_shape_t *result_shape(const kiln_hlo_instruction_t *in, int i, int nops) {
   kiln_shape_t *s = in->shape;
-  if (is_pair_start(in)) {
+  if (kiln_hlo_collective_is_pair_start(in)) {
     s = s->elements[1];
     if (nops == 1) return s;
   } else if (nops == 1 && s->type != KILN_TUPLE) {
@@ -426,7 +414,7 @@ static kiln_status do_broadcast(coll_t *c, kiln_literal_t **res) {
 }
 
 static kiln_status permute_source(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
-                                  const group_t *g, int64_t *source) {
+                                  const kiln_hlo_collective_group_t *g, int64_t *source) {
   int R, P;
   world_dims(ctx, &R, &P);
   return kiln_hlo_collective_permute_source(in, g, R, P, ctx->world ? NULL : ALONE_HINT, source);
@@ -437,7 +425,7 @@ static kiln_status permute_source(kiln_eval_ctx_t *ctx, const kiln_hlo_instructi
 static kiln_status package(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in, int nops,
                            kiln_literal_t *const *ops, kiln_literal_t **res, kiln_literal_t **out) {
   kiln_shape_t *s = in->shape;
-  if (!is_pair_start(in)) {
+  if (!kiln_hlo_collective_is_pair_start(in)) {
     if (nops == 1 && s->type != KILN_TUPLE) {
       *out = res[0];
       return KILN_STATUS_OK;
@@ -481,7 +469,7 @@ kiln_status kiln_eval_collective(kiln_eval_ctx_t *ctx, const kiln_hlo_instructio
   if (nops < 1 || nops > 64 || (permute && nops != 1))
     return KILN_ERR_UNIMPLEMENTED("evaluator: %s '%s' with %d operands", kiln_hlo_opcode_name(op),
                                   in->name, nops);
-  group_t g;
+  kiln_hlo_collective_group_t g;
   KILN_RETURN_IF_ERROR_PLAIN(resolve_group(ctx, in, &g));
   int64_t source = -1;
   kiln_status st = permute ? permute_source(ctx, in, &g, &source) : KILN_STATUS_OK;
@@ -523,7 +511,7 @@ kiln_status kiln_eval_collective(kiln_eval_ctx_t *ctx, const kiln_hlo_instructio
     }
   }
   if (slot) slot_leave(ctx->world, slot);
-  group_free(&g);
+  kiln_hlo_collective_group_free(&g);
   if (st) return st;
   return package(ctx, in, nops, ops, res, out);
 }
@@ -572,15 +560,15 @@ kiln_status kiln_eval_spmd_world_size(const kiln_hlo_module_t *m, int *num_repli
           in->opcode == KILN_OP_ALL_REDUCE_DONE || in->opcode == KILN_OP_ALL_GATHER_DONE ||
           in->opcode == KILN_OP_COLLECTIVE_PERMUTE_DONE)
         continue;
-      group_mode_t mode;
+      kiln_hlo_group_mode_t mode;
       int64_t top;
-      KILN_RETURN_IF_ERROR_PLAIN(group_mode(in, &mode));
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_hlo_collective_group_mode(in, &mode));
       KILN_RETURN_IF_ERROR(largest_id(in, &top), "%s '%s'", kiln_hlo_opcode_name(in->opcode),
                            in->name);
       if (top < 0) continue;
-      if (mode == MODE_CROSS_PARTITION) {
+      if (mode == KILN_GROUP_CROSS_PARTITION) {
         if (P <= top) P = top + 1;
-      } else if (mode == MODE_FLATTENED_ID) {
+      } else if (mode == KILN_GROUP_FLATTENED_ID) {
         if (flat <= top) flat = top + 1;
       } else if (R <= top) {
         R = top + 1;
