@@ -231,7 +231,7 @@ kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec
                             "multi-device collectives (NCCL is not wired up yet)",
                             t->name, d->num_replicas * d->num_partitions);
   kiln_coll_clique_t *c = NULL;
-  KILN_RETURN_IF_ERROR(kiln_spmd_world_clique(w, t, d->group_key[me], d->group_size[me], &c),
+  KILN_RETURN_IF_ERROR(kiln_spmd_world_clique(w, t->name, d->group_key[me], d->group_size[me], &c),
                        "in %s %s", kiln_coll_thunk_op_name(d->op), t->name);
   /* The operands were written by work queued on the stream: let it finish first. */
   KILN_RETURN_IF_ERROR(kiln_stream_synchronize(p->stream), "before collective %s", t->name);

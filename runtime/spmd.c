@@ -9,7 +9,7 @@
 #include "base/str.h"
 
 typedef struct clique_entry {
-  const void *op;
+  char *op; /* the collective's name (owned) */
   int64_t key;
   kiln_coll_clique_t *clique;
   struct clique_entry *next;
@@ -54,6 +54,7 @@ void kiln_spmd_world_destroy(kiln_spmd_world_t *w) {
     clique_entry_t *e = w->cliques;
     w->cliques = e->next;
     kiln_coll_clique_destroy(e->clique);
+    kiln_free(e->op);
     kiln_free(e);
   }
   kiln_status_free(w->aborted);
@@ -76,7 +77,7 @@ void kiln_spmd_world_describe(const kiln_spmd_world_t *w, int participant, kiln_
                      participant / w->num_partitions, participant % w->num_partitions, dev);
 }
 
-kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const void *op, int64_t key, int size,
+kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t key, int size,
                                    kiln_coll_clique_t **out) {
   *out = NULL;
   kiln_status st = KILN_STATUS_OK;
@@ -85,13 +86,14 @@ kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const void *op, int64_t
     st = kiln_status_make(KILN_ABORTED, "%s", kiln_status_message(w->aborted));
   } else {
     clique_entry_t *e = w->cliques;
-    while (e && (e->op != op || e->key != key)) e = e->next;
+    while (e && (e->key != key || strcmp(e->op, op) != 0)) e = e->next;
     if (!e) {
       e = kiln_calloc(1, sizeof *e);
-      e->op = op;
+      e->op = kiln_strdup(op);
       e->key = key;
       st = kiln_coll_clique_create(size, w->timeout_ms, &e->clique);
       if (st) {
+        kiln_free(e->op);
         kiln_free(e);
         e = NULL;
       } else {

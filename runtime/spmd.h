@@ -2,7 +2,7 @@
  *
  * A world is one run of N = num_replicas x num_partitions participants (participant =
  * replica * num_partitions + partition, XLA's order). Its collectives meet in cliques
- * (runtime/collectives.h), one per (collective thunk, group): the first member to arrive
+ * (runtime/collectives.h), one per (collective, group): the first member to arrive
  * creates it, so every group's clique exists once per run and is reused by later executions of
  * the same collective (while loops). The groups themselves were resolved once, at compile time
  * (runtime/collective_thunk.h). A participant that never arrives fails its peers with
@@ -42,10 +42,11 @@ int kiln_spmd_world_partitions(const kiln_spmd_world_t *w);
 /* "replica R partition P (device D)" into b. */
 void kiln_spmd_world_describe(const kiln_spmd_world_t *w, int participant, kiln_strbuf_t *b);
 
-/* The clique of group `key` of the collective `op` (any pointer stable for the run), with
- * `size` ranks; created by the first caller. ABORTED once the world was aborted; INTERNAL when
- * members disagree on the size. Thread-safe. */
-kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const void *op, int64_t key, int size,
+/* The clique of group `key` of the collective named `op` (its HLO instruction's name, unique
+ * in the module, so participants running executables of their own, one per device, meet too),
+ * with `size` ranks; created by the first caller. ABORTED once the world was aborted;
+ * INTERNAL when members disagree on the size. Thread-safe. */
+kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t key, int size,
                                    kiln_coll_clique_t **out);
 /* Fails every clique, present and future, with ABORTED naming `participant` and `why`.
  * Thread-safe; the first abort wins. */
