@@ -105,7 +105,7 @@ static void expected_bytes(const kiln_coll_thunk_desc_t *d, const kiln_coll_thun
 
 kiln_status kiln_collective_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_t *p) {
   const kiln_coll_thunk_desc_t *d = t->u.coll.desc;
-  int n = d->num_replicas * d->num_partitions;
+  int n = d ? d->num_replicas * d->num_partitions : 0;
   if (!d || d->num_buffers < 1 || n < 1)
     return KILN_ERR_INVALID("collective %s: no buffers or no participants", t->name);
   if (d->op == KILN_COLL_THUNK_ALL_TO_ALL_TUPLE)
