@@ -3,9 +3,10 @@
  * Kinds: kernel (a launch of a kernel from a loaded module), copy (device-to-device,
  * host-to-device, device-to-host), memset, gemm, custom call (a callback with its buffers;
  * the FFI that fills it comes later), while (the condition sequence writes a pred that is
- * read back to the host), conditional (a branch index or pred read back), sequential, and
+ * read back to the host), conditional (a branch index or pred read back), sequential,
  * command buffer (command_buffer_thunk.h: a run of convertible thunks recorded once and
- * replayed).
+ * replayed), and collective (collective_thunk.h: a collective among the participants of an
+ * SPMD run, or replica-id / partition-id).
  *
  * Stages, each over a whole tree of thunks:
  *   prepare    — static checks against the allocation sizes (every slice fits, sizes agree
