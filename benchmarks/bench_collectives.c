@@ -5,6 +5,11 @@
  * size measured in the same run, and busbw / memcpy as the ratio.
  * "size" is nccl-tests' too: the all-reduce buffer, the all-gather result, the
  * reduce-scatter operand.
+ * Then all-reduce through the compiler and the runtime: an HLO all-reduce of f32 compiled for
+ * n replicas, run on n host devices by kiln_executable_run_spmd (a thread per participant,
+ * outputs allocated, the collective thunk's clique found), timed per execute and printed
+ * with its ratio to the direct clique call of the same size measured just before
+ * (thunk/direct: the cost of a whole execute around the collective).
  * Usage: bench_collectives [--max-bytes N] (default 4 MiB, keeps the run short; nccl-tests'
  * full range is --max-bytes 268435456) [--ranks 2,4,8] */
 #include <pthread.h>
@@ -15,7 +20,12 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/status.h"
+#include "base/str.h"
+#include "compiler/hlo/ir.h"
+#include "compiler/thunks/compile.h"
 #include "runtime/collectives.h"
+#include "runtime/device.h"
+#include "runtime/spmd.h"
 
 typedef enum { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER } which_t;
 static const char *const names[] = {"all-reduce", "all-gather", "reduce-scatter"};
@@ -92,6 +102,71 @@ static double memcpy_ms(void *dst, const void *src, size_t bytes, int iters) {
   return (kiln_clock_ms() - t0) / iters;
 }
 
+static void die(kiln_status s, const char *what) {
+  if (!s) return;
+  fprintf(stderr, "%s: %s\n", what, kiln_status_message(s));
+  exit(1);
+}
+
+/* An f32 all-reduce of `bytes` compiled for n replicas and run on n host devices: ms per
+ * execute (the mean of `iters` after a warm-up, as measure's). */
+static double measure_thunks(kiln_device_t *dev, int n, size_t bytes, int iters) {
+  size_t count = bytes / sizeof(float);
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b,
+                     "HloModule bench_ar, replica_count=%d\n\nadd {\n  a = f32[] parameter(0)\n"
+                     "  b = f32[] parameter(1)\n  ROOT r = f32[] add(a, b)\n}\n\n"
+                     "ENTRY e {\n  p = f32[%zu] parameter(0)\n"
+                     "  ROOT ar = f32[%zu] all-reduce(p), replica_groups={}, to_apply=add\n}\n",
+                     n, count, count);
+  kiln_hlo_module_t *m = NULL;
+  kiln_hlo_parse_options_t po = {0};
+  die(kiln_hlo_parse_module(kiln_strbuf_cstr(&b), b.len, &po, &m), "parse");
+  kiln_strbuf_free(&b);
+  kiln_compile_options_t co;
+  memset(&co, 0, sizeof co);
+  co.emit.num_replicas = n;
+  co.emit.num_partitions = 1;
+  kiln_executable_desc_t *d = NULL;
+  die(kiln_compile_module(m, &co, &d, NULL), "compile");
+  kiln_executable_t *exe = NULL;
+  die(kiln_executable_load(dev, d, &exe), "load");
+  kiln_stream_t *streams[8];
+  kiln_device_buffer_t *in[8], *outs[8];
+  kiln_devptr_t ptr[8];
+  const kiln_devptr_t *params[8];
+  uint64_t size = bytes;
+  for (int i = 0; i < n; i++) {
+    die(kiln_stream_create(dev, &streams[i]), "stream");
+    die(kiln_device_buffer_create(dev, bytes, &in[i]), "buffer");
+    die(kiln_stream_memset(streams[i], in[i]->ptr, 0x3f800000u, 4, count), "memset");
+    die(kiln_stream_synchronize(streams[i]), "sync");
+    ptr[i] = in[i]->ptr;
+    params[i] = &ptr[i];
+  }
+  kiln_spmd_run_params_t sp = {.num_replicas = n,
+                               .num_partitions = 1,
+                               .streams = streams,
+                               .params = params,
+                               .param_sizes = &size,
+                               .num_params = 1,
+                               .outputs = outs};
+  double total = 0;
+  for (int it = 0; it <= iters; it++) {
+    double t0 = kiln_clock_ms();
+    die(kiln_executable_run_spmd(exe, &sp), "run");
+    if (it > 0) total += kiln_clock_ms() - t0; /* the first is the warm-up */
+    for (int i = 0; i < n; i++) kiln_device_buffer_destroy(outs[i]);
+  }
+  for (int i = 0; i < n; i++) {
+    kiln_device_buffer_destroy(in[i]);
+    kiln_stream_destroy(streams[i]);
+  }
+  kiln_executable_destroy(exe);
+  kiln_hlo_module_destroy(m);
+  return total / iters;
+}
+
 int main(int argc, char **argv) {
   size_t max_bytes = (size_t)4 << 20;
   int ranks[3] = {2, 4, 8}, nranks = 3;
@@ -144,6 +219,23 @@ int main(int argc, char **argv) {
                algbw, algbw * factor, mcpbw, algbw * factor / mcpbw);
       }
     }
+  kiln_device_t *dev = NULL;
+  die(kiln_device_create("host", &dev), "host device");
+  printf("\n%-15s %5s %12s %14s %14s %12s\n", "through thunks", "ranks", "size", "execute us",
+         "direct us", "thunk/direct");
+  for (int k = 0; k < nranks; k++) {
+    int n = ranks[k];
+    for (size_t bytes = 1024; bytes <= max_bytes; bytes *= 16) {
+      int iters = (int)(((size_t)16 << 20) / bytes);
+      if (iters < 3) iters = 3;
+      if (iters > 200) iters = 200;
+      double direct = measure(ALL_REDUCE, n, bytes, iters, send, recv);
+      double thunk = measure_thunks(dev, n, bytes, iters);
+      printf("%-15s %5d %12zu %14.1f %14.1f %12.2f\n", "all-reduce", n, bytes, thunk * 1e3,
+             direct * 1e3, thunk / direct);
+    }
+  }
+  kiln_device_destroy(dev);
   for (int i = 0; i < 8; i++) {
     kiln_free(send[i]);
     kiln_free(recv[i]);

@@ -10,6 +10,7 @@
 
 #include "base/alloc.h"
 #include "base/str.h"
+#include "runtime/half.h"
 
 typedef enum {
   OP_ALL_REDUCE,
@@ -51,6 +52,8 @@ size_t kiln_coll_dtype_bytes(kiln_coll_dtype_t t) {
       return 1;
     case KILN_COLL_S16:
     case KILN_COLL_U16:
+    case KILN_COLL_BF16:
+    case KILN_COLL_F16:
       return 2;
     case KILN_COLL_S32:
     case KILN_COLL_U32:
@@ -100,6 +103,15 @@ void kiln_coll_clique_destroy(kiln_coll_clique_t *c) {
 
 int kiln_coll_clique_size(const kiln_coll_clique_t *c) {
   return c->size;
+}
+
+void kiln_coll_clique_abort(kiln_coll_clique_t *c, const char *why) {
+  pthread_mutex_lock(&c->mu);
+  if (!c->broken) {
+    c->broken = kiln_status_make(KILN_ABORTED, "%s", why ? why : "collective clique aborted");
+    pthread_cond_broadcast(&c->cv);
+  }
+  pthread_mutex_unlock(&c->mu);
 }
 
 /* ---- barriers ---- */
@@ -197,6 +209,31 @@ static kiln_status barrier(kiln_coll_clique_t *c, int rank, const char *what) {
       break;                                                 \
   }
 
+/* 16-bit floats: each step in f32, rounded back (the same as rounding the exact result: f32
+ * has more than twice their precision, so the double rounding is innocuous). */
+#define FOLD_HALF(TO, FROM)                              \
+  switch (op) {                                          \
+    case KILN_COLL_SUM:                                  \
+      FOLD_LOOP(uint16_t, FROM(TO(x) + TO(y)));          \
+      break;                                             \
+    case KILN_COLL_PRODUCT:                              \
+      FOLD_LOOP(uint16_t, FROM(TO(x) * TO(y)));          \
+      break;                                             \
+    case KILN_COLL_MIN:                                  \
+      FOLD_LOOP(uint16_t, FROM(half_min(TO(x), TO(y)))); \
+      break;                                             \
+    case KILN_COLL_MAX:                                  \
+      FOLD_LOOP(uint16_t, FROM(half_max(TO(x), TO(y)))); \
+      break;                                             \
+  }
+
+static inline float half_min(float x, float y) {
+  return x != x ? x : y != y ? y : y < x ? y : x;
+}
+static inline float half_max(float x, float y) {
+  return x != x ? x : y != y ? y : y > x ? y : x;
+}
+
 static void fold(kiln_coll_dtype_t t, kiln_coll_reduction_t op, void *dst, const void *src,
                  int64_t n) {
   switch (t) {
@@ -235,6 +272,12 @@ static void fold(kiln_coll_dtype_t t, kiln_coll_reduction_t op, void *dst, const
       break;
     case KILN_COLL_F64:
       FOLD_FLOAT(double);
+      break;
+    case KILN_COLL_BF16:
+      FOLD_HALF(kiln_bf16_to_f32, kiln_f32_to_bf16);
+      break;
+    case KILN_COLL_F16:
+      FOLD_HALF(kiln_f16_to_f32, kiln_f32_to_f16);
       break;
   }
 }

@@ -38,6 +38,10 @@ typedef enum kiln_coll_dtype {
   KILN_COLL_U64,
   KILN_COLL_F32,
   KILN_COLL_F64,
+  /* Folded in f32 and rounded back once per step, ((v0 op v1) op v2) each op rounded to the
+   * type, as XLA's reducer computation on these types (and the evaluator) do. */
+  KILN_COLL_BF16,
+  KILN_COLL_F16,
 } kiln_coll_dtype_t;
 
 /* The reducer computations a thunk emitter recognises (add, multiply, minimum, maximum,
@@ -57,6 +61,10 @@ typedef struct kiln_coll_clique kiln_coll_clique_t;
 kiln_status kiln_coll_clique_create(int size, int64_t timeout_ms, kiln_coll_clique_t **out);
 void kiln_coll_clique_destroy(kiln_coll_clique_t *c);
 int kiln_coll_clique_size(const kiln_coll_clique_t *c);
+/* Breaks the clique (thread-safe, any thread): ranks waiting in it and every later call fail
+ * with ABORTED carrying `why`, unless it is broken already. For a run whose participant
+ * failed elsewhere, so its peers stop now instead of at the deadline. */
+void kiln_coll_clique_abort(kiln_coll_clique_t *c, const char *why);
 
 /* `name` names the collective in errors (the HLO instruction). Layouts are row-major with
  * the rank block in the middle: a buffer [outer][size][inner] elements.

@@ -335,6 +335,16 @@ kiln_status kiln_executable_run_with(kiln_executable_t *e, kiln_stream_t *stream
                                      const kiln_devptr_t *params, const uint64_t *param_sizes,
                                      int32_t num_params, kiln_device_buffer_t **outputs,
                                      const kiln_run_info_t *run) {
+  return kiln_executable_run_participant(e, stream, params, param_sizes, num_params, outputs, run,
+                                         NULL);
+}
+
+kiln_status kiln_executable_run_participant(kiln_executable_t *e, kiln_stream_t *stream,
+                                            const kiln_devptr_t *params,
+                                            const uint64_t *param_sizes, int32_t num_params,
+                                            kiln_device_buffer_t **outputs,
+                                            const kiln_run_info_t *run,
+                                            const kiln_spmd_participant_t *who) {
   if (!e || !stream || !outputs || (num_params && (!params || !param_sizes)))
     return KILN_ERR_INVALID("executable run: NULL executable, stream, parameters or outputs");
   const kiln_executable_desc_t *d = e->desc;
@@ -385,9 +395,11 @@ kiln_status kiln_executable_run_with(kiln_executable_t *e, kiln_stream_t *stream
     if (run) ri = *run;
     if (!ri.run_id) ri.run_id = atomic_fetch_add(&g_next_run_id, 1);
     kiln_thunk_exec_state_set_run(ctx->state, &ri);
+    kiln_thunk_exec_state_set_participant(ctx->state, who);
     kiln_thunk_exec_params_t xp = {e->dev, stream, table, ctx->state};
     s = kiln_thunk_seq_execute(&e->desc->thunks, &xp);
     kiln_thunk_exec_state_set_run(ctx->state, NULL);
+    kiln_thunk_exec_state_set_participant(ctx->state, NULL);
   }
   for (int32_t i = 0; i < d->num_outputs && !s; i++)
     s = make_output(e, ctx, stream, i, owned, handed, params, &outputs[i]);

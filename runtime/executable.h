@@ -123,5 +123,13 @@ kiln_status kiln_executable_run_with(kiln_executable_t *e, kiln_stream_t *stream
                                      const kiln_devptr_t *params, const uint64_t *param_sizes,
                                      int32_t num_params, kiln_device_buffer_t **outputs,
                                      const kiln_run_info_t *run);
+/* As kiln_executable_run_with, as participant `who` of an SPMD run (runtime/spmd.h: its
+ * collectives meet the other participants' in who->world; NULL: participant 0 alone). */
+kiln_status kiln_executable_run_participant(kiln_executable_t *e, kiln_stream_t *stream,
+                                            const kiln_devptr_t *params,
+                                            const uint64_t *param_sizes, int32_t num_params,
+                                            kiln_device_buffer_t **outputs,
+                                            const kiln_run_info_t *run,
+                                            const kiln_spmd_participant_t *who);
 
 #endif /* KILN_RUNTIME_EXECUTABLE_H_ */

@@ -7,6 +7,7 @@
 
 #include "base/alloc.h"
 #include "base/hashmap.h"
+#include "runtime/collective_thunk.h"
 #include "runtime/command_buffer_thunk.h"
 #include "runtime/thunk_internal.h"
 
@@ -30,6 +31,8 @@ const char *kiln_thunk_kind_name(kiln_thunk_kind_t k) {
       return "sequential";
     case KILN_THUNK_COMMAND_BUFFER:
       return "command-buffer";
+    case KILN_THUNK_COLLECTIVE:
+      return "collective";
   }
   return "?";
 }
@@ -276,6 +279,9 @@ void kiln_thunk_destroy(kiln_thunk_t *t) {
       kiln_cmdbuf_run_free(&t->u.cmdbuf.own);
       kiln_free(t->u.cmdbuf.allocs);
       break;
+    case KILN_THUNK_COLLECTIVE:
+      kiln_coll_thunk_desc_destroy(t->u.coll.desc);
+      break;
     default:
       break;
   }
@@ -397,6 +403,8 @@ kiln_status kiln_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_
       return kiln_thunk_seq_prepare(&t->u.sequential.seq, p);
     case KILN_THUNK_COMMAND_BUFFER:
       return kiln_command_buffer_thunk_prepare(t, p);
+    case KILN_THUNK_COLLECTIVE:
+      return kiln_collective_thunk_prepare(t, p);
   }
   return KILN_ERR_INTERNAL("thunk %s: unknown kind %d", t->name, (int)t->kind);
 }
@@ -460,10 +468,16 @@ struct kiln_thunk_exec_state {
   kiln_cmdbuf_run_t *runs;
   size_t num_runs;
   const kiln_run_info_t *run; /* the execution's, for custom calls (borrowed) */
+  const kiln_spmd_participant_t *who; /* the execution's, for collectives (borrowed) */
 };
 
 void kiln_thunk_exec_state_set_run(kiln_thunk_exec_state_t *st, const kiln_run_info_t *run) {
   if (st) st->run = run;
+}
+
+void kiln_thunk_exec_state_set_participant(kiln_thunk_exec_state_t *st,
+                                           const kiln_spmd_participant_t *who) {
+  if (st) st->who = who;
 }
 
 static size_t count_cmdbufs(const kiln_thunk_seq_t *s);
@@ -699,6 +713,8 @@ kiln_status kiln_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *
       return kiln_thunk_seq_execute(&t->u.sequential.seq, p);
     case KILN_THUNK_COMMAND_BUFFER:
       return kiln_command_buffer_thunk_execute(t, p);
+    case KILN_THUNK_COLLECTIVE:
+      return kiln_collective_thunk_execute(t, p, p->state ? p->state->who : NULL);
   }
   return KILN_ERR_INTERNAL("thunk %s: unknown kind %d", t->name, (int)t->kind);
 }
@@ -891,6 +907,9 @@ static void print_thunk(kiln_strbuf_t *b, const kiln_thunk_t *t, int indent) {
     case KILN_THUNK_COMMAND_BUFFER:
       kiln_strbuf_printf(b, " (%zu thunks)\n", t->u.cmdbuf.seq.len);
       kiln_thunk_seq_print(b, &t->u.cmdbuf.seq, indent + 2);
+      return;
+    case KILN_THUNK_COLLECTIVE:
+      kiln_collective_thunk_print(b, t);
       return;
   }
 }

@@ -3,9 +3,10 @@
  * Kinds: kernel (a launch of a kernel from a loaded module), copy (device-to-device,
  * host-to-device, device-to-host), memset, gemm, custom call (a callback with its buffers;
  * the FFI that fills it comes later), while (the condition sequence writes a pred that is
- * read back to the host), conditional (a branch index or pred read back), sequential, and
+ * read back to the host), conditional (a branch index or pred read back), sequential,
  * command buffer (command_buffer_thunk.h: a run of convertible thunks recorded once and
- * replayed).
+ * replayed), and collective (collective_thunk.h: a collective among the participants of an
+ * SPMD run, or replica-id / partition-id).
  *
  * Stages, each over a whole tree of thunks:
  *   prepare    — static checks against the allocation sizes (every slice fits, sizes agree
@@ -49,9 +50,10 @@ typedef enum kiln_thunk_kind {
   KILN_THUNK_CONDITIONAL,
   KILN_THUNK_SEQUENTIAL,
   KILN_THUNK_COMMAND_BUFFER,
+  KILN_THUNK_COLLECTIVE, /* runtime/collective_thunk.h */
 } kiln_thunk_kind_t;
 
-#define KILN_THUNK_NUM_KINDS (KILN_THUNK_COMMAND_BUFFER + 1)
+#define KILN_THUNK_NUM_KINDS (KILN_THUNK_COLLECTIVE + 1)
 
 const char *kiln_thunk_kind_name(kiln_thunk_kind_t k);
 
@@ -115,6 +117,14 @@ typedef kiln_status (*kiln_custom_call_run_fn)(void *ctx, kiln_stream_t *stream,
 /* (optional) A custom call's one-time device work, run by the thunk's initialize stage (e.g.
  * the FFI's prepare and initialize stages: runtime/ffi_call.h). */
 typedef kiln_status (*kiln_custom_call_init_fn)(void *ctx, kiln_device_t *device);
+
+/* Which participant of an SPMD run an execution is (runtime/spmd.h): collective thunks meet
+ * their peers in `world`; replica-id / partition-id write its coordinates. */
+struct kiln_spmd_world;
+typedef struct kiln_spmd_participant {
+  struct kiln_spmd_world *world;
+  int participant; /* replica * num_partitions + partition */
+} kiln_spmd_participant_t;
 
 /* ---- construction ----------------------------------------------------------------------- */
 
@@ -203,6 +213,10 @@ void kiln_thunk_exec_state_destroy(kiln_thunk_exec_state_t *st);
 /* What the custom calls of the next executions with `st` learn of them (run id, user data;
  * borrowed until changed; NULL: run id 0, no user data). */
 void kiln_thunk_exec_state_set_run(kiln_thunk_exec_state_t *st, const kiln_run_info_t *run);
+/* The SPMD participant the next executions with `st` are (borrowed until changed; NULL:
+ * participant 0, alone). */
+void kiln_thunk_exec_state_set_participant(kiln_thunk_exec_state_t *st,
+                                           const kiln_spmd_participant_t *who);
 
 kiln_status kiln_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_t *p);
 kiln_status kiln_thunk_initialize(kiln_thunk_t *t, const kiln_thunk_init_params_t *p);

@@ -96,6 +96,9 @@ struct kiln_thunk {
       int num_allocs;
       kiln_cmdbuf_run_t own; /* executions without a state */
     } cmdbuf;
+    struct {
+      struct kiln_coll_thunk_desc *desc; /* owned (runtime/collective_thunk.h) */
+    } coll;
   } u;
 };
 

@@ -35,11 +35,6 @@ typedef struct {
   kiln_strbuf_t out;
 } stats_t;
 
-static bool multi_device_reason(const char *why) {
-  return why && (strncmp(why, "multi-participant", 17) == 0 ||
-                 strcmp(why, "collective-permute between devices") == 0);
-}
-
 static void fail_with(stats_t *st, const char *name, const char *what, kiln_status s) {
   st->eligible++;
   kiln_strbuf_printf(&st->out, "  FAIL %s: %s: %s: %.500s\n", name, what,
@@ -100,25 +95,16 @@ static void each_module(void *ctx, kiln_hlo_module_t **m, const char *name, cons
                         int index, kiln_status error) {
   stats_t *st = ctx;
   if (error) return; /* parsing is test_corpus_parse's */
-  /* Modules whose collectives all have one participant are test_corpus_eval's. */
-  const char *why = kiln_corpus_eval_ineligible_reason(*m);
-  bool has_collective = false;
-  for (size_t c = 0; c < (*m)->computations.len; c++)
-    for (size_t i = 0; i < (*m)->computations.data[c]->instructions.len; i++)
-      if (kiln_hlo_opcode_flags((*m)->computations.data[c]->instructions.data[i]->opcode) &
-          KILN_OPF_COLLECTIVE)
-        has_collective = true;
-  if (!has_collective || !why) return;
+  bool multi;
+  const char *skip;
+  kiln_corpus_multi_device_module(*m, path, index, &multi, &skip);
+  if (!multi) return; /* no collective over several participants: test_corpus_eval's */
   st->multi++;
-  if (!multi_device_reason(why)) {
-    kiln_strbuf_printf(&st->out, "  skip %s: %s\n", name, why);
+  if (skip) {
+    kiln_strbuf_printf(&st->out, "  skip %s: %s\n", name, skip);
     return;
   }
   if (!kiln_corpus_sampled(name)) return;
-  if (kiln_corpus_find_invalid(path, index)) {
-    kiln_strbuf_printf(&st->out, "  skip %s: invalid on purpose\n", name);
-    return;
-  }
   run(st, *m, name);
 }
 

@@ -54,6 +54,11 @@ static const char kUsage[] =
     "                        and driven only through its function table\n"
     "  --direct              run host/cuda/best on kiln's runtime directly, not through the\n"
     "                        plugin (implied by --thunks and --max-while-iterations)\n"
+    "  --host-devices=N      (--direct --backend=host) run a multi-device module on N host\n"
+    "                        devices, one participant each (also KILN_HOST_DEVICES=N);\n"
+    "                        default: as many as its replicas x partitions; outputs print\n"
+    "                        per participant (r0p1.out0), --compare=reference compares\n"
+    "                        each with the SPMD evaluator\n"
     "  --module=N            run only the N-th module of the file (0-based)\n"
     "  --seed=N              seed for generated inputs (default 42)\n"
     "  --input=I:PATH        read entry parameter I from a .npy file (repeatable); others\n"
@@ -117,6 +122,7 @@ typedef struct run_flags {
   bool no_command_buffers;
   bool strict_precision;
   bool direct;                /* --direct: the runtime itself, not the PJRT plugin */
+  int64_t host_devices;       /* --host-devices / $KILN_HOST_DEVICES; 0: the module's world */
   kiln_device_t *device;      /* host / cuda / best with --direct: created once for all modules */
   kiln_pjrt_runner_t *plugin; /* host / cuda / best: the plugin's client, once for all modules */
 } run_flags_t;
@@ -238,6 +244,8 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
       KILN_RETURN_IF_ERROR_PLAIN(parse_int_flag("repeat", val, 1, 1000000, &f->repeat));
     } else if (IS("values")) {
       KILN_RETURN_IF_ERROR_PLAIN(parse_int_flag("values", val, 0, 1 << 30, &f->values));
+    } else if (IS("host-devices")) {
+      KILN_RETURN_IF_ERROR_PLAIN(parse_int_flag("host-devices", val, 1, 4096, &f->host_devices));
     } else if (IS("max-while-iterations")) {
       KILN_RETURN_IF_ERROR_PLAIN(
           parse_int_flag("max-while-iterations", val, 0, INT64_MAX, &f->max_while_iterations));
@@ -247,6 +255,10 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
 #undef IS
   }
   if (!f->file) return KILN_ERR_INVALID("no input file (see --help)");
+  const char *hd = getenv("KILN_HOST_DEVICES");
+  if (!f->host_devices && hd && *hd)
+    KILN_RETURN_IF_ERROR(parse_int_flag("host-devices", hd, 1, 4096, &f->host_devices),
+                         "in KILN_HOST_DEVICES");
   if (strcmp(f->backend, "reference") != 0 && strcmp(f->backend, "host") != 0 &&
       strcmp(f->backend, "cuda") != 0 && strcmp(f->backend, "best") != 0)
     return KILN_ERR_INVALID("unknown backend '%s' (reference, host, cuda, best)", f->backend);
@@ -383,6 +395,19 @@ static kiln_status save_replay(const run_flags_t *f, const kiln_hlo_module_t *m,
   return s ? kiln_status_annotate(s, "while saving the replay folder %s", dir) : NULL;
 }
 
+/* What a direct device run takes from the flags. */
+static void device_options(const run_flags_t *f, kiln_device_run_options_t *o) {
+  memset(o, 0, sizeof *o);
+  o->device = f->device;
+  o->repeat = f->repeat;
+  o->max_while_iterations = f->max_while_iterations;
+  o->rng_seed = f->seed;
+  o->no_command_buffers = f->no_command_buffers;
+  o->strict_precision = f->strict_precision;
+  o->print_thunks = f->thunks;
+  o->print_runs = f->repeat > 1;
+}
+
 typedef struct run_times {
   double verify, inputs, eval_min, eval_sum, outputs;
   double compile;
@@ -410,15 +435,7 @@ static kiln_status run_on_device(const run_flags_t *f, const kiln_hlo_module_t *
     return NULL;
   }
   kiln_device_run_options_t o;
-  memset(&o, 0, sizeof o);
-  o.device = f->device;
-  o.repeat = f->repeat;
-  o.max_while_iterations = f->max_while_iterations;
-  o.rng_seed = f->seed;
-  o.no_command_buffers = f->no_command_buffers;
-  o.strict_precision = f->strict_precision;
-  o.print_thunks = f->thunks;
-  o.print_runs = f->repeat > 1;
+  device_options(f, &o);
   kiln_device_run_report_t rep;
   kiln_status s = kiln_device_run_module(m, args, n, &o, arena, result, &rep);
   if (s) return kiln_status_annotate(s, "while running on %s", f->device->name);
@@ -492,6 +509,28 @@ static kiln_status run_fusions(const run_flags_t *f, kiln_hlo_module_t *m) {
   return first;
 }
 
+/* Every participant's outputs, labelled rRpP.outI (and saved with --output). */
+static kiln_status print_participants(const run_flags_t *f, kiln_literal_t **results, int np,
+                                      int partitions, const char *prefix, kiln_arena_t *out) {
+  kiln_status s = NULL;
+  kiln_strbuf_t b = {0};
+  for (int i = 0; i < np && !s; i++) {
+    int leaves = kiln_run_report_num_leaves(results[i]);
+    for (int k = 0; k < leaves && !s; k++) {
+      const kiln_literal_t *leaf = kiln_run_report_leaf(results[i], k);
+      char label[48];
+      snprintf(label, sizeof label, "r%dp%d.out%d", i / partitions, i % partitions, k);
+      kiln_run_report_print_leaf(&b, label, leaf, (int)f->values);
+      if (f->output_dir && leaf && kiln_shape_is_array(leaf->shape))
+        s = kiln_npy_write_file(kiln_arena_printf(out, "%s/%s%s.npy", f->output_dir, prefix, label),
+                                leaf);
+    }
+  }
+  fputs(kiln_strbuf_cstr(&b), stdout);
+  kiln_strbuf_free(&b);
+  return s;
+}
+
 /* The reference on a multi-device module: every participant of the world its collectives
  * need gets the same inputs; outputs print (and save) per participant as rRpP.outI. */
 static kiln_status run_reference_spmd(const run_flags_t *f, const kiln_hlo_module_t *m,
@@ -509,24 +548,84 @@ static kiln_status run_reference_spmd(const run_flags_t *f, const kiln_hlo_modul
   kiln_arena_init(&out);
   kiln_status s = kiln_eval_module_spmd(m, &o, n, per, &out, results);
   if (s) s = kiln_status_annotate(s, "while evaluating with the reference backend");
-  kiln_strbuf_t b = {0};
-  for (int i = 0; i < np && !s; i++) {
-    int leaves = kiln_run_report_num_leaves(results[i]);
-    for (int k = 0; k < leaves && !s; k++) {
-      const kiln_literal_t *leaf = kiln_run_report_leaf(results[i], k);
-      char label[48];
-      snprintf(label, sizeof label, "r%dp%d.out%d", i / partitions, i % partitions, k);
-      kiln_run_report_print_leaf(&b, label, leaf, (int)f->values);
-      if (f->output_dir && leaf && kiln_shape_is_array(leaf->shape))
-        s = kiln_npy_write_file(
-            kiln_arena_printf(&out, "%s/%s%s.npy", f->output_dir, prefix, label), leaf);
-    }
-  }
-  fputs(kiln_strbuf_cstr(&b), stdout);
-  kiln_strbuf_free(&b);
+  if (!s) s = print_participants(f, results, np, partitions, prefix, &out);
   kiln_arena_destroy(&out);
   kiln_free(results);
   kiln_free(per);
+  return s;
+}
+
+/* The world a multi-device module runs in on host devices: the module's (replicas x
+ * partitions); --host-devices=N must match it, or make a module that names no world N
+ * replicas. */
+static kiln_status host_world(const run_flags_t *f, const kiln_hlo_module_t *m, int *replicas,
+                              int *partitions) {
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_spmd_world_size(m, replicas, partitions));
+  int64_t n = (int64_t)*replicas * *partitions;
+  if (!f->host_devices || f->host_devices == n) return NULL;
+  if (n == 1) {
+    *replicas = (int)f->host_devices;
+    return NULL;
+  }
+  return KILN_ERR_INVALID("--host-devices=%" PRId64
+                          ": module '%s' runs on %d replicas x %d "
+                          "partitions = %" PRId64 " devices",
+                          f->host_devices, m->name, *replicas, *partitions, n);
+}
+
+/* A multi-device module on N host devices (--direct --backend=host): every participant gets
+ * the same inputs; outputs print per participant, compared with the SPMD evaluator with
+ * --compare=reference. */
+static kiln_status run_spmd_on_device(const run_flags_t *f, const kiln_hlo_module_t *m,
+                                      const kiln_eval_options_t *eo, kiln_literal_t **args, int n,
+                                      int replicas, int partitions, const char *prefix,
+                                      run_times_t *t) {
+  int np = replicas * partitions;
+  printf("host devices: %d (%d replicas x %d partitions), the same inputs on each\n", np, replicas,
+         partitions);
+  kiln_device_run_options_t o;
+  device_options(f, &o);
+  kiln_arena_t out;
+  kiln_arena_init(&out);
+  kiln_literal_t **got = kiln_calloc((size_t)np, sizeof *got);
+  kiln_literal_t **want = kiln_calloc((size_t)np, sizeof *want);
+  kiln_device_run_report_t rep;
+  kiln_status s =
+      kiln_device_run_module_spmd(m, args, n, replicas, partitions, &o, &out, got, &rep);
+  if (s) s = kiln_status_annotate(s, "while running on %d host devices", np);
+  if (!s) {
+    t->compile = rep.compile_ms;
+    t->eval_min = rep.run_min_ms;
+    t->eval_sum = rep.run_mean_ms * (double)rep.runs;
+    printf("ran on %d host devices: compiled in %.1f ms (%d collective thunks), run %.3f ms\n", np,
+           rep.compile_ms, rep.compile.emit.collectives, rep.run_min_ms);
+  }
+  if (!s && f->compare) {
+    kiln_literal_t *const **per = kiln_calloc((size_t)np, sizeof *per);
+    for (int i = 0; i < np; i++) per[i] = args;
+    kiln_eval_spmd_options_t eso = {
+        .num_replicas = replicas, .num_partitions = partitions, .base = *eo};
+    s = kiln_eval_module_spmd(m, &eso, n, per, &out, want);
+    kiln_free(per);
+    if (s) s = kiln_status_annotate(s, "while evaluating with the reference backend");
+    int bad = 0;
+    for (int i = 0; i < np && !s; i++) {
+      kiln_compare_report_t cr;
+      bool ok = kiln_compare_literals(want[i], got[i], NULL, &cr);
+      printf("r%dp%d: compare with reference: %lld elements, max abs err %.3g: %s\n",
+             i / partitions, i % partitions, (long long)cr.elements, cr.max_abs_err,
+             ok ? "matches the reference" : "MISMATCH");
+      if (!ok && !bad++)
+        s = kiln_status_make(KILN_INTERNAL,
+                             "replica %d partition %d: %lld elements differ from the reference; "
+                             "first: %s",
+                             i / partitions, i % partitions, (long long)cr.mismatches, cr.first);
+    }
+  }
+  if (!s) s = print_participants(f, got, np, partitions, prefix, &out);
+  kiln_free(want);
+  kiln_free(got);
+  kiln_arena_destroy(&out);
   return s;
 }
 
@@ -575,6 +674,15 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
   kiln_arena_t out_arena;
   kiln_arena_init(&out_arena);
   kiln_literal_t *result = NULL;
+  int spmd_r = 1, spmd_p = 1;
+  if (f->device && f->device->kind == KILN_DEVICE_HOST && !s)
+    s = host_world(f, m, &spmd_r, &spmd_p);
+  if (f->device && !s && spmd_r * spmd_p > 1) {
+    s = run_spmd_on_device(f, m, &eo, args, n, spmd_r, spmd_p, prefix, t);
+    kiln_arena_destroy(&out_arena);
+    kiln_arena_destroy(&args_arena);
+    return s;
+  }
   if ((f->device || f->plugin) && !s) {
     s = run_on_device(f, m, args, n, &out_arena, &result, t);
     if (!s && f->compare) {

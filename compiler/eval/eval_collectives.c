@@ -11,6 +11,7 @@
 
 #include "base/str.h"
 #include "compiler/eval/eval.h"
+#include "compiler/hlo/collective_groups.h"
 #include "compiler/hlo/replica_groups.h"
 
 /* ---- the world: participants and their rendezvous ---- */
@@ -56,135 +57,9 @@ static void deadline_after(int64_t ms, struct timespec *ts) {
   }
 }
 
-/* ---- groups ---- */
+/* ---- groups (compiler/hlo/collective_groups.h) ---- */
 
-typedef enum {
-  MODE_CROSS_REPLICA,
-  MODE_CROSS_PARTITION,
-  MODE_CROSS_REPLICA_AND_PARTITION,
-  MODE_FLATTENED_ID,
-} group_mode_t;
-
-static const char *mode_name(group_mode_t m) {
-  switch (m) {
-    case MODE_CROSS_REPLICA:
-      return "cross-replica";
-    case MODE_CROSS_PARTITION:
-      return "cross-partition";
-    case MODE_CROSS_REPLICA_AND_PARTITION:
-      return "cross-replica-and-partition";
-    default:
-      return "flattened-id";
-  }
-}
-
-/* XLA's GetCollectiveOpGroupMode: only all-reduce, all-gather and reduce-scatter carry
- * use_global_device_ids; the others are cross-partition as soon as they have a channel. */
-static kiln_status group_mode(const kiln_hlo_instruction_t *in, group_mode_t *out) {
-  bool has_global_flag = false;
-  switch (in->opcode) {
-    case KILN_OP_ALL_REDUCE:
-    case KILN_OP_ALL_REDUCE_START:
-    case KILN_OP_ALL_GATHER:
-    case KILN_OP_ALL_GATHER_START:
-    case KILN_OP_REDUCE_SCATTER:
-      has_global_flag = true;
-      break;
-    default:
-      break;
-  }
-  if (in->channel_id == 0) {
-    if (in->use_global_device_ids)
-      return KILN_ERR_INVALID("%s '%s': use_global_device_ids=true needs a channel_id",
-                              kiln_hlo_opcode_name(in->opcode), in->name);
-    *out = MODE_CROSS_REPLICA;
-  } else if (!has_global_flag) {
-    *out = MODE_CROSS_PARTITION;
-  } else {
-    *out = in->use_global_device_ids ? MODE_FLATTENED_ID : MODE_CROSS_REPLICA_AND_PARTITION;
-  }
-  return KILN_STATUS_OK;
-}
-
-/* This participant's group of one collective execution: members (participant indices) in
- * rank order, its own rank, and a key that tells the groups of the instruction apart. */
-typedef struct {
-  int *members; /* heap */
-  int size, rank;
-  int64_t key;
-  group_mode_t mode;
-} group_t;
-
-static void group_free(group_t *g) {
-  kiln_free(g->members);
-  g->members = NULL;
-}
-
-/* The ids of the mode's space: replicas, partitions or flattened ids. */
-static int64_t id_space(group_mode_t mode, int R, int P) {
-  switch (mode) {
-    case MODE_CROSS_PARTITION:
-      return P;
-    case MODE_FLATTENED_ID:
-      return (int64_t)R * P;
-    default:
-      return R;
-  }
-}
-
-static int64_t my_id(group_mode_t mode, int R, int P, int participant) {
-  (void)R;
-  switch (mode) {
-    case MODE_CROSS_PARTITION:
-      return participant % P;
-    case MODE_FLATTENED_ID:
-      return participant;
-    default:
-      return participant / P;
-  }
-}
-
-/* A group's ids -> participants, in XLA's order. */
-static void ids_to_members(group_mode_t mode, int R, int P, int participant, const int64_t *ids,
-                           int nids, group_t *g) {
-  int r = participant / P, p = participant % P;
-  (void)R;
-  int n = 0;
-  for (int i = 0; i < nids; i++) {
-    switch (mode) {
-      case MODE_CROSS_REPLICA:
-        g->members[n++] = (int)ids[i] * P + p;
-        break;
-      case MODE_CROSS_PARTITION:
-        g->members[n++] = r * P + (int)ids[i];
-        break;
-      case MODE_FLATTENED_ID:
-        g->members[n++] = (int)ids[i];
-        break;
-      case MODE_CROSS_REPLICA_AND_PARTITION:
-        for (int q = 0; q < P; q++) g->members[n++] = (int)ids[i] * P + q;
-        break;
-    }
-  }
-  g->size = n;
-  for (int i = 0; i < n; i++)
-    if (g->members[i] == participant) g->rank = i;
-}
-
-/* Refusal of an id outside the world: alone, the collective needs more participants. */
-static kiln_status out_of_world(const kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
-                                group_mode_t mode, int64_t id, int64_t space, const char *what,
-                                const char *text) {
-  if (!ctx->world)
-    return kiln_status_make(KILN_UNIMPLEMENTED,
-                            "evaluator: multi-participant collective '%s' (%s, %s=%s): evaluate "
-                            "it on several participants (kiln_eval_module_spmd)",
-                            in->name, kiln_hlo_opcode_name(in->opcode), what, text);
-  return KILN_ERR_INVALID("%s '%s' (%s): %s=%s names id %" PRId64 ", but there are only %" PRId64
-                          " ids (%d replicas x %d partitions)",
-                          kiln_hlo_opcode_name(in->opcode), in->name, mode_name(mode), what, text,
-                          id, space, ctx->world->num_replicas, ctx->world->num_partitions);
-}
+#define ALONE_HINT "evaluate it on several participants (kiln_eval_module_spmd)"
 
 static void world_dims(const kiln_eval_ctx_t *ctx, int *R, int *P) {
   *R = ctx->world ? ctx->world->num_replicas : 1;
@@ -192,76 +67,11 @@ static void world_dims(const kiln_eval_ctx_t *ctx, int *R, int *P) {
 }
 
 static kiln_status resolve_group(const kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
-                                 group_t *g) {
-  memset(g, 0, sizeof *g);
+                                 kiln_hlo_collective_group_t *g) {
   int R, P;
   world_dims(ctx, &R, &P);
-  KILN_RETURN_IF_ERROR_PLAIN(group_mode(in, &g->mode));
-  int64_t space = id_space(g->mode, R, P), me = my_id(g->mode, R, P, ctx->participant);
-  const char *text = in->replica_groups ? in->replica_groups : "{}";
-  kiln_hlo_replica_groups_t groups;
-  KILN_RETURN_IF_ERROR(kiln_hlo_replica_groups_parse(text, &groups), "%s '%s'",
-                       kiln_hlo_opcode_name(in->opcode), in->name);
-  kiln_status st = KILN_STATUS_OK;
-  int64_t *all = NULL;
-  const int64_t *ids = NULL;
-  int nids = 0, which = -1;
-  if (groups.num_groups == 0) { /* one group of every id */
-    all = kiln_malloc(sizeof *all * (size_t)space);
-    for (int64_t i = 0; i < space; i++) all[i] = i;
-    ids = all;
-    nids = (int)space;
-    which = 0;
-  } else {
-    for (int k = 0; k < groups.num_groups && which < 0; k++)
-      for (int j = groups.offsets[k]; j < groups.offsets[k + 1]; j++)
-        if (groups.ids[j] == me) which = k;
-    if (which < 0) {
-      st = ctx->world ? KILN_ERR_INVALID("%s '%s' (%s): replica_groups=%s leaves out id %" PRId64
-                                         "; every participant must belong to a group",
-                                         kiln_hlo_opcode_name(in->opcode), in->name,
-                                         mode_name(g->mode), text, me)
-                      : out_of_world(ctx, in, g->mode, me, space, "replica_groups", text);
-      goto done;
-    }
-    ids = groups.ids + groups.offsets[which];
-    nids = groups.offsets[which + 1] - groups.offsets[which];
-    for (int j = 0; j < nids; j++)
-      if (ids[j] >= space) {
-        st = out_of_world(ctx, in, g->mode, ids[j], space, "replica_groups", text);
-        goto done;
-      }
-  }
-  g->members = kiln_malloc(sizeof(int) * (size_t)nids * (size_t)P);
-  ids_to_members(g->mode, R, P, ctx->participant, ids, nids, g);
-  /* Groups of different instructions never meet; within one instruction, the group index
-   * and (for the per-partition / per-replica modes) the other coordinate tell them apart. */
-  g->key = (int64_t)which * ((int64_t)R * P + 1);
-  if (g->mode == MODE_CROSS_REPLICA) g->key += ctx->participant % P;
-  if (g->mode == MODE_CROSS_PARTITION) g->key += ctx->participant / P;
-done:
-  kiln_free(all);
-  kiln_hlo_replica_groups_free(&groups);
-  if (st) group_free(g);
-  return st;
-}
-
-/* collective-permute: every participant with the same other coordinate (cross-replica: the
- * same partition; cross-partition: the same replica) meets, rank = id. */
-static kiln_status resolve_permute_group(const kiln_eval_ctx_t *ctx,
-                                         const kiln_hlo_instruction_t *in, group_t *g) {
-  memset(g, 0, sizeof *g);
-  int R, P;
-  world_dims(ctx, &R, &P);
-  KILN_RETURN_IF_ERROR_PLAIN(group_mode(in, &g->mode));
-  int64_t space = id_space(g->mode, R, P);
-  g->members = kiln_malloc(sizeof(int) * (size_t)space);
-  int64_t *ids = kiln_malloc(sizeof(int64_t) * (size_t)space);
-  for (int64_t i = 0; i < space; i++) ids[i] = i;
-  ids_to_members(g->mode, R, P, ctx->participant, ids, (int)space, g);
-  kiln_free(ids);
-  g->key = g->mode == MODE_CROSS_REPLICA ? ctx->participant % P : ctx->participant / P;
-  return KILN_STATUS_OK;
+  return kiln_hlo_collective_group_resolve(in, R, P, ctx->participant,
+                                           ctx->world ? NULL : ALONE_HINT, g);
 }
 
 /* ---- rendezvous ---- */
@@ -277,8 +87,8 @@ static kiln_status peer_failed(const struct kiln_eval_world *w, const kiln_hlo_i
 }
 
 static kiln_status deadline_exceeded(const struct kiln_eval_world *w,
-                                     const kiln_hlo_instruction_t *in, const group_t *g,
-                                     const slot_t *s) {
+                                     const kiln_hlo_instruction_t *in,
+                                     const kiln_hlo_collective_group_t *g, const slot_t *s) {
   kiln_strbuf_t b = {0};
   int missing = 0;
   for (int k = 0; k < g->size; k++) {
@@ -287,21 +97,21 @@ static kiln_status deadline_exceeded(const struct kiln_eval_world *w,
     kiln_strbuf_printf(&b, "%d = ", k);
     describe_participant(&b, w, g->members[k]);
   }
-  kiln_status st =
-      kiln_status_make(KILN_DEADLINE_EXCEEDED,
-                       "%s '%s' (execution %" PRId64
-                       ", %s group of %d): %d participant(s) did not arrive within "
-                       "%" PRId64
-                       " ms: %s; every participant must run the same collectives in the same order "
-                       "(raise the timeout for slow participants)",
-                       kiln_hlo_opcode_name(in->opcode), in->name, s->seq, mode_name(g->mode),
-                       g->size, missing, w->timeout_ms, kiln_strbuf_cstr(&b));
+  kiln_status st = kiln_status_make(
+      KILN_DEADLINE_EXCEEDED,
+      "%s '%s' (execution %" PRId64
+      ", %s group of %d): %d participant(s) did not arrive within "
+      "%" PRId64
+      " ms: %s; every participant must run the same collectives in the same order "
+      "(raise the timeout for slow participants)",
+      kiln_hlo_opcode_name(in->opcode), in->name, s->seq, kiln_hlo_group_mode_name(g->mode),
+      g->size, missing, w->timeout_ms, kiln_strbuf_cstr(&b));
   kiln_strbuf_free(&b);
   return st;
 }
 
 static slot_t *slot_find_or_add(struct kiln_eval_world *w, const kiln_hlo_instruction_t *in,
-                                int64_t seq, const group_t *g) {
+                                int64_t seq, const kiln_hlo_collective_group_t *g) {
   for (slot_t *s = w->slots; s; s = s->next)
     if (s->instr == in && s->seq == seq && s->group_key == g->key) return s;
   slot_t *s = kiln_calloc(1, sizeof *s);
@@ -333,7 +143,8 @@ static int wait_for(struct kiln_eval_world *w, const struct timespec *deadline) 
 /* Brings `mine` to the group's slot and waits for every member; *out_slot then holds every
  * member's operands until slot_leave. */
 static kiln_status slot_join(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in, int64_t seq,
-                             const group_t *g, kiln_literal_t *const *mine, slot_t **out_slot) {
+                             const kiln_hlo_collective_group_t *g, kiln_literal_t *const *mine,
+                             slot_t **out_slot) {
   struct kiln_eval_world *w = ctx->world;
   struct timespec deadline;
   deadline_after(w->timeout_ms, &deadline);
@@ -444,24 +255,15 @@ static kiln_status split_dim(const kiln_hlo_instruction_t *in, const kiln_shape_
 typedef struct {
   kiln_eval_ctx_t *ctx;
   const kiln_hlo_instruction_t *in;
-  const group_t *g;
+  const kiln_hlo_collective_group_t *g;
   kiln_literal_t *const **contrib; /* [rank][operand] */
   int nops;
 } coll_t;
 
-/* all-gather-start / collective-permute-start returning (operand(s), result(s), ...); older
- * modules write them returning the result alone. */
-static bool is_pair_start(const kiln_hlo_instruction_t *in) {
-  return (in->opcode == KILN_OP_ALL_GATHER_START ||
-          in->opcode == KILN_OP_COLLECTIVE_PERMUTE_START) &&
-         in->shape->type == KILN_TUPLE && in->shape->num_elements >= 2 &&
-         (in->num_operands > 1 || in->shape->elements[0]->type != KILN_TUPLE);
-}
-
 /* The shape of result i: for the -start forms the result part of their tuple. */
 static kiln_shape_t *result_shape(const kiln_hlo_instruction_t *in, int i, int nops) {
   kiln_shape_t *s = in->shape;
-  if (is_pair_start(in)) {
+  if (kiln_hlo_collective_is_pair_start(in)) {
     s = s->elements[1];
     if (nops == 1) return s;
   } else if (nops == 1 && s->type != KILN_TUPLE) {
@@ -611,24 +413,11 @@ static kiln_status do_broadcast(coll_t *c, kiln_literal_t **res) {
   return KILN_STATUS_OK;
 }
 
-/* The permute's pairs checked against the id space; *source = who sends to `me` (-1: nobody). */
 static kiln_status permute_source(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
-                                  const group_t *g, int64_t *source) {
-  const char *text = kiln_hlo_instruction_raw_attr(in, "source_target_pairs");
-  int64_t *pairs = NULL;
-  int n = 0;
-  *source = -1;
-  if (text)
-    KILN_RETURN_IF_ERROR(kiln_hlo_source_target_pairs_parse(text, &pairs, &n), "%s '%s'",
-                         kiln_hlo_opcode_name(in->opcode), in->name);
-  kiln_status st = KILN_STATUS_OK;
-  for (int k = 0; k < 2 * n && !st; k++)
-    if (pairs[k] >= g->size)
-      st = out_of_world(ctx, in, g->mode, pairs[k], g->size, "source_target_pairs", text);
-  for (int k = 0; k < n && !st; k++)
-    if (pairs[2 * k + 1] == g->rank) *source = pairs[2 * k];
-  kiln_free(pairs);
-  return st;
+                                  const kiln_hlo_collective_group_t *g, int64_t *source) {
+  int R, P;
+  world_dims(ctx, &R, &P);
+  return kiln_hlo_collective_permute_source(in, g, R, P, ctx->world ? NULL : ALONE_HINT, source);
 }
 
 /* ---- entry ---- */
@@ -636,7 +425,7 @@ static kiln_status permute_source(kiln_eval_ctx_t *ctx, const kiln_hlo_instructi
 static kiln_status package(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in, int nops,
                            kiln_literal_t *const *ops, kiln_literal_t **res, kiln_literal_t **out) {
   kiln_shape_t *s = in->shape;
-  if (!is_pair_start(in)) {
+  if (!kiln_hlo_collective_is_pair_start(in)) {
     if (nops == 1 && s->type != KILN_TUPLE) {
       *out = res[0];
       return KILN_STATUS_OK;
@@ -663,7 +452,7 @@ static kiln_status package(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *i
 /* The -done ops: the result part of what their start produced. */
 static kiln_status eval_done(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
                              kiln_literal_t *start, kiln_literal_t **out) {
-  if (in->opcode != KILN_OP_ALL_REDUCE_DONE && start->shape->type == KILN_TUPLE &&
+  if (kiln_hlo_collective_is_pair_start(in->operands[0]) && start->shape->type == KILN_TUPLE &&
       start->num_tuple_elements >= 2)
     return kiln_eval_relabel(ctx, in->shape, start->tuple_elements[1], out);
   return kiln_eval_relabel(ctx, in->shape, start, out);
@@ -680,9 +469,8 @@ kiln_status kiln_eval_collective(kiln_eval_ctx_t *ctx, const kiln_hlo_instructio
   if (nops < 1 || nops > 64 || (permute && nops != 1))
     return KILN_ERR_UNIMPLEMENTED("evaluator: %s '%s' with %d operands", kiln_hlo_opcode_name(op),
                                   in->name, nops);
-  group_t g;
-  KILN_RETURN_IF_ERROR_PLAIN(permute ? resolve_permute_group(ctx, in, &g)
-                                     : resolve_group(ctx, in, &g));
+  kiln_hlo_collective_group_t g;
+  KILN_RETURN_IF_ERROR_PLAIN(resolve_group(ctx, in, &g));
   int64_t source = -1;
   kiln_status st = permute ? permute_source(ctx, in, &g, &source) : KILN_STATUS_OK;
   int64_t seq = next_seq(ctx, in);
@@ -723,7 +511,7 @@ kiln_status kiln_eval_collective(kiln_eval_ctx_t *ctx, const kiln_hlo_instructio
     }
   }
   if (slot) slot_leave(ctx->world, slot);
-  group_free(&g);
+  kiln_hlo_collective_group_free(&g);
   if (st) return st;
   return package(ctx, in, nops, ops, res, out);
 }
@@ -772,15 +560,15 @@ kiln_status kiln_eval_spmd_world_size(const kiln_hlo_module_t *m, int *num_repli
           in->opcode == KILN_OP_ALL_REDUCE_DONE || in->opcode == KILN_OP_ALL_GATHER_DONE ||
           in->opcode == KILN_OP_COLLECTIVE_PERMUTE_DONE)
         continue;
-      group_mode_t mode;
+      kiln_hlo_group_mode_t mode;
       int64_t top;
-      KILN_RETURN_IF_ERROR_PLAIN(group_mode(in, &mode));
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_hlo_collective_group_mode(in, &mode));
       KILN_RETURN_IF_ERROR(largest_id(in, &top), "%s '%s'", kiln_hlo_opcode_name(in->opcode),
                            in->name);
       if (top < 0) continue;
-      if (mode == MODE_CROSS_PARTITION) {
+      if (mode == KILN_GROUP_CROSS_PARTITION) {
         if (P <= top) P = top + 1;
-      } else if (mode == MODE_FLATTENED_ID) {
+      } else if (mode == KILN_GROUP_FLATTENED_ID) {
         if (flat <= top) flat = top + 1;
       } else if (R <= top) {
         R = top + 1;

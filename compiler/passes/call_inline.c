@@ -6,6 +6,10 @@
  * places is inlined at each. Callees are processed before callers, so nested calls
  * disappear in one run. Computations nothing calls any more are removed afterwards.
  *
+ * async-start / async-done pairs (with any async-update between) are inlined the same way:
+ * the body where the start was, uses of the done become uses of its root (kiln runs async
+ * computations synchronously at their start).
+ *
  * Left alone: calls with control dependencies, calls to computations on another execution
  * thread (trailing `execution_thread=...`), and calls whose callee is malformed (a
  * parameter number out of range).
@@ -104,6 +108,49 @@ static bool inline_sites(kiln_hlo_computation_t *c, kiln_hlo_opcode_t opcode, co
   return changed;
 }
 
+/* The async-done ending the chain start -> update* -> done, when each link has that one
+ * user; NULL otherwise. */
+static kiln_hlo_instruction_t *async_done_of(kiln_hlo_instruction_t *start) {
+  kiln_hlo_instruction_t *x = start;
+  while (x->users.len == 1 && !x->control_successors.len) {
+    kiln_hlo_instruction_t *u = x->users.data[0];
+    if (u->opcode == KILN_OP_ASYNC_DONE) return u->control_successors.len ? NULL : u;
+    if (u->opcode != KILN_OP_ASYNC_UPDATE) return NULL;
+    x = u;
+  }
+  return NULL;
+}
+
+/* Inlines every async-start / async-done pair of `c` whose computation is inlinable: the
+ * body runs where the start was (kiln runs async computations synchronously at their start),
+ * uses of the done become uses of the copied root. */
+static bool inline_async_sites(kiln_hlo_computation_t *c) {
+  size_t n = 0;
+  kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
+  bool changed = false;
+  for (size_t i = 0; i < n; i++) {
+    kiln_hlo_instruction_t *site = order[i];
+    if (site->opcode != KILN_OP_ASYNC_START) continue;
+    kiln_hlo_computation_t *callee = kiln_hlo_instruction_called(site, "calls");
+    kiln_hlo_instruction_t *done = async_done_of(site);
+    if (!done || !inlinable(site, callee)) continue;
+    kiln_hlo_instruction_t *root = inline_body(site, callee);
+    if (!root) continue;
+    kiln_hlo_instruction_replace_all_uses(done, root);
+    /* done, the updates, then the start: each loses its only user in turn. */
+    for (kiln_hlo_instruction_t *x = done; x != site;) {
+      kiln_hlo_instruction_t *prev = x->operands[0];
+      kiln_status_free(kiln_hlo_instruction_remove(x));
+      x = prev;
+    }
+    kiln_status_free(kiln_hlo_instruction_remove(site));
+    changed = true;
+  }
+  kiln_free(order);
+  if (changed) kiln_hlo_computation_sort_post_order(c);
+  return changed;
+}
+
 static void finish(kiln_hlo_module_t *m, bool any, bool *changed) {
   if (!any) return;
   kiln_pass_remove_unreachable_computations(m);
@@ -115,7 +162,10 @@ kiln_status kiln_pass_call_inline(kiln_hlo_module_t *m, const kiln_pass_options_
   size_t nc = 0;
   kiln_hlo_computation_t **comps = kiln_hlo_module_computation_post_order(m, &nc);
   bool any = false;
-  for (size_t ci = 0; ci < nc; ci++) any |= inline_sites(comps[ci], KILN_OP_CALL, "to_apply");
+  for (size_t ci = 0; ci < nc; ci++) {
+    any |= inline_async_sites(comps[ci]);
+    any |= inline_sites(comps[ci], KILN_OP_CALL, "to_apply");
+  }
   kiln_free(comps);
   finish(m, any, changed);
   return NULL;

@@ -15,11 +15,13 @@
 #include "compiler/backend/nvptx.h"
 #include "compiler/codegen/fusion_compiler.h"
 #include "compiler/codegen/kir_pipeline.h"
+#include "compiler/eval/eval.h"
 #include "compiler/hlo/literal_layout.h"
 #include "compiler/hlo/opcode.h"
 #include "compiler/passes/dataflow.h"
 #include "compiler/passes/fusion_wrapper.h"
 #include "compiler/passes/gemm_epilogue.h"
+#include "compiler/thunks/collective_emitter.h"
 #include "compiler/thunks/custom_call_emitter.h"
 
 /* XLA's initial value of the rng-get-and-update-state counter (CPU and GPU backends). */
@@ -88,6 +90,7 @@ typedef struct emitter {
   KILN_VEC(pending_kernel_t) pending;
   int counter;
   rng_state_t *rng; /* created on first use, owned by the description */
+  int num_replicas, num_partitions; /* the world collectives are resolved for */
 } emitter_t;
 
 /* ---- slices ------------------------------------------------------------------------------ */
@@ -143,8 +146,8 @@ static kiln_status copy_all_leaves(emitter_t *E, kiln_thunk_seq_t *seq, const ch
   return NULL;
 }
 
-/* Leaves of all operands, in order, copied to the leaves of the output (a collective of
- * one participant, an optimization barrier). */
+/* Leaves of all operands, in order, copied to the leaves of the output (an optimization
+ * barrier). */
 static kiln_status forward_operands(emitter_t *E, kiln_thunk_seq_t *seq,
                                     const kiln_hlo_instruction_t *in, int num_operands) {
   int out_leaves = kiln_shape_num_leaves(in->shape), k = 0;
@@ -157,9 +160,10 @@ static kiln_status forward_operands(emitter_t *E, kiln_thunk_seq_t *seq,
     }
   }
   if (k != out_leaves)
-    return KILN_ERR_UNIMPLEMENTED("%s (%s): %d operand leaves for %d output leaves; only the "
-                                  "single-participant identity form is supported",
-                                  in->name, kiln_hlo_opcode_name(in->opcode), k, out_leaves);
+    return KILN_ERR_UNIMPLEMENTED(
+        "%s (%s): %d operand leaves for %d output leaves; only the "
+        "identity form is supported",
+        in->name, kiln_hlo_opcode_name(in->opcode), k, out_leaves);
   return NULL;
 }
 
@@ -554,12 +558,30 @@ static kiln_status emit_instruction(emitter_t *E, kiln_thunk_seq_t *seq,
     case KILN_OP_OPTIMIZATION_BARRIER: return forward_operands(E, seq, in, in->num_operands);
     case KILN_OP_COPY_START: return copy_leaf(E, seq, in->name, in->operands[0], 0, in, 0);
     case KILN_OP_COPY_DONE: return copy_leaf(E, seq, in->name, in->operands[0], 0, in, 0);
-    case KILN_OP_ALL_REDUCE: case KILN_OP_ALL_REDUCE_START: case KILN_OP_ALL_REDUCE_DONE:
-    case KILN_OP_ALL_GATHER: case KILN_OP_ALL_GATHER_DONE: case KILN_OP_REDUCE_SCATTER:
-    case KILN_OP_ALL_TO_ALL: case KILN_OP_COLLECTIVE_PERMUTE:
-    case KILN_OP_COLLECTIVE_PERMUTE_DONE:
-      return forward_operands(E, seq, in, in->num_operands);
+    case KILN_OP_ALL_REDUCE:
+    case KILN_OP_ALL_REDUCE_START:
+    case KILN_OP_ALL_GATHER:
+    case KILN_OP_ALL_GATHER_START:
+    case KILN_OP_REDUCE_SCATTER:
+    case KILN_OP_ALL_TO_ALL:
+    case KILN_OP_COLLECTIVE_PERMUTE:
+    case KILN_OP_COLLECTIVE_PERMUTE_START:
+    case KILN_OP_COLLECTIVE_BROADCAST:
+      E->stats->collectives++;
+      return kiln_collective_emit(in, E->ba, E->num_replicas, E->num_partitions, seq);
+    case KILN_OP_ALL_REDUCE_DONE:
+    case KILN_OP_ALL_GATHER_DONE:
+    case KILN_OP_COLLECTIVE_PERMUTE_DONE: /* the start completed: its results */
+      for (int k = 0; k < kiln_shape_num_leaves(in->shape); k++)
+        KILN_RETURN_IF_ERROR_PLAIN(copy_leaf(E, seq, in->name, in->operands[0],
+                                             kiln_collective_result_leaf(in->operands[0], k), in,
+                                             k));
+      return NULL;
     case KILN_OP_PARTITION_ID: case KILN_OP_REPLICA_ID: {
+      if (E->num_replicas * E->num_partitions > 1) {
+        E->stats->collectives++;
+        return kiln_collective_emit(in, E->ba, E->num_replicas, E->num_partitions, seq);
+      }
       kiln_slice_t sl;
       KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, in, 0, &sl));
       kiln_thunk_seq_push(seq, kiln_thunk_memset_create(in->name, sl, 0, 4));
@@ -747,6 +769,10 @@ kiln_status kiln_thunk_emit_module(const kiln_hlo_module_t *m, const kiln_buffer
       E.d->keepalive_free = host_jit_free;
     }
   }
+  E.num_replicas = E.opts.num_replicas;
+  E.num_partitions = E.opts.num_partitions;
+  if (!s && (E.num_replicas < 1 || E.num_partitions < 1))
+    s = kiln_eval_spmd_world_size(m, &E.num_replicas, &E.num_partitions);
   if (!s) s = bind_allocations(&E);
   if (!s) s = emit_computation(&E, m->entry, &E.d->thunks);
   if (!s) s = compile_pending(&E);

@@ -13,11 +13,14 @@
  *                   are fusions by then);
  *   copy            a device-to-device copy when source and destination store the same
  *                   physical order (a layout-changing copy is a fusion by then);
- *   copy-start/-done, add-dependency, domain, opt-barrier and the collectives of a single
- *                   participant (all-reduce, all-gather, reduce-scatter, all-to-all,
- *                   collective-permute and their -start/-done): copies of operand leaves
+ *   copy-start/-done, add-dependency, domain, opt-barrier: copies of operand leaves
  *                   to output leaves where the slices differ;
- *   partition-id, replica-id  a memset to 0;
+ *   all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute, collective-
+ *                   broadcast (and the -start forms)  a collective thunk with every
+ *                   participant's group resolved (collective_emitter.h); the -done ops copy
+ *                   the start's result part where the slices differ;
+ *   partition-id, replica-id  a memset to 0 on one participant, else a collective thunk
+ *                   writing the participant's id;
  *   rng-get-and-update-state  a host callback writing the executable's 128-bit generator
  *                   state (XLA's initial value + rng_seed; one state shared by every such
  *                   instruction of the executable) and advancing it by `delta`; as in XLA
@@ -79,6 +82,10 @@ typedef struct kiln_thunk_emit_options {
   /* Where custom-call handlers are looked up (borrowed). NULL: the process-wide registry
    * (kiln_ffi_registry_default), loaded once from $KILN_FFI_HANDLERS on first use. */
   kiln_ffi_registry_t *ffi_registry;
+  /* The SPMD world the collectives' groups are resolved for (collective_emitter.h): both
+   * >= 1, or 0: the module's (kiln_eval_spmd_world_size: replica_count, num_partitions and
+   * the ids its groups name). */
+  int num_replicas, num_partitions;
 } kiln_thunk_emit_options_t;
 
 typedef struct kiln_thunk_emit_stats {
@@ -88,6 +95,7 @@ typedef struct kiln_thunk_emit_stats {
   int gemm_epilogues; /* gemm thunks carrying a fused epilogue (alpha, C, bias, activation) */
   int constants; /* constant allocations made for constants inside fusions */
   int custom_calls;  /* FFI custom-call thunks (typed and legacy) */
+  int collectives;   /* collective thunks (and replica-id / partition-id on several devices) */
   double codegen_ms; /* fusion -> kernel IR pipeline */
   double backend_ms; /* kernel IR -> machine code / cubin (every kernel together) */
   int distinct_kernels;  /* kernels with distinct code (identical ones compile once) */

@@ -32,6 +32,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "runtime/half.h"
 #include "runtime/host/host_device.h"
 
 enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
@@ -384,55 +385,6 @@ static kiln_status mm_run(const mm_t *p, kiln_host_pool_t *pool) {
 
 /* ---- element conversions ----------------------------------------------------------------- */
 
-static inline float bf16_to_f32(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static inline uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-  u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
-  return (uint16_t)(u >> 16);
-}
-
-static inline float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
-  uint32_t u;
-  if (exp == 0x1f) {
-    u = sign | 0x7f800000u | (man << 13); /* inf / NaN */
-  } else if (exp != 0) {
-    u = sign | ((exp + 112) << 23) | (man << 13);
-  } else {
-    float f = (float)man * 0x1p-24f; /* zero or subnormal: exact */
-    memcpy(&u, &f, 4);
-    u |= sign;
-  }
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static inline uint16_t f32_to_f16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-  uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu)); /* NaN */
-  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* rounds to >= 65520: inf */
-  if (a < 0x38800000u) {
-    /* Below 2^-14: a subnormal half (or zero), units of 2^-24, rounded to nearest even. */
-    float v;
-    memcpy(&v, &a, 4);
-    return (uint16_t)(sign | (uint16_t)nearbyintf(v * 0x1p24f));
-  }
-  uint32_t r = a + 0xfffu + ((a >> 13) & 1u); /* round to nearest even at bit 13 */
-  return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
-}
-
 /* One conversion of a rows x cols block: operands in (`src` of type `t` at element `off` ->
  * compute-type `dst`) or results out (compute-type `src` -> `dst` of type `t` at element
  * `off`), each with its leading dimension. */
@@ -467,12 +419,12 @@ static void convert_in_rows(const conv_t *c, int64_t r0, int64_t r1) {
     switch (t) {
       case KILN_GEMM_BF16: {
         const uint16_t *s = (const uint16_t *)src + s0;
-        for (int64_t j = 0; j < cols; j++) d[j] = bf16_to_f32(s[j]);
+        for (int64_t j = 0; j < cols; j++) d[j] = kiln_bf16_to_f32(s[j]);
         break;
       }
       case KILN_GEMM_F16: {
         const uint16_t *s = (const uint16_t *)src + s0;
-        for (int64_t j = 0; j < cols; j++) d[j] = f16_to_f32(s[j]);
+        for (int64_t j = 0; j < cols; j++) d[j] = kiln_f16_to_f32(s[j]);
         break;
       }
       case KILN_GEMM_S8: {
@@ -508,12 +460,12 @@ static void convert_out_rows(const conv_t *c, int64_t r0, int64_t r1) {
     switch (t) {
       case KILN_GEMM_BF16: {
         uint16_t *d = (uint16_t *)dst + d0;
-        for (int64_t j = 0; j < cols; j++) d[j] = f32_to_bf16(s[j]);
+        for (int64_t j = 0; j < cols; j++) d[j] = kiln_f32_to_bf16(s[j]);
         break;
       }
       case KILN_GEMM_F16: {
         uint16_t *d = (uint16_t *)dst + d0;
-        for (int64_t j = 0; j < cols; j++) d[j] = f32_to_f16(s[j]);
+        for (int64_t j = 0; j < cols; j++) d[j] = kiln_f32_to_f16(s[j]);
         break;
       }
       case KILN_GEMM_S32: { /* exact integers below 2^24 */

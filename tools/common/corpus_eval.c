@@ -1,6 +1,7 @@
 /* Corpus evaluation eligibility and cost; see corpus_eval.h. (Taken from
  * tests/test_corpus_eval.c so several corpus tests share one set of rules.) */
 #include "tools/common/corpus_eval.h"
+#include "tools/common/corpus.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -269,4 +270,25 @@ const char *kiln_corpus_eval_too_costly(const kiln_hlo_module_t *m, double max_c
 
 double kiln_corpus_eval_cost(const kiln_hlo_module_t *m) {
   return m->entry ? comp_cost(m->entry, 0) : 0;
+}
+
+void kiln_corpus_multi_device_module(const kiln_hlo_module_t *m, const char *path, int index,
+                                     bool *multi, const char **skip) {
+  *multi = false;
+  *skip = NULL;
+  const char *why = kiln_corpus_eval_ineligible_reason(m);
+  bool has_collective = false;
+  for (size_t c = 0; c < m->computations.len && !has_collective; c++)
+    for (size_t i = 0; i < m->computations.data[c]->instructions.len; i++)
+      if (kiln_hlo_opcode_flags(m->computations.data[c]->instructions.data[i]->opcode) &
+          KILN_OPF_COLLECTIVE)
+        has_collective = true;
+  if (!has_collective || !why) return;
+  *multi = true;
+  bool several = strncmp(why, "multi-participant", 17) == 0 ||
+                 strcmp(why, "collective-permute between devices") == 0;
+  if (!several)
+    *skip = why;
+  else if (kiln_corpus_find_invalid(path, index))
+    *skip = "invalid on purpose";
 }

@@ -35,4 +35,11 @@ int64_t kiln_corpus_largest_replica_group(const char *g);
 /* A collective-permute moves data when some pair has source != target. */
 bool kiln_corpus_permute_moves_data(const char *pairs);
 
+/* The multi-device corpus tests (test_corpus_eval_spmd, test_corpus_host_spmd): whether
+ * module `index` of `path` is a multi-device module (a collective, and ineligible for the
+ * single-device tests for needing several participants; *multi) and, if so, why it is left out
+ * (*skip: another reason such as a custom call, "invalid on purpose", or NULL: run it). */
+void kiln_corpus_multi_device_module(const kiln_hlo_module_t *m, const char *path, int index,
+                                     bool *multi, const char **skip);
+
 #endif /* KILN_TOOLS_CORPUS_EVAL_H_ */

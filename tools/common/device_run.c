@@ -12,6 +12,7 @@
 #include "runtime/buffer.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/executable.h"
+#include "runtime/spmd.h"
 #include "tools/common/run_report.h"
 
 /* A fresh copy of `m` (the compiler rewrites its input), through the canonical text. */
@@ -100,20 +101,17 @@ static kiln_status download(kiln_stream_t *stream, const kiln_hlo_module_t *orig
   return NULL;
 }
 
-kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *const *args,
-                                   int num_args, const kiln_device_run_options_t *opts,
-                                   kiln_arena_t *arena, kiln_literal_t **result,
-                                   kiln_device_run_report_t *report) {
-  *result = NULL;
-  kiln_device_run_report_t local;
-  kiln_device_run_report_t *rep = report ? report : &local;
-  memset(rep, 0, sizeof(*rep));
-  if (!opts || !opts->device) return KILN_ERR_INVALID("device run: no device");
+/* Compiles a copy of `m` for opts->device and a world of R x P, and loads it. */
+static kiln_status compile_load(const kiln_hlo_module_t *m, const kiln_device_run_options_t *opts,
+                                int num_replicas, int num_partitions, kiln_hlo_module_t **cm_out,
+                                kiln_executable_t **exe_out, kiln_device_run_report_t *rep) {
   kiln_device_t *dev = opts->device;
-
+  *cm_out = NULL;
+  *exe_out = NULL;
   double t0 = kiln_clock_ms();
   kiln_hlo_module_t *cm = NULL;
   KILN_RETURN_IF_ERROR_PLAIN(clone_module(m, &cm));
+  *cm_out = cm;
   kiln_compile_options_t co;
   memset(&co, 0, sizeof(co));
   co.emit.target = dev->kind == KILN_DEVICE_CUDA ? KILN_TARGET_CUDA : KILN_TARGET_HOST;
@@ -125,6 +123,8 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
   co.emit.dump_dir = opts->dump_dir;
   co.emit.max_while_iterations = opts->max_while_iterations;
   co.emit.rng_seed = opts->rng_seed;
+  co.emit.num_replicas = num_replicas;
+  co.emit.num_partitions = num_partitions;
   co.no_command_buffers = opts->no_command_buffers;
   co.emit.strict_precision = opts->strict_precision;
   kiln_executable_desc_t *d = NULL;
@@ -136,17 +136,31 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
     fputs(kiln_strbuf_cstr(&b), stdout);
     kiln_strbuf_free(&b);
   }
-  kiln_executable_t *exe = NULL;
-  int32_t np = 0, no = 0;
-  if (d) {
-    np = d->num_parameters;
-    no = d->num_outputs;
-  }
   if (!s) {
     double t1 = kiln_clock_ms();
-    s = kiln_executable_load(dev, d, &exe);
-    d = NULL;
+    s = kiln_executable_load(dev, d, exe_out);
     rep->load_ms = kiln_clock_ms() - t1;
+  }
+  return s;
+}
+
+kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *const *args,
+                                   int num_args, const kiln_device_run_options_t *opts,
+                                   kiln_arena_t *arena, kiln_literal_t **result,
+                                   kiln_device_run_report_t *report) {
+  *result = NULL;
+  kiln_device_run_report_t local;
+  kiln_device_run_report_t *rep = report ? report : &local;
+  memset(rep, 0, sizeof(*rep));
+  if (!opts || !opts->device) return KILN_ERR_INVALID("device run: no device");
+  kiln_device_t *dev = opts->device;
+  kiln_hlo_module_t *cm = NULL;
+  kiln_executable_t *exe = NULL;
+  kiln_status s = compile_load(m, opts, 0, 0, &cm, &exe, rep);
+  int32_t np = 0, no = 0;
+  if (exe) {
+    np = kiln_executable_desc(exe)->num_parameters;
+    no = kiln_executable_desc(exe)->num_outputs;
   }
   kiln_stream_t *stream = NULL;
   if (!s && opts->compile_only) {
@@ -192,7 +206,96 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
   kiln_free(sizes);
   if (stream) kiln_stream_destroy(stream);
   kiln_executable_destroy(exe);
-  kiln_executable_desc_destroy(d);
+  kiln_hlo_module_destroy(cm);
+  return s;
+}
+
+/* One participant's stream and parameter buffers. */
+typedef struct participant_io {
+  kiln_stream_t *stream;
+  kiln_device_buffer_t **bufs;
+  kiln_devptr_t *ptrs;
+  uint64_t *sizes;
+} participant_io_t;
+
+kiln_status kiln_device_run_module_spmd(const kiln_hlo_module_t *m, kiln_literal_t *const *args,
+                                        int num_args, int num_replicas, int num_partitions,
+                                        const kiln_device_run_options_t *opts, kiln_arena_t *arena,
+                                        kiln_literal_t **results,
+                                        kiln_device_run_report_t *report) {
+  kiln_device_run_report_t local;
+  kiln_device_run_report_t *rep = report ? report : &local;
+  memset(rep, 0, sizeof(*rep));
+  if (!opts || !opts->device) return KILN_ERR_INVALID("device run: no device");
+  if (num_replicas < 1 || num_partitions < 1 || num_replicas * num_partitions > 4096)
+    return KILN_ERR_INVALID("device run: %d replicas x %d partitions", num_replicas,
+                            num_partitions);
+  int n = num_replicas * num_partitions;
+  for (int i = 0; i < n; i++) results[i] = NULL;
+  kiln_device_t *dev = opts->device;
+  kiln_hlo_module_t *cm = NULL;
+  kiln_executable_t *exe = NULL;
+  kiln_status s = compile_load(m, opts, num_replicas, num_partitions, &cm, &exe, rep);
+  int32_t np = 0, no = 0;
+  if (exe) {
+    np = kiln_executable_desc(exe)->num_parameters;
+    no = kiln_executable_desc(exe)->num_outputs;
+  }
+  participant_io_t *io = kiln_calloc((size_t)n, sizeof *io);
+  kiln_stream_t **streams = kiln_calloc((size_t)n, sizeof *streams);
+  const kiln_devptr_t **params = kiln_calloc((size_t)n, sizeof *params);
+  kiln_device_buffer_t **outs = kiln_calloc((size_t)n * (size_t)no + 1, sizeof *outs);
+  double t1 = kiln_clock_ms();
+  for (int i = 0; i < n && !s && !opts->compile_only; i++) {
+    s = kiln_stream_create(dev, &io[i].stream);
+    if (!s)
+      s = upload(dev, io[i].stream, cm, args, num_args, kiln_executable_desc(exe), &io[i].bufs,
+                 &io[i].ptrs, &io[i].sizes);
+    streams[i] = io[i].stream;
+    params[i] = io[i].ptrs;
+  }
+  rep->upload_ms = kiln_clock_ms() - t1;
+  int64_t repeat = opts->repeat > 0 ? opts->repeat : 1;
+  for (int64_t r = 0; r < repeat && !s && !opts->compile_only; r++) {
+    for (size_t i = 0; i < (size_t)n * (size_t)no; i++) {
+      kiln_device_buffer_destroy(outs[i]);
+      outs[i] = NULL;
+    }
+    kiln_spmd_run_params_t sp = {.num_replicas = num_replicas,
+                                 .num_partitions = num_partitions,
+                                 .timeout_ms = opts->collective_timeout_ms,
+                                 .streams = streams,
+                                 .params = params,
+                                 .param_sizes = io[0].sizes,
+                                 .num_params = np,
+                                 .outputs = outs};
+    double t2 = kiln_clock_ms();
+    s = kiln_executable_run_spmd(exe, &sp);
+    double dt = kiln_clock_ms() - t2;
+    if (r == 0 || dt < rep->run_min_ms) rep->run_min_ms = dt;
+    rep->run_mean_ms += dt / (double)repeat;
+    rep->runs++;
+    if (opts->print_runs && !s) printf("run %lld: %.3f ms\n", (long long)r, dt);
+  }
+  t1 = kiln_clock_ms();
+  for (int i = 0; i < n && !s && !opts->compile_only; i++)
+    s = download(io[i].stream, m, cm, outs + (size_t)i * (size_t)no, no, arena, &results[i]);
+  rep->download_ms = kiln_clock_ms() - t1;
+  for (size_t i = 0; i < (size_t)n * (size_t)no; i++) kiln_device_buffer_destroy(outs[i]);
+  for (int i = 0; i < n; i++) {
+    if (io[i].bufs)
+      for (int32_t k = 0; k < np; k++) kiln_device_buffer_destroy(io[i].bufs[k]);
+    kiln_free(io[i].bufs);
+    kiln_free(io[i].ptrs);
+    kiln_free(io[i].sizes);
+    if (io[i].stream) kiln_stream_destroy(io[i].stream);
+    if (s) results[i] = NULL;
+  }
+  kiln_free(outs);
+  kiln_free(params);
+  kiln_free(streams);
+  kiln_free(io);
+  kiln_executable_destroy(exe);
   kiln_hlo_module_destroy(cm);
   return s;
 }

@@ -26,6 +26,7 @@ typedef struct kiln_device_run_options {
   bool print_thunks;            /* print the thunk sequence (after conversion) to stdout */
   bool print_runs;              /* print each run's time to stdout */
   bool compile_only;            /* compile and load, run nothing: *result stays NULL */
+  int64_t collective_timeout_ms; /* SPMD runs: 0: KILN_SPMD_DEFAULT_TIMEOUT_MS */
 } kiln_device_run_options_t;
 
 typedef struct kiln_device_run_report {
@@ -40,5 +41,14 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
                                    int num_args, const kiln_device_run_options_t *opts,
                                    kiln_arena_t *arena, kiln_literal_t **result,
                                    kiln_device_run_report_t *report);
+
+/* The same on num_replicas x num_partitions host devices (runtime/spmd.h): the module
+ * compiled once for that world, every participant given the same `args` on its own stream and
+ * buffers, all run concurrently; results[participant] (caller-provided, R x P entries)
+ * receives each participant's result. */
+kiln_status kiln_device_run_module_spmd(const kiln_hlo_module_t *m, kiln_literal_t *const *args,
+                                        int num_args, int num_replicas, int num_partitions,
+                                        const kiln_device_run_options_t *opts, kiln_arena_t *arena,
+                                        kiln_literal_t **results, kiln_device_run_report_t *report);
 
 #endif /* KILN_TOOLS_COMMON_DEVICE_RUN_H_ */

@@ -1,0 +1,275 @@
+/* Collective thunks (collective_thunk.h). */
+#include "runtime/collective_thunk.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "runtime/spmd.h"
+#include "runtime/thunk_internal.h"
+
+const char *kiln_coll_thunk_op_name(kiln_coll_thunk_op_t op) {
+  static const char *const names[] = {
+      "all-reduce",           "all-gather",        "reduce-scatter",
+      "all-to-all",           "all-to-all(tuple)", "collective-permute",
+      "collective-broadcast", "replica-id",        "partition-id"};
+  return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : "?";
+}
+
+kiln_coll_thunk_desc_t *kiln_coll_thunk_desc_create(kiln_coll_thunk_op_t op, int num_buffers,
+                                                    int num_replicas, int num_partitions) {
+  kiln_coll_thunk_desc_t *d = kiln_calloc(1, sizeof *d);
+  size_t n = (size_t)num_replicas * (size_t)num_partitions;
+  d->op = op;
+  d->num_buffers = num_buffers;
+  d->buffers = kiln_calloc((size_t)(num_buffers > 0 ? num_buffers : 1), sizeof *d->buffers);
+  d->num_replicas = num_replicas;
+  d->num_partitions = num_partitions;
+  d->group_key = kiln_calloc(n ? n : 1, sizeof *d->group_key);
+  d->rank = kiln_calloc(n ? n : 1, sizeof *d->rank);
+  d->group_size = kiln_calloc(n ? n : 1, sizeof *d->group_size);
+  d->source = kiln_calloc(n ? n : 1, sizeof *d->source);
+  for (size_t i = 0; i < n; i++) {
+    d->group_size[i] = 1;
+    d->source[i] = -1;
+  }
+  return d;
+}
+
+void kiln_coll_thunk_desc_destroy(kiln_coll_thunk_desc_t *d) {
+  if (!d) return;
+  kiln_free(d->buffers);
+  kiln_free(d->group_key);
+  kiln_free(d->rank);
+  kiln_free(d->group_size);
+  kiln_free(d->source);
+  kiln_free(d);
+}
+
+kiln_thunk_t *kiln_thunk_collective_create(const char *name, kiln_coll_thunk_desc_t *desc) {
+  kiln_thunk_t *t = kiln_calloc(1, sizeof *t);
+  t->kind = KILN_THUNK_COLLECTIVE;
+  t->name = kiln_strdup(name ? name : kiln_coll_thunk_op_name(desc->op));
+  t->u.coll.desc = desc;
+  return t;
+}
+
+const kiln_coll_thunk_desc_t *kiln_thunk_collective_desc(const kiln_thunk_t *t) {
+  return t && t->kind == KILN_THUNK_COLLECTIVE ? t->u.coll.desc : NULL;
+}
+
+static bool is_id(const kiln_coll_thunk_desc_t *d) {
+  return d->op == KILN_COLL_THUNK_REPLICA_ID || d->op == KILN_COLL_THUNK_PARTITION_ID;
+}
+
+/* ---- prepare ---- */
+
+static kiln_status check_slice(const kiln_thunk_t *t, const char *what, kiln_slice_t s,
+                               const kiln_thunk_prepare_params_t *p) {
+  if (s.allocation < 0 || s.allocation >= p->num_allocations)
+    return KILN_ERR_INVALID("collective %s: %s names allocation %d; there are %d", t->name, what,
+                            s.allocation, p->num_allocations);
+  uint64_t cap = p->allocation_sizes[s.allocation];
+  if (s.offset < 0 || s.size < 0 || (uint64_t)s.offset > cap ||
+      (uint64_t)s.size > cap - (uint64_t)s.offset)
+    return KILN_ERR_INVALID("collective %s: %s [%" PRId64 ", +%" PRId64
+                            ") exceeds allocation %d (%" PRIu64 " bytes)",
+                            t->name, what, s.offset, s.size, s.allocation, cap);
+  return KILN_STATUS_OK;
+}
+
+/* The bytes each side of buffer `b` must hold for a group of `size`. */
+static void expected_bytes(const kiln_coll_thunk_desc_t *d, const kiln_coll_thunk_buffer_t *b,
+                           int size, uint64_t *send, uint64_t *recv) {
+  uint64_t es = kiln_coll_dtype_bytes(b->dtype);
+  switch (d->op) {
+    case KILN_COLL_THUNK_ALL_REDUCE:
+      *send = *recv = (uint64_t)b->count * es;
+      return;
+    case KILN_COLL_THUNK_ALL_GATHER:
+      *send = (uint64_t)b->outer * b->block_bytes;
+      *recv = *send * (uint64_t)size;
+      return;
+    case KILN_COLL_THUNK_REDUCE_SCATTER:
+      *recv = (uint64_t)(b->outer * b->inner) * es;
+      *send = *recv * (uint64_t)size;
+      return;
+    case KILN_COLL_THUNK_ALL_TO_ALL:
+      *send = *recv = (uint64_t)b->outer * (uint64_t)size * b->block_bytes;
+      return;
+    default:
+      *send = *recv = (uint64_t)b->recv.size;
+      return;
+  }
+}
+
+kiln_status kiln_collective_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_t *p) {
+  const kiln_coll_thunk_desc_t *d = t->u.coll.desc;
+  int n = d ? d->num_replicas * d->num_partitions : 0;
+  if (!d || d->num_buffers < 1 || n < 1)
+    return KILN_ERR_INVALID("collective %s: no buffers or no participants", t->name);
+  if (d->op == KILN_COLL_THUNK_ALL_TO_ALL_TUPLE)
+    for (int i = 0; i < n; i++)
+      if (d->group_size[i] != d->num_buffers)
+        return KILN_ERR_INVALID("all-to-all %s: %d operands for a group of %d", t->name,
+                                d->num_buffers, d->group_size[i]);
+  for (int k = 0; k < d->num_buffers; k++) {
+    const kiln_coll_thunk_buffer_t *b = &d->buffers[k];
+    KILN_RETURN_IF_ERROR_PLAIN(check_slice(t, "result", b->recv, p));
+    if (is_id(d)) {
+      if (b->recv.size != 4)
+        return KILN_ERR_INVALID("%s %s: result of %" PRId64 " bytes (an s32/u32 expected)",
+                                kiln_coll_thunk_op_name(d->op), t->name, b->recv.size);
+      continue;
+    }
+    KILN_RETURN_IF_ERROR_PLAIN(check_slice(t, "operand", b->send, p));
+    if (d->op == KILN_COLL_THUNK_ALL_TO_ALL_TUPLE || d->op == KILN_COLL_THUNK_PERMUTE ||
+        d->op == KILN_COLL_THUNK_BROADCAST) {
+      if (b->send.size != b->recv.size)
+        return KILN_ERR_INVALID("%s %s: operand %d holds %" PRId64 " bytes, its result %" PRId64,
+                                kiln_coll_thunk_op_name(d->op), t->name, k, b->send.size,
+                                b->recv.size);
+      continue;
+    }
+    for (int i = 0; i < n; i++) {
+      uint64_t send, recv;
+      expected_bytes(d, b, d->group_size[i], &send, &recv);
+      if (send != (uint64_t)b->send.size || recv != (uint64_t)b->recv.size)
+        return KILN_ERR_INVALID("%s %s: operand %d: slices of %" PRId64 " -> %" PRId64
+                                " bytes, a group of %d needs %" PRIu64 " -> %" PRIu64,
+                                kiln_coll_thunk_op_name(d->op), t->name, k, b->send.size,
+                                b->recv.size, d->group_size[i], send, recv);
+    }
+  }
+  return KILN_STATUS_OK;
+}
+
+/* ---- execute ---- */
+
+static kiln_status resolve(const kiln_thunk_exec_params_t *p, const kiln_thunk_t *t, kiln_slice_t s,
+                           kiln_devptr_t *out) {
+  KILN_RETURN_IF_ERROR(kiln_buffer_table_resolve(p->buffers, s, out), "in collective %s", t->name);
+  return KILN_STATUS_OK;
+}
+
+/* A group of one: every collective is its operand (permute without a sender: zeros). */
+static kiln_status run_alone(const kiln_thunk_t *t, const kiln_thunk_exec_params_t *p) {
+  const kiln_coll_thunk_desc_t *d = t->u.coll.desc;
+  if (d->group_size[0] != 1)
+    return kiln_status_make(KILN_FAILED_PRECONDITION,
+                            "%s %s spans %d participants: run the executable on %d devices "
+                            "(kiln_executable_run_spmd, kiln-run --host-devices)",
+                            kiln_coll_thunk_op_name(d->op), t->name, d->group_size[0],
+                            d->num_replicas * d->num_partitions);
+  for (int k = 0; k < d->num_buffers; k++) {
+    const kiln_coll_thunk_buffer_t *b = &d->buffers[k];
+    kiln_devptr_t src, dst;
+    KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, b->recv, &dst));
+    if (!b->recv.size) continue;
+    if (d->op == KILN_COLL_THUNK_PERMUTE && d->source[0] < 0) {
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_memset(p->stream, dst, 0, 1, (size_t)b->recv.size));
+      continue;
+    }
+    KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, b->send, &src));
+    if (src != dst)
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_memcpy_d2d(p->stream, dst, src, (size_t)b->recv.size));
+  }
+  return KILN_STATUS_OK;
+}
+
+static void *host_ptr(kiln_devptr_t p) {
+  return (void *)(uintptr_t)p;
+}
+
+static kiln_status run_one(const kiln_thunk_t *t, const kiln_coll_thunk_desc_t *d,
+                           kiln_coll_clique_t *c, int rank, int me,
+                           const kiln_coll_thunk_buffer_t *b, void *send, void *recv) {
+  switch (d->op) {
+    case KILN_COLL_THUNK_ALL_REDUCE:
+      return kiln_coll_all_reduce(c, rank, t->name, b->dtype, d->reduction, send, recv, b->count);
+    case KILN_COLL_THUNK_ALL_GATHER:
+      return kiln_coll_all_gather(c, rank, t->name, send, recv, b->outer, b->block_bytes);
+    case KILN_COLL_THUNK_REDUCE_SCATTER:
+      return kiln_coll_reduce_scatter(c, rank, t->name, b->dtype, d->reduction, send, recv,
+                                      b->outer, b->inner);
+    case KILN_COLL_THUNK_ALL_TO_ALL:
+      return kiln_coll_all_to_all(c, rank, t->name, send, recv, b->outer, b->block_bytes);
+    case KILN_COLL_THUNK_PERMUTE:
+      return kiln_coll_permute(c, rank, t->name, d->source[me], send, recv, (size_t)b->recv.size);
+    case KILN_COLL_THUNK_BROADCAST:
+      return kiln_coll_broadcast(c, rank, t->name, send, recv, (size_t)b->recv.size);
+    default:
+      return KILN_ERR_INTERNAL("collective %s: op %d", t->name, (int)d->op);
+  }
+}
+
+kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *p,
+                                          const kiln_spmd_participant_t *who) {
+  const kiln_coll_thunk_desc_t *d = t->u.coll.desc;
+  int me = who ? who->participant : 0;
+  if (is_id(d)) {
+    kiln_devptr_t dst;
+    KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, d->buffers[0].recv, &dst));
+    uint32_t id = (uint32_t)(d->op == KILN_COLL_THUNK_REPLICA_ID ? me / d->num_partitions
+                                                                 : me % d->num_partitions);
+    return kiln_stream_memset(p->stream, dst, id, 4, 1);
+  }
+  if (!who || !who->world) return run_alone(t, p);
+  kiln_spmd_world_t *w = who->world;
+  if (kiln_spmd_world_replicas(w) != d->num_replicas ||
+      kiln_spmd_world_partitions(w) != d->num_partitions)
+    return KILN_ERR_INVALID(
+        "collective %s was compiled for %d replicas x %d partitions, the run "
+        "has %d x %d",
+        t->name, d->num_replicas, d->num_partitions, kiln_spmd_world_replicas(w),
+        kiln_spmd_world_partitions(w));
+  if (me < 0 || me >= d->num_replicas * d->num_partitions)
+    return KILN_ERR_INVALID("collective %s: participant %d outside the world", t->name, me);
+  if (p->device->kind != KILN_DEVICE_HOST)
+    return kiln_status_make(KILN_UNIMPLEMENTED,
+                            "collective %s on %d participants: only host devices run "
+                            "multi-device collectives (NCCL is not wired up yet)",
+                            t->name, d->num_replicas * d->num_partitions);
+  kiln_coll_clique_t *c = NULL;
+  KILN_RETURN_IF_ERROR(kiln_spmd_world_clique(w, t->name, d->group_key[me], d->group_size[me], &c),
+                       "in %s %s", kiln_coll_thunk_op_name(d->op), t->name);
+  /* The operands were written by work queued on the stream: let it finish first. */
+  KILN_RETURN_IF_ERROR(kiln_stream_synchronize(p->stream), "before collective %s", t->name);
+  int rank = d->rank[me], size = d->group_size[me];
+  for (int k = 0; k < d->num_buffers; k++) {
+    const kiln_coll_thunk_buffer_t *b = &d->buffers[k];
+    kiln_devptr_t send = 0, recv = 0;
+    KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, b->send, &send));
+    KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, b->recv, &recv));
+    if (d->op != KILN_COLL_THUNK_ALL_TO_ALL_TUPLE) {
+      KILN_RETURN_IF_ERROR_PLAIN(run_one(t, d, c, rank, me, b, host_ptr(send), host_ptr(recv)));
+      continue;
+    }
+    /* Round k: every rank sends its operand (rank + k) % size; this one receives its result
+     * (rank - k) mod size from that rank, which sent its operand `rank`. */
+    const kiln_coll_thunk_buffer_t *sb = &d->buffers[(rank + k) % size];
+    int from = ((rank - k) % size + size) % size;
+    const kiln_coll_thunk_buffer_t *rb = &d->buffers[from];
+    KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, sb->send, &send));
+    KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, rb->recv, &recv));
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_coll_permute(c, rank, t->name, from, host_ptr(send),
+                                                 host_ptr(recv), (size_t)rb->recv.size));
+  }
+  return KILN_STATUS_OK;
+}
+
+void kiln_collective_thunk_print(kiln_strbuf_t *b, const kiln_thunk_t *t) {
+  const kiln_coll_thunk_desc_t *d = t->u.coll.desc;
+  kiln_strbuf_printf(b, " %s world=%dx%d group0=%d (", kiln_coll_thunk_op_name(d->op),
+                     d->num_replicas, d->num_partitions, d->group_size[0]);
+  for (int k = 0; k < d->num_buffers; k++) {
+    const kiln_coll_thunk_buffer_t *x = &d->buffers[k];
+    if (k) kiln_strbuf_append(b, ", ");
+    if (!is_id(d))
+      kiln_strbuf_printf(b, "a%d+%" PRId64 ":%" PRId64 " -> ", x->send.allocation, x->send.offset,
+                         x->send.size);
+    kiln_strbuf_printf(b, "a%d+%" PRId64 ":%" PRId64, x->recv.allocation, x->recv.offset,
+                       x->recv.size);
+  }
+  kiln_strbuf_append(b, ")\n");
+}

@@ -1,0 +1,76 @@
+/* Collective thunks: all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute,
+ * collective-broadcast, replica-id and partition-id, for a world of N participants whose
+ * groups the compiler resolved once (per participant: which group, its rank, the group's size,
+ * a permute's source rank).
+ *
+ * Execution reads the participant from the execution state (kiln_thunk_exec_state_set_
+ * participant; none: participant 0 alone):
+ *   - in a world (runtime/spmd.h; host devices only): synchronizes the stream, then runs the
+ *     collective on the buffers in place through the group's clique (runtime/collectives.h),
+ *     one call per operand of a variadic collective;
+ *   - alone: a group of one is a copy on the stream (a permute nobody sends to: zeros), a
+ *     larger group is FAILED_PRECONDITION (run on N devices: kiln_executable_run_spmd).
+ * Async -start/-done pairs are lowered to the collective at the start (it completes there).
+ *
+ * Buffer layouts, per operand (row-major in the physical order, the split dimension's block
+ * in the middle): all-reduce: `count` elements; all-gather: send [outer][block_bytes] -> recv
+ * [outer][size][block_bytes]; reduce-scatter: send [outer][size][inner] -> recv
+ * [outer][inner] elements; all-to-all with a split dimension: [outer][size][block_bytes] both
+ * ways; all-to-all of `size` operands without one: operand j goes to rank j (a permute per
+ * round); permute and broadcast: the whole buffer. */
+#ifndef KILN_RUNTIME_COLLECTIVE_THUNK_H_
+#define KILN_RUNTIME_COLLECTIVE_THUNK_H_
+
+#include "runtime/collectives.h"
+#include "runtime/thunk.h"
+
+typedef enum kiln_coll_thunk_op {
+  KILN_COLL_THUNK_ALL_REDUCE,
+  KILN_COLL_THUNK_ALL_GATHER,
+  KILN_COLL_THUNK_REDUCE_SCATTER,
+  KILN_COLL_THUNK_ALL_TO_ALL,       /* with a split dimension, per operand */
+  KILN_COLL_THUNK_ALL_TO_ALL_TUPLE, /* `size` operands, operand j to rank j */
+  KILN_COLL_THUNK_PERMUTE,
+  KILN_COLL_THUNK_BROADCAST,
+  KILN_COLL_THUNK_REPLICA_ID,
+  KILN_COLL_THUNK_PARTITION_ID,
+} kiln_coll_thunk_op_t;
+
+const char *kiln_coll_thunk_op_name(kiln_coll_thunk_op_t op);
+
+typedef struct kiln_coll_thunk_buffer {
+  kiln_slice_t send, recv; /* ids: recv only (s32) */
+  kiln_coll_dtype_t dtype; /* reductions */
+  int64_t count;           /* all-reduce: elements */
+  int64_t outer, inner;    /* reduce-scatter: elements; all-gather / all-to-all: outer */
+  size_t block_bytes;      /* all-gather / all-to-all */
+} kiln_coll_thunk_buffer_t;
+
+typedef struct kiln_coll_thunk_desc {
+  kiln_coll_thunk_op_t op;
+  kiln_coll_reduction_t reduction;
+  int num_buffers;
+  kiln_coll_thunk_buffer_t *buffers; /* heap, owned */
+  int num_replicas, num_partitions;  /* the world the groups were resolved for */
+  /* Per participant (num_replicas x num_partitions entries each, heap, owned). */
+  int64_t *group_key;
+  int *rank, *group_size;
+  int *source; /* permute: the rank sending to this one, -1: none */
+} kiln_coll_thunk_desc_t;
+
+/* A description for `num_buffers` buffers and a world of R x P, zeroed, arrays allocated. */
+kiln_coll_thunk_desc_t *kiln_coll_thunk_desc_create(kiln_coll_thunk_op_t op, int num_buffers,
+                                                    int num_replicas, int num_partitions);
+void kiln_coll_thunk_desc_destroy(kiln_coll_thunk_desc_t *d);
+
+/* Takes over `desc`. */
+kiln_thunk_t *kiln_thunk_collective_create(const char *name, kiln_coll_thunk_desc_t *desc);
+const kiln_coll_thunk_desc_t *kiln_thunk_collective_desc(const kiln_thunk_t *t);
+
+/* The thunk stages for thunk.c. */
+kiln_status kiln_collective_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_t *p);
+kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *p,
+                                          const kiln_spmd_participant_t *who);
+void kiln_collective_thunk_print(kiln_strbuf_t *b, const kiln_thunk_t *t);
+
+#endif /* KILN_RUNTIME_COLLECTIVE_THUNK_H_ */

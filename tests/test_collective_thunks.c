@@ -1,0 +1,314 @@
+/* Collective thunks on N host devices (runtime/collective_thunk.h, runtime/spmd.h) against the
+ * SPMD evaluator (kiln_eval_module_spmd): every collective (all-reduce, all-gather,
+ * reduce-scatter, all-to-all with a split dimension and of a tuple, collective-permute,
+ * collective-broadcast, the -start/-done pairs, variadic all-reduce) under each group mode
+ * (cross-replica, cross-partition, cross-replica-and-partition, flattened ids, iota groups)
+ * and element types f32 / bf16 / f16 / f64 / s32 / u8 / pred, each participant's result
+ * equal to the evaluator's bit for bit. Each participant's data differ: the module adds its
+ * flattened id (replica-id x P + partition-id) to the shared input. Also: an unsupported
+ * reducer is UNIMPLEMENTED naming it, a participant that skips a collective is
+ * DEADLINE_EXCEEDED naming the missing rank (never a hang), and a module compiled for N
+ * participants run alone is FAILED_PRECONDITION. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/status.h"
+#include "base/str.h"
+#include "compiler/eval/eval.h"
+#include "compiler/hlo/ir.h"
+#include "compiler/hlo/literal.h"
+#include "runtime/device.h"
+#include "tests/skip_util.h"
+#include "tools/common/device_run.h"
+#include "tools/common/fake_args.h"
+
+#define MAXP 16
+
+static kiln_device_t *g_dev;
+
+static int setup(void **state) {
+  (void)state;
+  kiln_status s = kiln_device_create("host", &g_dev);
+  if (s) {
+    kiln_status_free(s);
+    return -1;
+  }
+  return 0;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  kiln_device_destroy(g_dev);
+  return 0;
+}
+
+/* A module over T: x = T[shape] parameter(0), y = x + (the participant's flattened id), then
+ * `body` (which names y and the reducer `red` over T, whose root op is `red_op`). */
+static char *module_text(int R, int P, const char *T, const char *shape, const char *red_op,
+                         const char *body) {
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, "HloModule m, replica_count=%d, num_partitions=%d\n\n", R, P);
+  kiln_strbuf_printf(&b,
+                     "red {\n  a = %s[] parameter(0)\n  b = %s[] parameter(1)\n  ROOT r = %s[] "
+                     "%s(a, b)\n}\n\n",
+                     T, T, T, red_op);
+  kiln_strbuf_printf(&b,
+                     "ENTRY e {\n  x = %s%s parameter(0)\n  rid = u32[] replica-id()\n"
+                     "  pid = u32[] partition-id()\n  np = u32[] constant(%d)\n"
+                     "  rp = u32[] multiply(rid, np)\n  id = u32[] add(rp, pid)\n",
+                     T, shape, P);
+  if (strcmp(T, "pred") == 0)
+    kiln_strbuf_printf(&b,
+                       "  one = u32[] constant(1)\n  bit = u32[] and(id, one)\n  zero = u32[] "
+                       "constant(0)\n  odd = pred[] compare(bit, zero), direction=NE\n"
+                       "  ob = pred%s broadcast(odd), dimensions={}\n  y = pred%s xor(x, ob)\n",
+                       shape, shape);
+  else
+    kiln_strbuf_printf(&b,
+                       "  idt = %s[] convert(id)\n  ib = %s%s broadcast(idt), dimensions={}\n"
+                       "  y = %s%s add(x, ib)\n",
+                       T, T, shape, T, shape);
+  kiln_strbuf_printf(&b, "%s\n}\n", body);
+  return kiln_strbuf_take(&b);
+}
+
+static bool same_bits(const kiln_literal_t *a, const kiln_literal_t *b) {
+  if (!a || !b) return a == b;
+  if (a->num_tuple_elements != b->num_tuple_elements) return false;
+  for (int i = 0; i < a->num_tuple_elements; i++)
+    if (!same_bits(a->tuple_elements[i], b->tuple_elements[i])) return false;
+  if (a->num_tuple_elements) return true;
+  if (a->num_elements != b->num_elements || a->shape->type != b->shape->type) return false;
+  size_t bytes = (size_t)a->num_elements * kiln_elem_type_storage_bytes(a->shape->type);
+  return bytes == 0 || memcmp(a->data, b->data, bytes) == 0;
+}
+
+/* Runs `text` on R x P host devices and on the evaluator; every participant's result must be
+ * the evaluator's bit for bit. Returns the host run's status (the evaluator must succeed). */
+static kiln_status run_both(const char *text, int R, int P, int64_t timeout_ms, bool compare) {
+  kiln_hlo_module_t *m = NULL;
+  kiln_hlo_parse_options_t po = {0};
+  kiln_status s = kiln_hlo_parse_module(text, strlen(text), &po, &m);
+  if (s) {
+    printf("parse: %s\n%s\n", kiln_status_message(s), text);
+    kiln_status_free(s);
+    fail();
+  }
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t **args = NULL;
+  int n = 0;
+  assert_null(kiln_fake_args_make(m, NULL, &arena, &args, &n));
+  kiln_literal_t *want[MAXP], *got[MAXP];
+  kiln_literal_t *const *per[MAXP];
+  for (int i = 0; i < R * P; i++) per[i] = args;
+  if (compare) {
+    kiln_eval_spmd_options_t eo = {.num_replicas = R, .num_partitions = P, .timeout_ms = 10000};
+    s = kiln_eval_module_spmd(m, &eo, n, per, &arena, want);
+    if (s) printf("evaluator: %s\n", kiln_status_message(s));
+    assert_null(s);
+  }
+  kiln_device_run_options_t ro;
+  memset(&ro, 0, sizeof ro);
+  ro.device = g_dev;
+  ro.collective_timeout_ms = timeout_ms;
+  s = kiln_device_run_module_spmd(m, args, n, R, P, &ro, &arena, got, NULL);
+  for (int i = 0; !s && compare && i < R * P; i++)
+    if (!same_bits(want[i], got[i])) {
+      printf("participant %d differs from the evaluator\n%s\n", i, text);
+      fail();
+    }
+  kiln_arena_destroy(&arena);
+  kiln_hlo_module_destroy(m);
+  return s;
+}
+
+static void check(int R, int P, const char *T, const char *shape, const char *red_op,
+                  const char *body) {
+  char *text = module_text(R, P, T, shape, red_op, body);
+  kiln_status s = run_both(text, R, P, 10000, true);
+  if (s) printf("%s\n%s\n", kiln_status_message(s), text);
+  assert_null(s);
+  kiln_free(text);
+}
+
+static void test_all_reduce_cross_replica_every_type_and_reducer(void **state) {
+  (void)state;
+  static const char *const types[] = {"f32", "bf16", "f16", "f64", "s32", "u8"};
+  static const char *const ops[] = {"add", "multiply", "minimum", "maximum"};
+  char body[256];
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+      snprintf(body, sizeof body,
+               "  ROOT c = %s[8,4] all-reduce(y), replica_groups={{0,1},{2,3}}, to_apply=red",
+               types[t]);
+      check(4, 1, types[t], "[8,4]", ops[o], body);
+    }
+  /* 4096+ elements per rank: the split all-reduce, still in rank order. */
+  check(4, 1, "bf16", "[64,80]", "add",
+        "  ROOT c = bf16[64,80] all-reduce(y), replica_groups={}, to_apply=red");
+  check(2, 1, "pred", "[16]", "or",
+        "  ROOT c = pred[16] all-reduce(y), replica_groups={{0,1}}, to_apply=red");
+  check(2, 1, "pred", "[16]", "and",
+        "  ROOT c = pred[16] all-reduce(y), replica_groups={{0,1}}, to_apply=red");
+}
+
+static void test_all_reduce_group_modes(void **state) {
+  (void)state;
+  /* cross-replica-and-partition: replica groups of every partition together */
+  check(2, 2, "f32", "[8]", "add",
+        "  ROOT c = f32[8] all-reduce(y), channel_id=1, replica_groups={{0,1}}, to_apply=red");
+  /* flattened ids */
+  check(2, 2, "f32", "[8]", "add",
+        "  ROOT c = f32[8] all-reduce(y), channel_id=1, replica_groups={{0,3},{1,2}}, "
+        "use_global_device_ids=true, to_apply=red");
+  /* iota groups with a transpose: {0,2},{1,3} */
+  check(4, 1, "s32", "[8]", "add",
+        "  ROOT c = s32[8] all-reduce(y), replica_groups=[2,2]<=[2,2]T(1,0), to_apply=red");
+  /* cross-replica on 2 partitions: one group per partition */
+  check(2, 2, "bf16", "[8]", "add",
+        "  ROOT c = bf16[8] all-reduce(y), replica_groups={{0,1}}, to_apply=red");
+}
+
+static void test_all_reduce_variadic_and_async(void **state) {
+  (void)state;
+  check(2, 1, "f32", "[8]", "add",
+        "  z = f32[3] slice(y), slice={[0:3]}\n"
+        "  ROOT c = (f32[8], f32[3]) all-reduce(y, z), replica_groups={{0,1}}, to_apply=red");
+  check(2, 1, "f32", "[8]", "maximum",
+        "  s = f32[8] all-reduce-start(y), replica_groups={{0,1}}, to_apply=red\n"
+        "  ROOT d = f32[8] all-reduce-done(s)");
+}
+
+static void test_all_gather_and_reduce_scatter(void **state) {
+  (void)state;
+  check(2, 1, "f32", "[4,3]", "add",
+        "  ROOT c = f32[8,3] all-gather(y), replica_groups={{0,1}}, dimensions={0}");
+  check(2, 1, "f16", "[4,3]", "add",
+        "  ROOT c = f16[4,6] all-gather(y), replica_groups={{1,0}}, dimensions={1}");
+  check(1, 4, "u8", "[2,3]", "add",
+        "  ROOT c = u8[2,12] all-gather(y), channel_id=1, replica_groups={{0,1,2,3}}, "
+        "use_global_device_ids=true, dimensions={1}");
+  check(2, 1, "f32", "[4,3]", "add",
+        "  s = (f32[4,3], f32[8,3]) all-gather-start(y), replica_groups={{0,1}}, dimensions={0}\n"
+        "  ROOT d = f32[8,3] all-gather-done(s)");
+  check(4, 1, "f32", "[8,4]", "add",
+        "  ROOT c = f32[8,1] reduce-scatter(y), replica_groups={}, dimensions={1}, to_apply=red");
+  check(4, 1, "bf16", "[8,4]", "add",
+        "  ROOT c = bf16[2,4] reduce-scatter(y), replica_groups={}, dimensions={0}, "
+        "to_apply=red");
+  check(2, 2, "s32", "[4,4]", "maximum",
+        "  ROOT c = s32[4,2] reduce-scatter(y), channel_id=1, replica_groups={{0,3},{1,2}}, "
+        "use_global_device_ids=true, dimensions={1}, to_apply=red");
+}
+
+static void test_all_to_all_permute_broadcast(void **state) {
+  (void)state;
+  /* cross-partition with a channel */
+  check(1, 4, "f32", "[8,4]", "add",
+        "  ROOT c = f32[8,4] all-to-all(y), channel_id=1, replica_groups={{0,1,2,3}}, "
+        "dimensions={0}");
+  check(2, 1, "s32", "[3,4]", "add",
+        "  ROOT c = s32[3,4] all-to-all(y), replica_groups={{0,1}}, dimensions={1}");
+  check(2, 1, "f32", "[4]", "add",
+        "  z = f32[4] negate(y)\n"
+        "  ROOT c = (f32[4], f32[4]) all-to-all(y, z), replica_groups={{0,1}}");
+  check(4, 1, "f32", "[5]", "add",
+        "  ROOT c = f32[5] collective-permute(y), source_target_pairs={{0,1},{1,2},{2,3}}");
+  check(1, 2, "bf16", "[5]", "add",
+        "  ROOT c = bf16[5] collective-permute(y), channel_id=1, "
+        "source_target_pairs={{0,1},{1,0}}");
+  check(2, 1, "f32", "[5]", "add",
+        "  s = (f32[5], f32[5], u32[], u32[]) collective-permute-start(y), "
+        "source_target_pairs={{0,1},{1,0}}\n"
+        "  ROOT d = f32[5] collective-permute-done(s)");
+  check(3, 1, "f64", "[5]", "add",
+        "  ROOT c = f64[5] collective-broadcast(y), replica_groups={{2,0,1}}");
+}
+
+static void test_unsupported_reducer_is_unimplemented(void **state) {
+  (void)state;
+  const char *text =
+      "HloModule m, replica_count=2\n\n"
+      "red {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  s = f32[] add(a, b)\n"
+      "  ROOT r = f32[] multiply(s, b)\n}\n\n"
+      "ENTRY e {\n  x = f32[4] parameter(0)\n"
+      "  ROOT c = f32[4] all-reduce(x), replica_groups={{0,1}}, to_apply=red\n}\n";
+  kiln_status s = run_both(text, 2, 1, 10000, false);
+  assert_non_null(s);
+  assert_int_equal(kiln_status_code(s), KILN_UNIMPLEMENTED);
+  assert_non_null(strstr(kiln_status_message(s), "reducer computation red"));
+  kiln_status_free(s);
+}
+
+static void test_participant_skipping_a_collective_is_deadline_exceeded(void **state) {
+  (void)state;
+  const char *text =
+      "HloModule m, replica_count=2\n\n"
+      "red {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] add(a, b)\n}\n\n"
+      "with_ar {\n  p = f32[4] parameter(0)\n"
+      "  ROOT ar = f32[4] all-reduce(p), replica_groups={{0,1}}, to_apply=red\n}\n\n"
+      "without {\n  p = f32[4] parameter(0)\n  ROOT n = f32[4] negate(p)\n}\n\n"
+      "ENTRY e {\n  x = f32[4] parameter(0)\n  rid = u32[] replica-id()\n"
+      "  zero = u32[] constant(0)\n  first = pred[] compare(rid, zero), direction=EQ\n"
+      "  ROOT r = f32[4] conditional(first, x, x), true_computation=with_ar, "
+      "false_computation=without\n}\n";
+  kiln_status s = run_both(text, 2, 1, 300, false);
+  assert_non_null(s);
+  printf("%s\n", kiln_status_message(s));
+  assert_int_equal(kiln_status_code(s), KILN_DEADLINE_EXCEEDED);
+  assert_non_null(strstr(kiln_status_message(s), "rank(s) 1 did not arrive"));
+  assert_non_null(strstr(kiln_status_message(s), "replica 0 partition 0"));
+  kiln_status_free(s);
+}
+
+static void test_multi_device_executable_alone_is_failed_precondition(void **state) {
+  (void)state;
+  const char *text =
+      "HloModule m, replica_count=2\n\n"
+      "red {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] add(a, b)\n}\n\n"
+      "ENTRY e {\n  x = f32[4] parameter(0)\n"
+      "  ROOT c = f32[4] all-reduce(x), replica_groups={{0,1}}, to_apply=red\n}\n";
+  kiln_hlo_module_t *m = NULL;
+  kiln_hlo_parse_options_t po = {0};
+  assert_null(kiln_hlo_parse_module(text, strlen(text), &po, &m));
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t **args = NULL, *result = NULL;
+  int n = 0;
+  assert_null(kiln_fake_args_make(m, NULL, &arena, &args, &n));
+  kiln_device_run_options_t ro;
+  memset(&ro, 0, sizeof ro);
+  ro.device = g_dev;
+  /* Compiled for the module's 2 replicas, run as one participant alone. */
+  kiln_status s = kiln_device_run_module(m, args, n, &ro, &arena, &result, NULL);
+  assert_non_null(s);
+  printf("%s\n", kiln_status_message(s));
+  assert_int_equal(kiln_status_code(s), KILN_FAILED_PRECONDITION);
+  assert_non_null(strstr(kiln_status_message(s), "spans 2 participants"));
+  kiln_status_free(s);
+  kiln_arena_destroy(&arena);
+  kiln_hlo_module_destroy(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_all_reduce_cross_replica_every_type_and_reducer),
+      cmocka_unit_test(test_all_reduce_group_modes),
+      cmocka_unit_test(test_all_reduce_variadic_and_async),
+      cmocka_unit_test(test_all_gather_and_reduce_scatter),
+      cmocka_unit_test(test_all_to_all_permute_broadcast),
+      cmocka_unit_test(test_unsupported_reducer_is_unimplemented),
+      cmocka_unit_test(test_participant_skipping_a_collective_is_deadline_exceeded),
+      cmocka_unit_test(test_multi_device_executable_alone_is_failed_precondition),
+  };
+  return kiln_run_tests(tests, setup, teardown);
+}

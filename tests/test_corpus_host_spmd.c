@@ -1,0 +1,177 @@
+/* The multi-device modules of the corpus (xla/ and real/: the ones test_corpus_eval_spmd
+ * evaluates) compiled once for their world and run on N = replicas x partitions host devices
+ * (kiln_device_run_module_spmd: collective thunks, runtime/spmd), every participant on the same
+ * fake arguments, each participant's result compared with the SPMD evaluator's
+ * (kiln_eval_module_spmd) under the module tolerance (tools/common/compare.h). Prints
+ * `ran X / eligible Y`, every failure with its reason and every module left out with its
+ * reason (no oracle, custom calls, worlds over 64 participants, cost, invalid on purpose), and
+ * fails below the floor. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/status.h"
+#include "base/str.h"
+#include "compiler/eval/eval.h"
+#include "compiler/hlo/ir.h"
+#include "runtime/device.h"
+#include "tests/skip_util.h"
+#include "tools/common/compare.h"
+#include "tools/common/corpus.h"
+#include "tools/common/corpus_eval.h"
+#include "tools/common/device_run.h"
+#include "tools/common/fake_args.h"
+
+#define MAX_PARTICIPANTS 64
+#define MAX_WHILE 20000
+#define MIN_PASS_RATE 0.90
+#define MAX_TOTAL_COST 4.0e8
+
+typedef struct {
+  kiln_device_t *dev;
+  int multi, eligible, ran;
+  kiln_strbuf_t out;
+} stats_t;
+
+static void fail_with(stats_t *st, const char *name, const char *what, kiln_status s) {
+  st->eligible++;
+  kiln_strbuf_printf(&st->out, "  FAIL %s: %s: %s: %.500s\n", name, what,
+                     kiln_status_code_name(kiln_status_code(s)), kiln_status_message(s));
+  kiln_status_free(s);
+}
+
+/* Every participant of the host run against the evaluator's; *first_bad: -1 when all match. */
+static int compare_all(kiln_literal_t **want, kiln_literal_t **got, int n, char *why, size_t nw) {
+  for (int i = 0; i < n; i++) {
+    kiln_compare_report_t cr;
+    memset(&cr, 0, sizeof cr);
+    if (!kiln_compare_literals(want[i], got[i], NULL, &cr)) {
+      snprintf(why, nw, "participant %d: %lld of %lld elements differ; first: %s", i,
+               (long long)cr.mismatches, (long long)cr.elements, cr.first);
+      return i;
+    }
+  }
+  return -1;
+}
+
+static void run(stats_t *st, const kiln_hlo_module_t *m, const char *name) {
+  int R = 1, P = 1;
+  kiln_status s = kiln_eval_spmd_world_size(m, &R, &P);
+  if (s) {
+    kiln_strbuf_printf(&st->out, "  skip %s: no world: %s\n", name, kiln_status_message(s));
+    kiln_status_free(s);
+    return;
+  }
+  if (R * P > MAX_PARTICIPANTS) {
+    kiln_strbuf_printf(&st->out, "  skip %s: %d x %d participants (over %d)\n", name, R, P,
+                       MAX_PARTICIPANTS);
+    return;
+  }
+  char buf[160];
+  if (kiln_corpus_eval_too_costly(m, MAX_TOTAL_COST / (R * P), buf, sizeof buf)) {
+    kiln_strbuf_printf(&st->out, "  skip %s: on %d participants: %s\n", name, R * P, buf);
+    return;
+  }
+  kiln_arena_t args_arena, out_arena;
+  kiln_arena_init(&args_arena);
+  kiln_arena_init(&out_arena);
+  kiln_literal_t **args = NULL;
+  int n = 0;
+  s = kiln_fake_args_make(m, NULL, &args_arena, &args, &n);
+  kiln_literal_t *const *per[MAX_PARTICIPANTS];
+  kiln_literal_t *want[MAX_PARTICIPANTS], *got[MAX_PARTICIPANTS];
+  if (s) {
+    kiln_strbuf_printf(&st->out, "  skip %s: no fake arguments: %s\n", name,
+                       kiln_status_message(s));
+    kiln_status_free(s);
+    goto done;
+  }
+  for (int i = 0; i < R * P; i++) per[i] = args;
+  kiln_eval_spmd_options_t o = {.num_replicas = R, .num_partitions = P, .timeout_ms = 20000};
+  o.base.rng_seed = 42;
+  o.base.max_while_iterations = MAX_WHILE;
+  s = kiln_eval_module_spmd(m, &o, n, per, &out_arena, want);
+  if (s) { /* no oracle: test_corpus_eval_spmd names these */
+    kiln_strbuf_printf(&st->out, "  skip %s: the evaluator cannot run it: %s: %.200s\n", name,
+                       kiln_status_code_name(kiln_status_code(s)), kiln_status_message(s));
+    kiln_status_free(s);
+    goto done;
+  }
+  kiln_device_run_options_t ro;
+  memset(&ro, 0, sizeof ro);
+  ro.device = st->dev;
+  ro.rng_seed = 42;
+  ro.max_while_iterations = MAX_WHILE;
+  ro.collective_timeout_ms = 20000;
+  s = kiln_device_run_module_spmd(m, args, n, R, P, &ro, &out_arena, got, NULL);
+  if (s) {
+    fail_with(st, name, "host devices", s);
+    goto done;
+  }
+  char why[512];
+  if (compare_all(want, got, R * P, why, sizeof why) >= 0) {
+    fail_with(st, name, "compare", kiln_status_make(KILN_INTERNAL, "%s", why));
+    goto done;
+  }
+  st->eligible++;
+  st->ran++;
+  kiln_strbuf_printf(&st->out, "  ok   %s: %d replicas x %d partitions\n", name, R, P);
+done:
+  kiln_arena_destroy(&out_arena);
+  kiln_arena_destroy(&args_arena);
+}
+
+static void each_module(void *ctx, kiln_hlo_module_t **m, const char *name, const char *path,
+                        int index, kiln_status error) {
+  stats_t *st = ctx;
+  if (error) return; /* parsing is test_corpus_parse's */
+  bool multi;
+  const char *skip;
+  kiln_corpus_multi_device_module(*m, path, index, &multi, &skip);
+  if (!multi) return; /* no collective over several participants: test_corpus_eval's */
+  st->multi++;
+  if (skip) {
+    kiln_strbuf_printf(&st->out, "  skip %s: %s\n", name, skip);
+    return;
+  }
+  if (!kiln_corpus_sampled(name)) return;
+  run(st, *m, name);
+}
+
+static void test_corpus_multi_device_modules_run_on_host_devices(void **state) {
+  (void)state;
+  stats_t st = {0};
+  kiln_status s = kiln_device_create("host", &st.dev);
+  assert_null(s);
+  s = kiln_corpus_for_each_whole_module(NULL, each_module, &st);
+  kiln_device_destroy(st.dev);
+  if (s) {
+    printf("SKIP: corpus not readable: %s\n", kiln_status_message(s));
+    kiln_status_free(s);
+    kiln_strbuf_free(&st.out);
+    KILN_SKIPPED();
+    return;
+  }
+  printf("%s", kiln_strbuf_cstr(&st.out));
+  printf(
+      "corpus multi-device modules on N host devices: ran %d / eligible %d, matching the "
+      "SPMD evaluator on every participant (%d multi-device modules in all)\n",
+      st.ran, st.eligible, st.multi);
+  kiln_strbuf_free(&st.out);
+  if (st.eligible == 0) return; /* sampled away */
+  assert_true(st.ran >= MIN_PASS_RATE * st.eligible);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_corpus_multi_device_modules_run_on_host_devices),
+  };
+  return kiln_run_tests(tests, NULL, NULL);
+}
