@@ -568,9 +568,9 @@ static inline double bias_at(const epi_t *e, int64_t j) {
     case KILN_GEMM_F64:
       return ((const double *)e->bias)[j];
     case KILN_GEMM_BF16:
-      return bf16_to_f32(((const uint16_t *)e->bias)[j]);
+      return kiln_bf16_to_f32(((const uint16_t *)e->bias)[j]);
     case KILN_GEMM_F16:
-      return f16_to_f32(((const uint16_t *)e->bias)[j]);
+      return kiln_f16_to_f32(((const uint16_t *)e->bias)[j]);
     default:
       return ((const float *)e->bias)[j];
   }
