@@ -167,6 +167,11 @@ static void check_forked(fuzz_ctx_t *fc, const char *text, bool bisect, kiln_dif
   if (!fc->worker && !start_worker(fc, r)) return;
   char c = 'r';
   bool asked = write(fc->cmd_w, &c, 1) == 1;
+  if (!asked) { /* the worker died after its last answer: that test is done; start anew */
+    stop_worker(fc, false, NULL);
+    if (!start_worker(fc, r)) return;
+    asked = write(fc->cmd_w, &c, 1) == 1;
+  }
   struct pollfd pfd = {fc->res_r, POLLIN, 0};
   int rc = 1;
   double t0 = kiln_now_seconds();
