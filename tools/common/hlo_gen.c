@@ -239,13 +239,23 @@ static bool inexact_result(const kiln_hlo_gen_program_t *p, const gen_node_t *nd
   return kTypes[nd->s.type].kind == K_F || kTypes[nd->s.type].kind == K_C;
 }
 
+/* Room for `n` nodes in all. Operations hold pointers into the array (shape_of) while they
+ * add parameters and constants, so kiln_hlo_gen_make makes room for a whole operation
+ * (GEN_OP_NODES) before drawing one: a realloc in the middle would leave them dangling (ASan
+ * found one reading a freed shape in add_node). */
+#define GEN_OP_NODES 64
+static void reserve_nodes(kiln_hlo_gen_program_t *p, int n) {
+  if (n <= p->cap) return;
+  while (p->cap < n) p->cap = p->cap ? 2 * p->cap : 32;
+  p->nodes = kiln_realloc(p->nodes, (size_t)p->cap * sizeof *p->nodes);
+}
+
 static int add_node(gen_t *g, const char *op, const gen_shape_t *s, const int *operands, int n,
                     char *attrs, char *comps) {
   kiln_hlo_gen_program_t *p = g->p;
-  if (p->num_nodes == p->cap) {
-    p->cap = p->cap ? 2 * p->cap : 32;
-    p->nodes = kiln_realloc(p->nodes, (size_t)p->cap * sizeof *p->nodes);
-  }
+  gen_shape_t shape = *s; /* `s` may point into the array */
+  reserve_nodes(p, p->num_nodes + 1);
+  s = &shape;
   gen_node_t *nd = &p->nodes[p->num_nodes];
   memset(nd, 0, sizeof *nd);
   nd->op = kiln_strdup(op);
@@ -1284,6 +1294,7 @@ kiln_hlo_gen_program_t *kiln_hlo_gen_make(const kiln_hlo_gen_options_t *o) {
     int w = rnd(&g, total), k = 0;
     while (w >= kOps[k].weight) w -= kOps[k++].weight;
     int before = p->num_nodes;
+    reserve_nodes(p, p->num_nodes + GEN_OP_NODES);
     int id = kOps[k].fn(&g);
     if (id < 0) {
       /* Drop what a refused operation left behind, so the stream stays short. */
