@@ -7,7 +7,9 @@
 # a forked child (kiln-fuzz --fork), so a crash, abort or timeout is reported with its seed and
 # minimized like a mismatch. Reproducers land in OUT/repro/, one log per chunk in OUT/logs/;
 # a chunk that finished has OUT/logs/<first seed>.done, so rerunning the same command resumes
-# an interrupted run. At the end the coverage tables of the chunks' logs are added up
+# an interrupted run. SIGTERM to the kiln-fuzz processes stops them after their current
+# program: such a chunk's log becomes <first seed>.stopped.log (its table counts in the merge;
+# a resumed run redoes the chunk). At the end the coverage tables of the chunks' logs are added up
 # (kiln-fuzz --merge-coverage) and the failures listed; exits 1 when any program failed.
 # KILN_FUZZ_BIN overrides the binary (copy it aside if you rebuild during the run).
 set -euo pipefail
@@ -31,11 +33,18 @@ for ((s = seed; s < seed + n; s += chunk)); do
 done | xargs -P "$jobs" -L 1 sh -c '
   s=$1 c=$2 log="$out/logs/$1"
   [ -e "$log.done" ] && exit 0
+  rm -f "$log.stopped.log"
   rc=0
   nice -n 19 "$bin" --fork --programs="$c" --seed="$s" --out="$out/repro" > "$log.log" 2>&1 ||
     rc=$?
-  if [ "$rc" -le 1 ]; then echo "$rc" > "$log.done"; fi
-  echo "fuzz-long: seeds $s..$((s + c - 1)) exit $rc, $(tail -n 1 "$log.log")"
+  if grep -q "stopped by a signal" "$log.log"; then
+    mv "$log.log" "$log.stopped.log"  # counted in the tables; the chunk reruns on resume
+  elif [ "$rc" -le 1 ]; then
+    echo "$rc" > "$log.done"
+  fi
+  f="$log.log"
+  [ -e "$f" ] || f="$log.stopped.log"
+  echo "fuzz-long: seeds $s..$((s + c - 1)) exit $rc, $(tail -n 1 "$f")"
 ' sh
 secs=$(($(date +%s) - start))
 "$bin" --merge-coverage "$out"/logs/*.log | tee "$out/coverage.txt"

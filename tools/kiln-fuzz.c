@@ -30,6 +30,13 @@
 #define MINIMIZE_TRIES 300
 #define MINIMIZE_TIMEOUT_TRIES 12 /* a hang costs a whole timeout per try */
 
+/* SIGINT / SIGTERM: finish the program under test, then print the table and stop. */
+static volatile sig_atomic_t g_stop;
+static void on_stop_signal(int sig) {
+  (void)sig;
+  g_stop = 1;
+}
+
 static void usage(void) {
   fprintf(
       stderr,
@@ -47,6 +54,7 @@ static void usage(void) {
       "holding TEXT (the harness's own test; they imply --fork).\n"
       "A failure is bisected over the pass pipeline, minimized (one output, instructions\n"
       "dropped, dimensions shrunk) and written to DIR/fuzz-<seed>.hlo (default DIR: .).\n"
+      "SIGINT or SIGTERM stops the run after the current program, with its table.\n"
       "Prints the coverage table; exits 1 on any failure (mismatch, compile or run error,\n"
       "crash, timeout, or a generated module that does not verify).\n");
 }
@@ -81,6 +89,10 @@ static void check_here(kiln_device_t *dev, const char *text, bool bisect, kiln_d
 /* The worker: makes a host device, then runs one test per byte read on cmd_r, answering a
  * byte on res_w, until the parent closes cmd_r. */
 static void worker_main(shared_result_t *sh, int cmd_r, int res_w) {
+  /* A Ctrl-C or SIGTERM is the parent's to handle (it stops after this test); the worker
+   * ends when the parent closes its pipe, or is killed by it. */
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
   kiln_device_t *dev = NULL;
   kiln_status s = kiln_device_create("host", &dev);
   for (char c; read(cmd_r, &c, 1) == 1;) {
@@ -419,7 +431,19 @@ int main(int argc, char **argv) {
     int failures = 0;
     double t0 = kiln_now_seconds();
     int64_t instructions = 0;
+    /* No SA_RESTART: a wait in poll() returns, the worker's answer is still read. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    long long requested = programs;
     for (long long i = 0; i < programs; i++) {
+      if (g_stop) {
+        printf("kiln-fuzz: stopped by a signal after %lld of %lld programs\n", i, requested);
+        programs = i;
+        break;
+      }
       go.seed = (uint64_t)(seed + i);
       kiln_hlo_gen_program_t *p = kiln_hlo_gen_make(&go);
       char *text = kiln_hlo_gen_render(p);
