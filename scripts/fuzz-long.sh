@@ -3,8 +3,8 @@
 #   scripts/fuzz-long.sh N [SEED] [JOBS] [OUT]
 # runs N generated programs (seeds SEED .. SEED+N-1; default SEED 1000000, JOBS 2, OUT
 # fuzz-long-<SEED>) through build/kiln-fuzz in chunks of KILN_FUZZ_CHUNK programs (default
-# 1000), JOBS chunks at a time under `nice -n 19` (the machine is shared). Each program runs in
-# a forked child (kiln-fuzz --fork), so a crash, abort or timeout is reported with its seed and
+# 1000), JOBS chunks at a time under `nice -n 19` (the machine is shared). The programs run in
+# a forked worker (kiln-fuzz --fork), so a crash, abort or timeout is reported with its seed and
 # minimized like a mismatch. Reproducers land in OUT/repro/, one log per chunk in OUT/logs/;
 # a chunk that finished has OUT/logs/<first seed>.done, so rerunning the same command resumes
 # an interrupted run. SIGTERM to the kiln-fuzz processes stops them after their current
