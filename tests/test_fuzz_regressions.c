@@ -119,22 +119,27 @@ static void test_minimizer_keeps_the_failure_and_shrinks(void **state) {
   assert_int_equal(shrunk, 5);
 }
 
-/* Seed 20312 multiplied a cancelling f32 sum (tests/fuzz_regressions/fuzz-20312.hlo): the
- * generator now draws an add there, and the program passes. */
-static void test_seed_20312_multiplies_no_cancelling_sum(void **state) {
+/* Seeds whose programs the generator must not draw as they were: 20312 multiplied a
+ * cancelling f32 sum (tests/fuzz_regressions/fuzz-20312.hlo), 1024423 bitcast the rounded
+ * abs of a complex value (fuzz-1024423.hlo). Both pass now. */
+static void test_seeds_of_generator_findings_pass(void **state) {
   (void)state;
-  kiln_hlo_gen_options_t go = {.seed = 20312};
-  kiln_hlo_gen_program_t *p = kiln_hlo_gen_make(&go);
-  char *text = kiln_hlo_gen_render(p);
-  kiln_diff_options_t o = {g_dev, true, NULL};
-  kiln_diff_result_t r;
-  kiln_diff_check_text(text, &o, &r);
-  if (r.outcome != KILN_DIFF_PASSED)
-    printf("%s: %s\n%s", kiln_diff_outcome_name(r.outcome), r.what, text);
-  assert_int_equal(r.outcome, KILN_DIFF_PASSED);
-  assert_null(strstr(text, "multiply(a, b)"));
-  kiln_free(text);
-  kiln_hlo_gen_free(p);
+  static const uint64_t kSeeds[] = {20312, 1024423};
+  for (size_t i = 0; i < sizeof kSeeds / sizeof kSeeds[0]; i++) {
+    kiln_hlo_gen_options_t go = {.seed = kSeeds[i]};
+    kiln_hlo_gen_program_t *p = kiln_hlo_gen_make(&go);
+    char *text = kiln_hlo_gen_render(p);
+    kiln_diff_options_t o = {g_dev, true, NULL};
+    kiln_diff_result_t r;
+    kiln_diff_check_text(text, &o, &r);
+    if (r.outcome != KILN_DIFF_PASSED)
+      printf("%s: %s\n%s", kiln_diff_outcome_name(r.outcome), r.what, text);
+    assert_int_equal(r.outcome, KILN_DIFF_PASSED);
+    assert_null(strstr(text, "multiply(a, b)"));
+    assert_null(strstr(text, "bitcast-convert"));
+    kiln_free(text);
+    kiln_hlo_gen_free(p);
+  }
 }
 
 /* Whether `text` verifies and multiplies in its entry computation (a stand-in failure). */
@@ -265,7 +270,7 @@ int main(void) {
       cmocka_unit_test(test_generated_modules_parse_verify_and_repeat),
       cmocka_unit_test(test_regressions_match_the_evaluator),
       cmocka_unit_test(test_minimizer_keeps_the_failure_and_shrinks),
-      cmocka_unit_test(test_seed_20312_multiplies_no_cancelling_sum),
+      cmocka_unit_test(test_seeds_of_generator_findings_pass),
       cmocka_unit_test(test_minimizer_drops_instructions_and_shrinks_dims),
       cmocka_unit_test(test_coverage_table_reads_back),
       cmocka_unit_test(test_generated_programs_match_the_evaluator),
