@@ -119,6 +119,122 @@ static void test_minimizer_keeps_the_failure_and_shrinks(void **state) {
   assert_int_equal(shrunk, 5);
 }
 
+/* Seeds whose programs the generator must not draw as they were: 20312 multiplied a
+ * cancelling f32 sum (tests/fuzz_regressions/fuzz-20312.hlo), 1024423 bitcast the rounded
+ * abs of a complex value (fuzz-1024423.hlo). Both pass now. */
+static void test_seeds_of_generator_findings_pass(void **state) {
+  (void)state;
+  static const uint64_t kSeeds[] = {20312, 1024423};
+  for (size_t i = 0; i < sizeof kSeeds / sizeof kSeeds[0]; i++) {
+    kiln_hlo_gen_options_t go = {.seed = kSeeds[i]};
+    kiln_hlo_gen_program_t *p = kiln_hlo_gen_make(&go);
+    char *text = kiln_hlo_gen_render(p);
+    kiln_diff_options_t o = {g_dev, true, NULL};
+    kiln_diff_result_t r;
+    kiln_diff_check_text(text, &o, &r);
+    if (r.outcome != KILN_DIFF_PASSED)
+      printf("%s: %s\n%s", kiln_diff_outcome_name(r.outcome), r.what, text);
+    assert_int_equal(r.outcome, KILN_DIFF_PASSED);
+    assert_null(strstr(text, "multiply(a, b)"));
+    assert_null(strstr(text, "bitcast-convert"));
+    kiln_free(text);
+    kiln_hlo_gen_free(p);
+  }
+}
+
+/* Whether `text` verifies and multiplies in its entry computation (a stand-in failure). */
+static bool verifies_and_multiplies(void *ctx, const char *text) {
+  (*(int *)ctx)++;
+  if (!strstr(text, " multiply(v")) return false;
+  kiln_hlo_module_t *m = NULL;
+  kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
+  if (!s) s = kiln_hlo_module_verify(m);
+  bool ok = s == NULL;
+  kiln_status_free(s);
+  kiln_hlo_module_destroy(m);
+  return ok;
+}
+
+/* The minimizer shrinks the failing program itself: a multiply deep in a larger program ends
+ * as the multiply of two parameters (instructions dropped), every dimension 1. */
+static void test_minimizer_drops_instructions_and_shrinks_dims(void **state) {
+  (void)state;
+  int found = 0;
+  for (uint64_t seed = 0; found < 5 && seed < 3000; seed++) {
+    kiln_hlo_gen_options_t o = {.seed = seed, .max_nodes = 16};
+    kiln_hlo_gen_program_t *p = kiln_hlo_gen_make(&o);
+    char *text = kiln_hlo_gen_render(p);
+    int calls = 0;
+    if (kiln_hlo_gen_size(p) >= 10 && strstr(text, "{2,1,0} multiply(v") &&
+        verifies_and_multiplies(&calls, text)) {
+      found++;
+      kiln_hlo_gen_minimize(&p, verifies_and_multiplies, &calls, 300);
+      char *small = kiln_hlo_gen_render(p);
+      int tries = 0;
+      char *shrunk = kiln_hlo_gen_shrink_dims(small, verifies_and_multiplies, &calls, 300, &tries);
+      assert_true(verifies_and_multiplies(&calls, shrunk));
+      assert_true(kiln_hlo_gen_size(p) <= 3);
+      assert_true(tries > 0);
+      /* Every dimension of every shape is 1 now. */
+      assert_null(strstr(shrunk, "[2"));
+      for (const char *c = strchr(shrunk, '['); c; c = strchr(c + 1, '['))
+        for (const char *d = c + 1; *d != ']'; d++) assert_true(*d == '1' || *d == ',');
+      kiln_free(shrunk);
+      kiln_free(small);
+    }
+    kiln_free(text);
+    kiln_hlo_gen_free(p);
+  }
+  assert_int_equal(found, 5);
+}
+
+/* The printed coverage table reads back into the same counts, and two tables add up. */
+static void test_coverage_table_reads_back(void **state) {
+  (void)state;
+  kiln_diff_coverage_t *cov = kiln_calloc(1, sizeof *cov), *back = kiln_calloc(1, sizeof *back);
+  for (int i = 0; i < 20; i++) {
+    kiln_hlo_gen_options_t go = {.seed = 5000u + (uint64_t)i};
+    kiln_hlo_gen_program_t *p = kiln_hlo_gen_make(&go);
+    char *text = kiln_hlo_gen_render(p);
+    kiln_diff_options_t o = {g_dev, false, cov};
+    kiln_diff_result_t r;
+    kiln_diff_check_text(text, &o, &r);
+    kiln_free(text);
+    kiln_hlo_gen_free(p);
+  }
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  assert_non_null(f);
+  fprintf(f, "some log line\n");
+  kiln_diff_coverage_print(f, cov);
+  kiln_diff_coverage_print(f, cov);
+  fclose(f);
+  char err[160] = "";
+  assert_int_equal(kiln_diff_coverage_read(buf, back, err, sizeof err), 2);
+  for (int op = 0; op < KILN_OP_COUNT; op++)
+    for (int t = 0; t < KILN_ELEM_TYPE_COUNT; t++)
+      assert_int_equal(back->op_type[op][t], 2 * cov->op_type[op][t]);
+  for (int e = 0; e < KILN_DIFF_EMITTERS; e++)
+    for (int t = 0; t < KILN_ELEM_TYPE_COUNT; t++)
+      assert_int_equal(back->emitter_type[e][t], 2 * cov->emitter_type[e][t]);
+  for (int k = 0; k < KILN_DIFF_OUTCOMES; k++)
+    assert_int_equal(back->outcomes[k], 2 * cov->outcomes[k]);
+  assert_int_equal(cov->outcomes[KILN_DIFF_PASSED] + cov->outcomes[KILN_DIFF_UNSUPPORTED] +
+                       cov->outcomes[KILN_DIFF_SKIPPED],
+                   20);
+  /* A damaged row is refused with its line. */
+  char *bad = strstr(buf, "\ntuple ");
+  if (!bad) bad = strstr(buf, "\nparameter ");
+  assert_non_null(bad);
+  bad[3] = '#';
+  assert_int_equal(kiln_diff_coverage_read(buf, back, err, sizeof err), -1);
+  assert_non_null(strstr(err, "line "));
+  free(buf);
+  kiln_free(cov);
+  kiln_free(back);
+}
+
 static void test_generated_programs_match_the_evaluator(void **state) {
   (void)state;
   const char *env = getenv("KILN_FUZZ_PROGRAMS");
@@ -154,6 +270,9 @@ int main(void) {
       cmocka_unit_test(test_generated_modules_parse_verify_and_repeat),
       cmocka_unit_test(test_regressions_match_the_evaluator),
       cmocka_unit_test(test_minimizer_keeps_the_failure_and_shrinks),
+      cmocka_unit_test(test_seeds_of_generator_findings_pass),
+      cmocka_unit_test(test_minimizer_drops_instructions_and_shrinks_dims),
+      cmocka_unit_test(test_coverage_table_reads_back),
       cmocka_unit_test(test_generated_programs_match_the_evaluator),
   };
   return kiln_run_tests(tests, host_device_setup, host_device_teardown);

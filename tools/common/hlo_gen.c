@@ -233,19 +233,35 @@ static bool inexact_result(const kiln_hlo_gen_program_t *p, const gen_node_t *nd
   bool in = false;
   for (int i = 0; i < nd->num_operands; i++) in |= p->nodes[nd->operands[i]].inexact;
   if (in) return true;
+  /* The abs of a complex value is its magnitude, sqrt(re^2 + im^2): rounded, and not always
+   * the same last bit as the evaluator's (fuzz-1024423: bitcast to u32, 1060114689 against
+   * 1060114688). */
+  if (!strcmp(nd->op, "abs") && nd->num_operands == 1 &&
+      kTypes[p->nodes[nd->operands[0]].s.type].kind == K_C)
+    return true;
   for (size_t i = 0; i < sizeof kExact / sizeof kExact[0]; i++)
     if (!strcmp(nd->op, kExact[i])) return false;
   if (nd->tuple) return true; /* while, multi-operand sort: conservative */
   return kTypes[nd->s.type].kind == K_F || kTypes[nd->s.type].kind == K_C;
 }
 
+/* Room for `n` nodes in all. Operations hold pointers into the array (shape_of) while they
+ * add parameters and constants, so kiln_hlo_gen_make makes room for a whole operation
+ * (GEN_OP_NODES) before drawing one: a realloc in the middle would leave them dangling (ASan
+ * found one reading a freed shape in add_node). */
+#define GEN_OP_NODES 64
+static void reserve_nodes(kiln_hlo_gen_program_t *p, int n) {
+  if (n <= p->cap) return;
+  while (p->cap < n) p->cap = p->cap ? 2 * p->cap : 32;
+  p->nodes = kiln_realloc(p->nodes, (size_t)p->cap * sizeof *p->nodes);
+}
+
 static int add_node(gen_t *g, const char *op, const gen_shape_t *s, const int *operands, int n,
                     char *attrs, char *comps) {
   kiln_hlo_gen_program_t *p = g->p;
-  if (p->num_nodes == p->cap) {
-    p->cap = p->cap ? 2 * p->cap : 32;
-    p->nodes = kiln_realloc(p->nodes, (size_t)p->cap * sizeof *p->nodes);
-  }
+  gen_shape_t shape = *s; /* `s` may point into the array */
+  reserve_nodes(p, p->num_nodes + 1);
+  s = &shape;
   gen_node_t *nd = &p->nodes[p->num_nodes];
   memset(nd, 0, sizeof *nd);
   nd->op = kiln_strdup(op);
@@ -364,18 +380,25 @@ static void binary_comp(kiln_strbuf_t *b, const char *name, int type, const char
       name, t, t, t, op);
 }
 
-/* A reducer that the type takes. */
-/* A reducer that the type takes, for `terms` values combined into one. Floats narrower than
- * f32 round after every step, so an add or multiply over more than 4 of them depends on the
- * order (a tree here, a sequence in the evaluator) beyond any tolerance: those get maximum or
- * minimum, which do not round. */
-static const char *random_reducer(gen_t *g, int type, int64_t terms) {
+/* A reducer that the type takes, for `terms` values of node `x` combined into one. Floats
+ * narrower than f32 round after every step, so an add or multiply over more than 4 of them
+ * depends on the order (a tree here, a sequence in the evaluator) beyond any tolerance: those
+ * get maximum or minimum, which do not round. A float product of inexact values is an add
+ * instead: one value may be what is left of a cancelling sum (pi/4 + pi/4 + pi/4 - 3pi/4),
+ * pure rounding whose relative error is unbounded (2^-24 in one summation order, 2^-23 in
+ * another), and the product turns it into a relative error of the whole result that no
+ * tolerance covers (fuzz-20312: twice the evaluator's value). Drawn as before, then mapped, so
+ * programs without such a product are unchanged. */
+static const char *random_reducer(gen_t *g, int x, int64_t terms) {
+  int type = shape_of(g, x)->type;
+  bool inexact = g->p->nodes[x].inexact;
   if (kTypes[type].kind == K_PRED) return chance(g, 50) ? "and" : "or";
-  if (kTypes[type].kind == K_C) return chance(g, 70) ? "add" : "multiply";
+  if (kTypes[type].kind == K_C) return chance(g, 70) || inexact ? "add" : "multiply";
   if (kTypes[type].kind == K_F && kTypes[type].bits < 32 && terms > 4)
     return chance(g, 50) ? "maximum" : "minimum";
   static const char *kOps[] = {"add", "add", "maximum", "minimum", "multiply"};
-  return kOps[rnd(g, 5)];
+  int k = rnd(g, 5);
+  return k == 4 && inexact && kTypes[type].kind == K_F ? "add" : kOps[k];
 }
 
 /* ---- operations: each returns the new node, or -1 when it does not apply ---- */
@@ -930,7 +953,7 @@ static int op_reduce(gen_t *g) {
   }
   gen_shape_t sc = scalar_of(in.type);
   int init = add_param(g, &sc); /* fake arguments give it the reducer's identity */
-  const char *red = random_reducer(g, in.type, terms);
+  const char *red = random_reducer(g, x, terms);
   char name[48];
   snprintf(name, sizeof name, "reducer_%d", g->p->num_nodes);
   kiln_strbuf_t c = {0};
@@ -964,7 +987,7 @@ static int op_reduce_window(gen_t *g) {
   }
   gen_shape_t sc = scalar_of(in.type);
   int init = add_param(g, &sc);
-  const char *red = random_reducer(g, in.type, window_terms);
+  const char *red = random_reducer(g, x, window_terms);
   char name[48];
   snprintf(name, sizeof name, "window_reducer_%d", g->p->num_nodes);
   kiln_strbuf_t c = {0};
@@ -1277,6 +1300,7 @@ kiln_hlo_gen_program_t *kiln_hlo_gen_make(const kiln_hlo_gen_options_t *o) {
     int w = rnd(&g, total), k = 0;
     while (w >= kOps[k].weight) w -= kOps[k++].weight;
     int before = p->num_nodes;
+    reserve_nodes(p, p->num_nodes + GEN_OP_NODES);
     int id = kOps[k].fn(&g);
     if (id < 0) {
       /* Drop what a refused operation left behind, so the stream stays short. */
@@ -1419,50 +1443,146 @@ static void make_parameter(kiln_hlo_gen_program_t *p, int id) {
   nd->comps = kiln_strdup("");
 }
 
+/* Whether node `id` is one of the roots. */
+static bool is_root(const kiln_hlo_gen_program_t *p, int id) {
+  for (int r = 0; r < p->num_roots; r++)
+    if (p->roots[r] == id) return true;
+  return false;
+}
+
+/* Whether `id` is an operation the roots reach (not a parameter, tuple or constant). */
+static bool live_operation(const kiln_hlo_gen_program_t *p, int id) {
+  const gen_node_t *nd = &p->nodes[id];
+  if (nd->tuple || !strcmp(nd->op, "parameter") || !nd->num_operands) return false;
+  bool *live = live_nodes(p);
+  bool reachable = live[id];
+  kiln_free(live);
+  return reachable;
+}
+
+/* A copy of `p` with node `id` dropped: its users (and the roots) take its operand `k`
+ * instead, which has the same shape. */
+static kiln_hlo_gen_program_t *bypass(const kiln_hlo_gen_program_t *p, int id, int k) {
+  kiln_hlo_gen_program_t *c = kiln_hlo_gen_clone(p);
+  int to = p->nodes[id].operands[k];
+  for (int i = id + 1; i < c->num_nodes; i++)
+    for (int j = 0; j < c->nodes[i].num_operands; j++)
+      if (c->nodes[i].operands[j] == id) c->nodes[i].operands[j] = to;
+  for (int r = 0; r < c->num_roots; r++)
+    if (c->roots[r] == id) c->roots[r] = to;
+  return c;
+}
+
 int kiln_hlo_gen_minimize(kiln_hlo_gen_program_t **p, kiln_hlo_gen_predicate_fn fails, void *ctx,
                           int max_tries) {
   int tries = 0;
-  /* 1. The generator's knobs, same seed: fewer operations, smaller arrays. */
-  for (bool progress = true; progress && tries < max_tries;) {
-    progress = false;
-    kiln_hlo_gen_options_t o = (*p)->opts;
-    kiln_hlo_gen_options_t smaller[2] = {o, o};
-    smaller[0].max_nodes = o.max_nodes / 2;
-    smaller[1].max_elements = o.max_elements / 4;
-    for (int i = 0; i < 2 && tries < max_tries; i++) {
-      if (smaller[i].max_nodes < 1 || smaller[i].max_elements < 16) continue;
-      if (try_candidate(p, kiln_hlo_gen_make(&smaller[i]), fails, ctx, &tries)) progress = true;
-    }
+  /* 1. One root: the first node whose value alone still fails (earliest is smallest). */
+  for (int id = 0; id < (*p)->num_nodes && tries < max_tries; id++) {
+    if ((*p)->nodes[id].tuple || !strcmp((*p)->nodes[id].op, "parameter")) continue;
+    bool *live = live_nodes(*p);
+    bool reachable = live[id];
+    kiln_free(live);
+    if (!reachable || ((*p)->num_roots == 1 && (*p)->roots[0] == id)) continue;
+    kiln_hlo_gen_program_t *c = kiln_hlo_gen_clone(*p);
+    c->num_roots = 1;
+    c->roots[0] = id;
+    if (try_candidate(p, c, fails, ctx, &tries)) break;
   }
-  /* 2. One root: the first node whose value alone still fails (earliest is smallest). */
-  if ((*p)->num_roots > 1 || tries < max_tries)
-    for (int id = 0; id < (*p)->num_nodes && tries < max_tries; id++) {
-      if ((*p)->nodes[id].tuple || !strcmp((*p)->nodes[id].op, "parameter")) continue;
-      bool *live = live_nodes(*p);
-      bool reachable = live[id];
-      kiln_free(live);
-      if (!reachable || ((*p)->num_roots == 1 && (*p)->roots[0] == id)) continue;
-      kiln_hlo_gen_program_t *c = kiln_hlo_gen_clone(*p);
-      c->num_roots = 1;
-      c->roots[0] = id;
-      if (try_candidate(p, c, fails, ctx, &tries)) break;
-    }
-  /* 3. Subtrees replaced by parameters, from the root down, until nothing more goes. */
+  /* 2. Instructions dropped, from the root down, until nothing more goes: a node whose operand
+   * has its shape is bypassed (its users read the operand), else its subtree is replaced by
+   * a parameter of its shape. */
   for (bool progress = true; progress && tries < max_tries;) {
     progress = false;
     for (int id = (*p)->num_nodes - 1; id >= 0 && tries < max_tries; id--) {
-      const gen_node_t *nd = &(*p)->nodes[id];
-      if (nd->tuple || !strcmp(nd->op, "parameter") || !nd->num_operands) continue;
-      bool *live = live_nodes(*p);
-      bool reachable = live[id];
-      kiln_free(live);
-      bool is_root = false;
-      for (int r = 0; r < (*p)->num_roots; r++) is_root |= (*p)->roots[r] == id;
-      if (!reachable || is_root) continue;
-      kiln_hlo_gen_program_t *c = kiln_hlo_gen_clone(*p);
-      make_parameter(c, id);
-      if (try_candidate(p, c, fails, ctx, &tries)) progress = true;
+      if (!live_operation(*p, id)) continue;
+      bool dropped = false;
+      for (int k = 0; k < (*p)->nodes[id].num_operands && !dropped && tries < max_tries; k++) {
+        const gen_node_t *in = &(*p)->nodes[(*p)->nodes[id].operands[k]];
+        if (in->tuple || strcmp(in->shape, (*p)->nodes[id].shape) != 0) continue;
+        dropped = try_candidate(p, bypass(*p, id, k), fails, ctx, &tries);
+      }
+      if (!dropped && !is_root(*p, id) && tries < max_tries) {
+        kiln_hlo_gen_program_t *c = kiln_hlo_gen_clone(*p);
+        make_parameter(c, id);
+        dropped = try_candidate(p, c, fails, ctx, &tries);
+      }
+      progress |= dropped;
     }
   }
   return tries;
+}
+
+/* ---- shrinking the dimensions of module text ---- */
+
+/* Whether text[i] opens a shape's dimension list: `[` after an element type's name
+ * (a letter or digit), followed by digits and commas up to `]`. */
+static bool dims_open(const char *text, size_t i) {
+  if (text[i] != '[' || i == 0) return false;
+  char b = text[i - 1];
+  if (!((b >= 'a' && b <= 'z') || (b >= '0' && b <= '9'))) return false;
+  size_t j = i + 1;
+  while ((text[j] >= '0' && text[j] <= '9') || text[j] == ',') j++;
+  return text[j] == ']';
+}
+
+/* `text` with every dimension of size `from` in its shapes made `to`. */
+static char *replace_dim(const char *text, int64_t from, int64_t to) {
+  kiln_strbuf_t b = {0};
+  for (size_t i = 0; text[i];) {
+    if (!dims_open(text, i)) {
+      kiln_strbuf_printf(&b, "%c", text[i++]);
+      continue;
+    }
+    kiln_strbuf_printf(&b, "[");
+    i++;
+    while (text[i] != ']') {
+      if (text[i] == ',') {
+        kiln_strbuf_printf(&b, ",");
+        i++;
+        continue;
+      }
+      char *end = NULL;
+      long long d = strtoll(text + i, &end, 10);
+      kiln_strbuf_printf(&b, "%lld", d == from ? (long long)to : d);
+      i = (size_t)(end - text);
+    }
+  }
+  return strbuf_take(&b);
+}
+
+/* The largest dimension size over 1 in `text`'s shapes below `below`, or 0. */
+static int64_t largest_dim(const char *text, int64_t below) {
+  int64_t best = 0;
+  for (size_t i = 0; text[i]; i++) {
+    if (!dims_open(text, i)) continue;
+    for (const char *s = text + i + 1; *s != ']';) {
+      char *end = NULL;
+      long long d = strtoll(s, &end, 10);
+      if (d > 1 && d < below && d > best) best = d;
+      s = *end == ',' ? end + 1 : end;
+    }
+  }
+  return best;
+}
+
+char *kiln_hlo_gen_shrink_dims(const char *text, kiln_hlo_gen_predicate_fn fails, void *ctx,
+                               int max_tries, int *tries) {
+  char *cur = kiln_strdup(text);
+  /* Sizes from the largest down; each tried at 1, then halved, then less by one. */
+  for (int64_t d = largest_dim(cur, INT64_MAX); d > 1 && *tries < max_tries;
+       d = largest_dim(cur, d)) {
+    int64_t to[3] = {1, d / 2, d - 1};
+    for (int k = 0; k < 3 && *tries < max_tries; k++) {
+      if (to[k] < 1 || (k && to[k] == to[k - 1])) continue;
+      char *cand = replace_dim(cur, d, to[k]);
+      (*tries)++;
+      if (fails(ctx, cand)) {
+        kiln_free(cur);
+        cur = cand;
+        break;
+      }
+      kiln_free(cand);
+    }
+  }
+  return cur;
 }

@@ -14,9 +14,10 @@
  * (the clamping is part of the semantics under test).
  *
  * A program is a list of nodes (each one instruction, plus the computations it calls) that
- * renders to HLO text; the minimizer shrinks it (the generator's size knobs first, then the
- * root, then whole subtrees replaced by parameters of their shape) while a predicate still
- * holds. Not thread-safe per program; distinct programs are independent. */
+ * renders to HLO text; the minimizer shrinks the failing program itself (one root, then
+ * instructions bypassed or whole subtrees replaced by parameters of their shape, then the
+ * dimensions of its text) while a predicate still holds. Not thread-safe per program; distinct
+ * programs are independent. */
 #ifndef KILN_TOOLS_COMMON_HLO_GEN_H_
 #define KILN_TOOLS_COMMON_HLO_GEN_H_
 
@@ -44,10 +45,18 @@ int kiln_hlo_gen_size(const kiln_hlo_gen_program_t *p);
 /* Whether `text` still shows the failure being minimized. */
 typedef bool (*kiln_hlo_gen_predicate_fn)(void *ctx, const char *text);
 
-/* Shrinks `*p` (replacing it) while `fails` holds on its text: smaller size knobs under the
- * same seed, then a single root, then nodes replaced by parameters; at most `max_tries`
- * predicate calls. Returns the number of calls made. */
+/* Shrinks the failing program `*p` itself (replacing it) while `fails` holds on its text: a
+ * single root, then instructions dropped (a node bypassed for an operand of its shape, or its
+ * subtree replaced by a parameter); at most `max_tries` predicate calls. Returns the number
+ * of calls made. */
 int kiln_hlo_gen_minimize(kiln_hlo_gen_program_t **p, kiln_hlo_gen_predicate_fn fails, void *ctx,
                           int max_tries);
+
+/* Shrinks the shapes of module text `text` while `fails` holds: every dimension of one size
+ * (largest first) made 1, else half, else one less, in all shapes at once (a candidate whose
+ * attributes no longer fit does not verify, so `fails` rejects it). Adds its predicate calls
+ * to *tries (at most max_tries in all). Returns the smallest failing text (kiln_free it). */
+char *kiln_hlo_gen_shrink_dims(const char *text, kiln_hlo_gen_predicate_fn fails, void *ctx,
+                               int max_tries, int *tries);
 
 #endif /* KILN_TOOLS_COMMON_HLO_GEN_H_ */

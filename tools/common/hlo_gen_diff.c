@@ -1,6 +1,7 @@
 /* The differential test of generated modules; see hlo_gen_diff.h. */
 #include "tools/common/hlo_gen_diff.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -29,12 +30,19 @@ const char *kiln_diff_outcome_name(kiln_diff_outcome_t o) {
       return "ERROR";
     case KILN_DIFF_MISMATCH:
       return "MISMATCH";
+    case KILN_DIFF_CRASH:
+      return "CRASH";
+    case KILN_DIFF_TIMEOUT:
+      return "TIMEOUT";
+    case KILN_DIFF_OUTCOMES:
+      break;
   }
   return "?";
 }
 
 bool kiln_diff_outcome_is_failure(kiln_diff_outcome_t o) {
-  return o == KILN_DIFF_INVALID || o == KILN_DIFF_ERROR || o == KILN_DIFF_MISMATCH;
+  return o == KILN_DIFF_INVALID || o == KILN_DIFF_ERROR || o == KILN_DIFF_MISMATCH ||
+         o == KILN_DIFF_CRASH || o == KILN_DIFF_TIMEOUT;
 }
 
 static void set_what(kiln_diff_result_t *r, kiln_diff_outcome_t o, const char *prefix,
@@ -233,51 +241,208 @@ done:
   kiln_hlo_module_destroy(m);
 }
 
+/* The width of element type t's column: its whole name and a space, at least 8. */
+static int type_width(int t) {
+  int n = (int)strlen(kiln_elem_type_name((kiln_elem_type_t)t)) + 1;
+  return n < 8 ? 8 : n;
+}
+
+static void print_header(FILE *f, const bool *used_type) {
+  fprintf(f, "%-22s", "");
+  for (int t = 0; t < KILN_ELEM_TYPE_COUNT; t++)
+    if (used_type[t]) fprintf(f, "%*s", type_width(t), kiln_elem_type_name((kiln_elem_type_t)t));
+  fprintf(f, "\n");
+}
+
+static void print_row(FILE *f, const char *name, const int64_t *counts, const bool *used_type) {
+  fprintf(f, "%-22s", name);
+  for (int t = 0; t < KILN_ELEM_TYPE_COUNT; t++) {
+    if (!used_type[t]) continue;
+    if (counts[t])
+      fprintf(f, "%*lld", type_width(t), (long long)counts[t]);
+    else
+      fprintf(f, "%*s", type_width(t), ".");
+  }
+  fprintf(f, "\n");
+}
+
+static const char *emitter_name(int e) {
+  return e == DIFF_GEMM_ROW ? "gemm (library)"
+                            : kiln_codegen_emitter_name((kiln_codegen_emitter_t)e);
+}
+
 void kiln_diff_coverage_print(FILE *f, const kiln_diff_coverage_t *c) {
   bool used_type[KILN_ELEM_TYPE_COUNT] = {0};
   for (int op = 0; op < KILN_OP_COUNT; op++)
     for (int t = 0; t < KILN_ELEM_TYPE_COUNT; t++) used_type[t] |= c->op_type[op][t] > 0;
-  fprintf(f, "coverage: instructions by opcode (rows) and element type (columns)\n%-22s", "");
-  for (int t = 0; t < KILN_ELEM_TYPE_COUNT; t++)
-    if (used_type[t]) fprintf(f, " %7.7s", kiln_elem_type_name((kiln_elem_type_t)t));
-  fprintf(f, "\n");
-  int ops_reached = 0, cells = 0;
+  fprintf(f, "coverage: instructions by opcode (rows) and element type (columns)\n");
+  print_header(f, used_type);
+  int ops_reached = 0, cells = 0, types = 0;
+  for (int t = 0; t < KILN_ELEM_TYPE_COUNT; t++) types += used_type[t];
   for (int op = 0; op < KILN_OP_COUNT; op++) {
     int64_t total = 0;
-    for (int t = 0; t < KILN_ELEM_TYPE_COUNT; t++) total += c->op_type[op][t];
+    for (int t = 0; t < KILN_ELEM_TYPE_COUNT; t++) {
+      total += c->op_type[op][t];
+      cells += c->op_type[op][t] > 0;
+    }
     if (!total) continue;
     ops_reached++;
-    fprintf(f, "%-22.22s", kiln_hlo_opcode_name((kiln_hlo_opcode_t)op));
-    for (int t = 0; t < KILN_ELEM_TYPE_COUNT; t++) {
-      if (!used_type[t]) continue;
-      cells += c->op_type[op][t] > 0;
-      if (c->op_type[op][t])
-        fprintf(f, " %7lld", (long long)c->op_type[op][t]);
-      else
-        fprintf(f, " %7s", ".");
-    }
-    fprintf(f, "\n");
+    print_row(f, kiln_hlo_opcode_name((kiln_hlo_opcode_t)op), c->op_type[op], used_type);
   }
   fprintf(f, "coverage: %d opcodes, %d opcode x type cells reached\n", ops_reached, cells);
-  fprintf(f, "coverage: fusions by emitter (rows) and root element type (columns)\n%-22s", "");
-  for (int t = 0; t < KILN_ELEM_TYPE_COUNT; t++)
-    if (used_type[t]) fprintf(f, " %7.7s", kiln_elem_type_name((kiln_elem_type_t)t));
-  fprintf(f, "\n");
+  fprintf(f, "coverage: fusions by emitter (rows) and root element type (columns)\n");
+  print_header(f, used_type);
+  int emitters = 0, ecells = 0;
   for (int e = 0; e < KILN_DIFF_EMITTERS; e++) {
-    fprintf(f, "%-22.22s",
-            e == DIFF_GEMM_ROW ? "gemm (library)"
-                               : kiln_codegen_emitter_name((kiln_codegen_emitter_t)e));
+    int64_t total = 0;
     for (int t = 0; t < KILN_ELEM_TYPE_COUNT; t++) {
-      if (!used_type[t]) continue;
-      if (c->emitter_type[e][t])
-        fprintf(f, " %7lld", (long long)c->emitter_type[e][t]);
-      else
-        fprintf(f, " %7s", ".");
+      total += c->emitter_type[e][t];
+      ecells += c->emitter_type[e][t] > 0;
     }
-    fprintf(f, "\n");
+    emitters += total > 0;
+    print_row(f, emitter_name(e), c->emitter_type[e], used_type);
   }
+  fprintf(
+      f, "coverage: %d of %d emitters (with the library gemm), %d emitter x type cells, %d types\n",
+      emitters, KILN_DIFF_EMITTERS, ecells, types);
   fprintf(f, "outcomes:");
-  for (int k = 0; k <= KILN_DIFF_MISMATCH; k++)
+  for (int k = 0; k < KILN_DIFF_OUTCOMES; k++)
     fprintf(f, " %s %lld%s", kiln_diff_outcome_name((kiln_diff_outcome_t)k),
-            (long long)c->outcomes[k], k < KILN_DIFF_MISMATCH ? "," : "\n");
+            (long long)c->outcomes[k], k < KILN_DIFF_OUTCOMES - 1 ? "," : "\n");
+}
+
+/* ---- reading printed tables back ---- */
+
+#define READ_MAX_TOKENS 64
+
+/* Splits line [s, e) into whitespace-separated tokens (pointers into `buf`). */
+static int split_line(const char *s, const char *e, char *buf, size_t buf_len, char **tok) {
+  size_t n = (size_t)(e - s);
+  if (n >= buf_len) n = buf_len - 1;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  int k = 0;
+  for (char *p = strtok(buf, " \t\r"); p && k < READ_MAX_TOKENS; p = strtok(NULL, " \t\r"))
+    tok[k++] = p;
+  return k;
+}
+
+/* Maps header tokens to element types: the columns come in the enum's order, names whole
+ * or cut to 7 characters (older logs). Returns false when one does not match. */
+static bool read_header(char **tok, int n, int *col_type) {
+  int t = 0;
+  for (int k = 0; k < n; k++) {
+    for (; t < KILN_ELEM_TYPE_COUNT; t++) {
+      const char *name = kiln_elem_type_name((kiln_elem_type_t)t);
+      size_t len = strlen(tok[k]);
+      if (!strcmp(name, tok[k]) || (len == 7 && strlen(name) > 7 && !strncmp(name, tok[k], 7)))
+        break;
+    }
+    if (t == KILN_ELEM_TYPE_COUNT) return false;
+    col_type[k] = t++;
+  }
+  return true;
+}
+
+/* Adds one row (`n` tokens: a name of one or more words, then `cols` counts) to `counts`;
+ * returns the row's name (joined with spaces into `name`) or false. */
+static bool read_row(char **tok, int n, int cols, const int *col_type, int64_t *counts, char *name,
+                     size_t name_len) {
+  if (n <= cols) return false;
+  name[0] = '\0';
+  for (int k = 0; k < n - cols; k++) {
+    size_t len = strlen(name);
+    snprintf(name + len, name_len - len, "%s%s", k ? " " : "", tok[k]);
+  }
+  for (int k = 0; k < cols; k++) {
+    const char *v = tok[n - cols + k];
+    if (!strcmp(v, ".")) continue;
+    char *end = NULL;
+    long long x = strtoll(v, &end, 10);
+    if (!end || *end || x < 0) return false;
+    counts[col_type[k]] += x;
+  }
+  return true;
+}
+
+static bool read_outcomes(const char *line, kiln_diff_coverage_t *c) {
+  const char *p = line + strlen("outcomes:");
+  while (*p) {
+    while (*p == ' ') p++;
+    int k = 0;
+    for (; k < KILN_DIFF_OUTCOMES; k++) {
+      const char *name = kiln_diff_outcome_name((kiln_diff_outcome_t)k);
+      size_t len = strlen(name);
+      if (!strncmp(p, name, len) && p[len] == ' ') {
+        p += len;
+        break;
+      }
+    }
+    if (k == KILN_DIFF_OUTCOMES) return false;
+    char *end = NULL;
+    c->outcomes[k] += strtoll(p, &end, 10);
+    if (end == p) return false;
+    p = end;
+    if (*p == ',') p++;
+  }
+  return true;
+}
+
+int kiln_diff_coverage_read(const char *text, kiln_diff_coverage_t *c, char *err, size_t err_len) {
+  enum { NONE, OPS_HEADER, OPS, EMITTERS_HEADER, EMITTERS } state = NONE;
+  int tables = 0, cols = 0, line_no = 0;
+  int col_type[READ_MAX_TOKENS];
+  char buf[4096], name[128];
+  char *tok[READ_MAX_TOKENS];
+  for (const char *s = text; *s;) {
+    const char *e = strchr(s, '\n');
+    if (!e) e = s + strlen(s);
+    line_no++;
+    bool ok = true;
+    if (!strncmp(s, "coverage: instructions by opcode", 32)) {
+      state = OPS_HEADER;
+    } else if (!strncmp(s, "coverage: fusions by emitter", 28)) {
+      state = EMITTERS_HEADER;
+    } else if (!strncmp(s, "coverage: ", 10)) {
+      /* a summary line */
+    } else if (!strncmp(s, "outcomes:", 9) && state == EMITTERS) {
+      size_t n = (size_t)(e - s) < sizeof buf ? (size_t)(e - s) : sizeof buf - 1;
+      memcpy(buf, s, n);
+      buf[n] = '\0';
+      ok = read_outcomes(buf, c);
+      tables++;
+      state = NONE;
+    } else if (state == OPS_HEADER || state == EMITTERS_HEADER) {
+      cols = split_line(s, e, buf, sizeof buf, tok);
+      ok = read_header(tok, cols, col_type);
+      state = state == OPS_HEADER ? OPS : EMITTERS;
+    } else if (state == OPS || state == EMITTERS) {
+      int n = split_line(s, e, buf, sizeof buf, tok);
+      int64_t counts[KILN_ELEM_TYPE_COUNT] = {0};
+      ok = read_row(tok, n, cols, col_type, counts, name, sizeof name);
+      int row = -1;
+      if (ok && state == OPS) {
+        kiln_hlo_opcode_t op;
+        ok = kiln_hlo_opcode_from_name(name, strlen(name), &op);
+        row = (int)op;
+      } else if (ok) {
+        for (int k = 0; k < KILN_DIFF_EMITTERS; k++)
+          if (!strcmp(emitter_name(k), name)) row = k;
+        ok = row >= 0;
+      }
+      for (int t = 0; ok && t < KILN_ELEM_TYPE_COUNT; t++) {
+        if (state == OPS)
+          c->op_type[row][t] += counts[t];
+        else
+          c->emitter_type[row][t] += counts[t];
+      }
+    }
+    if (!ok) {
+      snprintf(err, err_len, "line %d: not a coverage table line: %.*s", line_no,
+               (int)(e - s > 80 ? 80 : e - s), s);
+      return -1;
+    }
+    s = *e ? e + 1 : e;
+  }
+  return tables;
 }

@@ -29,16 +29,19 @@ typedef enum kiln_diff_outcome {
   KILN_DIFF_INVALID,     /* does not parse or verify (a generator bug) */
   KILN_DIFF_ERROR,       /* the compiler or runtime failed with another error */
   KILN_DIFF_MISMATCH,    /* compiled result differs from the evaluator's */
+  KILN_DIFF_CRASH,       /* the process running the test died (a signal: kiln-fuzz --fork) */
+  KILN_DIFF_TIMEOUT,     /* it ran past its time limit and was killed (kiln-fuzz --fork) */
+  KILN_DIFF_OUTCOMES
 } kiln_diff_outcome_t;
 
 const char *kiln_diff_outcome_name(kiln_diff_outcome_t o);
-/* Whether `o` is a bug to report (invalid, error, mismatch). */
+/* Whether `o` is a bug to report (invalid, error, mismatch, crash, timeout). */
 bool kiln_diff_outcome_is_failure(kiln_diff_outcome_t o);
 
 typedef struct kiln_diff_coverage {
   int64_t op_type[KILN_OP_COUNT][KILN_ELEM_TYPE_COUNT];
   int64_t emitter_type[KILN_DIFF_EMITTERS][KILN_ELEM_TYPE_COUNT]; /* by the fusion root's type */
-  int64_t outcomes[KILN_DIFF_MISMATCH + 1];
+  int64_t outcomes[KILN_DIFF_OUTCOMES];
 } kiln_diff_coverage_t;
 
 typedef struct kiln_diff_result {
@@ -58,7 +61,14 @@ typedef struct kiln_diff_options {
 void kiln_diff_check_text(const char *text, const kiln_diff_options_t *o, kiln_diff_result_t *out);
 
 /* Prints the coverage: opcodes (rows) x element types (columns) for every opcode reached,
- * then emitters x element types, then the outcome counts. */
+ * then emitters x element types, then the outcome counts. Names are printed whole, so the
+ * table reads back (kiln_diff_coverage_read). */
 void kiln_diff_coverage_print(FILE *f, const kiln_diff_coverage_t *c);
+
+/* Adds to *c every coverage table that kiln_diff_coverage_print wrote into `text` (a kiln-fuzz
+ * log; tables whose type names were cut to 7 characters, as before, are matched in column
+ * order). Returns the number of tables read; -1 when one is malformed (`err` then says
+ * where). */
+int kiln_diff_coverage_read(const char *text, kiln_diff_coverage_t *c, char *err, size_t err_len);
 
 #endif /* KILN_TOOLS_COMMON_HLO_GEN_DIFF_H_ */
