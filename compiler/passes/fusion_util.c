@@ -1194,8 +1194,8 @@ static void host_values(builder_t *b, kiln_hlo_instruction_t *host, const kiln_p
 
 /* Puts the fused computation's instructions in the order the copy path creates them: the
  * members' clones and the host's own instructions in member order (`walk`), each parameter
- * or cloned constant where it is first read; then removes what is dead, numbers the
- * parameters in that order and rebuilds every user list in it (as creating them does). */
+ * or cloned constant where it is first read (dead clones included); then removes what is
+ * dead and rebuilds every user list in that order (as creating them does). */
 static void order_like_copy(builder_t *b, const instr_vec_t *walk) {
   kiln_hlo_computation_t *fc = b->fc;
   kiln_ptrmap_t listed;
@@ -1211,6 +1211,8 @@ static void order_like_copy(builder_t *b, const instr_vec_t *walk) {
   memcpy(fc->instructions.data, list.data, sizeof(list.data[0]) * list.len);
   kiln_vec_free(&list);
   kiln_ptrmap_free(&listed);
+  /* Sorted before dead clones go: they placed parameters where they read them first. */
+  kiln_hlo_computation_sort_post_order(fc);
   remove_dead(fc);
   for (size_t i = fc->instructions.len; i-- > 0;) {
     kiln_hlo_instruction_t *p = fc->instructions.data[i];
@@ -1219,7 +1221,6 @@ static void order_like_copy(builder_t *b, const instr_vec_t *walk) {
       if (r) kiln_status_free(r);
     }
   }
-  kiln_hlo_computation_sort_post_order(fc);
   for (size_t i = 0; i < fc->instructions.len; i++) fc->instructions.data[i]->users.len = 0;
   for (size_t i = 0; i < fc->instructions.len; i++) {
     kiln_hlo_instruction_t *in = fc->instructions.data[i];
