@@ -195,6 +195,7 @@ static void compare_merges(corpus_run_t *r, kiln_hlo_module_t *a, kiln_hlo_modul
       r->merge_bytes += b->arena.total - b0;
     }
     char *d = differs(a->entry, b->entry, 0);
+    kiln_fusion_remove_retired(b, &scope.retired); /* as the passes do when they finish */
     kiln_status va = kiln_hlo_module_verify(b);
     if (*d || va) {
       r->mismatches++;

@@ -775,6 +775,9 @@ typedef struct builder {
   kiln_ptrmap_t val; /* original (member or outside value) -> instruction in fc */
   instr_vec_t params, operands;
   kiln_ptrmap_t *made_on_demand; /* when set: parameters and constants outside_value made */
+  /* When set (growing in place): call counts; a member fusion (not duplicated) whose fused
+   * computation only it calls has its instructions moved in instead of cloned. */
+  const kiln_ptrmap_t *callers;
 } builder_t;
 
 /* The fused computation's value for an instruction outside the set: a parameter (created
@@ -948,6 +951,71 @@ static kiln_status fusion_find_outputs(const kiln_hlo_computation_t *c, const in
   return NULL;
 }
 
+static bool has_control_edges(const kiln_hlo_computation_t *body);
+
+/* Whether member fusion `fus`'s instructions can move into b->fc (kiln_fusion_merge): it
+ * goes away with the merge and nothing else calls its fused computation. */
+static bool movable_body(const builder_t *b, const kiln_hlo_instruction_t *fus,
+                         const kiln_hlo_computation_t *body, const kiln_ptrmap_t *set) {
+  if (!b->callers || (member_flags(set, fus) & DUPLICATE) || fus->num_called_groups != 1)
+    return false;
+  if (body == b->fc || (intptr_t)kiln_ptrmap_get(b->callers, body) > 1) return false;
+  if (!body->root || body->num_parameters != fus->num_operands) return false;
+  return !has_control_edges(body);
+}
+
+/* inline_fusion without copies: moves the instructions of `body` (in the order
+ * inline_fusion clones them) into b->fc, their parameters replaced by the values of `fus`'s
+ * operands; `body` is left holding its parameters only (it is retired with `fus`). */
+static kiln_hlo_instruction_t *move_fusion_body(builder_t *b, kiln_hlo_instruction_t *fus,
+                                                kiln_hlo_computation_t *body,
+                                                const kiln_ptrmap_t *set) {
+  size_t n = 0;
+  kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(body, &n);
+  kiln_hlo_instruction_t *root = NULL;
+  bool ok = true;
+  for (size_t i = 0; i < n && ok; i++) {
+    kiln_hlo_instruction_t *s = order[i];
+    if (s->opcode == KILN_OP_PARAMETER) continue;
+    for (int k = 0; k < s->num_operands && ok; k++) {
+      kiln_hlo_instruction_t *o = s->operands[k];
+      if (o->opcode != KILN_OP_PARAMETER || o->parent != body) continue;
+      int64_t p = o->parameter_number;
+      kiln_hlo_instruction_t *v =
+          p >= 0 && p < fus->num_operands ? value_of(b, fus->operands[p], set) : NULL;
+      if (!v) {
+        ok = false;
+        break;
+      }
+      s->operands[k] = v;
+      bool have = false;
+      for (size_t u = 0; u < v->users.len && !have; u++) have = v->users.data[u] == s;
+      if (!have) kiln_vec_push(&v->users, s);
+    }
+    s->parent = b->fc;
+    s->name =
+        kiln_hlo_module_unique_name(b->m, s->name); /* parsed names repeat across computations */
+    kiln_vec_push(&b->fc->instructions, s);
+  }
+  if (ok) {
+    if (body->root->opcode == KILN_OP_PARAMETER) {
+      int64_t p = body->root->parameter_number;
+      root = p >= 0 && p < fus->num_operands ? value_of(b, fus->operands[p], set) : NULL;
+    } else {
+      root = body->root;
+    }
+  }
+  /* The body keeps its parameters (their user lists name moved instructions; nothing reads
+   * them again) and no root of its own. */
+  size_t w = 0;
+  for (size_t i = 0; i < body->instructions.len; i++)
+    if (body->instructions.data[i]->parent == body)
+      body->instructions.data[w++] = body->instructions.data[i];
+  body->instructions.len = w;
+  kiln_free(order);
+  return root;
+}
+
 /* The value of member `in` in b->fc: its clone, the clone of its fused computation's root
  * (the body inlined, the computation added to `retired`), or for a get-tuple-element of a
  * member whose value is a tuple, that tuple's operand. */
@@ -957,7 +1025,9 @@ static kiln_status clone_member(builder_t *b, kiln_hlo_instruction_t *in, const 
   const kiln_hlo_computation_t *body =
       in->opcode == KILN_OP_FUSION ? kiln_hlo_instruction_called(in, "calls") : NULL;
   if (body) {
-    v = inline_fusion(b, in, body, set);
+    kiln_hlo_computation_t *own = kiln_hlo_instruction_called(in, "calls");
+    v = movable_body(b, in, own, set) ? move_fusion_body(b, in, own, set)
+                                      : inline_fusion(b, in, body, set);
     if (retired) kiln_ptrmap_put(retired, (void *)body, (void *)1);
   } else {
     kiln_hlo_instruction_t *t =
@@ -1328,7 +1398,8 @@ static kiln_status grow_in_place(kiln_fusion_scope_t *scope, kiln_hlo_computatio
   kiln_ptrmap_init(&on_demand);
   builder_t b = {.m = c->module,
                  .fc = kiln_hlo_instruction_called(host, "calls"),
-                 .made_on_demand = &on_demand};
+                 .made_on_demand = &on_demand,
+                 .callers = &scope->callers};
   kiln_ptrmap_init(&b.val);
   instr_vec_t walk = {0}, pending = {0}, own = {0}, ops = {0};
   /* The host's instructions in the order the copy path inlines them. */
