@@ -162,8 +162,10 @@ kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
 /* kiln_fusion_create's result, built without copying a fused computation where one member
  * can host the others: a fusion (not duplicated) whose fused computation only it calls
  * (per `scope->callers`; the largest such body when there are several). The other
- * members' clones (and inlined bodies) are added to that computation, the parameters they
- * feed replaced by them, and the fusion instruction itself becomes the result:
+ * members' clones are added to that computation (a member fusion that goes away, and whose
+ * fused computation only it calls, has its instructions moved in instead of cloned; that
+ * computation is retired), the parameters they feed replaced by them, and the fusion
+ * instruction itself becomes the result:
  * `*out_fusion` is that member, which stays (every other member goes as with
  * kiln_fusion_create). The result is the one kiln_fusion_create builds, instruction for
  * instruction: the same fused instructions in the same order, the same parameter and
