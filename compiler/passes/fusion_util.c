@@ -9,6 +9,7 @@
 #include "base/vec.h"
 #include "compiler/analysis/launch_grid.h"
 #include "compiler/analysis/reduction_rule.h"
+#include "compiler/passes/pass_util.h"
 
 typedef KILN_VEC(kiln_hlo_instruction_t *) instr_vec_t;
 
@@ -679,18 +680,21 @@ kiln_status kiln_fusion_run_on_computations(kiln_hlo_module_t *m, const char *wh
   kiln_fusion_make_arena_room(m);
   size_t n = 0;
   kiln_hlo_computation_t **comps = kiln_fusion_sequential_computations(m, &n);
-  kiln_ptrmap_t retired;
-  kiln_ptrmap_init(&retired);
+  kiln_fusion_scope_t scope;
+  kiln_ptrmap_init(&scope.retired);
+  kiln_ptrmap_init(&scope.callers);
+  kiln_pass_count_callers(m, &scope.callers);
   kiln_status st = NULL;
   bool any = false;
   for (size_t i = 0; i < n && !st; i++) {
     bool ch = false;
-    st = fn(comps[i], &retired, &ch);
+    st = fn(comps[i], &scope, &ch);
     if (st) st = kiln_status_annotate(st, "%s of '%s'", what, comps[i]->name);
     any |= ch;
   }
-  kiln_fusion_remove_retired(m, &retired);
-  kiln_ptrmap_free(&retired);
+  kiln_fusion_remove_retired(m, &scope.retired);
+  kiln_ptrmap_free(&scope.retired);
+  kiln_ptrmap_free(&scope.callers);
   kiln_free(comps);
   if (changed) *changed = *changed || any;
   return st;
@@ -770,6 +774,10 @@ typedef struct builder {
   kiln_hlo_computation_t *fc;
   kiln_ptrmap_t val; /* original (member or outside value) -> instruction in fc */
   instr_vec_t params, operands;
+  kiln_ptrmap_t *made_on_demand; /* when set: parameters and constants outside_value made */
+  /* When set (growing in place): call counts; a member fusion (not duplicated) whose fused
+   * computation only it calls has its instructions moved in instead of cloned. */
+  const kiln_ptrmap_t *callers;
 } builder_t;
 
 /* The fused computation's value for an instruction outside the set: a parameter (created
@@ -791,6 +799,7 @@ static kiln_hlo_instruction_t *outside_value(builder_t *b, kiln_hlo_instruction_
     kiln_vec_push(&b->operands, op);
   }
   if (v) kiln_ptrmap_put(&b->val, op, v);
+  if (v && b->made_on_demand) kiln_ptrmap_put(b->made_on_demand, v, (void *)1);
   return v;
 }
 
@@ -942,6 +951,110 @@ static kiln_status fusion_find_outputs(const kiln_hlo_computation_t *c, const in
   return NULL;
 }
 
+static bool has_control_edges(const kiln_hlo_computation_t *body);
+
+/* Whether member fusion `fus`'s instructions can move into b->fc (kiln_fusion_merge): it
+ * goes away with the merge and nothing else calls its fused computation. */
+static bool movable_body(const builder_t *b, const kiln_hlo_instruction_t *fus,
+                         const kiln_hlo_computation_t *body, const kiln_ptrmap_t *set) {
+  if (!b->callers || (member_flags(set, fus) & DUPLICATE) || fus->num_called_groups != 1)
+    return false;
+  if (body == b->fc || (intptr_t)kiln_ptrmap_get(b->callers, body) > 1) return false;
+  if (!body->root || body->num_parameters != fus->num_operands) return false;
+  return !has_control_edges(body);
+}
+
+/* inline_fusion without copies: moves the instructions of `body` (in the order
+ * inline_fusion clones them) into b->fc, their parameters replaced by the values of `fus`'s
+ * operands; `body` is left holding its parameters only (it is retired with `fus`). */
+static kiln_hlo_instruction_t *move_fusion_body(builder_t *b, kiln_hlo_instruction_t *fus,
+                                                kiln_hlo_computation_t *body,
+                                                const kiln_ptrmap_t *set) {
+  size_t n = 0;
+  kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(body, &n);
+  kiln_hlo_instruction_t *root = NULL;
+  bool ok = true;
+  for (size_t i = 0; i < n && ok; i++) {
+    kiln_hlo_instruction_t *s = order[i];
+    if (s->opcode == KILN_OP_PARAMETER) continue;
+    for (int k = 0; k < s->num_operands && ok; k++) {
+      kiln_hlo_instruction_t *o = s->operands[k];
+      if (o->opcode != KILN_OP_PARAMETER || o->parent != body) continue;
+      int64_t p = o->parameter_number;
+      kiln_hlo_instruction_t *v =
+          p >= 0 && p < fus->num_operands ? value_of(b, fus->operands[p], set) : NULL;
+      if (!v) {
+        ok = false;
+        break;
+      }
+      s->operands[k] = v;
+      bool have = false;
+      for (size_t u = 0; u < v->users.len && !have; u++) have = v->users.data[u] == s;
+      if (!have) kiln_vec_push(&v->users, s);
+    }
+    s->parent = b->fc;
+    s->name =
+        kiln_hlo_module_unique_name(b->m, s->name); /* parsed names repeat across computations */
+    kiln_vec_push(&b->fc->instructions, s);
+  }
+  if (ok) {
+    if (body->root->opcode == KILN_OP_PARAMETER) {
+      int64_t p = body->root->parameter_number;
+      root = p >= 0 && p < fus->num_operands ? value_of(b, fus->operands[p], set) : NULL;
+    } else {
+      root = body->root;
+    }
+  }
+  /* The body keeps its parameters (their user lists name moved instructions; nothing reads
+   * them again) and no root of its own. */
+  size_t w = 0;
+  for (size_t i = 0; i < body->instructions.len; i++)
+    if (body->instructions.data[i]->parent == body)
+      body->instructions.data[w++] = body->instructions.data[i];
+  body->instructions.len = w;
+  kiln_free(order);
+  return root;
+}
+
+/* The value of member `in` in b->fc: its clone, the clone of its fused computation's root
+ * (the body inlined, the computation added to `retired`), or for a get-tuple-element of a
+ * member whose value is a tuple, that tuple's operand. */
+static kiln_status clone_member(builder_t *b, kiln_hlo_instruction_t *in, const kiln_ptrmap_t *set,
+                                kiln_ptrmap_t *retired) {
+  kiln_hlo_instruction_t *v = NULL;
+  const kiln_hlo_computation_t *body =
+      in->opcode == KILN_OP_FUSION ? kiln_hlo_instruction_called(in, "calls") : NULL;
+  if (body) {
+    kiln_hlo_computation_t *own = kiln_hlo_instruction_called(in, "calls");
+    v = movable_body(b, in, own, set) ? move_fusion_body(b, in, own, set)
+                                      : inline_fusion(b, in, body, set);
+    if (retired) kiln_ptrmap_put(retired, (void *)body, (void *)1);
+  } else {
+    kiln_hlo_instruction_t *t =
+        in->opcode == KILN_OP_GET_TUPLE_ELEMENT && member_flags(set, in->operands[0])
+            ? kiln_ptrmap_get(&b->val, in->operands[0])
+            : NULL;
+    if (t && t->opcode == KILN_OP_TUPLE && in->tuple_index >= 0 &&
+        in->tuple_index < t->num_operands) {
+      v = t->operands[in->tuple_index];
+    } else {
+      kiln_hlo_instruction_t *small[8], **ops = small;
+      if (in->num_operands > 8) ops = kiln_malloc(sizeof *ops * (size_t)in->num_operands);
+      int k = 0;
+      for (; k < in->num_operands; k++)
+        if (!(ops[k] = value_of(b, in->operands[k], set))) break;
+      if (k == in->num_operands) v = kiln_hlo_instruction_clone(b->fc, in, NULL, k, ops);
+      if (ops != small) kiln_free(ops);
+    }
+  }
+  if (!v)
+    return kiln_status_make(b->m->arena.limit ? KILN_RESOURCE_EXHAUSTED : KILN_INTERNAL,
+                            "could not clone '%s' into a fusion (module arena: %zu of %zu bytes)",
+                            in->name, b->m->arena.total, b->m->arena.limit);
+  kiln_ptrmap_put(&b->val, in, v);
+  return NULL;
+}
+
 /* Step 3: the fused computation b->fc with a clone of every member, in `order` (fusions
  * inlined, their computations added to `retired`). */
 static kiln_status fusion_clone_members(builder_t *b, const instr_vec_t *order, kiln_ptrmap_t *set,
@@ -949,48 +1062,15 @@ static kiln_status fusion_clone_members(builder_t *b, const instr_vec_t *order, 
   kiln_hlo_module_t *m = b->m;
   b->fc = kiln_hlo_computation_create(m, kiln_hlo_module_unique_name(m, "fused_computation"));
   if (!b->fc) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "out of memory creating a fusion");
-  instr_vec_t ops = {0};
   kiln_status st = NULL;
-  for (size_t i = 0; i < order->len && !st; i++) {
-    kiln_hlo_instruction_t *in = order->data[i], *v = NULL;
-    const kiln_hlo_computation_t *body =
-        in->opcode == KILN_OP_FUSION ? kiln_hlo_instruction_called(in, "calls") : NULL;
-    if (body) {
-      v = inline_fusion(b, in, body, set);
-      if (retired) kiln_ptrmap_put(retired, (void *)body, (void *)1);
-    } else {
-      kiln_hlo_instruction_t *t =
-          in->opcode == KILN_OP_GET_TUPLE_ELEMENT && member_flags(set, in->operands[0])
-              ? kiln_ptrmap_get(&b->val, in->operands[0])
-              : NULL;
-      if (t && t->opcode == KILN_OP_TUPLE && in->tuple_index >= 0 &&
-          in->tuple_index < t->num_operands) {
-        v = t->operands[in->tuple_index];
-      } else {
-        kiln_vec_clear(&ops);
-        for (int k = 0; k < in->num_operands; k++) {
-          kiln_hlo_instruction_t *o = value_of(b, in->operands[k], set);
-          if (!o) break;
-          kiln_vec_push(&ops, o);
-        }
-        if ((int)ops.len == in->num_operands)
-          v = kiln_hlo_instruction_clone(b->fc, in, NULL, in->num_operands, ops.data);
-      }
-    }
-    if (!v)
-      st = kiln_status_make(m->arena.limit ? KILN_RESOURCE_EXHAUSTED : KILN_INTERNAL,
-                            "could not clone '%s' into a fusion (module arena: %zu of %zu bytes)",
-                            in->name, m->arena.total, m->arena.limit);
-    else
-      kiln_ptrmap_put(&b->val, in, v);
-  }
-  kiln_vec_free(&ops);
+  for (size_t i = 0; i < order->len && !st; i++) st = clone_member(b, order->data[i], set, retired);
   return st;
 }
 
 /* Step 4: the fused computation's root (one output, or a tuple of them), dead clones and
  * unread parameters removed, the rest renumbered. */
-static kiln_status fusion_finish_computation(builder_t *b, const instr_vec_t *outputs) {
+/* The fused computation's root: the value of the one output, or a tuple of them. */
+static kiln_status fusion_set_root(builder_t *b, const instr_vec_t *outputs) {
   kiln_hlo_module_t *m = b->m;
   if (outputs->len == 1) {
     b->fc->root = kiln_ptrmap_get(&b->val, outputs->data[0]);
@@ -1012,6 +1092,12 @@ static kiln_status fusion_finish_computation(builder_t *b, const instr_vec_t *ou
   /* A root that is a parameter (a member that only forwards) needs a real instruction. */
   if (b->fc->root->opcode == KILN_OP_PARAMETER)
     return kiln_status_make(KILN_INVALID_ARGUMENT, "fusion root would be a parameter");
+  return NULL;
+}
+
+static kiln_status fusion_finish_computation(builder_t *b, const instr_vec_t *outputs) {
+  kiln_hlo_module_t *m = b->m;
+  KILN_RETURN_IF_ERROR_PLAIN(fusion_set_root(b, outputs));
   remove_dead(b->fc);
   /* Drop parameters nothing reads any more and renumber the rest. */
   size_t w = 0;
@@ -1033,6 +1119,23 @@ static kiln_status fusion_finish_computation(builder_t *b, const instr_vec_t *ou
       kiln_arena_alloc(&m->arena, sizeof(kiln_hlo_instruction_t *) * (b->params.len + 1));
   for (size_t i = 0; i < b->params.len; i++) b->fc->parameters[i] = b->params.data[i];
   kiln_hlo_computation_sort_post_order(b->fc);
+  return NULL;
+}
+
+/* Removes the members (not duplicated, not `keep`), users first. */
+static kiln_status remove_members(const instr_vec_t *order, const kiln_ptrmap_t *set,
+                                  const kiln_hlo_instruction_t *keep) {
+  for (size_t i = order->len; i-- > 0;) {
+    kiln_hlo_instruction_t *in = order->data[i];
+    if (in == keep || (member_flags(set, in) & DUPLICATE)) continue;
+    kiln_status r = kiln_hlo_instruction_remove(in);
+    if (r) {
+      kiln_status st = kiln_status_make(KILN_INTERNAL, "fusion left '%s' in place: %s", in->name,
+                                        kiln_status_message(r));
+      kiln_status_free(r);
+      return st;
+    }
+  }
   return NULL;
 }
 
@@ -1062,19 +1165,8 @@ static kiln_status fusion_replace_members(kiln_hlo_computation_t *c, builder_t *
       kiln_hlo_instruction_replace_all_uses(o, g);
     }
   }
-  for (size_t i = order->len; i-- > 0;) {
-    kiln_hlo_instruction_t *in = order->data[i];
-    if (member_flags(set, in) & DUPLICATE) continue;
-    kiln_status r = kiln_hlo_instruction_remove(in);
-    if (r) {
-      kiln_status st = kiln_status_make(KILN_INTERNAL, "fusion left '%s' in place: %s", in->name,
-                                        kiln_status_message(r));
-      kiln_status_free(r);
-      return st;
-    }
-  }
   *out_fusion = fusion;
-  return NULL;
+  return remove_members(order, set, NULL);
 }
 
 kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
@@ -1103,6 +1195,289 @@ kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
   kiln_ptrmap_free(&b.val);
   kiln_ptrmap_free(&set);
   return st;
+}
+
+/* ---- growing a fusion in place (kiln_fusion_merge) ---- */
+
+/* Whether fused computation `body` has control edges (the copy path drops them). */
+static bool has_control_edges(const kiln_hlo_computation_t *body) {
+  for (size_t i = 0; i < body->instructions.len; i++) {
+    const kiln_hlo_instruction_t *in = body->instructions.data[i];
+    if (in->num_control_predecessors || in->control_successors.len) return true;
+  }
+  return false;
+}
+
+/* The member whose fused computation can take the others (kiln_fusion_merge), or NULL. */
+static kiln_hlo_instruction_t *pick_host(const kiln_fusion_scope_t *scope, const instr_vec_t *order,
+                                         const kiln_ptrmap_t *set) {
+  kiln_hlo_instruction_t *best = NULL;
+  size_t best_n = 0;
+  for (size_t i = 0; i < order->len; i++) {
+    kiln_hlo_instruction_t *in = order->data[i];
+    if (in->opcode != KILN_OP_FUSION || (member_flags(set, in) & DUPLICATE)) continue;
+    if (in->num_called_groups != 1) continue;
+    const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(in, "calls");
+    if (!body || body == in->parent || (intptr_t)kiln_ptrmap_get(&scope->callers, body) > 1)
+      continue;
+    if (!body->root || body->root->opcode == KILN_OP_PARAMETER ||
+        body->num_parameters != in->num_operands || body->instructions.len <= best_n)
+      continue;
+    bool params_ok = true;
+    for (int k = 0; k < body->num_parameters && params_ok; k++)
+      params_ok = body->parameters[k] && body->parameters[k]->parent == body &&
+                  body->parameters[k]->opcode == KILN_OP_PARAMETER;
+    if (!params_ok || has_control_edges(body)) continue;
+    best = in;
+    best_n = body->instructions.len;
+  }
+  return best;
+}
+
+/* The host's fused computation before the merge, seen as the copy path sees it: each operand
+ * value gets one parameter (a repeated operand's parameters replaced by the first), a scalar
+ * constant operand is cloned inside, and a parameter fed by another member waits in
+ * `pending` (member, parameter pairs) for that member's clone. */
+static void host_values(builder_t *b, kiln_hlo_instruction_t *host, const kiln_ptrmap_t *set,
+                        instr_vec_t *pending) {
+  for (int k = 0; k < host->num_operands; k++) {
+    kiln_hlo_instruction_t *o = host->operands[k], *p = b->fc->parameters[k];
+    if (member_flags(set, o)) {
+      kiln_vec_push(pending, o);
+      kiln_vec_push(pending, p);
+      continue;
+    }
+    kiln_hlo_instruction_t *v = kiln_ptrmap_get(&b->val, o);
+    if (!v && o->opcode == KILN_OP_CONSTANT && kiln_shape_is_array(o->shape) &&
+        o->shape->rank == 0 && o->literal && !o->literal->unknown) {
+      v = outside_value(b, o);
+    }
+    if (v) {
+      kiln_hlo_instruction_replace_all_uses(p, v);
+      continue;
+    }
+    kiln_ptrmap_put(&b->val, o, p);
+    kiln_vec_push(&b->params, p);
+    kiln_vec_push(&b->operands, o);
+  }
+}
+
+/* Puts the fused computation's instructions in the order the copy path creates them: the
+ * members' clones and the host's own instructions in member order (`walk`), each parameter
+ * or cloned constant where it is first read (dead clones included); then removes what is
+ * dead and rebuilds every user list in that order (as creating them does). */
+static void order_like_copy(builder_t *b, const instr_vec_t *walk) {
+  kiln_hlo_computation_t *fc = b->fc;
+  kiln_ptrmap_t listed;
+  kiln_ptrmap_init(&listed);
+  instr_vec_t list = {0};
+  for (size_t i = 0; i < walk->len; i++) {
+    kiln_vec_push(&list, walk->data[i]);
+    kiln_ptrmap_put(&listed, walk->data[i], (void *)1);
+  }
+  for (size_t i = 0; i < fc->instructions.len; i++)
+    if (!kiln_ptrmap_contains(&listed, fc->instructions.data[i]))
+      kiln_vec_push(&list, fc->instructions.data[i]);
+  memcpy(fc->instructions.data, list.data, sizeof(list.data[0]) * list.len);
+  kiln_vec_free(&list);
+  kiln_ptrmap_free(&listed);
+  /* Sorted before dead clones go: they placed parameters where they read them first. */
+  kiln_hlo_computation_sort_post_order(fc);
+  remove_dead(fc);
+  for (size_t i = fc->instructions.len; i-- > 0;) {
+    kiln_hlo_instruction_t *p = fc->instructions.data[i];
+    if (p->opcode == KILN_OP_PARAMETER && !p->users.len && p != fc->root) {
+      kiln_status r = kiln_hlo_instruction_remove(p);
+      if (r) kiln_status_free(r);
+    }
+  }
+  for (size_t i = 0; i < fc->instructions.len; i++) fc->instructions.data[i]->users.len = 0;
+  for (size_t i = 0; i < fc->instructions.len; i++) {
+    kiln_hlo_instruction_t *in = fc->instructions.data[i];
+    for (int k = 0; k < in->num_operands; k++) {
+      kiln_hlo_instruction_t *o = in->operands[k];
+      if (!o->users.len || kiln_vec_last(&o->users) != in) kiln_vec_push(&o->users, in);
+    }
+  }
+}
+
+/* Numbers the fused computation's parameters in instruction order and lists the fusion's
+ * operands to match (`ops`, the outside value of each). */
+static void number_parameters(builder_t *b, instr_vec_t *ops) {
+  kiln_hlo_computation_t *fc = b->fc;
+  kiln_ptrmap_t outside;
+  kiln_ptrmap_init(&outside);
+  for (size_t i = 0; i < b->params.len; i++)
+    kiln_ptrmap_put(&outside, b->params.data[i], b->operands.data[i]);
+  kiln_vec_clear(&b->params);
+  for (size_t i = 0; i < fc->instructions.len; i++) {
+    kiln_hlo_instruction_t *p = fc->instructions.data[i];
+    if (p->opcode != KILN_OP_PARAMETER) continue;
+    p->parameter_number = (int64_t)b->params.len;
+    kiln_vec_push(&b->params, p);
+    kiln_vec_push(ops, kiln_ptrmap_get(&outside, p));
+  }
+  kiln_ptrmap_free(&outside);
+  fc->num_parameters = (int)b->params.len;
+  fc->parameters =
+      kiln_arena_alloc(&b->m->arena, sizeof(kiln_hlo_instruction_t *) * (b->params.len + 1));
+  for (size_t i = 0; i < b->params.len; i++) fc->parameters[i] = b->params.data[i];
+}
+
+/* Gives `to` the users `stash` held of `from`, last first, reading `to` instead (what
+ * kiln_hlo_instruction_replace_all_uses does). */
+static void move_users(const instr_vec_t *stash, kiln_hlo_instruction_t *from,
+                       kiln_hlo_instruction_t *to) {
+  for (size_t i = stash->len; i-- > 0;) {
+    kiln_hlo_instruction_t *u = stash->data[i];
+    for (int k = 0; k < u->num_operands; k++)
+      if (u->operands[k] == from) u->operands[k] = to;
+    bool have = false;
+    for (size_t j = 0; j < to->users.len && !have; j++) have = to->users.data[j] == u;
+    if (!have) kiln_vec_push(&to->users, u);
+  }
+}
+
+/* The host made the merged fusion, as a fusion created in its place would be: fresh
+ * attributes, the new operands, at the end of `c`, the outputs' uses moved to it (or its
+ * get-tuple-elements), the other members (not duplicated) removed. */
+static kiln_status host_replace_members(kiln_hlo_computation_t *c, builder_t *b,
+                                        kiln_hlo_instruction_t *host, const instr_vec_t *ops,
+                                        const instr_vec_t *order, kiln_ptrmap_t *set,
+                                        const instr_vec_t *outputs) {
+  kiln_hlo_module_t *m = b->m;
+  instr_vec_t stash = {0};
+  for (size_t u = 0; u < host->users.len; u++) kiln_vec_push(&stash, host->users.data[u]);
+  host->users.len = 0;
+  kiln_hlo_instruction_set_operands(host, 0, NULL);
+  for (size_t i = 0; i < c->instructions.len; i++) {
+    if (c->instructions.data[i] != host) continue;
+    memmove(&c->instructions.data[i], &c->instructions.data[i + 1],
+            (c->instructions.len - i - 1) * sizeof(c->instructions.data[0]));
+    c->instructions.data[c->instructions.len - 1] = host;
+    break;
+  }
+  kiln_shape_t *host_shape = host->shape; /* its output's shape, for a get-tuple-element */
+  kiln_hlo_instruction_t fresh = {0};
+  fresh.name = host->name;
+  fresh.opcode = KILN_OP_FUSION;
+  fresh.parent = host->parent;
+  fresh.id = host->id;
+  fresh.users = host->users;
+  fresh.control_successors = host->control_successors;
+  *host = fresh;
+  host->shape = b->fc->root->shape;
+  kiln_hlo_instruction_set_operands(host, (int)ops->len, ops->data);
+  kiln_hlo_instruction_add_called(host, "calls", false, 1, &b->fc);
+  host->fusion_kind = kiln_fusion_kind_for(b->fc);
+  for (size_t i = 0; i < outputs->len; i++) {
+    kiln_hlo_instruction_t *o = outputs->data[i], *to = host;
+    if (outputs->len > 1) {
+      to = kiln_hlo_instruction_create(c, KILN_OP_GET_TUPLE_ELEMENT,
+                                       o == host ? host_shape : o->shape,
+                                       kiln_hlo_module_unique_name(m, "get-tuple-element"));
+      to->tuple_index = (int64_t)i;
+      kiln_hlo_instruction_set_operands(to, 1, &host);
+    }
+    if (o != host) {
+      kiln_hlo_instruction_replace_all_uses(o, to);
+      continue;
+    }
+    move_users(&stash, host, to);
+    if (c->root == host) c->root = to;
+  }
+  kiln_vec_free(&stash);
+  return remove_members(order, set, host);
+}
+
+/* kiln_fusion_merge with `host` holding the result. */
+static kiln_status grow_in_place(kiln_fusion_scope_t *scope, kiln_hlo_computation_t *c,
+                                 kiln_hlo_instruction_t *host, const instr_vec_t *order,
+                                 kiln_ptrmap_t *set, const instr_vec_t *outputs) {
+  kiln_ptrmap_t on_demand;
+  kiln_ptrmap_init(&on_demand);
+  builder_t b = {.m = c->module,
+                 .fc = kiln_hlo_instruction_called(host, "calls"),
+                 .made_on_demand = &on_demand,
+                 .callers = &scope->callers};
+  kiln_ptrmap_init(&b.val);
+  instr_vec_t walk = {0}, pending = {0}, own = {0}, ops = {0};
+  /* The host's instructions in the order the copy path inlines them. */
+  size_t n_body = 0;
+  kiln_hlo_instruction_t **body = kiln_hlo_computation_post_order(b.fc, &n_body);
+  for (size_t i = 0; i < n_body; i++)
+    if (body[i]->opcode != KILN_OP_PARAMETER) kiln_vec_push(&own, body[i]);
+  kiln_free(body);
+  host_values(&b, host, set, &pending);
+  kiln_ptrmap_put(&b.val, host, b.fc->root);
+  kiln_status st = NULL;
+  for (size_t i = 0; i < order->len && !st; i++) {
+    kiln_hlo_instruction_t *in = order->data[i];
+    if (in == host) {
+      for (size_t j = 0; j < own.len; j++) kiln_vec_push(&walk, own.data[j]);
+      continue;
+    }
+    size_t before = b.fc->instructions.len;
+    st = clone_member(&b, in, set, &scope->retired);
+    /* Parameters and constants made for outside values are placed where first read. */
+    for (size_t j = before; !st && j < b.fc->instructions.len; j++)
+      if (!kiln_ptrmap_contains(&on_demand, b.fc->instructions.data[j]))
+        kiln_vec_push(&walk, b.fc->instructions.data[j]);
+  }
+  for (size_t i = 0; i + 1 < pending.len && !st; i += 2) {
+    kiln_hlo_instruction_t *v = kiln_ptrmap_get(&b.val, pending.data[i]);
+    if (!v)
+      st = kiln_status_make(KILN_INTERNAL, "'%s' has no value in '%s'", pending.data[i]->name,
+                            b.fc->name);
+    else
+      kiln_hlo_instruction_replace_all_uses(pending.data[i + 1], v);
+  }
+  if (!st) {
+    size_t before = b.fc->instructions.len;
+    st = fusion_set_root(&b, outputs);
+    if (b.fc->instructions.len > before) kiln_vec_push(&walk, b.fc->root);
+  }
+  if (!st) {
+    order_like_copy(&b, &walk);
+    number_parameters(&b, &ops);
+    st = host_replace_members(c, &b, host, &ops, order, set, outputs);
+  }
+  kiln_vec_free(&walk);
+  kiln_vec_free(&pending);
+  kiln_vec_free(&own);
+  kiln_vec_free(&ops);
+  kiln_vec_free(&b.params);
+  kiln_vec_free(&b.operands);
+  kiln_ptrmap_free(&b.val);
+  kiln_ptrmap_free(&on_demand);
+  return st;
+}
+
+kiln_status kiln_fusion_merge(kiln_fusion_scope_t *scope, kiln_hlo_computation_t *c, int n,
+                              kiln_hlo_instruction_t *const *members, const bool *duplicate,
+                              kiln_hlo_instruction_t **out_fusion) {
+  *out_fusion = NULL;
+  if (n <= 0) return kiln_status_make(KILN_INVALID_ARGUMENT, "a fusion needs members");
+  kiln_ptrmap_t set;
+  kiln_ptrmap_init(&set);
+  instr_vec_t list = {0}, order = {0}, outputs = {0};
+  kiln_hlo_instruction_t *host = NULL;
+  kiln_status st = fusion_collect_members(c, n, members, duplicate, &set, &list);
+  if (!st) {
+    order_members(&list, &set, &order);
+    st = fusion_find_outputs(c, &order, &set, &outputs);
+  }
+  if (!st) host = pick_host(scope, &order, &set);
+  if (!st && host) {
+    st = grow_in_place(scope, c, host, &order, &set, &outputs);
+    if (!st) *out_fusion = host;
+  }
+  kiln_vec_free(&list);
+  kiln_vec_free(&order);
+  kiln_vec_free(&outputs);
+  kiln_ptrmap_free(&set);
+  if (st || host) return st;
+  return kiln_fusion_create(c, n, members, duplicate, &scope->retired, out_fusion);
 }
 
 void kiln_fusion_remove_retired(kiln_hlo_module_t *m, kiln_ptrmap_t *retired) {

@@ -117,13 +117,23 @@ bool kiln_fusion_loop_shapes_compatible(const kiln_fusion_loop_shape_t *a,
  * comparators or other embedded ones). kiln_malloc'ed array, entry first. */
 kiln_hlo_computation_t **kiln_fusion_sequential_computations(const kiln_hlo_module_t *m,
                                                              size_t *out_n);
+/* What a fusion pass keeps across the computations of one module. */
+typedef struct kiln_fusion_scope {
+  /* Fused computations the pass may have made unused (inlined into another fusion). */
+  kiln_ptrmap_t retired;
+  /* Call sites of each computation when the pass began (kiln_pass_count_callers; one made
+   * since has one): a fused computation called more than once is never grown in place. */
+  kiln_ptrmap_t callers;
+} kiln_fusion_scope_t;
+
 /* A fusion pass's work on one sequential computation: fused computations it makes unused
- * go into `retired`; `*changed` set when it changed anything. */
-typedef kiln_status (*kiln_fusion_computation_fn)(kiln_hlo_computation_t *c, kiln_ptrmap_t *retired,
-                                                  bool *changed);
+ * go into `scope->retired`; `*changed` set when it changed anything. */
+typedef kiln_status (*kiln_fusion_computation_fn)(kiln_hlo_computation_t *c,
+                                                  kiln_fusion_scope_t *scope, bool *changed);
 /* Runs `fn` on every sequential computation of `m` (after making arena room), stops at the
  * first error (named "<what> of '<computation>'"), drops the retired fused computations
- * nothing calls any more and ORs what changed into `*changed`. */
+ * nothing calls any more and ORs what changed into `*changed`. One walk of the module finds
+ * how often each computation is called first. */
 kiln_status kiln_fusion_run_on_computations(kiln_hlo_module_t *m, const char *what,
                                             kiln_fusion_computation_fn fn, bool *changed);
 /* An instruction that launches a kernel (or a library call): not free, not a call/while/
@@ -149,6 +159,22 @@ int64_t kiln_fusion_count_kernels(const kiln_hlo_module_t *m);
 kiln_status kiln_fusion_create(kiln_hlo_computation_t *c, int n,
                                kiln_hlo_instruction_t *const *members, const bool *duplicate,
                                kiln_ptrmap_t *retired, kiln_hlo_instruction_t **out_fusion);
+/* kiln_fusion_create's result, built without copying a fused computation where one member
+ * can host the others: a fusion (not duplicated) whose fused computation only it calls
+ * (per `scope->callers`; the largest such body when there are several). The other
+ * members' clones are added to that computation (a member fusion that goes away, and whose
+ * fused computation only it calls, has its instructions moved in instead of cloned; that
+ * computation is retired), the parameters they feed replaced by them, and the fusion
+ * instruction itself becomes the result:
+ * `*out_fusion` is that member, which stays (every other member goes as with
+ * kiln_fusion_create). The result is the one kiln_fusion_create builds, instruction for
+ * instruction: the same fused instructions in the same order, the same parameter and
+ * operand order, the same users in the same order, the fusion moved to the end of `c`'s
+ * instruction list; only names and ids differ (the host keeps its own, and its fused
+ * computation stays where it is in the module). Without a host it is kiln_fusion_create. */
+kiln_status kiln_fusion_merge(kiln_fusion_scope_t *scope, kiln_hlo_computation_t *c, int n,
+                              kiln_hlo_instruction_t *const *members, const bool *duplicate,
+                              kiln_hlo_instruction_t **out_fusion);
 /* Removes the computations in `retired` that no instruction of the module calls. */
 void kiln_fusion_remove_retired(kiln_hlo_module_t *m, kiln_ptrmap_t *retired);
 

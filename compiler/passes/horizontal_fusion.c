@@ -283,8 +283,8 @@ static kiln_status fuse_computation(hf_state_t *s, bool *changed) {
   return st;
 }
 
-static kiln_status fuse_one(kiln_hlo_computation_t *c, kiln_ptrmap_t *retired, bool *changed) {
-  hf_state_t s = {.c = c, .retired = retired};
+static kiln_status fuse_one(kiln_hlo_computation_t *c, kiln_fusion_scope_t *scope, bool *changed) {
+  hf_state_t s = {.c = c, .retired = &scope->retired};
   return fuse_computation(&s, changed);
 }
 

@@ -102,12 +102,13 @@ static bool producer_consumer_acyclic(const kiln_fusion_order_t *o, const kiln_h
 
 typedef struct mof_state {
   kiln_hlo_computation_t *c;
-  kiln_ptrmap_t *retired;
+  kiln_fusion_scope_t *scope;
   const kiln_cost_device_t *dev;
   kiln_cost_cache_t cost; /* per computation; merged fusions are forgotten */
   kiln_fusion_order_t order;
   kiln_ptrmap_t gone;           /* instructions merged away */
-  kiln_hlo_instruction_t *made; /* the fusion the last merge made */
+  kiln_ptrmap_t hosts;          /* fusions that took a merge into themselves this round */
+  kiln_hlo_instruction_t *made; /* the fusion the last merge made (or grew) */
 } mof_state_t;
 
 /* Reachability queries give up (answering "reaches": no merge) past this many instructions,
@@ -122,9 +123,11 @@ static void build_order(mof_state_t *s) {
 
 static kiln_status merge(mof_state_t *s, kiln_hlo_instruction_t *a, kiln_hlo_instruction_t *b) {
   kiln_hlo_instruction_t *members[2] = {a, b}, *f = NULL;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_fusion_create(s->c, 2, members, NULL, s->retired, &f));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_fusion_merge(s->scope, s->c, 2, members, NULL, &f));
   for (int i = 0; i < 2; i++) {
-    kiln_ptrmap_put(&s->gone, members[i], (void *)1);
+    /* The member that hosts the merge lives on as the merged fusion: a new one to this
+     * round's scan, which passes over it as it would over the members of a new fusion. */
+    kiln_ptrmap_put(members[i] == f ? &s->hosts : &s->gone, members[i], (void *)1);
     kiln_cost_cache_forget(&s->cost, members[i]);
   }
   s->made = f;
@@ -199,7 +202,7 @@ static kiln_status fuse_around(mof_state_t *s, kiln_hlo_instruction_t *x, bool *
     if (st || !done) continue;
     *any = true;
     /* `in` again when it survived (more siblings), then the new fusion first. */
-    if (!kiln_ptrmap_contains(&s->gone, in)) work[n++] = in;
+    if (!kiln_ptrmap_contains(&s->gone, in) && in != s->made) work[n++] = in;
     work[n++] = s->made;
   }
   return st;
@@ -213,11 +216,14 @@ static kiln_status fuse_computation(mof_state_t *s, bool *changed) {
     bool any = false;
     build_order(s);
     kiln_ptrmap_init(&s->gone);
+    kiln_ptrmap_init(&s->hosts);
     size_t n = 0;
     kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(s->c, &n);
-    for (size_t i = 0; i < n && !st; i++) st = fuse_around(s, order[i], &any);
+    for (size_t i = 0; i < n && !st; i++)
+      if (!kiln_ptrmap_contains(&s->hosts, order[i])) st = fuse_around(s, order[i], &any);
     kiln_free(order);
     kiln_ptrmap_free(&s->gone);
+    kiln_ptrmap_free(&s->hosts);
     kiln_fusion_order_free(&s->order);
     if (any) *changed = true;
     if (!any) break;
@@ -226,8 +232,8 @@ static kiln_status fuse_computation(mof_state_t *s, bool *changed) {
   return st;
 }
 
-static kiln_status fuse_one(kiln_hlo_computation_t *c, kiln_ptrmap_t *retired, bool *changed) {
-  mof_state_t s = {.c = c, .retired = retired, .dev = kiln_cost_device_default()};
+static kiln_status fuse_one(kiln_hlo_computation_t *c, kiln_fusion_scope_t *scope, bool *changed) {
+  mof_state_t s = {.c = c, .scope = scope, .dev = kiln_cost_device_default()};
   kiln_cost_cache_init(&s.cost);
   kiln_status st = fuse_computation(&s, changed);
   kiln_cost_cache_free(&s.cost);

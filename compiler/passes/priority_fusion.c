@@ -132,12 +132,15 @@ static void queue_update(fusion_queue_t *q, kiln_hlo_instruction_t *in) {
   if (producer_priority(q, in, &prio)) heap_push(q, (heap_entry_t){prio, v, in});
 }
 
-/* Fuses `p` into each of its users; the producer is removed afterwards. */
+/* Fuses `p` into each of its users; the producer is removed afterwards. A consumer fusion
+ * takes the producer into its own fused computation (kiln_fusion_merge), and so does the
+ * producer fusion its last consumer: no fused computation is copied whole. */
 static kiln_status fuse_into_users(fusion_queue_t *q, kiln_hlo_instruction_t *p,
-                                   kiln_ptrmap_t *retired) {
+                                   kiln_fusion_scope_t *scope) {
   KILN_VEC(kiln_hlo_instruction_t *) users = {0}, made = {0};
   for (size_t u = 0; u < p->users.len; u++) kiln_vec_push(&users, p->users.data[u]);
   kiln_status st = NULL;
+  bool p_merged = false; /* p went into its last consumer's fusion (or hosts it) */
   for (size_t u = 0; u < users.len && !st; u++) {
     kiln_hlo_instruction_t *c = users.data[u];
     if (!c->users.len && c != q->c->root && !c->control_successors.len) {
@@ -146,19 +149,31 @@ static kiln_status fuse_into_users(fusion_queue_t *q, kiln_hlo_instruction_t *p,
       if (!st) mark_gone(q, c);
       continue;
     }
+    /* The last reader of p takes it whole: p is not kept for other users (the same fusion
+     * as duplicating it and removing it afterwards). */
+    bool last = p->users.len == 1;
     kiln_hlo_instruction_t *members[2] = {p, c};
-    bool dup[2] = {true, false};
+    bool dup[2] = {!last, false};
     kiln_hlo_instruction_t *f = NULL;
-    st = kiln_fusion_create(q->c, 2, members, dup, retired, &f);
-    if (!st) {
-      mark_gone(q, users.data[u]);
-      kiln_vec_push(&made, f);
+    st = kiln_fusion_merge(scope, q->c, 2, members, dup, &f);
+    if (st) break;
+    if (f == c)
+      kiln_cost_cache_forget(q->cost, c);
+    else
+      mark_gone(q, c);
+    if (last) {
+      p_merged = true;
+      if (f == p)
+        kiln_cost_cache_forget(q->cost, p);
+      else
+        mark_gone(q, p);
     }
+    kiln_vec_push(&made, f);
   }
-  if (!st && !p->users.len) {
+  if (!st && !p_merged && !p->users.len) {
     if (p->opcode == KILN_OP_FUSION) {
       const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(p, "calls");
-      if (body) kiln_ptrmap_put(retired, (void *)body, (void *)1);
+      if (body) kiln_ptrmap_put(&scope->retired, (void *)body, (void *)1);
     }
     st = kiln_hlo_instruction_remove(p);
     if (!st) mark_gone(q, p);
@@ -184,7 +199,7 @@ static bool wants_wrapper(const kiln_hlo_instruction_t *in) {
   return kiln_fusion_is_loop_fusible(in);
 }
 
-static kiln_status fuse_computation(kiln_hlo_computation_t *c, kiln_ptrmap_t *retired,
+static kiln_status fuse_computation(kiln_hlo_computation_t *c, kiln_fusion_scope_t *scope,
                                     bool *changed) {
   fusion_queue_t q;
   memset(&q, 0, sizeof q);
@@ -212,7 +227,7 @@ static kiln_status fuse_computation(kiln_hlo_computation_t *c, kiln_ptrmap_t *re
       continue;
     }
     if (now < -1e-12) break; /* nothing left that saves time */
-    st = fuse_into_users(&q, e.in, retired);
+    st = fuse_into_users(&q, e.in, scope);
     if (!st) *changed = true;
   }
 
@@ -222,7 +237,7 @@ static kiln_status fuse_computation(kiln_hlo_computation_t *c, kiln_ptrmap_t *re
     for (size_t i = 0; i < n && !st; i++) {
       if (!wants_wrapper(order[i])) continue;
       kiln_hlo_instruction_t *f = NULL;
-      st = kiln_fusion_create(c, 1, &order[i], NULL, retired, &f);
+      st = kiln_fusion_create(c, 1, &order[i], NULL, &scope->retired, &f);
       if (!st) *changed = true;
     }
     kiln_free(order);
