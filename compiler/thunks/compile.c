@@ -8,12 +8,15 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/disk_cache.h"
+#include "base/log.h"
 #include "base/str.h"
 #include "compiler/codegen/fusion_compiler.h"
 #include "compiler/codegen/kir_pipeline.h"
 #include "compiler/hlo/opcode.h"
 #include "compiler/passes/buffer_assignment.h"
 #include "compiler/passes/pipeline.h"
+#include "compiler/thunks/executable_cache.h"
 #include "runtime/command_buffer_thunk.h"
 
 /* The options with the environment read in (once per compilation). */
@@ -111,6 +114,44 @@ kiln_status kiln_compile_optimized_module(const kiln_hlo_module_t *m,
   return NULL;
 }
 
+/* Whether the whole-executable cache applies to a compile with `o`. */
+static bool cache_applies(const kiln_compile_options_t *o) {
+  if (!o->executable_cache_dir || !*o->executable_cache_dir) return false;
+  if (o->emit.dump_dir && *o->emit.dump_dir) return false;
+  const kiln_pass_options_t *p = o->passes;
+  return !(p && (p->after_pass || p->timings || p->log_changes || (p->dump_dir && *p->dump_dir)));
+}
+
+/* Looks `key` up; true with *out on a hit that reads back. */
+static bool cache_lookup(const kiln_compile_options_t *o, const uint64_t key[2],
+                         kiln_executable_desc_t **out) {
+  void *data = NULL;
+  size_t len = 0;
+  if (!kiln_disk_cache_get(o->executable_cache_dir, KILN_EXECUTABLE_CACHE_KIND, key, &data, &len))
+    return false;
+  kiln_status s = kiln_executable_desc_from_bytes(data, len, &o->emit, out);
+  kiln_free(data);
+  if (!s) return true;
+  KILN_LOG_W("executable cache entry not used, compiling: %s", kiln_status_message(s));
+  kiln_status_free(s);
+  return false;
+}
+
+/* Stores `d` as `key`'s entry; an executable that cannot be serialized is not stored. */
+static void cache_store(const kiln_compile_options_t *o, const uint64_t key[2],
+                        const kiln_executable_desc_t *d) {
+  void *data = NULL;
+  size_t len = 0;
+  kiln_status s = kiln_executable_desc_to_bytes(d, &data, &len);
+  if (s) {
+    KILN_LOG_D("executable %s not cached: %s", d->name, kiln_status_message(s));
+    kiln_status_free(s);
+    return;
+  }
+  kiln_disk_cache_put(o->executable_cache_dir, KILN_EXECUTABLE_CACHE_KIND, key, data, len);
+  kiln_free(data);
+}
+
 kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
                                 kiln_executable_desc_t **out, kiln_compile_stats_t *stats) {
   if (out) *out = NULL;
@@ -120,6 +161,24 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
   memset(st, 0, sizeof(*st));
   /* The environment is read once, here, for both steps. */
   kiln_compile_options_t o = resolve_options(opts);
+  bool cached = cache_applies(&o) && m->entry;
+  uint64_t key[2] = {0, 0};
+  if (cached) {
+    double t0 = kiln_clock_ms();
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_executable_cache_key(m, &o, key));
+    st->executable_cache_hit = cache_lookup(&o, key, out);
+    st->cache_ms = kiln_clock_ms() - t0;
+    if (st->executable_cache_hit) {
+      st->total_ms = st->cache_ms;
+      return NULL;
+    }
+  }
   KILN_RETURN_IF_ERROR_PLAIN(kiln_compile_module_passes(m, &o, st));
-  return kiln_compile_optimized_module(m, &o, out, st);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_compile_optimized_module(m, &o, out, st));
+  if (cached) {
+    double t0 = kiln_clock_ms();
+    cache_store(&o, key, *out);
+    st->cache_ms += kiln_clock_ms() - t0;
+  }
+  return NULL;
 }
