@@ -60,6 +60,8 @@ typedef struct entry {
   int index;
   char *label;
   double cold, cold_cpu, warm, disk, disk_kernels, passes;
+  int hit; /* the disk column hit the executable cache */
+  double key_ms, read_ms, load_ms; /* ... its key, read and load (JIT link) times */
   int kernels;
   bool ok;
 } entry_t;
@@ -78,7 +80,8 @@ static int cmp_disk_desc(const void *a, const void *b) {
 /* Compiles module `index` of `path` once with the kernel cache in `dir`; *ms is the time of
  * kiln_compile_module alone (parsing is not counted). */
 static kiln_status compile_once(const char *path, int index, const char *dir, bool exec_cache,
-                                double *ms, double *cpu, double *passes_ms, int *kernels) {
+                                double *ms, double *cpu, double *passes_ms, int *kernels,
+                                kiln_compile_stats_t *stats) {
   kiln_hlo_file_t *f = NULL;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_hlo_file_load(path, &f));
   kiln_status s = NULL;
@@ -98,6 +101,7 @@ static kiln_status compile_once(const char *path, int index, const char *dir, bo
     if (cpu) *cpu = cpu_ms() - c0;
   }
   if (passes_ms) *passes_ms = st.passes_ms;
+  if (stats) *stats = st;
   if (kernels) *kernels = st.emit.kernels;
   kiln_executable_desc_destroy(d);
   kiln_hlo_file_free(f);
@@ -117,8 +121,11 @@ static int child_main(const char *dir, const char *list, const char *mode) {
     *tab = 0;
     int index = atoi(tab + 1);
     double ms = 0;
-    kiln_status s = compile_once(line, index, dir, exe, &ms, NULL, NULL, NULL);
-    printf("%s %.3f\n", s ? "fail" : "ok", ms);
+    kiln_compile_stats_t st;
+    memset(&st, 0, sizeof(st));
+    kiln_status s = compile_once(line, index, dir, exe, &ms, NULL, NULL, NULL, &st);
+    printf("%s %.3f %d %.3f %.3f %.3f\n", s ? "fail" : "ok", ms, st.executable_cache_hit,
+           st.cache_key_ms, st.cache_read_ms, st.cache_load_ms);
     kiln_status_free(s);
     fflush(stdout);
   }
@@ -200,8 +207,17 @@ static void disk_pass(entry_vec_t *v, const char *dir, const char *list, bool ex
     if (!fgets(line, sizeof(line), p)) break;
     char status[8];
     double ms = 0;
-    if (sscanf(line, "%7s %lf", status, &ms) == 2 && !strcmp(status, "ok"))
+    int hit = 0;
+    double key = 0, rd = 0, load = 0;
+    if (sscanf(line, "%7s %lf %d %lf %lf %lf", status, &ms, &hit, &key, &rd, &load) >= 2 &&
+        !strcmp(status, "ok"))
       *(exe ? &v->data[i].disk : &v->data[i].disk_kernels) = ms;
+    if (exe) {
+      v->data[i].hit = hit;
+      v->data[i].key_ms = key;
+      v->data[i].read_ms = rd;
+      v->data[i].load_ms = load;
+    }
   }
   pclose(p);
 }
@@ -241,7 +257,8 @@ static void pipelines_pass(entry_vec_t *v, int repeat) {
       setenv("KILN_HOST_LLVM_PIPELINE", kPipelines[p], 1);
       kiln_kernel_cache_clear();
       double wall = 0, cpu = 0;
-      kiln_status cs = compile_once(e->path, e->index, NULL, false, &wall, &cpu, NULL, NULL);
+      kiln_status cs =
+          compile_once(e->path, e->index, NULL, false, &wall, &cpu, NULL, NULL, NULL);
       kiln_status_free(cs); /* the run below reports it again */
       kiln_hlo_file_t *f = NULL;
       kiln_arena_t arena_s;
@@ -348,10 +365,10 @@ int main(int argc, char **argv) {
     /* cold stores the whole executable too (its cost counts in cold); warm in-process uses the
      * kernel cache only */
     kiln_status s = compile_once(e->path, e->index, kiln_strbuf_cstr(&cache), true, &e->cold,
-                                 &e->cold_cpu, &e->passes, &e->kernels);
+                                 &e->cold_cpu, &e->passes, &e->kernels, NULL);
     if (!s)
       s = compile_once(e->path, e->index, kiln_strbuf_cstr(&cache), false, &e->warm, NULL, NULL,
-                       NULL);
+                       NULL, NULL);
     e->ok = !s;
     if (s) failed++;
     kiln_status_free(s);
@@ -359,7 +376,8 @@ int main(int argc, char **argv) {
   disk_pass(&v, kiln_strbuf_cstr(&cache), kiln_strbuf_cstr(&list), false);
   disk_pass(&v, kiln_strbuf_cstr(&cache), kiln_strbuf_cstr(&list), true);
 
-  double tc = 0, tcpu = 0, tw = 0, td = 0, tdk = 0, worst_disk = 0;
+  double tc = 0, tcpu = 0, tw = 0, td = 0, tdk = 0, worst_disk = 0, tkey = 0, tread = 0, tload = 0;
+  int hits = 0;
   int n = 0, over10 = 0;
   if (!all)
     printf("%-60s %7s %9s %9s %9s %9s %9s %9s\n", "module", "kernels", "cold ms", "cold cpu",
@@ -376,6 +394,10 @@ int main(int argc, char **argv) {
     tw += e->warm;
     td += e->disk;
     tdk += e->disk_kernels;
+    hits += e->hit;
+    tkey += e->key_ms;
+    tread += e->read_ms;
+    tload += e->load_ms;
     if (e->disk > worst_disk) worst_disk = e->disk;
     if (e->disk > 10) over10++;
     n++;
@@ -391,8 +413,13 @@ int main(int argc, char **argv) {
       "  warm from disk with the kernel cache only (disk-k, the path before the executable "
       "cache) %.1f ms: the executable cache %.1fx faster\n",
       tdk, td > 0 ? tdk / td : 0);
-  printf("  warm from disk: slowest module %.2f ms, %d of %d modules over 10 ms\n", worst_disk,
-         over10, n);
+  printf("  warm from disk: slowest module %.2f ms, %d of %d modules over 10 ms; %d executable "
+         "cache hits\n",
+         worst_disk, over10, n, hits);
+  printf("  where the disk time goes: key (print + hash the module) %.1f ms, read %.1f ms, "
+         "rebuild + JIT link %.1f ms, the rest (parse excluded; first-module LLVM start-up) "
+         "%.1f ms\n",
+         tkey, tread, tload, td - tkey - tread - tload);
   if (baseline > 0)
     printf("  cold total vs the baseline's %.1f ms: %.2fx (goal <= 0.5x)\n", baseline,
            tc / baseline);

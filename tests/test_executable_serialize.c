@@ -335,7 +335,7 @@ static void test_compile_driver_hits_the_executable_cache_before_the_passes(void
   uint64_t key[2];
   kiln_compile_options_t keyed = co;
   keyed.command_buffer_min_run = KILN_COMMAND_BUFFER_DEFAULT_MIN_RUN; /* as the driver resolves */
-  assert_null(kiln_executable_cache_key(m2, &keyed, key));
+  assert_null(kiln_executable_cache_key(m2, &keyed, false, key));
   char *path = kiln_disk_cache_path(dir, KILN_EXECUTABLE_CACHE_KIND, key);
   FILE *f = fopen(path, "r+b");
   assert_non_null(f);

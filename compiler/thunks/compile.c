@@ -59,6 +59,13 @@ kiln_status kiln_compile_module_passes(kiln_hlo_module_t *m, const kiln_compile_
   return NULL;
 }
 
+static bool cache_applies(const kiln_compile_options_t *o);
+static kiln_status cache_begin(const kiln_hlo_module_t *m, const kiln_compile_options_t *o,
+                               bool optimized, uint64_t key[2], kiln_executable_desc_t **out,
+                               kiln_compile_stats_t *st);
+static void cache_store(const kiln_compile_options_t *o, const uint64_t key[2],
+                        const kiln_executable_desc_t *d);
+
 kiln_status kiln_compile_optimized_module(const kiln_hlo_module_t *m,
                                           const kiln_compile_options_t *opts,
                                           kiln_executable_desc_t **out,
@@ -71,6 +78,16 @@ kiln_status kiln_compile_optimized_module(const kiln_hlo_module_t *m,
   memset(&local, 0, sizeof(local));
   kiln_compile_stats_t *st = stats ? stats : &local;
   const char *dump_dir = o.emit.dump_dir;
+  bool cached = cache_applies(&o);
+  uint64_t key[2] = {0, 0};
+  if (cached) {
+    double passes_ms = st->passes_ms;
+    KILN_RETURN_IF_ERROR_PLAIN(cache_begin(m, &o, true, key, out, st));
+    if (st->executable_cache_hit) {
+      st->total_ms += passes_ms;
+      return NULL;
+    }
+  }
   double t0 = kiln_clock_ms();
 
   kiln_buffer_assignment_t *ba = NULL;
@@ -109,6 +126,11 @@ kiln_status kiln_compile_optimized_module(const kiln_hlo_module_t *m,
       kiln_strbuf_free(&b);
     }
   }
+  if (cached) {
+    double t1 = kiln_clock_ms();
+    cache_store(&o, key, d);
+    st->cache_ms += kiln_clock_ms() - t1;
+  }
   st->total_ms = st->passes_ms + (kiln_clock_ms() - t0);
   *out = d;
   return NULL;
@@ -124,13 +146,18 @@ static bool cache_applies(const kiln_compile_options_t *o) {
 
 /* Looks `key` up; true with *out on a hit that reads back. */
 static bool cache_lookup(const kiln_compile_options_t *o, const uint64_t key[2],
-                         kiln_executable_desc_t **out) {
+                         kiln_executable_desc_t **out, kiln_compile_stats_t *st) {
   void *data = NULL;
   size_t len = 0;
-  if (!kiln_disk_cache_get(o->executable_cache_dir, KILN_EXECUTABLE_CACHE_KIND, key, &data, &len))
-    return false;
+  double t0 = kiln_clock_ms();
+  bool found =
+      kiln_disk_cache_get(o->executable_cache_dir, KILN_EXECUTABLE_CACHE_KIND, key, &data, &len);
+  double t1 = kiln_clock_ms();
+  st->cache_read_ms = t1 - t0;
+  if (!found) return false;
   kiln_status s = kiln_executable_desc_from_bytes(data, len, &o->emit, out);
   kiln_free(data);
+  st->cache_load_ms = kiln_clock_ms() - t1;
   if (!s) return true;
   KILN_LOG_W("executable cache entry not used, compiling: %s", kiln_status_message(s));
   kiln_status_free(s);
@@ -152,6 +179,19 @@ static void cache_store(const kiln_compile_options_t *o, const uint64_t key[2],
   kiln_free(data);
 }
 
+/* Looks the executable of `m` up (when the cache applies): true on a hit, *out set. */
+static kiln_status cache_begin(const kiln_hlo_module_t *m, const kiln_compile_options_t *o,
+                               bool optimized, uint64_t key[2], kiln_executable_desc_t **out,
+                               kiln_compile_stats_t *st) {
+  double t0 = kiln_clock_ms();
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_executable_cache_key(m, o, optimized, key));
+  st->cache_key_ms = kiln_clock_ms() - t0;
+  st->executable_cache_hit = cache_lookup(o, key, out, st);
+  st->cache_ms = kiln_clock_ms() - t0;
+  if (st->executable_cache_hit) st->total_ms = st->cache_ms;
+  return NULL;
+}
+
 kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
                                 kiln_executable_desc_t **out, kiln_compile_stats_t *stats) {
   if (out) *out = NULL;
@@ -164,17 +204,13 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
   bool cached = cache_applies(&o) && m->entry;
   uint64_t key[2] = {0, 0};
   if (cached) {
-    double t0 = kiln_clock_ms();
-    KILN_RETURN_IF_ERROR_PLAIN(kiln_executable_cache_key(m, &o, key));
-    st->executable_cache_hit = cache_lookup(&o, key, out);
-    st->cache_ms = kiln_clock_ms() - t0;
-    if (st->executable_cache_hit) {
-      st->total_ms = st->cache_ms;
-      return NULL;
-    }
+    KILN_RETURN_IF_ERROR_PLAIN(cache_begin(m, &o, false, key, out, st));
+    if (st->executable_cache_hit) return NULL;
   }
+  kiln_compile_options_t lower = o; /* the second step does not look up again */
+  lower.executable_cache_dir = NULL;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_compile_module_passes(m, &o, st));
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_compile_optimized_module(m, &o, out, st));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_compile_optimized_module(m, &lower, out, st));
   if (cached) {
     double t0 = kiln_clock_ms();
     cache_store(&o, key, *out);

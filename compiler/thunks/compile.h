@@ -49,6 +49,9 @@ typedef struct kiln_compile_stats {
    * linking (a hit) or writing (a miss). */
   bool executable_cache_hit;
   double cache_ms;
+  /* ... of which: the key (printing and hashing the module), reading the entry, and on a hit
+   * rebuilding the description (custom calls, JIT creation, linking the objects). */
+  double cache_key_ms, cache_read_ms, cache_load_ms;
 } kiln_compile_stats_t;
 
 /* Compiles `m` in place (the passes rewrite it) into *out (caller-owned). `opts` and
@@ -64,7 +67,8 @@ kiln_status kiln_compile_module_passes(kiln_hlo_module_t *m, const kiln_compile_
                                        kiln_compile_stats_t *stats);
 
 /* Steps 2-4 (the plugin's first execute on a device): buffer assignment, thunk emission and
- * command-buffer conversion of a module step 1 produced. `m` is only read, so one optimized
+ * command-buffer conversion of a module step 1 produced; with opts->executable_cache_dir,
+ * looked up there first (keyed by the optimized module) and stored after. `m` is only read, so one optimized
  * module may be lowered for several devices, from several threads at once. Fills every field
  * of `stats` but passes_ms (total_ms adds the passes_ms it holds). */
 kiln_status kiln_compile_optimized_module(const kiln_hlo_module_t *m,

@@ -104,11 +104,11 @@ static void hash_str(kiln_hasher_t *h, const char *s) {
 }
 
 kiln_status kiln_executable_cache_key(const kiln_hlo_module_t *m, const kiln_compile_options_t *o,
-                                      uint64_t key[2]) {
+                                      bool optimized, uint64_t key[2]) {
   if (!m || !o) return KILN_ERR_INVALID("executable cache key: NULL argument");
   kiln_hasher_t h;
   kiln_kernel_cache_key_begin(&h); /* LLVM's and kiln's versions */
-  hash_str(&h, "kiln-executable");
+  hash_str(&h, optimized ? "kiln-executable-optimized" : "kiln-executable");
   kiln_hash_word(&h, KILN_EXEC_FORMAT_VERSION);
   kiln_strbuf_t text = {0};
   kiln_hlo_module_print(&text, m);

@@ -9,7 +9,9 @@
  *
  * The compile driver (compile.h, options.executable_cache_dir) stores every executable it
  * compiles under kind KILN_EXECUTABLE_CACHE_KIND of base/disk_cache.h and looks it up before
- * running the passes, keyed by kiln_executable_cache_key: the module's canonical text as
+ * running the passes (kiln_compile_module) or before buffer assignment
+ * (kiln_compile_optimized_module, the plugin's per-device lowering), keyed by
+ * kiln_executable_cache_key: the module's canonical text as
  * given to the compiler (before any pass), the options that change the code (target, arch,
  * rng seed, while bound, strict precision, command-buffer settings, the pass options), the
  * environment variables the compiler reads for code (KILN_DISABLE_PASSES, KILN_GEMM_LIBRARY,
@@ -23,6 +25,7 @@
 #ifndef KILN_COMPILER_THUNKS_EXECUTABLE_CACHE_H_
 #define KILN_COMPILER_THUNKS_EXECUTABLE_CACHE_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,9 +52,11 @@ kiln_status kiln_executable_desc_from_bytes_unlinked(const void *data, size_t le
                                                      const kiln_thunk_emit_options_t *opts,
                                                      kiln_executable_desc_t **out);
 
-/* The cache key of compiling `m` (unoptimized, as given) with `opts` (environment read in:
- * the compile driver passes its resolved options). */
-kiln_status kiln_executable_cache_key(const kiln_hlo_module_t *m,
-                                      const kiln_compile_options_t *opts, uint64_t key[2]);
+/* The cache key of compiling `m` with `opts` (environment read in: the compile driver passes
+ * its resolved options): `optimized` false for kiln_compile_module (m as given, before any
+ * pass), true for kiln_compile_optimized_module (m after the passes: the plugin's lowering
+ * for a device); the two never share an entry. */
+kiln_status kiln_executable_cache_key(const kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
+                                      bool optimized, uint64_t key[2]);
 
 #endif /* KILN_COMPILER_THUNKS_EXECUTABLE_CACHE_H_ */
