@@ -60,7 +60,7 @@ typedef struct entry {
   int index;
   char *label;
   double cold, cold_cpu, warm, disk, disk_kernels, passes;
-  int hit; /* the disk column hit the executable cache */
+  int hit;                         /* the disk column hit the executable cache */
   double key_ms, read_ms, load_ms; /* ... its key, read and load (JIT link) times */
   int kernels;
   bool ok;
@@ -257,8 +257,7 @@ static void pipelines_pass(entry_vec_t *v, int repeat) {
       setenv("KILN_HOST_LLVM_PIPELINE", kPipelines[p], 1);
       kiln_kernel_cache_clear();
       double wall = 0, cpu = 0;
-      kiln_status cs =
-          compile_once(e->path, e->index, NULL, false, &wall, &cpu, NULL, NULL, NULL);
+      kiln_status cs = compile_once(e->path, e->index, NULL, false, &wall, &cpu, NULL, NULL, NULL);
       kiln_status_free(cs); /* the run below reports it again */
       kiln_hlo_file_t *f = NULL;
       kiln_arena_t arena_s;
@@ -413,13 +412,15 @@ int main(int argc, char **argv) {
       "  warm from disk with the kernel cache only (disk-k, the path before the executable "
       "cache) %.1f ms: the executable cache %.1fx faster\n",
       tdk, td > 0 ? tdk / td : 0);
-  printf("  warm from disk: slowest module %.2f ms, %d of %d modules over 10 ms; %d executable "
-         "cache hits\n",
-         worst_disk, over10, n, hits);
-  printf("  where the disk time goes: key (print + hash the module) %.1f ms, read %.1f ms, "
-         "rebuild + JIT link %.1f ms, the rest (parse excluded; first-module LLVM start-up) "
-         "%.1f ms\n",
-         tkey, tread, tload, td - tkey - tread - tload);
+  printf(
+      "  warm from disk: slowest module %.2f ms, %d of %d modules over 10 ms; %d executable "
+      "cache hits\n",
+      worst_disk, over10, n, hits);
+  printf(
+      "  where the disk time goes: key (print + hash the module) %.1f ms, read %.1f ms, "
+      "rebuild + JIT link %.1f ms, the rest (parse excluded; first-module LLVM start-up) "
+      "%.1f ms\n",
+      tkey, tread, tload, td - tkey - tread - tload);
   if (baseline > 0)
     printf("  cold total vs the baseline's %.1f ms: %.2fx (goal <= 0.5x)\n", baseline,
            tc / baseline);

@@ -22,8 +22,8 @@
  * length 8 at 16, checksum 16 at 24, then the version string (u32 length at 40). */
 static void fix_checksum(unsigned char *b, size_t len) {
   if (len < 44) return;
-  uint32_t vlen = (uint32_t)b[40] | (uint32_t)b[41] << 8 | (uint32_t)b[42] << 16 |
-                  (uint32_t)b[43] << 24;
+  uint32_t vlen =
+      (uint32_t)b[40] | (uint32_t)b[41] << 8 | (uint32_t)b[42] << 16 | (uint32_t)b[43] << 24;
   if (vlen > len - 44) return;
   size_t h = 44 + vlen;
   kiln_hasher_t hs;

@@ -68,9 +68,9 @@ kiln_status kiln_compile_module_passes(kiln_hlo_module_t *m, const kiln_compile_
 
 /* Steps 2-4 (the plugin's first execute on a device): buffer assignment, thunk emission and
  * command-buffer conversion of a module step 1 produced; with opts->executable_cache_dir,
- * looked up there first (keyed by the optimized module) and stored after. `m` is only read, so one optimized
- * module may be lowered for several devices, from several threads at once. Fills every field
- * of `stats` but passes_ms (total_ms adds the passes_ms it holds). */
+ * looked up there first (keyed by the optimized module) and stored after. `m` is only read, so one
+ * optimized module may be lowered for several devices, from several threads at once. Fills every
+ * field of `stats` but passes_ms (total_ms adds the passes_ms it holds). */
 kiln_status kiln_compile_optimized_module(const kiln_hlo_module_t *m,
                                           const kiln_compile_options_t *opts,
                                           kiln_executable_desc_t **out,

@@ -56,7 +56,8 @@ kiln_status kiln_executable_desc_from_bytes_unlinked(const void *data, size_t le
  * its resolved options): `optimized` false for kiln_compile_module (m as given, before any
  * pass), true for kiln_compile_optimized_module (m after the passes: the plugin's lowering
  * for a device); the two never share an entry. */
-kiln_status kiln_executable_cache_key(const kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
-                                      bool optimized, uint64_t key[2]);
+kiln_status kiln_executable_cache_key(const kiln_hlo_module_t *m,
+                                      const kiln_compile_options_t *opts, bool optimized,
+                                      uint64_t key[2]);
 
 #endif /* KILN_COMPILER_THUNKS_EXECUTABLE_CACHE_H_ */
