@@ -188,6 +188,53 @@ static void test_every_thunk_kind_round_trips_bit_identically(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* A CUDA executable (cubins, or PTX without a cubin tool) round-trips without a device: the
+ * images byte for byte, the thunks as printed. */
+static void test_cuda_images_round_trip_without_a_device(void **state) {
+  (void)state;
+  static const char kText[] =
+      "HloModule cuda_images\n"
+      "add { a = f32[] parameter(0)  b = f32[] parameter(1)\n"
+      "  ROOT s = f32[] add(a, b) }\n"
+      "ENTRY main {\n"
+      "  x = f32[64,32] parameter(0)\n"
+      "  e = f32[64,32] exponential(x)\n"
+      "  z = f32[] constant(0)\n"
+      "  r = f32[64] reduce(e, z), dimensions={1}, to_apply=add\n"
+      "  ROOT t = (f32[64,32], f32[64]) tuple(e, r)\n"
+      "}\n";
+  kiln_hlo_module_t *m = parse(kText);
+  kiln_compile_options_t co = {0};
+  co.emit.target = KILN_TARGET_CUDA;
+  co.emit.arch = "sm_90";
+  co.emit.dump_dir = "";
+  kiln_executable_desc_t *d = NULL;
+  assert_null(kiln_compile_module(m, &co, &d, NULL));
+  void *bytes = NULL;
+  size_t len = 0;
+  assert_null(kiln_executable_desc_to_bytes(d, &bytes, &len));
+  kiln_executable_desc_t *back = NULL;
+  assert_null(kiln_executable_desc_from_bytes(bytes, len, &co.emit, &back));
+  assert_true(d->num_images > 0);
+  assert_int_equal(back->num_images, d->num_images);
+  for (int32_t i = 0; i < d->num_images; i++) {
+    assert_int_equal(back->images[i].size, d->images[i].size);
+    assert_memory_equal(back->images[i].data, d->images[i].data, d->images[i].size);
+    assert_int_equal(back->images[i].num_functions, 0);
+  }
+  kiln_strbuf_t p1 = {0}, p2 = {0};
+  kiln_executable_desc_print(&p1, d);
+  kiln_executable_desc_print(&p2, back);
+  assert_string_equal(kiln_strbuf_cstr(&p1), kiln_strbuf_cstr(&p2));
+  printf("cuda: %d images, %zu bytes serialized\n", d->num_images, len);
+  kiln_strbuf_free(&p1);
+  kiln_strbuf_free(&p2);
+  kiln_executable_desc_destroy(back);
+  kiln_executable_desc_destroy(d);
+  kiln_free(bytes);
+  kiln_hlo_module_destroy(m);
+}
+
 /* Serialized bytes of the all-kinds module. */
 static void serialized(void **bytes, size_t *len) {
   kiln_hlo_module_t *m = parse(kAllKinds);
@@ -440,6 +487,7 @@ static void test_corpus_runs_bit_identically_after_a_round_trip(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_thunk_kind_round_trips_bit_identically),
+      cmocka_unit_test(test_cuda_images_round_trip_without_a_device),
       cmocka_unit_test(test_corrupt_truncated_and_foreign_entries_are_errors),
       cmocka_unit_test(test_compile_driver_hits_the_executable_cache_before_the_passes),
       cmocka_unit_test(test_corpus_runs_bit_identically_after_a_round_trip),
