@@ -196,6 +196,22 @@ kiln_status kiln_executable_desc_serialize(const kiln_executable_desc_t *d, void
   return NULL;
 }
 
+void kiln_executable_blob_reseal(void *data, size_t len) {
+  unsigned char *b = data;
+  if (!b || len < 44) return; /* magic, version, flags, length, checksum, version length */
+  uint32_t vlen =
+      (uint32_t)b[40] | (uint32_t)b[41] << 8 | (uint32_t)b[42] << 16 | (uint32_t)b[43] << 24;
+  if (vlen > len - 44) return;
+  size_t h = 44 + vlen;
+  kiln_hasher_t hs;
+  kiln_hash_init(&hs, HASH_SEED);
+  kiln_hash_update(&hs, b + h, len - h);
+  uint64_t sum[2];
+  kiln_hash_final(&hs, sum);
+  for (int w = 0; w < 2; w++)
+    for (int i = 0; i < 8; i++) b[24 + 8 * w + i] = (unsigned char)(sum[w] >> (8 * i));
+}
+
 /* ---- reading ----------------------------------------------------------------------------- */
 
 typedef struct reader {

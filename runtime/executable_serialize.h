@@ -59,4 +59,9 @@ kiln_status kiln_executable_desc_deserialize(const void *data, size_t len,
                                              kiln_exec_custom_call_resolver_fn resolve, void *user,
                                              kiln_executable_desc_t **out);
 
+/* Recomputes the payload checksum of serialized bytes in place (nothing when the header is
+ * not there): for tests and fuzzers that edit the payload so the edits reach the structure
+ * checks behind the checksum. */
+void kiln_executable_blob_reseal(void *data, size_t len);
+
 #endif /* KILN_RUNTIME_EXECUTABLE_SERIALIZE_H_ */

@@ -23,7 +23,6 @@
 
 #include "base/alloc.h"
 #include "base/disk_cache.h"
-#include "base/hash.h"
 #include "base/str.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
@@ -268,18 +267,6 @@ static size_t header_size(const unsigned char *b) {
   return 44 + vlen;
 }
 
-/* Recomputes the payload checksum after an edit (what a hostile writer could do). */
-static void fix_checksum(unsigned char *b, size_t len) {
-  size_t h = header_size(b);
-  kiln_hasher_t hs;
-  kiln_hash_init(&hs, 0x6b696c6e65786531ull);
-  kiln_hash_update(&hs, b + h, len - h);
-  uint64_t sum[2];
-  kiln_hash_final(&hs, sum);
-  for (int w = 0; w < 2; w++)
-    for (int i = 0; i < 8; i++) b[24 + 8 * w + i] = (unsigned char)(sum[w] >> (8 * i));
-}
-
 static void test_corrupt_truncated_and_foreign_entries_are_errors(void **state) {
   (void)state;
   void *bytes = NULL;
@@ -310,7 +297,7 @@ static void test_corrupt_truncated_and_foreign_entries_are_errors(void **state) 
     for (size_t e = 0; e < sizeof(kEdits); e++) {
       memcpy(b, bytes, len);
       b[i] ^= kEdits[e];
-      fix_checksum(b, len);
+      kiln_executable_blob_reseal(b, len);
       kiln_executable_desc_t *d = NULL;
       /* unlinked: the object files are LLVM's input, not the format's */
       kiln_status s = kiln_executable_desc_from_bytes_unlinked(b, len, NULL, &d);
@@ -331,7 +318,7 @@ static void test_corrupt_truncated_and_foreign_entries_are_errors(void **state) 
   memset(longer + len, 0, 3);
   uint64_t plen = len + 3 - h;
   for (int i = 0; i < 8; i++) longer[16 + i] = (unsigned char)(plen >> (8 * i));
-  fix_checksum(longer, len + 3);
+  kiln_executable_blob_reseal(longer, len + 3);
   assert_true(rejected(longer, len + 3, KILN_INVALID_ARGUMENT));
   assert_true(rejected("KILNEXE", 8, 0));
   kiln_free(longer);
