@@ -3,8 +3,11 @@
  *
  *   cold      an empty kernel cache: a fresh cache folder and the in-memory cache cleared;
  *   warm      compiled again in the same process (in-memory kernel cache);
- *   disk      compiled once more in a fresh process (this program re-executed with
- *             --child), whose memory cache is empty: kernels come from the disk cache.
+ *   disk-k    compiled once more in a fresh process (this program re-executed with
+ *             --child), whose memory cache is empty: kernels come from the disk cache, the
+ *             passes and thunk emission run (the path without the executable cache);
+ *   disk      the same with the whole-executable cache (compiler/thunks/executable_cache.h),
+ *             which the cold compile filled: no pass, no codegen, the objects linked.
  *
  * Prints each module's three times, the totals, the slowest ten cold modules, and the ratio
  * of the cold total to a baseline given with --baseline-ms (the cold total of another build
@@ -56,7 +59,9 @@ typedef struct entry {
   char *path;
   int index;
   char *label;
-  double cold, cold_cpu, warm, disk, passes;
+  double cold, cold_cpu, warm, disk, disk_kernels, passes;
+  int hit;                         /* the disk column hit the executable cache */
+  double key_ms, read_ms, load_ms; /* ... its key, read and load (JIT link) times */
   int kernels;
   bool ok;
 } entry_t;
@@ -67,10 +72,16 @@ static int cmp_cold_desc(const void *a, const void *b) {
   return x->cold < y->cold ? 1 : x->cold > y->cold ? -1 : 0;
 }
 
+static int cmp_disk_desc(const void *a, const void *b) {
+  const entry_t *x = *(const entry_t *const *)a, *y = *(const entry_t *const *)b;
+  return x->disk < y->disk ? 1 : x->disk > y->disk ? -1 : 0;
+}
+
 /* Compiles module `index` of `path` once with the kernel cache in `dir`; *ms is the time of
  * kiln_compile_module alone (parsing is not counted). */
-static kiln_status compile_once(const char *path, int index, const char *dir, double *ms,
-                                double *cpu, double *passes_ms, int *kernels) {
+static kiln_status compile_once(const char *path, int index, const char *dir, bool exec_cache,
+                                double *ms, double *cpu, double *passes_ms, int *kernels,
+                                kiln_compile_stats_t *stats) {
   kiln_hlo_file_t *f = NULL;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_hlo_file_load(path, &f));
   kiln_status s = NULL;
@@ -83,20 +94,24 @@ static kiln_status compile_once(const char *path, int index, const char *dir, do
     o.emit.target = KILN_TARGET_HOST;
     o.emit.kernel_cache_dir = dir;
     o.emit.dump_dir = "";
+    if (exec_cache) o.executable_cache_dir = dir;
     double t0 = kiln_clock_ms(), c0 = cpu_ms();
     s = kiln_compile_module(f->modules[index], &o, &d, &st);
     *ms = kiln_clock_ms() - t0;
     if (cpu) *cpu = cpu_ms() - c0;
   }
   if (passes_ms) *passes_ms = st.passes_ms;
+  if (stats) *stats = st;
   if (kernels) *kernels = st.emit.kernels;
   kiln_executable_desc_destroy(d);
   kiln_hlo_file_free(f);
   return s;
 }
 
-/* --child DIR LIST: compiles each "path<TAB>index" line of LIST once and prints its time. */
-static int child_main(const char *dir, const char *list) {
+/* --child DIR LIST MODE: compiles each "path<TAB>index" line of LIST once and prints its
+ * time; MODE "exe" with the whole-executable cache, "kernels" with the kernel cache only. */
+static int child_main(const char *dir, const char *list, const char *mode) {
+  bool exe = !strcmp(mode, "exe");
   FILE *fp = fopen(list, "r");
   if (!fp) return 1;
   char line[4096];
@@ -106,8 +121,11 @@ static int child_main(const char *dir, const char *list) {
     *tab = 0;
     int index = atoi(tab + 1);
     double ms = 0;
-    kiln_status s = compile_once(line, index, dir, &ms, NULL, NULL, NULL);
-    printf("%s %.3f\n", s ? "fail" : "ok", ms);
+    kiln_compile_stats_t st;
+    memset(&st, 0, sizeof(st));
+    kiln_status s = compile_once(line, index, dir, exe, &ms, NULL, NULL, NULL, &st);
+    printf("%s %.3f %d %.3f %.3f %.3f\n", s ? "fail" : "ok", ms, st.executable_cache_hit,
+           st.cache_key_ms, st.cache_read_ms, st.cache_load_ms);
     kiln_status_free(s);
     fflush(stdout);
   }
@@ -168,7 +186,7 @@ static void add_folder(entry_vec_t *v, const char *root, const char *sub) {
 }
 
 /* The disk pass: this program again, as a fresh process, over every compiled entry. */
-static void disk_pass(entry_vec_t *v, const char *dir, const char *list) {
+static void disk_pass(entry_vec_t *v, const char *dir, const char *list, bool exe) {
   FILE *fp = fopen(list, "w");
   if (!fp) return;
   for (size_t i = 0; i < v->len; i++)
@@ -179,7 +197,7 @@ static void disk_pass(entry_vec_t *v, const char *dir, const char *list) {
   if (n <= 0) return;
   self[n] = 0;
   kiln_strbuf_t cmd = {0};
-  kiln_strbuf_printf(&cmd, "'%s' --child '%s' '%s'", self, dir, list);
+  kiln_strbuf_printf(&cmd, "'%s' --child '%s' '%s' %s", self, dir, list, exe ? "exe" : "kernels");
   FILE *p = popen(kiln_strbuf_cstr(&cmd), "r");
   kiln_strbuf_free(&cmd);
   if (!p) return;
@@ -189,7 +207,17 @@ static void disk_pass(entry_vec_t *v, const char *dir, const char *list) {
     if (!fgets(line, sizeof(line), p)) break;
     char status[8];
     double ms = 0;
-    if (sscanf(line, "%7s %lf", status, &ms) == 2) v->data[i].disk = ms;
+    int hit = 0;
+    double key = 0, rd = 0, load = 0;
+    if (sscanf(line, "%7s %lf %d %lf %lf %lf", status, &ms, &hit, &key, &rd, &load) >= 2 &&
+        !strcmp(status, "ok"))
+      *(exe ? &v->data[i].disk : &v->data[i].disk_kernels) = ms;
+    if (exe) {
+      v->data[i].hit = hit;
+      v->data[i].key_ms = key;
+      v->data[i].read_ms = rd;
+      v->data[i].load_ms = load;
+    }
   }
   pclose(p);
 }
@@ -229,7 +257,7 @@ static void pipelines_pass(entry_vec_t *v, int repeat) {
       setenv("KILN_HOST_LLVM_PIPELINE", kPipelines[p], 1);
       kiln_kernel_cache_clear();
       double wall = 0, cpu = 0;
-      kiln_status cs = compile_once(e->path, e->index, NULL, &wall, &cpu, NULL, NULL);
+      kiln_status cs = compile_once(e->path, e->index, NULL, false, &wall, &cpu, NULL, NULL, NULL);
       kiln_status_free(cs); /* the run below reports it again */
       kiln_hlo_file_t *f = NULL;
       kiln_arena_t arena_s;
@@ -276,7 +304,7 @@ static void pipelines_pass(entry_vec_t *v, int repeat) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 4 && !strcmp(argv[1], "--child")) return child_main(argv[2], argv[3]);
+  if (argc == 5 && !strcmp(argv[1], "--child")) return child_main(argv[2], argv[3], argv[4]);
   bool all = false, pipelines = false;
   double baseline = 0;
   int repeat = 5;
@@ -333,32 +361,42 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < v.len; i++) {
     entry_t *e = &v.data[i];
     kiln_kernel_cache_clear();
-    kiln_status s = compile_once(e->path, e->index, kiln_strbuf_cstr(&cache), &e->cold,
-                                 &e->cold_cpu, &e->passes, &e->kernels);
+    /* cold stores the whole executable too (its cost counts in cold); warm in-process uses the
+     * kernel cache only */
+    kiln_status s = compile_once(e->path, e->index, kiln_strbuf_cstr(&cache), true, &e->cold,
+                                 &e->cold_cpu, &e->passes, &e->kernels, NULL);
     if (!s)
-      s = compile_once(e->path, e->index, kiln_strbuf_cstr(&cache), &e->warm, NULL, NULL, NULL);
+      s = compile_once(e->path, e->index, kiln_strbuf_cstr(&cache), false, &e->warm, NULL, NULL,
+                       NULL, NULL);
     e->ok = !s;
     if (s) failed++;
     kiln_status_free(s);
   }
-  disk_pass(&v, kiln_strbuf_cstr(&cache), kiln_strbuf_cstr(&list));
+  disk_pass(&v, kiln_strbuf_cstr(&cache), kiln_strbuf_cstr(&list), false);
+  disk_pass(&v, kiln_strbuf_cstr(&cache), kiln_strbuf_cstr(&list), true);
 
-  double tc = 0, tcpu = 0, tw = 0, td = 0, worst_disk = 0;
+  double tc = 0, tcpu = 0, tw = 0, td = 0, tdk = 0, worst_disk = 0, tkey = 0, tread = 0, tload = 0;
+  int hits = 0;
   int n = 0, over10 = 0;
   if (!all)
-    printf("%-60s %7s %9s %9s %9s %9s %9s\n", "module", "kernels", "cold ms", "cold cpu", "passes",
-           "warm ms", "disk ms");
+    printf("%-60s %7s %9s %9s %9s %9s %9s %9s\n", "module", "kernels", "cold ms", "cold cpu",
+           "passes", "warm ms", "disk-k ms", "disk ms");
   KILN_VEC(entry_t *) ok = {0};
   for (size_t i = 0; i < v.len; i++) {
     entry_t *e = &v.data[i];
     if (!e->ok) continue;
     if (!all)
-      printf("%-60.60s %7d %9.1f %9.1f %9.1f %9.2f %9.2f\n", e->label, e->kernels, e->cold,
-             e->cold_cpu, e->passes, e->warm, e->disk);
+      printf("%-60.60s %7d %9.1f %9.1f %9.1f %9.2f %9.2f %9.2f\n", e->label, e->kernels, e->cold,
+             e->cold_cpu, e->passes, e->warm, e->disk_kernels, e->disk);
     tc += e->cold;
     tcpu += e->cold_cpu;
     tw += e->warm;
     td += e->disk;
+    tdk += e->disk_kernels;
+    hits += e->hit;
+    tkey += e->key_ms;
+    tread += e->read_ms;
+    tload += e->load_ms;
     if (e->disk > worst_disk) worst_disk = e->disk;
     if (e->disk > 10) over10++;
     n++;
@@ -370,7 +408,19 @@ int main(int argc, char **argv) {
       "process "
       "%.1f ms (%.1fx)\n",
       tc, tcpu, tw, tw > 0 ? tc / tw : 0, td, td > 0 ? tc / td : 0);
-  printf("  warm from disk: slowest module %.2f ms, %d modules over 10 ms\n", worst_disk, over10);
+  printf(
+      "  warm from disk with the kernel cache only (disk-k, the path before the executable "
+      "cache) %.1f ms: the executable cache %.1fx faster\n",
+      tdk, td > 0 ? tdk / td : 0);
+  printf(
+      "  warm from disk: slowest module %.2f ms, %d of %d modules over 10 ms; %d executable "
+      "cache hits\n",
+      worst_disk, over10, n, hits);
+  printf(
+      "  where the disk time goes: key (print + hash the module) %.1f ms, read %.1f ms, "
+      "rebuild + JIT link %.1f ms, the rest (parse excluded; first-module LLVM start-up) "
+      "%.1f ms\n",
+      tkey, tread, tload, td - tkey - tread - tload);
   if (baseline > 0)
     printf("  cold total vs the baseline's %.1f ms: %.2fx (goal <= 0.5x)\n", baseline,
            tc / baseline);
@@ -379,6 +429,11 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < ok.len && i < 10; i++)
     printf("  %9.1f ms cold, %7.2f warm, %7.2f disk, %3d kernels  %s\n", ok.data[i]->cold,
            ok.data[i]->warm, ok.data[i]->disk, ok.data[i]->kernels, ok.data[i]->label);
+  qsort(ok.data, ok.len, sizeof(entry_t *), cmp_disk_desc);
+  printf("slowest ten warm from disk (fresh process, executable cache):\n");
+  for (size_t i = 0; i < ok.len && i < 10; i++)
+    printf("  %7.2f ms disk, %7.2f disk-k, %9.1f cold, %3d kernels  %s\n", ok.data[i]->disk,
+           ok.data[i]->disk_kernels, ok.data[i]->cold, ok.data[i]->kernels, ok.data[i]->label);
   if (pipelines) pipelines_pass(&v, repeat);
 
   kiln_vec_free(&ok);

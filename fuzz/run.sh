@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the fuzzers with clang-19 (libFuzzer + ASan + UBSan) and runs them for $1 seconds in
 # total (default 60), split: the HLO parser 20%, the MLIR text reader (fuzz_mlir_text, seeded
-# from the StableHLO test files) 15%, the MLIR bytecode reader (fuzz_mlir_bytecode, seeded
-# from StableHLO's VHLO artifacts) 15%, the FFI backend_config decoder (fuzz_ffi_attrs) 10%,
+# from the StableHLO test files) 10%, the MLIR bytecode reader (fuzz_mlir_bytecode, seeded
+# from StableHLO's VHLO artifacts) 10%, the serialized-executable reader (fuzz_exec_deserialize,
+# seeded with corpus modules compiled for the host and serialized by gen_executable_seeds) 10%, the FFI backend_config decoder (fuzz_ffi_attrs) 10%,
 # the whole compile pipeline (fuzz_compile: passes, emitters, LLVM for the host, seeded with
 # kiln-fuzz's generated programs and small corpus modules) 20%, the disk-cache entry loader
 # (fuzz_cache_entry: corrupted entries refused) 10%, and the protobuf inputs of the plugin
@@ -14,9 +15,9 @@ cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 parser_seconds=$(( seconds / 5 ))
 [ "$parser_seconds" -ge 1 ] || parser_seconds=1
-mlir_seconds=$(( seconds * 3 / 20 ))
+mlir_seconds=$(( seconds / 10 ))
 [ "$mlir_seconds" -ge 1 ] || mlir_seconds=1
-bytecode_seconds=$(( seconds * 3 / 20 ))
+bytecode_seconds=$(( seconds / 10 ))
 [ "$bytecode_seconds" -ge 1 ] || bytecode_seconds=1
 attrs_seconds=$(( seconds / 10 ))
 [ "$attrs_seconds" -ge 1 ] || attrs_seconds=1
@@ -24,7 +25,9 @@ compile_seconds=$(( seconds / 5 ))
 [ "$compile_seconds" -ge 1 ] || compile_seconds=1
 cache_seconds=$(( seconds / 10 ))
 [ "$cache_seconds" -ge 1 ] || cache_seconds=1
-proto_seconds=$(( seconds - parser_seconds - mlir_seconds - bytecode_seconds - attrs_seconds - compile_seconds - cache_seconds ))
+exec_seconds=$(( seconds / 10 ))
+[ "$exec_seconds" -ge 1 ] || exec_seconds=1
+proto_seconds=$(( seconds - parser_seconds - mlir_seconds - bytecode_seconds - attrs_seconds - compile_seconds - cache_seconds - exec_seconds ))
 [ "$proto_seconds" -ge 1 ] || proto_seconds=1
 corpus_dir="${KILN_CORPUS_DIR:-$(cd .. && pwd)/shared/hlo-corpus}"
 out=build-fuzz
@@ -57,6 +60,17 @@ clang-19 "${cflags[@]}" fuzz/fuzz_compile.c "$obj"/*.o -L"$(llvm-config-19 --lib
   -lm -ldl -lpthread -o "$out/fuzz_compile"
 clang-19 "${cflags[@]}" $(ls base/*.c) fuzz/fuzz_cache_entry.c -lm -ldl -lpthread \
   -o "$out/fuzz_cache_entry"
+# The serialized-executable reader, from the same objects (the recipes live in compiler/thunks),
+# and its seed generator (sanitizers without the fuzzer runtime).
+clang-19 "${cflags[@]}" fuzz/fuzz_exec_deserialize.c "$obj"/*.o -L"$(llvm-config-19 --libdir)" \
+  -lLLVM-19 -lm -ldl -lpthread -o "$out/fuzz_exec_deserialize"
+clang-19 -std=gnu11 -g -O1 -fsanitize=address,undefined -Wall -Wextra -Werror -I. -Iinclude \
+  fuzz/gen_executable_seeds.c "$obj"/*.o -L"$(llvm-config-19 --libdir)" -lLLVM-19 -lm -ldl \
+  -lpthread -o "$out/gen_executable_seeds"
+exec_seeds="$out/exec-seeds"
+rm -rf "$exec_seeds" && mkdir -p "$exec_seeds"
+ASAN_OPTIONS=detect_leaks=0 "$out/gen_executable_seeds" "$exec_seeds" 65536 \
+  $(find "$corpus_dir"/xla -name '*.hlo' -size -3k 2>/dev/null | sort | head -n 60) || true
 # Compile seeds: kiln-fuzz's generated programs (when the normal build is there) and the
 # corpus modules under 4 KiB.
 compile_seeds="$out/compile-seeds"
@@ -147,5 +161,6 @@ run fuzz_hlo_proto "$proto_seconds" "$out/proto-corpus-work" "$proto_seeds" 1638
 run fuzz_mlir_bytecode "$bytecode_seconds" "$out/bytecode-corpus-work" "$bc_seeds" 32768
 run fuzz_compile "$compile_seconds" "$out/compile-corpus-work" "$compile_seeds" 8192
 run fuzz_cache_entry "$cache_seconds" "$out/cache-corpus-work" "$cache_seeds" 4096
+run fuzz_exec_deserialize "$exec_seconds" "$out/exec-corpus-work" "$exec_seeds" 65536
 if [ "$status" -ne 0 ]; then exit "$status"; fi
-echo "fuzz: no crash, leak or hang in ${seconds}s (parser ${parser_seconds}s, mlir text ${mlir_seconds}s, ffi attrs ${attrs_seconds}s, hlo proto ${proto_seconds}s, mlir bytecode ${bytecode_seconds}s, compile ${compile_seconds}s, cache entries ${cache_seconds}s)"
+echo "fuzz: no crash, leak or hang in ${seconds}s (parser ${parser_seconds}s, mlir text ${mlir_seconds}s, ffi attrs ${attrs_seconds}s, hlo proto ${proto_seconds}s, mlir bytecode ${bytecode_seconds}s, compile ${compile_seconds}s, cache entries ${cache_seconds}s, serialized executables ${exec_seconds}s)"

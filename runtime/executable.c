@@ -45,6 +45,18 @@ void kiln_executable_desc_destroy(kiln_executable_desc_t *d) {
     kiln_free((void *)im->functions);
   }
   kiln_free(d->images);
+  for (int32_t i = 0; d->image_objects && i < d->num_images; i++) {
+    kiln_exec_image_objects_t *o = &d->image_objects[i];
+    for (int32_t j = 0; j < o->num_objects; j++) {
+      kiln_free(o->symbols[j]);
+      kiln_free(o->data[j]);
+    }
+    kiln_free(o->symbols);
+    kiln_free(o->data);
+    kiln_free(o->sizes);
+    kiln_free(o->function_object);
+  }
+  kiln_free(d->image_objects);
   if (d->keepalive_free) d->keepalive_free(d->keepalive);
   for (int32_t i = 0; i < d->num_owned; i++) {
     if (d->owned_free[i])
@@ -82,6 +94,11 @@ int32_t kiln_executable_desc_add_image(kiln_executable_desc_t *d, const void *da
                                        const char *const *names, void *const *functions,
                                        size_t num_functions) {
   d->images = kiln_realloc(d->images, (size_t)(d->num_images + 1) * sizeof(*d->images));
+  if (d->image_objects) {
+    d->image_objects =
+        kiln_realloc(d->image_objects, (size_t)(d->num_images + 1) * sizeof(*d->image_objects));
+    memset(&d->image_objects[d->num_images], 0, sizeof(*d->image_objects));
+  }
   kiln_module_image_t *im = &d->images[d->num_images];
   memset(im, 0, sizeof(*im));
   if (data && size) {
@@ -102,6 +119,29 @@ int32_t kiln_executable_desc_add_image(kiln_executable_desc_t *d, const void *da
     im->num_functions = num_functions;
   }
   return d->num_images++;
+}
+
+void kiln_executable_desc_set_image_objects(kiln_executable_desc_t *d, int32_t image, int32_t num,
+                                            const char *const *symbols, const void *const *data,
+                                            const size_t *sizes, const int32_t *function_object) {
+  if (!d || image < 0 || image >= d->num_images || num < 0) return;
+  if (!d->image_objects)
+    d->image_objects = kiln_calloc((size_t)d->num_images, sizeof(*d->image_objects));
+  kiln_exec_image_objects_t *o = &d->image_objects[image];
+  if (o->num_objects) return; /* set once */
+  size_t nf = d->images[image].num_functions;
+  o->num_objects = num;
+  o->symbols = kiln_calloc((size_t)num + 1, sizeof(*o->symbols));
+  o->data = kiln_calloc((size_t)num + 1, sizeof(*o->data));
+  o->sizes = kiln_calloc((size_t)num + 1, sizeof(*o->sizes));
+  o->function_object = kiln_calloc(nf + 1, sizeof(*o->function_object));
+  for (int32_t j = 0; j < num; j++) {
+    o->symbols[j] = kiln_strdup(symbols[j]);
+    o->sizes[j] = sizes[j];
+    o->data[j] = kiln_malloc(sizes[j] ? sizes[j] : 1);
+    if (sizes[j]) memcpy(o->data[j], data[j], sizes[j]);
+  }
+  if (nf) memcpy(o->function_object, function_object, nf * sizeof(*o->function_object));
 }
 
 void kiln_executable_desc_print(kiln_strbuf_t *b, const kiln_executable_desc_t *d) {

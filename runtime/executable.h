@@ -65,6 +65,16 @@ typedef struct kiln_exec_output {
   kiln_slice_t slice;
 } kiln_exec_output_t;
 
+/* The object files a host image's functions were linked from (kept so that the description
+ * can be serialized: runtime/executable_serialize.h; a loader links them again). */
+typedef struct kiln_exec_image_objects {
+  int32_t num_objects;
+  char **symbols; /* each object's defining symbol (the kernel's "kiln_<hex>") */
+  void **data;    /* each object file (owned) */
+  size_t *sizes;
+  int32_t *function_object; /* per function of the image: the object defining it */
+} kiln_exec_image_objects_t;
+
 typedef struct kiln_executable_desc {
   char *name;
   int32_t num_allocations;
@@ -76,6 +86,8 @@ typedef struct kiln_executable_desc {
   kiln_thunk_seq_t thunks;
   int32_t num_images;
   kiln_module_image_t *images; /* data, names and functions owned (kiln_malloc) */
+  /* (optional) num_images entries: a host image's objects (num_objects 0 where none). */
+  kiln_exec_image_objects_t *image_objects;
   /* What keeps the images' code alive (the host JIT), released with the description. */
   void *keepalive;
   void (*keepalive_free)(void *);
@@ -96,6 +108,11 @@ int32_t kiln_executable_desc_add_allocation(kiln_executable_desc_t *d,
 int32_t kiln_executable_desc_add_image(kiln_executable_desc_t *d, const void *data, size_t size,
                                        const char *const *names, void *const *functions,
                                        size_t num_functions);
+/* Records the objects image `image` (a host image of n functions) was linked from: `num`
+ * objects (symbols, data, sizes copied) and, per function, the index of its object. */
+void kiln_executable_desc_set_image_objects(kiln_executable_desc_t *d, int32_t image, int32_t num,
+                                            const char *const *symbols, const void *const *data,
+                                            const size_t *sizes, const int32_t *function_object);
 /* Takes ownership of `p` (a kiln_malloc'ed context a thunk borrows); returns it. */
 void *kiln_executable_desc_own(kiln_executable_desc_t *d, void *p);
 /* As kiln_executable_desc_own, released with `free_fn(p)` (e.g. a context holding a mutex). */

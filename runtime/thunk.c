@@ -164,6 +164,14 @@ void kiln_thunk_custom_call_set_run(kiln_thunk_t *t, kiln_custom_call_run_fn fn)
   if (t && t->kind == KILN_THUNK_CUSTOM_CALL) t->u.custom.run = fn;
 }
 
+void kiln_thunk_custom_call_set_recipe(kiln_thunk_t *t, const void *data, size_t len) {
+  if (!t || t->kind != KILN_THUNK_CUSTOM_CALL) return;
+  kiln_free(t->u.custom.recipe);
+  t->u.custom.recipe = kiln_malloc(len ? len : 1);
+  if (len) memcpy(t->u.custom.recipe, data, len);
+  t->u.custom.recipe_len = len;
+}
+
 kiln_thunk_t *kiln_thunk_while_create(const char *name, kiln_thunk_seq_t *cond, kiln_slice_t pred,
                                       kiln_thunk_seq_t *body, int64_t max_iterations) {
   kiln_thunk_t *t = thunk_new(KILN_THUNK_WHILE, name);
@@ -260,6 +268,7 @@ void kiln_thunk_destroy(kiln_thunk_t *t) {
       break;
     case KILN_THUNK_CUSTOM_CALL:
       kiln_free(t->u.custom.target);
+      kiln_free(t->u.custom.recipe);
       kiln_free(t->u.custom.operands);
       kiln_free(t->u.custom.results);
       break;

@@ -149,6 +149,12 @@ kiln_thunk_t *kiln_thunk_custom_call_create(const char *name, const char *target
 void kiln_thunk_custom_call_set_init(kiln_thunk_t *t, kiln_custom_call_init_fn init);
 /* Makes a custom-call thunk call `fn` (with the run info) instead of its plain function. */
 void kiln_thunk_custom_call_set_run(kiln_thunk_t *t, kiln_custom_call_run_fn fn);
+/* Records how a custom-call thunk is made again in another process (`len` bytes, copied):
+ * what the compiler that created it needs to rebuild its function and context, opaque to the
+ * runtime (runtime/executable_serialize.h writes it next to the target name and the slices,
+ * and hands it back to the caller's resolver). A custom call without one cannot be
+ * serialized. */
+void kiln_thunk_custom_call_set_recipe(kiln_thunk_t *t, const void *data, size_t len);
 /* Takes over `cond` and `body` (they are reset to empty). */
 kiln_thunk_t *kiln_thunk_while_create(const char *name, kiln_thunk_seq_t *cond, kiln_slice_t pred,
                                       kiln_thunk_seq_t *body, int64_t max_iterations);

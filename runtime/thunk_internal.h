@@ -65,6 +65,8 @@ struct kiln_thunk {
       int num_operands, num_results;
       kiln_slice_t *operands, *results;
       bool graph_compatible;
+      void *recipe; /* (optional) how to rebuild it: kiln_thunk_custom_call_set_recipe */
+      size_t recipe_len;
     } custom;
     struct {
       kiln_thunk_seq_t cond, body;

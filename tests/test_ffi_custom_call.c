@@ -83,6 +83,15 @@ static kiln_status run(const char *hlo, const double *const *args, kiln_arena_t 
   o.device = g_dev;
   o.repeat = 2; /* the second run reuses the frame built at compile time */
   s = kiln_device_run_module(m, lits, n, &o, arena, out, NULL);
+  if (!s) {
+    /* The same through a serialized executable (the handler looked up again by target, the
+     * attributes parsed again): the same bits. */
+    o.serialize_round_trip = true;
+    kiln_literal_t *again = NULL;
+    kiln_status s2 = kiln_device_run_module(m, lits, n, &o, arena, &again, NULL);
+    if (s2) fail_msg("after a serialize round trip: %s", kiln_status_message(s2));
+    if (!kiln_literal_equal(*out, again)) fail_msg("a serialize round trip changed the result");
+  }
   kiln_hlo_module_destroy(m);
   return s;
 }

@@ -155,7 +155,7 @@ static kiln_host_jit_t *compile_all(fixture_t *f, const char *dir, int threads,
   kiln_host_jit_options_t jo = {0};
   jo.dump_dir = "";
   assert_null(kiln_host_jit_create(&jo, &jit));
-  kiln_kir_batch_options_t bo = {dir, threads};
+  kiln_kir_batch_options_t bo = {dir, threads, false};
   kiln_status s = kiln_kir_compile_host_batch(f->mods, 4, jit, &bo, out, st);
   if (s) printf("compile: %s\n", kiln_status_message(s));
   assert_null(s);
@@ -327,7 +327,7 @@ static void test_cuda_kernels_compile_once_in_parallel_and_cache(void **state) {
   kiln_kir_batch_stats_t st;
   kiln_nvptx_options_t no = {0};
   no.dump_dir = "";
-  kiln_kir_batch_options_t serial = {NULL, 1}, parallel = {NULL, 3};
+  kiln_kir_batch_options_t serial = {NULL, 1, false}, parallel = {NULL, 3, false};
   kiln_status s = kiln_kir_compile_nvptx_batch(f->mods, 4, &no, &serial, g, &st);
   if (s && kiln_status_code(s) == KILN_UNAVAILABLE) {
     printf("SKIP: no cubin tool here: %s\n", kiln_status_message(s));

@@ -67,7 +67,7 @@ static void *work(void *arg) {
     jo.dump_dir = "";
     if (!w->status) w->status = kiln_host_jit_create(&jo, &jit);
     kiln_kir_host_kernel_t hk[2];
-    kiln_kir_batch_options_t bo = {w->dir, 2};
+    kiln_kir_batch_options_t bo = {w->dir, 2, false};
     if (!w->status) w->status = kiln_kir_compile_host_batch(mods, 2, jit, &bo, hk, NULL);
     for (int c = 0; c < 2 && !w->status; c++) {
       void *args[2] = {x, y};

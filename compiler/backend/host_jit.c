@@ -81,6 +81,53 @@ static kiln_status create_host_tm(const char *triple, const char *cpu, const cha
   return NULL;
 }
 
+/* The target a JIT made with `opts` compiles for (the environment read as documented). */
+typedef struct host_target {
+  char *triple, *cpu, *features, *pipeline;
+} host_target_t;
+
+static void resolve_target(const kiln_host_jit_options_t *opts, host_target_t *t) {
+  char *s;
+  s = LLVMGetDefaultTargetTriple();
+  t->triple = kiln_strdup(s);
+  LLVMDisposeMessage(s);
+  const char *env_cpu = getenv("KILN_HOST_CPU"), *env_features = getenv("KILN_HOST_CPU_FEATURES");
+  if (opts->cpu || (env_cpu && *env_cpu)) {
+    t->cpu = kiln_strdup(opts->cpu ? opts->cpu : env_cpu);
+  } else {
+    s = LLVMGetHostCPUName();
+    t->cpu = kiln_strdup(s);
+    LLVMDisposeMessage(s);
+  }
+  if (opts->features) {
+    t->features = kiln_strdup(opts->features);
+  } else {
+    s = LLVMGetHostCPUFeatures();
+    kiln_strbuf_t f = {0};
+    kiln_strbuf_printf(&f, "%s%s%s", s, env_features && *env_features ? "," : "",
+                       env_features ? env_features : "");
+    t->features = kiln_strdup(kiln_strbuf_cstr(&f));
+    kiln_strbuf_free(&f);
+    LLVMDisposeMessage(s);
+  }
+  const char *pipeline = opts->pipeline && opts->pipeline[0] ? opts->pipeline
+                         : getenv("KILN_HOST_LLVM_PIPELINE") && getenv("KILN_HOST_LLVM_PIPELINE")[0]
+                             ? getenv("KILN_HOST_LLVM_PIPELINE")
+                             : KILN_HOST_JIT_DEFAULT_PIPELINE;
+  t->pipeline = kiln_strdup(pipeline);
+}
+
+void kiln_host_jit_target_id(const kiln_host_jit_options_t *opts, kiln_strbuf_t *out) {
+  static const kiln_host_jit_options_t kDefaults = {0};
+  host_target_t t;
+  resolve_target(opts ? opts : &kDefaults, &t);
+  kiln_strbuf_printf(out, "host|%s|%s|%s|%s", t.triple, t.cpu, t.features, t.pipeline);
+  kiln_free(t.triple);
+  kiln_free(t.cpu);
+  kiln_free(t.features);
+  kiln_free(t.pipeline);
+}
+
 kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_jit_t **out) {
   *out = NULL;
   static const kiln_host_jit_options_t kDefaults = {0};
@@ -91,34 +138,12 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
   pthread_mutex_init(&jit->mutex, NULL);
   pthread_mutex_init(&jit->report_mutex, NULL);
   kiln_hashmap_init(&jit->objects);
-  char *s;
-  s = LLVMGetDefaultTargetTriple();
-  jit->triple = kiln_strdup(s);
-  LLVMDisposeMessage(s);
-  const char *env_cpu = getenv("KILN_HOST_CPU"), *env_features = getenv("KILN_HOST_CPU_FEATURES");
-  if (opts->cpu || (env_cpu && *env_cpu)) {
-    jit->cpu = kiln_strdup(opts->cpu ? opts->cpu : env_cpu);
-  } else {
-    s = LLVMGetHostCPUName();
-    jit->cpu = kiln_strdup(s);
-    LLVMDisposeMessage(s);
-  }
-  if (opts->features) {
-    jit->features = kiln_strdup(opts->features);
-  } else {
-    s = LLVMGetHostCPUFeatures();
-    kiln_strbuf_t f = {0};
-    kiln_strbuf_printf(&f, "%s%s%s", s, env_features && *env_features ? "," : "",
-                       env_features ? env_features : "");
-    jit->features = kiln_strdup(kiln_strbuf_cstr(&f));
-    kiln_strbuf_free(&f);
-    LLVMDisposeMessage(s);
-  }
-  const char *pipeline = opts->pipeline && opts->pipeline[0] ? opts->pipeline
-                         : getenv("KILN_HOST_LLVM_PIPELINE") && getenv("KILN_HOST_LLVM_PIPELINE")[0]
-                             ? getenv("KILN_HOST_LLVM_PIPELINE")
-                             : KILN_HOST_JIT_DEFAULT_PIPELINE;
-  jit->pipeline = kiln_strdup(pipeline);
+  host_target_t t;
+  resolve_target(opts, &t);
+  jit->triple = t.triple;
+  jit->cpu = t.cpu;
+  jit->features = t.features;
+  jit->pipeline = t.pipeline;
   const char *dump_dir = kiln_backend_dump_dir(opts->dump_dir);
   jit->dump_dir = dump_dir ? kiln_strdup(dump_dir) : NULL;
 

@@ -32,6 +32,7 @@
 #include <llvm-c/TargetMachine.h>
 
 #include "base/status.h"
+#include "base/str.h"
 
 typedef struct kiln_host_jit kiln_host_jit_t;
 
@@ -56,6 +57,10 @@ typedef struct kiln_host_jit_stats {
 
 /* Creates a JIT for the host. The caller owns *out (kiln_host_jit_destroy). */
 kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_jit_t **out);
+
+/* Appends "host|triple|cpu|features|pipeline": what a JIT made with `opts` (NULL: defaults)
+ * would report, without making one (cache keys). */
+void kiln_host_jit_target_id(const kiln_host_jit_options_t *opts, kiln_strbuf_t *out);
 
 /* The LLVMContext modules for this JIT should be created in (borrowed; lives as long as the
  * JIT). */

@@ -264,12 +264,33 @@ kiln_status kiln_kir_compile_host_batch(const kiln_kir_module_t *const *mods, si
     out[i].num_blocks = k->grid[0] * k->grid[1] * k->grid[2];
     out[i].num_params = kiln_kir_func_num_params(k);
     snprintf(out[i].name, sizeof(out[i].name), "%s", k->name);
+    snprintf(out[i].symbol, sizeof(out[i].symbol), "%s", b.jobs[b.unique_of[i]].symbol);
+    out[i].unique = -1;
+  }
+  /* Each job's first module is the unique one; it takes the job's object when asked. */
+  for (size_t i = 0; i < n && !s; i++) {
+    job_t *x = &b.jobs[b.unique_of[i]];
+    if (x->kir != mods[i] || out[i].unique >= 0) continue;
+    for (size_t k = i; k < n; k++)
+      if (b.unique_of[k] == b.unique_of[i]) out[k].unique = (int)i;
+    if (o.keep_objects) {
+      out[i].object = x->image;
+      out[i].object_size = x->size;
+      x->image = NULL;
+    }
   }
   st->link_ms += kiln_clock_ms() - t0;
   kiln_free(addr);
   batch_free(&b);
   if (s) memset(out, 0, n * sizeof(*out));
   return s;
+}
+
+void kiln_kir_host_kernels_free(kiln_kir_host_kernel_t *k, size_t n) {
+  for (size_t i = 0; k && i < n; i++) {
+    kiln_free(k[i].object);
+    k[i].object = NULL;
+  }
 }
 
 kiln_status kiln_kir_compile_host(const kiln_kir_module_t *m, kiln_host_jit_t *jit,

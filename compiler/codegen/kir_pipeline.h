@@ -93,6 +93,12 @@ typedef struct kiln_kir_host_kernel {
   int64_t num_blocks;    /* grid x * y * z */
   size_t num_params;     /* tensor parameters = entries of args */
   char name[64];
+  char symbol[64]; /* the JIT symbol fn is (kiln_kir_kernel_symbol) */
+  int unique;      /* the first kernel of the batch with the same code (itself if none) */
+  /* With options.keep_objects, on the unique kernel only: the object file linked (owned;
+   * kiln_kir_host_kernels_free). */
+  void *object;
+  size_t object_size;
 } kiln_kir_host_kernel_t;
 
 /* ---- compiling several kernels (kir_compile.c) ----
@@ -116,6 +122,7 @@ typedef struct kiln_kir_host_kernel {
 typedef struct kiln_kir_batch_options {
   const char *cache_dir; /* the kernel cache's disk level; NULL or "": memory only */
   int num_threads;       /* workers for the misses: 0 = the pool's default, 1 = this thread */
+  bool keep_objects;     /* host: hand each distinct kernel's object file back (serialization) */
 } kiln_kir_batch_options_t;
 
 typedef struct kiln_kir_batch_stats {
@@ -136,6 +143,9 @@ void kiln_kir_kernel_symbol(const kiln_kir_module_t *m, char out[64]);
 kiln_status kiln_kir_compile_host_batch(const kiln_kir_module_t *const *mods, size_t n,
                                         kiln_host_jit_t *jit, const kiln_kir_batch_options_t *opts,
                                         kiln_kir_host_kernel_t *out, kiln_kir_batch_stats_t *stats);
+
+/* Frees the objects kept by keep_objects (the kernels themselves live in the JIT). */
+void kiln_kir_host_kernels_free(kiln_kir_host_kernel_t *k, size_t n);
 
 /* One module: kiln_kir_compile_host_batch of one (the memory cache applies). */
 kiln_status kiln_kir_compile_host(const kiln_kir_module_t *m, kiln_host_jit_t *jit,

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/byte_io.h"
 #include "compiler/eval/eval.h"
 #include "compiler/thunks/custom_call_emitter.h"
 #include "runtime/host/host_device.h"
@@ -158,6 +159,42 @@ static kiln_status builtin_run(void *ctx, kiln_stream_t *stream, const kiln_devp
   }
 }
 
+/* The thunk running `c` (copied, owned by `d`), with its recipe. */
+static kiln_thunk_t *make_thunk(const builtin_call_t *c, kiln_executable_desc_t *d,
+                                const char *name, const char *target, const kiln_slice_t *ins,
+                                const kiln_slice_t *outs) {
+  builtin_call_t *owned = kiln_executable_desc_own(d, kiln_malloc(sizeof *c));
+  memcpy(owned, c, sizeof *c);
+  kiln_thunk_t *t = kiln_thunk_custom_call_create(name, target, builtin_run, owned, ins, c->nin,
+                                                  outs, c->nout, false);
+  kiln_byte_writer_t w = {0};
+  kiln_bw_u8(&w, KILN_RECIPE_BUILTIN);
+  kiln_bw_u32(&w, (uint32_t)c->kind);
+  kiln_bw_u8(&w, c->f64);
+  uint32_t eps;
+  memcpy(&eps, &c->epsilon, sizeof eps);
+  kiln_bw_u32(&w, eps);
+  kiln_bw_u64(&w, c->seed);
+  kiln_bw_u64(&w, (uint64_t)c->batch);
+  kiln_bw_u64(&w, (uint64_t)c->m);
+  kiln_bw_u64(&w, (uint64_t)c->n);
+  kiln_bw_u64(&w, (uint64_t)c->k);
+  kiln_bw_u32(&w, (uint32_t)c->nin);
+  kiln_bw_u32(&w, (uint32_t)c->nout);
+  for (int v = 0; v < c->nin + c->nout; v++) {
+    const view_t *x = v < c->nin ? &c->in[v] : &c->out[v - c->nin];
+    kiln_bw_u32(&w, (uint32_t)x->rank);
+    kiln_bw_u64(&w, (uint64_t)x->bytes);
+    for (int k = 0; k < x->rank; k++) {
+      kiln_bw_u64(&w, (uint64_t)x->dims[k]);
+      kiln_bw_u64(&w, (uint64_t)x->strides[k]);
+    }
+  }
+  kiln_thunk_custom_call_set_recipe(t, w.b.data, w.b.len);
+  kiln_strbuf_free(&w.b);
+  return t;
+}
+
 /* Fills the views of `v`'s leaves and their slices; false when one is not an array or there
  * are more than kMaxLeaves in all. */
 static bool add_views(const kiln_hlo_instruction_t *v, const kiln_buffer_assignment_t *ba,
@@ -211,9 +248,68 @@ kiln_status kiln_builtin_custom_call_emit(const kiln_hlo_instruction_t *in,
     return kiln_status_make(KILN_UNIMPLEMENTED, "custom call %s (%s) on the host: %s", in->name, t,
                             why);
   c.f64 = c.nin ? in->operands[0]->shape->type == KILN_F64 : false;
-  builtin_call_t *owned = kiln_executable_desc_own(d, kiln_malloc(sizeof c));
-  memcpy(owned, &c, sizeof c);
-  kiln_thunk_seq_push(seq, kiln_thunk_custom_call_create(in->name, t, builtin_run, owned, ins,
-                                                         c.nin, outs, c.nout, false));
+  kiln_thunk_seq_push(seq, make_thunk(&c, d, in->name, t, ins, outs));
+  return NULL;
+}
+
+kiln_status kiln_builtin_custom_call_rebuild(const kiln_recipe_call_t *c_in, kiln_thunk_t **out) {
+  *out = NULL;
+  kiln_byte_reader_t r;
+  kiln_recipe_open(c_in, KILN_RECIPE_BUILTIN, &r);
+  const char *name = c_in->name;
+  builtin_call_t c;
+  memset(&c, 0, sizeof c);
+  uint32_t kind = kiln_br_u32(&r, "built-in kind");
+  c.f64 = kiln_br_u8(&r, "f64") != 0;
+  uint64_t eps = kiln_br_u32(&r, "epsilon");
+  uint32_t eps32 = (uint32_t)eps;
+  memcpy(&c.epsilon, &eps32, sizeof eps32);
+  c.seed = kiln_br_u64(&r, "seed");
+  c.batch = (int64_t)kiln_br_u64(&r, "batch");
+  c.m = (int64_t)kiln_br_u64(&r, "m");
+  c.n = (int64_t)kiln_br_u64(&r, "n");
+  c.k = (int64_t)kiln_br_u64(&r, "k");
+  c.nin = (int)kiln_br_u32(&r, "inputs");
+  c.nout = (int)kiln_br_u32(&r, "outputs");
+  if (!r.err && (kind > RNG_SEED || c.nin < 0 || c.nin > kMaxLeaves || c.nout < 0 ||
+                 c.nout > kMaxLeaves || c.nin != c_in->num_operands || c.nout != c_in->num_results))
+    kiln_br_fail(&r, KILN_ERR_INVALID("built-in recipe of %s: kind %u, %d inputs, %d outputs", name,
+                                      kind, c.nin, c.nout));
+  c.kind = (builtin_kind_t)kind;
+  for (int v = 0; v < c.nin + c.nout && !r.err; v++) {
+    view_t *w = v < c.nin ? &c.in[v] : &c.out[v - c.nin];
+    w->rank = (int)kiln_br_u32(&r, "view rank");
+    w->bytes = (int64_t)kiln_br_u64(&r, "view bytes");
+    if (!r.err && (w->rank < 0 || w->rank > kMaxRank))
+      kiln_br_fail(&r, KILN_ERR_INVALID("built-in recipe of %s: rank %d", name, w->rank));
+    for (int k = 0; k < w->rank && !r.err; k++) {
+      w->dims[k] = (int64_t)kiln_br_u64(&r, "view dim");
+      w->strides[k] = (int64_t)kiln_br_u64(&r, "view stride");
+    }
+    /* The last element the view addresses must lie inside it. */
+    int64_t es = c.f64 || c.kind == RNG_SEED ? 8 : 4, last = 0;
+    bool empty = false;
+    for (int k = 0; k < w->rank && !r.err; k++) {
+      if (w->dims[k] < 0 || w->strides[k] < 0 || w->dims[k] > (1ll << 40) ||
+          w->strides[k] > (1ll << 40))
+        kiln_br_fail(&r, KILN_ERR_INVALID("built-in recipe of %s: dimension %d", name, k));
+      else if (w->dims[k] == 0)
+        empty = true;
+      else if (last <= (1ll << 60) / 2)
+        last += (w->dims[k] - 1) * w->strides[k];
+    }
+    if (!r.err && !empty && (last + 1) * es > w->bytes)
+      kiln_br_fail(&r, KILN_ERR_INVALID("built-in recipe of %s: a view past its %lld bytes", name,
+                                        (long long)w->bytes));
+    const kiln_slice_t *sl = v < c.nin ? &c_in->operands[v] : &c_in->results[v - c.nin];
+    if (!r.err && w->bytes > sl->size)
+      kiln_br_fail(&r, KILN_ERR_INVALID("built-in recipe of %s: a view of %lld bytes in a slice "
+                                        "of %lld",
+                                        name, (long long)w->bytes, (long long)sl->size));
+  }
+  if (!r.err && r.left)
+    kiln_br_fail(&r, KILN_ERR_INVALID("built-in recipe of %s: trailing bytes", name));
+  if (r.err) return r.err;
+  *out = make_thunk(&c, c_in->d, name, c_in->target, c_in->operands, c_in->results);
   return NULL;
 }

@@ -8,12 +8,15 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/disk_cache.h"
+#include "base/log.h"
 #include "base/str.h"
 #include "compiler/codegen/fusion_compiler.h"
 #include "compiler/codegen/kir_pipeline.h"
 #include "compiler/hlo/opcode.h"
 #include "compiler/passes/buffer_assignment.h"
 #include "compiler/passes/pipeline.h"
+#include "compiler/thunks/executable_cache.h"
 #include "runtime/command_buffer_thunk.h"
 
 /* The options with the environment read in (once per compilation). */
@@ -60,6 +63,13 @@ kiln_status kiln_compile_module_passes(kiln_hlo_module_t *m, const kiln_compile_
   return NULL;
 }
 
+static bool cache_applies(const kiln_compile_options_t *o);
+static kiln_status cache_begin(const kiln_hlo_module_t *m, const kiln_compile_options_t *o,
+                               bool optimized, uint64_t key[2], kiln_executable_desc_t **out,
+                               kiln_compile_stats_t *st);
+static void cache_store(const kiln_compile_options_t *o, const uint64_t key[2],
+                        const kiln_executable_desc_t *d);
+
 kiln_status kiln_compile_optimized_module(const kiln_hlo_module_t *m,
                                           const kiln_compile_options_t *opts,
                                           kiln_executable_desc_t **out,
@@ -72,6 +82,16 @@ kiln_status kiln_compile_optimized_module(const kiln_hlo_module_t *m,
   memset(&local, 0, sizeof(local));
   kiln_compile_stats_t *st = stats ? stats : &local;
   const char *dump_dir = o.emit.dump_dir;
+  bool cached = cache_applies(&o);
+  uint64_t key[2] = {0, 0};
+  if (cached) {
+    double passes_ms = st->passes_ms;
+    KILN_RETURN_IF_ERROR_PLAIN(cache_begin(m, &o, true, key, out, st));
+    if (st->executable_cache_hit) {
+      st->total_ms += passes_ms;
+      return NULL;
+    }
+  }
   double t0 = kiln_clock_ms();
 
   kiln_buffer_assignment_t *ba = NULL;
@@ -110,8 +130,69 @@ kiln_status kiln_compile_optimized_module(const kiln_hlo_module_t *m,
       kiln_strbuf_free(&b);
     }
   }
+  if (cached) {
+    double t1 = kiln_clock_ms();
+    cache_store(&o, key, d);
+    st->cache_ms += kiln_clock_ms() - t1;
+  }
   st->total_ms = st->passes_ms + (kiln_clock_ms() - t0);
   *out = d;
+  return NULL;
+}
+
+/* Whether the whole-executable cache applies to a compile with `o`. */
+static bool cache_applies(const kiln_compile_options_t *o) {
+  if (!o->executable_cache_dir || !*o->executable_cache_dir) return false;
+  if (o->emit.dump_dir && *o->emit.dump_dir) return false;
+  const kiln_pass_options_t *p = o->passes;
+  return !(p && (p->after_pass || p->timings || p->log_changes || (p->dump_dir && *p->dump_dir)));
+}
+
+/* Looks `key` up; true with *out on a hit that reads back. */
+static bool cache_lookup(const kiln_compile_options_t *o, const uint64_t key[2],
+                         kiln_executable_desc_t **out, kiln_compile_stats_t *st) {
+  void *data = NULL;
+  size_t len = 0;
+  double t0 = kiln_clock_ms();
+  bool found =
+      kiln_disk_cache_get(o->executable_cache_dir, KILN_EXECUTABLE_CACHE_KIND, key, &data, &len);
+  double t1 = kiln_clock_ms();
+  st->cache_read_ms = t1 - t0;
+  if (!found) return false;
+  kiln_status s = kiln_executable_desc_from_bytes(data, len, &o->emit, out);
+  kiln_free(data);
+  st->cache_load_ms = kiln_clock_ms() - t1;
+  if (!s) return true;
+  KILN_LOG_W("executable cache entry not used, compiling: %s", kiln_status_message(s));
+  kiln_status_free(s);
+  return false;
+}
+
+/* Stores `d` as `key`'s entry; an executable that cannot be serialized is not stored. */
+static void cache_store(const kiln_compile_options_t *o, const uint64_t key[2],
+                        const kiln_executable_desc_t *d) {
+  void *data = NULL;
+  size_t len = 0;
+  kiln_status s = kiln_executable_desc_to_bytes(d, &data, &len);
+  if (s) {
+    KILN_LOG_D("executable %s not cached: %s", d->name, kiln_status_message(s));
+    kiln_status_free(s);
+    return;
+  }
+  kiln_disk_cache_put(o->executable_cache_dir, KILN_EXECUTABLE_CACHE_KIND, key, data, len);
+  kiln_free(data);
+}
+
+/* Looks the executable of `m` up (when the cache applies): true on a hit, *out set. */
+static kiln_status cache_begin(const kiln_hlo_module_t *m, const kiln_compile_options_t *o,
+                               bool optimized, uint64_t key[2], kiln_executable_desc_t **out,
+                               kiln_compile_stats_t *st) {
+  double t0 = kiln_clock_ms();
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_executable_cache_key(m, o, optimized, key));
+  st->cache_key_ms = kiln_clock_ms() - t0;
+  st->executable_cache_hit = cache_lookup(o, key, out, st);
+  st->cache_ms = kiln_clock_ms() - t0;
+  if (st->executable_cache_hit) st->total_ms = st->cache_ms;
   return NULL;
 }
 
@@ -124,6 +205,20 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
   memset(st, 0, sizeof(*st));
   /* The environment is read once, here, for both steps. */
   kiln_compile_options_t o = resolve_options(opts);
+  bool cached = cache_applies(&o) && m->entry;
+  uint64_t key[2] = {0, 0};
+  if (cached) {
+    KILN_RETURN_IF_ERROR_PLAIN(cache_begin(m, &o, false, key, out, st));
+    if (st->executable_cache_hit) return NULL;
+  }
+  kiln_compile_options_t lower = o; /* the second step does not look up again */
+  lower.executable_cache_dir = NULL;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_compile_module_passes(m, &o, st));
-  return kiln_compile_optimized_module(m, &o, out, st);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_compile_optimized_module(m, &lower, out, st));
+  if (cached) {
+    double t0 = kiln_clock_ms();
+    cache_store(&o, key, *out);
+    st->cache_ms += kiln_clock_ms() - t0;
+  }
+  return NULL;
 }

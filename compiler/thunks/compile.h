@@ -33,6 +33,10 @@ typedef struct kiln_compile_options {
   size_t command_buffer_min_run;     /* 0: $KILN_COMMAND_BUFFER_MIN_RUN, else
                                         KILN_COMMAND_BUFFER_DEFAULT_MIN_RUN */
   bool no_command_buffers;
+  /* The whole-executable cache (executable_cache.h): kiln_compile_module looks the module up
+   * here before the passes and stores what it compiles. NULL or "": off. Also off while
+   * dumps, a pass hook, pass timings or change logging are asked for. */
+  const char *executable_cache_dir;
 } kiln_compile_options_t;
 
 typedef struct kiln_compile_stats {
@@ -40,11 +44,20 @@ typedef struct kiln_compile_stats {
   kiln_thunk_emit_stats_t emit;
   size_t command_buffers;   /* command-buffer thunks made */
   int64_t temp_bytes;       /* the temp allocation */
+  /* The whole-executable cache: a hit (then only total_ms and cache_ms are set: no pass, no
+   * codegen ran, and the module was not changed), and the time spent on keying, reading,
+   * linking (a hit) or writing (a miss). */
+  bool executable_cache_hit;
+  double cache_ms;
+  /* ... of which: the key (printing and hashing the module), reading the entry, and on a hit
+   * rebuilding the description (custom calls, JIT creation, linking the objects). */
+  double cache_key_ms, cache_read_ms, cache_load_ms;
 } kiln_compile_stats_t;
 
 /* Compiles `m` in place (the passes rewrite it) into *out (caller-owned). `opts` and
  * `stats` may be NULL. The same as kiln_compile_module_passes then
- * kiln_compile_optimized_module. */
+ * kiln_compile_optimized_module, unless opts->executable_cache_dir holds the executable:
+ * then it is read from there and `m` is left as it was. */
 kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
                                 kiln_executable_desc_t **out, kiln_compile_stats_t *stats);
 
@@ -54,9 +67,10 @@ kiln_status kiln_compile_module_passes(kiln_hlo_module_t *m, const kiln_compile_
                                        kiln_compile_stats_t *stats);
 
 /* Steps 2-4 (the plugin's first execute on a device): buffer assignment, thunk emission and
- * command-buffer conversion of a module step 1 produced. `m` is only read, so one optimized
- * module may be lowered for several devices, from several threads at once. Fills every field
- * of `stats` but passes_ms (total_ms adds the passes_ms it holds). */
+ * command-buffer conversion of a module step 1 produced; with opts->executable_cache_dir,
+ * looked up there first (keyed by the optimized module) and stored after. `m` is only read, so one
+ * optimized module may be lowered for several devices, from several threads at once. Fills every
+ * field of `stats` but passes_ms (total_ms adds the passes_ms it holds). */
 kiln_status kiln_compile_optimized_module(const kiln_hlo_module_t *m,
                                           const kiln_compile_options_t *opts,
                                           kiln_executable_desc_t **out,

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/byte_io.h"
 #include "base/hashmap.h"
 #include "base/vec.h"
 #include "compiler/backend/host_jit.h"
@@ -512,6 +513,35 @@ static kiln_status emit_gemm(emitter_t *E, kiln_thunk_seq_t *seq,
   return emit_gemm_thunk(E, seq, NULL, in, NULL, in);
 }
 
+/* A generator state starting at (w0, w1), owned by `d`. */
+static rng_state_t *rng_state_new(kiln_executable_desc_t *d, uint64_t w0, uint64_t w1) {
+  rng_state_t *r = kiln_calloc(1, sizeof(rng_state_t));
+  pthread_mutex_init(&r->mu, NULL);
+  kiln_executable_desc_own_with(d, r, rng_state_free);
+  r->word[0] = w0;
+  r->word[1] = w1;
+  return r;
+}
+
+/* The thunk of one rng-get-and-update-state on `rng`, with its recipe (the state's initial
+ * value: the state is created before any execution advances it). */
+static kiln_thunk_t *rng_state_thunk(kiln_executable_desc_t *d, rng_state_t *rng, const char *name,
+                                     int64_t delta, kiln_slice_t out) {
+  rng_state_call_t *c = kiln_executable_desc_own(d, kiln_calloc(1, sizeof(*c)));
+  c->state = rng;
+  c->delta = delta;
+  kiln_thunk_t *t = kiln_thunk_custom_call_create(name, "rng-get-and-update-state", rng_state_fn, c,
+                                                  NULL, 0, &out, 1, false);
+  kiln_byte_writer_t w = {0};
+  kiln_bw_u8(&w, KILN_RECIPE_RNG_STATE);
+  kiln_bw_u64(&w, (uint64_t)delta);
+  kiln_bw_u64(&w, rng->word[0]);
+  kiln_bw_u64(&w, rng->word[1]);
+  kiln_thunk_custom_call_set_recipe(t, w.b.data, w.b.len);
+  kiln_strbuf_free(&w.b);
+  return t;
+}
+
 static kiln_status emit_rng_state(emitter_t *E, kiln_thunk_seq_t *seq,
                                   const kiln_hlo_instruction_t *in) {
   const char *v = kiln_hlo_instruction_raw_attr(in, "delta");
@@ -523,21 +553,32 @@ static kiln_status emit_rng_state(emitter_t *E, kiln_thunk_seq_t *seq,
   if (!kiln_shape_is_array(s) || s->type != KILN_U64 || s->rank != 1 || s->dims[0] != 2)
     return KILN_ERR_INVALID("rng-get-and-update-state %s must produce u64[2]", in->name);
   if (!E->rng) {
-    E->rng = kiln_calloc(1, sizeof(rng_state_t));
-    pthread_mutex_init(&E->rng->mu, NULL);
-    kiln_executable_desc_own_with(E->d, E->rng, rng_state_free);
     uint64_t lo = RNG_STATE_INITIAL_VALUE + E->opts.rng_seed;
-    E->rng->word[0] = lo;
-    E->rng->word[1] = lo < E->opts.rng_seed ? 1 : 0;
+    E->rng = rng_state_new(E->d, lo, lo < E->opts.rng_seed ? 1 : 0);
   }
-  rng_state_call_t *c = kiln_executable_desc_own(E->d, kiln_calloc(1, sizeof(*c)));
-  c->state = E->rng;
-  c->delta = delta;
   kiln_slice_t out;
   KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, in, 0, &out));
-  kiln_thunk_seq_push(seq, kiln_thunk_custom_call_create(in->name, "rng-get-and-update-state",
-                                                         rng_state_fn, c, NULL, 0, &out, 1,
-                                                         false));
+  kiln_thunk_seq_push(seq, rng_state_thunk(E->d, E->rng, in->name, delta, out));
+  return NULL;
+}
+
+kiln_status kiln_rng_state_rebuild(const kiln_recipe_call_t *c, void **shared_rng,
+                                   kiln_thunk_t **out) {
+  *out = NULL;
+  kiln_byte_reader_t r;
+  kiln_recipe_open(c, KILN_RECIPE_RNG_STATE, &r);
+  int64_t delta = (int64_t)kiln_br_u64(&r, "delta");
+  uint64_t w0 = kiln_br_u64(&r, "initial state"), w1 = kiln_br_u64(&r, "initial state");
+  if (!r.err && (r.left || c->num_operands || c->num_results != 1 || c->results[0].size < 16))
+    kiln_br_fail(&r, KILN_ERR_INVALID("rng-get-and-update-state %s: %d operands, %d results",
+                                      c->name, c->num_operands, c->num_results));
+  if (r.err) return r.err;
+  rng_state_t *rng = *shared_rng;
+  if (!rng) {
+    rng = rng_state_new(c->d, w0, w1);
+    *shared_rng = rng;
+  }
+  *out = rng_state_thunk(c->d, rng, c->name, delta, c->results[0]);
   return NULL;
 }
 
@@ -675,6 +716,34 @@ static kiln_status bind_allocations(emitter_t *E) {
   return NULL;
 }
 
+/* Records the distinct objects of host kernels `hk` as image `im`'s objects. */
+static void keep_objects(kiln_executable_desc_t *d, int32_t im, const kiln_kir_host_kernel_t *hk,
+                         size_t n) {
+  const char **syms = kiln_calloc(n, sizeof(*syms));
+  const void **data = kiln_calloc(n, sizeof(*data));
+  size_t *sizes = kiln_calloc(n, sizeof(*sizes));
+  int32_t *obj_of = kiln_calloc(n, sizeof(*obj_of)), *fobj = kiln_calloc(n, sizeof(*fobj));
+  int32_t num = 0;
+  bool complete = true;
+  for (size_t i = 0; i < n; i++) {
+    if (hk[i].unique == (int)i) {
+      if (!hk[i].object) complete = false;
+      syms[num] = hk[i].symbol;
+      data[num] = hk[i].object;
+      sizes[num] = hk[i].object_size;
+      obj_of[i] = num++;
+    }
+    fobj[i] = hk[i].unique >= 0 && hk[i].unique <= (int)i ? obj_of[hk[i].unique] : -1;
+    if (fobj[i] < 0) complete = false;
+  }
+  if (complete) kiln_executable_desc_set_image_objects(d, im, num, syms, data, sizes, fobj);
+  kiln_free(syms);
+  kiln_free(data);
+  kiln_free(sizes);
+  kiln_free(obj_of);
+  kiln_free(fobj);
+}
+
 /* Compiles every kernel taken by take_kernel, together: HOST into the JIT, one image with
  * every kernel's name and entry point; CUDA one image per distinct kernel. */
 static kiln_status compile_pending(emitter_t *E) {
@@ -684,6 +753,7 @@ static kiln_status compile_pending(emitter_t *E) {
   for (size_t i = 0; i < n; i++) mods[i] = E->pending.data[i].kir;
   kiln_kir_batch_options_t bo = {0};
   bo.cache_dir = E->opts.kernel_cache_dir;
+  bo.keep_objects = true; /* the description keeps them: it can be serialized */
   kiln_kir_batch_stats_t bs;
   double t0 = kiln_clock_ms();
   kiln_status s = NULL;
@@ -698,10 +768,12 @@ static kiln_status compile_pending(emitter_t *E) {
         fns[i] = (void *)hk[i].fn;
         kiln_thunk_kernel_set_module_index(E->pending.data[i].thunk, 0);
       }
-      kiln_executable_desc_add_image(E->d, NULL, 0, names, fns, n);
+      int32_t im = kiln_executable_desc_add_image(E->d, NULL, 0, names, fns, n);
+      keep_objects(E->d, im, hk, n);
       kiln_free(names);
       kiln_free(fns);
     }
+    kiln_kir_host_kernels_free(hk, n);
     kiln_free(hk);
   } else {
     kiln_nvptx_options_t no = {0};

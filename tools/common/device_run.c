@@ -2,6 +2,8 @@
 #include "base/clock.h"
 #include "tools/common/device_run.h"
 
+#include "compiler/thunks/executable_cache.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -129,6 +131,16 @@ static kiln_status compile_load(const kiln_hlo_module_t *m, const kiln_device_ru
   co.emit.strict_precision = opts->strict_precision;
   kiln_executable_desc_t *d = NULL;
   kiln_status s = kiln_compile_module(cm, &co, &d, &rep->compile);
+  if (!s && opts->serialize_round_trip) {
+    void *bytes = NULL;
+    size_t len = 0;
+    s = kiln_executable_desc_to_bytes(d, &bytes, &len);
+    kiln_executable_desc_destroy(d);
+    d = NULL;
+    rep->serialized_bytes = len;
+    if (!s) s = kiln_executable_desc_from_bytes(bytes, len, &co.emit, &d);
+    kiln_free(bytes);
+  }
   rep->compile_ms = kiln_clock_ms() - t0;
   if (!s && opts->print_thunks) {
     kiln_strbuf_t b = {0};

@@ -27,12 +27,16 @@ typedef struct kiln_device_run_options {
   bool print_runs;              /* print each run's time to stdout */
   bool compile_only;            /* compile and load, run nothing: *result stays NULL */
   int64_t collective_timeout_ms; /* SPMD runs: 0: KILN_SPMD_DEFAULT_TIMEOUT_MS */
+  /* Serialize the compiled executable, destroy it and run the one read back
+   * (compiler/thunks/executable_cache.h): what a fresh process gets from the cache. */
+  bool serialize_round_trip;
 } kiln_device_run_options_t;
 
 typedef struct kiln_device_run_report {
   kiln_compile_stats_t compile;
   double compile_ms, load_ms, upload_ms, run_min_ms, run_mean_ms, download_ms;
   int64_t runs;
+  size_t serialized_bytes; /* serialize_round_trip: the serialized executable's size */
 } kiln_device_run_report_t;
 
 /* Runs `m` on opts->device with `args` (one literal per entry parameter) and stores the

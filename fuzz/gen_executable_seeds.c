@@ -1,0 +1,56 @@
+/* Seeds for fuzz_exec_deserialize: each HLO file given, compiled for the host (command
+ * buffers from runs of 2, so they occur), serialized and written to OUT/seed_<n> with the
+ * fuzzer's mode byte (0: checksum fixed up) in front. Files that do not compile are skipped.
+ *
+ * Usage: gen_executable_seeds OUT MAX_BYTES FILE... */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/str.h"
+#include "compiler/hlo/ir.h"
+#include "compiler/thunks/compile.h"
+#include "compiler/thunks/executable_cache.h"
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: gen_executable_seeds OUT MAX_BYTES FILE...\n");
+    return 2;
+  }
+  size_t max = (size_t)atol(argv[2]);
+  int written = 0;
+  for (int i = 3; i < argc; i++) {
+    char *text = NULL;
+    size_t len = 0;
+    kiln_status s = kiln_read_file(argv[i], &text, &len);
+    kiln_hlo_module_t *m = NULL;
+    if (!s) s = kiln_hlo_parse_module(text, len, NULL, &m);
+    kiln_executable_desc_t *d = NULL;
+    kiln_compile_options_t co = {0};
+    co.command_buffer_min_run = 2;
+    co.emit.dump_dir = "";
+    if (!s) s = kiln_compile_module(m, &co, &d, NULL);
+    void *bytes = NULL;
+    size_t n = 0;
+    if (!s) s = kiln_executable_desc_to_bytes(d, &bytes, &n);
+    if (!s && n + 1 <= max) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s/seed_%d", argv[1], written);
+      FILE *f = fopen(path, "wb");
+      if (f) {
+        fputc(0, f);
+        fwrite(bytes, 1, n, f);
+        fclose(f);
+        written++;
+      }
+    }
+    kiln_status_free(s);
+    kiln_free(bytes);
+    kiln_executable_desc_destroy(d);
+    kiln_hlo_module_destroy(m);
+    kiln_free(text);
+  }
+  printf("gen_executable_seeds: %d seeds\n", written);
+  return 0;
+}
