@@ -29,6 +29,7 @@
 
 #include "base/alloc.h"
 #include "plugin/pjrt_objects.h"
+#include "plugin/pjrt_relayout.h"
 
 #define ERR(code, ...) kiln_pjrt_error_make((code), __VA_ARGS__)
 
@@ -251,16 +252,6 @@ static bool m2m_is_default(int32_t rank, const int64_t *m2m) {
   return true;
 }
 
-/* Byte strides of a dense array in layout m2m. */
-static void m2m_strides(int32_t rank, const int64_t *dims, const int64_t *m2m, size_t elem,
-                        int64_t *strides) {
-  int64_t s = (int64_t)elem;
-  for (int32_t i = 0; i < rank; i++) {
-    strides[m2m[i]] = s;
-    s *= dims[m2m[i]] > 0 ? dims[m2m[i]] : 1;
-  }
-}
-
 /* A requested layout as a dense minor_to_major permutation. */
 static kiln_status parse_layout(const char *fn, const char *what, const PJRT_Buffer_MemoryLayout *l,
                                 int32_t rank, const int64_t *dims, size_t elem, int64_t *m2m) {
@@ -328,45 +319,6 @@ static kiln_status parse_layout(const char *fn, const char *what, const PJRT_Buf
   return KILN_ERR_INVALID("%s: %s has unknown layout type %d", fn, what, (int)l->type);
 }
 
-/* Copies a rank-`rank` array of `elem`-byte elements between two strided places. */
-static void copy_strided(char *dst, const int64_t *dst_strides, const char *src,
-                         const int64_t *src_strides, const int64_t *dims, int32_t rank,
-                         size_t elem) {
-  for (int32_t i = 0; i < rank; i++)
-    if (dims[i] == 0) return;
-  if (rank == 0) {
-    memcpy(dst, src, elem);
-    return;
-  }
-  /* Innermost: the dimension with the smallest destination stride. */
-  int32_t inner = 0;
-  for (int32_t i = 1; i < rank; i++)
-    if (dst_strides[i] < dst_strides[inner]) inner = i;
-  int64_t n_inner = dims[inner];
-  int64_t ds = dst_strides[inner], ss = src_strides[inner];
-  bool contiguous = ds == (int64_t)elem && ss == (int64_t)elem;
-  int64_t idx[64] = {0};
-  for (;;) {
-    int64_t doff = 0, soff = 0;
-    for (int32_t i = 0; i < rank; i++) {
-      doff += idx[i] * dst_strides[i];
-      soff += idx[i] * src_strides[i];
-    }
-    if (contiguous) {
-      memcpy(dst + doff, src + soff, (size_t)n_inner * elem);
-    } else {
-      for (int64_t k = 0; k < n_inner; k++) memcpy(dst + doff + k * ds, src + soff + k * ss, elem);
-    }
-    int32_t i = rank - 1;
-    for (; i >= 0; i--) {
-      if (i == inner) continue;
-      if (++idx[i] < dims[i]) break;
-      idx[i] = 0;
-    }
-    if (i < 0) return;
-  }
-}
-
 /* Writes a dense array laid out with `src_strides` (bytes) into `st` laid out with
  * `dst_strides`: one write when they agree, else a strided copy (staged when the memory is not
  * host-accessible). */
@@ -380,14 +332,15 @@ static kiln_status storage_write_strided(const char *fn, kiln_pjrt_storage_t *st
     if (dims[i] > 1 && src_strides[i] != dst_strides[i]) same = false;
   if (same) return storage_write(st, 0, src, size);
   if (st->host_accessible) {
-    copy_strided((char *)(uintptr_t)st->buf->ptr, dst_strides, src, src_strides, dims, rank, elem);
+    kiln_pjrt_copy_strided((char *)(uintptr_t)st->buf->ptr, dst_strides, src, src_strides, dims,
+                           rank, elem);
     return NULL;
   }
   char *tmp = kiln_try_malloc(size);
   if (!tmp)
     return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: cannot stage %llu bytes", fn,
                             (unsigned long long)size);
-  copy_strided(tmp, dst_strides, src, src_strides, dims, rank, elem);
+  kiln_pjrt_copy_strided(tmp, dst_strides, src, src_strides, dims, rank, elem);
   kiln_status s = storage_write(st, 0, tmp, size);
   kiln_free(tmp);
   return s;
@@ -611,7 +564,7 @@ static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_
   } else {
     int64_t d[64];
     default_m2m(rank, d);
-    m2m_strides(rank, args->dims, d, elem, src_strides);
+    kiln_pjrt_m2m_strides(rank, args->dims, d, elem, src_strides);
   }
   PJRT_Memory *memory = KILN_PJRT_HAS(args, memory) ? args->memory : NULL;
   PJRT_Device *dev;
@@ -625,7 +578,7 @@ static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_
     if (s) return kiln_pjrt_error_from_status(s);
   }
   int64_t dst_strides[64];
-  m2m_strides(rank, args->dims, m2m, elem, dst_strides);
+  kiln_pjrt_m2m_strides(rank, args->dims, m2m, elem, dst_strides);
   kiln_pjrt_storage_t *st = NULL;
   s = storage_alloc(dev, kind, size, &st);
   if (!s)
@@ -1002,11 +955,11 @@ static PJRT_Error *Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args *args) {
     s = storage_read(st, 0, args->dst, need);
   } else {
     int64_t src_strides[64], dst_strides[64];
-    m2m_strides(b->rank, b->dims, b->minor_to_major, elem, src_strides);
-    m2m_strides(b->rank, b->dims, m2m, elem, dst_strides);
+    kiln_pjrt_m2m_strides(b->rank, b->dims, b->minor_to_major, elem, src_strides);
+    kiln_pjrt_m2m_strides(b->rank, b->dims, m2m, elem, dst_strides);
     if (st->host_accessible) {
-      copy_strided(args->dst, dst_strides, (const char *)(uintptr_t)st->buf->ptr, src_strides,
-                   b->dims, b->rank, elem);
+      kiln_pjrt_copy_strided(args->dst, dst_strides, (const char *)(uintptr_t)st->buf->ptr,
+                             src_strides, b->dims, b->rank, elem);
     } else {
       char *tmp = kiln_try_malloc(need ? need : 1);
       if (!tmp) {
@@ -1014,7 +967,8 @@ static PJRT_Error *Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args *args) {
                              (unsigned long long)need);
       } else {
         s = storage_read(st, 0, tmp, need);
-        if (!s) copy_strided(args->dst, dst_strides, tmp, src_strides, b->dims, b->rank, elem);
+        if (!s)
+          kiln_pjrt_copy_strided(args->dst, dst_strides, tmp, src_strides, b->dims, b->rank, elem);
         kiln_free(tmp);
       }
     }
@@ -1282,8 +1236,8 @@ static PJRT_Error *H2D_TransferLiteral(
   if (args->shape_layout)
     s = parse_layout(FN_TL, "shape_layout", args->shape_layout, sl->rank, sl->dims, elem, lit_m2m);
   if (s) return kiln_pjrt_error_from_status(s);
-  m2m_strides(sl->rank, sl->dims, lit_m2m, elem, src_strides);
-  m2m_strides(sl->rank, sl->dims, sl->m2m, elem, dst_strides);
+  kiln_pjrt_m2m_strides(sl->rank, sl->dims, lit_m2m, elem, src_strides);
+  kiln_pjrt_m2m_strides(sl->rank, sl->dims, sl->m2m, elem, dst_strides);
   pthread_mutex_lock(&m->mu);
   kiln_pjrt_fill_t *f = sl->storage->fill;
   pthread_mutex_lock(&f->mu);

@@ -4,10 +4,10 @@
  *
  * Compile: look the program up in the client's compile cache (compile_cache.h); on a miss
  * decode the options, parse the program (kiln_pjrt_program_parse: every program format goes
- * through that one function), verify it, make its entry layouts the default ones
- * (pjrt_executable.h says why), run the passes and keep the optimized module. Kernels are made
- * on the first execute (pjrt_executable.c). The optimized module's text goes to the disk cache
- * too, so another process compiling the same program skips parsing and the passes.
+ * through that one function), verify it, settle its entry layouts (pjrt_executable.h), run the
+ * passes and keep the optimized module. Kernels are made on the first execute (pjrt_executable.c).
+ * The optimized module's text goes to the disk cache too, so another process compiling the same
+ * program skips parsing and the passes.
  *
  * Serialized executables: a header (magic "KILNEXE1", the blob format's version, kiln's
  * version, the lengths of the parts and a 128-bit checksum of them) then the compile options
@@ -82,63 +82,152 @@ kiln_status kiln_pjrt_program_parse(const char *format, size_t format_len, const
 
 /* ---- entry layouts ---- */
 
-static void default_layouts(kiln_arena_t *a, kiln_shape_t *s) {
+/* A layout Execute can take as it is: a dense minor_to_major permutation without tiles. */
+static bool dense_permutation(const kiln_shape_t *s) {
+  if (!s->has_layout || s->layout.rank != s->rank || s->layout.num_tiles || s->rank > 64)
+    return false;
+  bool seen[64] = {false};
+  for (int i = 0; i < s->rank; i++) {
+    int64_t d = s->layout.minor_to_major[i];
+    if (d < 0 || d >= s->rank || seen[d]) return false;
+    seen[d] = true;
+  }
+  return true;
+}
+
+/* Gives every array leaf of `s` the default layout, or (keep) its own dense one on the
+ * default memory space (a tiled or missing layout becomes the default). */
+static void entry_layouts(kiln_arena_t *a, kiln_shape_t *s, bool keep) {
   if (kiln_shape_is_tuple(s)) {
-    for (int i = 0; i < s->num_elements; i++) default_layouts(a, s->elements[i]);
+    for (int i = 0; i < s->num_elements; i++) entry_layouts(a, s->elements[i], keep);
+  } else if (keep && dense_permutation(s)) {
+    int64_t *m2m = s->layout.minor_to_major;
+    memset(&s->layout, 0, sizeof(s->layout));
+    s->layout.rank = s->rank;
+    s->layout.minor_to_major = m2m;
   } else {
     kiln_shape_set_default_layout(a, s);
   }
 }
 
-/* The entry's parameters and result get the default layout: PJRT buffers are dense and
- * default-ordered, so the runtime's parameters are the buffers as they are. */
-static void make_entry_layouts_default(kiln_hlo_module_t *m) {
+/* The array leaves of `s`, depth first. */
+static void array_leaves(kiln_shape_t *s, kiln_shape_t **out, int *n, int cap) {
+  if (kiln_shape_is_tuple(s)) {
+    for (int i = 0; i < s->num_elements; i++) array_leaves(s->elements[i], out, n, cap);
+  } else if (*n < cap) {
+    out[(*n)++] = s;
+  } else {
+    (*n)++;
+  }
+}
+
+/* Applies argument layout `text` of the compile options (a shape text like "f32[2,3]{0,1}" or
+ * "(f32[2,3]{0,1}, s32[])": each array's {minor_to_major}, where given, in depth-first leaf
+ * order) to parameter shape `s`. */
+static kiln_status apply_argument_layout(kiln_arena_t *a, kiln_shape_t *s, int param,
+                                         const char *text) {
+  kiln_shape_t *leaves[256];
+  int n = 0, k = 0;
+  array_leaves(s, leaves, &n, 256);
+  if (n > 256) return KILN_ERR_UNIMPLEMENTED("argument layout %d: %d array leaves", param, n);
+  for (const char *p = text; p && *p; p++) {
+    if (*p != '[') continue;
+    const char *close = strchr(p, ']');
+    if (!close) break;
+    int rank = close == p + 1 ? 0 : 1;
+    for (const char *q = p + 1; q < close; q++) rank += *q == ',';
+    if (k >= n || leaves[k]->rank != rank)
+      return KILN_ERR_INVALID(
+          "compile options: argument layout %d (%s) does not match parameter %d's shape", param,
+          text, param);
+    kiln_shape_t *leaf = leaves[k++];
+    p = close;
+    if (close[1] != '{') continue;
+    int64_t m2m[64];
+    int got = 0;
+    const char *q = close + 2;
+    while (*q && *q != '}' && *q != ':') {
+      char *end = NULL;
+      long v = strtol(q, &end, 10);
+      if (end == q) break;
+      if (got < 64) m2m[got] = v;
+      got++;
+      q = *end == ',' ? end + 1 : end;
+    }
+    if (*q == ':')
+      return kiln_status_make(KILN_UNIMPLEMENTED,
+                              "compile options: argument layout %d (%s) is tiled; kiln's PJRT "
+                              "buffers have dense layouts",
+                              param, text);
+    kiln_shape_t want = *leaf;
+    want.has_layout = true;
+    memset(&want.layout, 0, sizeof(want.layout));
+    want.layout.rank = got;
+    want.layout.minor_to_major = m2m;
+    if (got != rank || !dense_permutation(&want))
+      return KILN_ERR_INVALID(
+          "compile options: argument layout %d (%s) is not a permutation of the dimensions "
+          "of parameter %d",
+          param, text, param);
+    kiln_shape_set_default_layout(a, leaf);
+    for (int i = 0; i < rank; i++) leaf->layout.minor_to_major[i] = m2m[i];
+  }
+  if (k != n)
+    return KILN_ERR_INVALID(
+        "compile options: argument layout %d (%s) does not match parameter %d's shape", param, text,
+        param);
+  return NULL;
+}
+
+static bool is_default_everywhere(const kiln_shape_t *s) {
+  if (kiln_shape_is_tuple(s)) {
+    for (int i = 0; i < s->num_elements; i++)
+      if (!is_default_everywhere(s->elements[i])) return false;
+    return true;
+  }
+  for (int i = 0; i < s->rank; i++)
+    if (s->layout.minor_to_major[i] != s->rank - 1 - i) return false;
+  return true;
+}
+
+/* The entry's layouts, which the executable's parameters and results are (pjrt_executable.h):
+ * results the default; each parameter its own dense layout (entry_computation_layout, else
+ * the parameter's shape) or the compile options' argument layout; a parameter an output
+ * aliases the default one (donated memory becomes an output buffer, which has the default
+ * layout). */
+static kiln_status make_entry_layouts(kiln_hlo_module_t *m, const kiln_pjrt_compile_options_t *co) {
   kiln_hlo_computation_t *e = m->entry;
   int n = e->num_parameters;
+  if (co->num_argument_layouts && co->num_argument_layouts != n)
+    return KILN_ERR_INVALID("compile options: %d argument layouts for %d parameters",
+                            co->num_argument_layouts, n);
   kiln_shape_t **params = kiln_arena_alloc(&m->arena, sizeof(*params) * (size_t)(n ? n : 1));
   for (int i = 0; i < n; i++) {
-    params[i] = kiln_shape_clone(&m->arena, e->parameters[i]->shape);
-    default_layouts(&m->arena, params[i]);
+    const kiln_shape_t *given =
+        m->has_entry_layout && i < m->num_entry_layout_params && m->entry_layout_params[i]
+            ? m->entry_layout_params[i]
+            : e->parameters[i]->shape;
+    bool aliased = false;
+    for (int k = 0; k < m->num_io_aliases; k++) aliased |= m->io_aliases[k].param_number == i;
+    params[i] = kiln_shape_clone(&m->arena, given);
+    entry_layouts(&m->arena, params[i], !aliased);
+    if (i < co->num_argument_layouts && co->argument_layouts[i]) {
+      KILN_RETURN_IF_ERROR_PLAIN(
+          apply_argument_layout(&m->arena, params[i], i, co->argument_layouts[i]));
+      if (aliased && !is_default_everywhere(params[i]))
+        return kiln_status_make(KILN_UNIMPLEMENTED,
+                                "compile options: argument layout %d (%s) is not the default "
+                                "one, and an output aliases parameter %d (kiln donates in the "
+                                "default layout only)",
+                                i, co->argument_layouts[i], i);
+    }
   }
   kiln_shape_t *result = kiln_shape_clone(&m->arena, e->root->shape);
-  default_layouts(&m->arena, result);
+  entry_layouts(&m->arena, result, false);
   m->has_entry_layout = true;
   m->num_entry_layout_params = n;
   m->entry_layout_params = params;
   m->entry_layout_result = result;
-}
-
-/* Argument layouts of the compile options: kiln takes the default ones only. A shape text
- * like "(f32[2,3]{1,0}, s32[]{})": every {minor_to_major} must count down from rank-1. */
-static kiln_status check_argument_layouts(const kiln_pjrt_compile_options_t *co) {
-  for (int32_t a = 0; a < co->num_argument_layouts; a++) {
-    const char *t = co->argument_layouts[a];
-    for (const char *p = t; p && *p; p++) {
-      if (*p != '[') continue;
-      const char *close = strchr(p, ']');
-      if (!close) break;
-      int rank = 0;
-      for (const char *q = p + 1; q < close; q++)
-        if (*q >= '0' && *q <= '9' && (q == p + 1 || q[-1] == ',' || q[-1] == '=')) rank++;
-      p = close;
-      if (close[1] != '{') continue;
-      const char *q = close + 2;
-      int expect = rank - 1;
-      bool ok = true;
-      while (*q && *q != '}' && *q != ':') {
-        char *end = NULL;
-        long v = strtol(q, &end, 10);
-        if (end == q) break;
-        if (v != expect--) ok = false;
-        q = *end == ',' ? end + 1 : end;
-      }
-      if (!ok || expect != -1)
-        return kiln_status_make(KILN_UNIMPLEMENTED,
-                                "argument layout %d (%s) is not the default (descending) layout; "
-                                "kiln's PJRT buffers use the default layout only",
-                                a, t);
-    }
-  }
   return NULL;
 }
 
@@ -244,7 +333,6 @@ static kiln_status compile_program(PJRT_Client *client, const PJRT_Program *prog
   }
   int32_t device = 0;
   s = check_replication(co.num_replicas, co.num_partitions, "the compile options");
-  if (!s) s = check_argument_layouts(&co);
   if (!s) s = pick_device(client, &co, &device);
   kiln_hlo_module_t *m = NULL;
   double passes_ms = 0;
@@ -270,8 +358,8 @@ static kiln_status compile_program(PJRT_Client *client, const PJRT_Program *prog
     s = kiln_pjrt_program_parse(program->format, program->format_size, program->code,
                                 program->code_size, &m, &reps, &parts);
     if (!s) s = check_replication(reps, parts, "the program's config");
+    if (!s) s = make_entry_layouts(m, &co);
     if (!s) {
-      make_entry_layouts_default(m);
       kiln_compile_options_t o;
       memset(&o, 0, sizeof(o));
       /* The passes differ per target (which dots the gemm library takes). */
