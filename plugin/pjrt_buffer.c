@@ -8,8 +8,9 @@
  * it hands out is already ready. That is what PJRT allows (an event may be ready at once),
  * and it makes all three host-buffer semantics correct at once: done_with_host_buffer is
  * ready when BufferFromHostBuffer returns, because kiln no longer reads `data` by then. The
- * zero-copy semantics copy too (PJRT lets a plugin copy); kMutableZeroCopy, which promises
- * aliasing, is UNIMPLEMENTED.
+ * kImmutableZeroCopy semantics copies too (PJRT lets a plugin copy); kMutableZeroCopy aliases
+ * the caller's memory on the host platform when its layout and alignment allow
+ * (zero_copy_possible), its done event completing when the memory is released.
  *
  * Layouts: a buffer's device layout is a dense minor_to_major permutation (default rank-1 ...
  * 0). A requested layout with tiles other than trivial ones (every tile dimension 1) is
@@ -521,6 +522,46 @@ static kiln_status resolve_target(const char *fn, PJRT_Client *c, PJRT_Device *d
 
 #define FN_BFHB "PJRT_Client_BufferFromHostBuffer"
 
+/* kMutableZeroCopy aliases the caller's memory where kiln's kernels can use it as it is: on
+ * the host platform, dense in the device layout (the strides agree), 64-byte aligned as kiln's
+ * own host buffers are. Anywhere else it copies, as PJRT allows (XLA's CPU client does the
+ * same), and done_with_host_buffer is ready at once. */
+static bool zero_copy_possible(const PJRT_Device *dev, int32_t kind, const void *data,
+                               const int64_t *src_strides, const int64_t *dst_strides,
+                               const int64_t *dims, int32_t rank) {
+  (void)kind; /* both memories of a host device are host memory */
+  if (dev->client->is_cuda) return false;
+  if (!data || (uintptr_t)data % 64) return false;
+  for (int32_t i = 0; i < rank; i++)
+    if (dims[i] > 1 && src_strides[i] != dst_strides[i]) return false;
+  return true;
+}
+
+/* The storage's memory is the caller's: its release completes the done event. */
+static void zero_copy_done(void *ptr, void *arg) {
+  (void)ptr;
+  kiln_pjrt_event_complete((PJRT_Event *)arg, NULL);
+}
+
+/* A buffer over the caller's host memory (kMutableZeroCopy): executes read it and, donated,
+ * write their aliased outputs into it; done_with_host_buffer completes when the last buffer
+ * using the memory (this one, or the output it was donated to) is gone. */
+static kiln_status buffer_alias_host(PJRT_Device *dev, int32_t kind,
+                                     PJRT_Client_BufferFromHostBuffer_Args *args,
+                                     const int64_t *m2m, uint64_t size) {
+  kiln_device_buffer_t *b = NULL;
+  KILN_RETURN_IF_ERROR_PLAIN(
+      kiln_device_buffer_wrap(dev->kdev, (kiln_devptr_t)(uintptr_t)args->data, size, &b));
+  kiln_pjrt_storage_t *st = storage_new(dev, b, kind, false);
+  PJRT_Event *done = kiln_pjrt_event_create();
+  st->on_delete = zero_copy_done;
+  st->on_delete_arg = done;
+  args->buffer = buffer_new(dev, kind, st, args->type, args->dims, (int32_t)args->num_dims, m2m,
+                            size);
+  args->done_with_host_buffer = done;
+  return NULL;
+}
+
 static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args *args) {
   KILN_PJRT_ARGS(FN_BFHB, args, buffer);
   args->buffer = NULL;
@@ -538,11 +579,8 @@ static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_
     case PJRT_HostBufferSemantics_kImmutableOnlyDuringCall:
     case PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes:
     case PJRT_HostBufferSemantics_kImmutableZeroCopy:
-      break;
     case PJRT_HostBufferSemantics_kMutableZeroCopy:
-      return ERR(KILN_UNIMPLEMENTED, FN_BFHB
-                 ": kMutableZeroCopy (aliasing host memory the caller keeps writing) is "
-                 "not supported by kiln; use kImmutableZeroCopy or a copying semantics");
+      break;
     default:
       return ERR(KILN_INVALID_ARGUMENT, FN_BFHB ": host_buffer_semantics %d is unknown",
                  (int)args->host_buffer_semantics);
@@ -579,6 +617,11 @@ static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_
   }
   int64_t dst_strides[64];
   kiln_pjrt_m2m_strides(rank, args->dims, m2m, elem, dst_strides);
+  if (args->host_buffer_semantics == PJRT_HostBufferSemantics_kMutableZeroCopy &&
+      zero_copy_possible(dev, kind, args->data, src_strides, dst_strides, args->dims, rank)) {
+    s = buffer_alias_host(dev, kind, args, m2m, size);
+    return s ? kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_BFHB)) : NULL;
+  }
   kiln_pjrt_storage_t *st = NULL;
   s = storage_alloc(dev, kind, size, &st);
   if (!s)
