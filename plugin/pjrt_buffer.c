@@ -130,7 +130,8 @@ void kiln_pjrt_storage_unref(kiln_pjrt_storage_t *s) {
   fill_free(s->fill);
   PJRT_Device *dev = s->device;
   PJRT_Client *c = s->client;
-  if (s->on_delete) s->on_delete((void *)(uintptr_t)s->buf->ptr, s->on_delete_arg);
+  if (s->on_delete && s->buf) s->on_delete((void *)(uintptr_t)s->buf->ptr, s->on_delete_arg);
+  kiln_pjrt_storage_unref(s->target);
   if (s->pinned_host) kiln_device_host_free(dev->kdev, s->pinned_host);
   kiln_device_buffer_destroy(s->buf);
   if (s->counted_bytes) atomic_fetch_sub(&dev->bytes_in_use, s->counted_bytes);
@@ -167,9 +168,17 @@ static kiln_status storage_alloc(PJRT_Device *dev, int32_t kind, uint64_t size,
 }
 
 /* Copies between host memory and a storage, synchronously. */
+/* An alias buffer's storage before FulfillAliasBuffer has no memory. */
+static kiln_status check_memory(const kiln_pjrt_storage_t *st) {
+  if (st->buf) return NULL;
+  return kiln_status_make(KILN_FAILED_PRECONDITION,
+                          "the alias buffer was not fulfilled (PJRT_Client_FulfillAliasBuffer)");
+}
+
 static kiln_status storage_write(kiln_pjrt_storage_t *st, uint64_t off, const void *src,
                                  uint64_t n) {
   if (!n) return NULL;
+  KILN_RETURN_IF_ERROR_PLAIN(check_memory(st));
   if (st->host_accessible) {
     memcpy((char *)(uintptr_t)st->buf->ptr + off, src, n);
     return NULL;
@@ -184,6 +193,7 @@ static kiln_status storage_write(kiln_pjrt_storage_t *st, uint64_t off, const vo
 
 static kiln_status storage_read(kiln_pjrt_storage_t *st, uint64_t off, void *dst, uint64_t n) {
   if (!n) return NULL;
+  KILN_RETURN_IF_ERROR_PLAIN(check_memory(st));
   if (st->host_accessible) {
     memcpy(dst, (const char *)(uintptr_t)st->buf->ptr + off, n);
     return NULL;
@@ -198,6 +208,8 @@ static kiln_status storage_read(kiln_pjrt_storage_t *st, uint64_t off, void *dst
 
 static kiln_status storage_copy(kiln_pjrt_storage_t *dst, kiln_pjrt_storage_t *src, uint64_t n) {
   if (!n) return NULL;
+  KILN_RETURN_IF_ERROR_PLAIN(check_memory(dst));
+  KILN_RETURN_IF_ERROR_PLAIN(check_memory(src));
   if (dst->host_accessible) return storage_read(src, 0, (void *)(uintptr_t)dst->buf->ptr, n);
   if (src->host_accessible) return storage_write(dst, 0, (const void *)(uintptr_t)src->buf->ptr, n);
   if (dst->device->kdev == src->device->kdev) {
@@ -404,6 +416,7 @@ kiln_status kiln_pjrt_buffer_from_storage(PJRT_Device *dev, kiln_pjrt_storage_t 
   if (!dev || !storage || !out)
     return KILN_ERR_INVALID("kiln_pjrt_buffer_from_storage: NULL argument");
   *out = NULL;
+  KILN_RETURN_IF_ERROR_PLAIN(check_memory(storage));
   uint64_t size;
   KILN_RETURN_IF_ERROR_PLAIN(
       check_shape("kiln_pjrt_buffer_from_storage", type, dims, rank, storage->buf->size, &size));
@@ -427,15 +440,19 @@ kiln_status kiln_pjrt_buffer_acquire(PJRT_Buffer *b, kiln_devptr_t *ptr, uint64_
   }
   b->holds++;
   kiln_pjrt_storage_t *st = b->storage;
-  if (ptr) *ptr = st->buf->ptr;
   if (size) *size = b->on_device_size;
   pthread_mutex_unlock(&b->mu);
-  /* Memory an async host-to-device transfer still fills: wait for it (held, so it stays). */
+  /* Memory an async host-to-device transfer still fills, or an alias buffer not fulfilled yet:
+   * wait for it (held, so it stays); the memory is known after that. */
   kiln_status s = fill_wait(st);
+  if (!s) s = check_memory(st);
   if (s) {
     kiln_pjrt_buffer_release(b);
-    return kiln_status_annotate(s, "the buffer's host-to-device transfer failed");
+    return kiln_status_annotate(s, st->target || !st->buf
+                                       ? "the alias buffer was fulfilled with an error"
+                                       : "the buffer's host-to-device transfer failed");
   }
+  if (ptr) *ptr = st->buf->ptr;
   return NULL;
 }
 
@@ -449,6 +466,9 @@ void kiln_pjrt_buffer_release(PJRT_Buffer *b) {
 kiln_status kiln_pjrt_buffer_donate(PJRT_Buffer *b, kiln_pjrt_storage_t **out) {
   if (!b || !out) return KILN_ERR_INVALID("buffer donate: NULL buffer or out");
   *out = NULL;
+  /* Donated memory must be there: wait for a filling or an alias's fulfilment first. */
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_pjrt_buffer_acquire(b, NULL, NULL));
+  kiln_pjrt_buffer_release(b);
   pthread_mutex_lock(&b->mu);
   for (;;) {
     if (b->deleted || !b->storage) {
@@ -556,8 +576,8 @@ static kiln_status buffer_alias_host(PJRT_Device *dev, int32_t kind,
   PJRT_Event *done = kiln_pjrt_event_create();
   st->on_delete = zero_copy_done;
   st->on_delete_arg = done;
-  args->buffer = buffer_new(dev, kind, st, args->type, args->dims, (int32_t)args->num_dims, m2m,
-                            size);
+  args->buffer =
+      buffer_new(dev, kind, st, args->type, args->dims, (int32_t)args->num_dims, m2m, size);
   args->done_with_host_buffer = done;
   return NULL;
 }
@@ -665,6 +685,112 @@ static PJRT_Error *Client_CreateUninitializedBuffer(
   if (s) return kiln_pjrt_error_from_status(s);
   args->buffer =
       buffer_new(dev, kind, st, args->shape_element_type, args->shape_dims, rank, m2m, size);
+  return NULL;
+}
+
+/* ---- alias buffers ---------------------------------------------------------------------- */
+
+#define FN_CAB "PJRT_Client_CreateAliasBuffer"
+#define FN_FAB "PJRT_Client_FulfillAliasBuffer"
+
+/* What CreateAliasBuffer hands out and FulfillAliasBuffer takes (and frees): the alias's
+ * storage (one reference) and its shape's size. */
+struct PJRT_FulfillAliasBufferCallback {
+  PJRT_Client *client;
+  kiln_pjrt_storage_t *storage;
+  uint64_t size;
+};
+
+/* A buffer whose memory comes later (XLA's CreateAliasBuffer): until FulfillAliasBuffer gives
+ * it another buffer's memory (or an error), its ready event is pending and everything that
+ * reads it (transfers, copies, executes: kiln runs them synchronously) waits; after an error
+ * they fail with it. */
+static PJRT_Error *Client_CreateAliasBuffer(PJRT_Client_CreateAliasBuffer_Args *args) {
+  KILN_PJRT_ARGS(FN_CAB, args, fulfill_alias_buffer_cb);
+  args->alias_buffer = NULL;
+  args->fulfill_alias_buffer_cb = NULL;
+  PJRT_Client *c = args->client;
+  if (!c) return ERR(KILN_INVALID_ARGUMENT, FN_CAB ": client is NULL");
+  if (!args->memory) return ERR(KILN_INVALID_ARGUMENT, FN_CAB ": memory is NULL");
+  if (args->shape_num_dims > 64)
+    return ERR(KILN_INVALID_ARGUMENT, FN_CAB ": shape_num_dims %zu is above 64",
+               args->shape_num_dims);
+  int32_t rank = (int32_t)args->shape_num_dims;
+  size_t elem;
+  uint64_t size;
+  kiln_status s =
+      dense_size(FN_CAB, args->shape_element_type, args->shape_dims, rank, &elem, &size);
+  PJRT_Device *dev = NULL;
+  int32_t kind = 0;
+  if (!s) s = resolve_target(FN_CAB, c, NULL, args->memory, &dev, &kind);
+  int64_t m2m[64];
+  default_m2m(rank, m2m);
+  if (!s && args->shape_layout)
+    s = parse_layout(FN_CAB, "shape_layout", args->shape_layout, rank, args->shape_dims, elem, m2m);
+  if (s) return kiln_pjrt_error_from_status(s);
+  kiln_pjrt_storage_t *st = kiln_calloc(1, sizeof(*st));
+  atomic_store(&st->refs, 2); /* the buffer's and the callback's */
+  st->device = dev;
+  st->client = c;
+  st->memory_kind = kind;
+  st->fill = fill_new();
+  kiln_pjrt_client_retain(c);
+  PJRT_FulfillAliasBufferCallback *cb = kiln_calloc(1, sizeof(*cb));
+  cb->client = c;
+  cb->storage = st;
+  cb->size = size;
+  args->alias_buffer =
+      buffer_new(dev, kind, st, args->shape_element_type, args->shape_dims, rank, m2m, size);
+  args->fulfill_alias_buffer_cb = cb;
+  return NULL;
+}
+
+/* The alias takes `target`'s memory (held while the alias's storage lives). */
+static kiln_status alias_fulfill(kiln_pjrt_storage_t *st, uint64_t size, PJRT_Buffer *target) {
+  if (target->device != st->device || target->kmemory != st->device->memories[st->memory_kind])
+    return KILN_ERR_INVALID(FN_FAB ": the buffer is not in the alias buffer's memory");
+  if (target->on_device_size < size)
+    return KILN_ERR_INVALID(FN_FAB ": the buffer holds %llu bytes; the alias buffer needs %llu",
+                            (unsigned long long)target->on_device_size, (unsigned long long)size);
+  KILN_RETURN_IF_ERROR(kiln_pjrt_buffer_acquire(target, NULL, NULL), "in " FN_FAB);
+  kiln_pjrt_storage_t *ts = target->storage; /* stable while held */
+  kiln_device_buffer_t *view = NULL;
+  kiln_status s = kiln_device_buffer_wrap(st->device->kdev, ts->buf->ptr, ts->buf->size, &view);
+  if (!s) {
+    atomic_fetch_add(&ts->refs, 1);
+    st->target = ts;
+    st->host_accessible = ts->host_accessible;
+    st->buf = view; /* published to readers by fill_end's lock */
+  }
+  kiln_pjrt_buffer_release(target);
+  return s;
+}
+
+static PJRT_Error *Client_FulfillAliasBuffer(PJRT_Client_FulfillAliasBuffer_Args *args) {
+  KILN_PJRT_ARGS(FN_FAB, args, fulfill_alias_buffer_cb);
+  PJRT_FulfillAliasBufferCallback *cb = args->fulfill_alias_buffer_cb;
+  if (!cb) return ERR(KILN_INVALID_ARGUMENT, FN_FAB ": fulfill_alias_buffer_cb is NULL");
+  if (args->client && args->client != cb->client)
+    return ERR(KILN_INVALID_ARGUMENT, FN_FAB ": the callback is another client's");
+  kiln_status s = NULL;
+  if (args->status_code != PJRT_Error_Code_OK) {
+    if ((int)args->status_code < 0 || (int)args->status_code > KILN_UNAUTHENTICATED)
+      return ERR(KILN_INVALID_ARGUMENT, FN_FAB ": status_code %d is unknown",
+                 (int)args->status_code);
+    fill_end(cb->storage->fill,
+             kiln_status_make((kiln_status_code_t)args->status_code, "%.*s",
+                              args->error_message ? (int)args->error_message_size : 0,
+                              args->error_message ? args->error_message : ""));
+  } else if (!args->buffer) {
+    return ERR(KILN_INVALID_ARGUMENT, FN_FAB ": buffer is NULL with status OK");
+  } else {
+    s = alias_fulfill(cb->storage, cb->size, args->buffer);
+    if (s) return kiln_pjrt_error_from_status(s); /* the callback stays usable */
+    fill_end(cb->storage->fill, NULL);
+  }
+  /* Used: the callback is gone (XLA's is called once). */
+  kiln_pjrt_storage_unref(cb->storage);
+  kiln_free(cb);
   return NULL;
 }
 
@@ -901,9 +1027,10 @@ static PJRT_Error *buffer_pointer(const char *fn, PJRT_Buffer *b, kiln_devptr_t 
     pthread_mutex_unlock(&b->mu);
     return kiln_pjrt_error_from_status(deleted_error(fn, b));
   }
-  *p = b->storage->buf->ptr;
+  kiln_status s = check_memory(b->storage);
+  if (!s) *p = b->storage->buf->ptr;
   pthread_mutex_unlock(&b->mu);
-  return NULL;
+  return s ? kiln_pjrt_error_from_status(kiln_status_annotate(s, "%s", fn)) : NULL;
 }
 
 static PJRT_Error *Buffer_UnsafePointer(PJRT_Buffer_UnsafePointer_Args *args) {
@@ -1463,6 +1590,8 @@ void kiln_pjrt_fill_buffer(PJRT_Api *api) {
   api->PJRT_Client_BufferFromHostBuffer = Client_BufferFromHostBuffer;
   api->PJRT_Client_CreateUninitializedBuffer = Client_CreateUninitializedBuffer;
   api->PJRT_Client_CreateErrorBuffer = Client_CreateErrorBuffer;
+  api->PJRT_Client_CreateAliasBuffer = Client_CreateAliasBuffer;
+  api->PJRT_Client_FulfillAliasBuffer = Client_FulfillAliasBuffer;
   api->PJRT_Client_CreateBuffersForAsyncHostToDevice = Client_CreateBuffersForAsyncHostToDevice;
   api->PJRT_AsyncHostToDeviceTransferManager_Destroy = H2D_Destroy;
   api->PJRT_AsyncHostToDeviceTransferManager_TransferData = H2D_TransferData;

@@ -185,6 +185,9 @@ typedef struct kiln_pjrt_storage {
   /* AsyncHostToDeviceTransferManager: set while the caller still fills the memory; readers
    * of the buffer wait until it is filled (or failed). NULL otherwise. */
   struct kiln_pjrt_fill *fill;
+  /* Client_CreateAliasBuffer: `buf` is NULL until FulfillAliasBuffer points it at the memory of
+   * `target` (one reference held), and `fill` is pending until then. */
+  struct kiln_pjrt_storage *target;
 } kiln_pjrt_storage_t;
 
 struct PJRT_Buffer {
