@@ -657,6 +657,31 @@ static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_
   return NULL;
 }
 
+/* A buffer shape of the client slots that make buffers (shape_* members) and where it goes:
+ * *dev, *kind, its layout in m2m (64 entries) and its byte size. */
+typedef struct shape_args {
+  PJRT_Buffer_Type type;
+  const int64_t *dims;
+  size_t num_dims;
+  const PJRT_Buffer_MemoryLayout *layout;
+} shape_args_t;
+
+static kiln_status resolve_shape(const char *fn, PJRT_Client *c, PJRT_Device *device,
+                                 PJRT_Memory *memory, const shape_args_t *sa, PJRT_Device **dev,
+                                 int32_t *kind, int64_t *m2m, uint64_t *size) {
+  if (sa->num_dims > 64)
+    return KILN_ERR_INVALID("%s: shape_num_dims %zu is above 64", fn, sa->num_dims);
+  int32_t rank = (int32_t)sa->num_dims;
+  size_t elem;
+  KILN_RETURN_IF_ERROR_PLAIN(dense_size(fn, sa->type, sa->dims, rank, &elem, size));
+  KILN_RETURN_IF_ERROR_PLAIN(resolve_target(fn, c, device, memory, dev, kind));
+  default_m2m(rank, m2m);
+  if (sa->layout)
+    KILN_RETURN_IF_ERROR_PLAIN(
+        parse_layout(fn, "shape_layout", sa->layout, rank, sa->dims, elem, m2m));
+  return NULL;
+}
+
 #define FN_CUB "PJRT_Client_CreateUninitializedBuffer"
 
 static PJRT_Error *Client_CreateUninitializedBuffer(
@@ -665,21 +690,15 @@ static PJRT_Error *Client_CreateUninitializedBuffer(
   args->buffer = NULL;
   PJRT_Client *c = args->client;
   if (!c) return ERR(KILN_INVALID_ARGUMENT, FN_CUB ": client is NULL");
-  if (args->shape_num_dims > 64)
-    return ERR(KILN_INVALID_ARGUMENT, FN_CUB ": shape_num_dims %zu is above 64",
-               args->shape_num_dims);
   int32_t rank = (int32_t)args->shape_num_dims;
-  size_t elem;
-  uint64_t size;
-  kiln_status s =
-      dense_size(FN_CUB, args->shape_element_type, args->shape_dims, rank, &elem, &size);
+  shape_args_t sa = {args->shape_element_type, args->shape_dims, args->shape_num_dims,
+                     args->shape_layout};
   PJRT_Device *dev = NULL;
   int32_t kind = 0;
-  if (!s) s = resolve_target(FN_CUB, c, args->device, args->memory, &dev, &kind);
   int64_t m2m[64];
-  default_m2m(rank, m2m);
-  if (!s && args->shape_layout)
-    s = parse_layout(FN_CUB, "shape_layout", args->shape_layout, rank, args->shape_dims, elem, m2m);
+  uint64_t size = 0;
+  kiln_status s =
+      resolve_shape(FN_CUB, c, args->device, args->memory, &sa, &dev, &kind, m2m, &size);
   kiln_pjrt_storage_t *st = NULL;
   if (!s) s = storage_alloc(dev, kind, size, &st);
   if (s) return kiln_pjrt_error_from_status(s);
@@ -712,21 +731,14 @@ static PJRT_Error *Client_CreateAliasBuffer(PJRT_Client_CreateAliasBuffer_Args *
   PJRT_Client *c = args->client;
   if (!c) return ERR(KILN_INVALID_ARGUMENT, FN_CAB ": client is NULL");
   if (!args->memory) return ERR(KILN_INVALID_ARGUMENT, FN_CAB ": memory is NULL");
-  if (args->shape_num_dims > 64)
-    return ERR(KILN_INVALID_ARGUMENT, FN_CAB ": shape_num_dims %zu is above 64",
-               args->shape_num_dims);
   int32_t rank = (int32_t)args->shape_num_dims;
-  size_t elem;
-  uint64_t size;
-  kiln_status s =
-      dense_size(FN_CAB, args->shape_element_type, args->shape_dims, rank, &elem, &size);
+  shape_args_t sa = {args->shape_element_type, args->shape_dims, args->shape_num_dims,
+                     args->shape_layout};
   PJRT_Device *dev = NULL;
   int32_t kind = 0;
-  if (!s) s = resolve_target(FN_CAB, c, NULL, args->memory, &dev, &kind);
   int64_t m2m[64];
-  default_m2m(rank, m2m);
-  if (!s && args->shape_layout)
-    s = parse_layout(FN_CAB, "shape_layout", args->shape_layout, rank, args->shape_dims, elem, m2m);
+  uint64_t size = 0;
+  kiln_status s = resolve_shape(FN_CAB, c, NULL, args->memory, &sa, &dev, &kind, m2m, &size);
   if (s) return kiln_pjrt_error_from_status(s);
   kiln_pjrt_storage_t *st = kiln_calloc(1, sizeof(*st));
   atomic_store(&st->refs, 2); /* the buffer's and the callback's */
@@ -806,22 +818,14 @@ static PJRT_Error *Client_CreateErrorBuffer(PJRT_Client_CreateErrorBuffer_Args *
   if (args->error_code == PJRT_Error_Code_OK || (int)args->error_code > KILN_UNAUTHENTICATED)
     return ERR(KILN_INVALID_ARGUMENT, FN_ERRB ": error_code %d is not an error",
                (int)args->error_code);
-  if (args->shape_num_dims > 64)
-    return ERR(KILN_INVALID_ARGUMENT, FN_ERRB ": shape_num_dims %zu is above 64",
-               args->shape_num_dims);
   int32_t rank = (int32_t)args->shape_num_dims;
-  size_t elem;
-  uint64_t size;
-  kiln_status s =
-      dense_size(FN_ERRB, args->shape_element_type, args->shape_dims, rank, &elem, &size);
+  shape_args_t sa = {args->shape_element_type, args->shape_dims, args->shape_num_dims,
+                     args->shape_layout};
   PJRT_Device *dev = NULL;
   int32_t kind = 0;
-  if (!s) s = resolve_target(FN_ERRB, c, NULL, args->memory, &dev, &kind);
   int64_t m2m[64];
-  default_m2m(rank, m2m);
-  if (!s && args->shape_layout)
-    s = parse_layout(FN_ERRB, "shape_layout", args->shape_layout, rank, args->shape_dims, elem,
-                     m2m);
+  uint64_t size = 0;
+  kiln_status s = resolve_shape(FN_ERRB, c, NULL, args->memory, &sa, &dev, &kind, m2m, &size);
   if (s) return kiln_pjrt_error_from_status(s);
   PJRT_Buffer *b =
       buffer_new(dev, kind, NULL, args->shape_element_type, args->shape_dims, rank, m2m, 0);
