@@ -1,6 +1,5 @@
-/* Compiling programs into executables: PJRT_Client_Compile, PJRT_Compile (topology-based: not
- * offered), PJRT_Client_Load, PJRT_Executable_Serialize and
- * PJRT_Executable_DeserializeAndLoad.
+/* Compiling programs into executables: PJRT_Client_Compile, PJRT_Compile (for a topology),
+ * PJRT_Client_Load, PJRT_Executable_Serialize and PJRT_Executable_DeserializeAndLoad.
  *
  * Compile: look the program up in the client's compile cache (compile_cache.h); on a miss
  * decode the options, parse the program (kiln_pjrt_program_parse: every program format goes
@@ -416,11 +415,63 @@ static PJRT_Error *client_compile(PJRT_Client_Compile_Args *args) {
   return NULL;
 }
 
+/* PJRT_Compile: an executable for a topology, to Serialize (then DeserializeAndLoad) or to
+ * PJRT_Client_Load on a client. With a client (the caller's, or the topology's own) it is
+ * Client_Compile's executable; without one, a client of the topology's platform and devices
+ * is made for the compilation and destroyed after it (the executable outlives it, detached:
+ * its metadata, optimized program and Serialize work; it runs once loaded on a client). */
 static PJRT_Error *topology_compile(PJRT_Compile_Args *args) {
   KILN_PJRT_ARGS("PJRT_Compile", args, executable);
-  return kiln_pjrt_error_make(KILN_UNIMPLEMENTED,
-                              "PJRT_Compile: kiln does not compile for a topology without a "
-                              "client (ahead-of-time compilation); use PJRT_Client_Compile");
+  args->executable = NULL;
+  const PJRT_TopologyDescription *t = args->topology;
+  if (!t) return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, "PJRT_Compile: topology is NULL");
+  PJRT_Client *client = args->client ? args->client : t->client;
+  if (client && client->is_cuda != t->is_cuda)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "PJRT_Compile: the client's platform (%s) is not the "
+                                "topology's (%s)",
+                                client->is_cuda ? "cuda" : "cpu", t->is_cuda ? "cuda" : "cpu");
+  const PJRT_Api *api = GetPjrtApi();
+  PJRT_Client *own = NULL;
+  if (!client) {
+    PJRT_NamedValue o[2];
+    memset(o, 0, sizeof(o));
+    o[0].struct_size = o[1].struct_size = PJRT_NamedValue_STRUCT_SIZE;
+    o[0].name = "platform";
+    o[0].name_size = strlen("platform");
+    o[0].type = PJRT_NamedValue_kString;
+    o[0].string_value = t->is_cuda ? "cuda" : "cpu";
+    o[0].value_size = strlen(o[0].string_value);
+    o[1].name = "num_devices";
+    o[1].name_size = strlen("num_devices");
+    o[1].type = PJRT_NamedValue_kInt64;
+    o[1].int64_value = t->num_descriptions;
+    o[1].value_size = 1;
+    PJRT_Client_Create_Args ca;
+    memset(&ca, 0, sizeof(ca));
+    ca.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
+    ca.create_options = o;
+    ca.num_options = t->is_cuda ? 1 : 2;
+    PJRT_Error *err = api->PJRT_Client_Create(&ca);
+    if (err) return err;
+    own = client = ca.client;
+  }
+  PJRT_Executable *e = NULL;
+  kiln_status s =
+      compile_program(client, args->program, args->compile_options, args->compile_options_size, &e);
+  if (own) {
+    PJRT_Client_Destroy_Args da;
+    memset(&da, 0, sizeof(da));
+    da.struct_size = PJRT_Client_Destroy_Args_STRUCT_SIZE;
+    da.client = own;
+    s = kiln_status_join(s, kiln_pjrt_error_take_status(api->PJRT_Client_Destroy(&da)));
+  }
+  if (s) {
+    kiln_pjrt_executable_unref(e);
+    return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in PJRT_Compile"));
+  }
+  args->executable = e;
+  return NULL;
 }
 
 /* ---- serialization ---- */
