@@ -21,6 +21,12 @@
 #include "runtime/buffer.h"
 #include "runtime/device.h"
 
+/* A caller's layout (`what` names it in errors; `fn` the entry point) as a dense minor_to_major
+ * permutation into m2m (rank entries): Tiled with no tiles or only trivial ones, or Strides of
+ * a dense array of `elem`-byte elements; anything else INVALID_ARGUMENT or UNIMPLEMENTED. */
+kiln_status kiln_pjrt_parse_layout(const char *fn, const char *what,
+                                   const PJRT_Buffer_MemoryLayout *l, int32_t rank,
+                                   const int64_t *dims, size_t elem, int64_t *m2m);
 /* Byte strides of a dense array of `elem`-byte elements in layout `m2m`. */
 void kiln_pjrt_m2m_strides(int32_t rank, const int64_t *dims, const int64_t *m2m, size_t elem,
                            int64_t *strides);

@@ -8,13 +8,19 @@
  * reads them) host devices, default 1. A CUDA topology needs the driver to describe its GPUs:
  * UNIMPLEMENTED here (a client's PJRT_Client_TopologyDescription has it).
  *
+ * MakeCanonicalShapeForMemorySpace: the ShapeProto of a buffer of a shape in one of kiln's two
+ * memory kinds (its dense layout; pinned_host: XLA's host memory space).
+ *
  * Thread-safety: thread-safe (a topology is only read after it is made). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/str.h"
+#include "compiler/frontend/shape_proto.h"
 #include "plugin/pjrt_objects.h"
+#include "plugin/pjrt_relayout.h"
 
 #define FN_CREATE "PJRT_TopologyDescription_Create"
 #define FN_DESER "PJRT_TopologyDescription_Deserialize"
@@ -168,7 +174,98 @@ static PJRT_Error *TopologyDescription_Deserialize(
   return s ? kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_DESER)) : NULL;
 }
 
+/* ---- MakeCanonicalShapeForMemorySpace ---- */
+
+#define FN_CANON "PJRT_TopologyDescription_MakeCanonicalShapeForMemorySpace"
+
+/* xla::Layout::kHostMemorySpace: the memory space number of host memory in a layout. */
+#define XLA_HOST_MEMORY_SPACE 5
+
+static void pb_varint(kiln_strbuf_t *b, uint64_t v) {
+  do {
+    unsigned char c = (unsigned char)(v & 0x7f);
+    v >>= 7;
+    if (v) c |= 0x80;
+    kiln_strbuf_append_char(b, (char)c);
+  } while (v);
+}
+
+static void pb_packed(kiln_strbuf_t *b, uint32_t field, const int64_t *v, size_t n) {
+  kiln_strbuf_t body = {0};
+  for (size_t i = 0; i < n; i++) pb_varint(&body, (uint64_t)v[i]);
+  pb_varint(b, (uint64_t)field << 3 | 2);
+  pb_varint(b, body.len);
+  if (body.len) kiln_strbuf_append_n(b, body.data, body.len);
+  kiln_strbuf_free(&body);
+}
+
+static void shape_deleter(const char *p) {
+  kiln_free((void *)p);
+}
+
+/* The ShapeProto a buffer of this shape has in memory kind `memory_space_kind_id` (0
+ * "device", 1 "pinned_host", GetMemorySpaceKindIds' numbers): the given dense layout or the
+ * default one, and on pinned_host XLA's host memory space. */
+static PJRT_Error *TopologyDescription_MakeCanonicalShapeForMemorySpace(
+    PJRT_TopologyDescription_MakeCanonicalShapeForMemorySpace_Args *args) {
+  KILN_PJRT_ARGS(FN_CANON, args, serialized_shape_deleter);
+  args->serialized_shape = NULL;
+  args->serialized_shape_size = 0;
+  args->serialized_shape_deleter = NULL;
+  if (!args->topology)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, FN_CANON ": topology is NULL");
+  if (args->memory_space_kind_id != 0 && args->memory_space_kind_id != 1)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                FN_CANON
+                                ": memory_space_kind_id %d is not one of kiln's (0 "
+                                "\"device\", 1 \"pinned_host\")",
+                                args->memory_space_kind_id);
+  kiln_elem_type_t e;
+  int64_t type = 0;
+  size_t elem = kiln_pjrt_type_bytes(args->element_type);
+  if (!kiln_pjrt_type_to_elem(args->element_type, &e) || !kiln_elem_type_to_proto(e, &type) ||
+      !elem)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                FN_CANON ": element type %d is not an array type kiln supports",
+                                (int)args->element_type);
+  if (args->num_dims > 64 || (args->num_dims && !args->dims))
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, FN_CANON ": dims is NULL or above rank 64");
+  int32_t rank = (int32_t)args->num_dims;
+  for (int32_t i = 0; i < rank; i++)
+    if (args->dims[i] < 0)
+      return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, FN_CANON ": dimension %d is negative", i);
+  int64_t m2m[64], dynamic[64] = {0};
+  for (int32_t i = 0; i < rank; i++) m2m[i] = rank - 1 - i;
+  if (args->layout) {
+    kiln_status s =
+        kiln_pjrt_parse_layout(FN_CANON, "layout", args->layout, rank, args->dims, elem, m2m);
+    if (s) return kiln_pjrt_error_from_status(s);
+  }
+  /* ShapeProto: element_type 2, dimensions 3, layout 5 { minor_to_major 1, memory_space 8 },
+   * is_dynamic_dimension 6. */
+  kiln_strbuf_t b = {0}, layout = {0};
+  pb_varint(&b, 2 << 3);
+  pb_varint(&b, (uint64_t)type);
+  pb_packed(&b, 3, args->dims, (size_t)rank);
+  pb_packed(&layout, 1, m2m, (size_t)rank);
+  if (args->memory_space_kind_id == 1) {
+    pb_varint(&layout, 8 << 3);
+    pb_varint(&layout, XLA_HOST_MEMORY_SPACE);
+  }
+  pb_varint(&b, 5 << 3 | 2);
+  pb_varint(&b, layout.len);
+  kiln_strbuf_append_n(&b, layout.data, layout.len);
+  kiln_strbuf_free(&layout);
+  pb_packed(&b, 6, dynamic, (size_t)rank);
+  args->serialized_shape_size = b.len;
+  args->serialized_shape = kiln_strbuf_take(&b);
+  args->serialized_shape_deleter = shape_deleter;
+  return NULL;
+}
+
 void kiln_pjrt_fill_topology(PJRT_Api *api) {
   api->PJRT_TopologyDescription_Create = TopologyDescription_Create;
   api->PJRT_TopologyDescription_Deserialize = TopologyDescription_Deserialize;
+  api->PJRT_TopologyDescription_MakeCanonicalShapeForMemorySpace =
+      TopologyDescription_MakeCanonicalShapeForMemorySpace;
 }

@@ -277,6 +277,54 @@ static void test_compile_for_a_topology_errors(void **state) {
   destroy(t);
 }
 
+static PJRT_Error *canonical(PJRT_TopologyDescription *t, int kind, const int64_t *dims, size_t n,
+                             const PJRT_Buffer_MemoryLayout *layout,
+                             PJRT_TopologyDescription_MakeCanonicalShapeForMemorySpace_Args *a) {
+  memset(a, 0, sizeof(*a));
+  a->struct_size = PJRT_TopologyDescription_MakeCanonicalShapeForMemorySpace_Args_STRUCT_SIZE;
+  a->topology = t;
+  a->memory_space_kind_id = kind;
+  a->dims = dims;
+  a->num_dims = n;
+  a->element_type = PJRT_Buffer_Type_F32;
+  a->layout = layout;
+  return api->PJRT_TopologyDescription_MakeCanonicalShapeForMemorySpace(a);
+}
+
+/* The ShapeProto bytes, field by field (xla_data.proto): element_type (2) F32 = 11,
+ * dimensions (3) packed, layout (5) { minor_to_major (1) packed, memory_space (8) }, and
+ * is_dynamic_dimension (6) packed. */
+static void test_canonical_shape_for_memory_space(void **state) {
+  (void)state;
+  PJRT_TopologyDescription *t = NULL;
+  PJRT_CHECK(api, try_create("cpu", NULL, 0, &t));
+  const int64_t dims[2] = {2, 3}, m2m[2] = {0, 1};
+  PJRT_TopologyDescription_MakeCanonicalShapeForMemorySpace_Args a;
+  PJRT_CHECK(api, canonical(t, 0, dims, 2, NULL, &a));
+  const unsigned char device[] = {0x10, 11, 0x1a, 2, 2, 3, 0x2a, 4, 0x0a, 2, 1, 0, 0x32, 2, 0, 0};
+  assert_int_equal(a.serialized_shape_size, sizeof(device));
+  assert_memory_equal(a.serialized_shape, device, sizeof(device));
+  a.serialized_shape_deleter(a.serialized_shape);
+  PJRT_Buffer_MemoryLayout l = {.struct_size = PJRT_Buffer_MemoryLayout_STRUCT_SIZE,
+                                .type = PJRT_Buffer_MemoryLayout_Type_Tiled};
+  l.tiled.struct_size = PJRT_Buffer_MemoryLayout_Tiled_STRUCT_SIZE;
+  l.tiled.minor_to_major = m2m;
+  l.tiled.minor_to_major_size = 2;
+  PJRT_CHECK(api, canonical(t, 1, dims, 2, &l, &a));
+  const unsigned char host[] = {0x10, 11, 0x1a, 2,    2, 3,    0x2a, 6, 0x0a,
+                                2,    0,  1,    0x40, 5, 0x32, 2,    0, 0};
+  assert_int_equal(a.serialized_shape_size, sizeof(host));
+  assert_memory_equal(a.serialized_shape, host, sizeof(host));
+  a.serialized_shape_deleter(a.serialized_shape);
+  PJRT_EXPECT_ERROR(api, canonical(t, 7, dims, 2, NULL, &a), PJRT_Error_Code_INVALID_ARGUMENT,
+                    "memory_space_kind_id 7");
+  const int64_t bad_m2m[2] = {0, 0};
+  l.tiled.minor_to_major = bad_m2m;
+  PJRT_EXPECT_ERROR(api, canonical(t, 0, dims, 2, &l, &a), PJRT_Error_Code_INVALID_ARGUMENT,
+                    "permutation");
+  destroy(t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_create_describes_host_devices),
@@ -284,6 +332,7 @@ int main(void) {
       cmocka_unit_test(test_client_topology_round_trips),
       cmocka_unit_test(test_compile_for_a_topology_then_load),
       cmocka_unit_test(test_compile_for_a_topology_errors),
+      cmocka_unit_test(test_canonical_shape_for_memory_space),
   };
   return kiln_run_tests(tests, setup, NULL);
 }
