@@ -266,8 +266,9 @@ static bool m2m_is_default(int32_t rank, const int64_t *m2m) {
 }
 
 /* A requested layout as a dense minor_to_major permutation (pjrt_relayout.h). */
-kiln_status kiln_pjrt_parse_layout(const char *fn, const char *what, const PJRT_Buffer_MemoryLayout *l,
-                                int32_t rank, const int64_t *dims, size_t elem, int64_t *m2m) {
+kiln_status kiln_pjrt_parse_layout(const char *fn, const char *what,
+                                   const PJRT_Buffer_MemoryLayout *l, int32_t rank,
+                                   const int64_t *dims, size_t elem, int64_t *m2m) {
   if (l->type == PJRT_Buffer_MemoryLayout_Type_Tiled) {
     const PJRT_Buffer_MemoryLayout_Tiled *t = &l->tiled;
     if (t->minor_to_major_size != (size_t)rank)
@@ -632,7 +633,8 @@ static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_
   int64_t m2m[64];
   default_m2m(rank, m2m);
   if (KILN_PJRT_HAS(args, device_layout) && args->device_layout) {
-    s = kiln_pjrt_parse_layout(FN_BFHB, "device_layout", args->device_layout, rank, args->dims, elem, m2m);
+    s = kiln_pjrt_parse_layout(FN_BFHB, "device_layout", args->device_layout, rank, args->dims,
+                               elem, m2m);
     if (s) return kiln_pjrt_error_from_status(s);
   }
   int64_t dst_strides[64];
@@ -1108,8 +1110,8 @@ static PJRT_Error *Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args *args) {
   int64_t m2m[64];
   memcpy(m2m, b->minor_to_major, (size_t)b->rank * sizeof(int64_t));
   if (args->host_layout) {
-    kiln_status s =
-        kiln_pjrt_parse_layout(FN_TH, "host_layout", args->host_layout, b->rank, b->dims, elem, m2m);
+    kiln_status s = kiln_pjrt_parse_layout(FN_TH, "host_layout", args->host_layout, b->rank,
+                                           b->dims, elem, m2m);
     if (s) return kiln_pjrt_error_from_status(s);
   }
   uint64_t need = b->on_device_size;
@@ -1309,8 +1311,8 @@ static PJRT_Error *Client_CreateBuffersForAsyncHostToDevice(
     default_m2m(rank, m2m);
     s = dense_size(FN_H2D, sp->element_type, sp->dims, rank, &elem, &size);
     if (!s && args->device_layouts && args->device_layouts[i])
-      s = kiln_pjrt_parse_layout(FN_H2D, "device_layouts", args->device_layouts[i], rank, sp->dims, elem,
-                       m2m);
+      s = kiln_pjrt_parse_layout(FN_H2D, "device_layouts", args->device_layouts[i], rank, sp->dims,
+                                 elem, m2m);
     kiln_pjrt_storage_t *st = NULL;
     if (!s) s = storage_alloc(dev, kind, size, &st);
     if (s) break;
@@ -1408,7 +1410,8 @@ static PJRT_Error *H2D_TransferLiteral(
   default_m2m(sl->rank, lit_m2m);
   kiln_status s = NULL;
   if (args->shape_layout)
-    s = kiln_pjrt_parse_layout(FN_TL, "shape_layout", args->shape_layout, sl->rank, sl->dims, elem, lit_m2m);
+    s = kiln_pjrt_parse_layout(FN_TL, "shape_layout", args->shape_layout, sl->rank, sl->dims, elem,
+                               lit_m2m);
   if (s) return kiln_pjrt_error_from_status(s);
   kiln_pjrt_m2m_strides(sl->rank, sl->dims, lit_m2m, elem, src_strides);
   kiln_pjrt_m2m_strides(sl->rank, sl->dims, sl->m2m, elem, dst_strides);
