@@ -22,6 +22,11 @@
  * Sub-byte types (s2/s4/u2/u4, f4) and pred take one byte per element on the host and on
  * the device, as kiln stores them.
  *
+ * Alias buffers (Client_CreateAliasBuffer): a storage without memory whose `fill` is pending
+ * until FulfillAliasBuffer gives it another storage's memory (held through `target`) or an
+ * error; everything that reads a buffer goes through kiln_pjrt_buffer_acquire, which waits for
+ * the fill, so readers wait for the fulfilment.
+ *
  * Thread-safety: thread-safe; a buffer's mutex guards its storage, holds and deletion; the
  * storage's reference count is atomic; streams are taken from the device's pool. */
 #include <stdio.h>

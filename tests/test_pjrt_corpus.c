@@ -5,8 +5,11 @@
  * HloModuleProto (format "hlo", and "hlo_with_config" for every fourth), the others as HLO
  * text — executed on fake arguments and compared leaf by leaf with kiln_eval_module under the
  * module tolerance (tools/common/compare.h). Also: compile options the plugin must honour or
- * refuse (num_replicas > 1 is UNIMPLEMENTED; xla_dump_to writes the dumps there).
- * Skips (77) without the corpus. */
+ * refuse (num_replicas > 1 is UNIMPLEMENTED; xla_dump_to writes the dumps there). Parameter
+ * layouts: every evaluable corpus module whose entry parameters have non-default layouts runs
+ * with its arguments in the executable's layout, as strided host data, and in the default
+ * layout (relaid out by the execute); compile-option argument layouts; a donated argument in
+ * another layout. Skips (77) without the corpus. */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <setjmp.h>
