@@ -48,6 +48,7 @@ static void build_table(void) {
   kiln_pjrt_fill_executable(&g_api);
   kiln_pjrt_fill_execute_context(&g_api);
   kiln_pjrt_fill_extras(&g_api);
+  kiln_pjrt_fill_topology(&g_api);
   g_api.extension_start = kiln_pjrt_extensions();
 }
 

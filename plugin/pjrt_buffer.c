@@ -8,8 +8,9 @@
  * it hands out is already ready. That is what PJRT allows (an event may be ready at once),
  * and it makes all three host-buffer semantics correct at once: done_with_host_buffer is
  * ready when BufferFromHostBuffer returns, because kiln no longer reads `data` by then. The
- * zero-copy semantics copy too (PJRT lets a plugin copy); kMutableZeroCopy, which promises
- * aliasing, is UNIMPLEMENTED.
+ * kImmutableZeroCopy semantics copies too (PJRT lets a plugin copy); kMutableZeroCopy aliases
+ * the caller's memory on the host platform when its layout and alignment allow
+ * (zero_copy_possible), its done event completing when the memory is released.
  *
  * Layouts: a buffer's device layout is a dense minor_to_major permutation (default rank-1 ...
  * 0). A requested layout with tiles other than trivial ones (every tile dimension 1) is
@@ -21,6 +22,11 @@
  * Sub-byte types (s2/s4/u2/u4, f4) and pred take one byte per element on the host and on
  * the device, as kiln stores them.
  *
+ * Alias buffers (Client_CreateAliasBuffer): a storage without memory whose `fill` is pending
+ * until FulfillAliasBuffer gives it another storage's memory (held through `target`) or an
+ * error; everything that reads a buffer goes through kiln_pjrt_buffer_acquire, which waits for
+ * the fill, so readers wait for the fulfilment.
+ *
  * Thread-safety: thread-safe; a buffer's mutex guards its storage, holds and deletion; the
  * storage's reference count is atomic; streams are taken from the device's pool. */
 #include <stdio.h>
@@ -29,6 +35,7 @@
 
 #include "base/alloc.h"
 #include "plugin/pjrt_objects.h"
+#include "plugin/pjrt_relayout.h"
 
 #define ERR(code, ...) kiln_pjrt_error_make((code), __VA_ARGS__)
 
@@ -128,7 +135,8 @@ void kiln_pjrt_storage_unref(kiln_pjrt_storage_t *s) {
   fill_free(s->fill);
   PJRT_Device *dev = s->device;
   PJRT_Client *c = s->client;
-  if (s->on_delete) s->on_delete((void *)(uintptr_t)s->buf->ptr, s->on_delete_arg);
+  if (s->on_delete && s->buf) s->on_delete((void *)(uintptr_t)s->buf->ptr, s->on_delete_arg);
+  kiln_pjrt_storage_unref(s->target);
   if (s->pinned_host) kiln_device_host_free(dev->kdev, s->pinned_host);
   kiln_device_buffer_destroy(s->buf);
   if (s->counted_bytes) atomic_fetch_sub(&dev->bytes_in_use, s->counted_bytes);
@@ -165,9 +173,17 @@ static kiln_status storage_alloc(PJRT_Device *dev, int32_t kind, uint64_t size,
 }
 
 /* Copies between host memory and a storage, synchronously. */
+/* An alias buffer's storage before FulfillAliasBuffer has no memory. */
+static kiln_status check_memory(const kiln_pjrt_storage_t *st) {
+  if (st->buf) return NULL;
+  return kiln_status_make(KILN_FAILED_PRECONDITION,
+                          "the alias buffer was not fulfilled (PJRT_Client_FulfillAliasBuffer)");
+}
+
 static kiln_status storage_write(kiln_pjrt_storage_t *st, uint64_t off, const void *src,
                                  uint64_t n) {
   if (!n) return NULL;
+  KILN_RETURN_IF_ERROR_PLAIN(check_memory(st));
   if (st->host_accessible) {
     memcpy((char *)(uintptr_t)st->buf->ptr + off, src, n);
     return NULL;
@@ -182,6 +198,7 @@ static kiln_status storage_write(kiln_pjrt_storage_t *st, uint64_t off, const vo
 
 static kiln_status storage_read(kiln_pjrt_storage_t *st, uint64_t off, void *dst, uint64_t n) {
   if (!n) return NULL;
+  KILN_RETURN_IF_ERROR_PLAIN(check_memory(st));
   if (st->host_accessible) {
     memcpy(dst, (const char *)(uintptr_t)st->buf->ptr + off, n);
     return NULL;
@@ -196,6 +213,8 @@ static kiln_status storage_read(kiln_pjrt_storage_t *st, uint64_t off, void *dst
 
 static kiln_status storage_copy(kiln_pjrt_storage_t *dst, kiln_pjrt_storage_t *src, uint64_t n) {
   if (!n) return NULL;
+  KILN_RETURN_IF_ERROR_PLAIN(check_memory(dst));
+  KILN_RETURN_IF_ERROR_PLAIN(check_memory(src));
   if (dst->host_accessible) return storage_read(src, 0, (void *)(uintptr_t)dst->buf->ptr, n);
   if (src->host_accessible) return storage_write(dst, 0, (const void *)(uintptr_t)src->buf->ptr, n);
   if (dst->device->kdev == src->device->kdev) {
@@ -251,19 +270,10 @@ static bool m2m_is_default(int32_t rank, const int64_t *m2m) {
   return true;
 }
 
-/* Byte strides of a dense array in layout m2m. */
-static void m2m_strides(int32_t rank, const int64_t *dims, const int64_t *m2m, size_t elem,
-                        int64_t *strides) {
-  int64_t s = (int64_t)elem;
-  for (int32_t i = 0; i < rank; i++) {
-    strides[m2m[i]] = s;
-    s *= dims[m2m[i]] > 0 ? dims[m2m[i]] : 1;
-  }
-}
-
-/* A requested layout as a dense minor_to_major permutation. */
-static kiln_status parse_layout(const char *fn, const char *what, const PJRT_Buffer_MemoryLayout *l,
-                                int32_t rank, const int64_t *dims, size_t elem, int64_t *m2m) {
+/* A requested layout as a dense minor_to_major permutation (pjrt_relayout.h). */
+kiln_status kiln_pjrt_parse_layout(const char *fn, const char *what,
+                                   const PJRT_Buffer_MemoryLayout *l, int32_t rank,
+                                   const int64_t *dims, size_t elem, int64_t *m2m) {
   if (l->type == PJRT_Buffer_MemoryLayout_Type_Tiled) {
     const PJRT_Buffer_MemoryLayout_Tiled *t = &l->tiled;
     if (t->minor_to_major_size != (size_t)rank)
@@ -328,45 +338,6 @@ static kiln_status parse_layout(const char *fn, const char *what, const PJRT_Buf
   return KILN_ERR_INVALID("%s: %s has unknown layout type %d", fn, what, (int)l->type);
 }
 
-/* Copies a rank-`rank` array of `elem`-byte elements between two strided places. */
-static void copy_strided(char *dst, const int64_t *dst_strides, const char *src,
-                         const int64_t *src_strides, const int64_t *dims, int32_t rank,
-                         size_t elem) {
-  for (int32_t i = 0; i < rank; i++)
-    if (dims[i] == 0) return;
-  if (rank == 0) {
-    memcpy(dst, src, elem);
-    return;
-  }
-  /* Innermost: the dimension with the smallest destination stride. */
-  int32_t inner = 0;
-  for (int32_t i = 1; i < rank; i++)
-    if (dst_strides[i] < dst_strides[inner]) inner = i;
-  int64_t n_inner = dims[inner];
-  int64_t ds = dst_strides[inner], ss = src_strides[inner];
-  bool contiguous = ds == (int64_t)elem && ss == (int64_t)elem;
-  int64_t idx[64] = {0};
-  for (;;) {
-    int64_t doff = 0, soff = 0;
-    for (int32_t i = 0; i < rank; i++) {
-      doff += idx[i] * dst_strides[i];
-      soff += idx[i] * src_strides[i];
-    }
-    if (contiguous) {
-      memcpy(dst + doff, src + soff, (size_t)n_inner * elem);
-    } else {
-      for (int64_t k = 0; k < n_inner; k++) memcpy(dst + doff + k * ds, src + soff + k * ss, elem);
-    }
-    int32_t i = rank - 1;
-    for (; i >= 0; i--) {
-      if (i == inner) continue;
-      if (++idx[i] < dims[i]) break;
-      idx[i] = 0;
-    }
-    if (i < 0) return;
-  }
-}
-
 /* Writes a dense array laid out with `src_strides` (bytes) into `st` laid out with
  * `dst_strides`: one write when they agree, else a strided copy (staged when the memory is not
  * host-accessible). */
@@ -380,14 +351,15 @@ static kiln_status storage_write_strided(const char *fn, kiln_pjrt_storage_t *st
     if (dims[i] > 1 && src_strides[i] != dst_strides[i]) same = false;
   if (same) return storage_write(st, 0, src, size);
   if (st->host_accessible) {
-    copy_strided((char *)(uintptr_t)st->buf->ptr, dst_strides, src, src_strides, dims, rank, elem);
+    kiln_pjrt_copy_strided((char *)(uintptr_t)st->buf->ptr, dst_strides, src, src_strides, dims,
+                           rank, elem);
     return NULL;
   }
   char *tmp = kiln_try_malloc(size);
   if (!tmp)
     return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: cannot stage %llu bytes", fn,
                             (unsigned long long)size);
-  copy_strided(tmp, dst_strides, src, src_strides, dims, rank, elem);
+  kiln_pjrt_copy_strided(tmp, dst_strides, src, src_strides, dims, rank, elem);
   kiln_status s = storage_write(st, 0, tmp, size);
   kiln_free(tmp);
   return s;
@@ -450,6 +422,7 @@ kiln_status kiln_pjrt_buffer_from_storage(PJRT_Device *dev, kiln_pjrt_storage_t 
   if (!dev || !storage || !out)
     return KILN_ERR_INVALID("kiln_pjrt_buffer_from_storage: NULL argument");
   *out = NULL;
+  KILN_RETURN_IF_ERROR_PLAIN(check_memory(storage));
   uint64_t size;
   KILN_RETURN_IF_ERROR_PLAIN(
       check_shape("kiln_pjrt_buffer_from_storage", type, dims, rank, storage->buf->size, &size));
@@ -473,15 +446,19 @@ kiln_status kiln_pjrt_buffer_acquire(PJRT_Buffer *b, kiln_devptr_t *ptr, uint64_
   }
   b->holds++;
   kiln_pjrt_storage_t *st = b->storage;
-  if (ptr) *ptr = st->buf->ptr;
   if (size) *size = b->on_device_size;
   pthread_mutex_unlock(&b->mu);
-  /* Memory an async host-to-device transfer still fills: wait for it (held, so it stays). */
+  /* Memory an async host-to-device transfer still fills, or an alias buffer not fulfilled yet:
+   * wait for it (held, so it stays); the memory is known after that. */
   kiln_status s = fill_wait(st);
+  if (!s) s = check_memory(st);
   if (s) {
     kiln_pjrt_buffer_release(b);
-    return kiln_status_annotate(s, "the buffer's host-to-device transfer failed");
+    return kiln_status_annotate(s, st->target || !st->buf
+                                       ? "the alias buffer was fulfilled with an error"
+                                       : "the buffer's host-to-device transfer failed");
   }
+  if (ptr) *ptr = st->buf->ptr;
   return NULL;
 }
 
@@ -495,6 +472,9 @@ void kiln_pjrt_buffer_release(PJRT_Buffer *b) {
 kiln_status kiln_pjrt_buffer_donate(PJRT_Buffer *b, kiln_pjrt_storage_t **out) {
   if (!b || !out) return KILN_ERR_INVALID("buffer donate: NULL buffer or out");
   *out = NULL;
+  /* Donated memory must be there: wait for a filling or an alias's fulfilment first. */
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_pjrt_buffer_acquire(b, NULL, NULL));
+  kiln_pjrt_buffer_release(b);
   pthread_mutex_lock(&b->mu);
   for (;;) {
     if (b->deleted || !b->storage) {
@@ -568,6 +548,46 @@ static kiln_status resolve_target(const char *fn, PJRT_Client *c, PJRT_Device *d
 
 #define FN_BFHB "PJRT_Client_BufferFromHostBuffer"
 
+/* kMutableZeroCopy aliases the caller's memory where kiln's kernels can use it as it is: on
+ * the host platform, dense in the device layout (the strides agree), 64-byte aligned as kiln's
+ * own host buffers are. Anywhere else it copies, as PJRT allows (XLA's CPU client does the
+ * same), and done_with_host_buffer is ready at once. */
+static bool zero_copy_possible(const PJRT_Device *dev, int32_t kind, const void *data,
+                               const int64_t *src_strides, const int64_t *dst_strides,
+                               const int64_t *dims, int32_t rank) {
+  (void)kind; /* both memories of a host device are host memory */
+  if (dev->client->is_cuda) return false;
+  if (!data || (uintptr_t)data % 64) return false;
+  for (int32_t i = 0; i < rank; i++)
+    if (dims[i] > 1 && src_strides[i] != dst_strides[i]) return false;
+  return true;
+}
+
+/* The storage's memory is the caller's: its release completes the done event. */
+static void zero_copy_done(void *ptr, void *arg) {
+  (void)ptr;
+  kiln_pjrt_event_complete((PJRT_Event *)arg, NULL);
+}
+
+/* A buffer over the caller's host memory (kMutableZeroCopy): executes read it and, donated,
+ * write their aliased outputs into it; done_with_host_buffer completes when the last buffer
+ * using the memory (this one, or the output it was donated to) is gone. */
+static kiln_status buffer_alias_host(PJRT_Device *dev, int32_t kind,
+                                     PJRT_Client_BufferFromHostBuffer_Args *args,
+                                     const int64_t *m2m, uint64_t size) {
+  kiln_device_buffer_t *b = NULL;
+  KILN_RETURN_IF_ERROR_PLAIN(
+      kiln_device_buffer_wrap(dev->kdev, (kiln_devptr_t)(uintptr_t)args->data, size, &b));
+  kiln_pjrt_storage_t *st = storage_new(dev, b, kind, false);
+  PJRT_Event *done = kiln_pjrt_event_create();
+  st->on_delete = zero_copy_done;
+  st->on_delete_arg = done;
+  args->buffer =
+      buffer_new(dev, kind, st, args->type, args->dims, (int32_t)args->num_dims, m2m, size);
+  args->done_with_host_buffer = done;
+  return NULL;
+}
+
 static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args *args) {
   KILN_PJRT_ARGS(FN_BFHB, args, buffer);
   args->buffer = NULL;
@@ -585,11 +605,8 @@ static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_
     case PJRT_HostBufferSemantics_kImmutableOnlyDuringCall:
     case PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes:
     case PJRT_HostBufferSemantics_kImmutableZeroCopy:
-      break;
     case PJRT_HostBufferSemantics_kMutableZeroCopy:
-      return ERR(KILN_UNIMPLEMENTED, FN_BFHB
-                 ": kMutableZeroCopy (aliasing host memory the caller keeps writing) is "
-                 "not supported by kiln; use kImmutableZeroCopy or a copying semantics");
+      break;
     default:
       return ERR(KILN_INVALID_ARGUMENT, FN_BFHB ": host_buffer_semantics %d is unknown",
                  (int)args->host_buffer_semantics);
@@ -611,7 +628,7 @@ static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_
   } else {
     int64_t d[64];
     default_m2m(rank, d);
-    m2m_strides(rank, args->dims, d, elem, src_strides);
+    kiln_pjrt_m2m_strides(rank, args->dims, d, elem, src_strides);
   }
   PJRT_Memory *memory = KILN_PJRT_HAS(args, memory) ? args->memory : NULL;
   PJRT_Device *dev;
@@ -621,11 +638,17 @@ static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_
   int64_t m2m[64];
   default_m2m(rank, m2m);
   if (KILN_PJRT_HAS(args, device_layout) && args->device_layout) {
-    s = parse_layout(FN_BFHB, "device_layout", args->device_layout, rank, args->dims, elem, m2m);
+    s = kiln_pjrt_parse_layout(FN_BFHB, "device_layout", args->device_layout, rank, args->dims,
+                               elem, m2m);
     if (s) return kiln_pjrt_error_from_status(s);
   }
   int64_t dst_strides[64];
-  m2m_strides(rank, args->dims, m2m, elem, dst_strides);
+  kiln_pjrt_m2m_strides(rank, args->dims, m2m, elem, dst_strides);
+  if (args->host_buffer_semantics == PJRT_HostBufferSemantics_kMutableZeroCopy &&
+      zero_copy_possible(dev, kind, args->data, src_strides, dst_strides, args->dims, rank)) {
+    s = buffer_alias_host(dev, kind, args, m2m, size);
+    return s ? kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_BFHB)) : NULL;
+  }
   kiln_pjrt_storage_t *st = NULL;
   s = storage_alloc(dev, kind, size, &st);
   if (!s)
@@ -641,6 +664,31 @@ static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_
   return NULL;
 }
 
+/* A buffer shape of the client slots that make buffers (shape_* members) and where it goes:
+ * *dev, *kind, its layout in m2m (64 entries) and its byte size. */
+typedef struct shape_args {
+  PJRT_Buffer_Type type;
+  const int64_t *dims;
+  size_t num_dims;
+  const PJRT_Buffer_MemoryLayout *layout;
+} shape_args_t;
+
+static kiln_status resolve_shape(const char *fn, PJRT_Client *c, PJRT_Device *device,
+                                 PJRT_Memory *memory, const shape_args_t *sa, PJRT_Device **dev,
+                                 int32_t *kind, int64_t *m2m, uint64_t *size) {
+  if (sa->num_dims > 64)
+    return KILN_ERR_INVALID("%s: shape_num_dims %zu is above 64", fn, sa->num_dims);
+  int32_t rank = (int32_t)sa->num_dims;
+  size_t elem;
+  KILN_RETURN_IF_ERROR_PLAIN(dense_size(fn, sa->type, sa->dims, rank, &elem, size));
+  KILN_RETURN_IF_ERROR_PLAIN(resolve_target(fn, c, device, memory, dev, kind));
+  default_m2m(rank, m2m);
+  if (sa->layout)
+    KILN_RETURN_IF_ERROR_PLAIN(
+        kiln_pjrt_parse_layout(fn, "shape_layout", sa->layout, rank, sa->dims, elem, m2m));
+  return NULL;
+}
+
 #define FN_CUB "PJRT_Client_CreateUninitializedBuffer"
 
 static PJRT_Error *Client_CreateUninitializedBuffer(
@@ -649,26 +697,119 @@ static PJRT_Error *Client_CreateUninitializedBuffer(
   args->buffer = NULL;
   PJRT_Client *c = args->client;
   if (!c) return ERR(KILN_INVALID_ARGUMENT, FN_CUB ": client is NULL");
-  if (args->shape_num_dims > 64)
-    return ERR(KILN_INVALID_ARGUMENT, FN_CUB ": shape_num_dims %zu is above 64",
-               args->shape_num_dims);
   int32_t rank = (int32_t)args->shape_num_dims;
-  size_t elem;
-  uint64_t size;
-  kiln_status s =
-      dense_size(FN_CUB, args->shape_element_type, args->shape_dims, rank, &elem, &size);
+  shape_args_t sa = {args->shape_element_type, args->shape_dims, args->shape_num_dims,
+                     args->shape_layout};
   PJRT_Device *dev = NULL;
   int32_t kind = 0;
-  if (!s) s = resolve_target(FN_CUB, c, args->device, args->memory, &dev, &kind);
   int64_t m2m[64];
-  default_m2m(rank, m2m);
-  if (!s && args->shape_layout)
-    s = parse_layout(FN_CUB, "shape_layout", args->shape_layout, rank, args->shape_dims, elem, m2m);
+  uint64_t size = 0;
+  kiln_status s =
+      resolve_shape(FN_CUB, c, args->device, args->memory, &sa, &dev, &kind, m2m, &size);
   kiln_pjrt_storage_t *st = NULL;
   if (!s) s = storage_alloc(dev, kind, size, &st);
   if (s) return kiln_pjrt_error_from_status(s);
   args->buffer =
       buffer_new(dev, kind, st, args->shape_element_type, args->shape_dims, rank, m2m, size);
+  return NULL;
+}
+
+/* ---- alias buffers ---------------------------------------------------------------------- */
+
+#define FN_CAB "PJRT_Client_CreateAliasBuffer"
+#define FN_FAB "PJRT_Client_FulfillAliasBuffer"
+
+/* What CreateAliasBuffer hands out and FulfillAliasBuffer takes (and frees): the alias's
+ * storage (one reference) and its shape's size. */
+struct PJRT_FulfillAliasBufferCallback {
+  PJRT_Client *client;
+  kiln_pjrt_storage_t *storage;
+  uint64_t size;
+};
+
+/* A buffer whose memory comes later (XLA's CreateAliasBuffer): until FulfillAliasBuffer gives
+ * it another buffer's memory (or an error), its ready event is pending and everything that
+ * reads it (transfers, copies, executes: kiln runs them synchronously) waits; after an error
+ * they fail with it. */
+static PJRT_Error *Client_CreateAliasBuffer(PJRT_Client_CreateAliasBuffer_Args *args) {
+  KILN_PJRT_ARGS(FN_CAB, args, fulfill_alias_buffer_cb);
+  args->alias_buffer = NULL;
+  args->fulfill_alias_buffer_cb = NULL;
+  PJRT_Client *c = args->client;
+  if (!c) return ERR(KILN_INVALID_ARGUMENT, FN_CAB ": client is NULL");
+  if (!args->memory) return ERR(KILN_INVALID_ARGUMENT, FN_CAB ": memory is NULL");
+  int32_t rank = (int32_t)args->shape_num_dims;
+  shape_args_t sa = {args->shape_element_type, args->shape_dims, args->shape_num_dims,
+                     args->shape_layout};
+  PJRT_Device *dev = NULL;
+  int32_t kind = 0;
+  int64_t m2m[64];
+  uint64_t size = 0;
+  kiln_status s = resolve_shape(FN_CAB, c, NULL, args->memory, &sa, &dev, &kind, m2m, &size);
+  if (s) return kiln_pjrt_error_from_status(s);
+  kiln_pjrt_storage_t *st = kiln_calloc(1, sizeof(*st));
+  atomic_store(&st->refs, 2); /* the buffer's and the callback's */
+  st->device = dev;
+  st->client = c;
+  st->memory_kind = kind;
+  st->fill = fill_new();
+  kiln_pjrt_client_retain(c);
+  PJRT_FulfillAliasBufferCallback *cb = kiln_calloc(1, sizeof(*cb));
+  cb->client = c;
+  cb->storage = st;
+  cb->size = size;
+  args->alias_buffer =
+      buffer_new(dev, kind, st, args->shape_element_type, args->shape_dims, rank, m2m, size);
+  args->fulfill_alias_buffer_cb = cb;
+  return NULL;
+}
+
+/* The alias takes `target`'s memory (held while the alias's storage lives). */
+static kiln_status alias_fulfill(kiln_pjrt_storage_t *st, uint64_t size, PJRT_Buffer *target) {
+  if (target->device != st->device || target->kmemory != st->device->memories[st->memory_kind])
+    return KILN_ERR_INVALID(FN_FAB ": the buffer is not in the alias buffer's memory");
+  if (target->on_device_size < size)
+    return KILN_ERR_INVALID(FN_FAB ": the buffer holds %llu bytes; the alias buffer needs %llu",
+                            (unsigned long long)target->on_device_size, (unsigned long long)size);
+  KILN_RETURN_IF_ERROR(kiln_pjrt_buffer_acquire(target, NULL, NULL), "in " FN_FAB);
+  kiln_pjrt_storage_t *ts = target->storage; /* stable while held */
+  kiln_device_buffer_t *view = NULL;
+  kiln_status s = kiln_device_buffer_wrap(st->device->kdev, ts->buf->ptr, ts->buf->size, &view);
+  if (!s) {
+    atomic_fetch_add(&ts->refs, 1);
+    st->target = ts;
+    st->host_accessible = ts->host_accessible;
+    st->buf = view; /* published to readers by fill_end's lock */
+  }
+  kiln_pjrt_buffer_release(target);
+  return s;
+}
+
+static PJRT_Error *Client_FulfillAliasBuffer(PJRT_Client_FulfillAliasBuffer_Args *args) {
+  KILN_PJRT_ARGS(FN_FAB, args, fulfill_alias_buffer_cb);
+  PJRT_FulfillAliasBufferCallback *cb = args->fulfill_alias_buffer_cb;
+  if (!cb) return ERR(KILN_INVALID_ARGUMENT, FN_FAB ": fulfill_alias_buffer_cb is NULL");
+  if (args->client && args->client != cb->client)
+    return ERR(KILN_INVALID_ARGUMENT, FN_FAB ": the callback is another client's");
+  kiln_status s = NULL;
+  if (args->status_code != PJRT_Error_Code_OK) {
+    if ((int)args->status_code < 0 || (int)args->status_code > KILN_UNAUTHENTICATED)
+      return ERR(KILN_INVALID_ARGUMENT, FN_FAB ": status_code %d is unknown",
+                 (int)args->status_code);
+    fill_end(cb->storage->fill,
+             kiln_status_make((kiln_status_code_t)args->status_code, "%.*s",
+                              args->error_message ? (int)args->error_message_size : 0,
+                              args->error_message ? args->error_message : ""));
+  } else if (!args->buffer) {
+    return ERR(KILN_INVALID_ARGUMENT, FN_FAB ": buffer is NULL with status OK");
+  } else {
+    s = alias_fulfill(cb->storage, cb->size, args->buffer);
+    if (s) return kiln_pjrt_error_from_status(s); /* the callback stays usable */
+    fill_end(cb->storage->fill, NULL);
+  }
+  /* Used: the callback is gone (XLA's is called once). */
+  kiln_pjrt_storage_unref(cb->storage);
+  kiln_free(cb);
   return NULL;
 }
 
@@ -684,22 +825,14 @@ static PJRT_Error *Client_CreateErrorBuffer(PJRT_Client_CreateErrorBuffer_Args *
   if (args->error_code == PJRT_Error_Code_OK || (int)args->error_code > KILN_UNAUTHENTICATED)
     return ERR(KILN_INVALID_ARGUMENT, FN_ERRB ": error_code %d is not an error",
                (int)args->error_code);
-  if (args->shape_num_dims > 64)
-    return ERR(KILN_INVALID_ARGUMENT, FN_ERRB ": shape_num_dims %zu is above 64",
-               args->shape_num_dims);
   int32_t rank = (int32_t)args->shape_num_dims;
-  size_t elem;
-  uint64_t size;
-  kiln_status s =
-      dense_size(FN_ERRB, args->shape_element_type, args->shape_dims, rank, &elem, &size);
+  shape_args_t sa = {args->shape_element_type, args->shape_dims, args->shape_num_dims,
+                     args->shape_layout};
   PJRT_Device *dev = NULL;
   int32_t kind = 0;
-  if (!s) s = resolve_target(FN_ERRB, c, NULL, args->memory, &dev, &kind);
   int64_t m2m[64];
-  default_m2m(rank, m2m);
-  if (!s && args->shape_layout)
-    s = parse_layout(FN_ERRB, "shape_layout", args->shape_layout, rank, args->shape_dims, elem,
-                     m2m);
+  uint64_t size = 0;
+  kiln_status s = resolve_shape(FN_ERRB, c, NULL, args->memory, &sa, &dev, &kind, m2m, &size);
   if (s) return kiln_pjrt_error_from_status(s);
   PJRT_Buffer *b =
       buffer_new(dev, kind, NULL, args->shape_element_type, args->shape_dims, rank, m2m, 0);
@@ -733,7 +866,7 @@ static PJRT_Error *Client_CreateViewOfDeviceBuffer(
   int64_t m2m[64];
   default_m2m(rank, m2m);
   if (!s && args->layout)
-    s = parse_layout(FN_VIEW, "layout", args->layout, rank, args->dims, elem, m2m);
+    s = kiln_pjrt_parse_layout(FN_VIEW, "layout", args->layout, rank, args->dims, elem, m2m);
   kiln_device_buffer_t *b = NULL;
   if (!s)
     s = kiln_device_buffer_wrap(dev->kdev, (kiln_devptr_t)(uintptr_t)args->device_buffer_ptr, size,
@@ -905,9 +1038,10 @@ static PJRT_Error *buffer_pointer(const char *fn, PJRT_Buffer *b, kiln_devptr_t 
     pthread_mutex_unlock(&b->mu);
     return kiln_pjrt_error_from_status(deleted_error(fn, b));
   }
-  *p = b->storage->buf->ptr;
+  kiln_status s = check_memory(b->storage);
+  if (!s) *p = b->storage->buf->ptr;
   pthread_mutex_unlock(&b->mu);
-  return NULL;
+  return s ? kiln_pjrt_error_from_status(kiln_status_annotate(s, "%s", fn)) : NULL;
 }
 
 static PJRT_Error *Buffer_UnsafePointer(PJRT_Buffer_UnsafePointer_Args *args) {
@@ -981,8 +1115,8 @@ static PJRT_Error *Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args *args) {
   int64_t m2m[64];
   memcpy(m2m, b->minor_to_major, (size_t)b->rank * sizeof(int64_t));
   if (args->host_layout) {
-    kiln_status s =
-        parse_layout(FN_TH, "host_layout", args->host_layout, b->rank, b->dims, elem, m2m);
+    kiln_status s = kiln_pjrt_parse_layout(FN_TH, "host_layout", args->host_layout, b->rank,
+                                           b->dims, elem, m2m);
     if (s) return kiln_pjrt_error_from_status(s);
   }
   uint64_t need = b->on_device_size;
@@ -1002,11 +1136,11 @@ static PJRT_Error *Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args *args) {
     s = storage_read(st, 0, args->dst, need);
   } else {
     int64_t src_strides[64], dst_strides[64];
-    m2m_strides(b->rank, b->dims, b->minor_to_major, elem, src_strides);
-    m2m_strides(b->rank, b->dims, m2m, elem, dst_strides);
+    kiln_pjrt_m2m_strides(b->rank, b->dims, b->minor_to_major, elem, src_strides);
+    kiln_pjrt_m2m_strides(b->rank, b->dims, m2m, elem, dst_strides);
     if (st->host_accessible) {
-      copy_strided(args->dst, dst_strides, (const char *)(uintptr_t)st->buf->ptr, src_strides,
-                   b->dims, b->rank, elem);
+      kiln_pjrt_copy_strided(args->dst, dst_strides, (const char *)(uintptr_t)st->buf->ptr,
+                             src_strides, b->dims, b->rank, elem);
     } else {
       char *tmp = kiln_try_malloc(need ? need : 1);
       if (!tmp) {
@@ -1014,7 +1148,8 @@ static PJRT_Error *Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args *args) {
                              (unsigned long long)need);
       } else {
         s = storage_read(st, 0, tmp, need);
-        if (!s) copy_strided(args->dst, dst_strides, tmp, src_strides, b->dims, b->rank, elem);
+        if (!s)
+          kiln_pjrt_copy_strided(args->dst, dst_strides, tmp, src_strides, b->dims, b->rank, elem);
         kiln_free(tmp);
       }
     }
@@ -1181,8 +1316,8 @@ static PJRT_Error *Client_CreateBuffersForAsyncHostToDevice(
     default_m2m(rank, m2m);
     s = dense_size(FN_H2D, sp->element_type, sp->dims, rank, &elem, &size);
     if (!s && args->device_layouts && args->device_layouts[i])
-      s = parse_layout(FN_H2D, "device_layouts", args->device_layouts[i], rank, sp->dims, elem,
-                       m2m);
+      s = kiln_pjrt_parse_layout(FN_H2D, "device_layouts", args->device_layouts[i], rank, sp->dims,
+                                 elem, m2m);
     kiln_pjrt_storage_t *st = NULL;
     if (!s) s = storage_alloc(dev, kind, size, &st);
     if (s) break;
@@ -1280,10 +1415,11 @@ static PJRT_Error *H2D_TransferLiteral(
   default_m2m(sl->rank, lit_m2m);
   kiln_status s = NULL;
   if (args->shape_layout)
-    s = parse_layout(FN_TL, "shape_layout", args->shape_layout, sl->rank, sl->dims, elem, lit_m2m);
+    s = kiln_pjrt_parse_layout(FN_TL, "shape_layout", args->shape_layout, sl->rank, sl->dims, elem,
+                               lit_m2m);
   if (s) return kiln_pjrt_error_from_status(s);
-  m2m_strides(sl->rank, sl->dims, lit_m2m, elem, src_strides);
-  m2m_strides(sl->rank, sl->dims, sl->m2m, elem, dst_strides);
+  kiln_pjrt_m2m_strides(sl->rank, sl->dims, lit_m2m, elem, src_strides);
+  kiln_pjrt_m2m_strides(sl->rank, sl->dims, sl->m2m, elem, dst_strides);
   pthread_mutex_lock(&m->mu);
   kiln_pjrt_fill_t *f = sl->storage->fill;
   pthread_mutex_lock(&f->mu);
@@ -1466,6 +1602,8 @@ void kiln_pjrt_fill_buffer(PJRT_Api *api) {
   api->PJRT_Client_BufferFromHostBuffer = Client_BufferFromHostBuffer;
   api->PJRT_Client_CreateUninitializedBuffer = Client_CreateUninitializedBuffer;
   api->PJRT_Client_CreateErrorBuffer = Client_CreateErrorBuffer;
+  api->PJRT_Client_CreateAliasBuffer = Client_CreateAliasBuffer;
+  api->PJRT_Client_FulfillAliasBuffer = Client_FulfillAliasBuffer;
   api->PJRT_Client_CreateBuffersForAsyncHostToDevice = Client_CreateBuffersForAsyncHostToDevice;
   api->PJRT_AsyncHostToDeviceTransferManager_Destroy = H2D_Destroy;
   api->PJRT_AsyncHostToDeviceTransferManager_TransferData = H2D_TransferData;

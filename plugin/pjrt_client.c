@@ -305,6 +305,9 @@ static PJRT_Error *Client_Create(PJRT_Client_Create_Args *args) {
   }
   c->topology = kiln_calloc(1, sizeof(*c->topology));
   c->topology->client = c;
+  c->topology->is_cuda = c->is_cuda;
+  snprintf(c->topology->platform_version, sizeof(c->topology->platform_version), "%s",
+           c->platform_version);
   c->topology->descriptions = kiln_calloc(n ? (size_t)n : 1, sizeof(PJRT_DeviceDescription *));
   for (int32_t i = 0; i < c->num_devices; i++)
     c->topology->descriptions[c->topology->num_descriptions++] = &c->devices[i]->desc;
@@ -446,7 +449,7 @@ static PJRT_Error *Client_DefaultDeviceAssignment(PJRT_Client_DefaultDeviceAssig
   return NULL;
 }
 
-/* ---- topology (the client's; PJRT_TopologyDescription_Create is not offered) ------------ */
+/* ---- topology (the client's; topologies without a client: pjrt_topology.c) -------------- */
 
 static PJRT_Error *Client_TopologyDescription(PJRT_Client_TopologyDescription_Args *args) {
   KILN_PJRT_ARGS("PJRT_Client_TopologyDescription", args, topology);
@@ -462,9 +465,10 @@ static PJRT_Error *Client_TopologyDescription(PJRT_Client_TopologyDescription_Ar
   } while (0)
 
 /* A client's topology belongs to the client: destroying it does nothing (the client frees
- * it). */
+ * it); one without a client is freed. */
 static PJRT_Error *TopologyDescription_Destroy(PJRT_TopologyDescription_Destroy_Args *args) {
   KILN_PJRT_ARGS("PJRT_TopologyDescription_Destroy", args, topology);
+  if (args->topology && !args->topology->client) kiln_pjrt_topology_free(args->topology);
   return NULL;
 }
 
@@ -472,7 +476,7 @@ static PJRT_Error *TopologyDescription_PlatformName(
     PJRT_TopologyDescription_PlatformName_Args *args) {
   KILN_PJRT_ARGS("PJRT_TopologyDescription_PlatformName", args, platform_name_size);
   TOPOLOGY("PJRT_TopologyDescription_PlatformName", args);
-  args->platform_name = args->topology->client->is_cuda ? "cuda" : "cpu";
+  args->platform_name = args->topology->is_cuda ? "cuda" : "cpu";
   args->platform_name_size = strlen(args->platform_name);
   return NULL;
 }
@@ -481,7 +485,7 @@ static PJRT_Error *TopologyDescription_PlatformVersion(
     PJRT_TopologyDescription_PlatformVersion_Args *args) {
   KILN_PJRT_ARGS("PJRT_TopologyDescription_PlatformVersion", args, platform_version_size);
   TOPOLOGY("PJRT_TopologyDescription_PlatformVersion", args);
-  args->platform_version = args->topology->client->platform_version;
+  args->platform_version = args->topology->platform_version;
   args->platform_version_size = strlen(args->platform_version);
   return NULL;
 }

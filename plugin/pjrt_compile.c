@@ -1,13 +1,12 @@
-/* Compiling programs into executables: PJRT_Client_Compile, PJRT_Compile (topology-based: not
- * offered), PJRT_Client_Load, PJRT_Executable_Serialize and
- * PJRT_Executable_DeserializeAndLoad.
+/* Compiling programs into executables: PJRT_Client_Compile, PJRT_Compile (for a topology),
+ * PJRT_Client_Load, PJRT_Executable_Serialize and PJRT_Executable_DeserializeAndLoad.
  *
  * Compile: look the program up in the client's compile cache (compile_cache.h); on a miss
  * decode the options, parse the program (kiln_pjrt_program_parse: every program format goes
- * through that one function), verify it, make its entry layouts the default ones
- * (pjrt_executable.h says why), run the passes and keep the optimized module. Kernels are made
- * on the first execute (pjrt_executable.c). The optimized module's text goes to the disk cache
- * too, so another process compiling the same program skips parsing and the passes.
+ * through that one function), verify it, settle its entry layouts (pjrt_executable.h), run the
+ * passes and keep the optimized module. Kernels are made on the first execute (pjrt_executable.c).
+ * The optimized module's text goes to the disk cache too, so another process compiling the same
+ * program skips parsing and the passes.
  *
  * Serialized executables: a header (magic "KILNEXE1", the blob format's version, kiln's
  * version, the lengths of the parts and a 128-bit checksum of them) then the compile options
@@ -82,63 +81,152 @@ kiln_status kiln_pjrt_program_parse(const char *format, size_t format_len, const
 
 /* ---- entry layouts ---- */
 
-static void default_layouts(kiln_arena_t *a, kiln_shape_t *s) {
+/* A layout Execute can take as it is: a dense minor_to_major permutation without tiles. */
+static bool dense_permutation(const kiln_shape_t *s) {
+  if (!s->has_layout || s->layout.rank != s->rank || s->layout.num_tiles || s->rank > 64)
+    return false;
+  bool seen[64] = {false};
+  for (int i = 0; i < s->rank; i++) {
+    int64_t d = s->layout.minor_to_major[i];
+    if (d < 0 || d >= s->rank || seen[d]) return false;
+    seen[d] = true;
+  }
+  return true;
+}
+
+/* Gives every array leaf of `s` the default layout, or (keep) its own dense one on the
+ * default memory space (a tiled or missing layout becomes the default). */
+static void entry_layouts(kiln_arena_t *a, kiln_shape_t *s, bool keep) {
   if (kiln_shape_is_tuple(s)) {
-    for (int i = 0; i < s->num_elements; i++) default_layouts(a, s->elements[i]);
+    for (int i = 0; i < s->num_elements; i++) entry_layouts(a, s->elements[i], keep);
+  } else if (keep && dense_permutation(s)) {
+    int64_t *m2m = s->layout.minor_to_major;
+    memset(&s->layout, 0, sizeof(s->layout));
+    s->layout.rank = s->rank;
+    s->layout.minor_to_major = m2m;
   } else {
     kiln_shape_set_default_layout(a, s);
   }
 }
 
-/* The entry's parameters and result get the default layout: PJRT buffers are dense and
- * default-ordered, so the runtime's parameters are the buffers as they are. */
-static void make_entry_layouts_default(kiln_hlo_module_t *m) {
+/* The array leaves of `s`, depth first. */
+static void array_leaves(kiln_shape_t *s, kiln_shape_t **out, int *n, int cap) {
+  if (kiln_shape_is_tuple(s)) {
+    for (int i = 0; i < s->num_elements; i++) array_leaves(s->elements[i], out, n, cap);
+  } else if (*n < cap) {
+    out[(*n)++] = s;
+  } else {
+    (*n)++;
+  }
+}
+
+/* Applies argument layout `text` of the compile options (a shape text like "f32[2,3]{0,1}" or
+ * "(f32[2,3]{0,1}, s32[])": each array's {minor_to_major}, where given, in depth-first leaf
+ * order) to parameter shape `s`. */
+static kiln_status apply_argument_layout(kiln_arena_t *a, kiln_shape_t *s, int param,
+                                         const char *text) {
+  kiln_shape_t *leaves[256];
+  int n = 0, k = 0;
+  array_leaves(s, leaves, &n, 256);
+  if (n > 256) return KILN_ERR_UNIMPLEMENTED("argument layout %d: %d array leaves", param, n);
+  for (const char *p = text; p && *p; p++) {
+    if (*p != '[') continue;
+    const char *close = strchr(p, ']');
+    if (!close) break;
+    int rank = close == p + 1 ? 0 : 1;
+    for (const char *q = p + 1; q < close; q++) rank += *q == ',';
+    if (k >= n || leaves[k]->rank != rank)
+      return KILN_ERR_INVALID(
+          "compile options: argument layout %d (%s) does not match parameter %d's shape", param,
+          text, param);
+    kiln_shape_t *leaf = leaves[k++];
+    p = close;
+    if (close[1] != '{') continue;
+    int64_t m2m[64];
+    int got = 0;
+    const char *q = close + 2;
+    while (*q && *q != '}' && *q != ':') {
+      char *end = NULL;
+      long v = strtol(q, &end, 10);
+      if (end == q) break;
+      if (got < 64) m2m[got] = v;
+      got++;
+      q = *end == ',' ? end + 1 : end;
+    }
+    if (*q == ':')
+      return kiln_status_make(KILN_UNIMPLEMENTED,
+                              "compile options: argument layout %d (%s) is tiled; kiln's PJRT "
+                              "buffers have dense layouts",
+                              param, text);
+    kiln_shape_t want = *leaf;
+    want.has_layout = true;
+    memset(&want.layout, 0, sizeof(want.layout));
+    want.layout.rank = got;
+    want.layout.minor_to_major = m2m;
+    if (got != rank || !dense_permutation(&want))
+      return KILN_ERR_INVALID(
+          "compile options: argument layout %d (%s) is not a permutation of the dimensions "
+          "of parameter %d",
+          param, text, param);
+    kiln_shape_set_default_layout(a, leaf);
+    for (int i = 0; i < rank; i++) leaf->layout.minor_to_major[i] = m2m[i];
+  }
+  if (k != n)
+    return KILN_ERR_INVALID(
+        "compile options: argument layout %d (%s) does not match parameter %d's shape", param, text,
+        param);
+  return NULL;
+}
+
+static bool is_default_everywhere(const kiln_shape_t *s) {
+  if (kiln_shape_is_tuple(s)) {
+    for (int i = 0; i < s->num_elements; i++)
+      if (!is_default_everywhere(s->elements[i])) return false;
+    return true;
+  }
+  for (int i = 0; i < s->rank; i++)
+    if (s->layout.minor_to_major[i] != s->rank - 1 - i) return false;
+  return true;
+}
+
+/* The entry's layouts, which the executable's parameters and results are (pjrt_executable.h):
+ * results the default; each parameter its own dense layout (entry_computation_layout, else
+ * the parameter's shape) or the compile options' argument layout; a parameter an output
+ * aliases the default one (donated memory becomes an output buffer, which has the default
+ * layout). */
+static kiln_status make_entry_layouts(kiln_hlo_module_t *m, const kiln_pjrt_compile_options_t *co) {
   kiln_hlo_computation_t *e = m->entry;
   int n = e->num_parameters;
+  if (co->num_argument_layouts && co->num_argument_layouts != n)
+    return KILN_ERR_INVALID("compile options: %d argument layouts for %d parameters",
+                            co->num_argument_layouts, n);
   kiln_shape_t **params = kiln_arena_alloc(&m->arena, sizeof(*params) * (size_t)(n ? n : 1));
   for (int i = 0; i < n; i++) {
-    params[i] = kiln_shape_clone(&m->arena, e->parameters[i]->shape);
-    default_layouts(&m->arena, params[i]);
+    const kiln_shape_t *given =
+        m->has_entry_layout && i < m->num_entry_layout_params && m->entry_layout_params[i]
+            ? m->entry_layout_params[i]
+            : e->parameters[i]->shape;
+    bool aliased = false;
+    for (int k = 0; k < m->num_io_aliases; k++) aliased |= m->io_aliases[k].param_number == i;
+    params[i] = kiln_shape_clone(&m->arena, given);
+    entry_layouts(&m->arena, params[i], !aliased);
+    if (i < co->num_argument_layouts && co->argument_layouts[i]) {
+      KILN_RETURN_IF_ERROR_PLAIN(
+          apply_argument_layout(&m->arena, params[i], i, co->argument_layouts[i]));
+      if (aliased && !is_default_everywhere(params[i]))
+        return kiln_status_make(KILN_UNIMPLEMENTED,
+                                "compile options: argument layout %d (%s) is not the default "
+                                "one, and an output aliases parameter %d (kiln donates in the "
+                                "default layout only)",
+                                i, co->argument_layouts[i], i);
+    }
   }
   kiln_shape_t *result = kiln_shape_clone(&m->arena, e->root->shape);
-  default_layouts(&m->arena, result);
+  entry_layouts(&m->arena, result, false);
   m->has_entry_layout = true;
   m->num_entry_layout_params = n;
   m->entry_layout_params = params;
   m->entry_layout_result = result;
-}
-
-/* Argument layouts of the compile options: kiln takes the default ones only. A shape text
- * like "(f32[2,3]{1,0}, s32[]{})": every {minor_to_major} must count down from rank-1. */
-static kiln_status check_argument_layouts(const kiln_pjrt_compile_options_t *co) {
-  for (int32_t a = 0; a < co->num_argument_layouts; a++) {
-    const char *t = co->argument_layouts[a];
-    for (const char *p = t; p && *p; p++) {
-      if (*p != '[') continue;
-      const char *close = strchr(p, ']');
-      if (!close) break;
-      int rank = 0;
-      for (const char *q = p + 1; q < close; q++)
-        if (*q >= '0' && *q <= '9' && (q == p + 1 || q[-1] == ',' || q[-1] == '=')) rank++;
-      p = close;
-      if (close[1] != '{') continue;
-      const char *q = close + 2;
-      int expect = rank - 1;
-      bool ok = true;
-      while (*q && *q != '}' && *q != ':') {
-        char *end = NULL;
-        long v = strtol(q, &end, 10);
-        if (end == q) break;
-        if (v != expect--) ok = false;
-        q = *end == ',' ? end + 1 : end;
-      }
-      if (!ok || expect != -1)
-        return kiln_status_make(KILN_UNIMPLEMENTED,
-                                "argument layout %d (%s) is not the default (descending) layout; "
-                                "kiln's PJRT buffers use the default layout only",
-                                a, t);
-    }
-  }
   return NULL;
 }
 
@@ -244,7 +332,6 @@ static kiln_status compile_program(PJRT_Client *client, const PJRT_Program *prog
   }
   int32_t device = 0;
   s = check_replication(co.num_replicas, co.num_partitions, "the compile options");
-  if (!s) s = check_argument_layouts(&co);
   if (!s) s = pick_device(client, &co, &device);
   kiln_hlo_module_t *m = NULL;
   double passes_ms = 0;
@@ -270,8 +357,8 @@ static kiln_status compile_program(PJRT_Client *client, const PJRT_Program *prog
     s = kiln_pjrt_program_parse(program->format, program->format_size, program->code,
                                 program->code_size, &m, &reps, &parts);
     if (!s) s = check_replication(reps, parts, "the program's config");
+    if (!s) s = make_entry_layouts(m, &co);
     if (!s) {
-      make_entry_layouts_default(m);
       kiln_compile_options_t o;
       memset(&o, 0, sizeof(o));
       /* The passes differ per target (which dots the gemm library takes). */
@@ -328,11 +415,63 @@ static PJRT_Error *client_compile(PJRT_Client_Compile_Args *args) {
   return NULL;
 }
 
+/* PJRT_Compile: an executable for a topology, to Serialize (then DeserializeAndLoad) or to
+ * PJRT_Client_Load on a client. With a client (the caller's, or the topology's own) it is
+ * Client_Compile's executable; without one, a client of the topology's platform and devices
+ * is made for the compilation and destroyed after it (the executable outlives it, detached:
+ * its metadata, optimized program and Serialize work; it runs once loaded on a client). */
 static PJRT_Error *topology_compile(PJRT_Compile_Args *args) {
   KILN_PJRT_ARGS("PJRT_Compile", args, executable);
-  return kiln_pjrt_error_make(KILN_UNIMPLEMENTED,
-                              "PJRT_Compile: kiln does not compile for a topology without a "
-                              "client (ahead-of-time compilation); use PJRT_Client_Compile");
+  args->executable = NULL;
+  const PJRT_TopologyDescription *t = args->topology;
+  if (!t) return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, "PJRT_Compile: topology is NULL");
+  PJRT_Client *client = args->client ? args->client : t->client;
+  if (client && client->is_cuda != t->is_cuda)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "PJRT_Compile: the client's platform (%s) is not the "
+                                "topology's (%s)",
+                                client->is_cuda ? "cuda" : "cpu", t->is_cuda ? "cuda" : "cpu");
+  const PJRT_Api *api = GetPjrtApi();
+  PJRT_Client *own = NULL;
+  if (!client) {
+    PJRT_NamedValue o[2];
+    memset(o, 0, sizeof(o));
+    o[0].struct_size = o[1].struct_size = PJRT_NamedValue_STRUCT_SIZE;
+    o[0].name = "platform";
+    o[0].name_size = strlen("platform");
+    o[0].type = PJRT_NamedValue_kString;
+    o[0].string_value = t->is_cuda ? "cuda" : "cpu";
+    o[0].value_size = strlen(o[0].string_value);
+    o[1].name = "num_devices";
+    o[1].name_size = strlen("num_devices");
+    o[1].type = PJRT_NamedValue_kInt64;
+    o[1].int64_value = t->num_descriptions;
+    o[1].value_size = 1;
+    PJRT_Client_Create_Args ca;
+    memset(&ca, 0, sizeof(ca));
+    ca.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
+    ca.create_options = o;
+    ca.num_options = t->is_cuda ? 1 : 2;
+    PJRT_Error *err = api->PJRT_Client_Create(&ca);
+    if (err) return err;
+    own = client = ca.client;
+  }
+  PJRT_Executable *e = NULL;
+  kiln_status s =
+      compile_program(client, args->program, args->compile_options, args->compile_options_size, &e);
+  if (own) {
+    PJRT_Client_Destroy_Args da;
+    memset(&da, 0, sizeof(da));
+    da.struct_size = PJRT_Client_Destroy_Args_STRUCT_SIZE;
+    da.client = own;
+    s = kiln_status_join(s, kiln_pjrt_error_take_status(api->PJRT_Client_Destroy(&da)));
+  }
+  if (s) {
+    kiln_pjrt_executable_unref(e);
+    return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in PJRT_Compile"));
+  }
+  args->executable = e;
+  return NULL;
 }
 
 /* ---- serialization ---- */

@@ -185,12 +185,8 @@ kiln_status kiln_pjrt_device_init(PJRT_Client *c, PJRT_Device *dev, int32_t inde
     dev->desc.debug_string = fmt_dup("cuda:%d", index);
     dev->desc.to_string = fmt_dup("CudaDevice(id=%d)", index);
   } else {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    snprintf(x->kind_buf, sizeof(x->kind_buf), "cpu");
-    dev->desc.attributes[0] = attr_int("cores", cores > 0 ? cores : 1);
-    dev->desc.num_attributes = 1;
-    dev->desc.debug_string = fmt_dup("TFRT_CPU_%d", index);
-    dev->desc.to_string = fmt_dup("CpuDevice(id=%d)", index);
+    kiln_free(dev->desc.attributes);
+    kiln_pjrt_description_init(x, index, "cpu");
   }
   dev->desc.kind = x->kind_buf;
   dev->num_memories = 2;
@@ -201,6 +197,30 @@ kiln_status kiln_pjrt_device_init(PJRT_Client *c, PJRT_Device *dev, int32_t inde
   return NULL;
 }
 
+void kiln_pjrt_description_init(PJRT_DeviceDescription *x, int32_t index, const char *kind) {
+  memset(x, 0, sizeof(*x));
+  x->id = index;
+  x->attributes = kiln_calloc(4, sizeof(PJRT_NamedValue));
+  snprintf(x->kind_buf, sizeof(x->kind_buf), "%s", kind);
+  x->kind = x->kind_buf;
+  if (!strcmp(kind, "cpu")) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    x->attributes[0] = attr_int("cores", cores > 0 ? cores : 1);
+    x->num_attributes = 1;
+    x->debug_string = fmt_dup("TFRT_CPU_%d", index);
+    x->to_string = fmt_dup("CpuDevice(id=%d)", index);
+  } else {
+    x->debug_string = fmt_dup("cuda:%d", index);
+    x->to_string = fmt_dup("CudaDevice(id=%d)", index);
+  }
+}
+
+void kiln_pjrt_description_fini(PJRT_DeviceDescription *x) {
+  kiln_free(x->attributes);
+  kiln_free(x->debug_string);
+  kiln_free(x->to_string);
+}
+
 void kiln_pjrt_device_fini(PJRT_Device *dev) {
   if (!dev) return;
   for (int32_t i = 0; i < dev->num_free_streams; i++) kiln_stream_destroy(dev->free_streams[i]);
@@ -208,9 +228,7 @@ void kiln_pjrt_device_fini(PJRT_Device *dev) {
   dev->free_streams = NULL;
   dev->num_free_streams = dev->cap_free_streams = 0;
   for (int32_t k = 0; k < dev->num_memories; k++) memory_free(dev->memories[k]);
-  kiln_free(dev->desc.attributes);
-  kiln_free(dev->desc.debug_string);
-  kiln_free(dev->desc.to_string);
+  kiln_pjrt_description_fini(&dev->desc);
   pthread_cond_destroy(&dev->stream_cv);
   pthread_mutex_destroy(&dev->stream_mu);
 }

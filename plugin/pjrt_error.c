@@ -54,6 +54,14 @@ PJRT_Error *kiln_pjrt_error_from_status(kiln_status s) {
   return &e->base;
 }
 
+kiln_status kiln_pjrt_error_take_status(PJRT_Error *error) {
+  kiln_pjrt_error_t *e = (kiln_pjrt_error_t *)error;
+  if (!e) return NULL;
+  kiln_status s = e->status;
+  kiln_free(e);
+  return s;
+}
+
 PJRT_Error *kiln_pjrt_error_make(kiln_status_code_t code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -15,6 +15,7 @@
 #include "ffi/ffi_api.h"
 #include "plugin/compile_cache.h"
 #include "plugin/pjrt_ffi_ext.h"
+#include "plugin/pjrt_relayout.h"
 #include "runtime/cuda/cuda_device.h"
 
 /* ---- the entry signature ---- */
@@ -39,6 +40,10 @@ static kiln_status flatten(const kiln_shape_t *s, int32_t parameter, leaf_vec_t 
   l.rank = s->rank;
   l.dims = kiln_calloc((size_t)s->rank + 1, sizeof(int64_t));
   for (int d = 0; d < s->rank; d++) l.dims[d] = s->dims[d];
+  l.m2m = kiln_calloc((size_t)s->rank + 1, sizeof(int64_t));
+  bool given = s->has_layout && s->layout.rank == s->rank && !s->layout.num_tiles;
+  for (int d = 0; d < s->rank; d++)
+    l.m2m[d] = given ? s->layout.minor_to_major[d] : s->rank - 1 - d;
   l.parameter = parameter;
   l.leaf = (*leaf)++;
   l.bytes = (uint64_t)kiln_shape_byte_size(s);
@@ -55,7 +60,10 @@ static int32_t leaf_of_index(const kiln_shape_t *s, const kiln_i64_list_t *index
       leaf_vec_t tmp = {0};
       int32_t n = 0;
       kiln_status st = flatten(s->elements[i], 0, &tmp, &n, "");
-      for (size_t j = 0; j < tmp.len; j++) kiln_free(tmp.data[j].dims);
+      for (size_t j = 0; j < tmp.len; j++) {
+        kiln_free(tmp.data[j].dims);
+        kiln_free(tmp.data[j].m2m);
+      }
       kiln_vec_free(&tmp);
       if (st) {
         kiln_status_free(st);
@@ -69,7 +77,10 @@ static int32_t leaf_of_index(const kiln_shape_t *s, const kiln_i64_list_t *index
 }
 
 static void leaves_free(kiln_pjrt_leaf_t *l, int32_t n) {
-  for (int32_t i = 0; l && i < n; i++) kiln_free(l[i].dims);
+  for (int32_t i = 0; l && i < n; i++) {
+    kiln_free(l[i].dims);
+    kiln_free(l[i].m2m);
+  }
   kiln_free(l);
 }
 
@@ -313,6 +324,8 @@ typedef struct arg_state {
   bool acquired;
   kiln_pjrt_storage_t *donated; /* the storage taken from buf (its output takes it over) */
   kiln_device_buffer_t *copy;   /* an aliased parameter that could not be donated: a copy */
+  bool relayout;                /* buf's layout is not the parameter's (pjrt_relayout.h) */
+  kiln_device_buffer_t *relaid; /* a plain parameter relaid out for the run */
 } arg_state_t;
 
 static bool in_list(const int64_t *v, size_t n, int64_t x) {
@@ -356,6 +369,8 @@ static void args_release(arg_state_t *st, int32_t n) {
     if (st[i].acquired) kiln_pjrt_buffer_release(st[i].buf);
     if (st[i].donated) kiln_pjrt_storage_unref(st[i].donated);
     kiln_device_buffer_destroy(st[i].copy);
+    kiln_device_buffer_destroy(st[i].relaid);
+    st[i].relaid = NULL;
     st[i].acquired = false;
     st[i].donated = NULL;
     st[i].copy = NULL;
@@ -391,10 +406,14 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
   kiln_status s = NULL;
   /* Plain arguments are held for reading; aliased ones are donated (after every hold, so a
    * buffer passed twice fails before anything was taken), or copied when the caller said
-   * they are not donatable or donation is refused (an external reference). */
+   * they are not donatable or donation is refused (an external reference), or relaid out
+   * when their layout is not the parameter's. */
   for (int32_t i = 0; i < np && !s; i++) {
     st[i].buf = args[i];
-    if (e->param_output[i] >= 0 && !in_list(non_donatable, num_non_donatable, i)) continue;
+    st[i].relayout = !kiln_pjrt_m2m_same_placement(args[i]->rank, args[i]->dims,
+                                                   args[i]->minor_to_major, e->params[i].m2m);
+    if (e->param_output[i] >= 0 && !st[i].relayout && !in_list(non_donatable, num_non_donatable, i))
+      continue;
     uint64_t size = 0;
     s = kiln_pjrt_buffer_acquire(args[i], &st[i].ptr, &size);
     if (s) {
@@ -422,7 +441,14 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
   for (int32_t i = 0; i < np && !s; i++) {
     sizes[i] = e->params[i].bytes;
     ptrs[i] = st[i].ptr;
-    if (e->param_output[i] >= 0 && !st[i].donated) {
+    if (st[i].relayout) {
+      /* another layout than the parameter's: a copy in its layout (aliased: the output's) */
+      kiln_device_buffer_t *r = NULL;
+      s = kiln_pjrt_relayout(dev, stream, args[i], st[i].ptr, e->params[i].m2m, &r);
+      if (s) s = kiln_status_annotate(s, "argument %d of %s", i, e->name);
+      if (!s) *(e->param_output[i] >= 0 ? &st[i].copy : &st[i].relaid) = r;
+      if (!s) ptrs[i] = r->ptr;
+    } else if (e->param_output[i] >= 0 && !st[i].donated) {
       /* not donated: the executable writes into a copy */
       s = kiln_device_buffer_create(dev->kdev, sizes[i] ? sizes[i] : 1, &st[i].copy);
       if (!s && sizes[i]) s = kiln_stream_memcpy_d2d(stream, st[i].copy->ptr, st[i].ptr, sizes[i]);
@@ -531,17 +557,6 @@ static PJRT_Error *loaded_execute(PJRT_LoadedExecutable_Execute_Args *args) {
   PJRT_Buffer *const *argv = e->num_params ? args->argument_lists[0] : &none;
   PJRT_Buffer **outs = args->output_lists[0];
   for (int32_t j = 0; j < e->num_outputs; j++) outs[j] = NULL;
-  /* Executables take their arguments in the default layout (Compile makes the entry's
-   * parameters default): a buffer uploaded with another device_layout would be read in the
-   * wrong order, so it is refused rather than computed on. */
-  for (int32_t j = 0; j < e->num_params; j++)
-    if (argv[j] && !kiln_pjrt_buffer_has_default_layout(argv[j]))
-      return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
-                                  "argument %d of %s has a non-default "
-                                  "device layout; kiln's executables take the default (row-major) "
-                                  "layout: upload it without a device_layout (kiln copies strided "
-                                  "host data into it)",
-                                  (int)j, e->name);
   kiln_status s = execute_one(e, dev, di, argv, args->options, outs);
   if (s)
     return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in PJRT_LoadedExecutable_Execute"));

@@ -17,11 +17,13 @@
  * goes when the last reference does. Destroying the client detaches every executable it made
  * (its loaded code is released then; later executes fail with FAILED_PRECONDITION).
  *
- * Entry layouts: PJRT buffers are dense with the default (descending) layout, so Compile
- * makes the entry computation's parameter and result layouts the default ones before the
- * passes (layout assignment then inserts whatever copies the body needs): the runtime's
- * parameters and outputs are PJRT buffers' bytes as they are, with no relayout per execute.
- * Argument layouts in the compile options must be the default ones (others: UNIMPLEMENTED).
+ * Entry layouts: results get the default (descending) layout, the layout PJRT buffers
+ * have by default. Each parameter leaf keeps the dense layout the program gives it (its
+ * entry_computation_layout, else the parameter's shape), or the compile options' argument
+ * layout when one is given; a tiled layout, or a parameter an output aliases, gets the
+ * default one (pjrt_compile.c). The optimized module's entry parameters carry the result, which
+ * is the layout Execute wants (params[i].m2m); an argument buffer in another dense layout is
+ * relaid out for the run (pjrt_relayout.h), one in that layout is read as it is.
  *
  * Thread-safety: thread-safe. */
 #ifndef KILN_PLUGIN_PJRT_EXECUTABLE_H_
@@ -45,6 +47,7 @@ typedef struct kiln_pjrt_leaf {
   PJRT_Buffer_Type type;
   int32_t rank;
   int64_t *dims;     /* owned */
+  int64_t *m2m;      /* owned: its layout's minor_to_major (parameters: what Execute wants) */
   int32_t parameter; /* parameters: the entry parameter number it belongs to */
   int32_t leaf;      /* parameters: its leaf index within that parameter */
   uint64_t bytes;    /* dense size */

@@ -208,9 +208,8 @@ static PJRT_Error *Buffer_Bitcast(PJRT_Buffer_Bitcast_Args *args) {
 /* ---- topology serialization ------------------------------------------------------------- */
 
 static void topology_text(const PJRT_TopologyDescription *t, kiln_strbuf_t *out) {
-  const PJRT_Client *c = t->client;
   kiln_strbuf_printf(out, "kiln-topology/1\nplatform %s\nversion %s\ndevices %d\n",
-                     c->is_cuda ? "cuda" : "cpu", c->platform_version, (int)t->num_descriptions);
+                     t->is_cuda ? "cuda" : "cpu", t->platform_version, (int)t->num_descriptions);
   for (int32_t i = 0; i < t->num_descriptions; i++) {
     const PJRT_DeviceDescription *d = t->descriptions[i];
     kiln_strbuf_printf(out, "device %d process %d kind %s\n", (int)d->id, (int)d->process_index,

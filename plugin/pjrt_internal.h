@@ -30,6 +30,8 @@ typedef struct kiln_pjrt_error {
 
 /* Wraps `s` (taken over) in a PJRT_Error; NULL for NULL. */
 PJRT_Error *kiln_pjrt_error_from_status(kiln_status s);
+/* The status of one of kiln's own errors (which it frees); NULL for NULL. */
+kiln_status kiln_pjrt_error_take_status(PJRT_Error *error);
 PJRT_Error *kiln_pjrt_error_make(kiln_status_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
@@ -73,6 +75,10 @@ void kiln_pjrt_fill_executable(PJRT_Api *api); /* pjrt_executable.c: executables
 /* pjrt_extras.c: DmaMap/DmaUnmap, async tracking events, PoisonExecution, Buffer_Bitcast,
  * topology Serialize/Fingerprint. */
 void kiln_pjrt_fill_extras(PJRT_Api *api);
+/* pjrt_topology.c: TopologyDescription_Create / _Deserialize (topologies without a client). */
+void kiln_pjrt_fill_topology(PJRT_Api *api);
+/* Frees a topology without a client (TopologyDescription_Destroy). */
+void kiln_pjrt_topology_free(struct PJRT_TopologyDescription *t);
 /* Drops the DMA mapping records of a client being freed (pjrt_client.c). */
 void kiln_pjrt_dma_forget_client(const PJRT_Client *c);
 /* The extension chain PJRT_Api.extension_start points at (FFI first); NULL until it lands. */

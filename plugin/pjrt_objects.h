@@ -119,12 +119,23 @@ struct PJRT_Client {
   struct PJRT_TopologyDescription *topology;
 };
 
-/* The client's topology: its devices' descriptions, platform name and version. */
+/* A topology: its devices' descriptions, platform name and version. A client's (client set)
+ * borrows its devices' descriptions and is freed with the client; one of
+ * TopologyDescription_Create / _Deserialize (pjrt_topology.c; client NULL) owns its
+ * descriptions and is freed by TopologyDescription_Destroy. */
 struct PJRT_TopologyDescription {
   PJRT_Client *client;
-  PJRT_DeviceDescription **descriptions; /* one per device, borrowed from the devices */
+  PJRT_DeviceDescription **descriptions; /* one per device */
   int32_t num_descriptions;
+  bool is_cuda;                  /* platform "cuda", else "cpu" */
+  char platform_version[64];     /* as the client's */
+  PJRT_DeviceDescription *owned; /* client NULL: the descriptions, num_descriptions of them */
 };
+
+/* A description of device `index` of kind `kind` without a device ("cpu": the host's, with
+ * its cores; else a GPU's name, without attributes); fini frees what init made. */
+void kiln_pjrt_description_init(PJRT_DeviceDescription *x, int32_t index, const char *kind);
+void kiln_pjrt_description_fini(PJRT_DeviceDescription *x);
 
 /* Keeps the client's devices alive (see `refs`); release frees the client at the last. */
 void kiln_pjrt_client_retain(PJRT_Client *c);
@@ -185,6 +196,9 @@ typedef struct kiln_pjrt_storage {
   /* AsyncHostToDeviceTransferManager: set while the caller still fills the memory; readers
    * of the buffer wait until it is filled (or failed). NULL otherwise. */
   struct kiln_pjrt_fill *fill;
+  /* Client_CreateAliasBuffer: `buf` is NULL until FulfillAliasBuffer points it at the memory of
+   * `target` (one reference held), and `fill` is pending until then. */
+  struct kiln_pjrt_storage *target;
 } kiln_pjrt_storage_t;
 
 struct PJRT_Buffer {

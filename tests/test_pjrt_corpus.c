@@ -5,8 +5,11 @@
  * HloModuleProto (format "hlo", and "hlo_with_config" for every fourth), the others as HLO
  * text — executed on fake arguments and compared leaf by leaf with kiln_eval_module under the
  * module tolerance (tools/common/compare.h). Also: compile options the plugin must honour or
- * refuse (num_replicas > 1 is UNIMPLEMENTED; xla_dump_to writes the dumps there).
- * Skips (77) without the corpus. */
+ * refuse (num_replicas > 1 is UNIMPLEMENTED; xla_dump_to writes the dumps there). Parameter
+ * layouts: every evaluable corpus module whose entry parameters have non-default layouts runs
+ * with its arguments in the executable's layout, as strided host data, and in the default
+ * layout (relaid out by the execute); compile-option argument layouts; a donated argument in
+ * another layout. Skips (77) without the corpus. */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <setjmp.h>
@@ -135,26 +138,75 @@ static void free_buffers(PJRT_Buffer **b, size_t n) {
   }
 }
 
-static void run_one(corpus_state_t *st, kiln_hlo_module_t *m, const char *name) {
-  kiln_arena_t arena;
-  kiln_arena_init(&arena);
+/* Awaits `e` (NULL: nothing) and destroys it. */
+static void await_event(PJRT_Event *e) {
+  if (!e) return;
+  PJRT_Event_Await_Args aw = {.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE, .event = e};
+  OK(api->PJRT_Event_Await(&aw));
+  PJRT_Event_Destroy_Args ed = {.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE, .event = e};
+  OK(api->PJRT_Event_Destroy(&ed));
+}
+
+/* Fake arguments for `m` and the evaluator's result, in `arena`; false when the evaluator
+ * cannot run it here (not a plugin question). */
+static bool reference_run(kiln_hlo_module_t *m, kiln_arena_t *arena, kiln_literal_t ***args,
+                          int *nargs, kiln_literal_t **want) {
   kiln_fake_args_options_t fo;
   kiln_fake_args_options_init(&fo);
-  kiln_literal_t **args = NULL;
-  int nargs = 0;
-  kiln_status s = kiln_fake_args_make(m, &fo, &arena, &args, &nargs);
-  kiln_literal_t *want = NULL;
+  kiln_status s = kiln_fake_args_make(m, &fo, arena, args, nargs);
   if (!s) {
     kiln_eval_options_t eo;
     memset(&eo, 0, sizeof(eo));
     eo.max_while_iterations = 1 << 20;
-    s = kiln_eval_module(m, &eo, nargs, args, &arena, &want);
+    s = kiln_eval_module(m, &eo, *nargs, *args, arena, want);
   }
-  if (s) { /* the evaluator cannot run it here: not a plugin question */
-    kiln_status_free(s);
+  bool ok = !s;
+  kiln_status_free(s);
+  return ok;
+}
+
+/* The output buffers read back into a new literal of `shape` (row-major). */
+static kiln_literal_t *read_outputs(PJRT_Buffer **outs, size_t n, kiln_shape_t *shape,
+                                    kiln_arena_t *arena) {
+  kiln_literal_t *got = kiln_literal_make(arena, shape);
+  assert_non_null(got);
+  lit_vec_t gl = {0};
+  leaves(got, &gl);
+  assert_int_equal(gl.len, n);
+  for (size_t j = 0; j < gl.len; j++) {
+    PJRT_Buffer_ToHostBuffer_Args th = {
+        .struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE,
+        .src = outs[j],
+        .dst = gl.data[j]->data,
+        .dst_size = (size_t)kiln_shape_byte_size(gl.data[j]->shape)};
+    OK(api->PJRT_Buffer_ToHostBuffer(&th));
+    await_event(th.event);
+  }
+  kiln_vec_free(&gl);
+  return got;
+}
+
+/* The corpus root, or the test skips. */
+static const char *corpus_root(void) {
+  const char *dir = getenv("KILN_CORPUS_DIR");
+  if (!dir || !*dir) dir = KILN_CORPUS_DIR;
+  char xla[2048];
+  snprintf(xla, sizeof(xla), "%s/xla", dir);
+  struct stat sb;
+  if (stat(xla, &sb) != 0) KILN_SKIP("no HLO corpus at %s", dir);
+  return dir;
+}
+
+static void run_one(corpus_state_t *st, kiln_hlo_module_t *m, const char *name) {
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t **args = NULL, *want = NULL;
+  int nargs = 0;
+  if (!reference_run(m, &arena, &args, &nargs, &want)) {
     kiln_arena_destroy(&arena);
     return;
   }
+  kiln_status s = NULL;
   /* the program: proto for every other module, text for the rest */
   bool as_proto = st->ran % 2 == 1;
   bool with_config = as_proto && st->ran % 4 == 3;
@@ -224,27 +276,7 @@ static void run_one(corpus_state_t *st, kiln_hlo_module_t *m, const char *name) 
   if (take_error(api->PJRT_LoadedExecutable_Execute(&ea), msg, sizeof(msg)))
     fail_msg("%s: execute: %s", name, msg);
   /* read back into a literal of the result's shape and compare */
-  kiln_literal_t *got = kiln_literal_make(&arena, want->shape);
-  assert_non_null(got);
-  lit_vec_t gl = {0};
-  leaves(got, &gl);
-  assert_int_equal(gl.len, outl.len);
-  for (size_t j = 0; j < gl.len; j++) {
-    PJRT_Buffer_ToHostBuffer_Args th = {
-        .struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE,
-        .src = outs[j],
-        .dst = gl.data[j]->data,
-        .dst_size = (size_t)kiln_shape_byte_size(gl.data[j]->shape)};
-    OK(api->PJRT_Buffer_ToHostBuffer(&th));
-    if (th.event) {
-      PJRT_Event_Await_Args aw = {.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE,
-                                  .event = th.event};
-      OK(api->PJRT_Event_Await(&aw));
-      PJRT_Event_Destroy_Args ed = {.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE,
-                                    .event = th.event};
-      OK(api->PJRT_Event_Destroy(&ed));
-    }
-  }
+  kiln_literal_t *got = read_outputs(outs, outl.len, want->shape, &arena);
   kiln_compare_report_t rep;
   memset(&rep, 0, sizeof(rep));
   bool same = kiln_compare_literals(want, got, NULL, &rep);
@@ -260,7 +292,6 @@ static void run_one(corpus_state_t *st, kiln_hlo_module_t *m, const char *name) 
   free(bufs);
   kiln_vec_free(&in);
   kiln_vec_free(&outl);
-  kiln_vec_free(&gl);
   PJRT_LoadedExecutable_Destroy_Args ld = {
       .struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE, .executable = ca.executable};
   OK(api->PJRT_LoadedExecutable_Destroy(&ld));
@@ -293,12 +324,7 @@ static void visit(void *ctx, kiln_hlo_module_t **mp, const char *name, const cha
 
 static void test_corpus_modules_equal_the_evaluator(void **state) {
   (void)state;
-  const char *dir = getenv("KILN_CORPUS_DIR");
-  if (!dir || !*dir) dir = KILN_CORPUS_DIR;
-  char xla[2048];
-  snprintf(xla, sizeof(xla), "%s/xla", dir);
-  struct stat sb;
-  if (stat(xla, &sb) != 0) KILN_SKIP("no HLO corpus at %s", dir);
+  const char *dir = corpus_root();
   corpus_state_t st = {.want = 20};
   const char *env = getenv("KILN_PJRT_CORPUS_MODULES");
   if (env && atoi(env) > 0) st.want = atoi(env);
@@ -389,10 +415,381 @@ static void test_compile_options_honoured(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+/* ---- parameter layouts ---- */
+
+/* A layout's minor_to_major counts down from rank-1 (or there is none). */
+static bool layout_is_default(const kiln_shape_t *s) {
+  if (kiln_shape_is_tuple(s)) {
+    for (int i = 0; i < s->num_elements; i++)
+      if (!layout_is_default(s->elements[i])) return false;
+    return true;
+  }
+  if (!s->has_layout || s->layout.rank != s->rank) return true;
+  for (int i = 0; i < s->rank; i++)
+    if (s->layout.minor_to_major[i] != s->rank - 1 - i) return false;
+  return true;
+}
+
+typedef KILN_VEC(const kiln_shape_t *) shape_vec_t;
+
+static void shape_leaves(const kiln_shape_t *s, shape_vec_t *out) {
+  if (kiln_shape_is_tuple(s)) {
+    for (int i = 0; i < s->num_elements; i++) shape_leaves(s->elements[i], out);
+    return;
+  }
+  kiln_vec_push(out, s);
+}
+
+typedef enum upload_mode {
+  UPLOAD_IN_EXECUTABLE_LAYOUT, /* row-major host data, device_layout = the parameter's */
+  UPLOAD_STRIDED_HOST_DATA,    /* host data in the parameter's order, byte_strides + layout */
+  UPLOAD_IN_DEFAULT_LAYOUT,    /* no device_layout: the execute relays it out */
+  UPLOAD_MODES
+} upload_mode_t;
+
+static const char *const upload_mode_names[UPLOAD_MODES] = {
+    "executable's layout", "byte strides + device layout", "default layout (relaid out)"};
+
+/* One argument leaf `l` (row-major literal data) as a buffer; `cs` is the compiled
+ * parameter leaf, whose layout the executable takes. */
+static PJRT_Buffer *upload_leaf(const kiln_literal_t *l, const kiln_shape_t *cs,
+                                upload_mode_t mode) {
+  int rank = l->shape->rank;
+  size_t elem = kiln_elem_type_storage_bytes(l->shape->type);
+  PJRT_Buffer_Type t;
+  assert_true(kiln_pjrt_type_from_elem(l->shape->type, &t));
+  assert_true(rank <= 16 && cs->has_layout && cs->layout.rank == rank);
+  PJRT_Buffer_MemoryLayout dl = {.struct_size = PJRT_Buffer_MemoryLayout_STRUCT_SIZE,
+                                 .type = PJRT_Buffer_MemoryLayout_Type_Tiled};
+  dl.tiled.struct_size = PJRT_Buffer_MemoryLayout_Tiled_STRUCT_SIZE;
+  dl.tiled.minor_to_major = cs->layout.minor_to_major;
+  dl.tiled.minor_to_major_size = (size_t)rank;
+  int64_t strides[16];
+  char *permuted = NULL;
+  if (mode == UPLOAD_STRIDED_HOST_DATA) {
+    /* the host copy in the parameter's element order, described by its byte strides */
+    int64_t acc = (int64_t)elem;
+    for (int i = 0; i < rank; i++) {
+      int64_t d = cs->layout.minor_to_major[i];
+      strides[d] = acc;
+      acc *= l->shape->dims[d] > 0 ? l->shape->dims[d] : 1;
+    }
+    permuted = malloc((size_t)l->num_elements * elem + 1);
+    int64_t idx[16] = {0};
+    for (int64_t n = 0; n < l->num_elements; n++) {
+      int64_t off = 0;
+      for (int i = 0; i < rank; i++) off += idx[i] * strides[i];
+      memcpy(permuted + off, (const char *)l->data + (size_t)n * elem, elem);
+      for (int i = rank - 1; i >= 0 && ++idx[i] == l->shape->dims[i]; i--) idx[i] = 0;
+    }
+  }
+  PJRT_Client_BufferFromHostBuffer_Args b = {
+      .struct_size = PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE,
+      .client = g_client,
+      .data = permuted ? permuted : l->data,
+      .type = t,
+      .dims = l->shape->dims,
+      .num_dims = (size_t)rank,
+      .byte_strides = permuted ? strides : NULL,
+      .num_byte_strides = permuted ? (size_t)rank : 0,
+      .host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall,
+      .device = g_dev,
+      .device_layout = mode == UPLOAD_IN_DEFAULT_LAYOUT ? NULL : &dl};
+  OK(api->PJRT_Client_BufferFromHostBuffer(&b));
+  await_event(b.done_with_host_buffer);
+  free(permuted);
+  return b.buffer;
+}
+
+/* The executable's compiled module (OptimizedProgram), parsed. */
+static kiln_hlo_module_t *compiled_module(PJRT_LoadedExecutable *l) {
+  PJRT_LoadedExecutable_GetExecutable_Args g = {
+      .struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE, .loaded_executable = l};
+  OK(api->PJRT_LoadedExecutable_GetExecutable(&g));
+  PJRT_Program p = {.struct_size = PJRT_Program_STRUCT_SIZE};
+  PJRT_Executable_OptimizedProgram_Args oa = {
+      .struct_size = PJRT_Executable_OptimizedProgram_Args_STRUCT_SIZE,
+      .executable = g.executable,
+      .program = &p};
+  OK(api->PJRT_Executable_OptimizedProgram(&oa));
+  char *code = malloc(p.code_size + 1);
+  p.code = code;
+  OK(api->PJRT_Executable_OptimizedProgram(&oa));
+  kiln_hlo_parse_options_t po = {0};
+  po.filename = "<optimized>";
+  kiln_hlo_module_t *m = NULL;
+  kiln_status s = kiln_hlo_parse_module(code, p.code_size, &po, &m);
+  if (s) fail_msg("the optimized program does not parse: %s", kiln_status_message(s));
+  free(code);
+  PJRT_Executable_Destroy_Args ed = {.struct_size = PJRT_Executable_Destroy_Args_STRUCT_SIZE,
+                                     .executable = g.executable};
+  OK(api->PJRT_Executable_Destroy(&ed));
+  return m;
+}
+
+typedef struct layout_state {
+  int modules, runs, mismatches, compiled_non_default;
+} layout_state_t;
+
+/* `m` through the plugin with its arguments uploaded each way, each result compared with the
+ * evaluator's. */
+static void run_layouts(layout_state_t *st, kiln_hlo_module_t *m, const char *name) {
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t **args = NULL, *want = NULL;
+  int nargs = 0;
+  if (!reference_run(m, &arena, &args, &nargs, &want)) {
+    kiln_arena_destroy(&arena);
+    return;
+  }
+  char *text = kiln_hlo_module_to_string(m);
+  kiln_pb_t none = {0};
+  PJRT_LoadedExecutable *exe = NULL;
+  char msg[2048];
+  if (take_error(compile_with(text, &none, &exe), msg, sizeof(msg)))
+    fail_msg("%s: compile: %s", name, msg);
+  kiln_hlo_module_t *cm = compiled_module(exe);
+  shape_vec_t cl = {0};
+  for (int i = 0; i < cm->entry->num_parameters; i++) {
+    shape_leaves(cm->entry->parameters[i]->shape, &cl);
+    st->compiled_non_default += !layout_is_default(cm->entry->parameters[i]->shape);
+  }
+  lit_vec_t in = {0}, outl = {0};
+  for (int i = 0; i < nargs; i++) leaves(args[i], &in);
+  leaves(want, &outl);
+  assert_int_equal(in.len, cl.len);
+  for (int mode = 0; mode < UPLOAD_MODES; mode++) {
+    PJRT_Buffer **bufs = calloc(in.len + 1, sizeof(*bufs));
+    PJRT_Buffer **outs = calloc(outl.len + 1, sizeof(*outs));
+    for (size_t i = 0; i < in.len; i++)
+      bufs[i] = upload_leaf(in.data[i], cl.data[i], (upload_mode_t)mode);
+    PJRT_Buffer *const *lists[1] = {bufs};
+    PJRT_Buffer **out_lists[1] = {outs};
+    PJRT_LoadedExecutable_Execute_Args ea = {
+        .struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE,
+        .executable = exe,
+        .argument_lists = lists,
+        .num_devices = 1,
+        .num_args = in.len,
+        .output_lists = out_lists};
+    if (take_error(api->PJRT_LoadedExecutable_Execute(&ea), msg, sizeof(msg)))
+      fail_msg("%s (%s): execute: %s", name, upload_mode_names[mode], msg);
+    kiln_literal_t *got = read_outputs(outs, outl.len, want->shape, &arena);
+    kiln_compare_report_t rep;
+    memset(&rep, 0, sizeof(rep));
+    bool same = kiln_compare_literals(want, got, NULL, &rep);
+    printf("%-80.80s %-30s %s\n", name, upload_mode_names[mode], same ? "equal" : rep.first);
+    st->mismatches += !same;
+    st->runs++;
+    free_buffers(outs, outl.len);
+    free_buffers(bufs, in.len);
+    free(outs);
+    free(bufs);
+  }
+  st->modules++;
+  kiln_vec_free(&in);
+  kiln_vec_free(&outl);
+  kiln_vec_free(&cl);
+  kiln_hlo_module_destroy(cm);
+  PJRT_LoadedExecutable_Destroy_Args ld = {
+      .struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE, .executable = exe};
+  OK(api->PJRT_LoadedExecutable_Destroy(&ld));
+  kiln_free(text);
+  kiln_arena_destroy(&arena);
+}
+
+static void visit_layouts(void *ctx, kiln_hlo_module_t **mp, const char *name, const char *path,
+                          int index, kiln_status error) {
+  (void)path;
+  (void)index;
+  kiln_hlo_module_t *m = mp ? *mp : NULL;
+  if (error || !m || kiln_corpus_eval_ineligible_reason(m)) return;
+  char why[256];
+  if (kiln_corpus_eval_too_costly(m, 2.0e8, why, sizeof(why))) return;
+  bool non_default = false;
+  for (int i = 0; i < m->entry->num_parameters; i++) {
+    const kiln_shape_t *ps = m->has_entry_layout && i < m->num_entry_layout_params
+                                 ? m->entry_layout_params[i]
+                                 : m->entry->parameters[i]->shape;
+    non_default |= !layout_is_default(ps);
+    if (!leaf_ok(ps)) return;
+  }
+  if (!non_default || !leaf_ok(m->entry->root->shape)) return;
+  run_layouts(ctx, m, name);
+}
+
+/* Every evaluable corpus module whose entry parameters have non-default layouts runs through
+ * the plugin with its arguments uploaded in the executable's layout (as kiln-run does), as
+ * host data with byte strides in that order, and in the default layout (which the execute
+ * relays out): all equal to the evaluator. */
+static void test_corpus_parameter_layouts_equal_the_evaluator(void **state) {
+  (void)state;
+  const char *dir = corpus_root();
+  layout_state_t st = {0};
+  kiln_status s = kiln_corpus_for_each_whole_module(dir, visit_layouts, &st);
+  if (s) fail_msg("corpus: %s", kiln_status_message(s));
+  printf(
+      "%d modules with non-default parameter layouts, %d runs, %d parameters compiled in a "
+      "non-default layout, %d differ from the evaluator\n",
+      st.modules, st.runs, st.compiled_non_default, st.mismatches);
+  assert_true(st.modules >= 3);
+  assert_true(st.compiled_non_default >= 3);
+  assert_int_equal(st.mismatches, 0);
+}
+
+/* A ShapeProto f32[2,3] with layout minor_to_major {m0, m1} (element_type 2: F32 = 11,
+ * dimensions 3, layout 5 { minor_to_major 1 }) into `opts` as CompileOptionsProto field 1
+ * (argument_layouts). */
+static void add_argument_layout(kiln_pb_t *opts, int64_t m0, int64_t m1) {
+  kiln_pb_t shape = {0}, layout = {0};
+  const int64_t dims[2] = {2, 3}, m2m[2] = {m0, m1};
+  kiln_pb_i64(&shape, 2, 11);
+  kiln_pb_repeated(&shape, 3, dims, 2, true);
+  kiln_pb_repeated(&layout, 1, m2m, 2, true);
+  kiln_pb_message(&shape, 5, &layout);
+  kiln_pb_message(opts, 1, &shape);
+  kiln_pb_free(&shape);
+  kiln_pb_free(&layout);
+}
+
+/* x (f32[2,3], 0..5 row-major) as a buffer; column_major: device layout {0,1}. */
+static PJRT_Buffer *upload_2x3(const float *x, bool column_major) {
+  const int64_t dims[2] = {2, 3}, m2m[2] = {0, 1};
+  PJRT_Buffer_MemoryLayout dl = {.struct_size = PJRT_Buffer_MemoryLayout_STRUCT_SIZE,
+                                 .type = PJRT_Buffer_MemoryLayout_Type_Tiled};
+  dl.tiled.struct_size = PJRT_Buffer_MemoryLayout_Tiled_STRUCT_SIZE;
+  dl.tiled.minor_to_major = m2m;
+  dl.tiled.minor_to_major_size = 2;
+  PJRT_Client_BufferFromHostBuffer_Args b = {
+      .struct_size = PJRT_Client_BufferFromHostBuffer_Args_STRUCT_SIZE,
+      .client = g_client,
+      .data = x,
+      .type = PJRT_Buffer_Type_F32,
+      .dims = dims,
+      .num_dims = 2,
+      .host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableOnlyDuringCall,
+      .device = g_dev,
+      .device_layout = column_major ? &dl : NULL};
+  OK(api->PJRT_Client_BufferFromHostBuffer(&b));
+  await_event(b.done_with_host_buffer);
+  return b.buffer;
+}
+
+/* Runs `l` on one f32[2,3] argument and reads its f32[2,3] result row-major into y. */
+static void run_2x3(PJRT_LoadedExecutable *l, PJRT_Buffer *arg, float *y) {
+  PJRT_Buffer *out = NULL;
+  PJRT_Buffer *const *lists[1] = {&arg};
+  PJRT_Buffer **out_lists[1] = {&out};
+  PJRT_LoadedExecutable_Execute_Args ea = {
+      .struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE,
+      .executable = l,
+      .argument_lists = lists,
+      .num_devices = 1,
+      .num_args = 1,
+      .output_lists = out_lists};
+  OK(api->PJRT_LoadedExecutable_Execute(&ea));
+  PJRT_Buffer_ToHostBuffer_Args th = {.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE,
+                                      .src = out,
+                                      .dst = y,
+                                      .dst_size = 6 * sizeof(float)};
+  OK(api->PJRT_Buffer_ToHostBuffer(&th));
+  await_event(th.event);
+  free_buffers(&out, 1);
+}
+
+static void destroy_loaded(PJRT_LoadedExecutable *l) {
+  PJRT_LoadedExecutable_Destroy_Args ld = {
+      .struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE, .executable = l};
+  OK(api->PJRT_LoadedExecutable_Destroy(&ld));
+}
+
+/* The compile options' argument layout becomes the executable's parameter layout (its
+ * optimized program says so); arguments in that layout and in the default one both give
+ * -x; malformed argument layouts are INVALID_ARGUMENT. */
+static void test_compile_options_argument_layouts(void **state) {
+  (void)state;
+  const char *text =
+      "HloModule neg\nENTRY main {\n  x = f32[2,3] parameter(0)\n"
+      "  ROOT y = f32[2,3] negate(x)\n}\n";
+  const float x[6] = {0, 1, 2, 3, 4, 5};
+  kiln_pb_t opts = {0};
+  add_argument_layout(&opts, 0, 1);
+  PJRT_LoadedExecutable *l = NULL;
+  OK(compile_with(text, &opts, &l));
+  kiln_hlo_module_t *cm = compiled_module(l);
+  const kiln_shape_t *ps = cm->entry->parameters[0]->shape;
+  assert_true(ps->has_layout);
+  assert_int_equal(ps->layout.minor_to_major[0], 0);
+  assert_int_equal(ps->layout.minor_to_major[1], 1);
+  kiln_hlo_module_destroy(cm);
+  for (int column_major = 0; column_major < 2; column_major++) {
+    PJRT_Buffer *b = upload_2x3(x, column_major);
+    float y[6];
+    run_2x3(l, b, y);
+    for (int i = 0; i < 6; i++) assert_float_equal(y[i], -x[i], 0);
+    free_buffers(&b, 1);
+  }
+  destroy_loaded(l);
+  kiln_pb_free(&opts);
+  /* two layouts for one parameter; not a permutation */
+  char msg[2048];
+  memset(&opts, 0, sizeof(opts));
+  add_argument_layout(&opts, 0, 1);
+  add_argument_layout(&opts, 1, 0);
+  assert_int_equal(take_error(compile_with(text, &opts, &l), msg, sizeof(msg)),
+                   PJRT_Error_Code_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "2 argument layouts for 1 parameters"));
+  kiln_pb_free(&opts);
+  memset(&opts, 0, sizeof(opts));
+  add_argument_layout(&opts, 1, 1);
+  assert_int_equal(take_error(compile_with(text, &opts, &l), msg, sizeof(msg)),
+                   PJRT_Error_Code_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "not a permutation"));
+  kiln_pb_free(&opts);
+}
+
+/* A donated parameter (input_output_alias) takes the default layout; an argument in another
+ * layout is relaid out into a copy the output takes over, and the argument stays alive. */
+static void test_donated_argument_in_another_layout_is_relaid_out(void **state) {
+  (void)state;
+  const char *text =
+      "HloModule neg, input_output_alias={ {}: (0, {}, may-alias) }\n"
+      "ENTRY main {\n  x = f32[2,3]{0,1} parameter(0)\n  ROOT y = f32[2,3]{0,1} negate(x)\n}\n";
+  const float x[6] = {0, 1, 2, 3, 4, 5};
+  kiln_pb_t none = {0};
+  PJRT_LoadedExecutable *l = NULL;
+  OK(compile_with(text, &none, &l));
+  kiln_hlo_module_t *cm = compiled_module(l);
+  const kiln_shape_t *ps = cm->entry->parameters[0]->shape;
+  assert_int_equal(ps->layout.minor_to_major[0], 1); /* aliased: the default layout */
+  kiln_hlo_module_destroy(cm);
+  PJRT_Buffer *b = upload_2x3(x, true);
+  float y[6];
+  run_2x3(l, b, y);
+  for (int i = 0; i < 6; i++) assert_float_equal(y[i], -x[i], 0);
+  PJRT_Buffer_IsDeleted_Args del = {.struct_size = PJRT_Buffer_IsDeleted_Args_STRUCT_SIZE,
+                                    .buffer = b};
+  OK(api->PJRT_Buffer_IsDeleted(&del));
+  assert_false(del.is_deleted);
+  /* in the default layout it is donated */
+  PJRT_Buffer *d = upload_2x3(x, false);
+  run_2x3(l, d, y);
+  for (int i = 0; i < 6; i++) assert_float_equal(y[i], -x[i], 0);
+  del.buffer = d;
+  OK(api->PJRT_Buffer_IsDeleted(&del));
+  assert_true(del.is_deleted);
+  free_buffers(&b, 1);
+  free_buffers(&d, 1);
+  destroy_loaded(l);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_compile_options_honoured),
       cmocka_unit_test(test_corpus_modules_equal_the_evaluator),
+      cmocka_unit_test(test_corpus_parameter_layouts_equal_the_evaluator),
+      cmocka_unit_test(test_compile_options_argument_layouts),
+      cmocka_unit_test(test_donated_argument_in_another_layout_is_relaid_out),
   };
   return kiln_run_tests(tests, setup, teardown);
 }

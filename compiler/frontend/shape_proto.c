@@ -33,6 +33,16 @@ bool kiln_elem_type_from_proto(int64_t primitive_type, kiln_elem_type_t *out) {
   return false;
 }
 
+bool kiln_elem_type_to_proto(kiln_elem_type_t t, int64_t *out) {
+  for (size_t i = 0; i < sizeof kPrimitiveTypes / sizeof kPrimitiveTypes[0]; i++) {
+    if (kPrimitiveTypes[i].type == t) {
+      *out = kPrimitiveTypes[i].number;
+      return true;
+    }
+  }
+  return false;
+}
+
 static kiln_status out_of_memory(void) {
   return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "out of memory while reading a ShapeProto");
 }

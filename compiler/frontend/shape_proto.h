@@ -16,6 +16,8 @@
 /* xla.PrimitiveType value -> kiln element type; false for values kiln has no type for
  * (S1, U1, BUFFER, PRIMITIVE_TYPE_INVALID, unknown numbers). */
 bool kiln_elem_type_from_proto(int64_t primitive_type, kiln_elem_type_t *out);
+/* The other way: kiln element type -> xla.PrimitiveType value; false for none. */
+bool kiln_elem_type_to_proto(kiln_elem_type_t t, int64_t *out);
 
 /* Reads the ShapeProto that `r` spans (a child reader from kiln_pw_sub) and appends its
  * HLO text with layout (e.g. "f32[2,<=3]{0,1:T(8,128)}", "(s32[], token[])") to `out`.

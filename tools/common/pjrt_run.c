@@ -278,16 +278,48 @@ kiln_status kiln_pjrt_buffer_from_host(const PJRT_Api *api, PJRT_Client *client,
   return NULL;
 }
 
+/* The executable's compiled module (its OptimizedProgram, parsed): its entry parameters have
+ * the layouts the executable takes its arguments in, as a framework learns them. */
+static kiln_status compiled_module(kiln_pjrt_runner_t *r, PJRT_Executable *exe,
+                                   kiln_hlo_module_t **out) {
+  *out = NULL;
+  PJRT_Program p = {.struct_size = PJRT_Program_STRUCT_SIZE};
+  PJRT_Executable_OptimizedProgram_Args oa = {
+      .struct_size = PJRT_Executable_OptimizedProgram_Args_STRUCT_SIZE,
+      .executable = exe,
+      .program = &p};
+  PJRT_TRY(r, r->api->PJRT_Executable_OptimizedProgram(&oa), "PJRT_Executable_OptimizedProgram");
+  char *code = kiln_malloc(p.code_size + 1);
+  p.code = code;
+  kiln_status s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_Executable_OptimizedProgram(&oa),
+                                              "PJRT_Executable_OptimizedProgram");
+  if (!s && !(p.format_size == 3 && !memcmp(p.format, "hlo", 3)))
+    s = KILN_ERR_UNIMPLEMENTED("the plugin's optimized program is \"%.*s\", not HLO text",
+                               (int)p.format_size, p.format);
+  if (!s) {
+    kiln_hlo_parse_options_t po = {0};
+    po.filename = "<optimized program>";
+    s = kiln_hlo_parse_module(code, p.code_size, &po, out);
+  }
+  kiln_free(code);
+  return s;
+}
+
 static kiln_status upload(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
-                          kiln_literal_t *const *args, int num_args, PJRT_Buffer **bufs) {
+                          const kiln_hlo_module_t *compiled, kiln_literal_t *const *args,
+                          int num_args, PJRT_Buffer **bufs) {
   const kiln_hlo_computation_t *entry = m->entry;
   if (num_args != entry->num_parameters)
     return KILN_ERR_INVALID("%s takes %d parameters, %d arguments given", m->name,
                             entry->num_parameters, num_args);
+  if (compiled->entry->num_parameters != num_args)
+    return KILN_ERR_INTERNAL("the compiled module takes %d parameters, %s %d",
+                             compiled->entry->num_parameters, m->name, num_args);
   for (int p = 0; p < num_args; p++) {
-    kiln_status s =
-        kiln_pjrt_buffer_from_host(r->api, r->client, r->device, entry->parameters[p]->shape,
-                                   args[p] ? args[p]->data : NULL, &bufs[p]);
+    /* the compiled parameter's layout (the executable's), so the execute reads it as it is */
+    kiln_status s = kiln_pjrt_buffer_from_host(r->api, r->client, r->device,
+                                               compiled->entry->parameters[p]->shape,
+                                               args[p] ? args[p]->data : NULL, &bufs[p]);
     if (s)
       return kiln_status_annotate(
           s, "for parameter %d (kiln-run --direct runs a module without the plugin)", p);
@@ -383,6 +415,7 @@ kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t 
   PJRT_LoadedExecutable *exe = ca.executable;
 
   size_t num_outputs = 0;
+  kiln_hlo_module_t *compiled = NULL;
   PJRT_LoadedExecutable_GetExecutable_Args ge = {
       .struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE,
       .loaded_executable = exe};
@@ -394,6 +427,7 @@ kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t 
     s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_Executable_NumOutputs(&no),
                                     "PJRT_Executable_NumOutputs");
     num_outputs = no.num_outputs;
+    if (!s) s = compiled_module(r, ge.executable, &compiled);
     PJRT_Executable_Destroy_Args ed = {.struct_size = PJRT_Executable_Destroy_Args_STRUCT_SIZE,
                                        .executable = ge.executable};
     s = kiln_status_join(s,
@@ -406,7 +440,7 @@ kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t 
   PJRT_Buffer **outs = kiln_calloc(num_outputs + 1, sizeof(*outs));
   if (!s) {
     t0 = kiln_clock_ms();
-    s = upload(r, m, args, num_args, bufs);
+    s = upload(r, m, compiled, args, num_args, bufs);
     rep->upload_ms = kiln_clock_ms() - t0;
   }
   int64_t repeat = opts && opts->repeat > 0 ? opts->repeat : 1;
@@ -433,6 +467,7 @@ kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t 
   for (int p = 0; p < np; p++) destroy_buffer(r, bufs[p]);
   kiln_free(outs);
   kiln_free(bufs);
+  kiln_hlo_module_destroy(compiled);
   PJRT_LoadedExecutable_Destroy_Args ld = {
       .struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE, .executable = exe};
   return kiln_status_join(

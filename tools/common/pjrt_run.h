@@ -3,8 +3,9 @@
  * the entry's result shape, with timings), done the way a framework does it — libkiln_pjrt.so
  * loaded with dlopen(RTLD_LOCAL) and driven only through the PJRT function table. The module
  * goes to PJRT_Client_Compile as HLO text (format "hlo"); each argument leaf becomes a
- * PJRT_Buffer from its literal (row-major host data, the parameter's layout as the device
- * layout); each result leaf comes back through PJRT_Buffer_ToHostBuffer in row-major order.
+ * PJRT_Buffer from its literal (row-major host data, the executable's parameter layout as
+ * the device layout: the entry_computation_layout of its OptimizedProgram, as a framework
+ * learns it); each result leaf comes back through PJRT_Buffer_ToHostBuffer in row-major order.
  *
  * Ownership: kiln_pjrt_runner_open returns a runner the caller closes; it owns the client.
  * Not thread-safe: callers serialize uses of one runner. */
