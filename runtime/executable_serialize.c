@@ -81,6 +81,9 @@ static void put_thunk(writer_t *w, const kiln_thunk_t *t) {
       put_slice(w, t->u.gemm.a);
       put_slice(w, t->u.gemm.b);
       put_slice(w, t->u.gemm.c);
+      if (g->epilogue != KILN_GEMM_EPILOGUE_NONE && !w->err)
+        w->err = KILN_ERR_UNIMPLEMENTED("gemm %s has an epilogue, which is not serialized yet",
+                                        t->name);
       break;
     }
     case KILN_THUNK_CUSTOM_CALL:
@@ -111,6 +114,10 @@ static void put_thunk(writer_t *w, const kiln_thunk_t *t) {
       break;
     case KILN_THUNK_COMMAND_BUFFER:
       put_seq(w, &t->u.cmdbuf.seq);
+      break;
+    case KILN_THUNK_COLLECTIVE:
+      if (!w->err)
+        w->err = KILN_ERR_UNIMPLEMENTED("collective %s is not serialized yet", t->name);
       break;
   }
 }

@@ -331,8 +331,8 @@ static kiln_status fuse_computation(kiln_hlo_computation_t *c, kiln_ptrmap_t *re
  * runs its own pipeline). */
 static _Thread_local kiln_gemm_types_t t_types;
 
-static kiln_status fuse_one(kiln_hlo_computation_t *c, kiln_ptrmap_t *retired, bool *changed) {
-  return fuse_computation(c, retired, changed, t_types);
+static kiln_status fuse_one(kiln_hlo_computation_t *c, kiln_fusion_scope_t *scope, bool *changed) {
+  return fuse_computation(c, &scope->retired, changed, t_types);
 }
 
 kiln_status kiln_pass_gemm_epilogue_fusion(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
