@@ -32,6 +32,20 @@ kiln_cmd_action_t kiln_command_buffer_thunk_last_action(const kiln_thunk_t *t);
  * NULL). */
 kiln_status kiln_command_buffer_convert(kiln_thunk_seq_t *seq, size_t min_run, size_t *made);
 
+/* What the conversion made of a sequence (recursively through while, conditional and
+ * sequential thunks): command buffers, the thunks inside them, and the custom calls that run
+ * inside a command buffer vs. outside (split runs: not command-buffer compatible, or in a run
+ * shorter than the minimum). */
+typedef struct kiln_command_buffer_counts {
+  size_t command_buffers;
+  size_t thunks;
+  size_t custom_calls_inside;
+  size_t custom_calls_outside;
+} kiln_command_buffer_counts_t;
+
+/* Adds the counts of `seq` to *counts. */
+void kiln_command_buffer_count(const kiln_thunk_seq_t *seq, kiln_command_buffer_counts_t *counts);
+
 /* Stages, called from thunk.c. */
 kiln_status kiln_command_buffer_thunk_prepare(kiln_thunk_t *t,
                                               const kiln_thunk_prepare_params_t *p);

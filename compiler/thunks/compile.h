@@ -40,6 +40,9 @@ typedef struct kiln_compile_stats {
   kiln_thunk_emit_stats_t emit;
   size_t command_buffers;   /* command-buffer thunks made */
   int64_t temp_bytes;       /* the temp allocation */
+  /* Custom calls recorded inside command buffers (command-buffer compatible handlers in a
+   * converted run) and those left outside, splitting runs. */
+  size_t command_buffer_custom_calls, split_custom_calls;
 } kiln_compile_stats_t;
 
 /* Compiles `m` in place (the passes rewrite it) into *out (caller-owned). `opts` and
