@@ -253,7 +253,12 @@ static kiln_status run(kiln_ffi_call_t *c, slot_t *sl, kiln_stream_t *stream,
                        const kiln_devptr_t *rets, bool in_stream) {
   bool gpu = c->platform == KILN_FFI_PLATFORM_CUDA;
   /* Host handlers read their operands now, on this thread: what is queued must have run. */
-  if (!gpu && !in_stream && stream) KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_synchronize(stream));
+  if (!gpu && !in_stream && stream) {
+    kiln_status s = kiln_stream_synchronize(stream);
+    /* A failure of earlier work on the stream (e.g. a command buffer's custom call), not of
+     * this call: say so before the thunk names this call. */
+    if (s) return kiln_status_annotate(s, "found when the stream was waited for");
+  }
   if (c->legacy) {
     void **a = sl->addrs;
     for (size_t i = 0; i < c->nargs; i++) a[i] = (void *)(uintptr_t)args[i];
