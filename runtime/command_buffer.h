@@ -1,7 +1,8 @@
 /* Command buffers: record once, replay many (DESIGN.md principle 6).
  *
  * A command list is a device-independent description of a run of commands (kernel
- * launches, device-to-device copies, memsets, gemms) with their device addresses resolved.
+ * launches, device-to-device copies, memsets, gemms, command-buffer compatible custom calls)
+ * with their device addresses resolved.
  * A device turns a list into an executable form once (a CUDA graph with explicit nodes; a
  * flat list on the host) through its kiln_cmd_exec_ops_t, then replays it. The decisions —
  * record, replay, patch some nodes in place, re-instantiate after a failed update, fall back

@@ -1,7 +1,7 @@
 /* The command-buffer thunk: owns a run of convertible thunks (kernel, device-to-device copy,
- * memset, gemm) and runs them as one recorded command buffer through the device's cache
- * (command_buffer.h): recorded on first execution, replayed after, patched in place when
- * buffer addresses move. On a device without command buffers, or with
+ * memset, gemm, command-buffer compatible custom call) and runs them as one recorded command buffer
+ * through the device's cache (command_buffer.h): recorded on first execution, replayed after,
+ * patched in place when buffer addresses move. On a device without command buffers, or with
  * KILN_DISABLE_COMMAND_BUFFERS=1, the thunks are issued one by one.
  *
  * kiln_command_buffer_convert is the runtime side of the conversion pass: it replaces
