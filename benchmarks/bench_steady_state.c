@@ -104,6 +104,10 @@ static kiln_status run_kernels(bench_t *b) {
       case KILN_CMD_GEMM:
         KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_gemm(b->stream, &c->gemm, c->a, c->b, c->dst));
         break;
+      case KILN_CMD_CUSTOM_CALL: /* a host handler reads its operands: what is queued first */
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_synchronize(b->stream));
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_cmd_custom_call_invoke(c, b->stream));
+        break;
     }
   }
   return kiln_stream_synchronize(b->stream);

@@ -4,6 +4,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,8 +21,15 @@ const char *kiln_cmd_kind_name(kiln_cmd_kind_t k) {
       return "memset";
     case KILN_CMD_GEMM:
       return "gemm";
+    case KILN_CMD_CUSTOM_CALL:
+      return "custom-call";
   }
   return "?";
+}
+
+uint64_t kiln_cmd_custom_call_next_uid(void) {
+  static atomic_uint_fast64_t next = 1;
+  return (uint64_t)atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
 }
 
 const char *kiln_cmd_action_name(kiln_cmd_action_t a) {
@@ -128,6 +136,35 @@ void kiln_cmd_list_push_gemm(kiln_cmd_list_t *l, const kiln_gemm_desc_t *g, kiln
   cmd->dst = c;
 }
 
+void kiln_cmd_list_push_custom_call(kiln_cmd_list_t *l, const kiln_cmd_custom_call_t *cc,
+                                    const struct kiln_run_info *run, const kiln_devptr_t *addrs,
+                                    int num_addrs) {
+  if (num_addrs < 0) num_addrs = 0;
+  uint64_t *a = num_addrs ? reserve_args(l, (size_t)num_addrs) : NULL;
+  if (num_addrs) memcpy(a, addrs, (size_t)num_addrs * sizeof(uint64_t));
+  kiln_cmd_t *c = push_cmd(l, KILN_CMD_CUSTOM_CALL);
+  c->custom = cc;
+  c->custom_uid = cc ? cc->uid : 0;
+  c->run = run;
+  c->num_args = num_addrs;
+  c->args = a;
+}
+
+kiln_status kiln_cmd_custom_call_invoke(const kiln_cmd_t *c, kiln_stream_t *s) {
+  const kiln_cmd_custom_call_t *cc = c->custom;
+  if (c->kind != KILN_CMD_CUSTOM_CALL || !cc || !cc->fn)
+    return KILN_ERR_INTERNAL("command buffer: not a prepared custom-call command");
+  int no = cc->num_operands;
+  if (no < 0 || no > c->num_args)
+    return KILN_ERR_INTERNAL("custom call %s: %d operands in a command of %d addresses", cc->name,
+                             no, c->num_args);
+  kiln_status st = cc->fn(cc->ctx, s, c->run, c->args, no, c->args + no, c->num_args - no);
+  if (st)
+    return kiln_status_annotate(st, "in custom call %s (%s)", cc->name ? cc->name : "?",
+                                cc->target ? cc->target : "?");
+  return NULL;
+}
+
 void kiln_cmd_list_copy(kiln_cmd_list_t *dst, const kiln_cmd_list_t *src) {
   kiln_cmd_list_init(dst);
   if (src->len) {
@@ -192,6 +229,9 @@ uint64_t kiln_cmd_list_structure_hash(const kiln_cmd_list_t *l) {
       case KILN_CMD_GEMM:
         h = mix(h, gemm_key(&c->gemm));
         break;
+      case KILN_CMD_CUSTOM_CALL:
+        h = mix(mix(h, c->custom_uid), (uint64_t)c->num_args);
+        break;
     }
   }
   return h;
@@ -214,6 +254,8 @@ static bool same_cmd_structure(const kiln_cmd_t *a, const kiln_cmd_t *b) {
       ga.bias = gb.bias = 0;
       return memcmp(&ga, &gb, sizeof(ga)) == 0;
     }
+    case KILN_CMD_CUSTOM_CALL:
+      return a->custom_uid == b->custom_uid && a->num_args == b->num_args;
   }
   return false;
 }
@@ -235,6 +277,9 @@ bool kiln_cmd_args_differ(const kiln_cmd_t *a, const kiln_cmd_t *b) {
       return a->dst != b->dst;
     case KILN_CMD_GEMM:
       return a->a != b->a || a->b != b->b || a->dst != b->dst || a->gemm.bias != b->gemm.bias;
+    case KILN_CMD_CUSTOM_CALL:
+      return a->run != b->run ||
+             (a->num_args && memcmp(a->args, b->args, (size_t)a->num_args * sizeof(uint64_t)));
   }
   return true;
 }

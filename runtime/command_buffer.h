@@ -1,7 +1,8 @@
 /* Command buffers: record once, replay many (DESIGN.md principle 6).
  *
  * A command list is a device-independent description of a run of commands (kernel
- * launches, device-to-device copies, memsets, gemms) with their device addresses resolved.
+ * launches, device-to-device copies, memsets, gemms, command-buffer compatible custom calls)
+ * with their device addresses resolved.
  * A device turns a list into an executable form once (a CUDA graph with explicit nodes; a
  * flat list on the host) through its kiln_cmd_exec_ops_t, then replays it. The decisions —
  * record, replay, patch some nodes in place, re-instantiate after a failed update, fall back
@@ -42,9 +43,38 @@ typedef enum kiln_cmd_kind {
   KILN_CMD_MEMCPY, /* device to device */
   KILN_CMD_MEMSET,
   KILN_CMD_GEMM,
+  KILN_CMD_CUSTOM_CALL, /* a command-buffer compatible custom call (below) */
 } kiln_cmd_kind_t;
 
 const char *kiln_cmd_kind_name(kiln_cmd_kind_t k);
+
+/* What one execution tells its custom calls (runtime/thunk.h: run id, FFI user data). */
+struct kiln_run_info;
+
+/* A custom call recorded as a command: `fn` enqueues (CUDA) or does (host) the call's work
+ * in stream order on `stream` — it never synchronizes the stream, since on the host it runs
+ * as one of the stream's own operations. Operands then results are the command's `args`.
+ * Returns the handler's error (naming nothing: the caller adds the call's name). */
+typedef kiln_status (*kiln_cmd_custom_fn)(void *ctx, kiln_stream_t *stream,
+                                          const struct kiln_run_info *run,
+                                          const kiln_devptr_t *operands, int num_operands,
+                                          const kiln_devptr_t *results, int num_results);
+
+/* The prepared call behind KILN_CMD_CUSTOM_CALL commands (owned by the custom-call thunk;
+ * it outlives every list that points at it). `uid` identifies the call site — its handler and
+ * attributes — and is the command's structure: two lists calling the same site with other
+ * buffers differ only in addresses (patched, as kernel arguments). */
+typedef struct kiln_cmd_custom_call {
+  kiln_cmd_custom_fn fn;
+  void *ctx;
+  uint64_t uid;       /* unique per call site in the process (kiln_cmd_custom_call_next_uid) */
+  const char *name;   /* the custom call, for errors */
+  const char *target; /* its target, for errors */
+  int num_operands;   /* args[0, num_operands) are operands, the rest results */
+} kiln_cmd_custom_call_t;
+
+/* A fresh call-site identity (never 0; process-wide, thread-safe). */
+uint64_t kiln_cmd_custom_call_next_uid(void);
 
 typedef struct kiln_cmd {
   kiln_cmd_kind_t kind;
@@ -63,6 +93,13 @@ typedef struct kiln_cmd {
   uint64_t count;
   kiln_gemm_desc_t gemm;
   kiln_devptr_t a, b;
+  /* CUSTOM_CALL: the call, args = operand then result addresses (num_args), and where the
+   * execution's run info is read when the command runs (a cell owned by the execution that
+   * built the list; compared like an address: another cell is a patch). */
+  const kiln_cmd_custom_call_t *custom;
+  const struct kiln_run_info *run;
+  uint64_t custom_uid; /* custom->uid, kept here: structure checks never dereference `custom`
+                          (a cache entry may outlive the executable that recorded it) */
 } kiln_cmd_t;
 
 /* A list owns its commands' argument arrays when built with kiln_cmd_list_push_* (they
@@ -86,6 +123,13 @@ void kiln_cmd_list_push_memset(kiln_cmd_list_t *l, kiln_devptr_t dst, uint32_t p
                                int elem_size, uint64_t count);
 void kiln_cmd_list_push_gemm(kiln_cmd_list_t *l, const kiln_gemm_desc_t *g, kiln_devptr_t a,
                              kiln_devptr_t b, kiln_devptr_t c);
+/* `addrs`: the call's operand then result addresses (num_operands + results). */
+void kiln_cmd_list_push_custom_call(kiln_cmd_list_t *l, const kiln_cmd_custom_call_t *cc,
+                                    const struct kiln_run_info *run, const kiln_devptr_t *addrs,
+                                    int num_addrs);
+/* Runs custom-call command `c` on `s` (in stream order: the caller makes sure what precedes
+ * it on the stream has run, or is the stream itself); a failure names the call and target. */
+kiln_status kiln_cmd_custom_call_invoke(const kiln_cmd_t *c, kiln_stream_t *s);
 /* Deep copy (dst is initialized by this call). */
 void kiln_cmd_list_copy(kiln_cmd_list_t *dst, const kiln_cmd_list_t *src);
 

@@ -81,6 +81,12 @@ kiln_status kiln_command_buffer_thunk_prepare(kiln_thunk_t *t,
         note_alloc(t, c->u.gemm.b.allocation);
         note_alloc(t, c->u.gemm.c.allocation);
         break;
+      case KILN_THUNK_CUSTOM_CALL:
+        for (int a = 0; a < c->u.custom.num_operands; a++)
+          note_alloc(t, c->u.custom.operands[a].allocation);
+        for (int a = 0; a < c->u.custom.num_results; a++)
+          note_alloc(t, c->u.custom.results[a].allocation);
+        break;
       default:
         break;
     }
@@ -129,6 +135,15 @@ kiln_status kiln_command_buffer_thunk_execute(kiln_thunk_t *t, const kiln_thunk_
     return kiln_status_make(KILN_FAILED_PRECONDITION,
                             "command buffer %s is not part of the execution state's thunks",
                             t->name);
+  /* Custom-call commands read this execution's run info from the run's cell when they run.
+   * Written only when it changed: an earlier launch of this run (a loop's previous iteration)
+   * may still be reading it, and then it holds the same values. */
+  const kiln_run_info_t *ri = p->state ? kiln_thunk_exec_state_run(p->state) : NULL;
+  kiln_run_info_t now = {0, NULL, 0};
+  if (ri) now = *ri;
+  if (now.run_id != run->run_info.run_id || now.user_data != run->run_info.user_data ||
+      now.num_user_data != run->run_info.num_user_data)
+    run->run_info = now;
   if (bases_unchanged(t, run, p->buffers)) {
     /* Same allocations at the same addresses: the commands this run launched last time are
      * exactly right, if the shared entry still holds them (its generation says so). */
@@ -146,6 +161,8 @@ kiln_status kiln_command_buffer_thunk_execute(kiln_thunk_t *t, const kiln_thunk_
   for (size_t i = 0; i < t->u.cmdbuf.seq.len; i++)
     KILN_RETURN_IF_ERROR(kiln_thunk_append_commands(t->u.cmdbuf.seq.items[i], p->buffers, l),
                          "in command buffer %s", t->name);
+  for (size_t i = 0; i < l->len; i++)
+    if (l->cmds[i].kind == KILN_CMD_CUSTOM_CALL) l->cmds[i].run = &run->run_info;
   kiln_cmd_ticket_t ticket;
   kiln_cmd_action_t action = KILN_CMD_ACTION_ISSUE_DIRECTLY;
   kiln_status s = kiln_cmd_cache_execute_ex(cache, p->stream, l, &action, &ticket);
@@ -212,4 +229,35 @@ kiln_status kiln_command_buffer_convert(kiln_thunk_seq_t *seq, size_t min_run, s
   kiln_free(seq->items);
   *seq = out;
   return s;
+}
+
+void kiln_command_buffer_count(const kiln_thunk_seq_t *seq, kiln_command_buffer_counts_t *counts) {
+  if (!seq || !counts) return;
+  for (size_t i = 0; i < seq->len; i++) {
+    const kiln_thunk_t *t = seq->items[i];
+    switch (t->kind) {
+      case KILN_THUNK_CUSTOM_CALL:
+        counts->custom_calls_outside++;
+        break;
+      case KILN_THUNK_COMMAND_BUFFER:
+        counts->command_buffers++;
+        counts->thunks += t->u.cmdbuf.seq.len;
+        for (size_t k = 0; k < t->u.cmdbuf.seq.len; k++)
+          counts->custom_calls_inside += t->u.cmdbuf.seq.items[k]->kind == KILN_THUNK_CUSTOM_CALL;
+        break;
+      case KILN_THUNK_WHILE:
+        kiln_command_buffer_count(&t->u.loop.cond, counts);
+        kiln_command_buffer_count(&t->u.loop.body, counts);
+        break;
+      case KILN_THUNK_CONDITIONAL:
+        for (int b = 0; b < t->u.cond.num_branches; b++)
+          kiln_command_buffer_count(&t->u.cond.branches[b], counts);
+        break;
+      case KILN_THUNK_SEQUENTIAL:
+        kiln_command_buffer_count(&t->u.sequential.seq, counts);
+        break;
+      default:
+        break;
+    }
+  }
 }

@@ -1,7 +1,7 @@
 /* The command-buffer thunk: owns a run of convertible thunks (kernel, device-to-device copy,
- * memset, gemm) and runs them as one recorded command buffer through the device's cache
- * (command_buffer.h): recorded on first execution, replayed after, patched in place when
- * buffer addresses move. On a device without command buffers, or with
+ * memset, gemm, command-buffer compatible custom call) and runs them as one recorded command buffer
+ * through the device's cache (command_buffer.h): recorded on first execution, replayed after,
+ * patched in place when buffer addresses move. On a device without command buffers, or with
  * KILN_DISABLE_COMMAND_BUFFERS=1, the thunks are issued one by one.
  *
  * kiln_command_buffer_convert is the runtime side of the conversion pass: it replaces
@@ -31,6 +31,20 @@ kiln_cmd_action_t kiln_command_buffer_thunk_last_action(const kiln_thunk_t *t);
  * place and recursively. Returns the number of command-buffer thunks made in *made (may be
  * NULL). */
 kiln_status kiln_command_buffer_convert(kiln_thunk_seq_t *seq, size_t min_run, size_t *made);
+
+/* What the conversion made of a sequence (recursively through while, conditional and
+ * sequential thunks): command buffers, the thunks inside them, and the custom calls that run
+ * inside a command buffer vs. outside (split runs: not command-buffer compatible, or in a run
+ * shorter than the minimum). */
+typedef struct kiln_command_buffer_counts {
+  size_t command_buffers;
+  size_t thunks;
+  size_t custom_calls_inside;
+  size_t custom_calls_outside;
+} kiln_command_buffer_counts_t;
+
+/* Adds the counts of `seq` to *counts. */
+void kiln_command_buffer_count(const kiln_thunk_seq_t *seq, kiln_command_buffer_counts_t *counts);
 
 /* Stages, called from thunk.c. */
 kiln_status kiln_command_buffer_thunk_prepare(kiln_thunk_t *t,

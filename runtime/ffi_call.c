@@ -246,12 +246,19 @@ static void *platform_stream(kiln_stream_t *stream) {
   return stream;
 }
 
+/* `in_stream`: called as a command of a command buffer, in stream order (on the host: as one
+ * of the stream's own operations, so waiting for the stream would wait for itself). */
 static kiln_status run(kiln_ffi_call_t *c, slot_t *sl, kiln_stream_t *stream,
                        const kiln_run_info_t *ri, const kiln_devptr_t *args,
-                       const kiln_devptr_t *rets) {
+                       const kiln_devptr_t *rets, bool in_stream) {
   bool gpu = c->platform == KILN_FFI_PLATFORM_CUDA;
   /* Host handlers read their operands now, on this thread: what is queued must have run. */
-  if (!gpu && stream) KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_synchronize(stream));
+  if (!gpu && !in_stream && stream) {
+    kiln_status s = kiln_stream_synchronize(stream);
+    /* A failure of earlier work on the stream (e.g. a command buffer's custom call), not of
+     * this call: say so before the thunk names this call. */
+    if (s) return kiln_status_annotate(s, "found when the stream was waited for");
+  }
   if (c->legacy) {
     void **a = sl->addrs;
     for (size_t i = 0; i < c->nargs; i++) a[i] = (void *)(uintptr_t)args[i];
@@ -274,17 +281,23 @@ static kiln_status run(kiln_ffi_call_t *c, slot_t *sl, kiln_stream_t *stream,
                                     &sl->ctx, NULL, NULL);
 }
 
-kiln_status kiln_ffi_call_execute(kiln_ffi_call_t *c, kiln_stream_t *stream,
-                                  const kiln_run_info_t *run_info, const kiln_devptr_t *args,
-                                  int nargs, const kiln_devptr_t *rets, int nrets) {
+static kiln_status execute(kiln_ffi_call_t *c, kiln_stream_t *stream,
+                           const kiln_run_info_t *run_info, const kiln_devptr_t *args, int nargs,
+                           const kiln_devptr_t *rets, int nrets, bool in_stream) {
   if (__builtin_expect((size_t)nargs != c->nargs || (size_t)nrets != c->nrets, 0))
     return KILN_ERR_INTERNAL("custom call %s: %d operands and %d results for a call of %zu and %zu",
                              c->name, nargs, nrets, c->nargs, c->nrets);
   slot_t *sl;
   KILN_RETURN_IF_ERROR_PLAIN(slot_acquire(c, &sl));
-  kiln_status s = run(c, sl, stream, run_info, args, rets);
+  kiln_status s = run(c, sl, stream, run_info, args, rets, in_stream);
   slot_release(c, sl);
   return s;
+}
+
+kiln_status kiln_ffi_call_execute(kiln_ffi_call_t *c, kiln_stream_t *stream,
+                                  const kiln_run_info_t *run_info, const kiln_devptr_t *args,
+                                  int nargs, const kiln_devptr_t *rets, int nrets) {
+  return execute(c, stream, run_info, args, nargs, rets, nrets, false);
 }
 
 static kiln_status thunk_fn(void *ctx, kiln_stream_t *stream, const kiln_run_info_t *run_info,
@@ -293,12 +306,26 @@ static kiln_status thunk_fn(void *ctx, kiln_stream_t *stream, const kiln_run_inf
   return kiln_ffi_call_execute(ctx, stream, run_info, operands, num_operands, results, num_results);
 }
 
+/* The command-buffer form: the same call, in stream order (command_buffer.h). */
+static kiln_status command_fn(void *ctx, kiln_stream_t *stream, const kiln_run_info_t *run_info,
+                              const kiln_devptr_t *operands, int num_operands,
+                              const kiln_devptr_t *results, int num_results) {
+  return execute(ctx, stream, run_info, operands, num_operands, results, num_results, true);
+}
+
+bool kiln_ffi_call_command_buffer_compatible(const kiln_ffi_call_t *call) {
+  return call && !call->legacy &&
+         (call->handler.traits & XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE) != 0;
+}
+
 kiln_thunk_t *kiln_ffi_call_thunk_create(kiln_ffi_call_t *call, const kiln_slice_t *operands,
                                          int num_operands, const kiln_slice_t *results,
                                          int num_results) {
+  bool compatible = kiln_ffi_call_command_buffer_compatible(call);
   kiln_thunk_t *t = kiln_thunk_custom_call_create(call->name, call->target, NULL, call, operands,
-                                                  num_operands, results, num_results, false);
+                                                  num_operands, results, num_results, compatible);
   kiln_thunk_custom_call_set_run(t, thunk_fn);
   kiln_thunk_custom_call_set_init(t, call_init);
+  if (compatible) kiln_thunk_custom_call_set_command(t, command_fn);
   return t;
 }

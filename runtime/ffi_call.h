@@ -13,7 +13,10 @@
  *                                future the handler returns is awaited before the thunk ends.
  * On the host the thunk first waits for the stream (the handler reads its operands on the
  * calling thread) and passes the kiln_stream_t* as the platform stream; on CUDA it passes
- * the CUstream and does not wait (the handler enqueues its work).
+ * the CUstream and does not wait (the handler enqueues its work). Inside a command buffer
+ * the host handler runs as an operation of the stream (no wait) and a CUDA handler gets the
+ * capturing stream once, when the command buffer is recorded (and again when its addresses
+ * are patched): what it enqueued is replayed, the handler is not called again.
  *
  * Thread-safety: executions may run concurrently. The first frame is taken with an atomic
  * flag (the uncontended path: no lock, no allocation); a concurrent execution takes a frame
@@ -55,8 +58,16 @@ typedef struct kiln_ffi_call_desc {
 kiln_status kiln_ffi_call_create(const kiln_ffi_call_desc_t *d, kiln_ffi_call_t **out);
 void kiln_ffi_call_destroy(void *call); /* a kiln_ffi_call_t*; NULL is fine */
 
+/* Whether `call`'s handler was registered command-buffer compatible
+ * (XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE, from registration or its metadata) for the
+ * platform it was looked up on; legacy (api_version 1-3) calls never are. */
+bool kiln_ffi_call_command_buffer_compatible(const kiln_ffi_call_t *call);
+
 /* A custom-call thunk calling `call` (borrowed) with `operands` then `results` (the slices of
- * the args and rets, in order). Not convertible into command buffers: it splits a run. */
+ * the args and rets, in order). A command-buffer compatible call's thunk is convertible: it is
+ * recorded into command buffers as a KILN_CMD_CUSTOM_CALL command (command_buffer.h), whose
+ * host replay calls the handler on the stream's worker without synchronizing and whose CUDA
+ * recording captures the handler's work into a child graph. Any other call splits a run. */
 kiln_thunk_t *kiln_ffi_call_thunk_create(kiln_ffi_call_t *call, const kiln_slice_t *operands,
                                          int num_operands, const kiln_slice_t *results,
                                          int num_results);

@@ -172,6 +172,17 @@ void kiln_thunk_custom_call_set_recipe(kiln_thunk_t *t, const void *data, size_t
   t->u.custom.recipe_len = len;
 }
 
+void kiln_thunk_custom_call_set_command(kiln_thunk_t *t, kiln_custom_call_run_fn in_stream) {
+  if (!t || t->kind != KILN_THUNK_CUSTOM_CALL) return;
+  kiln_cmd_custom_call_t *c = &t->u.custom.cmd;
+  c->fn = in_stream;
+  c->ctx = t->u.custom.ctx;
+  c->uid = in_stream ? kiln_cmd_custom_call_next_uid() : 0;
+  c->name = t->name;
+  c->target = t->u.custom.target;
+  c->num_operands = t->u.custom.num_operands;
+}
+
 kiln_thunk_t *kiln_thunk_while_create(const char *name, kiln_thunk_seq_t *cond, kiln_slice_t pred,
                                       kiln_thunk_seq_t *body, int64_t max_iterations) {
   kiln_thunk_t *t = thunk_new(KILN_THUNK_WHILE, name);
@@ -489,6 +500,10 @@ void kiln_thunk_exec_state_set_participant(kiln_thunk_exec_state_t *st,
   if (st) st->who = who;
 }
 
+const kiln_run_info_t *kiln_thunk_exec_state_run(const kiln_thunk_exec_state_t *st) {
+  return st ? st->run : NULL;
+}
+
 static size_t count_cmdbufs(const kiln_thunk_seq_t *s);
 
 static size_t count_cmdbufs_in(const kiln_thunk_t *t) {
@@ -756,6 +771,8 @@ bool kiln_thunk_is_convertible(const kiln_thunk_t *t) {
       return true;
     case KILN_THUNK_COPY:
       return t->u.copy.dir == KILN_COPY_D2D;
+    case KILN_THUNK_CUSTOM_CALL:
+      return t->u.custom.graph_compatible && t->u.custom.cmd.fn != NULL;
     default:
       return false;
   }
@@ -802,6 +819,23 @@ kiln_status kiln_thunk_append_commands(const kiln_thunk_t *t, const kiln_buffer_
         KILN_RETURN_IF_ERROR(kiln_buffer_table_resolve(buffers, t->u.gemm.bias, &g.bias), "gemm %s",
                              t->name);
       kiln_cmd_list_push_gemm(list, &g, a, b, c);
+      return NULL;
+    }
+    case KILN_THUNK_CUSTOM_CALL: {
+      if (!kiln_thunk_is_convertible(t)) break;
+      int no = t->u.custom.num_operands, nr = t->u.custom.num_results;
+      kiln_devptr_t stack_ptrs[16];
+      kiln_devptr_t *ptrs =
+          no + nr <= 16 ? stack_ptrs : kiln_malloc((size_t)(no + nr) * sizeof(kiln_devptr_t));
+      kiln_status s = NULL;
+      for (int i = 0; !s && i < no; i++)
+        s = kiln_buffer_table_resolve(buffers, t->u.custom.operands[i], &ptrs[i]);
+      for (int i = 0; !s && i < nr; i++)
+        s = kiln_buffer_table_resolve(buffers, t->u.custom.results[i], &ptrs[no + i]);
+      /* The run info cell is the command-buffer thunk's to fill in (its execution's). */
+      if (!s) kiln_cmd_list_push_custom_call(list, &t->u.custom.cmd, NULL, ptrs, no + nr);
+      if (ptrs != stack_ptrs) kiln_free(ptrs);
+      if (s) return kiln_status_annotate(s, "custom call %s", t->name);
       return NULL;
     }
     default:

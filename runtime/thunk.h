@@ -155,6 +155,11 @@ void kiln_thunk_custom_call_set_run(kiln_thunk_t *t, kiln_custom_call_run_fn fn)
  * and hands it back to the caller's resolver). A custom call without one cannot be
  * serialized. */
 void kiln_thunk_custom_call_set_recipe(kiln_thunk_t *t, const void *data, size_t len);
+/* Lets a graph-compatible custom-call thunk (created with graph_compatible) be recorded into
+ * command buffers: `in_stream` is what a KILN_CMD_CUSTOM_CALL command runs (command_buffer.h:
+ * the call's work in stream order, never synchronizing the stream it is given). Without it,
+ * or without graph_compatible, the thunk splits command buffers. */
+void kiln_thunk_custom_call_set_command(kiln_thunk_t *t, kiln_custom_call_run_fn in_stream);
 /* Takes over `cond` and `body` (they are reset to empty). */
 kiln_thunk_t *kiln_thunk_while_create(const char *name, kiln_thunk_seq_t *cond, kiln_slice_t pred,
                                       kiln_thunk_seq_t *body, int64_t max_iterations);
@@ -237,7 +242,8 @@ void kiln_thunk_release(kiln_thunk_t *t);
 void kiln_thunk_seq_release(kiln_thunk_seq_t *s);
 
 /* Whether `t` can be part of a command buffer: kernel, device-to-device copy, memset, gemm,
- * and graph-compatible custom calls are not yet (they need the FFI's recording hooks). */
+ * and graph-compatible custom calls with an in-stream function
+ * (kiln_thunk_custom_call_set_command). */
 bool kiln_thunk_is_convertible(const kiln_thunk_t *t);
 
 /* Appends the commands of a convertible thunk with its addresses resolved. */

@@ -24,6 +24,9 @@ typedef struct kiln_cmdbuf_run {
   kiln_cmd_list_t list;
   kiln_devptr_t *bases; /* num_allocs entries */
   kiln_cmd_ticket_t ticket;
+  /* The run info the custom-call commands of `list` read when they run (their `run` points
+   * here): this execution's, copied in before each launch. */
+  kiln_run_info_t run_info;
 } kiln_cmdbuf_run_t;
 
 struct kiln_thunk {
@@ -67,6 +70,8 @@ struct kiln_thunk {
       bool graph_compatible;
       void *recipe; /* (optional) how to rebuild it: kiln_thunk_custom_call_set_recipe */
       size_t recipe_len;
+      /* As a command (set_command; cmd.fn NULL: never recorded). */
+      kiln_cmd_custom_call_t cmd;
     } custom;
     struct {
       kiln_thunk_seq_t cond, body;
@@ -107,6 +112,8 @@ struct kiln_thunk {
 /* The execution state's per-thunk parts (thunk.c), for command_buffer_thunk.c. */
 kiln_cmdbuf_run_t *kiln_thunk_exec_state_cmdbuf_run(kiln_thunk_exec_state_t *st,
                                                     const kiln_thunk_t *t);
+/* The run info of the execution using `st` (NULL: none set). */
+const kiln_run_info_t *kiln_thunk_exec_state_run(const kiln_thunk_exec_state_t *st);
 /* Sizes run->bases for t's allocations (after prepare) and clears its ticket. */
 void kiln_cmdbuf_run_init(kiln_cmdbuf_run_t *run, const kiln_thunk_t *t);
 void kiln_cmdbuf_run_free(kiln_cmdbuf_run_t *run);

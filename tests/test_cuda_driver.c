@@ -2,7 +2,9 @@
  * the pinned ABI version), error mapping, a missing driver reported as UNAVAILABLE with the
  * paths tried, the CUDA graph node parameters, and the command-buffer decisions (replay,
  * patch only changed nodes, re-instantiate once after a failed update, retire after a second
- * failure, bounded LRU cache) driven through a fake device. */
+ * failure, bounded LRU cache) driven through a fake device, and custom-call commands captured
+ * into child graph nodes (recaptured when patched, issued one by one when capture fails)
+ * through a fake driver table. */
 #include <dlfcn.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -759,6 +761,235 @@ static void test_cuda_graphs_record_no_gemm_and_list_args_survive_growth(void **
   kiln_cmd_list_free(&l);
 }
 
+/* ---- custom calls captured into child graphs, through a fake driver ----------------------- */
+
+/* The driver calls a custom-call command makes, as the fake counts them. */
+static struct {
+  int streams_created, streams_destroyed, captures_begun, captures_ended;
+  int graphs_created, graphs_destroyed, child_nodes, child_updates, instantiates, launches;
+  int execs_destroyed;
+  bool capturing;              /* between begin and end capture */
+  CUresult end_capture_result; /* what cuStreamEndCapture returns */
+  int handler_calls, handler_calls_capturing;
+  kiln_devptr_t last_operand;
+  CUstream last_stream;
+  bool handler_fails;
+} g_cc;
+
+#define FAKE_CAPTURE_STREAM ((CUstream)(uintptr_t)0x5000)
+#define FAKE_LAUNCH_STREAM ((CUstream)(uintptr_t)0x6000)
+
+static CUresult cc_ctx_set_current(CUcontext c) {
+  (void)c;
+  return CUDA_SUCCESS;
+}
+static CUresult cc_stream_create(CUstream *s, unsigned int flags) {
+  assert_int_equal(flags, CU_STREAM_NON_BLOCKING);
+  g_cc.streams_created++;
+  *s = FAKE_CAPTURE_STREAM;
+  return CUDA_SUCCESS;
+}
+static CUresult cc_stream_destroy(CUstream s) {
+  assert_ptr_equal(s, FAKE_CAPTURE_STREAM);
+  g_cc.streams_destroyed++;
+  return CUDA_SUCCESS;
+}
+static CUresult cc_begin_capture(CUstream s, int mode) {
+  assert_ptr_equal(s, FAKE_CAPTURE_STREAM);
+  assert_int_equal(mode, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  g_cc.captures_begun++;
+  g_cc.capturing = true;
+  return CUDA_SUCCESS;
+}
+static CUresult cc_end_capture(CUstream s, CUgraph *g) {
+  assert_ptr_equal(s, FAKE_CAPTURE_STREAM);
+  g_cc.captures_ended++;
+  g_cc.capturing = false;
+  g_cc.graphs_created++; /* the driver hands back a graph also when it reports an error */
+  *g = (CUgraph)(uintptr_t)(0x7000 + g_cc.graphs_created);
+  return g_cc.end_capture_result;
+}
+static CUresult cc_graph_create(CUgraph *g, unsigned int flags) {
+  (void)flags;
+  g_cc.graphs_created++;
+  *g = (CUgraph)(uintptr_t)0x8000;
+  return CUDA_SUCCESS;
+}
+static CUresult cc_graph_destroy(CUgraph g) {
+  (void)g;
+  g_cc.graphs_destroyed++;
+  return CUDA_SUCCESS;
+}
+static CUresult cc_add_child(CUgraphNode *node, CUgraph graph, const CUgraphNode *deps,
+                             size_t num_deps, CUgraph child) {
+  (void)graph;
+  (void)deps;
+  assert_int_equal(num_deps, 0); /* the only node of its graph */
+  assert_non_null(child);
+  g_cc.child_nodes++;
+  *node = (CUgraphNode)(uintptr_t)0x9000;
+  return CUDA_SUCCESS;
+}
+static CUresult cc_child_set_params(CUgraphExec exec, CUgraphNode node, CUgraph child) {
+  (void)exec;
+  assert_ptr_equal(node, (CUgraphNode)(uintptr_t)0x9000);
+  assert_non_null(child);
+  g_cc.child_updates++;
+  return CUDA_SUCCESS;
+}
+static CUresult cc_instantiate(CUgraphExec *exec, CUgraph graph, unsigned long long flags) {
+  (void)graph;
+  (void)flags;
+  g_cc.instantiates++;
+  *exec = (CUgraphExec)(uintptr_t)0xA000;
+  return CUDA_SUCCESS;
+}
+static CUresult cc_exec_destroy(CUgraphExec exec) {
+  (void)exec;
+  g_cc.execs_destroyed++;
+  return CUDA_SUCCESS;
+}
+static CUresult cc_launch(CUgraphExec exec, CUstream s) {
+  (void)exec;
+  assert_ptr_equal(s, FAKE_LAUNCH_STREAM);
+  g_cc.launches++;
+  return CUDA_SUCCESS;
+}
+
+/* The handler's side: where it was called (capturing or not) and with which stream. */
+static kiln_status cc_handler(void *ctx, kiln_stream_t *stream, const struct kiln_run_info *run,
+                              const kiln_devptr_t *ops, int no, const kiln_devptr_t *res, int nr) {
+  (void)ctx;
+  (void)run;
+  (void)res;
+  assert_int_equal(no, 1);
+  assert_int_equal(nr, 1);
+  g_cc.handler_calls++;
+  g_cc.handler_calls_capturing += g_cc.capturing;
+  g_cc.last_operand = ops[0];
+  g_cc.last_stream = ((kiln_cuda_stream_t *)stream)->stream;
+  if (g_cc.handler_fails) return kiln_status_make(KILN_INTERNAL, "handler: cannot enqueue");
+  return NULL;
+}
+
+static void fake_capture_device(kiln_cuda_driver_t *drv, kiln_cuda_device_t *d) {
+  memset(&g_cc, 0, sizeof(g_cc));
+  memset(drv, 0, sizeof(*drv));
+  drv->cuCtxSetCurrent = cc_ctx_set_current;
+  drv->cuStreamCreate = cc_stream_create;
+  drv->cuStreamDestroy = cc_stream_destroy;
+  drv->cuStreamBeginCapture = cc_begin_capture;
+  drv->cuStreamEndCapture = cc_end_capture;
+  drv->cuGraphCreate = cc_graph_create;
+  drv->cuGraphDestroy = cc_graph_destroy;
+  drv->cuGraphAddChildGraphNode = cc_add_child;
+  drv->cuGraphExecChildGraphNodeSetParams = cc_child_set_params;
+  drv->cuGraphInstantiateWithFlags = cc_instantiate;
+  drv->cuGraphExecDestroy = cc_exec_destroy;
+  drv->cuGraphLaunch = cc_launch;
+  memset(d, 0, sizeof(*d));
+  d->base.kind = KILN_DEVICE_CUDA;
+  d->drv = drv;
+}
+
+static void test_custom_call_commands_are_captured_into_child_graphs_and_recaptured_on_patch(
+    void **state) {
+  (void)state;
+  kiln_cuda_driver_t drv;
+  kiln_cuda_device_t dev;
+  fake_capture_device(&drv, &dev);
+  assert_true(kiln_cuda_graph_ops.supports(NULL, KILN_CMD_CUSTOM_CALL));
+  kiln_cmd_custom_call_t cc = {cc_handler, NULL, kiln_cmd_custom_call_next_uid(), "cc", "t", 1};
+  kiln_devptr_t addrs[2] = {0x1000, 0x2000}, moved[2] = {0x3000, 0x2000};
+  kiln_cmd_list_t a, b;
+  kiln_cmd_list_init(&a);
+  kiln_cmd_list_init(&b);
+  kiln_cmd_list_push_custom_call(&a, &cc, NULL, addrs, 2);
+  kiln_cmd_list_push_custom_call(&b, &cc, NULL, moved, 2);
+  assert_true(kiln_cmd_list_same_structure(&a, &b)); /* the call site, not its addresses */
+  assert_true(kiln_cmd_args_differ(&a.cmds[0], &b.cmds[0]));
+  kiln_cmd_cache_t *c = kiln_cmd_cache_create(&dev.base, &kiln_cuda_graph_ops, 4, false);
+  kiln_cuda_stream_t s = {{&dev.base}, FAKE_LAUNCH_STREAM};
+  kiln_cmd_action_t act;
+  /* Recorded: the handler runs once, on a capturing stream of its own, into a child node. */
+  ASSERT_OK(kiln_cmd_cache_execute(c, &s.base, &a, &act));
+  assert_int_equal(act, KILN_CMD_ACTION_RECORD);
+  assert_int_equal(g_cc.handler_calls, 1);
+  assert_int_equal(g_cc.handler_calls_capturing, 1);
+  assert_ptr_equal(g_cc.last_stream, FAKE_CAPTURE_STREAM);
+  assert_int_equal(g_cc.last_operand, 0x1000);
+  assert_int_equal(g_cc.child_nodes, 1);
+  assert_int_equal(g_cc.streams_destroyed, g_cc.streams_created);
+  /* Replayed: the graph launches, the handler is not called again. */
+  ASSERT_OK(kiln_cmd_cache_execute(c, &s.base, &a, &act));
+  assert_int_equal(act, KILN_CMD_ACTION_REPLAY);
+  assert_int_equal(g_cc.handler_calls, 1);
+  assert_int_equal(g_cc.launches, 2);
+  /* Moved: captured again with the new address and swapped into the node in place. */
+  ASSERT_OK(kiln_cmd_cache_execute(c, &s.base, &b, &act));
+  assert_int_equal(act, KILN_CMD_ACTION_PATCH);
+  assert_int_equal(g_cc.handler_calls, 2);
+  assert_int_equal(g_cc.last_operand, 0x3000);
+  assert_int_equal(g_cc.child_updates, 1);
+  assert_int_equal(g_cc.instantiates, 1);
+  kiln_cmd_cache_destroy(c);
+  /* Every captured graph, the parent graph and the exec are gone; no capture left open. */
+  assert_int_equal(g_cc.graphs_destroyed, g_cc.graphs_created);
+  assert_int_equal(g_cc.execs_destroyed, 1);
+  assert_int_equal(g_cc.captures_ended, g_cc.captures_begun);
+  kiln_cmd_list_free(&a);
+  kiln_cmd_list_free(&b);
+}
+
+static void test_failed_custom_call_capture_falls_back_to_issuing_the_list(void **state) {
+  (void)state;
+  kiln_cuda_driver_t drv;
+  kiln_cuda_device_t dev;
+  fake_capture_device(&drv, &dev);
+  kiln_cmd_custom_call_t cc = {cc_handler, NULL, kiln_cmd_custom_call_next_uid(), "cc", "t", 1};
+  kiln_devptr_t addrs[2] = {0x1000, 0x2000};
+  kiln_cmd_list_t a;
+  kiln_cmd_list_init(&a);
+  kiln_cmd_list_push_custom_call(&a, &cc, NULL, addrs, 2);
+  /* The capture is invalidated (the handler did something capture cannot hold). */
+  g_cc.end_capture_result = 901; /* CUDA_ERROR_STREAM_CAPTURE_INVALIDATED */
+  CUgraph g = NULL;
+  kiln_status st = kiln_cuda_graph_capture_custom_call(&dev, &a.cmds[0], &g);
+  assert_non_null(st);
+  assert_null(g);
+  assert_non_null(strstr(kiln_status_message(st), "cuStreamEndCapture (custom call cc"));
+  kiln_status_free(st);
+  assert_int_equal(g_cc.graphs_destroyed, g_cc.graphs_created); /* the invalid graph too */
+  assert_int_equal(g_cc.streams_destroyed, 1);
+  /* Through the engine: instantiation fails, the list is issued one by one (the handler
+   * called on the execution's stream), and the structure is not captured again. */
+  kiln_cmd_cache_t *c = kiln_cmd_cache_create(&dev.base, &kiln_cuda_graph_ops, 4, false);
+  kiln_cuda_stream_t s = {{&dev.base}, FAKE_LAUNCH_STREAM};
+  kiln_cmd_action_t act;
+  int calls = g_cc.handler_calls;
+  for (int i = 0; i < 3; i++) {
+    ASSERT_OK(kiln_cmd_cache_execute(c, &s.base, &a, &act));
+    assert_int_equal(act, KILN_CMD_ACTION_ISSUE_DIRECTLY);
+    assert_ptr_equal(g_cc.last_stream, FAKE_LAUNCH_STREAM);
+  }
+  assert_int_equal(g_cc.handler_calls - calls, 4); /* one capture attempt + 3 issues */
+  assert_int_equal(g_cc.captures_begun, 2);
+  assert_int_equal(kiln_cmd_cache_stats(c).instantiate_failures, 1);
+  /* A handler error while capturing ends the capture and names the call. */
+  g_cc.end_capture_result = CUDA_SUCCESS;
+  g_cc.handler_fails = true;
+  st = kiln_cuda_graph_capture_custom_call(&dev, &a.cmds[0], &g);
+  assert_non_null(st);
+  assert_non_null(strstr(kiln_status_message(st), "handler: cannot enqueue"));
+  assert_non_null(strstr(kiln_status_message(st), "custom call cc (t)"));
+  kiln_status_free(st);
+  assert_false(g_cc.capturing);
+  kiln_cmd_cache_destroy(c);
+  assert_int_equal(g_cc.graphs_destroyed, g_cc.graphs_created);
+  assert_int_equal(g_cc.streams_destroyed, g_cc.streams_created);
+  kiln_cmd_list_free(&a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_symbol_table_is_complete_and_well_formed),
@@ -781,6 +1012,9 @@ int main(void) {
       cmocka_unit_test(test_cache_bound_evicts_least_recently_used),
       cmocka_unit_test(test_disabled_cache_never_records),
       cmocka_unit_test(test_cuda_graphs_record_no_gemm_and_list_args_survive_growth),
+      cmocka_unit_test(
+          test_custom_call_commands_are_captured_into_child_graphs_and_recaptured_on_patch),
+      cmocka_unit_test(test_failed_custom_call_capture_falls_back_to_issuing_the_list),
   };
   int rc = kiln_run_tests(tests, NULL, NULL);
   kiln_cmd_list_free(&g_dev.last_launched);

@@ -1,6 +1,7 @@
 /* The host device and the thunks on it: memory, in-order streams, events, modules, gemm
  * (CBLAS and the C kernel against a naive reference), every thunk kind, and command buffers
- * (record, replay, patch only the moved commands, disable switch, conversion of runs). */
+ * (record, replay, patch only the moved commands, disable switch, conversion of runs, a
+ * command-buffer compatible custom call recorded between kernels). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -883,6 +884,208 @@ static void test_conversion_wraps_runs_of_convertible_thunks_recursively(void **
   kiln_thunk_seq_free(&seq);
 }
 
+/* ---- custom calls inside command buffers --------------------------------------------------- */
+
+/* A custom call as a command: out[i] = 3 * in[i] (N1 floats), counting its calls and keeping
+ * the run id it saw; `fail` makes it return an error instead. */
+typedef struct cb_call {
+  int calls;
+  int64_t last_run_id;
+  bool fail;
+} cb_call_t;
+
+static kiln_status triple_call(void *ctx, kiln_stream_t *stream, const kiln_run_info_t *run,
+                               const kiln_devptr_t *ops, int no, const kiln_devptr_t *res, int nr) {
+  (void)stream;
+  cb_call_t *c = ctx;
+  c->calls++;
+  c->last_run_id = run ? run->run_id : -1;
+  if (c->fail) return kiln_status_make(KILN_INVALID_ARGUMENT, "triple: asked to fail");
+  if (no != 1 || nr != 1) return KILN_ERR_INVALID("triple: 1 operand, 1 result");
+  const float *in = (const float *)(uintptr_t)ops[0];
+  float *out = (float *)(uintptr_t)res[0];
+  for (int i = 0; i < N1; i++) out[i] = 3.0f * in[i];
+  return NULL;
+}
+
+static kiln_status plain_call(void *ctx, kiln_stream_t *stream, const kiln_devptr_t *ops, int no,
+                              const kiln_devptr_t *res, int nr) {
+  (void)stream;
+  (void)ctx;
+  (void)no;
+  (void)nr;
+  const float *in = (const float *)(uintptr_t)ops[0];
+  float *out = (float *)(uintptr_t)res[0];
+  for (int i = 0; i < N1; i++) out[i] = in[i] - 1.0f;
+  return NULL;
+}
+
+/* in(a0) -add_one-> a2[0:] -triple-> a1 -scale2-> a2[2048:]: ((i + 1) * 3) * 2. */
+static void check_triple_chain(const kiln_buffer_table_t *t) {
+  const float *r = (const float *)(uintptr_t)(t->bases[2] + 2048);
+  for (int i = 0; i < N1; i++)
+    if (r[i] != ((float)i + 1.0f) * 6.0f) fail_msg("element %d: %g", i, (double)r[i]);
+}
+
+/* Appends k1 (in a0 -add_one-> a2[0:]), the compatible custom call cc.1 (a2[0:] -triple-> a1)
+ * and k2 (a1 -scale2-> a2[2048:]) to `seq`; the call is returned (its command form is set only
+ * when `command`). */
+static kiln_thunk_t *push_triple_chain(fixture_t *g, cb_call_t *cc, bool command,
+                                       kiln_thunk_seq_t *seq) {
+  kiln_launch_dims_t d = dims1(N1 / BS);
+  kiln_slice_t a0 = kiln_slice_make(0, 0, N1 * 4), a1 = kiln_slice_make(1, 0, N1 * 4);
+  kiln_slice_t a2 = kiln_slice_make(2, 0, N1 * 4), a2_hi = kiln_slice_make(2, 2048, N1 * 4);
+  kiln_kernel_arg_t k1[2] = {kiln_kernel_arg_slice(a0), kiln_kernel_arg_slice(a2)};
+  kiln_kernel_arg_t k2[2] = {kiln_kernel_arg_slice(a1), kiln_kernel_arg_slice(a2_hi)};
+  kiln_thunk_seq_push(seq, kiln_thunk_kernel_create("k1", g->module, "add_one", &d, k1, 2));
+  kiln_thunk_t *tc =
+      kiln_thunk_custom_call_create("cc.1", "triple", NULL, cc, &a2, 1, &a1, 1, true);
+  kiln_thunk_custom_call_set_run(tc, triple_call);
+  if (command) kiln_thunk_custom_call_set_command(tc, triple_call);
+  kiln_thunk_seq_push(seq, tc);
+  kiln_thunk_seq_push(seq, kiln_thunk_kernel_create("k2", g->module, "scale2", &d, k2, 2));
+  return tc;
+}
+
+static void test_compatible_custom_call_is_recorded_between_kernels_and_patched(void **state) {
+  (void)state;
+  fixture_t g = fresh_fixture(); /* a fresh cache */
+  kiln_buffer_table_t t;
+  table_make(&g, &t);
+  fill_in(&g, &t);
+  cb_call_t cc = {0};
+  kiln_thunk_seq_t seq;
+  kiln_thunk_seq_init(&seq);
+  kiln_thunk_t *tc = push_triple_chain(&g, &cc, false, &seq);
+  assert_false(kiln_thunk_is_convertible(tc)); /* compatible, but no in-stream form yet */
+  kiln_thunk_custom_call_set_command(tc, triple_call);
+  assert_true(kiln_thunk_is_convertible(tc));
+  kiln_launch_dims_t d = dims1(N1 / BS);
+  kiln_slice_t a0 = kiln_slice_make(0, 0, N1 * 4), a2 = kiln_slice_make(2, 0, N1 * 4);
+  kiln_kernel_arg_t k1[2] = {kiln_kernel_arg_slice(a0), kiln_kernel_arg_slice(a2)};
+  /* Not compatible: splits the run (the kernel after it is a run of one). */
+  kiln_thunk_t *tp =
+      kiln_thunk_custom_call_create("cc.2", "minus_one", plain_call, NULL, &a0, 1, &a2, 1, false);
+  kiln_thunk_custom_call_set_command(tp, triple_call);
+  assert_false(kiln_thunk_is_convertible(tp));
+  kiln_thunk_seq_push(&seq, tp);
+  kiln_thunk_seq_push(&seq, kiln_thunk_kernel_create("k3", g.module, "add_one", &d, k1, 2));
+  size_t made = 0;
+  ASSERT_OK(kiln_command_buffer_convert(&seq, 2, &made));
+  assert_int_equal(made, 1);
+  kiln_command_buffer_counts_t counts = {0};
+  kiln_command_buffer_count(&seq, &counts);
+  assert_int_equal(counts.command_buffers, 1);
+  assert_int_equal(counts.thunks, 3);
+  assert_int_equal(counts.custom_calls_inside, 1);
+  assert_int_equal(counts.custom_calls_outside, 1);
+  kiln_strbuf_t dump = {0};
+  kiln_thunk_seq_print(&dump, &seq, 0);
+  assert_non_null(strstr(kiln_strbuf_cstr(&dump),
+                         "command-buffer command_buffer.0 (3 thunks)\n"
+                         "  kernel k1 add_one"));
+  assert_non_null(strstr(kiln_strbuf_cstr(&dump), "\n  custom-call cc.1"));
+  assert_non_null(strstr(kiln_strbuf_cstr(&dump), "\ncustom-call cc.2"));
+  kiln_strbuf_free(&dump);
+  /* Only the command buffer runs below (the split call and k3 write a2[0:] again). */
+  kiln_thunk_t *cb = seq.items[0];
+  assert_int_equal(kiln_thunk_kind(cb), KILN_THUNK_COMMAND_BUFFER);
+  prepare_init(&g, &seq, &t);
+  kiln_thunk_exec_state_t *st = NULL;
+  ASSERT_OK(kiln_thunk_exec_state_create(g.dev, &seq, &st));
+  kiln_run_info_t ri = {41, NULL, 0};
+  kiln_thunk_exec_state_set_run(st, &ri);
+  kiln_thunk_exec_params_t ep = {g.dev, g.stream, &t, st};
+  kiln_cmd_cache_t *cache = kiln_device_cmd_cache(g.dev);
+
+  /* Recorded once, then replayed: the handler runs at every replay, in order between the
+   * kernels, with this execution's run id (the cell changes, not the commands). */
+  for (int i = 0; i < 4; i++) {
+    ri.run_id = 41 + i;
+    ASSERT_OK(kiln_thunk_execute(cb, &ep));
+    ASSERT_OK(kiln_stream_synchronize(g.stream));
+    assert_int_equal(cc.last_run_id, 41 + i);
+    check_triple_chain(&t);
+  }
+  assert_int_equal(cc.calls, 4);
+  assert_int_equal(kiln_command_buffer_thunk_last_action(cb), KILN_CMD_ACTION_REPLAY);
+  kiln_cmd_stats_t cs = kiln_cmd_cache_stats(cache);
+  assert_int_equal(cs.records, 1);
+  assert_int_equal(cs.replays, 3);
+
+  /* The custom call's result moves: the call and the kernel reading it are patched. */
+  kiln_devptr_t moved;
+  ASSERT_OK(kiln_device_mem_alloc(g.dev, N1 * 4, &moved));
+  ASSERT_OK(kiln_buffer_table_bind(&t, 1, moved, N1 * 4));
+  memset((void *)(uintptr_t)(t.bases[2] + 2048), 0, N1 * 4);
+  ASSERT_OK(kiln_thunk_execute(cb, &ep));
+  ASSERT_OK(kiln_stream_synchronize(g.stream));
+  assert_int_equal(kiln_command_buffer_thunk_last_action(cb), KILN_CMD_ACTION_PATCH);
+  cs = kiln_cmd_cache_stats(cache);
+  assert_int_equal(cs.nodes_patched, 2);
+  assert_int_equal(cs.instantiations, 1);
+  check_triple_chain(&t);
+  const float *mid = (const float *)(uintptr_t)moved;
+  assert_true(mid[7] == 24.0f); /* the call wrote the moved buffer */
+
+  /* A failing handler fails the execution with its message and the call's name... */
+  cc.fail = true;
+  kiln_status s = kiln_thunk_execute(cb, &ep);
+  if (!s) s = kiln_stream_synchronize(g.stream);
+  assert_non_null(s);
+  assert_non_null(strstr(kiln_status_message(s), "triple: asked to fail"));
+  assert_non_null(strstr(kiln_status_message(s), "custom call cc.1 (triple)"));
+  assert_code(s, KILN_INVALID_ARGUMENT);
+  /* ...and leaves the recorded entry working: the next execution replays it. */
+  cc.fail = false;
+  memset((void *)(uintptr_t)(t.bases[2] + 2048), 0, N1 * 4);
+  ASSERT_OK(kiln_thunk_execute(cb, &ep));
+  ASSERT_OK(kiln_stream_synchronize(g.stream));
+  assert_int_equal(kiln_command_buffer_thunk_last_action(cb), KILN_CMD_ACTION_REPLAY);
+  check_triple_chain(&t);
+  cs = kiln_cmd_cache_stats(cache);
+  assert_int_equal(cs.records, 1);
+  assert_int_equal(cs.instantiate_failures, 0);
+
+  kiln_thunk_exec_state_destroy(st);
+  kiln_thunk_seq_free(&seq);
+  kiln_buffer_table_free(&t);
+  kiln_device_mem_free(g.dev, moved);
+  fixture_release(&g);
+}
+
+static void test_custom_call_commands_issue_one_by_one_when_disabled(void **state) {
+  (void)state;
+  setenv("KILN_DISABLE_COMMAND_BUFFERS", "1", 1);
+  fixture_t g = fresh_fixture();
+  unsetenv("KILN_DISABLE_COMMAND_BUFFERS");
+  kiln_buffer_table_t t;
+  table_make(&g, &t);
+  fill_in(&g, &t);
+  cb_call_t cc = {0};
+  kiln_thunk_seq_t seq;
+  kiln_thunk_seq_init(&seq);
+  push_triple_chain(&g, &cc, true, &seq);
+  kiln_thunk_t *cb = NULL;
+  ASSERT_OK(kiln_command_buffer_thunk_create("cb", &seq, &cb));
+  kiln_thunk_seq_push(&seq, cb);
+  prepare_init(&g, &seq, &t);
+  kiln_thunk_exec_params_t ep = {g.dev, g.stream, &t, NULL};
+  for (int i = 0; i < 2; i++) {
+    memset((void *)(uintptr_t)(t.bases[2] + 2048), 0, N1 * 4);
+    /* Issued one by one: the host call waits for k1 itself (no stream sync here). */
+    ASSERT_OK(kiln_thunk_execute(cb, &ep));
+    ASSERT_OK(kiln_stream_synchronize(g.stream));
+    check_triple_chain(&t);
+  }
+  assert_int_equal(kiln_command_buffer_thunk_last_action(cb), KILN_CMD_ACTION_ISSUE_DIRECTLY);
+  assert_int_equal(cc.calls, 2);
+  assert_int_equal(kiln_cmd_cache_stats(kiln_device_cmd_cache(g.dev)).records, 0);
+  kiln_thunk_seq_free(&seq);
+  kiln_buffer_table_free(&t);
+  fixture_release(&g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_host_copy_kernel_copy_back_round_trips),
@@ -903,6 +1106,8 @@ int main(void) {
       cmocka_unit_test(test_command_buffer_replay_never_runs_another_thunks_patched_entry),
       cmocka_unit_test(test_execution_states_of_one_command_buffer_keep_their_own_addresses),
       cmocka_unit_test(test_conversion_wraps_runs_of_convertible_thunks_recursively),
+      cmocka_unit_test(test_compatible_custom_call_is_recorded_between_kernels_and_patched),
+      cmocka_unit_test(test_custom_call_commands_issue_one_by_one_when_disabled),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

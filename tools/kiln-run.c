@@ -447,6 +447,9 @@ static kiln_status run_on_device(const run_flags_t *f, const kiln_hlo_module_t *
          f->device->name, rep.compile_ms, rep.compile.passes_ms, rep.compile.emit.kernels,
          rep.compile.emit.fusions, rep.compile.emit.codegen_ms, rep.compile.emit.backend_ms,
          rep.compile.command_buffers, rep.load_ms);
+  if (rep.compile.command_buffer_custom_calls || rep.compile.split_custom_calls)
+    printf("custom calls: %zu inside command buffers, %zu outside\n",
+           rep.compile.command_buffer_custom_calls, rep.compile.split_custom_calls);
   if (f->repeat > 1)
     printf("runs: %lld, min %.3f ms, mean %.3f ms\n", (long long)rep.runs, rep.run_min_ms,
            rep.run_mean_ms);

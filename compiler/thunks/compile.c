@@ -123,6 +123,10 @@ kiln_status kiln_compile_optimized_module(const kiln_hlo_module_t *m,
       kiln_executable_desc_destroy(d);
       return kiln_status_annotate(s, "while forming command buffers for %s", m->name);
     }
+    kiln_command_buffer_counts_t cc = {0};
+    kiln_command_buffer_count(&d->thunks, &cc);
+    st->command_buffer_custom_calls = cc.custom_calls_inside;
+    st->split_custom_calls = cc.custom_calls_outside;
     if (dump_dir && *dump_dir) {
       kiln_strbuf_t b = {0};
       kiln_executable_desc_print(&b, d);

@@ -52,6 +52,9 @@ typedef struct kiln_compile_stats {
   /* ... of which: the key (printing and hashing the module), reading the entry, and on a hit
    * rebuilding the description (custom calls, JIT creation, linking the objects). */
   double cache_key_ms, cache_read_ms, cache_load_ms;
+  /* Custom calls recorded inside command buffers (command-buffer compatible handlers in a
+   * converted run) and those left outside, splitting runs. */
+  size_t command_buffer_custom_calls, split_custom_calls;
 } kiln_compile_stats_t;
 
 /* Compiles `m` in place (the passes rewrite it) into *out (caller-owned). `opts` and

@@ -98,7 +98,47 @@ kiln_status kiln_cuda_graph_memset_params(const kiln_cmd_t *cmd, size_t max_pitc
 }
 
 static bool cuda_graph_supports(kiln_device_t *dev, kiln_cmd_kind_t kind) {
-  return kind == KILN_CMD_KERNEL || kind == KILN_CMD_MEMCPY || kind == KILN_CMD_MEMSET;
+  return kind == KILN_CMD_KERNEL || kind == KILN_CMD_MEMCPY || kind == KILN_CMD_MEMSET ||
+         kind == KILN_CMD_CUSTOM_CALL;
+}
+
+kiln_status kiln_cuda_graph_capture_custom_call(kiln_cuda_device_t *d, const kiln_cmd_t *c,
+                                                CUgraph *out) {
+  const kiln_cuda_driver_t *drv = d->drv;
+  const char *name = c->custom && c->custom->name ? c->custom->name : "?";
+  *out = NULL;
+  kiln_cuda_stream_t cs;
+  memset(&cs, 0, sizeof(cs));
+  cs.base.device = &d->base;
+  KILN_CU_RETURN_IF_ERROR(drv, drv->cuStreamCreate(&cs.stream, CU_STREAM_NON_BLOCKING),
+                          "cuStreamCreate (capture stream for custom call %s)", name);
+  /* Thread-local: other threads' work is not disturbed; a call the handler makes that
+   * cannot be captured (a synchronization, an allocation) invalidates the capture and
+   * cuStreamEndCapture reports it. */
+  CUresult r = drv->cuStreamBeginCapture(cs.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  kiln_status s = kiln_cuda_status_make(drv, r, __FILE__, __LINE__,
+                                        "cuStreamBeginCapture (custom call %s)", name);
+  if (!s) {
+    kiln_status hs = kiln_cmd_custom_call_invoke(c, &cs.base);
+    CUgraph g = NULL;
+    r = drv->cuStreamEndCapture(cs.stream, &g); /* always ended, also after a failure */
+    if (hs) {
+      s = kiln_status_annotate(hs, "while capturing custom call %s", name);
+    } else if (r != CUDA_SUCCESS) {
+      s = kiln_cuda_status_make(drv, r, __FILE__, __LINE__,
+                                "cuStreamEndCapture (custom call %s: the handler used the stream "
+                                "in a way that cannot be captured)",
+                                name);
+    } else if (!g) {
+      s = KILN_ERR_INTERNAL("cuStreamEndCapture (custom call %s) returned no graph", name);
+    } else {
+      *out = g;
+      g = NULL;
+    }
+    if (g) drv->cuGraphDestroy(g);
+  }
+  drv->cuStreamDestroy(cs.stream);
+  return s;
 }
 
 static void graph_exec_free(cuda_graph_exec_t *x) {
@@ -145,6 +185,17 @@ static kiln_status add_node(cuda_graph_exec_t *x, size_t i, const kiln_cmd_t *c,
       KILN_CU_RETURN_IF_ERROR(
           drv, drv->cuGraphAddMemsetNode(&x->nodes[i], x->graph, deps, num_deps, &p, x->dev->ctx),
           "cuGraphAddMemsetNode (command %zu)", i);
+      return NULL;
+    }
+    case KILN_CMD_CUSTOM_CALL: {
+      CUgraph child = NULL;
+      KILN_RETURN_IF_ERROR(kiln_cuda_graph_capture_custom_call(x->dev, c, &child),
+                           "while recording command %zu", i);
+      /* The node holds a copy of the child graph. */
+      CUresult r = drv->cuGraphAddChildGraphNode(&x->nodes[i], x->graph, deps, num_deps, child);
+      drv->cuGraphDestroy(child);
+      KILN_CU_RETURN_IF_ERROR(drv, r, "cuGraphAddChildGraphNode (command %zu, custom call %s)", i,
+                              c->custom->name);
       return NULL;
     }
     case KILN_CMD_GEMM:
@@ -223,6 +274,17 @@ static kiln_status cuda_graph_update(void *xp, size_t i, const kiln_cmd_t *c) {
           "cuGraphExecMemsetNodeSetParams (node %zu)", i);
       return NULL;
     }
+    case KILN_CMD_CUSTOM_CALL: {
+      /* Moved buffers: capture the handler again with the new addresses; the node takes the
+       * new graph if its topology is the same (else the engine re-instantiates). */
+      CUgraph child = NULL;
+      KILN_RETURN_IF_ERROR(kiln_cuda_graph_capture_custom_call(x->dev, c, &child),
+                           "while patching node %zu", i);
+      CUresult r = drv->cuGraphExecChildGraphNodeSetParams(x->exec, x->nodes[i], child);
+      drv->cuGraphDestroy(child);
+      KILN_CU_RETURN_IF_ERROR(drv, r, "cuGraphExecChildGraphNodeSetParams (node %zu)", i);
+      return NULL;
+    }
     case KILN_CMD_GEMM:
       break;
   }
@@ -259,6 +321,9 @@ static kiln_status cuda_issue(kiln_stream_t *s, const kiln_cmd_list_t *l) {
         break;
       case KILN_CMD_GEMM:
         KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_gemm(s, &c->gemm, c->a, c->b, c->dst));
+        break;
+      case KILN_CMD_CUSTOM_CALL: /* the handler enqueues its work on the stream */
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_cmd_custom_call_invoke(c, s));
         break;
     }
   }

@@ -613,6 +613,11 @@ static kiln_status run_cmd_list(host_stream_t *s, host_exec_t *x) {
                            (void *)(uintptr_t)c->dst, KILN_HOST_BLAS_AUTO, x->dev->pool),
             "in command %zu (gemm) of a recorded list", i);
         break;
+      case KILN_CMD_CUSTOM_CALL:
+        /* In order, on this worker, after the commands before it: no synchronization. */
+        KILN_RETURN_IF_ERROR(kiln_cmd_custom_call_invoke(c, &s->base),
+                             "in command %zu of a recorded list", i);
+        break;
     }
   }
   return NULL;
@@ -635,6 +640,12 @@ static kiln_status host_issue(kiln_stream_t *s, const kiln_cmd_list_t *l) {
         break;
       case KILN_CMD_GEMM:
         KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_gemm(s, &c->gemm, c->a, c->b, c->dst));
+        break;
+      case KILN_CMD_CUSTOM_CALL:
+        /* Issued one by one, the handler runs on this thread: what is queued must have run
+         * (as the custom-call thunk does outside command buffers). */
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_synchronize(s));
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_cmd_custom_call_invoke(c, s));
         break;
     }
   }

@@ -25,14 +25,19 @@ static XLA_FFI_Error *fail(const XLA_FFI_Api *api, const char *msg) {
   return api->XLA_FFI_Error_Create(&a);
 }
 
-static bool metadata(XLA_FFI_CallFrame *f) {
+/* Answers the metadata query (true) with `traits`; false for a real call. */
+static bool metadata_traits(XLA_FFI_CallFrame *f, XLA_FFI_Handler_Traits traits) {
   if (!f->extension_start || f->extension_start->type != XLA_FFI_Extension_Metadata) return false;
   XLA_FFI_Metadata *md = ((XLA_FFI_Metadata_Extension *)f->extension_start)->metadata;
   md->api_version.struct_size = XLA_FFI_Api_Version_STRUCT_SIZE;
   md->api_version.major_version = XLA_FFI_API_MAJOR;
   md->api_version.minor_version = XLA_FFI_API_MINOR;
-  md->traits = 0;
+  md->traits = traits;
   return true;
+}
+
+static bool metadata(XLA_FFI_CallFrame *f) {
+  return metadata_traits(f, 0);
 }
 
 static int64_t count(const XLA_FFI_Buffer *b) {
@@ -73,6 +78,33 @@ EXPORT XLA_FFI_Error *kiln_call_double_in_place(XLA_FFI_CallFrame *f) {
 EXPORT XLA_FFI_Error *kiln_call_noop(XLA_FFI_CallFrame *f) {
   if (metadata(f)) return NULL;
   return NULL;
+}
+
+/* ret = 2 * arg + 1 over f32 buffers of any shape; an arg whose first element is below -100
+ * is a failure. */
+static XLA_FFI_Error *affine(XLA_FFI_CallFrame *f, const char *name) {
+  if (f->args.size != 1 || f->rets.size != 1) return fail(f->api, "affine: 1 arg, 1 result");
+  const XLA_FFI_Buffer *a = f->args.args[0], *r = f->rets.rets[0];
+  if (a->dtype != XLA_FFI_DataType_F32 || r->dtype != XLA_FFI_DataType_F32 || count(a) != count(r))
+    return fail(f->api, "affine: f32 arg and result of one size");
+  const float *x = a->data;
+  float *y = r->data;
+  if (count(a) > 0 && x[0] < -100) return fail(f->api, name);
+  for (int64_t i = 0; i < count(a); i++) y[i] = 2 * x[i] + 1;
+  return NULL;
+}
+
+/* The same call, registered command-buffer compatible through its metadata (it touches only
+ * its buffers, so it may run inside a command buffer) ... */
+EXPORT XLA_FFI_Error *kiln_call_affine_cb(XLA_FFI_CallFrame *f) {
+  if (metadata_traits(f, XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE)) return NULL;
+  return affine(f, "affine_cb: input below -100");
+}
+
+/* ... and without the trait (it splits command buffers). */
+EXPORT XLA_FFI_Error *kiln_call_affine(XLA_FFI_CallFrame *f) {
+  if (metadata(f)) return NULL;
+  return affine(f, "affine: input below -100");
 }
 
 /* Legacy api_version 1 (ORIGINAL): out f32[8] = in[0] + in[1]. */
@@ -122,8 +154,20 @@ EXPORT void kiln_legacy_scale8(void *out, const void **in, const char *opaque, s
 /* The corpus's made-up targets (foo, bar, some_target, CustomCallTuple, ...): every element of
  * result leaf r becomes r + 1, whatever the operands; test_corpus_custom_calls gives the
  * evaluator the same rule. */
+static XLA_FFI_Error *fill(XLA_FFI_CallFrame *f);
+
 EXPORT XLA_FFI_Error *kiln_call_fill(XLA_FFI_CallFrame *f) {
   if (metadata(f)) return NULL;
+  return fill(f);
+}
+
+/* kiln_call_fill registered command-buffer compatible (the corpus test's second pass). */
+EXPORT XLA_FFI_Error *kiln_call_fill_cb(XLA_FFI_CallFrame *f) {
+  if (metadata_traits(f, XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE)) return NULL;
+  return fill(f);
+}
+
+static XLA_FFI_Error *fill(XLA_FFI_CallFrame *f) {
   for (int64_t r = 0; r < f->rets.size; r++) {
     const XLA_FFI_Buffer *o = f->rets.rets[r];
     int64_t n = count(o);
