@@ -259,11 +259,13 @@ static void blas_rows(const mm_t *p, int64_t bi, int64_t i0, int64_t i1) {
   }
 }
 
-/* Output elements per library call when an epilogue follows: the panel it leaves (1 MiB of
- * f32) is still in cache (L2 or L3) when the epilogue reads it back. At least
- * kEpiloguePanelRows rows per call: each call packs all of B again and synchronizes the
- * library's threads, which on a 1024 x 4096 x 1024 gemm cut into 16-row panels cost 2x. */
-static const int64_t kEpiloguePanel = 262144;
+/* Output elements per library call when an epilogue follows (16 MiB of f32: most dense
+ * layers in one call). Smaller panels (1 MiB, so the epilogue reads them back from cache)
+ * measured slower on 2 cores (bench_dots --only x: fused / unfused geomean 0.93x with 1 MiB
+ * panels vs 0.98-1.04x with 16 MiB): each call packs all of B again and synchronizes the
+ * library's threads, which costs more than reading the result back once. At least
+ * kEpiloguePanelRows rows per call. */
+static const int64_t kEpiloguePanel = (int64_t)1 << 22;
 static const int64_t kEpiloguePanelRows = 256;
 
 /* The epilogue on rows [i0, i1) of batch bi (computed in the compute type already). */
@@ -449,6 +451,11 @@ static void convert_out_rows(const conv_t *c, int64_t r0, int64_t r1) {
   const int64_t cols = c->cols;
   for (int64_t r = r0; r < r1; r++) {
     int64_t d0 = c->off + r * c->dst_ld;
+    /* The epilogue on 8 rows at a time (the bias converted once for them, the rows still in
+     * L1/L2 when they are rounded). */
+    if (c->epi && c->ct != CT_F64 && (r - r0) % 8 == 0)
+      epilogue_apply(c->epi, CT_F32, (float *)src + r * c->src_ld, c->src_ld,
+                     r1 - r < 8 ? r1 - r : 8, cols, c->j0);
     if (c->ct == CT_F64) { /* s32 from an exact integer below 2^53, wrapping mod 2^32 */
       const double *s = (const double *)src + r * c->src_ld;
       int32_t *d = (int32_t *)dst + d0;
@@ -456,7 +463,6 @@ static void convert_out_rows(const conv_t *c, int64_t r0, int64_t r1) {
       continue;
     }
     const float *s = (const float *)src + r * c->src_ld;
-    if (c->epi) epilogue_apply(c->epi, CT_F32, (float *)s, cols, 1, cols, c->j0);
     switch (t) {
       case KILN_GEMM_BF16: {
         uint16_t *d = (uint16_t *)dst + d0;
@@ -548,7 +554,7 @@ static kiln_status convert_out(compute_type_t ct, const void *src, int64_t src_l
 #if defined(__clang__)
 #define EPI_ATTR __attribute__((target("avx2,fma")))
 #else
-#define EPI_ATTR \
+#define EPI_ATTR                     \
   __attribute__((target("avx2,fma"), \
                  optimize("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")))
 #endif
@@ -557,8 +563,8 @@ static kiln_status convert_out(compute_type_t ct, const void *src, int64_t src_l
 #undef EPI_ATTR
 #endif
 
-typedef void (*epilogue_rows_f32_fn)(kiln_gemm_epilogue_t act, const float *restrict bias,
-                                     float *c, int64_t ldc, int64_t rows, int64_t nj);
+typedef void (*epilogue_rows_f32_fn)(kiln_gemm_epilogue_t act, const float *restrict bias, float *c,
+                                     int64_t ldc, int64_t rows, int64_t nj);
 static epilogue_rows_f32_fn g_epilogue_rows_f32;
 static pthread_once_t g_epilogue_once = PTHREAD_ONCE_INIT;
 
