@@ -387,10 +387,12 @@ static void test_probe_says_whether_cublaslt_loads(void **state) {
   assert_false(kiln_cublaslt_probe(missing, 1));
   const char *libm[] = {"libm.so.6"};
   assert_false(kiln_cublaslt_probe(libm, 1));
+#if defined(__SANITIZE_ADDRESS__)
+  printf("not under AddressSanitizer: loading cuBLASLt (on the loader's path here) leaks at load\n");
+#else
   bool first = kiln_cublaslt_available();
   assert_true(kiln_cublaslt_available() == first);
   assert_true(kiln_cublaslt_probe(NULL, 0) == first);
-#if !defined(__SANITIZE_ADDRESS__)
   static const char *const toolkit[] = {"/usr/local/cuda/lib64/libcublasLt.so.13",
                                         "/usr/local/cuda/lib64/libcublasLt.so.12"};
   FILE *f = fopen(toolkit[0], "rb");
