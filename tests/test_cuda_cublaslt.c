@@ -388,7 +388,8 @@ static void test_probe_says_whether_cublaslt_loads(void **state) {
   const char *libm[] = {"libm.so.6"};
   assert_false(kiln_cublaslt_probe(libm, 1));
 #if defined(__SANITIZE_ADDRESS__)
-  printf("not under AddressSanitizer: loading cuBLASLt (on the loader's path here) leaks at load\n");
+  printf(
+      "not under AddressSanitizer: loading cuBLASLt (on the loader's path here) leaks at load\n");
 #else
   bool first = kiln_cublaslt_available();
   assert_true(kiln_cublaslt_available() == first);
