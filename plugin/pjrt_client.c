@@ -21,6 +21,7 @@
 #include "ffi/ffi_registry.h"
 #include "plugin/pjrt_executable.h"
 #include "plugin/pjrt_objects.h"
+#include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/host/host_device.h"
 
@@ -230,6 +231,10 @@ static kiln_status make_runtime_devices(PJRT_Client *c) {
       }
       if (!why) {
         c->is_cuda = true;
+        c->cublaslt = kiln_cublaslt_available();
+        KILN_LOG_I("PJRT client: CUDA compiles for %s",
+                   c->cublaslt ? "cuBLASLt (bf16/f16 gemms, fused epilogues)"
+                               : "classic cuBLAS (no libcublasLt: f32/f64 gemms, no epilogues)");
         return NULL;
       }
       for (int32_t i = 0; i < c->num_kdevices; i++) kiln_device_destroy(c->kdevices[i]);
@@ -249,6 +254,7 @@ static kiln_status make_runtime_devices(PJRT_Client *c) {
                        "PJRT_Client_Create: while creating the host device");
   c->num_kdevices = 1;
   c->is_cuda = false;
+  c->cublaslt = false;
   return NULL;
 }
 

@@ -236,8 +236,8 @@ static kiln_status make_entry_layouts(kiln_hlo_module_t *m, const kiln_pjrt_comp
 static void client_target(const PJRT_Client *c, char *buf, size_t n) {
   const char *disabled = getenv("KILN_DISABLE_PASSES");
   const char *gemm = getenv("KILN_GEMM_LIBRARY");
-  snprintf(buf, n, "%s;disable=%s;gemm=%s", c->is_cuda ? "cuda" : "host", disabled ? disabled : "",
-           gemm ? gemm : "");
+  snprintf(buf, n, "%s;disable=%s;gemm=%s", kiln_pjrt_client_target_name(c),
+           disabled ? disabled : "", gemm ? gemm : "");
 }
 
 /* The disk cache key of the optimized module: the compile cache key's hash with the version. */
@@ -363,6 +363,7 @@ static kiln_status compile_program(PJRT_Client *client, const PJRT_Program *prog
       memset(&o, 0, sizeof(o));
       /* The passes differ per target (which dots the gemm library takes). */
       o.emit.target = client->is_cuda ? KILN_TARGET_CUDA : KILN_TARGET_HOST;
+      o.emit.cublaslt = client->is_cuda && client->cublaslt;
       kiln_pass_options_t po;
       memset(&po, 0, sizeof(po));
       const char *dump = co.xla_dump_to ? co.xla_dump_to : client->options.dump_dir;

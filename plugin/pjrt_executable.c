@@ -214,7 +214,7 @@ kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t device_inde
   e->device_index = device_index;
   e->passes_ms = passes_ms;
   e->target = client->is_cuda ? KILN_TARGET_CUDA : KILN_TARGET_HOST;
-  const char *target_name = client->is_cuda ? "cuda" : "host";
+  const char *target_name = kiln_pjrt_client_target_name(client);
   kiln_hasher_t h;
   kiln_hash_init(&h, 0x66696e6765727072ull);
   kiln_hash_field(&h, e->optimized_text, e->optimized_text_len);
@@ -228,6 +228,7 @@ kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t device_inde
   const char *dump = co && co->xla_dump_to ? co->xla_dump_to : client->options.dump_dir;
   if (dump && *dump) e->dump_dir = kiln_strdup(dump);
   e->copts.emit.target = e->target;
+  e->copts.emit.cublaslt = client->is_cuda && client->cublaslt;
   e->copts.emit.dump_dir = e->dump_dir ? e->dump_dir : "";
   bool cmdbufs = client->options.command_buffers;
   if (co && co->has_command_buffer_option) cmdbufs = co->command_buffers;

@@ -98,6 +98,9 @@ struct PJRT_Device {
 struct PJRT_Client {
   kiln_pjrt_client_options_t options;
   bool is_cuda; /* platform "cuda", else "cpu" */
+  /* CUDA: libcublasLt loads (kiln_cublaslt_available, probed when the client is created):
+   * compiles set kiln_thunk_emit_options_t.cublaslt from it and cache keys include it. */
+  bool cublaslt;
   char platform_version[64];
   int32_t num_devices;
   PJRT_Device **devices; /* all, addressable, in id order */
@@ -140,6 +143,11 @@ void kiln_pjrt_description_fini(PJRT_DeviceDescription *x);
 /* Keeps the client's devices alive (see `refs`); release frees the client at the last. */
 void kiln_pjrt_client_retain(PJRT_Client *c);
 void kiln_pjrt_client_release(PJRT_Client *c);
+/* The compile target in cache keys and fingerprints: "host", "cuda" (classic cuBLAS) or
+ * "cuda+cublaslt", so no cache mixes programs compiled with and without cuBLASLt. */
+static inline const char *kiln_pjrt_client_target_name(const PJRT_Client *c) {
+  return !c->is_cuda ? "host" : c->cublaslt ? "cuda+cublaslt" : "cuda";
+}
 
 /* Builds device `index` of `c` over runtime device `kdev` (pjrt_device.c): description,
  * attributes, memories ("device" ids 2*index, "pinned_host" 2*index+1). */

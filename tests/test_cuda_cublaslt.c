@@ -377,6 +377,36 @@ static void test_the_toolkits_library_provides_every_entry_point(void **state) {
 #endif
 }
 
+/* The probe behind kiln_thunk_emit_options_t.cublaslt (the plugin's CUDA client and
+ * kiln-run --backend=cuda): false for names that do not open and for a library without
+ * cublasLtMatmul, true for the toolkit's library where it has one; the once-per-process
+ * answer is stable and equals a probe of the default names. */
+static void test_probe_says_whether_cublaslt_loads(void **state) {
+  (void)state;
+  const char *missing[] = {"/nonexistent/libcublasLt.so.13"};
+  assert_false(kiln_cublaslt_probe(missing, 1));
+  const char *libm[] = {"libm.so.6"};
+  assert_false(kiln_cublaslt_probe(libm, 1));
+#if defined(__SANITIZE_ADDRESS__)
+  printf(
+      "not under AddressSanitizer: loading cuBLASLt (on the loader's path here) leaks at load\n");
+#else
+  bool first = kiln_cublaslt_available();
+  assert_true(kiln_cublaslt_available() == first);
+  assert_true(kiln_cublaslt_probe(NULL, 0) == first);
+  static const char *const toolkit[] = {"/usr/local/cuda/lib64/libcublasLt.so.13",
+                                        "/usr/local/cuda/lib64/libcublasLt.so.12"};
+  FILE *f = fopen(toolkit[0], "rb");
+  if (!f) f = fopen(toolkit[1], "rb");
+  if (f) {
+    fclose(f);
+    assert_true(kiln_cublaslt_probe(toolkit, 2));
+  } else {
+    printf("no libcublasLt under /usr/local/cuda/lib64: the positive probe is not checked\n");
+  }
+#endif
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_transpose_form_computes_the_row_major_gemm),
@@ -387,6 +417,7 @@ int main(void) {
       cmocka_unit_test(test_plans_compare_by_value),
       cmocka_unit_test(test_missing_library_is_unavailable_naming_every_name),
       cmocka_unit_test(test_the_toolkits_library_provides_every_entry_point),
+      cmocka_unit_test(test_probe_says_whether_cublaslt_loads),
   };
   return kiln_run_tests(tests, NULL, NULL);
 }

@@ -407,6 +407,31 @@ typedef struct corpus_ctx {
   kiln_strbuf_t failures;
 } corpus_ctx_t;
 
+/* CUDA programs compiled with and without cuBLASLt (bf16/f16 gemm thunks, fused epilogues)
+ * differ, so the executable cache key says which: never one for the other. The host
+ * ignores the flag. */
+static void test_cache_key_separates_cublaslt_from_classic_cublas(void **state) {
+  (void)state;
+  kiln_hlo_module_t *m = parse(kAllKinds);
+  kiln_compile_options_t co;
+  memset(&co, 0, sizeof(co));
+  uint64_t host[2], host_lt[2], cuda[2], cuda_lt[2], cuda_lt2[2];
+  co.emit.target = KILN_TARGET_HOST;
+  assert_null(kiln_executable_cache_key(m, &co, false, host));
+  co.emit.cublaslt = true;
+  assert_null(kiln_executable_cache_key(m, &co, false, host_lt));
+  co.emit.target = KILN_TARGET_CUDA;
+  assert_null(kiln_executable_cache_key(m, &co, false, cuda_lt));
+  assert_null(kiln_executable_cache_key(m, &co, false, cuda_lt2));
+  co.emit.cublaslt = false;
+  assert_null(kiln_executable_cache_key(m, &co, false, cuda));
+  assert_memory_equal(host, host_lt, sizeof(host));
+  assert_memory_equal(cuda_lt, cuda_lt2, sizeof(cuda_lt));
+  assert_memory_not_equal(cuda, cuda_lt, sizeof(cuda));
+  assert_memory_not_equal(cuda, host, sizeof(cuda));
+  kiln_hlo_module_destroy(m);
+}
+
 static void corpus_module(void *ctx, kiln_hlo_module_t **mp, const char *name, const char *path,
                           int index, kiln_status error) {
   (void)path;
@@ -475,6 +500,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_thunk_kind_round_trips_bit_identically),
       cmocka_unit_test(test_cuda_images_round_trip_without_a_device),
+      cmocka_unit_test(test_cache_key_separates_cublaslt_from_classic_cublas),
       cmocka_unit_test(test_corrupt_truncated_and_foreign_entries_are_errors),
       cmocka_unit_test(test_compile_driver_hits_the_executable_cache_before_the_passes),
       cmocka_unit_test(test_corpus_runs_bit_identically_after_a_round_trip),

@@ -312,6 +312,25 @@ static void test_host_gemm_applies_bias_and_activation_on_every_path(void **stat
 /* A recorded command buffer keeps a gemm's epilogue in its structure and its bias address
  * among the arguments: a moved bias is patched, not re-recorded; adding one is a new
  * structure. */
+/* The f32 epilogue runs with the CPU's AVX2 + FMA where it has them (as the JIT's loop kernels
+ * do), the baseline copy otherwise or under KILN_HOST_EPILOGUE_ISA=base (ctest runs this
+ * file a second time that way: test_gemm_epilogue_baseline_isa, so both copies are checked
+ * against the loop above). */
+static void test_host_epilogue_takes_the_cpus_vector_isa(void **state) {
+  (void)state;
+  const char *isa = kiln_host_epilogue_isa();
+  const char *env = getenv("KILN_HOST_EPILOGUE_ISA");
+  bool want_avx2 = false;
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  want_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+              !(env && strcmp(env, "base") == 0);
+#endif
+  printf("host gemm epilogue ISA: %s\n", isa);
+  assert_string_equal(isa, want_avx2 ? "avx2+fma" : "base");
+  assert_string_equal(kiln_host_epilogue_isa(), isa); /* chosen once */
+}
+
 static void test_command_buffers_patch_a_moved_bias(void **state) {
   (void)state;
   kiln_gemm_desc_t g;
@@ -498,6 +517,7 @@ int main(void) {
       cmocka_unit_test(test_alpha_and_addend_fuse_as_alpha_and_beta),
       cmocka_unit_test(test_patterns_that_must_not_fuse_stay_a_gemm_and_a_kernel),
       cmocka_unit_test(test_host_gemm_applies_bias_and_activation_on_every_path),
+      cmocka_unit_test(test_host_epilogue_takes_the_cpus_vector_isa),
       cmocka_unit_test(test_command_buffers_patch_a_moved_bias),
       cmocka_unit_test(test_cuda_fuses_and_takes_bf16_only_with_cublaslt),
       cmocka_unit_test(test_corpus_dense_layers_compile_with_fused_epilogues),

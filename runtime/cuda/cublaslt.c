@@ -2,6 +2,7 @@
 #include "runtime/cuda/cublaslt.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -286,6 +287,33 @@ const char *const *kiln_cublaslt_library_names(size_t *n) {
   static const char *const names[] = {"libcublasLt.so.13", "libcublasLt.so.12"};
   *n = sizeof(names) / sizeof(names[0]);
   return names;
+}
+
+bool kiln_cublaslt_probe(const char *const *names, size_t num_names) {
+  if (!names || num_names == 0) names = kiln_cublaslt_library_names(&num_names);
+  void *lib = NULL;
+  const char *used = NULL;
+  kiln_status s = kiln_cuda_library_open(names, num_names, "cuBLASLt", "", &lib, &used);
+  if (s) {
+    KILN_LOG_I("cuBLASLt probe: %s", kiln_status_message(s));
+    kiln_status_free(s);
+    return false;
+  }
+  bool ok = dlsym(lib, "cublasLtMatmul") != NULL;
+  if (!ok) KILN_LOG_I("cuBLASLt probe: %s has no cublasLtMatmul", used);
+  dlclose(lib);
+  return ok;
+}
+
+static pthread_once_t g_probe_once = PTHREAD_ONCE_INIT;
+static bool g_probe_result;
+static void probe_once(void) {
+  g_probe_result = kiln_cublaslt_probe(NULL, 0);
+}
+
+bool kiln_cublaslt_available(void) {
+  pthread_once(&g_probe_once, probe_once);
+  return g_probe_result;
 }
 
 kiln_status kiln_cublaslt_open(const char *const *names, size_t num_names, kiln_cublaslt_t **out) {

@@ -118,6 +118,15 @@ kiln_status kiln_cublaslt_plan(const kiln_gemm_desc_t *g, const kiln_cublaslt_op
 /* The library names tried, in order, and how many. */
 const char *const *kiln_cublaslt_library_names(size_t *n);
 
+/* Whether cuBLASLt can be used by this process: the first of `names` (NULL:
+ * kiln_cublaslt_library_names) that dlopens exports cublasLtMatmul (the library is closed
+ * again; no handle, no GPU needed). What compiles for CUDA sets
+ * kiln_thunk_emit_options_t.cublaslt from it. Thread-safe. */
+bool kiln_cublaslt_probe(const char *const *names, size_t num_names);
+/* kiln_cublaslt_probe of the default names, done once per process (later calls return the
+ * first answer). Thread-safe. */
+bool kiln_cublaslt_available(void);
+
 typedef struct kiln_cublaslt kiln_cublaslt_t;
 
 /* Opens cuBLASLt from `names` (NULL: kiln_cublaslt_library_names), resolves its entry points

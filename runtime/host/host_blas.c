@@ -259,11 +259,13 @@ static void blas_rows(const mm_t *p, int64_t bi, int64_t i0, int64_t i1) {
   }
 }
 
-/* Output elements per library call when an epilogue follows: the panel it leaves (1 MiB of
- * f32) is still in cache (L2 or L3) when the epilogue reads it back. At least
- * kEpiloguePanelRows rows per call: each call packs all of B again and synchronizes the
- * library's threads, which on a 1024 x 4096 x 1024 gemm cut into 16-row panels cost 2x. */
-static const int64_t kEpiloguePanel = 262144;
+/* Output elements per library call when an epilogue follows (16 MiB of f32: most dense
+ * layers in one call). Smaller panels (1 MiB, so the epilogue reads them back from cache)
+ * measured slower on 2 cores (bench_dots --only x: fused / unfused geomean 0.93x with 1 MiB
+ * panels vs 0.98-1.04x with 16 MiB): each call packs all of B again and synchronizes the
+ * library's threads, which costs more than reading the result back once. At least
+ * kEpiloguePanelRows rows per call. */
+static const int64_t kEpiloguePanel = (int64_t)1 << 22;
 static const int64_t kEpiloguePanelRows = 256;
 
 /* The epilogue on rows [i0, i1) of batch bi (computed in the compute type already). */
@@ -449,6 +451,11 @@ static void convert_out_rows(const conv_t *c, int64_t r0, int64_t r1) {
   const int64_t cols = c->cols;
   for (int64_t r = r0; r < r1; r++) {
     int64_t d0 = c->off + r * c->dst_ld;
+    /* The epilogue on 8 rows at a time (the bias converted once for them, the rows still in
+     * L1/L2 when they are rounded). */
+    if (c->epi && c->ct != CT_F64 && (r - r0) % 8 == 0)
+      epilogue_apply(c->epi, CT_F32, (float *)src + r * c->src_ld, c->src_ld,
+                     r1 - r < 8 ? r1 - r : 8, cols, c->j0);
     if (c->ct == CT_F64) { /* s32 from an exact integer below 2^53, wrapping mod 2^32 */
       const double *s = (const double *)src + r * c->src_ld;
       int32_t *d = (int32_t *)dst + d0;
@@ -456,7 +463,6 @@ static void convert_out_rows(const conv_t *c, int64_t r0, int64_t r1) {
       continue;
     }
     const float *s = (const float *)src + r * c->src_ld;
-    if (c->epi) epilogue_apply(c->epi, CT_F32, (float *)s, cols, 1, cols, c->j0);
     switch (t) {
       case KILN_GEMM_BF16: {
         uint16_t *d = (uint16_t *)dst + d0;
@@ -534,31 +540,53 @@ static kiln_status convert_out(compute_type_t ct, const void *src, int64_t src_l
 #define EPILOGUE_VECTORIZE
 #endif
 
-/* tanh in f32 without a libm call, so the epilogue loop vectorizes: sign(y) (1 - e) / (1 + e)
- * with e = exp(-2|y|) = 2^n exp(r), n the nearest integer to -2|y| / ln 2, r the remainder
- * (ln 2 in two parts, |r| <= ln 2 / 2) and exp(r) its degree-6 Taylor polynomial (relative
- * error below 2e-7 there); -2|y| clamped at -80, where e is below 2^-115. Absolute error of
- * the result about 2e-7. */
-EPILOGUE_VECTORIZE static inline float tanh_f32(float y) {
-  float t = -2.0f * fabsf(y);
-  t = t > -80.0f ? t : -80.0f; /* NaN: n is garbage but (1 - e) / (1 + e) stays NaN */
-  int n = (int)(t * 1.44269504088896341f - 0.5f); /* t <= 0: truncation rounds to nearest */
-  float r = t - (float)n * 0.693359375f + (float)n * 2.12194440e-4f;
-  float er =
-      1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 +
-                                          r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-  union {
-    int32_t i;
-    float f;
-  } scale = {.i = (n + 127) << 23};
-  float e = er * scale.f;
-  return copysignf((1.0f - e) / (1.0f + e), y);
+/* The f32 kernel twice: for baseline x86-64 (SSE2, what the runtime is built for) and, where
+ * the CPU has them, AVX2 + FMA (what the JIT'd loop kernels use on the same machine: 8 lanes
+ * and fused multiply-adds in the GELU's polynomial). Chosen once per process. */
+#define EPI_NAME(x) x##_base
+#define EPI_ATTR EPILOGUE_VECTORIZE
+#include "runtime/host/host_epilogue_f32.inc"
+#undef EPI_NAME
+#undef EPI_ATTR
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define KILN_EPILOGUE_AVX2 1
+#define EPI_NAME(x) x##_avx2
+#if defined(__clang__)
+#define EPI_ATTR __attribute__((target("avx2,fma")))
+#else
+#define EPI_ATTR                     \
+  __attribute__((target("avx2,fma"), \
+                 optimize("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")))
+#endif
+#include "runtime/host/host_epilogue_f32.inc"
+#undef EPI_NAME
+#undef EPI_ATTR
+#endif
+
+typedef void (*epilogue_rows_f32_fn)(kiln_gemm_epilogue_t act, const float *restrict bias, float *c,
+                                     int64_t ldc, int64_t rows, int64_t nj);
+static epilogue_rows_f32_fn g_epilogue_rows_f32;
+static pthread_once_t g_epilogue_once = PTHREAD_ONCE_INIT;
+
+static void pick_epilogue(void) {
+  g_epilogue_rows_f32 = epilogue_rows_f32_base;
+#ifdef KILN_EPILOGUE_AVX2
+  const char *isa = getenv("KILN_HOST_EPILOGUE_ISA"); /* "base": the SSE2 copy (tests) */
+  __builtin_cpu_init();
+  if (!(isa && strcmp(isa, "base") == 0) && __builtin_cpu_supports("avx2") &&
+      __builtin_cpu_supports("fma"))
+    g_epilogue_rows_f32 = epilogue_rows_f32_avx2;
+#endif
 }
 
-/* XLA's (and cuBLASLt's) tanh form of GELU. */
-EPILOGUE_VECTORIZE static inline float gelu_tanh_f32(float x) {
-  return 0.5f * x * (1.0f + tanh_f32(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+const char *kiln_host_epilogue_isa(void) {
+  pthread_once(&g_epilogue_once, pick_epilogue);
+#ifdef KILN_EPILOGUE_AVX2
+  if (g_epilogue_rows_f32 == epilogue_rows_f32_avx2) return "avx2+fma";
+#endif
+  return "base";
 }
+
 static inline double gelu_tanh_f64(double x) {
   return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
 }
@@ -592,17 +620,11 @@ EPILOGUE_VECTORIZE static void epilogue_apply(const epi_t *e, compute_type_t ct,
     return;
   }
   /* f32: the bias converted once per block of 256 columns. */
+  pthread_once(&g_epilogue_once, pick_epilogue);
   for (int64_t jb = 0; jb < cols; jb += 256) {
     const int64_t nj = cols - jb < 256 ? cols - jb : 256;
     for (int64_t j = 0; j < nj; j++) bias_f[j] = e->bias ? (float)bias_at(e, j0 + jb + j) : 0.0f;
-    for (int64_t i = 0; i < rows; i++) {
-      float *r = (float *)c + i * ldc + jb;
-      for (int64_t j = 0; j < nj; j++) r[j] += bias_f[j];
-      if (e->act == KILN_GEMM_EPILOGUE_RELU)
-        for (int64_t j = 0; j < nj; j++) r[j] = r[j] > 0 ? r[j] : (r[j] == r[j] ? 0.0f : r[j]);
-      else if (e->act == KILN_GEMM_EPILOGUE_GELU_TANH)
-        for (int64_t j = 0; j < nj; j++) r[j] = gelu_tanh_f32(r[j]);
-    }
+    g_epilogue_rows_f32(e->act, bias_f, (float *)c + jb, ldc, rows, nj);
   }
 }
 

@@ -37,6 +37,11 @@ kiln_status kiln_host_gemm(const kiln_gemm_desc_t *g, const void *a, const void 
  * whichever is found first (never the reference BLAS).
  * `tried` (may be NULL) receives the libraries tried with their dlerror() text. */
 const char *kiln_host_blas_library(const char **tried);
+
+/* The instruction set the gemm epilogue (bias, ReLU, GELU in f32) runs with: "avx2+fma" where
+ * the CPU has both, else "base" (x86-64's SSE2 or the build's target); chosen once per
+ * process (KILN_HOST_EPILOGUE_ISA=base forces the baseline copy). Thread-safe. */
+const char *kiln_host_epilogue_isa(void);
 /* A symbol of that library (LAPACK's Fortran entry points, which OpenBLAS and MKL ship), or
  * NULL when there is no library or it lacks the symbol. Thread-safe. */
 void *kiln_host_blas_symbol(const char *name);

@@ -12,6 +12,7 @@
 #include "compiler/hlo/literal_layout.h"
 #include "compiler/passes/dataflow.h"
 #include "runtime/buffer.h"
+#include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/executable.h"
 #include "runtime/spmd.h"
@@ -121,6 +122,7 @@ static kiln_status compile_load(const kiln_hlo_module_t *m, const kiln_device_ru
   if (dev->kind == KILN_DEVICE_CUDA) {
     kiln_cuda_device_arch(dev, arch, sizeof(arch)); /* not always sm_90 */
     co.emit.arch = arch;
+    co.emit.cublaslt = kiln_cublaslt_available(); /* probed once per process */
   }
   co.emit.dump_dir = opts->dump_dir;
   co.emit.max_while_iterations = opts->max_while_iterations;
