@@ -69,10 +69,24 @@ static size_t world_options(char *b, int r, int p) {
   return sizeof o;
 }
 
+/* ... plus device_assignment { replica_count: 2, computation_count: 1,
+ * computation_devices { replica_device_ids: [a, b] } } */
+static size_t assigned_options(char *b, int a0, int a1) {
+  const char o[] = {0x1a, 0x10, 0x20, 2,    0x28, 1,    0x4a, 0x0a,     0x08,
+                    2,    0x10, 1,    0x1a, 0x04, 0x0a, 0x02, (char)a0, (char)a1};
+  memcpy(b, o, sizeof o);
+  return sizeof o;
+}
+
+static PJRT_Error *compile_with(const char *text, const char *opts, size_t n,
+                                PJRT_LoadedExecutable **l) {
+  return pjrt_exec_try_compile(api, g_client, "hlo", text, strlen(text), opts, n, l);
+}
+
 static PJRT_Error *compile_world(const char *text, int r, int p, PJRT_LoadedExecutable **l) {
   char opts[8];
   size_t n = world_options(opts, r, p);
-  return pjrt_exec_try_compile(api, g_client, "hlo", text, strlen(text), opts, n, l);
+  return compile_with(text, opts, n, l);
 }
 
 static PJRT_Buffer_Type buffer_type(kiln_elem_type_t t) {
@@ -127,10 +141,12 @@ static PJRT_Error *execute(PJRT_LoadedExecutable *l, PJRT_Buffer *const *const *
   return api->PJRT_LoadedExecutable_Execute(&a);
 }
 
-/* Compiles `m`'s text for r x p devices, checks what the executable reports, runs it with
- * per-participant fake arguments (seed 42 + participant) and compares every device's outputs
- * with the evaluator's, byte for byte (integer modules). */
-static void run_and_compare(const char *text, int r, int p) {
+/* Compiles `m`'s text for r x p devices (`opts`: the compile options, NULL: just the world;
+ * `ids`: the device ids expected per participant, NULL: the default assignment), checks what
+ * the executable reports, runs it with per-participant fake arguments (seed 42 + participant)
+ * and compares every device's outputs with the evaluator's, byte for byte (integer modules). */
+static void run_and_compare_with(const char *text, int r, int p, const char *opts, size_t opts_len,
+                                 const int *ids) {
   int n = r * p;
   kiln_hlo_module_t *m = NULL;
   kiln_hlo_parse_options_t po = {0};
@@ -155,7 +171,10 @@ static void run_and_compare(const char *text, int r, int p) {
   if (s) fail_msg("evaluator: %s", kiln_status_message(s));
 
   PJRT_LoadedExecutable *l = NULL;
-  PJRT_CHECK(api, compile_world(text, r, p, &l));
+  if (opts)
+    PJRT_CHECK(api, compile_with(text, opts, opts_len, &l));
+  else
+    PJRT_CHECK(api, compile_world(text, r, p, &l));
   PJRT_LoadedExecutable_GetExecutable_Args ge = {
       .struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE, .loaded_executable = l};
   PJRT_CHECK(api, api->PJRT_LoadedExecutable_GetExecutable(&ge));
@@ -198,7 +217,7 @@ static void run_and_compare(const char *text, int r, int p) {
     PJRT_DeviceDescription_Id_Args di = {.struct_size = PJRT_DeviceDescription_Id_Args_STRUCT_SIZE,
                                          .device_description = gd.device_description};
     PJRT_CHECK(api, api->PJRT_DeviceDescription_Id(&di));
-    assert_int_equal(di.id, assign[i]);
+    assert_int_equal(di.id, ids ? ids[i] : assign[i]);
   }
 
   /* one argument list per device, on that device */
@@ -254,6 +273,10 @@ static void run_and_compare(const char *text, int r, int p) {
   kiln_hlo_module_destroy(m);
 }
 
+static void run_and_compare(const char *text, int r, int p) {
+  run_and_compare_with(text, r, p, NULL, 0, NULL);
+}
+
 static void test_all_reduce_and_all_gather_on_2_and_4_devices_match_the_evaluator(void **state) {
   (void)state;
   const int worlds[3][2] = {{2, 1}, {4, 1}, {2, 2}};
@@ -280,6 +303,24 @@ static void test_corpus_all_gather_on_8_devices_matches_the_evaluator(void **sta
   }
   run_and_compare(text, 8, 1);
   kiln_free(text);
+}
+
+static void test_compile_options_device_assignment_places_the_participants(void **state) {
+  (void)state;
+  char text[1024];
+  snprintf(text, sizeof text, kSumGather, 16, 16);
+  char opts[32];
+  size_t n = assigned_options(opts, 5, 3);
+  const int ids[2] = {5, 3};
+  run_and_compare_with(text, 2, 1, opts, n, ids);
+  PJRT_LoadedExecutable *l = NULL;
+  n = assigned_options(opts, 9, 3);
+  PJRT_EXPECT_ERROR(api, compile_with(text, opts, n, &l), PJRT_Error_Code_INVALID_ARGUMENT,
+                    "device 9 is not an addressable device");
+  n = assigned_options(opts, 4, 4);
+  PJRT_EXPECT_ERROR(api, compile_with(text, opts, n, &l), PJRT_Error_Code_INVALID_ARGUMENT,
+                    "puts participants 0 and 1 on device 4");
+  assert_null(l);
 }
 
 static void test_worlds_larger_than_the_client_are_invalid_argument(void **state) {
@@ -315,6 +356,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_all_reduce_and_all_gather_on_2_and_4_devices_match_the_evaluator),
       cmocka_unit_test(test_corpus_all_gather_on_8_devices_matches_the_evaluator),
+      cmocka_unit_test(test_compile_options_device_assignment_places_the_participants),
       cmocka_unit_test(test_worlds_larger_than_the_client_are_invalid_argument),
       cmocka_unit_test(test_single_device_execute_of_a_multi_device_executable_is_invalid),
   };
