@@ -561,7 +561,8 @@ typedef struct spmd_participant {
 
 static void *spmd_participant_main(void *arg) {
   spmd_participant_t *p = arg;
-  p->status = execute_one(p->e, p->dev, p->dev->index, p->args, p->opts, &p->who, p->outs);
+  p->status = execute_one(p->e, p->dev, p->e->assignment[p->who.participant], p->args, p->opts,
+                          &p->who, p->outs);
   if (p->status)
     kiln_spmd_world_abort(p->who.world, p->who.participant, kiln_status_message(p->status));
   return NULL;
@@ -663,6 +664,14 @@ static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args)
         return kiln_pjrt_error_from_status(
             kiln_status_annotate(s, "in argument list %d of PJRT_LoadedExecutable_Execute", d));
     }
+  }
+  /* Every device's code first (lazy, once per device), so that no participant waits at a
+   * collective while a peer is still lowering (the world's deadline counts from the run). */
+  for (int32_t d = 0; d < n; d++) {
+    kiln_executable_t *x = NULL;
+    kiln_status s = device_code(e, e->assignment[d], &x);
+    if (s)
+      return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in PJRT_LoadedExecutable_Execute"));
   }
   for (int32_t d = 0; d < n; d++)
     for (int32_t j = 0; j < e->num_outputs; j++) args->output_lists[d][j] = NULL;
