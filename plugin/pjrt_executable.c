@@ -671,7 +671,8 @@ static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args)
     kiln_executable_t *x = NULL;
     kiln_status s = device_code(e, e->assignment[d], &x);
     if (s)
-      return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in PJRT_LoadedExecutable_Execute"));
+      return kiln_pjrt_error_from_status(
+          kiln_status_annotate(s, "in PJRT_LoadedExecutable_Execute"));
   }
   for (int32_t d = 0; d < n; d++)
     for (int32_t j = 0; j < e->num_outputs; j++) args->output_lists[d][j] = NULL;
