@@ -259,46 +259,83 @@ static kiln_status parse_optimized(const char *text, size_t len, kiln_hlo_module
   return s;
 }
 
-/* The device an executable is compiled for: the options' device assignment or ordinal,
- * else the client's first device. */
-static kiln_status pick_device(const PJRT_Client *c, const kiln_pjrt_compile_options_t *co,
-                               int32_t *out) {
-  *out = 0;
+/* The world an executable is compiled for: the options' num_replicas x num_partitions
+ * participants, participant i (replica * num_partitions + partition) on client device
+ * (*assignment)[i] (kiln_malloc'd): the options' device assignment, else for one participant
+ * its device_ordinal or the first device, else XLA's default placement (replica r, partition
+ * p on device r + p * num_replicas, as DefaultDeviceAssignment gives). */
+static kiln_status pick_devices(const PJRT_Client *c, const kiln_pjrt_compile_options_t *co,
+                                int32_t *reps, int32_t *parts, int32_t **assignment) {
+  *assignment = NULL;
   if (c->num_devices < 1)
     return kiln_status_make(KILN_FAILED_PRECONDITION, "the client has no devices");
-  int64_t want = -1;
-  const char *how = "";
+  int64_t r = co->num_replicas, p = co->num_partitions;
+  if (r < 1 || p < 1 || r * p > c->num_devices)
+    return KILN_ERR_INVALID(
+        "compile options: %lld replicas x %lld partitions need %lld devices; the client has %d "
+        "(host devices: the client option num_devices or $KILN_HOST_DEVICES)",
+        (long long)r, (long long)p, (long long)(r * p), c->num_devices);
+  if (r * p > 1 && c->is_cuda)
+    return kiln_status_make(KILN_UNIMPLEMENTED,
+                            "compile options: %lld replicas x %lld partitions: kiln runs "
+                            "multi-device programs on host devices only",
+                            (long long)r, (long long)p);
+  int32_t n = (int32_t)(r * p);
+  *reps = (int32_t)r;
+  *parts = (int32_t)p;
+  int32_t *a = kiln_calloc((size_t)n, sizeof(*a));
+  kiln_status s = NULL;
   if (co->has_device_assignment && co->device_ids) {
-    want = co->device_ids[0];
-    how = "the device assignment's";
-    for (int32_t i = 0; i < c->num_devices; i++)
-      if (c->devices[i]->desc.id == want) {
-        *out = i;
-        return NULL;
-      }
-  } else if (co->device_ordinal >= 0) {
-    want = co->device_ordinal;
-    how = "device_ordinal";
-    if (want < c->num_devices) {
-      *out = (int32_t)want;
-      return NULL;
+    if (co->da_replica_count != r || co->da_computation_count != p)
+      s = KILN_ERR_INVALID(
+          "compile options: the device assignment is %d replicas x %d computations, the "
+          "options ask for %lld replicas x %lld partitions",
+          co->da_replica_count, co->da_computation_count, (long long)r, (long long)p);
+    for (int32_t i = 0; i < n && !s; i++) {
+      int64_t want = co->device_ids[i];
+      a[i] = -1;
+      for (int32_t d = 0; d < c->num_devices; d++)
+        if (c->devices[d]->desc.id == want) a[i] = d;
+      for (int32_t j = 0; j < i && a[i] >= 0; j++)
+        if (a[j] == a[i])
+          s = KILN_ERR_INVALID(
+              "compile options: the device assignment puts participants %d and %d on device "
+              "%lld",
+              j, i, (long long)want);
+      if (a[i] < 0)
+        s = KILN_ERR_INVALID(
+            "compile options: the device assignment's device %lld is not an addressable "
+            "device of the client (%d devices)",
+            (long long)want, c->num_devices);
     }
+  } else if (n == 1 && co->device_ordinal >= 0) {
+    if (co->device_ordinal < c->num_devices)
+      a[0] = (int32_t)co->device_ordinal;
+    else
+      s = KILN_ERR_INVALID(
+          "compile options: device_ordinal device %lld is not an addressable device of the "
+          "client (%d devices)",
+          (long long)co->device_ordinal, c->num_devices);
   } else {
-    return NULL;
+    for (int32_t ri = 0; ri < r; ri++)
+      for (int32_t pi = 0; pi < p; pi++) a[ri * p + pi] = (int32_t)(ri + pi * r);
   }
-  return KILN_ERR_INVALID(
-      "compile options: %s device %lld is not an addressable device of the "
-      "client (%d devices)",
-      how, (long long)want, c->num_devices);
+  if (s) {
+    kiln_free(a);
+    return s;
+  }
+  *assignment = a;
+  return NULL;
 }
 
-static kiln_status check_replication(int64_t replicas, int64_t partitions, const char *where) {
-  if (replicas > 1 || partitions > 1)
-    return kiln_status_make(KILN_UNIMPLEMENTED,
-                            "%s ask for %lld replicas x %lld partitions; kiln runs one replica of "
-                            "one partition for now (multi-device execution is a later issue)",
-                            where, (long long)replicas, (long long)partitions);
-  return NULL;
+/* The program's own config (its module's replica_count / num_partitions) must be the
+ * options' world, or 1 x 1. */
+static kiln_status check_program_world(int64_t reps, int64_t parts, int32_t r, int32_t p) {
+  if ((reps == 1 && parts == 1) || (reps == r && parts == p)) return NULL;
+  return KILN_ERR_INVALID(
+      "the program's config asks for %lld replicas x %lld partitions, the compile options for "
+      "%d x %d: set num_replicas / num_partitions in the compile options",
+      (long long)reps, (long long)parts, r, p);
 }
 
 /* Compiles (or finds in the cache) `program` for `client`; *out holds one reference. */
@@ -330,9 +367,8 @@ static kiln_status compile_program(PJRT_Client *client, const PJRT_Program *prog
     kiln_pjrt_cache_key_free(&key);
     return kiln_status_annotate(s, "while decoding the compile options");
   }
-  int32_t device = 0;
-  s = check_replication(co.num_replicas, co.num_partitions, "the compile options");
-  if (!s) s = pick_device(client, &co, &device);
+  int32_t reps = 1, parts = 1, *assignment = NULL;
+  s = pick_devices(client, &co, &reps, &parts, &assignment);
   kiln_hlo_module_t *m = NULL;
   double passes_ms = 0;
   const char *dir = kiln_pjrt_compile_cache_dir(client->compile_cache);
@@ -353,10 +389,10 @@ static kiln_status compile_program(PJRT_Client *client, const PJRT_Program *prog
     }
   }
   if (!s && !m) {
-    int64_t reps = 1, parts = 1;
+    int64_t preps = 1, pparts = 1;
     s = kiln_pjrt_program_parse(program->format, program->format_size, program->code,
-                                program->code_size, &m, &reps, &parts);
-    if (!s) s = check_replication(reps, parts, "the program's config");
+                                program->code_size, &m, &preps, &pparts);
+    if (!s) s = check_program_world(preps, pparts, reps, parts);
     if (!s) s = make_entry_layouts(m, &co);
     if (!s) {
       kiln_compile_options_t o;
@@ -385,9 +421,11 @@ static kiln_status compile_program(PJRT_Client *client, const PJRT_Program *prog
   }
   PJRT_Executable *e = NULL;
   if (!s) {
-    s = kiln_pjrt_executable_create(client, device, m, options, options_len, &co, passes_ms, &e);
+    s = kiln_pjrt_executable_create(client, reps, parts, assignment, m, options, options_len, &co,
+                                    passes_ms, &e);
     m = NULL;
   }
+  kiln_free(assignment);
   kiln_hlo_module_destroy(m);
   kiln_pjrt_compile_options_free(&co);
   if (!s && client->compile_cache) {
@@ -546,12 +584,14 @@ static kiln_status load_optimized(PJRT_Client *client, const char *text, size_t 
   memset(&co, 0, sizeof(co));
   KILN_RETURN_IF_ERROR(kiln_pjrt_compile_options_decode(options, options_len, &co),
                        "while decoding the compile options");
-  int32_t device = 0;
-  kiln_status s = check_replication(co.num_replicas, co.num_partitions, "the compile options");
-  if (!s) s = pick_device(client, &co, &device);
+  int32_t reps = 1, parts = 1, *assignment = NULL;
+  kiln_status s = pick_devices(client, &co, &reps, &parts, &assignment);
   kiln_hlo_module_t *m = NULL;
   if (!s) s = parse_optimized(text, text_len, &m);
-  if (!s) s = kiln_pjrt_executable_create(client, device, m, options, options_len, &co, 0, out);
+  if (!s)
+    s = kiln_pjrt_executable_create(client, reps, parts, assignment, m, options, options_len, &co,
+                                    0, out);
+  kiln_free(assignment);
   kiln_pjrt_compile_options_free(&co);
   return s;
 }

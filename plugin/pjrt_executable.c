@@ -17,6 +17,7 @@
 #include "plugin/pjrt_ffi_ext.h"
 #include "plugin/pjrt_relayout.h"
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/spmd.h"
 
 /* ---- the entry signature ---- */
 
@@ -169,6 +170,7 @@ static void executable_free(PJRT_Executable *e) {
   kiln_free(e->param_output);
   kiln_free(e->output_param);
   kiln_free(e->devices);
+  kiln_free(e->assignment);
   for (size_t i = 0; i < e->num_props; i++) kiln_free((char *)e->props[i].name);
   kiln_free(e->props);
   pthread_mutex_destroy(&e->lower_mu);
@@ -194,7 +196,8 @@ void kiln_pjrt_executable_detach(PJRT_Executable *e) {
   pthread_mutex_unlock(&e->lower_mu);
 }
 
-kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t device_index,
+kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t num_replicas,
+                                        int32_t num_partitions, const int32_t *assignment,
                                         kiln_hlo_module_t *optimized, const char *options,
                                         size_t options_len, const kiln_pjrt_compile_options_t *co,
                                         double passes_ms, PJRT_Executable **out) {
@@ -211,7 +214,12 @@ kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t device_inde
   e->compile_options = kiln_malloc(options_len ? options_len : 1);
   if (options_len) memcpy(e->compile_options, options, options_len);
   e->compile_options_len = options_len;
-  e->device_index = device_index;
+  e->num_replicas = num_replicas;
+  e->num_partitions = num_partitions;
+  e->num_participants = num_replicas * num_partitions;
+  e->assignment = kiln_malloc(sizeof(int32_t) * (size_t)e->num_participants);
+  memcpy(e->assignment, assignment, sizeof(int32_t) * (size_t)e->num_participants);
+  e->device_index = assignment[0];
   e->passes_ms = passes_ms;
   e->target = client->is_cuda ? KILN_TARGET_CUDA : KILN_TARGET_HOST;
   const char *target_name = kiln_pjrt_client_target_name(client);
@@ -219,6 +227,8 @@ kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t device_inde
   kiln_hash_init(&h, 0x66696e6765727072ull);
   kiln_hash_field(&h, e->optimized_text, e->optimized_text_len);
   kiln_hash_field(&h, target_name, strlen(target_name));
+  int32_t world[2] = {num_replicas, num_partitions};
+  kiln_hash_field(&h, world, sizeof(world));
   kiln_hash_field(&h, KILN_VERSION_STRING, strlen(KILN_VERSION_STRING));
   uint64_t fp[2];
   kiln_hash_final(&h, fp);
@@ -229,6 +239,8 @@ kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t device_inde
   if (dump && *dump) e->dump_dir = kiln_strdup(dump);
   e->copts.emit.target = e->target;
   e->copts.emit.cublaslt = client->is_cuda && client->cublaslt;
+  e->copts.emit.num_replicas = num_replicas;
+  e->copts.emit.num_partitions = num_partitions;
   e->copts.emit.dump_dir = e->dump_dir ? e->dump_dir : "";
   bool cmdbufs = client->options.command_buffers;
   if (co && co->has_command_buffer_option) cmdbufs = co->command_buffers;
@@ -251,12 +263,20 @@ kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t device_inde
 kiln_status kiln_pjrt_loaded_create(PJRT_Executable *e, PJRT_LoadedExecutable **out) {
   *out = NULL;
   if (!e->client) return kiln_status_make(KILN_FAILED_PRECONDITION, "the client was destroyed");
-  if (e->device_index < 0 || e->device_index >= e->client->num_devices)
-    return KILN_ERR_INVALID("device %d is not a device of the client", e->device_index);
+  for (int32_t i = 0; i < e->num_participants; i++)
+    if (e->assignment[i] < 0 || e->assignment[i] >= e->client->num_devices)
+      return KILN_ERR_INVALID("device %d is not a device of the client", e->assignment[i]);
   PJRT_LoadedExecutable *l = kiln_calloc(1, sizeof(*l));
   kiln_pjrt_executable_ref(e);
   l->exec = e;
-  l->device = e->client->devices[e->device_index];
+  l->devices = kiln_calloc((size_t)e->num_participants, sizeof(*l->devices));
+  l->logical_ids = kiln_calloc((size_t)e->num_participants, sizeof(*l->logical_ids));
+  for (int32_t i = 0; i < e->num_participants; i++) {
+    l->devices[i] = e->client->devices[e->assignment[i]];
+    l->logical_ids[i].replica = i / e->num_partitions;
+    l->logical_ids[i].partition = i % e->num_partitions;
+  }
+  l->device = l->devices[0];
   atomic_init(&l->deleted, false);
   *out = l;
   return NULL;
@@ -378,11 +398,31 @@ static void args_release(arg_state_t *st, int32_t n) {
   }
 }
 
+/* Destroys the n output buffers of outs that exist (and NULLs them). */
+static void outputs_destroy(PJRT_Buffer **outs, int32_t n) {
+  PJRT_Buffer_Destroy_Args da;
+  for (int32_t j = 0; j < n; j++) {
+    if (!outs[j]) continue;
+    memset(&da, 0, sizeof(da));
+    da.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
+    da.buffer = outs[j];
+    PJRT_Error *err = GetPjrtApi()->PJRT_Buffer_Destroy(&da);
+    if (err) {
+      PJRT_Error_Destroy_Args ea;
+      memset(&ea, 0, sizeof(ea));
+      ea.struct_size = PJRT_Error_Destroy_Args_STRUCT_SIZE;
+      ea.error = err;
+      GetPjrtApi()->PJRT_Error_Destroy(&ea);
+    }
+    outs[j] = NULL;
+  }
+}
+
 /* One execute on `dev` (di: its index): arguments in `args` (e->num_params of them), outputs
- * into `outs` (e->num_outputs). */
+ * into `outs` (e->num_outputs); `who`: its participant of an SPMD run (NULL: alone). */
 static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
                                PJRT_Buffer *const *args, const PJRT_ExecuteOptions *opts,
-                               PJRT_Buffer **outs) {
+                               const kiln_spmd_participant_t *who, PJRT_Buffer **outs) {
   int32_t np = e->num_params, no = e->num_outputs;
   for (int32_t i = 0; i < np; i++) KILN_RETURN_IF_ERROR_PLAIN(check_argument(e, i, args[i], dev));
   kiln_executable_t *x = NULL;
@@ -465,7 +505,7 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
     if (opts && KILN_PJRT_HAS(opts, context))
       ud = kiln_pjrt_execute_context_user_data(opts->context, &run.num_user_data);
     run.user_data = ud;
-    s = kiln_executable_run_with(x, stream, ptrs, sizes, np, kout, &run);
+    s = kiln_executable_run_participant(x, stream, ptrs, sizes, np, kout, &run, who);
     kiln_free(ud);
   }
   if (stream) kiln_pjrt_device_stream_release(dev, stream);
@@ -497,24 +537,7 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
         if (!s) kout[j] = NULL;
       }
     }
-    if (s) {
-      PJRT_Buffer_Destroy_Args da;
-      for (int32_t j = 0; j < no; j++) {
-        if (!outs[j]) continue;
-        memset(&da, 0, sizeof(da));
-        da.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
-        da.buffer = outs[j];
-        PJRT_Error *err = GetPjrtApi()->PJRT_Buffer_Destroy(&da);
-        if (err) {
-          PJRT_Error_Destroy_Args ea;
-          memset(&ea, 0, sizeof(ea));
-          ea.struct_size = PJRT_Error_Destroy_Args_STRUCT_SIZE;
-          ea.error = err;
-          GetPjrtApi()->PJRT_Error_Destroy(&ea);
-        }
-        outs[j] = NULL;
-      }
-    }
+    if (s) outputs_destroy(outs, no);
   }
   for (int32_t j = 0; j < no; j++) kiln_device_buffer_destroy(kout[j]);
   args_release(st, np);
@@ -525,6 +548,155 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
   return s;
 }
 
+/* ---- Execute on every device of an SPMD executable ---- */
+
+typedef struct spmd_participant {
+  PJRT_Executable *e;
+  PJRT_Device *dev;
+  PJRT_Buffer *const *args;
+  const PJRT_ExecuteOptions *opts;
+  kiln_spmd_participant_t who;
+  PJRT_Buffer **outs;
+  kiln_status status;
+} spmd_participant_t;
+
+static void *spmd_participant_main(void *arg) {
+  spmd_participant_t *p = arg;
+  p->status = execute_one(p->e, p->dev, p->e->assignment[p->who.participant], p->args, p->opts,
+                          &p->who, p->outs);
+  if (p->status)
+    kiln_spmd_world_abort(p->who.world, p->who.participant, kiln_status_message(p->status));
+  return NULL;
+}
+
+/* Every participant of `l` concurrently in one world of its own, participant i on
+ * l->devices[i] with argument list argv[i] (checked already), outputs into outs[i]. On error
+ * every output is destroyed and the status is the first participant's own failure (before its
+ * peers' ABORTED), annotated with the participant. */
+static kiln_status execute_spmd(PJRT_LoadedExecutable *l, PJRT_Buffer *const *const *argv,
+                                const PJRT_ExecuteOptions *opts, PJRT_Buffer **const *outs) {
+  PJRT_Executable *e = l->exec;
+  int32_t n = e->num_participants;
+  int64_t *ids = kiln_calloc((size_t)n, sizeof(*ids));
+  for (int32_t i = 0; i < n; i++) ids[i] = l->devices[i]->desc.id;
+  kiln_spmd_world_t *w = NULL;
+  kiln_status s = kiln_spmd_world_create(e->num_replicas, e->num_partitions, ids, 0, &w);
+  kiln_free(ids);
+  if (s) return s;
+  spmd_participant_t *ps = kiln_calloc((size_t)n, sizeof(*ps));
+  pthread_t *threads = kiln_calloc((size_t)n, sizeof(*threads));
+  bool *started = kiln_calloc((size_t)n, sizeof(*started));
+  for (int32_t i = 0; i < n; i++) {
+    ps[i] = (spmd_participant_t){.e = e,
+                                 .dev = l->devices[i],
+                                 .args = argv[i],
+                                 .opts = opts,
+                                 .who = {.world = w, .participant = i},
+                                 .outs = outs[i]};
+    int err = pthread_create(&threads[i], NULL, spmd_participant_main, &ps[i]);
+    if (err) {
+      ps[i].status = kiln_status_make(KILN_RESOURCE_EXHAUSTED,
+                                      "cannot start the thread of participant %d of %d (%s)", i, n,
+                                      strerror(err));
+      kiln_spmd_world_abort(w, i, kiln_status_message(ps[i].status));
+      break;
+    }
+    started[i] = true;
+  }
+  for (int32_t i = 0; i < n; i++)
+    if (started[i]) pthread_join(threads[i], NULL);
+  int32_t bad = -1;
+  for (int32_t i = 0; i < n; i++)
+    if (ps[i].status && (bad < 0 || (kiln_status_code(ps[bad].status) == KILN_ABORTED &&
+                                     kiln_status_code(ps[i].status) != KILN_ABORTED)))
+      bad = i;
+  if (bad >= 0) {
+    kiln_strbuf_t who = {0};
+    kiln_spmd_world_describe(w, bad, &who);
+    s = kiln_status_annotate(ps[bad].status, "participant %s", kiln_strbuf_cstr(&who));
+    kiln_strbuf_free(&who);
+    ps[bad].status = NULL;
+    for (int32_t i = 0; i < n; i++) {
+      kiln_status_free(ps[i].status);
+      outputs_destroy(outs[i], e->num_outputs);
+    }
+  }
+  kiln_spmd_world_destroy(w);
+  kiln_free(started);
+  kiln_free(threads);
+  kiln_free(ps);
+  return s;
+}
+
+/* Execute of an executable over several devices: one argument list per addressable device,
+ * each argument on its list's device. */
+static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args) {
+  PJRT_LoadedExecutable *l = args->executable;
+  PJRT_Executable *e = l->exec;
+  int32_t n = e->num_participants;
+  if (!e->client)
+    return kiln_pjrt_error_make(KILN_FAILED_PRECONDITION,
+                                "Execute: the executable's client was destroyed");
+  if (KILN_PJRT_HAS(args, execute_device) && args->execute_device)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "Execute: %s runs on %d devices (%d replicas x %d partitions); "
+                                "execute_device is for single-device executables",
+                                e->name, n, e->num_replicas, e->num_partitions);
+  if (args->num_devices != (size_t)n)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "Execute: %s runs on %d devices (%d replicas x %d partitions), "
+                                "num_devices is %zu",
+                                e->name, n, e->num_replicas, e->num_partitions, args->num_devices);
+  if (args->num_args != (size_t)e->num_params)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "Execute: %s takes %d arguments (parameters' leaves) per device, "
+                                "num_args is %zu",
+                                e->name, e->num_params, args->num_args);
+  if ((e->num_params && !args->argument_lists) || !args->output_lists)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "Execute: argument_lists or output_lists is NULL");
+  for (int32_t d = 0; d < n; d++) {
+    if ((e->num_params && !args->argument_lists[d]) || (e->num_outputs && !args->output_lists[d]))
+      return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                  "Execute: the argument or output list of device %d is NULL", d);
+    for (int32_t i = 0; i < e->num_params; i++) {
+      kiln_status s = check_argument(e, i, args->argument_lists[d][i], l->devices[d]);
+      if (s)
+        return kiln_pjrt_error_from_status(
+            kiln_status_annotate(s, "in argument list %d of PJRT_LoadedExecutable_Execute", d));
+    }
+  }
+  /* Every device's code first (lazy, once per device), so that no participant waits at a
+   * collective while a peer is still lowering (the world's deadline counts from the run). */
+  for (int32_t d = 0; d < n; d++) {
+    kiln_executable_t *x = NULL;
+    kiln_status s = device_code(e, e->assignment[d], &x);
+    if (s)
+      return kiln_pjrt_error_from_status(
+          kiln_status_annotate(s, "in PJRT_LoadedExecutable_Execute"));
+  }
+  for (int32_t d = 0; d < n; d++)
+    for (int32_t j = 0; j < e->num_outputs; j++) args->output_lists[d][j] = NULL;
+  PJRT_Buffer *none = NULL;
+  PJRT_Buffer *const **argv = kiln_calloc((size_t)n, sizeof(*argv));
+  PJRT_Buffer *none_list[1] = {NULL};
+  PJRT_Buffer **outs_none = none_list;
+  PJRT_Buffer ***outv = kiln_calloc((size_t)n, sizeof(*outv));
+  for (int32_t d = 0; d < n; d++) {
+    argv[d] = e->num_params ? args->argument_lists[d] : &none;
+    outv[d] = e->num_outputs ? args->output_lists[d] : outs_none;
+  }
+  kiln_status s = execute_spmd(l, argv, args->options, outv);
+  kiln_free(argv);
+  kiln_free(outv);
+  if (s)
+    return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in PJRT_LoadedExecutable_Execute"));
+  /* The runs are synchronous: every device's completion event is ready now. */
+  if (args->device_complete_events)
+    for (int32_t d = 0; d < n; d++) args->device_complete_events[d] = kiln_pjrt_event_ready(NULL);
+  return NULL;
+}
+
 static PJRT_Error *loaded_execute(PJRT_LoadedExecutable_Execute_Args *args) {
   KILN_PJRT_ARGS("PJRT_LoadedExecutable_Execute", args, device_complete_events);
   PJRT_LoadedExecutable *l = args->executable;
@@ -533,6 +705,7 @@ static PJRT_Error *loaded_execute(PJRT_LoadedExecutable_Execute_Args *args) {
     return kiln_pjrt_error_make(KILN_FAILED_PRECONDITION, "Execute: executable %s was deleted",
                                 l->exec->name);
   PJRT_Executable *e = l->exec;
+  if (e->num_participants > 1) return loaded_execute_spmd(args);
   PJRT_Device *dev = l->device;
   if (KILN_PJRT_HAS(args, execute_device) && args->execute_device) dev = args->execute_device;
   int32_t di = device_index_of(e, dev);
@@ -558,7 +731,7 @@ static PJRT_Error *loaded_execute(PJRT_LoadedExecutable_Execute_Args *args) {
   PJRT_Buffer *const *argv = e->num_params ? args->argument_lists[0] : &none;
   PJRT_Buffer **outs = args->output_lists[0];
   for (int32_t j = 0; j < e->num_outputs; j++) outs[j] = NULL;
-  kiln_status s = execute_one(e, dev, di, argv, args->options, outs);
+  kiln_status s = execute_one(e, dev, di, argv, args->options, NULL, outs);
   if (s)
     return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in PJRT_LoadedExecutable_Execute"));
   /* The run is synchronous: its completion event is ready now. */
@@ -588,13 +761,13 @@ static PJRT_Error *exec_name(PJRT_Executable_Name_Args *args) {
 
 static PJRT_Error *exec_num_replicas(PJRT_Executable_NumReplicas_Args *args) {
   EXEC_ARG("PJRT_Executable_NumReplicas", args, num_replicas);
-  args->num_replicas = 1;
+  args->num_replicas = (size_t)args->executable->num_replicas;
   return NULL;
 }
 
 static PJRT_Error *exec_num_partitions(PJRT_Executable_NumPartitions_Args *args) {
   EXEC_ARG("PJRT_Executable_NumPartitions", args, num_partitions);
-  args->num_partitions = 1;
+  args->num_partitions = (size_t)args->executable->num_partitions;
   return NULL;
 }
 
@@ -813,6 +986,8 @@ static PJRT_Error *loaded_destroy(PJRT_LoadedExecutable_Destroy_Args *args) {
   PJRT_LoadedExecutable *l = args->executable;
   if (!l) return NULL;
   kiln_pjrt_executable_unref(l->exec);
+  kiln_free(l->devices);
+  kiln_free(l->logical_ids);
   kiln_free(l);
   return NULL;
 }
@@ -829,20 +1004,18 @@ static PJRT_Error *loaded_get_executable(PJRT_LoadedExecutable_GetExecutable_Arg
 
 static PJRT_Error *loaded_devices(PJRT_LoadedExecutable_AddressableDevices_Args *args) {
   EXEC_ARG("PJRT_LoadedExecutable_AddressableDevices", args, num_addressable_devices);
-  args->addressable_devices = &args->executable->device;
-  args->num_addressable_devices = 1;
+  args->addressable_devices = args->executable->devices;
+  args->num_addressable_devices = (size_t)args->executable->exec->num_participants;
   return NULL;
 }
 
-/* One replica, one partition: the device it runs on is (0, 0). */
+/* Each addressable device's (replica, partition), in AddressableDevices' order. */
 static PJRT_Error *loaded_logical_ids(
     PJRT_LoadedExecutable_AddressableDeviceLogicalIds_Args *args) {
   EXEC_ARG("PJRT_LoadedExecutable_AddressableDeviceLogicalIds", args,
            num_addressable_device_logical_ids);
-  args->executable->logical_id.replica = 0;
-  args->executable->logical_id.partition = 0;
-  args->addressable_device_logical_ids = &args->executable->logical_id;
-  args->num_addressable_device_logical_ids = 1;
+  args->addressable_device_logical_ids = args->executable->logical_ids;
+  args->num_addressable_device_logical_ids = (size_t)args->executable->exec->num_participants;
   return NULL;
 }
 
@@ -858,38 +1031,46 @@ static PJRT_Error *loaded_is_deleted(PJRT_LoadedExecutable_IsDeleted_Args *args)
   return NULL;
 }
 
-/* The device assignment, as a serialized xla.DeviceAssignmentProto: replica_count = 1,
- * computation_count = 1, one computation device with the one replica's device id. */
-static PJRT_Error *loaded_device_assignment(PJRT_LoadedExecutable_GetDeviceAssignment_Args *args) {
-  EXEC_ARG("PJRT_LoadedExecutable_GetDeviceAssignment", args, serialized_device_assignment_deleter);
-  int64_t id = args->executable->device->desc.id;
-  unsigned char buf[32];
-  size_t n = 0;
-  buf[n++] = 0x08; /* replica_count (1), varint */
-  buf[n++] = 1;
-  buf[n++] = 0x10; /* computation_count (2), varint */
-  buf[n++] = 1;
-  unsigned char inner[16];
-  size_t m = 0;
-  inner[m++] = 0x0a; /* ComputationDevice.replica_device_ids (1), packed */
-  unsigned char v[10];
-  size_t vn = 0;
-  uint64_t u = (uint64_t)id;
+static void put_varint(kiln_strbuf_t *b, uint64_t u) {
   do {
-    v[vn++] = (unsigned char)((u & 0x7f) | (u > 0x7f ? 0x80 : 0));
+    char c = (char)((u & 0x7f) | (u > 0x7f ? 0x80 : 0));
+    kiln_strbuf_append_n(b, &c, 1);
     u >>= 7;
   } while (u);
-  inner[m++] = (unsigned char)vn;
-  memcpy(inner + m, v, vn);
-  m += vn;
-  buf[n++] = 0x1a; /* computation_devices (3), message */
-  buf[n++] = (unsigned char)m;
-  memcpy(buf + n, inner, m);
-  n += m;
+}
+
+/* The device assignment, as a serialized xla.DeviceAssignmentProto: replica_count,
+ * computation_count (partitions), then per computation its replicas' device ids. */
+static PJRT_Error *loaded_device_assignment(PJRT_LoadedExecutable_GetDeviceAssignment_Args *args) {
+  EXEC_ARG("PJRT_LoadedExecutable_GetDeviceAssignment", args, serialized_device_assignment_deleter);
+  const PJRT_LoadedExecutable *l = args->executable;
+  int32_t reps = l->exec->num_replicas, parts = l->exec->num_partitions;
+  kiln_strbuf_t out = {0}, inner = {0}, ids = {0};
+  put_varint(&out, 0x08); /* replica_count (1), varint */
+  put_varint(&out, (uint64_t)reps);
+  put_varint(&out, 0x10); /* computation_count (2), varint */
+  put_varint(&out, (uint64_t)parts);
+  for (int32_t c = 0; c < parts; c++) {
+    kiln_strbuf_free(&ids);
+    for (int32_t r = 0; r < reps; r++)
+      put_varint(&ids, (uint64_t)l->devices[r * parts + c]->desc.id);
+    kiln_strbuf_free(&inner);
+    put_varint(&inner, 0x0a); /* ComputationDevice.replica_device_ids (1), packed */
+    put_varint(&inner, ids.len);
+    kiln_strbuf_append_n(&inner, kiln_strbuf_cstr(&ids), ids.len);
+    put_varint(&out, 0x1a); /* computation_devices (3), message */
+    put_varint(&out, inner.len);
+    kiln_strbuf_append_n(&out, kiln_strbuf_cstr(&inner), inner.len);
+  }
+  size_t n = out.len;
+  const char *buf = kiln_strbuf_cstr(&out);
   kiln_pjrt_blob_t *b = kiln_calloc(1, sizeof(*b));
   b->data = kiln_malloc(n);
   memcpy(b->data, buf, n);
   b->len = n;
+  kiln_strbuf_free(&out);
+  kiln_strbuf_free(&inner);
+  kiln_strbuf_free(&ids);
   args->serialized_bytes = b->data;
   args->serialized_bytes_size = n;
   args->serialized_device_assignment = (PJRT_DeviceAssignmentSerialized *)b;

@@ -75,7 +75,11 @@ struct PJRT_Executable {
   kiln_compile_options_t copts; /* what lowering uses (dump dir, command buffers) */
   char *dump_dir;               /* owned; copts.emit.dump_dir points here */
   char *kernel_cache_dir;       /* owned; copts.emit.kernel_cache_dir points here */
-  int32_t device_index;         /* the device it was compiled for (index in client->devices) */
+  int32_t device_index;         /* its first participant's device (index in client->devices) */
+  /* The world: num_replicas x num_partitions participants (participant = replica *
+   * num_partitions + partition), participant i on client->devices[assignment[i]]. */
+  int32_t num_replicas, num_partitions, num_participants;
+  int32_t *assignment; /* owned */
   /* The entry signature. */
   int32_t num_params;
   kiln_pjrt_leaf_t *params;
@@ -107,17 +111,22 @@ struct PJRT_Executable {
 
 struct PJRT_LoadedExecutable {
   PJRT_Executable *exec; /* one reference */
-  PJRT_Device *device;   /* the device it runs on */
+  PJRT_Device *device;   /* its first participant's device */
   _Atomic bool deleted;
-  PJRT_LogicalDeviceIds logical_id; /* its one device's: replica 0, partition 0 */
+  /* Its addressable devices in participant order (exec->num_participants entries, owned),
+   * with their (replica, partition). */
+  PJRT_Device **devices;
+  PJRT_LogicalDeviceIds *logical_ids;
 };
 
-/* Builds an executable of `client` for its device `device_index` from a module the passes
+/* Builds an executable of `client` for a world of num_replicas x num_partitions participants,
+ * participant i on client->devices[assignment[i]] (copied), from a module the passes
  * already ran on (`optimized`, taken over in every case; its entry signature is the
  * program's, with default layouts). `options` (options_len bytes, the serialized
  * CompileOptionsProto) is kept for GetCompileOptions and Serialize; `co` is its decoded form.
  * *out holds one reference. */
-kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t device_index,
+kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t num_replicas,
+                                        int32_t num_partitions, const int32_t *assignment,
                                         kiln_hlo_module_t *optimized, const char *options,
                                         size_t options_len, const kiln_pjrt_compile_options_t *co,
                                         double passes_ms, PJRT_Executable **out);

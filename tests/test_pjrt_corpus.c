@@ -366,9 +366,10 @@ static void test_compile_options_honoured(void **state) {
   kiln_pb_message(&opts, 3, &build);
   PJRT_LoadedExecutable *l = NULL;
   char msg[2048];
+  /* 2 replicas on a 1-device client: INVALID_ARGUMENT naming the numbers */
   assert_int_equal(take_error(compile_with(text, &opts, &l), msg, sizeof(msg)),
-                   PJRT_Error_Code_UNIMPLEMENTED);
-  assert_non_null(strstr(msg, "replica"));
+                   PJRT_Error_Code_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "2 replicas x 1 partitions need 2 devices; the client has 1"));
   kiln_pb_free(&build);
   kiln_pb_free(&opts);
 

@@ -54,9 +54,11 @@ static const char kUsage[] =
     "                        and driven only through its function table\n"
     "  --direct              run host/cuda/best on kiln's runtime directly, not through the\n"
     "                        plugin (implied by --thunks and --max-while-iterations)\n"
-    "  --host-devices=N      (--direct --backend=host) run a multi-device module on N host\n"
+    "  --host-devices=N      (--backend=host) run a multi-device module on N host\n"
     "                        devices, one participant each (also KILN_HOST_DEVICES=N);\n"
-    "                        default: as many as its replicas x partitions; outputs print\n"
+    "                        --direct: default as many as its replicas x partitions;\n"
+    "                        through the plugin: the client gets N devices (default 1)\n"
+    "                        and the module compiles for its world; outputs print\n"
     "                        per participant (r0p1.out0), --compare=reference compares\n"
     "                        each with the SPMD evaluator\n"
     "  --module=N            run only the N-th module of the file (0-based)\n"
@@ -413,6 +415,13 @@ typedef struct run_times {
   double compile;
 } run_times_t;
 
+/* The times of a run through the plugin. */
+static void plugin_times(const kiln_pjrt_run_report_t *pr, run_times_t *t) {
+  t->compile = pr->compile_ms;
+  t->eval_min = pr->run_min_ms;
+  t->eval_sum = pr->run_mean_ms * (double)pr->runs;
+}
+
 /* --backend=host|cuda|best: compile, load and run on the device (--repeat times). */
 static kiln_status run_on_device(const run_flags_t *f, const kiln_hlo_module_t *m,
                                  kiln_literal_t **args, int n, kiln_arena_t *arena,
@@ -422,9 +431,7 @@ static kiln_status run_on_device(const run_flags_t *f, const kiln_hlo_module_t *
     kiln_pjrt_run_report_t pr;
     kiln_status s = kiln_pjrt_run_module(f->plugin, m, args, n, &po, arena, result, &pr);
     if (s) return kiln_status_annotate(s, "while running through the PJRT plugin");
-    t->compile = pr.compile_ms;
-    t->eval_min = pr.run_min_ms;
-    t->eval_sum = pr.run_mean_ms * (double)pr.runs;
+    plugin_times(&pr, t);
     printf(
         "ran through the plugin: compiled in %.1f ms, first run %.1f ms (generates the "
         "kernels), inputs uploaded in %.1f ms\n",
@@ -593,10 +600,25 @@ static kiln_status run_spmd_on_device(const run_flags_t *f, const kiln_hlo_modul
   kiln_literal_t **got = kiln_calloc((size_t)np, sizeof *got);
   kiln_literal_t **want = kiln_calloc((size_t)np, sizeof *want);
   kiln_device_run_report_t rep;
-  kiln_status s =
-      kiln_device_run_module_spmd(m, args, n, replicas, partitions, &o, &out, got, &rep);
-  if (s) s = kiln_status_annotate(s, "while running on %d host devices", np);
-  if (!s) {
+  kiln_status s = NULL;
+  if (f->plugin) {
+    /* the plugin path: Compile with num_replicas / num_partitions, one Execute on np devices */
+    kiln_pjrt_run_options_t po = {.repeat = f->repeat, .print_runs = f->repeat > 1};
+    kiln_pjrt_run_report_t pr;
+    s = kiln_pjrt_run_module_spmd(f->plugin, m, args, n, replicas, partitions, &po, &out, got, &pr);
+    if (s) s = kiln_status_annotate(s, "while running through the PJRT plugin on %d devices", np);
+    if (!s) {
+      plugin_times(&pr, t);
+      printf(
+          "ran through the plugin on %d host devices: compiled in %.1f ms, first run %.1f ms "
+          "(generates the kernels), run %.3f ms\n",
+          np, pr.compile_ms, pr.first_run_ms, pr.run_min_ms);
+    }
+  } else {
+    s = kiln_device_run_module_spmd(m, args, n, replicas, partitions, &o, &out, got, &rep);
+    if (s) s = kiln_status_annotate(s, "while running on %d host devices", np);
+  }
+  if (!s && !f->plugin) {
     t->compile = rep.compile_ms;
     t->eval_min = rep.run_min_ms;
     t->eval_sum = rep.run_mean_ms * (double)rep.runs;
@@ -678,9 +700,10 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
   kiln_arena_init(&out_arena);
   kiln_literal_t *result = NULL;
   int spmd_r = 1, spmd_p = 1;
-  if (f->device && f->device->kind == KILN_DEVICE_HOST && !s)
+  bool plugin_host = f->plugin && strcmp(f->backend, "host") == 0;
+  if (((f->device && f->device->kind == KILN_DEVICE_HOST) || plugin_host) && !s)
     s = host_world(f, m, &spmd_r, &spmd_p);
-  if (f->device && !s && spmd_r * spmd_p > 1) {
+  if ((f->device || plugin_host) && !s && spmd_r * spmd_p > 1) {
     s = run_spmd_on_device(f, m, &eo, args, n, spmd_r, spmd_p, prefix, t);
     kiln_arena_destroy(&out_arena);
     kiln_arena_destroy(&args_arena);
@@ -784,6 +807,7 @@ static kiln_status open_plugin(run_flags_t *f) {
   if (f->no_command_buffers) setenv("KILN_DISABLE_COMMAND_BUFFERS", "1", 1);
   kiln_pjrt_runner_options_t o = {0};
   if (strcmp(f->backend, "host") == 0) o.platform = "cpu";
+  if (strcmp(f->backend, "host") == 0) o.num_devices = f->host_devices;
   if (strcmp(f->backend, "cuda") == 0) o.platform = "cuda";
   return kiln_pjrt_runner_open(&o, &f->plugin);
 }

@@ -130,9 +130,19 @@ kiln_status kiln_pjrt_runner_open(const kiln_pjrt_runner_options_t *opts,
                            .type = PJRT_NamedValue_kString,
                            .string_value = platform,
                            .value_size = platform ? strlen(platform) : 0};
+    PJRT_NamedValue copts[2];
+    size_t nopts = 0;
+    if (platform) copts[nopts++] = opt;
+    if (opts && opts->num_devices > 0)
+      copts[nopts++] = (PJRT_NamedValue){.struct_size = PJRT_NamedValue_STRUCT_SIZE,
+                                         .name = "num_devices",
+                                         .name_size = strlen("num_devices"),
+                                         .type = PJRT_NamedValue_kInt64,
+                                         .int64_value = opts->num_devices,
+                                         .value_size = 1};
     PJRT_Client_Create_Args ca = {.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE,
-                                  .create_options = platform ? &opt : NULL,
-                                  .num_options = platform ? 1 : 0};
+                                  .create_options = nopts ? copts : NULL,
+                                  .num_options = nopts};
     s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_Client_Create(&ca), "PJRT_Client_Create");
     r->client = ca.client;
   }
@@ -305,7 +315,7 @@ static kiln_status compiled_module(kiln_pjrt_runner_t *r, PJRT_Executable *exe,
   return s;
 }
 
-static kiln_status upload(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
+static kiln_status upload(kiln_pjrt_runner_t *r, PJRT_Device *device, const kiln_hlo_module_t *m,
                           const kiln_hlo_module_t *compiled, kiln_literal_t *const *args,
                           int num_args, PJRT_Buffer **bufs) {
   const kiln_hlo_computation_t *entry = m->entry;
@@ -317,9 +327,9 @@ static kiln_status upload(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
                              compiled->entry->num_parameters, m->name, num_args);
   for (int p = 0; p < num_args; p++) {
     /* the compiled parameter's layout (the executable's), so the execute reads it as it is */
-    kiln_status s = kiln_pjrt_buffer_from_host(r->api, r->client, r->device,
-                                               compiled->entry->parameters[p]->shape,
-                                               args[p] ? args[p]->data : NULL, &bufs[p]);
+    kiln_status s =
+        kiln_pjrt_buffer_from_host(r->api, r->client, device, compiled->entry->parameters[p]->shape,
+                                   args[p] ? args[p]->data : NULL, &bufs[p]);
     if (s)
       return kiln_status_annotate(
           s, "for parameter %d (kiln-run --direct runs a module without the plugin)", p);
@@ -327,25 +337,29 @@ static kiln_status upload(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
   return NULL;
 }
 
-/* One execute; `outs` (num_outputs) gets the results. */
-static kiln_status execute(kiln_pjrt_runner_t *r, PJRT_LoadedExecutable *exe, PJRT_Buffer **args,
-                           size_t num_args, PJRT_Buffer **outs) {
+/* One execute on `nd` devices (one: the runner's device); `outs[d]` (num_outputs) gets
+ * device d's results. */
+static kiln_status execute(kiln_pjrt_runner_t *r, PJRT_LoadedExecutable *exe, int nd,
+                           PJRT_Buffer *const *const *args, size_t num_args,
+                           PJRT_Buffer **const *outs) {
   PJRT_ExecuteOptions opts = {.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE};
-  PJRT_Buffer *const *arg_list = args;
-  PJRT_Buffer **out_list = outs;
-  PJRT_Event *done = NULL;
+  PJRT_Event **done = kiln_calloc((size_t)nd, sizeof(*done));
   PJRT_LoadedExecutable_Execute_Args a = {
       .struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE,
       .executable = exe,
       .options = &opts,
-      .argument_lists = &arg_list,
-      .num_devices = 1,
+      .argument_lists = args,
+      .num_devices = (size_t)nd,
       .num_args = num_args,
-      .output_lists = &out_list,
-      .device_complete_events = &done,
-      .execute_device = r->device};
-  PJRT_TRY(r, r->api->PJRT_LoadedExecutable_Execute(&a), "PJRT_LoadedExecutable_Execute");
-  return await_event(r, done, "PJRT_LoadedExecutable_Execute");
+      .output_lists = outs,
+      .device_complete_events = done,
+      .execute_device = nd == 1 ? r->device : NULL};
+  kiln_status s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_LoadedExecutable_Execute(&a),
+                                              "PJRT_LoadedExecutable_Execute");
+  for (int d = 0; d < nd; d++)
+    s = kiln_status_join(s, await_event(r, s ? NULL : done[d], "PJRT_LoadedExecutable_Execute"));
+  kiln_free(done);
+  return s;
 }
 
 static kiln_status download(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m, PJRT_Buffer **outs,
@@ -386,18 +400,47 @@ static kiln_status download(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m, P
   return NULL;
 }
 
-kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
-                                 kiln_literal_t *const *args, int num_args,
-                                 const kiln_pjrt_run_options_t *opts, kiln_arena_t *arena,
-                                 kiln_literal_t **result, kiln_pjrt_run_report_t *report) {
-  *result = NULL;
+/* CompileOptionsProto { executable_build_options { num_replicas, num_partitions } }. */
+static size_t world_options(char *b, int replicas, int partitions) {
+  size_t n = 0, inner = 0;
+  unsigned char v[2][10];
+  size_t vn[2] = {0, 0};
+  uint64_t u[2] = {(uint64_t)replicas, (uint64_t)partitions};
+  for (int i = 0; i < 2; i++) {
+    do {
+      v[i][vn[i]++] = (unsigned char)((u[i] & 0x7f) | (u[i] > 0x7f ? 0x80 : 0));
+      u[i] >>= 7;
+    } while (u[i]);
+    inner += 1 + vn[i];
+  }
+  b[n++] = 0x1a; /* executable_build_options (3) */
+  b[n++] = (char)inner;
+  for (int i = 0; i < 2; i++) {
+    b[n++] = i ? 0x28 : 0x20; /* num_partitions (5) / num_replicas (4) */
+    memcpy(b + n, v[i], vn[i]);
+    n += vn[i];
+  }
+  return n;
+}
+
+/* Runs `m` on replicas x partitions devices (one: the runner's device), every device on the
+ * same `args`; results[d] gets device d's result (participant order). */
+static kiln_status run_world(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
+                             kiln_literal_t *const *args, int num_args, int replicas,
+                             int partitions, const kiln_pjrt_run_options_t *opts,
+                             kiln_arena_t *arena, kiln_literal_t **results,
+                             kiln_pjrt_run_report_t *report) {
+  int nd = replicas * partitions;
+  for (int d = 0; d < nd; d++) results[d] = NULL;
   kiln_pjrt_run_report_t local;
   kiln_pjrt_run_report_t *rep = report ? report : &local;
   memset(rep, 0, sizeof(*rep));
 
-  /* Compile: the module's canonical text in the "hlo" format, no compile options (the
-   * plugin's defaults: one replica, one partition). */
+  /* Compile: the module's canonical text in the "hlo" format; compile options only for
+   * several devices (else the plugin's defaults: one replica, one partition). */
   char *text = kiln_hlo_module_to_string(m);
+  char copts[32];
+  size_t copts_len = nd > 1 ? world_options(copts, replicas, partitions) : 0;
   PJRT_Program program = {.struct_size = PJRT_Program_STRUCT_SIZE,
                           .code = text,
                           .code_size = strlen(text),
@@ -405,7 +448,9 @@ kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t 
                           .format_size = 3};
   PJRT_Client_Compile_Args ca = {.struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE,
                                  .client = r->client,
-                                 .program = &program};
+                                 .program = &program,
+                                 .compile_options = copts_len ? copts : NULL,
+                                 .compile_options_size = copts_len};
   double t0 = kiln_clock_ms();
   kiln_status s =
       kiln_pjrt_status_from_error(r->api, r->api->PJRT_Client_Compile(&ca), "PJRT_Client_Compile");
@@ -434,23 +479,44 @@ kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t 
                          kiln_pjrt_status_from_error(r->api, r->api->PJRT_Executable_Destroy(&ed),
                                                      "PJRT_Executable_Destroy"));
   }
+  /* the executable's devices, in participant order */
+  PJRT_LoadedExecutable_AddressableDevices_Args ad = {
+      .struct_size = PJRT_LoadedExecutable_AddressableDevices_Args_STRUCT_SIZE, .executable = exe};
+  if (!s && nd > 1) {
+    s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_LoadedExecutable_AddressableDevices(&ad),
+                                    "PJRT_LoadedExecutable_AddressableDevices");
+    if (!s && ad.num_addressable_devices != (size_t)nd)
+      s = KILN_ERR_INTERNAL("the executable has %zu addressable devices, %d expected",
+                            ad.num_addressable_devices, nd);
+  }
 
   int np = m->entry->num_parameters;
-  PJRT_Buffer **bufs = kiln_calloc((size_t)np + 1, sizeof(*bufs));
-  PJRT_Buffer **outs = kiln_calloc(num_outputs + 1, sizeof(*outs));
+  PJRT_Buffer **bufs = kiln_calloc((size_t)nd * ((size_t)np + 1), sizeof(*bufs));
+  PJRT_Buffer **outs = kiln_calloc((size_t)nd * (num_outputs + 1), sizeof(*outs));
+  PJRT_Buffer **argv_mem = kiln_calloc((size_t)nd, sizeof(*argv_mem));
+  PJRT_Buffer *const **argv = (PJRT_Buffer *const **)argv_mem;
+  PJRT_Buffer ***outv = kiln_calloc((size_t)nd, sizeof(*outv));
+  for (int d = 0; d < nd; d++) {
+    argv[d] = bufs + (size_t)d * ((size_t)np + 1);
+    outv[d] = outs + (size_t)d * (num_outputs + 1);
+  }
   if (!s) {
     t0 = kiln_clock_ms();
-    s = upload(r, m, compiled, args, num_args, bufs);
+    for (int d = 0; d < nd && !s; d++) {
+      s = upload(r, nd > 1 ? ad.addressable_devices[d] : r->device, m, compiled, args, num_args,
+                 (PJRT_Buffer **)argv[d]);
+      if (s && nd > 1) s = kiln_status_annotate(s, "on device %d", d);
+    }
     rep->upload_ms = kiln_clock_ms() - t0;
   }
   int64_t repeat = opts && opts->repeat > 0 ? opts->repeat : 1;
   for (int64_t i = 0; i < repeat && !s; i++) {
-    for (size_t o = 0; o < num_outputs; o++) {
+    for (size_t o = 0; o < (size_t)nd * (num_outputs + 1); o++) {
       destroy_buffer(r, outs[o]);
       outs[o] = NULL;
     }
     t0 = kiln_clock_ms();
-    s = execute(r, exe, bufs, (size_t)np, outs);
+    s = execute(r, exe, nd, argv, (size_t)np, outv);
     double dt = kiln_clock_ms() - t0;
     if (i == 0) rep->first_run_ms = dt;
     if (i == 0 || dt < rep->run_min_ms) rep->run_min_ms = dt;
@@ -460,17 +526,42 @@ kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t 
   }
   if (!s) {
     t0 = kiln_clock_ms();
-    s = download(r, m, outs, num_outputs, arena, result);
+    for (int d = 0; d < nd && !s; d++) {
+      s = download(r, m, outv[d], num_outputs, arena, &results[d]);
+      if (s && nd > 1) s = kiln_status_annotate(s, "on device %d", d);
+    }
     rep->download_ms = kiln_clock_ms() - t0;
   }
-  for (size_t o = 0; o < num_outputs; o++) destroy_buffer(r, outs[o]);
-  for (int p = 0; p < np; p++) destroy_buffer(r, bufs[p]);
+  for (size_t o = 0; o < (size_t)nd * (num_outputs + 1); o++) destroy_buffer(r, outs[o]);
+  for (size_t p = 0; p < (size_t)nd * ((size_t)np + 1); p++) destroy_buffer(r, bufs[p]);
+  kiln_free(outv);
+  kiln_free(argv_mem);
   kiln_free(outs);
   kiln_free(bufs);
   kiln_hlo_module_destroy(compiled);
   PJRT_LoadedExecutable_Destroy_Args ld = {
       .struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE, .executable = exe};
-  return kiln_status_join(
+  s = kiln_status_join(
       s, kiln_pjrt_status_from_error(r->api, r->api->PJRT_LoadedExecutable_Destroy(&ld),
                                      "PJRT_LoadedExecutable_Destroy"));
+  if (s)
+    for (int d = 0; d < nd; d++) results[d] = NULL;
+  return s;
+}
+
+kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
+                                 kiln_literal_t *const *args, int num_args,
+                                 const kiln_pjrt_run_options_t *opts, kiln_arena_t *arena,
+                                 kiln_literal_t **result, kiln_pjrt_run_report_t *report) {
+  return run_world(r, m, args, num_args, 1, 1, opts, arena, result, report);
+}
+
+kiln_status kiln_pjrt_run_module_spmd(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
+                                      kiln_literal_t *const *args, int num_args, int replicas,
+                                      int partitions, const kiln_pjrt_run_options_t *opts,
+                                      kiln_arena_t *arena, kiln_literal_t **results,
+                                      kiln_pjrt_run_report_t *report) {
+  if (replicas < 1 || partitions < 1 || replicas * partitions > 4096)
+    return KILN_ERR_INVALID("PJRT run: %d replicas x %d partitions", replicas, partitions);
+  return run_world(r, m, args, num_args, replicas, partitions, opts, arena, results, report);
 }

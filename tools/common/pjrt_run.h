@@ -28,6 +28,7 @@ typedef struct kiln_pjrt_runner_options {
    * the one this build made, else libkiln_pjrt.so on the loader's search path. */
   const char *plugin;
   const char *platform; /* the client's "platform" option ("cpu", "cuda"); NULL: not given */
+  int64_t num_devices;  /* the client's "num_devices" option (host devices); 0: not given */
 } kiln_pjrt_runner_options_t;
 
 /* Loads the plugin, initializes it and creates a client. */
@@ -57,6 +58,15 @@ kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t 
                                  kiln_literal_t *const *args, int num_args,
                                  const kiln_pjrt_run_options_t *opts, kiln_arena_t *arena,
                                  kiln_literal_t **result, kiln_pjrt_run_report_t *report);
+
+/* Runs `m` compiled for replicas x partitions devices of the client (its num_devices) with
+ * the same `args` on every device; results[d] (replicas * partitions entries) gets device d's
+ * result, in participant order (replica * partitions + partition). */
+kiln_status kiln_pjrt_run_module_spmd(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
+                                      kiln_literal_t *const *args, int num_args, int replicas,
+                                      int partitions, const kiln_pjrt_run_options_t *opts,
+                                      kiln_arena_t *arena, kiln_literal_t **results,
+                                      kiln_pjrt_run_report_t *report);
 
 /* The pieces other PJRT clients of the tools share (kiln-bench, kiln-replay). */
 
