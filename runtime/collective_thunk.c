@@ -172,8 +172,10 @@ kiln_status kiln_coll_thunk_desc_check(const kiln_coll_thunk_desc_t *d, const ch
     }
     for (int i = 0; i < n; i++) {
       uint64_t send = 0, recv = 0;
-      if (!expected_bytes(d, b, d->group_size[i], &send, &recv) || send != (uint64_t)b->send.size ||
-          recv != (uint64_t)b->recv.size)
+      if (!expected_bytes(d, b, d->group_size[i], &send, &recv))
+        return KILN_ERR_INVALID("%s %s: operand %d: its counts overflow for a group of %d",
+                                kiln_coll_thunk_op_name(d->op), name, k, d->group_size[i]);
+      if (send != (uint64_t)b->send.size || recv != (uint64_t)b->recv.size)
         return KILN_ERR_INVALID("%s %s: operand %d: slices of %" PRId64 " -> %" PRId64
                                 " bytes, a group of %d needs %" PRIu64 " -> %" PRIu64,
                                 kiln_coll_thunk_op_name(d->op), name, k, b->send.size, b->recv.size,
