@@ -1,6 +1,7 @@
 /* Seeds for fuzz_exec_deserialize: each HLO file given, compiled for the host (command
  * buffers from runs of 2, so they occur), serialized and written to OUT/seed_<n> with the
- * fuzzer's mode byte (0: checksum fixed up) in front. Files that do not compile are skipped.
+ * fuzzer's mode byte (0: checksum fixed up) in front. Files that do not compile are skipped; a
+ * serialized executable that does not read back is reported and fails the run (exit 1).
  *
  * Usage: gen_executable_seeds OUT MAX_BYTES FILE... */
 #include <stdio.h>
@@ -19,7 +20,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   size_t max = (size_t)atol(argv[2]);
-  int written = 0;
+  int written = 0, unreadable = 0;
   for (int i = 3; i < argc; i++) {
     char *text = NULL;
     size_t len = 0;
@@ -34,6 +35,17 @@ int main(int argc, char **argv) {
     void *bytes = NULL;
     size_t n = 0;
     if (!s) s = kiln_executable_desc_to_bytes(d, &bytes, &n);
+    /* A seed must be what kiln reads (gemm epilogues, collectives, custom calls included). */
+    kiln_executable_desc_t *back = NULL;
+    if (!s) {
+      s = kiln_executable_desc_from_bytes_unlinked(bytes, n, NULL, &back);
+      if (s) {
+        fprintf(stderr, "gen_executable_seeds: %s does not read back: %s\n", argv[i],
+                kiln_status_message(s));
+        unreadable++;
+      }
+    }
+    kiln_executable_desc_destroy(back);
     if (!s && n + 1 <= max) {
       char path[4096];
       snprintf(path, sizeof path, "%s/seed_%d", argv[1], written);
@@ -51,6 +63,6 @@ int main(int argc, char **argv) {
     kiln_hlo_module_destroy(m);
     kiln_free(text);
   }
-  printf("gen_executable_seeds: %d seeds\n", written);
-  return 0;
+  printf("gen_executable_seeds: %d seeds, %d unreadable\n", written, unreadable);
+  return unreadable ? 1 : 0;
 }

@@ -2,6 +2,7 @@
 #include "runtime/collective_thunk.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -58,8 +59,130 @@ const kiln_coll_thunk_desc_t *kiln_thunk_collective_desc(const kiln_thunk_t *t) 
   return t && t->kind == KILN_THUNK_COLLECTIVE ? t->u.coll.desc : NULL;
 }
 
+/* ---- checks ---- */
+
 static bool is_id(const kiln_coll_thunk_desc_t *d) {
   return d->op == KILN_COLL_THUNK_REPLICA_ID || d->op == KILN_COLL_THUNK_PARTITION_ID;
+}
+
+typedef struct member {
+  int64_t key;
+  int rank, participant;
+} member_t;
+
+static int member_cmp(const void *a, const void *b) {
+  const member_t *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* Every group of the table: its members agree on its size and hold ranks 0..size-1 once each. */
+static kiln_status check_groups(const kiln_coll_thunk_desc_t *d, const char *name, int n) {
+  member_t *m = kiln_calloc((size_t)n, sizeof *m);
+  for (int i = 0; i < n; i++) m[i] = (member_t){d->group_key[i], d->rank[i], i};
+  qsort(m, (size_t)n, sizeof *m, member_cmp);
+  kiln_status s = KILN_STATUS_OK;
+  for (int i = 0, first = 0; i < n && !s; i++) {
+    if (i > 0 && m[i].key != m[i - 1].key) first = i;
+    int size = d->group_size[m[first].participant], pos = i - first;
+    bool last = i + 1 == n || m[i + 1].key != m[i].key;
+    if (d->group_size[m[i].participant] != size || m[i].rank != pos || (last && pos + 1 != size))
+      s = KILN_ERR_INVALID("collective %s: group %" PRId64
+                           " is not %d distinct ranks (participant %d: rank %d of %d)",
+                           name, m[i].key, size, m[i].participant, m[i].rank,
+                           d->group_size[m[i].participant]);
+  }
+  kiln_free(m);
+  return s;
+}
+
+static bool mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
+  return !__builtin_mul_overflow(a, b, out) && *out <= (uint64_t)INT64_MAX;
+}
+
+/* The bytes each side of buffer `b` must hold for a group of `size`; false on overflow. */
+static bool expected_bytes(const kiln_coll_thunk_desc_t *d, const kiln_coll_thunk_buffer_t *b,
+                           int size, uint64_t *send, uint64_t *recv) {
+  uint64_t es = kiln_coll_dtype_bytes(b->dtype), x;
+  switch (d->op) {
+    case KILN_COLL_THUNK_ALL_REDUCE:
+      return mul_ok((uint64_t)b->count, es, send) && mul_ok((uint64_t)b->count, es, recv);
+    case KILN_COLL_THUNK_ALL_GATHER:
+      return mul_ok((uint64_t)b->outer, b->block_bytes, send) &&
+             mul_ok(*send, (uint64_t)size, recv);
+    case KILN_COLL_THUNK_REDUCE_SCATTER:
+      return mul_ok((uint64_t)b->outer, (uint64_t)b->inner, &x) && mul_ok(x, es, recv) &&
+             mul_ok(*recv, (uint64_t)size, send);
+    case KILN_COLL_THUNK_ALL_TO_ALL:
+      return mul_ok((uint64_t)b->outer, (uint64_t)size, &x) && mul_ok(x, b->block_bytes, send) &&
+             mul_ok(x, b->block_bytes, recv);
+    default: /* permute, broadcast, a tuple all-to-all: the whole buffer */
+      *send = (uint64_t)b->send.size;
+      *recv = (uint64_t)b->recv.size;
+      return true;
+  }
+}
+
+kiln_status kiln_coll_thunk_desc_check(const kiln_coll_thunk_desc_t *d, const char *name) {
+  if (!name) name = "";
+  if (!d) return KILN_ERR_INVALID("collective %s: no description", name);
+  if ((unsigned)d->op > KILN_COLL_THUNK_PARTITION_ID ||
+      (unsigned)d->reduction > KILN_COLL_MAX /* the last */)
+    return KILN_ERR_INVALID("collective %s: op %d, reduction %d", name, (int)d->op,
+                            (int)d->reduction);
+  if (d->num_buffers < 1 || d->num_replicas < 1 || d->num_partitions < 1 ||
+      (int64_t)d->num_replicas * d->num_partitions > KILN_COLL_THUNK_MAX_PARTICIPANTS)
+    return KILN_ERR_INVALID("collective %s: %d buffers, %d replicas x %d partitions", name,
+                            d->num_buffers, d->num_replicas, d->num_partitions);
+  int n = d->num_replicas * d->num_partitions;
+  for (int i = 0; i < n; i++)
+    if (d->group_size[i] < 1 || d->group_size[i] > n || d->rank[i] < 0 ||
+        d->rank[i] >= d->group_size[i] || d->source[i] < -1 || d->source[i] >= d->group_size[i])
+      return KILN_ERR_INVALID(
+          "collective %s: participant %d has rank %d of a group of %d, "
+          "source %d",
+          name, i, d->rank[i], d->group_size[i], d->source[i]);
+  if (!is_id(d)) KILN_RETURN_IF_ERROR_PLAIN(check_groups(d, name, n));
+  if (d->op == KILN_COLL_THUNK_ALL_TO_ALL_TUPLE)
+    for (int i = 0; i < n; i++)
+      if (d->group_size[i] != d->num_buffers)
+        return KILN_ERR_INVALID("all-to-all %s: %d operands for a group of %d", name,
+                                d->num_buffers, d->group_size[i]);
+  for (int k = 0; k < d->num_buffers; k++) {
+    const kiln_coll_thunk_buffer_t *b = &d->buffers[k];
+    if ((unsigned)b->dtype > KILN_COLL_F16 || b->count < 0 || b->outer < 0 || b->inner < 0 ||
+        b->send.size < 0 || b->recv.size < 0)
+      return KILN_ERR_INVALID("collective %s: operand %d: type %d, sizes %" PRId64 ", %" PRId64
+                              ", %" PRId64 ", slices of %" PRId64 " -> %" PRId64 " bytes",
+                              name, k, (int)b->dtype, b->count, b->outer, b->inner, b->send.size,
+                              b->recv.size);
+    if (is_id(d)) {
+      if (b->recv.size != 4)
+        return KILN_ERR_INVALID("%s %s: result of %" PRId64 " bytes (an s32/u32 expected)",
+                                kiln_coll_thunk_op_name(d->op), name, b->recv.size);
+      continue;
+    }
+    if (d->op == KILN_COLL_THUNK_ALL_TO_ALL_TUPLE || d->op == KILN_COLL_THUNK_PERMUTE ||
+        d->op == KILN_COLL_THUNK_BROADCAST) {
+      if (b->send.size != b->recv.size)
+        return KILN_ERR_INVALID("%s %s: operand %d holds %" PRId64 " bytes, its result %" PRId64,
+                                kiln_coll_thunk_op_name(d->op), name, k, b->send.size,
+                                b->recv.size);
+      continue;
+    }
+    for (int i = 0; i < n; i++) {
+      uint64_t send = 0, recv = 0;
+      if (!expected_bytes(d, b, d->group_size[i], &send, &recv))
+        return KILN_ERR_INVALID("%s %s: operand %d: its counts overflow for a group of %d",
+                                kiln_coll_thunk_op_name(d->op), name, k, d->group_size[i]);
+      if (send != (uint64_t)b->send.size || recv != (uint64_t)b->recv.size)
+        return KILN_ERR_INVALID("%s %s: operand %d: slices of %" PRId64 " -> %" PRId64
+                                " bytes, a group of %d needs %" PRIu64 " -> %" PRIu64,
+                                kiln_coll_thunk_op_name(d->op), name, k, b->send.size, b->recv.size,
+                                d->group_size[i], send, recv);
+    }
+  }
+  return KILN_STATUS_OK;
 }
 
 /* ---- prepare ---- */
@@ -78,68 +201,12 @@ static kiln_status check_slice(const kiln_thunk_t *t, const char *what, kiln_sli
   return KILN_STATUS_OK;
 }
 
-/* The bytes each side of buffer `b` must hold for a group of `size`. */
-static void expected_bytes(const kiln_coll_thunk_desc_t *d, const kiln_coll_thunk_buffer_t *b,
-                           int size, uint64_t *send, uint64_t *recv) {
-  uint64_t es = kiln_coll_dtype_bytes(b->dtype);
-  switch (d->op) {
-    case KILN_COLL_THUNK_ALL_REDUCE:
-      *send = *recv = (uint64_t)b->count * es;
-      return;
-    case KILN_COLL_THUNK_ALL_GATHER:
-      *send = (uint64_t)b->outer * b->block_bytes;
-      *recv = *send * (uint64_t)size;
-      return;
-    case KILN_COLL_THUNK_REDUCE_SCATTER:
-      *recv = (uint64_t)(b->outer * b->inner) * es;
-      *send = *recv * (uint64_t)size;
-      return;
-    case KILN_COLL_THUNK_ALL_TO_ALL:
-      *send = *recv = (uint64_t)b->outer * (uint64_t)size * b->block_bytes;
-      return;
-    default:
-      *send = *recv = (uint64_t)b->recv.size;
-      return;
-  }
-}
-
 kiln_status kiln_collective_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_t *p) {
   const kiln_coll_thunk_desc_t *d = t->u.coll.desc;
-  int n = d ? d->num_replicas * d->num_partitions : 0;
-  if (!d || d->num_buffers < 1 || n < 1)
-    return KILN_ERR_INVALID("collective %s: no buffers or no participants", t->name);
-  if (d->op == KILN_COLL_THUNK_ALL_TO_ALL_TUPLE)
-    for (int i = 0; i < n; i++)
-      if (d->group_size[i] != d->num_buffers)
-        return KILN_ERR_INVALID("all-to-all %s: %d operands for a group of %d", t->name,
-                                d->num_buffers, d->group_size[i]);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_coll_thunk_desc_check(d, t->name));
   for (int k = 0; k < d->num_buffers; k++) {
-    const kiln_coll_thunk_buffer_t *b = &d->buffers[k];
-    KILN_RETURN_IF_ERROR_PLAIN(check_slice(t, "result", b->recv, p));
-    if (is_id(d)) {
-      if (b->recv.size != 4)
-        return KILN_ERR_INVALID("%s %s: result of %" PRId64 " bytes (an s32/u32 expected)",
-                                kiln_coll_thunk_op_name(d->op), t->name, b->recv.size);
-      continue;
-    }
-    KILN_RETURN_IF_ERROR_PLAIN(check_slice(t, "operand", b->send, p));
-    if (d->op == KILN_COLL_THUNK_ALL_TO_ALL_TUPLE || d->op == KILN_COLL_THUNK_PERMUTE ||
-        d->op == KILN_COLL_THUNK_BROADCAST) {
-      if (b->send.size != b->recv.size)
-        return KILN_ERR_INVALID("%s %s: operand %d holds %" PRId64 " bytes, its result %" PRId64,
-                                kiln_coll_thunk_op_name(d->op), t->name, k, b->send.size,
-                                b->recv.size);
-      continue;
-    }
-    for (int i = 0; i < n; i++) {
-      uint64_t send, recv;
-      expected_bytes(d, b, d->group_size[i], &send, &recv);
-      if (send != (uint64_t)b->send.size || recv != (uint64_t)b->recv.size)
-        return KILN_ERR_INVALID("%s %s: operand %d: slices of %" PRId64 " -> %" PRId64
-                                " bytes, a group of %d needs %" PRIu64 " -> %" PRIu64,
-                                kiln_coll_thunk_op_name(d->op), t->name, k, b->send.size,
-                                b->recv.size, d->group_size[i], send, recv);
-    }
+    KILN_RETURN_IF_ERROR_PLAIN(check_slice(t, "result", d->buffers[k].recv, p));
+    if (!is_id(d)) KILN_RETURN_IF_ERROR_PLAIN(check_slice(t, "operand", d->buffers[k].send, p));
   }
   return KILN_STATUS_OK;
 }

@@ -58,10 +58,23 @@ typedef struct kiln_coll_thunk_desc {
   int *source; /* permute: the rank sending to this one, -1: none */
 } kiln_coll_thunk_desc_t;
 
+/* The most participants a description is resolved for (as an SPMD world, runtime/spmd.h). */
+#define KILN_COLL_THUNK_MAX_PARTICIPANTS 4096
+
 /* A description for `num_buffers` buffers and a world of R x P, zeroed, arrays allocated. */
 kiln_coll_thunk_desc_t *kiln_coll_thunk_desc_create(kiln_coll_thunk_op_t op, int num_buffers,
                                                     int num_replicas, int num_partitions);
 void kiln_coll_thunk_desc_destroy(kiln_coll_thunk_desc_t *d);
+
+/* Whether `d` is whole and consistent, with no allocation at hand (prepare adds the slices
+ * against the allocations; the executable reader calls it on what it read): known op,
+ * reduction and element types; 1..KILN_COLL_THUNK_MAX_PARTICIPANTS participants; per
+ * participant a rank inside its group and a permute source inside it or -1; every group
+ * (but replica-id's and partition-id's, which have none) its members agreeing on its size
+ * and holding ranks 0..size-1 once each; a tuple all-to-all one operand per rank; and every
+ * operand's slice sizes what its counts make for each participant's group (products checked
+ * for overflow). INVALID_ARGUMENT naming `name` and what is wrong. */
+kiln_status kiln_coll_thunk_desc_check(const kiln_coll_thunk_desc_t *d, const char *name);
 
 /* Takes over `desc`. */
 kiln_thunk_t *kiln_thunk_collective_create(const char *name, kiln_coll_thunk_desc_t *desc);

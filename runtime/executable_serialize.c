@@ -8,6 +8,7 @@
 #include "base/hash.h"
 #include "base/str.h"
 #include "base/version.h"
+#include "runtime/collective_thunk.h"
 #include "runtime/command_buffer_thunk.h"
 #include "runtime/thunk_internal.h"
 
@@ -30,6 +31,37 @@ static void put_slice(writer_t *w, kiln_slice_t s) {
 }
 
 static void put_seq(writer_t *w, const kiln_thunk_seq_t *s);
+
+static void put_collective(writer_t *w, const kiln_thunk_t *t) {
+  const kiln_coll_thunk_desc_t *c = kiln_thunk_collective_desc(t);
+  if (!c) {
+    if (!w->err) w->err = KILN_ERR_INTERNAL("collective %s has no description", t->name);
+    return;
+  }
+  kiln_bw_u8(&w->bw, (uint8_t)c->op);
+  kiln_bw_u8(&w->bw, (uint8_t)c->reduction);
+  kiln_bw_u32(&w->bw, (uint32_t)c->num_replicas);
+  kiln_bw_u32(&w->bw, (uint32_t)c->num_partitions);
+  kiln_bw_u32(&w->bw, (uint32_t)c->num_buffers);
+  for (int k = 0; k < c->num_buffers; k++) {
+    const kiln_coll_thunk_buffer_t *b = &c->buffers[k];
+    put_slice(w, b->send);
+    put_slice(w, b->recv);
+    kiln_bw_u8(&w->bw, (uint8_t)b->dtype);
+    kiln_bw_u64(&w->bw, (uint64_t)b->count);
+    kiln_bw_u64(&w->bw, (uint64_t)b->outer);
+    kiln_bw_u64(&w->bw, (uint64_t)b->inner);
+    kiln_bw_u64(&w->bw, (uint64_t)b->block_bytes);
+  }
+  int n = c->num_replicas * c->num_partitions;
+  kiln_bw_u32(&w->bw, (uint32_t)n);
+  for (int i = 0; i < n; i++) {
+    kiln_bw_u64(&w->bw, (uint64_t)c->group_key[i]);
+    kiln_bw_u32(&w->bw, (uint32_t)c->rank[i]);
+    kiln_bw_u32(&w->bw, (uint32_t)c->group_size[i]);
+    kiln_bw_u32(&w->bw, (uint32_t)c->source[i]);
+  }
+}
 
 static void put_thunk(writer_t *w, const kiln_thunk_t *t) {
   kiln_bw_u8(&w->bw, (uint8_t)t->kind);
@@ -81,9 +113,9 @@ static void put_thunk(writer_t *w, const kiln_thunk_t *t) {
       put_slice(w, t->u.gemm.a);
       put_slice(w, t->u.gemm.b);
       put_slice(w, t->u.gemm.c);
-      if (g->epilogue != KILN_GEMM_EPILOGUE_NONE && !w->err)
-        w->err = KILN_ERR_UNIMPLEMENTED("gemm %s has an epilogue, which is not serialized yet",
-                                        t->name);
+      kiln_bw_u8(&w->bw, (uint8_t)g->epilogue);
+      kiln_bw_u8(&w->bw, t->u.gemm.has_bias);
+      if (t->u.gemm.has_bias) put_slice(w, t->u.gemm.bias);
       break;
     }
     case KILN_THUNK_CUSTOM_CALL:
@@ -116,8 +148,7 @@ static void put_thunk(writer_t *w, const kiln_thunk_t *t) {
       put_seq(w, &t->u.cmdbuf.seq);
       break;
     case KILN_THUNK_COLLECTIVE:
-      if (!w->err)
-        w->err = KILN_ERR_UNIMPLEMENTED("collective %s is not serialized yet", t->name);
+      put_collective(w, t);
       break;
   }
 }
@@ -293,20 +324,82 @@ static kiln_thunk_t *get_gemm(reader_t *r, const char *name) {
   g.beta = kiln_br_f64(&r->in, "gemm beta");
   kiln_slice_t a = get_slice(r, false, "gemm A"), b = get_slice(r, false, "gemm B"),
                c = get_slice(r, false, "gemm C");
+  uint8_t epilogue = kiln_br_u8(&r->in, "gemm epilogue");
+  uint8_t has_bias = kiln_br_u8(&r->in, "gemm bias");
+  kiln_slice_t bias = has_bias ? get_slice(r, false, "gemm bias") : kiln_slice_make(-1, 0, 0);
   if (r->in.err) return NULL;
-  if (dt < KILN_GEMM_F32 || dt > KILN_GEMM_S8 || ot > KILN_GEMM_S32) {
-    kiln_br_fail(&r->in, KILN_ERR_INVALID("gemm %s: element types %u -> %u", name, dt, ot));
+  if (dt < KILN_GEMM_F32 || dt > KILN_GEMM_S8 || ot > KILN_GEMM_S32 ||
+      epilogue > KILN_GEMM_EPILOGUE_GELU_TANH || has_bias > 1) {
+    kiln_br_fail(&r->in, KILN_ERR_INVALID("gemm %s: element types %u -> %u, epilogue %u, bias %u",
+                                          name, dt, ot, epilogue, has_bias));
     return NULL;
   }
   g.dtype = (kiln_gemm_dtype_t)dt;
   g.out_dtype = (kiln_gemm_dtype_t)ot;
+  g.epilogue = (kiln_gemm_epilogue_t)epilogue;
+  g.bias = has_bias; /* for the check only: a bias needs a real floating-point C */
   size_t ab, bb, cb;
   kiln_status s = kiln_gemm_desc_check(&g, &ab, &bb, &cb);
+  g.bias = 0;
+  if (!s && has_bias &&
+      (uint64_t)bias.size < (uint64_t)g.n * kiln_gemm_dtype_size(kiln_gemm_desc_out_dtype(&g)))
+    s = KILN_ERR_INVALID("bias slice of %lld bytes for n = %lld", (long long)bias.size,
+                         (long long)g.n);
   if (s) {
     kiln_br_fail(&r->in, kiln_status_annotate(s, "gemm %s", name));
     return NULL;
   }
-  return kiln_thunk_gemm_create(name, &g, a, b, c);
+  kiln_thunk_t *t = kiln_thunk_gemm_create(name, &g, a, b, c);
+  if (has_bias) kiln_thunk_gemm_set_bias(t, bias);
+  return t;
+}
+
+/* A collective: its description read whole, then checked as a loader would before trusting
+ * it (kiln_coll_thunk_desc_check: the group table, the counts against the slices). */
+static kiln_thunk_t *get_collective(reader_t *r, const char *name) {
+  uint8_t op = kiln_br_u8(&r->in, "collective op");
+  uint8_t reduction = kiln_br_u8(&r->in, "collective reduction");
+  uint32_t nr = kiln_br_u32(&r->in, "collective replicas");
+  uint32_t np = kiln_br_u32(&r->in, "collective partitions");
+  uint32_t nb = kiln_br_count(&r->in, 2 * 20 + 1 + 4 * 8, "collective operands");
+  if (r->in.err) return NULL;
+  if (nr < 1 || np < 1 || (uint64_t)nr * np > KILN_COLL_THUNK_MAX_PARTICIPANTS || nb < 1) {
+    kiln_br_fail(&r->in, KILN_ERR_INVALID("collective %s: %u replicas x %u partitions, %u operands",
+                                          name, nr, np, nb));
+    return NULL;
+  }
+  kiln_coll_thunk_desc_t *c =
+      kiln_coll_thunk_desc_create((kiln_coll_thunk_op_t)op, (int)nb, (int)nr, (int)np);
+  c->reduction = (kiln_coll_reduction_t)reduction;
+  for (uint32_t k = 0; k < nb && !r->in.err; k++) {
+    kiln_coll_thunk_buffer_t *b = &c->buffers[k];
+    b->send = get_slice(r, false, "collective operand");
+    b->recv = get_slice(r, false, "collective result");
+    b->dtype = (kiln_coll_dtype_t)kiln_br_u8(&r->in, "collective type");
+    b->count = (int64_t)kiln_br_u64(&r->in, "collective count");
+    b->outer = (int64_t)kiln_br_u64(&r->in, "collective outer");
+    b->inner = (int64_t)kiln_br_u64(&r->in, "collective inner");
+    b->block_bytes = (size_t)kiln_br_u64(&r->in, "collective block");
+  }
+  uint32_t n = kiln_br_count(&r->in, 8 + 3 * 4, "collective participants");
+  if (!r->in.err && n != nr * np)
+    kiln_br_fail(&r->in, KILN_ERR_INVALID("collective %s: %u participants in a world of %u x %u",
+                                          name, n, nr, np));
+  for (uint32_t i = 0; i < n && !r->in.err; i++) {
+    c->group_key[i] = (int64_t)kiln_br_u64(&r->in, "collective group");
+    c->rank[i] = (int32_t)kiln_br_u32(&r->in, "collective rank");
+    c->group_size[i] = (int32_t)kiln_br_u32(&r->in, "collective group size");
+    c->source[i] = (int32_t)kiln_br_u32(&r->in, "collective source");
+  }
+  if (!r->in.err) {
+    kiln_status s = kiln_coll_thunk_desc_check(c, name);
+    if (s) kiln_br_fail(&r->in, s);
+  }
+  if (r->in.err) {
+    kiln_coll_thunk_desc_destroy(c);
+    return NULL;
+  }
+  return kiln_thunk_collective_create(name, c);
 }
 
 static kiln_thunk_t *get_custom_call(reader_t *r, const char *name) {
@@ -377,6 +470,9 @@ static kiln_thunk_t *get_thunk(reader_t *r, int depth) {
       break;
     case KILN_THUNK_CUSTOM_CALL:
       t = get_custom_call(r, name);
+      break;
+    case KILN_THUNK_COLLECTIVE:
+      t = get_collective(r, name);
       break;
     case KILN_THUNK_WHILE: {
       kiln_thunk_seq_t cond, body;

@@ -10,9 +10,11 @@
  *            host image: its function names, each function's object, the object files with
  *            their symbols); the thunk tree, each thunk as its kind, name and fields, child
  *            sequences nested (kernel: module index, kernel name, launch dims, arguments;
- *            copy; memset; gemm: the whole gemm description; custom call: target, the
- *            compiler's recipe, operand and result slices; while; conditional; sequential;
- *            command buffer).
+ *            copy; memset; gemm: the whole gemm description, its epilogue and its bias slice
+ *            (format 2); custom call: target, the compiler's recipe, operand and result
+ *            slices; while; conditional; sequential; command buffer; collective (format 2):
+ *            op, reduction, the world it was resolved for, each operand's slices, type and
+ *            counts, and each participant's group key, rank, group size and permute source).
  * Strings and byte runs are a u32/u64 length then the bytes. Custom calls are written as
  * their target and recipe (kiln_thunk_custom_call_set_recipe): the function pointers and
  * contexts are made again by the caller's resolver when read (e.g. the FFI handler looked
@@ -21,10 +23,11 @@
  *
  * Reading checks everything before it trusts it: magic, format version, kiln's version, the
  * length and the hash of the payload, every count against the bytes left, every enum, the
- * nesting depth (KILN_EXEC_MAX_DEPTH), module indices, slices against the allocations, and
- * that the payload ends where it should. Any mismatch is INVALID_ARGUMENT (DATA_LOSS for a
- * hash mismatch or a truncation; FAILED_PRECONDITION for another version) naming what was
- * wrong, never a crash: callers treat it as a cache miss and compile.
+ * nesting depth (KILN_EXEC_MAX_DEPTH), module indices, slices against the allocations, a
+ * gemm's epilogue and bias (kiln_gemm_desc_check), a collective's group table and counts
+ * (kiln_coll_thunk_desc_check), and that the payload ends where it should. Any mismatch is
+ * INVALID_ARGUMENT (DATA_LOSS for a hash mismatch or a truncation; FAILED_PRECONDITION for another
+ * version) naming what was wrong, never a crash: callers treat it as a cache miss and compile.
  *
  * Thread-safety: thread-safe (no shared state; the description is only read). */
 #ifndef KILN_RUNTIME_EXECUTABLE_SERIALIZE_H_
@@ -35,12 +38,14 @@
 #include "base/status.h"
 #include "runtime/executable.h"
 
-#define KILN_EXEC_FORMAT_VERSION 1u
+#define KILN_EXEC_FORMAT_VERSION 2u /* 2: gemm epilogues and bias, collectives */
 #define KILN_EXEC_MAX_DEPTH 64
 
 /* Serializes `d` into *out (kiln_malloc'ed; the caller frees it) / *len. UNIMPLEMENTED when
  * something cannot be written: a custom call without a recipe, a copy with a host pointer,
- * a host image without its objects. */
+ * a host image without its objects. Custom calls rebuilt by the compiler's resolver get their
+ * command-buffer form again (an FFI handler registered command-buffer compatible is recorded
+ * inside command buffers after a read as after a compile). */
 kiln_status kiln_executable_desc_serialize(const kiln_executable_desc_t *d, void **out,
                                            size_t *len);
 

@@ -8,7 +8,8 @@
  * flattened id (replica-id x P + partition-id) to the shared input. Also: an unsupported
  * reducer is UNIMPLEMENTED naming it, a participant that skips a collective is
  * DEADLINE_EXCEEDED naming the missing rank (never a hang), and a module compiled for N
- * participants run alone is FAILED_PRECONDITION. */
+ * participants run alone is FAILED_PRECONDITION. Every module that runs is also serialized and
+ * read back (runtime/executable_serialize.h) and run again on its devices: the same bits. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,6 +34,8 @@
 #define MAXP 16
 
 static kiln_device_t *g_dev;
+static int g_round_trips;
+static size_t g_round_trip_bytes;
 
 static int setup(void **state) {
   (void)state;
@@ -46,6 +49,8 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
   (void)state;
+  printf("%d multi-device executables ran the same after serialize/deserialize (%zu bytes)\n",
+         g_round_trips, g_round_trip_bytes);
   kiln_device_destroy(g_dev);
   return 0;
 }
@@ -126,6 +131,22 @@ static kiln_status run_both(const char *text, int R, int P, int64_t timeout_ms, 
       printf("participant %d differs from the evaluator\n%s\n", i, text);
       fail();
     }
+  /* The executable serialized and read back (collective thunks whole: groups, counts,
+   * slices) runs on the same R x P devices to the same bits. */
+  kiln_literal_t *again[MAXP];
+  ro.serialize_round_trip = true;
+  kiln_device_run_report_t rep;
+  kiln_status rs = s || !compare
+                       ? KILN_STATUS_OK
+                       : kiln_device_run_module_spmd(m, args, n, R, P, &ro, &arena, again, &rep);
+  if (rs) printf("after a round trip: %s\n%s\n", kiln_status_message(rs), text);
+  assert_null(rs);
+  for (int i = 0; !s && compare && i < R * P; i++)
+    if (!same_bits(got[i], again[i])) {
+      printf("participant %d differs after a serialization round trip\n%s\n", i, text);
+      fail();
+    }
+  if (!s && compare) g_round_trips++, g_round_trip_bytes += rep.serialized_bytes;
   kiln_arena_destroy(&arena);
   kiln_hlo_module_destroy(m);
   return s;

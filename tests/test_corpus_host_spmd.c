@@ -2,7 +2,8 @@
  * evaluates) compiled once for their world and run on N = replicas x partitions host devices
  * (kiln_device_run_module_spmd: collective thunks, runtime/spmd), every participant on the same
  * fake arguments, each participant's result compared with the SPMD evaluator's
- * (kiln_eval_module_spmd) under the module tolerance (tools/common/compare.h). Prints
+ * (kiln_eval_module_spmd) under the module tolerance (tools/common/compare.h), then the
+ * executable serialized and read back run again: the same bits per participant. Prints
  * `ran X / eligible Y`, every failure with its reason and every module left out with its
  * reason (no oracle, custom calls, worlds over 64 participants, cost, invalid on purpose), and
  * fails below the floor. */
@@ -21,6 +22,7 @@
 #include "base/str.h"
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
+#include "compiler/hlo/literal.h"
 #include "runtime/device.h"
 #include "tests/skip_util.h"
 #include "tools/common/compare.h"
@@ -36,7 +38,8 @@
 
 typedef struct {
   kiln_device_t *dev;
-  int multi, eligible, ran;
+  int multi, eligible, ran, round_trips;
+  size_t round_trip_bytes;
   kiln_strbuf_t out;
 } stats_t;
 
@@ -120,6 +123,21 @@ static void run(stats_t *st, const kiln_hlo_module_t *m, const char *name) {
     fail_with(st, name, "compare", kiln_status_make(KILN_INTERNAL, "%s", why));
     goto done;
   }
+  /* The executable serialized and read back (runtime/executable_serialize.h) runs on the
+   * same devices to the same bits as the one compiled. */
+  ro.serialize_round_trip = true;
+  kiln_literal_t *again[MAX_PARTICIPANTS];
+  kiln_device_run_report_t rep;
+  s = kiln_device_run_module_spmd(m, args, n, R, P, &ro, &out_arena, again, &rep);
+  for (int i = 0; !s && i < R * P; i++)
+    if (!kiln_literal_equal(got[i], again[i]))
+      s = kiln_status_make(KILN_INTERNAL, "participant %d differs from the compiled executable", i);
+  if (s) {
+    fail_with(st, name, "after serialize/deserialize", s);
+    goto done;
+  }
+  st->round_trips++;
+  st->round_trip_bytes += rep.serialized_bytes;
   st->eligible++;
   st->ran++;
   kiln_strbuf_printf(&st->out, "  ok   %s: %d replicas x %d partitions\n", name, R, P);
@@ -162,8 +180,9 @@ static void test_corpus_multi_device_modules_run_on_host_devices(void **state) {
   printf("%s", kiln_strbuf_cstr(&st.out));
   printf(
       "corpus multi-device modules on N host devices: ran %d / eligible %d, matching the "
-      "SPMD evaluator on every participant (%d multi-device modules in all)\n",
-      st.ran, st.eligible, st.multi);
+      "SPMD evaluator on every participant (%d multi-device modules in all); %d of them "
+      "also ran bit-identically after serialize/deserialize (%zu bytes serialized)\n",
+      st.ran, st.eligible, st.multi, st.round_trips, st.round_trip_bytes);
   kiln_strbuf_free(&st.out);
   if (st.eligible == 0) return; /* sampled away */
   assert_true(st.ran >= MIN_PASS_RATE * st.eligible);

@@ -7,6 +7,7 @@
  *     call) round-trips and prints the same thunks;
  *   - every truncation, flipped bytes, another format or kiln version, and structurally wrong
  *     payloads whose checksum was fixed up are errors, never crashes;
+ *   - collective thunks round-trip whole; a damaged group table or count is refused when read;
  *   - kiln_compile_module with executable_cache_dir: the second compile is a hit that runs no
  *     pass (the module is left unoptimized) and gives the same results; a corrupt entry is a
  *     miss that recompiles and rewrites it. */
@@ -28,6 +29,7 @@
 #include "compiler/hlo/literal.h"
 #include "compiler/thunks/compile.h"
 #include "compiler/thunks/executable_cache.h"
+#include "runtime/collective_thunk.h"
 #include "runtime/executable_serialize.h"
 #include "runtime/host/host_device.h"
 #include "skip_util.h"
@@ -326,6 +328,166 @@ static void test_corrupt_truncated_and_foreign_entries_are_errors(void **state) 
   kiln_free(bytes);
 }
 
+/* A module for 4 replicas: an all-reduce in two groups of two, then a collective-permute. */
+static const char kCollectives[] =
+    "HloModule colls, replica_count=4\n"
+    "red { a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }\n"
+    "ENTRY main {\n"
+    "  x = f32[16] parameter(0)\n"
+    "  ar = f32[16] all-reduce(x), replica_groups={{0,1},{2,3}}, to_apply=red\n"
+    "  ROOT cp = f32[16] collective-permute(ar), source_target_pairs={{0,1},{1,2},{2,3},{3,0}}\n"
+    "}\n";
+
+/* The collective thunks of `s` (top level), in order. */
+static int collectives(const kiln_thunk_seq_t *s, kiln_coll_thunk_desc_t **out, int max) {
+  int n = 0;
+  for (size_t i = 0; i < s->len && n < max; i++)
+    if (kiln_thunk_kind(s->items[i]) == KILN_THUNK_COLLECTIVE)
+      out[n++] = (kiln_coll_thunk_desc_t *)kiln_thunk_collective_desc(s->items[i]);
+  return n;
+}
+
+/* The bytes of `d`, read back: the status (NULL: read; the description is destroyed). */
+static kiln_status reread(const kiln_executable_desc_t *d) {
+  void *bytes = NULL;
+  size_t len = 0;
+  assert_null(kiln_executable_desc_to_bytes(d, &bytes, &len));
+  kiln_executable_desc_t *back = NULL;
+  kiln_status s = kiln_executable_desc_from_bytes_unlinked(bytes, len, NULL, &back);
+  kiln_executable_desc_destroy(back);
+  kiln_free(bytes);
+  return s;
+}
+
+/* Collective thunks round-trip whole (the same printed thunks, running on 4 host devices is
+ * test_collective_thunks'); a damaged group table or count written out is refused when read
+ * (INVALID_ARGUMENT naming the collective), and every payload byte changed behind a fixed-up
+ * checksum reads or fails cleanly, what reads passing or failing prepare without a crash. */
+static void test_collective_group_tables_are_checked_when_read(void **state) {
+  (void)state;
+  kiln_hlo_module_t *m = parse(kCollectives);
+  kiln_compile_options_t co = {0};
+  co.emit.dump_dir = "";
+  kiln_executable_desc_t *d = NULL;
+  assert_null(kiln_compile_module(m, &co, &d, NULL));
+  kiln_coll_thunk_desc_t *c[2];
+  assert_int_equal(collectives(&d->thunks, c, 2), 2);
+  assert_int_equal(c[0]->op, KILN_COLL_THUNK_ALL_REDUCE);
+  assert_int_equal(c[1]->op, KILN_COLL_THUNK_PERMUTE);
+  void *bytes = NULL;
+  size_t len = 0;
+  assert_null(kiln_executable_desc_to_bytes(d, &bytes, &len));
+  kiln_executable_desc_t *back = NULL;
+  assert_null(kiln_executable_desc_from_bytes(bytes, len, NULL, &back));
+  kiln_strbuf_t p1 = {0}, p2 = {0};
+  kiln_executable_desc_print(&p1, d);
+  kiln_executable_desc_print(&p2, back);
+  assert_string_equal(kiln_strbuf_cstr(&p1), kiln_strbuf_cstr(&p2));
+  kiln_coll_thunk_desc_t *cb[2];
+  assert_int_equal(collectives(&back->thunks, cb, 2), 2);
+  for (int k = 0; k < 2; k++) {
+    assert_memory_equal(cb[k]->group_key, c[k]->group_key, 4 * sizeof(int64_t));
+    assert_memory_equal(cb[k]->rank, c[k]->rank, 4 * sizeof(int));
+    assert_memory_equal(cb[k]->group_size, c[k]->group_size, 4 * sizeof(int));
+    assert_memory_equal(cb[k]->source, c[k]->source, 4 * sizeof(int));
+    const kiln_coll_thunk_buffer_t *x = &cb[k]->buffers[0], *y = &c[k]->buffers[0];
+    assert_int_equal(cb[k]->num_buffers, 1);
+    assert_true(x->send.allocation == y->send.allocation && x->send.offset == y->send.offset &&
+                x->send.size == y->send.size && x->recv.allocation == y->recv.allocation &&
+                x->recv.offset == y->recv.offset && x->recv.size == y->recv.size);
+    assert_true(x->dtype == y->dtype && x->count == y->count && x->outer == y->outer &&
+                x->inner == y->inner && x->block_bytes == y->block_bytes);
+    assert_int_equal(cb[k]->reduction, c[k]->reduction);
+  }
+  kiln_strbuf_free(&p1);
+  kiln_strbuf_free(&p2);
+  kiln_executable_desc_destroy(back);
+
+  /* Damage, one field at a time (restored after). */
+  kiln_coll_thunk_desc_t *ar = c[0], *cp = c[1];
+  struct {
+    int *field;
+    int value;
+    const char *what;
+  } ints[] = {
+      {&ar->rank[1], 0, "a rank twice in a group"},
+      {&ar->rank[0], 2, "a rank outside its group"},
+      {&ar->rank[0], -1, "a negative rank"},
+      {&ar->group_size[0], 3, "members disagreeing on the size"},
+      {&ar->group_size[2], 0, "a group of 0"},
+      {&cp->source[1], 4, "a permute source outside the group"},
+      {&cp->source[1], -2, "a permute source below -1"},
+      {(int *)&ar->op, 42, "an unknown op"},
+      {(int *)&ar->reduction, 9, "an unknown reduction"},
+      {(int *)&ar->buffers[0].dtype, 77, "an unknown element type"},
+      {&ar->num_buffers, 0, "no operand"},
+  };
+  int refused = 0;
+  for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+    int keep = *ints[i].field;
+    *ints[i].field = ints[i].value;
+    kiln_status s = reread(d);
+    *ints[i].field = keep;
+    if (!s) fail_msg("read back with %s", ints[i].what);
+    printf("%s: %s\n", ints[i].what, kiln_status_message(s));
+    assert_int_equal(kiln_status_code(s), KILN_INVALID_ARGUMENT);
+    kiln_status_free(s);
+    refused++;
+  }
+  /* A group member moved to a group of its own; a count whose byte size overflows back to the
+   * slice's (2^62 + 16 f32 elements: 2^64 + 64 bytes). */
+  int64_t key = ar->group_key[1];
+  ar->group_key[1] = 99;
+  kiln_status s = reread(d);
+  ar->group_key[1] = key;
+  assert_non_null(s);
+  kiln_status_free(s);
+  int64_t count = ar->buffers[0].count;
+  ar->buffers[0].count = ((int64_t)1 << 62) + 16;
+  s = reread(d);
+  ar->buffers[0].count = count;
+  assert_non_null(s);
+  printf("an overflowing count: %s\n", kiln_status_message(s));
+  kiln_status_free(s);
+  assert_null(reread(d)); /* restored: reads again */
+  refused += 2;
+
+  /* Every payload byte changed (3 ways) behind a fixed-up checksum. */
+  unsigned char *b = kiln_malloc(len);
+  size_t h = header_size(bytes), caught = 0, tried = 0;
+  for (size_t i = h; i < len; i++) {
+    static const unsigned char kEdits[] = {0xff, 0x80, 0x01};
+    for (size_t e = 0; e < sizeof(kEdits); e++) {
+      memcpy(b, bytes, len);
+      b[i] ^= kEdits[e];
+      kiln_executable_blob_reseal(b, len);
+      kiln_executable_desc_t *x = NULL;
+      s = kiln_executable_desc_from_bytes_unlinked(b, len, NULL, &x);
+      tried++;
+      if (s) {
+        caught++;
+      } else {
+        uint64_t *sizes = kiln_calloc((size_t)x->num_allocations + 1, sizeof(uint64_t));
+        for (int32_t a = 0; a < x->num_allocations; a++) sizes[a] = x->allocations[a].size;
+        kiln_thunk_prepare_params_t pp = {x->num_allocations, sizes};
+        kiln_status_free(kiln_thunk_seq_prepare(&x->thunks, &pp));
+        kiln_free(sizes);
+      }
+      kiln_status_free(s);
+      kiln_executable_desc_destroy(x);
+    }
+  }
+  printf(
+      "collectives: %zu bytes; %d damaged tables refused; %zu of %zu checksum-fixed edits "
+      "refused, the rest read\n",
+      len, refused, caught, tried);
+  assert_true(caught > 0);
+  kiln_free(b);
+  kiln_free(bytes);
+  kiln_executable_desc_destroy(d);
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_compile_driver_hits_the_executable_cache_before_the_passes(void **state) {
   (void)state;
   char dir[] = "/tmp/kiln_test_exe_cacheXXXXXX";
@@ -502,6 +664,7 @@ int main(void) {
       cmocka_unit_test(test_cuda_images_round_trip_without_a_device),
       cmocka_unit_test(test_cache_key_separates_cublaslt_from_classic_cublas),
       cmocka_unit_test(test_corrupt_truncated_and_foreign_entries_are_errors),
+      cmocka_unit_test(test_collective_group_tables_are_checked_when_read),
       cmocka_unit_test(test_compile_driver_hits_the_executable_cache_before_the_passes),
       cmocka_unit_test(test_corpus_runs_bit_identically_after_a_round_trip),
   };

@@ -6,7 +6,9 @@
  * both); results equal the evaluator's and those with KILN_DISABLE_COMMAND_BUFFERS=1, across
  * executes whose parameter buffers alternate (the recorded calls are patched, not
  * re-recorded); a failing compatible handler fails the execute with its message and the
- * call's name, and the next execute works. */
+ * call's name, and the next execute works; after a hit in the compile driver's executable cache
+ * (the executable serialized and read back) the compatible calls are still recorded inside
+ * command buffers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -28,6 +31,7 @@
 #include "runtime/command_buffer.h"
 #include "runtime/device.h"
 #include "runtime/executable.h"
+#include "runtime/thunk.h"
 #include "tools/common/device_run.h"
 
 #ifndef KILN_FFI_TEST_CALL_LIB
@@ -134,7 +138,8 @@ typedef struct rig {
   kiln_compile_stats_t stats;
 } rig_t;
 
-static void rig_make(rig_t *r) {
+/* cache_dir (NULL: none): the compile driver's executable cache (compile.h). */
+static void rig_make_cached(rig_t *r, const char *cache_dir) {
   memset(r, 0, sizeof(*r));
   kiln_status s = kiln_device_create("host", &r->dev);
   if (!s) s = kiln_stream_create(r->dev, &r->stream);
@@ -142,11 +147,16 @@ static void rig_make(rig_t *r) {
   kiln_compile_options_t co;
   memset(&co, 0, sizeof(co));
   co.emit.target = KILN_TARGET_HOST;
+  co.executable_cache_dir = cache_dir;
   kiln_executable_desc_t *d = NULL;
   if (!s) s = kiln_compile_module(m, &co, &d, &r->stats);
   if (!s) s = kiln_executable_load(r->dev, d, &r->exe);
   kiln_hlo_module_destroy(m);
   if (s) fail_msg("%s", kiln_status_message(s));
+}
+
+static void rig_make(rig_t *r) {
+  rig_make_cached(r, NULL);
 }
 
 static void rig_free(rig_t *r) {
@@ -275,6 +285,70 @@ static void test_failing_compatible_handler_fails_the_execute_and_the_next_one_w
   rig_free(&r);
 }
 
+/* Thunks of `s` at its top level of kind `k`. */
+static int top_level(const kiln_thunk_seq_t *s, kiln_thunk_kind_t k) {
+  int n = 0;
+  for (size_t i = 0; i < s->len; i++) n += kiln_thunk_kind(s->items[i]) == k;
+  return n;
+}
+
+/* Through the executable cache (the executable serialized, then read back in the next
+ * compile, its FFI calls rebuilt from their recipes): the compatible calls are inside command
+ * buffers again — the same thunk tree, two command buffers holding c1 and c3, only c2 at the
+ * top level — and executes record each command buffer once, never issue one by one, and
+ * match the evaluator. */
+static void test_compatible_calls_stay_in_command_buffers_after_a_cache_hit(void **state) {
+  (void)state;
+  char dir[] = "/tmp/kiln_test_ffi_cmdbuf_cacheXXXXXX";
+  assert_non_null(mkdtemp(dir));
+  rig_t first, hit;
+  rig_make_cached(&first, dir);
+  assert_false(first.stats.executable_cache_hit);
+  rig_make_cached(&hit, dir);
+  assert_true(hit.stats.executable_cache_hit);
+  const kiln_executable_desc_t *d1 = kiln_executable_desc(first.exe);
+  const kiln_executable_desc_t *d2 = kiln_executable_desc(hit.exe);
+  kiln_strbuf_t p1 = {0}, p2 = {0};
+  kiln_executable_desc_print(&p1, d1);
+  kiln_executable_desc_print(&p2, d2);
+  assert_string_equal(kiln_strbuf_cstr(&p1), kiln_strbuf_cstr(&p2));
+  kiln_strbuf_free(&p1);
+  kiln_strbuf_free(&p2);
+  int64_t k1[KILN_THUNK_NUM_KINDS] = {0}, k2[KILN_THUNK_NUM_KINDS] = {0};
+  kiln_thunk_seq_count_kinds(&d1->thunks, k1);
+  kiln_thunk_seq_count_kinds(&d2->thunks, k2);
+  assert_memory_equal(k1, k2, sizeof k1);
+  assert_int_equal(k2[KILN_THUNK_COMMAND_BUFFER], 2);
+  assert_int_equal(k2[KILN_THUNK_CUSTOM_CALL], 3);
+  assert_int_equal(top_level(&d2->thunks, KILN_THUNK_COMMAND_BUFFER), 2);
+  assert_int_equal(top_level(&d2->thunks, KILN_THUNK_CUSTOM_CALL), 1);
+  printf("after the cache hit: %lld command buffers, %lld custom calls, %d of them outside\n",
+         (long long)k2[KILN_THUNK_COMMAND_BUFFER], (long long)k2[KILN_THUNK_CUSTOM_CALL],
+         top_level(&d2->thunks, KILN_THUNK_CUSTOM_CALL));
+
+  float want[2][N], got[N];
+  evaluate(0, want[0]);
+  evaluate(1, want[1]);
+  kiln_device_buffer_t *bufs[2][2];
+  upload(&hit, 0, 0, bufs[0]);
+  upload(&hit, 1, 0, bufs[1]);
+  for (int run = 0; run < 4; run++) {
+    kiln_status s = execute(&hit, bufs[run % 2], got);
+    if (s) fail_msg("run %d after the cache hit: %s", run, kiln_status_message(s));
+    expect_equal(want[run % 2], got, "after the cache hit");
+  }
+  kiln_cmd_stats_t st = kiln_cmd_cache_stats(kiln_device_cmd_cache(hit.dev));
+  assert_int_equal(st.records, 2);
+  assert_int_equal(st.direct_issues, 0);
+  for (int v = 0; v < 2; v++)
+    for (int k = 0; k < 2; k++) kiln_device_buffer_destroy(bufs[v][k]);
+  rig_free(&hit);
+  rig_free(&first);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 /* The same module through the tools' runner (what kiln-run does): repeated runs agree with
  * the evaluator. */
 static void test_device_run_with_compatible_calls_matches_the_evaluator(void **state) {
@@ -314,6 +388,7 @@ int main(void) {
       cmocka_unit_test(test_compatible_calls_run_inside_command_buffers_and_match),
       cmocka_unit_test(test_failing_compatible_handler_fails_the_execute_and_the_next_one_works),
       cmocka_unit_test(test_device_run_with_compatible_calls_matches_the_evaluator),
+      cmocka_unit_test(test_compatible_calls_stay_in_command_buffers_after_a_cache_hit),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -24,6 +24,7 @@
 #include "compiler/passes/fusion_util.h"
 #include "compiler/passes/pass.h"
 #include "compiler/passes/pipeline.h"
+#include "compiler/thunks/executable_cache.h"
 #include "runtime/command_buffer.h"
 #include "runtime/host/host_device.h"
 #include "tests/host_device_fixture.h"
@@ -359,6 +360,87 @@ static void test_command_buffers_patch_a_moved_bias(void **state) {
   kiln_cmd_list_free(&c);
 }
 
+/* Serialization (runtime/executable_serialize.h): a gemm's epilogue and bias slice are written
+ * and read back. Each epilogue module compiles, goes to bytes and back with the same printed
+ * thunks (the bias and the activation shown), and the executable read back gives the bits of
+ * the one compiled; through the compile driver's executable cache the second compile is a hit
+ * (the serializer once refused epilogues, so such modules were never cached). */
+static void round_trip(const char *text, const char *want, const char *cache_dir) {
+  kiln_hlo_module_t *m = parse(text);
+  kiln_compile_options_t co;
+  memset(&co, 0, sizeof co);
+  co.emit.dump_dir = "";
+  kiln_executable_desc_t *d = NULL, *back = NULL;
+  assert_null(kiln_compile_module(m, &co, &d, NULL));
+  void *bytes = NULL;
+  size_t len = 0;
+  assert_null(kiln_executable_desc_to_bytes(d, &bytes, &len));
+  assert_null(kiln_executable_desc_from_bytes(bytes, len, &co.emit, &back));
+  kiln_strbuf_t p1 = {0}, p2 = {0};
+  kiln_executable_desc_print(&p1, d);
+  kiln_executable_desc_print(&p2, back);
+  assert_string_equal(kiln_strbuf_cstr(&p1), kiln_strbuf_cstr(&p2));
+  if (!strstr(kiln_strbuf_cstr(&p2), want)) fail_msg("read back without '%s'", want);
+  kiln_strbuf_free(&p1);
+  kiln_strbuf_free(&p2);
+  kiln_executable_desc_destroy(back);
+  kiln_executable_desc_destroy(d);
+  kiln_free(bytes);
+  kiln_hlo_module_destroy(m);
+
+  m = parse(text);
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t **args = NULL, *direct = NULL, *read_back = NULL;
+  int n = 0;
+  assert_null(kiln_fake_args_make(m, NULL, &arena, &args, &n));
+  kiln_device_run_options_t o;
+  memset(&o, 0, sizeof o);
+  o.device = g_dev;
+  o.dump_dir = "";
+  assert_null(kiln_device_run_module(m, args, n, &o, &arena, &direct, NULL));
+  o.serialize_round_trip = true;
+  assert_null(kiln_device_run_module(m, args, n, &o, &arena, &read_back, NULL));
+  assert_true(kiln_literal_equal(direct, read_back));
+  kiln_arena_destroy(&arena);
+
+  co.executable_cache_dir = cache_dir;
+  kiln_compile_stats_t st;
+  for (int pass = 0; pass < 2; pass++) {
+    kiln_hlo_module_t *c = parse(text);
+    assert_null(kiln_compile_module(c, &co, &d, &st));
+    assert_int_equal(st.executable_cache_hit, pass == 1);
+    kiln_executable_desc_destroy(d);
+    kiln_hlo_module_destroy(c);
+  }
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_epilogues_round_trip_through_serialization_bit_identically(void **state) {
+  (void)state;
+  char dir[] = "/tmp/kiln_test_epilogue_cacheXXXXXX";
+  assert_non_null(mkdtemp(dir));
+  static const struct {
+    const char *epi, *want;
+  } epis[] = {{kBiasRelu, "+ bias"},
+              {kBiasRelu, "then relu"},
+              {kBiasGelu, "then gelu_tanh"},
+              {kAlphaCRelu, "beta=1"}};
+  static const char *const types[] = {"f32", "f64", "bf16"};
+  int cases = 0;
+  for (size_t e = 0; e < sizeof epis / sizeof epis[0]; e++)
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+      char *text = module(types[t], e % 2 ? 2 : 0, e == 1, e == 2, 37, 29, 19, epis[e].epi);
+      round_trip(text, epis[e].want, dir);
+      kiln_free(text);
+      cases++;
+    }
+  printf("%d epilogue modules round-trip bit-identically and hit the executable cache\n", cases);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 /* Fused gemms in a module after the pipeline with options `o`. */
 static int fused_after_pipeline(const char *text, const kiln_pass_options_t *o, int *gemm_dots) {
   kiln_hlo_module_t *m = parse(text);
@@ -519,6 +601,7 @@ int main(void) {
       cmocka_unit_test(test_host_gemm_applies_bias_and_activation_on_every_path),
       cmocka_unit_test(test_host_epilogue_takes_the_cpus_vector_isa),
       cmocka_unit_test(test_command_buffers_patch_a_moved_bias),
+      cmocka_unit_test(test_epilogues_round_trip_through_serialization_bit_identically),
       cmocka_unit_test(test_cuda_fuses_and_takes_bf16_only_with_cublaslt),
       cmocka_unit_test(test_corpus_dense_layers_compile_with_fused_epilogues),
       cmocka_unit_test(test_corpus_modules_with_fused_epilogues_match_the_evaluator),
