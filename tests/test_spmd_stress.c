@@ -133,8 +133,8 @@ static void test_concurrent_spmd_runs_match_the_evaluator(void **state) {
   kiln_literal_t *want[REPLICAS];
   kiln_literal_t *const *per[REPLICAS];
   for (int i = 0; i < REPLICAS; i++) per[i] = args;
-  kiln_eval_spmd_options_t eo = {.num_replicas = REPLICAS, .num_partitions = 1,
-                                 .timeout_ms = 60000};
+  kiln_eval_spmd_options_t eo = {
+      .num_replicas = REPLICAS, .num_partitions = 1, .timeout_ms = 60000};
   s = kiln_eval_module_spmd(m, &eo, n, per, &arena, want);
   if (s) fail_msg("evaluator: %s", kiln_status_message(s));
 
