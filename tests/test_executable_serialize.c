@@ -33,6 +33,7 @@
 #include "runtime/executable_serialize.h"
 #include "runtime/host/host_device.h"
 #include "skip_util.h"
+#include "tests/temp_dir_util.h"
 #include "tools/common/corpus.h"
 #include "tools/common/corpus_eval.h"
 #include "tools/common/device_run.h"
@@ -515,7 +516,7 @@ static void test_collective_group_tables_are_checked_when_read(void **state) {
 static void test_compile_driver_hits_the_executable_cache_before_the_passes(void **state) {
   (void)state;
   char dir[] = "/tmp/kiln_test_exe_cacheXXXXXX";
-  assert_non_null(mkdtemp(dir));
+  kiln_test_temp_dir_make(dir);
   kiln_compile_options_t co = {0};
   co.executable_cache_dir = dir;
   co.emit.dump_dir = "";
@@ -579,9 +580,7 @@ static void test_compile_driver_hits_the_executable_cache_before_the_passes(void
   kiln_executable_desc_destroy(d1);
   kiln_hlo_module_destroy(m1);
   kiln_hlo_module_destroy(m2);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  assert_int_equal(system(cmd), 0);
+  kiln_test_temp_dir_remove(dir);
 }
 
 typedef struct corpus_ctx {

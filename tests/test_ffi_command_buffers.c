@@ -32,6 +32,7 @@
 #include "runtime/device.h"
 #include "runtime/executable.h"
 #include "runtime/thunk.h"
+#include "tests/temp_dir_util.h"
 #include "tools/common/device_run.h"
 
 #ifndef KILN_FFI_TEST_CALL_LIB
@@ -300,7 +301,7 @@ static int top_level(const kiln_thunk_seq_t *s, kiln_thunk_kind_t k) {
 static void test_compatible_calls_stay_in_command_buffers_after_a_cache_hit(void **state) {
   (void)state;
   char dir[] = "/tmp/kiln_test_ffi_cmdbuf_cacheXXXXXX";
-  assert_non_null(mkdtemp(dir));
+  kiln_test_temp_dir_make(dir);
   rig_t first, hit;
   rig_make_cached(&first, dir);
   assert_false(first.stats.executable_cache_hit);
@@ -344,9 +345,7 @@ static void test_compatible_calls_stay_in_command_buffers_after_a_cache_hit(void
     for (int k = 0; k < 2; k++) kiln_device_buffer_destroy(bufs[v][k]);
   rig_free(&hit);
   rig_free(&first);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  assert_int_equal(system(cmd), 0);
+  kiln_test_temp_dir_remove(dir);
 }
 
 /* The same module through the tools' runner (what kiln-run does): repeated runs agree with

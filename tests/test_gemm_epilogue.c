@@ -30,6 +30,7 @@
 #include "tests/host_device_fixture.h"
 #include "tests/host_run_util.h"
 #include "tests/skip_util.h"
+#include "tests/temp_dir_util.h"
 #include "tools/common/corpus.h"
 #include "tools/common/hlo_file.h"
 
@@ -419,7 +420,7 @@ static void round_trip(const char *text, const char *want, const char *cache_dir
 static void test_epilogues_round_trip_through_serialization_bit_identically(void **state) {
   (void)state;
   char dir[] = "/tmp/kiln_test_epilogue_cacheXXXXXX";
-  assert_non_null(mkdtemp(dir));
+  kiln_test_temp_dir_make(dir);
   static const struct {
     const char *epi, *want;
   } epis[] = {{kBiasRelu, "+ bias"},
@@ -436,9 +437,7 @@ static void test_epilogues_round_trip_through_serialization_bit_identically(void
       cases++;
     }
   printf("%d epilogue modules round-trip bit-identically and hit the executable cache\n", cases);
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  assert_int_equal(system(cmd), 0);
+  kiln_test_temp_dir_remove(dir);
 }
 
 /* Fused gemms in a module after the pipeline with options `o`. */
