@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "runtime/cuda/nccl.h"
 #include "runtime/spmd.h"
 #include "runtime/thunk_internal.h"
 
@@ -292,10 +293,11 @@ kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec
         kiln_spmd_world_partitions(w));
   if (me < 0 || me >= d->num_replicas * d->num_partitions)
     return KILN_ERR_INVALID("collective %s: participant %d outside the world", t->name, me);
+  if (p->device->kind == KILN_DEVICE_CUDA) return kiln_nccl_collective_execute(t->name, d, p, who);
   if (p->device->kind != KILN_DEVICE_HOST)
     return kiln_status_make(KILN_UNIMPLEMENTED,
-                            "collective %s on %d participants: only host devices run "
-                            "multi-device collectives (NCCL is not wired up yet)",
+                            "collective %s on %d participants: only host and CUDA devices run "
+                            "multi-device collectives",
                             t->name, d->num_replicas * d->num_partitions);
   kiln_coll_clique_t *c = NULL;
   KILN_RETURN_IF_ERROR(kiln_spmd_world_clique(w, t->name, d->group_key[me], d->group_size[me], &c),

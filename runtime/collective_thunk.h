@@ -5,7 +5,8 @@
  *
  * Execution reads the participant from the execution state (kiln_thunk_exec_state_set_
  * participant; none: participant 0 alone):
- *   - in a world (runtime/spmd.h; host devices only): synchronizes the stream, then runs the
+ *   - in a world on a CUDA device: through NCCL (runtime/cuda/nccl.h);
+ *   - in a world (runtime/spmd.h) on host devices: synchronizes the stream, then runs the
  *     collective on the buffers in place through the group's clique (runtime/collectives.h),
  *     one call per operand of a variadic collective;
  *   - alone: a group of one is a copy on the stream (a permute nobody sends to: zeros), a

@@ -71,8 +71,12 @@ int kiln_spmd_world_partitions(const kiln_spmd_world_t *w) {
   return w->num_partitions;
 }
 
+int64_t kiln_spmd_world_device(const kiln_spmd_world_t *w, int participant) {
+  return w->device_assignment ? w->device_assignment[participant] : participant;
+}
+
 void kiln_spmd_world_describe(const kiln_spmd_world_t *w, int participant, kiln_strbuf_t *b) {
-  int64_t dev = w->device_assignment ? w->device_assignment[participant] : participant;
+  int64_t dev = kiln_spmd_world_device(w, participant);
   kiln_strbuf_printf(b, "replica %d partition %d (device %" PRId64 ")",
                      participant / w->num_partitions, participant % w->num_partitions, dev);
 }

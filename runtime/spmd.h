@@ -39,6 +39,9 @@ kiln_status kiln_spmd_world_create(int num_replicas, int num_partitions,
 void kiln_spmd_world_destroy(kiln_spmd_world_t *w);
 int kiln_spmd_world_replicas(const kiln_spmd_world_t *w);
 int kiln_spmd_world_partitions(const kiln_spmd_world_t *w);
+/* The device id of `participant` in the device assignment (the participant itself without
+ * one). */
+int64_t kiln_spmd_world_device(const kiln_spmd_world_t *w, int participant);
 /* "replica R partition P (device D)" into b. */
 void kiln_spmd_world_describe(const kiln_spmd_world_t *w, int participant, kiln_strbuf_t *b);
 

@@ -10,6 +10,7 @@
 #include "base/vec.h"
 #include "runtime/command_buffer.h"
 #include "runtime/cuda/cuda_graph.h"
+#include "runtime/cuda/nccl.h"
 
 #define JIT_LOG_SIZE 16384
 
@@ -386,6 +387,7 @@ const char *kiln_cuda_module_jit_log(const kiln_device_module_t *m) {
 
 static void cuda_device_destroy(kiln_device_t *dev) {
   kiln_cuda_device_t *d = cdev(dev);
+  kiln_nccl_device_release(dev); /* its communicators and collective streams */
   kiln_status_free(kiln_cuda_device_activate(d));
   kiln_device_fini_common(dev); /* graphs first: they hold the context's resources */
   kiln_cuda_blas_destroy(d->blas);
@@ -425,6 +427,13 @@ kiln_status kiln_cuda_device_create(int ordinal, kiln_device_t **out) {
   *out = NULL;
   const kiln_cuda_driver_t *drv;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_cuda_driver_get(&drv));
+  return kiln_cuda_device_create_with_driver(drv, ordinal, out);
+}
+
+kiln_status kiln_cuda_device_create_with_driver(const kiln_cuda_driver_t *drv, int ordinal,
+                                                kiln_device_t **out) {
+  if (!out || !drv) return KILN_ERR_INVALID("cuda device: NULL argument");
+  *out = NULL;
   int count = 0;
   KILN_CU_RETURN_IF_ERROR(drv, drv->cuDeviceGetCount(&count), "cuDeviceGetCount");
   if (ordinal < 0 || ordinal >= count)

@@ -17,6 +17,10 @@
 /* Creates the device for GPU `ordinal`. UNAVAILABLE without a driver (naming the paths
  * tried) or without such a GPU. The caller owns *out (kiln_device_destroy). */
 kiln_status kiln_cuda_device_create(int ordinal, kiln_device_t **out);
+/* The same on the driver table `drv` (borrowed; outlives the device): for tests that fill a
+ * table with a fake driver. */
+kiln_status kiln_cuda_device_create_with_driver(const kiln_cuda_driver_t *drv, int ordinal,
+                                                kiln_device_t **out);
 
 /* The JIT's error and info logs from loading module `m` (borrowed; "" when empty), or NULL
  * when `m` is not a CUDA module. */
