@@ -20,6 +20,7 @@
 #include "base/log.h"
 #include "ffi/ffi_registry.h"
 #include "plugin/pjrt_executable.h"
+#include "plugin/pjrt_nccl.h"
 #include "plugin/pjrt_objects.h"
 #include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cuda_device.h"
@@ -168,6 +169,7 @@ static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
 static void client_free(PJRT_Client *c) {
+  kiln_pjrt_nccl_uninstall(c);
   kiln_pjrt_dma_forget_client(c);
   if (c->compile_cache) kiln_pjrt_compile_cache_destroy(c->compile_cache);
   for (int32_t i = 0; i < c->num_devices; i++) {
@@ -322,6 +324,7 @@ static PJRT_Error *Client_Create(PJRT_Client_Create_Args *args) {
     client_free(c);
     return kiln_pjrt_error_from_status(s);
   }
+  kiln_pjrt_nccl_install(c); /* NCCL unique ids through kv_get / kv_put */
   args->client = c;
   return NULL;
 }

@@ -275,11 +275,6 @@ static kiln_status pick_devices(const PJRT_Client *c, const kiln_pjrt_compile_op
         "compile options: %lld replicas x %lld partitions need %lld devices; the client has %d "
         "(host devices: the client option num_devices or $KILN_HOST_DEVICES)",
         (long long)r, (long long)p, (long long)(r * p), c->num_devices);
-  if (r * p > 1 && c->is_cuda)
-    return kiln_status_make(KILN_UNIMPLEMENTED,
-                            "compile options: %lld replicas x %lld partitions: kiln runs "
-                            "multi-device programs on host devices only",
-                            (long long)r, (long long)p);
   int32_t n = (int32_t)(r * p);
   *reps = (int32_t)r;
   *parts = (int32_t)p;

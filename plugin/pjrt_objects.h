@@ -111,7 +111,7 @@ struct PJRT_Client {
   kiln_pjrt_compile_cache_t *compile_cache; /* pjrt_executable.h; created by Create,
                                                destroyed with the last reference (below),
                                                before the runtime devices */
-  /* Key-value store callbacks of PJRT_Client_Create, kept for multi-process use. */
+  /* Key-value store callbacks of PJRT_Client_Create: NCCL unique ids (pjrt_nccl.h). */
   void *kv_get, *kv_get_user_arg, *kv_put, *kv_put_user_arg, *kv_try_get, *kv_try_get_user_arg;
   /* References: PJRT_Client_Destroy drops the caller's; every storage (device memory of a
    * buffer) and whatever calls kiln_pjrt_client_retain holds one. The runtime devices and

@@ -172,6 +172,8 @@ typedef struct kiln_nccl_id_exchange {
 
 /* Installs `x` (copied; NULL: none) for groups created from now on. Thread-safe. */
 void kiln_nccl_set_id_exchange(const kiln_nccl_id_exchange_t *x);
+/* The exchange installed now into *out; false (and *out zeroed) when none. Thread-safe. */
+bool kiln_nccl_get_id_exchange(kiln_nccl_id_exchange_t *out);
 
 /* Statistics of the communicator cache, for tests and logs. */
 typedef struct kiln_nccl_cache_stats {

@@ -49,6 +49,17 @@ void kiln_nccl_set_id_exchange(const kiln_nccl_id_exchange_t *x) {
   pthread_mutex_unlock(&g_cache.mu);
 }
 
+bool kiln_nccl_get_id_exchange(kiln_nccl_id_exchange_t *out) {
+  pthread_mutex_lock(&g_cache.mu);
+  bool have = g_cache.have_exchange;
+  if (have)
+    *out = g_cache.exchange;
+  else
+    memset(out, 0, sizeof(*out));
+  pthread_mutex_unlock(&g_cache.mu);
+  return have;
+}
+
 void kiln_nccl_cache_stats(kiln_nccl_cache_stats_t *out) {
   memset(out, 0, sizeof(*out));
   pthread_mutex_lock(&g_cache.mu);
