@@ -10,8 +10,7 @@
 
 /* What a callback uses to make its error (PJRT_CallbackError). */
 static PJRT_Error *callback_error(PJRT_Error_Code code, const char *message, size_t size) {
-  return kiln_pjrt_error_make((kiln_status_code_t)code, "%.*s", (int)size,
-                              message ? message : "");
+  return kiln_pjrt_error_make((kiln_status_code_t)code, "%.*s", (int)size, message ? message : "");
 }
 /* The callbacks receive its address (PJRT_CallbackError *). */
 static PJRT_CallbackError g_callback_error = callback_error;
@@ -78,8 +77,8 @@ static kiln_status exchange_put(void *ctx, const char *key, const ncclUniqueId *
 static kiln_status exchange_get(void *ctx, const char *key, ncclUniqueId *id) {
   kiln_strbuf_t k = {0};
   nccl_key(&k, key);
-  kiln_status s = kiln_pjrt_kv_get(ctx, kiln_strbuf_cstr(&k), KILN_PJRT_KV_TIMEOUT_MS,
-                                   id->internal, sizeof(id->internal));
+  kiln_status s = kiln_pjrt_kv_get(ctx, kiln_strbuf_cstr(&k), KILN_PJRT_KV_TIMEOUT_MS, id->internal,
+                                   sizeof(id->internal));
   kiln_strbuf_free(&k);
   return s;
 }
