@@ -1,6 +1,7 @@
 /* Collective thunks on CUDA devices through NCCL (runtime/cuda/nccl.h), without a GPU: the
- * CUDA devices are real kiln CUDA devices over a fake driver table whose device memory is host
- * memory and whose streams run every copy at once; NCCL is a fake libnccl
+ * CUDA devices are real kiln CUDA devices over a fake libcuda (tests/fake_cuda/fake_cuda.c,
+ * opened with kiln_cuda_driver_open) whose device memory is host memory and whose streams run
+ * every copy at once; NCCL is a fake libnccl
  * (tests/fake_nccl/fake_nccl.c, loaded through $KILN_NCCL_LIBRARY) that records its calls and
  * does the math on that memory. Every collective (all-reduce over each element type and
  * reduction, all-gather, reduce-scatter and all-to-all with rows, the tuple all-to-all,
@@ -36,185 +37,37 @@
 #include "runtime/device.h"
 #include "runtime/half.h"
 #include "runtime/spmd.h"
+#include "tests/fake_cuda/fake_cuda.h"
 #include "tests/fake_nccl/fake_nccl.h"
 
 #define NDEV 4
 #define MAXB 4 /* operands */
 
-/* ---- a fake CUDA driver on host memory ---------------------------------------------------- */
+/* ---- the fake CUDA driver ---------------------------------------------------------------- */
 
-static struct {
-  pthread_mutex_t mu;
-  int event_records, stream_waits, waits_on_unrecorded, streams_alive, allocs_alive;
-} g_drv = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static kiln_cuda_driver_t *g_fake_driver; /* kiln_cuda_driver_open of the fake libcuda */
+static fake_cuda_get_stats_fn g_cuda_stats_fn;
 
-typedef struct fake_event {
-  int recorded;
-} fake_event_t;
-
-static void count(int *what, int delta) {
-  pthread_mutex_lock(&g_drv.mu);
-  *what += delta;
-  pthread_mutex_unlock(&g_drv.mu);
+static fake_cuda_stats_t cuda_stats(void) {
+  fake_cuda_stats_t s;
+  g_cuda_stats_fn(&s);
+  return s;
 }
 
-static CUresult f_get_count(int *n) {
-  *n = NDEV + 1;
-  return CUDA_SUCCESS;
-}
-static CUresult f_get(CUdevice *d, int ordinal) {
-  *d = ordinal;
-  return CUDA_SUCCESS;
-}
-static CUresult f_get_name(char *name, int len, CUdevice d) {
-  snprintf(name, (size_t)len, "fake GPU %d", d);
-  return CUDA_SUCCESS;
-}
-static CUresult f_get_attribute(int *v, CUdevice_attribute a, CUdevice d) {
-  (void)d;
-  *v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR   ? 9
-       : a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? 0
-       : a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT     ? 132
-       : a == CU_DEVICE_ATTRIBUTE_MAX_PITCH                ? (1 << 30)
-                                                           : 227 * 1024;
-  return CUDA_SUCCESS;
-}
-static CUresult f_ctx_retain(CUcontext *c, CUdevice d) {
-  *c = (CUcontext)(uintptr_t)(0x100 + d);
-  return CUDA_SUCCESS;
-}
-static CUresult f_ctx_release(CUdevice d) {
-  (void)d;
-  return CUDA_SUCCESS;
-}
-static CUresult f_ctx_set(CUcontext c) {
-  (void)c;
-  return CUDA_SUCCESS;
-}
-static CUresult f_mem_alloc(CUdeviceptr *p, size_t n) {
-  void *m = aligned_alloc(256, (n + 255) & ~(size_t)255);
-  if (!m) return 2;
-  count(&g_drv.allocs_alive, 1);
-  *p = (CUdeviceptr)(uintptr_t)m;
-  return CUDA_SUCCESS;
-}
-static CUresult f_mem_free(CUdeviceptr p) {
-  count(&g_drv.allocs_alive, -1);
-  free((void *)(uintptr_t)p);
-  return CUDA_SUCCESS;
-}
-static CUresult f_host_alloc(void **p, size_t n) {
-  *p = malloc(n ? n : 1);
-  return *p ? CUDA_SUCCESS : 2;
-}
-static CUresult f_host_free(void *p) {
-  free(p);
-  return CUDA_SUCCESS;
-}
-static CUresult f_h2d(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
-  (void)s;
-  memmove((void *)(uintptr_t)dst, src, n);
-  return CUDA_SUCCESS;
-}
-static CUresult f_d2h(void *dst, CUdeviceptr src, size_t n, CUstream s) {
-  (void)s;
-  memmove(dst, (const void *)(uintptr_t)src, n);
-  return CUDA_SUCCESS;
-}
-static CUresult f_d2d(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
-  (void)s;
-  memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, n);
-  return CUDA_SUCCESS;
-}
-static CUresult f_set8(CUdeviceptr dst, unsigned char v, size_t n, CUstream s) {
-  (void)s;
-  memset((void *)(uintptr_t)dst, v, n);
-  return CUDA_SUCCESS;
-}
-static CUresult f_set16(CUdeviceptr dst, unsigned short v, size_t n, CUstream s) {
-  (void)s;
-  for (size_t i = 0; i < n; i++) memcpy((char *)(uintptr_t)dst + 2 * i, &v, 2);
-  return CUDA_SUCCESS;
-}
-static CUresult f_set32(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
-  (void)s;
-  for (size_t i = 0; i < n; i++) memcpy((char *)(uintptr_t)dst + 4 * i, &v, 4);
-  return CUDA_SUCCESS;
-}
-static CUresult f_stream_create(CUstream *s, unsigned int flags) {
-  (void)flags;
-  *s = (CUstream)malloc(16);
-  count(&g_drv.streams_alive, 1);
-  return CUDA_SUCCESS;
-}
-static CUresult f_stream_destroy(CUstream s) {
-  count(&g_drv.streams_alive, -1);
-  free(s);
-  return CUDA_SUCCESS;
-}
-static CUresult f_stream_sync(CUstream s) {
-  (void)s;
-  return CUDA_SUCCESS;
-}
-static CUresult f_event_create(CUevent *e, unsigned int flags) {
-  (void)flags;
-  *e = (CUevent)calloc(1, sizeof(fake_event_t));
-  return CUDA_SUCCESS;
-}
-static CUresult f_event_destroy(CUevent e) {
-  free(e);
-  return CUDA_SUCCESS;
-}
-static CUresult f_event_record(CUevent e, CUstream s) {
-  (void)s;
-  ((fake_event_t *)e)->recorded = 1;
-  count(&g_drv.event_records, 1);
-  return CUDA_SUCCESS;
-}
-static CUresult f_stream_wait(CUstream s, CUevent e, unsigned int flags) {
-  (void)s;
-  (void)flags;
-  count(&g_drv.stream_waits, 1);
-  if (!((fake_event_t *)e)->recorded) count(&g_drv.waits_on_unrecorded, 1);
-  return CUDA_SUCCESS;
-}
-static CUresult f_event_sync(CUevent e) {
-  (void)e;
-  return CUDA_SUCCESS;
-}
-
-static kiln_cuda_driver_t g_fake_driver;
-
-static void fake_driver_init(void) {
-  kiln_cuda_driver_t *d = &g_fake_driver;
-  memset(d, 0, sizeof(*d));
-  snprintf(d->path, sizeof(d->path), "fake driver");
-  d->driver_version = 13000;
-  d->cuDeviceGetCount = f_get_count;
-  d->cuDeviceGet = f_get;
-  d->cuDeviceGetName = f_get_name;
-  d->cuDeviceGetAttribute = f_get_attribute;
-  d->cuDevicePrimaryCtxRetain = f_ctx_retain;
-  d->cuDevicePrimaryCtxRelease = f_ctx_release;
-  d->cuCtxSetCurrent = f_ctx_set;
-  d->cuMemAlloc = f_mem_alloc;
-  d->cuMemFree = f_mem_free;
-  d->cuMemAllocHost = f_host_alloc;
-  d->cuMemFreeHost = f_host_free;
-  d->cuMemcpyHtoDAsync = f_h2d;
-  d->cuMemcpyDtoHAsync = f_d2h;
-  d->cuMemcpyDtoDAsync = f_d2d;
-  d->cuMemsetD8Async = f_set8;
-  d->cuMemsetD16Async = f_set16;
-  d->cuMemsetD32Async = f_set32;
-  d->cuStreamCreate = f_stream_create;
-  d->cuStreamDestroy = f_stream_destroy;
-  d->cuStreamSynchronize = f_stream_sync;
-  d->cuStreamWaitEvent = f_stream_wait;
-  d->cuEventCreate = f_event_create;
-  d->cuEventDestroy = f_event_destroy;
-  d->cuEventRecord = f_event_record;
-  d->cuEventSynchronize = f_event_sync;
+static int fake_driver_init(void) {
+  if (g_fake_driver) return 0;
+  const char *path[] = {KILN_FAKE_CUDA};
+  kiln_status s = kiln_cuda_driver_open(path, 1, &g_fake_driver);
+  if (s) {
+    fprintf(stderr, "%s\n", kiln_status_message(s));
+    kiln_status_free(s);
+    return -1;
+  }
+  void *h = dlopen(KILN_FAKE_CUDA, RTLD_NOW | RTLD_NOLOAD);
+  if (!h) return -1;
+  *(void **)&g_cuda_stats_fn = dlsym(h, "fake_cuda_get_stats");
+  dlclose(h);
+  return g_cuda_stats_fn ? 0 : -1;
 }
 
 /* ---- the fake NCCL's control side --------------------------------------------------------- */
@@ -236,9 +89,9 @@ static kiln_device_t *g_gpu[NDEV], *g_host;
 static int setup(void **state) {
   (void)state;
   setenv("KILN_NCCL_LIBRARY", KILN_FAKE_NCCL, 0);
-  fake_driver_init();
+  if (fake_driver_init()) return -1;
   for (int i = 0; i < NDEV; i++) {
-    kiln_status s = kiln_cuda_device_create_with_driver(&g_fake_driver, i, &g_gpu[i]);
+    kiln_status s = kiln_cuda_device_create_with_driver(g_fake_driver, i, &g_gpu[i]);
     if (s) {
       fprintf(stderr, "%s\n", kiln_status_message(s));
       kiln_status_free(s);
@@ -274,7 +127,10 @@ static int teardown(void **state) {
   kiln_nccl_cache_stats(&cs);
   /* Every communicator went with its device; every fake stream and allocation too. */
   fake_nccl_stats_t st = stats();
-  if (cs.groups || cs.comms || st.cliques_alive || g_drv.streams_alive || g_drv.allocs_alive) {
+  fake_cuda_stats_t g_drv = cuda_stats();
+  kiln_cuda_driver_close(g_fake_driver);
+  if (cs.groups || cs.comms || st.cliques_alive || g_drv.streams_alive || g_drv.allocs_alive ||
+      g_drv.unsupported_calls) {
     fprintf(stderr, "left behind: %d groups, %d comms, %d cliques, %d streams, %d allocations\n",
             cs.groups, cs.comms, st.cliques_alive, g_drv.streams_alive, g_drv.allocs_alive);
     return -1;
@@ -619,11 +475,11 @@ static void test_one_communicator_per_group_and_device_set_is_cached_and_release
   (void)state;
   kiln_device_t *devs[NDEV];
   for (int i = 0; i < NDEV; i++)
-    ASSERT_OK(kiln_cuda_device_create_with_driver(&g_fake_driver, i, &devs[i]));
+    ASSERT_OK(kiln_cuda_device_create_with_driver(g_fake_driver, i, &devs[i]));
   kiln_nccl_cache_stats_t c0, c1;
   kiln_nccl_cache_stats(&c0);
   fake_nccl_stats_t s0 = stats();
-  int records0 = g_drv.event_records, waits0 = g_drv.stream_waits;
+  fake_cuda_stats_t d0 = cuda_stats();
   unsigned char *init[NDEV], *out[NDEV];
   for (int i = 0; i < NDEV; i++) {
     init[i] = kiln_calloc(1, 512);
@@ -654,9 +510,10 @@ static void test_one_communicator_per_group_and_device_set_is_cached_and_release
   /* -start/-done: per rank and run, the execution stream's event is recorded and the
    * collective stream waits for it, then the other way round; the NCCL calls went to the
    * collective stream, never waited on before it was recorded. */
-  assert_int_equal(g_drv.event_records - records0, 2 * 6 * NDEV);
-  assert_int_equal(g_drv.stream_waits - waits0, 2 * 6 * NDEV);
-  assert_int_equal(g_drv.waits_on_unrecorded, 0);
+  fake_cuda_stats_t d1 = cuda_stats();
+  assert_int_equal(d1.event_records - d0.event_records, 2 * 6 * NDEV);
+  assert_int_equal(d1.stream_waits - d0.stream_waits, 2 * 6 * NDEV);
+  assert_int_equal(d1.waits_on_unrecorded, 0);
   assert_non_null(s1.last_stream);
   /* Pairs of the same devices are other device sets: a communicator each. */
   kiln_coll_thunk_desc_t *d = desc_groups(KILN_COLL_THUNK_ALL_REDUCE, 1, NDEV, 2);
@@ -676,14 +533,14 @@ static void test_one_communicator_per_group_and_device_set_is_cached_and_release
   assert_int_equal(s2.inits - s0.inits, 3 * NDEV);
   assert_int_equal(c1.groups - c0.groups, 4);
   /* The devices go, and their communicators, streams and events with them. */
-  int streams = g_drv.streams_alive;
+  int streams = cuda_stats().streams_alive;
   for (int i = 0; i < NDEV; i++) kiln_device_destroy(devs[i]);
   fake_nccl_stats_t s3 = stats();
   kiln_nccl_cache_stats(&c1);
   assert_int_equal(s3.destroys - s0.destroys, 3 * NDEV);
   assert_int_equal(c1.groups, c0.groups);
   assert_int_equal(c1.comms, c0.comms);
-  assert_int_equal(streams - g_drv.streams_alive, 3 * NDEV);
+  assert_int_equal(streams - cuda_stats().streams_alive, 3 * NDEV);
   for (int k = 0; k < 3; k++) kiln_thunk_destroy(ts[k]);
   for (int i = 0; i < NDEV; i++) {
     kiln_free(init[i]);
@@ -797,7 +654,7 @@ static void test_unique_ids_go_through_the_exchange_for_other_processes(void **s
   kiln_nccl_set_id_exchange(&x);
   kiln_device_t *devs[2];
   for (int i = 0; i < 2; i++)
-    ASSERT_OK(kiln_cuda_device_create_with_driver(&g_fake_driver, i, &devs[i]));
+    ASSERT_OK(kiln_cuda_device_create_with_driver(g_fake_driver, i, &devs[i]));
   kiln_coll_thunk_desc_t *d = desc_groups(KILN_COLL_THUNK_ALL_REDUCE, 1, 2, 2);
   d->buffers[0] = (kiln_coll_thunk_buffer_t){.send = kiln_slice_make(0, 0, 16),
                                              .recv = kiln_slice_make(0, 256, 16),
@@ -851,7 +708,7 @@ static void test_without_nccl_a_collective_on_cuda_devices_is_unavailable(void *
   (void)state;
   kiln_device_t *devs[2];
   for (int i = 0; i < 2; i++)
-    ASSERT_OK(kiln_cuda_device_create_with_driver(&g_fake_driver, i, &devs[i]));
+    ASSERT_OK(kiln_cuda_device_create_with_driver(g_fake_driver, i, &devs[i]));
   kiln_coll_thunk_desc_t *d = desc_groups(KILN_COLL_THUNK_ALL_GATHER, 1, 2, 2);
   d->buffers[0] = (kiln_coll_thunk_buffer_t){.send = kiln_slice_make(0, 0, 16),
                                              .recv = kiln_slice_make(0, 256, 32),
@@ -877,8 +734,7 @@ static void test_without_nccl_a_collective_on_cuda_devices_is_unavailable(void *
 
 static int setup_without_nccl(void **state) {
   (void)state;
-  fake_driver_init();
-  return 0;
+  return fake_driver_init();
 }
 
 int main(int argc, char **argv) {
