@@ -591,8 +591,8 @@ static kiln_status run_spmd_on_device(const run_flags_t *f, const kiln_hlo_modul
                                       int replicas, int partitions, const char *prefix,
                                       run_times_t *t) {
   int np = replicas * partitions;
-  printf("host devices: %d (%d replicas x %d partitions), the same inputs on each\n", np, replicas,
-         partitions);
+  printf("%s devices: %d (%d replicas x %d partitions), the same inputs on each\n",
+         strcmp(f->backend, "cuda") == 0 ? "CUDA" : "host", np, replicas, partitions);
   kiln_device_run_options_t o;
   device_options(f, &o);
   kiln_arena_t out;
@@ -610,9 +610,10 @@ static kiln_status run_spmd_on_device(const run_flags_t *f, const kiln_hlo_modul
     if (!s) {
       plugin_times(&pr, t);
       printf(
-          "ran through the plugin on %d host devices: compiled in %.1f ms, first run %.1f ms "
+          "ran through the plugin on %d %s devices: compiled in %.1f ms, first run %.1f ms "
           "(generates the kernels), run %.3f ms\n",
-          np, pr.compile_ms, pr.first_run_ms, pr.run_min_ms);
+          np, strcmp(f->backend, "cuda") == 0 ? "CUDA" : "host", pr.compile_ms, pr.first_run_ms,
+          pr.run_min_ms);
     }
   } else {
     s = kiln_device_run_module_spmd(m, args, n, replicas, partitions, &o, &out, got, &rep);
@@ -700,7 +701,9 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
   kiln_arena_init(&out_arena);
   kiln_literal_t *result = NULL;
   int spmd_r = 1, spmd_p = 1;
-  bool plugin_host = f->plugin && strcmp(f->backend, "host") == 0;
+  /* Multi-device modules run on the plugin's host devices or its GPUs (collectives: NCCL). */
+  bool plugin_host =
+      f->plugin && (strcmp(f->backend, "host") == 0 || strcmp(f->backend, "cuda") == 0);
   if (((f->device && f->device->kind == KILN_DEVICE_HOST) || plugin_host) && !s)
     s = host_world(f, m, &spmd_r, &spmd_p);
   if ((f->device || plugin_host) && !s && spmd_r * spmd_p > 1) {

@@ -2,12 +2,15 @@
  * here from NCCL's public documentation, independently of kiln's runtime/cuda/nccl.h), records
  * the calls (fake_nccl.h) and does the math on host memory, which is what device memory is
  * under the tests' fake CUDA driver. The ranks of a communicator are threads of this process,
- * one per rank. A call outside ncclGroupStart/End is a group of one. At ncclGroupEnd every
- * rank publishes its queued calls, meets its peers (a barrier, 20 s timeout: ncclSystemError),
- * computes its results from the peers' send buffers into temporaries, meets them again and
- * writes its receive buffers. Reductions fold in rank order, ((v0 op v1) op v2) ..., bf16 and
- * f16 in f32 rounded back after every step. Collectives match by their position among a
- * rank's collectives, send/recv pairs by (peer, k-th). */
+ * one per rank. A call outside ncclGroupStart/End is a group of one. At ncclGroupEnd a rank
+ * posts its sends (copied into the clique's mailbox), then, when the group has collectives,
+ * publishes them, meets every peer (a barrier, 20 s timeout: ncclSystemError), computes its
+ * results from the peers' send buffers into temporaries, meets them again and writes its
+ * receive buffers; last it takes its receives from the mailbox (waiting up to 20 s for each):
+ * ranks that neither send to nor receive from a rank never wait for it, as with NCCL.
+ * Reductions fold in rank order, ((v0 op v1) op v2) ..., bf16 and f16 in f32 rounded back
+ * after every step. Collectives match by their position among a rank's collectives, receives
+ * take the peer's sends in order. */
 #include "tests/fake_nccl/fake_nccl.h"
 
 #include <errno.h>
@@ -39,8 +42,16 @@ typedef struct op {
   size_t count;
 } op_t;
 
+typedef struct message {
+  struct message *next;
+  int from, to;
+  size_t bytes;
+  void *data;
+} message_t;
+
 typedef struct clique {
   struct clique *next;
+  message_t *mailbox; /* sends not yet received, in order */
   char id[128];
   int nranks, live;
   unsigned char *joined;
@@ -181,6 +192,12 @@ static void comm_free(struct ncclComm *m) {
         *l = c->next;
         break;
       }
+    while (c->mailbox) {
+      message_t *msg = c->mailbox;
+      c->mailbox = msg->next;
+      free(msg->data);
+      free(msg);
+    }
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c->joined);
@@ -326,21 +343,14 @@ static int barrier(clique_t *c) {
   return OK;
 }
 
-/* The op of rank `r` matching op `i` of rank `me`. */
+/* The collective of rank `r` matching collective `i` of rank `me` (the k-th collective of
+ * each list). */
 static const op_t *match(clique_t *c, int me, int i, int r) {
-  const op_t *mine = &c->ops[me][i];
-  int k = 0; /* which one of its kind (and peer) this is */
-  for (int j = 0; j < i; j++) {
-    const op_t *o = &c->ops[me][j];
-    if (mine->kind == RECV ? (o->kind == RECV && o->peer == mine->peer)
-                           : (o->kind != SEND && o->kind != RECV))
-      k++;
-  }
+  int k = 0;
+  for (int j = 0; j < i; j++) k += c->ops[me][j].kind != SEND && c->ops[me][j].kind != RECV;
   for (int j = 0; j < c->nops[r]; j++) {
     const op_t *o = &c->ops[r][j];
-    bool same = mine->kind == RECV ? (o->kind == SEND && o->peer == me)
-                                   : (o->kind != SEND && o->kind != RECV);
-    if (same && k-- == 0) return o;
+    if (o->kind != SEND && o->kind != RECV && k-- == 0) return o;
   }
   return NULL;
 }
@@ -350,7 +360,52 @@ static size_t result_bytes(const op_t *o, int nranks) {
   return o->kind == ALL_GATHER ? b * (size_t)nranks : b;
 }
 
-static ncclResult_t run_comm(struct ncclComm *m) {
+/* Point-to-point: a send copies its data into the clique's mailbox at once (so a sender
+ * never waits, as NCCL's sends to a peer that posts its receive later do not deadlock the
+ * group); a receive waits (20 s) for the next message from its peer. */
+static void post(clique_t *c, int from, int to, const op_t *o) {
+  message_t *msg = calloc(1, sizeof(*msg));
+  msg->from = from;
+  msg->to = to;
+  msg->bytes = o->count * dt_bytes(o->dt);
+  msg->data = malloc(msg->bytes ? msg->bytes : 1);
+  memcpy(msg->data, o->send, msg->bytes);
+  pthread_mutex_lock(&c->mu);
+  message_t **tail = &c->mailbox;
+  while (*tail) tail = &(*tail)->next;
+  *tail = msg;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+}
+
+static int receive(clique_t *c, int from, int to, const op_t *o) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 20;
+  pthread_mutex_lock(&c->mu);
+  for (;;) {
+    for (message_t **l = &c->mailbox; *l; l = &(*l)->next) {
+      message_t *msg = *l;
+      if (msg->from != from || msg->to != to) continue;
+      *l = msg->next;
+      pthread_mutex_unlock(&c->mu);
+      size_t bytes = o->count * dt_bytes(o->dt);
+      int r = msg->bytes == bytes ? OK : INVALID_USAGE;
+      if (!r) memcpy(o->recv, msg->data, bytes);
+      free(msg->data);
+      free(msg);
+      return r;
+    }
+    if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT) {
+      pthread_mutex_unlock(&c->mu);
+      return SYSTEM_ERROR;
+    }
+  }
+}
+
+/* The collectives of the group: publish, meet, compute from the peers' send buffers into
+ * temporaries, meet again (every peer done reading), write. */
+static ncclResult_t run_collectives(struct ncclComm *m) {
   clique_t *c = m->c;
   int me = m->rank, n = c->nranks;
   c->ops[me] = m->pending;
@@ -360,17 +415,9 @@ static ncclResult_t run_comm(struct ncclComm *m) {
   void **temps = calloc((size_t)m->npending + 1, sizeof(void *));
   for (int i = 0; i < m->npending && !r; i++) {
     const op_t *o = &m->pending[i];
-    if (o->kind == SEND) continue;
+    if (o->kind == SEND || o->kind == RECV) continue;
     size_t es = dt_bytes(o->dt), bytes = result_bytes(o, n);
     unsigned char *t = temps[i] = malloc(bytes ? bytes : 1);
-    if (o->kind == RECV) {
-      const op_t *s = match(c, me, i, o->peer);
-      if (!s || s->count * dt_bytes(s->dt) != bytes)
-        r = INVALID_USAGE;
-      else
-        memcpy(t, s->send, bytes);
-      continue;
-    }
     for (int k = 0; k < n && !r; k++) {
       const op_t *p = match(c, me, i, k);
       if (!p || p->kind != o->kind || p->count != o->count || p->dt != o->dt || p->red != o->red ||
@@ -401,15 +448,29 @@ static ncclResult_t run_comm(struct ncclComm *m) {
       }
     }
   }
-  int r2 = barrier(c); /* every peer done reading this rank's send buffers */
+  int r2 = barrier(c);
   for (int i = 0; i < m->npending; i++) {
     const op_t *o = &m->pending[i];
-    if (!r && !r2 && o->kind != SEND) memcpy(o->recv, temps[i], result_bytes(o, n));
+    if (!r && !r2 && temps[i]) memcpy(o->recv, temps[i], result_bytes(o, n));
     free(temps[i]);
   }
   free(temps);
-  m->npending = 0;
   return r ? r : r2;
+}
+
+static ncclResult_t run_comm(struct ncclComm *m) {
+  clique_t *c = m->c;
+  int r = OK, collectives = 0;
+  for (int i = 0; i < m->npending; i++) {
+    const op_t *o = &m->pending[i];
+    if (o->kind == SEND) post(c, m->rank, o->peer, o);
+    collectives += o->kind != SEND && o->kind != RECV;
+  }
+  if (collectives) r = run_collectives(m);
+  for (int i = 0; i < m->npending && !r; i++)
+    if (m->pending[i].kind == RECV) r = receive(c, m->pending[i].peer, m->rank, &m->pending[i]);
+  m->npending = 0;
+  return r;
 }
 
 static ncclResult_t run_thread_groups(void) {
