@@ -28,7 +28,7 @@ mode="${1:-}"
 make_bundle() {
   local build="${1:-build-gpu}"
   local targets="kiln_pjrt test_gpu_runtime test_gpu_corpus kiln-bench kiln-run bench_gpu_heroes
-                 bench_command_buffer bench_pjrt_execute kiln_example_gather_add"
+                 bench_command_buffer bench_pjrt_execute bench_nccl kiln_example_gather_add"
   if [ ! -f "$build/CMakeCache.txt" ]; then
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
   fi
@@ -38,7 +38,7 @@ make_bundle() {
   mkdir -p "$bundle/stage/bin" "$bundle/debs"
   local f
   for f in libkiln_pjrt.so test_gpu_runtime test_gpu_corpus kiln-bench kiln-run bench_gpu_heroes \
-           bench_command_buffer bench_pjrt_execute libkiln_example_gather_add.so; do
+           bench_command_buffer bench_pjrt_execute bench_nccl libkiln_example_gather_add.so; do
     strip --strip-unneeded -o "$bundle/stage/bin/$f" "$build/$f"
   done
   cp scripts/gpu/jax_kiln.py "$bundle/stage/bin/"
@@ -154,8 +154,27 @@ run_device_half() {
   if step "plugin execute overhead (host)" 30 "$bin/bench_pjrt_execute" 20000 | tee "$work/pexec.txt"; then
     row "plugin execute overhead (host)" PASS "<= 5 us per execute" "$(grep -o 'PJRT table *[0-9.]* us' "$work/pexec.txt" | head -1)"
   else row "plugin execute overhead (host)" FAIL "<= 5 us per execute" "exit $step_status"; fail=1; fi
-  # Collectives: kiln has none on more than one participant yet.
-  row "collectives (NCCL)" SKIP "-" "kiln runs single-participant collectives only"
+  # 8. Collectives through NCCL (bench_nccl): all-reduce, all-gather, reduce-scatter from 1 KiB
+  # to 256 MiB on every GPU, nccl-tests' algbw / busbw next to memcpy of the same size. NCCL is
+  # not in the bundle (libnccl.so.2 is ~200 MiB): a machine without it (or without
+  # $KILN_NCCL_LIBRARY pointing at one) reports SKIP naming libnccl.so.2. On one GPU busbw is 0
+  # by definition; algbw is the figure then.
+  if [ -n "$skip_all" ]; then row "collectives (NCCL) bus bandwidth" SKIP "runs; busbw vs memcpy" "$skip_all"
+  else
+    local nrc=0
+    echo "== collectives (NCCL) bus bandwidth (timeout 180s)"
+    timeout 180 "$bin/bench_nccl" --max-bytes 268435456 >"$work/nccl.txt" 2>&1 || nrc=$?
+    cat "$work/nccl.txt"
+    if [ "$nrc" -eq 0 ]; then
+      row "collectives (NCCL) bus bandwidth" PASS "runs; busbw vs memcpy" "$(tail -1 "$work/nccl.txt" | cut -c1-160)"
+    elif [ "$nrc" -eq 77 ]; then
+      row "collectives (NCCL) bus bandwidth" SKIP "runs; busbw vs memcpy" "$(grep -o 'SKIP: [^;]*' "$work/nccl.txt" | head -1 | cut -c1-160)"
+    elif [ "$nrc" -eq 124 ]; then
+      row "collectives (NCCL) bus bandwidth" TIMEOUT "runs; busbw vs memcpy" "180 s"; fail=1
+    else
+      row "collectives (NCCL) bus bandwidth" FAIL "runs; busbw vs memcpy" "exit $nrc: $(tail -1 "$work/nccl.txt" | cut -c1-120)"; fail=1
+    fi
+  fi
 
   echo
   printf '%-34s %-6s %-34s %s\n' "step" "status" "goal" "figure / reason"
