@@ -18,7 +18,8 @@
  * to arrive fetched with ncclGetUniqueId, or an exchange installed with
  * kiln_nccl_set_id_exchange for ranks in other processes) and kept until the rank's device is
  * destroyed (kiln_nccl_device_release, called by the CUDA device's destroy): for the lifetime of
- * the client that owns the devices. A collective is ordered after the work on the execution's
+ * the client that owns the devices (ncclCommDestroy, or ncclCommAbort for a communicator a
+ * collective failed on). A collective is ordered after the work on the execution's
  * stream by an event the collective stream waits for, issues one NCCL group on the collective
  * stream (every operand of a variadic collective, every row of a blocked layout, the send/recv
  * pairs of all-to-all and collective-permute), and the execution's stream waits for its done

@@ -22,6 +22,7 @@ typedef struct nccl_rank {
   kiln_event_t *ready, *done;
   kiln_devptr_t scratch;
   size_t scratch_bytes;
+  bool broken;        /* a collective failed on it: aborted, not destroyed, at release */
   pthread_mutex_t mu; /* serializes the rank's use of all of the above */
 } nccl_rank_t;
 
@@ -114,7 +115,9 @@ static kiln_status group_id(const kiln_nccl_t *n, nccl_group_t *g, int64_t rank0
 }
 
 static void rank_free_resources(const kiln_nccl_t *n, nccl_rank_t *s) {
-  if (s->comm && n) n->ncclCommDestroy(s->comm);
+  /* A communicator that saw an error may have work that never completes: abort it. */
+  if (s->comm && n) (s->broken ? n->ncclCommAbort : n->ncclCommDestroy)(s->comm);
+  s->broken = false;
   if (s->scratch) kiln_device_mem_free(s->dev, s->scratch);
   kiln_event_destroy(s->ready);
   kiln_event_destroy(s->done);
@@ -364,6 +367,15 @@ static kiln_status ensure_scratch(nccl_rank_t *s, uint64_t bytes) {
 static kiln_status issue(const coll_run_t *run, const kiln_thunk_exec_params_t *p) {
   const kiln_coll_thunk_desc_t *d = run->d;
   uint64_t need = 0, staged = 0;
+  /* What NCCL cannot reduce fails before anything is issued. */
+  for (int k = 0; k < d->num_buffers; k++) {
+    ncclDataType_t t;
+    ncclRedOp_t op;
+    if (d->op == KILN_COLL_THUNK_ALL_REDUCE || d->op == KILN_COLL_THUNK_REDUCE_SCATTER) {
+      KILN_RETURN_IF_ERROR(kiln_nccl_dtype(d->buffers[k].dtype, &t), "in collective %s", run->name);
+      KILN_RETURN_IF_ERROR(kiln_nccl_redop(d->reduction, &op), "in collective %s", run->name);
+    }
+  }
   KILN_RETURN_IF_ERROR_PLAIN(staging_bytes(run, p, &need));
   KILN_RETURN_IF_ERROR_PLAIN(ensure_scratch(run->slot, need));
   /* Addresses first (staging copies go on the collective stream before the group). */
@@ -446,7 +458,11 @@ kiln_status kiln_nccl_collective_execute(const char *name, const kiln_coll_thunk
   s = kiln_event_record(slot->ready, p->stream);
   if (!s) s = kiln_stream_wait_event(slot->stream, slot->ready);
   if (!s) s = kiln_cuda_device_activate((kiln_cuda_device_t *)p->device);
-  if (!s) s = issue(&run, p);
+  if (!s) {
+    s = issue(&run, p);
+    /* Past the checks, a failure is NCCL's or the stream's: the communicator is suspect. */
+    if (s && kiln_status_code(s) != KILN_UNIMPLEMENTED) slot->broken = true;
+  }
   if (!s) s = kiln_event_record(slot->done, slot->stream);
   if (!s) s = kiln_stream_wait_event(p->stream, slot->done);
   pthread_mutex_unlock(&slot->mu);
