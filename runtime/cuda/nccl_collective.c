@@ -16,7 +16,7 @@
 /* One rank of a group in this process: its device, communicator, collective stream and
  * events, and a scratch buffer for staging operands that overlap their results. */
 typedef struct nccl_rank {
-  kiln_device_t *dev; /* NULL: not claimed by a device of this process */
+  kiln_device_t *dev; /* NULL: not claimed by a device of this process (g_cache.mu) */
   ncclComm_t comm;
   kiln_stream_t *stream;
   kiln_event_t *ready, *done;
@@ -36,7 +36,8 @@ typedef struct nccl_group {
 } nccl_group_t;
 
 static struct {
-  pthread_mutex_t mu; /* guards everything below but a rank's own fields (its mutex) */
+  pthread_mutex_t mu; /* guards everything below but a rank's own fields (its mutex, taken
+                        after this one, never before) and comms_created (atomic) */
   nccl_group_t *groups;
   kiln_nccl_id_exchange_t exchange;
   bool have_exchange;
@@ -66,9 +67,13 @@ void kiln_nccl_cache_stats(kiln_nccl_cache_stats_t *out) {
   pthread_mutex_lock(&g_cache.mu);
   for (nccl_group_t *g = g_cache.groups; g; g = g->next) {
     out->groups++;
-    for (int r = 0; r < g->nranks; r++) out->comms += g->ranks[r].comm != NULL;
+    for (int r = 0; r < g->nranks; r++) {
+      pthread_mutex_lock(&g->ranks[r].mu);
+      out->comms += g->ranks[r].comm != NULL;
+      pthread_mutex_unlock(&g->ranks[r].mu);
+    }
   }
-  out->comms_created = g_cache.comms_created;
+  out->comms_created = __atomic_load_n(&g_cache.comms_created, __ATOMIC_RELAXED);
   out->ids_exchanged = g_cache.ids_exchanged;
   pthread_mutex_unlock(&g_cache.mu);
 }
@@ -145,9 +150,8 @@ static kiln_status rank_start(const kiln_nccl_t *n, nccl_group_t *g, int rank, n
     rank_free_resources(n, s);
     return st;
   }
-  pthread_mutex_lock(&g_cache.mu);
-  g_cache.comms_created++;
-  pthread_mutex_unlock(&g_cache.mu);
+  /* Atomic: g_cache.mu is taken before a rank's lock, never after. */
+  __atomic_fetch_add(&g_cache.comms_created, 1, __ATOMIC_RELAXED);
   return NULL;
 }
 
