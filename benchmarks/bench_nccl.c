@@ -109,7 +109,11 @@ static kiln_status time_collective(kiln_device_t **gpus, int n, kiln_coll_thunk_
   }
   if (!s) {
     pthread_t th[MAX_GPUS];
-    for (int i = 0; i < n; i++) pthread_create(&th[i], NULL, rank_main, &rs[i]);
+    for (int i = 0; i < n; i++)
+      if (pthread_create(&th[i], NULL, rank_main, &rs[i])) {
+        fprintf(stderr, "bench_nccl: cannot start the thread of GPU %d\n", i);
+        exit(1); /* the others wait at the barrier for it */
+      }
     for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
     for (int i = 0; i < n; i++) s = kiln_status_join(s, rs[i].status);
     *ms /= iters;
