@@ -701,10 +701,13 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
   kiln_arena_init(&out_arena);
   kiln_literal_t *result = NULL;
   int spmd_r = 1, spmd_p = 1;
-  /* Multi-device modules run on the plugin's host devices or its GPUs (collectives: NCCL). */
-  bool plugin_host =
-      f->plugin && (strcmp(f->backend, "host") == 0 || strcmp(f->backend, "cuda") == 0);
-  if (((f->device && f->device->kind == KILN_DEVICE_HOST) || plugin_host) && !s)
+  /* Multi-device modules run on the plugin's host devices or its GPUs (collectives: NCCL; the
+   * module's own world there, --host-devices is for host devices). */
+  bool plugin_cuda = f->plugin && strcmp(f->backend, "cuda") == 0;
+  bool plugin_host = f->plugin && (strcmp(f->backend, "host") == 0 || plugin_cuda);
+  if (plugin_cuda && !s)
+    s = kiln_eval_spmd_world_size(m, &spmd_r, &spmd_p);
+  else if (((f->device && f->device->kind == KILN_DEVICE_HOST) || plugin_host) && !s)
     s = host_world(f, m, &spmd_r, &spmd_p);
   if ((f->device || plugin_host) && !s && spmd_r * spmd_p > 1) {
     s = run_spmd_on_device(f, m, &eo, args, n, spmd_r, spmd_p, prefix, t);
