@@ -175,7 +175,7 @@ static void test_tuple_roots(void **state) {
 /* Outputs of equal dims share a function unless one is computed from the other: here `fin`
  * feeds the select the transposed output reads at other indices, so sharing would make the
  * output function call `sel`'s, which calls back into it (fuzz-1046477 recursed forever). */
-static void test_output_computed_from_another_output_gets_its_own_function(void **state) {
+static void test_outputs_from_one_another_split(void **state) {
   check_partition("fusion {\n"
                   "  p = f32[16,16] parameter(0)\n"
                   "  fin = pred[16,16] is-finite(p)\n"
@@ -230,7 +230,7 @@ int main(void) {
       cmocka_unit_test(test_diamonds),
       cmocka_unit_test(test_gelu_one_function),
       cmocka_unit_test(test_tuple_roots),
-      cmocka_unit_test(test_output_computed_from_another_output_gets_its_own_function),
+      cmocka_unit_test(test_outputs_from_one_another_split),
       cmocka_unit_test(test_reduce_operands_join),
       cmocka_unit_test(test_non_array_output_is_unimplemented),
   };
