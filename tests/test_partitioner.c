@@ -176,16 +176,17 @@ static void test_tuple_roots(void **state) {
  * feeds the select the transposed output reads at other indices, so sharing would make the
  * output function call `sel`'s, which calls back into it (fuzz-1046477 recursed forever). */
 static void test_outputs_from_one_another_split(void **state) {
-  check_partition("fusion {\n"
-                  "  p = f32[16,16] parameter(0)\n"
-                  "  fin = pred[16,16] is-finite(p)\n"
-                  "  sel = f32[16,16] select(fin, p, p)\n"
-                  "  tr = f32[16,16] transpose(sel), dimensions={1,0}\n"
-                  "  ROOT t = (pred[16,16], f32[16,16]) tuple(fin, tr)\n"
-                  "}\n",
-                  "fusion_fin: roots={fin} instrs={fin} dims=[16,16]\n"
-                  "fusion_tr: roots={tr} instrs={sel, tr} dims=[16,16]\n",
-                  2);
+  check_partition(
+      "fusion {\n"
+      "  p = f32[16,16] parameter(0)\n"
+      "  fin = pred[16,16] is-finite(p)\n"
+      "  sel = f32[16,16] select(fin, p, p)\n"
+      "  tr = f32[16,16] transpose(sel), dimensions={1,0}\n"
+      "  ROOT t = (pred[16,16], f32[16,16]) tuple(fin, tr)\n"
+      "}\n",
+      "fusion_fin: roots={fin} instrs={fin} dims=[16,16]\n"
+      "fusion_tr: roots={tr} instrs={sel, tr} dims=[16,16]\n",
+      2);
 }
 
 /* A variadic reduce inside a loop fusion: its operands join it (read through the reduce's
