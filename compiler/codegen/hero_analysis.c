@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "base/alloc.h"
 #include "compiler/analysis/reduction_rule.h"
 #include "compiler/hlo/opcode.h"
 
@@ -369,6 +370,41 @@ static const kiln_hlo_instruction_t *skip_bitcasts(const kiln_hlo_instruction_t 
   return x;
 }
 
+static bool is_complex_array(const kiln_shape_t *s) {
+  return kiln_shape_is_array(s) && kiln_elem_type_is_complex(s->type);
+}
+
+/* Whether a value on the way from a hero to one of the roots (the hero excluded) is complex:
+ * the reduction and concatenate emitters build their epilogues from real kernel-IR values
+ * only, while the loop emitter carries complex values as (re, im) pairs and takes the same
+ * body elementally (fuzz-1038678: concatenate -> convert to c64 -> real; fuzz-1039937:
+ * reduce -> convert to c128). */
+static bool complex_epilogue(const kiln_hlo_computation_t *c, const kiln_hero_analysis_t *ha) {
+  size_t cap = c->instructions.len + 1, len = 0, seen_len = 0, stack_cap = 1;
+  for (size_t i = 0; i < c->instructions.len; i++)
+    stack_cap += (size_t)c->instructions.data[i]->num_operands; /* each pushed once per use */
+  const kiln_hlo_instruction_t **stack = kiln_malloc(stack_cap * sizeof *stack);
+  const kiln_hlo_instruction_t **seen = kiln_malloc(cap * sizeof *seen);
+  bool found = false;
+  for (int i = 0; i < ha->num_roots && !found; i++) {
+    len = 0;
+    stack[len++] = ha->roots[i];
+    while (len && !found) {
+      const kiln_hlo_instruction_t *x = stack[--len];
+      if (x == ha->heroes[i] || x->opcode == KILN_OP_PARAMETER) continue;
+      bool visited = false;
+      for (size_t k = 0; k < seen_len && !visited; k++) visited = seen[k] == x;
+      if (visited || seen_len == cap) continue;
+      seen[seen_len++] = x;
+      found = is_complex_array(x->shape);
+      for (int k = 0; k < x->num_operands && len < stack_cap; k++) stack[len++] = x->operands[k];
+    }
+  }
+  kiln_free(stack);
+  kiln_free(seen);
+  return found;
+}
+
 static bool reductions_compatible(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b) {
   kiln_reduction_dims_t ra, rb;
   if (!kiln_hero_reduction_dims(a, &ra) || !kiln_hero_reduction_dims(b, &rb)) return false;
@@ -430,7 +466,7 @@ kiln_status kiln_hero_analyze(const kiln_hlo_computation_t *c, kiln_hero_analysi
       else
         ok = reductions_compatible(out->heroes[i], first);
     }
-    if (ok) {
+    if (ok && !complex_epilogue(c, out)) {
       out->emitter = KILN_HERO_EMITTER_REDUCTION;
       out->hero = first;
       kiln_hero_reduction_dims(first, &out->reduction);
@@ -499,7 +535,7 @@ kiln_status kiln_hero_analyze(const kiln_hlo_computation_t *c, kiln_hero_analysi
   /* Complex concatenates take the loop emitter, whose elemental concatenate reads (re, im). */
   if (h0->opcode == KILN_OP_CONCATENATE && h0->num_operands <= 4 &&
       !kiln_shape_is_tuple(r0->shape) && !kiln_elem_type_is_complex(h0->shape->type) &&
-      !kiln_elem_type_is_complex(r0->shape->type)) {
+      !kiln_elem_type_is_complex(r0->shape->type) && !complex_epilogue(c, out)) {
     out->emitter = KILN_HERO_EMITTER_CONCATENATE;
     out->hero = h0;
     return NULL;

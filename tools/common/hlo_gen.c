@@ -286,6 +286,9 @@ static int add_tuple_node(gen_t *g, const char *op, const char *shape, const int
   kiln_free(g->p->nodes[id].shape);
   g->p->nodes[id].shape = kiln_strdup(shape);
   g->p->nodes[id].tuple = true;
+  /* add_node judged the empty array shape; a tuple's rule differs (fuzz-1040580: a while
+   * whose body took a tanh counted as exact, then bitcast to s32). */
+  g->p->nodes[id].inexact = inexact_result(g->p, &g->p->nodes[id]);
   return id;
 }
 
