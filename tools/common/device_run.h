@@ -14,6 +14,7 @@
 #include "compiler/hlo/literal.h"
 #include "compiler/thunks/compile.h"
 #include "runtime/device.h"
+#include "runtime/mpi.h"
 
 typedef struct kiln_device_run_options {
   kiln_device_t *device;        /* required: where to run */
@@ -30,6 +31,11 @@ typedef struct kiln_device_run_options {
   /* Serialize the compiled executable, destroy it and run the one read back
    * (compiler/thunks/executable_cache.h): what a fresh process gets from the cache. */
   bool serialize_round_trip;
+  /* SPMD runs across the processes of MPI_COMM_WORLD (runtime/mpi.h): this process runs its
+   * share of the participants (kiln_spmd_run_params_t.mpi); the others' results stay NULL. */
+  kiln_mpi_t *mpi;
+  /* SPMD runs: participant i gets participant_args[i] (num_args literals) instead of `args`. */
+  kiln_literal_t *const *const *participant_args;
 } kiln_device_run_options_t;
 
 typedef struct kiln_device_run_report {
@@ -47,9 +53,10 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
                                    kiln_device_run_report_t *report);
 
 /* The same on num_replicas x num_partitions host devices (runtime/spmd.h): the module
- * compiled once for that world, every participant given the same `args` on its own stream and
- * buffers, all run concurrently; results[participant] (caller-provided, R x P entries)
- * receives each participant's result. */
+ * compiled once for that world, every participant given the same `args` (or its
+ * opts->participant_args) on its own stream and buffers, all run concurrently;
+ * results[participant] (caller-provided, R x P entries) receives each participant's result
+ * (with opts->mpi: this process's participants'; the others NULL). */
 kiln_status kiln_device_run_module_spmd(const kiln_hlo_module_t *m, kiln_literal_t *const *args,
                                         int num_args, int num_replicas, int num_partitions,
                                         const kiln_device_run_options_t *opts, kiln_arena_t *arena,
