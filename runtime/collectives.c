@@ -235,7 +235,7 @@ static inline float half_max(float x, float y) {
 }
 
 void kiln_coll_fold(kiln_coll_dtype_t t, kiln_coll_reduction_t op, void *dst, const void *src,
-                 int64_t n) {
+                    int64_t n) {
   switch (t) {
     case KILN_COLL_PRED: /* add / max = or, multiply / min = and */
       if (op == KILN_COLL_SUM || op == KILN_COLL_MAX)

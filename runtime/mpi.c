@@ -213,7 +213,7 @@ void kiln_mpi_finalize(void) {
 
 /* ---- point to point transfers ---- */
 
-#define HDR_MAGIC 0x4b4c4e4du /* "KLNM" */
+#define HDR_MAGIC 0x4b4c4e4du         /* "KLNM" */
 #define CHUNK_BYTES ((size_t)1 << 30) /* MPI counts are ints */
 
 typedef struct hdr {
@@ -232,8 +232,8 @@ typedef enum {
   K_BROADCAST
 } kind_t;
 
-static const char *const kind_names[] = {"all-reduce",     "all-reduce",         "reduce-scatter",
-                                         "all-gather",     "all-to-all",         "collective-permute",
+static const char *const kind_names[] = {"all-reduce",          "all-reduce", "reduce-scatter",
+                                         "all-gather",          "all-to-all", "collective-permute",
                                          "collective-broadcast"};
 
 static const char *kind_name(uint32_t k) {
@@ -249,6 +249,7 @@ typedef struct xfer {
   int nreq;  /* 1 (the header) + data chunks */
   mpi_handle_t *req;
   bool *fin;
+  int posted;       /* requests [0, posted) were started */
   bool data_posted; /* receives: the data after a checked header */
   bool done;
 } xfer_t;
@@ -294,10 +295,8 @@ static kiln_status post_data(const call_t *c, xfer_t *x) {
     if (len > CHUNK_BYTES) len = CHUNK_BYTES;
     int rc = x->recv ? m->irecv(x->buf + off, (int)len, m->byte, proc, rt, m->comm, &x->req[i])
                      : m->isend(x->buf + off, (int)len, m->byte, proc, st, m->comm, &x->req[i]);
-    if (rc != MPI_OK) {
-      for (int k = i; k < x->nreq; k++) x->fin[k] = true;
-      return mpi_error(m, rc, x->recv ? "MPI_Irecv" : "MPI_Isend");
-    }
+    if (rc != MPI_OK) return mpi_error(m, rc, x->recv ? "MPI_Irecv" : "MPI_Isend");
+    x->posted = i + 1;
   }
   x->data_posted = true;
   return KILN_STATUS_OK;
@@ -314,10 +313,8 @@ static kiln_status post(const call_t *c, xfer_t *x) {
     x->hdr = c->me;
     rc = m->isend(&x->hdr, (int)sizeof x->hdr, m->byte, proc, st, m->comm, &x->req[0]);
   }
-  if (rc != MPI_OK) {
-    for (int k = 0; k < x->nreq; k++) x->fin[k] = true;
-    return mpi_error(m, rc, x->recv ? "MPI_Irecv" : "MPI_Isend");
-  }
+  if (rc != MPI_OK) return mpi_error(m, rc, x->recv ? "MPI_Irecv" : "MPI_Isend");
+  x->posted = 1;
   return x->recv ? KILN_STATUS_OK : post_data(c, x);
 }
 
@@ -331,12 +328,11 @@ static kiln_status check_header(const call_t *c, const xfer_t *x) {
                             kind_name(me->kind), me->name, x->peer);
   if (h->kind != me->kind || h->a != me->a || h->b != me->b ||
       strncmp(h->name, me->name, sizeof h->name) != 0)
-    return KILN_ERR_INVALID(
-        "ranks run different collectives: rank %d runs %s '%s' (sizes %" PRId64 ", %" PRId64
-        "), rank %d runs %s '%s' (sizes %" PRId64 ", %" PRId64
-        "); every device must run the same collectives in the same order",
-        c->g->rank, kind_name(me->kind), me->name, me->a, me->b, x->peer, kind_name(h->kind),
-        theirs, h->a, h->b);
+    return KILN_ERR_INVALID("ranks run different collectives: rank %d runs %s '%s' (sizes %" PRId64
+                            ", %" PRId64 "), rank %d runs %s '%s' (sizes %" PRId64 ", %" PRId64
+                            "); every device must run the same collectives in the same order",
+                            c->g->rank, kind_name(me->kind), me->name, me->a, me->b, x->peer,
+                            kind_name(h->kind), theirs, h->a, h->b);
   return KILN_STATUS_OK;
 }
 
@@ -344,8 +340,7 @@ static kiln_status check_header(const call_t *c, const xfer_t *x) {
 static kiln_status step(const call_t *c, xfer_t *x, bool *progress) {
   kiln_mpi_t *m = c->g->mpi;
   bool all = true;
-  int limit = x->recv && !x->data_posted ? 1 : x->nreq;
-  for (int i = 0; i < limit; i++) {
+  for (int i = 0; i < x->posted; i++) {
     if (x->fin[i]) continue;
     int flag = 0;
     int rc = m->test(&x->req[i], &flag, NULL);
@@ -405,8 +400,7 @@ static void cancel_open(const call_t *c) {
   kiln_mpi_t *m = c->g->mpi;
   for (int i = 0; i < c->n; i++) {
     xfer_t *x = &c->x[i];
-    int limit = x->recv && !x->data_posted ? 1 : x->nreq;
-    for (int k = 0; k < limit; k++) {
+    for (int k = 0; k < x->posted; k++) {
       if (x->fin[k]) continue;
       if (x->recv) {
         /* an unmatched receive completes as cancelled at once; wait for it briefly so the
@@ -577,8 +571,8 @@ kiln_status kiln_mpi_reduce_scatter(const kiln_mpi_group_t *g, const char *name,
                                     kiln_coll_dtype_t t, kiln_coll_reduction_t op, const void *send,
                                     void *recv, int64_t outer, int64_t inner) {
   call_t c;
-  KILN_RETURN_IF_ERROR_PLAIN(begin(&c, g, name, K_REDUCE_SCATTER, outer * inner,
-                                   (int64_t)t << 8 | (int64_t)op));
+  KILN_RETURN_IF_ERROR_PLAIN(
+      begin(&c, g, name, K_REDUCE_SCATTER, outer * inner, (int64_t)t << 8 | (int64_t)op));
   size_t es = kiln_coll_dtype_bytes(t), blk = (size_t)inner * es, part = (size_t)outer * blk;
   int s = g->size, r = g->rank;
   /* packed[k] = [outer][inner] of block k (sent to rank k); slots[k] = rank k's block r */
@@ -668,8 +662,8 @@ kiln_status kiln_mpi_permute(const kiln_mpi_group_t *g, const char *name, int so
   KILN_RETURN_IF_ERROR_PLAIN(begin(&c, g, name, K_PERMUTE, (int64_t)bytes, 0));
   kiln_status st = KILN_STATUS_OK;
   if (source < -1 || source >= g->size || num_targets < 0 || (num_targets && !targets))
-    st = KILN_ERR_INVALID("collective-permute '%s': source %d, %d targets, a group of %d", c.me.name,
-                          source, num_targets, g->size);
+    st = KILN_ERR_INVALID("collective-permute '%s': source %d, %d targets, a group of %d",
+                          c.me.name, source, num_targets, g->size);
   for (int i = 0; i < num_targets && !st; i++)
     if (targets[i] < 0 || targets[i] >= g->size)
       st = KILN_ERR_INVALID("collective-permute '%s': target %d in a group of %d", c.me.name,

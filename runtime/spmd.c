@@ -176,8 +176,8 @@ kiln_status kiln_executable_run_spmd(kiln_executable_t *e, const kiln_spmd_run_p
     int procs = kiln_mpi_size(p->mpi);
     if (world % procs) {
       kiln_spmd_world_destroy(w);
-      return KILN_ERR_INVALID("SPMD run: %d participants do not split over %d MPI processes",
-                              world, procs);
+      return KILN_ERR_INVALID("SPMD run: %d participants do not split over %d MPI processes", world,
+                              procs);
     }
     n = world / procs;
     first = kiln_mpi_rank(p->mpi) * n;

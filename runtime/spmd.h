@@ -79,8 +79,8 @@ typedef struct kiln_spmd_run_params {
   kiln_mpi_t *mpi;
 } kiln_spmd_run_params_t;
 
-/* Runs `e` on every participant (of this process) concurrently and waits for all. On error every output is
- * NULL and the status is the first participant's own failure (before its peers' ABORTED),
+/* Runs `e` on every participant (of this process) concurrently and waits for all. On error every
+ * output is NULL and the status is the first participant's own failure (before its peers' ABORTED),
  * annotated with the participant. */
 kiln_status kiln_executable_run_spmd(kiln_executable_t *e, const kiln_spmd_run_params_t *p);
 

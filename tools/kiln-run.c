@@ -651,7 +651,8 @@ static kiln_status run_spmd_on_device(const run_flags_t *f, const kiln_hlo_modul
   o.mpi = f->mpi_world;
   if (f->mpi_world)
     printf("MPI: process %d of %d runs participants %d..%d\n", kiln_mpi_rank(f->mpi_world),
-           kiln_mpi_size(f->mpi_world), kiln_mpi_rank(f->mpi_world) * np / kiln_mpi_size(f->mpi_world),
+           kiln_mpi_size(f->mpi_world),
+           kiln_mpi_rank(f->mpi_world) * np / kiln_mpi_size(f->mpi_world),
            (kiln_mpi_rank(f->mpi_world) + 1) * np / kiln_mpi_size(f->mpi_world) - 1);
   kiln_literal_t **got = kiln_calloc((size_t)np, sizeof *got);
   kiln_literal_t **want = kiln_calloc((size_t)np, sizeof *want);
