@@ -24,6 +24,7 @@ typedef struct mpi_status {
 #define MPI_OK 0
 #define MPI_THREAD_SERIALIZED_LEVEL 2
 #define MPI_MAX_ERROR_STRING_LEN 256
+#define MPI_TAG_UB_KEYVAL 0 /* OpenMPI's MPI_TAG_UB: the first of its predefined attributes */
 
 struct kiln_mpi {
   void *lib;
@@ -37,6 +38,7 @@ struct kiln_mpi {
   int (*comm_dup)(mpi_handle_t, mpi_handle_t *);
   int (*comm_free)(mpi_handle_t *);
   int (*comm_set_errhandler)(mpi_handle_t, mpi_handle_t);
+  int (*comm_get_attr)(mpi_handle_t, int, void *, int *);
   int (*isend)(const void *, int, mpi_handle_t, int, int, mpi_handle_t, mpi_handle_t *);
   int (*irecv)(void *, int, mpi_handle_t, int, int, mpi_handle_t, mpi_handle_t *);
   int (*test)(mpi_handle_t *, int *, mpi_status_t *);
@@ -47,6 +49,7 @@ struct kiln_mpi {
   mpi_handle_t comm; /* kiln's duplicate of MPI_COMM_WORLD, errors returned */
   bool we_initialized;
   int rank, size;
+  int tag_ub; /* the largest tag */
   pthread_mutex_t mu; /* every MPI call, and `broken` */
   kiln_status broken;
 };
@@ -97,6 +100,7 @@ static kiln_status load(kiln_mpi_t *m) {
       SYM(comm_dup, "MPI_Comm_dup"),
       SYM(comm_free, "MPI_Comm_free"),
       SYM(comm_set_errhandler, "MPI_Comm_set_errhandler"),
+      SYM(comm_get_attr, "MPI_Comm_get_attr"),
       SYM(isend, "MPI_Isend"),
       SYM(irecv, "MPI_Irecv"),
       SYM(test, "MPI_Test"),
@@ -141,6 +145,10 @@ static kiln_status init(kiln_mpi_t *m) {
     return mpi_error(m, rc, "MPI_Comm_set_errhandler");
   if ((rc = m->comm_rank(m->comm, &m->rank)) != MPI_OK) return mpi_error(m, rc, "MPI_Comm_rank");
   if ((rc = m->comm_size(m->comm, &m->size)) != MPI_OK) return mpi_error(m, rc, "MPI_Comm_size");
+  int *ub = NULL, flag = 0;
+  if ((rc = m->comm_get_attr(m->world, MPI_TAG_UB_KEYVAL, &ub, &flag)) != MPI_OK)
+    return mpi_error(m, rc, "MPI_Comm_get_attr(MPI_TAG_UB)");
+  m->tag_ub = flag && ub ? *ub : 32767; /* the least the standard allows */
   return KILN_STATUS_OK;
 }
 
@@ -440,8 +448,9 @@ static kiln_status run(call_t *c) {
       }
     pthread_mutex_unlock(&m->mu);
     if (st || !pending) break;
-    if (progress) {
+    if (progress) { /* the deadline is for a rank that never arrives, not a long transfer */
       idle = 0;
+      deadline = now_ms() + (double)c->g->timeout_ms;
     } else if (now_ms() > deadline) {
       st = deadline_error(c);
     } else if (++idle < 16) {
@@ -474,11 +483,17 @@ static kiln_status begin(call_t *c, const kiln_mpi_group_t *g, const char *name,
     return KILN_ERR_INVALID("%s '%s' across processes: bad group", kind_name(kind), name);
   for (int k = 0; k < g->size; k++) {
     int q = g->members[k];
-    if (q < 0 || q / g->local_devices >= g->mpi->size ||
-        (int64_t)g->local_devices * g->local_devices > INT32_MAX)
+    if (q < 0 || q / g->local_devices >= g->mpi->size)
       return KILN_ERR_INVALID("%s '%s': rank %d is participant %d; %d processes hold %d each",
                               kind_name(kind), name, k, q, g->mpi->size, g->local_devices);
   }
+  /* one tag per (sending, receiving) local device */
+  if ((int64_t)g->local_devices * g->local_devices - 1 > g->mpi->tag_ub)
+    return kiln_status_make(KILN_UNIMPLEMENTED,
+                            "%s '%s': %d participants per process need %lld MPI tags; this MPI "
+                            "has %d",
+                            kind_name(kind), name, g->local_devices,
+                            (long long)g->local_devices * g->local_devices, g->mpi->tag_ub + 1);
   if (a < 0 || b < 0)
     return KILN_ERR_INVALID("%s '%s': sizes %" PRId64 ", %" PRId64, kind_name(kind), name, a, b);
   c->g = g;

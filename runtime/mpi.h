@@ -11,9 +11,9 @@
  * p % local_devices. A collective whose group has members in other processes runs here,
  * point to point (MPI_Isend / MPI_Irecv on a duplicate of MPI_COMM_WORLD, one tag per pair of
  * local devices; MPI's non-overtaking order matches the messages, as every participant runs
- * the same collectives in the same order), polled with MPI_Test until a deadline: a rank that
- * does not arrive within timeout_ms is DEADLINE_EXCEEDED naming the collective and the missing
- * ranks, never a hang. Every message is preceded by a header (kind, name, sizes): ranks calling
+ * the same collectives in the same order; L * L tags must fit MPI_TAG_UB, else UNIMPLEMENTED),
+ * polled with MPI_Test until a deadline: when nothing moved for timeout_ms, the ranks not heard
+ * from are DEADLINE_EXCEEDED naming the collective and them, never a hang. Every message is preceded by a header (kind, name, sizes): ranks calling
  * different collectives get INVALID_ARGUMENT naming both.
  *
  * Bit for bit with the in-process cliques (runtime/collectives.h): reductions fold in rank
