@@ -49,7 +49,7 @@ struct kiln_mpi {
   mpi_handle_t comm; /* kiln's duplicate of MPI_COMM_WORLD, errors returned */
   bool we_initialized;
   int rank, size;
-  int tag_ub; /* the largest tag */
+  int tag_ub;         /* the largest tag */
   pthread_mutex_t mu; /* every MPI call, and `broken` */
   kiln_status broken;
 };

@@ -13,8 +13,9 @@
  * local devices; MPI's non-overtaking order matches the messages, as every participant runs
  * the same collectives in the same order; L * L tags must fit MPI_TAG_UB, else UNIMPLEMENTED),
  * polled with MPI_Test until a deadline: when nothing moved for timeout_ms, the ranks not heard
- * from are DEADLINE_EXCEEDED naming the collective and them, never a hang. Every message is preceded by a header (kind, name, sizes): ranks calling
- * different collectives get INVALID_ARGUMENT naming both.
+ * from are DEADLINE_EXCEEDED naming the collective and them, never a hang. Every message is
+ * preceded by a header (kind, name, sizes): ranks calling different collectives get
+ * INVALID_ARGUMENT naming both.
  *
  * Bit for bit with the in-process cliques (runtime/collectives.h): reductions fold in rank
  * order, ((v0 op v1) op v2) ..., with kiln_coll_fold; an all-reduce is a reduce-scatter (rank
