@@ -50,6 +50,7 @@ struct kiln_mpi {
   bool we_initialized;
   int rank, size;
   int tag_ub;         /* the largest tag */
+  int abandoned;      /* requests freed while still open, after a failure */
   pthread_mutex_t mu; /* every MPI call, and `broken` */
   kiln_status broken;
 };
@@ -206,8 +207,17 @@ void kiln_mpi_finalize(void) {
   pthread_mutex_lock(&g_mu);
   kiln_mpi_t *m = g_mpi;
   if (m) {
-    m->comm_free(&m->comm);
-    if (m->we_initialized) m->finalize();
+    /* Open transfers abandoned after a failure name buffers their owners have freed since:
+     * MPI_Finalize would move them. Such a process exits without finalizing (mpirun reports
+     * it; the run failed anyway). */
+    if (m->abandoned) {
+      fprintf(stderr,
+              "kiln: MPI not finalized: %d transfers were left open by a failed collective\n",
+              m->abandoned);
+    } else {
+      m->comm_free(&m->comm);
+      if (m->we_initialized) m->finalize();
+    }
     kiln_status_free(m->broken);
     pthread_mutex_destroy(&m->mu);
     kiln_free(m);
@@ -417,9 +427,14 @@ static void cancel_open(const call_t *c) {
         int flag = 0;
         for (int tries = 0; tries < 1000 && !flag; tries++)
           if (m->test(&x->req[k], &flag, NULL) != MPI_OK) break;
-        if (!flag) m->request_free(&x->req[k]);
+        if (!flag) {
+          m->request_free(&x->req[k]);
+          m->abandoned++;
+        }
       } else {
+        /* a send cannot be called back: MPI may still read its buffer */
         m->request_free(&x->req[k]);
+        m->abandoned++;
       }
       x->fin[k] = true;
     }
@@ -434,8 +449,10 @@ static kiln_status run(call_t *c) {
   if (m->broken) st = copy_status(m->broken);
   for (int i = 0; i < c->n && !st; i++) st = post(c, &c->x[i]);
   pthread_mutex_unlock(&m->mu);
-  double deadline = now_ms() + (double)c->g->timeout_ms;
-  int idle = 0;
+  /* Polling: MPI moves data only inside its calls (large messages take several rounds), so
+   * a waiting rank yields its core for the first milliseconds without progress, then sleeps
+   * between polls. */
+  double last = now_ms(), deadline = last + (double)c->g->timeout_ms;
   for (bool pending = !st; pending && !st;) {
     bool progress = false;
     pending = false;
@@ -448,12 +465,13 @@ static kiln_status run(call_t *c) {
       }
     pthread_mutex_unlock(&m->mu);
     if (st || !pending) break;
+    double now = now_ms();
     if (progress) { /* the deadline is for a rank that never arrives, not a long transfer */
-      idle = 0;
-      deadline = now_ms() + (double)c->g->timeout_ms;
-    } else if (now_ms() > deadline) {
+      last = now;
+      deadline = now + (double)c->g->timeout_ms;
+    } else if (now > deadline) {
       st = deadline_error(c);
-    } else if (++idle < 16) {
+    } else if (now - last < 5.0) {
       sched_yield();
     } else {
       struct timespec ts = {0, 50000};

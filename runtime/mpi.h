@@ -54,7 +54,9 @@ int kiln_mpi_size(const kiln_mpi_t *m);
 /* Breaks the process's MPI collectives with ABORTED carrying `why` (the first break wins). */
 void kiln_mpi_break(kiln_mpi_t *m, const char *why);
 /* Finalizes MPI if kiln initialized it (after the communicator is freed). Call once at the end
- * of a program that used kiln_mpi_get, with no collective running; a no-op otherwise. */
+ * of a program that used kiln_mpi_get, with no collective running; a no-op otherwise. When a
+ * failed collective left transfers open (their buffers may be gone), MPI is not finalized
+ * (a line on stderr says so): the process should exit with its error. */
 void kiln_mpi_finalize(void);
 
 /* One participant's view of a group that spans processes. */

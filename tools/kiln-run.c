@@ -995,13 +995,14 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!s) s = run(&f);
-  kiln_mpi_finalize();
+  int rc = s ? 1 : 0;
   if (s) {
     fflush(stdout);
     fprintf(stderr, "kiln-run: %s: %s\n", kiln_status_code_name(kiln_status_code(s)),
             kiln_status_message(s));
     kiln_status_free(s);
-    return 1;
   }
-  return 0;
+  fflush(stdout);
+  kiln_mpi_finalize();
+  return rc;
 }
