@@ -731,3 +731,20 @@ kiln_status kiln_mpi_broadcast(const kiln_mpi_group_t *g, const char *name, cons
   end(&c);
   return st;
 }
+
+kiln_status kiln_mpi_barrier(kiln_mpi_t *m, const char *name, int64_t timeout_ms) {
+  int n = m->size;
+  int *members = kiln_calloc((size_t)n, sizeof *members);
+  for (int k = 0; k < n; k++) members[k] = k;
+  kiln_mpi_group_t g = {.mpi = m,
+                        .members = members,
+                        .size = n,
+                        .rank = m->rank,
+                        .local_devices = 1,
+                        .timeout_ms = timeout_ms};
+  char mine = 1, *all = kiln_calloc((size_t)n, 1);
+  kiln_status st = kiln_mpi_all_gather(&g, name, &mine, all, 1, 1);
+  kiln_free(all);
+  kiln_free(members);
+  return st;
+}

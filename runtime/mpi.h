@@ -59,6 +59,12 @@ void kiln_mpi_break(kiln_mpi_t *m, const char *why);
  * (a line on stderr says so): the process should exit with its error. */
 void kiln_mpi_finalize(void);
 
+/* Waits until every process of MPI_COMM_WORLD called it (with the same `name`), at most
+ * timeout_ms without progress: DEADLINE_EXCEEDED naming the processes that did not. For
+ * starting a world together: processes compile and load at different speeds, and a
+ * collective's own deadline is for a participant that never arrives. */
+kiln_status kiln_mpi_barrier(kiln_mpi_t *m, const char *name, int64_t timeout_ms);
+
 /* One participant's view of a group that spans processes. */
 typedef struct kiln_mpi_group {
   kiln_mpi_t *mpi;

@@ -57,8 +57,8 @@ static kiln_status upload(kiln_device_t *dev, kiln_stream_t *stream, const kiln_
       const kiln_shape_t *ls = kiln_shape_leaf(ps, l, NULL);
       sizes[flat] = d->parameter_sizes[flat];
       uint64_t bytes = sizes[flat] ? sizes[flat] : 1;
-      KILN_RETURN_IF_ERROR(kiln_device_buffer_create(dev, bytes, &bufs[flat]),
-                           "for parameter %d", p);
+      KILN_RETURN_IF_ERROR(kiln_device_buffer_create(dev, bytes, &bufs[flat]), "for parameter %d",
+                           p);
       ptrs[flat] = bufs[flat]->ptr;
       if (!ls || !kiln_shape_is_array(ls) || !sizes[flat]) continue;
       const kiln_literal_t *lit = literal_leaf(args[p], l);
@@ -258,6 +258,11 @@ kiln_status kiln_device_run_module_spmd(const kiln_hlo_module_t *m, kiln_literal
   kiln_hlo_module_t *cm = NULL;
   kiln_executable_t *exe = NULL;
   kiln_status s = compile_load(m, opts, num_replicas, num_partitions, &cm, &exe, rep);
+  /* Across processes: every process compiled and loaded before any participant runs, so the
+   * collectives' deadline does not count another process's compile. */
+  if (!s && opts->mpi && !opts->compile_only)
+    s = kiln_mpi_barrier(opts->mpi, "every process loaded the executable",
+                         KILN_DEVICE_RUN_MPI_LOAD_TIMEOUT_MS);
   int32_t np = 0, no = 0;
   if (exe) {
     np = kiln_executable_desc(exe)->num_parameters;
