@@ -600,32 +600,52 @@ kiln_status kiln_mpi_all_reduce(const kiln_mpi_group_t *g, const char *name, kil
   return st;
 }
 
+/* The block exchange of reduce-scatter and all-to-all: send is [outer][size][blk] bytes; rank
+ * k gets this rank's blocks k, packed [outer][blk]; *slots (the caller frees it) receives
+ * [size][outer][blk], slot k rank k's blocks `rank` (slot `rank` this rank's own). */
+static kiln_status exchange_blocks(call_t *c, const void *send, int64_t outer, size_t blk,
+                                   char **slots) {
+  int s = c->g->size, r = c->g->rank;
+  size_t part = (size_t)outer * blk;
+  char *packed = kiln_malloc(part * (size_t)s + 1);
+  *slots = kiln_malloc(part * (size_t)s + 1);
+  for (int k = 0; k < s; k++)
+    for (int64_t o = 0; o < outer; o++)
+      memcpy(packed + (size_t)k * part + (size_t)o * blk,
+             (const char *)send + ((size_t)o * (size_t)s + (size_t)k) * blk, blk);
+  memcpy(*slots + (size_t)r * part, packed + (size_t)r * part, part);
+  for (int k = 0; k < s; k++) {
+    if (k == r) continue;
+    add(c, false, k, packed + (size_t)k * part, part);
+    add(c, true, k, *slots + (size_t)k * part, part);
+  }
+  kiln_status st = run(c);
+  kiln_free(packed);
+  return st;
+}
+
+/* recv [outer][size][blk] from slots [size][outer][blk]. */
+static void unpack_slots(void *recv, const char *slots, int64_t outer, int s, size_t blk) {
+  size_t part = (size_t)outer * blk;
+  for (int64_t o = 0; o < outer; o++)
+    for (int k = 0; k < s; k++)
+      memcpy((char *)recv + ((size_t)o * (size_t)s + (size_t)k) * blk,
+             slots + (size_t)k * part + (size_t)o * blk, blk);
+}
+
 kiln_status kiln_mpi_reduce_scatter(const kiln_mpi_group_t *g, const char *name,
                                     kiln_coll_dtype_t t, kiln_coll_reduction_t op, const void *send,
                                     void *recv, int64_t outer, int64_t inner) {
   call_t c;
   KILN_RETURN_IF_ERROR_PLAIN(
       begin(&c, g, name, K_REDUCE_SCATTER, outer * inner, (int64_t)t << 8 | (int64_t)op));
-  size_t es = kiln_coll_dtype_bytes(t), blk = (size_t)inner * es, part = (size_t)outer * blk;
-  int s = g->size, r = g->rank;
-  /* packed[k] = [outer][inner] of block k (sent to rank k); slots[k] = rank k's block r */
-  char *packed = kiln_malloc(part * (size_t)s + 1), *slots = kiln_malloc(part * (size_t)s + 1);
-  for (int k = 0; k < s; k++)
-    for (int64_t o = 0; o < outer; o++)
-      memcpy(packed + (size_t)k * part + (size_t)o * blk,
-             (const char *)send + ((size_t)o * (size_t)s + (size_t)k) * blk, blk);
-  memcpy(slots + (size_t)r * part, packed + (size_t)r * part, part);
-  for (int k = 0; k < s; k++) {
-    if (k == r) continue;
-    add(&c, false, k, packed + (size_t)k * part, part);
-    add(&c, true, k, slots + (size_t)k * part, part);
-  }
-  kiln_status st = run(&c);
+  size_t es = kiln_coll_dtype_bytes(t), blk = (size_t)inner * es;
+  char *slots = NULL;
+  kiln_status st = exchange_blocks(&c, send, outer, blk, &slots);
   if (!st) {
-    fold_slots(t, op, slots, s, outer * inner);
-    memcpy(recv, slots, part);
+    fold_slots(t, op, slots, g->size, outer * inner);
+    memcpy(recv, slots, (size_t)outer * blk);
   }
-  kiln_free(packed);
   kiln_free(slots);
   end(&c);
   return st;
@@ -647,10 +667,7 @@ kiln_status kiln_mpi_all_gather(const kiln_mpi_group_t *g, const char *name, con
   kiln_status st = run(&c);
   if (!st) {
     memcpy(slots + (size_t)r * part, in, part);
-    for (int64_t o = 0; o < outer; o++)
-      for (int k = 0; k < s; k++)
-        memcpy((char *)recv + ((size_t)o * (size_t)s + (size_t)k) * block_bytes,
-               slots + (size_t)k * part + (size_t)o * block_bytes, block_bytes);
+    unpack_slots(recv, slots, outer, s, block_bytes);
   }
   kiln_free(staged);
   kiln_free(slots);
@@ -662,27 +679,9 @@ kiln_status kiln_mpi_all_to_all(const kiln_mpi_group_t *g, const char *name, con
                                 void *recv, int64_t outer, size_t block_bytes) {
   call_t c;
   KILN_RETURN_IF_ERROR_PLAIN(begin(&c, g, name, K_ALL_TO_ALL, outer, (int64_t)block_bytes));
-  int s = g->size, r = g->rank;
-  size_t part = (size_t)outer * block_bytes;
-  /* packed[k]: this rank's blocks k (to rank k); slots[k]: rank k's blocks r */
-  char *packed = kiln_malloc(part * (size_t)s + 1), *slots = kiln_malloc(part * (size_t)s + 1);
-  for (int k = 0; k < s; k++)
-    for (int64_t o = 0; o < outer; o++)
-      memcpy(packed + (size_t)k * part + (size_t)o * block_bytes,
-             (const char *)send + ((size_t)o * (size_t)s + (size_t)k) * block_bytes, block_bytes);
-  memcpy(slots + (size_t)r * part, packed + (size_t)r * part, part);
-  for (int k = 0; k < s; k++) {
-    if (k == r) continue;
-    add(&c, false, k, packed + (size_t)k * part, part);
-    add(&c, true, k, slots + (size_t)k * part, part);
-  }
-  kiln_status st = run(&c);
-  if (!st)
-    for (int64_t o = 0; o < outer; o++)
-      for (int k = 0; k < s; k++)
-        memcpy((char *)recv + ((size_t)o * (size_t)s + (size_t)k) * block_bytes,
-               slots + (size_t)k * part + (size_t)o * block_bytes, block_bytes);
-  kiln_free(packed);
+  char *slots = NULL;
+  kiln_status st = exchange_blocks(&c, send, outer, block_bytes, &slots);
+  if (!st) unpack_slots(recv, slots, outer, g->size, block_bytes);
   kiln_free(slots);
   end(&c);
   return st;
