@@ -299,6 +299,10 @@ kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec
                             "collective %s on %d participants: only host and CUDA devices run "
                             "multi-device collectives",
                             t->name, d->num_replicas * d->num_partitions);
+  int local_devices = 0;
+  if (kiln_spmd_world_mpi(w, &local_devices) &&
+      kiln_coll_thunk_spans_processes(d, me, local_devices))
+    return kiln_collective_thunk_execute_mpi(t, p, me, w);
   kiln_coll_clique_t *c = NULL;
   KILN_RETURN_IF_ERROR(kiln_spmd_world_clique(w, t->name, d->group_key[me], d->group_size[me], &c),
                        "in %s %s", kiln_coll_thunk_op_name(d->op), t->name);

@@ -8,7 +8,8 @@
  *   - in a world on a CUDA device: through NCCL (runtime/cuda/nccl.h);
  *   - in a world (runtime/spmd.h) on host devices: synchronizes the stream, then runs the
  *     collective on the buffers in place through the group's clique (runtime/collectives.h),
- *     one call per operand of a variadic collective;
+ *     one call per operand of a variadic collective; a group with members in other processes
+ *     (a world spanning MPI processes) runs over MPI instead (runtime/mpi.h);
  *   - alone: a group of one is a copy on the stream (a permute nobody sends to: zeros), a
  *     larger group is FAILED_PRECONDITION (run on N devices: kiln_executable_run_spmd).
  * Async -start/-done pairs are lowered to the collective at the start (it completes there).
@@ -85,6 +86,13 @@ const kiln_coll_thunk_desc_t *kiln_thunk_collective_desc(const kiln_thunk_t *t);
 kiln_status kiln_collective_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_t *p);
 kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *p,
                                           const kiln_spmd_participant_t *who);
+/* A world spanning processes (runtime/spmd.h, runtime/mpi.h; collective_thunk_mpi.c): whether
+ * participant `me`'s group has members in other processes, and running the collective over
+ * MPI (the stream synchronized first). */
+bool kiln_coll_thunk_spans_processes(const kiln_coll_thunk_desc_t *d, int me, int local_devices);
+kiln_status kiln_collective_thunk_execute_mpi(const kiln_thunk_t *t,
+                                              const kiln_thunk_exec_params_t *p, int me,
+                                              struct kiln_spmd_world *w);
 void kiln_collective_thunk_print(kiln_strbuf_t *b, const kiln_thunk_t *t);
 
 #endif /* KILN_RUNTIME_COLLECTIVE_THUNK_H_ */

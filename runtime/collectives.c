@@ -234,8 +234,8 @@ static inline float half_max(float x, float y) {
   return x != x ? x : y != y ? y : y > x ? y : x;
 }
 
-static void fold(kiln_coll_dtype_t t, kiln_coll_reduction_t op, void *dst, const void *src,
-                 int64_t n) {
+void kiln_coll_fold(kiln_coll_dtype_t t, kiln_coll_reduction_t op, void *dst, const void *src,
+                    int64_t n) {
   switch (t) {
     case KILN_COLL_PRED: /* add / max = or, multiply / min = and */
       if (op == KILN_COLL_SUM || op == KILN_COLL_MAX)
@@ -287,7 +287,7 @@ static void reduce_ranks(const kiln_coll_clique_t *c, kiln_coll_dtype_t t, kiln_
                          void *dst, size_t at, int64_t n) {
   size_t es = kiln_coll_dtype_bytes(t);
   memcpy(dst, (const char *)c->send[0] + at, (size_t)n * es);
-  for (int k = 1; k < c->size; k++) fold(t, op, dst, (const char *)c->send[k] + at, n);
+  for (int k = 1; k < c->size; k++) kiln_coll_fold(t, op, dst, (const char *)c->send[k] + at, n);
 }
 
 /* ---- one collective ---- */

@@ -54,6 +54,10 @@ typedef enum kiln_coll_reduction {
 } kiln_coll_reduction_t;
 
 size_t kiln_coll_dtype_bytes(kiln_coll_dtype_t t);
+/* dst[i] = dst[i] op src[i], i < n: one step of the rank-order fold every collective here uses
+ * (and runtime/mpi.h's, so both give the same bits). */
+void kiln_coll_fold(kiln_coll_dtype_t t, kiln_coll_reduction_t op, void *dst, const void *src,
+                    int64_t n);
 
 typedef struct kiln_coll_clique kiln_coll_clique_t;
 

@@ -22,6 +22,8 @@ struct kiln_spmd_world {
   pthread_mutex_t mu; /* guards the list and `aborted` */
   clique_entry_t *cliques;
   kiln_status aborted;
+  kiln_mpi_t *mpi; /* NULL: every participant in this process */
+  int local_devices;
 };
 
 kiln_status kiln_spmd_world_create(int num_replicas, int num_partitions,
@@ -81,6 +83,20 @@ void kiln_spmd_world_describe(const kiln_spmd_world_t *w, int participant, kiln_
                      participant / w->num_partitions, participant % w->num_partitions, dev);
 }
 
+void kiln_spmd_world_set_mpi(kiln_spmd_world_t *w, kiln_mpi_t *mpi, int local_devices) {
+  w->mpi = mpi;
+  w->local_devices = local_devices;
+}
+
+kiln_mpi_t *kiln_spmd_world_mpi(const kiln_spmd_world_t *w, int *local_devices) {
+  if (local_devices) *local_devices = w->local_devices;
+  return w->mpi;
+}
+
+int64_t kiln_spmd_world_timeout_ms(const kiln_spmd_world_t *w) {
+  return w->timeout_ms;
+}
+
 kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t key, int size,
                                    kiln_coll_clique_t **out) {
   *out = NULL;
@@ -125,6 +141,7 @@ void kiln_spmd_world_abort(kiln_spmd_world_t *w, int participant, const char *wh
     kiln_strbuf_free(&b);
     for (clique_entry_t *e = w->cliques; e; e = e->next)
       kiln_coll_clique_abort(e->clique, kiln_status_message(w->aborted));
+    if (w->mpi) kiln_mpi_break(w->mpi, kiln_status_message(w->aborted));
   }
   pthread_mutex_unlock(&w->mu);
 }
@@ -135,6 +152,7 @@ typedef struct {
   kiln_executable_t *e;
   const kiln_spmd_run_params_t *p;
   kiln_spmd_participant_t who;
+  int local; /* index into the run's streams, params and outputs */
   int32_t num_outputs;
   kiln_status status;
 } participant_t;
@@ -142,12 +160,12 @@ typedef struct {
 static void *participant_main(void *arg) {
   participant_t *x = arg;
   const kiln_spmd_run_params_t *p = x->p;
-  int i = x->who.participant;
+  int i = x->local;
   x->status = kiln_executable_run_participant(
       x->e, p->streams[i], p->params[i], p->param_sizes, p->num_params,
       p->outputs + (size_t)i * (size_t)x->num_outputs, NULL, &x->who);
   if (x->status && kiln_status_code(x->status) != KILN_ABORTED)
-    kiln_spmd_world_abort(x->who.world, i, kiln_status_message(x->status));
+    kiln_spmd_world_abort(x->who.world, x->who.participant, kiln_status_message(x->status));
   return NULL;
 }
 
@@ -157,7 +175,18 @@ kiln_status kiln_executable_run_spmd(kiln_executable_t *e, const kiln_spmd_run_p
   kiln_spmd_world_t *w = NULL;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_spmd_world_create(p->num_replicas, p->num_partitions,
                                                     p->device_assignment, p->timeout_ms, &w));
-  int n = p->num_replicas * p->num_partitions;
+  int world = p->num_replicas * p->num_partitions, n = world, first = 0;
+  if (p->mpi) {
+    int procs = kiln_mpi_size(p->mpi);
+    if (world % procs) {
+      kiln_spmd_world_destroy(w);
+      return KILN_ERR_INVALID("SPMD run: %d participants do not split over %d MPI processes", world,
+                              procs);
+    }
+    n = world / procs;
+    first = kiln_mpi_rank(p->mpi) * n;
+    kiln_spmd_world_set_mpi(w, p->mpi, n);
+  }
   int32_t no = kiln_executable_desc(e)->num_outputs;
   for (size_t i = 0; i < (size_t)n * (size_t)no; i++) p->outputs[i] = NULL;
   for (int i = 0; i < n; i++)
@@ -174,7 +203,8 @@ kiln_status kiln_executable_run_spmd(kiln_executable_t *e, const kiln_spmd_run_p
     xs[i].e = e;
     xs[i].p = p;
     xs[i].who.world = w;
-    xs[i].who.participant = i;
+    xs[i].who.participant = first + i;
+    xs[i].local = i;
     xs[i].num_outputs = no;
   }
   for (int i = 0; i < n && !st; i++) {
@@ -183,7 +213,7 @@ kiln_status kiln_executable_run_spmd(kiln_executable_t *e, const kiln_spmd_run_p
       st = kiln_status_make(KILN_RESOURCE_EXHAUSTED,
                             "SPMD run: cannot start the thread of participant %d of %d (%s)", i, n,
                             strerror(err));
-      kiln_spmd_world_abort(w, i, "its thread did not start");
+      kiln_spmd_world_abort(w, first + i, "its thread did not start");
     } else {
       started[i] = true;
     }
@@ -198,7 +228,7 @@ kiln_status kiln_executable_run_spmd(kiln_executable_t *e, const kiln_spmd_run_p
       pick = i;
   if (!st && pick >= 0) {
     kiln_strbuf_t b = {0};
-    kiln_spmd_world_describe(w, pick, &b);
+    kiln_spmd_world_describe(w, first + pick, &b);
     st = kiln_status_annotate(xs[pick].status, "on %s", kiln_strbuf_cstr(&b));
     xs[pick].status = KILN_STATUS_OK;
     kiln_strbuf_free(&b);

@@ -26,6 +26,7 @@
 #include "base/status.h"
 #include "runtime/collectives.h"
 #include "runtime/executable.h"
+#include "runtime/mpi.h"
 
 #define KILN_SPMD_DEFAULT_TIMEOUT_MS 30000
 
@@ -51,8 +52,17 @@ void kiln_spmd_world_describe(const kiln_spmd_world_t *w, int participant, kiln_
  * INTERNAL when members disagree on the size. Thread-safe. */
 kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t key, int size,
                                    kiln_coll_clique_t **out);
-/* Fails every clique, present and future, with ABORTED naming `participant` and `why`.
- * Thread-safe; the first abort wins. */
+/* A world spanning processes (runtime/mpi.h): `local_devices` participants per process, this
+ * one holding participants [rank * local_devices, (rank + 1) * local_devices). A collective
+ * whose group has members in other processes runs over MPI; one inside this process keeps its
+ * clique. Set before any participant runs. */
+void kiln_spmd_world_set_mpi(kiln_spmd_world_t *w, kiln_mpi_t *mpi, int local_devices);
+/* The world's MPI (NULL: one process) and its participants per process. */
+kiln_mpi_t *kiln_spmd_world_mpi(const kiln_spmd_world_t *w, int *local_devices);
+int64_t kiln_spmd_world_timeout_ms(const kiln_spmd_world_t *w);
+/* Fails every clique, present and future, with ABORTED naming `participant` and `why` (and
+ * breaks the process's MPI collectives in a world spanning processes). Thread-safe; the first
+ * abort wins. */
 void kiln_spmd_world_abort(kiln_spmd_world_t *w, int participant, const char *why);
 
 typedef struct kiln_spmd_run_params {
@@ -65,10 +75,15 @@ typedef struct kiln_spmd_run_params {
   int32_t num_params;
   /* participant * num_outputs + i receives participant's output i (caller-owned). */
   kiln_device_buffer_t **outputs;
+  /* (optional) a world spanning the processes of MPI_COMM_WORLD: N must be a multiple of the
+   * process count; this process runs participants [rank * L, (rank + 1) * L), L = N / count,
+   * and streams, params and outputs hold only those (local index l for participant
+   * rank * L + l). NULL: every participant in this process. */
+  kiln_mpi_t *mpi;
 } kiln_spmd_run_params_t;
 
-/* Runs `e` on every participant concurrently and waits for all. On error every output is
- * NULL and the status is the first participant's own failure (before its peers' ABORTED),
+/* Runs `e` on every participant (of this process) concurrently and waits for all. On error every
+ * output is NULL and the status is the first participant's own failure (before its peers' ABORTED),
  * annotated with the participant. */
 kiln_status kiln_executable_run_spmd(kiln_executable_t *e, const kiln_spmd_run_params_t *p);
 

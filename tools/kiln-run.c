@@ -61,6 +61,14 @@ static const char kUsage[] =
     "                        and the module compiles for its world; outputs print\n"
     "                        per participant (r0p1.out0), --compare=reference compares\n"
     "                        each with the SPMD evaluator\n"
+    "  --mpi                 (--backend=host) run a multi-device module's participants\n"
+    "                        across the processes of mpirun (OpenMPI, loaded at run time:\n"
+    "                        libopenmpi3): the world's N participants split evenly, this\n"
+    "                        process running its share and printing their outputs;\n"
+    "                        implied by --backend=host under mpirun; implies --direct\n"
+    "  --participant-seeds   a multi-device module's participant i gets inputs generated\n"
+    "                        from seed + i (data parallel: a batch of its own), not the same\n"
+    "                        inputs on each\n"
     "  --module=N            run only the N-th module of the file (0-based)\n"
     "  --seed=N              seed for generated inputs (default 42)\n"
     "  --input=I:PATH        read entry parameter I from a .npy file (repeatable); others\n"
@@ -127,6 +135,9 @@ typedef struct run_flags {
   int64_t host_devices;       /* --host-devices / $KILN_HOST_DEVICES; 0: the module's world */
   kiln_device_t *device;      /* host / cuda / best with --direct: created once for all modules */
   kiln_pjrt_runner_t *plugin; /* host / cuda / best: the plugin's client, once for all modules */
+  bool mpi;                   /* --mpi (or started by mpirun) */
+  bool participant_seeds;     /* --participant-seeds */
+  kiln_mpi_t *mpi_world;      /* the process's MPI, with --mpi */
 } run_flags_t;
 
 static kiln_status parse_int_flag(const char *name, const char *v, int64_t lo, int64_t hi,
@@ -191,6 +202,14 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
     }
     if (IS("direct") && !val) {
       f->direct = true;
+      continue;
+    }
+    if (IS("mpi") && !val) {
+      f->mpi = true;
+      continue;
+    }
+    if (IS("participant-seeds") && !val) {
+      f->participant_seeds = true;
       continue;
     }
     if (!val) return KILN_ERR_INVALID("unknown flag '%s' (see --help)", a);
@@ -525,6 +544,7 @@ static kiln_status print_participants(const run_flags_t *f, kiln_literal_t **res
   kiln_status s = NULL;
   kiln_strbuf_t b = {0};
   for (int i = 0; i < np && !s; i++) {
+    if (!results[i]) continue; /* another MPI process's participant */
     int leaves = kiln_run_report_num_leaves(results[i]);
     for (int k = 0; k < leaves && !s; k++) {
       const kiln_literal_t *leaf = kiln_run_report_leaf(results[i], k);
@@ -541,27 +561,51 @@ static kiln_status print_participants(const run_flags_t *f, kiln_literal_t **res
   return s;
 }
 
+/* Every participant's inputs: `args`, or with --participant-seeds participant p's generated
+ * from seed + p (in `arena`). */
+static kiln_status participant_args(const run_flags_t *f, const kiln_hlo_module_t *m, int n,
+                                    kiln_literal_t **args, int np, const char *prefix,
+                                    kiln_arena_t *arena, kiln_literal_t *const ***out) {
+  kiln_literal_t ***per = kiln_arena_alloc(arena, sizeof *per * (size_t)np);
+  *out = (kiln_literal_t *const **)per;
+  for (int p = 0; p < np; p++) {
+    per[p] = args;
+    if (!f->participant_seeds || n == 0) continue;
+    run_flags_t g = *f;
+    g.seed = f->seed + (uint64_t)p;
+    per[p] = kiln_arena_alloc(arena, sizeof(kiln_literal_t *) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+      const char *source = "";
+      KILN_RETURN_IF_ERROR(make_arg(&g, m, i, prefix, arena, &per[p][i], &source),
+                           "while making parameter %d of participant %d", i, p);
+    }
+  }
+  if (f->participant_seeds)
+    printf("participant p's generated inputs: seed %" PRIu64 " + p\n", f->seed);
+  return KILN_STATUS_OK;
+}
+
 /* The reference on a multi-device module: every participant of the world its collectives
- * need gets the same inputs; outputs print (and save) per participant as rRpP.outI. */
+ * need gets the same inputs (or its own: --participant-seeds); outputs print (and save) per
+ * participant as rRpP.outI. */
 static kiln_status run_reference_spmd(const run_flags_t *f, const kiln_hlo_module_t *m,
                                       const kiln_eval_options_t *eo, int n, kiln_literal_t **args,
                                       int replicas, int partitions, const char *prefix) {
   int np = replicas * partitions;
   printf("participants: %d replicas x %d partitions, the same inputs on each\n", replicas,
          partitions);
-  kiln_literal_t *const **per = kiln_calloc((size_t)np, sizeof *per);
   kiln_literal_t **results = kiln_calloc((size_t)np, sizeof *results);
-  for (int i = 0; i < np; i++) per[i] = args;
   kiln_eval_spmd_options_t o = {
       .num_replicas = replicas, .num_partitions = partitions, .base = *eo};
   kiln_arena_t out;
   kiln_arena_init(&out);
-  kiln_status s = kiln_eval_module_spmd(m, &o, n, per, &out, results);
+  kiln_literal_t *const **per = NULL;
+  kiln_status s = participant_args(f, m, n, args, np, prefix, &out, &per);
+  if (!s) s = kiln_eval_module_spmd(m, &o, n, per, &out, results);
   if (s) s = kiln_status_annotate(s, "while evaluating with the reference backend");
   if (!s) s = print_participants(f, results, np, partitions, prefix, &out);
   kiln_arena_destroy(&out);
   kiln_free(results);
-  kiln_free(per);
   return s;
 }
 
@@ -591,12 +635,26 @@ static kiln_status run_spmd_on_device(const run_flags_t *f, const kiln_hlo_modul
                                       int replicas, int partitions, const char *prefix,
                                       run_times_t *t) {
   int np = replicas * partitions;
-  printf("%s devices: %d (%d replicas x %d partitions), the same inputs on each\n",
-         strcmp(f->backend, "cuda") == 0 ? "CUDA" : "host", np, replicas, partitions);
+  printf("%s devices: %d (%d replicas x %d partitions), %s\n",
+         strcmp(f->backend, "cuda") == 0 ? "CUDA" : "host", np, replicas, partitions,
+         f->participant_seeds ? "inputs of their own" : "the same inputs on each");
   kiln_device_run_options_t o;
   device_options(f, &o);
   kiln_arena_t out;
   kiln_arena_init(&out);
+  kiln_literal_t *const **per = NULL;
+  kiln_status ps = participant_args(f, m, n, args, np, prefix, &out, &per);
+  if (ps) {
+    kiln_arena_destroy(&out);
+    return ps;
+  }
+  o.participant_args = per;
+  o.mpi = f->mpi_world;
+  if (f->mpi_world)
+    printf("MPI: process %d of %d runs participants %d..%d\n", kiln_mpi_rank(f->mpi_world),
+           kiln_mpi_size(f->mpi_world),
+           kiln_mpi_rank(f->mpi_world) * np / kiln_mpi_size(f->mpi_world),
+           (kiln_mpi_rank(f->mpi_world) + 1) * np / kiln_mpi_size(f->mpi_world) - 1);
   kiln_literal_t **got = kiln_calloc((size_t)np, sizeof *got);
   kiln_literal_t **want = kiln_calloc((size_t)np, sizeof *want);
   kiln_device_run_report_t rep;
@@ -627,15 +685,13 @@ static kiln_status run_spmd_on_device(const run_flags_t *f, const kiln_hlo_modul
            rep.compile_ms, rep.compile.emit.collectives, rep.run_min_ms);
   }
   if (!s && f->compare) {
-    kiln_literal_t *const **per = kiln_calloc((size_t)np, sizeof *per);
-    for (int i = 0; i < np; i++) per[i] = args;
     kiln_eval_spmd_options_t eso = {
         .num_replicas = replicas, .num_partitions = partitions, .base = *eo};
     s = kiln_eval_module_spmd(m, &eso, n, per, &out, want);
-    kiln_free(per);
     if (s) s = kiln_status_annotate(s, "while evaluating with the reference backend");
     int bad = 0;
     for (int i = 0; i < np && !s; i++) {
+      if (!got[i]) continue; /* another MPI process's participant */
       kiln_compare_report_t cr;
       bool ok = kiln_compare_literals(want[i], got[i], NULL, &cr);
       printf("r%dp%d: compare with reference: %lld elements, max abs err %.3g: %s\n",
@@ -839,6 +895,14 @@ static kiln_status run(run_flags_t *f) {
              f->thunks ? "--thunks" : "--max-while-iterations");
       f->direct = true;
     }
+    /* Across processes (--mpi, or started by mpirun): the runtime directly. */
+    if (f->mpi || (kiln_mpi_launched() && strcmp(f->backend, "host") == 0)) {
+      if (strcmp(f->backend, "host") != 0)
+        return KILN_ERR_INVALID("--mpi runs host devices: use --backend=host");
+      if (!f->direct) printf("note: --mpi runs on the runtime directly, not through the plugin\n");
+      f->direct = true;
+      KILN_RETURN_IF_ERROR(kiln_mpi_get(&f->mpi_world), "while starting MPI (--mpi)");
+    }
     if (f->direct) {
       KILN_RETURN_IF_ERROR(kiln_device_create(f->backend, &f->device),
                            "while creating the '%s' device", f->backend);
@@ -848,6 +912,8 @@ static kiln_status run(run_flags_t *f) {
       printf("device: %s\n", kiln_pjrt_runner_description(f->plugin));
     }
   }
+  if (f->mpi_world)
+    printf("MPI: process %d of %d\n", kiln_mpi_rank(f->mpi_world), kiln_mpi_size(f->mpi_world));
   if (f->output_dir) KILN_RETURN_IF_ERROR_PLAIN(ensure_dir(f->output_dir));
   if (f->save_inputs_dir) KILN_RETURN_IF_ERROR_PLAIN(ensure_dir(f->save_inputs_dir));
 
@@ -936,12 +1002,14 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!s) s = run(&f);
+  int rc = s ? 1 : 0;
   if (s) {
     fflush(stdout);
     fprintf(stderr, "kiln-run: %s: %s\n", kiln_status_code_name(kiln_status_code(s)),
             kiln_status_message(s));
     kiln_status_free(s);
-    return 1;
   }
-  return 0;
+  fflush(stdout);
+  kiln_mpi_finalize();
+  return rc;
 }

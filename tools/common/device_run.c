@@ -57,8 +57,8 @@ static kiln_status upload(kiln_device_t *dev, kiln_stream_t *stream, const kiln_
       const kiln_shape_t *ls = kiln_shape_leaf(ps, l, NULL);
       sizes[flat] = d->parameter_sizes[flat];
       uint64_t bytes = sizes[flat] ? sizes[flat] : 1;
-      KILN_RETURN_IF_ERROR(kiln_device_buffer_create(dev, bytes, &bufs[flat]),
-                           "for parameter %d", p);
+      KILN_RETURN_IF_ERROR(kiln_device_buffer_create(dev, bytes, &bufs[flat]), "for parameter %d",
+                           p);
       ptrs[flat] = bufs[flat]->ptr;
       if (!ls || !kiln_shape_is_array(ls) || !sizes[flat]) continue;
       const kiln_literal_t *lit = literal_leaf(args[p], l);
@@ -244,26 +244,42 @@ kiln_status kiln_device_run_module_spmd(const kiln_hlo_module_t *m, kiln_literal
   if (num_replicas < 1 || num_partitions < 1 || num_replicas * num_partitions > 4096)
     return KILN_ERR_INVALID("device run: %d replicas x %d partitions", num_replicas,
                             num_partitions);
-  int n = num_replicas * num_partitions;
-  for (int i = 0; i < n; i++) results[i] = NULL;
+  int world = num_replicas * num_partitions, n = world, first = 0;
+  for (int i = 0; i < world; i++) results[i] = NULL;
+  if (opts->mpi) {
+    int procs = kiln_mpi_size(opts->mpi);
+    if (world % procs)
+      return KILN_ERR_INVALID("device run: %d participants do not split over %d MPI processes",
+                              world, procs);
+    n = world / procs;
+    first = kiln_mpi_rank(opts->mpi) * n;
+  }
   kiln_device_t *dev = opts->device;
   kiln_hlo_module_t *cm = NULL;
   kiln_executable_t *exe = NULL;
   kiln_status s = compile_load(m, opts, num_replicas, num_partitions, &cm, &exe, rep);
+  /* Across processes: every process compiled and loaded before any participant runs, so the
+   * collectives' deadline does not count another process's compile. */
+  if (!s && opts->mpi && !opts->compile_only)
+    s = kiln_mpi_barrier(opts->mpi, "every process loaded the executable",
+                         KILN_DEVICE_RUN_MPI_LOAD_TIMEOUT_MS);
   int32_t np = 0, no = 0;
   if (exe) {
     np = kiln_executable_desc(exe)->num_parameters;
     no = kiln_executable_desc(exe)->num_outputs;
   }
+  /* io, streams, params and outs: this process's participants, local index i is participant
+   * first + i */
   participant_io_t *io = kiln_calloc((size_t)n, sizeof *io);
   kiln_stream_t **streams = kiln_calloc((size_t)n, sizeof *streams);
   const kiln_devptr_t **params = kiln_calloc((size_t)n, sizeof *params);
   kiln_device_buffer_t **outs = kiln_calloc((size_t)n * (size_t)no + 1, sizeof *outs);
   double t1 = kiln_clock_ms();
   for (int i = 0; i < n && !s && !opts->compile_only; i++) {
+    kiln_literal_t *const *in = opts->participant_args ? opts->participant_args[first + i] : args;
     s = kiln_stream_create(dev, &io[i].stream);
     if (!s)
-      s = upload(dev, io[i].stream, cm, args, num_args, kiln_executable_desc(exe), &io[i].bufs,
+      s = upload(dev, io[i].stream, cm, in, num_args, kiln_executable_desc(exe), &io[i].bufs,
                  &io[i].ptrs, &io[i].sizes);
     streams[i] = io[i].stream;
     params[i] = io[i].ptrs;
@@ -282,7 +298,8 @@ kiln_status kiln_device_run_module_spmd(const kiln_hlo_module_t *m, kiln_literal
                                  .params = params,
                                  .param_sizes = io[0].sizes,
                                  .num_params = np,
-                                 .outputs = outs};
+                                 .outputs = outs,
+                                 .mpi = opts->mpi};
     double t2 = kiln_clock_ms();
     s = kiln_executable_run_spmd(exe, &sp);
     double dt = kiln_clock_ms() - t2;
@@ -293,7 +310,8 @@ kiln_status kiln_device_run_module_spmd(const kiln_hlo_module_t *m, kiln_literal
   }
   t1 = kiln_clock_ms();
   for (int i = 0; i < n && !s && !opts->compile_only; i++)
-    s = download(io[i].stream, m, cm, outs + (size_t)i * (size_t)no, no, arena, &results[i]);
+    s = download(io[i].stream, m, cm, outs + (size_t)i * (size_t)no, no, arena,
+                 &results[first + i]);
   rep->download_ms = kiln_clock_ms() - t1;
   for (size_t i = 0; i < (size_t)n * (size_t)no; i++) kiln_device_buffer_destroy(outs[i]);
   for (int i = 0; i < n; i++) {
@@ -303,8 +321,9 @@ kiln_status kiln_device_run_module_spmd(const kiln_hlo_module_t *m, kiln_literal
     kiln_free(io[i].ptrs);
     kiln_free(io[i].sizes);
     if (io[i].stream) kiln_stream_destroy(io[i].stream);
-    if (s) results[i] = NULL;
   }
+  if (s)
+    for (int i = 0; i < world; i++) results[i] = NULL;
   kiln_free(outs);
   kiln_free(params);
   kiln_free(streams);

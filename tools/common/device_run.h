@@ -14,6 +14,10 @@
 #include "compiler/hlo/literal.h"
 #include "compiler/thunks/compile.h"
 #include "runtime/device.h"
+#include "runtime/mpi.h"
+
+/* How long the processes of an MPI run wait for each other to compile and load. */
+#define KILN_DEVICE_RUN_MPI_LOAD_TIMEOUT_MS 600000
 
 typedef struct kiln_device_run_options {
   kiln_device_t *device;        /* required: where to run */
@@ -22,14 +26,20 @@ typedef struct kiln_device_run_options {
   uint64_t rng_seed;            /* as the evaluator's rng_seed (rng-get-and-update-state) */
   const char *dump_dir;         /* NULL: $KILN_DUMP_TO */
   bool no_command_buffers;
-  bool strict_precision;        /* round every bf16 op (no excess precision) */
-  bool print_thunks;            /* print the thunk sequence (after conversion) to stdout */
-  bool print_runs;              /* print each run's time to stdout */
-  bool compile_only;            /* compile and load, run nothing: *result stays NULL */
+  bool strict_precision;         /* round every bf16 op (no excess precision) */
+  bool print_thunks;             /* print the thunk sequence (after conversion) to stdout */
+  bool print_runs;               /* print each run's time to stdout */
+  bool compile_only;             /* compile and load, run nothing: *result stays NULL */
   int64_t collective_timeout_ms; /* SPMD runs: 0: KILN_SPMD_DEFAULT_TIMEOUT_MS */
   /* Serialize the compiled executable, destroy it and run the one read back
    * (compiler/thunks/executable_cache.h): what a fresh process gets from the cache. */
   bool serialize_round_trip;
+  /* SPMD runs across the processes of MPI_COMM_WORLD (runtime/mpi.h): this process runs its
+   * share of the participants (kiln_spmd_run_params_t.mpi); the others' results stay NULL.
+   * The processes meet after loading (kiln_mpi_barrier, KILN_DEVICE_RUN_MPI_LOAD_TIMEOUT_MS). */
+  kiln_mpi_t *mpi;
+  /* SPMD runs: participant i gets participant_args[i] (num_args literals) instead of `args`. */
+  kiln_literal_t *const *const *participant_args;
 } kiln_device_run_options_t;
 
 typedef struct kiln_device_run_report {
@@ -47,9 +57,10 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
                                    kiln_device_run_report_t *report);
 
 /* The same on num_replicas x num_partitions host devices (runtime/spmd.h): the module
- * compiled once for that world, every participant given the same `args` on its own stream and
- * buffers, all run concurrently; results[participant] (caller-provided, R x P entries)
- * receives each participant's result. */
+ * compiled once for that world, every participant given the same `args` (or its
+ * opts->participant_args) on its own stream and buffers, all run concurrently;
+ * results[participant] (caller-provided, R x P entries) receives each participant's result
+ * (with opts->mpi: this process's participants'; the others NULL). */
 kiln_status kiln_device_run_module_spmd(const kiln_hlo_module_t *m, kiln_literal_t *const *args,
                                         int num_args, int num_replicas, int num_partitions,
                                         const kiln_device_run_options_t *opts, kiln_arena_t *arena,
