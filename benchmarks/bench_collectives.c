@@ -26,6 +26,7 @@
 #include "runtime/collectives.h"
 #include "runtime/device.h"
 #include "runtime/spmd.h"
+#include "plugin/env_options.h"
 
 typedef enum { ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER } which_t;
 static const char *const names[] = {"all-reduce", "all-gather", "reduce-scatter"};
@@ -128,6 +129,7 @@ static double measure_thunks(kiln_device_t *dev, int n, size_t bytes, int iters)
   co.emit.num_replicas = n;
   co.emit.num_partitions = 1;
   kiln_executable_desc_t *d = NULL;
+  kiln_pjrt_compile_options_from_env(&co);
   die(kiln_compile_module(m, &co, &d, NULL), "compile");
   kiln_executable_t *exe = NULL;
   die(kiln_executable_load(dev, d, &exe), "load");

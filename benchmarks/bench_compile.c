@@ -36,6 +36,7 @@
 #include "tools/common/device_run.h"
 #include "tools/common/fake_args.h"
 #include "tools/common/hlo_file.h"
+#include "plugin/env_options.h"
 
 static const char *const kQuick[] = {
     "xla/xla__backends__cpu__benchmarks__hlo__layer_norm_1x4096x768_bf16.hlo",
@@ -95,6 +96,7 @@ static kiln_status compile_once(const char *path, int index, const char *dir, bo
     o.emit.kernel_cache_dir = dir;
     o.emit.dump_dir = "";
     if (exec_cache) o.executable_cache_dir = dir;
+    kiln_pjrt_compile_options_from_env(&o); /* --pipelines: KILN_HOST_LLVM_PIPELINE */
     double t0 = kiln_clock_ms(), c0 = cpu_ms();
     s = kiln_compile_module(f->modules[index], &o, &d, &st);
     *ms = kiln_clock_ms() - t0;

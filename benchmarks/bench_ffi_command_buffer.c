@@ -19,6 +19,7 @@
 #include "runtime/buffer.h"
 #include "runtime/device.h"
 #include "runtime/executable.h"
+#include "plugin/env_options.h"
 
 #ifndef KILN_FFI_TEST_CALL_LIB
 #define KILN_FFI_TEST_CALL_LIB "libkiln_ffi_test_handlers_call.so"
@@ -73,6 +74,7 @@ static void load_variant(kiln_device_t *dev, const char *target, variant_t *v) {
   co.command_buffer_min_run = 2;
   kiln_compile_stats_t st;
   kiln_executable_desc_t *d = NULL;
+  kiln_pjrt_compile_options_from_env(&co);
   check(kiln_compile_module(m, &co, &d, &st), "compile");
   kiln_hlo_module_destroy(m);
   v->cbs = st.command_buffers;

@@ -27,6 +27,7 @@
 #include "runtime/executable.h"
 #include "runtime/host/host_device.h"
 #include "tools/common/hlo_file.h"
+#include "plugin/env_options.h"
 
 static const char kTranspose[] =
     "HloModule transpose_2048\n"
@@ -130,6 +131,7 @@ static kiln_status bench_module(kiln_device_t *dev, kiln_hlo_module_t *m, const 
   memset(&co, 0, sizeof co);
   kiln_executable_desc_t *d = NULL;
   kiln_compile_stats_t cs;
+  kiln_pjrt_compile_options_from_env(&co);
   KILN_RETURN_IF_ERROR(kiln_compile_module(m, &co, &d, &cs), "while compiling %s", label);
   kiln_status s = kiln_executable_load(dev, d, &b.e);
   if (!s) s = kiln_stream_create(dev, &b.stream);

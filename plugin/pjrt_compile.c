@@ -31,6 +31,7 @@
 #include "plugin/compile_options.h"
 #include "plugin/pjrt_executable.h"
 #include "plugin/pjrt_internal.h"
+#include "plugin/env_options.h"
 
 #define ACCEPTED_FORMATS "\"hlo\" (HloModuleProto or HLO text), \"hlo_with_config\", \"mlir\""
 
@@ -402,6 +403,7 @@ static kiln_status compile_program(PJRT_Client *client, const PJRT_Program *prog
       kiln_pass_options_from_env(&po);
       o.passes = &po;
       o.emit.dump_dir = po.dump_dir;
+      kiln_pjrt_compile_options_from_env(&o);
       kiln_compile_stats_t st;
       memset(&st, 0, sizeof(st));
       double t0 = kiln_clock_ms();

@@ -10,7 +10,7 @@
 
 #include "base/alloc.h"
 #include "base/str.h"
-#include "runtime/half.h"
+#include "base/half.h"
 
 typedef enum {
   OP_ALL_REDUCE,

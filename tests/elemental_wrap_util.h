@@ -17,6 +17,7 @@
 #include "tools/common/fusion_runner.h"
 #include "tools/common/corpus.h"
 #include "tools/common/hlo_file.h"
+#include "tests/skip_util.h"
 
 /* Removes ", <key>=<balanced value>" from s (in place): metadata differs between otherwise
  * equal instructions. */
@@ -326,10 +327,11 @@ typedef struct wrap_corpus_ctx {
 
 /* Walks the corpus for `op` (wrap_for_each_corpus_instr with `needle`, fn getting a
  * wrap_corpus_ctx_t), prints the tally as "corpus <what>: ...", copies the counts into *out
- * and fails the test on any failed case or PTX that ptxas rejected. False (printed as
- * skipped) when there is no corpus. */
-static inline bool wrap_run_corpus(kiln_hlo_opcode_t op, const char *needle, const char *what,
+ * and fails the test on any failed case or PTX that ptxas rejected. Ends the test as
+ * skipped (KILN_SKIP) when there is no corpus. */
+static inline void wrap_run_corpus(kiln_hlo_opcode_t op, const char *needle, const char *what,
                                    wrap_instr_fn fn, wrap_stats_t *out) {
+  KILN_SKIP_WITHOUT_CORPUS(kiln_corpus_dir());
   wrap_corpus_ctx_t ctx = {0};
   assert_null(kiln_host_jit_create(NULL, &ctx.jit));
   assert_null(kiln_host_pool_create(0, &ctx.pool));
@@ -346,13 +348,9 @@ static inline bool wrap_run_corpus(kiln_hlo_opcode_t op, const char *needle, con
   *out = ctx.st;
   out->seen = NULL;
   out->nseen = out->capseen = 0;
-  if (files < 0) {
-    printf("SKIPPED: no corpus at %s\n", kiln_corpus_dir());
-    return false;
-  }
+  if (files < 0) fail_msg("no xla/ or real/ folder in the corpus at %s", kiln_corpus_dir());
   assert_int_equal(ctx.st.failed, 0);
   assert_int_equal(ctx.st.ptx_ok, ctx.st.ptx_checked);
-  return true;
 }
 
 #endif /* KILN_TESTS_ELEMENTAL_WRAP_UTIL_H_ */

@@ -14,6 +14,7 @@
 #include "tools/common/fusion_runner.h"
 #include "compiler/eval/eval.h"
 #include "tools/common/hlo_file.h"
+#include "tests/skip_util.h"
 
 static inline int emt_cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
@@ -141,17 +142,16 @@ static inline bool emt_run_one(const char *what, const kiln_hlo_computation_t *c
 /* Runs the first fusion of every corpus emitter file whose name contains `needle` through
  * emt_run_one (emitter `want`; scatters on the sorted-indices path with a float add, see
  * emt_sorted_float_add, get inputs in [0.5, 1) and 64 ulp), prints each line and the tally.
- * Returns false (printed as skipped) without a corpus; a file that does not load counts
+ * Ends the test as skipped (KILN_SKIP) without a corpus; a file that does not load counts
  * as failed. */
-static inline bool emt_run_corpus(const char *needle, kiln_codegen_emitter_t want, int *passed,
+static inline void emt_run_corpus(const char *needle, kiln_codegen_emitter_t want, int *passed,
                                   int *total) {
+  char dir[1024];
+  snprintf(dir, sizeof(dir), "%s/emitters", kiln_corpus_dir());
+  KILN_SKIP_WITHOUT_CORPUS(dir);
   size_t n = 0;
   char **names = emt_corpus_files(needle, &n);
   *passed = *total = 0;
-  if (!names) {
-    printf("SKIPPED: no corpus\n");
-    return false;
-  }
   kiln_host_jit_t *jit = NULL;
   kiln_status s = kiln_host_jit_create(NULL, &jit);
   if (s) {
@@ -159,7 +159,7 @@ static inline bool emt_run_corpus(const char *needle, kiln_codegen_emitter_t wan
     kiln_status_free(s);
     emt_free_names(names, n);
     *total = 1;
-    return true;
+    return;
   }
   for (size_t i = 0; i < n; i++) {
     kiln_hlo_file_t *f = NULL;
@@ -176,7 +176,6 @@ static inline bool emt_run_corpus(const char *needle, kiln_codegen_emitter_t wan
          kiln_codegen_emitter_name(want), *passed, *total);
   emt_free_names(names, n);
   kiln_host_jit_destroy(jit);
-  return true;
 }
 
 #endif /* KILN_TESTS_EMITTER_TEST_UTIL_H_ */

@@ -16,7 +16,9 @@
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/numeric.h"
 #include "emitter_test_util.h"
+#include "tools/common/compare.h"
 #include "tools/common/hlo_file.h"
+#include "tools/common/run_report.h"
 
 static uint64_t hero_splitmix(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -46,18 +48,6 @@ static void hero_fill(kiln_literal_t *l, uint64_t seed) {
 }
 
 /* Distance in units in the last place between two values of float type t at index i. */
-static int64_t hero_ulp(kiln_elem_type_t t, const void *a, const void *b, int64_t i) {
-  size_t sb = kiln_elem_type_storage_bytes(t);
-  uint64_t x = 0, y = 0;
-  memcpy(&x, (const char *)a + (size_t)i * sb, sb);
-  memcpy(&y, (const char *)b + (size_t)i * sb, sb);
-  int w = kiln_elem_type_bits(t);
-  uint64_t mask = w >= 64 ? ~0ull >> 1 : (((uint64_t)1 << (w - 1)) - 1);
-  int64_t kx = (x >> (w - 1)) & 1 ? -(int64_t)(x & mask) : (int64_t)(x & mask);
-  int64_t ky = (y >> (w - 1)) & 1 ? -(int64_t)(y & mask) : (int64_t)(y & mask);
-  return kx > ky ? kx - ky : ky - kx;
-}
-
 /* Copies between logical row-major storage (literals) and a tensor's physical dimension
  * order (kernel buffers of shapes with a non-default layout). to_physical: logical ->
  * physical. Returns a kiln_malloc'ed buffer, or NULL when the layout is the default. */
@@ -97,19 +87,18 @@ typedef struct hero_run_result {
 } hero_run_result_t;
 
 /* Runs kernel k (emitted for c; with its chain, in order) on the host, on outputs that start
- * as a 0x5a byte pattern, and compares with the evaluator. Floats are
- * compared by |got - want| / max(|want|, scale) with scale = sqrt(summed) (the magnitude of
- * partial sums of `summed` uniform [-1, 1) values; 1 for data movement): f32 within rel_tol,
- * f64 within 1e-12, narrower floats within 4 of their epsilons (sums rounded to the narrow
- * type after every step, in another order); integers and pred exact. With zero_scalars,
+ * as a 0x5a byte pattern, and compares with the evaluator through the one comparator
+ * (tools/common/compare.h): the kernel tolerance of each output's type and, when each output
+ * element sums `summed` > 1 values (a reduction), its summation slack; with `exact`, every
+ * element bit for bit (data movement: transposes). With zero_scalars,
  * scalar parameters are 0 (reduce init values must be the reducer's identity: the GPU
  * algorithm combines the init once per thread, as XLA's does). */
 static kiln_status hero_run_check(const kiln_hlo_computation_t *c, const kiln_codegen_kernel_t *k,
-                                  kiln_host_jit_t *jit, kiln_host_pool_t *pool, double rel_tol,
+                                  kiln_host_jit_t *jit, kiln_host_pool_t *pool, bool exact,
                                   int64_t summed, bool zero_scalars, uint64_t seed,
                                   hero_run_result_t *res) {
-  double scale = summed > 1 ? sqrt((double)summed) : 1.0;
   memset(res, 0, sizeof(*res));
+  kiln_compare_report_t cmp = {0};
   /* A chain (e.g. initialize the outputs, then reduce with atomics) runs kernel by kernel. */
   kiln_kir_host_kernel_t hk[8];
   int nchain = 0;
@@ -154,56 +143,30 @@ static kiln_status hero_run_check(const kiln_hlo_computation_t *c, const kiln_co
   kiln_literal_t *want_all = NULL;
   if (!s) s = emt_eval(c, params, &arena, &want_all);
   for (int o = 0; o < k->num_outputs && !s; o++) {
-    const kiln_literal_t *want = want_all;
-    if (kiln_shape_is_tuple(want_all->shape)) {
-      /* Depth-first leaf o. */
-      const kiln_literal_t *stack[64];
-      int sp = 0, seen = 0;
-      stack[sp++] = want_all;
-      want = NULL;
-      while (sp > 0 && !want) {
-        const kiln_literal_t *l = stack[--sp];
-        if (kiln_shape_is_tuple(l->shape)) {
-          for (int e = l->num_tuple_elements - 1; e >= 0 && sp < 64; e--) stack[sp++] = l->tuple_elements[e];
-        } else if (seen++ == o) {
-          want = l;
-        }
-      }
-    }
+    const kiln_literal_t *want = kiln_run_report_leaf(want_all, o); /* depth-first leaf o */
     if (!want || want->num_elements != kiln_shape_num_elements(k->outputs[o])) {
       s = KILN_ERR_INTERNAL("evaluator result does not match output %d", o);
       break;
     }
     kiln_elem_type_t t = want->shape->type;
-    kiln_literal_t g = *want;
-    g.data = args[k->num_inputs + o];
-    void *logical = hero_relayout(k->outputs[o], g.data, false);
-    if (logical) g.data = relaid[nrelaid++] = logical;
-    for (int64_t i = 0; i < want->num_elements; i++) {
-      bool bad;
-      double a = kiln_literal_get_f64(want, i), b = kiln_literal_get_f64(&g, i);
-      if (kiln_elem_type_is_float(t) && !(isnan(a) || isnan(b) || isinf(a) || isinf(b))) {
-        double rel = fabs(a - b) / fmax(fabs(a), scale);
-        if (rel > res->max_rel) res->max_rel = rel;
-        int64_t u = hero_ulp(t, want->data, g.data, i);
-        if (u > res->max_ulp) res->max_ulp = u;
-        if (t == KILN_F32) bad = rel > rel_tol;
-        else if (t == KILN_F64) bad = rel > 1e-12;
-        else bad = rel > 4.0 * ldexp(1.0, -(t == KILN_F16 ? 10 : t == KILN_BF16 ? 7 : 3));
-      } else if (kiln_elem_type_is_float(t)) {
-        bad = !((isnan(a) && isnan(b)) || a == b);
-      } else {
-        bad = kiln_literal_get_u64(want, i) != kiln_literal_get_u64(&g, i);
-      }
-      if (bad) {
-        if (res->mismatches == 0)
-          snprintf(res->first, sizeof(res->first), "output %d element %lld: want %.9g got %.9g", o,
-                   (long long)i, a, b);
-        res->mismatches++;
-      }
+    kiln_tolerance_t tol = {0};
+    if (!exact) {
+      tol = kiln_compare_kernel_tolerance(t);
+      if (summed > 1)
+        tol.atol = kiln_compare_summation_atol(t, (double)summed, kiln_compare_magnitude(want));
     }
-    res->elements += want->num_elements;
+    void *got = args[k->num_inputs + o];
+    void *logical = hero_relayout(k->outputs[o], got, false);
+    if (logical) got = relaid[nrelaid++] = logical;
+    char label[32];
+    snprintf(label, sizeof(label), "output %d", o);
+    kiln_compare_array(want, got, &tol, label, &cmp);
   }
+  res->elements = cmp.elements;
+  res->mismatches = cmp.mismatches;
+  res->max_ulp = cmp.max_ulp;
+  res->max_rel = cmp.max_rel_err;
+  snprintf(res->first, sizeof(res->first), "%.255s", cmp.first);
   for (int o = 0; o < k->num_outputs; o++) kiln_free(args[k->num_inputs + o]);
   for (int i = 0; i < nrelaid; i++) kiln_free(relaid[i]);
   kiln_free(relaid);

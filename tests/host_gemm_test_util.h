@@ -1,10 +1,11 @@
 /* One host gemm (kiln_host_gemm) against a naive loop in double, for every element-type
  * combination of kiln_gemm_desc_t: inputs are generated as doubles, stored in the operand
- * type (rounded by compiler/hlo/numeric.h's conversions, which share no code with the
- * runtime's), read back, multiplied in double, and the result compared within the error of a
- * reordered f32/f64 sum plus one rounding to the output type (s8 -> s32: exactly, wrapped to
- * 32 bits). Shared by test_host_gemm.c and test_host_gemm_fallback.c; returns false and prints
- * the first mismatch rather than asserting, so a forked child can use it. */
+ * type (rounded from f64 by compiler/hlo/numeric.h's generic narrow-format path, which shares
+ * no code with base/half.h's f32 conversions the host gemm uses), read back, multiplied in double,
+ * and the result compared within the error of a reordered f32/f64 sum plus one rounding to the
+ * output type (s8 -> s32: exactly, wrapped to 32 bits). Shared by test_host_gemm.c and
+ * test_host_gemm_fallback.c; returns false and prints the first mismatch rather than asserting, so
+ * a forked child can use it. */
 #ifndef KILN_TESTS_HOST_GEMM_TEST_UTIL_H_
 #define KILN_TESTS_HOST_GEMM_TEST_UTIL_H_
 

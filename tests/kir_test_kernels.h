@@ -366,4 +366,23 @@ static inline kiln_kir_module_t *kir_test_build_twice(kiln_elem_type_t et, const
   return kir_test_finish(&b, m);
 }
 
+#ifdef cmocka_unit_test
+#include "compiler/backend/host_jit.h"
+#include "compiler/codegen/kir_pipeline.h"
+
+/* `m` through the kernel-IR pipeline and a new host JIT (the caller destroys *jit); fails the
+ * test on any error. Include after <cmocka.h>. */
+static inline kiln_kir_host_kernel_t kir_test_compile_host(kiln_kir_module_t *m,
+                                                           kiln_host_jit_t **jit) {
+  assert_non_null(m);
+  assert_null(kiln_kir_pipeline_run(m, NULL));
+  assert_null(kiln_host_jit_create(NULL, jit));
+  kiln_kir_host_kernel_t k;
+  kiln_status s = kiln_kir_compile_host(m, *jit, &k);
+  if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
+  assert_null(s);
+  return k;
+}
+#endif
+
 #endif /* KILN_TESTS_KIR_TEST_KERNELS_H_ */

@@ -11,6 +11,7 @@
 #ifndef KILN_TESTS_SKIP_UTIL_H_
 #define KILN_TESTS_SKIP_UTIL_H_
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,16 @@ static size_t kiln_tests_skipped;
     printf(__VA_ARGS__);     \
     printf("\n");            \
     KILN_SKIPPED();          \
+  } while (0)
+
+/* Ends the current test as skipped, "no corpus at <dir>", unless folder `dir` (the corpus or
+ * one of its folders) is there. Call it before the test allocates anything. */
+#define KILN_SKIP_WITHOUT_CORPUS(dir)                      \
+  do {                                                     \
+    const char *kiln_dir_ = (dir);                         \
+    DIR *kiln_d_ = opendir(kiln_dir_);                     \
+    if (!kiln_d_) KILN_SKIP("no corpus at %s", kiln_dir_); \
+    closedir(kiln_d_);                                     \
   } while (0)
 
 static inline int kiln_tests_exit_code(int failed, size_t num_tests) {

@@ -21,6 +21,7 @@
 #include "compiler/codegen/dus_emitter.h"
 #include "compiler/codegen/input_slices_emitter.h"
 #include "emitter_test_util.h"
+#include "tests/skip_util.h"
 
 static kiln_hlo_module_t *parse(const char *text) {
   kiln_hlo_module_t *m = emt_parse(text);
@@ -35,7 +36,7 @@ static bool run_one(const char *what, const kiln_hlo_computation_t *c, kiln_code
 
 static void run_corpus(const char *needle, kiln_codegen_emitter_t want, int min_files) {
   int passed = 0, total = 0;
-  if (!emt_run_corpus(needle, want, &passed, &total)) return;
+  emt_run_corpus(needle, want, &passed, &total);
   assert_true(total >= min_files);
   assert_int_equal(passed, total);
 }
@@ -201,5 +202,5 @@ int main(void) {
       cmocka_unit_test(test_dus_of_complex_values),
       cmocka_unit_test(test_dus_under_epilogue_is_unimplemented),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return kiln_run_tests(tests, NULL, NULL);
 }

@@ -19,6 +19,7 @@
 #include "runtime/host/host_device.h"
 #include "tests/elemental_wrap_util.h"
 #include "tests/host_run_util.h"
+#include "tests/skip_util.h"
 
 static kiln_device_t *g_dev;
 
@@ -181,14 +182,12 @@ static void corpus_conv(void *ctx, const kiln_hlo_instruction_t *in, const char 
 
 static void test_corpus_convolutions_match_evaluator(void **state) {
   (void)state;
+  KILN_SKIP_WITHOUT_CORPUS(kiln_corpus_dir());
   corpus_stats_t st;
   memset(&st, 0, sizeof st);
   int files = wrap_for_each_corpus_instr(KILN_OP_CONVOLUTION, "convolution(", corpus_conv, &st);
   wrap_stats_free(&st.wrap);
-  if (files < 0) {
-    printf("SKIP: no corpus\n");
-    return;
-  }
+  if (files < 0) fail_msg("no xla/ or real/ folder in the corpus at %s", kiln_corpus_dir());
   printf(
       "corpus convolutions: %d distinct run against the evaluator, %d as im2col + gemm, %d too "
       "costly to "
@@ -205,5 +204,5 @@ int main(void) {
       cmocka_unit_test(test_conv_left_elemental),
       cmocka_unit_test(test_corpus_convolutions_match_evaluator),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return kiln_run_tests(tests, setup, teardown);
 }

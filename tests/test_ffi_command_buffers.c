@@ -34,6 +34,7 @@
 #include "runtime/thunk.h"
 #include "tests/temp_dir_util.h"
 #include "tools/common/device_run.h"
+#include "plugin/env_options.h"
 
 #ifndef KILN_FFI_TEST_CALL_LIB
 #define KILN_FFI_TEST_CALL_LIB "libkiln_ffi_test_handlers_call.so"
@@ -149,6 +150,8 @@ static void rig_make_cached(rig_t *r, const char *cache_dir) {
   memset(&co, 0, sizeof(co));
   co.emit.target = KILN_TARGET_HOST;
   co.executable_cache_dir = cache_dir;
+  /* KILN_COMMAND_BUFFER_MIN_RUN (setup) and KILN_DISABLE_COMMAND_BUFFERS, read at the edge */
+  kiln_pjrt_compile_options_from_env(&co);
   kiln_executable_desc_t *d = NULL;
   if (!s) s = kiln_compile_module(m, &co, &d, &r->stats);
   if (!s) s = kiln_executable_load(r->dev, d, &r->exe);

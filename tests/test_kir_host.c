@@ -28,18 +28,6 @@ static int teardown(void **state) {
   return 0;
 }
 
-/* Pipeline + JIT; the caller destroys *jit. */
-static kiln_kir_host_kernel_t compile(kiln_kir_module_t *m, kiln_host_jit_t **jit) {
-  assert_non_null(m);
-  assert_null(kiln_kir_pipeline_run(m, NULL));
-  assert_null(kiln_host_jit_create(NULL, jit));
-  kiln_kir_host_kernel_t k;
-  kiln_status s = kiln_kir_compile_host(m, *jit, &k);
-  if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
-  assert_null(s);
-  return k;
-}
-
 static float gelu_ref(float x) {
   return x * 0.5f * (1.0f + tanhf(0.79785f * (x + 0.044708f * x * x * x)));
 }
@@ -59,7 +47,7 @@ static void test_gelu_f32_matches_c_within_a_few_ulp(void **state) {
   int n = 4 * 16 * 256;
   kiln_kir_module_t *m = kir_test_build_gelu(KILN_F32, dims, 4);
   kiln_host_jit_t *jit;
-  kiln_kir_host_kernel_t k = compile(m, &jit);
+  kiln_kir_host_kernel_t k = kir_test_compile_host(m, &jit);
   float *in = malloc(sizeof(float) * (size_t)n), *out = calloc((size_t)n, sizeof(float));
   for (int i = 0; i < n; i++) in[i] = (float)((i * 7919) % 2001 - 1000) * 0.006f;
   void *args[2] = {in, out};
@@ -84,7 +72,7 @@ static void test_gelu_bf16_partial_grid_matches_c_within_bf16_rounding(void **st
   int n = 3 * 5 * 70;
   kiln_kir_module_t *m = kir_test_build_gelu(KILN_BF16, dims, 4);
   kiln_host_jit_t *jit;
-  kiln_kir_host_kernel_t k = compile(m, &jit);
+  kiln_kir_host_kernel_t k = kir_test_compile_host(m, &jit);
   uint16_t *in = malloc(2 * (size_t)n + 64), *out = calloc((size_t)n + 32, 2);
   for (int i = 0; i < n + 32; i++) out[i] = 0xBEEF;
   for (int i = 0; i < n; i++) in[i] = kiln_f32_to_bf16((float)(i % 97) * 0.07f - 3.0f);
@@ -113,7 +101,7 @@ static void test_row_reduce_equals_gpu_order_sum_bit_for_bit(void **state) {
   int64_t rows = 37, cols = 1024;
   kiln_kir_module_t *m = kir_test_build_row_reduce(rows, cols);
   kiln_host_jit_t *jit;
-  kiln_kir_host_kernel_t k = compile(m, &jit);
+  kiln_kir_host_kernel_t k = kir_test_compile_host(m, &jit);
   float *in = malloc(sizeof(float) * (size_t)(rows * cols)), *out = calloc((size_t)rows, sizeof(float));
   for (int64_t i = 0; i < rows * cols; i++) in[i] = (float)((i * 2654435761u) % 10007) / 997.0f - 5.0f;
   void *args[2] = {in, out};
@@ -136,7 +124,7 @@ static void test_transpose_through_shared_tile_is_exact(void **state) {
   int64_t h = 96, w = 160;
   kiln_kir_module_t *m = kir_test_build_transpose(h, w);
   kiln_host_jit_t *jit;
-  kiln_kir_host_kernel_t k = compile(m, &jit);
+  kiln_kir_host_kernel_t k = kir_test_compile_host(m, &jit);
   float *in = malloc(sizeof(float) * (size_t)(h * w)), *out = calloc((size_t)(h * w), sizeof(float));
   for (int64_t i = 0; i < h * w; i++) in[i] = (float)i;
   void *args[2] = {in, out};
@@ -157,7 +145,7 @@ static void test_twice_called_subgraph_int32_and_f32_exact(void **state) {
     kiln_elem_type_t et = pass ? KILN_F32 : KILN_S32;
     kiln_kir_module_t *m = kir_test_build_twice(et, dims);
     kiln_host_jit_t *jit;
-    kiln_kir_host_kernel_t k = compile(m, &jit);
+    kiln_kir_host_kernel_t k = kir_test_compile_host(m, &jit);
     int32_t *ai = malloc(4 * (size_t)n), *bi = malloc(4 * (size_t)n), *oi = calloc((size_t)n, 4);
     for (int i = 0; i < n; i++) {
       int32_t x = (int32_t)(i * 40503u) - 1000000, y = (int32_t)(i * 2654435761u);
@@ -216,7 +204,7 @@ static void test_atomic_add_from_all_blocks_sums_exactly(void **state) {
   kiln_kir_return(&b, &r, 1);
   m = kir_test_finish(&b, m);
   kiln_host_jit_t *jit;
-  kiln_kir_host_kernel_t kk = compile(m, &jit);
+  kiln_kir_host_kernel_t kk = kir_test_compile_host(m, &jit);
   int32_t *in = malloc(4 * (size_t)n), out = 0, want = 0;
   for (int64_t q = 0; q < n; q++) {
     in[q] = (int32_t)(q % 1000) - 300;
@@ -321,7 +309,7 @@ static void test_narrow_float_conversions_match_numeric_h_bit_for_bit(void **sta
     size_t sb = kiln_elem_type_storage_bytes(et);
     kiln_kir_module_t *m = build_convert(KILN_F32, et, n);
     kiln_host_jit_t *jit;
-    kiln_kir_host_kernel_t k = compile(m, &jit);
+    kiln_kir_host_kernel_t k = kir_test_compile_host(m, &jit);
     uint8_t *out = calloc((size_t)n, sb);
     void *args[2] = {in, out};
     assert_null(kiln_kir_host_kernel_run(&k, g_pool, args));
@@ -342,7 +330,7 @@ static void test_narrow_float_conversions_match_numeric_h_bit_for_bit(void **sta
     if (sb != 1) continue;
     /* every code back to f32 */
     m = build_convert(et, KILN_F32, 256);
-    k = compile(m, &jit);
+    k = kir_test_compile_host(m, &jit);
     uint8_t codes[256];
     float back[256];
     for (int i = 0; i < 256; i++) codes[i] = (uint8_t)i;

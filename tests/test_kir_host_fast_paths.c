@@ -32,17 +32,6 @@ static int teardown(void **state) {
   return 0;
 }
 
-static kiln_kir_host_kernel_t compile(kiln_kir_module_t *m, kiln_host_jit_t **jit) {
-  assert_non_null(m);
-  assert_null(kiln_kir_pipeline_run(m, NULL));
-  assert_null(kiln_host_jit_create(NULL, jit));
-  kiln_kir_host_kernel_t k;
-  kiln_status s = kiln_kir_compile_host(m, *jit, &k);
-  if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
-  assert_null(s);
-  return k;
-}
-
 enum { FX = 8, FY = 4, FB = 3, FS = 37 }; /* block 8x4, 3 blocks, 37 loop trips */
 
 /* Per thread (tx, ty) of block bx, with w = tx + 1 computed before the loop:
@@ -96,7 +85,7 @@ static void test_for_loop_runs_interchanged_with_threads_bit_for_bit(void **stat
   (void)state;
   kiln_host_jit_t *jit;
   kiln_kir_module_t *m = build_for_kernel();
-  kiln_kir_host_kernel_t k = compile(m, &jit);
+  kiln_kir_host_kernel_t k = kir_test_compile_host(m, &jit);
   float *in = malloc(sizeof(float) * FB * FS * 32), *out = calloc(FB * 32, sizeof(float));
   for (int i = 0; i < FB * FS * 32; i++) in[i] = (float)((i * 7919) % 1000) / 997.0f - 0.4f;
   void *args[2] = {in, out};
@@ -171,7 +160,7 @@ static void test_bf16_arithmetic_rounds_like_the_reference(void **state) {
   for (size_t o = 0; o < sizeof(kOps) / sizeof(kOps[0]); o++) {
     kiln_host_jit_t *jit;
     kiln_kir_module_t *m = build_bf16_op(kOps[o], N);
-    kiln_kir_host_kernel_t k = compile(m, &jit);
+    kiln_kir_host_kernel_t k = kir_test_compile_host(m, &jit);
     void *args[3] = {a, bb, out};
     assert_null(kiln_kir_host_kernel_run(&k, g_pool, args));
     for (int i = 0; i < N; i++) {
@@ -203,7 +192,7 @@ static void test_bf16_tanh_within_one_ulp_for_every_input(void **state) {
   for (int i = 0; i < N; i++) x[i] = (uint16_t)i;
   kiln_host_jit_t *jit;
   kiln_kir_module_t *m = build_bf16_op(KILN_KIR_TANH, N);
-  kiln_kir_host_kernel_t k = compile(m, &jit);
+  kiln_kir_host_kernel_t k = kir_test_compile_host(m, &jit);
   void *args[3] = {x, x, out};
   assert_null(kiln_kir_host_kernel_run(&k, g_pool, args));
   int worst = 0, exact = 0;

@@ -214,13 +214,58 @@ static void test_every_pattern_round_trips_through_f64(void **state) {
       default: break;
     }
     assert_int_equal(nans, want);
-    /* bf16 / f16 helper functions agree with the generic path. */
   }
+  /* bf16 / f16 helper functions (base/half.h) round-trip every pattern. */
   for (uint32_t b = 0; b < 65536; b++) {
     float f = kiln_bf16_to_f32((uint16_t)b);
     if (!isnan(f)) assert_int_equal(kiln_f32_to_bf16(f), b);
     float h = kiln_f16_to_f32((uint16_t)b);
     if (!isnan(h)) assert_int_equal(kiln_f32_to_f16(h), b);
+  }
+}
+
+/* base/half.h's f32 <-> bf16 / f16 (the one copy every layer uses) against the generic
+ * narrow-format path: every pattern decodes to the same value (NaNs: a NaN of the same sign
+ * and payload; bf16 -> f32 is a plain shift, so it keeps a signaling NaN signaling), and f32 -> 16
+ * bits rounds the same on every midpoint between neighbouring codes, one f32 ulp either side of it,
+ * and a sweep over all f32 patterns. */
+static void test_half_helpers_match_generic_path(void **state) {
+  (void)state;
+  const kiln_elem_type_t types[2] = {KILN_F16, KILN_BF16};
+  for (int k = 0; k < 2; k++) {
+    kiln_elem_type_t t = types[k];
+    float (*to_f32)(uint16_t) = t == KILN_F16 ? kiln_f16_to_f32 : kiln_bf16_to_f32;
+    uint16_t (*from_f32)(float) = t == KILN_F16 ? kiln_f32_to_f16 : kiln_f32_to_bf16;
+    for (uint32_t b = 0; b < 65536; b++) {
+      float got = to_f32((uint16_t)b), want = (float)dec(t, b);
+      uint32_t gu, wu;
+      memcpy(&gu, &got, 4);
+      memcpy(&wu, &want, 4);
+      if (isnan(got) && isnan(want)) gu |= 0x400000u, wu |= 0x400000u; /* bf16 keeps sNaNs */
+      if (gu != wu)
+        fail_msg("%s 0x%04x -> f32 0x%08x, generic 0x%08x", kiln_elem_type_name(t), b, gu, wu);
+      /* the midpoint to the next code (larger magnitude; the tie above the largest finite
+       * value is covered by the sweep and test_f16_subnormals_and_overflow), exact in f32 */
+      if (isnan(got) || isinf(got) || isinf(to_f32((uint16_t)(b + 1)))) continue;
+      float mid = (float)((dec(t, b) + dec(t, b + 1)) / 2);
+      float probes[3] = {mid, nextafterf(mid, 0), nextafterf(mid, 2 * mid)};
+      for (int p = 0; p < 3; p++) {
+        float x = probes[p];
+        uint32_t w = enc(t, (double)x);
+        if (from_f32(x) != w)
+          fail_msg("%s: f32 %a -> 0x%04x, generic 0x%04x", kiln_elem_type_name(t), (double)x,
+                   from_f32(x), w);
+      }
+    }
+    for (uint64_t u = 0; u < (UINT64_C(1) << 32); u += 4099) {
+      uint32_t bits = (uint32_t)u;
+      float x;
+      memcpy(&x, &bits, 4);
+      uint32_t w = enc(t, (double)x);
+      if (from_f32(x) != w)
+        fail_msg("%s: f32 0x%08x -> 0x%04x, generic 0x%04x", kiln_elem_type_name(t), bits,
+                 from_f32(x), w);
+    }
   }
 }
 
@@ -294,6 +339,7 @@ int main(void) {
       cmocka_unit_test(test_f8e8m0fnu_rounds_to_nearest_power_of_two),
       cmocka_unit_test(test_f4e2m1fn_saturates_and_rounds_ties_to_even),
       cmocka_unit_test(test_every_pattern_round_trips_through_f64),
+      cmocka_unit_test(test_half_helpers_match_generic_path),
       cmocka_unit_test(test_f8_and_f4_match_nearest_value_oracle),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

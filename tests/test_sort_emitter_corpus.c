@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -20,6 +21,7 @@
 #include "sort_test_util.h"
 #include "tools/common/corpus.h"
 #include "tools/common/hlo_file.h"
+#include "tests/skip_util.h"
 
 /* ---- corpus: every sort of the whole modules, as the fusion the wrapper would build ---- */
 
@@ -67,6 +69,7 @@ static char *sort_fusion_text(const kiln_hlo_instruction_t *s) {
 static void test_corpus_sorts_match_evaluator(void **state) {
   sort_fixture_t *f = *state;
   static const char *const dirs[] = {"xla", "real"};
+  KILN_SKIP_WITHOUT_CORPUS(kiln_corpus_dir());
   int total = 0, passed = 0, unsupported = 0, repeats = 0;
   kiln_hashmap_t seen; /* fusion text -> "<file> <sort>" of its first run (owned) */
   kiln_hashmap_init(&seen);
@@ -74,10 +77,7 @@ static void test_corpus_sorts_match_evaluator(void **state) {
     char dpath[2048];
     snprintf(dpath, sizeof(dpath), "%s/%s", kiln_corpus_dir(), dirs[di]);
     DIR *d = opendir(dpath);
-    if (!d) {
-      printf("SKIPPED: no corpus at %s\n", dpath);
-      continue;
-    }
+    if (!d) fail_msg("corpus folder %s: %s", dpath, strerror(errno));
     struct dirent *de;
     while ((de = readdir(d))) {
       if (de->d_name[0] == '.') continue;
@@ -171,17 +171,14 @@ static void test_pipelined_topk_and_argsort_modules_compile_their_sort_fusions(v
       "xla/xla__hlo__translate__hlo_to_mhlo__tests__import.hlo",
       "xla/xla__backends__cpu__benchmarks__hlo__argsort_axis_1024x512_bf16.hlo",
   };
+  KILN_SKIP_WITHOUT_CORPUS(kiln_corpus_dir());
   int sorts = 0;
   for (size_t fi = 0; fi < sizeof(files) / sizeof(files[0]); fi++) {
     char path[2048];
     snprintf(path, sizeof(path), "%s/%s", kiln_corpus_dir(), files[fi]);
     kiln_hlo_file_t *hf = NULL;
     kiln_status s = kiln_hlo_file_load(path, &hf);
-    if (s) {
-      printf("SKIPPED %s: %s\n", files[fi], kiln_status_message(s));
-      kiln_status_free(s);
-      continue;
-    }
+    if (s) fail_msg("%s: %s", files[fi], kiln_status_message(s));
     for (int mi = 0; mi < hf->num_modules; mi++) {
       kiln_hlo_module_t *m = hf->modules[mi];
       bool has = false;
@@ -219,7 +216,7 @@ static void test_pipelined_topk_and_argsort_modules_compile_their_sort_fusions(v
     }
     kiln_hlo_file_free(hf);
   }
-  if (sorts == 0) printf("SKIPPED: no corpus\n");
+  assert_true(sorts > 0);
 }
 
 int main(void) {
@@ -227,5 +224,5 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_corpus_sorts_match_evaluator, sort_setup, sort_teardown),
       cmocka_unit_test(test_pipelined_topk_and_argsort_modules_compile_their_sort_fusions),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return kiln_run_tests(tests, NULL, NULL);
 }

@@ -62,7 +62,7 @@ static void test_corpus_transposes_match_evaluator(void **state) {
       kiln_status_free(ps);
       kiln_free(ptx);
       hero_run_result_t rr;
-      kiln_status rs = hero_run_check(cs[0], &k, jit, NULL, 1e-6, 1, false, 11, &rr);
+      kiln_status rs = hero_run_check(cs[0], &k, jit, NULL, false, 1, false, 11, &rr);
       if (rs) {
         printf("FAIL %s: run: %s\n", names[i], kiln_status_message(rs));
         kiln_status_free(rs);
@@ -138,7 +138,7 @@ static void run_on_host(const kiln_hlo_module_t *m, const kiln_codegen_kernel_t 
   assert_null(kiln_host_jit_create(&jo, &jit));
   kiln_host_pool_t *pool = NULL;
   if (threads > 0) assert_null(kiln_host_pool_create(threads, &pool));
-  kiln_status s = hero_run_check(m->entry, k, jit, pool, 0.0, 1, false, seed, rr);
+  kiln_status s = hero_run_check(m->entry, k, jit, pool, true, 1, false, seed, rr);
   if (s) fail_msg("%s", kiln_status_message(s));
   if (pool) kiln_host_pool_destroy(pool);
   kiln_host_jit_destroy(jit);

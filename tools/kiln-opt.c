@@ -3,8 +3,8 @@
  * of registered passes ("a,b,(c,d)": parentheses make a fixed-point group) and
  * --pipeline the whole optimization pipeline before printing; --stats then describes the
  * result and adds the pass time. --emitters prints, instead of the module text, one line per
- * fusion: its computation, the emitter the hero analysis chooses, the fusion compiler's
- * classification and the hero. */
+ * fusion: its computation, the emitter that runs it (kiln_codegen_choose_emitter, what the
+ * dispatcher itself calls), the fusion compiler's classification and the hero. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +36,8 @@ static void usage(FILE *f) {
           "  --pipeline     run the whole optimization pipeline before printing\n"
           "  --list-passes  print the registered passes and the pipeline's stages\n"
           "  --emitters     instead of the module text, print one line per fusion (after\n"
-          "                 the passes): computation, emitter, classification, hero\n"
+          "                 the passes): computation, the emitter that runs it,\n"
+          "                 classification, hero\n"
           "  --pass-times   print each pass's wall time (total over its runs), run count and\n"
           "                 time per instruction of the input, slowest first\n"
           "  --log-passes   print each pass that changed the module to stderr\n"
@@ -56,17 +57,19 @@ static void list_passes(FILE *out) {
   kiln_strbuf_free(&b);
 }
 
-/* One line per fusion computation of `m` (kiln_runner_collect_fusions): the hero analysis's emitter
- * and deciding hero, and the fusion compiler's classification. */
+/* One line per fusion computation of `m` (kiln_runner_collect_fusions): the emitter the
+ * dispatcher runs it with (kiln_codegen_choose_emitter), the fusion compiler's
+ * classification and the deciding hero (the hero analysis's, else the classification's). */
 static void print_emitters(const kiln_hlo_module_t *m, FILE *out) {
   const kiln_hlo_computation_t **cs = NULL;
   int n = 0;
   kiln_runner_collect_fusions(m, &cs, &n);
   for (int i = 0; i < n; i++) {
-    kiln_hero_analysis_t ha;
-    kiln_status s = kiln_hero_analyze(cs[i], &ha);
     const kiln_hlo_instruction_t *chero = NULL;
-    kiln_codegen_emitter_t kind = kiln_codegen_classify(cs[i], &chero);
+    kiln_codegen_emitter_t kind = kiln_codegen_classify(cs[i], &chero), chosen;
+    kiln_status s = kiln_codegen_choose_emitter(cs[i], &chosen);
+    kiln_hero_analysis_t ha;
+    if (!s) s = kiln_hero_analyze(cs[i], &ha);
     if (s) {
       fprintf(out, "fusion %s: emitter=? (%s) classify=%s\n", cs[i]->name, kiln_status_message(s),
               kiln_codegen_emitter_name(kind));
@@ -75,7 +78,7 @@ static void print_emitters(const kiln_hlo_module_t *m, FILE *out) {
     }
     const kiln_hlo_instruction_t *hero = ha.hero ? ha.hero : chero;
     fprintf(out, "fusion %s: emitter=%s classify=%s hero=%s\n", cs[i]->name,
-            kiln_hero_emitter_name(ha.emitter), kiln_codegen_emitter_name(kind),
+            kiln_codegen_emitter_name(chosen), kiln_codegen_emitter_name(kind),
             hero ? hero->name : "-");
   }
   kiln_free(cs);

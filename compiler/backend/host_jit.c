@@ -91,9 +91,9 @@ static void resolve_target(const kiln_host_jit_options_t *opts, host_target_t *t
   s = LLVMGetDefaultTargetTriple();
   t->triple = kiln_strdup(s);
   LLVMDisposeMessage(s);
-  const char *env_cpu = getenv("KILN_HOST_CPU"), *env_features = getenv("KILN_HOST_CPU_FEATURES");
-  if (opts->cpu || (env_cpu && *env_cpu)) {
-    t->cpu = kiln_strdup(opts->cpu ? opts->cpu : env_cpu);
+  const char *extra = opts->extra_features;
+  if (opts->cpu && opts->cpu[0]) {
+    t->cpu = kiln_strdup(opts->cpu);
   } else {
     s = LLVMGetHostCPUName();
     t->cpu = kiln_strdup(s);
@@ -104,16 +104,13 @@ static void resolve_target(const kiln_host_jit_options_t *opts, host_target_t *t
   } else {
     s = LLVMGetHostCPUFeatures();
     kiln_strbuf_t f = {0};
-    kiln_strbuf_printf(&f, "%s%s%s", s, env_features && *env_features ? "," : "",
-                       env_features ? env_features : "");
+    kiln_strbuf_printf(&f, "%s%s%s", s, extra && *extra ? "," : "", extra ? extra : "");
     t->features = kiln_strdup(kiln_strbuf_cstr(&f));
     kiln_strbuf_free(&f);
     LLVMDisposeMessage(s);
   }
-  const char *pipeline = opts->pipeline && opts->pipeline[0] ? opts->pipeline
-                         : getenv("KILN_HOST_LLVM_PIPELINE") && getenv("KILN_HOST_LLVM_PIPELINE")[0]
-                             ? getenv("KILN_HOST_LLVM_PIPELINE")
-                             : KILN_HOST_JIT_DEFAULT_PIPELINE;
+  const char *pipeline =
+      opts->pipeline && opts->pipeline[0] ? opts->pipeline : KILN_HOST_JIT_DEFAULT_PIPELINE;
   t->pipeline = kiln_strdup(pipeline);
 }
 

@@ -5,10 +5,11 @@
  * the host's own: CPU name and features come from LLVMGetHostCPUName/Features (AVX2 and
  * AVX-512 get used), and every module is optimized with LLVMRunPasses(pipeline, host TM)
  * before it is handed to the JIT — without the target machine nothing vectorizes.
- * For testing another x86 machine kind on this one, $KILN_HOST_CPU replaces the CPU name and
- * $KILN_HOST_CPU_FEATURES is appended to the features (LLVM's syntax; later entries win:
- * `-avx512f` gives an AVX2-only target) when the options leave them unset; both are read at
- * create.
+ * For testing another x86 machine kind on this one, options.cpu replaces the CPU name and
+ * options.extra_features is appended to the features (LLVM's syntax; later entries win:
+ * `-avx512f` gives an AVX2-only target); the edges (plugin/env_options.h: the plugin, kiln-run,
+ * the tools) fill them from $KILN_HOST_CPU and $KILN_HOST_CPU_FEATURES. This layer reads no
+ * environment.
  *
  * Modules should be built in kiln_host_jit_context(jit); a module from another context is
  * moved into it through bitcode (slower, but correct). The context is not thread-safe:
@@ -21,7 +22,7 @@
  * threads compile modules (each in its own LLVMContext) at once; the objects are then added.
  * Compiled objects are what the per-kernel cache stores (kernel_cache.h).
  *
- * Dumps (KILN_DUMP_TO or options.dump_dir): `<name>.90-llvm-input.ll`, `<name>.92-llvm-opt.ll`,
+ * Dumps (options.dump_dir): `<name>.90-llvm-input.ll`, `<name>.92-llvm-opt.ll`,
  * `<name>.93-host-asm.s` for each module added. */
 #ifndef KILN_COMPILER_BACKEND_HOST_JIT_H_
 #define KILN_COMPILER_BACKEND_HOST_JIT_H_
@@ -42,10 +43,13 @@ typedef struct kiln_host_jit kiln_host_jit_t;
 
 /* All fields optional (zeroed struct or NULL = defaults). */
 typedef struct kiln_host_jit_options {
-  const char *cpu;      /* NULL: LLVMGetHostCPUName() */
-  const char *features; /* NULL: LLVMGetHostCPUFeatures() */
-  const char *pipeline; /* NULL: $KILN_HOST_LLVM_PIPELINE, else KILN_HOST_JIT_DEFAULT_PIPELINE */
-  const char *dump_dir; /* NULL: $KILN_DUMP_TO */
+  /* Options only: the edges (plugin/env_options.h) fill them from KILN_HOST_CPU,
+   * KILN_HOST_CPU_FEATURES, KILN_HOST_LLVM_PIPELINE and KILN_DUMP_TO. */
+  const char *cpu;            /* NULL: LLVMGetHostCPUName() */
+  const char *features;       /* NULL: LLVMGetHostCPUFeatures() (with extra_features) */
+  const char *extra_features; /* appended to the host's features, e.g. "-avx512f" */
+  const char *pipeline;       /* NULL: KILN_HOST_JIT_DEFAULT_PIPELINE */
+  const char *dump_dir;       /* NULL: no dumps */
 } kiln_host_jit_options_t;
 
 typedef struct kiln_host_jit_stats {

@@ -91,9 +91,7 @@ kiln_status kiln_backend_emit_assembly(LLVMTargetMachineRef tm, LLVMModuleRef m,
 }
 
 const char *kiln_backend_dump_dir(const char *explicit_dir) {
-  if (explicit_dir && explicit_dir[0]) return explicit_dir;
-  const char *env = getenv("KILN_DUMP_TO");
-  return env && env[0] ? env : NULL;
+  return explicit_dir && explicit_dir[0] ? explicit_dir : NULL;
 }
 
 /* mkdir -p: creates every missing component of `path`. */

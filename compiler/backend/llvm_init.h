@@ -1,5 +1,5 @@
 /* One-time LLVM target initialization, plus the small helpers both backends share:
- * LLVM errors as kiln statuses, a monotonic clock, assembly emission, and KILN_DUMP_TO dumps.
+ * LLVM errors as kiln statuses, a monotonic clock, assembly emission, and dumps.
  *
  * Initialization is thread-safe (pthread_once) and idempotent; call it before creating a
  * target machine. The NVPTX and host backends call it themselves. */
@@ -30,8 +30,9 @@ kiln_status kiln_llvm_error_to_status(LLVMErrorRef err, kiln_status_code_t code,
 kiln_status kiln_backend_emit_assembly(LLVMTargetMachineRef tm, LLVMModuleRef m, bool clone_first,
                                        char **out, size_t *out_len);
 
-/* The dump directory: `explicit_dir` when non-NULL and non-empty, else $KILN_DUMP_TO, else
- * NULL (no dumps). Borrowed. */
+/* The dump directory: `explicit_dir` when non-NULL and non-empty, else NULL (no dumps).
+ * Options only: $KILN_DUMP_TO is read above this layer (codegen's compile options, the edges'
+ * plugin/env_options.h). Borrowed. */
 const char *kiln_backend_dump_dir(const char *explicit_dir);
 
 /* Backend dump stages. File names are `<dir>/<name>.<NN>-<stage>.<ext>`, NN increasing along

@@ -64,7 +64,7 @@ typedef struct kiln_nvptx_options {
   bool keep_module;      /* compile a clone, leaving the caller's module untouched */
   bool libdevice_eager;  /* parse all of libdevice instead of lazily (for measurements) */
   bool ftz;              /* nvvm-reflect-ftz value: flush f32 denormals in libdevice */
-  const char *dump_dir;  /* NULL: $KILN_DUMP_TO; no dumps when neither is set */
+  const char *dump_dir;  /* NULL or "": no dumps (callers pass $KILN_DUMP_TO) */
   const char *dump_name; /* file name stem for dumps; NULL: the module identifier */
 } kiln_nvptx_options_t;
 

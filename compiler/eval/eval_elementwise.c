@@ -176,21 +176,6 @@ static size_t class_bytes(kind_t k) {
   return k == K_F32 ? sizeof(float) : k == K_C128 ? 2 * sizeof(double) : 8;
 }
 
-/* Same rounding as numeric.c's bf16 helpers, inlined for the hot loops. */
-static inline float bf16_to_f32_fast(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static inline uint16_t f32_to_bf16_fast(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40);
-  u += 0x7FFFu + ((u >> 16) & 1);
-  return (uint16_t)(u >> 16);
-}
-
 /* True when literal storage of `t` is already its class representation. */
 static bool class_native(kiln_elem_type_t t) {
   return t == KILN_F32 || t == KILN_F64 || t == KILN_S64 || t == KILN_U64 || t == KILN_C64 ||
@@ -208,7 +193,7 @@ static void load_range(const kiln_literal_t *l, int64_t start, int64_t count, vo
       memcpy(f, src + 4 * start, 4 * (size_t)count);
     } else if (t == KILN_BF16) {
       const uint16_t *s = (const uint16_t *)src + start;
-      for (int64_t i = 0; i < count; i++) f[i] = bf16_to_f32_fast(s[i]);
+      for (int64_t i = 0; i < count; i++) f[i] = kiln_bf16_to_f32(s[i]);
     } else if (t == KILN_F16) {
       const uint16_t *s = (const uint16_t *)src + start;
       for (int64_t i = 0; i < count; i++) f[i] = kiln_f16_to_f32(s[i]);
@@ -281,7 +266,7 @@ static void store_range(kiln_literal_t *out, int64_t start, int64_t count, const
     const float *f = src;
     if (t == KILN_BF16) {
       uint16_t *d = (uint16_t *)dst + start;
-      for (int64_t i = 0; i < count; i++) d[i] = f32_to_bf16_fast(f[i]);
+      for (int64_t i = 0; i < count; i++) d[i] = kiln_f32_to_bf16(f[i]);
     } else if (t == KILN_F16) {
       uint16_t *d = (uint16_t *)dst + start;
       for (int64_t i = 0; i < count; i++) d[i] = kiln_f32_to_f16(f[i]);

@@ -239,25 +239,7 @@ double kiln_narrow_to_f64(kiln_elem_type_t t, uint32_t bits) {
   return NAN;
 }
 
-uint16_t kiln_f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-  /* Round to nearest even on the low 16 bits; a carry moves into the exponent and may
-   * reach inf, which is the right overflow. */
-  u += 0x7FFFu + ((u >> 16) & 1);
-  return (uint16_t)(u >> 16);
-}
-
-float kiln_bf16_to_f32(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 uint16_t kiln_f64_to_bf16(double d) { return (uint16_t)narrow_encode(format_of(KILN_BF16), d); }
-uint16_t kiln_f64_to_f16(double d) { return (uint16_t)narrow_encode(format_of(KILN_F16), d); }
-/* f32 -> f64 is exact, so this is still a single rounding. */
-uint16_t kiln_f32_to_f16(float f) { return kiln_f64_to_f16((double)f); }
-float kiln_f16_to_f32(uint16_t h) { return (float)narrow_decode(format_of(KILN_F16), h); }
+uint16_t kiln_f64_to_f16(double d) {
+  return (uint16_t)narrow_encode(format_of(KILN_F16), d);
+}

@@ -9,13 +9,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base/half.h" /* kiln_{f32,bf16,f16}_to_{bf16,f32,f16}: the f32 <-> 16-bit pairs */
 #include "compiler/hlo/shape.h"
 
-uint16_t kiln_f32_to_bf16(float f);
-float kiln_bf16_to_f32(uint16_t h);
 uint16_t kiln_f64_to_f16(double d);   /* rounds once, directly from f64 */
-uint16_t kiln_f32_to_f16(float f);
-float kiln_f16_to_f32(uint16_t h);
 uint16_t kiln_f64_to_bf16(double d);  /* rounds once, directly from f64 */
 
 /* For any real float type `t` with storage of at most 16 bits (f16, bf16, f8*, f4*). */

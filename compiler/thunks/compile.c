@@ -19,18 +19,13 @@
 #include "compiler/thunks/executable_cache.h"
 #include "runtime/command_buffer_thunk.h"
 
-/* The options with the environment read in (once per compilation). */
+/* The options with their defaults filled in. Options only: the edges read the environment
+ * (plugin/env_options.h). */
 static kiln_compile_options_t resolve_options(const kiln_compile_options_t *opts) {
   kiln_compile_options_t o;
   memset(&o, 0, sizeof(o));
   if (opts) o = *opts;
-  if (!o.emit.dump_dir) o.emit.dump_dir = getenv("KILN_DUMP_TO");
-  if (!o.command_buffer_min_run) {
-    const char *env = getenv("KILN_COMMAND_BUFFER_MIN_RUN");
-    o.command_buffer_min_run =
-        env && atoi(env) > 0 ? (size_t)atoi(env) : KILN_COMMAND_BUFFER_DEFAULT_MIN_RUN;
-  }
-  if (kiln_command_buffers_disabled_by_env()) o.no_command_buffers = true;
+  if (!o.command_buffer_min_run) o.command_buffer_min_run = KILN_COMMAND_BUFFER_DEFAULT_MIN_RUN;
   return o;
 }
 

@@ -6,9 +6,13 @@
  *   3. thunk emission (thunk_emitter.h): every fusion compiled for the target;
  *   4. command-buffer conversion: runs of at least `command_buffer_min_run` convertible
  *      thunks become command-buffer thunks (kiln_command_buffer_convert), unless
- *      `no_command_buffers` or $KILN_DISABLE_COMMAND_BUFFERS=1.
+ *      `no_command_buffers`.
  *
- * Dumps (KILN_DUMP_TO=dir or options.emit.dump_dir): the passes' HLO dumps, every kernel's
+ * Options only: the environment (KILN_DUMP_TO, KILN_COMMAND_BUFFER_MIN_RUN,
+ * KILN_DISABLE_COMMAND_BUFFERS, KILN_HOST_CPU*, KILN_HOST_LLVM_PIPELINE) is read at the edges,
+ * into these options (plugin/env_options.h: the plugin, kiln-run and the tools).
+ *
+ * Dumps (options.emit.dump_dir): the passes' HLO dumps, every kernel's
  * stages, and `<module>.96-buffer-assignment.txt`, `<module>.97-thunks.txt` (before
  * conversion), `<module>.98-command-buffers.txt` (after). */
 #ifndef KILN_COMPILER_THUNKS_COMPILE_H_
@@ -30,8 +34,7 @@
 typedef struct kiln_compile_options {
   kiln_thunk_emit_options_t emit;
   const kiln_pass_options_t *passes; /* NULL: defaults */
-  size_t command_buffer_min_run;     /* 0: $KILN_COMMAND_BUFFER_MIN_RUN, else
-                                        KILN_COMMAND_BUFFER_DEFAULT_MIN_RUN */
+  size_t command_buffer_min_run;     /* 0: KILN_COMMAND_BUFFER_DEFAULT_MIN_RUN */
   bool no_command_buffers;
   /* The whole-executable cache (executable_cache.h): kiln_compile_module looks the module up
    * here before the passes and stores what it compiles. NULL or "": off. Also off while

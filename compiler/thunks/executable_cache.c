@@ -130,12 +130,14 @@ kiln_status kiln_executable_cache_key(const kiln_hlo_module_t *m, const kiln_com
   kiln_hash_word(&h, (uint64_t)po.max_fixed_point_iterations);
   kiln_hash_word(&h, po.no_gemm_library);
   kiln_hash_word(&h, po.gemm_f32_f64_only);
+  /* What the layers below still read from the environment (codegen, the passes, the CUDA
+   * toolkit search; README, Limitations) changes the code too. */
   static const char *const kEnv[] = {"KILN_ALLOW_EXCESS_PRECISION", "XLA_FLAGS",
                                      "KILN_GEMM_LIBRARY", "KILN_CUDA_DIR"};
   for (size_t i = 0; i < sizeof(kEnv) / sizeof(kEnv[0]); i++) hash_str(&h, getenv(kEnv[i]));
   if (e->target == KILN_TARGET_HOST) {
     kiln_strbuf_t t = {0};
-    kiln_host_jit_target_id(NULL, &t); /* reads KILN_HOST_CPU, _FEATURES, _LLVM_PIPELINE */
+    kiln_host_jit_target_id(&e->host_jit, &t); /* triple, CPU, features, pipeline */
     kiln_hash_field(&h, t.data ? t.data : "", t.len);
     kiln_strbuf_free(&t);
   }

@@ -14,9 +14,9 @@
  * kiln_executable_cache_key: the module's canonical text as
  * given to the compiler (before any pass), the options that change the code (target, arch,
  * rng seed, while bound, strict precision, command-buffer settings, the pass options), the
- * environment variables the compiler reads for code (KILN_DISABLE_PASSES, KILN_GEMM_LIBRARY,
- * KILN_ALLOW_EXCESS_PRECISION, XLA_FLAGS, KILN_HOST_CPU, KILN_HOST_CPU_FEATURES,
- * KILN_HOST_LLVM_PIPELINE), the host JIT's triple, CPU, features and pipeline, and kiln's
+ * environment variables the layers below still read for code (KILN_DISABLE_PASSES,
+ * KILN_GEMM_LIBRARY, KILN_ALLOW_EXCESS_PRECISION, XLA_FLAGS, KILN_CUDA_DIR), the host JIT's
+ * triple, CPU, features and pipeline (options.emit.host_jit), and kiln's
  * version; base/disk_cache.c mixes in the build's identity. An entry that cannot be read
  * (corrupt, truncated, another version, a custom call whose handler is gone) is a miss: the
  * module is compiled and the entry rewritten.

@@ -826,15 +826,14 @@ kiln_status kiln_thunk_emit_module(const kiln_hlo_module_t *m, const kiln_buffer
   E.m = m;
   E.ba = ba;
   if (opts) E.opts = *opts;
-  if (!E.opts.dump_dir) E.opts.dump_dir = getenv("KILN_DUMP_TO");
   E.stats = stats ? stats : &local;
   memset(E.stats, 0, sizeof(*E.stats));
   E.d = kiln_executable_desc_create(m->name);
   kiln_ptrmap_init(&E.constants);
   kiln_status s = NULL;
   if (E.opts.target == KILN_TARGET_HOST) {
-    kiln_host_jit_options_t jo = {0};
-    jo.dump_dir = E.opts.dump_dir;
+    kiln_host_jit_options_t jo = E.opts.host_jit;
+    if (!jo.dump_dir) jo.dump_dir = E.opts.dump_dir;
     s = kiln_host_jit_create(&jo, &E.jit);
     if (!s) {
       E.d->keepalive = E.jit;

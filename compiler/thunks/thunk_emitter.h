@@ -56,6 +56,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "compiler/backend/host_jit.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/passes/buffer_assignment.h"
 #include "ffi/ffi_registry.h"
@@ -69,7 +70,7 @@ typedef enum kiln_compile_target {
 typedef struct kiln_thunk_emit_options {
   kiln_compile_target_t target;
   const char *arch;             /* CUDA: "sm_90" when NULL */
-  const char *dump_dir;         /* NULL: $KILN_DUMP_TO */
+  const char *dump_dir;         /* NULL: no dumps (the edges pass $KILN_DUMP_TO) */
   int64_t max_while_iterations; /* 0: unbounded */
   uint64_t rng_seed;            /* rng-get-and-update-state starts at XLA's initial value + this */
   bool strict_precision;        /* round every bf16 op (kiln_codegen_compile_options_t) */
@@ -86,6 +87,8 @@ typedef struct kiln_thunk_emit_options {
    * >= 1, or 0: the module's (kiln_eval_spmd_world_size: replica_count, num_partitions and
    * the ids its groups name). */
   int num_replicas, num_partitions;
+  /* Host: the JIT's CPU, features and LLVM pipeline (dump_dir: this struct's dump_dir). */
+  kiln_host_jit_options_t host_jit;
 } kiln_thunk_emit_options_t;
 
 typedef struct kiln_thunk_emit_stats {

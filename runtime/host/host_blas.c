@@ -32,7 +32,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
-#include "runtime/half.h"
+#include "base/half.h"
 #include "runtime/host/host_device.h"
 
 enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };

@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "compiler/thunks/compile.h"
 #include "runtime/buffer.h"
+#include "plugin/env_options.h"
 
 kiln_status kiln_bench_module_load(kiln_device_t *dev, const char *text, bool elemental,
                                    int num_params, const uint64_t *sizes,
@@ -24,6 +25,7 @@ kiln_status kiln_bench_module_load(kiln_device_t *dev, const char *text, bool el
   kiln_compile_options_t co;
   memset(&co, 0, sizeof co);
   co.emit.target = KILN_TARGET_HOST;
+  kiln_pjrt_compile_options_from_env(&co);
   kiln_executable_desc_t *d = NULL;
   kiln_compile_stats_t cs;
   kiln_status st = kiln_compile_module(m, &co, &d, &cs);

@@ -17,6 +17,7 @@
 #include "runtime/executable.h"
 #include "runtime/spmd.h"
 #include "tools/common/run_report.h"
+#include "plugin/env_options.h"
 
 /* A fresh copy of `m` (the compiler rewrites its input), through the canonical text. */
 static kiln_status clone_module(const kiln_hlo_module_t *m, kiln_hlo_module_t **out) {
@@ -131,6 +132,7 @@ static kiln_status compile_load(const kiln_hlo_module_t *m, const kiln_device_ru
   co.emit.num_partitions = num_partitions;
   co.no_command_buffers = opts->no_command_buffers;
   co.emit.strict_precision = opts->strict_precision;
+  kiln_pjrt_compile_options_from_env(&co); /* the edge: KILN_DUMP_TO, command buffers, host JIT */
   kiln_executable_desc_t *d = NULL;
   kiln_status s = kiln_compile_module(cm, &co, &d, &rep->compile);
   if (!s && opts->serialize_round_trip) {

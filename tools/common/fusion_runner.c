@@ -103,7 +103,13 @@ kiln_status kiln_runner_check(const kiln_hlo_computation_t *c, const kiln_runner
     opts = &dflt;
   }
   memset(rep, 0, sizeof(*rep));
-  rep->emitter = kiln_codegen_classify(c, NULL);
+  /* The emitter that runs the fusion, as the dispatcher picks it (not only the
+   * classification: a reduce hero with roots the reduction emitter cannot take runs loop). */
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_codegen_choose_emitter(c, &rep->emitter));
+  /* Elements that sum many terms (a reduce hero, whichever emitter runs it) may add them in
+   * another order than the evaluator. */
+  bool sums = rep->emitter == KILN_CODEGEN_EMITTER_REDUCTION ||
+              kiln_codegen_classify(c, NULL) == KILN_CODEGEN_EMITTER_REDUCTION;
   kiln_codegen_compile_options_t co = opts->compile;
   char kname[160];
   if (!co.kernel_name) {
@@ -241,7 +247,7 @@ kiln_status kiln_runner_check(const kiln_hlo_computation_t *c, const kiln_runner
       kiln_elem_type_t wt = want->shape->type;
       kiln_tolerance_t tol = kiln_compare_kernel_tolerance(wt);
       if (opts->max_ulp >= 0) tol.max_ulp = opts->max_ulp;
-      if (rep->emitter == KILN_CODEGEN_EMITTER_REDUCTION)
+      if (sums)
         tol.atol =
             kiln_compare_summation_atol(wt, summed_terms(c, want), kiln_compare_magnitude(want));
       if (tol0 < 0) tol0 = tol.max_ulp;

@@ -36,7 +36,7 @@ typedef struct kiln_runner_options {
 void kiln_runner_options_init(kiln_runner_options_t *o);
 
 typedef struct kiln_runner_report {
-  kiln_codegen_emitter_t emitter;
+  kiln_codegen_emitter_t emitter; /* the one that ran it (kiln_codegen_choose_emitter) */
   kiln_launch_grid_t grid;
   int num_outputs;
   int64_t elements;   /* output elements compared */

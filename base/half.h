@@ -1,8 +1,9 @@
-/* bf16 and f16 <-> f32 for the runtime's host code (the host gemm's conversions, the
- * collectives' reductions): round to nearest even, NaN stays NaN (quieted), overflow to inf.
- * The same results as compiler/hlo/numeric.h's conversions, which the runtime may not use. */
-#ifndef KILN_RUNTIME_HALF_H_
-#define KILN_RUNTIME_HALF_H_
+/* bf16 and f16 <-> f32, the one copy for every layer (HLO literals and the evaluator through
+ * compiler/hlo/numeric.h, the runtime's host gemm and collectives directly): round to nearest
+ * even, NaN stays NaN (quieted), overflow to inf, f16 subnormals kept. test_numeric checks
+ * them against the generic narrow-format path (kiln_narrow_from_f64) on every tie. */
+#ifndef KILN_BASE_HALF_H_
+#define KILN_BASE_HALF_H_
 
 #include <math.h>
 #include <stdint.h>
@@ -27,7 +28,7 @@ static inline float kiln_f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
   uint32_t u;
   if (exp == 0x1f) {
-    u = sign | 0x7f800000u | (man << 13); /* inf / NaN */
+    u = sign | 0x7f800000u | (man << 13) | (man ? 0x400000u : 0); /* inf / NaN (quieted) */
   } else if (exp != 0) {
     u = sign | ((exp + 112) << 23) | (man << 13);
   } else {
@@ -57,4 +58,4 @@ static inline uint16_t kiln_f32_to_f16(float f) {
   return (uint16_t)(sign | ((r - 0x38000000u) >> 13));
 }
 
-#endif /* KILN_RUNTIME_HALF_H_ */
+#endif /* KILN_BASE_HALF_H_ */
