@@ -13,7 +13,16 @@
  * RESOURCE_EXHAUSTED (kiln_try_*, the parser's bounded arena, arena blocks over the 1 MiB
  * chunk: literals, arguments); the compiler's own bookkeeping (kiln_malloc and its kind,
  * chunks of unbounded arenas: IR, kernel IR, analyses) aborts with a message on exhaustion,
- * by design, and is not swept. */
+ * by design, and is not swept.
+ *
+ * The same sweep through the PJRT plugin API (GetPjrtApi(), the table linked into this test so
+ * that the injection reaches it): PJRT_Client_Create, then PJRT_Client_Compile,
+ * PJRT_Client_BufferFromHostBuffer, PJRT_LoadedExecutable_Execute and PJRT_Buffer_ToHostBuffer
+ * of a module (tools/common/pjrt_run.h, the way a framework drives the plugin), the N-th
+ * fallible allocation refused: every failure must come back as a PJRT error with a code and a
+ * message, leak nothing, and leave the client (when it was made) usable: the module then
+ * compiles and runs through it and matches the evaluator. The disk cache is off
+ * (KILN_CACHE_DIR=""), so every run compiles. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -36,6 +45,10 @@
 #include "tools/common/device_run.h"
 #include "tools/common/fake_args.h"
 #include "tools/common/hlo_file.h"
+#include "tools/common/pjrt_run.h"
+
+/* The plugin's table, linked into this test (kiln_core holds the plugin layer). */
+const PJRT_Api *GetPjrtApi(void);
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -112,8 +125,10 @@ static int child(const char *text, size_t len, int64_t nth, int count_fd) {
   return rc;
 }
 
-/* Runs child() in a fork; its exit status (or 128 + signal). */
-static int in_child(const char *text, size_t len, int64_t nth, int64_t *count) {
+typedef int (*child_fn)(const char *text, size_t len, int64_t nth, int count_fd);
+
+/* Runs `fn` in a fork; its exit status (or 128 + signal). */
+static int in_child_with(child_fn fn, const char *text, size_t len, int64_t nth, int64_t *count) {
   int fds[2];
   if (pipe(fds) != 0) return -1;
   fflush(NULL);
@@ -126,7 +141,7 @@ static int in_child(const char *text, size_t len, int64_t nth, int64_t *count) {
     signal(SIGABRT, SIG_DFL);
     signal(SIGILL, SIG_DFL);
     close(fds[0]);
-    int rc = child(text, len, nth, fds[1]);
+    int rc = fn(text, len, nth, fds[1]);
     close(fds[1]);
     fflush(NULL);
     exit(rc);
@@ -139,6 +154,10 @@ static int in_child(const char *text, size_t len, int64_t nth, int64_t *count) {
   waitpid(pid, &st, 0);
   if (count) *count = c;
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int in_child(const char *text, size_t len, int64_t nth, int64_t *count) {
+  return in_child_with(child, text, len, nth, count);
 }
 
 static void test_every_allocation_failure_is_handled(void **state) {
@@ -206,9 +225,136 @@ static void test_every_allocation_failure_is_handled(void **state) {
   assert_int_equal(failures, 0);
 }
 
+/* Compiles and runs `m` through the plugin client of *r (opened first when NULL) with fake
+ * arguments made before; with `check`, compares with the evaluator. */
+static kiln_status plugin_run(kiln_pjrt_runner_t **r, const kiln_hlo_module_t *m,
+                              kiln_literal_t **args, int n, bool check) {
+  kiln_status s = NULL;
+  if (!*r) {
+    kiln_pjrt_runner_options_t ro;
+    memset(&ro, 0, sizeof ro);
+    ro.platform = "cpu";
+    ro.api = GetPjrtApi();
+    s = kiln_pjrt_runner_open(&ro, r);
+  }
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t *got = NULL, *want = NULL;
+  kiln_pjrt_run_report_t rep;
+  if (!s) s = kiln_pjrt_run_module(*r, m, args, n, NULL, &arena, &got, &rep);
+  if (!s && check) {
+    kiln_eval_options_t eo = {0};
+    s = kiln_eval_module(m, &eo, n, args, &arena, &want);
+    kiln_compare_report_t cr;
+    if (!s && !kiln_compare_literals(want, got, NULL, &cr))
+      s = KILN_ERR_INTERNAL("differs from the evaluator after an allocation failure: %s", cr.first);
+  }
+  kiln_arena_destroy(&arena);
+  return s;
+}
+
+/* The child's job for failure point `nth` through the plugin (0: none, count only): the
+ * module is parsed and its arguments made before the injection starts, so only the plugin's
+ * allocations count. Exit codes as child(). */
+static int plugin_child(const char *text, size_t len, int64_t nth, int count_fd) {
+  kiln_hlo_module_t *m = NULL;
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t **args = NULL;
+  int n = 0;
+  kiln_status s = kiln_hlo_parse_module(text, len, NULL, &m);
+  if (!s) s = kiln_fake_args_make(m, NULL, &arena, &args, &n);
+  if (s) {
+    fprintf(stderr, "  %s\n", kiln_status_message(s));
+    kiln_status_free(s);
+    kiln_hlo_module_destroy(m);
+    kiln_arena_destroy(&arena);
+    return 5;
+  }
+  kiln_pjrt_runner_t *r = NULL;
+  kiln_alloc_fail_nth(nth ? nth : INT64_MAX);
+  s = plugin_run(&r, m, args, n, false);
+  int64_t count = kiln_alloc_fallible_count();
+  kiln_alloc_fail_nth(0);
+  int rc = 0;
+  if (s && (!kiln_status_message(s)[0] || kiln_status_code(s) == KILN_OK)) rc = 2;
+  if (nth) /* the error a framework sees (or none: a refusal with a fallback) */
+    printf("    point %lld: %s\n", (long long)nth, s ? kiln_status_message(s) : "succeeded");
+  kiln_status_free(s);
+  if (count_fd >= 0 && write(count_fd, &count, sizeof count) != (ssize_t)sizeof count) rc = 4;
+  /* Usable after: the client made before the failure (or a new one), then a clean run. */
+  s = plugin_run(&r, m, args, n, true);
+  if (s) {
+    fprintf(stderr, "  after failing allocation %lld through the plugin: %s\n", (long long)nth,
+            kiln_status_message(s));
+    rc = rc ? rc : 3;
+  }
+  kiln_status_free(s);
+  kiln_pjrt_runner_close(r);
+  kiln_hlo_module_destroy(m);
+  kiln_arena_destroy(&arena);
+  return rc;
+}
+
+/* The modules of the plugin sweep: small ones (each point compiles the module again). */
+static const char *const kPluginModules[] = {
+    "xla/xla__backends__cpu__lite_aot__tests__hlos__multiple_outputs.hlo",
+    "xla/xla__tools__tests__data__cholesky.hlo",
+};
+#define NUM_PLUGIN_MODULES (int)(sizeof kPluginModules / sizeof kPluginModules[0])
+
+static void test_every_allocation_failure_through_the_plugin_is_handled(void **state) {
+  (void)state;
+  setenv("KILN_CACHE_DIR", "", 1);
+  const char *env = getenv("KILN_ALLOC_SWEEP_STRIDE");
+  int64_t fixed_stride = env ? atoll(env) : 0;
+  int points_per_module = UNDER_ASAN ? 2 : 6;
+  int64_t total_points = 0, swept = 0, failures = 0;
+  for (int i = 0; i < NUM_PLUGIN_MODULES; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), kPluginModules[i]);
+    kiln_hlo_file_t *f = NULL;
+    kiln_status s = kiln_hlo_file_load(path, &f);
+    if (s) {
+      kiln_status_free(s);
+      KILN_SKIP("corpus module %s is absent", path);
+    }
+    int64_t k = 0;
+    int rc = in_child_with(plugin_child, f->text, f->len, 0, &k);
+    assert_int_equal(rc, 0);
+    assert_true(k > 0); /* the plugin's allocations of user-sized data are fallible */
+    int64_t stride =
+        fixed_stride > 0 ? fixed_stride : (k + points_per_module - 1) / points_per_module;
+    int64_t here = 0, bad = 0;
+    for (int64_t n = 1 + (stride > 1 ? (int64_t)(i % stride) : 0); n <= k; n += stride) {
+      rc = in_child_with(plugin_child, f->text, f->len, n, NULL);
+      here++;
+      if (rc != 0) {
+        bad++;
+        printf("  %s: failing fallible allocation %lld of %lld through the plugin: child exit %d\n",
+               kPluginModules[i], (long long)n, (long long)k, rc);
+      }
+    }
+    printf(
+        "%s through the plugin: %lld fallible allocations, %lld failure points swept (stride "
+        "%lld), %lld not handled\n",
+        kPluginModules[i], (long long)k, (long long)here, (long long)stride, (long long)bad);
+    total_points += k;
+    swept += here;
+    failures += bad;
+    kiln_hlo_file_free(f);
+  }
+  printf(
+      "plugin allocation-failure sweep: %lld fallible allocations over %d modules, %lld swept, "
+      "%lld not handled\n",
+      (long long)total_points, NUM_PLUGIN_MODULES, (long long)swept, (long long)failures);
+  assert_int_equal(failures, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_allocation_failure_is_handled),
+      cmocka_unit_test(test_every_allocation_failure_through_the_plugin_is_handled),
   };
   return kiln_run_tests(tests, NULL, NULL);
 }
