@@ -70,12 +70,24 @@ static const char *const kModules[] = {
 };
 #define NUM_MODULES (int)(sizeof kModules / sizeof kModules[0])
 
+/* Whether `got`, the result of `m` on `args`, is the evaluator's. */
+static kiln_status matches_evaluator(const kiln_hlo_module_t *m, kiln_literal_t **args, int n,
+                                     const kiln_literal_t *got, kiln_arena_t *arena) {
+  kiln_literal_t *want = NULL;
+  kiln_eval_options_t eo = {0};
+  kiln_status s = kiln_eval_module(m, &eo, n, args, arena, &want);
+  kiln_compare_report_t cr;
+  if (!s && !kiln_compare_literals(want, got, NULL, &cr))
+    s = KILN_ERR_INTERNAL("differs from the evaluator after an allocation failure: %s", cr.first);
+  return s;
+}
+
 /* Compiles and runs `m` on `dev` with fake arguments; with `check`, compares with the
  * evaluator. */
 static kiln_status run_module(kiln_device_t *dev, const kiln_hlo_module_t *m, bool check) {
   kiln_arena_t arena;
   kiln_arena_init(&arena);
-  kiln_literal_t **args = NULL, *got = NULL, *want = NULL;
+  kiln_literal_t **args = NULL, *got = NULL;
   int n = 0;
   kiln_status s = kiln_fake_args_make(m, NULL, &arena, &args, &n);
   kiln_device_run_options_t o;
@@ -83,13 +95,7 @@ static kiln_status run_module(kiln_device_t *dev, const kiln_hlo_module_t *m, bo
   o.device = dev;
   kiln_device_run_report_t rep;
   if (!s) s = kiln_device_run_module(m, args, n, &o, &arena, &got, &rep);
-  if (!s && check) {
-    kiln_eval_options_t eo = {0};
-    s = kiln_eval_module(m, &eo, n, args, &arena, &want);
-    kiln_compare_report_t cr;
-    if (!s && !kiln_compare_literals(want, got, NULL, &cr))
-      s = KILN_ERR_INTERNAL("differs from the evaluator after an allocation failure: %s", cr.first);
-  }
+  if (!s && check) s = matches_evaluator(m, args, n, got, &arena);
   kiln_arena_destroy(&arena);
   return s;
 }
@@ -156,8 +162,45 @@ static int in_child_with(child_fn fn, const char *text, size_t len, int64_t nth,
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static int in_child(const char *text, size_t len, int64_t nth, int64_t *count) {
-  return in_child_with(child, text, len, nth, count);
+typedef struct sweep {
+  int64_t counted, points, swept, failures;
+} sweep_t;
+
+/* Sweeps the failure points of corpus module `name` (the `i`-th of its test) with `fn` in
+ * children: counts them in a clean run, then fails every `stride`-th (odd offsets so that a
+ * strided sweep still reaches the last points) and prints what was not handled. */
+static void sweep_module(child_fn fn, const char *name, const char *how, int i,
+                         int64_t fixed_stride, int points_per_module, sweep_t *out) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), name);
+  kiln_hlo_file_t *f = NULL;
+  kiln_status s = kiln_hlo_file_load(path, &f);
+  if (s) {
+    kiln_status_free(s);
+    KILN_SKIP("corpus module %s is absent", path);
+  }
+  int64_t k = 0;
+  int rc = in_child_with(fn, f->text, f->len, 0, &k);
+  assert_int_equal(rc, 0);
+  out->counted = k;
+  if (k == 0) k = 1; /* none counted: still fail the first, which must be harmless */
+  int64_t stride =
+      fixed_stride > 0 ? fixed_stride : (k + points_per_module - 1) / points_per_module;
+  for (int64_t n = 1 + (stride > 1 ? (int64_t)(i % stride) : 0); n <= k; n += stride) {
+    rc = in_child_with(fn, f->text, f->len, n, NULL);
+    out->swept++;
+    if (rc != 0) {
+      out->failures++;
+      printf("  %s: failing fallible allocation %lld of %lld%s: child exit %d\n", name,
+             (long long)n, (long long)k, how, rc);
+    }
+  }
+  printf(
+      "%s%s: %lld fallible allocations, %lld failure points swept (stride %lld), %lld not "
+      "handled\n",
+      name, how, (long long)k, (long long)out->swept, (long long)stride, (long long)out->failures);
+  out->points = k;
+  kiln_hlo_file_free(f);
 }
 
 static void test_every_allocation_failure_is_handled(void **state) {
@@ -183,39 +226,11 @@ static void test_every_allocation_failure_is_handled(void **state) {
    * every child) are left to the normal build. */
   int first = UNDER_ASAN ? 3 : 0;
   for (int i = first; i < NUM_MODULES; i++) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), kModules[i]);
-    kiln_hlo_file_t *f = NULL;
-    kiln_status s = kiln_hlo_file_load(path, &f);
-    if (s) {
-      kiln_status_free(s);
-      KILN_SKIP("corpus module %s is absent", path);
-    }
-    int64_t k = 0;
-    int rc = in_child(f->text, f->len, 0, &k);
-    assert_int_equal(rc, 0);
-    if (k == 0) k = 1; /* none counted: still fail the first, which must be harmless */
-    int64_t stride =
-        fixed_stride > 0 ? fixed_stride : (k + points_per_module - 1) / points_per_module;
-    int64_t here = 0, bad = 0;
-    /* Odd offsets so that a strided sweep still reaches the last points. */
-    for (int64_t n = 1 + (stride > 1 ? (int64_t)(i % stride) : 0); n <= k; n += stride) {
-      rc = in_child(f->text, f->len, n, NULL);
-      here++;
-      if (rc != 0) {
-        bad++;
-        printf("  %s: failing fallible allocation %lld of %lld: child exit %d\n", kModules[i],
-               (long long)n, (long long)k, rc);
-      }
-    }
-    printf(
-        "%s: %lld fallible allocations, %lld failure points swept (stride %lld), %lld not "
-        "handled\n",
-        kModules[i], (long long)k, (long long)here, (long long)stride, (long long)bad);
-    total_points += k;
-    swept += here;
-    failures += bad;
-    kiln_hlo_file_free(f);
+    sweep_t sw = {0};
+    sweep_module(child, kModules[i], "", i, fixed_stride, points_per_module, &sw);
+    total_points += sw.points;
+    swept += sw.swept;
+    failures += sw.failures;
   }
   printf(
       "allocation-failure sweep: %lld fallible allocations over %d modules, %lld swept, %lld not "
@@ -239,16 +254,10 @@ static kiln_status plugin_run(kiln_pjrt_runner_t **r, const kiln_hlo_module_t *m
   }
   kiln_arena_t arena;
   kiln_arena_init(&arena);
-  kiln_literal_t *got = NULL, *want = NULL;
+  kiln_literal_t *got = NULL;
   kiln_pjrt_run_report_t rep;
   if (!s) s = kiln_pjrt_run_module(*r, m, args, n, NULL, &arena, &got, &rep);
-  if (!s && check) {
-    kiln_eval_options_t eo = {0};
-    s = kiln_eval_module(m, &eo, n, args, &arena, &want);
-    kiln_compare_report_t cr;
-    if (!s && !kiln_compare_literals(want, got, NULL, &cr))
-      s = KILN_ERR_INTERNAL("differs from the evaluator after an allocation failure: %s", cr.first);
-  }
+  if (!s && check) s = matches_evaluator(m, args, n, got, &arena);
   kiln_arena_destroy(&arena);
   return s;
 }
@@ -311,38 +320,14 @@ static void test_every_allocation_failure_through_the_plugin_is_handled(void **s
   int points_per_module = UNDER_ASAN ? 2 : 6;
   int64_t total_points = 0, swept = 0, failures = 0;
   for (int i = 0; i < NUM_PLUGIN_MODULES; i++) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), kPluginModules[i]);
-    kiln_hlo_file_t *f = NULL;
-    kiln_status s = kiln_hlo_file_load(path, &f);
-    if (s) {
-      kiln_status_free(s);
-      KILN_SKIP("corpus module %s is absent", path);
-    }
-    int64_t k = 0;
-    int rc = in_child_with(plugin_child, f->text, f->len, 0, &k);
-    assert_int_equal(rc, 0);
-    assert_true(k > 0); /* the plugin's allocations of user-sized data are fallible */
-    int64_t stride =
-        fixed_stride > 0 ? fixed_stride : (k + points_per_module - 1) / points_per_module;
-    int64_t here = 0, bad = 0;
-    for (int64_t n = 1 + (stride > 1 ? (int64_t)(i % stride) : 0); n <= k; n += stride) {
-      rc = in_child_with(plugin_child, f->text, f->len, n, NULL);
-      here++;
-      if (rc != 0) {
-        bad++;
-        printf("  %s: failing fallible allocation %lld of %lld through the plugin: child exit %d\n",
-               kPluginModules[i], (long long)n, (long long)k, rc);
-      }
-    }
-    printf(
-        "%s through the plugin: %lld fallible allocations, %lld failure points swept (stride "
-        "%lld), %lld not handled\n",
-        kPluginModules[i], (long long)k, (long long)here, (long long)stride, (long long)bad);
-    total_points += k;
-    swept += here;
-    failures += bad;
-    kiln_hlo_file_free(f);
+    sweep_t sw = {0};
+    sweep_module(plugin_child, kPluginModules[i], " through the plugin", i, fixed_stride,
+                 points_per_module, &sw);
+    /* The plugin's allocations of user-sized data (programs, device buffers) are fallible. */
+    assert_true(sw.counted > 0);
+    total_points += sw.points;
+    swept += sw.swept;
+    failures += sw.failures;
   }
   printf(
       "plugin allocation-failure sweep: %lld fallible allocations over %d modules, %lld swept, "
