@@ -48,6 +48,10 @@ static bool injected_failure(void) {
   return nth && atomic_fetch_add(&g_fallible, 1) + 1 == nth;
 }
 
+bool kiln_alloc_injected_failure(void) {
+  return injected_failure();
+}
+
 void *kiln_try_malloc(size_t n) {
   if (injected_failure()) return NULL;
   return g_alloc.realloc_fn(g_alloc.ctx, NULL, n ? n : 1);

@@ -6,6 +6,7 @@
 #ifndef KILN_BASE_ALLOC_H_
 #define KILN_BASE_ALLOC_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,10 @@ void kiln_allocator_set(const kiln_allocator_t *a);
 void kiln_alloc_fail_nth(int64_t n);
 /* Fallible allocations counted since the last kiln_alloc_fail_nth. */
 int64_t kiln_alloc_fallible_count(void);
+/* Counts a fallible allocation made outside kiln_try_* (the host device's aligned buffers:
+ * user-sized device memory) and says whether the injection refuses it: the caller then
+ * fails as if the allocator had returned NULL. */
+bool kiln_alloc_injected_failure(void);
 
 void *kiln_try_malloc(size_t n);
 void *kiln_try_realloc(void *p, size_t n);

@@ -13,7 +13,16 @@
  * RESOURCE_EXHAUSTED (kiln_try_*, the parser's bounded arena, arena blocks over the 1 MiB
  * chunk: literals, arguments); the compiler's own bookkeeping (kiln_malloc and its kind,
  * chunks of unbounded arenas: IR, kernel IR, analyses) aborts with a message on exhaustion,
- * by design, and is not swept. */
+ * by design, and is not swept.
+ *
+ * The same sweep through the PJRT plugin API (GetPjrtApi(), the table linked into this test so
+ * that the injection reaches it): PJRT_Client_Create, then PJRT_Client_Compile,
+ * PJRT_Client_BufferFromHostBuffer, PJRT_LoadedExecutable_Execute and PJRT_Buffer_ToHostBuffer
+ * of a module (tools/common/pjrt_run.h, the way a framework drives the plugin), the N-th
+ * fallible allocation refused: every failure must come back as a PJRT error with a code and a
+ * message, leak nothing, and leave the client (when it was made) usable: the module then
+ * compiles and runs through it and matches the evaluator. The disk cache is off
+ * (KILN_CACHE_DIR=""), so every run compiles. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -36,6 +45,10 @@
 #include "tools/common/device_run.h"
 #include "tools/common/fake_args.h"
 #include "tools/common/hlo_file.h"
+#include "tools/common/pjrt_run.h"
+
+/* The plugin's table, linked into this test (kiln_core holds the plugin layer). */
+const PJRT_Api *GetPjrtApi(void);
 
 #if defined(__SANITIZE_ADDRESS__)
 #define UNDER_ASAN 1
@@ -57,12 +70,24 @@ static const char *const kModules[] = {
 };
 #define NUM_MODULES (int)(sizeof kModules / sizeof kModules[0])
 
+/* Whether `got`, the result of `m` on `args`, is the evaluator's. */
+static kiln_status matches_evaluator(const kiln_hlo_module_t *m, kiln_literal_t **args, int n,
+                                     const kiln_literal_t *got, kiln_arena_t *arena) {
+  kiln_literal_t *want = NULL;
+  kiln_eval_options_t eo = {0};
+  kiln_status s = kiln_eval_module(m, &eo, n, args, arena, &want);
+  kiln_compare_report_t cr;
+  if (!s && !kiln_compare_literals(want, got, NULL, &cr))
+    s = KILN_ERR_INTERNAL("differs from the evaluator after an allocation failure: %s", cr.first);
+  return s;
+}
+
 /* Compiles and runs `m` on `dev` with fake arguments; with `check`, compares with the
  * evaluator. */
 static kiln_status run_module(kiln_device_t *dev, const kiln_hlo_module_t *m, bool check) {
   kiln_arena_t arena;
   kiln_arena_init(&arena);
-  kiln_literal_t **args = NULL, *got = NULL, *want = NULL;
+  kiln_literal_t **args = NULL, *got = NULL;
   int n = 0;
   kiln_status s = kiln_fake_args_make(m, NULL, &arena, &args, &n);
   kiln_device_run_options_t o;
@@ -70,13 +95,7 @@ static kiln_status run_module(kiln_device_t *dev, const kiln_hlo_module_t *m, bo
   o.device = dev;
   kiln_device_run_report_t rep;
   if (!s) s = kiln_device_run_module(m, args, n, &o, &arena, &got, &rep);
-  if (!s && check) {
-    kiln_eval_options_t eo = {0};
-    s = kiln_eval_module(m, &eo, n, args, &arena, &want);
-    kiln_compare_report_t cr;
-    if (!s && !kiln_compare_literals(want, got, NULL, &cr))
-      s = KILN_ERR_INTERNAL("differs from the evaluator after an allocation failure: %s", cr.first);
-  }
+  if (!s && check) s = matches_evaluator(m, args, n, got, &arena);
   kiln_arena_destroy(&arena);
   return s;
 }
@@ -112,8 +131,10 @@ static int child(const char *text, size_t len, int64_t nth, int count_fd) {
   return rc;
 }
 
-/* Runs child() in a fork; its exit status (or 128 + signal). */
-static int in_child(const char *text, size_t len, int64_t nth, int64_t *count) {
+typedef int (*child_fn)(const char *text, size_t len, int64_t nth, int count_fd);
+
+/* Runs `fn` in a fork; its exit status (or 128 + signal). */
+static int in_child_with(child_fn fn, const char *text, size_t len, int64_t nth, int64_t *count) {
   int fds[2];
   if (pipe(fds) != 0) return -1;
   fflush(NULL);
@@ -126,7 +147,7 @@ static int in_child(const char *text, size_t len, int64_t nth, int64_t *count) {
     signal(SIGABRT, SIG_DFL);
     signal(SIGILL, SIG_DFL);
     close(fds[0]);
-    int rc = child(text, len, nth, fds[1]);
+    int rc = fn(text, len, nth, fds[1]);
     close(fds[1]);
     fflush(NULL);
     exit(rc);
@@ -139,6 +160,47 @@ static int in_child(const char *text, size_t len, int64_t nth, int64_t *count) {
   waitpid(pid, &st, 0);
   if (count) *count = c;
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+typedef struct sweep {
+  int64_t counted, points, swept, failures;
+} sweep_t;
+
+/* Sweeps the failure points of corpus module `name` (the `i`-th of its test) with `fn` in
+ * children: counts them in a clean run, then fails every `stride`-th (odd offsets so that a
+ * strided sweep still reaches the last points) and prints what was not handled. */
+static void sweep_module(child_fn fn, const char *name, const char *how, int i,
+                         int64_t fixed_stride, int points_per_module, sweep_t *out) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), name);
+  kiln_hlo_file_t *f = NULL;
+  kiln_status s = kiln_hlo_file_load(path, &f);
+  if (s) {
+    kiln_status_free(s);
+    KILN_SKIP("corpus module %s is absent", path);
+  }
+  int64_t k = 0;
+  int rc = in_child_with(fn, f->text, f->len, 0, &k);
+  assert_int_equal(rc, 0);
+  out->counted = k;
+  if (k == 0) k = 1; /* none counted: still fail the first, which must be harmless */
+  int64_t stride =
+      fixed_stride > 0 ? fixed_stride : (k + points_per_module - 1) / points_per_module;
+  for (int64_t n = 1 + (stride > 1 ? (int64_t)(i % stride) : 0); n <= k; n += stride) {
+    rc = in_child_with(fn, f->text, f->len, n, NULL);
+    out->swept++;
+    if (rc != 0) {
+      out->failures++;
+      printf("  %s: failing fallible allocation %lld of %lld%s: child exit %d\n", name,
+             (long long)n, (long long)k, how, rc);
+    }
+  }
+  printf(
+      "%s%s: %lld fallible allocations, %lld failure points swept (stride %lld), %lld not "
+      "handled\n",
+      name, how, (long long)k, (long long)out->swept, (long long)stride, (long long)out->failures);
+  out->points = k;
+  kiln_hlo_file_free(f);
 }
 
 static void test_every_allocation_failure_is_handled(void **state) {
@@ -164,39 +226,11 @@ static void test_every_allocation_failure_is_handled(void **state) {
    * every child) are left to the normal build. */
   int first = UNDER_ASAN ? 3 : 0;
   for (int i = first; i < NUM_MODULES; i++) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), kModules[i]);
-    kiln_hlo_file_t *f = NULL;
-    kiln_status s = kiln_hlo_file_load(path, &f);
-    if (s) {
-      kiln_status_free(s);
-      KILN_SKIP("corpus module %s is absent", path);
-    }
-    int64_t k = 0;
-    int rc = in_child(f->text, f->len, 0, &k);
-    assert_int_equal(rc, 0);
-    if (k == 0) k = 1; /* none counted: still fail the first, which must be harmless */
-    int64_t stride =
-        fixed_stride > 0 ? fixed_stride : (k + points_per_module - 1) / points_per_module;
-    int64_t here = 0, bad = 0;
-    /* Odd offsets so that a strided sweep still reaches the last points. */
-    for (int64_t n = 1 + (stride > 1 ? (int64_t)(i % stride) : 0); n <= k; n += stride) {
-      rc = in_child(f->text, f->len, n, NULL);
-      here++;
-      if (rc != 0) {
-        bad++;
-        printf("  %s: failing fallible allocation %lld of %lld: child exit %d\n", kModules[i],
-               (long long)n, (long long)k, rc);
-      }
-    }
-    printf(
-        "%s: %lld fallible allocations, %lld failure points swept (stride %lld), %lld not "
-        "handled\n",
-        kModules[i], (long long)k, (long long)here, (long long)stride, (long long)bad);
-    total_points += k;
-    swept += here;
-    failures += bad;
-    kiln_hlo_file_free(f);
+    sweep_t sw = {0};
+    sweep_module(child, kModules[i], "", i, fixed_stride, points_per_module, &sw);
+    total_points += sw.points;
+    swept += sw.swept;
+    failures += sw.failures;
   }
   printf(
       "allocation-failure sweep: %lld fallible allocations over %d modules, %lld swept, %lld not "
@@ -206,9 +240,106 @@ static void test_every_allocation_failure_is_handled(void **state) {
   assert_int_equal(failures, 0);
 }
 
+/* Compiles and runs `m` through the plugin client of *r (opened first when NULL) with fake
+ * arguments made before; with `check`, compares with the evaluator. */
+static kiln_status plugin_run(kiln_pjrt_runner_t **r, const kiln_hlo_module_t *m,
+                              kiln_literal_t **args, int n, bool check) {
+  kiln_status s = NULL;
+  if (!*r) {
+    kiln_pjrt_runner_options_t ro;
+    memset(&ro, 0, sizeof ro);
+    ro.platform = "cpu";
+    ro.api = GetPjrtApi();
+    s = kiln_pjrt_runner_open(&ro, r);
+  }
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t *got = NULL;
+  kiln_pjrt_run_report_t rep;
+  if (!s) s = kiln_pjrt_run_module(*r, m, args, n, NULL, &arena, &got, &rep);
+  if (!s && check) s = matches_evaluator(m, args, n, got, &arena);
+  kiln_arena_destroy(&arena);
+  return s;
+}
+
+/* The child's job for failure point `nth` through the plugin (0: none, count only): the
+ * module is parsed and its arguments made before the injection starts, so only the plugin's
+ * allocations count. Exit codes as child(). */
+static int plugin_child(const char *text, size_t len, int64_t nth, int count_fd) {
+  kiln_hlo_module_t *m = NULL;
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t **args = NULL;
+  int n = 0;
+  kiln_status s = kiln_hlo_parse_module(text, len, NULL, &m);
+  if (!s) s = kiln_fake_args_make(m, NULL, &arena, &args, &n);
+  if (s) {
+    fprintf(stderr, "  %s\n", kiln_status_message(s));
+    kiln_status_free(s);
+    kiln_hlo_module_destroy(m);
+    kiln_arena_destroy(&arena);
+    return 5;
+  }
+  kiln_pjrt_runner_t *r = NULL;
+  kiln_alloc_fail_nth(nth ? nth : INT64_MAX);
+  s = plugin_run(&r, m, args, n, false);
+  int64_t count = kiln_alloc_fallible_count();
+  kiln_alloc_fail_nth(0);
+  int rc = 0;
+  if (s && (!kiln_status_message(s)[0] || kiln_status_code(s) == KILN_OK)) rc = 2;
+  if (nth) /* the error a framework sees (or none: a refusal with a fallback) */
+    printf("    point %lld: %s\n", (long long)nth, s ? kiln_status_message(s) : "succeeded");
+  kiln_status_free(s);
+  if (count_fd >= 0 && write(count_fd, &count, sizeof count) != (ssize_t)sizeof count) rc = 4;
+  /* Usable after: the client made before the failure (or a new one), then a clean run. */
+  s = plugin_run(&r, m, args, n, true);
+  if (s) {
+    fprintf(stderr, "  after failing allocation %lld through the plugin: %s\n", (long long)nth,
+            kiln_status_message(s));
+    rc = rc ? rc : 3;
+  }
+  kiln_status_free(s);
+  kiln_pjrt_runner_close(r);
+  kiln_hlo_module_destroy(m);
+  kiln_arena_destroy(&arena);
+  return rc;
+}
+
+/* The modules of the plugin sweep: small ones (each point compiles the module again). */
+static const char *const kPluginModules[] = {
+    "xla/xla__backends__cpu__lite_aot__tests__hlos__multiple_outputs.hlo",
+    "xla/xla__tools__tests__data__cholesky.hlo",
+};
+#define NUM_PLUGIN_MODULES (int)(sizeof kPluginModules / sizeof kPluginModules[0])
+
+static void test_every_allocation_failure_through_the_plugin_is_handled(void **state) {
+  (void)state;
+  setenv("KILN_CACHE_DIR", "", 1);
+  const char *env = getenv("KILN_ALLOC_SWEEP_STRIDE");
+  int64_t fixed_stride = env ? atoll(env) : 0;
+  int points_per_module = UNDER_ASAN ? 2 : 6;
+  int64_t total_points = 0, swept = 0, failures = 0;
+  for (int i = 0; i < NUM_PLUGIN_MODULES; i++) {
+    sweep_t sw = {0};
+    sweep_module(plugin_child, kPluginModules[i], " through the plugin", i, fixed_stride,
+                 points_per_module, &sw);
+    /* The plugin's allocations of user-sized data (programs, device buffers) are fallible. */
+    assert_true(sw.counted > 0);
+    total_points += sw.points;
+    swept += sw.swept;
+    failures += sw.failures;
+  }
+  printf(
+      "plugin allocation-failure sweep: %lld fallible allocations over %d modules, %lld swept, "
+      "%lld not handled\n",
+      (long long)total_points, NUM_PLUGIN_MODULES, (long long)swept, (long long)failures);
+  assert_int_equal(failures, 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_allocation_failure_is_handled),
+      cmocka_unit_test(test_every_allocation_failure_through_the_plugin_is_handled),
   };
   return kiln_run_tests(tests, NULL, NULL);
 }

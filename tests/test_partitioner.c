@@ -206,6 +206,34 @@ static void test_reduce_operands_join(void **state) {
                   "fusion_r: roots={r} instrs={e, c, r} dims=[4]\n", 1);
 }
 
+/* Two outputs of equal dimensions where one reads the other through an instruction heading
+ * its own function (s0: read by the reduce and by s at different indexings). Sharing one
+ * function, {v9, s} would call s0's, which calls back for v9: an endless recursion in the
+ * kernel (kiln-fuzz seed 500038, tests/fuzz_regressions/fuzz-500038.hlo). Each output heads
+ * its own function instead, and the calls go one way: s -> s0 -> v9. */
+static void test_outputs_sharing_a_function_make_no_call_cycle(void **state) {
+  check_partition(
+      "add {\n"
+      "  a = f32[] parameter(0)\n"
+      "  b = f32[] parameter(1)\n"
+      "  ROOT s = f32[] add(a, b)\n"
+      "}\n"
+      "fusion {\n"
+      "  p = f32[1,3] parameter(0)\n"
+      "  v9 = f32[1,3] negate(p)\n"
+      "  s0 = f32[1,3] multiply(v9, p)\n"
+      "  z = f32[] constant(0)\n"
+      "  r = f32[3] reduce(s0, z), dimensions={0}, to_apply=add\n"
+      "  b = f32[1,3] broadcast(r), dimensions={1}\n"
+      "  s = f32[1,3] subtract(s0, b)\n"
+      "  ROOT t = (f32[1,3], f32[1,3]) tuple(v9, s)\n"
+      "}\n",
+      "fusion_v9: roots={v9} instrs={v9} dims=[1,3]\n"
+      "fusion_s: roots={s} instrs={z, r, b, s} dims=[1,3]\n"
+      "fusion_s0: roots={s0} instrs={s0} dims=[1,3]\n",
+      3);
+}
+
 static void test_non_array_output_is_unimplemented(void **state) {
   kiln_hlo_module_t *m = parse_fusion("fusion {\n"
                                       "  p0 = f32[2] parameter(0)\n"
@@ -233,6 +261,7 @@ int main(void) {
       cmocka_unit_test(test_tuple_roots),
       cmocka_unit_test(test_outputs_from_one_another_split),
       cmocka_unit_test(test_reduce_operands_join),
+      cmocka_unit_test(test_outputs_sharing_a_function_make_no_call_cycle),
       cmocka_unit_test(test_non_array_output_is_unimplemented),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -231,9 +231,54 @@ static const char *func_name(kiln_partition_t *p, const kiln_hlo_computation_t *
   }
 }
 
+/* Whether the functions of `p` call each other in a cycle (one function's instruction reads
+ * another's, which reads back into the first): function A holding outputs o1 and o2, where o2
+ * reads o1 through an instruction that heads function B, calls B, which calls A (kiln-fuzz
+ * seed 500038: batch-norm-training's mean and its operand as two outputs; an endless
+ * recursion in the kernel). */
+static bool calls_cycle(const kiln_partition_t *p) {
+  int n = p->num_subgraphs;
+  if (n < 2) return false;
+  bool *edge = kiln_calloc((size_t)n * (size_t)n, sizeof *edge);
+  for (int g = 0; g < n; g++)
+    for (int i = 0; i < p->subgraphs[g].num_instrs; i++) {
+      const kiln_hlo_instruction_t *in = p->subgraphs[g].instrs[i];
+      for (int k = 0; k < in->num_operands; k++) {
+        int h = sg_of(p, in->operands[k]);
+        if (h >= 0 && h != g) edge[g * n + h] = true;
+      }
+    }
+  /* Transitive closure (a handful of functions): a cycle is a function reaching itself. */
+  for (int k = 0; k < n; k++)
+    for (int i = 0; i < n; i++)
+      if (edge[i * n + k])
+        for (int j = 0; j < n; j++)
+          if (edge[k * n + j]) edge[i * n + j] = true;
+  bool cycle = false;
+  for (int i = 0; i < n; i++) cycle |= edge[i * n + i];
+  kiln_free(edge);
+  return cycle;
+}
+
+static kiln_status partition_run(kiln_affine_ctx_t *ctx, const kiln_hlo_computation_t *c,
+                                 kiln_partition_root_fn is_root, void *user, bool share_outputs,
+                                 kiln_partition_t *out);
+
 kiln_status kiln_partition_compute(kiln_affine_ctx_t *ctx, const kiln_hlo_computation_t *c,
                                    kiln_partition_root_fn is_root, void *user,
                                    kiln_partition_t *out) {
+  kiln_status s = partition_run(ctx, c, is_root, user, true, out);
+  if (s || !calls_cycle(out)) return s;
+  /* Outputs sharing a function made a cycle: one function per output has none (a function's
+   * non-root instructions have all their users inside it, so a cycle would be one in the
+   * computation). */
+  kiln_partition_free(out);
+  return partition_run(ctx, c, is_root, user, false, out);
+}
+
+static kiln_status partition_run(kiln_affine_ctx_t *ctx, const kiln_hlo_computation_t *c,
+                                 kiln_partition_root_fn is_root, void *user, bool share_outputs,
+                                 kiln_partition_t *out) {
   memset(out, 0, sizeof(*out));
   kiln_arena_init(&out->arena);
   kiln_ptrmap_init(&out->of);
@@ -268,7 +313,7 @@ kiln_status kiln_partition_compute(kiln_affine_ctx_t *ctx, const kiln_hlo_comput
     if (sg_of(out, instr) >= 0 || kiln_partition_is_tensor_leaf(instr)) continue;
     const kiln_shape_t *is = index_shape(instr);
     int sg = -1;
-    for (size_t k = 0; k < st.sgs.len && sg < 0; k++)
+    for (size_t k = 0; share_outputs && k < st.sgs.len && sg < 0; k++)
       if (may_share(&st.sgs.data[k], instr, is)) sg = (int)k;
     if (sg >= 0) kiln_vec_push(&st.sgs.data[sg].roots, instr);
     else sg = new_subgraph(&st, instr, true);

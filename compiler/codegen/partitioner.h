@@ -8,7 +8,8 @@
  * function's root (compared as simplified indexing maps; a single use always joins).
  * Otherwise it heads a function of its own. Subgraph roots are: the fusion's outputs (the
  * root, or the leaves of a root tuple; outputs with equal dimensions share one function as
- * several roots), and whatever the caller's `is_root` callback selects (a hero).
+ * several roots, unless that makes functions call each other in a cycle: then each output
+ * heads its own), and whatever the caller's `is_root` callback selects (a hero).
  * Parameters and non-scalar constants are not emitted in functions: they are tensors the
  * functions read (tensor.extract), so they belong to no subgraph.
  *

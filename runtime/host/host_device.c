@@ -118,7 +118,8 @@ static host_device_t *dev_of(kiln_device_t *d) {
 static kiln_status host_mem_alloc(kiln_device_t *d, size_t size, kiln_devptr_t *out) {
   size_t rounded = (size + 63) & ~(size_t)63;
   if (rounded < size) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host alloc: size overflow");
-  void *p = aligned_alloc(64, rounded);
+  /* Device memory is sized by the user: fallible, and reached by the failure injection. */
+  void *p = kiln_alloc_injected_failure() ? NULL : aligned_alloc(64, rounded);
   if (!p)
     return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host device: cannot allocate %zu bytes",
                             size);

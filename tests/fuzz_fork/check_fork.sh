@@ -13,15 +13,16 @@ dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; cat "$dir"/*.log 2>/dev/null; exit 1; }
 
-# Seeds 300040..300047 hold one entry multiply (seed 300044, 4 instructions) and others.
+# Seeds 300042..300049 hold one entry multiply (seed 300046) and others (the generator of
+# session 10; seeds 300040..300047 before).
 rc=0
-"$fuzz" --programs=8 --seed=300040 --selftest-crash=' multiply(v' --out="$dir" > "$dir/crash.log" 2>&1 ||
+"$fuzz" --programs=8 --seed=300042 --selftest-crash=' multiply(v' --out="$dir" > "$dir/crash.log" 2>&1 ||
   rc=$?
 [ "$rc" -eq 1 ] || fail "crash run exit $rc, want 1"
-grep -q '^seed 300044: CRASH: ' "$dir/crash.log" || fail "no crash reported for seed 300044"
-grep -q 'kiln-fuzz: 8 programs (seeds 300040..300047' "$dir/crash.log" || fail "the run stopped at the crash"
+grep -q '^seed 300046: CRASH: ' "$dir/crash.log" || fail "no crash reported for seed 300046"
+grep -q 'kiln-fuzz: 8 programs (seeds 300042..300049' "$dir/crash.log" || fail "the run stopped at the crash"
 grep -q 'outcomes: passed [1-9].* CRASH [1-9]' "$dir/crash.log" || fail "no coverage after the crash"
-repro="$dir/fuzz-300044.hlo"
+repro="$dir/fuzz-300046.hlo"
 [ -s "$repro" ] || fail "no reproducer"
 grep -q ' multiply(v' "$repro" || fail "the minimizer lost the trigger"
 # Shrunk: the multiply and its two operands, every dimension 1.
@@ -31,10 +32,10 @@ if grep -E '\[[0-9,]*([2-9]|[1-9][0-9])[0-9,]*\]' "$repro"; then fail "dimension
 
 # A hang: killed after the timeout, reported as TIMEOUT, the run goes on.
 rc=0
-"$fuzz" --programs=3 --seed=300043 --timeout=1 --no-minimize --selftest-hang=' multiply(v' \
+"$fuzz" --programs=3 --seed=300045 --timeout=1 --no-minimize --selftest-hang=' multiply(v' \
   --out="$dir" > "$dir/hang.log" 2>&1 || rc=$?
 [ "$rc" -eq 1 ] || fail "hang run exit $rc, want 1"
-grep -q '^seed 300044: TIMEOUT: killed after 1 s' "$dir/hang.log" || fail "no timeout reported"
+grep -q '^seed 300046: TIMEOUT: killed after 1 s' "$dir/hang.log" || fail "no timeout reported"
 grep -q 'kiln-fuzz: 3 programs' "$dir/hang.log" || fail "the run stopped at the hang"
 
 # Merged coverage: the two runs' tables add up to 11 programs.

@@ -229,7 +229,17 @@ static bool inexact_result(const kiln_hlo_gen_program_t *p, const gen_node_t *nd
                                        "round-nearest-even",
                                        "round-nearest-afz",
                                        "sign",
-                                       "bitcast-convert"};
+                                       "bitcast-convert",
+                                       "complex",
+                                       "reduce-precision",
+                                       "topk",
+                                       "opt-barrier",
+                                       "all-reduce",
+                                       "all-gather",
+                                       "reduce-scatter",
+                                       "all-to-all",
+                                       "collective-permute",
+                                       "collective-broadcast"};
   bool in = false;
   for (int i = 0; i < nd->num_operands; i++) in |= p->nodes[nd->operands[i]].inexact;
   if (in) return true;
@@ -1234,6 +1244,517 @@ static int op_tuple(gen_t *g) {
   return add_node(g, "get-tuple-element", &r, &t, 1, xprintf(", index=%d", which), NULL);
 }
 
+/* ---- the rest of the opcode table ---- */
+
+#define T_U32 11
+#define T_U64 12
+#define T_F64 16
+#define T_C64 26
+#define T_C128 27
+
+static bool wide_float_type(int t) {
+  return t == T_F32 || t == T_F64;
+}
+
+/* `n` shapes as a tuple shape's text. */
+static char *tuple_text(const gen_shape_t *const *s, int n) {
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, "(");
+  for (int i = 0; i < n; i++) {
+    if (i) kiln_strbuf_printf(&b, ", ");
+    shape_text(&b, s[i]);
+  }
+  kiln_strbuf_printf(&b, ")");
+  return strbuf_take(&b);
+}
+
+/* Element `which` of tuple node `t`, whose elements have shapes `s`. */
+static int tuple_element(gen_t *g, int t, const gen_shape_t *s, int which) {
+  return add_node(g, "get-tuple-element", s, &t, 1, xprintf(", index=%d", which), NULL);
+}
+
+/* A tuple-shaped operation `op` with results `s[0..n)`; returns one element of it. */
+static int tuple_op(gen_t *g, const char *op, const gen_shape_t *const *s, int n,
+                    const int *operands, int num_operands, char *attrs, char *comps) {
+  char *text = tuple_text(s, n);
+  int t = add_tuple_node(g, op, text, operands, num_operands, attrs, comps);
+  kiln_free(text);
+  int which = rnd(g, n);
+  gen_shape_t r = *s[which];
+  return tuple_element(g, t, &r, which);
+}
+
+/* A scalar constant `value` of `type` broadcast to `s`'s dimensions (default layout). */
+static int splat(gen_t *g, int type, const char *value, const gen_shape_t *s) {
+  int c = add_constant(g, type, value);
+  gen_shape_t r = *s;
+  r.type = type;
+  default_layout(&r);
+  return add_node(g, "broadcast", &r, &c, 1, xprintf(", dimensions={}"), NULL);
+}
+
+/* `d` times the identity of the last two dimensions of `s` (its type), added to node `x`:
+ * a matrix whose diagonal dominates (cholesky, triangular-solve). */
+static int add_diagonal(gen_t *g, int x, const gen_shape_t *s, int64_t d) {
+  gen_shape_t is = *s;
+  is.type = T_S32;
+  default_layout(&is);
+  int rows = add_node(g, "iota", &is, NULL, 0, xprintf(", iota_dimension=%d", s->rank - 2), NULL);
+  int cols = add_node(g, "iota", &is, NULL, 0, xprintf(", iota_dimension=%d", s->rank - 1), NULL);
+  gen_shape_t ps = is;
+  ps.type = T_PRED;
+  int eq_ops[2] = {rows, cols};
+  int eq = add_node(g, "compare", &ps, eq_ops, 2, xprintf(", direction=EQ"), NULL);
+  char value[32];
+  snprintf(value, sizeof value, "%lld", (long long)d);
+  int sel_ops[3] = {eq, splat(g, s->type, value, s), splat(g, s->type, "0", s)};
+  gen_shape_t r = *s;
+  default_layout(&r);
+  int diag = add_node(g, "select", &r, sel_ops, 3, NULL, NULL);
+  int add_ops[2] = {x, diag};
+  random_layout(g, &r);
+  return add_node(g, "add", &r, add_ops, 2, NULL, NULL);
+}
+
+/* erf, tan, the hyperbolic and inverse trigonometric functions of a real float, the operand
+ * clamped into the function's domain (asin, acos, atanh: [-1/2, 1/2]; acosh: [2, 4], away
+ * from its infinite slope at 1) or to where its slope stays small (tan: [-1, 1]; sinh, cosh:
+ * [-4, 4]); the bounds are exact in every float type. The results compare under the module
+ * tolerance of their type (compare.h), as for every other transcendental function. */
+static int op_math(gen_t *g) {
+  static const struct {
+    const char *op, *lo, *hi;
+  } kMath[] = {{"erf", NULL, NULL},   {"tan", "-1", "1"},      {"sinh", "-4", "4"},
+               {"cosh", "-4", "4"},   {"asin", "-0.5", "0.5"}, {"acos", "-0.5", "0.5"},
+               {"asinh", NULL, NULL}, {"acosh", "2", "4"},     {"atanh", "-0.5", "0.5"}};
+  int x = pick(g, float_type, 0);
+  gen_shape_t s = *shape_of(g, x);
+  int k = rnd(g, (int)(sizeof kMath / sizeof kMath[0]));
+  if (kMath[k].lo) {
+    int ops[3] = {add_constant(g, s.type, kMath[k].lo), x, add_constant(g, s.type, kMath[k].hi)};
+    random_layout(g, &s);
+    x = add_node(g, "clamp", &s, ops, 3, NULL, NULL);
+  }
+  random_layout(g, &s);
+  return add_node(g, kMath[k].op, &s, &x, 1, NULL, NULL);
+}
+
+static int op_complex(gen_t *g) {
+  int a = pick(g, wide_float_type, 0);
+  gen_shape_t s = *shape_of(g, a);
+  int ops[2] = {a, node_like(g, &s)};
+  s.type = s.type == T_F32 ? T_C64 : T_C128;
+  random_layout(g, &s);
+  return add_node(g, "complex", &s, ops, 2, NULL, NULL);
+}
+
+/* A binary operation the type takes that does not jump (see op_binary). */
+static const char *smooth_binary(gen_t *g, int type) {
+  switch (kTypes[type].kind) {
+    case K_PRED: {
+      static const char *k[] = {"and", "or", "xor"};
+      return k[rnd(g, 3)];
+    }
+    case K_S:
+    case K_U: {
+      static const char *k[] = {"add", "subtract", "multiply", "maximum", "minimum", "xor"};
+      return k[rnd(g, 6)];
+    }
+    case K_F: {
+      static const char *k[] = {"add", "subtract", "multiply", "maximum", "minimum"};
+      return k[rnd(g, 5)];
+    }
+    case K_C:
+      return chance(g, 50) ? "add" : "multiply";
+  }
+  return "add";
+}
+
+/* map (over every dimension) or call, of a computation `x = op(a, b); ROOT step(x)`. */
+static int op_map_or_call(gen_t *g, bool is_map) {
+  int a = pick(g, any_type, 0);
+  gen_shape_t s = *shape_of(g, a);
+  int t = s.type;
+  if (!kTypes[t].arith || kTypes[t].kind == K_C) return -1;
+  gen_shape_t bs = s;
+  random_layout(g, &bs);
+  int ops[2] = {a, node_like(g, &bs)};
+  const char *op = smooth_binary(g, t), *step = step_op(g, t);
+  int id = g->p->num_nodes;
+  kiln_strbuf_t c = {0}, vs[3] = {{0}, {0}, {0}};
+  gen_shape_t scalar = scalar_of(t);
+  for (int i = 0; i < 3; i++)
+    shape_text(&vs[i], is_map ? &scalar : i == 1 ? shape_of(g, ops[1]) : &s);
+  kiln_strbuf_printf(&c,
+                     "%s_%d {\n  a = %s parameter(0)\n  b = %s parameter(1)\n  x = %s %s(a, b)\n"
+                     "  ROOT r = %s %s(x)\n}\n\n",
+                     is_map ? "mapped" : "callee", id, kiln_strbuf_cstr(&vs[0]),
+                     kiln_strbuf_cstr(&vs[1]), kiln_strbuf_cstr(&vs[2]), op,
+                     kiln_strbuf_cstr(&vs[2]), step);
+  for (int i = 0; i < 3; i++) kiln_strbuf_free(&vs[i]);
+  if (!is_map)
+    return add_node(g, "call", &s, ops, 2, xprintf(", to_apply=callee_%d", id), strbuf_take(&c));
+  kiln_strbuf_t dims = {0};
+  for (int i = 0; i < s.rank; i++) kiln_strbuf_printf(&dims, "%s%d", i ? "," : "", i);
+  char *attrs = xprintf(", dimensions={%s}, to_apply=mapped_%d", kiln_strbuf_cstr(&dims), id);
+  kiln_strbuf_free(&dims);
+  random_layout(g, &s);
+  return add_node(g, "map", &s, ops, 2, attrs, strbuf_take(&c));
+}
+static int op_map(gen_t *g) {
+  return op_map_or_call(g, true);
+}
+static int op_call(gen_t *g) {
+  return op_map_or_call(g, false);
+}
+
+/* select-and-scatter: the first maximum (GE) or minimum (LE) of each window of the operand
+ * receives the window's source value, combined by add (maximum for floats narrower than
+ * f32, see random_reducer). Exact operands only: the selection compares. */
+static int op_select_and_scatter(gen_t *g) {
+  int x = pick(g, real_type, 1);
+  gen_shape_t in = *shape_of(g, x);
+  gen_shape_t src = in;
+  kiln_strbuf_t sz = {0}, st = {0}, pd = {0};
+  for (int i = 0; i < in.rank; i++) {
+    int64_t d = in.dims[i];
+    int64_t lo = chance(g, 20) ? rnd(g, 2) : 0, hi = chance(g, 20) ? rnd(g, 2) : 0;
+    int64_t padded = d + lo + hi;
+    int64_t w = padded > 0 ? rnd_range(g, 1, padded < 3 ? padded : 3) : 1;
+    int64_t s = 1 + rnd(g, 2);
+    if (padded < w) lo = hi = 0, w = 1, padded = d;
+    src.dims[i] = padded >= w ? (padded - w) / s + 1 : 0;
+    kiln_strbuf_printf(&sz, "%s%lld", i ? "x" : "", (long long)w);
+    kiln_strbuf_printf(&st, "%s%lld", i ? "x" : "", (long long)s);
+    kiln_strbuf_printf(&pd, "%s%lld_%lld", i ? "x" : "", (long long)lo, (long long)hi);
+  }
+  random_layout(g, &src);
+  int source = node_like(g, &src);
+  gen_shape_t sc = scalar_of(in.type);
+  int init = add_param(g, &sc); /* fake arguments give it the scatter's identity */
+  const char *t = kTypes[in.type].name;
+  bool narrow = is_float(in.type) && kTypes[in.type].bits < 32;
+  int id = g->p->num_nodes;
+  kiln_strbuf_t c = {0};
+  kiln_strbuf_printf(&c,
+                     "select_%d {\n  a = %s[] parameter(0)\n  b = %s[] parameter(1)\n"
+                     "  ROOT r = pred[] compare(a, b), direction=%s%s\n}\n\n",
+                     id, t, t, chance(g, 70) ? "GE" : "LE",
+                     is_float(in.type) ? ", type=TOTALORDER" : "");
+  char name[48];
+  snprintf(name, sizeof name, "scatter_%d", id);
+  binary_comp(&c, name, in.type, narrow ? "maximum" : "add");
+  char *attrs =
+      xprintf(", window={size=%s stride=%s pad=%s}, select=select_%d, scatter=%s",
+              kiln_strbuf_cstr(&sz), kiln_strbuf_cstr(&st), kiln_strbuf_cstr(&pd), id, name);
+  kiln_strbuf_free(&sz);
+  kiln_strbuf_free(&st);
+  kiln_strbuf_free(&pd);
+  gen_shape_t r = in;
+  random_layout(g, &r);
+  int ops[3] = {x, source, init};
+  return add_node(g, "select-and-scatter", &r, ops, 3, attrs, strbuf_take(&c));
+}
+
+/* topk of the last dimension: (values, s32 indices). Exact operands only (it sorts). */
+static int op_topk(gen_t *g) {
+  int x = pick(g, real_type, 1);
+  gen_shape_t in = *shape_of(g, x);
+  int64_t n = in.dims[in.rank - 1];
+  if (n == 0) return -1;
+  gen_shape_t v = in;
+  v.dims[in.rank - 1] = rnd_range(g, 1, n < 8 ? n : 8);
+  default_layout(&v);
+  gen_shape_t idx = v;
+  idx.type = T_S32;
+  const gen_shape_t *s[2] = {&v, &idx};
+  return tuple_op(g, "topk", s, 2, &x, 1,
+                  xprintf(", k=%lld, largest=%s", (long long)v.dims[in.rank - 1],
+                          chance(g, 80) ? "true" : "false"),
+                  NULL);
+}
+
+/* fft over the last 1-3 dimensions: FFT / IFFT of c64 / c128, RFFT of f32 / f64, IRFFT. */
+static int op_fft(gen_t *g) {
+  static const char *kKinds[] = {"FFT", "IFFT", "RFFT", "IRFFT"};
+  int kind = rnd(g, 4);
+  bool real_in = kind == 2;
+  int t = chance(g, 70) ? (real_in ? T_F32 : T_C64) : (real_in ? T_F64 : T_C128);
+  gen_shape_t in = random_shape(g, t, 1 + rnd(g, 3));
+  int nf = 1 + rnd(g, in.rank);
+  for (int i = in.rank - nf; i < in.rank; i++)
+    if (in.dims[i] == 0) return -1;
+  int x = node_like(g, &in);
+  gen_shape_t r = in;
+  kiln_strbuf_t len = {0};
+  for (int i = in.rank - nf; i < in.rank; i++) {
+    int64_t n = in.dims[i];
+    if (i == in.rank - 1 && kind == 2) r.dims[i] = n / 2 + 1;
+    if (i == in.rank - 1 && kind == 3) n = r.dims[i] = 2 * (in.dims[i] - 1) + rnd(g, 2);
+    if (n == 0) {
+      kiln_strbuf_free(&len);
+      return -1;
+    }
+    kiln_strbuf_printf(&len, "%s%lld", i > in.rank - nf ? "," : "", (long long)n);
+  }
+  if (kind == 2) r.type = t == T_F32 ? T_C64 : T_C128;
+  if (kind == 3) r.type = t == T_C64 ? T_F32 : T_F64;
+  random_layout(g, &r);
+  char *attrs = xprintf(", fft_type=%s, fft_length={%s}", kKinds[kind], kiln_strbuf_cstr(&len));
+  kiln_strbuf_free(&len);
+  return add_node(g, "fft", &r, &x, 1, attrs, NULL);
+}
+
+/* An f32 / f64 [B?, n, n] shape for the linear-algebra operations. */
+static gen_shape_t square_shape(gen_t *g, int64_t n) {
+  gen_shape_t s;
+  memset(&s, 0, sizeof s);
+  s.type = chance(g, 70) ? T_F32 : T_F64;
+  if (chance(g, 40)) s.dims[s.rank++] = 1 + rnd(g, 3);
+  s.dims[s.rank++] = n;
+  s.dims[s.rank++] = n;
+  default_layout(&s);
+  return s;
+}
+
+/* cholesky of A A^T + n I (A a new parameter: entries in [-1, 1), so every eigenvalue is at
+ * least n and the factor is well conditioned). */
+static int op_cholesky(gen_t *g) {
+  int64_t n = 1 + rnd(g, 8);
+  gen_shape_t s = square_shape(g, n);
+  int a = add_param(g, &s);
+  int ops[2] = {a, a};
+  bool batch = s.rank == 3;
+  int aat = add_node(g, "dot", &s, ops, 2,
+                     batch ? xprintf(", lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+                                     "rhs_batch_dims={0}, rhs_contracting_dims={2}")
+                           : xprintf(", lhs_contracting_dims={1}, rhs_contracting_dims={1}"),
+                     NULL);
+  int spd = add_diagonal(g, aat, &s, n);
+  gen_shape_t r = s;
+  random_layout(g, &r);
+  return add_node(g, "cholesky", &r, &spd, 1,
+                  xprintf(", lower=%s", chance(g, 50) ? "true" : "false"), NULL);
+}
+
+/* triangular-solve with A = X + (n + 1) I (X a new parameter, entries in [-1, 1)): the
+ * diagonal dominates, or is taken as ones (unit_diagonal; the inverse then grows at most
+ * 2^(n-1) for n <= 8). */
+static int op_triangular_solve(gen_t *g) {
+  int64_t n = 1 + rnd(g, 8);
+  gen_shape_t s = square_shape(g, n);
+  int x = add_param(g, &s);
+  int a = add_diagonal(g, x, &s, n + 1);
+  bool left = chance(g, 50);
+  gen_shape_t bs = s;
+  bs.dims[s.rank - (left ? 1 : 2)] = 1 + rnd(g, 6);
+  random_layout(g, &bs);
+  int ops[2] = {a, node_like(g, &bs)};
+  static const char *kTranspose[] = {"NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"};
+  char *attrs = xprintf(", left_side=%s, lower=%s, unit_diagonal=%s, transpose_a=%s",
+                        left ? "true" : "false", chance(g, 50) ? "true" : "false",
+                        chance(g, 30) ? "true" : "false", kTranspose[rnd(g, 3)]);
+  gen_shape_t r = bs;
+  random_layout(g, &r);
+  return add_node(g, "triangular-solve", &r, ops, 2, attrs, NULL);
+}
+
+/* reduce-precision to a random (exponent, mantissa) format. Exact operands only (it rounds:
+ * a last-bit difference may round to another value). */
+static int op_reduce_precision(gen_t *g) {
+  int x = pick(g, float_type, 0);
+  gen_shape_t s = *shape_of(g, x);
+  random_layout(g, &s);
+  return add_node(g, "reduce-precision", &s, &x, 1,
+                  xprintf(", exponent_bits=%d, mantissa_bits=%d", 1 + rnd(g, 8), rnd(g, 11)), NULL);
+}
+
+/* batch-norm-inference / -training / -grad on f32 / f64 (the batch_norm_expander pass
+ * rewrites them); variances are the abs of a value, so never negative. */
+static int op_batch_norm(gen_t *g) {
+  int x = pick(g, wide_float_type, 2);
+  gen_shape_t in = *shape_of(g, x);
+  if (num_elements(&in) == 0) return -1;
+  int fi = rnd(g, in.rank);
+  gen_shape_t fs;
+  memset(&fs, 0, sizeof fs);
+  fs.type = in.type;
+  fs.rank = 1;
+  fs.dims[0] = in.dims[fi];
+  default_layout(&fs);
+  static const char *kEps[] = {"0.001", "0.1", "1"};
+  char *attrs = xprintf(", epsilon=%s, feature_index=%d", kEps[rnd(g, 3)], fi);
+  int kind = rnd(g, 3);
+  int scale = node_like(g, &fs), offset = node_like(g, &fs);
+  if (kind == 1) {
+    int ops[3] = {x, scale, offset};
+    const gen_shape_t *s[3] = {&in, &fs, &fs};
+    return tuple_op(g, "batch-norm-training", s, 3, ops, 3, attrs, NULL);
+  }
+  int mean = node_like(g, &fs), v = node_like(g, &fs);
+  int var = add_node(g, "abs", &fs, &v, 1, NULL, NULL);
+  if (kind == 0) {
+    int ops[5] = {x, scale, offset, mean, var};
+    gen_shape_t r = in;
+    random_layout(g, &r);
+    return add_node(g, "batch-norm-inference", &r, ops, 5, attrs, NULL);
+  }
+  gen_shape_t gs = in;
+  random_layout(g, &gs);
+  int ops[5] = {x, scale, mean, var, node_like(g, &gs)};
+  const gen_shape_t *s[3] = {&in, &fs, &fs};
+  return tuple_op(g, "batch-norm-grad", s, 3, ops, 5, attrs, NULL);
+}
+
+/* custom-call to a target kiln's host runtime implements itself: XLA:CPU's layer norm over
+ * the last dimension (epsilon 1e-3 as f32 bits). */
+static int op_custom_call(gen_t *g) {
+  int x = pick(g, wide_float_type, 1);
+  gen_shape_t in = *shape_of(g, x);
+  gen_shape_t ls;
+  memset(&ls, 0, sizeof ls);
+  ls.type = in.type;
+  ls.rank = 1;
+  ls.dims[0] = in.dims[in.rank - 1];
+  default_layout(&ls);
+  int ops[3] = {x, node_like(g, &ls), node_like(g, &ls)};
+  gen_shape_t r = in;
+  random_layout(g, &r);
+  return add_node(g, "custom-call", &r, ops, 3,
+                  xprintf(", custom_call_target=\"__onednn$layernorm\", "
+                          "backend_config=\"{\\\"onednn_layer_norm_config\\\":{\\\"rescale\\\":"
+                          "\\\"SCALE_AND_SHIFT\\\",\\\"epsilon_typed\\\":981668463}}\""),
+                  NULL);
+}
+
+/* rng-bit-generator: (new state, bits) from a state parameter; deterministic for a given
+ * state and algorithm (three_fry: u64[2]; philox: u64[2] or u64[3]). */
+static int op_rng_bit_generator(gen_t *g) {
+  bool philox = chance(g, 50);
+  gen_shape_t st;
+  memset(&st, 0, sizeof st);
+  st.type = T_U64;
+  st.rank = 1;
+  st.dims[0] = philox && chance(g, 50) ? 3 : 2;
+  default_layout(&st);
+  int state = add_param(g, &st);
+  gen_shape_t bits = random_shape(g, chance(g, 60) ? T_U32 : T_U64, rnd(g, 3));
+  const gen_shape_t *s[2] = {&st, &bits};
+  return tuple_op(g, "rng-bit-generator", s, 2, &state, 1,
+                  xprintf(", algorithm=%s", philox ? "rng_philox" : "rng_three_fry"), NULL);
+}
+
+/* Collectives on a world of one device (the differential test runs on one host device):
+ * every group holds that device alone. */
+static int op_collective(gen_t *g) {
+  static const char *kOps[] = {"all-reduce", "all-gather",         "reduce-scatter",
+                               "all-to-all", "collective-permute", "collective-broadcast",
+                               "replica-id", "partition-id"};
+  int k = rnd(g, 8);
+  if (k >= 6) {
+    gen_shape_t s = scalar_of(T_U32);
+    return add_node(g, kOps[k], &s, NULL, 0, NULL, NULL);
+  }
+  int x = pick(g, any_type, k == 1 || k == 2 || k == 3 ? 1 : 0);
+  gen_shape_t s = *shape_of(g, x);
+  if (!kTypes[s.type].arith) return -1;
+  const char *groups = chance(g, 50) ? "{{0}}" : "{}";
+  char *attrs = NULL, *comps = NULL;
+  int d = s.rank ? rnd(g, s.rank) : 0;
+  if (k == 0 || k == 2) {
+    char name[48];
+    snprintf(name, sizeof name, "collective_reducer_%d", g->p->num_nodes);
+    kiln_strbuf_t c = {0};
+    binary_comp(&c, name, s.type, random_reducer(g, x, 1));
+    comps = strbuf_take(&c);
+    attrs = k == 0 ? xprintf(", replica_groups=%s, to_apply=%s", groups, name)
+                   : xprintf(", replica_groups=%s, dimensions={%d}, to_apply=%s", groups, d, name);
+  } else if (k == 1 || k == 3) {
+    attrs = xprintf(", replica_groups=%s, dimensions={%d}", groups, d);
+  } else if (k == 4) {
+    attrs = xprintf(", source_target_pairs={{0,0}}");
+  } else {
+    attrs = xprintf(", replica_groups={{0}}");
+  }
+  random_layout(g, &s);
+  return add_node(g, kOps[k], &s, &x, 1, attrs, comps);
+}
+
+/* opt-barrier of a tuple of two values. */
+static int op_opt_barrier(gen_t *g) {
+  int a = pick(g, any_type, 0), b = pick(g, any_type, 0);
+  const gen_shape_t *s[2] = {shape_of(g, a), shape_of(g, b)};
+  char *text = tuple_text(s, 2);
+  int ops[2] = {a, b};
+  int t = add_tuple_node(g, "tuple", text, ops, 2, NULL, NULL);
+  int o = add_tuple_node(g, "opt-barrier", text, &t, 1, NULL, NULL);
+  kiln_free(text);
+  int which = rnd(g, 2);
+  gen_shape_t r = *shape_of(g, ops[which]);
+  return tuple_element(g, o, &r, which);
+}
+
+/* stochastic-convert of an f16 / bf16 / f32 / f64 value with unsigned random bits of its
+ * width (a parameter) to a signed integer. Exact operands only (it rounds). */
+static int op_stochastic_convert(gen_t *g) {
+  static const int kIn[] = {13, 14, T_F32, T_F64}, kBits[] = {10, 10, T_U32, T_U64};
+  int k = rnd(g, 4);
+  gen_shape_t s = random_shape(g, kIn[k], rnd(g, 3));
+  int x = node_like(g, &s);
+  gen_shape_t bs = s;
+  bs.type = kBits[k];
+  int ops[2] = {x, add_param(g, &bs)};
+  static const int kOut[] = {3, 4, T_S32, 6};
+  gen_shape_t r = s;
+  r.type = kOut[rnd(g, 4)];
+  random_layout(g, &r);
+  return add_node(g, "stochastic-convert", &r, ops, 2, NULL, NULL);
+}
+
+/* ragged-dot: lhs [m, k] whose rows fall into groups of constant sizes (summing to at most
+ * m), each group multiplied by its own rhs [k, n] of rhs [g, k, n]. */
+static int op_ragged_dot(gen_t *g) {
+  static const int kTypesIn[] = {T_F32, T_F64, T_S32};
+  int t = kTypesIn[rnd(g, 3)];
+  int groups = 1 + rnd(g, 4);
+  int64_t m = 0, sizes[4];
+  for (int i = 0; i < groups; i++) m += sizes[i] = rnd(g, 5);
+  int64_t k = 1 + rnd(g, 8), n = 1 + rnd(g, 8);
+  m += rnd(g, 3);
+  gen_shape_t l, r, o, gs;
+  memset(&l, 0, sizeof l);
+  l.type = t;
+  l.rank = 2;
+  l.dims[0] = m;
+  l.dims[1] = k;
+  default_layout(&l);
+  r = l;
+  r.rank = 3;
+  r.dims[0] = groups;
+  r.dims[1] = k;
+  r.dims[2] = n;
+  random_layout(g, &r);
+  o = l;
+  o.dims[1] = n;
+  random_layout(g, &o);
+  memset(&gs, 0, sizeof gs);
+  gs.type = T_S32;
+  gs.rank = 1;
+  gs.dims[0] = groups;
+  default_layout(&gs);
+  kiln_strbuf_t v = {0};
+  kiln_strbuf_printf(&v, "{");
+  for (int i = 0; i < groups; i++)
+    kiln_strbuf_printf(&v, "%s%lld", i ? ", " : "", (long long)sizes[i]);
+  kiln_strbuf_printf(&v, "}");
+  int sizes_node = add_node(g, "constant", &gs, NULL, 0, strbuf_take(&v), NULL);
+  int ops[3] = {node_like(g, &l), node_like(g, &r), sizes_node};
+  return add_node(g, "ragged-dot", &o, ops, 3,
+                  xprintf(", lhs_contracting_dims={1}, rhs_contracting_dims={1}, "
+                          "lhs_ragged_dims={0}, rhs_group_dims={0}"),
+                  NULL);
+}
+
 /* Operations whose result jumps with their operands' last bits take exact operands only. */
 #define EXACT_OPERANDS(name)          \
   static int name##_exact(gen_t *g) { \
@@ -1245,6 +1766,10 @@ static int op_tuple(gen_t *g) {
 EXACT_OPERANDS(op_compare)
 EXACT_OPERANDS(op_bitcast_convert)
 EXACT_OPERANDS(op_sort)
+EXACT_OPERANDS(op_select_and_scatter)
+EXACT_OPERANDS(op_topk)
+EXACT_OPERANDS(op_reduce_precision)
+EXACT_OPERANDS(op_stochastic_convert)
 
 typedef int (*op_fn)(gen_t *g);
 typedef struct op_entry {
@@ -1280,6 +1805,23 @@ static const op_entry_t kOps[] = {
     {op_while, 2},
     {op_conditional, 2},
     {op_tuple, 1},
+    {op_math, 4},
+    {op_complex, 1},
+    {op_map, 2},
+    {op_call, 1},
+    {op_select_and_scatter_exact, 2},
+    {op_topk_exact, 2},
+    {op_fft, 1},
+    {op_cholesky, 1},
+    {op_triangular_solve, 1},
+    {op_reduce_precision_exact, 1},
+    {op_batch_norm, 2},
+    {op_custom_call, 1},
+    {op_rng_bit_generator, 1},
+    {op_collective, 2},
+    {op_opt_barrier, 1},
+    {op_stochastic_convert_exact, 1},
+    {op_ragged_dot, 1},
 };
 #define NUM_OPS ((int)(sizeof kOps / sizeof kOps[0]))
 

@@ -4,7 +4,11 @@
  * reduce-windows over random dimension sets with the add / multiply / maximum / minimum /
  * and / or reducers, transposes, reshapes, reverses, slices, pads, concatenates, dynamic
  * slices and updates, gathers and scatters, dots, convolutions, sorts, bounded while loops,
- * conditionals, tuples, iotas, clamps, bitcast-converts) over every array element type, with
+ * conditionals, tuples, iotas, clamps, bitcast-converts; erf, tan, the hyperbolic and inverse
+ * trigonometric functions on in-domain operands, complex, map, call, select-and-scatter, topk,
+ * fft, cholesky and triangular-solve of well-conditioned matrices, reduce-precision,
+ * batch-norm-*, a built-in custom-call, rng-bit-generator, collectives on a world of one,
+ * opt-barrier, stochastic-convert, ragged-dot) over every array element type, with
  * odd sizes (1, primes, 2^k +- 1, sometimes 0), degenerate dimensions and non-default layouts.
  * The same options always give the same program, so a seed is a reproducer.
  *

@@ -290,6 +290,10 @@ void kiln_diff_coverage_print(FILE *f, const kiln_diff_coverage_t *c) {
     print_row(f, kiln_hlo_opcode_name((kiln_hlo_opcode_t)op), c->op_type[op], used_type);
   }
   fprintf(f, "coverage: %d opcodes, %d opcode x type cells reached\n", ops_reached, cells);
+  /* A pass may make fusions of a type no instruction of the input has (batch-norm's f64
+   * statistics): their columns join this table's. */
+  for (int e = 0; e < KILN_DIFF_EMITTERS; e++)
+    for (int t = 0; t < KILN_ELEM_TYPE_COUNT; t++) used_type[t] |= c->emitter_type[e][t] > 0;
   fprintf(f, "coverage: fusions by emitter (rows) and root element type (columns)\n");
   print_header(f, used_type);
   int emitters = 0, ecells = 0;

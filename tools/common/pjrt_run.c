@@ -99,15 +99,20 @@ kiln_status kiln_pjrt_runner_open(const kiln_pjrt_runner_options_t *opts,
   *out = NULL;
   kiln_pjrt_runner_t *r = kiln_calloc(1, sizeof(*r));
   char path[PATH_MAX];
-  r->handle = kiln_pjrt_plugin_dlopen(opts ? opts->plugin : NULL, path, sizeof(path));
-  if (!r->handle) {
-    kiln_status s =
-        kiln_status_make(KILN_UNAVAILABLE, "cannot load the PJRT plugin %s: %s", path, dlerror());
-    kiln_free(r);
-    return s;
+  if (opts && opts->api) {
+    snprintf(path, sizeof(path), "(the plugin linked into this program)");
+    r->api = opts->api;
+  } else {
+    r->handle = kiln_pjrt_plugin_dlopen(opts ? opts->plugin : NULL, path, sizeof(path));
+    if (!r->handle) {
+      kiln_status s =
+          kiln_status_make(KILN_UNAVAILABLE, "cannot load the PJRT plugin %s: %s", path, dlerror());
+      kiln_free(r);
+      return s;
+    }
+    const PJRT_Api *(*get)(void) = (const PJRT_Api *(*)(void))dlsym(r->handle, "GetPjrtApi");
+    r->api = get ? get() : NULL;
   }
-  const PJRT_Api *(*get)(void) = (const PJRT_Api *(*)(void))dlsym(r->handle, "GetPjrtApi");
-  r->api = get ? get() : NULL;
   kiln_status s = NULL;
   if (!r->api)
     s = kiln_status_make(KILN_UNAVAILABLE, "%s has no GetPjrtApi (not a PJRT plugin)", path);
