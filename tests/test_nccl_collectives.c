@@ -35,7 +35,7 @@
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/nccl.h"
 #include "runtime/device.h"
-#include "runtime/half.h"
+#include "base/half.h"
 #include "runtime/spmd.h"
 #include "tests/fake_cuda/fake_cuda.h"
 #include "tests/fake_nccl/fake_nccl.h"

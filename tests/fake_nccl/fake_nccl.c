@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime/half.h"
+#include "base/half.h"
 
 typedef int ncclResult_t;
 typedef struct fake_id {
