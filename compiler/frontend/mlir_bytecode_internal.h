@@ -91,6 +91,9 @@ typedef struct kiln_bc {
     bool boolean;
   } * darr;
   size_t darr_n, darr_cap;
+  /* op locations by location attribute (direct-mapped): ops share their location entries */
+  const kiln_mlir_attr_t *loc_from[64];
+  const char *loc_text[64];
 } kiln_bc_t;
 
 /* A cursor over [pos, end) of the file; `what` names the section for messages. */
@@ -124,6 +127,9 @@ const char *kiln_bc_vhlo_op_attrs(const char *name, int64_t *min_version, int64_
 /* Rewrites every vhlo.* op, attribute and type of the module into the current StableHLO
  * generic form (mlir_bytecode_upgrade.c). */
 kiln_status kiln_bc_upgrade(kiln_bc_t *bc);
+
+/* "<a>.<b>" in the module's arena (op names; cheaper than a formatted print). */
+const char *kiln_bc_dotted(kiln_bc_t *bc, const char *a, const char *b);
 
 /* Attribute constructors in the module's arena. */
 kiln_mlir_attr_t *kiln_bc_new_attr(kiln_bc_t *bc, kiln_mlir_attr_kind_t kind);
