@@ -36,7 +36,7 @@ kiln_status kiln_bc_byte(kiln_bc_reader_t *r, uint8_t *out) {
   return KILN_STATUS_OK;
 }
 
-kiln_status kiln_bc_varint(kiln_bc_reader_t *r, uint64_t *out) {
+kiln_status kiln_bc_varint_slow(kiln_bc_reader_t *r, uint64_t *out) {
   *out = 0;
   if (r->pos >= r->end) return kiln_bc_error(r, "unexpected end of data reading a varint");
   const uint8_t *p = r->bc->data + r->pos;

@@ -107,7 +107,19 @@ kiln_status kiln_bc_error(const kiln_bc_reader_t *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 kiln_bc_reader_t kiln_bc_sub(const kiln_bc_reader_t *r, size_t off, size_t len, const char *what);
 kiln_status kiln_bc_byte(kiln_bc_reader_t *r, uint8_t *out);
-kiln_status kiln_bc_varint(kiln_bc_reader_t *r, uint64_t *out);
+kiln_status kiln_bc_varint_slow(kiln_bc_reader_t *r, uint64_t *out);
+/* One-byte varints (most of them: small indices) inline, the rest out of line. */
+static inline kiln_status kiln_bc_varint(kiln_bc_reader_t *r, uint64_t *out) {
+  if (r->pos < r->end) {
+    uint8_t first = r->bc->data[r->pos];
+    if (first & 1) {
+      *out = first >> 1;
+      r->pos++;
+      return KILN_STATUS_OK;
+    }
+  }
+  return kiln_bc_varint_slow(r, out);
+}
 kiln_status kiln_bc_svarint(kiln_bc_reader_t *r, int64_t *out);
 kiln_status kiln_bc_bytes(kiln_bc_reader_t *r, size_t n, const uint8_t **out);
 /* A count that must fit in what is left (each item takes at least `min_item` bytes). */
