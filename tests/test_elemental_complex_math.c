@@ -55,6 +55,11 @@ static const char *const kUnary[] = {
     "sign",
     "exponential",
     "log",
+    "asin",
+    "acos",
+    "asinh",
+    "acosh",
+    "atanh",
     "bitcast-convert",
 };
 
