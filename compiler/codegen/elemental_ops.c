@@ -497,19 +497,14 @@ static cval_t c_div(kiln_elemental_fn_t *f, cval_t x, cval_t y) {
 }
 
 /* exp z = e^re (cos im + i sin im); a zero imaginary part stays as it is (e^inf * sin 0 would
- * be NaN) and e^re = 0 gives (0, 0) (C99 Annex G's cexp). */
+ * be NaN). */
 static cval_t c_exp(kiln_elemental_fn_t *f, cval_t x) {
   const kiln_kir_type_t *t = x.re->type;
   kiln_kir_value_t *e = un(f, KILN_KIR_EXP, x.re), *zero = cf(f, t, 0.0);
   kiln_kir_value_t *im0 = kiln_kir_cmp(B, KILN_KIR_CMP_EQ, x.im, zero);
-  kiln_kir_value_t *e0 = kiln_kir_cmp(B, KILN_KIR_CMP_EQ, e, zero);
-  kiln_kir_value_t *fin = kiln_kir_is_finite(B, x.im);
   kiln_kir_value_t *c = un(f, KILN_KIR_COS, x.im), *s = un(f, KILN_KIR_SIN, x.im);
   cval_t r = {kiln_kir_select(B, im0, e, bin(f, KILN_KIR_MUL, e, c)),
               kiln_kir_select(B, im0, x.im, bin(f, KILN_KIR_MUL, e, s))};
-  /* e^re = 0: (0, 0), signed as cos and sin while im is finite */
-  r.re = kiln_kir_select(B, e0, kiln_kir_select(B, fin, bin(f, KILN_KIR_MUL, zero, c), zero), r.re);
-  r.im = kiln_kir_select(B, e0, kiln_kir_select(B, fin, bin(f, KILN_KIR_MUL, zero, s), zero), r.im);
   return r;
 }
 
@@ -766,11 +761,13 @@ static cval_t c_atanh(kiln_elemental_fn_t *f, cval_t z) {
   kiln_kir_value_t *big = kiln_kir_cmp(B, KILN_KIR_CMP_GE, m, cf(f, t, huge));
   kiln_kir_value_t *isinf = kiln_kir_cmp(B, KILN_KIR_CMP_EQ, m, cf(f, t, INFINITY));
   kiln_kir_value_t *q = kiln_kir_select(B, isinf, zero, bin(f, KILN_KIR_DIV, n, m));
-  /* x / (x^2 + y^2) = (x / m) / (m (1 + q^2)) */
-  kiln_kir_value_t *re_big = kiln_kir_select(
-      B, isinf, zero,
-      bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_DIV, x, m),
-          bin(f, KILN_KIR_MUL, m, bin(f, KILN_KIR_ADD, one, bin(f, KILN_KIR_MUL, q, q)))));
+  /* x / (x^2 + y^2) = ((x / m) / (1 + q^2)) / m: no overflow on the way to a subnormal */
+  kiln_kir_value_t *re_big =
+      kiln_kir_select(B, isinf, zero,
+                      bin(f, KILN_KIR_DIV,
+                          bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_DIV, x, m),
+                              bin(f, KILN_KIR_ADD, one, bin(f, KILN_KIR_MUL, q, q))),
+                          m));
   re = kiln_kir_select(B, big, re_big, re);
   im = kiln_kir_select(B, big, c_copysign(f, cf(f, t, M_PI_2), y), im);
   cval_t r = {c_copysign(f, re, z.re), im};
