@@ -969,26 +969,47 @@ int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hl
                                            kiln_kir_value_t **out) {
   size_t n = 0;
   kiln_hlo_instruction_t **po = kiln_hlo_computation_post_order(c, &n);
-  kiln_kir_value_t **vals = kiln_calloc(n + 1, sizeof(*vals));
+  /* each value as (re, im): im is NULL for a real one */
+  kiln_kir_value_t **vals = kiln_calloc(2 * (n + 1), sizeof(*vals));
   kiln_ptrmap_t pos;
   kiln_ptrmap_init(&pos);
   int result = -1;
   for (size_t i = 0; i < n; i++) kiln_ptrmap_put(&pos, po[i], (void *)(uintptr_t)(i + 1));
-#define VAL(instr) vals[(uintptr_t)kiln_ptrmap_get(&pos, (instr)) - 1]
+#define VAL(instr) vals[2 * ((uintptr_t)kiln_ptrmap_get(&pos, (instr)) - 1)]
+#define VAL_IM(instr) vals[2 * ((uintptr_t)kiln_ptrmap_get(&pos, (instr)) - 1) + 1]
   for (size_t i = 0; i < n; i++) {
     const kiln_hlo_instruction_t *in = po[i];
-    kiln_kir_value_t *v = NULL;
+    kiln_kir_value_t *v = NULL, *v_im = NULL;
     switch (in->opcode) {
-      case KILN_OP_PARAMETER:
-        if (in->parameter_number < 0 || in->parameter_number >= nargs) {
-          kiln_elemental_fail(f, KILN_ERR_INVALID("%s: parameter %lld of %d", c->name,
+      case KILN_OP_PARAMETER: {
+        /* args are flat: a complex parameter takes two (re, im) */
+        int at = 0;
+        for (int q = 0; q < in->parameter_number && q < c->num_parameters; q++)
+          at += kiln_elemental_vals_per(c->parameters[q]->shape->type);
+        int cnt = kiln_elemental_vals_per(in->shape->type);
+        if (in->parameter_number < 0 || at + cnt > nargs) {
+          kiln_elemental_fail(f, KILN_ERR_INVALID("%s: parameter %lld of %d values", c->name,
                                                   (long long)in->parameter_number, nargs));
           goto done;
         }
-        v = args[in->parameter_number];
+        v = args[at];
+        if (cnt == 2) v_im = args[at + 1];
         break;
+      }
       case KILN_OP_CONSTANT:
-        v = kiln_elemental_constant(f, in->literal, 0);
+        if (kiln_elem_type_is_complex(in->shape->type)) {
+          kiln_elem_type_t pt = kiln_elemental_part_type(in->shape->type);
+          if (!in->literal || in->literal->unknown) {
+            kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("constant without known contents"));
+            goto done;
+          }
+          double cre, cim;
+          kiln_literal_get_c128(in->literal, 0, &cre, &cim);
+          v = kiln_kir_const_float(B, pt, cre);
+          v_im = kiln_kir_const_float(B, pt, cim);
+        } else {
+          v = kiln_elemental_constant(f, in->literal, 0);
+        }
         break;
       case KILN_OP_TUPLE:
         continue; /* expanded by its users (root, get-tuple-element) */
@@ -1001,6 +1022,7 @@ int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hl
           goto done;
         }
         v = VAL(t->operands[in->tuple_index]);
+        v_im = VAL_IM(t->operands[in->tuple_index]);
         break;
       }
       default: {
@@ -1015,8 +1037,25 @@ int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hl
           kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: too many operands", in->name));
           goto done;
         }
-        for (int k = 0; k < in->num_operands; k++) ops[k] = VAL(in->operands[k]);
-        v = kiln_elemental_scalar_op(f, in, ops, in->num_operands);
+        bool cplx = kiln_elem_type_is_complex(in->shape->type);
+        for (int k = 0; k < in->num_operands; k++) {
+          ops[k] = VAL(in->operands[k]);
+          if (VAL_IM(in->operands[k])) cplx = true;
+        }
+        if (cplx) {
+          kiln_kir_value_t *cargs[8][2], *cout[2] = {NULL, NULL};
+          int cnt[8];
+          for (int k = 0; k < in->num_operands; k++) {
+            cargs[k][0] = ops[k];
+            cargs[k][1] = VAL_IM(in->operands[k]);
+            cnt[k] = cargs[k][1] ? 2 : 1;
+          }
+          if (kiln_elemental_complex_op(f, in, cargs, cnt, in->num_operands, cout) < 1) goto done;
+          v = cout[0];
+          v_im = cout[1];
+        } else {
+          v = kiln_elemental_scalar_op(f, in, ops, in->num_operands);
+        }
         break;
       }
     }
@@ -1026,19 +1065,28 @@ int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hl
       goto done;
     }
     VAL(in) = v;
+    VAL_IM(in) = v_im;
   }
+  /* results flat as the arguments: (re, im) for a complex one */
+  const kiln_hlo_instruction_t *single = c->root;
+  const kiln_hlo_instruction_t *const *roots = &single;
+  int nroots = 1;
   if (c->root->opcode == KILN_OP_TUPLE) {
-    if (c->root->num_operands > KILN_ELEM_MAX_OUTPUTS) {
+    roots = (const kiln_hlo_instruction_t *const *)c->root->operands;
+    nroots = c->root->num_operands;
+  }
+  result = 0;
+  for (int k = 0; k < nroots; k++) {
+    int cnt = VAL_IM(roots[k]) ? 2 : 1;
+    if (result + cnt > KILN_ELEM_MAX_OUTPUTS) {
       kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: too many results", c->name));
       goto done;
     }
-    for (int k = 0; k < c->root->num_operands; k++) out[k] = VAL(c->root->operands[k]);
-    result = c->root->num_operands;
-  } else {
-    out[0] = VAL(c->root);
-    result = 1;
+    out[result++] = VAL(roots[k]);
+    if (cnt == 2) out[result++] = VAL_IM(roots[k]);
   }
 #undef VAL
+#undef VAL_IM
 done:
   kiln_ptrmap_free(&pos);
   kiln_free(vals);
