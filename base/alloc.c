@@ -196,7 +196,9 @@ static void arena_pool_drain(void) {
   pthread_mutex_unlock(&g_pool_mu);
 }
 
-void kiln_arena_init(kiln_arena_t *a) { memset(a, 0, sizeof *a); }
+void kiln_arena_init(kiln_arena_t *a) {
+  memset(a, 0, sizeof *a);
+}
 
 void kiln_arena_destroy(kiln_arena_t *a) {
   kiln_arena_chunk_t *c = a->head;
@@ -209,6 +211,12 @@ void kiln_arena_destroy(kiln_arena_t *a) {
 }
 
 void *kiln_arena_alloc(kiln_arena_t *a, size_t n) {
+  void *p = kiln_arena_alloc_uninit(a, n);
+  if (p) memset(p, 0, n ? (n + 15) & ~(size_t)15 : 16);
+  return p;
+}
+
+void *kiln_arena_alloc_uninit(kiln_arena_t *a, size_t n) {
   n = (n + 15) & ~(size_t)15;
   if (n == 0) n = 16;
   if (a->limit && (a->total + n > a->limit || n > a->limit)) return NULL;
@@ -242,7 +250,6 @@ void *kiln_arena_alloc(kiln_arena_t *a, size_t n) {
   void *p = a->head->data + a->used;
   a->used += n;
   a->total += n;
-  memset(p, 0, n);
   return p;
 }
 
@@ -254,7 +261,7 @@ void *kiln_arena_realloc(kiln_arena_t *a, void *old, size_t old_n, size_t new_n)
 }
 
 char *kiln_arena_strndup(kiln_arena_t *a, const char *s, size_t n) {
-  char *d = kiln_arena_alloc(a, n + 1);
+  char *d = kiln_arena_alloc_uninit(a, n + 1);
   if (!d) return NULL;
   memcpy(d, s, n);
   d[n] = 0;

@@ -35,8 +35,8 @@ bool kiln_alloc_injected_failure(void);
 void *kiln_try_malloc(size_t n);
 void *kiln_try_realloc(void *p, size_t n);
 void *kiln_try_calloc(size_t count, size_t size);
-void *kiln_malloc(size_t n);            /* aborts with a message on exhaustion */
-void *kiln_realloc(void *p, size_t n);  /* aborts with a message on exhaustion */
+void *kiln_malloc(size_t n);           /* aborts with a message on exhaustion */
+void *kiln_realloc(void *p, size_t n); /* aborts with a message on exhaustion */
 void *kiln_calloc(size_t count, size_t size);
 void kiln_free(void *p);
 char *kiln_strdup(const char *s);
@@ -48,10 +48,10 @@ char *kiln_strdup(const char *s);
 typedef struct kiln_arena_chunk kiln_arena_chunk_t;
 typedef struct kiln_arena {
   kiln_arena_chunk_t *head;
-  size_t used;      /* bytes used in head */
-  size_t cap;       /* capacity of head */
-  size_t total;     /* bytes handed out over the arena's life */
-  size_t limit;     /* 0 = unlimited; else allocation beyond it fails */
+  size_t used;  /* bytes used in head */
+  size_t cap;   /* capacity of head */
+  size_t total; /* bytes handed out over the arena's life */
+  size_t limit; /* 0 = unlimited; else allocation beyond it fails */
 } kiln_arena_t;
 
 void kiln_arena_init(kiln_arena_t *a);
@@ -60,6 +60,8 @@ void kiln_arena_destroy(kiln_arena_t *a);
  * arena, or a block over 1 MiB) when the heap refuses it; an unbounded arena's ordinary chunk
  * is bookkeeping and aborts on exhaustion like kiln_malloc. */
 void *kiln_arena_alloc(kiln_arena_t *a, size_t n);
+/* The same without zeroing, for blocks the caller fills at once (strings, copied bytes). */
+void *kiln_arena_alloc_uninit(kiln_arena_t *a, size_t n);
 /* Grows a block previously returned by this arena (copying). */
 void *kiln_arena_realloc(kiln_arena_t *a, void *old, size_t old_n, size_t new_n);
 char *kiln_arena_strndup(kiln_arena_t *a, const char *s, size_t n);

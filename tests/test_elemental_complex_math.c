@@ -55,6 +55,11 @@ static const char *const kUnary[] = {
     "sign",
     "exponential",
     "log",
+    "asin",
+    "acos",
+    "asinh",
+    "acosh",
+    "atanh",
     "bitcast-convert",
 };
 
@@ -102,11 +107,48 @@ static void test_complex_concatenate_and_pad(void **state) {
       12);
 }
 
+/* Reduce and reduce-window of complex values: the reducer (a scalar computation) runs on
+ * (re, im) pairs: a complex sum, a min by (re, im) in lexicographic order through real/imag/
+ * compare/select (as JAX writes it), and a variadic reduce of a complex and an s32 operand. */
+static void test_complex_reduce(void **state) {
+  (void)state;
+  check_exact(
+      "add {\n  a = c64[] parameter(0)\n  b = c64[] parameter(1)\n"
+      "  ROOT s = c64[] add(a, b)\n}\n"
+      "f {\n  p0 = c64[5,7] parameter(0)\n  z = c64[] constant((0.5, -1))\n"
+      "  ROOT r = c64[7] reduce(p0, z), dimensions={0}, to_apply=add\n}\n",
+      7);
+  check_exact(
+      "mn {\n  a = c128[] parameter(0)\n  b = c128[] parameter(1)\n"
+      "  ar = f64[] real(a)\n  br = f64[] real(b)\n  ai = f64[] imag(a)\n  bi = f64[] imag(b)\n"
+      "  eq = pred[] compare(ar, br), direction=EQ\n  lt = pred[] compare(ar, br), direction=LT\n"
+      "  li = pred[] compare(ai, bi), direction=LT\n  c = pred[] select(eq, li, lt)\n"
+      "  ROOT s = c128[] select(c, a, b)\n}\n"
+      "f {\n  p0 = c128[6,9] parameter(0)\n  z = c128[] constant((inf, 0))\n"
+      "  ROOT r = c128[6] reduce(p0, z), dimensions={1}, to_apply=mn\n}\n",
+      6);
+  check_exact(
+      "pair {\n  a = c64[] parameter(0)\n  i = s32[] parameter(1)\n  b = c64[] parameter(2)\n"
+      "  j = s32[] parameter(3)\n  s = c64[] add(a, b)\n  k = s32[] add(i, j)\n"
+      "  ROOT t = (c64[], s32[]) tuple(s, k)\n}\n"
+      "f {\n  p0 = c64[4,3] parameter(0)\n  p1 = s32[4,3] parameter(1)\n"
+      "  z = c64[] constant((0, 0))\n  zi = s32[] constant(0)\n"
+      "  ROOT r = (c64[3], s32[3]) reduce(p0, p1, z, zi), dimensions={0}, to_apply=pair\n}\n",
+      6);
+  check_exact(
+      "add {\n  a = c128[] parameter(0)\n  b = c128[] parameter(1)\n"
+      "  ROOT s = c128[] add(a, b)\n}\n"
+      "f {\n  p0 = c128[8] parameter(0)\n  z = c128[] constant((0, 0))\n"
+      "  ROOT r = c128[7] reduce-window(p0, z), window={size=2}, to_apply=add\n}\n",
+      7);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_complex_math),
       cmocka_unit_test(test_complex_power),
       cmocka_unit_test(test_complex_concatenate_and_pad),
+      cmocka_unit_test(test_complex_reduce),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,9 +31,11 @@ static kiln_kir_module_t *build_unary(kiln_kir_opcode_t op) {
   kiln_kir_func_set_launch(k, block, grid);
   kiln_kir_builder_t b;
   kiln_kir_builder_init(&b, m, kiln_kir_func_body(k));
-  kiln_kir_value_t *ids[2] = {kiln_kir_thread_id(&b, 0, 0, 127), kiln_kir_block_id(&b, 0, 0, N / 128 - 1)};
+  kiln_kir_value_t *ids[2] = {kiln_kir_thread_id(&b, 0, 0, 127),
+                              kiln_kir_block_id(&b, 0, 0, N / 128 - 1)};
   kiln_kir_value_t *i = kiln_kir_apply_indexing1(
-      &b, kir_test_map(m, "(th, bl) -> (bl * 128 + th), domain: th in [0, 127], bl in [0, 511]"), ids, 2);
+      &b, kir_test_map(m, "(th, bl) -> (bl * 128 + th), domain: th in [0, 127], bl in [0, 511]"),
+      ids, 2);
   kiln_kir_value_t *x = kiln_kir_extract(&b, kiln_kir_func_param(k, 0), &i, 1);
   kiln_kir_value_t *y = kiln_kir_unary(&b, op, x);
   kiln_kir_value_t *r = kiln_kir_insert(&b, y, kiln_kir_func_param(k, 1), &i, 1);
@@ -43,20 +45,34 @@ static kiln_kir_module_t *build_unary(kiln_kir_opcode_t op) {
 
 static double ref(kiln_kir_opcode_t op, double x) {
   switch (op) {
-    case KILN_KIR_EXP: return exp(x);
-    case KILN_KIR_EXPM1: return expm1(x);
-    case KILN_KIR_LOG: return log(x);
-    case KILN_KIR_LOG1P: return log1p(x);
-    case KILN_KIR_TANH: return tanh(x);
-    case KILN_KIR_LOGISTIC: return 1.0 / (1.0 + exp(-x));
-    case KILN_KIR_SIN: return sin(x);
-    case KILN_KIR_COS: return cos(x);
-    case KILN_KIR_TAN: return tan(x);
-    case KILN_KIR_ERF: return erf(x);
-    case KILN_KIR_CBRT: return cbrt(x);
-    case KILN_KIR_RSQRT: return 1.0 / sqrt(x);
-    case KILN_KIR_SQRT: return sqrt(x);
-    default: return NAN;
+    case KILN_KIR_EXP:
+      return exp(x);
+    case KILN_KIR_EXPM1:
+      return expm1(x);
+    case KILN_KIR_LOG:
+      return log(x);
+    case KILN_KIR_LOG1P:
+      return log1p(x);
+    case KILN_KIR_TANH:
+      return tanh(x);
+    case KILN_KIR_LOGISTIC:
+      return 1.0 / (1.0 + exp(-x));
+    case KILN_KIR_SIN:
+      return sin(x);
+    case KILN_KIR_COS:
+      return cos(x);
+    case KILN_KIR_TAN:
+      return tan(x);
+    case KILN_KIR_ERF:
+      return erf(x);
+    case KILN_KIR_CBRT:
+      return cbrt(x);
+    case KILN_KIR_RSQRT:
+      return 1.0 / sqrt(x);
+    case KILN_KIR_SQRT:
+      return sqrt(x);
+    default:
+      return NAN;
   }
 }
 
@@ -108,13 +124,29 @@ static void sweep(const spec_t *sp, kiln_host_jit_t *jit, kiln_host_pool_t *pool
 static void test_f32_math_accuracy_vs_correctly_rounded(void **state) {
   (void)state;
   static const spec_t kSpecs[] = {
-      {KILN_KIR_EXP, -87.0, 88.5, 2},      {KILN_KIR_EXPM1, -10.0, 10.0, 3},
-      {KILN_KIR_LOG, 1e-30, 1e30, 2},      {KILN_KIR_LOG, 0.5, 2.0, 2},
-      {KILN_KIR_LOG1P, -0.999, 100.0, 3},  {KILN_KIR_TANH, -10.0, 10.0, 3},
-      {KILN_KIR_LOGISTIC, -30.0, 30.0, 3}, {KILN_KIR_SIN, -100.0, 100.0, 2},
-      {KILN_KIR_COS, -100.0, 100.0, 2},    {KILN_KIR_TAN, -1.5, 1.5, 4},
-      {KILN_KIR_ERF, -5.0, 5.0, 8},        {KILN_KIR_CBRT, -1e6, 1e6, 2},
-      {KILN_KIR_RSQRT, 1e-6, 1e6, 1.5},      {KILN_KIR_SQRT, 0.0, 1e6, 0.5},
+      {KILN_KIR_EXP, -87.0, 88.5, 2},
+      {KILN_KIR_EXPM1, -10.0, 10.0, 3},
+      {KILN_KIR_LOG, 1e-30, 1e30, 2},
+      {KILN_KIR_LOG, 0.5, 2.0, 2},
+      {KILN_KIR_LOG1P, -0.999, 100.0, 3},
+      {KILN_KIR_TANH, -10.0, 10.0, 3},
+      {KILN_KIR_LOGISTIC, -30.0, 30.0, 3},
+      {KILN_KIR_SIN, -100.0, 100.0, 2},
+      {KILN_KIR_COS, -100.0, 100.0, 2},
+      {KILN_KIR_TAN, -1.5, 1.5, 4},
+      /* past 128 Payne-Hanek reduction (the whole f32 range) */
+      {KILN_KIR_SIN, -8192.0, 8192.0, 2},
+      {KILN_KIR_COS, -8192.0, 8192.0, 2},
+      {KILN_KIR_SIN, 8000.0, 1e6, 2},
+      {KILN_KIR_COS, 8000.0, 1e6, 2},
+      {KILN_KIR_SIN, -3.4e38, 3.4e38, 2},
+      {KILN_KIR_COS, -3.4e38, 3.4e38, 2},
+      {KILN_KIR_SIN, 1e10, 1e12, 2},
+      {KILN_KIR_COS, -1e20, -1e18, 2},
+      {KILN_KIR_ERF, -5.0, 5.0, 8},
+      {KILN_KIR_CBRT, -1e6, 1e6, 2},
+      {KILN_KIR_RSQRT, 1e-6, 1e6, 1.5},
+      {KILN_KIR_SQRT, 0.0, 1e6, 0.5},
   };
   kiln_host_jit_t *jit;
   assert_null(kiln_host_jit_create(NULL, &jit));
@@ -134,7 +166,7 @@ static void test_f32_math_accuracy_vs_correctly_rounded(void **state) {
 
 static void test_f32_math_special_values(void **state) {
   (void)state;
-  static const kiln_kir_opcode_t kOps[] = {KILN_KIR_EXP, KILN_KIR_LOG, KILN_KIR_TANH,
+  static const kiln_kir_opcode_t kOps[] = {KILN_KIR_EXP,   KILN_KIR_LOG,   KILN_KIR_TANH,
                                            KILN_KIR_LOG1P, KILN_KIR_EXPM1, KILN_KIR_ERF};
   const float xs[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -1.0f, 1e-45f, 89.0f, -110.0f};
   kiln_host_pool_t *pool;
@@ -156,7 +188,8 @@ static void test_f32_math_special_values(void **state) {
         assert_true(isnan(out[i]));
       } else if (isinf(want) || want == 0.0) {
         if (!(out[i] == (float)want)) {
-          fprintf(stderr, "%s(%g) = %g, want %g\n", kiln_kir_opcode_name(kOps[o]), xs[i], out[i], want);
+          fprintf(stderr, "%s(%g) = %g, want %g\n", kiln_kir_opcode_name(kOps[o]), xs[i], out[i],
+                  want);
           fail();
         }
       } else {

@@ -15,8 +15,10 @@
 /* ---- helpers ---- */
 
 bool kiln_elemental_fail(kiln_elemental_fn_t *f, kiln_status s) {
-  if (!f->err) f->err = s;
-  else kiln_status_free(s);
+  if (!f->err)
+    f->err = s;
+  else
+    kiln_status_free(s);
   return false;
 }
 
@@ -53,8 +55,8 @@ int kiln_elemental_num_values(const kiln_hlo_instruction_t *instr) {
 
 bool kiln_elemental_physical_order(const kiln_shape_t *s, int *perm) {
   bool permuted = false;
-  bool laid = s->has_layout && s->layout.rank == s->rank && s->layout.minor_to_major && s->rank > 1 &&
-              s->rank <= KILN_KIR_MAX_RANK;
+  bool laid = s->has_layout && s->layout.rank == s->rank && s->layout.minor_to_major &&
+              s->rank > 1 && s->rank <= KILN_KIR_MAX_RANK;
   unsigned seen = 0;
   for (int j = 0; laid && j < s->rank; j++) {
     int64_t d = s->layout.minor_to_major[j];
@@ -100,13 +102,15 @@ kiln_status kiln_elemental_check_type(kiln_elem_type_t t) {
  * logical, and bitcasts' indexing maps already read both layouts. */
 static kiln_status check_shape(const kiln_hlo_instruction_t *instr, const kiln_shape_t *s) {
   if (kiln_shape_is_tuple(s)) {
-    for (int i = 0; i < s->num_elements; i++) KILN_RETURN_IF_ERROR_PLAIN(check_shape(instr, s->elements[i]));
+    for (int i = 0; i < s->num_elements; i++)
+      KILN_RETURN_IF_ERROR_PLAIN(check_shape(instr, s->elements[i]));
     return NULL;
   }
   if (s->type == KILN_TOKEN) return NULL;
   kiln_status st = kiln_elemental_check_type(s->type);
   if (st) return kiln_status_annotate(st, "in %s", instr->name);
-  if (s->rank > KILN_KIR_MAX_RANK) return KILN_ERR_UNIMPLEMENTED("%s: rank %d", instr->name, s->rank);
+  if (s->rank > KILN_KIR_MAX_RANK)
+    return KILN_ERR_UNIMPLEMENTED("%s: rank %d", instr->name, s->rank);
   return NULL;
 }
 
@@ -279,8 +283,10 @@ static bool runtime_values(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t 
     if (nv < 1) return false;
     kiln_kir_value_t *x = kiln_kir_convert(f->b, v[0], kiln_kir_type_index(f->e->m));
     kiln_interval_t b = oi->map->vars[KILN_INDEXING_RT].data[j].bounds;
-    if (b.hi != INT64_MAX) x = kiln_kir_binary(f->b, KILN_KIR_MIN, x, kiln_kir_const_index(f->b, b.hi));
-    if (b.lo != INT64_MIN) x = kiln_kir_binary(f->b, KILN_KIR_MAX, x, kiln_kir_const_index(f->b, b.lo));
+    if (b.hi != INT64_MAX)
+      x = kiln_kir_binary(f->b, KILN_KIR_MIN, x, kiln_kir_const_index(f->b, b.hi));
+    if (b.lo != INT64_MIN)
+      x = kiln_kir_binary(f->b, KILN_KIR_MAX, x, kiln_kir_const_index(f->b, b.lo));
     rts[j] = x;
   }
   return true;
@@ -430,7 +436,8 @@ typedef struct red_ctx {
   const kiln_hlo_instruction_t *instr;
   const kiln_hlo_indexing_t *ix;
   kiln_kir_value_t *const *idx;
-  int n;                         /* accumulators */
+  int n;    /* accumulator values (a complex one is two: re, im) */
+  int nout; /* reduce: outputs (operands / 2) */
   kiln_kir_value_t *syms[KILN_KIR_MAX_RANK * 2];
   const kiln_indexing_map_t *map; /* the symbol domain (operand 0's map) */
   bool dot;
@@ -473,10 +480,12 @@ static bool dot_body(kiln_elemental_fn_t *f, red_ctx_t *r, kiln_kir_value_t **ac
   }
   kiln_kir_builder_t *b = f->b;
   if (r->n == 2) {
-    kiln_kir_value_t *re = kiln_kir_binary(b, KILN_KIR_SUB, kiln_kir_binary(b, KILN_KIR_MUL, x[0], y[0]),
-                                           kiln_kir_binary(b, KILN_KIR_MUL, x[1], y[1]));
-    kiln_kir_value_t *im = kiln_kir_binary(b, KILN_KIR_ADD, kiln_kir_binary(b, KILN_KIR_MUL, x[0], y[1]),
-                                           kiln_kir_binary(b, KILN_KIR_MUL, x[1], y[0]));
+    kiln_kir_value_t *re =
+        kiln_kir_binary(b, KILN_KIR_SUB, kiln_kir_binary(b, KILN_KIR_MUL, x[0], y[0]),
+                        kiln_kir_binary(b, KILN_KIR_MUL, x[1], y[1]));
+    kiln_kir_value_t *im =
+        kiln_kir_binary(b, KILN_KIR_ADD, kiln_kir_binary(b, KILN_KIR_MUL, x[0], y[1]),
+                        kiln_kir_binary(b, KILN_KIR_MUL, x[1], y[0]));
     out[0] = kiln_kir_binary(b, KILN_KIR_ADD, accs[0], re);
     out[1] = kiln_kir_binary(b, KILN_KIR_ADD, accs[1], im);
     return out[0] && out[1];
@@ -484,7 +493,8 @@ static bool dot_body(kiln_elemental_fn_t *f, red_ctx_t *r, kiln_kir_value_t **ac
   if (r->acc_type == KILN_PRED)
     out[0] = kiln_kir_binary(b, KILN_KIR_OR, accs[0], kiln_kir_binary(b, KILN_KIR_AND, x[0], y[0]));
   else
-    out[0] = kiln_kir_binary(b, KILN_KIR_ADD, accs[0], kiln_kir_binary(b, KILN_KIR_MUL, x[0], y[0]));
+    out[0] =
+        kiln_kir_binary(b, KILN_KIR_ADD, accs[0], kiln_kir_binary(b, KILN_KIR_MUL, x[0], y[0]));
   return out[0] != NULL;
 }
 
@@ -493,21 +503,26 @@ static bool red_body(kiln_elemental_fn_t *f, red_ctx_t *r, kiln_kir_value_t **ac
                      kiln_kir_value_t **out) {
   const kiln_hlo_instruction_t *instr = r->instr;
   if (r->dot) return dot_body(f, r, accs, out);
+  /* the reducer's arguments, flat: accumulators, then the operands' values */
   kiln_kir_value_t *args[MAX_OUTS * 2];
-  for (int k = 0; k < r->n; k++) {
-    args[k] = accs[k];
+  int na = r->n;
+  for (int k = 0; k < r->n; k++) args[k] = accs[k];
+  for (int k = 0; k < r->nout; k++) {
     kiln_kir_value_t *oidx[KILN_KIR_MAX_RANK], *v[MAX_OUTS];
     const kiln_indexing_map_t *m = r->ix->operands[k].map;
     if (!apply_map(f, m, r->idx, r->syms, NULL, oidx)) return false;
-    if (kiln_elemental_emit(f, instr->operands[k], oidx, (int)kiln_indexing_map_num_results(m), v) <
-        1)
-      return false;
-    args[r->n + k] = v[0];
+    int cnt =
+        kiln_elemental_emit(f, instr->operands[k], oidx, (int)kiln_indexing_map_num_results(m), v);
+    if (cnt < 1 || na + cnt > MAX_OUTS * 2)
+      return cnt < 1 ? false
+                     : kiln_elemental_fail(
+                           f, KILN_ERR_UNIMPLEMENTED("%s: too many values", instr->name));
+    for (int j = 0; j < cnt; j++) args[na++] = v[j];
   }
   const kiln_hlo_computation_t *reducer = kiln_hlo_instruction_called(instr, "to_apply");
   if (!reducer)
     return kiln_elemental_fail(f, KILN_ERR_INVALID("%s: no to_apply computation", instr->name));
-  return kiln_elemental_emit_scalar_computation(f, reducer, args, 2 * r->n, out) == r->n;
+  return kiln_elemental_emit_scalar_computation(f, reducer, args, na, out) == r->n;
 }
 
 /* Loops over symbol `level` and deeper; accs in, new accs out. */
@@ -516,7 +531,8 @@ static bool red_loops(kiln_elemental_fn_t *f, red_ctx_t *r, size_t level, kiln_k
   size_t ns = kiln_indexing_map_num_syms(r->map);
   if (level == ns) {
     bool never = false;
-    kiln_kir_value_t *cond = in_domain(f, r->map, output_shape(r->instr, 0), r->idx, r->syms, NULL, &never);
+    kiln_kir_value_t *cond =
+        in_domain(f, r->map, output_shape(r->instr, 0), r->idx, r->syms, NULL, &never);
     if (f->err) return false;
     if (never) {
       for (int k = 0; k < r->n; k++) out[k] = accs[k];
@@ -545,15 +561,16 @@ static bool red_loops(kiln_elemental_fn_t *f, red_ctx_t *r, size_t level, kiln_k
   if (b.lo == INT64_MIN || b.hi == INT64_MAX)
     return kiln_elemental_fail(f,
                                KILN_ERR_UNIMPLEMENTED("%s: unbounded loop symbol", r->instr->name));
-  kiln_kir_op_t *loop = kiln_kir_for(f->b, kiln_kir_const_index(f->b, b.lo),
-                                     kiln_kir_const_index(f->b, b.hi + 1),
-                                     kiln_kir_const_index(f->b, 1), accs, (size_t)r->n);
+  kiln_kir_op_t *loop =
+      kiln_kir_for(f->b, kiln_kir_const_index(f->b, b.lo), kiln_kir_const_index(f->b, b.hi + 1),
+                   kiln_kir_const_index(f->b, 1), accs, (size_t)r->n);
   if (!loop) return false;
   size_t mark;
   kiln_elemental_enter(f, kiln_kir_op_region(loop, 0), &mark);
   r->syms[sym] = kiln_kir_region_arg(kiln_kir_op_region(loop, 0), 0);
   kiln_kir_value_t *inner[MAX_OUTS], *nv[MAX_OUTS];
-  for (int k = 0; k < r->n; k++) inner[k] = kiln_kir_region_arg(kiln_kir_op_region(loop, 0), (size_t)k + 1);
+  for (int k = 0; k < r->n; k++)
+    inner[k] = kiln_kir_region_arg(kiln_kir_op_region(loop, 0), (size_t)k + 1);
   bool ok = red_loops(f, r, level + 1, inner, nv);
   if (ok) kiln_kir_yield(f->b, nv, (size_t)r->n);
   kiln_elemental_exit(f, mark);
@@ -580,7 +597,8 @@ static int emit_reduction(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *
                  : kiln_elem_type_is_float(rt) ? (rt == KILN_F64 ? KILN_F64 : KILN_F32)
                                                : rt;
     if (ix->num_operands != 2 || !ix->operands[0].map || !ix->operands[1].map ||
-        kiln_indexing_map_num_syms(ix->operands[0].map) != kiln_indexing_map_num_syms(ix->operands[1].map)) {
+        kiln_indexing_map_num_syms(ix->operands[0].map) !=
+            kiln_indexing_map_num_syms(ix->operands[1].map)) {
       kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %s indexing", instr->name,
                                                     kiln_hlo_opcode_name(instr->opcode)));
       return -1;
@@ -589,15 +607,23 @@ static int emit_reduction(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *
     for (int k = 0; k < r.n; k++)
       accs[k] = kiln_kir_const(f->b, kiln_kir_type_scalar(f->e->m, r.acc_type), zero);
   } else {
-    r.n = instr->num_operands / 2;
-    if (r.n < 1 || r.n > MAX_OUTS) {
-      kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %d reduced operands", instr->name, r.n));
+    r.nout = instr->num_operands / 2;
+    if (r.nout < 1 || r.nout > MAX_OUTS) {
+      kiln_elemental_fail(f,
+                          KILN_ERR_UNIMPLEMENTED("%s: %d reduced operands", instr->name, r.nout));
       return -1;
     }
-    for (int k = 0; k < r.n; k++) {
+    /* accumulators flat: (re, im) for a complex init value */
+    r.n = 0;
+    for (int k = 0; k < r.nout; k++) {
       kiln_kir_value_t *v[MAX_OUTS];
-      if (kiln_elemental_emit(f, instr->operands[r.n + k], NULL, 0, v) < 1) return -1;
-      accs[k] = v[0];
+      int cnt = kiln_elemental_emit(f, instr->operands[r.nout + k], NULL, 0, v);
+      if (cnt < 1) return -1;
+      if (r.n + cnt > MAX_OUTS) {
+        kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: too many values", instr->name));
+        return -1;
+      }
+      for (int j = 0; j < cnt; j++) accs[r.n++] = v[j];
     }
   }
   r.map = ix->operands[0].map;
@@ -613,7 +639,8 @@ static int emit_reduction(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *
   for (int l = 0; l < ns; l++) r.order[l] = conv ? (l + 1) % ns : l;
   kiln_kir_value_t *res[MAX_OUTS];
   if (!red_loops(f, &r, 0, accs, res)) return -1;
-  if (r.dot && r.n == 1) res[0] = kiln_kir_convert(f->b, res[0], kiln_kir_type_scalar(f->e->m, instr->shape->type));
+  if (r.dot && r.n == 1)
+    res[0] = kiln_kir_convert(f->b, res[0], kiln_kir_type_scalar(f->e->m, instr->shape->type));
   for (int k = 0; k < r.n; k++) out[k] = res[k];
   return r.n;
 }
@@ -687,7 +714,8 @@ int kiln_elemental_emit(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *in
                                     kiln_hlo_opcode_name(instr->opcode)));
       return -1;
     }
-    if (sg->id != f->sg) n = emit_call(f, instr, sg, idx, nidx, out);
+    if (sg->id != f->sg)
+      n = emit_call(f, instr, sg, idx, nidx, out);
     else
       n = kiln_elemental_emit_instr(f, instr, idx, nidx, out);
   }
@@ -779,10 +807,21 @@ int kiln_elemental_emit_instr(kiln_elemental_fn_t *f, const kiln_hlo_instruction
     return out[0] ? 1 : -1;
   }
   switch (op) {
-    case KILN_OP_BROADCAST: case KILN_OP_TRANSPOSE: case KILN_OP_RESHAPE: case KILN_OP_BITCAST:
-    case KILN_OP_SLICE: case KILN_OP_REVERSE: case KILN_OP_DYNAMIC_SLICE: case KILN_OP_GATHER:
-    case KILN_OP_PAD: case KILN_OP_CONCATENATE: case KILN_OP_REDUCE: case KILN_OP_REDUCE_WINDOW:
-    case KILN_OP_DOT: case KILN_OP_CONVOLUTION: case KILN_OP_DYNAMIC_UPDATE_SLICE:
+    case KILN_OP_BROADCAST:
+    case KILN_OP_TRANSPOSE:
+    case KILN_OP_RESHAPE:
+    case KILN_OP_BITCAST:
+    case KILN_OP_SLICE:
+    case KILN_OP_REVERSE:
+    case KILN_OP_DYNAMIC_SLICE:
+    case KILN_OP_GATHER:
+    case KILN_OP_PAD:
+    case KILN_OP_CONCATENATE:
+    case KILN_OP_REDUCE:
+    case KILN_OP_REDUCE_WINDOW:
+    case KILN_OP_DOT:
+    case KILN_OP_CONVOLUTION:
+    case KILN_OP_DYNAMIC_UPDATE_SLICE:
       break;
     default:
       kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("elemental emitter: opcode %s (%s)",
@@ -802,12 +841,6 @@ int kiln_elemental_emit_instr(kiln_elemental_fn_t *f, const kiln_hlo_instruction
                           KILN_ERR_UNIMPLEMENTED("%s: no indexing for operand %d", instr->name, k));
       goto done;
     }
-  if ((op == KILN_OP_REDUCE || op == KILN_OP_REDUCE_WINDOW) &&
-      kiln_elemental_num_values(instr) != kiln_elemental_num_outputs(instr)) {
-    kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: %s of complex values", instr->name,
-                                                  kiln_hlo_opcode_name(op)));
-    goto done;
-  }
   if (op == KILN_OP_PAD) {
     n = emit_pad(f, instr, &ix, idx, out);
   } else if (op == KILN_OP_DYNAMIC_UPDATE_SLICE) {
@@ -962,8 +995,8 @@ static kiln_status declare(kiln_elemental_t *e, int sgi) {
       for (int part = 0; part < kiln_elemental_vals_per(t); part++)
         rt[k++] = kiln_kir_type_scalar(e->m, kiln_elemental_part_type(t));
     }
-  e->funcs[sgi] = kiln_kir_func_create(e->m, sg->name, KILN_KIR_FUNC_SUBGRAPH, pt, pn, np, rt,
-                                       (size_t)nres);
+  e->funcs[sgi] =
+      kiln_kir_func_create(e->m, sg->name, KILN_KIR_FUNC_SUBGRAPH, pt, pn, np, rt, (size_t)nres);
   for (size_t i = 0; i < np; i++) kiln_free(names[i]);
   kiln_free(names);
   kiln_free(pn);
@@ -1009,14 +1042,16 @@ kiln_status kiln_elemental_emit_functions(kiln_elemental_t *e) {
   if (!e->physical_layouts && (e->permuted_tensor || e->permuted_output))
     return KILN_ERR_UNIMPLEMENTED(
         "%s: non-default layout of an %s (this emitter indexes memory in logical order); in "
-        "fusion %s", e->permuted_tensor ? e->permuted_tensor->name : e->permuted_output->name,
+        "fusion %s",
+        e->permuted_tensor ? e->permuted_tensor->name : e->permuted_output->name,
         e->permuted_tensor ? "input" : "output", e->comp->name);
   int n = e->part->num_subgraphs;
   bool *skip = kiln_calloc((size_t)n + 1, sizeof(*skip));
   for (int i = 0; i < n && e->caller_emits; i++) {
     const kiln_partition_subgraph_t *sg = &e->part->subgraphs[i];
     skip[i] = sg->num_roots > 0;
-    for (int r = 0; r < sg->num_roots; r++) skip[i] &= e->caller_emits(e->caller_user, sg->roots[r]);
+    for (int r = 0; r < sg->num_roots; r++)
+      skip[i] &= e->caller_emits(e->caller_user, sg->roots[r]);
   }
   /* ... unless an emitted function reads one of their roots. */
   for (bool changed = e->caller_emits != NULL; changed;) {
@@ -1025,7 +1060,8 @@ kiln_status kiln_elemental_emit_functions(kiln_elemental_t *e) {
       const kiln_partition_subgraph_t *sg = &e->part->subgraphs[i];
       for (int k = 0; k < sg->num_instrs && !skip[i]; k++)
         for (int o = 0; o < sg->instrs[k]->num_operands; o++) {
-          const kiln_partition_subgraph_t *u = kiln_partition_subgraph_of(e->part, sg->instrs[k]->operands[o]);
+          const kiln_partition_subgraph_t *u =
+              kiln_partition_subgraph_of(e->part, sg->instrs[k]->operands[o]);
           if (u && skip[u->id]) skip[u->id] = false, changed = true;
         }
     }

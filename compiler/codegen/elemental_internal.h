@@ -61,7 +61,8 @@ kiln_kir_value_t *kiln_elemental_scalar_op(kiln_elemental_fn_t *f,
                                            const kiln_hlo_instruction_t *instr,
                                            kiln_kir_value_t *const *args, int nargs);
 /* Emits a scalar computation (reducer, map body) inline on `args`; returns the number of
- * results written to out, or -1. */
+ * results written to out, or -1. Arguments and results are flat: a complex parameter or
+ * result takes two values (re, im). */
 int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hlo_computation_t *c,
                                            kiln_kir_value_t *const *args, int nargs,
                                            kiln_kir_value_t **out);

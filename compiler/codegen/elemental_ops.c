@@ -8,7 +8,9 @@
 
 #define B (f->b)
 
-static kiln_elem_type_t elem_of(const kiln_kir_value_t *v) { return v->type->elem; }
+static kiln_elem_type_t elem_of(const kiln_kir_value_t *v) {
+  return v->type->elem;
+}
 
 static kiln_kir_value_t *cf(kiln_elemental_fn_t *f, const kiln_kir_type_t *t, double v) {
   kiln_kir_const_t c = {0};
@@ -59,15 +61,17 @@ static kiln_kir_value_t *derived_math(kiln_elemental_fn_t *f, kiln_hlo_opcode_t 
   switch (op) {
     case KILN_OP_ACOS:
     case KILN_OP_ASIN: {
-      kiln_kir_value_t *s = un(f, KILN_KIR_SQRT, bin(f, KILN_KIR_MUL, bin(f, KILN_KIR_SUB, one, x),
-                                                     bin(f, KILN_KIR_ADD, one, x)));
+      kiln_kir_value_t *s =
+          un(f, KILN_KIR_SQRT,
+             bin(f, KILN_KIR_MUL, bin(f, KILN_KIR_SUB, one, x), bin(f, KILN_KIR_ADD, one, x)));
       r = op == KILN_OP_ACOS ? bin(f, KILN_KIR_ATAN2, s, x) : bin(f, KILN_KIR_ATAN2, x, s);
       break;
     }
     case KILN_OP_ACOSH: {
       /* log1p(t + sqrt(t * (x + 1))) with t = x - 1: exact near 1. */
       kiln_kir_value_t *t = bin(f, KILN_KIR_SUB, x, one);
-      kiln_kir_value_t *s = un(f, KILN_KIR_SQRT, bin(f, KILN_KIR_MUL, t, bin(f, KILN_KIR_ADD, x, one)));
+      kiln_kir_value_t *s =
+          un(f, KILN_KIR_SQRT, bin(f, KILN_KIR_MUL, t, bin(f, KILN_KIR_ADD, x, one)));
       kiln_kir_value_t *small = un(f, KILN_KIR_LOG1P, bin(f, KILN_KIR_ADD, t, s));
       kiln_kir_value_t *large = bin(f, KILN_KIR_ADD, un(f, KILN_KIR_LOG, x), cf(f, w, M_LN2));
       r = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_GT, x, cf(f, w, big)), large, small);
@@ -79,20 +83,26 @@ static kiln_kir_value_t *derived_math(kiln_elemental_fn_t *f, kiln_hlo_opcode_t 
       /* sign(x) * log1p(a + a^2 / (1 + sqrt(1 + a^2))), a = |x|. */
       kiln_kir_value_t *a = un(f, KILN_KIR_ABS, x);
       kiln_kir_value_t *a2 = bin(f, KILN_KIR_MUL, a, a);
-      kiln_kir_value_t *d = bin(f, KILN_KIR_ADD, one, un(f, KILN_KIR_SQRT, bin(f, KILN_KIR_ADD, one, a2)));
-      kiln_kir_value_t *small = un(f, KILN_KIR_LOG1P, bin(f, KILN_KIR_ADD, a, bin(f, KILN_KIR_DIV, a2, d)));
+      kiln_kir_value_t *d =
+          bin(f, KILN_KIR_ADD, one, un(f, KILN_KIR_SQRT, bin(f, KILN_KIR_ADD, one, a2)));
+      kiln_kir_value_t *small =
+          un(f, KILN_KIR_LOG1P, bin(f, KILN_KIR_ADD, a, bin(f, KILN_KIR_DIV, a2, d)));
       kiln_kir_value_t *large = bin(f, KILN_KIR_ADD, un(f, KILN_KIR_LOG, a), cf(f, w, M_LN2));
-      kiln_kir_value_t *m = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_GT, a, cf(f, w, big)), large, small);
-      r = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, x, cf(f, w, 0.0)), un(f, KILN_KIR_NEG, m), m);
+      kiln_kir_value_t *m =
+          kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_GT, a, cf(f, w, big)), large, small);
+      r = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, x, cf(f, w, 0.0)),
+                          un(f, KILN_KIR_NEG, m), m);
       break;
     }
     case KILN_OP_ATANH: {
       /* sign(x) * 0.5 * log1p(2a / (1 - a)), a = |x| (log1p of a non-negative argument is
        * well conditioned). */
       kiln_kir_value_t *a = un(f, KILN_KIR_ABS, x);
-      kiln_kir_value_t *q = bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_ADD, a, a), bin(f, KILN_KIR_SUB, one, a));
+      kiln_kir_value_t *q =
+          bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_ADD, a, a), bin(f, KILN_KIR_SUB, one, a));
       kiln_kir_value_t *m = bin(f, KILN_KIR_MUL, half, un(f, KILN_KIR_LOG1P, q));
-      r = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, x, cf(f, w, 0.0)), un(f, KILN_KIR_NEG, m), m);
+      r = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, x, cf(f, w, 0.0)),
+                          un(f, KILN_KIR_NEG, m), m);
       break;
     }
     case KILN_OP_COSH: {
@@ -105,9 +115,11 @@ static kiln_kir_value_t *derived_math(kiln_elemental_fn_t *f, kiln_hlo_opcode_t 
       kiln_kir_value_t *a = un(f, KILN_KIR_ABS, x);
       kiln_kir_value_t *e = un(f, KILN_KIR_EXPM1, a);
       kiln_kir_value_t *q = bin(f, KILN_KIR_DIV, e, bin(f, KILN_KIR_ADD, e, one));
-      q = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, a, cf(f, w, wt == KILN_F64 ? 700.0 : 80.0)), q, one);
+      q = kiln_kir_select(
+          B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, a, cf(f, w, wt == KILN_F64 ? 700.0 : 80.0)), q, one);
       kiln_kir_value_t *m = bin(f, KILN_KIR_MUL, half, bin(f, KILN_KIR_ADD, e, q));
-      r = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, x, cf(f, w, 0.0)), un(f, KILN_KIR_NEG, m), m);
+      r = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, x, cf(f, w, 0.0)),
+                          un(f, KILN_KIR_NEG, m), m);
       break;
     }
     default:
@@ -134,24 +146,31 @@ static kiln_kir_value_t *int_pow(kiln_elemental_fn_t *f, kiln_kir_value_t *x, ki
   kiln_kir_value_t *e = kiln_kir_region_arg(body, 3);
   kiln_kir_value_t *odd = kiln_kir_cmp(B, KILN_KIR_CMP_NE, bin(f, KILN_KIR_AND, e, one), zero);
   kiln_kir_value_t *ny[3] = {kiln_kir_select(B, odd, bin(f, KILN_KIR_MUL, r, base), r),
-                             bin(f, KILN_KIR_MUL, base, base), bin(f, KILN_KIR_SHR_LOGICAL, e, one)};
+                             bin(f, KILN_KIR_MUL, base, base),
+                             bin(f, KILN_KIR_SHR_LOGICAL, e, one)};
   kiln_kir_yield(B, ny, 3);
   kiln_elemental_exit(f, mark);
   kiln_kir_value_t *res = kiln_kir_op_result(loop, 0);
   if (kiln_elem_type_is_signed_int(t->elem))
     res = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, y, zero), zero, res);
-  kiln_kir_value_t *trivial = kiln_kir_binary(B, KILN_KIR_OR, kiln_kir_cmp(B, KILN_KIR_CMP_EQ, x, one),
-                                              kiln_kir_cmp(B, KILN_KIR_CMP_EQ, y, zero));
+  kiln_kir_value_t *trivial =
+      kiln_kir_binary(B, KILN_KIR_OR, kiln_kir_cmp(B, KILN_KIR_CMP_EQ, x, one),
+                      kiln_kir_cmp(B, KILN_KIR_CMP_EQ, y, zero));
   return kiln_kir_select(B, trivial, one, res);
 }
 
 static kiln_elem_type_t signed_of_width(int bits) {
   switch (bits) {
-    case 4: return KILN_S4;
-    case 8: return KILN_S8;
-    case 16: return KILN_S16;
-    case 32: return KILN_S32;
-    default: return KILN_S64;
+    case 4:
+      return KILN_S4;
+    case 8:
+      return KILN_S8;
+    case 16:
+      return KILN_S16;
+    case 32:
+      return KILN_S32;
+    default:
+      return KILN_S64;
   }
 }
 
@@ -171,12 +190,24 @@ static kiln_kir_value_t *compare(kiln_elemental_fn_t *f, const kiln_hlo_instruct
                                  kiln_kir_value_t *a, kiln_kir_value_t *b) {
   kiln_kir_cmp_t p;
   switch (instr->comparison_direction) {
-    case KILN_CMP_EQ: p = KILN_KIR_CMP_EQ; break;
-    case KILN_CMP_NE: p = KILN_KIR_CMP_NE; break;
-    case KILN_CMP_LT: p = KILN_KIR_CMP_LT; break;
-    case KILN_CMP_LE: p = KILN_KIR_CMP_LE; break;
-    case KILN_CMP_GT: p = KILN_KIR_CMP_GT; break;
-    case KILN_CMP_GE: p = KILN_KIR_CMP_GE; break;
+    case KILN_CMP_EQ:
+      p = KILN_KIR_CMP_EQ;
+      break;
+    case KILN_CMP_NE:
+      p = KILN_KIR_CMP_NE;
+      break;
+    case KILN_CMP_LT:
+      p = KILN_KIR_CMP_LT;
+      break;
+    case KILN_CMP_LE:
+      p = KILN_KIR_CMP_LE;
+      break;
+    case KILN_CMP_GT:
+      p = KILN_KIR_CMP_GT;
+      break;
+    case KILN_CMP_GE:
+      p = KILN_KIR_CMP_GE;
+      break;
     default:
       kiln_elemental_fail(f, KILN_ERR_INVALID("%s: compare without a direction", instr->name));
       return NULL;
@@ -210,7 +241,8 @@ static kiln_kir_value_t *reduce_precision(kiln_elemental_fn_t *f,
   kiln_elem_type_t et = elem_of(x0);
   bool f64 = et == KILN_F64;
   kiln_kir_module_t *m = f->e->m;
-  kiln_kir_value_t *x = f64 || et == KILN_F32 ? x0 : kiln_kir_convert(B, x0, kiln_kir_type_scalar(m, KILN_F32));
+  kiln_kir_value_t *x =
+      f64 || et == KILN_F32 ? x0 : kiln_kir_convert(B, x0, kiln_kir_type_scalar(m, KILN_F32));
   int W = f64 ? 64 : 32, se = f64 ? 11 : 8, sm = f64 ? 52 : 23;
   int64_t eb = instr->exponent_bits, mb = instr->mantissa_bits;
   if (eb < 1 || mb < 0) {
@@ -223,10 +255,10 @@ static kiln_kir_value_t *reduce_precision(kiln_elemental_fn_t *f,
   if (mb < sm) {
     int shift = sm - (int)mb;
     uint64_t last = (uint64_t)1 << shift, base_bias = (last >> 1) - 1;
-    kiln_kir_value_t *xl = bin(f, KILN_KIR_SHR_LOGICAL, bin(f, KILN_KIR_AND, v, ci(f, ut, (int64_t)last)),
-                               ci(f, ut, shift));
+    kiln_kir_value_t *xl = bin(f, KILN_KIR_SHR_LOGICAL,
+                               bin(f, KILN_KIR_AND, v, ci(f, ut, (int64_t)last)), ci(f, ut, shift));
     v = bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_ADD, v, xl), ci(f, ut, (int64_t)base_bias));
-    v = bin(f, KILN_KIR_AND, v, ci(f, ut, (int64_t)~(last - 1)));
+    v = bin(f, KILN_KIR_AND, v, ci(f, ut, (int64_t) ~(last - 1)));
   }
   uint64_t exp_mask = (((uint64_t)1 << se) - 1) << sm;
   if (eb < se) {
@@ -234,8 +266,10 @@ static kiln_kir_value_t *reduce_precision(kiln_elemental_fn_t *f,
     uint64_t bias = ((uint64_t)1 << (se - 1)) - 1, rbias = ((uint64_t)1 << (eb - 1)) - 1;
     uint64_t max_exp = bias + rbias, min_exp = bias - rbias;
     kiln_kir_value_t *xe = bin(f, KILN_KIR_AND, v, ci(f, ut, (int64_t)exp_mask));
-    kiln_kir_value_t *over = kiln_kir_cmp(B, KILN_KIR_CMP_GT, xe, ci(f, ut, (int64_t)(max_exp << sm)));
-    kiln_kir_value_t *under = kiln_kir_cmp(B, KILN_KIR_CMP_LE, xe, ci(f, ut, (int64_t)(min_exp << sm)));
+    kiln_kir_value_t *over =
+        kiln_kir_cmp(B, KILN_KIR_CMP_GT, xe, ci(f, ut, (int64_t)(max_exp << sm)));
+    kiln_kir_value_t *under =
+        kiln_kir_cmp(B, KILN_KIR_CMP_LE, xe, ci(f, ut, (int64_t)(min_exp << sm)));
     kiln_kir_value_t *sz = bin(f, KILN_KIR_AND, v, ci(f, ut, (int64_t)sign_mask));
     kiln_kir_value_t *sinf = bin(f, KILN_KIR_OR, sz, ci(f, ut, (int64_t)exp_mask));
     v = kiln_kir_select(B, over, sinf, v);
@@ -249,51 +283,91 @@ static kiln_kir_value_t *reduce_precision(kiln_elemental_fn_t *f,
 
 static kiln_kir_opcode_t unary_kir(kiln_hlo_opcode_t op) {
   switch (op) {
-    case KILN_OP_NEGATE: return KILN_KIR_NEG;
-    case KILN_OP_ABS: return KILN_KIR_ABS;
-    case KILN_OP_SIGN: return KILN_KIR_SIGN;
-    case KILN_OP_NOT: return KILN_KIR_NOT;
-    case KILN_OP_POPCNT: return KILN_KIR_POPCNT;
-    case KILN_OP_CLZ: return KILN_KIR_CLZ;
-    case KILN_OP_EXP: return KILN_KIR_EXP;
-    case KILN_OP_EXPM1: return KILN_KIR_EXPM1;
-    case KILN_OP_LOG: return KILN_KIR_LOG;
-    case KILN_OP_LOG1P: return KILN_KIR_LOG1P;
-    case KILN_OP_TANH: return KILN_KIR_TANH;
-    case KILN_OP_LOGISTIC: return KILN_KIR_LOGISTIC;
-    case KILN_OP_SIN: return KILN_KIR_SIN;
-    case KILN_OP_COS: return KILN_KIR_COS;
-    case KILN_OP_TAN: return KILN_KIR_TAN;
-    case KILN_OP_SQRT: return KILN_KIR_SQRT;
-    case KILN_OP_RSQRT: return KILN_KIR_RSQRT;
-    case KILN_OP_CBRT: return KILN_KIR_CBRT;
-    case KILN_OP_ERF: return KILN_KIR_ERF;
-    case KILN_OP_FLOOR: return KILN_KIR_FLOOR;
-    case KILN_OP_CEIL: return KILN_KIR_CEIL;
-    case KILN_OP_ROUND_NEAREST_AFZ: return KILN_KIR_ROUND;
-    case KILN_OP_ROUND_NEAREST_EVEN: return KILN_KIR_ROUND_EVEN;
-    default: return KILN_KIR_OPCODE_COUNT;
+    case KILN_OP_NEGATE:
+      return KILN_KIR_NEG;
+    case KILN_OP_ABS:
+      return KILN_KIR_ABS;
+    case KILN_OP_SIGN:
+      return KILN_KIR_SIGN;
+    case KILN_OP_NOT:
+      return KILN_KIR_NOT;
+    case KILN_OP_POPCNT:
+      return KILN_KIR_POPCNT;
+    case KILN_OP_CLZ:
+      return KILN_KIR_CLZ;
+    case KILN_OP_EXP:
+      return KILN_KIR_EXP;
+    case KILN_OP_EXPM1:
+      return KILN_KIR_EXPM1;
+    case KILN_OP_LOG:
+      return KILN_KIR_LOG;
+    case KILN_OP_LOG1P:
+      return KILN_KIR_LOG1P;
+    case KILN_OP_TANH:
+      return KILN_KIR_TANH;
+    case KILN_OP_LOGISTIC:
+      return KILN_KIR_LOGISTIC;
+    case KILN_OP_SIN:
+      return KILN_KIR_SIN;
+    case KILN_OP_COS:
+      return KILN_KIR_COS;
+    case KILN_OP_TAN:
+      return KILN_KIR_TAN;
+    case KILN_OP_SQRT:
+      return KILN_KIR_SQRT;
+    case KILN_OP_RSQRT:
+      return KILN_KIR_RSQRT;
+    case KILN_OP_CBRT:
+      return KILN_KIR_CBRT;
+    case KILN_OP_ERF:
+      return KILN_KIR_ERF;
+    case KILN_OP_FLOOR:
+      return KILN_KIR_FLOOR;
+    case KILN_OP_CEIL:
+      return KILN_KIR_CEIL;
+    case KILN_OP_ROUND_NEAREST_AFZ:
+      return KILN_KIR_ROUND;
+    case KILN_OP_ROUND_NEAREST_EVEN:
+      return KILN_KIR_ROUND_EVEN;
+    default:
+      return KILN_KIR_OPCODE_COUNT;
   }
 }
 
 static kiln_kir_opcode_t binary_kir(kiln_hlo_opcode_t op, bool pred) {
   switch (op) {
-    case KILN_OP_ADD: return pred ? KILN_KIR_OR : KILN_KIR_ADD;
-    case KILN_OP_SUBTRACT: return pred ? KILN_KIR_XOR : KILN_KIR_SUB;
-    case KILN_OP_MULTIPLY: return pred ? KILN_KIR_AND : KILN_KIR_MUL;
-    case KILN_OP_DIVIDE: return KILN_KIR_DIV;
-    case KILN_OP_REMAINDER: return KILN_KIR_REM;
-    case KILN_OP_MAXIMUM: return pred ? KILN_KIR_OR : KILN_KIR_MAX;
-    case KILN_OP_MINIMUM: return pred ? KILN_KIR_AND : KILN_KIR_MIN;
-    case KILN_OP_AND: return KILN_KIR_AND;
-    case KILN_OP_OR: return KILN_KIR_OR;
-    case KILN_OP_XOR: return KILN_KIR_XOR;
-    case KILN_OP_SHIFT_LEFT: return KILN_KIR_SHL;
-    case KILN_OP_SHIFT_RIGHT_LOGICAL: return KILN_KIR_SHR_LOGICAL;
-    case KILN_OP_SHIFT_RIGHT_ARITHMETIC: return KILN_KIR_SHR_ARITH;
-    case KILN_OP_POWER: return KILN_KIR_POW;
-    case KILN_OP_ATAN2: return KILN_KIR_ATAN2;
-    default: return KILN_KIR_OPCODE_COUNT;
+    case KILN_OP_ADD:
+      return pred ? KILN_KIR_OR : KILN_KIR_ADD;
+    case KILN_OP_SUBTRACT:
+      return pred ? KILN_KIR_XOR : KILN_KIR_SUB;
+    case KILN_OP_MULTIPLY:
+      return pred ? KILN_KIR_AND : KILN_KIR_MUL;
+    case KILN_OP_DIVIDE:
+      return KILN_KIR_DIV;
+    case KILN_OP_REMAINDER:
+      return KILN_KIR_REM;
+    case KILN_OP_MAXIMUM:
+      return pred ? KILN_KIR_OR : KILN_KIR_MAX;
+    case KILN_OP_MINIMUM:
+      return pred ? KILN_KIR_AND : KILN_KIR_MIN;
+    case KILN_OP_AND:
+      return KILN_KIR_AND;
+    case KILN_OP_OR:
+      return KILN_KIR_OR;
+    case KILN_OP_XOR:
+      return KILN_KIR_XOR;
+    case KILN_OP_SHIFT_LEFT:
+      return KILN_KIR_SHL;
+    case KILN_OP_SHIFT_RIGHT_LOGICAL:
+      return KILN_KIR_SHR_LOGICAL;
+    case KILN_OP_SHIFT_RIGHT_ARITHMETIC:
+      return KILN_KIR_SHR_ARITH;
+    case KILN_OP_POWER:
+      return KILN_KIR_POW;
+    case KILN_OP_ATAN2:
+      return KILN_KIR_ATAN2;
+    default:
+      return KILN_KIR_OPCODE_COUNT;
   }
 }
 
@@ -305,8 +379,10 @@ kiln_kir_value_t *kiln_elemental_scalar_op(kiln_elemental_fn_t *f,
   const kiln_kir_type_t *rt = kiln_kir_type_scalar(m, instr->shape->type);
   kiln_elem_type_t at = n > 0 ? elem_of(a[0]) : instr->shape->type;
   switch (op) {
-    case KILN_OP_COPY: return a[0];
-    case KILN_OP_CONVERT: return kiln_kir_convert(B, a[0], rt);
+    case KILN_OP_COPY:
+      return a[0];
+    case KILN_OP_CONVERT:
+      return kiln_kir_convert(B, a[0], rt);
     case KILN_OP_BITCAST_CONVERT:
       if (kiln_kir_type_bits(a[0]->type) != kiln_kir_type_bits(rt)) {
         kiln_elemental_fail(
@@ -314,16 +390,24 @@ kiln_kir_value_t *kiln_elemental_scalar_op(kiln_elemental_fn_t *f,
         return NULL;
       }
       return kiln_kir_bitcast(B, a[0], rt);
-    case KILN_OP_COMPARE: return compare(f, instr, a[0], a[1]);
-    case KILN_OP_SELECT: return kiln_kir_select(B, a[0], a[1], a[2]);
+    case KILN_OP_COMPARE:
+      return compare(f, instr, a[0], a[1]);
+    case KILN_OP_SELECT:
+      return kiln_kir_select(B, a[0], a[1], a[2]);
     case KILN_OP_CLAMP:
-      if (at == KILN_PRED)
-        return bin(f, KILN_KIR_AND, bin(f, KILN_KIR_OR, a[1], a[0]), a[2]);
+      if (at == KILN_PRED) return bin(f, KILN_KIR_AND, bin(f, KILN_KIR_OR, a[1], a[0]), a[2]);
       return bin(f, KILN_KIR_MIN, bin(f, KILN_KIR_MAX, a[1], a[0]), a[2]);
-    case KILN_OP_IS_FINITE: return kiln_kir_is_finite(B, a[0]);
-    case KILN_OP_REDUCE_PRECISION: return reduce_precision(f, instr, a[0]);
-    case KILN_OP_ACOS: case KILN_OP_ASIN: case KILN_OP_ACOSH: case KILN_OP_ASINH:
-    case KILN_OP_ATANH: case KILN_OP_COSH: case KILN_OP_SINH:
+    case KILN_OP_IS_FINITE:
+      return kiln_kir_is_finite(B, a[0]);
+    case KILN_OP_REDUCE_PRECISION:
+      return reduce_precision(f, instr, a[0]);
+    case KILN_OP_ACOS:
+    case KILN_OP_ASIN:
+    case KILN_OP_ACOSH:
+    case KILN_OP_ASINH:
+    case KILN_OP_ATANH:
+    case KILN_OP_COSH:
+    case KILN_OP_SINH:
       return derived_math(f, op, a[0]);
     case KILN_OP_MAP: {
       const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(instr, "to_apply");
@@ -369,8 +453,10 @@ static kiln_kir_value_t *c_abs(kiln_elemental_fn_t *f, kiln_kir_value_t *a, kiln
   kiln_kir_value_t *zero = kiln_kir_cmp(B, KILN_KIR_CMP_EQ, m, cf(f, t, 0.0));
   kiln_kir_value_t *safe = kiln_kir_select(B, zero, cf(f, t, 1.0), m);
   kiln_kir_value_t *x = bin(f, KILN_KIR_DIV, a, safe), *y = bin(f, KILN_KIR_DIV, b, safe);
-  kiln_kir_value_t *r = bin(f, KILN_KIR_MUL, m, un(f, KILN_KIR_SQRT, bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, x, x),
-                                                                         bin(f, KILN_KIR_MUL, y, y))));
+  kiln_kir_value_t *r =
+      bin(f, KILN_KIR_MUL, m,
+          un(f, KILN_KIR_SQRT,
+             bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_MUL, x, x), bin(f, KILN_KIR_MUL, y, y))));
   kiln_kir_value_t *inf = cf(f, t, INFINITY);
   kiln_kir_value_t *isinf = bin(f, KILN_KIR_OR, kiln_kir_cmp(B, KILN_KIR_CMP_EQ, aa, inf),
                                 kiln_kir_cmp(B, KILN_KIR_CMP_EQ, ab, inf));
@@ -410,10 +496,15 @@ static cval_t c_div(kiln_elemental_fn_t *f, cval_t x, cval_t y) {
   return r;
 }
 
+/* exp z = e^re (cos im + i sin im); a zero imaginary part stays as it is (e^inf * sin 0 would
+ * be NaN). */
 static cval_t c_exp(kiln_elemental_fn_t *f, cval_t x) {
-  kiln_kir_value_t *e = un(f, KILN_KIR_EXP, x.re);
-  cval_t r = {bin(f, KILN_KIR_MUL, e, un(f, KILN_KIR_COS, x.im)),
-              bin(f, KILN_KIR_MUL, e, un(f, KILN_KIR_SIN, x.im))};
+  const kiln_kir_type_t *t = x.re->type;
+  kiln_kir_value_t *e = un(f, KILN_KIR_EXP, x.re), *zero = cf(f, t, 0.0);
+  kiln_kir_value_t *im0 = kiln_kir_cmp(B, KILN_KIR_CMP_EQ, x.im, zero);
+  kiln_kir_value_t *c = un(f, KILN_KIR_COS, x.im), *s = un(f, KILN_KIR_SIN, x.im);
+  cval_t r = {kiln_kir_select(B, im0, e, bin(f, KILN_KIR_MUL, e, c)),
+              kiln_kir_select(B, im0, x.im, bin(f, KILN_KIR_MUL, e, s))};
   return r;
 }
 
@@ -510,6 +601,179 @@ static cval_t c_tanh(kiln_elemental_fn_t *f, cval_t x) {
   return r;
 }
 
+/* copysign(mag, sgn) through the sign bit (keeps the sign of zeros and NaNs). */
+static kiln_kir_value_t *c_copysign(kiln_elemental_fn_t *f, kiln_kir_value_t *mag,
+                                    kiln_kir_value_t *sgn) {
+  bool f64 = elem_of(mag) == KILN_F64;
+  const kiln_kir_type_t *ut = kiln_kir_type_scalar(f->e->m, f64 ? KILN_U64 : KILN_U32);
+  int64_t sign = f64 ? (int64_t)(UINT64_C(1) << 63) : (int64_t)(UINT32_C(1) << 31);
+  kiln_kir_value_t *m = bin(f, KILN_KIR_AND, kiln_kir_bitcast(B, mag, ut), ci(f, ut, ~sign));
+  kiln_kir_value_t *s = bin(f, KILN_KIR_AND, kiln_kir_bitcast(B, sgn, ut), ci(f, ut, sign));
+  return kiln_kir_bitcast(B, bin(f, KILN_KIR_OR, m, s), mag->type);
+}
+
+/* The magnitudes of asin / acos of x + iy for x, y >= 0, after Hull, Fairgrieve and Tang,
+ * "Implementing the complex arcsine and arccosine functions using exception handling" (ACM
+ * TOMS 23(3), 1997): with r = |z + 1|, s = |z - 1|, a = (r + s) / 2 and b = x / a,
+ * asin re = asin b, acos re = acos b for b <= 0.6417; past it atan forms without
+ * cancellation; im = log1p(am1 + sqrt(am1 (a + 1))) with am1 = a - 1 computed without
+ * cancellation for a <= 1.5, else log(a + sqrt((a - 1)(a + 1))). Where x or y passes
+ * sqrt(max) / 8 (r, s overflow) re = atan2 of the parts and im = log 2 + log |z|; where y
+ * underflows squared (x < 1), im = y / sqrt((1 - x)(1 + x)). */
+typedef struct asin_parts {
+  kiln_kir_value_t *asin_re, *acos_re, *im;
+} asin_parts_t;
+
+static asin_parts_t c_asin_parts(kiln_elemental_fn_t *f, kiln_kir_value_t *x, kiln_kir_value_t *y) {
+  const kiln_kir_type_t *t = x->type;
+  bool f64 = elem_of(x) == KILN_F64;
+  kiln_kir_value_t *one = cf(f, t, 1.0), *half = cf(f, t, 0.5);
+  kiln_kir_value_t *xp1 = bin(f, KILN_KIR_ADD, x, one), *xm1 = bin(f, KILN_KIR_SUB, x, one);
+  kiln_kir_value_t *omx = bin(f, KILN_KIR_SUB, one, x);
+  kiln_kir_value_t *r = c_abs(f, xp1, y), *s = c_abs(f, xm1, y);
+  kiln_kir_value_t *a = bin(f, KILN_KIR_MUL, half, bin(f, KILN_KIR_ADD, r, s));
+  kiln_kir_value_t *b = bin(f, KILN_KIR_DIV, x, a);
+  kiln_kir_value_t *y2 = bin(f, KILN_KIR_MUL, y, y);
+  kiln_kir_value_t *apx = bin(f, KILN_KIR_ADD, a, x);
+  kiln_kir_value_t *rxp1 = bin(f, KILN_KIR_ADD, r, xp1);
+  kiln_kir_value_t *le1 = kiln_kir_cmp(B, KILN_KIR_CMP_LE, x, one);
+  /* the denominator of the atan forms: sqrt(apx/2 (y2/(r+x+1) + s + 1 - x)) for x <= 1,
+   * y sqrt((apx/(r+x+1) + apx/(s+x-1)) / 2) above */
+  kiln_kir_value_t *d1 =
+      un(f, KILN_KIR_SQRT,
+         bin(f, KILN_KIR_MUL, bin(f, KILN_KIR_MUL, half, apx),
+             bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_DIV, y2, rxp1), bin(f, KILN_KIR_ADD, s, omx))));
+  kiln_kir_value_t *d2 = bin(f, KILN_KIR_MUL, y,
+                             un(f, KILN_KIR_SQRT,
+                                bin(f, KILN_KIR_MUL, half,
+                                    bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_DIV, apx, rxp1),
+                                        bin(f, KILN_KIR_DIV, apx, bin(f, KILN_KIR_ADD, s, xm1))))));
+  kiln_kir_value_t *den = kiln_kir_select(B, le1, d1, d2);
+  kiln_kir_value_t *small_b = kiln_kir_cmp(B, KILN_KIR_CMP_LE, b, cf(f, t, 0.6417));
+  asin_parts_t p;
+  p.asin_re =
+      kiln_kir_select(B, small_b, derived_math(f, KILN_OP_ASIN, b), bin(f, KILN_KIR_ATAN2, x, den));
+  p.acos_re =
+      kiln_kir_select(B, small_b, derived_math(f, KILN_OP_ACOS, b), bin(f, KILN_KIR_ATAN2, den, x));
+  kiln_kir_value_t *lt1 = kiln_kir_cmp(B, KILN_KIR_CMP_LT, x, one);
+  kiln_kir_value_t *t1 = bin(f, KILN_KIR_DIV, y2, rxp1);
+  kiln_kir_value_t *am1 =
+      bin(f, KILN_KIR_MUL, half,
+          bin(f, KILN_KIR_ADD, t1,
+              kiln_kir_select(B, lt1, bin(f, KILN_KIR_DIV, y2, bin(f, KILN_KIR_ADD, s, omx)),
+                              bin(f, KILN_KIR_ADD, s, xm1))));
+  kiln_kir_value_t *im_near =
+      un(f, KILN_KIR_LOG1P,
+         bin(f, KILN_KIR_ADD, am1,
+             un(f, KILN_KIR_SQRT, bin(f, KILN_KIR_MUL, am1, bin(f, KILN_KIR_ADD, a, one)))));
+  kiln_kir_value_t *im_far =
+      un(f, KILN_KIR_LOG,
+         bin(f, KILN_KIR_ADD, a,
+             un(f, KILN_KIR_SQRT,
+                bin(f, KILN_KIR_MUL, bin(f, KILN_KIR_SUB, a, one), bin(f, KILN_KIR_ADD, a, one)))));
+  p.im = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LE, a, cf(f, t, 1.5)), im_near, im_far);
+  /* y so small that y^2 underflows, x < 1: im = y / sqrt((1 - x)(1 + x)) */
+  double tiny = f64 ? 1e-150 : 1e-18;
+  kiln_kir_value_t *ytiny =
+      bin(f, KILN_KIR_AND, lt1, kiln_kir_cmp(B, KILN_KIR_CMP_LT, y, cf(f, t, tiny)));
+  p.im = kiln_kir_select(
+      B, ytiny, bin(f, KILN_KIR_DIV, y, un(f, KILN_KIR_SQRT, bin(f, KILN_KIR_MUL, omx, xp1))),
+      p.im);
+  /* huge parts */
+  double huge = f64 ? 1.6e153 : 2.3e18; /* about sqrt(max) / 8 */
+  kiln_kir_value_t *m = bin(f, KILN_KIR_MAX, x, y), *n = bin(f, KILN_KIR_MIN, x, y);
+  kiln_kir_value_t *big = kiln_kir_cmp(B, KILN_KIR_CMP_GE, m, cf(f, t, huge));
+  kiln_kir_value_t *q = bin(f, KILN_KIR_DIV, n, m);
+  q = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_EQ, m, cf(f, t, INFINITY)), cf(f, t, 0.0), q);
+  kiln_kir_value_t *im_big =
+      bin(f, KILN_KIR_ADD, bin(f, KILN_KIR_ADD, un(f, KILN_KIR_LOG, m), cf(f, t, M_LN2)),
+          bin(f, KILN_KIR_MUL, half, un(f, KILN_KIR_LOG1P, bin(f, KILN_KIR_MUL, q, q))));
+  p.im = kiln_kir_select(B, big, im_big, p.im);
+  p.asin_re = kiln_kir_select(B, big, bin(f, KILN_KIR_ATAN2, x, y), p.asin_re);
+  p.acos_re = kiln_kir_select(B, big, bin(f, KILN_KIR_ATAN2, y, x), p.acos_re);
+  return p;
+}
+
+/* asin, acos, asinh, acosh of z = re + i im (asinh z = -i asin(iz), acosh from acos). */
+static cval_t c_inverse_trig(kiln_elemental_fn_t *f, kiln_hlo_opcode_t op, cval_t z) {
+  const kiln_kir_type_t *t = z.re->type;
+  kiln_kir_value_t *are = un(f, KILN_KIR_ABS, z.re), *aim = un(f, KILN_KIR_ABS, z.im);
+  bool hyp = op == KILN_OP_ASINH;
+  asin_parts_t p = hyp ? c_asin_parts(f, aim, are) : c_asin_parts(f, are, aim);
+  cval_t r;
+  switch (op) {
+    case KILN_OP_ASIN:
+      r.re = c_copysign(f, p.asin_re, z.re);
+      r.im = c_copysign(f, p.im, z.im);
+      break;
+    case KILN_OP_ASINH:
+      r.re = c_copysign(f, p.im, z.re);
+      r.im = c_copysign(f, p.asin_re, z.im);
+      break;
+    default: {
+      /* acos re = pi - re(|z|) for re < 0 (the sign bit: acos(-0 + iy) is pi/2 either way) */
+      kiln_kir_value_t *neg = kiln_kir_cmp(B, KILN_KIR_CMP_LT, z.re, cf(f, t, 0.0));
+      kiln_kir_value_t *ac =
+          kiln_kir_select(B, neg, bin(f, KILN_KIR_SUB, cf(f, t, M_PI), p.acos_re), p.acos_re);
+      if (op == KILN_OP_ACOS) {
+        r.re = ac;
+        r.im = c_copysign(f, p.im, un(f, KILN_KIR_NEG, z.im));
+      } else { /* acosh z = |im acos z| + i copysign(re acos z, im z) */
+        r.re = p.im;
+        r.im = c_copysign(f, ac, z.im);
+      }
+      break;
+    }
+  }
+  return r;
+}
+
+/* atanh(x + iy) = (1/4) log1p(4x / ((1 - x)^2 + y^2)) + (i/2) atan2(2y, (1 - x)(1 + x) - y^2),
+ * computed for |x| (odd in x). Where the quotient's denominator underflows (z near 1) the real
+ * part is log(4x)/4 - log|1 - z|/2; past sqrt(max) / 8, re = x / |z|^2 (scaled) and
+ * im = copysign(pi/2, y). */
+static cval_t c_atanh(kiln_elemental_fn_t *f, cval_t z) {
+  const kiln_kir_type_t *t = z.re->type;
+  bool f64 = elem_of(z.re) == KILN_F64;
+  kiln_kir_value_t *one = cf(f, t, 1.0), *zero = cf(f, t, 0.0);
+  kiln_kir_value_t *x = un(f, KILN_KIR_ABS, z.re), *y = z.im, *ay = un(f, KILN_KIR_ABS, z.im);
+  kiln_kir_value_t *omx = bin(f, KILN_KIR_SUB, one, x);
+  kiln_kir_value_t *h = c_abs(f, omx, ay); /* |1 - z| */
+  kiln_kir_value_t *h2 = bin(f, KILN_KIR_MUL, h, h);
+  kiln_kir_value_t *x4 = bin(f, KILN_KIR_MUL, cf(f, t, 4.0), x);
+  kiln_kir_value_t *re =
+      bin(f, KILN_KIR_MUL, cf(f, t, 0.25), un(f, KILN_KIR_LOG1P, bin(f, KILN_KIR_DIV, x4, h2)));
+  kiln_kir_value_t *re_near =
+      bin(f, KILN_KIR_SUB, bin(f, KILN_KIR_MUL, cf(f, t, 0.25), un(f, KILN_KIR_LOG, x4)),
+          bin(f, KILN_KIR_MUL, cf(f, t, 0.5), un(f, KILN_KIR_LOG, h)));
+  double tiny = f64 ? 1e-150 : 1e-18;
+  kiln_kir_value_t *h_tiny =
+      bin(f, KILN_KIR_AND, kiln_kir_cmp(B, KILN_KIR_CMP_LT, h, cf(f, t, tiny)),
+          kiln_kir_cmp(B, KILN_KIR_CMP_GT, x, zero));
+  re = kiln_kir_select(B, h_tiny, re_near, re);
+  kiln_kir_value_t *im =
+      bin(f, KILN_KIR_MUL, cf(f, t, 0.5),
+          bin(f, KILN_KIR_ATAN2, bin(f, KILN_KIR_ADD, y, y),
+              bin(f, KILN_KIR_SUB, bin(f, KILN_KIR_MUL, omx, bin(f, KILN_KIR_ADD, one, x)),
+                  bin(f, KILN_KIR_MUL, y, y))));
+  double huge = f64 ? 1.6e153 : 2.3e18;
+  kiln_kir_value_t *m = bin(f, KILN_KIR_MAX, x, ay), *n = bin(f, KILN_KIR_MIN, x, ay);
+  kiln_kir_value_t *big = kiln_kir_cmp(B, KILN_KIR_CMP_GE, m, cf(f, t, huge));
+  kiln_kir_value_t *isinf = kiln_kir_cmp(B, KILN_KIR_CMP_EQ, m, cf(f, t, INFINITY));
+  kiln_kir_value_t *q = kiln_kir_select(B, isinf, zero, bin(f, KILN_KIR_DIV, n, m));
+  /* x / (x^2 + y^2) = ((x / m) / (1 + q^2)) / m: no overflow on the way to a subnormal */
+  kiln_kir_value_t *re_big =
+      kiln_kir_select(B, isinf, zero,
+                      bin(f, KILN_KIR_DIV,
+                          bin(f, KILN_KIR_DIV, bin(f, KILN_KIR_DIV, x, m),
+                              bin(f, KILN_KIR_ADD, one, bin(f, KILN_KIR_MUL, q, q))),
+                          m));
+  re = kiln_kir_select(B, big, re_big, re);
+  im = kiln_kir_select(B, big, c_copysign(f, cf(f, t, M_PI_2), y), im);
+  cval_t r = {c_copysign(f, re, z.re), im};
+  return r;
+}
+
 int kiln_elemental_complex_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
                               kiln_kir_value_t *const (*args)[2], const int *cnt, int nargs,
                               kiln_kir_value_t **out) {
@@ -554,7 +818,8 @@ int kiln_elemental_complex_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction
       out[0] = un(f, KILN_KIR_NEG, re[0]);
       out[1] = un(f, KILN_KIR_NEG, IM(0));
       return 2;
-    case KILN_OP_ADD: case KILN_OP_SUBTRACT: {
+    case KILN_OP_ADD:
+    case KILN_OP_SUBTRACT: {
       kiln_kir_opcode_t k = op == KILN_OP_ADD ? KILN_KIR_ADD : KILN_KIR_SUB;
       out[0] = bin(f, k, re[0], re[1]);
       out[1] = bin(f, k, IM(0), IM(1));
@@ -654,6 +919,13 @@ int kiln_elemental_complex_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction
     }
     case KILN_OP_TANH:
       RET(c_tanh(f, X(0)));
+    case KILN_OP_ASIN:
+    case KILN_OP_ACOS:
+    case KILN_OP_ASINH:
+    case KILN_OP_ACOSH:
+      RET(c_inverse_trig(f, op, X(0)));
+    case KILN_OP_ATANH:
+      RET(c_atanh(f, X(0)));
     case KILN_OP_TAN: {
       /* tan z = -i tanh(iz) */
       cval_t iz = {un(f, KILN_KIR_NEG, IM(0)), re[0]};
@@ -697,37 +969,60 @@ int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hl
                                            kiln_kir_value_t **out) {
   size_t n = 0;
   kiln_hlo_instruction_t **po = kiln_hlo_computation_post_order(c, &n);
-  kiln_kir_value_t **vals = kiln_calloc(n + 1, sizeof(*vals));
+  /* each value as (re, im): im is NULL for a real one */
+  kiln_kir_value_t **vals = kiln_calloc(2 * (n + 1), sizeof(*vals));
   kiln_ptrmap_t pos;
   kiln_ptrmap_init(&pos);
   int result = -1;
   for (size_t i = 0; i < n; i++) kiln_ptrmap_put(&pos, po[i], (void *)(uintptr_t)(i + 1));
-#define VAL(instr) vals[(uintptr_t)kiln_ptrmap_get(&pos, (instr)) - 1]
+#define VAL(instr) vals[2 * ((uintptr_t)kiln_ptrmap_get(&pos, (instr)) - 1)]
+#define VAL_IM(instr) vals[2 * ((uintptr_t)kiln_ptrmap_get(&pos, (instr)) - 1) + 1]
   for (size_t i = 0; i < n; i++) {
     const kiln_hlo_instruction_t *in = po[i];
-    kiln_kir_value_t *v = NULL;
+    kiln_kir_value_t *v = NULL, *v_im = NULL;
     switch (in->opcode) {
-      case KILN_OP_PARAMETER:
-        if (in->parameter_number < 0 || in->parameter_number >= nargs) {
-          kiln_elemental_fail(f, KILN_ERR_INVALID("%s: parameter %lld of %d", c->name,
+      case KILN_OP_PARAMETER: {
+        /* args are flat: a complex parameter takes two (re, im) */
+        int at = 0;
+        for (int q = 0; q < in->parameter_number && q < c->num_parameters; q++)
+          at += kiln_elemental_vals_per(c->parameters[q]->shape->type);
+        int cnt = kiln_elemental_vals_per(in->shape->type);
+        if (in->parameter_number < 0 || at + cnt > nargs) {
+          kiln_elemental_fail(f, KILN_ERR_INVALID("%s: parameter %lld of %d values", c->name,
                                                   (long long)in->parameter_number, nargs));
           goto done;
         }
-        v = args[in->parameter_number];
+        v = args[at];
+        if (cnt == 2) v_im = args[at + 1];
         break;
+      }
       case KILN_OP_CONSTANT:
-        v = kiln_elemental_constant(f, in->literal, 0);
+        if (kiln_elem_type_is_complex(in->shape->type)) {
+          kiln_elem_type_t pt = kiln_elemental_part_type(in->shape->type);
+          if (!in->literal || in->literal->unknown) {
+            kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("constant without known contents"));
+            goto done;
+          }
+          double cre, cim;
+          kiln_literal_get_c128(in->literal, 0, &cre, &cim);
+          v = kiln_kir_const_float(B, pt, cre);
+          v_im = kiln_kir_const_float(B, pt, cim);
+        } else {
+          v = kiln_elemental_constant(f, in->literal, 0);
+        }
         break;
       case KILN_OP_TUPLE:
         continue; /* expanded by its users (root, get-tuple-element) */
       case KILN_OP_GET_TUPLE_ELEMENT: {
         const kiln_hlo_instruction_t *t = in->operands[0];
-        if (t->opcode != KILN_OP_TUPLE || in->tuple_index < 0 || in->tuple_index >= t->num_operands) {
+        if (t->opcode != KILN_OP_TUPLE || in->tuple_index < 0 ||
+            in->tuple_index >= t->num_operands) {
           kiln_elemental_fail(f,
                               KILN_ERR_UNIMPLEMENTED("%s: tuple access in %s", in->name, c->name));
           goto done;
         }
         v = VAL(t->operands[in->tuple_index]);
+        v_im = VAL_IM(t->operands[in->tuple_index]);
         break;
       }
       default: {
@@ -742,8 +1037,25 @@ int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hl
           kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: too many operands", in->name));
           goto done;
         }
-        for (int k = 0; k < in->num_operands; k++) ops[k] = VAL(in->operands[k]);
-        v = kiln_elemental_scalar_op(f, in, ops, in->num_operands);
+        bool cplx = kiln_elem_type_is_complex(in->shape->type);
+        for (int k = 0; k < in->num_operands; k++) {
+          ops[k] = VAL(in->operands[k]);
+          if (VAL_IM(in->operands[k])) cplx = true;
+        }
+        if (cplx) {
+          kiln_kir_value_t *cargs[8][2], *cout[2] = {NULL, NULL};
+          int cnt[8];
+          for (int k = 0; k < in->num_operands; k++) {
+            cargs[k][0] = ops[k];
+            cargs[k][1] = VAL_IM(in->operands[k]);
+            cnt[k] = cargs[k][1] ? 2 : 1;
+          }
+          if (kiln_elemental_complex_op(f, in, cargs, cnt, in->num_operands, cout) < 1) goto done;
+          v = cout[0];
+          v_im = cout[1];
+        } else {
+          v = kiln_elemental_scalar_op(f, in, ops, in->num_operands);
+        }
         break;
       }
     }
@@ -753,19 +1065,28 @@ int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hl
       goto done;
     }
     VAL(in) = v;
+    VAL_IM(in) = v_im;
   }
+  /* results flat as the arguments: (re, im) for a complex one */
+  const kiln_hlo_instruction_t *single = c->root;
+  const kiln_hlo_instruction_t *const *roots = &single;
+  int nroots = 1;
   if (c->root->opcode == KILN_OP_TUPLE) {
-    if (c->root->num_operands > KILN_ELEM_MAX_OUTPUTS) {
+    roots = (const kiln_hlo_instruction_t *const *)c->root->operands;
+    nroots = c->root->num_operands;
+  }
+  result = 0;
+  for (int k = 0; k < nroots; k++) {
+    int cnt = VAL_IM(roots[k]) ? 2 : 1;
+    if (result + cnt > KILN_ELEM_MAX_OUTPUTS) {
       kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: too many results", c->name));
       goto done;
     }
-    for (int k = 0; k < c->root->num_operands; k++) out[k] = VAL(c->root->operands[k]);
-    result = c->root->num_operands;
-  } else {
-    out[0] = VAL(c->root);
-    result = 1;
+    out[result++] = VAL(roots[k]);
+    if (cnt == 2) out[result++] = VAL_IM(roots[k]);
   }
 #undef VAL
+#undef VAL_IM
 done:
   kiln_ptrmap_free(&pos);
   kiln_free(vals);

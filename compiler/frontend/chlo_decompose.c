@@ -497,6 +497,33 @@ static kiln_status convert_lgamma(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   return NULL;
 }
 
+/* The HLO shape text of the parts of complex tensor type `rt` ("f32[2,3]"), and the pred shape
+ * of the same dimensions. */
+static kiln_status part_shape_text(shc_ctx_t *c, const kiln_mlir_type_t *rt, int32_t rank,
+                                   const char **out) {
+  const char *pe;
+  SHC_TRY(shc_elem_text(shc_elem_type(rt)->element, &pe));
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, "%s[", pe);
+  for (int32_t k = 0; k < rank; k++)
+    kiln_strbuf_printf(&b, "%s%" PRId64, k ? "," : "", rt->dims[k]);
+  kiln_strbuf_append_char(&b, ']');
+  *out = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&b);
+  return NULL;
+}
+
+static const char *pred_shape_text(shc_ctx_t *c, const kiln_mlir_type_t *rt, int32_t rank) {
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_append(&b, "pred[");
+  for (int32_t k = 0; k < rank; k++)
+    kiln_strbuf_printf(&b, "%s%" PRId64, k ? "," : "", rt->dims[k]);
+  kiln_strbuf_append_char(&b, ']');
+  const char *s = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&b);
+  return s;
+}
+
 kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled) {
   *handled = false;
   if (strncmp(op->name, "chlo.", 5) != 0) return NULL;
@@ -543,19 +570,18 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
   if (!strcmp(n, "erf_inv")) return convert_erf_inv(c, op);
   if (!strcmp(n, "lgamma")) return convert_lgamma(c, op);
   if (!strcmp(n, "atan") && shc_is_complex(shc_elem_type(rt))) {
-    /* atan(z) = (i / 2) * log((i + z) / (i - z)) */
+    /* atan z = -i atanh(iz): iz = (-im, re), and -i (p + iq) = (q, -p); no arithmetic on
+     * the parts, so nothing overflows that atanh does not handle */
     SHC_TRY(shc_lookup(c, op->operands[0], &x));
-    const kiln_mlir_type_t *e = shc_elem_type(rt);
-    const char *ce;
-    SHC_TRY(shc_elem_text(e, &ce));
-    const char *i1 = shc_broadcast_scalar(
-        c, shc_emit(c, kiln_arena_printf(&c->arena, "%s[]", ce), "constant((0, 1))"), sh, rank);
-    const char *ih = shc_broadcast_scalar(
-        c, shc_emit(c, kiln_arena_printf(&c->arena, "%s[]", ce), "constant((0, 0.5))"), sh, rank);
-    const char *q = shc_emit(c, sh, "divide(%s, %s)", shc_emit(c, sh, "add(%s, %s)", i1, x),
-                             shc_emit(c, sh, "subtract(%s, %s)", i1, x));
+    const char *psh;
+    SHC_TRY(part_shape_text(c, rt, rank, &psh));
+    const char *iz = shc_emit(c, sh, "complex(%s, %s)",
+                              shc_emit(c, psh, "negate(%s)", shc_emit(c, psh, "imag(%s)", x)),
+                              shc_emit(c, psh, "real(%s)", x));
+    const char *w = shc_emit(c, sh, "atanh(%s)", iz);
     shc_bind(c, &op->results[0],
-             shc_emit(c, sh, "multiply(%s, %s)", ih, shc_emit(c, sh, "log(%s)", q)));
+             shc_emit(c, sh, "complex(%s, %s)", shc_emit(c, psh, "imag(%s)", w),
+                      shc_emit(c, psh, "negate(%s)", shc_emit(c, psh, "real(%s)", w))));
     return NULL;
   }
   if (!strcmp(n, "atan")) {
@@ -564,6 +590,28 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
     SHC_TRY(shc_scalar_const(c, shc_elem_type(rt), 1.0, &one));
     one = shc_broadcast_scalar(c, one, sh, rank);
     shc_bind(c, &op->results[0], shc_emit(c, sh, "atan2(%s, %s)", x, one));
+    return NULL;
+  }
+  if (!strcmp(n, "square") && shc_is_complex(shc_elem_type(rt))) {
+    /* (a + ib)^2 = (a - b)(a + b) + 2ab i, re = 0 where |a| = |b| is finite (the form
+     * StableHLO's CHLO legalization uses: no inf - inf where one part overflows) */
+    SHC_TRY(shc_lookup(c, op->operands[0], &x));
+    const char *psh, *bsh, *zero;
+    SHC_TRY(part_shape_text(c, rt, rank, &psh));
+    bsh = pred_shape_text(c, rt, rank);
+    SHC_TRY(shc_scalar_const(c, shc_elem_type(rt)->element, 0.0, &zero));
+    zero = shc_broadcast_scalar(c, zero, psh, rank);
+    const char *a = shc_emit(c, psh, "real(%s)", x), *b = shc_emit(c, psh, "imag(%s)", x);
+    const char *d = shc_emit(c, psh, "multiply(%s, %s)", shc_emit(c, psh, "subtract(%s, %s)", a, b),
+                             shc_emit(c, psh, "add(%s, %s)", a, b));
+    const char *eq =
+        shc_emit(c, bsh, "and(%s, %s)", shc_emit(c, bsh, "is-finite(%s)", a),
+                 shc_emit(c, bsh, "compare(%s, %s), direction=EQ", shc_emit(c, psh, "abs(%s)", a),
+                          shc_emit(c, psh, "abs(%s)", b)));
+    const char *ab = shc_emit(c, psh, "multiply(%s, %s)", a, b);
+    shc_bind(c, &op->results[0],
+             shc_emit(c, sh, "complex(%s, %s)", shc_emit(c, psh, "select(%s, %s, %s)", eq, zero, d),
+                      shc_emit(c, psh, "add(%s, %s)", ab, ab)));
     return NULL;
   }
   if (!strcmp(n, "square")) {
@@ -578,15 +626,8 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
       shc_bind(c, &op->results[0], x);
       return NULL;
     }
-    const char *pe;
-    SHC_TRY(shc_elem_text(e->element, &pe));
-    kiln_strbuf_t b = {0};
-    kiln_strbuf_printf(&b, "%s[", pe);
-    for (int32_t k = 0; k < rank; k++)
-      kiln_strbuf_printf(&b, "%s%" PRId64, k ? "," : "", rt->dims[k]);
-    kiln_strbuf_append_char(&b, ']');
-    const char *psh = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
-    kiln_strbuf_free(&b);
+    const char *psh;
+    SHC_TRY(part_shape_text(c, rt, rank, &psh));
     const char *re = shc_emit(c, psh, "real(%s)", x);
     const char *im = shc_emit(c, psh, "imag(%s)", x);
     const char *nim = shc_emit(c, psh, "negate(%s)", im);

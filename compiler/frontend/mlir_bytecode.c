@@ -36,7 +36,7 @@ kiln_status kiln_bc_byte(kiln_bc_reader_t *r, uint8_t *out) {
   return KILN_STATUS_OK;
 }
 
-kiln_status kiln_bc_varint(kiln_bc_reader_t *r, uint64_t *out) {
+kiln_status kiln_bc_varint_slow(kiln_bc_reader_t *r, uint64_t *out) {
   *out = 0;
   if (r->pos >= r->end) return kiln_bc_error(r, "unexpected end of data reading a varint");
   const uint8_t *p = r->bc->data + r->pos;
@@ -109,6 +109,15 @@ kiln_status kiln_bc_string(kiln_bc_reader_t *r, const char **out, size_t *len) {
 }
 
 /* Zeroed arena memory (the arena zeroes what it hands out). */
+const char *kiln_bc_dotted(kiln_bc_t *bc, const char *a, const char *b) {
+  size_t na = strlen(a), nb = strlen(b);
+  char *s = kiln_arena_alloc(bc->arena, na + nb + 2);
+  memcpy(s, a, na);
+  s[na] = '.';
+  memcpy(s + na + 1, b, nb + 1);
+  return s;
+}
+
 static void *bc_alloc(kiln_bc_t *bc, size_t n) {
   return kiln_arena_alloc(bc->arena, n == 0 ? 1 : n);
 }
@@ -322,7 +331,7 @@ static kiln_status read_dialects(kiln_bc_t *bc) {
       } else {
         KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_string(&r, &name, NULL));
       }
-      o->name = kiln_arena_printf(bc->arena, "%s.%s", bc->dialects[d], name);
+      o->name = kiln_bc_dotted(bc, bc->dialects[d], name);
     }
   }
   /* The VHLO version: the dialect's version entry (three varints), else the producer. */
@@ -545,11 +554,16 @@ static kiln_status attrs_from_dict(kiln_bc_reader_t *r, kiln_mlir_op_t *op,
 
 static const char *location_text(kiln_bc_t *bc, const kiln_mlir_attr_t *loc) {
   if (loc == NULL || loc->kind != KILN_MLIR_ATTR_OTHER || loc->str == NULL) return NULL;
-  if (strcmp(loc->str, "loc(unknown)") == 0) return NULL;
-  if (kiln_str_starts_with(loc->str, "loc(") && kiln_str_ends_with(loc->str, ")")) {
-    return kiln_arena_strndup(bc->arena, loc->str + 4, strlen(loc->str) - 5);
+  size_t slot = ((uintptr_t)loc >> 4) & 63;
+  if (bc->loc_from[slot] == loc) return bc->loc_text[slot];
+  const char *text = NULL;
+  if (strcmp(loc->str, "loc(unknown)") != 0 && kiln_str_starts_with(loc->str, "loc(") &&
+      kiln_str_ends_with(loc->str, ")")) {
+    text = kiln_arena_strndup(bc->arena, loc->str + 4, strlen(loc->str) - 5);
   }
-  return NULL;
+  bc->loc_from[slot] = loc;
+  bc->loc_text[slot] = text;
+  return text;
 }
 
 static kiln_status read_op(kiln_bc_reader_t *r, value_scope_t *s, region_state_t *rs,

@@ -91,6 +91,9 @@ typedef struct kiln_bc {
     bool boolean;
   } * darr;
   size_t darr_n, darr_cap;
+  /* op locations by location attribute (direct-mapped): ops share their location entries */
+  const kiln_mlir_attr_t *loc_from[64];
+  const char *loc_text[64];
 } kiln_bc_t;
 
 /* A cursor over [pos, end) of the file; `what` names the section for messages. */
@@ -104,7 +107,19 @@ kiln_status kiln_bc_error(const kiln_bc_reader_t *r, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 kiln_bc_reader_t kiln_bc_sub(const kiln_bc_reader_t *r, size_t off, size_t len, const char *what);
 kiln_status kiln_bc_byte(kiln_bc_reader_t *r, uint8_t *out);
-kiln_status kiln_bc_varint(kiln_bc_reader_t *r, uint64_t *out);
+kiln_status kiln_bc_varint_slow(kiln_bc_reader_t *r, uint64_t *out);
+/* One-byte varints (most of them: small indices) inline, the rest out of line. */
+static inline kiln_status kiln_bc_varint(kiln_bc_reader_t *r, uint64_t *out) {
+  if (r->pos < r->end) {
+    uint8_t first = r->bc->data[r->pos];
+    if (first & 1) {
+      *out = first >> 1;
+      r->pos++;
+      return KILN_STATUS_OK;
+    }
+  }
+  return kiln_bc_varint_slow(r, out);
+}
 kiln_status kiln_bc_svarint(kiln_bc_reader_t *r, int64_t *out);
 kiln_status kiln_bc_bytes(kiln_bc_reader_t *r, size_t n, const uint8_t **out);
 /* A count that must fit in what is left (each item takes at least `min_item` bytes). */
@@ -124,6 +139,9 @@ const char *kiln_bc_vhlo_op_attrs(const char *name, int64_t *min_version, int64_
 /* Rewrites every vhlo.* op, attribute and type of the module into the current StableHLO
  * generic form (mlir_bytecode_upgrade.c). */
 kiln_status kiln_bc_upgrade(kiln_bc_t *bc);
+
+/* "<a>.<b>" in the module's arena (op names; cheaper than a formatted print). */
+const char *kiln_bc_dotted(kiln_bc_t *bc, const char *a, const char *b);
 
 /* Attribute constructors in the module's arena. */
 kiln_mlir_attr_t *kiln_bc_new_attr(kiln_bc_t *bc, kiln_mlir_attr_kind_t kind);

@@ -35,9 +35,247 @@ static void push(attr_list_t *l, const char *name, const kiln_mlir_attr_t *v) {
   l->n++;
 }
 
-static const kiln_mlir_attr_t *take(kiln_mlir_op_t *op, const char *name) {
+/* ---- interned names ----
+ * The upgrade compares every attribute name of every op against the names it rewrites. The
+ * names are interned instead: each distinct name pointer (the reader shares one string per
+ * string-table entry, dictionary attribute and op name's property list) resolves to an
+ * attribute id once, by binary search over the sorted table below; per op the work is a
+ * pointer hash. Op names likewise resolve once per op-name pointer to their kind, version
+ * range and upgraded name. */
+
+/* X(name, flags): the attribute names the upgrade treats specially, sorted. Flags: AN_I64
+ * (StableHLO holds it as array<i64>), AN_BOOLS (array<i1>), AN_ONES (all ones by default in
+ * windowed ops). */
+#define AN_I64 1u
+#define AN_BOOLS 2u
+#define AN_ONES 4u
+#define ATTR_NAMES(X)                      \
+  X(accumulation_type, 0)                  \
+  X(allow_imprecise_accumulation, 0)       \
+  X(api_version, 0)                        \
+  X(arg_attrs, 0)                          \
+  X(backend_config, 0)                     \
+  X(base_dilations, AN_I64 | AN_ONES)      \
+  X(broadcast_dimensions, AN_I64)          \
+  X(broadcast_sizes, AN_I64)               \
+  X(called_computations, 0)                \
+  X(callee, 0)                             \
+  X(channel_id, 0)                         \
+  X(channel_type, 0)                       \
+  X(collapsed_slice_dims, 0)               \
+  X(compare_type, 0)                       \
+  X(composite_attributes, 0)               \
+  X(decomposition, 0)                      \
+  X(dimension, 0)                          \
+  X(dimensions, AN_I64)                    \
+  X(edge_padding_high, AN_I64)             \
+  X(edge_padding_low, AN_I64)              \
+  X(fft_length, AN_I64)                    \
+  X(function_type, 0)                      \
+  X(has_dynamic_root, 0)                   \
+  X(has_side_effect, 0)                    \
+  X(index_vector_dim, 0)                   \
+  X(indices_are_sorted, 0)                 \
+  X(infeed_config, 0)                      \
+  X(input_batch_dimension, 0)              \
+  X(input_batching_dims, 0)                \
+  X(input_feature_dimension, 0)            \
+  X(input_spatial_dimensions, 0)           \
+  X(inserted_window_dims, 0)               \
+  X(interior_padding, AN_I64)              \
+  X(is_host_transfer, 0)                   \
+  X(is_stable, 0)                          \
+  X(kernel_input_feature_dimension, 0)     \
+  X(kernel_output_feature_dimension, 0)    \
+  X(kernel_spatial_dimensions, 0)          \
+  X(known_expanding_dimensions, AN_I64)    \
+  X(known_nonexpanding_dimensions, AN_I64) \
+  X(layout, 0)                             \
+  X(lhs_batching_dimensions, 0)            \
+  X(lhs_component_count, 0)                \
+  X(lhs_contracting_dimensions, 0)         \
+  X(lhs_dilation, AN_I64 | AN_ONES)        \
+  X(lhs_precision_type, 0)                 \
+  X(limit_indices, AN_I64)                 \
+  X(lower, 0)                              \
+  X(num_primitive_operations, 0)           \
+  X(offset_dims, 0)                        \
+  X(operand_batching_dims, 0)              \
+  X(operand_layouts, 0)                    \
+  X(outfeed_config, 0)                     \
+  X(output_batch_dimension, 0)             \
+  X(output_feature_dimension, 0)           \
+  X(output_operand_aliases, 0)             \
+  X(output_spatial_dimensions, 0)          \
+  X(padding, 0)                            \
+  X(permutation, AN_I64)                   \
+  X(precision_config, 0)                   \
+  X(res_attrs, 0)                          \
+  X(result_accuracy, 0)                    \
+  X(result_layouts, 0)                     \
+  X(result_tilings, 0)                     \
+  X(rhs_batching_dimensions, 0)            \
+  X(rhs_component_count, 0)                \
+  X(rhs_contracting_dimensions, 0)         \
+  X(rhs_dilation, AN_I64 | AN_ONES)        \
+  X(rhs_precision_type, 0)                 \
+  X(scatter_dims_to_operand_dims, 0)       \
+  X(scatter_indices_batching_dims, 0)      \
+  X(slice_sizes, AN_I64)                   \
+  X(source_target_pairs, 0)                \
+  X(start_index_map, 0)                    \
+  X(start_indices, AN_I64)                 \
+  X(start_indices_batching_dims, 0)        \
+  X(strides, AN_I64)                       \
+  X(sym_name, 0)                           \
+  X(sym_visibility, 0)                     \
+  X(unique_indices, 0)                     \
+  X(update_window_dims, 0)                 \
+  X(use_global_device_ids, 0)              \
+  X(version, 0)                            \
+  X(window_dilations, AN_I64 | AN_ONES)    \
+  X(window_dimensions, AN_I64)             \
+  X(window_reversal, AN_BOOLS)             \
+  X(window_strides, AN_I64 | AN_ONES)
+
+typedef enum attr_id {
+  A_NONE = 0, /* any other name */
+#define X(n, f) A_##n,
+  ATTR_NAMES(X)
+#undef X
+      A_COUNT
+} attr_id_t;
+
+static const char *const kAttrName[A_COUNT] = {"",
+#define X(n, f) #n,
+                                               ATTR_NAMES(X)
+#undef X
+};
+static const uint8_t kAttrFlags[A_COUNT] = {0,
+#define X(n, f) f,
+                                            ATTR_NAMES(X)
+#undef X
+};
+
+static attr_id_t attr_id_of_string(const char *name) {
+  int lo = 1, hi = A_COUNT;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    int c = strcmp(kAttrName[mid], name);
+    if (c == 0) return (attr_id_t)mid;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return A_NONE;
+}
+
+/* The op kinds the upgrade treats specially. */
+typedef enum op_kind {
+  K_OTHER,
+  K_FUNC,
+  K_CALL,
+  K_RETURN,
+  K_DOT_GENERAL,
+  K_GATHER, /* and dynamic_gather */
+  K_SCATTER,
+  K_CONVOLUTION,
+  K_DYNAMIC_CONV,
+  K_REDUCE_WINDOW,
+  K_SELECT_AND_SCATTER,
+  K_CHOLESKY,
+  K_SORT,
+  K_COMPOSITE,
+  K_SEND_RECV,
+} op_kind_t;
+
+static op_kind_t op_kind_of(const char *base) {
+  static const struct {
+    const char *name;
+    op_kind_t kind;
+  } kKinds[] = {{"func", K_FUNC},
+                {"call", K_CALL},
+                {"return", K_RETURN},
+                {"dot_general", K_DOT_GENERAL},
+                {"gather", K_GATHER},
+                {"dynamic_gather", K_GATHER},
+                {"scatter", K_SCATTER},
+                {"convolution", K_CONVOLUTION},
+                {"dynamic_conv", K_DYNAMIC_CONV},
+                {"reduce_window", K_REDUCE_WINDOW},
+                {"select_and_scatter", K_SELECT_AND_SCATTER},
+                {"cholesky", K_CHOLESKY},
+                {"sort", K_SORT},
+                {"composite", K_COMPOSITE},
+                {"send", K_SEND_RECV},
+                {"recv", K_SEND_RECV}};
+  for (size_t i = 0; i < sizeof(kKinds) / sizeof(kKinds[0]); i++) {
+    if (kKinds[i].name[0] == base[0] && strcmp(kKinds[i].name, base) == 0) return kKinds[i].kind;
+  }
+  return K_OTHER;
+}
+
+/* What an op name resolves to, once per op-name pointer. */
+typedef struct op_info {
+  const char *from;
+  const char *to;    /* the upgraded name (K_RETURN: depends on the parent) */
+  const char *error; /* why the op cannot be upgraded, or NULL */
+  bool vhlo;         /* a vhlo.* op */
+  int64_t lo;        /* the first VHLO version that has the op */
+  op_kind_t kind;
+} op_info_t;
+
+struct name_slot {
+  const char *from;
+  attr_id_t id;
+};
+
+typedef struct upgrade_ctx {
+  kiln_bc_t *bc;
+  /* open addressing by pointer; capacities are powers of two */
+  op_info_t *ops;
+  size_t ops_n, ops_cap;
+  struct name_slot *names;
+  size_t names_n, names_cap;
+  uint8_t *ids; /* scratch: the ids of the current op's attributes */
+  size_t ids_cap;
+} upgrade_ctx_t;
+
+static size_t ptr_hash(const void *p) {
+  return (size_t)((((uintptr_t)p >> 3) * 0x9E3779B97F4A7C15ull) >> 17);
+}
+
+static attr_id_t attr_id(upgrade_ctx_t *c, const char *name) {
+  if (name == NULL) return A_NONE;
+  if (2 * (c->names_n + 1) > c->names_cap) {
+    struct name_slot *old = c->names;
+    size_t old_cap = c->names_cap;
+    c->names_cap = old_cap ? old_cap * 2 : 256;
+    c->names = kiln_calloc(c->names_cap, sizeof(*c->names));
+    for (size_t i = 0; i < old_cap; i++) {
+      if (old[i].from == NULL) continue;
+      size_t h = ptr_hash(old[i].from) & (c->names_cap - 1);
+      while (c->names[h].from != NULL) h = (h + 1) & (c->names_cap - 1);
+      c->names[h] = old[i];
+    }
+    kiln_free(old);
+  }
+  size_t h = ptr_hash(name) & (c->names_cap - 1);
+  while (c->names[h].from != NULL) {
+    if (c->names[h].from == name) return c->names[h].id;
+    h = (h + 1) & (c->names_cap - 1);
+  }
+  c->names[h].from = name;
+  c->names[h].id = attr_id_of_string(name);
+  c->names_n++;
+  return c->names[h].id;
+}
+
+/* The attribute with id `id` of `op` (by the ids computed for it), consumed. */
+static const kiln_mlir_attr_t *take(upgrade_ctx_t *c, kiln_mlir_op_t *op, attr_id_t id) {
   for (int32_t i = 0; i < op->num_attrs; i++) {
-    if (op->attrs[i].name != NULL && strcmp(op->attrs[i].name, name) == 0) {
+    if (c->ids[i] == id && op->attrs[i].name != NULL) {
       const kiln_mlir_attr_t *v = op->attrs[i].value;
       op->attrs[i].name = NULL; /* consumed */
       return v;
@@ -46,36 +284,12 @@ static const kiln_mlir_attr_t *take(kiln_mlir_op_t *op, const char *name) {
   return NULL;
 }
 
-static bool in_list(const char *name, const char *const *list) {
-  for (; *list; list++) {
-    if (strcmp(*list, name) == 0) return true;
+static const kiln_mlir_attr_t *find(upgrade_ctx_t *c, const kiln_mlir_op_t *op, attr_id_t id) {
+  for (int32_t i = 0; i < op->num_attrs; i++) {
+    if (c->ids[i] == id && op->attrs[i].name != NULL) return op->attrs[i].value;
   }
-  return false;
+  return NULL;
 }
-
-/* StableHLO attributes held as array<i64: ...> (DenseI64ArrayAttr) or array<i1: ...>. */
-static const char *const kI64Arrays[] = {"window_strides",
-                                         "rhs_dilation",
-                                         "lhs_dilation",
-                                         "dimensions",
-                                         "slice_sizes",
-                                         "broadcast_dimensions",
-                                         "window_dimensions",
-                                         "window_dilations",
-                                         "base_dilations",
-                                         "known_expanding_dimensions",
-                                         "known_nonexpanding_dimensions",
-                                         "strides",
-                                         "start_indices",
-                                         "limit_indices",
-                                         "permutation",
-                                         "interior_padding",
-                                         "edge_padding_low",
-                                         "edge_padding_high",
-                                         "fft_length",
-                                         "broadcast_sizes",
-                                         NULL};
-static const char *const kBoolArrays[] = {"window_reversal", NULL};
 
 /* A rank-1 (or scalar) dense elements attribute as a dense array; NULL if it is not one. */
 static size_t darr_slot(const kiln_bc_t *bc, const kiln_mlir_attr_t *v, bool boolean) {
@@ -181,75 +395,70 @@ static bool all_default_precision(const kiln_mlir_attr_t *v) {
   return true;
 }
 
-static const char *const kOnesByDefault[] = {"window_strides", "lhs_dilation",     "rhs_dilation",
-                                             "base_dilations", "window_dilations", NULL};
-
 static kiln_status bad(kiln_mlir_op_t *op, const char *what) {
   return KILN_ERR_INVALID("MLIR bytecode: upgrading %s: %s", op->name, what);
 }
 
 /* A struct from the named attributes of `op` (each consumed); empty lists are left out, as
- * StableHLO's printer leaves them out. */
-static kiln_status make_struct(kiln_bc_t *bc, kiln_mlir_op_t *op, const char *sname,
-                               const char *const *fields, const kiln_mlir_attr_t **out) {
+ * StableHLO's printer leaves them out. `fields` ends with A_NONE. */
+static void make_struct(upgrade_ctx_t *c, kiln_mlir_op_t *op, const char *sname,
+                        const attr_id_t *fields, const kiln_mlir_attr_t **out) {
   kiln_mlir_named_attr_t f[16];
   int32_t n = 0;
   bool any = false;
-  for (int i = 0; fields[i]; i++) {
-    const kiln_mlir_attr_t *v = take(op, fields[i]);
+  for (int i = 0; fields[i] != A_NONE; i++) {
+    const kiln_mlir_attr_t *v = take(c, op, fields[i]);
     if (v == NULL) continue;
     any = true;
-    v = i64s(bc, v);
+    v = i64s(c->bc, v);
     if (is_empty_array(v)) continue;
-    f[n].name = fields[i];
+    f[n].name = kAttrName[fields[i]];
     f[n].value = v;
     n++;
   }
   if (!any) {
     *out = NULL;
-    return KILN_STATUS_OK;
+    return;
   }
-  kiln_mlir_attr_t *a = kiln_bc_new_attr(bc, KILN_MLIR_ATTR_STRUCT);
+  kiln_mlir_attr_t *a = kiln_bc_new_attr(c->bc, KILN_MLIR_ATTR_STRUCT);
   a->dialect = sname;
   a->num_elements = n;
-  a->fields = kiln_arena_alloc(bc->arena, (size_t)(n ? n : 1) * sizeof(*a->fields));
+  a->fields = kiln_arena_alloc(c->bc->arena, (size_t)(n ? n : 1) * sizeof(*a->fields));
   memcpy(a->fields, f, (size_t)n * sizeof(*f));
   *out = a;
-  (void)op;
-  return KILN_STATUS_OK;
 }
 
-static const char *const kDotFields[] = {"lhs_batching_dimensions", "rhs_batching_dimensions",
-                                         "lhs_contracting_dimensions", "rhs_contracting_dimensions",
-                                         NULL};
-static const char *const kGatherFields[] = {"offset_dims",
-                                            "collapsed_slice_dims",
-                                            "operand_batching_dims",
-                                            "start_indices_batching_dims",
-                                            "start_index_map",
-                                            "index_vector_dim",
-                                            NULL};
-static const char *const kScatterFields[] = {"update_window_dims",
-                                             "inserted_window_dims",
-                                             "input_batching_dims",
-                                             "scatter_indices_batching_dims",
-                                             "scatter_dims_to_operand_dims",
-                                             "index_vector_dim",
-                                             NULL};
-static const char *const kConvFields[] = {
-    "input_batch_dimension",           "input_feature_dimension",
-    "input_spatial_dimensions",        "kernel_input_feature_dimension",
-    "kernel_output_feature_dimension", "kernel_spatial_dimensions",
-    "output_batch_dimension",          "output_feature_dimension",
-    "output_spatial_dimensions",       NULL};
-static const char *const kAlgorithmFields[] = {"lhs_precision_type",
-                                               "rhs_precision_type",
-                                               "accumulation_type",
-                                               "lhs_component_count",
-                                               "rhs_component_count",
-                                               "num_primitive_operations",
-                                               "allow_imprecise_accumulation",
-                                               NULL};
+static const attr_id_t kDotFields[] = {A_lhs_batching_dimensions, A_rhs_batching_dimensions,
+                                       A_lhs_contracting_dimensions, A_rhs_contracting_dimensions,
+                                       A_NONE};
+static const attr_id_t kGatherFields[] = {A_offset_dims,
+                                          A_collapsed_slice_dims,
+                                          A_operand_batching_dims,
+                                          A_start_indices_batching_dims,
+                                          A_start_index_map,
+                                          A_index_vector_dim,
+                                          A_NONE};
+static const attr_id_t kScatterFields[] = {A_update_window_dims,
+                                           A_inserted_window_dims,
+                                           A_input_batching_dims,
+                                           A_scatter_indices_batching_dims,
+                                           A_scatter_dims_to_operand_dims,
+                                           A_index_vector_dim,
+                                           A_NONE};
+static const attr_id_t kConvFields[] = {
+    A_input_batch_dimension,           A_input_feature_dimension,
+    A_input_spatial_dimensions,        A_kernel_input_feature_dimension,
+    A_kernel_output_feature_dimension, A_kernel_spatial_dimensions,
+    A_output_batch_dimension,          A_output_feature_dimension,
+    A_output_spatial_dimensions,       A_NONE};
+static const attr_id_t kAlgorithmFields[] = {A_lhs_precision_type,
+                                             A_rhs_precision_type,
+                                             A_accumulation_type,
+                                             A_lhs_component_count,
+                                             A_rhs_component_count,
+                                             A_num_primitive_operations,
+                                             A_allow_imprecise_accumulation,
+                                             A_NONE};
 
 static kiln_mlir_attr_t *channel_handle(kiln_bc_t *bc, int64_t handle, int64_t type) {
   kiln_mlir_attr_t *a = kiln_bc_new_attr(bc, KILN_MLIR_ATTR_STRUCT);
@@ -311,53 +520,66 @@ static bool all_empty_dicts(const kiln_mlir_attr_t *v) {
   return true;
 }
 
-static kiln_status upgrade_attrs(kiln_bc_t *bc, kiln_mlir_op_t *op, const char *base) {
+static kiln_status upgrade_attrs(upgrade_ctx_t *c, kiln_mlir_op_t *op, op_kind_t kind) {
+  kiln_bc_t *bc = c->bc;
+  if ((size_t)op->num_attrs > c->ids_cap) {
+    kiln_free(c->ids);
+    c->ids_cap = (size_t)op->num_attrs * 2;
+    c->ids = kiln_malloc(c->ids_cap);
+  }
+  for (int32_t i = 0; i < op->num_attrs; i++) c->ids[i] = (uint8_t)attr_id(c, op->attrs[i].name);
   /* each upgraded attribute replaces at least one of the op's (a channel handle or a
    * dimension struct several), so this many never grows */
   attr_list_t out = {.bc = bc, .first_cap = op->num_attrs + 4};
-  const kiln_mlir_attr_t *v;
-  if (strcmp(base, "func") == 0) {
-    if ((v = take(op, "sym_name"))) push(&out, "sym_name", v);
-    if ((v = take(op, "function_type"))) push(&out, "function_type", v);
-    if ((v = take(op, "sym_visibility")) && !is_empty_string(v) &&
-        !(v->kind == KILN_MLIR_ATTR_STRING && strcmp(v->str, "public") == 0)) {
-      push(&out, "sym_visibility", v);
+  const kiln_mlir_attr_t *v, *s;
+  switch (kind) {
+    case K_FUNC:
+      if ((v = take(c, op, A_sym_name))) push(&out, "sym_name", v);
+      if ((v = take(c, op, A_function_type))) push(&out, "function_type", v);
+      if ((v = take(c, op, A_sym_visibility)) && !is_empty_string(v) &&
+          !(v->kind == KILN_MLIR_ATTR_STRING && strcmp(v->str, "public") == 0)) {
+        push(&out, "sym_visibility", v);
+      }
+      if ((v = take(c, op, A_arg_attrs)) && !all_empty_dicts(v)) push(&out, "arg_attrs", v);
+      if ((v = take(c, op, A_res_attrs)) && !all_empty_dicts(v)) push(&out, "res_attrs", v);
+      break;
+    case K_CALL:
+      if ((v = take(c, op, A_callee))) push(&out, "callee", symbol(bc, v));
+      break;
+    case K_DOT_GENERAL: {
+      make_struct(c, op, "stablehlo.dot", kDotFields, &s);
+      if (s) push(&out, "dot_dimension_numbers", s);
+      if ((v = take(c, op, A_precision_config)) && !all_default_precision(v))
+        push(&out, "precision_config", v);
+      const kiln_mlir_attr_t *lhs_type = find(c, op, A_lhs_precision_type);
+      if (lhs_type != NULL && !is_none_type(lhs_type)) {
+        make_struct(c, op, "stablehlo.dot_algorithm", kAlgorithmFields, &s);
+        if (s) push(&out, "algorithm", s);
+      } else {
+        for (int i = 0; kAlgorithmFields[i] != A_NONE; i++) take(c, op, kAlgorithmFields[i]);
+      }
+      break;
     }
-    if ((v = take(op, "arg_attrs")) && !all_empty_dicts(v)) push(&out, "arg_attrs", v);
-    if ((v = take(op, "res_attrs")) && !all_empty_dicts(v)) push(&out, "res_attrs", v);
-  } else if (strcmp(base, "call") == 0) {
-    if ((v = take(op, "callee"))) push(&out, "callee", symbol(bc, v));
-  } else if (strcmp(base, "dot_general") == 0) {
-    const kiln_mlir_attr_t *s;
-    KILN_RETURN_IF_ERROR_PLAIN(make_struct(bc, op, "stablehlo.dot", kDotFields, &s));
-    if (s) push(&out, "dot_dimension_numbers", s);
-    if ((v = take(op, "precision_config")) && !all_default_precision(v))
-      push(&out, "precision_config", v);
-    const kiln_mlir_attr_t *lhs_type = kiln_mlir_op_attr(op, "lhs_precision_type");
-    if (lhs_type != NULL && !is_none_type(lhs_type)) {
-      KILN_RETURN_IF_ERROR_PLAIN(
-          make_struct(bc, op, "stablehlo.dot_algorithm", kAlgorithmFields, &s));
-      if (s) push(&out, "algorithm", s);
-    } else {
-      for (int i = 0; kAlgorithmFields[i]; i++) take(op, kAlgorithmFields[i]);
-    }
-  } else if (strcmp(base, "gather") == 0 || strcmp(base, "dynamic_gather") == 0) {
-    const kiln_mlir_attr_t *s;
-    KILN_RETURN_IF_ERROR_PLAIN(make_struct(bc, op, "stablehlo.gather", kGatherFields, &s));
-    if (s) push(&out, "dimension_numbers", s);
-  } else if (strcmp(base, "scatter") == 0) {
-    const kiln_mlir_attr_t *s;
-    KILN_RETURN_IF_ERROR_PLAIN(make_struct(bc, op, "stablehlo.scatter", kScatterFields, &s));
-    if (s) push(&out, "scatter_dimension_numbers", s);
-  } else if (strcmp(base, "convolution") == 0 || strcmp(base, "dynamic_conv") == 0) {
-    const kiln_mlir_attr_t *s;
-    KILN_RETURN_IF_ERROR_PLAIN(make_struct(bc, op, "stablehlo.conv", kConvFields, &s));
-    if (s) push(&out, "dimension_numbers", s);
-    if (strcmp(base, "dynamic_conv") == 0) take(op, "padding"); /* an operand since 0.20 */
+    case K_GATHER:
+      make_struct(c, op, "stablehlo.gather", kGatherFields, &s);
+      if (s) push(&out, "dimension_numbers", s);
+      break;
+    case K_SCATTER:
+      make_struct(c, op, "stablehlo.scatter", kScatterFields, &s);
+      if (s) push(&out, "scatter_dimension_numbers", s);
+      break;
+    case K_CONVOLUTION:
+    case K_DYNAMIC_CONV:
+      make_struct(c, op, "stablehlo.conv", kConvFields, &s);
+      if (s) push(&out, "dimension_numbers", s);
+      if (kind == K_DYNAMIC_CONV) take(c, op, A_padding); /* an operand since 0.20 */
+      break;
+    default:
+      break;
   }
   /* Channels. */
-  const kiln_mlir_attr_t *cid = take(op, "channel_id");
-  const kiln_mlir_attr_t *ctype = take(op, "channel_type");
+  const kiln_mlir_attr_t *cid = take(c, op, A_channel_id);
+  const kiln_mlir_attr_t *ctype = take(c, op, A_channel_type);
   if (cid != NULL) {
     if (cid->kind != KILN_MLIR_ATTR_INTEGER) return bad(op, "channel_id is not an integer");
     if (ctype != NULL && ctype->kind != KILN_MLIR_ATTR_INTEGER)
@@ -366,69 +588,92 @@ static kiln_status upgrade_attrs(kiln_bc_t *bc, kiln_mlir_op_t *op, const char *
       push(&out, "channel_handle", channel_handle(bc, cid->i, ctype ? ctype->i : 0));
   }
   /* The rest, in their order, with defaults dropped. */
+  bool windowed = kind == K_CONVOLUTION || kind == K_DYNAMIC_CONV || kind == K_REDUCE_WINDOW ||
+                  kind == K_SELECT_AND_SCATTER;
   for (int32_t i = 0; i < op->num_attrs; i++) {
     const char *name = op->attrs[i].name;
     v = op->attrs[i].value;
     if (name == NULL) continue;
-    if (in_list(name, kI64Arrays)) {
-      const kiln_mlir_attr_t *a = to_dense_array(bc, v, false);
-      if (a) v = a;
-    } else if (in_list(name, kBoolArrays)) {
-      const kiln_mlir_attr_t *a = to_dense_array(bc, v, true);
+    attr_id_t id = (attr_id_t)c->ids[i];
+    unsigned flags = kAttrFlags[id];
+    if (flags & (AN_I64 | AN_BOOLS)) {
+      const kiln_mlir_attr_t *a = to_dense_array(bc, v, (flags & AN_BOOLS) != 0);
       if (a) v = a;
     }
-    bool windowed = strcmp(base, "convolution") == 0 || strcmp(base, "dynamic_conv") == 0 ||
-                    strcmp(base, "reduce_window") == 0 || strcmp(base, "select_and_scatter") == 0;
-    if (windowed && in_list(name, kOnesByDefault) && all_ints(v, 1)) continue;
-    if (windowed && strcmp(name, "padding") == 0 && all_ints(v, 0)) continue;
-    if (windowed && strcmp(name, "window_reversal") == 0 && all_ints(v, 0)) continue;
-    if (strcmp(name, "precision_config") == 0 && all_default_precision(v)) continue;
-    if (strcmp(name, "use_global_device_ids") == 0 || strcmp(name, "has_dynamic_root") == 0) {
-      if (v->kind == KILN_MLIR_ATTR_BOOL) {
-        if (!v->b) continue;
-        v = kiln_bc_new_attr(bc, KILN_MLIR_ATTR_UNIT);
-      }
-    } else if (strcmp(name, "compare_type") == 0) {
-      if (is_enum(v, "NOTYPE")) continue;
-    } else if (strcmp(name, "indices_are_sorted") == 0 || strcmp(name, "unique_indices") == 0 ||
-               strcmp(name, "is_host_transfer") == 0 || strcmp(name, "has_side_effect") == 0 ||
-               strcmp(name, "is_stable") == 0) {
-      if (is_false(v)) continue;
-    } else if (strcmp(name, "backend_config") == 0 || strcmp(name, "infeed_config") == 0 ||
-               strcmp(name, "outfeed_config") == 0) {
-      if (is_empty_string(v) || (strcmp(name, "backend_config") == 0 && is_empty_array(v)))
-        continue;
-    } else if (strcmp(name, "called_computations") == 0) {
-      if (is_empty_array(v)) continue;
-      v = strings_to_symbols(bc, v);
-    } else if (strcmp(name, "output_operand_aliases") == 0 || strcmp(name, "result_tilings") == 0 ||
-               strcmp(name, "composite_attributes") == 0 || strcmp(name, "precision_config") == 0) {
-      if (is_empty_array(v)) continue;
-    } else if (strcmp(name, "operand_layouts") == 0 || strcmp(name, "result_layouts") == 0) {
-      /* Layouts come in pairs: absent when both lists are empty. */
-      if (is_empty_array(kiln_mlir_op_attr(op, "operand_layouts")) &&
-          is_empty_array(kiln_mlir_op_attr(op, "result_layouts"))) {
-        continue;
-      }
-    } else if (strcmp(name, "layout") == 0 || strcmp(name, "known_expanding_dimensions") == 0 ||
-               strcmp(name, "known_nonexpanding_dimensions") == 0) {
-      if (is_empty_array(v)) continue;
-    } else if (strcmp(name, "lower") == 0 && strcmp(base, "cholesky") == 0) {
-      if (is_false(v)) continue;
-    } else if (strcmp(name, "dimension") == 0 && strcmp(base, "sort") == 0) {
-      if (is_int(v, -1)) continue;
-    } else if (strcmp(name, "api_version") == 0) {
-      if (is_int(v, 1)) continue;
-    } else if (strcmp(name, "version") == 0 && strcmp(base, "composite") == 0) {
-      if (is_int(v, 0)) continue;
-    } else if (strcmp(name, "decomposition") == 0) {
-      v = symbol(bc, v);
-    } else if (strcmp(name, "result_accuracy") == 0) {
-      if (is_default_accuracy(v)) continue;
-    } else if (strcmp(name, "source_target_pairs") == 0 &&
-               (strcmp(base, "send") == 0 || strcmp(base, "recv") == 0)) {
-      if (is_empty_elements(v)) continue;
+    if (windowed && (flags & AN_ONES) && all_ints(v, 1)) continue;
+    if (windowed && (id == A_padding || id == A_window_reversal) && all_ints(v, 0)) continue;
+    bool skip = false;
+    switch (id) {
+      case A_precision_config:
+        skip = all_default_precision(v) || is_empty_array(v);
+        break;
+      case A_use_global_device_ids:
+      case A_has_dynamic_root:
+        if (v->kind == KILN_MLIR_ATTR_BOOL) {
+          if (!v->b) skip = true;
+          v = kiln_bc_new_attr(bc, KILN_MLIR_ATTR_UNIT);
+        }
+        break;
+      case A_compare_type:
+        skip = is_enum(v, "NOTYPE");
+        break;
+      case A_indices_are_sorted:
+      case A_unique_indices:
+      case A_is_host_transfer:
+      case A_has_side_effect:
+      case A_is_stable:
+        skip = is_false(v);
+        break;
+      case A_backend_config:
+        skip = is_empty_string(v) || is_empty_array(v);
+        break;
+      case A_infeed_config:
+      case A_outfeed_config:
+        skip = is_empty_string(v);
+        break;
+      case A_called_computations:
+        skip = is_empty_array(v);
+        v = strings_to_symbols(bc, v);
+        break;
+      case A_output_operand_aliases:
+      case A_result_tilings:
+      case A_composite_attributes:
+      case A_layout:
+      case A_known_expanding_dimensions:
+      case A_known_nonexpanding_dimensions:
+        skip = is_empty_array(v);
+        break;
+      case A_operand_layouts:
+      case A_result_layouts:
+        /* Layouts come in pairs: absent when both lists are empty. */
+        skip = is_empty_array(find(c, op, A_operand_layouts)) &&
+               is_empty_array(find(c, op, A_result_layouts));
+        break;
+      case A_lower:
+        skip = kind == K_CHOLESKY && is_false(v);
+        break;
+      case A_dimension:
+        skip = kind == K_SORT && is_int(v, -1);
+        break;
+      case A_api_version:
+        skip = is_int(v, 1);
+        break;
+      case A_version:
+        skip = kind == K_COMPOSITE && is_int(v, 0);
+        break;
+      case A_decomposition:
+        v = symbol(bc, v);
+        break;
+      case A_result_accuracy:
+        skip = is_default_accuracy(v);
+        break;
+      case A_source_target_pairs:
+        skip = kind == K_SEND_RECV && is_empty_elements(v);
+        break;
+      default:
+        break;
     }
+    if (skip) continue;
     push(&out, name, v);
   }
   op->attrs = out.a;
@@ -450,79 +695,104 @@ static bool strip_version(const char *name, char *buf, size_t cap) {
   return true;
 }
 
-/* Upgraded names, by the (interned) VHLO name's address: one string per op name, not per op. */
-typedef struct name_cache {
-  const char *from[512];
-  const char *to[512];
-} name_cache_t;
-
-static const char *cached_name(kiln_bc_t *bc, name_cache_t *c, const char *from, const char *base) {
-  size_t h = ((uintptr_t)from >> 4) % 512;
-  for (size_t k = 0; k < 512; k++, h = (h + 1) % 512) {
-    if (c->from[h] == from) return c->to[h];
-    if (c->from[h] == NULL) {
-      c->from[h] = from;
-      c->to[h] = kiln_arena_printf(bc->arena, "stablehlo.%s", base);
-      return c->to[h];
-    }
+static void resolve_op_name(upgrade_ctx_t *c, op_info_t *info, const char *name) {
+  info->from = name;
+  info->vhlo = strncmp(name, "vhlo.", 5) == 0;
+  if (!info->vhlo) return;
+  int64_t hi;
+  char base[64];
+  if (kiln_bc_vhlo_op_attrs(name + 5, &info->lo, &hi) == NULL) {
+    info->lo = 0;
+    info->error = "not a VHLO op kiln knows";
+  } else if (!strip_version(name + 5, base, sizeof(base))) {
+    info->error = "op name lacks a version suffix";
+  } else {
+    info->kind = op_kind_of(base);
+    info->to = info->kind == K_FUNC   ? "func.func"
+               : info->kind == K_CALL ? "func.call"
+                                      : kiln_bc_dotted(c->bc, "stablehlo", base);
   }
-  return kiln_arena_printf(bc->arena, "stablehlo.%s", base);
 }
 
-static kiln_status upgrade_op(kiln_bc_t *bc, name_cache_t *cache, kiln_mlir_op_t *op,
-                              const kiln_mlir_op_t *parent, int depth);
+/* The op_info of an op name (by address: one per op-name table entry). */
+static const op_info_t *op_info(upgrade_ctx_t *c, const char *name) {
+  if (2 * (c->ops_n + 1) > c->ops_cap) {
+    op_info_t *old = c->ops;
+    size_t old_cap = c->ops_cap;
+    c->ops_cap = old_cap ? old_cap * 2 : 128;
+    c->ops = kiln_calloc(c->ops_cap, sizeof(*c->ops));
+    for (size_t i = 0; i < old_cap; i++) {
+      if (old[i].from == NULL) continue;
+      size_t h = ptr_hash(old[i].from) & (c->ops_cap - 1);
+      while (c->ops[h].from != NULL) h = (h + 1) & (c->ops_cap - 1);
+      c->ops[h] = old[i];
+    }
+    kiln_free(old);
+  }
+  size_t h = ptr_hash(name) & (c->ops_cap - 1);
+  while (c->ops[h].from != NULL) {
+    if (c->ops[h].from == name) return &c->ops[h];
+    h = (h + 1) & (c->ops_cap - 1);
+  }
+  resolve_op_name(c, &c->ops[h], name);
+  c->ops_n++;
+  return &c->ops[h];
+}
 
-static kiln_status upgrade_regions(kiln_bc_t *bc, name_cache_t *cache, kiln_mlir_op_t *op,
-                                   int depth) {
+static kiln_status upgrade_op(upgrade_ctx_t *c, kiln_mlir_op_t *op, const kiln_mlir_op_t *parent,
+                              int depth);
+
+static kiln_status upgrade_regions(upgrade_ctx_t *c, kiln_mlir_op_t *op, int depth) {
   for (int32_t r = 0; r < op->num_regions; r++) {
     for (int32_t b = 0; b < op->regions[r].num_blocks; b++) {
       kiln_mlir_block_t *blk = &op->regions[r].blocks[b];
       for (int32_t i = 0; i < blk->num_ops; i++)
-        KILN_RETURN_IF_ERROR_PLAIN(upgrade_op(bc, cache, blk->ops[i], op, depth + 1));
+        KILN_RETURN_IF_ERROR_PLAIN(upgrade_op(c, blk->ops[i], op, depth + 1));
     }
   }
   return KILN_STATUS_OK;
 }
 
-static kiln_status upgrade_op(kiln_bc_t *bc, name_cache_t *cache, kiln_mlir_op_t *op,
-                              const kiln_mlir_op_t *parent, int depth) {
+static const char kFuncFunc[] = "func.func";
+
+static kiln_status upgrade_op(upgrade_ctx_t *c, kiln_mlir_op_t *op, const kiln_mlir_op_t *parent,
+                              int depth) {
   if (depth > KILN_BC_MAX_DEPTH) return bad(op, "nested too deeply");
-  if (strncmp(op->name, "vhlo.", 5) == 0) {
-    int64_t lo, hi;
-    if (kiln_bc_vhlo_op_attrs(op->name + 5, &lo, &hi) == NULL)
-      return bad(op, "not a VHLO op kiln knows");
-    if (bc->vhlo_version != 0 && (bc->vhlo_version < lo)) {
+  const op_info_t *info = op_info(c, op->name);
+  if (info->vhlo) {
+    if (info->error != NULL && info->lo == 0) return bad(op, info->error); /* unknown */
+    int64_t lo = info->lo, have = c->bc->vhlo_version;
+    if (have != 0 && have < lo) {
       return KILN_ERR_INVALID(
           "MLIR bytecode: %s needs VHLO %lld.%lld.%lld, the file declares %lld.%lld.%lld", op->name,
           (long long)(lo / 10000), (long long)(lo / 100 % 100), (long long)(lo % 100),
-          (long long)(bc->vhlo_version / 10000), (long long)(bc->vhlo_version / 100 % 100),
-          (long long)(bc->vhlo_version % 100));
+          (long long)(have / 10000), (long long)(have / 100 % 100), (long long)(have % 100));
     }
-    char base[64];
-    if (!strip_version(op->name + 5, base, sizeof(base)))
-      return bad(op, "op name lacks a version suffix");
-    KILN_RETURN_IF_ERROR_PLAIN(upgrade_attrs(bc, op, base));
-    if (strcmp(base, "func") == 0) {
-      op->name = "func.func";
-    } else if (strcmp(base, "call") == 0) {
-      op->name = "func.call";
-    } else if (strcmp(base, "return") == 0) {
-      op->name = parent != NULL && strcmp(parent->name, "func.func") == 0 ? "func.return"
-                                                                          : "stablehlo.return";
+    if (info->error != NULL) return bad(op, info->error);
+    KILN_RETURN_IF_ERROR_PLAIN(upgrade_attrs(c, op, info->kind));
+    if (info->kind == K_FUNC) {
+      op->name = kFuncFunc;
+    } else if (info->kind == K_RETURN) {
+      op->name =
+          parent != NULL && (parent->name == kFuncFunc || strcmp(parent->name, kFuncFunc) == 0)
+              ? "func.return"
+              : "stablehlo.return";
     } else {
-      op->name = cached_name(bc, cache, op->name, base);
+      op->name = info->to;
     }
   }
-  return upgrade_regions(bc, cache, op, depth);
+  return upgrade_regions(c, op, depth);
 }
 
 kiln_status kiln_bc_upgrade(kiln_bc_t *bc) {
   kiln_mlir_module_t *m = bc->m;
-  name_cache_t *cache = kiln_calloc(1, sizeof(*cache));
+  upgrade_ctx_t c = {.bc = bc};
   kiln_status st = KILN_STATUS_OK;
   for (int32_t i = 0; i < m->body.num_ops && kiln_status_is_ok(st); i++) {
-    st = upgrade_op(bc, cache, m->body.ops[i], NULL, 0);
+    st = upgrade_op(&c, m->body.ops[i], NULL, 0);
   }
-  kiln_free(cache);
+  kiln_free(c.ops);
+  kiln_free(c.names);
+  kiln_free(c.ids);
   return st;
 }

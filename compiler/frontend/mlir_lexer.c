@@ -227,7 +227,7 @@ bool kiln_mlirp_string(kiln_mlirp_t *P, const char **out, size_t *len) {
     n++;
   }
   if (p >= P->end) return kiln_mlirp_fail_at(P, start, "unterminated string");
-  char *s = kiln_arena_alloc(P->a, n + 1);
+  char *s = kiln_arena_alloc_uninit(P->a, n + 1); /* filled below, NUL-terminated */
   if (s == NULL) return kiln_mlirp_failf(P, "out of memory");
   if (!escapes) {
     memcpy(s, start + 1, n);

@@ -13,6 +13,12 @@ double kiln_now_seconds(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+double kiln_thread_cpu_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 const char *kiln_corpus_dir(void) {
   const char *env = getenv("KILN_CORPUS_DIR");
   if (env && *env) return env;

@@ -24,6 +24,9 @@ void kiln_hlo_file_free(kiln_hlo_file_t *f);
 
 /* Monotonic clock in seconds. */
 double kiln_now_seconds(void);
+/* CPU time of the calling thread in seconds: what a single-threaded benchmark measures on a
+ * loaded machine, where the wall clock counts the time other processes hold the core. */
+double kiln_thread_cpu_seconds(void);
 
 /* The corpus folder: $KILN_CORPUS_DIR, else the path compiled in. */
 const char *kiln_corpus_dir(void);
