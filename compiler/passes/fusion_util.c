@@ -1350,19 +1350,14 @@ static kiln_status host_replace_members(kiln_hlo_computation_t *c, builder_t *b,
   for (size_t u = 0; u < host->users.len; u++) kiln_vec_push(&stash, host->users.data[u]);
   host->users.len = 0;
   kiln_hlo_instruction_set_operands(host, 0, NULL);
-  for (size_t i = 0; i < c->instructions.len; i++) {
-    if (c->instructions.data[i] != host) continue;
-    memmove(&c->instructions.data[i], &c->instructions.data[i + 1],
-            (c->instructions.len - i - 1) * sizeof(c->instructions.data[0]));
-    c->instructions.data[c->instructions.len - 1] = host;
-    break;
-  }
+  kiln_hlo_instruction_move_to_end(host);
   kiln_shape_t *host_shape = host->shape; /* its output's shape, for a get-tuple-element */
   kiln_hlo_instruction_t fresh = {0};
   fresh.name = host->name;
   fresh.opcode = KILN_OP_FUSION;
   fresh.parent = host->parent;
   fresh.id = host->id;
+  fresh.slot = host->slot;
   fresh.users = host->users;
   fresh.control_successors = host->control_successors;
   *host = fresh;
