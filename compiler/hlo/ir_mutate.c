@@ -72,7 +72,9 @@ static void take_out(kiln_hlo_computation_t *c, kiln_hlo_instruction_t *instr) {
   for (size_t k = i; k < c->instructions.len; k++) c->instructions.data[k]->slot = (int32_t)k;
 }
 
-void kiln_hlo_computation_defer_removals(kiln_hlo_computation_t *c) { c->defer_removals = true; }
+void kiln_hlo_computation_defer_removals(kiln_hlo_computation_t *c) {
+  c->defer_removals = true;
+}
 
 void kiln_hlo_computation_compact(kiln_hlo_computation_t *c) {
   c->defer_removals = false;
