@@ -42,7 +42,8 @@ static bool comp_effectful(kiln_pass_effects_t *e, const kiln_hlo_computation_t 
   /* Mark pure first so a (malformed) recursive call graph terminates. */
   kiln_ptrmap_put(&e->comps, c, (void *)1);
   for (size_t i = 0; i < c->instructions.len; i++) {
-    if (kiln_pass_effects_instruction(e, c->instructions.data[i])) {
+    const kiln_hlo_instruction_t *in = c->instructions.data[i]; /* NULL: a deferred removal */
+    if (in && kiln_pass_effects_instruction(e, in)) {
       kiln_ptrmap_put(&e->comps, c, (void *)2);
       return true;
     }
