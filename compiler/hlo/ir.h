@@ -311,6 +311,9 @@ kiln_hlo_computation_t *kiln_hlo_computation_clone(const kiln_hlo_computation_t 
                                                    const char *name_hint);
 /* Removes a computation that nothing calls any more (not the entry). */
 void kiln_hlo_module_remove_computation(kiln_hlo_module_t *m, kiln_hlo_computation_t *c);
+/* Removes every computation in `gone` (none that something still calls; never the entry) in
+ * one pass over the module's list, the others keeping their order; returns how many. */
+size_t kiln_hlo_module_remove_computations(kiln_hlo_module_t *m, const kiln_ptrmap_t *gone);
 /* A name not used by any instruction or computation of the module: `prefix` itself if
  * free, else prefix.N. Allocated in the module's arena. */
 char *kiln_hlo_module_unique_name(kiln_hlo_module_t *m, const char *prefix);

@@ -208,6 +208,15 @@ kiln_hlo_computation_t *kiln_hlo_computation_clone(const kiln_hlo_computation_t 
   return c;
 }
 
+static void release_computation(kiln_hlo_computation_t *c) {
+  for (size_t k = 0; k < c->instructions.len; k++) {
+    if (!c->instructions.data[k]) continue;
+    kiln_vec_free(&c->instructions.data[k]->users);
+    kiln_vec_free(&c->instructions.data[k]->control_successors);
+  }
+  kiln_vec_free(&c->instructions);
+}
+
 void kiln_hlo_module_remove_computation(kiln_hlo_module_t *m, kiln_hlo_computation_t *c) {
   if (c == m->entry) return;
   for (size_t i = 0; i < m->computations.len; i++) {
@@ -215,14 +224,22 @@ void kiln_hlo_module_remove_computation(kiln_hlo_module_t *m, kiln_hlo_computati
     memmove(&m->computations.data[i], &m->computations.data[i + 1],
             (m->computations.len - i - 1) * sizeof(m->computations.data[0]));
     m->computations.len--;
-    for (size_t k = 0; k < c->instructions.len; k++) {
-      if (!c->instructions.data[k]) continue;
-      kiln_vec_free(&c->instructions.data[k]->users);
-      kiln_vec_free(&c->instructions.data[k]->control_successors);
-    }
-    kiln_vec_free(&c->instructions);
+    release_computation(c);
     return;
   }
+}
+
+size_t kiln_hlo_module_remove_computations(kiln_hlo_module_t *m, const kiln_ptrmap_t *gone) {
+  size_t w = 0, n = m->computations.len;
+  for (size_t i = 0; i < n; i++) {
+    kiln_hlo_computation_t *c = m->computations.data[i];
+    if (c != m->entry && kiln_ptrmap_contains(gone, c))
+      release_computation(c);
+    else
+      m->computations.data[w++] = c;
+  }
+  m->computations.len = w;
+  return n - w;
 }
 
 /* Iterative DFS so deep chains cannot overflow the stack. */

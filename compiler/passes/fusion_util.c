@@ -1488,11 +1488,15 @@ void kiln_fusion_remove_retired(kiln_hlo_module_t *m, kiln_ptrmap_t *retired) {
           kiln_ptrmap_put(&called, in->called_groups[g].comps[j], (void *)1);
     }
   }
-  for (size_t k = m->computations.len; k-- > 0;) {
+  kiln_ptrmap_t gone;
+  kiln_ptrmap_init(&gone);
+  for (size_t k = 0; k < m->computations.len; k++) {
     kiln_hlo_computation_t *c = m->computations.data[k];
     if (c != m->entry && kiln_ptrmap_contains(retired, c) && !kiln_ptrmap_contains(&called, c))
-      kiln_hlo_module_remove_computation(m, c);
+      kiln_ptrmap_put(&gone, c, (void *)1);
   }
+  kiln_hlo_module_remove_computations(m, &gone);
+  kiln_ptrmap_free(&gone);
   kiln_ptrmap_free(&called);
   kiln_ptrmap_free(retired);
   kiln_ptrmap_init(retired);

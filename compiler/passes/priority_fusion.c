@@ -232,7 +232,6 @@ static kiln_status fuse_computation(kiln_hlo_computation_t *c, kiln_fusion_scope
     st = fuse_into_users(&q, e.in, scope);
     if (!st) *changed = true;
   }
-  kiln_hlo_computation_compact(c);
 
   /* Wrap what is left alone. */
   if (!st) {
@@ -245,6 +244,7 @@ static kiln_status fuse_computation(kiln_hlo_computation_t *c, kiln_fusion_scope
     }
     kiln_free(order);
   }
+  kiln_hlo_computation_compact(c);
   if (*changed) kiln_hlo_computation_sort_post_order(c);
   kiln_vec_free(&q.heap);
   kiln_ptrmap_free(&q.version);
