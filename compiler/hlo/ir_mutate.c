@@ -57,7 +57,7 @@ static size_t index_of(const kiln_hlo_computation_t *c, const kiln_hlo_instructi
 }
 
 /* Takes `instr` out of c's list: a hole when removals are deferred, else the rest shifts
- * down (their slots with them). */
+ * down. */
 static void take_out(kiln_hlo_computation_t *c, kiln_hlo_instruction_t *instr) {
   size_t i = index_of(c, instr), n = c->instructions.len;
   if (i == n) return;
@@ -66,10 +66,11 @@ static void take_out(kiln_hlo_computation_t *c, kiln_hlo_instruction_t *instr) {
     c->num_holes++;
     return;
   }
+  /* The shifted instructions' hints go stale (renumbering them would touch each one's
+   * memory); removing one of them later searches, as it did before hints. */
   memmove(&c->instructions.data[i], &c->instructions.data[i + 1],
           (n - i - 1) * sizeof(c->instructions.data[0]));
   c->instructions.len--;
-  for (size_t k = i; k < c->instructions.len; k++) c->instructions.data[k]->slot = (int32_t)k;
 }
 
 void kiln_hlo_computation_defer_removals(kiln_hlo_computation_t *c) {
@@ -104,7 +105,7 @@ void kiln_hlo_instruction_move_to_end(kiln_hlo_instruction_t *instr) {
   memmove(&c->instructions.data[i], &c->instructions.data[i + 1],
           (n - i - 1) * sizeof(c->instructions.data[0]));
   c->instructions.data[n - 1] = instr;
-  for (size_t k = i; k < n; k++) c->instructions.data[k]->slot = (int32_t)k;
+  instr->slot = (int32_t)(n - 1);
 }
 
 kiln_status kiln_hlo_instruction_remove(kiln_hlo_instruction_t *instr) {
