@@ -12,6 +12,7 @@ kiln_hlo_module_t *kiln_hlo_module_create(const char *name) {
 static void free_users(kiln_hlo_computation_t *c) {
   for (size_t i = 0; i < c->instructions.len; i++) {
     kiln_hlo_instruction_t *instr = c->instructions.data[i];
+    if (!instr) continue; /* a hole left by deferred removal */
     kiln_vec_free(&instr->users);
     kiln_vec_free(&instr->control_successors);
   }
@@ -49,6 +50,7 @@ kiln_hlo_instruction_t *kiln_hlo_instruction_create(kiln_hlo_computation_t *c,
   instr->parent = c;
   instr->id = m->next_id++;
   if (op == KILN_OP_TOPK) instr->largest = true; /* XLA's default when not written */
+  instr->slot = (int32_t)c->instructions.len;
   kiln_vec_push(&c->instructions, instr);
   if (m->names) kiln_hashmap_put(m->names, instr->name, strlen(instr->name), (void *)1);
   return instr;
@@ -156,12 +158,16 @@ kiln_hlo_computation_t *kiln_hlo_module_find_computation(const kiln_hlo_module_t
 kiln_hlo_instruction_t *kiln_hlo_computation_find(const kiln_hlo_computation_t *c,
                                                   const char *name) {
   for (size_t i = 0; i < c->instructions.len; i++)
-    if (strcmp(c->instructions.data[i]->name, name) == 0) return c->instructions.data[i];
+    if (c->instructions.data[i] && strcmp(c->instructions.data[i]->name, name) == 0)
+      return c->instructions.data[i];
   return NULL;
 }
 
 int64_t kiln_hlo_module_instruction_count(const kiln_hlo_module_t *m) {
   int64_t n = 0;
-  for (size_t i = 0; i < m->computations.len; i++) n += (int64_t)m->computations.data[i]->instructions.len;
+  for (size_t i = 0; i < m->computations.len; i++) {
+    const kiln_hlo_computation_t *c = m->computations.data[i];
+    n += (int64_t)(c->instructions.len - c->num_holes);
+  }
   return n;
 }

@@ -120,6 +120,9 @@ typedef struct kiln_called_group {
 struct kiln_hlo_instruction {
   char *name;
   kiln_hlo_opcode_t opcode;
+  /* Where it sits in parent->instructions, a hint kept by create / remove / compaction (a
+   * pass that reorders the list directly leaves it stale; removal then searches). */
+  int32_t slot;
   kiln_shape_t *shape;
   kiln_hlo_computation_t *parent;
   int64_t id; /* unique within the module, in creation order */
@@ -222,6 +225,10 @@ struct kiln_hlo_computation {
   kiln_hlo_instruction_t **parameters;             /* by parameter number */
   kiln_hlo_instruction_t *root;
   char *trailing_attrs; /* e.g. `execution_thread="x"` after the closing brace, verbatim */
+  /* Deferred removal (kiln_hlo_computation_defer_removals): removed instructions leave NULL
+   * holes in `instructions` until kiln_hlo_computation_compact. */
+  bool defer_removals;
+  size_t num_holes;
 };
 
 /* input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}) } */
@@ -282,6 +289,16 @@ void kiln_hlo_instruction_set_raw_attr(kiln_hlo_instruction_t *instr, const char
  * returns FAILED_PRECONDITION otherwise. Its operands lose it as a user. The memory stays
  * in the module's arena. */
 kiln_status kiln_hlo_instruction_remove(kiln_hlo_instruction_t *instr);
+/* Removal in O(1): until kiln_hlo_computation_compact, kiln_hlo_instruction_remove and
+ * kiln_hlo_instruction_move_to_end leave a NULL hole where the instruction was instead of
+ * shifting the rest of c->instructions. Code reading c->instructions meanwhile must skip
+ * NULL entries (the traversals below and the name set do). Compacting keeps the order
+ * eager removal would have made. For passes that remove many instructions (fusion). */
+void kiln_hlo_computation_defer_removals(kiln_hlo_computation_t *c);
+/* Closes the holes (one pass, order kept) and ends deferred removal. */
+void kiln_hlo_computation_compact(kiln_hlo_computation_t *c);
+/* Moves `instr` to the end of its computation's instruction list. */
+void kiln_hlo_instruction_move_to_end(kiln_hlo_instruction_t *instr);
 /* Copies `src` (opcode, shape, every attribute) into computation `dest` of the same module,
  * with the given operands and name (NULL = a fresh unique name derived from src's). */
 kiln_hlo_instruction_t *kiln_hlo_instruction_clone(kiln_hlo_computation_t *dest,
@@ -294,6 +311,9 @@ kiln_hlo_computation_t *kiln_hlo_computation_clone(const kiln_hlo_computation_t 
                                                    const char *name_hint);
 /* Removes a computation that nothing calls any more (not the entry). */
 void kiln_hlo_module_remove_computation(kiln_hlo_module_t *m, kiln_hlo_computation_t *c);
+/* Removes every computation in `gone` (none that something still calls; never the entry) in
+ * one pass over the module's list, the others keeping their order; returns how many. */
+size_t kiln_hlo_module_remove_computations(kiln_hlo_module_t *m, const kiln_ptrmap_t *gone);
 /* A name not used by any instruction or computation of the module: `prefix` itself if
  * free, else prefix.N. Allocated in the module's arena. */
 char *kiln_hlo_module_unique_name(kiln_hlo_module_t *m, const char *prefix);

@@ -16,7 +16,8 @@ static void build_name_set(kiln_hlo_module_t *m) {
   for (size_t c = 0; c < m->computations.len; c++) {
     kiln_hlo_computation_t *comp = m->computations.data[c];
     note_name(m, comp->name);
-    for (size_t i = 0; i < comp->instructions.len; i++) note_name(m, comp->instructions.data[i]->name);
+    for (size_t i = 0; i < comp->instructions.len; i++)
+      if (comp->instructions.data[i]) note_name(m, comp->instructions.data[i]->name);
   }
 }
 
@@ -45,6 +46,68 @@ char *kiln_hlo_module_unique_name(kiln_hlo_module_t *m, const char *prefix) {
   }
 }
 
+/* The index of `instr` in c->instructions (its slot hint when that is current), or len. */
+static size_t index_of(const kiln_hlo_computation_t *c, const kiln_hlo_instruction_t *instr) {
+  size_t n = c->instructions.len;
+  if (instr->slot >= 0 && (size_t)instr->slot < n && c->instructions.data[instr->slot] == instr)
+    return (size_t)instr->slot;
+  for (size_t i = 0; i < n; i++)
+    if (c->instructions.data[i] == instr) return i;
+  return n;
+}
+
+/* Takes `instr` out of c's list: a hole when removals are deferred, else the rest shifts
+ * down. */
+static void take_out(kiln_hlo_computation_t *c, kiln_hlo_instruction_t *instr) {
+  size_t i = index_of(c, instr), n = c->instructions.len;
+  if (i == n) return;
+  if (c->defer_removals) {
+    c->instructions.data[i] = NULL;
+    c->num_holes++;
+    return;
+  }
+  /* The shifted instructions' hints go stale (renumbering them would touch each one's
+   * memory); removing one of them later searches, as it did before hints. */
+  memmove(&c->instructions.data[i], &c->instructions.data[i + 1],
+          (n - i - 1) * sizeof(c->instructions.data[0]));
+  c->instructions.len--;
+}
+
+void kiln_hlo_computation_defer_removals(kiln_hlo_computation_t *c) {
+  c->defer_removals = true;
+}
+
+void kiln_hlo_computation_compact(kiln_hlo_computation_t *c) {
+  c->defer_removals = false;
+  if (!c->num_holes) return;
+  size_t w = 0;
+  for (size_t i = 0; i < c->instructions.len; i++) {
+    kiln_hlo_instruction_t *in = c->instructions.data[i];
+    if (!in) continue;
+    in->slot = (int32_t)w;
+    c->instructions.data[w++] = in;
+  }
+  c->instructions.len = w;
+  c->num_holes = 0;
+}
+
+void kiln_hlo_instruction_move_to_end(kiln_hlo_instruction_t *instr) {
+  kiln_hlo_computation_t *c = instr->parent;
+  size_t i = index_of(c, instr), n = c->instructions.len;
+  if (i == n || i + 1 == n) return;
+  if (c->defer_removals) {
+    c->instructions.data[i] = NULL;
+    c->num_holes++;
+    instr->slot = (int32_t)n;
+    kiln_vec_push(&c->instructions, instr);
+    return;
+  }
+  memmove(&c->instructions.data[i], &c->instructions.data[i + 1],
+          (n - i - 1) * sizeof(c->instructions.data[0]));
+  c->instructions.data[n - 1] = instr;
+  instr->slot = (int32_t)(n - 1);
+}
+
 kiln_status kiln_hlo_instruction_remove(kiln_hlo_instruction_t *instr) {
   kiln_hlo_computation_t *c = instr->parent;
   if (instr->users.len)
@@ -67,14 +130,7 @@ kiln_status kiln_hlo_instruction_remove(kiln_hlo_instruction_t *instr) {
     }
   }
   instr->num_control_predecessors = 0;
-  for (size_t i = 0; i < c->instructions.len; i++) {
-    if (c->instructions.data[i] == instr) {
-      memmove(&c->instructions.data[i], &c->instructions.data[i + 1],
-              (c->instructions.len - i - 1) * sizeof(c->instructions.data[0]));
-      c->instructions.len--;
-      break;
-    }
-  }
+  take_out(c, instr);
   kiln_vec_free(&instr->users);
   kiln_vec_free(&instr->control_successors);
   return NULL;
@@ -94,6 +150,7 @@ kiln_hlo_instruction_t *kiln_hlo_instruction_clone(kiln_hlo_computation_t *dest,
   kiln_hlo_instruction_t saved = *instr;
   *instr = *src;
   instr->name = saved.name;
+  instr->slot = saved.slot;
   instr->parent = dest;
   instr->id = saved.id;
   instr->users = saved.users;
@@ -152,6 +209,15 @@ kiln_hlo_computation_t *kiln_hlo_computation_clone(const kiln_hlo_computation_t 
   return c;
 }
 
+static void release_computation(kiln_hlo_computation_t *c) {
+  for (size_t k = 0; k < c->instructions.len; k++) {
+    if (!c->instructions.data[k]) continue;
+    kiln_vec_free(&c->instructions.data[k]->users);
+    kiln_vec_free(&c->instructions.data[k]->control_successors);
+  }
+  kiln_vec_free(&c->instructions);
+}
+
 void kiln_hlo_module_remove_computation(kiln_hlo_module_t *m, kiln_hlo_computation_t *c) {
   if (c == m->entry) return;
   for (size_t i = 0; i < m->computations.len; i++) {
@@ -159,13 +225,22 @@ void kiln_hlo_module_remove_computation(kiln_hlo_module_t *m, kiln_hlo_computati
     memmove(&m->computations.data[i], &m->computations.data[i + 1],
             (m->computations.len - i - 1) * sizeof(m->computations.data[0]));
     m->computations.len--;
-    for (size_t k = 0; k < c->instructions.len; k++) {
-      kiln_vec_free(&c->instructions.data[k]->users);
-      kiln_vec_free(&c->instructions.data[k]->control_successors);
-    }
-    kiln_vec_free(&c->instructions);
+    release_computation(c);
     return;
   }
+}
+
+size_t kiln_hlo_module_remove_computations(kiln_hlo_module_t *m, const kiln_ptrmap_t *gone) {
+  size_t w = 0, n = m->computations.len;
+  for (size_t i = 0; i < n; i++) {
+    kiln_hlo_computation_t *c = m->computations.data[i];
+    if (c != m->entry && kiln_ptrmap_contains(gone, c))
+      release_computation(c);
+    else
+      m->computations.data[w++] = c;
+  }
+  m->computations.len = w;
+  return n - w;
 }
 
 /* Iterative DFS so deep chains cannot overflow the stack. */
@@ -183,7 +258,7 @@ kiln_hlo_instruction_t **kiln_hlo_computation_post_order(const kiln_hlo_computat
   KILN_VEC(frame_t) stack = {0};
   for (size_t r = 0; r < n; r++) {
     kiln_hlo_instruction_t *start = c->instructions.data[r];
-    if (kiln_ptrmap_contains(&state, start)) continue;
+    if (!start || kiln_ptrmap_contains(&state, start)) continue;
     kiln_ptrmap_put(&state, start, (void *)1);
     kiln_vec_push(&stack, ((frame_t){start, 0}));
     while (stack.len) {
@@ -215,6 +290,8 @@ void kiln_hlo_computation_sort_post_order(kiln_hlo_computation_t *c) {
   kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
   memcpy(c->instructions.data, order, n * sizeof(*order));
   c->instructions.len = n;
+  c->num_holes = 0;
+  for (size_t i = 0; i < n; i++) order[i]->slot = (int32_t)i;
   kiln_free(order);
 }
 
@@ -243,7 +320,7 @@ kiln_hlo_computation_t **kiln_hlo_module_computation_post_order(const kiln_hlo_m
       kiln_hlo_computation_t *next = NULL;
       while (!next && f->instr < f->comp->instructions.len) {
         kiln_hlo_instruction_t *i = f->comp->instructions.data[f->instr];
-        if (f->group >= i->num_called_groups) {
+        if (!i || f->group >= i->num_called_groups) {
           f->instr++;
           f->group = f->k = 0;
           continue;

@@ -95,6 +95,7 @@ static bool cse_computation(kiln_hlo_computation_t *c, kiln_pass_effects_t *effe
   kiln_hashmap_init(&seen);
   kiln_strbuf_t key = {0};
   bool changed = false;
+  kiln_hlo_computation_defer_removals(c); /* merged instructions leave holes until compact */
   for (size_t i = 0; i < n; i++) {
     kiln_hlo_instruction_t *in = order[i];
     if (!mergeable(in, effects)) continue;
@@ -111,6 +112,7 @@ static bool cse_computation(kiln_hlo_computation_t *c, kiln_pass_effects_t *effe
       kiln_hashmap_put(&seen, k, key.len, in);
     }
   }
+  kiln_hlo_computation_compact(c);
   kiln_strbuf_free(&key);
   kiln_hashmap_free(&seen);
   kiln_free(order);

@@ -1350,19 +1350,14 @@ static kiln_status host_replace_members(kiln_hlo_computation_t *c, builder_t *b,
   for (size_t u = 0; u < host->users.len; u++) kiln_vec_push(&stash, host->users.data[u]);
   host->users.len = 0;
   kiln_hlo_instruction_set_operands(host, 0, NULL);
-  for (size_t i = 0; i < c->instructions.len; i++) {
-    if (c->instructions.data[i] != host) continue;
-    memmove(&c->instructions.data[i], &c->instructions.data[i + 1],
-            (c->instructions.len - i - 1) * sizeof(c->instructions.data[0]));
-    c->instructions.data[c->instructions.len - 1] = host;
-    break;
-  }
+  kiln_hlo_instruction_move_to_end(host);
   kiln_shape_t *host_shape = host->shape; /* its output's shape, for a get-tuple-element */
   kiln_hlo_instruction_t fresh = {0};
   fresh.name = host->name;
   fresh.opcode = KILN_OP_FUSION;
   fresh.parent = host->parent;
   fresh.id = host->id;
+  fresh.slot = host->slot;
   fresh.users = host->users;
   fresh.control_successors = host->control_successors;
   *host = fresh;
@@ -1493,11 +1488,15 @@ void kiln_fusion_remove_retired(kiln_hlo_module_t *m, kiln_ptrmap_t *retired) {
           kiln_ptrmap_put(&called, in->called_groups[g].comps[j], (void *)1);
     }
   }
-  for (size_t k = m->computations.len; k-- > 0;) {
+  kiln_ptrmap_t gone;
+  kiln_ptrmap_init(&gone);
+  for (size_t k = 0; k < m->computations.len; k++) {
     kiln_hlo_computation_t *c = m->computations.data[k];
     if (c != m->entry && kiln_ptrmap_contains(retired, c) && !kiln_ptrmap_contains(&called, c))
-      kiln_hlo_module_remove_computation(m, c);
+      kiln_ptrmap_put(&gone, c, (void *)1);
   }
+  kiln_hlo_module_remove_computations(m, &gone);
+  kiln_ptrmap_free(&gone);
   kiln_ptrmap_free(&called);
   kiln_ptrmap_free(retired);
   kiln_ptrmap_init(retired);

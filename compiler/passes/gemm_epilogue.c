@@ -297,6 +297,7 @@ static kiln_status fuse_computation(kiln_hlo_computation_t *c, kiln_ptrmap_t *re
     if (c->instructions.data[i]->opcode == KILN_OP_DOT)
       kiln_vec_push(&dots, c->instructions.data[i]);
   kiln_status st = NULL;
+  kiln_hlo_computation_defer_removals(c); /* each fusion removes its members */
   for (size_t i = 0; i < dots.len && !st; i++) {
     kiln_gemm_epilogue_match_t e;
     if (!kiln_gemm_epilogue_match(dots.data[i], types, &e) || e.root == e.dot) continue;
@@ -323,6 +324,7 @@ static kiln_status fuse_computation(kiln_hlo_computation_t *c, kiln_ptrmap_t *re
     kiln_strbuf_free(&cfg);
     *changed = true;
   }
+  kiln_hlo_computation_compact(c);
   kiln_vec_free(&dots);
   return st;
 }

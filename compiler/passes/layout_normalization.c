@@ -874,7 +874,9 @@ static void normalize_computation(ln_t *ln, kiln_hlo_computation_t *c) {
     ln->changed = true;
   }
   /* Drop the originals that a new value replaced, users before operands (reverse post
-   * order), each on its own: an original's other operands may still be needed. */
+   * order), each on its own: an original's other operands may still be needed. Holes instead
+   * of shifting the list per removal, closed once below. */
+  kiln_hlo_computation_defer_removals(c);
   for (size_t i = n; i-- > 0;) {
     kiln_hlo_instruction_t *x = order[i];
     if (x->opcode == KILN_OP_PARAMETER || kiln_ptrmap_get(&ln->norm, x) == x || x == c->root ||
@@ -894,6 +896,7 @@ static void normalize_computation(ln_t *ln, kiln_hlo_computation_t *c) {
     kiln_status_free(s);
   }
   ln->created.len = 0;
+  kiln_hlo_computation_compact(c);
   kiln_free(order);
   kiln_hlo_computation_sort_post_order(c);
 }

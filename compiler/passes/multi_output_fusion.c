@@ -219,8 +219,10 @@ static kiln_status fuse_computation(mof_state_t *s, bool *changed) {
     kiln_ptrmap_init(&s->hosts);
     size_t n = 0;
     kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(s->c, &n);
+    kiln_hlo_computation_defer_removals(s->c); /* merges leave holes, closed after the scan */
     for (size_t i = 0; i < n && !st; i++)
       if (!kiln_ptrmap_contains(&s->hosts, order[i])) st = fuse_around(s, order[i], &any);
+    kiln_hlo_computation_compact(s->c);
     kiln_free(order);
     kiln_ptrmap_free(&s->gone);
     kiln_ptrmap_free(&s->hosts);

@@ -42,7 +42,8 @@ static bool comp_effectful(kiln_pass_effects_t *e, const kiln_hlo_computation_t 
   /* Mark pure first so a (malformed) recursive call graph terminates. */
   kiln_ptrmap_put(&e->comps, c, (void *)1);
   for (size_t i = 0; i < c->instructions.len; i++) {
-    if (kiln_pass_effects_instruction(e, c->instructions.data[i])) {
+    const kiln_hlo_instruction_t *in = c->instructions.data[i]; /* NULL: a deferred removal */
+    if (in && kiln_pass_effects_instruction(e, in)) {
       kiln_ptrmap_put(&e->comps, c, (void *)2);
       return true;
     }
@@ -220,12 +221,13 @@ int kiln_pass_remove_unreachable_computations(kiln_hlo_module_t *m) {
         }
     }
   }
-  KILN_VEC(kiln_hlo_computation_t *) gone = {0};
+  kiln_ptrmap_t gone;
+  kiln_ptrmap_init(&gone);
   for (size_t i = 0; i < m->computations.len; i++)
-    if (!kiln_ptrmap_contains(&live, m->computations.data[i])) kiln_vec_push(&gone, m->computations.data[i]);
-  for (size_t i = 0; i < gone.len; i++) kiln_hlo_module_remove_computation(m, gone.data[i]);
-  int n = (int)gone.len;
-  kiln_vec_free(&gone);
+    if (!kiln_ptrmap_contains(&live, m->computations.data[i]))
+      kiln_ptrmap_put(&gone, m->computations.data[i], (void *)1);
+  int n = (int)kiln_hlo_module_remove_computations(m, &gone);
+  kiln_ptrmap_free(&gone);
   kiln_vec_free(&work);
   kiln_ptrmap_free(&live);
   return n;

@@ -216,6 +216,8 @@ static kiln_status fuse_computation(kiln_hlo_computation_t *c, kiln_fusion_scope
   for (size_t i = 0; i < n; i++) queue_update(&q, order[i]);
   kiln_free(order);
 
+  /* Each fuse removes members: holes instead of shifting the list, closed once below. */
+  kiln_hlo_computation_defer_removals(c);
   while (q.heap.len && !st) {
     heap_entry_t e = heap_pop(&q);
     if (kiln_ptrmap_contains(&q.gone, e.in)) continue;
@@ -242,6 +244,7 @@ static kiln_status fuse_computation(kiln_hlo_computation_t *c, kiln_fusion_scope
     }
     kiln_free(order);
   }
+  kiln_hlo_computation_compact(c);
   if (*changed) kiln_hlo_computation_sort_post_order(c);
   kiln_vec_free(&q.heap);
   kiln_ptrmap_free(&q.version);

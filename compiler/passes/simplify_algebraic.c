@@ -435,7 +435,8 @@ static kiln_status run(kiln_hlo_module_t *m, bool layout_sensitive, bool *change
     kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
     bool comp_changed = false;
     /* Post order: an instruction's removed operands were visited before it, so nothing
-     * later in `order` is ever removed. */
+     * later in `order` is ever removed. Removals leave holes, closed once after the walk. */
+    kiln_hlo_computation_defer_removals(c);
     for (size_t i = 0; i < n; i++) {
       kiln_hlo_instruction_t *in = order[i];
       kiln_hlo_instruction_t *r = rewrite(&s, in);
@@ -443,6 +444,7 @@ static kiln_status run(kiln_hlo_module_t *m, bool layout_sensitive, bool *change
       kiln_pass_replace_instruction(in, r, &s.effects);
       comp_changed = true;
     }
+    kiln_hlo_computation_compact(c);
     kiln_free(order);
     if (comp_changed) {
       kiln_hlo_computation_sort_post_order(c);
