@@ -109,6 +109,15 @@ static kiln_hlo_module_t *same_on_participants(const char *text, const char *lis
   return m;
 }
 
+/* Runs `list` on `text` (same results on every participant) and expects `count` instructions
+ * of opcode `op` after it. */
+static void expect_count(const char *text, const char *list, const kiln_pass_options_t *popts,
+                         kiln_hlo_opcode_t op, int count) {
+  kiln_hlo_module_t *m = same_on_participants(text, list, popts);
+  assert_int_equal(pt_count(m, op), count);
+  kiln_hlo_module_destroy(m);
+}
+
 #define ADD_F32                                                                                 \
   "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"  \
   "add2 {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(b, a)\n}\n" \
@@ -202,18 +211,12 @@ static void test_all_reduce_combiner_combines_independent_all_reduces(void **sta
 
   /* The size threshold: 64 bytes takes x (64 B) alone, and nothing combines. */
   kiln_pass_options_t o = {.all_reduce_combine_threshold_bytes = 64};
-  m = same_on_participants(text, "all_reduce_combiner", &o);
-  assert_int_equal(pt_count(m, KILN_OP_ALL_REDUCE), 6);
-  kiln_hlo_module_destroy(m);
+  expect_count(text, "all_reduce_combiner", &o, KILN_OP_ALL_REDUCE, 6);
   /* 124 bytes: x (64) and y (60) fit together, then z starts the next group alone. */
   o.all_reduce_combine_threshold_bytes = 124;
-  m = same_on_participants(text, "all_reduce_combiner", &o);
-  assert_int_equal(pt_count(m, KILN_OP_ALL_REDUCE), 5);
-  kiln_hlo_module_destroy(m);
+  expect_count(text, "all_reduce_combiner", &o, KILN_OP_ALL_REDUCE, 5);
   o.all_reduce_combine_threshold_bytes = -1; /* off */
-  m = same_on_participants(text, "all_reduce_combiner", &o);
-  assert_int_equal(pt_count(m, KILN_OP_ALL_REDUCE), 6);
-  kiln_hlo_module_destroy(m);
+  expect_count(text, "all_reduce_combiner", &o, KILN_OP_ALL_REDUCE, 6);
 
   /* Two chains crossing each other: combining one pair makes the other pair depend on
    * itself, so only one pair combines (no cycle, the verifier and evaluator agree). */
@@ -225,9 +228,7 @@ static void test_all_reduce_combiner_combines_independent_all_reduces(void **sta
       "  a2 = f32[4] all-reduce(b1), replica_groups={{0,1}}, to_apply=add\n"
       "  b2 = f32[4] all-reduce(a1), replica_groups={{0,1}}, to_apply=mul\n"
       "  ROOT t = (f32[4], f32[4]) tuple(a2, b2)\n}\n";
-  m = same_on_participants(cross, "all_reduce_combiner", NULL);
-  assert_int_equal(pt_count(m, KILN_OP_ALL_REDUCE), 3);
-  kiln_hlo_module_destroy(m);
+  expect_count(cross, "all_reduce_combiner", NULL, KILN_OP_ALL_REDUCE, 3);
 }
 
 static void test_all_gather_and_reduce_scatter_combiners(void **state) {
@@ -278,9 +279,7 @@ static void test_reduce_scatter_creator(void **state) {
       "  rank = u32[] remainder(rid, two)\n  off = u32[] multiply(rank, four)\n"
       "  zero = u32[] constant(0)\n"
       "  ROOT s = f32[4,2] dynamic-slice(ar, off, zero), dynamic_slice_sizes={4,2}\n}\n";
-  m = same_on_participants(groups, "reduce_scatter_creator,dce", NULL);
-  assert_int_equal(pt_count(m, KILN_OP_REDUCE_SCATTER), 1);
-  kiln_hlo_module_destroy(m);
+  expect_count(groups, "reduce_scatter_creator,dce", NULL, KILN_OP_REDUCE_SCATTER, 1);
 
   /* Refused: the groups are {0,2},{1,3} so rank = replica-id / 2, not % 2; a second user;
    * an index from a parameter. */
@@ -292,9 +291,7 @@ static void test_reduce_scatter_creator(void **state) {
       "  rank = u32[] remainder(rid, two)\n  off = u32[] multiply(rank, four)\n"
       "  zero = u32[] constant(0)\n"
       "  ROOT s = f32[4,2] dynamic-slice(ar, off, zero), dynamic_slice_sizes={4,2}\n}\n";
-  m = same_on_participants(wrong_rank, "reduce_scatter_creator", NULL);
-  assert_int_equal(pt_count(m, KILN_OP_REDUCE_SCATTER), 0);
-  kiln_hlo_module_destroy(m);
+  expect_count(wrong_rank, "reduce_scatter_creator", NULL, KILN_OP_REDUCE_SCATTER, 0);
   const char *two_users =
       "HloModule m, replica_count=2\n" ADD_F32
       "ENTRY e {\n  rid = u32[] replica-id()\n" MIXED("x", "f32[8]", "0", "")
@@ -302,18 +299,14 @@ static void test_reduce_scatter_creator(void **state) {
       "  four = u32[] constant(4)\n  off = u32[] multiply(rid, four)\n"
       "  s = f32[4] dynamic-slice(ar, off), dynamic_slice_sizes={4}\n"
       "  ROOT t = (f32[4], f32[8]) tuple(s, ar)\n}\n";
-  m = same_on_participants(two_users, "reduce_scatter_creator", NULL);
-  assert_int_equal(pt_count(m, KILN_OP_REDUCE_SCATTER), 0);
-  kiln_hlo_module_destroy(m);
+  expect_count(two_users, "reduce_scatter_creator", NULL, KILN_OP_REDUCE_SCATTER, 0);
   const char *param_index =
       "HloModule m, replica_count=2\n" ADD_F32
       "ENTRY e {\n  rid = u32[] replica-id()\n" MIXED("x", "f32[8]", "0", "")
       "  ar = f32[8] all-reduce(x), replica_groups={{0,1}}, to_apply=add\n"
       "  off = u32[] parameter(1)\n"
       "  ROOT s = f32[4] dynamic-slice(ar, off), dynamic_slice_sizes={4}\n}\n";
-  m = same_on_participants(param_index, "reduce_scatter_creator", NULL);
-  assert_int_equal(pt_count(m, KILN_OP_REDUCE_SCATTER), 0);
-  kiln_hlo_module_destroy(m);
+  expect_count(param_index, "reduce_scatter_creator", NULL, KILN_OP_REDUCE_SCATTER, 0);
 }
 
 /* Position of the nth instruction of opcode `op` in the entry's order (-1: none). */

@@ -70,41 +70,32 @@ static kiln_shape_t *start_shape(kiln_hlo_module_t *m, const kiln_hlo_instructio
   return kiln_shape_make_tuple(&m->arena, 2, parts);
 }
 
+static kiln_status make_async(void *ctx, kiln_hlo_instruction_t *in, bool *replaced) {
+  kiln_hlo_module_t *m = ctx;
+  kiln_hlo_opcode_t done_op, start_op = start_of(in->opcode, &done_op);
+  if (start_op == KILN_OP_COUNT || !in->shape || kiln_coll_has_control_edges(in))
+    return KILN_STATUS_OK;
+  kiln_shape_t *shape = start_shape(m, in);
+  if (!shape) return KILN_STATUS_OK;
+  kiln_hlo_computation_t *c = in->parent;
+  kiln_hlo_instruction_t *start =
+      kiln_hlo_instruction_clone(c, in, NULL, in->num_operands, in->operands);
+  start->opcode = start_op;
+  start->shape = shape;
+  start->name = kiln_hlo_module_unique_name(m, kiln_hlo_opcode_name(start_op));
+  kiln_hlo_instruction_t *done =
+      kiln_hlo_instruction_create(c, done_op, kiln_shape_clone(&m->arena, in->shape),
+                                  kiln_hlo_module_unique_name(m, kiln_hlo_opcode_name(done_op)));
+  kiln_hlo_instruction_set_operands(done, 1, &start);
+  kiln_hlo_instruction_replace_all_uses(in, done);
+  *replaced = true;
+  return kiln_hlo_instruction_remove(in);
+}
+
 kiln_status kiln_pass_async_collective_creator(kiln_hlo_module_t *m,
                                                const kiln_pass_options_t *opts, bool *changed) {
   (void)opts;
-  kiln_status st = KILN_STATUS_OK;
-  for (size_t ci = 0; ci < m->computations.len && !st; ci++) {
-    kiln_hlo_computation_t *c = m->computations.data[ci];
-    size_t n = 0;
-    kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
-    bool comp_changed = false;
-    for (size_t i = 0; i < n && !st; i++) {
-      kiln_hlo_instruction_t *in = order[i];
-      kiln_hlo_opcode_t done_op, start_op = start_of(in->opcode, &done_op);
-      if (start_op == KILN_OP_COUNT || !in->shape || kiln_coll_has_control_edges(in)) continue;
-      kiln_shape_t *shape = start_shape(m, in);
-      if (!shape) continue;
-      kiln_hlo_instruction_t *start =
-          kiln_hlo_instruction_clone(c, in, NULL, in->num_operands, in->operands);
-      start->opcode = start_op;
-      start->shape = shape;
-      start->name = kiln_hlo_module_unique_name(m, kiln_hlo_opcode_name(start_op));
-      kiln_hlo_instruction_t *done = kiln_hlo_instruction_create(
-          c, done_op, kiln_shape_clone(&m->arena, in->shape),
-          kiln_hlo_module_unique_name(m, kiln_hlo_opcode_name(done_op)));
-      kiln_hlo_instruction_set_operands(done, 1, &start);
-      kiln_hlo_instruction_replace_all_uses(in, done);
-      st = kiln_hlo_instruction_remove(in);
-      comp_changed = true;
-    }
-    kiln_free(order);
-    if (comp_changed) {
-      kiln_hlo_computation_sort_post_order(c);
-      *changed = true;
-    }
-  }
-  return st;
+  return kiln_coll_rewrite_each(m, make_async, m, changed);
 }
 
 /* Rank of an instruction in the list scheduler's choice: -starts first, then the scheduled

@@ -48,37 +48,30 @@ static kiln_hlo_instruction_t *replacement(kiln_hlo_module_t *m, kiln_hlo_instru
   return t;
 }
 
+typedef struct {
+  kiln_hlo_module_t *m;
+  bool pinned; /* kiln_coll_pin_world done */
+} simplify_ctx_t;
+
+static kiln_status simplify_one(void *ctx, kiln_hlo_instruction_t *in, bool *replaced) {
+  simplify_ctx_t *x = ctx;
+  if (!removable_opcode(in->opcode) || kiln_coll_has_control_edges(in) ||
+      !kiln_coll_single_participant(x->m, in))
+    return KILN_STATUS_OK;
+  if (!x->pinned) {
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_coll_pin_world(x->m));
+    x->pinned = true;
+  }
+  kiln_hlo_instruction_t *r = replacement(x->m, in);
+  if (!r) return KILN_STATUS_OK;
+  kiln_hlo_instruction_replace_all_uses(in, r);
+  *replaced = true;
+  return kiln_hlo_instruction_remove(in);
+}
+
 kiln_status kiln_pass_collective_simplifier(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
                                             bool *changed) {
   (void)opts;
-  kiln_status st = KILN_STATUS_OK;
-  bool pinned = false;
-  for (size_t ci = 0; ci < m->computations.len && !st; ci++) {
-    kiln_hlo_computation_t *c = m->computations.data[ci];
-    size_t n = 0;
-    kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
-    bool comp_changed = false;
-    for (size_t i = 0; i < n && !st; i++) {
-      kiln_hlo_instruction_t *in = order[i];
-      if (!removable_opcode(in->opcode) || kiln_coll_has_control_edges(in) ||
-          !kiln_coll_single_participant(m, in))
-        continue;
-      if (!pinned) {
-        st = kiln_coll_pin_world(m);
-        if (st) break;
-        pinned = true;
-      }
-      kiln_hlo_instruction_t *r = replacement(m, in);
-      if (!r) continue;
-      kiln_hlo_instruction_replace_all_uses(in, r);
-      st = kiln_hlo_instruction_remove(in);
-      comp_changed = true;
-    }
-    kiln_free(order);
-    if (comp_changed) {
-      kiln_hlo_computation_sort_post_order(c);
-      *changed = true;
-    }
-  }
-  return st;
+  simplify_ctx_t x = {m, false};
+  return kiln_coll_rewrite_each(m, simplify_one, &x, changed);
 }

@@ -97,3 +97,25 @@ kiln_status kiln_coll_pin_world(kiln_hlo_module_t *m) {
 bool kiln_coll_has_control_edges(const kiln_hlo_instruction_t *in) {
   return in->num_control_predecessors > 0 || in->control_successors.len > 0;
 }
+
+kiln_status kiln_coll_rewrite_each(kiln_hlo_module_t *m, kiln_coll_rewrite_fn fn, void *ctx,
+                                   bool *changed) {
+  kiln_status st = KILN_STATUS_OK;
+  for (size_t ci = 0; ci < m->computations.len && !st; ci++) {
+    kiln_hlo_computation_t *c = m->computations.data[ci];
+    size_t n = 0;
+    kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
+    bool comp_changed = false;
+    for (size_t i = 0; i < n && !st; i++) {
+      bool replaced = false;
+      st = fn(ctx, order[i], &replaced);
+      comp_changed |= replaced;
+    }
+    kiln_free(order);
+    if (comp_changed) {
+      kiln_hlo_computation_sort_post_order(c);
+      *changed = true;
+    }
+  }
+  return st;
+}

@@ -33,6 +33,15 @@ bool kiln_coll_single_participant(const kiln_hlo_module_t *m, const kiln_hlo_ins
  * the world the module's remaining collectives and replica-id / partition-id run in. */
 kiln_status kiln_coll_pin_world(kiln_hlo_module_t *m);
 
+/* One instruction's rewrite: *replaced set when `in` was replaced (and removed). */
+typedef kiln_status (*kiln_coll_rewrite_fn)(void *ctx, kiln_hlo_instruction_t *in, bool *replaced);
+
+/* Calls `fn` on every instruction of every computation, in the post order the computation had
+ * before its first call; a computation where something was replaced is put back in post order
+ * and *changed set. Stops at the first error. */
+kiln_status kiln_coll_rewrite_each(kiln_hlo_module_t *m, kiln_coll_rewrite_fn fn, void *ctx,
+                                   bool *changed);
+
 /* Whether `in` has control edges (the collective passes leave those alone). */
 bool kiln_coll_has_control_edges(const kiln_hlo_instruction_t *in);
 

@@ -163,45 +163,35 @@ static bool slices_are_shares(const kiln_hlo_module_t *m, const kiln_hlo_instruc
   return true;
 }
 
+static kiln_status create_one(void *ctx, kiln_hlo_instruction_t *ar, bool *replaced) {
+  kiln_hlo_module_t *m = ctx;
+  kiln_hlo_computation_t *c = ar->parent;
+  if (ar->opcode != KILN_OP_ALL_REDUCE || ar->num_operands != 1 || !ar->shape ||
+      !kiln_shape_is_array(ar->shape) || ar->users.len != 1 || ar->constrain_layout ||
+      kiln_coll_has_control_edges(ar) || c->root == ar)
+    return KILN_STATUS_OK;
+  kiln_hlo_instruction_t *ds = ar->users.data[0];
+  if (ds->opcode != KILN_OP_DYNAMIC_SLICE || ds->operands[0] != ar ||
+      kiln_coll_has_control_edges(ds))
+    return KILN_STATUS_OK;
+  int d = scatter_dim(ar, ds);
+  if (d < 0 || !slices_are_shares(m, ar, ds, d)) return KILN_STATUS_OK;
+  kiln_hlo_instruction_t *rs = kiln_hlo_instruction_clone(c, ar, NULL, 1, ar->operands);
+  rs->opcode = KILN_OP_REDUCE_SCATTER;
+  rs->name = kiln_hlo_module_unique_name(m, "reduce-scatter");
+  rs->shape = kiln_shape_clone(&m->arena, ds->shape);
+  rs->has_dimensions = true;
+  rs->dimensions.n = 1;
+  rs->dimensions.v = kiln_arena_alloc(&m->arena, sizeof(int64_t));
+  rs->dimensions.v[0] = d;
+  kiln_hlo_instruction_replace_all_uses(ds, rs);
+  *replaced = true;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_hlo_instruction_remove(ds));
+  return kiln_hlo_instruction_remove(ar);
+}
+
 kiln_status kiln_pass_reduce_scatter_creator(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
                                              bool *changed) {
   (void)opts;
-  kiln_status st = KILN_STATUS_OK;
-  for (size_t ci = 0; ci < m->computations.len && !st; ci++) {
-    kiln_hlo_computation_t *c = m->computations.data[ci];
-    size_t n = 0;
-    kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
-    bool comp_changed = false;
-    for (size_t i = 0; i < n && !st; i++) {
-      kiln_hlo_instruction_t *ar = order[i];
-      if (ar->opcode != KILN_OP_ALL_REDUCE || ar->num_operands != 1 || !ar->shape ||
-          !kiln_shape_is_array(ar->shape) || ar->users.len != 1 || ar->constrain_layout ||
-          kiln_coll_has_control_edges(ar) || c->root == ar)
-        continue;
-      kiln_hlo_instruction_t *ds = ar->users.data[0];
-      if (ds->opcode != KILN_OP_DYNAMIC_SLICE || ds->operands[0] != ar ||
-          kiln_coll_has_control_edges(ds))
-        continue;
-      int d = scatter_dim(ar, ds);
-      if (d < 0 || !slices_are_shares(m, ar, ds, d)) continue;
-      kiln_hlo_instruction_t *rs = kiln_hlo_instruction_clone(c, ar, NULL, 1, ar->operands);
-      rs->opcode = KILN_OP_REDUCE_SCATTER;
-      rs->name = kiln_hlo_module_unique_name(m, "reduce-scatter");
-      rs->shape = kiln_shape_clone(&m->arena, ds->shape);
-      rs->has_dimensions = true;
-      rs->dimensions.n = 1;
-      rs->dimensions.v = kiln_arena_alloc(&m->arena, sizeof(int64_t));
-      rs->dimensions.v[0] = d;
-      kiln_hlo_instruction_replace_all_uses(ds, rs);
-      st = kiln_hlo_instruction_remove(ds);
-      if (!st) st = kiln_hlo_instruction_remove(ar);
-      comp_changed = true;
-    }
-    kiln_free(order);
-    if (comp_changed) {
-      kiln_hlo_computation_sort_post_order(c);
-      *changed = true;
-    }
-  }
-  return st;
+  return kiln_coll_rewrite_each(m, create_one, m, changed);
 }
