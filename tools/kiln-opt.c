@@ -42,6 +42,8 @@ static void usage(FILE *f) {
           "  --log-passes   print each pass that changed the module to stderr\n"
           "  --dump-to=DIR  write the module after each pass that changed it (as\n"
           "                 KILN_DUMP_TO=DIR does)\n"
+          "  --combine-threshold-bytes=N  the all-reduce / all-gather / reduce-scatter\n"
+          "                 combiners' size bound (default 30 MiB; negative: off)\n"
           "  -h, --help     this text\n");
 }
 
@@ -87,8 +89,8 @@ static void print_stats(const kiln_hlo_module_t *m, FILE *out) {
     const kiln_hlo_computation_t *comp = m->computations.data[c];
     for (size_t i = 0; i < comp->instructions.len; i++) hist[comp->instructions.data[i]->opcode]++;
   }
-  fprintf(out, "// module %s: %zu computations, %lld instructions\n", m->name,
-          m->computations.len, (long long)kiln_hlo_module_instruction_count(m));
+  fprintf(out, "// module %s: %zu computations, %lld instructions\n", m->name, m->computations.len,
+          (long long)kiln_hlo_module_instruction_count(m));
   /* Histogram sorted by count, descending. */
   int order[KILN_OP_COUNT];
   int n = 0;
@@ -158,6 +160,15 @@ int main(int argc, char **argv) {
       popts.log_changes = true;
     } else if (!strncmp(a, "--dump-to=", 10)) {
       popts.dump_dir = a + 10;
+    } else if (!strncmp(a, "--combine-threshold-bytes=", 26)) {
+      char *end = NULL;
+      long long v = strtoll(a + 26, &end, 10);
+      if (!a[26] || *end) {
+        fprintf(stderr, "kiln-opt: --combine-threshold-bytes needs an integer, not '%s'\n", a + 26);
+        return 2;
+      }
+      popts.all_reduce_combine_threshold_bytes = popts.all_gather_combine_threshold_bytes =
+          popts.reduce_scatter_combine_threshold_bytes = (int64_t)v;
     } else if (!strcmp(a, "--list-passes")) {
       list_passes(stdout);
       return 0;
@@ -216,7 +227,8 @@ int main(int argc, char **argv) {
       if (!verify) popts.verify = 0;
       kiln_pipeline_lift_parse_limit(m);
       double t0 = kiln_now_seconds();
-      kiln_status ps = pipeline ? kiln_pipeline_run(m, &popts) : kiln_pass_run_list(m, passes, &popts);
+      kiln_status ps =
+          pipeline ? kiln_pipeline_run(m, &popts) : kiln_pass_run_list(m, passes, &popts);
       pass_seconds += kiln_now_seconds() - t0;
       if (!ps && verify) ps = kiln_status_annotate(kiln_hlo_module_verify(m), "after the passes");
       if (ps) {
@@ -238,11 +250,13 @@ int main(int argc, char **argv) {
   }
   if (stats) {
     double mb = (double)f->len / 1e6;
-    fprintf(stdout, "// file %s: %d module(s), %lld instructions, %.3f MB parsed in %.3f ms (%.1f MB/s)\n",
+    fprintf(stdout,
+            "// file %s: %d module(s), %lld instructions, %.3f MB parsed in %.3f ms (%.1f MB/s)\n",
             path, f->num_modules, (long long)total_instrs, mb, f->parse_seconds * 1e3,
             f->parse_seconds > 0 ? mb / f->parse_seconds : 0.0);
     if (passes || pipeline)
-      fprintf(stdout, "// passes (%s): %.3f ms\n", pipeline ? "pipeline" : passes, pass_seconds * 1e3);
+      fprintf(stdout, "// passes (%s): %.3f ms\n", pipeline ? "pipeline" : passes,
+              pass_seconds * 1e3);
   }
   if (popts.timings) print_pass_times(&timings, total_instrs, stdout);
   kiln_hlo_file_free(f);
