@@ -89,8 +89,8 @@ static void print_stats(const kiln_hlo_module_t *m, FILE *out) {
     const kiln_hlo_computation_t *comp = m->computations.data[c];
     for (size_t i = 0; i < comp->instructions.len; i++) hist[comp->instructions.data[i]->opcode]++;
   }
-  fprintf(out, "// module %s: %zu computations, %lld instructions\n", m->name, m->computations.len,
-          (long long)kiln_hlo_module_instruction_count(m));
+  fprintf(out, "// module %s: %zu computations, %lld instructions\n", m->name,
+          m->computations.len, (long long)kiln_hlo_module_instruction_count(m));
   /* Histogram sorted by count, descending. */
   int order[KILN_OP_COUNT];
   int n = 0;
@@ -227,8 +227,7 @@ int main(int argc, char **argv) {
       if (!verify) popts.verify = 0;
       kiln_pipeline_lift_parse_limit(m);
       double t0 = kiln_now_seconds();
-      kiln_status ps =
-          pipeline ? kiln_pipeline_run(m, &popts) : kiln_pass_run_list(m, passes, &popts);
+      kiln_status ps = pipeline ? kiln_pipeline_run(m, &popts) : kiln_pass_run_list(m, passes, &popts);
       pass_seconds += kiln_now_seconds() - t0;
       if (!ps && verify) ps = kiln_status_annotate(kiln_hlo_module_verify(m), "after the passes");
       if (ps) {
@@ -250,13 +249,11 @@ int main(int argc, char **argv) {
   }
   if (stats) {
     double mb = (double)f->len / 1e6;
-    fprintf(stdout,
-            "// file %s: %d module(s), %lld instructions, %.3f MB parsed in %.3f ms (%.1f MB/s)\n",
+    fprintf(stdout, "// file %s: %d module(s), %lld instructions, %.3f MB parsed in %.3f ms (%.1f MB/s)\n",
             path, f->num_modules, (long long)total_instrs, mb, f->parse_seconds * 1e3,
             f->parse_seconds > 0 ? mb / f->parse_seconds : 0.0);
     if (passes || pipeline)
-      fprintf(stdout, "// passes (%s): %.3f ms\n", pipeline ? "pipeline" : passes,
-              pass_seconds * 1e3);
+      fprintf(stdout, "// passes (%s): %.3f ms\n", pipeline ? "pipeline" : passes, pass_seconds * 1e3);
   }
   if (popts.timings) print_pass_times(&timings, total_instrs, stdout);
   kiln_hlo_file_free(f);
