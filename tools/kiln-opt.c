@@ -43,6 +43,8 @@ static void usage(FILE *f) {
           "  --log-passes   print each pass that changed the module to stderr\n"
           "  --dump-to=DIR  write the module after each pass that changed it (as\n"
           "                 KILN_DUMP_TO=DIR does)\n"
+          "  --combine-threshold-bytes=N  the all-reduce / all-gather / reduce-scatter\n"
+          "                 combiners' size bound (default 30 MiB; negative: off)\n"
           "  -h, --help     this text\n");
 }
 
@@ -161,6 +163,15 @@ int main(int argc, char **argv) {
       popts.log_changes = true;
     } else if (!strncmp(a, "--dump-to=", 10)) {
       popts.dump_dir = a + 10;
+    } else if (!strncmp(a, "--combine-threshold-bytes=", 26)) {
+      char *end = NULL;
+      long long v = strtoll(a + 26, &end, 10);
+      if (!a[26] || *end) {
+        fprintf(stderr, "kiln-opt: --combine-threshold-bytes needs an integer, not '%s'\n", a + 26);
+        return 2;
+      }
+      popts.all_reduce_combine_threshold_bytes = popts.all_gather_combine_threshold_bytes =
+          popts.reduce_scatter_combine_threshold_bytes = (int64_t)v;
     } else if (!strcmp(a, "--list-passes")) {
       list_passes(stdout);
       return 0;

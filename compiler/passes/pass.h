@@ -13,6 +13,7 @@
 #define KILN_PASSES_PASS_H_
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "base/status.h"
 #include "compiler/hlo/ir.h"
@@ -57,6 +58,12 @@ typedef struct kiln_pass_options {
    * compile driver is told, never probed here): bf16/f16 dots (-> bf16/f16/f32, summed in
    * f32) become gemms too, and gemm epilogues fuse (gemm_epilogue_fusion). */
   bool gemm_cublaslt;
+  /* The collective combiners' size bounds: the most result bytes one combined all-reduce /
+   * all-gather / reduce-scatter moves (at most 256 ops each). 0: XLA's GPU default, 30 MiB;
+   * negative: that combiner does nothing. */
+  int64_t all_reduce_combine_threshold_bytes;
+  int64_t all_gather_combine_threshold_bytes;
+  int64_t reduce_scatter_combine_threshold_bytes;
   kiln_pass_timings_t *timings; /* NULL: not timed; else each pass's time is added here */
   /* (optional) Called after each pass that changed the module (verified and dumped as
    * configured) with the pass's name: kiln-fuzz evaluates every pipeline prefix with it to

@@ -27,6 +27,9 @@ static const pipeline_step_t kSteps[] = {
     {"simplification",
      {"simplify", "constant_folding", "tuple_simplify", "while_loop_constants", "dce", "cse"},
      true},
+    /* XLA's collective optimizations after simplification (AllReduceSimplifier's
+     * single-participant removal, ReduceScatterCreator). */
+    {"collective optimizations", {"collective_simplifier", "reduce_scatter_creator"}, false},
     {"expansion",
      {"rng_expander", "rng_bit_generator_expander", "batch_norm_expander", "cholesky_expander",
       "triangular_solve_expander", "scaled_dot_expander", "ragged_dot_expander", "fft_expander",
@@ -42,9 +45,14 @@ static const pipeline_step_t kSteps[] = {
     {"multi-output fusion", {"multi_output_fusion"}, false},
     {"horizontal fusion", {"horizontal_fusion"}, false},
     {"cse after fusion", {"cse", "dce"}, false},
+    /* XLA:GPU's post-fusion collective combiners, in its order. */
+    {"collective combiners",
+     {"all_gather_combiner", "all_reduce_combiner", "reduce_scatter_combiner", "tuple_simplify"},
+     false},
+    {"async collectives", {"async_collective_creator"}, false},
     {"fusion wrapper", {"fusion_wrapper"}, false},
     {"copy insertion", {"copy_insertion"}, false},
-    {"scheduling", {"schedule"}, false},
+    {"scheduling", {"schedule", "collective_overlap_schedule"}, false},
     {"buffer assignment", {"buffer_assignment"}, false},
 };
 #define NUM_STEPS (sizeof kSteps / sizeof kSteps[0])

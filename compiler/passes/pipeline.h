@@ -4,6 +4,8 @@
  *      computations, as XLA's optimized dumps hold them, become plain instructions)
  *   2. simplification, to a fixed point: simplify, constant_folding, tuple_simplify,
  *      while_loop_constants, dce, cse
+ *   2b. collective optimizations: collectives over one participant removed, all-reduce +
+ *      dynamic-slice -> reduce-scatter
  *   3. expansion: ops without emitters become plain HLO the fusion and loop/reduction
  *      emitters compile (rng-bit-generator, batch norm, cholesky, triangular-solve,
  *      scaled-dot, ragged-dot, fft, select-and-scatter, stochastic-convert; dynamic
@@ -11,10 +13,12 @@
  *   4. layout assignment, then layout normalization
  *   5. layout-sensitive simplification (reshapes/transposes that are bitcasts), dce
  *   6. priority fusion, then multi-output fusion
- *   7. cse and dce again (duplicated producers that met in one fusion)
+ *   7. cse and dce again (duplicated producers that met in one fusion), then the collective
+ *      combiners (all-gather, all-reduce, reduce-scatter; XLA:GPU's post-fusion order) and
+ *      all-reduce / all-gather / collective-permute made -start / -done pairs
  *   8. fusion wrapper (every remaining instruction that needs a kernel becomes a fusion)
  *   9. copy insertion
- *  10. scheduling
+ *  10. scheduling, then each collective's -start moved early and -done late (overlap)
  *  11. buffer assignment
  *
  * Passes are looked up by name in the registry (passes.def), so stages written later join

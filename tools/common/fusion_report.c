@@ -106,10 +106,18 @@ void kiln_report_pass_list(kiln_strbuf_t *b) {
   }
   if (found.len > 1) kiln_strbuf_append(b, ")");
   if (found.len) kiln_strbuf_append(b, ",");
+  /* The collective optimizations after simplification, as the pipeline runs them. */
+  if (kiln_pass_find("collective_simplifier")) kiln_strbuf_append(b, "collective_simplifier,");
+  if (kiln_pass_find("reduce_scatter_creator")) kiln_strbuf_append(b, "reduce_scatter_creator,");
   kiln_strbuf_append(b, "priority_fusion,multi_output_fusion");
   if (kiln_pass_find("horizontal_fusion")) kiln_strbuf_append(b, ",horizontal_fusion");
   if (kiln_pass_find("cse")) kiln_strbuf_append(b, ",cse");
   if (kiln_pass_find("dce")) kiln_strbuf_append(b, ",dce");
+  /* XLA:GPU's post-fusion combiners. */
+  static const char *const kCombiners[] = {"all_gather_combiner", "all_reduce_combiner",
+                                           "reduce_scatter_combiner"};
+  for (size_t i = 0; i < sizeof kCombiners / sizeof kCombiners[0]; i++)
+    if (kiln_pass_find(kCombiners[i])) kiln_strbuf_printf(b, ",%s", kCombiners[i]);
   kiln_vec_free(&found);
 }
 
