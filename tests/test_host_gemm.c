@@ -111,6 +111,47 @@ static void test_converted_panels_of_one_large_batch_cover_every_element(void **
   assert_true(hg_check(&g, KILN_HOST_BLAS_AUTO, NULL));
 }
 
+/* bf16/f16 gemms of up to 128 rows take the packed-panel kernel (kiln_host_gemm_half_kernel:
+ * AVX-512 where the CPU has it; ctest's test_host_gemm_half_base runs the portable copy):
+ * several k blocks (128 each), full and partial 32-column strips, full and partial 8-row
+ * blocks, batches, every transpose, alpha/beta, every output type, with and without a pool;
+ * 129 rows (the panel path again) too. */
+static void test_half_kernel_covers_strips_row_blocks_and_k_blocks(void **state) {
+  (void)state;
+  printf("[  INFO    ] bf16/f16 kernel: %s\n", kiln_host_gemm_half_kernel());
+  static const combo_t combos[] = {{KILN_GEMM_BF16, KILN_GEMM_BF16},
+                                   {KILN_GEMM_BF16, KILN_GEMM_F32},
+                                   {KILN_GEMM_BF16, KILN_GEMM_F16},
+                                   {KILN_GEMM_F16, KILN_GEMM_F16},
+                                   {KILN_GEMM_F16, KILN_GEMM_F32}};
+  static const int64_t shapes[][4] = {
+      {1, 1, 200, 300}, {1, 8, 64, 128}, {3, 13, 70, 257}, {2, 128, 33, 129}, {1, 129, 40, 150},
+  };
+  int failures = 0, runs = 0;
+  for (size_t c = 0; c < sizeof(combos) / sizeof(combos[0]); c++)
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+      for (int t = 0; t < 4; t++)
+        for (int pooled = 0; pooled < 2; pooled++) {
+          const bool scaled = ((size_t)t + s) % 2 == 1;
+          kiln_gemm_desc_t g = {combos[c].in,
+                                shapes[s][0],
+                                shapes[s][1],
+                                shapes[s][2],
+                                shapes[s][3],
+                                (t & 1) != 0,
+                                (t & 2) != 0,
+                                scaled ? -0.5 : 1,
+                                scaled ? 0.25 : 0,
+                                combos[c].out,
+                                KILN_GEMM_EPILOGUE_NONE,
+                                0};
+          failures += !hg_check(&g, KILN_HOST_BLAS_AUTO, pooled ? g_pool : NULL);
+          runs++;
+        }
+  printf("[  INFO    ] %d gemms, %d mismatched\n", runs, failures);
+  assert_int_equal(failures, 0);
+}
+
 /* s8 x s8 -> s32 past k = 1024 sums in f64 (f32 would round); past 2^31 it wraps as XLA's
  * s32 accumulation does. */
 static void test_s8_gemm_is_exact_past_f32_range_and_wraps_past_s32(void **state) {
@@ -245,6 +286,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_type_transpose_and_shape_matches_the_naive_loop),
       cmocka_unit_test(test_converted_panels_of_one_large_batch_cover_every_element),
+      cmocka_unit_test(test_half_kernel_covers_strips_row_blocks_and_k_blocks),
       cmocka_unit_test(test_s8_gemm_is_exact_past_f32_range_and_wraps_past_s32),
       cmocka_unit_test(test_desc_check_takes_the_listed_type_pairs_only),
       cmocka_unit_test(test_dots_of_every_gemm_type_run_as_gemm_thunks_and_match_the_evaluator),
