@@ -115,7 +115,8 @@ static void test_converted_panels_of_one_large_batch_cover_every_element(void **
  * AVX-512 where the CPU has it; ctest's test_host_gemm_half_base runs the portable copy):
  * several k blocks (128 each), full and partial 32-column strips, full and partial 8-row
  * blocks, batches, every transpose, alpha/beta, every output type, with and without a pool;
- * 129 rows (the panel path again) too. */
+ * more rows but at most 128 columns (transposed: C^T = op(B)^T op(A)^T), and 130 x 129 (the
+ * panel path again). */
 static void test_half_kernel_covers_strips_row_blocks_and_k_blocks(void **state) {
   (void)state;
   printf("[  INFO    ] bf16/f16 kernel: %s\n", kiln_host_gemm_half_kernel());
@@ -125,7 +126,8 @@ static void test_half_kernel_covers_strips_row_blocks_and_k_blocks(void **state)
                                    {KILN_GEMM_F16, KILN_GEMM_F16},
                                    {KILN_GEMM_F16, KILN_GEMM_F32}};
   static const int64_t shapes[][4] = {
-      {1, 1, 200, 300}, {1, 8, 64, 128}, {3, 13, 70, 257}, {2, 128, 33, 129}, {1, 129, 40, 150},
+      {1, 1, 200, 300},  {1, 8, 64, 128},  {3, 13, 70, 257},  {2, 128, 33, 129},
+      {1, 129, 40, 150}, {2, 300, 1, 160}, {1, 250, 128, 64}, {1, 130, 129, 20},
   };
   int failures = 0, runs = 0;
   for (size_t c = 0; c < sizeof(combos) / sizeof(combos[0]); c++)
