@@ -837,6 +837,14 @@ typedef void (*half_micro_fn)(const float *x, int64_t xrs, int64_t xcs, const fl
 typedef void (*half_pack_fn)(const half_job_t *J, const void *y, int64_t p0, int64_t kc, int64_t j0,
                              int64_t nj, float *pk);
 
+/* Rounds `len` f32 values to C's type `t` (bf16, f16 or f32: a copy) at `dst`. */
+typedef void (*half_store_fn)(kiln_gemm_dtype_t t, const float *v, void *dst, int64_t len);
+
+static void half_store_base(kiln_gemm_dtype_t t, const float *v, void *dst, int64_t len) {
+  conv_t cv = {true, t, CT_F32, v, dst, 0, len, len, 1, len, NULL, 0};
+  convert_out_rows(&cv, 0, 1);
+}
+
 static void half_micro_base(const float *x, int64_t xrs, int64_t xcs, const float *pk, int64_t kc,
                             float *cs, int rows, bool first) {
   for (int i = 0; i < rows; i++) {
@@ -962,11 +970,42 @@ HALF_AVX512 static void half_pack_avx512(const half_job_t *J, const void *y, int
       for (int j = 0; j < kHalfNr; j++) pk[(q + p) * kHalfNr + j] = tile[j][p];
   }
 }
+
+/* f32 to bf16 (round to nearest even, NaN quieted) or f16 (vcvtps2ph, the same rounding),
+ * 16 at a time, as runtime/half.h rounds. */
+HALF_AVX512 static void half_store_avx512(kiln_gemm_dtype_t t, const float *v, void *dst,
+                                          int64_t len) {
+  if (t != KILN_GEMM_BF16 && t != KILN_GEMM_F16) {
+    half_store_base(t, v, dst, len);
+    return;
+  }
+  uint16_t *d = dst;
+  int64_t j = 0;
+  for (; j + 16 <= len; j += 16) {
+    const __m512 x = _mm512_loadu_ps(v + j);
+    __m256i h;
+    if (t == KILN_GEMM_F16) {
+      h = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else {
+      const __m512i u = _mm512_castps_si512(x);
+      const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+      __m512i r = _mm512_srli_epi32(
+          _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+      const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+          _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+      r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+      h = _mm512_cvtepi32_epi16(r);
+    }
+    _mm256_storeu_si256((__m256i *)(void *)(d + j), h);
+  }
+  if (j < len) half_store_base(t, v + j, d + j, len - j);
+}
 #endif
 
 static struct {
   pthread_once_t once;
   half_micro_fn micro; /* NULL: the panel path */
+  half_store_fn store;
   half_pack_fn pack;
   const char *name;
 } g_half = {.once = PTHREAD_ONCE_INIT, .name = "panels"};
@@ -977,6 +1016,7 @@ static void pick_half(void) {
   if (env && !strcmp(env, "base")) {
     g_half.micro = half_micro_base;
     g_half.pack = half_pack_base;
+    g_half.store = half_store_base;
     g_half.name = "base";
     return;
   }
@@ -985,6 +1025,7 @@ static void pick_half(void) {
   if (__builtin_cpu_supports("avx512f")) {
     g_half.micro = half_micro_avx512;
     g_half.pack = half_pack_avx512;
+    g_half.store = half_store_avx512;
     g_half.name = "avx512";
   }
 #endif
@@ -1026,19 +1067,20 @@ static void half_strips(void **args, int64_t s0, int64_t s1) {
     }
     /* alpha, beta * C, then bias and activation, then one rounding. */
     char *c = (char *)J->c + (size_t)(bi * m * n + r0 * n + c0) * out_es;
-    for (int64_t i = 0; i < ci; i++)
-      for (int64_t j = 0; j < cj; j++) {
-        float w = (float)g->alpha * v[i * ldv + j];
-        if (g->beta != 0) {
-          float old = out == KILN_GEMM_F32 ? ((const float *)(const void *)c)[i * n + j]
-                                           : half_load(out, c, i * n + j);
-          w += (float)g->beta * old;
+    if (g->alpha != 1 || g->beta != 0)
+      for (int64_t i = 0; i < ci; i++)
+        for (int64_t j = 0; j < cj; j++) {
+          float w = (float)g->alpha * v[i * ldv + j];
+          if (g->beta != 0) {
+            float old = out == KILN_GEMM_F32 ? ((const float *)(const void *)c)[i * n + j]
+                                             : half_load(out, c, i * n + j);
+            w += (float)g->beta * old;
+          }
+          v[i * ldv + j] = w;
         }
-        v[i * ldv + j] = w;
-      }
     if (J->epi) epilogue_apply(J->epi, CT_F32, v, ldv, ci, cj, c0);
-    conv_t cv = {true, out, CT_F32, v, c, 0, ldv, n, ci, cj, NULL, 0};
-    convert_out_rows(&cv, 0, ci);
+    for (int64_t i = 0; i < ci; i++)
+      g_half.store(out, v + i * ldv, c + (size_t)(i * n) * out_es, cj);
   }
 }
 
