@@ -242,7 +242,8 @@ static void test_host_gemm_applies_bias_and_activation_on_every_path(void **stat
                {KILN_GEMM_F64, KILN_GEMM_SAME},
                {KILN_GEMM_BF16, KILN_GEMM_SAME},
                {KILN_GEMM_BF16, KILN_GEMM_F32}};
-  const int64_t shapes[][4] = {{2, 5, 7, 3}, {1, 70, 33, 40}, {1, 2100, 300, 17}, {3, 41, 9, 130}};
+  const int64_t shapes[][4] = {
+      {2, 5, 7, 3}, {1, 70, 33, 40}, {1, 2100, 300, 17}, {3, 41, 9, 130}, {2, 300, 40, 150}};
   for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
       for (int act = 0; act < 3; act++)

@@ -111,6 +111,79 @@ static void test_converted_panels_of_one_large_batch_cover_every_element(void **
   assert_true(hg_check(&g, KILN_HOST_BLAS_AUTO, NULL));
 }
 
+/* bf16/f16 gemms of up to 128 rows take the packed-panel kernel (kiln_host_gemm_half_kernel:
+ * AVX-512 where the CPU has it; ctest's test_host_gemm_half_base runs the portable copy):
+ * several k blocks (128 each), full and partial 32-column strips, full and partial 8-row
+ * blocks, batches, every transpose, alpha/beta, every output type, with and without a pool;
+ * more rows but at most 128 columns (transposed: C^T = op(B)^T op(A)^T), and 130 x 129 (the
+ * panel path again). */
+static void test_half_kernel_covers_strips_row_blocks_and_k_blocks(void **state) {
+  (void)state;
+  printf("[  INFO    ] bf16/f16 kernel: %s\n", kiln_host_gemm_half_kernel());
+  static const combo_t combos[] = {{KILN_GEMM_BF16, KILN_GEMM_BF16},
+                                   {KILN_GEMM_BF16, KILN_GEMM_F32},
+                                   {KILN_GEMM_BF16, KILN_GEMM_F16},
+                                   {KILN_GEMM_F16, KILN_GEMM_F16},
+                                   {KILN_GEMM_F16, KILN_GEMM_F32}};
+  static const int64_t shapes[][4] = {
+      {1, 1, 200, 300},  {1, 8, 64, 128},  {3, 13, 70, 257},  {2, 128, 33, 129},
+      {1, 129, 40, 150}, {2, 300, 1, 160}, {1, 250, 128, 64}, {1, 130, 129, 20},
+  };
+  int failures = 0, runs = 0;
+  for (size_t c = 0; c < sizeof(combos) / sizeof(combos[0]); c++)
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+      for (int t = 0; t < 4; t++)
+        for (int pooled = 0; pooled < 2; pooled++) {
+          const bool scaled = ((size_t)t + s) % 2 == 1;
+          kiln_gemm_desc_t g = {combos[c].in,
+                                shapes[s][0],
+                                shapes[s][1],
+                                shapes[s][2],
+                                shapes[s][3],
+                                (t & 1) != 0,
+                                (t & 2) != 0,
+                                scaled ? -0.5 : 1,
+                                scaled ? 0.25 : 0,
+                                combos[c].out,
+                                KILN_GEMM_EPILOGUE_NONE,
+                                0};
+          failures += !hg_check(&g, KILN_HOST_BLAS_AUTO, pooled ? g_pool : NULL);
+          runs++;
+        }
+  printf("[  INFO    ] %d gemms, %d mismatched\n", runs, failures);
+  assert_int_equal(failures, 0);
+}
+
+/* The packed-panel kernel's rounding of its f32 sums (vectorized on AVX-512) gives the bits
+ * runtime/half.h (and compiler/hlo/numeric.h) give, for every bf16 bit pattern scaled by
+ * alpha = 1/3 and 1 + 2^-8, to bf16 and to f16 (ties, subnormals, overflow to inf, NaN). */
+static void test_half_kernel_rounds_as_runtime_half_bit_for_bit(void **state) {
+  (void)state;
+  enum { N = 65536 };
+  uint16_t *b = kiln_malloc(N * 2), *c = kiln_malloc(N * 2), one = 0x3f80; /* bf16 1.0 */
+  for (int i = 0; i < N; i++) b[i] = (uint16_t)i;
+  /* 1/3: inexact everywhere; 1 + 2^-8: x + x * 2^-8, half of them exact ties for bf16. */
+  const double alphas[] = {1.0 / 3, 1.00390625};
+  for (int o = 0; o < 4; o++) {
+    kiln_gemm_dtype_t out = o & 1 ? KILN_GEMM_F16 : KILN_GEMM_BF16;
+    const float alpha = (float)alphas[o / 2];
+    kiln_gemm_desc_t g = {KILN_GEMM_BF16,          1, 1, N, 1, false, false, alphas[o / 2], 0, out,
+                          KILN_GEMM_EPILOGUE_NONE, 0};
+    ASSERT_OK(kiln_host_gemm(&g, &one, b, c, KILN_HOST_BLAS_AUTO, g_pool));
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+      float v = alpha * (0.0f + kiln_bf16_to_f32((uint16_t)i)); /* a sum from +0: -0 is +0 */
+      uint16_t want = o & 1 ? kiln_f32_to_f16(v) : kiln_f32_to_bf16(v);
+      if (c[i] != want && bad++ < 5)
+        fprintf(stderr, "%s: bf16 0x%04x * %g: got 0x%04x, want 0x%04x\n",
+                kiln_gemm_dtype_name(out), i, (double)alpha, c[i], want);
+    }
+    assert_int_equal(bad, 0);
+  }
+  kiln_free(b);
+  kiln_free(c);
+}
+
 /* s8 x s8 -> s32 past k = 1024 sums in f64 (f32 would round); past 2^31 it wraps as XLA's
  * s32 accumulation does. */
 static void test_s8_gemm_is_exact_past_f32_range_and_wraps_past_s32(void **state) {
@@ -245,6 +318,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_type_transpose_and_shape_matches_the_naive_loop),
       cmocka_unit_test(test_converted_panels_of_one_large_batch_cover_every_element),
+      cmocka_unit_test(test_half_kernel_covers_strips_row_blocks_and_k_blocks),
+      cmocka_unit_test(test_half_kernel_rounds_as_runtime_half_bit_for_bit),
       cmocka_unit_test(test_s8_gemm_is_exact_past_f32_range_and_wraps_past_s32),
       cmocka_unit_test(test_desc_check_takes_the_listed_type_pairs_only),
       cmocka_unit_test(test_dots_of_every_gemm_type_run_as_gemm_thunks_and_match_the_evaluator),

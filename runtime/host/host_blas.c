@@ -797,6 +797,344 @@ static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, b
   return st;
 }
 
+/* ---- bf16/f16 gemms with few rows: B converted in cache-sized packed panels ------------- */
+
+/* A bf16/f16 gemm with at most kHalfMaxRows rows of op(A) (the skinny shapes: decode-time
+ * projections, per-device llama slices, attention blocks) is bound by reading B: converting B
+ * whole to f32 first (the panel path above) writes and re-reads twice its bytes again. Here A
+ * is converted once (it is small), and B one kHalfKc x kHalfNr block at a time into a packed
+ * f32 panel that stays in L1 while every row of A passes over it; each pool task owns strips
+ * of kHalfNr result columns (all rows, all of k), summed in f32 registers, then alpha, beta,
+ * bias and activation applied and the strip rounded once to C's type. A gemm with many rows
+ * but at most kHalfMaxRows columns runs transposed (C^T = op(B)^T op(A)^T: op(B) converted
+ * once, op(A) packed; each strip transposed back before its epilogue). The AVX-512 copy of
+ * the kernel runs where the CPU has AVX-512F; elsewhere the panel path stays (the portable
+ * copy, KILN_HOST_GEMM_HALF=base, exists for tests; =panels turns this path off). */
+enum { kHalfNr = 32, kHalfMr = 8, kHalfKc = 128, kHalfMaxRows = 128 };
+
+/* The product computed: rows x cols over k, X (rows x k, converted to f32: element (i, p) at
+ * x32[i * xrs + p * xcs]) times Y (k x cols, bf16/f16: element (p, j) at y[p * ld + j], or
+ * at y[j * ld + p] when y_jmajor). Not swapped: X = op(A), Y = op(B), C's rows are rows;
+ * swapped: X = op(B)^T, Y = op(A)^T, C's rows are cols. */
+typedef struct half_job {
+  const kiln_gemm_desc_t *g;
+  bool swapped, y_jmajor;
+  int64_t rows, cols, xrs, xcs, ld;
+  int64_t x_batch, y_batch; /* elements per batch */
+  const float *x32;
+  const void *y;
+  void *c;
+  const epi_t *epi;
+  int64_t strips_per_batch;
+} half_job_t;
+
+/* Micro-kernel: cs[i][0..kHalfNr) (+)= sum_p X[i*xrs + p*xcs] * pk[p][0..kHalfNr) for
+ * `rows` <= kHalfMr rows, over kc values of p; `first` starts from zero. */
+typedef void (*half_micro_fn)(const float *x, int64_t xrs, int64_t xcs, const float *pk, int64_t kc,
+                              float *cs, int rows, bool first);
+/* Packs Y[p0 .. p0+kc)[j0 .. j0+nj) of one batch (from `y`) into pk (kc x kHalfNr, zero past
+ * nj). */
+typedef void (*half_pack_fn)(const half_job_t *J, const void *y, int64_t p0, int64_t kc, int64_t j0,
+                             int64_t nj, float *pk);
+
+/* Rounds `len` f32 values to C's type `t` (bf16, f16 or f32: a copy) at `dst`. */
+typedef void (*half_store_fn)(kiln_gemm_dtype_t t, const float *v, void *dst, int64_t len);
+
+static void half_store_base(kiln_gemm_dtype_t t, const float *v, void *dst, int64_t len) {
+  conv_t cv = {true, t, CT_F32, v, dst, 0, len, len, 1, len, NULL, 0};
+  convert_out_rows(&cv, 0, 1);
+}
+
+static void half_micro_base(const float *x, int64_t xrs, int64_t xcs, const float *pk, int64_t kc,
+                            float *cs, int rows, bool first) {
+  for (int i = 0; i < rows; i++) {
+    float acc[kHalfNr];
+    for (int j = 0; j < kHalfNr; j++) acc[j] = first ? 0.0f : cs[i * kHalfNr + j];
+    for (int64_t p = 0; p < kc; p++) {
+      const float v = x[i * xrs + p * xcs];
+      for (int j = 0; j < kHalfNr; j++) acc[j] += v * pk[p * kHalfNr + j];
+    }
+    for (int j = 0; j < kHalfNr; j++) cs[i * kHalfNr + j] = acc[j];
+  }
+}
+
+static inline float half_load(kiln_gemm_dtype_t t, const void *p, int64_t i) {
+  const uint16_t h = ((const uint16_t *)p)[i];
+  return t == KILN_GEMM_BF16 ? kiln_bf16_to_f32(h) : kiln_f16_to_f32(h);
+}
+
+static void half_pack_base(const half_job_t *J, const void *y, int64_t p0, int64_t kc, int64_t j0,
+                           int64_t nj, float *pk) {
+  const kiln_gemm_dtype_t t = J->g->dtype;
+  const int64_t ld = J->ld;
+  for (int64_t p = 0; p < kc; p++) {
+    float *d = pk + p * kHalfNr;
+    for (int64_t j = 0; j < nj; j++)
+      d[j] = half_load(t, y, J->y_jmajor ? (j0 + j) * ld + p0 + p : (p0 + p) * ld + j0 + j);
+    for (int64_t j = nj; j < kHalfNr; j++) d[j] = 0.0f;
+  }
+}
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#include <immintrin.h>
+#define KILN_HALF_AVX512 1
+#define HALF_AVX512 __attribute__((target("avx512f")))
+
+/* `R` rows (a constant after inlining: the accumulators stay in registers). */
+HALF_AVX512 static inline __attribute__((always_inline)) void half_micro_rows(
+    const float *x, int64_t xrs, int64_t xcs, const float *pk, int64_t kc, float *cs, int R,
+    bool first) {
+  __m512 c0[kHalfMr], c1[kHalfMr];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; i++) {
+    c0[i] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(cs + i * kHalfNr);
+    c1[i] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(cs + i * kHalfNr + 16);
+  }
+  for (int64_t p = 0; p < kc; p++) {
+    const __m512 b0 = _mm512_loadu_ps(pk + p * kHalfNr),
+                 b1 = _mm512_loadu_ps(pk + p * kHalfNr + 16);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) {
+      const __m512 v = _mm512_set1_ps(x[i * xrs + p * xcs]);
+      c0[i] = _mm512_fmadd_ps(v, b0, c0[i]);
+      c1[i] = _mm512_fmadd_ps(v, b1, c1[i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; i++) {
+    _mm512_storeu_ps(cs + i * kHalfNr, c0[i]);
+    _mm512_storeu_ps(cs + i * kHalfNr + 16, c1[i]);
+  }
+}
+
+HALF_AVX512 static void half_micro_avx512(const float *x, int64_t xrs, int64_t xcs, const float *pk,
+                                          int64_t kc, float *cs, int rows, bool first) {
+  switch (rows) {
+    case 8:
+      half_micro_rows(x, xrs, xcs, pk, kc, cs, 8, first);
+      return;
+    case 7:
+      half_micro_rows(x, xrs, xcs, pk, kc, cs, 7, first);
+      return;
+    case 6:
+      half_micro_rows(x, xrs, xcs, pk, kc, cs, 6, first);
+      return;
+    case 5:
+      half_micro_rows(x, xrs, xcs, pk, kc, cs, 5, first);
+      return;
+    case 4:
+      half_micro_rows(x, xrs, xcs, pk, kc, cs, 4, first);
+      return;
+    case 3:
+      half_micro_rows(x, xrs, xcs, pk, kc, cs, 3, first);
+      return;
+    case 2:
+      half_micro_rows(x, xrs, xcs, pk, kc, cs, 2, first);
+      return;
+    default:
+      half_micro_rows(x, xrs, xcs, pk, kc, cs, 1, first);
+      return;
+  }
+}
+
+/* 16 bf16 / f16 values to f32 (bf16: the bits shifted up; f16: vcvtph2ps, exact). */
+HALF_AVX512 static inline __m512 half16_to_f32(kiln_gemm_dtype_t t, const uint16_t *s) {
+  const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)s);
+  if (t == KILN_GEMM_F16) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+HALF_AVX512 static void half_pack_avx512(const half_job_t *J, const void *y, int64_t p0, int64_t kc,
+                                         int64_t j0, int64_t nj, float *pk) {
+  const kiln_gemm_dtype_t t = J->g->dtype;
+  const int64_t ld = J->ld;
+  if (nj != kHalfNr || kc % 16 != 0) {
+    half_pack_base(J, y, p0, kc, j0, nj, pk);
+    return;
+  }
+  if (!J->y_jmajor) {
+    for (int64_t p = 0; p < kc; p++) {
+      const uint16_t *s = (const uint16_t *)y + (p0 + p) * ld + j0;
+      _mm512_storeu_ps(pk + p * kHalfNr, half16_to_f32(t, s));
+      _mm512_storeu_ps(pk + p * kHalfNr + 16, half16_to_f32(t, s + 16));
+    }
+    return;
+  }
+  /* Column j of the panel is contiguous along p in Y: 16 values converted at a time, then
+   * transposed through L1. */
+  float tile[kHalfNr][16];
+  for (int64_t q = 0; q < kc; q += 16) {
+    for (int j = 0; j < kHalfNr; j++)
+      _mm512_storeu_ps(tile[j], half16_to_f32(t, (const uint16_t *)y + (j0 + j) * ld + p0 + q));
+    for (int p = 0; p < 16; p++)
+      for (int j = 0; j < kHalfNr; j++) pk[(q + p) * kHalfNr + j] = tile[j][p];
+  }
+}
+
+/* f32 to bf16 (round to nearest even, NaN quieted) or f16 (vcvtps2ph, the same rounding),
+ * 16 at a time, as runtime/half.h rounds. */
+HALF_AVX512 static void half_store_avx512(kiln_gemm_dtype_t t, const float *v, void *dst,
+                                          int64_t len) {
+  if (t != KILN_GEMM_BF16 && t != KILN_GEMM_F16) {
+    half_store_base(t, v, dst, len);
+    return;
+  }
+  uint16_t *d = dst;
+  int64_t j = 0;
+  for (; j + 16 <= len; j += 16) {
+    const __m512 x = _mm512_loadu_ps(v + j);
+    __m256i h;
+    if (t == KILN_GEMM_F16) {
+      h = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else {
+      const __m512i u = _mm512_castps_si512(x);
+      const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+      __m512i r = _mm512_srli_epi32(
+          _mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+      const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+          _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+      r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+      h = _mm512_cvtepi32_epi16(r);
+    }
+    _mm256_storeu_si256((__m256i *)(void *)(d + j), h);
+  }
+  if (j < len) half_store_base(t, v + j, d + j, len - j);
+}
+#endif
+
+static struct {
+  pthread_once_t once;
+  half_micro_fn micro; /* NULL: the panel path */
+  half_store_fn store;
+  half_pack_fn pack;
+  const char *name;
+} g_half = {.once = PTHREAD_ONCE_INIT, .name = "panels"};
+
+static void pick_half(void) {
+  const char *env = getenv("KILN_HOST_GEMM_HALF"); /* "panels", "base" (tests), else auto */
+  if (env && !strcmp(env, "panels")) return;
+  if (env && !strcmp(env, "base")) {
+    g_half.micro = half_micro_base;
+    g_half.pack = half_pack_base;
+    g_half.store = half_store_base;
+    g_half.name = "base";
+    return;
+  }
+#ifdef KILN_HALF_AVX512
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) {
+    g_half.micro = half_micro_avx512;
+    g_half.pack = half_pack_avx512;
+    g_half.store = half_store_avx512;
+    g_half.name = "avx512";
+  }
+#endif
+}
+
+const char *kiln_host_gemm_half_kernel(void) {
+  pthread_once(&g_half.once, pick_half);
+  return g_half.name;
+}
+
+/* Strips [s0, s1) of the job: each kHalfNr columns of the product of one batch, every row. */
+static void half_strips(void **args, int64_t s0, int64_t s1) {
+  const half_job_t *J = args[0];
+  const kiln_gemm_desc_t *g = J->g;
+  const int64_t m = g->m, n = g->n, k = g->k, rows = J->rows;
+  const kiln_gemm_dtype_t out = kiln_gemm_desc_out_dtype(g);
+  const size_t out_es = kiln_gemm_dtype_size(out);
+  float cs[kHalfMaxRows * kHalfNr], ct[kHalfNr * kHalfMaxRows];
+  float pk[kHalfKc * kHalfNr];
+  for (int64_t s = s0; s < s1; s++) {
+    const int64_t bi = s / J->strips_per_batch, j0 = (s % J->strips_per_batch) * kHalfNr;
+    const int64_t nj = J->cols - j0 < kHalfNr ? J->cols - j0 : kHalfNr;
+    const float *x = J->x32 + bi * J->x_batch;
+    const void *y = (const uint16_t *)J->y + bi * J->y_batch;
+    for (int64_t p0 = 0; p0 < k; p0 += kHalfKc) {
+      const int64_t kc = k - p0 < kHalfKc ? k - p0 : kHalfKc;
+      g_half.pack(J, y, p0, kc, j0, nj, pk);
+      for (int64_t i0 = 0; i0 < rows; i0 += kHalfMr)
+        g_half.micro(x + i0 * J->xrs + p0 * J->xcs, J->xrs, J->xcs, pk, kc, cs + i0 * kHalfNr,
+                     (int)(rows - i0 < kHalfMr ? rows - i0 : kHalfMr), p0 == 0);
+    }
+    /* The block of C: ci x cj from row r0, column c0 (swapped: the strip transposed). */
+    float *v = cs;
+    int64_t ci = rows, cj = nj, ldv = kHalfNr, r0 = 0, c0 = j0;
+    if (J->swapped) {
+      for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < nj; j++) ct[j * kHalfMaxRows + i] = cs[i * kHalfNr + j];
+      v = ct, ci = nj, cj = rows, ldv = kHalfMaxRows, r0 = j0, c0 = 0;
+    }
+    /* alpha, beta * C, then bias and activation, then one rounding. */
+    char *c = (char *)J->c + (size_t)(bi * m * n + r0 * n + c0) * out_es;
+    if (g->alpha != 1 || g->beta != 0)
+      for (int64_t i = 0; i < ci; i++)
+        for (int64_t j = 0; j < cj; j++) {
+          float w = (float)g->alpha * v[i * ldv + j];
+          if (g->beta != 0) {
+            float old = out == KILN_GEMM_F32 ? ((const float *)(const void *)c)[i * n + j]
+                                             : half_load(out, c, i * n + j);
+            w += (float)g->beta * old;
+          }
+          v[i * ldv + j] = w;
+        }
+    if (J->epi) epilogue_apply(J->epi, CT_F32, v, ldv, ci, cj, c0);
+    for (int64_t i = 0; i < ci; i++)
+      g_half.store(out, v + i * ldv, c + (size_t)(i * n) * out_es, cj);
+  }
+}
+
+/* Whether gemm `g` takes the path above (decided per gemm; the kernel once per process), and
+ * whether transposed. */
+static bool half_path_takes(const kiln_gemm_desc_t *g, bool *swapped) {
+  if (g->dtype != KILN_GEMM_BF16 && g->dtype != KILN_GEMM_F16) return false;
+  pthread_once(&g_half.once, pick_half);
+  if (!g_half.micro) return false;
+  /* Up to kTinyGemm multiply-adds the C kernel's in-order sums stay (see kTinyGemm). */
+  if (g->m * g->n * g->k <= kTinyGemm) return false;
+  *swapped = g->m > kHalfMaxRows;
+  const int64_t rows = *swapped ? g->n : g->m;
+  return rows <= kHalfMaxRows && g->batch * rows * g->k <= kScratchElems;
+}
+
+static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void *a, const void *b,
+                             void *c, const epi_t *epi, kiln_host_pool_t *pool) {
+  const int64_t m = g->m, n = g->n, k = g->k;
+  half_job_t J = {.g = g, .swapped = swapped, .c = c, .epi = epi};
+  const void *x;
+  if (!swapped) { /* X = op(A), Y = op(B) */
+    J.rows = m, J.cols = n, x = a, J.y = b;
+    J.xrs = g->trans_a ? 1 : k, J.xcs = g->trans_a ? m : 1;
+    J.y_jmajor = g->trans_b, J.ld = g->trans_b ? k : n;
+  } else { /* X = op(B)^T, Y = op(A)^T */
+    J.rows = n, J.cols = m, x = b, J.y = a;
+    J.xrs = g->trans_b ? k : 1, J.xcs = g->trans_b ? 1 : n;
+    J.y_jmajor = !g->trans_a, J.ld = g->trans_a ? m : k;
+  }
+  J.x_batch = J.rows * k, J.y_batch = J.cols * k;
+  J.strips_per_batch = (J.cols + kHalfNr - 1) / kHalfNr;
+  const int64_t nx = g->batch * J.x_batch;
+  size_t bytes = (size_t)nx * sizeof(float);
+  float *x32 = scratch_take(&bytes);
+  if (!x32)
+    return kiln_status_make(KILN_RESOURCE_EXHAUSTED,
+                            "host gemm: cannot allocate %lld bytes for a converted %s operand",
+                            (long long)nx * 4, kiln_gemm_dtype_name(g->dtype));
+  /* The stored operand, flat (its layout stays). */
+  kiln_status st = convert_in(g->dtype, x, 0, k, nx / k, k, CT_F32, x32, k, pool);
+  J.x32 = x32;
+  void *args[1] = {&J};
+  const int64_t strips = g->batch * J.strips_per_batch;
+  if (!st) {
+    if (pool && kiln_host_pool_num_workers(pool) > 1 && strips > 1)
+      st = kiln_host_pool_launch(pool, half_strips, args, strips, 0);
+    else
+      half_strips(args, 0, strips);
+  }
+  scratch_give(x32, bytes);
+  return st;
+}
+
 kiln_status kiln_host_gemm(const kiln_gemm_desc_t *g, const void *a, const void *b, void *c,
                            kiln_host_blas_choice_t choice, kiln_host_pool_t *pool) {
   bool use_blas = choice == KILN_HOST_BLAS_AUTO && kiln_host_blas_library(NULL) != NULL;
@@ -828,6 +1166,9 @@ kiln_status kiln_host_gemm(const kiln_gemm_desc_t *g, const void *a, const void 
   p.c = c;
   epi_t epi = {g->epilogue, (const void *)(uintptr_t)g->bias, kiln_gemm_desc_out_dtype(g)};
   if (g->epilogue != KILN_GEMM_EPILOGUE_NONE || g->bias) p.epi = &epi;
+  bool swapped = false;
+  if (choice == KILN_HOST_BLAS_AUTO && half_path_takes(g, &swapped))
+    return gemm_half(g, swapped, a, b, c, p.epi, pool);
   if (!convert_ab && !convert_c) return mm_run(&p, pool);
   return gemm_converted(g, &p, convert_c, pool);
 }

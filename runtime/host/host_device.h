@@ -31,6 +31,12 @@ typedef enum kiln_host_blas_choice {
  * Thread-safe. */
 kiln_status kiln_host_gemm(const kiln_gemm_desc_t *g, const void *a, const void *b, void *c,
                            kiln_host_blas_choice_t choice, kiln_host_pool_t *pool);
+
+/* The kernel of bf16/f16 gemms with few rows (host_blas.c: B converted in L1-sized packed
+ * panels, A once): "avx512", "base" (the portable copy, KILN_HOST_GEMM_HALF=base) or
+ * "panels" (off: every bf16/f16 gemm converts whole operand panels to f32 for the library;
+ * no AVX-512F, or KILN_HOST_GEMM_HALF=panels). */
+const char *kiln_host_gemm_half_kernel(void);
 /* The CBLAS library in use (a path or soname), or NULL when the C kernel is used. Loads it on
  * the first call: $KILN_HOST_BLAS names the library to use ("none": none; one that cannot be
  * loaded is logged as a warning and the C kernel is used), else OpenBLAS, BLIS or MKL,
