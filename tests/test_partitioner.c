@@ -172,23 +172,6 @@ static void test_tuple_roots(void **state) {
                   2);
 }
 
-/* Outputs of equal dims share a function unless one is computed from the other: here `fin`
- * feeds the select the transposed output reads at other indices, so sharing would make the
- * output function call `sel`'s, which calls back into it (fuzz-1046477 recursed forever). */
-static void test_outputs_from_one_another_split(void **state) {
-  check_partition(
-      "fusion {\n"
-      "  p = f32[16,16] parameter(0)\n"
-      "  fin = pred[16,16] is-finite(p)\n"
-      "  sel = f32[16,16] select(fin, p, p)\n"
-      "  tr = f32[16,16] transpose(sel), dimensions={1,0}\n"
-      "  ROOT t = (pred[16,16], f32[16,16]) tuple(fin, tr)\n"
-      "}\n",
-      "fusion_fin: roots={fin} instrs={fin} dims=[16,16]\n"
-      "fusion_tr: roots={tr} instrs={sel, tr} dims=[16,16]\n",
-      2);
-}
-
 /* A variadic reduce inside a loop fusion: its operands join it (read through the reduce's
  * symbol map from one user each). */
 static void test_reduce_operands_join(void **state) {
@@ -259,7 +242,6 @@ int main(void) {
       cmocka_unit_test(test_diamonds),
       cmocka_unit_test(test_gelu_one_function),
       cmocka_unit_test(test_tuple_roots),
-      cmocka_unit_test(test_outputs_from_one_another_split),
       cmocka_unit_test(test_reduce_operands_join),
       cmocka_unit_test(test_outputs_sharing_a_function_make_no_call_cycle),
       cmocka_unit_test(test_non_array_output_is_unimplemented),

@@ -182,37 +182,6 @@ static kiln_status try_join(part_state_t *st, const kiln_hlo_instruction_t *inst
   return NULL;
 }
 
-/* Whether `a` is `b` or one of its transitive operands (`seen`: scratch, emptied here). */
-static bool is_ancestor(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b,
-                        kiln_ptrmap_t *seen) {
-  if (a == b) return true;
-  if (kiln_ptrmap_contains(seen, b)) return false;
-  kiln_ptrmap_put(seen, b, (void *)b);
-  for (int k = 0; k < b->num_operands; k++)
-    if (is_ancestor(a, b->operands[k], seen)) return true;
-  return false;
-}
-
-/* Whether output `instr` may share output function `g`: equal dims, and no root of `g` computed
- * from `instr` or the other way round. Otherwise the function of the later one would call a
- * function that calls back into it (fuzz-1046477: is-finite an output beside a transpose of a
- * select that reads it; the kernel recursed forever). */
-static bool may_share(const sg_build_t *g, const kiln_hlo_instruction_t *instr,
-                      const kiln_shape_t *is) {
-  if (!same_dims(g->rank, g->dims, is->rank, is->dims)) return false;
-  bool ok = true;
-  for (size_t r = 0; r < g->roots.len && ok; r++) {
-    kiln_ptrmap_t seen;
-    kiln_ptrmap_init(&seen);
-    ok = !is_ancestor(g->roots.data[r], instr, &seen);
-    kiln_ptrmap_free(&seen);
-    kiln_ptrmap_init(&seen);
-    ok = ok && !is_ancestor(instr, g->roots.data[r], &seen);
-    kiln_ptrmap_free(&seen);
-  }
-  return ok;
-}
-
 static const char *func_name(kiln_partition_t *p, const kiln_hlo_computation_t *c,
                              const kiln_hlo_instruction_t *root) {
   char buf[256];
@@ -314,7 +283,7 @@ static kiln_status partition_run(kiln_affine_ctx_t *ctx, const kiln_hlo_computat
     const kiln_shape_t *is = index_shape(instr);
     int sg = -1;
     for (size_t k = 0; share_outputs && k < st.sgs.len && sg < 0; k++)
-      if (may_share(&st.sgs.data[k], instr, is)) sg = (int)k;
+      if (same_dims(st.sgs.data[k].rank, st.sgs.data[k].dims, is->rank, is->dims)) sg = (int)k;
     if (sg >= 0) kiln_vec_push(&st.sgs.data[sg].roots, instr);
     else sg = new_subgraph(&st, instr, true);
     assign(&st, instr, sg, identity_of(&st, instr));
