@@ -204,8 +204,12 @@ static bool same_physical_array(const kiln_shape_t *a, const kiln_shape_t *b) {
 }
 
 /* True when every transitive user of `p` inside its fused computation is an elementwise
- * array op (or the root tuple), so each output element reads `p` only at its own index. */
-static bool fused_param_elementwise(const kiln_hlo_instruction_t *p) {
+ * array op (or the root tuple), so each output element reads `p` only at its own index, and
+ * (several outputs) only output `out_leaf` is computed from `p`: the kernel's parameters are
+ * noalias, so LLVM may store another output before the loads of `p` that output `out_leaf`
+ * does not depend on (fuzz-1093356: an output sharing a parameter's buffer was stored before
+ * the other output read the parameter). */
+static bool fused_param_elementwise(const kiln_hlo_instruction_t *p, int out_leaf) {
   KILN_VEC(const kiln_hlo_instruction_t *) stack = {0};
   kiln_ptrmap_t seen;
   kiln_ptrmap_init(&seen);
@@ -215,9 +219,13 @@ static bool fused_param_elementwise(const kiln_hlo_instruction_t *p) {
     const kiln_hlo_instruction_t *x = kiln_vec_pop(&stack);
     for (size_t u = 0; u < x->users.len && ok; u++) {
       const kiln_hlo_instruction_t *y = x->users.data[u];
+      if (y->opcode == KILN_OP_TUPLE && y == y->parent->root) {
+        for (int k = 0; k < y->num_operands; k++)
+          if (y->operands[k] == x && k != out_leaf) ok = false;
+        continue;
+      }
       if (kiln_ptrmap_contains(&seen, y)) continue;
       kiln_ptrmap_put(&seen, y, (void *)1);
-      if (y->opcode == KILN_OP_TUPLE && y == y->parent->root) continue;
       if (!kiln_hlo_opcode_is_elementwise(y->opcode) || !kiln_shape_is_array(y->shape) ||
           y->shape->rank != p->shape->rank) {
         ok = false;
@@ -248,7 +256,7 @@ bool kiln_dataflow_can_share(const kiln_hlo_instruction_t *in, int operand, int 
     if (!f || operand >= f->num_parameters || !f->parameters[operand]) return false;
     const kiln_hlo_instruction_t *p = f->parameters[operand];
     if (!same_physical_array(p->shape, ls)) return false;
-    return fused_param_elementwise(p);
+    return fused_param_elementwise(p, out_leaf);
   }
   return false;
 }
