@@ -227,8 +227,22 @@ static kiln_kir_value_t *compare(kiln_elemental_fn_t *f, const kiln_hlo_instruct
         a = kiln_kir_convert(B, a, f32);
         b = kiln_kir_convert(B, b, f32);
       }
+      bool fnuz = et == KILN_F8E5M2FNUZ || et == KILN_F8E4M3FNUZ || et == KILN_F8E4M3B11FNUZ;
+      kiln_kir_value_t *raw[2] = {a, b};
       a = total_order_key(f, a);
       b = total_order_key(f, b);
+      if (fnuz) {
+        /* The only NaN, 0x80, has the sign bit of a -0 these types lack; as a NaN it orders
+         * last, after the largest finite value (fuzz-1068865), so the keys widen to s16. */
+        const kiln_kir_type_t *s8 = kiln_kir_type_scalar(f->e->m, KILN_S8);
+        const kiln_kir_type_t *s16 = kiln_kir_type_scalar(f->e->m, KILN_S16);
+        kiln_kir_value_t **key[2] = {&a, &b};
+        for (int i = 0; i < 2; i++) {
+          kiln_kir_value_t *nan = kiln_kir_cmp(B, KILN_KIR_CMP_EQ, kiln_kir_bitcast(B, raw[i], s8),
+                                               ci(f, s8, -128));
+          *key[i] = kiln_kir_select(B, nan, ci(f, s16, 128), kiln_kir_convert(B, *key[i], s16));
+        }
+      }
     }
   }
   return kiln_kir_cmp(B, p, a, b);
