@@ -238,8 +238,8 @@ static kiln_kir_value_t *compare(kiln_elemental_fn_t *f, const kiln_hlo_instruct
         const kiln_kir_type_t *s16 = kiln_kir_type_scalar(f->e->m, KILN_S16);
         kiln_kir_value_t **key[2] = {&a, &b};
         for (int i = 0; i < 2; i++) {
-          kiln_kir_value_t *nan = kiln_kir_cmp(B, KILN_KIR_CMP_EQ, kiln_kir_bitcast(B, raw[i], s8),
-                                               ci(f, s8, -128));
+          kiln_kir_value_t *nan =
+              kiln_kir_cmp(B, KILN_KIR_CMP_EQ, kiln_kir_bitcast(B, raw[i], s8), ci(f, s8, -128));
           *key[i] = kiln_kir_select(B, nan, ci(f, s16, 128), kiln_kir_convert(B, *key[i], s16));
         }
       }

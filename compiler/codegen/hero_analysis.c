@@ -265,8 +265,7 @@ bool kiln_hero_is_transpose_hero(const kiln_hlo_instruction_t *t, kiln_transpose
     /* Bits as stored (pred and sub-byte types take a byte each in buffers and tiles): the
      * tile holds 32 x 33 x the minor dimension, and counting pred as one bit let a pred[.., 48]
      * ask for 50,688 bytes of shared memory (fuzz-1079734). */
-    int64_t bits =
-        (int64_t)kiln_elem_type_storage_bytes(t->shape->type) * 8 * d.out_dims[r - 1];
+    int64_t bits = (int64_t)kiln_elem_type_storage_bytes(t->shape->type) * 8 * d.out_dims[r - 1];
     int64_t a = d.in_dims[r - 2], b = d.out_dims[r - 2];
     ok = r >= 3 && bits <= 64 && (a < b ? a : b) * bits >= 16 * 8;
   }
