@@ -33,39 +33,38 @@ corpus_dir="${KILN_CORPUS_DIR:-$(cd .. && pwd)/shared/hlo-corpus}"
 out=build-fuzz
 mkdir -p "$out"
 cflags=(-std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
-        -Wall -Wextra -Werror -Wno-unused-parameter -I. -Iinclude)
-clang-19 "${cflags[@]}" $(ls base/*.c compiler/hlo/*.c) fuzz/fuzz_parser.c -lm \
-  -o "$out/fuzz_parser"
-clang-19 "${cflags[@]}" $(ls base/*.c ffi/*.c) fuzz/fuzz_ffi_attrs.c -lm -ldl -lpthread \
-  -o "$out/fuzz_ffi_attrs"
-clang-19 "${cflags[@]}" $(ls base/*.c compiler/hlo/*.c compiler/frontend/*.c) \
-  plugin/compile_options.c fuzz/fuzz_hlo_proto.c -lm -o "$out/fuzz_hlo_proto"
-# The proto seed generator: the test encoder, without the fuzzer runtime.
-clang-19 -std=gnu11 -O1 -Wall -Wextra -Werror -I. -Iinclude $(ls base/*.c compiler/hlo/*.c) \
-  tools/common/proto_write.c tools/common/hlo_proto_encode.c fuzz/gen_hlo_proto_seeds.c -lm \
-  -o "$out/gen_hlo_proto_seeds"
-clang-19 "${cflags[@]}" $(ls base/*.c compiler/hlo/*.c compiler/frontend/mlir_*.c) \
-  fuzz/fuzz_mlir_bytecode.c -lm -o "$out/fuzz_mlir_bytecode"
-# The compile pipeline: every layer below the plugin and LLVM, compiled in parallel (the
-# objects instrumented for coverage, the target linked with the fuzzer runtime).
-obj="$out/compile-objs"
-mkdir -p "$obj"
-ls base/*.c compiler/hlo/*.c compiler/analysis/*.c compiler/eval/*.c compiler/passes/*.c \
-   compiler/codegen/*.c compiler/backend/*.c compiler/thunks/*.c runtime/*.c runtime/host/*.c \
-   runtime/cuda/*.c ffi/*.c |
-  xargs -P "$(nproc)" -I{} sh -c 'clang-19 -std=gnu11 -g -O1 -fsanitize=fuzzer-no-link,address,undefined \
+        -Wall -Wextra -Werror -Wno-unused-parameter -I. -Iinclude -I"$(llvm-config-19 --includedir)")
+# Every layer below the plugin (and the plugin's compile-options reader), compiled once in
+# parallel into one archive that every fuzzer links (each pulls only the objects it needs): the
+# objects instrumented for coverage, the targets linked with the fuzzer runtime. The layers the
+# input readers live in (base, hlo, frontend, ffi) at -O1 for speed; the compile pipeline's at
+# -O0 (a third of the compile time; fuzz_compile's time goes to LLVM, which is not instrumented).
+obj="$out/objs"
+rm -rf "$obj" && mkdir -p "$obj"
+ls base/*.c compiler/hlo/*.c compiler/frontend/*.c ffi/*.c plugin/compile_options.c \
+   compiler/analysis/*.c compiler/eval/*.c compiler/passes/*.c compiler/codegen/*.c \
+   compiler/backend/*.c compiler/thunks/*.c runtime/*.c runtime/host/*.c runtime/cuda/*.c |
+  xargs -P "$(nproc)" -I{} sh -c 'case "$1" in base/*|compiler/hlo/*|compiler/frontend/*|ffi/*|plugin/*) o=-O1 ;; *) o=-O0 ;; esac
+    clang-19 -std=gnu11 -g "$o" -fsanitize=fuzzer-no-link,address,undefined \
     -fno-sanitize-recover=all -Wall -Wextra -Werror -Wno-unused-parameter -I. -Iinclude \
     -I"$(llvm-config-19 --includedir)" -c "$1" -o "$2/$(echo "$1" | tr / _).o"' _ {} "$obj"
-clang-19 "${cflags[@]}" fuzz/fuzz_compile.c "$obj"/*.o -L"$(llvm-config-19 --libdir)" -lLLVM-19 \
-  -lm -ldl -lpthread -o "$out/fuzz_compile"
-clang-19 "${cflags[@]}" $(ls base/*.c) fuzz/fuzz_cache_entry.c -lm -ldl -lpthread \
-  -o "$out/fuzz_cache_entry"
-# The serialized-executable reader, from the same objects (the recipes live in compiler/thunks),
-# and its seed generator (sanitizers without the fuzzer runtime).
-clang-19 "${cflags[@]}" fuzz/fuzz_exec_deserialize.c "$obj"/*.o -L"$(llvm-config-19 --libdir)" \
-  -lLLVM-19 -lm -ldl -lpthread -o "$out/fuzz_exec_deserialize"
-clang-19 -std=gnu11 -g -O1 -fsanitize=address,undefined -Wall -Wextra -Werror -I. -Iinclude \
-  fuzz/gen_executable_seeds.c "$obj"/*.o -L"$(llvm-config-19 --libdir)" -lLLVM-19 -lm -ldl \
+lib="$out/libkiln-fuzz.a"
+rm -f "$lib" && ar rcs "$lib" "$obj"/*.o
+llvm_libs=(-L"$(llvm-config-19 --libdir)" -lLLVM-19)
+for name in fuzz_parser fuzz_ffi_attrs fuzz_hlo_proto fuzz_mlir_bytecode fuzz_mlir_text \
+            fuzz_cache_entry; do
+  clang-19 "${cflags[@]}" "fuzz/$name.c" "$lib" -lm -ldl -lpthread -o "$out/$name"
+done
+for name in fuzz_compile fuzz_exec_deserialize; do
+  clang-19 "${cflags[@]}" "fuzz/$name.c" "$lib" "${llvm_libs[@]}" -lm -ldl -lpthread \
+    -o "$out/$name"
+done
+# The seed generators: the same objects, with the sanitizers but without the fuzzer runtime.
+seedflags=(-std=gnu11 -g -O1 -fsanitize=address,undefined -Wall -Wextra -Werror -I. -Iinclude
+           -I"$(llvm-config-19 --includedir)")
+clang-19 "${seedflags[@]}" tools/common/proto_write.c tools/common/hlo_proto_encode.c \
+  fuzz/gen_hlo_proto_seeds.c "$lib" -lm -o "$out/gen_hlo_proto_seeds"
+clang-19 "${seedflags[@]}" fuzz/gen_executable_seeds.c "$lib" "${llvm_libs[@]}" -lm -ldl \
   -lpthread -o "$out/gen_executable_seeds"
 exec_seeds="$out/exec-seeds"
 rm -rf "$exec_seeds" && mkdir -p "$exec_seeds"
@@ -88,9 +87,6 @@ printf '\000KILNDC01' > "$cache_seeds/seed_raw"
 bc_seeds="$out/bytecode-seeds"
 rm -rf "$bc_seeds" && mkdir -p "$bc_seeds"
 cp "$(cd .. && pwd)"/shared/stablehlo/stablehlo/tests/vhlo/*.mlir.bc "$bc_seeds"/ 2>/dev/null || true
-clang-19 "${cflags[@]}" $(ls base/*.c compiler/hlo/*.c) \
-  compiler/frontend/mlir_{ir,lexer,types,attrs,text,pretty}.c fuzz/fuzz_mlir_text.c -lm \
-  -o "$out/fuzz_mlir_text"
 
 # Parser seeds: every corpus file, cut into pieces of at most 16 KiB so the fuzzer mutates
 # realistic text at a useful speed.
@@ -139,18 +135,19 @@ printf '%s' 'func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> { %0 = stablehlo.a
 #l = loc("f.py":1:2)' > "$mlir_seeds/seed_small"
 
 status=0
-run() { # name seconds work-dir seed-dir max-len
-  local name=$1 secs=$2 work=$3 seed=$4 max_len=$5
+run() { # name seconds work-dir seed-dir max-len [timeout per input, s]
+  local name=$1 secs=$2 work=$3 seed=$4 max_len=$5 timeout=${6:-10}
   mkdir -p "$work"
   echo "fuzz: $name, $(ls "$seed" | wc -l) seed files, running for ${secs}s"
   set +e
   ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
-    "$out/$name" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-    -max_len="$max_len" -print_final_stats=1 "$work" "$seed" 2>&1 | tail -n 25
+    "$out/$name" -max_total_time="$secs" -timeout="$timeout" -rss_limit_mb=2048 \
+    -artifact_prefix="$out/" -max_len="$max_len" -print_final_stats=1 "$work" "$seed" 2>&1 |
+    tail -n 25
   local st=${PIPESTATUS[0]}
   set -e
   if [ "$st" -ne 0 ]; then
-    echo "fuzz: $name FAILED (exit $st); reproducer files: $(ls crash-* leak-* timeout-* oom-* 2>/dev/null | tr '\n' ' ')"
+    echo "fuzz: $name FAILED (exit $st); reproducer files: $(ls "$out"/crash-* "$out"/leak-* "$out"/timeout-* "$out"/oom-* 2>/dev/null | tr '\n' ' ')"
     status=$st
   fi
 }
@@ -159,7 +156,9 @@ run fuzz_mlir_text "$mlir_seconds" "$out/mlir-corpus-work" "$mlir_seeds" 16384
 run fuzz_ffi_attrs "$attrs_seconds" "$out/attr-corpus-work" "$attr_seeds" 4096
 run fuzz_hlo_proto "$proto_seconds" "$out/proto-corpus-work" "$proto_seeds" 16384
 run fuzz_mlir_bytecode "$bytecode_seconds" "$out/bytecode-corpus-work" "$bc_seeds" 32768
-run fuzz_compile "$compile_seconds" "$out/compile-corpus-work" "$compile_seeds" 8192
+# A generated program compiles in 1-3 s of CPU here (LLVM included), so 30 s per input: a
+# 10 s bound fired on a seed at load 16 on 2 cores (12 s of wall time, 3 s of CPU).
+run fuzz_compile "$compile_seconds" "$out/compile-corpus-work" "$compile_seeds" 8192 30
 run fuzz_cache_entry "$cache_seconds" "$out/cache-corpus-work" "$cache_seeds" 4096
 run fuzz_exec_deserialize "$exec_seconds" "$out/exec-corpus-work" "$exec_seeds" 65536
 if [ "$status" -ne 0 ]; then exit "$status"; fi
