@@ -135,7 +135,9 @@ static bool dense_scalar(kiln_mlirp_t *P, dense_ctx_t *c, int64_t i, bool part_o
     }
     return true;
   }
-  if (kiln_mlirp_accept_kw(P, "true") || kiln_mlirp_accept_kw(P, "false")) {
+  char first = kiln_mlirp_peek(P);
+  if ((first == 't' || first == 'f') &&
+      (kiln_mlirp_accept_kw(P, "true") || kiln_mlirp_accept_kw(P, "false"))) {
     bool v = P->p[-1] == 'e' && P->p[-2] == 'u';
     if (part_of_complex) {
       part->value = v;
@@ -219,11 +221,19 @@ static void splat_fill(void *data, size_t w, int64_t n) {
   }
 }
 
+/* 0x10 | a hex digit's value; 0 for every other byte. */
+static const unsigned char kHexDigit[256] = {
+    ['0'] = 0x10, ['1'] = 0x11, ['2'] = 0x12, ['3'] = 0x13, ['4'] = 0x14, ['5'] = 0x15,
+    ['6'] = 0x16, ['7'] = 0x17, ['8'] = 0x18, ['9'] = 0x19, ['a'] = 0x1A, ['b'] = 0x1B,
+    ['c'] = 0x1C, ['d'] = 0x1D, ['e'] = 0x1E, ['f'] = 0x1F, ['A'] = 0x1A, ['B'] = 0x1B,
+    ['C'] = 0x1C, ['D'] = 0x1D, ['E'] = 0x1E, ['F'] = 0x1F,
+};
+
 static bool dense_hex(kiln_mlirp_t *P, dense_ctx_t *c) {
   const char *s;
   size_t n;
   const char *at = (kiln_mlirp_ws(P), P->p);
-  if (!kiln_mlirp_string(P, &s, &n)) return false;
+  if (!kiln_mlirp_string_span(P, &s, &n)) return false;
   if (n < 2 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') || (n % 2) != 0) {
     return kiln_mlirp_fail_at(P, at, "expected a hex string \"0x...\" in dense<>");
   }
@@ -235,15 +245,14 @@ static bool dense_hex(kiln_mlirp_t *P, dense_ctx_t *c) {
                               total);
   }
   unsigned char *d = c->lit->data;
+  const unsigned char *h = (const unsigned char *)s + 2;
+  unsigned valid = 0x10; /* loses bit 4 at the first byte that is not a hex digit */
   for (size_t i = 0; i < bytes; i++) {
-    int hi = s[2 + 2 * i], lo = s[3 + 2 * i];
-    hi = hi <= '9' ? hi - '0' : (hi | 32) - 'a' + 10;
-    lo = lo <= '9' ? lo - '0' : (lo | 32) - 'a' + 10;
-    if (hi < 0 || hi > 15 || lo < 0 || lo > 15) {
-      return kiln_mlirp_fail_at(P, at, "bad hex digit in dense literal");
-    }
-    d[i] = (unsigned char)(hi * 16 + lo);
+    unsigned hi = kHexDigit[h[2 * i]], lo = kHexDigit[h[2 * i + 1]];
+    valid &= hi & lo;
+    d[i] = (unsigned char)((hi << 4) | (lo & 0x0F));
   }
+  if (!valid) return kiln_mlirp_fail_at(P, at, "bad hex digit in dense literal");
   if (bytes == w && total != w) splat_fill(d, w, c->lit->num_elements);
   if (c->elem == KILN_PRED) {
     for (size_t i = 0; i < total; i++) d[i] = d[i] != 0;

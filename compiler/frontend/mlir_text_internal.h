@@ -101,6 +101,9 @@ bool kiln_mlirp_accept_kw(kiln_mlirp_t *P, const char *kw);
 bool kiln_mlirp_expect_kw(kiln_mlirp_t *P, const char *kw);
 /* A `"..."` literal with escapes decoded into the arena (NUL-terminated; len excludes it). */
 bool kiln_mlirp_string(kiln_mlirp_t *P, const char **out, size_t *len);
+/* The same, but a string without escapes is returned in place (its text in the input: not
+ * NUL-terminated), without a copy. */
+bool kiln_mlirp_string_span(kiln_mlirp_t *P, const char **out, size_t *len);
 /* The same for a quoted name (op, attribute, symbol): a NUL byte in it is an error. */
 bool kiln_mlirp_name_string(kiln_mlirp_t *P, const char **out, size_t *len);
 /* An integer literal (decimal, or 0x hex), optional leading '-'. */
