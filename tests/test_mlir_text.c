@@ -546,6 +546,42 @@ static void test_dense_decimals_match_strtod_and_hex_strings_decode(void **state
       "bad.mlir:2:", "bad hex digit");
 }
 
+/* dense_resource<key> with the builtin blob in the file's `{-# dialect_resources #-}` (after
+ * the use; a 4-byte alignment, then the data) reads as dense elements; a key in quotes too;
+ * without a blob (elided) it stays text; a blob of the wrong size is an error. */
+static void test_dense_resource_blobs_of_the_file_are_read(void **state) {
+  (void)state;
+  kiln_mlir_module_t *m = parse_ok(
+      "func.func @d() {\n"
+      "  %0 = stablehlo.constant dense_resource<w> : tensor<3xi32>\n"
+      "  %1 = stablehlo.constant dense_resource<\"b 1\"> : tensor<2xi1>\n"
+      "  %2 = stablehlo.constant dense_resource<__elided__> : tensor<2xf32>\n"
+      "  func.return\n}\n"
+      "{-#\n  external_resources: {x: {y: \"0x00\"}},\n  dialect_resources: {\n"
+      "    other: {w: \"0x0400000000000000\"},\n"
+      "    builtin: {\n      flag: true,\n"
+      "      w: \"0x0400000001000000FEFFFFFF04030201\",\n      \"b 1\": \"0x010000000100\"\n"
+      "    }\n  }\n#-}\n");
+  const kiln_mlir_attr_t *a = const_value(m, 0);
+  assert_int_equal(a->kind, KILN_MLIR_ATTR_DENSE_ELEMENTS);
+  assert_int_equal(kiln_literal_get_s64(a->literal, 0), 1);
+  assert_int_equal(kiln_literal_get_s64(a->literal, 1), -2);
+  assert_int_equal(kiln_literal_get_s64(a->literal, 2), 0x01020304);
+  a = const_value(m, 1);
+  assert_int_equal(a->kind, KILN_MLIR_ATTR_DENSE_ELEMENTS);
+  assert_int_equal(kiln_literal_get_s64(a->literal, 0), 1);
+  assert_int_equal(kiln_literal_get_s64(a->literal, 1), 0);
+  assert_int_equal(const_value(m, 2)->kind, KILN_MLIR_ATTR_OTHER);
+  assert_null(round_trip(m, "dense_resource"));
+  kiln_mlir_module_destroy(m);
+  assert_err_at(
+      "func.func @d() {\n  %0 = stablehlo.constant dense_resource<w> : tensor<3xi32>\n}\n"
+      "{-# dialect_resources: {builtin: {w: \"0x0400000001000000\"}} #-}\n",
+      "bad.mlir:4:", "4-byte alignment and 12 bytes");
+  assert_err_at("func.func @d() {\n}\n{-# dialect_resources: {builtin: {w: 3}} #-}\n",
+                "bad.mlir:3:", "expected a resource value");
+}
+
 static void test_attributes_aliases_and_locations(void **state) {
   (void)state;
   kiln_mlir_module_t *m = parse_ok(
@@ -867,6 +903,7 @@ int main(void) {
       cmocka_unit_test(test_types),
       cmocka_unit_test(test_dense_literals),
       cmocka_unit_test(test_dense_decimals_match_strtod_and_hex_strings_decode),
+      cmocka_unit_test(test_dense_resource_blobs_of_the_file_are_read),
       cmocka_unit_test(test_attributes_aliases_and_locations),
       cmocka_unit_test(test_jax_module_header_mesh_and_resources),
       cmocka_unit_test(test_generic_builtin_module_is_the_module),
