@@ -1,6 +1,7 @@
 /* Complex math in the elemental emitter ((re, im) pairs): every transcendental op on c64 and
  * c128 runs on the host and matches the reference evaluator (C's <complex.h>), on inputs in
- * [-3, 3) for both parts, where neither side over- or underflows. */
+ * [-3, 3) for both parts, where neither side over- or underflows; bitcast-convert between widths
+ * and complex types bit-exact. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -143,12 +144,38 @@ static void test_complex_reduce(void **state) {
       7);
 }
 
+/* bitcast-convert between widths and to / from complex types (little-endian pieces: a narrow
+ * element k holds bits [k*w, (k+1)*w) of the wide one; a complex value's real part is its low
+ * half), each way, matching the evaluator bit for bit. */
+static void test_bitcast_convert_between_widths(void **state) {
+  (void)state;
+  static const struct {
+    const char *from, *to;
+    int64_t elements;
+  } kCases[] = {
+      {"c128[5]", "c64[5,2]", 10}, {"c64[3,2]", "c128[3]", 3}, {"c64[4]", "f32[4,2]", 8},
+      {"f32[4,2]", "c64[4]", 4},   {"c64[6]", "f64[6]", 6},    {"s64[6]", "c64[6]", 6},
+      {"c128[3]", "u16[3,8]", 24}, {"u8[2,16]", "c128[2]", 2}, {"f64[5]", "f32[5,2]", 10},
+      {"f32[5,2]", "f64[5]", 5},   {"s32[3]", "s8[3,4]", 12},  {"u16[7,2]", "f32[7]", 7},
+      {"c128[]", "c64[2]", 2},     {"bf16[2,4]", "c64[2]", 2}, {"c64[2,3]", "u32[2,3,2]", 12},
+  };
+  for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; i++) {
+    char text[256];
+    snprintf(text, sizeof text,
+             "f {\n  p0 = %s parameter(0)\n  ROOT r = %s bitcast-convert(p0)\n}\n", kCases[i].from,
+             kCases[i].to);
+    printf("bitcast-convert %s -> %s\n", kCases[i].from, kCases[i].to);
+    check_exact(text, kCases[i].elements);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_unary_complex_math),
       cmocka_unit_test(test_complex_power),
       cmocka_unit_test(test_complex_concatenate_and_pad),
       cmocka_unit_test(test_complex_reduce),
+      cmocka_unit_test(test_bitcast_convert_between_widths),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

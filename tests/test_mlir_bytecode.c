@@ -740,6 +740,119 @@ static void test_bad_varints_indices_and_dialects_name_section_and_offset(void *
   kiln_mlir_module_destroy(m);
 }
 
+/* A module whose attribute `kiln.w = dense_resource<module> : tensor<3xi32>` names a blob of
+ * the builtin dialect's resources (bytecode resource sections, hand-encoded after MLIR's
+ * BytecodeFormat: an external group that is skipped, a bool entry before the blob, the blob
+ * 4-aligned in the file with 0xCB padding). `elems` is the tensor's length, `handle` the
+ * resource index, `pad_byte` the padding. */
+static bytes_t make_resource_file(int elems, int handle, uint8_t pad_byte) {
+  bytes_t attrs = {0}, offs = {0}, ir = {0}, res = {0}, roff = {0};
+  size_t len[6];
+  size_t at = attrs.n;
+  put_varint(&attrs, 15); /* attr 0: unknown loc */
+  len[0] = attrs.n - at, at = attrs.n;
+  put_varint(&attrs, 2); /* attr 1: string "kiln.w" (string 2) */
+  put_varint(&attrs, 2);
+  len[1] = attrs.n - at, at = attrs.n;
+  put_varint(&attrs, 16); /* attr 2: dense resource of type 0, handle */
+  put_varint(&attrs, 0);
+  put_varint(&attrs, (uint64_t)handle);
+  len[2] = attrs.n - at, at = attrs.n;
+  put_varint(&attrs, 1); /* attr 3: dictionary {attr 1 = attr 2} */
+  put_varint(&attrs, 1);
+  put_varint(&attrs, 1);
+  put_varint(&attrs, 2);
+  len[3] = attrs.n - at, at = attrs.n;
+  put_varint(&attrs, 13); /* type 0: tensor<elems x type 1> */
+  put_varint(&attrs, 1);
+  put_varint(&attrs, (uint64_t)elems * 2);
+  put_varint(&attrs, 1);
+  len[4] = attrs.n - at, at = attrs.n;
+  put_varint(&attrs, 0); /* type 1: integer, i32 (width << 2, signless) */
+  put_varint(&attrs, 32 << 2);
+  len[5] = attrs.n - at;
+  put_varint(&offs, 4);
+  put_varint(&offs, 2);
+  put_varint(&offs, 0);
+  put_varint(&offs, 4);
+  for (int i = 0; i < 4; i++) put_varint(&offs, len[i] << 1 | 1);
+  put_varint(&offs, 0);
+  put_varint(&offs, 2);
+  for (int i = 4; i < 6; i++) put_varint(&offs, len[i] << 1 | 1);
+  put_varint(&ir, 1 << 1);
+  put_varint(&ir, 0);  /* builtin.module */
+  put_byte(&ir, 0x11); /* attributes, regions */
+  put_varint(&ir, 0);  /* location */
+  put_varint(&ir, 3);  /* attribute dictionary */
+  put_varint(&ir, 1 << 1 | 1);
+  bytes_t region = {0};
+  put_varint(&region, 0);
+  put_section(&ir, 4, &region);
+  bytes_t f = make_file(&attrs, &offs, &ir, "kiln.w");
+  /* The resource section's data starts after its id and one-byte length. */
+  size_t data_at = f.n + 2;
+  put_byte(&res, 1); /* the external group's bool entry */
+  size_t blob_at = res.n;
+  put_varint(&res, 4);  /* alignment */
+  put_varint(&res, 12); /* size */
+  while ((data_at + res.n) % 4 != 0) put_byte(&res, pad_byte);
+  static const int32_t kVals[3] = {1, -2, 0x01020304};
+  put(&res, kVals, sizeof kVals);
+  put_varint(&roff, 1); /* one external group: "builtin" (string 0), one bool entry */
+  put_varint(&roff, 0);
+  put_varint(&roff, 1);
+  put_varint(&roff, 1);
+  put_varint(&roff, 1);
+  put_byte(&roff, 1);
+  put_varint(&roff, 0); /* dialect 0 (builtin): one blob keyed "module" (string 1) */
+  put_varint(&roff, 1);
+  put_varint(&roff, 1);
+  put_varint(&roff, res.n - blob_at);
+  put_byte(&roff, 0);
+  put_section(&f, 5, &res);
+  put_section(&f, 6, &roff);
+  return f;
+}
+
+static void test_dense_resource_blobs_are_read(void **state) {
+  (void)state;
+  bytes_t f = make_resource_file(3, 0, 0xCB);
+  kiln_mlir_module_t *m = NULL;
+  kiln_status s = kiln_mlir_read_bytecode(f.b, f.n, &m);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  assert_int_equal(m->num_attrs, 1);
+  assert_string_equal(m->attrs[0].name, "kiln.w");
+  const kiln_mlir_attr_t *a = m->attrs[0].value;
+  assert_int_equal(a->kind, KILN_MLIR_ATTR_DENSE_ELEMENTS);
+  assert_int_equal(a->literal->num_elements, 3);
+  assert_int_equal(kiln_literal_get_s64(a->literal, 0), 1);
+  assert_int_equal(kiln_literal_get_s64(a->literal, 1), -2);
+  assert_int_equal(kiln_literal_get_s64(a->literal, 2), 0x01020304);
+  kiln_mlir_module_destroy(m);
+  /* A wrong padding byte, a handle out of range, a blob of the wrong size. */
+  f = make_resource_file(3, 0, 0x00);
+  char *msg = expect_error(&f);
+  assert_non_null(strstr(msg, "resource section, offset"));
+  assert_non_null(strstr(msg, "is not 0xCB"));
+  free(msg);
+  f = make_resource_file(3, 5, 0xCB);
+  msg = expect_error(&f);
+  assert_non_null(strstr(msg, "resource handle 5 out of range (1 resources)"));
+  free(msg);
+  f = make_resource_file(4, 0, 0xCB);
+  msg = expect_error(&f);
+  assert_non_null(strstr(msg, "dense_resource<module> holds 12 bytes, its type needs 4 elements"));
+  free(msg);
+  /* Every prefix of the file is refused cleanly. */
+  f = make_resource_file(3, 0, 0xCB);
+  for (size_t n = 0; n < f.n; n++) {
+    s = kiln_mlir_read_bytecode(f.b, n, &m);
+    assert_non_null(s);
+    assert_null(m);
+    kiln_status_free(s);
+  }
+}
+
 /* What the text twins spell that the artifact cannot carry, made alike before comparing: an
  * attribute written at its default value (api_version = 1, the default result_accuracy) is
  * absent after VHLO's round trip; and a float attribute of type f32 holds the f32 value the
@@ -899,6 +1012,7 @@ static void test_magic_detection(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_vhlo_artifact_reads_and_is_upgraded),
+      cmocka_unit_test(test_dense_resource_blobs_are_read),
       cmocka_unit_test(test_future_version_is_refused_naming_both_versions),
       cmocka_unit_test(test_upgrade_gives_current_stablehlo_forms),
       cmocka_unit_test(test_functions_read_the_same_from_every_version),

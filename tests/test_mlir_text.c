@@ -479,6 +479,109 @@ static void test_dense_literals(void **state) {
   kiln_mlir_module_destroy(m);
 }
 
+/* Decimal elements read exactly as strtod reads them (the reader's fast path covers up to 15
+ * digits and exponents up to 22; the rest goes through strtod), and hex strings decode with
+ * and without escapes; a bad hex digit is an error. */
+static void test_dense_decimals_match_strtod_and_hex_strings_decode(void **state) {
+  (void)state;
+  enum { N = 4000 };
+  kiln_strbuf_t b = {0};
+  char(*nums)[64] = kiln_calloc(N, 64);
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  kiln_strbuf_append(&b, "func.func @d() {\n  %0 = stablehlo.constant dense<[");
+  for (int i = 0; i < N; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    int digits = 1 + (int)(x % 19), point = (int)((x >> 8) % 21), ex = (int)((x >> 16) % 61) - 30;
+    char mant[32];
+    int k = 0;
+    uint64_t y = x >> 5;
+    for (int d = 0; d < digits; d++, y /= 10) {
+      if (d == point && d > 0) mant[k++] = '.';
+      mant[k++] = (char)('0' + (d == 0 && (x >> 40) % 3 ? (int)(y % 9) + 1 : (int)(y % 10)));
+    }
+    mant[k] = 0;
+    const char *sign = (x >> 50) % 2 ? "-" : "";
+    if ((x >> 52) % 3 == 0) {
+      snprintf(nums[i], 64, "%s%s", sign, mant);
+    } else {
+      snprintf(nums[i], 64, "%s%s%s%d", sign, mant, (x >> 55) % 2 ? "e" : "E", ex);
+    }
+    if (i % 97 == 0) snprintf(nums[i], 64, "-0.0");
+    if (i % 89 == 0) snprintf(nums[i], 64, "9007199254740993.0");
+    kiln_strbuf_append(&b, i ? ", " : "");
+    kiln_strbuf_append(&b, nums[i]);
+  }
+  char tail[256];
+  snprintf(tail, sizeof tail,
+           "]> : tensor<%dxf64>\n"
+           "  %%1 = stablehlo.constant dense<\"0xA0b1C2\\36\\34\"> : tensor<4xui8>\n"
+           "  %%2 = stablehlo.constant dense<\"0xfFeE\"> : tensor<2xui8>\n"
+           "  func.return\n}\n",
+           N);
+  kiln_strbuf_append(&b, tail);
+  kiln_mlir_module_t *m = parse_ok(b.data);
+  const kiln_literal_t *l = const_value(m, 0)->literal;
+  for (int i = 0; i < N; i++) {
+    double want = strtod(nums[i], NULL), got = kiln_literal_get_f64(l, i);
+    if (memcmp(&want, &got, sizeof want) != 0) {
+      fprintf(stderr, "'%s': read %.17g, strtod %.17g\n", nums[i], got, want);
+      fail();
+    }
+  }
+  l = const_value(m, 1)->literal;
+  assert_int_equal(kiln_literal_get_u64(l, 0), 0xA0);
+  assert_int_equal(kiln_literal_get_u64(l, 1), 0xB1);
+  assert_int_equal(kiln_literal_get_u64(l, 2), 0xC2);
+  assert_int_equal(kiln_literal_get_u64(l, 3), 0x64);
+  l = const_value(m, 2)->literal;
+  assert_int_equal(kiln_literal_get_u64(l, 0), 0xFF);
+  assert_int_equal(kiln_literal_get_u64(l, 1), 0xEE);
+  kiln_mlir_module_destroy(m);
+  kiln_strbuf_free(&b);
+  kiln_free(nums);
+  assert_err_at("func.func @d() {\n  %0 = stablehlo.constant dense<\"0x01G0\"> : tensor<2xi8>\n}\n",
+                "bad.mlir:2:", "bad hex digit");
+  assert_err_at(
+      "func.func @d() {\n  %0 = stablehlo.constant dense<\"0x01\\\"0\"> : tensor<2xi8>\n}\n",
+      "bad.mlir:2:", "bad hex digit");
+}
+
+/* dense_resource<key> with the builtin blob in the file's `{-# dialect_resources #-}` (after
+ * the use; a 4-byte alignment, then the data) reads as dense elements; a key in quotes too;
+ * without a blob (elided) it stays text; a blob of the wrong size is an error. */
+static void test_dense_resource_blobs_of_the_file_are_read(void **state) {
+  (void)state;
+  kiln_mlir_module_t *m = parse_ok(
+      "func.func @d() {\n"
+      "  %0 = stablehlo.constant dense_resource<w> : tensor<3xi32>\n"
+      "  %1 = stablehlo.constant dense_resource<\"b 1\"> : tensor<2xi1>\n"
+      "  %2 = stablehlo.constant dense_resource<__elided__> : tensor<2xf32>\n"
+      "  func.return\n}\n"
+      "{-#\n  external_resources: {x: {y: \"0x00\"}},\n  dialect_resources: {\n"
+      "    other: {w: \"0x0400000000000000\"},\n"
+      "    builtin: {\n      flag: true,\n"
+      "      w: \"0x0400000001000000FEFFFFFF04030201\",\n      \"b 1\": \"0x010000000100\"\n"
+      "    }\n  }\n#-}\n");
+  const kiln_mlir_attr_t *a = const_value(m, 0);
+  assert_int_equal(a->kind, KILN_MLIR_ATTR_DENSE_ELEMENTS);
+  assert_int_equal(kiln_literal_get_s64(a->literal, 0), 1);
+  assert_int_equal(kiln_literal_get_s64(a->literal, 1), -2);
+  assert_int_equal(kiln_literal_get_s64(a->literal, 2), 0x01020304);
+  a = const_value(m, 1);
+  assert_int_equal(a->kind, KILN_MLIR_ATTR_DENSE_ELEMENTS);
+  assert_int_equal(kiln_literal_get_s64(a->literal, 0), 1);
+  assert_int_equal(kiln_literal_get_s64(a->literal, 1), 0);
+  assert_int_equal(const_value(m, 2)->kind, KILN_MLIR_ATTR_OTHER);
+  assert_null(round_trip(m, "dense_resource"));
+  kiln_mlir_module_destroy(m);
+  assert_err_at(
+      "func.func @d() {\n  %0 = stablehlo.constant dense_resource<w> : tensor<3xi32>\n}\n"
+      "{-# dialect_resources: {builtin: {w: \"0x0400000001000000\"}} #-}\n",
+      "bad.mlir:4:", "4-byte alignment and 12 bytes");
+  assert_err_at("func.func @d() {\n}\n{-# dialect_resources: {builtin: {w: 3}} #-}\n",
+                "bad.mlir:3:", "expected a resource value");
+}
+
 static void test_attributes_aliases_and_locations(void **state) {
   (void)state;
   kiln_mlir_module_t *m = parse_ok(
@@ -799,6 +902,8 @@ int main(void) {
       cmocka_unit_test(test_func_signature_attributes_and_results),
       cmocka_unit_test(test_types),
       cmocka_unit_test(test_dense_literals),
+      cmocka_unit_test(test_dense_decimals_match_strtod_and_hex_strings_decode),
+      cmocka_unit_test(test_dense_resource_blobs_of_the_file_are_read),
       cmocka_unit_test(test_attributes_aliases_and_locations),
       cmocka_unit_test(test_jax_module_header_mesh_and_resources),
       cmocka_unit_test(test_generic_builtin_module_is_the_module),

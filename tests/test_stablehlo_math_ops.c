@@ -1,5 +1,6 @@
 /* StableHLO ops that HLO lacks for a type and that the converter expands (chlo.lgamma as
- * the Lanczos approximation, complex cbrt and atan2, bitcast_convert to and from i1) and real
+ * the Lanczos approximation, complex cbrt and atan2, bitcast_convert to and from i1, a
+ * chlo.scan of zero length) and complex bitcast_convert between widths, and real
  * math at its edges (acosh below 1, log1p and expm1 near overflow), run on the reference
  * evaluator and on the host backend against values from Python's math and
  * cmath modules. */
@@ -73,6 +74,28 @@ static const char kProgram[] =
     "  %re = stablehlo.exponential_minus_one %e : tensor<1xf32>\n"
     "  check.expect_almost_eq_const %re, dense<[1.6516363e38]> : tensor<1xf32>\n"
     "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @scan_of_zero_length() {\n"
+    "  %in = stablehlo.constant dense<> : tensor<0x2xi32>\n"
+    "  %init = stablehlo.constant dense<[7, -1]> : tensor<2xi32>\n"
+    "  %0:2 = chlo.scan(%in) inits(%init) dimension=0 {\n"
+    "  ^bb0(%a: tensor<2xi32>, %c: tensor<2xi32>):\n"
+    "    %s = stablehlo.add %a, %c : tensor<2xi32>\n"
+    "    stablehlo.return %s, %s : tensor<2xi32>, tensor<2xi32>\n"
+    "  } : (tensor<0x2xi32>, tensor<2xi32>) -> (tensor<0x2xi32>, tensor<2xi32>)\n"
+    "  check.expect_eq_const %0#0, dense<> : tensor<0x2xi32>\n"
+    "  check.expect_eq_const %0#1, dense<[7, -1]> : tensor<2xi32>\n"
+    "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @bitcast_c64_pairs_to_c128() {\n"
+    "  %x = stablehlo.constant dense<[(0x89ABCDEF, 0x01234567), (0x11111111, 0x00000000)]> : "
+    "tensor<2xcomplex<f32>>\n"
+    "  %r = stablehlo.bitcast_convert %x : (tensor<2xcomplex<f32>>) -> tensor<complex<f64>>\n"
+    "  %b = stablehlo.bitcast_convert %r : (tensor<complex<f64>>) -> tensor<2xui64>\n"
+    "  check.expect_eq_const %b, dense<[81985529216486895, 286331153]> : tensor<2xui64>\n"
+    "  func.return\n"
     "}\n";
 
 static void run_program(kiln_device_t *dev) {
@@ -85,8 +108,8 @@ static void run_program(kiln_device_t *dev) {
   memset(&st, 0, sizeof st);
   assert_null(kiln_stablehlo_run_bytes(kProgram, sizeof kProgram - 1, "math_ops.mlir", &o, &st));
   if (st.failures.data) fprintf(stderr, "%s", kiln_strbuf_cstr(&st.failures));
-  assert_int_equal(st.functions, 6);
-  assert_int_equal(st.passed, 6);
+  assert_int_equal(st.functions, 8);
+  assert_int_equal(st.passed, 8);
   assert_int_equal(st.checks_failed, 0);
   kiln_stablehlo_run_stats_free(&st);
 }

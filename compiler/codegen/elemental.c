@@ -781,6 +781,12 @@ int kiln_elemental_emit_instr(kiln_elemental_fn_t *f, const kiln_hlo_instruction
     out[0] = v[instr->tuple_index];
     return 1;
   }
+  if (op == KILN_OP_BITCAST_CONVERT && kiln_shape_is_array(instr->operands[0]->shape) &&
+      (instr->operands[0]->shape->rank != instr->shape->rank ||
+       kiln_elem_type_is_complex(instr->shape->type) ||
+       kiln_elem_type_is_complex(instr->operands[0]->shape->type))) {
+    return kiln_elemental_bitcast_convert(f, instr, idx, nidx, out);
+  }
   if (kiln_hlo_opcode_is_elementwise(op) || op == KILN_OP_COPY || op == KILN_OP_MAP ||
       op == KILN_OP_BITCAST_CONVERT) {
     kiln_kir_value_t *args[8], *cargs[8][2];

@@ -53,6 +53,11 @@ int kiln_elemental_complex_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction
                               kiln_kir_value_t *const (*args)[2], const int *cnt, int nargs,
                               kiln_kir_value_t **out);
 
+/* bitcast-convert `instr` at `idx` when the widths differ or either side is complex
+ * (little-endian: element k of a narrow side holds bits [k*w, (k+1)*w) of the wide one; a
+ * complex value's real part is its low half). Returns the count of values or -1. */
+int kiln_elemental_bitcast_convert(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
+                                   kiln_kir_value_t *const *idx, int nidx, kiln_kir_value_t **out);
 /* Element i of a literal as a kernel-IR constant of its type. */
 kiln_kir_value_t *kiln_elemental_constant(kiln_elemental_fn_t *f, const kiln_literal_t *lit,
                                           int64_t i);

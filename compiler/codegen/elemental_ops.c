@@ -976,6 +976,91 @@ int kiln_elemental_complex_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction
   return -1;
 }
 
+/* ---- bitcast-convert between widths or to / from complex types ---- */
+
+/* `width` bits at bit `off` of the little-endian concatenation of `pieces` (unsigned integers
+ * of `pw` bits each, aligned: a field lies inside one piece or covers whole pieces) as an
+ * unsigned integer of `width` bits. */
+static kiln_kir_value_t *bits_at(kiln_elemental_fn_t *f, kiln_kir_value_t *const *pieces, int pw,
+                                 int off, int width) {
+  kiln_kir_module_t *m = f->e->m;
+  const kiln_kir_type_t *ut = kiln_kir_type_scalar(m, kiln_elem_type_unsigned_of_width(width));
+  if (width <= pw) {
+    kiln_kir_value_t *p = pieces[off / pw];
+    int sh = off % pw;
+    if (sh) p = bin(f, KILN_KIR_SHR_LOGICAL, p, ci(f, p->type, sh));
+    return width == pw ? p : kiln_kir_convert(B, p, ut);
+  }
+  kiln_kir_value_t *acc = NULL;
+  for (int k = 0; k < width / pw; k++) {
+    kiln_kir_value_t *p = kiln_kir_convert(B, pieces[off / pw + k], ut);
+    if (k) p = bin(f, KILN_KIR_SHL, p, ci(f, ut, (int64_t)k * pw));
+    acc = acc ? bin(f, KILN_KIR_OR, acc, p) : p;
+  }
+  return acc;
+}
+
+int kiln_elemental_bitcast_convert(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
+                                   kiln_kir_value_t *const *idx, int nidx, kiln_kir_value_t **out) {
+  kiln_kir_module_t *m = f->e->m;
+  const kiln_hlo_instruction_t *x = instr->operands[0];
+  kiln_elem_type_t st = x->shape->type, dt = instr->shape->type;
+  int sbits = kiln_elem_type_bits(st), dbits = kiln_elem_type_bits(dt);
+  int ns = kiln_elemental_vals_per(st), nd = kiln_elemental_vals_per(dt);
+  int ps = sbits / ns, pd = dbits / nd;
+  bool ok = x->shape->rank == instr->shape->rank + (sbits < dbits) - (sbits > dbits);
+  for (int w = 0; w < 2; w++) {
+    int b = w ? pd : ps;
+    ok = ok && (b == 8 || b == 16 || b == 32 || b == 64);
+  }
+  if (!ok || st == KILN_PRED || dt == KILN_PRED || nidx != instr->shape->rank) {
+    kiln_elemental_fail(f,
+                        KILN_ERR_UNIMPLEMENTED("%s: bitcast-convert from %s to %s", instr->name,
+                                               kiln_elem_type_name(st), kiln_elem_type_name(dt)));
+    return -1;
+  }
+  const kiln_kir_type_t *us = kiln_kir_type_scalar(m, kiln_elem_type_unsigned_of_width(ps));
+  const kiln_kir_type_t *dpt = kiln_kir_type_scalar(m, kiln_elemental_part_type(dt));
+  /* The source's pieces as unsigned integers: one element's, or (narrow source) the whole
+   * minor row's that makes one result element. */
+  int rows = sbits < dbits ? dbits / sbits : 1;
+  int nsx = sbits > dbits ? nidx - 1 : nidx;
+  kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK + 1], *pieces[32], *v[KILN_ELEM_MAX_OUTPUTS];
+  if (rows * ns > 32 || nsx + 1 > KILN_KIR_MAX_RANK) {
+    kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("%s: bitcast-convert rank", instr->name));
+    return -1;
+  }
+  for (int i = 0; i < nsx; i++) sidx[i] = idx[i];
+  for (int r = 0; r < rows; r++) {
+    if (sbits < dbits) sidx[nsx] = kiln_kir_const_index(B, r);
+    int n = kiln_elemental_emit(f, x, sidx, x->shape->rank, v);
+    if (n != ns) {
+      if (n >= 0) kiln_elemental_fail(f, KILN_ERR_INTERNAL("%s: operand values", instr->name));
+      return -1;
+    }
+    for (int q = 0; q < ns; q++) pieces[r * ns + q] = kiln_kir_bitcast(B, v[q], us);
+  }
+  /* Each result piece; a wide source holds dbits/sbits results along the minor index k,
+   * chosen by selects (at most 16). */
+  int choices = sbits > dbits ? sbits / dbits : 1;
+  for (int j = 0; j < nd; j++) {
+    kiln_kir_value_t *r = NULL;
+    for (int c = 0; c < choices; c++) {
+      kiln_kir_value_t *bits = bits_at(f, pieces, ps, c * dbits + j * pd, pd);
+      kiln_kir_value_t *val = kiln_kir_bitcast(B, bits, dpt);
+      if (!r) {
+        r = val;
+      } else {
+        kiln_kir_value_t *is_c =
+            kiln_kir_cmp(B, KILN_KIR_CMP_EQ, idx[nidx - 1], kiln_kir_const_index(B, c));
+        r = kiln_kir_select(B, is_c, val, r);
+      }
+    }
+    out[j] = r;
+  }
+  return nd;
+}
+
 /* ---- scalar computations ---- */
 
 int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hlo_computation_t *c,

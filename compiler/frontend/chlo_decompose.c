@@ -204,6 +204,22 @@ static kiln_status convert_scan(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   if (t0->kind != KILN_MLIR_TYPE_TENSOR || d < 0 || d >= t0->rank)
     return SHC_INVALID(op, "dimension %" PRId64 " out of range", d);
   int64_t n = t0->dims[d];
+  if (n == 0) { /* nothing to scan (the loop's slices would not verify): empty outputs, and
+                   the carries are the inits */
+    for (int32_t k = 0; k < nout; k++) {
+      const kiln_mlir_type_t *t = op->results[k].type;
+      const char *z, *sh;
+      SHC_TRY(shc_type_text(c, t, &sh));
+      SHC_TRY(shc_scalar_const(c, shc_elem_type(t), 0.0, &z));
+      shc_bind(c, &op->results[k], shc_broadcast_scalar(c, z, sh, t->rank));
+    }
+    for (int32_t k = 0; k < nc; k++) {
+      const char *v;
+      SHC_TRY(shc_lookup(c, op->operands[nin + k], &v));
+      shc_bind(c, &op->results[nout + k], v);
+    }
+    return NULL;
+  }
   const char *body;
   SHC_TRY(shc_region_computation(c, op, &op->regions[0], true, &body));
   /* The state's element shapes: i, inputs, carries, outputs (stacked). */

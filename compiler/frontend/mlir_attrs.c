@@ -135,7 +135,9 @@ static bool dense_scalar(kiln_mlirp_t *P, dense_ctx_t *c, int64_t i, bool part_o
     }
     return true;
   }
-  if (kiln_mlirp_accept_kw(P, "true") || kiln_mlirp_accept_kw(P, "false")) {
+  char first = kiln_mlirp_peek(P);
+  if ((first == 't' || first == 'f') &&
+      (kiln_mlirp_accept_kw(P, "true") || kiln_mlirp_accept_kw(P, "false"))) {
     bool v = P->p[-1] == 'e' && P->p[-2] == 'u';
     if (part_of_complex) {
       part->value = v;
@@ -219,11 +221,31 @@ static void splat_fill(void *data, size_t w, int64_t n) {
   }
 }
 
+/* 0x10 | a hex digit's value; 0 for every other byte. */
+static const unsigned char kHexDigit[256] = {
+    ['0'] = 0x10, ['1'] = 0x11, ['2'] = 0x12, ['3'] = 0x13, ['4'] = 0x14, ['5'] = 0x15,
+    ['6'] = 0x16, ['7'] = 0x17, ['8'] = 0x18, ['9'] = 0x19, ['a'] = 0x1A, ['b'] = 0x1B,
+    ['c'] = 0x1C, ['d'] = 0x1D, ['e'] = 0x1E, ['f'] = 0x1F, ['A'] = 0x1A, ['B'] = 0x1B,
+    ['C'] = 0x1C, ['D'] = 0x1D, ['E'] = 0x1E, ['F'] = 0x1F,
+};
+
+/* Decodes 2n hex digits at `h` into n bytes; false if one is not a hex digit. */
+static bool hex_bytes(const char *hex, size_t n, unsigned char *d) {
+  const unsigned char *h = (const unsigned char *)hex;
+  unsigned valid = 0x10; /* loses bit 4 at the first byte that is not a hex digit */
+  for (size_t i = 0; i < n; i++) {
+    unsigned hi = kHexDigit[h[2 * i]], lo = kHexDigit[h[2 * i + 1]];
+    valid &= hi & lo;
+    d[i] = (unsigned char)((hi << 4) | (lo & 0x0F));
+  }
+  return valid != 0;
+}
+
 static bool dense_hex(kiln_mlirp_t *P, dense_ctx_t *c) {
   const char *s;
   size_t n;
   const char *at = (kiln_mlirp_ws(P), P->p);
-  if (!kiln_mlirp_string(P, &s, &n)) return false;
+  if (!kiln_mlirp_string_span(P, &s, &n)) return false;
   if (n < 2 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X') || (n % 2) != 0) {
     return kiln_mlirp_fail_at(P, at, "expected a hex string \"0x...\" in dense<>");
   }
@@ -235,15 +257,8 @@ static bool dense_hex(kiln_mlirp_t *P, dense_ctx_t *c) {
                               total);
   }
   unsigned char *d = c->lit->data;
-  for (size_t i = 0; i < bytes; i++) {
-    int hi = s[2 + 2 * i], lo = s[3 + 2 * i];
-    hi = hi <= '9' ? hi - '0' : (hi | 32) - 'a' + 10;
-    lo = lo <= '9' ? lo - '0' : (lo | 32) - 'a' + 10;
-    if (hi < 0 || hi > 15 || lo < 0 || lo > 15) {
-      return kiln_mlirp_fail_at(P, at, "bad hex digit in dense literal");
-    }
-    d[i] = (unsigned char)(hi * 16 + lo);
-  }
+  if (!hex_bytes(s + 2, bytes, d))
+    return kiln_mlirp_fail_at(P, at, "bad hex digit in dense literal");
   if (bytes == w && total != w) splat_fill(d, w, c->lit->num_elements);
   if (c->elem == KILN_PRED) {
     for (size_t i = 0; i < total; i++) d[i] = d[i] != 0;
@@ -832,6 +847,14 @@ static bool attr_inner(kiln_mlirp_t *P, const kiln_mlir_attr_t **out) {
       }
       if (!other_text(P, start, out)) return false;
       ((kiln_mlir_attr_t *)*out)->type = t; /* e.g. dense_resource<blob> : tensor<4xf32> */
+      if (IS("dense_resource") && t != NULL) {
+        if (P->num_dense_resources == P->dense_resources_cap) {
+          P->dense_resources_cap = P->dense_resources_cap ? 2 * P->dense_resources_cap : 8;
+          P->dense_resources = kiln_realloc(
+              P->dense_resources, (size_t)P->dense_resources_cap * sizeof(*P->dense_resources));
+        }
+        P->dense_resources[P->num_dense_resources++] = (kiln_mlir_attr_t *)*out;
+      }
       return true;
     }
     if (IS("distinct")) {
@@ -896,4 +919,119 @@ bool kiln_mlirp_attr_dict(kiln_mlirp_t *P, kiln_mlir_named_attr_t **out, int32_t
   *out = fv.v;
   *n = fv.n;
   return true;
+}
+
+/* ---- dense_resource and the file's dialect_resources ---- */
+
+/* A resource key: a bare identifier or a string (in place when it has no escapes). */
+static bool resource_key(kiln_mlirp_t *P, const char **s, size_t *n) {
+  if (kiln_mlirp_peek(P) == '"') return kiln_mlirp_string_span(P, s, n);
+  if (!kiln_mlirp_bare_id(P, s, n)) return kiln_mlirp_fail(P, "a resource key");
+  return true;
+}
+
+static bool add_blob(kiln_mlirp_t *P, const char *key, size_t klen, const char *hex, size_t hlen) {
+  if (P->num_blobs == P->blobs_cap) {
+    int32_t nc = P->blobs_cap ? 2 * P->blobs_cap : 8;
+    P->blob_keys = kiln_realloc(P->blob_keys, (size_t)nc * sizeof(char *));
+    P->blob_hex = kiln_realloc(P->blob_hex, (size_t)nc * sizeof(char *));
+    P->blob_key_lens = kiln_realloc(P->blob_key_lens, (size_t)nc * sizeof(size_t));
+    P->blob_hex_lens = kiln_realloc(P->blob_hex_lens, (size_t)nc * sizeof(size_t));
+    P->blobs_cap = nc;
+  }
+  int32_t i = P->num_blobs++;
+  P->blob_keys[i] = key;
+  P->blob_key_lens[i] = klen;
+  P->blob_hex[i] = hex;
+  P->blob_hex_lens[i] = hlen;
+  return true;
+}
+
+bool kiln_mlirp_file_metadata(kiln_mlirp_t *P) {
+  P->p += 3; /* {-# */
+  while (!P->err) {
+    kiln_mlirp_ws(P);
+    if (P->end - P->p >= 3 && memcmp(P->p, "#-}", 3) == 0) {
+      P->p += 3;
+      return true;
+    }
+    const char *id;
+    size_t idn;
+    if (!kiln_mlirp_bare_id(P, &id, &idn)) return kiln_mlirp_fail(P, "'#-}' or a section name");
+    if (!kiln_mlirp_expect(P, ':')) return false;
+    if (idn != strlen("dialect_resources") || memcmp(id, "dialect_resources", idn) != 0) {
+      if (kiln_mlirp_peek(P) != '{') return kiln_mlirp_fail(P, "'{'");
+      if (!kiln_mlirp_skip_balanced(P)) return false;
+    } else {
+      if (!kiln_mlirp_expect(P, '{')) return false;
+      while (!kiln_mlirp_accept(P, '}')) {
+        const char *d;
+        size_t dn;
+        if (!resource_key(P, &d, &dn) || !kiln_mlirp_expect(P, ':')) return false;
+        bool builtin = dn == 7 && memcmp(d, "builtin", 7) == 0;
+        if (!builtin) {
+          if (kiln_mlirp_peek(P) != '{') return kiln_mlirp_fail(P, "'{'");
+          if (!kiln_mlirp_skip_balanced(P)) return false;
+        } else {
+          if (!kiln_mlirp_expect(P, '{')) return false;
+          while (!kiln_mlirp_accept(P, '}')) {
+            const char *k, *v;
+            size_t kn, vn;
+            if (!resource_key(P, &k, &kn) || !kiln_mlirp_expect(P, ':')) return false;
+            if (kiln_mlirp_peek(P) == '"') {
+              if (!kiln_mlirp_string_span(P, &v, &vn) || !add_blob(P, k, kn, v, vn)) return false;
+            } else if (!kiln_mlirp_accept_kw(P, "true") && !kiln_mlirp_accept_kw(P, "false")) {
+              return kiln_mlirp_fail(P, "a resource value");
+            }
+            if (!kiln_mlirp_accept(P, ',') && kiln_mlirp_peek(P) != '}')
+              return kiln_mlirp_fail(P, "',' or '}'");
+          }
+        }
+        if (!kiln_mlirp_accept(P, ',') && kiln_mlirp_peek(P) != '}')
+          return kiln_mlirp_fail(P, "',' or '}'");
+      }
+    }
+    if (!kiln_mlirp_accept(P, ',') && kiln_mlirp_peek(P) != '#')
+      return kiln_mlirp_fail(P, "',' or '#-}'");
+  }
+  return false;
+}
+
+bool kiln_mlirp_resolve_dense_resources(kiln_mlirp_t *P) {
+  for (int32_t i = 0; i < P->num_dense_resources && !P->err; i++) {
+    kiln_mlir_attr_t *a = P->dense_resources[i];
+    const char *k = a->str + strlen("dense_resource"), *ke = k[0] == '<' ? strchr(k, '>') : NULL;
+    if (ke == NULL) continue; /* `dense_resource(...)`: not a resource reference */
+    size_t kn = (size_t)(ke - ++k);
+    if (kn >= 2 && k[0] == '"') k++, kn -= 2;
+    int32_t b = 0;
+    while (b < P->num_blobs && (P->blob_key_lens[b] != kn || memcmp(P->blob_keys[b], k, kn) != 0))
+      b++;
+    kiln_elem_type_t elem;
+    const kiln_mlir_type_t *t = a->type;
+    if (b == P->num_blobs || t->kind != KILN_MLIR_TYPE_TENSOR || t->unranked ||
+        !kiln_mlirp_elem_of(t->element, &elem)) {
+      continue; /* no blob (elided) or a type kiln does not model: stays text */
+    }
+    const char *hex = P->blob_hex[b];
+    size_t hn = P->blob_hex_lens[b];
+    kiln_shape_t *shape = kiln_shape_make_array(P->a, elem, t->rank, t->dims);
+    if (shape == NULL) return kiln_mlirp_fail_at(P, hex, "dense_resource of a dynamic shape");
+    size_t need = (size_t)kiln_shape_byte_size(shape);
+    if (hn < 10 || hex[0] != '0' || (hex[1] != 'x' && hex[1] != 'X') || (hn - 10) != 2 * need) {
+      return kiln_mlirp_fail_at(P, hex,
+                                "resource '%.*s' must be \"0x\", a 4-byte alignment and %zu "
+                                "bytes of data for %s",
+                                (int)kn, k, need, a->str);
+    }
+    kiln_literal_t *lit = kiln_literal_make(P->a, shape);
+    if (lit == NULL) return kiln_mlirp_failf(P, "out of memory");
+    unsigned char *d = lit->data;
+    if (!hex_bytes(hex + 10, need, d))
+      return kiln_mlirp_fail_at(P, hex, "bad hex digit in resource '%.*s'", (int)kn, k);
+    for (size_t j = 0; elem == KILN_PRED && j < need; j++) d[j] = d[j] != 0;
+    a->kind = KILN_MLIR_ATTR_DENSE_ELEMENTS;
+    a->literal = lit;
+  }
+  return !P->err;
 }

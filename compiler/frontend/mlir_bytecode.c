@@ -261,6 +261,74 @@ static kiln_status parse_vhlo_version_text(const char *s, int64_t *out) {
   return KILN_STATUS_OK;
 }
 
+/* The resource offset section: external groups (skipped) then dialect groups, whose entries
+ * (key, size, kind) follow one another in the resource section; a blob entry is its alignment,
+ * size, 0xCB padding to that alignment (from the start of the file) and its bytes. */
+static kiln_status read_resources(kiln_bc_t *bc) {
+  if (!bc->sec_present[KILN_BC_SEC_RESOURCE]) return KILN_STATUS_OK;
+  kiln_bc_reader_t r0 = {bc, 0, bc->size, "resource"};
+  kiln_bc_reader_t data = kiln_bc_sub(&r0, bc->sec_off[KILN_BC_SEC_RESOURCE],
+                                      bc->sec_len[KILN_BC_SEC_RESOURCE], "resource");
+  kiln_bc_reader_t r = kiln_bc_sub(&r0, bc->sec_off[KILN_BC_SEC_RESOURCE_OFFSET],
+                                   bc->sec_len[KILN_BC_SEC_RESOURCE_OFFSET], "resource offset");
+  uint64_t groups;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_count(&r, 2, &groups));
+  size_t cap = 0;
+  for (uint64_t g = 0; r.pos < r.end; g++) {
+    uint64_t key, n;
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_varint(&r, &key));
+    if (g >= groups && key >= bc->num_dialects) {
+      return kiln_bc_error(&r, "resource group of dialect %llu (%llu dialects)",
+                           (unsigned long long)key, (unsigned long long)bc->num_dialects);
+    }
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_count(&r, 3, &n));
+    for (uint64_t i = 0; i < n; i++) {
+      const char *name;
+      uint64_t size;
+      uint8_t kind;
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_string(&r, &name, NULL));
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_varint(&r, &size));
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_byte(&r, &kind));
+      if (kind > 2) return kiln_bc_error(&r, "resource '%s' of unknown kind %u", name, kind);
+      if (size > data.end - data.pos) {
+        return kiln_bc_error(&data, "resource '%s' of %llu bytes runs past the end (%zu left)",
+                             name, (unsigned long long)size, data.end - data.pos);
+      }
+      kiln_bc_reader_t e = kiln_bc_sub(&data, data.pos, (size_t)size, "resource");
+      data.pos += (size_t)size;
+      if (g < groups) continue; /* an external provider's: not kiln's */
+      if (bc->num_resources == cap) {
+        cap = cap ? 2 * cap : 8;
+        struct kiln_bc_resource *nv = bc_alloc(bc, cap * sizeof(*nv));
+        if (bc->num_resources) memcpy(nv, bc->resources, bc->num_resources * sizeof(*nv));
+        bc->resources = nv;
+      }
+      struct kiln_bc_resource *res = &bc->resources[bc->num_resources++];
+      *res = (struct kiln_bc_resource){name, key, kind, 0, 0};
+      if (kind != 0 || size == 0) continue;
+      uint64_t align, len;
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_varint(&e, &align));
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_varint(&e, &len));
+      if (align == 0 || (align & (align - 1)) != 0 || align > 4096) {
+        return kiln_bc_error(&e, "resource '%s': alignment %llu is not a power of two up to 4096",
+                             name, (unsigned long long)align);
+      }
+      while (e.pos % align != 0) {
+        uint8_t b;
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_byte(&e, &b));
+        if (b != 0xCB) return kiln_bc_error(&e, "padding byte 0x%02x is not 0xCB", b);
+      }
+      if (len != e.end - e.pos) {
+        return kiln_bc_error(&e, "resource '%s' holds %zu bytes, its blob says %llu", name,
+                             e.end - e.pos, (unsigned long long)len);
+      }
+      res->off = e.pos;
+      res->len = (size_t)len;
+    }
+  }
+  return KILN_STATUS_OK;
+}
+
 static kiln_status read_dialects(kiln_bc_t *bc) {
   kiln_bc_reader_t r0 = {bc, 0, bc->size, "dialect"};
   kiln_bc_reader_t r = kiln_bc_sub(&r0, bc->sec_off[1], bc->sec_len[1], "dialect");
@@ -829,6 +897,7 @@ static kiln_status read_all(kiln_bc_t *bc) {
   KILN_RETURN_IF_ERROR_PLAIN(read_strings(bc));
   KILN_RETURN_IF_ERROR_PLAIN(read_properties(bc));
   KILN_RETURN_IF_ERROR_PLAIN(read_dialects(bc));
+  KILN_RETURN_IF_ERROR_PLAIN(read_resources(bc));
   bool has_vhlo = false;
   for (uint64_t i = 0; i < bc->num_dialects; i++) has_vhlo |= strcmp(bc->dialects[i], "vhlo") == 0;
   if (has_vhlo) {

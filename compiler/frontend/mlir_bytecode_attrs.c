@@ -556,6 +556,35 @@ static kiln_status builtin_attr(kiln_bc_reader_t *r, uint64_t code, const kiln_m
       KILN_RETURN_IF_ERROR_PLAIN(read_blob(r, &p, &len));
       return make_dense(r, t, p, len, out);
     }
+    case 16: { /* dense resource: its type and a handle (index) to a builtin blob */
+      const kiln_mlir_type_t *t;
+      uint64_t h;
+      size_t at = r->pos;
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_read_type(r, &t));
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_varint(r, &h));
+      if (h >= bc->num_resources) {
+        return kiln_bc_error(r, "resource handle %llu out of range (%llu resources)",
+                             (unsigned long long)h, (unsigned long long)bc->num_resources);
+      }
+      const struct kiln_bc_resource *res = &bc->resources[h];
+      if (strcmp(bc->dialects[res->dialect], "builtin") != 0 || res->kind != 0 || res->len == 0) {
+        return kiln_bc_error(r, "dense_resource<%s> names no blob of the builtin dialect%s",
+                             res->key, res->kind == 0 ? " (its data is elided)" : "");
+      }
+      kiln_elem_type_t e;
+      int64_t n = 1; /* the element count; -1 when dynamic or huge (make_dense says which) */
+      for (int32_t i = 0; t->kind == KILN_MLIR_TYPE_TENSOR && i < t->rank && n >= 0; i++) {
+        bool fits = t->dims[i] >= 0 && (n == 0 || t->dims[i] <= (INT64_C(1) << 40) / n);
+        n = fits ? n * t->dims[i] : -1;
+      }
+      if (t->kind == KILN_MLIR_TYPE_TENSOR && !t->unranked && elem_of(t->element, &e) && n >= 0 &&
+          res->len != (size_t)n * (e == KILN_PRED ? 1 : mlir_elem_bytes(e))) {
+        r->pos = at;
+        return kiln_bc_error(r, "dense_resource<%s> holds %zu bytes, its type needs %lld elements",
+                             res->key, res->len, (long long)n);
+      }
+      return make_dense(r, t, bc->data + res->off, res->len, out);
+    }
     case 21: { /* distinct */
       const kiln_mlir_attr_t *inner;
       KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_read_attr(r, &inner));
@@ -564,8 +593,8 @@ static kiln_status builtin_attr(kiln_bc_reader_t *r, uint64_t code, const kiln_m
     }
     default:
       return kiln_bc_error(r,
-                           "builtin attribute code %llu is not supported (dense resources, strings "
-                           "and sparse elements are not read)",
+                           "builtin attribute code %llu is not supported (dense string and sparse "
+                           "elements are not read)",
                            (unsigned long long)code);
   }
   *out = a;

@@ -83,6 +83,15 @@ typedef struct kiln_bc {
   int depth;
   kiln_mlir_value_t **vals; /* the value stack of the IR section (heap) */
   size_t nvals, capvals;
+  /* Dialect resources (dialect_resources in text), in the order of the resource offset
+   * section: what a resource handle (its index) names. */
+  uint64_t num_resources;
+  struct kiln_bc_resource {
+    const char *key;
+    uint64_t dialect;
+    uint8_t kind;    /* 0 blob, 1 bool, 2 string */
+    size_t off, len; /* a blob's data (absolute); len 0 when elided */
+  } * resources;
   const kiln_mlir_type_t *int_types[65]; /* iN types made so far, by width (shared) */
   /* dense elements -> dense array conversions of the upgrade, by source attribute (heap,
    * open addressing; an attribute used by many ops is converted once) */

@@ -198,9 +198,41 @@ static int hexval(char c) {
   return -1;
 }
 
+/* The closing quote of a string whose text starts at `s` if it holds no escape and no
+ * newline (the common case, found with memchr), or NULL. */
+static const char *plain_string_end(const char *s, const char *end) {
+  const char *q = memchr(s, '"', (size_t)(end - s));
+  if (q == NULL || memchr(s, '\\', (size_t)(q - s)) || memchr(s, '\n', (size_t)(q - s))) {
+    return NULL;
+  }
+  return q;
+}
+
+bool kiln_mlirp_string_span(kiln_mlirp_t *P, const char **out, size_t *len) {
+  if (kiln_mlirp_peek(P) != '"') return kiln_mlirp_fail(P, "a string");
+  const char *q = plain_string_end(P->p + 1, P->end);
+  if (q == NULL) return kiln_mlirp_string(P, out, len);
+  *out = P->p + 1;
+  *len = (size_t)(q - P->p - 1);
+  P->p = q + 1;
+  return true;
+}
+
 bool kiln_mlirp_string(kiln_mlirp_t *P, const char **out, size_t *len) {
   if (kiln_mlirp_peek(P) != '"') return kiln_mlirp_fail(P, "a string");
   const char *start = P->p;
+  const char *plain = plain_string_end(start + 1, P->end);
+  if (plain != NULL) {
+    size_t pn = (size_t)(plain - start - 1);
+    char *d = kiln_arena_alloc_uninit(P->a, pn + 1); /* filled here, NUL-terminated */
+    if (d == NULL) return kiln_mlirp_failf(P, "out of memory");
+    memcpy(d, start + 1, pn);
+    d[pn] = 0;
+    P->p = plain + 1;
+    *out = d;
+    *len = pn;
+    return true;
+  }
   const char *p = P->p + 1;
   size_t n = 0;
   bool escapes = false;
@@ -363,11 +395,55 @@ uint64_t kiln_mlirp_num_u64bits(const kiln_mlirp_num_t *num) {
   return (uint64_t)kiln_mlirp_num_i64(num, &ovf);
 }
 
+/* Decimal `[+-]digits[.digits][e[+-]digits]` whose digits fit 2^53 and whose exponent is at
+ * most 22 in magnitude: both the digits and the power of ten are exact doubles, so one
+ * multiplication or division rounds correctly (Clinger's fast path). False otherwise. */
+static bool decimal_fast_path(const kiln_mlirp_num_t *num, double *out) {
+  static const double pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                   1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  const char *p = num->s, *e = num->s + num->n;
+  if (p < e && (*p == '-' || *p == '+')) p++;
+  uint64_t m = 0;
+  int digits = 0, exp10 = 0;
+  for (; p < e && *p >= '0' && *p <= '9'; p++) {
+    if (m || *p != '0') digits++;
+    m = m * 10 + (uint64_t)(*p - '0');
+    if (digits > 15) return false;
+  }
+  if (p < e && *p == '.') {
+    for (p++; p < e && *p >= '0' && *p <= '9'; p++) {
+      if (m || *p != '0') digits++;
+      m = m * 10 + (uint64_t)(*p - '0');
+      exp10--;
+      if (digits > 15) return false;
+    }
+  }
+  if (p < e && (*p == 'e' || *p == 'E')) {
+    p++;
+    bool eneg = p < e && *p == '-';
+    if (p < e && (*p == '-' || *p == '+')) p++;
+    int x = 0;
+    for (; p < e && *p >= '0' && *p <= '9'; p++) {
+      x = x * 10 + (*p - '0');
+      if (x > 400) return false;
+    }
+    exp10 += eneg ? -x : x;
+  }
+  if (p != e || exp10 < -22 || exp10 > 22) return false;
+  double v = (double)m; /* m < 10^15 < 2^53: exact */
+  v = exp10 < 0 ? v / pow10[-exp10] : v * pow10[exp10];
+  *out = num->neg ? -v : v;
+  return true;
+}
+
 double kiln_mlirp_num_f64(const kiln_mlirp_num_t *num) {
   if (num->is_special) {
     double v = num->s[num->neg || num->s[0] == '+'] == 'i' ? INFINITY : NAN;
     return num->neg ? -v : v;
   }
+  double fast;
+  if (!num->is_hex && decimal_fast_path(num, &fast)) return fast;
   char buf[128];
   size_t n = num->n < sizeof(buf) - 1 ? num->n : sizeof(buf) - 1;
   if (num->n >= sizeof(buf)) {
@@ -392,6 +468,12 @@ bool kiln_mlirp_skip_balanced(kiln_mlirp_t *P) {
     char c = *p;
     if (c == '"') {
       p++;
+      /* common case: no escape, no NUL up to the closing quote (memchr finds them fast) */
+      const char *q = memchr(p, '"', (size_t)(P->end - p));
+      if (q != NULL && !memchr(p, '\\', (size_t)(q - p)) && !memchr(p, 0, (size_t)(q - p))) {
+        p = q + 1;
+        continue;
+      }
       while (p < P->end && *p != '"') {
         if (*p == 0 || (*p == '\\' && p + 1 < P->end && p[1] == 0)) {
           return kiln_mlirp_fail_at(P, p, "unexpected NUL byte");

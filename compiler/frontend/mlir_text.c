@@ -722,11 +722,7 @@ static bool parse_top(kiln_mlirp_t *P) {
       continue;
     }
     if (P->end - P->p >= 3 && memcmp(P->p, "{-#", 3) == 0) {
-      /* the file metadata section (dialect resources): not part of the IR */
-      const char *q = P->p + 3;
-      while (q + 3 <= P->end && memcmp(q, "#-}", 3) != 0) q++;
-      if (q + 3 > P->end) return kiln_mlirp_fail_at(P, P->p, "unterminated '{-#' section");
-      P->p = q + 3;
+      if (!kiln_mlirp_file_metadata(P)) return false;
       continue;
     }
     if (!had_module && m->body.num_ops == 0 && kiln_mlirp_accept_kw(P, "module")) {
@@ -775,7 +771,7 @@ static bool parse_top(kiln_mlirp_t *P) {
     m->num_attrs = k;
   }
   if (!P->err) resolve_locations(P, &m->body);
-  return !P->err;
+  return !P->err && kiln_mlirp_resolve_dense_resources(P);
 }
 
 kiln_status kiln_mlir_parse_text(const char *text, size_t len, const char *filename,
@@ -803,6 +799,11 @@ kiln_status kiln_mlir_parse_text_at(const char *text, size_t len, const char *fi
   kiln_mlirp_table_free(&P.aliases);
   kiln_mlirp_table_free(&P.types);
   kiln_free(P.scope_marks);
+  kiln_free(P.dense_resources);
+  kiln_free(P.blob_keys);
+  kiln_free(P.blob_hex);
+  kiln_free(P.blob_key_lens);
+  kiln_free(P.blob_hex_lens);
   if (P.err) {
     kiln_mlir_module_destroy(P.m);
     return P.err;

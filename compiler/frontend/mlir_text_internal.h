@@ -61,6 +61,11 @@ typedef struct kiln_mlirp {
   kiln_mlirp_table_t types;   /* tensor types by their text: each distinct one built once */
   int32_t *scope_marks;
   int32_t num_scopes, scopes_cap;
+  kiln_mlir_attr_t **dense_resources; /* dense_resource<key> attributes (OTHER until resolved) */
+  int32_t num_dense_resources, dense_resources_cap;
+  const char **blob_keys, **blob_hex; /* the builtin dialect's resources: key, "0x..." text */
+  size_t *blob_key_lens, *blob_hex_lens;
+  int32_t num_blobs, blobs_cap;
 } kiln_mlirp_t;
 
 /* An op being built. */
@@ -101,6 +106,9 @@ bool kiln_mlirp_accept_kw(kiln_mlirp_t *P, const char *kw);
 bool kiln_mlirp_expect_kw(kiln_mlirp_t *P, const char *kw);
 /* A `"..."` literal with escapes decoded into the arena (NUL-terminated; len excludes it). */
 bool kiln_mlirp_string(kiln_mlirp_t *P, const char **out, size_t *len);
+/* The same, but a string without escapes is returned in place (its text in the input: not
+ * NUL-terminated), without a copy. */
+bool kiln_mlirp_string_span(kiln_mlirp_t *P, const char **out, size_t *len);
 /* The same for a quoted name (op, attribute, symbol): a NUL byte in it is an error. */
 bool kiln_mlirp_name_string(kiln_mlirp_t *P, const char **out, size_t *len);
 /* An integer literal (decimal, or 0x hex), optional leading '-'. */
@@ -150,6 +158,14 @@ bool kiln_mlirp_conv_dims_pretty(kiln_mlirp_t *P, const kiln_mlir_attr_t **out);
 /* A location `loc(...)` at the cursor: its inner text (alias references resolved at the
  * end); false without error if there is none. */
 bool kiln_mlirp_location(kiln_mlirp_t *P, const char **out);
+
+/* The file metadata section `{-# dialect_resources: {builtin: {key: "0x..."}} ... #-}` at the
+ * cursor: the builtin dialect's blobs are kept, the rest skipped. */
+bool kiln_mlirp_file_metadata(kiln_mlirp_t *P);
+/* After the whole file: each dense_resource<key> whose builtin blob is in the file becomes
+ * dense elements (the blob's hex: a 4-byte little-endian alignment, then the data, whose
+ * size must be the type's); without one it stays OTHER text. */
+bool kiln_mlirp_resolve_dense_resources(kiln_mlirp_t *P);
 
 /* Ops (mlir_text.c, mlir_pretty.c). */
 bool kiln_mlirp_region(kiln_mlirp_t *P, kiln_mlir_region_t *r,
