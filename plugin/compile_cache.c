@@ -10,6 +10,7 @@
 #include "base/disk_cache.h"
 #include "base/hash.h"
 #include "base/str.h"
+#include "compiler/thunks/executable_cache.h"
 
 typedef struct cache_entry {
   kiln_pjrt_cache_key_t key;
@@ -210,5 +211,9 @@ kiln_pjrt_compile_cache_counters_t kiln_pjrt_compile_cache_counters(kiln_pjrt_co
   r.object_disk_hits = o.hits;
   r.object_disk_misses = o.misses;
   r.object_disk_rejected = o.rejected;
+  kiln_disk_cache_counters_t x = kiln_disk_cache_counters(KILN_EXECUTABLE_CACHE_KIND);
+  r.executable_disk_hits = x.hits;
+  r.executable_disk_misses = x.misses;
+  r.executable_disk_rejected = x.rejected;
   return r;
 }

@@ -13,7 +13,11 @@
  *   "cuda-cubins"   each CUDA kernel's cubin, keyed by its kernel IR, the target, the LLVM
  *                   pipeline, LLVM's and kiln's versions (compiler/backend/kernel_cache.h,
  *                   which also keeps them in memory for the whole process): a fresh process
- *                   skips LLVM's optimizer, code generation and nvJitLink.
+ *                   skips LLVM's optimizer, code generation and nvJitLink;
+ *   "executables"   each device's whole lowered executable (compiler/thunks/executable_cache.h,
+ *                   keyed by the optimized module, the target and the lowering options): a
+ *                   fresh process skips buffer assignment and codegen too, and only links
+ *                   the executable's objects (kernel objects are then neither read nor made).
  *
  * It also lists every live executable of the client, so destroying the client detaches them
  * (their device code is released while the devices still exist).
@@ -59,6 +63,7 @@ typedef struct kiln_pjrt_compile_cache_counters {
   int64_t memory_hits, memory_misses;
   int64_t module_disk_hits, module_disk_misses, module_disk_rejected;
   int64_t object_disk_hits, object_disk_misses, object_disk_rejected;
+  int64_t executable_disk_hits, executable_disk_misses, executable_disk_rejected;
 } kiln_pjrt_compile_cache_counters_t;
 
 /* Memory counts are this client's; disk counts this process's. */

@@ -367,18 +367,23 @@ static kiln_status storage_write_strided(const char *fn, kiln_pjrt_storage_t *st
 
 /* ---- buffers ----------------------------------------------------------------------------- */
 
+_Static_assert(sizeof(PJRT_Buffer) % _Alignof(int64_t) == 0, "dims follow the buffer");
+
 static PJRT_Buffer *buffer_new(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt_storage_t *st,
                                PJRT_Buffer_Type type, const int64_t *dims, int32_t rank,
                                const int64_t *m2m, uint64_t size) {
-  PJRT_Buffer *b = kiln_calloc(1, sizeof(*b));
+  /* One allocation: the buffer, then its dims and its layout (an execute makes one per
+   * output, so each malloc counts in the per-call overhead). */
+  size_t n = rank ? (size_t)rank : 1;
+  PJRT_Buffer *b = kiln_calloc(1, sizeof(*b) + 2 * n * sizeof(int64_t));
   b->client = dev->client;
   b->device = dev;
   b->kmemory = dev->memories[memory_kind];
   b->memory = &b->kmemory->base;
   b->type = type;
   b->rank = rank;
-  b->dims = kiln_calloc(rank ? (size_t)rank : 1, sizeof(int64_t));
-  b->minor_to_major = kiln_calloc(rank ? (size_t)rank : 1, sizeof(int64_t));
+  b->dims = (int64_t *)(void *)(b + 1);
+  b->minor_to_major = b->dims + n;
   if (rank) memcpy(b->dims, dims, (size_t)rank * sizeof(int64_t));
   if (m2m)
     memcpy(b->minor_to_major, m2m, (size_t)rank * sizeof(int64_t));
@@ -902,10 +907,8 @@ static PJRT_Error *Buffer_Destroy(PJRT_Buffer_Destroy_Args *args) {
   kiln_pjrt_storage_unref(b->external_storage);
   pthread_cond_destroy(&b->cv);
   pthread_mutex_destroy(&b->mu);
-  kiln_free(b->dims);
-  kiln_free(b->minor_to_major);
   kiln_status_free(b->error);
-  kiln_free(b);
+  kiln_free(b); /* dims and layout with it */
   return NULL;
 }
 

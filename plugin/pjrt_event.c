@@ -132,7 +132,11 @@ void kiln_pjrt_event_complete(PJRT_Event *e, kiln_status error) {
   if (destroyed) event_free(e);
 }
 
+static PJRT_Event g_ready_event = {
+    .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .ready = true, .shared = true};
+
 PJRT_Event *kiln_pjrt_event_ready(kiln_status error) {
+  if (!error) return &g_ready_event;
   PJRT_Event *e = kiln_pjrt_event_create();
   e->ready = true;
   e->error = error;
@@ -147,7 +151,7 @@ PJRT_Event *kiln_pjrt_event_ready(kiln_status error) {
 static PJRT_Error *Event_Destroy(PJRT_Event_Destroy_Args *args) {
   KILN_PJRT_ARGS("PJRT_Event_Destroy", args, event);
   PJRT_Event *e = args->event;
-  if (!e) return NULL;
+  if (!e || e->shared) return NULL;
   pthread_mutex_lock(&e->mu);
   if (!e->ready && !e->user_created) {
     e->destroyed = true; /* kiln's completer frees it */

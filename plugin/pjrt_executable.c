@@ -249,6 +249,10 @@ kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t num_replica
   const char *cdir = kiln_pjrt_compile_cache_dir(client->compile_cache);
   if (cdir) e->kernel_cache_dir = kiln_strdup(cdir);
   e->copts.emit.kernel_cache_dir = e->kernel_cache_dir;
+  /* The whole-executable cache (compiler/thunks/executable_cache.h): each device's lowering
+   * looks the optimized module up there first, so a fresh process that finds the module in
+   * the disk cache also skips buffer assignment, codegen and LLVM (only links the objects). */
+  e->copts.executable_cache_dir = e->kernel_cache_dir;
   e->num_devices = client->num_devices;
   e->devices = kiln_calloc((size_t)e->num_devices + 1, sizeof(*e->devices));
   if (client->compile_cache) kiln_pjrt_compile_cache_register(client->compile_cache, e);
@@ -330,8 +334,16 @@ static kiln_status device_code(PJRT_Executable *e, int32_t di, kiln_executable_t
       atomic_fetch_add(&e->loads, 1);
       e->devices[di].lower_ms = kiln_clock_ms() - t0;
       atomic_store_explicit(&e->devices[di].loaded, x, memory_order_release);
-      KILN_LOG_I("executable %s: loaded on device %d in %.1f ms (%d kernels)", e->name, di,
-                 e->devices[di].lower_ms, st.emit.kernels);
+      if (st.executable_cache_hit) atomic_fetch_add(&e->cache_loads, 1);
+      if (st.executable_cache_hit)
+        KILN_LOG_I(
+            "executable %s: loaded on device %d in %.2f ms from the executable cache "
+            "(key %.2f ms, read %.2f ms, link %.2f ms, load %.2f ms)",
+            e->name, di, e->devices[di].lower_ms, st.cache_key_ms, st.cache_read_ms,
+            st.cache_load_ms, e->devices[di].lower_ms - st.cache_ms);
+      else
+        KILN_LOG_I("executable %s: loaded on device %d in %.1f ms (%d kernels compiled)", e->name,
+                   di, e->devices[di].lower_ms, st.emit.kernels);
     }
   }
   pthread_mutex_unlock(&e->lower_mu);
@@ -926,8 +938,12 @@ static PJRT_Error *exec_cost_analysis(PJRT_Executable_GetCostAnalysis_Args *args
       {"kiln.compile_cache.object_disk_hits", c.object_disk_hits},
       {"kiln.compile_cache.object_disk_misses", c.object_disk_misses},
       {"kiln.compile_cache.object_disk_rejected", c.object_disk_rejected},
+      {"kiln.compile_cache.executable_disk_hits", c.executable_disk_hits},
+      {"kiln.compile_cache.executable_disk_misses", c.executable_disk_misses},
+      {"kiln.compile_cache.executable_disk_rejected", c.executable_disk_rejected},
       {"kiln.passes_us", (int64_t)(e->passes_ms * 1000.0)},
       {"kiln.executable.loads", atomic_load(&e->loads)},
+      {"kiln.executable.cache_loads", atomic_load(&e->cache_loads)},
       {"kiln.kernels", lowered ? kinds[KILN_THUNK_KERNEL] : -1},
       {"kiln.gemms", lowered ? kinds[KILN_THUNK_GEMM] : -1},
       {"kiln.command_buffers", lowered ? kinds[KILN_THUNK_COMMAND_BUFFER] : -1},

@@ -101,6 +101,7 @@ struct PJRT_Executable {
   int32_t num_devices;
   _Atomic int64_t code_bytes; /* generated code of the loaded devices (images' sizes) */
   _Atomic int32_t loads;      /* lowerings done (one per device that executed it) */
+  _Atomic int32_t cache_loads; /* ... of which read from the executable cache */
   int64_t temp_bytes;
   double passes_ms; /* Compile's pass pipeline */
   /* Cost-analysis properties (GetCostAnalysis), built on first request. */

@@ -178,12 +178,14 @@ struct PJRT_Event {
   struct kiln_pjrt_event_callback *callbacks;
   bool user_created; /* PJRT_Event_Create: completed by PJRT_Event_Set */
   bool destroyed;    /* PJRT_Event_Destroy came before completion */
+  bool shared;       /* kiln_pjrt_event_ready(NULL)'s one event: never freed */
 };
 
 PJRT_Event *kiln_pjrt_event_create(void);
 /* Completes `e` with `error` (taken over; NULL for OK) and schedules its callbacks. */
 void kiln_pjrt_event_complete(PJRT_Event *e, kiln_status error);
-/* An event that is already complete. */
+/* An event that is already complete. Without an error, every call returns the same static
+ * event (PJRT_Event_Destroy leaves it): completed transfers and executes make no event. */
 PJRT_Event *kiln_pjrt_event_ready(kiln_status error);
 
 /* Device memory shared by buffers (a buffer, its donated successor, external references).

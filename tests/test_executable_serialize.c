@@ -617,6 +617,27 @@ static void test_cache_key_separates_cublaslt_from_classic_cublas(void **state) 
   kiln_hlo_module_destroy(m);
 }
 
+/* Collectives are emitted for the world in the options (the plugin lowers one optimized
+ * module for 1, 2 or 4 participants), which the module's text does not say: the key does. */
+static void test_cache_key_separates_worlds(void **state) {
+  (void)state;
+  kiln_hlo_module_t *m = parse(kAllKinds);
+  kiln_compile_options_t co;
+  memset(&co, 0, sizeof(co));
+  uint64_t k[4][2], again[2];
+  int worlds[4][2] = {{0, 0}, {1, 1}, {2, 1}, {1, 2}};
+  for (int i = 0; i < 4; i++) {
+    co.emit.num_replicas = worlds[i][0];
+    co.emit.num_partitions = worlds[i][1];
+    assert_null(kiln_executable_cache_key(m, &co, true, k[i]));
+  }
+  assert_null(kiln_executable_cache_key(m, &co, true, again));
+  assert_memory_equal(k[3], again, sizeof(again));
+  for (int i = 0; i < 4; i++)
+    for (int j = i + 1; j < 4; j++) assert_memory_not_equal(k[i], k[j], sizeof(k[i]));
+  kiln_hlo_module_destroy(m);
+}
+
 static void corpus_module(void *ctx, kiln_hlo_module_t **mp, const char *name, const char *path,
                           int index, kiln_status error) {
   (void)path;
@@ -692,6 +713,7 @@ int main(void) {
       cmocka_unit_test(test_every_thunk_kind_round_trips_bit_identically),
       cmocka_unit_test(test_cuda_images_round_trip_without_a_device),
       cmocka_unit_test(test_cache_key_separates_cublaslt_from_classic_cublas),
+      cmocka_unit_test(test_cache_key_separates_worlds),
       cmocka_unit_test(test_corrupt_truncated_and_foreign_entries_are_errors),
       cmocka_unit_test(test_collective_group_tables_are_checked_when_read),
       cmocka_unit_test(test_compile_driver_hits_the_executable_cache_before_the_passes),

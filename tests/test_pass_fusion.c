@@ -467,6 +467,14 @@ static void test_horizontal_fusion_merges_small_independent_loops(void **state) 
   /* Outside, the [64,32] member's users read a bitcast of its flat slice. */
   assert_int_equal(m->entry->root->operands[0]->opcode, KILN_OP_BITCAST);
   assert_int_equal(m->entry->root->operands[0]->shape->rank, 2);
+  /* The text of the fused module parses again (the plugin's disk cache keeps optimized
+   * modules as text): the concatenate prints its dimension. */
+  char *text = kiln_hlo_module_to_string(m);
+  assert_non_null(strstr(text, "dimensions={0}"));
+  kiln_hlo_module_t *again = parse(text);
+  kiln_free(text);
+  assert_null(kiln_hlo_module_verify(again));
+  kiln_hlo_module_destroy(again);
   kiln_hlo_module_destroy(m);
 }
 

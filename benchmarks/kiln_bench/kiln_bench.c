@@ -46,6 +46,7 @@
 #include "tools/common/corpus_eval.h"
 #include "tools/common/fake_args.h"
 #include "tools/common/hlo_file.h"
+#include "tools/common/run_report.h"
 #include "tools/common/stablehlo_run.h"
 
 typedef struct bench_flags {
@@ -273,13 +274,20 @@ static kiln_status session_open(session_t *s, const kiln_bench_plugin_t *p, cons
   KILN_RETURN_IF_ERROR_PLAIN(
       kiln_bench_compile(&s->c, bm->code, bm->code_len, bm->format, &s->exe));
   s->compile_ms = kiln_clock_ms() - t0;
-  s->num_in = mi->num;
-  s->in = kiln_calloc((size_t)mi->num + 1, sizeof(*s->in));
+  /* A tuple parameter is passed as its leaves, depth first (as XLA's clients flatten them and
+   * the plugin's Execute takes them); a token leaf cannot be a buffer (the upload says so). */
+  int leaves = 0;
+  for (int i = 0; i < mi->num; i++) leaves += kiln_run_report_num_leaves(mi->args[i]);
+  s->num_in = leaves;
+  s->in = kiln_calloc((size_t)leaves + 1, sizeof(*s->in));
   s->out = kiln_calloc(s->exe.num_outputs + 1, sizeof(*s->out));
-  for (int i = 0; i < mi->num; i++) {
-    KILN_RETURN_IF_ERROR(kiln_bench_upload(&s->c, mi->args[i], &s->in[i]), "for parameter %d", i);
-    s->bytes += kiln_bench_buffer_bytes(&s->c, s->in[i]);
-  }
+  for (int i = 0, k = 0; i < mi->num; i++)
+    for (int j = 0; j < kiln_run_report_num_leaves(mi->args[i]); j++, k++) {
+      KILN_RETURN_IF_ERROR(
+          kiln_bench_upload(&s->c, kiln_run_report_leaf(mi->args[i], j), &s->in[k]),
+          "for parameter %d (leaf %d)", i, j);
+      s->bytes += kiln_bench_buffer_bytes(&s->c, s->in[k]);
+    }
   t0 = kiln_clock_ms();
   KILN_RETURN_IF_ERROR_PLAIN(
       kiln_bench_execute(&s->c, &s->exe, s->in, (size_t)s->num_in, s->out, NULL));

@@ -156,6 +156,7 @@ static kiln_status concatenate_roots(kiln_hlo_instruction_t *f) {
   } else {
     *cat_dim = 0;
     cat->dimensions = (kiln_i64_list_t){1, cat_dim};
+    cat->has_dimensions = true; /* printed, so the optimized module's text parses again */
   }
   int64_t offset = 0;
   for (int i = 0; i < n && !st; i++) {

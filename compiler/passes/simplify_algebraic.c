@@ -406,6 +406,7 @@ static kiln_hlo_instruction_t *dot_reduce(simp_t *s, kiln_hlo_instruction_t *in)
   if (!out || !p) return NULL;
   memcpy(p, perm, sizeof(int64_t) * (size_t)nd_rank);
   out->dimensions = (kiln_i64_list_t){nd_rank, p};
+  out->has_dimensions = true;
   return out;
 }
 

@@ -118,6 +118,9 @@ kiln_status kiln_executable_cache_key(const kiln_hlo_module_t *m, const kiln_com
   kiln_hash_word(&h, (uint64_t)e->target);
   hash_str(&h, e->target == KILN_TARGET_CUDA ? (e->arch ? e->arch : "sm_90") : "");
   kiln_hash_word(&h, e->target == KILN_TARGET_CUDA && e->cublaslt); /* bf16 gemms, epilogues */
+  /* The world collectives are emitted for (0: the module's own; the plugin gives it). */
+  kiln_hash_word(&h, (uint64_t)e->num_replicas);
+  kiln_hash_word(&h, (uint64_t)e->num_partitions);
   kiln_hash_word(&h, (uint64_t)e->max_while_iterations);
   kiln_hash_word(&h, e->rng_seed);
   kiln_hash_word(&h, e->strict_precision);

@@ -1,10 +1,13 @@
 /* The compile cache on disk: a module compiled in one process is compiled again in a fresh
  * process (this test re-executed as a child) from the disk cache — the optimized module and
- * every host kernel's object code are hits, LLVM does not run — and both compile times are
- * printed (Client_Compile plus the first Execute, where kiln's lazy JIT makes the kernels).
- * Corrupted entries (one truncated, the others with flipped bytes) are detected, ignored and
- * rebuilt, and the results stay right. Hits and misses are read from the executable's
- * GetCostAnalysis properties "kiln.compile_cache.*". */
+ * the whole lowered executable (compiler/thunks/executable_cache.h) are hits: no pass, no
+ * codegen, no LLVM, and no kernel object is read or made — and both compile times are
+ * printed (Client_Compile plus the first Execute, where kiln's lazy JIT loads the device
+ * code). Corrupted entries (the first of each folder truncated, the others with flipped
+ * bytes) are detected, ignored and rebuilt, and the results stay right; a corrupted
+ * executable entry alone falls back to lowering with the kernel objects from the disk.
+ * Hits and misses are read from the executable's GetCostAnalysis properties
+ * "kiln.compile_cache.*" and "kiln.executable.cache_loads". */
 #include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -102,23 +105,37 @@ static int child(const char *dir, const char *expect) {
   }
   int64_t mh = property(api, l, "kiln.compile_cache.module_disk_hits");
   int64_t mr = property(api, l, "kiln.compile_cache.module_disk_rejected");
+  int64_t xh = property(api, l, "kiln.compile_cache.executable_disk_hits");
+  int64_t xm = property(api, l, "kiln.compile_cache.executable_disk_misses");
+  int64_t xr = property(api, l, "kiln.compile_cache.executable_disk_rejected");
+  int64_t xl = property(api, l, "kiln.executable.cache_loads");
   int64_t oh = property(api, l, "kiln.compile_cache.object_disk_hits");
   int64_t om = property(api, l, "kiln.compile_cache.object_disk_misses");
   int64_t orj = property(api, l, "kiln.compile_cache.object_disk_rejected");
   printf(
-      "[%s] compile %.2f ms + first execute (kernels) %.2f ms = %.2f ms; module hits %lld "
-      "(rejected %lld), kernel objects: hits %lld, misses %lld, rejected %lld; %d wrong\n",
-      expect, t1 - t0, t3 - t2, (t1 - t0) + (t3 - t2), (long long)mh, (long long)mr, (long long)oh,
-      (long long)om, (long long)orj, bad);
+      "[%s] compile %.2f ms + first execute (device code) %.2f ms = %.2f ms; module hits %lld "
+      "(rejected %lld), executables: hits %lld, misses %lld, rejected %lld, loaded from the "
+      "cache %lld; kernel objects: hits %lld, misses %lld, rejected %lld; %d wrong\n",
+      expect, t1 - t0, t3 - t2, (t1 - t0) + (t3 - t2), (long long)mh, (long long)mr, (long long)xh,
+      (long long)xm, (long long)xr, (long long)xl, (long long)oh, (long long)om, (long long)orj,
+      bad);
   fflush(stdout);
   pjrt_exec_buffer_destroy(api, out[0]);
   pjrt_exec_buffer_destroy(api, arg);
   pjrt_exec_destroy(api, l);
   pjrt_test_client_destroy(api, c);
   if (bad) return 1;
-  if (!strcmp(expect, "miss")) return mh == 0 && oh == 0 && om > 0 ? 0 : 1;
-  if (!strcmp(expect, "hit")) return mh == 1 && oh > 0 && om == 0 && orj == 0 ? 0 : 1;
-  if (!strcmp(expect, "rebuild")) return mh == 0 && mr == 1 && om > 0 && orj == om ? 0 : 1;
+  /* An empty cache: everything made and written. */
+  if (!strcmp(expect, "miss")) return mh == 0 && xh == 0 && xm == 1 && oh == 0 && om > 0 ? 0 : 1;
+  /* Everything from the disk: the executable, so no kernel object is even looked up. */
+  if (!strcmp(expect, "hit"))
+    return mh == 1 && xh == 1 && xm == 0 && xl == 1 && oh == 0 && om == 0 && orj == 0 ? 0 : 1;
+  /* Every entry corrupt: each rejected and rebuilt. */
+  if (!strcmp(expect, "rebuild"))
+    return mh == 0 && mr == 1 && xh == 0 && xr == 1 && xl == 0 && om > 0 && orj == om ? 0 : 1;
+  /* Only the executable corrupt: rejected, lowered again from the cached kernel objects. */
+  if (!strcmp(expect, "relower"))
+    return mh == 1 && xh == 0 && xr == 1 && xl == 0 && oh > 0 && om == 0 ? 0 : 1;
   return 2;
 }
 
@@ -181,15 +198,26 @@ static void test_fresh_process_hits_disk_cache_and_rebuilds_corrupt_entries(void
   assert_non_null(mkdtemp(dir));
   assert_int_equal(run_child(dir, "miss"), 0);
   assert_int_equal(run_child(dir, "hit"), 0);
+  /* The executable entry alone: the lowering runs again, its kernels from the disk. */
+  int execs = 0;
+  for_each_entry(dir, "executables", corrupt, &execs);
+  assert_int_equal(execs, 1);
+  assert_int_equal(run_child(dir, "relower"), 0);
+  assert_int_equal(run_child(dir, "hit"), 0);
+  /* Then every entry: the module and the executable entries are first in their folders
+   * (truncated); kernel objects: one truncated, the rest flipped. All rejected, rebuilt,
+   * results right; then hits again. */
   int modules = 0, objects = 0;
+  execs = 0;
   for_each_entry(dir, "modules", corrupt, &modules);
   assert_int_equal(modules, 1);
+  for_each_entry(dir, "executables", corrupt, &execs);
+  assert_int_equal(execs, 1);
   int objs = 0;
   objects = for_each_entry(dir, "host-objects", corrupt, &objs);
   assert_true(objects >= 2);
-  printf("corrupted %d module entry and %d kernel objects (one truncated)\n", modules, objects);
-  /* the module entry is first in its folder: truncated; objects: one truncated, the rest
-   * flipped. All rejected, rebuilt, results right; then hits again. */
+  printf("corrupted %d module entry, %d executable entry and %d kernel objects\n", modules, execs,
+         objects);
   assert_int_equal(run_child(dir, "rebuild"), 0);
   assert_int_equal(run_child(dir, "hit"), 0);
   rm_rf(dir);
