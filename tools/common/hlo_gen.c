@@ -547,10 +547,17 @@ static int op_binary(gen_t *g) {
   }
   bool jumps = !strcmp(op, "remainder") || !strcmp(op, "atan2") || !strcmp(op, "power");
   if (jumps && g->p->nodes[a].inexact) return -1;
-  g->need_exact = jumps;
+  /* A float divisor is exact: a rounded one may be what is left of a cancelling sum near
+   * zero, whose relative error is unbounded, and a quotient takes the divisor's relative
+   * error whole (fuzz-1096971: a dot's sum, doubled in a while loop, then divided by; 1 of
+   * 832 elements off by 1.5e-4 relative). The dividend may be anything. */
+  bool exact_divisor = !strcmp(op, "divide") && kTypes[t].kind == K_F;
+  g->need_exact = jumps || exact_divisor;
   int ops[2] = {a, node_like(g, s)};
   g->need_exact = false;
-  if (chance(g, 50)) {
+  bool swap = chance(g, 50);
+  if (exact_divisor && g->p->nodes[a].inexact) swap = false;
+  if (swap) {
     int tmp = ops[0];
     ops[0] = ops[1];
     ops[1] = tmp;
@@ -1914,6 +1921,21 @@ int kiln_hlo_gen_size(const kiln_hlo_gen_program_t *p) {
   int n = p->num_roots > 1;
   for (int i = 0; i < p->num_nodes; i++) n += live[i];
   kiln_free(live);
+  return n;
+}
+
+int kiln_hlo_gen_float_divides(const kiln_hlo_gen_program_t *p, int *inexact_divisors) {
+  bool *live = live_nodes(p);
+  int n = 0, bad = 0;
+  for (int i = 0; i < p->num_nodes; i++) {
+    const gen_node_t *nd = &p->nodes[i];
+    if (!live[i] || nd->tuple || strcmp(nd->op, "divide") || kTypes[nd->s.type].kind != K_F)
+      continue;
+    n++;
+    bad += p->nodes[nd->operands[1]].inexact;
+  }
+  kiln_free(live);
+  if (inexact_divisors) *inexact_divisors = bad;
   return n;
 }
 

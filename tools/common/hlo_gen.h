@@ -46,6 +46,11 @@ char *kiln_hlo_gen_render(const kiln_hlo_gen_program_t *p);
 /* Instructions the rendered text holds in its entry computation. */
 int kiln_hlo_gen_size(const kiln_hlo_gen_program_t *p);
 
+/* Float divides the rendered text holds; *inexact_divisors (if not NULL) gets how many of them
+ * divide by a value carrying float rounding, which the generator never draws (a cancelling
+ * sum's unbounded relative error passes whole into the quotient). */
+int kiln_hlo_gen_float_divides(const kiln_hlo_gen_program_t *p, int *inexact_divisors);
+
 /* Whether `text` still shows the failure being minimized. */
 typedef bool (*kiln_hlo_gen_predicate_fn)(void *ctx, const char *text);
 
