@@ -273,6 +273,46 @@ static void test_minimizer_drops_instructions_and_shrinks_dims(void **state) {
   assert_int_equal(found, 5);
 }
 
+/* Whether `text` verifies and still slices and reduce-windows (a stand-in failure). */
+static bool verifies_slices_and_windows(void *ctx, const char *text) {
+  (*(int *)ctx)++;
+  if (!strstr(text, " slice(") || !strstr(text, " reduce-window(")) return false;
+  kiln_hlo_module_t *m = NULL;
+  kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
+  if (!s) s = kiln_hlo_module_verify(m);
+  bool ok = s == NULL;
+  kiln_status_free(s);
+  kiln_hlo_module_destroy(m);
+  return ok;
+}
+
+/* Dimensions that attributes name shrink too: a slice of a whole dimension of 17 and a window
+ * as wide (shrinking 17 in the shapes alone would leave the slice's limit and the window past
+ * the operand, which does not verify) end with every dimension 1, the slice [0:1:1] and the
+ * window 1x1. */
+static void test_shrink_dims_changes_attribute_named_sizes(void **state) {
+  (void)state;
+  const char *text =
+      "HloModule t\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  ROOT r = f32[] add(a, b)\n}\n\nENTRY main {\n"
+      "  p = f32[17,6]{1,0} parameter(0)\n"
+      "  s = f32[17,3]{1,0} slice(p), slice={[0:17:1], [0:3:1]}\n"
+      "  z = f32[] constant(0)\n"
+      "  ROOT w = f32[1,3]{1,0} reduce-window(s, z), window={size=17x1}, "
+      "to_apply=add\n}\n";
+  int calls = 0, tries = 0;
+  assert_true(verifies_slices_and_windows(&calls, text));
+  char *shrunk = kiln_hlo_gen_shrink_dims(text, verifies_slices_and_windows, &calls, 100, &tries);
+  printf("%d tries:\n%s", tries, shrunk);
+  assert_true(verifies_slices_and_windows(&calls, shrunk));
+  assert_non_null(strstr(shrunk, "slice={[0:1:1], [0:1:1]}"));
+  assert_non_null(strstr(shrunk, "window={size=1x1}"));
+  for (const char *c = strstr(shrunk, "ENTRY"); (c = strchr(c + 1, '[')) != NULL;)
+    if (c[-1] != '{' && c[-1] != ' ')
+      for (const char *d = c + 1; *d != ']'; d++) assert_true(*d == '1' || *d == ',');
+  kiln_free(shrunk);
+}
+
 /* The printed coverage table reads back into the same counts, and two tables add up. */
 static void test_coverage_table_reads_back(void **state) {
   (void)state;
@@ -358,6 +398,7 @@ int main(void) {
       cmocka_unit_test(test_seeds_of_generator_findings_pass),
       cmocka_unit_test(test_float_divisors_are_exact),
       cmocka_unit_test(test_padded_window_kernel_ir_stays_bounded),
+      cmocka_unit_test(test_shrink_dims_changes_attribute_named_sizes),
       cmocka_unit_test(test_minimizer_drops_instructions_and_shrinks_dims),
       cmocka_unit_test(test_coverage_table_reads_back),
       cmocka_unit_test(test_generated_programs_match_the_evaluator),

@@ -2092,10 +2092,43 @@ static bool dims_open(const char *text, size_t i) {
   return text[j] == ']';
 }
 
-/* `text` with every dimension of size `from` in its shapes made `to`. */
-static char *replace_dim(const char *text, int64_t from, int64_t to) {
+/* Attributes whose numbers name dimension sizes or bounds: a slice's starts and limits, a
+ * window's sizes, gather / dynamic-slice sizes, FFT lengths. */
+static const char *const kDimAttrs[] = {"slice={", "window={size=", "slice_sizes={",
+                                        "dynamic_slice_sizes={", "fft_length={"};
+
+/* Whether text[i] starts one of kDimAttrs (after a space or a comma); *len gets its length. */
+static bool dim_attr_at(const char *text, size_t i, size_t *len) {
+  if (i == 0 || (text[i - 1] != ' ' && text[i - 1] != ',')) return false;
+  for (size_t k = 0; k < sizeof kDimAttrs / sizeof kDimAttrs[0]; k++) {
+    size_t n = strlen(kDimAttrs[k]);
+    if (!strncmp(text + i, kDimAttrs[k], n)) return *len = n, true;
+  }
+  return false;
+}
+
+/* `text` with every dimension of size `from` in its shapes made `to`; with `attrs`, also
+ * every number `from` in the attributes of kDimAttrs (up to the closing brace; a window's
+ * sizes up to the space before its strides), so a slice of the whole dimension or a window
+ * as wide as it shrinks with the shape. */
+static char *replace_dim(const char *text, int64_t from, int64_t to, bool attrs) {
   kiln_strbuf_t b = {0};
-  for (size_t i = 0; text[i];) {
+  for (size_t i = 0, n; text[i];) {
+    if (attrs && dim_attr_at(text, i, &n)) {
+      kiln_strbuf_printf(&b, "%.*s", (int)n, text + i);
+      bool window = text[i] == 'w'; /* its sizes end at the space before stride= */
+      for (i += n; text[i] && text[i] != '}' && !(window && text[i] == ' ');) {
+        if (text[i] < '0' || text[i] > '9') {
+          kiln_strbuf_printf(&b, "%c", text[i++]);
+          continue;
+        }
+        char *end = NULL;
+        long long d = strtoll(text + i, &end, 10);
+        kiln_strbuf_printf(&b, "%lld", d == from ? (long long)to : d);
+        i = (size_t)(end - text);
+      }
+      continue;
+    }
     if (!dims_open(text, i)) {
       kiln_strbuf_printf(&b, "%c", text[i++]);
       continue;
@@ -2135,20 +2168,30 @@ static int64_t largest_dim(const char *text, int64_t below) {
 char *kiln_hlo_gen_shrink_dims(const char *text, kiln_hlo_gen_predicate_fn fails, void *ctx,
                                int max_tries, int *tries) {
   char *cur = kiln_strdup(text);
-  /* Sizes from the largest down; each tried at 1, then halved, then less by one. */
+  /* Sizes from the largest down; each tried at 1, then halved, then less by one: first in
+   * the shapes alone, then also where attributes name it (a candidate the same as the first
+   * is not tried again). */
   for (int64_t d = largest_dim(cur, INT64_MAX); d > 1 && *tries < max_tries;
        d = largest_dim(cur, d)) {
     int64_t to[3] = {1, d / 2, d - 1};
-    for (int k = 0; k < 3 && *tries < max_tries; k++) {
-      if (to[k] < 1 || (k && to[k] == to[k - 1])) continue;
-      char *cand = replace_dim(cur, d, to[k]);
-      (*tries)++;
-      if (fails(ctx, cand)) {
+    bool done = false;
+    for (int k = 0; k < 6 && !done && *tries < max_tries; k++) {
+      int j = k % 3;
+      if (to[j] < 1 || (j && to[j] == to[j - 1])) continue;
+      char *cand = replace_dim(cur, d, to[j], k >= 3);
+      char *plain = k >= 3 ? replace_dim(cur, d, to[j], false) : NULL;
+      bool same = plain && !strcmp(plain, cand);
+      kiln_free(plain);
+      if (!same) {
+        (*tries)++;
+        done = fails(ctx, cand);
+      }
+      if (done) {
         kiln_free(cur);
         cur = cand;
-        break;
+      } else {
+        kiln_free(cand);
       }
-      kiln_free(cand);
     }
   }
   return cur;
