@@ -11,7 +11,9 @@
 # program: such a chunk's log becomes <first seed>.stopped.log (its table counts in the merge;
 # a resumed run redoes the chunk). At the end the coverage tables of the chunks' logs are added up
 # (kiln-fuzz --merge-coverage) and the failures listed; exits 1 when any program failed.
-# KILN_FUZZ_BIN overrides the binary (copy it aside if you rebuild during the run).
+# KILN_FUZZ_BIN overrides the binary (copy it aside if you rebuild during the run);
+# KILN_FUZZ_ARGS adds kiln-fuzz options (e.g. "--timeout=300 --no-minimize": at nice 19 on a
+# loaded machine a program of 2 s of CPU can take over 120 s of wall time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n="${1:?usage: scripts/fuzz-long.sh N [SEED] [JOBS] [OUT]}"
@@ -24,7 +26,8 @@ bin="${KILN_FUZZ_BIN:-build/kiln-fuzz}"
 mkdir -p "$out/logs" "$out/repro"
 out="$(cd "$out" && pwd)"
 bin="$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")"
-export bin out
+KILN_FUZZ_ARGS="${KILN_FUZZ_ARGS:-}"
+export bin out KILN_FUZZ_ARGS
 start=$(date +%s)
 echo "fuzz-long: $n programs from seed $seed, $jobs jobs, chunks of $chunk, into $out ($(uptime))"
 for ((s = seed; s < seed + n; s += chunk)); do
@@ -35,7 +38,7 @@ done | xargs -P "$jobs" -L 1 sh -c '
   [ -e "$log.done" ] && exit 0
   rm -f "$log.stopped.log"
   rc=0
-  nice -n 19 "$bin" --fork --programs="$c" --seed="$s" --out="$out/repro" > "$log.log" 2>&1 ||
+  nice -n 19 "$bin" --fork --programs="$c" --seed="$s" --out="$out/repro" $KILN_FUZZ_ARGS > "$log.log" 2>&1 ||
     rc=$?
   if grep -q "stopped by a signal" "$log.log"; then
     mv "$log.log" "$log.stopped.log"  # counted in the tables; the chunk reruns on resume

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "base/alloc.h"
+#include "compiler/codegen/fusion_compiler.h"
 #include "compiler/hlo/ir.h"
 #include "runtime/device.h"
 #include "tests/skip_util.h"
@@ -143,10 +144,91 @@ static void test_seeds_of_generator_findings_pass(void **state) {
   }
 }
 
-/* Whether `text` verifies and multiplies in its entry computation (a stand-in failure). */
-static bool verifies_and_multiplies(void *ctx, const char *text) {
-  (*(int *)ctx)++;
-  if (!strstr(text, " multiply(v")) return false;
+/* No float divide divides by a rounded value (fuzz-1096971: a dot's cancelling sum, doubled in
+ * a while loop, then the divisor of an f32 divide: 1 of 832 elements off by 1.5e-4 relative,
+ * the evaluator and the host both right). Many programs divide, none by an inexact value. */
+static void test_float_divisors_are_exact(void **state) {
+  (void)state;
+  int divides = 0, inexact = 0;
+  for (uint64_t seed = 0; seed < 3000; seed++) {
+    kiln_hlo_gen_options_t o = {.seed = 1096000u + seed};
+    kiln_hlo_gen_program_t *p = kiln_hlo_gen_make(&o);
+    int bad = 0;
+    divides += kiln_hlo_gen_float_divides(p, &bad);
+    if (bad) printf("seed %llu divides by an inexact value\n", (unsigned long long)o.seed);
+    inexact += bad;
+    kiln_hlo_gen_free(p);
+  }
+  printf("%d float divides, %d by an inexact value\n", divides, inexact);
+  assert_true(divides >= 20);
+  assert_int_equal(inexact, 0);
+}
+
+/* The `if`s of region `r` in straight-line code (their branches included, loops not: a loop
+ * body counts on its own); the most of any region goes to *max_ifs, loops to *loops. */
+static int straight_ifs(const kiln_kir_region_t *r, int *max_ifs, int *loops) {
+  int n = 0;
+  for (size_t i = 0; i < r->ops.len; i++) {
+    const kiln_kir_op_t *op = r->ops.data[i];
+    bool loop = op->opcode == KILN_KIR_FOR;
+    *loops += loop;
+    n += op->opcode == KILN_KIR_IF;
+    for (uint32_t k = 0; k < op->num_regions; k++) {
+      int inner = straight_ifs(op->regions[k], max_ifs, loops);
+      if (!loop) n += inner;
+    }
+  }
+  if (n > *max_ifs) *max_ifs = n;
+  return n;
+}
+
+/* The kernel of a padded f8e3m4 reduce-window, window `size` (one in-bounds test per window
+ * element): the most `if`s in one straight-line region of its kernel IR and the loops left
+ * after the pipeline. */
+static void window_kernel(const char *size, const char *in, const char *out, int *max_ifs,
+                          int *loops) {
+  char text[1024];
+  snprintf(text, sizeof text,
+           "HloModule w\n\nmx {\n  a = f8e3m4[] parameter(0)\n  b = f8e3m4[] parameter(1)\n"
+           "  ROOT r = f8e3m4[] maximum(a, b)\n}\n\nENTRY main {\n"
+           "  v1 = f8e3m4[%s] parameter(0)\n  v2 = f8e3m4[] parameter(1)\n"
+           "  ROOT v3 = f8e3m4[%s] reduce-window(v1, v2), window={size=%s stride=1x2x2x1 "
+           "pad=0_0x0_0x0_0x1_1}, to_apply=mx\n}\n",
+           in, out, size);
+  kiln_hlo_module_t *m = NULL;
+  assert_null(kiln_hlo_parse_module(text, strlen(text), NULL, &m));
+  assert_null(kiln_hlo_module_verify(m));
+  kiln_codegen_kernel_t k;
+  assert_null(kiln_codegen_kernel_emit(m->entry, NULL, &k));
+  *max_ifs = *loops = 0;
+  for (size_t i = 0; i < k.kir->funcs.len; i++)
+    straight_ifs(k.kir->funcs.data[i]->body, max_ifs, loops);
+  kiln_codegen_kernel_free(&k);
+  kiln_hlo_module_destroy(m);
+}
+
+/* fuzz-700182.hlo: the unroll stage made the 48 window elements of a padded reduce-window 48
+ * conditional blocks in a row, and LLVM's loop vectorizer took 15-17 s of CPU over them. The
+ * kernel IR now holds at most 16 `if`s in straight-line code, whatever the window (2x3x4x2:
+ * 48 elements, 4x2x4x2: 64); a window of 16 elements still unrolls whole (no loop left). */
+static void test_padded_window_kernel_ir_stays_bounded(void **state) {
+  (void)state;
+  int max_ifs, loops;
+  window_kernel("2x3x4x2", "9,3,4,4", "8,1,1,5", &max_ifs, &loops);
+  printf("window 2x3x4x2: at most %d ifs in straight-line code, %d loops\n", max_ifs, loops);
+  assert_true(max_ifs <= 16);
+  assert_true(loops >= 1);
+  window_kernel("4x2x4x2", "9,3,4,4", "6,1,1,5", &max_ifs, &loops);
+  printf("window 4x2x4x2: at most %d ifs in straight-line code, %d loops\n", max_ifs, loops);
+  assert_true(max_ifs <= 16);
+  window_kernel("2x2x2x2", "9,3,4,4", "8,1,2,5", &max_ifs, &loops);
+  printf("window 2x2x2x2: at most %d ifs in straight-line code, %d loops\n", max_ifs, loops);
+  assert_int_equal(max_ifs, 16);
+  assert_int_equal(loops, 0);
+}
+
+/* Whether `text` parses and verifies. */
+static bool verifies(const char *text) {
   kiln_hlo_module_t *m = NULL;
   kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
   if (!s) s = kiln_hlo_module_verify(m);
@@ -154,6 +236,12 @@ static bool verifies_and_multiplies(void *ctx, const char *text) {
   kiln_status_free(s);
   kiln_hlo_module_destroy(m);
   return ok;
+}
+
+/* Whether `text` verifies and multiplies in its entry computation (a stand-in failure). */
+static bool verifies_and_multiplies(void *ctx, const char *text) {
+  (*(int *)ctx)++;
+  return strstr(text, " multiply(v") && verifies(text);
 }
 
 /* The minimizer shrinks the failing program itself: a multiply deep in a larger program ends
@@ -187,6 +275,39 @@ static void test_minimizer_drops_instructions_and_shrinks_dims(void **state) {
     kiln_hlo_gen_free(p);
   }
   assert_int_equal(found, 5);
+}
+
+/* Whether `text` verifies and still slices and reduce-windows (a stand-in failure). */
+static bool verifies_slices_and_windows(void *ctx, const char *text) {
+  (*(int *)ctx)++;
+  return strstr(text, " slice(") && strstr(text, " reduce-window(") && verifies(text);
+}
+
+/* Dimensions that attributes name shrink too: a slice of a whole dimension of 17 and a window
+ * as wide (shrinking 17 in the shapes alone would leave the slice's limit and the window past
+ * the operand, which does not verify) end with every dimension 1, the slice [0:1:1] and the
+ * window 1x1. */
+static void test_shrink_dims_changes_attribute_named_sizes(void **state) {
+  (void)state;
+  const char *text =
+      "HloModule t\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  ROOT r = f32[] add(a, b)\n}\n\nENTRY main {\n"
+      "  p = f32[17,6]{1,0} parameter(0)\n"
+      "  s = f32[17,3]{1,0} slice(p), slice={[0:17:1], [0:3:1]}\n"
+      "  z = f32[] constant(0)\n"
+      "  ROOT w = f32[1,3]{1,0} reduce-window(s, z), window={size=17x1}, "
+      "to_apply=add\n}\n";
+  int calls = 0, tries = 0;
+  assert_true(verifies_slices_and_windows(&calls, text));
+  char *shrunk = kiln_hlo_gen_shrink_dims(text, verifies_slices_and_windows, &calls, 100, &tries);
+  printf("%d tries:\n%s", tries, shrunk);
+  assert_true(verifies_slices_and_windows(&calls, shrunk));
+  assert_non_null(strstr(shrunk, "slice={[0:1:1], [0:1:1]}"));
+  assert_non_null(strstr(shrunk, "window={size=1x1}"));
+  for (const char *c = strstr(shrunk, "ENTRY"); (c = strchr(c + 1, '[')) != NULL;)
+    if (c[-1] != '{' && c[-1] != ' ')
+      for (const char *d = c + 1; *d != ']'; d++) assert_true(*d == '1' || *d == ',');
+  kiln_free(shrunk);
 }
 
 /* The printed coverage table reads back into the same counts, and two tables add up. */
@@ -272,6 +393,9 @@ int main(void) {
       cmocka_unit_test(test_regressions_match_the_evaluator),
       cmocka_unit_test(test_minimizer_keeps_the_failure_and_shrinks),
       cmocka_unit_test(test_seeds_of_generator_findings_pass),
+      cmocka_unit_test(test_float_divisors_are_exact),
+      cmocka_unit_test(test_padded_window_kernel_ir_stays_bounded),
+      cmocka_unit_test(test_shrink_dims_changes_attribute_named_sizes),
       cmocka_unit_test(test_minimizer_drops_instructions_and_shrinks_dims),
       cmocka_unit_test(test_coverage_table_reads_back),
       cmocka_unit_test(test_generated_programs_match_the_evaluator),

@@ -547,10 +547,17 @@ static int op_binary(gen_t *g) {
   }
   bool jumps = !strcmp(op, "remainder") || !strcmp(op, "atan2") || !strcmp(op, "power");
   if (jumps && g->p->nodes[a].inexact) return -1;
-  g->need_exact = jumps;
+  /* A float divisor is exact: a rounded one may be what is left of a cancelling sum near
+   * zero, whose relative error is unbounded, and a quotient takes the divisor's relative
+   * error whole (fuzz-1096971: a dot's sum, doubled in a while loop, then divided by; 1 of
+   * 832 elements off by 1.5e-4 relative). The dividend may be anything. */
+  bool exact_divisor = !strcmp(op, "divide") && kTypes[t].kind == K_F;
+  g->need_exact = jumps || exact_divisor;
   int ops[2] = {a, node_like(g, s)};
   g->need_exact = false;
-  if (chance(g, 50)) {
+  bool swap = chance(g, 50);
+  if (exact_divisor && g->p->nodes[a].inexact) swap = false;
+  if (swap) {
     int tmp = ops[0];
     ops[0] = ops[1];
     ops[1] = tmp;
@@ -1917,6 +1924,21 @@ int kiln_hlo_gen_size(const kiln_hlo_gen_program_t *p) {
   return n;
 }
 
+int kiln_hlo_gen_float_divides(const kiln_hlo_gen_program_t *p, int *inexact_divisors) {
+  bool *live = live_nodes(p);
+  int n = 0, bad = 0;
+  for (int i = 0; i < p->num_nodes; i++) {
+    const gen_node_t *nd = &p->nodes[i];
+    if (!live[i] || nd->tuple || strcmp(nd->op, "divide") || kTypes[nd->s.type].kind != K_F)
+      continue;
+    n++;
+    bad += p->nodes[nd->operands[1]].inexact;
+  }
+  kiln_free(live);
+  if (inexact_divisors) *inexact_divisors = bad;
+  return n;
+}
+
 char *kiln_hlo_gen_render(const kiln_hlo_gen_program_t *p) {
   bool *live = live_nodes(p);
   kiln_strbuf_t b = {0};
@@ -2070,10 +2092,43 @@ static bool dims_open(const char *text, size_t i) {
   return text[j] == ']';
 }
 
-/* `text` with every dimension of size `from` in its shapes made `to`. */
-static char *replace_dim(const char *text, int64_t from, int64_t to) {
+/* Attributes whose numbers name dimension sizes or bounds: a slice's starts and limits, a
+ * window's sizes, gather / dynamic-slice sizes, FFT lengths. */
+static const char *const kDimAttrs[] = {"slice={", "window={size=", "slice_sizes={",
+                                        "dynamic_slice_sizes={", "fft_length={"};
+
+/* Whether text[i] starts one of kDimAttrs (after a space or a comma); *len gets its length. */
+static bool dim_attr_at(const char *text, size_t i, size_t *len) {
+  if (i == 0 || (text[i - 1] != ' ' && text[i - 1] != ',')) return false;
+  for (size_t k = 0; k < sizeof kDimAttrs / sizeof kDimAttrs[0]; k++) {
+    size_t n = strlen(kDimAttrs[k]);
+    if (!strncmp(text + i, kDimAttrs[k], n)) return *len = n, true;
+  }
+  return false;
+}
+
+/* `text` with every dimension of size `from` in its shapes made `to`; with `attrs`, also
+ * every number `from` in the attributes of kDimAttrs (up to the closing brace; a window's
+ * sizes up to the space before its strides), so a slice of the whole dimension or a window
+ * as wide as it shrinks with the shape. */
+static char *replace_dim(const char *text, int64_t from, int64_t to, bool attrs) {
   kiln_strbuf_t b = {0};
-  for (size_t i = 0; text[i];) {
+  for (size_t i = 0, n; text[i];) {
+    if (attrs && dim_attr_at(text, i, &n)) {
+      kiln_strbuf_printf(&b, "%.*s", (int)n, text + i);
+      bool window = text[i] == 'w'; /* its sizes end at the space before stride= */
+      for (i += n; text[i] && text[i] != '}' && !(window && text[i] == ' ');) {
+        if (text[i] < '0' || text[i] > '9') {
+          kiln_strbuf_printf(&b, "%c", text[i++]);
+          continue;
+        }
+        char *end = NULL;
+        long long d = strtoll(text + i, &end, 10);
+        kiln_strbuf_printf(&b, "%lld", d == from ? (long long)to : d);
+        i = (size_t)(end - text);
+      }
+      continue;
+    }
     if (!dims_open(text, i)) {
       kiln_strbuf_printf(&b, "%c", text[i++]);
       continue;
@@ -2113,20 +2168,30 @@ static int64_t largest_dim(const char *text, int64_t below) {
 char *kiln_hlo_gen_shrink_dims(const char *text, kiln_hlo_gen_predicate_fn fails, void *ctx,
                                int max_tries, int *tries) {
   char *cur = kiln_strdup(text);
-  /* Sizes from the largest down; each tried at 1, then halved, then less by one. */
+  /* Sizes from the largest down; each tried at 1, then halved, then less by one: first in
+   * the shapes alone, then also where attributes name it (a candidate the same as the first
+   * is not tried again). */
   for (int64_t d = largest_dim(cur, INT64_MAX); d > 1 && *tries < max_tries;
        d = largest_dim(cur, d)) {
     int64_t to[3] = {1, d / 2, d - 1};
-    for (int k = 0; k < 3 && *tries < max_tries; k++) {
-      if (to[k] < 1 || (k && to[k] == to[k - 1])) continue;
-      char *cand = replace_dim(cur, d, to[k]);
-      (*tries)++;
-      if (fails(ctx, cand)) {
+    bool done = false;
+    for (int k = 0; k < 6 && !done && *tries < max_tries; k++) {
+      int j = k % 3;
+      if (to[j] < 1 || (j && to[j] == to[j - 1])) continue;
+      char *cand = replace_dim(cur, d, to[j], k >= 3);
+      char *plain = k >= 3 ? replace_dim(cur, d, to[j], false) : NULL;
+      bool same = plain && !strcmp(plain, cand);
+      kiln_free(plain);
+      if (!same) {
+        (*tries)++;
+        done = fails(ctx, cand);
+      }
+      if (done) {
         kiln_free(cur);
         cur = cand;
-        break;
+      } else {
+        kiln_free(cand);
       }
-      kiln_free(cand);
     }
   }
   return cur;

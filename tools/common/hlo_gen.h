@@ -46,6 +46,11 @@ char *kiln_hlo_gen_render(const kiln_hlo_gen_program_t *p);
 /* Instructions the rendered text holds in its entry computation. */
 int kiln_hlo_gen_size(const kiln_hlo_gen_program_t *p);
 
+/* Float divides the rendered text holds; *inexact_divisors (if not NULL) gets how many of them
+ * divide by a value carrying float rounding, which the generator never draws (a cancelling
+ * sum's unbounded relative error passes whole into the quotient). */
+int kiln_hlo_gen_float_divides(const kiln_hlo_gen_program_t *p, int *inexact_divisors);
+
 /* Whether `text` still shows the failure being minimized. */
 typedef bool (*kiln_hlo_gen_predicate_fn)(void *ctx, const char *text);
 
@@ -57,8 +62,10 @@ int kiln_hlo_gen_minimize(kiln_hlo_gen_program_t **p, kiln_hlo_gen_predicate_fn 
                           int max_tries);
 
 /* Shrinks the shapes of module text `text` while `fails` holds: every dimension of one size
- * (largest first) made 1, else half, else one less, in all shapes at once (a candidate whose
- * attributes no longer fit does not verify, so `fails` rejects it). Adds its predicate calls
+ * (largest first) made 1, else half, else one less, in all shapes at once; where that fails,
+ * the same with the size also changed where attributes name it (slice starts and limits,
+ * window sizes, slice_sizes, dynamic_slice_sizes, fft_length). A candidate whose attributes
+ * no longer fit does not verify, so `fails` rejects it. Adds its predicate calls
  * to *tries (at most max_tries in all). Returns the smallest failing text (kiln_free it). */
 char *kiln_hlo_gen_shrink_dims(const char *text, kiln_hlo_gen_predicate_fn fails, void *ctx,
                                int max_tries, int *tries);
