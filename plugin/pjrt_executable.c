@@ -685,8 +685,8 @@ static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args)
                                 e->name, n, e->num_replicas, e->num_partitions);
   if (args->num_devices != (size_t)n)
     return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
-                                "Execute: %s runs on %d addressable devices (%d replicas x %d "
-                                "partitions), num_devices is %zu",
+                                "Execute: %s runs on %d devices in this process (%d replicas "
+                                "x %d partitions), num_devices is %zu",
                                 e->name, n, e->num_replicas, e->num_partitions, args->num_devices);
   if (args->num_args != (size_t)e->num_params)
     return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
