@@ -886,9 +886,10 @@ static kiln_status open_plugin(run_flags_t *f) {
     int procs = size ? atoi(size) : 1;
     if (procs < 1) procs = 1;
     if (!o.num_devices || o.num_devices % procs)
-      return KILN_ERR_INVALID("--mpi through the plugin: --host-devices=%lld (the world's) must "
-                              "split over the %d processes",
-                              (long long)o.num_devices, procs);
+      return KILN_ERR_INVALID(
+          "--mpi through the plugin: --host-devices=%lld (the world's) must "
+          "split over the %d processes",
+          (long long)o.num_devices, procs);
     o.num_devices /= procs;
     o.mpi = true;
   }

@@ -509,10 +509,10 @@ static kiln_status run_world(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
           "PJRT_LoadedExecutable_AddressableDeviceLogicalIds");
     if (!s && (ad.num_addressable_devices < 1 || ad.num_addressable_devices > (size_t)world ||
                li.num_addressable_device_logical_ids != ad.num_addressable_devices))
-      s = KILN_ERR_INTERNAL("the executable has %zu addressable devices (%zu logical ids), %d "
-                            "participants",
-                            ad.num_addressable_devices, li.num_addressable_device_logical_ids,
-                            world);
+      s = KILN_ERR_INTERNAL(
+          "the executable has %zu addressable devices (%zu logical ids), %d "
+          "participants",
+          ad.num_addressable_devices, li.num_addressable_device_logical_ids, world);
     if (!s) nd = (int)ad.num_addressable_devices;
     for (int d = 0; d < nd && !s; d++) {
       part[d] = li.addressable_device_logical_ids[d].replica * partitions +
