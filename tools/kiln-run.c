@@ -885,12 +885,12 @@ static kiln_status open_plugin(run_flags_t *f) {
     const char *size = getenv("OMPI_COMM_WORLD_SIZE");
     int procs = size ? atoi(size) : 1;
     if (procs < 1) procs = 1;
-    if (!o.num_devices || o.num_devices % procs)
+    if (o.num_devices % procs)
       return KILN_ERR_INVALID(
           "--mpi through the plugin: --host-devices=%lld (the world's) must "
           "split over the %d processes",
           (long long)o.num_devices, procs);
-    o.num_devices /= procs;
+    o.num_devices /= procs; /* 0 (not given): the plugin's default, 1 per process */
     o.mpi = true;
   }
   return kiln_pjrt_runner_open(&o, &f->plugin);
