@@ -11,8 +11,9 @@
  * (bool, default $KILN_MPI=1: one client across the processes of mpirun, below). Unknown
  * names are ignored, as XLA's clients do; a known name with the wrong type is INVALID_ARGUMENT.
  *
- * Across processes (`mpi`, host platform): every process of MPI_COMM_WORLD creates its client
- * with the same num_devices L (checked: the counts are exchanged through the key-value store
+ * Across processes (`mpi`): every process of MPI_COMM_WORLD creates its client with the same
+ * number L of devices (host: num_devices; CUDA: its GPUs, and the key-value callbacks are
+ * required, for NCCL's unique ids) (checked: the counts are exchanged through the key-value store
  * of PJRT_Client_Create when kv_get / kv_put are given, as JAX's distributed client passes
  * them, else over MPI); ProcessIndex is the MPI rank r, Devices lists all P x L devices (ids
  * global, process r's are r * L ... r * L + L - 1, the others' not addressable),
@@ -292,8 +293,7 @@ static void finalize_mpi_at_exit(void) {
 /* Every process's host device count: through the key-value store when the client has one
  * (each process puts its own under kiln/host_devices/<rank> and gets the others'), else an
  * all-gather over MPI. counts[num_processes]. */
-static kiln_status exchange_device_counts(PJRT_Client *c, int32_t *counts) {
-  int32_t mine = c->options.num_host_devices;
+static kiln_status exchange_device_counts(PJRT_Client *c, int32_t mine, int32_t *counts) {
   int rank = c->process_index, size = c->num_processes;
   if (c->kv_get && c->kv_put) {
     char key[64];
@@ -325,10 +325,14 @@ static kiln_status exchange_device_counts(PJRT_Client *c, int32_t *counts) {
 
 /* The client option mpi: this process's place among the processes of MPI_COMM_WORLD. */
 static kiln_status join_processes(PJRT_Client *c) {
-  if (c->is_cuda)
+  /* CUDA: every GPU of every process is a device; collectives run through NCCL, whose unique
+   * ids go through the key-value store (pjrt_nccl.c), so the store must be there. */
+  if (c->is_cuda && !(c->kv_get && c->kv_put))
     return kiln_status_make(KILN_UNIMPLEMENTED,
-                            "PJRT_Client_Create: the option mpi (or $KILN_MPI) is for host "
-                            "devices; CUDA clients across processes are not supported yet");
+                            "PJRT_Client_Create: a CUDA client across processes (option mpi) "
+                            "needs PJRT_Client_Create's kv_get / kv_put callbacks for NCCL's "
+                            "unique ids (no MPI fallback for them)");
+  int32_t mine = c->is_cuda ? c->num_kdevices : c->options.num_host_devices;
   kiln_mpi_t *m = NULL;
   KILN_RETURN_IF_ERROR(kiln_mpi_get(&m), "PJRT_Client_Create: the option mpi (or $KILN_MPI)");
   static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -337,23 +341,23 @@ static kiln_status join_processes(PJRT_Client *c) {
   c->process_index = kiln_mpi_rank(m);
   c->num_processes = kiln_mpi_size(m);
   int32_t *counts = kiln_calloc((size_t)c->num_processes, sizeof(*counts));
-  kiln_status s = exchange_device_counts(c, counts);
+  kiln_status s = exchange_device_counts(c, mine, counts);
   for (int r = 0; r < c->num_processes && !s; r++)
     if (counts[r] != counts[0]) {
       kiln_strbuf_t b = {0};
       for (int k = 0; k < c->num_processes; k++)
         kiln_strbuf_printf(&b, "%sprocess %d: %d", k ? ", " : "", k, (int)counts[k]);
       s = KILN_ERR_INVALID(
-          "PJRT_Client_Create: the processes hold different numbers of host devices (%s); "
-          "every process must give the same num_devices",
-          kiln_strbuf_cstr(&b));
+          "PJRT_Client_Create: the processes hold different numbers of %s devices (%s); "
+          "every process must have the same number",
+          c->is_cuda ? "CUDA" : "host", kiln_strbuf_cstr(&b));
       kiln_strbuf_free(&b);
     }
   kiln_free(counts);
   if (s)
     return kiln_status_annotate(s, "while process %d of %d joined the others", c->process_index,
                                 c->num_processes);
-  c->first_device_id = c->process_index * c->options.num_host_devices;
+  c->first_device_id = c->process_index * mine;
   return NULL;
 }
 
@@ -369,7 +373,8 @@ static void make_all_devices(PJRT_Client *c) {
     if (li >= 0) {
       c->all_devices[id] = c->devices[li];
     } else {
-      kiln_pjrt_device_init_remote(c, &c->remote_devices[k], id, id / c->num_devices);
+      kiln_pjrt_device_init_remote(c, &c->remote_devices[k], id, id / c->num_devices,
+                                   c->devices[0]->desc.kind);
       c->all_devices[id] = &c->remote_devices[k++];
     }
   }

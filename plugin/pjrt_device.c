@@ -202,14 +202,14 @@ kiln_status kiln_pjrt_device_init(PJRT_Client *c, PJRT_Device *dev, int32_t inde
 }
 
 void kiln_pjrt_device_init_remote(PJRT_Client *c, PJRT_Device *dev, int32_t id,
-                                  int32_t process_index) {
+                                  int32_t process_index, const char *kind) {
   memset(dev, 0, sizeof(*dev));
   dev->client = c;
   dev->index = -1;
   dev->local_hardware_id = -1;
   pthread_mutex_init(&dev->stream_mu, NULL);
   pthread_cond_init(&dev->stream_cv, NULL);
-  kiln_pjrt_description_init(&dev->desc, id, "cpu");
+  kiln_pjrt_description_init(&dev->desc, id, kind);
   dev->desc.process_index = process_index;
 }
 

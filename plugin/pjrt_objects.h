@@ -165,10 +165,11 @@ static inline const char *kiln_pjrt_client_target_name(const PJRT_Client *c) {
  * 2*index, "pinned_host" 2*index+1). */
 kiln_status kiln_pjrt_device_init(PJRT_Client *c, PJRT_Device *dev, int32_t index,
                                   kiln_device_t *kdev, int32_t local_hardware_id);
-/* A host device of another process of `c`: its description only (no runtime device, no
- * memories, index -1, local hardware id -1); kiln_pjrt_device_fini frees it. */
+/* A device of another process of `c` (of `kind`, "cpu" or a GPU's name, as this process's):
+ * its description only (no runtime device, no memories, index -1, local hardware id -1);
+ * kiln_pjrt_device_fini frees it. */
 void kiln_pjrt_device_init_remote(PJRT_Client *c, PJRT_Device *dev, int32_t id,
-                                  int32_t process_index);
+                                  int32_t process_index, const char *kind);
 /* The index in c->devices of the device with global id `id`; -1 when it is another
  * process's (or no device). */
 static inline int32_t kiln_pjrt_client_local_index(const PJRT_Client *c, int64_t id) {

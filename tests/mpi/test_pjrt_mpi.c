@@ -366,6 +366,7 @@ typedef struct {
   char dir[512];
   int puts, gets;
   char last_get[128];
+  char put_paths[8][1024]; /* what this process put, removed at the end */
 } file_store_t;
 
 static file_store_t g_store;
@@ -386,6 +387,7 @@ static PJRT_Error *store_put(PJRT_KeyValuePutCallback_Args *a) {
   fwrite(a->value, 1, a->value_size, f);
   fclose(f);
   if (rename(tmp, path)) return store_error(a->callback_error, PJRT_Error_Code_INTERNAL, "rename");
+  if (st->puts < 8) snprintf(st->put_paths[st->puts], sizeof st->put_paths[0], "%s", path);
   st->puts++;
   return NULL;
 }
@@ -426,29 +428,51 @@ static const char kAllReduce4[] =
     "  ROOT ar = f32[4] all-reduce(p), replica_groups={}, to_apply=add\n"
     "}\n";
 
-static void test_mpi_client_exchanges_device_counts_through_the_kv_store(void **state) {
-  (void)state;
+/* The job's store folder (both processes name the same one); false: no job id to name it. */
+static bool store_open(void) {
   const char *job = getenv("OMPI_MCA_ess_base_jobid");
   if (!job) job = getenv("PMIX_NAMESPACE");
-  if (!job) KILN_SKIP("no OMPI_MCA_ess_base_jobid or PMIX_NAMESPACE to name the store");
+  if (!job) return false;
   const char *tmp = getenv("TMPDIR");
   memset(&g_store, 0, sizeof g_store);
   snprintf(g_store.dir, sizeof g_store.dir, "%s/kiln-kv-%s", tmp && *tmp ? tmp : "/tmp", job);
   if (mkdir(g_store.dir, 0700) && errno != EEXIST) fail_msg("mkdir %s", g_store.dir);
-  PJRT_NamedValue o[4] = {pjrt_test_opt_string("platform", "cpu"),
-                          pjrt_test_opt_string("cache_dir", ""),
-                          pjrt_test_opt_int("num_devices", 2), pjrt_test_opt_bool("mpi", true)};
+  return true;
+}
+
+/* Removes what this process put (call once the others have read it). */
+static void store_close(void) {
+  for (int i = 0; i < g_store.puts && i < 8; i++) unlink(g_store.put_paths[i]);
+  rmdir(g_store.dir); /* the last one out removes it */
+}
+
+/* A client with options o[n] and, when `kv`, the store's callbacks. */
+static PJRT_Error *create_with_store(const PJRT_NamedValue *o, size_t n, bool kv,
+                                     PJRT_Client **out) {
   PJRT_Client_Create_Args a;
   memset(&a, 0, sizeof(a));
   a.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
   a.create_options = o;
-  a.num_options = 4;
-  a.kv_get_callback = store_get;
-  a.kv_get_user_arg = &g_store;
-  a.kv_put_callback = store_put;
-  a.kv_put_user_arg = &g_store;
-  PJRT_CHECK(api, api->PJRT_Client_Create(&a));
-  PJRT_Client *c = a.client;
+  a.num_options = n;
+  if (kv) {
+    a.kv_get_callback = store_get;
+    a.kv_get_user_arg = &g_store;
+    a.kv_put_callback = store_put;
+    a.kv_put_user_arg = &g_store;
+  }
+  PJRT_Error *e = api->PJRT_Client_Create(&a);
+  *out = a.client;
+  return e;
+}
+
+static void test_mpi_client_exchanges_device_counts_through_the_kv_store(void **state) {
+  (void)state;
+  if (!store_open()) KILN_SKIP("no OMPI_MCA_ess_base_jobid or PMIX_NAMESPACE to name the store");
+  PJRT_NamedValue o[4] = {pjrt_test_opt_string("platform", "cpu"),
+                          pjrt_test_opt_string("cache_dir", ""),
+                          pjrt_test_opt_int("num_devices", 2), pjrt_test_opt_bool("mpi", true)};
+  PJRT_Client *c = NULL;
+  PJRT_CHECK(api, create_with_store(o, 4, true, &c));
   assert_int_equal(g_store.puts, 1);
   assert_int_equal(g_store.gets, g_size - 1);
   char want[64];
@@ -486,10 +510,76 @@ static void test_mpi_client_exchanges_device_counts_through_the_kv_store(void **
   pjrt_exec_destroy(api, l);
   pjrt_test_client_destroy(api, c);
   /* Both processes got each other's key before the all-reduce could finish: drop ours. */
-  char path[1100];
-  snprintf(path, sizeof path, "%s/kiln_host_devices_%d", g_store.dir, g_rank);
-  unlink(path);
-  rmdir(g_store.dir); /* the last one out removes it */
+  store_close();
+}
+
+/* A CUDA client across the processes on fake GPUs (tests/fake_cuda, tests/fake_nccl: NCCL's
+ * ranks as threads of one process, so the groups stay inside each process): 2 GPUs each, ids
+ * global, an all-reduce per process's pair through NCCL, its unique id put in the store by the
+ * process holding the group's rank 0; without the callbacks, UNIMPLEMENTED. */
+static const char kPairSum[] =
+    "HloModule pair_sum\n"
+    "add { x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] add(x, y) }\n"
+    "ENTRY e {\n"
+    "  p = f32[4] parameter(0)\n"
+    "  ROOT ar = f32[4] all-reduce(p), replica_groups={{0,1},{2,3}}, to_apply=add\n"
+    "}\n";
+
+static void test_mpi_cuda_client_puts_nccl_ids_in_the_kv_store(void **state) {
+  (void)state;
+  if (!store_open()) KILN_SKIP("no OMPI_MCA_ess_base_jobid or PMIX_NAMESPACE to name the store");
+  PJRT_NamedValue o[3] = {pjrt_test_opt_string("platform", "cuda"),
+                          pjrt_test_opt_string("cache_dir", ""), pjrt_test_opt_bool("mpi", true)};
+  PJRT_Client *c = NULL;
+  PJRT_EXPECT_ERROR(api, create_with_store(o, 3, false, &c), PJRT_Error_Code_UNIMPLEMENTED,
+                    "needs PJRT_Client_Create's kv_get / kv_put callbacks");
+  assert_null(c);
+  PJRT_CHECK(api, create_with_store(o, 3, true, &c));
+  PJRT_Device *const *all = NULL, *const *mine = NULL;
+  size_t n_all = 0, n_mine = 0;
+  client_devices(c, false, &all, &n_all);
+  client_devices(c, true, &mine, &n_mine);
+  assert_int_equal(n_mine, 2);
+  assert_int_equal(n_all, 4);
+  for (size_t i = 0; i < n_all; i++) {
+    int id = -1, proc = -1;
+    describe(all[i], &id, &proc);
+    assert_int_equal(id, (int)i);
+    assert_int_equal(proc, (int)i / 2);
+    assert_int_equal(is_addressable(all[i]), proc == g_rank);
+  }
+  char opts[8];
+  size_t opts_len = world_options(opts, 4);
+  PJRT_LoadedExecutable *l = NULL;
+  PJRT_CHECK(api,
+             pjrt_exec_try_compile(api, c, "hlo", kPairSum, strlen(kPairSum), opts, opts_len, &l));
+  PJRT_Device *const *devs = NULL;
+  size_t nd = 0;
+  addressable(l, &devs, &nd);
+  assert_int_equal(nd, 2);
+  PJRT_Buffer *in[2], *out[2][1] = {{NULL}, {NULL}};
+  const int64_t dims[1] = {4};
+  for (int d = 0; d < 2; d++) {
+    float v[4];
+    for (int j = 0; j < 4; j++) v[j] = (float)((g_rank * 2 + d) * 10 + j);
+    in[d] = pjrt_exec_buffer(api, c, devs[d], v, PJRT_Buffer_Type_F32, dims, 1);
+  }
+  PJRT_Buffer *const *argv[2] = {&in[0], &in[1]};
+  PJRT_Buffer **outv[2] = {out[0], out[1]};
+  PJRT_CHECK(api, execute(l, argv, 2, 1, outv));
+  for (int d = 0; d < 2; d++) {
+    float got[4];
+    pjrt_exec_read(api, out[d][0], got, sizeof got);
+    for (int j = 0; j < 4; j++) assert_true(got[j] == (float)(40 * g_rank + 10 + 2 * j));
+    pjrt_exec_buffer_destroy(api, out[d][0]);
+    pjrt_exec_buffer_destroy(api, in[d]);
+  }
+  /* its GPU count, then its pair's NCCL id */
+  assert_int_equal(g_store.puts, 2);
+  assert_non_null(strstr(g_store.put_paths[1], "/kiln_nccl_"));
+  pjrt_exec_destroy(api, l);
+  pjrt_test_client_destroy(api, c);
+  store_close();
 }
 
 static void test_mpi_client_refuses_different_device_counts(void **state) {
@@ -535,6 +625,16 @@ int main(void) {
   if (g_size != 2) {
     printf("SKIP: written for 2 processes (mpirun -np 2), started as %d\n", g_size);
     return KILN_TEST_SKIPPED;
+  }
+  const char *mode = getenv("KILN_PJRT_MPI_TEST_MODE");
+  if (mode && strcmp(mode, "cuda") == 0) {
+    if (!getenv("KILN_CUDA_DRIVER")) {
+      printf("SKIP: cuda mode runs on the fake libcuda (KILN_CUDA_DRIVER, FAKE_CUDA_DEVICES=2)\n");
+      return KILN_TEST_SKIPPED;
+    }
+    const struct CMUnitTest t[] = {
+        cmocka_unit_test(test_mpi_cuda_client_puts_nccl_ids_in_the_kv_store)};
+    return kiln_run_tests(t, setup, NULL);
   }
   const struct CMUnitTest t[] = {
       cmocka_unit_test(test_mpi_client_spans_the_processes),
