@@ -290,21 +290,25 @@ static void finalize_mpi_at_exit(void) {
   atexit(kiln_mpi_finalize);
 }
 
-/* Every process's host device count: through the key-value store when the client has one
- * (each process puts its own under kiln/host_devices/<rank> and gets the others'), else an
- * all-gather over MPI. counts[num_processes]. */
+/* Every process's device count: through the key-value store when the client has one (each
+ * process puts its own under kiln/devices/<k>/<rank> and gets the others'; k counts the
+ * clients across processes this process made, the same in every process as they create them
+ * together, so a second client puts no key twice), else an all-gather over MPI.
+ * counts[num_processes]. */
 static kiln_status exchange_device_counts(PJRT_Client *c, int32_t mine, int32_t *counts) {
+  static _Atomic int clients;
+  int k = atomic_fetch_add(&clients, 1);
   int rank = c->process_index, size = c->num_processes;
   if (c->kv_get && c->kv_put) {
     char key[64];
-    snprintf(key, sizeof(key), "kiln/host_devices/%d", rank);
+    snprintf(key, sizeof(key), "kiln/devices/%d/%d", k, rank);
     KILN_RETURN_IF_ERROR_PLAIN(kiln_pjrt_kv_put(c, key, &mine, sizeof(mine)));
     for (int r = 0; r < size; r++) {
       if (r == rank) {
         counts[r] = mine;
         continue;
       }
-      snprintf(key, sizeof(key), "kiln/host_devices/%d", r);
+      snprintf(key, sizeof(key), "kiln/devices/%d/%d", k, r);
       KILN_RETURN_IF_ERROR_PLAIN(
           kiln_pjrt_kv_get(c, key, KILN_PJRT_JOIN_TIMEOUT_MS, &counts[r], sizeof(counts[r])));
     }
