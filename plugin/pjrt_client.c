@@ -7,8 +7,19 @@
  * $KILN_PLATFORM, else auto = cuda when a driver and a GPU exist, else cpu), `num_devices`
  * (int64, also spelled `num_host_devices` or, as XLA's CPU plugin does, `cpu_device_count`:
  * host devices, default $KILN_HOST_DEVICES or 1; ignored on cuda, where every GPU is a
- * device), `cache_dir`, `dump_dir`, `ffi_libraries` (strings), `command_buffers` (bool). Unknown
+ * device), `cache_dir`, `dump_dir`, `ffi_libraries` (strings), `command_buffers` (bool), `mpi`
+ * (bool, default $KILN_MPI=1: one client across the processes of mpirun, below). Unknown
  * names are ignored, as XLA's clients do; a known name with the wrong type is INVALID_ARGUMENT.
+ *
+ * Across processes (`mpi`): every process of MPI_COMM_WORLD creates its client with the same
+ * number L of devices (host: num_devices; CUDA: its GPUs, and the key-value callbacks are
+ * required, for NCCL's unique ids) (checked: the counts are exchanged through the key-value store
+ * of PJRT_Client_Create when kv_get / kv_put are given, as JAX's distributed client passes
+ * them, else over MPI); ProcessIndex is the MPI rank r, Devices lists all P x L devices (ids
+ * global, process r's are r * L ... r * L + L - 1, the others' not addressable),
+ * AddressableDevices this process's L. Executables of N participants split evenly (participant
+ * p in process p / (N / P)) run this process's share; collectives across processes go over
+ * MPI (runtime/mpi.h). MPI is finalized at exit.
  *
  * Thread-safety: thread-safe; a client is immutable after Create except for the reference
  * count and its devices' streams and statistics. */
@@ -18,6 +29,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "base/str.h"
 #include "ffi/ffi_registry.h"
 #include "plugin/pjrt_executable.h"
 #include "plugin/pjrt_nccl.h"
@@ -25,6 +37,7 @@
 #include "runtime/cuda/cublaslt.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/host/host_device.h"
+#include "runtime/mpi.h"
 
 #define KILN_PJRT_MAX_HOST_DEVICES 1024
 
@@ -105,7 +118,9 @@ static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
   memset(o, 0, sizeof(*o));
   o->command_buffers = true;
   o->num_host_devices = 1;
-  const char *env = getenv("KILN_PLATFORM");
+  const char *env = getenv("KILN_MPI");
+  o->mpi = env && *env && strcmp(env, "0") != 0;
+  env = getenv("KILN_PLATFORM");
   KILN_RETURN_IF_ERROR_PLAIN(
       set_platform(o, env ? env : "auto", env ? strlen(env) : 4, "$KILN_PLATFORM"));
   env = getenv("KILN_HOST_DEVICES");
@@ -141,6 +156,9 @@ static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
     } else if (name_is(v, "command_buffers")) {
       KILN_RETURN_IF_ERROR_PLAIN(want_type(v, "command_buffers", PJRT_NamedValue_kBool));
       o->command_buffers = v->bool_value;
+    } else if (name_is(v, "mpi")) {
+      KILN_RETURN_IF_ERROR_PLAIN(want_type(v, "mpi", PJRT_NamedValue_kBool));
+      o->mpi = v->bool_value;
     }
     /* Anything else: ignored. */
   }
@@ -176,6 +194,10 @@ static void client_free(PJRT_Client *c) {
     kiln_pjrt_device_fini(c->devices[i]);
     kiln_free(c->devices[i]);
   }
+  for (int32_t i = 0; i < c->num_all_devices - c->num_devices && c->remote_devices; i++)
+    kiln_pjrt_device_fini(&c->remote_devices[i]);
+  kiln_free(c->remote_devices);
+  kiln_free(c->all_devices);
   if (c->topology) kiln_free(c->topology->descriptions);
   kiln_free(c->topology);
   kiln_free(c->devices);
@@ -260,6 +282,109 @@ static kiln_status make_runtime_devices(PJRT_Client *c) {
   return NULL;
 }
 
+/* ---- across processes -------------------------------------------------------------------- */
+
+#define KILN_PJRT_JOIN_TIMEOUT_MS 120000
+
+static void finalize_mpi_at_exit(void) {
+  atexit(kiln_mpi_finalize);
+}
+
+/* Every process's device count: through the key-value store when the client has one (each
+ * process puts its own under kiln/devices/<k>/<rank> and gets the others'; k counts the
+ * clients across processes this process made, the same in every process as they create them
+ * together, so a second client puts no key twice), else an all-gather over MPI.
+ * counts[num_processes]. */
+static kiln_status exchange_device_counts(PJRT_Client *c, int32_t mine, int32_t *counts) {
+  static _Atomic int clients;
+  int k = atomic_fetch_add(&clients, 1);
+  int rank = c->process_index, size = c->num_processes;
+  if (c->kv_get && c->kv_put) {
+    char key[64];
+    snprintf(key, sizeof(key), "kiln/devices/%d/%d", k, rank);
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_pjrt_kv_put(c, key, &mine, sizeof(mine)));
+    for (int r = 0; r < size; r++) {
+      if (r == rank) {
+        counts[r] = mine;
+        continue;
+      }
+      snprintf(key, sizeof(key), "kiln/devices/%d/%d", k, r);
+      KILN_RETURN_IF_ERROR_PLAIN(
+          kiln_pjrt_kv_get(c, key, KILN_PJRT_JOIN_TIMEOUT_MS, &counts[r], sizeof(counts[r])));
+    }
+    return NULL;
+  }
+  int *members = kiln_calloc((size_t)size, sizeof(*members));
+  for (int r = 0; r < size; r++) members[r] = r;
+  kiln_mpi_group_t g = {.mpi = c->mpi,
+                        .members = members,
+                        .size = size,
+                        .rank = rank,
+                        .local_devices = 1,
+                        .timeout_ms = KILN_PJRT_JOIN_TIMEOUT_MS};
+  kiln_status s = kiln_mpi_all_gather(&g, "PJRT_Client_Create", &mine, counts, 1, sizeof(mine));
+  kiln_free(members);
+  return s;
+}
+
+/* The client option mpi: this process's place among the processes of MPI_COMM_WORLD. */
+static kiln_status join_processes(PJRT_Client *c) {
+  /* CUDA: every GPU of every process is a device; collectives run through NCCL, whose unique
+   * ids go through the key-value store (pjrt_nccl.c), so the store must be there. */
+  if (c->is_cuda && !(c->kv_get && c->kv_put))
+    return kiln_status_make(KILN_UNIMPLEMENTED,
+                            "PJRT_Client_Create: a CUDA client across processes (option mpi) "
+                            "needs PJRT_Client_Create's kv_get / kv_put callbacks for NCCL's "
+                            "unique ids (no MPI fallback for them)");
+  int32_t mine = c->is_cuda ? c->num_kdevices : c->options.num_host_devices;
+  kiln_mpi_t *m = NULL;
+  KILN_RETURN_IF_ERROR(kiln_mpi_get(&m), "PJRT_Client_Create: the option mpi (or $KILN_MPI)");
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, finalize_mpi_at_exit);
+  c->mpi = m;
+  c->process_index = kiln_mpi_rank(m);
+  c->num_processes = kiln_mpi_size(m);
+  int32_t *counts = kiln_calloc((size_t)c->num_processes, sizeof(*counts));
+  kiln_status s = exchange_device_counts(c, mine, counts);
+  for (int r = 0; r < c->num_processes && !s; r++)
+    if (counts[r] != counts[0]) {
+      kiln_strbuf_t b = {0};
+      for (int k = 0; k < c->num_processes; k++)
+        kiln_strbuf_printf(&b, "%sprocess %d: %d", k ? ", " : "", k, (int)counts[k]);
+      s = KILN_ERR_INVALID(
+          "PJRT_Client_Create: the processes hold different numbers of %s devices (%s); "
+          "every process must have the same number",
+          c->is_cuda ? "CUDA" : "host", kiln_strbuf_cstr(&b));
+      kiln_strbuf_free(&b);
+    }
+  kiln_free(counts);
+  if (s)
+    return kiln_status_annotate(s, "while process %d of %d joined the others", c->process_index,
+                                c->num_processes);
+  c->first_device_id = c->process_index * mine;
+  return NULL;
+}
+
+/* all_devices: this process's devices and, across processes, descriptions of the others'. */
+static void make_all_devices(PJRT_Client *c) {
+  int32_t n = c->num_devices * (c->num_processes > 0 ? c->num_processes : 1);
+  c->all_devices = kiln_calloc((size_t)n, sizeof(PJRT_Device *));
+  if (n > c->num_devices)
+    c->remote_devices = kiln_calloc((size_t)(n - c->num_devices), sizeof(PJRT_Device));
+  int32_t k = 0;
+  for (int32_t id = 0; id < n; id++) {
+    int32_t li = kiln_pjrt_client_local_index(c, id);
+    if (li >= 0) {
+      c->all_devices[id] = c->devices[li];
+    } else {
+      kiln_pjrt_device_init_remote(c, &c->remote_devices[k], id, id / c->num_devices,
+                                   c->devices[0]->desc.kind);
+      c->all_devices[id] = &c->remote_devices[k++];
+    }
+  }
+  c->num_all_devices = n;
+}
+
 static PJRT_Error *Client_Create(PJRT_Client_Create_Args *args) {
   KILN_PJRT_ARGS("PJRT_Client_Create", args, client);
   args->client = NULL;
@@ -273,12 +398,6 @@ static PJRT_Error *Client_Create(PJRT_Client_Create_Args *args) {
         kiln_ffi_registry_load_spec(kiln_ffi_registry_default(), c->options.ffi_libraries),
         "in the client option ffi_libraries");
   if (!s) s = make_runtime_devices(c);
-  if (s) {
-    options_free(&c->options);
-    kiln_free(c->kdevices);
-    kiln_free(c);
-    return kiln_pjrt_error_from_status(s);
-  }
   c->kv_get = (void *)args->kv_get_callback;
   c->kv_get_user_arg = args->kv_get_user_arg;
   c->kv_put = (void *)args->kv_put_callback;
@@ -286,6 +405,15 @@ static PJRT_Error *Client_Create(PJRT_Client_Create_Args *args) {
   if (KILN_PJRT_HAS(args, kv_try_get_user_arg)) {
     c->kv_try_get = (void *)args->kv_try_get_callback;
     c->kv_try_get_user_arg = args->kv_try_get_user_arg;
+  }
+  c->num_processes = 1;
+  if (!s && c->options.mpi) s = join_processes(c);
+  if (s) {
+    for (int32_t i = 0; i < c->num_kdevices; i++) kiln_device_destroy(c->kdevices[i]);
+    options_free(&c->options);
+    kiln_free(c->kdevices);
+    kiln_free(c);
+    return kiln_pjrt_error_from_status(s);
   }
   int32_t n = c->is_cuda ? c->num_kdevices : c->options.num_host_devices;
   c->devices = kiln_calloc((size_t)n, sizeof(PJRT_Device *));
@@ -316,9 +444,11 @@ static PJRT_Error *Client_Create(PJRT_Client_Create_Args *args) {
   c->topology->is_cuda = c->is_cuda;
   snprintf(c->topology->platform_version, sizeof(c->topology->platform_version), "%s",
            c->platform_version);
-  c->topology->descriptions = kiln_calloc(n ? (size_t)n : 1, sizeof(PJRT_DeviceDescription *));
-  for (int32_t i = 0; i < c->num_devices; i++)
-    c->topology->descriptions[c->topology->num_descriptions++] = &c->devices[i]->desc;
+  if (!s) make_all_devices(c);
+  c->topology->descriptions = kiln_calloc(c->num_all_devices ? (size_t)c->num_all_devices : 1,
+                                          sizeof(PJRT_DeviceDescription *));
+  for (int32_t i = 0; i < c->num_all_devices; i++)
+    c->topology->descriptions[c->topology->num_descriptions++] = &c->all_devices[i]->desc;
   if (!s) s = kiln_pjrt_compile_cache_create(&c->options, &c->compile_cache);
   if (s) {
     client_free(c);
@@ -362,7 +492,7 @@ static PJRT_Error *Client_PlatformName(PJRT_Client_PlatformName_Args *args) {
 static PJRT_Error *Client_ProcessIndex(PJRT_Client_ProcessIndex_Args *args) {
   KILN_PJRT_ARGS("PJRT_Client_ProcessIndex", args, process_index);
   CLIENT("PJRT_Client_ProcessIndex", args);
-  args->process_index = 0;
+  args->process_index = args->client->process_index;
   return NULL;
 }
 
@@ -377,8 +507,8 @@ static PJRT_Error *Client_PlatformVersion(PJRT_Client_PlatformVersion_Args *args
 static PJRT_Error *Client_Devices(PJRT_Client_Devices_Args *args) {
   KILN_PJRT_ARGS("PJRT_Client_Devices", args, num_devices);
   CLIENT("PJRT_Client_Devices", args);
-  args->devices = args->client->devices;
-  args->num_devices = (size_t)args->client->num_devices;
+  args->devices = args->client->all_devices;
+  args->num_devices = (size_t)args->client->num_all_devices;
   return NULL;
 }
 
@@ -394,15 +524,14 @@ static PJRT_Error *Client_LookupDevice(PJRT_Client_LookupDevice_Args *args) {
   KILN_PJRT_ARGS("PJRT_Client_LookupDevice", args, device);
   CLIENT("PJRT_Client_LookupDevice", args);
   PJRT_Client *c = args->client;
-  for (int32_t i = 0; i < c->num_devices; i++)
-    if (c->devices[i]->desc.id == args->id) {
-      args->device = c->devices[i];
-      return NULL;
-    }
+  if (args->id >= 0 && args->id < c->num_all_devices) {
+    args->device = c->all_devices[args->id];
+    return NULL;
+  }
   return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
                               "PJRT_Client_LookupDevice: no device has id %d (the client has "
                               "ids 0..%d)",
-                              args->id, c->num_devices - 1);
+                              args->id, c->num_all_devices - 1);
 }
 
 static PJRT_Error *Client_LookupAddressableDevice(PJRT_Client_LookupAddressableDevice_Args *args) {
@@ -440,11 +569,11 @@ static PJRT_Error *Client_DefaultDeviceAssignment(PJRT_Client_DefaultDeviceAssig
                                 "num_partitions %d must be at least 1",
                                 r, p);
   int64_t need = (int64_t)r * p;
-  if (need > args->client->num_devices)
+  if (need > args->client->num_all_devices)
     return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
                                 "PJRT_Client_DefaultDeviceAssignment: %d replicas x %d partitions "
                                 "need %lld devices; the client has %d",
-                                r, p, (long long)need, args->client->num_devices);
+                                r, p, (long long)need, args->client->num_all_devices);
   if (!args->default_assignment || args->default_assignment_size < (size_t)need)
     return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
                                 "PJRT_Client_DefaultDeviceAssignment: default_assignment holds "
@@ -454,7 +583,7 @@ static PJRT_Error *Client_DefaultDeviceAssignment(PJRT_Client_DefaultDeviceAssig
                                 (long long)need);
   for (int ri = 0; ri < r; ri++)
     for (int pi = 0; pi < p; pi++)
-      args->default_assignment[ri * p + pi] = args->client->devices[ri + pi * r]->desc.id;
+      args->default_assignment[ri * p + pi] = args->client->all_devices[ri + pi * r]->desc.id;
   return NULL;
 }
 

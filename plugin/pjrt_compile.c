@@ -261,21 +261,22 @@ static kiln_status parse_optimized(const char *text, size_t len, kiln_hlo_module
 }
 
 /* The world an executable is compiled for: the options' num_replicas x num_partitions
- * participants, participant i (replica * num_partitions + partition) on client device
+ * participants, participant i (replica * num_partitions + partition) on the device of id
  * (*assignment)[i] (kiln_malloc'd): the options' device assignment, else for one participant
  * its device_ordinal or the first device, else XLA's default placement (replica r, partition
- * p on device r + p * num_replicas, as DefaultDeviceAssignment gives). */
+ * p on device r + p * num_replicas, as DefaultDeviceAssignment gives). Across processes the
+ * ids are global (c->all_devices); one participant must be on a device of this process. */
 static kiln_status pick_devices(const PJRT_Client *c, const kiln_pjrt_compile_options_t *co,
                                 int32_t *reps, int32_t *parts, int32_t **assignment) {
   *assignment = NULL;
   if (c->num_devices < 1)
     return kiln_status_make(KILN_FAILED_PRECONDITION, "the client has no devices");
   int64_t r = co->num_replicas, p = co->num_partitions;
-  if (r < 1 || p < 1 || r * p > c->num_devices)
+  if (r < 1 || p < 1 || r * p > c->num_all_devices)
     return KILN_ERR_INVALID(
         "compile options: %lld replicas x %lld partitions need %lld devices; the client has %d "
         "(host devices: the client option num_devices or $KILN_HOST_DEVICES)",
-        (long long)r, (long long)p, (long long)(r * p), c->num_devices);
+        (long long)r, (long long)p, (long long)(r * p), c->num_all_devices);
   int32_t n = (int32_t)(r * p);
   *reps = (int32_t)r;
   *parts = (int32_t)p;
@@ -289,9 +290,7 @@ static kiln_status pick_devices(const PJRT_Client *c, const kiln_pjrt_compile_op
           co->da_replica_count, co->da_computation_count, (long long)r, (long long)p);
     for (int32_t i = 0; i < n && !s; i++) {
       int64_t want = co->device_ids[i];
-      a[i] = -1;
-      for (int32_t d = 0; d < c->num_devices; d++)
-        if (c->devices[d]->desc.id == want) a[i] = d;
+      a[i] = want >= 0 && want < c->num_all_devices ? (int32_t)want : -1;
       for (int32_t j = 0; j < i && a[i] >= 0; j++)
         if (a[j] == a[i])
           s = KILN_ERR_INVALID(
@@ -301,21 +300,28 @@ static kiln_status pick_devices(const PJRT_Client *c, const kiln_pjrt_compile_op
       if (a[i] < 0)
         s = KILN_ERR_INVALID(
             "compile options: the device assignment's device %lld is not an addressable "
-            "device of the client (%d devices)",
-            (long long)want, c->num_devices);
+            "device of the client or one of its other processes' (%d devices)",
+            (long long)want, c->num_all_devices);
     }
   } else if (n == 1 && co->device_ordinal >= 0) {
     if (co->device_ordinal < c->num_devices)
-      a[0] = (int32_t)co->device_ordinal;
+      a[0] = c->first_device_id + (int32_t)co->device_ordinal;
     else
       s = KILN_ERR_INVALID(
           "compile options: device_ordinal device %lld is not an addressable device of the "
           "client (%d devices)",
           (long long)co->device_ordinal, c->num_devices);
+  } else if (n == 1) {
+    a[0] = c->first_device_id;
   } else {
     for (int32_t ri = 0; ri < r; ri++)
       for (int32_t pi = 0; pi < p; pi++) a[ri * p + pi] = (int32_t)(ri + pi * r);
   }
+  if (!s && n == 1 && kiln_pjrt_client_local_index(c, a[0]) < 0)
+    s = KILN_ERR_INVALID(
+        "compile options: the device assignment's device %d belongs to process %d, not this "
+        "one (%d): a single-device program runs on an addressable device",
+        a[0], c->all_devices[a[0]]->desc.process_index, c->process_index);
   if (s) {
     kiln_free(a);
     return s;

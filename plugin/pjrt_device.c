@@ -155,8 +155,11 @@ kiln_status kiln_pjrt_device_init(PJRT_Client *c, PJRT_Device *dev, int32_t inde
   dev->kdev = kdev;
   dev->index = index;
   dev->local_hardware_id = local_hardware_id;
-  dev->desc.id = index;
-  dev->desc.process_index = 0;
+  /* Across processes (the client option mpi) ids are global: process r's devices are
+   * r * L ... r * L + L - 1. */
+  int32_t id = c->first_device_id + index;
+  dev->desc.id = id;
+  dev->desc.process_index = c->process_index;
   pthread_mutex_init(&dev->stream_mu, NULL);
   pthread_cond_init(&dev->stream_cv, NULL);
   PJRT_DeviceDescription *x = &dev->desc;
@@ -182,11 +185,12 @@ kiln_status kiln_pjrt_device_init(PJRT_Client *c, PJRT_Device *dev, int32_t inde
     dev->desc.attributes[2] = attr_int("sm_count", cd->sm_count);
     dev->desc.attributes[3] = attr_int("memory_size", (int64_t)mem);
     dev->desc.num_attributes = 4;
-    dev->desc.debug_string = fmt_dup("cuda:%d", index);
-    dev->desc.to_string = fmt_dup("CudaDevice(id=%d)", index);
+    dev->desc.debug_string = fmt_dup("cuda:%d", id);
+    dev->desc.to_string = fmt_dup("CudaDevice(id=%d)", id);
   } else {
     kiln_free(dev->desc.attributes);
-    kiln_pjrt_description_init(x, index, "cpu");
+    kiln_pjrt_description_init(x, id, "cpu");
+    x->process_index = c->process_index;
   }
   dev->desc.kind = x->kind_buf;
   dev->num_memories = 2;
@@ -195,6 +199,18 @@ kiln_status kiln_pjrt_device_init(PJRT_Client *c, PJRT_Device *dev, int32_t inde
     dev->memory_handles[k] = &dev->memories[k]->base;
   }
   return NULL;
+}
+
+void kiln_pjrt_device_init_remote(PJRT_Client *c, PJRT_Device *dev, int32_t id,
+                                  int32_t process_index, const char *kind) {
+  memset(dev, 0, sizeof(*dev));
+  dev->client = c;
+  dev->index = -1;
+  dev->local_hardware_id = -1;
+  pthread_mutex_init(&dev->stream_mu, NULL);
+  pthread_cond_init(&dev->stream_cv, NULL);
+  kiln_pjrt_description_init(&dev->desc, id, kind);
+  dev->desc.process_index = process_index;
 }
 
 void kiln_pjrt_description_init(PJRT_DeviceDescription *x, int32_t index, const char *kind) {
@@ -335,7 +351,7 @@ static PJRT_Error *Device_GetDescription(PJRT_Device_GetDescription_Args *args) 
 static PJRT_Error *Device_IsAddressable(PJRT_Device_IsAddressable_Args *args) {
   KILN_PJRT_ARGS("PJRT_Device_IsAddressable", args, is_addressable);
   NEED("PJRT_Device_IsAddressable", args->device, "device");
-  args->is_addressable = true; /* one process: every device is */
+  args->is_addressable = args->device->kdev != NULL; /* a device of another process: no */
   return NULL;
 }
 
@@ -357,6 +373,12 @@ static PJRT_Error *Device_AddressableMemories(PJRT_Device_AddressableMemories_Ar
 static PJRT_Error *Device_DefaultMemory(PJRT_Device_DefaultMemory_Args *args) {
   KILN_PJRT_ARGS("PJRT_Device_DefaultMemory", args, memory);
   NEED("PJRT_Device_DefaultMemory", args->device, "device");
+  if (!args->device->num_memories)
+    return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
+                                "PJRT_Device_DefaultMemory: device %d belongs to process %d, "
+                                "not this one (%d)",
+                                args->device->desc.id, args->device->desc.process_index,
+                                args->device->client->process_index);
   args->memory = args->device->memory_handles[0];
   return NULL;
 }
@@ -377,7 +399,8 @@ static PJRT_Error *Device_MemoryStats(PJRT_Device_MemoryStats_Args *args) {
   args->num_allocs_is_set = true;
   /* The pool of the runtime device's caching allocator (shared by the host devices). */
   kiln_device_allocator_stats_t st;
-  kiln_device_memory_stats(d->kdev, &st);
+  memset(&st, 0, sizeof(st));
+  if (d->kdev) kiln_device_memory_stats(d->kdev, &st); /* NULL: another process's device */
 #define KILN_SET_STAT(field, value)                                         \
   if (keep >= offsetof(PJRT_Device_MemoryStats_Args, field##_is_set) + 1) { \
     args->field = (value);                                                  \

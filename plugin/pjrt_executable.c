@@ -220,7 +220,7 @@ kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t num_replica
   e->num_participants = num_replicas * num_partitions;
   e->assignment = kiln_malloc(sizeof(int32_t) * (size_t)e->num_participants);
   memcpy(e->assignment, assignment, sizeof(int32_t) * (size_t)e->num_participants);
-  e->device_index = assignment[0];
+  e->device_index = kiln_pjrt_client_local_index(client, assignment[0]);
   e->passes_ms = passes_ms;
   e->target = client->is_cuda ? KILN_TARGET_CUDA : KILN_TARGET_HOST;
   const char *target_name = kiln_pjrt_client_target_name(client);
@@ -265,23 +265,61 @@ kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t num_replica
   return NULL;
 }
 
+/* This process's participants of `e`: [*first, *first + *num). Across processes the
+ * participants split evenly in order (the runtime's MPI world, runtime/spmd.h): participant p
+ * must be on a device of process p / (N / P); anything else is UNIMPLEMENTED. */
+static kiln_status local_participants(const PJRT_Executable *e, int32_t *first, int32_t *num) {
+  const PJRT_Client *c = e->client;
+  int32_t n = e->num_participants, procs = c->num_processes;
+  *first = 0;
+  *num = n;
+  if (procs <= 1) return NULL;
+  if (n == 1) {
+    if (kiln_pjrt_client_local_index(c, e->assignment[0]) < 0)
+      return KILN_ERR_INVALID("device %d is another process's", e->assignment[0]);
+    return NULL;
+  }
+  if (n % procs)
+    return kiln_status_make(KILN_UNIMPLEMENTED,
+                            "%s: %d participants do not split evenly over %d processes", e->name, n,
+                            procs);
+  int32_t per = n / procs;
+  for (int32_t i = 0; i < n; i++) {
+    int32_t proc = c->all_devices[e->assignment[i]]->desc.process_index;
+    if (proc != i / per)
+      return kiln_status_make(KILN_UNIMPLEMENTED,
+                              "%s: participant %d is on device %d of process %d; across "
+                              "processes participant p must be on a device of process p / %d "
+                              "(the participants split evenly, in order, as the default "
+                              "assignment of replicas does)",
+                              e->name, i, e->assignment[i], proc, per);
+  }
+  *first = c->process_index * per;
+  *num = per;
+  return NULL;
+}
+
 kiln_status kiln_pjrt_loaded_create(PJRT_Executable *e, PJRT_LoadedExecutable **out) {
   *out = NULL;
   if (!e->client) return kiln_status_make(KILN_FAILED_PRECONDITION, "the client was destroyed");
   for (int32_t i = 0; i < e->num_participants; i++)
-    if (e->assignment[i] < 0 || e->assignment[i] >= e->client->num_devices)
+    if (e->assignment[i] < 0 || e->assignment[i] >= e->client->num_all_devices)
       return KILN_ERR_INVALID("device %d is not a device of the client", e->assignment[i]);
+  int32_t first = 0, num = 0;
+  KILN_RETURN_IF_ERROR_PLAIN(local_participants(e, &first, &num));
   PJRT_LoadedExecutable *l = kiln_calloc(1, sizeof(*l));
   kiln_pjrt_executable_ref(e);
   l->exec = e;
   l->devices = kiln_calloc((size_t)e->num_participants, sizeof(*l->devices));
   l->logical_ids = kiln_calloc((size_t)e->num_participants, sizeof(*l->logical_ids));
   for (int32_t i = 0; i < e->num_participants; i++) {
-    l->devices[i] = e->client->devices[e->assignment[i]];
+    l->devices[i] = e->client->all_devices[e->assignment[i]];
     l->logical_ids[i].replica = i / e->num_partitions;
     l->logical_ids[i].partition = i % e->num_partitions;
   }
-  l->device = l->devices[0];
+  l->first_local = first;
+  l->num_local = num;
+  l->device = l->devices[first];
   atomic_init(&l->deleted, false);
   *out = l;
   return NULL;
@@ -576,43 +614,44 @@ typedef struct spmd_participant {
 
 static void *spmd_participant_main(void *arg) {
   spmd_participant_t *p = arg;
-  p->status = execute_one(p->e, p->dev, p->e->assignment[p->who.participant], p->args, p->opts,
-                          &p->who, p->outs);
+  p->status = execute_one(p->e, p->dev, p->dev->index, p->args, p->opts, &p->who, p->outs);
   if (p->status)
     kiln_spmd_world_abort(p->who.world, p->who.participant, kiln_status_message(p->status));
   return NULL;
 }
 
-/* Every participant of `l` concurrently in one world of its own, participant i on
- * l->devices[i] with argument list argv[i] (checked already), outputs into outs[i]. On error
- * every output is destroyed and the status is the first participant's own failure (before its
- * peers' ABORTED), annotated with the participant. */
+/* Every participant of `l` in this process concurrently in one world of its own: local
+ * participant d (participant first_local + d) on its device with argument list argv[d] (checked
+ * already), outputs into outs[d]; across processes the world's other participants run in their
+ * processes and meet these over MPI. On error every output is destroyed and the status is the
+ * first participant's own failure (before its peers' ABORTED), annotated with the participant. */
 static kiln_status execute_spmd(PJRT_LoadedExecutable *l, PJRT_Buffer *const *const *argv,
                                 const PJRT_ExecuteOptions *opts, PJRT_Buffer **const *outs) {
   PJRT_Executable *e = l->exec;
-  int32_t n = e->num_participants;
-  int64_t *ids = kiln_calloc((size_t)n, sizeof(*ids));
-  for (int32_t i = 0; i < n; i++) ids[i] = l->devices[i]->desc.id;
+  int32_t world = e->num_participants, n = l->num_local;
+  int64_t *ids = kiln_calloc((size_t)world, sizeof(*ids));
+  for (int32_t i = 0; i < world; i++) ids[i] = l->devices[i]->desc.id;
   kiln_spmd_world_t *w = NULL;
   kiln_status s = kiln_spmd_world_create(e->num_replicas, e->num_partitions, ids, 0, &w);
   kiln_free(ids);
   if (s) return s;
+  if (e->client->num_processes > 1) kiln_spmd_world_set_mpi(w, e->client->mpi, n);
   spmd_participant_t *ps = kiln_calloc((size_t)n, sizeof(*ps));
   pthread_t *threads = kiln_calloc((size_t)n, sizeof(*threads));
   bool *started = kiln_calloc((size_t)n, sizeof(*started));
   for (int32_t i = 0; i < n; i++) {
     ps[i] = (spmd_participant_t){.e = e,
-                                 .dev = l->devices[i],
+                                 .dev = l->devices[l->first_local + i],
                                  .args = argv[i],
                                  .opts = opts,
-                                 .who = {.world = w, .participant = i},
+                                 .who = {.world = w, .participant = l->first_local + i},
                                  .outs = outs[i]};
     int err = pthread_create(&threads[i], NULL, spmd_participant_main, &ps[i]);
     if (err) {
       ps[i].status = kiln_status_make(KILN_RESOURCE_EXHAUSTED,
                                       "cannot start the thread of participant %d of %d (%s)", i, n,
                                       strerror(err));
-      kiln_spmd_world_abort(w, i, kiln_status_message(ps[i].status));
+      kiln_spmd_world_abort(w, l->first_local + i, kiln_status_message(ps[i].status));
       break;
     }
     started[i] = true;
@@ -626,7 +665,7 @@ static kiln_status execute_spmd(PJRT_LoadedExecutable *l, PJRT_Buffer *const *co
       bad = i;
   if (bad >= 0) {
     kiln_strbuf_t who = {0};
-    kiln_spmd_world_describe(w, bad, &who);
+    kiln_spmd_world_describe(w, l->first_local + bad, &who);
     s = kiln_status_annotate(ps[bad].status, "participant %s", kiln_strbuf_cstr(&who));
     kiln_strbuf_free(&who);
     ps[bad].status = NULL;
@@ -647,7 +686,7 @@ static kiln_status execute_spmd(PJRT_LoadedExecutable *l, PJRT_Buffer *const *co
 static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args) {
   PJRT_LoadedExecutable *l = args->executable;
   PJRT_Executable *e = l->exec;
-  int32_t n = e->num_participants;
+  int32_t n = l->num_local;
   if (!e->client)
     return kiln_pjrt_error_make(KILN_FAILED_PRECONDITION,
                                 "Execute: the executable's client was destroyed");
@@ -658,8 +697,8 @@ static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args)
                                 e->name, n, e->num_replicas, e->num_partitions);
   if (args->num_devices != (size_t)n)
     return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
-                                "Execute: %s runs on %d devices (%d replicas x %d partitions), "
-                                "num_devices is %zu",
+                                "Execute: %s runs on %d devices in this process (%d replicas "
+                                "x %d partitions), num_devices is %zu",
                                 e->name, n, e->num_replicas, e->num_partitions, args->num_devices);
   if (args->num_args != (size_t)e->num_params)
     return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
@@ -674,7 +713,8 @@ static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args)
       return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
                                   "Execute: the argument or output list of device %d is NULL", d);
     for (int32_t i = 0; i < e->num_params; i++) {
-      kiln_status s = check_argument(e, i, args->argument_lists[d][i], l->devices[d]);
+      kiln_status s =
+          check_argument(e, i, args->argument_lists[d][i], l->devices[l->first_local + d]);
       if (s)
         return kiln_pjrt_error_from_status(
             kiln_status_annotate(s, "in argument list %d of PJRT_LoadedExecutable_Execute", d));
@@ -684,10 +724,18 @@ static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args)
    * collective while a peer is still lowering (the world's deadline counts from the run). */
   for (int32_t d = 0; d < n; d++) {
     kiln_executable_t *x = NULL;
-    kiln_status s = device_code(e, e->assignment[d], &x);
+    kiln_status s = device_code(e, l->devices[l->first_local + d]->index, &x);
     if (s)
       return kiln_pjrt_error_from_status(
           kiln_status_annotate(s, "in PJRT_LoadedExecutable_Execute"));
+  }
+  /* Across processes, the first run waits until every process has its code (up to 10 min):
+   * one process compiling slower is not a collective's deadline. */
+  if (e->client->num_processes > 1 && !atomic_exchange(&l->met, true)) {
+    kiln_status s = kiln_mpi_barrier(e->client->mpi, e->fingerprint, 600000);
+    if (s)
+      return kiln_pjrt_error_from_status(kiln_status_annotate(
+          s, "in PJRT_LoadedExecutable_Execute of %s, waiting for the other processes", e->name));
   }
   for (int32_t d = 0; d < n; d++)
     for (int32_t j = 0; j < e->num_outputs; j++) args->output_lists[d][j] = NULL;
@@ -1022,8 +1070,8 @@ static PJRT_Error *loaded_get_executable(PJRT_LoadedExecutable_GetExecutable_Arg
 
 static PJRT_Error *loaded_devices(PJRT_LoadedExecutable_AddressableDevices_Args *args) {
   EXEC_ARG("PJRT_LoadedExecutable_AddressableDevices", args, num_addressable_devices);
-  args->addressable_devices = args->executable->devices;
-  args->num_addressable_devices = (size_t)args->executable->exec->num_participants;
+  args->addressable_devices = args->executable->devices + args->executable->first_local;
+  args->num_addressable_devices = (size_t)args->executable->num_local;
   return NULL;
 }
 
@@ -1032,8 +1080,9 @@ static PJRT_Error *loaded_logical_ids(
     PJRT_LoadedExecutable_AddressableDeviceLogicalIds_Args *args) {
   EXEC_ARG("PJRT_LoadedExecutable_AddressableDeviceLogicalIds", args,
            num_addressable_device_logical_ids);
-  args->addressable_device_logical_ids = args->executable->logical_ids;
-  args->num_addressable_device_logical_ids = (size_t)args->executable->exec->num_participants;
+  args->addressable_device_logical_ids =
+      args->executable->logical_ids + args->executable->first_local;
+  args->num_addressable_device_logical_ids = (size_t)args->executable->num_local;
   return NULL;
 }
 

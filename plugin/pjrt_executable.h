@@ -75,9 +75,11 @@ struct PJRT_Executable {
   kiln_compile_options_t copts; /* what lowering uses (dump dir, command buffers) */
   char *dump_dir;               /* owned; copts.emit.dump_dir points here */
   char *kernel_cache_dir;       /* owned; copts.emit.kernel_cache_dir points here */
-  int32_t device_index;         /* its first participant's device (index in client->devices) */
+  int32_t device_index;         /* its first participant's device (index in client->devices; -1:
+                                   another process's) */
   /* The world: num_replicas x num_partitions participants (participant = replica *
-   * num_partitions + partition), participant i on client->devices[assignment[i]]. */
+   * num_partitions + partition), participant i on the device of id assignment[i]
+   * (client->all_devices[assignment[i]]). */
   int32_t num_replicas, num_partitions, num_participants;
   int32_t *assignment; /* owned */
   /* The entry signature. */
@@ -114,14 +116,17 @@ struct PJRT_LoadedExecutable {
   PJRT_Executable *exec; /* one reference */
   PJRT_Device *device;   /* its first participant's device */
   _Atomic bool deleted;
-  /* Its addressable devices in participant order (exec->num_participants entries, owned),
-   * with their (replica, partition). */
+  /* Every participant's device in participant order (exec->num_participants entries, owned),
+   * with their (replica, partition). Its addressable ones (this process's) are participants
+   * first_local ... first_local + num_local - 1: all of them in one process. */
   PJRT_Device **devices;
   PJRT_LogicalDeviceIds *logical_ids;
+  int32_t first_local, num_local;
+  _Atomic bool met; /* across processes: the processes met before its first run */
 };
 
 /* Builds an executable of `client` for a world of num_replicas x num_partitions participants,
- * participant i on client->devices[assignment[i]] (copied), from a module the passes
+ * participant i on the device of id assignment[i] (copied), from a module the passes
  * already ran on (`optimized`, taken over in every case; its entry signature is the
  * program's, with default layouts). `options` (options_len bytes, the serialized
  * CompileOptionsProto) is kept for GetCompileOptions and Serialize; `co` is its decoded form.

@@ -34,6 +34,7 @@ typedef struct kiln_pjrt_client_options {
   char *dump_dir;           /* "dump_dir"; default $KILN_DUMP_TO */
   bool command_buffers;     /* "command_buffers"; default on */
   char *ffi_libraries;      /* "ffi_libraries": specs as KILN_FFI_HANDLERS takes them */
+  bool mpi; /* "mpi": one client across the processes of mpirun (default $KILN_MPI=1) */
 } kiln_pjrt_client_options_t;
 
 typedef struct kiln_pjrt_compile_cache kiln_pjrt_compile_cache_t; /* pjrt_executable.h */
@@ -103,7 +104,17 @@ struct PJRT_Client {
   bool cublaslt;
   char platform_version[64];
   int32_t num_devices;
-  PJRT_Device **devices; /* all, addressable, in id order */
+  PJRT_Device **devices; /* addressable (this process's), in id order */
+  /* Across processes (option mpi): num_processes processes of num_devices devices each; this
+   * one is process_index (its MPI rank) and holds ids first_device_id ... + num_devices - 1.
+   * all_devices: every process's devices in id order (id = index; the others' are
+   * descriptions only: kdev NULL, not addressable, no memories). One process: 0, 1, 0, and
+   * all_devices holds `devices`. */
+  int32_t process_index, num_processes, first_device_id;
+  PJRT_Device **all_devices;
+  int32_t num_all_devices;
+  PJRT_Device *remote_devices; /* the other processes' (num_all_devices - num_devices), owned */
+  struct kiln_mpi *mpi;        /* the process's MPI (runtime/mpi.h); NULL: one process */
   int32_t num_memories;
   PJRT_Memory **memories;   /* every device's memories */
   kiln_device_t **kdevices; /* runtime devices, owned */
@@ -149,10 +160,22 @@ static inline const char *kiln_pjrt_client_target_name(const PJRT_Client *c) {
   return !c->is_cuda ? "host" : c->cublaslt ? "cuda+cublaslt" : "cuda";
 }
 
-/* Builds device `index` of `c` over runtime device `kdev` (pjrt_device.c): description,
- * attributes, memories ("device" ids 2*index, "pinned_host" 2*index+1). */
+/* Builds device `index` of `c` over runtime device `kdev` (pjrt_device.c): description (id
+ * c->first_device_id + index, process c->process_index), attributes, memories ("device" ids
+ * 2*index, "pinned_host" 2*index+1). */
 kiln_status kiln_pjrt_device_init(PJRT_Client *c, PJRT_Device *dev, int32_t index,
                                   kiln_device_t *kdev, int32_t local_hardware_id);
+/* A device of another process of `c` (of `kind`, "cpu" or a GPU's name, as this process's):
+ * its description only (no runtime device, no memories, index -1, local hardware id -1);
+ * kiln_pjrt_device_fini frees it. */
+void kiln_pjrt_device_init_remote(PJRT_Client *c, PJRT_Device *dev, int32_t id,
+                                  int32_t process_index, const char *kind);
+/* The index in c->devices of the device with global id `id`; -1 when it is another
+ * process's (or no device). */
+static inline int32_t kiln_pjrt_client_local_index(const PJRT_Client *c, int64_t id) {
+  int64_t i = id - c->first_device_id;
+  return i >= 0 && i < c->num_devices ? (int32_t)i : -1;
+}
 /* Frees what init made and the device's pooled streams (none may be out). */
 void kiln_pjrt_device_fini(PJRT_Device *dev);
 

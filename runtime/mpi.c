@@ -607,16 +607,18 @@ static kiln_status exchange_blocks(call_t *c, const void *send, int64_t outer, s
                                    char **slots) {
   int s = c->g->size, r = c->g->rank;
   size_t part = (size_t)outer * blk;
-  char *packed = kiln_malloc(part * (size_t)s + 1);
+  /* One row: the blocks are already where packing would put them. */
+  char *packed = outer == 1 ? NULL : kiln_malloc(part * (size_t)s + 1);
   *slots = kiln_malloc(part * (size_t)s + 1);
-  for (int k = 0; k < s; k++)
+  for (int k = 0; k < s && packed; k++)
     for (int64_t o = 0; o < outer; o++)
       memcpy(packed + (size_t)k * part + (size_t)o * blk,
              (const char *)send + ((size_t)o * (size_t)s + (size_t)k) * blk, blk);
-  memcpy(*slots + (size_t)r * part, packed + (size_t)r * part, part);
+  const char *from = packed ? packed : (const char *)send;
+  memcpy(*slots + (size_t)r * part, from + (size_t)r * part, part);
   for (int k = 0; k < s; k++) {
     if (k == r) continue;
-    add(c, false, k, packed + (size_t)k * part, part);
+    add(c, false, k, (char *)from + (size_t)k * part, part);
     add(c, true, k, *slots + (size_t)k * part, part);
   }
   kiln_status st = run(c);

@@ -65,7 +65,9 @@ static const char kUsage[] =
     "                        across the processes of mpirun (OpenMPI, loaded at run time:\n"
     "                        libopenmpi3): the world's N participants split evenly, this\n"
     "                        process running its share and printing their outputs;\n"
-    "                        implied by --backend=host under mpirun; implies --direct\n"
+    "                        implied by --backend=host under mpirun; through the\n"
+    "                        plugin's client across processes (--host-devices=N is the\n"
+    "                        world's), with --direct the runtime's MPI world\n"
     "  --participant-seeds   a multi-device module's participant i gets inputs generated\n"
     "                        from seed + i (data parallel: a batch of its own), not the same\n"
     "                        inputs on each\n"
@@ -659,9 +661,16 @@ static kiln_status run_spmd_on_device(const run_flags_t *f, const kiln_hlo_modul
   kiln_literal_t **want = kiln_calloc((size_t)np, sizeof *want);
   kiln_device_run_report_t rep;
   kiln_status s = NULL;
+  if (f->plugin && f->mpi) {
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK"), *size = getenv("OMPI_COMM_WORLD_SIZE");
+    int r = rank ? atoi(rank) : 0, procs = size && atoi(size) > 0 ? atoi(size) : 1;
+    printf("MPI: process %d of %d runs participants %d..%d through the plugin\n", r, procs,
+           r * np / procs, (r + 1) * np / procs - 1);
+  }
   if (f->plugin) {
     /* the plugin path: Compile with num_replicas / num_partitions, one Execute on np devices */
-    kiln_pjrt_run_options_t po = {.repeat = f->repeat, .print_runs = f->repeat > 1};
+    kiln_pjrt_run_options_t po = {
+        .repeat = f->repeat, .print_runs = f->repeat > 1, .participant_args = per};
     kiln_pjrt_run_report_t pr;
     s = kiln_pjrt_run_module_spmd(f->plugin, m, args, n, replicas, partitions, &po, &out, got, &pr);
     if (s) s = kiln_status_annotate(s, "while running through the PJRT plugin on %d devices", np);
@@ -871,6 +880,19 @@ static kiln_status open_plugin(run_flags_t *f) {
   if (strcmp(f->backend, "host") == 0) o.platform = "cpu";
   if (strcmp(f->backend, "host") == 0) o.num_devices = f->host_devices;
   if (strcmp(f->backend, "cuda") == 0) o.platform = "cuda";
+  if (f->mpi) {
+    /* --host-devices=N is the world's: each of the P processes holds N / P */
+    const char *size = getenv("OMPI_COMM_WORLD_SIZE");
+    int procs = size ? atoi(size) : 1;
+    if (procs < 1) procs = 1;
+    if (o.num_devices % procs)
+      return KILN_ERR_INVALID(
+          "--mpi through the plugin: --host-devices=%lld (the world's) must "
+          "split over the %d processes",
+          (long long)o.num_devices, procs);
+    o.num_devices /= procs; /* 0 (not given): the plugin's default, 1 per process */
+    o.mpi = true;
+  }
   return kiln_pjrt_runner_open(&o, &f->plugin);
 }
 
@@ -895,13 +917,14 @@ static kiln_status run(run_flags_t *f) {
              f->thunks ? "--thunks" : "--max-while-iterations");
       f->direct = true;
     }
-    /* Across processes (--mpi, or started by mpirun): the runtime directly. */
+    /* Across processes (--mpi, or started by mpirun): through the plugin's client across
+     * processes (its option mpi), or with --direct the runtime's MPI world. */
     if (f->mpi || (kiln_mpi_launched() && strcmp(f->backend, "host") == 0)) {
       if (strcmp(f->backend, "host") != 0)
         return KILN_ERR_INVALID("--mpi runs host devices: use --backend=host");
-      if (!f->direct) printf("note: --mpi runs on the runtime directly, not through the plugin\n");
-      f->direct = true;
-      KILN_RETURN_IF_ERROR(kiln_mpi_get(&f->mpi_world), "while starting MPI (--mpi)");
+      f->mpi = true;
+      if (f->direct)
+        KILN_RETURN_IF_ERROR(kiln_mpi_get(&f->mpi_world), "while starting MPI (--mpi)");
     }
     if (f->direct) {
       KILN_RETURN_IF_ERROR(kiln_device_create(f->backend, &f->device),

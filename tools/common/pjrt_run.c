@@ -135,9 +135,16 @@ kiln_status kiln_pjrt_runner_open(const kiln_pjrt_runner_options_t *opts,
                            .type = PJRT_NamedValue_kString,
                            .string_value = platform,
                            .value_size = platform ? strlen(platform) : 0};
-    PJRT_NamedValue copts[2];
+    PJRT_NamedValue copts[3];
     size_t nopts = 0;
     if (platform) copts[nopts++] = opt;
+    if (opts && opts->mpi)
+      copts[nopts++] = (PJRT_NamedValue){.struct_size = PJRT_NamedValue_STRUCT_SIZE,
+                                         .name = "mpi",
+                                         .name_size = strlen("mpi"),
+                                         .type = PJRT_NamedValue_kBool,
+                                         .bool_value = true,
+                                         .value_size = 1};
     if (opts && opts->num_devices > 0)
       copts[nopts++] = (PJRT_NamedValue){.struct_size = PJRT_NamedValue_STRUCT_SIZE,
                                          .name = "num_devices",
@@ -344,7 +351,7 @@ static kiln_status upload(kiln_pjrt_runner_t *r, PJRT_Device *device, const kiln
 
 /* One execute on `nd` devices (one: the runner's device); `outs[d]` (num_outputs) gets
  * device d's results. */
-static kiln_status execute(kiln_pjrt_runner_t *r, PJRT_LoadedExecutable *exe, int nd,
+static kiln_status execute(kiln_pjrt_runner_t *r, PJRT_LoadedExecutable *exe, int nd, bool alone,
                            PJRT_Buffer *const *const *args, size_t num_args,
                            PJRT_Buffer **const *outs) {
   PJRT_ExecuteOptions opts = {.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE};
@@ -358,7 +365,7 @@ static kiln_status execute(kiln_pjrt_runner_t *r, PJRT_LoadedExecutable *exe, in
       .num_args = num_args,
       .output_lists = outs,
       .device_complete_events = done,
-      .execute_device = nd == 1 ? r->device : NULL};
+      .execute_device = alone ? r->device : NULL};
   kiln_status s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_LoadedExecutable_Execute(&a),
                                               "PJRT_LoadedExecutable_Execute");
   for (int d = 0; d < nd; d++)
@@ -484,15 +491,35 @@ static kiln_status run_world(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
                          kiln_pjrt_status_from_error(r->api, r->api->PJRT_Executable_Destroy(&ed),
                                                      "PJRT_Executable_Destroy"));
   }
-  /* the executable's devices, in participant order */
+  /* the executable's devices in this process (all of them in one), in participant order, and
+   * their participants */
+  int world = nd;
+  int *part = kiln_calloc((size_t)world, sizeof(*part));
   PJRT_LoadedExecutable_AddressableDevices_Args ad = {
       .struct_size = PJRT_LoadedExecutable_AddressableDevices_Args_STRUCT_SIZE, .executable = exe};
-  if (!s && nd > 1) {
+  if (!s && world > 1) {
     s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_LoadedExecutable_AddressableDevices(&ad),
                                     "PJRT_LoadedExecutable_AddressableDevices");
-    if (!s && ad.num_addressable_devices != (size_t)nd)
-      s = KILN_ERR_INTERNAL("the executable has %zu addressable devices, %d expected",
-                            ad.num_addressable_devices, nd);
+    PJRT_LoadedExecutable_AddressableDeviceLogicalIds_Args li = {
+        .struct_size = PJRT_LoadedExecutable_AddressableDeviceLogicalIds_Args_STRUCT_SIZE,
+        .executable = exe};
+    if (!s)
+      s = kiln_pjrt_status_from_error(
+          r->api, r->api->PJRT_LoadedExecutable_AddressableDeviceLogicalIds(&li),
+          "PJRT_LoadedExecutable_AddressableDeviceLogicalIds");
+    if (!s && (ad.num_addressable_devices < 1 || ad.num_addressable_devices > (size_t)world ||
+               li.num_addressable_device_logical_ids != ad.num_addressable_devices))
+      s = KILN_ERR_INTERNAL(
+          "the executable has %zu addressable devices (%zu logical ids), %d "
+          "participants",
+          ad.num_addressable_devices, li.num_addressable_device_logical_ids, world);
+    if (!s) nd = (int)ad.num_addressable_devices;
+    for (int d = 0; d < nd && !s; d++) {
+      part[d] = li.addressable_device_logical_ids[d].replica * partitions +
+                li.addressable_device_logical_ids[d].partition;
+      if (part[d] < 0 || part[d] >= world)
+        s = KILN_ERR_INTERNAL("addressable device %d has participant %d of %d", d, part[d], world);
+    }
   }
 
   int np = m->entry->num_parameters;
@@ -508,9 +535,11 @@ static kiln_status run_world(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
   if (!s) {
     t0 = kiln_clock_ms();
     for (int d = 0; d < nd && !s; d++) {
-      s = upload(r, nd > 1 ? ad.addressable_devices[d] : r->device, m, compiled, args, num_args,
+      kiln_literal_t *const *a =
+          opts && opts->participant_args ? opts->participant_args[part[d]] : args;
+      s = upload(r, world > 1 ? ad.addressable_devices[d] : r->device, m, compiled, a, num_args,
                  (PJRT_Buffer **)argv[d]);
-      if (s && nd > 1) s = kiln_status_annotate(s, "on device %d", d);
+      if (s && world > 1) s = kiln_status_annotate(s, "on device %d", d);
     }
     rep->upload_ms = kiln_clock_ms() - t0;
   }
@@ -521,7 +550,7 @@ static kiln_status run_world(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
       outs[o] = NULL;
     }
     t0 = kiln_clock_ms();
-    s = execute(r, exe, nd, argv, (size_t)np, outv);
+    s = execute(r, exe, nd, world == 1, argv, (size_t)np, outv);
     double dt = kiln_clock_ms() - t0;
     if (i == 0) rep->first_run_ms = dt;
     if (i == 0 || dt < rep->run_min_ms) rep->run_min_ms = dt;
@@ -532,8 +561,8 @@ static kiln_status run_world(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
   if (!s) {
     t0 = kiln_clock_ms();
     for (int d = 0; d < nd && !s; d++) {
-      s = download(r, m, outv[d], num_outputs, arena, &results[d]);
-      if (s && nd > 1) s = kiln_status_annotate(s, "on device %d", d);
+      s = download(r, m, outv[d], num_outputs, arena, &results[part[d]]);
+      if (s && world > 1) s = kiln_status_annotate(s, "on device %d", d);
     }
     rep->download_ms = kiln_clock_ms() - t0;
   }
@@ -549,8 +578,9 @@ static kiln_status run_world(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
   s = kiln_status_join(
       s, kiln_pjrt_status_from_error(r->api, r->api->PJRT_LoadedExecutable_Destroy(&ld),
                                      "PJRT_LoadedExecutable_Destroy"));
+  kiln_free(part);
   if (s)
-    for (int d = 0; d < nd; d++) results[d] = NULL;
+    for (int d = 0; d < world; d++) results[d] = NULL;
   return s;
 }
 

@@ -29,6 +29,7 @@ typedef struct kiln_pjrt_runner_options {
   const char *plugin;
   const char *platform; /* the client's "platform" option ("cpu", "cuda"); NULL: not given */
   int64_t num_devices;  /* the client's "num_devices" option (host devices); 0: not given */
+  bool mpi;             /* the client's "mpi" option: one client across mpirun's processes */
   /* The table of a plugin linked into this program (its GetPjrtApi()), used instead of
    * loading one: `plugin` is then ignored. test_alloc_failure drives the plugin this way, so
    * that the allocation-failure injection (base/alloc.h) it sets reaches the plugin's code. */
@@ -45,6 +46,8 @@ const char *kiln_pjrt_runner_description(const kiln_pjrt_runner_t *r);
 typedef struct kiln_pjrt_run_options {
   int64_t repeat;  /* runs (>= 1; 0 means 1); the result is the last run's */
   bool print_runs; /* print each run's time to stdout */
+  /* (spmd, optional) participant p's arguments, instead of the same ones on every device */
+  kiln_literal_t *const *const *participant_args;
 } kiln_pjrt_run_options_t;
 
 typedef struct kiln_pjrt_run_report {
@@ -64,8 +67,10 @@ kiln_status kiln_pjrt_run_module(kiln_pjrt_runner_t *r, const kiln_hlo_module_t 
                                  kiln_literal_t **result, kiln_pjrt_run_report_t *report);
 
 /* Runs `m` compiled for replicas x partitions devices of the client (its num_devices) with
- * the same `args` on every device; results[d] (replicas * partitions entries) gets device d's
- * result, in participant order (replica * partitions + partition). */
+ * the same `args` on every device (or opts->participant_args); results[d] (replicas *
+ * partitions entries) gets device d's result, in participant order (replica * partitions +
+ * partition). A client across processes (option mpi) runs this process's participants: the
+ * others' results stay NULL. */
 kiln_status kiln_pjrt_run_module_spmd(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
                                       kiln_literal_t *const *args, int num_args, int replicas,
                                       int partitions, const kiln_pjrt_run_options_t *opts,
