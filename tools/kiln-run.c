@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "base/str.h"
 #include "benchmarks/kiln_bench/replay.h"
+#include "plugin/env_options.h"
 #include "tools/common/fusion_runner.h"
 #include "compiler/passes/pipeline.h"
 #include "compiler/eval/eval.h"
@@ -896,7 +897,7 @@ static kiln_status run(run_flags_t *f) {
       f->direct = true;
     }
     /* Across processes (--mpi, or started by mpirun): the runtime directly. */
-    if (f->mpi || (kiln_mpi_launched() && strcmp(f->backend, "host") == 0)) {
+    if (f->mpi || (kiln_pjrt_mpi_launched() && strcmp(f->backend, "host") == 0)) {
       if (strcmp(f->backend, "host") != 0)
         return KILN_ERR_INVALID("--mpi runs host devices: use --backend=host");
       if (!f->direct) printf("note: --mpi runs on the runtime directly, not through the plugin\n");
