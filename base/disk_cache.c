@@ -203,22 +203,19 @@ static int64_t g_size_bytes; /* its entries' bytes as this process knows them */
 
 int64_t kiln_disk_cache_max_bytes(void) {
   int64_t o = atomic_load(&g_max_override);
-  if (o >= 0) return o;
-  const char *env = getenv("KILN_CACHE_MAX_BYTES");
-  if (!env || !*env) return DEFAULT_MAX_BYTES;
+  return o >= 0 ? o : DEFAULT_MAX_BYTES;
+}
+
+bool kiln_disk_cache_parse_size(const char *s, int64_t *out) {
+  if (!s || !*s) return false;
   char *end = NULL;
-  double v = strtod(env, &end);
-  if (end == env || v < 0) {
-    KILN_LOG_W(
-        "KILN_CACHE_MAX_BYTES=%s is not a size (bytes, or a number with K/M/G); using "
-        "1G",
-        env);
-    return DEFAULT_MAX_BYTES;
-  }
+  double v = strtod(s, &end);
+  if (end == s || v < 0) return false;
   if (*end == 'K' || *end == 'k') v *= 1024.0;
   if (*end == 'M' || *end == 'm') v *= 1024.0 * 1024.0;
   if (*end == 'G' || *end == 'g') v *= 1024.0 * 1024.0 * 1024.0;
-  return (int64_t)v;
+  *out = (int64_t)v;
+  return true;
 }
 
 void kiln_disk_cache_set_max_bytes(int64_t bytes) {

@@ -48,11 +48,14 @@ char *kiln_disk_cache_path(const char *dir, const char *kind, const uint64_t key
 /* This process's counts for `kind` (NULL: all kinds together). */
 kiln_disk_cache_counters_t kiln_disk_cache_counters(const char *kind);
 
-/* The size limit in bytes (0: unbounded): the value set with kiln_disk_cache_set_max_bytes,
- * else $KILN_CACHE_MAX_BYTES, else 1 GiB. */
+/* The size limit in bytes (0: unbounded): the value set with kiln_disk_cache_set_max_bytes
+ * (the edges set $KILN_CACHE_MAX_BYTES there), else 1 GiB. */
 int64_t kiln_disk_cache_max_bytes(void);
-/* Overrides the limit for this process (negative: back to the environment / default). */
+/* Sets the limit for this process (negative: back to the default). */
 void kiln_disk_cache_set_max_bytes(int64_t bytes);
+/* Reads a size as KILN_CACHE_MAX_BYTES spells it: bytes, or a number with K, M or G. False
+ * for anything else (negative, not a number). */
+bool kiln_disk_cache_parse_size(const char *s, int64_t *out);
 /* Removes the least recently used entries of `dir` (every kind) until the folder holds at
  * most `target` bytes; returns the entries removed. (Writes call it themselves.) */
 int64_t kiln_disk_cache_evict(const char *dir, int64_t target);

@@ -51,11 +51,16 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+static _Atomic int g_default_workers;
+
+void kiln_host_pool_set_default_workers(int num_workers) {
+  atomic_store(&g_default_workers, num_workers > 0 ? num_workers : 0);
+}
+
 kiln_status kiln_host_pool_create(int num_workers, kiln_host_pool_t **out) {
   *out = NULL;
   if (num_workers <= 0) {
-    const char *env = getenv("KILN_HOST_THREADS");
-    num_workers = env ? atoi(env) : 0;
+    num_workers = atomic_load(&g_default_workers);
     if (num_workers <= 0) num_workers = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (num_workers <= 0) num_workers = 1;
   }

@@ -22,9 +22,12 @@ typedef void (*kiln_host_kernel_fn)(void **args, int64_t block_begin, int64_t bl
 typedef struct kiln_host_pool kiln_host_pool_t;
 
 /* Creates a pool with `num_workers` threads in total, counting the launching thread
- * (0: the number of online cores; $KILN_HOST_THREADS overrides the default). The caller owns
- * *out. RESOURCE_EXHAUSTED when threads cannot be created. */
+ * (0: the default, below). The caller owns *out. RESOURCE_EXHAUSTED when threads cannot be
+ * created. */
 kiln_status kiln_host_pool_create(int num_workers, kiln_host_pool_t **out);
+/* The default size of pools created after the call (0: the number of online cores); the
+ * edges set $KILN_HOST_THREADS here. Thread-safe. */
+void kiln_host_pool_set_default_workers(int num_workers);
 void kiln_host_pool_destroy(kiln_host_pool_t *pool);
 int kiln_host_pool_num_workers(const kiln_host_pool_t *pool);
 

@@ -1,38 +1,41 @@
 #include "base/log.h"
 
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* KILN_LOG is read once, on the first query from any thread (pthread_once); the level itself
- * is an atomic so kiln_log_set_level may race with logging threads. */
-static pthread_once_t g_level_once = PTHREAD_ONCE_INIT;
+/* An atomic, so kiln_log_set_level may race with logging threads. */
 static atomic_int g_level = KILN_LOG_WARNING;
 
-static int parse_level(const char *s) {
-  if (!s || !*s) return KILN_LOG_WARNING;
-  if (s[0] >= '0' && s[0] <= '3' && !s[1]) return s[0] - '0';
-  if (!strcmp(s, "error")) return KILN_LOG_ERROR;
-  if (!strcmp(s, "warning") || !strcmp(s, "warn")) return KILN_LOG_WARNING;
-  if (!strcmp(s, "info")) return KILN_LOG_INFO;
-  if (!strcmp(s, "debug")) return KILN_LOG_DEBUG;
-  return KILN_LOG_WARNING;
-}
-
-static void read_level_from_env(void) {
-  atomic_store_explicit(&g_level, parse_level(getenv("KILN_LOG")), memory_order_relaxed);
+bool kiln_log_parse_level(const char *s, kiln_log_level_t *out) {
+  if (!s) return false;
+  if (s[0] >= '0' && s[0] <= '3' && !s[1]) {
+    *out = (kiln_log_level_t)(s[0] - '0');
+    return true;
+  }
+  static const struct {
+    const char *name;
+    kiln_log_level_t level;
+  } kNames[] = {{"error", KILN_LOG_ERROR},
+                {"warning", KILN_LOG_WARNING},
+                {"warn", KILN_LOG_WARNING},
+                {"info", KILN_LOG_INFO},
+                {"debug", KILN_LOG_DEBUG}};
+  for (size_t i = 0; i < sizeof(kNames) / sizeof(kNames[0]); i++)
+    if (!strcmp(s, kNames[i].name)) {
+      *out = kNames[i].level;
+      return true;
+    }
+  return false;
 }
 
 kiln_log_level_t kiln_log_level(void) {
-  pthread_once(&g_level_once, read_level_from_env);
   return (kiln_log_level_t)atomic_load_explicit(&g_level, memory_order_relaxed);
 }
 
 void kiln_log_set_level(kiln_log_level_t level) {
-  pthread_once(&g_level_once, read_level_from_env); /* so the environment cannot override it */
   atomic_store_explicit(&g_level, (int)level, memory_order_relaxed);
 }
 

@@ -1,9 +1,13 @@
-/* Logging with a level taken from KILN_LOG (error, warning, info, debug, or 0-3).
+/* Logging at a level the program sets (default: warning); the edges (plugin/env_options.h:
+ * the plugin, the tools, benchmarks and tests) set it from KILN_LOG (error, warning, info,
+ * debug, or 0-3).
  *
- * Thread-safe: the environment is read once, race-free, on the first query; the level is an
- * atomic; each message is written to stderr whole (the stream is locked around it). */
+ * Thread-safe: the level is an atomic; each message is written to stderr whole (the stream
+ * is locked around it). */
 #ifndef KILN_BASE_LOG_H_
 #define KILN_BASE_LOG_H_
+
+#include <stdbool.h>
 
 typedef enum kiln_log_level {
   KILN_LOG_ERROR = 0,
@@ -12,9 +16,12 @@ typedef enum kiln_log_level {
   KILN_LOG_DEBUG = 3,
 } kiln_log_level_t;
 
-/* The active level: KILN_LOG read once (default: warning). */
+/* The active level (default: warning). */
 kiln_log_level_t kiln_log_level(void);
 void kiln_log_set_level(kiln_log_level_t level);
+/* Reads a level as KILN_LOG spells it: error, warning (or warn), info, debug, or 0-3. False
+ * (and *out unchanged) for anything else. */
+bool kiln_log_parse_level(const char *s, kiln_log_level_t *out);
 void kiln_log_at(kiln_log_level_t level, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 

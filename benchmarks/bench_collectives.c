@@ -129,7 +129,8 @@ static double measure_thunks(kiln_device_t *dev, int n, size_t bytes, int iters)
   co.emit.num_replicas = n;
   co.emit.num_partitions = 1;
   kiln_executable_desc_t *d = NULL;
-  kiln_pjrt_compile_options_from_env(&co);
+  kiln_pass_options_t env_passes;
+  kiln_pjrt_compile_options_from_env(&co, &env_passes);
   die(kiln_compile_module(m, &co, &d, NULL), "compile");
   kiln_executable_t *exe = NULL;
   die(kiln_executable_load(dev, d, &exe), "load");

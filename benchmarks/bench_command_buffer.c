@@ -18,6 +18,7 @@
 #include "runtime/command_buffer_thunk.h"
 #include "runtime/device.h"
 #include "runtime/host/host_device.h"
+#include "runtime/runtime_options.h"
 #include "runtime/thunk.h"
 
 #define BS 64
@@ -141,9 +142,9 @@ int main(int argc, char **argv) {
   kiln_module_image_t img = {.names = names, .functions = fns, .num_functions = 1};
   kiln_device_module_t *m;
   check(kiln_device_module_load(dev, &img, &m), "module");
-  printf(
-      "device: %s; command buffers %s\n", dev->name,
-      kiln_command_buffers_disabled_by_env() ? "DISABLED by KILN_DISABLE_COMMAND_BUFFERS" : "on");
+  printf("device: %s; command buffers %s\n", dev->name,
+         kiln_runtime_options().no_command_buffers ? "DISABLED by KILN_DISABLE_COMMAND_BUFFERS"
+                                                   : "on");
   run_case(dev, s, m, kernels, 1, reps);
   /* Multi-block kernels go through the worker pool; its wake-up dominates both paths. */
   run_case(dev, s, m, kernels, 16, reps / 100 > 10 ? reps / 100 : 10);

@@ -96,7 +96,8 @@ static kiln_status compile_once(const char *path, int index, const char *dir, bo
     o.emit.kernel_cache_dir = dir;
     o.emit.dump_dir = "";
     if (exec_cache) o.executable_cache_dir = dir;
-    kiln_pjrt_compile_options_from_env(&o); /* --pipelines: KILN_HOST_LLVM_PIPELINE */
+    kiln_pass_options_t env_passes;
+    kiln_pjrt_compile_options_from_env(&o, &env_passes); /* --pipelines: KILN_HOST_LLVM_PIPELINE */
     double t0 = kiln_clock_ms(), c0 = cpu_ms();
     s = kiln_compile_module(f->modules[index], &o, &d, &st);
     *ms = kiln_clock_ms() - t0;

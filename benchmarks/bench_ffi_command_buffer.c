@@ -74,7 +74,8 @@ static void load_variant(kiln_device_t *dev, const char *target, variant_t *v) {
   co.command_buffer_min_run = 2;
   kiln_compile_stats_t st;
   kiln_executable_desc_t *d = NULL;
-  kiln_pjrt_compile_options_from_env(&co);
+  kiln_pass_options_t env_passes;
+  kiln_pjrt_compile_options_from_env(&co, &env_passes);
   check(kiln_compile_module(m, &co, &d, &st), "compile");
   kiln_hlo_module_destroy(m);
   v->cbs = st.command_buffers;

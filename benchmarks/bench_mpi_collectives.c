@@ -18,6 +18,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/status.h"
+#include "plugin/env_options.h"
 #include "runtime/collectives.h"
 #include "runtime/mpi.h"
 
@@ -95,7 +96,7 @@ int main(int argc, char **argv) {
       max_bytes = (size_t)strtoull(argv[i] + 12, NULL, 0);
     else if (strcmp(argv[i], "--max-bytes") == 0 && i + 1 < argc)
       max_bytes = (size_t)strtoull(argv[++i], NULL, 0);
-  if (!kiln_mpi_launched()) {
+  if (!kiln_pjrt_mpi_launched()) {
     printf("bench_mpi_collectives: run under mpirun -np 2 (see the file's header)\n");
     return 0;
   }

@@ -47,7 +47,8 @@ static kiln_status bench(kiln_device_t *dev, kiln_hlo_module_t *m, const char *l
   kiln_executable_desc_t *d = NULL;
   kiln_compile_stats_t cs;
   double w0 = kiln_clock_ms(), c0 = cpu_ms();
-  kiln_pjrt_compile_options_from_env(&co);
+  kiln_pass_options_t env_passes;
+  kiln_pjrt_compile_options_from_env(&co, &env_passes);
   KILN_RETURN_IF_ERROR(kiln_compile_module(m, &co, &d, &cs), "while compiling %s", label);
   double cw = kiln_clock_ms() - w0, cc = cpu_ms() - c0;
   kiln_executable_t *e = NULL;

@@ -131,7 +131,8 @@ static kiln_status bench_module(kiln_device_t *dev, kiln_hlo_module_t *m, const 
   memset(&co, 0, sizeof co);
   kiln_executable_desc_t *d = NULL;
   kiln_compile_stats_t cs;
-  kiln_pjrt_compile_options_from_env(&co);
+  kiln_pass_options_t env_passes;
+  kiln_pjrt_compile_options_from_env(&co, &env_passes);
   KILN_RETURN_IF_ERROR(kiln_compile_module(m, &co, &d, &cs), "while compiling %s", label);
   kiln_status s = kiln_executable_load(dev, d, &b.e);
   if (!s) s = kiln_stream_create(dev, &b.stream);

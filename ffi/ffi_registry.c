@@ -452,10 +452,32 @@ kiln_status kiln_ffi_registry_load_spec(kiln_ffi_registry_t *r, const char *spec
   return NULL;
 }
 
-kiln_status kiln_ffi_registry_load_env(kiln_ffi_registry_t *r, const char *var) {
-  if (!var) return KILN_ERR_INVALID("kiln_ffi_registry_load_env: NULL variable name");
-  const char *spec = getenv(var);
+kiln_status kiln_ffi_registry_load_named_spec(kiln_ffi_registry_t *r, const char *spec,
+                                              const char *origin) {
   if (!spec || !*spec) return NULL;
-  KILN_RETURN_IF_ERROR(kiln_ffi_registry_load_spec(r, spec), "in %s", var);
+  KILN_RETURN_IF_ERROR(kiln_ffi_registry_load_spec(r, spec), "in %s", origin ? origin : "spec");
   return NULL;
+}
+
+/* The default spec (guarded by g_default_mu): what the edges found in $KILN_FFI_HANDLERS. */
+static char *g_default_spec, *g_default_origin;
+
+void kiln_ffi_registry_set_default_spec(const char *spec, const char *origin) {
+  pthread_mutex_lock(&g_default_mu);
+  kiln_free(g_default_spec);
+  kiln_free(g_default_origin);
+  g_default_spec = spec && *spec ? kiln_strdup(spec) : NULL;
+  g_default_origin = g_default_spec && origin ? kiln_strdup(origin) : NULL;
+  pthread_mutex_unlock(&g_default_mu);
+}
+
+kiln_status kiln_ffi_registry_load_default_spec(kiln_ffi_registry_t *r) {
+  pthread_mutex_lock(&g_default_mu);
+  char *spec = g_default_spec ? kiln_strdup(g_default_spec) : NULL;
+  char *origin = g_default_origin ? kiln_strdup(g_default_origin) : NULL;
+  pthread_mutex_unlock(&g_default_mu);
+  kiln_status s = kiln_ffi_registry_load_named_spec(r, spec, origin);
+  kiln_free(spec);
+  kiln_free(origin);
+  return s;
 }

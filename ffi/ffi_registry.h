@@ -85,8 +85,16 @@ kiln_status kiln_ffi_registry_register_legacy(kiln_ffi_registry_t *r, const char
  * "symbol ... not found", FAILED_PRECONDITION for an unaccepted FFI version. Entries before a
  * failing one stay registered. */
 kiln_status kiln_ffi_registry_load_spec(kiln_ffi_registry_t *r, const char *spec);
-/* Loads the spec in environment variable `var` (KILN_FFI_HANDLERS); unset or empty is OK. */
-kiln_status kiln_ffi_registry_load_env(kiln_ffi_registry_t *r, const char *var);
+/* kiln_ffi_registry_load_spec, with errors annotated "in <origin>" (e.g. the variable the
+ * spec came from); NULL or "" loads nothing. */
+kiln_status kiln_ffi_registry_load_named_spec(kiln_ffi_registry_t *r, const char *spec,
+                                              const char *origin);
+/* The spec custom calls load into the default registry before their first lookup
+ * (compiler/thunks/custom_call_emitter.c), kept as a copy; the edges pass $KILN_FFI_HANDLERS
+ * (origin "KILN_FFI_HANDLERS"). NULL or "": none. Thread-safe. */
+void kiln_ffi_registry_set_default_spec(const char *spec, const char *origin);
+/* Loads the default spec (above) into `r`; nothing when none is set. */
+kiln_status kiln_ffi_registry_load_default_spec(kiln_ffi_registry_t *r);
 /* Opens a library (cached by path); its static initializers may register handlers, which
  * then land in `r`. *out_handle is the dlopen handle (borrowed; may be NULL). */
 kiln_status kiln_ffi_registry_open_library(kiln_ffi_registry_t *r, const char *path,

@@ -7,6 +7,7 @@
 #include "ffi/ffi_api.h"
 #include "ffi/ffi_legacy.h"
 #include "kiln/abi_macros.h"
+#include "plugin/env_options.h"
 #include "plugin/pjrt_ffi_ext.h"
 #include "plugin/pjrt_internal.h"
 
@@ -30,6 +31,7 @@ static PJRT_Api g_api;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void build_table(void) {
+  kiln_pjrt_process_options_from_env(); /* the plugin is an edge: the environment, once */
   memset(&g_api, 0, sizeof(g_api));
   g_api.struct_size = PJRT_Api_STRUCT_SIZE;
   g_api.pjrt_api_version.struct_size = PJRT_Api_Version_STRUCT_SIZE;

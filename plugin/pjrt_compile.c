@@ -406,10 +406,10 @@ static kiln_status compile_program(PJRT_Client *client, const PJRT_Program *prog
       memset(&po, 0, sizeof(po));
       const char *dump = co.xla_dump_to ? co.xla_dump_to : client->options.dump_dir;
       po.dump_dir = dump && *dump ? dump : "";
-      kiln_pass_options_from_env(&po);
+      kiln_pjrt_pass_options_from_env(&po);
       o.passes = &po;
       o.emit.dump_dir = po.dump_dir;
-      kiln_pjrt_compile_options_from_env(&o);
+      kiln_pjrt_compile_options_from_env(&o, NULL);
       kiln_compile_stats_t st;
       memset(&st, 0, sizeof(st));
       double t0 = kiln_clock_ms();

@@ -350,7 +350,8 @@ static kiln_status device_code(PJRT_Executable *e, int32_t di, kiln_executable_t
   if (!x && !s) {
     double t0 = kiln_clock_ms();
     kiln_compile_options_t o = e->copts;
-    kiln_pjrt_compile_options_from_env(&o); /* command buffers, host JIT target */
+    kiln_pass_options_t po; /* the passes' settings, for the executable cache's key */
+    kiln_pjrt_compile_options_from_env(&o, &po); /* command buffers, host JIT target */
     PJRT_Device *dev = e->client->devices[di];
     char arch[16] = "";
     if (dev->kdev->kind == KILN_DEVICE_CUDA) {

@@ -48,11 +48,6 @@ const char *kiln_cmd_action_name(kiln_cmd_action_t a) {
   return "?";
 }
 
-bool kiln_command_buffers_disabled_by_env(void) {
-  const char *v = getenv("KILN_DISABLE_COMMAND_BUFFERS");
-  return v && *v && strcmp(v, "0") != 0;
-}
-
 /* ---- lists ----------------------------------------------------------------------------- */
 
 void kiln_cmd_list_init(kiln_cmd_list_t *l) {

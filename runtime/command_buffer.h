@@ -249,7 +249,5 @@ void kiln_cmd_cache_forget_module(kiln_cmd_cache_t *c, const kiln_device_module_
 static inline kiln_cmd_cache_t *kiln_device_cmd_cache(kiln_device_t *dev) {
   return dev ? dev->cmd_cache : NULL;
 }
-/* True when $KILN_DISABLE_COMMAND_BUFFERS is set to something other than "" or "0". */
-bool kiln_command_buffers_disabled_by_env(void);
 
 #endif /* KILN_RUNTIME_COMMAND_BUFFER_H_ */

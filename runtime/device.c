@@ -13,6 +13,7 @@
 #include "runtime/command_buffer.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/host/host_device.h"
+#include "runtime/runtime_options.h"
 
 const char *kiln_device_kind_name(kiln_device_kind_t k) {
   switch (k) {
@@ -170,12 +171,8 @@ static void raw_mem_free(void *ctx, uint64_t p) {
   dev->vt->mem_free(dev, p);
 }
 
-/* The device's allocator: caching unless $KILN_ALLOCATOR=plain. */
-static kiln_device_allocator_t *create_allocator(kiln_device_t *dev) {
-  const char *env = getenv("KILN_ALLOCATOR");
-  bool plain = env && !strcmp(env, "plain");
-  if (env && *env && !plain && strcmp(env, "bfc"))
-    KILN_LOG_W("KILN_ALLOCATOR=%s is not `bfc` or `plain`; using the caching allocator (bfc)", env);
+/* The device's allocator: caching unless the runtime options ask for the plain one. */
+static kiln_device_allocator_t *create_allocator(kiln_device_t *dev, bool plain) {
   kiln_device_allocator_raw_t raw = {.alloc = raw_mem_alloc, .free = raw_mem_free, .ctx = dev};
   kiln_device_allocator_options_t o = {
       .name = dev->name,
@@ -196,13 +193,11 @@ void kiln_device_init_common(kiln_device_t *dev, const kiln_device_vtable_t *vt,
   dev->kind = kind;
   snprintf(dev->name, sizeof(dev->name), "%s", name ? name : kiln_device_kind_name(kind));
   dev->cmd_cache = NULL;
-  dev->allocator = create_allocator(dev);
+  kiln_runtime_options_t ro = kiln_runtime_options();
+  dev->allocator = create_allocator(dev, ro.plain_allocator);
   if (vt->cmd_ops) {
-    size_t cap = 64;
-    const char *env = getenv("KILN_COMMAND_BUFFER_CACHE_SIZE");
-    if (env && atol(env) > 0) cap = (size_t)atol(env);
-    dev->cmd_cache =
-        kiln_cmd_cache_create(dev, vt->cmd_ops, cap, kiln_command_buffers_disabled_by_env());
+    size_t cap = ro.command_buffer_cache_size ? ro.command_buffer_cache_size : 64;
+    dev->cmd_cache = kiln_cmd_cache_create(dev, vt->cmd_ops, cap, ro.no_command_buffers);
   }
 }
 

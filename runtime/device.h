@@ -208,8 +208,8 @@ struct kiln_device_module {
 };
 
 /* Implementations call this from their create function (sets up the command-buffer cache
- * with the capacity from $KILN_COMMAND_BUFFER_CACHE_SIZE, default 64, and the device
- * allocator: caching unless $KILN_ALLOCATOR is `plain`) and kiln_device_fini_common from
+ * with the capacity of the runtime options, runtime_options.h, default 64, and the device
+ * allocator: caching unless those options ask for the plain one) and kiln_device_fini_common from
  * destroy, while mem_free still works (it returns the allocator's regions). */
 void kiln_device_init_common(kiln_device_t *dev, const kiln_device_vtable_t *vt,
                              kiln_device_kind_t kind, const char *name);
@@ -224,7 +224,8 @@ uint64_t kiln_kernel_next_uid(void);
 
 /* Device memory: kiln_device_mem_alloc / kiln_device_mem_free go through the device's
  * caching allocator (allocator.h), which calls the table's mem_alloc / mem_free only to grow
- * or release its pool; $KILN_ALLOCATOR=plain makes every call reach the table. Addresses are
+ * or release its pool; the runtime options' plain_allocator (runtime_options.h; the edges'
+ * $KILN_ALLOCATOR=plain) makes every call reach the table. Addresses are
  * aligned to 64 bytes on the host and 256 on CUDA. The statistics (bytes in use, peak, pool
  * size, allocations, largest free block, raw calls) come from kiln_device_memory_stats.
  * Thread-safe. */

@@ -13,6 +13,7 @@
 
 #include "base/alloc.h"
 #include "base/str.h"
+#include "runtime/runtime_options.h"
 
 /* OpenMPI 4's ABI (its mpi.h): every handle is a pointer to one of its structures; the
  * predefined ones are addresses of exported globals. */
@@ -60,11 +61,6 @@ static kiln_mpi_t *g_mpi;
 static kiln_status g_error; /* loading or initializing failed: returned again */
 static bool g_finalized;
 
-bool kiln_mpi_launched(void) {
-  const char *s = getenv("OMPI_COMM_WORLD_SIZE");
-  return s && *s;
-}
-
 static kiln_status mpi_error(kiln_mpi_t *m, int rc, const char *what) {
   char msg[MPI_MAX_ERROR_STRING_LEN + 1] = "";
   int len = 0;
@@ -75,8 +71,8 @@ static kiln_status mpi_error(kiln_mpi_t *m, int rc, const char *what) {
 }
 
 static kiln_status load(kiln_mpi_t *m) {
-  const char *lib = getenv("KILN_MPI_LIBRARY");
-  if (!lib || !*lib) lib = KILN_MPI_LIBRARY;
+  const char *lib = kiln_runtime_options().mpi_library;
+  if (!lib) lib = KILN_MPI_LIBRARY;
   /* RTLD_GLOBAL: OpenMPI's own components, loaded by it, resolve libmpi's symbols. */
   m->lib = dlopen(lib, RTLD_NOW | RTLD_GLOBAL);
   if (!m->lib) {

@@ -4,7 +4,8 @@
  * OpenMPI is loaded at run time with dlopen (libmpi.so.40, Debian's libopenmpi3; mpirun comes
  * with openmpi-bin): kiln declares the few MPI functions it calls and resolves OpenMPI's
  * predefined handles (MPI_COMM_WORLD is the address of `ompi_mpi_comm_world`, ...) with dlsym,
- * so no mpi.h is needed to build. KILN_MPI_LIBRARY names another library file (for tests).
+ * so no mpi.h is needed to build. The runtime options' mpi_library (the edges' $KILN_MPI_LIBRARY)
+ * names another library file (for tests).
  *
  * A world spanning processes: every process owns `local_devices` participants, participant p
  * living in process p / local_devices (its MPI rank in MPI_COMM_WORLD) as its local device
@@ -41,9 +42,6 @@
 #define KILN_MPI_LIBRARY "libmpi.so.40"
 
 typedef struct kiln_mpi kiln_mpi_t;
-
-/* Whether this process was started by OpenMPI's mpirun (OMPI_COMM_WORLD_SIZE is set). */
-bool kiln_mpi_launched(void);
 
 /* The process's MPI, loaded and initialized on the first call (MPI_Init_thread unless the
  * program initialized MPI itself). UNAVAILABLE naming the library and the Debian packages to

@@ -12,6 +12,7 @@
 #include "base/str.h"
 #include "compiler/eval/eval.h"
 #include "compiler/thunks/compile.h"
+#include "plugin/env_options.h"
 #include "runtime/executable.h"
 #include "tools/common/compare.h"
 #include "tools/common/device_run.h"
@@ -61,6 +62,8 @@ static void run_and_compare_on(kiln_device_t *dev, const char *text, int repeat,
     kiln_compile_options_t co;
     memset(&co, 0, sizeof co);
     co.no_command_buffers = true;
+    kiln_pass_options_t po; /* the passes as the device run had them (KILN_GEMM_LIBRARY, ...) */
+    kiln_pjrt_compile_options_from_env(&co, &po);
     assert_null(kiln_compile_module(c, &co, &d, NULL));
     kiln_strbuf_t b = {0};
     kiln_executable_desc_print(&b, d);

@@ -19,6 +19,7 @@
 #include "runtime/device.h"
 #include "runtime/executable.h"
 #include "runtime/host/host_device.h"
+#include "runtime/runtime_options.h"
 
 #define KIB ((size_t)1024)
 #define MIB (KIB * KIB)
@@ -314,14 +315,14 @@ static void count_raw_allocs(int runs, int64_t *after_first, int64_t *after_last
 static void test_repeated_executes_make_no_raw_allocation_after_the_first(void **state) {
   (void)state;
   int64_t first = 0, last = 0;
-  unsetenv("KILN_ALLOCATOR");
+  kiln_runtime_options_set(NULL);
   count_raw_allocs(6, &first, &last);
   assert_true(first > 0);
   assert_int_equal(last, first);
   /* The same runs without the pool: two outputs allocated from the device per run. */
-  setenv("KILN_ALLOCATOR", "plain", 1);
+  kiln_runtime_options_set(&(kiln_runtime_options_t){.plain_allocator = true});
   count_raw_allocs(6, &first, &last);
-  unsetenv("KILN_ALLOCATOR");
+  kiln_runtime_options_set(NULL);
   assert_true(last >= first + 5 * 2);
 }
 

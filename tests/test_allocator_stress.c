@@ -18,6 +18,7 @@
 
 #include "runtime/device.h"
 #include "runtime/host/host_device.h"
+#include "runtime/runtime_options.h"
 
 enum { THREADS = 8, OPS = 4000, LIVE = 24 };
 
@@ -95,7 +96,7 @@ static void *worker_main(void *arg) {
 
 static void test_many_threads_allocate_and_free_without_overlap(void **state) {
   (void)state;
-  unsetenv("KILN_ALLOCATOR");
+  kiln_runtime_options_set(NULL); /* the caching allocator */
   kiln_device_t *dev = NULL;
   kiln_status s = kiln_host_device_create(2, &dev);
   if (s) fail_msg("host device: %s", kiln_status_message(s));

@@ -18,6 +18,7 @@
 #include "base/status.h"
 #include "compiler/backend/nvjitlink.h"
 #include "compiler/backend/nvptx.h"
+#include "plugin/env_options.h"
 #include "tests/backend_test_kernels.h"
 #include "tests/skip_util.h"
 
@@ -237,7 +238,7 @@ static void test_sm90a_ptx_is_rejected_for_sm90(void **state) {
 
 static void test_missing_cuda_dir_needing_libdevice_is_unavailable(void **state) {
   (void)state;
-  kiln_nvptx_options_t opts = {.cuda_dir = "/nonexistent/kiln-cuda"};
+  kiln_nvptx_options_t opts = {.cuda.dir = "/nonexistent/kiln-cuda"};
   kiln_nvptx_result_t r;
   kiln_status s = compile_vadd("__nv_expf", &opts, &r);
   assert_int_equal(kiln_status_code(s), KILN_UNAVAILABLE);
@@ -250,7 +251,7 @@ static void test_missing_cuda_dir_needing_libdevice_is_unavailable(void **state)
 
 static void test_missing_cuda_dir_leaves_ptx_for_the_driver(void **state) {
   (void)state;
-  kiln_nvptx_options_t opts = {.cuda_dir = "/nonexistent/kiln-cuda"};
+  kiln_nvptx_options_t opts = {.cuda.dir = "/nonexistent/kiln-cuda"};
   kiln_nvptx_result_t r;
   kiln_status s = compile_vadd(NULL, &opts, &r);
   assert_int_equal(kiln_status_code(s), KILN_UNAVAILABLE);
@@ -267,19 +268,28 @@ static void test_missing_cuda_dir_leaves_ptx_for_the_driver(void **state) {
   kiln_nvptx_result_free(&r);
 }
 
-/* $KILN_CUDA_DIR replaces the search: with a bogus directory ptxas is not found even though
- * it is on PATH, and the status names the path tried. */
+/* $KILN_CUDA_DIR, read at the edges into kiln_cuda_search_t.dir, replaces the search: with a
+ * bogus directory ptxas is not found even though it is on PATH, and the status names the path
+ * tried. The backend itself does not see the variable. */
 static void test_kiln_cuda_dir_env_overrides_the_search(void **state) {
   (void)state;
   const char *old = getenv("KILN_CUDA_DIR");
   char *saved = old ? kiln_strdup(old) : NULL;
   assert_int_equal(setenv("KILN_CUDA_DIR", "/nonexistent/env-cuda", 1), 0);
-  char *log = NULL;
-  kiln_status s = kiln_ptxas_check(kBrokenPtx, "sm_90", &log);
+  kiln_cuda_search_t search = {0};
+  kiln_pjrt_cuda_search_from_env(&search);
+  assert_string_equal(search.dir, "/nonexistent/env-cuda");
+  char *ptxas = NULL;
+  kiln_status s = kiln_nvptx_find_ptxas(&search, &ptxas);
   assert_int_equal(kiln_status_code(s), KILN_UNAVAILABLE);
   assert_non_null(strstr(kiln_status_message(s), "/nonexistent/env-cuda/bin/ptxas"));
-  assert_null(log);
+  assert_null(ptxas);
   kiln_status_free(s);
+  kiln_cuda_dirs_t dirs; /* without the options, the standard search */
+  kiln_cuda_dirs_find(NULL, &dirs);
+  assert_false(dirs.explicit_dir);
+  for (size_t i = 0; i < dirs.count; i++) assert_null(strstr(dirs.dirs[i], "env-cuda"));
+  kiln_cuda_dirs_free(&dirs);
   if (saved) {
     setenv("KILN_CUDA_DIR", saved, 1);
     kiln_free(saved);

@@ -116,7 +116,7 @@ static void test_conv_left_elemental(void **state) {
   kiln_hlo_module_t *m =
       parse(CONV("  x = f32[2,9,9,6] parameter(0)\n  w = f32[3,3,6,8] parameter(1)\n",
                  "f32[2,7,7,8] convolution(x, w), window={size=3x3}, dim_labels=b01f_01io->b01f"));
-  kiln_pass_options_t o = {.verify = 1, .no_gemm_library = true, .env_read = true};
+  kiln_pass_options_t o = {.verify = 1, .no_gemm_library = true};
   bool changed = false;
   assert_null(kiln_pass_conv_gemm_rewriter(m, &o, &changed));
   assert_false(changed);

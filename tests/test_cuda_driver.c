@@ -25,6 +25,7 @@
 #include "runtime/cuda/cuda_driver.h"
 #include "runtime/cuda/cuda_graph.h"
 #include "runtime/device.h"
+#include "runtime/runtime_options.h"
 #include "tests/skip_util.h"
 
 /* ---- symbol table ------------------------------------------------------------------------ */
@@ -233,7 +234,9 @@ static void test_default_search_without_driver_reports_sonames_and_best_falls_ba
     printf("[  SKIP    ] a CUDA driver is installed here; the no-driver path is not testable\n");
     KILN_SKIPPED();
   }
-  unsetenv("KILN_CUDA_DRIVER");
+  kiln_runtime_options_t ro = kiln_runtime_options();
+  ro.cuda_driver = NULL; /* the default search, whatever the environment named */
+  kiln_runtime_options_set(&ro);
   const kiln_cuda_driver_t *drv = NULL;
   kiln_status s = kiln_cuda_driver_get(&drv);
   assert_null(drv);

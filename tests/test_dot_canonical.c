@@ -154,7 +154,7 @@ static void test_no_gemm_library_leaves_dots_as_written(void **state) {
       "rhs_batch_dims={0}, rhs_contracting_dims={1}\n}\n";
   kiln_hlo_module_t *m = parse(text);
   char *before = kiln_hlo_module_to_string(m);
-  kiln_pass_options_t o = {.verify = 1, .no_gemm_library = true, .env_read = true};
+  kiln_pass_options_t o = {.verify = 1, .no_gemm_library = true};
   assert_null(kiln_pass_run_list(m, "dot_canonicalizer", &o));
   char *after = kiln_hlo_module_to_string(m);
   assert_string_equal(before, after);

@@ -169,7 +169,6 @@ static kiln_hlo_module_t *optimized(const char *text, bool canonicalize, kiln_st
   kiln_pass_options_t o;
   memset(&o, 0, sizeof o);
   o.verify = canonicalize; /* the pass under test is checked by the verifier */
-  o.env_read = true;
   o.disabled_passes = canonicalize ? "" : "dot_canonicalizer";
   *err = kiln_pipeline_run(m, &o);
   if (*err) {

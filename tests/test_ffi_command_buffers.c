@@ -151,7 +151,8 @@ static void rig_make_cached(rig_t *r, const char *cache_dir) {
   co.emit.target = KILN_TARGET_HOST;
   co.executable_cache_dir = cache_dir;
   /* KILN_COMMAND_BUFFER_MIN_RUN (setup) and KILN_DISABLE_COMMAND_BUFFERS, read at the edge */
-  kiln_pjrt_compile_options_from_env(&co);
+  kiln_pass_options_t env_passes;
+  kiln_pjrt_compile_options_from_env(&co, &env_passes);
   kiln_executable_desc_t *d = NULL;
   if (!s) s = kiln_compile_module(m, &co, &d, &r->stats);
   if (!s) s = kiln_executable_load(r->dev, d, &r->exe);

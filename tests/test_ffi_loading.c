@@ -14,6 +14,7 @@
 #include "base/status.h"
 #include "ffi/ffi_call_frame.h"
 #include "ffi/ffi_registry.h"
+#include "plugin/env_options.h"
 
 #ifndef KILN_FFI_TEST_C_LIB
 #define KILN_FFI_TEST_C_LIB "libkiln_ffi_test_handlers_c.so"
@@ -175,14 +176,14 @@ static void test_spec_from_the_environment(void **state) {
   kiln_ffi_registry_t *r;
   assert_null(kiln_ffi_registry_create(&r));
   unsetenv("KILN_FFI_TEST_HANDLERS");
-  assert_null(kiln_ffi_registry_load_env(r, "KILN_FFI_TEST_HANDLERS"));
+  assert_null(kiln_pjrt_ffi_registry_load_env(r, "KILN_FFI_TEST_HANDLERS"));
   assert_int_equal(kiln_ffi_registry_size(r), 0);
   setenv("KILN_FFI_TEST_HANDLERS", "envadd=" KILN_FFI_TEST_C_LIB ":kiln_test_c_add_f32", 1);
-  assert_null(kiln_ffi_registry_load_env(r, "KILN_FFI_TEST_HANDLERS"));
+  assert_null(kiln_pjrt_ffi_registry_load_env(r, "KILN_FFI_TEST_HANDLERS"));
   kiln_ffi_handler_t h;
   assert_null(kiln_ffi_registry_lookup(r, "envadd", KILN_FFI_PLATFORM_HOST, &h));
   setenv("KILN_FFI_TEST_HANDLERS", "bad", 1);
-  expect_error(kiln_ffi_registry_load_env(r, "KILN_FFI_TEST_HANDLERS"), KILN_UNAVAILABLE,
+  expect_error(kiln_pjrt_ffi_registry_load_env(r, "KILN_FFI_TEST_HANDLERS"), KILN_UNAVAILABLE,
                "in KILN_FFI_TEST_HANDLERS");
   unsetenv("KILN_FFI_TEST_HANDLERS");
   kiln_ffi_registry_destroy(r);

@@ -220,7 +220,7 @@ static bool gemm_of(const char *lhs, const char *rhs, const char *out, const cha
   bool needs = kiln_fusion_wrapper_needs_kernel(m->entry->root, NULL);
   assert_true(is != needs);
   /* With no gemm library in the options every dot is a kernel, gemm form or not. */
-  kiln_pass_options_t no_library = {.verify = -1, .no_gemm_library = true, .env_read = true};
+  kiln_pass_options_t no_library = {.verify = -1, .no_gemm_library = true};
   assert_true(kiln_fusion_wrapper_needs_kernel(m->entry->root, &no_library));
   kiln_hlo_module_destroy(m);
   return is;
@@ -295,6 +295,7 @@ static void test_gemm_forms(void **state) {
 typedef struct corpus_stats {
   int compared, failed, skipped, wrapped;
   double max_cost;
+  const char *disabled_passes; /* the pipeline's kiln_pass_options_t.disabled_passes */
   kiln_strbuf_t failures;
 } corpus_stats_t;
 
@@ -361,7 +362,7 @@ static void check_module(corpus_stats_t *st, kiln_hlo_module_t *m, const char *n
   kiln_eval_options_t eo = {0};
   eo.rng_seed = 42;
   eo.max_while_iterations = 20000;
-  kiln_pass_options_t po = {.verify = 1};
+  kiln_pass_options_t po = {.verify = 1, .disabled_passes = st->disabled_passes};
   char why[300] = "", left[200] = "";
   if ((s = kiln_pipeline_run(m, &po))) {
     /* the pipeline's own failures are test_pipeline_semantics' to report */
@@ -409,23 +410,14 @@ static void check_folder(corpus_stats_t *st, const char *sub) {
 
 static void test_corpus_wrapped_modules_stay_valid_and_evaluate_the_same(void **state) {
   /* The wrapper is left out of the pipeline here so this test wraps what it compares. */
-  const char *prev = getenv("KILN_DISABLE_PASSES");
-  char *saved = prev ? kiln_strdup(prev) : NULL;
-  char disable[512];
-  snprintf(disable, sizeof disable, "%s%sfusion_wrapper", saved ? saved : "", saved ? "," : "");
-  setenv("KILN_DISABLE_PASSES", disable, 1);
   corpus_stats_t st;
   memset(&st, 0, sizeof st);
+  st.disabled_passes = "fusion_wrapper";
   const char *cost = getenv("KILN_WRAPPER_MAX_COST");
   st.max_cost = cost && *cost ? strtod(cost, NULL) : kiln_corpus_under_asan() ? 1e7 : 1e8;
   double t0 = kiln_now_seconds();
   check_folder(&st, "xla");
   check_folder(&st, "real");
-  if (saved)
-    setenv("KILN_DISABLE_PASSES", saved, 1);
-  else
-    unsetenv("KILN_DISABLE_PASSES");
-  kiln_free(saved);
   printf(
       "fusion wrapper: %d modules wrapped, scheduled, assigned and bit-identical, %d fail, "
       "%d left out, %.1f s\n%s",

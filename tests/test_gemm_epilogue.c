@@ -207,7 +207,7 @@ static void test_patterns_that_must_not_fuse_stay_a_gemm_and_a_kernel(void **sta
       "  v = f32[24] parameter(2)\n"
       "  d = f32[32,24] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
       "  bv = f32[32,24] broadcast(v), dimensions={1}\n  ROOT x = f32[32,24] add(d, bv)\n}\n");
-  kiln_pass_options_t o = {.verify = 1, .env_read = true, .no_gemm_library = true};
+  kiln_pass_options_t o = {.verify = 1, .no_gemm_library = true};
   assert_null(kiln_pipeline_run(m, &o));
   char *out = kiln_hlo_module_to_string(m);
   assert_null(strstr(out, "kiln_gemm_epilogue"));
@@ -472,7 +472,7 @@ static void test_cuda_fuses_and_takes_bf16_only_with_cublaslt(void **state) {
   const char *bf16 =
       "HloModule c\nENTRY e {\n  a = bf16[64,32] parameter(0)\n  b = bf16[32,48] parameter(1)\n"
       "  ROOT d = bf16[64,48] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
-  kiln_pass_options_t cublas = {.verify = 1, .env_read = true, .gemm_f32_f64_only = true};
+  kiln_pass_options_t cublas = {.verify = 1, .gemm_f32_f64_only = true};
   kiln_pass_options_t lt = cublas;
   lt.gemm_cublaslt = true;
   int dots = 0;
@@ -510,7 +510,7 @@ static void corpus_module(void *ctx, kiln_hlo_module_t **mp, const char *name, c
   corpus_stats_t *st = ctx;
   if (error || kiln_corpus_find_invalid(path, index) || !kiln_corpus_sampled(name)) return;
   if (!has_sequential_dot(*mp)) return;
-  kiln_pass_options_t o = {.verify = 0, .env_read = true};
+  kiln_pass_options_t o = {.verify = 0};
   if (kiln_pipeline_run(*mp, &o)) return; /* counted by test_dot_canonical_corpus */
   st->modules++;
   char *out = kiln_hlo_module_to_string(*mp);

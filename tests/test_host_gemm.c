@@ -302,8 +302,8 @@ static void test_cuda_pipeline_keeps_non_f32_dots_as_kernels(void **state) {
   kiln_hlo_module_t *m = parse(
       "HloModule d\nENTRY e {\n  a = bf16[8,16] parameter(0)\n  b = bf16[16,4] parameter(1)\n"
       "  ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
-  kiln_pass_options_t host = {.verify = -1, .env_read = true};
-  kiln_pass_options_t cuda = {.verify = -1, .env_read = true, .gemm_f32_f64_only = true};
+  kiln_pass_options_t host = {.verify = -1};
+  kiln_pass_options_t cuda = {.verify = -1, .gemm_f32_f64_only = true};
   assert_false(kiln_fusion_wrapper_needs_kernel(m->entry->root, &host));
   assert_true(kiln_fusion_wrapper_needs_kernel(m->entry->root, &cuda));
   kiln_hlo_module_destroy(m);

@@ -17,6 +17,7 @@
 
 #include "base/log.h"
 #include "host_gemm_test_util.h"
+#include "runtime/runtime_options.h"
 
 /* What a child checks; returns 0 when all is well, else a code naming the failed step. */
 static int child_checks(const char *want_tried, const char *want_log, const char *log_path) {
@@ -72,7 +73,9 @@ static void run_child(const char *value, const char *want_tried, const char *wan
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
-    setenv("KILN_HOST_BLAS", value, 1);
+    kiln_runtime_options_t ro = kiln_runtime_options();
+    ro.host_blas = value;
+    kiln_runtime_options_set(&ro);
     kiln_log_set_level(KILN_LOG_INFO);
     dup2(fd, 2);
     _exit(child_checks(want_tried, want_log, log_path));

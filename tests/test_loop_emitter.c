@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "base/str.h"
+#include "plugin/env_options.h"
 #include "tools/common/fusion_runner.h"
 #include "tools/common/hlo_file.h"
 
@@ -503,11 +504,19 @@ static void test_bf16_excess_precision(void **state) {
 
   kiln_codegen_compile_options_t co = {0};
   assert_true(kiln_codegen_excess_precision(&co));
+  /* The environment reaches codegen through the edges' reader only. */
+  kiln_codegen_compile_options_t from_env = {0};
   assert_int_equal(setenv("XLA_FLAGS", "--xla_gpu_foo=1 --xla_allow_excess_precision=false", 1), 0);
-  assert_false(kiln_codegen_excess_precision(&co));
+  assert_true(kiln_codegen_excess_precision(&co));
+  kiln_pjrt_codegen_options_from_env(&from_env);
+  assert_false(kiln_codegen_excess_precision(&from_env));
   assert_int_equal(unsetenv("XLA_FLAGS"), 0);
+  from_env.strict_precision = false;
+  kiln_pjrt_codegen_options_from_env(&from_env);
+  assert_true(kiln_codegen_excess_precision(&from_env));
   assert_int_equal(setenv("KILN_ALLOW_EXCESS_PRECISION", "0", 1), 0);
-  assert_false(kiln_codegen_excess_precision(&co));
+  kiln_pjrt_codegen_options_from_env(&from_env);
+  assert_false(kiln_codegen_excess_precision(&from_env));
   assert_int_equal(unsetenv("KILN_ALLOW_EXCESS_PRECISION"), 0);
   co.strict_precision = true;
   assert_false(kiln_codegen_excess_precision(&co));

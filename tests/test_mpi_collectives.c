@@ -21,8 +21,10 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "plugin/env_options.h"
 #include "runtime/collectives.h"
 #include "runtime/mpi.h"
+#include "runtime/runtime_options.h"
 #include "tests/skip_util.h"
 #include "tests/status_test_util.h"
 
@@ -264,7 +266,7 @@ static job_t layout_job(int l, coll_t coll, kiln_coll_dtype_t t) {
 }
 
 static bool under_mpirun(void) {
-  if (kiln_mpi_launched()) return true;
+  if (kiln_pjrt_mpi_launched()) return true;
   printf(
       "[  SKIP    ] not started by mpirun (ctest test_mpi_collectives_2proc runs this under "
       "mpirun -np 2)\n");
@@ -386,11 +388,13 @@ static void test_different_collectives_are_invalid_argument_naming_both(void **s
 /* Not under mpirun: a library that is not there. */
 static void test_missing_library_is_unavailable_naming_it(void **state) {
   (void)state;
-  if (kiln_mpi_launched()) {
+  if (kiln_pjrt_mpi_launched()) {
     printf("[  SKIP    ] under mpirun: MPI is loaded already\n");
     KILN_SKIPPED();
   }
-  setenv("KILN_MPI_LIBRARY", "libmpi-not-installed.so.40", 1);
+  kiln_runtime_options_t ro = kiln_runtime_options();
+  ro.mpi_library = "libmpi-not-installed.so.40";
+  kiln_runtime_options_set(&ro);
   kiln_mpi_t *m = NULL;
   kiln_status st = kiln_mpi_get(&m);
   ASSERT_STATUS_CODE(st, KILN_UNAVAILABLE);
@@ -403,7 +407,8 @@ static void test_missing_library_is_unavailable_naming_it(void **state) {
   st = kiln_mpi_get(&m);
   ASSERT_STATUS_CODE(st, KILN_UNAVAILABLE);
   kiln_status_free(st);
-  unsetenv("KILN_MPI_LIBRARY");
+  ro.mpi_library = NULL;
+  kiln_runtime_options_set(&ro);
 }
 
 int main(void) {

@@ -35,6 +35,7 @@
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/nccl.h"
 #include "runtime/device.h"
+#include "runtime/runtime_options.h"
 #include "base/half.h"
 #include "runtime/spmd.h"
 #include "tests/fake_cuda/fake_cuda.h"
@@ -88,7 +89,9 @@ static kiln_device_t *g_gpu[NDEV], *g_host;
 
 static int setup(void **state) {
   (void)state;
-  setenv("KILN_NCCL_LIBRARY", KILN_FAKE_NCCL, 0);
+  kiln_runtime_options_t ro = kiln_runtime_options(); /* the environment's, read at start */
+  if (!ro.nccl_library) ro.nccl_library = KILN_FAKE_NCCL;
+  kiln_runtime_options_set(&ro);
   if (fake_driver_init()) return -1;
   for (int i = 0; i < NDEV; i++) {
     kiln_status s = kiln_cuda_device_create_with_driver(g_fake_driver, i, &g_gpu[i]);

@@ -452,21 +452,17 @@ static void test_fusion_runner_runs_reduction_kinds_exactly(void **state) {
   kiln_host_pool_destroy(pool);
 }
 
-/* KILN_DUMP_TO: the row reduction's kernel IR shows the GPU algorithm. */
-static void test_row_reduction_dump_to_env_shows_shared_barrier_shuffles(void **state) {
+/* The dump folder (the edges' KILN_DUMP_TO): the row reduction's kernel IR shows the GPU
+ * algorithm. */
+static void test_row_reduction_dump_shows_shared_barrier_shuffles(void **state) {
   kiln_hlo_module_t *m = make_reduce("f32", "add", "0", "64,4096", "1", "64");
   char dir[] = "/tmp/kiln_redkinds_dumpXXXXXX";
   assert_non_null(mkdtemp(dir));
-  const char *old = getenv("KILN_DUMP_TO");
-  char *saved = old ? kiln_strdup(old) : NULL;
-  setenv("KILN_DUMP_TO", dir, 1);
   kiln_codegen_compile_options_t o = {0};
   o.kernel_name = "rowdump";
+  o.dump_dir = dir;
   kiln_codegen_kernel_t k;
   kiln_status s = kiln_codegen_kernel_emit(m->entry, &o, &k);
-  if (saved) setenv("KILN_DUMP_TO", saved, 1);
-  else unsetenv("KILN_DUMP_TO");
-  kiln_free(saved);
   if (s) fail_msg("%s", kiln_status_message(s));
   char path[256];
   snprintf(path, sizeof(path), "%s/rowdump.50-kir-input.txt", dir);
@@ -497,7 +493,7 @@ int main(void) {
       cmocka_unit_test(test_variadic_huge_reduction_stays_in_one_block),
       cmocka_unit_test(test_multirow_and_small_column_ragged_shapes_match_evaluator),
       cmocka_unit_test(test_fusion_runner_runs_reduction_kinds_exactly),
-      cmocka_unit_test(test_row_reduction_dump_to_env_shows_shared_barrier_shuffles),
+      cmocka_unit_test(test_row_reduction_dump_shows_shared_barrier_shuffles),
   };
   return kiln_run_tests(tests, NULL, NULL);
 }

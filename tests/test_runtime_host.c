@@ -22,6 +22,7 @@
 #include "runtime/command_buffer_thunk.h"
 #include "runtime/device.h"
 #include "runtime/host/host_device.h"
+#include "runtime/runtime_options.h"
 #include "runtime/thunk.h"
 
 #define BS 64 /* elements per block of the test kernels */
@@ -638,10 +639,10 @@ static void test_command_buffer_records_replays_and_patches_only_moved_commands(
   (void)f;
 }
 
-static void test_command_buffers_disabled_by_env_issue_one_by_one(void **state) {
-  setenv("KILN_DISABLE_COMMAND_BUFFERS", "1", 1);
+static void test_command_buffers_disabled_by_the_options_issue_one_by_one(void **state) {
+  kiln_runtime_options_set(&(kiln_runtime_options_t){.no_command_buffers = true});
   fixture_t g = fresh_fixture();
-  unsetenv("KILN_DISABLE_COMMAND_BUFFERS");
+  kiln_runtime_options_set(NULL);
   kiln_device_t *dev = g.dev;
   kiln_stream_t *s = g.stream;
   kiln_buffer_table_t t;
@@ -669,9 +670,9 @@ static void test_command_buffers_disabled_by_env_issue_one_by_one(void **state) 
 static void test_command_buffers_alternating_in_a_cache_of_one_rerecord_after_eviction(
     void **state) {
   (void)state;
-  setenv("KILN_COMMAND_BUFFER_CACHE_SIZE", "1", 1);
+  kiln_runtime_options_set(&(kiln_runtime_options_t){.command_buffer_cache_size = 1});
   fixture_t g = fresh_fixture();
-  unsetenv("KILN_COMMAND_BUFFER_CACHE_SIZE");
+  kiln_runtime_options_set(NULL);
   kiln_device_t *dev = g.dev;
   kiln_stream_t *s = g.stream;
   kiln_device_module_t *m = g.module;
@@ -1056,9 +1057,9 @@ static void test_compatible_custom_call_is_recorded_between_kernels_and_patched(
 
 static void test_custom_call_commands_issue_one_by_one_when_disabled(void **state) {
   (void)state;
-  setenv("KILN_DISABLE_COMMAND_BUFFERS", "1", 1);
+  kiln_runtime_options_set(&(kiln_runtime_options_t){.no_command_buffers = true});
   fixture_t g = fresh_fixture();
-  unsetenv("KILN_DISABLE_COMMAND_BUFFERS");
+  kiln_runtime_options_set(NULL);
   kiln_buffer_table_t t;
   table_make(&g, &t);
   fill_in(&g, &t);
@@ -1101,7 +1102,7 @@ int main(void) {
       cmocka_unit_test(test_conditional_thunk_picks_branch_by_index_and_pred),
       cmocka_unit_test(test_custom_call_thunk_passes_resolved_buffers),
       cmocka_unit_test(test_command_buffer_records_replays_and_patches_only_moved_commands),
-      cmocka_unit_test(test_command_buffers_disabled_by_env_issue_one_by_one),
+      cmocka_unit_test(test_command_buffers_disabled_by_the_options_issue_one_by_one),
       cmocka_unit_test(test_command_buffers_alternating_in_a_cache_of_one_rerecord_after_eviction),
       cmocka_unit_test(test_command_buffer_replay_never_runs_another_thunks_patched_entry),
       cmocka_unit_test(test_execution_states_of_one_command_buffer_keep_their_own_addresses),

@@ -18,6 +18,7 @@
 #include "compiler/passes/pass.h"
 #include "compiler/passes/pipeline.h"
 #include "compiler/passes/schedule.h"
+#include "plugin/env_options.h"
 #include "tools/common/hlo_file.h"
 
 static void usage(FILE *f) {
@@ -45,6 +46,7 @@ typedef struct opts {
 
 static kiln_status prepare(kiln_hlo_module_t *m, const opts_t *o) {
   kiln_pass_options_t po = {.verify = 1};
+  kiln_pjrt_pass_options_from_env(&po);
   if (o->pipeline) return kiln_pipeline_run(m, &po);
   kiln_strbuf_t list = {0};
   if (o->passes) {

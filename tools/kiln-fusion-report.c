@@ -11,6 +11,7 @@
 #include "base/str.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/passes/pass.h"
+#include "plugin/env_options.h"
 #include "tools/common/fusion_report.h"
 #include "tools/common/hlo_file.h"
 
@@ -20,6 +21,7 @@ static int dump_pair(const kiln_report_pair_t *p, const char *passes, const char
   for (int i = 0; !st && i < f->num_modules; i++) {
     if (strcmp(which, "after")) {
       kiln_pass_options_t o = {.verify = 1};
+      kiln_pjrt_pass_options_from_env(&o);
       st = kiln_pass_run_list(f->modules[i], passes, &o);
     }
     if (!st) {

@@ -11,6 +11,7 @@
 
 #include "base/status.h"
 #include "base/str.h"
+#include "plugin/env_options.h"
 #include "tools/common/fusion_runner.h"
 #include "compiler/codegen/hero_analysis.h"
 #include "compiler/hlo/ir.h"
@@ -197,6 +198,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "kiln-opt: --passes and --pipeline are exclusive\n");
     return 2;
   }
+  kiln_pjrt_pass_options_from_env(&popts); /* what the flags left unset */
   kiln_hlo_file_t *f = NULL;
   kiln_status s = kiln_stablehlo_is_mlir_path(path) ? kiln_stablehlo_file_load(path, &f)
                                                     : kiln_hlo_file_load(path, &f);

@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "base/str.h"
 #include "benchmarks/kiln_bench/replay.h"
+#include "plugin/env_options.h"
 #include "tools/common/fusion_runner.h"
 #include "compiler/passes/pipeline.h"
 #include "compiler/eval/eval.h"
@@ -919,7 +920,7 @@ static kiln_status run(run_flags_t *f) {
     }
     /* Across processes (--mpi, or started by mpirun): through the plugin's client across
      * processes (its option mpi), or with --direct the runtime's MPI world. */
-    if (f->mpi || (kiln_mpi_launched() && strcmp(f->backend, "host") == 0)) {
+    if (f->mpi || (kiln_pjrt_mpi_launched() && strcmp(f->backend, "host") == 0)) {
       if (strcmp(f->backend, "host") != 0)
         return KILN_ERR_INVALID("--mpi runs host devices: use --backend=host");
       f->mpi = true;

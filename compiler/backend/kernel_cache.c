@@ -40,6 +40,12 @@ void kiln_kernel_cache_key_begin(kiln_hasher_t *h) {
   kiln_hash_field(h, KILN_VERSION_STRING, strlen(KILN_VERSION_STRING));
 }
 
+void kiln_kernel_cache_set_memory_limit(int64_t bytes) {
+  pthread_mutex_lock(&g_mu);
+  g_limit = bytes < 0 ? DEFAULT_MEMORY_BYTES : bytes;
+  pthread_mutex_unlock(&g_mu);
+}
+
 /* The map key: the kind's name then the 16 key bytes. */
 static size_t map_key(const char *kind, const uint64_t key[2], char out[48]) {
   size_t n = strlen(kind);
@@ -50,11 +56,7 @@ static size_t map_key(const char *kind, const uint64_t key[2], char out[48]) {
 }
 
 static int64_t limit_locked(void) {
-  if (g_limit < 0) {
-    const char *env = getenv("KILN_KERNEL_MEMORY_CACHE_BYTES");
-    g_limit = env && *env ? strtoll(env, NULL, 10) : DEFAULT_MEMORY_BYTES;
-    if (g_limit < 0) g_limit = 0;
-  }
+  if (g_limit < 0) g_limit = DEFAULT_MEMORY_BYTES;
   if (!g_map_ready) {
     kiln_hashmap_init(&g_map);
     g_map_ready = true;

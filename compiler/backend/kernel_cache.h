@@ -5,12 +5,13 @@
  *
  * Two levels:
  *   memory  process-wide, shared by every executable and client: a hit costs a hash lookup
- *           and a copy; bounded by $KILN_KERNEL_MEMORY_CACHE_BYTES (default 256 MiB; 0 turns
- *           it off), least recently used entries evicted first;
+ *           and a copy; bounded by kiln_kernel_cache_set_memory_limit (the edges pass
+ *           $KILN_KERNEL_MEMORY_CACHE_BYTES; default 256 MiB; 0 turns it off), least
+ *           recently used entries evicted first;
  *   disk    base/disk_cache.h under the caller's folder (the plugin's cache_dir,
  *           $KILN_CACHE_DIR), kind "host-objects" or "cuda-cubins": atomic writes,
  *           checksummed reads, corrupt entries rejected and rebuilt, bounded by
- *           $KILN_CACHE_MAX_BYTES with LRU eviction. A disk hit is copied into memory.
+ *           kiln_disk_cache_max_bytes with LRU eviction. A disk hit is copied into memory.
  *
  * Thread-safety: thread-safe. */
 #ifndef KILN_COMPILER_BACKEND_KERNEL_CACHE_H_
@@ -36,6 +37,9 @@ bool kiln_kernel_cache_get(const char *dir, const char *kind, const uint64_t key
 /* Records `len` bytes for `key` in memory and, with a folder, on disk. */
 void kiln_kernel_cache_put(const char *dir, const char *kind, const uint64_t key[2],
                            const void *data, size_t len);
+/* The memory level's bound in bytes for this process (0: off; negative: the default,
+ * 256 MiB); entries beyond it are evicted as the next ones are recorded. */
+void kiln_kernel_cache_set_memory_limit(int64_t bytes);
 /* Empties the memory level (benchmarks measure cold compiles with it). */
 void kiln_kernel_cache_clear(void);
 

@@ -49,18 +49,19 @@ static void dirs_add_glob(kiln_cuda_dirs_t *d, const char *pattern) {
   globfree(&g);
 }
 
-void kiln_cuda_dirs_find(const char *override_dir, kiln_cuda_dirs_t *out) {
+void kiln_cuda_dirs_find(const kiln_cuda_search_t *search, kiln_cuda_dirs_t *out) {
   memset(out, 0, sizeof *out);
-  const char *explicit_dir =
-      override_dir && override_dir[0] ? override_dir : getenv("KILN_CUDA_DIR");
+  static const kiln_cuda_search_t kDefaults = {0};
+  if (!search) search = &kDefaults;
+  const char *explicit_dir = search->dir;
   if (explicit_dir && explicit_dir[0]) {
     /* Kept even when it does not exist, so errors name the paths that were tried. */
     out->dirs[out->count++] = kiln_strdup(explicit_dir);
     out->explicit_dir = true;
     return;
   }
-  dirs_add_existing(out, getenv("CUDA_HOME"));
-  dirs_add_existing(out, getenv("CUDA_PATH"));
+  dirs_add_existing(out, search->home);
+  dirs_add_existing(out, search->path);
   dirs_add_existing(out, "/usr/local/cuda");
   dirs_add_glob(out, "/usr/local/cuda-13*");
   dirs_add_glob(out, "/usr/local/cuda-12*");

@@ -17,19 +17,31 @@
 
 #define KILN_CUDA_MAX_DIRS 16
 
+/* Where the CUDA toolkit is looked for, and where its tools work. Options only: the edges
+ * (plugin/env_options.h) fill them from $KILN_CUDA_DIR, $CUDA_HOME, $CUDA_PATH, $PATH and
+ * $TMPDIR. All fields optional; a zeroed struct gives the standard search. Borrowed. */
+typedef struct kiln_cuda_search {
+  const char *dir;       /* the toolkit root to use, alone (replaces the search) */
+  const char *home;      /* searched first, when it exists ($CUDA_HOME) */
+  const char *path;      /* then this, when it exists ($CUDA_PATH) */
+  const char *exec_path; /* ':'-separated folders where ptxas is looked for first, unless
+                            `dir` is set ($PATH); NULL: only the toolkit roots */
+  const char *tmp_dir;   /* the folder for ptxas's scratch files; NULL: /tmp */
+} kiln_cuda_search_t;
+
 typedef struct kiln_cuda_dirs {
   char *dirs[KILN_CUDA_MAX_DIRS]; /* candidate toolkit roots, in search order */
   size_t count;
-  /* True when the directory came from an override (option or $KILN_CUDA_DIR): then only
-   * that directory is searched — no PATH lookup for ptxas, no bare-soname dlopen. */
+  /* True when the directory came from an override (kiln_cuda_search_t.dir): then only that
+   * directory is searched — no PATH lookup for ptxas, no bare-soname dlopen. */
   bool explicit_dir;
 } kiln_cuda_dirs_t;
 
-/* Fills `out` with the toolkit roots to search. `override_dir` (or else $KILN_CUDA_DIR)
- * replaces the search; otherwise: $CUDA_HOME, $CUDA_PATH, /usr/local/cuda,
+/* Fills `out` with the toolkit roots to search (`search` may be NULL: the defaults).
+ * search->dir replaces the search; otherwise: search->home, search->path, /usr/local/cuda,
  * /usr/local/cuda-13* and /usr/local/cuda-12* (newest first), /usr/lib/cuda — those that
  * exist, without duplicates. Free with kiln_cuda_dirs_free. */
-void kiln_cuda_dirs_find(const char *override_dir, kiln_cuda_dirs_t *out);
+void kiln_cuda_dirs_find(const kiln_cuda_search_t *search, kiln_cuda_dirs_t *out);
 void kiln_cuda_dirs_free(kiln_cuda_dirs_t *dirs);
 
 /* Finds `<root>/<rel>` in the first root where it is a regular file. Returns a heap path

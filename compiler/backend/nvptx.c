@@ -215,10 +215,11 @@ static bool is_executable(const char *p) {
   return stat(p, &st) == 0 && S_ISREG(st.st_mode) && access(p, X_OK) == 0;
 }
 
-/* Looks for ptxas on PATH (unless the search is explicit), then under each CUDA root. */
-static char *find_ptxas(const kiln_cuda_dirs_t *dirs, kiln_strbuf_t *tried) {
-  const char *path_env = getenv("PATH");
-  if (!dirs->explicit_dir && path_env) {
+/* Looks for ptxas in `exec_path`'s folders (unless the search is explicit), then under each
+ * CUDA root. */
+static char *find_ptxas(const kiln_cuda_dirs_t *dirs, const char *exec_path, kiln_strbuf_t *tried) {
+  const char *path_env = exec_path;
+  if (!dirs->explicit_dir && path_env && path_env[0]) {
     char *copy = kiln_strdup(path_env);
     char *save = NULL;
     for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
@@ -243,11 +244,11 @@ static char *find_ptxas(const kiln_cuda_dirs_t *dirs, kiln_strbuf_t *tried) {
   return NULL;
 }
 
-kiln_status kiln_nvptx_find_ptxas(const char *cuda_dir, char **path) {
+kiln_status kiln_nvptx_find_ptxas(const kiln_cuda_search_t *search, char **path) {
   kiln_cuda_dirs_t dirs;
-  kiln_cuda_dirs_find(cuda_dir, &dirs);
+  kiln_cuda_dirs_find(search, &dirs);
   kiln_strbuf_t tried = {0};
-  *path = find_ptxas(&dirs, &tried);
+  *path = find_ptxas(&dirs, search ? search->exec_path : NULL, &tried);
   kiln_status s = NULL;
   if (!*path)
     s = kiln_status_make(KILN_UNAVAILABLE, "ptxas not found; tried: %s",
@@ -259,12 +260,11 @@ kiln_status kiln_nvptx_find_ptxas(const char *cuda_dir, char **path) {
 
 /* Writes the PTX into a private temp dir and runs `ptxas -arch=<arch> -o out.cubin in.ptx`.
  * On success *cubin gets the bytes (when wanted). *log gets ptxas's output. */
-static kiln_status run_ptxas(const char *ptxas, const char *ptx, size_t ptx_len, const char *arch,
-                             void **cubin, size_t *cubin_size, char **log) {
+static kiln_status run_ptxas(const char *ptxas, const char *tmp, const char *ptx, size_t ptx_len,
+                             const char *arch, void **cubin, size_t *cubin_size, char **log) {
   *log = NULL;
   if (cubin) *cubin = NULL;
   if (cubin_size) *cubin_size = 0;
-  const char *tmp = getenv("TMPDIR");
   kiln_strbuf_t dir = {0};
   kiln_strbuf_printf(&dir, "%s/kiln-ptxas-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
   if (!mkdtemp(dir.data)) {
@@ -324,7 +324,7 @@ kiln_status kiln_ptxas_check(const char *ptx, const char *arch, char **log) {
   if (!arch || !arch[0]) arch = KILN_NVPTX_DEFAULT_ARCH;
   char *ptxas = NULL;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_nvptx_find_ptxas(NULL, &ptxas));
-  kiln_status s = run_ptxas(ptxas, ptx, strlen(ptx), arch, NULL, NULL, log);
+  kiln_status s = run_ptxas(ptxas, NULL, ptx, strlen(ptx), arch, NULL, NULL, log);
   kiln_free(ptxas);
   return s;
 }
@@ -357,11 +357,11 @@ static void append_log(kiln_nvptx_result_t *out, const char *tool, char *log) {
 
 /* Step 5: nvJitLink, else ptxas, else UNAVAILABLE. `arch` is resolved already. */
 static kiln_status ptx_to_cubin(const char *ptx, size_t ptx_len, const char *arch,
-                                kiln_cubin_via_t via, const char *cuda_dir,
+                                kiln_cubin_via_t via, const kiln_cuda_search_t *cuda,
                                 kiln_nvptx_result_t *out) {
   double t0 = kiln_clock_ms();
   kiln_cuda_dirs_t dirs;
-  kiln_cuda_dirs_find(cuda_dir, &dirs);
+  kiln_cuda_dirs_find(cuda, &dirs);
   kiln_status jit_failure = NULL; /* why nvJitLink did not produce the cubin */
   kiln_status s = NULL;
   bool done = false;
@@ -392,10 +392,10 @@ static kiln_status ptx_to_cubin(const char *ptx, size_t ptx_len, const char *arc
   }
   if (!done) {
     kiln_strbuf_t tried = {0};
-    char *ptxas = find_ptxas(&dirs, &tried);
+    char *ptxas = find_ptxas(&dirs, cuda->exec_path, &tried);
     if (ptxas) {
       char *log = NULL;
-      s = run_ptxas(ptxas, ptx, ptx_len, arch, &out->cubin, &out->cubin_size, &log);
+      s = run_ptxas(ptxas, cuda->tmp_dir, ptx, ptx_len, arch, &out->cubin, &out->cubin_size, &log);
       append_log(out, "ptxas", log);
       if (!s)
         out->method = KILN_CUBIN_METHOD_PTXAS;
@@ -427,7 +427,7 @@ kiln_status kiln_nvptx_ptx_to_cubin(const char *ptx, size_t ptx_len,
   const char *arch = opts->arch && opts->arch[0] ? opts->arch : KILN_NVPTX_DEFAULT_ARCH;
   out->arch = kiln_strdup(arch);
   if (opts->cubin_via == KILN_CUBIN_VIA_SKIP) return NULL;
-  return ptx_to_cubin(ptx, ptx_len, arch, opts->cubin_via, opts->cuda_dir, out);
+  return ptx_to_cubin(ptx, ptx_len, arch, opts->cubin_via, &opts->cuda, out);
 }
 
 /* ---- libdevice --------------------------------------------------------------------------- */
@@ -512,10 +512,10 @@ static kiln_status link_libdevice_bytes(LLVMModuleRef m, const char *path, const
                                         kiln_nvptx_result_t *out);
 
 /* Links the `__nv_*` functions `m` uses from libdevice (step 2). */
-static kiln_status link_libdevice(LLVMModuleRef m, const char *cuda_dir, bool eager,
+static kiln_status link_libdevice(LLVMModuleRef m, const kiln_cuda_search_t *cuda, bool eager,
                                   diag_sink_t *sink, kiln_nvptx_result_t *out) {
   kiln_cuda_dirs_t dirs;
-  kiln_cuda_dirs_find(cuda_dir, &dirs);
+  kiln_cuda_dirs_find(cuda, &dirs);
   kiln_strbuf_t tried = {0};
   char *path = kiln_cuda_dirs_find_file(&dirs, "nvvm/libdevice/libdevice.10.bc", &tried);
   kiln_cuda_dirs_free(&dirs);
@@ -621,7 +621,7 @@ static kiln_status compile_module(LLVMModuleRef m, const kiln_nvptx_options_t *o
 
   double t0 = kiln_clock_ms();
   if (module_calls_libdevice(m)) {
-    KILN_RETURN_IF_ERROR(link_libdevice(m, opts->cuda_dir, opts->libdevice_eager, sink, out),
+    KILN_RETURN_IF_ERROR(link_libdevice(m, &opts->cuda, opts->libdevice_eager, sink, out),
                          "while linking libdevice for %s", arch);
     LLVMContextRef ctx = LLVMGetModuleContext(m);
     static const char kFtz[] = "nvvm-reflect-ftz";
@@ -663,7 +663,7 @@ static kiln_status compile_module(LLVMModuleRef m, const kiln_nvptx_options_t *o
     }
   }
   if (opts->cubin_via == KILN_CUBIN_VIA_SKIP) return NULL;
-  return ptx_to_cubin(out->ptx, out->ptx_size, arch, opts->cubin_via, opts->cuda_dir, out);
+  return ptx_to_cubin(out->ptx, out->ptx_size, arch, opts->cubin_via, &opts->cuda, out);
 }
 
 kiln_status kiln_nvptx_compile(LLVMModuleRef m, const kiln_nvptx_options_t *opts,

@@ -24,9 +24,9 @@
  *   (the last two rows need LLVM 20+). The cubin's -arch must match exactly: PTX for sm_90a
  *   does not assemble with -arch=sm_90.
  *
- * CUDA is found through kiln_cuda_dirs_find (options.cuda_dir or $KILN_CUDA_DIR override the
- * search). Everything is thread-safe as long as each call's module (and its LLVMContext) is
- * used by one thread at a time. */
+ * CUDA is found through kiln_cuda_dirs_find (options.cuda: the edges fill it from
+ * $KILN_CUDA_DIR, $CUDA_HOME, $CUDA_PATH, $PATH and $TMPDIR). Everything is thread-safe as long as
+ * each call's module (and its LLVMContext) is used by one thread at a time. */
 #ifndef KILN_COMPILER_BACKEND_NVPTX_H_
 #define KILN_COMPILER_BACKEND_NVPTX_H_
 
@@ -37,6 +37,7 @@
 #include <llvm-c/TargetMachine.h>
 
 #include "base/status.h"
+#include "compiler/backend/nvjitlink.h"
 
 #define KILN_NVPTX_TRIPLE "nvptx64-nvidia-cuda"
 #define KILN_NVPTX_DEFAULT_ARCH "sm_90"
@@ -58,7 +59,7 @@ typedef enum kiln_cubin_method {
 typedef struct kiln_nvptx_options {
   const char *arch;     /* "sm_90" when NULL */
   const char *features; /* NULL: "+ptxNN" from the table above */
-  const char *cuda_dir; /* NULL: $KILN_CUDA_DIR, else the standard search */
+  kiln_cuda_search_t cuda; /* where the toolkit is (zeroed: the standard search) */
   const char *pipeline; /* NULL: "default<O3>" */
   kiln_cubin_via_t cubin_via;
   bool keep_module;      /* compile a clone, leaving the caller's module untouched */
@@ -129,8 +130,8 @@ kiln_status kiln_ptxas_check(const char *ptx, const char *arch, char **log);
  * program could not be started. */
 kiln_status kiln_nvptx_run_tool(const char *const argv[], char **output, int *exit_code);
 
-/* The path of ptxas (kiln_free) from PATH and the CUDA search, or UNAVAILABLE with the paths
- * tried. `cuda_dir` as in the options. */
-kiln_status kiln_nvptx_find_ptxas(const char *cuda_dir, char **path);
+/* The path of ptxas (kiln_free) from search->exec_path and the CUDA search (`search` may be
+ * NULL: the standard roots only), or UNAVAILABLE with the paths tried. */
+kiln_status kiln_nvptx_find_ptxas(const kiln_cuda_search_t *search, char **path);
 
 #endif /* KILN_COMPILER_BACKEND_NVPTX_H_ */

@@ -212,10 +212,8 @@ kiln_status kiln_codegen_kernel_emit(const kiln_hlo_computation_t *c,
                                      kiln_codegen_kernel_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("fusion compiler: no computation");
-  /* The environment is read here, once per fusion, never inside the emitters. */
   kiln_codegen_compile_options_t o = {0};
   if (opts) o = *opts;
-  kiln_codegen_compile_options_from_env(&o);
   kiln_codegen_emitter_t kind;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_codegen_choose_emitter(c, &kind));
   KILN_RETURN_IF_ERROR_PLAIN(kEmitters[kind](c, &o, out));

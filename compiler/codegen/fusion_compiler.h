@@ -58,9 +58,8 @@ kiln_codegen_emitter_t kiln_codegen_classify(const kiln_hlo_computation_t *c,
 kiln_status kiln_codegen_choose_emitter(const kiln_hlo_computation_t *c,
                                         kiln_codegen_emitter_t *kind);
 
-/* Reads the environment into a copy of `opts` (kiln_codegen_compile_options_from_env),
- * emits the kernel for `c` with the emitter chosen as above and runs the kernel-IR pipeline
- * (dumped with KILN_DUMP_TO: the HLO of the fusion as `<name>.40-hlo-fusion.txt`, the
+/* Emits the kernel for `c` with the emitter chosen as above and runs the kernel-IR pipeline
+ * (dumped to opts->dump_dir: the HLO of the fusion as `<name>.40-hlo-fusion.txt`, the
  * partition as `<name>.41-partition.txt`, then the pipeline's 5x-kir-* stages); checks every
  * launch of the chain against the device's limits. */
 kiln_status kiln_codegen_kernel_emit(const kiln_hlo_computation_t *c,

@@ -11,31 +11,8 @@
 
 /* ---- options ---- */
 
-/* Whether the environment turns excess precision off. */
-static bool env_forbids_excess_precision(void) {
-  const char *e = getenv("KILN_ALLOW_EXCESS_PRECISION");
-  if (e && (!strcmp(e, "0") || !strcmp(e, "false"))) return true;
-  const char *x = getenv("XLA_FLAGS");
-  const char *f = x ? strstr(x, "--xla_allow_excess_precision=") : NULL;
-  if (f) {
-    f += strlen("--xla_allow_excess_precision=");
-    if (!strncmp(f, "false", 5) || !strncmp(f, "0", 1)) return true;
-  }
-  return false;
-}
-
-void kiln_codegen_compile_options_from_env(kiln_codegen_compile_options_t *o) {
-  if (o->env_read) return;
-  if (!o->dump_dir) o->dump_dir = getenv("KILN_DUMP_TO");
-  if (!o->strict_precision && env_forbids_excess_precision()) o->strict_precision = true;
-  o->env_read = true;
-}
-
 bool kiln_codegen_excess_precision(const kiln_codegen_compile_options_t *opts) {
-  kiln_codegen_compile_options_t o = {0};
-  if (opts) o = *opts;
-  kiln_codegen_compile_options_from_env(&o);
-  return !o.strict_precision;
+  return !(opts && opts->strict_precision);
 }
 
 /* ---- the kernel object ---- */

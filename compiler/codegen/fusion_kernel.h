@@ -1,6 +1,6 @@
 /* Kernel scaffolding shared by the fusion dispatcher and every hero emitter (the bottom of
  * codegen's emitter layers: fusion_kernel <- hero_emit <- hero_split <- *_emitter <-
- * fusion_compiler): the compile options and the environment they read, the kernel object
+ * fusion_compiler): the compile options, the kernel object
  * a fusion compiles to, kernel names, KILN_DUMP_TO dumps and the kernel-IR pipeline options,
  * built one way for every emitter.
  *
@@ -25,11 +25,11 @@ typedef struct kiln_codegen_compile_options {
   const kiln_launch_device_t *device; /* NULL: defaults */
   bool no_vectorize;
   const char *kernel_name; /* NULL: "<computation>_kernel" (sanitized) */
-  const char *dump_dir;    /* NULL: $KILN_DUMP_TO (kiln_codegen_compile_options_from_env) */
+  const char *dump_dir;    /* NULL or "": no dumps (the edges pass $KILN_DUMP_TO) */
   int unroll_max_trip;     /* as kiln_kir_pipeline_options_t */
   /* Round every bf16 op's result, as the evaluator does. By default kiln allows excess
-   * precision as XLA does (kiln_kir_module_t.excess_precision); KILN_ALLOW_EXCESS_PRECISION=0
-   * or XLA_FLAGS containing --xla_allow_excess_precision=false also turn it off. */
+   * precision as XLA does (kiln_kir_module_t.excess_precision); the edges set this for
+   * KILN_ALLOW_EXCESS_PRECISION=0 or XLA_FLAGS containing --xla_allow_excess_precision=false. */
   bool strict_precision;
   /* The kernel will run on the host backend: emitters may pick the variant of their GPU
    * algorithm that the host lowering runs best (the transpose emitter keeps the 32 x 33 tile
@@ -38,20 +38,10 @@ typedef struct kiln_codegen_compile_options {
   /* Transpose emitter: 1 = the packed tile whenever its rule allows (also on the host),
    * -1 = never, 0 = the target's default. */
   int packed_transpose;
-  /* Set by kiln_codegen_compile_options_from_env: dump_dir and strict_precision already hold
-   * what the environment says, nothing reads it again. */
-  bool env_read;
 } kiln_codegen_compile_options_t;
 
-/* Reads the environment into `o`, once (nothing when o->env_read is set): dump_dir, when
- * NULL, from KILN_DUMP_TO; strict_precision set when KILN_ALLOW_EXCESS_PRECISION is 0/false
- * or XLA_FLAGS holds --xla_allow_excess_precision=false. The dispatcher
- * (kiln_codegen_kernel_emit) calls it on its copy of the caller's options; emitters never
- * read the environment. */
-void kiln_codegen_compile_options_from_env(kiln_codegen_compile_options_t *o);
-
-/* Whether kernels compiled with `opts` (may be NULL; read as through
- * kiln_codegen_compile_options_from_env) may keep bf16 intermediates in f32. */
+/* Whether kernels compiled with `opts` (may be NULL: the defaults) may keep bf16
+ * intermediates in f32. */
 bool kiln_codegen_excess_precision(const kiln_codegen_compile_options_t *opts);
 
 /* A fusion compiles to one kernel or, for emitters that need several launches (scatter:

@@ -7,11 +7,19 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "compiler/frontend/mlir_bytecode.h"
 #include "compiler/frontend/mlir_text.h"
 #include "compiler/frontend/stablehlo_to_hlo_internal.h"
+
+/* What the converter prints to stderr (kiln_stablehlo_set_dump). */
+static _Atomic kiln_stablehlo_dump_t g_dump = KILN_STABLEHLO_DUMP_NONE;
+
+void kiln_stablehlo_set_dump(kiln_stablehlo_dump_t mode) {
+  atomic_store(&g_dump, mode);
+}
 
 #define SHC_MAX_DEPTH 200
 
@@ -1022,8 +1030,8 @@ static kiln_status convert_entry(shc_ctx_t *c, const kiln_mlir_op_t *fn, kiln_hl
     kiln_strbuf_printf(&header, "  ROOT %s = %s\n}\n", shc_fresh(c, "root"), root);
     kiln_hlo_parse_options_t po = {.filename = "<converted StableHLO>"};
     const char *text = kiln_strbuf_cstr(&header);
-    const char *dump = getenv("KILN_STABLEHLO_DUMP");
-    if (dump && !strcmp(dump, "all")) fprintf(stderr, "%s\n", text);
+    kiln_stablehlo_dump_t dump = atomic_load(&g_dump);
+    if (dump == KILN_STABLEHLO_DUMP_ALL) fprintf(stderr, "%s\n", text);
     st = kiln_hlo_parse_module(text, strlen(text), &po, out);
     if (!st) {
       st = kiln_hlo_module_verify(*out);
@@ -1033,7 +1041,7 @@ static kiln_status convert_entry(shc_ctx_t *c, const kiln_mlir_op_t *fn, kiln_hl
       }
     }
     if (st) {
-      if (getenv("KILN_STABLEHLO_DUMP")) fprintf(stderr, "%s\n", text);
+      if (dump != KILN_STABLEHLO_DUMP_NONE) fprintf(stderr, "%s\n", text);
       st = kiln_status_annotate(st,
                                 "the converted HLO does not verify (a converter bug; set "
                                 "KILN_STABLEHLO_DUMP=1 to see it)");

@@ -5,7 +5,7 @@
  * jax.buffer_donor -> input_output_alias; mhlo.layout_mode -> layouts). What kiln cannot
  * convert is UNIMPLEMENTED naming the op (and, for types, the type).
  *
- * Thread-safety: thread-safe (no shared state). */
+ * Thread-safety: thread-safe (the dump mode below is the only shared state, an atomic). */
 #ifndef KILN_COMPILER_FRONTEND_STABLEHLO_TO_HLO_H_
 #define KILN_COMPILER_FRONTEND_STABLEHLO_TO_HLO_H_
 
@@ -17,6 +17,16 @@
 #include "compiler/frontend/mlir_ir.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
+
+/* What the converter prints to stderr: nothing (default), the converted HLO text when it
+ * does not verify (a converter bug), or every converted module. Process-wide; the edges set
+ * it from KILN_STABLEHLO_DUMP (any value: on error; "all": every module). */
+typedef enum kiln_stablehlo_dump {
+  KILN_STABLEHLO_DUMP_NONE = 0,
+  KILN_STABLEHLO_DUMP_ON_ERROR,
+  KILN_STABLEHLO_DUMP_ALL,
+} kiln_stablehlo_dump_t;
+void kiln_stablehlo_set_dump(kiln_stablehlo_dump_t mode);
 
 /* Converts the module with entry function `entry` (NULL: "main", else the only public
  * function) into *out (caller-owned, verified). */

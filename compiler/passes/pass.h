@@ -5,10 +5,11 @@
  * (`kiln-opt --passes=dce,cse`). A pipeline is a list of steps; a step is one pass or a
  * fixed-point group (run the group's passes in order until none changes, bounded).
  *
- * With KILN_DUMP_TO=dir (or opts->dump_dir) every pass that changed the module writes
+ * With opts->dump_dir (the edges' KILN_DUMP_TO) every pass that changed the module writes
  * `dir/NNNN.<module>.<pass>.hlo`, NNNN counting up across the pipeline, so the files sort
- * in pipeline order. With opts->verify (default on in debug builds, or KILN_VERIFY_PASSES=1)
- * the verifier runs after every pass that changed the module and names the pass on error. */
+ * in pipeline order. With opts->verify (default on in debug builds; the edges'
+ * KILN_VERIFY_PASSES=1) the verifier runs after every pass that changed the module and names the
+ * pass on error. */
 #ifndef KILN_PASSES_PASS_H_
 #define KILN_PASSES_PASS_H_
 
@@ -36,19 +37,27 @@ typedef struct kiln_pass_timings {
   int num_entries;
 } kiln_pass_timings_t;
 
-/* Options of a pass run. The environment is read once, by kiln_pass_options_from_env (the
- * pass runner and the pipeline call it on their own copy unless env_read is set); passes
- * read only these fields, never the environment. */
+/* Whether the passes verify the module after each change by default (verify = -1): in
+ * debug builds. */
+#ifdef NDEBUG
+#define KILN_PASS_VERIFY_DEFAULT 0
+#else
+#define KILN_PASS_VERIFY_DEFAULT 1
+#endif
+
+/* Options of a pass run. Options only: the edges (plugin/env_options.h: the plugin, the
+ * tools) fill them from KILN_DUMP_TO, KILN_VERIFY_PASSES, KILN_DISABLE_PASSES and
+ * KILN_GEMM_LIBRARY; passes read only these fields. */
 typedef struct kiln_pass_options {
-  const char *dump_dir; /* NULL: $KILN_DUMP_TO, else no dumps */
-  int verify;           /* -1: default (debug builds / $KILN_VERIFY_PASSES), 0: off, 1: on */
+  const char *dump_dir;           /* NULL or "": no dumps */
+  int verify;                     /* -1: KILN_PASS_VERIFY_DEFAULT, 0: off, 1: on */
   int max_fixed_point_iterations; /* 0: 25 */
   bool log_changes;     /* print each pass that changed the module to stderr */
   /* Comma-separated pass names the pipeline skips (like XLA's --xla_disable_hlo_passes;
-   * '-' and '_' alike). NULL: $KILN_DISABLE_PASSES. */
+   * '-' and '_' alike). NULL: none. */
   const char *disabled_passes;
-  /* Every dot becomes an emitted kernel, none a library call (a GPU without cuBLAS); also
-   * set by KILN_GEMM_LIBRARY=none. */
+  /* Every dot becomes an emitted kernel, none a library call (a GPU without cuBLAS); the
+   * edges set it for KILN_GEMM_LIBRARY=none. */
   bool no_gemm_library;
   /* The target's gemm library call takes f32 and f64 dots only (CUDA's cuBLAS path: the
    * compile driver sets it for the CUDA target); dots of other element types become
@@ -70,13 +79,7 @@ typedef struct kiln_pass_options {
    * name the pass that introduced a wrong result. An error stops the pipeline. */
   kiln_status (*after_pass)(void *ctx, const char *pass, const kiln_hlo_module_t *m);
   void *after_pass_ctx;
-  bool env_read; /* kiln_pass_options_from_env has filled what the environment sets */
 } kiln_pass_options_t;
-
-/* Fills what `o` leaves to the environment (dump_dir, verify, disabled_passes,
- * no_gemm_library) from KILN_DUMP_TO, KILN_VERIFY_PASSES, KILN_DISABLE_PASSES and
- * KILN_GEMM_LIBRARY, and sets env_read. A no-op when env_read is already set. */
-void kiln_pass_options_from_env(kiln_pass_options_t *o);
 
 typedef kiln_status (*kiln_pass_fn)(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
                                     bool *changed);

@@ -28,24 +28,6 @@ const kiln_pass_t *kiln_pass_find(const char *name) {
   return NULL;
 }
 
-void kiln_pass_options_from_env(kiln_pass_options_t *o) {
-  if (o->env_read) return;
-  if (!o->dump_dir) o->dump_dir = getenv("KILN_DUMP_TO");
-  if (o->dump_dir && !*o->dump_dir) o->dump_dir = NULL;
-  if (o->verify < 0) {
-    const char *env = getenv("KILN_VERIFY_PASSES");
-#ifdef NDEBUG
-    o->verify = env && *env && strcmp(env, "0") != 0;
-#else
-    o->verify = !env || strcmp(env, "0") != 0;
-#endif
-  }
-  if (!o->disabled_passes) o->disabled_passes = getenv("KILN_DISABLE_PASSES");
-  const char *lib = getenv("KILN_GEMM_LIBRARY");
-  if (lib && strcmp(lib, "none") == 0) o->no_gemm_library = true;
-  o->env_read = true;
-}
-
 void kiln_pass_runner_init(kiln_pass_runner_t *r, const kiln_pass_options_t *opts) {
   memset(r, 0, sizeof *r);
   if (opts) {
@@ -53,7 +35,8 @@ void kiln_pass_runner_init(kiln_pass_runner_t *r, const kiln_pass_options_t *opt
   } else {
     r->own.verify = -1;
   }
-  kiln_pass_options_from_env(&r->own);
+  if (r->own.dump_dir && !*r->own.dump_dir) r->own.dump_dir = NULL;
+  if (r->own.verify < 0) r->own.verify = KILN_PASS_VERIFY_DEFAULT;
   r->opts = &r->own;
   r->dump_dir = r->own.dump_dir;
   r->verify = r->own.verify != 0;

@@ -27,8 +27,8 @@
  * be queried with kiln_pipeline_missing_passes, so callers and tests can say what did not
  * run. A name matches with '_' or '-' as separator.
  *
- * KILN_DISABLE_PASSES=a,b (environment) makes the pipeline skip those passes (logged once),
- * like XLA's --xla_disable_hlo_passes, to bisect a problem to one pass. */
+ * opts->disabled_passes "a,b" (the edges' KILN_DISABLE_PASSES) makes the pipeline skip those
+ * passes (logged once), like XLA's --xla_disable_hlo_passes, to bisect a problem to one pass. */
 #ifndef KILN_PASSES_PIPELINE_H_
 #define KILN_PASSES_PIPELINE_H_
 

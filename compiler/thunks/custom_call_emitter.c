@@ -74,11 +74,12 @@ XLA_FFI_DataType kiln_custom_call_ffi_dtype(kiln_elem_type_t t) {
   }
 }
 
-/* The default registry's one-time load of $KILN_FFI_HANDLERS. */
+/* The default registry's one-time load of the default spec (the edges' $KILN_FFI_HANDLERS,
+ * kiln_ffi_registry_set_default_spec). */
 static pthread_once_t g_env_once = PTHREAD_ONCE_INIT;
 static kiln_status g_env_status;
 static void load_env(void) {
-  g_env_status = kiln_ffi_registry_load_env(kiln_ffi_registry_default(), "KILN_FFI_HANDLERS");
+  g_env_status = kiln_ffi_registry_load_default_spec(kiln_ffi_registry_default());
 }
 
 typedef KILN_VEC(kiln_ffi_buffer_desc_t) desc_vec_t;

@@ -17,7 +17,7 @@
 XLA_FFI_DataType kiln_custom_call_ffi_dtype(kiln_elem_type_t t);
 
 /* Appends the thunk of custom-call `in` to `seq`; the call is owned by `d`. The handler comes
- * from opts->ffi_registry (NULL: the default one, loaded from $KILN_FFI_HANDLERS once); on
+ * from opts->ffi_registry (NULL: the default one, loaded with the default spec once); on
  * the host a target without one that kiln implements itself (kiln_builtin_custom_call_known)
  * gets the built-in thunk. */
 kiln_status kiln_custom_call_emit(const kiln_hlo_instruction_t *in,

@@ -126,18 +126,23 @@ kiln_status kiln_executable_cache_key(const kiln_hlo_module_t *m, const kiln_com
   kiln_hash_word(&h, e->strict_precision);
   kiln_hash_word(&h, o->command_buffer_min_run);
   kiln_hash_word(&h, o->no_command_buffers);
+  /* Every option that changes lowering, from the options alone (the edges read the
+   * environment into them: KILN_DISABLE_PASSES, KILN_GEMM_LIBRARY, KILN_ALLOW_EXCESS_PRECISION
+   * and XLA_FLAGS as strict_precision above, KILN_CUDA_DIR, CUDA_HOME, CUDA_PATH). */
   kiln_pass_options_t po = {.verify = -1};
   if (o->passes) po = *o->passes;
-  kiln_pass_options_from_env(&po);
   hash_str(&h, po.disabled_passes);
   kiln_hash_word(&h, (uint64_t)po.max_fixed_point_iterations);
   kiln_hash_word(&h, po.no_gemm_library);
   kiln_hash_word(&h, po.gemm_f32_f64_only);
-  /* What the layers below still read from the environment (codegen, the passes, the CUDA
-   * toolkit search; README, Limitations) changes the code too. */
-  static const char *const kEnv[] = {"KILN_ALLOW_EXCESS_PRECISION", "XLA_FLAGS",
-                                     "KILN_GEMM_LIBRARY", "KILN_CUDA_DIR"};
-  for (size_t i = 0; i < sizeof(kEnv) / sizeof(kEnv[0]); i++) hash_str(&h, getenv(kEnv[i]));
+  kiln_hash_word(&h, (uint64_t)po.all_reduce_combine_threshold_bytes);
+  kiln_hash_word(&h, (uint64_t)po.all_gather_combine_threshold_bytes);
+  kiln_hash_word(&h, (uint64_t)po.reduce_scatter_combine_threshold_bytes);
+  if (e->target == KILN_TARGET_CUDA) { /* the toolkit: libdevice, nvJitLink, ptxas */
+    hash_str(&h, e->cuda.dir);
+    hash_str(&h, e->cuda.home);
+    hash_str(&h, e->cuda.path);
+  }
   if (e->target == KILN_TARGET_HOST) {
     kiln_strbuf_t t = {0};
     kiln_host_jit_target_id(&e->host_jit, &t); /* triple, CPU, features, pipeline */

@@ -783,6 +783,7 @@ static kiln_status compile_pending(emitter_t *E) {
     no.arch = arch;
     if (ptx_only) no.cubin_via = KILN_CUBIN_VIA_SKIP; /* the driver compiles the PTX */
     no.dump_dir = E->opts.dump_dir;
+    no.cuda = E->opts.cuda;
     kiln_kir_gpu_kernel_t *gk = kiln_calloc(n, sizeof(*gk));
     int32_t *index = kiln_calloc(n, sizeof(*index));
     if (!s) s = kiln_kir_compile_nvptx_batch(mods, n, &no, &bo, gk, &bs);

@@ -57,6 +57,7 @@
 
 #include "base/status.h"
 #include "compiler/backend/host_jit.h"
+#include "compiler/backend/nvjitlink.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/passes/buffer_assignment.h"
 #include "ffi/ffi_registry.h"
@@ -81,7 +82,8 @@ typedef struct kiln_thunk_emit_options {
   const char
       *kernel_cache_dir; /* the kernel cache's disk level (kernel_cache.h); NULL: memory only */
   /* Where custom-call handlers are looked up (borrowed). NULL: the process-wide registry
-   * (kiln_ffi_registry_default), loaded once from $KILN_FFI_HANDLERS on first use. */
+   * (kiln_ffi_registry_default), loaded once with the default spec on first use (the edges'
+   * $KILN_FFI_HANDLERS, kiln_ffi_registry_set_default_spec). */
   kiln_ffi_registry_t *ffi_registry;
   /* The SPMD world the collectives' groups are resolved for (collective_emitter.h): both
    * >= 1, or 0: the module's (kiln_eval_spmd_world_size: replica_count, num_partitions and
@@ -89,6 +91,9 @@ typedef struct kiln_thunk_emit_options {
   int num_replicas, num_partitions;
   /* Host: the JIT's CPU, features and LLVM pipeline (dump_dir: this struct's dump_dir). */
   kiln_host_jit_options_t host_jit;
+  /* CUDA: where the toolkit (libdevice, nvJitLink, ptxas) is found (zeroed: the standard
+   * search; the edges pass $KILN_CUDA_DIR, $CUDA_HOME, $CUDA_PATH, $PATH, $TMPDIR). */
+  kiln_cuda_search_t cuda;
 } kiln_thunk_emit_options_t;
 
 typedef struct kiln_thunk_emit_stats {

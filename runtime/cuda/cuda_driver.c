@@ -11,6 +11,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "base/str.h"
+#include "runtime/runtime_options.h"
 
 /* ---- symbol table ----------------------------------------------------------------------- */
 
@@ -281,8 +282,8 @@ kiln_status kiln_cuda_driver_open(const char *const *paths, size_t num_paths,
   if (!out) return KILN_ERR_INVALID("cuda driver open: NULL out");
   *out = NULL;
   if (!paths || num_paths == 0) {
-    const char *env = getenv("KILN_CUDA_DRIVER");
-    if (env && *env) {
+    const char *env = kiln_runtime_options().cuda_driver;
+    if (env) {
       env_path[0] = env;
       paths = env_path;
       num_paths = 1;

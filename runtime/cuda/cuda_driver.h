@@ -1,12 +1,12 @@
 /* The CUDA driver API, loaded at run time.
  *
- * libcuda is dlopen'ed (libcuda.so.1, then libcuda.so; $KILN_CUDA_DRIVER names a library to
- * use instead) and every entry point of cuda_symbols.def is resolved through
- * cuGetProcAddress_v2 (or cuGetProcAddress on drivers without it) with the ABI pinned to
- * KILN_CUDA_DRIVER_ABI_VERSION. The types below are declared here with the driver's ABI, so
- * the build needs no CUDA toolkit. A missing driver is UNAVAILABLE naming every path tried
- * with its dlerror(); a driver without an entry point is UNAVAILABLE naming the symbol.
- * CUresult values map to kiln status codes with the error's name and the driver's text. */
+ * libcuda is dlopen'ed (libcuda.so.1, then libcuda.so; the runtime options' cuda_driver, the
+ * edges' $KILN_CUDA_DRIVER, names a library to use instead) and every entry point of
+ * cuda_symbols.def is resolved through cuGetProcAddress_v2 (or cuGetProcAddress on drivers without
+ * it) with the ABI pinned to KILN_CUDA_DRIVER_ABI_VERSION. The types below are declared here with
+ * the driver's ABI, so the build needs no CUDA toolkit. A missing driver is UNAVAILABLE naming
+ * every path tried with its dlerror(); a driver without an entry point is UNAVAILABLE naming the
+ * symbol. CUresult values map to kiln status codes with the error's name and the driver's text. */
 #ifndef KILN_RUNTIME_CUDA_CUDA_DRIVER_H_
 #define KILN_RUNTIME_CUDA_CUDA_DRIVER_H_
 
@@ -135,9 +135,9 @@ typedef struct kiln_cuda_driver {
  * failure is remembered and returned again (as a fresh status) without retrying. */
 kiln_status kiln_cuda_driver_get(const kiln_cuda_driver_t **out);
 
-/* Opens the first of `paths` that dlopen accepts (NULL/0: $KILN_CUDA_DRIVER, else
- * libcuda.so.1 then libcuda.so) and starts it (kiln_cuda_driver_start with the library's
- * exported cuInit, cuDriverGetVersion and cuGetProcAddress). UNAVAILABLE lists "path:
+/* Opens the first of `paths` that dlopen accepts (NULL/0: the runtime options'
+ * cuda_driver, else libcuda.so.1 then libcuda.so) and starts it (kiln_cuda_driver_start with the
+ * library's exported cuInit, cuDriverGetVersion and cuGetProcAddress). UNAVAILABLE lists "path:
  * dlerror" for every path tried. The caller owns *out (kiln_cuda_driver_close). */
 kiln_status kiln_cuda_driver_open(const char *const *paths, size_t num_paths,
                                   kiln_cuda_driver_t **out);

@@ -11,6 +11,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "base/str.h"
+#include "runtime/runtime_options.h"
 
 #define KILN_NCCL_HINT                                                                       \
   "install NCCL: `pip install nvidia-nccl-cu13` (then set KILN_NCCL_LIBRARY to its "         \
@@ -138,8 +139,8 @@ kiln_status kiln_nccl_open(const char *const *names, size_t num_names, kiln_nccl
   if (!out) return KILN_ERR_INVALID("nccl open: NULL out");
   *out = NULL;
   if (!names || !num_names) {
-    const char *env = getenv("KILN_NCCL_LIBRARY");
-    if (env && *env) {
+    const char *env = kiln_runtime_options().nccl_library;
+    if (env) {
       env_name[0] = env;
       names = env_name;
       num_names = 1;

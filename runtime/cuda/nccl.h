@@ -1,12 +1,13 @@
 /* NCCL, loaded at run time, and the collective thunks on CUDA devices that use it.
  *
- * libnccl is dlopen'ed ($KILN_NCCL_LIBRARY names a library to use instead, else libnccl.so.2
- * then libnccl.so) and every entry point below is looked up by name with dlsym. The types are
- * kiln's own declarations with NCCL's ABI (numbering from NCCL's public documentation), so the
- * build needs no NCCL header. A missing library is UNAVAILABLE naming libnccl.so.2 and how to
- * get it; a library without an entry point is UNAVAILABLE naming the symbol; NCCL older than
- * 2.10 (no bf16, different version encoding) is UNAVAILABLE saying so. ncclResult_t values map
- * to kiln status codes with the result's name and ncclGetErrorString's text.
+ * libnccl is dlopen'ed (the runtime options' nccl_library, the edges' $KILN_NCCL_LIBRARY,
+ * names a library to use instead, else libnccl.so.2 then libnccl.so) and every entry point below is
+ * looked up by name with dlsym. The types are kiln's own declarations with NCCL's ABI (numbering
+ * from NCCL's public documentation), so the build needs no NCCL header. A missing library is
+ * UNAVAILABLE naming libnccl.so.2 and how to get it; a library without an entry point is
+ * UNAVAILABLE naming the symbol; NCCL older than 2.10 (no bf16, different version encoding) is
+ * UNAVAILABLE saying so. ncclResult_t values map to kiln status codes with the result's name and
+ * ncclGetErrorString's text.
  *
  * Collectives on CUDA devices (nccl_collective.c): a collective thunk executed in an SPMD world
  * on a CUDA device runs through NCCL instead of the in-process clique (collective_thunk.c calls
@@ -120,9 +121,9 @@ typedef struct kiln_nccl {
 #undef KILN_NCCL_FIELD
 } kiln_nccl_t;
 
-/* Opens the first of `names` that dlopen accepts (NULL/0: $KILN_NCCL_LIBRARY, else
- * libnccl.so.2 then libnccl.so), looks every entry point up and checks the version. The
- * caller owns *out (kiln_nccl_close). */
+/* Opens the first of `names` that dlopen accepts (NULL/0: the runtime options'
+ * nccl_library, else libnccl.so.2 then libnccl.so), looks every entry point up and checks the
+ * version. The caller owns *out (kiln_nccl_close). */
 kiln_status kiln_nccl_open(const char *const *names, size_t num_names, kiln_nccl_t **out);
 void kiln_nccl_close(kiln_nccl_t *n);
 

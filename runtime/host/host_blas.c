@@ -1,11 +1,11 @@
 /* Host gemm (host_device.h): a CBLAS library through dlopen, else a blocked C kernel.
  *
- * Library: $KILN_HOST_BLAS when set (a path or soname; "none": no library; one that cannot
- * be used is logged and the C kernel runs: an explicit choice is never replaced by another
- * library), else the first of libopenblas.so.0 (Debian's libopenblas0-pthread),
- * libopenblas.so, libblis.so.4, libmkl_rt.so that exports cblas_sgemm and cblas_dgemm. The
- * reference BLAS (libblas.so.3) is not a candidate: its loops are no faster than the C
- * kernel. cblas_cgemm / cblas_zgemm are optional (complex gemms use the C kernel without
+ * Library: the runtime options' host_blas ($KILN_HOST_BLAS at the edges) when set (a path or
+ * soname; "none": no library; one that cannot be used is logged and the C kernel runs: an explicit
+ * choice is never replaced by another library), else the first of libopenblas.so.0 (Debian's
+ * libopenblas0-pthread), libopenblas.so, libblis.so.4, libmkl_rt.so that exports cblas_sgemm and
+ * cblas_dgemm. The reference BLAS (libblas.so.3) is not a candidate: its loops are no faster than
+ * the C kernel. cblas_cgemm / cblas_zgemm are optional (complex gemms use the C kernel without
  * them); openblas_set_num_threads is optional and, when present, gets the host pool's size
  * once, on the first gemm given a pool.
  *
@@ -34,6 +34,7 @@
 #include "base/log.h"
 #include "base/half.h"
 #include "runtime/host/host_device.h"
+#include "runtime/runtime_options.h"
 
 enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
 
@@ -102,7 +103,7 @@ static bool try_library(const char *name) {
 static void load_blas(void) {
   static const char *const candidates[] = {"libopenblas.so.0", "libopenblas.so", "libblis.so.4",
                                            "libmkl_rt.so"};
-  const char *env = getenv("KILN_HOST_BLAS");
+  const char *env = kiln_runtime_options().host_blas;
   if (env && !strcmp(env, "none")) {
     tried_append("KILN_HOST_BLAS=none");
     KILN_LOG_I("host gemm: KILN_HOST_BLAS=none; using the built-in C kernel");
@@ -571,7 +572,8 @@ static pthread_once_t g_epilogue_once = PTHREAD_ONCE_INIT;
 static void pick_epilogue(void) {
   g_epilogue_rows_f32 = epilogue_rows_f32_base;
 #ifdef KILN_EPILOGUE_AVX2
-  const char *isa = getenv("KILN_HOST_EPILOGUE_ISA"); /* "base": the SSE2 copy (tests) */
+  /* "base": the SSE2 copy (tests) */
+  const char *isa = kiln_runtime_options().host_epilogue_isa;
   __builtin_cpu_init();
   if (!(isa && strcmp(isa, "base") == 0) && __builtin_cpu_supports("avx2") &&
       __builtin_cpu_supports("fma"))
@@ -1011,7 +1013,8 @@ static struct {
 } g_half = {.once = PTHREAD_ONCE_INIT, .name = "panels"};
 
 static void pick_half(void) {
-  const char *env = getenv("KILN_HOST_GEMM_HALF"); /* "panels", "base" (tests), else auto */
+  /* "panels", "base" (tests), else auto */
+  const char *env = kiln_runtime_options().host_gemm_half;
   if (env && !strcmp(env, "panels")) return;
   if (env && !strcmp(env, "base")) {
     g_half.micro = half_micro_base;

@@ -33,12 +33,13 @@ kiln_status kiln_host_gemm(const kiln_gemm_desc_t *g, const void *a, const void 
                            kiln_host_blas_choice_t choice, kiln_host_pool_t *pool);
 
 /* The kernel of bf16/f16 gemms with few rows (host_blas.c: B converted in L1-sized packed
- * panels, A once): "avx512", "base" (the portable copy, KILN_HOST_GEMM_HALF=base) or
+ * panels, A once): "avx512", "base" (the portable copy; runtime options' host_gemm_half "base") or
  * "panels" (off: every bf16/f16 gemm converts whole operand panels to f32 for the library;
- * no AVX-512F, or KILN_HOST_GEMM_HALF=panels). */
+ * no AVX-512F, or host_gemm_half "panels"; the edges set it from KILN_HOST_GEMM_HALF). */
 const char *kiln_host_gemm_half_kernel(void);
 /* The CBLAS library in use (a path or soname), or NULL when the C kernel is used. Loads it on
- * the first call: $KILN_HOST_BLAS names the library to use ("none": none; one that cannot be
+ * the first call: the runtime options' host_blas (the edges' $KILN_HOST_BLAS) names the
+ * library to use ("none": none; one that cannot be
  * loaded is logged as a warning and the C kernel is used), else OpenBLAS, BLIS or MKL,
  * whichever is found first (never the reference BLAS).
  * `tried` (may be NULL) receives the libraries tried with their dlerror() text. */
@@ -46,7 +47,8 @@ const char *kiln_host_blas_library(const char **tried);
 
 /* The instruction set the gemm epilogue (bias, ReLU, GELU in f32) runs with: "avx2+fma" where
  * the CPU has both, else "base" (x86-64's SSE2 or the build's target); chosen once per
- * process (KILN_HOST_EPILOGUE_ISA=base forces the baseline copy). Thread-safe. */
+ * process (the runtime options' host_epilogue_isa "base", the edges' KILN_HOST_EPILOGUE_ISA,
+ * forces the baseline copy). Thread-safe. */
 const char *kiln_host_epilogue_isa(void);
 /* A symbol of that library (LAPACK's Fortran entry points, which OpenBLAS and MKL ship), or
  * NULL when there is no library or it lacks the symbol. Thread-safe. */

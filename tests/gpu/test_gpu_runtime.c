@@ -23,6 +23,7 @@
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/cuda_graph.h"
 #include "runtime/device.h"
+#include "runtime/runtime_options.h"
 #include "runtime/thunk.h"
 #include "tests/backend_test_kernels.h"
 #include "tests/skip_util.h"
@@ -196,7 +197,9 @@ static void check_gemm(kiln_device_t *dev, kiln_stream_t *st) {
 
 int main(void) {
   kiln_device_t *dev = NULL;
-  setenv("KILN_COMMAND_BUFFER_CACHE_SIZE", "8", 1);
+  kiln_runtime_options_t ro = kiln_runtime_options();
+  ro.command_buffer_cache_size = 8;
+  kiln_runtime_options_set(&ro);
   kiln_status s = kiln_device_create("cuda", &dev);
   if (s) {
     int rc = kiln_status_code(s) == KILN_UNAVAILABLE

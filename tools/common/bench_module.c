@@ -20,16 +20,15 @@ kiln_status kiln_bench_module_load(kiln_device_t *dev, const char *text, bool el
                             num_params, KILN_BENCH_MODULE_MAX_PARAMS);
   kiln_hlo_module_t *m = NULL;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_hlo_parse_module(text, strlen(text), NULL, &m));
-  /* The pass options read KILN_GEMM_LIBRARY when the pipeline runs. */
-  if (elemental) setenv("KILN_GEMM_LIBRARY", "none", 1);
   kiln_compile_options_t co;
   memset(&co, 0, sizeof co);
   co.emit.target = KILN_TARGET_HOST;
-  kiln_pjrt_compile_options_from_env(&co);
+  kiln_pass_options_t po;
+  kiln_pjrt_compile_options_from_env(&co, &po);
+  if (elemental) po.no_gemm_library = true; /* every dot an emitted kernel */
   kiln_executable_desc_t *d = NULL;
   kiln_compile_stats_t cs;
   kiln_status st = kiln_compile_module(m, &co, &d, &cs);
-  if (elemental) unsetenv("KILN_GEMM_LIBRARY");
   kiln_hlo_module_destroy(m);
   KILN_RETURN_IF_ERROR_PLAIN(st);
   out->gemms = cs.emit.gemms;

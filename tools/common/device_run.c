@@ -132,7 +132,9 @@ static kiln_status compile_load(const kiln_hlo_module_t *m, const kiln_device_ru
   co.emit.num_partitions = num_partitions;
   co.no_command_buffers = opts->no_command_buffers;
   co.emit.strict_precision = opts->strict_precision;
-  kiln_pjrt_compile_options_from_env(&co); /* the edge: KILN_DUMP_TO, command buffers, host JIT */
+  kiln_pass_options_t po;
+  /* the edge: KILN_DUMP_TO, the passes, command buffers, host JIT, precision, CUDA toolkit */
+  kiln_pjrt_compile_options_from_env(&co, &po);
   kiln_executable_desc_t *d = NULL;
   kiln_status s = kiln_compile_module(cm, &co, &d, &rep->compile);
   if (!s && opts->serialize_round_trip) {

@@ -1,4 +1,5 @@
 /* Fusion quality report: kiln's kernel count against XLA's on the corpus's pairs. */
+#include "plugin/env_options.h"
 #include "tools/common/fusion_report.h"
 
 #include <dirent.h>
@@ -134,6 +135,7 @@ static kiln_status count_file(const char *path, const char *passes, int64_t *bef
     *before += kiln_fusion_count_kernels(m);
     if (passes) {
       kiln_pass_options_t o = {.verify = 1};
+      kiln_pjrt_pass_options_from_env(&o);
       st = kiln_pass_run_list(m, passes, &o);
       if (!st) st = kiln_hlo_module_verify(m);
     }

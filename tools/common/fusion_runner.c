@@ -10,6 +10,7 @@
 #include "compiler/codegen/elemental.h"
 #include "compiler/codegen/kir_pipeline.h"
 #include "compiler/eval/eval.h"
+#include "plugin/env_options.h"
 #include "tools/common/compare.h"
 #include "tools/common/corpus.h"
 #include "tools/common/run_report.h"
@@ -111,6 +112,7 @@ kiln_status kiln_runner_check(const kiln_hlo_computation_t *c, const kiln_runner
   bool sums = rep->emitter == KILN_CODEGEN_EMITTER_REDUCTION ||
               kiln_codegen_classify(c, NULL) == KILN_CODEGEN_EMITTER_REDUCTION;
   kiln_codegen_compile_options_t co = opts->compile;
+  kiln_pjrt_codegen_options_from_env(&co); /* the edge: KILN_DUMP_TO, excess precision */
   char kname[160];
   if (!co.kernel_name) {
     snprintf(kname, sizeof(kname), "%s_k%d", c->name, atomic_fetch_add(&g_kernel_counter, 1));

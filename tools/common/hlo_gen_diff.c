@@ -1,4 +1,5 @@
 /* The differential test of generated modules; see hlo_gen_diff.h. */
+#include "plugin/env_options.h"
 #include "tools/common/hlo_gen_diff.h"
 
 #include <stdlib.h>
@@ -159,6 +160,7 @@ static void run_pipeline(const char *text, kiln_diff_coverage_t *cov, bisect_ctx
   kiln_pass_options_t po;
   memset(&po, 0, sizeof po);
   po.verify = -1;
+  kiln_pjrt_pass_options_from_env(&po);
   if (b) {
     po.after_pass = after_pass;
     po.after_pass_ctx = b;
