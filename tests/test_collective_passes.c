@@ -309,6 +309,45 @@ static void test_reduce_scatter_creator(void **state) {
   expect_count(param_index, "reduce_scatter_creator", NULL, KILN_OP_REDUCE_SCATTER, 0);
 }
 
+/* Reducers the runtime does not fold become an all-gather and a rank-order chain of maps,
+ * bit-identical to the evaluator's fold on every participant (same_on_participants): an
+ * order-sensitive all-reduce reducer 2a + b over groups {0,2},{1,3}; XLA's "keep the first"
+ * reduce-scatter reducer (the corpus's import_emit_stablehlo#130) in cross-replica-and-
+ * partition mode (groups of 2 replicas x 2 partitions); a plain add stays for the runtime. */
+static void test_collective_reducer_expander_folds_any_reducer_in_rank_order(void **state) {
+  (void)state;
+  const char *ar =
+      "HloModule m, replica_count=4\n"
+      "twice_plus {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  a2 = f32[] add(a, a)\n  ROOT s = f32[] add(a2, b)\n}\n"
+      "ENTRY e {\n  rid = u32[] replica-id()\n" MIXED("x", "f32[3,5]", "0", "")
+      "  ROOT ar = f32[3,5] all-reduce(x), replica_groups={{0,2},{1,3}}, "
+      "to_apply=twice_plus\n}\n";
+  kiln_hlo_module_t *m = same_on_participants(ar, "collective_reducer_expander", NULL);
+  assert_int_equal(pt_count(m, KILN_OP_ALL_REDUCE), 0);
+  assert_int_equal(pt_count(m, KILN_OP_ALL_GATHER), 1);
+  assert_int_equal(pt_count(m, KILN_OP_MAP), 1);
+  kiln_hlo_module_destroy(m);
+  const char *rs =
+      "HloModule m, replica_count=2, num_partitions=2\n"
+      "first {\n  ROOT a = f32[] parameter(0)\n  b = f32[] parameter(1)\n}\n"
+      "ENTRY e {\n  r = u32[] replica-id()\n  p = u32[] partition-id()\n"
+      "  two = u32[] constant(2)\n  r2 = u32[] multiply(r, two)\n  rid = u32[] add(r2, p)\n"
+      MIXED("x", "f32[8,2]", "0", "")
+      "  ROOT rs = f32[2,2] reduce-scatter(x), channel_id=1, replica_groups={{0,1}}, "
+      "dimensions={0}, to_apply=first\n}\n";
+  m = same_on_participants(rs, "collective_reducer_expander", NULL);
+  assert_int_equal(pt_count(m, KILN_OP_REDUCE_SCATTER), 0);
+  assert_int_equal(pt_count(m, KILN_OP_ALL_GATHER), 1);
+  assert_int_equal(pt_count(m, KILN_OP_MAP), 3);
+  kiln_hlo_module_destroy(m);
+  const char *plain =
+      "HloModule m, replica_count=2\n" ADD_F32 "ENTRY e {\n  rid = u32[] replica-id()\n" MIXED(
+          "x", "f32[4]", "0",
+          "") "  ROOT ar = f32[4] all-reduce(x), replica_groups={{0,1}}, to_apply=add\n}\n";
+  expect_count(plain, "collective_reducer_expander", NULL, KILN_OP_ALL_REDUCE, 1);
+}
+
 /* Position of the nth instruction of opcode `op` in the entry's order (-1: none). */
 static int entry_pos(const kiln_hlo_module_t *m, kiln_hlo_opcode_t op, int nth) {
   int seen = 0;
@@ -490,6 +529,7 @@ int main(void) {
       cmocka_unit_test(test_all_reduce_combiner_combines_independent_all_reduces),
       cmocka_unit_test(test_all_gather_and_reduce_scatter_combiners),
       cmocka_unit_test(test_reduce_scatter_creator),
+      cmocka_unit_test(test_collective_reducer_expander_folds_any_reducer_in_rank_order),
       cmocka_unit_test(test_async_collectives_overlap_independent_compute),
       cmocka_unit_test(test_corpus_multi_device_modules_same_results_after_collective_passes),
   };

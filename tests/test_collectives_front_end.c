@@ -88,6 +88,13 @@ static kiln_status parse_and_verify(const char *text) {
 #define ADD_F32 \
   "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
 
+static void expect_verified(const char *const *modules, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    kiln_status s = parse_and_verify(modules[i]);
+    if (s) fail_msg("%.40s: %s", modules[i], kiln_status_message(s));
+  }
+}
+
 static void test_every_collective_form_verifies(void **state) {
   (void)state;
   static const char *const kModules[] = {
@@ -132,10 +139,7 @@ static void test_every_collective_form_verifies(void **state) {
       "ENTRY e { p = f32[4] parameter(0)\n ROOT r = f32[4] collective-broadcast(p), "
       "replica_groups={{1,0}} }",
   };
-  for (size_t i = 0; i < sizeof kModules / sizeof kModules[0]; i++) {
-    kiln_status s = parse_and_verify(kModules[i]);
-    if (s) fail_msg("%.40s: %s", kModules[i], kiln_status_message(s));
-  }
+  expect_verified(kModules, sizeof kModules / sizeof kModules[0]);
 }
 
 static void expect_rejected(const char *text, const char *part) {
@@ -184,6 +188,42 @@ static void test_group_size_mismatches_are_rejected(void **state) {
       "collective-permute-start(p), source_target_pairs={{0,1}}\n"
       " ROOT d = f32[8] collective-permute-done(s) }",
       "collective-permute-start must return (f32[4], f32[4], contexts...)");
+}
+
+/* XLA's subgroup size (its verifier's GetSubgroupSize): a channel_id without
+ * use_global_device_ids on all-gather / reduce-scatter is cross-replica-and-partition mode,
+ * where every partition of each replica a group names takes part, so the data is gathered or
+ * split num_partitions times the ids of a group; with use_global_device_ids (flattened ids),
+ * without a channel (cross-replica) or on all-to-all (cross-partition) the ids alone. */
+static void test_group_size_follows_the_group_mode(void **state) {
+  (void)state;
+  static const char *const kAccepted[] = {
+      "HloModule ag_crp, replica_count=2, num_partitions=2\n"
+      "ENTRY e { p = f32[4,2] parameter(0)\n ROOT r = f32[4,8] all-gather(p), channel_id=1, "
+      "replica_groups={{0,1}}, dimensions={1} }",
+      "HloModule rs_crp, replica_count=2, num_partitions=3\n" ADD_F32
+      "ENTRY e { p = f32[12,3] parameter(0)\n ROOT r = f32[2,3] reduce-scatter(p), "
+      "channel_id=1, replica_groups={{0,1}}, dimensions={0}, to_apply=add }",
+      "HloModule ag_flat, replica_count=2, num_partitions=2\n"
+      "ENTRY e { p = f32[4,2] parameter(0)\n ROOT r = f32[4,4] all-gather(p), channel_id=1, "
+      "replica_groups={{0,1},{2,3}}, dimensions={1}, use_global_device_ids=true }",
+      "HloModule ag_cr, replica_count=2, num_partitions=2\n"
+      "ENTRY e { p = f32[4,2] parameter(0)\n ROOT r = f32[4,4] all-gather(p), "
+      "replica_groups={{0,1}}, dimensions={1} }",
+      "HloModule a2a_cp, replica_count=2, num_partitions=2\n"
+      "ENTRY e { p = f32[8,3] parameter(0)\n ROOT r = f32[8,3] all-to-all(p), channel_id=1, "
+      "replica_groups={{0,1}}, dimensions={0} }",
+  };
+  expect_verified(kAccepted, sizeof kAccepted / sizeof kAccepted[0]);
+  expect_rejected(
+      "HloModule ag_crp, replica_count=2, num_partitions=2\n"
+      "ENTRY e { p = f32[4,2] parameter(0)\n ROOT r = f32[4,4] all-gather(p), channel_id=1, "
+      "replica_groups={{0,1}}, dimensions={1} }",
+      "all-gather over groups of 4: dimension 1 of f32[4,4] must be 4 times");
+  expect_rejected("HloModule rs_crp, replica_count=2, num_partitions=3\n" ADD_F32
+                  "ENTRY e { p = f32[4,3] parameter(0)\n ROOT r = f32[2,3] reduce-scatter(p), "
+                  "channel_id=1, replica_groups={{0,1}}, dimensions={0}, to_apply=add }",
+                  "reduce-scatter over groups of 6");
 }
 
 /* A module is multi-device when one of its instructions is a collective. */
@@ -250,6 +290,7 @@ int main(void) {
       cmocka_unit_test(test_replica_group_errors_name_the_problem),
       cmocka_unit_test(test_every_collective_form_verifies),
       cmocka_unit_test(test_group_size_mismatches_are_rejected),
+      cmocka_unit_test(test_group_size_follows_the_group_mode),
       cmocka_unit_test(test_corpus_multi_device_modules_verify),
   };
   return kiln_run_tests(tests, NULL, NULL);

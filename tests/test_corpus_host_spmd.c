@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "base/status.h"
@@ -42,6 +43,12 @@ typedef struct {
   size_t round_trip_bytes;
   kiln_strbuf_t out;
 } stats_t;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
 
 static void fail_with(stats_t *st, const char *name, const char *what, kiln_status s) {
   st->eligible++;
@@ -100,7 +107,9 @@ static void run(stats_t *st, const kiln_hlo_module_t *m, const char *name) {
   kiln_eval_spmd_options_t o = {.num_replicas = R, .num_partitions = P, .timeout_ms = 20000};
   o.base.rng_seed = 42;
   o.base.max_while_iterations = MAX_WHILE;
+  double t0 = now_s();
   s = kiln_eval_module_spmd(m, &o, n, per, &out_arena, want);
+  double t_eval = now_s() - t0;
   if (s) { /* no oracle: test_corpus_eval_spmd names these */
     kiln_strbuf_printf(&st->out, "  skip %s: the evaluator cannot run it: %s: %.200s\n", name,
                        kiln_status_code_name(kiln_status_code(s)), kiln_status_message(s));
@@ -113,7 +122,9 @@ static void run(stats_t *st, const kiln_hlo_module_t *m, const char *name) {
   ro.rng_seed = 42;
   ro.max_while_iterations = MAX_WHILE;
   ro.collective_timeout_ms = 20000;
+  t0 = now_s();
   s = kiln_device_run_module_spmd(m, args, n, R, P, &ro, &out_arena, got, NULL);
+  double t_host = now_s() - t0;
   if (s) {
     fail_with(st, name, "host devices", s);
     goto done;
@@ -140,7 +151,11 @@ static void run(stats_t *st, const kiln_hlo_module_t *m, const char *name) {
   st->round_trip_bytes += rep.serialized_bytes;
   st->eligible++;
   st->ran++;
-  kiln_strbuf_printf(&st->out, "  ok   %s: %d replicas x %d partitions\n", name, R, P);
+  /* Seconds for the record (never asserted): the evaluator is what bounds the corpus. */
+  kiln_strbuf_printf(&st->out,
+                     "  ok   %s: %d replicas x %d partitions (evaluator %.2f s, compile and run "
+                     "%.2f s)\n",
+                     name, R, P, t_eval, t_host);
 done:
   kiln_arena_destroy(&out_arena);
   kiln_arena_destroy(&args_arena);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler/hlo/collective_groups.h"
 #include "compiler/hlo/replica_groups.h"
 #include "compiler/hlo/shape_inference.h"
 #include "compiler/hlo/shape_inference_internal.h"
@@ -50,13 +51,29 @@ static kiln_status same_as_operands(kiln_arena_t *a, int n, const kiln_shape_t *
   return kiln_shape_infer_tuple(a, n, ops, out);
 }
 
+/* num_partitions of the module `in` sits in (1 when it does not say, XLA's default). */
+static int64_t module_partitions(const kiln_hlo_instruction_t *in) {
+  const kiln_hlo_module_t *m = in->parent ? in->parent->module : NULL;
+  for (int i = 0; m && i < m->num_raw_attrs; i++)
+    if (!strcmp(m->raw_attrs[i].key, "num_partitions")) {
+      long long p = strtoll(m->raw_attrs[i].value, NULL, 10);
+      return p > 0 ? p : 1;
+    }
+  return 1;
+}
+
 /* Checks the replica_groups of `in` and returns in *shards the size every group shares, or
  * 0 when the module leaves it to run time ({} or no groups). `equal_sizes`: the op splits or
- * gathers data by group size, so every group must have the same size. */
+ * gathers data by group size, so every group must have the same size. The size is XLA's
+ * subgroup size (its verifier's GetSubgroupSize): the ids of a group, times num_partitions in
+ * cross-replica-and-partition mode (a channel_id without use_global_device_ids on all-gather,
+ * reduce-scatter and all-reduce), where every partition of each named replica takes part. */
 static kiln_status collective_shards(const kiln_hlo_instruction_t *in, bool equal_sizes,
                                      int64_t *shards) {
   *shards = 0;
   if (!in->replica_groups) return KILN_STATUS_OK;
+  kiln_hlo_group_mode_t mode;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_hlo_collective_group_mode(in, &mode));
   kiln_hlo_replica_groups_t g;
   KILN_RETURN_IF_ERROR(kiln_hlo_replica_groups_parse(in->replica_groups, &g), "%s",
                        kiln_hlo_opcode_name(in->opcode));
@@ -67,7 +84,8 @@ static kiln_status collective_shards(const kiln_hlo_instruction_t *in, bool equa
         "data is split or gathered by group size",
         kiln_hlo_opcode_name(in->opcode), in->replica_groups);
   else if (g.group_size > 0)
-    *shards = g.group_size;
+    *shards =
+        g.group_size * (mode == KILN_GROUP_CROSS_REPLICA_AND_PARTITION ? module_partitions(in) : 1);
   kiln_hlo_replica_groups_free(&g);
   return s;
 }

@@ -28,8 +28,11 @@ static const pipeline_step_t kSteps[] = {
      {"simplify", "constant_folding", "tuple_simplify", "while_loop_constants", "dce", "cse"},
      true},
     /* XLA's collective optimizations after simplification (AllReduceSimplifier's
-     * single-participant removal, ReduceScatterCreator). */
-    {"collective optimizations", {"collective_simplifier", "reduce_scatter_creator"}, false},
+     * single-participant removal, ReduceScatterCreator), then reducers the runtime does not
+     * fold expanded into an all-gather and maps. */
+    {"collective optimizations",
+     {"collective_simplifier", "reduce_scatter_creator", "collective_reducer_expander"},
+     false},
     {"expansion",
      {"rng_expander", "rng_bit_generator_expander", "batch_norm_expander", "cholesky_expander",
       "triangular_solve_expander", "scaled_dot_expander", "ragged_dot_expander", "fft_expander",

@@ -79,6 +79,21 @@ bool kiln_corpus_permute_moves_data(const char *pairs) {
   return false;
 }
 
+/* Why instruction `in` needs several participants (a static string), NULL when it does not. */
+static const char *several_participants(const kiln_hlo_instruction_t *in, int64_t replicas,
+                                        int64_t partitions) {
+  if (in->opcode == KILN_OP_COLLECTIVE_PERMUTE || in->opcode == KILN_OP_COLLECTIVE_PERMUTE_START)
+    return kiln_corpus_permute_moves_data(kiln_hlo_instruction_raw_attr(in, "source_target_pairs"))
+               ? "collective-permute between devices"
+               : NULL;
+  if (!(kiln_hlo_opcode_flags(in->opcode) & KILN_OPF_COLLECTIVE)) return NULL;
+  int64_t g = kiln_corpus_largest_replica_group(in->replica_groups);
+  if (g > 1) return "multi-participant collective (replica_groups)";
+  if (g == 0 && (replicas > 1 || (in->channel_id != 0 && partitions > 1)))
+    return "multi-participant collective (replica_count/num_partitions)";
+  return NULL;
+}
+
 /* NULL when eligible, else why not (a static string). */
 const char *kiln_corpus_eval_ineligible_reason(const kiln_hlo_module_t *m) {
   int64_t replicas = module_int_attr(m, "replica_count");
@@ -103,19 +118,11 @@ const char *kiln_corpus_eval_ineligible_reason(const kiln_hlo_module_t *m) {
         case KILN_OP_CONSTANT:
           if (in->literal && in->literal->unknown) return "elided constant";
           break;
-        case KILN_OP_COLLECTIVE_PERMUTE:
-        case KILN_OP_COLLECTIVE_PERMUTE_START:
-          if (kiln_corpus_permute_moves_data(kiln_hlo_instruction_raw_attr(in, "source_target_pairs")))
-            return "collective-permute between devices";
+        default: {
+          const char *why = several_participants(in, replicas, partitions);
+          if (why) return why;
           break;
-        default:
-          if (kiln_hlo_opcode_flags(in->opcode) & KILN_OPF_COLLECTIVE) {
-            int64_t g = kiln_corpus_largest_replica_group(in->replica_groups);
-            if (g > 1) return "multi-participant collective (replica_groups)";
-            if (g == 0 && (replicas > 1 || (in->channel_id != 0 && partitions > 1)))
-              return "multi-participant collective (replica_count/num_partitions)";
-          }
-          break;
+        }
       }
     }
   }
@@ -272,23 +279,56 @@ double kiln_corpus_eval_cost(const kiln_hlo_module_t *m) {
   return m->entry ? comp_cost(m->entry, 0) : 0;
 }
 
+/* Whether computation `c` or one it calls holds a collective over several participants. */
+static bool reaches_several(const kiln_hlo_computation_t *c, int64_t replicas, int64_t partitions,
+                            int depth) {
+  if (depth > 64) return false;
+  for (size_t i = 0; i < c->instructions.len; i++) {
+    const kiln_hlo_instruction_t *in = c->instructions.data[i];
+    if (several_participants(in, replicas, partitions)) return true;
+    for (int g = 0; g < in->num_called_groups; g++)
+      for (int k = 0; k < in->called_groups[g].n; k++)
+        if (reaches_several(in->called_groups[g].comps[k], replicas, partitions, depth + 1))
+          return true;
+  }
+  return false;
+}
+
 void kiln_corpus_multi_device_module(const kiln_hlo_module_t *m, const char *path, int index,
                                      bool *multi, const char **skip) {
   *multi = false;
   *skip = NULL;
-  const char *why = kiln_corpus_eval_ineligible_reason(m);
-  bool has_collective = false;
-  for (size_t c = 0; c < m->computations.len && !has_collective; c++)
-    for (size_t i = 0; i < m->computations.data[c]->instructions.len; i++)
-      if (kiln_hlo_opcode_flags(m->computations.data[c]->instructions.data[i]->opcode) &
-          KILN_OPF_COLLECTIVE)
-        has_collective = true;
-  if (!has_collective || !why) return;
+  int64_t replicas = module_int_attr(m, "replica_count");
+  int64_t partitions = module_int_attr(m, "num_partitions");
+  /* Multi-device: some collective the entry reaches needs several participants, whatever
+   * else the module holds (a custom call does not matter; an all-reduce over one replica, or
+   * a collective in a computation nothing calls, does not make it one). */
+  if (!m->entry || !reaches_several(m->entry, replicas, partitions, 0)) return;
   *multi = true;
-  bool several = strncmp(why, "multi-participant", 17) == 0 ||
-                 strcmp(why, "collective-permute between devices") == 0;
-  if (!several)
-    *skip = why;
-  else if (kiln_corpus_find_invalid(path, index))
+  /* Left out only for what no participant can run: custom calls are not a reason here (the
+   * evaluator runs XLA's well-known targets; an unknown one is reported by the test when the
+   * evaluator refuses it, naming the target). */
+  if (kiln_corpus_find_invalid(path, index)) {
     *skip = "invalid on purpose";
+    return;
+  }
+  for (size_t c = 0; c < m->computations.len && !*skip; c++)
+    for (size_t i = 0; i < m->computations.data[c]->instructions.len && !*skip; i++) {
+      const kiln_hlo_instruction_t *in = m->computations.data[c]->instructions.data[i];
+      switch (in->opcode) {
+        case KILN_OP_INFEED:
+        case KILN_OP_OUTFEED:
+        case KILN_OP_SEND:
+        case KILN_OP_SEND_DONE:
+        case KILN_OP_RECV:
+        case KILN_OP_RECV_DONE:
+          *skip = "infeed/outfeed/send/recv";
+          break;
+        case KILN_OP_CONSTANT:
+          if (in->literal && in->literal->unknown) *skip = "elided constant";
+          break;
+        default:
+          break;
+      }
+    }
 }

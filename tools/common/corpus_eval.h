@@ -38,7 +38,8 @@ bool kiln_corpus_permute_moves_data(const char *pairs);
 /* The multi-device corpus tests (test_corpus_eval_spmd, test_corpus_host_spmd): whether
  * module `index` of `path` is a multi-device module (a collective, and ineligible for the
  * single-device tests for needing several participants; *multi) and, if so, why it is left out
- * (*skip: another reason such as a custom call, "invalid on purpose", or NULL: run it). */
+ * (*skip: infeed/outfeed/send/recv, an elided constant, "invalid on purpose", or NULL: run it;
+ * a custom call is no reason: the evaluator says whether it knows the target). */
 void kiln_corpus_multi_device_module(const kiln_hlo_module_t *m, const char *path, int index,
                                      bool *multi, const char **skip);
 
