@@ -217,9 +217,14 @@ static void test_desc_check_takes_the_listed_type_pairs_only(void **state) {
   g.out_dtype = KILN_GEMM_F64;
   assert_code(kiln_gemm_desc_check(&g, NULL, NULL, NULL), KILN_INVALID_ARGUMENT);
   g.dtype = KILN_GEMM_S8;
-  g.out_dtype = KILN_GEMM_SAME;
+  g.out_dtype = KILN_GEMM_F32; /* integer operands give integer results only */
   assert_code(kiln_gemm_desc_check(&g, NULL, NULL, NULL), KILN_INVALID_ARGUMENT);
+  g.out_dtype = KILN_GEMM_SAME; /* s8 -> s8: wrapping, as XLA's s8 dot */
+  ASSERT_OK(kiln_gemm_desc_check(&g, NULL, NULL, NULL));
+  g.dtype = KILN_GEMM_U16;
   g.out_dtype = KILN_GEMM_S32;
+  ASSERT_OK(kiln_gemm_desc_check(&g, NULL, NULL, NULL));
+  g.dtype = KILN_GEMM_S8;
   ASSERT_OK(kiln_gemm_desc_check(&g, NULL, NULL, NULL));
   g.beta = 1; /* integer gemms take alpha 1, beta 0 */
   assert_code(kiln_gemm_desc_check(&g, NULL, NULL, NULL), KILN_INVALID_ARGUMENT);

@@ -11,9 +11,8 @@
  *
  * Every element type of kiln_gemm_desc_t runs through one of four compute types (f32, f64,
  * c64, c128): f32/f64/c64/c128 gemms directly on the operands; bf16/f16 operands are
- * converted to f32 panels (f32 products and sums, the result rounded once); s8 operands to
- * f32 panels when k <= 1024 (every partial sum is an integer below 2^24, so exact), else
- * f64 (below 2^53), the s32 result wrapping as XLA's s32 accumulation does. Converted
+ * converted to f32 panels (f32 products and sums, the result rounded once); integer gemms
+ * run on kiln's own kernels (host_gemm_int.c). Converted
  * operands take at most kScratchElems elements each: groups of whole batches when a batch
  * fits, else row/column panels of one batch (3 * kScratchElems in all); conversions run
  * their rows on the pool, and one scratch buffer is kept for the next gemm (fresh pages
@@ -403,7 +402,7 @@ typedef struct conv {
   int64_t j0;
 } conv_t;
 
-/* Rows [r0, r1) of an operand conversion into f32 (or f64, for s8 summed in f64). */
+/* Rows [r0, r1) of an operand conversion into f32. */
 static void convert_in_rows(const conv_t *c, int64_t r0, int64_t r1) {
   const kiln_gemm_dtype_t t = c->t;
   const void *src = c->src;
@@ -411,12 +410,6 @@ static void convert_in_rows(const conv_t *c, int64_t r0, int64_t r1) {
   const int64_t cols = c->cols;
   for (int64_t r = r0; r < r1; r++) {
     int64_t s0 = c->off + r * c->src_ld;
-    if (c->ct == CT_F64) {
-      double *d = (double *)dst + r * c->dst_ld;
-      const int8_t *s = (const int8_t *)src + s0;
-      for (int64_t j = 0; j < cols; j++) d[j] = s[j]; /* only s8 converts to f64 */
-      continue;
-    }
     float *d = (float *)dst + r * c->dst_ld;
     switch (t) {
       case KILN_GEMM_BF16: {
@@ -427,11 +420,6 @@ static void convert_in_rows(const conv_t *c, int64_t r0, int64_t r1) {
       case KILN_GEMM_F16: {
         const uint16_t *s = (const uint16_t *)src + s0;
         for (int64_t j = 0; j < cols; j++) d[j] = kiln_f16_to_f32(s[j]);
-        break;
-      }
-      case KILN_GEMM_S8: {
-        const int8_t *s = (const int8_t *)src + s0;
-        for (int64_t j = 0; j < cols; j++) d[j] = s[j];
         break;
       }
       default: { /* f32: a copy */
@@ -453,15 +441,9 @@ static void convert_out_rows(const conv_t *c, int64_t r0, int64_t r1) {
     int64_t d0 = c->off + r * c->dst_ld;
     /* The epilogue on 8 rows at a time (the bias converted once for them, the rows still in
      * L1/L2 when they are rounded). */
-    if (c->epi && c->ct != CT_F64 && (r - r0) % 8 == 0)
+    if (c->epi && (r - r0) % 8 == 0)
       epilogue_apply(c->epi, CT_F32, (float *)src + r * c->src_ld, c->src_ld,
                      r1 - r < 8 ? r1 - r : 8, cols, c->j0);
-    if (c->ct == CT_F64) { /* s32 from an exact integer below 2^53, wrapping mod 2^32 */
-      const double *s = (const double *)src + r * c->src_ld;
-      int32_t *d = (int32_t *)dst + d0;
-      for (int64_t j = 0; j < cols; j++) d[j] = (int32_t)(uint32_t)(int64_t)s[j];
-      continue;
-    }
     const float *s = (const float *)src + r * c->src_ld;
     switch (t) {
       case KILN_GEMM_BF16: {
@@ -472,11 +454,6 @@ static void convert_out_rows(const conv_t *c, int64_t r0, int64_t r1) {
       case KILN_GEMM_F16: {
         uint16_t *d = (uint16_t *)dst + d0;
         for (int64_t j = 0; j < cols; j++) d[j] = kiln_f32_to_f16(s[j]);
-        break;
-      }
-      case KILN_GEMM_S32: { /* exact integers below 2^24 */
-        int32_t *d = (int32_t *)dst + d0;
-        for (int64_t j = 0; j < cols; j++) d[j] = (int32_t)s[j];
         break;
       }
       default: {
@@ -648,15 +625,12 @@ static compute_type_t compute_type_of(const kiln_gemm_desc_t *g, bool *convert_a
     case KILN_GEMM_C128:
       ct = CT_C128;
       break;
-    case KILN_GEMM_S8:
-      ct = g->k <= 1024 ? CT_F32 : CT_F64;
-      break;
     default:
       ct = CT_F32;
       break;
   }
-  *convert_ab = g->dtype == KILN_GEMM_BF16 || g->dtype == KILN_GEMM_F16 || g->dtype == KILN_GEMM_S8;
-  *convert_c = out == KILN_GEMM_BF16 || out == KILN_GEMM_F16 || out == KILN_GEMM_S32;
+  *convert_ab = g->dtype == KILN_GEMM_BF16 || g->dtype == KILN_GEMM_F16;
+  *convert_c = out == KILN_GEMM_BF16 || out == KILN_GEMM_F16;
   return ct;
 }
 
@@ -1137,6 +1111,7 @@ static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void
 
 kiln_status kiln_host_gemm(const kiln_gemm_desc_t *g, const void *a, const void *b, void *c,
                            kiln_host_blas_choice_t choice, kiln_host_pool_t *pool) {
+  if (kiln_gemm_dtype_is_int(g->dtype)) return kiln_host_gemm_int(g, a, b, c, pool);
   bool use_blas = choice == KILN_HOST_BLAS_AUTO && kiln_host_blas_library(NULL) != NULL;
   if (use_blas && pool && g_blas.set_threads && !atomic_exchange(&g_blas.threads_set, true)) {
     g_blas.set_threads(kiln_host_pool_num_workers(pool));
