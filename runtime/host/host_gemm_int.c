@@ -99,11 +99,23 @@ static inline void int_store(kiln_gemm_dtype_t t, void *p, int64_t i, uint32_t v
 typedef void (*int_micro_fn)(const void *x, int64_t ld, const void *pk, int64_t kc, uint32_t *cs,
                              int rows, bool first);
 
+/* Adds each column's sum of a packed quad panel (`groups` groups of 4 values of k) to
+ * colsum[0..kNr). */
+typedef void (*int_colsum_fn)(const void *pk, int64_t groups, uint32_t *colsum);
+
 typedef struct int_kernels {
   const char *name;
   int_micro_fn quad; /* NULL: s8 x s8 takes the wide kernel */
+  int_colsum_fn quad_colsum;
   int_micro_fn wide;
 } int_kernels_t;
+
+static void quad_colsum_base(const void *pk, int64_t groups, uint32_t *colsum) {
+  const int8_t *b = pk;
+  for (int64_t q = 0; q < groups; q++)
+    for (int j = 0; j < kNr; j++)
+      for (int t = 0; t < 4; t++) colsum[j] += (uint32_t)(int32_t)b[q * 4 * kNr + j * 4 + t];
+}
 
 static void quad_micro_base(const void *x, int64_t ld, const void *pk, int64_t kc, uint32_t *cs,
                             int rows, bool first) {
@@ -204,6 +216,17 @@ static inline int32_t load_i32(const void *p) {
 #define QUAD_X load_i32((const uint8_t *)x + i * ld + 4 * q)
 #define QUAD_OP(c, a, b) _mm512_dpbusd_epi32(c, a, b)
 DEFINE_MICRO_512(quad_micro_vnni, INT_VNNI, 4 * kNr, 4, QUAD_X, QUAD_OP)
+INT_VNNI static void quad_colsum_vnni(const void *pk, int64_t groups, uint32_t *colsum) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+  for (int64_t q = 0; q < groups; q++) {
+    s0 = _mm512_dpbusd_epi32(s0, ones, _mm512_loadu_si512((const char *)pk + q * 4 * kNr));
+    s1 = _mm512_dpbusd_epi32(s1, ones, _mm512_loadu_si512((const char *)pk + q * 4 * kNr + 64));
+  }
+  _mm512_storeu_si512(colsum, _mm512_add_epi32(_mm512_loadu_si512(colsum), s0));
+  _mm512_storeu_si512(colsum + 16, _mm512_add_epi32(_mm512_loadu_si512(colsum + 16), s1));
+}
+
 /* wide: one 32-bit X value; the panel 128 bytes per value of k. */
 #define WIDE_X ((const int32_t *)x)[i * ld + q]
 #define WIDE_OP(c, a, b) _mm512_add_epi32(c, _mm512_mullo_epi32(a, b))
@@ -262,11 +285,12 @@ INT_AVX2 static void wide_micro_avx2(const void *x, int64_t ld, const void *pk, 
 }
 #endif
 
-static const int_kernels_t kBase = {"base", quad_micro_base, wide_micro_base};
+static const int_kernels_t kBase = {"base", quad_micro_base, quad_colsum_base, wide_micro_base};
 #ifdef KILN_INT_X86
-static const int_kernels_t kAvx2 = {"avx2", NULL, wide_micro_avx2};
-static const int_kernels_t kAvx512 = {"avx512", NULL, wide_micro_avx512};
-static const int_kernels_t kVnni = {"avx512vnni", quad_micro_vnni, wide_micro_avx512};
+static const int_kernels_t kAvx2 = {"avx2", NULL, NULL, wide_micro_avx2};
+static const int_kernels_t kAvx512 = {"avx512", NULL, NULL, wide_micro_avx512};
+static const int_kernels_t kVnni = {"avx512vnni", quad_micro_vnni, quad_colsum_vnni,
+                                    wide_micro_avx512};
 #endif
 
 static struct {
@@ -319,43 +343,80 @@ kiln_status kiln_host_gemm_int_set_kernel(const char *name) {
 
 /* ---- the tasks --------------------------------------------------------------------------- */
 
-/* Rows [r0, r1) of the group (global rows g0 + r) converted. */
+/* Rows [r0, r1) of the group (global rows g0 + r) converted. Rows that are columns of the
+ * stored operand (xrs 1) go 64 at a time, each value of k read across them (contiguous). */
 static void convert_x_rows(void **args, int64_t r0, int64_t r1) {
   const int_job_t *J = args[0];
-  for (int64_t r = r0; r < r1; r++) {
+  const int64_t k = J->k;
+  for (int64_t r = r0; r < r1;) {
     const int64_t gr = J->g0 + r, bi = gr / J->rows, i = gr % J->rows;
+    int64_t nr = J->xrs == 1 && J->xcs != 1 ? 64 : 1;
+    if (nr > r1 - r) nr = r1 - r;
+    if (nr > J->rows - i) nr = J->rows - i;
     const int64_t base = bi * J->x_batch + i * J->xrs;
     if (J->quad) {
       uint8_t *d = (uint8_t *)J->xc + r * J->kx;
       const int8_t *s = (const int8_t *)J->x + base;
-      for (int64_t p = 0; p < J->k; p++) d[p] = (uint8_t)(s[p * J->xcs] + 128);
-      for (int64_t p = J->k; p < J->kx; p++) d[p] = 0;
+      if (nr == 1 && J->xcs == 1)
+        for (int64_t p = 0; p < k; p++) d[p] = (uint8_t)(s[p] + 128);
+      else
+        for (int64_t p = 0; p < k; p++)
+          for (int64_t t = 0; t < nr; t++)
+            d[t * J->kx + p] = (uint8_t)(s[p * J->xcs + t * J->xrs] + 128);
+      for (int64_t t = 0; t < nr; t++)
+        for (int64_t p = k; p < J->kx; p++) d[t * J->kx + p] = 0;
     } else {
       uint32_t *d = (uint32_t *)J->xc + r * J->kx;
-      for (int64_t p = 0; p < J->k; p++) d[p] = int_load(J->ta, J->x, base + p * J->xcs);
+      for (int64_t p = 0; p < k; p++)
+        for (int64_t t = 0; t < nr; t++)
+          d[t * J->kx + p] = int_load(J->ta, J->x, base + p * J->xcs + t * J->xrs);
     }
+    r += nr;
   }
 }
 
-/* Packs Y (p0 .. p0+kc) x (j0 .. j0+nj) of batch bi (zero past nj and past k); quad: adds each
- * column's values to colsum. */
+/* 4 rows of 16 s8 values (r[t]: row t, NULL: zeros) interleaved into 16 columns x 4 values. */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+static inline void quad_interleave16(const int8_t *const r[4], int8_t *d) {
+  __m128i v[4];
+  for (int t = 0; t < 4; t++)
+    v[t] = r[t] ? _mm_loadu_si128((const __m128i *)(const void *)r[t]) : _mm_setzero_si128();
+  const __m128i a = _mm_unpacklo_epi8(v[0], v[1]), b = _mm_unpackhi_epi8(v[0], v[1]),
+                c = _mm_unpacklo_epi8(v[2], v[3]), e = _mm_unpackhi_epi8(v[2], v[3]);
+  _mm_storeu_si128((__m128i *)(void *)d, _mm_unpacklo_epi16(a, c));
+  _mm_storeu_si128((__m128i *)(void *)(d + 16), _mm_unpackhi_epi16(a, c));
+  _mm_storeu_si128((__m128i *)(void *)(d + 32), _mm_unpacklo_epi16(b, e));
+  _mm_storeu_si128((__m128i *)(void *)(d + 48), _mm_unpackhi_epi16(b, e));
+}
+#endif
+
+/* Packs Y (p0 .. p0+kc) x (j0 .. j0+nj) of batch bi (zero past nj and past k). */
 static void pack_y(const int_job_t *J, int64_t bi, int64_t p0, int64_t kc, int64_t j0, int64_t nj,
-                   void *pk, uint32_t *colsum) {
+                   void *pk) {
   const int64_t base = bi * J->y_batch;
   if (J->quad) {
     int8_t *d = pk;
-    const int8_t *y = J->y;
+    const int8_t *y = (const int8_t *)J->y + base;
     const int64_t groups = (kc + 3) / 4;
+#if defined(__SSE2__)
+    if (J->ycs == 1 && nj == kNr) { /* rows of 32 contiguous values */
+      for (int64_t q = 0; q < groups; q++) {
+        const int8_t *r[4];
+        for (int t = 0; t < 4; t++)
+          r[t] = 4 * q + t < kc ? y + (p0 + 4 * q + t) * J->yrs + j0 : NULL;
+        quad_interleave16(r, d + q * 4 * kNr);
+        for (int t = 0; t < 4; t++)
+          if (r[t]) r[t] += 16;
+        quad_interleave16(r, d + q * 4 * kNr + 64);
+      }
+      return;
+    }
+#endif
     memset(d, 0, (size_t)groups * 4 * kNr);
     for (int64_t j = 0; j < nj; j++) {
-      const int8_t *col = y + base + (j0 + j) * J->ycs;
-      uint32_t sum = 0;
-      for (int64_t p = 0; p < kc; p++) {
-        const int8_t v = col[(p0 + p) * J->yrs];
-        d[(p / 4) * 4 * kNr + j * 4 + p % 4] = v;
-        sum += (uint32_t)(int32_t)v;
-      }
-      colsum[j] += sum;
+      const int8_t *col = y + (j0 + j) * J->ycs;
+      for (int64_t p = 0; p < kc; p++) d[(p / 4) * 4 * kNr + j * 4 + p % 4] = col[(p0 + p) * J->yrs];
     }
     return;
   }
@@ -391,8 +452,9 @@ static void int_tasks(void **args, int64_t t0, int64_t t1) {
     memset(colsum, 0, sizeof(colsum));
     for (int64_t p0 = 0; p0 < J->k; p0 += kKc) {
       const int64_t kc = J->k - p0 < kKc ? J->k - p0 : kKc;
-      pack_y(J, bi, p0, kc, j0, nj, pk, colsum);
+      pack_y(J, bi, p0, kc, j0, nj, pk);
       const int64_t kcm = J->quad ? (kc + 3) / 4 * 4 : kc;
+      if (J->quad) K->quad_colsum(pk, kcm / 4, colsum);
       for (int64_t i = r0; i < r1; i += kMr)
         micro(xrow + (size_t)((i - r0) * J->kx + p0) * xes, J->kx, pk, kcm, cs + (i - r0) * kNr,
               (int)(r1 - i < kMr ? r1 - i : kMr), p0 == 0);
