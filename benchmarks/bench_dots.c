@@ -9,6 +9,9 @@
  *   sgemm      OpenBLAS's cblas_sgemm called directly on the same shapes and transposes
  *              (one call per batch; threads: the host pool's size, as kiln sets them);
  *   kiln bf16  the same dot in bf16 (bf16 x bf16 -> bf16, f32 sums);
+ *   bf16 cvt   the same bf16 module with the packed-panel kernel limited to 128 rows (as it was
+ *              before it took blocks of rows): larger gemms convert whole panels to f32 for
+ *              OpenBLAS;
  *   elemental  the dot compiled as a kernel (KILN_GEMM_LIBRARY=none, read by the pass
  *              options when the pipeline runs), in the row's own type — the old path.
  *
@@ -334,9 +337,8 @@ static kiln_status run_epilogues(kiln_device_t *dev, int reps, const char *only)
  * same shape, interleaved in one run. GOP/s counts a multiply-add as 2, as GFLOP/s does. */
 static kiln_status run_ints(kiln_device_t *dev, const direct_t *dxp, int reps, const char *only,
                             bool full) {
-  printf("\n%-40s %7s | %8s %8s %8s %8s %8s | %7s %7s %7s %7s\n", "integer dot", "GOP",
-         "kiln s8", "elem s8", "kiln s32", "elem s32", "sgemm", "s8/elem", "s32/elm", "s8/sg",
-         "s32/sg");
+  printf("\n%-40s %7s | %8s %8s %8s %8s %8s | %7s %7s %7s %7s\n", "integer dot", "GOP", "kiln s8",
+         "elem s8", "kiln s32", "elem s32", "sgemm", "s8/elem", "s32/elm", "s8/sg", "s32/sg");
   printf("%-40s %7s | %8s %8s %8s %8s %8s |\n", "", "", "GOP/s", "GOP/s", "GOP/s", "GOP/s",
          "GFLOP/s");
   printf("integer kernel set: %s\n", kiln_host_gemm_int_kernel());
@@ -392,8 +394,8 @@ static kiln_status run_ints(kiln_device_t *dev, const direct_t *dxp, int reps, c
     }
     if (!st) {
       const double g8 = fl / t8 / 1e6, g32 = fl / t32 / 1e6, gd = dx.sgemm ? fl / td / 1e6 : 0;
-      char ce8[16] = "-", ce32[16] = "-", cd[16] = "-", r8[16] = "-", r32[16] = "-",
-           rs8[16] = "-", rs32[16] = "-";
+      char ce8[16] = "-", ce32[16] = "-", cd[16] = "-", r8[16] = "-", r32[16] = "-", rs8[16] = "-",
+           rs32[16] = "-";
       if (elem) {
         snprintf(ce8, sizeof ce8, "%.2f", fl / te8 / 1e6);
         snprintf(ce32, sizeof ce32, "%.2f", fl / te32 / 1e6);
@@ -426,10 +428,12 @@ static kiln_status run_ints(kiln_device_t *dev, const direct_t *dxp, int reps, c
   }
   KILN_RETURN_IF_ERROR_PLAIN(st);
   if (n8)
-    printf("integer gemm / elemental kernel: s8 geometric mean %.0fx (worst %.0fx), s32 %.0fx "
-           "(worst %.0fx)\n",
-           exp(log8 / n8), worst8, exp(log32 / n32), worst32);
-  if (nsg) printf("kiln s8 GOP/s / OpenBLAS f32 GFLOP/s: geometric mean %.2fx\n", exp(logsg8 / nsg));
+    printf(
+        "integer gemm / elemental kernel: s8 geometric mean %.0fx (worst %.0fx), s32 %.0fx "
+        "(worst %.0fx)\n",
+        exp(log8 / n8), worst8, exp(log32 / n32), worst32);
+  if (nsg)
+    printf("kiln s8 GOP/s / OpenBLAS f32 GFLOP/s: geometric mean %.2fx\n", exp(logsg8 / nsg));
   return NULL;
 }
 
@@ -478,11 +482,13 @@ int main(int argc, char **argv) {
     if (h) dlclose(h);
     return st ? 1 : 0;
   }
-  printf("%-40s %7s | %8s %8s %8s %8s %8s | %6s %6s %6s %7s\n", "shape", "GFLOP", "kiln f32",
-         "f32 new", "sgemm", "kiln bf16", "elemental", "f32/sg", "new/sg", "k/elem", "bf/f32");
-  printf("%-40s %7s | %8s %8s %8s %8s %8s | %6s %6s %6s %7s\n", "", "", "GFLOP/s", "GFLOP/s",
-         "GFLOP/s", "GFLOP/s", "GFLOP/s", "", "", "", "");
-  double sum_ratio_log = 0, sum_bf_log = 0, min_ratio = 1e9, min_bf = 1e9;
+  printf("%-40s %7s | %8s %8s %8s %8s %8s %8s | %6s %6s %6s %7s %7s\n", "shape", "GFLOP",
+         "kiln f32", "f32 new", "sgemm", "kiln bf16", "bf16 cvt", "elemental", "f32/sg", "new/sg",
+         "k/elem", "bf/f32", "bf/cvt");
+  printf("%-40s %7s | %8s %8s %8s %8s %8s %8s | %6s %6s %6s %7s %7s\n", "", "", "GFLOP/s",
+         "GFLOP/s", "GFLOP/s", "GFLOP/s", "GFLOP/s", "GFLOP/s", "", "", "", "", "");
+  double sum_ratio_log = 0, sum_bf_log = 0, min_ratio = 1e9, min_bf = 1e9, sum_cvt_log = 0,
+         min_cvt = 1e9;
   int nratio = 0, nbf = 0;
   double t_start = kiln_clock_ms();
   for (size_t si = 0; si < sizeof(kShapes) / sizeof(kShapes[0]); si++) {
@@ -512,7 +518,7 @@ int main(int argc, char **argv) {
       fill(dx.b, (uint64_t)(s->batch * s->k * s->n) * 4, "f32");
     }
     /* A warm-up of each, then interleaved rounds: enough for ~0.3 s of kiln f32 (2..15). */
-    double tf = 1e30, tn = 1e30, tb = 1e30, td = 1e30, te = 1e30, ms = 0;
+    double tf = 1e30, tn = 1e30, tb = 1e30, tc = 1e30, td = 1e30, te = 1e30, ms = 0;
     if ((st = kiln_bench_module_run(&kn, &ms))) break;
     if ((st = kiln_bench_module_run(&kf, &ms))) break;
     if ((st = kiln_bench_module_run(&kb, &ms))) break;
@@ -528,6 +534,12 @@ int main(int argc, char **argv) {
       }
       if ((st = kiln_bench_module_run(&kb, &ms))) break;
       tb = best(tb, ms);
+      /* bf16 as before blocks of rows: gemms past 128 rows converted to f32 panels */
+      kiln_host_gemm_half_set_max_rows(128);
+      st = kiln_bench_module_run(&kb, &ms);
+      kiln_host_gemm_half_set_max_rows(0);
+      if (st) break;
+      tc = best(tc, ms);
       if ((st = kiln_bench_module_run(&kn, &ms))) break;
       tn = best(tn, ms);
     }
@@ -555,8 +567,11 @@ int main(int argc, char **argv) {
     sum_bf_log += log(gb / gf);
     min_bf = fmin(min_bf, gb / gf);
     nbf++;
-    printf("%-40s %7.3f | %8.1f %8.1f %8s %8.1f %8s | %6s %6s %6s %6.2fx\n", s->name, fl / 1e9, gf,
-           gn, cd, gb, ce, rd, rn, re, gb / gf);
+    const double gc = fl / tc / 1e6;
+    sum_cvt_log += log(gb / gc);
+    min_cvt = fmin(min_cvt, gb / gc);
+    printf("%-40s %7.3f | %8.1f %8.1f %8s %8.1f %8.1f %8s | %6s %6s %6s %6.2fx %6.2fx\n", s->name,
+           fl / 1e9, gf, gn, cd, gb, gc, ce, rd, rn, re, gb / gf, gb / gc);
     fflush(stdout);
     kiln_bench_module_release(dev, &kf);
     kiln_bench_module_release(dev, &kn);
@@ -581,6 +596,11 @@ int main(int argc, char **argv) {
   if (nbf)
     printf("kiln bf16 / kiln f32 FLOP rate: geometric mean %.2fx, worst %.2fx (goal >= 0.5x)\n",
            exp(sum_bf_log / nbf), min_bf);
+  if (nbf)
+    printf(
+        "kiln bf16 / bf16 cvt (gemms past 128 rows converted to f32 panels, as before row "
+        "blocks): geometric mean %.2fx, worst %.2fx\n",
+        exp(sum_cvt_log / nbf), min_cvt);
   printf(
       "f32 new: kiln f32 with a fresh output buffer per run (not donated): allocation and "
       "page faults included\n");

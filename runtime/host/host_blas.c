@@ -773,14 +773,15 @@ static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, b
 
 /* ---- bf16/f16 gemms with few rows: B converted in cache-sized packed panels ------------- */
 
-/* A bf16/f16 gemm with at most kHalfMaxRows rows of op(A) (the skinny shapes: decode-time
- * projections, per-device llama slices, attention blocks) is bound by reading B: converting B
- * whole to f32 first (the panel path above) writes and re-reads twice its bytes again. Here A
- * is converted once (it is small), and B one kHalfKc x kHalfNr block at a time into a packed
- * f32 panel that stays in L1 while every row of A passes over it; each pool task owns strips
- * of kHalfNr result columns (all rows, all of k), summed in f32 registers, then alpha, beta,
- * bias and activation applied and the strip rounded once to C's type. A gemm with many rows
- * but at most kHalfMaxRows columns runs transposed (C^T = op(B)^T op(A)^T: op(B) converted
+/* A bf16/f16 gemm with few rows of op(A) (the skinny shapes: decode-time projections,
+ * per-device llama slices, attention blocks) is bound by reading B: converting B whole to f32
+ * first (the panel path above) writes and re-reads twice its bytes again. Here A is converted
+ * once, and B one kHalfKc x kHalfNr block at a time into a packed f32 panel that stays in L1
+ * while every row of a block of A passes over it; each pool task owns kHalfNr result columns
+ * of at most kHalfMaxRows rows (all of k; B's panels packed again for each block of rows),
+ * summed in f32 registers, then alpha, beta, bias and activation applied and the block
+ * rounded once to C's type. A gemm with many rows but at most kHalfMaxRows columns runs
+ * transposed (C^T = op(B)^T op(A)^T: op(B) converted
  * once, op(A) packed; each strip transposed back before its epilogue). The AVX-512 copy of
  * the kernel runs where the CPU has AVX-512F; elsewhere the panel path stays (the portable
  * copy, KILN_HOST_GEMM_HALF=base, exists for tests; =panels turns this path off). */
@@ -799,7 +800,7 @@ typedef struct half_job {
   const void *y;
   void *c;
   const epi_t *epi;
-  int64_t strips_per_batch;
+  int64_t strips_per_batch, blocks; /* blocks: of kHalfMaxRows rows per strip */
 } half_job_t;
 
 /* Micro-kernel: cs[i][0..kHalfNr) (+)= sum_p X[i*xrs + p*xcs] * pk[p][0..kHalfNr) for
@@ -1014,15 +1015,18 @@ const char *kiln_host_gemm_half_kernel(void) {
 static void half_strips(void **args, int64_t s0, int64_t s1) {
   const half_job_t *J = args[0];
   const kiln_gemm_desc_t *g = J->g;
-  const int64_t m = g->m, n = g->n, k = g->k, rows = J->rows;
+  const int64_t m = g->m, n = g->n, k = g->k;
   const kiln_gemm_dtype_t out = kiln_gemm_desc_out_dtype(g);
   const size_t out_es = kiln_gemm_dtype_size(out);
   float cs[kHalfMaxRows * kHalfNr], ct[kHalfNr * kHalfMaxRows];
   float pk[kHalfKc * kHalfNr];
-  for (int64_t s = s0; s < s1; s++) {
+  for (int64_t t = s0; t < s1; t++) {
+    /* Task t: row block t % blocks of strip t / blocks (its rows from x rb0). */
+    const int64_t s = t / J->blocks, rb0 = (t % J->blocks) * kHalfMaxRows;
+    const int64_t rows = J->rows - rb0 < kHalfMaxRows ? J->rows - rb0 : kHalfMaxRows;
     const int64_t bi = s / J->strips_per_batch, j0 = (s % J->strips_per_batch) * kHalfNr;
     const int64_t nj = J->cols - j0 < kHalfNr ? J->cols - j0 : kHalfNr;
-    const float *x = J->x32 + bi * J->x_batch;
+    const float *x = J->x32 + bi * J->x_batch + rb0 * J->xrs;
     const void *y = (const uint16_t *)J->y + bi * J->y_batch;
     for (int64_t p0 = 0; p0 < k; p0 += kHalfKc) {
       const int64_t kc = k - p0 < kHalfKc ? k - p0 : kHalfKc;
@@ -1033,7 +1037,7 @@ static void half_strips(void **args, int64_t s0, int64_t s1) {
     }
     /* The block of C: ci x cj from row r0, column c0 (swapped: the strip transposed). */
     float *v = cs;
-    int64_t ci = rows, cj = nj, ldv = kHalfNr, r0 = 0, c0 = j0;
+    int64_t ci = rows, cj = nj, ldv = kHalfNr, r0 = rb0, c0 = j0;
     if (J->swapped) {
       for (int64_t i = 0; i < rows; i++)
         for (int64_t j = 0; j < nj; j++) ct[j * kHalfMaxRows + i] = cs[i * kHalfNr + j];
@@ -1058,6 +1062,14 @@ static void half_strips(void **args, int64_t s0, int64_t s1) {
   }
 }
 
+/* The most rows (of op(A), or of op(B)^T when transposed) a gemm may have to take the
+ * packed-panel path (kiln_host_gemm_half_set_max_rows). */
+static _Atomic int64_t g_half_max_rows = INT64_MAX;
+
+void kiln_host_gemm_half_set_max_rows(int64_t rows) {
+  atomic_store(&g_half_max_rows, rows > 0 ? rows : INT64_MAX);
+}
+
 /* Whether gemm `g` takes the path above (decided per gemm; the kernel once per process), and
  * whether transposed. */
 static bool half_path_takes(const kiln_gemm_desc_t *g, bool *swapped) {
@@ -1066,9 +1078,11 @@ static bool half_path_takes(const kiln_gemm_desc_t *g, bool *swapped) {
   if (!g_half.micro) return false;
   /* Up to kTinyGemm multiply-adds the C kernel's in-order sums stay (see kTinyGemm). */
   if (g->m * g->n * g->k <= kTinyGemm) return false;
-  *swapped = g->m > kHalfMaxRows;
+  /* Transposed when op(A) has more rows than a block and op(B) few columns; else blocks of
+   * rows when there are more than kHalfMaxRows. */
+  *swapped = g->m > kHalfMaxRows && g->n <= kHalfMaxRows;
   const int64_t rows = *swapped ? g->n : g->m;
-  return rows <= kHalfMaxRows && g->batch * rows * g->k <= kScratchElems;
+  return rows <= atomic_load(&g_half_max_rows) && g->batch * rows * g->k <= kScratchElems;
 }
 
 static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void *a, const void *b,
@@ -1087,6 +1101,7 @@ static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void
   }
   J.x_batch = J.rows * k, J.y_batch = J.cols * k;
   J.strips_per_batch = (J.cols + kHalfNr - 1) / kHalfNr;
+  J.blocks = (J.rows + kHalfMaxRows - 1) / kHalfMaxRows; /* swapped: 1 */
   const int64_t nx = g->batch * J.x_batch;
   size_t bytes = (size_t)nx * sizeof(float);
   float *x32 = scratch_take(&bytes);
@@ -1098,7 +1113,7 @@ static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void
   kiln_status st = convert_in(g->dtype, x, 0, k, nx / k, k, CT_F32, x32, k, pool);
   J.x32 = x32;
   void *args[1] = {&J};
-  const int64_t strips = g->batch * J.strips_per_batch;
+  const int64_t strips = g->batch * J.strips_per_batch * J.blocks;
   if (!st) {
     if (pool && kiln_host_pool_num_workers(pool) > 1 && strips > 1)
       st = kiln_host_pool_launch(pool, half_strips, args, strips, 0);

@@ -52,6 +52,11 @@ kiln_status kiln_host_gemm_int_set_kernel(const char *name);
  * "panels" (off: every bf16/f16 gemm converts whole operand panels to f32 for the library;
  * no AVX-512F, or KILN_HOST_GEMM_HALF=panels). */
 const char *kiln_host_gemm_half_kernel(void);
+/* Limits that kernel to gemms of at most `rows` rows (of op(A), or columns of op(B) when
+ * op(A) has more than 128 rows and op(B) at most 128 columns); larger ones convert whole
+ * panels to f32 for the library. Default (and rows <= 0): no limit. For benchmarks comparing
+ * the two paths; thread-safe. */
+void kiln_host_gemm_half_set_max_rows(int64_t rows);
 /* The CBLAS library in use (a path or soname), or NULL when the C kernel is used. Loads it on
  * the first call: $KILN_HOST_BLAS names the library to use ("none": none; one that cannot be
  * loaded is logged as a warning and the C kernel is used), else OpenBLAS, BLIS or MKL,

@@ -416,7 +416,8 @@ static void pack_y(const int_job_t *J, int64_t bi, int64_t p0, int64_t kc, int64
     memset(d, 0, (size_t)groups * 4 * kNr);
     for (int64_t j = 0; j < nj; j++) {
       const int8_t *col = y + (j0 + j) * J->ycs;
-      for (int64_t p = 0; p < kc; p++) d[(p / 4) * 4 * kNr + j * 4 + p % 4] = col[(p0 + p) * J->yrs];
+      for (int64_t p = 0; p < kc; p++)
+        d[(p / 4) * 4 * kNr + j * 4 + p % 4] = col[(p0 + p) * J->yrs];
     }
     return;
   }
