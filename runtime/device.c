@@ -52,6 +52,14 @@ size_t kiln_gemm_dtype_size(kiln_gemm_dtype_t t) {
       return 1;
     case KILN_GEMM_S32:
       return 4;
+    case KILN_GEMM_S16:
+      return 2;
+    case KILN_GEMM_U8:
+      return 1;
+    case KILN_GEMM_U16:
+      return 2;
+    case KILN_GEMM_U32:
+      return 4;
     case KILN_GEMM_SAME:
       return 0;
   }
@@ -76,6 +84,14 @@ const char *kiln_gemm_dtype_name(kiln_gemm_dtype_t t) {
       return "s8";
     case KILN_GEMM_S32:
       return "s32";
+    case KILN_GEMM_S16:
+      return "s16";
+    case KILN_GEMM_U8:
+      return "u8";
+    case KILN_GEMM_U16:
+      return "u16";
+    case KILN_GEMM_U32:
+      return "u32";
     case KILN_GEMM_SAME:
       return "same";
   }
@@ -94,6 +110,11 @@ const char *kiln_gemm_epilogue_name(kiln_gemm_epilogue_t e) {
   return "?";
 }
 
+bool kiln_gemm_dtype_is_int(kiln_gemm_dtype_t t) {
+  return t == KILN_GEMM_S8 || t == KILN_GEMM_S16 || t == KILN_GEMM_S32 || t == KILN_GEMM_U8 ||
+         t == KILN_GEMM_U16 || t == KILN_GEMM_U32;
+}
+
 kiln_gemm_dtype_t kiln_gemm_desc_out_dtype(const kiln_gemm_desc_t *g) {
   return g->out_dtype == KILN_GEMM_SAME ? g->dtype : g->out_dtype;
 }
@@ -110,9 +131,13 @@ static bool gemm_types_ok(kiln_gemm_dtype_t in, kiln_gemm_dtype_t out) {
     case KILN_GEMM_F16:
       return out == KILN_GEMM_BF16 || out == KILN_GEMM_F16 || out == KILN_GEMM_F32;
     case KILN_GEMM_S8:
-      return out == KILN_GEMM_S32;
-    case KILN_GEMM_SAME:
+    case KILN_GEMM_S16:
     case KILN_GEMM_S32:
+    case KILN_GEMM_U8:
+    case KILN_GEMM_U16:
+    case KILN_GEMM_U32:
+      return kiln_gemm_dtype_is_int(out);
+    case KILN_GEMM_SAME:
       return false;
   }
   return false;
@@ -139,7 +164,7 @@ kiln_status kiln_gemm_desc_check(const kiln_gemm_desc_t *g, size_t *a_bytes, siz
       out != KILN_GEMM_BF16 && out != KILN_GEMM_F16)
     return KILN_ERR_INVALID("gemm: a bias or activation needs a real floating-point result, not %s",
                             kiln_gemm_dtype_name(out));
-  if (out == KILN_GEMM_S32 && (g->alpha != 1 || g->beta != 0))
+  if (kiln_gemm_dtype_is_int(out) && (g->alpha != 1 || g->beta != 0))
     return KILN_ERR_INVALID("gemm: an integer gemm takes alpha 1 and beta 0 (got %g, %g)", g->alpha,
                             g->beta);
   if (g->batch < 1 || g->m < 1 || g->n < 1 || g->k < 1)

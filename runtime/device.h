@@ -90,8 +90,11 @@ typedef struct kiln_module_image {
  *   f32, f64, c64, c128     -> the same type (alpha and beta real);
  *   bf16, f16               -> bf16, f16 or f32: products summed in f32, the result rounded
  *                              once to the output type (as XLA's dots);
- *   s8                      -> s32: exact, wrapping as XLA's s32 accumulation does
- *                              (alpha 1, beta 0 only).
+ *   s8, s16, s32, u8, u16, u32 -> any of those: products and sums modulo 2^32 (operands
+ *                              sign- or zero-extended), the result truncated to its width:
+ *                              what XLA's integer dots give (their wrapping arithmetic in
+ *                              the result's type agrees modulo its width); alpha 1, beta 0
+ *                              only.
  * The host device does all of these; CUDA (cuBLAS) does f32 and f64.
  *
  * Epilogue (real floating-point C only: f32, f64, bf16, f16), applied to each element of the
@@ -117,7 +120,11 @@ typedef enum kiln_gemm_dtype {
   KILN_GEMM_BF16 = 5,
   KILN_GEMM_F16 = 6,
   KILN_GEMM_S8 = 7,
-  KILN_GEMM_S32 = 8, /* out_dtype only */
+  KILN_GEMM_S32 = 8,
+  KILN_GEMM_S16 = 9,
+  KILN_GEMM_U8 = 10,
+  KILN_GEMM_U16 = 11,
+  KILN_GEMM_U32 = 12,
 } kiln_gemm_dtype_t;
 
 typedef struct kiln_gemm_desc {
@@ -137,6 +144,8 @@ const char *kiln_gemm_epilogue_name(kiln_gemm_epilogue_t e);
 size_t kiln_gemm_dtype_size(kiln_gemm_dtype_t t);
 /* "f32", "bf16", ...; "?" for an unknown value. */
 const char *kiln_gemm_dtype_name(kiln_gemm_dtype_t t);
+/* Whether `t` is one of the integer types (s8, s16, s32, u8, u16, u32). */
+bool kiln_gemm_dtype_is_int(kiln_gemm_dtype_t t);
 /* The type of C (out_dtype, or dtype when that is KILN_GEMM_SAME). */
 kiln_gemm_dtype_t kiln_gemm_desc_out_dtype(const kiln_gemm_desc_t *g);
 /* Checks the types (one of the combinations above), the dimensions (positive, products fit)

@@ -328,7 +328,7 @@ static kiln_thunk_t *get_gemm(reader_t *r, const char *name) {
   uint8_t has_bias = kiln_br_u8(&r->in, "gemm bias");
   kiln_slice_t bias = has_bias ? get_slice(r, false, "gemm bias") : kiln_slice_make(-1, 0, 0);
   if (r->in.err) return NULL;
-  if (dt < KILN_GEMM_F32 || dt > KILN_GEMM_S8 || ot > KILN_GEMM_S32 ||
+  if (dt < KILN_GEMM_F32 || dt > KILN_GEMM_U32 || ot > KILN_GEMM_U32 ||
       epilogue > KILN_GEMM_EPILOGUE_GELU_TANH || has_bias > 1) {
     kiln_br_fail(&r->in, KILN_ERR_INVALID("gemm %s: element types %u -> %u, epilogue %u, bias %u",
                                           name, dt, ot, epilogue, has_bias));

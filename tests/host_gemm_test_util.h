@@ -57,6 +57,10 @@ static inline void hg_store(kiln_gemm_dtype_t t, void *p, int64_t i, double v, d
     case KILN_GEMM_S32:
       ((int32_t *)p)[i] = (int32_t)v;
       break;
+    case KILN_GEMM_S16:
+    case KILN_GEMM_U8:
+    case KILN_GEMM_U16:
+    case KILN_GEMM_U32: /* test_host_gemm_int.c covers these */
     case KILN_GEMM_SAME:
       break;
   }
@@ -80,6 +84,10 @@ static inline double complex hg_load(kiln_gemm_dtype_t t, const void *p, int64_t
       return ((const int8_t *)p)[i];
     case KILN_GEMM_S32:
       return ((const int32_t *)p)[i];
+    case KILN_GEMM_S16:
+    case KILN_GEMM_U8:
+    case KILN_GEMM_U16:
+    case KILN_GEMM_U32:
     case KILN_GEMM_SAME:
       break;
   }

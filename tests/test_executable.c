@@ -82,10 +82,17 @@ static void test_f32_dot_becomes_a_gemm_thunk(void **state) {
                   1, &thunks);
   assert_non_null(strstr(thunks, "gemm d bf16 batch=1 m=24 n=8 k=16"));
   kiln_free(thunks);
-  /* An s32 dot is a kernel (no gemm takes it). */
+  /* An s32 dot is a gemm on the host too (kiln's integer kernel). */
   run_and_compare(
       "HloModule d\nENTRY e {\n  a = s32[24,16] parameter(0)\n  b = s32[16,8] parameter(1)\n"
       "  ROOT d = s32[24,8] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+      1, &thunks);
+  assert_non_null(strstr(thunks, "gemm d s32 batch=1 m=24 n=8 k=16"));
+  kiln_free(thunks);
+  /* An s64 dot is a kernel (no gemm takes it). */
+  run_and_compare(
+      "HloModule d\nENTRY e {\n  a = s64[24,16] parameter(0)\n  b = s64[16,8] parameter(1)\n"
+      "  ROOT d = s64[24,8] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
       1, &thunks);
   assert_null(strstr(thunks, "gemm"));
   assert_non_null(strstr(thunks, "kernel"));

@@ -84,13 +84,13 @@ static const char *kSortAndDots =
     "  ROOT lt = pred[] compare(a, b), direction=LT\n}\n"
     "ENTRY main {\n"
     "  x = f32[4,8]{1,0} parameter(0)\n  w = f32[8,3]{1,0} parameter(1)\n"
-    "  h = s32[4,8]{1,0} parameter(2)\n  hw = s32[8,3]{1,0} parameter(3)\n"
+    "  h = s64[4,8]{1,0} parameter(2)\n  hw = s64[8,3]{1,0} parameter(3)\n"
     "  gemm = f32[4,3]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
-    "  ints = s32[4,3]{1,0} dot(h, hw), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  ints = s64[4,3]{1,0} dot(h, hw), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
     "  sorted = f32[4,8]{1,0} sort(x), dimensions={1}, to_apply=less\n"
     "  twice = f32[4,8]{1,0} add(sorted, sorted)\n"
     "  same = f32[4,8]{1,0} copy(twice)\n"
-    "  ROOT t = (f32[4,3]{1,0}, s32[4,3]{1,0}, f32[4,8]{1,0}) tuple(gemm, ints, same)\n}\n";
+    "  ROOT t = (f32[4,3]{1,0}, s64[4,3]{1,0}, f32[4,8]{1,0}) tuple(gemm, ints, same)\n}\n";
 
 static void test_kernels_are_wrapped_and_library_ops_are_not(void **state) {
   kiln_hlo_module_t *m = parse(kSortAndDots);
@@ -271,13 +271,19 @@ static void test_gemm_forms(void **state) {
   assert_true(gemm_of("bf16[4,8]{1,0}", "bf16[8,3]{1,0}", "f32[4,3]{1,0}", mk_kn, &f));
   assert_true(f.type == KILN_BF16 && f.out_type == KILN_F32);
   assert_true(gemm_of("s8[4,8]{1,0}", "s8[8,3]{1,0}", "s32[4,3]{1,0}", mk_kn, &f));
+  /* integer operands up to 32 bits to integer results up to 32 bits (wrapping) */
+  assert_true(gemm_of("s8[4,8]{1,0}", "s8[8,3]{1,0}", "s8[4,3]{1,0}", mk_kn, &f));
+  assert_true(gemm_of("s32[4,8]{1,0}", "s32[8,3]{1,0}", "s32[4,3]{1,0}", mk_kn, &f));
+  assert_true(gemm_of("u16[4,8]{1,0}", "u16[8,3]{1,0}", "u32[4,3]{1,0}", mk_kn, &f));
+  assert_true(f.type == KILN_U16 && f.out_type == KILN_U32);
   assert_true(gemm_of("c64[4,8]{1,0}", "c64[8,3]{1,0}", "c64[4,3]{1,0}", mk_kn, &f));
   /* not gemms: other or mixed types, a contracting dim between free dims, two contracting
    * dims, batch dims not leading, a non-default layout */
   assert_false(gemm_of("bf16[4,8]{1,0}", "f32[8,3]{1,0}", "f32[4,3]{1,0}", mk_kn, &f));
   assert_false(gemm_of("bf16[4,8]{1,0}", "bf16[8,3]{1,0}", "f64[4,3]{1,0}", mk_kn, &f));
-  assert_false(gemm_of("s8[4,8]{1,0}", "s8[8,3]{1,0}", "s8[4,3]{1,0}", mk_kn, &f));
-  assert_false(gemm_of("s32[4,8]{1,0}", "s32[8,3]{1,0}", "s32[4,3]{1,0}", mk_kn, &f));
+  assert_false(gemm_of("s8[4,8]{1,0}", "s8[8,3]{1,0}", "f32[4,3]{1,0}", mk_kn, &f));
+  assert_false(gemm_of("s64[4,8]{1,0}", "s64[8,3]{1,0}", "s64[4,3]{1,0}", mk_kn, &f));
+  assert_false(gemm_of("s8[4,8]{1,0}", "s8[8,3]{1,0}", "s64[4,3]{1,0}", mk_kn, &f));
   assert_false(gemm_of("f32[2,8,3]{2,1,0}", "f32[8,5]{1,0}", "f32[2,3,5]{2,1,0}",
                        "lhs_contracting_dims={1}, rhs_contracting_dims={0}", &f));
   assert_false(gemm_of("f32[4,8,2]{2,1,0}", "f32[8,2,3]{2,1,0}", "f32[4,3]{1,0}",

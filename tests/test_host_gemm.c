@@ -126,8 +126,17 @@ static void test_half_kernel_covers_strips_row_blocks_and_k_blocks(void **state)
                                    {KILN_GEMM_F16, KILN_GEMM_F16},
                                    {KILN_GEMM_F16, KILN_GEMM_F32}};
   static const int64_t shapes[][4] = {
-      {1, 1, 200, 300},  {1, 8, 64, 128},  {3, 13, 70, 257},  {2, 128, 33, 129},
-      {1, 129, 40, 150}, {2, 300, 1, 160}, {1, 250, 128, 64}, {1, 130, 129, 20},
+      {1, 1, 200, 300},
+      {1, 8, 64, 128},
+      {3, 13, 70, 257},
+      {2, 128, 33, 129},
+      {1, 129, 40, 150},
+      {2, 300, 1, 160},
+      {1, 250, 128, 64},
+      {1, 130, 129, 20},
+      /* more than 128 rows and columns: blocks of 128 rows (the last one short) */
+      {1, 300, 150, 40},
+      {2, 260, 200, 130},
   };
   int failures = 0, runs = 0;
   for (size_t c = 0; c < sizeof(combos) / sizeof(combos[0]); c++)
@@ -217,9 +226,14 @@ static void test_desc_check_takes_the_listed_type_pairs_only(void **state) {
   g.out_dtype = KILN_GEMM_F64;
   assert_code(kiln_gemm_desc_check(&g, NULL, NULL, NULL), KILN_INVALID_ARGUMENT);
   g.dtype = KILN_GEMM_S8;
-  g.out_dtype = KILN_GEMM_SAME;
+  g.out_dtype = KILN_GEMM_F32; /* integer operands give integer results only */
   assert_code(kiln_gemm_desc_check(&g, NULL, NULL, NULL), KILN_INVALID_ARGUMENT);
+  g.out_dtype = KILN_GEMM_SAME; /* s8 -> s8: wrapping, as XLA's s8 dot */
+  ASSERT_OK(kiln_gemm_desc_check(&g, NULL, NULL, NULL));
+  g.dtype = KILN_GEMM_U16;
   g.out_dtype = KILN_GEMM_S32;
+  ASSERT_OK(kiln_gemm_desc_check(&g, NULL, NULL, NULL));
+  g.dtype = KILN_GEMM_S8;
   ASSERT_OK(kiln_gemm_desc_check(&g, NULL, NULL, NULL));
   g.beta = 1; /* integer gemms take alpha 1, beta 0 */
   assert_code(kiln_gemm_desc_check(&g, NULL, NULL, NULL), KILN_INVALID_ARGUMENT);

@@ -41,6 +41,12 @@ static bool gemm_operand(const kiln_shape_t *s, int nb, const kiln_i64_list_t *c
   return true;
 }
 
+/* The integer types of kiln_gemm_desc_t (products and sums modulo 2^32, then truncated). */
+static bool gemm_int_type(kiln_elem_type_t t) {
+  return t == KILN_S8 || t == KILN_S16 || t == KILN_S32 || t == KILN_U8 || t == KILN_U16 ||
+         t == KILN_U32;
+}
+
 /* Whether the host gemm takes operands of type `in` with a result of type `out` (the table of
  * kiln_gemm_desc_t in runtime/device.h). */
 static bool gemm_types(kiln_elem_type_t in, kiln_elem_type_t out, kiln_gemm_types_t types) {
@@ -55,7 +61,12 @@ static bool gemm_types(kiln_elem_type_t in, kiln_elem_type_t out, kiln_gemm_type
     case KILN_F16:
       return out == KILN_BF16 || out == KILN_F16 || out == KILN_F32;
     case KILN_S8:
-      return out == KILN_S32;
+    case KILN_S16:
+    case KILN_S32:
+    case KILN_U8:
+    case KILN_U16:
+    case KILN_U32:
+      return gemm_int_type(out);
     default:
       return false;
   }

@@ -40,12 +40,11 @@ typedef struct kiln_gemm_form {
 /* Whether the runtime runs `dot` as a BLAS gemm (never with $KILN_GEMM_LIBRARY=none: then
  * every dot is an emitted kernel): one element type for both operands, and a result type
  * the host gemm takes with it (f32, f64, c64, c128 -> the same; bf16, f16 -> bf16, f16 or
- * f32; s8 -> s32; with KILN_GEMM_TYPES_CUBLAS f32 and f64 only, with
- * KILN_GEMM_TYPES_CUBLASLT those and bf16/f16 -> bf16/f16/f32); every
- * shape in the default layout (or none) and static; batch
- * dimensions the leading dimensions of both operands, in order; one contracting dimension
- * per operand; each operand's non-contracting dimensions one run before or after its
- * contracting dimension (collapsed into m or n; none means 1). `form` (may be NULL) is
+ * f32; s8, s16, s32, u8, u16, u32 -> any of those; with KILN_GEMM_TYPES_CUBLAS f32 and f64 only,
+ * with KILN_GEMM_TYPES_CUBLASLT those and bf16/f16 -> bf16/f16/f32); every shape in the default
+ * layout (or none) and static; batch dimensions the leading dimensions of both operands, in order;
+ * one contracting dimension per operand; each operand's non-contracting dimensions one run before
+ * or after its contracting dimension (collapsed into m or n; none means 1). `form` (may be NULL) is
  * filled when true. */
 typedef enum kiln_gemm_types {
   KILN_GEMM_TYPES_HOST = 0,     /* every combination the host gemm takes */

@@ -421,6 +421,14 @@ static kiln_gemm_dtype_t gemm_dtype(kiln_elem_type_t t) {
       return KILN_GEMM_S8;
     case KILN_S32:
       return KILN_GEMM_S32;
+    case KILN_S16:
+      return KILN_GEMM_S16;
+    case KILN_U8:
+      return KILN_GEMM_U8;
+    case KILN_U16:
+      return KILN_GEMM_U16;
+    case KILN_U32:
+      return KILN_GEMM_U32;
     default:
       return KILN_GEMM_F32;
   }

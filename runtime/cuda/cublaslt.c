@@ -30,6 +30,10 @@ static int32_t lt_type(kiln_gemm_dtype_t t) {
       return KILN_CUDA_R_8I;
     case KILN_GEMM_S32:
       return KILN_CUDA_R_32I;
+    case KILN_GEMM_S16:
+    case KILN_GEMM_U8:
+    case KILN_GEMM_U16:
+    case KILN_GEMM_U32: /* no cuBLASLt type pairs with these */
     case KILN_GEMM_SAME:
       break;
   }
@@ -101,6 +105,8 @@ static kiln_status plan_types(const kiln_gemm_desc_t *g, const kiln_cublaslt_opt
       p->scale_type = KILN_CUDA_R_32F;
       break;
     case KILN_GEMM_S8:
+      if (out != KILN_GEMM_S32)
+        return KILN_ERR_UNIMPLEMENTED("cuBLASLt: no s8 gemm to %s", kiln_gemm_dtype_name(out));
       p->compute_type = KILN_CUBLAS_COMPUTE_32I;
       p->scale_type = KILN_CUDA_R_32I;
       break;

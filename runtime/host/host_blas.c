@@ -11,9 +11,8 @@
  *
  * Every element type of kiln_gemm_desc_t runs through one of four compute types (f32, f64,
  * c64, c128): f32/f64/c64/c128 gemms directly on the operands; bf16/f16 operands are
- * converted to f32 panels (f32 products and sums, the result rounded once); s8 operands to
- * f32 panels when k <= 1024 (every partial sum is an integer below 2^24, so exact), else
- * f64 (below 2^53), the s32 result wrapping as XLA's s32 accumulation does. Converted
+ * converted to f32 panels (f32 products and sums, the result rounded once); integer gemms
+ * run on kiln's own kernels (host_gemm_int.c). Converted
  * operands take at most kScratchElems elements each: groups of whole batches when a batch
  * fits, else row/column panels of one batch (3 * kScratchElems in all); conversions run
  * their rows on the pool, and one scratch buffer is kept for the next gemm (fresh pages
@@ -404,7 +403,7 @@ typedef struct conv {
   int64_t j0;
 } conv_t;
 
-/* Rows [r0, r1) of an operand conversion into f32 (or f64, for s8 summed in f64). */
+/* Rows [r0, r1) of an operand conversion into f32. */
 static void convert_in_rows(const conv_t *c, int64_t r0, int64_t r1) {
   const kiln_gemm_dtype_t t = c->t;
   const void *src = c->src;
@@ -412,12 +411,6 @@ static void convert_in_rows(const conv_t *c, int64_t r0, int64_t r1) {
   const int64_t cols = c->cols;
   for (int64_t r = r0; r < r1; r++) {
     int64_t s0 = c->off + r * c->src_ld;
-    if (c->ct == CT_F64) {
-      double *d = (double *)dst + r * c->dst_ld;
-      const int8_t *s = (const int8_t *)src + s0;
-      for (int64_t j = 0; j < cols; j++) d[j] = s[j]; /* only s8 converts to f64 */
-      continue;
-    }
     float *d = (float *)dst + r * c->dst_ld;
     switch (t) {
       case KILN_GEMM_BF16: {
@@ -428,11 +421,6 @@ static void convert_in_rows(const conv_t *c, int64_t r0, int64_t r1) {
       case KILN_GEMM_F16: {
         const uint16_t *s = (const uint16_t *)src + s0;
         for (int64_t j = 0; j < cols; j++) d[j] = kiln_f16_to_f32(s[j]);
-        break;
-      }
-      case KILN_GEMM_S8: {
-        const int8_t *s = (const int8_t *)src + s0;
-        for (int64_t j = 0; j < cols; j++) d[j] = s[j];
         break;
       }
       default: { /* f32: a copy */
@@ -454,15 +442,9 @@ static void convert_out_rows(const conv_t *c, int64_t r0, int64_t r1) {
     int64_t d0 = c->off + r * c->dst_ld;
     /* The epilogue on 8 rows at a time (the bias converted once for them, the rows still in
      * L1/L2 when they are rounded). */
-    if (c->epi && c->ct != CT_F64 && (r - r0) % 8 == 0)
+    if (c->epi && (r - r0) % 8 == 0)
       epilogue_apply(c->epi, CT_F32, (float *)src + r * c->src_ld, c->src_ld,
                      r1 - r < 8 ? r1 - r : 8, cols, c->j0);
-    if (c->ct == CT_F64) { /* s32 from an exact integer below 2^53, wrapping mod 2^32 */
-      const double *s = (const double *)src + r * c->src_ld;
-      int32_t *d = (int32_t *)dst + d0;
-      for (int64_t j = 0; j < cols; j++) d[j] = (int32_t)(uint32_t)(int64_t)s[j];
-      continue;
-    }
     const float *s = (const float *)src + r * c->src_ld;
     switch (t) {
       case KILN_GEMM_BF16: {
@@ -473,11 +455,6 @@ static void convert_out_rows(const conv_t *c, int64_t r0, int64_t r1) {
       case KILN_GEMM_F16: {
         uint16_t *d = (uint16_t *)dst + d0;
         for (int64_t j = 0; j < cols; j++) d[j] = kiln_f32_to_f16(s[j]);
-        break;
-      }
-      case KILN_GEMM_S32: { /* exact integers below 2^24 */
-        int32_t *d = (int32_t *)dst + d0;
-        for (int64_t j = 0; j < cols; j++) d[j] = (int32_t)s[j];
         break;
       }
       default: {
@@ -650,15 +627,12 @@ static compute_type_t compute_type_of(const kiln_gemm_desc_t *g, bool *convert_a
     case KILN_GEMM_C128:
       ct = CT_C128;
       break;
-    case KILN_GEMM_S8:
-      ct = g->k <= 1024 ? CT_F32 : CT_F64;
-      break;
     default:
       ct = CT_F32;
       break;
   }
-  *convert_ab = g->dtype == KILN_GEMM_BF16 || g->dtype == KILN_GEMM_F16 || g->dtype == KILN_GEMM_S8;
-  *convert_c = out == KILN_GEMM_BF16 || out == KILN_GEMM_F16 || out == KILN_GEMM_S32;
+  *convert_ab = g->dtype == KILN_GEMM_BF16 || g->dtype == KILN_GEMM_F16;
+  *convert_c = out == KILN_GEMM_BF16 || out == KILN_GEMM_F16;
   return ct;
 }
 
@@ -801,14 +775,15 @@ static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, b
 
 /* ---- bf16/f16 gemms with few rows: B converted in cache-sized packed panels ------------- */
 
-/* A bf16/f16 gemm with at most kHalfMaxRows rows of op(A) (the skinny shapes: decode-time
- * projections, per-device llama slices, attention blocks) is bound by reading B: converting B
- * whole to f32 first (the panel path above) writes and re-reads twice its bytes again. Here A
- * is converted once (it is small), and B one kHalfKc x kHalfNr block at a time into a packed
- * f32 panel that stays in L1 while every row of A passes over it; each pool task owns strips
- * of kHalfNr result columns (all rows, all of k), summed in f32 registers, then alpha, beta,
- * bias and activation applied and the strip rounded once to C's type. A gemm with many rows
- * but at most kHalfMaxRows columns runs transposed (C^T = op(B)^T op(A)^T: op(B) converted
+/* A bf16/f16 gemm with few rows of op(A) (the skinny shapes: decode-time projections,
+ * per-device llama slices, attention blocks) is bound by reading B: converting B whole to f32
+ * first (the panel path above) writes and re-reads twice its bytes again. Here A is converted
+ * once, and B one kHalfKc x kHalfNr block at a time into a packed f32 panel that stays in L1
+ * while every row of a block of A passes over it; each pool task owns kHalfNr result columns
+ * of at most kHalfMaxRows rows (all of k; B's panels packed again for each block of rows),
+ * summed in f32 registers, then alpha, beta, bias and activation applied and the block
+ * rounded once to C's type. A gemm with many rows but at most kHalfMaxRows columns runs
+ * transposed (C^T = op(B)^T op(A)^T: op(B) converted
  * once, op(A) packed; each strip transposed back before its epilogue). The AVX-512 copy of
  * the kernel runs where the CPU has AVX-512F; elsewhere the panel path stays (the portable
  * copy, KILN_HOST_GEMM_HALF=base, exists for tests; =panels turns this path off). */
@@ -827,7 +802,7 @@ typedef struct half_job {
   const void *y;
   void *c;
   const epi_t *epi;
-  int64_t strips_per_batch;
+  int64_t strips_per_batch, blocks; /* blocks: of kHalfMaxRows rows per strip */
 } half_job_t;
 
 /* Micro-kernel: cs[i][0..kHalfNr) (+)= sum_p X[i*xrs + p*xcs] * pk[p][0..kHalfNr) for
@@ -1043,15 +1018,18 @@ const char *kiln_host_gemm_half_kernel(void) {
 static void half_strips(void **args, int64_t s0, int64_t s1) {
   const half_job_t *J = args[0];
   const kiln_gemm_desc_t *g = J->g;
-  const int64_t m = g->m, n = g->n, k = g->k, rows = J->rows;
+  const int64_t m = g->m, n = g->n, k = g->k;
   const kiln_gemm_dtype_t out = kiln_gemm_desc_out_dtype(g);
   const size_t out_es = kiln_gemm_dtype_size(out);
   float cs[kHalfMaxRows * kHalfNr], ct[kHalfNr * kHalfMaxRows];
   float pk[kHalfKc * kHalfNr];
-  for (int64_t s = s0; s < s1; s++) {
+  for (int64_t t = s0; t < s1; t++) {
+    /* Task t: row block t % blocks of strip t / blocks (its rows from x rb0). */
+    const int64_t s = t / J->blocks, rb0 = (t % J->blocks) * kHalfMaxRows;
+    const int64_t rows = J->rows - rb0 < kHalfMaxRows ? J->rows - rb0 : kHalfMaxRows;
     const int64_t bi = s / J->strips_per_batch, j0 = (s % J->strips_per_batch) * kHalfNr;
     const int64_t nj = J->cols - j0 < kHalfNr ? J->cols - j0 : kHalfNr;
-    const float *x = J->x32 + bi * J->x_batch;
+    const float *x = J->x32 + bi * J->x_batch + rb0 * J->xrs;
     const void *y = (const uint16_t *)J->y + bi * J->y_batch;
     for (int64_t p0 = 0; p0 < k; p0 += kHalfKc) {
       const int64_t kc = k - p0 < kHalfKc ? k - p0 : kHalfKc;
@@ -1062,7 +1040,7 @@ static void half_strips(void **args, int64_t s0, int64_t s1) {
     }
     /* The block of C: ci x cj from row r0, column c0 (swapped: the strip transposed). */
     float *v = cs;
-    int64_t ci = rows, cj = nj, ldv = kHalfNr, r0 = 0, c0 = j0;
+    int64_t ci = rows, cj = nj, ldv = kHalfNr, r0 = rb0, c0 = j0;
     if (J->swapped) {
       for (int64_t i = 0; i < rows; i++)
         for (int64_t j = 0; j < nj; j++) ct[j * kHalfMaxRows + i] = cs[i * kHalfNr + j];
@@ -1087,6 +1065,14 @@ static void half_strips(void **args, int64_t s0, int64_t s1) {
   }
 }
 
+/* The most rows (of op(A), or of op(B)^T when transposed) a gemm may have to take the
+ * packed-panel path (kiln_host_gemm_half_set_max_rows). */
+static _Atomic int64_t g_half_max_rows = INT64_MAX;
+
+void kiln_host_gemm_half_set_max_rows(int64_t rows) {
+  atomic_store(&g_half_max_rows, rows > 0 ? rows : INT64_MAX);
+}
+
 /* Whether gemm `g` takes the path above (decided per gemm; the kernel once per process), and
  * whether transposed. */
 static bool half_path_takes(const kiln_gemm_desc_t *g, bool *swapped) {
@@ -1095,9 +1081,11 @@ static bool half_path_takes(const kiln_gemm_desc_t *g, bool *swapped) {
   if (!g_half.micro) return false;
   /* Up to kTinyGemm multiply-adds the C kernel's in-order sums stay (see kTinyGemm). */
   if (g->m * g->n * g->k <= kTinyGemm) return false;
-  *swapped = g->m > kHalfMaxRows;
+  /* Transposed when op(A) has more rows than a block and op(B) few columns; else blocks of
+   * rows when there are more than kHalfMaxRows. */
+  *swapped = g->m > kHalfMaxRows && g->n <= kHalfMaxRows;
   const int64_t rows = *swapped ? g->n : g->m;
-  return rows <= kHalfMaxRows && g->batch * rows * g->k <= kScratchElems;
+  return rows <= atomic_load(&g_half_max_rows) && g->batch * rows * g->k <= kScratchElems;
 }
 
 static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void *a, const void *b,
@@ -1116,6 +1104,7 @@ static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void
   }
   J.x_batch = J.rows * k, J.y_batch = J.cols * k;
   J.strips_per_batch = (J.cols + kHalfNr - 1) / kHalfNr;
+  J.blocks = (J.rows + kHalfMaxRows - 1) / kHalfMaxRows; /* swapped: 1 */
   const int64_t nx = g->batch * J.x_batch;
   size_t bytes = (size_t)nx * sizeof(float);
   float *x32 = scratch_take(&bytes);
@@ -1127,7 +1116,7 @@ static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void
   kiln_status st = convert_in(g->dtype, x, 0, k, nx / k, k, CT_F32, x32, k, pool);
   J.x32 = x32;
   void *args[1] = {&J};
-  const int64_t strips = g->batch * J.strips_per_batch;
+  const int64_t strips = g->batch * J.strips_per_batch * J.blocks;
   if (!st) {
     if (pool && kiln_host_pool_num_workers(pool) > 1 && strips > 1)
       st = kiln_host_pool_launch(pool, half_strips, args, strips, 0);
@@ -1140,6 +1129,7 @@ static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void
 
 kiln_status kiln_host_gemm(const kiln_gemm_desc_t *g, const void *a, const void *b, void *c,
                            kiln_host_blas_choice_t choice, kiln_host_pool_t *pool) {
+  if (kiln_gemm_dtype_is_int(g->dtype)) return kiln_host_gemm_int(g, a, b, c, pool);
   bool use_blas = choice == KILN_HOST_BLAS_AUTO && kiln_host_blas_library(NULL) != NULL;
   if (use_blas && pool && g_blas.set_threads && !atomic_exchange(&g_blas.threads_set, true)) {
     g_blas.set_threads(kiln_host_pool_num_workers(pool));

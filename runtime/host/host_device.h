@@ -27,16 +27,36 @@ typedef enum kiln_host_blas_choice {
  * lists). The descriptor must be valid (kiln_gemm_desc_check). `pool` (may be NULL: the
  * calling thread does all) runs the C kernel's rows and batches of small gemms in parallel,
  * and its size becomes the library's thread count on the first call given one. Returns
- * RESOURCE_EXHAUSTED when the converted panels of a bf16/f16/s8 gemm cannot be allocated.
+ * RESOURCE_EXHAUSTED when the converted panels of a bf16/f16 gemm cannot be allocated.
  * Thread-safe. */
 kiln_status kiln_host_gemm(const kiln_gemm_desc_t *g, const void *a, const void *b, void *c,
                            kiln_host_blas_choice_t choice, kiln_host_pool_t *pool);
+
+/* An integer gemm (kiln_host_gemm passes them here; host_gemm_int.c): kiln's own packed-panel
+ * kernels, products and sums modulo 2^32, the result truncated to C's type (see
+ * kiln_gemm_desc_t). INVALID_ARGUMENT for a non-integer descriptor; RESOURCE_EXHAUSTED when
+ * the converted rows cannot be allocated. Thread-safe. */
+kiln_status kiln_host_gemm_int(const kiln_gemm_desc_t *g, const void *a, const void *b, void *c,
+                               kiln_host_pool_t *pool);
+/* The integer gemm's kernel set: "avx512vnni" (s8 x s8 through vpdpbusd, the rest through
+ * 32-bit AVX-512 multiplies), "avx512", "avx2" (every type through 32-bit multiplies) or
+ * "base" (portable C); the best the CPU runs, picked on first use. */
+const char *kiln_host_gemm_int_kernel(void);
+/* Makes every later integer gemm use kernel set `name` (one of the above; NULL: the best the
+ * CPU runs): UNIMPLEMENTED when the CPU lacks it (nothing changes). For tests and benchmarks;
+ * not for use while integer gemms run on other threads. */
+kiln_status kiln_host_gemm_int_set_kernel(const char *name);
 
 /* The kernel of bf16/f16 gemms with few rows (host_blas.c: B converted in L1-sized packed
  * panels, A once): "avx512", "base" (the portable copy; runtime options' host_gemm_half "base") or
  * "panels" (off: every bf16/f16 gemm converts whole operand panels to f32 for the library;
  * no AVX-512F, or host_gemm_half "panels"; the edges set it from KILN_HOST_GEMM_HALF). */
 const char *kiln_host_gemm_half_kernel(void);
+/* Limits that kernel to gemms of at most `rows` rows (of op(A), or columns of op(B) when
+ * op(A) has more than 128 rows and op(B) at most 128 columns); larger ones convert whole
+ * panels to f32 for the library. Default (and rows <= 0): no limit. For benchmarks comparing
+ * the two paths; thread-safe. */
+void kiln_host_gemm_half_set_max_rows(int64_t rows);
 /* The CBLAS library in use (a path or soname), or NULL when the C kernel is used. Loads it on
  * the first call: the runtime options' host_blas (the edges' $KILN_HOST_BLAS) names the
  * library to use ("none": none; one that cannot be
