@@ -30,7 +30,7 @@
 
 #define MAX_PARTICIPANTS 64
 #define MAX_WHILE 20000
-#define MAX_TOTAL_COST 7.0e8
+#define MAX_TOTAL_COST 2.5e8
 
 static const char *const kPasses[] = {"collective_simplifier",
                                       "reduce_scatter_creator",
