@@ -135,6 +135,45 @@ static void test_pipeline_expands_and_keeps_the_results(void **state) {
     }
 }
 
+/* Training's mean of infinite values stays infinite: the sums take x - shift, and a shift of
+ * -inf made every -inf element NaN (fuzz-2014028: the mean of all -inf came out NaN where
+ * sum(x) / per, the evaluator's, is -inf). Feature 0 is all -inf, feature 1 starts with +inf,
+ * feature 2 is finite. */
+static void test_training_mean_of_infinite_values_stays_infinite(void **state) {
+  (void)state;
+  kiln_hlo_module_t *m = pt_parse(
+      "HloModule bn_inf\n\nENTRY e {\n  x = f32[4,3] parameter(0)\n  s = f32[3] parameter(1)\n"
+      "  o = f32[3] parameter(2)\n"
+      "  ROOT r = (f32[4,3], f32[3], f32[3]) batch-norm-training(x, s, o), epsilon=0.001, "
+      "feature_index=1\n}\n");
+  kiln_arena_t aa, a0, a1;
+  kiln_arena_init(&aa);
+  kiln_arena_init(&a0);
+  kiln_arena_init(&a1);
+  const double xs[12] = {-INFINITY, INFINITY, 1, -INFINITY, 1, 2, -INFINITY, 2, 3, -INFINITY, 3, 4};
+  kiln_literal_t *args[3];
+  for (int i = 0; i < 3; i++) {
+    args[i] = kiln_literal_make(&aa, kiln_shape_clone(&aa, m->entry->parameters[i]->shape));
+    for (int64_t j = 0; j < args[i]->num_elements; j++)
+      kiln_literal_set_f64(args[i], j, i ? 1 : xs[j]);
+  }
+  kiln_literal_t *before = pt_eval(m, args, 3, &a0);
+  et_run(m, "batch_norm_expander", kOps, 3);
+  kiln_literal_t *after = pt_eval(m, args, 3, &a1);
+  const double want[3] = {-INFINITY, INFINITY, 2.5};
+  for (int i = 0; i < 3; i++) {
+    double b = kiln_literal_get_f64(kiln_run_report_leaf(before, 1), i);
+    double a = kiln_literal_get_f64(kiln_run_report_leaf(after, 1), i);
+    printf("mean of feature %d: evaluator %g, expanded %g\n", i, b, a);
+    assert_true(b == want[i]);
+    assert_true(a == want[i]);
+  }
+  kiln_arena_destroy(&a1);
+  kiln_arena_destroy(&a0);
+  kiln_arena_destroy(&aa);
+  kiln_hlo_module_destroy(m);
+}
+
 /* Malformed instructions (no feature_index, a feature operand of the wrong length) stay. */
 static void test_malformed_batch_norms_are_left_alone(void **state) {
   const char *texts[] = {
@@ -166,6 +205,7 @@ int main(void) {
       cmocka_unit_test(test_every_op_feature_position_and_type_matches_the_evaluator),
       cmocka_unit_test(test_small_ranks_and_large_means_keep_the_variance_accurate),
       cmocka_unit_test(test_pipeline_expands_and_keeps_the_results),
+      cmocka_unit_test(test_training_mean_of_infinite_values_stays_infinite),
       cmocka_unit_test(test_malformed_batch_norms_are_left_alone),
       cmocka_unit_test(test_corpus_batch_norm_modules_keep_their_results),
   };

@@ -126,6 +126,10 @@ static kiln_kir_value_t *derived_math(kiln_elemental_fn_t *f, kiln_hlo_opcode_t 
       kiln_elemental_fail(f, KILN_ERR_INTERNAL("no derived math for %s", kiln_hlo_opcode_name(op)));
       return NULL;
   }
+  /* The odd functions keep a zero's sign (the x < 0 above takes −0 for +0): sinh(−0) = −0,
+   * so rsqrt(sinh(−0)) = −inf (fuzz-2018114). */
+  if (op == KILN_OP_SINH || op == KILN_OP_ASINH || op == KILN_OP_ATANH)
+    r = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_EQ, x, cf(f, w, 0.0)), x, r);
   return et == wt ? r : kiln_kir_convert(B, r, x0->type);
 }
 

@@ -423,7 +423,15 @@ static LLVMValueRef float_math(kir_llvm_t *L, kiln_kir_opcode_t op, LLVMValueRef
     case KILN_KIR_DIV: return LLVMBuildFDiv(L->b, x, y, "");
     case KILN_KIR_REM: return LLVMBuildFRem(L->b, x, y, "");
     case KILN_KIR_MIN: return kir_llvm_intrinsic(L, "llvm.minimum", &t, 1, args, 2);
-    case KILN_KIR_MAX: return kir_llvm_intrinsic(L, "llvm.maximum", &t, 1, args, 2);
+    case KILN_KIR_MAX: {
+      LLVMValueRef r = kir_llvm_intrinsic(L, "llvm.maximum", &t, 1, args, 2);
+      if (L->math_elem != KILN_F16) return r;
+      /* LLVM narrows this f32 maximum of two widened halves to llvm.maximum on half, and
+       * LLVM 19's x86 backend (without AVX512-FP16) expands vectors of that to
+       * maximum(NaN, +0) = +0 (fuzz-2051097: f16 row maxima of x - x came out 0, not NaN);
+       * the explicit NaN select keeps XLA's NaN-propagating maximum. */
+      return sel(L, LLVMBuildFCmp(L->b, LLVMRealUNO, x, y, ""), LLVMBuildFAdd(L->b, x, y, ""), r);
+    }
     case KILN_KIR_NEG: return LLVMBuildFNeg(L->b, x, "");
     case KILN_KIR_ABS: return kir_llvm_intrinsic(L, "llvm.fabs", &t, 1, args, 1);
     case KILN_KIR_SQRT: return kir_llvm_intrinsic(L, "llvm.sqrt", &t, 1, args, 1);

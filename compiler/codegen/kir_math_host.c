@@ -146,7 +146,8 @@ static LLVMValueRef m_tanh(m_t *m, LLVMValueRef x) {
   LLVMBuilderRef b = m->b;
   LLVMValueRef a = fabs_(m, x);
   LLVMValueRef z = fmul(m, x, x);
-  LLVMValueRef small = fmuladd(m, fmul(m, poly_fma(m, z, P, 5), z), x, x);
+  /* x's sign restored: at x = −0 the sum is (−0) + (−0)·(−0) = +0, but tanh(−0) = −0 */
+  LLVMValueRef small = copysign_(m, fmuladd(m, fmul(m, poly_fma(m, z, P, 5), z), x, x), x);
   LLVMValueRef a2 = fadd(m, a, a);
   a2 = fsel(m, fcmp(m, LLVMRealOGT, a2, cf(m, 20.0)), cf(m, 20.0), a2);
   LLVMValueRef n = fround(m, fmul(m, a2, cf(m, 1.44269504088896341)));
@@ -310,7 +311,9 @@ static LLVMValueRef m_sincos(m_t *m, LLVMValueRef x, bool cos_wanted) {
   LLVMValueRef res, neg;
   if (!cos_wanted) {
     res = fsel(m, j2, cp, sp);
-    neg = LLVMBuildXor(b, flip, fcmp(m, LLVMRealOLT, x, cf(m, 0.0)), "");
+    /* x's sign bit, not x < 0: sin(−0) is −0 (so tan(−0) = −0 and rsqrt(tan(−0)) = −inf,
+     * fuzz-2012185) */
+    neg = LLVMBuildXor(b, flip, LLVMBuildICmp(b, LLVMIntSLT, bits(m, x), ci(m, 0), ""), "");
   } else {
     res = fsel(m, j2, sp, cp);
     neg = LLVMBuildXor(b, flip, j2, "");

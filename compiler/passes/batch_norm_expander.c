@@ -16,8 +16,9 @@
  * rounds once):
  *   - the variance takes two passes (squared deviations from the mean, not E[x^2] -
  *     E[x]^2, which cancels catastrophically when |mean| >> stddev);
- *   - training sums x - shift, shift = each feature's first element, so a mean far from
- *     zero costs no digits of x - mean (x - shift is exact for x within 2x of shift);
+ *   - training sums x - shift, shift = each feature's first element (0 where that is not
+ *     finite), so a mean far from zero costs no digits of x - mean (x - shift is exact for x
+ *     within 2x of shift);
  *   - sums accumulate in f64, and the per-feature values (mean, variance, square roots,
  *     the grad's scale factor: C values each) are computed in f64; the elementwise work
  *     over x is in f64 for f64 inputs and in f32 for f32, f16, bf16 and narrower ones,
@@ -128,13 +129,20 @@ static kiln_hlo_instruction_t *result(bn_t *s, kiln_hlo_instruction_t *v, kiln_s
 
 #define BIN(op, x, y) kiln_builder_binary(&s->b, KILN_OP_##op, (x), (y))
 
-/* x at index 0 of every non-feature dimension: ct[C]; NULL when a dimension is empty. */
+/* x at index 0 of every non-feature dimension, or 0 where that is ±inf or NaN: ct[C]; NULL
+ * when a dimension is empty. An infinite shift would make x - shift NaN for x equal to it
+ * (fuzz-2014028: every x −inf, the mean came out NaN where sum(x) / per is −inf). */
 static kiln_hlo_instruction_t *first_of_each_feature(bn_t *s, kiln_hlo_instruction_t *x) {
   if (!s->per) return NULL;
   kiln_hlo_instruction_t *v = x;
   for (int d = 0; d < s->xs->rank; d++)
     if (d != s->f && s->xs->dims[d] != 1) v = kiln_builder_slice_dim(&s->b, v, d, 0, 1);
-  return kiln_builder_reshape(&s->b, v, 1, &s->xs->dims[s->f]);
+  v = kiln_builder_reshape(&s->b, v, 1, &s->xs->dims[s->f]);
+  if (!v) return NULL;
+  kiln_hlo_instruction_t *abs = kiln_builder_unary(&s->b, KILN_OP_ABS, v);
+  kiln_hlo_instruction_t *finite =
+      kiln_builder_compare(&s->b, KILN_CMP_LT, abs, splat(s, INFINITY, abs));
+  return kiln_builder_select(&s->b, finite, v, splat(s, 0.0, v));
 }
 
 /* (x - mean) / sqrt(var + eps) * scale + offset over x's dims; var and the per-feature
