@@ -556,6 +556,184 @@ static void emit_shuffle_segment(kir_llvm_t *L, host_t *h, const kiln_kir_op_t *
   loop_close(L, &w);
 }
 
+/* ---- warp chains ----
+ *
+ * A row reduction's tail is a run of shuffles, each followed by an op or two combining the
+ * shuffled value with the thread's own (shuffle down 16, add, shuffle down 8, add, ...).
+ * Segment by segment that is a warp loop and a full thread loop per step, ten loops for a
+ * 32-lane tree, which LLVM vectorizes and unrolls one by one: about two thirds of the LLVM
+ * instructions executed compiling a row reduction kernel. Such a run is emitted instead as
+ * one warp loop whose body holds a warp's 32 threads as the lanes of one vector: each
+ * shuffle a shufflevector, each op the vector op. Only plain element-wise arithmetic on 32- and
+ * 64-bit scalars qualifies (what the vector form computes lane by lane is then exactly what
+ * the scalar thread loop computes); anything else keeps the segment form. */
+
+static bool chain_elem(const kiln_kir_type_t *t) {
+  if (t->kind != KILN_KIR_TYPE_SCALAR) return false;
+  switch (t->elem) {
+    case KILN_F32:
+    case KILN_F64:
+    case KILN_S32:
+    case KILN_S64:
+    case KILN_U32:
+    case KILN_U64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+static bool chain_opcode(kiln_kir_opcode_t op, bool fp) {
+  switch (op) {
+    case KILN_KIR_ADD:
+    case KILN_KIR_SUB:
+    case KILN_KIR_MUL:
+    case KILN_KIR_MIN:
+    case KILN_KIR_MAX:
+      return true;
+    case KILN_KIR_AND:
+    case KILN_KIR_OR:
+    case KILN_KIR_XOR:
+      return !fp;
+    default:
+      return false;
+  }
+}
+
+/* Whether `v`, used in the chain starting at segment `first`, is available per warp: made in
+ * the chain, read from its slot (made by an earlier segment) or uniform (splat). */
+static bool chain_operand(const host_t *h, const kiln_kir_value_t *v, size_t first) {
+  if (!chain_elem(v->type)) return false;
+  if (h->uniform[v->id]) return true;
+  int d = h->seg_of[v->id];
+  return d >= 0 && (d >= (int)first || h->slot[v->id]);
+}
+
+static bool chain_segment(const host_t *h, size_t si, size_t first) {
+  const seg_t *s = &h->segs.data[si];
+  const kiln_kir_region_t *body = h->k->body;
+  if (s->kind == K_SHUFFLE) {
+    const kiln_kir_op_t *op = body->ops.data[s->first];
+    return chain_elem(op->results[0]->type) && chain_operand(h, op->operands[0], first);
+  }
+  if (s->kind != K_NORMAL) return false;
+  for (size_t i = s->first; i <= s->last; i++) {
+    if (h->kind[i] != K_NORMAL) continue;
+    const kiln_kir_op_t *op = body->ops.data[i];
+    if (op->num_results != 1 || op->num_regions || op->num_operands != 2) return false;
+    const kiln_kir_type_t *t = op->results[0]->type;
+    if (!chain_elem(t) || !chain_opcode(op->opcode, t->elem == KILN_F32 || t->elem == KILN_F64))
+      return false;
+    for (uint32_t j = 0; j < 2; j++)
+      if (op->operands[j]->type->elem != t->elem || !chain_operand(h, op->operands[j], first))
+        return false;
+  }
+  return true;
+}
+
+/* The last segment of the warp chain starting at shuffle segment `s` (s itself: none). A chain
+ * is at least a shuffle and the segment using it. */
+static size_t chain_end(const host_t *h, size_t s) {
+  if (h->segs.data[s].kind != K_SHUFFLE || !chain_segment(h, s, s)) return s;
+  size_t e = s;
+  while (e + 1 < h->segs.len && chain_segment(h, e + 1, s)) e++;
+  while (e > s && h->segs.data[e].kind == K_SHUFFLE) e--; /* end on ops, not a lone shuffle */
+  return e;
+}
+
+typedef struct chain {
+  LLVMValueRef *vec; /* per value id: the warp's lanes in this iteration, or NULL */
+  LLVMValueRef base; /* first thread of the warp */
+} chain_t;
+
+static LLVMValueRef chain_get(kir_llvm_t *L, host_t *h, chain_t *c, const kiln_kir_value_t *v) {
+  if (c->vec[v->id]) return c->vec[v->id];
+  LLVMBuilderRef b = L->b;
+  LLVMTypeRef et = kir_llvm_repr(L, v->type), vt = LLVMVectorType(et, 32);
+  LLVMValueRef x;
+  if (h->uniform[v->id]) {
+    LLVMValueRef one = LLVMBuildInsertElement(b, LLVMGetUndef(vt), kir_llvm_get(L, v),
+                                              LLVMConstInt(L->i32, 0, 0), "");
+    x = LLVMBuildShuffleVector(b, one, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(L->i32, 32)),
+                               "");
+  } else {
+    x = LLVMBuildLoad2(b, vt, LLVMBuildInBoundsGEP2(b, et, h->slot[v->id], &c->base, 1, ""), "");
+    LLVMSetAlignment(x, (unsigned)LLVMABISizeOfType(LLVMGetModuleDataLayout(L->mod), et));
+  }
+  c->vec[v->id] = x;
+  return x;
+}
+
+static void chain_put(kir_llvm_t *L, host_t *h, chain_t *c, const bool *need,
+                      const kiln_kir_value_t *v, LLVMValueRef x) {
+  c->vec[v->id] = x;
+  if (!need[v->id] || !h->slot[v->id]) return;
+  LLVMTypeRef et = h->slot_t[v->id];
+  LLVMValueRef st =
+      LLVMBuildStore(L->b, x, LLVMBuildInBoundsGEP2(L->b, et, h->slot[v->id], &c->base, 1, ""));
+  LLVMSetAlignment(st, (unsigned)LLVMABISizeOfType(LLVMGetModuleDataLayout(L->mod), et));
+}
+
+/* The vector form of scalar_op (kir_llvm.c) for chain_opcode's ops. */
+static LLVMValueRef chain_op(kir_llvm_t *L, const kiln_kir_op_t *op, LLVMValueRef x,
+                             LLVMValueRef y) {
+  LLVMBuilderRef b = L->b;
+  kiln_elem_type_t e = op->results[0]->type->elem;
+  bool fp = e == KILN_F32 || e == KILN_F64, sgn = e == KILN_S32 || e == KILN_S64;
+  LLVMTypeRef vt = LLVMTypeOf(x);
+  LLVMValueRef args[2] = {x, y};
+  switch (op->opcode) {
+    case KILN_KIR_ADD:
+      return fp ? LLVMBuildFAdd(b, x, y, "") : LLVMBuildAdd(b, x, y, "");
+    case KILN_KIR_SUB:
+      return fp ? LLVMBuildFSub(b, x, y, "") : LLVMBuildSub(b, x, y, "");
+    case KILN_KIR_MUL:
+      return fp ? LLVMBuildFMul(b, x, y, "") : LLVMBuildMul(b, x, y, "");
+    case KILN_KIR_AND:
+      return LLVMBuildAnd(b, x, y, "");
+    case KILN_KIR_OR:
+      return LLVMBuildOr(b, x, y, "");
+    case KILN_KIR_XOR:
+      return LLVMBuildXor(b, x, y, "");
+    default:
+      break;
+  }
+  bool min = op->opcode == KILN_KIR_MIN;
+  if (fp) return kir_llvm_intrinsic(L, min ? "llvm.minimum" : "llvm.maximum", &vt, 1, args, 2);
+  LLVMIntPredicate p = min ? (sgn ? LLVMIntSLT : LLVMIntULT) : (sgn ? LLVMIntSGT : LLVMIntUGT);
+  return LLVMBuildSelect(b, LLVMBuildICmp(b, p, x, y, ""), x, y, "");
+}
+
+/* Segments [first, last] (chain_end) as one warp loop. */
+static void emit_warp_chain(kir_llvm_t *L, host_t *h, size_t first, size_t last, const bool *need) {
+  const kiln_kir_region_t *body = h->k->body;
+  chain_t c = {.vec = kiln_calloc(L->km->next_value_id + 1, sizeof(LLVMValueRef))};
+  tloop_t w;
+  loop_open(L, &w, 0, (h->nthreads + 31) / 32, 1, "warp");
+  c.base = LLVMBuildMul(L->b, w.iv, LLVMConstInt(L->i64, 32, 0), "");
+  for (size_t si = first; si <= last && !L->status; si++) {
+    const seg_t *s = &h->segs.data[si];
+    for (size_t i = s->first; i <= s->last && !L->status; i++) {
+      const kiln_kir_op_t *op = body->ops.data[i];
+      if (s->kind == K_SHUFFLE) {
+        LLVMValueRef mask[32];
+        for (int l = 0; l < 32; l++)
+          mask[l] = LLVMConstInt(L->i32, (unsigned)shuffle_src(op, l), 0);
+        LLVMValueRef x = chain_get(L, h, &c, op->operands[0]);
+        chain_put(L, h, &c, need, op->results[0],
+                  LLVMBuildShuffleVector(L->b, x, LLVMGetUndef(LLVMTypeOf(x)),
+                                         LLVMConstVector(mask, 32), ""));
+      } else if (h->kind[i] == K_NORMAL) {
+        LLVMValueRef x = chain_get(L, h, &c, op->operands[0]),
+                     y = chain_get(L, h, &c, op->operands[1]);
+        chain_put(L, h, &c, need, op->results[0], chain_op(L, op, x, y));
+      }
+    }
+  }
+  loop_close(L, &w);
+  kiln_free(c.vec);
+}
+
 static kiln_status lower_kernel(kir_llvm_t *L, host_t *h, LLVMValueRef fn) {
   const kiln_kir_func_t *k = h->k;
   const kiln_kir_region_t *body = k->body;
@@ -648,7 +826,12 @@ static kiln_status lower_kernel(kir_llvm_t *L, host_t *h, LLVMValueRef fn) {
   }
   for (size_t s = 0; s < h->segs.len && !L->status; s++) {
     seg_t *sg = &h->segs.data[s];
-    if (sg->kind == K_SHUFFLE) emit_shuffle_segment(L, h, body->ops.data[sg->first]);
+    size_t end = chain_end(h, s);
+    if (end > s) {
+      emit_warp_chain(L, h, s, end, need);
+      s = end;
+    } else if (sg->kind == K_SHUFFLE)
+      emit_shuffle_segment(L, h, body->ops.data[sg->first]);
     else if (sg->kind == K_FOR) emit_for_segment(L, h, (int)s, need, used[s]);
     else emit_thread_segment(L, h, (int)s, need, used[s]);
   }
