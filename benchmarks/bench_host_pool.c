@@ -59,7 +59,8 @@ static void time_launch(kiln_host_pool_t *pool, job_t *j, int64_t blocks, int re
     double total = 0;
     if (idle_us == 0) {
       double t0 = kiln_clock_ms();
-      for (int i = 0; i < reps; i++) check(kiln_host_pool_launch(pool, k_axpy, args, blocks, 0), "launch");
+      for (int i = 0; i < reps; i++)
+        check(kiln_host_pool_launch(pool, k_axpy, args, blocks, 0), "launch");
       total = kiln_clock_ms() - t0;
     } else {
       for (int i = 0; i < reps; i++) {
@@ -103,9 +104,8 @@ int main(int argc, char **argv) {
     long idle_us;
     int reps;
   } cases[] = {
-      {16, 64, 0, 2000},      {256, 64, 0, 500},      {4096, 64, 0, 50},
-      {16, 4096, 0, 200},     {64, 4096, 0, 50},      {16, 64, 2000, 20},
-      {16, 4096, 2000, 20},   {64, 4096, 2000, 20},
+      {16, 64, 0, 2000}, {256, 64, 0, 500},  {4096, 64, 0, 50},    {16, 4096, 0, 200},
+      {64, 4096, 0, 50}, {16, 64, 2000, 20}, {16, 4096, 2000, 20}, {64, 4096, 2000, 20},
   };
   double sum_log = 0;
   int n = 0;
@@ -123,11 +123,12 @@ int main(int argc, char **argv) {
       pmeds += pm / 2;
       ameds += am / 2;
     }
-    printf("%5lld blocks x %5lld floats%s: pool %8.2f us (median %8.2f), alone %8.2f us (median "
-           "%8.2f): alone/pool %.2fx (medians %.2fx)\n",
-           (long long)cases[c].blocks, (long long)cases[c].per_block,
-           cases[c].idle_us ? ", after 2 ms idle" : "                 ", pbest, pmeds, abest,
-           ameds, abest / pbest, ameds / pmeds);
+    printf(
+        "%5lld blocks x %5lld floats%s: pool %8.2f us (median %8.2f), alone %8.2f us (median "
+        "%8.2f): alone/pool %.2fx (medians %.2fx)\n",
+        (long long)cases[c].blocks, (long long)cases[c].per_block,
+        cases[c].idle_us ? ", after 2 ms idle" : "                 ", pbest, pmeds, abest, ameds,
+        abest / pbest, ameds / pmeds);
     sum_log += __builtin_log(ameds / pmeds);
     n++;
     kiln_free(j.x);
