@@ -11,9 +11,10 @@
  * Waiting is bounded spinning, then sleeping: a worker spins (with a pause and, every few
  * rounds, sched_yield so it gives way to a thread that shares its core) up to SPIN_NS after
  * its last job before it sleeps on work_cv; the launcher spins up to SPIN_NS for the chunks
- * still running, then sleeps on done_cv. Sleeping workers are woken only once the launcher
- * has run chunks for WAKE_AFTER_NS and some are still unclaimed, so a grid the launcher
- * finishes quickly never pays for a wake-up. */
+ * still running, then sleeps on done_cv. On a loaded machine (spin_budget) or once a
+ * spinning thread notices it was descheduled, the spin ends after a few rounds. Sleeping workers
+ * are woken only once the launcher has run chunks for WAKE_AFTER_NS and some are still unclaimed,
+ * so a grid the launcher finishes quickly never pays for a wake-up. */
 #include "base/host_pool.h"
 
 #include <pthread.h>
@@ -99,14 +100,40 @@ static void run_claimed(kiln_host_pool_t *p, uint64_t s) {
   }
 }
 
+/* The spin budget: SPIN_NS on a machine with cores to spare, none (a few rounds only) while
+ * the 1-minute load average exceeds the online cores + 1 (our own spinning threads count
+ * there too). Kernels' threads share their process's CPU share with other processes (and,
+ * under the scheduler's autogroups, with their whole session), so spinning on a busy
+ * machine takes time from the thread that has work. Refreshed every LOAD_CHECK_NS by
+ * whichever thread spins. */
+#define LOAD_CHECK_NS 50000000
+static _Atomic int64_t g_spin_budget_ns = SPIN_NS;
+static _Atomic int64_t g_load_checked_ns;
+
+static int64_t spin_budget(int64_t now) {
+  int64_t checked = atomic_load_explicit(&g_load_checked_ns, memory_order_relaxed);
+  if (now - checked > LOAD_CHECK_NS &&
+      atomic_compare_exchange_strong(&g_load_checked_ns, &checked, now)) {
+    double load[1];
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    bool busy = getloadavg(load, 1) == 1 && cpus > 0 && load[0] > (double)cpus + 1.0;
+    atomic_store_explicit(&g_spin_budget_ns, busy ? 0 : SPIN_NS, memory_order_relaxed);
+  }
+  return atomic_load_explicit(&g_spin_budget_ns, memory_order_relaxed);
+}
+
 /* Round i (from 1) of a bounded spin: a pause, every 32nd round a sched_yield (a thread
- * sharing the core runs); false once SPIN_NS passed since round 32 (*start, 0 at first). */
-static bool spin_round(int i, int64_t *start) {
+ * sharing the core runs); false once the spin budget passed since round 32 (*start, 0 at
+ * first) or when a round took over 50 µs (this thread was descheduled: the cores are
+ * contended). *last: the previous check's time. */
+static bool spin_round(int i, int64_t *start, int64_t *last) {
   cpu_relax();
   if ((i & 31) == 0) {
     int64_t t = now_ns();
     if (!*start) *start = t;
-    if (t - *start > SPIN_NS) return false;
+    if (*last && t - *last > 50000) return false;
+    *last = t;
+    if (t - *start > spin_budget(t)) return false;
     sched_yield();
   }
   return true;
@@ -119,9 +146,9 @@ static bool job_or_stop(kiln_host_pool_t *p, uint32_t seen) {
 
 /* Waits (bounded spin, then sleep) until state's generation differs from `seen` or stop. */
 static void wait_for_job(kiln_host_pool_t *p, uint32_t seen) {
-  int64_t start = 0;
+  int64_t start = 0, last = 0;
   for (int i = 1; !job_or_stop(p, seen); i++) {
-    if (!spin_round(i, &start)) break;
+    if (!spin_round(i, &start, &last)) break;
   }
   if (job_or_stop(p, seen)) return;
   pthread_mutex_lock(&p->mu);
@@ -207,9 +234,9 @@ static void wake_sleepers(kiln_host_pool_t *p) {
 
 /* The launcher's wait for chunks that other threads claimed: bounded spin, then sleep. */
 static void wait_done(kiln_host_pool_t *p, int count) {
-  int64_t start = 0;
+  int64_t start = 0, last = 0;
   for (int i = 1; atomic_load_explicit(&p->done, memory_order_acquire) != count; i++) {
-    if (!spin_round(i, &start)) break;
+    if (!spin_round(i, &start, &last)) break;
   }
   if (atomic_load(&p->done) == count) return;
   atomic_store(&p->launcher_sleeps, true);
