@@ -1196,6 +1196,75 @@ static void test_host_replay_queued_behind_a_busy_stream_runs_in_order_before_a_
   fixture_release(&g);
 }
 
+static kiln_status failing_command(void *ctx, kiln_stream_t *stream,
+                                   const struct kiln_run_info *run, const kiln_devptr_t *operands,
+                                   int num_operands, const kiln_devptr_t *results,
+                                   int num_results) {
+  (void)stream, (void)run, (void)operands, (void)num_operands, (void)results, (void)num_results;
+  (*(int *)ctx)++;
+  return kiln_status_make(KILN_INTERNAL, "failing_command: asked to fail");
+}
+
+/* A list of one-block kernels only (direct calls, run under the stream's lock) behaves as any
+ * other stream work after a failure: skipped until the failure is returned by a synchronize,
+ * then replayed again. */
+static void test_host_replay_of_direct_kernels_is_skipped_after_a_stream_failure(void **state) {
+  (void)state;
+  fixture_t g = fresh_fixture();
+  kiln_devptr_t a, b, c;
+  ASSERT_OK(kiln_device_mem_alloc(g.dev, BS * 4, &a));
+  ASSERT_OK(kiln_device_mem_alloc(g.dev, BS * 4, &b));
+  ASSERT_OK(kiln_device_mem_alloc(g.dev, BS * 4, &c));
+  float *fa = (float *)(uintptr_t)a, *fc = (float *)(uintptr_t)c;
+  for (int i = 0; i < BS; i++) fa[i] = (float)i;
+  kiln_launch_dims_t one = dims1(1);
+  uint64_t k1[2] = {a, b}, k2[2] = {b, c};
+  kiln_cmd_list_t direct, failing;
+  kiln_cmd_list_init(&direct);
+  kiln_cmd_list_init(&failing);
+  kiln_cmd_list_push_kernel(&direct, kernel(&g, "add_one"), &one, k1, 2);
+  kiln_cmd_list_push_kernel(&direct, kernel(&g, "scale2"), &one, k2, 2);
+  int calls = 0;
+  kiln_cmd_custom_call_t cc = {.fn = failing_command,
+                               .ctx = &calls,
+                               .uid = kiln_cmd_custom_call_next_uid(),
+                               .name = "cc.fail",
+                               .target = "failing_command",
+                               .num_operands = 1};
+  kiln_devptr_t addrs[2] = {a, b};
+  kiln_cmd_list_push_custom_call(&failing, &cc, NULL, addrs, 2);
+  kiln_cmd_cache_t *cache = kiln_device_cmd_cache(g.dev);
+  kiln_cmd_action_t action;
+  for (int round = 0; round < 2; round++) {
+    memset(fc, 0, BS * 4);
+    ASSERT_OK(kiln_cmd_cache_execute(cache, g.stream, &direct, &action));
+    ASSERT_OK(kiln_stream_synchronize(g.stream));
+    assert_int_equal(action, round ? KILN_CMD_ACTION_REPLAY : KILN_CMD_ACTION_RECORD);
+    for (int i = 0; i < BS; i++) assert_true(fc[i] == 2.0f * ((float)i + 1.0f));
+  }
+  ASSERT_OK(kiln_cmd_cache_execute(cache, g.stream, &failing, &action));
+  assert_int_equal(action, KILN_CMD_ACTION_RECORD);
+  memset(fc, 0, BS * 4);
+  ASSERT_OK(kiln_cmd_cache_execute(cache, g.stream, &direct, &action));
+  assert_int_equal(action, KILN_CMD_ACTION_REPLAY);
+  kiln_status s = kiln_stream_synchronize(g.stream);
+  assert_non_null(s);
+  assert_non_null(strstr(kiln_status_message(s), "failing_command: asked to fail"));
+  assert_non_null(strstr(kiln_status_message(s), "cc.fail"));
+  kiln_status_free(s);
+  assert_int_equal(calls, 1);
+  for (int i = 0; i < BS; i++) assert_true(fc[i] == 0.0f); /* skipped */
+  ASSERT_OK(kiln_cmd_cache_execute(cache, g.stream, &direct, &action));
+  ASSERT_OK(kiln_stream_synchronize(g.stream));
+  for (int i = 0; i < BS; i++) assert_true(fc[i] == 2.0f * ((float)i + 1.0f));
+  kiln_cmd_list_free(&direct);
+  kiln_cmd_list_free(&failing);
+  kiln_device_mem_free(g.dev, a);
+  kiln_device_mem_free(g.dev, b);
+  kiln_device_mem_free(g.dev, c);
+  fixture_release(&g);
+}
+
 static void test_custom_call_commands_issue_one_by_one_when_disabled(void **state) {
   (void)state;
   kiln_runtime_options_set(&(kiln_runtime_options_t){.no_command_buffers = true});
@@ -1252,6 +1321,7 @@ int main(void) {
       cmocka_unit_test(test_custom_call_commands_issue_one_by_one_when_disabled),
       cmocka_unit_test(test_host_replay_runs_every_command_kind_in_order_and_patches_one_kernel),
       cmocka_unit_test(test_host_replay_queued_behind_a_busy_stream_runs_in_order_before_a_patch),
+      cmocka_unit_test(test_host_replay_of_direct_kernels_is_skipped_after_a_stream_failure),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -117,6 +117,7 @@ struct host_exec {
   void **kernel_args; /* all kernel arguments, back to back */
   size_t *arg_offset; /* per command */
   host_step_t *steps; /* per command */
+  size_t num_direct;  /* steps with a direct call (all of them: the list never fails) */
   pthread_mutex_t mu;
   pthread_cond_t cv;
   int inflight; /* launches queued or running on the stream's worker */
@@ -544,6 +545,7 @@ static void exec_fill(host_exec_t *x, size_t i) {
   void **args = x->kernel_args + x->arg_offset[i];
   for (int a = 0; a < c->num_args; a++) args[a] = (void *)(uintptr_t)c->args[a];
   host_step_t *st = &x->steps[i];
+  x->num_direct -= st->fn != NULL;
   st->fn = NULL;
   st->args = args;
   st->blocks = 0;
@@ -551,6 +553,7 @@ static void exec_fill(host_exec_t *x, size_t i) {
   st->blocks = (int64_t)kiln_launch_dims_num_blocks(&c->dims);
   if (st->blocks == 1 || (st->blocks > 1 && kiln_host_pool_num_workers(x->dev->pool) == 1))
     st->fn = (kiln_host_kernel_fn)c->kernel->handle;
+  x->num_direct += st->fn != NULL;
 }
 
 static kiln_status host_exec_instantiate(kiln_device_t *d, const kiln_cmd_list_t *l, void **out) {
@@ -601,13 +604,25 @@ static kiln_status host_exec_update(void *xp, size_t index, const kiln_cmd_t *cm
   return NULL;
 }
 
+/* Runs `n` steps that are all direct calls. */
+static void run_steps(const host_step_t *st, size_t n) {
+  for (const host_step_t *end = st + n; st < end; st++) st->fn(st->args, 0, st->blocks);
+}
+
 /* An idle stream runs the list right here (see op_submit): no operation object and no
  * in-flight count, since the cache's mutex, held by our caller, keeps updates and destroys
- * out until it returns. Otherwise the list is queued behind the stream's work. */
+ * out until it returns. A list of direct kernel calls only (which can neither fail nor touch
+ * the stream) runs under the stream's mutex, as if it were never submitted: one lock in all.
+ * Otherwise the list is queued behind the stream's work. */
 static kiln_status host_exec_launch(void *xp, kiln_stream_t *base) {
   host_exec_t *x = xp;
   host_stream_t *s = (host_stream_t *)base;
   pthread_mutex_lock(&s->mu);
+  if (x->num_direct == x->list.len && stream_idle(s)) {
+    if (!s->error) run_steps(x->steps, x->list.len);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+  }
   if (stream_idle(s)) {
     bool failed = s->error != NULL;
     s->submitted++;
