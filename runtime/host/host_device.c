@@ -97,11 +97,11 @@ typedef struct host_stream {
   kiln_status error; /* first failure since the last synchronize */
 } host_stream_t;
 
-/* One command of a recorded list as its replay runs it. A kernel whose blocks run on the
- * replaying thread anyway (one block, or a pool of one worker: what kiln_host_pool_launch
- * would do itself) is a direct call `fn(args, 0, blocks)` with its arguments resolved at
- * record time; every other command has `fn` NULL and goes through run_cmd (the pool, copies,
- * memsets, gemms, custom calls). */
+/* One command of a recorded list as its replay runs it. A one-block kernel (whose block
+ * kiln_host_pool_launch would run on the calling thread anyway) is a direct call
+ * `fn(args, 0, 1)` with its arguments resolved at record time; every other command has `fn`
+ * NULL and goes through run_cmd (multi-block kernels through the pool, copies, memsets,
+ * gemms, custom calls). */
 typedef struct host_step {
   kiln_host_kernel_fn fn;
   void **args; /* into host_exec.kernel_args */
@@ -551,8 +551,7 @@ static void exec_fill(host_exec_t *x, size_t i) {
   st->blocks = 0;
   if (c->kind != KILN_CMD_KERNEL) return;
   st->blocks = (int64_t)kiln_launch_dims_num_blocks(&c->dims);
-  if (st->blocks == 1 || (st->blocks > 1 && kiln_host_pool_num_workers(x->dev->pool) == 1))
-    st->fn = (kiln_host_kernel_fn)c->kernel->handle;
+  if (st->blocks == 1) st->fn = (kiln_host_kernel_fn)c->kernel->handle;
   x->num_direct += st->fn != NULL;
 }
 
