@@ -1055,6 +1055,216 @@ static void test_compatible_custom_call_is_recorded_between_kernels_and_patched(
   fixture_release(&g);
 }
 
+/* ---- the host's recorded lists ------------------------------------------------------------ */
+
+/* A list of one-block kernels (run as direct calls), a multi-block kernel (through the pool),
+ * a memset and a copy: every replay recomputes from the current input, and patching one
+ * one-block kernel's output sends exactly that kernel's writes to the new place. */
+static void test_host_replay_runs_every_command_kind_in_order_and_patches_one_kernel(void **state) {
+  (void)state;
+  fixture_t g = fresh_fixture();
+  enum { N = 4 * BS };
+  kiln_devptr_t a, b, c, d;
+  ASSERT_OK(kiln_device_mem_alloc(g.dev, N * 4, &a));
+  ASSERT_OK(kiln_device_mem_alloc(g.dev, N * 4, &b));
+  ASSERT_OK(kiln_device_mem_alloc(g.dev, N * 4, &c));
+  ASSERT_OK(kiln_device_mem_alloc(g.dev, N * 4, &d));
+  float *fa = (float *)(uintptr_t)a, *fb = (float *)(uintptr_t)b, *fc = (float *)(uintptr_t)c;
+  float *fd = (float *)(uintptr_t)d;
+  kiln_launch_dims_t one = dims1(1), four = dims1(4);
+  const kiln_kernel_t *add_one = kernel(&g, "add_one"), *scale2 = kernel(&g, "scale2");
+  /* b[0:64] = a + 1; c = 2a; c[0:4] = 0; b[64:128] = c[64:128]; b[128:192] = b[0:64] + 1 */
+  uint64_t k1[2] = {a, b}, k2[2] = {a, c}, k5[2] = {b, b + 128 * 4};
+  kiln_cmd_list_t l;
+  kiln_cmd_list_init(&l);
+  kiln_cmd_list_push_kernel(&l, add_one, &one, k1, 2);
+  kiln_cmd_list_push_kernel(&l, scale2, &four, k2, 2);
+  kiln_cmd_list_push_memset(&l, c, 0, 4, 4);
+  kiln_cmd_list_push_memcpy(&l, b + 64 * 4, c + 64 * 4, 64 * 4);
+  kiln_cmd_list_push_kernel(&l, add_one, &one, k5, 2);
+  kiln_cmd_cache_t *cache = kiln_device_cmd_cache(g.dev);
+  for (int round = 0; round < 4; round++) {
+    for (int i = 0; i < N; i++) fa[i] = (float)(i * (round + 1));
+    memset(fb, 0, N * 4);
+    kiln_cmd_action_t action;
+    ASSERT_OK(kiln_cmd_cache_execute(cache, g.stream, &l, &action));
+    ASSERT_OK(kiln_stream_synchronize(g.stream));
+    assert_int_equal(action, round ? KILN_CMD_ACTION_REPLAY : KILN_CMD_ACTION_RECORD);
+    for (int i = 0; i < N; i++) {
+      float x = (float)(i * (round + 1));
+      assert_true(fc[i] == (i < 4 ? 0.0f : 2.0f * x));
+    }
+    for (int i = 0; i < 64; i++) {
+      float x = (float)(i * (round + 1)), x64 = (float)((i + 64) * (round + 1));
+      assert_true(fb[i] == x + 1.0f);
+      assert_true(fb[64 + i] == 2.0f * x64);
+      assert_true(fb[128 + i] == x + 2.0f);
+      assert_true(fb[192 + i] == 0.0f);
+    }
+  }
+  /* The last kernel writes d instead: one command patched in place, the others as they were. */
+  kiln_cmd_list_t moved;
+  kiln_cmd_list_init(&moved);
+  uint64_t k5d[2] = {b, d};
+  kiln_cmd_list_push_kernel(&moved, add_one, &one, k1, 2);
+  kiln_cmd_list_push_kernel(&moved, scale2, &four, k2, 2);
+  kiln_cmd_list_push_memset(&moved, c, 0, 4, 4);
+  kiln_cmd_list_push_memcpy(&moved, b + 64 * 4, c + 64 * 4, 64 * 4);
+  kiln_cmd_list_push_kernel(&moved, add_one, &one, k5d, 2);
+  memset(fb, 0, N * 4);
+  memset(fd, 0, N * 4);
+  kiln_cmd_action_t action;
+  ASSERT_OK(kiln_cmd_cache_execute(cache, g.stream, &moved, &action));
+  ASSERT_OK(kiln_stream_synchronize(g.stream));
+  assert_int_equal(action, KILN_CMD_ACTION_PATCH);
+  kiln_cmd_stats_t st = kiln_cmd_cache_stats(cache);
+  assert_int_equal(st.nodes_patched, 1);
+  assert_int_equal(st.instantiations, 1);
+  for (int i = 0; i < 64; i++) {
+    float x = (float)(i * 4);
+    assert_true(fb[i] == x + 1.0f);
+    assert_true(fd[i] == x + 2.0f);
+    assert_true(fb[128 + i] == 0.0f); /* no longer written */
+  }
+  kiln_cmd_list_free(&l);
+  kiln_cmd_list_free(&moved);
+  kiln_device_mem_free(g.dev, a);
+  kiln_device_mem_free(g.dev, b);
+  kiln_device_mem_free(g.dev, c);
+  kiln_device_mem_free(g.dev, d);
+  fixture_release(&g);
+}
+
+/* A replay launched while its stream is busy is queued behind the stream's work and runs after
+ * it; patching the list for the next launch waits until that queued replay ran with the
+ * addresses it was launched with. The stream is held by a wait on an event that another
+ * stream records after a slow kernel, so both replays must see that kernel's output. */
+static void test_host_replay_queued_behind_a_busy_stream_runs_in_order_before_a_patch(
+    void **state) {
+  (void)state;
+  fixture_t g = fresh_fixture();
+  enum { N = 64 * BS };
+  kiln_stream_t *other;
+  ASSERT_OK(kiln_stream_create(g.dev, &other));
+  kiln_event_t *ev;
+  ASSERT_OK(kiln_event_create(g.dev, &ev));
+  kiln_devptr_t slow, out1, out2;
+  ASSERT_OK(kiln_device_mem_alloc(g.dev, N * 4, &slow));
+  ASSERT_OK(kiln_device_mem_alloc(g.dev, BS * 4, &out1));
+  ASSERT_OK(kiln_device_mem_alloc(g.dev, BS * 4, &out2));
+  memset((void *)(uintptr_t)slow, 0, N * 4);
+  memset((void *)(uintptr_t)out1, 0, BS * 4);
+  memset((void *)(uintptr_t)out2, 0, BS * 4);
+  uint64_t fill_args[1] = {slow};
+  kiln_launch_dims_t all = dims1(N / BS), one = dims1(1);
+  ASSERT_OK(kiln_stream_launch(other, kernel(&g, "slow_fill"), &all, fill_args, 1));
+  ASSERT_OK(kiln_event_record(ev, other));
+  ASSERT_OK(kiln_stream_wait_event(g.stream, ev));
+  const kiln_kernel_t *add_one = kernel(&g, "add_one");
+  kiln_cmd_list_t l1, l2;
+  kiln_cmd_list_init(&l1);
+  kiln_cmd_list_init(&l2);
+  uint64_t a1[2] = {slow + (N - BS) * 4, out1}, a2[2] = {slow + (N - BS) * 4, out2};
+  kiln_cmd_list_push_kernel(&l1, add_one, &one, a1, 2);
+  kiln_cmd_list_push_memset(&l1, out1 + 4, 0, 4, 1);
+  kiln_cmd_list_push_kernel(&l2, add_one, &one, a2, 2);
+  kiln_cmd_list_push_memset(&l2, out2 + 4, 0, 4, 1);
+  kiln_cmd_cache_t *cache = kiln_device_cmd_cache(g.dev);
+  kiln_cmd_action_t action;
+  ASSERT_OK(kiln_cmd_cache_execute(cache, g.stream, &l1, &action));
+  assert_int_equal(action, KILN_CMD_ACTION_RECORD);
+  ASSERT_OK(kiln_cmd_cache_execute(cache, g.stream, &l2, &action));
+  assert_int_equal(action, KILN_CMD_ACTION_PATCH);
+  ASSERT_OK(kiln_stream_synchronize(g.stream));
+  ASSERT_OK(kiln_stream_synchronize(other));
+  const float *o1 = (const float *)(uintptr_t)out1, *o2 = (const float *)(uintptr_t)out2;
+  for (int i = 0; i < BS; i++) {
+    assert_true(o1[i] == (i == 1 ? 0.0f : 201.0f)); /* slow_fill writes 200 */
+    assert_true(o2[i] == (i == 1 ? 0.0f : 201.0f));
+  }
+  kiln_cmd_stats_t st = kiln_cmd_cache_stats(cache);
+  assert_int_equal(st.records, 1);
+  assert_int_equal(st.patched_launches, 1);
+  assert_int_equal(st.nodes_patched, 2);
+  kiln_cmd_list_free(&l1);
+  kiln_cmd_list_free(&l2);
+  kiln_device_mem_free(g.dev, slow);
+  kiln_device_mem_free(g.dev, out1);
+  kiln_device_mem_free(g.dev, out2);
+  kiln_event_destroy(ev);
+  kiln_stream_destroy(other);
+  fixture_release(&g);
+}
+
+static kiln_status failing_command(void *ctx, kiln_stream_t *stream,
+                                   const struct kiln_run_info *run, const kiln_devptr_t *operands,
+                                   int num_operands, const kiln_devptr_t *results,
+                                   int num_results) {
+  (void)stream, (void)run, (void)operands, (void)num_operands, (void)results, (void)num_results;
+  (*(int *)ctx)++;
+  return kiln_status_make(KILN_INTERNAL, "failing_command: asked to fail");
+}
+
+/* A list of one-block kernels only (direct calls, run under the stream's lock) behaves as any
+ * other stream work after a failure: skipped until the failure is returned by a synchronize,
+ * then replayed again. */
+static void test_host_replay_of_direct_kernels_is_skipped_after_a_stream_failure(void **state) {
+  (void)state;
+  fixture_t g = fresh_fixture();
+  kiln_devptr_t a, b, c;
+  ASSERT_OK(kiln_device_mem_alloc(g.dev, BS * 4, &a));
+  ASSERT_OK(kiln_device_mem_alloc(g.dev, BS * 4, &b));
+  ASSERT_OK(kiln_device_mem_alloc(g.dev, BS * 4, &c));
+  float *fa = (float *)(uintptr_t)a, *fc = (float *)(uintptr_t)c;
+  for (int i = 0; i < BS; i++) fa[i] = (float)i;
+  kiln_launch_dims_t one = dims1(1);
+  uint64_t k1[2] = {a, b}, k2[2] = {b, c};
+  kiln_cmd_list_t direct, failing;
+  kiln_cmd_list_init(&direct);
+  kiln_cmd_list_init(&failing);
+  kiln_cmd_list_push_kernel(&direct, kernel(&g, "add_one"), &one, k1, 2);
+  kiln_cmd_list_push_kernel(&direct, kernel(&g, "scale2"), &one, k2, 2);
+  int calls = 0;
+  kiln_cmd_custom_call_t cc = {.fn = failing_command,
+                               .ctx = &calls,
+                               .uid = kiln_cmd_custom_call_next_uid(),
+                               .name = "cc.fail",
+                               .target = "failing_command",
+                               .num_operands = 1};
+  kiln_devptr_t addrs[2] = {a, b};
+  kiln_cmd_list_push_custom_call(&failing, &cc, NULL, addrs, 2);
+  kiln_cmd_cache_t *cache = kiln_device_cmd_cache(g.dev);
+  kiln_cmd_action_t action;
+  for (int round = 0; round < 2; round++) {
+    memset(fc, 0, BS * 4);
+    ASSERT_OK(kiln_cmd_cache_execute(cache, g.stream, &direct, &action));
+    ASSERT_OK(kiln_stream_synchronize(g.stream));
+    assert_int_equal(action, round ? KILN_CMD_ACTION_REPLAY : KILN_CMD_ACTION_RECORD);
+    for (int i = 0; i < BS; i++) assert_true(fc[i] == 2.0f * ((float)i + 1.0f));
+  }
+  ASSERT_OK(kiln_cmd_cache_execute(cache, g.stream, &failing, &action));
+  assert_int_equal(action, KILN_CMD_ACTION_RECORD);
+  memset(fc, 0, BS * 4);
+  ASSERT_OK(kiln_cmd_cache_execute(cache, g.stream, &direct, &action));
+  assert_int_equal(action, KILN_CMD_ACTION_REPLAY);
+  kiln_status s = kiln_stream_synchronize(g.stream);
+  assert_non_null(s);
+  assert_non_null(strstr(kiln_status_message(s), "failing_command: asked to fail"));
+  assert_non_null(strstr(kiln_status_message(s), "cc.fail"));
+  kiln_status_free(s);
+  assert_int_equal(calls, 1);
+  for (int i = 0; i < BS; i++) assert_true(fc[i] == 0.0f); /* skipped */
+  ASSERT_OK(kiln_cmd_cache_execute(cache, g.stream, &direct, &action));
+  ASSERT_OK(kiln_stream_synchronize(g.stream));
+  for (int i = 0; i < BS; i++) assert_true(fc[i] == 2.0f * ((float)i + 1.0f));
+  kiln_cmd_list_free(&direct);
+  kiln_cmd_list_free(&failing);
+  kiln_device_mem_free(g.dev, a);
+  kiln_device_mem_free(g.dev, b);
+  kiln_device_mem_free(g.dev, c);
+  fixture_release(&g);
+}
+
 static void test_custom_call_commands_issue_one_by_one_when_disabled(void **state) {
   (void)state;
   kiln_runtime_options_set(&(kiln_runtime_options_t){.no_command_buffers = true});
@@ -1109,6 +1319,9 @@ int main(void) {
       cmocka_unit_test(test_conversion_wraps_runs_of_convertible_thunks_recursively),
       cmocka_unit_test(test_compatible_custom_call_is_recorded_between_kernels_and_patched),
       cmocka_unit_test(test_custom_call_commands_issue_one_by_one_when_disabled),
+      cmocka_unit_test(test_host_replay_runs_every_command_kind_in_order_and_patches_one_kernel),
+      cmocka_unit_test(test_host_replay_queued_behind_a_busy_stream_runs_in_order_before_a_patch),
+      cmocka_unit_test(test_host_replay_of_direct_kernels_is_skipped_after_a_stream_failure),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

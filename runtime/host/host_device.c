@@ -97,16 +97,30 @@ typedef struct host_stream {
   kiln_status error; /* first failure since the last synchronize */
 } host_stream_t;
 
-/* A recorded command list: the description plus each kernel's arguments already in the
- * kernel ABI's form (void * array), replayed by one queue entry. */
+/* One command of a recorded list as its replay runs it. A one-block kernel (whose block
+ * kiln_host_pool_launch would run on the calling thread anyway) is a direct call
+ * `fn(args, 0, 1)` with its arguments resolved at record time; every other command has `fn`
+ * NULL and goes through run_cmd (multi-block kernels through the pool, copies, memsets,
+ * gemms, custom calls). */
+typedef struct host_step {
+  kiln_host_kernel_fn fn;
+  void **args; /* into host_exec.kernel_args */
+  int64_t blocks;
+} host_step_t;
+
+/* A recorded command list: the description, each kernel's arguments already in the kernel
+ * ABI's form (void * array) and the flat array of steps the replay runs, replayed by one
+ * stream operation (or directly on the launching thread when the stream is idle). */
 struct host_exec {
   host_device_t *dev;
   kiln_cmd_list_t list;
   void **kernel_args; /* all kernel arguments, back to back */
   size_t *arg_offset; /* per command */
+  host_step_t *steps; /* per command */
+  size_t num_direct;  /* steps with a direct call (all of them: the list never fails) */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  int inflight; /* launches queued or running */
+  int inflight; /* launches queued or running on the stream's worker */
 };
 
 static host_device_t *dev_of(kiln_device_t *d) {
@@ -198,6 +212,23 @@ static void exec_release(host_exec_t *x) {
   pthread_mutex_unlock(&x->mu);
 }
 
+/* Records the outcome of an operation that ran (the caller holds s->mu): the stream's first
+ * failure is kept for the next synchronize. */
+static void op_finish(host_stream_t *s, kiln_status st) {
+  if (st && !s->error)
+    s->error = st;
+  else
+    kiln_status_free(st);
+  s->completed++;
+  if (s->completed == s->submitted) pthread_cond_broadcast(&s->done_cv);
+}
+
+/* Whether an operation submitted now may run on the submitting thread (the caller holds
+ * s->mu): nothing queued, nothing running. See op_submit. */
+static bool stream_idle(const host_stream_t *s) {
+  return !s->head && s->completed == s->submitted && !s->stop;
+}
+
 /* Runs one dequeued operation (the caller holds s->mu; it is released while the operation runs
  * and held again on return), then records its outcome and recycles it. Used by the worker and
  * by op_submit for an idle stream. */
@@ -214,14 +245,9 @@ static void op_execute(host_stream_t *s, host_op_t *op) {
   }
   if (op->kind == OP_CMD_LIST) exec_release(op->u.list.x);
   pthread_mutex_lock(&s->mu);
-  if (st && !s->error)
-    s->error = st;
-  else
-    kiln_status_free(st);
   op->next = s->free_list;
   s->free_list = op;
-  s->completed++;
-  if (s->completed == s->submitted) pthread_cond_broadcast(&s->done_cv);
+  op_finish(s, st);
 }
 
 static void *stream_worker(void *arg) {
@@ -259,7 +285,7 @@ static host_op_t *op_get(host_stream_t *s) {
  * later. Streams are not thread-safe (device.h), so no other thread enqueues meanwhile. */
 static void op_submit(host_stream_t *s, host_op_t *op) {
   op->next = NULL;
-  if (!s->head && s->completed == s->submitted && !s->stop && op->kind != OP_EVENT_WAIT) {
+  if (stream_idle(s) && op->kind != OP_EVENT_WAIT) {
     s->submitted++;
     op_execute(s, op);
     return;
@@ -513,24 +539,38 @@ static kiln_status host_module_get_kernel(kiln_device_module_t *base, const char
 
 /* ---- recorded command lists ----------------------------------------------------------- */
 
-static void exec_fill_args(host_exec_t *x, size_t i) {
+/* Resolves command i's kernel arguments and its replay step (see host_step_t). */
+static void exec_fill(host_exec_t *x, size_t i) {
   const kiln_cmd_t *c = &x->list.cmds[i];
-  for (int a = 0; a < c->num_args; a++)
-    x->kernel_args[x->arg_offset[i] + (size_t)a] = (void *)(uintptr_t)c->args[a];
+  void **args = x->kernel_args + x->arg_offset[i];
+  for (int a = 0; a < c->num_args; a++) args[a] = (void *)(uintptr_t)c->args[a];
+  host_step_t *st = &x->steps[i];
+  x->num_direct -= st->fn != NULL;
+  st->fn = NULL;
+  st->args = args;
+  st->blocks = 0;
+  if (c->kind != KILN_CMD_KERNEL) return;
+  st->blocks = (int64_t)kiln_launch_dims_num_blocks(&c->dims);
+  if (st->blocks == 1) st->fn = (kiln_host_kernel_fn)c->kernel->handle;
+  x->num_direct += st->fn != NULL;
 }
 
 static kiln_status host_exec_instantiate(kiln_device_t *d, const kiln_cmd_list_t *l, void **out) {
+  for (size_t i = 0; i < l->len; i++)
+    if (l->cmds[i].kind == KILN_CMD_KERNEL && (!l->cmds[i].kernel || !l->cmds[i].kernel->handle))
+      return KILN_ERR_INVALID("host command list: command %zu launches no kernel function", i);
   host_exec_t *x = kiln_calloc(1, sizeof(*x));
   x->dev = dev_of(d);
   kiln_cmd_list_copy(&x->list, l);
   x->arg_offset = kiln_calloc(l->len ? l->len : 1, sizeof(size_t));
+  x->steps = kiln_calloc(l->len ? l->len : 1, sizeof(host_step_t));
   size_t total = 0;
   for (size_t i = 0; i < l->len; i++) {
     x->arg_offset[i] = total;
     total += (size_t)l->cmds[i].num_args;
   }
   x->kernel_args = kiln_calloc(total ? total : 1, sizeof(void *));
-  for (size_t i = 0; i < l->len; i++) exec_fill_args(x, i);
+  for (size_t i = 0; i < l->len; i++) exec_fill(x, i);
   pthread_mutex_init(&x->mu, NULL);
   pthread_cond_init(&x->cv, NULL);
   *out = x;
@@ -544,27 +584,57 @@ static void exec_wait_idle(host_exec_t *x) {
 }
 
 /* Patching waits until queued replays of this list ran: a replay must see the addresses it
- * was launched with (a CUDA graph exec behaves the same way). */
+ * was launched with (a CUDA graph exec behaves the same way). A replay that runs on the
+ * launching thread is over before its launch returns (both run under the cache's mutex, as
+ * this does). */
 static kiln_status host_exec_update(void *xp, size_t index, const kiln_cmd_t *cmd) {
   host_exec_t *x = xp;
   if (index >= x->list.len) return KILN_ERR_INVALID("host command list: no command %zu", index);
-  exec_wait_idle(x);
   kiln_cmd_t *r = &x->list.cmds[index];
+  if (cmd->kind != r->kind || cmd->num_args != r->num_args ||
+      (cmd->kind == KILN_CMD_KERNEL && (!cmd->kernel || !cmd->kernel->handle)))
+    return KILN_ERR_INVALID("host command list: command %zu changed its structure", index);
+  exec_wait_idle(x);
   uint64_t *args = r->args;
   *r = *cmd;
   r->args = args;
   if (r->num_args) memcpy(args, cmd->args, (size_t)r->num_args * sizeof(uint64_t));
-  exec_fill_args(x, index);
+  exec_fill(x, index);
   return NULL;
 }
 
+/* Runs `n` steps that are all direct calls. */
+static void run_steps(const host_step_t *st, size_t n) {
+  for (const host_step_t *end = st + n; st < end; st++) st->fn(st->args, 0, st->blocks);
+}
+
+/* An idle stream runs the list right here (see op_submit): no operation object and no
+ * in-flight count, since the cache's mutex, held by our caller, keeps updates and destroys
+ * out until it returns. A list of direct kernel calls only (which can neither fail nor touch
+ * the stream) runs under the stream's mutex, as if it were never submitted: one lock in all.
+ * Otherwise the list is queued behind the stream's work. */
 static kiln_status host_exec_launch(void *xp, kiln_stream_t *base) {
   host_exec_t *x = xp;
   host_stream_t *s = (host_stream_t *)base;
+  pthread_mutex_lock(&s->mu);
+  if (x->num_direct == x->list.len && stream_idle(s)) {
+    if (!s->error) run_steps(x->steps, x->list.len);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+  }
+  if (stream_idle(s)) {
+    bool failed = s->error != NULL;
+    s->submitted++;
+    pthread_mutex_unlock(&s->mu);
+    kiln_status st = failed ? NULL : run_cmd_list(s, x);
+    pthread_mutex_lock(&s->mu);
+    op_finish(s, st);
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+  }
   pthread_mutex_lock(&x->mu);
   x->inflight++;
   pthread_mutex_unlock(&x->mu);
-  pthread_mutex_lock(&s->mu);
   host_op_t *op = op_get(s);
   op->kind = OP_CMD_LIST;
   op->u.list.x = x;
@@ -579,47 +649,60 @@ static void host_exec_destroy(void *xp) {
   kiln_cmd_list_free(&x->list);
   kiln_free(x->kernel_args);
   kiln_free(x->arg_offset);
+  kiln_free(x->steps);
   pthread_mutex_destroy(&x->mu);
   pthread_cond_destroy(&x->cv);
   kiln_free(x);
 }
 
-/* Runs on the stream's worker: the whole list back to back. */
-static kiln_status run_cmd_list(host_stream_t *s, host_exec_t *x) {
-  for (size_t i = 0; i < x->list.len; i++) {
-    const kiln_cmd_t *c = &x->list.cmds[i];
-    switch (c->kind) {
-      case KILN_CMD_KERNEL:
-        KILN_RETURN_IF_ERROR(
-            kiln_host_pool_launch(x->dev->pool, (kiln_host_kernel_fn)c->kernel->handle,
-                                  x->kernel_args + x->arg_offset[i],
-                                  (int64_t)kiln_launch_dims_num_blocks(&c->dims), 0),
-            "in command %zu (kernel %s) of a recorded list", i, c->kernel->name);
-        break;
-      case KILN_CMD_MEMCPY:
-        memmove((void *)(uintptr_t)c->dst, (const void *)(uintptr_t)c->src, c->bytes);
-        break;
-      case KILN_CMD_MEMSET: {
-        host_op_t op = {.kind = OP_MEMSET};
-        op.u.set.dst = (void *)(uintptr_t)c->dst;
-        op.u.set.pattern = c->pattern;
-        op.u.set.elem_size = c->elem_size;
-        op.u.set.count = c->count;
-        KILN_RETURN_IF_ERROR_PLAIN(run_op(s, &op));
-        break;
-      }
-      case KILN_CMD_GEMM:
-        KILN_RETURN_IF_ERROR(
-            kiln_host_gemm(&c->gemm, (const void *)(uintptr_t)c->a, (const void *)(uintptr_t)c->b,
-                           (void *)(uintptr_t)c->dst, KILN_HOST_BLAS_AUTO, x->dev->pool),
-            "in command %zu (gemm) of a recorded list", i);
-        break;
-      case KILN_CMD_CUSTOM_CALL:
-        /* In order, on this worker, after the commands before it: no synchronization. */
-        KILN_RETURN_IF_ERROR(kiln_cmd_custom_call_invoke(c, &s->base),
-                             "in command %zu of a recorded list", i);
-        break;
+/* Command i of a recorded list that is not a direct kernel call. */
+static kiln_status run_cmd(host_stream_t *s, host_exec_t *x, size_t i) {
+  const kiln_cmd_t *c = &x->list.cmds[i];
+  switch (c->kind) {
+    case KILN_CMD_KERNEL:
+      KILN_RETURN_IF_ERROR(
+          kiln_host_pool_launch(x->dev->pool, (kiln_host_kernel_fn)c->kernel->handle,
+                                x->steps[i].args, x->steps[i].blocks, 0),
+          "in command %zu (kernel %s) of a recorded list", i, c->kernel->name);
+      return NULL;
+    case KILN_CMD_MEMCPY:
+      memmove((void *)(uintptr_t)c->dst, (const void *)(uintptr_t)c->src, c->bytes);
+      return NULL;
+    case KILN_CMD_MEMSET: {
+      host_op_t op = {.kind = OP_MEMSET};
+      op.u.set.dst = (void *)(uintptr_t)c->dst;
+      op.u.set.pattern = c->pattern;
+      op.u.set.elem_size = c->elem_size;
+      op.u.set.count = c->count;
+      return run_op(s, &op);
     }
+    case KILN_CMD_GEMM:
+      KILN_RETURN_IF_ERROR(
+          kiln_host_gemm(&c->gemm, (const void *)(uintptr_t)c->a, (const void *)(uintptr_t)c->b,
+                         (void *)(uintptr_t)c->dst, KILN_HOST_BLAS_AUTO, x->dev->pool),
+          "in command %zu (gemm) of a recorded list", i);
+      return NULL;
+    case KILN_CMD_CUSTOM_CALL:
+      /* In order, on this thread, after the commands before it: no synchronization. */
+      KILN_RETURN_IF_ERROR(kiln_cmd_custom_call_invoke(c, &s->base),
+                           "in command %zu of a recorded list", i);
+      return NULL;
+  }
+  return KILN_ERR_INTERNAL("host command list: unknown command kind %d", (int)c->kind);
+}
+
+/* The whole list back to back, on the stream's worker or the launching thread: a direct
+ * call per one-block kernel, nothing else in between. */
+static kiln_status run_cmd_list(host_stream_t *s, host_exec_t *x) {
+  const host_step_t *steps = x->steps;
+  const size_t n = x->list.len;
+  for (size_t i = 0; i < n; i++) {
+    const host_step_t *st = &steps[i];
+    if (st->fn) {
+      st->fn(st->args, 0, st->blocks);
+      continue;
+    }
+    KILN_RETURN_IF_ERROR_PLAIN(run_cmd(s, x, i));
   }
   return NULL;
 }
