@@ -26,7 +26,9 @@ struct kiln_host_jit {
   LLVMOrcLLJITRef lljit;
   LLVMOrcThreadSafeContextRef tsc;
   LLVMContextRef ctx;      /* inside tsc */
-  LLVMTargetMachineRef tm; /* for LLVMRunPasses and assembly dumps */
+  LLVMTargetMachineRef tm; /* for LLVMRunPasses and assembly dumps: made by the first
+                              add_module (under `mutex`), so a JIT that only links objects
+                              (an executable from the cache) never pays for it */
   char *triple, *cpu, *features, *pipeline, *dump_dir;
   pthread_mutex_t mutex;        /* serializes add_module and lookup */
   kiln_strbuf_t diag;           /* LLVM error diagnostics since the last report */
@@ -164,11 +166,10 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
   const char *dump_dir = kiln_backend_dump_dir(opts->dump_dir);
   jit->dump_dir = dump_dir ? kiln_strdup(dump_dir) : NULL;
 
-  /* Two target machines with the same settings: one is consumed by the JIT's builder, one is
-   * kept for the optimizer and dumps. */
-  kiln_status st = create_host_tm(jit->triple, jit->cpu, jit->features, &jit->tm);
+  /* A target machine for the JIT's builder (which consumes it); the one the optimizer and
+   * dumps use comes with the first module (add_module_locked). */
   LLVMTargetMachineRef jit_tm = NULL;
-  if (!st) st = create_host_tm(jit->triple, jit->cpu, jit->features, &jit_tm);
+  kiln_status st = create_host_tm(jit->triple, jit->cpu, jit->features, &jit_tm);
   if (st) {
     kiln_host_jit_destroy(jit);
     return st;
@@ -307,8 +308,14 @@ static kiln_status add_module_locked(kiln_host_jit_t *jit, LLVMModuleRef m, cons
     KILN_RETURN_IF_ERROR(adopt_module(jit, m, &m), "while moving a module into the JIT context");
   size_t id_len = 0;
   if (!name) name = LLVMGetModuleIdentifier(m, &id_len);
+  kiln_status s = NULL;
+  if (!jit->tm) s = create_host_tm(jit->triple, jit->cpu, jit->features, &jit->tm);
+  if (s) {
+    LLVMDisposeModule(m);
+    return s;
+  }
   char *dump_name = kiln_strdup(name && name[0] ? name : "module");
-  kiln_status s = optimize_module(jit, jit->tm, m, dump_name, &jit->stats.opt_ms);
+  s = optimize_module(jit, jit->tm, m, dump_name, &jit->stats.opt_ms);
   if (s) {
     LLVMDisposeModule(m);
     kiln_free(dump_name);
