@@ -304,8 +304,9 @@ kiln_status kiln_pjrt_buffer_acquire(PJRT_Buffer *b, kiln_devptr_t *ptr, uint64_
 void kiln_pjrt_buffer_release(PJRT_Buffer *b);
 /* Donation: takes `b`'s storage away (b reads as deleted from now on) and returns it in
  * *out for the execute's output to take over. FAILED_PRECONDITION as acquire, or when an
- * external reference is held. Waits until other holds of `b` are released (so do not donate
- * a buffer the calling thread holds: that would wait forever). */
+ * external reference is held. From then on `b` reads as donated (new holds fail); waits
+ * until the holds taken before are released (so do not donate a buffer the calling thread
+ * holds: that would wait forever). */
 kiln_status kiln_pjrt_buffer_donate(PJRT_Buffer *b, kiln_pjrt_storage_t **out);
 void kiln_pjrt_storage_unref(kiln_pjrt_storage_t *s);
 /* A buffer over a storage (one reference taken over). */
