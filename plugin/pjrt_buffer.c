@@ -27,8 +27,9 @@
  * error; everything that reads a buffer goes through kiln_pjrt_buffer_acquire, which waits for
  * the fill, so readers wait for the fulfilment.
  *
- * Thread-safety: thread-safe; a buffer's mutex guards its storage, holds and deletion; the
- * storage's reference count is atomic; streams are taken from the device's pool. */
+ * Thread-safety: thread-safe; a buffer's mutex guards its storage and deletion, its holds are
+ * atomic (taken without the mutex, pjrt_objects.h); the storage's reference count is atomic;
+ * streams are taken from the device's pool. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,10 +50,10 @@ static void stats_add(PJRT_Device *d, int64_t n) {
   atomic_fetch_add(&d->num_allocs, 1);
 }
 
-static kiln_pjrt_storage_t *storage_new(PJRT_Device *dev, kiln_device_buffer_t *buf,
-                                        int32_t memory_kind, bool count) {
-  kiln_pjrt_storage_t *st = kiln_calloc(1, sizeof(*st));
-  atomic_store(&st->refs, 1);
+/* Sets up storage `st` (zeroed) over `buf`: one reference, one on the client. */
+static void storage_init(kiln_pjrt_storage_t *st, PJRT_Device *dev, kiln_device_buffer_t *buf,
+                         int32_t memory_kind, bool count) {
+  atomic_init(&st->refs, 1);
   st->buf = buf;
   st->device = dev;
   st->client = dev->client;
@@ -63,6 +64,12 @@ static kiln_pjrt_storage_t *storage_new(PJRT_Device *dev, kiln_device_buffer_t *
     st->counted_bytes = (int64_t)buf->size;
     stats_add(dev, st->counted_bytes);
   }
+}
+
+static kiln_pjrt_storage_t *storage_new(PJRT_Device *dev, kiln_device_buffer_t *buf,
+                                        int32_t memory_kind, bool count) {
+  kiln_pjrt_storage_t *st = kiln_calloc(1, sizeof(*st));
+  storage_init(st, dev, buf, memory_kind, count);
   return st;
 }
 
@@ -130,17 +137,32 @@ static kiln_status fill_wait(kiln_pjrt_storage_t *st) {
   return s;
 }
 
-void kiln_pjrt_storage_unref(kiln_pjrt_storage_t *s) {
-  if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return;
+/* Drops one reference of `s`; at the last, frees what it holds (not its own memory: see
+ * storage_free) and returns its client, whose reference the caller releases after that. */
+static PJRT_Client *storage_drop(kiln_pjrt_storage_t *s) {
+  if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return NULL;
   fill_free(s->fill);
   PJRT_Device *dev = s->device;
-  PJRT_Client *c = s->client;
   if (s->on_delete && s->buf) s->on_delete((void *)(uintptr_t)s->buf->ptr, s->on_delete_arg);
   kiln_pjrt_storage_unref(s->target);
   if (s->pinned_host) kiln_device_host_free(dev->kdev, s->pinned_host);
   kiln_device_buffer_destroy(s->buf);
   if (s->counted_bytes) atomic_fetch_sub(&dev->bytes_in_use, s->counted_bytes);
-  kiln_free(s);
+  return s->client;
+}
+
+/* The memory of a dropped storage: its own allocation, or its part of a buffer's block. */
+static void storage_free(kiln_pjrt_storage_t *s) {
+  if (!s->block)
+    kiln_free(s);
+  else if (atomic_fetch_sub(&s->block_parts, 1) == 1)
+    kiln_free(s->block);
+}
+
+void kiln_pjrt_storage_unref(kiln_pjrt_storage_t *s) {
+  PJRT_Client *c = storage_drop(s);
+  if (!c) return;
+  storage_free(s);
   kiln_pjrt_client_release(c);
 }
 
@@ -369,13 +391,24 @@ static kiln_status storage_write_strided(const char *fn, kiln_pjrt_storage_t *st
 
 _Static_assert(sizeof(PJRT_Buffer) % _Alignof(int64_t) == 0, "dims follow the buffer");
 
-static PJRT_Buffer *buffer_new(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt_storage_t *st,
-                               PJRT_Buffer_Type type, const int64_t *dims, int32_t rank,
-                               const int64_t *m2m, uint64_t size) {
-  /* One allocation: the buffer, then its dims and its layout (an execute makes one per
-   * output, so each malloc counts in the per-call overhead). */
+/* A buffer over `st` (NULL: none, an error buffer), or with `embed` over a storage of that
+ * memory (taken over) made in the same allocation. */
+static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt_storage_t *st,
+                                kiln_device_buffer_t *embed, PJRT_Buffer_Type type,
+                                const int64_t *dims, int32_t rank, const int64_t *m2m,
+                                uint64_t size) {
+  /* One allocation: the buffer, then its dims and its layout, then (embed) its storage (an
+   * execute makes one per output, so each malloc counts in the per-call overhead). */
   size_t n = rank ? (size_t)rank : 1;
-  PJRT_Buffer *b = kiln_calloc(1, sizeof(*b) + 2 * n * sizeof(int64_t));
+  size_t bytes = sizeof(PJRT_Buffer) + 2 * n * sizeof(int64_t);
+  PJRT_Buffer *b = kiln_calloc(1, bytes + (embed ? sizeof(kiln_pjrt_storage_t) : 0));
+  if (embed) {
+    st = (kiln_pjrt_storage_t *)(void *)((char *)b + bytes);
+    storage_init(st, dev, embed, memory_kind, memory_kind == 0);
+    st->block = b;
+    atomic_init(&st->block_parts, 2);
+    b->embedded = st;
+  }
   b->client = dev->client;
   b->device = dev;
   b->kmemory = dev->memories[memory_kind];
@@ -397,6 +430,12 @@ static PJRT_Buffer *buffer_new(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt_
   return b;
 }
 
+static PJRT_Buffer *buffer_new(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt_storage_t *st,
+                               PJRT_Buffer_Type type, const int64_t *dims, int32_t rank,
+                               const int64_t *m2m, uint64_t size) {
+  return buffer_make(dev, memory_kind, st, NULL, type, dims, rank, m2m, size);
+}
+
 static kiln_status check_shape(const char *fn, PJRT_Buffer_Type type, const int64_t *dims,
                                int32_t rank, uint64_t have, uint64_t *size) {
   if (rank < 0 || rank > 64) return KILN_ERR_INVALID("%s: rank %d is out of range", fn, rank);
@@ -410,14 +449,18 @@ static kiln_status check_shape(const char *fn, PJRT_Buffer_Type type, const int6
 
 kiln_status kiln_pjrt_buffer_create(PJRT_Device *dev, kiln_device_buffer_t *storage,
                                     PJRT_Buffer_Type type, const int64_t *dims, int32_t rank,
-                                    PJRT_Buffer **out) {
-  if (!dev || !storage || !out) return KILN_ERR_INVALID("kiln_pjrt_buffer_create: NULL argument");
+                                    uint64_t size, PJRT_Buffer **out) {
+  if (!dev || !storage || !out || (rank && !dims))
+    return KILN_ERR_INVALID("kiln_pjrt_buffer_create: NULL argument");
   *out = NULL;
-  uint64_t size;
-  KILN_RETURN_IF_ERROR_PLAIN(
-      check_shape("kiln_pjrt_buffer_create", type, dims, rank, storage->size, &size));
-  kiln_pjrt_storage_t *st = storage_new(dev, storage, 0, true);
-  *out = buffer_new(dev, 0, st, type, dims, rank, NULL, size);
+  if (rank < 0 || rank > 64)
+    return KILN_ERR_INVALID("kiln_pjrt_buffer_create: rank %d is out of range", rank);
+  if (storage->size < size)
+    return KILN_ERR_INVALID(
+        "kiln_pjrt_buffer_create: the storage holds %llu bytes; the shape "
+        "needs %llu",
+        (unsigned long long)storage->size, (unsigned long long)size);
+  *out = buffer_make(dev, 0, NULL, storage, type, dims, rank, NULL, size);
   return NULL;
 }
 
@@ -444,15 +487,15 @@ static kiln_status deleted_error(const char *fn, const PJRT_Buffer *b) {
 
 kiln_status kiln_pjrt_buffer_acquire(PJRT_Buffer *b, kiln_devptr_t *ptr, uint64_t *size) {
   if (!b) return KILN_ERR_INVALID("buffer acquire: NULL buffer");
-  pthread_mutex_lock(&b->mu);
-  if (b->deleted || !b->storage) {
-    pthread_mutex_unlock(&b->mu);
+  /* Lock-free (pjrt_objects.h): the hold first, then the check; a Delete or donation that
+   * set `deleted` after this check waits for the hold before it touches `storage`. */
+  atomic_fetch_add(&b->holds, 1);
+  if (atomic_load(&b->deleted) || !b->storage) {
+    kiln_pjrt_buffer_release(b);
     return deleted_error("buffer acquire", b);
   }
-  b->holds++;
   kiln_pjrt_storage_t *st = b->storage;
   if (size) *size = b->on_device_size;
-  pthread_mutex_unlock(&b->mu);
   /* Memory an async host-to-device transfer still fills, or an alias buffer not fulfilled yet:
    * wait for it (held, so it stays); the memory is known after that. */
   kiln_status s = fill_wait(st);
@@ -469,9 +512,28 @@ kiln_status kiln_pjrt_buffer_acquire(PJRT_Buffer *b, kiln_devptr_t *ptr, uint64_
 
 void kiln_pjrt_buffer_release(PJRT_Buffer *b) {
   if (!b) return;
-  pthread_mutex_lock(&b->mu);
-  if (--b->holds == 0) pthread_cond_broadcast(&b->cv);
-  pthread_mutex_unlock(&b->mu);
+  uint32_t v = atomic_load(&b->holds);
+  for (;;) {
+    if (v == (KILN_PJRT_HOLD_WAITER | 1u)) {
+      /* The last hold while someone waits: dropped under the mutex, so the waiter (which
+       * may free the buffer next) wakes only after this thread is done with it. */
+      pthread_mutex_lock(&b->mu);
+      atomic_fetch_sub(&b->holds, 1);
+      pthread_cond_broadcast(&b->cv);
+      pthread_mutex_unlock(&b->mu);
+      return;
+    }
+    if (atomic_compare_exchange_weak(&b->holds, &v, v - 1)) return;
+  }
+}
+
+/* With b->mu held and `deleted` set: waits until no hold of `b` is left. */
+static void wait_for_holds(PJRT_Buffer *b) {
+  if (!(atomic_load(&b->holds) & ~KILN_PJRT_HOLD_WAITER)) return;
+  b->hold_waiters++;
+  atomic_fetch_or(&b->holds, KILN_PJRT_HOLD_WAITER);
+  while (atomic_load(&b->holds) & ~KILN_PJRT_HOLD_WAITER) pthread_cond_wait(&b->cv, &b->mu);
+  if (--b->hold_waiters == 0) atomic_fetch_and(&b->holds, ~KILN_PJRT_HOLD_WAITER);
 }
 
 kiln_status kiln_pjrt_buffer_donate(PJRT_Buffer *b, kiln_pjrt_storage_t **out) {
@@ -481,37 +543,42 @@ kiln_status kiln_pjrt_buffer_donate(PJRT_Buffer *b, kiln_pjrt_storage_t **out) {
   KILN_RETURN_IF_ERROR_PLAIN(kiln_pjrt_buffer_acquire(b, NULL, NULL));
   kiln_pjrt_buffer_release(b);
   pthread_mutex_lock(&b->mu);
-  for (;;) {
-    if (b->deleted || !b->storage) {
-      pthread_mutex_unlock(&b->mu);
-      return deleted_error("buffer donation", b);
-    }
-    if (atomic_load(&b->external_refs) > 0) {
-      pthread_mutex_unlock(&b->mu);
-      return kiln_status_make(KILN_FAILED_PRECONDITION,
-                              "buffer donation: the buffer has an external reference "
-                              "(PJRT_Buffer_IncreaseExternalReferenceCount) and cannot be "
-                              "donated");
-    }
-    if (b->holds == 0) break;
-    pthread_cond_wait(&b->cv, &b->mu);
+  if (b->deleted || !b->storage) {
+    pthread_mutex_unlock(&b->mu);
+    return deleted_error("buffer donation", b);
   }
-  *out = b->storage;
-  b->storage = NULL;
+  if (atomic_load(&b->external_refs) > 0) {
+    pthread_mutex_unlock(&b->mu);
+    return kiln_status_make(KILN_FAILED_PRECONDITION,
+                            "buffer donation: the buffer has an external reference "
+                            "(PJRT_Buffer_IncreaseExternalReferenceCount) and cannot be "
+                            "donated");
+  }
+  /* From here the buffer reads as donated: new holds fail, the ones taken end first. */
   b->deleted = true;
+  wait_for_holds(b);
+  kiln_pjrt_storage_t *st = b->storage; /* NULL: a Delete waiting alongside took it */
+  b->storage = NULL;
   pthread_mutex_unlock(&b->mu);
+  if (!st) return deleted_error("buffer donation", b);
+  *out = st;
   return NULL;
+}
+
+/* Marks `b` deleted, waits for its holds, and takes its storage (the reference it held). */
+static kiln_pjrt_storage_t *buffer_take(PJRT_Buffer *b) {
+  pthread_mutex_lock(&b->mu);
+  b->deleted = true;
+  wait_for_holds(b); /* none left: none can come that reads the storage (sees `deleted`) */
+  kiln_pjrt_storage_t *st = b->storage;
+  b->storage = NULL;
+  pthread_mutex_unlock(&b->mu);
+  return st;
 }
 
 /* Marks `b` deleted, waits for its holds, and drops its storage. */
 static void buffer_delete(PJRT_Buffer *b) {
-  pthread_mutex_lock(&b->mu);
-  b->deleted = true;
-  while (b->holds > 0) pthread_cond_wait(&b->cv, &b->mu);
-  kiln_pjrt_storage_t *st = b->storage;
-  b->storage = NULL;
-  pthread_mutex_unlock(&b->mu);
-  kiln_pjrt_storage_unref(st);
+  kiln_pjrt_storage_unref(buffer_take(b));
 }
 
 /* ---- lookups of handles ------------------------------------------------------------------ */
@@ -903,12 +970,27 @@ static PJRT_Error *Buffer_Destroy(PJRT_Buffer_Destroy_Args *args) {
   KILN_PJRT_ARGS("PJRT_Buffer_Destroy", args, buffer);
   PJRT_Buffer *b = args->buffer;
   if (!b) return NULL;
-  buffer_delete(b);
-  kiln_pjrt_storage_unref(b->external_storage);
+  kiln_pjrt_storage_t *st = buffer_take(b);
+  kiln_pjrt_storage_unref(b->external_storage); /* never the last while `st` is held */
   pthread_cond_destroy(&b->cv);
   pthread_mutex_destroy(&b->mu);
   kiln_status_free(b->error);
-  kiln_free(b); /* dims and layout with it */
+  kiln_pjrt_storage_t *own = b->embedded;
+  PJRT_Client *c = storage_drop(st);
+  if (c && st == own) {
+    /* The buffer's own storage, dropped for good here: the whole block goes now. */
+    kiln_free(b);
+    kiln_pjrt_client_release(c);
+    return NULL;
+  }
+  if (c) {
+    storage_free(st);
+    kiln_pjrt_client_release(c);
+  }
+  if (own)
+    storage_free(own); /* the buffer's part of the block: the storage may live on elsewhere */
+  else
+    kiln_free(b); /* dims and layout with it */
   return NULL;
 }
 

@@ -466,10 +466,7 @@ static PJRT_Error *Client_Destroy(PJRT_Client_Destroy_Args *args) {
   PJRT_Client *c = args->client;
   if (!c) return NULL;
   for (int32_t i = 0; i < c->num_devices; i++) {
-    PJRT_Device *d = c->devices[i];
-    pthread_mutex_lock(&d->stream_mu);
-    while (d->streams_out > 0) pthread_cond_wait(&d->stream_cv, &d->stream_mu);
-    pthread_mutex_unlock(&d->stream_mu);
+    kiln_pjrt_device_wait_streams(c->devices[i]);
   }
   kiln_pjrt_client_release(c);
   return NULL;

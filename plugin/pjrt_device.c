@@ -19,6 +19,7 @@
  * Thread-safety: thread-safe. Everything but streams, statistics and user data is
  * immutable after the client's Create. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -240,6 +241,7 @@ void kiln_pjrt_description_fini(PJRT_DeviceDescription *x) {
 void kiln_pjrt_device_fini(PJRT_Device *dev) {
   if (!dev) return;
   for (int32_t i = 0; i < dev->num_free_streams; i++) kiln_stream_destroy(dev->free_streams[i]);
+  kiln_stream_destroy((kiln_stream_t *)(atomic_exchange(&dev->stream_slot, 0) & ~(uintptr_t)1));
   kiln_free(dev->free_streams);
   dev->free_streams = NULL;
   dev->num_free_streams = dev->cap_free_streams = 0;
@@ -253,20 +255,26 @@ void kiln_pjrt_device_fini(PJRT_Device *dev) {
 
 kiln_status kiln_pjrt_device_stream_acquire(PJRT_Device *dev, kiln_stream_t **out) {
   if (!dev || !out) return KILN_ERR_INVALID("device stream acquire: NULL device or out");
+  /* The fast path: the slot's stream (one compare-and-swap, no lock). */
+  uintptr_t v = atomic_load(&dev->stream_slot);
+  while (v && !(v & 1u))
+    if (atomic_compare_exchange_weak(&dev->stream_slot, &v, 0)) {
+      *out = (kiln_stream_t *)v;
+      return NULL;
+    }
   *out = NULL;
   pthread_mutex_lock(&dev->stream_mu);
   if (dev->num_free_streams > 0) {
     *out = dev->free_streams[--dev->num_free_streams];
-    dev->streams_out++;
     pthread_mutex_unlock(&dev->stream_mu);
     return NULL;
   }
-  dev->streams_out++; /* counted before creating, so Destroy waits for it */
+  dev->num_streams++; /* counted before creating, so Client_Destroy waits for it */
   pthread_mutex_unlock(&dev->stream_mu);
   kiln_status s = kiln_stream_create(dev->kdev, out);
   if (s) {
     pthread_mutex_lock(&dev->stream_mu);
-    dev->streams_out--;
+    dev->num_streams--;
     pthread_cond_broadcast(&dev->stream_cv);
     pthread_mutex_unlock(&dev->stream_mu);
     return kiln_status_annotate(s, "while making a stream on %s", dev->desc.to_string);
@@ -276,6 +284,10 @@ kiln_status kiln_pjrt_device_stream_acquire(PJRT_Device *dev, kiln_stream_t **ou
 
 void kiln_pjrt_device_stream_release(PJRT_Device *dev, kiln_stream_t *s) {
   if (!dev || !s) return;
+  _Static_assert(_Alignof(max_align_t) > 1, "bit 0 of a stream's address is free");
+  /* Into the empty slot, unless a waiter marked it (then under the mutex, which wakes it). */
+  uintptr_t empty = 0;
+  if (atomic_compare_exchange_strong(&dev->stream_slot, &empty, (uintptr_t)s)) return;
   pthread_mutex_lock(&dev->stream_mu);
   if (dev->num_free_streams == dev->cap_free_streams) {
     int32_t cap = dev->cap_free_streams ? 2 * dev->cap_free_streams : 4;
@@ -283,8 +295,18 @@ void kiln_pjrt_device_stream_release(PJRT_Device *dev, kiln_stream_t *s) {
     dev->cap_free_streams = cap;
   }
   dev->free_streams[dev->num_free_streams++] = s;
-  dev->streams_out--;
   pthread_cond_broadcast(&dev->stream_cv);
+  pthread_mutex_unlock(&dev->stream_mu);
+}
+
+void kiln_pjrt_device_wait_streams(PJRT_Device *dev) {
+  pthread_mutex_lock(&dev->stream_mu);
+  dev->stream_waiters++;
+  atomic_fetch_or(&dev->stream_slot, 1u); /* releases now go through the mutex */
+  while (dev->num_free_streams + ((atomic_load(&dev->stream_slot) & ~(uintptr_t)1) ? 1 : 0) <
+         dev->num_streams)
+    pthread_cond_wait(&dev->stream_cv, &dev->stream_mu);
+  if (--dev->stream_waiters == 0) atomic_fetch_and(&dev->stream_slot, ~(uintptr_t)1);
   pthread_mutex_unlock(&dev->stream_mu);
 }
 

@@ -44,8 +44,11 @@ static kiln_status flatten(const kiln_shape_t *s, int32_t parameter, leaf_vec_t 
   for (int d = 0; d < s->rank; d++) l.dims[d] = s->dims[d];
   l.m2m = kiln_calloc((size_t)s->rank + 1, sizeof(int64_t));
   bool given = s->has_layout && s->layout.rank == s->rank && !s->layout.num_tiles;
-  for (int d = 0; d < s->rank; d++)
+  l.m2m_default = true;
+  for (int d = 0; d < s->rank; d++) {
     l.m2m[d] = given ? s->layout.minor_to_major[d] : s->rank - 1 - d;
+    l.m2m_default = l.m2m_default && l.m2m[d] == s->rank - 1 - d;
+  }
   l.parameter = parameter;
   l.leaf = (*leaf)++;
   l.bytes = (uint64_t)kiln_shape_byte_size(s);
@@ -486,16 +489,17 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
     non_donatable = opts->non_donatable_input_indices;
     num_non_donatable = opts->num_non_donatable_input_indices;
   }
+  /* Small signatures on the stack (only the entries used are cleared). */
   arg_state_t local[16];
   arg_state_t *st = np <= 16 ? local : kiln_calloc((size_t)np, sizeof(*st));
-  memset(st, 0, sizeof(*st) * (size_t)(np <= 16 ? 16 : np));
+  if (np) memset(st, 0, sizeof(*st) * (size_t)np);
   kiln_devptr_t pl[16];
   uint64_t sl[16];
   kiln_devptr_t *ptrs = np <= 16 ? pl : kiln_calloc((size_t)np, sizeof(*ptrs));
   uint64_t *sizes = np <= 16 ? sl : kiln_calloc((size_t)np, sizeof(*sizes));
   kiln_device_buffer_t *ol[16];
   kiln_device_buffer_t **kout = no <= 16 ? ol : kiln_calloc((size_t)no, sizeof(*kout));
-  memset(kout, 0, sizeof(*kout) * (size_t)(no <= 16 ? 16 : no));
+  if (no) memset(kout, 0, sizeof(*kout) * (size_t)no);
   kiln_stream_t *stream = NULL;
   kiln_status s = NULL;
   /* Plain arguments are held for reading; aliased ones are donated (after every hold, so a
@@ -504,7 +508,9 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
    * when their layout is not the parameter's. */
   for (int32_t i = 0; i < np && !s; i++) {
     st[i].buf = args[i];
-    st[i].relayout = !kiln_pjrt_m2m_same_placement(args[i]->rank, args[i]->dims,
+    /* both default (the usual case): the same placement without comparing */
+    st[i].relayout = !(e->params[i].m2m_default && kiln_pjrt_buffer_has_default_layout(args[i])) &&
+                     !kiln_pjrt_m2m_same_placement(args[i]->rank, args[i]->dims,
                                                    args[i]->minor_to_major, e->params[i].m2m);
     if (e->param_output[i] >= 0 && !st[i].relayout && !in_list(non_donatable, num_non_donatable, i))
       continue;
@@ -583,10 +589,11 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
       } else if (view && st[pi].copy) {
         kiln_device_buffer_destroy(kout[j]); /* a view of the copy */
         kout[j] = NULL;
-        s = kiln_pjrt_buffer_create(dev, st[pi].copy, o->type, o->dims, o->rank, &outs[j]);
+        s = kiln_pjrt_buffer_create(dev, st[pi].copy, o->type, o->dims, o->rank, o->bytes,
+                                    &outs[j]);
         if (!s) st[pi].copy = NULL;
       } else {
-        s = kiln_pjrt_buffer_create(dev, kout[j], o->type, o->dims, o->rank, &outs[j]);
+        s = kiln_pjrt_buffer_create(dev, kout[j], o->type, o->dims, o->rank, o->bytes, &outs[j]);
         if (!s) kout[j] = NULL;
       }
     }

@@ -48,6 +48,8 @@ typedef struct kiln_pjrt_leaf {
   int32_t rank;
   int64_t *dims;     /* owned */
   int64_t *m2m;      /* owned: its layout's minor_to_major (parameters: what Execute wants) */
+  bool m2m_default;  /* m2m is the default rank-1 ... 0 (an argument in the default layout
+                        is then read as it is without comparing placements) */
   int32_t parameter; /* parameters: the entry parameter number it belongs to */
   int32_t leaf;      /* parameters: its leaf index within that parameter */
   uint64_t bytes;    /* dense size */

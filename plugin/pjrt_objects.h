@@ -86,11 +86,17 @@ struct PJRT_Device {
   int32_t num_memories;
   PJRT_Memory *memory_handles[2]; /* the same, as the handles AddressableMemories returns */
   int32_t index;                  /* in client->devices */
-  /* Streams for executes and transfers, reused (kiln_pjrt_device_stream_acquire). */
+  /* Streams for executes and transfers, reused (kiln_pjrt_device_stream_acquire): one free
+   * stream in `stream_slot`, taken and given back with one compare-and-swap each (an execute
+   * at a time needs no more), the others in `free_streams` under stream_mu. Bit 0 of the slot
+   * is set while kiln_pjrt_device_wait_streams waits: releases then go through stream_mu. */
+  _Atomic uintptr_t stream_slot;
   pthread_mutex_t stream_mu;
   kiln_stream_t **free_streams;
   int32_t num_free_streams, cap_free_streams;
-  int32_t streams_out; /* acquired, not yet released (Client_Destroy waits for 0) */
+  int32_t num_streams;    /* made (under stream_mu); the ones neither free nor in the slot are
+                             out, and kiln_pjrt_device_wait_streams waits for them */
+  int32_t stream_waiters; /* under stream_mu: threads in kiln_pjrt_device_wait_streams */
   pthread_cond_t stream_cv;
   /* Memory statistics (bytes of buffers alive on the device). */
   _Atomic int64_t bytes_in_use, peak_bytes_in_use, num_allocs;
@@ -183,6 +189,9 @@ void kiln_pjrt_device_fini(PJRT_Device *dev);
  * for the next caller). */
 kiln_status kiln_pjrt_device_stream_acquire(PJRT_Device *dev, kiln_stream_t **out);
 void kiln_pjrt_device_stream_release(PJRT_Device *dev, kiln_stream_t *s);
+/* Waits until every stream of `dev` is released (Client_Destroy: no execute or transfer of
+ * the device is in flight). */
+void kiln_pjrt_device_wait_streams(PJRT_Device *dev);
 
 /* Events. An event is ready once, with OK or an error; callbacks registered with OnReady run
  * on a kiln thread after it is ready (also when registered on an event already ready),
@@ -232,7 +241,16 @@ typedef struct kiln_pjrt_storage {
   /* Client_CreateAliasBuffer: `buf` is NULL until FulfillAliasBuffer points it at the memory of
    * `target` (one reference held), and `fill` is pending until then. */
   struct kiln_pjrt_storage *target;
+  /* An execute's output storage lives in its first buffer's allocation (`block`, saving an
+   * allocation per output): that memory is freed when both are done, by whichever of the
+   * buffer's Destroy and the storage's last unref comes second (`block_parts` counts them
+   * down from 2; Destroy dropping the last reference itself frees it at once). NULL: the
+   * storage is an allocation of its own. */
+  void *block;
+  _Atomic int32_t block_parts;
 } kiln_pjrt_storage_t;
+
+#define KILN_PJRT_HOLD_WAITER 0x80000000u /* in PJRT_Buffer.holds: someone waits for 0 */
 
 struct PJRT_Buffer {
   PJRT_Client *client;
@@ -242,16 +260,25 @@ struct PJRT_Buffer {
   int32_t rank;
   int64_t *dims;
   int64_t *minor_to_major; /* the on-device layout (dense; default rank-1 ... 0) */
+  /* Holds (kiln_pjrt_buffer_acquire/_release) take no lock: a hold is an atomic increment
+   * of `holds` followed by a check of `deleted`; Delete and donation set `deleted` under `mu`
+   * and, while holds remain, wait on `cv` for them to end, and only then touch `storage`.
+   * So a hold that saw `deleted` false reads `storage` safely. A waiter sets
+   * KILN_PJRT_HOLD_WAITER in `holds`; the release of the last hold then takes `mu` BEFORE it
+   * drops the hold (and wakes the waiters), so a waiter never returns (and Destroy never frees
+   * the buffer) while a release still touches it. */
   pthread_mutex_t mu;
   pthread_cond_t cv;
-  kiln_pjrt_storage_t *storage; /* NULL once deleted or donated */
-  int32_t holds;                /* executes/copies reading it now; Delete waits for 0 */
-  bool deleted;
+  kiln_pjrt_storage_t *storage; /* NULL once deleted or donated; written under mu */
+  _Atomic uint32_t holds;       /* executes/copies reading it now, | KILN_PJRT_HOLD_WAITER */
+  int32_t hold_waiters;         /* under mu: threads waiting for the holds to end */
+  _Atomic bool deleted;         /* set under mu */
   _Atomic int32_t external_refs;
   kiln_pjrt_storage_t *external_storage; /* one reference while external_refs > 0 */
   kiln_pjrt_memory_t *kmemory;           /* `memory` as kiln's memory */
   size_t on_device_size;                 /* bytes of the data (storage may be larger) */
   bool default_layout;                   /* minor_to_major is rank-1 ... 0 */
+  kiln_pjrt_storage_t *embedded;         /* a storage in this buffer's allocation (its block) */
   kiln_status error; /* Client_CreateErrorBuffer: what reading it gives (owned); no storage */
 };
 
@@ -263,10 +290,12 @@ static inline bool kiln_pjrt_buffer_has_default_layout(const PJRT_Buffer *b) {
 }
 
 /* A new buffer on `dev` that takes over `storage` (its data already in place), with a
- * dense default layout. */
+ * dense default layout. `size`: the dense size of type x dims, known to the caller (an
+ * executable's output leaf, whose type and dims its signature checked); INVALID_ARGUMENT
+ * when `storage` holds less or the rank is out of range. */
 kiln_status kiln_pjrt_buffer_create(PJRT_Device *dev, kiln_device_buffer_t *storage,
                                     PJRT_Buffer_Type type, const int64_t *dims, int32_t rank,
-                                    PJRT_Buffer **out);
+                                    uint64_t size, PJRT_Buffer **out);
 /* Holds `b`'s memory for reading by an execute or a copy: FAILED_PRECONDITION if it was
  * deleted or donated. *ptr: its device address; *size: the bytes of its data (the shape's
  * dense size). Every successful acquire is paired with a release. While held,
@@ -275,8 +304,9 @@ kiln_status kiln_pjrt_buffer_acquire(PJRT_Buffer *b, kiln_devptr_t *ptr, uint64_
 void kiln_pjrt_buffer_release(PJRT_Buffer *b);
 /* Donation: takes `b`'s storage away (b reads as deleted from now on) and returns it in
  * *out for the execute's output to take over. FAILED_PRECONDITION as acquire, or when an
- * external reference is held. Waits until other holds of `b` are released (so do not donate
- * a buffer the calling thread holds: that would wait forever). */
+ * external reference is held. From then on `b` reads as donated (new holds fail); waits
+ * until the holds taken before are released (so do not donate a buffer the calling thread
+ * holds: that would wait forever). */
 kiln_status kiln_pjrt_buffer_donate(PJRT_Buffer *b, kiln_pjrt_storage_t **out);
 void kiln_pjrt_storage_unref(kiln_pjrt_storage_t *s);
 /* A buffer over a storage (one reference taken over). */

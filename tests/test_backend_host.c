@@ -84,6 +84,35 @@ static void test_libm_tanhf_resolves_from_the_process(void **state) {
   kiln_host_jit_destroy(jit);
 }
 
+/* A JIT that links objects only (an executable from the cache): it takes a saxpy object
+ * compiled by another JIT and runs it correctly, and refuses modules. */
+static void test_objects_only_jit_links_objects_and_refuses_modules(void **state) {
+  (void)state;
+  kiln_host_jit_t *compiler = new_jit();
+  LLVMContextRef ctx = LLVMContextCreate();
+  void *obj = NULL;
+  size_t len = 0;
+  assert_null(kiln_host_jit_compile_object(compiler, kiln_test_build_saxpy(ctx, "saxpy_obj"),
+                                           "saxpy_obj", &obj, &len));
+  assert_true(len > 0);
+  const kiln_host_jit_options_t jo = {.objects_only = true};
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(&jo, &jit));
+  assert_null(kiln_host_jit_add_object(jit, obj, len, "saxpy_obj"));
+  void *addr = NULL;
+  assert_null(kiln_host_jit_lookup(jit, "saxpy_obj", &addr));
+  check_saxpy((saxpy_fn)addr, 1027);
+  kiln_status s = kiln_host_jit_add_module(jit, kiln_test_build_saxpy(ctx, "saxpy2"), NULL);
+  assert_non_null(s);
+  assert_int_equal(kiln_status_code(s), KILN_INVALID_ARGUMENT);
+  assert_non_null(strstr(kiln_status_message(s), "object files only"));
+  kiln_status_free(s);
+  kiln_free(obj);
+  kiln_host_jit_destroy(jit);
+  kiln_host_jit_destroy(compiler);
+  LLVMContextDispose(ctx);
+}
+
 static void test_two_modules_share_one_jit(void **state) {
   (void)state;
   kiln_host_jit_t *jit = new_jit();
@@ -259,6 +288,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_saxpy_runs_and_is_correct),
       cmocka_unit_test(test_libm_tanhf_resolves_from_the_process),
+      cmocka_unit_test(test_objects_only_jit_links_objects_and_refuses_modules),
       cmocka_unit_test(test_two_modules_share_one_jit),
       cmocka_unit_test(test_module_from_another_context_is_adopted),
       cmocka_unit_test(test_missing_symbol_is_not_found_with_its_name),

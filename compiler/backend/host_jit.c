@@ -26,8 +26,11 @@ struct kiln_host_jit {
   LLVMOrcLLJITRef lljit;
   LLVMOrcThreadSafeContextRef tsc;
   LLVMContextRef ctx;      /* inside tsc */
-  LLVMTargetMachineRef tm; /* for LLVMRunPasses and assembly dumps */
+  LLVMTargetMachineRef tm; /* for LLVMRunPasses and assembly dumps: made by the first
+                              add_module (under `mutex`), so a JIT that only links objects
+                              (an executable from the cache) never pays for it */
   char *triple, *cpu, *features, *pipeline, *dump_dir;
+  bool objects_only;            /* kiln_host_jit_options_t.objects_only */
   pthread_mutex_t mutex;        /* serializes add_module and lookup */
   kiln_strbuf_t diag;           /* LLVM error diagnostics since the last report */
   pthread_mutex_t report_mutex; /* guards reports: ORC may report from any thread */
@@ -164,19 +167,27 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
   const char *dump_dir = kiln_backend_dump_dir(opts->dump_dir);
   jit->dump_dir = dump_dir ? kiln_strdup(dump_dir) : NULL;
 
-  /* Two target machines with the same settings: one is consumed by the JIT's builder, one is
-   * kept for the optimizer and dumps. */
-  kiln_status st = create_host_tm(jit->triple, jit->cpu, jit->features, &jit->tm);
-  LLVMTargetMachineRef jit_tm = NULL;
-  if (!st) st = create_host_tm(jit->triple, jit->cpu, jit->features, &jit_tm);
+  jit->objects_only = opts->objects_only;
+  /* The JIT's builder takes a target machine made with the JIT's settings (it consumes it),
+   * or for objects only the host as detected; the target machine the optimizer and dumps use
+   * comes with the first module (add_module_locked). */
+  LLVMOrcJITTargetMachineBuilderRef jtmb = NULL;
+  kiln_status st = NULL;
+  if (jit->objects_only) {
+    st = kiln_llvm_error_to_status(LLVMOrcJITTargetMachineBuilderDetectHost(&jtmb), KILN_INTERNAL,
+                                   "detecting the host for the JIT");
+  } else {
+    LLVMTargetMachineRef jit_tm = NULL;
+    st = create_host_tm(jit->triple, jit->cpu, jit->features, &jit_tm);
+    if (!st) jtmb = LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(jit_tm); /* consumes */
+  }
   if (st) {
     kiln_host_jit_destroy(jit);
     return st;
   }
   LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
-  LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(
-      builder, LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(jit_tm)); /* consumes */
-  LLVMErrorRef err = LLVMOrcCreateLLJIT(&jit->lljit, builder);                 /* consumes */
+  LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(builder, jtmb); /* consumes */
+  LLVMErrorRef err = LLVMOrcCreateLLJIT(&jit->lljit, builder);  /* consumes */
   if (err) {
     jit->lljit = NULL;
     st = kiln_llvm_error_to_status(err, KILN_INTERNAL, "LLVMOrcCreateLLJIT");
@@ -303,12 +314,22 @@ static kiln_status optimize_module(kiln_host_jit_t *jit, LLVMTargetMachineRef tm
 }
 
 static kiln_status add_module_locked(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name) {
+  if (jit->objects_only) {
+    LLVMDisposeModule(m);
+    return KILN_ERR_INVALID("kiln_host_jit_add_module: this JIT links object files only");
+  }
   if (LLVMGetModuleContext(m) != jit->ctx)
     KILN_RETURN_IF_ERROR(adopt_module(jit, m, &m), "while moving a module into the JIT context");
   size_t id_len = 0;
   if (!name) name = LLVMGetModuleIdentifier(m, &id_len);
+  kiln_status s = NULL;
+  if (!jit->tm) s = create_host_tm(jit->triple, jit->cpu, jit->features, &jit->tm);
+  if (s) {
+    LLVMDisposeModule(m);
+    return s;
+  }
   char *dump_name = kiln_strdup(name && name[0] ? name : "module");
-  kiln_status s = optimize_module(jit, jit->tm, m, dump_name, &jit->stats.opt_ms);
+  s = optimize_module(jit, jit->tm, m, dump_name, &jit->stats.opt_ms);
   if (s) {
     LLVMDisposeModule(m);
     kiln_free(dump_name);

@@ -27,6 +27,7 @@
 #ifndef KILN_COMPILER_BACKEND_HOST_JIT_H_
 #define KILN_COMPILER_BACKEND_HOST_JIT_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <llvm-c/Core.h>
@@ -50,6 +51,11 @@ typedef struct kiln_host_jit_options {
   const char *extra_features; /* appended to the host's features, e.g. "-avx512f" */
   const char *pipeline;       /* NULL: KILN_HOST_JIT_DEFAULT_PIPELINE */
   const char *dump_dir;       /* NULL: no dumps */
+  /* The JIT only links object files (kiln_host_jit_add_object; kiln_host_jit_add_module is
+   * INVALID_ARGUMENT): its LLJIT takes the host as LLVM detects it instead of a target machine
+   * made here (linking does not use one; the objects were compiled for the cpu/features
+   * above), which spares a target machine per JIT. */
+  bool objects_only;
 } kiln_host_jit_options_t;
 
 typedef struct kiln_host_jit_stats {

@@ -54,7 +54,8 @@ static kiln_status link_host_images(kiln_executable_desc_t *d) {
     any |= d->image_objects[i].num_objects > 0;
   if (!any) return NULL;
   kiln_host_jit_t *jit = NULL;
-  KILN_RETURN_IF_ERROR(kiln_host_jit_create(NULL, &jit), "linking a serialized executable");
+  const kiln_host_jit_options_t jo = {.objects_only = true};
+  KILN_RETURN_IF_ERROR(kiln_host_jit_create(&jo, &jit), "linking a serialized executable");
   d->keepalive = jit;
   d->keepalive_free = jit_free;
   for (int32_t i = 0; i < d->num_images; i++) {
