@@ -608,6 +608,7 @@ static kiln_status eval_instruction(kiln_eval_ctx_t *ctx, const kiln_hlo_instruc
   case KILN_OP_ALL_GATHER_DONE:
   case KILN_OP_REDUCE_SCATTER:
   case KILN_OP_ALL_TO_ALL:
+  case KILN_OP_RAGGED_ALL_TO_ALL:
   case KILN_OP_COLLECTIVE_BROADCAST:
   case KILN_OP_COLLECTIVE_PERMUTE:
   case KILN_OP_COLLECTIVE_PERMUTE_START:
