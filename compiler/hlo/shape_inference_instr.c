@@ -603,11 +603,7 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
       if (n < 1) return arity_error(in, "at least 1");
       KILN_RETURN_IF_ERROR_PLAIN(need_called(in, "to_apply", &c1));
       return check_collective_list(a, in, ops, res, false);
-    case KILN_OP_RAGGED_ALL_TO_ALL:
-      if (n != 6)
-        return arity_error(in,
-                           "6 (input, output, input_offsets, send_sizes, output_offsets, "
-                           "recv_sizes)");
+    case KILN_OP_RAGGED_ALL_TO_ALL: /* 6 operands: opcodes.def */
       KILN_RETURN_IF_ERROR_PLAIN(check_ragged_all_to_all(a, in, ops));
       if (!kiln_shape_compatible(res, ops[1]))
         return KILN_ERR_INVALID("ragged-all-to-all result %s must equal its output operand %s",
