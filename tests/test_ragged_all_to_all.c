@@ -5,9 +5,10 @@
  * rows x_p[row][c] = 1000 p + 10 row + c, the output operand -1 - p everywhere, and offsets
  * and sizes forming one exchange (uneven sizes, zeros, gaps between updates, several updates
  * per peer, s32 and s64, rank 1 and rank 2 metadata, several groups, cross-partition groups,
- * a group of one, one device without a world). Bad metadata (an offset past the input, an update past the output, a
- * negative size, recv_sizes that do not mirror send_sizes) is INVALID_ARGUMENT naming the
- * collective on both, never a crash; the verifier rejects malformed operands naming them. */
+ * a group of one, one device without a world). Bad metadata (an offset past the input, an update
+ * past the output, a negative size, recv_sizes that do not mirror send_sizes) is INVALID_ARGUMENT
+ * naming the collective on both, never a crash; the verifier rejects malformed operands naming
+ * them. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -192,7 +193,8 @@ static float expected(const case_t *c, const spec_t *sp, int p, int64_t row, int
 static kiln_status run_eval(case_t *c, const spec_t *sp, kiln_literal_t **out) {
   kiln_literal_t *const *per[MAXP];
   for (int p = 0; p < c->n; p++) per[p] = c->args[p];
-  kiln_eval_spmd_options_t o = {.num_replicas = sp->R, .num_partitions = sp->P, .timeout_ms = 10000};
+  kiln_eval_spmd_options_t o = {
+      .num_replicas = sp->R, .num_partitions = sp->P, .timeout_ms = 10000};
   return kiln_eval_module_spmd(c->m, &o, 6, per, &c->arena, out);
 }
 
@@ -248,39 +250,72 @@ static void check_exchange(const spec_t *sp, int group_size) {
       fail();
     }
   }
-  printf("%d participants, groups %s%s, %d update(s) per peer, %s%s metadata: %lld elements "
-         "received, host devices equal to the evaluator\n",
-         c.n, sp->groups, sp->extra, sp->U, sp->mtype, sp->rank2 ? " rank-2" : "",
-         (long long)moved);
+  printf(
+      "%d participants, groups %s%s, %d update(s) per peer, %s%s metadata: %lld elements "
+      "received, host devices equal to the evaluator\n",
+      c.n, sp->groups, sp->extra, sp->U, sp->mtype, sp->rank2 ? " rank-2" : "", (long long)moved);
   case_done(&c);
 }
 
 static void test_ragged_all_to_all_two_groups_uneven_sizes_s32(void **state) {
   (void)state;
-  spec_t sp = {.R = 4, .P = 1, .groups = "{{0,2},{1,3}}", .extra = "", .U = 1,
-               .I = 8, .O = 10, .C = 3, .mtype = "s32", .gap = 1};
+  spec_t sp = {.R = 4,
+               .P = 1,
+               .groups = "{{0,2},{1,3}}",
+               .extra = "",
+               .U = 1,
+               .I = 8,
+               .O = 10,
+               .C = 3,
+               .mtype = "s32",
+               .gap = 1};
   check_exchange(&sp, 2);
 }
 
 static void test_ragged_all_to_all_several_updates_per_peer_s64_rank2(void **state) {
   (void)state;
-  spec_t sp = {.R = 4, .P = 1, .groups = "{{3,1,0,2}}", .extra = "", .U = 2,
-               .I = 32, .O = 40, .C = 2, .mtype = "s64", .rank2 = true, .gap = 0};
+  spec_t sp = {.R = 4,
+               .P = 1,
+               .groups = "{{3,1,0,2}}",
+               .extra = "",
+               .U = 2,
+               .I = 32,
+               .O = 40,
+               .C = 2,
+               .mtype = "s64",
+               .rank2 = true,
+               .gap = 0};
   check_exchange(&sp, 4);
 }
 
 static void test_ragged_all_to_all_cross_partition_groups(void **state) {
   (void)state;
   /* channel_id: groups of partition ids, one per replica. */
-  spec_t sp = {.R = 2, .P = 3, .groups = "{{0,1,2}}", .extra = ", channel_id=1", .U = 1,
-               .I = 12, .O = 12, .C = 1, .mtype = "s32", .gap = 1};
+  spec_t sp = {.R = 2,
+               .P = 3,
+               .groups = "{{0,1,2}}",
+               .extra = ", channel_id=1",
+               .U = 1,
+               .I = 12,
+               .O = 12,
+               .C = 1,
+               .mtype = "s32",
+               .gap = 1};
   check_exchange(&sp, 3);
 }
 
 static void test_ragged_all_to_all_group_of_one_updates_in_place(void **state) {
   (void)state;
-  spec_t sp = {.R = 2, .P = 1, .groups = "{{0},{1}}", .extra = "", .U = 3,
-               .I = 16, .O = 16, .C = 2, .mtype = "s64", .gap = 2};
+  spec_t sp = {.R = 2,
+               .P = 1,
+               .groups = "{{0},{1}}",
+               .extra = "",
+               .U = 3,
+               .I = 16,
+               .O = 16,
+               .C = 2,
+               .mtype = "s64",
+               .gap = 2};
   check_exchange(&sp, 1);
 }
 
@@ -288,15 +323,24 @@ static void test_ragged_all_to_all_group_of_one_updates_in_place(void **state) {
  * update of a one-participant module equals the evaluator's, which equals the semantics. */
 static void test_ragged_all_to_all_alone_on_one_device(void **state) {
   (void)state;
-  spec_t sp = {.R = 1, .P = 1, .groups = "{{0}}", .extra = "", .U = 4,
-               .I = 20, .O = 24, .C = 3, .mtype = "s32", .gap = 1};
+  spec_t sp = {.R = 1,
+               .P = 1,
+               .groups = "{{0}}",
+               .extra = "",
+               .U = 4,
+               .I = 20,
+               .O = 24,
+               .C = 3,
+               .mtype = "s32",
+               .gap = 1};
   case_t c;
   case_make(&c, &sp, 1);
   case_store(&c);
   kiln_literal_t *want[1], *got = NULL;
   assert_null(run_eval(&c, &sp, want));
   for (int64_t e = 0; e < want[0]->num_elements; e++)
-    assert_true(((const float *)want[0]->data)[e] == expected(&c, &sp, 0, e / sp.C, (int)(e % sp.C)));
+    assert_true(((const float *)want[0]->data)[e] ==
+                expected(&c, &sp, 0, e / sp.C, (int)(e % sp.C)));
   kiln_device_run_options_t ro;
   memset(&ro, 0, sizeof ro);
   ro.device = g_dev;
@@ -310,8 +354,16 @@ static void test_ragged_all_to_all_alone_on_one_device(void **state) {
 /* Participant 1's metadata changed by `bad`; both the evaluator and host devices fail with
  * INVALID_ARGUMENT naming the collective and containing `why`. */
 static void check_rejected(void (*bad)(case_t *c), const char *why) {
-  spec_t sp = {.R = 2, .P = 1, .groups = "{{0,1}}", .extra = "", .U = 1,
-               .I = 6, .O = 6, .C = 2, .mtype = "s32", .gap = 0};
+  spec_t sp = {.R = 2,
+               .P = 1,
+               .groups = "{{0,1}}",
+               .extra = "",
+               .U = 1,
+               .I = 6,
+               .O = 6,
+               .C = 2,
+               .mtype = "s32",
+               .gap = 0};
   case_t c;
   case_make(&c, &sp, 2);
   bad(&c);
@@ -370,17 +422,29 @@ static void test_ragged_all_to_all_verifier_rejects_malformed_operands(void **st
   static const struct {
     const char *y, *meta[4], *result, *why; /* meta[3] NULL: five operands */
   } bad[] = {
-      {"f32[4,2]", {"f32[2]", "s32[2]", "s32[2]", "s32[2]"}, "f32[4,2]",
+      {"f32[4,2]",
+       {"f32[2]", "s32[2]", "s32[2]", "s32[2]"},
+       "f32[4,2]",
        "input_offsets (operand 2) must be s32 or s64"},
-      {"f32[4,2]", {"s32[2]", "s64[2]", "s32[2]", "s32[2]"}, "f32[4,2]",
+      {"f32[4,2]",
+       {"s32[2]", "s64[2]", "s32[2]", "s32[2]"},
+       "f32[4,2]",
        "send_sizes s64[2] differs from input_offsets"},
-      {"f32[4,2]", {"s32[1,1,2]", "s32[1,1,2]", "s32[1,1,2]", "s32[1,1,2]"}, "f32[4,2]",
+      {"f32[4,2]",
+       {"s32[1,1,2]", "s32[1,1,2]", "s32[1,1,2]", "s32[1,1,2]"},
+       "f32[4,2]",
        "of rank 1 or 2"},
-      {"f32[4,3]", {"s32[2]", "s32[2]", "s32[2]", "s32[2]"}, "f32[4,3]",
+      {"f32[4,3]",
+       {"s32[2]", "s32[2]", "s32[2]", "s32[2]"},
+       "f32[4,3]",
        "must agree in every dimension but the first"},
-      {"f32[4,2]", {"s32[3]", "s32[3]", "s32[3]", "s32[3]"}, "f32[4,2]",
+      {"f32[4,2]",
+       {"s32[3]", "s32[3]", "s32[3]", "s32[3]"},
+       "f32[4,2]",
        "must be a multiple of the group size"},
-      {"f32[4,2]", {"s32[2]", "s32[2]", "s32[2]", "s32[2]"}, "f32[5,2]",
+      {"f32[4,2]",
+       {"s32[2]", "s32[2]", "s32[2]", "s32[2]"},
+       "f32[5,2]",
        "must equal its output operand"},
       {"f32[4,2]", {"s32[2]", "s32[2]", "s32[2]", NULL}, "f32[4,2]", "expects 6 operands"},
   };
