@@ -27,6 +27,7 @@
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
 #include "runtime/device.h"
+#include "tests/host_device_fixture.h"
 #include "tests/skip_util.h"
 #include "tools/common/device_run.h"
 #include "tools/common/fake_args.h"
@@ -58,28 +59,22 @@ typedef struct {
   kiln_literal_t **args[MAXP];
 } case_t;
 
-static kiln_device_t *g_dev;
-
-static int setup(void **state) {
-  (void)state;
-  kiln_status s = kiln_device_create("host", &g_dev);
-  if (s) {
-    kiln_status_free(s);
-    return -1;
-  }
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  kiln_device_destroy(g_dev);
-  return 0;
-}
-
 /* Rows participant s sends participant d in update u: uneven, zero for some. */
 static int64_t rows_sent(int s, int d, int u) {
   return (s * 7 + d * 3 + u * 5) % 4;
 }
+
+/* The exchanges: R, P, groups, extra attributes, updates per peer, input rows, output rows,
+ * row width, metadata type, rank-2 metadata, gap rows. */
+static const spec_t k_two_groups = {4, 1, "{{0,2},{1,3}}", "", 1, 8, 10, 3, "s32", false, 1};
+static const spec_t k_four_ranks_two_updates = {4,  1, "{{3,1,0,2}}", "",   2, 32,
+                                                40, 2, "s64",         true, 0};
+/* channel_id: groups of partition ids, one per replica. */
+static const spec_t k_cross_partition = {
+    2, 3, "{{0,1,2}}", ", channel_id=1", 1, 12, 12, 1, "s32", false, 1};
+static const spec_t k_groups_of_one = {2, 1, "{{0},{1}}", "", 3, 16, 16, 2, "s64", false, 2};
+static const spec_t k_alone = {1, 1, "{{0}}", "", 4, 20, 24, 3, "s32", false, 1};
+static const spec_t k_pair = {2, 1, "{{0,1}}", "", 1, 6, 6, 2, "s32", false, 0};
 
 static char *module_text(const spec_t *sp, int count) {
   kiln_strbuf_t b = {0};
@@ -259,88 +254,41 @@ static void check_exchange(const spec_t *sp, int group_size) {
 
 static void test_ragged_all_to_all_two_groups_uneven_sizes_s32(void **state) {
   (void)state;
-  spec_t sp = {.R = 4,
-               .P = 1,
-               .groups = "{{0,2},{1,3}}",
-               .extra = "",
-               .U = 1,
-               .I = 8,
-               .O = 10,
-               .C = 3,
-               .mtype = "s32",
-               .gap = 1};
-  check_exchange(&sp, 2);
+  const spec_t *sp = &k_two_groups;
+  check_exchange(sp, 2);
 }
 
 static void test_ragged_all_to_all_several_updates_per_peer_s64_rank2(void **state) {
   (void)state;
-  spec_t sp = {.R = 4,
-               .P = 1,
-               .groups = "{{3,1,0,2}}",
-               .extra = "",
-               .U = 2,
-               .I = 32,
-               .O = 40,
-               .C = 2,
-               .mtype = "s64",
-               .rank2 = true,
-               .gap = 0};
-  check_exchange(&sp, 4);
+  const spec_t *sp = &k_four_ranks_two_updates;
+  check_exchange(sp, 4);
 }
 
 static void test_ragged_all_to_all_cross_partition_groups(void **state) {
   (void)state;
-  /* channel_id: groups of partition ids, one per replica. */
-  spec_t sp = {.R = 2,
-               .P = 3,
-               .groups = "{{0,1,2}}",
-               .extra = ", channel_id=1",
-               .U = 1,
-               .I = 12,
-               .O = 12,
-               .C = 1,
-               .mtype = "s32",
-               .gap = 1};
-  check_exchange(&sp, 3);
+  const spec_t *sp = &k_cross_partition;
+  check_exchange(sp, 3);
 }
 
 static void test_ragged_all_to_all_group_of_one_updates_in_place(void **state) {
   (void)state;
-  spec_t sp = {.R = 2,
-               .P = 1,
-               .groups = "{{0},{1}}",
-               .extra = "",
-               .U = 3,
-               .I = 16,
-               .O = 16,
-               .C = 2,
-               .mtype = "s64",
-               .gap = 2};
-  check_exchange(&sp, 1);
+  const spec_t *sp = &k_groups_of_one;
+  check_exchange(sp, 1);
 }
 
 /* Without a world (one device, kiln_device_run_module: the thunk's group-of-one path) the
  * update of a one-participant module equals the evaluator's, which equals the semantics. */
 static void test_ragged_all_to_all_alone_on_one_device(void **state) {
   (void)state;
-  spec_t sp = {.R = 1,
-               .P = 1,
-               .groups = "{{0}}",
-               .extra = "",
-               .U = 4,
-               .I = 20,
-               .O = 24,
-               .C = 3,
-               .mtype = "s32",
-               .gap = 1};
+  const spec_t *sp = &k_alone;
   case_t c;
-  case_make(&c, &sp, 1);
+  case_make(&c, sp, 1);
   case_store(&c);
   kiln_literal_t *want[1], *got = NULL;
-  assert_null(run_eval(&c, &sp, want));
+  assert_null(run_eval(&c, sp, want));
   for (int64_t e = 0; e < want[0]->num_elements; e++)
     assert_true(((const float *)want[0]->data)[e] ==
-                expected(&c, &sp, 0, e / sp.C, (int)(e % sp.C)));
+                expected(&c, sp, 0, e / sp->C, (int)(e % sp->C)));
   kiln_device_run_options_t ro;
   memset(&ro, 0, sizeof ro);
   ro.device = g_dev;
@@ -354,23 +302,14 @@ static void test_ragged_all_to_all_alone_on_one_device(void **state) {
 /* Participant 1's metadata changed by `bad`; both the evaluator and host devices fail with
  * INVALID_ARGUMENT naming the collective and containing `why`. */
 static void check_rejected(void (*bad)(case_t *c), const char *why) {
-  spec_t sp = {.R = 2,
-               .P = 1,
-               .groups = "{{0,1}}",
-               .extra = "",
-               .U = 1,
-               .I = 6,
-               .O = 6,
-               .C = 2,
-               .mtype = "s32",
-               .gap = 0};
+  const spec_t *sp = &k_pair;
   case_t c;
-  case_make(&c, &sp, 2);
+  case_make(&c, sp, 2);
   bad(&c);
   case_store(&c);
   kiln_literal_t *out[MAXP];
-  kiln_status s = run_eval(&c, &sp, out);
-  kiln_status h = run_host(&c, &sp, false, out);
+  kiln_status s = run_eval(&c, sp, out);
+  kiln_status h = run_host(&c, sp, false, out);
   kiln_status both[2] = {s, h};
   for (int i = 0; i < 2; i++) {
     assert_non_null(both[i]);
@@ -490,5 +429,5 @@ int main(void) {
       cmocka_unit_test(test_ragged_all_to_all_recv_sizes_must_mirror_send_sizes),
       cmocka_unit_test(test_ragged_all_to_all_verifier_rejects_malformed_operands),
   };
-  return kiln_run_tests(tests, setup, teardown);
+  return kiln_run_tests(tests, host_device_setup, host_device_teardown);
 }

@@ -577,9 +577,10 @@ static kiln_status participant_args(const run_flags_t *f, const kiln_hlo_module_
   *out = (kiln_literal_t *const **)per;
   bool ragged = !f->num_inputs && !f->inputs_dir && kiln_fake_args_per_participant(m);
   if (ragged)
-    printf("ragged-all-to-all offsets and sizes: one generated exchange, each participant its "
-           "share (seed %" PRIu64 " on every participant)\n",
-           f->seed);
+    printf(
+        "ragged-all-to-all offsets and sizes: one generated exchange, each participant its "
+        "share (seed %" PRIu64 " on every participant)\n",
+        f->seed);
   for (int p = 0; p < np; p++) {
     per[p] = args;
     if (ragged) {
@@ -587,9 +588,9 @@ static kiln_status participant_args(const run_flags_t *f, const kiln_hlo_module_
       kiln_fake_args_options_init(&fo);
       fo.seed = f->seed; /* one exchange: the same seed on every participant */
       int got = 0;
-      KILN_RETURN_IF_ERROR(kiln_fake_args_make_participant(m, &fo, replicas, partitions, p, arena,
-                                                           &per[p], &got),
-                           "while making the inputs of participant %d", p);
+      KILN_RETURN_IF_ERROR(
+          kiln_fake_args_make_participant(m, &fo, replicas, partitions, p, arena, &per[p], &got),
+          "while making the inputs of participant %d", p);
       continue;
     }
     if (!f->participant_seeds || n == 0) continue;
@@ -665,8 +666,7 @@ static kiln_status run_spmd_on_device(const run_flags_t *f, const kiln_hlo_modul
   kiln_arena_t out;
   kiln_arena_init(&out);
   kiln_literal_t *const **per = NULL;
-  kiln_status ps =
-      participant_args(f, m, n, args, replicas, partitions, prefix, &out, &per);
+  kiln_status ps = participant_args(f, m, n, args, replicas, partitions, prefix, &out, &per);
   if (ps) {
     kiln_arena_destroy(&out);
     return ps;
