@@ -289,23 +289,23 @@ void kiln_eval_scalar_fn_init(kiln_eval_scalar_fn_t *fn, kiln_eval_ctx_t *ctx,
 
 /* The elementwise evaluator's float kernels, one element (eval_elementwise.c): a NaN operand
  * wins, the left one first. */
-#define FAST_BINARY(T, op, x, y, out)                                              \
-  do {                                                                            \
-    T x_ = (x), y_ = (y);                                                         \
-    switch (op) {                                                                 \
-      case KILN_OP_ADD:                                                           \
-        *(out) = x_ + y_;                                                         \
-        break;                                                                    \
-      case KILN_OP_MULTIPLY:                                                      \
-        *(out) = x_ * y_;                                                         \
-        break;                                                                    \
-      case KILN_OP_MAXIMUM:                                                       \
-        *(out) = isnan(x_) ? x_ : isnan(y_) ? y_ : (x_ < y_ ? y_ : x_);           \
-        break;                                                                    \
-      default:                                                                    \
-        *(out) = isnan(x_) ? x_ : isnan(y_) ? y_ : (y_ < x_ ? y_ : x_);           \
-        break;                                                                    \
-    }                                                                             \
+#define FAST_BINARY(T, op, x, y, out)                                   \
+  do {                                                                  \
+    T x_ = (x), y_ = (y);                                               \
+    switch (op) {                                                       \
+      case KILN_OP_ADD:                                                 \
+        *(out) = x_ + y_;                                               \
+        break;                                                          \
+      case KILN_OP_MULTIPLY:                                            \
+        *(out) = x_ * y_;                                               \
+        break;                                                          \
+      case KILN_OP_MAXIMUM:                                             \
+        *(out) = isnan(x_) ? x_ : isnan(y_) ? y_ : (x_ < y_ ? y_ : x_); \
+        break;                                                          \
+      default:                                                          \
+        *(out) = isnan(x_) ? x_ : isnan(y_) ? y_ : (y_ < x_ ? y_ : x_); \
+        break;                                                          \
+    }                                                                   \
   } while (0)
 
 static bool scalar_fn_fast(const kiln_eval_scalar_fn_t *fn, int num_args,
