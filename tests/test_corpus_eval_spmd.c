@@ -30,7 +30,7 @@
 #define MAX_WHILE 20000
 #define MIN_PASS_RATE 0.90
 /* Evaluating costs about the participants' total, so a tighter bound than test_corpus_eval. */
-#define MAX_TOTAL_COST 4.0e8
+#define MAX_TOTAL_COST 7.0e8
 
 typedef struct {
   int multi, eligible, evaluated;

@@ -36,7 +36,7 @@
 #define MAX_PARTICIPANTS 64
 #define MAX_WHILE 20000
 #define MIN_PASS_RATE 0.90
-#define MAX_TOTAL_COST 4.0e8
+#define MAX_TOTAL_COST 7.0e8
 
 typedef struct {
   kiln_device_t *dev;
