@@ -318,21 +318,20 @@ static bool scalar_fn_fast(const kiln_eval_scalar_fn_t *fn, int num_args,
   /* Which NaN a sum or product of two NaNs returns is the compiler's choice (it may commute
    * them): those go through the interpreter, whose kernel made that choice. */
   bool arith = fn->fast_op == KILN_OP_ADD || fn->fast_op == KILN_OP_MULTIPLY;
-  if (fn->fast_type == KILN_F32) {
-    float x, y, r;
-    memcpy(&x, a, sizeof x);
-    memcpy(&y, b, sizeof y);
-    if (arith && (isnan(x) || isnan(y))) return false;
-    FAST_BINARY(float, fn->fast_op, x, y, &r);
-    memcpy(results[0], &r, sizeof r);
-  } else {
-    double x, y, r;
-    memcpy(&x, a, sizeof x);
-    memcpy(&y, b, sizeof y);
-    if (arith && (isnan(x) || isnan(y))) return false;
-    FAST_BINARY(double, fn->fast_op, x, y, &r);
-    memcpy(results[0], &r, sizeof r);
-  }
+#define FAST_APPLY(T)                                  \
+  do {                                                 \
+    T x, y, r;                                         \
+    memcpy(&x, a, sizeof x);                           \
+    memcpy(&y, b, sizeof y);                           \
+    if (arith && (isnan(x) || isnan(y))) return false; \
+    FAST_BINARY(T, fn->fast_op, x, y, &r);             \
+    memcpy(results[0], &r, sizeof r);                  \
+  } while (0)
+  if (fn->fast_type == KILN_F32)
+    FAST_APPLY(float);
+  else
+    FAST_APPLY(double);
+#undef FAST_APPLY
   return true;
 }
 
