@@ -6,15 +6,16 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/ragged_all_to_all.h"
 #include "runtime/cuda/nccl.h"
 #include "runtime/spmd.h"
 #include "runtime/thunk_internal.h"
 
 const char *kiln_coll_thunk_op_name(kiln_coll_thunk_op_t op) {
   static const char *const names[] = {
-      "all-reduce",           "all-gather",        "reduce-scatter",
-      "all-to-all",           "all-to-all(tuple)", "collective-permute",
-      "collective-broadcast", "replica-id",        "partition-id"};
+      "all-reduce",        "all-gather",         "reduce-scatter",       "all-to-all",
+      "all-to-all(tuple)", "collective-permute", "collective-broadcast", "replica-id",
+      "partition-id",      "ragged-all-to-all"};
   return (unsigned)op < sizeof names / sizeof names[0] ? names[op] : "?";
 }
 
@@ -124,10 +125,44 @@ static bool expected_bytes(const kiln_coll_thunk_desc_t *d, const kiln_coll_thun
   }
 }
 
+/* ragged-all-to-all's six buffers (collective_thunk.h). */
+static kiln_status check_ragged(const kiln_coll_thunk_desc_t *d, const char *name, int n) {
+  const kiln_coll_thunk_buffer_t *b = d->buffers;
+  uint64_t in_bytes = 0, out_bytes = 0;
+  if (d->num_buffers != 6 || b[0].outer < 0 || b[0].inner < 0 ||
+      !mul_ok((uint64_t)b[0].outer, b[0].block_bytes, &in_bytes) ||
+      !mul_ok((uint64_t)b[0].inner, b[0].block_bytes, &out_bytes) ||
+      (uint64_t)b[0].send.size != in_bytes || (uint64_t)b[0].recv.size != out_bytes ||
+      b[1].send.size != b[0].recv.size || b[1].recv.size != b[0].recv.size)
+    return KILN_ERR_INVALID("ragged-all-to-all %s: %d buffers; input %" PRId64 " rows (%" PRId64
+                            " bytes), output %" PRId64 " rows (%" PRId64 " and %" PRId64
+                            " bytes) of %zu bytes each, result %" PRId64 " bytes",
+                            name, d->num_buffers, b[0].outer, b[0].send.size, b[0].inner,
+                            d->num_buffers > 1 ? b[1].send.size : -1, b[0].recv.size,
+                            b[0].block_bytes, d->num_buffers > 1 ? b[1].recv.size : -1);
+  for (int k = 2; k < 6; k++) {
+    uint64_t bytes = 0;
+    if ((b[k].dtype != KILN_COLL_S32 && b[k].dtype != KILN_COLL_S64) || b[k].count < 0 ||
+        b[k].count != b[2].count || b[k].dtype != b[2].dtype ||
+        !mul_ok((uint64_t)b[k].count, kiln_coll_dtype_bytes(b[k].dtype), &bytes) ||
+        (uint64_t)b[k].send.size != bytes || b[k].recv.size != b[k].send.size)
+      return KILN_ERR_INVALID("ragged-all-to-all %s: metadata operand %d: type %d, %" PRId64
+                              " entries in %" PRId64 " bytes (s32 or s64, like operand 2's %" PRId64
+                              ")",
+                              name, k, (int)b[k].dtype, b[k].count, b[k].send.size, b[2].count);
+  }
+  for (int i = 0; i < n; i++)
+    if (b[2].count % d->group_size[i])
+      return KILN_ERR_INVALID("ragged-all-to-all %s: %" PRId64
+                              " offsets do not split among participant %d's group of %d",
+                              name, b[2].count, i, d->group_size[i]);
+  return KILN_STATUS_OK;
+}
+
 kiln_status kiln_coll_thunk_desc_check(const kiln_coll_thunk_desc_t *d, const char *name) {
   if (!name) name = "";
   if (!d) return KILN_ERR_INVALID("collective %s: no description", name);
-  if ((unsigned)d->op > KILN_COLL_THUNK_PARTITION_ID ||
+  if ((unsigned)d->op > KILN_COLL_THUNK_RAGGED_ALL_TO_ALL ||
       (unsigned)d->reduction > KILN_COLL_MAX /* the last */)
     return KILN_ERR_INVALID("collective %s: op %d, reduction %d", name, (int)d->op,
                             (int)d->reduction);
@@ -149,6 +184,7 @@ kiln_status kiln_coll_thunk_desc_check(const kiln_coll_thunk_desc_t *d, const ch
       if (d->group_size[i] != d->num_buffers)
         return KILN_ERR_INVALID("all-to-all %s: %d operands for a group of %d", name,
                                 d->num_buffers, d->group_size[i]);
+  if (d->op == KILN_COLL_THUNK_RAGGED_ALL_TO_ALL) return check_ragged(d, name, n);
   for (int k = 0; k < d->num_buffers; k++) {
     const kiln_coll_thunk_buffer_t *b = &d->buffers[k];
     if ((unsigned)b->dtype > KILN_COLL_F16 || b->count < 0 || b->outer < 0 || b->inner < 0 ||
@@ -220,6 +256,52 @@ static kiln_status resolve(const kiln_thunk_exec_params_t *p, const kiln_thunk_t
   return KILN_STATUS_OK;
 }
 
+static void *host_ptr(kiln_devptr_t p) {
+  return (void *)(uintptr_t)p;
+}
+
+/* ragged-all-to-all on host buffers (the stream synchronized): the metadata read as int64,
+ * then the clique's exchange, or alone (c NULL, a group of one) the same receive directly. */
+static kiln_status run_ragged(const kiln_thunk_t *t, const kiln_thunk_exec_params_t *p,
+                              kiln_coll_clique_t *c, int rank, int size) {
+  const kiln_coll_thunk_desc_t *d = t->u.coll.desc;
+  const kiln_coll_thunk_buffer_t *b = d->buffers;
+  kiln_devptr_t in = 0, out = 0, res = 0, meta[4] = {0};
+  KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, b[0].send, &in));
+  KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, b[1].send, &out));
+  KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, b[0].recv, &res));
+  for (int k = 0; k < 4; k++) KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, b[2 + k].send, &meta[k]));
+  int64_t n = b[2].count;
+  int64_t *m = kiln_calloc((size_t)(4 * n + 1), sizeof *m);
+  for (int k = 0; k < 4; k++)
+    for (int64_t e = 0; e < n; e++)
+      m[k * n + e] = b[2].dtype == KILN_COLL_S32 ? ((const int32_t *)host_ptr(meta[k]))[e]
+                                                 : ((const int64_t *)host_ptr(meta[k]))[e];
+  kiln_coll_ragged_t r = {.input = host_ptr(in),
+                          .input_rows = b[0].outer,
+                          .output = host_ptr(out),
+                          .result = host_ptr(res),
+                          .output_rows = b[0].inner,
+                          .row_bytes = b[0].block_bytes,
+                          .input_offsets = m,
+                          .send_sizes = m + n,
+                          .output_offsets = m + 2 * n,
+                          .recv_sizes = m + 3 * n,
+                          .updates = n / size};
+  kiln_status st;
+  if (c) {
+    st = kiln_coll_ragged_all_to_all(c, rank, t->name, &r);
+  } else {
+    if (r.output != r.result && b[0].recv.size) memmove(r.result, r.output, (size_t)b[0].recv.size);
+    kiln_ragged_sender_t self = {r.input, r.input_rows, r.input_offsets, r.send_sizes,
+                                 r.output_offsets};
+    st = kiln_ragged_all_to_all_receive(t->name, 0, 1, r.updates, &self, r.recv_sizes, r.result,
+                                        r.output_rows, r.row_bytes);
+  }
+  kiln_free(m);
+  return st;
+}
+
 /* A group of one: every collective is its operand (permute without a sender: zeros). */
 static kiln_status run_alone(const kiln_thunk_t *t, const kiln_thunk_exec_params_t *p) {
   const kiln_coll_thunk_desc_t *d = t->u.coll.desc;
@@ -229,6 +311,12 @@ static kiln_status run_alone(const kiln_thunk_t *t, const kiln_thunk_exec_params
                             "(kiln_executable_run_spmd, kiln-run --host-devices)",
                             kiln_coll_thunk_op_name(d->op), t->name, d->group_size[0],
                             d->num_replicas * d->num_partitions);
+  if (d->op == KILN_COLL_THUNK_RAGGED_ALL_TO_ALL) {
+    if (p->device->kind != KILN_DEVICE_HOST)
+      return KILN_ERR_UNIMPLEMENTED("ragged-all-to-all %s: host devices only", t->name);
+    KILN_RETURN_IF_ERROR(kiln_stream_synchronize(p->stream), "before collective %s", t->name);
+    return run_ragged(t, p, NULL, 0, 1);
+  }
   for (int k = 0; k < d->num_buffers; k++) {
     const kiln_coll_thunk_buffer_t *b = &d->buffers[k];
     kiln_devptr_t src, dst;
@@ -243,10 +331,6 @@ static kiln_status run_alone(const kiln_thunk_t *t, const kiln_thunk_exec_params
       KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_memcpy_d2d(p->stream, dst, src, (size_t)b->recv.size));
   }
   return KILN_STATUS_OK;
-}
-
-static void *host_ptr(kiln_devptr_t p) {
-  return (void *)(uintptr_t)p;
 }
 
 static kiln_status run_one(const kiln_thunk_t *t, const kiln_coll_thunk_desc_t *d,
@@ -293,6 +377,12 @@ kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec
         kiln_spmd_world_partitions(w));
   if (me < 0 || me >= d->num_replicas * d->num_partitions)
     return KILN_ERR_INVALID("collective %s: participant %d outside the world", t->name, me);
+  bool ragged = d->op == KILN_COLL_THUNK_RAGGED_ALL_TO_ALL;
+  if (ragged && p->device->kind != KILN_DEVICE_HOST)
+    return KILN_ERR_UNIMPLEMENTED(
+        "ragged-all-to-all %s on %d participants: only host devices in one process run it "
+        "(not through NCCL yet)",
+        t->name, d->num_replicas * d->num_partitions);
   if (p->device->kind == KILN_DEVICE_CUDA) return kiln_nccl_collective_execute(t->name, d, p, who);
   if (p->device->kind != KILN_DEVICE_HOST)
     return kiln_status_make(KILN_UNIMPLEMENTED,
@@ -301,14 +391,21 @@ kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec
                             t->name, d->num_replicas * d->num_partitions);
   int local_devices = 0;
   if (kiln_spmd_world_mpi(w, &local_devices) &&
-      kiln_coll_thunk_spans_processes(d, me, local_devices))
+      kiln_coll_thunk_spans_processes(d, me, local_devices)) {
+    if (ragged)
+      return KILN_ERR_UNIMPLEMENTED(
+          "ragged-all-to-all %s: its group spans MPI processes; only groups inside one "
+          "process run it",
+          t->name);
     return kiln_collective_thunk_execute_mpi(t, p, me, w);
+  }
   kiln_coll_clique_t *c = NULL;
   KILN_RETURN_IF_ERROR(kiln_spmd_world_clique(w, t->name, d->group_key[me], d->group_size[me], &c),
                        "in %s %s", kiln_coll_thunk_op_name(d->op), t->name);
   /* The operands were written by work queued on the stream: let it finish first. */
   KILN_RETURN_IF_ERROR(kiln_stream_synchronize(p->stream), "before collective %s", t->name);
   int rank = d->rank[me], size = d->group_size[me];
+  if (ragged) return run_ragged(t, p, c, rank, size);
   for (int k = 0; k < d->num_buffers; k++) {
     const kiln_coll_thunk_buffer_t *b = &d->buffers[k];
     kiln_devptr_t send = 0, recv = 0;

@@ -36,6 +36,11 @@ typedef enum kiln_coll_thunk_op {
   KILN_COLL_THUNK_BROADCAST,
   KILN_COLL_THUNK_REPLICA_ID,
   KILN_COLL_THUNK_PARTITION_ID,
+  /* Six buffers: [0] input -> result (outer: input rows, inner: output rows, block_bytes: a
+   * row), [1] the output operand -> result, [2..5] input_offsets, send_sizes, output_offsets,
+   * recv_sizes (send = recv = the operand; dtype S32 or S64, count: entries, group size x
+   * updates). Host devices only: NCCL and MPI answer UNIMPLEMENTED. */
+  KILN_COLL_THUNK_RAGGED_ALL_TO_ALL,
 } kiln_coll_thunk_op_t;
 
 const char *kiln_coll_thunk_op_name(kiln_coll_thunk_op_t op);

@@ -9,8 +9,9 @@
 #include <time.h>
 
 #include "base/alloc.h"
-#include "base/str.h"
 #include "base/half.h"
+#include "base/ragged_all_to_all.h"
+#include "base/str.h"
 
 typedef enum {
   OP_ALL_REDUCE,
@@ -18,12 +19,13 @@ typedef enum {
   OP_ALL_GATHER,
   OP_ALL_TO_ALL,
   OP_PERMUTE,
-  OP_BROADCAST
+  OP_BROADCAST,
+  OP_RAGGED_ALL_TO_ALL
 } op_kind_t;
 
-static const char *const kind_names[] = {"all-reduce",         "reduce-scatter",
-                                         "all-gather",         "all-to-all",
-                                         "collective-permute", "collective-broadcast"};
+static const char *const kind_names[] = {
+    "all-reduce",         "reduce-scatter",       "all-gather",       "all-to-all",
+    "collective-permute", "collective-broadcast", "ragged-all-to-all"};
 
 struct kiln_coll_clique {
   int size;
@@ -39,6 +41,7 @@ struct kiln_coll_clique {
   int64_t a, b;
   const void **send; /* per rank, valid between the first and last barrier */
   void **recv;       /* per rank: a split all-reduce reads its peers' reduced chunks */
+  const void **meta; /* per rank: a ragged all-to-all's kiln_ragged_sender_t */
   void **scratch;    /* per rank: staging for overlapping send/recv */
   size_t *scratch_cap;
   kiln_status broken; /* the first failure; every later call returns a copy */
@@ -75,6 +78,7 @@ kiln_status kiln_coll_clique_create(int size, int64_t timeout_ms, kiln_coll_cliq
   c->entered = kiln_calloc((size_t)size, sizeof *c->entered);
   c->send = kiln_calloc((size_t)size, sizeof *c->send);
   c->recv = kiln_calloc((size_t)size, sizeof *c->recv);
+  c->meta = kiln_calloc((size_t)size, sizeof *c->meta);
   c->scratch = kiln_calloc((size_t)size, sizeof *c->scratch);
   c->scratch_cap = kiln_calloc((size_t)size, sizeof *c->scratch_cap);
   pthread_mutex_init(&c->mu, NULL);
@@ -94,6 +98,7 @@ void kiln_coll_clique_destroy(kiln_coll_clique_t *c) {
   kiln_free(c->scratch_cap);
   kiln_free(c->send);
   kiln_free(c->recv);
+  kiln_free(c->meta);
   kiln_free(c->entered);
   kiln_status_free(c->broken);
   pthread_cond_destroy(&c->cv);
@@ -306,6 +311,8 @@ typedef struct {
   int64_t outer, inner;
   size_t block;
   int source;
+  const kiln_coll_ragged_t *ragged;
+  kiln_ragged_sender_t sender; /* ragged: what peers read of this rank */
 } call_t;
 
 static void compute(const kiln_coll_clique_t *c, int rank, const call_t *x) {
@@ -342,7 +349,22 @@ static void compute(const kiln_coll_clique_t *c, int rank, const call_t *x) {
     case OP_BROADCAST:
       memcpy(recv, c->send[0], x->recv_bytes);
       break;
+    case OP_RAGGED_ALL_TO_ALL: /* ragged_compute: it can fail */
+      break;
   }
+}
+
+/* ragged-all-to-all: this rank's result from its peers' published inputs and metadata. */
+static kiln_status ragged_compute(const kiln_coll_clique_t *c, int rank, const call_t *x) {
+  const kiln_coll_ragged_t *r = x->ragged;
+  if (r->output != r->result && x->recv_bytes) memmove(r->result, r->output, x->recv_bytes);
+  kiln_ragged_sender_t *from = kiln_calloc((size_t)c->size, sizeof *from);
+  for (int k = 0; k < c->size; k++) from[k] = *(const kiln_ragged_sender_t *)c->meta[k];
+  kiln_status st =
+      kiln_ragged_all_to_all_receive(x->name, rank, c->size, r->updates, from, r->recv_sizes,
+                                     r->result, r->output_rows, r->row_bytes);
+  kiln_free(from);
+  return st;
 }
 
 /* Large all-reduces: each rank folds its 1/size of the elements over every rank into its own
@@ -415,6 +437,8 @@ static kiln_status run(kiln_coll_clique_t *c, int rank, call_t *x) {
   if (!st) {
     c->send[rank] = x->send;
     c->recv[rank] = x->recv;
+    x->sender.input = x->send; /* staged, maybe */
+    c->meta[rank] = &x->sender;
     st = barrier(c, rank, "arrive");
   }
   pthread_mutex_unlock(&c->mu);
@@ -422,13 +446,19 @@ static kiln_status run(kiln_coll_clique_t *c, int rank, call_t *x) {
   if (x->kind == OP_ALL_REDUCE && x->a >= (int64_t)c->size * SPLIT_MIN_ELEMENTS) {
     st = split_all_reduce(c, rank, x);
     if (st) return st;
+  } else if (x->kind == OP_RAGGED_ALL_TO_ALL) {
+    st = ragged_compute(c, rank, x); /* its own error, after the peers are done reading */
   } else {
     compute(c, rank, x);
   }
   pthread_mutex_lock(&c->mu);
-  st = barrier(c, rank, "finish reading");
+  kiln_status left = barrier(c, rank, "finish reading");
   pthread_mutex_unlock(&c->mu);
-  return st;
+  if (st) {
+    kiln_status_free(left);
+    return st;
+  }
+  return left;
 }
 
 /* ---- entry points ---- */
@@ -536,5 +566,29 @@ kiln_status kiln_coll_broadcast(kiln_coll_clique_t *c, int rank, const char *nam
               .send_bytes = bytes,
               .recv = recv,
               .recv_bytes = bytes};
+  return run(c, rank, &x);
+}
+
+kiln_status kiln_coll_ragged_all_to_all(kiln_coll_clique_t *c, int rank, const char *name,
+                                        const kiln_coll_ragged_t *r) {
+  KILN_RETURN_IF_ERROR_PLAIN(check_count("ragged-all-to-all", name, r->input_rows));
+  KILN_RETURN_IF_ERROR_PLAIN(check_count("ragged-all-to-all", name, r->output_rows));
+  KILN_RETURN_IF_ERROR_PLAIN(check_count("ragged-all-to-all", name, r->updates));
+  if (r->updates && (!r->input_offsets || !r->send_sizes || !r->output_offsets || !r->recv_sizes))
+    return KILN_ERR_INVALID("ragged-all-to-all '%s': rank %d passed no offsets or sizes", name,
+                            rank);
+  call_t x = {.kind = OP_RAGGED_ALL_TO_ALL,
+              .name = name,
+              .a = r->updates,
+              .b = (int64_t)r->row_bytes,
+              .send = r->input,
+              .send_bytes = (size_t)r->input_rows * r->row_bytes,
+              .recv = r->result,
+              .recv_bytes = (size_t)r->output_rows * r->row_bytes,
+              .ragged = r};
+  x.sender = (kiln_ragged_sender_t){r->input, r->input_rows, r->input_offsets, r->send_sizes,
+                                    r->output_offsets};
+  if (r->output_rows && !r->output)
+    return KILN_ERR_INVALID("ragged-all-to-all '%s': rank %d passed a NULL buffer", name, rank);
   return run(c, rank, &x);
 }

@@ -96,4 +96,21 @@ kiln_status kiln_coll_permute(kiln_coll_clique_t *c, int rank, const char *name,
 kiln_status kiln_coll_broadcast(kiln_coll_clique_t *c, int rank, const char *name, const void *send,
                                 void *recv, size_t bytes);
 
+/* ragged-all-to-all: `result` (output_rows rows of row_bytes) = `output` with every rank's
+ * updates for this one written over it, rank by rank (base/ragged_all_to_all.h: the
+ * evaluator's order and checks; a bad offset or size is INVALID_ARGUMENT on the receiving
+ * rank, the others finish). Metadata: size x updates entries each, peer-major. */
+typedef struct kiln_coll_ragged {
+  const void *input; /* input_rows rows, read by every rank */
+  int64_t input_rows;
+  const void *output; /* the output operand: output_rows rows (may be `result` itself) */
+  void *result;
+  int64_t output_rows;
+  size_t row_bytes;
+  const int64_t *input_offsets, *send_sizes, *output_offsets, *recv_sizes;
+  int64_t updates; /* per peer */
+} kiln_coll_ragged_t;
+kiln_status kiln_coll_ragged_all_to_all(kiln_coll_clique_t *c, int rank, const char *name,
+                                        const kiln_coll_ragged_t *r);
+
 #endif /* KILN_RUNTIME_COLLECTIVES_H_ */

@@ -565,14 +565,34 @@ static kiln_status print_participants(const run_flags_t *f, kiln_literal_t **res
 }
 
 /* Every participant's inputs: `args`, or with --participant-seeds participant p's generated
- * from seed + p (in `arena`). */
+ * from seed + p (in `arena`); generated inputs of a module whose ragged-all-to-all takes its
+ * offsets and sizes from parameters hold one valid exchange, each participant its share
+ * (kiln_fake_args_make_participant). */
 static kiln_status participant_args(const run_flags_t *f, const kiln_hlo_module_t *m, int n,
-                                    kiln_literal_t **args, int np, const char *prefix,
-                                    kiln_arena_t *arena, kiln_literal_t *const ***out) {
+                                    kiln_literal_t **args, int replicas, int partitions,
+                                    const char *prefix, kiln_arena_t *arena,
+                                    kiln_literal_t *const ***out) {
+  int np = replicas * partitions;
   kiln_literal_t ***per = kiln_arena_alloc(arena, sizeof *per * (size_t)np);
   *out = (kiln_literal_t *const **)per;
+  bool ragged = !f->num_inputs && !f->inputs_dir && kiln_fake_args_per_participant(m);
+  if (ragged)
+    printf(
+        "ragged-all-to-all offsets and sizes: one generated exchange, each participant its "
+        "share (seed %" PRIu64 " on every participant)\n",
+        f->seed);
   for (int p = 0; p < np; p++) {
     per[p] = args;
+    if (ragged) {
+      kiln_fake_args_options_t fo;
+      kiln_fake_args_options_init(&fo);
+      fo.seed = f->seed; /* one exchange: the same seed on every participant */
+      int got = 0;
+      KILN_RETURN_IF_ERROR(
+          kiln_fake_args_make_participant(m, &fo, replicas, partitions, p, arena, &per[p], &got),
+          "while making the inputs of participant %d", p);
+      continue;
+    }
     if (!f->participant_seeds || n == 0) continue;
     run_flags_t g = *f;
     g.seed = f->seed + (uint64_t)p;
@@ -603,7 +623,7 @@ static kiln_status run_reference_spmd(const run_flags_t *f, const kiln_hlo_modul
   kiln_arena_t out;
   kiln_arena_init(&out);
   kiln_literal_t *const **per = NULL;
-  kiln_status s = participant_args(f, m, n, args, np, prefix, &out, &per);
+  kiln_status s = participant_args(f, m, n, args, replicas, partitions, prefix, &out, &per);
   if (!s) s = kiln_eval_module_spmd(m, &o, n, per, &out, results);
   if (s) s = kiln_status_annotate(s, "while evaluating with the reference backend");
   if (!s) s = print_participants(f, results, np, partitions, prefix, &out);
@@ -646,7 +666,7 @@ static kiln_status run_spmd_on_device(const run_flags_t *f, const kiln_hlo_modul
   kiln_arena_t out;
   kiln_arena_init(&out);
   kiln_literal_t *const **per = NULL;
-  kiln_status ps = participant_args(f, m, n, args, np, prefix, &out, &per);
+  kiln_status ps = participant_args(f, m, n, args, replicas, partitions, prefix, &out, &per);
   if (ps) {
     kiln_arena_destroy(&out);
     return ps;

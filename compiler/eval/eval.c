@@ -4,6 +4,7 @@
 #include "compiler/eval/eval.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 #include "base/hashmap.h"
@@ -245,6 +246,37 @@ static bool literal_matches_shape(const kiln_literal_t *l, const kiln_shape_t *s
 
 /* ---- scalar computation calls with a recycled scratch arena ---- */
 
+/* The fast path's op (kiln_eval_scalar_fn_t), or KILN_OP_PARAMETER. */
+static kiln_hlo_opcode_t fast_binary(const kiln_hlo_computation_t *c, kiln_elem_type_t *type,
+                                     bool *swapped) {
+  const kiln_hlo_instruction_t *r = c ? c->root : NULL;
+  if (!r || c->num_parameters != 2 || r->num_operands != 2 || !r->shape ||
+      !kiln_shape_is_array(r->shape) || r->shape->rank != 0 ||
+      (r->shape->type != KILN_F32 && r->shape->type != KILN_F64))
+    return KILN_OP_PARAMETER;
+  switch (r->opcode) {
+    case KILN_OP_ADD:
+    case KILN_OP_MULTIPLY:
+    case KILN_OP_MAXIMUM:
+    case KILN_OP_MINIMUM:
+      break;
+    default:
+      return KILN_OP_PARAMETER;
+  }
+  const kiln_hlo_instruction_t *x = r->operands[0], *y = r->operands[1];
+  if (x->opcode != KILN_OP_PARAMETER || y->opcode != KILN_OP_PARAMETER ||
+      x->parameter_number == y->parameter_number)
+    return KILN_OP_PARAMETER;
+  for (int i = 0; i < 2; i++) {
+    const kiln_shape_t *ps = c->parameters[i] ? c->parameters[i]->shape : NULL;
+    if (!ps || !kiln_shape_is_array(ps) || ps->rank != 0 || ps->type != r->shape->type)
+      return KILN_OP_PARAMETER;
+  }
+  *type = r->shape->type;
+  *swapped = x->parameter_number == 1;
+  return r->opcode;
+}
+
 void kiln_eval_scalar_fn_init(kiln_eval_scalar_fn_t *fn, kiln_eval_ctx_t *ctx,
                               const kiln_hlo_computation_t *comp) {
   memset(fn, 0, sizeof *fn);
@@ -252,6 +284,55 @@ void kiln_eval_scalar_fn_init(kiln_eval_scalar_fn_t *fn, kiln_eval_ctx_t *ctx,
   fn->comp = comp;
   kiln_arena_init(&fn->scratch);
   fn->scratch.limit = ctx->arena->limit;
+  fn->fast_op = fast_binary(comp, &fn->fast_type, &fn->fast_swapped);
+}
+
+/* The elementwise evaluator's float kernels, one element (eval_elementwise.c): a NaN operand
+ * wins, the left one first. */
+#define FAST_BINARY(T, op, x, y, out)                                   \
+  do {                                                                  \
+    T x_ = (x), y_ = (y);                                               \
+    switch (op) {                                                       \
+      case KILN_OP_ADD:                                                 \
+        *(out) = x_ + y_;                                               \
+        break;                                                          \
+      case KILN_OP_MULTIPLY:                                            \
+        *(out) = x_ * y_;                                               \
+        break;                                                          \
+      case KILN_OP_MAXIMUM:                                             \
+        *(out) = isnan(x_) ? x_ : isnan(y_) ? y_ : (x_ < y_ ? y_ : x_); \
+        break;                                                          \
+      default:                                                          \
+        *(out) = isnan(x_) ? x_ : isnan(y_) ? y_ : (y_ < x_ ? y_ : x_); \
+        break;                                                          \
+    }                                                                   \
+  } while (0)
+
+static bool scalar_fn_fast(const kiln_eval_scalar_fn_t *fn, int num_args,
+                           const kiln_elem_type_t *arg_types, const void *const *args,
+                           int num_results, void *const *results) {
+  if (fn->fast_op == KILN_OP_PARAMETER || num_args != 2 || num_results != 1 ||
+      arg_types[0] != fn->fast_type || arg_types[1] != fn->fast_type)
+    return false;
+  const void *a = args[fn->fast_swapped ? 1 : 0], *b = args[fn->fast_swapped ? 0 : 1];
+  /* Which NaN a sum or product of two NaNs returns is the compiler's choice (it may commute
+   * them): those go through the interpreter, whose kernel made that choice. */
+  bool arith = fn->fast_op == KILN_OP_ADD || fn->fast_op == KILN_OP_MULTIPLY;
+#define FAST_APPLY(T)                                  \
+  do {                                                 \
+    T x, y, r;                                         \
+    memcpy(&x, a, sizeof x);                           \
+    memcpy(&y, b, sizeof y);                           \
+    if (arith && (isnan(x) || isnan(y))) return false; \
+    FAST_BINARY(T, fn->fast_op, x, y, &r);             \
+    memcpy(results[0], &r, sizeof r);                  \
+  } while (0)
+  if (fn->fast_type == KILN_F32)
+    FAST_APPLY(float);
+  else
+    FAST_APPLY(double);
+#undef FAST_APPLY
+  return true;
 }
 
 void kiln_eval_scalar_fn_destroy(kiln_eval_scalar_fn_t *fn) {
@@ -262,6 +343,7 @@ kiln_status kiln_eval_scalar_fn_call(kiln_eval_scalar_fn_t *fn, int num_args,
                                      const kiln_elem_type_t *arg_types,
                                      const void *const *args, int num_results,
                                      void *const *results) {
+  if (scalar_fn_fast(fn, num_args, arg_types, args, num_results, results)) return KILN_STATUS_OK;
   if (fn->calls_since_reset >= 4096) {
     size_t limit = fn->scratch.limit;
     kiln_arena_destroy(&fn->scratch);
@@ -608,6 +690,7 @@ static kiln_status eval_instruction(kiln_eval_ctx_t *ctx, const kiln_hlo_instruc
   case KILN_OP_ALL_GATHER_DONE:
   case KILN_OP_REDUCE_SCATTER:
   case KILN_OP_ALL_TO_ALL:
+  case KILN_OP_RAGGED_ALL_TO_ALL:
   case KILN_OP_COLLECTIVE_BROADCAST:
   case KILN_OP_COLLECTIVE_PERMUTE:
   case KILN_OP_COLLECTIVE_PERMUTE_START:

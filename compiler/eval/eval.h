@@ -163,6 +163,12 @@ typedef struct kiln_eval_scalar_fn {
   const kiln_hlo_computation_t *comp;
   kiln_arena_t scratch;
   int64_t calls_since_reset;
+  /* A computation that is one add / multiply / maximum / minimum of its two f32 (f64)
+   * parameters runs directly, with the elementwise evaluator's expressions (the same bits):
+   * the op (KILN_OP_PARAMETER: none), its type, and whether it reads parameter 1 first. */
+  kiln_hlo_opcode_t fast_op;
+  kiln_elem_type_t fast_type;
+  bool fast_swapped;
 } kiln_eval_scalar_fn_t;
 
 void kiln_eval_scalar_fn_init(kiln_eval_scalar_fn_t *fn, kiln_eval_ctx_t *ctx,

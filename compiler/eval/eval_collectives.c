@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/ragged_all_to_all.h"
 #include "base/str.h"
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/collective_groups.h"
@@ -395,6 +396,67 @@ static kiln_status do_all_to_all(coll_t *c, kiln_literal_t **res) {
   return KILN_STATUS_OK;
 }
 
+/* ragged-all-to-all(input, output, input_offsets, send_sizes, output_offsets, recv_sizes):
+ * the output operand with every rank's updates for this one written over it, in rank order
+ * (base/ragged_all_to_all.h, the host runtime's own code). */
+enum { RAGGED_INPUT, RAGGED_OUTPUT, RAGGED_IN_OFF, RAGGED_SEND, RAGGED_OUT_OFF, RAGGED_RECV };
+
+/* Rank k's metadata operand i as int64 (k's row of `all`, n entries each). */
+static kiln_status ragged_meta(coll_t *c, int k, int i, int64_t n, int64_t *out) {
+  const kiln_literal_t *l = c->contrib[k][i];
+  if (!kiln_shape_is_array(l->shape) ||
+      (l->shape->type != KILN_S32 && l->shape->type != KILN_S64) || l->num_elements != n)
+    return KILN_ERR_INVALID("ragged-all-to-all '%s': rank %d's operand %d is not %" PRId64
+                            " s32 or s64 values",
+                            c->in->name, k, i, n);
+  for (int64_t e = 0; e < n; e++) out[e] = kiln_eval_elem_get_s64(l->shape->type, l->data, e);
+  return KILN_STATUS_OK;
+}
+
+static kiln_status do_ragged_all_to_all(coll_t *c, kiln_literal_t **res) {
+  int size = c->g->size, me = c->g->rank;
+  if (c->nops != 6)
+    return KILN_ERR_INVALID("ragged-all-to-all '%s' has %d operands, not 6", c->in->name, c->nops);
+  const kiln_literal_t *out = c->contrib[me][RAGGED_OUTPUT];
+  KILN_RETURN_IF_ERROR_PLAIN(need_array(c->in, out, c->in->shape));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(c->ctx, c->in->shape, &res[0]));
+  kiln_literal_t *r = res[0];
+  const kiln_shape_t *os = r->shape;
+  if (os->rank < 1)
+    return KILN_ERR_INVALID("ragged-all-to-all '%s': its output is a scalar", c->in->name);
+  int64_t n = c->contrib[me][RAGGED_IN_OFF]->num_elements;
+  if (n % size)
+    return KILN_ERR_INVALID("ragged-all-to-all '%s': %" PRId64
+                            " offsets do not split among a group of %d",
+                            c->in->name, n, size);
+  size_t es = kiln_elem_type_storage_bytes(os->type);
+  size_t row_bytes = (size_t)prod(os, 1, os->rank) * es;
+  if (r->num_elements) memcpy(r->data, out->data, (size_t)r->num_elements * es);
+  int64_t *meta = kiln_calloc((size_t)(size * 3 + 1) * (size_t)(n ? n : 1), sizeof *meta);
+  kiln_ragged_sender_t *from = kiln_calloc((size_t)size, sizeof *from);
+  int64_t *recv = meta + (size_t)size * 3 * (size_t)n;
+  kiln_status st = ragged_meta(c, me, RAGGED_RECV, n, recv);
+  for (int k = 0; k < size && !st; k++) {
+    const kiln_literal_t *in = c->contrib[k][RAGGED_INPUT];
+    int64_t *m = meta + (size_t)k * 3 * (size_t)n;
+    if (!kiln_shape_is_array(in->shape) || in->shape->type != os->type ||
+        in->shape->rank != os->rank ||
+        (in->shape->rank && in->num_elements != in->shape->dims[0] * prod(os, 1, os->rank)))
+      st = KILN_ERR_INVALID("ragged-all-to-all '%s': rank %d's input rows differ from the output's",
+                            c->in->name, k);
+    if (!st) st = ragged_meta(c, k, RAGGED_IN_OFF, n, m);
+    if (!st) st = ragged_meta(c, k, RAGGED_SEND, n, m + n);
+    if (!st) st = ragged_meta(c, k, RAGGED_OUT_OFF, n, m + 2 * n);
+    from[k] = (kiln_ragged_sender_t){in->data, in->shape->dims[0], m, m + n, m + 2 * n};
+  }
+  if (!st)
+    st = kiln_ragged_all_to_all_receive(c->in->name, me, size, n / size, from, recv, r->data,
+                                        os->dims[0], row_bytes);
+  kiln_free(from);
+  kiln_free(meta);
+  return st;
+}
+
 static kiln_status copy_from(coll_t *c, int i, const kiln_literal_t *src, kiln_literal_t **res) {
   KILN_RETURN_IF_ERROR_PLAIN(alloc_result(c, i, res));
   if (!src) return KILN_STATUS_OK; /* zeros */
@@ -426,7 +488,7 @@ static kiln_status package(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *i
                            kiln_literal_t *const *ops, kiln_literal_t **res, kiln_literal_t **out) {
   kiln_shape_t *s = in->shape;
   if (!kiln_hlo_collective_is_pair_start(in)) {
-    if (nops == 1 && s->type != KILN_TUPLE) {
+    if ((nops == 1 || in->opcode == KILN_OP_RAGGED_ALL_TO_ALL) && s->type != KILN_TUPLE) {
       *out = res[0];
       return KILN_STATUS_OK;
     }
@@ -500,6 +562,9 @@ kiln_status kiln_eval_collective(kiln_eval_ctx_t *ctx, const kiln_hlo_instructio
         break;
       case KILN_OP_COLLECTIVE_BROADCAST:
         st = do_broadcast(&c, res);
+        break;
+      case KILN_OP_RAGGED_ALL_TO_ALL:
+        st = do_ragged_all_to_all(&c, res);
         break;
       case KILN_OP_COLLECTIVE_PERMUTE:
       case KILN_OP_COLLECTIVE_PERMUTE_START:

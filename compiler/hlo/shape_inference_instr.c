@@ -100,6 +100,49 @@ static kiln_status check_permute_pairs(const kiln_hlo_instruction_t *in) {
   return KILN_STATUS_OK;
 }
 
+/* ragged-all-to-all: input and output arrays of one element type whose rows (every dimension
+ * but the first) agree; the four offset / size operands of one s32 or s64 shape of rank 1 or
+ * 2 (XLA's verifier), their element count a multiple of the group size. */
+static kiln_status check_ragged_all_to_all(kiln_arena_t *a, const kiln_hlo_instruction_t *in,
+                                           const kiln_shape_t *const *ops) {
+  const kiln_shape_t *x = ops[0], *y = ops[1];
+  if (!kiln_shape_is_array(x) || !kiln_shape_is_array(y) || x->type != y->type || x->rank < 1 ||
+      x->rank != y->rank)
+    return KILN_ERR_INVALID(
+        "ragged-all-to-all input %s and output %s must be arrays of one element type and rank "
+        ">= 1",
+        kiln__shape_str(a, x), kiln__shape_str(a, y));
+  for (int d = 1; d < x->rank; d++)
+    if (x->dims[d] != y->dims[d])
+      return KILN_ERR_INVALID(
+          "ragged-all-to-all input %s and output %s must agree in every dimension but the "
+          "first (dimension %d)",
+          kiln__shape_str(a, x), kiln__shape_str(a, y), d);
+  static const char *const names[] = {"input_offsets", "send_sizes", "output_offsets",
+                                      "recv_sizes"};
+  for (int i = 2; i < 6; i++) {
+    const kiln_shape_t *m = ops[i];
+    if (!kiln_shape_is_array(m) || (m->type != KILN_S32 && m->type != KILN_S64) ||
+        (m->rank != 1 && m->rank != 2))
+      return KILN_ERR_INVALID(
+          "ragged-all-to-all %s (operand %d) must be s32 or s64 of rank 1 or "
+          "2, but is %s",
+          names[i - 2], i, kiln__shape_str(a, m));
+    if (!kiln_shape_compatible(m, ops[2]))
+      return KILN_ERR_INVALID("ragged-all-to-all %s %s differs from input_offsets %s", names[i - 2],
+                              kiln__shape_str(a, m), kiln__shape_str(a, ops[2]));
+  }
+  int64_t shards = 0;
+  KILN_RETURN_IF_ERROR_PLAIN(collective_shards(in, false, &shards));
+  int64_t count = kiln_shape_num_elements(ops[2]);
+  if (shards > 0 && count % shards)
+    return KILN_ERR_INVALID(
+        "ragged-all-to-all over groups of %lld: its %lld offsets must be a multiple of the "
+        "group size (one run of updates per peer)",
+        (long long)shards, (long long)count);
+  return KILN_STATUS_OK;
+}
+
 /* Group checks of a collective whose shapes do not depend on the group size. */
 static kiln_status check_groups(const kiln_hlo_instruction_t *in) {
   int64_t shards;
@@ -560,7 +603,8 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
       if (n < 1) return arity_error(in, "at least 1");
       KILN_RETURN_IF_ERROR_PLAIN(need_called(in, "to_apply", &c1));
       return check_collective_list(a, in, ops, res, false);
-    case KILN_OP_RAGGED_ALL_TO_ALL:
+    case KILN_OP_RAGGED_ALL_TO_ALL: /* 6 operands: opcodes.def */
+      KILN_RETURN_IF_ERROR_PLAIN(check_ragged_all_to_all(a, in, ops));
       if (!kiln_shape_compatible(res, ops[1]))
         return KILN_ERR_INVALID("ragged-all-to-all result %s must equal its output operand %s",
                                 kiln__shape_str(a, res), kiln__shape_str(a, ops[1]));

@@ -162,6 +162,8 @@ static kiln_coll_thunk_op_t op_of(const kiln_hlo_instruction_t *in) {
       return KILN_COLL_THUNK_PERMUTE;
     case KILN_OP_COLLECTIVE_BROADCAST:
       return KILN_COLL_THUNK_BROADCAST;
+    case KILN_OP_RAGGED_ALL_TO_ALL:
+      return KILN_COLL_THUNK_RAGGED_ALL_TO_ALL;
     case KILN_OP_REPLICA_ID:
       return KILN_COLL_THUNK_REPLICA_ID;
     default:
@@ -235,6 +237,49 @@ static const kiln_shape_t *result_shape(const kiln_hlo_instruction_t *in, int k)
   return s->type == KILN_TUPLE && k < s->num_elements ? s->elements[k] : NULL;
 }
 
+/* ragged-all-to-all's six buffers (runtime/collective_thunk.h): rows along dimension 0, which
+ * must be the most major in the input's and output's layouts. */
+static kiln_status fill_ragged(const kiln_hlo_instruction_t *in, const kiln_buffer_assignment_t *ba,
+                               kiln_coll_thunk_desc_t *d) {
+  if (in->num_operands != 6)
+    return KILN_ERR_INVALID("ragged-all-to-all '%s' has %d operands, not 6", in->name,
+                            in->num_operands);
+  kiln_coll_thunk_buffer_t *b = d->buffers;
+  const kiln_shape_t *xs = in->operands[0]->shape, *ys = in->operands[1]->shape;
+  if (!kiln_shape_is_array(xs) || !kiln_shape_is_array(ys) || xs->rank < 1 || xs->rank != ys->rank)
+    return KILN_ERR_INVALID("ragged-all-to-all '%s': input and output must be arrays of rank >= 1",
+                            in->name);
+  int64_t outer = 0, in_rows_elems = 0, out_rows_elems = 0;
+  KILN_RETURN_IF_ERROR_PLAIN(split_at(in, xs, 0, &outer, &in_rows_elems));
+  if (outer != 1 || !same_layout(xs, ys) || !same_layout(ys, in->shape))
+    return kiln_status_make(
+        KILN_UNIMPLEMENTED,
+        "ragged-all-to-all '%s': dimension 0 must be the most major, and input, "
+        "output and result laid out alike",
+        in->name);
+  KILN_RETURN_IF_ERROR_PLAIN(split_at(in, ys, 0, &outer, &out_rows_elems));
+  for (int k = 0; k < 6; k++) {
+    KILN_RETURN_IF_ERROR_PLAIN(slice_of(ba, in->operands[k], 0, &b[k].send));
+    if (k >= 2) b[k].recv = b[k].send;
+  }
+  KILN_RETURN_IF_ERROR_PLAIN(slice_of(ba, in, 0, &b[0].recv));
+  b[1].recv = b[0].recv;
+  int64_t row = xs->dims[0] ? in_rows_elems / xs->dims[0] : 0;
+  if (!row) row = ys->dims[0] ? out_rows_elems / ys->dims[0] : 0;
+  size_t es = kiln_elem_type_storage_bytes(xs->type);
+  b[0].outer = xs->dims[0];
+  b[0].inner = ys->dims[0];
+  b[0].block_bytes = (size_t)row * es;
+  for (int k = 2; k < 6; k++) {
+    const kiln_shape_t *m = in->operands[k]->shape;
+    KILN_RETURN_IF_ERROR_PLAIN(coll_dtype(in, m->type, &b[k].dtype));
+    if (!kiln_shape_is_array(m) || (b[k].dtype != KILN_COLL_S32 && b[k].dtype != KILN_COLL_S64))
+      return KILN_ERR_INVALID("ragged-all-to-all '%s': operand %d must be s32 or s64", in->name, k);
+    b[k].count = kiln_shape_num_elements(m);
+  }
+  return KILN_STATUS_OK;
+}
+
 /* Every participant's group, once. */
 static kiln_status resolve_groups(const kiln_hlo_instruction_t *in, kiln_coll_thunk_desc_t *d) {
   int R = d->num_replicas, P = d->num_partitions;
@@ -266,6 +311,10 @@ kiln_status kiln_collective_emit(const kiln_hlo_instruction_t *in,
     return KILN_ERR_INVALID("%s '%s' has no operands", kiln_hlo_opcode_name(in->opcode), in->name);
   kiln_coll_thunk_desc_t *d = kiln_coll_thunk_desc_create(op, nops, num_replicas, num_partitions);
   kiln_status st = id ? KILN_STATUS_OK : resolve_groups(in, d);
+  if (!st && op == KILN_COLL_THUNK_RAGGED_ALL_TO_ALL) {
+    st = fill_ragged(in, ba, d);
+    nops = 0; /* filled */
+  }
   for (int k = 0; k < nops && !st; k++) {
     kiln_coll_thunk_buffer_t *b = &d->buffers[k];
     if (id) {

@@ -613,6 +613,7 @@ static kiln_status emit_instruction(emitter_t *E, kiln_thunk_seq_t *seq,
     case KILN_OP_ALL_GATHER_START:
     case KILN_OP_REDUCE_SCATTER:
     case KILN_OP_ALL_TO_ALL:
+    case KILN_OP_RAGGED_ALL_TO_ALL:
     case KILN_OP_COLLECTIVE_PERMUTE:
     case KILN_OP_COLLECTIVE_PERMUTE_START:
     case KILN_OP_COLLECTIVE_BROADCAST:

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "compiler/hlo/collective_groups.h"
 #include "compiler/hlo/numeric.h"
 
 #define FAKE_MAX_PATH 16      /* tuple nesting followed through */
@@ -525,4 +526,112 @@ kiln_status kiln_fake_args_make(const kiln_hlo_module_t *m, const kiln_fake_args
   *out_args = args;
   *out_num = n;
   return NULL;
+}
+
+/* ---- ragged-all-to-all metadata, per participant ---- */
+
+/* The four metadata operands of `in` as distinct entry parameters (param numbers), or false. */
+static bool ragged_params(const kiln_hlo_computation_t *e, const kiln_hlo_instruction_t *in,
+                          int num[4]) {
+  if (in->opcode != KILN_OP_RAGGED_ALL_TO_ALL || in->num_operands != 6) return false;
+  const kiln_shape_t *x = in->operands[0]->shape, *y = in->operands[1]->shape;
+  if (!kiln_shape_is_array(x) || !kiln_shape_is_array(y) || x->rank < 1 || y->rank < 1)
+    return false;
+  for (int k = 0; k < 4; k++) {
+    const kiln_hlo_instruction_t *p = in->operands[2 + k];
+    if (p->opcode != KILN_OP_PARAMETER || p->parent != e || !kiln_shape_is_array(p->shape) ||
+        (p->shape->type != KILN_S32 && p->shape->type != KILN_S64))
+      return false;
+    num[k] = (int)p->parameter_number;
+    for (int j = 0; j < k; j++)
+      if (num[j] == num[k]) return false;
+  }
+  return true;
+}
+
+bool kiln_fake_args_per_participant(const kiln_hlo_module_t *m) {
+  const kiln_hlo_computation_t *e = m ? m->entry : NULL;
+  int num[4];
+  for (size_t i = 0; e && i < e->instructions.len; i++)
+    if (ragged_params(e, e->instructions.data[i], num)) return true;
+  return false;
+}
+
+/* Rows rank s sends rank d in update u: uniform in [0, cap], the same on every participant. */
+static int64_t ragged_rows(uint64_t seed, int s, int d, int64_t u, int64_t cap) {
+  uint64_t st = seed ^ (0x9E3779B97F4A7C15ull * ((uint64_t)s * 0x10001u + (uint64_t)d + 1)) ^
+                ((uint64_t)u << 40);
+  return rand_range(&st, 0, cap);
+}
+
+static void put_s64(kiln_literal_t *l, int64_t i, int64_t v) {
+  if (l->shape->type == KILN_S32)
+    ((int32_t *)l->data)[i] = (int32_t)v;
+  else
+    ((int64_t *)l->data)[i] = v;
+}
+
+static kiln_status ragged_fill(const kiln_hlo_instruction_t *in, const int num[4], int R, int P,
+                               int participant, uint64_t seed, kiln_literal_t **args) {
+  kiln_hlo_collective_group_t g;
+  KILN_RETURN_IF_ERROR(kiln_hlo_collective_group_resolve(in, R, P, participant, NULL, &g),
+                       "fake args for ragged-all-to-all '%s'", in->name);
+  int n = g.size, r = g.rank;
+  kiln_hlo_collective_group_free(&g);
+  kiln_literal_t *in_off = args[num[0]], *send = args[num[1]], *out_off = args[num[2]],
+                 *recv = args[num[3]];
+  int64_t count = in_off->num_elements;
+  if (count % n || send->num_elements != count || out_off->num_elements != count ||
+      recv->num_elements != count)
+    return KILN_STATUS_OK; /* the verifier's and the evaluator's to reject */
+  int64_t U = count / n, rows = in->operands[0]->shape->dims[0];
+  if (in->operands[1]->shape->dims[0] < rows) rows = in->operands[1]->shape->dims[0];
+  int64_t cap = U ? rows / (n * U) : 0, at = 0;
+  for (int d = 0; d < n; d++)
+    for (int64_t u = 0; u < U; u++) {
+      int64_t sz = ragged_rows(seed, r, d, u, cap), where = 0;
+      /* Receiver d's output: every earlier sender's updates, then ours before u. */
+      for (int s = 0; s < r; s++)
+        for (int64_t v = 0; v < U; v++) where += ragged_rows(seed, s, d, v, cap);
+      for (int64_t v = 0; v < u; v++) where += ragged_rows(seed, r, d, v, cap);
+      put_s64(in_off, d * U + u, at);
+      put_s64(send, d * U + u, sz);
+      put_s64(out_off, d * U + u, where);
+      put_s64(recv, d * U + u, ragged_rows(seed, d, r, u, cap));
+      at += sz;
+    }
+  return KILN_STATUS_OK;
+}
+
+kiln_status kiln_fake_args_make_participant(const kiln_hlo_module_t *m,
+                                            const kiln_fake_args_options_t *o, int num_replicas,
+                                            int num_partitions, int participant,
+                                            kiln_arena_t *arena, kiln_literal_t ***out_args,
+                                            int *out_num) {
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_fake_args_make(m, o, arena, out_args, out_num));
+  const kiln_hlo_computation_t *e = m->entry;
+  uint64_t seed = o ? o->seed : 42;
+  int num[4];
+  for (size_t i = 0; i < e->instructions.len; i++)
+    if (ragged_params(e, e->instructions.data[i], num))
+      KILN_RETURN_IF_ERROR_PLAIN(ragged_fill(e->instructions.data[i], num, num_replicas,
+                                             num_partitions, participant, seed, *out_args));
+  return KILN_STATUS_OK;
+}
+
+kiln_status kiln_fake_args_make_world(const kiln_hlo_module_t *m, const kiln_fake_args_options_t *o,
+                                      int num_replicas, int num_partitions, kiln_arena_t *arena,
+                                      kiln_literal_t *const **per, int *out_num, bool *differ) {
+  *differ = kiln_fake_args_per_participant(m);
+  kiln_literal_t **args = NULL;
+  int n = num_replicas * num_partitions;
+  for (int i = 0; i < n; i++) {
+    if (*differ || i == 0)
+      KILN_RETURN_IF_ERROR_PLAIN(*differ ? kiln_fake_args_make_participant(m, o, num_replicas,
+                                                                           num_partitions, i, arena,
+                                                                           &args, out_num)
+                                         : kiln_fake_args_make(m, o, arena, &args, out_num));
+    per[i] = args;
+  }
+  return KILN_STATUS_OK;
 }

@@ -65,4 +65,30 @@ kiln_status kiln_fake_args_make_one(const kiln_hlo_module_t *m, const kiln_fake_
 bool kiln_fake_args_index_bound(const kiln_hlo_module_t *m, int param_number, int leaf,
                                 int64_t *out_max_start);
 
+/* Per-participant arguments for multi-device runs. A ragged-all-to-all of the entry
+ * computation whose four offset / size operands are four distinct entry parameters needs
+ * them to agree across its group (a sender's sizes are its receivers' recv_sizes), so the
+ * same arguments on every participant rarely form a valid exchange. Whether `m` has one: */
+bool kiln_fake_args_per_participant(const kiln_hlo_module_t *m);
+
+/* kiln_fake_args_make for `participant` of a world of num_replicas x num_partitions: the same
+ * values, except the parameters above, which hold one valid exchange per group (the same
+ * for every seed's participants): the row count sent from rank s to rank d in update u is
+ * uniform in [0, min(input rows, output rows) / (group size x updates)], drawn from (seed, s,
+ * d, u); each sender packs its updates in its input in (peer, update) order, each receiver
+ * its updates in its output in (sender, update) order, so nothing overlaps and everything
+ * lies in range. INVALID_ARGUMENT when the group cannot be resolved for that world. */
+kiln_status kiln_fake_args_make_participant(const kiln_hlo_module_t *m,
+                                            const kiln_fake_args_options_t *o, int num_replicas,
+                                            int num_partitions, int participant,
+                                            kiln_arena_t *arena, kiln_literal_t ***out_args,
+                                            int *out_num);
+
+/* Arguments for every participant of a world of R x P: per[i] (R x P entries, caller's
+ * array) are participant i's; one shared array when the module does not need per-participant
+ * values (*differ false), kiln_fake_args_make_participant's otherwise (*differ true). */
+kiln_status kiln_fake_args_make_world(const kiln_hlo_module_t *m, const kiln_fake_args_options_t *o,
+                                      int num_replicas, int num_partitions, kiln_arena_t *arena,
+                                      kiln_literal_t *const **per, int *out_num, bool *differ);
+
 #endif /* KILN_TOOLS_COMMON_FAKE_ARGS_H_ */
