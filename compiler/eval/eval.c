@@ -246,35 +246,15 @@ static bool literal_matches_shape(const kiln_literal_t *l, const kiln_shape_t *s
 
 /* ---- scalar computation calls with a recycled scratch arena ---- */
 
-/* The fast path's op (kiln_eval_scalar_fn_t), or KILN_OP_PARAMETER. */
+/* The fast path's op (kiln_eval_scalar_fn_t): an f32 / f64 add, multiply, maximum or minimum
+ * of the two parameters, else KILN_OP_COUNT. */
 static kiln_hlo_opcode_t fast_binary(const kiln_hlo_computation_t *c, kiln_elem_type_t *type,
                                      bool *swapped) {
   const kiln_hlo_instruction_t *r = c ? c->root : NULL;
-  if (!r || c->num_parameters != 2 || r->num_operands != 2 || !r->shape ||
-      !kiln_shape_is_array(r->shape) || r->shape->rank != 0 ||
-      (r->shape->type != KILN_F32 && r->shape->type != KILN_F64))
-    return KILN_OP_PARAMETER;
-  switch (r->opcode) {
-    case KILN_OP_ADD:
-    case KILN_OP_MULTIPLY:
-    case KILN_OP_MAXIMUM:
-    case KILN_OP_MINIMUM:
-      break;
-    default:
-      return KILN_OP_PARAMETER;
-  }
-  const kiln_hlo_instruction_t *x = r->operands[0], *y = r->operands[1];
-  if (x->opcode != KILN_OP_PARAMETER || y->opcode != KILN_OP_PARAMETER ||
-      x->parameter_number == y->parameter_number)
-    return KILN_OP_PARAMETER;
-  for (int i = 0; i < 2; i++) {
-    const kiln_shape_t *ps = c->parameters[i] ? c->parameters[i]->shape : NULL;
-    if (!ps || !kiln_shape_is_array(ps) || ps->rank != 0 || ps->type != r->shape->type)
-      return KILN_OP_PARAMETER;
-  }
+  if (!r || !r->shape || (r->shape->type != KILN_F32 && r->shape->type != KILN_F64))
+    return KILN_OP_COUNT;
   *type = r->shape->type;
-  *swapped = x->parameter_number == 1;
-  return r->opcode;
+  return kiln_eval_binary_reducer(c, r->shape->type, swapped); /* and/or: not on floats */
 }
 
 void kiln_eval_scalar_fn_init(kiln_eval_scalar_fn_t *fn, kiln_eval_ctx_t *ctx,
@@ -287,51 +267,31 @@ void kiln_eval_scalar_fn_init(kiln_eval_scalar_fn_t *fn, kiln_eval_ctx_t *ctx,
   fn->fast_op = fast_binary(comp, &fn->fast_type, &fn->fast_swapped);
 }
 
-/* The elementwise evaluator's float kernels, one element (eval_elementwise.c): a NaN operand
- * wins, the left one first. */
-#define FAST_BINARY(T, op, x, y, out)                                   \
-  do {                                                                  \
-    T x_ = (x), y_ = (y);                                               \
-    switch (op) {                                                       \
-      case KILN_OP_ADD:                                                 \
-        *(out) = x_ + y_;                                               \
-        break;                                                          \
-      case KILN_OP_MULTIPLY:                                            \
-        *(out) = x_ * y_;                                               \
-        break;                                                          \
-      case KILN_OP_MAXIMUM:                                             \
-        *(out) = isnan(x_) ? x_ : isnan(y_) ? y_ : (x_ < y_ ? y_ : x_); \
-        break;                                                          \
-      default:                                                          \
-        *(out) = isnan(x_) ? x_ : isnan(y_) ? y_ : (y_ < x_ ? y_ : x_); \
-        break;                                                          \
-    }                                                                   \
-  } while (0)
-
 static bool scalar_fn_fast(const kiln_eval_scalar_fn_t *fn, int num_args,
                            const kiln_elem_type_t *arg_types, const void *const *args,
                            int num_results, void *const *results) {
-  if (fn->fast_op == KILN_OP_PARAMETER || num_args != 2 || num_results != 1 ||
+  if (fn->fast_op == KILN_OP_COUNT || num_args != 2 || num_results != 1 ||
       arg_types[0] != fn->fast_type || arg_types[1] != fn->fast_type)
     return false;
   const void *a = args[fn->fast_swapped ? 1 : 0], *b = args[fn->fast_swapped ? 0 : 1];
   /* Which NaN a sum or product of two NaNs returns is the compiler's choice (it may commute
    * them): those go through the interpreter, whose kernel made that choice. */
   bool arith = fn->fast_op == KILN_OP_ADD || fn->fast_op == KILN_OP_MULTIPLY;
-#define FAST_APPLY(T)                                  \
-  do {                                                 \
-    T x, y, r;                                         \
-    memcpy(&x, a, sizeof x);                           \
-    memcpy(&y, b, sizeof y);                           \
-    if (arith && (isnan(x) || isnan(y))) return false; \
-    FAST_BINARY(T, fn->fast_op, x, y, &r);             \
-    memcpy(results[0], &r, sizeof r);                  \
-  } while (0)
-  if (fn->fast_type == KILN_F32)
-    FAST_APPLY(float);
-  else
-    FAST_APPLY(double);
-#undef FAST_APPLY
+  if (fn->fast_type == KILN_F32) {
+    float x, y;
+    memcpy(&x, a, sizeof x);
+    memcpy(&y, b, sizeof y);
+    if (arith && (isnan(x) || isnan(y))) return false;
+    float r = kiln_eval_fstepf(fn->fast_op, x, y);
+    memcpy(results[0], &r, sizeof r);
+  } else {
+    double x, y;
+    memcpy(&x, a, sizeof x);
+    memcpy(&y, b, sizeof y);
+    if (arith && (isnan(x) || isnan(y))) return false;
+    double r = kiln_eval_fstep(fn->fast_op, x, y);
+    memcpy(results[0], &r, sizeof r);
+  }
   return true;
 }
 

@@ -7,6 +7,9 @@
 #ifndef KILN_EVAL_EVAL_H_
 #define KILN_EVAL_EVAL_H_
 
+#include <math.h>
+#include <stdbool.h>
+
 #include "base/alloc.h"
 #include "base/hashmap.h"
 #include "base/status.h"
@@ -154,6 +157,40 @@ int64_t kiln_eval_elem_get_s64(kiln_elem_type_t t, const void *data, int64_t i);
 void kiln_eval_elem_set_f64(kiln_elem_type_t t, void *data, int64_t i, double v);
 void kiln_eval_elem_set_s64(kiln_elem_type_t t, void *data, int64_t i, int64_t v);
 
+/* When `c` is `ROOT op(p0, p1)` (either order) over its two scalar parameters of type `t`,
+ * op one of add, multiply, maximum, minimum, and, or (and/or on integers and pred only;
+ * never complex): the op, with *swapped (may be NULL) set when it reads parameter 1 first;
+ * else KILN_OP_COUNT. The reductions' and the scalar functions' fast paths. */
+kiln_hlo_opcode_t kiln_eval_binary_reducer(const kiln_hlo_computation_t *c, kiln_elem_type_t t,
+                                           bool *swapped);
+
+/* One step of a float add / multiply / maximum / minimum, `x` the lhs, with the elementwise
+ * evaluator's semantics (a NaN operand wins, the lhs first). */
+static inline double kiln_eval_fstep(kiln_hlo_opcode_t op, double x, double y) {
+  switch (op) {
+    case KILN_OP_ADD:
+      return x + y;
+    case KILN_OP_MULTIPLY:
+      return x * y;
+    case KILN_OP_MAXIMUM:
+      return isnan(x) ? x : isnan(y) ? y : (x < y ? y : x);
+    default:
+      return isnan(x) ? x : isnan(y) ? y : (y < x ? y : x);
+  }
+}
+static inline float kiln_eval_fstepf(kiln_hlo_opcode_t op, float x, float y) {
+  switch (op) {
+    case KILN_OP_ADD:
+      return x + y;
+    case KILN_OP_MULTIPLY:
+      return x * y;
+    case KILN_OP_MAXIMUM:
+      return isnan(x) ? x : isnan(y) ? y : (x < y ? y : x);
+    default:
+      return isnan(x) ? x : isnan(y) ? y : (y < x ? y : x);
+  }
+}
+
 /* Calling a scalar computation (reducer, comparator, map body) many times without growing
  * ctx->arena: intermediates go to a scratch arena that is recycled. Arguments and results
  * are element pointers into literal storage (`arg_types[i]` gives each argument's type; the
@@ -165,7 +202,7 @@ typedef struct kiln_eval_scalar_fn {
   int64_t calls_since_reset;
   /* A computation that is one add / multiply / maximum / minimum of its two f32 (f64)
    * parameters runs directly, with the elementwise evaluator's expressions (the same bits):
-   * the op (KILN_OP_PARAMETER: none), its type, and whether it reads parameter 1 first. */
+   * the op (KILN_OP_COUNT: none), its type, and whether it reads parameter 1 first. */
   kiln_hlo_opcode_t fast_op;
   kiln_elem_type_t fast_type;
   bool fast_swapped;

@@ -31,9 +31,8 @@ static void row_strides(const kiln_shape_t *s, int64_t *strides) {
 
 /* ---- fast path: binary reducers ---- */
 
-/* Returns the opcode when `c` is `ROOT op(p0, p1)` (either order) over two scalar
- * parameters of type `t`, else KILN_OP_COUNT. */
-static kiln_hlo_opcode_t simple_reducer(const kiln_hlo_computation_t *c, kiln_elem_type_t t) {
+kiln_hlo_opcode_t kiln_eval_binary_reducer(const kiln_hlo_computation_t *c, kiln_elem_type_t t,
+                                           bool *swapped) {
   if (!c || c->num_parameters != 2 || !c->root) return KILN_OP_COUNT;
   /* The typed accumulators hold one real value: complex reductions take the slow path. */
   if (kiln_elem_type_is_complex(t)) return KILN_OP_COUNT;
@@ -54,26 +53,10 @@ static kiln_hlo_opcode_t simple_reducer(const kiln_hlo_computation_t *c, kiln_el
   if ((r->opcode == KILN_OP_AND || r->opcode == KILN_OP_OR) &&
       !(kiln_elem_type_is_integral(t) || t == KILN_PRED))
     return KILN_OP_COUNT;
+  if (swapped) *swapped = a->parameter_number == 1;
   return r->opcode;
 }
 
-/* Float accumulator step with XLA's evaluator semantics (acc is the lhs). */
-static inline double fstep(kiln_hlo_opcode_t op, double acc, double x) {
-  switch (op) {
-  case KILN_OP_ADD: return acc + x;
-  case KILN_OP_MULTIPLY: return acc * x;
-  case KILN_OP_MAXIMUM: return isnan(acc) ? acc : isnan(x) ? x : (acc < x ? x : acc);
-  default: return isnan(acc) ? acc : isnan(x) ? x : (x < acc ? x : acc);
-  }
-}
-static inline float fstepf(kiln_hlo_opcode_t op, float acc, float x) {
-  switch (op) {
-  case KILN_OP_ADD: return acc + x;
-  case KILN_OP_MULTIPLY: return acc * x;
-  case KILN_OP_MAXIMUM: return isnan(acc) ? acc : isnan(x) ? x : (acc < x ? x : acc);
-  default: return isnan(acc) ? acc : isnan(x) ? x : (x < acc ? x : acc);
-  }
-}
 static inline int64_t istep(kiln_hlo_opcode_t op, bool sg, int64_t acc, int64_t x) {
   switch (op) {
   case KILN_OP_ADD: return (int64_t)((uint64_t)acc + (uint64_t)x);
@@ -120,18 +103,18 @@ static kiln_status fold_step(folder_t *f, int64_t off) {
   if (f->op != KILN_OP_COUNT) {
     const void *d = f->in[0]->data;
     if (t == KILN_F32) {
-      f->facc32 = fstepf(f->op, f->facc32, ((const float *)d)[off]);
+      f->facc32 = kiln_eval_fstepf(f->op, f->facc32, ((const float *)d)[off]);
     } else if (t == KILN_F64) {
-      f->facc = fstep(f->op, f->facc, ((const double *)d)[off]);
+      f->facc = kiln_eval_fstep(f->op, f->facc, ((const double *)d)[off]);
     } else if (t == KILN_BF16) { /* round to bf16 after every step, as the reducer would */
       float x = kiln_bf16_to_f32(((const uint16_t *)d)[off]);
-      f->facc32 = kiln_bf16_to_f32(kiln_f32_to_bf16(fstepf(f->op, f->facc32, x)));
+      f->facc32 = kiln_bf16_to_f32(kiln_f32_to_bf16(kiln_eval_fstepf(f->op, f->facc32, x)));
     } else if (t == KILN_F16) {
       float x = kiln_f16_to_f32(((const uint16_t *)d)[off]);
-      f->facc32 = kiln_f16_to_f32(kiln_f32_to_f16(fstepf(f->op, f->facc32, x)));
+      f->facc32 = kiln_f16_to_f32(kiln_f32_to_f16(kiln_eval_fstepf(f->op, f->facc32, x)));
     } else if (kiln_elem_type_is_float(t)) {
       float x = (float)kiln_eval_elem_get_f64(t, d, off);
-      float v = fstepf(f->op, f->facc32, x);
+      float v = kiln_eval_fstepf(f->op, f->facc32, x);
       unsigned char tmp[2];
       kiln_eval_elem_set_f64(t, tmp, 0, v);
       f->facc32 = (float)kiln_eval_elem_get_f64(t, tmp, 0);
@@ -205,7 +188,7 @@ static kiln_status folder_init(folder_t *f, kiln_eval_ctx_t *ctx, const kiln_hlo
   for (int i = 0; i < n; i++)
     if (!kiln_shape_is_array(f->out[i]->shape) || f->out[i]->shape->type != f->type[i])
       return bad(instr, "result element types must match the inputs");
-  f->op = n == 1 ? simple_reducer(reducer, f->type[0]) : KILN_OP_COUNT;
+  f->op = n == 1 ? kiln_eval_binary_reducer(reducer, f->type[0], NULL) : KILN_OP_COUNT;
   kiln_eval_scalar_fn_init(&f->fn, ctx, reducer);
   return KILN_STATUS_OK;
 }
@@ -257,7 +240,7 @@ static kiln_status eval_reduce(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_
         const float *d = (const float *)f.in[0]->data + base;
         float acc = f.facc32;
         int64_t s = rstr[0];
-        for (int64_t k = 0; k < rdims[0]; k++) acc = fstepf(f.op, acc, d[k * s]);
+        for (int64_t k = 0; k < rdims[0]; k++) acc = kiln_eval_fstepf(f.op, acc, d[k * s]);
         f.facc32 = acc;
       } else {
         int64_t ridx[MAX_RANK] = {0};
