@@ -564,6 +564,18 @@ static kiln_status print_participants(const run_flags_t *f, kiln_literal_t **res
   return s;
 }
 
+/* Whether generated inputs give each participant its share of one ragged-all-to-all exchange
+ * (kiln_fake_args_make_participant) instead of the same inputs. */
+static bool ragged_shares(const run_flags_t *f, const kiln_hlo_module_t *m) {
+  return !f->num_inputs && !f->inputs_dir && kiln_fake_args_per_participant(m);
+}
+
+/* How the participants' inputs are made, for the line each multi-device run prints. */
+static const char *inputs_note(const run_flags_t *f, const kiln_hlo_module_t *m) {
+  if (ragged_shares(f, m)) return "each its share of one generated ragged exchange";
+  return f->participant_seeds ? "inputs of their own" : "the same inputs on each";
+}
+
 /* Every participant's inputs: `args`, or with --participant-seeds participant p's generated
  * from seed + p (in `arena`); generated inputs of a module whose ragged-all-to-all takes its
  * offsets and sizes from parameters hold one valid exchange, each participant its share
@@ -575,7 +587,7 @@ static kiln_status participant_args(const run_flags_t *f, const kiln_hlo_module_
   int np = replicas * partitions;
   kiln_literal_t ***per = kiln_arena_alloc(arena, sizeof *per * (size_t)np);
   *out = (kiln_literal_t *const **)per;
-  bool ragged = !f->num_inputs && !f->inputs_dir && kiln_fake_args_per_participant(m);
+  bool ragged = ragged_shares(f, m);
   if (ragged)
     printf(
         "ragged-all-to-all offsets and sizes: one generated exchange, each participant its "
@@ -615,8 +627,8 @@ static kiln_status run_reference_spmd(const run_flags_t *f, const kiln_hlo_modul
                                       const kiln_eval_options_t *eo, int n, kiln_literal_t **args,
                                       int replicas, int partitions, const char *prefix) {
   int np = replicas * partitions;
-  printf("participants: %d replicas x %d partitions, the same inputs on each\n", replicas,
-         partitions);
+  printf("participants: %d replicas x %d partitions, %s\n", replicas, partitions,
+         inputs_note(f, m));
   kiln_literal_t **results = kiln_calloc((size_t)np, sizeof *results);
   kiln_eval_spmd_options_t o = {
       .num_replicas = replicas, .num_partitions = partitions, .base = *eo};
@@ -660,7 +672,7 @@ static kiln_status run_spmd_on_device(const run_flags_t *f, const kiln_hlo_modul
   int np = replicas * partitions;
   printf("%s devices: %d (%d replicas x %d partitions), %s\n",
          strcmp(f->backend, "cuda") == 0 ? "CUDA" : "host", np, replicas, partitions,
-         f->participant_seeds ? "inputs of their own" : "the same inputs on each");
+         inputs_note(f, m));
   kiln_device_run_options_t o;
   device_options(f, &o);
   kiln_arena_t out;
