@@ -143,6 +143,24 @@ static inline kiln_kir_module_t *kir_test_finish(kiln_kir_builder_t *b, kiln_kir
   return m;
 }
 
+/* `if cond { insert v into t at idx } else { t }`: the updated tensor. */
+static inline kiln_kir_value_t *kir_test_insert_if(kiln_kir_builder_t *b, kiln_kir_value_t *cond,
+                                                   kiln_kir_value_t *v, kiln_kir_value_t *t,
+                                                   kiln_kir_value_t **idx, int n) {
+  const kiln_kir_type_t *ty = t ? t->type : NULL;
+  kiln_kir_op_t *op = kiln_kir_if(b, cond, &ty, 1);
+  if (op) {
+    kiln_kir_builder_enter(b, kiln_kir_op_region(op, 0));
+    kiln_kir_value_t *ins = kiln_kir_insert(b, v, t, idx, n);
+    kiln_kir_yield(b, &ins, 1);
+    kiln_kir_builder_exit(b);
+    kiln_kir_builder_enter(b, kiln_kir_op_region(op, 1));
+    kiln_kir_yield(b, &t, 1);
+    kiln_kir_builder_exit(b);
+  }
+  return kiln_kir_op_result(op, 0);
+}
+
 /* Row reduction out[r] = sum_c in[r, c] of f32[rows, cols] (cols a multiple of 256): one
  * block of 256 threads per row; each thread sums columns th, th + 256, ...; a shuffle-down
  * tree per warp; lane 0 of each warp writes shared[warp]; barrier; every thread reads
@@ -187,18 +205,7 @@ static inline kiln_kir_module_t *kir_test_build_row_reduce(int64_t rows, int64_t
   kiln_kir_value_t *warp = kiln_kir_apply_indexing1(
       &b, kir_test_map(m, "(th_x) -> (th_x floordiv 32), domain: th_x in [0, 255]"), &th, 1);
   kiln_kir_value_t *is_lane0 = kiln_kir_cmp(&b, KILN_KIR_CMP_EQ, lane, kiln_kir_const_index(&b, 0));
-  const kiln_kir_type_t *st = shm ? shm->type : NULL;
-  kiln_kir_op_t *w0 = kiln_kir_if(&b, is_lane0, &st, 1);
-  if (w0) {
-    kiln_kir_builder_enter(&b, kiln_kir_op_region(w0, 0));
-    kiln_kir_value_t *ins = kiln_kir_insert(&b, acc, shm, &warp, 1);
-    kiln_kir_yield(&b, &ins, 1);
-    kiln_kir_builder_exit(&b);
-    kiln_kir_builder_enter(&b, kiln_kir_op_region(w0, 1));
-    kiln_kir_yield(&b, &shm, 1);
-    kiln_kir_builder_exit(&b);
-  }
-  kiln_kir_value_t *shm1 = kiln_kir_op_result(w0, 0);
+  kiln_kir_value_t *shm1 = kir_test_insert_if(&b, is_lane0, acc, shm, &warp, 1);
   kiln_kir_value_t *shm2 = kiln_kir_op_result(kiln_kir_barrier(&b, &shm1, 1), 0);
   kiln_kir_value_t *in_range = kiln_kir_cmp(&b, KILN_KIR_CMP_LT, lane, kiln_kir_const_index(&b, 8));
   const kiln_kir_type_t *f32t = kiln_kir_type_scalar(m, KILN_F32);
@@ -217,18 +224,7 @@ static inline kiln_kir_module_t *kir_test_build_row_reduce(int64_t rows, int64_t
   for (int off = 4; off >= 1; off /= 2)
     v = kiln_kir_binary(&b, KILN_KIR_ADD, v, kiln_kir_shuffle(&b, KILN_KIR_SHUFFLE_DOWN, v, off, 32));
   kiln_kir_value_t *is_t0 = kiln_kir_cmp(&b, KILN_KIR_CMP_EQ, th, kiln_kir_const_index(&b, 0));
-  kiln_kir_op_t *wr = kiln_kir_if(&b, is_t0, &tout, 1);
-  kiln_kir_value_t *out = kiln_kir_func_param(k, 1);
-  if (wr) {
-    kiln_kir_builder_enter(&b, kiln_kir_op_region(wr, 0));
-    kiln_kir_value_t *ins = kiln_kir_insert(&b, v, out, &bl, 1);
-    kiln_kir_yield(&b, &ins, 1);
-    kiln_kir_builder_exit(&b);
-    kiln_kir_builder_enter(&b, kiln_kir_op_region(wr, 1));
-    kiln_kir_yield(&b, &out, 1);
-    kiln_kir_builder_exit(&b);
-  }
-  kiln_kir_value_t *res = kiln_kir_op_result(wr, 0);
+  kiln_kir_value_t *res = kir_test_insert_if(&b, is_t0, v, kiln_kir_func_param(k, 1), &bl, 1);
   kiln_kir_return(&b, &res, 1);
   return kir_test_finish(&b, m);
 }

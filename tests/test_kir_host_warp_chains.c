@@ -70,18 +70,7 @@ static kiln_kir_module_t *build_tree(kiln_elem_type_t e, kiln_kir_opcode_t op, d
       "(th_x, bl_x) -> (bl_x * 2 + th_x floordiv 32), domain: th_x in [0, 63], bl_x in [0, %d]",
       kBlocks - 1);
   kiln_kir_value_t *o = kiln_kir_apply_indexing1(&b, kir_test_map(m, text), ids, 2);
-  kiln_kir_op_t *wr = kiln_kir_if(&b, is_lane0, &tout, 1);
-  kiln_kir_value_t *out = kiln_kir_func_param(k, 1);
-  if (wr) {
-    kiln_kir_builder_enter(&b, kiln_kir_op_region(wr, 0));
-    kiln_kir_value_t *ins = kiln_kir_insert(&b, v, out, &o, 1);
-    kiln_kir_yield(&b, &ins, 1);
-    kiln_kir_builder_exit(&b);
-    kiln_kir_builder_enter(&b, kiln_kir_op_region(wr, 1));
-    kiln_kir_yield(&b, &out, 1);
-    kiln_kir_builder_exit(&b);
-  }
-  kiln_kir_value_t *res = kiln_kir_op_result(wr, 0);
+  kiln_kir_value_t *res = kir_test_insert_if(&b, is_lane0, v, kiln_kir_func_param(k, 1), &o, 1);
   kiln_kir_return(&b, &res, 1);
   return kir_test_finish(&b, m);
 }
