@@ -58,8 +58,9 @@ static kiln_elem_type_t leaf_type(const kiln_shape_t *s) {
   return s->type;
 }
 
-/* The float type of `m` with the loosest module tolerance (compare.h's floor type), or false
- * when the module holds no float. */
+/* The float or complex type of `m` with the loosest module tolerance (compare.h's floor
+ * type), or false when the module holds neither. Complex types count by their parts: a c64
+ * FFT converted to c128 carries f32 rounding (fuzz-2090862). */
 static bool loosest_float(const kiln_hlo_module_t *m, kiln_elem_type_t *out) {
   bool found = false;
   double rtol = 0;
@@ -67,7 +68,7 @@ static bool loosest_float(const kiln_hlo_module_t *m, kiln_elem_type_t *out) {
     const kiln_hlo_computation_t *comp = m->computations.data[c];
     for (size_t i = 0; i < comp->instructions.len; i++) {
       kiln_elem_type_t t = leaf_type(comp->instructions.data[i]->shape);
-      if (!kiln_elem_type_is_float(t)) continue;
+      if (!kiln_elem_type_is_float(t) && !kiln_elem_type_is_complex(t)) continue;
       double r = kiln_compare_module_tolerance(t, 1).rtol;
       if (!found || r > rtol) *out = t, rtol = r, found = true;
     }
