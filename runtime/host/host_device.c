@@ -629,8 +629,9 @@ static void run_steps(const host_step_t *st, size_t n) {
  * in-flight count, since the cache's mutex, held by our caller, keeps updates and destroys
  * out until it returns. A list of direct kernel calls only (which can neither fail nor touch
  * the stream) on a stream with nothing in flight and no sticky error runs as if it were never
- * submitted, without the stream's mutex (stream_idle_unlocked); on a stream that is not idle
- * under its mutex: one lock in all. Otherwise the list is queued behind the stream's work. */
+ * submitted, without the stream's mutex (stream_idle_unlocked); else the same check under the
+ * mutex decides (one lock in all: a sticky error skips the list, work that finished meanwhile
+ * lets it run). Otherwise the list is queued behind the stream's work. */
 static kiln_status host_exec_launch(void *xp, kiln_stream_t *base) {
   host_exec_t *x = xp;
   host_stream_t *s = (host_stream_t *)base;
