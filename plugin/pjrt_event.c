@@ -166,6 +166,10 @@ static PJRT_Error *Event_Destroy(PJRT_Event_Destroy_Args *args) {
 static PJRT_Error *Event_IsReady(PJRT_Event_IsReady_Args *args) {
   KILN_PJRT_ARGS("PJRT_Event_IsReady", args, is_ready);
   EVENT_ARG("PJRT_Event_IsReady", args);
+  if (args->event->shared) { /* the one ready event: ready, no error, never changes */
+    args->is_ready = true;
+    return NULL;
+  }
   pthread_mutex_lock(&args->event->mu);
   args->is_ready = args->event->ready;
   pthread_mutex_unlock(&args->event->mu);
@@ -176,6 +180,7 @@ static PJRT_Error *Event_Error(PJRT_Event_Error_Args *args) {
   KILN_PJRT_ARGS("PJRT_Event_Error", args, event);
   EVENT_ARG("PJRT_Event_Error", args);
   PJRT_Event *e = args->event;
+  if (e->shared) return NULL;
   pthread_mutex_lock(&e->mu);
   bool ready = e->ready;
   kiln_status copy = ready ? status_copy(e->error) : NULL;
@@ -191,6 +196,9 @@ static PJRT_Error *Event_Await(PJRT_Event_Await_Args *args) {
   KILN_PJRT_ARGS("PJRT_Event_Await", args, event);
   EVENT_ARG("PJRT_Event_Await", args);
   PJRT_Event *e = args->event;
+  /* The one ready event (what every synchronous execute and transfer hands out): nothing to
+   * wait for and no error, so no lock (threads awaiting it at once would contend on it). */
+  if (e->shared) return NULL;
   pthread_mutex_lock(&e->mu);
   while (!e->ready) pthread_cond_wait(&e->cv, &e->mu);
   kiln_status copy = status_copy(e->error);

@@ -10,6 +10,8 @@
 
 /* Every allocation gets at least this many bytes, so empty arrays still have an address. */
 #define MIN_ALLOCATION_BYTES 64
+/* A run of an executable with at most this many allocations keeps its bookkeeping on the stack. */
+#define SMALL_ALLOCATIONS 32
 
 const char *kiln_exec_alloc_kind_name(kiln_exec_alloc_kind_t k) {
   switch (k) {
@@ -172,7 +174,9 @@ void kiln_executable_desc_print(kiln_strbuf_t *b, const kiln_executable_desc_t *
  * scratch, command-buffer addresses). A run takes a context from the pool, or makes one when
  * every pooled context is in use, and gives it back: concurrent runs never share one, and a
  * single caller reuses the same one (its temporaries stay put, so its command buffers replay
- * without patching them). */
+ * without patching them). The last context given back waits in a one-context slot taken and
+ * filled with one atomic exchange each, so a lone caller's runs take no lock; the pool behind it
+ * (under its mutex) holds the others when runs overlap. */
 typedef struct exec_context {
   struct exec_context *next;
   kiln_buffer_table_t table;
@@ -185,7 +189,8 @@ struct kiln_executable {
   kiln_device_module_t **modules;
   kiln_buffer_table_t constants; /* CONSTANT allocations, uploaded once, read by every run */
   bool initialized;
-  pthread_mutex_t pool_mu; /* guards free_contexts */
+  _Atomic(exec_context_t *) slot; /* a free context, taken without the mutex (or NULL) */
+  pthread_mutex_t pool_mu;        /* guards free_contexts */
   exec_context_t *free_contexts;
 };
 
@@ -226,8 +231,13 @@ static kiln_status context_create(kiln_executable_t *e, exec_context_t **out) {
 }
 
 static kiln_status context_take(kiln_executable_t *e, exec_context_t **out) {
+  exec_context_t *c = atomic_exchange_explicit(&e->slot, NULL, memory_order_acquire);
+  if (c) {
+    *out = c;
+    return NULL;
+  }
   pthread_mutex_lock(&e->pool_mu);
-  exec_context_t *c = e->free_contexts;
+  c = e->free_contexts;
   if (c) e->free_contexts = c->next;
   pthread_mutex_unlock(&e->pool_mu);
   if (c) {
@@ -239,6 +249,11 @@ static kiln_status context_take(kiln_executable_t *e, exec_context_t **out) {
 }
 
 static void context_give_back(kiln_executable_t *e, exec_context_t *c) {
+  c->next = NULL;
+  exec_context_t *empty = NULL;
+  if (atomic_compare_exchange_strong_explicit(&e->slot, &empty, c, memory_order_release,
+                                              memory_order_relaxed))
+    return;
   pthread_mutex_lock(&e->pool_mu);
   c->next = e->free_contexts;
   e->free_contexts = c;
@@ -247,6 +262,7 @@ static void context_give_back(kiln_executable_t *e, exec_context_t *c) {
 
 void kiln_executable_destroy(kiln_executable_t *e) {
   if (!e) return;
+  context_destroy(atomic_load(&e->slot));
   for (exec_context_t *c = e->free_contexts; c;) {
     exec_context_t *next = c->next;
     context_destroy(c);
@@ -322,6 +338,7 @@ kiln_status kiln_executable_load(kiln_device_t *dev, kiln_executable_desc_t *des
   kiln_executable_t *e = kiln_calloc(1, sizeof(*e));
   e->dev = dev;
   e->desc = desc;
+  atomic_init(&e->slot, NULL);
   pthread_mutex_init(&e->pool_mu, NULL);
   kiln_status s = load(e);
   if (s) {
@@ -405,8 +422,16 @@ kiln_status kiln_executable_run_participant(kiln_executable_t *e, kiln_stream_t 
   KILN_RETURN_IF_ERROR(context_take(e, &ctx), "while running %s", d->name);
   kiln_buffer_table_t *table = &ctx->table;
   int32_t na = d->num_allocations;
-  kiln_device_buffer_t **owned = kiln_calloc((size_t)na + 1, sizeof(*owned));
-  bool *handed = kiln_calloc((size_t)na + 1, sizeof(*handed));
+  /* Per-allocation bookkeeping: on the stack for small executables (no heap per run). */
+  kiln_device_buffer_t *owned_local[SMALL_ALLOCATIONS];
+  bool handed_local[SMALL_ALLOCATIONS];
+  bool small = na <= SMALL_ALLOCATIONS;
+  kiln_device_buffer_t **owned = small ? owned_local : kiln_calloc((size_t)na + 1, sizeof(*owned));
+  bool *handed = small ? handed_local : kiln_calloc((size_t)na + 1, sizeof(*handed));
+  if (small && na) {
+    memset(owned, 0, (size_t)na * sizeof(*owned));
+    memset(handed, 0, (size_t)na * sizeof(*handed));
+  }
   kiln_status s = NULL;
   for (int32_t i = 0; i < na && !s; i++) {
     const kiln_exec_allocation_t *a = &d->allocations[i];
@@ -453,8 +478,10 @@ kiln_status kiln_executable_run_participant(kiln_executable_t *e, kiln_stream_t 
       table->sizes[i] = 0;
     }
   }
-  kiln_free(owned);
-  kiln_free(handed);
+  if (!small) {
+    kiln_free(owned);
+    kiln_free(handed);
+  }
   context_give_back(e, ctx);
   if (s) {
     for (int32_t i = 0; i < d->num_outputs; i++) {

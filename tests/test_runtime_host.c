@@ -1196,6 +1196,45 @@ static void test_host_replay_queued_behind_a_busy_stream_runs_in_order_before_a_
   fixture_release(&g);
 }
 
+/* A list of one-block kernels only runs on the launching thread without the stream's mutex
+ * only when nothing is in flight on the stream: launched behind queued work (a wait for an
+ * event, always queued, and a slow fill submitted after it) it is queued too, and reads what
+ * the fill wrote, as recorded and as replayed. */
+static void test_host_replay_of_direct_kernels_waits_for_work_queued_before_it(void **state) {
+  (void)state;
+  fixture_t g = fresh_fixture();
+  enum { N = 64 * BS };
+  kiln_devptr_t slow, out;
+  ASSERT_OK(kiln_device_mem_alloc(g.dev, N * 4, &slow));
+  ASSERT_OK(kiln_device_mem_alloc(g.dev, BS * 4, &out));
+  kiln_event_t *ev; /* recorded by the stream itself, then waited for: a queued no-op */
+  ASSERT_OK(kiln_event_create(g.dev, &ev));
+  uint64_t fill_args[1] = {slow}, add_args[2] = {slow + (N - BS) * 4, out};
+  kiln_launch_dims_t all = dims1(N / BS), one = dims1(1);
+  kiln_cmd_list_t l;
+  kiln_cmd_list_init(&l);
+  kiln_cmd_list_push_kernel(&l, kernel(&g, "add_one"), &one, add_args, 2);
+  kiln_cmd_cache_t *cache = kiln_device_cmd_cache(g.dev);
+  const float *o = (const float *)(uintptr_t)out;
+  for (int round = 0; round < 3; round++) {
+    memset((void *)(uintptr_t)slow, 0, N * 4);
+    memset((void *)(uintptr_t)out, 0, BS * 4);
+    ASSERT_OK(kiln_event_record(ev, g.stream));
+    ASSERT_OK(kiln_stream_wait_event(g.stream, ev));
+    ASSERT_OK(kiln_stream_launch(g.stream, kernel(&g, "slow_fill"), &all, fill_args, 1));
+    kiln_cmd_action_t action;
+    ASSERT_OK(kiln_cmd_cache_execute(cache, g.stream, &l, &action));
+    assert_int_equal(action, round ? KILN_CMD_ACTION_REPLAY : KILN_CMD_ACTION_RECORD);
+    ASSERT_OK(kiln_stream_synchronize(g.stream));
+    for (int i = 0; i < BS; i++) assert_true(o[i] == 201.0f); /* slow_fill writes 200 */
+  }
+  kiln_cmd_list_free(&l);
+  kiln_device_mem_free(g.dev, slow);
+  kiln_device_mem_free(g.dev, out);
+  kiln_event_destroy(ev);
+  fixture_release(&g);
+}
+
 static kiln_status failing_command(void *ctx, kiln_stream_t *stream,
                                    const struct kiln_run_info *run, const kiln_devptr_t *operands,
                                    int num_operands, const kiln_devptr_t *results,
@@ -1205,9 +1244,9 @@ static kiln_status failing_command(void *ctx, kiln_stream_t *stream,
   return kiln_status_make(KILN_INTERNAL, "failing_command: asked to fail");
 }
 
-/* A list of one-block kernels only (direct calls, run under the stream's lock) behaves as any
- * other stream work after a failure: skipped until the failure is returned by a synchronize,
- * then replayed again. */
+/* A list of one-block kernels only (direct calls, without the stream's lock when it is idle)
+ * behaves as any other stream work after a failure: skipped until the failure is returned by a
+ * synchronize, then replayed again. */
 static void test_host_replay_of_direct_kernels_is_skipped_after_a_stream_failure(void **state) {
   (void)state;
   fixture_t g = fresh_fixture();
@@ -1322,6 +1361,7 @@ int main(void) {
       cmocka_unit_test(test_host_replay_runs_every_command_kind_in_order_and_patches_one_kernel),
       cmocka_unit_test(test_host_replay_queued_behind_a_busy_stream_runs_in_order_before_a_patch),
       cmocka_unit_test(test_host_replay_of_direct_kernels_is_skipped_after_a_stream_failure),
+      cmocka_unit_test(test_host_replay_of_direct_kernels_waits_for_work_queued_before_it),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -324,7 +324,7 @@ void kiln_bench_buffer_destroy(const kiln_bench_client_t *c, PJRT_Buffer *b) {
 
 kiln_status kiln_bench_execute(const kiln_bench_client_t *c, const kiln_bench_exe_t *e,
                                PJRT_Buffer *const *args, size_t num_args, PJRT_Buffer **outs,
-                               double *enqueue_ms) {
+                               kiln_bench_span_t span, double *span_ms) {
   /* No argument is donated: the same buffers feed every execute (a donated one would be
    * gone after the first). */
   int64_t fixed[64];
@@ -345,11 +345,27 @@ kiln_status kiln_bench_execute(const kiln_bench_client_t *c, const kiln_bench_ex
       .output_lists = &outs,
       .device_complete_events = &done,
       .execute_device = c->device};
-  double t0 = kiln_clock_ms();
-  PJRT_Error *err = c->plugin->api->PJRT_LoadedExecutable_Execute(&a);
-  if (enqueue_ms) *enqueue_ms = kiln_clock_ms() - t0;
+  const PJRT_Api *api = c->plugin->api;
+  PJRT_Event_Await_Args wa = {.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE};
+  /* Two clock reads, the span between them (kiln_bench_span_t). */
+  double t0 = span != KILN_BENCH_SPAN_NONE ? kiln_clock_ms() : 0, t1 = 0;
+  PJRT_Error *err = api->PJRT_LoadedExecutable_Execute(&a);
+  if (span == KILN_BENCH_SPAN_ENQUEUE) t1 = kiln_clock_ms();
+  PJRT_Error *wait_err = NULL;
+  if (!err && done) {
+    wa.event = done;
+    wait_err = api->PJRT_Event_Await(&wa);
+  }
+  if (span == KILN_BENCH_SPAN_RUN) t1 = kiln_clock_ms();
+  if (span_ms && span != KILN_BENCH_SPAN_NONE) *span_ms = t1 - t0;
   if (keep != fixed) kiln_free(keep);
-  KILN_RETURN_IF_ERROR_PLAIN(
-      kiln_pjrt_status_from_error(c->plugin->api, err, "PJRT_LoadedExecutable_Execute"));
-  return await_event(c, done, "PJRT_LoadedExecutable_Execute");
+  kiln_status s = kiln_pjrt_status_from_error(api, err, "PJRT_LoadedExecutable_Execute");
+  s = kiln_status_join(s, kiln_pjrt_status_from_error(api, wait_err, "PJRT_Event_Await"));
+  if (done) {
+    PJRT_Event_Destroy_Args da = {.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE,
+                                  .event = done};
+    s = kiln_status_join(
+        s, kiln_pjrt_status_from_error(api, api->PJRT_Event_Destroy(&da), "PJRT_Event_Destroy"));
+  }
+  return s;
 }

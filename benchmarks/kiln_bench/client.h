@@ -80,12 +80,20 @@ kiln_status kiln_bench_download(const kiln_bench_client_t *c, PJRT_Buffer *b, ki
 int64_t kiln_bench_buffer_bytes(const kiln_bench_client_t *c, PJRT_Buffer *b);
 void kiln_bench_buffer_destroy(const kiln_bench_client_t *c, PJRT_Buffer *b);
 
+/* What kiln_bench_execute times: the clock is read right before PJRT_LoadedExecutable_Execute
+ * and right after the PJRT call that ends the span, so the span holds those calls and nothing of
+ * kiln-bench's (its argument setup, status handling and event destruction are outside). */
+typedef enum kiln_bench_span {
+  KILN_BENCH_SPAN_NONE,    /* no clock read */
+  KILN_BENCH_SPAN_RUN,     /* Execute, then the wait for its completion event */
+  KILN_BENCH_SPAN_ENQUEUE, /* the Execute call alone (the host's part on an asynchronous device) */
+} kiln_bench_span_t;
+
 /* One execute on the client's device: `outs` (e->num_outputs) gets the results; waits for
- * completion; no argument is donated (the same buffers feed every execute). *enqueue_ms (optional):
- * the time the Execute call itself took, before the wait (the host's part of an execute on a device
- * that runs asynchronously). */
+ * completion; no argument is donated (the same buffers feed every execute). *span_ms (with a
+ * span other than NONE): the time of `span`. */
 kiln_status kiln_bench_execute(const kiln_bench_client_t *c, const kiln_bench_exe_t *e,
                                PJRT_Buffer *const *args, size_t num_args, PJRT_Buffer **outs,
-                               double *enqueue_ms);
+                               kiln_bench_span_t span, double *span_ms);
 
 #endif /* KILN_BENCHMARKS_KILN_BENCH_CLIENT_H_ */

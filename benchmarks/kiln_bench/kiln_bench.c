@@ -25,7 +25,9 @@
  * For each module: fixed inputs (kiln's fake arguments, seed 42); a cold compile (a client
  * with an empty disk cache: PJRT_Client_Compile + the first execute, where kiln makes its
  * kernels); then for command buffers on and off, each in a client of its own over the same
- * disk cache: a warm compile, warm-up executes, and timed executes (Execute + wait). A
+ * disk cache: a warm compile, warm-up executes, and timed executes (Execute + the wait for its
+ * completion event between two clock reads; the host time, the Execute call alone, on probe
+ * executes interleaved with them, one per 8, see replay_timed). A
  * module that fails is reported with its error and the others go on. */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include <dirent.h>
@@ -289,8 +291,8 @@ static kiln_status session_open(session_t *s, const kiln_bench_plugin_t *p, cons
       s->bytes += kiln_bench_buffer_bytes(&s->c, s->in[k]);
     }
   t0 = kiln_clock_ms();
-  KILN_RETURN_IF_ERROR_PLAIN(
-      kiln_bench_execute(&s->c, &s->exe, s->in, (size_t)s->num_in, s->out, NULL));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_bench_execute(&s->c, &s->exe, s->in, (size_t)s->num_in, s->out,
+                                                KILN_BENCH_SPAN_NONE, NULL));
   s->first_ms = kiln_clock_ms() - t0;
   for (size_t o2 = 0; o2 < s->exe.num_outputs; o2++)
     s->bytes += kiln_bench_buffer_bytes(&s->c, s->out[o2]);
@@ -298,29 +300,43 @@ static kiln_status session_open(session_t *s, const kiln_bench_plugin_t *p, cons
   return NULL;
 }
 
-/* Warm-up, then timed executes; fills the statistics of `r`. */
+/* One host-time probe per this many timed runs (at least one probe). */
+#define HOST_PROBE_EVERY 8
+
+/* Warm-up, then timed executes; fills the statistics of `r`. A sample is one execute's
+ * Execute + wait for its completion event between two clock reads (kiln_bench_execute's
+ * KILN_BENCH_SPAN_RUN): no other clock read, no output destruction and none of kiln-bench's
+ * bookkeeping inside. The host time (the Execute call alone) is taken on probe executes
+ * interleaved with the samples (one per HOST_PROBE_EVERY), whose run times are not samples, so
+ * that no sample holds the clock read a host time would need between Execute and the wait. */
 static kiln_status replay_timed(session_t *s, const bench_flags_t *f, kiln_bench_result_t *r) {
   double budget_ms = f->time_s * 1e3, start = kiln_clock_ms();
   for (int64_t w = 0; w < f->warmup && kiln_clock_ms() - start < budget_ms / 4; w++) {
-    KILN_RETURN_IF_ERROR_PLAIN(
-        kiln_bench_execute(&s->c, &s->exe, s->in, (size_t)s->num_in, s->out, NULL));
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_bench_execute(&s->c, &s->exe, s->in, (size_t)s->num_in, s->out,
+                                                  KILN_BENCH_SPAN_NONE, NULL));
     destroy_bufs(&s->c, s->out, s->exe.num_outputs);
     r->warmup++;
   }
   double *samples = kiln_calloc((size_t)f->runs + 1, sizeof(*samples));
   double host = 0;
-  size_t n = 0;
+  size_t n = 0, probes = 0;
   kiln_status st = NULL;
   while (!st && (n == 0 || ((int64_t)n < f->runs && kiln_clock_ms() - start < budget_ms))) {
-    double enq = 0, t0 = kiln_clock_ms();
-    st = kiln_bench_execute(&s->c, &s->exe, s->in, (size_t)s->num_in, s->out, &enq);
-    samples[n] = (kiln_clock_ms() - t0) * 1e3;
-    host += enq * 1e3;
+    bool probe = n % HOST_PROBE_EVERY == 0 && probes <= n / HOST_PROBE_EVERY;
+    double ms = 0;
+    st = kiln_bench_execute(&s->c, &s->exe, s->in, (size_t)s->num_in, s->out,
+                            probe ? KILN_BENCH_SPAN_ENQUEUE : KILN_BENCH_SPAN_RUN, &ms);
     destroy_bufs(&s->c, s->out, s->exe.num_outputs);
-    if (!st) n++;
+    if (st) break;
+    if (probe) {
+      host += ms * 1e3;
+      probes++;
+    } else {
+      samples[n++] = ms * 1e3;
+    }
   }
   r->bytes_per_run = s->bytes;
-  r->host_us = n ? host / (double)n : 0;
+  r->host_us = probes ? host / (double)probes : 0;
   kiln_bench_result_set_samples(r, samples, n);
   kiln_free(samples);
   return st;

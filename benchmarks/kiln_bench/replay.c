@@ -68,7 +68,7 @@ kiln_status kiln_bench_replay_save(const kiln_bench_client_t *c, const char *dir
     if (!s) describe(&m, kiln_arena_printf(&arena, "arg%d", i), args[i]);
     if (s) s = kiln_status_annotate(s, "for input %d", i);
   }
-  if (!s) s = kiln_bench_execute(c, &exe, in, (size_t)num_args, out, NULL);
+  if (!s) s = kiln_bench_execute(c, &exe, in, (size_t)num_args, out, KILN_BENCH_SPAN_NONE, NULL);
   for (size_t o = 0; o < exe.num_outputs && !s; o++) {
     kiln_literal_t *l = NULL;
     s = kiln_bench_download(c, out[o], &arena, &l);
@@ -289,7 +289,8 @@ static kiln_status replay(const kiln_bench_plugin_t *p, const char *platform, co
     if (s) s = kiln_status_annotate(s, "for arg%d.npy", i);
   }
   t0 = kiln_clock_ms();
-  if (!s) s = kiln_bench_execute(&c, &exe, in, (size_t)m->num_args, out, NULL);
+  if (!s)
+    s = kiln_bench_execute(&c, &exe, in, (size_t)m->num_args, out, KILN_BENCH_SPAN_NONE, NULL);
   rep->run_ms = kiln_clock_ms() - t0;
   for (size_t o = 0; o < exe.num_outputs && !s; o++) {
     kiln_literal_t *got = NULL;

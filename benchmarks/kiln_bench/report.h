@@ -19,8 +19,10 @@
  *         "compile_ms": 0.8,              ... of which PJRT_Client_Compile alone (warm)
  *         "warmup": 2, "runs": 100,       executes before timing; timed executes
  *         "min_us", "p10_us", "p50_us", "p90_us", "p99_us", "mean_us": run time per execute
- *                                         (Execute + wait for completion), microseconds
- *         "host_us": 3.1,                 mean time inside the Execute call (before the wait)
+ *                                         (Execute + wait for completion between two clock
+ *                                         reads), microseconds
+ *         "host_us": 3.1,                 mean time inside the Execute call (before the wait),
+ *                                         on probe executes (one per 8 runs, not in "runs")
  *         "kernels": 4, "gemms": 0, "command_buffers": 1,   in the executable (the plugin's
  *                                         cost analysis: kiln.kernels, ...; -1: not reported)
  *         "bytes_per_run": 1048576,       argument + output bytes on the device

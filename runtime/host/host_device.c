@@ -92,7 +92,8 @@ typedef struct host_stream {
   pthread_mutex_t mu;
   pthread_cond_t work_cv, done_cv;
   host_op_t *head, *tail, *free_list;
-  uint64_t submitted, completed;
+  uint64_t submitted;         /* written by the thread that uses the stream, under mu */
+  _Atomic uint64_t completed; /* written by whoever ran the operation, under mu */
   bool stop;
   kiln_status error; /* first failure since the last synchronize */
 } host_stream_t;
@@ -219,14 +220,27 @@ static void op_finish(host_stream_t *s, kiln_status st) {
     s->error = st;
   else
     kiln_status_free(st);
-  s->completed++;
-  if (s->completed == s->submitted) pthread_cond_broadcast(&s->done_cv);
+  /* A release store (every writer holds mu, so no read-modify-write is needed): what the
+   * operation did, and the error above, are seen by stream_idle_unlocked. */
+  uint64_t done = atomic_load_explicit(&s->completed, memory_order_relaxed) + 1;
+  atomic_store_explicit(&s->completed, done, memory_order_release);
+  if (done == s->submitted) pthread_cond_broadcast(&s->done_cv);
 }
 
 /* Whether an operation submitted now may run on the submitting thread (the caller holds
  * s->mu): nothing queued, nothing running. See op_submit. */
-static bool stream_idle(const host_stream_t *s) {
-  return !s->head && s->completed == s->submitted && !s->stop;
+static bool stream_idle(host_stream_t *s) {
+  return !s->head && atomic_load_explicit(&s->completed, memory_order_relaxed) == s->submitted &&
+         !s->stop;
+}
+
+/* Whether every operation submitted has completed, read without the mutex by the thread that
+ * uses the stream (streams are not thread-safe, device.h: one thread enqueues and synchronizes
+ * at a time, so `submitted` is that thread's own count). The acquire pairs with op_finish's
+ * release: when it holds, the queue is empty, the worker waits for work and touches nothing
+ * until this thread submits again, and `error` is as the last operation left it. */
+static bool stream_idle_unlocked(host_stream_t *s) {
+  return atomic_load_explicit(&s->completed, memory_order_acquire) == s->submitted;
 }
 
 /* Runs one dequeued operation (the caller holds s->mu; it is released while the operation runs
@@ -301,6 +315,7 @@ static void op_submit(host_stream_t *s, host_op_t *op) {
 
 static kiln_status host_stream_create(kiln_device_t *d, kiln_stream_t **out) {
   host_stream_t *s = kiln_calloc(1, sizeof(*s));
+  atomic_init(&s->completed, 0);
   s->base.device = d;
   s->dev = dev_of(d);
   pthread_mutex_init(&s->mu, NULL);
@@ -319,8 +334,10 @@ static kiln_status host_stream_create(kiln_device_t *d, kiln_stream_t **out) {
 
 static kiln_status host_stream_synchronize(kiln_stream_t *base) {
   host_stream_t *s = (host_stream_t *)base;
+  if (stream_idle_unlocked(s) && !s->error) return NULL; /* nothing to wait for: no lock */
   pthread_mutex_lock(&s->mu);
-  while (s->completed != s->submitted) pthread_cond_wait(&s->done_cv, &s->mu);
+  while (atomic_load_explicit(&s->completed, memory_order_relaxed) != s->submitted)
+    pthread_cond_wait(&s->done_cv, &s->mu);
   kiln_status err = s->error;
   s->error = NULL;
   pthread_mutex_unlock(&s->mu);
@@ -611,11 +628,17 @@ static void run_steps(const host_step_t *st, size_t n) {
 /* An idle stream runs the list right here (see op_submit): no operation object and no
  * in-flight count, since the cache's mutex, held by our caller, keeps updates and destroys
  * out until it returns. A list of direct kernel calls only (which can neither fail nor touch
- * the stream) runs under the stream's mutex, as if it were never submitted: one lock in all.
- * Otherwise the list is queued behind the stream's work. */
+ * the stream) on a stream with nothing in flight and no sticky error runs as if it were never
+ * submitted, without the stream's mutex (stream_idle_unlocked); else the same check under the
+ * mutex decides (one lock in all: a sticky error skips the list, work that finished meanwhile
+ * lets it run). Otherwise the list is queued behind the stream's work. */
 static kiln_status host_exec_launch(void *xp, kiln_stream_t *base) {
   host_exec_t *x = xp;
   host_stream_t *s = (host_stream_t *)base;
+  if (x->num_direct == x->list.len && stream_idle_unlocked(s) && !s->error) {
+    run_steps(x->steps, x->list.len);
+    return NULL;
+  }
   pthread_mutex_lock(&s->mu);
   if (x->num_direct == x->list.len && stream_idle(s)) {
     if (!s->error) run_steps(x->steps, x->list.len);
