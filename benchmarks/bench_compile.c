@@ -15,9 +15,12 @@
  * kernels under each LLVM pipeline candidate for the host ($KILN_HOST_LLVM_PIPELINE).
  *
  * Usage: bench_compile [--all] [--corpus DIR] [--baseline-ms X] [--pipelines] [--repeat N]
+ *                      [--list FILE]
  *   default: a quick subset (the cpu benchmark modules named below and examples/gelu.hlo);
  *   --all: every whole module of the corpus (xla/ and real/); modules kiln cannot compile
- *   for the host (custom calls, collectives, ...) are counted and skipped. */
+ *   for the host (custom calls, collectives, ...) are counted and skipped;
+ *   --list FILE: also writes the modules that compiled, one "path<TAB>index" line each (the
+ *   selection scripts/compile-vs-baseline.sh times with two kiln-run builds). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,13 +51,6 @@ static const char *const kQuick[] = {
     "xla/xla__backends__cpu__benchmarks__hlo__in_place_dynamic_update_slice_fusion.hlo",
     "xla/xla__backends__cpu__benchmarks__hlo__dlrm_keras_jax_f32_train_step.hlo",
     NULL};
-
-/* CPU time of this process (all threads), ms: the figure a loaded machine does not inflate. */
-static double cpu_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 typedef struct entry {
   char *path;
@@ -98,10 +94,10 @@ static kiln_status compile_once(const char *path, int index, const char *dir, bo
     if (exec_cache) o.executable_cache_dir = dir;
     kiln_pass_options_t env_passes;
     kiln_pjrt_compile_options_from_env(&o, &env_passes); /* --pipelines: KILN_HOST_LLVM_PIPELINE */
-    double t0 = kiln_clock_ms(), c0 = cpu_ms();
+    double t0 = kiln_clock_ms(), c0 = kiln_clock_cpu_ms();
     s = kiln_compile_module(f->modules[index], &o, &d, &st);
     *ms = kiln_clock_ms() - t0;
-    if (cpu) *cpu = cpu_ms() - c0;
+    if (cpu) *cpu = kiln_clock_cpu_ms() - c0;
   }
   if (passes_ms) *passes_ms = st.passes_ms;
   if (stats) *stats = st;
@@ -189,12 +185,17 @@ static void add_folder(entry_vec_t *v, const char *root, const char *sub) {
 }
 
 /* The disk pass: this program again, as a fresh process, over every compiled entry. */
-static void disk_pass(entry_vec_t *v, const char *dir, const char *list, bool exe) {
+/* Writes the compiled entries of `v` to `list`, one "path<TAB>index" line each. */
+static bool write_list(const entry_vec_t *v, const char *list) {
   FILE *fp = fopen(list, "w");
-  if (!fp) return;
+  if (!fp) return false;
   for (size_t i = 0; i < v->len; i++)
     if (v->data[i].ok) fprintf(fp, "%s\t%d\n", v->data[i].path, v->data[i].index);
-  fclose(fp);
+  return fclose(fp) == 0;
+}
+
+static void disk_pass(entry_vec_t *v, const char *dir, const char *list, bool exe) {
+  if (!write_list(v, list)) return;
   char self[1024];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return;
@@ -312,6 +313,7 @@ int main(int argc, char **argv) {
   double baseline = 0;
   int repeat = 5;
   const char *root = kiln_corpus_dir();
+  const char *list_out = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--all"))
       all = true;
@@ -323,10 +325,12 @@ int main(int argc, char **argv) {
       baseline = atof(argv[++i]);
     else if (!strcmp(argv[i], "--repeat") && i + 1 < argc)
       repeat = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--list") && i + 1 < argc)
+      list_out = argv[++i];
     else {
       fprintf(stderr,
               "usage: bench_compile [--all] [--corpus DIR] [--baseline-ms X] [--pipelines] "
-              "[--repeat N]\n");
+              "[--repeat N] [--list FILE]\n");
       return 2;
     }
   }
@@ -375,6 +379,7 @@ int main(int argc, char **argv) {
     if (s) failed++;
     kiln_status_free(s);
   }
+  if (list_out && !write_list(&v, list_out)) fprintf(stderr, "could not write %s\n", list_out);
   disk_pass(&v, kiln_strbuf_cstr(&cache), kiln_strbuf_cstr(&list), false);
   disk_pass(&v, kiln_strbuf_cstr(&cache), kiln_strbuf_cstr(&list), true);
 

@@ -476,6 +476,9 @@ static kiln_status run_on_device(const run_flags_t *f, const kiln_hlo_module_t *
          f->device->name, rep.compile_ms, rep.compile.passes_ms, rep.compile.emit.kernels,
          rep.compile.emit.fusions, rep.compile.emit.codegen_ms, rep.compile.emit.backend_ms,
          rep.compile.command_buffers, rep.load_ms);
+  if (f->timings) /* what a cold compile costs in all: wall and CPU until the executable can run */
+    printf("timings: compile + load %.3f ms, CPU %.3f ms (all threads)\n",
+           rep.compile_ms + rep.load_ms, rep.compile_load_cpu_ms);
   if (rep.compile.command_buffer_custom_calls || rep.compile.split_custom_calls)
     printf("custom calls: %zu inside command buffers, %zu outside\n",
            rep.compile.command_buffer_custom_calls, rep.compile.split_custom_calls);
