@@ -9,30 +9,31 @@
 #            (./build/bench_compile) over $KILN_CORPUS_DIR.
 #   --list-only  print the modules that would be timed and check both tools start; time nothing
 #   --limit N    only the first N modules (a quick self-check: --limit 3)
-#   --timeout S  per kiln-run process (default 600 s; a timeout counts as a failure)
+#   --timeout S  per kiln-run process (default 300 s; a timeout counts as a failure)
 #   --out FILE   also write the per-module rows there (tab-separated)
 #
-# Each module runs `kiln-run --backend=host --direct --timings --values=0 --module=I PATH` once
-# with the old and once with the new build (old first on even rows, new first on odd ones, so
-# load drifts hit both), each in a fresh, empty XDG_CACHE_HOME and KILN_CACHE_DIR (--direct
-# uses no disk cache; the process starts with an empty in-memory kernel cache): a cold compile.
-# Compile = everything until the executable can run (passes, kernel generation, LLVM, JIT
-# load), read from kiln-run's "timings: compile + load W ms, CPU C ms" line (C: the process's
-# CPU time over those steps, all threads). A build without that line (kiln-run before
-# 2026-12-03) gives W from "compiled in X ms ... loaded in Y ms" and no CPU; the baseline binary
-# of session 13 (/work/baseline-old-kiln-run) carries it. The whole process's wall and CPU
-# (/usr/bin/time: start-up, parse, inputs, compile, one run, outputs) are printed beside.
-# Modules that either build fails on are listed apart, not summed. Run it under nice -n 19 on a
-# shared machine; the load is printed before and after.
+# Each module runs `kiln-run --backend=host --direct --compile-only --timings --values=0
+# --module=I PATH` once with the old and once with the new build (old first on even rows, new
+# first on odd ones, so load drifts hit both), each in a fresh, empty XDG_CACHE_HOME and
+# KILN_CACHE_DIR (--direct uses no disk cache; the process starts with an empty in-memory kernel
+# cache): a cold compile. Compile = everything until the executable can run (passes, kernel
+# generation, LLVM, JIT load), read from kiln-run's "timings: compile + load W ms, CPU C ms"
+# line (C: the process's CPU time over those steps, all threads). Both builds need
+# --compile-only and that line: kiln-run has them since 2026-12-03; the old tree of issue 20
+# (fb76c28^) gets them from scripts/baseline-old-kiln-run.patch (tools only; its binary is
+# /work/baseline-old-kiln-run). The whole process's wall and CPU (/usr/bin/time: start-up,
+# parse, generated inputs, compile) are printed beside. Modules that either build fails on
+# are listed apart, not summed. Run it under nice -n 19 on a shared machine; the load is
+# printed before and after.
 set -u
-limit=0 list_only=0 timeout_s=600 out=""
+limit=0 list_only=0 timeout_s=300 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --list-only) list_only=1; shift ;;
     --limit) limit=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     --*) echo "unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -43,8 +44,9 @@ if [ $# -lt 2 ] || [ $# -gt 3 ]; then
 fi
 old=$1 new=$2 list=${3:-}
 for t in "$old" "$new"; do
-  if ! "$t" --help > /dev/null 2>&1; then
-    echo "cannot run $t --help" >&2
+  if ! "$t" --help > /dev/null 2>&1 ||
+    "$t" --backend=host --compile-only /nonexistent.hlo 2>&1 | grep -q "unknown flag"; then
+    echo "$t does not run, or has no --compile-only (see scripts/baseline-old-kiln-run.patch)" >&2
     exit 1
   fi
 done
@@ -77,22 +79,14 @@ run() {
   local tool=$1 path=$2 index=$3 d
   d=$(mktemp -d "$work/run.XXXXXX")
   XDG_CACHE_HOME=$d/xdg KILN_CACHE_DIR=$d/kiln /usr/bin/time -f '%e %U %S' -o "$d/time" \
-    timeout "$timeout_s" "$tool" --backend=host --direct --timings --values=0 \
+    timeout "$timeout_s" "$tool" --backend=host --direct --compile-only --timings --values=0 \
     --module="$index" "$path" > "$d/out" 2>&1
   local rc=$?
   awk -v rc="$rc" '
     FILENAME ~ /time$/ && NF == 3 && $1 ~ /^[0-9.]+$/ { pw = $1; pc = ($2 + $3) * 1000 }
     FILENAME ~ /out$/ && /^timings: compile \+ load / { w = $5; c = $8 }
-    FILENAME ~ /out$/ && /^ran on .*: compiled in / && w == "" {
-      for (i = 1; i <= NF; i++) {
-        if ($i == "compiled" && $(i + 1) == "in") cw = $(i + 2)
-        if ($i == "loaded" && $(i + 1) == "in") lw = $(i + 2)
-      }
-      fw = cw + lw
-    }
     FILENAME ~ /out$/ && /^kiln-run: / && err == "" { err = $0 }
     END {
-      if (w == "" && fw != "") w = fw
       st = (w == "") ? "fail" : (rc == 0 ? "ok" : "ok-run-rc" rc)
       if (w == "" && rc == 124) st = "timeout"
       gsub(/[ \t]+/, " ", err)
@@ -147,7 +141,7 @@ awk -F'\t' -v ratios="$work/ratios" '
     if (cm > 0)
       printf "  cold compile + load CPU (all threads, %d modules): old %.1f ms, new %.1f ms, new/old %.3f\n",
         cm, oc, nc, (oc > 0 ? nc / oc : 0)
-    printf "  whole kiln-run process CPU (start-up, inputs, compile, one run, outputs): old %.1f ms, new %.1f ms, new/old %.3f\n",
+    printf "  whole kiln-run process CPU (start-up, parse, inputs, compile + load): old %.1f ms, new %.1f ms, new/old %.3f\n",
       op, np, (op > 0 ? np / op : 0)
     if (f > 0) printf "modules not summed (status old / new; first error line):\n%s", fails
   }' "$work/rows"
