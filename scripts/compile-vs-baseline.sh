@@ -23,8 +23,9 @@
 # (fb76c28^) gets them from scripts/baseline-old-kiln-run.patch (tools only; its binary is
 # /work/baseline-old-kiln-run). The whole process's wall and CPU (/usr/bin/time: start-up,
 # parse, generated inputs, compile) are printed beside. Modules that either build fails on
-# are listed apart, not summed. Run it under nice -n 19 on a shared machine; the load is
-# printed before and after.
+# are listed apart, not summed; so are multi-device modules the new build runs on N host
+# devices (compiled for that world, not comparable: kiln-run prints no compile + load line
+# there). Run it under nice -n 19 on a shared machine; the load is printed before and after.
 set -u
 limit=0 list_only=0 timeout_s=300 out=""
 while [ $# -gt 0 ]; do
@@ -33,7 +34,7 @@ while [ $# -gt 0 ]; do
     --limit) limit=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     --*) echo "unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
@@ -86,9 +87,11 @@ run() {
     FILENAME ~ /time$/ && NF == 3 && $1 ~ /^[0-9.]+$/ { pw = $1; pc = ($2 + $3) * 1000 }
     FILENAME ~ /out$/ && /^timings: compile \+ load / { w = $5; c = $8 }
     FILENAME ~ /out$/ && /^kiln-run: / && err == "" { err = $0 }
+    FILENAME ~ /out$/ && /^ran on [0-9]+ host devices/ { multi = "multi-device run, not timed: " $0 }
     END {
       st = (w == "") ? "fail" : (rc == 0 ? "ok" : "ok-run-rc" rc)
       if (w == "" && rc == 124) st = "timeout"
+      if (err == "") err = multi
       gsub(/[ \t]+/, " ", err)
       printf "%s %s %s %s %s\t%s\n", st, w == "" ? "-" : w, c == "" ? "-" : c,
              pw == "" ? "-" : pw * 1000, pc == "" ? "-" : pc, substr(err, 1, 160)
