@@ -1,7 +1,8 @@
 /* Compile latency of whole modules on the host (kiln_compile_module: passes, buffer
  * assignment, kernel codegen, LLVM), per module:
  *
- *   cold      an empty kernel cache: a fresh cache folder and the in-memory cache cleared;
+ *   cold      an empty kernel cache: a fresh cache folder for each module (DIR/m<i>: modules
+ *             sharing kernels do not hit each other's) and the in-memory cache cleared;
  *   warm      compiled again in the same process (in-memory kernel cache);
  *   disk-k    compiled once more in a fresh process (this program re-executed with
  *             --child), whose memory cache is empty: kernels come from the disk cache, the
@@ -19,7 +20,7 @@
  *   default: a quick subset (the cpu benchmark modules named below and examples/gelu.hlo);
  *   --all: every whole module of the corpus (xla/ and real/); modules kiln cannot compile
  *   for the host (custom calls, collectives, ...) are counted and skipped;
- *   --list FILE: also writes the modules that compiled, one "path<TAB>index" line each (the
+ *   --list FILE: also writes the modules that compiled, "path<TAB>index<TAB>cache" lines (the
  *   selection scripts/compile-vs-baseline.sh times with two kiln-run builds). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,8 +108,9 @@ static kiln_status compile_once(const char *path, int index, const char *dir, bo
   return s;
 }
 
-/* --child DIR LIST MODE: compiles each "path<TAB>index" line of LIST once and prints its
- * time; MODE "exe" with the whole-executable cache, "kernels" with the kernel cache only. */
+/* --child DIR LIST MODE: compiles each "path<TAB>index<TAB>cache folder" line of LIST once
+ * (with that folder, else DIR) and prints its time; MODE "exe" with the whole-executable
+ * cache, "kernels" with the kernel cache only. */
 static int child_main(const char *dir, const char *list, const char *mode) {
   bool exe = !strcmp(mode, "exe");
   FILE *fp = fopen(list, "r");
@@ -119,10 +121,13 @@ static int child_main(const char *dir, const char *list, const char *mode) {
     if (!tab) continue;
     *tab = 0;
     int index = atoi(tab + 1);
+    char *folder = strchr(tab + 1, '\t');
+    if (folder) folder[1 + strcspn(folder + 1, "\n")] = 0;
     double ms = 0;
     kiln_compile_stats_t st;
     memset(&st, 0, sizeof(st));
-    kiln_status s = compile_once(line, index, dir, exe, &ms, NULL, NULL, NULL, &st);
+    kiln_status s =
+        compile_once(line, index, folder ? folder + 1 : dir, exe, &ms, NULL, NULL, NULL, &st);
     printf("%s %.3f %d %.3f %.3f %.3f\n", s ? "fail" : "ok", ms, st.executable_cache_hit,
            st.cache_key_ms, st.cache_read_ms, st.cache_load_ms);
     kiln_status_free(s);
@@ -184,18 +189,32 @@ static void add_folder(entry_vec_t *v, const char *root, const char *sub) {
   kiln_vec_free(&names);
 }
 
-/* The disk pass: this program again, as a fresh process, over every compiled entry. */
-/* Writes the compiled entries of `v` to `list`, one "path<TAB>index" line each. */
-static bool write_list(const entry_vec_t *v, const char *list) {
+/* Module i's cache folder under `dir`. */
+static void module_cache_dir(const char *dir, size_t i, char *out, size_t n) {
+  snprintf(out, n, "%s/m%zu", dir, i);
+}
+
+/* Writes the compiled entries of `v` to `list`, one "path<TAB>index" line each, plus
+ * "<TAB>cache folder" when `dir` is given. */
+static bool write_list(const entry_vec_t *v, const char *dir, const char *list) {
   FILE *fp = fopen(list, "w");
   if (!fp) return false;
-  for (size_t i = 0; i < v->len; i++)
-    if (v->data[i].ok) fprintf(fp, "%s\t%d\n", v->data[i].path, v->data[i].index);
+  char folder[4096];
+  for (size_t i = 0; i < v->len; i++) {
+    if (!v->data[i].ok) continue;
+    fprintf(fp, "%s\t%d", v->data[i].path, v->data[i].index);
+    if (dir) {
+      module_cache_dir(dir, i, folder, sizeof(folder));
+      fprintf(fp, "\t%s", folder);
+    }
+    fputc('\n', fp);
+  }
   return fclose(fp) == 0;
 }
 
+/* The disk pass: this program again, as a fresh process, over every compiled entry. */
 static void disk_pass(entry_vec_t *v, const char *dir, const char *list, bool exe) {
-  if (!write_list(v, list)) return;
+  if (!write_list(v, dir, list)) return;
   char self[1024];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return;
@@ -368,18 +387,19 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < v.len; i++) {
     entry_t *e = &v.data[i];
     kiln_kernel_cache_clear();
+    char folder[4096];
+    module_cache_dir(kiln_strbuf_cstr(&cache), i, folder, sizeof(folder));
     /* cold stores the whole executable too (its cost counts in cold); warm in-process uses the
      * kernel cache only */
-    kiln_status s = compile_once(e->path, e->index, kiln_strbuf_cstr(&cache), true, &e->cold,
-                                 &e->cold_cpu, &e->passes, &e->kernels, NULL);
-    if (!s)
-      s = compile_once(e->path, e->index, kiln_strbuf_cstr(&cache), false, &e->warm, NULL, NULL,
-                       NULL, NULL);
+    kiln_status s = compile_once(e->path, e->index, folder, true, &e->cold, &e->cold_cpu,
+                                 &e->passes, &e->kernels, NULL);
+    if (!s) s = compile_once(e->path, e->index, folder, false, &e->warm, NULL, NULL, NULL, NULL);
     e->ok = !s;
     if (s) failed++;
     kiln_status_free(s);
   }
-  if (list_out && !write_list(&v, list_out)) fprintf(stderr, "could not write %s\n", list_out);
+  if (list_out && !write_list(&v, NULL, list_out))
+    fprintf(stderr, "could not write %s\n", list_out);
   disk_pass(&v, kiln_strbuf_cstr(&cache), kiln_strbuf_cstr(&list), false);
   disk_pass(&v, kiln_strbuf_cstr(&cache), kiln_strbuf_cstr(&list), true);
 
