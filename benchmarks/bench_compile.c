@@ -20,7 +20,7 @@
  *   default: a quick subset (the cpu benchmark modules named below and examples/gelu.hlo);
  *   --all: every whole module of the corpus (xla/ and real/); modules kiln cannot compile
  *   for the host (custom calls, collectives, ...) are counted and skipped;
- *   --list FILE: also writes the modules that compiled, "path<TAB>index<TAB>cache" lines (the
+ *   --list FILE: also writes the modules that compiled, one "path<TAB>index" line each (the
  *   selection scripts/compile-vs-baseline.sh times with two kiln-run builds). */
 #include <stdio.h>
 #include <stdlib.h>
