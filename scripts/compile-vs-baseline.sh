@@ -21,7 +21,8 @@
 # line (C: the process's CPU time over those steps, all threads). Both builds need
 # --compile-only and that line: kiln-run has them since 2026-12-03; the old tree of issue 20
 # (fb76c28^) gets them from scripts/baseline-old-kiln-run.patch (tools only; its binary is
-# /work/baseline-old-kiln-run). The whole process's wall and CPU (/usr/bin/time: start-up,
+# /work/baseline-old-kiln-run; to rebuild it: git worktree add --detach OLD fb76c28^, then in
+# OLD git apply that patch and build the kiln-run target). The whole process's wall and CPU (/usr/bin/time: start-up,
 # parse, generated inputs, compile) are printed beside. Modules that either build fails on
 # are listed apart, not summed; so are multi-device modules the new build runs on N host
 # devices (compiled for that world, not comparable: kiln-run prints no compile + load line
@@ -34,7 +35,7 @@ while [ $# -gt 0 ]; do
     --limit) limit=$2; shift 2 ;;
     --timeout) timeout_s=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     --*) echo "unknown option $1" >&2; exit 2 ;;
     *) break ;;
   esac
