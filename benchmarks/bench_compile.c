@@ -1,7 +1,8 @@
 /* Compile latency of whole modules on the host (kiln_compile_module: passes, buffer
  * assignment, kernel codegen, LLVM), per module:
  *
- *   cold      an empty kernel cache: a fresh cache folder and the in-memory cache cleared;
+ *   cold      an empty kernel cache: a fresh cache folder for each module (DIR/m<i>: modules
+ *             sharing kernels do not hit each other's) and the in-memory cache cleared;
  *   warm      compiled again in the same process (in-memory kernel cache);
  *   disk-k    compiled once more in a fresh process (this program re-executed with
  *             --child), whose memory cache is empty: kernels come from the disk cache, the
@@ -15,9 +16,12 @@
  * kernels under each LLVM pipeline candidate for the host ($KILN_HOST_LLVM_PIPELINE).
  *
  * Usage: bench_compile [--all] [--corpus DIR] [--baseline-ms X] [--pipelines] [--repeat N]
+ *                      [--list FILE]
  *   default: a quick subset (the cpu benchmark modules named below and examples/gelu.hlo);
  *   --all: every whole module of the corpus (xla/ and real/); modules kiln cannot compile
- *   for the host (custom calls, collectives, ...) are counted and skipped. */
+ *   for the host (custom calls, collectives, ...) are counted and skipped;
+ *   --list FILE: also writes the modules that compiled, one "path<TAB>index" line each (the
+ *   selection scripts/compile-vs-baseline.sh times with two kiln-run builds). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,13 +52,6 @@ static const char *const kQuick[] = {
     "xla/xla__backends__cpu__benchmarks__hlo__in_place_dynamic_update_slice_fusion.hlo",
     "xla/xla__backends__cpu__benchmarks__hlo__dlrm_keras_jax_f32_train_step.hlo",
     NULL};
-
-/* CPU time of this process (all threads), ms: the figure a loaded machine does not inflate. */
-static double cpu_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 typedef struct entry {
   char *path;
@@ -98,10 +95,10 @@ static kiln_status compile_once(const char *path, int index, const char *dir, bo
     if (exec_cache) o.executable_cache_dir = dir;
     kiln_pass_options_t env_passes;
     kiln_pjrt_compile_options_from_env(&o, &env_passes); /* --pipelines: KILN_HOST_LLVM_PIPELINE */
-    double t0 = kiln_clock_ms(), c0 = cpu_ms();
+    double t0 = kiln_clock_ms(), c0 = kiln_clock_cpu_ms();
     s = kiln_compile_module(f->modules[index], &o, &d, &st);
     *ms = kiln_clock_ms() - t0;
-    if (cpu) *cpu = cpu_ms() - c0;
+    if (cpu) *cpu = kiln_clock_cpu_ms() - c0;
   }
   if (passes_ms) *passes_ms = st.passes_ms;
   if (stats) *stats = st;
@@ -111,8 +108,9 @@ static kiln_status compile_once(const char *path, int index, const char *dir, bo
   return s;
 }
 
-/* --child DIR LIST MODE: compiles each "path<TAB>index" line of LIST once and prints its
- * time; MODE "exe" with the whole-executable cache, "kernels" with the kernel cache only. */
+/* --child DIR LIST MODE: compiles each "path<TAB>index<TAB>cache folder" line of LIST once
+ * (with that folder, else DIR) and prints its time; MODE "exe" with the whole-executable
+ * cache, "kernels" with the kernel cache only. */
 static int child_main(const char *dir, const char *list, const char *mode) {
   bool exe = !strcmp(mode, "exe");
   FILE *fp = fopen(list, "r");
@@ -123,10 +121,13 @@ static int child_main(const char *dir, const char *list, const char *mode) {
     if (!tab) continue;
     *tab = 0;
     int index = atoi(tab + 1);
+    char *folder = strchr(tab + 1, '\t');
+    if (folder) folder[1 + strcspn(folder + 1, "\n")] = 0;
     double ms = 0;
     kiln_compile_stats_t st;
     memset(&st, 0, sizeof(st));
-    kiln_status s = compile_once(line, index, dir, exe, &ms, NULL, NULL, NULL, &st);
+    kiln_status s =
+        compile_once(line, index, folder ? folder + 1 : dir, exe, &ms, NULL, NULL, NULL, &st);
     printf("%s %.3f %d %.3f %.3f %.3f\n", s ? "fail" : "ok", ms, st.executable_cache_hit,
            st.cache_key_ms, st.cache_read_ms, st.cache_load_ms);
     kiln_status_free(s);
@@ -188,13 +189,32 @@ static void add_folder(entry_vec_t *v, const char *root, const char *sub) {
   kiln_vec_free(&names);
 }
 
+/* Module i's cache folder under `dir`. */
+static void module_cache_dir(const char *dir, size_t i, char *out, size_t n) {
+  snprintf(out, n, "%s/m%zu", dir, i);
+}
+
+/* Writes the compiled entries of `v` to `list`, one "path<TAB>index" line each, plus
+ * "<TAB>cache folder" when `dir` is given. */
+static bool write_list(const entry_vec_t *v, const char *dir, const char *list) {
+  FILE *fp = fopen(list, "w");
+  if (!fp) return false;
+  char folder[4096];
+  for (size_t i = 0; i < v->len; i++) {
+    if (!v->data[i].ok) continue;
+    fprintf(fp, "%s\t%d", v->data[i].path, v->data[i].index);
+    if (dir) {
+      module_cache_dir(dir, i, folder, sizeof(folder));
+      fprintf(fp, "\t%s", folder);
+    }
+    fputc('\n', fp);
+  }
+  return fclose(fp) == 0;
+}
+
 /* The disk pass: this program again, as a fresh process, over every compiled entry. */
 static void disk_pass(entry_vec_t *v, const char *dir, const char *list, bool exe) {
-  FILE *fp = fopen(list, "w");
-  if (!fp) return;
-  for (size_t i = 0; i < v->len; i++)
-    if (v->data[i].ok) fprintf(fp, "%s\t%d\n", v->data[i].path, v->data[i].index);
-  fclose(fp);
+  if (!write_list(v, dir, list)) return;
   char self[1024];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   if (n <= 0) return;
@@ -312,6 +332,7 @@ int main(int argc, char **argv) {
   double baseline = 0;
   int repeat = 5;
   const char *root = kiln_corpus_dir();
+  const char *list_out = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--all"))
       all = true;
@@ -323,10 +344,12 @@ int main(int argc, char **argv) {
       baseline = atof(argv[++i]);
     else if (!strcmp(argv[i], "--repeat") && i + 1 < argc)
       repeat = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--list") && i + 1 < argc)
+      list_out = argv[++i];
     else {
       fprintf(stderr,
               "usage: bench_compile [--all] [--corpus DIR] [--baseline-ms X] [--pipelines] "
-              "[--repeat N]\n");
+              "[--repeat N] [--list FILE]\n");
       return 2;
     }
   }
@@ -364,17 +387,19 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < v.len; i++) {
     entry_t *e = &v.data[i];
     kiln_kernel_cache_clear();
+    char folder[4096];
+    module_cache_dir(kiln_strbuf_cstr(&cache), i, folder, sizeof(folder));
     /* cold stores the whole executable too (its cost counts in cold); warm in-process uses the
      * kernel cache only */
-    kiln_status s = compile_once(e->path, e->index, kiln_strbuf_cstr(&cache), true, &e->cold,
-                                 &e->cold_cpu, &e->passes, &e->kernels, NULL);
-    if (!s)
-      s = compile_once(e->path, e->index, kiln_strbuf_cstr(&cache), false, &e->warm, NULL, NULL,
-                       NULL, NULL);
+    kiln_status s = compile_once(e->path, e->index, folder, true, &e->cold, &e->cold_cpu,
+                                 &e->passes, &e->kernels, NULL);
+    if (!s) s = compile_once(e->path, e->index, folder, false, &e->warm, NULL, NULL, NULL, NULL);
     e->ok = !s;
     if (s) failed++;
     kiln_status_free(s);
   }
+  if (list_out && !write_list(&v, NULL, list_out))
+    fprintf(stderr, "could not write %s\n", list_out);
   disk_pass(&v, kiln_strbuf_cstr(&cache), kiln_strbuf_cstr(&list), false);
   disk_pass(&v, kiln_strbuf_cstr(&cache), kiln_strbuf_cstr(&list), true);
 

@@ -54,7 +54,8 @@ static const char kUsage[] =
     "                        (libkiln_pjrt.so, or $KILN_PJRT_PLUGIN), loaded with dlopen\n"
     "                        and driven only through its function table\n"
     "  --direct              run host/cuda/best on kiln's runtime directly, not through the\n"
-    "                        plugin (implied by --thunks and --max-while-iterations)\n"
+    "                        plugin (implied by --thunks, --max-while-iterations and\n"
+    "                        --compile-only)\n"
     "  --host-devices=N      (--backend=host) run a multi-device module on N host\n"
     "                        devices, one participant each (also KILN_HOST_DEVICES=N);\n"
     "                        --direct: default as many as its replicas x partitions;\n"
@@ -87,6 +88,9 @@ static const char kUsage[] =
     "                        element (per-type relative/absolute tolerance; exit status 1\n"
     "                        on a mismatch)\n"
     "  --thunks              print the executable: allocations and thunk sequence\n"
+    "  --compile-only        (host, cuda, best) compile and load the module, run nothing and\n"
+    "                        print no outputs (with --timings: the compile + load wall and\n"
+    "                        CPU time; implies --direct)\n"
     "  --no-command-buffers  issue thunks one by one (as KILN_DISABLE_COMMAND_BUFFERS=1)\n"
     "  --strict-precision    round every bf16 op's result, as the reference does (default:\n"
     "                        excess precision, as XLA; also XLA_FLAGS=\n"
@@ -132,6 +136,7 @@ typedef struct run_flags {
   int64_t max_while_iterations;
   bool verify;
   bool thunks;
+  bool compile_only; /* --compile-only: compile and load, run nothing */
   bool no_command_buffers;
   bool strict_precision;
   bool direct;                /* --direct: the runtime itself, not the PJRT plugin */
@@ -193,6 +198,10 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
     }
     if (IS("thunks") && !val) {
       f->thunks = true;
+      continue;
+    }
+    if (IS("compile-only") && !val) {
+      f->compile_only = true;
       continue;
     }
     if (IS("no-command-buffers") && !val) {
@@ -290,6 +299,9 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
     return KILN_ERR_INVALID("--compare=%s: only --compare=reference is defined", f->compare);
   if (f->inputs_dir && f->num_inputs)
     return KILN_ERR_INVALID("--inputs=DIR and --input=I:PATH cannot be combined");
+  if (f->compile_only && (!strcmp(f->backend, "reference") || f->compare || f->output_dir))
+    return KILN_ERR_INVALID(
+        "--compile-only needs --backend=host, cuda or best and runs nothing to compare or save");
   return NULL;
 }
 
@@ -430,6 +442,7 @@ static void device_options(const run_flags_t *f, kiln_device_run_options_t *o) {
   o->strict_precision = f->strict_precision;
   o->print_thunks = f->thunks;
   o->print_runs = f->repeat > 1;
+  o->compile_only = f->compile_only;
 }
 
 typedef struct run_times {
@@ -476,6 +489,9 @@ static kiln_status run_on_device(const run_flags_t *f, const kiln_hlo_module_t *
          f->device->name, rep.compile_ms, rep.compile.passes_ms, rep.compile.emit.kernels,
          rep.compile.emit.fusions, rep.compile.emit.codegen_ms, rep.compile.emit.backend_ms,
          rep.compile.command_buffers, rep.load_ms);
+  if (f->timings) /* what a cold compile costs in all: wall and CPU until the executable can run */
+    printf("timings: compile + load %.3f ms, CPU %.3f ms (all threads)\n",
+           rep.compile_ms + rep.load_ms, rep.compile_load_cpu_ms);
   if (rep.compile.command_buffer_custom_calls || rep.compile.split_custom_calls)
     printf("custom calls: %zu inside command buffers, %zu outside\n",
            rep.compile.command_buffer_custom_calls, rep.compile.split_custom_calls);
@@ -945,9 +961,11 @@ static kiln_status run(run_flags_t *f) {
       printf("note: check ops run on the runtime directly, not through the plugin\n");
       f->direct = true;
     }
-    if (!f->direct && (f->thunks || f->max_while_iterations)) {
+    if (!f->direct && (f->thunks || f->max_while_iterations || f->compile_only)) {
       printf("note: %s runs on the runtime directly, not through the plugin\n",
-             f->thunks ? "--thunks" : "--max-while-iterations");
+             f->thunks         ? "--thunks"
+             : f->compile_only ? "--compile-only"
+                               : "--max-while-iterations");
       f->direct = true;
     }
     /* Across processes (--mpi, or started by mpirun): through the plugin's client across

@@ -112,7 +112,7 @@ static kiln_status compile_load(const kiln_hlo_module_t *m, const kiln_device_ru
   kiln_device_t *dev = opts->device;
   *cm_out = NULL;
   *exe_out = NULL;
-  double t0 = kiln_clock_ms();
+  double t0 = kiln_clock_ms(), c0 = kiln_clock_cpu_ms();
   kiln_hlo_module_t *cm = NULL;
   KILN_RETURN_IF_ERROR_PLAIN(clone_module(m, &cm));
   *cm_out = cm;
@@ -159,6 +159,7 @@ static kiln_status compile_load(const kiln_hlo_module_t *m, const kiln_device_ru
     s = kiln_executable_load(dev, d, exe_out);
     rep->load_ms = kiln_clock_ms() - t1;
   }
+  rep->compile_load_cpu_ms = kiln_clock_cpu_ms() - c0;
   return s;
 }
 

@@ -45,6 +45,7 @@ typedef struct kiln_device_run_options {
 typedef struct kiln_device_run_report {
   kiln_compile_stats_t compile;
   double compile_ms, load_ms, upload_ms, run_min_ms, run_mean_ms, download_ms;
+  double compile_load_cpu_ms; /* CPU time of compile + load, all threads (kiln_clock_cpu_ms) */
   int64_t runs;
   size_t serialized_bytes; /* serialize_round_trip: the serialized executable's size */
 } kiln_device_run_report_t;
