@@ -297,6 +297,16 @@ static int64_t list_priority(const comp_model_t *cm, const bool *alloc, const in
   return freed - allocd;
 }
 
+/* Re-prices the ready instructions among [from, to). */
+static void reprice(const comp_model_t *cm, const bool *alloc, const int *rem, ready_heap_t *h,
+                    const int *from, const int *to) {
+  for (const int *x = from; x < to; x++) {
+    if (h->pos[*x] < 0) continue;
+    h->prio[*x] = list_priority(cm, alloc, rem, *x);
+    ready_sift(h, h->pos[*x]);
+  }
+}
+
 /* Per buffer, the instructions whose list (defs or touches) holds it, as offsets into one
  * array: start[b] .. start[b + 1]. */
 static void invert_lists(const comp_model_t *cm, const int_vec_t *lists, int **start_out,
@@ -355,22 +365,12 @@ static void schedule_list(const comp_model_t *cm, int *order) {
       int b = cm->defs[i].data[d];
       if (alloc[b]) continue;
       alloc[b] = true;
-      for (int x = def_start[b]; x < def_start[b + 1]; x++) {
-        int j = def_items[x];
-        if (h.pos[j] < 0) continue;
-        h.prio[j] = list_priority(cm, alloc, rem, j);
-        ready_sift(&h, h.pos[j]);
-      }
+      reprice(cm, alloc, rem, &h, def_items + def_start[b], def_items + def_start[b + 1]);
     }
     for (size_t t = 0; t < cm->touches[i].len; t++) {
       int b = cm->touches[i].data[t];
       if (--rem[b] > 1 || cm->pinned[b]) continue; /* rem[b] == 1 did not change */
-      for (int x = touch_start[b]; x < touch_start[b + 1]; x++) {
-        int j = touch_items[x];
-        if (h.pos[j] < 0) continue;
-        h.prio[j] = list_priority(cm, alloc, rem, j);
-        ready_sift(&h, h.pos[j]);
-      }
+      reprice(cm, alloc, rem, &h, touch_items + touch_start[b], touch_items + touch_start[b + 1]);
     }
     for (size_t s = 0; s < cm->succs[i].len; s++) {
       int j = cm->succs[i].data[s];
