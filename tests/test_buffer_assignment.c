@@ -190,6 +190,113 @@ static void test_checker_rejects_overlapping_live_slices(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* Many temps of mixed sizes whose lifetimes overlap in a tangled way (each value is read
+ * back by a reduce at a pseudo-random later point): the decreasing-size best fit, which
+ * finds the placed items overlapping each item through an index, must give the heap size
+ * (and, when it is the one kept, the offsets) of the plain quadratic search below. */
+typedef struct oracle_item {
+  int64_t start, end, size, offset;
+  int buffer;
+} oracle_item_t;
+
+static int cmp_oracle_size(const void *pa, const void *pb) {
+  const oracle_item_t *a = pa, *b = pb;
+  if (a->size != b->size) return a->size > b->size ? -1 : 1;
+  if (a->start != b->start) return a->start < b->start ? -1 : 1;
+  return a->buffer - b->buffer;
+}
+
+static int64_t oracle_best_fit_size(oracle_item_t *it, int n) {
+  qsort(it, (size_t)n, sizeof *it, cmp_oracle_size);
+  int64_t top = 0;
+  int64_t *offs = calloc((size_t)n + 1, sizeof(int64_t)),
+          *ends = calloc((size_t)n + 1, sizeof(int64_t));
+  for (int k = 0; k < n; k++) {
+    int nb = 0;
+    for (int j = 0; j < k; j++) {
+      if (it[j].start > it[k].end || it[k].start > it[j].end) continue;
+      int pos = nb++; /* insertion by offset */
+      while (pos > 0 && offs[pos - 1] > it[j].offset)
+        offs[pos] = offs[pos - 1], ends[pos] = ends[pos - 1], pos--;
+      offs[pos] = it[j].offset, ends[pos] = it[j].offset + it[j].size;
+    }
+    int64_t best = -1, best_gap = INT64_MAX, cursor = 0;
+    for (int b = 0; b < nb; b++) {
+      int64_t gap = offs[b] - cursor;
+      if (gap >= it[k].size && gap < best_gap) best_gap = gap, best = cursor;
+      if (ends[b] > cursor) cursor = ends[b];
+    }
+    it[k].offset = best < 0 ? cursor : best;
+    if (it[k].offset + it[k].size > top) top = it[k].offset + it[k].size;
+  }
+  free(offs);
+  free(ends);
+  return top;
+}
+
+static void test_size_best_fit_matches_quadratic_search_on_tangled_lifetimes(void **state) {
+  enum { kValues = 300 };
+  kiln_strbuf_t t = {0};
+  kiln_strbuf_append(
+      &t,
+      "HloModule tangled\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  ROOT r = f32[] add(a, b)\n}\nENTRY e {\n  p = f32[4096] parameter(0)\n"
+      "  zero = f32[] constant(0)\n");
+  int due[kValues]; /* step at which value i is read back */
+  uint32_t rng = 12345;
+  int acc = -1, nacc = 0;
+  for (int i = 0; i < kValues; i++) {
+    rng = rng * 1103515245u + 12345u;
+    int len = 16 << ((rng >> 16) % 7); /* 64 B .. 4 KiB */
+    kiln_strbuf_printf(&t, "  s%d = f32[%d] slice(p), slice={[%d:%d]}\n", i, len, i % 7,
+                       i % 7 + len);
+    kiln_strbuf_printf(&t, "  e%d = f32[%d] exponential(s%d)\n", i, len, i);
+    /* Born where e%d dies, and larger: placed first, it must be seen when e%d is. */
+    kiln_strbuf_printf(&t, "  v%d = f32[%d] concatenate(e%d, e%d), dimensions={0}\n", i, 2 * len, i,
+                       i);
+    rng = rng * 1103515245u + 12345u;
+    due[i] = i + 1 + (int)((rng >> 16) % 40);
+    for (int j = 0; j <= i; j++) {
+      if (due[j] != i) continue;
+      kiln_strbuf_printf(&t, "  r%d = f32[] reduce(v%d, zero), dimensions={0}, to_apply=add\n", j,
+                         j);
+      if (acc < 0)
+        kiln_strbuf_printf(&t, "  acc%d = f32[] add(r%d, zero)\n", nacc, j);
+      else
+        kiln_strbuf_printf(&t, "  acc%d = f32[] add(acc%d, r%d)\n", nacc, acc, j);
+      acc = nacc++;
+    }
+  }
+  for (int j = 0; j < kValues; j++) {
+    if (due[j] < kValues) continue;
+    kiln_strbuf_printf(&t, "  r%d = f32[] reduce(v%d, zero), dimensions={0}, to_apply=add\n", j, j);
+    kiln_strbuf_printf(&t, "  acc%d = f32[] add(acc%d, r%d)\n", nacc, acc, j);
+    acc = nacc++;
+  }
+  kiln_strbuf_printf(&t, "  ROOT out = f32[] negate(acc%d)\n}\n", acc);
+  kiln_hlo_module_t *m = bt_parse(kiln_strbuf_cstr(&t));
+  kiln_strbuf_free(&t);
+  bt_run(m, "copy_insertion");
+  kiln_buffer_assignment_t *ba = assign(m, false);
+  oracle_item_t *items = calloc((size_t)ba->num_buffers + 1, sizeof *items);
+  int n = 0;
+  for (int b = 0; b < ba->num_buffers; b++) {
+    const kiln_logical_buffer_t *lb = &ba->buffers[b];
+    if (ba->allocations[lb->allocation].kind != KILN_ALLOCATION_TEMP || lb->size == 0) continue;
+    int64_t a = ba->alignment;
+    items[n++] = (oracle_item_t){lb->start, lb->end, (lb->size + a - 1) / a * a, 0, b};
+  }
+  assert_true(n > 2 * kValues);
+  int64_t want = oracle_best_fit_size(items, n);
+  assert_int_equal(ba->stats.heap_best_fit_size, want);
+  if (!strcmp(ba->stats.heap_algorithm, "decreasing-size best-fit"))
+    for (int i = 0; i < n; i++)
+      assert_int_equal(ba->buffers[items[i].buffer].offset, items[i].offset);
+  free(items);
+  kiln_buffer_assignment_free(ba);
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_print_lists_allocations_slices_and_stats(void **state) {
   kiln_hlo_module_t *m = bt_parse(kChain);
   bt_run(m, "copy_insertion,schedule");
@@ -233,6 +340,7 @@ int main(void) {
       cmocka_unit_test(test_dus_shares_its_operand_slice),
       cmocka_unit_test(test_missing_copy_is_reported),
       cmocka_unit_test(test_checker_rejects_overlapping_live_slices),
+      cmocka_unit_test(test_size_best_fit_matches_quadratic_search_on_tangled_lifetimes),
       cmocka_unit_test(test_print_lists_allocations_slices_and_stats),
       cmocka_unit_test(test_pass_dumps_assignment),
   };

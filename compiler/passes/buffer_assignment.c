@@ -155,11 +155,13 @@ typedef struct heap_item {
   int64_t start, end, size; /* size aligned */
   int64_t offset;
   int first_buffer;         /* chain of buffers sharing the slice, linked by next */
+  int rank;                 /* position in start order (heap_best_fit_size's index) */
 } heap_item_t;
 
 typedef struct chunk {
   int64_t offset, size;
 } chunk_t;
+typedef KILN_VEC(chunk_t) chunk_vec_t;
 
 static int cmp_item_start(const void *pa, const void *pb) {
   const heap_item_t *a = *(heap_item_t *const *)pa, *b = *(heap_item_t *const *)pb;
@@ -247,28 +249,101 @@ static int64_t heap_best_fit_time(heap_item_t **items, int n, int64_t *out) {
   return top;
 }
 
+/* Placed items overlapping a time range, found without scanning every placed item: the
+ * items sorted by start, and over them a tree holding each range's latest end among placed
+ * items (INT64_MIN where none is placed). A query walks only into ranges that hold an item
+ * starting no later than the range's end and ending no earlier than its start, so it costs
+ * O((1 + reported) log n). */
+typedef struct placed_index {
+  int leaves;             /* a power of two >= n */
+  int64_t *max_end;       /* 2 * leaves nodes; node 1 is the root */
+  heap_item_t **by_start; /* n items, sorted by cmp_item_start */
+  int n;
+} placed_index_t;
+
+static void placed_index_init(placed_index_t *t, heap_item_t **items, int n) {
+  t->n = n;
+  t->leaves = 1;
+  while (t->leaves < n) t->leaves *= 2;
+  t->max_end = kiln_malloc(sizeof(int64_t) * 2 * (size_t)t->leaves);
+  for (int i = 0; i < 2 * t->leaves; i++) t->max_end[i] = INT64_MIN;
+  t->by_start = kiln_malloc(sizeof(heap_item_t *) * (size_t)(n + 1));
+  memcpy(t->by_start, items, sizeof(heap_item_t *) * (size_t)n);
+  qsort(t->by_start, (size_t)n, sizeof(heap_item_t *), cmp_item_start);
+  for (int i = 0; i < n; i++) t->by_start[i]->rank = i;
+}
+
+static void placed_index_free(placed_index_t *t) {
+  kiln_free(t->max_end);
+  kiln_free(t->by_start);
+}
+
+static void placed_index_place(placed_index_t *t, const heap_item_t *it) {
+  int node = t->leaves + it->rank;
+  t->max_end[node] = it->end;
+  for (node /= 2; node >= 1; node /= 2) {
+    int64_t l = t->max_end[2 * node], r = t->max_end[2 * node + 1];
+    t->max_end[node] = l > r ? l : r;
+  }
+}
+
+/* Pushes the chunk of every placed item in positions [lo, hi) of the node's range that
+ * starts before position `limit` and ends at or after `start`. */
+static void placed_index_collect(const placed_index_t *t, int node, int lo, int hi, int limit,
+                                 int64_t start, chunk_vec_t *busy) {
+  if (lo >= limit || t->max_end[node] < start) return;
+  if (hi - lo == 1) {
+    const heap_item_t *p = t->by_start[lo];
+    chunk_t c = {p->offset, p->size};
+    kiln_vec_push(busy, c);
+    return;
+  }
+  int mid = lo + (hi - lo) / 2;
+  placed_index_collect(t, 2 * node, lo, mid, limit, start, busy);
+  placed_index_collect(t, 2 * node + 1, mid, hi, limit, start, busy);
+}
+
+static int cmp_chunk_offset(const void *pa, const void *pb) {
+  const chunk_t *a = pa, *b = pb;
+  if (a->offset != b->offset) return a->offset < b->offset ? -1 : 1;
+  return (a->size > b->size) - (a->size < b->size);
+}
+
 /* Global decreasing-size best fit: place each item (largest first) in the smallest gap
- * left by already placed items that overlap it in time, or on top of them. */
+ * left by already placed items that overlap it in time, or on top of them. The placed
+ * items overlapping it come from a placed_index, so the whole costs O(n log n) plus the
+ * number of overlapping pairs, not O(n^2). */
 static int64_t heap_best_fit_size(heap_item_t **items, int n, int64_t *out) {
   heap_item_t **order = kiln_malloc(sizeof *order * (size_t)(n + 1));
   memcpy(order, items, sizeof *order * (size_t)n);
   qsort(order, (size_t)n, sizeof *order, cmp_item_size);
-  KILN_VEC(chunk_t) busy = {0};
+  placed_index_t index;
+  placed_index_init(&index, items, n);
+  chunk_vec_t busy = {0};
   int64_t top = 0;
   for (int k = 0; k < n; k++) {
     heap_item_t *it = order[k];
+    /* Items starting no later than it ends: a prefix of by_start. */
+    int lo = 0, hi = n;
+    while (lo < hi) {
+      int mid = lo + (hi - lo) / 2;
+      if (index.by_start[mid]->start <= it->end)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
     kiln_vec_clear(&busy);
-    for (int j = 0; j < k; j++) {
-      heap_item_t *p = order[j];
-      if (p->start <= it->end && it->start <= p->end) {
-        chunk_t c = {p->offset, p->size};
-        size_t pos = busy.len;
-        kiln_vec_push(&busy, c);
-        while (pos > 0 && busy.data[pos - 1].offset > c.offset) {
-          busy.data[pos] = busy.data[pos - 1];
-          pos--;
-        }
-        busy.data[pos] = c;
+    placed_index_collect(&index, 1, 0, index.leaves, lo, it->start, &busy);
+    /* Ties in offset need no order: sizes are positive, so after the first of them the
+     * cursor is past the offset and the others' gaps are negative. */
+    if (busy.len > 16) {
+      qsort(busy.data, busy.len, sizeof(chunk_t), cmp_chunk_offset);
+    } else {
+      for (size_t i = 1; i < busy.len; i++) {
+        chunk_t c = busy.data[i];
+        size_t j = i;
+        for (; j > 0 && busy.data[j - 1].offset > c.offset; j--) busy.data[j] = busy.data[j - 1];
+        busy.data[j] = c;
       }
     }
     int64_t best_off = -1, best_gap = INT64_MAX, cursor = 0;
@@ -281,9 +356,11 @@ static int64_t heap_best_fit_size(heap_item_t **items, int n, int64_t *out) {
     if (best_off < 0) best_off = cursor;
     it->offset = best_off;
     if (best_off + it->size > top) top = best_off + it->size;
+    placed_index_place(&index, it);
   }
   for (int i = 0; i < n; i++) out[i] = items[i]->offset;
   kiln_vec_free(&busy);
+  placed_index_free(&index);
   kiln_free(order);
   return top;
 }

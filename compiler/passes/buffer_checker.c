@@ -48,6 +48,7 @@ static int cmp_val_start(const void *pa, const void *pb) {
 static _Thread_local const cbuf_t *g_bufs; /* qsort context, per compiling thread */
 static int cmp_buf_start(const void *pa, const void *pb) {
   const cbuf_t *a = &g_bufs[*(const int *)pa], *b = &g_bufs[*(const int *)pb];
+  if (a->alloc != b->alloc) return a->alloc < b->alloc ? -1 : 1;
   if (a->start != b->start) return a->start < b->start ? -1 : 1;
   return *(const int *)pa - *(const int *)pb;
 }
@@ -142,19 +143,32 @@ kiln_status kiln_buffer_assignment_check(const kiln_buffer_assignment_t *ba) {
     if (v->start < cb->start) cb->start = v->start;
     if (v->end > cb->end) cb->end = v->end;
   }
-  /* 3: values within one buffer. */
+  /* 3: values within one buffer, in start order. Only values still live where the next
+   * one starts can clash with it; the others are dropped from `open` for good (starts only
+   * grow), keeping their order, so each value meets only the values overlapping it. */
+  KILN_VEC(const kiln_hlo_value_t *) open = {0};
   for (int b = 0; b < nb && !s; b++) {
     cbuf_t *cb = &bufs[b];
     qsort(cb->values.data, cb->values.len, sizeof(cb->values.data[0]), cmp_val_start);
-    for (size_t i = 0; i < cb->values.len && !s; i++)
-      for (size_t j = 0; j < i && !s; j++) {
-        const kiln_hlo_value_t *x = cb->values.data[j], *y = cb->values.data[i];
-        if (x->end < y->start) continue;
+    kiln_vec_clear(&open);
+    for (size_t i = 0; i < cb->values.len && !s; i++) {
+      const kiln_hlo_value_t *y = cb->values.data[i];
+      size_t kept = 0;
+      for (size_t j = 0; j < open.len; j++)
+        if (open.data[j]->end >= y->start) open.data[kept++] = open.data[j];
+      open.len = kept;
+      for (size_t j = 0; j < open.len && !s; j++) {
+        const kiln_hlo_value_t *x = open.data[j];
         if (x->end == y->start && kiln_dataflow_may_reuse(df, x, y)) continue;
         s = fail_values("aliased values live at the same time", x, y);
       }
+      kiln_vec_push(&open, y);
+    }
   }
-  /* 4: buffers overlapping in memory, swept in time order. */
+  kiln_vec_free(&open);
+  /* 4: buffers overlapping in memory, swept in time order one allocation at a time (only
+   * buffers of one allocation can overlap): the buffers live at once in one allocation, not
+   * every buffer live at that time (the parameters live throughout), are compared. */
   if (!s) {
     int *order = kiln_malloc(sizeof(int) * (size_t)(nb + 1));
     int n = 0;
@@ -165,6 +179,7 @@ kiln_status kiln_buffer_assignment_check(const kiln_buffer_assignment_t *ba) {
     KILN_VEC(int) active = {0};
     for (int k = 0; k < n && !s; k++) {
       cbuf_t *cb = &bufs[order[k]];
+      if (k > 0 && bufs[order[k - 1]].alloc != cb->alloc) kiln_vec_clear(&active);
       for (size_t a = 0; a < active.len;) {
         if (bufs[active.data[a]].end < cb->start) {
           active.data[a] = kiln_vec_last(&active);
@@ -175,7 +190,6 @@ kiln_status kiln_buffer_assignment_check(const kiln_buffer_assignment_t *ba) {
       }
       for (size_t a = 0; a < active.len && !s; a++) {
         cbuf_t *ab = &bufs[active.data[a]];
-        if (ab->alloc != cb->alloc) continue;
         if (ab->offset >= cb->offset + cb->size || cb->offset >= ab->offset + ab->size) continue;
         if (ab->end == cb->start && meet_ok(df, ab, cb)) continue;
         s = fail_values("buffers overlap in memory while both are live", ab->values.data[0],

@@ -250,50 +250,144 @@ static void schedule_current(const comp_model_t *cm, int *order) {
   kiln_free(po);
 }
 
+/* The ready instructions of the list scheduler: a binary heap on (priority descending,
+ * index ascending), with each instruction's place in it so a changed priority can move. */
+typedef struct ready_heap {
+  int *heap, len;
+  int *pos;      /* per instruction: index in heap, or -1 */
+  int64_t *prio; /* per instruction */
+} ready_heap_t;
+
+static bool ready_before(const ready_heap_t *h, int a, int b) {
+  return h->prio[a] > h->prio[b] || (h->prio[a] == h->prio[b] && a < b);
+}
+
+static void ready_swap(ready_heap_t *h, int x, int y) {
+  int a = h->heap[x], b = h->heap[y];
+  h->heap[x] = b, h->heap[y] = a;
+  h->pos[b] = x, h->pos[a] = y;
+}
+
+static void ready_sift(ready_heap_t *h, int x) {
+  while (x > 0 && ready_before(h, h->heap[x], h->heap[(x - 1) / 2])) {
+    ready_swap(h, x, (x - 1) / 2);
+    x = (x - 1) / 2;
+  }
+  for (;;) {
+    int l = 2 * x + 1, r = l + 1, best = x;
+    if (l < h->len && ready_before(h, h->heap[l], h->heap[best])) best = l;
+    if (r < h->len && ready_before(h, h->heap[r], h->heap[best])) best = r;
+    if (best == x) return;
+    ready_swap(h, x, best);
+    x = best;
+  }
+}
+
+/* Bytes freed minus bytes allocated by running `i` next. */
+static int64_t list_priority(const comp_model_t *cm, const bool *alloc, const int *rem, int i) {
+  int64_t freed = 0, allocd = 0;
+  for (size_t d = 0; d < cm->defs[i].len; d++) {
+    int b = cm->defs[i].data[d];
+    if (!alloc[b]) allocd += cm->bsize[b];
+  }
+  for (size_t t = 0; t < cm->touches[i].len; t++) {
+    int b = cm->touches[i].data[t];
+    if (rem[b] == 1 && !cm->pinned[b]) freed += cm->bsize[b];
+  }
+  return freed - allocd;
+}
+
+/* Re-prices the ready instructions among [from, to). */
+static void reprice(const comp_model_t *cm, const bool *alloc, const int *rem, ready_heap_t *h,
+                    const int *from, const int *to) {
+  for (const int *x = from; x < to; x++) {
+    if (h->pos[*x] < 0) continue;
+    h->prio[*x] = list_priority(cm, alloc, rem, *x);
+    ready_sift(h, h->pos[*x]);
+  }
+}
+
+/* Per buffer, the instructions whose list (defs or touches) holds it, as offsets into one
+ * array: start[b] .. start[b + 1]. */
+static void invert_lists(const comp_model_t *cm, const int_vec_t *lists, int **start_out,
+                         int **items_out) {
+  int *start = kiln_calloc((size_t)cm->nb + 2, sizeof(int));
+  for (int i = 0; i < cm->n; i++)
+    for (size_t k = 0; k < lists[i].len; k++) start[lists[i].data[k] + 1]++;
+  for (int b = 0; b < cm->nb; b++) start[b + 1] += start[b];
+  int *fill = kiln_malloc(sizeof(int) * (size_t)(cm->nb + 1));
+  if (cm->nb) memcpy(fill, start, sizeof(int) * (size_t)cm->nb);
+  int *items = kiln_malloc(sizeof(int) * (size_t)(start[cm->nb] + 1));
+  for (int i = 0; i < cm->n; i++)
+    for (size_t k = 0; k < lists[i].len; k++) items[fill[lists[i].data[k]]++] = i;
+  kiln_free(fill);
+  *start_out = start;
+  *items_out = items;
+}
+
 /* Greedy list scheduling: among ready instructions take the one with the largest
- * bytes-freed minus bytes-allocated; ties go to the earliest in the current order. */
+ * bytes-freed minus bytes-allocated; ties go to the earliest in the current order.
+ * A priority changes only when a buffer the instruction defines is first allocated or one
+ * it touches reaches (or leaves) its last remaining use, so only the ready instructions
+ * of such a buffer are re-priced, and the ready set is a heap: O((n + edges) log n), not a
+ * scan of every ready instruction per step. */
 static void schedule_list(const comp_model_t *cm, int *order) {
   int n = cm->n;
   int *npred = kiln_malloc(sizeof(int) * (size_t)(n + 1));
   int *rem = kiln_malloc(sizeof(int) * (size_t)(cm->nb + 1));
   bool *alloc = kiln_calloc((size_t)cm->nb + 1, sizeof(bool));
   if (cm->nb) memcpy(rem, cm->ntouch, sizeof(int) * (size_t)cm->nb);
-  int_vec_t ready = {0};
+  int *def_start, *def_items, *touch_start, *touch_items;
+  invert_lists(cm, cm->defs, &def_start, &def_items);
+  invert_lists(cm, cm->touches, &touch_start, &touch_items);
+  ready_heap_t h = {.heap = kiln_malloc(sizeof(int) * (size_t)(n + 1)),
+                    .pos = kiln_malloc(sizeof(int) * (size_t)(n + 1)),
+                    .prio = kiln_malloc(sizeof(int64_t) * (size_t)(n + 1))};
   for (int i = 0; i < n; i++) {
+    h.pos[i] = -1;
     npred[i] = (int)cm->preds[i].len;
-    if (!npred[i]) kiln_vec_push(&ready, i);
+    if (!npred[i]) {
+      h.prio[i] = list_priority(cm, alloc, rem, i);
+      h.heap[h.len] = i;
+      h.pos[i] = h.len++;
+      ready_sift(&h, h.len - 1);
+    }
   }
   for (int k = 0; k < n; k++) {
-    size_t best = 0;
-    int64_t best_prio = INT64_MIN;
-    for (size_t r = 0; r < ready.len; r++) {
-      int i = ready.data[r];
-      int64_t freed = 0, allocd = 0;
-      for (size_t d = 0; d < cm->defs[i].len; d++) {
-        int b = cm->defs[i].data[d];
-        if (!alloc[b]) allocd += cm->bsize[b];
-      }
-      for (size_t t = 0; t < cm->touches[i].len; t++) {
-        int b = cm->touches[i].data[t];
-        if (rem[b] == 1 && !cm->pinned[b]) freed += cm->bsize[b];
-      }
-      int64_t prio = freed - allocd;
-      if (prio > best_prio || (prio == best_prio && i < ready.data[best])) {
-        best_prio = prio;
-        best = r;
-      }
-    }
-    if (!ready.len) break; /* a cycle; cannot happen on a verified module */
-    int i = ready.data[best];
-    ready.data[best] = kiln_vec_last(&ready);
-    ready.len--;
+    if (!h.len) break; /* a cycle; cannot happen on a verified module */
+    int i = h.heap[0];
+    ready_swap(&h, 0, h.len - 1);
+    h.len--;
+    h.pos[i] = -1;
+    if (h.len) ready_sift(&h, 0);
     order[k] = i;
-    for (size_t d = 0; d < cm->defs[i].len; d++) alloc[cm->defs[i].data[d]] = true;
-    for (size_t t = 0; t < cm->touches[i].len; t++) rem[cm->touches[i].data[t]]--;
-    for (size_t s = 0; s < cm->succs[i].len; s++)
-      if (--npred[cm->succs[i].data[s]] == 0) kiln_vec_push(&ready, cm->succs[i].data[s]);
+    for (size_t d = 0; d < cm->defs[i].len; d++) {
+      int b = cm->defs[i].data[d];
+      if (alloc[b]) continue;
+      alloc[b] = true;
+      reprice(cm, alloc, rem, &h, def_items + def_start[b], def_items + def_start[b + 1]);
+    }
+    for (size_t t = 0; t < cm->touches[i].len; t++) {
+      int b = cm->touches[i].data[t];
+      if (--rem[b] > 1 || cm->pinned[b]) continue; /* rem[b] == 1 did not change */
+      reprice(cm, alloc, rem, &h, touch_items + touch_start[b], touch_items + touch_start[b + 1]);
+    }
+    for (size_t s = 0; s < cm->succs[i].len; s++) {
+      int j = cm->succs[i].data[s];
+      if (--npred[j]) continue;
+      h.prio[j] = list_priority(cm, alloc, rem, j);
+      h.heap[h.len] = j;
+      h.pos[j] = h.len++;
+      ready_sift(&h, h.len - 1);
+    }
   }
-  kiln_vec_free(&ready);
+  kiln_free(h.heap);
+  kiln_free(h.pos);
+  kiln_free(h.prio);
+  kiln_free(def_start);
+  kiln_free(def_items);
+  kiln_free(touch_start);
+  kiln_free(touch_items);
   kiln_free(npred);
   kiln_free(rem);
   kiln_free(alloc);
