@@ -3,6 +3,7 @@
 #include "compiler/backend/host_jit.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "base/hashmap.h"
 #include "base/log.h"
 #include "base/str.h"
+#include "compiler/backend/host_elf.h"
 #include "compiler/backend/llvm_compat.h"
 #include "compiler/backend/llvm_init.h"
 
@@ -541,4 +543,90 @@ void kiln_host_jit_destroy(kiln_host_jit_t *jit) {
   pthread_mutex_destroy(&jit->mutex);
   pthread_mutex_destroy(&jit->report_mutex);
   kiln_free(jit);
+}
+
+static _Atomic int64_t g_link_elf, g_link_orc, g_link_fallbacks;
+
+kiln_host_link_counters_t kiln_host_link_counters(void) {
+  kiln_host_link_counters_t c = {atomic_load(&g_link_elf), atomic_load(&g_link_orc),
+                                 atomic_load(&g_link_fallbacks)};
+  return c;
+}
+
+static void jit_owner_free(void *jit) {
+  kiln_host_jit_destroy(jit);
+}
+
+static void elf_owner_free(void *img) {
+  kiln_host_elf_destroy(img);
+}
+
+/* The objects-only JIT path of kiln_host_link_objects. */
+static kiln_status link_with_orc(const void *const *objects, const size_t *sizes,
+                                 const char *const *symbols, int n, void **addrs,
+                                 kiln_host_linked_t *out) {
+  kiln_host_jit_t *jit = NULL;
+  const kiln_host_jit_options_t jo = {.objects_only = true};
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_host_jit_create(&jo, &jit));
+  kiln_status s = NULL;
+  for (int i = 0; i < n && !s; i++)
+    s = kiln_host_jit_add_object(jit, objects[i], sizes[i], symbols[i]);
+  for (int i = 0; i < n && !s; i++) s = kiln_host_jit_lookup(jit, symbols[i], &addrs[i]);
+  if (s) {
+    kiln_host_jit_destroy(jit);
+    return s;
+  }
+  out->owner = jit;
+  out->owner_free = jit_owner_free;
+  out->elf = false;
+  return NULL;
+}
+
+kiln_status kiln_host_link_objects(const void *const *objects, const size_t *sizes,
+                                   const char *const *symbols, int n, bool orc_only, void **addrs,
+                                   kiln_host_linked_t *out) {
+  if (out) memset(out, 0, sizeof(*out));
+  if (!out || n < 0 || (n && (!objects || !sizes || !symbols || !addrs)))
+    return KILN_ERR_INVALID("kiln_host_link_objects: NULL argument");
+  for (int i = 0; i < n; i++) {
+    addrs[i] = NULL;
+    if (!objects[i] || !symbols[i])
+      return KILN_ERR_INVALID("kiln_host_link_objects: object %d is NULL", i);
+  }
+  if (!orc_only) {
+    /* the distinct objects (one per symbol), then each symbol looked up */
+    const void **objs = kiln_calloc(n ? (size_t)n : 1, sizeof(void *));
+    size_t *lens = kiln_calloc(n ? (size_t)n : 1, sizeof(size_t));
+    kiln_hashmap_t seen;
+    kiln_hashmap_init(&seen);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+      if (kiln_hashmap_contains(&seen, symbols[i], strlen(symbols[i]))) continue;
+      kiln_hashmap_put(&seen, symbols[i], strlen(symbols[i]), (void *)objects[i]);
+      objs[m] = objects[i];
+      lens[m++] = sizes[i];
+    }
+    kiln_hashmap_free(&seen);
+    kiln_host_elf_t *img = NULL;
+    kiln_status s = kiln_host_elf_load(objs, lens, m, NULL, NULL, &img);
+    kiln_free(objs);
+    kiln_free(lens);
+    for (int i = 0; i < n && !s; i++) s = kiln_host_elf_lookup(img, symbols[i], &addrs[i]);
+    if (!s) {
+      out->owner = img;
+      out->owner_free = elf_owner_free;
+      out->elf = true;
+      atomic_fetch_add(&g_link_elf, 1);
+      return NULL;
+    }
+    KILN_LOG_D("kiln's ELF loader refused %d object(s), linking with ORC: %s", m,
+               kiln_status_message(s));
+    kiln_status_free(s);
+    kiln_host_elf_destroy(img);
+    for (int i = 0; i < n; i++) addrs[i] = NULL;
+    atomic_fetch_add(&g_link_fallbacks, 1);
+  } else {
+    atomic_fetch_add(&g_link_orc, 1);
+  }
+  return link_with_orc(objects, sizes, symbols, n, addrs, out);
 }
