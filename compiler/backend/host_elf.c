@@ -1,6 +1,7 @@
 /* kiln's loader of relocatable x86-64 ELF objects (host_elf.h). Written from the ELF-64
  * object file format (section headers, symbol table, RELA entries) and the x86-64 psABI's
  * relocation table (the calculations S + A, S + A - P, G + GOT + A - P, ... below). */
+#define _GNU_SOURCE /* RTLD_DEFAULT */
 #include "compiler/backend/host_elf.h"
 
 #include <dlfcn.h>
@@ -24,6 +25,9 @@
 struct kiln_host_elf {
   void *base; /* the mapping */
   size_t size;
+  void **frames; /* the .eh_frame sections registered with the unwinder */
+  int num_frames;
+  void (*deregister)(void *);
   kiln_hashmap_t symbols; /* global/weak definitions: name -> address (boxed) */
   uintptr_t *addresses;   /* the boxes */
 };
@@ -58,8 +62,10 @@ kiln_status kiln_host_elf_lookup(const kiln_host_elf_t *img, const char *name, v
 void kiln_host_elf_destroy(kiln_host_elf_t *img) {
   if (!img) return;
 #if KILN_HOST_ELF_SUPPORTED
+  for (int i = img->num_frames - 1; i >= 0; i--) img->deregister(img->frames[i]);
   if (img->base) munmap(img->base, img->size);
 #endif
+  kiln_free(img->frames);
   kiln_hashmap_free(&img->symbols);
   kiln_free(img->addresses);
   kiln_free(img);
@@ -93,7 +99,9 @@ typedef struct obj {
   uint64_t nsyms;
   const char *strtab; /* the symbol names (bounds: strtab_len) */
   uint64_t strtab_len;
-  int8_t *seg;       /* per section: SEG_*, or -1 when not loaded */
+  int8_t *seg; /* per section: SEG_*, or -1 when not loaded */
+  uint8_t *eh; /* per section: an unwind table (.eh_frame) */
+  int num_eh;
   uint64_t *offset;  /* per section: offset inside its segment */
   uintptr_t *sym;    /* per symbol: its address */
   int64_t *got;      /* per symbol: GOT slot, or -1 */
@@ -104,6 +112,7 @@ typedef struct obj {
 static void obj_free(obj_t *o) {
   kiln_free(o->sh);
   kiln_free(o->seg);
+  kiln_free(o->eh);
   kiln_free(o->offset);
   kiln_free(o->sym);
   kiln_free(o->got);
@@ -159,6 +168,7 @@ static kiln_status parse(obj_t *o) {
   o->sh = kiln_malloc(o->nsh * sizeof(Elf64_Shdr));
   memcpy(o->sh, o->b + eh.e_shoff, o->nsh * sizeof(Elf64_Shdr));
   o->seg = kiln_malloc(o->nsh);
+  o->eh = kiln_calloc(o->nsh, 1);
   o->offset = kiln_calloc(o->nsh, sizeof(uint64_t));
   const char *shstr = NULL;
   uint64_t shstr_len = 0;
@@ -186,8 +196,6 @@ static kiln_status parse(obj_t *o) {
       case SHT_FINI_ARRAY:
       case SHT_PREINIT_ARRAY:
         return UNSUPPORTED(o, "constructor/destructor array %s", name);
-      case SHT_X86_64_UNWIND:
-        return UNSUPPORTED(o, "unwind table %s", name);
       case SHT_SYMTAB:
         if (o->symtab) return UNSUPPORTED(o, "two symbol tables");
         o->symtab = i;
@@ -199,12 +207,12 @@ static kiln_status parse(obj_t *o) {
     if (s->sh_flags & SHF_TLS) return UNSUPPORTED(o, "thread-local section %s", name);
     if (s->sh_flags & (SHF_GROUP | SHF_COMPRESSED))
       return UNSUPPORTED(o, "grouped or compressed section %s", name);
-    if (!strcmp(name, ".eh_frame")) return UNSUPPORTED(o, "unwind table %s", name);
+    bool eh = s->sh_type == SHT_X86_64_UNWIND || !strcmp(name, ".eh_frame");
     if (!strncmp(name, ".init", 5) || !strncmp(name, ".fini", 5) || !strncmp(name, ".ctors", 6) ||
         !strncmp(name, ".dtors", 6))
       return UNSUPPORTED(o, "start-up/shutdown section %s", name);
     if (s->sh_type == SHT_NOTE) continue; /* .note.gnu.property: nothing to map */
-    if (s->sh_type != SHT_PROGBITS && s->sh_type != SHT_NOBITS)
+    if (s->sh_type != SHT_PROGBITS && s->sh_type != SHT_NOBITS && !eh)
       return UNSUPPORTED(o, "allocated section %s of type %#x", name, s->sh_type);
     uint64_t align = s->sh_addralign ? s->sh_addralign : 1;
     if (align & (align - 1))
@@ -213,9 +221,16 @@ static kiln_status parse(obj_t *o) {
       return UNSUPPORTED(o, "section %s aligned to %llu bytes", name, (unsigned long long)align);
     if (s->sh_size > MAX_IMAGE_BYTES)
       return UNSUPPORTED(o, "section %s of %llu bytes", name, (unsigned long long)s->sh_size);
-    o->seg[i] = (s->sh_flags & SHF_EXECINSTR) ? SEG_TEXT
-                : (s->sh_flags & SHF_WRITE)   ? SEG_RW
-                                              : SEG_RO;
+    if (eh) {
+      if (s->sh_type == SHT_NOBITS || (s->sh_flags & (SHF_WRITE | SHF_EXECINSTR)))
+        return UNSUPPORTED(o, "unwind table %s that is not read-only data", name);
+      o->eh[i] = 1;
+      o->num_eh++;
+    }
+    o->seg[i] = eh                              ? SEG_RO
+                : (s->sh_flags & SHF_EXECINSTR) ? SEG_TEXT
+                : (s->sh_flags & SHF_WRITE)     ? SEG_RW
+                                                : SEG_RO;
   }
   if (!o->symtab) return NULL; /* nothing to relocate or look up */
   const Elf64_Shdr *st = &o->sh[o->symtab];
@@ -320,7 +335,7 @@ static kiln_status lay_out(loader_t *L) {
       uint64_t *size = &L->seg_size[o->seg[i]];
       *size = (*size + align - 1) & ~(align - 1);
       o->offset[i] = *size;
-      *size += o->sh[i].sh_size;
+      *size += o->sh[i].sh_size + (o->eh[i] ? 4 : 0); /* an unwind table ends with a zero word */
       if (*size > MAX_IMAGE_BYTES)
         return UNSUPPORTED(o, "more than %llu bytes to map", (unsigned long long)MAX_IMAGE_BYTES);
     }
@@ -595,6 +610,29 @@ static kiln_status protect(loader_t *L) {
   return NULL;
 }
 
+/* Registers each object's unwind table with the unwinder, as ORC does (libgcc's
+ * __register_frame: the table's start, read up to its zero terminator). */
+static kiln_status register_frames(loader_t *L, kiln_host_elf_t *img) {
+  int total = 0;
+  for (int k = 0; k < L->n; k++) total += L->objs[k].num_eh;
+  if (!total) return NULL;
+  void (*reg)(void *) = (void (*)(void *))dlsym(RTLD_DEFAULT, "__register_frame");
+  img->deregister = (void (*)(void *))dlsym(RTLD_DEFAULT, "__deregister_frame");
+  if (!reg || !img->deregister)
+    return KILN_ERR_UNIMPLEMENTED("unwind tables, but no __register_frame in the process");
+  img->frames = kiln_calloc((size_t)total, sizeof(void *));
+  for (int k = 0; k < L->n; k++) {
+    obj_t *o = &L->objs[k];
+    for (uint32_t i = 1; i < o->nsh; i++) {
+      if (!o->eh[i] || o->sh[i].sh_size < 4) continue;
+      void *p = (void *)(uintptr_t)(L->seg_base[SEG_RO] + o->offset[i]);
+      reg(p);
+      img->frames[img->num_frames++] = p;
+    }
+  }
+  return NULL;
+}
+
 /* The image's symbol table: every global/weak definition's address. */
 static void publish(loader_t *L, kiln_host_elf_t *img) {
   img->addresses = kiln_calloc(L->defs.len ? L->defs.len : 1, sizeof(uintptr_t));
@@ -645,10 +683,16 @@ kiln_status kiln_host_elf_load(const void *const *objects, const size_t *sizes, 
     kiln_hashmap_init(&img->symbols);
     img->base = L.map;
     img->size = L.map_size;
-    publish(&L, img);
-  } else if (L.map) {
-    munmap(L.map, L.map_size);
+    s = register_frames(&L, img);
+    if (s) {
+      kiln_host_elf_destroy(img);
+      img = NULL;
+      L.map = NULL; /* unmapped with the image */
+    } else {
+      publish(&L, img);
+    }
   }
+  if (s && L.map) munmap(L.map, L.map_size);
   for (int k = 0; k < n; k++) obj_free(&L.objs[k]);
   kiln_free(L.objs);
   kiln_hashmap_free(&L.defs);

@@ -18,18 +18,19 @@
  * REX_GOTPCRELX, 32, 32S, PC64, GOTOFF64, GOTPC32, GOT64, GOTPCREL64, GOTPC64 and PLTOFF64
  * (a call to a symbol outside the mapping goes through a 6-byte `jmp *GOT(%rip)` stub in the
  * mapping, so it reaches any address; the GOT holds absolute addresses, filled eagerly);
- * then makes code read+execute, read-only data and the GOT read-only.
+ * then makes code read+execute, read-only data and the GOT read-only, and registers each
+ * object's unwind table (.eh_frame, given a zero terminator) with the unwinder through
+ * __register_frame, as ORC does (deregistered when the image goes).
  *
  * What it refuses with KILN_UNIMPLEMENTED, naming it (callers then link with ORC, which
  * handles all of these; kiln's host codegen produces none of them today): another machine,
  * class or byte order, SHT_REL, other relocation types, TLS sections, section groups
- * (COMDAT), init/fini arrays, unwind tables (.eh_frame: ORC registers them with the
- * unwinder, this loader does not), SHN_COMMON and extended section indices, alignments over
- * a page, a PC-relative 32-bit relocation that does not reach its target, a non-x86-64 or
- * non-Linux host. Malformed bytes (truncated, offsets or indices out of range, a relocation
- * outside its section) are KILN_INVALID_ARGUMENT; an undefined symbol nobody defines is
- * KILN_NOT_FOUND naming it. Never a crash: every read is bounds-checked, every write lands
- * inside the mapping.
+ * (COMDAT), init/fini arrays, SHN_COMMON and extended section indices, alignments over
+ * a page, a PC-relative 32-bit relocation that does not reach its target, unwind tables in a
+ * process without __register_frame, a non-x86-64 or non-Linux host. Malformed bytes (truncated,
+ * offsets or indices out of range, a relocation outside its section) are KILN_INVALID_ARGUMENT; an
+ * undefined symbol nobody defines is KILN_NOT_FOUND naming it. Never a crash: every read is
+ * bounds-checked, every write lands inside the mapping.
  *
  * Thread-safety: a loaded image is immutable; lookups from several threads are fine. */
 #ifndef KILN_COMPILER_BACKEND_HOST_ELF_H_

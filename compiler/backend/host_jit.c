@@ -619,7 +619,7 @@ kiln_status kiln_host_link_objects(const void *const *objects, const size_t *siz
       atomic_fetch_add(&g_link_elf, 1);
       return NULL;
     }
-    KILN_LOG_D("kiln's ELF loader refused %d object(s), linking with ORC: %s", m,
+    KILN_LOG_I("kiln's ELF loader refused %d object(s), linking with ORC: %s", m,
                kiln_status_message(s));
     kiln_status_free(s);
     kiln_host_elf_destroy(img);
