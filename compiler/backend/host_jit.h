@@ -73,8 +73,12 @@ typedef struct kiln_host_jit_stats {
 /* Creates a JIT for the host. The caller owns *out (kiln_host_jit_destroy). */
 kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_jit_t **out);
 
-/* Appends "host|triple|cpu|features|pipeline": what a JIT made with `opts` (NULL: defaults)
- * would report, without making one (cache keys). */
+/* Appends a string that identifies the code a JIT made with `opts` (NULL: defaults) would
+ * compile, without making one (cache keys): on x86-64 "host|triple|cpu=|features=|extra=|
+ * cpuid=|pipeline", the host's CPU name and features given by what LLVM derives them from (the
+ * raw CPUID leaves and XCR0, read once per process: no LLVM call, so a process that only links
+ * cached objects never touches libLLVM; LLVM's version is in every key besides); elsewhere
+ * "host|triple|cpu|features|pipeline" as LLVM reports them. */
 void kiln_host_jit_target_id(const kiln_host_jit_options_t *opts, kiln_strbuf_t *out);
 
 /* The LLVMContext modules for this JIT should be created in (borrowed; lives as long as the
