@@ -204,7 +204,10 @@ static void same_as_orc(const char *fname, const void *obj, size_t len) {
   assert_memory_equal(&got, &want, sizeof got);
   assert_int_equal(((count_fn)ca)(), calls + 1);
   assert_int_equal(((count_fn)cb)(), calls);
-  assert_int_equal(kiln_host_elf_lookup(img, "no_such_symbol", &fa) != NULL, 1);
+  kiln_status missing = kiln_host_elf_lookup(img, "no_such_symbol", &fa);
+  assert_int_equal(kiln_status_code(missing), KILN_NOT_FOUND);
+  assert_null(fa);
+  kiln_status_free(missing);
   kiln_host_jit_destroy(jit);
   kiln_host_elf_destroy(img);
 }
@@ -578,7 +581,7 @@ static void test_corpus_modules_run_bit_identically_linked_by_the_loader(void **
   kiln_corpus_repeats_free(&c.repeats);
   kiln_device_destroy(c.dev);
   assert_int_equal(c.equal + c.nondeterministic, c.runs);
-  assert_true(c.elf_links >= c.equal);
+  assert_true(c.runs == 0 || c.elf_links > 0); /* modules without kernels link nothing */
   int sampled_in = c.runs + c.not_here + c.costly + c.repeated;
   bool sampled = c.rate > 1 || getenv("KILN_TEST_ONLY");
   assert_true(sampled ? (sampled_in == 0 || c.runs > 0) : c.runs >= 250);
