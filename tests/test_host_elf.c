@@ -470,17 +470,6 @@ typedef struct corpus_ctx {
   kiln_strbuf_t failures;
 } corpus_ctx_t;
 
-static bool same_bits(const kiln_literal_t *a, const kiln_literal_t *b) {
-  if (!a || !b) return a == b;
-  if (a->num_tuple_elements != b->num_tuple_elements) return false;
-  for (int i = 0; i < a->num_tuple_elements; i++)
-    if (!same_bits(a->tuple_elements[i], b->tuple_elements[i])) return false;
-  if (a->num_tuple_elements) return true;
-  if (a->num_elements != b->num_elements || a->shape->type != b->shape->type) return false;
-  size_t n = (size_t)a->num_elements * kiln_elem_type_storage_bytes(a->shape->type);
-  return n == 0 || memcmp(a->data, b->data, n) == 0;
-}
-
 /* Runs `m` after a serialize round trip, linked by ORC (orc) or by kiln's loader. */
 static kiln_status run_linked(corpus_ctx_t *c, const kiln_hlo_module_t *m, bool orc,
                               kiln_literal_t **args, int nargs, kiln_arena_t *arena,
@@ -542,12 +531,12 @@ static void corpus_module(void *ctx, kiln_hlo_module_t **mp, const char *name, c
   }
   c->runs++;
   s = run_linked(c, m, false, args, nargs, &arena, &elf);
-  if (!s && same_bits(orc, elf)) {
+  if (!s && kiln_literal_equal(orc, elf)) {
     c->equal++;
   } else if (!s) { /* ORC against itself: float atomics add in arrival order */
     kiln_literal_t *again = NULL;
     kiln_status s2 = run_linked(c, m, true, args, nargs, &arena, &again);
-    if (!s2 && !same_bits(orc, again)) {
+    if (!s2 && !kiln_literal_equal(orc, again)) {
       c->nondeterministic++;
     } else {
       kiln_strbuf_printf(&c->failures, "  %s: results differ\n", name);
