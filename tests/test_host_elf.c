@@ -185,6 +185,7 @@ static void same_as_orc(const char *fname, const void *obj, size_t len) {
   void *fa = NULL, *ca = NULL, *fb = NULL, *cb = NULL;
   assert_null(kiln_host_elf_lookup(img, fname, &fa));
   assert_null(kiln_host_elf_lookup(img, cname, &ca));
+  assert_true(kiln_host_elf_mapped_bytes(img) >= 2 * 4096); /* code, then data and the GOT */
   kiln_host_jit_t *jit = NULL;
   const kiln_host_jit_options_t jo = {.objects_only = true};
   assert_null(kiln_host_jit_create(&jo, &jit));
