@@ -55,6 +55,7 @@ kiln_status kiln_host_elf_lookup(const kiln_host_elf_t *img, const char *name, v
   const uintptr_t *a = kiln_hashmap_get(&img->symbols, name, strlen(name));
   if (!a)
     return kiln_status_make(KILN_NOT_FOUND, "symbol '%s' not defined by the loaded objects", name);
+  if (!*a) return kiln_status_make(KILN_NOT_FOUND, "symbol '%s' resolved to a null address", name);
   *out_addr = (void *)*a;
   return NULL;
 }
@@ -106,7 +107,7 @@ typedef struct obj {
   uintptr_t *sym;    /* per symbol: its address */
   int64_t *got;      /* per symbol: GOT slot, or -1 */
   int64_t *stub;     /* per symbol: call stub, or -1 */
-  uint8_t *external; /* per symbol: resolved outside the mapping */
+  uint8_t *external; /* per symbol: 1 resolved outside the mapping, 2 in a section not loaded */
 } obj_t;
 
 static void obj_free(obj_t *o) {
@@ -382,6 +383,9 @@ static kiln_status map_image(loader_t *L) {
   uint64_t text = page_up(stub_offset(L) + L->stubs * STUB_BYTES);
   uint64_t ro = page_up(got_offset(L) + L->got_slots * 8);
   uint64_t rw = page_up(L->seg_size[SEG_RW]);
+  if (text + ro + rw > MAX_IMAGE_BYTES) /* stubs and PC-relative code reach the whole map */
+    return KILN_ERR_UNIMPLEMENTED("more than %llu bytes to map",
+                                  (unsigned long long)MAX_IMAGE_BYTES);
   L->map_size = (size_t)(text + ro + rw);
   if (!L->map_size) L->map_size = PAGE;
   void *p = mmap(NULL, L->map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -433,7 +437,9 @@ static kiln_status resolve_symbols(loader_t *L) {
               return BAD(o, "symbol %llu: value past its section", (unsigned long long)i);
             o->sym[i] =
                 (uintptr_t)(L->seg_base[o->seg[s.st_shndx]] + o->offset[s.st_shndx] + s.st_value);
-          } /* else: defined in a section not loaded (debug info): never relocated against */
+          } else {
+            o->external[i] = 2; /* in a section not loaded (debug info): no address */
+          }
           continue;
         }
         const char *name = sym_name(o, &s);
@@ -540,6 +546,9 @@ static kiln_status relocate(loader_t *L) {
         if (si >= o->nsyms)
           return BAD(o, "relocation %llu: symbol %llu", (unsigned long long)j,
                      (unsigned long long)si);
+        if (o->external[si] == 2)
+          return UNSUPPORTED(o, "relocation %llu against a section that is not loaded",
+                             (unsigned long long)j);
         uint64_t P = sec + e.r_offset, S = si ? o->sym[si] : 0, A = (uint64_t)e.r_addend;
         uint64_t GOT = o->got[si] >= 0 ? (uint64_t)o->got[si] * 8 : 0;
         uint64_t L_ = o->stub[si] >= 0 ? stubs + (uint64_t)o->stub[si] * STUB_BYTES : S;
