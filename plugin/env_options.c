@@ -78,6 +78,7 @@ void kiln_pjrt_compile_options_from_env(kiln_compile_options_t *o, kiln_pass_opt
   if (!j->cpu) j->cpu = env_str("KILN_HOST_CPU");
   if (!j->extra_features) j->extra_features = env_str("KILN_HOST_CPU_FEATURES");
   if (!j->pipeline) j->pipeline = env_str("KILN_HOST_LLVM_PIPELINE");
+  if (env_flag("KILN_HOST_ORC_LINK")) j->orc_link = true;
   if (!o->emit.strict_precision) o->emit.strict_precision = kiln_pjrt_strict_precision_from_env();
   kiln_pjrt_cuda_search_from_env(&o->emit.cuda);
   if (!o->passes && passes) {

@@ -3,8 +3,10 @@
 #include "compiler/backend/host_jit.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,11 +16,16 @@
 #include <llvm-c/LLJIT.h>
 #include <llvm-c/Orc.h>
 #include <llvm-c/Transforms/PassBuilder.h>
+#include <llvm/Config/llvm-config.h> /* LLVM_DEFAULT_TARGET_TRIPLE */
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "base/alloc.h"
 #include "base/hashmap.h"
 #include "base/log.h"
 #include "base/str.h"
+#include "compiler/backend/host_elf.h"
 #include "compiler/backend/llvm_compat.h"
 #include "compiler/backend/llvm_init.h"
 
@@ -137,15 +144,63 @@ static void resolve_target(const kiln_host_jit_options_t *opts, host_target_t *t
   t->pipeline = kiln_strdup(pipeline);
 }
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define KILN_HOST_CPUID_ID 1
+/* The host as LLVM's x86 host detection sees it, without asking LLVM: sys::getHostCPUName and
+ * getHostCPUFeatures are functions of the CPUID leaves below and of XCR0 (xgetbv), so for
+ * one LLVM version (in every key through kiln_kernel_cache_key_begin) the raw leaves identify
+ * the CPU name and feature string as well as the strings do. Asking LLVM costs ~0.4 ms in a
+ * fresh process (its first touch of libLLVM's host-detection code and tables), which was
+ * the whole executable-cache key of a process that then links with kiln's ELF loader and
+ * never needs LLVM otherwise. Leaf 1's EBX keeps only its low 16 bits (the initial APIC id
+ * above them differs from core to core). */
+static char g_cpuid_id[512];
+static pthread_once_t g_cpuid_once = PTHREAD_ONCE_INIT;
+
+static void probe_cpuid(void) {
+  static const unsigned kLeaves[][2] = {
+      {0, 0},    {1, 0},    {7, 0},           {7, 1},           {0xd, 1},        {0x14, 0},
+      {0x19, 0}, {0x24, 0}, {0x80000000u, 0}, {0x80000001u, 0}, {0x80000008u, 0}};
+  unsigned max = __get_cpuid_max(0, NULL), ext = __get_cpuid_max(0x80000000u, NULL);
+  size_t n = 0;
+  bool osxsave = false;
+  for (size_t i = 0; i < sizeof kLeaves / sizeof kLeaves[0]; i++) {
+    unsigned leaf = kLeaves[i][0], a = 0, b = 0, c = 0, d = 0;
+    if (leaf <= (leaf >= 0x80000000u ? ext : max)) __cpuid_count(leaf, kLeaves[i][1], a, b, c, d);
+    if (leaf == 1) {
+      b &= 0xffffu;
+      osxsave = (c >> 27) & 1;
+    }
+    n += (size_t)snprintf(g_cpuid_id + n, sizeof g_cpuid_id - n, "%x.%x.%x.%x,", a, b, c, d);
+  }
+  unsigned lo = 0, hi = 0;
+  if (osxsave) __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  snprintf(g_cpuid_id + n, sizeof g_cpuid_id - n, "xcr0=%x.%x", hi, lo);
+}
+#else
+#define KILN_HOST_CPUID_ID 0
+#endif
+
 void kiln_host_jit_target_id(const kiln_host_jit_options_t *opts, kiln_strbuf_t *out) {
   static const kiln_host_jit_options_t kDefaults = {0};
+  if (!opts) opts = &kDefaults;
+#if KILN_HOST_CPUID_ID
+  pthread_once(&g_cpuid_once, probe_cpuid);
+  const char *pipeline =
+      opts->pipeline && opts->pipeline[0] ? opts->pipeline : KILN_HOST_JIT_DEFAULT_PIPELINE;
+  kiln_strbuf_printf(out, "host|%s|cpu=%s|features=%s|extra=%s|cpuid=%s|%s",
+                     LLVM_DEFAULT_TARGET_TRIPLE, opts->cpu && opts->cpu[0] ? opts->cpu : "(host)",
+                     opts->features ? opts->features : "(host)",
+                     opts->extra_features ? opts->extra_features : "", g_cpuid_id, pipeline);
+#else
   host_target_t t;
-  resolve_target(opts ? opts : &kDefaults, &t);
+  resolve_target(opts, &t);
   kiln_strbuf_printf(out, "host|%s|%s|%s|%s", t.triple, t.cpu, t.features, t.pipeline);
   kiln_free(t.triple);
   kiln_free(t.cpu);
   kiln_free(t.features);
   kiln_free(t.pipeline);
+#endif
 }
 
 kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_jit_t **out) {
@@ -541,4 +596,90 @@ void kiln_host_jit_destroy(kiln_host_jit_t *jit) {
   pthread_mutex_destroy(&jit->mutex);
   pthread_mutex_destroy(&jit->report_mutex);
   kiln_free(jit);
+}
+
+static _Atomic int64_t g_link_elf, g_link_orc, g_link_fallbacks;
+
+kiln_host_link_counters_t kiln_host_link_counters(void) {
+  kiln_host_link_counters_t c = {atomic_load(&g_link_elf), atomic_load(&g_link_orc),
+                                 atomic_load(&g_link_fallbacks)};
+  return c;
+}
+
+static void jit_owner_free(void *jit) {
+  kiln_host_jit_destroy(jit);
+}
+
+static void elf_owner_free(void *img) {
+  kiln_host_elf_destroy(img);
+}
+
+/* The objects-only JIT path of kiln_host_link_objects. */
+static kiln_status link_with_orc(const void *const *objects, const size_t *sizes,
+                                 const char *const *symbols, int n, void **addrs,
+                                 kiln_host_linked_t *out) {
+  kiln_host_jit_t *jit = NULL;
+  const kiln_host_jit_options_t jo = {.objects_only = true};
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_host_jit_create(&jo, &jit));
+  kiln_status s = NULL;
+  for (int i = 0; i < n && !s; i++)
+    s = kiln_host_jit_add_object(jit, objects[i], sizes[i], symbols[i]);
+  for (int i = 0; i < n && !s; i++) s = kiln_host_jit_lookup(jit, symbols[i], &addrs[i]);
+  if (s) {
+    kiln_host_jit_destroy(jit);
+    return s;
+  }
+  out->owner = jit;
+  out->owner_free = jit_owner_free;
+  out->elf = false;
+  return NULL;
+}
+
+kiln_status kiln_host_link_objects(const void *const *objects, const size_t *sizes,
+                                   const char *const *symbols, int n, bool orc_only, void **addrs,
+                                   kiln_host_linked_t *out) {
+  if (out) memset(out, 0, sizeof(*out));
+  if (!out || n < 0 || (n && (!objects || !sizes || !symbols || !addrs)))
+    return KILN_ERR_INVALID("kiln_host_link_objects: NULL argument");
+  for (int i = 0; i < n; i++) {
+    addrs[i] = NULL;
+    if (!objects[i] || !symbols[i])
+      return KILN_ERR_INVALID("kiln_host_link_objects: object %d is NULL", i);
+  }
+  if (!orc_only) {
+    /* the distinct objects (one per symbol), then each symbol looked up */
+    const void **objs = kiln_calloc(n ? (size_t)n : 1, sizeof(void *));
+    size_t *lens = kiln_calloc(n ? (size_t)n : 1, sizeof(size_t));
+    kiln_hashmap_t seen;
+    kiln_hashmap_init(&seen);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+      if (kiln_hashmap_contains(&seen, symbols[i], strlen(symbols[i]))) continue;
+      kiln_hashmap_put(&seen, symbols[i], strlen(symbols[i]), (void *)objects[i]);
+      objs[m] = objects[i];
+      lens[m++] = sizes[i];
+    }
+    kiln_hashmap_free(&seen);
+    kiln_host_elf_t *img = NULL;
+    kiln_status s = kiln_host_elf_load(objs, lens, m, NULL, NULL, &img);
+    kiln_free(objs);
+    kiln_free(lens);
+    for (int i = 0; i < n && !s; i++) s = kiln_host_elf_lookup(img, symbols[i], &addrs[i]);
+    if (!s) {
+      out->owner = img;
+      out->owner_free = elf_owner_free;
+      out->elf = true;
+      atomic_fetch_add(&g_link_elf, 1);
+      return NULL;
+    }
+    KILN_LOG_I("kiln's ELF loader refused %d object(s), linking with ORC: %s", m,
+               kiln_status_message(s));
+    kiln_status_free(s);
+    kiln_host_elf_destroy(img);
+    for (int i = 0; i < n; i++) addrs[i] = NULL;
+    atomic_fetch_add(&g_link_fallbacks, 1);
+  } else {
+    atomic_fetch_add(&g_link_orc, 1);
+  }
+  return link_with_orc(objects, sizes, symbols, n, addrs, out);
 }

@@ -29,6 +29,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <llvm-c/Core.h>
 #include <llvm-c/TargetMachine.h>
@@ -56,6 +57,10 @@ typedef struct kiln_host_jit_options {
    * made here (linking does not use one; the objects were compiled for the cpu/features
    * above), which spares a target machine per JIT. */
   bool objects_only;
+  /* kiln_host_link_objects (cached executables) links with ORC only, not with kiln's own ELF
+   * loader (host_elf.h) first. The edges set it from $KILN_HOST_ORC_LINK=1 (for comparing the
+   * two); it does not change code, so it is not part of kiln_host_jit_target_id. */
+  bool orc_link;
 } kiln_host_jit_options_t;
 
 typedef struct kiln_host_jit_stats {
@@ -68,8 +73,12 @@ typedef struct kiln_host_jit_stats {
 /* Creates a JIT for the host. The caller owns *out (kiln_host_jit_destroy). */
 kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_jit_t **out);
 
-/* Appends "host|triple|cpu|features|pipeline": what a JIT made with `opts` (NULL: defaults)
- * would report, without making one (cache keys). */
+/* Appends a string that identifies the code a JIT made with `opts` (NULL: defaults) would
+ * compile, without making one (cache keys): on x86-64 "host|triple|cpu=|features=|extra=|
+ * cpuid=|pipeline", the host's CPU name and features given by what LLVM derives them from (the
+ * raw CPUID leaves and XCR0, read once per process: no LLVM call, so a process that only links
+ * cached objects never touches libLLVM; LLVM's version is in every key besides); elsewhere
+ * "host|triple|cpu|features|pipeline" as LLVM reports them. */
 void kiln_host_jit_target_id(const kiln_host_jit_options_t *opts, kiln_strbuf_t *out);
 
 /* The LLVMContext modules for this JIT should be created in (borrowed; lives as long as the
@@ -113,6 +122,31 @@ kiln_status kiln_host_jit_add_object(kiln_host_jit_t *jit, const void *data, siz
  * module defines it and the process does not export it; code generation or link failures
  * (e.g. a call to an unknown external) are reported with LLVM's message. */
 kiln_status kiln_host_jit_lookup(kiln_host_jit_t *jit, const char *name, void **out_addr);
+
+/* What kiln_host_link_objects made: `owner` keeps the code alive (free it with owner_free);
+ * `elf` whether kiln's ELF loader linked it (else an objects-only JIT did). */
+typedef struct kiln_host_linked {
+  void *owner;
+  void (*owner_free)(void *);
+  bool elf;
+} kiln_host_linked_t;
+
+/* Links `n` object files (objects[i] of sizes[i] bytes, each defining symbols[i]; objects with
+ * a symbol seen before are skipped as the same object) and sets addrs[i] to symbols[i]'s
+ * address: with kiln's own loader (host_elf.h: no LLVM, no JIT), and when it refuses (a
+ * relocation, section or host it does not handle, or any other error) with a new
+ * objects-only JIT as kiln_host_jit_add_object + kiln_host_jit_lookup do, whose error, if
+ * that fails too, is returned. `orc_only`: the JIT alone. Thread-safe. */
+kiln_status kiln_host_link_objects(const void *const *objects, const size_t *sizes,
+                                   const char *const *symbols, int n, bool orc_only, void **addrs,
+                                   kiln_host_linked_t *out);
+
+/* This process's kiln_host_link_objects calls: linked by the ELF loader, by the JIT because it
+ * was asked to (orc_only), by the JIT after the loader refused (fallbacks). */
+typedef struct kiln_host_link_counters {
+  int64_t elf, orc, fallbacks;
+} kiln_host_link_counters_t;
+kiln_host_link_counters_t kiln_host_link_counters(void);
 
 /* Releases the JIT, its code and its context. NULL is ignored. */
 void kiln_host_jit_destroy(kiln_host_jit_t *jit);

@@ -43,37 +43,45 @@ static kiln_status resolve(void *user, kiln_executable_desc_t *d, const char *na
   }
 }
 
-static void jit_free(void *jit) {
-  kiln_host_jit_destroy(jit);
-}
-
-/* Links the host images' objects into one new JIT and fills their function pointers. */
-static kiln_status link_host_images(kiln_executable_desc_t *d) {
-  bool any = false;
+/* Links the host images' objects together (kiln_host_link_objects: kiln's ELF loader, else a
+ * new JIT) and fills their function pointers. */
+static kiln_status link_host_images(kiln_executable_desc_t *d, bool orc_only) {
+  int total = 0;
   for (int32_t i = 0; d->image_objects && i < d->num_images; i++)
-    any |= d->image_objects[i].num_objects > 0;
-  if (!any) return NULL;
-  kiln_host_jit_t *jit = NULL;
-  const kiln_host_jit_options_t jo = {.objects_only = true};
-  KILN_RETURN_IF_ERROR(kiln_host_jit_create(&jo, &jit), "linking a serialized executable");
-  d->keepalive = jit;
-  d->keepalive_free = jit_free;
+    total += d->image_objects[i].num_objects;
+  if (!total) return NULL;
+  const void **data = kiln_calloc((size_t)total, sizeof(void *));
+  size_t *sizes = kiln_calloc((size_t)total, sizeof(size_t));
+  const char **symbols = kiln_calloc((size_t)total, sizeof(char *));
+  void **addr = kiln_calloc((size_t)total, sizeof(void *));
+  int k = 0;
   for (int32_t i = 0; i < d->num_images; i++) {
     const kiln_exec_image_objects_t *o = &d->image_objects[i];
-    kiln_module_image_t *im = &d->images[i];
-    if (!o->num_objects) continue;
-    void **addr = kiln_calloc((size_t)o->num_objects, sizeof(void *));
-    kiln_status s = NULL;
-    for (int32_t j = 0; j < o->num_objects && !s; j++)
-      s = kiln_host_jit_add_object(jit, o->data[j], o->sizes[j], o->symbols[j]);
-    for (int32_t j = 0; j < o->num_objects && !s; j++)
-      s = kiln_host_jit_lookup(jit, o->symbols[j], &addr[j]);
-    for (size_t f = 0; f < im->num_functions && !s; f++)
-      ((void **)im->functions)[f] = addr[o->function_object[f]];
-    kiln_free(addr);
-    if (s) return kiln_status_annotate(s, "linking image %d of a serialized executable", i);
+    for (int32_t j = 0; j < o->num_objects; j++, k++) {
+      data[k] = o->data[j];
+      sizes[k] = o->sizes[j];
+      symbols[k] = o->symbols[j];
+    }
   }
-  return NULL;
+  kiln_host_linked_t linked;
+  kiln_status s = kiln_host_link_objects(data, sizes, symbols, total, orc_only, addr, &linked);
+  if (!s) {
+    d->keepalive = linked.owner;
+    d->keepalive_free = linked.owner_free;
+    k = 0;
+    for (int32_t i = 0; i < d->num_images; i++) {
+      const kiln_exec_image_objects_t *o = &d->image_objects[i];
+      kiln_module_image_t *im = &d->images[i];
+      for (size_t f = 0; o->num_objects && f < im->num_functions; f++)
+        ((void **)im->functions)[f] = addr[k + o->function_object[f]];
+      k += o->num_objects;
+    }
+  }
+  kiln_free(data);
+  kiln_free(sizes);
+  kiln_free(symbols);
+  kiln_free(addr);
+  return s ? kiln_status_annotate(s, "linking the host images of a serialized executable") : NULL;
 }
 
 kiln_status kiln_executable_desc_from_bytes_unlinked(const void *data, size_t len,
@@ -91,7 +99,7 @@ kiln_status kiln_executable_desc_from_bytes(const void *data, size_t len,
                                             kiln_executable_desc_t **out) {
   kiln_executable_desc_t *d = NULL;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_executable_desc_from_bytes_unlinked(data, len, opts, &d));
-  kiln_status s = link_host_images(d);
+  kiln_status s = link_host_images(d, opts && opts->host_jit.orc_link);
   if (s) {
     kiln_executable_desc_destroy(d);
     return s;

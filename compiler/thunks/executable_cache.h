@@ -4,8 +4,10 @@
  * only the compiler knows: custom-call thunks are made again from their recipes
  * (custom_call_emitter.h: FFI handlers looked up in the registry by target when read,
  * host built-ins, rng-get-and-update-state), and host images are linked again from the object
- * files they hold into a fresh ORC JIT (the description keeps it alive), so reading needs no
- * pass, no codegen and no LLVM optimization: only the JIT's linking.
+ * files they hold (kiln_host_link_objects, compiler/backend/host_jit.h: kiln's own ELF loader,
+ * or a fresh ORC JIT for what it refuses or with emit.host_jit.orc_link; the description
+ * keeps the code alive), so reading needs no pass, no codegen, no LLVM optimization and, on
+ * x86-64 Linux, no LLVM at all.
  *
  * The compile driver (compile.h, options.executable_cache_dir) stores every executable it
  * compiles under kind KILN_EXECUTABLE_CACHE_KIND of base/disk_cache.h and looks it up before
@@ -21,7 +23,7 @@
  * (corrupt, truncated, another version, a custom call whose handler is gone) is a miss: the
  * module is compiled and the entry rewritten.
  *
- * Thread-safety: thread-safe (the disk cache is; each call makes its own JIT). */
+ * Thread-safety: thread-safe (the disk cache is; each call links into an image of its own). */
 #ifndef KILN_COMPILER_THUNKS_EXECUTABLE_CACHE_H_
 #define KILN_COMPILER_THUNKS_EXECUTABLE_CACHE_H_
 
@@ -40,7 +42,8 @@ kiln_status kiln_executable_desc_to_bytes(const kiln_executable_desc_t *d, void 
 
 /* Reads bytes of kiln_executable_desc_to_bytes into a description ready to load: custom calls
  * resolved with `opts` (its ffi_registry; NULL options: the default registry), host images
- * linked into a new JIT. *out is the caller's. */
+ * linked (kiln's ELF loader, else a new JIT; opts->host_jit.orc_link: the JIT). *out is the
+ * caller's. */
 kiln_status kiln_executable_desc_from_bytes(const void *data, size_t len,
                                             const kiln_thunk_emit_options_t *opts,
                                             kiln_executable_desc_t **out);
