@@ -6,7 +6,8 @@
 # seeded with corpus modules compiled for the host and serialized by gen_executable_seeds) 10%, the FFI backend_config decoder (fuzz_ffi_attrs) 10%,
 # the whole compile pipeline (fuzz_compile: passes, emitters, LLVM for the host, seeded with
 # kiln-fuzz's generated programs and small corpus modules) 20%, the disk-cache entry loader
-# (fuzz_cache_entry: corrupted entries refused) 10%, and the protobuf inputs of the plugin
+# (fuzz_cache_entry: corrupted entries refused) 10%, kiln's ELF loader for cached host objects
+# (fuzz_host_elf, seeded with the objects of those compiled corpus modules) 5%, and the protobuf inputs of the plugin
 # (fuzz_hlo_proto: HloModuleProto, HloModuleProtoWithConfig, CompileOptionsProto) the rest. Seeded from the HLO corpus (the
 # proto seeds are the corpus modules encoded by the test encoder). Fails on any crash, leak
 # or hang.
@@ -27,7 +28,9 @@ cache_seconds=$(( seconds / 10 ))
 [ "$cache_seconds" -ge 1 ] || cache_seconds=1
 exec_seconds=$(( seconds / 10 ))
 [ "$exec_seconds" -ge 1 ] || exec_seconds=1
-proto_seconds=$(( seconds - parser_seconds - mlir_seconds - bytecode_seconds - attrs_seconds - compile_seconds - cache_seconds - exec_seconds ))
+elf_seconds=$(( seconds / 20 ))
+[ "$elf_seconds" -ge 1 ] || elf_seconds=1
+proto_seconds=$(( seconds - parser_seconds - mlir_seconds - bytecode_seconds - attrs_seconds - compile_seconds - cache_seconds - exec_seconds - elf_seconds ))
 [ "$proto_seconds" -ge 1 ] || proto_seconds=1
 corpus_dir="${KILN_CORPUS_DIR:-$(cd .. && pwd)/shared/hlo-corpus}"
 out=build-fuzz
@@ -52,7 +55,7 @@ lib="$out/libkiln-fuzz.a"
 rm -f "$lib" && ar rcs "$lib" "$obj"/*.o
 llvm_libs=(-L"$(llvm-config-19 --libdir)" -lLLVM-19)
 for name in fuzz_parser fuzz_ffi_attrs fuzz_hlo_proto fuzz_mlir_bytecode fuzz_mlir_text \
-            fuzz_cache_entry; do
+            fuzz_cache_entry fuzz_host_elf; do
   clang-19 "${cflags[@]}" "fuzz/$name.c" "$lib" -lm -ldl -lpthread -o "$out/$name"
 done
 for name in fuzz_compile fuzz_exec_deserialize; do
@@ -67,8 +70,9 @@ clang-19 "${seedflags[@]}" tools/common/proto_write.c tools/common/hlo_proto_enc
 clang-19 "${seedflags[@]}" fuzz/gen_executable_seeds.c "$lib" "${llvm_libs[@]}" -lm -ldl \
   -lpthread -o "$out/gen_executable_seeds"
 exec_seeds="$out/exec-seeds"
-rm -rf "$exec_seeds" && mkdir -p "$exec_seeds"
-ASAN_OPTIONS=detect_leaks=0 "$out/gen_executable_seeds" "$exec_seeds" 65536 \
+elf_seeds="$out/elf-seeds"
+rm -rf "$exec_seeds" "$elf_seeds" && mkdir -p "$exec_seeds" "$elf_seeds"
+ASAN_OPTIONS=detect_leaks=0 "$out/gen_executable_seeds" --objects "$elf_seeds" "$exec_seeds" 65536 \
   $(find "$corpus_dir"/xla -name '*.hlo' -size -3k 2>/dev/null | sort | head -n 60) || true
 # Compile seeds: kiln-fuzz's generated programs (when the normal build is there) and the
 # corpus modules under 4 KiB.
@@ -161,5 +165,6 @@ run fuzz_mlir_bytecode "$bytecode_seconds" "$out/bytecode-corpus-work" "$bc_seed
 run fuzz_compile "$compile_seconds" "$out/compile-corpus-work" "$compile_seeds" 8192 30
 run fuzz_cache_entry "$cache_seconds" "$out/cache-corpus-work" "$cache_seeds" 4096
 run fuzz_exec_deserialize "$exec_seconds" "$out/exec-corpus-work" "$exec_seeds" 65536
+run fuzz_host_elf "$elf_seconds" "$out/elf-corpus-work" "$elf_seeds" 65536
 if [ "$status" -ne 0 ]; then exit "$status"; fi
-echo "fuzz: no crash, leak or hang in ${seconds}s (parser ${parser_seconds}s, mlir text ${mlir_seconds}s, ffi attrs ${attrs_seconds}s, hlo proto ${proto_seconds}s, mlir bytecode ${bytecode_seconds}s, compile ${compile_seconds}s, cache entries ${cache_seconds}s, serialized executables ${exec_seconds}s)"
+echo "fuzz: no crash, leak or hang in ${seconds}s (parser ${parser_seconds}s, mlir text ${mlir_seconds}s, ffi attrs ${attrs_seconds}s, hlo proto ${proto_seconds}s, mlir bytecode ${bytecode_seconds}s, compile ${compile_seconds}s, cache entries ${cache_seconds}s, serialized executables ${exec_seconds}s, host objects ${elf_seconds}s)"
