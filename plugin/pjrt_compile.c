@@ -29,6 +29,7 @@
 #include "compiler/passes/pipeline.h"
 #include "plugin/compile_cache.h"
 #include "plugin/compile_options.h"
+#include "plugin/pjrt_blob.h"
 #include "plugin/pjrt_executable.h"
 #include "plugin/pjrt_internal.h"
 #include "plugin/env_options.h"
@@ -550,28 +551,44 @@ static void blob_sum(const char *opts, size_t ol, const char *text, size_t tl, u
   kiln_hash_final(&h, out);
 }
 
+char *kiln_pjrt_blob_make(const char *options, size_t ol, const char *text, size_t tl, size_t *n) {
+  blob_header_t h;
+  memset(&h, 0, sizeof(h));
+  memcpy(h.magic, BLOB_MAGIC, 8);
+  h.format = BLOB_FORMAT;
+  snprintf(h.version, sizeof(h.version), "%s", KILN_VERSION_STRING);
+  h.options_len = ol;
+  h.text_len = tl;
+  blob_sum(options, ol, text, tl, h.sum);
+  *n = sizeof(h) + ol + tl;
+  char *b = kiln_malloc(*n);
+  memcpy(b, &h, sizeof(h));
+  if (ol) memcpy(b + sizeof(h), options, ol);
+  if (tl) memcpy(b + sizeof(h) + ol, text, tl);
+  return b;
+}
+
+bool kiln_pjrt_blob_reseal(void *blob, size_t n) {
+  blob_header_t h;
+  if (!blob || n < sizeof(h)) return false;
+  memcpy(&h, blob, sizeof(h));
+  if (h.options_len > n || h.text_len > n || sizeof(h) + h.options_len + h.text_len != n)
+    return false;
+  const char *opts = (const char *)blob + sizeof(h);
+  blob_sum(opts, (size_t)h.options_len, opts + h.options_len, (size_t)h.text_len, h.sum);
+  memcpy(blob, &h, sizeof(h));
+  return true;
+}
+
 static PJRT_Error *exec_serialize(PJRT_Executable_Serialize_Args *args) {
   KILN_PJRT_ARGS("PJRT_Executable_Serialize", args, serialized_executable_deleter);
   const PJRT_Executable *e = args->executable;
   if (!e)
     return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
                                 "PJRT_Executable_Serialize: executable is NULL");
-  blob_header_t h;
-  memset(&h, 0, sizeof(h));
-  memcpy(h.magic, BLOB_MAGIC, 8);
-  h.format = BLOB_FORMAT;
-  snprintf(h.version, sizeof(h.version), "%s", KILN_VERSION_STRING);
-  h.options_len = e->compile_options_len;
-  h.text_len = e->optimized_text_len;
-  blob_sum(e->compile_options, e->compile_options_len, e->optimized_text, e->optimized_text_len,
-           h.sum);
   serialized_t *s = kiln_calloc(1, sizeof(*s));
-  s->len = sizeof(h) + e->compile_options_len + e->optimized_text_len;
-  s->data = kiln_malloc(s->len);
-  memcpy(s->data, &h, sizeof(h));
-  if (e->compile_options_len)
-    memcpy(s->data + sizeof(h), e->compile_options, e->compile_options_len);
-  memcpy(s->data + sizeof(h) + e->compile_options_len, e->optimized_text, e->optimized_text_len);
+  s->data = kiln_pjrt_blob_make(e->compile_options, e->compile_options_len, e->optimized_text,
+                                e->optimized_text_len, &s->len);
   args->serialized_bytes = s->data;
   args->serialized_bytes_size = s->len;
   args->serialized_executable = (PJRT_SerializedExecutable *)s;
@@ -579,9 +596,14 @@ static PJRT_Error *exec_serialize(PJRT_Executable_Serialize_Args *args) {
   return NULL;
 }
 
-/* An executable of `client` from optimized text and serialized options. */
+/* An executable of `client` from optimized text and serialized options. `verify`: the text
+ * came from outside (a serialized executable), so the module is verified before anything
+ * relies on it (shapes, structure, the entry layout against the entry). The passes are not
+ * run: a module they did not make (elementwise ops outside fusions, a while loop without the
+ * copies copy_insertion adds) is refused by lowering, on the first execute, with its error. */
 static kiln_status load_optimized(PJRT_Client *client, const char *text, size_t text_len,
-                                  const char *options, size_t options_len, PJRT_Executable **out) {
+                                  const char *options, size_t options_len, bool verify,
+                                  PJRT_Executable **out) {
   *out = NULL;
   kiln_pjrt_compile_options_t co;
   memset(&co, 0, sizeof(co));
@@ -591,6 +613,12 @@ static kiln_status load_optimized(PJRT_Client *client, const char *text, size_t 
   kiln_status s = pick_devices(client, &co, &reps, &parts, &assignment);
   kiln_hlo_module_t *m = NULL;
   if (!s) s = parse_optimized(text, text_len, &m);
+  if (!s && verify)
+    s = kiln_status_annotate(kiln_hlo_module_verify(m), "while verifying the serialized module");
+  if (s) {
+    kiln_hlo_module_destroy(m);
+    m = NULL;
+  }
   if (!s)
     s = kiln_pjrt_executable_create(client, reps, parts, assignment, m, options, options_len, &co,
                                     0, out);
@@ -634,7 +662,7 @@ static kiln_status deserialize(PJRT_Client *client, const char *blob, size_t n,
     opts = override_opts;
     h.options_len = override_len;
   }
-  return load_optimized(client, text, (size_t)h.text_len, opts, (size_t)h.options_len, out);
+  return load_optimized(client, text, (size_t)h.text_len, opts, (size_t)h.options_len, true, out);
 }
 
 static PJRT_Error *deserialize_and_load(PJRT_Executable_DeserializeAndLoad_Args *args) {
@@ -679,7 +707,8 @@ static PJRT_Error *client_load(PJRT_Client_Load_Args *args) {
   } else {
     const char *opts = override ? args->compile_options : src->compile_options;
     size_t ol = override ? args->compile_options_size : src->compile_options_len;
-    s = load_optimized(args->client, src->optimized_text, src->optimized_text_len, opts, ol, &e);
+    s = load_optimized(args->client, src->optimized_text, src->optimized_text_len, opts, ol, false,
+                       &e);
   }
   PJRT_LoadedExecutable *l = NULL;
   if (!s) s = kiln_pjrt_loaded_create(e, &l);
