@@ -1,8 +1,11 @@
 /* libFuzzer target for the serialized-executable reader (runtime/executable_serialize.h with
  * the compiler's custom-call recipes, compiler/thunks/executable_cache.h), which reads the
- * whole-executable cache and the plugin's serialized executables: any input must be read or
- * refused, never crash, leak or hang. Seeds are real serialized executables
- * (gen_executable_seeds: corpus modules compiled for the host). The first byte picks the mode:
+ * whole-executable cache (the compile driver's, and the plugin's per-device lowering when its
+ * disk cache is on): any input must be read or refused, never crash, leak or hang. The
+ * plugin's own serialized executables (PJRT_Executable_Serialize: options and optimized HLO
+ * text, plugin/pjrt_blob.h) are another format, fuzzed by fuzz_pjrt_deserialize.
+ * Seeds are real serialized executables (gen_executable_seeds: corpus modules compiled for the
+ * host). The first byte picks the mode:
  *   even: the rest is the serialized bytes with the payload checksum recomputed first, so the
  *         mutations reach the structure checks behind it (a hostile writer could do the same);
  *   odd:  the rest as is (the header checks and the checksum).

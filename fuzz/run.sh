@@ -1,50 +1,51 @@
 #!/usr/bin/env bash
 # Builds the fuzzers with clang-19 (libFuzzer + ASan + UBSan) and runs them for $1 seconds in
-# total (default 60), split: the HLO parser 20%, the MLIR text reader (fuzz_mlir_text, seeded
-# from the StableHLO test files) 10%, the MLIR bytecode reader (fuzz_mlir_bytecode, seeded
-# from StableHLO's VHLO artifacts) 10%, the serialized-executable reader (fuzz_exec_deserialize,
-# seeded with corpus modules compiled for the host and serialized by gen_executable_seeds) 10%, the FFI backend_config decoder (fuzz_ffi_attrs) 10%,
-# the whole compile pipeline (fuzz_compile: passes, emitters, LLVM for the host, seeded with
-# kiln-fuzz's generated programs and small corpus modules) 20%, the disk-cache entry loader
-# (fuzz_cache_entry: corrupted entries refused) 10%, kiln's ELF loader for cached host objects
-# (fuzz_host_elf, seeded with the objects of those compiled corpus modules) 5%, and the protobuf inputs of the plugin
-# (fuzz_hlo_proto: HloModuleProto, HloModuleProtoWithConfig, CompileOptionsProto) the rest. Seeded from the HLO corpus (the
-# proto seeds are the corpus modules encoded by the test encoder). Fails on any crash, leak
-# or hang.
+# total (default 60), split: the HLO parser 18%, the MLIR text reader (fuzz_mlir_text, seeded
+# from the StableHLO test files) 9%, the MLIR bytecode reader (fuzz_mlir_bytecode, seeded from
+# StableHLO's VHLO artifacts) 9%, the serialized-executable reader (fuzz_exec_deserialize,
+# seeded with corpus modules compiled for the host and serialized by gen_executable_seeds) 9%,
+# the FFI backend_config decoder (fuzz_ffi_attrs) 9%, the whole compile pipeline (fuzz_compile:
+# passes, emitters, LLVM for the host, seeded with kiln-fuzz's generated programs and small
+# corpus modules) 18%, the disk-cache entry loader (fuzz_cache_entry: corrupted entries
+# refused) 9%, kiln's ELF loader for cached host objects (fuzz_host_elf, seeded with the
+# objects of those compiled corpus modules) 4.5%, the PJRT plugin's serialized executables
+# (fuzz_pjrt_deserialize: PJRT_Executable_DeserializeAndLoad and one bounded execute, seeded
+# with corpus modules compiled and serialized through the plugin by gen_pjrt_seeds) 10%, and
+# the protobuf inputs of the plugin (fuzz_hlo_proto: HloModuleProto, HloModuleProtoWithConfig,
+# CompileOptionsProto) the rest. Seeded from the HLO corpus (the proto seeds are the corpus
+# modules encoded by the test encoder). Fails on any crash, leak or hang.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
-parser_seconds=$(( seconds / 5 ))
-[ "$parser_seconds" -ge 1 ] || parser_seconds=1
-mlir_seconds=$(( seconds / 10 ))
-[ "$mlir_seconds" -ge 1 ] || mlir_seconds=1
-bytecode_seconds=$(( seconds / 10 ))
-[ "$bytecode_seconds" -ge 1 ] || bytecode_seconds=1
-attrs_seconds=$(( seconds / 10 ))
-[ "$attrs_seconds" -ge 1 ] || attrs_seconds=1
-compile_seconds=$(( seconds / 5 ))
-[ "$compile_seconds" -ge 1 ] || compile_seconds=1
-cache_seconds=$(( seconds / 10 ))
-[ "$cache_seconds" -ge 1 ] || cache_seconds=1
-exec_seconds=$(( seconds / 10 ))
-[ "$exec_seconds" -ge 1 ] || exec_seconds=1
-elf_seconds=$(( seconds / 20 ))
-[ "$elf_seconds" -ge 1 ] || elf_seconds=1
-proto_seconds=$(( seconds - parser_seconds - mlir_seconds - bytecode_seconds - attrs_seconds - compile_seconds - cache_seconds - exec_seconds - elf_seconds ))
+share() { # per mille of the total -> seconds, at least 1
+  local v=$(( seconds * $1 / 1000 ))
+  [ "$v" -ge 1 ] || v=1
+  echo "$v"
+}
+parser_seconds=$(share 180)
+mlir_seconds=$(share 90)
+bytecode_seconds=$(share 90)
+attrs_seconds=$(share 90)
+compile_seconds=$(share 180)
+cache_seconds=$(share 90)
+exec_seconds=$(share 90)
+elf_seconds=$(share 45)
+pjrt_seconds=$(share 100)
+proto_seconds=$(( seconds - parser_seconds - mlir_seconds - bytecode_seconds - attrs_seconds - compile_seconds - cache_seconds - exec_seconds - elf_seconds - pjrt_seconds ))
 [ "$proto_seconds" -ge 1 ] || proto_seconds=1
 corpus_dir="${KILN_CORPUS_DIR:-$(cd .. && pwd)/shared/hlo-corpus}"
 out=build-fuzz
 mkdir -p "$out"
 cflags=(-std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
         -Wall -Wextra -Werror -Wno-unused-parameter -I. -Iinclude -I"$(llvm-config-19 --includedir)")
-# Every layer below the plugin (and the plugin's compile-options reader), compiled once in
+# Every layer (the plugin's too, for fuzz_pjrt_deserialize), compiled once in
 # parallel into one archive that every fuzzer links (each pulls only the objects it needs): the
 # objects instrumented for coverage, the targets linked with the fuzzer runtime. The layers the
 # input readers live in (base, hlo, frontend, ffi) at -O1 for speed; the compile pipeline's at
 # -O0 (a third of the compile time; fuzz_compile's time goes to LLVM, which is not instrumented).
 obj="$out/objs"
 rm -rf "$obj" && mkdir -p "$obj"
-ls base/*.c compiler/hlo/*.c compiler/frontend/*.c ffi/*.c plugin/compile_options.c \
+ls base/*.c compiler/hlo/*.c compiler/frontend/*.c ffi/*.c plugin/*.c \
    compiler/analysis/*.c compiler/eval/*.c compiler/passes/*.c compiler/codegen/*.c \
    compiler/backend/*.c compiler/thunks/*.c runtime/*.c runtime/host/*.c runtime/cuda/*.c |
   xargs -P "$(nproc)" -I{} sh -c 'case "$1" in base/*|compiler/hlo/*|compiler/frontend/*|ffi/*|plugin/*) o=-O1 ;; *) o=-O0 ;; esac
@@ -58,7 +59,7 @@ for name in fuzz_parser fuzz_ffi_attrs fuzz_hlo_proto fuzz_mlir_bytecode fuzz_ml
             fuzz_cache_entry fuzz_host_elf; do
   clang-19 "${cflags[@]}" "fuzz/$name.c" "$lib" -lm -ldl -lpthread -o "$out/$name"
 done
-for name in fuzz_compile fuzz_exec_deserialize; do
+for name in fuzz_compile fuzz_exec_deserialize fuzz_pjrt_deserialize; do
   clang-19 "${cflags[@]}" "fuzz/$name.c" "$lib" "${llvm_libs[@]}" -lm -ldl -lpthread \
     -o "$out/$name"
 done
@@ -69,11 +70,17 @@ clang-19 "${seedflags[@]}" tools/common/proto_write.c tools/common/hlo_proto_enc
   fuzz/gen_hlo_proto_seeds.c "$lib" -lm -o "$out/gen_hlo_proto_seeds"
 clang-19 "${seedflags[@]}" fuzz/gen_executable_seeds.c "$lib" "${llvm_libs[@]}" -lm -ldl \
   -lpthread -o "$out/gen_executable_seeds"
+clang-19 "${seedflags[@]}" fuzz/gen_pjrt_seeds.c "$lib" "${llvm_libs[@]}" -lm -ldl -lpthread \
+  -o "$out/gen_pjrt_seeds"
 exec_seeds="$out/exec-seeds"
 elf_seeds="$out/elf-seeds"
 rm -rf "$exec_seeds" "$elf_seeds" && mkdir -p "$exec_seeds" "$elf_seeds"
 ASAN_OPTIONS=detect_leaks=0 "$out/gen_executable_seeds" --objects "$elf_seeds" "$exec_seeds" 65536 \
   $(find "$corpus_dir"/xla -name '*.hlo' -size -3k 2>/dev/null | sort | head -n 60) || true
+pjrt_seeds="$out/pjrt-seeds"
+rm -rf "$pjrt_seeds" && mkdir -p "$pjrt_seeds"
+ASAN_OPTIONS=detect_leaks=0 KILN_LOG=error "$out/gen_pjrt_seeds" "$pjrt_seeds" 65536 \
+  $(find "$corpus_dir"/xla -name '*.hlo' -size -3k 2>/dev/null | sort | head -n 60)
 # Compile seeds: kiln-fuzz's generated programs (when the normal build is there) and the
 # corpus modules under 4 KiB.
 compile_seeds="$out/compile-seeds"
@@ -109,7 +116,9 @@ attr_seeds="$out/attr-seeds"
 rm -rf "$attr_seeds" && mkdir -p "$attr_seeds"
 j=0
 while IFS= read -r line; do
-  printf '%s' "${line#backend_config=}" | head -c 4096 > "$attr_seeds/seed_$j"
+  # (cut in the shell: `printf | head -c` dies of SIGPIPE under pipefail on a long line)
+  v="${line#backend_config=}"
+  printf '%s' "${v:0:4096}" > "$attr_seeds/seed_$j"
   j=$((j + 1))
 done < <(grep -rhoE 'backend_config=\{.*' "$corpus_dir" 2>/dev/null | sort -u | head -n 500)
 printf '%s' '{i = 42 : i32, f = 1.5 : f32, s = "a\22b", b = true, a = array<i64: 1, 2>, d = {x = 0x10 : ui8}, t = dense<[1, 2]> : tensor<2xf64>}' \
@@ -166,5 +175,8 @@ run fuzz_compile "$compile_seconds" "$out/compile-corpus-work" "$compile_seeds" 
 run fuzz_cache_entry "$cache_seconds" "$out/cache-corpus-work" "$cache_seeds" 4096
 run fuzz_exec_deserialize "$exec_seconds" "$out/exec-corpus-work" "$exec_seeds" 65536
 run fuzz_host_elf "$elf_seconds" "$out/elf-corpus-work" "$elf_seeds" 65536
+# An input that loads runs once, lowered on that execute (LLVM for the host): 30 s as
+# fuzz_compile.
+run fuzz_pjrt_deserialize "$pjrt_seconds" "$out/pjrt-corpus-work" "$pjrt_seeds" 65536 30
 if [ "$status" -ne 0 ]; then exit "$status"; fi
-echo "fuzz: no crash, leak or hang in ${seconds}s (parser ${parser_seconds}s, mlir text ${mlir_seconds}s, ffi attrs ${attrs_seconds}s, hlo proto ${proto_seconds}s, mlir bytecode ${bytecode_seconds}s, compile ${compile_seconds}s, cache entries ${cache_seconds}s, serialized executables ${exec_seconds}s, host objects ${elf_seconds}s)"
+echo "fuzz: no crash, leak or hang in ${seconds}s (parser ${parser_seconds}s, mlir text ${mlir_seconds}s, ffi attrs ${attrs_seconds}s, hlo proto ${proto_seconds}s, mlir bytecode ${bytecode_seconds}s, compile ${compile_seconds}s, cache entries ${cache_seconds}s, serialized executables ${exec_seconds}s, host objects ${elf_seconds}s, plugin blobs ${pjrt_seconds}s)"

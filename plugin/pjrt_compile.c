@@ -551,6 +551,11 @@ static void blob_sum(const char *opts, size_t ol, const char *text, size_t tl, u
   kiln_hash_final(&h, out);
 }
 
+/* The parts' lengths add up to the blob's `n` bytes. */
+static bool blob_lengths_ok(const blob_header_t *h, size_t n) {
+  return h->options_len <= n && h->text_len <= n && sizeof(*h) + h->options_len + h->text_len == n;
+}
+
 char *kiln_pjrt_blob_make(const char *options, size_t ol, const char *text, size_t tl, size_t *n) {
   blob_header_t h;
   memset(&h, 0, sizeof(h));
@@ -572,8 +577,7 @@ bool kiln_pjrt_blob_reseal(void *blob, size_t n) {
   blob_header_t h;
   if (!blob || n < sizeof(h)) return false;
   memcpy(&h, blob, sizeof(h));
-  if (h.options_len > n || h.text_len > n || sizeof(h) + h.options_len + h.text_len != n)
-    return false;
+  if (!blob_lengths_ok(&h, n)) return false;
   const char *opts = (const char *)blob + sizeof(h);
   blob_sum(opts, (size_t)h.options_len, opts + h.options_len, (size_t)h.text_len, h.sum);
   memcpy(blob, &h, sizeof(h));
@@ -647,7 +651,7 @@ static kiln_status deserialize(PJRT_Client *client, const char *blob, size_t n,
         "the executable was serialized by kiln %s (format %u); this is kiln "
         "%s (format %u): compile it again",
         version, h.format, KILN_VERSION_STRING, BLOB_FORMAT);
-  if (h.options_len > n || h.text_len > n || sizeof(h) + h.options_len + h.text_len != n)
+  if (!blob_lengths_ok(&h, n))
     return KILN_ERR_INVALID(
         "serialized executable is truncated or padded: %zu bytes, its header "
         "says %llu",

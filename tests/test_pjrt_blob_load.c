@@ -23,9 +23,8 @@
 #include "base/status.h"
 #include "compiler/hlo/shape.h"
 #include "plugin/pjrt_blob.h"
+#include "tools/common/pjrt_inproc.h"
 #include "tools/common/pjrt_run.h"
-
-const PJRT_Api *GetPjrtApi(void);
 
 static const PJRT_Api *api;
 static PJRT_Client *client;
@@ -45,27 +44,8 @@ static void check(PJRT_Error *e, const char *what) {
 static int setup(void **state) {
   (void)state;
   api = GetPjrtApi();
-  PJRT_Plugin_Initialize_Args ia = {.struct_size = PJRT_Plugin_Initialize_Args_STRUCT_SIZE};
-  check(api->PJRT_Plugin_Initialize(&ia), "PJRT_Plugin_Initialize");
-  PJRT_NamedValue o[2];
-  memset(o, 0, sizeof(o));
-  const char *names[2] = {"platform", "cache_dir"}, *values[2] = {"cpu", ""};
-  for (int i = 0; i < 2; i++) {
-    o[i].struct_size = PJRT_NamedValue_STRUCT_SIZE;
-    o[i].name = names[i];
-    o[i].name_size = strlen(names[i]);
-    o[i].type = PJRT_NamedValue_kString;
-    o[i].string_value = values[i];
-    o[i].value_size = strlen(values[i]);
-  }
-  PJRT_Client_Create_Args ca = {
-      .struct_size = PJRT_Client_Create_Args_STRUCT_SIZE, .create_options = o, .num_options = 2};
-  check(api->PJRT_Client_Create(&ca), "PJRT_Client_Create");
-  client = ca.client;
-  PJRT_Client_AddressableDevices_Args da = {
-      .struct_size = PJRT_Client_AddressableDevices_Args_STRUCT_SIZE, .client = client};
-  check(api->PJRT_Client_AddressableDevices(&da), "PJRT_Client_AddressableDevices");
-  device = da.addressable_devices[0];
+  client = pjrt_inproc_client(api);
+  device = pjrt_inproc_device(api, client);
   return 0;
 }
 
@@ -77,11 +57,7 @@ static int teardown(void **state) {
   return 0;
 }
 
-static void destroy(PJRT_LoadedExecutable *l) {
-  PJRT_LoadedExecutable_Destroy_Args a = {
-      .struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE, .executable = l};
-  check(api->PJRT_LoadedExecutable_Destroy(&a), "PJRT_LoadedExecutable_Destroy");
-}
+static void destroy(PJRT_LoadedExecutable *l) { pjrt_inproc_destroy(api, l); }
 
 static void buffer_destroy(PJRT_Buffer *b) {
   if (!b) return;
