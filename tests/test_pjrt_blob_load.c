@@ -57,7 +57,9 @@ static int teardown(void **state) {
   return 0;
 }
 
-static void destroy(PJRT_LoadedExecutable *l) { pjrt_inproc_destroy(api, l); }
+static void destroy(PJRT_LoadedExecutable *l) {
+  pjrt_inproc_destroy(api, l);
+}
 
 static void buffer_destroy(PJRT_Buffer *b) {
   if (!b) return;

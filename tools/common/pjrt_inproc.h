@@ -61,7 +61,8 @@ static inline PJRT_Device *pjrt_inproc_device(const PJRT_Api *api, PJRT_Client *
 /* PJRT_Executable_DeserializeAndLoad of `n` bytes: the loaded executable, or NULL (its error
  * destroyed, printed when `what` is not NULL). */
 static inline PJRT_LoadedExecutable *pjrt_inproc_load(const PJRT_Api *api, PJRT_Client *c,
-                                                    const void *blob, size_t n, const char *what) {
+                                                      const void *blob, size_t n,
+                                                      const char *what) {
   PJRT_Executable_DeserializeAndLoad_Args a;
   memset(&a, 0, sizeof(a));
   a.struct_size = PJRT_Executable_DeserializeAndLoad_Args_STRUCT_SIZE;
