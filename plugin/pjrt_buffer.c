@@ -140,7 +140,12 @@ static kiln_status fill_wait(kiln_pjrt_storage_t *st) {
 /* Drops one reference of `s`; at the last, frees what it holds (not its own memory: see
  * storage_free) and returns its client, whose reference the caller releases after that. */
 static PJRT_Client *storage_drop(kiln_pjrt_storage_t *s) {
-  if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return NULL;
+  if (!s) return NULL;
+  /* The only reference (the usual case: an execute's output destroyed): nobody else can
+   * take one (taking one needs one), so no read-modify-write is needed to drop it. */
+  if (atomic_load_explicit(&s->refs, memory_order_acquire) != 1 &&
+      atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+    return NULL;
   fill_free(s->fill);
   PJRT_Device *dev = s->device;
   if (s->on_delete && s->buf) s->on_delete((void *)(uintptr_t)s->buf->ptr, s->on_delete_arg);
