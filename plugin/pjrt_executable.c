@@ -511,8 +511,8 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
                     !kiln_pjrt_m2m_same_placement(args[i]->rank, args[i]->dims,
                                                   args[i]->minor_to_major, e->params[i].m2m);
     st[i] = (arg_state_t){.buf = args[i], .relayout = relayout};
-    if (s || (e->param_output[i] >= 0 && !relayout &&
-              !in_list(non_donatable, num_non_donatable, i)))
+    if (s ||
+        (e->param_output[i] >= 0 && !relayout && !in_list(non_donatable, num_non_donatable, i)))
       continue; /* after an error: set only, for args_release */
     uint64_t size = 0;
     s = kiln_pjrt_buffer_acquire(args[i], &st[i].ptr, &size);
