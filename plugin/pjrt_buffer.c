@@ -975,7 +975,16 @@ static PJRT_Error *Buffer_Destroy(PJRT_Buffer_Destroy_Args *args) {
   KILN_PJRT_ARGS("PJRT_Buffer_Destroy", args, buffer);
   PJRT_Buffer *b = args->buffer;
   if (!b) return NULL;
-  kiln_pjrt_storage_t *st = buffer_take(b);
+  /* No hold (the usual case): nothing reads the storage now and nothing may start to (the
+   * caller destroys the buffer), so it is taken without the lock; an execute or copy still
+   * holding it is waited for under the lock (buffer_take). */
+  kiln_pjrt_storage_t *st;
+  if (atomic_load_explicit(&b->holds, memory_order_acquire) == 0) {
+    st = b->storage;
+    b->storage = NULL;
+  } else {
+    st = buffer_take(b);
+  }
   kiln_pjrt_storage_unref(b->external_storage); /* never the last while `st` is held */
   pthread_cond_destroy(&b->cv);
   pthread_mutex_destroy(&b->mu);
