@@ -30,6 +30,7 @@
  * Thread-safety: thread-safe; a buffer's mutex guards its storage and deletion, its holds are
  * atomic (taken without the mutex, pjrt_objects.h); the storage's reference count is atomic;
  * streams are taken from the device's pool. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -396,6 +397,34 @@ static kiln_status storage_write_strided(const char *fn, kiln_pjrt_storage_t *st
 
 _Static_assert(sizeof(PJRT_Buffer) % _Alignof(int64_t) == 0, "dims follow the buffer");
 
+/* Spare blocks: an execute makes a buffer with an embedded storage per output and the caller
+ * destroys it soon after, so Destroy keeps one such allocation per device (PJRT_Device's
+ * spare_block) for the next output instead of freeing it: no malloc, free, mutex and
+ * condition variable set-up per output. Blocks of rank <= SPARE_RANK, all of one size. */
+#define SPARE_RANK 8
+
+/* Frees `b`'s allocation (its mutex and condition variable first). */
+static void block_free(PJRT_Buffer *b) {
+  pthread_cond_destroy(&b->cv);
+  pthread_mutex_destroy(&b->mu);
+  kiln_free(b);
+}
+
+void kiln_pjrt_buffer_spare_free(PJRT_Device *dev) {
+  PJRT_Buffer *b = atomic_exchange_explicit(&dev->spare_block, NULL, memory_order_acquire);
+  if (b) block_free(b);
+}
+
+/* Keeps `b` (a spare-size block, dropped for good) as its device's spare, or frees it when
+ * the device has one; the caller holds a client reference (the device is alive). */
+static void block_recycle(PJRT_Buffer *b) {
+  PJRT_Buffer *none = NULL;
+  if (!b->spare_size || !atomic_compare_exchange_strong_explicit(&b->device->spare_block, &none, b,
+                                                                  memory_order_release,
+                                                                  memory_order_relaxed))
+    block_free(b);
+}
+
 /* A buffer over `st` (NULL: none, an error buffer), or with `embed` over a storage of that
  * memory (taken over) made in the same allocation. */
 static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt_storage_t *st,
@@ -405,8 +434,21 @@ static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt
   /* One allocation: the buffer, then its dims and its layout, then (embed) its storage (an
    * execute makes one per output, so each malloc counts in the per-call overhead). */
   size_t n = rank ? (size_t)rank : 1;
+  bool spare = embed && rank <= SPARE_RANK;
+  if (spare) n = SPARE_RANK; /* every spare block has room for SPARE_RANK dims */
   size_t bytes = sizeof(PJRT_Buffer) + 2 * n * sizeof(int64_t);
-  PJRT_Buffer *b = kiln_calloc(1, bytes + (embed ? sizeof(kiln_pjrt_storage_t) : 0));
+  size_t total = bytes + (embed ? sizeof(kiln_pjrt_storage_t) : 0);
+  PJRT_Buffer *b = spare ? atomic_exchange_explicit(&dev->spare_block, NULL, memory_order_acquire)
+                         : NULL;
+  if (b) {
+    /* a spare block: cleared as calloc would, its mutex and condition variable kept */
+    memset(&b->client, 0, total - offsetof(PJRT_Buffer, client));
+  } else {
+    b = kiln_calloc(1, total);
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+  }
+  b->spare_size = spare;
   if (embed) {
     st = (kiln_pjrt_storage_t *)(void *)((char *)b + bytes);
     storage_init(st, dev, embed, memory_kind, memory_kind == 0);
@@ -429,8 +471,6 @@ static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt
     default_m2m(rank, b->minor_to_major);
   b->default_layout = m2m_is_default(rank, b->minor_to_major);
   b->on_device_size = size;
-  pthread_mutex_init(&b->mu, NULL);
-  pthread_cond_init(&b->cv, NULL);
   b->storage = st;
   return b;
 }
@@ -986,14 +1026,13 @@ static PJRT_Error *Buffer_Destroy(PJRT_Buffer_Destroy_Args *args) {
     st = buffer_take(b);
   }
   kiln_pjrt_storage_unref(b->external_storage); /* never the last while `st` is held */
-  pthread_cond_destroy(&b->cv);
-  pthread_mutex_destroy(&b->mu);
   kiln_status_free(b->error);
   kiln_pjrt_storage_t *own = b->embedded;
   PJRT_Client *c = storage_drop(st);
   if (c && st == own) {
-    /* The buffer's own storage, dropped for good here: the whole block goes now. */
-    kiln_free(b);
+    /* The buffer's own storage, dropped for good here: the whole block goes now (kept as
+     * the device's spare while the client reference keeps the device alive). */
+    block_recycle(b);
     kiln_pjrt_client_release(c);
     return NULL;
   }
@@ -1001,6 +1040,8 @@ static PJRT_Error *Buffer_Destroy(PJRT_Buffer_Destroy_Args *args) {
     storage_free(st);
     kiln_pjrt_client_release(c);
   }
+  pthread_cond_destroy(&b->cv);
+  pthread_mutex_destroy(&b->mu);
   if (own)
     storage_free(own); /* the buffer's part of the block: the storage may live on elsewhere */
   else

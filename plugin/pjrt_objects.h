@@ -100,6 +100,10 @@ struct PJRT_Device {
   pthread_cond_t stream_cv;
   /* Memory statistics (bytes of buffers alive on the device). */
   _Atomic int64_t bytes_in_use, peak_bytes_in_use, num_allocs;
+  /* One destroyed execute output's allocation kept for the next (pjrt_buffer.c, spare
+   * blocks): taken with one exchange, given back with one compare-and-swap; its mutex and
+   * condition variable stay initialized. Freed by kiln_pjrt_device_fini. */
+  _Atomic(struct PJRT_Buffer *) spare_block;
 };
 
 struct PJRT_Client {
@@ -253,6 +257,9 @@ typedef struct kiln_pjrt_storage {
 #define KILN_PJRT_HOLD_WAITER 0x80000000u /* in PJRT_Buffer.holds: someone waits for 0 */
 
 struct PJRT_Buffer {
+  /* mu and cv first: a spare block (PJRT_Device.spare_block) is cleared from `client` on. */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
   PJRT_Client *client;
   PJRT_Device *device;
   PJRT_Memory *memory;
@@ -266,9 +273,7 @@ struct PJRT_Buffer {
    * So a hold that saw `deleted` false reads `storage` safely. A waiter sets
    * KILN_PJRT_HOLD_WAITER in `holds`; the release of the last hold then takes `mu` BEFORE it
    * drops the hold (and wakes the waiters), so a waiter never returns (and Destroy never frees
-   * the buffer) while a release still touches it. */
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
+   * the buffer) while a release still touches it. (mu and cv are at the top.) */
   kiln_pjrt_storage_t *storage; /* NULL once deleted or donated; written under mu */
   _Atomic uint32_t holds;       /* executes/copies reading it now, | KILN_PJRT_HOLD_WAITER */
   int32_t hold_waiters;         /* under mu: threads waiting for the holds to end */
@@ -280,7 +285,11 @@ struct PJRT_Buffer {
   bool default_layout;                   /* minor_to_major is rank-1 ... 0 */
   kiln_pjrt_storage_t *embedded;         /* a storage in this buffer's allocation (its block) */
   kiln_status error; /* Client_CreateErrorBuffer: what reading it gives (owned); no storage */
+  bool spare_size;   /* allocated as a spare block (an embedded storage, rank <= 8) */
 };
+
+/* Frees a device's spare block (kiln_pjrt_device_fini). */
+void kiln_pjrt_buffer_spare_free(PJRT_Device *dev);
 
 /* True when `b`'s device layout is the default dense row-major one (minor_to_major
  * rank-1 ... 0). BufferFromHostBuffer with a `device_layout` can make other dense
