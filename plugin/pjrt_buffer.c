@@ -419,9 +419,9 @@ void kiln_pjrt_buffer_spare_free(PJRT_Device *dev) {
  * the device has one; the caller holds a client reference (the device is alive). */
 static void block_recycle(PJRT_Buffer *b) {
   PJRT_Buffer *none = NULL;
-  if (!b->spare_size || !atomic_compare_exchange_strong_explicit(&b->device->spare_block, &none, b,
-                                                                  memory_order_release,
-                                                                  memory_order_relaxed))
+  if (!b->spare_size ||
+      !atomic_compare_exchange_strong_explicit(&b->device->spare_block, &none, b,
+                                               memory_order_release, memory_order_relaxed))
     block_free(b);
 }
 
@@ -438,8 +438,8 @@ static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt
   if (spare) n = SPARE_RANK; /* every spare block has room for SPARE_RANK dims */
   size_t bytes = sizeof(PJRT_Buffer) + 2 * n * sizeof(int64_t);
   size_t total = bytes + (embed ? sizeof(kiln_pjrt_storage_t) : 0);
-  PJRT_Buffer *b = spare ? atomic_exchange_explicit(&dev->spare_block, NULL, memory_order_acquire)
-                         : NULL;
+  PJRT_Buffer *b =
+      spare ? atomic_exchange_explicit(&dev->spare_block, NULL, memory_order_acquire) : NULL;
   if (b) {
     /* a spare block: cleared as calloc would, its mutex and condition variable kept */
     memset(&b->client, 0, total - offsetof(PJRT_Buffer, client));
