@@ -441,8 +441,10 @@ static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt
   PJRT_Buffer *b =
       spare ? atomic_exchange_explicit(&dev->spare_block, NULL, memory_order_acquire) : NULL;
   if (b) {
-    /* a spare block: cleared as calloc would, its mutex and condition variable kept */
-    memset(&b->client, 0, total - offsetof(PJRT_Buffer, client));
+    /* a spare block: cleared as calloc would (its dims and layout are written below), its
+     * mutex and condition variable kept */
+    memset(&b->client, 0, sizeof(PJRT_Buffer) - offsetof(PJRT_Buffer, client));
+    memset((char *)b + bytes, 0, sizeof(kiln_pjrt_storage_t));
   } else {
     b = kiln_calloc(1, total);
     pthread_mutex_init(&b->mu, NULL);

@@ -411,8 +411,10 @@ static bool in_list(const int64_t *v, size_t n, int64_t x) {
   return false;
 }
 
-static kiln_status check_argument(const PJRT_Executable *e, int32_t i, const PJRT_Buffer *b,
-                                  const PJRT_Device *dev) {
+/* Why argument i does not fit (check_argument found it does not). */
+static __attribute__((noinline)) kiln_status argument_error(const PJRT_Executable *e, int32_t i,
+                                                            const PJRT_Buffer *b,
+                                                            const PJRT_Device *dev) {
   const kiln_pjrt_leaf_t *p = &e->params[i];
   if (!b)
     return KILN_ERR_INVALID("argument %d (parameter %d of %s) is NULL", i, p->parameter, e->name);
@@ -438,7 +440,17 @@ static kiln_status check_argument(const PJRT_Executable *e, int32_t i, const PJR
     kiln_strbuf_free(&got);
     return s;
   }
-  return NULL;
+  return KILN_ERR_INTERNAL("argument %d of %s: no mismatch found", i, e->name);
+}
+
+/* Argument i on `dev` with parameter i's type and dims (the fast path inline, the message
+ * out of line). */
+static inline kiln_status check_argument(const PJRT_Executable *e, int32_t i, const PJRT_Buffer *b,
+                                         const PJRT_Device *dev) {
+  const kiln_pjrt_leaf_t *p = &e->params[i];
+  bool same = b && b->device == dev && b->type == p->type && b->rank == p->rank;
+  for (int32_t d = 0; same && d < p->rank; d++) same = b->dims[d] == p->dims[d];
+  return same ? NULL : argument_error(e, i, b, dev);
 }
 
 static void args_release(arg_state_t *st, int32_t n) {
