@@ -51,16 +51,17 @@ static void stats_add(PJRT_Device *d, int64_t n) {
   atomic_fetch_add(&d->num_allocs, 1);
 }
 
-/* Sets up storage `st` (zeroed) over `buf`: one reference, one on the client. */
-static void storage_init(kiln_pjrt_storage_t *st, PJRT_Device *dev, kiln_device_buffer_t *buf,
-                         int32_t memory_kind, bool count) {
+/* Sets up storage `st` (zeroed) over `buf`: one reference, one on the client (`retain`: taken
+ * here; else the caller's, handed over). */
+static void storage_setup(kiln_pjrt_storage_t *st, PJRT_Device *dev, kiln_device_buffer_t *buf,
+                          int32_t memory_kind, bool count, bool retain) {
   atomic_init(&st->refs, 1);
   st->buf = buf;
   st->device = dev;
   st->client = dev->client;
   st->memory_kind = memory_kind;
   st->host_accessible = !dev->client->is_cuda;
-  kiln_pjrt_client_retain(dev->client);
+  if (retain) kiln_pjrt_client_retain(dev->client);
   if (count) {
     st->counted_bytes = (int64_t)buf->size;
     stats_add(dev, st->counted_bytes);
@@ -70,7 +71,7 @@ static void storage_init(kiln_pjrt_storage_t *st, PJRT_Device *dev, kiln_device_
 static kiln_pjrt_storage_t *storage_new(PJRT_Device *dev, kiln_device_buffer_t *buf,
                                         int32_t memory_kind, bool count) {
   kiln_pjrt_storage_t *st = kiln_calloc(1, sizeof(*st));
-  storage_init(st, dev, buf, memory_kind, count);
+  storage_setup(st, dev, buf, memory_kind, count, true);
   return st;
 }
 
@@ -410,19 +411,42 @@ static void block_free(PJRT_Buffer *b) {
   kiln_free(b);
 }
 
-void kiln_pjrt_buffer_spare_free(PJRT_Device *dev) {
-  PJRT_Buffer *b = atomic_exchange_explicit(&dev->spare_block, NULL, memory_order_acquire);
-  if (b) block_free(b);
+#define SPARE_CLOSED ((PJRT_Buffer *)(uintptr_t)1) /* the slot after PJRT_Client_Destroy */
+
+void kiln_pjrt_buffer_spare_close(PJRT_Device *dev) {
+  PJRT_Buffer *b = atomic_exchange_explicit(&dev->spare_block, SPARE_CLOSED, memory_order_acquire);
+  if (b && b != SPARE_CLOSED) {
+    block_free(b);
+    kiln_pjrt_client_release(dev->client); /* the block's (the caller's is still held) */
+  }
 }
 
-/* Keeps `b` (a spare-size block, dropped for good) as its device's spare, or frees it when
- * the device has one; the caller holds a client reference (the device is alive). */
-static void block_recycle(PJRT_Buffer *b) {
+void kiln_pjrt_buffer_spare_free(PJRT_Device *dev) {
+  /* closed by Client_Destroy before the last reference; a block here holds none to drop */
+  PJRT_Buffer *b = atomic_exchange_explicit(&dev->spare_block, NULL, memory_order_acquire);
+  if (b && b != SPARE_CLOSED) block_free(b);
+}
+
+/* The device's spare block (it brings a client reference), or NULL. */
+static PJRT_Buffer *spare_take(PJRT_Device *dev) {
+  PJRT_Buffer *b = atomic_load_explicit(&dev->spare_block, memory_order_relaxed);
+  while (b && b != SPARE_CLOSED)
+    if (atomic_compare_exchange_weak_explicit(&dev->spare_block, &b, NULL, memory_order_acquire,
+                                              memory_order_relaxed))
+      return b;
+  return NULL;
+}
+
+/* Keeps `b` (a spare-size block, dropped for good) as its device's spare with the client
+ * reference `c` its storage held; else frees it and releases `c`. */
+static void block_recycle(PJRT_Buffer *b, PJRT_Client *c) {
   PJRT_Buffer *none = NULL;
-  if (!b->spare_size ||
-      !atomic_compare_exchange_strong_explicit(&b->device->spare_block, &none, b,
-                                               memory_order_release, memory_order_relaxed))
-    block_free(b);
+  if (b->spare_size &&
+      atomic_compare_exchange_strong_explicit(&b->device->spare_block, &none, b,
+                                              memory_order_release, memory_order_relaxed))
+    return;
+  block_free(b);
+  kiln_pjrt_client_release(c);
 }
 
 /* A buffer over `st` (NULL: none, an error buffer), or with `embed` over a storage of that
@@ -438,8 +462,8 @@ static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt
   if (spare) n = SPARE_RANK; /* every spare block has room for SPARE_RANK dims */
   size_t bytes = sizeof(PJRT_Buffer) + 2 * n * sizeof(int64_t);
   size_t total = bytes + (embed ? sizeof(kiln_pjrt_storage_t) : 0);
-  PJRT_Buffer *b =
-      spare ? atomic_exchange_explicit(&dev->spare_block, NULL, memory_order_acquire) : NULL;
+  PJRT_Buffer *b = spare ? spare_take(dev) : NULL;
+  bool adopted = b != NULL; /* the spare's client reference is the new storage's */
   if (b) {
     /* a spare block: cleared as calloc would (its dims and layout are written below), its
      * mutex and condition variable kept */
@@ -453,7 +477,7 @@ static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt
   b->spare_size = spare;
   if (embed) {
     st = (kiln_pjrt_storage_t *)(void *)((char *)b + bytes);
-    storage_init(st, dev, embed, memory_kind, memory_kind == 0);
+    storage_setup(st, dev, embed, memory_kind, memory_kind == 0, !adopted);
     st->block = b;
     atomic_init(&st->block_parts, 2);
     b->embedded = st;
@@ -1033,9 +1057,8 @@ static PJRT_Error *Buffer_Destroy(PJRT_Buffer_Destroy_Args *args) {
   PJRT_Client *c = storage_drop(st);
   if (c && st == own) {
     /* The buffer's own storage, dropped for good here: the whole block goes now (kept as
-     * the device's spare while the client reference keeps the device alive). */
-    block_recycle(b);
-    kiln_pjrt_client_release(c);
+     * the device's spare with its client reference, which keeps the device alive). */
+    block_recycle(b, c);
     return NULL;
   }
   if (c) {

@@ -101,8 +101,9 @@ struct PJRT_Device {
   /* Memory statistics (bytes of buffers alive on the device). */
   _Atomic int64_t bytes_in_use, peak_bytes_in_use, num_allocs;
   /* One destroyed execute output's allocation kept for the next (pjrt_buffer.c, spare
-   * blocks): taken with one exchange, given back with one compare-and-swap; its mutex and
-   * condition variable stay initialized. Freed by kiln_pjrt_device_fini. */
+   * blocks): taken and given back with one compare-and-swap each; its mutex and condition
+   * variable stay initialized and it keeps its storage's client reference for the next
+   * output. PJRT_Client_Destroy frees it (and its reference) and closes the slot. */
   _Atomic(struct PJRT_Buffer *) spare_block;
 };
 
@@ -288,7 +289,10 @@ struct PJRT_Buffer {
   bool spare_size;   /* allocated as a spare block (an embedded storage, rank <= 8) */
 };
 
-/* Frees a device's spare block (kiln_pjrt_device_fini). */
+/* Frees a device's spare block and its client reference, and keeps blocks out from now on
+ * (PJRT_Client_Destroy, before the caller's reference goes). */
+void kiln_pjrt_buffer_spare_close(PJRT_Device *dev);
+/* Frees a device's spare block, if any (kiln_pjrt_device_fini). */
 void kiln_pjrt_buffer_spare_free(PJRT_Device *dev);
 
 /* True when `b`'s device layout is the default dense row-major one (minor_to_major
