@@ -527,6 +527,10 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
         (e->param_output[i] >= 0 && !relayout && !in_list(non_donatable, num_non_donatable, i)))
       continue; /* after an error: set only, for args_release */
     uint64_t size = 0;
+    if (kiln_pjrt_buffer_try_acquire(args[i], &st[i].ptr)) {
+      st[i].acquired = true;
+      continue;
+    }
     s = kiln_pjrt_buffer_acquire(args[i], &st[i].ptr, &size);
     if (s)
       s = kiln_status_annotate(s, "argument %d of %s", i, e->name);
@@ -583,7 +587,7 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
     /* Reads are done: let go of the held arguments before wrapping the outputs. */
     for (int32_t i = 0; i < np; i++)
       if (st[i].acquired) {
-        kiln_pjrt_buffer_release(st[i].buf);
+        kiln_pjrt_buffer_release_inline(st[i].buf);
         st[i].acquired = false;
       }
     for (int32_t j = 0; j < no && !s; j++) {

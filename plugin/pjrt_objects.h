@@ -315,6 +315,26 @@ kiln_status kiln_pjrt_buffer_create(PJRT_Device *dev, kiln_device_buffer_t *stor
  * Delete/Destroy of `b` wait. */
 kiln_status kiln_pjrt_buffer_acquire(PJRT_Buffer *b, kiln_devptr_t *ptr, uint64_t *size);
 void kiln_pjrt_buffer_release(PJRT_Buffer *b);
+/* The same for an execute's argument, its usual case inline: true with *ptr when `b` is held
+ * (not deleted, its memory there and filled), false with nothing held (then call acquire for
+ * the error or the wait). */
+static inline bool kiln_pjrt_buffer_try_acquire(PJRT_Buffer *b, kiln_devptr_t *ptr) {
+  atomic_fetch_add(&b->holds, 1);
+  kiln_pjrt_storage_t *st = atomic_load(&b->deleted) ? NULL : b->storage;
+  if (st && !st->fill && st->buf) {
+    *ptr = st->buf->ptr;
+    return true;
+  }
+  kiln_pjrt_buffer_release(b);
+  return false;
+}
+/* kiln_pjrt_buffer_release with the usual case (no waiter on the last hold) inline. */
+static inline void kiln_pjrt_buffer_release_inline(PJRT_Buffer *b) {
+  uint32_t v = atomic_load(&b->holds);
+  if (v != (KILN_PJRT_HOLD_WAITER | 1u) && atomic_compare_exchange_strong(&b->holds, &v, v - 1))
+    return;
+  kiln_pjrt_buffer_release(b);
+}
 /* Donation: takes `b`'s storage away (b reads as deleted from now on) and returns it in
  * *out for the execute's output to take over. FAILED_PRECONDITION as acquire, or when an
  * external reference is held. From then on `b` reads as donated (new holds fail); waits
