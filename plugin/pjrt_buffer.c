@@ -30,6 +30,7 @@
  * Thread-safety: thread-safe; a buffer's mutex guards its storage and deletion, its holds are
  * atomic (taken without the mutex, pjrt_objects.h); the storage's reference count is atomic;
  * streams are taken from the device's pool. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,16 +51,17 @@ static void stats_add(PJRT_Device *d, int64_t n) {
   atomic_fetch_add(&d->num_allocs, 1);
 }
 
-/* Sets up storage `st` (zeroed) over `buf`: one reference, one on the client. */
-static void storage_init(kiln_pjrt_storage_t *st, PJRT_Device *dev, kiln_device_buffer_t *buf,
-                         int32_t memory_kind, bool count) {
+/* Sets up storage `st` (zeroed) over `buf`: one reference, one on the client (`retain`: taken
+ * here; else the caller's, handed over). */
+static void storage_setup(kiln_pjrt_storage_t *st, PJRT_Device *dev, kiln_device_buffer_t *buf,
+                          int32_t memory_kind, bool count, bool retain) {
   atomic_init(&st->refs, 1);
   st->buf = buf;
   st->device = dev;
   st->client = dev->client;
   st->memory_kind = memory_kind;
   st->host_accessible = !dev->client->is_cuda;
-  kiln_pjrt_client_retain(dev->client);
+  if (retain) kiln_pjrt_client_retain(dev->client);
   if (count) {
     st->counted_bytes = (int64_t)buf->size;
     stats_add(dev, st->counted_bytes);
@@ -69,7 +71,7 @@ static void storage_init(kiln_pjrt_storage_t *st, PJRT_Device *dev, kiln_device_
 static kiln_pjrt_storage_t *storage_new(PJRT_Device *dev, kiln_device_buffer_t *buf,
                                         int32_t memory_kind, bool count) {
   kiln_pjrt_storage_t *st = kiln_calloc(1, sizeof(*st));
-  storage_init(st, dev, buf, memory_kind, count);
+  storage_setup(st, dev, buf, memory_kind, count, true);
   return st;
 }
 
@@ -140,7 +142,12 @@ static kiln_status fill_wait(kiln_pjrt_storage_t *st) {
 /* Drops one reference of `s`; at the last, frees what it holds (not its own memory: see
  * storage_free) and returns its client, whose reference the caller releases after that. */
 static PJRT_Client *storage_drop(kiln_pjrt_storage_t *s) {
-  if (!s || atomic_fetch_sub(&s->refs, 1) != 1) return NULL;
+  if (!s) return NULL;
+  /* The only reference (the usual case: an execute's output destroyed): nobody else can
+   * take one (taking one needs one), so no read-modify-write is needed to drop it. */
+  if (atomic_load_explicit(&s->refs, memory_order_acquire) != 1 &&
+      atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) != 1)
+    return NULL;
   fill_free(s->fill);
   PJRT_Device *dev = s->device;
   if (s->on_delete && s->buf) s->on_delete((void *)(uintptr_t)s->buf->ptr, s->on_delete_arg);
@@ -391,6 +398,57 @@ static kiln_status storage_write_strided(const char *fn, kiln_pjrt_storage_t *st
 
 _Static_assert(sizeof(PJRT_Buffer) % _Alignof(int64_t) == 0, "dims follow the buffer");
 
+/* Spare blocks: an execute makes a buffer with an embedded storage per output and the caller
+ * destroys it soon after, so Destroy keeps one such allocation per device (PJRT_Device's
+ * spare_block) for the next output instead of freeing it: no malloc, free, mutex and
+ * condition variable set-up per output. Blocks of rank <= SPARE_RANK, all of one size. */
+#define SPARE_RANK 8
+
+/* Frees `b`'s allocation (its mutex and condition variable first). */
+static void block_free(PJRT_Buffer *b) {
+  pthread_cond_destroy(&b->cv);
+  pthread_mutex_destroy(&b->mu);
+  kiln_free(b);
+}
+
+#define SPARE_CLOSED ((PJRT_Buffer *)(uintptr_t)1) /* the slot after PJRT_Client_Destroy */
+
+void kiln_pjrt_buffer_spare_close(PJRT_Device *dev) {
+  PJRT_Buffer *b = atomic_exchange_explicit(&dev->spare_block, SPARE_CLOSED, memory_order_acquire);
+  if (b && b != SPARE_CLOSED) {
+    block_free(b);
+    kiln_pjrt_client_release(dev->client); /* the block's (the caller's is still held) */
+  }
+}
+
+void kiln_pjrt_buffer_spare_free(PJRT_Device *dev) {
+  /* closed by Client_Destroy before the last reference; a block here holds none to drop */
+  PJRT_Buffer *b = atomic_exchange_explicit(&dev->spare_block, NULL, memory_order_acquire);
+  if (b && b != SPARE_CLOSED) block_free(b);
+}
+
+/* The device's spare block (it brings a client reference), or NULL. */
+static PJRT_Buffer *spare_take(PJRT_Device *dev) {
+  PJRT_Buffer *b = atomic_load_explicit(&dev->spare_block, memory_order_relaxed);
+  while (b && b != SPARE_CLOSED)
+    if (atomic_compare_exchange_weak_explicit(&dev->spare_block, &b, NULL, memory_order_acquire,
+                                              memory_order_relaxed))
+      return b;
+  return NULL;
+}
+
+/* Keeps `b` (a spare-size block, dropped for good) as its device's spare with the client
+ * reference `c` its storage held; else frees it and releases `c`. */
+static void block_recycle(PJRT_Buffer *b, PJRT_Client *c) {
+  PJRT_Buffer *none = NULL;
+  if (b->spare_size &&
+      atomic_compare_exchange_strong_explicit(&b->device->spare_block, &none, b,
+                                              memory_order_release, memory_order_relaxed))
+    return;
+  block_free(b);
+  kiln_pjrt_client_release(c);
+}
+
 /* A buffer over `st` (NULL: none, an error buffer), or with `embed` over a storage of that
  * memory (taken over) made in the same allocation. */
 static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt_storage_t *st,
@@ -400,11 +458,26 @@ static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt
   /* One allocation: the buffer, then its dims and its layout, then (embed) its storage (an
    * execute makes one per output, so each malloc counts in the per-call overhead). */
   size_t n = rank ? (size_t)rank : 1;
+  bool spare = embed && rank <= SPARE_RANK;
+  if (spare) n = SPARE_RANK; /* every spare block has room for SPARE_RANK dims */
   size_t bytes = sizeof(PJRT_Buffer) + 2 * n * sizeof(int64_t);
-  PJRT_Buffer *b = kiln_calloc(1, bytes + (embed ? sizeof(kiln_pjrt_storage_t) : 0));
+  size_t total = bytes + (embed ? sizeof(kiln_pjrt_storage_t) : 0);
+  PJRT_Buffer *b = spare ? spare_take(dev) : NULL;
+  bool adopted = b != NULL; /* the spare's client reference is the new storage's */
+  if (b) {
+    /* a spare block: cleared as calloc would (its dims and layout are written below), its
+     * mutex and condition variable kept */
+    memset(&b->client, 0, sizeof(PJRT_Buffer) - offsetof(PJRT_Buffer, client));
+    memset((char *)b + bytes, 0, sizeof(kiln_pjrt_storage_t));
+  } else {
+    b = kiln_calloc(1, total);
+    pthread_mutex_init(&b->mu, NULL);
+    pthread_cond_init(&b->cv, NULL);
+  }
+  b->spare_size = spare;
   if (embed) {
     st = (kiln_pjrt_storage_t *)(void *)((char *)b + bytes);
-    storage_init(st, dev, embed, memory_kind, memory_kind == 0);
+    storage_setup(st, dev, embed, memory_kind, memory_kind == 0, !adopted);
     st->block = b;
     atomic_init(&st->block_parts, 2);
     b->embedded = st;
@@ -424,8 +497,6 @@ static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt
     default_m2m(rank, b->minor_to_major);
   b->default_layout = m2m_is_default(rank, b->minor_to_major);
   b->on_device_size = size;
-  pthread_mutex_init(&b->mu, NULL);
-  pthread_cond_init(&b->cv, NULL);
   b->storage = st;
   return b;
 }
@@ -970,23 +1041,32 @@ static PJRT_Error *Buffer_Destroy(PJRT_Buffer_Destroy_Args *args) {
   KILN_PJRT_ARGS("PJRT_Buffer_Destroy", args, buffer);
   PJRT_Buffer *b = args->buffer;
   if (!b) return NULL;
-  kiln_pjrt_storage_t *st = buffer_take(b);
+  /* No hold (the usual case): nothing reads the storage now and nothing may start to (the
+   * caller destroys the buffer), so it is taken without the lock; an execute or copy still
+   * holding it is waited for under the lock (buffer_take). */
+  kiln_pjrt_storage_t *st;
+  if (atomic_load_explicit(&b->holds, memory_order_acquire) == 0) {
+    st = b->storage;
+    b->storage = NULL;
+  } else {
+    st = buffer_take(b);
+  }
   kiln_pjrt_storage_unref(b->external_storage); /* never the last while `st` is held */
-  pthread_cond_destroy(&b->cv);
-  pthread_mutex_destroy(&b->mu);
   kiln_status_free(b->error);
   kiln_pjrt_storage_t *own = b->embedded;
   PJRT_Client *c = storage_drop(st);
   if (c && st == own) {
-    /* The buffer's own storage, dropped for good here: the whole block goes now. */
-    kiln_free(b);
-    kiln_pjrt_client_release(c);
+    /* The buffer's own storage, dropped for good here: the whole block goes now (kept as
+     * the device's spare with its client reference, which keeps the device alive). */
+    block_recycle(b, c);
     return NULL;
   }
   if (c) {
     storage_free(st);
     kiln_pjrt_client_release(c);
   }
+  pthread_cond_destroy(&b->cv);
+  pthread_mutex_destroy(&b->mu);
   if (own)
     storage_free(own); /* the buffer's part of the block: the storage may live on elsewhere */
   else

@@ -467,6 +467,7 @@ static PJRT_Error *Client_Destroy(PJRT_Client_Destroy_Args *args) {
   if (!c) return NULL;
   for (int32_t i = 0; i < c->num_devices; i++) {
     kiln_pjrt_device_wait_streams(c->devices[i]);
+    kiln_pjrt_buffer_spare_close(c->devices[i]); /* its client reference dropped */
   }
   kiln_pjrt_client_release(c);
   return NULL;

@@ -240,6 +240,7 @@ void kiln_pjrt_description_fini(PJRT_DeviceDescription *x) {
 
 void kiln_pjrt_device_fini(PJRT_Device *dev) {
   if (!dev) return;
+  kiln_pjrt_buffer_spare_free(dev);
   for (int32_t i = 0; i < dev->num_free_streams; i++) kiln_stream_destroy(dev->free_streams[i]);
   kiln_stream_destroy((kiln_stream_t *)(atomic_exchange(&dev->stream_slot, 0) & ~(uintptr_t)1));
   kiln_free(dev->free_streams);

@@ -411,8 +411,10 @@ static bool in_list(const int64_t *v, size_t n, int64_t x) {
   return false;
 }
 
-static kiln_status check_argument(const PJRT_Executable *e, int32_t i, const PJRT_Buffer *b,
-                                  const PJRT_Device *dev) {
+/* Why argument i does not fit (check_argument found it does not). */
+static __attribute__((noinline)) kiln_status argument_error(const PJRT_Executable *e, int32_t i,
+                                                            const PJRT_Buffer *b,
+                                                            const PJRT_Device *dev) {
   const kiln_pjrt_leaf_t *p = &e->params[i];
   if (!b)
     return KILN_ERR_INVALID("argument %d (parameter %d of %s) is NULL", i, p->parameter, e->name);
@@ -438,7 +440,17 @@ static kiln_status check_argument(const PJRT_Executable *e, int32_t i, const PJR
     kiln_strbuf_free(&got);
     return s;
   }
-  return NULL;
+  return KILN_ERR_INTERNAL("argument %d of %s: no mismatch found", i, e->name);
+}
+
+/* Argument i on `dev` with parameter i's type and dims (the fast path inline, the message
+ * out of line). */
+static inline kiln_status check_argument(const PJRT_Executable *e, int32_t i, const PJRT_Buffer *b,
+                                         const PJRT_Device *dev) {
+  const kiln_pjrt_leaf_t *p = &e->params[i];
+  bool same = b && b->device == dev && b->type == p->type && b->rank == p->rank;
+  for (int32_t d = 0; same && d < p->rank; d++) same = b->dims[d] == p->dims[d];
+  return same ? NULL : argument_error(e, i, b, dev);
 }
 
 static void args_release(arg_state_t *st, int32_t n) {
@@ -489,10 +501,9 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
     non_donatable = opts->non_donatable_input_indices;
     num_non_donatable = opts->num_non_donatable_input_indices;
   }
-  /* Small signatures on the stack (only the entries used are cleared). */
+  /* Small signatures on the stack (each entry used is set in the first loop below). */
   arg_state_t local[16];
   arg_state_t *st = np <= 16 ? local : kiln_calloc((size_t)np, sizeof(*st));
-  if (np) memset(st, 0, sizeof(*st) * (size_t)np);
   kiln_devptr_t pl[16];
   uint64_t sl[16];
   kiln_devptr_t *ptrs = np <= 16 ? pl : kiln_calloc((size_t)np, sizeof(*ptrs));
@@ -506,21 +517,25 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
    * buffer passed twice fails before anything was taken), or copied when the caller said
    * they are not donatable or donation is refused (an external reference), or relaid out
    * when their layout is not the parameter's. */
-  for (int32_t i = 0; i < np && !s; i++) {
-    st[i].buf = args[i];
+  for (int32_t i = 0; i < np; i++) {
     /* both default (the usual case): the same placement without comparing */
-    st[i].relayout = !(e->params[i].m2m_default && kiln_pjrt_buffer_has_default_layout(args[i])) &&
-                     !kiln_pjrt_m2m_same_placement(args[i]->rank, args[i]->dims,
-                                                   args[i]->minor_to_major, e->params[i].m2m);
-    if (e->param_output[i] >= 0 && !st[i].relayout && !in_list(non_donatable, num_non_donatable, i))
-      continue;
+    bool relayout = !(e->params[i].m2m_default && kiln_pjrt_buffer_has_default_layout(args[i])) &&
+                    !kiln_pjrt_m2m_same_placement(args[i]->rank, args[i]->dims,
+                                                  args[i]->minor_to_major, e->params[i].m2m);
+    st[i] = (arg_state_t){.buf = args[i], .relayout = relayout};
+    if (s ||
+        (e->param_output[i] >= 0 && !relayout && !in_list(non_donatable, num_non_donatable, i)))
+      continue; /* after an error: set only, for args_release */
     uint64_t size = 0;
-    s = kiln_pjrt_buffer_acquire(args[i], &st[i].ptr, &size);
-    if (s) {
-      s = kiln_status_annotate(s, "argument %d of %s", i, e->name);
-      break;
+    if (kiln_pjrt_buffer_try_acquire(args[i], &st[i].ptr)) {
+      st[i].acquired = true;
+      continue;
     }
-    st[i].acquired = true;
+    s = kiln_pjrt_buffer_acquire(args[i], &st[i].ptr, &size);
+    if (s)
+      s = kiln_status_annotate(s, "argument %d of %s", i, e->name);
+    else
+      st[i].acquired = true;
   }
   for (int32_t i = 0; i < np && !s; i++) {
     if (e->param_output[i] < 0 || st[i].acquired) continue;
@@ -561,18 +576,18 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
     kiln_run_info_t run = {0, NULL, 0};
     if (opts && KILN_PJRT_HAS(opts, launch_id)) run.run_id = opts->launch_id;
     kiln_ffi_user_data_t *ud = NULL;
-    if (opts && KILN_PJRT_HAS(opts, context))
+    if (opts && KILN_PJRT_HAS(opts, context) && opts->context)
       ud = kiln_pjrt_execute_context_user_data(opts->context, &run.num_user_data);
     run.user_data = ud;
     s = kiln_executable_run_participant(x, stream, ptrs, sizes, np, kout, &run, who);
-    kiln_free(ud);
+    if (ud) kiln_free(ud);
   }
   if (stream) kiln_pjrt_device_stream_release(dev, stream);
   if (!s) {
     /* Reads are done: let go of the held arguments before wrapping the outputs. */
     for (int32_t i = 0; i < np; i++)
       if (st[i].acquired) {
-        kiln_pjrt_buffer_release(st[i].buf);
+        kiln_pjrt_buffer_release_inline(st[i].buf);
         st[i].acquired = false;
       }
     for (int32_t j = 0; j < no && !s; j++) {

@@ -100,6 +100,11 @@ struct PJRT_Device {
   pthread_cond_t stream_cv;
   /* Memory statistics (bytes of buffers alive on the device). */
   _Atomic int64_t bytes_in_use, peak_bytes_in_use, num_allocs;
+  /* One destroyed execute output's allocation kept for the next (pjrt_buffer.c, spare
+   * blocks): taken and given back with one compare-and-swap each; its mutex and condition
+   * variable stay initialized and it keeps its storage's client reference for the next
+   * output. PJRT_Client_Destroy frees it (and its reference) and closes the slot. */
+  _Atomic(struct PJRT_Buffer *) spare_block;
 };
 
 struct PJRT_Client {
@@ -253,6 +258,9 @@ typedef struct kiln_pjrt_storage {
 #define KILN_PJRT_HOLD_WAITER 0x80000000u /* in PJRT_Buffer.holds: someone waits for 0 */
 
 struct PJRT_Buffer {
+  /* mu and cv first: a spare block (PJRT_Device.spare_block) is cleared from `client` on. */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
   PJRT_Client *client;
   PJRT_Device *device;
   PJRT_Memory *memory;
@@ -266,9 +274,7 @@ struct PJRT_Buffer {
    * So a hold that saw `deleted` false reads `storage` safely. A waiter sets
    * KILN_PJRT_HOLD_WAITER in `holds`; the release of the last hold then takes `mu` BEFORE it
    * drops the hold (and wakes the waiters), so a waiter never returns (and Destroy never frees
-   * the buffer) while a release still touches it. */
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
+   * the buffer) while a release still touches it. (mu and cv are at the top.) */
   kiln_pjrt_storage_t *storage; /* NULL once deleted or donated; written under mu */
   _Atomic uint32_t holds;       /* executes/copies reading it now, | KILN_PJRT_HOLD_WAITER */
   int32_t hold_waiters;         /* under mu: threads waiting for the holds to end */
@@ -280,7 +286,14 @@ struct PJRT_Buffer {
   bool default_layout;                   /* minor_to_major is rank-1 ... 0 */
   kiln_pjrt_storage_t *embedded;         /* a storage in this buffer's allocation (its block) */
   kiln_status error; /* Client_CreateErrorBuffer: what reading it gives (owned); no storage */
+  bool spare_size;   /* allocated as a spare block (an embedded storage, rank <= 8) */
 };
+
+/* Frees a device's spare block and its client reference, and keeps blocks out from now on
+ * (PJRT_Client_Destroy, before the caller's reference goes). */
+void kiln_pjrt_buffer_spare_close(PJRT_Device *dev);
+/* Frees a device's spare block, if any (kiln_pjrt_device_fini). */
+void kiln_pjrt_buffer_spare_free(PJRT_Device *dev);
 
 /* True when `b`'s device layout is the default dense row-major one (minor_to_major
  * rank-1 ... 0). BufferFromHostBuffer with a `device_layout` can make other dense
@@ -302,6 +315,26 @@ kiln_status kiln_pjrt_buffer_create(PJRT_Device *dev, kiln_device_buffer_t *stor
  * Delete/Destroy of `b` wait. */
 kiln_status kiln_pjrt_buffer_acquire(PJRT_Buffer *b, kiln_devptr_t *ptr, uint64_t *size);
 void kiln_pjrt_buffer_release(PJRT_Buffer *b);
+/* The same for an execute's argument, its usual case inline: true with *ptr when `b` is held
+ * (not deleted, its memory there and filled), false with nothing held (then call acquire for
+ * the error or the wait). */
+static inline bool kiln_pjrt_buffer_try_acquire(PJRT_Buffer *b, kiln_devptr_t *ptr) {
+  atomic_fetch_add(&b->holds, 1);
+  kiln_pjrt_storage_t *st = atomic_load(&b->deleted) ? NULL : b->storage;
+  if (st && !st->fill && st->buf) {
+    *ptr = st->buf->ptr;
+    return true;
+  }
+  kiln_pjrt_buffer_release(b);
+  return false;
+}
+/* kiln_pjrt_buffer_release with the usual case (no waiter on the last hold) inline. */
+static inline void kiln_pjrt_buffer_release_inline(PJRT_Buffer *b) {
+  uint32_t v = atomic_load(&b->holds);
+  if (v != (KILN_PJRT_HOLD_WAITER | 1u) && atomic_compare_exchange_strong(&b->holds, &v, v - 1))
+    return;
+  kiln_pjrt_buffer_release(b);
+}
 /* Donation: takes `b`'s storage away (b reads as deleted from now on) and returns it in
  * *out for the execute's output to take over. FAILED_PRECONDITION as acquire, or when an
  * external reference is held. From then on `b` reads as donated (new holds fail); waits

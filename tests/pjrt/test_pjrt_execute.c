@@ -686,6 +686,77 @@ static void test_executable_outliving_client(void **state) {
   pjrt_exec_destroy(api, l);
 }
 
+/* Outputs reuse a destroyed output's allocation (the device's spare block): each execute's
+ * output has its own values, dims and layout whatever the output before it was (rank 1, then
+ * rank 2, then rank 9, past the spare blocks' rank); outputs destroyed after their client
+ * (the spare slot closed) are freed with their memory (LeakSanitizer checks the rest). */
+static void test_outputs_reuse_destroyed_outputs(void **state) {
+  (void)state;
+  PJRT_Client *c = pjrt_exec_client(api, "");
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  PJRT_LoadedExecutable *add = pjrt_exec_compile(api, c, kAdd);
+  PJRT_LoadedExecutable *neg2 = pjrt_exec_compile(
+      api, c,
+      "HloModule neg2\nENTRY main {\n  x = f32[2,8] parameter(0)\n  ROOT n = f32[2,8] "
+      "negate(x)\n}\n");
+  PJRT_LoadedExecutable *neg9 = pjrt_exec_compile(
+      api, c,
+      "HloModule neg9\nENTRY main {\n  x = f32[2,1,2,1,2,1,2,1,1] parameter(0)\n  ROOT n = "
+      "f32[2,1,2,1,2,1,2,1,1] negate(x)\n}\n");
+  float x[16], y[16], r[16];
+  for (int i = 0; i < 16; i++) {
+    x[i] = (float)i;
+    y[i] = 100.0f;
+  }
+  int64_t d1[1] = {16}, d2[2] = {2, 8}, d9[9] = {2, 1, 2, 1, 2, 1, 2, 1, 1};
+  PJRT_Buffer *a1[2] = {pjrt_exec_buffer(api, c, d, x, PJRT_Buffer_Type_F32, d1, 1),
+                        pjrt_exec_buffer(api, c, d, y, PJRT_Buffer_Type_F32, d1, 1)};
+  PJRT_Buffer *a2 = pjrt_exec_buffer(api, c, d, x, PJRT_Buffer_Type_F32, d2, 2);
+  PJRT_Buffer *a9 = pjrt_exec_buffer(api, c, d, x, PJRT_Buffer_Type_F32, d9, 9);
+  PJRT_Buffer *kept[3] = {NULL, NULL, NULL};
+  for (int round = 0; round < 3; round++) {
+    PJRT_Buffer *out[1] = {NULL};
+    pjrt_exec_run(api, add, a1, 2, out);
+    pjrt_exec_read(api, out[0], r, sizeof(r));
+    for (int i = 0; i < 16; i++) assert_true(r[i] == x[i] + 100.0f);
+    pjrt_exec_buffer_destroy(api, out[0]); /* its allocation: the next output's */
+    pjrt_exec_run(api, neg2, &a2, 1, out);
+    PJRT_Buffer_Dimensions_Args da = {.struct_size = PJRT_Buffer_Dimensions_Args_STRUCT_SIZE,
+                                      .buffer = out[0]};
+    PJRT_CHECK(api, api->PJRT_Buffer_Dimensions(&da));
+    assert_int_equal(da.num_dims, 2);
+    assert_int_equal(da.dims[0], 2);
+    assert_int_equal(da.dims[1], 8);
+    pjrt_exec_read(api, out[0], r, sizeof(r));
+    for (int i = 0; i < 16; i++) assert_true(r[i] == -x[i]);
+    pjrt_exec_buffer_destroy(api, out[0]);
+    pjrt_exec_run(api, neg9, &a9, 1, out); /* rank 9: an allocation of its own */
+    da.buffer = out[0];
+    PJRT_CHECK(api, api->PJRT_Buffer_Dimensions(&da));
+    assert_int_equal(da.num_dims, 9);
+    pjrt_exec_read(api, out[0], r, sizeof(r));
+    for (int i = 0; i < 16; i++) assert_true(r[i] == -x[i]);
+    kept[round] = out[0];
+  }
+  pjrt_exec_buffer_destroy(api, kept[0]);
+  PJRT_Buffer *last[1] = {NULL};
+  pjrt_exec_run(api, add, a1, 2, last);
+  pjrt_exec_destroy(api, add);
+  pjrt_exec_destroy(api, neg2);
+  pjrt_exec_destroy(api, neg9);
+  pjrt_test_client_destroy(api, c);
+  /* after the client: still readable, then freed with the client's last memory */
+  pjrt_exec_read(api, last[0], r, sizeof(r));
+  for (int i = 0; i < 16; i++) assert_true(r[i] == x[i] + 100.0f);
+  pjrt_exec_buffer_destroy(api, last[0]);
+  pjrt_exec_buffer_destroy(api, kept[1]);
+  pjrt_exec_buffer_destroy(api, kept[2]);
+  pjrt_exec_buffer_destroy(api, a1[0]);
+  pjrt_exec_buffer_destroy(api, a1[1]);
+  pjrt_exec_buffer_destroy(api, a2);
+  pjrt_exec_buffer_destroy(api, a9);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_add_executes_and_reports_metadata),
@@ -699,6 +770,7 @@ int main(void) {
       cmocka_unit_test(test_serialize_round_trip_and_corrupt_blobs),
       cmocka_unit_test(test_memory_cache_hit),
       cmocka_unit_test(test_executable_outliving_client),
+      cmocka_unit_test(test_outputs_reuse_destroyed_outputs),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
