@@ -109,6 +109,23 @@ static void test_converted_panels_of_one_large_batch_cover_every_element(void **
   kiln_gemm_desc_t g = {KILN_GEMM_F16,           1, 3, 6, 1 << 21, false, true, 1, 0, KILN_GEMM_F32,
                         KILN_GEMM_EPILOGUE_NONE, 0};
   assert_true(hg_check(&g, KILN_HOST_BLAS_AUTO, NULL));
+  /* All of op(B) in one column panel (8 columns): converted once, reused by the row panels
+   * (6 + 1 rows), plain and transposed. */
+  for (int t = 0; t < 4; t++) {
+    kiln_gemm_desc_t h = {KILN_GEMM_BF16,
+                          1,
+                          7,
+                          8,
+                          600000,
+                          (t & 1) != 0,
+                          (t & 2) != 0,
+                          1,
+                          0.5,
+                          KILN_GEMM_BF16,
+                          KILN_GEMM_EPILOGUE_NONE,
+                          0};
+    assert_true(hg_check(&h, KILN_HOST_BLAS_AUTO, t & 1 ? NULL : g_pool));
+  }
 }
 
 /* bf16/f16 gemms of up to 128 rows take the packed-panel kernel (kiln_host_gemm_half_kernel:

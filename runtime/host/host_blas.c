@@ -758,8 +758,11 @@ static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, b
           p.c = convert_c ? sc : (char *)base->c + (size_t)at * es;
           p.ldc = convert_c ? cols : n;
           p.j0 = j0;
-          st = g->trans_b ? convert_in(in, base->b, b0 + j0 * k, k, cols, k, p.ct, sb, k, pool)
-                          : convert_in(in, base->b, b0 + j0, n, k, cols, p.ct, sb, cols, pool);
+          /* All of op(B) in one panel: converted once per batch, kept for every row panel
+           * (a bf16 1024 x 256 x 32000 gemm converted B eight times). */
+          if (nc < n || i0 == 0)
+            st = g->trans_b ? convert_in(in, base->b, b0 + j0 * k, k, cols, k, p.ct, sb, k, pool)
+                            : convert_in(in, base->b, b0 + j0, n, k, cols, p.ct, sb, cols, pool);
           if (!st && convert_c && load_c)
             st = convert_in(out, base->c, at, n, rows, cols, p.ct, sc, cols, pool);
           if (!st) st = mm_run(&p, pool);
