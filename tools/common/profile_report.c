@@ -103,18 +103,19 @@ void kiln_profile_report_format(kiln_strbuf_t *b, const kiln_thunk_profile_t *p,
   kiln_hashmap_t names;
   kiln_hashmap_init(&names);
   index_module(&names, m);
-  kiln_strbuf_printf(b, "%6s %10s %9s %6s  %-14s %-16s %-22s %s\n", "%step", "total ms", "mean ms",
-                     "calls", "kind", "thunk", "kernel", "what | HLO");
+  kiln_strbuf_printf(b, "%6s %10s %9s %9s %6s  %-14s %-16s %-22s %s\n", "%step", "total ms",
+                     "mean ms", "max ms", "calls", "kind", "thunk", "kernel", "what | HLO");
   size_t rows = max_rows > 0 && (size_t)max_rows < n ? (size_t)max_rows : n;
   for (size_t i = 0; i < rows; i++) {
     const kiln_thunk_t *t = e[i].thunk;
     const char *name = kiln_thunk_name(t);
     const char *kernel = kiln_thunk_kernel_name(t);
-    kiln_strbuf_printf(
-        b, "%6.2f %10.3f %9.3f %6" PRId64 "  %-14s %-16s %-22s ",
-        run_ns ? 100.0 * (double)e[i].total_ns / (double)run_ns : 0.0, (double)e[i].total_ns / 1e6,
-        e[i].calls ? (double)e[i].total_ns / 1e6 / (double)e[i].calls : 0.0, e[i].calls,
-        kiln_thunk_kind_name(kiln_thunk_kind(t)), name, kernel ? kernel : "-");
+    kiln_strbuf_printf(b, "%6.2f %10.3f %9.3f %9.3f %6" PRId64 "  %-14s %-16s %-22s ",
+                       run_ns ? 100.0 * (double)e[i].total_ns / (double)run_ns : 0.0,
+                       (double)e[i].total_ns / 1e6,
+                       e[i].calls ? (double)e[i].total_ns / 1e6 / (double)e[i].calls : 0.0,
+                       (double)e[i].max_ns / 1e6, e[i].calls,
+                       kiln_thunk_kind_name(kiln_thunk_kind(t)), name, kernel ? kernel : "-");
     kiln_thunk_describe(b, t);
     const kiln_hlo_instruction_t *in = kiln_hashmap_get_str(&names, name);
     if (in) {

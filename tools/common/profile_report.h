@@ -10,7 +10,8 @@
 
 /* Appends the table of `p` to `b`: a header (runs, the mean step, what the top-level thunks
  * add up to), the time per thunk kind (thunks that hold no profiled thunk), then one row per
- * thunk sorted by total time — % of the step, total and mean ms, calls, kind, the thunk's
+ * thunk sorted by total time — % of the step, total, mean and max ms (a slow first
+ * run shows as max well above mean), calls, kind, the thunk's
  * name (its HLO instruction), the kernel, what it does (kiln_thunk_describe) and, when `m`
  * (the module as compiled: the thunks' names are its instructions'; may be NULL) has the
  * instruction, its opcode (a fusion's kind and root opcode) and shapes — and the thunk
