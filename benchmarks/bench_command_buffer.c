@@ -119,7 +119,7 @@ static void run_case(kiln_device_t *dev, kiln_stream_t *s, kiln_device_module_t 
   check(kiln_thunk_prepare(cb, &pp), "prepare");
   check(kiln_thunk_initialize(seq, &ip), "init");
   check(kiln_thunk_initialize(cb, &ip), "init");
-  kiln_thunk_exec_params_t ep = {dev, s, &table, NULL};
+  kiln_thunk_exec_params_t ep = {.device = dev, .stream = s, .buffers = &table, .state = NULL};
   /* warm up: records the command list, wakes the workers */
   for (int i = 0; i < 50; i++) {
     check(kiln_thunk_execute(seq, &ep), "warmup");

@@ -81,7 +81,7 @@ static int bench_thunk(const kiln_ffi_buffer_desc_t *args, const kiln_ffi_buffer
   kiln_thunk_init_params_t ip = {dev};
   if (!s) s = kiln_thunk_prepare(t, &pp);
   if (!s) s = kiln_thunk_initialize(t, &ip);
-  kiln_thunk_exec_params_t ep = {dev, stream, &table, NULL};
+  kiln_thunk_exec_params_t ep = {.device = dev, .stream = stream, .buffers = &table, .state = NULL};
   double ns[RUNS];
   for (int r = 0; r < RUNS && !s; r++) {
     double t0 = kiln_clock_ms();

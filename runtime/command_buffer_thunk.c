@@ -125,7 +125,8 @@ kiln_status kiln_command_buffer_thunk_initialize(kiln_thunk_t *t,
 
 kiln_status kiln_command_buffer_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *p) {
   kiln_cmd_cache_t *cache = kiln_device_cmd_cache(p->device);
-  if (!t->u.cmdbuf.use_cache || !cache) {
+  if (!t->u.cmdbuf.use_cache || !cache ||
+      (p->profile && kiln_thunk_profile_mode(p->profile) == KILN_THUNK_PROFILE_COMMANDS)) {
     set_last_action(t, KILN_CMD_ACTION_ISSUE_DIRECTLY);
     return kiln_thunk_seq_execute(&t->u.cmdbuf.seq, p);
   }

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
+#include "runtime/runtime_options.h"
 
 /* Every allocation gets at least this many bytes, so empty arrays still have an address. */
 #define MIN_ALLOCATION_BYTES 64
@@ -192,7 +194,18 @@ struct kiln_executable {
   _Atomic(exec_context_t *) slot; /* a free context, taken without the mutex (or NULL) */
   pthread_mutex_t pool_mu;        /* guards free_contexts */
   exec_context_t *free_contexts;
+  kiln_thunk_profile_t *profile; /* NULL: off */
 };
+
+kiln_thunk_profile_t *kiln_executable_profile(const kiln_executable_t *e) {
+  return e ? e->profile : NULL;
+}
+
+void kiln_executable_set_profile(kiln_executable_t *e, kiln_thunk_profile_mode_t mode) {
+  if (!e) return;
+  kiln_thunk_profile_destroy(e->profile);
+  e->profile = mode == KILN_THUNK_PROFILE_OFF ? NULL : kiln_thunk_profile_create(mode);
+}
 
 const kiln_executable_desc_t *kiln_executable_desc(const kiln_executable_t *e) {
   return e ? e->desc : NULL;
@@ -269,6 +282,7 @@ void kiln_executable_destroy(kiln_executable_t *e) {
     c = next;
   }
   pthread_mutex_destroy(&e->pool_mu);
+  kiln_thunk_profile_destroy(e->profile);
   if (e->desc) kiln_thunk_seq_release(&e->desc->thunks);
   kiln_buffer_table_free(&e->constants);
   if (e->modules)
@@ -337,6 +351,7 @@ kiln_status kiln_executable_load(kiln_device_t *dev, kiln_executable_desc_t *des
   }
   kiln_executable_t *e = kiln_calloc(1, sizeof(*e));
   e->dev = dev;
+  kiln_executable_set_profile(e, (kiln_thunk_profile_mode_t)kiln_runtime_options().profile);
   e->desc = desc;
   atomic_init(&e->slot, NULL);
   pthread_mutex_init(&e->pool_mu, NULL);
@@ -404,6 +419,7 @@ kiln_status kiln_executable_run_participant(kiln_executable_t *e, kiln_stream_t 
                                             const kiln_spmd_participant_t *who) {
   if (!e || !stream || !outputs || (num_params && (!params || !param_sizes)))
     return KILN_ERR_INVALID("executable run: NULL executable, stream, parameters or outputs");
+  double t_start = e->profile ? kiln_clock_ms() : 0;
   const kiln_executable_desc_t *d = e->desc;
   if (!e->initialized) return kiln_status_make(KILN_FAILED_PRECONDITION, "executable %s is not loaded", d->name);
   if (stream->device != e->dev)
@@ -461,7 +477,9 @@ kiln_status kiln_executable_run_participant(kiln_executable_t *e, kiln_stream_t 
     if (!ri.run_id) ri.run_id = atomic_fetch_add(&g_next_run_id, 1);
     kiln_thunk_exec_state_set_run(ctx->state, &ri);
     kiln_thunk_exec_state_set_participant(ctx->state, who);
-    kiln_thunk_exec_params_t xp = {e->dev, stream, table, ctx->state};
+    kiln_thunk_exec_params_t xp = {
+        .device = e->dev, .stream = stream, .buffers = table, .state = ctx->state};
+    xp.profile = e->profile;
     s = kiln_thunk_seq_execute(&e->desc->thunks, &xp);
     kiln_thunk_exec_state_set_run(ctx->state, NULL);
     kiln_thunk_exec_state_set_participant(ctx->state, NULL);
@@ -490,5 +508,7 @@ kiln_status kiln_executable_run_participant(kiln_executable_t *e, kiln_stream_t 
     }
     return kiln_status_annotate(s, "while running %s", d->name);
   }
+  if (e->profile)
+    kiln_thunk_profile_add_run(e->profile, (uint64_t)((kiln_clock_ms() - t_start) * 1e6));
   return NULL;
 }

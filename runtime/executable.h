@@ -149,4 +149,14 @@ kiln_status kiln_executable_run_participant(kiln_executable_t *e, kiln_stream_t 
                                             const kiln_run_info_t *run,
                                             const kiln_spmd_participant_t *who);
 
+/* The per-thunk profile of this executable's runs (runtime/thunk.h, "profile"): every run
+ * adds its thunks' times and its own wall time (kiln_thunk_profile_add_run, from the call
+ * until the outputs are ready). On from load when kiln_runtime_options().profile is, or with
+ * kiln_executable_set_profile; NULL when off (borrowed: valid until the profile is set again
+ * or the executable destroyed). */
+kiln_thunk_profile_t *kiln_executable_profile(const kiln_executable_t *e);
+/* Starts a fresh profile in `mode` (dropping the one before) or turns it off
+ * (KILN_THUNK_PROFILE_OFF). Not thread-safe: no run may be in flight. */
+void kiln_executable_set_profile(kiln_executable_t *e, kiln_thunk_profile_mode_t mode);
+
 #endif /* KILN_RUNTIME_EXECUTABLE_H_ */

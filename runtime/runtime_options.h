@@ -33,6 +33,10 @@ typedef struct kiln_runtime_options {
    * CPU runs; host_gemm_half also takes "panels". */
   const char *host_epilogue_isa;
   const char *host_gemm_half;
+  /* Executables loaded after: a per-thunk profile of their runs, a kiln_thunk_profile_mode_t
+   * (runtime/thunk.h; 0: off, 1: per thunk, 2: per command of command buffers too;
+   * kiln_executable_profile reads it). */
+  int profile;
 } kiln_runtime_options_t;
 
 /* Replaces the process-wide options with a copy of `o` (strings copied; NULL: the defaults,

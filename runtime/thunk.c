@@ -756,6 +756,7 @@ kiln_status kiln_thunk_seq_initialize(kiln_thunk_seq_t *s, const kiln_thunk_init
 }
 
 kiln_status kiln_thunk_seq_execute(kiln_thunk_seq_t *s, const kiln_thunk_exec_params_t *p) {
+  if (__builtin_expect(p->profile != NULL, 0)) return kiln_thunk_seq_execute_profiled(s, p);
   for (size_t i = 0; i < s->len; i++)
     KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_execute(s->items[i], p));
   return NULL;
@@ -851,6 +852,16 @@ static void print_slice(kiln_strbuf_t *b, kiln_slice_t s) {
   kiln_strbuf_printf(b, "a%d+%" PRId64 ":%" PRId64, s.allocation, s.offset, s.size);
 }
 
+/* "bf16->f32 batch=1 m=2 n=3 k=4 A^T" */
+static void print_gemm_shape(kiln_strbuf_t *b, const kiln_gemm_desc_t *g) {
+  kiln_gemm_dtype_t out = kiln_gemm_desc_out_dtype(g);
+  kiln_strbuf_append(b, kiln_gemm_dtype_name(g->dtype));
+  if (out != g->dtype) kiln_strbuf_printf(b, "->%s", kiln_gemm_dtype_name(out));
+  kiln_strbuf_printf(b, " batch=%" PRId64 " m=%" PRId64 " n=%" PRId64 " k=%" PRId64 "%s%s",
+                     g->batch, g->m, g->n, g->k, g->trans_a ? " A^T" : "",
+                     g->trans_b ? " B^T" : "");
+}
+
 static void print_thunk(kiln_strbuf_t *b, const kiln_thunk_t *t, int indent) {
   kiln_strbuf_printf(b, "%*s%s %s", indent, "", kiln_thunk_kind_name(t->kind), t->name);
   switch (t->kind) {
@@ -891,12 +902,9 @@ static void print_thunk(kiln_strbuf_t *b, const kiln_thunk_t *t, int indent) {
       return;
     case KILN_THUNK_GEMM: {
       const kiln_gemm_desc_t *g = &t->u.gemm.desc;
-      kiln_gemm_dtype_t out = kiln_gemm_desc_out_dtype(g);
-      kiln_strbuf_printf(b, " %s", kiln_gemm_dtype_name(g->dtype));
-      if (out != g->dtype) kiln_strbuf_printf(b, "->%s", kiln_gemm_dtype_name(out));
-      kiln_strbuf_printf(b, " batch=%" PRId64 " m=%" PRId64 " n=%" PRId64 " k=%" PRId64 "%s%s ",
-                         g->batch, g->m, g->n, g->k, g->trans_a ? " A^T" : "",
-                         g->trans_b ? " B^T" : "");
+      kiln_strbuf_append_char(b, ' ');
+      print_gemm_shape(b, g);
+      kiln_strbuf_append_char(b, ' ');
       if (g->alpha != 1 || g->beta != 0)
         kiln_strbuf_printf(b, "alpha=%g beta=%g ", g->alpha, g->beta);
       print_slice(b, t->u.gemm.a);
@@ -953,6 +961,55 @@ static void print_thunk(kiln_strbuf_t *b, const kiln_thunk_t *t, int indent) {
       return;
     case KILN_THUNK_COLLECTIVE:
       kiln_collective_thunk_print(b, t);
+      return;
+  }
+}
+
+const char *kiln_thunk_name(const kiln_thunk_t *t) {
+  return t->name;
+}
+
+const char *kiln_thunk_kernel_name(const kiln_thunk_t *t) {
+  return t->kind == KILN_THUNK_KERNEL ? t->u.kernel.kernel_name : NULL;
+}
+
+void kiln_thunk_describe(kiln_strbuf_t *b, const kiln_thunk_t *t) {
+  switch (t->kind) {
+    case KILN_THUNK_KERNEL: {
+      const kiln_launch_dims_t *d = &t->u.kernel.dims;
+      kiln_strbuf_printf(b, "grid=%ux%ux%u block=%ux%ux%u", d->grid[0], d->grid[1], d->grid[2],
+                         d->block[0], d->block[1], d->block[2]);
+      return;
+    }
+    case KILN_THUNK_COPY:
+      kiln_strbuf_printf(b, "%s %" PRId64 " bytes", copy_kind_name(t->u.copy.dir), t->u.copy.size);
+      return;
+    case KILN_THUNK_MEMSET:
+      kiln_strbuf_printf(b, "%" PRId64 " bytes", t->u.memset.dst.size);
+      return;
+    case KILN_THUNK_GEMM: {
+      const kiln_gemm_desc_t *g = &t->u.gemm.desc;
+      print_gemm_shape(b, g);
+      if (t->u.gemm.has_bias) kiln_strbuf_append(b, " +bias");
+      if (g->epilogue) kiln_strbuf_printf(b, " then %s", kiln_gemm_epilogue_name(g->epilogue));
+      return;
+    }
+    case KILN_THUNK_CUSTOM_CALL:
+      kiln_strbuf_printf(b, "\"%s\"", t->u.custom.target);
+      return;
+    case KILN_THUNK_WHILE:
+      kiln_strbuf_printf(b, "cond %zu + body %zu thunks", t->u.loop.cond.len, t->u.loop.body.len);
+      return;
+    case KILN_THUNK_CONDITIONAL:
+      kiln_strbuf_printf(b, "%d branches", t->u.cond.num_branches);
+      return;
+    case KILN_THUNK_SEQUENTIAL:
+      kiln_strbuf_printf(b, "%zu thunks", t->u.sequential.seq.len);
+      return;
+    case KILN_THUNK_COMMAND_BUFFER:
+      kiln_strbuf_printf(b, "%zu thunks", t->u.cmdbuf.seq.len);
+      return;
+    case KILN_THUNK_COLLECTIVE:
       return;
   }
 }

@@ -205,12 +205,20 @@ typedef struct kiln_thunk_init_params {
   kiln_device_t *device;
 } kiln_thunk_init_params_t;
 
+typedef struct kiln_thunk_profile kiln_thunk_profile_t;
+
 typedef struct kiln_thunk_exec_params {
   kiln_device_t *device;
   kiln_stream_t *stream;
   const kiln_buffer_table_t *buffers;
   /* (optional) this execution's own state; NULL: the thunks' own (one caller at a time). */
   kiln_thunk_exec_state_t *state;
+  /* (optional) times every thunk into this profile (see "profile" below); NULL: off, which
+   * costs one branch per sequence executed. */
+  kiln_thunk_profile_t *profile;
+  /* Set by the profiled execution itself for nested sequences (leave zero). */
+  const kiln_thunk_t *profile_parent;
+  int profile_depth;
 } kiln_thunk_exec_params_t;
 
 /* The state one execution of a thunk tree changes (see the thread-safety note above), for
@@ -240,6 +248,62 @@ kiln_status kiln_thunk_seq_execute(kiln_thunk_seq_t *s, const kiln_thunk_exec_pa
  * device when thunks outlive it. Safe to call more than once. */
 void kiln_thunk_release(kiln_thunk_t *t);
 void kiln_thunk_seq_release(kiln_thunk_seq_t *s);
+
+/* ---- profile ----------------------------------------------------------------------------- */
+
+/* A per-thunk profile, accumulated over executions: with kiln_thunk_exec_params_t.profile
+ * set, every thunk a sequence executes (nested ones too: while bodies, branches, sequential)
+ * is timed in wall time from its execute call until its stream has finished it (the stream is
+ * synchronized after each thunk, so asynchronous devices are timed per thunk as well, at the
+ * cost of the overlap between thunks). Entries are kept per thunk, in the order thunks first
+ * ran; a thunk inside another one's sequence names it as parent, one level deeper, and its
+ * time is also part of its parent's.
+ *
+ * Command buffers: in KILN_THUNK_PROFILE_THUNKS mode a command-buffer thunk runs as usual
+ * (recorded once, replayed) and is one entry; in KILN_THUNK_PROFILE_COMMANDS mode it issues
+ * its thunks one by one instead of replaying them, each timed as an entry of its own (the
+ * command buffer's entry then holds their sum plus the issuing): what each command costs,
+ * not what the replay saves.
+ *
+ * Thread-safety: thread-safe (one lock per recorded thunk); concurrent executions into one
+ * profile add up, and the sum of the top-level entries is then no longer bounded by one
+ * execution's wall time. */
+typedef enum kiln_thunk_profile_mode {
+  KILN_THUNK_PROFILE_OFF = 0,
+  KILN_THUNK_PROFILE_THUNKS,
+  KILN_THUNK_PROFILE_COMMANDS,
+} kiln_thunk_profile_mode_t;
+
+typedef struct kiln_thunk_profile_entry {
+  const kiln_thunk_t *thunk;  /* borrowed: valid as long as the thunks are */
+  const kiln_thunk_t *parent; /* the thunk whose sequence holds it; NULL at the top level */
+  int depth;                  /* 0 at the top level */
+  int64_t calls;
+  uint64_t total_ns, min_ns, max_ns;
+} kiln_thunk_profile_entry_t;
+
+/* A profile in `mode` (OFF is treated as THUNKS). The caller owns it. */
+kiln_thunk_profile_t *kiln_thunk_profile_create(kiln_thunk_profile_mode_t mode);
+void kiln_thunk_profile_destroy(kiln_thunk_profile_t *p);
+kiln_thunk_profile_mode_t kiln_thunk_profile_mode(const kiln_thunk_profile_t *p);
+/* Forgets every entry and run. */
+void kiln_thunk_profile_reset(kiln_thunk_profile_t *p);
+/* Records one execution of a whole thunk tree taking `ns` of wall time (executables do it
+ * around their runs: the step the entries are a share of). */
+void kiln_thunk_profile_add_run(kiln_thunk_profile_t *p, uint64_t ns);
+/* Executions recorded with kiln_thunk_profile_add_run; *total_ns (optional) their sum. */
+int64_t kiln_thunk_profile_runs(const kiln_thunk_profile_t *p, uint64_t *total_ns);
+/* Copies up to `cap` entries into `out` (in first-run order); returns how many there are. */
+size_t kiln_thunk_profile_entries(const kiln_thunk_profile_t *p, kiln_thunk_profile_entry_t *out,
+                                  size_t cap);
+
+/* What a profile table shows of a thunk: its name (the HLO instruction it came from), a
+ * kernel thunk's kernel name (NULL for others), and a short description without slices
+ * (a gemm's types, sizes, transposes and epilogue; a copy's direction and bytes; a command
+ * buffer's thunk count; a custom call's target). */
+const char *kiln_thunk_name(const kiln_thunk_t *t);
+const char *kiln_thunk_kernel_name(const kiln_thunk_t *t);
+void kiln_thunk_describe(kiln_strbuf_t *b, const kiln_thunk_t *t);
 
 /* Whether `t` can be part of a command buffer: kernel, device-to-device copy, memset, gemm,
  * and graph-compatible custom calls with an in-stream function

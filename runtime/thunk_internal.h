@@ -114,6 +114,9 @@ kiln_cmdbuf_run_t *kiln_thunk_exec_state_cmdbuf_run(kiln_thunk_exec_state_t *st,
                                                     const kiln_thunk_t *t);
 /* The run info of the execution using `st` (NULL: none set). */
 const kiln_run_info_t *kiln_thunk_exec_state_run(const kiln_thunk_exec_state_t *st);
+/* kiln_thunk_seq_execute with p->profile set (thunk_profile.c): each thunk timed until its
+ * stream finished it, its children one level deeper. */
+kiln_status kiln_thunk_seq_execute_profiled(kiln_thunk_seq_t *s, const kiln_thunk_exec_params_t *p);
 /* Sizes run->bases for t's allocations (after prepare) and clears its ticket. */
 void kiln_cmdbuf_run_init(kiln_cmdbuf_run_t *run, const kiln_thunk_t *t);
 void kiln_cmdbuf_run_free(kiln_cmdbuf_run_t *run);

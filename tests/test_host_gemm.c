@@ -86,29 +86,51 @@ static void test_every_type_transpose_and_shape_matches_the_naive_loop(void **st
   assert_int_equal(failures, 0);
 }
 
-/* One batch whose converted operands exceed the scratch (4 Mi elements a panel): row panels
- * of op(A) (6 + 1 rows; 2 + 1) and column panels of op(B) (14 + 6 columns; 4 + 2), plain
- * and both transposed, beta folded in through the panels of C. */
+/* One batch whose converted operands exceed the scratch (4 Mi elements a panel): k panels
+ * (all rows and columns, C summed in f32 over 2 panels of k), or with those off row panels of
+ * op(A) (6 + 1 rows; 2 + 1) and column panels of op(B) (14 + 6 columns; 4 + 2), plain and both
+ * transposed, beta folded in through the panels of C; all of op(B) in one column panel (8
+ * columns), converted once and reused by the row panels, in all four transpose forms. */
 static void test_converted_panels_of_one_large_batch_cover_every_element(void **state) {
   (void)state;
-  for (int t = 0; t < 4; t += 3) {
-    kiln_gemm_desc_t g = {KILN_GEMM_BF16,
-                          1,
-                          7,
-                          20,
-                          600000,
-                          (t & 1) != 0,
-                          (t & 2) != 0,
-                          2.0,
-                          0.5,
-                          KILN_GEMM_BF16,
-                          KILN_GEMM_EPILOGUE_NONE,
-                          0};
-    assert_true(hg_check(&g, KILN_HOST_BLAS_AUTO, g_pool));
+  for (int kp = 1; kp >= 0; kp--) {
+    kiln_host_gemm_set_k_panels(kp != 0);
+    for (int t = 0; t < 4; t += 3) {
+      kiln_gemm_desc_t g = {KILN_GEMM_BF16,
+                            1,
+                            7,
+                            20,
+                            600000,
+                            (t & 1) != 0,
+                            (t & 2) != 0,
+                            2.0,
+                            0.5,
+                            KILN_GEMM_BF16,
+                            KILN_GEMM_EPILOGUE_NONE,
+                            0};
+      assert_true(hg_check(&g, KILN_HOST_BLAS_AUTO, g_pool));
+    }
+    kiln_gemm_desc_t g = {
+        KILN_GEMM_F16,           1, 3, 6, 1 << 21, false, true, 1, 0, KILN_GEMM_F32,
+        KILN_GEMM_EPILOGUE_NONE, 0};
+    assert_true(hg_check(&g, KILN_HOST_BLAS_AUTO, NULL));
+    for (int t = 0; t < 4; t++) {
+      kiln_gemm_desc_t h = {KILN_GEMM_BF16,
+                            1,
+                            7,
+                            8,
+                            600000,
+                            (t & 1) != 0,
+                            (t & 2) != 0,
+                            1,
+                            0.5,
+                            KILN_GEMM_BF16,
+                            KILN_GEMM_EPILOGUE_NONE,
+                            0};
+      assert_true(hg_check(&h, KILN_HOST_BLAS_AUTO, t & 1 ? NULL : g_pool));
+    }
   }
-  kiln_gemm_desc_t g = {KILN_GEMM_F16,           1, 3, 6, 1 << 21, false, true, 1, 0, KILN_GEMM_F32,
-                        KILN_GEMM_EPILOGUE_NONE, 0};
-  assert_true(hg_check(&g, KILN_HOST_BLAS_AUTO, NULL));
+  kiln_host_gemm_set_k_panels(true);
 }
 
 /* bf16/f16 gemms of up to 128 rows take the packed-panel kernel (kiln_host_gemm_half_kernel:

@@ -365,7 +365,8 @@ static void test_thunks_kernel_copy_memset_gemm_run_in_sequence(void **state) {
       &seq, kiln_thunk_gemm_create("dot.1", &g, kiln_slice_make(0, 0, 64),
                                    kiln_slice_make(0, 0, 64), kiln_slice_make(2, 1024, 64)));
   prepare_init(f, &seq, &t);
-  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t, NULL};
+  kiln_thunk_exec_params_t ep = {
+      .device = f->dev, .stream = f->stream, .buffers = &t, .state = NULL};
   ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
   ASSERT_OK(kiln_stream_synchronize(f->stream));
   const float *out = (const float *)(uintptr_t)t.bases[1];
@@ -413,7 +414,8 @@ static void test_thunk_prepare_rejects_slices_outside_their_allocation(void **st
   kiln_launch_dims_t d = dims1(1);
   kiln_kernel_arg_t arg = kiln_kernel_arg_slice(kiln_slice_make(0, 0, 4));
   bad = kiln_thunk_kernel_create("k", f->module, "add_one", &d, &arg, 1);
-  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t, NULL};
+  kiln_thunk_exec_params_t ep = {
+      .device = f->dev, .stream = f->stream, .buffers = &t, .state = NULL};
   assert_code(kiln_thunk_execute(bad, &ep), KILN_FAILED_PRECONDITION);
   kiln_thunk_destroy(bad);
   /* A resolution past the table's end fails even without prepare. */
@@ -444,7 +446,8 @@ static void test_while_thunk_reads_back_pred_and_counts_trips(void **state) {
   assert_int_equal(cond.len, 0); /* taken over */
   kiln_thunk_seq_push(&seq, w);
   prepare_init(f, &seq, &t);
-  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t, NULL};
+  kiln_thunk_exec_params_t ep = {
+      .device = f->dev, .stream = f->stream, .buffers = &t, .state = NULL};
   ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
   ASSERT_OK(kiln_stream_synchronize(f->stream));
   assert_int_equal(*(int32_t *)(uintptr_t)t.bases[2], 5);
@@ -475,7 +478,8 @@ static void test_conditional_thunk_picks_branch_by_index_and_pred(void **state) 
   kiln_thunk_t *c = kiln_thunk_conditional_create("cond.1", kiln_slice_make(2, 0, 4), false, br, 3);
   kiln_thunk_seq_push(&seq, c);
   prepare_init(f, &seq, &t);
-  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t, NULL};
+  kiln_thunk_exec_params_t ep = {
+      .device = f->dev, .stream = f->stream, .buffers = &t, .state = NULL};
   int32_t *index = (int32_t *)(uintptr_t)t.bases[2];
   const float *out = (const float *)(uintptr_t)t.bases[1];
   const int32_t cases[] = {1, 0, 7, -1};
@@ -533,7 +537,8 @@ static void test_custom_call_thunk_passes_resolved_buffers(void **state) {
   assert_false(kiln_thunk_is_convertible(cc));
   kiln_thunk_prepare_params_t pp = {t.num, t.sizes};
   ASSERT_OK(kiln_thunk_prepare(cc, &pp));
-  kiln_thunk_exec_params_t ep = {f->dev, f->stream, &t, NULL};
+  kiln_thunk_exec_params_t ep = {
+      .device = f->dev, .stream = f->stream, .buffers = &t, .state = NULL};
   ASSERT_OK(kiln_thunk_execute(cc, &ep));
   assert_int_equal(rec.calls, 1);
   assert_int_equal(rec.operand, t.bases[0] + 128);
@@ -592,7 +597,7 @@ static void test_command_buffer_records_replays_and_patches_only_moved_commands(
   kiln_thunk_t *cb = make_cmdbuf(&g);
   kiln_thunk_seq_push(&seq, cb);
   prepare_init(&g, &seq, &t);
-  kiln_thunk_exec_params_t ep = {dev, s, &t, NULL};
+  kiln_thunk_exec_params_t ep = {.device = dev, .stream = s, .buffers = &t, .state = NULL};
   kiln_cmd_cache_t *cache = kiln_device_cmd_cache(dev);
 
   ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
@@ -653,7 +658,7 @@ static void test_command_buffers_disabled_by_the_options_issue_one_by_one(void *
   ASSERT_OK(kiln_thunk_prepare(cb, &pp));
   kiln_thunk_init_params_t ip = {dev};
   ASSERT_OK(kiln_thunk_initialize(cb, &ip));
-  kiln_thunk_exec_params_t ep = {dev, s, &t, NULL};
+  kiln_thunk_exec_params_t ep = {.device = dev, .stream = s, .buffers = &t, .state = NULL};
   for (int i = 0; i < 3; i++) ASSERT_OK(kiln_thunk_execute(cb, &ep));
   ASSERT_OK(kiln_stream_synchronize(s));
   assert_int_equal(kiln_command_buffer_thunk_last_action(cb), KILN_CMD_ACTION_ISSUE_DIRECTLY);
@@ -691,7 +696,7 @@ static void test_command_buffers_alternating_in_a_cache_of_one_rerecord_after_ev
   kiln_thunk_seq_push(&seq, a);
   kiln_thunk_seq_push(&seq, b);
   prepare_init(&g, &seq, &t);
-  kiln_thunk_exec_params_t ep = {dev, s, &t, NULL};
+  kiln_thunk_exec_params_t ep = {.device = dev, .stream = s, .buffers = &t, .state = NULL};
   for (int i = 0; i < 3; i++) {
     ASSERT_OK(kiln_thunk_seq_execute(&seq, &ep));
     assert_int_equal(kiln_command_buffer_thunk_last_action(a), KILN_CMD_ACTION_RECORD);
@@ -765,7 +770,8 @@ static void check_two_thunks_no_collision(fixture_t *g, kiln_buffer_table_t *t, 
   kiln_thunk_seq_push(&seq, a);
   kiln_thunk_seq_push(&seq, b);
   prepare_init(g, &seq, t);
-  kiln_thunk_exec_params_t ep = {g->dev, g->stream, t, NULL};
+  kiln_thunk_exec_params_t ep = {
+      .device = g->dev, .stream = g->stream, .buffers = t, .state = NULL};
   check_no_collision(g, a, &ep, b, &ep, a_out, b_out, want);
   kiln_thunk_seq_free(&seq);
 }
@@ -816,7 +822,8 @@ static void test_execution_states_of_one_command_buffer_keep_their_own_addresses
   kiln_thunk_exec_state_t *s1 = NULL, *s2 = NULL;
   ASSERT_OK(kiln_thunk_exec_state_create(g.dev, &seq, &s1));
   ASSERT_OK(kiln_thunk_exec_state_create(g.dev, &seq, &s2));
-  kiln_thunk_exec_params_t e1 = {g.dev, g.stream, &t1, s1}, e2 = {g.dev, g.stream, &t2, s2};
+  kiln_thunk_exec_params_t e1 = {.device = g.dev, .stream = g.stream, .buffers = &t1, .state = s1},
+                           e2 = {.device = g.dev, .stream = g.stream, .buffers = &t2, .state = s2};
   check_no_collision(&g, cb, &e1, cb, &e2, (float *)(uintptr_t)t1.bases[1],
                      (float *)(uintptr_t)t2.bases[1], 6.0f);
   kiln_thunk_exec_state_destroy(s1);
@@ -996,7 +1003,7 @@ static void test_compatible_custom_call_is_recorded_between_kernels_and_patched(
   ASSERT_OK(kiln_thunk_exec_state_create(g.dev, &seq, &st));
   kiln_run_info_t ri = {41, NULL, 0};
   kiln_thunk_exec_state_set_run(st, &ri);
-  kiln_thunk_exec_params_t ep = {g.dev, g.stream, &t, st};
+  kiln_thunk_exec_params_t ep = {.device = g.dev, .stream = g.stream, .buffers = &t, .state = st};
   kiln_cmd_cache_t *cache = kiln_device_cmd_cache(g.dev);
 
   /* Recorded once, then replayed: the handler runs at every replay, in order between the
@@ -1320,7 +1327,7 @@ static void test_custom_call_commands_issue_one_by_one_when_disabled(void **stat
   ASSERT_OK(kiln_command_buffer_thunk_create("cb", &seq, &cb));
   kiln_thunk_seq_push(&seq, cb);
   prepare_init(&g, &seq, &t);
-  kiln_thunk_exec_params_t ep = {g.dev, g.stream, &t, NULL};
+  kiln_thunk_exec_params_t ep = {.device = g.dev, .stream = g.stream, .buffers = &t, .state = NULL};
   for (int i = 0; i < 2; i++) {
     memset((void *)(uintptr_t)(t.bases[2] + 2048), 0, N1 * 4);
     /* Issued one by one: the host call waits for k1 itself (no stream sync here). */

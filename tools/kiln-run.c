@@ -21,6 +21,7 @@
 #include "compiler/hlo/literal.h"
 #include "ffi/ffi_registry.h"
 #include "runtime/device.h"
+#include "runtime/thunk.h"
 #include "tools/common/compare.h"
 #include "tools/common/device_run.h"
 #include "tools/common/fake_args.h"
@@ -95,6 +96,12 @@ static const char kUsage[] =
     "  --strict-precision    round every bf16 op's result, as the reference does (default:\n"
     "                        excess precision, as XLA; also XLA_FLAGS=\n"
     "                        --xla_allow_excess_precision=false)\n"
+    "  --profile[=thunks|commands]  (host/cuda, direct) time every thunk of the runs and\n"
+    "                        print a table sorted by total time (kind, kernel, HLO, calls,\n"
+    "                        total/mean ms, % of the step); =commands also issues command\n"
+    "                        buffers' thunks one by one to time each (default: a command\n"
+    "                        buffer is one row)\n"
+    "  --profile-rows=N      rows of the --profile table (default all)\n"
     "  --timings             print parse/verify/inputs/eval/output times in ms\n"
     "  --repeat=N            run N times, printing each run's time (timings report min\n"
     "                        and mean)\n"
@@ -140,6 +147,8 @@ typedef struct run_flags {
   bool no_command_buffers;
   bool strict_precision;
   bool direct;                /* --direct: the runtime itself, not the PJRT plugin */
+  int profile;                /* --profile: a kiln_thunk_profile_mode_t (0: off) */
+  int64_t profile_rows;       /* --profile-rows (0: all) */
   int64_t host_devices;       /* --host-devices / $KILN_HOST_DEVICES; 0: the module's world */
   kiln_device_t *device;      /* host / cuda / best with --direct: created once for all modules */
   kiln_pjrt_runner_t *plugin; /* host / cuda / best: the plugin's client, once for all modules */
@@ -210,6 +219,19 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
     }
     if (IS("strict-precision") && !val) {
       f->strict_precision = true;
+      continue;
+    }
+    if (IS("profile")) {
+      if (!val || !strcmp(val, "thunks"))
+        f->profile = KILN_THUNK_PROFILE_THUNKS;
+      else if (!strcmp(val, "commands"))
+        f->profile = KILN_THUNK_PROFILE_COMMANDS;
+      else
+        return KILN_ERR_INVALID("--profile=%s: expected thunks or commands", val);
+      continue;
+    }
+    if (IS("profile-rows") && val) {
+      KILN_RETURN_IF_ERROR_PLAIN(parse_int_flag("profile-rows", val, 0, 1000000, &f->profile_rows));
       continue;
     }
     if (IS("direct") && !val) {
@@ -443,6 +465,8 @@ static void device_options(const run_flags_t *f, kiln_device_run_options_t *o) {
   o->print_thunks = f->thunks;
   o->print_runs = f->repeat > 1;
   o->compile_only = f->compile_only;
+  o->profile = f->profile;
+  o->profile_rows = (int)f->profile_rows;
 }
 
 typedef struct run_times {
@@ -961,10 +985,11 @@ static kiln_status run(run_flags_t *f) {
       printf("note: check ops run on the runtime directly, not through the plugin\n");
       f->direct = true;
     }
-    if (!f->direct && (f->thunks || f->max_while_iterations || f->compile_only)) {
+    if (!f->direct && (f->thunks || f->max_while_iterations || f->compile_only || f->profile)) {
       printf("note: %s runs on the runtime directly, not through the plugin\n",
              f->thunks         ? "--thunks"
              : f->compile_only ? "--compile-only"
+             : f->profile      ? "--profile"
                                : "--max-while-iterations");
       f->direct = true;
     }

@@ -2,7 +2,8 @@
  * Cephes-style range reduction and polynomials for exp, log, tanh, sin, cos (for ops rounded
  * to a narrow float, tanh is a cheaper rational approximation); Kahan's forms
  * for expm1 and log1p; Eigen's rational approximation for erf; Newton-refined cbrt.
- * pow and atan2 call libm's powf / atan2f (not vectorized; documented in kir_pipeline.h).
+ * pow is llvm.pow (lowered to libm's powf) and atan2 calls atan2f (neither vectorized;
+ * documented in kir_pipeline.h).
  * Measured accuracy against glibc: see tests/test_kir_host_math.c. */
 #include <math.h>
 
@@ -382,8 +383,12 @@ LLVMValueRef kir_llvm_host_math_f32(kir_llvm_t *L, kiln_kir_opcode_t op, LLVMVal
       return fdiv(&m, cf(&m, 1.0), kir_llvm_intrinsic(L, "llvm.sqrt", &t, 1, &x, 1));
     }
     case KILN_KIR_POW: {
+      /* The intrinsic (a call of powf once lowered) has no side effects for LLVM, where libm's
+       * powf writes errno: a power of loop-invariant scalars (AdamW's bias corrections
+       * 1 - beta^t) is then hoisted out of the kernel's loop, which vectorizes. */
       LLVMValueRef a[2] = {x, y};
-      return kir_llvm_call_extern(L, "powf", L->f32, a, 2);
+      LLVMTypeRef t = L->f32;
+      return kir_llvm_intrinsic(L, "llvm.pow", &t, 1, a, 2);
     }
     case KILN_KIR_ATAN2: {
       LLVMValueRef a[2] = {x, y};

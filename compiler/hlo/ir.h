@@ -100,6 +100,8 @@ typedef enum kiln_hlo_fusion_kind {
   KILN_HLO_FUSION_OUTPUT,
   KILN_HLO_FUSION_CUSTOM
 } kiln_hlo_fusion_kind_t;
+/* "kLoop", "kInput", "kOutput", "kCustom"; NULL for NONE (printer.c). */
+const char *kiln_hlo_fusion_kind_name(kiln_hlo_fusion_kind_t k);
 
 /* How backend_config was written: JSON object `{...}`, quoted string "...", or other. */
 typedef enum kiln_backend_config_form {

@@ -158,7 +158,7 @@ static const char *cmp_type_name(kiln_cmp_type_t t) {
   }
 }
 
-static const char *fusion_kind_name(kiln_hlo_fusion_kind_t k) {
+const char *kiln_hlo_fusion_kind_name(kiln_hlo_fusion_kind_t k) {
   switch (k) {
     case KILN_HLO_FUSION_LOOP:
       return "kLoop";
@@ -363,7 +363,7 @@ void kiln_hlo_instruction_print(kiln_strbuf_t *b, const kiln_hlo_instruction_t *
   if (dir) kiln_strbuf_printf(b, ", direction=%s", dir);
   const char *ctype = cmp_type_name(in->comparison_type);
   if (ctype) kiln_strbuf_printf(b, ", type=%s", ctype);
-  const char *kind = fusion_kind_name(in->fusion_kind);
+  const char *kind = kiln_hlo_fusion_kind_name(in->fusion_kind);
   if (!kind) kind = in->fusion_kind_text;
   if (kind) kiln_strbuf_printf(b, ", kind=%s", kind);
   print_called(b, in);

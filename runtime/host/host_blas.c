@@ -673,8 +673,18 @@ static void scratch_give(void *p, size_t size) {
   free(p);
 }
 
+static _Atomic bool g_k_panels = true;
+
+void kiln_host_gemm_set_k_panels(bool on) {
+  atomic_store(&g_k_panels, on);
+}
+
 /* The converting path: converted copies of whole batches (as many as fit), or of row and
- * column panels of one batch when one does not fit. */
+ * column panels of one batch when one does not fit — or, when C (in f32) fits but op(A) does
+ * not, of k panels: all rows of op(A) and all columns of op(B) for kc values of k at a time,
+ * summed into C by the library (beta 1 after the first), the epilogue and the rounding once
+ * at the end. A bf16 1024 x 256 x 32000 gemm took 8 row panels of 131 rows before, each
+ * library call packing all of B again. */
 static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, bool convert_c,
                                   kiln_host_pool_t *pool) {
   const int64_t m = g->m, n = g->n, k = g->k;
@@ -687,16 +697,23 @@ static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, b
   if (group > g->batch) group = g->batch;
   /* Panels: mc rows of op(A) and nc columns of op(B) per step, the A, B (and C) panels
    * within 3 * kScratchElems together; what A leaves goes to B's columns. */
-  int64_t mc = m, nc = n;
+  int64_t mc = m, nc = n, kc = 0;
   if (!group) {
     mc = kScratchElems / k > 0 ? kScratchElems / k : 1;
     if (mc > m) mc = m;
     nc = (3 * kScratchElems - mc * k) / (k + (convert_c ? mc : 0));
     if (nc < 1) nc = 1;
     if (nc > n) nc = n;
+    /* (An f32 result with an epilogue keeps the row panels, which apply it per panel.) */
+    if (mc < m && m * n <= kScratchElems && (convert_c || !base->epi) && atomic_load(&g_k_panels)) {
+      kc = (3 * kScratchElems - (convert_c ? m * n : 0)) / (m + n);
+      if (kc > k) kc = k;
+      if (kc < 64) kc = 0; /* too thin to pay for the passes over C */
+    }
   }
-  int64_t a_elems = group ? group * m * k : mc * k, b_elems = group ? group * k * n : k * nc;
-  int64_t c_elems = !convert_c ? 0 : group ? group * m * n : mc * nc;
+  int64_t a_elems = group ? group * m * k : kc ? m * kc : mc * k;
+  int64_t b_elems = group ? group * k * n : kc ? kc * n : k * nc;
+  int64_t c_elems = !convert_c ? 0 : group ? group * m * n : kc ? m * n : mc * nc;
   size_t scratch_bytes = (size_t)(a_elems + b_elems + c_elems) * es;
   char *scratch = scratch_take(&scratch_bytes);
   if (!scratch)
@@ -737,6 +754,35 @@ static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, b
       if (!st && convert_c)
         st = convert_out(p.ct, sc, n, nb * m, n, out, base->c, b0 * m * n, n, epi, 0, pool);
     }
+  } else if (kc) {
+    p.batch = 1;
+    p.a = sa;
+    p.b = sb;
+    p.lda = g->trans_a ? m : kc;
+    p.ldb = g->trans_b ? kc : n;
+    p.c = convert_c ? sc : NULL;
+    p.ldc = n;
+    for (int64_t bi = 0; bi < g->batch && !st; bi++) {
+      const int64_t a0 = bi * m * k, b0 = bi * k * n, c0 = bi * m * n;
+      if (!convert_c) p.c = (char *)base->c + (size_t)c0 * es;
+      if (convert_c && load_c) st = convert_in(out, base->c, c0, n, m, n, p.ct, sc, n, pool);
+      for (int64_t k0 = 0; k0 < k && !st; k0 += kc) {
+        const int64_t depth = k - k0 < kc ? k - k0 : kc;
+        /* Columns k0.. of op(A) (of A, or rows of the stored k x m A^T); rows k0.. of op(B)
+         * (of B, or columns of the stored n x k B^T). */
+        p.k = depth;
+        if (!g->trans_a) p.lda = depth;
+        if (g->trans_b) p.ldb = depth;
+        p.beta = k0 == 0 ? base->beta : 1.0;
+        st = g->trans_a ? convert_in(in, base->a, a0 + k0 * m, m, depth, m, p.ct, sa, m, pool)
+                        : convert_in(in, base->a, a0 + k0, k, m, depth, p.ct, sa, depth, pool);
+        if (!st)
+          st = g->trans_b ? convert_in(in, base->b, b0 + k0, k, n, depth, p.ct, sb, depth, pool)
+                          : convert_in(in, base->b, b0 + k0 * n, n, depth, n, p.ct, sb, n, pool);
+        if (!st) st = mm_run(&p, pool);
+      }
+      if (!st && convert_c) st = convert_out(p.ct, sc, n, m, n, out, base->c, c0, n, epi, 0, pool);
+    }
   } else {
     p.batch = 1;
     p.a = sa;
@@ -758,8 +804,11 @@ static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, b
           p.c = convert_c ? sc : (char *)base->c + (size_t)at * es;
           p.ldc = convert_c ? cols : n;
           p.j0 = j0;
-          st = g->trans_b ? convert_in(in, base->b, b0 + j0 * k, k, cols, k, p.ct, sb, k, pool)
-                          : convert_in(in, base->b, b0 + j0, n, k, cols, p.ct, sb, cols, pool);
+          /* All of op(B) in one panel: converted once per batch, kept for every row panel
+           * (a bf16 1024 x 256 x 32000 gemm converted B eight times). */
+          if (nc < n || i0 == 0)
+            st = g->trans_b ? convert_in(in, base->b, b0 + j0 * k, k, cols, k, p.ct, sb, k, pool)
+                            : convert_in(in, base->b, b0 + j0, n, k, cols, p.ct, sb, cols, pool);
           if (!st && convert_c && load_c)
             st = convert_in(out, base->c, at, n, rows, cols, p.ct, sc, cols, pool);
           if (!st) st = mm_run(&p, pool);

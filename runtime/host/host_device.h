@@ -57,6 +57,11 @@ const char *kiln_host_gemm_half_kernel(void);
  * panels to f32 for the library. Default (and rows <= 0): no limit. For benchmarks comparing
  * the two paths; thread-safe. */
 void kiln_host_gemm_half_set_max_rows(int64_t rows);
+/* Converted gemms (bf16/f16 for the library) whose op(A) does not fit the scratch in one piece
+ * but whose f32 C does split k (A and B panels of all rows and columns, C accumulated in f32,
+ * one rounding) instead of rows of A (each panel a library call that packs all of B again).
+ * On by default; off brings back the row panels (for tests of both); thread-safe. */
+void kiln_host_gemm_set_k_panels(bool on);
 /* The CBLAS library in use (a path or soname), or NULL when the C kernel is used. Loads it on
  * the first call: the runtime options' host_blas (the edges' $KILN_HOST_BLAS) names the
  * library to use ("none": none; one that cannot be

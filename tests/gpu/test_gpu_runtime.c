@@ -326,7 +326,7 @@ int main(void) {
     CHECK(seq.len == 1 && kiln_thunk_kind(seq.items[0]) == KILN_THUNK_COMMAND_BUFFER);
     kiln_thunk_prepare_params_t pp = {t.num, t.sizes};
     kiln_thunk_init_params_t ip = {dev};
-    kiln_thunk_exec_params_t ep = {dev, st, &t, NULL};
+    kiln_thunk_exec_params_t ep = {.device = dev, .stream = st, .buffers = &t, .state = NULL};
     CHECK_OK(kiln_thunk_seq_prepare(&seq, &pp));
     CHECK_OK(kiln_thunk_seq_initialize(&seq, &ip));
     CHECK_OK(kiln_thunk_seq_execute(&seq, &ep));

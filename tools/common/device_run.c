@@ -16,6 +16,7 @@
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/executable.h"
 #include "runtime/spmd.h"
+#include "tools/common/profile_report.h"
 #include "tools/common/run_report.h"
 #include "plugin/env_options.h"
 
@@ -160,6 +161,8 @@ static kiln_status compile_load(const kiln_hlo_module_t *m, const kiln_device_ru
     rep->load_ms = kiln_clock_ms() - t1;
   }
   rep->compile_load_cpu_ms = kiln_clock_cpu_ms() - c0;
+  if (!s && opts->profile)
+    kiln_executable_set_profile(*exe_out, (kiln_thunk_profile_mode_t)opts->profile);
   return s;
 }
 
@@ -210,6 +213,12 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
     rep->run_mean_ms += dt / (double)repeat;
     rep->runs++;
     if (opts->print_runs && !s) printf("run %lld: %.3f ms\n", (long long)r, dt);
+  }
+  if (!s && exe && kiln_executable_profile(exe)) {
+    kiln_strbuf_t b = {0};
+    kiln_profile_report_format(&b, kiln_executable_profile(exe), cm, opts->profile_rows);
+    fputs(kiln_strbuf_cstr(&b), stdout);
+    kiln_strbuf_free(&b);
   }
   if (!s) {
     double t1 = kiln_clock_ms();

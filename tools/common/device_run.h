@@ -30,6 +30,10 @@ typedef struct kiln_device_run_options {
   bool print_thunks;             /* print the thunk sequence (after conversion) to stdout */
   bool print_runs;               /* print each run's time to stdout */
   bool compile_only;             /* compile and load, run nothing: *result stays NULL */
+  /* A per-thunk profile of the runs (a kiln_thunk_profile_mode_t, 0: off), printed to stdout
+   * after them as tools/common/profile_report.h's table (profile_rows rows; 0: all). */
+  int profile;
+  int profile_rows;
   int64_t collective_timeout_ms; /* SPMD runs: 0: KILN_SPMD_DEFAULT_TIMEOUT_MS */
   /* Serialize the compiled executable, destroy it and run the one read back
    * (compiler/thunks/executable_cache.h): what a fresh process gets from the cache. */
