@@ -534,10 +534,19 @@ static void corpus_module(void *ctx, kiln_hlo_module_t **mp, const char *name, c
   s = run_linked(c, m, false, args, nargs, &arena, &elf);
   if (!s && kiln_literal_equal(orc, elf)) {
     c->equal++;
-  } else if (!s) { /* ORC against itself: float atomics add in arrival order */
-    kiln_literal_t *again = NULL;
-    kiln_status s2 = run_linked(c, m, true, args, nargs, &arena, &again);
-    if (!s2 && !kiln_literal_equal(orc, again)) {
+  } else if (!s) {
+    /* The same machine code can differ from run to run (float atomics add in arrival order:
+     * an f16 sum over 1 Mi elements split over blocks). Run ORC up to 8 more times: a run
+     * that differs from ORC's first or equals the loader's shows the variation is the
+     * module's, not the linking's. */
+    bool varies = false;
+    kiln_status s2 = NULL;
+    for (int k = 0; k < 8 && !varies && !s2; k++) {
+      kiln_literal_t *again = NULL;
+      s2 = run_linked(c, m, true, args, nargs, &arena, &again);
+      if (!s2) varies = !kiln_literal_equal(orc, again) || kiln_literal_equal(elf, again);
+    }
+    if (varies) {
       c->nondeterministic++;
     } else {
       kiln_strbuf_printf(&c->failures, "  %s: results differ\n", name);
@@ -563,8 +572,8 @@ static void test_corpus_modules_run_bit_identically_linked_by_the_loader(void **
   printf(
       "corpus on the host, serialized executables linked by kiln's ELF loader vs ORC: %d of %d "
       "modules bit-identical (%lld loader links, no fallback); %d do not compile or run on the "
-      "host, %d too costly, %d repeats, %d sampled out (1 in %ld); %d not bit-identical from one "
-      "ORC run to the next (not counted)\nfailures:\n%s",
+      "host, %d too costly, %d repeats, %d sampled out (1 in %ld); %d whose results vary from "
+      "run to run (not counted)\nfailures:\n%s",
       c.equal, c.runs, (long long)c.elf_links, c.not_here, c.costly, c.repeated, c.sampled_out,
       c.rate, c.nondeterministic, kiln_strbuf_cstr(&c.failures));
   kiln_strbuf_free(&c.failures);
