@@ -165,31 +165,24 @@ kiln_hlo_opcode_t kiln_eval_binary_reducer(const kiln_hlo_computation_t *c, kiln
                                            bool *swapped);
 
 /* One step of a float add / multiply / maximum / minimum, `x` the lhs, with the elementwise
- * evaluator's semantics (a NaN operand wins, the lhs first). */
-static inline double kiln_eval_fstep(kiln_hlo_opcode_t op, double x, double y) {
-  switch (op) {
-    case KILN_OP_ADD:
-      return x + y;
-    case KILN_OP_MULTIPLY:
-      return x * y;
-    case KILN_OP_MAXIMUM:
-      return isnan(x) ? x : isnan(y) ? y : (x < y ? y : x);
-    default:
-      return isnan(x) ? x : isnan(y) ? y : (y < x ? y : x);
+ * evaluator's semantics (a NaN operand wins, the lhs first): kiln_eval_fstep in double,
+ * kiln_eval_fstepf in float (one body, so the two cannot drift apart). */
+#define KILN_EVAL_FSTEP_DEFINE(name, T)                       \
+  static inline T name(kiln_hlo_opcode_t op, T x, T y) {      \
+    switch (op) {                                             \
+      case KILN_OP_ADD:                                       \
+        return x + y;                                         \
+      case KILN_OP_MULTIPLY:                                  \
+        return x * y;                                         \
+      case KILN_OP_MAXIMUM:                                   \
+        return isnan(x) ? x : isnan(y) ? y : (x < y ? y : x); \
+      default:                                                \
+        return isnan(x) ? x : isnan(y) ? y : (y < x ? y : x); \
+    }                                                         \
   }
-}
-static inline float kiln_eval_fstepf(kiln_hlo_opcode_t op, float x, float y) {
-  switch (op) {
-    case KILN_OP_ADD:
-      return x + y;
-    case KILN_OP_MULTIPLY:
-      return x * y;
-    case KILN_OP_MAXIMUM:
-      return isnan(x) ? x : isnan(y) ? y : (x < y ? y : x);
-    default:
-      return isnan(x) ? x : isnan(y) ? y : (y < x ? y : x);
-  }
-}
+KILN_EVAL_FSTEP_DEFINE(kiln_eval_fstep, double)
+KILN_EVAL_FSTEP_DEFINE(kiln_eval_fstepf, float)
+#undef KILN_EVAL_FSTEP_DEFINE
 
 /* Calling a scalar computation (reducer, comparator, map body) many times without growing
  * ctx->arena: intermediates go to a scratch arena that is recycled. Arguments and results
