@@ -25,9 +25,14 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$run" $how --backend=host --host-devices="$n" --participant-seeds --values=3 "$module" \
   >"$tmp/one.txt" 2>&1 || { cat "$tmp/one.txt"; echo "FAIL: the single-process run failed"; exit 1; }
-"$here/mpirun2.sh" "$run" $how --mpi --backend=host --host-devices="$n" --participant-seeds --values=3 \
-  "$module" >"$tmp/two.txt" 2>&1
+# Each process writes to a file of its own (OMPI_COMM_WORLD_RANK names it): mpirun forwards the
+# two processes' output in chunks that can split a line, so one shared stream interleaves
+# mid-line now and then.
+"$here/mpirun2.sh" sh -c 'exec "$@" >"$0.$OMPI_COMM_WORLD_RANK" 2>&1' "$tmp/two" \
+  "$run" $how --mpi --backend=host --host-devices="$n" --participant-seeds --values=3 \
+  "$module" >"$tmp/mpirun.txt" 2>&1
 rc=$?
+cat "$tmp/mpirun.txt" "$tmp"/two.[0-9]* >"$tmp/two.txt" 2>/dev/null
 if [ $rc -eq 77 ]; then cat "$tmp/two.txt"; exit 77; fi
 if [ $rc -ne 0 ]; then cat "$tmp/two.txt"; echo "FAIL: the two-process run failed ($rc)"; exit 1; fi
 grep -E '^r[0-9]+p[0-9]+\.out[0-9]+ ' "$tmp/one.txt" | sort >"$tmp/one.out"
