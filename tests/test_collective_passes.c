@@ -23,6 +23,7 @@
 #include "compiler/passes/pass.h"
 #include "compiler/passes/pipeline.h"
 #include "tests/pass_test_util.h"
+#include "tests/collective_test_util.h"
 #include "tests/skip_util.h"
 #include "tools/common/corpus.h"
 #include "tools/common/corpus_eval.h"
@@ -49,7 +50,8 @@ static kiln_literal_t **eval_all(const kiln_hlo_module_t *m, int R, int P, kiln_
   kiln_literal_t *const *per[MAX_PARTICIPANTS];
   for (int i = 0; i < R * P; i++) per[i] = args;
   kiln_literal_t **results = kiln_arena_alloc(out, sizeof *results * (size_t)(R * P));
-  kiln_eval_spmd_options_t o = {.num_replicas = R, .num_partitions = P, .timeout_ms = 20000};
+  kiln_eval_spmd_options_t o = {
+      .num_replicas = R, .num_partitions = P, .timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS};
   o.base.rng_seed = 42;
   o.base.max_while_iterations = MAX_WHILE;
   *err = kiln_eval_module_spmd(m, &o, n, per, out, results);

@@ -27,6 +27,7 @@
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
 #include "runtime/device.h"
+#include "tests/collective_test_util.h"
 #include "tests/skip_util.h"
 #include "tools/common/device_run.h"
 #include "tools/common/fake_args.h"
@@ -116,7 +117,8 @@ static kiln_status run_both(const char *text, int R, int P, int64_t timeout_ms, 
   kiln_literal_t *const *per[MAXP];
   for (int i = 0; i < R * P; i++) per[i] = args;
   if (compare) {
-    kiln_eval_spmd_options_t eo = {.num_replicas = R, .num_partitions = P, .timeout_ms = 10000};
+    kiln_eval_spmd_options_t eo = {
+        .num_replicas = R, .num_partitions = P, .timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS};
     s = kiln_eval_module_spmd(m, &eo, n, per, &arena, want);
     if (s) printf("evaluator: %s\n", kiln_status_message(s));
     assert_null(s);
@@ -155,7 +157,7 @@ static kiln_status run_both(const char *text, int R, int P, int64_t timeout_ms, 
 static void check(int R, int P, const char *T, const char *shape, const char *red_op,
                   const char *body) {
   char *text = module_text(R, P, T, shape, red_op, body);
-  kiln_status s = run_both(text, R, P, 10000, true);
+  kiln_status s = run_both(text, R, P, KILN_TEST_COLLECTIVE_TIMEOUT_MS, true);
   if (s) printf("%s\n%s\n", kiln_status_message(s), text);
   assert_null(s);
   kiln_free(text);
@@ -270,7 +272,7 @@ static void test_unfoldable_reducer_runs_and_variadic_is_unimplemented(void **st
            "ENTRY e {\n  x = f32[4] parameter(0)\n"
            "  ROOT c = f32[4] all-reduce(x), replica_groups={{0,1}}, to_apply=red\n}\n",
            reducer);
-  kiln_status s = run_both(text, 2, 1, 10000, true);
+  kiln_status s = run_both(text, 2, 1, KILN_TEST_COLLECTIVE_TIMEOUT_MS, true);
   if (s) printf("%s\n", kiln_status_message(s));
   assert_null(s);
   snprintf(text, sizeof text,
@@ -279,7 +281,7 @@ static void test_unfoldable_reducer_runs_and_variadic_is_unimplemented(void **st
            "  ROOT c = (f32[4], f32[4]) all-reduce(x, y), replica_groups={{0,1}}, "
            "to_apply=red\n}\n",
            reducer);
-  s = run_both(text, 2, 1, 10000, false);
+  s = run_both(text, 2, 1, KILN_TEST_COLLECTIVE_TIMEOUT_MS, false);
   assert_non_null(s);
   printf("%s\n", kiln_status_message(s));
   assert_int_equal(kiln_status_code(s), KILN_UNIMPLEMENTED);

@@ -21,6 +21,7 @@
 #include "base/str.h"
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
+#include "tests/collective_test_util.h"
 #include "tests/skip_util.h"
 #include "tools/common/corpus.h"
 #include "tools/common/corpus_eval.h"
@@ -72,7 +73,8 @@ static void run(stats_t *st, const kiln_hlo_module_t *m, const char *name) {
     fail_with(st, name, "fake args", s);
   } else {
     kiln_literal_t *results[MAX_PARTICIPANTS];
-    kiln_eval_spmd_options_t o = {.num_replicas = R, .num_partitions = P, .timeout_ms = 20000};
+    kiln_eval_spmd_options_t o = {
+        .num_replicas = R, .num_partitions = P, .timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS};
     o.base.rng_seed = 42;
     o.base.max_while_iterations = MAX_WHILE;
     s = kiln_eval_module_spmd(m, &o, n, per, &out_arena, results);

@@ -26,6 +26,7 @@
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
 #include "runtime/device.h"
+#include "tests/collective_test_util.h"
 #include "tests/skip_util.h"
 #include "tools/common/compare.h"
 #include "tools/common/corpus.h"
@@ -105,7 +106,8 @@ static void run(stats_t *st, const kiln_hlo_module_t *m, const char *name) {
     kiln_status_free(s);
     goto done;
   }
-  kiln_eval_spmd_options_t o = {.num_replicas = R, .num_partitions = P, .timeout_ms = 20000};
+  kiln_eval_spmd_options_t o = {
+      .num_replicas = R, .num_partitions = P, .timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS};
   o.base.rng_seed = 42;
   o.base.max_while_iterations = MAX_WHILE;
   double t0 = now_s();
@@ -122,7 +124,7 @@ static void run(stats_t *st, const kiln_hlo_module_t *m, const char *name) {
   ro.device = st->dev;
   ro.rng_seed = 42;
   ro.max_while_iterations = MAX_WHILE;
-  ro.collective_timeout_ms = 20000;
+  ro.collective_timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS;
   if (differ) ro.participant_args = per;
   t0 = now_s();
   s = kiln_device_run_module_spmd(m, args, n, R, P, &ro, &out_arena, got, NULL);

@@ -22,6 +22,7 @@
 #include "base/str.h"
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/literal.h"
+#include "tests/collective_test_util.h"
 #include "tests/skip_util.h"
 
 static char *module_text(const char *T, const char *op, bool swapped) {
@@ -87,7 +88,8 @@ static void check(const char *T, const char *op, bool swapped) {
   /* Two participants: one holds (v, w), the other (w, v), so the all-reduce folds v op w. */
   kiln_literal_t *swapped_args[2] = {args[1], args[0]}, *outs[2] = {NULL, NULL};
   kiln_literal_t *const *per[2] = {args, swapped_args};
-  kiln_eval_spmd_options_t o = {.num_replicas = 2, .num_partitions = 1, .timeout_ms = 10000};
+  kiln_eval_spmd_options_t o = {
+      .num_replicas = 2, .num_partitions = 1, .timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS};
   s = kiln_eval_module_spmd(m, &o, 2, per, &arena, outs);
   if (s) printf("%s\n", kiln_status_message(s));
   assert_null(s);

@@ -28,6 +28,7 @@
 #include "compiler/hlo/literal.h"
 #include "runtime/device.h"
 #include "tests/host_device_fixture.h"
+#include "tests/collective_test_util.h"
 #include "tests/skip_util.h"
 #include "tools/common/device_run.h"
 #include "tools/common/fake_args.h"
@@ -188,8 +189,9 @@ static float expected(const case_t *c, const spec_t *sp, int p, int64_t row, int
 static kiln_status run_eval(case_t *c, const spec_t *sp, kiln_literal_t **out) {
   kiln_literal_t *const *per[MAXP];
   for (int p = 0; p < c->n; p++) per[p] = c->args[p];
-  kiln_eval_spmd_options_t o = {
-      .num_replicas = sp->R, .num_partitions = sp->P, .timeout_ms = 10000};
+  kiln_eval_spmd_options_t o = {.num_replicas = sp->R,
+                                .num_partitions = sp->P,
+                                .timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS};
   return kiln_eval_module_spmd(c->m, &o, 6, per, &c->arena, out);
 }
 
@@ -199,7 +201,7 @@ static kiln_status run_host(case_t *c, const spec_t *sp, bool round_trip, kiln_l
   kiln_device_run_options_t ro;
   memset(&ro, 0, sizeof ro);
   ro.device = g_dev;
-  ro.collective_timeout_ms = 10000;
+  ro.collective_timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS;
   ro.participant_args = per;
   ro.serialize_round_trip = round_trip;
   return kiln_device_run_module_spmd(c->m, c->args[0], 6, sp->R, sp->P, &ro, &c->arena, out, NULL);

@@ -4,9 +4,10 @@
  * under the tests' fake CUDA driver. The ranks of a communicator are threads of this process,
  * one per rank. A call outside ncclGroupStart/End is a group of one. At ncclGroupEnd a rank
  * posts its sends (copied into the clique's mailbox), then, when the group has collectives,
- * publishes them, meets every peer (a barrier, 20 s timeout: ncclSystemError), computes its
- * results from the peers' send buffers into temporaries, meets them again and writes its
- * receive buffers; last it takes its receives from the mailbox (waiting up to 20 s for each):
+ * publishes them, meets every peer (a barrier; past KILN_TEST_COLLECTIVE_TIMEOUT_MS,
+ * tests/collective_test_util.h: ncclSystemError), computes its results from the peers' send
+ * buffers into temporaries, meets them again and writes its receive buffers; last it takes
+ * its receives from the mailbox (waiting as long for each):
  * ranks that neither send to nor receive from a rank never wait for it, as with NCCL.
  * Reductions fold in rank order, ((v0 op v1) op v2) ..., bf16 and f16 in f32 rounded back
  * after every step. Collectives match by their position among a rank's collectives, receives
@@ -23,6 +24,7 @@
 #include <time.h>
 
 #include "base/half.h"
+#include "tests/collective_test_util.h"
 
 typedef int ncclResult_t;
 typedef struct fake_id {
@@ -332,7 +334,7 @@ static int barrier(clique_t *c) {
   } else {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 20;
+    until.tv_sec += KILN_TEST_COLLECTIVE_TIMEOUT_MS / 1000;
     while (gen == c->gen)
       if (pthread_cond_timedwait(&c->cv, &c->mu, &until) == ETIMEDOUT) {
         pthread_mutex_unlock(&c->mu);
@@ -362,7 +364,8 @@ static size_t result_bytes(const op_t *o, int nranks) {
 
 /* Point-to-point: a send copies its data into the clique's mailbox at once (so a sender
  * never waits, as NCCL's sends to a peer that posts its receive later do not deadlock the
- * group); a receive waits (20 s) for the next message from its peer. */
+ * group); a receive waits (KILN_TEST_COLLECTIVE_TIMEOUT_MS) for the next message from its
+ * peer. */
 static void post(clique_t *c, int from, int to, const op_t *o) {
   message_t *msg = calloc(1, sizeof(*msg));
   msg->from = from;
@@ -381,7 +384,7 @@ static void post(clique_t *c, int from, int to, const op_t *o) {
 static int receive(clique_t *c, int from, int to, const op_t *o) {
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
-  until.tv_sec += 20;
+  until.tv_sec += KILN_TEST_COLLECTIVE_TIMEOUT_MS / 1000;
   pthread_mutex_lock(&c->mu);
   for (;;) {
     for (message_t **l = &c->mailbox; *l; l = &(*l)->next) {

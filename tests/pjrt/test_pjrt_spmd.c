@@ -20,6 +20,7 @@
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
 #include "pjrt_exec_util.h"
+#include "collective_test_util.h"
 #include "skip_util.h"
 #include "tools/common/fake_args.h"
 
@@ -165,7 +166,8 @@ static void run_and_compare_with(const char *text, int r, int p, const char *opt
     s = kiln_fake_args_make(m, &fo, &arena, &args[i], &num_args);
     if (s) fail_msg("fake args: %s", kiln_status_message(s));
   }
-  kiln_eval_spmd_options_t eo = {.num_replicas = r, .num_partitions = p, .timeout_ms = 20000};
+  kiln_eval_spmd_options_t eo = {
+      .num_replicas = r, .num_partitions = p, .timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS};
   s = kiln_eval_module_spmd(m, &eo, num_args, (kiln_literal_t *const *const *)args, &out_arena,
                             want);
   if (s) fail_msg("evaluator: %s", kiln_status_message(s));
