@@ -37,7 +37,7 @@ static kind_counters_t *counters_of(const char *kind) {
   int n = atomic_load(&g_num_kinds);
   for (int i = 0; i < n; i++)
     if (!strcmp(g_kinds[i].name, kind)) return &g_kinds[i];
-  pthread_mutex_lock(&g_kinds_mu);
+  kiln_mutex_lock(&g_kinds_mu);
   n = atomic_load(&g_num_kinds);
   kind_counters_t *k = NULL;
   for (int i = 0; i < n && !k; i++)
@@ -47,7 +47,7 @@ static kind_counters_t *counters_of(const char *kind) {
     snprintf(k->name, sizeof(k->name), "%s", kind);
     atomic_store(&g_num_kinds, n + 1);
   }
-  pthread_mutex_unlock(&g_kinds_mu);
+  kiln_mutex_unlock(&g_kinds_mu);
   return k ? k : &g_kinds[MAX_KINDS - 1];
 }
 
@@ -79,7 +79,7 @@ static void compute_build_identity(void) {
 
 /* `key` as stored: mixed with the build identity. */
 static void stored_key(const uint64_t key[2], uint64_t out[2]) {
-  pthread_once(&g_build_once, compute_build_identity);
+  kiln_once(&g_build_once, compute_build_identity);
   kiln_hasher_t h;
   kiln_hash_init(&h, 0x73746f726564ull);
   kiln_hash_field(&h, g_build_identity, sizeof(g_build_identity));
@@ -312,17 +312,17 @@ static int64_t evict(const char *dir, int64_t target, int64_t *left) {
 
 int64_t kiln_disk_cache_evict(const char *dir, int64_t target) {
   if (!dir || !*dir) return 0;
-  pthread_mutex_lock(&g_size_mu);
+  kiln_mutex_lock(&g_size_mu);
   int64_t left = 0, removed = evict(dir, target < 0 ? 0 : target, &left);
   if (g_size_dir && !strcmp(g_size_dir, dir)) g_size_bytes = left;
-  pthread_mutex_unlock(&g_size_mu);
+  kiln_mutex_unlock(&g_size_mu);
   return removed;
 }
 
 /* A write of `bytes` into `dir` happened: keeps the running total and evicts when over. */
 static void account_write(const char *dir, int64_t bytes) {
   int64_t limit = kiln_disk_cache_max_bytes();
-  pthread_mutex_lock(&g_size_mu);
+  kiln_mutex_lock(&g_size_mu);
   if (!g_size_dir || strcmp(g_size_dir, dir)) {
     kiln_free(g_size_dir);
     g_size_dir = kiln_strdup(dir);
@@ -334,7 +334,7 @@ static void account_write(const char *dir, int64_t bytes) {
     g_size_bytes += bytes;
   }
   if (limit > 0 && g_size_bytes > limit) evict(dir, limit - limit / 4, &g_size_bytes);
-  pthread_mutex_unlock(&g_size_mu);
+  kiln_mutex_unlock(&g_size_mu);
 }
 
 void kiln_disk_cache_put(const char *dir, const char *kind, const uint64_t key[2], const void *data,

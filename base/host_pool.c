@@ -104,9 +104,9 @@ CALLS_JIT_CODE static void run_claimed(kiln_host_pool_t *p, uint64_t s) {
   int64_t e = b + p->chunk < p->num_blocks ? b + p->chunk : p->num_blocks;
   p->fn(p->args, b, e);
   if (atomic_fetch_add(&p->done, 1) + 1 == (int)ST_COUNT(s) && atomic_load(&p->launcher_sleeps)) {
-    pthread_mutex_lock(&p->mu);
+    kiln_mutex_lock(&p->mu);
     pthread_cond_signal(&p->done_cv);
-    pthread_mutex_unlock(&p->mu);
+    kiln_mutex_unlock(&p->mu);
   }
 }
 
@@ -161,12 +161,12 @@ static void wait_for_job(kiln_host_pool_t *p, uint32_t seen) {
     if (!spin_round(i, &start, &last)) break;
   }
   if (job_or_stop(p, seen)) return;
-  pthread_mutex_lock(&p->mu);
+  kiln_mutex_lock(&p->mu);
   atomic_fetch_add(&p->sleepers, 1);
   while (!atomic_load(&p->stop) && ST_GEN(atomic_load(&p->state)) == seen)
     pthread_cond_wait(&p->work_cv, &p->mu);
   atomic_fetch_sub(&p->sleepers, 1);
-  pthread_mutex_unlock(&p->mu);
+  kiln_mutex_unlock(&p->mu);
 }
 
 static void *worker(void *arg) {
@@ -219,10 +219,10 @@ kiln_status kiln_host_pool_create(int num_workers, kiln_host_pool_t **out) {
 
 void kiln_host_pool_destroy(kiln_host_pool_t *p) {
   if (!p) return;
-  pthread_mutex_lock(&p->mu);
+  kiln_mutex_lock(&p->mu);
   atomic_store(&p->stop, true);
   pthread_cond_broadcast(&p->work_cv);
-  pthread_mutex_unlock(&p->mu);
+  kiln_mutex_unlock(&p->mu);
   for (int i = 0; i < p->num_workers - 1; i++) pthread_join(p->threads[i], NULL);
   pthread_mutex_destroy(&p->mu);
   pthread_mutex_destroy(&p->launch_mu);
@@ -237,9 +237,9 @@ int kiln_host_pool_num_workers(const kiln_host_pool_t *p) {
 }
 
 static void wake_sleepers(kiln_host_pool_t *p) {
-  pthread_mutex_lock(&p->mu);
+  kiln_mutex_lock(&p->mu);
   pthread_cond_broadcast(&p->work_cv);
-  pthread_mutex_unlock(&p->mu);
+  kiln_mutex_unlock(&p->mu);
 }
 
 /* The launcher's wait for chunks that other threads claimed: bounded spin, then sleep. */
@@ -251,9 +251,9 @@ static void wait_done(kiln_host_pool_t *p, int count) {
   if (atomic_load(&p->done) == count) return;
   atomic_store(&p->launcher_sleeps, true);
   if (atomic_load(&p->done) != count) {
-    pthread_mutex_lock(&p->mu);
+    kiln_mutex_lock(&p->mu);
     while (atomic_load(&p->done) != count) pthread_cond_wait(&p->done_cv, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+    kiln_mutex_unlock(&p->mu);
   }
   atomic_store(&p->launcher_sleeps, false);
 }
@@ -278,7 +278,7 @@ CALLS_JIT_CODE kiln_status kiln_host_pool_launch(kiln_host_pool_t *p, kiln_host_
     fn(args, 0, num_blocks);
     return NULL;
   }
-  pthread_mutex_lock(&p->launch_mu);
+  kiln_mutex_lock(&p->launch_mu);
   p->fn = fn;
   p->args = args;
   p->num_blocks = num_blocks;
@@ -300,6 +300,6 @@ CALLS_JIT_CODE kiln_status kiln_host_pool_launch(kiln_host_pool_t *p, kiln_host_
     }
   }
   wait_done(p, (int)count);
-  pthread_mutex_unlock(&p->launch_mu);
+  kiln_mutex_unlock(&p->launch_mu);
   return NULL;
 }

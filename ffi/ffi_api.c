@@ -148,7 +148,7 @@ kiln_status kiln_ffi_type_register(const char *name, size_t len, XLA_FFI_TypeId 
     deleter = info->deleter;
   }
   kiln_status s = NULL;
-  pthread_mutex_lock(&g_types.mu);
+  kiln_mutex_lock(&g_types.mu);
   type_entry_t *e = types_find_name(name, len);
   if (e) {
     if (id->type_id == 0) {
@@ -180,25 +180,25 @@ kiln_status kiln_ffi_type_register(const char *name, size_t len, XLA_FFI_TypeId 
     e->id = id->type_id;
     e->deleter = deleter;
   }
-  pthread_mutex_unlock(&g_types.mu);
+  kiln_mutex_unlock(&g_types.mu);
   return s;
 }
 
 kiln_status kiln_ffi_type_lookup(const char *name, size_t len, XLA_FFI_TypeId *out) {
-  pthread_mutex_lock(&g_types.mu);
+  kiln_mutex_lock(&g_types.mu);
   type_entry_t *e = types_find_name(name, len);
   if (e) out->type_id = e->id;
-  pthread_mutex_unlock(&g_types.mu);
+  kiln_mutex_unlock(&g_types.mu);
   if (!e) return kiln_status_make(KILN_NOT_FOUND, "no FFI type named '%.*s'", (int)len, name);
   return NULL;
 }
 
 /* Whether `id` is registered; its deleter (may be NULL) in *deleter. */
 static bool type_known(int64_t id, void (**deleter)(void *)) {
-  pthread_mutex_lock(&g_types.mu);
+  kiln_mutex_lock(&g_types.mu);
   type_entry_t *e = types_find_id(id);
   *deleter = e ? e->deleter : NULL;
-  pthread_mutex_unlock(&g_types.mu);
+  kiln_mutex_unlock(&g_types.mu);
   return e != NULL;
 }
 
@@ -297,9 +297,9 @@ struct XLA_FFI_Future {
 };
 
 static void future_unref(XLA_FFI_Future *f) {
-  pthread_mutex_lock(&f->mu);
+  kiln_mutex_lock(&f->mu);
   int left = --f->refs;
-  pthread_mutex_unlock(&f->mu);
+  kiln_mutex_unlock(&f->mu);
   if (left > 0) return;
   pthread_cond_destroy(&f->cv);
   pthread_mutex_destroy(&f->mu);
@@ -320,9 +320,9 @@ static XLA_FFI_Error *api_future_create(XLA_FFI_Future_Create_Args *args) {
 }
 
 static XLA_FFI_Error *future_complete(XLA_FFI_Future *f, XLA_FFI_Error *error, const char *who) {
-  pthread_mutex_lock(&f->mu);
+  kiln_mutex_lock(&f->mu);
   if (f->state != FUTURE_PENDING) {
-    pthread_mutex_unlock(&f->mu);
+    kiln_mutex_unlock(&f->mu);
     kiln_free(error);
     return kiln_ffi_error_make(XLA_FFI_Error_Code_FAILED_PRECONDITION,
                                "%s: the future is already completed", who);
@@ -330,7 +330,7 @@ static XLA_FFI_Error *future_complete(XLA_FFI_Future *f, XLA_FFI_Error *error, c
   f->state = error ? FUTURE_ERROR : FUTURE_AVAILABLE;
   f->error = error;
   pthread_cond_broadcast(&f->cv);
-  pthread_mutex_unlock(&f->mu);
+  kiln_mutex_unlock(&f->mu);
   future_unref(f);
   return NULL;
 }
@@ -350,19 +350,19 @@ static XLA_FFI_Error *api_future_set_error(XLA_FFI_Future_SetError_Args *args) {
 }
 
 bool kiln_ffi_future_is_ready(XLA_FFI_Future *f) {
-  pthread_mutex_lock(&f->mu);
+  kiln_mutex_lock(&f->mu);
   bool r = f->state != FUTURE_PENDING;
-  pthread_mutex_unlock(&f->mu);
+  kiln_mutex_unlock(&f->mu);
   return r;
 }
 
 kiln_status kiln_ffi_future_wait(XLA_FFI_Future *f) {
-  pthread_mutex_lock(&f->mu);
+  kiln_mutex_lock(&f->mu);
   while (f->state == FUTURE_PENDING) pthread_cond_wait(&f->cv, &f->mu);
   kiln_status s = NULL;
   if (f->state == FUTURE_ERROR)
     s = kiln_status_make((kiln_status_code_t)f->error->errc, "%s", f->error->message);
-  pthread_mutex_unlock(&f->mu);
+  kiln_mutex_unlock(&f->mu);
   return s;
 }
 

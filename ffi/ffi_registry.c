@@ -69,25 +69,25 @@ void kiln_ffi_registry_destroy(kiln_ffi_registry_t *r) {
 }
 
 kiln_ffi_registry_t *kiln_ffi_registry_default(void) {
-  pthread_mutex_lock(&g_default_mu);
+  kiln_mutex_lock(&g_default_mu);
   if (!g_default) kiln_status_free(kiln_ffi_registry_create(&g_default));
   kiln_ffi_registry_t *r = g_default;
-  pthread_mutex_unlock(&g_default_mu);
+  kiln_mutex_unlock(&g_default_mu);
   return r;
 }
 
 void kiln_ffi_registry_default_shutdown(void) {
-  pthread_mutex_lock(&g_default_mu);
+  kiln_mutex_lock(&g_default_mu);
   kiln_ffi_registry_t *r = g_default;
   g_default = NULL;
-  pthread_mutex_unlock(&g_default_mu);
+  kiln_mutex_unlock(&g_default_mu);
   kiln_ffi_registry_destroy(r);
 }
 
 size_t kiln_ffi_registry_size(kiln_ffi_registry_t *r) {
-  pthread_mutex_lock(&r->mu);
+  kiln_mutex_lock(&r->mu);
   size_t n = r->len;
-  pthread_mutex_unlock(&r->mu);
+  kiln_mutex_unlock(&r->mu);
   return n;
 }
 
@@ -186,7 +186,7 @@ kiln_status kiln_ffi_registry_register(kiln_ffi_registry_t *r, const char *name,
                             md.api_version.minor_version, XLA_FFI_API_MAJOR, XLA_FFI_API_MAJOR,
                             XLA_FFI_API_MINOR);
   kiln_status s = NULL;
-  pthread_mutex_lock(&r->mu);
+  kiln_mutex_lock(&r->mu);
   entry_t *e = find_locked(r, name, name_len, p);
   if (e && !e->h.bundle.execute) {
     /* A legacy handler's entry: the typed handler joins it (XLA keeps the two apart). */
@@ -208,7 +208,7 @@ kiln_status kiln_ffi_registry_register(kiln_ffi_registry_t *r, const char *name,
     e->h.api_minor = md.api_version.minor_version;
     e->h.state_type_id = md.state_type_id;
   }
-  pthread_mutex_unlock(&r->mu);
+  kiln_mutex_unlock(&r->mu);
   return s;
 }
 
@@ -224,7 +224,7 @@ kiln_status kiln_ffi_registry_register_legacy(kiln_ffi_registry_t *r, const char
   KILN_RETURN_IF_ERROR(kiln_ffi_platform_parse(platform, platform_len, &p),
                        "while registering legacy handler '%.*s'", (int)name_len, name);
   kiln_status s = NULL;
-  pthread_mutex_lock(&r->mu);
+  kiln_mutex_lock(&r->mu);
   entry_t *e = find_locked(r, name, name_len, p);
   if (e && !e->h.legacy) {
     e->h.legacy = fn; /* joins the typed handler registered for the target */
@@ -237,7 +237,7 @@ kiln_status kiln_ffi_registry_register_legacy(kiln_ffi_registry_t *r, const char
     e = new_entry_locked(r, name, name_len, p);
     e->h.legacy = fn;
   }
-  pthread_mutex_unlock(&r->mu);
+  kiln_mutex_unlock(&r->mu);
   return s;
 }
 
@@ -252,13 +252,13 @@ kiln_status kiln_ffi_registry_lookup(kiln_ffi_registry_t *r, const char *target,
                                      kiln_ffi_platform_t platform, kiln_ffi_handler_t *out) {
   if (!r || !target || !out) return KILN_ERR_INVALID("kiln_ffi_registry_lookup: NULL argument");
   size_t len = strlen(target);
-  pthread_mutex_lock(&r->mu);
+  kiln_mutex_lock(&r->mu);
   entry_t *e = find_locked(r, target, len, platform);
   if (e) *out = e->h;
   kiln_ffi_platform_t other =
       platform == KILN_FFI_PLATFORM_HOST ? KILN_FFI_PLATFORM_CUDA : KILN_FFI_PLATFORM_HOST;
   bool elsewhere = !e && find_locked(r, target, len, other);
-  pthread_mutex_unlock(&r->mu);
+  kiln_mutex_unlock(&r->mu);
   if (e) return NULL;
   if (elsewhere)
     return kiln_status_make(
@@ -286,18 +286,18 @@ static void promote_entry_points(void) {
 static pthread_once_t g_promote_once = PTHREAD_ONCE_INIT;
 
 static void publish_entry_points(void) {
-  pthread_once(&g_promote_once, promote_entry_points);
+  kiln_once(&g_promote_once, promote_entry_points);
 }
 
 kiln_status kiln_ffi_registry_open_library(kiln_ffi_registry_t *r, const char *path,
                                            void **out_handle) {
   if (out_handle) *out_handle = NULL;
   if (!r || !path || !*path) return KILN_ERR_INVALID("FFI handler library: empty path");
-  pthread_mutex_lock(&r->load_mu);
+  kiln_mutex_lock(&r->load_mu);
   for (size_t i = 0; i < r->nlibs; i++) {
     if (strcmp(r->libs[i].path, path) == 0) {
       if (out_handle) *out_handle = r->libs[i].handle;
-      pthread_mutex_unlock(&r->load_mu);
+      kiln_mutex_unlock(&r->load_mu);
       return NULL;
     }
   }
@@ -311,7 +311,7 @@ kiln_status kiln_ffi_registry_open_library(kiln_ffi_registry_t *r, const char *p
     const char *why = dlerror();
     kiln_status s = kiln_status_make(KILN_UNAVAILABLE, "cannot open FFI handler library '%s': %s",
                                      path, why ? why : "unknown dlopen error");
-    pthread_mutex_unlock(&r->load_mu);
+    kiln_mutex_unlock(&r->load_mu);
     return s;
   }
   if (r->nlibs == r->libs_cap) {
@@ -322,7 +322,7 @@ kiln_status kiln_ffi_registry_open_library(kiln_ffi_registry_t *r, const char *p
   r->libs[r->nlibs].handle = h;
   r->nlibs++;
   if (out_handle) *out_handle = h;
-  pthread_mutex_unlock(&r->load_mu);
+  kiln_mutex_unlock(&r->load_mu);
   return NULL;
 }
 
@@ -463,19 +463,19 @@ kiln_status kiln_ffi_registry_load_named_spec(kiln_ffi_registry_t *r, const char
 static char *g_default_spec, *g_default_origin;
 
 void kiln_ffi_registry_set_default_spec(const char *spec, const char *origin) {
-  pthread_mutex_lock(&g_default_mu);
+  kiln_mutex_lock(&g_default_mu);
   kiln_free(g_default_spec);
   kiln_free(g_default_origin);
   g_default_spec = spec && *spec ? kiln_strdup(spec) : NULL;
   g_default_origin = g_default_spec && origin ? kiln_strdup(origin) : NULL;
-  pthread_mutex_unlock(&g_default_mu);
+  kiln_mutex_unlock(&g_default_mu);
 }
 
 kiln_status kiln_ffi_registry_load_default_spec(kiln_ffi_registry_t *r) {
-  pthread_mutex_lock(&g_default_mu);
+  kiln_mutex_lock(&g_default_mu);
   char *spec = g_default_spec ? kiln_strdup(g_default_spec) : NULL;
   char *origin = g_default_origin ? kiln_strdup(g_default_origin) : NULL;
-  pthread_mutex_unlock(&g_default_mu);
+  kiln_mutex_unlock(&g_default_mu);
   kiln_status s = kiln_ffi_registry_load_named_spec(r, spec, origin);
   kiln_free(spec);
   kiln_free(origin);

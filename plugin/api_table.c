@@ -55,6 +55,6 @@ static void build_table(void) {
 }
 
 KILN_ABI_EXPORT const PJRT_Api *GetPjrtApi(void) {
-  pthread_once(&g_once, build_table);
+  kiln_once(&g_once, build_table);
   return &g_api;
 }

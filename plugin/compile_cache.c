@@ -94,12 +94,12 @@ kiln_status kiln_pjrt_compile_cache_create(const kiln_pjrt_client_options_t *opt
 void kiln_pjrt_compile_cache_destroy(kiln_pjrt_compile_cache_t *c) {
   if (!c) return;
   /* Drop the entries' references outside the lock (a last reference unregisters). */
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   int32_t n = c->num_entries;
   cache_entry_t *taken = kiln_calloc((size_t)n + 1, sizeof(*taken));
   for (int32_t i = 0; i < n; i++) taken[i] = c->entries[i];
   c->num_entries = 0;
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
   for (int32_t i = 0; i < n; i++) {
     kiln_pjrt_executable_unref(taken[i].exec);
     kiln_pjrt_cache_key_free(&taken[i].key);
@@ -107,7 +107,7 @@ void kiln_pjrt_compile_cache_destroy(kiln_pjrt_compile_cache_t *c) {
   kiln_free(taken);
   /* Executables the caller still holds lose their device code now, while the devices
    * exist. */
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   for (PJRT_Executable *e = c->live; e;) {
     PJRT_Executable *next = e->cache_next;
     kiln_pjrt_executable_detach(e);
@@ -116,7 +116,7 @@ void kiln_pjrt_compile_cache_destroy(kiln_pjrt_compile_cache_t *c) {
     e = next;
   }
   c->live = NULL;
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
   pthread_mutex_destroy(&c->mu);
   kiln_free(c->dir);
   kiln_free(c);
@@ -125,11 +125,11 @@ void kiln_pjrt_compile_cache_destroy(kiln_pjrt_compile_cache_t *c) {
 PJRT_Executable *kiln_pjrt_compile_cache_get(kiln_pjrt_compile_cache_t *c,
                                              const kiln_pjrt_cache_key_t *k) {
   PJRT_Executable *found = NULL;
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   for (int32_t i = 0; i < c->num_entries && !found; i++)
     if (key_equal(&c->entries[i].key, k)) found = c->entries[i].exec;
   if (found) kiln_pjrt_executable_ref(found);
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
   atomic_fetch_add(found ? &c->hits : &c->misses, 1);
   return found;
 }
@@ -138,7 +138,7 @@ PJRT_Executable *kiln_pjrt_compile_cache_put(kiln_pjrt_compile_cache_t *c,
                                              const kiln_pjrt_cache_key_t *k, PJRT_Executable *e) {
   PJRT_Executable *use = NULL, *evicted = NULL;
   kiln_pjrt_cache_key_t evicted_key = {0};
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   for (int32_t i = 0; i < c->num_entries && !use; i++)
     if (key_equal(&c->entries[i].key, k)) use = c->entries[i].exec;
   if (!use) {
@@ -161,7 +161,7 @@ PJRT_Executable *kiln_pjrt_compile_cache_put(kiln_pjrt_compile_cache_t *c,
     use = e;
   }
   kiln_pjrt_executable_ref(use); /* the caller's */
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
   if (evicted) {
     kiln_pjrt_executable_unref(evicted);
     kiln_pjrt_cache_key_free(&evicted_key);
@@ -174,17 +174,17 @@ const char *kiln_pjrt_compile_cache_dir(const kiln_pjrt_compile_cache_t *c) {
 }
 
 void kiln_pjrt_compile_cache_register(kiln_pjrt_compile_cache_t *c, PJRT_Executable *e) {
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   e->cache = c;
   e->cache_prev = NULL;
   e->cache_next = c->live;
   if (c->live) c->live->cache_prev = e;
   c->live = e;
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
 }
 
 void kiln_pjrt_compile_cache_unregister(kiln_pjrt_compile_cache_t *c, PJRT_Executable *e) {
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   if (e->cache == c) {
     if (e->cache_prev)
       e->cache_prev->cache_next = e->cache_next;
@@ -194,7 +194,7 @@ void kiln_pjrt_compile_cache_unregister(kiln_pjrt_compile_cache_t *c, PJRT_Execu
     e->cache = NULL;
     e->cache_prev = e->cache_next = NULL;
   }
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
 }
 
 kiln_pjrt_compile_cache_counters_t kiln_pjrt_compile_cache_counters(kiln_pjrt_compile_cache_t *c) {

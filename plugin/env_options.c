@@ -138,7 +138,7 @@ void kiln_pjrt_process_options_reread_env(void) {
 static pthread_once_t g_process_once = PTHREAD_ONCE_INIT;
 
 void kiln_pjrt_process_options_from_env(void) {
-  pthread_once(&g_process_once, kiln_pjrt_process_options_reread_env);
+  kiln_once(&g_process_once, kiln_pjrt_process_options_reread_env);
 }
 
 bool kiln_pjrt_mpi_launched(void) {

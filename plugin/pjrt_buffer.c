@@ -110,9 +110,9 @@ static kiln_status status_copy(const kiln_status s) {
 /* Ends the filling (error: taken over, NULL for OK); the waiting events complete. Only the
  * first end counts. */
 static void fill_end(kiln_pjrt_fill_t *f, kiln_status error) {
-  pthread_mutex_lock(&f->mu);
+  kiln_mutex_lock(&f->mu);
   if (!f->pending) {
-    pthread_mutex_unlock(&f->mu);
+    kiln_mutex_unlock(&f->mu);
     kiln_status_free(error);
     return;
   }
@@ -123,7 +123,7 @@ static void fill_end(kiln_pjrt_fill_t *f, kiln_status error) {
   f->waiters = NULL;
   f->num_waiters = f->cap_waiters = 0;
   pthread_cond_broadcast(&f->cv);
-  pthread_mutex_unlock(&f->mu);
+  kiln_mutex_unlock(&f->mu);
   for (size_t i = 0; i < n; i++) kiln_pjrt_event_complete(w[i], status_copy(error));
   kiln_free(w);
 }
@@ -132,10 +132,10 @@ static void fill_end(kiln_pjrt_fill_t *f, kiln_status error) {
 static kiln_status fill_wait(kiln_pjrt_storage_t *st) {
   kiln_pjrt_fill_t *f = st ? st->fill : NULL;
   if (!f) return NULL;
-  pthread_mutex_lock(&f->mu);
+  kiln_mutex_lock(&f->mu);
   while (f->pending) pthread_cond_wait(&f->cv, &f->mu);
   kiln_status s = status_copy(f->error);
-  pthread_mutex_unlock(&f->mu);
+  kiln_mutex_unlock(&f->mu);
   return s;
 }
 
@@ -588,10 +588,10 @@ void kiln_pjrt_buffer_release(PJRT_Buffer *b) {
     if (v == (KILN_PJRT_HOLD_WAITER | 1u)) {
       /* The last hold while someone waits: dropped under the mutex, so the waiter (which
        * may free the buffer next) wakes only after this thread is done with it. */
-      pthread_mutex_lock(&b->mu);
+      kiln_mutex_lock(&b->mu);
       atomic_fetch_sub(&b->holds, 1);
       pthread_cond_broadcast(&b->cv);
-      pthread_mutex_unlock(&b->mu);
+      kiln_mutex_unlock(&b->mu);
       return;
     }
     if (atomic_compare_exchange_weak(&b->holds, &v, v - 1)) return;
@@ -613,13 +613,13 @@ kiln_status kiln_pjrt_buffer_donate(PJRT_Buffer *b, kiln_pjrt_storage_t **out) {
   /* Donated memory must be there: wait for a filling or an alias's fulfilment first. */
   KILN_RETURN_IF_ERROR_PLAIN(kiln_pjrt_buffer_acquire(b, NULL, NULL));
   kiln_pjrt_buffer_release(b);
-  pthread_mutex_lock(&b->mu);
+  kiln_mutex_lock(&b->mu);
   if (b->deleted || !b->storage) {
-    pthread_mutex_unlock(&b->mu);
+    kiln_mutex_unlock(&b->mu);
     return deleted_error("buffer donation", b);
   }
   if (atomic_load(&b->external_refs) > 0) {
-    pthread_mutex_unlock(&b->mu);
+    kiln_mutex_unlock(&b->mu);
     return kiln_status_make(KILN_FAILED_PRECONDITION,
                             "buffer donation: the buffer has an external reference "
                             "(PJRT_Buffer_IncreaseExternalReferenceCount) and cannot be "
@@ -630,7 +630,7 @@ kiln_status kiln_pjrt_buffer_donate(PJRT_Buffer *b, kiln_pjrt_storage_t **out) {
   wait_for_holds(b);
   kiln_pjrt_storage_t *st = b->storage; /* NULL: a Delete waiting alongside took it */
   b->storage = NULL;
-  pthread_mutex_unlock(&b->mu);
+  kiln_mutex_unlock(&b->mu);
   if (!st) return deleted_error("buffer donation", b);
   *out = st;
   return NULL;
@@ -638,12 +638,12 @@ kiln_status kiln_pjrt_buffer_donate(PJRT_Buffer *b, kiln_pjrt_storage_t **out) {
 
 /* Marks `b` deleted, waits for its holds, and takes its storage (the reference it held). */
 static kiln_pjrt_storage_t *buffer_take(PJRT_Buffer *b) {
-  pthread_mutex_lock(&b->mu);
+  kiln_mutex_lock(&b->mu);
   b->deleted = true;
   wait_for_holds(b); /* none left: none can come that reads the storage (sees `deleted`) */
   kiln_pjrt_storage_t *st = b->storage;
   b->storage = NULL;
-  pthread_mutex_unlock(&b->mu);
+  kiln_mutex_unlock(&b->mu);
   return st;
 }
 
@@ -1031,9 +1031,9 @@ static PJRT_Error *Client_CreateViewOfDeviceBuffer(
   } while (0)
 
 static bool is_deleted(PJRT_Buffer *b) {
-  pthread_mutex_lock(&b->mu);
+  kiln_mutex_lock(&b->mu);
   bool d = b->deleted;
-  pthread_mutex_unlock(&b->mu);
+  kiln_mutex_unlock(&b->mu);
   return d;
 }
 
@@ -1174,12 +1174,12 @@ static PJRT_Error *Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args *args) {
     return NULL;
   }
   /* Being filled by a transfer manager: ready when the filling ends. */
-  pthread_mutex_lock(&b->mu);
+  kiln_mutex_lock(&b->mu);
   kiln_pjrt_fill_t *f = b->storage ? b->storage->fill : NULL;
   kiln_status done = NULL;
   PJRT_Event *e = NULL;
   if (f) {
-    pthread_mutex_lock(&f->mu);
+    kiln_mutex_lock(&f->mu);
     if (f->pending) {
       e = kiln_pjrt_event_create();
       if (f->num_waiters == f->cap_waiters) {
@@ -1190,22 +1190,22 @@ static PJRT_Error *Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args *args) {
     } else {
       done = status_copy(f->error);
     }
-    pthread_mutex_unlock(&f->mu);
+    kiln_mutex_unlock(&f->mu);
   }
-  pthread_mutex_unlock(&b->mu);
+  kiln_mutex_unlock(&b->mu);
   args->event = e ? e : kiln_pjrt_event_ready(done);
   return NULL;
 }
 
 static PJRT_Error *buffer_pointer(const char *fn, PJRT_Buffer *b, kiln_devptr_t *p) {
-  pthread_mutex_lock(&b->mu);
+  kiln_mutex_lock(&b->mu);
   if (b->deleted || !b->storage) {
-    pthread_mutex_unlock(&b->mu);
+    kiln_mutex_unlock(&b->mu);
     return kiln_pjrt_error_from_status(deleted_error(fn, b));
   }
   kiln_status s = check_memory(b->storage);
   if (!s) *p = b->storage->buf->ptr;
-  pthread_mutex_unlock(&b->mu);
+  kiln_mutex_unlock(&b->mu);
   return s ? kiln_pjrt_error_from_status(kiln_status_annotate(s, "%s", fn)) : NULL;
 }
 
@@ -1233,9 +1233,9 @@ static PJRT_Error *Buffer_IncreaseExternalReferenceCount(
   KILN_PJRT_ARGS("PJRT_Buffer_IncreaseExternalReferenceCount", args, buffer);
   BUF("PJRT_Buffer_IncreaseExternalReferenceCount", args->buffer);
   PJRT_Buffer *b = args->buffer;
-  pthread_mutex_lock(&b->mu);
+  kiln_mutex_lock(&b->mu);
   if (b->deleted || !b->storage) {
-    pthread_mutex_unlock(&b->mu);
+    kiln_mutex_unlock(&b->mu);
     return kiln_pjrt_error_from_status(
         deleted_error("PJRT_Buffer_IncreaseExternalReferenceCount", b));
   }
@@ -1243,7 +1243,7 @@ static PJRT_Error *Buffer_IncreaseExternalReferenceCount(
     atomic_fetch_add(&b->storage->refs, 1);
     b->external_storage = b->storage;
   }
-  pthread_mutex_unlock(&b->mu);
+  kiln_mutex_unlock(&b->mu);
   return NULL;
 }
 
@@ -1253,9 +1253,9 @@ static PJRT_Error *Buffer_DecreaseExternalReferenceCount(
   BUF("PJRT_Buffer_DecreaseExternalReferenceCount", args->buffer);
   PJRT_Buffer *b = args->buffer;
   kiln_pjrt_storage_t *drop = NULL;
-  pthread_mutex_lock(&b->mu);
+  kiln_mutex_lock(&b->mu);
   if (atomic_load(&b->external_refs) == 0) {
-    pthread_mutex_unlock(&b->mu);
+    kiln_mutex_unlock(&b->mu);
     return ERR(KILN_FAILED_PRECONDITION,
                "PJRT_Buffer_DecreaseExternalReferenceCount: the "
                "buffer has no external reference");
@@ -1264,7 +1264,7 @@ static PJRT_Error *Buffer_DecreaseExternalReferenceCount(
     drop = b->external_storage;
     b->external_storage = NULL;
   }
-  pthread_mutex_unlock(&b->mu);
+  kiln_mutex_unlock(&b->mu);
   kiln_pjrt_storage_unref(drop);
   return NULL;
 }
@@ -1381,9 +1381,9 @@ static PJRT_Error *Buffer_DonateWithControlDependency(
   if (!b) return ERR(KILN_INVALID_ARGUMENT, FN_DWCD ": buffer is NULL");
   /* Memory a transfer manager filled keeps that fill; replacing it is safe only when no other
    * buffer shares the memory (one could be waiting on the old fill). */
-  pthread_mutex_lock(&b->mu);
+  kiln_mutex_lock(&b->mu);
   bool shared_fill = b->storage && b->storage->fill && atomic_load(&b->storage->refs) > 1;
-  pthread_mutex_unlock(&b->mu);
+  kiln_mutex_unlock(&b->mu);
   if (shared_fill)
     return ERR(KILN_FAILED_PRECONDITION, FN_DWCD
                ": the buffer's memory came from a transfer manager and is shared with "
@@ -1536,18 +1536,18 @@ static PJRT_Error *H2D_TransferData(PJRT_AsyncHostToDeviceTransferManager_Transf
                (long long)args->offset, (long long)(args->offset + args->transfer_size),
                args->buffer_index, (unsigned long long)sl->size);
   if (!args->data && args->transfer_size) return ERR(KILN_INVALID_ARGUMENT, FN_TD ": data is NULL");
-  pthread_mutex_lock(&m->mu);
+  kiln_mutex_lock(&m->mu);
   kiln_pjrt_fill_t *f = sl->storage->fill;
-  pthread_mutex_lock(&f->mu);
+  kiln_mutex_lock(&f->mu);
   bool open = f->pending;
-  pthread_mutex_unlock(&f->mu);
+  kiln_mutex_unlock(&f->mu);
   kiln_status s = open ? storage_write(sl->storage, (uint64_t)args->offset, args->data,
                                        (uint64_t)args->transfer_size)
                        : kiln_status_make(KILN_FAILED_PRECONDITION,
                                           FN_TD ": buffer %d was already completed or failed",
                                           args->buffer_index);
   if (!s && args->is_last_transfer) fill_end(f, NULL);
-  pthread_mutex_unlock(&m->mu);
+  kiln_mutex_unlock(&m->mu);
   if (s) return kiln_pjrt_error_from_status(s);
   /* The copy is done: the caller's data may be reused now. */
   args->done_with_h2d_transfer = kiln_pjrt_event_ready(NULL);
@@ -1585,18 +1585,18 @@ static PJRT_Error *H2D_TransferLiteral(
   if (s) return kiln_pjrt_error_from_status(s);
   kiln_pjrt_m2m_strides(sl->rank, sl->dims, lit_m2m, elem, src_strides);
   kiln_pjrt_m2m_strides(sl->rank, sl->dims, sl->m2m, elem, dst_strides);
-  pthread_mutex_lock(&m->mu);
+  kiln_mutex_lock(&m->mu);
   kiln_pjrt_fill_t *f = sl->storage->fill;
-  pthread_mutex_lock(&f->mu);
+  kiln_mutex_lock(&f->mu);
   bool open = f->pending;
-  pthread_mutex_unlock(&f->mu);
+  kiln_mutex_unlock(&f->mu);
   s = open ? storage_write_strided(FN_TL, sl->storage, args->data, src_strides, dst_strides,
                                    sl->dims, sl->rank, elem, sl->size)
            : kiln_status_make(KILN_FAILED_PRECONDITION,
                               FN_TL ": buffer %d was already completed or failed",
                               args->buffer_index);
   if (!s) fill_end(f, NULL);
-  pthread_mutex_unlock(&m->mu);
+  kiln_mutex_unlock(&m->mu);
   if (s) return kiln_pjrt_error_from_status(s);
   args->done_with_h2d_transfer = kiln_pjrt_event_ready(NULL);
   return NULL;
@@ -1609,10 +1609,10 @@ static PJRT_Error *H2D_RetrieveBuffer(
   args->buffer_out = NULL;
   PJRT_AsyncHostToDeviceTransferManager *m = args->transfer_manager;
   H2D_INDEX(fn, m, args->buffer_index);
-  pthread_mutex_lock(&m->mu);
+  kiln_mutex_lock(&m->mu);
   PJRT_Buffer *b = m->slots[args->buffer_index].buffer;
   m->slots[args->buffer_index].buffer = NULL;
-  pthread_mutex_unlock(&m->mu);
+  kiln_mutex_unlock(&m->mu);
   if (!b)
     return ERR(KILN_FAILED_PRECONDITION, "%s: buffer %d was already retrieved", fn,
                args->buffer_index);
@@ -1703,10 +1703,10 @@ static PJRT_Error *Buffer_CopyRawToHostFuture(PJRT_Buffer_CopyRawToHostFuture_Ar
                FN_RAWF ": bytes %lld..%lld are outside the buffer's %llu bytes",
                (long long)args->offset, (long long)(args->offset + args->transfer_size),
                (unsigned long long)b->on_device_size);
-  pthread_mutex_lock(&b->mu);
+  kiln_mutex_lock(&b->mu);
   kiln_pjrt_storage_t *st = b->deleted ? NULL : b->storage;
   if (st) atomic_fetch_add(&st->refs, 1);
-  pthread_mutex_unlock(&b->mu);
+  kiln_mutex_unlock(&b->mu);
   if (!st) return kiln_pjrt_error_from_status(deleted_error(FN_RAWF, b));
   raw_future_t *f = kiln_calloc(1, sizeof(*f));
   f->storage = st;

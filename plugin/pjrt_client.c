@@ -340,7 +340,7 @@ static kiln_status join_processes(PJRT_Client *c) {
   kiln_mpi_t *m = NULL;
   KILN_RETURN_IF_ERROR(kiln_mpi_get(&m), "PJRT_Client_Create: the option mpi (or $KILN_MPI)");
   static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, finalize_mpi_at_exit);
+  kiln_once(&once, finalize_mpi_at_exit);
   c->mpi = m;
   c->process_index = kiln_mpi_rank(m);
   c->num_processes = kiln_mpi_size(m);

@@ -41,13 +41,13 @@ static void *memory_get_user_data(PJRT_Memory *memory, const void *key) {
   kiln_pjrt_memory_t *m = (kiln_pjrt_memory_t *)memory;
   if (!m) return NULL;
   void *out = NULL;
-  pthread_mutex_lock(&m->mu);
+  kiln_mutex_lock(&m->mu);
   for (kiln_pjrt_user_data_t *u = m->user_data; u; u = u->next)
     if (u->key == key) {
       out = u->data;
       break;
     }
-  pthread_mutex_unlock(&m->mu);
+  kiln_mutex_unlock(&m->mu);
   return out;
 }
 
@@ -59,7 +59,7 @@ static void memory_set_user_data(PJRT_Memory *memory, const void *key, void *dat
   if (!m) return;
   void *old = NULL;
   void (*old_dtor)(void *) = NULL;
-  pthread_mutex_lock(&m->mu);
+  kiln_mutex_lock(&m->mu);
   kiln_pjrt_user_data_t *u = m->user_data;
   while (u && u->key != key) u = u->next;
   if (!u) {
@@ -73,7 +73,7 @@ static void memory_set_user_data(PJRT_Memory *memory, const void *key, void *dat
   }
   u->data = data;
   u->dtor = dtor;
-  pthread_mutex_unlock(&m->mu);
+  kiln_mutex_unlock(&m->mu);
   if (old && old_dtor) old_dtor(old);
 }
 
@@ -264,20 +264,20 @@ kiln_status kiln_pjrt_device_stream_acquire(PJRT_Device *dev, kiln_stream_t **ou
       return NULL;
     }
   *out = NULL;
-  pthread_mutex_lock(&dev->stream_mu);
+  kiln_mutex_lock(&dev->stream_mu);
   if (dev->num_free_streams > 0) {
     *out = dev->free_streams[--dev->num_free_streams];
-    pthread_mutex_unlock(&dev->stream_mu);
+    kiln_mutex_unlock(&dev->stream_mu);
     return NULL;
   }
   dev->num_streams++; /* counted before creating, so Client_Destroy waits for it */
-  pthread_mutex_unlock(&dev->stream_mu);
+  kiln_mutex_unlock(&dev->stream_mu);
   kiln_status s = kiln_stream_create(dev->kdev, out);
   if (s) {
-    pthread_mutex_lock(&dev->stream_mu);
+    kiln_mutex_lock(&dev->stream_mu);
     dev->num_streams--;
     pthread_cond_broadcast(&dev->stream_cv);
-    pthread_mutex_unlock(&dev->stream_mu);
+    kiln_mutex_unlock(&dev->stream_mu);
     return kiln_status_annotate(s, "while making a stream on %s", dev->desc.to_string);
   }
   return NULL;
@@ -289,7 +289,7 @@ void kiln_pjrt_device_stream_release(PJRT_Device *dev, kiln_stream_t *s) {
   /* Into the empty slot, unless a waiter marked it (then under the mutex, which wakes it). */
   uintptr_t empty = 0;
   if (atomic_compare_exchange_strong(&dev->stream_slot, &empty, (uintptr_t)s)) return;
-  pthread_mutex_lock(&dev->stream_mu);
+  kiln_mutex_lock(&dev->stream_mu);
   if (dev->num_free_streams == dev->cap_free_streams) {
     int32_t cap = dev->cap_free_streams ? 2 * dev->cap_free_streams : 4;
     dev->free_streams = kiln_realloc(dev->free_streams, (size_t)cap * sizeof(kiln_stream_t *));
@@ -297,18 +297,18 @@ void kiln_pjrt_device_stream_release(PJRT_Device *dev, kiln_stream_t *s) {
   }
   dev->free_streams[dev->num_free_streams++] = s;
   pthread_cond_broadcast(&dev->stream_cv);
-  pthread_mutex_unlock(&dev->stream_mu);
+  kiln_mutex_unlock(&dev->stream_mu);
 }
 
 void kiln_pjrt_device_wait_streams(PJRT_Device *dev) {
-  pthread_mutex_lock(&dev->stream_mu);
+  kiln_mutex_lock(&dev->stream_mu);
   dev->stream_waiters++;
   atomic_fetch_or(&dev->stream_slot, 1u); /* releases now go through the mutex */
   while (dev->num_free_streams + ((atomic_load(&dev->stream_slot) & ~(uintptr_t)1) ? 1 : 0) <
          dev->num_streams)
     pthread_cond_wait(&dev->stream_cv, &dev->stream_mu);
   if (--dev->stream_waiters == 0) atomic_fetch_and(&dev->stream_slot, ~(uintptr_t)1);
-  pthread_mutex_unlock(&dev->stream_mu);
+  kiln_mutex_unlock(&dev->stream_mu);
 }
 
 /* ---- slots ------------------------------------------------------------------------------- */

@@ -31,12 +31,12 @@ static bool g_cb_started;
 static void *callback_thread(void *arg) {
   (void)arg;
   for (;;) {
-    pthread_mutex_lock(&g_cb_mu);
+    kiln_mutex_lock(&g_cb_mu);
     while (!g_cb_head) pthread_cond_wait(&g_cb_cv, &g_cb_mu);
     kiln_pjrt_event_callback_t *cb = g_cb_head;
     g_cb_head = cb->next;
     if (!g_cb_head) g_cb_tail = NULL;
-    pthread_mutex_unlock(&g_cb_mu);
+    kiln_mutex_unlock(&g_cb_mu);
     /* No kiln lock is held here. The callback owns the error. */
     cb->fn(kiln_pjrt_error_from_status(cb->error), cb->user_arg);
     kiln_free(cb);
@@ -49,7 +49,7 @@ static void dispatch(kiln_pjrt_event_callback_t *list) {
   if (!list) return;
   kiln_pjrt_event_callback_t *last = list;
   while (last->next) last = last->next;
-  pthread_mutex_lock(&g_cb_mu);
+  kiln_mutex_lock(&g_cb_mu);
   if (!g_cb_started) {
     pthread_t t;
     pthread_attr_t attr;
@@ -60,7 +60,7 @@ static void dispatch(kiln_pjrt_event_callback_t *list) {
     if (!g_cb_started) {
       /* No thread could be made: run them here (still under no event lock), rather than
        * never. */
-      pthread_mutex_unlock(&g_cb_mu);
+      kiln_mutex_unlock(&g_cb_mu);
       while (list) {
         kiln_pjrt_event_callback_t *n = list->next;
         list->fn(kiln_pjrt_error_from_status(list->error), list->user_arg);
@@ -76,7 +76,7 @@ static void dispatch(kiln_pjrt_event_callback_t *list) {
     g_cb_head = list;
   g_cb_tail = last;
   pthread_cond_signal(&g_cb_cv);
-  pthread_mutex_unlock(&g_cb_mu);
+  kiln_mutex_unlock(&g_cb_mu);
 }
 
 /* ---- events ----------------------------------------------------------------------------- */
@@ -112,9 +112,9 @@ void kiln_pjrt_event_complete(PJRT_Event *e, kiln_status error) {
     kiln_status_free(error);
     return;
   }
-  pthread_mutex_lock(&e->mu);
+  kiln_mutex_lock(&e->mu);
   if (e->ready) { /* completed twice: keep the first outcome */
-    pthread_mutex_unlock(&e->mu);
+    kiln_mutex_unlock(&e->mu);
     kiln_status_free(error);
     return;
   }
@@ -125,7 +125,7 @@ void kiln_pjrt_event_complete(PJRT_Event *e, kiln_status error) {
   for (kiln_pjrt_event_callback_t *cb = list; cb; cb = cb->next) cb->error = status_copy(error);
   bool destroyed = e->destroyed;
   pthread_cond_broadcast(&e->cv);
-  pthread_mutex_unlock(&e->mu);
+  kiln_mutex_unlock(&e->mu);
   /* From here on `e` may already be freed by a concurrent PJRT_Event_Destroy (unless it was
    * destroyed before, in which case it is ours to free). */
   dispatch(list);
@@ -152,13 +152,13 @@ static PJRT_Error *Event_Destroy(PJRT_Event_Destroy_Args *args) {
   KILN_PJRT_ARGS("PJRT_Event_Destroy", args, event);
   PJRT_Event *e = args->event;
   if (!e || e->shared) return NULL;
-  pthread_mutex_lock(&e->mu);
+  kiln_mutex_lock(&e->mu);
   if (!e->ready && !e->user_created) {
     e->destroyed = true; /* kiln's completer frees it */
-    pthread_mutex_unlock(&e->mu);
+    kiln_mutex_unlock(&e->mu);
     return NULL;
   }
-  pthread_mutex_unlock(&e->mu);
+  kiln_mutex_unlock(&e->mu);
   event_free(e);
   return NULL;
 }
@@ -170,9 +170,9 @@ static PJRT_Error *Event_IsReady(PJRT_Event_IsReady_Args *args) {
     args->is_ready = true;
     return NULL;
   }
-  pthread_mutex_lock(&args->event->mu);
+  kiln_mutex_lock(&args->event->mu);
   args->is_ready = args->event->ready;
-  pthread_mutex_unlock(&args->event->mu);
+  kiln_mutex_unlock(&args->event->mu);
   return NULL;
 }
 
@@ -181,10 +181,10 @@ static PJRT_Error *Event_Error(PJRT_Event_Error_Args *args) {
   EVENT_ARG("PJRT_Event_Error", args);
   PJRT_Event *e = args->event;
   if (e->shared) return NULL;
-  pthread_mutex_lock(&e->mu);
+  kiln_mutex_lock(&e->mu);
   bool ready = e->ready;
   kiln_status copy = ready ? status_copy(e->error) : NULL;
-  pthread_mutex_unlock(&e->mu);
+  kiln_mutex_unlock(&e->mu);
   if (!ready)
     return kiln_pjrt_error_make(KILN_FAILED_PRECONDITION,
                                 "PJRT_Event_Error: the event is not ready yet (check "
@@ -199,10 +199,10 @@ static PJRT_Error *Event_Await(PJRT_Event_Await_Args *args) {
   /* The one ready event (what every synchronous execute and transfer hands out): nothing to
    * wait for and no error, so no lock (threads awaiting it at once would contend on it). */
   if (e->shared) return NULL;
-  pthread_mutex_lock(&e->mu);
+  kiln_mutex_lock(&e->mu);
   while (!e->ready) pthread_cond_wait(&e->cv, &e->mu);
   kiln_status copy = status_copy(e->error);
-  pthread_mutex_unlock(&e->mu);
+  kiln_mutex_unlock(&e->mu);
   return kiln_pjrt_error_from_status(copy);
 }
 
@@ -215,17 +215,17 @@ static PJRT_Error *Event_OnReady(PJRT_Event_OnReady_Args *args) {
   kiln_pjrt_event_callback_t *cb = kiln_calloc(1, sizeof(*cb));
   cb->fn = args->callback;
   cb->user_arg = args->user_arg;
-  pthread_mutex_lock(&e->mu);
+  kiln_mutex_lock(&e->mu);
   if (!e->ready) {
     /* Appended, so callbacks run in registration order. */
     kiln_pjrt_event_callback_t **p = &e->callbacks;
     while (*p) p = &(*p)->next;
     *p = cb;
-    pthread_mutex_unlock(&e->mu);
+    kiln_mutex_unlock(&e->mu);
     return NULL;
   }
   cb->error = status_copy(e->error);
-  pthread_mutex_unlock(&e->mu);
+  kiln_mutex_unlock(&e->mu);
   dispatch(cb);
   return NULL;
 }
@@ -255,9 +255,9 @@ static PJRT_Error *Event_Set(PJRT_Event_Set_Args *args) {
     return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT,
                                 "PJRT_Event_Set: error_message is NULL with size %zu",
                                 args->error_message_size);
-  pthread_mutex_lock(&e->mu);
+  kiln_mutex_lock(&e->mu);
   bool ready = e->ready;
-  pthread_mutex_unlock(&e->mu);
+  kiln_mutex_unlock(&e->mu);
   if (ready)
     return kiln_pjrt_error_make(KILN_FAILED_PRECONDITION,
                                 "PJRT_Event_Set: the event was already set");

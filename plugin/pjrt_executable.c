@@ -191,13 +191,13 @@ void kiln_pjrt_executable_unref(PJRT_Executable *e) {
 }
 
 void kiln_pjrt_executable_detach(PJRT_Executable *e) {
-  pthread_mutex_lock(&e->lower_mu);
+  kiln_mutex_lock(&e->lower_mu);
   for (int32_t i = 0; i < e->num_devices; i++) {
     kiln_executable_t *x = atomic_exchange(&e->devices[i].loaded, NULL);
     kiln_executable_destroy(x);
   }
   e->client = NULL;
-  pthread_mutex_unlock(&e->lower_mu);
+  kiln_mutex_unlock(&e->lower_mu);
 }
 
 kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t num_replicas,
@@ -344,7 +344,7 @@ static kiln_status device_code(PJRT_Executable *e, int32_t di, kiln_executable_t
     *out = x;
     return NULL;
   }
-  pthread_mutex_lock(&e->lower_mu);
+  kiln_mutex_lock(&e->lower_mu);
   kiln_status s = NULL;
   x = atomic_load_explicit(&e->devices[di].loaded, memory_order_acquire);
   if (!x && !e->client)
@@ -388,7 +388,7 @@ static kiln_status device_code(PJRT_Executable *e, int32_t di, kiln_executable_t
                    di, e->devices[di].lower_ms, st.emit.kernels);
     }
   }
-  pthread_mutex_unlock(&e->lower_mu);
+  kiln_mutex_unlock(&e->lower_mu);
   *out = x;
   return s;
 }
@@ -944,9 +944,9 @@ static PJRT_Error *exec_memory_stats(PJRT_Executable_GetCompiledMemoryStats_Args
   EXEC_ARG("PJRT_Executable_GetCompiledMemoryStats", args, peak_unpadded_heap_bytes);
   PJRT_Executable *e = args->executable;
   kiln_buffer_assignment_t *ba = NULL;
-  pthread_mutex_lock(&e->lower_mu); /* the module is read by lowering too */
+  kiln_mutex_lock(&e->lower_mu); /* the module is read by lowering too */
   kiln_status s = kiln_buffer_assignment_run(e->optimized, NULL, &ba);
-  pthread_mutex_unlock(&e->lower_mu);
+  kiln_mutex_unlock(&e->lower_mu);
   if (s) return kiln_pjrt_error_from_status(s);
   int64_t arg = 0, out = 0, alias = 0;
   for (int32_t i = 0; i < e->num_params; i++) {
@@ -987,7 +987,7 @@ static PJRT_Error *exec_cost_analysis(PJRT_Executable_GetCostAnalysis_Args *args
   kiln_pjrt_compile_cache_counters_t c =
       kiln_pjrt_compile_cache_counters(e->client ? e->client->compile_cache : NULL);
   int64_t kinds[KILN_THUNK_NUM_KINDS] = {0}, thunks = -1;
-  pthread_mutex_lock(&e->lower_mu);
+  kiln_mutex_lock(&e->lower_mu);
   for (int32_t i = 0; i < e->num_devices && thunks < 0; i++) {
     kiln_executable_t *x = atomic_load_explicit(&e->devices[i].loaded, memory_order_acquire);
     if (!x) continue;
@@ -995,7 +995,7 @@ static PJRT_Error *exec_cost_analysis(PJRT_Executable_GetCostAnalysis_Args *args
     thunks = 0;
     for (int k = 0; k < KILN_THUNK_NUM_KINDS; k++) thunks += kinds[k];
   }
-  pthread_mutex_unlock(&e->lower_mu);
+  kiln_mutex_unlock(&e->lower_mu);
   bool lowered = thunks >= 0;
   struct {
     const char *name;
@@ -1021,7 +1021,7 @@ static PJRT_Error *exec_cost_analysis(PJRT_Executable_GetCostAnalysis_Args *args
       {"kiln.thunks", thunks},
   };
   size_t n = sizeof(vals) / sizeof(vals[0]);
-  pthread_mutex_lock(&e->props_mu);
+  kiln_mutex_lock(&e->props_mu);
   if (!e->props) {
     e->props = kiln_calloc(n, sizeof(*e->props));
     for (size_t i = 0; i < n; i++) e->props[i].name = kiln_strdup(vals[i].name);
@@ -1036,7 +1036,7 @@ static PJRT_Error *exec_cost_analysis(PJRT_Executable_GetCostAnalysis_Args *args
     v->int64_value = vals[i].v;
     v->value_size = 1;
   }
-  pthread_mutex_unlock(&e->props_mu);
+  kiln_mutex_unlock(&e->props_mu);
   args->num_properties = n;
   args->properties = e->props;
   return NULL;

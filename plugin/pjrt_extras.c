@@ -33,7 +33,7 @@ static struct {
 } g_dma = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void kiln_pjrt_dma_forget_client(const PJRT_Client *c) {
-  pthread_mutex_lock(&g_dma.mu);
+  kiln_mutex_lock(&g_dma.mu);
   size_t k = 0;
   for (size_t i = 0; i < g_dma.n; i++)
     if (g_dma.records[i].client != c) g_dma.records[k++] = g_dma.records[i];
@@ -43,7 +43,7 @@ void kiln_pjrt_dma_forget_client(const PJRT_Client *c) {
     g_dma.records = NULL;
     g_dma.cap = 0;
   }
-  pthread_mutex_unlock(&g_dma.mu);
+  kiln_mutex_unlock(&g_dma.mu);
 }
 
 #define FN_MAP "PJRT_Client_DmaMap"
@@ -56,11 +56,11 @@ static PJRT_Error *Client_DmaMap(PJRT_Client_DmaMap_Args *args) {
     return ERR(KILN_INVALID_ARGUMENT, FN_MAP ": data is NULL or size is 0");
   uintptr_t b = (uintptr_t)args->data, e = b + args->size;
   if (e < b) return ERR(KILN_INVALID_ARGUMENT, FN_MAP ": data + size overflows");
-  pthread_mutex_lock(&g_dma.mu);
+  kiln_mutex_lock(&g_dma.mu);
   for (size_t i = 0; i < g_dma.n; i++) {
     const dma_record_t *r = &g_dma.records[i];
     if (r->client == args->client && b < r->end && r->begin < e) {
-      pthread_mutex_unlock(&g_dma.mu);
+      kiln_mutex_unlock(&g_dma.mu);
       return ERR(KILN_INVALID_ARGUMENT,
                  FN_MAP ": [%p, +%zu) overlaps the mapping at %p (%zu bytes): unmap it first",
                  args->data, args->size, (void *)r->begin, (size_t)(r->end - r->begin));
@@ -71,23 +71,23 @@ static PJRT_Error *Client_DmaMap(PJRT_Client_DmaMap_Args *args) {
     g_dma.records = kiln_realloc(g_dma.records, g_dma.cap * sizeof(*g_dma.records));
   }
   g_dma.records[g_dma.n++] = (dma_record_t){args->client, b, e};
-  pthread_mutex_unlock(&g_dma.mu);
+  kiln_mutex_unlock(&g_dma.mu);
   return NULL;
 }
 
 static PJRT_Error *Client_DmaUnmap(PJRT_Client_DmaUnmap_Args *args) {
   KILN_PJRT_ARGS(FN_UNMAP, args, data);
   if (!args->client) return ERR(KILN_INVALID_ARGUMENT, FN_UNMAP ": client is NULL");
-  pthread_mutex_lock(&g_dma.mu);
+  kiln_mutex_lock(&g_dma.mu);
   for (size_t i = 0; i < g_dma.n; i++) {
     if (g_dma.records[i].client == args->client &&
         g_dma.records[i].begin == (uintptr_t)args->data) {
       g_dma.records[i] = g_dma.records[--g_dma.n];
-      pthread_mutex_unlock(&g_dma.mu);
+      kiln_mutex_unlock(&g_dma.mu);
       return NULL;
     }
   }
-  pthread_mutex_unlock(&g_dma.mu);
+  kiln_mutex_unlock(&g_dma.mu);
   return ERR(KILN_INVALID_ARGUMENT, FN_UNMAP ": %p is not the start of a mapping of this client",
              args->data);
 }
@@ -184,11 +184,11 @@ static PJRT_Error *Buffer_Bitcast(PJRT_Buffer_Bitcast_Args *args) {
       !kiln_pjrt_buffer_has_default_layout(b))
     return ERR(KILN_UNIMPLEMENTED,
                FN_BITCAST ": only the default dense row-major layout is bitcast (on both sides)");
-  pthread_mutex_lock(&b->mu);
+  kiln_mutex_lock(&b->mu);
   kiln_pjrt_storage_t *st = b->deleted ? NULL : b->storage;
   uint64_t have = b->on_device_size;
   if (st && bytes == have) atomic_fetch_add(&st->refs, 1);
-  pthread_mutex_unlock(&b->mu);
+  kiln_mutex_unlock(&b->mu);
   if (!st)
     return ERR(KILN_FAILED_PRECONDITION, FN_BITCAST ": the buffer was deleted or donated%s",
                b->error ? " (an error buffer)" : "");

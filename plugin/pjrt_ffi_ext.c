@@ -63,7 +63,7 @@ static PJRT_Error *ffi_user_data_add(PJRT_FFI_UserData_Add_Args *args) {
                                 "PJRT_FFI_UserData_Add: type id %lld was not registered (use "
                                 "PJRT_FFI_Type_Register first)",
                                 (long long)args->user_data.type_id);
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   size_t i = 0;
   while (i < c->n && c->items[i].type_id != args->user_data.type_id) i++;
   if (i == c->n) {
@@ -75,21 +75,21 @@ static PJRT_Error *ffi_user_data_add(PJRT_FFI_UserData_Add_Args *args) {
   }
   c->items[i].type_id = args->user_data.type_id;
   c->items[i].data = args->user_data.data;
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
   return NULL;
 }
 
 kiln_ffi_user_data_t *kiln_pjrt_execute_context_user_data(PJRT_ExecuteContext *c, size_t *n) {
   *n = 0;
   if (!c) return NULL;
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   kiln_ffi_user_data_t *copy = NULL;
   if (c->n) {
     copy = kiln_malloc(c->n * sizeof(*copy));
     memcpy(copy, c->items, c->n * sizeof(*copy));
     *n = c->n;
   }
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
   return copy;
 }
 

@@ -101,17 +101,17 @@ void kiln_pjrt_nccl_install(PJRT_Client *c) {
   if (!c->is_cuda || !c->kv_get || !c->kv_put) return;
   kiln_nccl_id_exchange_t x;
   kiln_pjrt_nccl_exchange(c, &x);
-  pthread_mutex_lock(&g_mu);
+  kiln_mutex_lock(&g_mu);
   kiln_nccl_set_id_exchange(&x);
   g_installed = c;
-  pthread_mutex_unlock(&g_mu);
+  kiln_mutex_unlock(&g_mu);
 }
 
 void kiln_pjrt_nccl_uninstall(PJRT_Client *c) {
-  pthread_mutex_lock(&g_mu);
+  kiln_mutex_lock(&g_mu);
   if (g_installed == c) {
     kiln_nccl_set_id_exchange(NULL);
     g_installed = NULL;
   }
-  pthread_mutex_unlock(&g_mu);
+  kiln_mutex_unlock(&g_mu);
 }

@@ -414,10 +414,10 @@ kiln_status kiln_device_allocator_alloc(kiln_device_allocator_t *a, size_t size,
   if (rounded < size)
     return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "allocator %s: %zu bytes overflow", a->name,
                             size);
-  pthread_mutex_lock(&a->mu);
+  kiln_mutex_lock(&a->mu);
   kiln_status s = alloc_locked(a, rounded, out);
   int64_t in_use = a->st.bytes_in_use, pool = a->st.pool_bytes;
-  pthread_mutex_unlock(&a->mu);
+  kiln_mutex_unlock(&a->mu);
   if (s) {
     kiln_device_allocator_stats_t st;
     kiln_device_allocator_get_stats(a, &st);
@@ -433,10 +433,10 @@ kiln_status kiln_device_allocator_alloc(kiln_device_allocator_t *a, size_t size,
 
 void kiln_device_allocator_free(kiln_device_allocator_t *a, uint64_t p) {
   if (!a || !p) return;
-  pthread_mutex_lock(&a->mu);
+  kiln_mutex_lock(&a->mu);
   chunk_t *c = map_take(&a->in_use, p);
   if (!c) {
-    pthread_mutex_unlock(&a->mu);
+    kiln_mutex_unlock(&a->mu);
     KILN_LOG_W("allocator %s: free of 0x%llx, which it did not hand out (or freed twice)", a->name,
                (unsigned long long)p);
     return;
@@ -451,32 +451,32 @@ void kiln_device_allocator_free(kiln_device_allocator_t *a, uint64_t p) {
     poison(a, c->ptr, c->size);
     bin_insert(a, coalesce(a, c));
   }
-  pthread_mutex_unlock(&a->mu);
+  kiln_mutex_unlock(&a->mu);
 }
 
 void kiln_device_allocator_trim(kiln_device_allocator_t *a) {
   if (!a) return;
-  pthread_mutex_lock(&a->mu);
+  kiln_mutex_lock(&a->mu);
   release_free_regions(a);
-  pthread_mutex_unlock(&a->mu);
+  kiln_mutex_unlock(&a->mu);
 }
 
 void kiln_device_allocator_get_stats(kiln_device_allocator_t *a,
                                      kiln_device_allocator_stats_t *out) {
   memset(out, 0, sizeof(*out));
   if (!a) return;
-  pthread_mutex_lock(&a->mu);
+  kiln_mutex_lock(&a->mu);
   *out = a->st;
   for (int b = NUM_BINS - 1; b >= 0 && !out->largest_free_block; b--)
     for (chunk_t *c = a->bins[b]; c; c = c->bin_next)
       if ((int64_t)c->size > out->largest_free_block) out->largest_free_block = (int64_t)c->size;
-  pthread_mutex_unlock(&a->mu);
+  kiln_mutex_unlock(&a->mu);
 }
 
 void kiln_device_allocator_clear_peak(kiln_device_allocator_t *a) {
   if (!a) return;
-  pthread_mutex_lock(&a->mu);
+  kiln_mutex_lock(&a->mu);
   a->st.peak_bytes_in_use = a->st.bytes_in_use;
   a->st.peak_pool_bytes = a->st.pool_bytes;
-  pthread_mutex_unlock(&a->mu);
+  kiln_mutex_unlock(&a->mu);
 }

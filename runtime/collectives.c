@@ -111,12 +111,12 @@ int kiln_coll_clique_size(const kiln_coll_clique_t *c) {
 }
 
 void kiln_coll_clique_abort(kiln_coll_clique_t *c, const char *why) {
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   if (!c->broken) {
     c->broken = kiln_status_make(KILN_ABORTED, "%s", why ? why : "collective clique aborted");
     pthread_cond_broadcast(&c->cv);
   }
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
 }
 
 /* ---- barriers ---- */
@@ -378,9 +378,9 @@ static kiln_status split_all_reduce(kiln_coll_clique_t *c, int rank, const call_
   int64_t n = c->size;
   int64_t lo = x->a * rank / n, hi = x->a * (rank + 1) / n;
   reduce_ranks(c, x->t, x->op, (char *)x->recv + (size_t)lo * es, (size_t)lo * es, hi - lo);
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   kiln_status st = barrier(c, rank, "finish reducing");
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
   if (st) return st;
   for (int64_t k = 0; k < n; k++) {
     if (k == rank) continue;
@@ -414,7 +414,7 @@ static kiln_status run(kiln_coll_clique_t *c, int rank, call_t *x) {
     memcpy(c->scratch[rank], x->send, x->send_bytes);
     x->send = c->scratch[rank];
   }
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   kiln_status st = KILN_STATUS_OK;
   if (c->broken) {
     st = copy_broken(c);
@@ -441,7 +441,7 @@ static kiln_status run(kiln_coll_clique_t *c, int rank, call_t *x) {
     c->meta[rank] = &x->sender;
     st = barrier(c, rank, "arrive");
   }
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
   if (st) return st;
   if (x->kind == OP_ALL_REDUCE && x->a >= (int64_t)c->size * SPLIT_MIN_ELEMENTS) {
     st = split_all_reduce(c, rank, x);
@@ -451,9 +451,9 @@ static kiln_status run(kiln_coll_clique_t *c, int rank, call_t *x) {
   } else {
     compute(c, rank, x);
   }
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   kiln_status left = barrier(c, rank, "finish reading");
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
   if (st) {
     kiln_status_free(left);
     return st;

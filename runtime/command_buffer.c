@@ -466,7 +466,7 @@ kiln_status kiln_cmd_cache_replay(kiln_cmd_cache_t *c, kiln_stream_t *s,
   if (!c || !s || !ticket) return KILN_ERR_INVALID("command buffer replay: NULL argument");
   if (!ticket->entry_id) return NULL;
   kiln_status st = NULL;
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   for (size_t i = 0; i < c->len; i++) {
     cmd_entry_t *e = c->entries[i];
     if (e->id != ticket->entry_id) continue;
@@ -479,7 +479,7 @@ kiln_status kiln_cmd_cache_replay(kiln_cmd_cache_t *c, kiln_stream_t *s,
     }
     break;
   }
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
   return st;
 }
 
@@ -501,7 +501,7 @@ kiln_status kiln_cmd_cache_execute_ex(kiln_cmd_cache_t *c, kiln_stream_t *s,
   ticket->entry_id = 0;
   ticket->generation = 0;
   if (!c || !s || !l) return KILN_ERR_INVALID("command buffer: NULL cache, stream or list");
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   kiln_status st = NULL;
   if (c->disabled || l->len == 0 || !list_supported(c, l)) {
     if (c->disabled)
@@ -606,30 +606,30 @@ kiln_status kiln_cmd_cache_execute_ex(kiln_cmd_cache_t *c, kiln_stream_t *s,
   *action = KILN_CMD_ACTION_ISSUE_DIRECTLY;
   st = issue_directly(c, s, l);
 done:
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
   return st;
 }
 
 kiln_cmd_stats_t kiln_cmd_cache_stats(kiln_cmd_cache_t *c) {
   kiln_cmd_stats_t st = {0};
   if (!c) return st;
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   st = c->stats;
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
   return st;
 }
 
 size_t kiln_cmd_cache_size(kiln_cmd_cache_t *c) {
   if (!c) return 0;
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   size_t n = c->len;
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
   return n;
 }
 
 void kiln_cmd_cache_forget_module(kiln_cmd_cache_t *c, const kiln_device_module_t *m) {
   if (!c) return;
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   for (size_t i = 0; i < c->len;) {
     bool uses = false;
     const kiln_cmd_list_t *l = &c->entries[i]->recorded;
@@ -641,5 +641,5 @@ void kiln_cmd_cache_forget_module(kiln_cmd_cache_t *c, const kiln_device_module_
     else
       i++;
   }
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
 }

@@ -51,9 +51,9 @@ void kiln_executable_desc_destroy(kiln_executable_desc_t *d) {
   kiln_free(d->images);
   for (int32_t i = 0; d->image_objects && i < d->num_images; i++) {
     kiln_exec_image_objects_t *o = &d->image_objects[i];
-    for (int32_t j = 0; j < o->num_objects; j++) {
-      kiln_free(o->symbols[j]);
-      kiln_free(o->data[j]);
+    for (int32_t j = 0; j < o->num_objects; j++) { /* a description half built: arrays NULL */
+      if (o->symbols) kiln_free(o->symbols[j]);
+      if (o->data) kiln_free(o->data[j]);
     }
     kiln_free(o->symbols);
     kiln_free(o->data);
@@ -249,10 +249,10 @@ static kiln_status context_take(kiln_executable_t *e, exec_context_t **out) {
     *out = c;
     return NULL;
   }
-  pthread_mutex_lock(&e->pool_mu);
+  kiln_mutex_lock(&e->pool_mu);
   c = e->free_contexts;
   if (c) e->free_contexts = c->next;
-  pthread_mutex_unlock(&e->pool_mu);
+  kiln_mutex_unlock(&e->pool_mu);
   if (c) {
     c->next = NULL;
     *out = c;
@@ -267,10 +267,10 @@ static void context_give_back(kiln_executable_t *e, exec_context_t *c) {
   if (atomic_compare_exchange_strong_explicit(&e->slot, &empty, c, memory_order_release,
                                               memory_order_relaxed))
     return;
-  pthread_mutex_lock(&e->pool_mu);
+  kiln_mutex_lock(&e->pool_mu);
   c->next = e->free_contexts;
   e->free_contexts = c;
-  pthread_mutex_unlock(&e->pool_mu);
+  kiln_mutex_unlock(&e->pool_mu);
 }
 
 void kiln_executable_destroy(kiln_executable_t *e) {

@@ -206,10 +206,10 @@ static kiln_status slot_acquire(kiln_ffi_call_t *c, slot_t **out) {
     *out = &c->first;
     return NULL;
   }
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   slot_t *s = c->free_list;
   if (s) c->free_list = s->next_free;
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
   if (s) {
     *out = s;
     return NULL;
@@ -221,10 +221,10 @@ static kiln_status slot_acquire(kiln_ffi_call_t *c, slot_t **out) {
     kiln_free(s);
     return st;
   }
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   s->next_all = c->extra;
   c->extra = s;
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
   *out = s;
   return NULL;
 }
@@ -234,10 +234,10 @@ static void slot_release(kiln_ffi_call_t *c, slot_t *s) {
     atomic_flag_clear_explicit(&c->first_busy, memory_order_release);
     return;
   }
-  pthread_mutex_lock(&c->mu);
+  kiln_mutex_lock(&c->mu);
   s->next_free = c->free_list;
   c->free_list = s;
-  pthread_mutex_unlock(&c->mu);
+  kiln_mutex_unlock(&c->mu);
 }
 
 static void *platform_stream(kiln_stream_t *stream) {

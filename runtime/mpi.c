@@ -156,7 +156,7 @@ static kiln_status copy_status(kiln_status s) {
 kiln_status kiln_mpi_get(kiln_mpi_t **out) {
   *out = NULL;
   kiln_status st = KILN_STATUS_OK;
-  pthread_mutex_lock(&g_mu);
+  kiln_mutex_lock(&g_mu);
   if (g_finalized) {
     st = kiln_status_make(KILN_FAILED_PRECONDITION, "MPI: already finalized by kiln");
   } else if (g_error) {
@@ -175,7 +175,7 @@ kiln_status kiln_mpi_get(kiln_mpi_t **out) {
     }
   }
   if (!st) *out = g_mpi;
-  pthread_mutex_unlock(&g_mu);
+  kiln_mutex_unlock(&g_mu);
   return st;
 }
 
@@ -194,13 +194,13 @@ static void set_broken(kiln_mpi_t *m, kiln_status_code_t code, const char *why) 
 
 void kiln_mpi_break(kiln_mpi_t *m, const char *why) {
   if (!m) return;
-  pthread_mutex_lock(&m->mu);
+  kiln_mutex_lock(&m->mu);
   set_broken(m, KILN_ABORTED, why);
-  pthread_mutex_unlock(&m->mu);
+  kiln_mutex_unlock(&m->mu);
 }
 
 void kiln_mpi_finalize(void) {
-  pthread_mutex_lock(&g_mu);
+  kiln_mutex_lock(&g_mu);
   kiln_mpi_t *m = g_mpi;
   if (m) {
     /* Open transfers abandoned after a failure name buffers their owners have freed since:
@@ -222,7 +222,7 @@ void kiln_mpi_finalize(void) {
   }
   kiln_status_free(g_error);
   g_error = NULL;
-  pthread_mutex_unlock(&g_mu);
+  kiln_mutex_unlock(&g_mu);
 }
 
 /* ---- point to point transfers ---- */
@@ -441,10 +441,10 @@ static void cancel_open(const call_t *c) {
 static kiln_status run(call_t *c) {
   kiln_mpi_t *m = c->g->mpi;
   kiln_status st = KILN_STATUS_OK;
-  pthread_mutex_lock(&m->mu);
+  kiln_mutex_lock(&m->mu);
   if (m->broken) st = copy_status(m->broken);
   for (int i = 0; i < c->n && !st; i++) st = post(c, &c->x[i]);
-  pthread_mutex_unlock(&m->mu);
+  kiln_mutex_unlock(&m->mu);
   /* Polling: MPI moves data only inside its calls (large messages take several rounds), so
    * a waiting rank yields its core for the first milliseconds without progress, then sleeps
    * between polls. */
@@ -452,14 +452,14 @@ static kiln_status run(call_t *c) {
   for (bool pending = !st; pending && !st;) {
     bool progress = false;
     pending = false;
-    pthread_mutex_lock(&m->mu);
+    kiln_mutex_lock(&m->mu);
     if (m->broken) st = copy_status(m->broken);
     for (int i = 0; i < c->n && !st; i++)
       if (!c->x[i].done) {
         st = step(c, &c->x[i], &progress);
         pending |= !c->x[i].done;
       }
-    pthread_mutex_unlock(&m->mu);
+    kiln_mutex_unlock(&m->mu);
     if (st || !pending) break;
     double now = now_ms();
     if (progress) { /* the deadline is for a rank that never arrives, not a long transfer */
@@ -475,10 +475,10 @@ static kiln_status run(call_t *c) {
     }
   }
   if (st) {
-    pthread_mutex_lock(&m->mu);
+    kiln_mutex_lock(&m->mu);
     cancel_open(c);
     set_broken(m, kiln_status_code(st), kiln_status_message(st));
-    pthread_mutex_unlock(&m->mu);
+    kiln_mutex_unlock(&m->mu);
   }
   for (int i = 0; i < c->n; i++) {
     kiln_free(c->x[i].req);

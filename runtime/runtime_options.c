@@ -30,7 +30,7 @@ static const char *keep(const char *s) {
 void kiln_runtime_options_set(const kiln_runtime_options_t *o) {
   kiln_runtime_options_t c = {0};
   if (o) c = *o;
-  pthread_mutex_lock(&g_mu);
+  kiln_mutex_lock(&g_mu);
   c.cuda_driver = keep(c.cuda_driver);
   c.nccl_library = keep(c.nccl_library);
   c.mpi_library = keep(c.mpi_library);
@@ -38,12 +38,12 @@ void kiln_runtime_options_set(const kiln_runtime_options_t *o) {
   c.host_epilogue_isa = keep(c.host_epilogue_isa);
   c.host_gemm_half = keep(c.host_gemm_half);
   g_options = c;
-  pthread_mutex_unlock(&g_mu);
+  kiln_mutex_unlock(&g_mu);
 }
 
 kiln_runtime_options_t kiln_runtime_options(void) {
-  pthread_mutex_lock(&g_mu);
+  kiln_mutex_lock(&g_mu);
   kiln_runtime_options_t o = g_options;
-  pthread_mutex_unlock(&g_mu);
+  kiln_mutex_unlock(&g_mu);
   return o;
 }

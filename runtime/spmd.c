@@ -101,7 +101,7 @@ kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t
                                    kiln_coll_clique_t **out) {
   *out = NULL;
   kiln_status st = KILN_STATUS_OK;
-  pthread_mutex_lock(&w->mu);
+  kiln_mutex_lock(&w->mu);
   if (w->aborted) {
     st = kiln_status_make(KILN_ABORTED, "%s", kiln_status_message(w->aborted));
   } else {
@@ -126,12 +126,12 @@ kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t
                              kiln_coll_clique_size(e->clique), size);
     if (!st) *out = e->clique;
   }
-  pthread_mutex_unlock(&w->mu);
+  kiln_mutex_unlock(&w->mu);
   return st;
 }
 
 void kiln_spmd_world_abort(kiln_spmd_world_t *w, int participant, const char *why) {
-  pthread_mutex_lock(&w->mu);
+  kiln_mutex_lock(&w->mu);
   if (!w->aborted) {
     kiln_strbuf_t b = {0};
     kiln_strbuf_append(&b, "stopped: participant ");
@@ -143,7 +143,7 @@ void kiln_spmd_world_abort(kiln_spmd_world_t *w, int participant, const char *wh
       kiln_coll_clique_abort(e->clique, kiln_status_message(w->aborted));
     if (w->mpi) kiln_mpi_break(w->mpi, kiln_status_message(w->aborted));
   }
-  pthread_mutex_unlock(&w->mu);
+  kiln_mutex_unlock(&w->mu);
 }
 
 /* ---- running every participant ---- */

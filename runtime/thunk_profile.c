@@ -42,21 +42,21 @@ kiln_thunk_profile_mode_t kiln_thunk_profile_mode(const kiln_thunk_profile_t *p)
 
 void kiln_thunk_profile_reset(kiln_thunk_profile_t *p) {
   if (!p) return;
-  pthread_mutex_lock(&p->mu);
+  kiln_mutex_lock(&p->mu);
   kiln_ptrmap_free(&p->index);
   kiln_ptrmap_init(&p->index);
   p->len = 0;
   p->runs = 0;
   p->run_ns = 0;
-  pthread_mutex_unlock(&p->mu);
+  kiln_mutex_unlock(&p->mu);
 }
 
 void kiln_thunk_profile_add_run(kiln_thunk_profile_t *p, uint64_t ns) {
   if (!p) return;
-  pthread_mutex_lock(&p->mu);
+  kiln_mutex_lock(&p->mu);
   p->runs++;
   p->run_ns += ns;
-  pthread_mutex_unlock(&p->mu);
+  kiln_mutex_unlock(&p->mu);
 }
 
 int64_t kiln_thunk_profile_runs(const kiln_thunk_profile_t *p, uint64_t *total_ns) {
@@ -65,10 +65,10 @@ int64_t kiln_thunk_profile_runs(const kiln_thunk_profile_t *p, uint64_t *total_n
     return 0;
   }
   kiln_thunk_profile_t *m = (kiln_thunk_profile_t *)p; /* the lock only */
-  pthread_mutex_lock(&m->mu);
+  kiln_mutex_lock(&m->mu);
   int64_t runs = p->runs;
   if (total_ns) *total_ns = p->run_ns;
-  pthread_mutex_unlock(&m->mu);
+  kiln_mutex_unlock(&m->mu);
   return runs;
 }
 
@@ -76,16 +76,16 @@ size_t kiln_thunk_profile_entries(const kiln_thunk_profile_t *p, kiln_thunk_prof
                                   size_t cap) {
   if (!p) return 0;
   kiln_thunk_profile_t *m = (kiln_thunk_profile_t *)p; /* the lock only */
-  pthread_mutex_lock(&m->mu);
+  kiln_mutex_lock(&m->mu);
   size_t n = p->len;
   if (out) memcpy(out, p->entries, (n < cap ? n : cap) * sizeof(*out));
-  pthread_mutex_unlock(&m->mu);
+  kiln_mutex_unlock(&m->mu);
   return n;
 }
 
 static void record(kiln_thunk_profile_t *p, const kiln_thunk_t *t, const kiln_thunk_t *parent,
                    int depth, uint64_t ns) {
-  pthread_mutex_lock(&p->mu);
+  kiln_mutex_lock(&p->mu);
   uintptr_t i = (uintptr_t)kiln_ptrmap_get(&p->index, t);
   kiln_thunk_profile_entry_t *e;
   if (i) {
@@ -107,7 +107,7 @@ static void record(kiln_thunk_profile_t *p, const kiln_thunk_t *t, const kiln_th
   e->total_ns += ns;
   if (ns < e->min_ns) e->min_ns = ns;
   if (ns > e->max_ns) e->max_ns = ns;
-  pthread_mutex_unlock(&p->mu);
+  kiln_mutex_unlock(&p->mu);
 }
 
 static uint64_t now_ns(void) {

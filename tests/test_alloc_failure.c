@@ -1,9 +1,9 @@
 /* Allocation-failure injection, as SQLite tests it: parse + compile + run of five corpus
- * modules on the host backend with the N-th fallible allocation refused (base/alloc.h:
- * kiln_alloc_fail_nth), for every N up to the number of fallible allocations a clean run makes
- * (with a stride in CI: KILN_ALLOC_SWEEP_STRIDE, default so that about 4 points per module
- * run, 1 under ASan; KILN_ALLOC_SWEEP_STRIDE=1 is the full sweep). Each N runs in a child
- * process, which must
+ * modules on the host backend with the N-th allocation refused (base/alloc.h:
+ * kiln_alloc_fail_nth), for every N up to the number of allocations that can fail a clean
+ * run makes (with a stride in CI: KILN_ALLOC_SWEEP_STRIDE, default so that about 4 points per
+ * module run, 1 under ASan; KILN_ALLOC_SWEEP_STRIDE=1 is the full sweep, KILN_ALLOC_SWEEP_JOBS=N
+ * runs N children at a time). Each N runs in a child process, which must
  *   - end the failing run with an error status carrying a message, or succeed (a refused
  *     allocation with a fallback: the caches);
  *   - not crash, and leak nothing (under ASan, LeakSanitizer fails the child at exit);
@@ -11,15 +11,17 @@
  *     when they were made, then compile and run without injection and match the evaluator.
  * The failure policy (base/alloc.h): what is sized by the user is fallible and reported as
  * RESOURCE_EXHAUSTED (kiln_try_*, the parser's bounded arena, arena blocks over the 1 MiB
- * chunk: literals, arguments); the compiler's own bookkeeping (kiln_malloc and its kind,
- * chunks of unbounded arenas: IR, kernel IR, analyses) aborts with a message on exhaustion,
- * by design, and is not swept.
+ * chunk: literals, arguments) wherever it is allocated; every other allocation (kiln_malloc
+ * and its kind, chunks of unbounded arenas: IR, kernel IR, analyses) can fail inside the
+ * parsers' and the compiler's out-of-memory scopes, which unwind and return RESOURCE_EXHAUSTED.
+ * Those count here too; outside the scopes (the runtime's bookkeeping, LLVM's object-code
+ * generation and the JIT link, which run held) they abort on exhaustion and are not swept.
  *
  * The same sweep through the PJRT plugin API (GetPjrtApi(), the table linked into this test so
  * that the injection reaches it): PJRT_Client_Create, then PJRT_Client_Compile,
  * PJRT_Client_BufferFromHostBuffer, PJRT_LoadedExecutable_Execute and PJRT_Buffer_ToHostBuffer
  * of a module (tools/common/pjrt_run.h, the way a framework drives the plugin), the N-th
- * fallible allocation refused: every failure must come back as a PJRT error with a code and a
+ * allocation refused: every failure must come back as a PJRT error with a code and a
  * message, leak nothing, and leave the client (when it was made) usable: the module then
  * compiles and runs through it and matches the evaluator. The disk cache is off
  * (KILN_CACHE_DIR=""), so every run compiles. */
@@ -186,17 +188,54 @@ static void sweep_module(child_fn fn, const char *name, const char *how, int i,
   if (k == 0) k = 1; /* none counted: still fail the first, which must be harmless */
   int64_t stride =
       fixed_stride > 0 ? fixed_stride : (k + points_per_module - 1) / points_per_module;
-  for (int64_t n = 1 + (stride > 1 ? (int64_t)(i % stride) : 0); n <= k; n += stride) {
-    rc = in_child_with(fn, f->text, f->len, n, NULL);
+  /* KILN_ALLOC_SWEEP_JOBS children at a time (default 1) */
+  const char *jobs_env = getenv("KILN_ALLOC_SWEEP_JOBS");
+  int jobs = jobs_env && atoi(jobs_env) > 0 ? atoi(jobs_env) : 1;
+  pid_t *pids = calloc((size_t)jobs, sizeof *pids);
+  int64_t *points = calloc((size_t)jobs, sizeof *points);
+  int running = 0;
+  int64_t n = 1 + (stride > 1 ? (int64_t)(i % stride) : 0);
+  while (n <= k || running > 0) {
+    if (n <= k && running < jobs) {
+      int slot = 0;
+      while (pids[slot]) slot++;
+      fflush(NULL);
+      pid_t pid = fork();
+      if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL);
+        signal(SIGBUS, SIG_DFL);
+        signal(SIGFPE, SIG_DFL);
+        signal(SIGABRT, SIG_DFL);
+        signal(SIGILL, SIG_DFL);
+        int crc = fn(f->text, f->len, n, -1);
+        fflush(NULL);
+        _exit(crc);
+      }
+      pids[slot] = pid;
+      points[slot] = n;
+      running++;
+      n += stride;
+      continue;
+    }
+    int st = 0;
+    pid_t done = wait(&st);
+    int slot = 0;
+    while (slot < jobs && pids[slot] != done) slot++;
+    if (slot == jobs) continue;
+    pids[slot] = 0;
+    running--;
+    rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     out->swept++;
     if (rc != 0) {
       out->failures++;
-      printf("  %s: failing fallible allocation %lld of %lld%s: child exit %d\n", name,
-             (long long)n, (long long)k, how, rc);
+      printf("  %s: failing allocation %lld of %lld%s: child exit %d\n", name,
+             (long long)points[slot], (long long)k, how, rc);
     }
   }
+  free(pids);
+  free(points);
   printf(
-      "%s%s: %lld fallible allocations, %lld failure points swept (stride %lld), %lld not "
+      "%s%s: %lld allocations that can fail, %lld failure points swept (stride %lld), %lld not "
       "handled\n",
       name, how, (long long)k, (long long)out->swept, (long long)stride, (long long)out->failures);
   out->points = k;
@@ -233,7 +272,8 @@ static void test_every_allocation_failure_is_handled(void **state) {
     failures += sw.failures;
   }
   printf(
-      "allocation-failure sweep: %lld fallible allocations over %d modules, %lld swept, %lld not "
+      "allocation-failure sweep: %lld allocations that can fail over %d modules, %lld swept, %lld "
+      "not "
       "handled\n",
       (long long)total_points, NUM_MODULES - first, (long long)swept, (long long)failures);
   assert_true(total_points >= NUM_MODULES - first);
@@ -330,7 +370,8 @@ static void test_every_allocation_failure_through_the_plugin_is_handled(void **s
     failures += sw.failures;
   }
   printf(
-      "plugin allocation-failure sweep: %lld fallible allocations over %d modules, %lld swept, "
+      "plugin allocation-failure sweep: %lld allocations that can fail over %d modules, %lld "
+      "swept, "
       "%lld not handled\n",
       (long long)total_points, NUM_PLUGIN_MODULES, (long long)swept, (long long)failures);
   assert_int_equal(failures, 0);

@@ -41,7 +41,7 @@ static void open_self(void) {
 
 void *kiln_host_elf_process_symbol(void *user, const char *name) {
   (void)user;
-  pthread_once(&g_self_once, open_self);
+  kiln_once(&g_self_once, open_self);
   return g_self ? dlsym(g_self, name) : NULL;
 }
 

@@ -67,10 +67,10 @@ static void jit_error_reporter(void *ctx, LLVMErrorRef err) {
   kiln_host_jit_t *jit = ctx;
   char *msg = LLVMGetErrorMessage(err);
   KILN_LOG_D("host JIT: %s", msg ? msg : "(no message)");
-  pthread_mutex_lock(&jit->report_mutex);
+  kiln_mutex_lock(&jit->report_mutex);
   if (jit->reports.len < 16384)
     kiln_strbuf_printf(&jit->reports, "%s%s", jit->reports.len ? "; " : "", msg ? msg : "");
-  pthread_mutex_unlock(&jit->report_mutex);
+  kiln_mutex_unlock(&jit->report_mutex);
   LLVMDisposeErrorMessage(msg);
 }
 
@@ -122,7 +122,7 @@ static char *host_string(const char *memo, char *(*ask)(void)) {
 }
 
 static void resolve_target(const kiln_host_jit_options_t *opts, host_target_t *t) {
-  pthread_once(&g_host_once, probe_host);
+  kiln_once(&g_host_once, probe_host);
   t->triple = host_string(g_host_triple, LLVMGetDefaultTargetTriple);
   const char *extra = opts->extra_features;
   if (opts->cpu && opts->cpu[0])
@@ -185,7 +185,7 @@ void kiln_host_jit_target_id(const kiln_host_jit_options_t *opts, kiln_strbuf_t 
   static const kiln_host_jit_options_t kDefaults = {0};
   if (!opts) opts = &kDefaults;
 #if KILN_HOST_CPUID_ID
-  pthread_once(&g_cpuid_once, probe_cpuid);
+  kiln_once(&g_cpuid_once, probe_cpuid);
   const char *pipeline =
       opts->pipeline && opts->pipeline[0] ? opts->pipeline : KILN_HOST_JIT_DEFAULT_PIPELINE;
   kiln_strbuf_printf(out, "host|%s|cpu=%s|features=%s|extra=%s|cpuid=%s|%s",
@@ -279,9 +279,9 @@ const char *kiln_host_jit_features(const kiln_host_jit_t *jit) {
 }
 
 kiln_host_jit_stats_t kiln_host_jit_stats(kiln_host_jit_t *jit) {
-  pthread_mutex_lock(&jit->mutex);
+  kiln_mutex_lock(&jit->mutex);
   kiln_host_jit_stats_t s = jit->stats;
-  pthread_mutex_unlock(&jit->mutex);
+  kiln_mutex_unlock(&jit->mutex);
   return s;
 }
 
@@ -458,17 +458,17 @@ kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, 
   kiln_strbuf_free(&diag);
   LLVMDisposeModule(m);
   if (tm) LLVMDisposeTargetMachine(tm);
-  pthread_mutex_lock(&jit->mutex);
+  kiln_mutex_lock(&jit->mutex);
   jit->stats.opt_ms += opt_ms;
   jit->stats.codegen_ms += kiln_clock_ms() - t0 - opt_ms;
-  pthread_mutex_unlock(&jit->mutex);
+  kiln_mutex_unlock(&jit->mutex);
   return s;
 }
 
 void kiln_host_jit_prepare_threads(kiln_host_jit_t *jit) {
   static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
   static bool done;
-  pthread_mutex_lock(&mu);
+  kiln_mutex_lock(&mu);
   if (!done && jit) {
     LLVMContextRef ctx = LLVMContextCreate();
     LLVMModuleRef m = LLVMModuleCreateWithNameInContext("kiln_warm_up", ctx);
@@ -487,20 +487,20 @@ void kiln_host_jit_prepare_threads(kiln_host_jit_t *jit) {
     LLVMContextDispose(ctx);
     done = true;
   }
-  pthread_mutex_unlock(&mu);
+  kiln_mutex_unlock(&mu);
 }
 
 kiln_status kiln_host_jit_add_object(kiln_host_jit_t *jit, const void *data, size_t len,
                                      const char *name) {
   if (!jit || !data) return KILN_ERR_INVALID("kiln_host_jit_add_object: NULL argument");
   if (!name) name = "object";
-  pthread_mutex_lock(&jit->mutex);
+  kiln_mutex_lock(&jit->mutex);
   kiln_status s = NULL;
   if (!kiln_hashmap_contains(&jit->objects, name, strlen(name))) {
     s = add_object_locked(jit, data, len, name);
     if (!s) kiln_hashmap_put(&jit->objects, name, strlen(name), jit);
   }
-  pthread_mutex_unlock(&jit->mutex);
+  kiln_mutex_unlock(&jit->mutex);
   return s;
 }
 
@@ -520,22 +520,22 @@ kiln_status kiln_host_jit_add_module(kiln_host_jit_t *jit, LLVMModuleRef m, cons
     LLVMDisposeModule(m);
     return KILN_ERR_INVALID("kiln_host_jit_add_module: NULL JIT");
   }
-  pthread_mutex_lock(&jit->mutex);
+  kiln_mutex_lock(&jit->mutex);
   kiln_status s = add_module_locked(jit, m, name);
   if (!s && jit->diag.len)
     s = kiln_status_make(KILN_INTERNAL, "LLVM reported: %s", kiln_strbuf_cstr(&jit->diag));
   kiln_strbuf_free(&jit->diag);
-  pthread_mutex_unlock(&jit->mutex);
+  kiln_mutex_unlock(&jit->mutex);
   return s;
 }
 
 kiln_status kiln_host_jit_lookup(kiln_host_jit_t *jit, const char *name, void **out_addr) {
   if (out_addr) *out_addr = NULL;
   if (!jit || !name || !out_addr) return KILN_ERR_INVALID("kiln_host_jit_lookup: NULL argument");
-  pthread_mutex_lock(&jit->mutex);
-  pthread_mutex_lock(&jit->report_mutex);
+  kiln_mutex_lock(&jit->mutex);
+  kiln_mutex_lock(&jit->report_mutex);
   kiln_strbuf_free(&jit->reports);
-  pthread_mutex_unlock(&jit->report_mutex);
+  kiln_mutex_unlock(&jit->report_mutex);
   double t0 = kiln_clock_ms();
   LLVMOrcExecutorAddress addr = 0;
   LLVMErrorRef err = LLVMOrcLLJITLookup(jit->lljit, &addr, name);
@@ -551,11 +551,11 @@ kiln_status kiln_host_jit_lookup(kiln_host_jit_t *jit, const char *name, void **
                                  : "host JIT lookup of '%s' failed: %s",
                          name, text);
     LLVMDisposeErrorMessage(text);
-    pthread_mutex_lock(&jit->report_mutex);
+    kiln_mutex_lock(&jit->report_mutex);
     if (jit->reports.len)
       s = kiln_status_annotate(s, "caused by: %s", kiln_strbuf_cstr(&jit->reports));
     kiln_strbuf_free(&jit->reports);
-    pthread_mutex_unlock(&jit->report_mutex);
+    kiln_mutex_unlock(&jit->report_mutex);
   } else if (addr == 0) {
     s = kiln_status_make(KILN_NOT_FOUND, "symbol '%s' resolved to a null address", name);
   }
@@ -568,7 +568,7 @@ kiln_status kiln_host_jit_lookup(kiln_host_jit_t *jit, const char *name, void **
   }
   kiln_strbuf_free(&jit->diag);
   if (!s) *out_addr = (void *)(uintptr_t)addr;
-  pthread_mutex_unlock(&jit->mutex);
+  kiln_mutex_unlock(&jit->mutex);
   return s;
 }
 

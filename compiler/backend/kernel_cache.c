@@ -41,9 +41,9 @@ void kiln_kernel_cache_key_begin(kiln_hasher_t *h) {
 }
 
 void kiln_kernel_cache_set_memory_limit(int64_t bytes) {
-  pthread_mutex_lock(&g_mu);
+  kiln_mutex_lock(&g_mu);
   g_limit = bytes < 0 ? DEFAULT_MEMORY_BYTES : bytes;
-  pthread_mutex_unlock(&g_mu);
+  kiln_mutex_unlock(&g_mu);
 }
 
 /* The map key: the kind's name then the 16 key bytes. */
@@ -97,7 +97,7 @@ static void drop_node(node_t *n) {
 static bool memory_get(const char *kind, const uint64_t key[2], void **data, size_t *len) {
   char mk[48];
   size_t ml = map_key(kind, key, mk);
-  pthread_mutex_lock(&g_mu);
+  kiln_mutex_lock(&g_mu);
   limit_locked();
   node_t *n = kiln_hashmap_get(&g_map, mk, ml);
   if (n) {
@@ -110,14 +110,14 @@ static bool memory_get(const char *kind, const uint64_t key[2], void **data, siz
   } else {
     g_counts.memory_misses++;
   }
-  pthread_mutex_unlock(&g_mu);
+  kiln_mutex_unlock(&g_mu);
   return n != NULL;
 }
 
 static void memory_put(const char *kind, const uint64_t key[2], const void *data, size_t len) {
   char mk[48];
   size_t ml = map_key(kind, key, mk);
-  pthread_mutex_lock(&g_mu);
+  kiln_mutex_lock(&g_mu);
   int64_t limit = limit_locked();
   if ((int64_t)len <= limit && !kiln_hashmap_get(&g_map, mk, ml)) {
     node_t *n = kiln_calloc(1, sizeof(*n));
@@ -135,7 +135,7 @@ static void memory_put(const char *kind, const uint64_t key[2], const void *data
       g_counts.memory_evicted++;
     }
   }
-  pthread_mutex_unlock(&g_mu);
+  kiln_mutex_unlock(&g_mu);
 }
 
 bool kiln_kernel_cache_get(const char *dir, const char *kind, const uint64_t key[2], void **data,
@@ -157,19 +157,19 @@ void kiln_kernel_cache_put(const char *dir, const char *kind, const uint64_t key
 }
 
 void kiln_kernel_cache_clear(void) {
-  pthread_mutex_lock(&g_mu);
+  kiln_mutex_lock(&g_mu);
   limit_locked();
   while (g_tail) drop_node(g_tail);
   /* The map keeps only keys of dropped entries now: start it afresh. */
   kiln_hashmap_free(&g_map);
   kiln_hashmap_init(&g_map);
-  pthread_mutex_unlock(&g_mu);
+  kiln_mutex_unlock(&g_mu);
 }
 
 kiln_kernel_cache_counters_t kiln_kernel_cache_counters(void) {
-  pthread_mutex_lock(&g_mu);
+  kiln_mutex_lock(&g_mu);
   kiln_kernel_cache_counters_t c = g_counts;
   c.memory_bytes = g_bytes;
-  pthread_mutex_unlock(&g_mu);
+  kiln_mutex_unlock(&g_mu);
   return c;
 }

@@ -33,7 +33,7 @@ static void init_nvptx_once(void) {
 }
 
 kiln_status kiln_llvm_init_native(void) {
-  pthread_once(&native_once, init_native_once);
+  kiln_once(&native_once, init_native_once);
   if (!native_ok) {
     char *triple = LLVMGetDefaultTargetTriple();
     kiln_status s = kiln_status_make(
@@ -45,7 +45,7 @@ kiln_status kiln_llvm_init_native(void) {
 }
 
 kiln_status kiln_llvm_init_nvptx(void) {
-  pthread_once(&nvptx_once, init_nvptx_once);
+  kiln_once(&nvptx_once, init_nvptx_once);
   return NULL;
 }
 

@@ -188,11 +188,11 @@ kiln_status kiln_nvjitlink_load(const kiln_cuda_dirs_t *dirs, const kiln_nvjitli
   kiln_strbuf_printf(&key, "%d", dirs->explicit_dir ? 1 : 0);
   for (size_t i = 0; i < dirs->count; i++) kiln_strbuf_printf(&key, ":%s", dirs->dirs[i]);
 
-  pthread_mutex_lock(&nvjl_mutex);
+  kiln_mutex_lock(&nvjl_mutex);
   for (size_t i = 0; i < KILN_NVJL_CACHE_SIZE && nvjl_cache[i]; i++) {
     if (strcmp(nvjl_cache[i]->key, kiln_strbuf_cstr(&key)) == 0) {
       *out = nvjl_cache[i];
-      pthread_mutex_unlock(&nvjl_mutex);
+      kiln_mutex_unlock(&nvjl_mutex);
       kiln_strbuf_free(&key);
       return NULL;
     }
@@ -235,7 +235,7 @@ kiln_status kiln_nvjitlink_load(const kiln_cuda_dirs_t *dirs, const kiln_nvjitli
     s = kiln_status_make(KILN_UNAVAILABLE, "nvJitLink not found; tried: %s",
                          tried.len ? kiln_strbuf_cstr(&tried) : "(no candidates)");
   }
-  pthread_mutex_unlock(&nvjl_mutex);
+  kiln_mutex_unlock(&nvjl_mutex);
   kiln_strbuf_free(&tried);
   kiln_strbuf_free(&key);
   return s;

@@ -448,13 +448,13 @@ static libdevice_blob_t libdevice_cache[KILN_LIBDEVICE_CACHE];
 /* *bytes is borrowed from the cache, or owned by the caller when *owned is set (cache full). */
 static kiln_status libdevice_bytes(const char *path, char **bytes, size_t *size, bool *owned) {
   *owned = false;
-  pthread_mutex_lock(&libdevice_mutex);
+  kiln_mutex_lock(&libdevice_mutex);
   size_t i = 0;
   for (; i < KILN_LIBDEVICE_CACHE && libdevice_cache[i].path; i++) {
     if (strcmp(libdevice_cache[i].path, path) == 0) {
       *bytes = libdevice_cache[i].bytes;
       *size = libdevice_cache[i].size;
-      pthread_mutex_unlock(&libdevice_mutex);
+      kiln_mutex_unlock(&libdevice_mutex);
       return NULL;
     }
   }
@@ -468,7 +468,7 @@ static kiln_status libdevice_bytes(const char *path, char **bytes, size_t *size,
       *owned = true;
     }
   }
-  pthread_mutex_unlock(&libdevice_mutex);
+  kiln_mutex_unlock(&libdevice_mutex);
   return s;
 }
 

@@ -97,6 +97,20 @@ static void batch_free(batch_t *b) {
   kiln_free(b->unique_of);
 }
 
+/* What an out-of-memory unwind (base/alloc.h) frees of a batch in progress: LLVM's contexts,
+ * the workers' objects and the NVPTX target machine. */
+typedef struct batch_unwind {
+  kiln_oom_cleanup_t cleanup;
+  batch_t *b;
+  LLVMTargetMachineRef tm;
+} batch_unwind_t;
+
+static void batch_free_on_unwind(void *arg) {
+  batch_unwind_t *u = arg;
+  batch_free(u->b);
+  if (u->tm) LLVMDisposeTargetMachine(u->tm);
+}
+
 /* Keys every module, keeps one job per distinct key, looks each job up in the cache. */
 static void batch_plan(batch_t *b, const kiln_kir_module_t *const *mods, size_t n,
                        const char *target, const char *cache_dir, const char *kind, bool lookup,
@@ -132,7 +146,11 @@ static void batch_plan(batch_t *b, const kiln_kir_module_t *const *mods, size_t 
   st->unique += (int)b->num_jobs;
 }
 
+/* Object-code generation is LLVM's (its own allocations abort on exhaustion): kiln's
+ * allocations here do not unwind an out-of-memory scope (base/alloc.h); on the pool's workers
+ * they are outside any scope anyway. */
 static void job_run(job_t *x) {
+  kiln_oom_hold();
   if (x->jit) {
     LLVMModuleRef mod = x->mod;
     x->mod = NULL; /* compile_object consumes it */
@@ -160,6 +178,7 @@ static void job_run(job_t *x) {
   x->mod = NULL;
   LLVMContextDispose(x->ctx);
   x->ctx = NULL;
+  kiln_oom_release();
 }
 
 static void run_jobs(void **args, int64_t begin, int64_t end) {
@@ -246,6 +265,8 @@ kiln_status kiln_kir_compile_host_batch(const kiln_kir_module_t *const *mods, si
                      kiln_host_jit_features(jit), kiln_host_jit_pipeline(jit));
   batch_t b;
   memset(&b, 0, sizeof(b));
+  batch_unwind_t unwind = {.b = &b};
+  kiln_oom_defer(&unwind.cleanup, batch_free_on_unwind, &unwind);
   /* With dumps asked for, every kernel is compiled (a cached one would write none). */
   batch_plan(&b, mods, n, kiln_strbuf_cstr(&target), o.cache_dir, KILN_KERNEL_CACHE_HOST,
              !kiln_host_jit_dump_dir(jit), st);
@@ -253,11 +274,13 @@ kiln_status kiln_kir_compile_host_batch(const kiln_kir_module_t *const *mods, si
   for (size_t j = 0; j < b.num_jobs; j++) b.jobs[j].jit = jit;
   kiln_status s = batch_compile(&b, &o, st, NULL);
   double t0 = kiln_clock_ms();
+  void **addr = kiln_calloc(b.num_jobs + 1, sizeof(void *));
+  kiln_oom_hold(); /* the JIT's link is LLVM's (or kiln's loader inside the JIT): whole */
   for (size_t j = 0; j < b.num_jobs && !s; j++)
     s = kiln_host_jit_add_object(jit, b.jobs[j].image, b.jobs[j].size, b.jobs[j].symbol);
-  void **addr = kiln_calloc(b.num_jobs + 1, sizeof(void *));
   for (size_t j = 0; j < b.num_jobs && !s; j++)
     s = kiln_host_jit_lookup(jit, b.jobs[j].symbol, &addr[j]);
+  kiln_oom_release();
   for (size_t i = 0; i < n && !s; i++) {
     const kiln_kir_func_t *k = kiln_kir_module_kernel(mods[i]);
     out[i].fn = (kiln_host_kernel_fn)addr[b.unique_of[i]];
@@ -281,6 +304,7 @@ kiln_status kiln_kir_compile_host_batch(const kiln_kir_module_t *const *mods, si
   }
   st->link_ms += kiln_clock_ms() - t0;
   kiln_free(addr);
+  kiln_oom_undefer(&unwind.cleanup);
   batch_free(&b);
   if (s) memset(out, 0, n * sizeof(*out));
   return s;
@@ -328,12 +352,15 @@ kiln_status kiln_kir_compile_nvptx_batch(const kiln_kir_module_t *const *mods, s
                      no.pipeline ? no.pipeline : "", no.ftz ? 1 : 0, (int)no.cubin_via);
   batch_t b;
   memset(&b, 0, sizeof(b));
+  batch_unwind_t unwind = {.b = &b, .tm = tm};
+  kiln_oom_defer(&unwind.cleanup, batch_free_on_unwind, &unwind);
   batch_plan(&b, mods, n, kiln_strbuf_cstr(&target), o.cache_dir, KILN_KERNEL_CACHE_CUDA,
              !kiln_backend_dump_dir(no.dump_dir), st);
   kiln_strbuf_free(&target);
   for (size_t j = 0; j < b.num_jobs; j++) b.jobs[j].nvptx = &no;
   kiln_status s = batch_compile(&b, &o, st, tm);
   LLVMDisposeTargetMachine(tm);
+  unwind.tm = NULL;
   for (size_t i = 0; i < n && !s; i++) {
     job_t *x = &b.jobs[b.unique_of[i]];
     out[i].image = kiln_malloc(x->size ? x->size : 1);
@@ -350,6 +377,7 @@ kiln_status kiln_kir_compile_nvptx_batch(const kiln_kir_module_t *const *mods, s
         break;
       }
   }
+  kiln_oom_undefer(&unwind.cleanup);
   batch_free(&b);
   if (s) kiln_kir_gpu_kernels_free(out, n);
   return s;

@@ -13,6 +13,16 @@ void kir_llvm_fail(kir_llvm_t *L, kiln_status s) {
   else L->status = s;
 }
 
+/* An out-of-memory unwind (base/alloc.h) in the middle of lowering: the builder and module
+ * are LLVM's. */
+static void unwind_lowering(void *arg) {
+  kir_llvm_t *L = arg;
+  if (L->b) LLVMDisposeBuilder(L->b);
+  if (L->mod) LLVMDisposeModule(L->mod);
+  L->b = NULL;
+  L->mod = NULL;
+}
+
 void kir_llvm_init(kir_llvm_t *L, const kiln_kir_module_t *km, const kir_llvm_target_t *target,
                    LLVMContextRef ctx, int idx_bits) {
   memset(L, 0, sizeof(*L));
@@ -21,6 +31,7 @@ void kir_llvm_init(kir_llvm_t *L, const kiln_kir_module_t *km, const kir_llvm_ta
   L->ctx = ctx;
   L->mod = LLVMModuleCreateWithNameInContext(km->name, ctx);
   L->b = LLVMCreateBuilderInContext(ctx);
+  kiln_oom_defer(&L->unwind, unwind_lowering, L);
   L->i1 = LLVMInt1TypeInContext(ctx);
   L->i8 = LLVMInt8TypeInContext(ctx);
   L->i16 = LLVMInt16TypeInContext(ctx);
@@ -41,6 +52,7 @@ void kir_llvm_init(kir_llvm_t *L, const kiln_kir_module_t *km, const kir_llvm_ta
 }
 
 void kir_llvm_finish(kir_llvm_t *L, bool dispose) {
+  kiln_oom_undefer(&L->unwind);
   if (L->b) LLVMDisposeBuilder(L->b);
   if (dispose && L->mod) LLVMDisposeModule(L->mod);
   kiln_free(L->vals);

@@ -12,6 +12,7 @@
 
 #include <llvm-c/Core.h>
 
+#include "base/alloc.h"
 #include "compiler/codegen/kir.h"
 
 typedef struct kir_llvm kir_llvm_t;
@@ -30,6 +31,7 @@ typedef struct kir_llvm_target {
 } kir_llvm_target_t;
 
 struct kir_llvm {
+  kiln_oom_cleanup_t unwind; /* disposes the builder and module on an out-of-memory unwind */
   const kiln_kir_module_t *km;
   const kir_llvm_target_t *target;
   LLVMContextRef ctx;

@@ -149,7 +149,7 @@ static kiln_status slot_join(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
   struct kiln_eval_world *w = ctx->world;
   struct timespec deadline;
   deadline_after(w->timeout_ms, &deadline);
-  pthread_mutex_lock(&w->mu);
+  kiln_mutex_lock(&w->mu);
   slot_t *s = slot_find_or_add(w, in, seq, g);
   kiln_status st = KILN_STATUS_OK;
   if (w->failed) {
@@ -181,7 +181,7 @@ static kiln_status slot_join(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
       st = peer_failed(w, in);
     }
   }
-  pthread_mutex_unlock(&w->mu);
+  kiln_mutex_unlock(&w->mu);
   *out_slot = st ? NULL : s;
   return st;
 }
@@ -189,7 +189,7 @@ static kiln_status slot_join(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
 /* Done reading the others' operands: waits until every member is done (they may free them
  * right after), the last one out frees the slot. */
 static void slot_leave(struct kiln_eval_world *w, slot_t *s) {
-  pthread_mutex_lock(&w->mu);
+  kiln_mutex_lock(&w->mu);
   s->departed++;
   pthread_cond_broadcast(&w->cv);
   /* Every member has arrived, and computing a result always ends in slot_leave, so this wait
@@ -199,7 +199,7 @@ static void slot_leave(struct kiln_eval_world *w, slot_t *s) {
   while (s->departed < s->size)
     if (wait_for(w, &deadline) == ETIMEDOUT) break;
   if (++s->exited == s->size) slot_unlink_free(w, s);
-  pthread_mutex_unlock(&w->mu);
+  kiln_mutex_unlock(&w->mu);
 }
 
 static int64_t next_seq(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in) {
@@ -667,13 +667,13 @@ static void *participant_main(void *arg) {
   p->status = kiln_eval_module_participant(p->m, &p->opts, p->world, p->participant, p->num_args,
                                            p->args, &p->arena, &p->result);
   if (p->status) {
-    pthread_mutex_lock(&p->world->mu);
+    kiln_mutex_lock(&p->world->mu);
     if (!p->world->failed && kiln_status_code(p->status) != KILN_ABORTED) {
       p->world->failed = true;
       p->world->failed_participant = p->participant;
     }
     pthread_cond_broadcast(&p->world->cv);
-    pthread_mutex_unlock(&p->world->mu);
+    kiln_mutex_unlock(&p->world->mu);
   }
   return NULL;
 }
@@ -739,11 +739,11 @@ kiln_status kiln_eval_module_spmd(const kiln_hlo_module_t *m, const kiln_eval_sp
       st = kiln_status_make(KILN_RESOURCE_EXHAUSTED,
                             "evaluator: cannot start the thread of participant %d of %d (%s)", i,
                             w.n, strerror(e));
-      pthread_mutex_lock(&w.mu);
+      kiln_mutex_lock(&w.mu);
       w.failed = true;
       w.failed_participant = i;
       pthread_cond_broadcast(&w.cv);
-      pthread_mutex_unlock(&w.mu);
+      kiln_mutex_unlock(&w.mu);
     } else {
       started[i] = true;
     }

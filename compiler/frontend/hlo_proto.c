@@ -429,7 +429,7 @@ static kiln_status module_from_reader(const kiln_pw_reader_t *r, const char *ext
   return s;
 }
 
-kiln_status kiln_hlo_module_from_proto(const void *bytes, size_t n, kiln_hlo_module_t **out) {
+static kiln_status module_from_proto(const void *bytes, size_t n, kiln_hlo_module_t **out) {
   *out = NULL;
   if (n && !bytes) return KILN_ERR_INVALID("HloModuleProto: %zu bytes at NULL", n);
   kiln_pw_reader_t r;
@@ -437,9 +437,9 @@ kiln_status kiln_hlo_module_from_proto(const void *bytes, size_t n, kiln_hlo_mod
   return module_from_reader(&r, NULL, out);
 }
 
-kiln_status kiln_hlo_module_from_proto_with_config(const void *bytes, size_t n,
-                                                   kiln_hlo_module_t **out, int64_t *num_replicas,
-                                                   int64_t *num_partitions) {
+static kiln_status module_from_proto_with_config(const void *bytes, size_t n,
+                                                 kiln_hlo_module_t **out, int64_t *num_replicas,
+                                                 int64_t *num_partitions) {
   *out = NULL;
   if (num_replicas) *num_replicas = 1;
   if (num_partitions) *num_partitions = 1;
@@ -479,4 +479,18 @@ kiln_status kiln_hlo_module_from_proto_with_config(const void *bytes, size_t n,
   if (!s && num_replicas && replicas > 0) *num_replicas = replicas;
   if (!s && num_partitions && partitions > 0) *num_partitions = partitions;
   return s;
+}
+
+/* Every allocation may fail: an out-of-memory scope (base/alloc.h) around the whole read. */
+kiln_status kiln_hlo_module_from_proto(const void *bytes, size_t n, kiln_hlo_module_t **out) {
+  KILN_OOM_SCOPED_RETURN(module_from_proto(bytes, n, out), if (out) *out = NULL,
+                         "reading an HloModuleProto");
+}
+
+/* Every allocation may fail: an out-of-memory scope (base/alloc.h) around the whole read. */
+kiln_status kiln_hlo_module_from_proto_with_config(const void *bytes, size_t n,
+                                                   kiln_hlo_module_t **out, int64_t *num_replicas,
+                                                   int64_t *num_partitions) {
+  KILN_OOM_SCOPED_RETURN(module_from_proto_with_config(bytes, n, out, num_replicas, num_partitions),
+                         if (out) *out = NULL, "reading an HloModuleProtoWithConfig");
 }

@@ -922,7 +922,7 @@ static kiln_status read_all(kiln_bc_t *bc) {
   return kiln_bc_upgrade(bc);
 }
 
-kiln_status kiln_mlir_read_bytecode(const void *bytes, size_t n, kiln_mlir_module_t **out) {
+static kiln_status read_bytecode(const void *bytes, size_t n, kiln_mlir_module_t **out) {
   if (out == NULL) return KILN_ERR_INVALID("kiln_mlir_read_bytecode: out is NULL");
   *out = NULL;
   if (bytes == NULL && n > 0) return KILN_ERR_INVALID("kiln_mlir_read_bytecode: bytes is NULL");
@@ -940,4 +940,10 @@ kiln_status kiln_mlir_read_bytecode(const void *bytes, size_t n, kiln_mlir_modul
   }
   *out = bc.m;
   return KILN_STATUS_OK;
+}
+
+/* Every allocation may fail: an out-of-memory scope (base/alloc.h) around the whole read. */
+kiln_status kiln_mlir_read_bytecode(const void *bytes, size_t n, kiln_mlir_module_t **out) {
+  KILN_OOM_SCOPED_RETURN(read_bytecode(bytes, n, out), if (out) *out = NULL,
+                         "reading MLIR bytecode");
 }

@@ -779,8 +779,8 @@ kiln_status kiln_mlir_parse_text(const char *text, size_t len, const char *filen
   return kiln_mlir_parse_text_at(text, len, filename, 1, out);
 }
 
-kiln_status kiln_mlir_parse_text_at(const char *text, size_t len, const char *filename,
-                                    int32_t first_line, kiln_mlir_module_t **out) {
+static kiln_status parse_text_at(const char *text, size_t len, const char *filename,
+                                 int32_t first_line, kiln_mlir_module_t **out) {
   if (out == NULL) return KILN_ERR_INVALID("kiln_mlir_parse_text: out is NULL");
   *out = NULL;
   if (text == NULL && len > 0) return KILN_ERR_INVALID("kiln_mlir_parse_text: text is NULL");
@@ -841,4 +841,11 @@ size_t kiln_mlir_split_text(const char *text, size_t len, kiln_mlir_text_part_t 
     parts[n].line = part_line;
   }
   return n + 1;
+}
+
+/* Every allocation may fail: an out-of-memory scope (base/alloc.h) around the whole read. */
+kiln_status kiln_mlir_parse_text_at(const char *text, size_t len, const char *filename,
+                                    int32_t first_line, kiln_mlir_module_t **out) {
+  KILN_OOM_SCOPED_RETURN(parse_text_at(text, len, filename, first_line, out), if (out) *out = NULL,
+                         "parsing MLIR text");
 }

@@ -1070,8 +1070,8 @@ static void ctx_free(shc_ctx_t *c) {
   kiln_free(c->params);
 }
 
-kiln_status kiln_stablehlo_to_hlo(const kiln_mlir_module_t *m, const char *entry,
-                                  kiln_hlo_module_t **out) {
+static kiln_status stablehlo_to_hlo(const kiln_mlir_module_t *m, const char *entry,
+                                    kiln_hlo_module_t **out) {
   *out = NULL;
   const kiln_mlir_op_t *fn = find_entry(m, entry);
   if (!fn)
@@ -1135,8 +1135,8 @@ kiln_status kiln_stablehlo_checks_to_hlo(const kiln_mlir_module_t *m, const kiln
   return s;
 }
 
-kiln_status kiln_stablehlo_module_from_bytes(const void *bytes, size_t n, const char *name,
-                                             kiln_hlo_module_t **out) {
+static kiln_status module_from_bytes(const void *bytes, size_t n, const char *name,
+                                     kiln_hlo_module_t **out) {
   *out = NULL;
   kiln_mlir_module_t *m = NULL;
   if (!name) name = "<mlir>";
@@ -1151,4 +1151,18 @@ kiln_status kiln_stablehlo_module_from_bytes(const void *bytes, size_t n, const 
   kiln_mlir_module_destroy(m);
   if (s) return kiln_status_annotate(s, "while converting %s to HLO", name);
   return NULL;
+}
+
+/* Every allocation may fail: an out-of-memory scope (base/alloc.h) around the whole read. */
+kiln_status kiln_stablehlo_to_hlo(const kiln_mlir_module_t *m, const char *entry,
+                                  kiln_hlo_module_t **out) {
+  KILN_OOM_SCOPED_RETURN(stablehlo_to_hlo(m, entry, out), if (out) *out = NULL,
+                         "converting StableHLO to HLO");
+}
+
+/* Every allocation may fail: an out-of-memory scope (base/alloc.h) around the whole read. */
+kiln_status kiln_stablehlo_module_from_bytes(const void *bytes, size_t n, const char *name,
+                                             kiln_hlo_module_t **out) {
+  KILN_OOM_SCOPED_RETURN(module_from_bytes(bytes, n, name, out), if (out) *out = NULL,
+                         "reading a StableHLO program");
 }

@@ -28,6 +28,24 @@ void kiln_hlo_module_destroy(kiln_hlo_module_t *m) {
   kiln_free(m);
 }
 
+void kiln_hlo_module_oom_adopt(kiln_hlo_module_t *m) {
+  for (size_t i = 0; i < m->computations.len; i++) {
+    kiln_hlo_computation_t *c = m->computations.data[i];
+    for (size_t j = 0; j < c->instructions.len; j++) {
+      kiln_hlo_instruction_t *instr = c->instructions.data[j];
+      if (!instr) continue;
+      kiln_oom_adopt(instr->users.data);
+      kiln_oom_adopt(instr->control_successors.data);
+    }
+    kiln_oom_adopt(c->instructions.data);
+  }
+  kiln_oom_adopt(m->computations.data);
+  if (m->names) {
+    for (size_t i = 0; i < m->names->cap; i++) kiln_oom_adopt(m->names->slots[i].key);
+    kiln_oom_adopt(m->names->slots);
+  }
+}
+
 kiln_hlo_computation_t *kiln_hlo_computation_create(kiln_hlo_module_t *m, const char *name) {
   kiln_hlo_computation_t *c = kiln_arena_alloc(&m->arena, sizeof *c);
   if (!c) return NULL;

@@ -266,6 +266,10 @@ struct kiln_hlo_module {
 
 kiln_hlo_module_t *kiln_hlo_module_create(const char *name);
 void kiln_hlo_module_destroy(kiln_hlo_module_t *m);
+/* For an out-of-memory unwind (base/alloc.h) of work that changed `m`, older than the scope,
+ * in place: takes the module's heap blocks (its containers) out of the region, so that the
+ * unwind leaves `m` whole enough to be destroyed. */
+void kiln_hlo_module_oom_adopt(kiln_hlo_module_t *m);
 
 kiln_hlo_computation_t *kiln_hlo_computation_create(kiln_hlo_module_t *m, const char *name);
 /* Creates an instruction (no operands yet) appended to `c`. */

@@ -928,8 +928,8 @@ static kiln_status check_args(const char *text, size_t len, const void *out) {
   return NULL;
 }
 
-kiln_status kiln_hlo_parse_module(const char *text, size_t len, const kiln_hlo_parse_options_t *opts,
-                                  kiln_hlo_module_t **out) {
+static kiln_status parse_module(const char *text, size_t len, const kiln_hlo_parse_options_t *opts,
+                                kiln_hlo_module_t **out) {
   KILN_RETURN_IF_ERROR_PLAIN(check_args(text, len, out));
   *out = NULL;
   if (!text) text = "";
@@ -951,9 +951,9 @@ static void name_from_file(const kiln_hlo_parse_options_t *opts, char *name, siz
   name[n] = 0;
 }
 
-kiln_status kiln_hlo_parse_computations(const char *text, size_t len,
-                                        const kiln_hlo_parse_options_t *opts,
-                                        kiln_hlo_module_t **out) {
+static kiln_status parse_computations(const char *text, size_t len,
+                                      const kiln_hlo_parse_options_t *opts,
+                                      kiln_hlo_module_t **out) {
   KILN_RETURN_IF_ERROR_PLAIN(check_args(text, len, out));
   *out = NULL;
   if (!text) text = "";
@@ -974,8 +974,8 @@ static bool is_separator_line(const char *p, const char *end) {
   return end - p == 8 && memcmp(p, "// -----", 8) == 0;
 }
 
-kiln_status kiln_hlo_parse_modules(const char *text, size_t len, const kiln_hlo_parse_options_t *opts,
-                                   kiln_hlo_module_t ***out_modules, int *out_count) {
+static kiln_status parse_modules(const char *text, size_t len, const kiln_hlo_parse_options_t *opts,
+                                 kiln_hlo_module_t ***out_modules, int *out_count) {
   KILN_RETURN_IF_ERROR_PLAIN(check_args(text, len, out_modules));
   if (!out_count) return kiln_status_make(KILN_INVALID_ARGUMENT, "HLO parser: NULL count pointer");
   *out_modules = NULL;
@@ -1025,4 +1025,30 @@ kiln_status kiln_hlo_parse_modules(const char *text, size_t len, const kiln_hlo_
   *out_modules = mods;
   *out_count = (int)count;
   return NULL;
+}
+
+/* The entry points: every allocation of a parse may fail (base/alloc.h, out-of-memory scopes). */
+kiln_status kiln_hlo_parse_module(const char *text, size_t len,
+                                  const kiln_hlo_parse_options_t *opts, kiln_hlo_module_t **out) {
+  KILN_OOM_SCOPED_RETURN(parse_module(text, len, opts, out), if (out) *out = NULL,
+                         "parsing an HLO module");
+}
+
+kiln_status kiln_hlo_parse_computations(const char *text, size_t len,
+                                        const kiln_hlo_parse_options_t *opts,
+                                        kiln_hlo_module_t **out) {
+  KILN_OOM_SCOPED_RETURN(parse_computations(text, len, opts, out), if (out) *out = NULL,
+                         "parsing HLO computations");
+}
+
+kiln_status kiln_hlo_parse_modules(const char *text, size_t len,
+                                   const kiln_hlo_parse_options_t *opts,
+                                   kiln_hlo_module_t ***out_modules, int *out_count) {
+  KILN_OOM_SCOPED_RETURN(
+      parse_modules(text, len, opts, out_modules, out_count),
+      {
+        if (out_modules) *out_modules = NULL;
+        if (out_count) *out_count = 0;
+      },
+      "parsing HLO modules");
 }

@@ -155,7 +155,7 @@ static void log_disabled(const char *list) {
 
 static kiln_status run_steps(kiln_hlo_module_t *m, const kiln_pass_options_t *opts, size_t num_steps) {
   kiln_pipeline_lift_parse_limit(m);
-  pthread_once(&g_logged, log_missing);
+  kiln_once(&g_logged, log_missing);
   kiln_pass_runner_t r;
   kiln_pass_runner_init(&r, opts);
   log_disabled(r.opts->disabled_passes);

@@ -29,8 +29,12 @@ static kiln_compile_options_t resolve_options(const kiln_compile_options_t *opts
   return o;
 }
 
-kiln_status kiln_compile_module_passes(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
-                                       kiln_compile_stats_t *stats) {
+static void module_adopt_on_unwind(void *m) {
+  kiln_hlo_module_oom_adopt(m);
+}
+
+static kiln_status run_passes(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
+                              kiln_compile_stats_t *stats) {
   if (!m) return KILN_ERR_INVALID("compile: NULL module");
   if (!m->entry) return KILN_ERR_INVALID("compile: module %s has no entry computation", m->name);
   kiln_compile_options_t o = resolve_options(opts);
@@ -43,8 +47,14 @@ kiln_status kiln_compile_module_passes(kiln_hlo_module_t *m, const kiln_compile_
     po.gemm_cublaslt = o.emit.cublaslt;
   }
   double t0 = kiln_clock_ms();
+  /* An out-of-memory unwind leaves the module's containers to the module (it can then only
+   * be destroyed: the passes may have stopped half way). */
+  kiln_oom_cleanup_t unwind;
+  kiln_oom_defer(&unwind, module_adopt_on_unwind, m);
   kiln_pipeline_lift_parse_limit(m);
-  KILN_RETURN_IF_ERROR(kiln_pipeline_run(m, &po), "while compiling %s", m->name);
+  kiln_status s = kiln_pipeline_run(m, &po);
+  kiln_oom_undefer(&unwind);
+  KILN_RETURN_IF_ERROR(s, "while compiling %s", m->name);
   /* kiln sorts stably: XLA leaves the order of equal keys of an unstable sort unspecified,
    * and the stable order is one of the allowed ones that also makes every backend (and the
    * evaluator) agree. */
@@ -65,10 +75,8 @@ static kiln_status cache_begin(const kiln_hlo_module_t *m, const kiln_compile_op
 static void cache_store(const kiln_compile_options_t *o, const uint64_t key[2],
                         const kiln_executable_desc_t *d);
 
-kiln_status kiln_compile_optimized_module(const kiln_hlo_module_t *m,
-                                          const kiln_compile_options_t *opts,
-                                          kiln_executable_desc_t **out,
-                                          kiln_compile_stats_t *stats) {
+static kiln_status lower_module(const kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
+                                kiln_executable_desc_t **out, kiln_compile_stats_t *stats) {
   if (out) *out = NULL;
   if (!m || !out) return KILN_ERR_INVALID("compile: NULL module or out");
   if (!m->entry) return KILN_ERR_INVALID("compile: module %s has no entry computation", m->name);
@@ -195,8 +203,8 @@ static kiln_status cache_begin(const kiln_hlo_module_t *m, const kiln_compile_op
   return NULL;
 }
 
-kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
-                                kiln_executable_desc_t **out, kiln_compile_stats_t *stats) {
+static kiln_status compile_module(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
+                                  kiln_executable_desc_t **out, kiln_compile_stats_t *stats) {
   if (out) *out = NULL;
   if (!m || !out) return KILN_ERR_INVALID("compile: NULL module or out");
   kiln_compile_stats_t local;
@@ -212,12 +220,41 @@ kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options
   }
   kiln_compile_options_t lower = o; /* the second step does not look up again */
   lower.executable_cache_dir = NULL;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_compile_module_passes(m, &o, st));
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_compile_optimized_module(m, &lower, out, st));
+  /* The passes' changes stay the module's through an unwind of either step. */
+  kiln_oom_cleanup_t unwind;
+  kiln_oom_defer(&unwind, module_adopt_on_unwind, m);
+  kiln_status s = kiln_compile_module_passes(m, &o, st);
+  if (!s) s = kiln_compile_optimized_module(m, &lower, out, st);
+  kiln_oom_undefer(&unwind);
+  KILN_RETURN_IF_ERROR_PLAIN(s);
   if (cached) {
     double t0 = kiln_clock_ms();
     cache_store(&o, key, *out);
     st->cache_ms += kiln_clock_ms() - t0;
   }
   return NULL;
+}
+
+/* The entry points: every allocation of a compile may fail (base/alloc.h, out-of-memory
+ * scopes), but those of LLVM's object-code generation and of the JIT link (held there:
+ * LLVM's own allocations abort on exhaustion). After an unwind `m` may be partly rewritten by
+ * the passes: it can only be destroyed, as after any error of the passes. */
+kiln_status kiln_compile_module_passes(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
+                                       kiln_compile_stats_t *stats) {
+  KILN_OOM_SCOPED_RETURN(run_passes(m, opts, stats), (void)0, "running the passes on %s",
+                         m ? m->name : "a module");
+}
+
+kiln_status kiln_compile_optimized_module(const kiln_hlo_module_t *m,
+                                          const kiln_compile_options_t *opts,
+                                          kiln_executable_desc_t **out,
+                                          kiln_compile_stats_t *stats) {
+  KILN_OOM_SCOPED_RETURN(lower_module(m, opts, out, stats), if (out) *out = NULL, "compiling %s",
+                         m ? m->name : "a module");
+}
+
+kiln_status kiln_compile_module(kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
+                                kiln_executable_desc_t **out, kiln_compile_stats_t *stats) {
+  KILN_OOM_SCOPED_RETURN(compile_module(m, opts, out, stats), if (out) *out = NULL, "compiling %s",
+                         m ? m->name : "a module");
 }

@@ -111,7 +111,7 @@ static kiln_status add_leaves(const kiln_hlo_instruction_t *call, const kiln_hlo
 static kiln_status registry_of(const kiln_thunk_emit_options_t *opts, kiln_ffi_registry_t **out) {
   *out = opts->ffi_registry;
   if (*out) return NULL;
-  pthread_once(&g_env_once, load_env);
+  kiln_once(&g_env_once, load_env);
   if (g_env_status)
     return kiln_status_make(kiln_status_code(g_env_status), "%s",
                             kiln_status_message(g_env_status));

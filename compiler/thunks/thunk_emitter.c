@@ -42,6 +42,10 @@ static void host_jit_free(void *jit) {
   kiln_host_jit_destroy(jit);
 }
 
+static void desc_destroy_on_unwind(void *d) {
+  kiln_executable_desc_destroy(d);
+}
+
 static void rng_state_free(void *p) {
   rng_state_t *r = p;
   pthread_mutex_destroy(&r->mu);
@@ -59,14 +63,14 @@ static kiln_status rng_state_fn(void *ctx, kiln_stream_t *stream, const kiln_dev
   if (num_results != 1) return KILN_ERR_INTERNAL("rng-get-and-update-state: %d results", num_results);
   uint64_t staging[2];
   rng_state_t *r = c->state;
-  pthread_mutex_lock(&r->mu);
+  kiln_mutex_lock(&r->mu);
   staging[0] = r->word[0];
   staging[1] = r->word[1];
   uint64_t dlo = (uint64_t)c->delta, dhi = c->delta < 0 ? UINT64_MAX : 0;
   uint64_t lo = r->word[0] + dlo;
   r->word[1] += dhi + (lo < dlo ? 1 : 0);
   r->word[0] = lo;
-  pthread_mutex_unlock(&r->mu);
+  kiln_mutex_unlock(&r->mu);
   KILN_RETURN_IF_ERROR_PLAIN(kiln_stream_memcpy_h2d(stream, results[0], staging, 16));
   /* The staging words live on this stack frame: wait until the copy ran. */
   return kiln_stream_synchronize(stream);
@@ -839,12 +843,17 @@ kiln_status kiln_thunk_emit_module(const kiln_hlo_module_t *m, const kiln_buffer
   E.stats = stats ? stats : &local;
   memset(E.stats, 0, sizeof(*E.stats));
   E.d = kiln_executable_desc_create(m->name);
+  /* An out-of-memory unwind (base/alloc.h) destroys the description: its JIT is LLVM's */
+  kiln_oom_cleanup_t unwind;
+  kiln_oom_defer(&unwind, desc_destroy_on_unwind, E.d);
   kiln_ptrmap_init(&E.constants);
   kiln_status s = NULL;
   if (E.opts.target == KILN_TARGET_HOST) {
     kiln_host_jit_options_t jo = E.opts.host_jit;
     if (!jo.dump_dir) jo.dump_dir = E.opts.dump_dir;
+    kiln_oom_hold(); /* LLVM's objects inside: no unwind half way */
     s = kiln_host_jit_create(&jo, &E.jit);
+    kiln_oom_release();
     if (!s) {
       E.d->keepalive = E.jit;
       E.d->keepalive_free = host_jit_free;
@@ -859,6 +868,7 @@ kiln_status kiln_thunk_emit_module(const kiln_hlo_module_t *m, const kiln_buffer
   if (!s) s = compile_pending(&E);
   free_pending(&E);
   kiln_ptrmap_free(&E.constants);
+  kiln_oom_undefer(&unwind);
   if (s) {
     kiln_executable_desc_destroy(E.d);
     return kiln_status_annotate(s, "while emitting thunks for %s", m->name);

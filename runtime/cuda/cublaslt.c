@@ -318,7 +318,7 @@ static void probe_once(void) {
 }
 
 bool kiln_cublaslt_available(void) {
-  pthread_once(&g_probe_once, probe_once);
+  kiln_once(&g_probe_once, probe_once);
   return g_probe_result;
 }
 

@@ -145,7 +145,7 @@ kiln_status kiln_cuda_blas_gemm(kiln_cuda_device_t *d, CUstream s, const kiln_ge
   if (g->batch > INT32_MAX)
     return KILN_ERR_INVALID("cuBLAS gemm: batch %lld too large", (long long)g->batch);
   /* One set of handles per device, used under the device lock (the stream is per call). */
-  pthread_mutex_lock(&d->mu);
+  kiln_mutex_lock(&d->mu);
   kiln_status st = d->blas ? NULL : blas_load(&d->blas);
   kiln_cuda_blas_t *bl = d->blas;
   if (!st && !bl->drv) {
@@ -173,7 +173,7 @@ kiln_status kiln_cuda_blas_gemm(kiln_cuda_device_t *d, CUstream s, const kiln_ge
     done = true;
   }
   if (!st && !done) st = classic_gemm(bl, s, g, a, b, c);
-  pthread_mutex_unlock(&d->mu);
+  kiln_mutex_unlock(&d->mu);
   KILN_RETURN_IF_ERROR(st,
                        "for a %lldx%lldx%lld gemm (the emitted fallback kernel is not "
                        "available yet)",

@@ -181,7 +181,7 @@ kiln_status kiln_cuda_kernel_prepare(kiln_cuda_device_t *d, const kiln_kernel_t 
   KILN_RETURN_IF_ERROR(kiln_cuda_launch_check(ck, dims, d->shared_optin_max, &bytes),
                        "on device %d", d->ordinal);
   if (bytes == 0) return NULL;
-  pthread_mutex_lock(&d->mu);
+  kiln_mutex_lock(&d->mu);
   kiln_status s = NULL;
   if (k->shared_opt_in < bytes) {
     CUresult r = d->drv->cuFuncSetAttribute(
@@ -193,7 +193,7 @@ kiln_status kiln_cuda_kernel_prepare(kiln_cuda_device_t *d, const kiln_kernel_t 
     else
       ((kiln_kernel_t *)k)->shared_opt_in = bytes; /* the module owns the kernel */
   }
-  pthread_mutex_unlock(&d->mu);
+  kiln_mutex_unlock(&d->mu);
   return s;
 }
 
@@ -334,11 +334,11 @@ static kiln_status cuda_module_get_kernel(kiln_device_module_t *base, const char
                                           const kiln_kernel_t **out) {
   cuda_module_t *m = (cuda_module_t *)base;
   kiln_cuda_device_t *d = cdev(base->device);
-  pthread_mutex_lock(&m->mu);
+  kiln_mutex_lock(&m->mu);
   for (size_t i = 0; i < m->kernels.len; i++)
     if (!strcmp(m->kernels.data[i]->base.name, name)) {
       *out = &m->kernels.data[i]->base;
-      pthread_mutex_unlock(&m->mu);
+      kiln_mutex_unlock(&m->mu);
       return NULL;
     }
   kiln_status s = kiln_cuda_device_activate(d);
@@ -374,7 +374,7 @@ static kiln_status cuda_module_get_kernel(kiln_device_module_t *base, const char
     kiln_vec_push(&m->kernels, k);
     *out = &k->base;
   }
-  pthread_mutex_unlock(&m->mu);
+  kiln_mutex_unlock(&m->mu);
   return s;
 }
 

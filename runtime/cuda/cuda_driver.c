@@ -361,7 +361,7 @@ static void load_driver_once(void) {
 kiln_status kiln_cuda_driver_get(const kiln_cuda_driver_t **out) {
   if (!out) return KILN_ERR_INVALID("cuda driver get: NULL out");
   *out = NULL;
-  pthread_once(&g_driver.once, load_driver_once);
+  kiln_once(&g_driver.once, load_driver_once);
   if (!g_driver.driver) {
     /* A missing driver and a driver without devices are both "no GPU here". */
     kiln_status_code_t code = g_driver.code == KILN_OK ? KILN_UNAVAILABLE : g_driver.code;

@@ -207,7 +207,7 @@ static void load_nccl_once(void) {
 kiln_status kiln_nccl_get(const kiln_nccl_t **out) {
   if (!out) return KILN_ERR_INVALID("nccl get: NULL out");
   *out = NULL;
-  pthread_once(&g_nccl.once, load_nccl_once);
+  kiln_once(&g_nccl.once, load_nccl_once);
   if (!g_nccl.nccl) return kiln_status_make(g_nccl.code, "%s", g_nccl.message);
   *out = g_nccl.nccl;
   return NULL;

@@ -45,37 +45,37 @@ static struct {
 } g_cache = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 void kiln_nccl_set_id_exchange(const kiln_nccl_id_exchange_t *x) {
-  pthread_mutex_lock(&g_cache.mu);
+  kiln_mutex_lock(&g_cache.mu);
   g_cache.have_exchange = x != NULL;
   if (x) g_cache.exchange = *x;
-  pthread_mutex_unlock(&g_cache.mu);
+  kiln_mutex_unlock(&g_cache.mu);
 }
 
 bool kiln_nccl_get_id_exchange(kiln_nccl_id_exchange_t *out) {
-  pthread_mutex_lock(&g_cache.mu);
+  kiln_mutex_lock(&g_cache.mu);
   bool have = g_cache.have_exchange;
   if (have)
     *out = g_cache.exchange;
   else
     memset(out, 0, sizeof(*out));
-  pthread_mutex_unlock(&g_cache.mu);
+  kiln_mutex_unlock(&g_cache.mu);
   return have;
 }
 
 void kiln_nccl_cache_stats(kiln_nccl_cache_stats_t *out) {
   memset(out, 0, sizeof(*out));
-  pthread_mutex_lock(&g_cache.mu);
+  kiln_mutex_lock(&g_cache.mu);
   for (nccl_group_t *g = g_cache.groups; g; g = g->next) {
     out->groups++;
     for (int r = 0; r < g->nranks; r++) {
-      pthread_mutex_lock(&g->ranks[r].mu);
+      kiln_mutex_lock(&g->ranks[r].mu);
       out->comms += g->ranks[r].comm != NULL;
-      pthread_mutex_unlock(&g->ranks[r].mu);
+      kiln_mutex_unlock(&g->ranks[r].mu);
     }
   }
   out->comms_created = __atomic_load_n(&g_cache.comms_created, __ATOMIC_RELAXED);
   out->ids_exchanged = g_cache.ids_exchanged;
-  pthread_mutex_unlock(&g_cache.mu);
+  kiln_mutex_unlock(&g_cache.mu);
 }
 
 static nccl_group_t *group_new(const char *key, int nranks) {
@@ -159,7 +159,7 @@ static kiln_status rank_start(const kiln_nccl_t *n, nccl_group_t *g, int rank, n
  * `dev`, and returns it started and locked. */
 static kiln_status rank_acquire(const kiln_nccl_t *n, const char *key, int nranks, int rank,
                                 int64_t rank0_device, kiln_device_t *dev, nccl_rank_t **out) {
-  pthread_mutex_lock(&g_cache.mu);
+  kiln_mutex_lock(&g_cache.mu);
   nccl_group_t *g = NULL;
   for (nccl_group_t *it = g_cache.groups; it; it = it->next) {
     if (it->retired || it->nranks != nranks || strcmp(it->key, key)) continue;
@@ -177,17 +177,17 @@ static kiln_status rank_acquire(const kiln_nccl_t *n, const char *key, int nrank
       g_cache.groups = g->next;
       group_free(g);
     }
-    pthread_mutex_unlock(&g_cache.mu);
+    kiln_mutex_unlock(&g_cache.mu);
     return s;
   }
   nccl_rank_t *slot = &g->ranks[rank];
   slot->dev = dev;
   ncclUniqueId id = g->id;
-  pthread_mutex_unlock(&g_cache.mu);
-  pthread_mutex_lock(&slot->mu);
+  kiln_mutex_unlock(&g_cache.mu);
+  kiln_mutex_lock(&slot->mu);
   s = rank_start(n, g, rank, id);
   if (s) {
-    pthread_mutex_unlock(&slot->mu);
+    kiln_mutex_unlock(&slot->mu);
     return s;
   }
   *out = slot;
@@ -195,7 +195,7 @@ static kiln_status rank_acquire(const kiln_nccl_t *n, const char *key, int nrank
 }
 
 void kiln_nccl_device_release(kiln_device_t *dev) {
-  pthread_mutex_lock(&g_cache.mu);
+  kiln_mutex_lock(&g_cache.mu);
   const kiln_nccl_t *n = NULL;
   for (nccl_group_t **link = &g_cache.groups; *link;) {
     nccl_group_t *g = *link;
@@ -204,10 +204,10 @@ void kiln_nccl_device_release(kiln_device_t *dev) {
       nccl_rank_t *s = &g->ranks[r];
       if (s->dev == dev) {
         if (s->comm && !n) kiln_status_free(kiln_nccl_get(&n));
-        pthread_mutex_lock(&s->mu);
+        kiln_mutex_lock(&s->mu);
         rank_free_resources(n, s);
         s->dev = NULL;
-        pthread_mutex_unlock(&s->mu);
+        kiln_mutex_unlock(&s->mu);
         g->retired = true;
       }
       alive |= s->dev != NULL;
@@ -219,7 +219,7 @@ void kiln_nccl_device_release(kiln_device_t *dev) {
       link = &g->next;
     }
   }
-  pthread_mutex_unlock(&g_cache.mu);
+  kiln_mutex_unlock(&g_cache.mu);
 }
 
 /* ---- execution -------------------------------------------------------------------------- */
@@ -469,7 +469,7 @@ kiln_status kiln_nccl_collective_execute(const char *name, const kiln_coll_thunk
   }
   if (!s) s = kiln_event_record(slot->done, slot->stream);
   if (!s) s = kiln_stream_wait_event(p->stream, slot->done);
-  pthread_mutex_unlock(&slot->mu);
+  kiln_mutex_unlock(&slot->mu);
   kiln_free(members);
   return s;
 }

@@ -132,13 +132,13 @@ static void load_blas(void) {
 }
 
 const char *kiln_host_blas_library(const char **tried) {
-  pthread_once(&g_blas.once, load_blas);
+  kiln_once(&g_blas.once, load_blas);
   if (tried) *tried = g_blas.tried;
   return g_blas.library;
 }
 
 void *kiln_host_blas_symbol(const char *name) {
-  pthread_once(&g_blas.once, load_blas);
+  kiln_once(&g_blas.once, load_blas);
   return g_blas.handle ? dlsym(g_blas.handle, name) : NULL;
 }
 
@@ -559,7 +559,7 @@ static void pick_epilogue(void) {
 }
 
 const char *kiln_host_epilogue_isa(void) {
-  pthread_once(&g_epilogue_once, pick_epilogue);
+  kiln_once(&g_epilogue_once, pick_epilogue);
 #ifdef KILN_EPILOGUE_AVX2
   if (g_epilogue_rows_f32 == epilogue_rows_f32_avx2) return "avx2+fma";
 #endif
@@ -599,7 +599,7 @@ EPILOGUE_VECTORIZE static void epilogue_apply(const epi_t *e, compute_type_t ct,
     return;
   }
   /* f32: the bias converted once per block of 256 columns. */
-  pthread_once(&g_epilogue_once, pick_epilogue);
+  kiln_once(&g_epilogue_once, pick_epilogue);
   for (int64_t jb = 0; jb < cols; jb += 256) {
     const int64_t nj = cols - jb < 256 ? cols - jb : 256;
     for (int64_t j = 0; j < nj; j++) bias_f[j] = e->bias ? (float)bias_at(e, j0 + jb + j) : 0.0f;
@@ -650,26 +650,26 @@ static struct {
  * size. */
 static void *scratch_take(size_t *size) {
   void *p = NULL;
-  pthread_mutex_lock(&g_spare.mu);
+  kiln_mutex_lock(&g_spare.mu);
   if (g_spare.p && g_spare.size >= *size) {
     p = g_spare.p;
     *size = g_spare.size;
     g_spare.p = NULL;
     g_spare.size = 0;
   }
-  pthread_mutex_unlock(&g_spare.mu);
+  kiln_mutex_unlock(&g_spare.mu);
   return p ? p : malloc(*size);
 }
 
 static void scratch_give(void *p, size_t size) {
-  pthread_mutex_lock(&g_spare.mu);
+  kiln_mutex_lock(&g_spare.mu);
   if (!g_spare.p || g_spare.size < size) {
     void *old = g_spare.p;
     g_spare.p = p;
     g_spare.size = size;
     p = old;
   }
-  pthread_mutex_unlock(&g_spare.mu);
+  kiln_mutex_unlock(&g_spare.mu);
   free(p);
 }
 
@@ -1059,7 +1059,7 @@ static void pick_half(void) {
 }
 
 const char *kiln_host_gemm_half_kernel(void) {
-  pthread_once(&g_half.once, pick_half);
+  kiln_once(&g_half.once, pick_half);
   return g_half.name;
 }
 
@@ -1126,7 +1126,7 @@ void kiln_host_gemm_half_set_max_rows(int64_t rows) {
  * whether transposed. */
 static bool half_path_takes(const kiln_gemm_desc_t *g, bool *swapped) {
   if (g->dtype != KILN_GEMM_BF16 && g->dtype != KILN_GEMM_F16) return false;
-  pthread_once(&g_half.once, pick_half);
+  kiln_once(&g_half.once, pick_half);
   if (!g_half.micro) return false;
   /* Up to kTinyGemm multiply-adds the C kernel's in-order sums stay (see kTinyGemm). */
   if (g->m * g->n * g->k <= kTinyGemm) return false;

@@ -195,22 +195,22 @@ static kiln_status run_op(host_stream_t *s, host_op_t *op) {
 }
 
 static void event_complete(host_event_t *e, uint64_t gen) {
-  pthread_mutex_lock(&e->mu);
+  kiln_mutex_lock(&e->mu);
   if (gen > e->completed) e->completed = gen;
   pthread_cond_broadcast(&e->cv);
-  pthread_mutex_unlock(&e->mu);
+  kiln_mutex_unlock(&e->mu);
 }
 
 static void event_wait_for(host_event_t *e, uint64_t gen) {
-  pthread_mutex_lock(&e->mu);
+  kiln_mutex_lock(&e->mu);
   while (e->completed < gen) pthread_cond_wait(&e->cv, &e->mu);
-  pthread_mutex_unlock(&e->mu);
+  kiln_mutex_unlock(&e->mu);
 }
 
 static void exec_release(host_exec_t *x) {
-  pthread_mutex_lock(&x->mu);
+  kiln_mutex_lock(&x->mu);
   if (--x->inflight == 0) pthread_cond_broadcast(&x->cv);
-  pthread_mutex_unlock(&x->mu);
+  kiln_mutex_unlock(&x->mu);
 }
 
 /* Records the outcome of an operation that ran (the caller holds s->mu): the stream's first
@@ -248,7 +248,7 @@ static bool stream_idle_unlocked(host_stream_t *s) {
  * by op_submit for an idle stream. */
 static void op_execute(host_stream_t *s, host_op_t *op) {
   bool failed = s->error != NULL;
-  pthread_mutex_unlock(&s->mu);
+  kiln_mutex_unlock(&s->mu);
   kiln_status st = NULL;
   if (op->kind == OP_EVENT_RECORD) {
     event_complete(op->u.ev.e, op->u.ev.gen);
@@ -258,7 +258,7 @@ static void op_execute(host_stream_t *s, host_op_t *op) {
     st = run_op(s, op);
   }
   if (op->kind == OP_CMD_LIST) exec_release(op->u.list.x);
-  pthread_mutex_lock(&s->mu);
+  kiln_mutex_lock(&s->mu);
   op->next = s->free_list;
   s->free_list = op;
   op_finish(s, st);
@@ -266,7 +266,7 @@ static void op_execute(host_stream_t *s, host_op_t *op) {
 
 static void *stream_worker(void *arg) {
   host_stream_t *s = arg;
-  pthread_mutex_lock(&s->mu);
+  kiln_mutex_lock(&s->mu);
   for (;;) {
     while (!s->stop && !s->head) pthread_cond_wait(&s->work_cv, &s->mu);
     if (!s->head) break; /* stop requested and the queue is drained */
@@ -275,7 +275,7 @@ static void *stream_worker(void *arg) {
     if (!s->head) s->tail = NULL;
     op_execute(s, op);
   }
-  pthread_mutex_unlock(&s->mu);
+  kiln_mutex_unlock(&s->mu);
   return NULL;
 }
 
@@ -335,22 +335,22 @@ static kiln_status host_stream_create(kiln_device_t *d, kiln_stream_t **out) {
 static kiln_status host_stream_synchronize(kiln_stream_t *base) {
   host_stream_t *s = (host_stream_t *)base;
   if (stream_idle_unlocked(s) && !s->error) return NULL; /* nothing to wait for: no lock */
-  pthread_mutex_lock(&s->mu);
+  kiln_mutex_lock(&s->mu);
   while (atomic_load_explicit(&s->completed, memory_order_relaxed) != s->submitted)
     pthread_cond_wait(&s->done_cv, &s->mu);
   kiln_status err = s->error;
   s->error = NULL;
-  pthread_mutex_unlock(&s->mu);
+  kiln_mutex_unlock(&s->mu);
   return err;
 }
 
 static void host_stream_destroy(kiln_stream_t *base) {
   host_stream_t *s = (host_stream_t *)base;
   kiln_status_free(host_stream_synchronize(base));
-  pthread_mutex_lock(&s->mu);
+  kiln_mutex_lock(&s->mu);
   s->stop = true;
   pthread_cond_signal(&s->work_cv);
-  pthread_mutex_unlock(&s->mu);
+  kiln_mutex_unlock(&s->mu);
   pthread_join(s->thread, NULL);
   for (host_op_t *op = s->free_list; op;) {
     host_op_t *next = op->next;
@@ -367,14 +367,14 @@ static void host_stream_destroy(kiln_stream_t *base) {
 
 static kiln_status host_memcpy(kiln_stream_t *base, void *dst, const void *src, size_t n) {
   host_stream_t *s = (host_stream_t *)base;
-  pthread_mutex_lock(&s->mu);
+  kiln_mutex_lock(&s->mu);
   host_op_t *op = op_get(s);
   op->kind = OP_COPY;
   op->u.copy.dst = dst;
   op->u.copy.src = src;
   op->u.copy.n = n;
   op_submit(s, op);
-  pthread_mutex_unlock(&s->mu);
+  kiln_mutex_unlock(&s->mu);
   return NULL;
 }
 
@@ -392,7 +392,7 @@ static kiln_status host_memcpy_d2h(kiln_stream_t *s, void *dst, kiln_devptr_t sr
 static kiln_status host_memset(kiln_stream_t *base, kiln_devptr_t dst, uint32_t pattern,
                                int elem_size, size_t count) {
   host_stream_t *s = (host_stream_t *)base;
-  pthread_mutex_lock(&s->mu);
+  kiln_mutex_lock(&s->mu);
   host_op_t *op = op_get(s);
   op->kind = OP_MEMSET;
   op->u.set.dst = (void *)(uintptr_t)dst;
@@ -400,14 +400,14 @@ static kiln_status host_memset(kiln_stream_t *base, kiln_devptr_t dst, uint32_t 
   op->u.set.elem_size = elem_size;
   op->u.set.count = count;
   op_submit(s, op);
-  pthread_mutex_unlock(&s->mu);
+  kiln_mutex_unlock(&s->mu);
   return NULL;
 }
 
 static kiln_status host_launch(kiln_stream_t *base, const kiln_kernel_t *k,
                                const kiln_launch_dims_t *d, const uint64_t *args, int num_args) {
   host_stream_t *s = (host_stream_t *)base;
-  pthread_mutex_lock(&s->mu);
+  kiln_mutex_lock(&s->mu);
   host_op_t *op = op_get(s);
   op->kind = OP_KERNEL;
   op->u.k.fn = (kiln_host_kernel_fn)k->handle;
@@ -424,14 +424,14 @@ static kiln_status host_launch(kiln_stream_t *base, const kiln_kernel_t *k,
   }
   for (int i = 0; i < num_args; i++) op->u.k.args[i] = (void *)(uintptr_t)args[i];
   op_submit(s, op);
-  pthread_mutex_unlock(&s->mu);
+  kiln_mutex_unlock(&s->mu);
   return NULL;
 }
 
 static kiln_status host_gemm_op(kiln_stream_t *base, const kiln_gemm_desc_t *g, kiln_devptr_t a,
                                 kiln_devptr_t b, kiln_devptr_t c) {
   host_stream_t *s = (host_stream_t *)base;
-  pthread_mutex_lock(&s->mu);
+  kiln_mutex_lock(&s->mu);
   host_op_t *op = op_get(s);
   op->kind = OP_GEMM;
   op->u.gemm.g = *g;
@@ -439,7 +439,7 @@ static kiln_status host_gemm_op(kiln_stream_t *base, const kiln_gemm_desc_t *g, 
   op->u.gemm.b = (const void *)(uintptr_t)b;
   op->u.gemm.c = (void *)(uintptr_t)c;
   op_submit(s, op);
-  pthread_mutex_unlock(&s->mu);
+  kiln_mutex_unlock(&s->mu);
   return NULL;
 }
 
@@ -464,41 +464,41 @@ static void host_event_destroy(kiln_event_t *base) {
 static kiln_status host_event_record(kiln_event_t *base, kiln_stream_t *sbase) {
   host_event_t *e = (host_event_t *)base;
   host_stream_t *s = (host_stream_t *)sbase;
-  pthread_mutex_lock(&e->mu);
+  kiln_mutex_lock(&e->mu);
   uint64_t gen = ++e->recorded;
-  pthread_mutex_unlock(&e->mu);
-  pthread_mutex_lock(&s->mu);
+  kiln_mutex_unlock(&e->mu);
+  kiln_mutex_lock(&s->mu);
   host_op_t *op = op_get(s);
   op->kind = OP_EVENT_RECORD;
   op->u.ev.e = e;
   op->u.ev.gen = gen;
   op_submit(s, op);
-  pthread_mutex_unlock(&s->mu);
+  kiln_mutex_unlock(&s->mu);
   return NULL;
 }
 
 static kiln_status host_stream_wait_event(kiln_stream_t *sbase, kiln_event_t *base) {
   host_event_t *e = (host_event_t *)base;
   host_stream_t *s = (host_stream_t *)sbase;
-  pthread_mutex_lock(&e->mu);
+  kiln_mutex_lock(&e->mu);
   uint64_t gen = e->recorded; /* wait for the record made before this call */
-  pthread_mutex_unlock(&e->mu);
+  kiln_mutex_unlock(&e->mu);
   if (gen == 0) return NULL; /* never recorded: nothing to wait for (as in CUDA) */
-  pthread_mutex_lock(&s->mu);
+  kiln_mutex_lock(&s->mu);
   host_op_t *op = op_get(s);
   op->kind = OP_EVENT_WAIT;
   op->u.ev.e = e;
   op->u.ev.gen = gen;
   op_submit(s, op);
-  pthread_mutex_unlock(&s->mu);
+  kiln_mutex_unlock(&s->mu);
   return NULL;
 }
 
 static kiln_status host_event_synchronize(kiln_event_t *base) {
   host_event_t *e = (host_event_t *)base;
-  pthread_mutex_lock(&e->mu);
+  kiln_mutex_lock(&e->mu);
   uint64_t gen = e->recorded;
-  pthread_mutex_unlock(&e->mu);
+  kiln_mutex_unlock(&e->mu);
   event_wait_for(e, gen);
   return NULL;
 }
@@ -595,9 +595,9 @@ static kiln_status host_exec_instantiate(kiln_device_t *d, const kiln_cmd_list_t
 }
 
 static void exec_wait_idle(host_exec_t *x) {
-  pthread_mutex_lock(&x->mu);
+  kiln_mutex_lock(&x->mu);
   while (x->inflight > 0) pthread_cond_wait(&x->cv, &x->mu);
-  pthread_mutex_unlock(&x->mu);
+  kiln_mutex_unlock(&x->mu);
 }
 
 /* Patching waits until queued replays of this list ran: a replay must see the addresses it
@@ -639,30 +639,30 @@ static kiln_status host_exec_launch(void *xp, kiln_stream_t *base) {
     run_steps(x->steps, x->list.len);
     return NULL;
   }
-  pthread_mutex_lock(&s->mu);
+  kiln_mutex_lock(&s->mu);
   if (x->num_direct == x->list.len && stream_idle(s)) {
     if (!s->error) run_steps(x->steps, x->list.len);
-    pthread_mutex_unlock(&s->mu);
+    kiln_mutex_unlock(&s->mu);
     return NULL;
   }
   if (stream_idle(s)) {
     bool failed = s->error != NULL;
     s->submitted++;
-    pthread_mutex_unlock(&s->mu);
+    kiln_mutex_unlock(&s->mu);
     kiln_status st = failed ? NULL : run_cmd_list(s, x);
-    pthread_mutex_lock(&s->mu);
+    kiln_mutex_lock(&s->mu);
     op_finish(s, st);
-    pthread_mutex_unlock(&s->mu);
+    kiln_mutex_unlock(&s->mu);
     return NULL;
   }
-  pthread_mutex_lock(&x->mu);
+  kiln_mutex_lock(&x->mu);
   x->inflight++;
-  pthread_mutex_unlock(&x->mu);
+  kiln_mutex_unlock(&x->mu);
   host_op_t *op = op_get(s);
   op->kind = OP_CMD_LIST;
   op->u.list.x = x;
   op_submit(s, op);
-  pthread_mutex_unlock(&s->mu);
+  kiln_mutex_unlock(&s->mu);
   return NULL;
 }
 

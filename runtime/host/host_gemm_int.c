@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "runtime/host/host_device.h"
 
 enum {
@@ -324,7 +325,7 @@ static void pick_int(void) {
 }
 
 static const int_kernels_t *int_kernels(void) {
-  pthread_once(&g_int.once, pick_int);
+  kiln_once(&g_int.once, pick_int);
   return atomic_load(&g_int.k);
 }
 
@@ -333,7 +334,7 @@ const char *kiln_host_gemm_int_kernel(void) {
 }
 
 kiln_status kiln_host_gemm_int_set_kernel(const char *name) {
-  pthread_once(&g_int.once, pick_int);
+  kiln_once(&g_int.once, pick_int);
   const int_kernels_t *k = int_kernels_for(name);
   if (!k)
     return KILN_ERR_UNIMPLEMENTED("host integer gemm: no kernel set \"%s\" on this CPU", name);
