@@ -182,6 +182,21 @@ static int straight_ifs(const kiln_kir_region_t *r, int *max_ifs, int *loops) {
   return n;
 }
 
+/* The kernel of HLO `text`'s entry computation after the kernel-IR pipeline: the most `if`s
+ * in one straight-line region and the loops left. */
+static void kernel_ifs_and_loops(const char *text, int *max_ifs, int *loops) {
+  kiln_hlo_module_t *m = NULL;
+  assert_null(kiln_hlo_parse_module(text, strlen(text), NULL, &m));
+  assert_null(kiln_hlo_module_verify(m));
+  kiln_codegen_kernel_t k;
+  assert_null(kiln_codegen_kernel_emit(m->entry, NULL, &k));
+  *max_ifs = *loops = 0;
+  for (size_t i = 0; i < k.kir->funcs.len; i++)
+    straight_ifs(k.kir->funcs.data[i]->body, max_ifs, loops);
+  kiln_codegen_kernel_free(&k);
+  kiln_hlo_module_destroy(m);
+}
+
 /* The kernel of a padded f8e3m4 reduce-window, window `size` (one in-bounds test per window
  * element): the most `if`s in one straight-line region of its kernel IR and the loops left
  * after the pipeline. */
@@ -195,16 +210,7 @@ static void window_kernel(const char *size, const char *in, const char *out, int
            "  ROOT v3 = f8e3m4[%s] reduce-window(v1, v2), window={size=%s stride=1x2x2x1 "
            "pad=0_0x0_0x0_0x1_1}, to_apply=mx\n}\n",
            in, out, size);
-  kiln_hlo_module_t *m = NULL;
-  assert_null(kiln_hlo_parse_module(text, strlen(text), NULL, &m));
-  assert_null(kiln_hlo_module_verify(m));
-  kiln_codegen_kernel_t k;
-  assert_null(kiln_codegen_kernel_emit(m->entry, NULL, &k));
-  *max_ifs = *loops = 0;
-  for (size_t i = 0; i < k.kir->funcs.len; i++)
-    straight_ifs(k.kir->funcs.data[i]->body, max_ifs, loops);
-  kiln_codegen_kernel_free(&k);
-  kiln_hlo_module_destroy(m);
+  kernel_ifs_and_loops(text, max_ifs, loops);
 }
 
 /* fuzz-700182.hlo: the unroll stage made the 48 window elements of a padded reduce-window 48
@@ -236,16 +242,8 @@ static int conv_kernel_loops(const char *size, const char *rhs, const char *out)
            "  b = s8[%s] parameter(1)\n  ROOT c = s32[%s] convolution(a, b), "
            "window={size=%s pad=2_2x2_2 rhs_reversal=1x1}, dim_labels=b01f_01oi->b01f\n}\n",
            rhs, out, size);
-  kiln_hlo_module_t *m = NULL;
-  assert_null(kiln_hlo_parse_module(text, strlen(text), NULL, &m));
-  assert_null(kiln_hlo_module_verify(m));
-  kiln_codegen_kernel_t k;
-  assert_null(kiln_codegen_kernel_emit(m->entry, NULL, &k));
   int max_ifs = 0, loops = 0;
-  for (size_t i = 0; i < k.kir->funcs.len; i++)
-    straight_ifs(k.kir->funcs.data[i]->body, &max_ifs, &loops);
-  kiln_codegen_kernel_free(&k);
-  kiln_hlo_module_destroy(m);
+  kernel_ifs_and_loops(text, &max_ifs, &loops);
   return loops;
 }
 

@@ -547,6 +547,22 @@ kiln_status kiln_host_jit_add_object(kiln_host_jit_t *jit, const void *data, siz
   return s;
 }
 
+/* Loads the `m` objects with kiln's ELF loader and looks up the `n` symbols into addrs: the
+ * image, or NULL (addrs cleared) when the loader refused, which is logged. */
+static kiln_host_elf_t *elf_link(const void *const *objs, const size_t *lens, int m,
+                                 const char *const *symbols, int n, void **addrs) {
+  kiln_host_elf_t *img = NULL;
+  kiln_status s = kiln_host_elf_load(objs, lens, m, NULL, NULL, &img);
+  for (int i = 0; i < n && !s; i++) s = kiln_host_elf_lookup(img, symbols[i], &addrs[i]);
+  if (!s) return img;
+  KILN_LOG_I("kiln's ELF loader refused %d object(s), linking with ORC: %s", m,
+             kiln_status_message(s));
+  kiln_status_free(s);
+  kiln_host_elf_destroy(img);
+  for (int i = 0; i < n; i++) addrs[i] = NULL;
+  return NULL;
+}
+
 kiln_status kiln_host_jit_link(kiln_host_jit_t *jit, const void *const *objects,
                                const size_t *sizes, const char *const *symbols, int n,
                                void **addrs) {
@@ -558,23 +574,14 @@ kiln_status kiln_host_jit_link(kiln_host_jit_t *jit, const void *const *objects,
       return KILN_ERR_INVALID("kiln_host_jit_link: object %d is NULL", i);
   }
   if (n == 0) return NULL;
-  if (!jit->orc_link) {
-    kiln_host_elf_t *img = NULL;
-    kiln_status s = kiln_host_elf_load(objects, sizes, n, NULL, NULL, &img);
-    for (int i = 0; i < n && !s; i++) s = kiln_host_elf_lookup(img, symbols[i], &addrs[i]);
-    if (!s) {
-      pthread_mutex_lock(&jit->mutex);
-      jit->images = kiln_realloc(jit->images, (jit->num_images + 1) * sizeof(*jit->images));
-      jit->images[jit->num_images++] = img;
-      jit->stats.modules += (size_t)n;
-      pthread_mutex_unlock(&jit->mutex);
-      return NULL;
-    }
-    KILN_LOG_I("kiln's ELF loader refused %d object(s), linking with ORC: %s", n,
-               kiln_status_message(s));
-    kiln_status_free(s);
-    kiln_host_elf_destroy(img);
-    for (int i = 0; i < n; i++) addrs[i] = NULL;
+  kiln_host_elf_t *img = NULL;
+  if (!jit->orc_link && (img = elf_link(objects, sizes, n, symbols, n, addrs))) {
+    pthread_mutex_lock(&jit->mutex);
+    jit->images = kiln_realloc(jit->images, (jit->num_images + 1) * sizeof(*jit->images));
+    jit->images[jit->num_images++] = img;
+    jit->stats.modules += (size_t)n;
+    pthread_mutex_unlock(&jit->mutex);
+    return NULL;
   }
   kiln_status s = NULL;
   for (int i = 0; i < n && !s; i++)
@@ -750,23 +757,16 @@ kiln_status kiln_host_link_objects(const void *const *objects, const size_t *siz
       lens[m++] = sizes[i];
     }
     kiln_hashmap_free(&seen);
-    kiln_host_elf_t *img = NULL;
-    kiln_status s = kiln_host_elf_load(objs, lens, m, NULL, NULL, &img);
+    kiln_host_elf_t *img = elf_link(objs, lens, m, symbols, n, addrs);
     kiln_free(objs);
     kiln_free(lens);
-    for (int i = 0; i < n && !s; i++) s = kiln_host_elf_lookup(img, symbols[i], &addrs[i]);
-    if (!s) {
+    if (img) {
       out->owner = img;
       out->owner_free = elf_owner_free;
       out->elf = true;
       atomic_fetch_add(&g_link_elf, 1);
       return NULL;
     }
-    KILN_LOG_I("kiln's ELF loader refused %d object(s), linking with ORC: %s", m,
-               kiln_status_message(s));
-    kiln_status_free(s);
-    kiln_host_elf_destroy(img);
-    for (int i = 0; i < n; i++) addrs[i] = NULL;
     atomic_fetch_add(&g_link_fallbacks, 1);
   } else {
     atomic_fetch_add(&g_link_orc, 1);
