@@ -109,9 +109,12 @@ kiln_status kiln_host_jit_add_module(kiln_host_jit_t *jit, LLVMModuleRef m, cons
 kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
                                          void **obj, size_t *obj_len);
 /* Call before starting threads that run kiln_host_jit_compile_object: compiles an empty
- * module once per process on this thread, so LLVM's lazily created globals (timer groups,
- * option registries) exist before those threads start, rather than being created by
- * whichever thread comes first without synchronization a race detector can see. */
+ * module on this thread unless a compile already ran in this process, so LLVM's lazily
+ * created globals (timer groups, option registries) exist before those threads start, rather
+ * than being created by whichever thread comes first without synchronization a race detector
+ * can see. (Without it the process's first kiln_host_jit_compile_object runs alone under a
+ * mutex and makes them; the others wait for it: correct, but the first kernel of a batch
+ * then compiles before the rest start.) */
 void kiln_host_jit_prepare_threads(kiln_host_jit_t *jit);
 
 /* Adds an object file (copied) to the main JITDylib under `name`; a second object under a
