@@ -182,6 +182,21 @@ static int straight_ifs(const kiln_kir_region_t *r, int *max_ifs, int *loops) {
   return n;
 }
 
+/* The kernel of HLO `text`'s entry computation after the kernel-IR pipeline: the most `if`s
+ * in one straight-line region and the loops left. */
+static void kernel_ifs_and_loops(const char *text, int *max_ifs, int *loops) {
+  kiln_hlo_module_t *m = NULL;
+  assert_null(kiln_hlo_parse_module(text, strlen(text), NULL, &m));
+  assert_null(kiln_hlo_module_verify(m));
+  kiln_codegen_kernel_t k;
+  assert_null(kiln_codegen_kernel_emit(m->entry, NULL, &k));
+  *max_ifs = *loops = 0;
+  for (size_t i = 0; i < k.kir->funcs.len; i++)
+    straight_ifs(k.kir->funcs.data[i]->body, max_ifs, loops);
+  kiln_codegen_kernel_free(&k);
+  kiln_hlo_module_destroy(m);
+}
+
 /* The kernel of a padded f8e3m4 reduce-window, window `size` (one in-bounds test per window
  * element): the most `if`s in one straight-line region of its kernel IR and the loops left
  * after the pipeline. */
@@ -195,16 +210,7 @@ static void window_kernel(const char *size, const char *in, const char *out, int
            "  ROOT v3 = f8e3m4[%s] reduce-window(v1, v2), window={size=%s stride=1x2x2x1 "
            "pad=0_0x0_0x0_0x1_1}, to_apply=mx\n}\n",
            in, out, size);
-  kiln_hlo_module_t *m = NULL;
-  assert_null(kiln_hlo_parse_module(text, strlen(text), NULL, &m));
-  assert_null(kiln_hlo_module_verify(m));
-  kiln_codegen_kernel_t k;
-  assert_null(kiln_codegen_kernel_emit(m->entry, NULL, &k));
-  *max_ifs = *loops = 0;
-  for (size_t i = 0; i < k.kir->funcs.len; i++)
-    straight_ifs(k.kir->funcs.data[i]->body, max_ifs, loops);
-  kiln_codegen_kernel_free(&k);
-  kiln_hlo_module_destroy(m);
+  kernel_ifs_and_loops(text, max_ifs, loops);
 }
 
 /* fuzz-700182.hlo: the unroll stage made the 48 window elements of a padded reduce-window 48
@@ -225,6 +231,34 @@ static void test_padded_window_kernel_ir_stays_bounded(void **state) {
   printf("window 2x2x2x2: at most %d ifs in straight-line code, %d loops\n", max_ifs, loops);
   assert_int_equal(max_ifs, 16);
   assert_int_equal(loops, 0);
+}
+
+/* The loops left in the kernel IR of an s8 convolution (the corpus's import_emit_stablehlo
+ * module 34: 3x3 window, 32 input features, padded) with window `size`. */
+static int conv_kernel_loops(const char *size, const char *rhs, const char *out) {
+  char text[1024];
+  snprintf(text, sizeof text,
+           "HloModule c\n\nENTRY main {\n  a = s8[100,26,26,32] parameter(0)\n"
+           "  b = s8[%s] parameter(1)\n  ROOT c = s32[%s] convolution(a, b), "
+           "window={size=%s pad=2_2x2_2 rhs_reversal=1x1}, dim_labels=b01f_01oi->b01f\n}\n",
+           rhs, out, size);
+  int max_ifs = 0, loops = 0;
+  kernel_ifs_and_loops(text, &max_ifs, &loops);
+  return loops;
+}
+
+/* The unroll stage keeps a short loop around a loop that stays a loop: the 3x3 window around
+ * the 32-feature loop stays three nested loops (unrolled, it was nine copies of the feature
+ * loop, which LLVM unrolled into a 576-load body: 1.2 G instructions, half in GVN, for one
+ * kernel); a one-trip loop around it still goes (a 1x1 window leaves the feature loop only). */
+static void test_window_loops_around_a_kept_loop_stay_loops(void **state) {
+  (void)state;
+  int loops = conv_kernel_loops("3x3", "3,3,1,32", "100,28,28,1");
+  printf("3x3 window: %d loops\n", loops);
+  assert_int_equal(loops, 3);
+  loops = conv_kernel_loops("1x1", "1,1,1,32", "100,30,30,1");
+  printf("1x1 window: %d loops\n", loops);
+  assert_int_equal(loops, 1);
 }
 
 /* Whether `text` parses and verifies. */
@@ -395,6 +429,7 @@ int main(void) {
       cmocka_unit_test(test_seeds_of_generator_findings_pass),
       cmocka_unit_test(test_float_divisors_are_exact),
       cmocka_unit_test(test_padded_window_kernel_ir_stays_bounded),
+      cmocka_unit_test(test_window_loops_around_a_kept_loop_stay_loops),
       cmocka_unit_test(test_shrink_dims_changes_attribute_named_sizes),
       cmocka_unit_test(test_minimizer_drops_instructions_and_shrinks_dims),
       cmocka_unit_test(test_coverage_table_reads_back),

@@ -394,6 +394,52 @@ static void test_refused_objects_fall_back_to_orc(void **state) {
   kiln_free(grouped);
 }
 
+/* kiln_host_jit_link (freshly compiled kernels): kiln's loader links into the JIT and its
+ * image lives as long as the JIT; an object the loader refuses goes to the JIT's ORC instead,
+ * as does everything with orc_link; each way the functions compute the same values. */
+static void test_jit_link_uses_the_loader_then_orc(void **state) {
+  (void)state;
+  void *plain = NULL, *grouped = NULL;
+  size_t plain_len = 0, grouped_len = 0;
+  hand_object("hand_plain", false, false, &plain, &plain_len);
+  hand_object("hand_group", false, true, &grouped, &grouped_len);
+  const void *objs[2] = {plain, grouped};
+  size_t lens[2] = {plain_len, grouped_len};
+  const char *syms[2] = {"hand_plain", "hand_group"};
+  double want[2][16];
+  for (int orc = 0; orc < 2; orc++) { /* plain by the loader, the group by ORC; ORC only */
+    kiln_host_jit_options_t o = {.orc_link = orc == 1};
+    kiln_host_jit_t *jit = NULL;
+    assert_null(kiln_host_jit_create(&o, &jit));
+    void *addr[2] = {NULL, NULL};
+    for (int f = 0; f < 2; f++) {
+      kiln_status s = kiln_host_jit_link(jit, &objs[f], &lens[f], &syms[f], 1, &addr[f]);
+      if (s) fprintf(stderr, "%s\n", kiln_status_message(s));
+      assert_null(s);
+      assert_non_null(addr[f]);
+    }
+    assert_int_equal(kiln_host_jit_stats(jit).modules, 2);
+    for (int f = 0; f < 2; f++)
+      for (int i = 0; i < 16; i++) {
+        double v = ((hand_fn)addr[f])(i * 0.3 - 2.0, i);
+        if (orc == 0) want[f][i] = v;
+        assert_memory_equal(&v, &want[f][i], sizeof v);
+      }
+    kiln_host_jit_destroy(jit);
+  }
+  /* a NULL object is an error, not a crash */
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  const void *none[1] = {NULL};
+  void *addr[1];
+  kiln_status s = kiln_host_jit_link(jit, none, lens, syms, 1, addr);
+  assert_int_equal(kiln_status_code(s), KILN_INVALID_ARGUMENT);
+  kiln_status_free(s);
+  kiln_host_jit_destroy(jit);
+  kiln_free(plain);
+  kiln_free(grouped);
+}
+
 static void test_undefined_and_duplicate_symbols_are_clear_errors(void **state) {
   (void)state;
   /* an external nobody defines: the loader names it, and so does the ORC fallback */
@@ -598,6 +644,7 @@ int main(void) {
       cmocka_unit_test(test_truncated_and_flipped_objects_are_errors_not_crashes),
       cmocka_unit_test(test_unknown_relocation_types_are_unimplemented),
       cmocka_unit_test(test_refused_objects_fall_back_to_orc),
+      cmocka_unit_test(test_jit_link_uses_the_loader_then_orc),
       cmocka_unit_test(test_undefined_and_duplicate_symbols_are_clear_errors),
       cmocka_unit_test(test_corpus_modules_run_bit_identically_linked_by_the_loader),
   };

@@ -30,7 +30,8 @@
 #include "compiler/backend/llvm_init.h"
 
 struct kiln_host_jit {
-  LLVMOrcLLJITRef lljit;
+  LLVMOrcLLJITRef lljit; /* made by the first ORC use (ensure_lljit_locked): a JIT whose
+                            objects all went through kiln's ELF loader never makes one */
   LLVMOrcThreadSafeContextRef tsc;
   LLVMContextRef ctx;      /* inside tsc */
   LLVMTargetMachineRef tm; /* for LLVMRunPasses and assembly dumps: made by the first
@@ -38,12 +39,21 @@ struct kiln_host_jit {
                               (an executable from the cache) never pays for it */
   char *triple, *cpu, *features, *pipeline, *dump_dir;
   bool objects_only;            /* kiln_host_jit_options_t.objects_only */
+  bool orc_link;                /* kiln_host_jit_options_t.orc_link */
   pthread_mutex_t mutex;        /* serializes add_module and lookup */
   kiln_strbuf_t diag;           /* LLVM error diagnostics since the last report */
   pthread_mutex_t report_mutex; /* guards reports: ORC may report from any thread */
   kiln_strbuf_t reports;        /* ORC error-reporter messages since the last lookup */
   kiln_host_jit_stats_t stats;
-  kiln_hashmap_t objects; /* names of the objects added (kiln_host_jit_add_object) */
+  kiln_hashmap_t objects;   /* names of the objects added (kiln_host_jit_add_object) */
+  kiln_host_elf_t **images; /* kiln_host_jit_link's images, freed with the JIT */
+  size_t num_images;
+  /* Target machines kiln_host_jit_compile_object made and is not using (under `mutex`): the
+   * next compile takes one instead of making its own (a target machine and its X86 subtarget
+   * cost ~5 M instructions, a third of a small kernel's compile). One thread at a time uses
+   * each. */
+  LLVMTargetMachineRef *idle_tms;
+  size_t num_idle_tms;
 };
 
 /* LLVM reports some failures as diagnostics; without a handler, an error diagnostic exits
@@ -203,6 +213,45 @@ void kiln_host_jit_target_id(const kiln_host_jit_options_t *opts, kiln_strbuf_t 
 #endif
 }
 
+/* Makes the JIT's LLJIT if it has none yet (jit->mutex held): ~5 M instructions and two
+ * target machines, which a JIT whose objects kiln's ELF loader links never needs. */
+static kiln_status ensure_lljit_locked(kiln_host_jit_t *jit) {
+  if (jit->lljit) return NULL;
+  /* The JIT's builder takes a target machine made with the JIT's settings (it consumes it),
+   * or for objects only the host as detected; the target machine the optimizer and dumps use
+   * comes with the first module (add_module_locked). */
+  LLVMOrcJITTargetMachineBuilderRef jtmb = NULL;
+  kiln_status st = NULL;
+  if (jit->objects_only) {
+    st = kiln_llvm_error_to_status(LLVMOrcJITTargetMachineBuilderDetectHost(&jtmb), KILN_INTERNAL,
+                                   "detecting the host for the JIT");
+  } else {
+    LLVMTargetMachineRef jit_tm = NULL;
+    st = create_host_tm(jit->triple, jit->cpu, jit->features, &jit_tm);
+    if (!st) jtmb = LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(jit_tm); /* consumes */
+  }
+  if (st) return st;
+  LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
+  LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(builder, jtmb); /* consumes */
+  LLVMOrcLLJITRef lljit = NULL;
+  LLVMErrorRef err = LLVMOrcCreateLLJIT(&lljit, builder); /* consumes */
+  if (err) return kiln_llvm_error_to_status(err, KILN_INTERNAL, "LLVMOrcCreateLLJIT");
+  LLVMOrcExecutionSessionSetErrorReporter(LLVMOrcLLJITGetExecutionSession(lljit),
+                                          jit_error_reporter, jit);
+  LLVMOrcDefinitionGeneratorRef gen = NULL;
+  err = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
+      &gen, LLVMOrcLLJITGetGlobalPrefix(lljit), NULL, NULL);
+  if (err) {
+    st = kiln_llvm_error_to_status(err, KILN_INTERNAL, "process symbol generator");
+    LLVMErrorRef derr = LLVMOrcDisposeLLJIT(lljit);
+    if (derr) LLVMConsumeError(derr);
+    return st;
+  }
+  LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(lljit), gen); /* takes gen */
+  jit->lljit = lljit;
+  return NULL;
+}
+
 kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_jit_t **out) {
   *out = NULL;
   static const kiln_host_jit_options_t kDefaults = {0};
@@ -223,44 +272,7 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
   jit->dump_dir = dump_dir ? kiln_strdup(dump_dir) : NULL;
 
   jit->objects_only = opts->objects_only;
-  /* The JIT's builder takes a target machine made with the JIT's settings (it consumes it),
-   * or for objects only the host as detected; the target machine the optimizer and dumps use
-   * comes with the first module (add_module_locked). */
-  LLVMOrcJITTargetMachineBuilderRef jtmb = NULL;
-  kiln_status st = NULL;
-  if (jit->objects_only) {
-    st = kiln_llvm_error_to_status(LLVMOrcJITTargetMachineBuilderDetectHost(&jtmb), KILN_INTERNAL,
-                                   "detecting the host for the JIT");
-  } else {
-    LLVMTargetMachineRef jit_tm = NULL;
-    st = create_host_tm(jit->triple, jit->cpu, jit->features, &jit_tm);
-    if (!st) jtmb = LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(jit_tm); /* consumes */
-  }
-  if (st) {
-    kiln_host_jit_destroy(jit);
-    return st;
-  }
-  LLVMOrcLLJITBuilderRef builder = LLVMOrcCreateLLJITBuilder();
-  LLVMOrcLLJITBuilderSetJITTargetMachineBuilder(builder, jtmb); /* consumes */
-  LLVMErrorRef err = LLVMOrcCreateLLJIT(&jit->lljit, builder);  /* consumes */
-  if (err) {
-    jit->lljit = NULL;
-    st = kiln_llvm_error_to_status(err, KILN_INTERNAL, "LLVMOrcCreateLLJIT");
-    kiln_host_jit_destroy(jit);
-    return st;
-  }
-  LLVMOrcExecutionSessionSetErrorReporter(LLVMOrcLLJITGetExecutionSession(jit->lljit),
-                                          jit_error_reporter, jit);
-  LLVMOrcDefinitionGeneratorRef gen = NULL;
-  err = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
-      &gen, LLVMOrcLLJITGetGlobalPrefix(jit->lljit), NULL, NULL);
-  if (err) {
-    st = kiln_llvm_error_to_status(err, KILN_INTERNAL, "process symbol generator");
-    kiln_host_jit_destroy(jit);
-    return st;
-  }
-  LLVMOrcJITDylibAddGenerator(LLVMOrcLLJITGetMainJITDylib(jit->lljit), gen); /* takes gen */
-
+  jit->orc_link = opts->orc_link;
   kiln_llvm_tsc_create(&jit->tsc, &jit->ctx);
   LLVMContextSetDiagnosticHandler(jit->ctx, jit_diagnostic, jit);
   KILN_LOG_I("host JIT: %s, cpu %s", jit->triple, jit->cpu);
@@ -309,6 +321,7 @@ static void dump_warn(kiln_status s) {
 /* Adds an object file (copied) to the main JITDylib. */
 static kiln_status add_object_locked(kiln_host_jit_t *jit, const void *data, size_t len,
                                      const char *name) {
+  KILN_RETURN_IF_ERROR(ensure_lljit_locked(jit), "while adding the object file of %s", name);
   LLVMMemoryBufferRef buf =
       LLVMCreateMemoryBufferWithMemoryRangeCopy((const char *)data, len, name);
   LLVMErrorRef err =
@@ -383,6 +396,11 @@ static kiln_status add_module_locked(kiln_host_jit_t *jit, LLVMModuleRef m, cons
     LLVMDisposeModule(m);
     return s;
   }
+  if (!s) s = ensure_lljit_locked(jit);
+  if (s) {
+    LLVMDisposeModule(m);
+    return s;
+  }
   char *dump_name = kiln_strdup(name && name[0] ? name : "module");
   s = optimize_module(jit, jit->tm, m, dump_name, &jit->stats.opt_ms);
   if (s) {
@@ -416,6 +434,14 @@ static void collect_diagnostic(LLVMDiagnosticInfoRef info, void *ctx) {
   LLVMDisposeMessage(desc);
 }
 
+/* Whether LLVM's lazily created globals exist (kiln_host_jit_prepare_threads): until then,
+ * compiles run one at a time under g_warm_mutex, the first one making them. */
+static atomic_bool g_warm;
+static pthread_mutex_t g_warm_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+static kiln_status compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
+                                  void **obj, size_t *obj_len);
+
 kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
                                          void **obj, size_t *obj_len) {
   *obj = NULL;
@@ -424,13 +450,29 @@ kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, 
     if (m) LLVMDisposeModule(m);
     return KILN_ERR_INVALID("kiln_host_jit_compile_object: NULL argument");
   }
+  if (atomic_load_explicit(&g_warm, memory_order_acquire))
+    return compile_object(jit, m, name, obj, obj_len);
+  /* The process's first compile: alone, so that it makes LLVM's lazy globals before any
+   * other thread compiles (a batch of one kernel then pays no separate warm-up compile). */
+  kiln_mutex_lock(&g_warm_mutex);
+  kiln_status s = compile_object(jit, m, name, obj, obj_len);
+  atomic_store_explicit(&g_warm, true, memory_order_release);
+  kiln_mutex_unlock(&g_warm_mutex);
+  return s;
+}
+
+static kiln_status compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
+                                  void **obj, size_t *obj_len) {
   if (!name || !name[0]) name = "module";
   LLVMContextRef ctx = LLVMGetModuleContext(m);
   kiln_strbuf_t diag = {0};
   LLVMContextSetDiagnosticHandler(ctx, collect_diagnostic, &diag);
   LLVMTargetMachineRef tm = NULL;
   double opt_ms = 0, t0 = kiln_clock_ms();
-  kiln_status s = create_host_tm(jit->triple, jit->cpu, jit->features, &tm);
+  kiln_mutex_lock(&jit->mutex);
+  if (jit->num_idle_tms) tm = jit->idle_tms[--jit->num_idle_tms];
+  kiln_mutex_unlock(&jit->mutex);
+  kiln_status s = tm ? NULL : create_host_tm(jit->triple, jit->cpu, jit->features, &tm);
   if (!s) s = optimize_module(jit, tm, m, name, &opt_ms);
   if (!s) {
     char *emsg = NULL;
@@ -457,8 +499,15 @@ kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, 
   LLVMContextSetDiagnosticHandler(ctx, NULL, NULL);
   kiln_strbuf_free(&diag);
   LLVMDisposeModule(m);
-  if (tm) LLVMDisposeTargetMachine(tm);
+  if (s && tm) { /* not reused after a failure */
+    LLVMDisposeTargetMachine(tm);
+    tm = NULL;
+  }
   kiln_mutex_lock(&jit->mutex);
+  if (tm) {
+    jit->idle_tms = kiln_realloc(jit->idle_tms, (jit->num_idle_tms + 1) * sizeof(*jit->idle_tms));
+    jit->idle_tms[jit->num_idle_tms++] = tm;
+  }
   jit->stats.opt_ms += opt_ms;
   jit->stats.codegen_ms += kiln_clock_ms() - t0 - opt_ms;
   kiln_mutex_unlock(&jit->mutex);
@@ -466,28 +515,22 @@ kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, 
 }
 
 void kiln_host_jit_prepare_threads(kiln_host_jit_t *jit) {
-  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-  static bool done;
-  kiln_mutex_lock(&mu);
-  if (!done && jit) {
-    LLVMContextRef ctx = LLVMContextCreate();
-    LLVMModuleRef m = LLVMModuleCreateWithNameInContext("kiln_warm_up", ctx);
-    LLVMTypeRef fty = LLVMFunctionType(LLVMVoidTypeInContext(ctx), NULL, 0, 0);
-    LLVMValueRef f = LLVMAddFunction(m, "kiln_warm_up", fty);
-    LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
-    LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, f, "entry"));
-    LLVMBuildRetVoid(b);
-    LLVMDisposeBuilder(b);
-    void *obj = NULL;
-    size_t len = 0;
-    kiln_status s = kiln_host_jit_compile_object(jit, m, "kiln_warm_up", &obj, &len);
-    if (s) KILN_LOG_W("host JIT warm-up: %s", kiln_status_message(s));
-    kiln_status_free(s);
-    kiln_free(obj);
-    LLVMContextDispose(ctx);
-    done = true;
-  }
-  kiln_mutex_unlock(&mu);
+  if (!jit || atomic_load_explicit(&g_warm, memory_order_acquire)) return;
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef m = LLVMModuleCreateWithNameInContext("kiln_warm_up", ctx);
+  LLVMTypeRef fty = LLVMFunctionType(LLVMVoidTypeInContext(ctx), NULL, 0, 0);
+  LLVMValueRef f = LLVMAddFunction(m, "kiln_warm_up", fty);
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(ctx);
+  LLVMPositionBuilderAtEnd(b, LLVMAppendBasicBlockInContext(ctx, f, "entry"));
+  LLVMBuildRetVoid(b);
+  LLVMDisposeBuilder(b);
+  void *obj = NULL;
+  size_t len = 0;
+  kiln_status s = kiln_host_jit_compile_object(jit, m, "kiln_warm_up", &obj, &len);
+  if (s) KILN_LOG_W("host JIT warm-up: %s", kiln_status_message(s));
+  kiln_status_free(s);
+  kiln_free(obj);
+  LLVMContextDispose(ctx);
 }
 
 kiln_status kiln_host_jit_add_object(kiln_host_jit_t *jit, const void *data, size_t len,
@@ -501,6 +544,51 @@ kiln_status kiln_host_jit_add_object(kiln_host_jit_t *jit, const void *data, siz
     if (!s) kiln_hashmap_put(&jit->objects, name, strlen(name), jit);
   }
   kiln_mutex_unlock(&jit->mutex);
+  return s;
+}
+
+/* Loads the `m` objects with kiln's ELF loader and looks up the `n` symbols into addrs: the
+ * image, or NULL (addrs cleared) when the loader refused, which is logged. */
+static kiln_host_elf_t *elf_link(const void *const *objs, const size_t *lens, int m,
+                                 const char *const *symbols, int n, void **addrs) {
+  kiln_host_elf_t *img = NULL;
+  kiln_status s = kiln_host_elf_load(objs, lens, m, NULL, NULL, &img);
+  for (int i = 0; i < n && !s; i++) s = kiln_host_elf_lookup(img, symbols[i], &addrs[i]);
+  if (!s) return img;
+  KILN_LOG_I("kiln's ELF loader refused %d object(s), linking with ORC: %s", m,
+             kiln_status_message(s));
+  kiln_status_free(s);
+  kiln_host_elf_destroy(img);
+  for (int i = 0; i < n; i++) addrs[i] = NULL;
+  return NULL;
+}
+
+kiln_status kiln_host_jit_link(kiln_host_jit_t *jit, const void *const *objects,
+                               const size_t *sizes, const char *const *symbols, int n,
+                               void **addrs) {
+  if (!jit || n < 0 || (n && (!objects || !sizes || !symbols || !addrs)))
+    return KILN_ERR_INVALID("kiln_host_jit_link: NULL argument");
+  for (int i = 0; i < n; i++) {
+    addrs[i] = NULL;
+    if (!objects[i] || !symbols[i])
+      return KILN_ERR_INVALID("kiln_host_jit_link: object %d is NULL", i);
+  }
+  if (n == 0) return NULL;
+  kiln_host_elf_t *img = NULL;
+  if (!jit->orc_link && (img = elf_link(objects, sizes, n, symbols, n, addrs))) {
+    kiln_mutex_lock(&jit->mutex);
+    jit->images = kiln_realloc(jit->images, (jit->num_images + 1) * sizeof(*jit->images));
+    jit->images[jit->num_images++] = img;
+    jit->stats.modules += (size_t)n;
+    kiln_mutex_unlock(&jit->mutex);
+    return NULL;
+  }
+  kiln_status s = NULL;
+  for (int i = 0; i < n && !s; i++)
+    s = kiln_host_jit_add_object(jit, objects[i], sizes[i], symbols[i]);
+  for (int i = 0; i < n && !s; i++) s = kiln_host_jit_lookup(jit, symbols[i], &addrs[i]);
+  if (s)
+    for (int i = 0; i < n; i++) addrs[i] = NULL;
   return s;
 }
 
@@ -538,6 +626,11 @@ kiln_status kiln_host_jit_lookup(kiln_host_jit_t *jit, const char *name, void **
   kiln_mutex_unlock(&jit->report_mutex);
   double t0 = kiln_clock_ms();
   LLVMOrcExecutorAddress addr = 0;
+  kiln_status made = ensure_lljit_locked(jit);
+  if (made) {
+    kiln_mutex_unlock(&jit->mutex);
+    return kiln_status_annotate(made, "while looking up %s", name);
+  }
   LLVMErrorRef err = LLVMOrcLLJITLookup(jit->lljit, &addr, name);
   jit->stats.lookup_ms += kiln_clock_ms() - t0;
   kiln_status s = NULL;
@@ -585,6 +678,10 @@ void kiln_host_jit_destroy(kiln_host_jit_t *jit) {
   /* Modules handed to the JIT are gone with it; the context goes with the last owner. */
   if (jit->tsc) LLVMOrcDisposeThreadSafeContext(jit->tsc);
   if (jit->tm) LLVMDisposeTargetMachine(jit->tm);
+  for (size_t i = 0; i < jit->num_idle_tms; i++) LLVMDisposeTargetMachine(jit->idle_tms[i]);
+  kiln_free(jit->idle_tms);
+  for (size_t i = 0; i < jit->num_images; i++) kiln_host_elf_destroy(jit->images[i]);
+  kiln_free(jit->images);
   kiln_strbuf_free(&jit->diag);
   kiln_strbuf_free(&jit->reports);
   kiln_free(jit->triple);
@@ -660,23 +757,16 @@ kiln_status kiln_host_link_objects(const void *const *objects, const size_t *siz
       lens[m++] = sizes[i];
     }
     kiln_hashmap_free(&seen);
-    kiln_host_elf_t *img = NULL;
-    kiln_status s = kiln_host_elf_load(objs, lens, m, NULL, NULL, &img);
+    kiln_host_elf_t *img = elf_link(objs, lens, m, symbols, n, addrs);
     kiln_free(objs);
     kiln_free(lens);
-    for (int i = 0; i < n && !s; i++) s = kiln_host_elf_lookup(img, symbols[i], &addrs[i]);
-    if (!s) {
+    if (img) {
       out->owner = img;
       out->owner_free = elf_owner_free;
       out->elf = true;
       atomic_fetch_add(&g_link_elf, 1);
       return NULL;
     }
-    KILN_LOG_I("kiln's ELF loader refused %d object(s), linking with ORC: %s", m,
-               kiln_status_message(s));
-    kiln_status_free(s);
-    kiln_host_elf_destroy(img);
-    for (int i = 0; i < n; i++) addrs[i] = NULL;
     atomic_fetch_add(&g_link_fallbacks, 1);
   } else {
     atomic_fetch_add(&g_link_orc, 1);

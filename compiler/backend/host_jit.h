@@ -57,16 +57,17 @@ typedef struct kiln_host_jit_options {
    * made here (linking does not use one; the objects were compiled for the cpu/features
    * above), which spares a target machine per JIT. */
   bool objects_only;
-  /* kiln_host_link_objects (cached executables) links with ORC only, not with kiln's own ELF
-   * loader (host_elf.h) first. The edges set it from $KILN_HOST_ORC_LINK=1 (for comparing the
-   * two); it does not change code, so it is not part of kiln_host_jit_target_id. */
+  /* kiln_host_link_objects (cached executables) and kiln_host_jit_link (freshly compiled
+   * kernels) link with ORC only, not with kiln's own ELF loader (host_elf.h) first. The edges set
+   * it from $KILN_HOST_ORC_LINK=1 (for comparing the two); it does not change code, so it is not
+   * part of kiln_host_jit_target_id. */
   bool orc_link;
 } kiln_host_jit_options_t;
 
 typedef struct kiln_host_jit_stats {
-  size_t modules;   /* modules added */
-  double opt_ms;    /* total time in LLVMRunPasses */
-  double lookup_ms; /* total time in lookups (includes lazy code generation) */
+  size_t modules;    /* modules added */
+  double opt_ms;     /* total time in LLVMRunPasses */
+  double lookup_ms;  /* total time in lookups (includes lazy code generation) */
   double codegen_ms; /* kiln_host_jit_compile_object: object emission (summed over threads) */
 } kiln_host_jit_stats_t;
 
@@ -101,15 +102,19 @@ kiln_status kiln_host_jit_add_module(kiln_host_jit_t *jit, LLVMModuleRef m, cons
 
 /* Compiles `m` (any LLVMContext that no other thread uses meanwhile) to an object file for
  * the JIT's target: verify, triple and data layout, dumps as add_module, the JIT's pipeline,
- * code generation with a target machine made for this call. *obj (kiln_malloc'ed, the caller
+ * code generation with a target machine of the JIT's that no other call uses meanwhile (made
+ * for the call, kept for the next one). *obj (kiln_malloc'ed, the caller
  * frees it) / *obj_len. Consumes `m` in every case. Thread-safe: call it from several threads
  * at once; adds nothing to the JIT. */
 kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
                                          void **obj, size_t *obj_len);
 /* Call before starting threads that run kiln_host_jit_compile_object: compiles an empty
- * module once per process on this thread, so LLVM's lazily created globals (timer groups,
- * option registries) exist before those threads start, rather than being created by
- * whichever thread comes first without synchronization a race detector can see. */
+ * module on this thread unless a compile already ran in this process, so LLVM's lazily
+ * created globals (timer groups, option registries) exist before those threads start, rather
+ * than being created by whichever thread comes first without synchronization a race detector
+ * can see. (Without it the process's first kiln_host_jit_compile_object runs alone under a
+ * mutex and makes them; the others wait for it: correct, but the first kernel of a batch
+ * then compiles before the rest start.) */
 void kiln_host_jit_prepare_threads(kiln_host_jit_t *jit);
 
 /* Adds an object file (copied) to the main JITDylib under `name`; a second object under a
@@ -117,6 +122,16 @@ void kiln_host_jit_prepare_threads(kiln_host_jit_t *jit);
  * symbol defined twice by different objects is ALREADY_EXISTS. */
 kiln_status kiln_host_jit_add_object(kiln_host_jit_t *jit, const void *data, size_t len,
                                      const char *name);
+
+/* Links `n` object files (objects[i] of sizes[i] bytes, each defining symbols[i], distinct
+ * names; read, not kept) into the JIT's code and sets addrs[i] to symbols[i]'s address: with
+ * kiln's own ELF loader (host_elf.h), the image kept until kiln_host_jit_destroy (no LLJIT is
+ * made for it: a fresh process's first ORC link costs ~5 M instructions of LLVM start-up);
+ * with `orc_link`, or when the loader refuses the objects, as kiln_host_jit_add_object +
+ * kiln_host_jit_lookup. Thread-safe. */
+kiln_status kiln_host_jit_link(kiln_host_jit_t *jit, const void *const *objects,
+                               const size_t *sizes, const char *const *symbols, int n,
+                               void **addrs);
 
 /* Finds the address of `name` (an unmangled C name). NOT_FOUND naming the symbol when no
  * module defines it and the process does not export it; code generation or link failures

@@ -212,8 +212,6 @@ static kiln_status batch_compile(batch_t *b, const kiln_kir_batch_options_t *o,
   }
   double t1 = kiln_clock_ms();
   kiln_host_pool_t *pool = NULL;
-  /* LLVM's lazy globals made on one thread first, whoever compiles next (host_jit.h) */
-  if (nt > 0 && pending[0]->jit) kiln_host_jit_prepare_threads(pending[0]->jit);
   if (nt > 1 && o->num_threads != 1) {
     kiln_status ps = kiln_host_pool_create(o->num_threads, &pool);
     if (ps) { /* no threads to be had: compile on this one */
@@ -221,6 +219,10 @@ static kiln_status batch_compile(batch_t *b, const kiln_kir_batch_options_t *o,
       pool = NULL;
     }
   }
+  /* LLVM's lazy globals made on one thread first, whoever compiles next (host_jit.h); a
+   * batch compiled on this thread alone makes them itself (the warm-up is a whole O3 and
+   * code generation run of an empty module: a third of a small module's compile) */
+  if (pool && pending[0]->jit) kiln_host_jit_prepare_threads(pending[0]->jit);
   st->threads = pool ? kiln_host_pool_num_workers(pool) : 1;
   s = kiln_host_pool_launch(pool, run_jobs, (void **)pending, (int64_t)nt, 1);
   kiln_host_pool_destroy(pool);
@@ -275,12 +277,22 @@ kiln_status kiln_kir_compile_host_batch(const kiln_kir_module_t *const *mods, si
   kiln_status s = batch_compile(&b, &o, st, NULL);
   double t0 = kiln_clock_ms();
   void **addr = kiln_calloc(b.num_jobs + 1, sizeof(void *));
-  kiln_oom_hold(); /* the JIT's link is LLVM's (or kiln's loader inside the JIT): whole */
-  for (size_t j = 0; j < b.num_jobs && !s; j++)
-    s = kiln_host_jit_add_object(jit, b.jobs[j].image, b.jobs[j].size, b.jobs[j].symbol);
-  for (size_t j = 0; j < b.num_jobs && !s; j++)
-    s = kiln_host_jit_lookup(jit, b.jobs[j].symbol, &addr[j]);
-  kiln_oom_release();
+  if (!s) {
+    const void **objs = kiln_calloc(b.num_jobs + 1, sizeof(void *));
+    size_t *sizes = kiln_calloc(b.num_jobs + 1, sizeof(size_t));
+    const char **syms = kiln_calloc(b.num_jobs + 1, sizeof(char *));
+    for (size_t j = 0; j < b.num_jobs; j++) {
+      objs[j] = b.jobs[j].image;
+      sizes[j] = b.jobs[j].size;
+      syms[j] = b.jobs[j].symbol;
+    }
+    kiln_oom_hold(); /* the JIT's link is kiln's loader or LLVM's ORC: whole or not at all */
+    s = kiln_host_jit_link(jit, objs, sizes, syms, (int)b.num_jobs, addr);
+    kiln_oom_release();
+    kiln_free(objs);
+    kiln_free(sizes);
+    kiln_free(syms);
+  }
   for (size_t i = 0; i < n && !s; i++) {
     const kiln_kir_func_t *k = kiln_kir_module_kernel(mods[i]);
     out[i].fn = (kiln_host_kernel_fn)addr[b.unique_of[i]];

@@ -1,6 +1,7 @@
 /* Stage 5: unroll `for` loops with constant bounds and at most `max_trip` iterations (the
  * emitter document's optimize_loops: the vector loop disappears), unless that would put more
- * than KIR_UNROLL_MAX_IFS `if`s in straight-line code (below). The induction variable
+ * than KIR_UNROLL_MAX_IFS `if`s in straight-line code or the loop holds one that stays a loop
+ * (below). The induction variable
  * becomes a constant per copy; lane operands of vextract / vinsert that become constants are
  * folded into the op (printed `[2]`). */
 #include "compiler/codegen/kir_pipeline.h"
@@ -49,6 +50,35 @@ static int64_t unrolled_ifs(kir_rewriter_t *rw, const kiln_kir_region_t *r, int 
   return n;
 }
 
+static bool holds_kept_loop(kir_rewriter_t *rw, const kiln_kir_region_t *r, int max_trip);
+
+/* Whether `for` op `op` stays a loop: bounds not constant, more than max_trip trips, too many
+ * `if`s once unrolled, or more than one trip around a loop that stays a loop (one trip is no
+ * copy: that loop always goes). */
+static bool stays_loop(kir_rewriter_t *rw, const kiln_kir_op_t *op, int max_trip) {
+  int64_t lb, step, trips;
+  if (!unroll_trips(rw, op, &lb, &step, &trips) || trips > max_trip) return true;
+  const kiln_kir_region_t *body = op->regions[0];
+  return trips * unrolled_ifs(rw, body, max_trip) > KIR_UNROLL_MAX_IFS ||
+         (trips > 1 && holds_kept_loop(rw, body, max_trip));
+}
+
+/* Whether region `r` holds (at any depth) a `for` that stays a loop. A loop around one is not
+ * unrolled: its copies would each hold the inner loop, which LLVM then fully unrolls or
+ * vectorizes copy by copy, and the straight-line result is what its optimizer is slowest on
+ * (a 3x3 window around a 32-channel s8 convolution loop became 9 unrolled 32-load chains:
+ * GVN's memory-dependence walk was 51% of a 1.2 G-instruction compile) while the loop it
+ * saves runs once per inner loop. */
+static bool holds_kept_loop(kir_rewriter_t *rw, const kiln_kir_region_t *r, int max_trip) {
+  for (size_t i = 0; i < r->ops.len; i++) {
+    const kiln_kir_op_t *op = r->ops.data[i];
+    if (op->opcode == KILN_KIR_FOR && stays_loop(rw, op, max_trip)) return true;
+    for (uint32_t k = 0; k < op->num_regions; k++) /* an unrolled loop's body is copied */
+      if (holds_kept_loop(rw, op->regions[k], max_trip)) return true;
+  }
+  return false;
+}
+
 static bool unroll_op(kir_rewriter_t *rw, kiln_kir_op_t *op) {
   unroll_user_t *u = rw->user;
   kiln_kir_builder_t *b = &rw->b;
@@ -69,9 +99,9 @@ static bool unroll_op(kir_rewriter_t *rw, kiln_kir_op_t *op) {
   }
   if (op->opcode != KILN_KIR_FOR) return false;
   int64_t lb, step, trips;
-  if (!unroll_trips(rw, op, &lb, &step, &trips) || trips > u->max_trip) return false;
+  if (stays_loop(rw, op, u->max_trip)) return false;
+  unroll_trips(rw, op, &lb, &step, &trips);
   const kiln_kir_region_t *body = op->regions[0];
-  if (trips * unrolled_ifs(rw, body, u->max_trip) > KIR_UNROLL_MAX_IFS) return false;
   uint32_t niter = op->num_results;
   kiln_kir_value_t **cur = kiln_arena_alloc(&rw->m->arena, sizeof(*cur) * (niter + 1));
   for (uint32_t i = 0; i < niter; i++) cur[i] = kir_map(rw, op->operands[3 + i]);
