@@ -757,6 +757,17 @@ static void keep_objects(kiln_executable_desc_t *d, int32_t im, const kiln_kir_h
   kiln_free(fobj);
 }
 
+typedef struct host_kernels_unwind {
+  kiln_oom_cleanup_t cleanup;
+  kiln_kir_host_kernel_t *hk;
+  size_t n;
+} host_kernels_unwind_t;
+
+static void host_kernels_free_on_unwind(void *arg) {
+  host_kernels_unwind_t *u = arg;
+  kiln_kir_host_kernels_free(u->hk, u->n);
+}
+
 /* Compiles every kernel taken by take_kernel, together: HOST into the JIT, one image with
  * every kernel's name and entry point; CUDA one image per distinct kernel. */
 static kiln_status compile_pending(emitter_t *E) {
@@ -772,6 +783,10 @@ static kiln_status compile_pending(emitter_t *E) {
   kiln_status s = NULL;
   if (E->opts.target == KILN_TARGET_HOST) {
     kiln_kir_host_kernel_t *hk = kiln_calloc(n, sizeof(*hk));
+    /* The kernels' objects come from the held code generation (not recorded): an
+     * out-of-memory unwind frees them here. */
+    host_kernels_unwind_t unwind = {.hk = hk, .n = n};
+    kiln_oom_defer(&unwind.cleanup, host_kernels_free_on_unwind, &unwind);
     s = kiln_kir_compile_host_batch(mods, n, E->jit, &bo, hk, &bs);
     if (!s) {
       const char **names = kiln_calloc(n, sizeof(*names));
@@ -786,6 +801,7 @@ static kiln_status compile_pending(emitter_t *E) {
       kiln_free(names);
       kiln_free(fns);
     }
+    kiln_oom_undefer(&unwind.cleanup);
     kiln_kir_host_kernels_free(hk, n);
     kiln_free(hk);
   } else {
