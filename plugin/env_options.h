@@ -29,8 +29,8 @@
  *   KILN_DISABLE_COMMAND_BUFFERS=1    -> no_command_buffers (any value but "" and "0")
  *   KILN_HOST_CPU, KILN_HOST_CPU_FEATURES, KILN_HOST_LLVM_PIPELINE
  *                                     -> emit.host_jit.cpu / .extra_features / .pipeline
- *   KILN_HOST_ORC_LINK=1              -> emit.host_jit.orc_link (cached executables linked by
- *                                        ORC, not kiln's ELF loader)
+ *   KILN_HOST_ORC_LINK=1              -> emit.host_jit.orc_link (kernels linked by ORC, not
+ *                                        kiln's ELF loader: new ones and cached executables)
  *   KILN_ALLOW_EXCESS_PRECISION, XLA_FLAGS -> emit.strict_precision (see below)
  *   KILN_CUDA_DIR, CUDA_HOME, CUDA_PATH, PATH, TMPDIR -> emit.cuda (unset fields)
  * With o->passes NULL and `passes` non-NULL, *passes gets the defaults and what the

@@ -133,6 +133,15 @@ static int child(const char *text, size_t len, int64_t nth, int count_fd) {
   return rc;
 }
 
+/* In a child: a crash must end it (cmocka's handlers would carry on in it). */
+static void default_crash_signals(void) {
+  signal(SIGSEGV, SIG_DFL);
+  signal(SIGBUS, SIG_DFL);
+  signal(SIGFPE, SIG_DFL);
+  signal(SIGABRT, SIG_DFL);
+  signal(SIGILL, SIG_DFL);
+}
+
 typedef int (*child_fn)(const char *text, size_t len, int64_t nth, int count_fd);
 
 /* Runs `fn` in a fork; its exit status (or 128 + signal). */
@@ -142,12 +151,7 @@ static int in_child_with(child_fn fn, const char *text, size_t len, int64_t nth,
   fflush(NULL);
   pid_t pid = fork();
   if (pid == 0) {
-    /* A crash must end the child (cmocka's handlers would carry on in it). */
-    signal(SIGSEGV, SIG_DFL);
-    signal(SIGBUS, SIG_DFL);
-    signal(SIGFPE, SIG_DFL);
-    signal(SIGABRT, SIG_DFL);
-    signal(SIGILL, SIG_DFL);
+    default_crash_signals();
     close(fds[0]);
     int rc = fn(text, len, nth, fds[1]);
     close(fds[1]);
@@ -202,11 +206,7 @@ static void sweep_module(child_fn fn, const char *name, const char *how, int i,
       fflush(NULL);
       pid_t pid = fork();
       if (pid == 0) {
-        signal(SIGSEGV, SIG_DFL);
-        signal(SIGBUS, SIG_DFL);
-        signal(SIGFPE, SIG_DFL);
-        signal(SIGABRT, SIG_DFL);
-        signal(SIGILL, SIG_DFL);
+        default_crash_signals();
         int crc = fn(f->text, f->len, n, -1);
         fflush(NULL);
         _exit(crc);
