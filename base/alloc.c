@@ -67,7 +67,6 @@ static void raw_free(void *p) {
  * order: g_regions_mu, then a region's mu. */
 typedef struct oom_thread {
   kiln_oom_scope_t *outer; /* the outermost scope on this thread */
-  int depth;               /* scopes entered on this thread */
   int hold;
   kiln_oom_cleanup_t *cleanups; /* most recent first */
 } oom_thread_t;
@@ -145,27 +144,26 @@ static bool region_record(kiln_oom_region_t *r, void *p) {
   return ok;
 }
 
-/* Forgets p in whichever live region records it; with q, records q in its place (a realloc
- * that moved the block: the count is unchanged, so no growth). */
+/* Removes p from r if there, putting q (non-NULL) in its place: a realloc that moved the block
+ * (the count is unchanged, so no growth). */
+static bool forget_in(kiln_oom_region_t *r, const void *p, void *q) {
+  pthread_mutex_lock(&r->mu);
+  bool found = set_remove(r, p);
+  if (found && q) set_insert(r, q);
+  pthread_mutex_unlock(&r->mu);
+  return found;
+}
+
+/* Forgets p in whichever live region records it (with q: records q instead). This thread's
+ * region first; the others only when there are others. */
 static void region_forget(void *p, void *q) {
-  if (!atomic_load_explicit(&g_live_regions, memory_order_acquire)) return;
+  int live = atomic_load_explicit(&g_live_regions, memory_order_acquire);
+  if (!live) return;
   kiln_oom_region_t *mine = t_oom.outer ? t_oom.outer->region : NULL;
-  if (mine) {
-    pthread_mutex_lock(&mine->mu);
-    bool found = set_remove(mine, p);
-    if (found && q) set_insert(mine, q);
-    pthread_mutex_unlock(&mine->mu);
-    if (found) return;
-  }
+  if (mine && (forget_in(mine, p, q) || live == 1)) return;
   pthread_mutex_lock(&g_regions_mu);
-  for (kiln_oom_region_t *r = g_regions; r; r = r->next) {
-    if (r == mine) continue;
-    pthread_mutex_lock(&r->mu);
-    bool found = set_remove(r, p);
-    if (found && q) set_insert(r, q);
-    pthread_mutex_unlock(&r->mu);
-    if (found) break;
-  }
+  for (kiln_oom_region_t *r = g_regions; r; r = r->next)
+    if (r != mine && forget_in(r, p, q)) break;
   pthread_mutex_unlock(&g_regions_mu);
 }
 
@@ -206,7 +204,6 @@ static _Noreturn void oom_unwind(size_t n) {
     __atomic_store_n(&s->region->failed, 1, __ATOMIC_RELEASE);
   }
   t_oom.outer = NULL;
-  t_oom.depth = 0;
   t_oom.hold = 0;
   longjmp(s->env, 1);
 }
@@ -216,7 +213,6 @@ void kiln_oom_scope_enter(kiln_oom_scope_t *s) {
   if (t_oom.outer) { /* inside another scope: that one unwinds */
     s->outermost = s->owner = false;
     s->region = t_oom.outer->region;
-    t_oom.depth++;
     return;
   }
   kiln_oom_region_t *r = &s->own;
@@ -232,7 +228,6 @@ void kiln_oom_scope_enter(kiln_oom_scope_t *s) {
   s->region = r;
   s->outermost = s->owner = true;
   t_oom.outer = s;
-  t_oom.depth = 1;
   t_oom.cleanups = NULL;
 }
 
@@ -241,12 +236,8 @@ void kiln_oom_scope_join(kiln_oom_scope_t *s, kiln_oom_region_t *region) {
   s->owner = false;
   s->region = region;
   s->outermost = region && !t_oom.outer;
-  if (!s->outermost) {
-    if (t_oom.outer) t_oom.depth++;
-    return;
-  }
+  if (!s->outermost) return;
   t_oom.outer = s;
-  t_oom.depth = 1;
   t_oom.cleanups = NULL;
 }
 
@@ -255,14 +246,10 @@ kiln_oom_region_t *kiln_oom_current_region(void) {
 }
 
 kiln_status kiln_oom_scope_leave(kiln_oom_scope_t *s, kiln_status st) {
-  if (!s->outermost) {
-    if (t_oom.outer) t_oom.depth--;
-    return st;
-  }
+  if (!s->outermost) return st;
   bool failed = s->owner && __atomic_load_n(&s->region->failed, __ATOMIC_ACQUIRE);
   if (failed) run_cleanups();
   t_oom.outer = NULL;
-  t_oom.depth = 0;
   t_oom.cleanups = NULL;
   if (s->owner) region_close(s->region, failed);
   if (!failed) return st;

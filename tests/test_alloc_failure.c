@@ -39,7 +39,9 @@
 #include <cmocka.h>
 
 #include "base/alloc.h"
+#include "base/str.h"
 #include "compiler/eval/eval.h"
+#include "compiler/frontend/stablehlo_to_hlo.h"
 #include "compiler/hlo/ir.h"
 #include "runtime/device.h"
 #include "tests/skip_util.h"
@@ -377,10 +379,65 @@ static void test_every_allocation_failure_through_the_plugin_is_handled(void **s
   assert_int_equal(failures, 0);
 }
 
+/* The StableHLO path a JAX program takes (MLIR text read, converted to HLO, parsed, all in
+ * out-of-memory scopes): every allocation it makes fails in turn, in this process (an unwind
+ * returns; under ASan, LeakSanitizer checks at exit that nothing of the failed reads leaked),
+ * and each failure is RESOURCE_EXHAUSTED with a message, each success the same module as a
+ * clean read. A JAX-style test of StableHLO's suite (testdata-sample, beside the corpus). */
+static void test_every_allocation_failure_of_a_stablehlo_read_is_handled(void **state) {
+  (void)state;
+  char path[4096];
+  snprintf(path, sizeof path,
+           "%s/../stablehlo/testdata-sample/add_float16_20_20_float16_20_20.mlir",
+           kiln_corpus_dir());
+  char *text = NULL;
+  size_t len = 0;
+  kiln_status s = kiln_read_file(path, &text, &len);
+  if (s) {
+    kiln_status_free(s);
+    KILN_SKIP("%s is absent", path);
+  }
+  kiln_hlo_module_t *clean = NULL;
+  kiln_alloc_fail_nth(INT64_MAX);
+  s = kiln_stablehlo_module_from_bytes(text, len, path, &clean);
+  int64_t points = kiln_alloc_fallible_count();
+  kiln_alloc_fail_nth(0);
+  assert_null(s);
+  char *want = kiln_hlo_module_to_string(clean);
+  kiln_hlo_module_destroy(clean);
+  assert_true(points > 100); /* the reader's, the converter's and the HLO parser's */
+  int64_t failed = 0;
+  for (int64_t n = 1; n <= points; n++) {
+    kiln_hlo_module_t *m = NULL;
+    kiln_alloc_fail_nth(n);
+    s = kiln_stablehlo_module_from_bytes(text, len, path, &m);
+    kiln_alloc_fail_nth(0);
+    if (s) {
+      /* an unwound scope's "out of host memory ..." or a fallible refusal's own message */
+      assert_int_equal(kiln_status_code(s), KILN_RESOURCE_EXHAUSTED);
+      assert_true(kiln_status_message(s)[0] != 0);
+      assert_null(m);
+      failed++;
+    } else {
+      char *got = kiln_hlo_module_to_string(m);
+      assert_string_equal(got, want);
+      kiln_free(got);
+      kiln_hlo_module_destroy(m);
+    }
+    kiln_status_free(s);
+  }
+  printf("StableHLO read: %lld allocations that can fail, %lld failed with RESOURCE_EXHAUSTED\n",
+         (long long)points, (long long)failed);
+  assert_int_equal(failed, points);
+  kiln_free(want);
+  kiln_free(text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_allocation_failure_is_handled),
       cmocka_unit_test(test_every_allocation_failure_through_the_plugin_is_handled),
+      cmocka_unit_test(test_every_allocation_failure_of_a_stablehlo_read_is_handled),
   };
   return kiln_run_tests(tests, NULL, NULL);
 }
