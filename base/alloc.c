@@ -31,11 +31,36 @@ void kiln_allocator_set(const kiln_allocator_t *a) {
   }
 }
 
-static _Atomic int64_t g_fail_nth, g_fallible;
+static _Atomic int64_t g_fail_nth, g_fallible, g_unchecked;
+static void (*_Atomic g_unchecked_hook)(size_t n);
 
 void kiln_alloc_fail_nth(int64_t n) {
   atomic_store(&g_fail_nth, n > 0 ? n : 0);
   atomic_store(&g_fallible, 0);
+  atomic_store(&g_unchecked, 0);
+}
+
+int64_t kiln_alloc_unchecked_count(void) {
+  return atomic_load(&g_unchecked);
+}
+
+void kiln_alloc_set_unchecked_hook(void (*hook)(size_t n)) {
+  atomic_store(&g_unchecked_hook, hook);
+}
+
+/* An allocation the injection cannot refuse (it aborts on exhaustion): counted while the
+ * injection is on. */
+static void note_unchecked(size_t n) {
+  if (!atomic_load_explicit(&g_fail_nth, memory_order_relaxed)) return;
+  atomic_fetch_add(&g_unchecked, 1);
+  void (*hook)(size_t) = atomic_load(&g_unchecked_hook);
+  if (hook) {
+    kiln_oom_hold(); /* the hook may allocate: not counted again, never refused */
+    atomic_store(&g_unchecked_hook, NULL);
+    hook(n);
+    atomic_store(&g_unchecked_hook, hook);
+    kiln_oom_release();
+  }
 }
 
 int64_t kiln_alloc_fallible_count(void) {
@@ -334,6 +359,7 @@ static void oom(size_t n) {
 void *kiln_malloc(size_t n) {
   kiln_oom_region_t *r = recording_region();
   if (!r) {
+    note_unchecked(n);
     void *p = raw_alloc(n);
     if (!p) oom(n);
     return p;
@@ -349,6 +375,7 @@ void *kiln_malloc(size_t n) {
 void *kiln_realloc(void *p, size_t n) {
   if (!p) return kiln_malloc(n);
   kiln_oom_region_t *r = recording_region();
+  if (!r) note_unchecked(n);
   void *q = r && injected_failure() ? NULL : g_alloc.realloc_fn(g_alloc.ctx, p, n ? n : 1);
   if (!q) {
     if (r) oom_unwind(n); /* p is intact: its owner stays consistent */
@@ -504,6 +531,7 @@ static kiln_arena_chunk_t *arena_chunk(kiln_arena_t *a, size_t cap, bool bookkee
   /* A chunk counts for the failure injection whether or not the pool has one; bookkeeping
    * ones only inside a scope, where a refusal unwinds. */
   bool refused = (!bookkeeping || r) && injected_failure();
+  if (bookkeeping && !r) note_unchecked(sizeof(kiln_arena_chunk_t) + cap);
   kiln_arena_chunk_t *c = refused ? NULL : pool_take(cap);
   if (!c && !refused) c = raw_alloc(sizeof *c + cap);
   if (c && record && !region_record(r, c)) {

@@ -39,6 +39,12 @@ int64_t kiln_alloc_fallible_count(void);
  * user-sized device memory) and says whether the injection refuses it: the caller then
  * fails as if the allocator had returned NULL. */
 bool kiln_alloc_injected_failure(void);
+/* While the injection is on: the allocations that could not be refused because they abort on
+ * exhaustion instead (kiln_malloc and its kind, bookkeeping arena chunks, made outside any
+ * scope or held), i.e. the points a sweep cannot reach. `hook`, when set, is called with each
+ * one's size (a test prints where they come from). */
+int64_t kiln_alloc_unchecked_count(void);
+void kiln_alloc_set_unchecked_hook(void (*hook)(size_t n));
 
 void *kiln_try_malloc(size_t n);
 void *kiln_try_realloc(void *p, size_t n);
@@ -155,6 +161,20 @@ static inline void kiln_mutex_lock(pthread_mutex_t *m) {
 static inline void kiln_mutex_unlock(pthread_mutex_t *m) {
   pthread_mutex_unlock(m);
   kiln_oom_release();
+}
+/* For a lock held around calls that open out-of-memory scopes of their own (the plugin's lazy
+ * lowering): their unwinds end inside the call, never across the lock, so it holds only when
+ * this thread is already inside a scope (whose unwind would cross it). Returns whether it held,
+ * for kiln_mutex_unlock_around_scopes. */
+static inline bool kiln_mutex_lock_around_scopes(pthread_mutex_t *m) {
+  bool hold = kiln_oom_current_region() != NULL;
+  if (hold) kiln_oom_hold();
+  pthread_mutex_lock(m);
+  return hold;
+}
+static inline void kiln_mutex_unlock_around_scopes(pthread_mutex_t *m, bool held) {
+  pthread_mutex_unlock(m);
+  if (held) kiln_oom_release();
 }
 static inline void kiln_once(pthread_once_t *once, void (*init)(void)) {
   kiln_oom_hold();

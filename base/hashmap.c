@@ -100,24 +100,45 @@ bool kiln_ptrmap_contains(const kiln_ptrmap_t *m, const void *key) {
   return m->keys[ptr_slot(m->keys, m->cap, key)] != NULL;
 }
 
+/* Moves the entries into `cap` slots; false (the map unchanged) when fallible allocation is
+ * refused. */
+static bool ptr_rehash(kiln_ptrmap_t *m, size_t cap, bool fallible) {
+  void *(*calloc_fn)(size_t, size_t) = fallible ? kiln_try_calloc : kiln_calloc;
+  const void **keys = calloc_fn(cap, sizeof *keys);
+  void **values = keys ? calloc_fn(cap, sizeof *values) : NULL;
+  if (!values) {
+    kiln_free(keys);
+    return false;
+  }
+  for (size_t i = 0; i < m->cap; i++) {
+    if (!m->keys[i]) continue;
+    size_t j = ptr_slot(keys, cap, m->keys[i]);
+    keys[j] = m->keys[i];
+    values[j] = m->values[i];
+  }
+  kiln_free(m->keys);
+  kiln_free(m->values);
+  m->keys = keys;
+  m->values = values;
+  m->cap = cap;
+  return true;
+}
+
+/* The capacity that holds `n` entries under the 3/4 load bound. */
+static size_t ptr_cap_for(size_t cap, size_t n) {
+  if (!cap) cap = 16;
+  while (n * 4 > cap * 3) cap *= 2;
+  return cap;
+}
+
+bool kiln_ptrmap_reserve(kiln_ptrmap_t *m, size_t n) {
+  size_t cap = ptr_cap_for(m->cap, n);
+  return cap == m->cap || ptr_rehash(m, cap, true);
+}
+
 void kiln_ptrmap_put(kiln_ptrmap_t *m, const void *key, void *value) {
   if (!key) return;
-  if ((m->len + 1) * 4 > m->cap * 3) {
-    size_t cap = m->cap ? m->cap * 2 : 16;
-    const void **keys = kiln_calloc(cap, sizeof *keys);
-    void **values = kiln_calloc(cap, sizeof *values);
-    for (size_t i = 0; i < m->cap; i++) {
-      if (!m->keys[i]) continue;
-      size_t j = ptr_slot(keys, cap, m->keys[i]);
-      keys[j] = m->keys[i];
-      values[j] = m->values[i];
-    }
-    kiln_free(m->keys);
-    kiln_free(m->values);
-    m->keys = keys;
-    m->values = values;
-    m->cap = cap;
-  }
+  if ((m->len + 1) * 4 > m->cap * 3) ptr_rehash(m, ptr_cap_for(m->cap, m->len + 1), false);
   size_t i = ptr_slot(m->keys, m->cap, key);
   if (!m->keys[i]) {
     m->keys[i] = key;

@@ -46,5 +46,8 @@ void kiln_ptrmap_free(kiln_ptrmap_t *m);
 void *kiln_ptrmap_get(const kiln_ptrmap_t *m, const void *key);
 bool kiln_ptrmap_contains(const kiln_ptrmap_t *m, const void *key);
 void kiln_ptrmap_put(kiln_ptrmap_t *m, const void *key, void *value);
+/* Makes room for `n` entries so that putting up to that many allocates nothing; false when the
+ * allocation is refused (kiln_try_*: the map is unchanged). */
+bool kiln_ptrmap_reserve(kiln_ptrmap_t *m, size_t n);
 
 #endif /* KILN_BASE_HASHMAP_H_ */

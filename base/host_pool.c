@@ -199,13 +199,19 @@ kiln_status kiln_host_pool_create(int num_workers, kiln_host_pool_t **out) {
     if (num_workers <= 0) num_workers = 1;
   }
   if (num_workers > 1024) return KILN_ERR_INVALID("host pool: %d workers is too many", num_workers);
-  kiln_host_pool_t *p = kiln_calloc(1, sizeof(*p));
+  kiln_host_pool_t *p = kiln_try_calloc(1, sizeof(*p));
+  pthread_t *threads = kiln_try_calloc((size_t)num_workers, sizeof(pthread_t));
+  if (!p || !threads) {
+    kiln_free(p);
+    kiln_free(threads);
+    return KILN_ERR_EXHAUSTED("host pool: out of host memory for %d workers", num_workers);
+  }
   p->num_workers = num_workers;
   pthread_mutex_init(&p->mu, NULL);
   pthread_mutex_init(&p->launch_mu, NULL);
   pthread_cond_init(&p->work_cv, NULL);
   pthread_cond_init(&p->done_cv, NULL);
-  p->threads = kiln_calloc((size_t)num_workers, sizeof(pthread_t));
+  p->threads = threads;
   for (int i = 0; i < num_workers - 1; i++) {
     if (pthread_create(&p->threads[i], NULL, worker, p) != 0) {
       p->num_workers = i + 1; /* the ones started, plus the launcher */

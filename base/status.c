@@ -17,6 +17,10 @@ struct kiln_status_payload {
 static struct kiln_status_payload kiln_status_oom = {KILN_RESOURCE_EXHAUSTED, __FILE__, 0,
                                                      (char *)"out of memory creating a status"};
 
+kiln_status kiln_status_out_of_memory(void) {
+  return &kiln_status_oom;
+}
+
 kiln_status kiln_status_make_va(kiln_status_code_t code, const char *file, int line,
                                 const char *fmt, va_list ap) {
   if (code == KILN_OK) return NULL;

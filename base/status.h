@@ -35,6 +35,9 @@ typedef struct kiln_status_payload *kiln_status;
 #define KILN_STATUS_OK ((kiln_status)0)
 
 /* Creates a status with a printf-style message. KILN_OK yields NULL. */
+/* The static RESOURCE_EXHAUSTED status handed out when a status itself cannot be allocated
+ * (freeing it does nothing): for holders of errors that must exist without memory. */
+kiln_status kiln_status_out_of_memory(void);
 kiln_status kiln_status_make_at(kiln_status_code_t code, const char *file, int line,
                                 const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -45,6 +48,8 @@ kiln_status kiln_status_make_va(kiln_status_code_t code, const char *file, int l
 #define KILN_ERR_INVALID(...) kiln_status_make(KILN_INVALID_ARGUMENT, __VA_ARGS__)
 #define KILN_ERR_UNIMPLEMENTED(...) kiln_status_make(KILN_UNIMPLEMENTED, __VA_ARGS__)
 #define KILN_ERR_INTERNAL(...) kiln_status_make(KILN_INTERNAL, __VA_ARGS__)
+/* A fallible allocation (kiln_try_*) was refused. */
+#define KILN_ERR_EXHAUSTED(...) kiln_status_make(KILN_RESOURCE_EXHAUSTED, __VA_ARGS__)
 
 /* Appends "; <annotation>" to the message of a non-NULL status and returns it. */
 kiln_status kiln_status_annotate(kiln_status s, const char *fmt, ...)

@@ -92,7 +92,7 @@ static void run_case(kiln_device_t *dev, kiln_stream_t *s, kiln_device_module_t 
                      uint32_t blocks, int reps) {
   int64_t bytes = (int64_t)blocks * BS * 4;
   kiln_buffer_table_t table;
-  kiln_buffer_table_init(&table, dev, 2);
+  check(kiln_buffer_table_init(&table, dev, 2), "table");
   check(kiln_buffer_table_allocate(&table, 0, (uint64_t)bytes), "alloc");
   check(kiln_buffer_table_allocate(&table, 1, (uint64_t)bytes), "alloc");
   memset((void *)(uintptr_t)table.bases[0], 0, (size_t)bytes);

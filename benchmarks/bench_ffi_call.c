@@ -71,8 +71,8 @@ static int bench_thunk(const kiln_ffi_buffer_desc_t *args, const kiln_ffi_buffer
     s = kiln_ffi_call_create(&cd, &call);
   }
   if (s) return (int)kiln_status_report(s, "bench_ffi_call");
-  kiln_buffer_table_init(&table, dev, 1);
-  s = kiln_buffer_table_allocate(&table, 0, 4 * 64);
+  s = kiln_buffer_table_init(&table, dev, 1);
+  if (!s) s = kiln_buffer_table_allocate(&table, 0, 4 * 64);
   kiln_slice_t in[2] = {kiln_slice_make(0, 0, 64), kiln_slice_make(0, 64, 64)};
   kiln_slice_t out[2] = {kiln_slice_make(0, 128, 64), kiln_slice_make(0, 192, 64)};
   t = kiln_ffi_call_thunk_create(call, in, 2, out, 2);

@@ -100,8 +100,8 @@ static kiln_status time_collective(kiln_device_t **gpus, int n, kiln_coll_thunk_
                   .iters = iters,
                   .rank = i,
                   .ms = ms};
-    kiln_buffer_table_init(&r->table, r->dev, 1);
-    s = kiln_stream_create(r->dev, &r->stream);
+    s = kiln_buffer_table_init(&r->table, r->dev, 1);
+    if (!s) s = kiln_stream_create(r->dev, &r->stream);
     if (!s) s = kiln_buffer_table_allocate(&r->table, 0, total);
     kiln_devptr_t base = 0;
     if (!s) s = kiln_buffer_table_resolve(&r->table, kiln_slice_make(0, 0, (int64_t)total), &base);

@@ -63,7 +63,7 @@ typedef struct bench {
  * constants uploaded, outputs and temporaries allocated once. */
 static kiln_status bind_table(bench_t *b) {
   const kiln_executable_desc_t *d = kiln_executable_desc(b->e);
-  kiln_buffer_table_init(&b->table, b->dev, d->num_allocations);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_buffer_table_init(&b->table, b->dev, d->num_allocations));
   for (int32_t i = 0; i < d->num_allocations; i++) {
     const kiln_exec_allocation_t *a = &d->allocations[i];
     if (a->kind == KILN_EXEC_ALLOC_PARAMETER) {

@@ -9,23 +9,32 @@
 #include "base/alloc.h"
 #include "plugin/pjrt_internal.h"
 
+static const PJRT_Error_FunctionTable g_error_table;
+
+/* The error handed out when not even an error record can be allocated: static, never freed. */
+static kiln_pjrt_error_t g_oom_error = {.base = {.vtable = &g_error_table}};
+
 static void error_destroy(PJRT_Error *error) {
   kiln_pjrt_error_t *e = (kiln_pjrt_error_t *)error;
-  if (!e) return;
+  if (!e || e == &g_oom_error) return;
   kiln_status_free(e->status);
   kiln_free(e);
 }
 
+static kiln_status status_of(const kiln_pjrt_error_t *e) {
+  return e == &g_oom_error ? kiln_status_out_of_memory() : e->status;
+}
+
 static void error_message(const PJRT_Error *error, const char **message, size_t *message_size) {
   const kiln_pjrt_error_t *e = (const kiln_pjrt_error_t *)error;
-  const char *m = e ? kiln_status_message(e->status) : "";
+  const char *m = e ? kiln_status_message(status_of(e)) : "";
   if (message) *message = m;
   if (message_size) *message_size = strlen(m);
 }
 
 static PJRT_Error_Code error_get_code(const PJRT_Error *error) {
   const kiln_pjrt_error_t *e = (const kiln_pjrt_error_t *)error;
-  return e ? (PJRT_Error_Code)kiln_status_code(e->status) : PJRT_Error_Code_OK;
+  return e ? (PJRT_Error_Code)kiln_status_code(status_of(e)) : PJRT_Error_Code_OK;
 }
 
 /* kiln's errors carry no payloads. */
@@ -48,7 +57,11 @@ static const PJRT_Error_FunctionTable g_error_table = {
 
 PJRT_Error *kiln_pjrt_error_from_status(kiln_status s) {
   if (!s) return NULL;
-  kiln_pjrt_error_t *e = kiln_calloc(1, sizeof(*e));
+  kiln_pjrt_error_t *e = kiln_try_calloc(1, sizeof(*e));
+  if (!e) {
+    kiln_status_free(s);
+    return &g_oom_error.base;
+  }
   e->base.vtable = &g_error_table;
   e->status = s;
   return &e->base;
@@ -57,6 +70,7 @@ PJRT_Error *kiln_pjrt_error_from_status(kiln_status s) {
 kiln_status kiln_pjrt_error_take_status(PJRT_Error *error) {
   kiln_pjrt_error_t *e = (kiln_pjrt_error_t *)error;
   if (!e) return NULL;
+  if (e == &g_oom_error) return kiln_status_out_of_memory();
   kiln_status s = e->status;
   kiln_free(e);
   return s;

@@ -337,14 +337,16 @@ static int32_t device_index_of(const PJRT_Executable *e, const PJRT_Device *dev)
   return dev->index;
 }
 
-/* The code of `e` on device `di`, made on the first call (once, whoever calls at once). */
+/* The code of `e` on device `di`, made on the first call (once, whoever calls at once). Every
+ * allocation of the lowering may fail: the compile's out-of-memory scope and the runtime's
+ * fallible load run under the lock, which does not hold the scope. */
 static kiln_status device_code(PJRT_Executable *e, int32_t di, kiln_executable_t **out) {
   kiln_executable_t *x = atomic_load_explicit(&e->devices[di].loaded, memory_order_acquire);
   if (x) {
     *out = x;
     return NULL;
   }
-  kiln_mutex_lock(&e->lower_mu);
+  bool held = kiln_mutex_lock_around_scopes(&e->lower_mu);
   kiln_status s = NULL;
   x = atomic_load_explicit(&e->devices[di].loaded, memory_order_acquire);
   if (!x && !e->client)
@@ -388,7 +390,7 @@ static kiln_status device_code(PJRT_Executable *e, int32_t di, kiln_executable_t
                    di, e->devices[di].lower_ms, st.emit.kernels);
     }
   }
-  kiln_mutex_unlock(&e->lower_mu);
+  kiln_mutex_unlock_around_scopes(&e->lower_mu, held);
   *out = x;
   return s;
 }

@@ -74,18 +74,27 @@ static uint64_t hash_addr(uint64_t p) {
 
 static void map_put(addr_map_t *m, chunk_t *c);
 
-static void map_grow(addr_map_t *m) {
+static bool map_full(const addr_map_t *m) {
+  return (m->len + 1) * 2 > m->cap;
+}
+
+/* Doubles the map; false (the map unchanged) when the host allocation is refused. */
+static bool map_grow(addr_map_t *m) {
   addr_map_t old = *m;
-  m->cap = old.cap ? old.cap * 2 : 64;
-  m->slots = kiln_calloc(m->cap, sizeof(*m->slots));
+  size_t cap = old.cap ? old.cap * 2 : 64;
+  chunk_t **slots = kiln_try_calloc(cap, sizeof(*slots));
+  if (!slots) return false;
+  m->cap = cap;
+  m->slots = slots;
   m->len = 0;
   for (size_t i = 0; i < old.cap; i++)
     if (old.slots[i]) map_put(m, old.slots[i]);
   kiln_free(old.slots);
+  return true;
 }
 
+/* The map has room (reserve_bookkeeping made it). */
 static void map_put(addr_map_t *m, chunk_t *c) {
-  if ((m->len + 1) * 2 > m->cap) map_grow(m);
   size_t i = hash_addr(c->ptr) & (m->cap - 1);
   while (m->slots[i]) i = (i + 1) & (m->cap - 1);
   m->slots[i] = c;
@@ -137,12 +146,10 @@ static void bin_remove(kiln_device_allocator_t *a, chunk_t *c) {
   c->bin_prev = c->bin_next = NULL;
 }
 
+/* A spare chunk record (reserve_bookkeeping keeps two for each allocation). */
 static chunk_t *chunk_new(kiln_device_allocator_t *a) {
   chunk_t *c = a->spare;
-  if (c)
-    a->spare = c->bin_next;
-  else
-    c = kiln_malloc(sizeof(*c));
+  a->spare = c->bin_next;
   memset(c, 0, sizeof(*c));
   return c;
 }
@@ -150,6 +157,20 @@ static chunk_t *chunk_new(kiln_device_allocator_t *a) {
 static void chunk_recycle(kiln_device_allocator_t *a, chunk_t *c) {
   c->bin_next = a->spare;
   a->spare = c;
+}
+
+/* Makes sure the bookkeeping of one allocation cannot fail half-way: two spare chunk records
+ * (a new region's chunk and the remainder a split leaves) and room for one more address in the
+ * map. False when the host allocation is refused (kiln_try_*): nothing changed but the spares. */
+static bool reserve_bookkeeping(kiln_device_allocator_t *a) {
+  int have = 0;
+  for (chunk_t *c = a->spare; c && have < 2; c = c->bin_next) have++;
+  for (; have < 2; have++) {
+    chunk_t *c = kiln_try_malloc(sizeof(*c));
+    if (!c) return false;
+    chunk_recycle(a, c);
+  }
+  return !map_full(&a->in_use) || map_grow(&a->in_use);
 }
 
 static void poison(const kiln_device_allocator_t *a, uint64_t p, size_t n) {
@@ -241,6 +262,9 @@ static kiln_status grow(kiln_device_allocator_t *a, size_t size) {
     return kiln_status_make(KILN_RESOURCE_EXHAUSTED,
                             "allocator %s: %zu more bytes would pass the limit of %zu", a->name,
                             size, a->opts.limit);
+  region_t *r = kiln_try_calloc(1, sizeof(*r));
+  if (!r)
+    return KILN_ERR_EXHAUSTED("allocator %s: out of host memory for a region record", a->name);
   uint64_t base = 0;
   kiln_status s = raw_alloc(a, want, &base);
   if (s && want > size) {
@@ -253,9 +277,11 @@ static kiln_status grow(kiln_device_allocator_t *a, size_t size) {
     release_free_regions(a);
     s = raw_alloc(a, want, &base);
   }
-  if (s) return s;
+  if (s) {
+    kiln_free(r);
+    return s;
+  }
   if (want == a->next_region && a->next_region < MAX_REGION_STEP) a->next_region *= 2;
-  region_t *r = kiln_calloc(1, sizeof(*r));
   r->base = base;
   r->size = want;
   r->next = a->regions;
@@ -338,7 +364,8 @@ kiln_status kiln_device_allocator_create(const kiln_device_allocator_raw_t *raw,
   size_t al = opts->alignment ? opts->alignment : 256;
   if (al & (al - 1))
     return KILN_ERR_INVALID("allocator create: alignment %zu is not a power of two", al);
-  kiln_device_allocator_t *a = kiln_calloc(1, sizeof(*a));
+  kiln_device_allocator_t *a = kiln_try_calloc(1, sizeof(*a));
+  if (!a) return KILN_ERR_EXHAUSTED("allocator create: out of host memory");
   a->raw = *raw;
   a->opts = *opts;
   a->opts.name = NULL;
@@ -379,13 +406,15 @@ void kiln_device_allocator_destroy(kiln_device_allocator_t *a) {
 }
 
 static kiln_status alloc_locked(kiln_device_allocator_t *a, size_t size, uint64_t *out) {
+  if (!reserve_bookkeeping(a))
+    return KILN_ERR_EXHAUSTED("allocator %s: out of host memory for its bookkeeping", a->name);
   if (!a->opts.caching) {
     if (!within_limit(a, size))
       return kiln_status_make(KILN_RESOURCE_EXHAUSTED,
                               "allocator %s: %zu more bytes would pass the limit of %zu", a->name,
                               size, a->opts.limit);
     KILN_RETURN_IF_ERROR_PLAIN(raw_alloc(a, size, out));
-    chunk_t *c = kiln_calloc(1, sizeof(*c));
+    chunk_t *c = chunk_new(a);
     c->ptr = *out;
     c->size = size;
     c->in_use = true;
@@ -445,7 +474,7 @@ void kiln_device_allocator_free(kiln_device_allocator_t *a, uint64_t p) {
   if (!a->opts.caching) {
     note_pool(a, -(int64_t)c->size);
     raw_free(a, c->ptr);
-    kiln_free(c);
+    chunk_recycle(a, c);
   } else {
     c->in_use = false;
     poison(a, c->ptr, c->size);

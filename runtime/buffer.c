@@ -10,10 +10,15 @@ kiln_status kiln_device_buffer_create(kiln_device_t *dev, uint64_t size,
   if (!dev || !out) return KILN_ERR_INVALID("buffer create: NULL device or out");
   *out = NULL;
   if (size > SIZE_MAX) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "buffer too large");
+  kiln_device_buffer_t *b = kiln_try_calloc(1, sizeof(*b));
+  if (!b) return KILN_ERR_EXHAUSTED("out of host memory for a buffer record on %s", dev->name);
   kiln_devptr_t p = 0;
-  KILN_RETURN_IF_ERROR(kiln_device_mem_alloc(dev, (size_t)size, &p),
-                       "while allocating a %" PRIu64 "-byte buffer on %s", size, dev->name);
-  kiln_device_buffer_t *b = kiln_calloc(1, sizeof(*b));
+  kiln_status s = kiln_device_mem_alloc(dev, (size_t)size, &p);
+  if (s) {
+    kiln_free(b);
+    return kiln_status_annotate(s, "while allocating a %" PRIu64 "-byte buffer on %s", size,
+                                dev->name);
+  }
   b->device = dev;
   b->ptr = p;
   b->size = size;
@@ -28,7 +33,8 @@ kiln_status kiln_device_buffer_wrap(kiln_device_t *dev, kiln_devptr_t ptr, uint6
   *out = NULL;
   if (!ptr && size)
     return KILN_ERR_INVALID("buffer wrap: NULL address for %" PRIu64 " bytes", size);
-  kiln_device_buffer_t *b = kiln_calloc(1, sizeof(*b));
+  kiln_device_buffer_t *b = kiln_try_calloc(1, sizeof(*b));
+  if (!b) return KILN_ERR_EXHAUSTED("out of host memory for a buffer record on %s", dev->name);
   b->device = dev;
   b->ptr = ptr;
   b->size = size;
@@ -43,17 +49,23 @@ void kiln_device_buffer_destroy(kiln_device_buffer_t *b) {
   kiln_free(b);
 }
 
-void kiln_buffer_table_init(kiln_buffer_table_t *t, kiln_device_t *dev, int32_t num) {
+kiln_status kiln_buffer_table_init(kiln_buffer_table_t *t, kiln_device_t *dev, int32_t num) {
   if (num < 0) num = 0;
-  t->num = num;
+  size_t n = num ? (size_t)num : 1;
   t->device = dev;
-  t->bases = kiln_calloc(num ? (size_t)num : 1, sizeof(kiln_devptr_t));
-  t->sizes = kiln_calloc(num ? (size_t)num : 1, sizeof(uint64_t));
-  t->owned = kiln_calloc(num ? (size_t)num : 1, sizeof(kiln_device_buffer_t *));
+  t->bases = kiln_try_calloc(n, sizeof(kiln_devptr_t));
+  t->sizes = kiln_try_calloc(n, sizeof(uint64_t));
+  t->owned = kiln_try_calloc(n, sizeof(kiln_device_buffer_t *));
+  t->num = num;
+  if (!t->bases || !t->sizes || !t->owned) {
+    kiln_buffer_table_free(t);
+    return KILN_ERR_EXHAUSTED("out of host memory for a table of %d buffers", num);
+  }
+  return NULL;
 }
 
 void kiln_buffer_table_free(kiln_buffer_table_t *t) {
-  for (int32_t i = 0; i < t->num; i++) kiln_device_buffer_destroy(t->owned[i]);
+  for (int32_t i = 0; t->owned && i < t->num; i++) kiln_device_buffer_destroy(t->owned[i]);
   kiln_free(t->bases);
   kiln_free(t->sizes);
   kiln_free(t->owned);

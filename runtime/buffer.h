@@ -53,7 +53,7 @@ typedef struct kiln_buffer_table {
   kiln_device_t *device;
 } kiln_buffer_table_t;
 
-void kiln_buffer_table_init(kiln_buffer_table_t *t, kiln_device_t *dev, int32_t num);
+kiln_status kiln_buffer_table_init(kiln_buffer_table_t *t, kiln_device_t *dev, int32_t num);
 /* Frees the buffers the table allocated, then the table's arrays. */
 void kiln_buffer_table_free(kiln_buffer_table_t *t);
 /* Binds allocation i to memory owned elsewhere. */

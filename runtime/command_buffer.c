@@ -351,12 +351,17 @@ enum { LOG_EVICT = 8, LOG_INSTANTIATE_FAILED = 9, LOG_UPDATE_FAILED = 10, LOG_UN
 
 kiln_cmd_cache_t *kiln_cmd_cache_create(kiln_device_t *dev, const kiln_cmd_exec_ops_t *ops,
                                         size_t capacity, bool disabled) {
-  kiln_cmd_cache_t *c = kiln_calloc(1, sizeof(*c));
+  kiln_cmd_cache_t *c = kiln_try_calloc(1, sizeof(*c));
+  if (!c) return NULL;
   c->device = dev;
   c->ops = ops;
   c->capacity = capacity ? capacity : 1;
   c->disabled = disabled;
-  c->entries = kiln_calloc(c->capacity, sizeof(cmd_entry_t *));
+  c->entries = kiln_try_calloc(c->capacity, sizeof(cmd_entry_t *));
+  if (!c->entries) {
+    kiln_free(c);
+    return NULL;
+  }
   pthread_mutex_init(&c->mu, NULL);
   return c;
 }

@@ -218,7 +218,8 @@ typedef struct kiln_cmd_ticket {
   uint64_t generation; /* the entry's generation after this caller's launch */
 } kiln_cmd_ticket_t;
 
-/* Creates a cache for `ops` (capacity >= 1). `disabled` forces direct issue. */
+/* Creates a cache for `ops` (capacity >= 1), or NULL when host memory is refused. `disabled`
+ * forces direct issue. */
 kiln_cmd_cache_t *kiln_cmd_cache_create(kiln_device_t *dev, const kiln_cmd_exec_ops_t *ops,
                                         size_t capacity, bool disabled);
 void kiln_cmd_cache_destroy(kiln_cmd_cache_t *c);

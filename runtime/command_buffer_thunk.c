@@ -38,7 +38,11 @@ static void set_last_action(kiln_thunk_t *t, kiln_cmd_action_t a) {
 
 void kiln_cmdbuf_run_init(kiln_cmdbuf_run_t *run, const kiln_thunk_t *t) {
   int n = t->u.cmdbuf.num_allocs;
-  run->bases = kiln_realloc(run->bases, (size_t)(n ? n : 1) * sizeof(kiln_devptr_t));
+  /* Without room for the bases (the allocation refused) the run never replays: every
+   * execution records its commands again (remember_bases, bases_unchanged). */
+  kiln_devptr_t *bases = kiln_try_realloc(run->bases, (size_t)(n ? n : 1) * sizeof(kiln_devptr_t));
+  if (!bases) kiln_free(run->bases);
+  run->bases = bases;
   memset(&run->ticket, 0, sizeof(run->ticket)); /* bases not yet known */
 }
 

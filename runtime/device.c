@@ -197,7 +197,7 @@ static void raw_mem_free(void *ctx, uint64_t p) {
 }
 
 /* The device's allocator: caching unless the runtime options ask for the plain one. */
-static kiln_device_allocator_t *create_allocator(kiln_device_t *dev, bool plain) {
+static kiln_status create_allocator(kiln_device_t *dev, bool plain) {
   kiln_device_allocator_raw_t raw = {.alloc = raw_mem_alloc, .free = raw_mem_free, .ctx = dev};
   kiln_device_allocator_options_t o = {
       .name = dev->name,
@@ -205,25 +205,26 @@ static kiln_device_allocator_t *create_allocator(kiln_device_t *dev, bool plain)
       .alignment = dev->kind == KILN_DEVICE_HOST ? 64 : 256,
       .host_memory = dev->kind == KILN_DEVICE_HOST,
   };
-  kiln_device_allocator_t *a = NULL;
-  kiln_status s = kiln_device_allocator_create(&raw, &o, &a);
-  if (s) KILN_LOG_E("device %s: %s", dev->name, kiln_status_message(s)); /* options are constant */
-  kiln_status_free(s);
-  return a;
+  return kiln_device_allocator_create(&raw, &o, &dev->allocator);
 }
 
-void kiln_device_init_common(kiln_device_t *dev, const kiln_device_vtable_t *vt,
-                             kiln_device_kind_t kind, const char *name) {
+kiln_status kiln_device_init_common(kiln_device_t *dev, const kiln_device_vtable_t *vt,
+                                    kiln_device_kind_t kind, const char *name) {
   dev->vt = vt;
   dev->kind = kind;
   snprintf(dev->name, sizeof(dev->name), "%s", name ? name : kiln_device_kind_name(kind));
   dev->cmd_cache = NULL;
   kiln_runtime_options_t ro = kiln_runtime_options();
-  dev->allocator = create_allocator(dev, ro.plain_allocator);
+  dev->allocator = NULL;
+  KILN_RETURN_IF_ERROR(create_allocator(dev, ro.plain_allocator), "device %s", dev->name);
   if (vt->cmd_ops) {
     size_t cap = ro.command_buffer_cache_size ? ro.command_buffer_cache_size : 64;
     dev->cmd_cache = kiln_cmd_cache_create(dev, vt->cmd_ops, cap, ro.no_command_buffers);
+    if (!dev->cmd_cache)
+      return KILN_ERR_EXHAUSTED("device %s: out of host memory for its command-buffer cache",
+                                dev->name);
   }
+  return NULL;
 }
 
 void kiln_device_fini_common(kiln_device_t *dev) {

@@ -219,9 +219,10 @@ struct kiln_device_module {
 /* Implementations call this from their create function (sets up the command-buffer cache
  * with the capacity of the runtime options, runtime_options.h, default 64, and the device
  * allocator: caching unless those options ask for the plain one) and kiln_device_fini_common from
- * destroy, while mem_free still works (it returns the allocator's regions). */
-void kiln_device_init_common(kiln_device_t *dev, const kiln_device_vtable_t *vt,
-                             kiln_device_kind_t kind, const char *name);
+ * destroy, while mem_free still works (it returns the allocator's regions). On an error (host
+ * memory refused) the creator destroys the device: kiln_device_fini_common takes the half-made. */
+kiln_status kiln_device_init_common(kiln_device_t *dev, const kiln_device_vtable_t *vt,
+                                    kiln_device_kind_t kind, const char *name);
 void kiln_device_fini_common(kiln_device_t *dev);
 
 /* Creates a device by kind name: "host", "cuda" (ordinal 0), or "best" (cuda when a driver

@@ -224,9 +224,9 @@ static void context_destroy(exec_context_t *c) {
 
 static kiln_status context_create(kiln_executable_t *e, exec_context_t **out) {
   const kiln_executable_desc_t *d = e->desc;
-  exec_context_t *c = kiln_calloc(1, sizeof(*c));
-  kiln_buffer_table_init(&c->table, e->dev, d->num_allocations);
-  kiln_status s = NULL;
+  exec_context_t *c = kiln_try_calloc(1, sizeof(*c));
+  if (!c) return KILN_ERR_EXHAUSTED("out of host memory for an execution context of %s", d->name);
+  kiln_status s = kiln_buffer_table_init(&c->table, e->dev, d->num_allocations);
   for (int32_t i = 0; i < d->num_allocations && !s; i++) {
     const kiln_exec_allocation_t *a = &d->allocations[i];
     if (a->kind == KILN_EXEC_ALLOC_TEMP)
@@ -294,14 +294,16 @@ void kiln_executable_destroy(kiln_executable_t *e) {
 
 static kiln_status load(kiln_executable_t *e) {
   kiln_executable_desc_t *d = e->desc;
-  e->modules = kiln_calloc((size_t)d->num_images + 1, sizeof(*e->modules));
+  e->modules = kiln_try_calloc((size_t)d->num_images + 1, sizeof(*e->modules));
+  if (!e->modules) return KILN_ERR_EXHAUSTED("out of host memory loading %s", d->name);
   for (int32_t i = 0; i < d->num_images; i++)
     KILN_RETURN_IF_ERROR(kiln_device_module_load(e->dev, &d->images[i], &e->modules[i]),
                          "while loading kernel image %d of %s", i, d->name);
   KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_seq_bind_modules(&d->thunks, e->modules, d->num_images));
 
-  kiln_buffer_table_init(&e->constants, e->dev, d->num_allocations);
-  uint64_t *sizes = kiln_calloc((size_t)d->num_allocations + 1, sizeof(*sizes));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_buffer_table_init(&e->constants, e->dev, d->num_allocations));
+  uint64_t *sizes = kiln_try_calloc((size_t)d->num_allocations + 1, sizeof(*sizes));
+  if (!sizes) return KILN_ERR_EXHAUSTED("out of host memory loading %s", d->name);
   kiln_status s = NULL;
   kiln_stream_t *stream = NULL;
   for (int32_t i = 0; i < d->num_allocations && !s; i++) {
@@ -349,7 +351,11 @@ kiln_status kiln_executable_load(kiln_device_t *dev, kiln_executable_desc_t *des
     kiln_executable_desc_destroy(desc);
     return KILN_ERR_INVALID("executable load: NULL device, description or out");
   }
-  kiln_executable_t *e = kiln_calloc(1, sizeof(*e));
+  kiln_executable_t *e = kiln_try_calloc(1, sizeof(*e));
+  if (!e) {
+    kiln_executable_desc_destroy(desc);
+    return KILN_ERR_EXHAUSTED("out of host memory loading an executable on %s", dev->name);
+  }
   e->dev = dev;
   kiln_executable_set_profile(e, (kiln_thunk_profile_mode_t)kiln_runtime_options().profile);
   e->desc = desc;
@@ -442,8 +448,17 @@ kiln_status kiln_executable_run_participant(kiln_executable_t *e, kiln_stream_t 
   kiln_device_buffer_t *owned_local[SMALL_ALLOCATIONS];
   bool handed_local[SMALL_ALLOCATIONS];
   bool small = na <= SMALL_ALLOCATIONS;
-  kiln_device_buffer_t **owned = small ? owned_local : kiln_calloc((size_t)na + 1, sizeof(*owned));
-  bool *handed = small ? handed_local : kiln_calloc((size_t)na + 1, sizeof(*handed));
+  kiln_device_buffer_t **owned =
+      small ? owned_local : kiln_try_calloc((size_t)na + 1, sizeof(*owned));
+  bool *handed = small ? handed_local : kiln_try_calloc((size_t)na + 1, sizeof(*handed));
+  if (!owned || !handed) {
+    if (!small) {
+      kiln_free(owned);
+      kiln_free(handed);
+    }
+    context_give_back(e, ctx);
+    return KILN_ERR_EXHAUSTED("out of host memory running %s", d->name);
+  }
   if (small && na) {
     memset(owned, 0, (size_t)na * sizeof(*owned));
     memset(handed, 0, (size_t)na * sizeof(*handed));

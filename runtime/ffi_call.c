@@ -80,8 +80,10 @@ static kiln_status slot_init(kiln_ffi_call_t *c, slot_t *s) {
   memset(s, 0, sizeof(*s));
   context_init(c, &s->ctx);
   if (c->legacy) {
-    s->addrs = kiln_calloc(c->nargs + c->nrets + 1, sizeof(void *));
-    return NULL;
+    s->addrs = kiln_try_calloc(c->nargs + c->nrets + 1, sizeof(void *));
+    return s->addrs ? NULL
+                    : KILN_ERR_EXHAUSTED("custom call %s: out of host memory for its arguments",
+                                         c->name);
   }
   return kiln_ffi_call_frame_create(c->args, c->nargs, c->rets, c->nrets, c->attrs, &s->cf);
 }
@@ -214,7 +216,8 @@ static kiln_status slot_acquire(kiln_ffi_call_t *c, slot_t **out) {
     *out = s;
     return NULL;
   }
-  s = kiln_calloc(1, sizeof(*s));
+  s = kiln_try_calloc(1, sizeof(*s));
+  if (!s) return KILN_ERR_EXHAUSTED("custom call %s: out of host memory for a call slot", c->name);
   kiln_status st = slot_init(c, s);
   if (st) {
     slot_fini(s);
@@ -287,7 +290,7 @@ static kiln_status execute(kiln_ffi_call_t *c, kiln_stream_t *stream,
   if (__builtin_expect((size_t)nargs != c->nargs || (size_t)nrets != c->nrets, 0))
     return KILN_ERR_INTERNAL("custom call %s: %d operands and %d results for a call of %zu and %zu",
                              c->name, nargs, nrets, c->nargs, c->nrets);
-  slot_t *sl;
+  slot_t *sl = NULL;
   KILN_RETURN_IF_ERROR_PLAIN(slot_acquire(c, &sl));
   kiln_status s = run(c, sl, stream, run_info, args, rets, in_stream);
   slot_release(c, sl);

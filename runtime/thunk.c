@@ -562,7 +562,8 @@ kiln_status kiln_thunk_exec_state_create(kiln_device_t *dev, const kiln_thunk_se
   if (!out) return KILN_ERR_INVALID("thunk execution state: NULL out");
   *out = NULL;
   if (!dev || !s) return KILN_ERR_INVALID("thunk execution state: NULL device or sequence");
-  kiln_thunk_exec_state_t *st = kiln_calloc(1, sizeof(*st));
+  kiln_thunk_exec_state_t *st = kiln_try_calloc(1, sizeof(*st));
+  if (!st) return KILN_ERR_EXHAUSTED("out of host memory for a thunk execution state");
   st->device = dev;
   kiln_status status = kiln_device_host_alloc(dev, READ_BACK_SCRATCH_BYTES, &st->scratch);
   if (status) {
@@ -571,7 +572,11 @@ kiln_status kiln_thunk_exec_state_create(kiln_device_t *dev, const kiln_thunk_se
   }
   kiln_ptrmap_init(&st->cmdbufs);
   size_t n = count_cmdbufs(s);
-  st->runs = kiln_calloc(n ? n : 1, sizeof(*st->runs));
+  st->runs = kiln_try_calloc(n ? n : 1, sizeof(*st->runs));
+  if (!st->runs || !kiln_ptrmap_reserve(&st->cmdbufs, n)) {
+    kiln_thunk_exec_state_destroy(st);
+    return KILN_ERR_EXHAUSTED("out of host memory for a thunk execution state");
+  }
   add_cmdbuf_runs(st, s);
   *out = st;
   return NULL;
@@ -678,7 +683,8 @@ kiln_status kiln_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *
       /* Small calls (the common case) resolve into the stack: no allocation per call. */
       kiln_devptr_t stack_ptrs[16];
       kiln_devptr_t *ptrs =
-          no + nr <= 16 ? stack_ptrs : kiln_malloc((size_t)(no + nr) * sizeof(kiln_devptr_t));
+          no + nr <= 16 ? stack_ptrs : kiln_try_malloc((size_t)(no + nr) * sizeof(kiln_devptr_t));
+      if (!ptrs) return KILN_ERR_EXHAUSTED("out of host memory calling custom call %s", t->name);
       kiln_status s = NULL;
       for (int i = 0; !s && i < no; i++) s = resolve(p, t, t->u.custom.operands[i], &ptrs[i]);
       for (int i = 0; !s && i < nr; i++) s = resolve(p, t, t->u.custom.results[i], &ptrs[no + i]);
@@ -827,7 +833,8 @@ kiln_status kiln_thunk_append_commands(const kiln_thunk_t *t, const kiln_buffer_
       int no = t->u.custom.num_operands, nr = t->u.custom.num_results;
       kiln_devptr_t stack_ptrs[16];
       kiln_devptr_t *ptrs =
-          no + nr <= 16 ? stack_ptrs : kiln_malloc((size_t)(no + nr) * sizeof(kiln_devptr_t));
+          no + nr <= 16 ? stack_ptrs : kiln_try_malloc((size_t)(no + nr) * sizeof(kiln_devptr_t));
+      if (!ptrs) return KILN_ERR_EXHAUSTED("out of host memory recording custom call %s", t->name);
       kiln_status s = NULL;
       for (int i = 0; !s && i < no; i++)
         s = kiln_buffer_table_resolve(buffers, t->u.custom.operands[i], &ptrs[i]);

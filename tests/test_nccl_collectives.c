@@ -181,7 +181,7 @@ static kiln_status run_on(kiln_thunk_t *t, kiln_device_t *const *devs, int n, co
     p->dev = devs[i];
     p->who = (kiln_spmd_participant_t){.world = w, .participant = i};
     ASSERT_OK(kiln_stream_create(p->dev, &p->stream));
-    kiln_buffer_table_init(&p->table, p->dev, 1);
+    ASSERT_OK(kiln_buffer_table_init(&p->table, p->dev, 1));
     ASSERT_OK(kiln_buffer_table_allocate(&p->table, 0, bytes));
     kiln_devptr_t base;
     ASSERT_OK(kiln_buffer_table_resolve(&p->table, kiln_slice_make(0, 0, (int64_t)bytes), &base));

@@ -323,7 +323,7 @@ static void test_gemm_desc_rejects_bad_dimensions(void **state) {
 #define N1 (4 * BS)
 
 static void table_make(fixture_t *f, kiln_buffer_table_t *t) {
-  kiln_buffer_table_init(t, f->dev, 3);
+  ASSERT_OK(kiln_buffer_table_init(t, f->dev, 3));
   ASSERT_OK(kiln_buffer_table_allocate(t, 0, N1 * 4));
   ASSERT_OK(kiln_buffer_table_allocate(t, 1, N1 * 4));
   ASSERT_OK(kiln_buffer_table_allocate(t, 2, 4096));
@@ -782,7 +782,7 @@ static void test_command_buffer_replay_never_runs_another_thunks_patched_entry(v
   kiln_device_t *dev = g.dev;
   kiln_device_module_t *m = g.module;
   kiln_buffer_table_t t;
-  kiln_buffer_table_init(&t, dev, 4); /* in, a's out, b's out, unused */
+  ASSERT_OK(kiln_buffer_table_init(&t, dev, 4)); /* in, a's out, b's out, unused */
   for (int i = 0; i < 4; i++) ASSERT_OK(kiln_buffer_table_allocate(&t, i, N1 * 4));
   fill_in(&g, &t);
   float *a_out = (float *)(uintptr_t)t.bases[1], *b_out = (float *)(uintptr_t)t.bases[2];

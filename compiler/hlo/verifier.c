@@ -313,8 +313,7 @@ static kiln_status verify_module(kiln_arena_t *a, const kiln_hlo_module_t *m,
   return KILN_STATUS_OK;
 }
 
-kiln_status kiln_hlo_module_verify(const kiln_hlo_module_t *m) {
-  if (!m) return KILN_ERR_INVALID("no module to verify");
+static kiln_status verify(const kiln_hlo_module_t *m) {
   kiln_arena_t arena;
   kiln_arena_init(&arena);
   kiln_ptrmap_t members, state;
@@ -325,4 +324,11 @@ kiln_status kiln_hlo_module_verify(const kiln_hlo_module_t *m) {
   kiln_ptrmap_free(&state);
   kiln_arena_destroy(&arena);
   return st;
+}
+
+/* Every allocation of the check may fail (base/alloc.h, out-of-memory scopes); the module is
+ * only read. */
+kiln_status kiln_hlo_module_verify(const kiln_hlo_module_t *m) {
+  if (!m) return KILN_ERR_INVALID("no module to verify");
+  KILN_OOM_SCOPED_RETURN(verify(m), (void)0, "verifying an HLO module");
 }

@@ -478,7 +478,11 @@ kiln_status kiln_cuda_device_create_with_driver(const kiln_cuda_driver_t *drv, i
   char full[192];
   snprintf(full, sizeof(full), "cuda:%d %s (sm_%d%d, %d SMs)", ordinal, name, d->cc_major,
            d->cc_minor, d->sm_count);
-  kiln_device_init_common(&d->base, &cuda_vtable, KILN_DEVICE_CUDA, full);
+  s = kiln_device_init_common(&d->base, &cuda_vtable, KILN_DEVICE_CUDA, full);
+  if (s) {
+    cuda_device_destroy(&d->base);
+    return s;
+  }
   *out = &d->base;
   return NULL;
 }

@@ -279,16 +279,36 @@ static void *stream_worker(void *arg) {
   return NULL;
 }
 
-/* Takes an operation from the free list (the caller holds s->mu). */
+/* Takes an operation from the free list, or a new one (the caller holds s->mu); NULL when the
+ * allocation is refused. */
 static host_op_t *op_get(host_stream_t *s) {
   host_op_t *op = s->free_list;
   if (op) {
     s->free_list = op->next;
   } else {
-    op = kiln_calloc(1, sizeof(*op));
+    op = kiln_try_calloc(1, sizeof(*op));
+    if (!op) return NULL;
   }
   op->next = NULL;
   return op;
+}
+
+/* After op_get refused: unlocks the stream and says so. */
+static kiln_status op_refused(host_stream_t *s) {
+  kiln_mutex_unlock(&s->mu);
+  return KILN_ERR_EXHAUSTED("host stream: out of host memory for an operation");
+}
+
+/* Makes sure the next op_get finds an operation on the free list (only this thread enqueues:
+ * streams are not thread-safe), for callers that change other state before they enqueue. */
+static kiln_status op_reserve(host_stream_t *s) {
+  kiln_mutex_lock(&s->mu);
+  host_op_t *op = op_get(s);
+  if (!op) return op_refused(s);
+  op->next = s->free_list;
+  s->free_list = op;
+  kiln_mutex_unlock(&s->mu);
+  return NULL;
 }
 
 /* Queues `op` (the caller holds s->mu; it is held again on return). An idle stream — nothing
@@ -314,7 +334,8 @@ static void op_submit(host_stream_t *s, host_op_t *op) {
 }
 
 static kiln_status host_stream_create(kiln_device_t *d, kiln_stream_t **out) {
-  host_stream_t *s = kiln_calloc(1, sizeof(*s));
+  host_stream_t *s = kiln_try_calloc(1, sizeof(*s));
+  if (!s) return KILN_ERR_EXHAUSTED("host stream: out of host memory");
   atomic_init(&s->completed, 0);
   s->base.device = d;
   s->dev = dev_of(d);
@@ -369,6 +390,7 @@ static kiln_status host_memcpy(kiln_stream_t *base, void *dst, const void *src, 
   host_stream_t *s = (host_stream_t *)base;
   kiln_mutex_lock(&s->mu);
   host_op_t *op = op_get(s);
+  if (!op) return op_refused(s);
   op->kind = OP_COPY;
   op->u.copy.dst = dst;
   op->u.copy.src = src;
@@ -394,6 +416,7 @@ static kiln_status host_memset(kiln_stream_t *base, kiln_devptr_t dst, uint32_t 
   host_stream_t *s = (host_stream_t *)base;
   kiln_mutex_lock(&s->mu);
   host_op_t *op = op_get(s);
+  if (!op) return op_refused(s);
   op->kind = OP_MEMSET;
   op->u.set.dst = (void *)(uintptr_t)dst;
   op->u.set.pattern = pattern;
@@ -409,6 +432,7 @@ static kiln_status host_launch(kiln_stream_t *base, const kiln_kernel_t *k,
   host_stream_t *s = (host_stream_t *)base;
   kiln_mutex_lock(&s->mu);
   host_op_t *op = op_get(s);
+  if (!op) return op_refused(s);
   op->kind = OP_KERNEL;
   op->u.k.fn = (kiln_host_kernel_fn)k->handle;
   op->u.k.num_blocks = (int64_t)kiln_launch_dims_num_blocks(d);
@@ -417,7 +441,13 @@ static kiln_status host_launch(kiln_stream_t *base, const kiln_kernel_t *k,
     op->u.k.args = op->u.k.inline_args;
   } else {
     if (op->heap_cap < num_args) {
-      op->heap_args = kiln_realloc(op->heap_args, (size_t)num_args * sizeof(void *));
+      void **args = kiln_try_realloc(op->heap_args, (size_t)num_args * sizeof(void *));
+      if (!args) {
+        op->next = s->free_list;
+        s->free_list = op;
+        return op_refused(s);
+      }
+      op->heap_args = args;
       op->heap_cap = num_args;
     }
     op->u.k.args = op->heap_args;
@@ -433,6 +463,7 @@ static kiln_status host_gemm_op(kiln_stream_t *base, const kiln_gemm_desc_t *g, 
   host_stream_t *s = (host_stream_t *)base;
   kiln_mutex_lock(&s->mu);
   host_op_t *op = op_get(s);
+  if (!op) return op_refused(s);
   op->kind = OP_GEMM;
   op->u.gemm.g = *g;
   op->u.gemm.a = (const void *)(uintptr_t)a;
@@ -446,7 +477,8 @@ static kiln_status host_gemm_op(kiln_stream_t *base, const kiln_gemm_desc_t *g, 
 /* ---- events ----------------------------------------------------------------------------- */
 
 static kiln_status host_event_create(kiln_device_t *d, kiln_event_t **out) {
-  host_event_t *e = kiln_calloc(1, sizeof(*e));
+  host_event_t *e = kiln_try_calloc(1, sizeof(*e));
+  if (!e) return KILN_ERR_EXHAUSTED("host event: out of host memory");
   e->base.device = d;
   pthread_mutex_init(&e->mu, NULL);
   pthread_cond_init(&e->cv, NULL);
@@ -464,6 +496,8 @@ static void host_event_destroy(kiln_event_t *base) {
 static kiln_status host_event_record(kiln_event_t *base, kiln_stream_t *sbase) {
   host_event_t *e = (host_event_t *)base;
   host_stream_t *s = (host_stream_t *)sbase;
+  /* A generation that is never completed would hang its waiters: the operation first. */
+  KILN_RETURN_IF_ERROR_PLAIN(op_reserve(s));
   kiln_mutex_lock(&e->mu);
   uint64_t gen = ++e->recorded;
   kiln_mutex_unlock(&e->mu);
@@ -486,6 +520,7 @@ static kiln_status host_stream_wait_event(kiln_stream_t *sbase, kiln_event_t *ba
   if (gen == 0) return NULL; /* never recorded: nothing to wait for (as in CUDA) */
   kiln_mutex_lock(&s->mu);
   host_op_t *op = op_get(s);
+  if (!op) return op_refused(s);
   op->kind = OP_EVENT_WAIT;
   op->u.ev.e = e;
   op->u.ev.gen = gen;
@@ -512,6 +547,8 @@ typedef struct host_module {
   char **names;
 } host_module_t;
 
+static void host_module_unload(kiln_device_module_t *base);
+
 static kiln_status host_module_load(kiln_device_t *d, const kiln_module_image_t *img,
                                     kiln_device_module_t **out) {
   if (img->num_functions == 0 || !img->names || !img->functions)
@@ -519,13 +556,24 @@ static kiln_status host_module_load(kiln_device_t *d, const kiln_module_image_t 
   for (size_t i = 0; i < img->num_functions; i++)
     if (!img->names[i] || !img->functions[i])
       return KILN_ERR_INVALID("host module: kernel %zu has no name or no function", i);
-  host_module_t *m = kiln_calloc(1, sizeof(*m));
+  host_module_t *m = kiln_try_calloc(1, sizeof(*m));
+  if (!m) return KILN_ERR_EXHAUSTED("host module: out of host memory");
   m->base.device = d;
-  m->num = img->num_functions;
-  m->kernels = kiln_calloc(m->num, sizeof(kiln_kernel_t));
-  m->names = kiln_calloc(m->num, sizeof(char *));
+  m->kernels = kiln_try_calloc(img->num_functions, sizeof(kiln_kernel_t));
+  m->names = kiln_try_calloc(img->num_functions, sizeof(char *));
+  if (m->kernels && m->names) m->num = img->num_functions;
   for (size_t i = 0; i < m->num; i++) {
-    m->names[i] = kiln_strdup(img->names[i]);
+    size_t n = strlen(img->names[i]) + 1;
+    m->names[i] = kiln_try_malloc(n);
+    if (!m->names[i]) break;
+    memcpy(m->names[i], img->names[i], n);
+  }
+  if (!m->num || !m->names[m->num - 1]) {
+    host_module_unload(&m->base);
+    return KILN_ERR_EXHAUSTED("host module: out of host memory for %zu kernels",
+                              img->num_functions);
+  }
+  for (size_t i = 0; i < m->num; i++) {
     m->kernels[i].name = m->names[i];
     m->kernels[i].module = &m->base;
     m->kernels[i].handle = img->functions[i];
@@ -655,10 +703,11 @@ static kiln_status host_exec_launch(void *xp, kiln_stream_t *base) {
     kiln_mutex_unlock(&s->mu);
     return NULL;
   }
+  host_op_t *op = op_get(s);
+  if (!op) return op_refused(s);
   kiln_mutex_lock(&x->mu);
   x->inflight++;
   kiln_mutex_unlock(&x->mu);
-  host_op_t *op = op_get(s);
   op->kind = OP_CMD_LIST;
   op->u.list.x = x;
   op_submit(s, op);
@@ -807,7 +856,8 @@ static const kiln_device_vtable_t host_vtable = {
 kiln_status kiln_host_device_create(int num_threads, kiln_device_t **out) {
   if (!out) return KILN_ERR_INVALID("host device: NULL out");
   *out = NULL;
-  host_device_t *h = kiln_calloc(1, sizeof(*h));
+  host_device_t *h = kiln_try_calloc(1, sizeof(*h));
+  if (!h) return KILN_ERR_EXHAUSTED("host device: out of host memory");
   kiln_status s = kiln_host_pool_create(num_threads, &h->pool);
   if (s) {
     kiln_free(h);
@@ -815,7 +865,11 @@ kiln_status kiln_host_device_create(int num_threads, kiln_device_t **out) {
   }
   char name[64];
   snprintf(name, sizeof(name), "host (%d threads)", kiln_host_pool_num_workers(h->pool));
-  kiln_device_init_common(&h->base, &host_vtable, KILN_DEVICE_HOST, name);
+  s = kiln_device_init_common(&h->base, &host_vtable, KILN_DEVICE_HOST, name);
+  if (s) {
+    host_device_destroy(&h->base);
+    return kiln_status_annotate(s, "while creating the host device");
+  }
   *out = &h->base;
   return NULL;
 }

@@ -310,7 +310,7 @@ int main(void) {
   /* ---- the command-buffer thunk over kernel thunks ---- */
   {
     kiln_buffer_table_t t;
-    kiln_buffer_table_init(&t, dev, 2);
+    CHECK_OK(kiln_buffer_table_init(&t, dev, 2));
     CHECK_OK(kiln_buffer_table_allocate(&t, 0, N * 4));
     CHECK_OK(kiln_buffer_table_allocate(&t, 1, N * 4));
     upload_const(st, t.bases[0], 1.0f);

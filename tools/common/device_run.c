@@ -40,12 +40,14 @@ static kiln_status upload(kiln_device_t *dev, kiln_stream_t *stream, const kiln_
                           const kiln_executable_desc_t *d, kiln_device_buffer_t ***bufs_out,
                           kiln_devptr_t **ptrs_out, uint64_t **sizes_out) {
   int32_t np = d->num_parameters;
-  kiln_device_buffer_t **bufs = kiln_calloc((size_t)np + 1, sizeof(*bufs));
-  kiln_devptr_t *ptrs = kiln_calloc((size_t)np + 1, sizeof(*ptrs));
-  uint64_t *sizes = kiln_calloc((size_t)np + 1, sizeof(*sizes));
+  kiln_device_buffer_t **bufs = kiln_try_calloc((size_t)np + 1, sizeof(*bufs));
+  kiln_devptr_t *ptrs = kiln_try_calloc((size_t)np + 1, sizeof(*ptrs));
+  uint64_t *sizes = kiln_try_calloc((size_t)np + 1, sizeof(*sizes));
   *bufs_out = bufs;
   *ptrs_out = ptrs;
   *sizes_out = sizes;
+  if (!bufs || !ptrs || !sizes)
+    return KILN_ERR_EXHAUSTED("out of host memory for %d parameter buffers", np);
   const kiln_hlo_computation_t *entry = cm->entry;
   if (num_args != entry->num_parameters)
     return KILN_ERR_INVALID("%s takes %d parameters, %d arguments given", cm->name,
@@ -66,7 +68,8 @@ static kiln_status upload(kiln_device_t *dev, kiln_stream_t *stream, const kiln_
       const kiln_literal_t *lit = literal_leaf(args[p], l);
       if (!lit || !lit->data || kiln_shape_byte_size(ls) != (int64_t)sizes[flat])
         return KILN_ERR_INVALID("argument %d leaf %d does not match the parameter", p, l);
-      void *host = kiln_malloc((size_t)sizes[flat]);
+      void *host = kiln_try_malloc((size_t)sizes[flat]);
+      if (!host) return KILN_ERR_EXHAUSTED("out of host memory staging parameter %d", p);
       kiln_literal_write_physical(lit, ls, host);
       kiln_status s = kiln_stream_memcpy_h2d(stream, ptrs[flat], host, (size_t)sizes[flat]);
       if (!s) s = kiln_stream_synchronize(stream);
@@ -95,7 +98,8 @@ static kiln_status download(kiln_stream_t *stream, const kiln_hlo_module_t *orig
     int64_t bytes = kiln_shape_byte_size(leaf->shape);
     if (!outs[l] || outs[l]->size < (uint64_t)bytes)
       return KILN_ERR_INTERNAL("output %d: %lld bytes expected", l, (long long)bytes);
-    void *host = kiln_malloc((size_t)bytes + 1);
+    void *host = kiln_try_malloc((size_t)bytes + 1);
+    if (!host) return KILN_ERR_EXHAUSTED("out of host memory staging output %d", l);
     kiln_status s = kiln_stream_memcpy_d2h(stream, host, outs[l]->ptr, (size_t)bytes);
     if (!s) s = kiln_stream_synchronize(stream);
     if (!s) kiln_literal_read_physical(leaf, ls, host);
@@ -199,7 +203,8 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
     s = upload(dev, stream, cm, args, num_args, kiln_executable_desc(exe), &bufs, &ptrs, &sizes);
     rep->upload_ms = kiln_clock_ms() - t1;
   }
-  kiln_device_buffer_t **outs = kiln_calloc((size_t)no + 1, sizeof(*outs));
+  kiln_device_buffer_t **outs = kiln_try_calloc((size_t)no + 1, sizeof(*outs));
+  if (!s && !outs) s = KILN_ERR_EXHAUSTED("out of host memory for %d outputs", no);
   int64_t repeat = opts->repeat > 0 ? opts->repeat : 1;
   for (int64_t r = 0; r < repeat && !s; r++) {
     for (int32_t i = 0; i < no; i++) {
@@ -225,7 +230,7 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
     s = download(stream, m, cm, outs, no, arena, result);
     rep->download_ms = kiln_clock_ms() - t1;
   }
-  for (int32_t i = 0; i < no; i++) kiln_device_buffer_destroy(outs[i]);
+  for (int32_t i = 0; outs && i < no; i++) kiln_device_buffer_destroy(outs[i]);
   kiln_free(outs);
   if (bufs)
     for (int32_t i = 0; i < np; i++) kiln_device_buffer_destroy(bufs[i]);
