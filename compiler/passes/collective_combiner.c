@@ -227,14 +227,29 @@ static kiln_status combine_computation(kiln_hlo_computation_t *c, kiln_hlo_opcod
   return st;
 }
 
+/* How many instructions of `c` have opcode `op`, counted up to `enough`. */
+static size_t count_opcode(const kiln_hlo_computation_t *c, kiln_hlo_opcode_t op, size_t enough) {
+  size_t n = 0;
+  for (size_t i = 0; i < c->instructions.len && n < enough; i++) {
+    const kiln_hlo_instruction_t *in = c->instructions.data[i];
+    if (in && in->opcode == op) n++;
+  }
+  return n;
+}
+
 static kiln_status combine_module(kiln_hlo_module_t *m, kiln_hlo_opcode_t op, int64_t threshold,
                                   bool *changed) {
   if (threshold < 0) return KILN_STATUS_OK;
   if (threshold == 0) threshold = DEFAULT_THRESHOLD_BYTES;
-  for (size_t ci = 0; ci < m->computations.len; ci++)
-    KILN_RETURN_IF_ERROR(combine_computation(m->computations.data[ci], op, threshold, changed),
-                         "combining %ss of '%s'", kiln_hlo_opcode_name(op),
-                         m->computations.data[ci]->name);
+  for (size_t ci = 0; ci < m->computations.len; ci++) {
+    kiln_hlo_computation_t *c = m->computations.data[ci];
+    /* A group needs two members: a computation with fewer than two `op` instructions (nearly
+     * all) is passed over after one read of each instruction's opcode, without the post
+     * order (a walk through operands and a hash map keyed by instruction). */
+    if (count_opcode(c, op, 2) < 2) continue;
+    KILN_RETURN_IF_ERROR(combine_computation(c, op, threshold, changed), "combining %ss of '%s'",
+                         kiln_hlo_opcode_name(op), c->name);
+  }
   return KILN_STATUS_OK;
 }
 
