@@ -22,6 +22,7 @@
 #include "base/vec.h"
 #include "compiler/passes/collective_util.h"
 #include "compiler/passes/pass.h"
+#include "compiler/passes/pass_util.h"
 
 #define DEFAULT_THRESHOLD_BYTES (INT64_C(30) * 1024 * 1024)
 #define MAX_COMBINED_OPS 256
@@ -227,16 +228,6 @@ static kiln_status combine_computation(kiln_hlo_computation_t *c, kiln_hlo_opcod
   return st;
 }
 
-/* How many instructions of `c` have opcode `op`, counted up to `enough`. */
-static size_t count_opcode(const kiln_hlo_computation_t *c, kiln_hlo_opcode_t op, size_t enough) {
-  size_t n = 0;
-  for (size_t i = 0; i < c->instructions.len && n < enough; i++) {
-    const kiln_hlo_instruction_t *in = c->instructions.data[i];
-    if (in && in->opcode == op) n++;
-  }
-  return n;
-}
-
 static kiln_status combine_module(kiln_hlo_module_t *m, kiln_hlo_opcode_t op, int64_t threshold,
                                   bool *changed) {
   if (threshold < 0) return KILN_STATUS_OK;
@@ -246,7 +237,7 @@ static kiln_status combine_module(kiln_hlo_module_t *m, kiln_hlo_opcode_t op, in
     /* A group needs two members: a computation with fewer than two `op` instructions (nearly
      * all) is passed over after one read of each instruction's opcode, without the post
      * order (a walk through operands and a hash map keyed by instruction). */
-    if (count_opcode(c, op, 2) < 2) continue;
+    if (kiln_pass_count_opcode(c, op, 2) < 2) continue;
     KILN_RETURN_IF_ERROR(combine_computation(c, op, threshold, changed), "combining %ss of '%s'",
                          kiln_hlo_opcode_name(op), c->name);
   }
