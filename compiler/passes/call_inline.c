@@ -177,12 +177,12 @@ static unsigned call_sites_of(const kiln_hlo_computation_t *c) {
 
 kiln_status kiln_pass_call_inline(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
                                   bool *changed) {
-  /* A module without call sites (most modules, and every one after the first run) is left
-   * after one scan of its instruction lists. */
-  size_t first = m->computations.len;
-  for (size_t ci = 0; ci < m->computations.len && first == m->computations.len; ci++)
-    if (call_sites_of(m->computations.data[ci])) first = ci;
-  if (first == m->computations.len) return NULL;
+  /* A module without call sites (most modules; the pipeline's second run finds none when the
+   * first inlined them all) is left after one scan of its instruction lists. */
+  bool any_site = false;
+  for (size_t ci = 0; ci < m->computations.len && !any_site; ci++)
+    any_site = call_sites_of(m->computations.data[ci]) != 0;
+  if (!any_site) return NULL;
   size_t nc = 0;
   kiln_hlo_computation_t **comps = kiln_hlo_module_computation_post_order(m, &nc);
   bool any = false;
