@@ -87,6 +87,60 @@ static void test_call_inlining_keeps_callees_still_used_elsewhere(void **state) 
   kiln_hlo_module_destroy(m);
 }
 
+/* The entry holds no call of its own, but the async body it inlines brings one: the call was
+ * not inlinable where it was (a control edge from its parameter), and is once copied (edges
+ * from parameters are dropped), so it goes in the same run. */
+static void test_call_inlining_inlines_calls_an_async_body_brings(void **state) {
+  kiln_hlo_module_t *m = pt_run_same_results(
+      "HloModule t\n"
+      "neg {\n"
+      "  x = f32[4] parameter(0)\n"
+      "  ROOT n = f32[4] negate(x)\n"
+      "}\n"
+      "body {\n"
+      "  a = f32[4] parameter(0)\n"
+      "  ROOT c = f32[4] call(a), to_apply=neg, control-predecessors={a}\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  p = f32[4] parameter(0)\n"
+      "  s = ((f32[4]), f32[4], s32[]) async-start(p), calls=body\n"
+      "  ROOT d = f32[4] async-done(s)\n"
+      "}\n",
+      "call_inline");
+  assert_int_equal(pt_count(m, KILN_OP_CALL), 0);
+  assert_int_equal(pt_count(m, KILN_OP_ASYNC_START), 0);
+  assert_int_equal(m->computations.len, 1);
+  pt_expect_text(m, "f32[4] negate(p)", true);
+  kiln_hlo_module_destroy(m);
+}
+
+/* A module without call sites is left as it was, dead computations included (they go only
+ * when something was inlined). */
+static void test_call_inlining_leaves_a_module_without_calls(void **state) {
+  static const char kText[] =
+      "HloModule t\n"
+      "unused {\n"
+      "  x = f32[4] parameter(0)\n"
+      "  ROOT n = f32[4] negate(x)\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  p = f32[4] parameter(0)\n"
+      "  ROOT r = f32[4] exponential(p)\n"
+      "}\n";
+  kiln_hlo_module_t *m = pt_parse(kText);
+  char *before = kiln_hlo_module_to_string(m);
+  bool changed = false; /* passes only ever set it */
+  kiln_pass_options_t o = {0};
+  assert_null(kiln_pass_call_inline(m, &o, &changed));
+  assert_false(changed);
+  char *after = kiln_hlo_module_to_string(m);
+  assert_string_equal(before, after);
+  assert_int_equal(m->computations.len, 2);
+  kiln_free(before);
+  kiln_free(after);
+  kiln_hlo_module_destroy(m);
+}
+
 static const char *kLoop =
     "HloModule t\n"
     "body {\n"
@@ -296,6 +350,8 @@ int main(void) {
       cmocka_unit_test(test_call_inlining_handles_multiple_call_sites),
       cmocka_unit_test(test_call_inlining_handles_nested_calls_and_parameter_roots),
       cmocka_unit_test(test_call_inlining_keeps_callees_still_used_elsewhere),
+      cmocka_unit_test(test_call_inlining_inlines_calls_an_async_body_brings),
+      cmocka_unit_test(test_call_inlining_leaves_a_module_without_calls),
       cmocka_unit_test(test_while_loop_constants_sink_into_body_and_condition),
       cmocka_unit_test(test_while_loop_constants_leave_changing_state),
       cmocka_unit_test(test_pass_lists_and_groups_run_by_name),

@@ -41,6 +41,11 @@ static kiln_hlo_opcode_t start_of(kiln_hlo_opcode_t op, kiln_hlo_opcode_t *done)
   }
 }
 
+static bool has_start(kiln_hlo_opcode_t op) {
+  kiln_hlo_opcode_t done;
+  return start_of(op, &done) != KILN_OP_COUNT;
+}
+
 static bool is_start(kiln_hlo_opcode_t op) {
   return op == KILN_OP_ALL_REDUCE_START || op == KILN_OP_ALL_GATHER_START ||
          op == KILN_OP_COLLECTIVE_PERMUTE_START;
@@ -95,7 +100,7 @@ static kiln_status make_async(void *ctx, kiln_hlo_instruction_t *in, bool *repla
 kiln_status kiln_pass_async_collective_creator(kiln_hlo_module_t *m,
                                                const kiln_pass_options_t *opts, bool *changed) {
   (void)opts;
-  return kiln_coll_rewrite_each(m, make_async, m, changed);
+  return kiln_coll_rewrite_each(m, has_start, make_async, m, changed);
 }
 
 /* Rank of an instruction in the list scheduler's choice: -starts first, then the scheduled

@@ -157,14 +157,41 @@ static void finish(kiln_hlo_module_t *m, bool any, bool *changed) {
   *changed = true;
 }
 
+/* Which call sites `c` holds: bit 1 an async-start, bit 2 a call. One read of each
+ * instruction's opcode (the instruction list is contiguous), so that the computations without
+ * call sites, nearly all of them, cost no post order (a walk through operands, users and a
+ * hash map keyed by instruction, which misses the caches once the module outgrows them). */
+enum { HAS_ASYNC_START = 1, HAS_CALL = 2 };
+static unsigned call_sites_of(const kiln_hlo_computation_t *c) {
+  unsigned found = 0;
+  for (size_t i = 0; i < c->instructions.len; i++) {
+    const kiln_hlo_instruction_t *in = c->instructions.data[i];
+    if (!in) continue;
+    if (in->opcode == KILN_OP_ASYNC_START)
+      found |= HAS_ASYNC_START;
+    else if (in->opcode == KILN_OP_CALL)
+      found |= HAS_CALL;
+  }
+  return found;
+}
+
 kiln_status kiln_pass_call_inline(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
                                   bool *changed) {
+  /* A module without call sites (most modules; the pipeline's second run finds none when the
+   * first inlined them all) is left after one scan of its instruction lists. */
+  bool any_site = false;
+  for (size_t ci = 0; ci < m->computations.len && !any_site; ci++)
+    any_site = call_sites_of(m->computations.data[ci]) != 0;
+  if (!any_site) return NULL;
   size_t nc = 0;
   kiln_hlo_computation_t **comps = kiln_hlo_module_computation_post_order(m, &nc);
   bool any = false;
   for (size_t ci = 0; ci < nc; ci++) {
-    any |= inline_async_sites(comps[ci]);
-    any |= inline_sites(comps[ci], KILN_OP_CALL, "to_apply");
+    unsigned sites = call_sites_of(comps[ci]);
+    bool inlined = (sites & HAS_ASYNC_START) && inline_async_sites(comps[ci]);
+    /* An inlined async body may have brought calls in. */
+    if (inlined || (sites & HAS_CALL)) inlined |= inline_sites(comps[ci], KILN_OP_CALL, "to_apply");
+    any |= inlined;
   }
   kiln_free(comps);
   finish(m, any, changed);

@@ -22,6 +22,7 @@
 #include "base/vec.h"
 #include "compiler/passes/collective_util.h"
 #include "compiler/passes/pass.h"
+#include "compiler/passes/pass_util.h"
 
 #define DEFAULT_THRESHOLD_BYTES (INT64_C(30) * 1024 * 1024)
 #define MAX_COMBINED_OPS 256
@@ -231,10 +232,15 @@ static kiln_status combine_module(kiln_hlo_module_t *m, kiln_hlo_opcode_t op, in
                                   bool *changed) {
   if (threshold < 0) return KILN_STATUS_OK;
   if (threshold == 0) threshold = DEFAULT_THRESHOLD_BYTES;
-  for (size_t ci = 0; ci < m->computations.len; ci++)
-    KILN_RETURN_IF_ERROR(combine_computation(m->computations.data[ci], op, threshold, changed),
-                         "combining %ss of '%s'", kiln_hlo_opcode_name(op),
-                         m->computations.data[ci]->name);
+  for (size_t ci = 0; ci < m->computations.len; ci++) {
+    kiln_hlo_computation_t *c = m->computations.data[ci];
+    /* A group needs two members: a computation with fewer than two `op` instructions (nearly
+     * all) is passed over after one read of each instruction's opcode, without the post
+     * order (a walk through operands and a hash map keyed by instruction). */
+    if (kiln_pass_count_opcode(c, op, 2) < 2) continue;
+    KILN_RETURN_IF_ERROR(combine_computation(c, op, threshold, changed), "combining %ss of '%s'",
+                         kiln_hlo_opcode_name(op), c->name);
+  }
   return KILN_STATUS_OK;
 }
 

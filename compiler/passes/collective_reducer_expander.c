@@ -211,10 +211,13 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
   return acc;
 }
 
+static bool reduces(kiln_hlo_opcode_t op) {
+  return op == KILN_OP_ALL_REDUCE || op == KILN_OP_REDUCE_SCATTER;
+}
+
 static kiln_status expand_one(void *ctx, kiln_hlo_instruction_t *in, bool *replaced) {
   (void)ctx;
-  if (in->opcode != KILN_OP_ALL_REDUCE && in->opcode != KILN_OP_REDUCE_SCATTER)
-    return KILN_STATUS_OK;
+  if (!reduces(in->opcode)) return KILN_STATUS_OK;
   kiln_builder_t b;
   kiln_builder_init(&b, in->parent, NULL, in->shape && in->shape->has_layout);
   kiln_hlo_instruction_t *r = expand(&b, in);
@@ -230,5 +233,5 @@ static kiln_status expand_one(void *ctx, kiln_hlo_instruction_t *in, bool *repla
 kiln_status kiln_pass_collective_reducer_expander(kiln_hlo_module_t *m,
                                                   const kiln_pass_options_t *opts, bool *changed) {
   (void)opts;
-  return kiln_coll_rewrite_each(m, expand_one, NULL, changed);
+  return kiln_coll_rewrite_each(m, reduces, expand_one, NULL, changed);
 }

@@ -73,5 +73,5 @@ kiln_status kiln_pass_collective_simplifier(kiln_hlo_module_t *m, const kiln_pas
                                             bool *changed) {
   (void)opts;
   simplify_ctx_t x = {m, false};
-  return kiln_coll_rewrite_each(m, simplify_one, &x, changed);
+  return kiln_coll_rewrite_each(m, removable_opcode, simplify_one, &x, changed);
 }

@@ -98,11 +98,21 @@ bool kiln_coll_has_control_edges(const kiln_hlo_instruction_t *in) {
   return in->num_control_predecessors > 0 || in->control_successors.len > 0;
 }
 
-kiln_status kiln_coll_rewrite_each(kiln_hlo_module_t *m, kiln_coll_rewrite_fn fn, void *ctx,
-                                   bool *changed) {
+/* Whether `c` holds an instruction whose opcode `takes`. */
+static bool holds_opcode(const kiln_hlo_computation_t *c, kiln_coll_opcode_fn takes) {
+  for (size_t i = 0; i < c->instructions.len; i++)
+    if (c->instructions.data[i] && takes(c->instructions.data[i]->opcode)) return true;
+  return false;
+}
+
+kiln_status kiln_coll_rewrite_each(kiln_hlo_module_t *m, kiln_coll_opcode_fn takes,
+                                   kiln_coll_rewrite_fn fn, void *ctx, bool *changed) {
   kiln_status st = KILN_STATUS_OK;
   for (size_t ci = 0; ci < m->computations.len && !st; ci++) {
     kiln_hlo_computation_t *c = m->computations.data[ci];
+    /* fn would pass over every instruction: no post order (a walk through operands and a
+     * hash map keyed by instruction, which misses the caches once the module outgrows them). */
+    if (!holds_opcode(c, takes)) continue;
     size_t n = 0;
     kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
     bool comp_changed = false;

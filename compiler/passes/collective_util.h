@@ -36,11 +36,15 @@ kiln_status kiln_coll_pin_world(kiln_hlo_module_t *m);
 /* One instruction's rewrite: *replaced set when `in` was replaced (and removed). */
 typedef kiln_status (*kiln_coll_rewrite_fn)(void *ctx, kiln_hlo_instruction_t *in, bool *replaced);
 
+/* The opcodes a rewrite takes: it must leave an instruction of any other opcode alone. */
+typedef bool (*kiln_coll_opcode_fn)(kiln_hlo_opcode_t op);
+
 /* Calls `fn` on every instruction of every computation, in the post order the computation had
  * before its first call; a computation where something was replaced is put back in post order
- * and *changed set. Stops at the first error. */
-kiln_status kiln_coll_rewrite_each(kiln_hlo_module_t *m, kiln_coll_rewrite_fn fn, void *ctx,
-                                   bool *changed);
+ * and *changed set. Stops at the first error. A computation without an instruction whose
+ * opcode `takes` (nearly all) is passed over after one read of each instruction's opcode. */
+kiln_status kiln_coll_rewrite_each(kiln_hlo_module_t *m, kiln_coll_opcode_fn takes,
+                                   kiln_coll_rewrite_fn fn, void *ctx, bool *changed);
 
 /* Whether `in` has control edges (the collective passes leave those alone). */
 bool kiln_coll_has_control_edges(const kiln_hlo_instruction_t *in);

@@ -10,9 +10,23 @@
 #include "compiler/passes/pass.h"
 #include "compiler/passes/pass_util.h"
 
+/* Whether `c` holds an instruction nothing uses besides its root and parameters. Every chain
+ * of dead instructions ends in one (the graph has no cycles), so without one nothing is dead;
+ * checking costs one read of each instruction's opcode and user count, where the sweep below
+ * walks the post order (operands, users and a hash map keyed by instruction) — and after the
+ * first run of a fixed-point group nearly every computation has nothing dead. */
+static bool has_unused(const kiln_hlo_computation_t *c) {
+  for (size_t i = 0; i < c->instructions.len; i++) {
+    const kiln_hlo_instruction_t *in = c->instructions.data[i];
+    if (in && !in->users.len && in != c->root && in->opcode != KILN_OP_PARAMETER) return true;
+  }
+  return false;
+}
+
 /* Marks the dead instructions of `c` (users come before operands in reverse post order,
  * so one sweep sees every chain) and removes them in one go. */
 static int dce_computation(kiln_hlo_computation_t *c, kiln_pass_effects_t *effects) {
+  if (!has_unused(c)) return 0;
   size_t n = 0;
   kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
   kiln_ptrmap_t dead;

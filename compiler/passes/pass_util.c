@@ -233,6 +233,16 @@ int kiln_pass_remove_unreachable_computations(kiln_hlo_module_t *m) {
   return n;
 }
 
+size_t kiln_pass_count_opcode(const kiln_hlo_computation_t *c, kiln_hlo_opcode_t op,
+                              size_t enough) {
+  size_t n = 0;
+  for (size_t i = 0; i < c->instructions.len && n < enough; i++) {
+    const kiln_hlo_instruction_t *in = c->instructions.data[i];
+    if (in && in->opcode == op) n++;
+  }
+  return n;
+}
+
 void kiln_pass_count_callers(const kiln_hlo_module_t *m, kiln_ptrmap_t *counts) {
   for (size_t c = 0; c < m->computations.len; c++) {
     const kiln_hlo_computation_t *comp = m->computations.data[c];

@@ -57,6 +57,12 @@ void kiln_pass_remove_instructions(kiln_hlo_computation_t *c, kiln_ptrmap_t *dea
  * how many were removed (0 when the module has no entry). */
 int kiln_pass_remove_unreachable_computations(kiln_hlo_module_t *m);
 
+/* How many instructions of `c` have opcode `op`, counted up to `enough` (the scan stops there).
+ * One read of each instruction's opcode: the cheap test a pass makes before walking a
+ * computation's post order (operands, users and a hash map keyed by instruction, which miss
+ * the caches once the module outgrows them) when it acts only on some opcodes. */
+size_t kiln_pass_count_opcode(const kiln_hlo_computation_t *c, kiln_hlo_opcode_t op, size_t enough);
+
 /* Number of call sites (called-computation references) of each computation, over all
  * instructions of the module: fills `counts` (computation -> (void *)(intptr_t)count). */
 void kiln_pass_count_callers(const kiln_hlo_module_t *m, kiln_ptrmap_t *counts);

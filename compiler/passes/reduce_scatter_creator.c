@@ -163,6 +163,10 @@ static bool slices_are_shares(const kiln_hlo_module_t *m, const kiln_hlo_instruc
   return true;
 }
 
+static bool is_all_reduce(kiln_hlo_opcode_t op) {
+  return op == KILN_OP_ALL_REDUCE;
+}
+
 static kiln_status create_one(void *ctx, kiln_hlo_instruction_t *ar, bool *replaced) {
   kiln_hlo_module_t *m = ctx;
   kiln_hlo_computation_t *c = ar->parent;
@@ -193,5 +197,5 @@ static kiln_status create_one(void *ctx, kiln_hlo_instruction_t *ar, bool *repla
 kiln_status kiln_pass_reduce_scatter_creator(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
                                              bool *changed) {
   (void)opts;
-  return kiln_coll_rewrite_each(m, create_one, m, changed);
+  return kiln_coll_rewrite_each(m, is_all_reduce, create_one, m, changed);
 }

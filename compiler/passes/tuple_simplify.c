@@ -38,6 +38,8 @@ kiln_status kiln_pass_tuple_simplify(kiln_hlo_module_t *m, const kiln_pass_optio
   kiln_pass_effects_init(&effects);
   for (size_t ci = 0; ci < m->computations.len; ci++) {
     kiln_hlo_computation_t *c = m->computations.data[ci];
+    /* Both rewrites need a tuple instruction here (the first reads one). */
+    if (!kiln_pass_count_opcode(c, KILN_OP_TUPLE, 1)) continue;
     size_t n = 0;
     kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
     bool comp_changed = false;
