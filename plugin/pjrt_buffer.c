@@ -68,11 +68,16 @@ static void storage_setup(kiln_pjrt_storage_t *st, PJRT_Device *dev, kiln_device
   }
 }
 
+/* A storage owning `buf`; NULL (buf not taken) when host memory is refused. */
 static kiln_pjrt_storage_t *storage_new(PJRT_Device *dev, kiln_device_buffer_t *buf,
                                         int32_t memory_kind, bool count) {
-  kiln_pjrt_storage_t *st = kiln_calloc(1, sizeof(*st));
-  storage_setup(st, dev, buf, memory_kind, count, true);
+  kiln_pjrt_storage_t *st = kiln_try_calloc(1, sizeof(*st));
+  if (st) storage_setup(st, dev, buf, memory_kind, count, true);
   return st;
+}
+
+static kiln_status no_host_memory(const char *what, const PJRT_Device *dev) {
+  return KILN_ERR_EXHAUSTED("out of host memory for %s on %s", what, dev->desc.to_string);
 }
 
 /* The filling of a storage by an AsyncHostToDeviceTransferManager: `pending` until the last
@@ -189,6 +194,11 @@ static kiln_status storage_alloc(PJRT_Device *dev, int32_t kind, uint64_t size,
       return s;
     }
     kiln_pjrt_storage_t *st = storage_new(dev, b, 1, false);
+    if (!st) {
+      kiln_device_buffer_destroy(b);
+      kiln_device_host_free(dev->kdev, p);
+      return no_host_memory("a buffer's storage", dev);
+    }
     st->pinned_host = p;
     st->host_accessible = true;
     *out = st;
@@ -198,7 +208,9 @@ static kiln_status storage_alloc(PJRT_Device *dev, int32_t kind, uint64_t size,
   KILN_RETURN_IF_ERROR(kiln_device_buffer_create(dev->kdev, size, &b), "for a buffer on %s",
                        dev->desc.to_string);
   *out = storage_new(dev, b, kind, kind == 0);
-  return NULL;
+  if (*out) return NULL;
+  kiln_device_buffer_destroy(b);
+  return no_host_memory("a buffer's storage", dev);
 }
 
 /* Copies between host memory and a storage, synchronously. */
@@ -470,7 +482,8 @@ static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt
     memset(&b->client, 0, sizeof(PJRT_Buffer) - offsetof(PJRT_Buffer, client));
     memset((char *)b + bytes, 0, sizeof(kiln_pjrt_storage_t));
   } else {
-    b = kiln_calloc(1, total);
+    b = kiln_try_calloc(1, total);
+    if (!b) return NULL;
     pthread_mutex_init(&b->mu, NULL);
     pthread_cond_init(&b->cv, NULL);
   }
@@ -501,10 +514,25 @@ static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt
   return b;
 }
 
+/* A buffer on storage `st` (taking the caller's reference), or NULL when host memory is
+ * refused: the caller still holds its reference. */
 static PJRT_Buffer *buffer_new(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt_storage_t *st,
                                PJRT_Buffer_Type type, const int64_t *dims, int32_t rank,
                                const int64_t *m2m, uint64_t size) {
   return buffer_make(dev, memory_kind, st, NULL, type, dims, rank, m2m, size);
+}
+
+/* buffer_new for paths not yet written for refusal: aborts with a message instead. */
+static PJRT_Buffer *buffer_new_or_abort(PJRT_Device *dev, int32_t memory_kind,
+                                        kiln_pjrt_storage_t *st, PJRT_Buffer_Type type,
+                                        const int64_t *dims, int32_t rank, const int64_t *m2m,
+                                        uint64_t size) {
+  PJRT_Buffer *b = buffer_new(dev, memory_kind, st, type, dims, rank, m2m, size);
+  if (!b) {
+    fprintf(stderr, "kiln: out of host memory making a PJRT buffer\n");
+    abort();
+  }
+  return b;
 }
 
 static kiln_status check_shape(const char *fn, PJRT_Buffer_Type type, const int64_t *dims,
@@ -532,7 +560,7 @@ kiln_status kiln_pjrt_buffer_create(PJRT_Device *dev, kiln_device_buffer_t *stor
         "needs %llu",
         (unsigned long long)storage->size, (unsigned long long)size);
   *out = buffer_make(dev, 0, NULL, storage, type, dims, rank, NULL, size);
-  return NULL;
+  return *out ? NULL : no_host_memory("a buffer", dev);
 }
 
 kiln_status kiln_pjrt_buffer_from_storage(PJRT_Device *dev, kiln_pjrt_storage_t *storage,
@@ -546,7 +574,7 @@ kiln_status kiln_pjrt_buffer_from_storage(PJRT_Device *dev, kiln_pjrt_storage_t 
   KILN_RETURN_IF_ERROR_PLAIN(
       check_shape("kiln_pjrt_buffer_from_storage", type, dims, rank, storage->buf->size, &size));
   *out = buffer_new(dev, storage->memory_kind, storage, type, dims, rank, NULL, size);
-  return NULL;
+  return *out ? NULL : no_host_memory("a buffer", dev);
 }
 
 static kiln_status deleted_error(const char *fn, const PJRT_Buffer *b) {
@@ -722,11 +750,15 @@ static kiln_status buffer_alias_host(PJRT_Device *dev, int32_t kind,
   KILN_RETURN_IF_ERROR_PLAIN(
       kiln_device_buffer_wrap(dev->kdev, (kiln_devptr_t)(uintptr_t)args->data, size, &b));
   kiln_pjrt_storage_t *st = storage_new(dev, b, kind, false);
+  if (!st) {
+    kiln_device_buffer_destroy(b);
+    return no_host_memory("a buffer's storage", dev);
+  }
   PJRT_Event *done = kiln_pjrt_event_create();
   st->on_delete = zero_copy_done;
   st->on_delete_arg = done;
-  args->buffer =
-      buffer_new(dev, kind, st, args->type, args->dims, (int32_t)args->num_dims, m2m, size);
+  args->buffer = buffer_new_or_abort(dev, kind, st, args->type, args->dims, (int32_t)args->num_dims,
+                                     m2m, size);
   args->done_with_host_buffer = done;
   return NULL;
 }
@@ -802,6 +834,11 @@ static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_
     return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_BFHB));
   }
   args->buffer = buffer_new(dev, kind, st, args->type, args->dims, rank, m2m, size);
+  if (!args->buffer) {
+    kiln_pjrt_storage_unref(st);
+    return kiln_pjrt_error_from_status(
+        kiln_status_annotate(no_host_memory("a buffer", dev), "in " FN_BFHB));
+  }
   /* The copy is done: the caller may reuse `data` at once, whatever the semantics. */
   args->done_with_host_buffer = kiln_pjrt_event_ready(NULL);
   return NULL;
@@ -852,8 +889,8 @@ static PJRT_Error *Client_CreateUninitializedBuffer(
   kiln_pjrt_storage_t *st = NULL;
   if (!s) s = storage_alloc(dev, kind, size, &st);
   if (s) return kiln_pjrt_error_from_status(s);
-  args->buffer =
-      buffer_new(dev, kind, st, args->shape_element_type, args->shape_dims, rank, m2m, size);
+  args->buffer = buffer_new_or_abort(dev, kind, st, args->shape_element_type, args->shape_dims,
+                                     rank, m2m, size);
   return NULL;
 }
 
@@ -901,8 +938,8 @@ static PJRT_Error *Client_CreateAliasBuffer(PJRT_Client_CreateAliasBuffer_Args *
   cb->client = c;
   cb->storage = st;
   cb->size = size;
-  args->alias_buffer =
-      buffer_new(dev, kind, st, args->shape_element_type, args->shape_dims, rank, m2m, size);
+  args->alias_buffer = buffer_new_or_abort(dev, kind, st, args->shape_element_type,
+                                           args->shape_dims, rank, m2m, size);
   args->fulfill_alias_buffer_cb = cb;
   return NULL;
 }
@@ -977,8 +1014,8 @@ static PJRT_Error *Client_CreateErrorBuffer(PJRT_Client_CreateErrorBuffer_Args *
   uint64_t size = 0;
   kiln_status s = resolve_shape(FN_ERRB, c, NULL, args->memory, &sa, &dev, &kind, m2m, &size);
   if (s) return kiln_pjrt_error_from_status(s);
-  PJRT_Buffer *b =
-      buffer_new(dev, kind, NULL, args->shape_element_type, args->shape_dims, rank, m2m, 0);
+  PJRT_Buffer *b = buffer_new_or_abort(dev, kind, NULL, args->shape_element_type, args->shape_dims,
+                                       rank, m2m, 0);
   b->error = kiln_status_make((kiln_status_code_t)args->error_code, "%.*s",
                               args->error_message ? (int)args->error_message_size : 0,
                               args->error_message ? args->error_message : "");
@@ -1016,10 +1053,15 @@ static PJRT_Error *Client_CreateViewOfDeviceBuffer(
                                 &b);
   if (s) return kiln_pjrt_error_from_status(s);
   kiln_pjrt_storage_t *st = storage_new(dev, b, kind, false);
+  if (!st) {
+    kiln_device_buffer_destroy(b);
+    return kiln_pjrt_error_from_status(no_host_memory("a buffer's storage", dev));
+  }
   if (kind == 1) st->host_accessible = true;
   st->on_delete = args->on_delete_callback;
   st->on_delete_arg = args->on_delete_callback_arg;
-  args->buffer = buffer_new(dev, kind, st, args->element_type, args->dims, rank, m2m, size);
+  args->buffer =
+      buffer_new_or_abort(dev, kind, st, args->element_type, args->dims, rank, m2m, size);
   return NULL;
 }
 
@@ -1396,8 +1438,8 @@ static PJRT_Error *Buffer_DonateWithControlDependency(
   fill_free(st->fill);
   st->fill = fill_new();
   atomic_fetch_add(&st->refs, 1); /* the callback's */
-  args->out_buffer = buffer_new(b->device, st->memory_kind, st, b->type, b->dims, b->rank,
-                                b->minor_to_major, b->on_device_size);
+  args->out_buffer = buffer_new_or_abort(b->device, st->memory_kind, st, b->type, b->dims, b->rank,
+                                         b->minor_to_major, b->on_device_size);
   args->callback_data = st;
   args->dependency_ready_callback = dependency_ready;
   return NULL;
@@ -1496,7 +1538,8 @@ static PJRT_Error *Client_CreateBuffersForAsyncHostToDevice(
     m->slots[i].m2m = kiln_calloc(rank ? (size_t)rank : 1, sizeof(int64_t));
     if (rank) memcpy(m->slots[i].dims, sp->dims, (size_t)rank * sizeof(int64_t));
     if (rank) memcpy(m->slots[i].m2m, m2m, (size_t)rank * sizeof(int64_t));
-    m->slots[i].buffer = buffer_new(dev, kind, st, sp->element_type, sp->dims, rank, m2m, size);
+    m->slots[i].buffer =
+        buffer_new_or_abort(dev, kind, st, sp->element_type, sp->dims, rank, m2m, size);
     m->n = i + 1;
   }
   if (s) {
@@ -1733,7 +1776,10 @@ static PJRT_Error *copy_buffer(const char *fn, PJRT_Buffer *b, PJRT_Device *dev,
     return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in %s", fn));
   }
   *out = buffer_new(dev, kind, st, b->type, b->dims, b->rank, b->minor_to_major, b->on_device_size);
-  return NULL;
+  if (*out) return NULL;
+  kiln_pjrt_storage_unref(st);
+  return kiln_pjrt_error_from_status(
+      kiln_status_annotate(no_host_memory("a buffer", dev), "in %s", fn));
 }
 
 static PJRT_Error *Buffer_CopyToDevice(PJRT_Buffer_CopyToDevice_Args *args) {

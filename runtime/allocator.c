@@ -405,9 +405,8 @@ void kiln_device_allocator_destroy(kiln_device_allocator_t *a) {
   kiln_free(a);
 }
 
+/* The caller holds a->mu and made reserve_bookkeeping succeed. */
 static kiln_status alloc_locked(kiln_device_allocator_t *a, size_t size, uint64_t *out) {
-  if (!reserve_bookkeeping(a))
-    return KILN_ERR_EXHAUSTED("allocator %s: out of host memory for its bookkeeping", a->name);
   if (!a->opts.caching) {
     if (!within_limit(a, size))
       return kiln_status_make(KILN_RESOURCE_EXHAUSTED,
@@ -444,6 +443,10 @@ kiln_status kiln_device_allocator_alloc(kiln_device_allocator_t *a, size_t size,
     return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "allocator %s: %zu bytes overflow", a->name,
                             size);
   kiln_mutex_lock(&a->mu);
+  if (!reserve_bookkeeping(a)) {
+    kiln_mutex_unlock(&a->mu);
+    return KILN_ERR_EXHAUSTED("allocator %s: out of host memory for its bookkeeping", a->name);
+  }
   kiln_status s = alloc_locked(a, rounded, out);
   int64_t in_use = a->st.bytes_in_use, pool = a->st.pool_bytes;
   kiln_mutex_unlock(&a->mu);

@@ -63,12 +63,21 @@ void kiln_cmd_list_free(kiln_cmd_list_t *l) {
 void kiln_cmd_list_clear(kiln_cmd_list_t *l) {
   l->len = 0;
   l->arg_len = 0;
+  l->refused = false;
 }
 
+/* A new command at the end, or NULL (the list marked refused) without host memory. */
 static kiln_cmd_t *push_cmd(kiln_cmd_list_t *l, kiln_cmd_kind_t kind) {
+  if (l->refused) return NULL;
   if (l->len == l->cap) {
-    l->cap = l->cap ? l->cap * 2 : 16;
-    l->cmds = kiln_realloc(l->cmds, l->cap * sizeof(kiln_cmd_t));
+    size_t cap = l->cap ? l->cap * 2 : 16;
+    kiln_cmd_t *cmds = kiln_try_realloc(l->cmds, cap * sizeof(kiln_cmd_t));
+    if (!cmds) {
+      l->refused = true;
+      return NULL;
+    }
+    l->cmds = cmds;
+    l->cap = cap;
   }
   kiln_cmd_t *c = &l->cmds[l->len++];
   memset(c, 0, sizeof(*c));
@@ -76,13 +85,20 @@ static kiln_cmd_t *push_cmd(kiln_cmd_list_t *l, kiln_cmd_kind_t kind) {
   return c;
 }
 
-/* Reserves `n` argument slots; re-points earlier commands when the pool moves. */
+/* Reserves `n` argument slots; re-points earlier commands when the pool moves. NULL (the list
+ * marked refused) without host memory. */
 static uint64_t *reserve_args(kiln_cmd_list_t *l, size_t n) {
+  if (l->refused) return NULL;
   if (l->arg_len + n > l->arg_cap) {
     size_t cap = l->arg_cap ? l->arg_cap * 2 : 64;
     while (cap < l->arg_len + n) cap *= 2;
     uint64_t *old = l->arg_pool;
-    l->arg_pool = kiln_realloc(l->arg_pool, cap * sizeof(uint64_t));
+    uint64_t *pool = kiln_try_realloc(l->arg_pool, cap * sizeof(uint64_t));
+    if (!pool) {
+      l->refused = true;
+      return NULL;
+    }
+    l->arg_pool = pool;
     l->arg_cap = cap;
     if (old != l->arg_pool)
       for (size_t i = 0; i < l->len; i++)
@@ -97,8 +113,10 @@ void kiln_cmd_list_push_kernel(kiln_cmd_list_t *l, const kiln_kernel_t *k,
                                const kiln_launch_dims_t *d, const uint64_t *args, int num_args) {
   if (num_args < 0) num_args = 0;
   uint64_t *a = num_args ? reserve_args(l, (size_t)num_args) : NULL;
+  if (num_args && !a) return;
   if (num_args) memcpy(a, args, (size_t)num_args * sizeof(uint64_t));
   kiln_cmd_t *c = push_cmd(l, KILN_CMD_KERNEL);
+  if (!c) return;
   c->kernel = k;
   c->dims = *d;
   c->num_args = num_args;
@@ -108,6 +126,7 @@ void kiln_cmd_list_push_kernel(kiln_cmd_list_t *l, const kiln_kernel_t *k,
 void kiln_cmd_list_push_memcpy(kiln_cmd_list_t *l, kiln_devptr_t dst, kiln_devptr_t src,
                                uint64_t bytes) {
   kiln_cmd_t *c = push_cmd(l, KILN_CMD_MEMCPY);
+  if (!c) return;
   c->dst = dst;
   c->src = src;
   c->bytes = bytes;
@@ -116,6 +135,7 @@ void kiln_cmd_list_push_memcpy(kiln_cmd_list_t *l, kiln_devptr_t dst, kiln_devpt
 void kiln_cmd_list_push_memset(kiln_cmd_list_t *l, kiln_devptr_t dst, uint32_t pattern,
                                int elem_size, uint64_t count) {
   kiln_cmd_t *c = push_cmd(l, KILN_CMD_MEMSET);
+  if (!c) return;
   c->dst = dst;
   c->pattern = pattern;
   c->elem_size = elem_size;
@@ -125,6 +145,7 @@ void kiln_cmd_list_push_memset(kiln_cmd_list_t *l, kiln_devptr_t dst, uint32_t p
 void kiln_cmd_list_push_gemm(kiln_cmd_list_t *l, const kiln_gemm_desc_t *g, kiln_devptr_t a,
                              kiln_devptr_t b, kiln_devptr_t c) {
   kiln_cmd_t *cmd = push_cmd(l, KILN_CMD_GEMM);
+  if (!cmd) return;
   cmd->gemm = *g;
   cmd->a = a;
   cmd->b = b;
@@ -136,8 +157,10 @@ void kiln_cmd_list_push_custom_call(kiln_cmd_list_t *l, const kiln_cmd_custom_ca
                                     int num_addrs) {
   if (num_addrs < 0) num_addrs = 0;
   uint64_t *a = num_addrs ? reserve_args(l, (size_t)num_addrs) : NULL;
+  if (num_addrs && !a) return;
   if (num_addrs) memcpy(a, addrs, (size_t)num_addrs * sizeof(uint64_t));
   kiln_cmd_t *c = push_cmd(l, KILN_CMD_CUSTOM_CALL);
+  if (!c) return;
   c->custom = cc;
   c->custom_uid = cc ? cc->uid : 0;
   c->run = run;
@@ -160,16 +183,17 @@ kiln_status kiln_cmd_custom_call_invoke(const kiln_cmd_t *c, kiln_stream_t *s) {
   return NULL;
 }
 
-void kiln_cmd_list_copy(kiln_cmd_list_t *dst, const kiln_cmd_list_t *src) {
+bool kiln_cmd_list_copy(kiln_cmd_list_t *dst, const kiln_cmd_list_t *src) {
   kiln_cmd_list_init(dst);
-  if (src->len) {
-    dst->cmds = kiln_malloc(src->len * sizeof(kiln_cmd_t));
-    memcpy(dst->cmds, src->cmds, src->len * sizeof(kiln_cmd_t));
-  }
-  dst->len = dst->cap = src->len;
   size_t total = 0;
   for (size_t i = 0; i < src->len; i++) total += (size_t)src->cmds[i].num_args;
-  if (total) dst->arg_pool = kiln_malloc(total * sizeof(uint64_t));
+  if (src->len && !(dst->cmds = kiln_try_malloc(src->len * sizeof(kiln_cmd_t)))) return false;
+  if (total && !(dst->arg_pool = kiln_try_malloc(total * sizeof(uint64_t)))) {
+    kiln_cmd_list_free(dst);
+    return false;
+  }
+  if (src->len) memcpy(dst->cmds, src->cmds, src->len * sizeof(kiln_cmd_t));
+  dst->len = dst->cap = src->len;
   dst->arg_len = dst->arg_cap = total;
   size_t at = 0;
   for (size_t i = 0; i < src->len; i++) {
@@ -182,6 +206,7 @@ void kiln_cmd_list_copy(kiln_cmd_list_t *dst, const kiln_cmd_list_t *src) {
       c->args = NULL;
     }
   }
+  return true;
 }
 
 /* ---- structure and differences --------------------------------------------------------- */
@@ -440,12 +465,16 @@ static bool list_supported(kiln_cmd_cache_t *c, const kiln_cmd_list_t *l) {
  * kept retired (exec NULL) so the structure is never retried; returns that failure. */
 static kiln_status cache_record(kiln_cmd_cache_t *c, uint64_t hash, const kiln_cmd_list_t *l,
                                 cmd_entry_t **out) {
+  cmd_entry_t *e = kiln_try_calloc(1, sizeof(*e));
+  if (e && !kiln_cmd_list_copy(&e->recorded, l)) {
+    kiln_free(e);
+    e = NULL;
+  }
+  if (!e) return KILN_ERR_EXHAUSTED("command buffers: out of host memory recording a list");
   cache_make_room(c);
-  cmd_entry_t *e = kiln_calloc(1, sizeof(*e));
   e->id = ++c->next_id;
   e->generation = 1;
   e->hash = hash;
-  kiln_cmd_list_copy(&e->recorded, l);
   e->last_use = ++c->clock;
   c->entries[c->len++] = e;
   *out = e;

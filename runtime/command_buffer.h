@@ -103,12 +103,14 @@ typedef struct kiln_cmd {
 } kiln_cmd_t;
 
 /* A list owns its commands' argument arrays when built with kiln_cmd_list_push_* (they
- * live in `arg_pool`). */
+ * live in `arg_pool`). A push that cannot have host memory is dropped and sets `refused`: the
+ * list is incomplete until cleared (its builder reports RESOURCE_EXHAUSTED). */
 struct kiln_cmd_list {
   kiln_cmd_t *cmds;
   size_t len, cap;
   uint64_t *arg_pool;
   size_t arg_len, arg_cap;
+  bool refused;
 };
 
 void kiln_cmd_list_init(kiln_cmd_list_t *l);
@@ -130,8 +132,8 @@ void kiln_cmd_list_push_custom_call(kiln_cmd_list_t *l, const kiln_cmd_custom_ca
 /* Runs custom-call command `c` on `s` (in stream order: the caller makes sure what precedes
  * it on the stream has run, or is the stream itself); a failure names the call and target. */
 kiln_status kiln_cmd_custom_call_invoke(const kiln_cmd_t *c, kiln_stream_t *s);
-/* Deep copy (dst is initialized by this call). */
-void kiln_cmd_list_copy(kiln_cmd_list_t *dst, const kiln_cmd_list_t *src);
+/* Deep copy (dst is initialized by this call); false (dst empty) without host memory. */
+bool kiln_cmd_list_copy(kiln_cmd_list_t *dst, const kiln_cmd_list_t *src);
 
 /* Hash of the structure (everything except device addresses). Equal structures hash equal. */
 uint64_t kiln_cmd_list_structure_hash(const kiln_cmd_list_t *l);

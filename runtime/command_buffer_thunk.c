@@ -52,12 +52,16 @@ void kiln_cmdbuf_run_free(kiln_cmdbuf_run_t *run) {
   memset(run, 0, sizeof(*run));
 }
 
-static void note_alloc(kiln_thunk_t *cb, int32_t a) {
+/* Adds allocation `a` to those the commands use; false without host memory. */
+static bool note_alloc(kiln_thunk_t *cb, int32_t a) {
   for (int i = 0; i < cb->u.cmdbuf.num_allocs; i++)
-    if (cb->u.cmdbuf.allocs[i] == a) return;
-  cb->u.cmdbuf.allocs =
-      kiln_realloc(cb->u.cmdbuf.allocs, (size_t)(cb->u.cmdbuf.num_allocs + 1) * sizeof(int32_t));
+    if (cb->u.cmdbuf.allocs[i] == a) return true;
+  int32_t *allocs = kiln_try_realloc(cb->u.cmdbuf.allocs,
+                                     (size_t)(cb->u.cmdbuf.num_allocs + 1) * sizeof(int32_t));
+  if (!allocs) return false;
+  cb->u.cmdbuf.allocs = allocs;
   cb->u.cmdbuf.allocs[cb->u.cmdbuf.num_allocs++] = a;
+  return true;
 }
 
 kiln_status kiln_command_buffer_thunk_prepare(kiln_thunk_t *t,
@@ -66,35 +70,39 @@ kiln_status kiln_command_buffer_thunk_prepare(kiln_thunk_t *t,
                        t->name);
   /* The commands' addresses are the bases of these allocations plus fixed offsets. */
   t->u.cmdbuf.num_allocs = 0;
+  bool ok = true;
   for (size_t i = 0; i < t->u.cmdbuf.seq.len; i++) {
     const kiln_thunk_t *c = t->u.cmdbuf.seq.items[i];
     switch (c->kind) {
       case KILN_THUNK_KERNEL:
         for (int a = 0; a < c->u.kernel.num_args; a++)
-          if (!c->u.kernel.args[a].is_scalar) note_alloc(t, c->u.kernel.args[a].slice.allocation);
+          if (!c->u.kernel.args[a].is_scalar)
+            ok &= note_alloc(t, c->u.kernel.args[a].slice.allocation);
         break;
       case KILN_THUNK_COPY:
-        note_alloc(t, c->u.copy.src.allocation);
-        note_alloc(t, c->u.copy.dst.allocation);
+        ok &= note_alloc(t, c->u.copy.src.allocation);
+        ok &= note_alloc(t, c->u.copy.dst.allocation);
         break;
       case KILN_THUNK_MEMSET:
-        note_alloc(t, c->u.memset.dst.allocation);
+        ok &= note_alloc(t, c->u.memset.dst.allocation);
         break;
       case KILN_THUNK_GEMM:
-        note_alloc(t, c->u.gemm.a.allocation);
-        note_alloc(t, c->u.gemm.b.allocation);
-        note_alloc(t, c->u.gemm.c.allocation);
+        ok &= note_alloc(t, c->u.gemm.a.allocation);
+        ok &= note_alloc(t, c->u.gemm.b.allocation);
+        ok &= note_alloc(t, c->u.gemm.c.allocation);
         break;
       case KILN_THUNK_CUSTOM_CALL:
         for (int a = 0; a < c->u.custom.num_operands; a++)
-          note_alloc(t, c->u.custom.operands[a].allocation);
+          ok &= note_alloc(t, c->u.custom.operands[a].allocation);
         for (int a = 0; a < c->u.custom.num_results; a++)
-          note_alloc(t, c->u.custom.results[a].allocation);
+          ok &= note_alloc(t, c->u.custom.results[a].allocation);
         break;
       default:
         break;
     }
   }
+  if (!ok)
+    return KILN_ERR_EXHAUSTED("command buffer %s: out of host memory for its allocations", t->name);
   kiln_cmdbuf_run_init(&t->u.cmdbuf.own, t);
   return NULL;
 }
@@ -166,6 +174,8 @@ kiln_status kiln_command_buffer_thunk_execute(kiln_thunk_t *t, const kiln_thunk_
   for (size_t i = 0; i < t->u.cmdbuf.seq.len; i++)
     KILN_RETURN_IF_ERROR(kiln_thunk_append_commands(t->u.cmdbuf.seq.items[i], p->buffers, l),
                          "in command buffer %s", t->name);
+  if (l->refused)
+    return KILN_ERR_EXHAUSTED("command buffer %s: out of host memory for its commands", t->name);
   for (size_t i = 0; i < l->len; i++)
     if (l->cmds[i].kind == KILN_CMD_CUSTOM_CALL) l->cmds[i].run = &run->run_info;
   kiln_cmd_ticket_t ticket;

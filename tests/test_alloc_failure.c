@@ -14,8 +14,12 @@
  * chunk: literals, arguments) wherever it is allocated; every other allocation (kiln_malloc
  * and its kind, chunks of unbounded arenas: IR, kernel IR, analyses) can fail inside the
  * parsers' and the compiler's out-of-memory scopes, which unwind and return RESOURCE_EXHAUSTED.
- * Those count here too; outside the scopes (the runtime's bookkeeping, LLVM's object-code
- * generation and the JIT link, which run held) they abort on exhaustion and are not swept.
+ * Those count here too. The runtime's loading and running allocate fallibly (kiln_try_*, errors
+ * returned up the call chain), so they count as well. What cannot fail (LLVM's object-code
+ * generation and the JIT link, which run held; caches under locks; the plugin's client and
+ * executable records) aborts on exhaustion: each module's line gives that count, and
+ * KILN_ALLOC_SWEEP_WHERE=1 prints where each of them is. KILN_ALLOC_SWEEP_ONLY=runtime|plugin|
+ * stablehlo runs one sweep.
  *
  * The same sweep through the PJRT plugin API (GetPjrtApi(), the table linked into this test so
  * that the injection reaches it): PJRT_Client_Create, then PJRT_Client_Compile,
@@ -142,6 +146,8 @@ static int child(const char *text, size_t len, int64_t nth, int count_fd) {
   if (!s) s = run_module(dev, m, false);
   int rc = injection_stop(count_fd) ? 0 : 4;
   if (s && !kiln_status_message(s)[0]) rc = 2;
+  if (nth) /* the error a user sees (or none: a refusal with a fallback) */
+    printf("    point %lld: %s\n", (long long)nth, s ? kiln_status_message(s) : "succeeded");
   kiln_status_free(s);
   /* Usable after: what was made before the failure, then a clean run. */
   s = dev ? NULL : kiln_device_create("host", &dev);
@@ -204,7 +210,10 @@ typedef struct sweep {
 static void sweep_module(child_fn fn, const char *name, const char *how, int i,
                          int64_t fixed_stride, int points_per_module, sweep_t *out) {
   char path[4096];
-  snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), name);
+  if (name[0] == '/')
+    snprintf(path, sizeof path, "%s", name);
+  else
+    snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), name);
   kiln_hlo_file_t *f = NULL;
   kiln_status s = kiln_hlo_file_load(path, &f);
   if (s) {
@@ -218,15 +227,18 @@ static void sweep_module(child_fn fn, const char *name, const char *how, int i,
   out->counted = k;
   out->unchecked = counts[1];
   if (k == 0) k = 1; /* none counted: still fail the first, which must be harmless */
+  /* KILN_ALLOC_SWEEP_LAST=K: only the last K points (a module's load and run come last) */
+  const char *last_env = getenv("KILN_ALLOC_SWEEP_LAST");
+  int64_t last = last_env && atoll(last_env) > 0 && atoll(last_env) < k ? atoll(last_env) : k;
   int64_t stride =
-      fixed_stride > 0 ? fixed_stride : (k + points_per_module - 1) / points_per_module;
+      fixed_stride > 0 ? fixed_stride : (last + points_per_module - 1) / points_per_module;
   /* KILN_ALLOC_SWEEP_JOBS children at a time (default 1) */
   const char *jobs_env = getenv("KILN_ALLOC_SWEEP_JOBS");
   int jobs = jobs_env && atoi(jobs_env) > 0 ? atoi(jobs_env) : 1;
   pid_t *pids = calloc((size_t)jobs, sizeof *pids);
   int64_t *points = calloc((size_t)jobs, sizeof *points);
   int running = 0;
-  int64_t n = 1 + (stride > 1 ? (int64_t)(i % stride) : 0);
+  int64_t n = k - last + 1 + (stride > 1 ? (int64_t)(i % stride) : 0);
   while (n <= k || running > 0) {
     if (n <= k && running < jobs) {
       int slot = 0;
@@ -284,21 +296,44 @@ static bool sweep_selected(const char *word) {
 static void test_every_allocation_failure_is_handled(void **state) {
   (void)state;
   if (!sweep_selected("runtime")) return;
-  /* KILN_ALLOC_SWEEP_DEBUG=<module index>:<N> runs that one point in this process (for gdb). */
+  /* KILN_ALLOC_SWEEP_DEBUG=<module index>:<N> runs that one point in this process (for gdb);
+   * KILN_ALLOC_SWEEP_FILE=<path> takes that module instead. */
   const char *dbg = getenv("KILN_ALLOC_SWEEP_DEBUG");
   if (dbg) {
     char path[4096];
     int mi = atoi(dbg);
-    snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), kModules[mi % NUM_MODULES]);
+    const char *file = getenv("KILN_ALLOC_SWEEP_FILE"); /* another module, for a look */
+    if (file)
+      snprintf(path, sizeof path, "%s", file);
+    else
+      snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), kModules[mi % NUM_MODULES]);
     kiln_hlo_file_t *f = NULL;
     assert_null(kiln_hlo_file_load(path, &f));
-    int rc = child(f->text, f->len, atoll(strchr(dbg, ':') ? strchr(dbg, ':') + 1 : "1"), -1);
+    int64_t nth = atoll(strchr(dbg, ':') ? strchr(dbg, ':') + 1 : "1");
+    int fds[2] = {-1, -1};
+    if (!nth) assert_int_equal(pipe(fds), 0); /* N = 0: count, and print the counts */
+    int rc = child(f->text, f->len, nth, fds[1]);
+    if (!nth) {
+      int64_t counts[2] = {0, 0};
+      assert_int_equal(read(fds[0], counts, sizeof counts), (ssize_t)sizeof counts);
+      printf("%lld allocations that can fail, %lld that cannot\n", (long long)counts[0],
+             (long long)counts[1]);
+      close(fds[0]);
+      close(fds[1]);
+    }
     kiln_hlo_file_free(f);
     assert_int_equal(rc, 0);
     return;
   }
   const char *env = getenv("KILN_ALLOC_SWEEP_STRIDE");
   int64_t fixed_stride = env ? atoll(env) : 0;
+  const char *file = getenv("KILN_ALLOC_SWEEP_FILE");
+  if (file) { /* one module of the caller's (a ctest: a generated training step) */
+    sweep_t sw = {0};
+    sweep_module(child, file, "", 0, fixed_stride, UNDER_ASAN ? 8 : 40, &sw);
+    assert_int_equal(sw.failures, 0);
+    return;
+  }
   int points_per_module = UNDER_ASAN ? 1 : 4;
   int64_t total_points = 0, swept = 0, failures = 0;
   /* Under ASan the three benchmark modules (millions of elements through the evaluator in

@@ -624,17 +624,28 @@ static kiln_status host_exec_instantiate(kiln_device_t *d, const kiln_cmd_list_t
   for (size_t i = 0; i < l->len; i++)
     if (l->cmds[i].kind == KILN_CMD_KERNEL && (!l->cmds[i].kernel || !l->cmds[i].kernel->handle))
       return KILN_ERR_INVALID("host command list: command %zu launches no kernel function", i);
-  host_exec_t *x = kiln_calloc(1, sizeof(*x));
+  host_exec_t *x = kiln_try_calloc(1, sizeof(*x));
+  if (!x) return KILN_ERR_EXHAUSTED("host command list: out of host memory");
   x->dev = dev_of(d);
-  kiln_cmd_list_copy(&x->list, l);
-  x->arg_offset = kiln_calloc(l->len ? l->len : 1, sizeof(size_t));
-  x->steps = kiln_calloc(l->len ? l->len : 1, sizeof(host_step_t));
   size_t total = 0;
+  for (size_t i = 0; i < l->len; i++) total += (size_t)l->cmds[i].num_args;
+  bool copied = kiln_cmd_list_copy(&x->list, l);
+  x->arg_offset = kiln_try_calloc(l->len ? l->len : 1, sizeof(size_t));
+  x->steps = kiln_try_calloc(l->len ? l->len : 1, sizeof(host_step_t));
+  x->kernel_args = kiln_try_calloc(total ? total : 1, sizeof(void *));
+  if (!copied || !x->arg_offset || !x->steps || !x->kernel_args) {
+    kiln_cmd_list_free(&x->list);
+    kiln_free(x->arg_offset);
+    kiln_free(x->steps);
+    kiln_free(x->kernel_args);
+    kiln_free(x);
+    return KILN_ERR_EXHAUSTED("host command list: out of host memory for %zu commands", l->len);
+  }
+  total = 0;
   for (size_t i = 0; i < l->len; i++) {
     x->arg_offset[i] = total;
     total += (size_t)l->cmds[i].num_args;
   }
-  x->kernel_args = kiln_calloc(total ? total : 1, sizeof(void *));
   for (size_t i = 0; i < l->len; i++) exec_fill(x, i);
   pthread_mutex_init(&x->mu, NULL);
   pthread_cond_init(&x->cv, NULL);
