@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include <llvm-c/Core.h>
+
 #include "compiler/codegen/kir_pipeline.h"
 #include "compiler/hlo/numeric.h"
 #include "tests/kir_test_kernels.h"
@@ -377,6 +379,98 @@ static void test_pool_runs_every_block_once_for_any_worker_count(void **state) {
   kiln_status_free(s);
 }
 
+/* A kernel of one-thread blocks on grid `g` writing each block's (x, y, z) block ids as s32 at
+ * out[((z * gy + y) * gx + x) * 3 + 0..2]. */
+static kiln_kir_module_t *build_block_ids(const int64_t g[3]) {
+  kiln_kir_module_t *m = kiln_kir_module_create("block_ids", NULL);
+  int64_t n = g[0] * g[1] * g[2] * 3;
+  const kiln_kir_type_t *tout = kiln_kir_type_tensor(m, KILN_S32, 1, &n, KILN_KIR_SPACE_GLOBAL);
+  const char *kn[1] = {"out"};
+  kiln_kir_func_t *k =
+      kiln_kir_func_create(m, "block_ids", KILN_KIR_FUNC_KERNEL, &tout, kn, 1, &tout, 1);
+  kiln_kir_func_set_written(k, 0, true);
+  int64_t block[3] = {1, 1, 1};
+  kiln_kir_func_set_launch(k, block, g);
+  kiln_kir_builder_t b;
+  kiln_kir_builder_init(&b, m, kiln_kir_func_body(k));
+  kiln_kir_value_t *ids[3];
+  for (int a = 0; a < 3; a++) ids[a] = kiln_kir_block_id(&b, a, 0, g[a] - 1);
+  char text[320];
+  snprintf(text, sizeof(text),
+           "(bl_x, bl_y, bl_z)[c] -> (((bl_z * %lld + bl_y) * %lld + bl_x) * 3 + c), domain: "
+           "bl_x in [0, %lld], bl_y in [0, %lld], bl_z in [0, %lld], c in [0, 2]",
+           (long long)g[1], (long long)g[0], (long long)(g[0] - 1), (long long)(g[1] - 1),
+           (long long)(g[2] - 1));
+  const kiln_kir_type_t *s32 = kiln_kir_type_scalar(m, KILN_S32);
+  kiln_kir_value_t *out = kiln_kir_func_param(k, 0);
+  for (int c = 0; c < 3; c++) {
+    kiln_kir_value_t *cv = kiln_kir_const_index(&b, c);
+    kiln_kir_op_t *ix = kiln_kir_apply_indexing(&b, kir_test_map(m, text), ids, 3, &cv, 1);
+    kiln_kir_value_t *idx = kiln_kir_op_result(ix, 0);
+    out = kiln_kir_insert(&b, kiln_kir_convert(&b, ids[c], s32), out, &idx, 1);
+  }
+  kiln_kir_return(&b, &out, 1);
+  return kir_test_finish(&b, m);
+}
+
+/* How often `what` occurs in `text`. */
+static int count_of(const char *text, const char *what) {
+  int n = 0;
+  for (const char *p = strstr(text, what); p; p = strstr(p + 1, what)) n++;
+  return n;
+}
+
+/* Host kernels run blocks [0, gx * gy * gz) (x fastest): the lowering derives the block ids
+ * without a modulo that cannot wrap (x is the linear block when y = z = 1, y the quotient by
+ * x when z = 1), and every grid shape still gives each block its own ids. */
+static void test_block_ids_of_every_grid_shape_without_needless_modulo(void **state) {
+  (void)state;
+  const int64_t grids[][3] = {{13, 1, 1}, {5, 3, 1}, {4, 3, 2}, {1, 6, 1},
+                              {1, 1, 4},  {1, 3, 2}, {1, 1, 1}, {7, 1, 3}};
+  for (size_t gi = 0; gi < sizeof(grids) / sizeof(grids[0]); gi++) {
+    const int64_t *g = grids[gi];
+    kiln_kir_module_t *m = build_block_ids(g);
+    assert_non_null(m);
+    assert_null(kiln_kir_pipeline_run(m, NULL));
+    LLVMContextRef ctx = LLVMContextCreate();
+    LLVMModuleRef lm = NULL;
+    assert_null(kiln_kir_lower_host(m, ctx, &lm));
+    char *ir = LLVMPrintModuleToString(lm);
+    /* the division and modulo the ids need, and no other */
+    int urem = (g[0] > 1 && g[1] * g[2] > 1) + (g[1] > 1 && g[2] > 1);
+    int udiv = (g[1] > 1 && g[0] > 1) + (g[2] > 1);
+    if (count_of(ir, " urem ") != urem || count_of(ir, " udiv ") != udiv) {
+      fprintf(stderr, "grid %lld x %lld x %lld: %d urem (want %d), %d udiv (want %d)\n",
+              (long long)g[0], (long long)g[1], (long long)g[2], count_of(ir, " urem "), urem,
+              count_of(ir, " udiv "), udiv);
+      fail();
+    }
+    LLVMDisposeMessage(ir);
+    LLVMDisposeModule(lm);
+    LLVMContextDispose(ctx);
+    kiln_host_jit_t *jit;
+    assert_null(kiln_host_jit_create(NULL, &jit));
+    kiln_kir_host_kernel_t k;
+    assert_null(kiln_kir_compile_host(m, jit, &k));
+    int64_t n = g[0] * g[1] * g[2];
+    int32_t *out = malloc((size_t)n * 3 * sizeof(int32_t));
+    for (int64_t i = 0; i < n * 3; i++) out[i] = -1;
+    void *args[1] = {out};
+    assert_null(kiln_kir_host_kernel_run(&k, g_pool, args));
+    for (int64_t z = 0; z < g[2]; z++)
+      for (int64_t y = 0; y < g[1]; y++)
+        for (int64_t x = 0; x < g[0]; x++) {
+          const int32_t *o = out + ((z * g[1] + y) * g[0] + x) * 3;
+          assert_int_equal(o[0], x);
+          assert_int_equal(o[1], y);
+          assert_int_equal(o[2], z);
+        }
+    free(out);
+    kiln_host_jit_destroy(jit);
+    kiln_kir_module_destroy(m);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gelu_f32_matches_c_within_a_few_ulp),
@@ -388,6 +482,7 @@ int main(void) {
       cmocka_unit_test(test_narrow_float_conversions_match_numeric_h_bit_for_bit),
       cmocka_unit_test(test_host_rejects_barrier_inside_a_loop_after_other_ops),
       cmocka_unit_test(test_pool_runs_every_block_once_for_any_worker_count),
+      cmocka_unit_test(test_block_ids_of_every_grid_shape_without_needless_modulo),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -734,6 +734,32 @@ static void emit_warp_chain(kir_llvm_t *L, host_t *h, size_t first, size_t last,
   kiln_free(c.vec);
 }
 
+/* The block ids of linear block `blk` (x fastest). The caller runs blocks in
+ * [0, grid x * y * z) (base/host_pool.h), so a wrap-around that cannot happen is left out:
+ * with y = z = 1 the x id is `blk` itself, with z = 1 the y id is blk / x. An id LLVM would
+ * see as `blk urem C` is no affine function of the loop's induction variable, which costs
+ * scalar evolution, loop strength reduction and the address arithmetic of every access. */
+static void block_ids(kir_llvm_t *L, const kiln_kir_func_t *k, LLVMValueRef blk,
+                      LLVMValueRef bid[3]) {
+  LLVMBuilderRef b = L->b;
+  uint64_t gx = (uint64_t)k->grid[0], gy = (uint64_t)k->grid[1], gz = (uint64_t)k->grid[2];
+  LLVMValueRef cx = LLVMConstInt(L->i64, gx, 0), cy = LLVMConstInt(L->i64, gy, 0);
+  LLVMValueRef zero = LLVMConstInt(L->i64, 0, 0);
+  if (gx <= 1)
+    bid[0] = zero;
+  else if (gy * gz <= 1)
+    bid[0] = blk;
+  else
+    bid[0] = LLVMBuildURem(b, blk, cx, "bid.x");
+  if (gy <= 1)
+    bid[1] = zero;
+  else {
+    LLVMValueRef q = gx <= 1 ? blk : LLVMBuildUDiv(b, blk, cx, "");
+    bid[1] = gz <= 1 ? q : LLVMBuildURem(b, q, cy, "bid.y");
+  }
+  bid[2] = gz <= 1 ? zero : LLVMBuildUDiv(b, blk, LLVMConstInt(L->i64, gx * gy, 0), "bid.z");
+}
+
 static kiln_status lower_kernel(kir_llvm_t *L, host_t *h, LLVMValueRef fn) {
   const kiln_kir_func_t *k = h->k;
   const kiln_kir_region_t *body = k->body;
@@ -812,12 +838,7 @@ static kiln_status lower_kernel(kir_llvm_t *L, host_t *h, LLVMValueRef fn) {
   tloop_t bl;
   loop_open_v(L, &bl, LLVMGetParam(fn, body->num_args), LLVMGetParam(fn, body->num_args + 1), 1,
               "blk");
-  LLVMValueRef gx = LLVMConstInt(L->i64, (unsigned long long)k->grid[0], 0);
-  LLVMValueRef gxy = LLVMConstInt(L->i64, (unsigned long long)(k->grid[0] * k->grid[1]), 0);
-  LLVMValueRef gy = LLVMConstInt(L->i64, (unsigned long long)k->grid[1], 0);
-  h->bid[0] = LLVMBuildURem(b, bl.iv, gx, "bid.x");
-  h->bid[1] = LLVMBuildURem(b, LLVMBuildUDiv(b, bl.iv, gx, ""), gy, "bid.y");
-  h->bid[2] = LLVMBuildUDiv(b, bl.iv, gxy, "bid.z");
+  block_ids(L, k, bl.iv, h->bid);
   for (size_t i = 0; i < nops && !L->status; i++) {
     const kiln_kir_op_t *op = body->ops.data[i];
     if (h->kind[i] == K_UNIFORM) kir_llvm_emit_op(L, op);
