@@ -51,15 +51,14 @@ void kiln_alloc_set_unchecked_hook(void (*hook)(size_t n)) {
 /* An allocation the injection cannot refuse (it aborts on exhaustion): counted while the
  * injection is on. */
 static void note_unchecked(size_t n) {
-  if (!atomic_load_explicit(&g_fail_nth, memory_order_relaxed)) return;
+  static _Thread_local bool in_hook; /* the hook's own allocations are not reported */
+  if (in_hook || !atomic_load_explicit(&g_fail_nth, memory_order_relaxed)) return;
   atomic_fetch_add(&g_unchecked, 1);
   void (*hook)(size_t) = atomic_load(&g_unchecked_hook);
   if (hook) {
-    kiln_oom_hold(); /* the hook may allocate: not counted again, never refused */
-    atomic_store(&g_unchecked_hook, NULL);
+    in_hook = true;
     hook(n);
-    atomic_store(&g_unchecked_hook, hook);
-    kiln_oom_release();
+    in_hook = false;
   }
 }
 

@@ -34,10 +34,10 @@ typedef struct kiln_status_payload *kiln_status;
 
 #define KILN_STATUS_OK ((kiln_status)0)
 
-/* Creates a status with a printf-style message. KILN_OK yields NULL. */
 /* The static RESOURCE_EXHAUSTED status handed out when a status itself cannot be allocated
  * (freeing it does nothing): for holders of errors that must exist without memory. */
 kiln_status kiln_status_out_of_memory(void);
+/* Creates a status with a printf-style message. KILN_OK yields NULL. */
 kiln_status kiln_status_make_at(kiln_status_code_t code, const char *file, int line,
                                 const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

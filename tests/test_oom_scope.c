@@ -297,9 +297,47 @@ static void test_outside_a_scope_nothing_bookkeeping_is_refused(void **state) {
   kiln_alloc_fail_nth(1);
   char *s = kiln_strdup("never refused outside a scope");
   assert_int_equal(kiln_alloc_fallible_count(), 0);
+  assert_int_equal(kiln_alloc_unchecked_count(), 1); /* what a sweep cannot reach */
   assert_null(kiln_try_malloc(10)); /* fallible ones still are */
+  assert_int_equal(kiln_alloc_unchecked_count(), 1);
   kiln_alloc_fail_nth(0);
   kiln_free(s);
+  assert_int_equal(live(), 0);
+}
+
+static kiln_status allocate_one(void) {
+  kiln_free(kiln_malloc(16));
+  return NULL;
+}
+
+/* An entry point of its own: a scope that returns RESOURCE_EXHAUSTED when its allocation is
+ * refused. */
+static kiln_status scoped_allocation(void) {
+  KILN_OOM_SCOPED_RETURN(allocate_one(), (void)0, "a test allocation");
+}
+
+static void test_a_lock_around_scopes_holds_only_inside_a_scope(void **state) {
+  (void)state;
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  /* Outside a scope: the call under the lock opens its own, whose allocation can fail. */
+  bool held = kiln_mutex_lock_around_scopes(&mu);
+  assert_false(held);
+  kiln_alloc_fail_nth(1);
+  kiln_status s = scoped_allocation();
+  assert_int_equal(kiln_status_code(s), KILN_RESOURCE_EXHAUSTED);
+  kiln_status_free(s);
+  kiln_mutex_unlock_around_scopes(&mu, held);
+  /* Inside a scope the lock holds it: an unwind must not cross the lock. */
+  kiln_oom_scope_t scope;
+  kiln_oom_scope_enter(&scope);
+  if (setjmp(scope.env)) fail_msg("an allocation under the lock unwound");
+  kiln_alloc_fail_nth(1);
+  held = kiln_mutex_lock_around_scopes(&mu);
+  assert_true(held);
+  assert_null(scoped_allocation()); /* nested and held: not refused */
+  kiln_mutex_unlock_around_scopes(&mu, held);
+  kiln_alloc_fail_nth(0);
+  assert_null(kiln_oom_scope_leave(&scope, NULL));
   assert_int_equal(live(), 0);
 }
 
@@ -314,6 +352,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_blocks_of_a_scope_left_normally_are_the_callers, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_outside_a_scope_nothing_bookkeeping_is_refused, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_a_lock_around_scopes_holds_only_inside_a_scope, setup,
                                       teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

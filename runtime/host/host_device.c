@@ -243,6 +243,12 @@ static bool stream_idle_unlocked(host_stream_t *s) {
   return atomic_load_explicit(&s->completed, memory_order_acquire) == s->submitted;
 }
 
+/* Returns `op` to the free list (the caller holds s->mu). */
+static void op_put(host_stream_t *s, host_op_t *op) {
+  op->next = s->free_list;
+  s->free_list = op;
+}
+
 /* Runs one dequeued operation (the caller holds s->mu; it is released while the operation runs
  * and held again on return), then records its outcome and recycles it. Used by the worker and
  * by op_submit for an idle stream. */
@@ -259,8 +265,7 @@ static void op_execute(host_stream_t *s, host_op_t *op) {
   }
   if (op->kind == OP_CMD_LIST) exec_release(op->u.list.x);
   kiln_mutex_lock(&s->mu);
-  op->next = s->free_list;
-  s->free_list = op;
+  op_put(s, op);
   op_finish(s, st);
 }
 
@@ -305,8 +310,7 @@ static kiln_status op_reserve(host_stream_t *s) {
   kiln_mutex_lock(&s->mu);
   host_op_t *op = op_get(s);
   if (!op) return op_refused(s);
-  op->next = s->free_list;
-  s->free_list = op;
+  op_put(s, op);
   kiln_mutex_unlock(&s->mu);
   return NULL;
 }
@@ -443,8 +447,7 @@ static kiln_status host_launch(kiln_stream_t *base, const kiln_kernel_t *k,
     if (op->heap_cap < num_args) {
       void **args = kiln_try_realloc(op->heap_args, (size_t)num_args * sizeof(void *));
       if (!args) {
-        op->next = s->free_list;
-        s->free_list = op;
+        op_put(s, op);
         return op_refused(s);
       }
       op->heap_args = args;
