@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -323,6 +324,59 @@ static void test_reduction_folds_in_rank_order(void **state) {
   }
 }
 
+/* The all-reduce's folding loop (kiln_eval_scalar_fn_fold): each binary f32 reducer, with its
+ * parameters in either order, over values with NaN, infinities and a signed zero, against the
+ * fold written out here in rank order; a NaN stays NaN (which NaN is the interpreter's). */
+static void test_binary_reducers_fold_nan_and_infinities(void **state) {
+  (void)state;
+  static const char *ops[4] = {"add", "multiply", "maximum", "minimum"};
+  /* Column 2 keeps maximum's choice between -0 and 0, column 3 minimum's. */
+  static const float x[3][5] = {{1.5f, NAN, -0.0f, 0.0f, INFINITY},
+                                {2.0f, 3.0f, 0.0f, -0.0f, -INFINITY},
+                                {-4.0f, 1.0f, -1.0f, 1.0f, 2.0f}};
+  for (int op = 0; op < 4; op++) {
+    for (int swapped = 0; swapped < 2; swapped++) {
+      char text[1024];
+      snprintf(text, sizeof text,
+               "HloModule m\n\nf {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+               "  ROOT s = f32[] %s(%s)\n}\n\nENTRY e {\n  r = u32[] replica-id()\n"
+               "  c = f32[3,5] constant({{1.5, nan, -0, 0, inf}, {2, 3, 0, -0, -inf}, "
+               "{-4, 1, -1, 1, 2}})\n"
+               "  z = u32[] constant(0)\n"
+               "  d = f32[1,5] dynamic-slice(c, r, z), dynamic_slice_sizes={1,5}\n"
+               "  x = f32[5] reshape(d)\n"
+               "  ROOT ar = f32[5] all-reduce(x), replica_groups={{0,1,2}}, to_apply=f\n}\n",
+               ops[op], swapped ? "b, a" : "a, b");
+      spmd_t r;
+      spmd_run(&r, text, 3, 1);
+      for (int e = 0; e < 5; e++) {
+        float acc = x[0][e];
+        for (int k = 1; k < 3; k++) {
+          float p = swapped ? x[k][e] : acc, q = swapped ? acc : x[k][e];
+          acc = op == 0   ? p + q
+                : op == 1 ? p * q
+                : op == 2 ? (isnan(p)   ? p
+                             : isnan(q) ? q
+                                        : (p < q ? q : p))
+                          : (isnan(p)   ? p
+                             : isnan(q) ? q
+                                        : (q < p ? q : p));
+        }
+        for (int f = 0; f < 3; f++) {
+          double got = kiln_literal_get_f64(r.res[f], e);
+          if (isnan(acc)) {
+            assert_true(isnan(got));
+          } else {
+            assert_true(got == acc);
+            assert_int_equal(signbit(got) != 0, signbit(acc) != 0);
+          }
+        }
+      }
+      spmd_done(&r);
+    }
+  }
+}
+
 /* Replica 1 skips the all-reduce: replica 0 waits out its timeout and names who is missing. */
 static void test_missing_participant_is_deadline_exceeded(void **state) {
   (void)state;
@@ -410,6 +464,7 @@ int main(void) {
       cmocka_unit_test(test_tuple_all_to_all_and_variadic_all_reduce),
       cmocka_unit_test(test_async_pairs_scalars_and_loops),
       cmocka_unit_test(test_reduction_folds_in_rank_order),
+      cmocka_unit_test(test_binary_reducers_fold_nan_and_infinities),
       cmocka_unit_test(test_missing_participant_is_deadline_exceeded),
       cmocka_unit_test(test_failing_participant_stops_the_others),
       cmocka_unit_test(test_groups_outside_the_world_are_refused),

@@ -295,6 +295,35 @@ static bool scalar_fn_fast(const kiln_eval_scalar_fn_t *fn, int num_args,
   return true;
 }
 
+kiln_status kiln_eval_scalar_fn_fold(kiln_eval_scalar_fn_t *fn, kiln_elem_type_t type, void *acc,
+                                     const void *src, int64_t n) {
+  size_t es = kiln_elem_type_storage_bytes(type);
+  const kiln_elem_type_t types[2] = {type, type};
+  bool arith = fn->fast_op == KILN_OP_ADD || fn->fast_op == KILN_OP_MULTIPLY;
+  if (fn->fast_op != KILN_OP_COUNT && type == KILN_F32 && fn->fast_type == KILN_F32) {
+    float *a = acc;
+    const float *b = src;
+    for (int64_t e = 0; e < n; e++) { /* scalar_fn_fast's expression, without a call */
+      float x = fn->fast_swapped ? b[e] : a[e], y = fn->fast_swapped ? a[e] : b[e];
+      if (arith && (isnan(x) || isnan(y))) {
+        void *pa = &a[e];
+        const void *args[2] = {pa, &b[e]};
+        KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_scalar_fn_call(fn, 2, types, args, 1, &pa));
+      } else {
+        a[e] = kiln_eval_fstepf(fn->fast_op, x, y);
+      }
+    }
+    return KILN_STATUS_OK;
+  }
+  for (int64_t e = 0; e < n; e++) {
+    void *a = (char *)acc + (size_t)e * es;
+    const void *args[2] = {a, (const char *)src + (size_t)e * es};
+    if (scalar_fn_fast(fn, 2, types, args, 1, &a)) continue;
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_scalar_fn_call(fn, 2, types, args, 1, &a));
+  }
+  return KILN_STATUS_OK;
+}
+
 void kiln_eval_scalar_fn_destroy(kiln_eval_scalar_fn_t *fn) {
   kiln_arena_destroy(&fn->scratch);
 }

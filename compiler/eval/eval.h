@@ -207,6 +207,11 @@ kiln_status kiln_eval_scalar_fn_call(kiln_eval_scalar_fn_t *fn, int num_args,
                                      const kiln_elem_type_t *arg_types,
                                      const void *const *args, int num_results,
                                      void *const *results);
+/* acc[e] = fn(acc[e], src[e]) for e < n, both arrays of `type`: the fast path's loop runs
+ * without a call per element (all-reduce and reduce-scatter fold each participant's
+ * contribution this way); any other element goes through kiln_eval_scalar_fn_call. */
+kiln_status kiln_eval_scalar_fn_fold(kiln_eval_scalar_fn_t *fn, kiln_elem_type_t type, void *acc,
+                                     const void *src, int64_t n);
 void kiln_eval_scalar_fn_destroy(kiln_eval_scalar_fn_t *fn);
 
 /* Each handler evaluates one instruction given its operands' values and writes the result

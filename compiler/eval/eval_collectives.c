@@ -288,7 +288,6 @@ static kiln_status reduce_all(coll_t *c, int i, kiln_literal_t *acc) {
   if (acc->num_elements) memcpy(acc->data, first->data, (size_t)acc->num_elements * es);
   kiln_eval_scalar_fn_t fn;
   kiln_eval_scalar_fn_init(&fn, c->ctx, f);
-  kiln_elem_type_t types[2] = {t, t};
   kiln_status st = KILN_STATUS_OK;
   for (int k = 1; k < c->g->size && !st; k++) {
     const kiln_literal_t *v = c->contrib[k][i];
@@ -297,11 +296,7 @@ static kiln_status reduce_all(coll_t *c, int i, kiln_literal_t *acc) {
                             kiln_hlo_opcode_name(c->in->opcode), c->in->name, i);
       break;
     }
-    for (int64_t e = 0; e < acc->num_elements && !st; e++) {
-      void *a = (char *)acc->data + (size_t)e * es;
-      const void *args[2] = {a, (const char *)v->data + (size_t)e * es};
-      st = kiln_eval_scalar_fn_call(&fn, 2, types, args, 1, &a);
-    }
+    st = kiln_eval_scalar_fn_fold(&fn, t, acc->data, v->data, acc->num_elements);
   }
   kiln_eval_scalar_fn_destroy(&fn);
   return st;

@@ -275,6 +275,13 @@ const char *kiln_corpus_eval_too_costly(const kiln_hlo_module_t *m, double max_c
   return NULL;
 }
 
+double kiln_corpus_spmd_max_cost(double fallback) {
+  const char *v = getenv("KILN_CORPUS_SPMD_MAX_COST");
+  char *end = NULL;
+  double bound = v ? strtod(v, &end) : 0;
+  return v && end != v && *end == '\0' && bound > 0 ? bound : fallback;
+}
+
 double kiln_corpus_eval_cost(const kiln_hlo_module_t *m) {
   return m->entry ? comp_cost(m->entry, 0) : 0;
 }

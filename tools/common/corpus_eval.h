@@ -27,6 +27,10 @@ const char *kiln_corpus_eval_ineligible_reason(const kiln_hlo_module_t *m);
 /* NULL when cheap enough under `max_cost` element-operations, else `why` filled. */
 const char *kiln_corpus_eval_too_costly(const kiln_hlo_module_t *m, double max_cost, char *why,
                                         size_t why_n);
+/* The multi-device corpus tests' bound on element-operations over all participants:
+ * `fallback` (kept for CI time), or KILN_CORPUS_SPMD_MAX_COST when set to a positive number
+ * (a developer's longer run: KILN_CORPUS_SPMD_MAX_COST=1e9 ./build/test_corpus_host_spmd). */
+double kiln_corpus_spmd_max_cost(double fallback);
 /* The estimated element-operations of evaluating the entry computation once. */
 double kiln_corpus_eval_cost(const kiln_hlo_module_t *m);
 /* The largest group in a replica_groups value: {{0,1},{2,3}} -> 2, [2,4]<=[8] -> 4,
