@@ -2,26 +2,47 @@
  * Field numbers: CompileOptionsProto argument_layouts=1, executable_build_options=3,
  * env_option_overrides=7; ExecutableBuildOptionsProto device_ordinal=1, result_layout=2,
  * debug_options=3, num_replicas=4, num_partitions=5, use_spmd_partitioning=6,
- * device_assignment=9; DebugOptions xla_dump_to=109, xla_gpu_enable_command_buffer=258;
+ * device_assignment=9; DebugOptions xla_dump_to=109, xla_gpu_enable_command_buffer=258,
+ * xla_gpu_all_reduce_combine_threshold_bytes=157, xla_gpu_all_gather_...=212,
+ * xla_gpu_reduce_scatter_...=213;
  * DeviceAssignmentProto replica_count=1, computation_count=2, computation_devices=3
  * (replica_device_ids=1); OptionOverrideProto string=1, bool=2, int=3, double=4. */
 #include "plugin/compile_options.h"
 
+#include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/proto_wire.h"
 #include "base/str.h"
 #include "compiler/frontend/shape_proto.h"
+#include "compiler/passes/pass.h"
 
 typedef KILN_VEC(char *) str_vec_t;
+
+/* The combine threshold a DebugOptions field number or override name sets, or NULL. */
+static int64_t *threshold_field(kiln_pjrt_compile_options_t *o, uint32_t number, const char *name) {
+  if (number == 157 || (name && !strcmp(name, "xla_gpu_all_reduce_combine_threshold_bytes")))
+    return &o->all_reduce_combine_threshold_bytes;
+  if (number == 212 || (name && !strcmp(name, "xla_gpu_all_gather_combine_threshold_bytes")))
+    return &o->all_gather_combine_threshold_bytes;
+  if (number == 213 || (name && !strcmp(name, "xla_gpu_reduce_scatter_combine_threshold_bytes")))
+    return &o->reduce_scatter_combine_threshold_bytes;
+  return NULL;
+}
 
 static kiln_status read_debug_options(kiln_pw_reader_t *r, kiln_pjrt_compile_options_t *o) {
   while (kiln_pw_more(r)) {
     kiln_pw_field_t f;
     KILN_RETURN_IF_ERROR_PLAIN(kiln_pw_next(r, &f));
-    if (f.number == 109) {
+    int64_t *threshold = threshold_field(o, f.number, NULL);
+    if (threshold) {
+      int64_t v = 0;
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_pw_as_i64(r, &f, &v));
+      *threshold = v > 0 ? v : 0;
+    } else if (f.number == 109) {
       char *dir = NULL;
       KILN_RETURN_IF_ERROR_PLAIN(kiln_pw_as_string(r, &f, &dir));
       kiln_free(o->xla_dump_to);
@@ -226,17 +247,66 @@ static kiln_status decode(kiln_pw_reader_t *r, kiln_pjrt_compile_options_t *o, s
   return KILN_STATUS_OK;
 }
 
+/* The env_option_overrides kiln honours, applied over the DebugOptions (XLA applies them
+ * last too); "key=value" text as read_env_override made it. */
+static kiln_status apply_override(kiln_pjrt_compile_options_t *o, const char *text) {
+  const char *eq = strchr(text, '=');
+  if (!eq) return KILN_STATUS_OK;
+  char name[96];
+  size_t n = (size_t)(eq - text);
+  if (n >= sizeof name) return KILN_STATUS_OK;
+  memcpy(name, text, n);
+  name[n] = '\0';
+  const char *value = eq + 1;
+  int64_t *threshold = threshold_field(o, 0, name);
+  if (threshold) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(value, &end, 10);
+    if (!*value || *end || errno)
+      return KILN_ERR_INVALID("env_option_overrides: %s needs an integer number of bytes, not '%s'",
+                              name, value);
+    *threshold = v > 0 ? (int64_t)v : 0;
+  } else if (!strcmp(name, "xla_dump_to")) {
+    kiln_free(o->xla_dump_to);
+    o->xla_dump_to = *value ? kiln_strdup(value) : NULL;
+  } else if (!strcmp(name, "xla_gpu_enable_command_buffer")) {
+    o->has_command_buffer_option = true; /* "" turns them off, a list of kinds on */
+    o->command_buffers = *value != '\0';
+  }
+  return KILN_STATUS_OK;
+}
+
+void kiln_pjrt_compile_options_to_passes(const kiln_pjrt_compile_options_t *o,
+                                         kiln_pass_options_t *passes) {
+  const int64_t given[3] = {o->all_reduce_combine_threshold_bytes,
+                            o->all_gather_combine_threshold_bytes,
+                            o->reduce_scatter_combine_threshold_bytes};
+  int64_t *const to[3] = {&passes->all_reduce_combine_threshold_bytes,
+                          &passes->all_gather_combine_threshold_bytes,
+                          &passes->reduce_scatter_combine_threshold_bytes};
+  for (int i = 0; i < 3; i++) /* the passes read 0 as their default and -1 as off */
+    if (given[i] != KILN_PJRT_OPTION_UNSET) *to[i] = given[i] > 0 ? given[i] : -1;
+}
+
 static void free_strings(char **v, size_t n) {
   for (size_t i = 0; i < n; i++) kiln_free(v[i]);
   kiln_free(v);
 }
 
+static void set_defaults(kiln_pjrt_compile_options_t *o) {
+  memset(o, 0, sizeof *o);
+  o->device_ordinal = -1;
+  o->num_replicas = 1;
+  o->num_partitions = 1;
+  o->all_reduce_combine_threshold_bytes = KILN_PJRT_OPTION_UNSET;
+  o->all_gather_combine_threshold_bytes = KILN_PJRT_OPTION_UNSET;
+  o->reduce_scatter_combine_threshold_bytes = KILN_PJRT_OPTION_UNSET;
+}
+
 kiln_status kiln_pjrt_compile_options_decode(const void *bytes, size_t n,
                                              kiln_pjrt_compile_options_t *out) {
-  memset(out, 0, sizeof *out);
-  out->device_ordinal = -1;
-  out->num_replicas = 1;
-  out->num_partitions = 1;
+  set_defaults(out);
   if (n > 0 && !bytes) return KILN_ERR_INVALID("compile options: %zu bytes at NULL", n);
   kiln_pw_reader_t r;
   kiln_pw_reader_init(&r, bytes, n, "CompileOptionsProto");
@@ -248,11 +318,10 @@ kiln_status kiln_pjrt_compile_options_decode(const void *bytes, size_t n,
   out->num_argument_layouts = (int32_t)layouts.len;
   out->env_overrides = overrides.data;
   out->num_env_overrides = (int32_t)overrides.len;
+  for (size_t i = 0; !s && i < overrides.len; i++) s = apply_override(out, overrides.data[i]);
   if (s) {
     kiln_pjrt_compile_options_free(out);
-    out->device_ordinal = -1;
-    out->num_replicas = 1;
-    out->num_partitions = 1;
+    set_defaults(out);
     return kiln_status_annotate(s, "while decoding the compile options (CompileOptionsProto)");
   }
   return KILN_STATUS_OK;

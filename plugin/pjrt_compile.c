@@ -408,6 +408,7 @@ static kiln_status compile_program(PJRT_Client *client, const PJRT_Program *prog
       const char *dump = co.xla_dump_to ? co.xla_dump_to : client->options.dump_dir;
       po.dump_dir = dump && *dump ? dump : "";
       kiln_pjrt_pass_options_from_env(&po);
+      kiln_pjrt_compile_options_to_passes(&co, &po);
       o.passes = &po;
       o.emit.dump_dir = po.dump_dir;
       kiln_pjrt_compile_options_from_env(&o, NULL);

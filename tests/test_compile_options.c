@@ -14,6 +14,7 @@
 #include "base/alloc.h"
 #include "base/proto_wire.h"
 #include "base/status.h"
+#include "compiler/passes/pass.h"
 #include "plugin/compile_options.h"
 
 /* "1a 04 20 01" -> bytes; returns the count. */
@@ -269,6 +270,49 @@ static void test_debug_options_dump_dir_and_command_buffers(void **state) {
   kiln_pjrt_compile_options_free(&o);
 }
 
+/* The collective combiners' thresholds: DebugOptions fields 212 and 213, then
+ * env_option_overrides (int and string values) over them, which also set xla_dump_to and
+ * turn command buffers off; the passes get 0 as -1 (off) and unset ones untouched. */
+static void test_combine_thresholds_from_debug_options_and_overrides(void **state) {
+  (void)state;
+  kiln_pjrt_compile_options_t o;
+  /* debug_options { 212: 100, 213: 0 } */
+  assert_null(decode_hex("1a 08 1a 06 a0 0d 64 a8 0d 00", &o));
+  assert_int_equal(o.all_reduce_combine_threshold_bytes, KILN_PJRT_OPTION_UNSET);
+  assert_int_equal(o.all_gather_combine_threshold_bytes, 100);
+  assert_int_equal(o.reduce_scatter_combine_threshold_bytes, 0);
+  kiln_pass_options_t po;
+  memset(&po, 0, sizeof po);
+  po.all_reduce_combine_threshold_bytes = 5;
+  kiln_pjrt_compile_options_to_passes(&o, &po);
+  assert_int_equal(po.all_reduce_combine_threshold_bytes, 5);
+  assert_int_equal(po.all_gather_combine_threshold_bytes, 100);
+  assert_int_equal(po.reduce_scatter_combine_threshold_bytes, -1);
+  kiln_pjrt_compile_options_free(&o);
+  /* ... plus overrides xla_gpu_all_gather_combine_threshold_bytes: int 7, xla_dump_to: "/o",
+   * xla_gpu_enable_command_buffer: "" */
+  assert_null(decode_hex(
+      "1a 08 1a 06 a0 0d 64 a8 0d 00"
+      " 3a 30 0a 2a 78 6c 61 5f 67 70 75 5f 61 6c 6c 5f 67 61 74 68 65 72 5f 63 6f 6d 62 69 6e"
+      " 65 5f 74 68 72 65 73 68 6f 6c 64 5f 62 79 74 65 73 12 02 18 07"
+      " 3a 13 0a 0b 78 6c 61 5f 64 75 6d 70 5f 74 6f 12 04 0a 02 2f 6f"
+      " 3a 23 0a 1d 78 6c 61 5f 67 70 75 5f 65 6e 61 62 6c 65 5f 63 6f 6d 6d 61 6e 64 5f 62 75"
+      " 66 66 65 72 12 02 0a 00",
+      &o));
+  assert_int_equal(o.all_gather_combine_threshold_bytes, 7);
+  assert_string_equal(o.xla_dump_to, "/o");
+  assert_true(o.has_command_buffer_option);
+  assert_false(o.command_buffers);
+  kiln_pjrt_compile_options_free(&o);
+  /* the same override with int replaced by string "x7": not a number */
+  expect_error(decode_hex(" 3a 31 0a 2a 78 6c 61 5f 67 70 75 5f 61 6c 6c 5f 67 61 74 68 65 72"
+                          " 5f 63 6f 6d 62 69 6e 65 5f 74 68 72 65 73 68 6f 6c 64 5f 62 79 74"
+                          " 65 73 12 03 0a 01 78",
+                          &o),
+               "xla_gpu_all_gather_combine_threshold_bytes needs an integer", "'x'");
+  assert_int_equal(o.all_gather_combine_threshold_bytes, KILN_PJRT_OPTION_UNSET);
+}
+
 static void test_argument_layouts_and_overrides_become_text(void **state) {
   (void)state;
   kiln_pjrt_compile_options_t o;
@@ -373,6 +417,7 @@ int main(void) {
       cmocka_unit_test(test_what_jax_commonly_sends_decodes),
       cmocka_unit_test(test_device_assignment_decodes_packed_and_unpacked),
       cmocka_unit_test(test_debug_options_dump_dir_and_command_buffers),
+      cmocka_unit_test(test_combine_thresholds_from_debug_options_and_overrides),
       cmocka_unit_test(test_argument_layouts_and_overrides_become_text),
       cmocka_unit_test(test_unknown_fields_of_every_wire_type_are_skipped),
       cmocka_unit_test(test_malformed_options_are_clear_errors),

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -354,6 +356,124 @@ static void test_single_device_execute_of_a_multi_device_executable_is_invalid(v
   pjrt_exec_destroy(api, l);
 }
 
+/* Two independent all-reduces of 32 bytes each: the all-reduce combiner joins them unless
+ * the compile options' threshold says otherwise. */
+static const char kTwoSums[] =
+    "HloModule two_sums\n"
+    "add { x = s32[] parameter(0)\n y = s32[] parameter(1)\n ROOT s = s32[] add(x, y) }\n"
+    "ENTRY e {\n"
+    "  p = s32[8] parameter(0)\n"
+    "  q = s32[8] multiply(p, p)\n"
+    "  a = s32[8] all-reduce(p), replica_groups={}, to_apply=add\n"
+    "  b = s32[8] all-reduce(q), replica_groups={}, to_apply=add\n"
+    "  ROOT t = (s32[8], s32[8]) tuple(a, b)\n"
+    "}\n";
+
+typedef struct {
+  char b[256];
+  size_t n;
+} pb_t;
+
+static void pb_varint(pb_t *o, uint64_t v) {
+  do {
+    assert_true(o->n < sizeof o->b);
+    o->b[o->n++] = (char)((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+    v >>= 7;
+  } while (v);
+}
+
+static void pb_bytes(pb_t *o, uint32_t field, const char *data, size_t len) {
+  pb_varint(o, (uint64_t)field << 3 | 2);
+  pb_varint(o, len);
+  assert_true(o->n + len <= sizeof o->b);
+  memcpy(o->b + o->n, data, len);
+  o->n += len;
+}
+
+/* CompileOptionsProto for 2 replicas; debug_threshold >= 0 sets DebugOptions field 157;
+ * override_value (not NULL) adds env_option_overrides
+ * {xla_gpu_all_reduce_combine_threshold_bytes: string override_value}. */
+static void two_replica_options(pb_t *o, int64_t debug_threshold, const char *override_value) {
+  memset(o, 0, sizeof *o);
+  pb_t debug = {0}, build = {0};
+  if (debug_threshold >= 0) {
+    pb_varint(&debug, 157u << 3);
+    pb_varint(&debug, (uint64_t)debug_threshold);
+  }
+  pb_varint(&build, 4u << 3);
+  pb_varint(&build, 2);
+  pb_varint(&build, 5u << 3);
+  pb_varint(&build, 1);
+  pb_bytes(&build, 3, debug.b, debug.n);
+  pb_bytes(o, 3, build.b, build.n);
+  if (override_value) {
+    static const char key[] = "xla_gpu_all_reduce_combine_threshold_bytes";
+    pb_t value = {0}, entry = {0};
+    pb_bytes(&value, 1, override_value, strlen(override_value));
+    pb_bytes(&entry, 1, key, strlen(key));
+    pb_bytes(&entry, 2, value.b, value.n);
+    pb_bytes(o, 7, entry.b, entry.n);
+  }
+}
+
+/* The all-reduces (synchronous or -start) in the executable's OptimizedProgram. */
+static int compiled_all_reduces(PJRT_LoadedExecutable *l) {
+  PJRT_LoadedExecutable_GetExecutable_Args g = {
+      .struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE, .loaded_executable = l};
+  PJRT_CHECK(api, api->PJRT_LoadedExecutable_GetExecutable(&g));
+  PJRT_Program p = {.struct_size = PJRT_Program_STRUCT_SIZE};
+  PJRT_Executable_OptimizedProgram_Args oa = {
+      .struct_size = PJRT_Executable_OptimizedProgram_Args_STRUCT_SIZE,
+      .executable = g.executable,
+      .program = &p};
+  PJRT_CHECK(api, api->PJRT_Executable_OptimizedProgram(&oa));
+  char *code = calloc(p.code_size + 1, 1);
+  assert_non_null(code);
+  p.code = code;
+  PJRT_CHECK(api, api->PJRT_Executable_OptimizedProgram(&oa));
+  int n = 0;
+  for (const char *c = code; (c = strstr(c, " all-reduce")); c++)
+    if (!strncmp(c, " all-reduce(", 12) || !strncmp(c, " all-reduce-start(", 18)) n++;
+  free(code);
+  PJRT_Executable_Destroy_Args ed = {.struct_size = PJRT_Executable_Destroy_Args_STRUCT_SIZE,
+                                     .executable = g.executable};
+  PJRT_CHECK(api, api->PJRT_Executable_Destroy(&ed));
+  return n;
+}
+
+static void test_compile_options_set_the_all_reduce_combine_threshold(void **state) {
+  (void)state;
+  const struct {
+    int64_t debug;        /* DebugOptions field 157; -1: not given */
+    const char *override; /* env_option_overrides; NULL: none */
+    int all_reduces;
+  } cases[] = {
+      {-1, NULL, 1},  /* XLA's default (30 MiB): combined */
+      {0, NULL, 2},   /* 0 bytes: nothing combines */
+      {32, NULL, 2},  /* 64 bytes together: over 32 */
+      {64, NULL, 1},  /* within 64 */
+      {0, "1024", 1}, /* the override wins over DebugOptions */
+      {-1, "-5", 2},  /* a negative size combines nothing */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    pb_t o;
+    two_replica_options(&o, cases[i].debug, cases[i].override);
+    PJRT_LoadedExecutable *l = NULL;
+    PJRT_CHECK(api, compile_with(kTwoSums, o.b, o.n, &l));
+    if (compiled_all_reduces(l) != cases[i].all_reduces)
+      fail_msg("case %zu: %d all-reduces compiled, expected %d", i, compiled_all_reduces(l),
+               cases[i].all_reduces);
+    pjrt_exec_destroy(api, l);
+    run_and_compare_with(kTwoSums, 2, 1, o.b, o.n, NULL);
+  }
+  pb_t o;
+  two_replica_options(&o, -1, "lots");
+  PJRT_LoadedExecutable *l = NULL;
+  PJRT_EXPECT_ERROR(api, compile_with(kTwoSums, o.b, o.n, &l), PJRT_Error_Code_INVALID_ARGUMENT,
+                    "xla_gpu_all_reduce_combine_threshold_bytes needs an integer");
+  assert_null(l);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_all_reduce_and_all_gather_on_2_and_4_devices_match_the_evaluator),
@@ -361,6 +481,7 @@ int main(void) {
       cmocka_unit_test(test_compile_options_device_assignment_places_the_participants),
       cmocka_unit_test(test_worlds_larger_than_the_client_are_invalid_argument),
       cmocka_unit_test(test_single_device_execute_of_a_multi_device_executable_is_invalid),
+      cmocka_unit_test(test_compile_options_set_the_all_reduce_combine_threshold),
   };
   return kiln_run_tests(tests, setup, teardown);
 }
