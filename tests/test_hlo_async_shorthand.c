@@ -3,9 +3,11 @@
  * around a wrapped computation holding the op with its attributes, printed in the long form
  * (print, reparse and print again give the same text and both verify); malformed shorthand is
  * a parse or verify error naming the instruction; and the shorthand collectives run on 4 host
- * devices (call_inline unwraps them) bit for bit equal to the SPMD evaluator, which itself
- * equals the synchronous op, for f32 and s32. A single-device module with `add-start` runs on
- * the host device equal to the evaluator. */
+ * devices bit for bit equal to the SPMD evaluator, which itself equals the synchronous op, for
+ * f32 and s32 (call_inline unwraps them; the pipeline's async_collective_creator wraps
+ * reduce-scatter and all-to-all again, and the thunk emitter runs the wrapped collective at
+ * its async-start; the synchronous op runs the same way). A single-device module with
+ * `add-start` runs on the host device equal to the evaluator. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,6 +23,8 @@
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
+#include "compiler/passes/pass.h"
+#include "compiler/thunks/collective_emitter.h"
 #include "runtime/device.h"
 #include "tests/collective_test_util.h"
 #include "tests/host_device_fixture.h"
@@ -312,11 +316,20 @@ static void run_case(const char *short_fmt, const char *sync_fmt, const char *ty
   kiln_status s = kiln_device_run_module_spmd(m, per[0], 1, NP, 1, &ro, &arena, got, NULL);
   if (s) printf("host devices: %s\n", kiln_status_message(s));
   assert_null(s);
+  /* The synchronous op too: the pipeline's async_collective_creator wraps it. */
+  kiln_literal_t *got_sync[NP];
+  s = kiln_device_run_module_spmd(sync, per[0], 1, NP, 1, &ro, &arena, got_sync, NULL);
+  if (s) printf("host devices, synchronous op: %s\n", kiln_status_message(s));
+  assert_null(s);
   for (int p = 0; p < NP; p++) {
-    if (!kiln_literal_equal(want[p], ref[p]) || !kiln_literal_equal(want[p], got[p])) {
-      printf("%s %s participant %d: shorthand evaluator %s the synchronous op, host devices %s\n",
-             m->name, type, p, kiln_literal_equal(want[p], ref[p]) ? "equals" : "differs from",
-             kiln_literal_equal(want[p], got[p]) ? "equal" : "differ");
+    if (!kiln_literal_equal(want[p], ref[p]) || !kiln_literal_equal(want[p], got[p]) ||
+        !kiln_literal_equal(want[p], got_sync[p])) {
+      printf(
+          "%s %s participant %d: shorthand evaluator %s the synchronous op, host devices %s "
+          "(synchronous op: %s)\n",
+          m->name, type, p, kiln_literal_equal(want[p], ref[p]) ? "equals" : "differs from",
+          kiln_literal_equal(want[p], got[p]) ? "equal" : "differ",
+          kiln_literal_equal(want[p], got_sync[p]) ? "equal" : "differ");
       fail();
     }
   }
@@ -325,8 +338,10 @@ static void run_case(const char *short_fmt, const char *sync_fmt, const char *ty
   bool moved = r0->num_elements != per[0][0]->num_elements ||
                memcmp(r0->data, per[0][0]->data, (size_t)r0->num_elements * 4) != 0;
   assert_true(moved);
-  printf("%s %s: %d host devices equal the evaluator, which equals the synchronous op\n", m->name,
-         type, NP);
+  printf(
+      "%s %s: %d host devices (shorthand and synchronous op) equal the evaluator, which "
+      "equals the synchronous op\n",
+      m->name, type, NP);
   kiln_hlo_module_destroy(sync);
   kiln_hlo_module_destroy(m);
   kiln_arena_destroy(&arena);
@@ -350,6 +365,52 @@ static void test_reduce_scatter_shorthand_on_4_host_devices_f32(void **state) {
 static void test_reduce_scatter_shorthand_on_4_host_devices_s32(void **state) {
   (void)state;
   run_case(kRsShort, kRsSync, "s32");
+}
+
+/* The pipeline's async_collective_creator wraps reduce-scatter and all-to-all (no start
+ * opcode) in async-start / async-done, as XLA does; the module verifies, round-trips through
+ * text, and the SPMD evaluator gives the same results (test_collective_passes checks the
+ * corpus; run_case above runs the wrapped ops on host devices). */
+static void test_async_collective_creator_wraps_reduce_scatter_and_all_to_all(void **state) {
+  (void)state;
+  const char *fmts[] = {kA2aSync, kRsSync};
+  const kiln_hlo_opcode_t ops[] = {KILN_OP_ALL_TO_ALL, KILN_OP_REDUCE_SCATTER};
+  for (int i = 0; i < 2; i++) {
+    kiln_arena_t arena;
+    kiln_arena_init(&arena);
+    kiln_hlo_module_t *m = parse_typed(fmts[i], "f32");
+    kiln_literal_t **per[NP];
+    for (int p = 0; p < NP; p++) per[p] = make_args(m, p, &arena);
+    kiln_literal_t *before[NP], *after[NP];
+    eval_spmd(m, per, &arena, before);
+    kiln_pass_options_t o = {.verify = 1};
+    assert_null(kiln_pass_run_list(m, "async_collective_creator", &o));
+    const kiln_hlo_instruction_t *start = NULL, *done = NULL;
+    for (size_t k = 0; k < m->entry->instructions.len; k++) {
+      const kiln_hlo_instruction_t *in = m->entry->instructions.data[k];
+      assert_int_not_equal(in->opcode, ops[i]);
+      if (in->opcode == KILN_OP_ASYNC_START) start = in;
+      if (in->opcode == KILN_OP_ASYNC_DONE) done = in;
+    }
+    assert_non_null(start);
+    assert_non_null(done);
+    assert_ptr_equal(done->operands[0], start);
+    const kiln_hlo_instruction_t *x = kiln_collective_async_wrapped(start);
+    assert_non_null(x);
+    assert_int_equal(x->opcode, ops[i]);
+    assert_non_null(x->replica_groups);
+    char *text = kiln_hlo_module_to_string(m);
+    kiln_hlo_module_t *again = parse_ok(text);
+    char *text2 = kiln_hlo_module_to_string(again);
+    assert_string_equal(text, text2);
+    kiln_free(text2);
+    kiln_free(text);
+    kiln_hlo_module_destroy(again);
+    eval_spmd(m, per, &arena, after);
+    for (int p = 0; p < NP; p++) assert_true(kiln_literal_equal(before[p], after[p]));
+    kiln_hlo_module_destroy(m);
+    kiln_arena_destroy(&arena);
+  }
 }
 
 static void test_add_start_runs_on_one_host_device(void **state) {
@@ -390,6 +451,7 @@ int main(void) {
       cmocka_unit_test(test_all_to_all_shorthand_on_4_host_devices_s32),
       cmocka_unit_test(test_reduce_scatter_shorthand_on_4_host_devices_f32),
       cmocka_unit_test(test_reduce_scatter_shorthand_on_4_host_devices_s32),
+      cmocka_unit_test(test_async_collective_creator_wraps_reduce_scatter_and_all_to_all),
       cmocka_unit_test(test_add_start_runs_on_one_host_device),
   };
   return kiln_run_tests(tests, host_device_setup, host_device_teardown);
