@@ -78,7 +78,7 @@ static const char kForms[] =
     "  as = ((f32[8,2], f32[8,2]), f32[8,2]) add-start(p, a2ad)\n"
     "  ad = f32[8,2] add-done(as)\n"
     "  ls = ((f32[8,2]), f32[8,2]) async-start(ad), calls=w\n"
-    "  ld = f32[8,2] all-to-all-done(ls)\n"
+    "  ld = all-to-all-done(ls)\n" /* shape inferred: the start's result part */
     "  ar = f32[8,2] all-reduce-start(ld), replica_groups={{0,1,2,3}}, to_apply=add\n"
     "  ard = f32[8,2] all-reduce-done(ar)\n"
     "  ROOT t = (f32[8,2], f32[2,2]) tuple(ard, rsd)\n"
@@ -118,6 +118,7 @@ static void test_shorthand_reads_as_async_start_around_the_op(void **state) {
   /* Opcodes with their own async form keep it. */
   assert_int_equal(find(m, "ar")->opcode, KILN_OP_ALL_REDUCE_START);
   assert_int_equal(find(m, "ld")->opcode, KILN_OP_ASYNC_DONE);
+  assert_true(kiln_shape_compatible(find(m, "ld")->shape, find(m, "ad")->shape));
   kiln_hlo_module_destroy(m);
 }
 

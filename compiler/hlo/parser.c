@@ -206,7 +206,7 @@ static bool parse_instruction_rhs(kiln_hlo_parser_t *P, kiln_hlo_computation_t *
     if (!kiln_hlo_parser_async_opcode(os, on, &op, &wrapped))
       return kiln_hlo_lexer_error_at(L, opos, KILN_INVALID_ARGUMENT, "unknown opcode '%.*s'",
                                      (int)on, os);
-    if (!shape && op != KILN_OP_ASYNC_DONE)
+    if (!shape && op == KILN_OP_ASYNC_START)
       return kiln_hlo_lexer_error_at(
           L, opos, KILN_INVALID_ARGUMENT,
           "%.*s '%.*s' needs a shape ((operands...), result, context...)", (int)on, os, (int)nlen,
@@ -604,8 +604,7 @@ static bool shape_is_inferable(kiln_hlo_opcode_t op) {
     case KILN_OP_ALL_TO_ALL: case KILN_OP_RAGGED_ALL_TO_ALL: case KILN_OP_REDUCE_SCATTER:
     case KILN_OP_ALL_REDUCE_START: case KILN_OP_ALL_REDUCE_DONE:
     case KILN_OP_COLLECTIVE_PERMUTE_START: case KILN_OP_COLLECTIVE_PERMUTE_DONE:
-    case KILN_OP_ASYNC_START: case KILN_OP_ASYNC_UPDATE: case KILN_OP_ASYNC_DONE:
-    case KILN_OP_COPY_START: case KILN_OP_COPY_DONE: case KILN_OP_DOMAIN:
+    case KILN_OP_ASYNC_START: case KILN_OP_COPY_START: case KILN_OP_COPY_DONE: case KILN_OP_DOMAIN:
     case KILN_OP_SET_DIMENSION_SIZE: case KILN_OP_PARAMETER: case KILN_OP_CONSTANT:
       return false;
     default:
