@@ -604,7 +604,8 @@ static bool shape_is_inferable(kiln_hlo_opcode_t op) {
     case KILN_OP_ALL_TO_ALL: case KILN_OP_RAGGED_ALL_TO_ALL: case KILN_OP_REDUCE_SCATTER:
     case KILN_OP_ALL_REDUCE_START: case KILN_OP_ALL_REDUCE_DONE:
     case KILN_OP_COLLECTIVE_PERMUTE_START: case KILN_OP_COLLECTIVE_PERMUTE_DONE:
-    case KILN_OP_ASYNC_START: case KILN_OP_COPY_START: case KILN_OP_COPY_DONE: case KILN_OP_DOMAIN:
+    case KILN_OP_ASYNC_START:
+    case KILN_OP_COPY_START: case KILN_OP_COPY_DONE: case KILN_OP_DOMAIN:
     case KILN_OP_SET_DIMENSION_SIZE: case KILN_OP_PARAMETER: case KILN_OP_CONSTANT:
       return false;
     default:
