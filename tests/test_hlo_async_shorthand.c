@@ -3,11 +3,11 @@
  * around a wrapped computation holding the op with its attributes, printed in the long form
  * (print, reparse and print again give the same text and both verify); malformed shorthand is
  * a parse or verify error naming the instruction; and the shorthand collectives run on 4 host
- * devices bit for bit equal to the SPMD evaluator, which itself equals the synchronous op, for
- * f32 and s32 (call_inline unwraps them; the pipeline's async_collective_creator wraps
- * reduce-scatter and all-to-all again, and the thunk emitter runs the wrapped collective at
- * its async-start; the synchronous op runs the same way). A single-device module with
- * `add-start` runs on the host device equal to the evaluator. */
+ * devices (and on 2, groups `{}`) bit for bit equal to the SPMD evaluator, which itself equals
+ * the synchronous op, for f32 and s32 (call_inline unwraps them; the pipeline's
+ * async_collective_creator wraps reduce-scatter and all-to-all again, and the thunk emitter runs
+ * the wrapped collective at its async-start; the synchronous op runs the same way). A single-device
+ * module with `add-start` runs on the host device equal to the evaluator. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -234,43 +234,44 @@ typedef struct {
   const char *sync; /* the same op written synchronously */
 } run_case_t;
 
-/* %1$s: the element type. */
+/* %1$s: the element type, %2$d: the participants, %3$s: the replica groups. */
 static const char kA2aShort[] =
-    "HloModule a2a_short, replica_count=4\n"
+    "HloModule a2a_short, replica_count=%2$d\n"
     "ENTRY e {\n  p = %1$s[8,3] parameter(0)\n"
-    "  s = ((%1$s[8,3]), %1$s[8,3]) all-to-all-start(p), replica_groups={{0,1,2,3}}, "
+    "  s = ((%1$s[8,3]), %1$s[8,3]) all-to-all-start(p), replica_groups=%3$s, "
     "dimensions={0}\n"
     "  m = %1$s[8,3] multiply(p, p)\n"
     "  d = %1$s[8,3] all-to-all-done(s)\n"
     "  ROOT t = (%1$s[8,3], %1$s[8,3]) tuple(d, m)\n}\n";
 static const char kA2aSync[] =
-    "HloModule a2a_sync, replica_count=4\n"
+    "HloModule a2a_sync, replica_count=%2$d\n"
     "ENTRY e {\n  p = %1$s[8,3] parameter(0)\n"
-    "  d = %1$s[8,3] all-to-all(p), replica_groups={{0,1,2,3}}, dimensions={0}\n"
+    "  d = %1$s[8,3] all-to-all(p), replica_groups=%3$s, dimensions={0}\n"
     "  m = %1$s[8,3] multiply(p, p)\n"
     "  ROOT t = (%1$s[8,3], %1$s[8,3]) tuple(d, m)\n}\n";
 static const char kRsShort[] =
-    "HloModule rs_short, replica_count=4\n"
+    "HloModule rs_short, replica_count=%2$d\n"
     "sum {\n  a = %1$s[] parameter(0)\n  b = %1$s[] parameter(1)\n  ROOT s = %1$s[] add(a, b)\n}\n"
     "ENTRY e {\n  p = %1$s[8,3] parameter(0)\n"
-    "  s = ((%1$s[8,3]), %1$s[4,3]) reduce-scatter-start(p), replica_groups={{0,2},{1,3}}, "
+    "  s = ((%1$s[8,3]), %1$s[4,3]) reduce-scatter-start(p), replica_groups=%3$s, "
     "dimensions={0}, to_apply=sum\n"
     "  u = ((%1$s[8,3]), %1$s[4,3]) reduce-scatter-update(s)\n"
     "  m = %1$s[8,3] multiply(p, p)\n"
     "  d = %1$s[4,3] reduce-scatter-done(u)\n"
     "  ROOT t = (%1$s[4,3], %1$s[8,3]) tuple(d, m)\n}\n";
 static const char kRsSync[] =
-    "HloModule rs_sync, replica_count=4\n"
+    "HloModule rs_sync, replica_count=%2$d\n"
     "sum {\n  a = %1$s[] parameter(0)\n  b = %1$s[] parameter(1)\n  ROOT s = %1$s[] add(a, b)\n}\n"
     "ENTRY e {\n  p = %1$s[8,3] parameter(0)\n"
-    "  d = %1$s[4,3] reduce-scatter(p), replica_groups={{0,2},{1,3}}, dimensions={0}, "
+    "  d = %1$s[4,3] reduce-scatter(p), replica_groups=%3$s, dimensions={0}, "
     "to_apply=sum\n"
     "  m = %1$s[8,3] multiply(p, p)\n"
     "  ROOT t = (%1$s[4,3], %1$s[8,3]) tuple(d, m)\n}\n";
 
-static kiln_hlo_module_t *parse_typed(const char *fmt, const char *type) {
+static kiln_hlo_module_t *parse_typed(const char *fmt, const char *type, int n,
+                                      const char *groups) {
   char text[2048];
-  snprintf(text, sizeof text, fmt, type);
+  snprintf(text, sizeof text, fmt, type, n, groups);
   return parse_ok(text);
 }
 
@@ -291,38 +292,41 @@ static kiln_literal_t **make_args(const kiln_hlo_module_t *m, int p, kiln_arena_
   return args;
 }
 
-static void eval_spmd(const kiln_hlo_module_t *m, kiln_literal_t **const *per, kiln_arena_t *arena,
-                      kiln_literal_t **out) {
+static void eval_spmd(const kiln_hlo_module_t *m, int n, kiln_literal_t **const *per,
+                      kiln_arena_t *arena, kiln_literal_t **out) {
   kiln_eval_spmd_options_t o = {
-      .num_replicas = NP, .num_partitions = 1, .timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS};
+      .num_replicas = n, .num_partitions = 1, .timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS};
   kiln_status s = kiln_eval_module_spmd(m, &o, 1, (kiln_literal_t *const *const *)per, arena, out);
   if (s) printf("evaluator: %s\n", kiln_status_message(s));
   assert_null(s);
 }
 
-static void run_case(const char *short_fmt, const char *sync_fmt, const char *type) {
+/* The shorthand module `short_fmt` and its synchronous form `sync_fmt` on n participants. */
+static void run_case(const char *short_fmt, const char *sync_fmt, const char *type, int n,
+                     const char *groups) {
   kiln_arena_t arena;
   kiln_arena_init(&arena);
-  kiln_hlo_module_t *m = parse_typed(short_fmt, type), *sync = parse_typed(sync_fmt, type);
+  kiln_hlo_module_t *m = parse_typed(short_fmt, type, n, groups);
+  kiln_hlo_module_t *sync = parse_typed(sync_fmt, type, n, groups);
   kiln_literal_t **per[NP];
-  for (int p = 0; p < NP; p++) per[p] = make_args(m, p, &arena);
+  for (int p = 0; p < n; p++) per[p] = make_args(m, p, &arena);
   kiln_literal_t *want[NP], *ref[NP], *got[NP];
-  eval_spmd(sync, per, &arena, ref);
-  eval_spmd(m, per, &arena, want);
+  eval_spmd(sync, n, per, &arena, ref);
+  eval_spmd(m, n, per, &arena, want);
   kiln_device_run_options_t ro;
   memset(&ro, 0, sizeof ro);
   ro.device = g_dev;
   ro.collective_timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS;
   ro.participant_args = (kiln_literal_t *const *const *)per;
-  kiln_status s = kiln_device_run_module_spmd(m, per[0], 1, NP, 1, &ro, &arena, got, NULL);
+  kiln_status s = kiln_device_run_module_spmd(m, per[0], 1, n, 1, &ro, &arena, got, NULL);
   if (s) printf("host devices: %s\n", kiln_status_message(s));
   assert_null(s);
   /* The synchronous op too: the pipeline's async_collective_creator wraps it. */
   kiln_literal_t *got_sync[NP];
-  s = kiln_device_run_module_spmd(sync, per[0], 1, NP, 1, &ro, &arena, got_sync, NULL);
+  s = kiln_device_run_module_spmd(sync, per[0], 1, n, 1, &ro, &arena, got_sync, NULL);
   if (s) printf("host devices, synchronous op: %s\n", kiln_status_message(s));
   assert_null(s);
-  for (int p = 0; p < NP; p++) {
+  for (int p = 0; p < n; p++) {
     if (!kiln_literal_equal(want[p], ref[p]) || !kiln_literal_equal(want[p], got[p]) ||
         !kiln_literal_equal(want[p], got_sync[p])) {
       printf(
@@ -340,9 +344,9 @@ static void run_case(const char *short_fmt, const char *sync_fmt, const char *ty
                memcmp(r0->data, per[0][0]->data, (size_t)r0->num_elements * 4) != 0;
   assert_true(moved);
   printf(
-      "%s %s: %d host devices (shorthand and synchronous op) equal the evaluator, which "
-      "equals the synchronous op\n",
-      m->name, type, NP);
+      "%s %s, groups %s: %d host devices (shorthand and synchronous op) equal the "
+      "evaluator, which equals the synchronous op\n",
+      m->name, type, groups, n);
   kiln_hlo_module_destroy(sync);
   kiln_hlo_module_destroy(m);
   kiln_arena_destroy(&arena);
@@ -350,22 +354,32 @@ static void run_case(const char *short_fmt, const char *sync_fmt, const char *ty
 
 static void test_all_to_all_shorthand_on_4_host_devices_f32(void **state) {
   (void)state;
-  run_case(kA2aShort, kA2aSync, "f32");
+  run_case(kA2aShort, kA2aSync, "f32", 4, "{{0,1,2,3}}");
 }
 
 static void test_all_to_all_shorthand_on_4_host_devices_s32(void **state) {
   (void)state;
-  run_case(kA2aShort, kA2aSync, "s32");
+  run_case(kA2aShort, kA2aSync, "s32", 4, "{{0,1,2,3}}");
+}
+
+static void test_all_to_all_shorthand_on_2_host_devices_f32(void **state) {
+  (void)state;
+  run_case(kA2aShort, kA2aSync, "f32", 2, "{}");
 }
 
 static void test_reduce_scatter_shorthand_on_4_host_devices_f32(void **state) {
   (void)state;
-  run_case(kRsShort, kRsSync, "f32");
+  run_case(kRsShort, kRsSync, "f32", 4, "{{0,2},{1,3}}");
 }
 
 static void test_reduce_scatter_shorthand_on_4_host_devices_s32(void **state) {
   (void)state;
-  run_case(kRsShort, kRsSync, "s32");
+  run_case(kRsShort, kRsSync, "s32", 4, "{{0,2},{1,3}}");
+}
+
+static void test_reduce_scatter_shorthand_on_2_host_devices_s32(void **state) {
+  (void)state;
+  run_case(kRsShort, kRsSync, "s32", 2, "{}");
 }
 
 /* The pipeline's async_collective_creator wraps reduce-scatter and all-to-all (no start
@@ -379,11 +393,11 @@ static void test_async_collective_creator_wraps_reduce_scatter_and_all_to_all(vo
   for (int i = 0; i < 2; i++) {
     kiln_arena_t arena;
     kiln_arena_init(&arena);
-    kiln_hlo_module_t *m = parse_typed(fmts[i], "f32");
+    kiln_hlo_module_t *m = parse_typed(fmts[i], "f32", NP, i ? "{{0,2},{1,3}}" : "{{0,1,2,3}}");
     kiln_literal_t **per[NP];
     for (int p = 0; p < NP; p++) per[p] = make_args(m, p, &arena);
     kiln_literal_t *before[NP], *after[NP];
-    eval_spmd(m, per, &arena, before);
+    eval_spmd(m, NP, per, &arena, before);
     kiln_pass_options_t o = {.verify = 1};
     assert_null(kiln_pass_run_list(m, "async_collective_creator", &o));
     const kiln_hlo_instruction_t *start = NULL, *done = NULL;
@@ -407,7 +421,7 @@ static void test_async_collective_creator_wraps_reduce_scatter_and_all_to_all(vo
     kiln_free(text2);
     kiln_free(text);
     kiln_hlo_module_destroy(again);
-    eval_spmd(m, per, &arena, after);
+    eval_spmd(m, NP, per, &arena, after);
     for (int p = 0; p < NP; p++) assert_true(kiln_literal_equal(before[p], after[p]));
     kiln_hlo_module_destroy(m);
     kiln_arena_destroy(&arena);
@@ -450,8 +464,10 @@ int main(void) {
       cmocka_unit_test(test_malformed_shorthand_is_an_error_naming_it),
       cmocka_unit_test(test_all_to_all_shorthand_on_4_host_devices_f32),
       cmocka_unit_test(test_all_to_all_shorthand_on_4_host_devices_s32),
+      cmocka_unit_test(test_all_to_all_shorthand_on_2_host_devices_f32),
       cmocka_unit_test(test_reduce_scatter_shorthand_on_4_host_devices_f32),
       cmocka_unit_test(test_reduce_scatter_shorthand_on_4_host_devices_s32),
+      cmocka_unit_test(test_reduce_scatter_shorthand_on_2_host_devices_s32),
       cmocka_unit_test(test_async_collective_creator_wraps_reduce_scatter_and_all_to_all),
       cmocka_unit_test(test_add_start_runs_on_one_host_device),
   };
