@@ -184,6 +184,8 @@ static const bad_case_t kBad[] = {
     {"  s = ((f32[8,2]), f32[8,2]) all-to-all-start(p), dimensions={0}\n"
      "  ROOT d = f32[2,2] all-to-all-done(s)\n",
      false, "async-done result is f32[2,2]"},
+    {"  s = ((), f32[8,2]) add-start()\n  ROOT d = f32[8,2] add-done(s)\n", false,
+     "add expects 2 operands, but has 0"},
     {"  ROOT d = f32[8,2] async-done(p), calls=w\n", false,
      "must be an async-start or async-update, but is parameter"},
     {"  s = ((f32[8,2]), f32[2,2]) reduce-scatter-start(p), dimensions={0}\n"
