@@ -358,9 +358,10 @@ static int entry_pos(const kiln_hlo_module_t *m, kiln_hlo_opcode_t op, int nth) 
   return -1;
 }
 
-/* all-reduce, all-gather and collective-permute become -start/-done pairs (same results on
- * every participant), and after the scheduler each start is issued before, and each done
- * after, the compute that does not depend on it. */
+/* all-reduce, all-gather and collective-permute become -start/-done pairs and reduce-scatter
+ * an async-start/-done around it (same results on every participant), and after the
+ * scheduler each start is issued before, and each done after, the compute that does not
+ * depend on it. */
 static void test_async_collectives_overlap_independent_compute(void **state) {
   (void)state;
   const char *text =
@@ -380,7 +381,16 @@ static void test_async_collectives_overlap_independent_compute(void **state) {
   assert_int_equal(pt_count(m, KILN_OP_ALL_REDUCE_START), 1);
   assert_int_equal(pt_count(m, KILN_OP_ALL_GATHER_START), 1);
   assert_int_equal(pt_count(m, KILN_OP_COLLECTIVE_PERMUTE_START), 1);
-  assert_int_equal(pt_count(m, KILN_OP_REDUCE_SCATTER), 1); /* no start opcode: stays */
+  /* No start opcode of its own: wrapped, as XLA does. */
+  assert_int_equal(pt_count(m, KILN_OP_ASYNC_START), 1);
+  assert_int_equal(pt_count(m, KILN_OP_ASYNC_DONE), 1);
+  int rstart = entry_pos(m, KILN_OP_ASYNC_START, 0);
+  const kiln_hlo_computation_t *rc =
+      kiln_hlo_instruction_called(m->entry->instructions.data[rstart], "calls");
+  assert_non_null(rc);
+  assert_int_equal(rc->root->opcode, KILN_OP_REDUCE_SCATTER);
+  assert_int_equal(entry_pos(m, KILN_OP_REDUCE_SCATTER, 0), -1);
+  assert_true(rstart < entry_pos(m, KILN_OP_ASYNC_DONE, 0));
   int start = entry_pos(m, KILN_OP_ALL_REDUCE_START, 0),
       done = entry_pos(m, KILN_OP_ALL_REDUCE_DONE, 0);
   int exp = entry_pos(m, KILN_OP_EXP, 0), sine = entry_pos(m, KILN_OP_SIN, 0);

@@ -201,9 +201,17 @@ static bool parse_instruction_rhs(kiln_hlo_parser_t *P, kiln_hlo_computation_t *
   const char *opos = L->p, *os;
   size_t on;
   if (!kiln_hlo_lexer_word(L, "opcode", &os, &on)) return false;
-  kiln_hlo_opcode_t op;
-  if (!lookup_opcode(P, os, on, &op))
-    return kiln_hlo_lexer_error_at(L, opos, KILN_INVALID_ARGUMENT, "unknown opcode '%.*s'", (int)on, os);
+  kiln_hlo_opcode_t op, wrapped = KILN_OP_COUNT;
+  if (!lookup_opcode(P, os, on, &op)) {
+    if (!kiln_hlo_parser_async_opcode(os, on, &op, &wrapped))
+      return kiln_hlo_lexer_error_at(L, opos, KILN_INVALID_ARGUMENT, "unknown opcode '%.*s'",
+                                     (int)on, os);
+    if (!shape && op == KILN_OP_ASYNC_START)
+      return kiln_hlo_lexer_error_at(
+          L, opos, KILN_INVALID_ARGUMENT,
+          "%.*s '%.*s' needs a shape ((operands...), result, context...)", (int)on, os, (int)nlen,
+          name);
+  }
   if (!shape && (op == KILN_OP_PARAMETER || op == KILN_OP_CONSTANT))
     return kiln_hlo_lexer_error_at(L, opos, KILN_INVALID_ARGUMENT, "%s '%.*s' needs a shape",
                                    kiln_hlo_opcode_name(op), (int)nlen, name);
@@ -239,9 +247,15 @@ static bool parse_instruction_rhs(kiln_hlo_parser_t *P, kiln_hlo_computation_t *
                                    (int)nlen, name, line, col);
   }
   if (!kiln_hlo_parser_reserve(P, sizeof(kiln_hlo_instruction_t) + nlen + 1, 2)) return false;
-  kiln_hlo_instruction_t *instr =
-      kiln_hlo_instruction_create(c, op, shape, kiln_hlo_parser_cname(P, name, nlen));
+  /* A shorthand start reads its attributes as the op it wraps (parser_async.c). */
+  bool as_wrapped = op == KILN_OP_ASYNC_START && wrapped != KILN_OP_COUNT;
+  kiln_hlo_instruction_t *instr = kiln_hlo_instruction_create(c, as_wrapped ? wrapped : op, shape,
+                                                              kiln_hlo_parser_cname(P, name, nlen));
   if (!instr || !instr->name) return kiln_hlo_parser_oom(P);
+  if (wrapped != KILN_OP_COUNT) {
+    kiln_hlo_async_rec_t ar = {instr, wrapped, opos};
+    kiln_vec_push(&P->asyncs, ar);
+  }
   instr->parameter_number = param_number;
   instr->literal = literal;
   kiln_hashmap_put(&P->instr_map, name, nlen, (void *)(uintptr_t)(P->instrs.len + 1));
@@ -590,7 +604,7 @@ static bool shape_is_inferable(kiln_hlo_opcode_t op) {
     case KILN_OP_ALL_TO_ALL: case KILN_OP_RAGGED_ALL_TO_ALL: case KILN_OP_REDUCE_SCATTER:
     case KILN_OP_ALL_REDUCE_START: case KILN_OP_ALL_REDUCE_DONE:
     case KILN_OP_COLLECTIVE_PERMUTE_START: case KILN_OP_COLLECTIVE_PERMUTE_DONE:
-    case KILN_OP_ASYNC_START: case KILN_OP_ASYNC_UPDATE: case KILN_OP_ASYNC_DONE:
+    case KILN_OP_ASYNC_START:
     case KILN_OP_COPY_START: case KILN_OP_COPY_DONE: case KILN_OP_DOMAIN:
     case KILN_OP_SET_DIMENSION_SIZE: case KILN_OP_PARAMETER: case KILN_OP_CONSTANT:
       return false;
@@ -682,6 +696,7 @@ static bool finish_module(kiln_hlo_parser_t *P) {
   kiln_hlo_lexer_t *L = &P->L;
   kiln_hlo_module_t *m = P->m;
   if (!P->comps.len) return kiln_hlo_lexer_error_expected(L, "computation");
+  if (!kiln_hlo_parser_wrap_async_shorthand(P)) return false;
   KILN_VEC(kiln_hlo_computation_t *) tmp = {0};
   for (size_t i = 0; i < P->called.len; i++) {
     kiln_hlo_called_rec_t *rec = &P->called.data[i];
@@ -705,6 +720,7 @@ static bool finish_module(kiln_hlo_parser_t *P) {
     kiln_hlo_instruction_add_called(rec->instr, rec->key, rec->braced, (int)tmp.len, tmp.data);
   }
   kiln_vec_free(&tmp);
+  if (!kiln_hlo_parser_check_async_shorthand(P)) return false;
   if (!check_call_graph(P)) return false;
   if (!infer_missing_shapes(P)) return false;
   m->entry = P->entry ? P->entry : P->comps.data[P->comps.len - 1].comp;
@@ -862,6 +878,7 @@ static void parser_free(kiln_hlo_parser_t *P) {
   kiln_vec_free(&P->refs);
   kiln_vec_free(&P->opstack);
   kiln_vec_free(&P->shapeless);
+  kiln_vec_free(&P->asyncs);
   kiln_vec_free(&P->comps);
   kiln_vec_free(&P->called);
   kiln_vec_free(&P->crefs);

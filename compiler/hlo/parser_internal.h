@@ -51,6 +51,14 @@ typedef struct kiln_hlo_shapeless {
   const char *pos;
 } kiln_hlo_shapeless_t;
 
+/* An instruction written in XLA's async shorthand (`all-to-all-start(...)`, parser_async.c):
+ * read as `wrapped` (a start) or as async-update / async-done; finished with the module. */
+typedef struct kiln_hlo_async_rec {
+  kiln_hlo_instruction_t *instr;
+  kiln_hlo_opcode_t wrapped;
+  const char *pos; /* the opcode */
+} kiln_hlo_async_rec_t;
+
 typedef struct kiln_hlo_parser {
   kiln_hlo_lexer_t L;
   kiln_hlo_module_t *m;
@@ -80,6 +88,7 @@ typedef struct kiln_hlo_parser {
   kiln_hlo_name_refs_t crefs;
   kiln_hlo_computation_t *entry;
   KILN_VEC(kiln_hlo_shapeless_t) shapeless;
+  KILN_VEC(kiln_hlo_async_rec_t) asyncs;
   kiln_hashmap_t opcodes;   /* spelling -> opcode + 1 */
   kiln_hashmap_t attr_keys; /* key -> attribute id + 1 */
   kiln_hashmap_t raw_seen;  /* raw key -> tag of the last owner (duplicate check) */
@@ -112,6 +121,16 @@ bool kiln_hlo_parser_take_raws(kiln_hlo_parser_t *P, kiln_raw_attr_t **out, int 
 /* One `key=value` attribute of `instr` (the cursor is after the ','). */
 bool kiln_hlo_parse_instr_attr(kiln_hlo_parser_t *P, kiln_hlo_instruction_t *instr,
                                kiln_hlo_instr_rec_t *rec);
+
+/* XLA's async shorthand (parser_async.c). True when `s` is `X-start`, `X-update` or `X-done`
+ * for an opcode X that may be wrapped: *op is async-start / -update / -done, *wrapped X. */
+bool kiln_hlo_parser_async_opcode(const char *s, size_t n, kiln_hlo_opcode_t *op,
+                                  kiln_hlo_opcode_t *wrapped);
+/* Before called computations are resolved: each shorthand start (read as its X) becomes an
+ * async-start calling a new computation whose root is X with X's attributes. */
+bool kiln_hlo_parser_wrap_async_shorthand(kiln_hlo_parser_t *P);
+/* After they are resolved: each shorthand -update / -done continues a start wrapping its X. */
+bool kiln_hlo_parser_check_async_shorthand(kiln_hlo_parser_t *P);
 
 /* A shape: f32[2,<=3]{1,0:T(2,128)}, (s32[], token[]), ... */
 bool kiln_hlo_parse_shape_text(kiln_hlo_parser_t *P, kiln_shape_t **out);

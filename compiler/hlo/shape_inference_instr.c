@@ -211,6 +211,61 @@ static const kiln_shape_t *async_pair_results(const kiln_shape_t *res, int n,
   return res->elements[1];
 }
 
+/* async-start / -update / -done (XLA's HloVerifier: the start returns ((operands...), the
+ * called computation's result, context...); -update keeps that shape and -done returns the
+ * result; each continues an async-start or -update, and a `calls=` there names the start's). */
+static kiln_status infer_async(kiln_arena_t *a, const kiln_hlo_instruction_t *in,
+                               const kiln_shape_t *const *ops, const kiln_shape_t *res,
+                               kiln_shape_t **out) {
+  int n = in->num_operands;
+  const char *op = kiln_hlo_opcode_name(in->opcode);
+  kiln_hlo_computation_t *callee = kiln_hlo_instruction_called(in, "calls");
+  if (in->opcode == KILN_OP_ASYNC_START) {
+    if (!callee || !callee->root || !callee->root->shape)
+      return KILN_ERR_INVALID("async-start needs a calls= computation");
+    if (callee->num_parameters != n)
+      return KILN_ERR_INVALID("async-start has %d operands, but its computation '%s' takes %d", n,
+                              callee->name, callee->num_parameters);
+    for (int i = 0; i < n; i++)
+      if (!callee->parameters[i] || !callee->parameters[i]->shape ||
+          !kiln_shape_compatible(callee->parameters[i]->shape, ops[i]))
+        return KILN_ERR_INVALID("async-start operand %d is %s, but '%s' takes %s", i,
+                                kiln__shape_str(a, ops[i]), callee->name,
+                                callee->parameters[i] && callee->parameters[i]->shape
+                                    ? kiln__shape_str(a, callee->parameters[i]->shape)
+                                    : "no shape");
+    bool ok = kiln_shape_is_tuple(res) && res->num_elements >= 2 &&
+              kiln_shape_is_tuple(res->elements[0]) && res->elements[0]->num_elements == n &&
+              kiln_shape_compatible(res->elements[1], callee->root->shape);
+    for (int i = 0; ok && i < n; i++)
+      ok = kiln_shape_compatible(res->elements[0]->elements[i], ops[i]);
+    if (!ok)
+      return KILN_ERR_INVALID(
+          "async-start must return ((operands...), %s, context...) for '%s', "
+          "but returns %s",
+          kiln__shape_str(a, callee->root->shape), callee->name, kiln__shape_str(a, res));
+    return KILN_STATUS_OK;
+  }
+  if (n != 1) return arity_error(in, "1");
+  const kiln_hlo_instruction_t *prev = in->operands[0];
+  if (prev->opcode != KILN_OP_ASYNC_START && prev->opcode != KILN_OP_ASYNC_UPDATE)
+    return KILN_ERR_INVALID("%s operand '%s' must be an async-start or async-update, but is %s", op,
+                            prev->name, kiln_hlo_opcode_name(prev->opcode));
+  if (!kiln_shape_is_tuple(ops[0]) || ops[0]->num_elements < 2)
+    return KILN_ERR_INVALID("%s operand must be ((operands...), result, context...), but is %s", op,
+                            kiln__shape_str(a, ops[0]));
+  const kiln_hlo_instruction_t *start = prev;
+  for (int hops = 0;
+       start->opcode == KILN_OP_ASYNC_UPDATE && start->num_operands == 1 && hops < 1 << 20; hops++)
+    start = start->operands[0];
+  kiln_hlo_computation_t *theirs = kiln_hlo_instruction_called(start, "calls");
+  if (callee && theirs && callee != theirs)
+    return KILN_ERR_INVALID("%s names calls=%s, but its async-start '%s' calls %s", op,
+                            callee->name, start->name, theirs->name);
+  *out = in->opcode == KILN_OP_ASYNC_UPDATE ? prev->shape : ops[0]->elements[1];
+  return KILN_STATUS_OK;
+}
+
 static int64_t raw_int_attr(const kiln_hlo_instruction_t *in, const char *key, int64_t dflt) {
   const char *v = kiln_hlo_instruction_raw_attr(in, key);
   if (!v) return dflt;
@@ -609,6 +664,10 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
         return KILN_ERR_INVALID("ragged-all-to-all result %s must equal its output operand %s",
                                 kiln__shape_str(a, res), kiln__shape_str(a, ops[1]));
       return KILN_STATUS_OK;
+    case KILN_OP_ASYNC_START:
+    case KILN_OP_ASYNC_UPDATE:
+    case KILN_OP_ASYNC_DONE:
+      return infer_async(a, in, ops, res, out);
     case KILN_OP_COPY_START:
       if (!kiln_shape_is_tuple(res) || res->num_elements < 2 ||
           !kiln_shape_compatible(res->elements[0], ops[0]) ||
@@ -627,8 +686,7 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
     /* Results not determined by the operands: accepted (called computations exist by
      * construction and are checked structurally by the verifier). */
     case KILN_OP_CUSTOM_CALL: case KILN_OP_CUSTOM_CALL_START: case KILN_OP_CUSTOM_CALL_UPDATE:
-    case KILN_OP_CUSTOM_CALL_DONE: case KILN_OP_ASYNC_START: case KILN_OP_ASYNC_UPDATE:
-    case KILN_OP_ASYNC_DONE:
+    case KILN_OP_CUSTOM_CALL_DONE:
     case KILN_OP_SEND_DONE: case KILN_OP_RECV_DONE: case KILN_OP_SCAN:
     case KILN_OP_RAGGED_DOT: case KILN_OP_SCALED_DOT:
       return KILN_STATUS_OK;

@@ -8,8 +8,10 @@
  *                          (results))) + all-gather-done (the result)
  *   collective-permute  -> collective-permute-start ((operand, result)) + -done
  * with the collective's attributes; users read the -done. reduce-scatter and all-to-all
- * have no start opcode of their own (XLA wraps them in async-start, which call_inline
- * unwraps here) and stay synchronous.
+ * have no start opcode of their own: as XLA does, they are wrapped in async-start (shape
+ * ((operands...), result), calls= a new computation whose root is the collective of its
+ * parameters) + async-done. The thunk emitter runs the wrapped collective at the start
+ * (kiln_collective_emit_async); the pass runs after call_inline, which would unwrap them.
  *
  * collective_overlap_schedule (after the memory scheduler): in each computation holding a
  * -start, the instruction order is rebuilt by a list scheduler that keeps the scheduled order
@@ -41,19 +43,67 @@ static kiln_hlo_opcode_t start_of(kiln_hlo_opcode_t op, kiln_hlo_opcode_t *done)
   }
 }
 
-static bool has_start(kiln_hlo_opcode_t op) {
+/* Wrapped in async-start / async-done (no start opcode of their own). */
+static bool wrapped_async(kiln_hlo_opcode_t op) {
+  return op == KILN_OP_REDUCE_SCATTER || op == KILN_OP_ALL_TO_ALL;
+}
+
+static bool converts(kiln_hlo_opcode_t op) {
   kiln_hlo_opcode_t done;
-  return start_of(op, &done) != KILN_OP_COUNT;
+  return start_of(op, &done) != KILN_OP_COUNT || wrapped_async(op);
 }
 
 static bool is_start(kiln_hlo_opcode_t op) {
   return op == KILN_OP_ALL_REDUCE_START || op == KILN_OP_ALL_GATHER_START ||
-         op == KILN_OP_COLLECTIVE_PERMUTE_START;
+         op == KILN_OP_COLLECTIVE_PERMUTE_START || op == KILN_OP_ASYNC_START;
 }
 
 static bool is_done(kiln_hlo_opcode_t op) {
   return op == KILN_OP_ALL_REDUCE_DONE || op == KILN_OP_ALL_GATHER_DONE ||
-         op == KILN_OP_COLLECTIVE_PERMUTE_DONE;
+         op == KILN_OP_COLLECTIVE_PERMUTE_DONE || op == KILN_OP_ASYNC_DONE;
+}
+
+typedef struct {
+  kiln_hlo_module_t *m;
+  kiln_ptrmap_t wrappers; /* the computations this run made (their collective stays) */
+} creator_t;
+
+/* reduce-scatter / all-to-all `in` -> async-start calling a new computation whose root is
+ * `in` re-created on its parameters, + async-done; users read the done. */
+static kiln_status wrap_async(creator_t *C, kiln_hlo_instruction_t *in, bool *replaced) {
+  kiln_hlo_module_t *m = C->m;
+  int n = in->num_operands;
+  if (n < 1 || kiln_ptrmap_contains(&C->wrappers, in->parent)) return KILN_STATUS_OK;
+  for (int k = 0; k < n; k++)
+    if (!in->operands[k]->shape || !kiln_shape_is_array(in->operands[k]->shape))
+      return KILN_STATUS_OK;
+  kiln_hlo_computation_t *wc = kiln_hlo_computation_create(
+      m, kiln_hlo_module_unique_name(m, kiln_hlo_opcode_name(in->opcode)));
+  kiln_ptrmap_put(&C->wrappers, wc, wc);
+  kiln_shape_t **ops = kiln_arena_alloc(&m->arena, sizeof *ops * (size_t)n);
+  kiln_hlo_instruction_t **params = kiln_arena_alloc(&m->arena, sizeof *params * (size_t)n);
+  for (int k = 0; k < n; k++) {
+    ops[k] = in->operands[k]->shape;
+    params[k] = kiln_hlo_instruction_create(wc, KILN_OP_PARAMETER, ops[k],
+                                            kiln_hlo_module_unique_name(m, "param"));
+    params[k]->parameter_number = k;
+  }
+  wc->parameters = params;
+  wc->num_parameters = n;
+  wc->root = kiln_hlo_instruction_clone(wc, in, NULL, n, params);
+  kiln_shape_t *parts[2] = {kiln_shape_make_tuple(&m->arena, n, ops), in->shape};
+  kiln_hlo_computation_t *c = in->parent;
+  kiln_hlo_instruction_t *start = kiln_hlo_instruction_create(
+      c, KILN_OP_ASYNC_START, kiln_shape_make_tuple(&m->arena, 2, parts),
+      kiln_hlo_module_unique_name(m, "async-start"));
+  kiln_hlo_instruction_set_operands(start, n, in->operands);
+  kiln_hlo_instruction_add_called(start, "calls", false, 1, &wc);
+  kiln_hlo_instruction_t *done = kiln_hlo_instruction_create(
+      c, KILN_OP_ASYNC_DONE, in->shape, kiln_hlo_module_unique_name(m, "async-done"));
+  kiln_hlo_instruction_set_operands(done, 1, &start);
+  kiln_hlo_instruction_replace_all_uses(in, done);
+  *replaced = true;
+  return kiln_hlo_instruction_remove(in);
 }
 
 /* The -start's shape (NULL: not converted). */
@@ -76,10 +126,11 @@ static kiln_shape_t *start_shape(kiln_hlo_module_t *m, const kiln_hlo_instructio
 }
 
 static kiln_status make_async(void *ctx, kiln_hlo_instruction_t *in, bool *replaced) {
-  kiln_hlo_module_t *m = ctx;
+  creator_t *C = ctx;
+  kiln_hlo_module_t *m = C->m;
+  if (!converts(in->opcode) || !in->shape || kiln_coll_has_control_edges(in)) return KILN_STATUS_OK;
+  if (wrapped_async(in->opcode)) return wrap_async(C, in, replaced);
   kiln_hlo_opcode_t done_op, start_op = start_of(in->opcode, &done_op);
-  if (start_op == KILN_OP_COUNT || !in->shape || kiln_coll_has_control_edges(in))
-    return KILN_STATUS_OK;
   kiln_shape_t *shape = start_shape(m, in);
   if (!shape) return KILN_STATUS_OK;
   kiln_hlo_computation_t *c = in->parent;
@@ -100,7 +151,11 @@ static kiln_status make_async(void *ctx, kiln_hlo_instruction_t *in, bool *repla
 kiln_status kiln_pass_async_collective_creator(kiln_hlo_module_t *m,
                                                const kiln_pass_options_t *opts, bool *changed) {
   (void)opts;
-  return kiln_coll_rewrite_each(m, has_start, make_async, m, changed);
+  creator_t C = {m, {0}};
+  kiln_ptrmap_init(&C.wrappers);
+  kiln_status st = kiln_coll_rewrite_each(m, converts, make_async, &C, changed);
+  kiln_ptrmap_free(&C.wrappers);
+  return st;
 }
 
 /* Rank of an instruction in the list scheduler's choice: -starts first, then the scheduled

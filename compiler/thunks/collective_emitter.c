@@ -301,9 +301,13 @@ static kiln_status resolve_groups(const kiln_hlo_instruction_t *in, kiln_coll_th
   return KILN_STATUS_OK;
 }
 
-kiln_status kiln_collective_emit(const kiln_hlo_instruction_t *in,
-                                 const kiln_buffer_assignment_t *ba, int num_replicas,
-                                 int num_partitions, kiln_thunk_seq_t *seq) {
+/* The thunk of collective `in` (its attributes), reading the buffers of `bufs`' operands and
+ * writing result k to `bufs`' leaf result_leaf0 + k (result_leaf0 < 0: the -start forms' own
+ * numbering, kiln_collective_result_leaf). `bufs` is `in` itself, or the async-start wrapping
+ * it. */
+static kiln_status emit(const kiln_hlo_instruction_t *in, const kiln_hlo_instruction_t *bufs,
+                        int result_leaf0, const kiln_buffer_assignment_t *ba, int num_replicas,
+                        int num_partitions, kiln_thunk_seq_t *seq) {
   kiln_coll_thunk_op_t op = op_of(in);
   bool id = op == KILN_COLL_THUNK_REPLICA_ID || op == KILN_COLL_THUNK_PARTITION_ID;
   int nops = id ? 1 : in->num_operands;
@@ -327,14 +331,58 @@ kiln_status kiln_collective_emit(const kiln_hlo_instruction_t *in,
                             in->name, k);
       break;
     }
-    st = slice_of(ba, in->operands[k], 0, &b->send);
-    if (!st) st = slice_of(ba, in, kiln_collective_result_leaf(in, k), &b->recv);
-    if (!st) st = fill_buffer(in, d, k, in->operands[k]->shape, rs, d->group_size[0]);
+    int leaf = result_leaf0 < 0 ? kiln_collective_result_leaf(in, k) : result_leaf0 + k;
+    st = slice_of(ba, bufs->operands[k], 0, &b->send);
+    if (!st) st = slice_of(ba, bufs, leaf, &b->recv);
+    if (!st) st = fill_buffer(in, d, k, bufs->operands[k]->shape, rs, d->group_size[0]);
   }
   if (st) {
     kiln_coll_thunk_desc_destroy(d);
     return st;
   }
-  kiln_thunk_seq_push(seq, kiln_thunk_collective_create(in->name, d));
+  kiln_thunk_seq_push(seq, kiln_thunk_collective_create(bufs->name, d));
   return KILN_STATUS_OK;
+}
+
+kiln_status kiln_collective_emit(const kiln_hlo_instruction_t *in,
+                                 const kiln_buffer_assignment_t *ba, int num_replicas,
+                                 int num_partitions, kiln_thunk_seq_t *seq) {
+  return emit(in, in, -1, ba, num_replicas, num_partitions, seq);
+}
+
+const kiln_hlo_instruction_t *kiln_collective_async_wrapped(const kiln_hlo_instruction_t *start) {
+  if (start->opcode != KILN_OP_ASYNC_START) return NULL;
+  const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(start, "calls");
+  const kiln_hlo_instruction_t *x = c ? c->root : NULL;
+  if (!x || x->num_operands != start->num_operands || x->num_operands != c->num_parameters)
+    return NULL;
+  switch (x->opcode) {
+    case KILN_OP_ALL_REDUCE:
+    case KILN_OP_ALL_GATHER:
+    case KILN_OP_REDUCE_SCATTER:
+    case KILN_OP_ALL_TO_ALL:
+    case KILN_OP_COLLECTIVE_PERMUTE:
+    case KILN_OP_COLLECTIVE_BROADCAST:
+      break;
+    default:
+      return NULL;
+  }
+  for (int k = 0; k < x->num_operands; k++)
+    if (x->operands[k] != c->parameters[k] || !kiln_shape_is_array(x->operands[k]->shape))
+      return NULL;
+  return x;
+}
+
+kiln_status kiln_collective_emit_async(const kiln_hlo_instruction_t *start,
+                                       const kiln_buffer_assignment_t *ba, int num_replicas,
+                                       int num_partitions, kiln_thunk_seq_t *seq) {
+  const kiln_hlo_instruction_t *x = kiln_collective_async_wrapped(start);
+  if (!x)
+    return kiln_status_make(KILN_UNIMPLEMENTED,
+                            "async-start '%s' does not wrap a collective of its parameters (the "
+                            "other async computations are inlined by call_inline)",
+                            start->name);
+  /* ((operands...), results, context...): the results follow the operands' leaves. */
+  int first = kiln_shape_num_leaves(start->shape->elements[0]);
+  return emit(x, start, first, ba, num_replicas, num_partitions, seq);
 }
