@@ -29,7 +29,10 @@
  * horizontal loop fusion (mnist 31 -> 28, wave_equation 26 -> 25). */
 /* 201 -> 160 with the collective passes (issue 18): single-participant all-reduces removed
  * (model_par's {{0},...,{7}} groups) and the combiners (mnist's 6 all-reduces -> 1). */
-#define KILN_FUSION_BASELINE_TOTAL 160
+/* 160 -> 147 (session 16): dead collectives without a channel_id go as XLA removes them,
+ * and a broadcast or transpose that only adds or moves size-1 dimensions is a reshape
+ * (the model_par pairs 82 -> 69, model_par_3d 25 -> 21: every pair now at or under XLA's count). */
+#define KILN_FUSION_BASELINE_TOTAL 147
 
 static const struct {
   const char *key; /* substring of the pair name */
@@ -38,10 +41,10 @@ static const struct {
     {"module_0082.func_shard_parallel__1.68", 16},
     {"module_0096.func_shard_parallel__2.68", 14},
     {"mnist", 23},
-    {"model_par_1d_batch", 18},
-    {"model_par_1d_output", 21},
-    {"model_par_2d_4batch_2hidden", 18},
-    {"model_par_3d", 25},
+    {"model_par_1d_batch", 15},
+    {"model_par_1d_output", 18},
+    {"model_par_2d_4batch_2hidden", 15},
+    {"model_par_3d", 21},
     {"wave_equation", 25},
 };
 

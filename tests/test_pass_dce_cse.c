@@ -43,7 +43,8 @@ static void test_dce_keeps_side_effects(void **state) {
       "}\n"
       "body {\n"
       "  bp = f32[4] parameter(0)\n"
-      "  ROOT cc = f32[4] custom-call(bp), custom_call_target=\"log\", custom_call_has_side_effect=true\n"
+      "  ROOT cc = f32[4] custom-call(bp), custom_call_target=\"log\", "
+      "custom_call_has_side_effect=true\n"
       "}\n"
       "cond {\n"
       "  cp = f32[4] parameter(0)\n"
@@ -51,11 +52,16 @@ static void test_dce_keeps_side_effects(void **state) {
       "}\n"
       "ENTRY e {\n"
       "  p = f32[4] parameter(0)\n"
-      "  effect = f32[4] custom-call(p), custom_call_target=\"print\", custom_call_has_side_effect=true\n"
+      "  effect = f32[4] custom-call(p), custom_call_target=\"print\", "
+      "custom_call_has_side_effect=true\n"
       "  pure_cc = f32[4] custom-call(p), custom_call_target=\"pure\"\n"
       "  tok = token[] after-all()\n"
       "  of = token[] outfeed(p, tok)\n"
       "  ar = f32[4] all-reduce(p), replica_groups={}, to_apply=add\n"
+      "  arc = f32[4] all-reduce(p), channel_id=1, replica_groups={}, to_apply=add\n"
+      "  arl = f32[4] all-reduce(p), replica_groups={}, constrain_layout=true, to_apply=add\n"
+      "  ars = f32[4] all-reduce-start(p), replica_groups={}, to_apply=add\n"
+      "  ard = f32[4] all-reduce-done(ars)\n"
       "  lo = f32[] constant(0)\n"
       "  hi = f32[] constant(1)\n"
       "  rn = f32[4] rng(lo, hi), distribution=rng_uniform\n"
@@ -67,7 +73,12 @@ static void test_dce_keeps_side_effects(void **state) {
   assert_true(has_instr(m, NULL, "effect"));
   assert_true(has_instr(m, NULL, "of"));
   assert_true(has_instr(m, NULL, "tok")); /* the outfeed uses it */
-  assert_true(has_instr(m, NULL, "ar"));
+  /* A dead all-reduce goes (as in XLA) unless a channel_id may pair it with another
+   * program's or its layout is constrained; async pairs stay. */
+  assert_false(has_instr(m, NULL, "ar"));
+  assert_true(has_instr(m, NULL, "arc"));
+  assert_true(has_instr(m, NULL, "arl"));
+  assert_true(has_instr(m, NULL, "ard"));
   assert_true(has_instr(m, NULL, "rn"));
   assert_true(has_instr(m, NULL, "w")); /* its body has a side effect */
   assert_false(has_instr(m, NULL, "pure_cc"));

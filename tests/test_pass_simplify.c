@@ -363,6 +363,56 @@ static void test_reduce_of_dot_over_batch_dims_becomes_a_dot(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* A broadcast that only adds size-1 dimensions and a transpose that only moves them are
+ * reshapes, which then compose away (XLA's model_par_3d ends this way: broadcast to
+ * [n,m,1,1], transpose, reshape back); ones that reorder data stay. */
+static void test_size_one_broadcast_and_transpose_become_reshapes(void **state) {
+  kiln_hlo_module_t *m = pt_run_same_results(
+      "HloModule t\n"
+      "ENTRY e {\n"
+      "  p = f32[6,4] parameter(0)\n"
+      "  b = f32[6,4,1,1] broadcast(p), dimensions={0,1}\n"
+      "  t = f32[6,1,4,1] transpose(b), dimensions={0,2,1,3}\n"
+      "  ROOT r = f32[6,4] reshape(t)\n"
+      "}\n",
+      "(simplify,dce)");
+  assert_ptr_equal(m->entry->root, m->entry->parameters[0]);
+  kiln_hlo_module_destroy(m);
+  m = pt_run_same_results(
+      "HloModule t\n"
+      "ENTRY e {\n"
+      "  p = f32[6,4] parameter(0)\n"
+      "  b = f32[4,1,6] broadcast(p), dimensions={2,0}\n"
+      "  t = f32[4,6] transpose(p), dimensions={1,0}\n"
+      "  x = f32[6,1,4] broadcast(p), dimensions={0,2}\n"
+      "  y = f32[1,6,4] transpose(x), dimensions={1,0,2}\n"
+      "  z = f32[6,4,2] broadcast(p), dimensions={0,1}\n"
+      "  ROOT r = (f32[4,1,6], f32[4,6], f32[1,6,4], f32[6,4,2]) tuple(b, t, y, z)\n"
+      "}\n",
+      "(simplify,dce)");
+  /* b reorders (dimensions {2,0}), t moves data, z adds a dimension of 2: they stay; x and
+   * y become reshapes of p. */
+  assert_int_equal(pt_count(m, KILN_OP_BROADCAST), 2);
+  assert_int_equal(pt_count(m, KILN_OP_TRANSPOSE), 1);
+  assert_int_equal(pt_count(m, KILN_OP_RESHAPE), 1);
+  kiln_hlo_module_destroy(m);
+}
+
+/* A collective's value depends on the other participants: never folded, even of a
+ * constant (one participant's evaluator would return the constant itself). */
+static void test_constant_folding_leaves_collectives(void **state) {
+  kiln_hlo_module_t *m = pt_parse(
+      "HloModule t, replica_count=2\n"
+      "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b) }\n"
+      "ENTRY e {\n"
+      "  c = f32[2] constant({1, 2})\n"
+      "  ROOT ar = f32[2] all-reduce(c), replica_groups={}, to_apply=add\n"
+      "}\n");
+  pt_run(m, "constant_folding,dce");
+  assert_int_equal(pt_count(m, KILN_OP_ALL_REDUCE), 1);
+  kiln_hlo_module_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_multiply_by_one_becomes_the_operand),
@@ -379,6 +429,8 @@ int main(void) {
       cmocka_unit_test(test_constant_folding_leaves_broadcast_iota_rng_and_large_results),
       cmocka_unit_test(test_constant_folding_of_floats_keeps_bits),
       cmocka_unit_test(test_reduce_of_dot_over_batch_dims_becomes_a_dot),
+      cmocka_unit_test(test_size_one_broadcast_and_transpose_become_reshapes),
+      cmocka_unit_test(test_constant_folding_leaves_collectives),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

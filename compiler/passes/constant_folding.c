@@ -88,6 +88,8 @@ static double work_estimate(const kiln_hlo_instruction_t *in) {
 
 static bool should_fold(const kiln_hlo_instruction_t *in, kiln_pass_effects_t *effects) {
   if (in->num_operands == 0 || !foldable_opcode(in->opcode)) return false;
+  /* A collective's value depends on the other participants, which this folder cannot see. */
+  if (kiln_hlo_opcode_flags(in->opcode) & KILN_OPF_COLLECTIVE) return false;
   if (in->num_control_predecessors || in->control_successors.len) return false;
   if (!in->shape || !kiln_shape_is_array(in->shape)) return false;
   for (int i = 0; i < in->num_operands; i++) {

@@ -28,6 +28,16 @@ bool kiln_pass_has_own_side_effect(const kiln_hlo_instruction_t *in) {
       const char *v = kiln_hlo_instruction_raw_attr(in, "custom_call_has_side_effect");
       return v && strcmp(v, "true") == 0;
     }
+    case KILN_OP_ALL_REDUCE:
+    case KILN_OP_ALL_GATHER:
+    case KILN_OP_ALL_TO_ALL:
+    case KILN_OP_REDUCE_SCATTER:
+    case KILN_OP_COLLECTIVE_PERMUTE: {
+      /* As XLA: a synchronous collective is a value like any other when every participant
+       * runs this program (no channel_id) and its layout is free; a dead one goes for all
+       * participants at once. A channel_id may pair it with another program's. */
+      return in->constrain_layout || in->channel_id != 0;
+    }
     default:
       return (kiln_hlo_opcode_flags(in->opcode) & KILN_OPF_COLLECTIVE) != 0;
   }

@@ -17,7 +17,10 @@
 #include "base/status.h"
 #include "compiler/hlo/ir.h"
 
-/* The instruction's own side effect, ignoring what it calls. */
+/* The instruction's own side effect, ignoring what it calls. All-reduce, all-gather,
+ * all-to-all, reduce-scatter and collective-permute have one only with a channel_id or
+ * constrain_layout=true; the other collectives, async pairs, sends, receives, feeds, rng
+ * and custom calls marked custom_call_has_side_effect always. */
 bool kiln_pass_has_own_side_effect(const kiln_hlo_instruction_t *in);
 
 /* Memoized transitive side-effect query over called computations. */

@@ -8,6 +8,9 @@
  *   broadcast to the same shape (same layout), full slice     -> the operand
  *   transpose(transpose(x)), reshape(reshape(x)), slice(slice(x)), broadcast(broadcast(x)),
  *   bitcast(bitcast(x))                                      -> one op on x
+ *   broadcast that only inserts size-1 dimensions (keeping the operand's order), transpose
+ *   that moves only size-1 dimensions                         -> reshape(x)
+ *     (layout-insensitive mode: the same elements in the same row-major order)
  *   elementwise(broadcast(a), broadcast(b), ...) with the same broadcast dimensions and
  *   smaller operands                                          -> broadcast(elementwise(a, b))
  *
@@ -116,6 +119,37 @@ static kiln_hlo_instruction_t *noop_operand(kiln_hlo_instruction_t *in) {
     default:
       return NULL;
   }
+}
+
+/* ---- size-1 dimensions ---- */
+
+/* A broadcast that only inserts size-1 dimensions, keeping the operand's dimension order, or
+ * a transpose whose dimensions other than size-1 ones keep their order, as a reshape of the
+ * operand (XLA's simplifier does the same; its layouts come later, so layout-insensitive mode
+ * only: after layout assignment is_bitcast decides). */
+static kiln_hlo_instruction_t *degenerate_reshape(simp_t *s, kiln_hlo_instruction_t *in) {
+  if (s->layout_sensitive || in->num_operands != 1) return NULL;
+  if (in->opcode != KILN_OP_BROADCAST && in->opcode != KILN_OP_TRANSPOSE) return NULL;
+  const kiln_shape_t *x = in->operands[0]->shape, *y = in->shape;
+  if (!kiln_shape_is_array(x) || x->type != y->type || kiln_shape_is_dynamic(x) ||
+      kiln_shape_is_dynamic(y) || kiln_shape_num_elements(y) == 0)
+    return NULL;
+  const kiln_i64_list_t *d = &in->dimensions;
+  if (in->opcode == KILN_OP_BROADCAST) {
+    /* Equal element counts: the dimensions it adds are all of size 1. */
+    if (d->n != x->rank || kiln_shape_num_elements(x) != kiln_shape_num_elements(y)) return NULL;
+    for (int i = 1; i < d->n; i++)
+      if (d->v[i] <= d->v[i - 1]) return NULL;
+  } else {
+    if (d->n != y->rank) return NULL;
+    int64_t last = -1;
+    for (int i = 0; i < y->rank; i++) {
+      if (y->dims[i] == 1) continue;
+      if (d->v[i] <= last) return NULL;
+      last = d->v[i];
+    }
+  }
+  return make(s, in->parent, KILN_OP_RESHAPE, in->shape, "reshape", 1, in->operands);
 }
 
 /* ---- pairs of the same op ---- */
@@ -421,6 +455,7 @@ static kiln_hlo_instruction_t *rewrite(simp_t *s, kiln_hlo_instruction_t *in) {
   if (s->layout_sensitive && in->num_operands == 1 &&
       (in->opcode == KILN_OP_RESHAPE || in->opcode == KILN_OP_TRANSPOSE) && is_bitcast(in))
     return make(s, in->parent, KILN_OP_BITCAST, in->shape, "bitcast", 1, in->operands);
+  if ((r = degenerate_reshape(s, in))) return r;
   if ((r = merge_pair(s, in))) return r;
   if ((r = sink_broadcasts(s, in))) return r;
   if ((r = dot_reduce(s, in))) return r;
