@@ -222,6 +222,7 @@ int kiln_pass_remove_unreachable_computations(kiln_hlo_module_t *m) {
     kiln_hlo_computation_t *c = kiln_vec_pop(&work);
     for (size_t i = 0; i < c->instructions.len; i++) {
       const kiln_hlo_instruction_t *in = c->instructions.data[i];
+      if (!in) continue; /* a deferred removal's hole */
       for (int g = 0; g < in->num_called_groups; g++)
         for (int k = 0; k < in->called_groups[g].n; k++) {
           kiln_hlo_computation_t *callee = in->called_groups[g].comps[k];
