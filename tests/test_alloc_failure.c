@@ -6,7 +6,8 @@
  * runs N children at a time). Each N runs in a child process, which must
  *   - end the failing run with an error status carrying a message, or succeed (a refused
  *     allocation with a fallback: the caches);
- *   - not crash, and leak nothing (under ASan, LeakSanitizer fails the child at exit);
+ *   - not crash, and leak nothing (under ASan, LeakSanitizer checks the child before it exits:
+ *     exit status 7);
  *   - leave what it was given usable: the device and the module parsed before the failure,
  *     when they were made, then compile and run without injection and match the evaluator.
  * The failure policy (base/alloc.h): what is sized by the user is fallible and reported as
@@ -28,7 +29,14 @@
  * allocation refused: every failure must come back as a PJRT error with a code and a
  * message, leak nothing, and leave the client (when it was made) usable: the module then
  * compiles and runs through it and matches the evaluator. The disk cache is off
- * (KILN_CACHE_DIR=""), so every run compiles. */
+ * (KILN_CACHE_DIR=""), so every run compiles.
+ *
+ * The multi-device run path (session 16): a module with an all-reduce and an all-gather on 4
+ * host devices, through the runtime (kiln_device_run_module_spmd) and through the plugin (a
+ * client of 4 devices, one Execute over all of them). A refusal in any participant must end
+ * the run with an error without waiting for the collective deadline (exit status 6; an alarm
+ * ends a child that hangs), and the device or client then runs the module again, every
+ * participant matching the evaluator. */
 #include <execinfo.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -70,6 +78,9 @@ const PJRT_Api *GetPjrtApi(void);
 #endif
 #ifndef UNDER_ASAN
 #define UNDER_ASAN 0
+#endif
+#if UNDER_ASAN
+#include <sanitizer/lsan_interface.h>
 #endif
 
 static const char *const kModules[] = {
@@ -183,6 +194,16 @@ static int child(const char *text, size_t len, int64_t nth, int count_fd) {
   return child_with(text, len, nth, count_fd, run_module, 0);
 }
 
+/* Ends a sweep's child with `rc` without running the parent's exit handlers; under ASan,
+ * LeakSanitizer checks it first (_exit would skip its check): a leak is exit status 7. */
+static void child_exit(int rc) {
+  fflush(NULL);
+#if UNDER_ASAN
+  if (__lsan_do_recoverable_leak_check() && !rc) rc = 7;
+#endif
+  _exit(rc);
+}
+
 /* In a child: a crash must end it (cmocka's handlers would carry on in it). */
 static void default_crash_signals(void) {
   signal(SIGSEGV, SIG_DFL);
@@ -228,7 +249,7 @@ typedef struct sweep {
  * strided sweep still reaches the last points) and prints what was not handled. */
 static void sweep_text(child_fn fn, const char *name, const char *text, size_t len, const char *how,
                        int i, int64_t fixed_stride, int points_per_module, int64_t default_last,
-                       sweep_t *out) {
+                       bool first, sweep_t *out) {
   int64_t counts[2];
   int rc = in_child_with(fn, text, len, 0, counts);
   assert_int_equal(rc, 0);
@@ -245,7 +266,8 @@ static void sweep_text(child_fn fn, const char *name, const char *text, size_t l
       fixed_stride > 0 ? fixed_stride : (last + points_per_module - 1) / points_per_module;
   /* KILN_ALLOC_SWEEP_POINT=N: that point alone (a developer's look at one failure) */
   const char *point_env = getenv("KILN_ALLOC_SWEEP_POINT");
-  if (point_env && atoll(point_env) > 0) {
+  if (point_env && atoll(point_env) <= 0) point_env = NULL;
+  if (point_env) {
     last = k - atoll(point_env) + 1;
     stride = k + 1;
   }
@@ -255,18 +277,19 @@ static void sweep_text(child_fn fn, const char *name, const char *text, size_t l
   pid_t *pids = calloc((size_t)jobs, sizeof *pids);
   int64_t *points = calloc((size_t)jobs, sizeof *points);
   int running = 0;
-  int64_t n = k - last + 1 + (stride > 1 && stride <= k ? (int64_t)(i % stride) : 0);
-  while (n <= k || running > 0) {
-    if (n <= k && running < jobs) {
+  /* the window: the last `last` points, or with `first`, the first ones (what comes first:
+   * a client's creation) */
+  int64_t lo = first && !point_env ? 1 : k - last + 1, hi = point_env ? lo : lo + last - 1;
+  int64_t n = lo + (stride > 1 && stride <= k ? (int64_t)(i % stride) : 0);
+  while (n <= hi || running > 0) {
+    if (n <= hi && running < jobs) {
       int slot = 0;
       while (pids[slot]) slot++;
       fflush(NULL);
       pid_t pid = fork();
       if (pid == 0) {
         default_crash_signals();
-        int crc = fn(text, len, n, -1);
-        fflush(NULL);
-        _exit(crc);
+        child_exit(fn(text, len, n, -1));
       }
       pids[slot] = pid;
       points[slot] = n;
@@ -292,11 +315,11 @@ static void sweep_text(child_fn fn, const char *name, const char *text, size_t l
   free(pids);
   free(points);
   printf(
-      "%s%s: %lld allocations that can fail, %lld failure points swept (stride %lld), %lld not "
-      "handled; %lld that cannot fail (held: LLVM, the JIT link, caches under locks; "
-      "KILN_ALLOC_SWEEP_WHERE=1 prints where)\n",
-      name, how, (long long)k, (long long)out->swept, (long long)stride, (long long)out->failures,
-      (long long)out->unchecked);
+      "%s%s: %lld allocations that can fail, %lld failure points swept (stride %lld, points "
+      "%lld..%lld), %lld not handled; %lld that cannot fail (held: LLVM, the JIT link, caches "
+      "under locks; KILN_ALLOC_SWEEP_WHERE=1 prints where)\n",
+      name, how, (long long)k, (long long)out->swept, (long long)stride, (long long)lo,
+      (long long)hi, (long long)out->failures, (long long)out->unchecked);
   out->points = k;
 }
 
@@ -314,7 +337,7 @@ static void sweep_module(child_fn fn, const char *name, const char *how, int i,
     kiln_status_free(s);
     KILN_SKIP("corpus module %s is absent", path);
   }
-  sweep_text(fn, name, f->text, f->len, how, i, fixed_stride, points_per_module, 0, out);
+  sweep_text(fn, name, f->text, f->len, how, i, fixed_stride, points_per_module, 0, false, out);
   kiln_hlo_file_free(f);
 }
 
@@ -648,31 +671,39 @@ static void test_every_allocation_failure_of_a_stablehlo_read_is_handled(void **
  * KILN_ALLOC_SWEEP_STRIDE=1 KILN_ALLOC_SWEEP_LAST=0 is the full sweep. */
 #define SPMD_LAST_POINTS 150
 
-static void sweep_spmd(child_fn fn, const char *what, const char *how) {
+/* Sweeps kSpmdModule with `fn`: the last SPMD_LAST_POINTS points (or KILN_ALLOC_SWEEP_LAST's)
+ * and, with `first_points` and no KILN_ALLOC_SWEEP_LAST, the first ones too. */
+static void sweep_spmd(child_fn fn, const char *what, const char *how, int64_t first_points) {
   const char *env = getenv("KILN_ALLOC_SWEEP_STRIDE");
   int64_t fixed_stride = env ? atoll(env) : 0;
-  sweep_t sw = {0};
-  sweep_text(fn, what, kSpmdModule, strlen(kSpmdModule), how, 0, fixed_stride, UNDER_ASAN ? 3 : 8,
-             SPMD_LAST_POINTS, &sw);
-  assert_true(sw.counted > 0);
-  assert_int_equal(sw.failures, 0);
+  for (int w = first_points > 0 && !getenv("KILN_ALLOC_SWEEP_LAST") ? 0 : 1; w < 2; w++) {
+    sweep_t sw = {0};
+    sweep_text(fn, what, kSpmdModule, strlen(kSpmdModule), how, 0, fixed_stride, UNDER_ASAN ? 3 : 8,
+               w == 0 ? first_points : SPMD_LAST_POINTS, w == 0, &sw);
+    assert_true(sw.counted > 0);
+    assert_int_equal(sw.failures, 0);
+  }
 }
 
 static void test_every_allocation_failure_of_a_multi_device_run_is_handled(void **state) {
   (void)state;
   if (!sweep_selected("spmd")) return;
-  sweep_spmd(spmd_child, "all-reduce + all-gather on 4 host devices", "");
+  sweep_spmd(spmd_child, "all-reduce + all-gather on 4 host devices", "", 0);
 }
 
 /* The same module through the plugin: PJRT_Client_Create of a client with SPMD_DEVICES host
  * devices, Compile for that many replicas, BufferFromHostBuffer per device, one Execute with
- * an argument list per device, ToHostBuffer of every result. */
+ * an argument list per device, ToHostBuffer of every result. CI sweeps a stride of the first
+ * SPMD_CLIENT_POINTS points (the client's creation: 55 in session 16) and of the last
+ * SPMD_LAST_POINTS (the execute). */
+#define SPMD_CLIENT_POINTS 60
 static void test_every_allocation_failure_of_a_multi_device_execute_through_the_plugin_is_handled(
     void **state) {
   (void)state;
   if (!sweep_selected("plugin_spmd")) return;
   setenv("KILN_CACHE_DIR", "", 1);
-  sweep_spmd(plugin_spmd_child, "all-reduce + all-gather on 4 host devices", " through the plugin");
+  sweep_spmd(plugin_spmd_child, "all-reduce + all-gather on 4 host devices", " through the plugin",
+             SPMD_CLIENT_POINTS);
 }
 
 int main(void) {
