@@ -26,12 +26,17 @@ struct kiln_pjrt_compile_cache {
   _Atomic int64_t hits, misses;
 };
 
-void kiln_pjrt_cache_key_make(kiln_pjrt_cache_key_t *k, const char *format, size_t format_len,
-                              const void *code, size_t code_len, const void *options,
-                              size_t options_len, const char *target) {
+kiln_status kiln_pjrt_cache_key_make(kiln_pjrt_cache_key_t *k, const char *format,
+                                     size_t format_len, const void *code, size_t code_len,
+                                     const void *options, size_t options_len, const char *target) {
   size_t tl = strlen(target);
   k->len = 4 * sizeof(uint64_t) + format_len + code_len + options_len + tl;
-  k->bytes = kiln_malloc(k->len);
+  k->bytes = kiln_try_malloc(k->len);
+  if (!k->bytes) {
+    k->len = 0;
+    return KILN_ERR_EXHAUSTED("out of host memory for the %zu-byte compile cache key of a program",
+                              4 * sizeof(uint64_t) + format_len + code_len + options_len + tl);
+  }
   char *p = k->bytes;
   const void *parts[4] = {format, code, options, target};
   size_t lens[4] = {format_len, code_len, options_len, tl};
@@ -46,6 +51,7 @@ void kiln_pjrt_cache_key_make(kiln_pjrt_cache_key_t *k, const char *format, size
     kiln_hash_field(&h, parts[i], lens[i]);
   }
   kiln_hash_final(&h, k->hash);
+  return NULL;
 }
 
 void kiln_pjrt_cache_key_free(kiln_pjrt_cache_key_t *k) {
@@ -81,7 +87,9 @@ static char *default_dir(void) {
 kiln_status kiln_pjrt_compile_cache_create(const kiln_pjrt_client_options_t *opts,
                                            kiln_pjrt_compile_cache_t **out) {
   if (!out) return KILN_ERR_INVALID("kiln_pjrt_compile_cache_create: NULL out");
-  kiln_pjrt_compile_cache_t *c = kiln_calloc(1, sizeof(*c));
+  *out = NULL;
+  kiln_pjrt_compile_cache_t *c = kiln_try_calloc(1, sizeof(*c));
+  if (!c) return KILN_ERR_EXHAUSTED("out of host memory for a compile cache");
   pthread_mutex_init(&c->mu, NULL);
   if (opts && opts->cache_dir)
     c->dir = opts->cache_dir[0] ? kiln_strdup(opts->cache_dir) : NULL;
@@ -141,6 +149,10 @@ PJRT_Executable *kiln_pjrt_compile_cache_put(kiln_pjrt_compile_cache_t *c,
   kiln_mutex_lock(&c->mu);
   for (int32_t i = 0; i < c->num_entries && !use; i++)
     if (key_equal(&c->entries[i].key, k)) use = c->entries[i].exec;
+  /* the entry's copy of the key; refused: the executable is not cached (a later compile of
+   * the program compiles again) */
+  char *bytes = use ? NULL : kiln_try_malloc(k->len ? k->len : 1);
+  if (!use && !bytes) use = e;
   if (!use) {
     cache_entry_t *slot;
     if (c->num_entries < KILN_PJRT_COMPILE_CACHE_ENTRIES) {
@@ -154,7 +166,7 @@ PJRT_Executable *kiln_pjrt_compile_cache_put(kiln_pjrt_compile_cache_t *c,
     slot->key.len = k->len;
     slot->key.hash[0] = k->hash[0];
     slot->key.hash[1] = k->hash[1];
-    slot->key.bytes = kiln_malloc(k->len ? k->len : 1);
+    slot->key.bytes = bytes;
     memcpy(slot->key.bytes, k->bytes, k->len);
     slot->exec = e;
     kiln_pjrt_executable_ref(e); /* the entry's */

@@ -40,9 +40,10 @@ typedef struct kiln_pjrt_cache_key {
   uint64_t hash[2];
 } kiln_pjrt_cache_key_t;
 
-void kiln_pjrt_cache_key_make(kiln_pjrt_cache_key_t *k, const char *format, size_t format_len,
-                              const void *code, size_t code_len, const void *options,
-                              size_t options_len, const char *target);
+/* RESOURCE_EXHAUSTED (k empty) when the key's bytes are refused. */
+kiln_status kiln_pjrt_cache_key_make(kiln_pjrt_cache_key_t *k, const char *format,
+                                     size_t format_len, const void *code, size_t code_len,
+                                     const void *options, size_t options_len, const char *target);
 void kiln_pjrt_cache_key_free(kiln_pjrt_cache_key_t *k);
 
 /* The executable compiled for `k` (a new reference), or NULL. Counts a hit or a miss. */

@@ -755,6 +755,10 @@ static kiln_status buffer_alias_host(PJRT_Device *dev, int32_t kind,
     return no_host_memory("a buffer's storage", dev);
   }
   PJRT_Event *done = kiln_pjrt_event_create();
+  if (!done) {
+    kiln_pjrt_storage_unref(st); /* its buffer wraps the caller's memory: nothing else freed */
+    return no_host_memory("the event done_with_host_buffer", dev);
+  }
   st->on_delete = zero_copy_done;
   st->on_delete_arg = done;
   args->buffer = buffer_new_or_abort(dev, kind, st, args->type, args->dims, (int32_t)args->num_dims,
@@ -1220,10 +1224,12 @@ static PJRT_Error *Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args *args) {
   kiln_pjrt_fill_t *f = b->storage ? b->storage->fill : NULL;
   kiln_status done = NULL;
   PJRT_Event *e = NULL;
+  bool no_event = false;
   if (f) {
     kiln_mutex_lock(&f->mu);
-    if (f->pending) {
-      e = kiln_pjrt_event_create();
+    if (f->pending && !(e = kiln_pjrt_event_create())) {
+      no_event = true;
+    } else if (f->pending) {
       if (f->num_waiters == f->cap_waiters) {
         f->cap_waiters = f->cap_waiters ? 2 * f->cap_waiters : 4;
         f->waiters = kiln_realloc(f->waiters, f->cap_waiters * sizeof(*f->waiters));
@@ -1235,6 +1241,8 @@ static PJRT_Error *Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args *args) {
     kiln_mutex_unlock(&f->mu);
   }
   kiln_mutex_unlock(&b->mu);
+  if (no_event) /* the buffer is still being filled: no completed event stands for it */
+    return ERR(KILN_RESOURCE_EXHAUSTED, "PJRT_Buffer_ReadyEvent: out of host memory for the event");
   args->event = e ? e : kiln_pjrt_event_ready(done);
   return NULL;
 }
@@ -1751,11 +1759,16 @@ static PJRT_Error *Buffer_CopyRawToHostFuture(PJRT_Buffer_CopyRawToHostFuture_Ar
   if (st) atomic_fetch_add(&st->refs, 1);
   kiln_mutex_unlock(&b->mu);
   if (!st) return kiln_pjrt_error_from_status(deleted_error(FN_RAWF, b));
-  raw_future_t *f = kiln_calloc(1, sizeof(*f));
+  raw_future_t *f = kiln_try_calloc(1, sizeof(*f));
+  if (f) f->event = kiln_pjrt_event_create();
+  if (!f || !f->event) {
+    kiln_free(f);
+    kiln_pjrt_storage_unref(st);
+    return ERR(KILN_RESOURCE_EXHAUSTED, FN_RAWF ": out of host memory for the future");
+  }
   f->storage = st;
   f->offset = (uint64_t)args->offset;
   f->size = (uint64_t)args->transfer_size;
-  f->event = kiln_pjrt_event_create();
   args->event = f->event;
   args->callback_data = f;
   args->future_ready_callback = raw_future_ready;

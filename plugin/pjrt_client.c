@@ -70,12 +70,16 @@ static kiln_status want_type(const PJRT_NamedValue *v, const char *name, PJRT_Na
                           type_name(t), type_name(v->type));
 }
 
-static char *dup_value(const PJRT_NamedValue *v) {
-  char *s = kiln_malloc(v->value_size + 1);
-  if (v->value_size) memcpy(s, v->string_value, v->value_size);
-  s[v->value_size] = 0;
+/* `n` bytes of `text` as a string in a new block; NULL when out of host memory. */
+static char *dup_text(const char *text, size_t n) {
+  char *s = kiln_try_malloc(n + 1);
+  if (!s) return NULL;
+  if (n) memcpy(s, text, n);
+  s[n] = 0;
   return s;
 }
+
+#define OPTIONS_OOM() KILN_ERR_EXHAUSTED("PJRT_Client_Create: out of host memory for its options")
 
 static void options_free(kiln_pjrt_client_options_t *o) {
   kiln_free(o->cache_dir);
@@ -152,7 +156,8 @@ static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
         return KILN_ERR_INVALID("PJRT_Client_Create: option '%s' has a NULL string", nm);
       char **dst = nm[0] == 'c' ? &o->cache_dir : nm[0] == 'd' ? &o->dump_dir : &o->ffi_libraries;
       kiln_free(*dst);
-      *dst = dup_value(v);
+      *dst = dup_text(v->string_value, v->value_size);
+      if (!*dst) return OPTIONS_OOM();
     } else if (name_is(v, "command_buffers")) {
       KILN_RETURN_IF_ERROR_PLAIN(want_type(v, "command_buffers", PJRT_NamedValue_kBool));
       o->command_buffers = v->bool_value;
@@ -175,11 +180,12 @@ static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
       snprintf(buf, sizeof(buf), "%s/.cache/kiln", home);
     else
       buf[0] = 0;
-    o->cache_dir = kiln_strdup(buf);
+    o->cache_dir = dup_text(buf, strlen(buf));
+    if (!o->cache_dir) return OPTIONS_OOM();
   }
   if (!o->dump_dir) {
     const char *d = getenv("KILN_DUMP_TO");
-    if (d && *d) o->dump_dir = kiln_strdup(d);
+    if (d && *d && !(o->dump_dir = dup_text(d, strlen(d)))) return OPTIONS_OOM();
   }
   return NULL;
 }
@@ -244,8 +250,9 @@ static kiln_status make_runtime_devices(PJRT_Client *c) {
     kiln_status why = NULL;
     int n = cuda_device_count(&why);
     if (n > 0) {
-      c->kdevices = kiln_calloc((size_t)n, sizeof(kiln_device_t *));
-      for (int i = 0; i < n; i++) {
+      c->kdevices = kiln_try_calloc((size_t)n, sizeof(kiln_device_t *));
+      if (!c->kdevices) why = KILN_ERR_EXHAUSTED("out of host memory for %d GPUs", n);
+      for (int i = 0; i < n && !why; i++) {
         kiln_status s = kiln_cuda_device_create(i, &c->kdevices[i]);
         if (s) {
           why = kiln_status_annotate(s, "while opening GPU %d", i);
@@ -273,7 +280,8 @@ static kiln_status make_runtime_devices(PJRT_Client *c) {
                kiln_status_message(why));
     kiln_status_free(why);
   }
-  c->kdevices = kiln_calloc(1, sizeof(kiln_device_t *));
+  c->kdevices = kiln_try_calloc(1, sizeof(kiln_device_t *));
+  if (!c->kdevices) return KILN_ERR_EXHAUSTED("PJRT_Client_Create: out of host memory");
   KILN_RETURN_IF_ERROR(kiln_host_device_create(0, &c->kdevices[0]),
                        "PJRT_Client_Create: while creating the host device");
   c->num_kdevices = 1;
@@ -366,11 +374,13 @@ static kiln_status join_processes(PJRT_Client *c) {
 }
 
 /* all_devices: this process's devices and, across processes, descriptions of the others'. */
-static void make_all_devices(PJRT_Client *c) {
+static kiln_status make_all_devices(PJRT_Client *c) {
   int32_t n = c->num_devices * (c->num_processes > 0 ? c->num_processes : 1);
-  c->all_devices = kiln_calloc((size_t)n, sizeof(PJRT_Device *));
-  if (n > c->num_devices)
-    c->remote_devices = kiln_calloc((size_t)(n - c->num_devices), sizeof(PJRT_Device));
+  c->all_devices = kiln_try_calloc((size_t)n, sizeof(PJRT_Device *));
+  if (c->all_devices && n > c->num_devices)
+    c->remote_devices = kiln_try_calloc((size_t)(n - c->num_devices), sizeof(PJRT_Device));
+  if (!c->all_devices || (n > c->num_devices && !c->remote_devices))
+    return KILN_ERR_EXHAUSTED("PJRT_Client_Create: out of host memory for %d devices", n);
   int32_t k = 0;
   for (int32_t id = 0; id < n; id++) {
     int32_t li = kiln_pjrt_client_local_index(c, id);
@@ -383,12 +393,16 @@ static void make_all_devices(PJRT_Client *c) {
     }
   }
   c->num_all_devices = n;
+  return NULL;
 }
 
 static PJRT_Error *Client_Create(PJRT_Client_Create_Args *args) {
   KILN_PJRT_ARGS("PJRT_Client_Create", args, client);
   args->client = NULL;
-  PJRT_Client *c = kiln_calloc(1, sizeof(*c));
+  PJRT_Client *c = kiln_try_calloc(1, sizeof(*c));
+  if (!c)
+    return kiln_pjrt_error_from_status(
+        KILN_ERR_EXHAUSTED("PJRT_Client_Create: out of host memory for the client"));
   atomic_store(&c->refs, 1);
   kiln_status s = parse_options(args->create_options, args->num_options, &c->options);
   /* Handler libraries named by the client go into the process-wide registry the compiler
@@ -416,10 +430,16 @@ static PJRT_Error *Client_Create(PJRT_Client_Create_Args *args) {
     return kiln_pjrt_error_from_status(s);
   }
   int32_t n = c->is_cuda ? c->num_kdevices : c->options.num_host_devices;
-  c->devices = kiln_calloc((size_t)n, sizeof(PJRT_Device *));
-  c->memories = kiln_calloc((size_t)n * 2, sizeof(PJRT_Memory *));
-  for (int32_t i = 0; i < n; i++) {
-    c->devices[i] = kiln_calloc(1, sizeof(PJRT_Device));
+  c->devices = kiln_try_calloc((size_t)n, sizeof(PJRT_Device *));
+  c->memories = kiln_try_calloc((size_t)n * 2, sizeof(PJRT_Memory *));
+  if (!c->devices || !c->memories)
+    s = KILN_ERR_EXHAUSTED("PJRT_Client_Create: out of host memory for %d devices", n);
+  for (int32_t i = 0; i < n && !s; i++) {
+    c->devices[i] = kiln_try_calloc(1, sizeof(PJRT_Device));
+    if (!c->devices[i]) {
+      s = KILN_ERR_EXHAUSTED("PJRT_Client_Create: out of host memory for device %d", i);
+      break;
+    }
     kiln_device_t *kd = c->is_cuda ? c->kdevices[i] : c->kdevices[0];
     s = kiln_pjrt_device_init(c, c->devices[i], i, kd, i);
     if (s) {
@@ -439,16 +459,23 @@ static PJRT_Error *Client_Create(PJRT_Client_Create_Args *args) {
     snprintf(c->platform_version, sizeof(c->platform_version), "kiln %s; host",
              KILN_PJRT_KILN_VERSION);
   }
-  c->topology = kiln_calloc(1, sizeof(*c->topology));
-  c->topology->client = c;
-  c->topology->is_cuda = c->is_cuda;
-  snprintf(c->topology->platform_version, sizeof(c->topology->platform_version), "%s",
-           c->platform_version);
-  if (!s) make_all_devices(c);
-  c->topology->descriptions = kiln_calloc(c->num_all_devices ? (size_t)c->num_all_devices : 1,
-                                          sizeof(PJRT_DeviceDescription *));
-  for (int32_t i = 0; i < c->num_all_devices; i++)
-    c->topology->descriptions[c->topology->num_descriptions++] = &c->all_devices[i]->desc;
+  if (!s) s = make_all_devices(c);
+  if (!s) {
+    c->topology = kiln_try_calloc(1, sizeof(*c->topology));
+    if (c->topology)
+      c->topology->descriptions = kiln_try_calloc(
+          c->num_all_devices ? (size_t)c->num_all_devices : 1, sizeof(PJRT_DeviceDescription *));
+    if (!c->topology || !c->topology->descriptions)
+      s = KILN_ERR_EXHAUSTED("PJRT_Client_Create: out of host memory for its topology");
+  }
+  if (!s) {
+    c->topology->client = c;
+    c->topology->is_cuda = c->is_cuda;
+    snprintf(c->topology->platform_version, sizeof(c->topology->platform_version), "%s",
+             c->platform_version);
+    for (int32_t i = 0; i < c->num_all_devices; i++)
+      c->topology->descriptions[c->topology->num_descriptions++] = &c->all_devices[i]->desc;
+  }
   if (!s) s = kiln_pjrt_compile_cache_create(&c->options, &c->compile_cache);
   if (s) {
     client_free(c);

@@ -281,7 +281,8 @@ static kiln_status pick_devices(const PJRT_Client *c, const kiln_pjrt_compile_op
   int32_t n = (int32_t)(r * p);
   *reps = (int32_t)r;
   *parts = (int32_t)p;
-  int32_t *a = kiln_calloc((size_t)n, sizeof(*a));
+  int32_t *a = kiln_try_calloc((size_t)n, sizeof(*a));
+  if (!a) return KILN_ERR_EXHAUSTED("out of host memory for a device assignment of %d", n);
   kiln_status s = NULL;
   if (co->has_device_assignment && co->device_ids) {
     if (co->da_replica_count != r || co->da_computation_count != p)
@@ -354,8 +355,9 @@ static kiln_status compile_program(PJRT_Client *client, const PJRT_Program *prog
   char target[512];
   client_target(client, target, sizeof(target));
   kiln_pjrt_cache_key_t key;
-  kiln_pjrt_cache_key_make(&key, program->format, program->format_size, program->code,
-                           program->code_size, options, options_len, target);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_pjrt_cache_key_make(&key, program->format, program->format_size,
+                                                      program->code, program->code_size, options,
+                                                      options_len, target));
   PJRT_Executable *hit =
       client->compile_cache ? kiln_pjrt_compile_cache_get(client->compile_cache, &key) : NULL;
   if (hit) {

@@ -85,25 +85,40 @@ static const PJRT_Memory_FunctionTable g_memory_table = {
     .set_user_data = memory_set_user_data,
 };
 
-static char *fmt_dup(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt_dup(const char *fmt, ...) {
+/* The formatted text in a new block; `fallible`: NULL when refused (else it aborts on
+ * exhaustion, as kiln_strdup does). */
+static char *fmt_dup(bool fallible, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *fmt_dup(bool fallible, const char *fmt, ...) {
   char buf[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(buf, sizeof(buf), fmt, ap);
   va_end(ap);
-  return kiln_strdup(buf);
+  if (!fallible) return kiln_strdup(buf);
+  size_t n = strlen(buf) + 1;
+  char *p = kiln_try_malloc(n);
+  if (p) memcpy(p, buf, n);
+  return p;
 }
 
+/* NULL when out of host memory. */
 static kiln_pjrt_memory_t *memory_new(PJRT_Device *dev, int32_t index, int32_t kind_id) {
-  kiln_pjrt_memory_t *m = kiln_calloc(1, sizeof(*m));
+  kiln_pjrt_memory_t *m = kiln_try_calloc(1, sizeof(*m));
+  if (!m) return NULL;
   m->base.vtable = &g_memory_table;
   m->id = 2 * index + kind_id;
   m->kind_id = kind_id;
   m->kind = kind_id == 0 ? "device" : "pinned_host";
   m->device = dev;
-  m->debug_string = fmt_dup("%s memory of %s (memory id %d)", m->kind, dev->desc.to_string, m->id);
-  m->to_string = fmt_dup("MEMORY_SPACE_%d(%s)", m->id, m->kind);
+  m->debug_string =
+      fmt_dup(true, "%s memory of %s (memory id %d)", m->kind, dev->desc.to_string, m->id);
+  m->to_string = fmt_dup(true, "MEMORY_SPACE_%d(%s)", m->id, m->kind);
+  if (!m->debug_string || !m->to_string) {
+    kiln_free(m->debug_string);
+    kiln_free(m->to_string);
+    kiln_free(m);
+    return NULL;
+  }
   pthread_mutex_init(&m->mu, NULL);
   return m;
 }
@@ -149,6 +164,9 @@ static PJRT_NamedValue attr_str(const char *name, const char *v) {
   return a;
 }
 
+static bool description_init(PJRT_DeviceDescription *x, int32_t index, const char *kind,
+                             bool fallible);
+
 kiln_status kiln_pjrt_device_init(PJRT_Client *c, PJRT_Device *dev, int32_t index,
                                   kiln_device_t *kdev, int32_t local_hardware_id) {
   memset(dev, 0, sizeof(*dev));
@@ -164,8 +182,12 @@ kiln_status kiln_pjrt_device_init(PJRT_Client *c, PJRT_Device *dev, int32_t inde
   pthread_mutex_init(&dev->stream_mu, NULL);
   pthread_cond_init(&dev->stream_cv, NULL);
   PJRT_DeviceDescription *x = &dev->desc;
-  dev->desc.attributes = kiln_calloc(4, sizeof(PJRT_NamedValue));
+  bool ok = true;
   if (kdev->kind == KILN_DEVICE_CUDA) {
+    dev->desc.attributes = kiln_try_calloc(4, sizeof(PJRT_NamedValue));
+    ok = dev->desc.attributes != NULL;
+  }
+  if (ok && kdev->kind == KILN_DEVICE_CUDA) {
     kiln_cuda_device_t *cd = (kiln_cuda_device_t *)kdev;
     size_t mem = 0;
     if (cd->drv && cd->drv->cuDeviceTotalMem) {
@@ -186,18 +208,22 @@ kiln_status kiln_pjrt_device_init(PJRT_Client *c, PJRT_Device *dev, int32_t inde
     dev->desc.attributes[2] = attr_int("sm_count", cd->sm_count);
     dev->desc.attributes[3] = attr_int("memory_size", (int64_t)mem);
     dev->desc.num_attributes = 4;
-    dev->desc.debug_string = fmt_dup("cuda:%d", id);
-    dev->desc.to_string = fmt_dup("CudaDevice(id=%d)", id);
-  } else {
-    kiln_free(dev->desc.attributes);
-    kiln_pjrt_description_init(x, id, "cpu");
+    dev->desc.debug_string = fmt_dup(true, "cuda:%d", id);
+    dev->desc.to_string = fmt_dup(true, "CudaDevice(id=%d)", id);
+    ok = dev->desc.debug_string && dev->desc.to_string;
+  } else if (ok) {
+    ok = description_init(x, id, "cpu", true);
     x->process_index = c->process_index;
   }
   dev->desc.kind = x->kind_buf;
-  dev->num_memories = 2;
-  for (int32_t k = 0; k < 2; k++) {
+  for (int32_t k = 0; k < 2 && ok; k++) {
     dev->memories[k] = memory_new(dev, index, k);
-    dev->memory_handles[k] = &dev->memories[k]->base;
+    ok = dev->memories[k] != NULL;
+    if (ok) dev->memory_handles[dev->num_memories++] = &dev->memories[k]->base;
+  }
+  if (!ok) {
+    kiln_pjrt_device_fini(dev);
+    return KILN_ERR_EXHAUSTED("out of host memory for the records of device %d", id);
   }
   return NULL;
 }
@@ -214,22 +240,34 @@ void kiln_pjrt_device_init_remote(PJRT_Client *c, PJRT_Device *dev, int32_t id,
   dev->desc.process_index = process_index;
 }
 
-void kiln_pjrt_description_init(PJRT_DeviceDescription *x, int32_t index, const char *kind) {
+static bool description_init(PJRT_DeviceDescription *x, int32_t index, const char *kind,
+                             bool fallible) {
   memset(x, 0, sizeof(*x));
   x->id = index;
-  x->attributes = kiln_calloc(4, sizeof(PJRT_NamedValue));
+  x->attributes = fallible ? kiln_try_calloc(4, sizeof(PJRT_NamedValue))
+                           : kiln_calloc(4, sizeof(PJRT_NamedValue));
   snprintf(x->kind_buf, sizeof(x->kind_buf), "%s", kind);
   x->kind = x->kind_buf;
-  if (!strcmp(kind, "cpu")) {
+  bool cpu = !strcmp(kind, "cpu");
+  x->debug_string =
+      cpu ? fmt_dup(fallible, "TFRT_CPU_%d", index) : fmt_dup(fallible, "cuda:%d", index);
+  x->to_string = cpu ? fmt_dup(fallible, "CpuDevice(id=%d)", index)
+                     : fmt_dup(fallible, "CudaDevice(id=%d)", index);
+  if (!x->attributes || !x->debug_string || !x->to_string) {
+    kiln_pjrt_description_fini(x);
+    memset(x, 0, sizeof(*x));
+    return false;
+  }
+  if (cpu) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     x->attributes[0] = attr_int("cores", cores > 0 ? cores : 1);
     x->num_attributes = 1;
-    x->debug_string = fmt_dup("TFRT_CPU_%d", index);
-    x->to_string = fmt_dup("CpuDevice(id=%d)", index);
-  } else {
-    x->debug_string = fmt_dup("cuda:%d", index);
-    x->to_string = fmt_dup("CudaDevice(id=%d)", index);
   }
+  return true;
+}
+
+void kiln_pjrt_description_init(PJRT_DeviceDescription *x, int32_t index, const char *kind) {
+  description_init(x, index, kind, false);
 }
 
 void kiln_pjrt_description_fini(PJRT_DeviceDescription *x) {

@@ -88,7 +88,8 @@ static kiln_status status_copy(kiln_status s) {
 }
 
 PJRT_Event *kiln_pjrt_event_create(void) {
-  PJRT_Event *e = kiln_calloc(1, sizeof(*e));
+  PJRT_Event *e = kiln_try_calloc(1, sizeof(*e));
+  if (!e) return NULL;
   pthread_mutex_init(&e->mu, NULL);
   pthread_cond_init(&e->cv, NULL);
   return e;
@@ -135,9 +136,23 @@ void kiln_pjrt_event_complete(PJRT_Event *e, kiln_status error) {
 static PJRT_Event g_ready_event = {
     .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .ready = true, .shared = true};
 
+/* The completed event handed out when an event with an error cannot be allocated. */
+static PJRT_Event g_oom_event = {
+    .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .ready = true, .shared = true};
+
+static void oom_event_init(void) {
+  g_oom_event.error = kiln_status_out_of_memory();
+}
+
 PJRT_Event *kiln_pjrt_event_ready(kiln_status error) {
   if (!error) return &g_ready_event;
   PJRT_Event *e = kiln_pjrt_event_create();
+  if (!e) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    kiln_once(&once, oom_event_init);
+    kiln_status_free(error);
+    return &g_oom_event;
+  }
   e->ready = true;
   e->error = error;
   return e;
@@ -212,7 +227,10 @@ static PJRT_Error *Event_OnReady(PJRT_Event_OnReady_Args *args) {
   if (!args->callback)
     return kiln_pjrt_error_make(KILN_INVALID_ARGUMENT, "PJRT_Event_OnReady: callback is NULL");
   PJRT_Event *e = args->event;
-  kiln_pjrt_event_callback_t *cb = kiln_calloc(1, sizeof(*cb));
+  kiln_pjrt_event_callback_t *cb = kiln_try_calloc(1, sizeof(*cb));
+  if (!cb)
+    return kiln_pjrt_error_make(KILN_RESOURCE_EXHAUSTED,
+                                "PJRT_Event_OnReady: out of host memory for the callback");
   cb->fn = args->callback;
   cb->user_arg = args->user_arg;
   kiln_mutex_lock(&e->mu);
@@ -233,6 +251,9 @@ static PJRT_Error *Event_OnReady(PJRT_Event_OnReady_Args *args) {
 static PJRT_Error *Event_Create(PJRT_Event_Create_Args *args) {
   KILN_PJRT_ARGS("PJRT_Event_Create", args, event);
   PJRT_Event *e = kiln_pjrt_event_create();
+  if (!e)
+    return kiln_pjrt_error_make(KILN_RESOURCE_EXHAUSTED,
+                                "PJRT_Event_Create: out of host memory for the event");
   e->user_created = true;
   args->event = e;
   return NULL;

@@ -200,12 +200,11 @@ void kiln_pjrt_executable_detach(PJRT_Executable *e) {
   kiln_mutex_unlock(&e->lower_mu);
 }
 
-kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t num_replicas,
-                                        int32_t num_partitions, const int32_t *assignment,
-                                        kiln_hlo_module_t *optimized, const char *options,
-                                        size_t options_len, const kiln_pjrt_compile_options_t *co,
-                                        double passes_ms, PJRT_Executable **out) {
-  *out = NULL;
+static kiln_status executable_create(PJRT_Client *client, int32_t num_replicas,
+                                     int32_t num_partitions, const int32_t *assignment,
+                                     kiln_hlo_module_t *optimized, const char *options,
+                                     size_t options_len, const kiln_pjrt_compile_options_t *co,
+                                     double passes_ms, PJRT_Executable **out) {
   PJRT_Executable *e = kiln_calloc(1, sizeof(*e));
   atomic_init(&e->refs, 1);
   pthread_mutex_init(&e->lower_mu, NULL);
@@ -258,14 +257,30 @@ kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t num_replica
   e->copts.executable_cache_dir = e->kernel_cache_dir;
   e->num_devices = client->num_devices;
   e->devices = kiln_calloc((size_t)e->num_devices + 1, sizeof(*e->devices));
-  if (client->compile_cache) kiln_pjrt_compile_cache_register(client->compile_cache, e);
   kiln_status s = signature(e);
   if (s) {
     kiln_pjrt_executable_unref(e);
     return s;
   }
+  /* last: an unwind of the records' scope must not leave the cache pointing at them */
+  if (client->compile_cache) kiln_pjrt_compile_cache_register(client->compile_cache, e);
   *out = e;
   return NULL;
+}
+
+/* The records are many small blocks (names, the signature's leaves and arrays): they are made
+ * in an out-of-memory scope, so any of them may be refused; an unwind frees them all and
+ * destroys `optimized` here, as the records would have on any other error. */
+kiln_status kiln_pjrt_executable_create(PJRT_Client *client, int32_t num_replicas,
+                                        int32_t num_partitions, const int32_t *assignment,
+                                        kiln_hlo_module_t *optimized, const char *options,
+                                        size_t options_len, const kiln_pjrt_compile_options_t *co,
+                                        double passes_ms, PJRT_Executable **out) {
+  *out = NULL;
+  KILN_OOM_SCOPED_RETURN(executable_create(client, num_replicas, num_partitions, assignment,
+                                           optimized, options, options_len, co, passes_ms, out),
+                         (*out = NULL, kiln_hlo_module_destroy(optimized)),
+                         "making the executable records of a compiled module");
 }
 
 /* This process's participants of `e`: [*first, *first + *num). Across processes the
@@ -310,11 +325,20 @@ kiln_status kiln_pjrt_loaded_create(PJRT_Executable *e, PJRT_LoadedExecutable **
       return KILN_ERR_INVALID("device %d is not a device of the client", e->assignment[i]);
   int32_t first = 0, num = 0;
   KILN_RETURN_IF_ERROR_PLAIN(local_participants(e, &first, &num));
-  PJRT_LoadedExecutable *l = kiln_calloc(1, sizeof(*l));
+  PJRT_LoadedExecutable *l = kiln_try_calloc(1, sizeof(*l));
+  if (l) l->devices = kiln_try_calloc((size_t)e->num_participants, sizeof(*l->devices));
+  if (l) l->logical_ids = kiln_try_calloc((size_t)e->num_participants, sizeof(*l->logical_ids));
+  if (!l || !l->devices || !l->logical_ids) {
+    if (l) {
+      kiln_free(l->devices);
+      kiln_free(l->logical_ids);
+    }
+    kiln_free(l);
+    return KILN_ERR_EXHAUSTED("out of host memory for the loaded executable of %s (%d devices)",
+                              e->name, e->num_participants);
+  }
   kiln_pjrt_executable_ref(e);
   l->exec = e;
-  l->devices = kiln_calloc((size_t)e->num_participants, sizeof(*l->devices));
-  l->logical_ids = kiln_calloc((size_t)e->num_participants, sizeof(*l->logical_ids));
   for (int32_t i = 0; i < e->num_participants; i++) {
     l->devices[i] = e->client->all_devices[e->assignment[i]];
     l->logical_ids[i].replica = i / e->num_partitions;
@@ -505,13 +529,21 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
   }
   /* Small signatures on the stack (each entry used is set in the first loop below). */
   arg_state_t local[16];
-  arg_state_t *st = np <= 16 ? local : kiln_calloc((size_t)np, sizeof(*st));
+  arg_state_t *st = np <= 16 ? local : kiln_try_calloc((size_t)np, sizeof(*st));
   kiln_devptr_t pl[16];
   uint64_t sl[16];
-  kiln_devptr_t *ptrs = np <= 16 ? pl : kiln_calloc((size_t)np, sizeof(*ptrs));
-  uint64_t *sizes = np <= 16 ? sl : kiln_calloc((size_t)np, sizeof(*sizes));
+  kiln_devptr_t *ptrs = np <= 16 ? pl : kiln_try_calloc((size_t)np, sizeof(*ptrs));
+  uint64_t *sizes = np <= 16 ? sl : kiln_try_calloc((size_t)np, sizeof(*sizes));
   kiln_device_buffer_t *ol[16];
-  kiln_device_buffer_t **kout = no <= 16 ? ol : kiln_calloc((size_t)no, sizeof(*kout));
+  kiln_device_buffer_t **kout = no <= 16 ? ol : kiln_try_calloc((size_t)no, sizeof(*kout));
+  if (!st || !ptrs || !sizes || !kout) {
+    if (st != local) kiln_free(st);
+    if (ptrs != pl) kiln_free(ptrs);
+    if (sizes != sl) kiln_free(sizes);
+    if (kout != ol) kiln_free(kout);
+    return KILN_ERR_EXHAUSTED("out of host memory for the %d arguments and %d outputs of %s", np,
+                              no, e->name);
+  }
   if (no) memset(kout, 0, sizeof(*kout) * (size_t)no);
   kiln_stream_t *stream = NULL;
   kiln_status s = NULL;
@@ -654,16 +686,24 @@ static kiln_status execute_spmd(PJRT_LoadedExecutable *l, PJRT_Buffer *const *co
                                 const PJRT_ExecuteOptions *opts, PJRT_Buffer **const *outs) {
   PJRT_Executable *e = l->exec;
   int32_t world = e->num_participants, n = l->num_local;
-  int64_t *ids = kiln_calloc((size_t)world, sizeof(*ids));
+  int64_t *ids = kiln_try_calloc((size_t)world, sizeof(*ids));
+  if (!ids) return KILN_ERR_EXHAUSTED("out of host memory for the ids of %d devices", world);
   for (int32_t i = 0; i < world; i++) ids[i] = l->devices[i]->desc.id;
   kiln_spmd_world_t *w = NULL;
   kiln_status s = kiln_spmd_world_create(e->num_replicas, e->num_partitions, ids, 0, &w);
   kiln_free(ids);
   if (s) return s;
   if (e->client->num_processes > 1) kiln_spmd_world_set_mpi(w, e->client->mpi, n);
-  spmd_participant_t *ps = kiln_calloc((size_t)n, sizeof(*ps));
-  pthread_t *threads = kiln_calloc((size_t)n, sizeof(*threads));
-  bool *started = kiln_calloc((size_t)n, sizeof(*started));
+  spmd_participant_t *ps = kiln_try_calloc((size_t)n, sizeof(*ps));
+  pthread_t *threads = kiln_try_calloc((size_t)n, sizeof(*threads));
+  bool *started = kiln_try_calloc((size_t)n, sizeof(*started));
+  if (!ps || !threads || !started) {
+    kiln_free(started);
+    kiln_free(threads);
+    kiln_free(ps);
+    kiln_spmd_world_destroy(w);
+    return KILN_ERR_EXHAUSTED("out of host memory for %d participants", n);
+  }
   for (int32_t i = 0; i < n; i++) {
     ps[i] = (spmd_participant_t){.e = e,
                                  .dev = l->devices[l->first_local + i],
@@ -765,15 +805,18 @@ static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args)
   for (int32_t d = 0; d < n; d++)
     for (int32_t j = 0; j < e->num_outputs; j++) args->output_lists[d][j] = NULL;
   PJRT_Buffer *none = NULL;
-  PJRT_Buffer *const **argv = kiln_calloc((size_t)n, sizeof(*argv));
+  PJRT_Buffer *const **argv = kiln_try_calloc((size_t)n, sizeof(*argv));
   PJRT_Buffer *none_list[1] = {NULL};
   PJRT_Buffer **outs_none = none_list;
-  PJRT_Buffer ***outv = kiln_calloc((size_t)n, sizeof(*outv));
-  for (int32_t d = 0; d < n; d++) {
+  PJRT_Buffer ***outv = kiln_try_calloc((size_t)n, sizeof(*outv));
+  kiln_status s = NULL;
+  if (!argv || !outv)
+    s = KILN_ERR_EXHAUSTED("out of host memory for the argument lists of %d devices", n);
+  for (int32_t d = 0; d < n && !s; d++) {
     argv[d] = e->num_params ? args->argument_lists[d] : &none;
     outv[d] = e->num_outputs ? args->output_lists[d] : outs_none;
   }
-  kiln_status s = execute_spmd(l, argv, args->options, outv);
+  if (!s) s = execute_spmd(l, argv, args->options, outv);
   kiln_free(argv);
   kiln_free(outv);
   if (s)

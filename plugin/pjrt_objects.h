@@ -218,11 +218,13 @@ struct PJRT_Event {
   bool shared;       /* kiln_pjrt_event_ready(NULL)'s one event: never freed */
 };
 
+/* A new event, not ready; NULL when out of host memory. */
 PJRT_Event *kiln_pjrt_event_create(void);
 /* Completes `e` with `error` (taken over; NULL for OK) and schedules its callbacks. */
 void kiln_pjrt_event_complete(PJRT_Event *e, kiln_status error);
 /* An event that is already complete. Without an error, every call returns the same static
- * event (PJRT_Event_Destroy leaves it): completed transfers and executes make no event. */
+ * event (PJRT_Event_Destroy leaves it): completed transfers and executes make no event. With
+ * one and no memory for the event: a static event with RESOURCE_EXHAUSTED (error freed). */
 PJRT_Event *kiln_pjrt_event_ready(kiln_status error);
 
 /* Device memory shared by buffers (a buffer, its donated successor, external references).

@@ -80,7 +80,10 @@ static int member_cmp(const void *a, const void *b) {
 
 /* Every group of the table: its members agree on its size and hold ranks 0..size-1 once each. */
 static kiln_status check_groups(const kiln_coll_thunk_desc_t *d, const char *name, int n) {
-  member_t *m = kiln_calloc((size_t)n, sizeof *m);
+  member_t *m = kiln_try_calloc((size_t)n, sizeof *m);
+  if (!m)
+    return KILN_ERR_EXHAUSTED("collective %s: out of host memory checking %d participants", name,
+                              n);
   for (int i = 0; i < n; i++) m[i] = (member_t){d->group_key[i], d->rank[i], i};
   qsort(m, (size_t)n, sizeof *m, member_cmp);
   kiln_status s = KILN_STATUS_OK;
@@ -272,7 +275,14 @@ static kiln_status run_ragged(const kiln_thunk_t *t, const kiln_thunk_exec_param
   KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, b[0].recv, &res));
   for (int k = 0; k < 4; k++) KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, b[2 + k].send, &meta[k]));
   int64_t n = b[2].count;
-  int64_t *m = kiln_calloc((size_t)(4 * n + 1), sizeof *m);
+  int64_t *m = kiln_try_calloc((size_t)(4 * n + 1), sizeof *m);
+  if (!m) {
+    /* the peers are (or will be) waiting for this rank in the clique: release them */
+    kiln_status st = KILN_ERR_EXHAUSTED(
+        "ragged-all-to-all %s: out of host memory for %" PRId64 " offsets and sizes", t->name, n);
+    if (c) kiln_coll_clique_abort(c, kiln_status_message(st));
+    return st;
+  }
   for (int k = 0; k < 4; k++)
     for (int64_t e = 0; e < n; e++)
       m[k * n + e] = b[2].dtype == KILN_COLL_S32 ? ((const int32_t *)host_ptr(meta[k]))[e]

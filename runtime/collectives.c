@@ -72,15 +72,29 @@ kiln_status kiln_coll_clique_create(int size, int64_t timeout_ms, kiln_coll_cliq
   if (size < 1 || size > 4096 || timeout_ms <= 0)
     return KILN_ERR_INVALID(
         "collective clique: %d ranks (1..4096) and timeout %" PRId64 " ms (> 0)", size, timeout_ms);
-  kiln_coll_clique_t *c = kiln_calloc(1, sizeof *c);
+  kiln_coll_clique_t *c = kiln_try_calloc(1, sizeof *c);
+  if (c) {
+    c->entered = kiln_try_calloc((size_t)size, sizeof *c->entered);
+    c->send = kiln_try_calloc((size_t)size, sizeof *c->send);
+    c->recv = kiln_try_calloc((size_t)size, sizeof *c->recv);
+    c->meta = kiln_try_calloc((size_t)size, sizeof *c->meta);
+    c->scratch = kiln_try_calloc((size_t)size, sizeof *c->scratch);
+    c->scratch_cap = kiln_try_calloc((size_t)size, sizeof *c->scratch_cap);
+  }
+  if (!c || !c->entered || !c->send || !c->recv || !c->meta || !c->scratch || !c->scratch_cap) {
+    if (c) {
+      kiln_free(c->entered);
+      kiln_free(c->send);
+      kiln_free(c->recv);
+      kiln_free(c->meta);
+      kiln_free(c->scratch);
+      kiln_free(c->scratch_cap);
+      kiln_free(c);
+    }
+    return KILN_ERR_EXHAUSTED("collective clique: out of host memory for %d ranks", size);
+  }
   c->size = size;
   c->timeout_ms = timeout_ms;
-  c->entered = kiln_calloc((size_t)size, sizeof *c->entered);
-  c->send = kiln_calloc((size_t)size, sizeof *c->send);
-  c->recv = kiln_calloc((size_t)size, sizeof *c->recv);
-  c->meta = kiln_calloc((size_t)size, sizeof *c->meta);
-  c->scratch = kiln_calloc((size_t)size, sizeof *c->scratch);
-  c->scratch_cap = kiln_calloc((size_t)size, sizeof *c->scratch_cap);
   pthread_mutex_init(&c->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -358,7 +372,10 @@ static void compute(const kiln_coll_clique_t *c, int rank, const call_t *x) {
 static kiln_status ragged_compute(const kiln_coll_clique_t *c, int rank, const call_t *x) {
   const kiln_coll_ragged_t *r = x->ragged;
   if (r->output != r->result && x->recv_bytes) memmove(r->result, r->output, x->recv_bytes);
-  kiln_ragged_sender_t *from = kiln_calloc((size_t)c->size, sizeof *from);
+  kiln_ragged_sender_t *from = kiln_try_calloc((size_t)c->size, sizeof *from);
+  if (!from)
+    return KILN_ERR_EXHAUSTED("ragged-all-to-all '%s': rank %d is out of host memory for %d peers",
+                              x->name, rank, c->size);
   for (int k = 0; k < c->size; k++) from[k] = *(const kiln_ragged_sender_t *)c->meta[k];
   kiln_status st =
       kiln_ragged_all_to_all_receive(x->name, rank, c->size, r->updates, from, r->recv_sizes,
@@ -396,6 +413,15 @@ static bool overlap(const void *a, size_t an, const void *b, size_t bn) {
   return an && bn && a0 < b0 + bn && b0 < a0 + an;
 }
 
+/* A rank that cannot take part (its staging was refused): the clique breaks with ABORTED naming
+ * it, so its peers return now rather than at the deadline; the rank gets RESOURCE_EXHAUSTED. */
+static kiln_status refused(kiln_coll_clique_t *c, int rank, const call_t *x) {
+  kiln_status st = KILN_ERR_EXHAUSTED("%s '%s': rank %d is out of host memory staging %zu bytes",
+                                      kind_names[x->kind], x->name, rank, x->send_bytes);
+  kiln_coll_clique_abort(c, kiln_status_message(st));
+  return st;
+}
+
 static kiln_status run(kiln_coll_clique_t *c, int rank, call_t *x) {
   if (rank < 0 || rank >= c->size)
     return KILN_ERR_INVALID("%s '%s': rank %d outside a clique of %d", kind_names[x->kind], x->name,
@@ -408,7 +434,9 @@ static kiln_status run(kiln_coll_clique_t *c, int rank, call_t *x) {
   if (overlap(x->send, x->send_bytes, x->recv, x->recv_bytes)) {
     if (c->scratch_cap[rank] < x->send_bytes) {
       kiln_free(c->scratch[rank]);
-      c->scratch[rank] = kiln_malloc(x->send_bytes);
+      c->scratch_cap[rank] = 0;
+      c->scratch[rank] = kiln_try_malloc(x->send_bytes);
+      if (!c->scratch[rank]) return refused(c, rank, x);
       c->scratch_cap[rank] = x->send_bytes;
     }
     memcpy(c->scratch[rank], x->send, x->send_bytes);

@@ -36,15 +36,21 @@ kiln_status kiln_spmd_world_create(int num_replicas, int num_partitions,
         "SPMD world: %d replicas x %d partitions (1..4096 participants), "
         "timeout %" PRId64 " ms",
         num_replicas, num_partitions, timeout_ms);
-  kiln_spmd_world_t *w = kiln_calloc(1, sizeof *w);
+  kiln_spmd_world_t *w = kiln_try_calloc(1, sizeof *w);
+  size_t n = (size_t)num_replicas * (size_t)num_partitions;
+  if (w && device_assignment) {
+    w->device_assignment = kiln_try_malloc(n * sizeof(int64_t));
+    if (w->device_assignment) {
+      memcpy(w->device_assignment, device_assignment, n * sizeof(int64_t));
+    } else {
+      kiln_free(w);
+      w = NULL;
+    }
+  }
+  if (!w) return KILN_ERR_EXHAUSTED("SPMD world: out of host memory for %zu participants", n);
   w->num_replicas = num_replicas;
   w->num_partitions = num_partitions;
   w->timeout_ms = timeout_ms ? timeout_ms : KILN_SPMD_DEFAULT_TIMEOUT_MS;
-  if (device_assignment) {
-    size_t n = (size_t)num_replicas * (size_t)num_partitions;
-    w->device_assignment = kiln_malloc(n * sizeof(int64_t));
-    memcpy(w->device_assignment, device_assignment, n * sizeof(int64_t));
-  }
   pthread_mutex_init(&w->mu, NULL);
   *out = w;
   return KILN_STATUS_OK;
@@ -108,12 +114,19 @@ kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t
     clique_entry_t *e = w->cliques;
     while (e && (e->key != key || strcmp(e->op, op) != 0)) e = e->next;
     if (!e) {
-      e = kiln_calloc(1, sizeof *e);
-      e->op = kiln_strdup(op);
-      e->key = key;
-      st = kiln_coll_clique_create(size, w->timeout_ms, &e->clique);
+      size_t len = strlen(op) + 1;
+      e = kiln_try_calloc(1, sizeof *e);
+      if (e) e->op = kiln_try_malloc(len);
+      if (e && e->op) {
+        memcpy(e->op, op, len);
+        e->key = key;
+        st = kiln_coll_clique_create(size, w->timeout_ms, &e->clique);
+      } else {
+        st = KILN_ERR_EXHAUSTED("out of host memory for the clique of %s (group %" PRId64 ")", op,
+                                key);
+      }
       if (st) {
-        kiln_free(e->op);
+        if (e) kiln_free(e->op);
         kiln_free(e);
         e = NULL;
       } else {
@@ -195,9 +208,16 @@ kiln_status kiln_executable_run_spmd(kiln_executable_t *e, const kiln_spmd_run_p
         kiln_spmd_world_destroy(w);
         return KILN_ERR_INVALID("SPMD run: participants %d and %d share a stream", j, i);
       }
-  participant_t *xs = kiln_calloc((size_t)n, sizeof *xs);
-  pthread_t *threads = kiln_calloc((size_t)n, sizeof *threads);
-  bool *started = kiln_calloc((size_t)n, sizeof *started);
+  participant_t *xs = kiln_try_calloc((size_t)n, sizeof *xs);
+  pthread_t *threads = kiln_try_calloc((size_t)n, sizeof *threads);
+  bool *started = kiln_try_calloc((size_t)n, sizeof *started);
+  if (!xs || !threads || !started) {
+    kiln_free(started);
+    kiln_free(threads);
+    kiln_free(xs);
+    kiln_spmd_world_destroy(w);
+    return KILN_ERR_EXHAUSTED("SPMD run: out of host memory for %d participants", n);
+  }
   kiln_status st = KILN_STATUS_OK;
   for (int i = 0; i < n; i++) {
     xs[i].e = e;

@@ -6,7 +6,8 @@
  * runs N children at a time). Each N runs in a child process, which must
  *   - end the failing run with an error status carrying a message, or succeed (a refused
  *     allocation with a fallback: the caches);
- *   - not crash, and leak nothing (under ASan, LeakSanitizer fails the child at exit);
+ *   - not crash, and leak nothing (under ASan, LeakSanitizer checks the child before it exits:
+ *     exit status 7);
  *   - leave what it was given usable: the device and the module parsed before the failure,
  *     when they were made, then compile and run without injection and match the evaluator.
  * The failure policy (base/alloc.h): what is sized by the user is fallible and reported as
@@ -19,7 +20,7 @@
  * generation and the JIT link, which run held; caches under locks; the plugin's client and
  * executable records) aborts on exhaustion: each module's line gives that count, and
  * KILN_ALLOC_SWEEP_WHERE=1 prints where each of them is. KILN_ALLOC_SWEEP_ONLY=runtime|plugin|
- * stablehlo runs one sweep.
+ * stablehlo|spmd|plugin_spmd runs one sweep; KILN_ALLOC_SWEEP_POINT=N fails point N alone.
  *
  * The same sweep through the PJRT plugin API (GetPjrtApi(), the table linked into this test so
  * that the injection reaches it): PJRT_Client_Create, then PJRT_Client_Compile,
@@ -28,7 +29,14 @@
  * allocation refused: every failure must come back as a PJRT error with a code and a
  * message, leak nothing, and leave the client (when it was made) usable: the module then
  * compiles and runs through it and matches the evaluator. The disk cache is off
- * (KILN_CACHE_DIR=""), so every run compiles. */
+ * (KILN_CACHE_DIR=""), so every run compiles.
+ *
+ * The multi-device run path (session 16): a module with an all-reduce and an all-gather on 4
+ * host devices, through the runtime (kiln_device_run_module_spmd) and through the plugin (a
+ * client of 4 devices, one Execute over all of them). A refusal in any participant must end
+ * the run with an error without waiting for the collective deadline (exit status 6; an alarm
+ * ends a child that hangs), and the device or client then runs the module again, every
+ * participant matching the evaluator. */
 #include <execinfo.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -44,11 +52,13 @@
 #include <cmocka.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "base/str.h"
 #include "compiler/eval/eval.h"
 #include "compiler/frontend/stablehlo_to_hlo.h"
 #include "compiler/hlo/ir.h"
 #include "runtime/device.h"
+#include "runtime/spmd.h"
 #include "tests/skip_util.h"
 #include "tools/common/compare.h"
 #include "tools/common/device_run.h"
@@ -68,6 +78,9 @@ const PJRT_Api *GetPjrtApi(void);
 #endif
 #ifndef UNDER_ASAN
 #define UNDER_ASAN 0
+#endif
+#if UNDER_ASAN
+#include <sanitizer/lsan_interface.h>
 #endif
 
 static const char *const kModules[] = {
@@ -134,25 +147,38 @@ static bool injection_stop(int count_fd) {
   return count_fd < 0 || write(count_fd, counts, sizeof counts) == (ssize_t)sizeof counts;
 }
 
-/* The child's whole job for failure point `nth` (0: none, count only). Returns its exit code:
- * 0 handled, 2 the failing run returned an error without a message, 3 not usable after. */
-static int child(const char *text, size_t len, int64_t nth, int count_fd) {
+typedef kiln_status (*device_run_fn)(kiln_device_t *dev, const kiln_hlo_module_t *m, bool check);
+
+/* A failing run that took `ms` of a collective deadline of `deadline_ms` (0: none) waited for
+ * it: a participant's peers were not released when it failed. */
+static bool waited_for_deadline(double ms, int64_t deadline_ms) {
+  return deadline_ms > 0 && ms > (double)deadline_ms / 2;
+}
+
+/* The child's whole job for failure point `nth` (0: none, count only), the module run by
+ * `run`. Returns its exit code: 0 handled, 2 the failing run returned an error without a
+ * message, 3 not usable after, 6 it waited for the collective deadline `deadline_ms`. */
+static int child_with(const char *text, size_t len, int64_t nth, int count_fd, device_run_fn run,
+                      int64_t deadline_ms) {
   injection_start(nth);
+  double t0 = kiln_clock_ms();
   kiln_device_t *dev = NULL;
   kiln_hlo_module_t *m = NULL;
   kiln_status s = kiln_device_create("host", &dev);
   if (!s) s = kiln_hlo_parse_module(text, len, NULL, &m);
   if (!s) s = kiln_hlo_module_verify(m);
-  if (!s) s = run_module(dev, m, false);
+  if (!s) s = run(dev, m, false);
+  double ms = kiln_clock_ms() - t0;
   int rc = injection_stop(count_fd) ? 0 : 4;
   if (s && !kiln_status_message(s)[0]) rc = 2;
+  if (waited_for_deadline(ms, deadline_ms)) rc = 6;
   if (nth) /* the error a user sees (or none: a refusal with a fallback) */
     printf("    point %lld: %s\n", (long long)nth, s ? kiln_status_message(s) : "succeeded");
   kiln_status_free(s);
   /* Usable after: what was made before the failure, then a clean run. */
   s = dev ? NULL : kiln_device_create("host", &dev);
   if (!s && !m) s = kiln_hlo_parse_module(text, len, NULL, &m);
-  if (!s) s = run_module(dev, m, true);
+  if (!s) s = run(dev, m, true);
   if (s) {
     fprintf(stderr, "  after failing allocation %lld: %s\n", (long long)nth,
             kiln_status_message(s));
@@ -162,6 +188,20 @@ static int child(const char *text, size_t len, int64_t nth, int count_fd) {
   kiln_hlo_module_destroy(m);
   if (dev) kiln_device_destroy(dev);
   return rc;
+}
+
+static int child(const char *text, size_t len, int64_t nth, int count_fd) {
+  return child_with(text, len, nth, count_fd, run_module, 0);
+}
+
+/* Ends a sweep's child with `rc` without running the parent's exit handlers; under ASan,
+ * LeakSanitizer checks it first (_exit would skip its check): a leak is exit status 7. */
+static void child_exit(int rc) {
+  fflush(NULL);
+#if UNDER_ASAN
+  if (__lsan_do_recoverable_leak_check() && !rc) rc = 7;
+#endif
+  _exit(rc);
 }
 
 /* In a child: a crash must end it (cmocka's handlers would carry on in it). */
@@ -207,49 +247,49 @@ typedef struct sweep {
 /* Sweeps the failure points of corpus module `name` (the `i`-th of its test) with `fn` in
  * children: counts them in a clean run, then fails every `stride`-th (odd offsets so that a
  * strided sweep still reaches the last points) and prints what was not handled. */
-static void sweep_module(child_fn fn, const char *name, const char *how, int i,
-                         int64_t fixed_stride, int points_per_module, sweep_t *out) {
-  char path[4096];
-  if (name[0] == '/')
-    snprintf(path, sizeof path, "%s", name);
-  else
-    snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), name);
-  kiln_hlo_file_t *f = NULL;
-  kiln_status s = kiln_hlo_file_load(path, &f);
-  if (s) {
-    kiln_status_free(s);
-    KILN_SKIP("corpus module %s is absent", path);
-  }
+static void sweep_text(child_fn fn, const char *name, const char *text, size_t len, const char *how,
+                       int i, int64_t fixed_stride, int points_per_module, int64_t default_last,
+                       bool first, sweep_t *out) {
   int64_t counts[2];
-  int rc = in_child_with(fn, f->text, f->len, 0, counts);
+  int rc = in_child_with(fn, text, len, 0, counts);
   assert_int_equal(rc, 0);
   int64_t k = counts[0];
   out->counted = k;
   out->unchecked = counts[1];
   if (k == 0) k = 1; /* none counted: still fail the first, which must be harmless */
-  /* KILN_ALLOC_SWEEP_LAST=K: only the last K points (a module's load and run come last) */
+  /* KILN_ALLOC_SWEEP_LAST=K: only the last K points (a module's load and run come last);
+   * default_last (0: all) when it is not set */
   const char *last_env = getenv("KILN_ALLOC_SWEEP_LAST");
-  int64_t last = last_env && atoll(last_env) > 0 && atoll(last_env) < k ? atoll(last_env) : k;
+  int64_t want_last = last_env ? atoll(last_env) : default_last;
+  int64_t last = want_last > 0 && want_last < k ? want_last : k;
   int64_t stride =
       fixed_stride > 0 ? fixed_stride : (last + points_per_module - 1) / points_per_module;
+  /* KILN_ALLOC_SWEEP_POINT=N: that point alone (a developer's look at one failure) */
+  const char *point_env = getenv("KILN_ALLOC_SWEEP_POINT");
+  if (point_env && atoll(point_env) <= 0) point_env = NULL;
+  if (point_env) {
+    last = k - atoll(point_env) + 1;
+    stride = k + 1;
+  }
   /* KILN_ALLOC_SWEEP_JOBS children at a time (default 1) */
   const char *jobs_env = getenv("KILN_ALLOC_SWEEP_JOBS");
   int jobs = jobs_env && atoi(jobs_env) > 0 ? atoi(jobs_env) : 1;
   pid_t *pids = calloc((size_t)jobs, sizeof *pids);
   int64_t *points = calloc((size_t)jobs, sizeof *points);
   int running = 0;
-  int64_t n = k - last + 1 + (stride > 1 ? (int64_t)(i % stride) : 0);
-  while (n <= k || running > 0) {
-    if (n <= k && running < jobs) {
+  /* the window: the last `last` points, or with `first`, the first ones (what comes first:
+   * a client's creation) */
+  int64_t lo = first && !point_env ? 1 : k - last + 1, hi = point_env ? lo : lo + last - 1;
+  int64_t n = lo + (stride > 1 && stride <= k ? (int64_t)(i % stride) : 0);
+  while (n <= hi || running > 0) {
+    if (n <= hi && running < jobs) {
       int slot = 0;
       while (pids[slot]) slot++;
       fflush(NULL);
       pid_t pid = fork();
       if (pid == 0) {
         default_crash_signals();
-        int crc = fn(f->text, f->len, n, -1);
-        fflush(NULL);
-        _exit(crc);
+        child_exit(fn(text, len, n, -1));
       }
       pids[slot] = pid;
       points[slot] = n;
@@ -275,17 +315,34 @@ static void sweep_module(child_fn fn, const char *name, const char *how, int i,
   free(pids);
   free(points);
   printf(
-      "%s%s: %lld allocations that can fail, %lld failure points swept (stride %lld), %lld not "
-      "handled; %lld that cannot fail (held: LLVM, the JIT link, caches under locks; "
-      "KILN_ALLOC_SWEEP_WHERE=1 prints where)\n",
-      name, how, (long long)k, (long long)out->swept, (long long)stride, (long long)out->failures,
-      (long long)out->unchecked);
+      "%s%s: %lld allocations that can fail, %lld failure points swept (stride %lld, points "
+      "%lld..%lld), %lld not handled; %lld that cannot fail (held: LLVM, the JIT link, caches "
+      "under locks; KILN_ALLOC_SWEEP_WHERE=1 prints where)\n",
+      name, how, (long long)k, (long long)out->swept, (long long)stride, (long long)lo,
+      (long long)hi, (long long)out->failures, (long long)out->unchecked);
   out->points = k;
+}
+
+/* sweep_text over the corpus module `name` (or a file, given by absolute path). */
+static void sweep_module(child_fn fn, const char *name, const char *how, int i,
+                         int64_t fixed_stride, int points_per_module, sweep_t *out) {
+  char path[4096];
+  if (name[0] == '/')
+    snprintf(path, sizeof path, "%s", name);
+  else
+    snprintf(path, sizeof path, "%s/%s", kiln_corpus_dir(), name);
+  kiln_hlo_file_t *f = NULL;
+  kiln_status s = kiln_hlo_file_load(path, &f);
+  if (s) {
+    kiln_status_free(s);
+    KILN_SKIP("corpus module %s is absent", path);
+  }
+  sweep_text(fn, name, f->text, f->len, how, i, fixed_stride, points_per_module, 0, false, out);
   kiln_hlo_file_free(f);
 }
 
-/* KILN_ALLOC_SWEEP_ONLY=<word> (runtime, plugin, stablehlo) runs only that sweep, for a
- * developer's run; the others print that they were left out. */
+/* KILN_ALLOC_SWEEP_ONLY=<word> (runtime, plugin, stablehlo, spmd, plugin_spmd) runs only that
+ * sweep, for a developer's run; the others print that they were left out. */
 static bool sweep_selected(const char *word) {
   const char *only = getenv("KILN_ALLOC_SWEEP_ONLY");
   if (!only || !*only || !strcmp(only, word)) return true;
@@ -355,32 +412,119 @@ static void test_every_allocation_failure_is_handled(void **state) {
   assert_int_equal(failures, 0);
 }
 
-/* Compiles and runs `m` through the plugin client of *r (opened first when NULL) with fake
- * arguments made before; with `check`, compares with the evaluator. */
+/* ---- multi-device runs ----
+ * A module with an all-reduce and an all-gather on SPMD_DEVICES host devices, the world's
+ * participants told apart by replica-id. */
+#define SPMD_DEVICES 4
+/* The runs' collective deadline: a failing run that takes half of it waited for it (exit 6),
+ * and an alarm of three times it ends a child that hangs. */
+#define SPMD_TIMEOUT_MS 20000
+
+static const char kSpmdModule[] =
+    "HloModule spmd_alloc, replica_count=4\n"
+    "\n"
+    "add {\n"
+    "  a = f32[] parameter(0)\n"
+    "  b = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(a, b)\n"
+    "}\n"
+    "\n"
+    "ENTRY main {\n"
+    "  p = f32[8,3] parameter(0)\n"
+    "  id = u32[] replica-id()\n"
+    "  idf = f32[] convert(id)\n"
+    "  b = f32[8,3] broadcast(idf), dimensions={}\n"
+    "  x = f32[8,3] add(p, b)\n"
+    "  ar = f32[8,3] all-reduce(x), replica_groups={}, to_apply=add\n"
+    "  ag = f32[32,3] all-gather(x), dimensions={0}, replica_groups={}\n"
+    "  ROOT t = (f32[8,3], f32[32,3]) tuple(ar, ag)\n"
+    "}\n";
+
+/* Whether got[d], participant d's result of `m` on `args` (the same on every participant), is
+ * the evaluator's, for each of the SPMD_DEVICES participants. */
+static kiln_status matches_evaluator_spmd(const kiln_hlo_module_t *m, kiln_literal_t **args, int n,
+                                          kiln_literal_t *const *got, kiln_arena_t *arena) {
+  kiln_literal_t *const *per[SPMD_DEVICES];
+  kiln_literal_t *want[SPMD_DEVICES] = {0};
+  for (int d = 0; d < SPMD_DEVICES; d++) per[d] = args;
+  kiln_eval_spmd_options_t eo = {
+      .num_replicas = SPMD_DEVICES, .num_partitions = 1, .timeout_ms = SPMD_TIMEOUT_MS};
+  kiln_status s = kiln_eval_module_spmd(m, &eo, n, per, arena, want);
+  for (int d = 0; d < SPMD_DEVICES && !s; d++) {
+    kiln_compare_report_t cr;
+    memset(&cr, 0, sizeof cr);
+    if (!got[d] || !kiln_compare_literals(want[d], got[d], NULL, &cr))
+      s = KILN_ERR_INTERNAL(
+          "participant %d differs from the evaluator after an allocation "
+          "failure: %s",
+          d, got[d] ? cr.first : "no result");
+  }
+  return s;
+}
+
+/* Compiles and runs `m` on SPMD_DEVICES host devices sharing `dev` (kiln_device_run_module_spmd:
+ * collective thunks, kiln_executable_run_spmd's world of participant threads and cliques) with
+ * fake arguments; with `check`, compares every participant with the evaluator. */
+static kiln_status run_module_spmd(kiln_device_t *dev, const kiln_hlo_module_t *m, bool check) {
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t **args = NULL, *got[SPMD_DEVICES] = {0};
+  int n = 0;
+  kiln_status s = kiln_fake_args_make(m, NULL, &arena, &args, &n);
+  kiln_device_run_options_t o;
+  memset(&o, 0, sizeof o);
+  o.device = dev;
+  o.collective_timeout_ms = SPMD_TIMEOUT_MS;
+  if (!s) s = kiln_device_run_module_spmd(m, args, n, SPMD_DEVICES, 1, &o, &arena, got, NULL);
+  if (!s && check) s = matches_evaluator_spmd(m, args, n, got, &arena);
+  kiln_arena_destroy(&arena);
+  return s;
+}
+
+/* A hang ends the child (SIGALRM: exit status 142) instead of the sweep. */
+static void hang_alarm(void) {
+  alarm((unsigned)(3 * SPMD_TIMEOUT_MS / 1000) * (UNDER_ASAN ? 4 : 1));
+}
+
+static int spmd_child(const char *text, size_t len, int64_t nth, int count_fd) {
+  hang_alarm();
+  return child_with(text, len, nth, count_fd, run_module_spmd, SPMD_TIMEOUT_MS);
+}
+
+/* Compiles and runs `m` through the plugin client of *r (opened first when NULL, with
+ * `devices` host devices) with fake arguments made before, on one device or on `devices`
+ * replicas (Compile's num_replicas, Execute with one argument list per device); with `check`,
+ * compares with the evaluator (every participant's result). */
 static kiln_status plugin_run(kiln_pjrt_runner_t **r, const kiln_hlo_module_t *m,
-                              kiln_literal_t **args, int n, bool check) {
+                              kiln_literal_t **args, int n, int devices, bool check) {
   kiln_status s = NULL;
   if (!*r) {
     kiln_pjrt_runner_options_t ro;
     memset(&ro, 0, sizeof ro);
     ro.platform = "cpu";
+    ro.num_devices = devices > 1 ? devices : 0;
     ro.api = GetPjrtApi();
     s = kiln_pjrt_runner_open(&ro, r);
   }
   kiln_arena_t arena;
   kiln_arena_init(&arena);
-  kiln_literal_t *got = NULL;
+  kiln_literal_t *got[SPMD_DEVICES] = {0};
   kiln_pjrt_run_report_t rep;
-  if (!s) s = kiln_pjrt_run_module(*r, m, args, n, NULL, &arena, &got, &rep);
-  if (!s && check) s = matches_evaluator(m, args, n, got, &arena);
+  if (!s && devices > 1)
+    s = kiln_pjrt_run_module_spmd(*r, m, args, n, devices, 1, NULL, &arena, got, &rep);
+  else if (!s)
+    s = kiln_pjrt_run_module(*r, m, args, n, NULL, &arena, &got[0], &rep);
+  if (!s && check)
+    s = devices > 1 ? matches_evaluator_spmd(m, args, n, got, &arena)
+                    : matches_evaluator(m, args, n, got[0], &arena);
   kiln_arena_destroy(&arena);
   return s;
 }
 
-/* The child's job for failure point `nth` through the plugin (0: none, count only): the
- * module is parsed and its arguments made before the injection starts, so only the plugin's
- * allocations count. Exit codes as child(). */
-static int plugin_child(const char *text, size_t len, int64_t nth, int count_fd) {
+/* The child's job for failure point `nth` through the plugin (0: none, count only) on
+ * `devices` devices: the module is parsed and its arguments made before the injection starts,
+ * so only the plugin's allocations count. Exit codes as child_with(). */
+static int plugin_child_with(const char *text, size_t len, int64_t nth, int count_fd, int devices) {
   kiln_hlo_module_t *m = NULL;
   kiln_arena_t arena;
   kiln_arena_init(&arena);
@@ -397,14 +541,18 @@ static int plugin_child(const char *text, size_t len, int64_t nth, int count_fd)
   }
   kiln_pjrt_runner_t *r = NULL;
   injection_start(nth);
-  s = plugin_run(&r, m, args, n, false);
+  double t0 = kiln_clock_ms();
+  s = plugin_run(&r, m, args, n, devices, false);
+  double ms = kiln_clock_ms() - t0;
   int rc = injection_stop(count_fd) ? 0 : 4;
   if (s && (!kiln_status_message(s)[0] || kiln_status_code(s) == KILN_OK)) rc = 2;
+  /* the plugin's SPMD runs take the default collective deadline */
+  if (devices > 1 && waited_for_deadline(ms, KILN_SPMD_DEFAULT_TIMEOUT_MS)) rc = 6;
   if (nth) /* the error a framework sees (or none: a refusal with a fallback) */
     printf("    point %lld: %s\n", (long long)nth, s ? kiln_status_message(s) : "succeeded");
   kiln_status_free(s);
   /* Usable after: the client made before the failure (or a new one), then a clean run. */
-  s = plugin_run(&r, m, args, n, true);
+  s = plugin_run(&r, m, args, n, devices, true);
   if (s) {
     fprintf(stderr, "  after failing allocation %lld through the plugin: %s\n", (long long)nth,
             kiln_status_message(s));
@@ -415,6 +563,15 @@ static int plugin_child(const char *text, size_t len, int64_t nth, int count_fd)
   kiln_hlo_module_destroy(m);
   kiln_arena_destroy(&arena);
   return rc;
+}
+
+static int plugin_child(const char *text, size_t len, int64_t nth, int count_fd) {
+  return plugin_child_with(text, len, nth, count_fd, 1);
+}
+
+static int plugin_spmd_child(const char *text, size_t len, int64_t nth, int count_fd) {
+  hang_alarm();
+  return plugin_child_with(text, len, nth, count_fd, SPMD_DEVICES);
 }
 
 /* The modules of the plugin sweep: small ones (each point compiles the module again). */
@@ -505,11 +662,58 @@ static void test_every_allocation_failure_of_a_stablehlo_read_is_handled(void **
   kiln_free(text);
 }
 
+/* The multi-device run path: every allocation of parse + compile + load + run of kSpmdModule on
+ * SPMD_DEVICES host devices (kiln_device_run_module_spmd) can be refused; a refusal in one
+ * participant (its thread, its buffers, a clique, a collective's staging) aborts the world, so
+ * its peers return at once instead of at the collective deadline; nothing leaks and the device
+ * then runs the module again, every participant matching the evaluator. CI sweeps a stride of
+ * the last SPMD_LAST_POINTS points (the load, uploads, the world's run and downloads);
+ * KILN_ALLOC_SWEEP_STRIDE=1 KILN_ALLOC_SWEEP_LAST=0 is the full sweep. */
+#define SPMD_LAST_POINTS 150
+
+/* Sweeps kSpmdModule with `fn`: the last SPMD_LAST_POINTS points (or KILN_ALLOC_SWEEP_LAST's)
+ * and, with `first_points` and no KILN_ALLOC_SWEEP_LAST, the first ones too. */
+static void sweep_spmd(child_fn fn, const char *what, const char *how, int64_t first_points) {
+  const char *env = getenv("KILN_ALLOC_SWEEP_STRIDE");
+  int64_t fixed_stride = env ? atoll(env) : 0;
+  for (int w = first_points > 0 && !getenv("KILN_ALLOC_SWEEP_LAST") ? 0 : 1; w < 2; w++) {
+    sweep_t sw = {0};
+    sweep_text(fn, what, kSpmdModule, strlen(kSpmdModule), how, 0, fixed_stride, UNDER_ASAN ? 3 : 8,
+               w == 0 ? first_points : SPMD_LAST_POINTS, w == 0, &sw);
+    assert_true(sw.counted > 0);
+    assert_int_equal(sw.failures, 0);
+  }
+}
+
+static void test_every_allocation_failure_of_a_multi_device_run_is_handled(void **state) {
+  (void)state;
+  if (!sweep_selected("spmd")) return;
+  sweep_spmd(spmd_child, "all-reduce + all-gather on 4 host devices", "", 0);
+}
+
+/* The same module through the plugin: PJRT_Client_Create of a client with SPMD_DEVICES host
+ * devices, Compile for that many replicas, BufferFromHostBuffer per device, one Execute with
+ * an argument list per device, ToHostBuffer of every result. CI sweeps a stride of the first
+ * SPMD_CLIENT_POINTS points (the client's creation: 55 in session 16) and of the last
+ * SPMD_LAST_POINTS (the execute). */
+#define SPMD_CLIENT_POINTS 60
+static void test_every_allocation_failure_of_a_multi_device_execute_through_the_plugin_is_handled(
+    void **state) {
+  (void)state;
+  if (!sweep_selected("plugin_spmd")) return;
+  setenv("KILN_CACHE_DIR", "", 1);
+  sweep_spmd(plugin_spmd_child, "all-reduce + all-gather on 4 host devices", " through the plugin",
+             SPMD_CLIENT_POINTS);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_allocation_failure_is_handled),
       cmocka_unit_test(test_every_allocation_failure_through_the_plugin_is_handled),
       cmocka_unit_test(test_every_allocation_failure_of_a_stablehlo_read_is_handled),
+      cmocka_unit_test(test_every_allocation_failure_of_a_multi_device_run_is_handled),
+      cmocka_unit_test(
+          test_every_allocation_failure_of_a_multi_device_execute_through_the_plugin_is_handled),
   };
   return kiln_run_tests(tests, NULL, NULL);
 }

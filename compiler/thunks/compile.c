@@ -75,6 +75,18 @@ static kiln_status cache_begin(const kiln_hlo_module_t *m, const kiln_compile_op
 static void cache_store(const kiln_compile_options_t *o, const uint64_t key[2],
                         const kiln_executable_desc_t *d);
 
+/* An unwind's cleanup of a description the unwind frees: what it holds outside the scope's
+ * record (made held), which nothing else would free. */
+static void desc_held_free_on_unwind(void *p) {
+  kiln_executable_desc_t *d = p;
+  if (d->keepalive_free) d->keepalive_free(d->keepalive);
+  d->keepalive = NULL;
+  d->keepalive_free = NULL;
+  for (int32_t i = 0; i < d->num_owned; i++)
+    if (d->owned_free[i]) d->owned_free[i](d->owned[i]);
+  d->num_owned = 0;
+}
+
 static kiln_status lower_module(const kiln_hlo_module_t *m, const kiln_compile_options_t *opts,
                                 kiln_executable_desc_t **out, kiln_compile_stats_t *stats) {
   if (out) *out = NULL;
@@ -114,6 +126,11 @@ static kiln_status lower_module(const kiln_hlo_module_t *m, const kiln_compile_o
   kiln_buffer_assignment_free(ba);
   st->emit_ms = kiln_clock_ms() - t2;
   if (s) return kiln_status_annotate(s, "while compiling %s", m->name);
+  /* From here an unwind frees the description's blocks, but not what it holds that was made
+   * held (its JIT and LLVM context, owned objects): the cleanup frees those. (Not the whole
+   * description: forming command buffers moves its thunks, which may be in two lists.) */
+  kiln_oom_cleanup_t unwind;
+  kiln_oom_defer(&unwind, desc_held_free_on_unwind, d);
   if (dump_dir && *dump_dir) {
     kiln_strbuf_t b = {0};
     kiln_executable_desc_print(&b, d);
@@ -123,6 +140,7 @@ static kiln_status lower_module(const kiln_hlo_module_t *m, const kiln_compile_o
   if (!o.no_command_buffers) {
     s = kiln_command_buffer_convert(&d->thunks, o.command_buffer_min_run, &st->command_buffers);
     if (s) {
+      kiln_oom_undefer(&unwind);
       kiln_executable_desc_destroy(d);
       return kiln_status_annotate(s, "while forming command buffers for %s", m->name);
     }
@@ -142,6 +160,7 @@ static kiln_status lower_module(const kiln_hlo_module_t *m, const kiln_compile_o
     cache_store(&o, key, d);
     st->cache_ms += kiln_clock_ms() - t1;
   }
+  kiln_oom_undefer(&unwind);
   st->total_ms = st->passes_ms + (kiln_clock_ms() - t0);
   *out = d;
   return NULL;

@@ -289,10 +289,12 @@ kiln_status kiln_device_run_module_spmd(const kiln_hlo_module_t *m, kiln_literal
   }
   /* io, streams, params and outs: this process's participants, local index i is participant
    * first + i */
-  participant_io_t *io = kiln_calloc((size_t)n, sizeof *io);
-  kiln_stream_t **streams = kiln_calloc((size_t)n, sizeof *streams);
-  const kiln_devptr_t **params = kiln_calloc((size_t)n, sizeof *params);
-  kiln_device_buffer_t **outs = kiln_calloc((size_t)n * (size_t)no + 1, sizeof *outs);
+  participant_io_t *io = kiln_try_calloc((size_t)n, sizeof *io);
+  kiln_stream_t **streams = kiln_try_calloc((size_t)n, sizeof *streams);
+  const kiln_devptr_t **params = kiln_try_calloc((size_t)n, sizeof *params);
+  kiln_device_buffer_t **outs = kiln_try_calloc((size_t)n * (size_t)no + 1, sizeof *outs);
+  if (!s && (!io || !streams || !params || !outs))
+    s = KILN_ERR_EXHAUSTED("out of host memory for the buffers of %d participants", n);
   double t1 = kiln_clock_ms();
   for (int i = 0; i < n && !s && !opts->compile_only; i++) {
     kiln_literal_t *const *in = opts->participant_args ? opts->participant_args[first + i] : args;
@@ -332,8 +334,8 @@ kiln_status kiln_device_run_module_spmd(const kiln_hlo_module_t *m, kiln_literal
     s = download(io[i].stream, m, cm, outs + (size_t)i * (size_t)no, no, arena,
                  &results[first + i]);
   rep->download_ms = kiln_clock_ms() - t1;
-  for (size_t i = 0; i < (size_t)n * (size_t)no; i++) kiln_device_buffer_destroy(outs[i]);
-  for (int i = 0; i < n; i++) {
+  for (size_t i = 0; outs && i < (size_t)n * (size_t)no; i++) kiln_device_buffer_destroy(outs[i]);
+  for (int i = 0; io && i < n; i++) {
     if (io[i].bufs)
       for (int32_t k = 0; k < np; k++) kiln_device_buffer_destroy(io[i].bufs[k]);
     kiln_free(io[i].bufs);
