@@ -36,9 +36,11 @@ bool kiln_hashmap_contains(const kiln_hashmap_t *m, const char *key, size_t key_
   return e->key != NULL;
 }
 
-static void grow(kiln_hashmap_t *m) {
+static bool grow(kiln_hashmap_t *m, bool fallible) {
   size_t cap = m->cap ? m->cap * 2 : 16;
-  kiln_hashmap_entry_t *slots = kiln_calloc(cap, sizeof *slots);
+  kiln_hashmap_entry_t *slots =
+      fallible ? kiln_try_calloc(cap, sizeof *slots) : kiln_calloc(cap, sizeof *slots);
+  if (!slots) return false;
   for (size_t i = 0; i < m->cap; i++) {
     kiln_hashmap_entry_t *e = &m->slots[i];
     if (e->key) *find_slot(slots, cap, e->key, e->key_len, e->hash) = *e;
@@ -46,25 +48,43 @@ static void grow(kiln_hashmap_t *m) {
   kiln_free(m->slots);
   m->slots = slots;
   m->cap = cap;
+  return true;
 }
 
-void *kiln_hashmap_put(kiln_hashmap_t *m, const char *key, size_t key_len, void *value) {
-  if ((m->len + 1) * 4 > m->cap * 3) grow(m);
+/* Inserts or replaces; false (the map as it was) when `fallible` and an allocation is
+ * refused. */
+static bool put(kiln_hashmap_t *m, const char *key, size_t key_len, void *value, bool fallible,
+                void **old_value) {
+  *old_value = NULL;
+  if ((m->len + 1) * 4 > m->cap * 3 && !grow(m, fallible)) return false;
   uint64_t h = kiln_hash_bytes(key, key_len);
   kiln_hashmap_entry_t *e = find_slot(m->slots, m->cap, key, key_len, h);
   if (e->key) {
-    void *old = e->value;
+    *old_value = e->value;
     e->value = value;
-    return old;
+    return true;
   }
-  e->key = kiln_malloc(key_len + 1);
+  char *copy = fallible ? kiln_try_malloc(key_len + 1) : kiln_malloc(key_len + 1);
+  if (!copy) return false;
+  e->key = copy;
   memcpy(e->key, key, key_len);
   e->key[key_len] = 0;
   e->key_len = key_len;
   e->hash = h;
   e->value = value;
   m->len++;
-  return NULL;
+  return true;
+}
+
+void *kiln_hashmap_put(kiln_hashmap_t *m, const char *key, size_t key_len, void *value) {
+  void *old = NULL;
+  put(m, key, key_len, value, false, &old);
+  return old;
+}
+
+bool kiln_hashmap_try_put(kiln_hashmap_t *m, const char *key, size_t key_len, void *value) {
+  void *old = NULL;
+  return put(m, key, key_len, value, true, &old);
 }
 
 void kiln_ptrmap_init(kiln_ptrmap_t *m) { memset(m, 0, sizeof *m); }

@@ -27,6 +27,9 @@ void *kiln_hashmap_get(const kiln_hashmap_t *m, const char *key, size_t key_len)
 bool kiln_hashmap_contains(const kiln_hashmap_t *m, const char *key, size_t key_len);
 /* Inserts or replaces. Returns the previous value (NULL if none). */
 void *kiln_hashmap_put(kiln_hashmap_t *m, const char *key, size_t key_len, void *value);
+/* The same with fallible allocations (kiln_try_*): false, the map as it was, when one is
+ * refused. */
+bool kiln_hashmap_try_put(kiln_hashmap_t *m, const char *key, size_t key_len, void *value);
 static inline void *kiln_hashmap_get_str(const kiln_hashmap_t *m, const char *key);
 
 #include <string.h>

@@ -245,6 +245,45 @@ static void test_small_pic_objects_compute_what_orc_computes(void **state) {
   kiln_free(obj);
 }
 
+/* Every allocation of the loader refused in turn (base/alloc.h's injection): each load is
+ * RESOURCE_EXHAUSTED with no image (ASan's leak check sees what a path forgets), then the load
+ * succeeds once the count passes them all; an object with unwind tables, so that the
+ * registration's list and its undoing are among them. */
+static void test_every_refused_allocation_of_the_loader_is_exhausted(void **state) {
+  (void)state;
+  void *obj = NULL;
+  size_t len = 0;
+  hand_object("hand_oom", true, false, &obj, &len);
+  const void *objs[1] = {obj};
+  size_t lens[1] = {len};
+  int refused = 0;
+  for (int64_t n = 1;; n++) {
+    kiln_host_elf_t *img = NULL;
+    kiln_alloc_fail_nth(n);
+    kiln_status s = kiln_host_elf_load(objs, lens, 1, NULL, NULL, &img);
+    int64_t counted = kiln_alloc_fallible_count();
+    kiln_alloc_fail_nth(0);
+    if (n <= counted) {
+      if (!s) fail_msg("allocation %lld refused, but the load succeeded", (long long)n);
+      assert_int_equal(kiln_status_code(s), KILN_RESOURCE_EXHAUSTED);
+      assert_non_null(strstr(kiln_status_message(s), "out of host memory"));
+      assert_null(img);
+      kiln_status_free(s);
+      refused++;
+      continue;
+    }
+    assert_null(s);
+    void *f = NULL;
+    assert_null(kiln_host_elf_lookup(img, "hand_oom", &f));
+    assert_non_null(f);
+    kiln_host_elf_destroy(img);
+    break;
+  }
+  printf("kiln's ELF loader: %d allocations, each refused in turn\n", refused);
+  assert_true(refused >= 10);
+  kiln_free(obj);
+}
+
 /* ---- malformed objects ---- */
 
 static void test_truncated_and_flipped_objects_are_errors_not_crashes(void **state) {
@@ -641,6 +680,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_large_model_objects_compute_what_orc_computes),
       cmocka_unit_test(test_small_pic_objects_compute_what_orc_computes),
+      cmocka_unit_test(test_every_refused_allocation_of_the_loader_is_exhausted),
       cmocka_unit_test(test_truncated_and_flipped_objects_are_errors_not_crashes),
       cmocka_unit_test(test_unknown_relocation_types_are_unimplemented),
       cmocka_unit_test(test_refused_objects_fall_back_to_orc),

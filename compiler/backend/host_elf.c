@@ -121,6 +121,10 @@ static void obj_free(obj_t *o) {
   kiln_free(o->external);
 }
 
+/* The loader's own records (section and symbol tables, the definitions' map, the published
+ * symbols) are allocated fallibly: a refusal is RESOURCE_EXHAUSTED, nothing leaks. */
+#define OUT_OF_MEMORY(what) KILN_ERR_EXHAUSTED("kiln's ELF loader: out of host memory for %s", what)
+
 #define BAD(o, ...) kiln_status_annotate(KILN_ERR_INVALID(__VA_ARGS__), "ELF object %d", (o)->index)
 #define UNSUPPORTED(o, ...) \
   kiln_status_annotate(KILN_ERR_UNIMPLEMENTED(__VA_ARGS__), "ELF object %d", (o)->index)
@@ -166,11 +170,12 @@ static kiln_status parse(obj_t *o) {
   if (!in_file(o, eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr)))
     return BAD(o, "section headers past the end (truncated?)");
   o->nsh = eh.e_shnum;
-  o->sh = kiln_malloc(o->nsh * sizeof(Elf64_Shdr));
+  o->sh = kiln_try_malloc(o->nsh * sizeof(Elf64_Shdr));
+  o->seg = kiln_try_malloc(o->nsh);
+  o->eh = kiln_try_calloc(o->nsh, 1);
+  o->offset = kiln_try_calloc(o->nsh, sizeof(uint64_t));
+  if (!o->sh || !o->seg || !o->eh || !o->offset) return OUT_OF_MEMORY("section tables");
   memcpy(o->sh, o->b + eh.e_shoff, o->nsh * sizeof(Elf64_Shdr));
-  o->seg = kiln_malloc(o->nsh);
-  o->eh = kiln_calloc(o->nsh, 1);
-  o->offset = kiln_calloc(o->nsh, sizeof(uint64_t));
   const char *shstr = NULL;
   uint64_t shstr_len = 0;
   if (eh.e_shstrndx != SHN_UNDEF && eh.e_shstrndx < o->nsh &&
@@ -242,10 +247,12 @@ static kiln_status parse(obj_t *o) {
   o->nsyms = st->sh_size / sizeof(Elf64_Sym);
   o->strtab = (const char *)o->b + o->sh[st->sh_link].sh_offset;
   o->strtab_len = o->sh[st->sh_link].sh_size;
-  o->sym = kiln_calloc(o->nsyms ? o->nsyms : 1, sizeof(uintptr_t));
-  o->got = kiln_malloc((o->nsyms ? o->nsyms : 1) * sizeof(int64_t));
-  o->stub = kiln_malloc((o->nsyms ? o->nsyms : 1) * sizeof(int64_t));
-  o->external = kiln_calloc(o->nsyms ? o->nsyms : 1, 1);
+  size_t nsyms = o->nsyms ? (size_t)o->nsyms : 1;
+  o->sym = kiln_try_calloc(nsyms, sizeof(uintptr_t));
+  o->got = kiln_try_calloc(nsyms, sizeof(int64_t));
+  o->stub = kiln_try_calloc(nsyms, sizeof(int64_t));
+  o->external = kiln_try_calloc(nsyms, 1);
+  if (!o->sym || !o->got || !o->stub || !o->external) return OUT_OF_MEMORY("symbol tables");
   for (uint64_t i = 0; i < o->nsyms; i++) o->got[i] = o->stub[i] = -1;
   return NULL;
 }
@@ -314,7 +321,8 @@ static kiln_status collect_definitions(loader_t *L) {
           return kiln_status_make(KILN_ALREADY_EXISTS, "symbol '%s' defined by objects %d and %d",
                                   name, po->index, o->index);
       }
-      kiln_hashmap_put(&L->defs, name, strlen(name), (void *)v);
+      if (!kiln_hashmap_try_put(&L->defs, name, strlen(name), (void *)v))
+        return OUT_OF_MEMORY("the definitions' map");
     }
   }
   return NULL;
@@ -629,7 +637,8 @@ static kiln_status register_frames(loader_t *L, kiln_host_elf_t *img) {
   img->deregister = (void (*)(void *))dlsym(RTLD_DEFAULT, "__deregister_frame");
   if (!reg || !img->deregister)
     return KILN_ERR_UNIMPLEMENTED("unwind tables, but no __register_frame in the process");
-  img->frames = kiln_calloc((size_t)total, sizeof(void *));
+  img->frames = kiln_try_calloc((size_t)total, sizeof(void *));
+  if (!img->frames) return OUT_OF_MEMORY("the unwind tables' list");
   for (int k = 0; k < L->n; k++) {
     obj_t *o = &L->objs[k];
     for (uint32_t i = 1; i < o->nsh; i++) {
@@ -643,17 +652,20 @@ static kiln_status register_frames(loader_t *L, kiln_host_elf_t *img) {
 }
 
 /* The image's symbol table: every global/weak definition's address. */
-static void publish(loader_t *L, kiln_host_elf_t *img) {
-  img->addresses = kiln_calloc(L->defs.len ? L->defs.len : 1, sizeof(uintptr_t));
+static kiln_status publish(loader_t *L, kiln_host_elf_t *img) {
+  img->addresses = kiln_try_calloc(L->defs.len ? L->defs.len : 1, sizeof(uintptr_t));
+  if (!img->addresses) return OUT_OF_MEMORY("the symbol addresses");
   size_t n = 0;
   for (size_t i = 0; i < L->defs.cap; i++) {
     const kiln_hashmap_entry_t *e = &L->defs.slots[i];
     if (!e->key) continue;
     uintptr_t d = (uintptr_t)e->value;
     img->addresses[n] = L->objs[(d - 1) >> 32].sym[(d - 1) & 0xffffffffu];
-    kiln_hashmap_put(&img->symbols, e->key, e->key_len, &img->addresses[n]);
+    if (!kiln_hashmap_try_put(&img->symbols, e->key, e->key_len, &img->addresses[n]))
+      return OUT_OF_MEMORY("the symbol table");
     n++;
   }
+  return NULL;
 }
 
 kiln_status kiln_host_elf_load(const void *const *objects, const size_t *sizes, int n,
@@ -665,7 +677,8 @@ kiln_status kiln_host_elf_load(const void *const *objects, const size_t *sizes, 
   loader_t L;
   memset(&L, 0, sizeof L);
   L.n = n;
-  L.objs = kiln_calloc(n ? (size_t)n : 1, sizeof(obj_t));
+  L.objs = kiln_try_calloc(n ? (size_t)n : 1, sizeof(obj_t));
+  if (!L.objs) return OUT_OF_MEMORY("the objects' records");
   L.resolve = resolve ? resolve : kiln_host_elf_process_symbol;
   L.user = user;
   kiln_hashmap_init(&L.defs);
@@ -687,18 +700,17 @@ kiln_status kiln_host_elf_load(const void *const *objects, const size_t *sizes, 
   }
   if (!s) s = protect(&L);
   kiln_host_elf_t *img = NULL;
+  if (!s && !(img = kiln_try_calloc(1, sizeof *img))) s = OUT_OF_MEMORY("the image");
   if (!s) {
-    img = kiln_calloc(1, sizeof *img);
     kiln_hashmap_init(&img->symbols);
     img->base = L.map;
     img->size = L.map_size;
     s = register_frames(&L, img);
+    if (!s) s = publish(&L, img);
     if (s) {
-      kiln_host_elf_destroy(img);
+      kiln_host_elf_destroy(img); /* deregisters what register_frames registered */
       img = NULL;
       L.map = NULL; /* unmapped with the image */
-    } else {
-      publish(&L, img);
     }
   }
   if (s && L.map) munmap(L.map, L.map_size);

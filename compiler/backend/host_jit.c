@@ -547,19 +547,23 @@ kiln_status kiln_host_jit_add_object(kiln_host_jit_t *jit, const void *data, siz
   return s;
 }
 
-/* Loads the `m` objects with kiln's ELF loader and looks up the `n` symbols into addrs: the
- * image, or NULL (addrs cleared) when the loader refused, which is logged. */
-static kiln_host_elf_t *elf_link(const void *const *objs, const size_t *lens, int m,
-                                 const char *const *symbols, int n, void **addrs) {
-  kiln_host_elf_t *img = NULL;
-  kiln_status s = kiln_host_elf_load(objs, lens, m, NULL, NULL, &img);
-  for (int i = 0; i < n && !s; i++) s = kiln_host_elf_lookup(img, symbols[i], &addrs[i]);
-  if (!s) return img;
+/* Loads the `m` objects with kiln's ELF loader and looks up the `n` symbols into addrs:
+ * *img the image, or NULL (addrs cleared) when the loader refused, which is logged (the caller
+ * links with ORC instead). Out of host memory is the one refusal returned as the error. */
+static kiln_status elf_link(const void *const *objs, const size_t *lens, int m,
+                            const char *const *symbols, int n, void **addrs,
+                            kiln_host_elf_t **img) {
+  *img = NULL;
+  kiln_status s = kiln_host_elf_load(objs, lens, m, NULL, NULL, img);
+  for (int i = 0; i < n && !s; i++) s = kiln_host_elf_lookup(*img, symbols[i], &addrs[i]);
+  if (!s) return NULL;
+  kiln_host_elf_destroy(*img);
+  *img = NULL;
+  for (int i = 0; i < n; i++) addrs[i] = NULL;
+  if (kiln_status_code(s) == KILN_RESOURCE_EXHAUSTED) return s;
   KILN_LOG_I("kiln's ELF loader refused %d object(s), linking with ORC: %s", m,
              kiln_status_message(s));
   kiln_status_free(s);
-  kiln_host_elf_destroy(img);
-  for (int i = 0; i < n; i++) addrs[i] = NULL;
   return NULL;
 }
 
@@ -575,7 +579,9 @@ kiln_status kiln_host_jit_link(kiln_host_jit_t *jit, const void *const *objects,
   }
   if (n == 0) return NULL;
   kiln_host_elf_t *img = NULL;
-  if (!jit->orc_link && (img = elf_link(objects, sizes, n, symbols, n, addrs))) {
+  if (!jit->orc_link)
+    KILN_RETURN_IF_ERROR_PLAIN(elf_link(objects, sizes, n, symbols, n, addrs, &img));
+  if (img) {
     kiln_mutex_lock(&jit->mutex);
     jit->images = kiln_realloc(jit->images, (jit->num_images + 1) * sizeof(*jit->images));
     jit->images[jit->num_images++] = img;
@@ -745,21 +751,25 @@ kiln_status kiln_host_link_objects(const void *const *objects, const size_t *siz
   }
   if (!orc_only) {
     /* the distinct objects (one per symbol), then each symbol looked up */
-    const void **objs = kiln_calloc(n ? (size_t)n : 1, sizeof(void *));
-    size_t *lens = kiln_calloc(n ? (size_t)n : 1, sizeof(size_t));
+    const void **objs = kiln_try_calloc(n ? (size_t)n : 1, sizeof(void *));
+    size_t *lens = kiln_try_calloc(n ? (size_t)n : 1, sizeof(size_t));
     kiln_hashmap_t seen;
     kiln_hashmap_init(&seen);
     int m = 0;
-    for (int i = 0; i < n; i++) {
+    kiln_status s = objs && lens ? NULL : KILN_ERR_EXHAUSTED("host link: out of host memory");
+    for (int i = 0; i < n && !s; i++) {
       if (kiln_hashmap_contains(&seen, symbols[i], strlen(symbols[i]))) continue;
-      kiln_hashmap_put(&seen, symbols[i], strlen(symbols[i]), (void *)objects[i]);
+      if (!kiln_hashmap_try_put(&seen, symbols[i], strlen(symbols[i]), (void *)objects[i]))
+        s = KILN_ERR_EXHAUSTED("host link: out of host memory");
       objs[m] = objects[i];
       lens[m++] = sizes[i];
     }
     kiln_hashmap_free(&seen);
-    kiln_host_elf_t *img = elf_link(objs, lens, m, symbols, n, addrs);
+    kiln_host_elf_t *img = NULL;
+    if (!s) s = elf_link(objs, lens, m, symbols, n, addrs, &img);
     kiln_free(objs);
     kiln_free(lens);
+    if (s) return s;
     if (img) {
       out->owner = img;
       out->owner_free = elf_owner_free;
