@@ -122,36 +122,58 @@ static void probe_host(void) {
   }
 }
 
-/* kiln_strdup of the memo, or of LLVM's answer when there is none. */
-static char *host_string(const char *memo, char *(*ask)(void)) {
-  if (memo[0]) return kiln_strdup(memo);
+/* a, b and c concatenated in an allocation of `alloc` (kiln_try_malloc: NULL when refused). */
+typedef void *(*alloc_fn)(size_t);
+static char *concat(alloc_fn alloc, const char *a, const char *b, const char *c) {
+  size_t na = strlen(a), nb = strlen(b), nc = strlen(c);
+  char *r = alloc(na + nb + nc + 1);
+  if (!r) return NULL;
+  memcpy(r, a, na);
+  memcpy(r + na, b, nb);
+  memcpy(r + na + nb, c, nc + 1);
+  return r;
+}
+
+/* A copy of the memo, or of LLVM's answer when there is none (NULL when refused). */
+static char *host_string(alloc_fn alloc, const char *memo, char *(*ask)(void)) {
+  if (memo[0]) return concat(alloc, memo, "", "");
   char *s = ask();
-  char *r = kiln_strdup(s ? s : "");
+  char *r = concat(alloc, s ? s : "", "", "");
   LLVMDisposeMessage(s);
   return r;
 }
 
-static void resolve_target(const kiln_host_jit_options_t *opts, host_target_t *t) {
+static void target_free(host_target_t *t) {
+  kiln_free(t->triple);
+  kiln_free(t->cpu);
+  kiln_free(t->features);
+  kiln_free(t->pipeline);
+}
+
+/* With `alloc` kiln_try_malloc: false (nothing held) when an allocation is refused. */
+static bool resolve_target(const kiln_host_jit_options_t *opts, alloc_fn alloc,
+                           host_target_t *t) {
+  memset(t, 0, sizeof *t);
   kiln_once(&g_host_once, probe_host);
-  t->triple = host_string(g_host_triple, LLVMGetDefaultTargetTriple);
+  t->triple = host_string(alloc, g_host_triple, LLVMGetDefaultTargetTriple);
   const char *extra = opts->extra_features;
   if (opts->cpu && opts->cpu[0])
-    t->cpu = kiln_strdup(opts->cpu);
+    t->cpu = concat(alloc, opts->cpu, "", "");
   else
-    t->cpu = host_string(g_host_cpu, LLVMGetHostCPUName);
+    t->cpu = host_string(alloc, g_host_cpu, LLVMGetHostCPUName);
   if (opts->features) {
-    t->features = kiln_strdup(opts->features);
+    t->features = concat(alloc, opts->features, "", "");
   } else {
-    char *s = host_string(g_host_features, LLVMGetHostCPUFeatures);
-    kiln_strbuf_t f = {0};
-    kiln_strbuf_printf(&f, "%s%s%s", s, extra && *extra ? "," : "", extra ? extra : "");
-    t->features = kiln_strdup(kiln_strbuf_cstr(&f));
-    kiln_strbuf_free(&f);
+    char *s = host_string(alloc, g_host_features, LLVMGetHostCPUFeatures);
+    if (s) t->features = concat(alloc, s, extra && *extra ? "," : "", extra ? extra : "");
     kiln_free(s);
   }
   const char *pipeline =
       opts->pipeline && opts->pipeline[0] ? opts->pipeline : KILN_HOST_JIT_DEFAULT_PIPELINE;
-  t->pipeline = kiln_strdup(pipeline);
+  t->pipeline = concat(alloc, pipeline, "", "");
+  if (t->triple && t->cpu && t->features && t->pipeline) return true;
+  target_free(t);
+  return false;
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -204,12 +226,9 @@ void kiln_host_jit_target_id(const kiln_host_jit_options_t *opts, kiln_strbuf_t 
                      opts->extra_features ? opts->extra_features : "", g_cpuid_id, pipeline);
 #else
   host_target_t t;
-  resolve_target(opts, &t);
+  resolve_target(opts, kiln_malloc, &t); /* aborts on exhaustion, as the key's buffer does */
   kiln_strbuf_printf(out, "host|%s|%s|%s|%s", t.triple, t.cpu, t.features, t.pipeline);
-  kiln_free(t.triple);
-  kiln_free(t.cpu);
-  kiln_free(t.features);
-  kiln_free(t.pipeline);
+  target_free(&t);
 #endif
 }
 
@@ -258,18 +277,27 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
   if (!opts) opts = &kDefaults;
   KILN_RETURN_IF_ERROR(kiln_llvm_init_native(), "while creating the host JIT");
 
-  kiln_host_jit_t *jit = kiln_calloc(1, sizeof *jit);
+  /* Fallible (kiln_try_*): a JIT is made while other compiled work is held. */
+  host_target_t t;
+  if (!resolve_target(opts, kiln_try_malloc, &t))
+    return KILN_ERR_EXHAUSTED("host JIT: out of host memory");
+  const char *dump_dir = kiln_backend_dump_dir(opts->dump_dir);
+  char *dump_copy = dump_dir ? concat(kiln_try_malloc, dump_dir, "", "") : NULL;
+  kiln_host_jit_t *jit = kiln_try_calloc(1, sizeof *jit);
+  if (!jit || (dump_dir && !dump_copy)) {
+    target_free(&t);
+    kiln_free(dump_copy);
+    kiln_free(jit);
+    return KILN_ERR_EXHAUSTED("host JIT: out of host memory");
+  }
   pthread_mutex_init(&jit->mutex, NULL);
   pthread_mutex_init(&jit->report_mutex, NULL);
   kiln_hashmap_init(&jit->objects);
-  host_target_t t;
-  resolve_target(opts, &t);
   jit->triple = t.triple;
   jit->cpu = t.cpu;
   jit->features = t.features;
   jit->pipeline = t.pipeline;
-  const char *dump_dir = kiln_backend_dump_dir(opts->dump_dir);
-  jit->dump_dir = dump_dir ? kiln_strdup(dump_dir) : NULL;
+  jit->dump_dir = dump_copy;
 
   jit->objects_only = opts->objects_only;
   jit->orc_link = opts->orc_link;
@@ -483,8 +511,11 @@ static kiln_status compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const c
       LLVMDisposeMessage(emsg);
     } else {
       *obj_len = LLVMGetBufferSize(buf);
-      *obj = kiln_malloc(*obj_len ? *obj_len : 1);
-      memcpy(*obj, LLVMGetBufferStart(buf), *obj_len);
+      *obj = kiln_try_malloc(*obj_len ? *obj_len : 1); /* LLVM's work is held: fallible */
+      if (*obj)
+        memcpy(*obj, LLVMGetBufferStart(buf), *obj_len);
+      else
+        s = KILN_ERR_EXHAUSTED("out of host memory for the object code of %s", name);
       LLVMDisposeMemoryBuffer(buf);
     }
   }
@@ -504,9 +535,15 @@ static kiln_status compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const c
     tm = NULL;
   }
   kiln_mutex_lock(&jit->mutex);
-  if (tm) {
-    jit->idle_tms = kiln_realloc(jit->idle_tms, (jit->num_idle_tms + 1) * sizeof(*jit->idle_tms));
-    jit->idle_tms[jit->num_idle_tms++] = tm;
+  if (tm) { /* kept for the next compile; disposed when there is no room to keep it */
+    LLVMTargetMachineRef *idle =
+        kiln_try_realloc(jit->idle_tms, (jit->num_idle_tms + 1) * sizeof(*jit->idle_tms));
+    if (idle) {
+      jit->idle_tms = idle;
+      jit->idle_tms[jit->num_idle_tms++] = tm;
+    } else {
+      LLVMDisposeTargetMachine(tm);
+    }
   }
   jit->stats.opt_ms += opt_ms;
   jit->stats.codegen_ms += kiln_clock_ms() - t0 - opt_ms;
@@ -583,11 +620,18 @@ kiln_status kiln_host_jit_link(kiln_host_jit_t *jit, const void *const *objects,
     KILN_RETURN_IF_ERROR_PLAIN(elf_link(objects, sizes, n, symbols, n, addrs, &img));
   if (img) {
     kiln_mutex_lock(&jit->mutex);
-    jit->images = kiln_realloc(jit->images, (jit->num_images + 1) * sizeof(*jit->images));
-    jit->images[jit->num_images++] = img;
-    jit->stats.modules += (size_t)n;
+    kiln_host_elf_t **images =
+        kiln_try_realloc(jit->images, (jit->num_images + 1) * sizeof(*jit->images));
+    if (images) {
+      jit->images = images;
+      jit->images[jit->num_images++] = img;
+      jit->stats.modules += (size_t)n;
+    }
     kiln_mutex_unlock(&jit->mutex);
-    return NULL;
+    if (images) return NULL;
+    kiln_host_elf_destroy(img);
+    for (int i = 0; i < n; i++) addrs[i] = NULL;
+    return KILN_ERR_EXHAUSTED("host JIT link: out of host memory for the image list");
   }
   kiln_status s = NULL;
   for (int i = 0; i < n && !s; i++)

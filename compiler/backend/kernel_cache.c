@@ -119,21 +119,25 @@ static void memory_put(const char *kind, const uint64_t key[2], const void *data
   size_t ml = map_key(kind, key, mk);
   kiln_mutex_lock(&g_mu);
   int64_t limit = limit_locked();
-  if ((int64_t)len <= limit && !kiln_hashmap_get(&g_map, mk, ml)) {
-    node_t *n = kiln_calloc(1, sizeof(*n));
+  /* Fallible (kiln_try_*): a refused allocation leaves the entry uncached, as a cache may. */
+  node_t *n = NULL;
+  if ((int64_t)len <= limit && !kiln_hashmap_get(&g_map, mk, ml) &&
+      (n = kiln_try_calloc(1, sizeof(*n))) && (n->data = kiln_try_malloc(len ? len : 1)) &&
+      kiln_hashmap_try_put(&g_map, mk, ml, n)) {
     n->key[0] = key[0];
     n->key[1] = key[1];
     snprintf(n->kind, sizeof(n->kind), "%s", kind);
-    n->data = kiln_malloc(len ? len : 1);
     memcpy(n->data, data, len);
     n->len = len;
     push_front(n);
-    kiln_hashmap_put(&g_map, mk, ml, n);
     g_bytes += (int64_t)len;
     while (g_bytes > limit && g_tail) {
       drop_node(g_tail);
       g_counts.memory_evicted++;
     }
+  } else if (n) {
+    kiln_free(n->data);
+    kiln_free(n);
   }
   kiln_mutex_unlock(&g_mu);
 }

@@ -21,13 +21,19 @@
 #include "plugin/env_options.h"
 
 /* A fresh copy of `m` (the compiler rewrites its input), through the canonical text. */
-static kiln_status clone_module(const kiln_hlo_module_t *m, kiln_hlo_module_t **out) {
+static kiln_status clone_module_text(const kiln_hlo_module_t *m, kiln_hlo_module_t **out) {
   char *text = kiln_hlo_module_to_string(m);
   kiln_hlo_parse_options_t po = {0};
   po.filename = m->name;
   kiln_status s = kiln_hlo_parse_module(text, strlen(text), &po, out);
   kiln_free(text);
   return s ? kiln_status_annotate(s, "while copying module %s", m->name) : NULL;
+}
+
+/* A copy of `m` (printed and parsed back) in an out-of-memory scope: the printing's
+ * allocations can fail too. */
+static kiln_status clone_module(const kiln_hlo_module_t *m, kiln_hlo_module_t **out) {
+  KILN_OOM_SCOPED_RETURN(clone_module_text(m, out), *out = NULL, "copying module %s", m->name);
 }
 
 /* Leaf `leaf` (depth first) of literal `l`, or NULL. */
