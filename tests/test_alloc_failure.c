@@ -16,10 +16,12 @@
  * and its kind, chunks of unbounded arenas: IR, kernel IR, analyses) can fail inside the
  * parsers' and the compiler's out-of-memory scopes, which unwind and return RESOURCE_EXHAUSTED.
  * Those count here too. The runtime's loading and running allocate fallibly (kiln_try_*, errors
- * returned up the call chain), so they count as well. What cannot fail (LLVM's object-code
- * generation and the JIT link, which run held; caches under locks; the plugin's client and
- * executable records) aborts on exhaustion: each module's line gives that count, and
- * KILN_ALLOC_SWEEP_WHERE=1 prints where each of them is. KILN_ALLOC_SWEEP_ONLY=runtime|plugin|
+ * returned up the call chain), so they count as well, as does what is done while LLVM's
+ * results are in hand (the ELF loader, the object-code copy, the kernel cache, the JIT's
+ * creation: fallible since session 16). What cannot fail aborts on exhaustion: each module's
+ * line gives that count (the test's own argument literals and result shapes, and the client
+ * side's arrays in tools/common/pjrt_run.c), and KILN_ALLOC_SWEEP_WHERE=1 prints where each of
+ * them is. KILN_ALLOC_SWEEP_ONLY=runtime|plugin|
  * stablehlo|spmd|plugin_spmd runs one sweep; KILN_ALLOC_SWEEP_POINT=N fails point N alone.
  *
  * The same sweep through the PJRT plugin API (GetPjrtApi(), the table linked into this test so
@@ -316,8 +318,8 @@ static void sweep_text(child_fn fn, const char *name, const char *text, size_t l
   free(points);
   printf(
       "%s%s: %lld allocations that can fail, %lld failure points swept (stride %lld, points "
-      "%lld..%lld), %lld not handled; %lld that cannot fail (held: LLVM, the JIT link, caches "
-      "under locks; KILN_ALLOC_SWEEP_WHERE=1 prints where)\n",
+      "%lld..%lld), %lld not handled; %lld that cannot fail (since session 16 the test's and the "
+      "client side's own; KILN_ALLOC_SWEEP_WHERE=1 prints where)\n",
       name, how, (long long)k, (long long)out->swept, (long long)stride, (long long)lo,
       (long long)hi, (long long)out->failures, (long long)out->unchecked);
   out->points = k;

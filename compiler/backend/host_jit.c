@@ -151,8 +151,7 @@ static void target_free(host_target_t *t) {
 }
 
 /* With `alloc` kiln_try_malloc: false (nothing held) when an allocation is refused. */
-static bool resolve_target(const kiln_host_jit_options_t *opts, alloc_fn alloc,
-                           host_target_t *t) {
+static bool resolve_target(const kiln_host_jit_options_t *opts, alloc_fn alloc, host_target_t *t) {
   memset(t, 0, sizeof *t);
   kiln_once(&g_host_once, probe_host);
   t->triple = host_string(alloc, g_host_triple, LLVMGetDefaultTargetTriple);
