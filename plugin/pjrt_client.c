@@ -192,6 +192,9 @@ static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
 
 /* ---- lifetime ---------------------------------------------------------------------------- */
 
+/* Clients created and not yet destroyed (Client_Destroy), process-wide. */
+static atomic_int g_open_clients;
+
 static void client_free(PJRT_Client *c) {
   kiln_pjrt_nccl_uninstall(c);
   kiln_pjrt_dma_forget_client(c);
@@ -482,6 +485,7 @@ static PJRT_Error *Client_Create(PJRT_Client_Create_Args *args) {
     return kiln_pjrt_error_from_status(s);
   }
   kiln_pjrt_nccl_install(c); /* NCCL unique ids through kv_get / kv_put */
+  atomic_fetch_add(&g_open_clients, 1);
   args->client = c;
   return NULL;
 }
@@ -497,6 +501,9 @@ static PJRT_Error *Client_Destroy(PJRT_Client_Destroy_Args *args) {
     kiln_pjrt_buffer_spare_close(c->devices[i]); /* its client reference dropped */
   }
   kiln_pjrt_client_release(c);
+  /* The last client gone: the callback thread is joined (queued callbacks run first), so no
+   * plugin thread outlives the clients (a process that exits next, or unloads the plugin). */
+  if (atomic_fetch_sub(&g_open_clients, 1) == 1) kiln_pjrt_event_thread_stop();
   return NULL;
 }
 

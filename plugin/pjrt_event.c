@@ -2,9 +2,11 @@
  * plugin's callback thread, never under a kiln lock.
  *
  * The callback thread: one process-wide worker, started on the first callback, draining a
- * FIFO queue. A callback registered on an event that is already ready is queued too, so a
- * callback never runs on the thread that registers or completes it (a completer may hold
- * its own locks). Each callback receives its own copy of the event's error.
+ * FIFO queue, and joined when the last client is destroyed (kiln_pjrt_event_thread_stop; the
+ * next callback starts it again), so no plugin thread outlives the clients. A callback registered
+ * on an event that is already ready is queued too, so a callback never runs on the thread that
+ * registers or completes it (a completer may hold its own locks). Each callback receives its own
+ * copy of the event's error.
  *
  * Thread-safety: thread-safe; the event's mutex guards its state, the queue's mutex the
  * queue, and neither is held while a callback runs. */
@@ -26,13 +28,18 @@ typedef struct kiln_pjrt_event_callback {
 static pthread_mutex_t g_cb_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cb_cv = PTHREAD_COND_INITIALIZER;
 static kiln_pjrt_event_callback_t *g_cb_head, *g_cb_tail;
-static bool g_cb_started;
+static bool g_cb_started, g_cb_exit, g_cb_stopping;
+static pthread_t g_cb_thread;
 
 static void *callback_thread(void *arg) {
   (void)arg;
   for (;;) {
     kiln_mutex_lock(&g_cb_mu);
-    while (!g_cb_head) pthread_cond_wait(&g_cb_cv, &g_cb_mu);
+    while (!g_cb_head && !g_cb_exit) pthread_cond_wait(&g_cb_cv, &g_cb_mu);
+    if (!g_cb_head) { /* asked to stop, and nothing is left */
+      kiln_mutex_unlock(&g_cb_mu);
+      return NULL;
+    }
     kiln_pjrt_event_callback_t *cb = g_cb_head;
     g_cb_head = cb->next;
     if (!g_cb_head) g_cb_tail = NULL;
@@ -44,6 +51,33 @@ static void *callback_thread(void *arg) {
   return NULL;
 }
 
+/* Starts the callback thread unless it runs (g_cb_mu held). */
+static void start_locked(void) {
+  if (!g_cb_started && pthread_create(&g_cb_thread, NULL, callback_thread, NULL) == 0)
+    g_cb_started = true;
+}
+
+void kiln_pjrt_event_thread_stop(void) {
+  kiln_mutex_lock(&g_cb_mu);
+  /* From a callback (the thread itself) there is nothing to join: it stays. */
+  if (!g_cb_started || g_cb_stopping || pthread_equal(pthread_self(), g_cb_thread)) {
+    kiln_mutex_unlock(&g_cb_mu);
+    return;
+  }
+  g_cb_stopping = true; /* one joiner */
+  g_cb_exit = true;
+  pthread_cond_signal(&g_cb_cv);
+  pthread_t t = g_cb_thread;
+  kiln_mutex_unlock(&g_cb_mu);
+  pthread_join(t, NULL); /* it drains the queue first */
+  kiln_mutex_lock(&g_cb_mu);
+  g_cb_started = false;
+  g_cb_exit = false;
+  g_cb_stopping = false;
+  if (g_cb_head) start_locked(); /* queued while it was stopping */
+  kiln_mutex_unlock(&g_cb_mu);
+}
+
 /* Queues a list of callbacks (in order) for the callback thread. */
 static void dispatch(kiln_pjrt_event_callback_t *list) {
   if (!list) return;
@@ -51,12 +85,7 @@ static void dispatch(kiln_pjrt_event_callback_t *list) {
   while (last->next) last = last->next;
   kiln_mutex_lock(&g_cb_mu);
   if (!g_cb_started) {
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, callback_thread, NULL) == 0) g_cb_started = true;
-    pthread_attr_destroy(&attr);
+    start_locked();
     if (!g_cb_started) {
       /* No thread could be made: run them here (still under no event lock), rather than
        * never. */

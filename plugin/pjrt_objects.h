@@ -220,6 +220,9 @@ struct PJRT_Event {
 
 /* A new event, not ready; NULL when out of host memory. */
 PJRT_Event *kiln_pjrt_event_create(void);
+/* Joins the callback thread once its queue is empty (the last client's Client_Destroy calls
+ * it; the next callback starts the thread again). A no-op on the callback thread itself. */
+void kiln_pjrt_event_thread_stop(void);
 /* Completes `e` with `error` (taken over; NULL for OK) and schedules its callbacks. */
 void kiln_pjrt_event_complete(PJRT_Event *e, kiln_status error);
 /* An event that is already complete. Without an error, every call returns the same static

@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -742,6 +743,67 @@ static void test_event_errors(void **state) {
   PJRT_CHECK(api, api->PJRT_Event_Destroy(&d));
 }
 
+/* The callback thread's kernel id, read inside a callback. */
+typedef struct tid_state {
+  cb_state_t s;
+  long tid;
+  PJRT_Client *destroy; /* destroyed inside the callback when set */
+} tid_state_t;
+
+static void record_tid(PJRT_Error *error, void *arg) {
+  tid_state_t *t = arg;
+  t->tid = (long)syscall(SYS_gettid);
+  if (t->destroy) pjrt_test_client_destroy(api, t->destroy); /* the last client, here */
+  on_ready(error, &t->s);
+}
+
+/* Sets a new event with record_tid registered and waits for the callback. */
+static void callback_on_new_event(tid_state_t *t) {
+  cb_init(&t->s);
+  PJRT_Event *e = event_create();
+  PJRT_Event_OnReady_Args on = {.struct_size = PJRT_Event_OnReady_Args_STRUCT_SIZE,
+                                .event = e,
+                                .callback = record_tid,
+                                .user_arg = t};
+  PJRT_CHECK(api, api->PJRT_Event_OnReady(&on));
+  PJRT_Event_Set_Args set = {
+      .struct_size = PJRT_Event_Set_Args_STRUCT_SIZE, .event = e, .error_code = PJRT_Error_Code_OK};
+  PJRT_CHECK(api, api->PJRT_Event_Set(&set));
+  cb_wait(&t->s, 1);
+  event_destroy(e);
+}
+
+static bool task_alive(long tid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%ld", tid);
+  return access(path, F_OK) == 0;
+}
+
+/* When the last client is destroyed the callback thread is joined (no plugin thread outlives
+ * the clients: LeakSanitizer's exit check once crashed walking a parked one), the next
+ * callback starts it again, and a callback that destroys the last client itself does not
+ * wait for its own thread. */
+static void test_last_client_destroy_joins_the_callback_thread(void **state) {
+  (void)state;
+  PJRT_Client *c = cpu_client(1);
+  tid_state_t t = {0};
+  callback_on_new_event(&t);
+  long first = t.tid;
+  assert_true(first > 0 && task_alive(first));
+  pjrt_test_client_destroy(api, c);
+  assert_false(task_alive(first)); /* joined */
+  callback_on_new_event(&t);       /* no client: the thread starts again */
+  assert_true(t.tid != first && task_alive(t.tid));
+  long second = t.tid;
+  t.destroy = cpu_client(1);
+  callback_on_new_event(&t); /* destroys the last client on the callback thread */
+  assert_int_equal(t.tid, second);
+  assert_true(task_alive(second)); /* not joined from itself */
+  c = cpu_client(1);
+  pjrt_test_client_destroy(api, c); /* the next last client joins it */
+  assert_false(task_alive(second));
+}
+
 int main(void) {
   api = pjrt_test_load();
   if (!api) return 1;
@@ -761,6 +823,7 @@ int main(void) {
       cmocka_unit_test(test_event_await_blocks),
       cmocka_unit_test(test_event_callback_reenters),
       cmocka_unit_test(test_event_errors),
+      cmocka_unit_test(test_last_client_destroy_joins_the_callback_thread),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
