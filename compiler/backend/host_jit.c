@@ -369,7 +369,8 @@ static kiln_status add_object_locked(kiln_host_jit_t *jit, const void *data, siz
 /* Verifies `m`, gives it the JIT's triple and data layout, dumps it, optimizes it with `tm`
  * and dumps the result (and, with a dump folder, the assembly). Does not consume `m`. */
 static kiln_status optimize_module(kiln_host_jit_t *jit, LLVMTargetMachineRef tm, LLVMModuleRef m,
-                                   const char *name, double *opt_ms) {
+                                   const char *name, const char *pipeline, double *opt_ms) {
+  if (!pipeline) pipeline = jit->pipeline;
   char *msg = NULL;
   if (LLVMVerifyModule(m, LLVMReturnStatusAction, &msg)) {
     kiln_status s =
@@ -388,12 +389,12 @@ static kiln_status optimize_module(kiln_host_jit_t *jit, LLVMTargetMachineRef tm
     dump_warn(kiln_backend_dump_module(jit->dump_dir, name, KILN_DUMP_STAGE_LLVM_INPUT, m));
   double t0 = kiln_clock_ms();
   LLVMPassBuilderOptionsRef pbo = LLVMCreatePassBuilderOptions();
-  LLVMErrorRef err = LLVMRunPasses(m, jit->pipeline, tm, pbo);
+  LLVMErrorRef err = LLVMRunPasses(m, pipeline, tm, pbo);
   LLVMDisposePassBuilderOptions(pbo);
   *opt_ms += kiln_clock_ms() - t0;
   if (err) {
     kiln_status s = kiln_llvm_error_to_status(err, KILN_INVALID_ARGUMENT, "LLVMRunPasses");
-    return kiln_status_annotate(s, "pipeline \"%s\" on %s", jit->pipeline, name);
+    return kiln_status_annotate(s, "pipeline \"%s\" on %s", pipeline, name);
   }
   if (jit->dump_dir) {
     dump_warn(kiln_backend_dump_module(jit->dump_dir, name, KILN_DUMP_STAGE_LLVM_OPT, m));
@@ -429,7 +430,7 @@ static kiln_status add_module_locked(kiln_host_jit_t *jit, LLVMModuleRef m, cons
     return s;
   }
   char *dump_name = kiln_strdup(name && name[0] ? name : "module");
-  s = optimize_module(jit, jit->tm, m, dump_name, &jit->stats.opt_ms);
+  s = optimize_module(jit, jit->tm, m, dump_name, NULL, &jit->stats.opt_ms);
   if (s) {
     LLVMDisposeModule(m);
     kiln_free(dump_name);
@@ -467,10 +468,16 @@ static atomic_bool g_warm;
 static pthread_mutex_t g_warm_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 static kiln_status compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
-                                  void **obj, size_t *obj_len);
+                                  const char *pipeline, void **obj, size_t *obj_len);
 
 kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
                                          void **obj, size_t *obj_len) {
+  return kiln_host_jit_compile_object_with(jit, m, name, NULL, obj, obj_len);
+}
+
+kiln_status kiln_host_jit_compile_object_with(kiln_host_jit_t *jit, LLVMModuleRef m,
+                                              const char *name, const char *pipeline, void **obj,
+                                              size_t *obj_len) {
   *obj = NULL;
   *obj_len = 0;
   if (!jit || !m) {
@@ -478,18 +485,18 @@ kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, 
     return KILN_ERR_INVALID("kiln_host_jit_compile_object: NULL argument");
   }
   if (atomic_load_explicit(&g_warm, memory_order_acquire))
-    return compile_object(jit, m, name, obj, obj_len);
+    return compile_object(jit, m, name, pipeline, obj, obj_len);
   /* The process's first compile: alone, so that it makes LLVM's lazy globals before any
    * other thread compiles (a batch of one kernel then pays no separate warm-up compile). */
   kiln_mutex_lock(&g_warm_mutex);
-  kiln_status s = compile_object(jit, m, name, obj, obj_len);
+  kiln_status s = compile_object(jit, m, name, pipeline, obj, obj_len);
   atomic_store_explicit(&g_warm, true, memory_order_release);
   kiln_mutex_unlock(&g_warm_mutex);
   return s;
 }
 
 static kiln_status compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
-                                  void **obj, size_t *obj_len) {
+                                  const char *pipeline, void **obj, size_t *obj_len) {
   if (!name || !name[0]) name = "module";
   LLVMContextRef ctx = LLVMGetModuleContext(m);
   kiln_strbuf_t diag = {0};
@@ -500,7 +507,7 @@ static kiln_status compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const c
   if (jit->num_idle_tms) tm = jit->idle_tms[--jit->num_idle_tms];
   kiln_mutex_unlock(&jit->mutex);
   kiln_status s = tm ? NULL : create_host_tm(jit->triple, jit->cpu, jit->features, &tm);
-  if (!s) s = optimize_module(jit, tm, m, name, &opt_ms);
+  if (!s) s = optimize_module(jit, tm, m, name, pipeline, &opt_ms);
   if (!s) {
     char *emsg = NULL;
     LLVMMemoryBufferRef buf = NULL;
@@ -562,7 +569,11 @@ void kiln_host_jit_prepare_threads(kiln_host_jit_t *jit) {
   LLVMDisposeBuilder(b);
   void *obj = NULL;
   size_t len = 0;
-  kiln_status s = kiln_host_jit_compile_object(jit, m, "kiln_warm_up", &obj, &len);
+  /* The cheap pipeline when the kernels may use it: a module of small kernels then never
+   * builds O3's passes at all. */
+  const char *pipeline =
+      strcmp(jit->pipeline, KILN_HOST_JIT_DEFAULT_PIPELINE) ? NULL : KILN_HOST_JIT_SMALL_PIPELINE;
+  kiln_status s = kiln_host_jit_compile_object_with(jit, m, "kiln_warm_up", pipeline, &obj, &len);
   if (s) KILN_LOG_W("host JIT warm-up: %s", kiln_status_message(s));
   kiln_status_free(s);
   kiln_free(obj);

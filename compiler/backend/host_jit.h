@@ -108,6 +108,15 @@ kiln_status kiln_host_jit_add_module(kiln_host_jit_t *jit, LLVMModuleRef m, cons
  * at once; adds nothing to the JIT. */
 kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
                                          void **obj, size_t *obj_len);
+/* The same with `pipeline` (LLVM new-PM text) instead of the JIT's own; NULL: the JIT's. */
+kiln_status kiln_host_jit_compile_object_with(kiln_host_jit_t *jit, LLVMModuleRef m,
+                                              const char *name, const char *pipeline, void **obj,
+                                              size_t *obj_len);
+/* The pipeline kernels whose launch covers at most KILN_HOST_SMALL_KERNEL_WORK work items get
+ * when the JIT runs the default one (kir_compile.c): their run time is microseconds whatever
+ * the pipeline, and LLVM's O3 was most of a small module's compile. */
+#define KILN_HOST_JIT_SMALL_PIPELINE "default<O1>"
+#define KILN_HOST_SMALL_KERNEL_WORK 4096
 /* Call before starting threads that run kiln_host_jit_compile_object: compiles an empty
  * module on this thread unless a compile already ran in this process, so LLVM's lazily
  * created globals (timer groups, option registries) exist before those threads start, rather

@@ -146,6 +146,34 @@ static void batch_plan(batch_t *b, const kiln_kir_module_t *const *mods, size_t 
   st->unique += (int)b->num_jobs;
 }
 
+/* The LLVM pipeline for kernel module `k` (NULL: the JIT's own): a straight-line kernel whose
+ * launch covers few work items gets the cheaper KILN_HOST_JIT_SMALL_PIPELINE when the JIT runs
+ * the default
+ * (a pipeline set by KILN_HOST_LLVM_PIPELINE is used for every kernel). A function of the
+ * kernel's content, which the cache key holds, so cached objects stay valid. */
+static const char *host_pipeline(kiln_host_jit_t *jit, const kiln_kir_module_t *k) {
+  if (strcmp(kiln_host_jit_pipeline(jit), KILN_HOST_JIT_DEFAULT_PIPELINE) != 0) return NULL;
+  /* Loops (reductions' accumulators, which O3's unrolling keeps in registers) and shared
+   * tiles keep O3 whatever the size: only straight-line kernels take the cheap pipeline. */
+  for (size_t r = 0; r < k->regions.len; r++) {
+    const kiln_kir_region_t *region = k->regions.data[r];
+    for (size_t i = 0; i < region->ops.len; i++) {
+      kiln_kir_opcode_t op = region->ops.data[i]->opcode;
+      if (op == KILN_KIR_FOR || op == KILN_KIR_LOOP || op == KILN_KIR_ALLOC_SHARED) return NULL;
+    }
+  }
+  for (size_t i = 0; i < k->funcs.len; i++) {
+    const kiln_kir_func_t *f = k->funcs.data[i];
+    if (f->kind != KILN_KIR_FUNC_KERNEL) continue;
+    double work = 1;
+    for (int d = 0; d < 3; d++)
+      work *=
+          (double)(f->block[d] > 0 ? f->block[d] : 1) * (double)(f->grid[d] > 0 ? f->grid[d] : 1);
+    if (work > KILN_HOST_SMALL_KERNEL_WORK) return NULL;
+  }
+  return KILN_HOST_JIT_SMALL_PIPELINE;
+}
+
 /* Object-code generation is LLVM's (its own allocations abort on exhaustion): kiln's
  * allocations here do not unwind an out-of-memory scope (base/alloc.h); on the pool's workers
  * they are outside any scope anyway. */
@@ -154,7 +182,8 @@ static void job_run(job_t *x) {
   if (x->jit) {
     LLVMModuleRef mod = x->mod;
     x->mod = NULL; /* compile_object consumes it */
-    x->status = kiln_host_jit_compile_object(x->jit, mod, x->kir->name, &x->image, &x->size);
+    x->status = kiln_host_jit_compile_object_with(
+        x->jit, mod, x->kir->name, host_pipeline(x->jit, x->kir), &x->image, &x->size);
     x->cacheable = !x->status;
   } else {
     kiln_nvptx_options_t o = *x->nvptx;
