@@ -2,7 +2,8 @@
  * kernels", compiler/backend/kernel_cache.h, base/disk_cache.h): parallel compilation gives
  * the same objects as serial, identical kernels compile once, the per-kernel cache answers
  * from memory and from disk, corrupt entries are rejected and rebuilt, the disk cache stays
- * under its size bound by evicting the least recently used entries. */
+ * under its size bound by evicting the least recently used entries, small straight-line
+ * kernels take the host's small tier. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -420,6 +421,103 @@ static void test_disk_cache_evicts_least_recently_used_over_its_bound(void **sta
   rm_rf(dir);
 }
 
+/* Which kernels the batch compiles on the host's small tier (kiln_kir_host_small_kernel): a
+ * map over f32[4] (its applied computation inlined: the regions a KIR module keeps for ops
+ * that passes replaced are not loops of the kernel) and an f32[8,8] elementwise chain are
+ * small; a reduction of 4 rows of 8,192 (1,024 work items, each looping over its part of a
+ * row) and an f32[16,16] elementwise chain (256 items) are not.
+ * Both tiers give the right values; a pipeline set for the JIT applies to every kernel. */
+static const char kTiers[] =
+    "double {\n"
+    "  a = f32[] parameter(0)\n"
+    "  ROOT d = f32[] add(a, a)\n"
+    "}\n"
+    "add {\n"
+    "  a = f32[] parameter(0)\n"
+    "  b = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(a, b)\n"
+    "}\n"
+    "mapped {\n"
+    "  x = f32[4] parameter(0)\n"
+    "  ROOT m = f32[4] map(x), dimensions={0}, to_apply=double\n"
+    "}\n"
+    "small_chain {\n"
+    "  p = f32[8,8] parameter(0)\n"
+    "  t = f32[8,8] tanh(p)\n"
+    "  ROOT e = f32[8,8] multiply(t, p)\n"
+    "}\n"
+    "row_sum {\n"
+    "  p = f32[4,8192] parameter(0)\n"
+    "  z = f32[] constant(0)\n"
+    "  ROOT r = f32[4] reduce(p, z), dimensions={1}, to_apply=add\n"
+    "}\n"
+    "ENTRY big_chain {\n"
+    "  p = f32[16,16] parameter(0)\n"
+    "  t = f32[16,16] tanh(p)\n"
+    "  ROOT e = f32[16,16] multiply(t, p)\n"
+    "}\n";
+
+static void test_small_straight_line_kernels_take_the_small_tier(void **state) {
+  (void)state;
+  kiln_kernel_cache_clear();
+  kiln_hlo_module_t *m = NULL;
+  assert_null(kiln_hlo_parse_computations(kTiers, sizeof(kTiers) - 1, NULL, &m));
+  static const char *const names[4] = {"mapped", "small_chain", "row_sum", "big_chain"};
+  static const bool small[4] = {true, true, false, false};
+  kiln_codegen_kernel_t k[4];
+  const kiln_kir_module_t *mods[4];
+  for (int i = 0; i < 4; i++) {
+    const kiln_hlo_computation_t *c = NULL;
+    for (size_t j = 0; j < m->computations.len; j++)
+      if (!strcmp(m->computations.data[j]->name, names[i])) c = m->computations.data[j];
+    assert_non_null(c);
+    kiln_codegen_compile_options_t o = {0};
+    o.kernel_name = names[i];
+    o.dump_dir = "";
+    o.host_target = true;
+    assert_null(kiln_codegen_kernel_emit(c, &o, &k[i]));
+    mods[i] = k[i].kir;
+    assert_int_equal(kiln_kir_host_small_kernel(KILN_HOST_JIT_DEFAULT_PIPELINE, mods[i]), small[i]);
+    assert_false(kiln_kir_host_small_kernel("default<O1>", mods[i]));
+  }
+  float *x = kiln_malloc(4 * 8192 * sizeof(float));
+  float *y = kiln_malloc(16 * 16 * sizeof(float));
+  for (int i = 0; i < 4 * 8192; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+  static const char *const pipelines[2] = {NULL, "default<O1>"};
+  for (int p = 0; p < 2; p++) {
+    kiln_host_jit_t *jit = NULL;
+    kiln_host_jit_options_t jo = {0};
+    jo.dump_dir = "";
+    jo.pipeline = pipelines[p];
+    assert_null(kiln_host_jit_create(&jo, &jit));
+    kiln_kir_batch_options_t bo = {NULL, 2, false};
+    kiln_kir_host_kernel_t out[4];
+    kiln_kir_batch_stats_t st;
+    assert_null(kiln_kir_compile_host_batch(mods, 4, jit, &bo, out, &st));
+    assert_int_equal(st.compiled, 4);
+    assert_int_equal(st.small_tier, p == 0 ? 2 : 0);
+    void *args[2] = {x, y};
+    assert_null(kiln_kir_host_kernel_run(&out[0], NULL, args));
+    for (int i = 0; i < 4; i++) assert_float_equal(y[i], 2.0f * x[i], 0);
+    for (int c = 1; c < 4; c += 2) { /* the two elementwise chains */
+      assert_null(kiln_kir_host_kernel_run(&out[c], NULL, args));
+      int n = c == 1 ? 8 * 8 : 16 * 16;
+      for (int i = 0; i < n; i++) assert_float_equal(y[i], tanh(x[i]) * x[i], 1e-6);
+    }
+    assert_null(kiln_kir_host_kernel_run(&out[2], NULL, args));
+    for (int r = 0; r < 4; r++) {
+      double want = 0;
+      for (int c = 0; c < 8192; c++) want += x[r * 8192 + c];
+      assert_float_equal(y[r], want, 1e-3);
+    }
+    kiln_host_jit_destroy(jit);
+  }
+  kiln_free(x);
+  kiln_free(y);
+  for (int i = 0; i < 4; i++) kiln_codegen_kernel_free(&k[i]);
+  kiln_hlo_module_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_identical_kernels_compile_once_and_run_right),
@@ -428,6 +526,7 @@ int main(void) {
       cmocka_unit_test(test_cache_key_includes_the_pipeline),
       cmocka_unit_test(test_cuda_kernels_compile_once_in_parallel_and_cache),
       cmocka_unit_test(test_disk_cache_evicts_least_recently_used_over_its_bound),
+      cmocka_unit_test(test_small_straight_line_kernels_take_the_small_tier),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

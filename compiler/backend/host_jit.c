@@ -29,6 +29,10 @@
 #include "compiler/backend/llvm_compat.h"
 #include "compiler/backend/llvm_init.h"
 
+/* The two ways a kernel is compiled: the JIT's pipeline and full code generation, or the
+ * small tier (kiln_host_jit_compile_small_object). */
+typedef enum { TIER_FULL, TIER_SMALL, KILN_HOST_TIERS } tier_t;
+
 struct kiln_host_jit {
   LLVMOrcLLJITRef lljit; /* made by the first ORC use (ensure_lljit_locked): a JIT whose
                             objects all went through kiln's ELF loader never makes one */
@@ -48,12 +52,12 @@ struct kiln_host_jit {
   kiln_hashmap_t objects;   /* names of the objects added (kiln_host_jit_add_object) */
   kiln_host_elf_t **images; /* kiln_host_jit_link's images, freed with the JIT */
   size_t num_images;
-  /* Target machines kiln_host_jit_compile_object made and is not using (under `mutex`): the
-   * next compile takes one instead of making its own (a target machine and its X86 subtarget
-   * cost ~5 M instructions, a third of a small kernel's compile). One thread at a time uses
-   * each. */
-  LLVMTargetMachineRef *idle_tms;
-  size_t num_idle_tms;
+  /* Target machines kiln_host_jit_compile_object / _small_object made and is not using, per
+   * tier (under `mutex`): the next compile of the tier takes one instead of making its own (a
+   * target machine and its X86 subtarget cost ~5 M instructions, a third of a small kernel's
+   * compile). One thread at a time uses each. */
+  LLVMTargetMachineRef *idle_tms[KILN_HOST_TIERS];
+  size_t num_idle_tms[KILN_HOST_TIERS];
 };
 
 /* LLVM reports some failures as diagnostics; without a handler, an error diagnostic exits
@@ -85,7 +89,7 @@ static void jit_error_reporter(void *ctx, LLVMErrorRef err) {
 }
 
 static kiln_status create_host_tm(const char *triple, const char *cpu, const char *features,
-                                  LLVMTargetMachineRef *out) {
+                                  LLVMCodeGenOptLevel level, LLVMTargetMachineRef *out) {
   LLVMTargetRef target = NULL;
   char *err = NULL;
   if (LLVMGetTargetFromTriple(triple, &target, &err)) {
@@ -94,8 +98,8 @@ static kiln_status create_host_tm(const char *triple, const char *cpu, const cha
     LLVMDisposeMessage(err);
     return s;
   }
-  *out = LLVMCreateTargetMachine(target, triple, cpu, features, LLVMCodeGenLevelAggressive,
-                                 LLVMRelocPIC, LLVMCodeModelJITDefault);
+  *out = LLVMCreateTargetMachine(target, triple, cpu, features, level, LLVMRelocPIC,
+                                 LLVMCodeModelJITDefault);
   if (!*out)
     return kiln_status_make(KILN_INTERNAL, "cannot create a target machine for %s", triple);
   return NULL;
@@ -245,7 +249,7 @@ static kiln_status ensure_lljit_locked(kiln_host_jit_t *jit) {
                                    "detecting the host for the JIT");
   } else {
     LLVMTargetMachineRef jit_tm = NULL;
-    st = create_host_tm(jit->triple, jit->cpu, jit->features, &jit_tm);
+    st = create_host_tm(jit->triple, jit->cpu, jit->features, LLVMCodeGenLevelAggressive, &jit_tm);
     if (!st) jtmb = LLVMOrcJITTargetMachineBuilderCreateFromTargetMachine(jit_tm); /* consumes */
   }
   if (st) return st;
@@ -419,7 +423,8 @@ static kiln_status add_module_locked(kiln_host_jit_t *jit, LLVMModuleRef m, cons
   size_t id_len = 0;
   if (!name) name = LLVMGetModuleIdentifier(m, &id_len);
   kiln_status s = NULL;
-  if (!jit->tm) s = create_host_tm(jit->triple, jit->cpu, jit->features, &jit->tm);
+  if (!jit->tm)
+    s = create_host_tm(jit->triple, jit->cpu, jit->features, LLVMCodeGenLevelAggressive, &jit->tm);
   if (s) {
     LLVMDisposeModule(m);
     return s;
@@ -462,41 +467,49 @@ static void collect_diagnostic(LLVMDiagnosticInfoRef info, void *ctx) {
   LLVMDisposeMessage(desc);
 }
 
-/* Whether LLVM's lazily created globals exist (kiln_host_jit_prepare_threads): until then,
- * compiles run one at a time under g_warm_mutex, the first one making them. */
-static atomic_bool g_warm;
+/* Per tier, whether LLVM's lazily created globals for it exist (kiln_host_jit_prepare_threads):
+ * until then, the tier's compiles run one at a time under g_warm_mutex, the first one making
+ * them. */
+static atomic_bool g_warm[KILN_HOST_TIERS];
 static pthread_mutex_t g_warm_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 static kiln_status compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
-                                  const char *pipeline, void **obj, size_t *obj_len);
+                                  tier_t tier, const char *pipeline, void **obj, size_t *obj_len);
 
-kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
-                                         void **obj, size_t *obj_len) {
-  return kiln_host_jit_compile_object_with(jit, m, name, NULL, obj, obj_len);
-}
-
-kiln_status kiln_host_jit_compile_object_with(kiln_host_jit_t *jit, LLVMModuleRef m,
-                                              const char *name, const char *pipeline, void **obj,
-                                              size_t *obj_len) {
+/* compile_object, alone under g_warm_mutex while the tier is not warm yet. */
+static kiln_status compile_tier(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
+                                tier_t tier, const char *pipeline, void **obj, size_t *obj_len) {
   *obj = NULL;
   *obj_len = 0;
   if (!jit || !m) {
     if (m) LLVMDisposeModule(m);
     return KILN_ERR_INVALID("kiln_host_jit_compile_object: NULL argument");
   }
-  if (atomic_load_explicit(&g_warm, memory_order_acquire))
-    return compile_object(jit, m, name, pipeline, obj, obj_len);
-  /* The process's first compile: alone, so that it makes LLVM's lazy globals before any
-   * other thread compiles (a batch of one kernel then pays no separate warm-up compile). */
+  if (atomic_load_explicit(&g_warm[tier], memory_order_acquire))
+    return compile_object(jit, m, name, tier, pipeline, obj, obj_len);
+  /* The process's first compile of the tier: alone, so that it makes LLVM's lazy globals
+   * before any other thread compiles (a batch of one kernel then pays no separate warm-up
+   * compile). */
   kiln_mutex_lock(&g_warm_mutex);
-  kiln_status s = compile_object(jit, m, name, pipeline, obj, obj_len);
-  atomic_store_explicit(&g_warm, true, memory_order_release);
+  kiln_status s = compile_object(jit, m, name, tier, pipeline, obj, obj_len);
+  atomic_store_explicit(&g_warm[tier], true, memory_order_release);
   kiln_mutex_unlock(&g_warm_mutex);
   return s;
 }
 
+kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
+                                         void **obj, size_t *obj_len) {
+  return compile_tier(jit, m, name, TIER_FULL, NULL, obj, obj_len);
+}
+
+kiln_status kiln_host_jit_compile_small_object(kiln_host_jit_t *jit, LLVMModuleRef m,
+                                               const char *name, void **obj, size_t *obj_len) {
+  return compile_tier(jit, m, name, TIER_SMALL, KILN_HOST_JIT_SMALL_PIPELINE, obj, obj_len);
+}
+
+/* Compiles `m` on `tier` with `pipeline` (NULL: the JIT's). */
 static kiln_status compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
-                                  const char *pipeline, void **obj, size_t *obj_len) {
+                                  tier_t tier, const char *pipeline, void **obj, size_t *obj_len) {
   if (!name || !name[0]) name = "module";
   LLVMContextRef ctx = LLVMGetModuleContext(m);
   kiln_strbuf_t diag = {0};
@@ -504,9 +517,13 @@ static kiln_status compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const c
   LLVMTargetMachineRef tm = NULL;
   double opt_ms = 0, t0 = kiln_clock_ms();
   kiln_mutex_lock(&jit->mutex);
-  if (jit->num_idle_tms) tm = jit->idle_tms[--jit->num_idle_tms];
+  if (jit->num_idle_tms[tier]) tm = jit->idle_tms[tier][--jit->num_idle_tms[tier]];
   kiln_mutex_unlock(&jit->mutex);
-  kiln_status s = tm ? NULL : create_host_tm(jit->triple, jit->cpu, jit->features, &tm);
+  kiln_status s =
+      tm ? NULL
+         : create_host_tm(jit->triple, jit->cpu, jit->features,
+                          tier == TIER_SMALL ? LLVMCodeGenLevelNone : LLVMCodeGenLevelAggressive,
+                          &tm);
   if (!s) s = optimize_module(jit, tm, m, name, pipeline, &opt_ms);
   if (!s) {
     char *emsg = NULL;
@@ -542,11 +559,11 @@ static kiln_status compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const c
   }
   kiln_mutex_lock(&jit->mutex);
   if (tm) { /* kept for the next compile; disposed when there is no room to keep it */
-    LLVMTargetMachineRef *idle =
-        kiln_try_realloc(jit->idle_tms, (jit->num_idle_tms + 1) * sizeof(*jit->idle_tms));
+    LLVMTargetMachineRef *idle = kiln_try_realloc(
+        jit->idle_tms[tier], (jit->num_idle_tms[tier] + 1) * sizeof(*jit->idle_tms[tier]));
     if (idle) {
-      jit->idle_tms = idle;
-      jit->idle_tms[jit->num_idle_tms++] = tm;
+      jit->idle_tms[tier] = idle;
+      jit->idle_tms[tier][jit->num_idle_tms[tier]++] = tm;
     } else {
       LLVMDisposeTargetMachine(tm);
     }
@@ -557,8 +574,9 @@ static kiln_status compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const c
   return s;
 }
 
-void kiln_host_jit_prepare_threads(kiln_host_jit_t *jit) {
-  if (!jit || atomic_load_explicit(&g_warm, memory_order_acquire)) return;
+/* Compiles an empty module on `tier` unless the tier is warm. */
+static void warm_up(kiln_host_jit_t *jit, tier_t tier) {
+  if (atomic_load_explicit(&g_warm[tier], memory_order_acquire)) return;
   LLVMContextRef ctx = LLVMContextCreate();
   LLVMModuleRef m = LLVMModuleCreateWithNameInContext("kiln_warm_up", ctx);
   LLVMTypeRef fty = LLVMFunctionType(LLVMVoidTypeInContext(ctx), NULL, 0, 0);
@@ -569,15 +587,22 @@ void kiln_host_jit_prepare_threads(kiln_host_jit_t *jit) {
   LLVMDisposeBuilder(b);
   void *obj = NULL;
   size_t len = 0;
-  /* The cheap pipeline when the kernels may use it: a module of small kernels then never
-   * builds O3's passes at all. */
-  const char *pipeline =
-      strcmp(jit->pipeline, KILN_HOST_JIT_DEFAULT_PIPELINE) ? NULL : KILN_HOST_JIT_SMALL_PIPELINE;
-  kiln_status s = kiln_host_jit_compile_object_with(jit, m, "kiln_warm_up", pipeline, &obj, &len);
+  /* The full tier's warm-up needs its code generator, not O3's passes on an empty module:
+   * O1 when the JIT runs the default pipeline. */
+  const char *pipeline = tier == TIER_SMALL ? KILN_HOST_JIT_SMALL_PIPELINE
+                         : strcmp(jit->pipeline, KILN_HOST_JIT_DEFAULT_PIPELINE) ? NULL
+                                                                                 : "default<O1>";
+  kiln_status s = compile_tier(jit, m, "kiln_warm_up", tier, pipeline, &obj, &len);
   if (s) KILN_LOG_W("host JIT warm-up: %s", kiln_status_message(s));
   kiln_status_free(s);
   kiln_free(obj);
   LLVMContextDispose(ctx);
+}
+
+void kiln_host_jit_prepare_threads(kiln_host_jit_t *jit, bool full, bool small) {
+  if (!jit) return;
+  if (full) warm_up(jit, TIER_FULL);
+  if (small) warm_up(jit, TIER_SMALL);
 }
 
 kiln_status kiln_host_jit_add_object(kiln_host_jit_t *jit, const void *data, size_t len,
@@ -738,8 +763,10 @@ void kiln_host_jit_destroy(kiln_host_jit_t *jit) {
   /* Modules handed to the JIT are gone with it; the context goes with the last owner. */
   if (jit->tsc) LLVMOrcDisposeThreadSafeContext(jit->tsc);
   if (jit->tm) LLVMDisposeTargetMachine(jit->tm);
-  for (size_t i = 0; i < jit->num_idle_tms; i++) LLVMDisposeTargetMachine(jit->idle_tms[i]);
-  kiln_free(jit->idle_tms);
+  for (int t = 0; t < KILN_HOST_TIERS; t++) {
+    for (size_t i = 0; i < jit->num_idle_tms[t]; i++) LLVMDisposeTargetMachine(jit->idle_tms[t][i]);
+    kiln_free(jit->idle_tms[t]);
+  }
   for (size_t i = 0; i < jit->num_images; i++) kiln_host_elf_destroy(jit->images[i]);
   kiln_free(jit->images);
   kiln_strbuf_free(&jit->diag);

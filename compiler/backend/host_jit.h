@@ -108,23 +108,36 @@ kiln_status kiln_host_jit_add_module(kiln_host_jit_t *jit, LLVMModuleRef m, cons
  * at once; adds nothing to the JIT. */
 kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, const char *name,
                                          void **obj, size_t *obj_len);
-/* The same with `pipeline` (LLVM new-PM text) instead of the JIT's own; NULL: the JIT's. */
-kiln_status kiln_host_jit_compile_object_with(kiln_host_jit_t *jit, LLVMModuleRef m,
-                                              const char *name, const char *pipeline, void **obj,
-                                              size_t *obj_len);
-/* The pipeline kernels whose launch covers at most KILN_HOST_SMALL_KERNEL_WORK work items get
- * when the JIT runs the default one (kir_compile.c): their run time is microseconds whatever
- * the pipeline, and LLVM's O3 was most of a small module's compile. */
-#define KILN_HOST_JIT_SMALL_PIPELINE "default<O1>"
-#define KILN_HOST_SMALL_KERNEL_WORK 4096
-/* Call before starting threads that run kiln_host_jit_compile_object: compiles an empty
- * module on this thread unless a compile already ran in this process, so LLVM's lazily
- * created globals (timer groups, option registries) exist before those threads start, rather
- * than being created by whichever thread comes first without synchronization a race detector
- * can see. (Without it the process's first kiln_host_jit_compile_object runs alone under a
- * mutex and makes them; the others wait for it: correct, but the first kernel of a batch
- * then compiles before the rest start.) */
-void kiln_host_jit_prepare_threads(kiln_host_jit_t *jit);
+/* The same for a small kernel (kir_compile.c decides which are): KILN_HOST_JIT_SMALL_PIPELINE
+ * instead of the JIT's pipeline, and code generation at LLVM's lowest level (fast instruction
+ * selection and register allocation) instead of its highest. LLVM's O3 (or O1) passes and full
+ * code generation were 5-8 ms of a one-kernel module's ~9 ms cold compile; this tier takes
+ * 2-3 ms. Its code is scalar and plainly allocated: for a kernel of a few dozen elements that
+ * costs well under a microsecond per launch (the corpus's while loops of such kernels ran as
+ * fast as with O3), but a 4,096-element GELU ran 21-33 us against 17 us, hence the small bound
+ * on the work (KILN_HOST_SMALL_KERNEL_WORK). Results are the same: only the pipeline changes,
+ * not the IR's semantics (llvm.fmuladd fuses on both tiers). */
+kiln_status kiln_host_jit_compile_small_object(kiln_host_jit_t *jit, LLVMModuleRef m,
+                                               const char *name, void **obj, size_t *obj_len);
+/* The small tier's passes: inline the kernel body into its entry, combine, simplify the CFG.
+ * (instcombine's fixpoint check aborts the process in some LLVM builds; this is a one-pass
+ * cleanup, so it is off.) */
+#define KILN_HOST_JIT_SMALL_PIPELINE \
+  "always-inline,function(instcombine<no-verify-fixpoint>,simplifycfg)"
+/* The largest launch (work items: threads x blocks) a straight-line kernel may have to be
+ * compiled on the small tier. Measured on the corpus (scripts/compile-vs-baseline.sh and the
+ * run times of its while-loop modules): 4,096 made loops of small kernels run 2-5x slower than
+ * O3 (unvectorized), 128 still 1.4-1.8x on the Cholesky loops, 64 as fast as O3. */
+#define KILN_HOST_SMALL_KERNEL_WORK 64
+/* Call before starting threads that run kiln_host_jit_compile_object (`full`) or
+ * kiln_host_jit_compile_small_object (`small`): for each tier asked whose first compile in
+ * this process has not run yet, compiles an empty module on this thread, so LLVM's lazily
+ * created globals (timer groups, option registries, the tier's code generator) exist before
+ * those threads start, rather than being created by whichever thread comes first without
+ * synchronization a race detector can see. (Without it the process's first compile of a tier
+ * runs alone under a mutex and makes them; the others wait for it: correct, but the first
+ * kernel of a batch then compiles before the rest start.) */
+void kiln_host_jit_prepare_threads(kiln_host_jit_t *jit, bool full, bool small);
 
 /* Adds an object file (copied) to the main JITDylib under `name`; a second object under a
  * name already added is skipped (the kernel compiler names objects by their content key). A

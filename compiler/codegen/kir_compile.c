@@ -70,6 +70,7 @@ typedef struct job {
   bool cached;        /* from the kernel cache */
   bool from_disk;     /* ... its disk level */
   bool cacheable;     /* a result worth storing */
+  bool small;         /* host: compiled on the small tier (kiln_kir_host_small_kernel) */
   LLVMContextRef ctx; /* a miss's own context and module */
   LLVMModuleRef mod;
   kiln_status status;
@@ -146,32 +147,34 @@ static void batch_plan(batch_t *b, const kiln_kir_module_t *const *mods, size_t 
   st->unique += (int)b->num_jobs;
 }
 
-/* The LLVM pipeline for kernel module `k` (NULL: the JIT's own): a straight-line kernel whose
- * launch covers few work items gets the cheaper KILN_HOST_JIT_SMALL_PIPELINE when the JIT runs
- * the default
- * (a pipeline set by KILN_HOST_LLVM_PIPELINE is used for every kernel). A function of the
- * kernel's content, which the cache key holds, so cached objects stay valid. */
-static const char *host_pipeline(kiln_host_jit_t *jit, const kiln_kir_module_t *k) {
-  if (strcmp(kiln_host_jit_pipeline(jit), KILN_HOST_JIT_DEFAULT_PIPELINE) != 0) return NULL;
+/* Whether region `r` (its ops, the regions nested in them and the functions they call, to
+ * `depth` calls deep) holds a loop or a shared tile. Only the ops the kernel still has: a
+ * module also keeps the regions of ops that passes replaced (kir.h). */
+static bool region_has_loop(const kiln_kir_region_t *r, int depth) {
+  if (!r || depth < 0) return true; /* too deep to tell: as if it had one */
+  for (size_t i = 0; i < r->ops.len; i++) {
+    const kiln_kir_op_t *op = r->ops.data[i];
+    if (op->opcode == KILN_KIR_FOR || op->opcode == KILN_KIR_LOOP ||
+        op->opcode == KILN_KIR_ALLOC_SHARED)
+      return true;
+    for (uint32_t j = 0; j < op->num_regions; j++)
+      if (region_has_loop(op->regions[j], depth)) return true;
+    if (op->opcode == KILN_KIR_CALL && op->callee && region_has_loop(op->callee->body, depth - 1))
+      return true;
+  }
+  return false;
+}
+
+bool kiln_kir_host_small_kernel(const char *jit_pipeline, const kiln_kir_module_t *m) {
+  if (!jit_pipeline || strcmp(jit_pipeline, KILN_HOST_JIT_DEFAULT_PIPELINE) != 0) return false;
+  const kiln_kir_func_t *f = kiln_kir_module_kernel(m);
   /* Loops (reductions' accumulators, which O3's unrolling keeps in registers) and shared
-   * tiles keep O3 whatever the size: only straight-line kernels take the cheap pipeline. */
-  for (size_t r = 0; r < k->regions.len; r++) {
-    const kiln_kir_region_t *region = k->regions.data[r];
-    for (size_t i = 0; i < region->ops.len; i++) {
-      kiln_kir_opcode_t op = region->ops.data[i]->opcode;
-      if (op == KILN_KIR_FOR || op == KILN_KIR_LOOP || op == KILN_KIR_ALLOC_SHARED) return NULL;
-    }
-  }
-  for (size_t i = 0; i < k->funcs.len; i++) {
-    const kiln_kir_func_t *f = k->funcs.data[i];
-    if (f->kind != KILN_KIR_FUNC_KERNEL) continue;
-    double work = 1;
-    for (int d = 0; d < 3; d++)
-      work *=
-          (double)(f->block[d] > 0 ? f->block[d] : 1) * (double)(f->grid[d] > 0 ? f->grid[d] : 1);
-    if (work > KILN_HOST_SMALL_KERNEL_WORK) return NULL;
-  }
-  return KILN_HOST_JIT_SMALL_PIPELINE;
+   * tiles keep the full tier whatever the size. */
+  if (!f || region_has_loop(f->body, 8)) return false;
+  double work = 1;
+  for (int d = 0; d < 3; d++)
+    work *= (double)(f->block[d] > 0 ? f->block[d] : 1) * (double)(f->grid[d] > 0 ? f->grid[d] : 1);
+  return work <= KILN_HOST_SMALL_KERNEL_WORK;
 }
 
 /* Object-code generation is LLVM's (its own allocations abort on exhaustion): kiln's
@@ -182,8 +185,10 @@ static void job_run(job_t *x) {
   if (x->jit) {
     LLVMModuleRef mod = x->mod;
     x->mod = NULL; /* compile_object consumes it */
-    x->status = kiln_host_jit_compile_object_with(
-        x->jit, mod, x->kir->name, host_pipeline(x->jit, x->kir), &x->image, &x->size);
+    x->status =
+        x->small
+            ? kiln_host_jit_compile_small_object(x->jit, mod, x->kir->name, &x->image, &x->size)
+            : kiln_host_jit_compile_object(x->jit, mod, x->kir->name, &x->image, &x->size);
     x->cacheable = !x->status;
   } else {
     kiln_nvptx_options_t o = *x->nvptx;
@@ -251,12 +256,17 @@ static kiln_status batch_compile(batch_t *b, const kiln_kir_batch_options_t *o,
   /* LLVM's lazy globals made on one thread first, whoever compiles next (host_jit.h); a
    * batch compiled on this thread alone makes them itself (the warm-up is a whole O3 and
    * code generation run of an empty module: a third of a small module's compile) */
-  if (pool && pending[0]->jit) kiln_host_jit_prepare_threads(pending[0]->jit);
+  if (pool && pending[0]->jit) {
+    bool tiers[2] = {false, false}; /* full, small */
+    for (size_t i = 0; i < nt; i++) tiers[pending[i]->small] = true;
+    kiln_host_jit_prepare_threads(pending[0]->jit, tiers[0], tiers[1]);
+  }
   st->threads = pool ? kiln_host_pool_num_workers(pool) : 1;
   s = kiln_host_pool_launch(pool, run_jobs, (void **)pending, (int64_t)nt, 1);
   kiln_host_pool_destroy(pool);
   st->compile_ms += kiln_clock_ms() - t1;
   st->compiled += (int)nt;
+  for (size_t i = 0; i < nt; i++) st->small_tier += pending[i]->small;
   for (size_t i = 0; i < nt && !s; i++) {
     job_t *x = pending[i];
     if (x->status) {
@@ -302,7 +312,10 @@ kiln_status kiln_kir_compile_host_batch(const kiln_kir_module_t *const *mods, si
   batch_plan(&b, mods, n, kiln_strbuf_cstr(&target), o.cache_dir, KILN_KERNEL_CACHE_HOST,
              !kiln_host_jit_dump_dir(jit), st);
   kiln_strbuf_free(&target);
-  for (size_t j = 0; j < b.num_jobs; j++) b.jobs[j].jit = jit;
+  for (size_t j = 0; j < b.num_jobs; j++) {
+    b.jobs[j].jit = jit;
+    b.jobs[j].small = kiln_kir_host_small_kernel(kiln_host_jit_pipeline(jit), b.jobs[j].kir);
+  }
   kiln_status s = batch_compile(&b, &o, st, NULL);
   double t0 = kiln_clock_ms();
   void **addr = kiln_calloc(b.num_jobs + 1, sizeof(void *));
