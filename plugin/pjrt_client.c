@@ -278,7 +278,7 @@ static kiln_status make_runtime_devices(PJRT_Client *c) {
     }
     if (want_cuda)
       return kiln_status_annotate(why ? why : kiln_status_make(KILN_UNAVAILABLE, "no GPU"),
-                                  "PJRT_Client_Create: platform 'cuda' is not available");
+                                  "so platform 'cuda' is not available");
     KILN_LOG_I("PJRT client: no usable GPU (%s); using the host platform",
                kiln_status_message(why));
     kiln_status_free(why);
@@ -286,7 +286,7 @@ static kiln_status make_runtime_devices(PJRT_Client *c) {
   c->kdevices = kiln_try_calloc(1, sizeof(kiln_device_t *));
   if (!c->kdevices) return KILN_ERR_EXHAUSTED("PJRT_Client_Create: out of host memory");
   KILN_RETURN_IF_ERROR(kiln_host_device_create(0, &c->kdevices[0]),
-                       "PJRT_Client_Create: while creating the host device");
+                       "while creating the host device");
   c->num_kdevices = 1;
   c->is_cuda = false;
   c->cublaslt = false;
