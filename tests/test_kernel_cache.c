@@ -426,7 +426,8 @@ static void test_disk_cache_evicts_least_recently_used_over_its_bound(void **sta
  * that passes replaced are not loops of the kernel) and an f32[8,8] elementwise chain are
  * small; a reduction of 4 rows of 8,192 (1,024 work items, each looping over its part of a
  * row) and an f32[16,16] elementwise chain (256 items) are not.
- * Both tiers give the right values; a pipeline set for the JIT applies to every kernel. */
+ * Both tiers give the right values; a pipeline set for the JIT, even the default one, applies
+ * to every kernel, and such a JIT's kernels are cached apart. */
 static const char kTiers[] =
     "double {\n"
     "  a = f32[] parameter(0)\n"
@@ -477,13 +478,12 @@ static void test_small_straight_line_kernels_take_the_small_tier(void **state) {
     o.host_target = true;
     assert_null(kiln_codegen_kernel_emit(c, &o, &k[i]));
     mods[i] = k[i].kir;
-    assert_int_equal(kiln_kir_host_small_kernel(KILN_HOST_JIT_DEFAULT_PIPELINE, mods[i]), small[i]);
-    assert_false(kiln_kir_host_small_kernel("default<O1>", mods[i]));
+    assert_int_equal(kiln_kir_host_small_kernel(mods[i]), small[i]);
   }
   float *x = kiln_malloc(4 * 8192 * sizeof(float));
   float *y = kiln_malloc(16 * 16 * sizeof(float));
   for (int i = 0; i < 4 * 8192; i++) x[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
-  static const char *const pipelines[2] = {NULL, "default<O1>"};
+  static const char *const pipelines[2] = {NULL, KILN_HOST_JIT_DEFAULT_PIPELINE};
   for (int p = 0; p < 2; p++) {
     kiln_host_jit_t *jit = NULL;
     kiln_host_jit_options_t jo = {0};
@@ -494,8 +494,9 @@ static void test_small_straight_line_kernels_take_the_small_tier(void **state) {
     kiln_kir_host_kernel_t out[4];
     kiln_kir_batch_stats_t st;
     assert_null(kiln_kir_compile_host_batch(mods, 4, jit, &bo, out, &st));
-    assert_int_equal(st.compiled, 4);
+    assert_int_equal(st.compiled, 4); /* the second JIT's kernels are not the first's */
     assert_int_equal(st.small_tier, p == 0 ? 2 : 0);
+    assert_int_equal(kiln_host_jit_small_tier(jit), p == 0);
     void *args[2] = {x, y};
     assert_null(kiln_kir_host_kernel_run(&out[0], NULL, args));
     for (int i = 0; i < 4; i++) assert_float_equal(y[i], 2.0f * x[i], 0);
@@ -516,6 +517,15 @@ static void test_small_straight_line_kernels_take_the_small_tier(void **state) {
   kiln_free(y);
   for (int i = 0; i < 4; i++) kiln_codegen_kernel_free(&k[i]);
   kiln_hlo_module_destroy(m);
+  /* The whole-executable cache's target id tells the two apart as well. */
+  kiln_host_jit_options_t unset = {0}, set = {0};
+  set.pipeline = KILN_HOST_JIT_DEFAULT_PIPELINE;
+  kiln_strbuf_t a = {0}, b = {0};
+  kiln_host_jit_target_id(&unset, &a);
+  kiln_host_jit_target_id(&set, &b);
+  assert_string_not_equal(kiln_strbuf_cstr(&a), kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&a);
+  kiln_strbuf_free(&b);
 }
 
 int main(void) {

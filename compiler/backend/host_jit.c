@@ -42,6 +42,7 @@ struct kiln_host_jit {
                               add_module (under `mutex`), so a JIT that only links objects
                               (an executable from the cache) never pays for it */
   char *triple, *cpu, *features, *pipeline, *dump_dir;
+  bool small_tier;              /* kiln_host_jit_small_tier */
   bool objects_only;            /* kiln_host_jit_options_t.objects_only */
   bool orc_link;                /* kiln_host_jit_options_t.orc_link */
   pthread_mutex_t mutex;        /* serializes add_module and lookup */
@@ -223,14 +224,16 @@ void kiln_host_jit_target_id(const kiln_host_jit_options_t *opts, kiln_strbuf_t 
   kiln_once(&g_cpuid_once, probe_cpuid);
   const char *pipeline =
       opts->pipeline && opts->pipeline[0] ? opts->pipeline : KILN_HOST_JIT_DEFAULT_PIPELINE;
-  kiln_strbuf_printf(out, "host|%s|cpu=%s|features=%s|extra=%s|cpuid=%s|%s",
+  kiln_strbuf_printf(out, "host|%s|cpu=%s|features=%s|extra=%s|cpuid=%s|%s%s",
                      LLVM_DEFAULT_TARGET_TRIPLE, opts->cpu && opts->cpu[0] ? opts->cpu : "(host)",
                      opts->features ? opts->features : "(host)",
-                     opts->extra_features ? opts->extra_features : "", g_cpuid_id, pipeline);
+                     opts->extra_features ? opts->extra_features : "", g_cpuid_id, pipeline,
+                     opts->pipeline && opts->pipeline[0] ? "" : "|small-tier");
 #else
   host_target_t t;
   resolve_target(opts, kiln_malloc, &t); /* aborts on exhaustion, as the key's buffer does */
-  kiln_strbuf_printf(out, "host|%s|%s|%s|%s", t.triple, t.cpu, t.features, t.pipeline);
+  kiln_strbuf_printf(out, "host|%s|%s|%s|%s%s", t.triple, t.cpu, t.features, t.pipeline,
+                     opts->pipeline && opts->pipeline[0] ? "" : "|small-tier");
   target_free(&t);
 #endif
 }
@@ -300,6 +303,7 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
   jit->cpu = t.cpu;
   jit->features = t.features;
   jit->pipeline = t.pipeline;
+  jit->small_tier = !(opts->pipeline && opts->pipeline[0]);
   jit->dump_dir = dump_copy;
 
   jit->objects_only = opts->objects_only;
@@ -682,6 +686,9 @@ const char *kiln_host_jit_triple(const kiln_host_jit_t *jit) {
 }
 const char *kiln_host_jit_pipeline(const kiln_host_jit_t *jit) {
   return jit->pipeline;
+}
+bool kiln_host_jit_small_tier(const kiln_host_jit_t *jit) {
+  return jit->small_tier;
 }
 const char *kiln_host_jit_dump_dir(const kiln_host_jit_t *jit) {
   return jit->dump_dir;

@@ -79,7 +79,8 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
  * cpuid=|pipeline", the host's CPU name and features given by what LLVM derives them from (the
  * raw CPUID leaves and XCR0, read once per process: no LLVM call, so a process that only links
  * cached objects never touches libLLVM; LLVM's version is in every key besides); elsewhere
- * "host|triple|cpu|features|pipeline" as LLVM reports them. */
+ * "host|triple|cpu|features|pipeline" as LLVM reports them; both end in "|small-tier" when
+ * the pipeline is not set (kiln_host_jit_small_tier). */
 void kiln_host_jit_target_id(const kiln_host_jit_options_t *opts, kiln_strbuf_t *out);
 
 /* The LLVMContext modules for this JIT should be created in (borrowed; lives as long as the
@@ -90,6 +91,10 @@ const char *kiln_host_jit_cpu(const kiln_host_jit_t *jit);
 const char *kiln_host_jit_features(const kiln_host_jit_t *jit);
 const char *kiln_host_jit_triple(const kiln_host_jit_t *jit);
 const char *kiln_host_jit_pipeline(const kiln_host_jit_t *jit);
+/* Whether the JIT's kernels may take the small tier (kiln_host_jit_compile_small_object): its
+ * pipeline was not set (options.pipeline NULL or empty; the edges fill it from
+ * KILN_HOST_LLVM_PIPELINE). A pipeline set, even "default<O3>", applies to every kernel. */
+bool kiln_host_jit_small_tier(const kiln_host_jit_t *jit);
 /* The folder dumps go to, or NULL when there are none. */
 const char *kiln_host_jit_dump_dir(const kiln_host_jit_t *jit);
 kiln_host_jit_stats_t kiln_host_jit_stats(kiln_host_jit_t *jit);

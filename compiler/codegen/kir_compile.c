@@ -165,8 +165,7 @@ static bool region_has_loop(const kiln_kir_region_t *r, int depth) {
   return false;
 }
 
-bool kiln_kir_host_small_kernel(const char *jit_pipeline, const kiln_kir_module_t *m) {
-  if (!jit_pipeline || strcmp(jit_pipeline, KILN_HOST_JIT_DEFAULT_PIPELINE) != 0) return false;
+bool kiln_kir_host_small_kernel(const kiln_kir_module_t *m) {
   const kiln_kir_func_t *f = kiln_kir_module_kernel(m);
   /* Loops (reductions' accumulators, which O3's unrolling keeps in registers) and shared
    * tiles keep the full tier whatever the size. */
@@ -302,8 +301,10 @@ kiln_status kiln_kir_compile_host_batch(const kiln_kir_module_t *const *mods, si
       return KILN_ERR_INVALID("kir compile host: kernel name %s too long", k->name);
   }
   kiln_strbuf_t target = {0};
-  kiln_strbuf_printf(&target, "host|%s|%s|%s|%s", kiln_host_jit_triple(jit), kiln_host_jit_cpu(jit),
-                     kiln_host_jit_features(jit), kiln_host_jit_pipeline(jit));
+  kiln_strbuf_printf(&target, "host|%s|%s|%s|%s%s", kiln_host_jit_triple(jit),
+                     kiln_host_jit_cpu(jit), kiln_host_jit_features(jit),
+                     kiln_host_jit_pipeline(jit),
+                     kiln_host_jit_small_tier(jit) ? "|small-tier" : "");
   batch_t b;
   memset(&b, 0, sizeof(b));
   batch_unwind_t unwind = {.b = &b};
@@ -314,7 +315,7 @@ kiln_status kiln_kir_compile_host_batch(const kiln_kir_module_t *const *mods, si
   kiln_strbuf_free(&target);
   for (size_t j = 0; j < b.num_jobs; j++) {
     b.jobs[j].jit = jit;
-    b.jobs[j].small = kiln_kir_host_small_kernel(kiln_host_jit_pipeline(jit), b.jobs[j].kir);
+    b.jobs[j].small = kiln_host_jit_small_tier(jit) && kiln_kir_host_small_kernel(b.jobs[j].kir);
   }
   kiln_status s = batch_compile(&b, &o, st, NULL);
   double t0 = kiln_clock_ms();

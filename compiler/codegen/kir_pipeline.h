@@ -145,13 +145,11 @@ kiln_status kiln_kir_compile_host_batch(const kiln_kir_module_t *const *mods, si
                                         kiln_host_jit_t *jit, const kiln_kir_batch_options_t *opts,
                                         kiln_kir_host_kernel_t *out, kiln_kir_batch_stats_t *stats);
 
-/* Whether the batch compiles host kernel module `m` on the small tier
- * (kiln_host_jit_compile_small_object) when the JIT's pipeline is `jit_pipeline`: only under
- * the default pipeline (KILN_HOST_LLVM_PIPELINE applies to every kernel), for a straight-line
- * kernel (no loop or shared tile left in it, nor in what it calls) of at most
- * KILN_HOST_SMALL_KERNEL_WORK work items. A function of the kernel's content and the
- * pipeline, which the cache key holds, so cached objects stay valid. */
-bool kiln_kir_host_small_kernel(const char *jit_pipeline, const kiln_kir_module_t *m);
+/* Whether host kernel module `m` is small: straight-line (no loop or shared tile left in it,
+ * nor in what it calls) with at most KILN_HOST_SMALL_KERNEL_WORK work items. The batch compiles
+ * small kernels on the small tier (kiln_host_jit_compile_small_object) when the JIT allows it
+ * (kiln_host_jit_small_tier; the cache key says which). A function of the kernel's content. */
+bool kiln_kir_host_small_kernel(const kiln_kir_module_t *m);
 
 /* Frees the objects kept by keep_objects (the kernels themselves live in the JIT). */
 void kiln_kir_host_kernels_free(kiln_kir_host_kernel_t *k, size_t n);
