@@ -4,6 +4,7 @@
  * from memory and from disk, corrupt entries are rejected and rebuilt, the disk cache stays
  * under its size bound by evicting the least recently used entries, small straight-line
  * kernels take the host's small tier. */
+#define _GNU_SOURCE /* memmem */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -490,10 +491,16 @@ static void test_small_straight_line_kernels_take_the_small_tier(void **state) {
     jo.dump_dir = "";
     jo.pipeline = pipelines[p];
     assert_null(kiln_host_jit_create(&jo, &jit));
-    kiln_kir_batch_options_t bo = {NULL, 2, false};
+    kiln_kir_batch_options_t bo = {NULL, 2, true};
     kiln_kir_host_kernel_t out[4];
     kiln_kir_batch_stats_t st;
     assert_null(kiln_kir_compile_host_batch(mods, 4, jit, &bo, out, &st));
+    /* No unwind table on either tier (kernels are nounwind): nothing for the loader to
+     * register with libgcc. */
+    for (int i = 0; i < 4; i++) {
+      assert_non_null(out[i].object);
+      assert_null(memmem(out[i].object, out[i].object_size, ".eh_frame", 9));
+    }
     assert_int_equal(st.compiled, 4); /* the second JIT's kernels are not the first's */
     assert_int_equal(st.small_tier, p == 0 ? 2 : 0);
     assert_int_equal(kiln_host_jit_small_tier(jit), p == 0);
@@ -511,6 +518,7 @@ static void test_small_straight_line_kernels_take_the_small_tier(void **state) {
       for (int c = 0; c < 8192; c++) want += x[r * 8192 + c];
       assert_float_equal(y[r], want, 1e-3);
     }
+    kiln_kir_host_kernels_free(out, 4);
     kiln_host_jit_destroy(jit);
   }
   kiln_free(x);

@@ -864,6 +864,18 @@ static kiln_status lower_kernel(kir_llvm_t *L, host_t *h, LLVMValueRef fn) {
   return NULL;
 }
 
+/* Kernels, their subgraphs and the library functions they call never unwind (C ABI, no
+ * exceptions): nounwind on every function, so code generation emits no unwind table at either
+ * tier (O3's function-attrs inferred it for the kernels; the small tier's three passes do not)
+ * and kiln's ELF loader registers none with libgcc. (libgcc's __register_frame'd tables are
+ * sorted lazily, with malloc, under its lock: a malloc hook that unwinds then, as ASan's
+ * fast_unwind_on_malloc=0 does, deadlocks.) */
+static void mark_nounwind(LLVMContextRef ctx, LLVMModuleRef mod) {
+  unsigned nu = LLVMGetEnumAttributeKindForName("nounwind", 8);
+  for (LLVMValueRef f = LLVMGetFirstFunction(mod); f; f = LLVMGetNextFunction(f))
+    LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, nu, 0));
+}
+
 kiln_status kiln_kir_lower_host(const kiln_kir_module_t *m, LLVMContextRef ctx, LLVMModuleRef *out) {
   *out = NULL;
   KILN_RETURN_IF_ERROR(kiln_kir_verify(m), "before lowering for the host");
@@ -924,6 +936,7 @@ kiln_status kiln_kir_lower_host(const kiln_kir_module_t *m, LLVMContextRef ctx, 
     s = L.status;
     L.status = NULL;
   }
+  if (!s) mark_nounwind(ctx, L.mod);
   if (!s) {
     char *msg = NULL;
     if (LLVMVerifyModule(L.mod, LLVMReturnStatusAction, &msg))
