@@ -106,6 +106,11 @@ static kiln_status create_host_tm(const char *triple, const char *cpu, const cha
   return NULL;
 }
 
+/* Whether `opts` sets the pipeline: then it applies to every kernel (no small tier). */
+static bool pipeline_set(const kiln_host_jit_options_t *opts) {
+  return opts->pipeline && opts->pipeline[0];
+}
+
 /* The target a JIT made with `opts` compiles for (the environment read as documented). */
 typedef struct host_target {
   char *triple, *cpu, *features, *pipeline;
@@ -172,8 +177,7 @@ static bool resolve_target(const kiln_host_jit_options_t *opts, alloc_fn alloc, 
     if (s) t->features = concat(alloc, s, extra && *extra ? "," : "", extra ? extra : "");
     kiln_free(s);
   }
-  const char *pipeline =
-      opts->pipeline && opts->pipeline[0] ? opts->pipeline : KILN_HOST_JIT_DEFAULT_PIPELINE;
+  const char *pipeline = pipeline_set(opts) ? opts->pipeline : KILN_HOST_JIT_DEFAULT_PIPELINE;
   t->pipeline = concat(alloc, pipeline, "", "");
   if (t->triple && t->cpu && t->features && t->pipeline) return true;
   target_free(t);
@@ -222,18 +226,17 @@ void kiln_host_jit_target_id(const kiln_host_jit_options_t *opts, kiln_strbuf_t 
   if (!opts) opts = &kDefaults;
 #if KILN_HOST_CPUID_ID
   kiln_once(&g_cpuid_once, probe_cpuid);
-  const char *pipeline =
-      opts->pipeline && opts->pipeline[0] ? opts->pipeline : KILN_HOST_JIT_DEFAULT_PIPELINE;
+  const char *pipeline = pipeline_set(opts) ? opts->pipeline : KILN_HOST_JIT_DEFAULT_PIPELINE;
   kiln_strbuf_printf(out, "host|%s|cpu=%s|features=%s|extra=%s|cpuid=%s|%s%s",
                      LLVM_DEFAULT_TARGET_TRIPLE, opts->cpu && opts->cpu[0] ? opts->cpu : "(host)",
                      opts->features ? opts->features : "(host)",
                      opts->extra_features ? opts->extra_features : "", g_cpuid_id, pipeline,
-                     opts->pipeline && opts->pipeline[0] ? "" : "|small-tier");
+                     pipeline_set(opts) ? "" : "|small-tier");
 #else
   host_target_t t;
   resolve_target(opts, kiln_malloc, &t); /* aborts on exhaustion, as the key's buffer does */
   kiln_strbuf_printf(out, "host|%s|%s|%s|%s%s", t.triple, t.cpu, t.features, t.pipeline,
-                     opts->pipeline && opts->pipeline[0] ? "" : "|small-tier");
+                     pipeline_set(opts) ? "" : "|small-tier");
   target_free(&t);
 #endif
 }
@@ -303,7 +306,7 @@ kiln_status kiln_host_jit_create(const kiln_host_jit_options_t *opts, kiln_host_
   jit->cpu = t.cpu;
   jit->features = t.features;
   jit->pipeline = t.pipeline;
-  jit->small_tier = !(opts->pipeline && opts->pipeline[0]);
+  jit->small_tier = !pipeline_set(opts);
   jit->dump_dir = dump_copy;
 
   jit->objects_only = opts->objects_only;

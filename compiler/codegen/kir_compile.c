@@ -252,9 +252,9 @@ static kiln_status batch_compile(batch_t *b, const kiln_kir_batch_options_t *o,
       pool = NULL;
     }
   }
-  /* LLVM's lazy globals made on one thread first, whoever compiles next (host_jit.h); a
-   * batch compiled on this thread alone makes them itself (the warm-up is a whole O3 and
-   * code generation run of an empty module: a third of a small module's compile) */
+  /* LLVM's lazy globals made on one thread first, for each tier the batch uses, whoever
+   * compiles next (host_jit.h); a batch compiled on this thread alone makes them itself (a
+   * warm-up is a whole pipeline and code generation run of an empty module) */
   if (pool && pending[0]->jit) {
     bool tiers[2] = {false, false}; /* full, small */
     for (size_t i = 0; i < nt; i++) tiers[pending[i]->small] = true;
