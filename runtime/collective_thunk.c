@@ -187,6 +187,11 @@ kiln_status kiln_coll_thunk_desc_check(const kiln_coll_thunk_desc_t *d, const ch
       if (d->group_size[i] != d->num_buffers)
         return KILN_ERR_INVALID("all-to-all %s: %d operands for a group of %d", name,
                                 d->num_buffers, d->group_size[i]);
+  if ((unsigned)d->phase > KILN_COLL_PHASE_DONE ||
+      (d->phase != KILN_COLL_PHASE_WHOLE &&
+       (is_id(d) || d->op == KILN_COLL_THUNK_RAGGED_ALL_TO_ALL)))
+    return KILN_ERR_INVALID("collective %s: phase %d of %s (only a whole %s)", name, (int)d->phase,
+                            kiln_coll_thunk_op_name(d->op), kiln_coll_thunk_op_name(d->op));
   if (d->op == KILN_COLL_THUNK_RAGGED_ALL_TO_ALL) return check_ragged(d, name, n);
   for (int k = 0; k < d->num_buffers; k++) {
     const kiln_coll_thunk_buffer_t *b = &d->buffers[k];
@@ -365,6 +370,18 @@ static kiln_status run_one(const kiln_thunk_t *t, const kiln_coll_thunk_desc_t *
   }
 }
 
+/* The clique participant `me` meets its group in for operand `k` (a split collective has one
+ * per operand; the whole one runs them all in clique 0). */
+static kiln_status clique_of(const kiln_thunk_t *t, kiln_spmd_world_t *w, int me, int k,
+                             kiln_coll_clique_t **c) {
+  const kiln_coll_thunk_desc_t *d = t->u.coll.desc;
+  int part = d->phase == KILN_COLL_PHASE_WHOLE ? 0 : k;
+  KILN_RETURN_IF_ERROR(
+      kiln_spmd_world_clique(w, t->name, d->group_key[me], part, d->group_size[me], c), "in %s %s",
+      kiln_coll_thunk_op_name(d->op), t->name);
+  return KILN_STATUS_OK;
+}
+
 kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *p,
                                           const kiln_spmd_participant_t *who) {
   const kiln_coll_thunk_desc_t *d = t->u.coll.desc;
@@ -376,7 +393,9 @@ kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec
                                                                  : me % d->num_partitions);
     return kiln_stream_memset(p->stream, dst, id, 4, 1);
   }
-  if (!who || !who->world) return run_alone(t, p);
+  /* Wherever the collective is not split, the start ran all of it. */
+  bool done = d->phase == KILN_COLL_PHASE_DONE;
+  if (!who || !who->world) return done ? KILN_STATUS_OK : run_alone(t, p);
   kiln_spmd_world_t *w = who->world;
   if (kiln_spmd_world_replicas(w) != d->num_replicas ||
       kiln_spmd_world_partitions(w) != d->num_partitions)
@@ -393,7 +412,8 @@ kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec
         "ragged-all-to-all %s on %d participants: only host devices in one process run it "
         "(not through NCCL yet)",
         t->name, d->num_replicas * d->num_partitions);
-  if (p->device->kind == KILN_DEVICE_CUDA) return kiln_nccl_collective_execute(t->name, d, p, who);
+  if (p->device->kind == KILN_DEVICE_CUDA)
+    return done ? KILN_STATUS_OK : kiln_nccl_collective_execute(t->name, d, p, who);
   if (p->device->kind != KILN_DEVICE_HOST)
     return kiln_status_make(KILN_UNIMPLEMENTED,
                             "collective %s on %d participants: only host and CUDA devices run "
@@ -407,20 +427,31 @@ kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec
           "ragged-all-to-all %s: its group spans MPI processes; only groups inside one "
           "process run it",
           t->name);
-    return kiln_collective_thunk_execute_mpi(t, p, me, w);
+    return done ? KILN_STATUS_OK : kiln_collective_thunk_execute_mpi(t, p, me, w);
   }
   kiln_coll_clique_t *c = NULL;
-  KILN_RETURN_IF_ERROR(kiln_spmd_world_clique(w, t->name, d->group_key[me], d->group_size[me], &c),
-                       "in %s %s", kiln_coll_thunk_op_name(d->op), t->name);
+  int rank = d->rank[me], size = d->group_size[me];
+  if (done) { /* the stream keeps running what was queued since the start */
+    for (int k = 0; k < d->num_buffers; k++) {
+      KILN_RETURN_IF_ERROR_PLAIN(clique_of(t, w, me, k, &c));
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_coll_complete(c, rank));
+    }
+    return KILN_STATUS_OK;
+  }
+  KILN_RETURN_IF_ERROR_PLAIN(clique_of(t, w, me, 0, &c));
   /* The operands were written by work queued on the stream: let it finish first. */
   KILN_RETURN_IF_ERROR(kiln_stream_synchronize(p->stream), "before collective %s", t->name);
-  int rank = d->rank[me], size = d->group_size[me];
   if (ragged) return run_ragged(t, p, c, rank, size);
+  bool start = d->phase == KILN_COLL_PHASE_START;
   for (int k = 0; k < d->num_buffers; k++) {
     const kiln_coll_thunk_buffer_t *b = &d->buffers[k];
     kiln_devptr_t send = 0, recv = 0;
     KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, b->send, &send));
     KILN_RETURN_IF_ERROR_PLAIN(resolve(p, t, b->recv, &recv));
+    if (start) {
+      KILN_RETURN_IF_ERROR_PLAIN(clique_of(t, w, me, k, &c));
+      kiln_coll_defer(c, rank);
+    }
     if (d->op != KILN_COLL_THUNK_ALL_TO_ALL_TUPLE) {
       KILN_RETURN_IF_ERROR_PLAIN(run_one(t, d, c, rank, me, b, host_ptr(send), host_ptr(recv)));
       continue;
@@ -440,8 +471,9 @@ kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec
 
 void kiln_collective_thunk_print(kiln_strbuf_t *b, const kiln_thunk_t *t) {
   const kiln_coll_thunk_desc_t *d = t->u.coll.desc;
-  kiln_strbuf_printf(b, " %s world=%dx%d group0=%d (", kiln_coll_thunk_op_name(d->op),
-                     d->num_replicas, d->num_partitions, d->group_size[0]);
+  static const char *const phase[] = {"", "-start", "-done"};
+  kiln_strbuf_printf(b, " %s%s world=%dx%d group0=%d (", kiln_coll_thunk_op_name(d->op),
+                     phase[d->phase], d->num_replicas, d->num_partitions, d->group_size[0]);
   for (int k = 0; k < d->num_buffers; k++) {
     const kiln_coll_thunk_buffer_t *x = &d->buffers[k];
     if (k) kiln_strbuf_append(b, ", ");

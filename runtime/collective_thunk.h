@@ -12,7 +12,14 @@
  *     (a world spanning MPI processes) runs over MPI instead (runtime/mpi.h);
  *   - alone: a group of one is a copy on the stream (a permute nobody sends to: zeros), a
  *     larger group is FAILED_PRECONDITION (run on N devices: kiln_executable_run_spmd).
- * Async -start/-done pairs are lowered to the collective at the start (it completes there).
+ * Async -start/-done pairs: a start the compiler may split (kiln_hlo_async_split_done) is a
+ * START thunk and its done a DONE thunk of the same name. On host devices in one process the
+ * start synchronizes the stream and begins the collective (kiln_coll_defer: it publishes its
+ * buffers and returns), the work queued between the two runs on the stream meanwhile, and the
+ * done ends it on the participant's thread without synchronizing the stream (it waits for the
+ * peers, writes the results); each operand has a clique of its own. Everywhere else (NCCL,
+ * MPI, alone) the start runs the whole collective and the done does nothing; an async pair
+ * that cannot be split is lowered to the collective at the start.
  *
  * Buffer layouts, per operand (row-major in the physical order, the split dimension's block
  * in the middle): all-reduce: `count` elements; all-gather: send [outer][block_bytes] -> recv
@@ -45,6 +52,13 @@ typedef enum kiln_coll_thunk_op {
 
 const char *kiln_coll_thunk_op_name(kiln_coll_thunk_op_t op);
 
+/* The part of a collective a thunk runs. */
+typedef enum kiln_coll_thunk_phase {
+  KILN_COLL_PHASE_WHOLE,
+  KILN_COLL_PHASE_START, /* an async start: begins it (above) */
+  KILN_COLL_PHASE_DONE,  /* its done: ends the START thunk of the same name and description */
+} kiln_coll_thunk_phase_t;
+
 typedef struct kiln_coll_thunk_buffer {
   kiln_slice_t send, recv; /* ids: recv only (s32) */
   kiln_coll_dtype_t dtype; /* reductions */
@@ -56,6 +70,7 @@ typedef struct kiln_coll_thunk_buffer {
 typedef struct kiln_coll_thunk_desc {
   kiln_coll_thunk_op_t op;
   kiln_coll_reduction_t reduction;
+  kiln_coll_thunk_phase_t phase; /* WHOLE unless set */
   int num_buffers;
   kiln_coll_thunk_buffer_t *buffers; /* heap, owned */
   int num_replicas, num_partitions;  /* the world the groups were resolved for */
@@ -80,7 +95,8 @@ void kiln_coll_thunk_desc_destroy(kiln_coll_thunk_desc_t *d);
  * (but replica-id's and partition-id's, which have none) its members agreeing on its size
  * and holding ranks 0..size-1 once each; a tuple all-to-all one operand per rank; and every
  * operand's slice sizes what its counts make for each participant's group (products checked
- * for overflow). INVALID_ARGUMENT naming `name` and what is wrong. */
+ * for overflow); START and DONE only for the ops an async pair wraps. INVALID_ARGUMENT
+ * naming `name` and what is wrong. */
 kiln_status kiln_coll_thunk_desc_check(const kiln_coll_thunk_desc_t *d, const char *name);
 
 /* Takes over `desc`. */

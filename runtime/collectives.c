@@ -27,6 +27,25 @@ static const char *const kind_names[] = {
     "all-reduce",         "reduce-scatter",       "all-gather",       "all-to-all",
     "collective-permute", "collective-broadcast", "ragged-all-to-all"};
 
+/* One rank's call, as its entry point described it. */
+typedef struct {
+  op_kind_t kind;
+  const char *name;
+  int64_t a, b; /* sizes every rank must agree on */
+  const void *send;
+  size_t send_bytes;
+  void *recv;
+  size_t recv_bytes;
+  /* the operation's own arguments */
+  kiln_coll_dtype_t t;
+  kiln_coll_reduction_t op;
+  int64_t outer, inner;
+  size_t block;
+  int source;
+  const kiln_coll_ragged_t *ragged;
+  kiln_ragged_sender_t sender; /* ragged: what peers read of this rank */
+} call_t;
+
 struct kiln_coll_clique {
   int size;
   int64_t timeout_ms;
@@ -44,6 +63,11 @@ struct kiln_coll_clique {
   const void **meta; /* per rank: a ragged all-to-all's kiln_ragged_sender_t */
   void **scratch;    /* per rank: staging for overlapping send/recv */
   size_t *scratch_cap;
+  /* Per rank, split collectives (kiln_coll_defer): whether its next call defers, and the
+   * deferred call (published, arrival barrier `pending_gen` entered) until it completes. */
+  bool *defer, *pending_on;
+  call_t *pending;
+  uint64_t *pending_gen;
   kiln_status broken; /* the first failure; every later call returns a copy */
 };
 
@@ -67,6 +91,13 @@ size_t kiln_coll_dtype_bytes(kiln_coll_dtype_t t) {
   }
 }
 
+static void free_split_state(kiln_coll_clique_t *c) {
+  kiln_free(c->defer);
+  kiln_free(c->pending_on);
+  kiln_free(c->pending);
+  kiln_free(c->pending_gen);
+}
+
 kiln_status kiln_coll_clique_create(int size, int64_t timeout_ms, kiln_coll_clique_t **out) {
   *out = NULL;
   if (size < 1 || size > 4096 || timeout_ms <= 0)
@@ -80,9 +111,15 @@ kiln_status kiln_coll_clique_create(int size, int64_t timeout_ms, kiln_coll_cliq
     c->meta = kiln_try_calloc((size_t)size, sizeof *c->meta);
     c->scratch = kiln_try_calloc((size_t)size, sizeof *c->scratch);
     c->scratch_cap = kiln_try_calloc((size_t)size, sizeof *c->scratch_cap);
+    c->defer = kiln_try_calloc((size_t)size, sizeof *c->defer);
+    c->pending_on = kiln_try_calloc((size_t)size, sizeof *c->pending_on);
+    c->pending = kiln_try_calloc((size_t)size, sizeof *c->pending);
+    c->pending_gen = kiln_try_calloc((size_t)size, sizeof *c->pending_gen);
   }
-  if (!c || !c->entered || !c->send || !c->recv || !c->meta || !c->scratch || !c->scratch_cap) {
+  if (!c || !c->entered || !c->send || !c->recv || !c->meta || !c->scratch || !c->scratch_cap ||
+      !c->defer || !c->pending_on || !c->pending || !c->pending_gen) {
     if (c) {
+      free_split_state(c);
       kiln_free(c->entered);
       kiln_free(c->send);
       kiln_free(c->recv);
@@ -107,6 +144,7 @@ kiln_status kiln_coll_clique_create(int size, int64_t timeout_ms, kiln_coll_cliq
 
 void kiln_coll_clique_destroy(kiln_coll_clique_t *c) {
   if (!c) return;
+  free_split_state(c);
   for (int i = 0; i < c->size; i++) kiln_free(c->scratch[i]);
   kiln_free(c->scratch);
   kiln_free(c->scratch_cap);
@@ -155,16 +193,23 @@ static kiln_status deadline_error(const kiln_coll_clique_t *c, uint64_t gen, con
   return st;
 }
 
-/* With c->mu held: waits until every rank entered this barrier. */
-static kiln_status barrier(kiln_coll_clique_t *c, int rank, const char *what) {
+/* With c->mu held: enters the current barrier without waiting (the last rank to enter
+ * completes it); returns its generation, for await_barrier. */
+static uint64_t enter_barrier(kiln_coll_clique_t *c, int rank) {
   uint64_t my = c->gen;
   c->entered[rank] = my + 1;
   if (++c->waiting == c->size) {
     c->waiting = 0;
     c->gen++;
     pthread_cond_broadcast(&c->cv);
-    return KILN_STATUS_OK;
   }
+  return my;
+}
+
+/* With c->mu held: waits until barrier `my` completed (every rank entered it), at most the
+ * clique's timeout from now. */
+static kiln_status await_barrier(kiln_coll_clique_t *c, uint64_t my, const char *what) {
+  if (c->gen != my) return KILN_STATUS_OK;
   struct timespec deadline;
   clock_gettime(CLOCK_MONOTONIC, &deadline);
   deadline.tv_sec += (time_t)(c->timeout_ms / 1000);
@@ -180,6 +225,11 @@ static kiln_status barrier(kiln_coll_clique_t *c, int rank, const char *what) {
       pthread_cond_broadcast(&c->cv);
     }
   return c->gen == my ? copy_broken(c) : KILN_STATUS_OK;
+}
+
+/* With c->mu held: waits until every rank entered this barrier. */
+static kiln_status barrier(kiln_coll_clique_t *c, int rank, const char *what) {
+  return await_barrier(c, enter_barrier(c, rank), what);
 }
 
 /* ---- reductions: dst[e] = dst[e] op src[e] ---- */
@@ -311,24 +361,6 @@ static void reduce_ranks(const kiln_coll_clique_t *c, kiln_coll_dtype_t t, kiln_
 
 /* ---- one collective ---- */
 
-typedef struct {
-  op_kind_t kind;
-  const char *name;
-  int64_t a, b; /* sizes every rank must agree on */
-  const void *send;
-  size_t send_bytes;
-  void *recv;
-  size_t recv_bytes;
-  /* the operation's own arguments */
-  kiln_coll_dtype_t t;
-  kiln_coll_reduction_t op;
-  int64_t outer, inner;
-  size_t block;
-  int source;
-  const kiln_coll_ragged_t *ragged;
-  kiln_ragged_sender_t sender; /* ragged: what peers read of this rank */
-} call_t;
-
 static void compute(const kiln_coll_clique_t *c, int rank, const call_t *x) {
   char *recv = x->recv;
   size_t es = kiln_coll_dtype_bytes(x->t);
@@ -422,55 +454,10 @@ static kiln_status refused(kiln_coll_clique_t *c, int rank, const call_t *x) {
   return st;
 }
 
-static kiln_status run(kiln_coll_clique_t *c, int rank, call_t *x) {
-  if (rank < 0 || rank >= c->size)
-    return KILN_ERR_INVALID("%s '%s': rank %d outside a clique of %d", kind_names[x->kind], x->name,
-                            rank, c->size);
-  if ((x->send_bytes && !x->send) || (x->recv_bytes && !x->recv))
-    return KILN_ERR_INVALID("%s '%s': rank %d passed a NULL buffer", kind_names[x->kind], x->name,
-                            rank);
-  /* Peers read our send buffer while we write our result: stage it when they overlap. The
-   * scratch array is ours alone (only this rank's thread touches entry `rank`). */
-  if (overlap(x->send, x->send_bytes, x->recv, x->recv_bytes)) {
-    if (c->scratch_cap[rank] < x->send_bytes) {
-      kiln_free(c->scratch[rank]);
-      c->scratch_cap[rank] = 0;
-      c->scratch[rank] = kiln_try_malloc(x->send_bytes);
-      if (!c->scratch[rank]) return refused(c, rank, x);
-      c->scratch_cap[rank] = x->send_bytes;
-    }
-    memcpy(c->scratch[rank], x->send, x->send_bytes);
-    x->send = c->scratch[rank];
-  }
-  kiln_mutex_lock(&c->mu);
+/* This rank's part once every rank arrived: its result from the peers' published buffers,
+ * then the barrier after which its own send buffer may change again. */
+static kiln_status finish(kiln_coll_clique_t *c, int rank, const call_t *x) {
   kiln_status st = KILN_STATUS_OK;
-  if (c->broken) {
-    st = copy_broken(c);
-  } else if (c->waiting == 0) { /* the first rank describes the collective */
-    c->kind = x->kind;
-    c->name = x->name;
-    c->a = x->a;
-    c->b = x->b;
-  } else if (c->kind != x->kind || strcmp(c->name, x->name) != 0 || c->a != x->a || c->b != x->b) {
-    c->broken = KILN_ERR_INVALID("rank %d called %s '%s' (sizes %" PRId64 ", %" PRId64
-                                 ") while other ranks are in %s "
-                                 "'%s' (sizes %" PRId64 ", %" PRId64
-                                 "); every device must run the same collectives in "
-                                 "the same order",
-                                 rank, kind_names[x->kind], x->name, x->a, x->b,
-                                 kind_names[c->kind], c->name, c->a, c->b);
-    pthread_cond_broadcast(&c->cv);
-    st = copy_broken(c);
-  }
-  if (!st) {
-    c->send[rank] = x->send;
-    c->recv[rank] = x->recv;
-    x->sender.input = x->send; /* staged, maybe */
-    c->meta[rank] = &x->sender;
-    st = barrier(c, rank, "arrive");
-  }
-  kiln_mutex_unlock(&c->mu);
-  if (st) return st;
   if (x->kind == OP_ALL_REDUCE && x->a >= (int64_t)c->size * SPLIT_MIN_ELEMENTS) {
     st = split_all_reduce(c, rank, x);
     if (st) return st;
@@ -487,6 +474,104 @@ static kiln_status run(kiln_coll_clique_t *c, int rank, call_t *x) {
     return st;
   }
   return left;
+}
+
+/* With c->mu held: checks `x` against the collective under way (the first rank to arrive
+ * describes it), publishes this rank's buffers and enters the arrival barrier, whose
+ * generation goes to *gen. */
+static kiln_status publish(kiln_coll_clique_t *c, int rank, call_t *x, uint64_t *gen) {
+  if (c->broken) return copy_broken(c);
+  if (c->waiting == 0) {
+    c->kind = x->kind;
+    c->name = x->name;
+    c->a = x->a;
+    c->b = x->b;
+  } else if (c->kind != x->kind || strcmp(c->name, x->name) != 0 || c->a != x->a || c->b != x->b) {
+    c->broken = KILN_ERR_INVALID("rank %d called %s '%s' (sizes %" PRId64 ", %" PRId64
+                                 ") while other ranks are in %s "
+                                 "'%s' (sizes %" PRId64 ", %" PRId64
+                                 "); every device must run the same collectives in "
+                                 "the same order",
+                                 rank, kind_names[x->kind], x->name, x->a, x->b,
+                                 kind_names[c->kind], c->name, c->a, c->b);
+    pthread_cond_broadcast(&c->cv);
+    return copy_broken(c);
+  }
+  c->send[rank] = x->send;
+  c->recv[rank] = x->recv;
+  x->sender.input = x->send; /* staged, maybe */
+  c->meta[rank] = &x->sender;
+  *gen = enter_barrier(c, rank);
+  return KILN_STATUS_OK;
+}
+
+static kiln_status run(kiln_coll_clique_t *c, int rank, call_t *x) {
+  if (rank < 0 || rank >= c->size)
+    return KILN_ERR_INVALID("%s '%s': rank %d outside a clique of %d", kind_names[x->kind], x->name,
+                            rank, c->size);
+  if ((x->send_bytes && !x->send) || (x->recv_bytes && !x->recv))
+    return KILN_ERR_INVALID("%s '%s': rank %d passed a NULL buffer", kind_names[x->kind], x->name,
+                            rank);
+  /* Only this rank's thread touches entry `rank` of the per-rank arrays (scratch, defer,
+   * pending); the lock orders them with the peers' reads of the published ones. */
+  if (c->pending_on[rank])
+    return kiln_status_make(
+        KILN_FAILED_PRECONDITION,
+        "%s '%s': rank %d has not completed its deferred %s '%s' on this clique "
+        "(kiln_coll_complete first)",
+        kind_names[x->kind], x->name, rank, kind_names[c->pending[rank].kind],
+        c->pending[rank].name);
+  /* Peers read our send buffer while we write our result: stage it when they overlap. */
+  if (overlap(x->send, x->send_bytes, x->recv, x->recv_bytes)) {
+    if (c->scratch_cap[rank] < x->send_bytes) {
+      kiln_free(c->scratch[rank]);
+      c->scratch_cap[rank] = 0;
+      c->scratch[rank] = kiln_try_malloc(x->send_bytes);
+      if (!c->scratch[rank]) return refused(c, rank, x);
+      c->scratch_cap[rank] = x->send_bytes;
+    }
+    memcpy(c->scratch[rank], x->send, x->send_bytes);
+    x->send = c->scratch[rank];
+  }
+  bool defer = c->defer[rank] && x->kind != OP_RAGGED_ALL_TO_ALL;
+  c->defer[rank] = false;
+  if (defer) { /* it outlives the caller's frame */
+    c->pending[rank] = *x;
+    x = &c->pending[rank];
+  }
+  uint64_t gen = 0;
+  kiln_mutex_lock(&c->mu);
+  kiln_status st = publish(c, rank, x, &gen);
+  if (!st && defer) {
+    c->pending_gen[rank] = gen;
+    c->pending_on[rank] = true;
+    kiln_mutex_unlock(&c->mu);
+    return KILN_STATUS_OK;
+  }
+  if (!st) st = await_barrier(c, gen, "arrive");
+  kiln_mutex_unlock(&c->mu);
+  if (st) return st;
+  return finish(c, rank, x);
+}
+
+void kiln_coll_defer(kiln_coll_clique_t *c, int rank) {
+  if (rank >= 0 && rank < c->size) c->defer[rank] = true;
+}
+
+kiln_status kiln_coll_complete(kiln_coll_clique_t *c, int rank) {
+  if (rank < 0 || rank >= c->size)
+    return KILN_ERR_INVALID("collective clique: rank %d outside a clique of %d", rank, c->size);
+  if (!c->pending_on[rank])
+    return kiln_status_make(KILN_FAILED_PRECONDITION,
+                            "collective clique: rank %d has no deferred collective to complete",
+                            rank);
+  c->pending_on[rank] = false;
+  const call_t *x = &c->pending[rank];
+  kiln_mutex_lock(&c->mu);
+  kiln_status st = await_barrier(c, c->pending_gen[rank], "arrive");
+  kiln_mutex_unlock(&c->mu);
+  if (st) return st;
+  return finish(c, rank, x);
 }
 
 /* ---- entry points ---- */

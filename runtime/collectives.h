@@ -16,6 +16,9 @@
  * and the missing ranks; the clique is then broken and every later call fails at once with
  * the same error (create a new clique). Never a hang.
  *
+ * A collective can also be split at its first barrier (kiln_coll_defer / kiln_coll_complete),
+ * so a rank computes while its peers arrive and only then moves the data.
+ *
  * Thread safety: each rank calls from one thread at a time; different ranks call
  * concurrently. Create and destroy while no rank is inside a call. */
 #ifndef KILN_RUNTIME_COLLECTIVES_H_
@@ -69,6 +72,17 @@ int kiln_coll_clique_size(const kiln_coll_clique_t *c);
  * with ABORTED carrying `why`, unless it is broken already. For a run whose participant
  * failed elsewhere, so its peers stop now instead of at the deadline. */
 void kiln_coll_clique_abort(kiln_coll_clique_t *c, const char *why);
+
+/* Splitting a collective in two (async -start / -done): after kiln_coll_defer(c, rank), the
+ * rank's next call on `c` returns as soon as it has published its buffers and checked them
+ * against its peers' (its send buffer staged first if it overlaps recv), without waiting for
+ * them; kiln_coll_complete(c, rank) then waits for the peers (the timeout counts from there),
+ * writes this rank's result and returns once every peer finished reading its send buffer. In
+ * between, the caller may do anything but change either buffer or call `c` again (that call
+ * is FAILED_PRECONDITION). Failures surface at complete. ragged-all-to-all does not defer.
+ * complete with nothing deferred: FAILED_PRECONDITION. */
+void kiln_coll_defer(kiln_coll_clique_t *c, int rank);
+kiln_status kiln_coll_complete(kiln_coll_clique_t *c, int rank);
 
 /* `name` names the collective in errors (the HLO instruction). Layouts are row-major with
  * the rank block in the middle: a buffer [outer][size][inner] elements.

@@ -40,6 +40,7 @@ static void put_collective(writer_t *w, const kiln_thunk_t *t) {
   }
   kiln_bw_u8(&w->bw, (uint8_t)c->op);
   kiln_bw_u8(&w->bw, (uint8_t)c->reduction);
+  kiln_bw_u8(&w->bw, (uint8_t)c->phase);
   kiln_bw_u32(&w->bw, (uint32_t)c->num_replicas);
   kiln_bw_u32(&w->bw, (uint32_t)c->num_partitions);
   kiln_bw_u32(&w->bw, (uint32_t)c->num_buffers);
@@ -359,6 +360,7 @@ static kiln_thunk_t *get_gemm(reader_t *r, const char *name) {
 static kiln_thunk_t *get_collective(reader_t *r, const char *name) {
   uint8_t op = kiln_br_u8(&r->in, "collective op");
   uint8_t reduction = kiln_br_u8(&r->in, "collective reduction");
+  uint8_t phase = kiln_br_u8(&r->in, "collective phase");
   uint32_t nr = kiln_br_u32(&r->in, "collective replicas");
   uint32_t np = kiln_br_u32(&r->in, "collective partitions");
   uint32_t nb = kiln_br_count(&r->in, 2 * 20 + 1 + 4 * 8, "collective operands");
@@ -371,6 +373,7 @@ static kiln_thunk_t *get_collective(reader_t *r, const char *name) {
   kiln_coll_thunk_desc_t *c =
       kiln_coll_thunk_desc_create((kiln_coll_thunk_op_t)op, (int)nb, (int)nr, (int)np);
   c->reduction = (kiln_coll_reduction_t)reduction;
+  c->phase = (kiln_coll_thunk_phase_t)phase;
   for (uint32_t k = 0; k < nb && !r->in.err; k++) {
     kiln_coll_thunk_buffer_t *b = &c->buffers[k];
     b->send = get_slice(r, false, "collective operand");

@@ -13,7 +13,8 @@
  *            copy; memset; gemm: the whole gemm description, its epilogue and its bias slice
  *            (format 2); custom call: target, the compiler's recipe, operand and result
  *            slices; while; conditional; sequential; command buffer; collective (format 2):
- *            op, reduction, the world it was resolved for, each operand's slices, type and
+ *            op, reduction, phase (format 3: whole, async start or done), the world it was
+ *            resolved for, each operand's slices, type and
  *            counts, and each participant's group key, rank, group size and permute source).
  * Strings and byte runs are a u32/u64 length then the bytes. Custom calls are written as
  * their target and recipe (kiln_thunk_custom_call_set_recipe): the function pointers and
@@ -38,7 +39,7 @@
 #include "base/status.h"
 #include "runtime/executable.h"
 
-#define KILN_EXEC_FORMAT_VERSION 2u /* 2: gemm epilogues and bias, collectives */
+#define KILN_EXEC_FORMAT_VERSION 3u /* 2: gemm epilogues and bias, collectives; 3: their phase */
 #define KILN_EXEC_MAX_DEPTH 64
 
 /* Serializes `d` into *out (kiln_malloc'ed; the caller frees it) / *len. UNIMPLEMENTED when

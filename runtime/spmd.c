@@ -11,6 +11,7 @@
 typedef struct clique_entry {
   char *op; /* the collective's name (owned) */
   int64_t key;
+  int part; /* kiln_spmd_world_clique */
   kiln_coll_clique_t *clique;
   struct clique_entry *next;
 } clique_entry_t;
@@ -103,8 +104,8 @@ int64_t kiln_spmd_world_timeout_ms(const kiln_spmd_world_t *w) {
   return w->timeout_ms;
 }
 
-kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t key, int size,
-                                   kiln_coll_clique_t **out) {
+kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t key, int part,
+                                   int size, kiln_coll_clique_t **out) {
   *out = NULL;
   kiln_status st = KILN_STATUS_OK;
   kiln_mutex_lock(&w->mu);
@@ -112,7 +113,7 @@ kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t
     st = kiln_status_make(KILN_ABORTED, "%s", kiln_status_message(w->aborted));
   } else {
     clique_entry_t *e = w->cliques;
-    while (e && (e->key != key || strcmp(e->op, op) != 0)) e = e->next;
+    while (e && (e->key != key || e->part != part || strcmp(e->op, op) != 0)) e = e->next;
     if (!e) {
       size_t len = strlen(op) + 1;
       e = kiln_try_calloc(1, sizeof *e);
@@ -120,6 +121,7 @@ kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t
       if (e && e->op) {
         memcpy(e->op, op, len);
         e->key = key;
+        e->part = part;
         st = kiln_coll_clique_create(size, w->timeout_ms, &e->clique);
       } else {
         st = KILN_ERR_EXHAUSTED("out of host memory for the clique of %s (group %" PRId64 ")", op,

@@ -48,10 +48,11 @@ void kiln_spmd_world_describe(const kiln_spmd_world_t *w, int participant, kiln_
 
 /* The clique of group `key` of the collective named `op` (its HLO instruction's name, unique
  * in the module, so participants running executables of their own, one per device, meet too),
- * with `size` ranks; created by the first caller. ABORTED once the world was aborted;
- * INTERNAL when members disagree on the size. Thread-safe. */
-kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t key, int size,
-                                   kiln_coll_clique_t **out);
+ * with `size` ranks; created by the first caller. `part` tells apart the cliques of one
+ * collective split across its start and done, one per operand (0 otherwise). ABORTED once
+ * the world was aborted; INTERNAL when members disagree on the size. Thread-safe. */
+kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t key, int part,
+                                   int size, kiln_coll_clique_t **out);
 /* A world spanning processes (runtime/mpi.h): `local_devices` participants per process, this
  * one holding participants [rank * local_devices, (rank + 1) * local_devices). A collective
  * whose group has members in other processes runs over MPI; one inside this process keeps its

@@ -94,6 +94,37 @@ static void test_elementwise_output_takes_over_dying_operand(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* The operand of an async start is read until its done (the runtime splits the collective
+ * across the two): nothing defined in between may take its buffer. */
+static void test_async_start_operand_lives_until_its_done(void **state) {
+  kiln_hlo_module_t *m = bt_parse(
+      "HloModule asyncbuf, replica_count=2\n"
+      "red { x = f32[] parameter(0)  y = f32[] parameter(1)  ROOT s = f32[] add(x, y) }\n"
+      "ENTRY e {\n"
+      "  p = f32[256] parameter(0)\n"
+      "  a = f32[256] exponential(p)\n"
+      "  s = f32[256] all-reduce-start(a), replica_groups={{0,1}}, to_apply=red\n"
+      "  b = f32[256] negate(p)\n"
+      "  c = f32[256] sqrt(b)\n"
+      "  d = f32[256] all-reduce-done(s)\n"
+      "  ROOT r = f32[256] add(c, d)\n"
+      "}\n");
+  bt_run(m, "copy_insertion");
+  for (int reuse = 0; reuse < 2; reuse++) {
+    kiln_buffer_assignment_t *ba = assign(m, reuse);
+    kiln_buffer_slice_t a = slice_of(ba, m, "a", 0);
+    const char *between[] = {"s", "b", "c"};
+    for (int k = 0; k < 3; k++) {
+      kiln_buffer_slice_t x = slice_of(ba, m, between[k], 0);
+      if (x.allocation == a.allocation && x.offset < a.offset + a.size &&
+          a.offset < x.offset + x.size)
+        fail_msg("%s shares the all-reduce-start operand's buffer (reuse %d)", between[k], reuse);
+    }
+    kiln_buffer_assignment_free(ba);
+  }
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_no_inplace_reuse_through_transpose(void **state) {
   kiln_hlo_module_t *m = bt_parse(
       "HloModule tr\n"
@@ -337,6 +368,7 @@ int main(void) {
       cmocka_unit_test(test_allocation_kinds_and_dead_buffer_reuse),
       cmocka_unit_test(test_elementwise_output_takes_over_dying_operand),
       cmocka_unit_test(test_no_inplace_reuse_through_transpose),
+      cmocka_unit_test(test_async_start_operand_lives_until_its_done),
       cmocka_unit_test(test_dus_shares_its_operand_slice),
       cmocka_unit_test(test_missing_copy_is_reported),
       cmocka_unit_test(test_checker_rejects_overlapping_live_slices),

@@ -13,12 +13,14 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <cmocka.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "base/status.h"
@@ -26,6 +28,8 @@
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
+#include "ffi/ffi_legacy.h"
+#include "ffi/ffi_registry.h"
 #include "runtime/device.h"
 #include "tests/collective_test_util.h"
 #include "tests/skip_util.h"
@@ -310,6 +314,19 @@ static void test_participant_skipping_a_collective_is_deadline_exceeded(void **s
   kiln_status_free(s);
 }
 
+/* `text` parsed (fails the test otherwise), with fake arguments for its parameters. */
+static kiln_hlo_module_t *parse_with_args(const char *text, kiln_arena_t *arena,
+                                          kiln_literal_t ***args, int *n) {
+  kiln_hlo_module_t *m = NULL;
+  kiln_hlo_parse_options_t po = {0};
+  assert_null(kiln_hlo_parse_module(text, strlen(text), &po, &m));
+  kiln_arena_init(arena);
+  *args = NULL;
+  *n = 0;
+  assert_null(kiln_fake_args_make(m, NULL, arena, args, n));
+  return m;
+}
+
 static void test_multi_device_executable_alone_is_failed_precondition(void **state) {
   (void)state;
   const char *text =
@@ -317,14 +334,10 @@ static void test_multi_device_executable_alone_is_failed_precondition(void **sta
       "red {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] add(a, b)\n}\n\n"
       "ENTRY e {\n  x = f32[4] parameter(0)\n"
       "  ROOT c = f32[4] all-reduce(x), replica_groups={{0,1}}, to_apply=red\n}\n";
-  kiln_hlo_module_t *m = NULL;
-  kiln_hlo_parse_options_t po = {0};
-  assert_null(kiln_hlo_parse_module(text, strlen(text), &po, &m));
   kiln_arena_t arena;
-  kiln_arena_init(&arena);
-  kiln_literal_t **args = NULL, *result = NULL;
-  int n = 0;
-  assert_null(kiln_fake_args_make(m, NULL, &arena, &args, &n));
+  kiln_literal_t **args, *result = NULL;
+  int n;
+  kiln_hlo_module_t *m = parse_with_args(text, &arena, &args, &n);
   kiln_device_run_options_t ro;
   memset(&ro, 0, sizeof ro);
   ro.device = g_dev;
@@ -339,6 +352,77 @@ static void test_multi_device_executable_alone_is_failed_precondition(void **sta
   kiln_hlo_module_destroy(m);
 }
 
+/* Overlap at run time: an all-reduce the pipeline makes asynchronous runs on 2 host devices
+ * with a custom call scheduled between its start and done. Participant 1's custom call before
+ * the all-reduce waits until participant 0's custom call after the start has run: only a start
+ * that returns before its peers arrive lets that happen (a start that waited would hold
+ * participant 0 until participant 1 arrived, and the gate gives up after 20 s). */
+static atomic_int g_signalled;
+
+static void gate_call(void *out, const void **in, XlaCustomCallStatus *status) {
+  uint32_t id = *(const uint32_t *)in[1];
+  for (int i = 0; id != 0 && !atomic_load(&g_signalled); i++) {
+    if (i == 20000) {
+      static const char kMsg[] = "participant 0 never ran the work after its all-reduce-start";
+      XlaCustomCallStatusSetFailure(status, kMsg, sizeof kMsg - 1);
+      return;
+    }
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  memcpy(out, in[0], 8 * sizeof(float));
+}
+
+static void signal_call(void *out, const void **in, XlaCustomCallStatus *status) {
+  (void)status;
+  atomic_store(&g_signalled, 1);
+  memcpy(out, in[0], 8 * sizeof(float));
+}
+
+static void register_legacy(const char *name,
+                            void (*fn)(void *, const void **, XlaCustomCallStatus *)) {
+  kiln_status s = kiln_ffi_registry_register_legacy(kiln_ffi_registry_default(), name, strlen(name),
+                                                    "Host", 4, (void *)fn);
+  if (s) fail_msg("%s", kiln_status_message(s));
+}
+
+static void test_async_all_reduce_overlaps_the_work_between_start_and_done(void **state) {
+  (void)state;
+  register_legacy("kiln_test_gate", gate_call);
+  register_legacy("kiln_test_signal", signal_call);
+  atomic_store(&g_signalled, 0);
+  const char *text =
+      "HloModule m, replica_count=2\n\n"
+      "red {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] add(a, b)\n}\n\n"
+      "ENTRY e {\n  x = f32[8] parameter(0)\n  rid = u32[] replica-id()\n"
+      "  g = f32[8] custom-call(x, rid), custom_call_target=\"kiln_test_gate\", "
+      "api_version=API_VERSION_STATUS_RETURNING, custom_call_has_side_effect=true\n"
+      "  ar = f32[8] all-reduce(g), replica_groups={{0,1}}, to_apply=red\n"
+      "  y = f32[8] custom-call(x), custom_call_target=\"kiln_test_signal\", "
+      "api_version=API_VERSION_STATUS_RETURNING, custom_call_has_side_effect=true\n"
+      "  ROOT t = (f32[8], f32[8]) tuple(ar, y)\n}\n";
+  kiln_arena_t arena;
+  kiln_literal_t **args, *got[2] = {0};
+  int n;
+  kiln_hlo_module_t *m = parse_with_args(text, &arena, &args, &n);
+  kiln_device_run_options_t ro;
+  memset(&ro, 0, sizeof ro);
+  ro.device = g_dev;
+  ro.collective_timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS;
+  kiln_status s = kiln_device_run_module_spmd(m, args, n, 2, 1, &ro, &arena, got, NULL);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  for (int p = 0; p < 2; p++) {
+    const float *x = args[0]->data, *ar = got[p]->tuple_elements[0]->data,
+                *y = got[p]->tuple_elements[1]->data;
+    for (int e = 0; e < 8; e++) {
+      assert_true(ar[e] == x[e] + x[e]);
+      assert_true(y[e] == x[e]);
+    }
+  }
+  kiln_arena_destroy(&arena);
+  kiln_hlo_module_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_all_reduce_cross_replica_every_type_and_reducer),
@@ -349,6 +433,7 @@ int main(void) {
       cmocka_unit_test(test_unfoldable_reducer_runs_and_variadic_is_unimplemented),
       cmocka_unit_test(test_participant_skipping_a_collective_is_deadline_exceeded),
       cmocka_unit_test(test_multi_device_executable_alone_is_failed_precondition),
+      cmocka_unit_test(test_async_all_reduce_overlaps_the_work_between_start_and_done),
   };
   return kiln_run_tests(tests, setup, teardown);
 }

@@ -10,6 +10,9 @@
 #include <cmocka.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
 #include <string.h>
 
 #include "runtime/collectives.h"
@@ -194,6 +197,82 @@ static void test_bad_arguments_are_refused(void **state) {
   kiln_coll_clique_destroy(c);
 }
 
+/* Split collectives (kiln_coll_defer / kiln_coll_complete). Ranks 1.. call only after rank
+ * 0's deferred call returned: a call that waited for its peers would never return (the peers
+ * give up after 20 s and the test fails). Twice in a row, a small all-reduce and one large
+ * enough to take the split path, then an all-gather the whole clique runs synchronously. */
+static atomic_int g_rank0_returned;
+
+static bool wait_for_rank0(int round) {
+  for (int i = 0; i < 20000; i++) {
+    if (atomic_load(&g_rank0_returned) > round) return true;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  return false;
+}
+
+#define BIG (RANKS * 4096 + 5)
+
+static void deferred_body(kiln_coll_clique_t *c, int rank, kiln_status *out) {
+  static float x[RANKS][BIG], y[RANKS][BIG];
+  for (int round = 0; round < 2 && !*out; round++) {
+    int64_t n = round ? BIG : N;
+    for (int64_t e = 0; e < n; e++) x[rank][e] = val(rank, (int)(e % 1000));
+    if (rank && !wait_for_rank0(round)) {
+      *out = kiln_status_make(KILN_INTERNAL, "rank 0's deferred all-reduce did not return");
+      kiln_coll_clique_abort(c, "rank 0 blocked");
+      return;
+    }
+    kiln_coll_defer(c, rank);
+    *out = kiln_coll_all_reduce(c, rank, "ar", KILN_COLL_F32, KILN_COLL_SUM, x[rank], y[rank], n);
+    if (*out) return;
+    if (rank == 0) atomic_fetch_add(&g_rank0_returned, 1);
+    /* between the two halves: a collective on the same clique is refused */
+    assert_code(kiln_coll_all_gather(c, rank, "ag", x[rank], y[rank], 1, 4),
+                KILN_FAILED_PRECONDITION);
+    *out = kiln_coll_complete(c, rank);
+    for (int64_t e = 0; e < n && !*out; e++) {
+      float want = 0;
+      for (int k = 0; k < RANKS; k++) want += val(k, (int)(e % 1000));
+      if (y[rank][e] != want)
+        *out = kiln_status_make(KILN_INTERNAL, "rank %d round %d element %lld: %g, want %g", rank,
+                                round, (long long)e, y[rank][e], want);
+    }
+  }
+  if (*out) return;
+  float one = (float)rank, all[RANKS];
+  *out = kiln_coll_all_gather(c, rank, "ag", &one, all, 1, sizeof one);
+  for (int k = 0; k < RANKS && !*out; k++)
+    if (all[k] != (float)k) *out = kiln_status_make(KILN_INTERNAL, "gathered %g at %d", all[k], k);
+}
+
+static void test_deferred_collective_returns_before_its_peers_arrive(void **state) {
+  (void)state;
+  atomic_store(&g_rank0_returned, 0);
+  run_all_ok(deferred_body);
+}
+
+/* complete with nothing deferred; a peer that never arrives is a DEADLINE_EXCEEDED from
+ * complete, naming it. */
+static void test_deferred_misuse_and_deadline(void **state) {
+  (void)state;
+  kiln_coll_clique_t *c = NULL;
+  ASSERT_OK(kiln_coll_clique_create(2, 100, &c));
+  assert_code(kiln_coll_complete(c, 0), KILN_FAILED_PRECONDITION);
+  assert_code(kiln_coll_complete(c, 2), KILN_INVALID_ARGUMENT);
+  float x = 1, y = 0;
+  kiln_coll_defer(c, 0);
+  ASSERT_OK(kiln_coll_all_reduce(c, 0, "late", KILN_COLL_F32, KILN_COLL_SUM, &x, &y, 1));
+  kiln_status s = kiln_coll_complete(c, 0);
+  assert_int_equal(kiln_status_code(s), KILN_DEADLINE_EXCEEDED);
+  if (!strstr(kiln_status_message(s), "all-reduce 'late'") ||
+      !strstr(kiln_status_message(s), "rank(s) 1 did not arrive"))
+    fail_msg("%s", kiln_status_message(s));
+  kiln_status_free(s);
+  kiln_coll_clique_destroy(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_all_reduce_sums_mins_and_max_with_nan),
@@ -202,6 +281,8 @@ int main(void) {
       cmocka_unit_test(test_missing_rank_is_deadline_exceeded),
       cmocka_unit_test(test_mismatched_collectives_fail_every_rank),
       cmocka_unit_test(test_bad_arguments_are_refused),
+      cmocka_unit_test(test_deferred_collective_returns_before_its_peers_arrive),
+      cmocka_unit_test(test_deferred_misuse_and_deadline),
   };
   return kiln_run_tests(tests, NULL, NULL);
 }

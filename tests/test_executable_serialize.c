@@ -398,10 +398,15 @@ static void test_collective_group_tables_are_checked_when_read(void **state) {
   co.emit.dump_dir = "";
   kiln_executable_desc_t *d = NULL;
   assert_null(kiln_compile_module(m, &co, &d, NULL));
-  kiln_coll_thunk_desc_t *c[2];
-  assert_int_equal(collectives(&d->thunks, c, 2), 2);
-  assert_int_equal(c[0]->op, KILN_COLL_THUNK_ALL_REDUCE);
-  assert_int_equal(c[1]->op, KILN_COLL_THUNK_PERMUTE);
+  /* The pipeline made both asynchronous: each a start and a done thunk. */
+  kiln_coll_thunk_desc_t *c[4];
+  assert_int_equal(collectives(&d->thunks, c, 4), 4);
+  const kiln_coll_thunk_op_t ops[4] = {KILN_COLL_THUNK_ALL_REDUCE, KILN_COLL_THUNK_ALL_REDUCE,
+                                       KILN_COLL_THUNK_PERMUTE, KILN_COLL_THUNK_PERMUTE};
+  for (int k = 0; k < 4; k++) {
+    assert_int_equal(c[k]->op, ops[k]);
+    assert_int_equal(c[k]->phase, k % 2 ? KILN_COLL_PHASE_DONE : KILN_COLL_PHASE_START);
+  }
   void *bytes = NULL;
   size_t len = 0;
   assert_null(kiln_executable_desc_to_bytes(d, &bytes, &len));
@@ -411,9 +416,10 @@ static void test_collective_group_tables_are_checked_when_read(void **state) {
   kiln_executable_desc_print(&p1, d);
   kiln_executable_desc_print(&p2, back);
   assert_string_equal(kiln_strbuf_cstr(&p1), kiln_strbuf_cstr(&p2));
-  kiln_coll_thunk_desc_t *cb[2];
-  assert_int_equal(collectives(&back->thunks, cb, 2), 2);
-  for (int k = 0; k < 2; k++) {
+  kiln_coll_thunk_desc_t *cb[4];
+  assert_int_equal(collectives(&back->thunks, cb, 4), 4);
+  for (int k = 0; k < 4; k++) {
+    assert_int_equal(cb[k]->phase, c[k]->phase);
     assert_memory_equal(cb[k]->group_key, c[k]->group_key, 4 * sizeof(int64_t));
     assert_memory_equal(cb[k]->rank, c[k]->rank, 4 * sizeof(int));
     assert_memory_equal(cb[k]->group_size, c[k]->group_size, 4 * sizeof(int));
@@ -432,7 +438,7 @@ static void test_collective_group_tables_are_checked_when_read(void **state) {
   kiln_executable_desc_destroy(back);
 
   /* Damage, one field at a time (restored after). */
-  kiln_coll_thunk_desc_t *ar = c[0], *cp = c[1];
+  kiln_coll_thunk_desc_t *ar = c[0], *cp = c[2];
   struct {
     int *field;
     int value;
@@ -447,6 +453,7 @@ static void test_collective_group_tables_are_checked_when_read(void **state) {
       {&cp->source[1], -2, "a permute source below -1"},
       {(int *)&ar->op, 42, "an unknown op"},
       {(int *)&ar->reduction, 9, "an unknown reduction"},
+      {(int *)&ar->phase, 3, "an unknown phase"},
       {(int *)&ar->buffers[0].dtype, 77, "an unknown element type"},
       {&ar->num_buffers, 0, "no operand"},
   };

@@ -216,3 +216,12 @@ bool kiln_hlo_collective_is_pair_start(const kiln_hlo_instruction_t *in) {
           in->opcode == KILN_OP_COLLECTIVE_PERMUTE_START) &&
          (in->num_operands > 1 || s->elements[0]->type != KILN_TUPLE);
 }
+
+const kiln_hlo_instruction_t *kiln_hlo_async_split_done(const kiln_hlo_instruction_t *start) {
+  if (!kiln_hlo_opcode_starts_async(start->opcode) || start->users.len != 1) return NULL;
+  const kiln_hlo_instruction_t *d = start->users.data[0];
+  if (!kiln_hlo_opcode_ends_async(d->opcode) || d->num_operands != 1 || d->operands[0] != start ||
+      d->parent != start->parent)
+    return NULL;
+  return d;
+}

@@ -41,6 +41,11 @@ typedef struct kiln_hlo_collective_group {
 
 void kiln_hlo_collective_group_free(kiln_hlo_collective_group_t *g);
 
+/* The done a runtime may split async `start` across (begin the collective at the start, end
+ * it at the done, other work in between): the start's only user, a -done or async-done of it
+ * in the same computation. NULL otherwise; the start then completes the collective itself. */
+const kiln_hlo_instruction_t *kiln_hlo_async_split_done(const kiln_hlo_instruction_t *start);
+
 /* The group of `participant` in a world of R x P. `alone_hint` non-NULL: the caller runs
  * without a world (R = P = 1), and an id outside it is UNIMPLEMENTED "multi-participant
  * collective ...: <alone_hint>"; NULL: INVALID_ARGUMENT naming the id and the world. A

@@ -38,3 +38,13 @@ int kiln_hlo_opcode_arity(kiln_hlo_opcode_t op) {
 unsigned kiln_hlo_opcode_flags(kiln_hlo_opcode_t op) {
   return (unsigned)op < KILN_OP_COUNT ? kOpcodes[op].flags : 0;
 }
+
+bool kiln_hlo_opcode_starts_async(kiln_hlo_opcode_t op) {
+  return op == KILN_OP_ALL_REDUCE_START || op == KILN_OP_ALL_GATHER_START ||
+         op == KILN_OP_COLLECTIVE_PERMUTE_START || op == KILN_OP_ASYNC_START;
+}
+
+bool kiln_hlo_opcode_ends_async(kiln_hlo_opcode_t op) {
+  return op == KILN_OP_ALL_REDUCE_DONE || op == KILN_OP_ALL_GATHER_DONE ||
+         op == KILN_OP_COLLECTIVE_PERMUTE_DONE || op == KILN_OP_ASYNC_DONE;
+}

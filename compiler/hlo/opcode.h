@@ -27,4 +27,10 @@ static inline bool kiln_hlo_opcode_is_elementwise(kiln_hlo_opcode_t op) {
   return (kiln_hlo_opcode_flags(op) & KILN_OPF_ELEMENTWISE) != 0;
 }
 
+/* The two halves of an asynchronous collective: all-reduce-, all-gather- and
+ * collective-permute-start, and async-start (whatever it wraps); their -done forms and
+ * async-done. */
+bool kiln_hlo_opcode_starts_async(kiln_hlo_opcode_t op);
+bool kiln_hlo_opcode_ends_async(kiln_hlo_opcode_t op);
+
 #endif /* KILN_HLO_OPCODE_H_ */

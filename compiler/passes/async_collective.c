@@ -53,16 +53,6 @@ static bool converts(kiln_hlo_opcode_t op) {
   return start_of(op, &done) != KILN_OP_COUNT || wrapped_async(op);
 }
 
-static bool is_start(kiln_hlo_opcode_t op) {
-  return op == KILN_OP_ALL_REDUCE_START || op == KILN_OP_ALL_GATHER_START ||
-         op == KILN_OP_COLLECTIVE_PERMUTE_START || op == KILN_OP_ASYNC_START;
-}
-
-static bool is_done(kiln_hlo_opcode_t op) {
-  return op == KILN_OP_ALL_REDUCE_DONE || op == KILN_OP_ALL_GATHER_DONE ||
-         op == KILN_OP_COLLECTIVE_PERMUTE_DONE || op == KILN_OP_ASYNC_DONE;
-}
-
 typedef struct {
   kiln_hlo_module_t *m;
   kiln_ptrmap_t wrappers; /* the computations this run made (their collective stays) */
@@ -161,15 +151,16 @@ kiln_status kiln_pass_async_collective_creator(kiln_hlo_module_t *m,
 /* Rank of an instruction in the list scheduler's choice: -starts first, then the scheduled
  * order, -dones (and the root) only when nothing else is ready. */
 static int tier(const kiln_hlo_instruction_t *in) {
-  if (is_start(in->opcode)) return 0;
+  if (kiln_hlo_opcode_starts_async(in->opcode)) return 0;
   if (in == in->parent->root) return 3;
-  return is_done(in->opcode) ? 2 : 1;
+  return kiln_hlo_opcode_ends_async(in->opcode) ? 2 : 1;
 }
 
 static void overlap_computation(kiln_hlo_computation_t *c, bool *changed) {
   size_t n = c->instructions.len;
   bool any = false;
-  for (size_t i = 0; i < n && !any; i++) any = is_start(c->instructions.data[i]->opcode);
+  for (size_t i = 0; i < n && !any; i++)
+    any = kiln_hlo_opcode_starts_async(c->instructions.data[i]->opcode);
   if (!any) return;
   kiln_ptrmap_t pos;
   kiln_ptrmap_init(&pos);

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compiler/hlo/collective_groups.h"
+
 /* ---- shape leaves ---- */
 
 int kiln_shape_num_leaves(const kiln_shape_t *s) {
@@ -688,8 +690,15 @@ kiln_status kiln_dataflow_liveness(kiln_dataflow_t *df) {
     v->start = v->kind == KILN_VALUE_PARAMETER ? 0 : dd->def_pos;
     v->end = v->start;
     for (int u = 0; u < v->num_uses; u++) {
-      kiln_dataflow_instr_t *ud = kiln_dataflow_instr(df, v->uses[u].instr);
+      const kiln_hlo_instruction_t *user = v->uses[u].instr;
+      kiln_dataflow_instr_t *ud = kiln_dataflow_instr(df, user);
       if (ud && ud->use_pos > v->end) v->end = ud->use_pos;
+      /* An async start's operands are read until its done (a runtime may run the collective
+       * between the two): they stay live that long. */
+      const kiln_hlo_instruction_t *done =
+          kiln_hlo_opcode_starts_async(user->opcode) ? kiln_hlo_async_split_done(user) : NULL;
+      kiln_dataflow_instr_t *dd2 = done ? kiln_dataflow_instr(df, done) : NULL;
+      if (dd2 && dd2->use_pos > v->end) v->end = dd2->use_pos;
     }
     for (int r = 0; r < v->num_root_comps; r++) {
       kiln_dataflow_comp_t *dc = kiln_dataflow_comp(df, v->root_comps[r]);

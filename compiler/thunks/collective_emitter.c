@@ -301,19 +301,26 @@ static kiln_status resolve_groups(const kiln_hlo_instruction_t *in, kiln_coll_th
   return KILN_STATUS_OK;
 }
 
+/* A -start the runtime may split across it and its done begins the collective; anything
+ * else runs all of it. */
+static kiln_coll_thunk_phase_t start_phase(const kiln_hlo_instruction_t *in) {
+  return kiln_hlo_async_split_done(in) ? KILN_COLL_PHASE_START : KILN_COLL_PHASE_WHOLE;
+}
+
 /* The thunk of collective `in` (its attributes), reading the buffers of `bufs`' operands and
  * writing result k to `bufs`' leaf result_leaf0 + k (result_leaf0 < 0: the -start forms' own
  * numbering, kiln_collective_result_leaf). `bufs` is `in` itself, or the async-start wrapping
  * it. */
 static kiln_status emit(const kiln_hlo_instruction_t *in, const kiln_hlo_instruction_t *bufs,
                         int result_leaf0, const kiln_buffer_assignment_t *ba, int num_replicas,
-                        int num_partitions, kiln_thunk_seq_t *seq) {
+                        int num_partitions, kiln_coll_thunk_phase_t phase, kiln_thunk_seq_t *seq) {
   kiln_coll_thunk_op_t op = op_of(in);
   bool id = op == KILN_COLL_THUNK_REPLICA_ID || op == KILN_COLL_THUNK_PARTITION_ID;
   int nops = id ? 1 : in->num_operands;
   if (nops < 1)
     return KILN_ERR_INVALID("%s '%s' has no operands", kiln_hlo_opcode_name(in->opcode), in->name);
   kiln_coll_thunk_desc_t *d = kiln_coll_thunk_desc_create(op, nops, num_replicas, num_partitions);
+  d->phase = phase;
   kiln_status st = id ? KILN_STATUS_OK : resolve_groups(in, d);
   if (!st && op == KILN_COLL_THUNK_RAGGED_ALL_TO_ALL) {
     st = fill_ragged(in, ba, d);
@@ -347,7 +354,7 @@ static kiln_status emit(const kiln_hlo_instruction_t *in, const kiln_hlo_instruc
 kiln_status kiln_collective_emit(const kiln_hlo_instruction_t *in,
                                  const kiln_buffer_assignment_t *ba, int num_replicas,
                                  int num_partitions, kiln_thunk_seq_t *seq) {
-  return emit(in, in, -1, ba, num_replicas, num_partitions, seq);
+  return emit(in, in, -1, ba, num_replicas, num_partitions, start_phase(in), seq);
 }
 
 const kiln_hlo_instruction_t *kiln_collective_async_wrapped(const kiln_hlo_instruction_t *start) {
@@ -384,5 +391,18 @@ kiln_status kiln_collective_emit_async(const kiln_hlo_instruction_t *start,
                             start->name);
   /* ((operands...), results, context...): the results follow the operands' leaves. */
   int first = kiln_shape_num_leaves(start->shape->elements[0]);
-  return emit(x, start, first, ba, num_replicas, num_partitions, seq);
+  return emit(x, start, first, ba, num_replicas, num_partitions, start_phase(start), seq);
+}
+
+kiln_status kiln_collective_emit_done(const kiln_hlo_instruction_t *done,
+                                      const kiln_buffer_assignment_t *ba, int num_replicas,
+                                      int num_partitions, kiln_thunk_seq_t *seq) {
+  const kiln_hlo_instruction_t *start = done->num_operands == 1 ? done->operands[0] : NULL;
+  if (!start || kiln_hlo_async_split_done(start) != done) return KILN_STATUS_OK;
+  if (start->opcode != KILN_OP_ASYNC_START)
+    return emit(start, start, -1, ba, num_replicas, num_partitions, KILN_COLL_PHASE_DONE, seq);
+  const kiln_hlo_instruction_t *x = kiln_collective_async_wrapped(start);
+  if (!x) return KILN_STATUS_OK; /* the start was refused */
+  int first = kiln_shape_num_leaves(start->shape->elements[0]);
+  return emit(x, start, first, ba, num_replicas, num_partitions, KILN_COLL_PHASE_DONE, seq);
 }

@@ -23,6 +23,13 @@ kiln_status kiln_collective_emit(const kiln_hlo_instruction_t *in,
  * computation's parameters in order), or NULL. */
 const kiln_hlo_instruction_t *kiln_collective_async_wrapped(const kiln_hlo_instruction_t *start);
 
+/* A start the runtime may split (kiln_hlo_async_split_done) is emitted as a START thunk (see
+ * runtime/collective_thunk.h); for its done this appends the DONE thunk (the start's name and
+ * description), before the done copies the results. Nothing for any other done. */
+kiln_status kiln_collective_emit_done(const kiln_hlo_instruction_t *done,
+                                      const kiln_buffer_assignment_t *ba, int num_replicas,
+                                      int num_partitions, kiln_thunk_seq_t *seq);
+
 /* Appends the thunk of the collective async-start `start` wraps, on the start's operands and
  * into the results part of its ((operands...), results, context...) tuple; UNIMPLEMENTED
  * naming it for any other async-start. Its async-done copies that part. */

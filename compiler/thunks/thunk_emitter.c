@@ -625,7 +625,9 @@ static kiln_status emit_instruction(emitter_t *E, kiln_thunk_seq_t *seq,
       return kiln_collective_emit(in, E->ba, E->num_replicas, E->num_partitions, seq);
     case KILN_OP_ALL_REDUCE_DONE:
     case KILN_OP_ALL_GATHER_DONE:
-    case KILN_OP_COLLECTIVE_PERMUTE_DONE: /* the start completed: its results */
+    case KILN_OP_COLLECTIVE_PERMUTE_DONE: /* the start's collective ends: its results */
+      KILN_RETURN_IF_ERROR_PLAIN(
+          kiln_collective_emit_done(in, E->ba, E->num_replicas, E->num_partitions, seq));
       for (int k = 0; k < kiln_shape_num_leaves(in->shape); k++)
         KILN_RETURN_IF_ERROR_PLAIN(copy_leaf(E, seq, in->name, in->operands[0],
                                              kiln_collective_result_leaf(in->operands[0], k), in,
@@ -636,10 +638,12 @@ static kiln_status emit_instruction(emitter_t *E, kiln_thunk_seq_t *seq,
       return kiln_collective_emit_async(in, E->ba, E->num_replicas, E->num_partitions, seq);
     case KILN_OP_ASYNC_UPDATE:
       return copy_all_leaves(E, seq, in->name, in->operands[0], in);
-    case KILN_OP_ASYNC_DONE: { /* the start completed: the results part of its tuple */
+    case KILN_OP_ASYNC_DONE: { /* the start's collective ends: the results part of its tuple */
       const kiln_shape_t *s = in->operands[0]->shape;
       if (!kiln_shape_is_tuple(s) || s->num_elements < 2)
         return KILN_ERR_INVALID("async-done '%s': its operand is not an async tuple", in->name);
+      KILN_RETURN_IF_ERROR_PLAIN(
+          kiln_collective_emit_done(in, E->ba, E->num_replicas, E->num_partitions, seq));
       int first = kiln_shape_num_leaves(s->elements[0]);
       for (int k = 0; k < kiln_shape_num_leaves(in->shape); k++)
         KILN_RETURN_IF_ERROR_PLAIN(copy_leaf(E, seq, in->name, in->operands[0], first + k, in, k));
