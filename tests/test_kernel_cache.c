@@ -503,7 +503,21 @@ static void test_small_straight_line_kernels_take_the_small_tier(void **state) {
     }
     assert_int_equal(st.compiled, 4); /* the second JIT's kernels are not the first's */
     assert_int_equal(st.small_tier, p == 0 ? 2 : 0);
+    assert_int_equal(st.small_tier_kernels, p == 0 ? 2 : 0);
     assert_int_equal(kiln_host_jit_small_tier(jit), p == 0);
+    /* Again into a JIT like it, small_chain given twice: every kernel from the memory cache,
+     * none compiled, and each module still counts with the tier its code was compiled on. */
+    kiln_host_jit_t *again = NULL;
+    assert_null(kiln_host_jit_create(&jo, &again));
+    const kiln_kir_module_t *twice[5] = {mods[0], mods[1], mods[2], mods[3], mods[1]};
+    kiln_kir_host_kernel_t out2[5];
+    kiln_kir_batch_stats_t st2;
+    assert_null(kiln_kir_compile_host_batch(twice, 5, again, NULL, out2, &st2));
+    assert_int_equal(st2.memory_hits, 4);
+    assert_int_equal(st2.compiled, 0);
+    assert_int_equal(st2.small_tier, 0);
+    assert_int_equal(st2.small_tier_kernels, p == 0 ? 3 : 0);
+    kiln_host_jit_destroy(again);
     void *args[2] = {x, y};
     assert_null(kiln_kir_host_kernel_run(&out[0], NULL, args));
     for (int i = 0; i < 4; i++) assert_float_equal(y[i], 2.0f * x[i], 0);

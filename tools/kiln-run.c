@@ -93,6 +93,10 @@ static const char kUsage[] =
     "                        print no outputs (with --timings: the compile + load wall and\n"
     "                        CPU time; implies --direct)\n"
     "  --no-command-buffers  issue thunks one by one (as KILN_DISABLE_COMMAND_BUFFERS=1)\n"
+    "  --combine-threshold-bytes=N  the all-reduce / all-gather / reduce-scatter\n"
+    "                        combiners' size bound, as kiln-opt's (default 30 MiB, also for\n"
+    "                        0; negative: off); through the plugin it goes as the compile\n"
+    "                        options' xla_gpu_*_combine_threshold_bytes\n"
     "  --strict-precision    round every bf16 op's result, as the reference does (default:\n"
     "                        excess precision, as XLA; also XLA_FLAGS=\n"
     "                        --xla_allow_excess_precision=false)\n"
@@ -155,6 +159,7 @@ typedef struct run_flags {
   bool mpi;                   /* --mpi (or started by mpirun) */
   bool participant_seeds;     /* --participant-seeds */
   kiln_mpi_t *mpi_world;      /* the process's MPI, with --mpi */
+  int64_t combine_threshold_bytes; /* --combine-threshold-bytes (0: the combiners' default) */
 } run_flags_t;
 
 static kiln_status parse_int_flag(const char *name, const char *v, int64_t lo, int64_t hi,
@@ -301,6 +306,9 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
       KILN_RETURN_IF_ERROR_PLAIN(parse_int_flag("values", val, 0, 1 << 30, &f->values));
     } else if (IS("host-devices")) {
       KILN_RETURN_IF_ERROR_PLAIN(parse_int_flag("host-devices", val, 1, 4096, &f->host_devices));
+    } else if (IS("combine-threshold-bytes")) {
+      KILN_RETURN_IF_ERROR_PLAIN(parse_int_flag("combine-threshold-bytes", val, INT64_MIN,
+                                                INT64_MAX, &f->combine_threshold_bytes));
     } else if (IS("max-while-iterations")) {
       KILN_RETURN_IF_ERROR_PLAIN(
           parse_int_flag("max-while-iterations", val, 0, INT64_MAX, &f->max_while_iterations));
@@ -467,6 +475,7 @@ static void device_options(const run_flags_t *f, kiln_device_run_options_t *o) {
   o->compile_only = f->compile_only;
   o->profile = f->profile;
   o->profile_rows = (int)f->profile_rows;
+  o->combine_threshold_bytes = f->combine_threshold_bytes;
 }
 
 typedef struct run_times {
@@ -481,12 +490,24 @@ static void plugin_times(const kiln_pjrt_run_report_t *pr, run_times_t *t) {
   t->eval_sum = pr->run_mean_ms * (double)pr->runs;
 }
 
+/* " (N small tier)" on a host device: the kernels whose code came from the host JIT's small
+ * tier, as the compile counted them (a kernel found in the kernel cache counts with the tier
+ * it was compiled on); nothing on a CUDA device, which has one tier. */
+static void small_tier_note(const kiln_device_t *d, const kiln_compile_stats_t *cs, char *out,
+                            size_t n) {
+  out[0] = 0;
+  if (d->kind == KILN_DEVICE_HOST)
+    snprintf(out, n, " (%d small tier)", cs->emit.small_tier_kernels);
+}
+
 /* --backend=host|cuda|best: compile, load and run on the device (--repeat times). */
 static kiln_status run_on_device(const run_flags_t *f, const kiln_hlo_module_t *m,
                                  kiln_literal_t **args, int n, kiln_arena_t *arena,
                                  kiln_literal_t **result, run_times_t *t) {
   if (f->plugin) {
-    kiln_pjrt_run_options_t po = {.repeat = f->repeat, .print_runs = f->repeat > 1};
+    kiln_pjrt_run_options_t po = {.repeat = f->repeat,
+                                  .print_runs = f->repeat > 1,
+                                  .combine_threshold_bytes = f->combine_threshold_bytes};
     kiln_pjrt_run_report_t pr;
     kiln_status s = kiln_pjrt_run_module(f->plugin, m, args, n, &po, arena, result, &pr);
     if (s) return kiln_status_annotate(s, "while running through the PJRT plugin");
@@ -508,11 +529,14 @@ static kiln_status run_on_device(const run_flags_t *f, const kiln_hlo_module_t *
   t->compile = rep.compile_ms;
   t->eval_min = rep.run_min_ms;
   t->eval_sum = rep.run_mean_ms * (double)rep.runs;
-  printf("ran on %s: compiled in %.1f ms (passes %.1f, kernels %d from %d fusions, codegen "
-         "%.1f, backend %.1f; %zu command buffers), loaded in %.1f ms\n",
-         f->device->name, rep.compile_ms, rep.compile.passes_ms, rep.compile.emit.kernels,
-         rep.compile.emit.fusions, rep.compile.emit.codegen_ms, rep.compile.emit.backend_ms,
-         rep.compile.command_buffers, rep.load_ms);
+  char tier[48] = "";
+  small_tier_note(f->device, &rep.compile, tier, sizeof tier);
+  printf(
+      "ran on %s: compiled in %.1f ms (passes %.1f, kernels %d from %d fusions%s, codegen "
+      "%.1f, backend %.1f; %zu command buffers), loaded in %.1f ms\n",
+      f->device->name, rep.compile_ms, rep.compile.passes_ms, rep.compile.emit.kernels,
+      rep.compile.emit.fusions, tier, rep.compile.emit.codegen_ms, rep.compile.emit.backend_ms,
+      rep.compile.command_buffers, rep.load_ms);
   if (f->timings) /* what a cold compile costs in all: wall and CPU until the executable can run */
     printf("timings: compile + load %.3f ms, CPU %.3f ms (all threads)\n",
            rep.compile_ms + rep.load_ms, rep.compile_load_cpu_ms);
@@ -742,8 +766,10 @@ static kiln_status run_spmd_on_device(const run_flags_t *f, const kiln_hlo_modul
   }
   if (f->plugin) {
     /* the plugin path: Compile with num_replicas / num_partitions, one Execute on np devices */
-    kiln_pjrt_run_options_t po = {
-        .repeat = f->repeat, .print_runs = f->repeat > 1, .participant_args = per};
+    kiln_pjrt_run_options_t po = {.repeat = f->repeat,
+                                  .print_runs = f->repeat > 1,
+                                  .participant_args = per,
+                                  .combine_threshold_bytes = f->combine_threshold_bytes};
     kiln_pjrt_run_report_t pr;
     s = kiln_pjrt_run_module_spmd(f->plugin, m, args, n, replicas, partitions, &po, &out, got, &pr);
     if (s) s = kiln_status_annotate(s, "while running through the PJRT plugin on %d devices", np);
@@ -763,8 +789,11 @@ static kiln_status run_spmd_on_device(const run_flags_t *f, const kiln_hlo_modul
     t->compile = rep.compile_ms;
     t->eval_min = rep.run_min_ms;
     t->eval_sum = rep.run_mean_ms * (double)rep.runs;
-    printf("ran on %d host devices: compiled in %.1f ms (%d collective thunks), run %.3f ms\n", np,
-           rep.compile_ms, rep.compile.emit.collectives, rep.run_min_ms);
+    printf(
+        "ran on %d host devices: compiled in %.1f ms (%d collective thunks; kernels %d, %d "
+        "small tier), run %.3f ms\n",
+        np, rep.compile_ms, rep.compile.emit.collectives, rep.compile.emit.kernels,
+        rep.compile.emit.small_tier_kernels, rep.run_min_ms);
   }
   if (!s && f->compare) {
     kiln_eval_spmd_options_t eso = {

@@ -317,6 +317,7 @@ kiln_status kiln_kir_compile_host_batch(const kiln_kir_module_t *const *mods, si
     b.jobs[j].jit = jit;
     b.jobs[j].small = kiln_host_jit_small_tier(jit) && kiln_kir_host_small_kernel(b.jobs[j].kir);
   }
+  for (size_t i = 0; i < n; i++) st->small_tier_kernels += b.jobs[b.unique_of[i]].small;
   kiln_status s = batch_compile(&b, &o, st, NULL);
   double t0 = kiln_clock_ms();
   void **addr = kiln_calloc(b.num_jobs + 1, sizeof(void *));

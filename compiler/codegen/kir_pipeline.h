@@ -132,6 +132,10 @@ typedef struct kiln_kir_batch_stats {
   int disk_hits;                        /* ... on disk */
   int compiled;                         /* ... compiled */
   int small_tier;                       /* ... of them on the host's small tier */
+  /* Host: the modules given whose kernel is small-tier code, whether compiled now or found in
+   * the cache (then compiled on that tier before: the tier follows from the kernel's content
+   * and the JIT's pipeline setting, both in the cache key). Counted like `kernels`. */
+  int small_tier_kernels;
   int threads;                          /* workers that compiled them */
   double lower_ms, compile_ms, link_ms; /* wall time per step */
 } kiln_kir_batch_stats_t;

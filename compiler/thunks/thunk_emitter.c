@@ -852,6 +852,7 @@ static kiln_status compile_pending(emitter_t *E) {
     E->stats->kernels_compiled = bs.compiled;
     E->stats->kernel_cache_hits = bs.memory_hits + bs.disk_hits;
     E->stats->compile_threads = bs.threads;
+    E->stats->small_tier_kernels = bs.small_tier_kernels;
   }
   return s;
 }

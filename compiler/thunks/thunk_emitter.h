@@ -110,6 +110,9 @@ typedef struct kiln_thunk_emit_stats {
   int kernels_compiled;  /* distinct kernels not found in the kernel cache */
   int kernel_cache_hits; /* distinct kernels found in it (memory or disk) */
   int compile_threads;   /* workers that compiled them */
+  /* Host: kernel thunks whose code is the JIT's small tier's, compiled now or found in the
+   * kernel cache (kiln_kir_batch_stats_t.small_tier_kernels) */
+  int small_tier_kernels;
 } kiln_thunk_emit_stats_t;
 
 /* Emits `m` (scheduled; `ba` its buffer assignment). *out is owned by the caller

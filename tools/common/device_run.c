@@ -146,6 +146,9 @@ static kiln_status compile_load(const kiln_hlo_module_t *m, const kiln_device_ru
   kiln_pass_options_t po;
   /* the edge: KILN_DUMP_TO, the passes, command buffers, host JIT, precision, CUDA toolkit */
   kiln_pjrt_compile_options_from_env(&co, &po);
+  if (opts->combine_threshold_bytes)
+    po.all_reduce_combine_threshold_bytes = po.all_gather_combine_threshold_bytes =
+        po.reduce_scatter_combine_threshold_bytes = opts->combine_threshold_bytes;
   kiln_executable_desc_t *d = NULL;
   kiln_status s = kiln_compile_module(cm, &co, &d, &rep->compile);
   if (!s && opts->serialize_round_trip) {

@@ -30,6 +30,9 @@ typedef struct kiln_device_run_options {
   bool print_thunks;             /* print the thunk sequence (after conversion) to stdout */
   bool print_runs;               /* print each run's time to stdout */
   bool compile_only;             /* compile and load, run nothing: *result stays NULL */
+  /* The all-reduce / all-gather / reduce-scatter combiners' size bound, for all three
+   * (kiln_pass_options_t.*_combine_threshold_bytes: 0 their default, 30 MiB; negative: off). */
+  int64_t combine_threshold_bytes;
   /* A per-thunk profile of the runs (a kiln_thunk_profile_mode_t, 0: off), printed to stdout
    * after them as tools/common/profile_report.h's table (profile_rows rows; 0: all). */
   int profile;

@@ -11,6 +11,7 @@
 
 #include "base/clock.h"
 #include "kiln/pjrt_c_api.h"
+#include "tools/common/proto_write.h"
 #include "tools/common/run_report.h"
 
 struct kiln_pjrt_runner {
@@ -412,27 +413,27 @@ static kiln_status download(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m, P
   return NULL;
 }
 
-/* CompileOptionsProto { executable_build_options { num_replicas, num_partitions } }. */
-static size_t world_options(char *b, int replicas, int partitions) {
-  size_t n = 0, inner = 0;
-  unsigned char v[2][10];
-  size_t vn[2] = {0, 0};
-  uint64_t u[2] = {(uint64_t)replicas, (uint64_t)partitions};
-  for (int i = 0; i < 2; i++) {
-    do {
-      v[i][vn[i]++] = (unsigned char)((u[i] & 0x7f) | (u[i] > 0x7f ? 0x80 : 0));
-      u[i] >>= 7;
-    } while (u[i]);
-    inner += 1 + vn[i];
+/* CompileOptionsProto { executable_build_options { debug_options { the three combine
+ * thresholds }, num_replicas, num_partitions } } into `b`: the world for several devices, the
+ * thresholds when `combine_threshold_bytes` is not 0 (a negative one as XLA's 0: combine
+ * nothing). Nothing when neither applies (the plugin's defaults). */
+static void compile_options(kiln_pb_t *b, int replicas, int partitions,
+                            int64_t combine_threshold_bytes) {
+  kiln_pb_t build = {0}, debug = {0};
+  if (combine_threshold_bytes) {
+    int64_t v = combine_threshold_bytes > 0 ? combine_threshold_bytes : 0;
+    /* xla_gpu_all_reduce_ (157), all_gather_ (212), reduce_scatter_combine_threshold_bytes */
+    static const uint32_t fields[3] = {157, 212, 213};
+    for (int i = 0; i < 3; i++) kiln_pb_i64(&debug, fields[i], v);
+    kiln_pb_message(&build, 3, &debug);
   }
-  b[n++] = 0x1a; /* executable_build_options (3) */
-  b[n++] = (char)inner;
-  for (int i = 0; i < 2; i++) {
-    b[n++] = i ? 0x28 : 0x20; /* num_partitions (5) / num_replicas (4) */
-    memcpy(b + n, v[i], vn[i]);
-    n += vn[i];
+  if (replicas * partitions > 1) {
+    kiln_pb_i64(&build, 4, replicas);
+    kiln_pb_i64(&build, 5, partitions);
   }
-  return n;
+  if (build.len) kiln_pb_message(b, 3, &build);
+  kiln_pb_free(&debug);
+  kiln_pb_free(&build);
 }
 
 /* Runs `m` on replicas x partitions devices (one: the runner's device), every device on the
@@ -449,10 +450,11 @@ static kiln_status run_world(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
   memset(rep, 0, sizeof(*rep));
 
   /* Compile: the module's canonical text in the "hlo" format; compile options only for
-   * several devices (else the plugin's defaults: one replica, one partition). */
+   * several devices or a combine threshold (else the plugin's defaults: one replica, one
+   * partition). */
   char *text = kiln_hlo_module_to_string(m);
-  char copts[32];
-  size_t copts_len = nd > 1 ? world_options(copts, replicas, partitions) : 0;
+  kiln_pb_t copts = {0};
+  compile_options(&copts, replicas, partitions, opts ? opts->combine_threshold_bytes : 0);
   PJRT_Program program = {.struct_size = PJRT_Program_STRUCT_SIZE,
                           .code = text,
                           .code_size = strlen(text),
@@ -461,13 +463,14 @@ static kiln_status run_world(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
   PJRT_Client_Compile_Args ca = {.struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE,
                                  .client = r->client,
                                  .program = &program,
-                                 .compile_options = copts_len ? copts : NULL,
-                                 .compile_options_size = copts_len};
+                                 .compile_options = copts.len ? (char *)copts.data : NULL,
+                                 .compile_options_size = copts.len};
   double t0 = kiln_clock_ms();
   kiln_status s =
       kiln_pjrt_status_from_error(r->api, r->api->PJRT_Client_Compile(&ca), "PJRT_Client_Compile");
   rep->compile_ms = kiln_clock_ms() - t0;
   kiln_free(text);
+  kiln_pb_free(&copts);
   KILN_RETURN_IF_ERROR_PLAIN(s);
   PJRT_LoadedExecutable *exe = ca.executable;
 

@@ -48,6 +48,10 @@ typedef struct kiln_pjrt_run_options {
   bool print_runs; /* print each run's time to stdout */
   /* (spmd, optional) participant p's arguments, instead of the same ones on every device */
   kiln_literal_t *const *const *participant_args;
+  /* The collective combiners' size bound for all three (kiln_pass_options_t's meaning: 0 the
+   * default, negative off), sent as the compile options' DebugOptions
+   * xla_gpu_*_combine_threshold_bytes (a negative one as 0, XLA's "combine nothing"). */
+  int64_t combine_threshold_bytes;
 } kiln_pjrt_run_options_t;
 
 typedef struct kiln_pjrt_run_report {
