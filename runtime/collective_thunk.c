@@ -412,8 +412,7 @@ kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec
         "ragged-all-to-all %s on %d participants: only host devices in one process run it "
         "(not through NCCL yet)",
         t->name, d->num_replicas * d->num_partitions);
-  if (p->device->kind == KILN_DEVICE_CUDA)
-    return done ? KILN_STATUS_OK : kiln_nccl_collective_execute(t->name, d, p, who);
+  if (p->device->kind == KILN_DEVICE_CUDA) return kiln_nccl_collective_execute(t->name, d, p, who);
   if (p->device->kind != KILN_DEVICE_HOST)
     return kiln_status_make(KILN_UNIMPLEMENTED,
                             "collective %s on %d participants: only host and CUDA devices run "

@@ -478,6 +478,22 @@ static void test_sixteen_bit_integer_reductions_are_unimplemented(void **state) 
   kiln_thunk_destroy(t);
 }
 
+/* An f32 all-reduce of 16 elements (bytes 0..64 -> 256..320) over groups of `gs`, prepared for
+ * one 512-byte allocation. */
+static kiln_thunk_t *all_reduce16(const char *name, int gs, kiln_coll_thunk_phase_t phase) {
+  kiln_coll_thunk_desc_t *d = desc_groups(KILN_COLL_THUNK_ALL_REDUCE, 1, NDEV, gs);
+  d->phase = phase;
+  d->buffers[0] = (kiln_coll_thunk_buffer_t){.send = kiln_slice_make(0, 0, 64),
+                                             .recv = kiln_slice_make(0, 256, 64),
+                                             .dtype = KILN_COLL_F32,
+                                             .count = 16};
+  kiln_thunk_t *t = kiln_thunk_collective_create(name, d);
+  uint64_t sizes[1] = {512};
+  kiln_thunk_prepare_params_t pp = {1, sizes};
+  ASSERT_OK(kiln_collective_thunk_prepare(t, &pp));
+  return t;
+}
+
 static void test_one_communicator_per_group_and_device_set_is_cached_and_released(void **state) {
   (void)state;
   kiln_device_t *devs[NDEV];
@@ -493,18 +509,10 @@ static void test_one_communicator_per_group_and_device_set_is_cached_and_release
     out[i] = kiln_calloc(1, 512);
     fill(init[i], 512, i, KILN_COLL_F32);
   }
-  uint64_t sizes[1] = {512};
-  kiln_thunk_prepare_params_t pp = {1, sizes};
   /* Two collectives over all four devices (different names), each run three times. */
   kiln_thunk_t *ts[3];
   for (int k = 0; k < 2; k++) {
-    kiln_coll_thunk_desc_t *d = desc_groups(KILN_COLL_THUNK_ALL_REDUCE, 1, NDEV, NDEV);
-    d->buffers[0] = (kiln_coll_thunk_buffer_t){.send = kiln_slice_make(0, 0, 64),
-                                               .recv = kiln_slice_make(0, 256, 64),
-                                               .dtype = KILN_COLL_F32,
-                                               .count = 16};
-    ts[k] = kiln_thunk_collective_create(k ? "all-reduce.b" : "all-reduce.a", d);
-    ASSERT_OK(kiln_collective_thunk_prepare(ts[k], &pp));
+    ts[k] = all_reduce16(k ? "all-reduce.b" : "all-reduce.a", NDEV, KILN_COLL_PHASE_WHOLE);
     ASSERT_OK(run_on(ts[k], devs, NDEV, NULL, 512, init, out, 3));
   }
   fake_nccl_stats_t s1 = stats();
@@ -523,13 +531,7 @@ static void test_one_communicator_per_group_and_device_set_is_cached_and_release
   assert_int_equal(d1.waits_on_unrecorded, 0);
   assert_non_null(s1.last_stream);
   /* Pairs of the same devices are other device sets: a communicator each. */
-  kiln_coll_thunk_desc_t *d = desc_groups(KILN_COLL_THUNK_ALL_REDUCE, 1, NDEV, 2);
-  d->buffers[0] = (kiln_coll_thunk_buffer_t){.send = kiln_slice_make(0, 0, 64),
-                                             .recv = kiln_slice_make(0, 256, 64),
-                                             .dtype = KILN_COLL_F32,
-                                             .count = 16};
-  ts[2] = kiln_thunk_collective_create("all-reduce.pairs", d);
-  ASSERT_OK(kiln_collective_thunk_prepare(ts[2], &pp));
+  ts[2] = all_reduce16("all-reduce.pairs", 2, KILN_COLL_PHASE_WHOLE);
   ASSERT_OK(run_on(ts[2], devs, NDEV, NULL, 512, init, out, 2));
   /* The same participants on devices with other ids: another device set. */
   int64_t ids[NDEV] = {3, 2, 1, 0};
@@ -552,6 +554,44 @@ static void test_one_communicator_per_group_and_device_set_is_cached_and_release
   for (int i = 0; i < NDEV; i++) {
     kiln_free(init[i]);
     kiln_free(out[i]);
+  }
+}
+
+/* A split all-reduce (an async pair the runtime splits, runtime/collective_thunk.h): its START
+ * thunk makes the collective stream wait for the execution's work and records the done event
+ * without making the execution's stream wait; its DONE thunk is that wait, and nothing else.
+ * The results are the whole collective's. */
+static void test_split_all_reduce_waits_for_the_collective_at_its_done(void **state) {
+  (void)state;
+  unsigned char *init[NDEV], *whole[NDEV], *split[NDEV];
+  for (int i = 0; i < NDEV; i++) {
+    init[i] = kiln_calloc(1, 512);
+    whole[i] = kiln_calloc(1, 512);
+    split[i] = kiln_calloc(1, 512);
+    fill(init[i], 512, i, KILN_COLL_F32);
+  }
+  kiln_thunk_t *ts[3]; /* whole, start, done */
+  for (int k = 0; k < 3; k++)
+    ts[k] = all_reduce16(k ? "all-reduce-start.split" : "all-reduce.whole", NDEV,
+                         (kiln_coll_thunk_phase_t)k);
+  ASSERT_OK(run_on(ts[0], g_gpu, NDEV, NULL, 512, init, whole, 1));
+  fake_cuda_stats_t d0 = cuda_stats();
+  ASSERT_OK(run_on(ts[1], g_gpu, NDEV, NULL, 512, init, split, 1));
+  fake_cuda_stats_t d1 = cuda_stats();
+  assert_int_equal(d1.event_records - d0.event_records, 2 * NDEV);
+  assert_int_equal(d1.stream_waits - d0.stream_waits, NDEV); /* the collective stream's */
+  /* The fake runs NCCL at once, so the start's results are already there. */
+  for (int i = 0; i < NDEV; i++) assert_memory_equal(whole[i], split[i], 512);
+  ASSERT_OK(run_on(ts[2], g_gpu, NDEV, NULL, 512, init, split, 1));
+  fake_cuda_stats_t d2 = cuda_stats();
+  assert_int_equal(d2.event_records - d1.event_records, 0);
+  assert_int_equal(d2.stream_waits - d1.stream_waits, NDEV); /* the execution stream's */
+  assert_int_equal(d2.waits_on_unrecorded, 0);
+  for (int k = 0; k < 3; k++) kiln_thunk_destroy(ts[k]);
+  for (int i = 0; i < NDEV; i++) {
+    kiln_free(init[i]);
+    kiln_free(whole[i]);
+    kiln_free(split[i]);
   }
 }
 
@@ -759,6 +799,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_operands_overlapping_their_results_are_staged),
       cmocka_unit_test(test_sixteen_bit_integer_reductions_are_unimplemented),
       cmocka_unit_test(test_one_communicator_per_group_and_device_set_is_cached_and_released),
+      cmocka_unit_test(test_split_all_reduce_waits_for_the_collective_at_its_done),
       cmocka_unit_test(test_nccl_results_map_to_codes_with_the_library_text),
       cmocka_unit_test(test_a_library_that_is_not_nccl_or_too_old_is_unavailable),
       cmocka_unit_test(test_unique_ids_go_through_the_exchange_for_other_processes),

@@ -24,12 +24,13 @@
  * stream by an event the collective stream waits for, issues one NCCL group on the collective
  * stream (every operand of a variadic collective, every row of a blocked layout, the send/recv
  * pairs of all-to-all and collective-permute), and the execution's stream waits for its done
- * event: the -start/-done pair of an async collective is those two events (the wait sits at
- * the start, as the thunk emitter lowers async pairs). Layouts are collective_thunk.h's; rows
- * of [outer][size][block] buffers are one NCCL call each inside the group. Operands whose
- * bytes overlap their result's (other than an exact in-place all-reduce) are staged through a
- * per-rank scratch buffer on the collective stream. Reductions are NCCL's (its order, not
- * the host clique's rank order: floating-point sums may differ in the last bits); 16-bit
+ * event: the -start/-done pair of an async collective is those two events — a split pair's
+ * START thunk records the done event and returns, its DONE thunk makes the execution's stream
+ * wait for it, so the kernels between them run while NCCL moves the data. Layouts are
+ * collective_thunk.h's; rows of [outer][size][block] buffers are one NCCL call each inside the
+ * group. Operands whose bytes overlap their result's (other than an exact in-place all-reduce) are
+ * staged through a per-rank scratch buffer on the collective stream. Reductions are NCCL's (its
+ * order, not the host clique's rank order: floating-point sums may differ in the last bits); 16-bit
  * integers have no NCCL type and are UNIMPLEMENTED for reductions.
  *
  * Thread safety: kiln_nccl_get and the cache are thread-safe; a rank's communicator is used

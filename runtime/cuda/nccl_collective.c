@@ -457,8 +457,18 @@ kiln_status kiln_nccl_collective_execute(const char *name, const kiln_coll_thunk
                     .rank = rank,
                     .size = size,
                     .members = members};
-  /* -start: the collective stream waits for the work before it; -done: the execution's
-   * stream waits for the collective. */
+  /* The end of a split collective (runtime/collective_thunk.h): the execution's stream waits
+   * for the collective stream's done event, recorded by the start or by a later collective
+   * of the group (in-order on that stream, so waiting for it covers this one). */
+  if (d->phase == KILN_COLL_PHASE_DONE) {
+    s = kiln_stream_wait_event(p->stream, slot->done);
+    kiln_mutex_unlock(&slot->mu);
+    kiln_free(members);
+    return s;
+  }
+  /* The collective stream waits for the work before it; after the collective, unless this
+   * is the start of a split collective (its done waits), the execution's stream waits for
+   * the collective. */
   s = kiln_event_record(slot->ready, p->stream);
   if (!s) s = kiln_stream_wait_event(slot->stream, slot->ready);
   if (!s) s = kiln_cuda_device_activate((kiln_cuda_device_t *)p->device);
@@ -468,7 +478,7 @@ kiln_status kiln_nccl_collective_execute(const char *name, const kiln_coll_thunk
     if (s && kiln_status_code(s) != KILN_UNIMPLEMENTED) slot->broken = true;
   }
   if (!s) s = kiln_event_record(slot->done, slot->stream);
-  if (!s) s = kiln_stream_wait_event(p->stream, slot->done);
+  if (!s && d->phase != KILN_COLL_PHASE_START) s = kiln_stream_wait_event(p->stream, slot->done);
   kiln_mutex_unlock(&slot->mu);
   kiln_free(members);
   return s;
