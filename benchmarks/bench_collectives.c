@@ -10,8 +10,14 @@
  * outputs allocated, the collective thunk's clique found), timed per execute and printed
  * with its ratio to the direct clique call of the same size measured just before
  * (thunk/direct: the cost of a whole execute around the collective).
- * Usage: bench_collectives [--max-bytes N] (default 4 MiB, keeps the run short; nccl-tests'
- * full range is --max-bytes 268435456) [--ranks 2,4,8] */
+ * Then overlap at run time (runtime/collective_thunk.h): per execute, an all-reduce of the
+ * largest size next to an elementwise chain over another operand, independent of it (the
+ * chain runs between the all-reduce's start and done) and dependent on it (the same work in
+ * sequence), with the chain alone and the all-reduce alone, and the independent one compiled
+ * with every async pair whole at its start (synchronous_collectives), each the best of five
+ * interleaved rounds; sync/spl is the time the overlap saved, `best` the most it could ((chain +
+ * all-reduce) / the longer of the two). Usage: bench_collectives [--max-bytes N] (default 4 MiB,
+ * keeps the run short; nccl-tests' full range is --max-bytes 268435456) [--ranks 2,4,8] */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,25 +115,20 @@ static void die(kiln_status s, const char *what) {
   exit(1);
 }
 
-/* An f32 all-reduce of `bytes` compiled for n replicas and run on n host devices: ms per
- * execute (the mean of `iters` after a warm-up, as measure's). */
-static double measure_thunks(kiln_device_t *dev, int n, size_t bytes, int iters) {
+/* Module `text` (its parameters f32 of `bytes` each, at most 2) compiled for n replicas and
+ * run on n host devices: ms per execute (the mean of `iters` after a warm-up, as measure's). */
+static double measure_module(kiln_device_t *dev, int n, kiln_strbuf_t *text, int nparams,
+                             size_t bytes, int iters, bool synchronous) {
   size_t count = bytes / sizeof(float);
-  kiln_strbuf_t b = {0};
-  kiln_strbuf_printf(&b,
-                     "HloModule bench_ar, replica_count=%d\n\nadd {\n  a = f32[] parameter(0)\n"
-                     "  b = f32[] parameter(1)\n  ROOT r = f32[] add(a, b)\n}\n\n"
-                     "ENTRY e {\n  p = f32[%zu] parameter(0)\n"
-                     "  ROOT ar = f32[%zu] all-reduce(p), replica_groups={}, to_apply=add\n}\n",
-                     n, count, count);
+  kiln_strbuf_t *b = text;
   kiln_hlo_module_t *m = NULL;
   kiln_hlo_parse_options_t po = {0};
-  die(kiln_hlo_parse_module(kiln_strbuf_cstr(&b), b.len, &po, &m), "parse");
-  kiln_strbuf_free(&b);
+  die(kiln_hlo_parse_module(kiln_strbuf_cstr(b), b->len, &po, &m), "parse");
   kiln_compile_options_t co;
   memset(&co, 0, sizeof co);
   co.emit.num_replicas = n;
   co.emit.num_partitions = 1;
+  co.emit.synchronous_collectives = synchronous;
   kiln_executable_desc_t *d = NULL;
   kiln_pass_options_t env_passes;
   kiln_pjrt_compile_options_from_env(&co, &env_passes);
@@ -135,39 +136,90 @@ static double measure_thunks(kiln_device_t *dev, int n, size_t bytes, int iters)
   kiln_executable_t *exe = NULL;
   die(kiln_executable_load(dev, d, &exe), "load");
   kiln_stream_t *streams[8];
-  kiln_device_buffer_t *in[8], *outs[8];
-  kiln_devptr_t ptr[8];
+  kiln_device_buffer_t *in[8][2], *outs[8 * 2];
+  kiln_devptr_t ptr[8][2];
   const kiln_devptr_t *params[8];
-  uint64_t size = bytes;
+  uint64_t size[2] = {bytes, bytes};
   for (int i = 0; i < n; i++) {
     die(kiln_stream_create(dev, &streams[i]), "stream");
-    die(kiln_device_buffer_create(dev, bytes, &in[i]), "buffer");
-    die(kiln_stream_memset(streams[i], in[i]->ptr, 0x3f800000u, 4, count), "memset");
+    for (int k = 0; k < nparams; k++) {
+      die(kiln_device_buffer_create(dev, bytes, &in[i][k]), "buffer");
+      die(kiln_stream_memset(streams[i], in[i][k]->ptr, 0x3f800000u, 4, count), "memset");
+      ptr[i][k] = in[i][k]->ptr;
+    }
     die(kiln_stream_synchronize(streams[i]), "sync");
-    ptr[i] = in[i]->ptr;
-    params[i] = &ptr[i];
+    params[i] = ptr[i];
   }
+  int nout = m->entry->root->opcode == KILN_OP_TUPLE ? m->entry->root->num_operands : 1;
   kiln_spmd_run_params_t sp = {.num_replicas = n,
                                .num_partitions = 1,
                                .streams = streams,
                                .params = params,
-                               .param_sizes = &size,
-                               .num_params = 1,
+                               .param_sizes = size,
+                               .num_params = nparams,
                                .outputs = outs};
   double total = 0;
   for (int it = 0; it <= iters; it++) {
     double t0 = kiln_clock_ms();
     die(kiln_executable_run_spmd(exe, &sp), "run");
     if (it > 0) total += kiln_clock_ms() - t0; /* the first is the warm-up */
-    for (int i = 0; i < n; i++) kiln_device_buffer_destroy(outs[i]);
+    for (int i = 0; i < n * nout; i++) kiln_device_buffer_destroy(outs[i]);
   }
   for (int i = 0; i < n; i++) {
-    kiln_device_buffer_destroy(in[i]);
+    for (int k = 0; k < nparams; k++) kiln_device_buffer_destroy(in[i][k]);
     kiln_stream_destroy(streams[i]);
   }
   kiln_executable_destroy(exe);
   kiln_hlo_module_destroy(m);
   return total / iters;
+}
+
+static const char kAdd[] =
+    "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] add(a, b)\n}\n\n";
+
+/* An f32 all-reduce of `bytes` compiled for n replicas and run on n host devices. */
+static double measure_thunks(kiln_device_t *dev, int n, size_t bytes, int iters) {
+  size_t count = bytes / sizeof(float);
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b,
+                     "HloModule bench_ar, replica_count=%d\n\n%sENTRY e {\n  p = f32[%zu] "
+                     "parameter(0)\n  ROOT ar = f32[%zu] all-reduce(p), replica_groups={}, "
+                     "to_apply=add\n}\n",
+                     n, kAdd, count, count);
+  double ms = measure_module(dev, n, &b, 1, bytes, iters, false);
+  kiln_strbuf_free(&b);
+  return ms;
+}
+
+/* Overlap at run time: an all-reduce of p next to an elementwise chain (8 multiplies and adds)
+ * over q. `kind` 0: the chain reads q alone, so the pipeline schedules it between the
+ * all-reduce's start and done; 1: it reads the all-reduce's result (the same work, nothing
+ * to overlap); 2: the chain alone; 3: the all-reduce alone. `synchronous`: compiled with
+ * every async pair run whole at its start. */
+static double measure_overlap(kiln_device_t *dev, int n, size_t bytes, int iters, int kind,
+                              bool synchronous) {
+  size_t count = bytes / sizeof(float);
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b,
+                     "HloModule bench_overlap, replica_count=%d\n\n%sENTRY e {\n"
+                     "  p = f32[%zu] parameter(0)\n  q = f32[%zu] parameter(1)\n",
+                     n, kAdd, count, count);
+  if (kind != 2)
+    kiln_strbuf_printf(&b, "  ar = f32[%zu] all-reduce(p), replica_groups={}, to_apply=add\n",
+                       count);
+  if (kind == 3) {
+    kiln_strbuf_printf(&b, "  ROOT t = (f32[%zu]) tuple(ar)\n}\n", count);
+  } else {
+    kiln_strbuf_printf(&b, "  c0 = f32[%zu] multiply(%s, q)\n", count, kind == 1 ? "ar" : "q");
+    for (int k = 0; k < 8; k++)
+      kiln_strbuf_printf(&b, "  c%d = f32[%zu] %s(c%d, q)\n", k + 1, count,
+                         k % 2 ? "add" : "multiply", k);
+    kiln_strbuf_printf(&b, "  ROOT t = (f32[%zu], f32[%zu]) tuple(%s, c8)\n}\n", count, count,
+                       kind == 2 ? "p" : "ar");
+  }
+  double ms = measure_module(dev, n, &b, 2, bytes, iters, synchronous);
+  kiln_strbuf_free(&b);
+  return ms;
 }
 
 int main(int argc, char **argv) {
@@ -237,6 +289,31 @@ int main(int argc, char **argv) {
       printf("%-15s %5d %12zu %14.1f %14.1f %12.2f\n", "all-reduce", n, bytes, thunk * 1e3,
              direct * 1e3, thunk / direct);
     }
+  }
+  /* The overlap rows: the independent module compiled synchronous / split (> 1: time the
+   * overlap saved; at most (chain + all-reduce) / max(chain, all-reduce)), and the same work
+   * made dependent, split. */
+  printf("\n%-16s %5s %10s %9s %9s %10s %10s %10s %8s %6s\n", "overlap", "ranks", "size",
+         "chain us", "coll us", "split us", "sync us", "dep. us", "sync/spl", "best");
+  for (int k = 0; k < nranks; k++) {
+    int n = ranks[k];
+    size_t bytes = max_bytes / sizeof(float) / (size_t)n * (size_t)n * sizeof(float);
+    int iters = (int)(((size_t)64 << 20) / bytes);
+    if (iters < 10) iters = 10;
+    if (iters > 100) iters = 100;
+    /* Five rounds, each variant once per round (so drift on a shared machine hits them
+     * alike); each variant's best round. */
+    double ms[5] = {1e30, 1e30, 1e30, 1e30, 1e30};
+    for (int round = 0; round < 5; round++)
+      for (int v = 0; v < 5; v++) {
+        double t = measure_overlap(dev, n, bytes, iters, v % 4, v == 4);
+        if (t < ms[v]) ms[v] = t;
+      }
+    double sync = ms[4];
+    double lo = ms[2] > ms[3] ? ms[2] : ms[3];
+    printf("%-16s %5d %10zu %9.1f %9.1f %10.1f %10.1f %10.1f %8.2f %6.2f\n", "all-reduce+chain", n,
+           bytes, ms[2] * 1e3, ms[3] * 1e3, ms[0] * 1e3, sync * 1e3, ms[1] * 1e3, sync / ms[0],
+           (ms[2] + ms[3]) / lo);
   }
   kiln_device_destroy(dev);
   for (int i = 0; i < 8; i++) {

@@ -407,6 +407,23 @@ static void test_collective_group_tables_are_checked_when_read(void **state) {
     assert_int_equal(c[k]->op, ops[k]);
     assert_int_equal(c[k]->phase, k % 2 ? KILN_COLL_PHASE_DONE : KILN_COLL_PHASE_START);
   }
+  { /* Compiled synchronous: each pair one whole thunk, under another cache key. */
+    kiln_compile_options_t so = co;
+    so.emit.synchronous_collectives = true;
+    kiln_executable_desc_t *sd = NULL;
+    kiln_hlo_module_t *m2 = parse(kCollectives);
+    assert_null(kiln_compile_module(m2, &so, &sd, NULL));
+    kiln_coll_thunk_desc_t *w[4];
+    assert_int_equal(collectives(&sd->thunks, w, 4), 2);
+    assert_int_equal(w[0]->phase, KILN_COLL_PHASE_WHOLE);
+    assert_int_equal(w[1]->phase, KILN_COLL_PHASE_WHOLE);
+    uint64_t k1[2], k2[2];
+    assert_null(kiln_executable_cache_key(m2, &co, false, k1));
+    assert_null(kiln_executable_cache_key(m2, &so, false, k2));
+    assert_true(k1[0] != k2[0] || k1[1] != k2[1]);
+    kiln_executable_desc_destroy(sd);
+    kiln_hlo_module_destroy(m2);
+  }
   void *bytes = NULL;
   size_t len = 0;
   assert_null(kiln_executable_desc_to_bytes(d, &bytes, &len));

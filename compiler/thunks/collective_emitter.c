@@ -303,8 +303,8 @@ static kiln_status resolve_groups(const kiln_hlo_instruction_t *in, kiln_coll_th
 
 /* A -start the runtime may split across it and its done begins the collective; anything
  * else runs all of it. */
-static kiln_coll_thunk_phase_t start_phase(const kiln_hlo_instruction_t *in) {
-  return kiln_hlo_async_split_done(in) ? KILN_COLL_PHASE_START : KILN_COLL_PHASE_WHOLE;
+static kiln_coll_thunk_phase_t start_phase(const kiln_hlo_instruction_t *in, bool split) {
+  return split && kiln_hlo_async_split_done(in) ? KILN_COLL_PHASE_START : KILN_COLL_PHASE_WHOLE;
 }
 
 /* The thunk of collective `in` (its attributes), reading the buffers of `bufs`' operands and
@@ -353,8 +353,8 @@ static kiln_status emit(const kiln_hlo_instruction_t *in, const kiln_hlo_instruc
 
 kiln_status kiln_collective_emit(const kiln_hlo_instruction_t *in,
                                  const kiln_buffer_assignment_t *ba, int num_replicas,
-                                 int num_partitions, kiln_thunk_seq_t *seq) {
-  return emit(in, in, -1, ba, num_replicas, num_partitions, start_phase(in), seq);
+                                 int num_partitions, bool split, kiln_thunk_seq_t *seq) {
+  return emit(in, in, -1, ba, num_replicas, num_partitions, start_phase(in, split), seq);
 }
 
 const kiln_hlo_instruction_t *kiln_collective_async_wrapped(const kiln_hlo_instruction_t *start) {
@@ -382,7 +382,7 @@ const kiln_hlo_instruction_t *kiln_collective_async_wrapped(const kiln_hlo_instr
 
 kiln_status kiln_collective_emit_async(const kiln_hlo_instruction_t *start,
                                        const kiln_buffer_assignment_t *ba, int num_replicas,
-                                       int num_partitions, kiln_thunk_seq_t *seq) {
+                                       int num_partitions, bool split, kiln_thunk_seq_t *seq) {
   const kiln_hlo_instruction_t *x = kiln_collective_async_wrapped(start);
   if (!x)
     return kiln_status_make(KILN_UNIMPLEMENTED,
@@ -391,14 +391,14 @@ kiln_status kiln_collective_emit_async(const kiln_hlo_instruction_t *start,
                             start->name);
   /* ((operands...), results, context...): the results follow the operands' leaves. */
   int first = kiln_shape_num_leaves(start->shape->elements[0]);
-  return emit(x, start, first, ba, num_replicas, num_partitions, start_phase(start), seq);
+  return emit(x, start, first, ba, num_replicas, num_partitions, start_phase(start, split), seq);
 }
 
 kiln_status kiln_collective_emit_done(const kiln_hlo_instruction_t *done,
                                       const kiln_buffer_assignment_t *ba, int num_replicas,
-                                      int num_partitions, kiln_thunk_seq_t *seq) {
+                                      int num_partitions, bool split, kiln_thunk_seq_t *seq) {
   const kiln_hlo_instruction_t *start = done->num_operands == 1 ? done->operands[0] : NULL;
-  if (!start || kiln_hlo_async_split_done(start) != done) return KILN_STATUS_OK;
+  if (!split || !start || kiln_hlo_async_split_done(start) != done) return KILN_STATUS_OK;
   if (start->opcode != KILN_OP_ASYNC_START)
     return emit(start, start, -1, ba, num_replicas, num_partitions, KILN_COLL_PHASE_DONE, seq);
   const kiln_hlo_instruction_t *x = kiln_collective_async_wrapped(start);

@@ -96,6 +96,7 @@ typedef struct emitter {
   int counter;
   rng_state_t *rng; /* created on first use, owned by the description */
   int num_replicas, num_partitions; /* the world collectives are resolved for */
+  bool split_collectives;           /* async pairs may split (!synchronous_collectives) */
 } emitter_t;
 
 /* ---- slices ------------------------------------------------------------------------------ */
@@ -622,12 +623,13 @@ static kiln_status emit_instruction(emitter_t *E, kiln_thunk_seq_t *seq,
     case KILN_OP_COLLECTIVE_PERMUTE_START:
     case KILN_OP_COLLECTIVE_BROADCAST:
       E->stats->collectives++;
-      return kiln_collective_emit(in, E->ba, E->num_replicas, E->num_partitions, seq);
+      return kiln_collective_emit(in, E->ba, E->num_replicas, E->num_partitions,
+                                  E->split_collectives, seq);
     case KILN_OP_ALL_REDUCE_DONE:
     case KILN_OP_ALL_GATHER_DONE:
     case KILN_OP_COLLECTIVE_PERMUTE_DONE: /* the start's collective ends: its results */
-      KILN_RETURN_IF_ERROR_PLAIN(
-          kiln_collective_emit_done(in, E->ba, E->num_replicas, E->num_partitions, seq));
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_collective_emit_done(
+          in, E->ba, E->num_replicas, E->num_partitions, E->split_collectives, seq));
       for (int k = 0; k < kiln_shape_num_leaves(in->shape); k++)
         KILN_RETURN_IF_ERROR_PLAIN(copy_leaf(E, seq, in->name, in->operands[0],
                                              kiln_collective_result_leaf(in->operands[0], k), in,
@@ -635,15 +637,16 @@ static kiln_status emit_instruction(emitter_t *E, kiln_thunk_seq_t *seq,
       return NULL;
     case KILN_OP_ASYNC_START: /* a collective the pipeline made asynchronous */
       E->stats->collectives++;
-      return kiln_collective_emit_async(in, E->ba, E->num_replicas, E->num_partitions, seq);
+      return kiln_collective_emit_async(in, E->ba, E->num_replicas, E->num_partitions,
+                                        E->split_collectives, seq);
     case KILN_OP_ASYNC_UPDATE:
       return copy_all_leaves(E, seq, in->name, in->operands[0], in);
     case KILN_OP_ASYNC_DONE: { /* the start's collective ends: the results part of its tuple */
       const kiln_shape_t *s = in->operands[0]->shape;
       if (!kiln_shape_is_tuple(s) || s->num_elements < 2)
         return KILN_ERR_INVALID("async-done '%s': its operand is not an async tuple", in->name);
-      KILN_RETURN_IF_ERROR_PLAIN(
-          kiln_collective_emit_done(in, E->ba, E->num_replicas, E->num_partitions, seq));
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_collective_emit_done(
+          in, E->ba, E->num_replicas, E->num_partitions, E->split_collectives, seq));
       int first = kiln_shape_num_leaves(s->elements[0]);
       for (int k = 0; k < kiln_shape_num_leaves(in->shape); k++)
         KILN_RETURN_IF_ERROR_PLAIN(copy_leaf(E, seq, in->name, in->operands[0], first + k, in, k));
@@ -652,7 +655,8 @@ static kiln_status emit_instruction(emitter_t *E, kiln_thunk_seq_t *seq,
     case KILN_OP_PARTITION_ID: case KILN_OP_REPLICA_ID: {
       if (E->num_replicas * E->num_partitions > 1) {
         E->stats->collectives++;
-        return kiln_collective_emit(in, E->ba, E->num_replicas, E->num_partitions, seq);
+        return kiln_collective_emit(in, E->ba, E->num_replicas, E->num_partitions,
+                                    E->split_collectives, seq);
       }
       kiln_slice_t sl;
       KILN_RETURN_IF_ERROR_PLAIN(leaf_slice(E, in, 0, &sl));
@@ -895,6 +899,7 @@ kiln_status kiln_thunk_emit_module(const kiln_hlo_module_t *m, const kiln_buffer
     }
   }
   E.num_replicas = E.opts.num_replicas;
+  E.split_collectives = !E.opts.synchronous_collectives;
   E.num_partitions = E.opts.num_partitions;
   if (!s && (E.num_replicas < 1 || E.num_partitions < 1))
     s = kiln_eval_spmd_world_size(m, &E.num_replicas, &E.num_partitions);

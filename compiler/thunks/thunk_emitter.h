@@ -89,6 +89,9 @@ typedef struct kiln_thunk_emit_options {
    * >= 1, or 0: the module's (kiln_eval_spmd_world_size: replica_count, num_partitions and
    * the ids its groups name). */
   int num_replicas, num_partitions;
+  /* Every async collective pair runs whole at its start (no overlap at run time; off: a pair
+   * the runtime can split is, runtime/collective_thunk.h). For comparisons (bench_collectives). */
+  bool synchronous_collectives;
   /* Host: the JIT's CPU, features and LLVM pipeline (dump_dir: this struct's dump_dir). */
   kiln_host_jit_options_t host_jit;
   /* CUDA: where the toolkit (libdevice, nvJitLink, ptxas) is found (zeroed: the standard
