@@ -125,6 +125,34 @@ static void test_async_start_operand_lives_until_its_done(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* An async-start's operand part is its operands' own buffers (XLA aliases them), not a
+ * buffer of its own nothing writes. */
+static void test_async_start_operand_part_aliases_its_operands(void **state) {
+  kiln_hlo_module_t *m = bt_parse(
+      "HloModule asyncrs, replica_count=2\n"
+      "red { x = f32[] parameter(0)  y = f32[] parameter(1)  ROOT s = f32[] add(x, y) }\n"
+      "wrapped { w = f32[256] parameter(0)\n"
+      "  ROOT rs = f32[128] reduce-scatter(w), replica_groups={{0,1}}, dimensions={0}, "
+      "to_apply=red }\n"
+      "ENTRY e {\n"
+      "  p = f32[256] parameter(0)\n"
+      "  a = f32[256] exponential(p)\n"
+      "  s = ((f32[256]), f32[128]) async-start(a), calls=wrapped\n"
+      "  d = f32[128] async-done(s)\n"
+      "  ROOT r = f32[128] negate(d)\n"
+      "}\n");
+  bt_run(m, "copy_insertion");
+  kiln_buffer_assignment_t *ba = assign(m, false);
+  kiln_buffer_slice_t a = slice_of(ba, m, "a", 0), s0 = slice_of(ba, m, "s", 0),
+                      s1 = slice_of(ba, m, "s", 1);
+  assert_int_equal(s0.allocation, a.allocation);
+  assert_int_equal(s0.offset, a.offset);
+  assert_true(s1.allocation != a.allocation || s1.offset >= a.offset + a.size ||
+              a.offset >= s1.offset + s1.size);
+  kiln_buffer_assignment_free(ba);
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_no_inplace_reuse_through_transpose(void **state) {
   kiln_hlo_module_t *m = bt_parse(
       "HloModule tr\n"
@@ -369,6 +397,7 @@ int main(void) {
       cmocka_unit_test(test_elementwise_output_takes_over_dying_operand),
       cmocka_unit_test(test_no_inplace_reuse_through_transpose),
       cmocka_unit_test(test_async_start_operand_lives_until_its_done),
+      cmocka_unit_test(test_async_start_operand_part_aliases_its_operands),
       cmocka_unit_test(test_dus_shares_its_operand_slice),
       cmocka_unit_test(test_missing_copy_is_reported),
       cmocka_unit_test(test_checker_rejects_overlapping_live_slices),

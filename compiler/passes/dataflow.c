@@ -471,6 +471,24 @@ static kiln_status process_instr(kiln_dataflow_t *df, kiln_hlo_instruction_t *in
       define_all(df, di, in, KILN_VALUE_PHI);
       return NULL;
     }
+    case KILN_OP_ASYNC_START: {
+      /* ((operands...), results, context...): the operand part holds the operands' own values
+       * (as XLA aliases them), the rest is new. */
+      const kiln_shape_t *s = in->shape;
+      int l = 0;
+      bool forwarded = kiln_shape_is_tuple(s) && s->num_elements >= 1 &&
+                       kiln_shape_is_tuple(s->elements[0]) &&
+                       s->elements[0]->num_elements == in->num_operands;
+      for (int k = 0; forwarded && k < in->num_operands; k++) {
+        kiln_dataflow_instr_t *od = kiln_dataflow_instr(df, in->operands[k]);
+        forwarded = od && od->num_leaves == kiln_shape_num_leaves(s->elements[0]->elements[k]) &&
+                    l + od->num_leaves <= di->num_leaves;
+        for (int j = 0; forwarded && j < od->num_leaves; j++) di->leaves[l++] = od->leaves[j];
+      }
+      if (!forwarded) l = 0;
+      for (; l < di->num_leaves; l++) di->leaves[l] = new_value(df, KILN_VALUE_OP, in, l);
+      return NULL;
+    }
     case KILN_OP_CONDITIONAL: {
       kiln_hlo_computation_t *br[64];
       int nb = 0;
