@@ -431,6 +431,7 @@ kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec
   kiln_coll_clique_t *c = NULL;
   int rank = d->rank[me], size = d->group_size[me];
   if (done) { /* the stream keeps running what was queued since the start */
+    kiln_stream_overlap_end(p->stream);
     for (int k = 0; k < d->num_buffers; k++) {
       KILN_RETURN_IF_ERROR_PLAIN(clique_of(t, w, me, k, &c));
       KILN_RETURN_IF_ERROR_PLAIN(kiln_coll_complete(c, rank));
@@ -465,6 +466,9 @@ kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec
     KILN_RETURN_IF_ERROR_PLAIN(kiln_coll_permute(c, rank, t->name, from, host_ptr(send),
                                                  host_ptr(recv), (size_t)rb->recv.size));
   }
+  /* Until the done: what is queued meanwhile runs on the stream's thread, while this one
+   * moves the collective's data at the done. */
+  if (start) kiln_stream_overlap_begin(p->stream);
   return KILN_STATUS_OK;
 }
 

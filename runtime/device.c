@@ -301,6 +301,14 @@ kiln_status kiln_stream_synchronize(kiln_stream_t *s) {
   return s->device->vt->stream_synchronize(s);
 }
 
+void kiln_stream_overlap_begin(kiln_stream_t *s) {
+  if (s && s->device->vt->stream_overlap) s->device->vt->stream_overlap(s, true);
+}
+
+void kiln_stream_overlap_end(kiln_stream_t *s) {
+  if (s && s->device->vt->stream_overlap) s->device->vt->stream_overlap(s, false);
+}
+
 kiln_status kiln_stream_memcpy_d2d(kiln_stream_t *s, kiln_devptr_t dst, kiln_devptr_t src,
                                    size_t n) {
   CHECK_STREAM(s);

@@ -168,6 +168,8 @@ typedef struct kiln_device_vtable {
   kiln_status (*stream_create)(kiln_device_t *dev, kiln_stream_t **out);
   void (*stream_destroy)(kiln_stream_t *s); /* waits for queued work first */
   kiln_status (*stream_synchronize)(kiln_stream_t *s);
+  /* (optional) kiln_stream_overlap_begin / _end below; NULL: the stream always works so. */
+  void (*stream_overlap)(kiln_stream_t *s, bool begin);
 
   kiln_status (*memcpy_d2d)(kiln_stream_t *s, kiln_devptr_t dst, kiln_devptr_t src, size_t n);
   /* Host memory must stay valid and unchanged until the copy ran (synchronize). */
@@ -252,6 +254,13 @@ void kiln_device_host_free(kiln_device_t *dev, void *p);
 kiln_status kiln_stream_create(kiln_device_t *dev, kiln_stream_t **out);
 void kiln_stream_destroy(kiln_stream_t *s);
 kiln_status kiln_stream_synchronize(kiln_stream_t *s);
+/* Between begin and end (nested: counted), work enqueued on `s` runs on the stream's own
+ * thread, never on the enqueuing one, so the caller is free meanwhile (a split collective
+ * moves its data between its start and done). The host device otherwise runs an operation
+ * submitted to an idle stream on the submitting thread; CUDA streams always work so. The
+ * stream's thread calls these, as it enqueues. */
+void kiln_stream_overlap_begin(kiln_stream_t *s);
+void kiln_stream_overlap_end(kiln_stream_t *s);
 kiln_status kiln_stream_memcpy_d2d(kiln_stream_t *s, kiln_devptr_t dst, kiln_devptr_t src,
                                    size_t n);
 kiln_status kiln_stream_memcpy_h2d(kiln_stream_t *s, kiln_devptr_t dst, const void *src, size_t n);

@@ -8,7 +8,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -61,9 +63,24 @@ static void k_slow_fill(void **args, int64_t b, int64_t e) {
   }
 }
 
-static const char *const kNames[] = {"add_one", "scale2", "counter_lt", "counter_inc", "slow_fill"};
-static void *const kFns[] = {(void *)k_add_one, (void *)k_scale2, (void *)k_counter_lt,
-                             (void *)k_counter_inc, (void *)k_slow_fill};
+/* args[0]: float, 1 once g_flag was seen set, 0 when it stayed clear for 20 s. */
+static atomic_int g_flag;
+static void k_wait_flag(void **args, int64_t b, int64_t e) {
+  (void)e;
+  float *out = args[0];
+  if (b != 0) return;
+  out[0] = 0;
+  for (int i = 0; i < 20000 && !atomic_load(&g_flag); i++) {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  out[0] = atomic_load(&g_flag) ? 1.0f : 0.0f;
+}
+
+static const char *const kNames[] = {"add_one",     "scale2",    "counter_lt",
+                                     "counter_inc", "slow_fill", "wait_flag"};
+static void *const kFns[] = {(void *)k_add_one,     (void *)k_scale2,    (void *)k_counter_lt,
+                             (void *)k_counter_inc, (void *)k_slow_fill, (void *)k_wait_flag};
 
 typedef struct fixture {
   kiln_device_t *dev;
@@ -77,7 +94,7 @@ static fixture_t fresh_fixture(void) {
   fixture_t g;
   ASSERT_OK(kiln_host_device_create(2, &g.dev));
   ASSERT_OK(kiln_stream_create(g.dev, &g.stream));
-  kiln_module_image_t img = {.names = kNames, .functions = kFns, .num_functions = 5};
+  kiln_module_image_t img = {.names = kNames, .functions = kFns, .num_functions = 6};
   ASSERT_OK(kiln_device_module_load(g.dev, &img, &g.module));
   return g;
 }
@@ -158,6 +175,29 @@ static void test_host_stream_runs_operations_in_submission_order(void **state) {
   for (int i = 0; i < N; i++) assert_true(out[i] == 6.0f);
   kiln_device_mem_free(f->dev, a);
   kiln_device_mem_free(f->dev, b);
+}
+
+/* Between kiln_stream_overlap_begin and _end a launch on an idle stream is queued to the
+ * stream's thread, so the caller goes on at once: here it sets the flag the kernel waits for
+ * (a launch run on the calling thread would wait 20 s and write 0). */
+static void test_host_stream_overlap_runs_work_on_the_streams_thread(void **state) {
+  fixture_t *f = *state;
+  kiln_devptr_t out;
+  ASSERT_OK(kiln_device_mem_alloc(f->dev, sizeof(float), &out));
+  kiln_launch_dims_t d = dims1(1);
+  uint64_t args[1] = {out};
+  atomic_store(&g_flag, 0);
+  kiln_stream_overlap_begin(f->stream);
+  ASSERT_OK(kiln_stream_launch(f->stream, kernel(f, "wait_flag"), &d, args, 1));
+  atomic_store(&g_flag, 1);
+  kiln_stream_overlap_end(f->stream);
+  ASSERT_OK(kiln_stream_synchronize(f->stream));
+  float got = 0;
+  ASSERT_OK(kiln_stream_memcpy_d2h(f->stream, &got, out, sizeof got));
+  ASSERT_OK(kiln_stream_synchronize(f->stream));
+  assert_true(got == 1.0f);
+  kiln_stream_overlap_end(f->stream); /* an unmatched end changes nothing */
+  kiln_device_mem_free(f->dev, out);
 }
 
 static void test_host_memset_fills_1_2_and_4_byte_patterns(void **state) {
@@ -1348,6 +1388,7 @@ int main(void) {
       cmocka_unit_test(test_host_copy_kernel_copy_back_round_trips),
       cmocka_unit_test(test_host_stream_runs_operations_in_submission_order),
       cmocka_unit_test(test_host_memset_fills_1_2_and_4_byte_patterns),
+      cmocka_unit_test(test_host_stream_overlap_runs_work_on_the_streams_thread),
       cmocka_unit_test(test_host_event_orders_work_across_streams),
       cmocka_unit_test(test_host_bad_requests_are_errors_not_crashes),
       cmocka_unit_test(test_host_gemm_matches_reference_with_transposes_batches_and_beta),

@@ -96,6 +96,9 @@ typedef struct host_stream {
   _Atomic uint64_t completed; /* written by whoever ran the operation, under mu */
   bool stop;
   kiln_status error; /* first failure since the last synchronize */
+  /* kiln_stream_overlap_begin's depth; while > 0 nothing runs on the submitting thread.
+   * Only the thread that uses the stream reads and writes it. */
+  int overlap;
 } host_stream_t;
 
 /* One command of a recorded list as its replay runs it. A one-block kernel (whose block
@@ -323,7 +326,7 @@ static kiln_status op_reserve(host_stream_t *s) {
  * later. Streams are not thread-safe (device.h), so no other thread enqueues meanwhile. */
 static void op_submit(host_stream_t *s, host_op_t *op) {
   op->next = NULL;
-  if (stream_idle(s) && op->kind != OP_EVENT_WAIT) {
+  if (!s->overlap && stream_idle(s) && op->kind != OP_EVENT_WAIT) {
     s->submitted++;
     op_execute(s, op);
     return;
@@ -335,6 +338,14 @@ static void op_submit(host_stream_t *s, host_op_t *op) {
   s->tail = op;
   s->submitted++;
   pthread_cond_signal(&s->work_cv);
+}
+
+static void host_stream_overlap(kiln_stream_t *base, bool begin) {
+  host_stream_t *s = (host_stream_t *)base;
+  if (begin)
+    s->overlap++;
+  else if (s->overlap > 0)
+    s->overlap--;
 }
 
 static kiln_status host_stream_create(kiln_device_t *d, kiln_stream_t **out) {
@@ -697,17 +708,17 @@ static void run_steps(const host_step_t *st, size_t n) {
 static kiln_status host_exec_launch(void *xp, kiln_stream_t *base) {
   host_exec_t *x = xp;
   host_stream_t *s = (host_stream_t *)base;
-  if (x->num_direct == x->list.len && stream_idle_unlocked(s) && !s->error) {
+  if (!s->overlap && x->num_direct == x->list.len && stream_idle_unlocked(s) && !s->error) {
     run_steps(x->steps, x->list.len);
     return NULL;
   }
   kiln_mutex_lock(&s->mu);
-  if (x->num_direct == x->list.len && stream_idle(s)) {
+  if (!s->overlap && x->num_direct == x->list.len && stream_idle(s)) {
     if (!s->error) run_steps(x->steps, x->list.len);
     kiln_mutex_unlock(&s->mu);
     return NULL;
   }
-  if (stream_idle(s)) {
+  if (!s->overlap && stream_idle(s)) {
     bool failed = s->error != NULL;
     s->submitted++;
     kiln_mutex_unlock(&s->mu);
@@ -850,6 +861,7 @@ static const kiln_device_vtable_t host_vtable = {
     .stream_create = host_stream_create,
     .stream_destroy = host_stream_destroy,
     .stream_synchronize = host_stream_synchronize,
+    .stream_overlap = host_stream_overlap,
     .memcpy_d2d = host_memcpy_d2d,
     .memcpy_h2d = host_memcpy_h2d,
     .memcpy_d2h = host_memcpy_d2h,
