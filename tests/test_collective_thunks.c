@@ -215,6 +215,42 @@ static void test_all_reduce_variadic_and_async(void **state) {
         "  ROOT d = f32[8] all-reduce-done(s)");
 }
 
+/* An all-reduce in a while body whose root writes a new value into the operand's loop slot:
+ * copy insertion must count the done as a use of the start's operand (the split collective
+ * reads it until then), or the root's copy lands in the operand's buffer between start and
+ * done and buffer assignment refuses the module. Plain and explicit async forms. */
+static void test_async_all_reduce_in_a_loop_slot_the_root_rewrites(void **state) {
+  (void)state;
+  for (int form = 0; form < 2; form++) {
+    kiln_strbuf_t b = {0};
+    kiln_strbuf_append(
+        &b,
+        "HloModule wloop, replica_count=2\n"
+        "red { x = f32[] parameter(0)  y = f32[] parameter(1)  ROOT s = f32[] add(x, y) }\n"
+        "cond { p = (s32[], f32[256], f32[256]) parameter(0)  i = s32[] get-tuple-element(p), "
+        "index=0  n = s32[] constant(4)  ROOT lt = pred[] compare(i, n), direction=LT }\n"
+        "body {\n  p = (s32[], f32[256], f32[256]) parameter(0)\n"
+        "  i = s32[] get-tuple-element(p), index=0\n"
+        "  x = f32[256] get-tuple-element(p), index=1\n"
+        "  q = f32[256] get-tuple-element(p), index=2\n");
+    kiln_strbuf_append(&b, form ? "  s = f32[256] all-reduce-start(x), replica_groups={{0,1}}, "
+                                  "to_apply=red\n  y = f32[256] negate(q)\n"
+                                  "  d = f32[256] all-reduce-done(s)\n"
+                                : "  d = f32[256] all-reduce(x), replica_groups={{0,1}}, "
+                                  "to_apply=red\n  y = f32[256] negate(q)\n");
+    kiln_strbuf_append(&b,
+                       "  one = s32[] constant(1)\n  j = s32[] add(i, one)\n"
+                       "  ROOT r = (s32[], f32[256], f32[256]) tuple(j, y, d)\n}\n"
+                       "ENTRY e {\n  a = f32[256] parameter(0)\n  z = s32[] constant(0)\n"
+                       "  t = (s32[], f32[256], f32[256]) tuple(z, a, a)\n"
+                       "  w = (s32[], f32[256], f32[256]) while(t), condition=cond, body=body\n"
+                       "  ROOT o = f32[256] get-tuple-element(w), index=2\n}\n");
+    kiln_status s = run_both(kiln_strbuf_cstr(&b), 2, 1, KILN_TEST_COLLECTIVE_TIMEOUT_MS, true);
+    if (s) fail_msg("form %d: %s", form, kiln_status_message(s));
+    kiln_strbuf_free(&b);
+  }
+}
+
 static void test_all_gather_and_reduce_scatter(void **state) {
   (void)state;
   check(2, 1, "f32", "[4,3]", "add",
@@ -434,6 +470,7 @@ int main(void) {
       cmocka_unit_test(test_participant_skipping_a_collective_is_deadline_exceeded),
       cmocka_unit_test(test_multi_device_executable_alone_is_failed_precondition),
       cmocka_unit_test(test_async_all_reduce_overlaps_the_work_between_start_and_done),
+      cmocka_unit_test(test_async_all_reduce_in_a_loop_slot_the_root_rewrites),
   };
   return kiln_run_tests(tests, setup, teardown);
 }

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compiler/hlo/collective_groups.h"
 #include "compiler/passes/dataflow.h"
 #include "compiler/passes/pass.h"
 #include "compiler/passes/pass_util.h"
@@ -204,12 +205,25 @@ static kiln_hlo_value_t *inplace_origin(kiln_dataflow_t *df, kiln_hlo_value_t *v
   return v;
 }
 
+/* The done of a split async start `user` (kiln_hlo_async_split_done: the runtime reads the
+ * start's operands until its done, runtime/collective_thunk.h), or NULL. */
+static kiln_hlo_instruction_t *split_done_of(const kiln_hlo_instruction_t *user) {
+  if (!kiln_hlo_opcode_starts_async(user->opcode)) return NULL;
+  return (kiln_hlo_instruction_t *)kiln_hlo_async_split_done(user);
+}
+
 /* True when every use of `x` (mapped into computation `c`) other than `at` is guaranteed to
- * run before `at`; uses at `at` itself must be sharable into output leaf `out_leaf` (or
- * `at` may be skipped entirely when `allow_at` is false). */
+ * run before `at` (a split start's use lasting until its done); uses at `at` itself must be
+ * sharable into output leaf `out_leaf` (or `at` may be skipped entirely when `allow_at` is
+ * false). */
 static bool uses_precede(kiln_dataflow_t *df, const kiln_hlo_value_t *x, kiln_hlo_instruction_t *at,
                          int out_leaf, bool allow_at) {
   for (int u = 0; u < x->num_uses; u++) {
+    kiln_hlo_instruction_t *done = split_done_of(x->uses[u].instr);
+    if (done) {
+      kiln_hlo_instruction_t *b = kiln_dataflow_ancestor_in(df, done, at->parent);
+      if (!b || b == at || !kiln_dataflow_reaches(b, at)) return false;
+    }
     kiln_hlo_instruction_t *a = kiln_dataflow_ancestor_in(df, x->uses[u].instr, at->parent);
     if (!a) return false;
     if (a == at) {
@@ -228,6 +242,9 @@ static void uses_in(kiln_dataflow_t *df, const kiln_hlo_value_t *x, kiln_hlo_com
                     leaf_req_t *req) {
   for (int u = 0; u < x->num_uses; u++) {
     kiln_hlo_instruction_t *a = kiln_dataflow_ancestor_in(df, x->uses[u].instr, c);
+    if (a) kiln_vec_push(&req->preds, a);
+    kiln_hlo_instruction_t *done = split_done_of(x->uses[u].instr);
+    a = done ? kiln_dataflow_ancestor_in(df, done, c) : NULL;
     if (a) kiln_vec_push(&req->preds, a);
   }
 }
