@@ -206,9 +206,9 @@ static kiln_hlo_value_t *inplace_origin(kiln_dataflow_t *df, kiln_hlo_value_t *v
 }
 
 /* The done of a split async start `user` (kiln_hlo_async_split_done: the runtime reads the
- * start's operands until its done, runtime/collective_thunk.h), or NULL. */
+ * start's operands until its done, runtime/collective_thunk.h), or NULL; mutable, as the
+ * dataflow's ancestor lookups take it. */
 static kiln_hlo_instruction_t *split_done_of(const kiln_hlo_instruction_t *user) {
-  if (!kiln_hlo_opcode_starts_async(user->opcode)) return NULL;
   return (kiln_hlo_instruction_t *)kiln_hlo_async_split_done(user);
 }
 

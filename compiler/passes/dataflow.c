@@ -713,10 +713,9 @@ kiln_status kiln_dataflow_liveness(kiln_dataflow_t *df) {
       if (ud && ud->use_pos > v->end) v->end = ud->use_pos;
       /* An async start's operands are read until its done (a runtime may run the collective
        * between the two): they stay live that long. */
-      const kiln_hlo_instruction_t *done =
-          kiln_hlo_opcode_starts_async(user->opcode) ? kiln_hlo_async_split_done(user) : NULL;
-      kiln_dataflow_instr_t *dd2 = done ? kiln_dataflow_instr(df, done) : NULL;
-      if (dd2 && dd2->use_pos > v->end) v->end = dd2->use_pos;
+      const kiln_hlo_instruction_t *done = kiln_hlo_async_split_done(user);
+      kiln_dataflow_instr_t *done_di = done ? kiln_dataflow_instr(df, done) : NULL;
+      if (done_di && done_di->use_pos > v->end) v->end = done_di->use_pos;
     }
     for (int r = 0; r < v->num_root_comps; r++) {
       kiln_dataflow_comp_t *dc = kiln_dataflow_comp(df, v->root_comps[r]);
