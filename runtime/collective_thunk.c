@@ -230,6 +230,28 @@ kiln_status kiln_coll_thunk_desc_check(const kiln_coll_thunk_desc_t *d, const ch
   return KILN_STATUS_OK;
 }
 
+static bool same_slice(kiln_slice_t a, kiln_slice_t b) {
+  return a.allocation == b.allocation && a.offset == b.offset && a.size == b.size;
+}
+
+bool kiln_coll_thunk_desc_same(const kiln_coll_thunk_desc_t *a, const kiln_coll_thunk_desc_t *b) {
+  if (a->op != b->op || a->reduction != b->reduction || a->num_buffers != b->num_buffers ||
+      a->num_replicas != b->num_replicas || a->num_partitions != b->num_partitions)
+    return false;
+  for (int k = 0; k < a->num_buffers; k++) {
+    const kiln_coll_thunk_buffer_t *x = &a->buffers[k], *y = &b->buffers[k];
+    if (!same_slice(x->send, y->send) || !same_slice(x->recv, y->recv) || x->dtype != y->dtype ||
+        x->count != y->count || x->outer != y->outer || x->inner != y->inner ||
+        x->block_bytes != y->block_bytes)
+      return false;
+  }
+  size_t n = (size_t)a->num_replicas * (size_t)a->num_partitions;
+  return memcmp(a->group_key, b->group_key, n * sizeof *a->group_key) == 0 &&
+         memcmp(a->rank, b->rank, n * sizeof *a->rank) == 0 &&
+         memcmp(a->group_size, b->group_size, n * sizeof *a->group_size) == 0 &&
+         memcmp(a->source, b->source, n * sizeof *a->source) == 0;
+}
+
 /* ---- prepare ---- */
 
 static kiln_status check_slice(const kiln_thunk_t *t, const char *what, kiln_slice_t s,
@@ -432,8 +454,13 @@ kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec
   int rank = d->rank[me], size = d->group_size[me];
   if (done) { /* the stream keeps running what was queued since the start */
     kiln_stream_overlap_end(p->stream);
+    /* The start made the cliques; an abort since then breaks them but does not end the
+     * collective: past the arrival, its peers read this one's buffers (kiln_coll_complete). */
     for (int k = 0; k < d->num_buffers; k++) {
-      KILN_RETURN_IF_ERROR_PLAIN(clique_of(t, w, me, k, &c));
+      c = kiln_spmd_world_find_clique(w, t->name, d->group_key[me], k);
+      if (!c)
+        return kiln_status_make(KILN_FAILED_PRECONDITION, "%s-done %s: its start did not run",
+                                kiln_coll_thunk_op_name(d->op), t->name);
       KILN_RETURN_IF_ERROR_PLAIN(kiln_coll_complete(c, rank));
     }
     return KILN_STATUS_OK;
@@ -470,6 +497,36 @@ kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec
    * moves the collective's data at the done. */
   if (start) kiln_stream_overlap_begin(p->stream);
   return KILN_STATUS_OK;
+}
+
+void kiln_collective_thunk_abandon(const kiln_thunk_t *t, const kiln_thunk_exec_params_t *p,
+                                   const kiln_spmd_participant_t *who, bool began,
+                                   const char *why) {
+  const kiln_coll_thunk_desc_t *d = t->u.coll.desc;
+  if (d->phase != KILN_COLL_PHASE_START || !who || !who->world) return;
+  kiln_spmd_world_t *w = who->world;
+  int me = who->participant;
+  if (kiln_spmd_world_replicas(w) != d->num_replicas ||
+      kiln_spmd_world_partitions(w) != d->num_partitions || me < 0 ||
+      me >= d->num_replicas * d->num_partitions)
+    return; /* the start refused to run */
+  if (p->device->kind == KILN_DEVICE_CUDA) {
+    /* Its done: the stream waits for NCCL, so nothing is freed under the transfer. */
+    kiln_coll_thunk_desc_t done = *d;
+    done.phase = KILN_COLL_PHASE_DONE;
+    if (began) kiln_status_free(kiln_nccl_collective_execute(t->name, &done, p, who));
+    return;
+  }
+  int local_devices = 0;
+  if (p->device->kind != KILN_DEVICE_HOST ||
+      (kiln_spmd_world_mpi(w, &local_devices) &&
+       kiln_coll_thunk_spans_processes(d, me, local_devices)))
+    return; /* the start ran all of it */
+  if (began) kiln_stream_overlap_end(p->stream);
+  for (int k = 0; k < d->num_buffers; k++) {
+    kiln_coll_clique_t *c = kiln_spmd_world_find_clique(w, t->name, d->group_key[me], k);
+    if (c) kiln_coll_abandon(c, d->rank[me], why);
+  }
 }
 
 void kiln_collective_thunk_print(kiln_strbuf_t *b, const kiln_thunk_t *t) {

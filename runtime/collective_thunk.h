@@ -99,6 +99,10 @@ void kiln_coll_thunk_desc_destroy(kiln_coll_thunk_desc_t *d);
  * naming `name` and what is wrong. */
 kiln_status kiln_coll_thunk_desc_check(const kiln_coll_thunk_desc_t *d, const char *name);
 
+/* Whether `a` and `b` describe the same collective, their phases aside (an async pair's
+ * START and DONE): op, reduction, world, every operand and every participant's group. */
+bool kiln_coll_thunk_desc_same(const kiln_coll_thunk_desc_t *a, const kiln_coll_thunk_desc_t *b);
+
 /* Takes over `desc`. */
 kiln_thunk_t *kiln_thunk_collective_create(const char *name, kiln_coll_thunk_desc_t *desc);
 const kiln_coll_thunk_desc_t *kiln_thunk_collective_desc(const kiln_thunk_t *t);
@@ -114,6 +118,12 @@ bool kiln_coll_thunk_spans_processes(const kiln_coll_thunk_desc_t *d, int me, in
 kiln_status kiln_collective_thunk_execute_mpi(const kiln_thunk_t *t,
                                               const kiln_thunk_exec_params_t *p, int me,
                                               struct kiln_spmd_world *w);
+/* After an execution failed at or after START thunk `t` and before its DONE ran: ends what
+ * the start began, so the caller may free the buffers (kiln_coll_abandon on each operand's
+ * clique; on NCCL the stream waits for the collective) and, if the start returned (`began`),
+ * turns the stream's overlap mode off. `why` is the failure, for peers that broke off. */
+void kiln_collective_thunk_abandon(const kiln_thunk_t *t, const kiln_thunk_exec_params_t *p,
+                                   const kiln_spmd_participant_t *who, bool began, const char *why);
 void kiln_collective_thunk_print(kiln_strbuf_t *b, const kiln_thunk_t *t);
 
 #endif /* KILN_RUNTIME_COLLECTIVE_THUNK_H_ */

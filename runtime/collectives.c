@@ -206,9 +206,18 @@ static uint64_t enter_barrier(kiln_coll_clique_t *c, int rank) {
   return my;
 }
 
+/* Which ranks a barrier waits for when the clique breaks meanwhile. */
+typedef enum {
+  ARRIVAL,  /* the first barrier of a collective: a break ends the wait (nobody reads yet) */
+  FINISHING /* a later one: every rank is past arrival and reads its peers' buffers, so each
+             * waits for all of them whatever breaks, until the deadline (a rank that left
+             * early would free buffers its peers still read) */
+} barrier_kind_t;
+
 /* With c->mu held: waits until barrier `my` completed (every rank entered it), at most the
  * clique's timeout from now. */
-static kiln_status await_barrier(kiln_coll_clique_t *c, uint64_t my, const char *what) {
+static kiln_status await_barrier(kiln_coll_clique_t *c, uint64_t my, barrier_kind_t kind,
+                                 const char *what) {
   if (c->gen != my) return KILN_STATUS_OK;
   struct timespec deadline;
   clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -218,18 +227,22 @@ static kiln_status await_barrier(kiln_coll_clique_t *c, uint64_t my, const char 
     deadline.tv_sec++;
     deadline.tv_nsec -= 1000000000L;
   }
-  while (c->gen == my && !c->broken)
-    if (pthread_cond_timedwait(&c->cv, &c->mu, &deadline) == ETIMEDOUT && c->gen == my &&
-        !c->broken) {
-      c->broken = deadline_error(c, my, what);
-      pthread_cond_broadcast(&c->cv);
-    }
-  return c->gen == my ? copy_broken(c) : KILN_STATUS_OK;
+  while (c->gen == my) {
+    if (c->broken && kind == ARRIVAL) return copy_broken(c);
+    if (pthread_cond_timedwait(&c->cv, &c->mu, &deadline) != ETIMEDOUT || c->gen != my) continue;
+    kiln_status late = deadline_error(c, my, what);
+    if (c->broken) return late;
+    c->broken = late;
+    pthread_cond_broadcast(&c->cv);
+    return copy_broken(c);
+  }
+  return KILN_STATUS_OK;
 }
 
-/* With c->mu held: waits until every rank entered this barrier. */
+/* With c->mu held: waits until every rank entered this barrier, a later one than a
+ * collective's arrival. */
 static kiln_status barrier(kiln_coll_clique_t *c, int rank, const char *what) {
-  return await_barrier(c, enter_barrier(c, rank), what);
+  return await_barrier(c, enter_barrier(c, rank), FINISHING, what);
 }
 
 /* ---- reductions: dst[e] = dst[e] op src[e] ---- */
@@ -548,7 +561,7 @@ static kiln_status run(kiln_coll_clique_t *c, int rank, call_t *x) {
     kiln_mutex_unlock(&c->mu);
     return KILN_STATUS_OK;
   }
-  if (!st) st = await_barrier(c, gen, "arrive");
+  if (!st) st = await_barrier(c, gen, ARRIVAL, "arrive");
   kiln_mutex_unlock(&c->mu);
   if (st) return st;
   return finish(c, rank, x);
@@ -568,10 +581,27 @@ kiln_status kiln_coll_complete(kiln_coll_clique_t *c, int rank) {
   c->pending_on[rank] = false;
   const call_t *x = &c->pending[rank];
   kiln_mutex_lock(&c->mu);
-  kiln_status st = await_barrier(c, c->pending_gen[rank], "arrive");
+  kiln_status st = await_barrier(c, c->pending_gen[rank], ARRIVAL, "arrive");
   kiln_mutex_unlock(&c->mu);
   if (st) return st;
   return finish(c, rank, x);
+}
+
+void kiln_coll_abandon(kiln_coll_clique_t *c, int rank, const char *why) {
+  if (rank < 0 || rank >= c->size || !c->pending_on[rank]) return;
+  c->pending_on[rank] = false;
+  const call_t *x = &c->pending[rank];
+  kiln_mutex_lock(&c->mu);
+  /* Until every rank arrived nobody reads: breaking the clique keeps it so (a late rank's
+   * publish fails). Once they all arrived, each peer reads this rank's buffers. */
+  bool arrived = c->gen != c->pending_gen[rank];
+  if (!arrived && !c->broken) {
+    c->broken = kiln_status_make(KILN_ABORTED, "%s '%s': rank %d stopped before its done (%s)",
+                                 kind_names[x->kind], x->name, rank, why ? why : "?");
+    pthread_cond_broadcast(&c->cv);
+  }
+  kiln_mutex_unlock(&c->mu);
+  if (arrived) kiln_status_free(finish(c, rank, x));
 }
 
 /* ---- entry points ---- */

@@ -14,7 +14,10 @@
  * sizes; a mismatch fails every rank with INVALID_ARGUMENT naming both. A rank that does not
  * arrive within timeout_ms fails the others with DEADLINE_EXCEEDED naming the collective
  * and the missing ranks; the clique is then broken and every later call fails at once with
- * the same error (create a new clique). Never a hang.
+ * the same error (create a new clique). Never a hang. A break (an abort, a deadline) ends the
+ * waits of a collective's arrival; past it, every rank reads its peers' buffers, so each
+ * still waits until all of them finished reading (bounded by the timeout), and a rank never
+ * returns while a peer may read its buffers.
  *
  * A collective can also be split at its first barrier (kiln_coll_defer / kiln_coll_complete),
  * so a rank computes while its peers arrive and only then moves the data.
@@ -83,6 +86,13 @@ void kiln_coll_clique_abort(kiln_coll_clique_t *c, const char *why);
  * complete with nothing deferred: FAILED_PRECONDITION. */
 void kiln_coll_defer(kiln_coll_clique_t *c, int rank);
 kiln_status kiln_coll_complete(kiln_coll_clique_t *c, int rank);
+/* For a rank that stops between kiln_coll_defer's call and kiln_coll_complete (its execution
+ * failed): returns once no peer can read its buffers any more, so the caller may free them.
+ * If some peer has not arrived, the clique breaks (ABORTED naming the collective, the rank
+ * and `why`) and it returns at once; if every peer arrived, it finishes the collective (its
+ * peers need its buffers; the result it writes is discarded) and returns when the peers
+ * finished reading. Nothing deferred: nothing happens. */
+void kiln_coll_abandon(kiln_coll_clique_t *c, int rank, const char *why);
 
 /* `name` names the collective in errors (the HLO instruction). Layouts are row-major with
  * the rank block in the middle: a buffer [outer][size][inner] elements.

@@ -541,6 +541,10 @@ static void get_seq(reader_t *r, kiln_thunk_seq_t *s, int depth) {
     kiln_thunk_t *t = get_thunk(r, depth);
     if (t) kiln_thunk_seq_push(s, t);
   }
+  if (!r->in.err) {
+    kiln_status st = kiln_thunk_seq_check_async_pairs(s);
+    if (st) kiln_br_fail(&r->in, st);
+  }
 }
 
 static void get_image(reader_t *r, kiln_executable_desc_t *d) {

@@ -104,6 +104,13 @@ int64_t kiln_spmd_world_timeout_ms(const kiln_spmd_world_t *w) {
   return w->timeout_ms;
 }
 
+/* With w->mu held. */
+static clique_entry_t *lookup(kiln_spmd_world_t *w, const char *op, int64_t key, int part) {
+  clique_entry_t *e = w->cliques;
+  while (e && (e->key != key || e->part != part || strcmp(e->op, op) != 0)) e = e->next;
+  return e;
+}
+
 kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t key, int part,
                                    int size, kiln_coll_clique_t **out) {
   *out = NULL;
@@ -112,8 +119,7 @@ kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t
   if (w->aborted) {
     st = kiln_status_make(KILN_ABORTED, "%s", kiln_status_message(w->aborted));
   } else {
-    clique_entry_t *e = w->cliques;
-    while (e && (e->key != key || e->part != part || strcmp(e->op, op) != 0)) e = e->next;
+    clique_entry_t *e = lookup(w, op, key, part);
     if (!e) {
       size_t len = strlen(op) + 1;
       e = kiln_try_calloc(1, sizeof *e);
@@ -143,6 +149,14 @@ kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t
   }
   kiln_mutex_unlock(&w->mu);
   return st;
+}
+
+kiln_coll_clique_t *kiln_spmd_world_find_clique(kiln_spmd_world_t *w, const char *op, int64_t key,
+                                                int part) {
+  kiln_mutex_lock(&w->mu);
+  clique_entry_t *e = lookup(w, op, key, part);
+  kiln_mutex_unlock(&w->mu);
+  return e ? e->clique : NULL;
 }
 
 void kiln_spmd_world_abort(kiln_spmd_world_t *w, int participant, const char *why) {

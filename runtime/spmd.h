@@ -53,6 +53,10 @@ void kiln_spmd_world_describe(const kiln_spmd_world_t *w, int participant, kiln_
  * the world was aborted; INTERNAL when members disagree on the size. Thread-safe. */
 kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t key, int part,
                                    int size, kiln_coll_clique_t **out);
+/* The clique kiln_spmd_world_clique made for (op, key, part), or NULL; aborted or not (a
+ * participant that stops ends what it began there: kiln_coll_abandon). */
+kiln_coll_clique_t *kiln_spmd_world_find_clique(kiln_spmd_world_t *w, const char *op, int64_t key,
+                                                int part);
 /* A world spanning processes (runtime/mpi.h): `local_devices` participants per process, this
  * one holding participants [rank * local_devices, (rank + 1) * local_devices). A collective
  * whose group has members in other processes runs over MPI; one inside this process keeps its

@@ -749,10 +749,48 @@ kiln_status kiln_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *
   return KILN_ERR_INTERNAL("thunk %s: unknown kind %d", t->name, (int)t->kind);
 }
 
+static bool is_async_phase(const kiln_thunk_t *t, kiln_coll_thunk_phase_t phase) {
+  return t->kind == KILN_THUNK_COLLECTIVE && t->u.coll.desc->phase == phase;
+}
+
+static bool is_async_named(const kiln_thunk_t *t, const char *name) {
+  return t->kind == KILN_THUNK_COLLECTIVE && t->u.coll.desc->phase != KILN_COLL_PHASE_WHOLE &&
+         strcmp(t->name, name) == 0;
+}
+
+kiln_status kiln_thunk_seq_check_async_pairs(const kiln_thunk_seq_t *s) {
+  for (size_t i = 0; i < s->len; i++) {
+    const kiln_thunk_t *t = s->items[i];
+    if (is_async_phase(t, KILN_COLL_PHASE_START)) {
+      size_t k = i + 1;
+      while (k < s->len && !is_async_named(s->items[k], t->name)) k++;
+      if (k == s->len || !is_async_phase(s->items[k], KILN_COLL_PHASE_DONE))
+        return KILN_ERR_INVALID(
+            "collective %s: its start has no done after it in the same thunk "
+            "sequence",
+            t->name);
+      if (!kiln_coll_thunk_desc_same(t->u.coll.desc, s->items[k]->u.coll.desc))
+        return KILN_ERR_INVALID(
+            "collective %s: its done describes another collective than its "
+            "start",
+            t->name);
+    } else if (is_async_phase(t, KILN_COLL_PHASE_DONE)) {
+      size_t k = i;
+      while (k > 0 && !is_async_named(s->items[k - 1], t->name)) k--;
+      if (k == 0 || !is_async_phase(s->items[k - 1], KILN_COLL_PHASE_START))
+        return KILN_ERR_INVALID(
+            "collective %s: its done has no start before it in the same thunk "
+            "sequence",
+            t->name);
+    }
+  }
+  return NULL;
+}
+
 kiln_status kiln_thunk_seq_prepare(kiln_thunk_seq_t *s, const kiln_thunk_prepare_params_t *p) {
   for (size_t i = 0; i < s->len; i++)
     KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_prepare(s->items[i], p));
-  return NULL;
+  return kiln_thunk_seq_check_async_pairs(s);
 }
 
 kiln_status kiln_thunk_seq_initialize(kiln_thunk_seq_t *s, const kiln_thunk_init_params_t *p) {
@@ -761,10 +799,28 @@ kiln_status kiln_thunk_seq_initialize(kiln_thunk_seq_t *s, const kiln_thunk_init
   return NULL;
 }
 
+kiln_status kiln_thunk_seq_failed(const kiln_thunk_seq_t *s, size_t failed,
+                                  const kiln_thunk_exec_params_t *p, kiln_status why) {
+  const kiln_spmd_participant_t *who = p->state ? p->state->who : NULL;
+  if (!who) return why;
+  for (size_t j = 0; j <= failed && j < s->len; j++) {
+    const kiln_thunk_t *t = s->items[j];
+    if (!is_async_phase(t, KILN_COLL_PHASE_START)) continue;
+    /* It returned (began the overlap) unless it is what failed; its done may have run. */
+    bool began = j < failed;
+    for (size_t k = j + 1; began && k <= failed && k < s->len; k++)
+      if (is_async_named(s->items[k], t->name)) began = false; /* its done */
+    kiln_collective_thunk_abandon(t, p, who, began, kiln_status_message(why));
+  }
+  return why;
+}
+
 kiln_status kiln_thunk_seq_execute(kiln_thunk_seq_t *s, const kiln_thunk_exec_params_t *p) {
   if (__builtin_expect(p->profile != NULL, 0)) return kiln_thunk_seq_execute_profiled(s, p);
-  for (size_t i = 0; i < s->len; i++)
-    KILN_RETURN_IF_ERROR_PLAIN(kiln_thunk_execute(s->items[i], p));
+  for (size_t i = 0; i < s->len; i++) {
+    kiln_status st = kiln_thunk_execute(s->items[i], p);
+    if (st) return kiln_thunk_seq_failed(s, i, p, st);
+  }
   return NULL;
 }
 

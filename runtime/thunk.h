@@ -241,7 +241,13 @@ kiln_status kiln_thunk_prepare(kiln_thunk_t *t, const kiln_thunk_prepare_params_
 kiln_status kiln_thunk_initialize(kiln_thunk_t *t, const kiln_thunk_init_params_t *p);
 kiln_status kiln_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec_params_t *p);
 
+/* Also checks the sequence's async collective pairs (kiln_thunk_seq_check_async_pairs). */
 kiln_status kiln_thunk_seq_prepare(kiln_thunk_seq_t *s, const kiln_thunk_prepare_params_t *p);
+/* Every async collective START thunk of `s` (not its nested sequences) has a DONE of its name
+ * later in `s`, before any other START of that name, describing the same collective (op,
+ * reduction, world, operands, groups); every DONE has its START. INVALID_ARGUMENT naming the
+ * collective otherwise (a lone start would leave its peers waiting until the deadline). */
+kiln_status kiln_thunk_seq_check_async_pairs(const kiln_thunk_seq_t *s);
 kiln_status kiln_thunk_seq_initialize(kiln_thunk_seq_t *s, const kiln_thunk_init_params_t *p);
 kiln_status kiln_thunk_seq_execute(kiln_thunk_seq_t *s, const kiln_thunk_exec_params_t *p);
 /* Frees what initialize took from the device (pinned scratch); call before destroying the

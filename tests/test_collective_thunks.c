@@ -395,6 +395,18 @@ static void test_multi_device_executable_alone_is_failed_precondition(void **sta
  * participant 0 until participant 1 arrived, and the gate gives up after 20 s). */
 static atomic_int g_signalled;
 
+/* `text` (2 replicas) parsed into *m with fake arguments in *arena, run on 2 host devices. */
+static kiln_status run_on_two(const char *text, int64_t timeout_ms, kiln_arena_t *arena,
+                              kiln_hlo_module_t **m, kiln_literal_t ***args, kiln_literal_t **got) {
+  int n;
+  *m = parse_with_args(text, arena, args, &n);
+  kiln_device_run_options_t ro;
+  memset(&ro, 0, sizeof ro);
+  ro.device = g_dev;
+  ro.collective_timeout_ms = timeout_ms;
+  return kiln_device_run_module_spmd(*m, *args, n, 2, 1, &ro, arena, got, NULL);
+}
+
 static void gate_call(void *out, const void **in, XlaCustomCallStatus *status) {
   uint32_t id = *(const uint32_t *)in[1];
   for (int i = 0; id != 0 && !atomic_load(&g_signalled); i++) {
@@ -439,13 +451,8 @@ static void test_async_all_reduce_overlaps_the_work_between_start_and_done(void 
       "  ROOT t = (f32[8], f32[8]) tuple(ar, y)\n}\n";
   kiln_arena_t arena;
   kiln_literal_t **args, *got[2] = {0};
-  int n;
-  kiln_hlo_module_t *m = parse_with_args(text, &arena, &args, &n);
-  kiln_device_run_options_t ro;
-  memset(&ro, 0, sizeof ro);
-  ro.device = g_dev;
-  ro.collective_timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS;
-  kiln_status s = kiln_device_run_module_spmd(m, args, n, 2, 1, &ro, &arena, got, NULL);
+  kiln_hlo_module_t *m = NULL;
+  kiln_status s = run_on_two(text, KILN_TEST_COLLECTIVE_TIMEOUT_MS, &arena, &m, &args, got);
   if (s) fail_msg("%s", kiln_status_message(s));
   for (int p = 0; p < 2; p++) {
     const float *x = args[0]->data, *ar = got[p]->tuple_elements[0]->data,
@@ -455,6 +462,79 @@ static void test_async_all_reduce_overlaps_the_work_between_start_and_done(void 
       assert_true(y[e] == x[e]);
     }
   }
+  kiln_arena_destroy(&arena);
+  kiln_hlo_module_destroy(m);
+}
+
+/* A participant whose execution fails between an all-reduce-start and its done: participant
+ * 1's while condition (a custom call) fails after participant 0 began the all-reduce too, and
+ * participant 0 reaches its done 200 ms later. The all-reduce's operand is an output buffer,
+ * large enough for the two-step all-reduce: participant 1 must not return, and free it, before
+ * participant 0 read it. The run fails with participant 1's error; without kiln_coll_abandon
+ * participant 0 reads freed memory (AddressSanitizer reports it) and then waits for
+ * participant 1 at the all-reduce's second barrier until the 10 s deadline (checked). */
+static atomic_int g_rank0_looping, g_rank1_stopped;
+
+static bool wait_flag(atomic_int *flag) {
+  for (int i = 0; i < 20000 && !atomic_load(flag); i++) {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  return atomic_load(flag) != 0;
+}
+
+static void stop_on_1_call(void *out, const void **in, XlaCustomCallStatus *status) {
+  int32_t i = *(const int32_t *)in[0];
+  uint32_t id = *(const uint32_t *)in[1];
+  if (id == 1) {
+    wait_flag(&g_rank0_looping); /* so both began the all-reduce */
+    static const char kMsg[] = "participant 1 stops here";
+    XlaCustomCallStatusSetFailure(status, kMsg, sizeof kMsg - 1);
+    atomic_store(&g_rank1_stopped, 1);
+    return;
+  }
+  atomic_store(&g_rank0_looping, 1);
+  if (wait_flag(&g_rank1_stopped)) {
+    struct timespec wait = {0, 200000000};
+    nanosleep(&wait, NULL);
+  }
+  *(uint8_t *)out = i < 2;
+}
+
+static void test_participant_failing_between_start_and_done_lets_its_peer_finish(void **state) {
+  (void)state;
+  register_legacy("kiln_test_stop_on_1", stop_on_1_call);
+  atomic_store(&g_rank0_looping, 0);
+  atomic_store(&g_rank1_stopped, 0);
+  const char *text =
+      "HloModule m, replica_count=2\n\n"
+      "red {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] add(a, b)\n}\n\n"
+      "cond {\n  p = (s32[], f32[8], u32[]) parameter(0)\n"
+      "  i = s32[] get-tuple-element(p), index=0\n  r = u32[] get-tuple-element(p), index=2\n"
+      "  ROOT c = pred[] custom-call(i, r), custom_call_target=\"kiln_test_stop_on_1\", "
+      "api_version=API_VERSION_STATUS_RETURNING, custom_call_has_side_effect=true\n}\n\n"
+      "body {\n  p = (s32[], f32[8], u32[]) parameter(0)\n"
+      "  i = s32[] get-tuple-element(p), index=0\n  v = f32[8] get-tuple-element(p), index=1\n"
+      "  r = u32[] get-tuple-element(p), index=2\n  one = s32[] constant(1)\n"
+      "  j = s32[] add(i, one)\n  w = f32[8] negate(v)\n"
+      "  ROOT t = (s32[], f32[8], u32[]) tuple(j, w, r)\n}\n\n"
+      "ENTRY e {\n  x = f32[65536] parameter(0)\n  v = f32[8] parameter(1)\n"
+      "  rid = u32[] replica-id()\n  s = f32[65536] multiply(x, x)\n"
+      "  ar = f32[65536] all-reduce(s), replica_groups={{0,1}}, to_apply=red\n"
+      "  zero = s32[] constant(0)\n  init = (s32[], f32[8], u32[]) tuple(zero, v, rid)\n"
+      "  l = (s32[], f32[8], u32[]) while(init), condition=cond, body=body\n"
+      "  lv = f32[8] get-tuple-element(l), index=1\n"
+      "  ROOT t = (f32[65536], f32[65536], f32[8]) tuple(s, ar, lv)\n}\n";
+  kiln_arena_t arena;
+  kiln_literal_t **args, *got[2] = {0};
+  kiln_hlo_module_t *m = NULL;
+  kiln_status s = run_on_two(text, 10000, &arena, &m, &args, got);
+  assert_non_null(s);
+  printf("%s\n", kiln_status_message(s));
+  assert_true(atomic_load(&g_rank1_stopped));
+  if (!strstr(kiln_status_message(s), "participant 1 stops here"))
+    fail_msg("%s", kiln_status_message(s));
+  kiln_status_free(s);
   kiln_arena_destroy(&arena);
   kiln_hlo_module_destroy(m);
 }
@@ -471,6 +551,7 @@ int main(void) {
       cmocka_unit_test(test_multi_device_executable_alone_is_failed_precondition),
       cmocka_unit_test(test_async_all_reduce_overlaps_the_work_between_start_and_done),
       cmocka_unit_test(test_async_all_reduce_in_a_loop_slot_the_root_rewrites),
+      cmocka_unit_test(test_participant_failing_between_start_and_done_lets_its_peer_finish),
   };
   return kiln_run_tests(tests, setup, teardown);
 }

@@ -1,7 +1,8 @@
 /* runtime/collectives: each collective on 4 ranks (one thread each) against answers written
  * out here, reductions per dtype and in rank order, in-place buffers, and the failures: a
  * rank that never arrives (DEADLINE_EXCEEDED naming it, then the clique stays broken), ranks
- * that disagree about the collective (INVALID_ARGUMENT naming both). */
+ * that disagree about the collective (INVALID_ARGUMENT naming both), split collectives
+ * (deferred, abandoned, broken after arrival). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -273,6 +274,100 @@ static void test_deferred_misuse_and_deadline(void **state) {
   kiln_coll_clique_destroy(c);
 }
 
+/* A rank that stops between the halves (kiln_coll_abandon) or a clique that breaks after
+ * every rank arrived: the rank returns only when its peer finished reading its buffers. Rank 1
+ * poisons its buffers (NaN: as if freed and reused) as soon as its call returns; rank 0
+ * completes 100 ms later and must still get the exact sum. Both a small all-reduce and one on
+ * the split path (which also reads rank 1's result buffer). */
+static atomic_int g_step;
+static int g_break_mode; /* 0: rank 1 abandons; 1: rank 1 aborts the clique, then completes */
+
+static bool wait_step(int at_least) {
+  for (int i = 0; i < 20000; i++) {
+    if (atomic_load(&g_step) >= at_least) return true;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  return false;
+}
+
+#define PAIR_BIG (2 * 4096 + 3)
+
+static int64_t g_stop_n;
+
+static void stop_body(kiln_coll_clique_t *c, int rank, kiln_status *out) {
+  static float x[2][PAIR_BIG], y[2][PAIR_BIG];
+  int64_t n = g_stop_n;
+  for (int64_t e = 0; e < n; e++) x[rank][e] = val(rank, (int)(e % 1000));
+  /* rank 0 publishes first, so rank 1's publish completes the arrival */
+  if (rank == 1 && !wait_step(1)) {
+    *out = kiln_status_make(KILN_INTERNAL, "rank 0 never deferred");
+    return;
+  }
+  kiln_coll_defer(c, rank);
+  *out = kiln_coll_all_reduce(c, rank, "ar", KILN_COLL_F32, KILN_COLL_SUM, x[rank], y[rank], n);
+  if (*out) return;
+  if (rank == 1) {
+    if (g_break_mode == 0) {
+      kiln_coll_abandon(c, 1, "its execution failed");
+    } else {
+      kiln_coll_clique_abort(c, "a participant elsewhere failed");
+      *out = kiln_coll_complete(c, 1);
+    }
+    for (int64_t e = 0; e < n; e++) x[1][e] = y[1][e] = NAN;
+    atomic_fetch_add(&g_step, 1);
+    return;
+  }
+  atomic_fetch_add(&g_step, 1);
+  struct timespec wait = {0, 100000000};
+  nanosleep(&wait, NULL);
+  *out = kiln_coll_complete(c, 0);
+  for (int64_t e = 0; e < n && !*out; e++) {
+    float want = val(0, (int)(e % 1000)) + val(1, (int)(e % 1000));
+    if (y[0][e] != want)
+      *out = kiln_status_make(KILN_INTERNAL,
+                              "element %lld: %g, want %g (read after rank 1 "
+                              "returned)",
+                              (long long)e, y[0][e], want);
+  }
+}
+
+static void test_a_rank_that_stops_returns_after_its_peers_read(void **state) {
+  (void)state;
+  for (int run = 0; run < 4; run++) {
+    g_break_mode = run / 2;
+    g_stop_n = run % 2 ? PAIR_BIG : N;
+    atomic_store(&g_step, 0);
+    kiln_status st[2];
+    run_ranks(2, 20000, stop_body, st);
+    for (int i = 0; i < 2; i++)
+      if (st[i])
+        fail_msg("%s, %lld elements, rank %d: %s", g_break_mode ? "aborted" : "abandoned",
+                 (long long)g_stop_n, i, kiln_status_message(st[i]));
+  }
+}
+
+/* Abandoned before its peer arrived: the clique breaks at once, and the peer's call is ABORTED
+ * naming the collective, the rank and why; nothing is left deferred. */
+static void test_abandon_before_the_peers_arrive_breaks_the_clique(void **state) {
+  (void)state;
+  kiln_coll_clique_t *c = NULL;
+  ASSERT_OK(kiln_coll_clique_create(2, 20000, &c));
+  float x = 1, y = 0;
+  kiln_coll_abandon(c, 0, "nothing deferred"); /* no-op */
+  kiln_coll_defer(c, 0);
+  ASSERT_OK(kiln_coll_all_reduce(c, 0, "early", KILN_COLL_F32, KILN_COLL_SUM, &x, &y, 1));
+  kiln_coll_abandon(c, 0, "its kernel failed");
+  assert_code(kiln_coll_complete(c, 0), KILN_FAILED_PRECONDITION);
+  kiln_status s = kiln_coll_all_reduce(c, 1, "early", KILN_COLL_F32, KILN_COLL_SUM, &x, &y, 1);
+  assert_int_equal(kiln_status_code(s), KILN_ABORTED);
+  if (!strstr(kiln_status_message(s), "all-reduce 'early': rank 0 stopped before its done") ||
+      !strstr(kiln_status_message(s), "its kernel failed"))
+    fail_msg("%s", kiln_status_message(s));
+  kiln_status_free(s);
+  kiln_coll_clique_destroy(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_all_reduce_sums_mins_and_max_with_nan),
@@ -283,6 +378,8 @@ int main(void) {
       cmocka_unit_test(test_bad_arguments_are_refused),
       cmocka_unit_test(test_deferred_collective_returns_before_its_peers_arrive),
       cmocka_unit_test(test_deferred_misuse_and_deadline),
+      cmocka_unit_test(test_a_rank_that_stops_returns_after_its_peers_read),
+      cmocka_unit_test(test_abandon_before_the_peers_arrive_breaks_the_clique),
   };
   return kiln_run_tests(tests, NULL, NULL);
 }

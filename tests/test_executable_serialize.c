@@ -7,7 +7,8 @@
  *     call) round-trips and prints the same thunks;
  *   - every truncation, flipped bytes, another format or kiln version, and structurally wrong
  *     payloads whose checksum was fixed up are errors, never crashes;
- *   - collective thunks round-trip whole; a damaged group table or count is refused when read;
+ *   - collective thunks round-trip whole; a damaged group table or count, or an unpaired async
+ * start or done, is refused when read;
  *   - kiln_compile_module with executable_cache_dir: the second compile is a hit that runs no
  *     pass (the module is left unoptimized) and gives the same results; a corrupt entry is a
  *     miss that recompiles and rewrites it. */
@@ -388,9 +389,10 @@ static kiln_status reread(const kiln_executable_desc_t *d) {
 }
 
 /* Collective thunks round-trip whole (the same printed thunks, running on 4 host devices is
- * test_collective_thunks'); a damaged group table or count written out is refused when read
- * (INVALID_ARGUMENT naming the collective), and every payload byte changed behind a fixed-up
- * checksum reads or fails cleanly, what reads passing or failing prepare without a crash. */
+ * test_collective_thunks'); a damaged group table or count, or a start and done that do not
+ * pair, written out is refused when read (INVALID_ARGUMENT naming the collective), and every
+ * payload byte changed behind a fixed-up checksum reads or fails cleanly, what reads passing or
+ * failing prepare without a crash. */
 static void test_collective_group_tables_are_checked_when_read(void **state) {
   (void)state;
   kiln_hlo_module_t *m = parse(kCollectives);
@@ -471,6 +473,9 @@ static void test_collective_group_tables_are_checked_when_read(void **state) {
       {(int *)&ar->op, 42, "an unknown op"},
       {(int *)&ar->reduction, 9, "an unknown reduction"},
       {(int *)&ar->phase, 3, "an unknown phase"},
+      {(int *)&c[1]->phase, KILN_COLL_PHASE_WHOLE, "a start without its done"},
+      {(int *)&ar->phase, KILN_COLL_PHASE_WHOLE, "a done without its start"},
+      {(int *)&c[1]->phase, KILN_COLL_PHASE_START, "a second start before the done"},
       {(int *)&ar->buffers[0].dtype, 77, "an unknown element type"},
       {&ar->num_buffers, 0, "no operand"},
   };
@@ -501,8 +506,16 @@ static void test_collective_group_tables_are_checked_when_read(void **state) {
   assert_non_null(s);
   printf("an overflowing count: %s\n", kiln_status_message(s));
   kiln_status_free(s);
+  /* A done writing elsewhere than its start. */
+  c[1]->buffers[0].recv.offset += 4;
+  s = reread(d);
+  c[1]->buffers[0].recv.offset -= 4;
+  assert_non_null(s);
+  printf("a done of another collective: %s\n", kiln_status_message(s));
+  assert_non_null(strstr(kiln_status_message(s), "its done describes another collective"));
+  kiln_status_free(s);
   assert_null(reread(d)); /* restored: reads again */
-  refused += 2;
+  refused += 3;
 
   /* Every payload byte changed (3 ways) behind a fixed-up checksum. */
   unsigned char *b = kiln_malloc(len);
