@@ -8,7 +8,10 @@
  * (int64, also spelled `num_host_devices` or, as XLA's CPU plugin does, `cpu_device_count`:
  * host devices, default $KILN_HOST_DEVICES or 1; ignored on cuda, where every GPU is a
  * device), `cache_dir`, `dump_dir`, `ffi_libraries` (strings), `command_buffers` (bool), `mpi`
- * (bool, default $KILN_MPI=1: one client across the processes of mpirun, below). Unknown
+ * (bool, default $KILN_MPI=1: one client across the processes of mpirun, below),
+ * `collective_timeout_ms` (int64, 1 ms .. 1 day, default $KILN_COLLECTIVE_TIMEOUT_MS, else
+ * 30 s: how long a participant of a multi-device execution waits for its peers at a
+ * collective before the execution fails with DEADLINE_EXCEEDED naming the missing ones). Unknown
  * names are ignored, as XLA's clients do; a known name with the wrong type is INVALID_ARGUMENT.
  *
  * Across processes (`mpi`): every process of MPI_COMM_WORLD creates its client with the same
@@ -100,6 +103,21 @@ static kiln_status parse_num_devices(const char *text, int32_t *out) {
   return NULL;
 }
 
+/* The longest collective timeout a client takes: a day. */
+#define MAX_COLLECTIVE_TIMEOUT_MS (24LL * 3600 * 1000)
+
+static kiln_status parse_timeout(const char *text, int64_t *out) {
+  char *end = NULL;
+  long long v = strtoll(text, &end, 10);
+  if (!*text || *end || v < 1 || v > MAX_COLLECTIVE_TIMEOUT_MS)
+    return KILN_ERR_INVALID(
+        "PJRT_Client_Create: $KILN_COLLECTIVE_TIMEOUT_MS='%s' is not a number of milliseconds "
+        "in 1..%lld",
+        text, (long long)MAX_COLLECTIVE_TIMEOUT_MS);
+  *out = (int64_t)v;
+  return NULL;
+}
+
 static kiln_status set_platform(kiln_pjrt_client_options_t *o, const char *p, size_t n,
                                 const char *where) {
   static const struct {
@@ -129,6 +147,8 @@ static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
       set_platform(o, env ? env : "auto", env ? strlen(env) : 4, "$KILN_PLATFORM"));
   env = getenv("KILN_HOST_DEVICES");
   if (env && *env) KILN_RETURN_IF_ERROR_PLAIN(parse_num_devices(env, &o->num_host_devices));
+  env = getenv("KILN_COLLECTIVE_TIMEOUT_MS");
+  if (env && *env) KILN_RETURN_IF_ERROR_PLAIN(parse_timeout(env, &o->collective_timeout_ms));
   if (n && !opts)
     return KILN_ERR_INVALID(
         "PJRT_Client_Create: create_options is NULL with "
@@ -164,6 +184,12 @@ static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
     } else if (name_is(v, "mpi")) {
       KILN_RETURN_IF_ERROR_PLAIN(want_type(v, "mpi", PJRT_NamedValue_kBool));
       o->mpi = v->bool_value;
+    } else if (name_is(v, "collective_timeout_ms")) {
+      KILN_RETURN_IF_ERROR_PLAIN(want_type(v, "collective_timeout_ms", PJRT_NamedValue_kInt64));
+      if (v->int64_value < 1 || v->int64_value > MAX_COLLECTIVE_TIMEOUT_MS)
+        return KILN_ERR_INVALID("PJRT_Client_Create: collective_timeout_ms %lld is not in 1..%lld",
+                                (long long)v->int64_value, (long long)MAX_COLLECTIVE_TIMEOUT_MS);
+      o->collective_timeout_ms = v->int64_value;
     }
     /* Anything else: ignored. */
   }

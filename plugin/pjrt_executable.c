@@ -690,7 +690,8 @@ static kiln_status execute_spmd(PJRT_LoadedExecutable *l, PJRT_Buffer *const *co
   if (!ids) return KILN_ERR_EXHAUSTED("out of host memory for the ids of %d devices", world);
   for (int32_t i = 0; i < world; i++) ids[i] = l->devices[i]->desc.id;
   kiln_spmd_world_t *w = NULL;
-  kiln_status s = kiln_spmd_world_create(e->num_replicas, e->num_partitions, ids, 0, &w);
+  kiln_status s = kiln_spmd_world_create(e->num_replicas, e->num_partitions, ids,
+                                         e->client->options.collective_timeout_ms, &w);
   kiln_free(ids);
   if (s) return s;
   if (e->client->num_processes > 1) kiln_spmd_world_set_mpi(w, e->client->mpi, n);

@@ -35,6 +35,10 @@ typedef struct kiln_pjrt_client_options {
   bool command_buffers;     /* "command_buffers"; default on */
   char *ffi_libraries;      /* "ffi_libraries": specs as KILN_FFI_HANDLERS takes them */
   bool mpi; /* "mpi": one client across the processes of mpirun (default $KILN_MPI=1) */
+  /* "collective_timeout_ms": how long a multi-device execution's participant waits for its
+   * peers at a collective (default $KILN_COLLECTIVE_TIMEOUT_MS, else 0:
+   * KILN_SPMD_DEFAULT_TIMEOUT_MS) */
+  int64_t collective_timeout_ms;
 } kiln_pjrt_client_options_t;
 
 typedef struct kiln_pjrt_compile_cache kiln_pjrt_compile_cache_t; /* pjrt_executable.h */

@@ -186,7 +186,8 @@ static kiln_status deadline_error(const kiln_coll_clique_t *c, uint64_t gen, con
       kiln_status_make(KILN_DEADLINE_EXCEEDED,
                        "%s '%s' (%d ranks): rank(s) %s did not %s within %" PRId64
                        " ms; every device must run "
-                       "the same collectives in the same order (or raise the collective timeout)",
+                       "the same collectives in the same order (or raise the collective timeout: "
+                       "$KILN_COLLECTIVE_TIMEOUT_MS, in ms)",
                        kind_names[c->kind], c->name ? c->name : "?", c->size, kiln_strbuf_cstr(&b),
                        what, c->timeout_ms);
   kiln_strbuf_free(&b);

@@ -71,6 +71,11 @@ static const char kUsage[] =
     "                        implied by --backend=host under mpirun; through the\n"
     "                        plugin's client across processes (--host-devices=N is the\n"
     "                        world's), with --direct the runtime's MPI world\n"
+    "  --collective-timeout-ms=N  how long a participant of a multi-device run waits for\n"
+    "                        its peers at a collective before the run fails with\n"
+    "                        DEADLINE_EXCEEDED naming them (default 30000, also\n"
+    "                        KILN_COLLECTIVE_TIMEOUT_MS=N; through the plugin, its\n"
+    "                        client option collective_timeout_ms)\n"
     "  --participant-seeds   a multi-device module's participant i gets inputs generated\n"
     "                        from seed + i (data parallel: a batch of its own), not the same\n"
     "                        inputs on each\n"
@@ -160,6 +165,7 @@ typedef struct run_flags {
   bool participant_seeds;     /* --participant-seeds */
   kiln_mpi_t *mpi_world;      /* the process's MPI, with --mpi */
   int64_t combine_threshold_bytes; /* --combine-threshold-bytes (0: the combiners' default) */
+  int64_t collective_timeout_ms;   /* --collective-timeout-ms (0: the default, 30 s) */
 } run_flags_t;
 
 static kiln_status parse_int_flag(const char *name, const char *v, int64_t lo, int64_t hi,
@@ -306,6 +312,9 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
       KILN_RETURN_IF_ERROR_PLAIN(parse_int_flag("values", val, 0, 1 << 30, &f->values));
     } else if (IS("host-devices")) {
       KILN_RETURN_IF_ERROR_PLAIN(parse_int_flag("host-devices", val, 1, 4096, &f->host_devices));
+    } else if (IS("collective-timeout-ms")) {
+      KILN_RETURN_IF_ERROR_PLAIN(parse_int_flag("collective-timeout-ms", val, 1, 24LL * 3600 * 1000,
+                                                &f->collective_timeout_ms));
     } else if (IS("combine-threshold-bytes")) {
       KILN_RETURN_IF_ERROR_PLAIN(parse_int_flag("combine-threshold-bytes", val, INT64_MIN,
                                                 INT64_MAX, &f->combine_threshold_bytes));
@@ -322,6 +331,11 @@ static kiln_status parse_flags(int argc, char **argv, run_flags_t *f, bool *help
   if (!f->host_devices && hd && *hd)
     KILN_RETURN_IF_ERROR(parse_int_flag("host-devices", hd, 1, 4096, &f->host_devices),
                          "in KILN_HOST_DEVICES");
+  const char *ct = getenv("KILN_COLLECTIVE_TIMEOUT_MS");
+  if (!f->collective_timeout_ms && ct && *ct)
+    KILN_RETURN_IF_ERROR(parse_int_flag("collective-timeout-ms", ct, 1, 24LL * 3600 * 1000,
+                                        &f->collective_timeout_ms),
+                         "in KILN_COLLECTIVE_TIMEOUT_MS");
   if (strcmp(f->backend, "reference") != 0 && strcmp(f->backend, "host") != 0 &&
       strcmp(f->backend, "cuda") != 0 && strcmp(f->backend, "best") != 0)
     return KILN_ERR_INVALID("unknown backend '%s' (reference, host, cuda, best)", f->backend);
@@ -476,6 +490,7 @@ static void device_options(const run_flags_t *f, kiln_device_run_options_t *o) {
   o->profile = f->profile;
   o->profile_rows = (int)f->profile_rows;
   o->combine_threshold_bytes = f->combine_threshold_bytes;
+  o->collective_timeout_ms = f->collective_timeout_ms;
 }
 
 typedef struct run_times {
@@ -982,6 +997,7 @@ static kiln_status open_plugin(run_flags_t *f) {
   if (strcmp(f->backend, "host") == 0) o.platform = "cpu";
   if (strcmp(f->backend, "host") == 0) o.num_devices = f->host_devices;
   if (strcmp(f->backend, "cuda") == 0) o.platform = "cuda";
+  o.collective_timeout_ms = f->collective_timeout_ms;
   if (f->mpi) {
     /* --host-devices=N is the world's: each of the P processes holds N / P */
     const char *size = getenv("OMPI_COMM_WORLD_SIZE");

@@ -127,11 +127,15 @@ static void test_client_create_options(void **state) {
   pjrt_test_client_destroy(api, c);
 
   /* Known names with the wrong type. */
-  PJRT_NamedValue bad[][1] = {
-      {pjrt_test_opt_int("platform", 1)},        {pjrt_test_opt_string("num_devices", "4")},
-      {pjrt_test_opt_int("command_buffers", 1)}, {pjrt_test_opt_bool("cache_dir", true)},
-      {pjrt_test_opt_string("platform", "tpu")}, {pjrt_test_opt_int("num_devices", 0)},
-      {pjrt_test_opt_int("num_devices", -3)}};
+  PJRT_NamedValue bad[][1] = {{pjrt_test_opt_int("platform", 1)},
+                              {pjrt_test_opt_string("num_devices", "4")},
+                              {pjrt_test_opt_int("command_buffers", 1)},
+                              {pjrt_test_opt_bool("cache_dir", true)},
+                              {pjrt_test_opt_string("platform", "tpu")},
+                              {pjrt_test_opt_int("num_devices", 0)},
+                              {pjrt_test_opt_int("num_devices", -3)},
+                              {pjrt_test_opt_int("collective_timeout_ms", 0)},
+                              {pjrt_test_opt_string("collective_timeout_ms", "300")}};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     PJRT_Client_Create_Args a;
     memset(&a, 0, sizeof(a));
@@ -180,6 +184,10 @@ static void test_client_environment_defaults(void **state) {
   PJRT_EXPECT_ERROR(api, api->PJRT_Client_Create(&a), PJRT_Error_Code_INVALID_ARGUMENT,
                     "KILN_HOST_DEVICES");
   unsetenv("KILN_HOST_DEVICES");
+  setenv("KILN_COLLECTIVE_TIMEOUT_MS", "-5", 1);
+  PJRT_EXPECT_ERROR(api, api->PJRT_Client_Create(&a), PJRT_Error_Code_INVALID_ARGUMENT,
+                    "KILN_COLLECTIVE_TIMEOUT_MS");
+  unsetenv("KILN_COLLECTIVE_TIMEOUT_MS");
   setenv("KILN_PLATFORM", "cpu", 1);
   c = pjrt_test_client(api, NULL, 0);
   PJRT_Client_PlatformName_Args pn = {.struct_size = PJRT_Client_PlatformName_Args_STRUCT_SIZE,

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -474,6 +475,67 @@ static void test_compile_options_set_the_all_reduce_combine_threshold(void **sta
   assert_null(l);
 }
 
+/* The client option collective_timeout_ms bounds how long a participant waits for a peer that
+ * skips a collective (replica 1 takes the branch without the all-reduce): DEADLINE_EXCEEDED
+ * naming the missing rank and the 300 ms, in well under the 30 s default; and from
+ * $KILN_COLLECTIVE_TIMEOUT_MS when the option is not given. */
+static const char kSkip[] =
+    "HloModule skip\n"
+    "add { x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] add(x, y) }\n"
+    "with_ar { p = f32[4] parameter(0)\n"
+    "  ROOT ar = f32[4] all-reduce(p), replica_groups={{0,1}}, to_apply=add }\n"
+    "without { p = f32[4] parameter(0)\n ROOT n = f32[4] negate(p) }\n"
+    "ENTRY e {\n  x = f32[4] parameter(0)\n  rid = u32[] replica-id()\n"
+    "  zero = u32[] constant(0)\n  first = pred[] compare(rid, zero), direction=EQ\n"
+    "  ROOT r = f32[4] conditional(first, x, x), true_computation=with_ar, "
+    "false_computation=without\n}\n";
+
+static void expect_deadline_within(PJRT_Client *c, const char *needle) {
+  PJRT_LoadedExecutable *l = NULL;
+  char opts[8];
+  size_t n = world_options(opts, 2, 1);
+  PJRT_CHECK(api, pjrt_exec_try_compile(api, c, "hlo", kSkip, strlen(kSkip), opts, n, &l));
+  PJRT_Device *const *devs = NULL;
+  size_t nd = 0;
+  addressable(l, &devs, &nd);
+  assert_int_equal(nd, 2);
+  const float x[4] = {1, 2, 3, 4};
+  const int64_t dims[1] = {4};
+  PJRT_Buffer *b[2], *outs[2][1] = {{NULL}, {NULL}};
+  PJRT_Buffer *const *argv[2];
+  PJRT_Buffer **outv[2];
+  for (int i = 0; i < 2; i++) {
+    b[i] = pjrt_exec_buffer(api, c, devs[i], x, PJRT_Buffer_Type_F32, dims, 1);
+    argv[i] = &b[i];
+    outv[i] = outs[i];
+  }
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  PJRT_EXPECT_ERROR(api, execute(l, argv, 2, 1, outv, NULL), PJRT_Error_Code_DEADLINE_EXCEEDED,
+                    needle);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  printf("deadline after %.2f s (%s)\n", s, needle);
+  assert_true(s < 25); /* the default would take 30 s */
+  for (int i = 0; i < 2; i++) pjrt_exec_buffer_destroy(api, b[i]);
+  pjrt_exec_destroy(api, l);
+}
+
+static void test_collective_timeout_option_bounds_a_missing_peer(void **state) {
+  (void)state;
+  PJRT_NamedValue o[4] = {
+      pjrt_test_opt_string("platform", "cpu"), pjrt_test_opt_string("cache_dir", ""),
+      pjrt_test_opt_int("num_devices", 2), pjrt_test_opt_int("collective_timeout_ms", 300)};
+  PJRT_Client *c = pjrt_test_client(api, o, 4);
+  expect_deadline_within(c, "rank(s) 1 did not arrive within 300 ms");
+  pjrt_test_client_destroy(api, c);
+  setenv("KILN_COLLECTIVE_TIMEOUT_MS", "400", 1);
+  c = pjrt_test_client(api, o, 3);
+  unsetenv("KILN_COLLECTIVE_TIMEOUT_MS");
+  expect_deadline_within(c, "rank(s) 1 did not arrive within 400 ms");
+  pjrt_test_client_destroy(api, c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_all_reduce_and_all_gather_on_2_and_4_devices_match_the_evaluator),
@@ -482,6 +544,7 @@ int main(void) {
       cmocka_unit_test(test_worlds_larger_than_the_client_are_invalid_argument),
       cmocka_unit_test(test_single_device_execute_of_a_multi_device_executable_is_invalid),
       cmocka_unit_test(test_compile_options_set_the_all_reduce_combine_threshold),
+      cmocka_unit_test(test_collective_timeout_option_bounds_a_missing_peer),
   };
   return kiln_run_tests(tests, setup, teardown);
 }

@@ -136,7 +136,7 @@ kiln_status kiln_pjrt_runner_open(const kiln_pjrt_runner_options_t *opts,
                            .type = PJRT_NamedValue_kString,
                            .string_value = platform,
                            .value_size = platform ? strlen(platform) : 0};
-    PJRT_NamedValue copts[3];
+    PJRT_NamedValue copts[4];
     size_t nopts = 0;
     if (platform) copts[nopts++] = opt;
     if (opts && opts->mpi)
@@ -152,6 +152,13 @@ kiln_status kiln_pjrt_runner_open(const kiln_pjrt_runner_options_t *opts,
                                          .name_size = strlen("num_devices"),
                                          .type = PJRT_NamedValue_kInt64,
                                          .int64_value = opts->num_devices,
+                                         .value_size = 1};
+    if (opts && opts->collective_timeout_ms > 0)
+      copts[nopts++] = (PJRT_NamedValue){.struct_size = PJRT_NamedValue_STRUCT_SIZE,
+                                         .name = "collective_timeout_ms",
+                                         .name_size = strlen("collective_timeout_ms"),
+                                         .type = PJRT_NamedValue_kInt64,
+                                         .int64_value = opts->collective_timeout_ms,
                                          .value_size = 1};
     PJRT_Client_Create_Args ca = {.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE,
                                   .create_options = nopts ? copts : NULL,

@@ -30,6 +30,7 @@ typedef struct kiln_pjrt_runner_options {
   const char *platform; /* the client's "platform" option ("cpu", "cuda"); NULL: not given */
   int64_t num_devices;  /* the client's "num_devices" option (host devices); 0: not given */
   bool mpi;             /* the client's "mpi" option: one client across mpirun's processes */
+  int64_t collective_timeout_ms; /* the client's "collective_timeout_ms"; 0: not given */
   /* The table of a plugin linked into this program (its GetPjrtApi()), used instead of
    * loading one: `plugin` is then ignored. test_alloc_failure drives the plugin this way, so
    * that the allocation-failure injection (base/alloc.h) it sets reaches the plugin's code. */
