@@ -3,12 +3,14 @@
 
 #include <inttypes.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/hashmap.h"
 #include "runtime/collective_thunk.h"
 #include "runtime/command_buffer_thunk.h"
+#include "runtime/spmd.h"
 #include "runtime/thunk_internal.h"
 
 const char *kiln_thunk_kind_name(kiln_thunk_kind_t k) {
@@ -799,18 +801,40 @@ kiln_status kiln_thunk_seq_initialize(kiln_thunk_seq_t *s, const kiln_thunk_init
   return NULL;
 }
 
-kiln_status kiln_thunk_seq_failed(const kiln_thunk_seq_t *s, size_t failed,
+/* The index of the done of START thunk `j` of `s` (the next async thunk of its name), or
+ * s->len. */
+static size_t done_of(const kiln_thunk_seq_t *s, size_t j) {
+  size_t k = j + 1;
+  while (k < s->len && !is_async_named(s->items[k], s->items[j]->name)) k++;
+  return k;
+}
+
+kiln_status kiln_thunk_seq_failed(const kiln_thunk_seq_t *s, size_t failed, bool ran,
                                   const kiln_thunk_exec_params_t *p, kiln_status why) {
   const kiln_spmd_participant_t *who = p->state ? p->state->who : NULL;
-  if (!who) return why;
-  for (size_t j = 0; j <= failed && j < s->len; j++) {
-    const kiln_thunk_t *t = s->items[j];
-    if (!is_async_phase(t, KILN_COLL_PHASE_START)) continue;
-    /* It returned (began the overlap) unless it is what failed; its done may have run. */
-    bool began = j < failed;
-    for (size_t k = j + 1; began && k <= failed && k < s->len; k++)
-      if (is_async_named(s->items[k], t->name)) began = false; /* its done */
-    kiln_collective_thunk_abandon(t, p, who, began, kiln_status_message(why));
+  if (!who || !who->world) return why;
+  /* Stop the peers first: one may wait elsewhere for this participant (at a collective it
+   * will not reach) before it can finish what this one abandons below. */
+  if (kiln_status_code(why) != KILN_ABORTED)
+    kiln_spmd_world_abort(who->world, who->participant, kiln_status_message(why));
+  /* The starts whose done had not finished, in the order of their dones: the order every
+   * peer completes them in (nested pairs, start b ... start a ... done a ... done b, end a
+   * first, or this one would wait at b for a peer waiting at a). */
+  size_t last_d = 0, last_j = 0;
+  for (bool any = false;; any = true) {
+    size_t best_j = SIZE_MAX, best_d = SIZE_MAX;
+    for (size_t j = 0; j <= failed && j < s->len; j++) {
+      if (!is_async_phase(s->items[j], KILN_COLL_PHASE_START)) continue;
+      size_t d = done_of(s, j);
+      if (d < failed || (any && (d < last_d || (d == last_d && j <= last_j)))) continue;
+      if (d < best_d || (d == best_d && j < best_j)) best_d = d, best_j = j;
+    }
+    if (best_j == SIZE_MAX) break;
+    /* It began the overlap if it returned, and its done (which ends it first) had not run. */
+    bool began = (best_j < failed || (best_j == failed && ran)) && best_d > failed;
+    kiln_collective_thunk_abandon(s->items[best_j], p, who, began, kiln_status_message(why));
+    last_d = best_d;
+    last_j = best_j;
   }
   return why;
 }
@@ -819,7 +843,7 @@ kiln_status kiln_thunk_seq_execute(kiln_thunk_seq_t *s, const kiln_thunk_exec_pa
   if (__builtin_expect(p->profile != NULL, 0)) return kiln_thunk_seq_execute_profiled(s, p);
   for (size_t i = 0; i < s->len; i++) {
     kiln_status st = kiln_thunk_execute(s->items[i], p);
-    if (st) return kiln_thunk_seq_failed(s, i, p, st);
+    if (st) return kiln_thunk_seq_failed(s, i, false, p, st);
   }
   return NULL;
 }

@@ -117,11 +117,12 @@ const kiln_run_info_t *kiln_thunk_exec_state_run(const kiln_thunk_exec_state_t *
 /* kiln_thunk_seq_execute with p->profile set (thunk_profile.c): each thunk timed until its
  * stream finished it, its children one level deeper. */
 kiln_status kiln_thunk_seq_execute_profiled(kiln_thunk_seq_t *s, const kiln_thunk_exec_params_t *p);
-/* Thunk `failed` of `s` failed with `why` (`failed` is i + 1 when thunk i returned and the
- * work it queued failed): ends the async collectives the sequence started whose done had not run
+/* Thunk `failed` of `s` failed with `why` (`ran`: it returned, and the work it queued
+ * failed): in a world, aborts it (unless `why` is ABORTED) and ends the async collectives the
+ * sequence started whose done had not finished, in the order of their dones
  * (kiln_collective_thunk_abandon), so nothing the caller then frees is still read by a peer.
  * Returns `why`. */
-kiln_status kiln_thunk_seq_failed(const kiln_thunk_seq_t *s, size_t failed,
+kiln_status kiln_thunk_seq_failed(const kiln_thunk_seq_t *s, size_t failed, bool ran,
                                   const kiln_thunk_exec_params_t *p, kiln_status why);
 /* Sizes run->bases for t's allocations (after prepare) and clears its ticket. */
 void kiln_cmdbuf_run_init(kiln_cmdbuf_run_t *run, const kiln_thunk_t *t);

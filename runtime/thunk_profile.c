@@ -125,10 +125,10 @@ kiln_status kiln_thunk_seq_execute_profiled(kiln_thunk_seq_t *s,
     q.profile_parent = t;
     uint64_t t0 = now_ns();
     kiln_status st = kiln_thunk_execute(t, &q);
-    if (st) return kiln_thunk_seq_failed(s, i, p, st);
+    if (st) return kiln_thunk_seq_failed(s, i, false, p, st);
     st = kiln_status_annotate(kiln_stream_synchronize(p->stream), "after %s %s (profiling)",
                               kiln_thunk_kind_name(t->kind), t->name);
-    if (st) return kiln_thunk_seq_failed(s, i + 1, p, st); /* t itself returned */
+    if (st) return kiln_thunk_seq_failed(s, i, true, p, st); /* t itself returned */
     uint64_t t1 = now_ns();
     record(p->profile, t, p->profile_parent, p->profile_depth, t1 - t0);
   }

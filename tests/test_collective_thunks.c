@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +31,14 @@
 #include "compiler/hlo/literal.h"
 #include "ffi/ffi_legacy.h"
 #include "ffi/ffi_registry.h"
+#include "runtime/buffer.h"
+#include "runtime/collective_thunk.h"
 #include "runtime/device.h"
+#include "runtime/spmd.h"
+#include "runtime/thunk.h"
 #include "tests/collective_test_util.h"
 #include "tests/skip_util.h"
+#include "tests/status_test_util.h"
 #include "tools/common/device_run.h"
 #include "tools/common/fake_args.h"
 
@@ -203,6 +209,10 @@ static void test_all_reduce_group_modes(void **state) {
   /* cross-replica on 2 partitions: one group per partition */
   check(2, 2, "bf16", "[8]", "add",
         "  ROOT c = bf16[8] all-reduce(y), replica_groups={{0,1}}, to_apply=red");
+  /* mesh axes with a sub-axis: {0,4,1,5},{2,6,3,7}, an all-gather to see the order */
+  check(8, 1, "s32", "[2]", "add",
+        "  ROOT c = s32[8] all-gather(y), dimensions={0}, "
+        "replica_groups=mesh['x'=2,'y'=4] {'y':(2)2,'x'}");
 }
 
 static void test_all_reduce_variadic_and_async(void **state) {
@@ -475,6 +485,27 @@ static void test_async_all_reduce_overlaps_the_work_between_start_and_done(void 
  * participant 1 at the all-reduce's second barrier until the 10 s deadline (checked). */
 static atomic_int g_rank0_looping, g_rank1_stopped;
 
+/* Runs `text` on 2 host devices with a 10 s collective timeout: it must fail with an error
+ * naming `needle` (participant 1's own) within 8 s. */
+static void expect_participant_1_error(const char *text, const char *needle) {
+  kiln_arena_t arena;
+  kiln_literal_t **args, *got[2] = {0};
+  kiln_hlo_module_t *m = NULL;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  kiln_status s = run_on_two(text, 10000, &arena, &m, &args, got);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  assert_non_null(s);
+  printf("%.2f s: %s\n", secs, kiln_status_message(s));
+  if (!strstr(kiln_status_message(s), needle) || !strstr(kiln_status_message(s), "replica 1"))
+    fail_msg("want participant 1's error '%s'", needle);
+  assert_true(secs < 8);
+  kiln_status_free(s);
+  kiln_arena_destroy(&arena);
+  kiln_hlo_module_destroy(m);
+}
+
 static bool wait_flag(atomic_int *flag) {
   for (int i = 0; i < 20000 && !atomic_load(flag); i++) {
     struct timespec ms = {0, 1000000};
@@ -525,18 +556,165 @@ static void test_participant_failing_between_start_and_done_lets_its_peer_finish
       "  l = (s32[], f32[8], u32[]) while(init), condition=cond, body=body\n"
       "  lv = f32[8] get-tuple-element(l), index=1\n"
       "  ROOT t = (f32[65536], f32[65536], f32[8]) tuple(s, ar, lv)\n}\n";
-  kiln_arena_t arena;
-  kiln_literal_t **args, *got[2] = {0};
-  kiln_hlo_module_t *m = NULL;
-  kiln_status s = run_on_two(text, 10000, &arena, &m, &args, got);
-  assert_non_null(s);
-  printf("%s\n", kiln_status_message(s));
+  expect_participant_1_error(text, "participant 1 stops here");
   assert_true(atomic_load(&g_rank1_stopped));
-  if (!strstr(kiln_status_message(s), "participant 1 stops here"))
-    fail_msg("%s", kiln_status_message(s));
-  kiln_status_free(s);
-  kiln_arena_destroy(&arena);
-  kiln_hlo_module_destroy(m);
+}
+
+/* Participant 1 fails after its all-reduce-start (a custom call that fails on it, 50 ms in,
+ * so participant 0 began too), before a collective participant 0 waits at: with the first
+ * module, a collective-broadcast scheduled between the all-reduce's start and done; with the
+ * second, before the start of one all-reduce while another's is under way (start b, the
+ * call, start a, done a, done b). Participant 1 must stop participant 0 (abort the world)
+ * before it finishes the all-reduce it began: the run fails with participant 1's error at
+ * once, not at the 10 s deadline (participant 1 waiting for a peer that waits for it at a
+ * collective it will not reach). */
+static void fail_on_1_call(void *out, const void **in, XlaCustomCallStatus *status) {
+  uint32_t id = *(const uint32_t *)in[0];
+  if (id == 1) {
+    struct timespec wait = {0, 50000000};
+    nanosleep(&wait, NULL);
+    static const char kMsg[] = "participant 1 fails";
+    XlaCustomCallStatusSetFailure(status, kMsg, sizeof kMsg - 1);
+    return;
+  }
+  memcpy(out, in[1], 64 * sizeof(float));
+}
+
+static void test_participant_failing_inside_async_windows_stops_its_peers_at_once(void **state) {
+  (void)state;
+  register_legacy("kiln_test_fail_on_1", fail_on_1_call);
+  const char *broadcast =
+      "HloModule m, replica_count=2\n\n"
+      "red {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] add(a, b)\n}\n\n"
+      "ENTRY e {\n  x = f32[64] parameter(0)\n  v = f32[64] parameter(1)\n"
+      "  rid = u32[] replica-id()\n  s = f32[64] multiply(x, x)\n"
+      "  ar = f32[64] all-reduce(s), replica_groups={{0,1}}, to_apply=red\n"
+      "  c = f32[64] custom-call(rid, v), custom_call_target=\"kiln_test_fail_on_1\", "
+      "api_version=API_VERSION_STATUS_RETURNING, custom_call_has_side_effect=true\n"
+      "  bc = f32[64] collective-broadcast(c), replica_groups={{0,1}}\n"
+      "  ROOT t = (f32[64], f32[64], f32[64]) tuple(s, ar, bc)\n}\n";
+  expect_participant_1_error(broadcast, "participant 1 fails");
+  const char *nested =
+      "HloModule m, replica_count=2\n\n"
+      "red {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] add(a, b)\n}\n\n"
+      "mx {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] maximum(a, "
+      "b)\n}\n\n"
+      "ENTRY e {\n  p0 = f32[64] parameter(0)\n  p1 = f32[64] parameter(1)\n"
+      "  rid = u32[] replica-id()\n"
+      "  m0 = f32[64] custom-call(rid, p0), custom_call_target=\"kiln_test_fail_on_1\", "
+      "api_version=API_VERSION_STATUS_RETURNING, custom_call_has_side_effect=true\n"
+      "  a = f32[64] all-reduce(m0), replica_groups={{0,1}}, to_apply=red\n"
+      "  b = f32[64] all-reduce(p1), replica_groups={{0,1}}, to_apply=mx\n"
+      "  ROOT t = (f32[64], f32[64]) tuple(a, b)\n}\n";
+  expect_participant_1_error(nested, "participant 1 fails");
+}
+
+/* Nested async pairs built by hand, in an order a schedule may have: start b, start a, a
+ * custom call that fails on participant 1 (synchronously, 50 ms in, so both began a and b),
+ * done a, done b. Participant 1 must end a before b, the order of their dones, which
+ * participant 0 follows: ended in start order, it would wait at b for participant 0 while
+ * participant 0 waits at a for it, until the 10 s deadline (checked). Participant 0 finishes
+ * both all-reduces with the right sums. */
+typedef struct {
+  kiln_thunk_seq_t seq;
+  kiln_buffer_table_t table;
+  kiln_stream_t *stream;
+  kiln_thunk_exec_state_t *state;
+  kiln_spmd_participant_t who;
+  kiln_status status;
+} hand_participant_t;
+
+static kiln_status ok_fn(void *ctx, kiln_stream_t *stream, const kiln_devptr_t *operands,
+                         int num_operands, const kiln_devptr_t *results, int num_results) {
+  (void)ctx, (void)stream, (void)operands, (void)num_operands, (void)results, (void)num_results;
+  return KILN_STATUS_OK;
+}
+
+static kiln_status fail_fn(void *ctx, kiln_stream_t *stream, const kiln_devptr_t *operands,
+                           int num_operands, const kiln_devptr_t *results, int num_results) {
+  ok_fn(ctx, stream, operands, num_operands, results, num_results);
+  struct timespec wait = {0, 50000000};
+  nanosleep(&wait, NULL);
+  return KILN_ERR_INTERNAL("participant 1's call fails");
+}
+
+/* An all-reduce thunk of 64 f32 over 2 participants: send at `at`, result 256 bytes on. */
+static kiln_thunk_t *hand_all_reduce(const char *name, kiln_coll_thunk_phase_t phase, int64_t at) {
+  kiln_coll_thunk_desc_t *d = kiln_coll_thunk_desc_create(KILN_COLL_THUNK_ALL_REDUCE, 1, 2, 1);
+  for (int i = 0; i < 2; i++) {
+    d->rank[i] = i;
+    d->group_size[i] = 2;
+  }
+  d->reduction = KILN_COLL_SUM;
+  d->phase = phase;
+  d->buffers[0] = (kiln_coll_thunk_buffer_t){.send = kiln_slice_make(0, at, 256),
+                                             .recv = kiln_slice_make(0, at + 256, 256),
+                                             .dtype = KILN_COLL_F32,
+                                             .count = 64};
+  return kiln_thunk_collective_create(name, d);
+}
+
+static void *hand_participant_main(void *arg) {
+  hand_participant_t *h = arg;
+  kiln_thunk_exec_params_t xp = {
+      .device = g_dev, .stream = h->stream, .buffers = &h->table, .state = h->state};
+  h->status = kiln_thunk_seq_execute(&h->seq, &xp);
+  return NULL;
+}
+
+static void test_nested_async_pairs_end_in_the_order_of_their_dones(void **state) {
+  (void)state;
+  kiln_spmd_world_t *w = NULL;
+  ASSERT_OK(kiln_spmd_world_create(2, 1, NULL, 10000, &w));
+  hand_participant_t h[2];
+  memset(h, 0, sizeof h);
+  const uint64_t bytes = 1024; /* a: [0, 256) -> [256, 512); b: [512, 768) -> [768, 1024) */
+  for (int p = 0; p < 2; p++) {
+    kiln_thunk_seq_init(&h[p].seq);
+    kiln_thunk_seq_push(&h[p].seq, hand_all_reduce("b", KILN_COLL_PHASE_START, 512));
+    kiln_thunk_seq_push(&h[p].seq, hand_all_reduce("a", KILN_COLL_PHASE_START, 0));
+    kiln_thunk_seq_push(&h[p].seq, kiln_thunk_custom_call_create("k", "k", p ? fail_fn : ok_fn,
+                                                                 NULL, NULL, 0, NULL, 0, false));
+    kiln_thunk_seq_push(&h[p].seq, hand_all_reduce("a", KILN_COLL_PHASE_DONE, 0));
+    kiln_thunk_seq_push(&h[p].seq, hand_all_reduce("b", KILN_COLL_PHASE_DONE, 512));
+    kiln_thunk_prepare_params_t pp = {1, &bytes};
+    ASSERT_OK(kiln_thunk_seq_prepare(&h[p].seq, &pp));
+    ASSERT_OK(kiln_buffer_table_init(&h[p].table, g_dev, 1));
+    ASSERT_OK(kiln_buffer_table_allocate(&h[p].table, 0, bytes));
+    float *x = (float *)(uintptr_t)h[p].table.bases[0];
+    for (int e = 0; e < 64; e++) x[e] = (float)(p + 1), x[128 + e] = (float)(10 * (p + 1));
+    ASSERT_OK(kiln_stream_create(g_dev, &h[p].stream));
+    ASSERT_OK(kiln_thunk_exec_state_create(g_dev, &h[p].seq, &h[p].state));
+    h[p].who = (kiln_spmd_participant_t){w, p};
+    kiln_thunk_exec_state_set_participant(h[p].state, &h[p].who);
+  }
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  pthread_t th[2];
+  for (int p = 0; p < 2; p++)
+    assert_int_equal(pthread_create(&th[p], NULL, hand_participant_main, &h[p]), 0);
+  for (int p = 0; p < 2; p++) pthread_join(th[p], NULL);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  printf("nested pairs: %.2f s; participant 1: %s\n", secs,
+         h[1].status ? kiln_status_message(h[1].status) : "OK");
+  if (h[0].status) fail_msg("participant 0: %s", kiln_status_message(h[0].status));
+  assert_non_null(h[1].status);
+  assert_non_null(strstr(kiln_status_message(h[1].status), "participant 1's call fails"));
+  assert_true(secs < 5);
+  const float *x0 = (const float *)(uintptr_t)h[0].table.bases[0];
+  for (int e = 0; e < 64; e++) {
+    assert_true(x0[64 + e] == 3.0f);   /* a: 1 + 2 */
+    assert_true(x0[192 + e] == 30.0f); /* b: 10 + 20 */
+  }
+  for (int p = 0; p < 2; p++) {
+    kiln_status_free(h[p].status);
+    kiln_thunk_exec_state_destroy(h[p].state);
+    kiln_stream_destroy(h[p].stream);
+    kiln_thunk_seq_free(&h[p].seq);
+    kiln_buffer_table_free(&h[p].table);
+  }
+  kiln_spmd_world_destroy(w);
 }
 
 int main(void) {
@@ -552,6 +730,8 @@ int main(void) {
       cmocka_unit_test(test_async_all_reduce_overlaps_the_work_between_start_and_done),
       cmocka_unit_test(test_async_all_reduce_in_a_loop_slot_the_root_rewrites),
       cmocka_unit_test(test_participant_failing_between_start_and_done_lets_its_peer_finish),
+      cmocka_unit_test(test_participant_failing_inside_async_windows_stops_its_peers_at_once),
+      cmocka_unit_test(test_nested_async_pairs_end_in_the_order_of_their_dones),
   };
   return kiln_run_tests(tests, setup, teardown);
 }

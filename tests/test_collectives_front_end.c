@@ -62,6 +62,19 @@ static void test_replica_group_forms_expand(void **state) {
   expect_groups("mesh['axis_0'=4,'axis_1'=2] {'axis_0'}", 2, 4,
                 (const int64_t[]){0, 2, 4, 6, 1, 3, 5, 7}, 8);
   expect_groups("mesh['a'=2,'b'=3] {'b','a'}", 1, 6, (const int64_t[]){0, 3, 1, 4, 2, 5}, 6);
+  /* Sub-axes (XLA's AxisRef 'a':(pre)size): an axis of 8 seen as [pre][size][8 / (pre *
+   * size)], grouped over the middle. */
+  expect_groups("mesh['a'=8] {'a':(1)2}", 4, 2, (const int64_t[]){0, 4, 1, 5, 2, 6, 3, 7}, 8);
+  expect_groups("mesh['a'=8] {'a':(2)2}", 4, 2, (const int64_t[]){0, 2, 1, 3, 4, 6, 5, 7}, 8);
+  expect_groups("mesh['a'=8] {'a':(4)2}", 4, 2, (const int64_t[]){0, 1, 2, 3, 4, 5, 6, 7}, 8);
+  /* two sub-axes of one axis, in listing order (the first major) */
+  expect_groups("mesh['a'=8] {'a':(1)2,'a':(4)2}", 2, 4, (const int64_t[]){0, 1, 4, 5, 2, 3, 6, 7},
+                8);
+  expect_groups("mesh['a'=8] {'a':(4)2, 'a':(1)2}", 2, 4, (const int64_t[]){0, 4, 1, 5, 2, 6, 3, 7},
+                8);
+  /* a sub-axis of y (the minor half of 4) then all of x: id = 4x + 2 y0 + y1 */
+  expect_groups("mesh['x'=2,'y'=4] {'y':(2)2,'x'}", 2, 4, (const int64_t[]){0, 4, 1, 5, 2, 6, 3, 7},
+                8);
 }
 
 static void test_replica_group_errors_name_the_problem(void **state) {
@@ -74,6 +87,14 @@ static void test_replica_group_errors_name_the_problem(void **state) {
   expect_groups_error("{{0,1}", "'}'");
   expect_groups_error("mesh['a'=2] {'c'}", "axis 'c' is not a mesh axis");
   expect_groups_error("groups", "expected '{', '[' or mesh");
+  expect_groups_error("mesh['a'=8] {'a':(1)8}", "the size must be 2 or more and below");
+  expect_groups_error("mesh['a'=8] {'a':(3)2}", "pre-size x size must divide it");
+  expect_groups_error("mesh['a'=8] {'a':(2)1}", "the size must be 2 or more");
+  expect_groups_error("mesh['a'=8] {'a':(1)4,'a':(2)2}", "its sub-axes overlap");
+  expect_groups_error("mesh['a'=8] {'a','a':(1)2}", "listed twice");
+  expect_groups_error("mesh['a'=24] {'a':(2)2,'a':(6)2}", "do not nest");
+  expect_groups_error("mesh['a'=8] {'a':1}", "a sub-axis :(pre-size)size");
+  expect_groups_error("mesh['a'=2,'b'=2], device_ids=([2,2]<=[4]T(1,0)) {'a'}", "device_ids");
 }
 
 static kiln_status parse_and_verify(const char *text) {

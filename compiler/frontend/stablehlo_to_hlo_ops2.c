@@ -266,6 +266,14 @@ static kiln_status replica_groups(shc_ctx_t *c, const kiln_mlir_op_t *op, const 
   const kiln_mlir_attr_t *a = kiln_mlir_op_attr(op, name);
   *out = "";
   if (!a) return NULL;
+  if ((a->kind == KILN_MLIR_ATTR_STRUCT && a->dialect &&
+       !strcmp(a->dialect, "stablehlo.replica_group_mesh_axes")) ||
+      (a->kind == KILN_MLIR_ATTR_OTHER && a->str && strstr(a->str, "replica_group_mesh_axes")))
+    return SHC_UNIMPL(op,
+                      "%s: mesh-axes replica groups (#stablehlo.replica_group_mesh_axes) are not "
+                      "converted; give the groups as a dense tensor (HLO text takes "
+                      "mesh['x'=N,...] {'x',...})",
+                      name);
   if (a->kind != KILN_MLIR_ATTR_DENSE_ELEMENTS || !a->literal || !a->type ||
       a->type->kind != KILN_MLIR_TYPE_TENSOR || a->type->rank != 2)
     return SHC_INVALID(op, "%s: expected a 2-D tensor of integers", name);

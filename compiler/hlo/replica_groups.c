@@ -33,7 +33,7 @@ static bool eat(cursor_t *c, char ch) {
 static kiln_status syntax(const cursor_t *c, const char *what) {
   return KILN_ERR_INVALID(
       "replica_groups=%s: expected %s at offset %d; write {{0,1},{2,3}}, "
-      "[G,S]<=[dims]T(perm) or mesh['axis'=N,...] {'axis',...}",
+      "[G,S]<=[dims]T(perm) or mesh['axis'=N,...] {'axis','axis':(pre)size,...}",
       c->text, what, (int)(c->p - c->text));
 }
 
@@ -154,12 +154,46 @@ static bool read_quoted(cursor_t *c, const char **start, size_t *len) {
   return true;
 }
 
+/* One axis of a mesh's group list: mesh axis `axis`, the whole of it or its sub-axis
+ * (pre)size: the axis of n devices seen as [pre][size][n / (pre * size)], major to minor. */
+typedef struct {
+  int axis;
+  int64_t pre, size;
+  bool whole;
+} axis_ref_t;
+
+/* The sub-axes of each mesh axis cut it at the products pre and pre * size; between two
+ * neighbouring cuts lies one factor of the axis (the major one first). `cuts` gets the sorted
+ * distinct cuts of axis `d` (1 and its size included); returns how many. */
+static int axis_cuts(const axis_ref_t *refs, int nrefs, int d, int64_t n, int64_t *cuts) {
+  int k = 0;
+  cuts[k++] = 1;
+  cuts[k++] = n;
+  for (int r = 0; r < nrefs; r++) {
+    if (refs[r].axis != d || refs[r].whole) continue;
+    int64_t add[2] = {refs[r].pre, refs[r].pre * refs[r].size};
+    for (int i = 0; i < 2; i++) {
+      int j = 0;
+      while (j < k && cuts[j] != add[i]) j++;
+      if (j == k) cuts[k++] = add[i];
+    }
+  }
+  for (int i = 1; i < k; i++) /* insertion sort: a handful */
+    for (int j = i; j > 0 && cuts[j - 1] > cuts[j]; j--) {
+      int64_t t = cuts[j];
+      cuts[j] = cuts[j - 1];
+      cuts[j - 1] = t;
+    }
+  return k;
+}
+
+/* mesh['a'=N,...] {'a','b':(pre)size,...}: the devices of the mesh (iota, row-major), grouped
+ * over the listed axes and sub-axes (in listing order, the first major); the other axes lead. */
 static kiln_status parse_mesh(cursor_t *c, i64_vec_t *ids, int_vec_t *offsets) {
   const char *names[MAX_DIMS];
   size_t lens[MAX_DIMS];
-  int64_t dims[MAX_DIMS], perm[MAX_DIMS];
-  bool listed[MAX_DIMS] = {0};
-  int rank = 0, nlisted = 0;
+  int64_t dims[MAX_DIMS];
+  int rank = 0;
   int64_t total = 1;
   if (!eat(c, '[')) return syntax(c, "'['");
   do {
@@ -171,36 +205,81 @@ static kiln_status parse_mesh(cursor_t *c, i64_vec_t *ids, int_vec_t *offsets) {
     if (total > MAX_IDS) return syntax(c, "fewer devices");
   } while (eat(c, ','));
   if (!eat(c, ']')) return syntax(c, "']'");
+  skip_ws(c);
+  if (*c->p == ',')
+    return KILN_ERR_UNIMPLEMENTED(
+        "replica_groups=%s: a mesh with its own device order (device_ids) is not supported; "
+        "write the groups out ({{...}}) or in the iota form",
+        c->text);
   if (!eat(c, '{')) return syntax(c, "'{' and the reduced axes");
+  axis_ref_t refs[MAX_DIMS];
+  int nrefs = 0;
   do {
     const char *n;
     size_t l;
+    if (nrefs == MAX_DIMS) return syntax(c, "fewer axes in the group");
     if (!read_quoted(c, &n, &l)) return syntax(c, "a quoted axis name");
     int d = 0;
     while (d < rank && !(lens[d] == l && memcmp(names[d], n, l) == 0)) d++;
-    if (d == rank || listed[d])
-      return KILN_ERR_INVALID(
-          "replica_groups=%s: axis '%.*s' is not a mesh axis or is listed "
-          "twice",
-          c->text, (int)l, n);
-    listed[d] = true;
-    perm[rank - 1 - (nlisted++)] = d; /* fixed up below: listed axes go last, in order */
+    if (d == rank)
+      return KILN_ERR_INVALID("replica_groups=%s: axis '%.*s' is not a mesh axis", c->text, (int)l,
+                              n);
+    axis_ref_t r = {d, 1, dims[d], true};
+    if (eat(c, ':')) {
+      if (!eat(c, '(') || !read_int(c, &r.pre) || !eat(c, ')') || !read_int(c, &r.size))
+        return syntax(c, "a sub-axis :(pre-size)size");
+      r.whole = false;
+      if (r.pre < 1 || r.size < 2 || r.size >= dims[d] || dims[d] % (r.pre * r.size) != 0)
+        return KILN_ERR_INVALID(
+            "replica_groups=%s: sub-axis '%.*s':(%lld)%lld of an axis of %lld: the size must be "
+            "2 or more and below the axis's, pre-size x size must divide it",
+            c->text, (int)l, n, (long long)r.pre, (long long)r.size, (long long)dims[d]);
+    }
+    for (int o = 0; o < nrefs; o++) {
+      const axis_ref_t *q = &refs[o];
+      if (q->axis == d &&
+          (q->whole || r.whole || (q->pre < r.pre * r.size && r.pre < q->pre * q->size)))
+        return KILN_ERR_INVALID(
+            "replica_groups=%s: axis '%.*s' is listed twice or its sub-axes overlap", c->text,
+            (int)l, n);
+    }
+    refs[nrefs++] = r;
   } while (eat(c, ','));
   if (!eat(c, '}')) return syntax(c, "'}'");
-  /* Reverse the listed tail into listing order; the other axes lead, in mesh order. */
-  for (int i = 0; i < nlisted / 2; i++) {
-    int64_t t = perm[rank - nlisted + i];
-    perm[rank - nlisted + i] = perm[rank - 1 - i];
-    perm[rank - 1 - i] = t;
+  /* Every mesh axis in factors between its cuts: dims of an expanded mesh, major first. */
+  int64_t fdims[MAX_DIMS], cuts[2 * MAX_DIMS + 2];
+  int first[MAX_DIMS], frank = 0; /* first[d]: the first factor of axis d */
+  for (int d = 0; d < rank; d++) {
+    int k = axis_cuts(refs, nrefs, d, dims[d], cuts);
+    first[d] = frank;
+    for (int j = 0; j + 1 < k; j++) {
+      if (cuts[j + 1] % cuts[j] != 0)
+        return KILN_ERR_INVALID(
+            "replica_groups=%s: the sub-axes of axis '%.*s' do not nest (%lld does not divide "
+            "%lld)",
+            c->text, (int)lens[d], names[d], (long long)cuts[j], (long long)cuts[j + 1]);
+      if (frank == MAX_DIMS) return syntax(c, "fewer axes and sub-axes");
+      fdims[frank++] = cuts[j + 1] / cuts[j];
+    }
   }
-  int64_t group_size = 1;
-  for (int d = 0, k = 0; d < rank; d++) {
-    if (!listed[d])
-      perm[k++] = d;
-    else
-      group_size *= dims[d];
+  /* The listed factors go last in listing order; the others lead in mesh order. */
+  bool listed[MAX_DIMS] = {0};
+  int64_t perm[MAX_DIMS], listed_perm[MAX_DIMS], group_size = 1;
+  for (int r = 0; r < nrefs; r++) {
+    int f = first[refs[r].axis];
+    if (!refs[r].whole) {
+      int k = axis_cuts(refs, nrefs, refs[r].axis, dims[refs[r].axis], cuts);
+      for (int j = 0; j < k && cuts[j] != refs[r].pre; j++) f++;
+    }
+    listed[f] = true;
+    listed_perm[r] = f;
+    group_size *= fdims[f];
   }
-  transposed_iota(dims, perm, rank, ids);
+  int np = 0;
+  for (int f = 0; f < frank; f++)
+    if (!listed[f]) perm[np++] = f;
+  for (int r = 0; r < nrefs; r++) perm[np++] = listed_perm[r];
+  transposed_iota(fdims, perm, frank, ids);
   for (int64_t g = 0; g <= total / group_size; g++) kiln_vec_push(offsets, (int)(g * group_size));
   return KILN_STATUS_OK;
 }
