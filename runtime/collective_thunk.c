@@ -448,7 +448,16 @@ kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec
           "ragged-all-to-all %s: its group spans MPI processes; only groups inside one "
           "process run it",
           t->name);
-    return done ? KILN_STATUS_OK : kiln_collective_thunk_execute_mpi(t, p, me, w);
+    if (d->phase == KILN_COLL_PHASE_WHOLE) return kiln_collective_thunk_execute_mpi(t, p, me, w);
+    if (done) {
+      kiln_stream_overlap_end(p->stream);
+      return kiln_collective_thunk_done_mpi(t, me, w);
+    }
+    /* The start: MPI moves the data on a thread of its own while the stream runs what the
+     * done waits behind. */
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_collective_thunk_start_mpi(t, p, me, w));
+    kiln_stream_overlap_begin(p->stream);
+    return KILN_STATUS_OK;
   }
   kiln_coll_clique_t *c = NULL;
   int rank = d->rank[me], size = d->group_size[me];
@@ -517,12 +526,14 @@ void kiln_collective_thunk_abandon(const kiln_thunk_t *t, const kiln_thunk_exec_
     if (began) kiln_status_free(kiln_nccl_collective_execute(t->name, &done, p, who));
     return;
   }
-  int local_devices = 0;
-  if (p->device->kind != KILN_DEVICE_HOST ||
-      (kiln_spmd_world_mpi(w, &local_devices) &&
-       kiln_coll_thunk_spans_processes(d, me, local_devices)))
-    return; /* the start ran all of it */
+  if (p->device->kind != KILN_DEVICE_HOST) return;
   if (began) kiln_stream_overlap_end(p->stream);
+  int local_devices = 0;
+  if (kiln_spmd_world_mpi(w, &local_devices) &&
+      kiln_coll_thunk_spans_processes(d, me, local_devices)) {
+    kiln_collective_thunk_abandon_mpi(t, me, w); /* the world's abort broke MPI: it ends soon */
+    return;
+  }
   for (int k = 0; k < d->num_buffers; k++) {
     kiln_coll_clique_t *c = kiln_spmd_world_find_clique(w, t->name, d->group_key[me], k);
     if (c) kiln_coll_abandon(c, d->rank[me], why);

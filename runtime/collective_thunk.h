@@ -124,6 +124,15 @@ kiln_status kiln_collective_thunk_execute_mpi(const kiln_thunk_t *t,
  * turns the stream's overlap mode off. `why` is the failure, for peers that broke off. */
 void kiln_collective_thunk_abandon(const kiln_thunk_t *t, const kiln_thunk_exec_params_t *p,
                                    const kiln_spmd_participant_t *who, bool began, const char *why);
+/* The async halves over MPI: the start synchronizes the stream and runs the collective on a
+ * thread of its own (the world keeps it: kiln_spmd_world_put_pending), the done waits for it
+ * and returns its status, abandon waits for it and drops the status. */
+kiln_status kiln_collective_thunk_start_mpi(const kiln_thunk_t *t,
+                                            const kiln_thunk_exec_params_t *p, int me,
+                                            struct kiln_spmd_world *w);
+kiln_status kiln_collective_thunk_done_mpi(const kiln_thunk_t *t, int me,
+                                           struct kiln_spmd_world *w);
+void kiln_collective_thunk_abandon_mpi(const kiln_thunk_t *t, int me, struct kiln_spmd_world *w);
 void kiln_collective_thunk_print(kiln_strbuf_t *b, const kiln_thunk_t *t);
 
 #endif /* KILN_RUNTIME_COLLECTIVE_THUNK_H_ */

@@ -16,12 +16,22 @@ typedef struct clique_entry {
   struct clique_entry *next;
 } clique_entry_t;
 
+/* An async collective begun over MPI (kiln_spmd_world_put_pending). */
+typedef struct pending_entry {
+  char *op;
+  int participant;
+  void *handle;
+  void (*finish)(void *handle);
+  struct pending_entry *next;
+} pending_entry_t;
+
 struct kiln_spmd_world {
   int num_replicas, num_partitions;
   int64_t *device_assignment; /* NULL: identity */
   int64_t timeout_ms;
   pthread_mutex_t mu; /* guards the list and `aborted` */
   clique_entry_t *cliques;
+  pending_entry_t *pending;
   kiln_status aborted;
   kiln_mpi_t *mpi; /* NULL: every participant in this process */
   int local_devices;
@@ -63,6 +73,13 @@ void kiln_spmd_world_destroy(kiln_spmd_world_t *w) {
     clique_entry_t *e = w->cliques;
     w->cliques = e->next;
     kiln_coll_clique_destroy(e->clique);
+    kiln_free(e->op);
+    kiln_free(e);
+  }
+  while (w->pending) { /* a participant left one behind: end it before the world goes */
+    pending_entry_t *e = w->pending;
+    w->pending = e->next;
+    e->finish(e->handle);
     kiln_free(e->op);
     kiln_free(e);
   }
@@ -157,6 +174,53 @@ kiln_coll_clique_t *kiln_spmd_world_find_clique(kiln_spmd_world_t *w, const char
   clique_entry_t *e = lookup(w, op, key, part);
   kiln_mutex_unlock(&w->mu);
   return e ? e->clique : NULL;
+}
+
+kiln_status kiln_spmd_world_put_pending(kiln_spmd_world_t *w, const char *op, int participant,
+                                        void *handle, void (*finish)(void *handle)) {
+  size_t len = strlen(op) + 1;
+  pending_entry_t *e = kiln_try_calloc(1, sizeof *e);
+  if (e) e->op = kiln_try_malloc(len);
+  if (!e || !e->op) {
+    if (e) kiln_free(e);
+    return KILN_ERR_EXHAUSTED("out of host memory for the pending collective %s", op);
+  }
+  memcpy(e->op, op, len);
+  e->participant = participant;
+  e->handle = handle;
+  e->finish = finish;
+  kiln_mutex_lock(&w->mu);
+  e->next = w->pending;
+  w->pending = e;
+  kiln_mutex_unlock(&w->mu);
+  return KILN_STATUS_OK;
+}
+
+int kiln_spmd_world_pending_of(kiln_spmd_world_t *w, int participant, void **out, int max) {
+  int n = 0;
+  kiln_mutex_lock(&w->mu);
+  for (pending_entry_t *e = w->pending; e; e = e->next)
+    if (e->participant == participant) {
+      if (n < max) out[n] = e->handle;
+      n++;
+    }
+  kiln_mutex_unlock(&w->mu);
+  return n;
+}
+
+void *kiln_spmd_world_take_pending(kiln_spmd_world_t *w, const char *op, int participant) {
+  kiln_mutex_lock(&w->mu);
+  pending_entry_t **at = &w->pending;
+  while (*at && ((*at)->participant != participant || strcmp((*at)->op, op) != 0))
+    at = &(*at)->next;
+  pending_entry_t *e = *at;
+  if (e) *at = e->next;
+  kiln_mutex_unlock(&w->mu);
+  if (!e) return NULL;
+  void *h = e->handle;
+  kiln_free(e->op);
+  kiln_free(e);
+  return h;
 }
 
 void kiln_spmd_world_abort(kiln_spmd_world_t *w, int participant, const char *why) {

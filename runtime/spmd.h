@@ -57,6 +57,15 @@ kiln_status kiln_spmd_world_clique(kiln_spmd_world_t *w, const char *op, int64_t
  * participant that stops ends what it began there: kiln_coll_abandon). */
 kiln_coll_clique_t *kiln_spmd_world_find_clique(kiln_spmd_world_t *w, const char *op, int64_t key,
                                                 int part);
+/* An async collective participant `participant` began over MPI (the start of a pair whose
+ * group spans processes): `handle` waits here until its done takes it back
+ * (kiln_spmd_world_take_pending: NULL if there is none); destroying the world calls `finish` on
+ * any left. Thread-safe. */
+kiln_status kiln_spmd_world_put_pending(kiln_spmd_world_t *w, const char *op, int participant,
+                                        void *handle, void (*finish)(void *handle));
+void *kiln_spmd_world_take_pending(kiln_spmd_world_t *w, const char *op, int participant);
+/* The handles `participant` has pending: how many, the first `max` of them into out[]. */
+int kiln_spmd_world_pending_of(kiln_spmd_world_t *w, int participant, void **out, int max);
 /* A world spanning processes (runtime/mpi.h): `local_devices` participants per process, this
  * one holding participants [rank * local_devices, (rank + 1) * local_devices). A collective
  * whose group has members in other processes runs over MPI; one inside this process keeps its
