@@ -450,7 +450,11 @@ kiln_status kiln_collective_thunk_execute(kiln_thunk_t *t, const kiln_thunk_exec
           t->name);
     if (d->phase == KILN_COLL_PHASE_WHOLE) return kiln_collective_thunk_execute_mpi(t, p, me, w);
     if (done) {
+      /* The work queued since the start first: a failure there stops the peers (the world's
+       * abort breaks MPI) instead of leaving this one waiting in the collective. */
       kiln_stream_overlap_end(p->stream);
+      KILN_RETURN_IF_ERROR(kiln_stream_synchronize(p->stream), "before %s-done %s",
+                           kiln_coll_thunk_op_name(d->op), t->name);
       return kiln_collective_thunk_done_mpi(t, me, w);
     }
     /* The start: MPI moves the data on a thread of its own while the stream runs what the

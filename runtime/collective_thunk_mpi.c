@@ -100,12 +100,12 @@ static void free_call(mpi_call_t *c) {
   kiln_free(c->targets);
 }
 
-static void settle(kiln_spmd_world_t *w, int me);
+static kiln_status settle(const kiln_thunk_t *t, kiln_spmd_world_t *w, int me);
 
 kiln_status kiln_collective_thunk_execute_mpi(const kiln_thunk_t *t,
                                               const kiln_thunk_exec_params_t *p, int me,
                                               kiln_spmd_world_t *w) {
-  settle(w, me);
+  KILN_RETURN_IF_ERROR_PLAIN(settle(t, w, me));
   mpi_call_t c;
   make_call(t->u.coll.desc, me, w, &c);
   /* The operands were written by work queued on the stream: let it finish first. */
@@ -143,20 +143,30 @@ static kiln_status async_join(mpi_async_t *a) {
   return st;
 }
 
-/* Before participant `me` posts another MPI collective: its messages between two
+/* Before participant `me` posts another MPI collective (`t`): its messages between two
  * participants match by order (one tag per pair), so the ones begun earlier on their own
- * threads must have posted everything first. Waits for them (their dones get the status). */
-static void settle(kiln_spmd_world_t *w, int me) {
+ * threads must have posted everything first. Waits for them (their dones get the status);
+ * if one failed, peers may still wait for it: MPI breaks and `t` fails too, naming it. */
+static kiln_status settle(const kiln_thunk_t *t, kiln_spmd_world_t *w, int me) {
   void *local[16];
   int n = kiln_spmd_world_pending_of(w, me, local, 16);
   void **h = n <= 16 ? local : kiln_calloc((size_t)n, sizeof *h);
   if (h != local) kiln_spmd_world_pending_of(w, me, h, n);
+  kiln_status st = KILN_STATUS_OK;
   for (int i = 0; i < n; i++) {
     mpi_async_t *a = h[i];
     if (!a->joined) pthread_join(a->thread, NULL);
     a->joined = true;
+    if (a->status && !st) {
+      st = kiln_status_make(kiln_status_code(a->status),
+                            "collective %s: the collective %s this participant began before it "
+                            "failed: %s",
+                            t->name, a->t->name, kiln_status_message(a->status));
+      kiln_mpi_break(a->call.g.mpi, kiln_status_message(st));
+    }
   }
   if (h != local) kiln_free(h);
+  return st;
 }
 
 static void async_finish(void *a) {
@@ -167,7 +177,7 @@ kiln_status kiln_collective_thunk_start_mpi(const kiln_thunk_t *t,
                                             const kiln_thunk_exec_params_t *p, int me,
                                             kiln_spmd_world_t *w) {
   KILN_RETURN_IF_ERROR(kiln_stream_synchronize(p->stream), "before collective %s", t->name);
-  settle(w, me);
+  KILN_RETURN_IF_ERROR_PLAIN(settle(t, w, me));
   mpi_async_t *a = kiln_try_calloc(1, sizeof *a);
   if (!a) return KILN_ERR_EXHAUSTED("out of host memory starting collective %s", t->name);
   a->t = t;

@@ -76,7 +76,11 @@ void kiln_spmd_world_destroy(kiln_spmd_world_t *w) {
     kiln_free(e->op);
     kiln_free(e);
   }
-  while (w->pending) { /* a participant left one behind: end it before the world goes */
+  /* A participant left one behind (a start without its done: refused at load, so not
+   * expected): stop MPI so it ends, and end it before the world goes. */
+  if (w->pending && w->mpi)
+    kiln_mpi_break(w->mpi, "an SPMD world ended with a collective under way");
+  while (w->pending) {
     pending_entry_t *e = w->pending;
     w->pending = e->next;
     e->finish(e->handle);

@@ -814,9 +814,9 @@ kiln_status kiln_thunk_seq_failed(const kiln_thunk_seq_t *s, size_t failed, bool
   const kiln_spmd_participant_t *who = p->state ? p->state->who : NULL;
   if (!who || !who->world) return why;
   /* Stop the peers first: one may wait elsewhere for this participant (at a collective it
-   * will not reach) before it can finish what this one abandons below. */
-  if (kiln_status_code(why) != KILN_ABORTED)
-    kiln_spmd_world_abort(who->world, who->participant, kiln_status_message(why));
+   * will not reach) before it can finish what this one abandons below. (A no-op when the
+   * world was aborted already: the first abort wins.) */
+  kiln_spmd_world_abort(who->world, who->participant, kiln_status_message(why));
   /* The starts whose done had not finished, in the order of their dones: the order every
    * peer completes them in (nested pairs, start b ... start a ... done a ... done b, end a
    * first, or this one would wait at b for a peer waiting at a). */
