@@ -3,7 +3,6 @@
 
 #include <inttypes.h>
 #include <stdatomic.h>
-#include <stdint.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -760,12 +759,27 @@ static bool is_async_named(const kiln_thunk_t *t, const char *name) {
          strcmp(t->name, name) == 0;
 }
 
+/* The next async thunk after START thunk `j` of `s` of its name (its done, once
+ * kiln_thunk_seq_check_async_pairs passed), or s->len. */
+static size_t done_of(const kiln_thunk_seq_t *s, size_t j) {
+  size_t k = j + 1;
+  while (k < s->len && !is_async_named(s->items[k], s->items[j]->name)) k++;
+  return k;
+}
+
+/* The previous async thunk before DONE thunk `k` of `s` of its name (its start, once paired),
+ * or s->len. */
+static size_t start_of(const kiln_thunk_seq_t *s, size_t k) {
+  size_t j = k;
+  while (j > 0 && !is_async_named(s->items[j - 1], s->items[k]->name)) j--;
+  return j > 0 ? j - 1 : s->len;
+}
+
 kiln_status kiln_thunk_seq_check_async_pairs(const kiln_thunk_seq_t *s) {
   for (size_t i = 0; i < s->len; i++) {
     const kiln_thunk_t *t = s->items[i];
     if (is_async_phase(t, KILN_COLL_PHASE_START)) {
-      size_t k = i + 1;
-      while (k < s->len && !is_async_named(s->items[k], t->name)) k++;
+      size_t k = done_of(s, i);
       if (k == s->len || !is_async_phase(s->items[k], KILN_COLL_PHASE_DONE))
         return KILN_ERR_INVALID(
             "collective %s: its start has no done after it in the same thunk "
@@ -777,9 +791,8 @@ kiln_status kiln_thunk_seq_check_async_pairs(const kiln_thunk_seq_t *s) {
             "start",
             t->name);
     } else if (is_async_phase(t, KILN_COLL_PHASE_DONE)) {
-      size_t k = i;
-      while (k > 0 && !is_async_named(s->items[k - 1], t->name)) k--;
-      if (k == 0 || !is_async_phase(s->items[k - 1], KILN_COLL_PHASE_START))
+      size_t j = start_of(s, i);
+      if (j == s->len || !is_async_phase(s->items[j], KILN_COLL_PHASE_START))
         return KILN_ERR_INVALID(
             "collective %s: its done has no start before it in the same thunk "
             "sequence",
@@ -801,14 +814,6 @@ kiln_status kiln_thunk_seq_initialize(kiln_thunk_seq_t *s, const kiln_thunk_init
   return NULL;
 }
 
-/* The index of the done of START thunk `j` of `s` (the next async thunk of its name), or
- * s->len. */
-static size_t done_of(const kiln_thunk_seq_t *s, size_t j) {
-  size_t k = j + 1;
-  while (k < s->len && !is_async_named(s->items[k], s->items[j]->name)) k++;
-  return k;
-}
-
 kiln_status kiln_thunk_seq_failed(const kiln_thunk_seq_t *s, size_t failed, bool ran,
                                   const kiln_thunk_exec_params_t *p, kiln_status why) {
   const kiln_spmd_participant_t *who = p->state ? p->state->who : NULL;
@@ -817,24 +822,17 @@ kiln_status kiln_thunk_seq_failed(const kiln_thunk_seq_t *s, size_t failed, bool
    * will not reach) before it can finish what this one abandons below. (A no-op when the
    * world was aborted already: the first abort wins.) */
   kiln_spmd_world_abort(who->world, who->participant, kiln_status_message(why));
-  /* The starts whose done had not finished, in the order of their dones: the order every
-   * peer completes them in (nested pairs, start b ... start a ... done a ... done b, end a
-   * first, or this one would wait at b for a peer waiting at a). */
-  size_t last_d = 0, last_j = 0;
-  for (bool any = false;; any = true) {
-    size_t best_j = SIZE_MAX, best_d = SIZE_MAX;
-    for (size_t j = 0; j <= failed && j < s->len; j++) {
-      if (!is_async_phase(s->items[j], KILN_COLL_PHASE_START)) continue;
-      size_t d = done_of(s, j);
-      if (d < failed || (any && (d < last_d || (d == last_d && j <= last_j)))) continue;
-      if (d < best_d || (d == best_d && j < best_j)) best_d = d, best_j = j;
-    }
-    if (best_j == SIZE_MAX) break;
-    /* It began the overlap if it returned, and its done (which ends it first) had not run. */
-    bool began = (best_j < failed || (best_j == failed && ran)) && best_d > failed;
-    kiln_collective_thunk_abandon(s->items[best_j], p, who, began, kiln_status_message(why));
-    last_d = best_d;
-    last_j = best_j;
+  /* The starts whose done had not finished, walked in the order of their dones (prepare
+   * checked the pairs): the order every peer completes them in (nested pairs, start b ...
+   * start a ... done a ... done b, end a first, or this one would wait at b for a peer
+   * waiting at a). */
+  for (size_t k = failed; k < s->len; k++) {
+    if (!is_async_phase(s->items[k], KILN_COLL_PHASE_DONE)) continue;
+    size_t j = start_of(s, k);
+    if (j > failed) continue; /* not begun (a start that failed may have begun some operands) */
+    /* It began the overlap if it returned, unless its done, which ends it first, ran. */
+    bool began = (j < failed || ran) && k > failed;
+    kiln_collective_thunk_abandon(s->items[j], p, who, began, kiln_status_message(why));
   }
   return why;
 }
