@@ -213,6 +213,10 @@ static void test_all_reduce_group_modes(void **state) {
   check(8, 1, "s32", "[2]", "add",
         "  ROOT c = s32[8] all-gather(y), dimensions={0}, "
         "replica_groups=mesh['x'=2,'y'=4] {'y':(2)2,'x'}");
+  /* a mesh with its own device order: groups {3,1},{0,2} */
+  check(4, 1, "s32", "[2]", "add",
+        "  ROOT c = s32[4] all-gather(y), dimensions={0}, "
+        "replica_groups=mesh['x'=2,'y'=2], device_ids=(3,1,0,2) {'y'}");
 }
 
 static void test_all_reduce_variadic_and_async(void **state) {

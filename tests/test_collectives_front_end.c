@@ -75,6 +75,31 @@ static void test_replica_group_forms_expand(void **state) {
   /* a sub-axis of y (the minor half of 4) then all of x: id = 4x + 2 y0 + y1 */
   expect_groups("mesh['x'=2,'y'=4] {'y':(2)2,'x'}", 2, 4, (const int64_t[]){0, 4, 1, 5, 2, 6, 3, 7},
                 8);
+  /* The mesh's own device order (XLA's device_ids): positions are row-major, the device at
+   * each position is listed. Positions (x,y) = (0,0) (0,1) (1,0) (1,1) hold 3 1 0 2. */
+  expect_groups("mesh['x'=2,'y'=2], device_ids=(3,1,0,2) {'y'}", 2, 2,
+                (const int64_t[]){3, 1, 0, 2}, 4);
+  expect_groups("mesh['x'=2,'y'=2], device_ids=(3,1,0,2) {'x'}", 2, 2,
+                (const int64_t[]){3, 0, 1, 2}, 4);
+  /* an iota device array, as XLA prints it (names unquoted): iota(8) as [4,2] transposed is
+   * 0 2 4 6 1 3 5 7 over the [2,4] mesh; grouped over x: {0,1},{2,3},{4,5},{6,7} */
+  expect_groups("mesh[x=2,y=4], device_ids=([4,2]T(1,0)) {x}", 4, 2,
+                (const int64_t[]){0, 1, 2, 3, 4, 5, 6, 7}, 8);
+  expect_groups("mesh['x'=2,'y'=4], device_ids=([2,4]<=[4,2]T(1,0)) {'y'}", 2, 4,
+                (const int64_t[]){0, 2, 4, 6, 1, 3, 5, 7}, 8);
+  /* a sub-axis over a permuted mesh: positions {0,2},{1,3} hold devices {2,3},{0,1} */
+  expect_groups("mesh['a'=4], device_ids=(2,0,3,1) {'a':(1)2}", 2, 2, (const int64_t[]){2, 3, 0, 1},
+                4);
+  /* no axes listed: each device is a group of its own */
+  expect_groups("mesh['a'=2] {}", 2, 1, (const int64_t[]){0, 1}, 2);
+  expect_groups("mesh['a'=2], device_ids=(1,0) {}", 2, 1, (const int64_t[]){1, 0}, 2);
+  /* XLA's printed example: devices iota(64) as [4,16] transposed, grouped over b and d */
+  expect_groups("mesh[a=2,b=4,c=4,d=2], device_ids=([4,16]T(1,0)) {b,d}", 8, 8,
+                (const int64_t[]){0, 16, 2,  18, 4,  20, 6,  22, 32, 48, 34, 50, 36, 52, 38, 54,
+                                  1, 17, 3,  19, 5,  21, 7,  23, 33, 49, 35, 51, 37, 53, 39, 55,
+                                  8, 24, 10, 26, 12, 28, 14, 30, 40, 56, 42, 58, 44, 60, 46, 62,
+                                  9, 25, 11, 27, 13, 29, 15, 31, 41, 57, 43, 59, 45, 61, 47, 63},
+                64);
 }
 
 static void test_replica_group_errors_name_the_problem(void **state) {
@@ -94,7 +119,18 @@ static void test_replica_group_errors_name_the_problem(void **state) {
   expect_groups_error("mesh['a'=8] {'a','a':(1)2}", "listed twice");
   expect_groups_error("mesh['a'=24] {'a':(2)2,'a':(6)2}", "do not nest");
   expect_groups_error("mesh['a'=8] {'a':1}", "a sub-axis :(pre-size)size");
-  expect_groups_error("mesh['a'=2,'b'=2], device_ids=([2,2]<=[4]T(1,0)) {'a'}", "device_ids");
+  expect_groups_error("mesh['a'=2,'b'=2], device_ids=(0,1,1,2) {'a'}",
+                      "device_ids must hold each of 0..3 once; 1 is out of range or repeated");
+  expect_groups_error("mesh['a'=2,'b'=2], device_ids=(0,1,2) {'a'}",
+                      "device_ids has 3 ids, the mesh 4 devices");
+  expect_groups_error("mesh['a'=2,'b'=2], device_ids=(0,1,2,4) {'a'}", "4 is out of range");
+  expect_groups_error("mesh['a'=2,'b'=2], device_ids=([8]) {'a'}",
+                      "device_ids' iota needs 1 to 16 dimensions holding the mesh's 4 devices");
+  expect_groups_error("mesh['a'=2,'b'=2], device_ids=([2,4]<=[8]) {'a'}",
+                      "device_ids' shape holds 8 ids, the mesh 4");
+  expect_groups_error("mesh['a'=2,'b'=2], device_ids=([2,2]T(0,0)) {'a'}", "not a permutation");
+  expect_groups_error("mesh['a'=2,'b'=2], devices=(0,1,2,3) {'a'}", "device_ids=(...)");
+  expect_groups_error("mesh['a'=2,'b'=2], device_ids=(0,1,2,3 {'a'}", "')'");
 }
 
 static kiln_status parse_and_verify(const char *text) {

@@ -449,6 +449,32 @@ static bool add_called_ref(kiln_hlo_parser_t *P, kiln_hlo_instruction_t *instr, 
   return true;
 }
 
+/* replica_groups=... into P->sb. A mesh with its own device order continues past a comma:
+ * mesh['x'=2,'y'=4], device_ids=(...) {'x'} is one value. */
+static bool capture_replica_groups(kiln_hlo_parser_t *P) {
+  kiln_hlo_lexer_t *L = &P->L;
+  if (!kiln_hlo_lexer_capture(L, true, &P->sb)) return false;
+  if (P->sb.len < 4 || memcmp(P->sb.data, "mesh", 4) != 0) return true;
+  const char *save = L->p;
+  kiln_hlo_lexer_skip_ws(L);
+  if (L->p < L->end && *L->p == ',') {
+    L->p++;
+    kiln_hlo_lexer_skip_ws(L);
+    if ((size_t)(L->end - L->p) > 10 && memcmp(L->p, "device_ids", 10) == 0) {
+      kiln_strbuf_t rest = {0};
+      bool ok = kiln_hlo_lexer_capture(L, true, &rest);
+      if (ok) {
+        kiln_strbuf_append(&P->sb, ", ");
+        kiln_strbuf_append_n(&P->sb, rest.data, rest.len);
+      }
+      kiln_strbuf_free(&rest);
+      return ok;
+    }
+  }
+  L->p = save;
+  return true;
+}
+
 static bool parse_attr_value(kiln_hlo_parser_t *P, kiln_hlo_instruction_t *instr,
                              kiln_hlo_instr_rec_t *rec, attr_id_t id) {
   kiln_hlo_lexer_t *L = &P->L;
@@ -577,7 +603,7 @@ static bool parse_attr_value(kiln_hlo_parser_t *P, kiln_hlo_instruction_t *instr
     case ATTR_TRANSPOSE_A: return kiln_hlo_parse_word_dup(P, "transpose kind", &instr->transpose_a);
     case ATTR_CHANNEL_ID: return kiln_hlo_lexer_int64(L, "channel id", &instr->channel_id);
     case ATTR_REPLICA_GROUPS:
-      if (!kiln_hlo_lexer_capture(L, true, &P->sb)) return false;
+      if (!capture_replica_groups(P)) return false;
       instr->replica_groups = kiln_hlo_parser_strndup(P, P->sb.data, P->sb.len);
       return instr->replica_groups != NULL;
     case ATTR_USE_GLOBAL_DEVICE_IDS: return kiln_hlo_parse_bool(P, &instr->use_global_device_ids);

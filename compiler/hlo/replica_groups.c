@@ -143,15 +143,22 @@ static kiln_status parse_iota(cursor_t *c, i64_vec_t *ids, int_vec_t *offsets) {
   return s;
 }
 
-/* 'name' → [start, end) of the name inside c->text. */
-static bool read_quoted(cursor_t *c, const char **start, size_t *len) {
-  if (!eat(c, '\'')) return false;
+/* 'name' or name (XLA prints both) → [start, end) of the name inside c->text. */
+static bool read_name(cursor_t *c, const char **start, size_t *len) {
+  skip_ws(c);
+  if (*c->p == '\'') {
+    c->p++;
+    *start = c->p;
+    while (*c->p && *c->p != '\'') c->p++;
+    if (*c->p != '\'') return false;
+    *len = (size_t)(c->p - *start);
+    c->p++;
+    return true;
+  }
   *start = c->p;
-  while (*c->p && *c->p != '\'') c->p++;
-  if (*c->p != '\'') return false;
+  while (isalnum((unsigned char)*c->p) || *c->p == '_') c->p++;
   *len = (size_t)(c->p - *start);
-  c->p++;
-  return true;
+  return *len > 0;
 }
 
 /* One axis of a mesh's group list: mesh axis `axis`, the whole of it or its sub-axis
@@ -187,9 +194,84 @@ static int axis_cuts(const axis_ref_t *refs, int nrefs, int d, int64_t n, int64_
   return k;
 }
 
-/* mesh['a'=N,...] {'a','b':(pre)size,...}: the devices of the mesh (iota, row-major), grouped
- * over the listed axes and sub-axes (in listing order, the first major); the other axes lead. */
-static kiln_status parse_mesh(cursor_t *c, i64_vec_t *ids, int_vec_t *offsets) {
+/* The ids must be each of 0 .. total-1 once. */
+static kiln_status check_device_ids(const cursor_t *c, const i64_vec_t *dev, int64_t total) {
+  if ((int64_t)dev->len != total)
+    return KILN_ERR_INVALID("replica_groups=%s: device_ids has %zu ids, the mesh %lld devices",
+                            c->text, dev->len, (long long)total);
+  bool *seen = kiln_calloc((size_t)total, 1);
+  int64_t bad = -1;
+  for (size_t i = 0; i < dev->len && bad < 0; i++) {
+    if (dev->data[i] >= total || seen[dev->data[i]])
+      bad = dev->data[i];
+    else
+      seen[dev->data[i]] = true;
+  }
+  kiln_free(seen);
+  if (bad >= 0)
+    return KILN_ERR_INVALID(
+        "replica_groups=%s: device_ids must hold each of 0..%lld once; %lld is out of range or "
+        "repeated",
+        c->text, (long long)(total - 1), (long long)bad);
+  return KILN_STATUS_OK;
+}
+
+/* device_ids=(LIST) after a mesh's axes: the device at each position of the mesh, row-major.
+ * LIST is XLA's print of the mesh's device array: [r0,r1,...]T(p0,...) (iota over prod(r),
+ * reshaped to r, transposed by p; a leading [dims]<= is accepted too) or the ids written out. */
+static kiln_status parse_device_ids(cursor_t *c, int64_t total, i64_vec_t *dev) {
+  skip_ws(c);
+  if (strncmp(c->p, "device_ids", 10) != 0) return syntax(c, "device_ids=(...) after the mesh");
+  c->p += 10;
+  if (!eat(c, '=')) return syntax(c, "'=' after device_ids");
+  const char *list = c->p;
+  if (!eat(c, '(')) return syntax(c, "'(' after device_ids=");
+  skip_ws(c);
+  if (*c->p != '[') {
+    c->p = list;
+    KILN_RETURN_IF_ERROR_PLAIN(read_int_list(c, '(', ')', dev));
+    return check_device_ids(c, dev, total);
+  }
+  i64_vec_t dims = {0}, perm = {0};
+  kiln_status s = read_int_list(c, '[', ']', &dims);
+  if (!s && eat(c, '<')) {
+    int64_t n = 1;
+    for (size_t d = 0; d < dims.len; d++) n *= dims.data[d];
+    if (!eat(c, '='))
+      s = syntax(c, "'<='");
+    else if (n != total)
+      s = KILN_ERR_INVALID("replica_groups=%s: device_ids' shape holds %lld ids, the mesh %lld",
+                           c->text, (long long)n, (long long)total);
+    dims.len = 0;
+    if (!s) s = read_int_list(c, '[', ']', &dims);
+  }
+  if (!s && eat(c, 'T')) s = read_int_list(c, '(', ')', &perm);
+  if (!s && !eat(c, ')')) s = syntax(c, "')' after device_ids");
+  int64_t n = 1;
+  for (size_t d = 0; !s && d < dims.len && n <= total; d++) n *= dims.data[d];
+  if (!s && (dims.len == 0 || dims.len > MAX_DIMS || n != total))
+    s = KILN_ERR_INVALID(
+        "replica_groups=%s: device_ids' iota needs 1 to %d dimensions holding the mesh's %lld "
+        "devices",
+        c->text, MAX_DIMS, (long long)total);
+  if (!s && perm.len == 0)
+    for (size_t d = 0; d < dims.len; d++) kiln_vec_push(&perm, (int64_t)d);
+  if (!s && perm.len != dims.len)
+    s = KILN_ERR_INVALID(
+        "replica_groups=%s: device_ids' transpose has %zu dimensions, its iota %zu", c->text,
+        perm.len, dims.len);
+  if (!s) s = check_perm(c, perm.data, (int)dims.len);
+  if (!s) transposed_iota(dims.data, perm.data, (int)dims.len, dev);
+  kiln_vec_free(&dims);
+  kiln_vec_free(&perm);
+  return s;
+}
+
+/* mesh['a'=N,...][, device_ids=(...)] {'a','b':(pre)size,...}: the devices of the mesh
+ * (row-major positions; device_ids says which device sits at each, iota without it), grouped
+ * over the listed axes and sub-axes (in listing order, the first major); the other axes lead.
+ * `{}` lists none: every device is a group of its own. *dev gets the device ids (caller frees). */
+static kiln_status parse_mesh(cursor_t *c, i64_vec_t *ids, int_vec_t *offsets, i64_vec_t *dev) {
   const char *names[MAX_DIMS];
   size_t lens[MAX_DIMS];
   int64_t dims[MAX_DIMS];
@@ -198,27 +280,22 @@ static kiln_status parse_mesh(cursor_t *c, i64_vec_t *ids, int_vec_t *offsets) {
   if (!eat(c, '[')) return syntax(c, "'['");
   do {
     if (rank == MAX_DIMS) return syntax(c, "fewer mesh axes");
-    if (!read_quoted(c, &names[rank], &lens[rank])) return syntax(c, "a quoted axis name");
+    if (!read_name(c, &names[rank], &lens[rank])) return syntax(c, "an axis name");
     if (!eat(c, '=') || !read_int(c, &dims[rank]) || dims[rank] < 1)
       return syntax(c, "'=' and a positive axis size");
     total *= dims[rank++];
     if (total > MAX_IDS) return syntax(c, "fewer devices");
   } while (eat(c, ','));
   if (!eat(c, ']')) return syntax(c, "']'");
-  skip_ws(c);
-  if (*c->p == ',')
-    return KILN_ERR_UNIMPLEMENTED(
-        "replica_groups=%s: a mesh with its own device order (device_ids) is not supported; "
-        "write the groups out ({{...}}) or in the iota form",
-        c->text);
+  if (eat(c, ',')) KILN_RETURN_IF_ERROR_PLAIN(parse_device_ids(c, total, dev));
   if (!eat(c, '{')) return syntax(c, "'{' and the reduced axes");
   axis_ref_t refs[MAX_DIMS];
   int nrefs = 0;
-  do {
+  for (bool more = !eat(c, '}'); more; more = eat(c, ',')) {
     const char *n;
     size_t l;
     if (nrefs == MAX_DIMS) return syntax(c, "fewer axes in the group");
-    if (!read_quoted(c, &n, &l)) return syntax(c, "a quoted axis name");
+    if (!read_name(c, &n, &l)) return syntax(c, "an axis name");
     int d = 0;
     while (d < rank && !(lens[d] == l && memcmp(names[d], n, l) == 0)) d++;
     if (d == rank)
@@ -244,8 +321,8 @@ static kiln_status parse_mesh(cursor_t *c, i64_vec_t *ids, int_vec_t *offsets) {
             (int)l, n);
     }
     refs[nrefs++] = r;
-  } while (eat(c, ','));
-  if (!eat(c, '}')) return syntax(c, "'}'");
+  }
+  if (nrefs && !eat(c, '}')) return syntax(c, "'}'");
   /* Every mesh axis in factors between its cuts: dims of an expanded mesh, major first. */
   int64_t fdims[MAX_DIMS], cuts[2 * MAX_DIMS + 2];
   int first[MAX_DIMS], frank = 0; /* first[d]: the first factor of axis d */
@@ -280,6 +357,7 @@ static kiln_status parse_mesh(cursor_t *c, i64_vec_t *ids, int_vec_t *offsets) {
     if (!listed[f]) perm[np++] = f;
   for (int r = 0; r < nrefs; r++) perm[np++] = listed_perm[r];
   transposed_iota(fdims, perm, frank, ids);
+  for (size_t i = 0; i < dev->len; i++) ids->data[i] = dev->data[ids->data[i]];
   for (int64_t g = 0; g <= total / group_size; g++) kiln_vec_push(offsets, (int)(g * group_size));
   return KILN_STATUS_OK;
 }
@@ -321,7 +399,9 @@ kiln_status kiln_hlo_replica_groups_parse(const char *text, kiln_hlo_replica_gro
     s = parse_iota(&c, &ids, &offsets);
   else if (strncmp(c.p, "mesh", 4) == 0) {
     c.p += 4;
-    s = parse_mesh(&c, &ids, &offsets);
+    i64_vec_t dev = {0};
+    s = parse_mesh(&c, &ids, &offsets, &dev);
+    kiln_vec_free(&dev);
   } else {
     s = syntax(&c, "'{', '[' or mesh");
   }
