@@ -912,7 +912,7 @@ static void test_each_artifact_reads_and_converts_as_its_text_twin(void **state)
   size_t n = 0;
   char **names = list_bytecode_files(&n);
   if (names == NULL) KILN_SKIP("no %s", VHLO_DIR);
-  int files = 0, ir_same = 0, ir_differ = 0, ir_unmodeled = 0, missing = 0;
+  int files = 0, ir_same = 0, ir_differ = 0, missing = 0;
   int hlo_same = 0, hlo_differ = 0, hlo_both_refused = 0, hlo_one_refused = 0;
   for (size_t i = 0; i < n; i++) {
     if (kiln_str_starts_with(names[i], "invalid_")) continue;
@@ -945,9 +945,6 @@ static void test_each_artifact_reads_and_converts_as_its_text_twin(void **state)
       }
       if (op_equal(bf, t->body.ops[k])) {
         ir_same++;
-      } else if (strcmp(fn, "attr_replica_group_mesh_axes") == 0) {
-        /* The text reader keeps #stablehlo.replica_group_mesh_axes as unmodeled text. */
-        ir_unmodeled++;
       } else {
         ir_differ++;
         if (shown++ < 3) {
@@ -982,9 +979,9 @@ static void test_each_artifact_reads_and_converts_as_its_text_twin(void **state)
   }
   free_names(names, n);
   printf(
-      "artifacts vs text twins (%d files): generic IR equal for %d functions, different for %d "
-      "(+%d the text reader keeps as text), missing %d\n",
-      files, ir_same, ir_differ, ir_unmodeled, missing);
+      "artifacts vs text twins (%d files): generic IR equal for %d functions, different for %d, "
+      "missing %d\n",
+      files, ir_same, ir_differ, missing);
   printf("  converted HLO: same %d, different %d, refused by both %d, by one side only %d\n",
          hlo_same, hlo_differ, hlo_both_refused, hlo_one_refused);
   assert_true(files >= 30);

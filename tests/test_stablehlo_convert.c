@@ -14,6 +14,8 @@
 #include "compiler/eval/eval.h"
 #include "compiler/frontend/mlir_text.h"
 #include "compiler/frontend/stablehlo_to_hlo.h"
+#include "compiler/hlo/ir.h"
+#include "compiler/hlo/replica_groups.h"
 #include "skip_util.h"
 
 /* ---- a tiny builder of the generic IR ---- */
@@ -360,6 +362,101 @@ static void test_while_and_case_with_captured_values_from_text(void **state) {
   kiln_mlir_module_destroy(m);
 }
 
+/* #stablehlo.replica_group_mesh_axes: an sdy.mesh symbol with its own device order, an inlined
+ * mesh with a sub-axis, and plain axis names; each converts to HLO's mesh form, whose groups
+ * are checked id by id. */
+static kiln_status convert_mesh_groups(const char *mesh_decl, const char *groups,
+                                       kiln_hlo_replica_groups_t *out) {
+  char text[2048];
+  snprintf(text, sizeof text,
+           "module @m attributes {mhlo.num_replicas = 4 : i32} {\n%s\n"
+           "func.func @main(%%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"
+           "  %%r = \"stablehlo.all_reduce\"(%%arg0) ({\n"
+           "    ^bb0(%%a: tensor<f32>, %%b: tensor<f32>):\n"
+           "      %%s = \"stablehlo.add\"(%%a, %%b) : (tensor<f32>, tensor<f32>) -> tensor<f32>\n"
+           "      \"stablehlo.return\"(%%s) : (tensor<f32>) -> ()\n"
+           "  }) {replica_groups = %s} : (tensor<4xf32>) -> tensor<4xf32>\n"
+           "  return %%r : tensor<4xf32>\n}\n}\n",
+           mesh_decl, groups);
+  kiln_mlir_module_t *m = parse_or_skip(text);
+  if (!m) return KILN_ERR_UNIMPLEMENTED("no text reader");
+  kiln_hlo_module_t *hm = NULL;
+  kiln_status s = kiln_stablehlo_to_hlo(m, NULL, &hm);
+  kiln_mlir_module_destroy(m);
+  if (s) return s;
+  const char *rg = NULL;
+  for (size_t i = 0; i < hm->entry->instructions.len; i++)
+    if (hm->entry->instructions.data[i]->opcode == KILN_OP_ALL_REDUCE)
+      rg = hm->entry->instructions.data[i]->replica_groups;
+  assert_non_null(rg);
+  s = kiln_hlo_replica_groups_parse(rg, out);
+  kiln_hlo_module_destroy(hm);
+  return s;
+}
+
+static void expect_mesh_groups(const char *mesh_decl, const char *groups, const int64_t *want,
+                               int group_size) {
+  kiln_hlo_replica_groups_t g;
+  kiln_status s = convert_mesh_groups(mesh_decl, groups, &g);
+  if (s) fail_msg("%s: %s", groups, kiln_status_message(s));
+  assert_int_equal(g.group_size, group_size);
+  assert_int_equal(g.offsets[g.num_groups], 4);
+  for (int i = 0; i < 4; i++)
+    if (g.ids[i] != want[i])
+      fail_msg("%s: id %d is %lld, want %lld", groups, i, (long long)g.ids[i], (long long)want[i]);
+  kiln_hlo_replica_groups_free(&g);
+}
+
+static void expect_mesh_error(const char *mesh_decl, const char *groups, kiln_status_code_t code,
+                              const char *part) {
+  kiln_hlo_replica_groups_t g = {0};
+  kiln_status s = convert_mesh_groups(mesh_decl, groups, &g);
+  if (!s) fail_msg("%s was accepted", groups);
+  if (kiln_status_code(s) != code || !strstr(kiln_status_message(s), part))
+    fail_msg("%s: '%s' lacks '%s'", groups, kiln_status_message(s), part);
+  kiln_status_free(s);
+}
+
+static void test_mesh_axes_replica_groups_convert_to_their_groups(void **state) {
+  (void)state;
+  kiln_mlir_module_t *probe = parse_or_skip("func.func @f() {\n  func.return\n}\n");
+  if (!probe) KILN_SKIP("the MLIR text reader is not built in yet");
+  kiln_mlir_module_destroy(probe);
+  /* positions (x,y) = (0,0) (0,1) (1,0) (1,1) hold devices 3 1 0 2 */
+  const char *sdy = "sdy.mesh @mesh = <[\"x\"=2, \"y\"=2], device_ids=[3, 1, 0, 2]>";
+  expect_mesh_groups(sdy,
+                     "#stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = "
+                     "[#stablehlo.axis_ref<name = \"y\">]>",
+                     (const int64_t[]){3, 1, 0, 2}, 2);
+  expect_mesh_groups(sdy, "#stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [\"x\"]>",
+                     (const int64_t[]){3, 0, 1, 2}, 2);
+  expect_mesh_groups("sdy.mesh @mesh = <[\"x\"=2, \"y\"=2]>",
+                     "#stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [\"x\"]>",
+                     (const int64_t[]){0, 2, 1, 3}, 2);
+  /* an inlined mesh; the sub-axis (1)2 of an axis of 4 groups positions {0,2} and {1,3} */
+  expect_mesh_groups("",
+                     "#stablehlo.replica_group_mesh_axes<mesh = #stablehlo.mesh<axes = "
+                     "[#stablehlo.mesh_axis<name = \"a\", size = 4>]>, axes = "
+                     "[#stablehlo.axis_ref<name = \"a\", sub_axis_info = (1)2>]>",
+                     (const int64_t[]){0, 2, 1, 3}, 2);
+  expect_mesh_groups("",
+                     "#stablehlo.replica_group_mesh_axes<mesh = #stablehlo.mesh<axes = "
+                     "[#stablehlo.mesh_axis<name = \"a\", size = 4>], device_ids = dense<[2, 0, "
+                     "3, 1]> : tensor<4xi64>>, axes = [#stablehlo.axis_ref<name = \"a\", "
+                     "sub_axis_info = (1)2>]>",
+                     (const int64_t[]){2, 3, 0, 1}, 2);
+  expect_mesh_error("", "#stablehlo.replica_group_mesh_axes<mesh = @nowhere, axes = [\"x\"]>",
+                    KILN_INVALID_ARGUMENT, "mesh @nowhere is not defined");
+  expect_mesh_error("sdy.mesh @mesh = <[], device_ids=[0]>",
+                    "#stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = []>",
+                    KILN_UNIMPLEMENTED, "a maximal mesh");
+  expect_mesh_error(sdy, "#stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [\"z\"]>",
+                    KILN_INVALID_ARGUMENT, "axis 'z' is not a mesh axis");
+  expect_mesh_error("sdy.mesh @mesh = <[\"x\"=2, \"y\"=2], device_ids=[0, 1, 1, 2]>",
+                    "#stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [\"x\"]>",
+                    KILN_INVALID_ARGUMENT, "device_ids must hold each of 0..3 once");
+}
+
 /* ---- bytecode and text twins convert to the same HLO ---- */
 
 #include <dirent.h>
@@ -448,6 +545,7 @@ int main(void) {
       cmocka_unit_test(test_entry_converts_with_parameters_aliasing_and_one_result),
       cmocka_unit_test(test_unknown_op_and_dynamic_shape_are_unimplemented_naming_them),
       cmocka_unit_test(test_while_and_case_with_captured_values_from_text),
+      cmocka_unit_test(test_mesh_axes_replica_groups_convert_to_their_groups),
       cmocka_unit_test(test_vhlo_bytecode_converts_to_the_same_hlo_as_its_text_twin),
   };
   return kiln_run_tests(tests, NULL, NULL);

@@ -397,6 +397,10 @@ static const char *const kStructs[] = {
     "stablehlo.dot_algorithm",
     "chlo.ragged_dot",
     "stablehlo.bounds",
+    "stablehlo.replica_group_mesh_axes",
+    "stablehlo.axis_ref",
+    "stablehlo.mesh",
+    "stablehlo.mesh_axis",
 };
 
 static bool is_struct_name(const char *s, size_t n) {
@@ -438,11 +442,32 @@ static bool is_type_keyword(const char *s, size_t n) {
   return false;
 }
 
+/* `(pre)size`, an axis_ref's sub_axis_info, as the bytecode reader gives it: a
+ * #stablehlo.sub_axis_info struct of pre_size and size. */
+static bool sub_axis_info(kiln_mlirp_t *P, const kiln_mlir_attr_t **out) {
+  int64_t pre, size;
+  if (!kiln_mlirp_expect(P, '(') || !kiln_mlirp_integer(P, &pre) || !kiln_mlirp_expect(P, ')') ||
+      !kiln_mlirp_integer(P, &size))
+    return false;
+  fvec_t fv = {0};
+  if (!fvec_push(P, &fv, "pre_size", kiln_mlirp_i64_attr(P, pre, 64)) ||
+      !fvec_push(P, &fv, "size", kiln_mlirp_i64_attr(P, size, 64)))
+    return false;
+  kiln_mlir_attr_t *a = kiln_mlirp_new_attr(P, KILN_MLIR_ATTR_STRUCT);
+  if (a == NULL) return false;
+  a->dialect = "stablehlo.sub_axis_info";
+  a->fields = fv.v;
+  a->num_elements = fv.n;
+  *out = a;
+  return true;
+}
+
 /* A struct field's value: an integer list, an integer, a float, a bool, a type, an enum
  * keyword (kept as ENUM named after the field) or any attribute. */
 static bool field_value(kiln_mlirp_t *P, const char *dialect, const char *field,
                         const kiln_mlir_attr_t **out) {
   char c = kiln_mlirp_peek(P);
+  if (c == '(' && strcmp(field, "sub_axis_info") == 0) return sub_axis_info(P, out);
   if (c == '[') {
     const char *save = P->p;
     P->p++;
@@ -474,7 +499,8 @@ static bool field_value(kiln_mlirp_t *P, const char *dialect, const char *field,
     size_t n;
     kiln_mlirp_bare_id(P, &s, &n);
     if (is_type_keyword(s, n) || (n == 4 && memcmp(s, "true", 4) == 0) ||
-        (n == 5 && memcmp(s, "false", 5) == 0)) {
+        (n == 5 && memcmp(s, "false", 5) == 0) || (n == 5 && memcmp(s, "dense", 5) == 0) ||
+        (n == 5 && memcmp(s, "array", 5) == 0)) {
       P->p = save;
       return kiln_mlirp_attr(P, out);
     }

@@ -911,6 +911,11 @@ static kiln_status vhlo_attr(kiln_bc_reader_t *r, uint64_t code, const kiln_mlir
       const kiln_mlir_attr_t *mesh, *axes;
       KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_read_attr(r, &mesh));
       KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_read_attr(r, &axes));
+      if (mesh->kind == KILN_MLIR_ATTR_STRING) { /* VHLO names a mesh symbol by a string */
+        kiln_mlir_attr_t *sym = kiln_bc_new_attr(bc, KILN_MLIR_ATTR_SYMBOL_REF);
+        sym->str = mesh->str;
+        mesh = sym;
+      }
       a = struct_attr(bc, "stablehlo.replica_group_mesh_axes", 2);
       a->fields[0] = (kiln_mlir_named_attr_t){"mesh", mesh};
       a->fields[1] = (kiln_mlir_named_attr_t){"axes", axes};

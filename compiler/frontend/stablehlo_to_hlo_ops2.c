@@ -260,20 +260,173 @@ static kiln_status convert_convolution(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   return NULL;
 }
 
-/* replica_groups={{0,1},{2,3}} from a 2-D dense elements attribute. */
+static bool is_struct(const kiln_mlir_attr_t *a, const char *name) {
+  return a && a->kind == KILN_MLIR_ATTR_STRUCT && a->dialect && !strcmp(a->dialect, name);
+}
+
+/* An axis name as HLO's mesh text quotes it: 'name'. */
+static kiln_status mesh_name(const kiln_mlir_op_t *op, const char *s, size_t n, kiln_strbuf_t *b) {
+  if (n == 0 || memchr(s, '\'', n) || memchr(s, '\0', n))
+    return SHC_INVALID(op, "mesh axis name '%.*s' is empty or holds a quote", (int)n, s);
+  kiln_strbuf_printf(b, "'%.*s'", (int)n, s);
+  return NULL;
+}
+
+/* sdy.mesh's text, #sdy.mesh<["x"=2, "y"=4], device_ids=[...]>, as HLO's mesh['x'=2,'y'=4],
+ * device_ids=(...). */
+static kiln_status sdy_mesh_text(const kiln_mlir_op_t *op, const char *t, kiln_strbuf_t *b) {
+  const char *p = t + strlen("#sdy.mesh<");
+#define SKIP_WS() \
+  while (*p == ' ' || *p == '\n' || *p == '\t') p++
+  SKIP_WS();
+  if (*p++ != '[') goto bad;
+  size_t start = b->len;
+  kiln_strbuf_append(b, "mesh[");
+  SKIP_WS();
+  for (int k = 0; *p != ']'; k++) {
+    if (k && *p++ != ',') goto bad;
+    SKIP_WS();
+    if (*p++ != '"') goto bad;
+    const char *name = p;
+    while (*p && *p != '"') p++;
+    if (*p != '"') goto bad;
+    size_t n = (size_t)(p++ - name);
+    if (k) kiln_strbuf_append_char(b, ',');
+    SHC_TRY(mesh_name(op, name, n, b));
+    SKIP_WS();
+    char *end;
+    if (*p++ != '=') goto bad;
+    long long size = strtoll(p, &end, 10);
+    if (end == p || size < 1) goto bad;
+    kiln_strbuf_printf(b, "=%lld", size);
+    p = end;
+    SKIP_WS();
+  }
+  if (b->len == start + strlen("mesh[")) goto bad; /* a maximal mesh (no axes) names one device */
+  kiln_strbuf_append_char(b, ']');
+  p++;
+  SKIP_WS();
+  if (*p == ',') {
+    p++;
+    SKIP_WS();
+    if (strncmp(p, "device_ids", 10) != 0) goto bad;
+    p += 10;
+    SKIP_WS();
+    if (*p++ != '=') goto bad;
+    SKIP_WS();
+    if (*p++ != '[') goto bad;
+    kiln_strbuf_append(b, ", device_ids=(");
+    for (int k = 0;; k++) {
+      SKIP_WS();
+      if (*p == ']') break;
+      if (k && *p++ != ',') goto bad;
+      char *end;
+      long long id = strtoll(p, &end, 10);
+      if (end == p) goto bad;
+      kiln_strbuf_printf(b, "%s%lld", k ? "," : "", id);
+      p = end;
+    }
+    kiln_strbuf_append_char(b, ')');
+    p++;
+    SKIP_WS();
+  }
+#undef SKIP_WS
+  if (*p == '>') return NULL;
+bad:
+  return SHC_UNIMPL(op,
+                    "replica_groups: the mesh %s is not of the form <[\"axis\"=N, ...], "
+                    "device_ids=[...]> (a maximal mesh has no axes to group over)",
+                    t);
+}
+
+/* #stablehlo.replica_group_mesh_axes<mesh = @m or #stablehlo.mesh<...>, axes = [...]> as HLO's
+ * text: mesh['x'=2,'y'=4][, device_ids=(...)] {'x':(1)2,'y'}. A symbol names a top-level
+ * sdy.mesh. */
+static kiln_status mesh_axes_groups(shc_ctx_t *c, const kiln_mlir_op_t *op,
+                                    const kiln_mlir_attr_t *a, kiln_strbuf_t *b) {
+  const kiln_mlir_attr_t *mesh = kiln_mlir_attr_field(a, "mesh");
+  const kiln_mlir_attr_t *axes = kiln_mlir_attr_field(a, "axes");
+  bool none = axes && axes->kind == KILN_MLIR_ATTR_DENSE_ARRAY && axes->num_elements == 0; /* [] */
+  if (!axes || (axes->kind != KILN_MLIR_ATTR_ARRAY && !none))
+    return SHC_INVALID(op, "replica_groups: mesh axes without an axes list");
+  if (mesh && mesh->kind == KILN_MLIR_ATTR_SYMBOL_REF) {
+    const kiln_mlir_attr_t *def = NULL;
+    for (int32_t i = 0; i < c->m->body.num_ops && !def; i++) {
+      const kiln_mlir_op_t *o = c->m->body.ops[i];
+      const kiln_mlir_attr_t *sym = kiln_mlir_op_attr(o, "sym_name");
+      if (!strcmp(o->name, "sdy.mesh") && sym && sym->kind == KILN_MLIR_ATTR_STRING &&
+          sym->str_len == strlen(mesh->str) && !memcmp(sym->str, mesh->str, sym->str_len))
+        def = kiln_mlir_op_attr(o, "mesh");
+    }
+    if (!def)
+      return SHC_INVALID(op, "replica_groups: mesh @%s is not defined (no sdy.mesh @%s)", mesh->str,
+                         mesh->str);
+    if (def->kind != KILN_MLIR_ATTR_OTHER || !def->str || strncmp(def->str, "#sdy.mesh<", 10))
+      return SHC_UNIMPL(op, "replica_groups: mesh @%s is not in sdy.mesh's text form", mesh->str);
+    SHC_TRY(sdy_mesh_text(op, def->str, b));
+  } else if (is_struct(mesh, "stablehlo.mesh")) {
+    const kiln_mlir_attr_t *maxes = kiln_mlir_attr_field(mesh, "axes");
+    if (!maxes || maxes->kind != KILN_MLIR_ATTR_ARRAY || maxes->num_elements == 0)
+      return SHC_INVALID(op, "replica_groups: a mesh needs a list of axes");
+    kiln_strbuf_append(b, "mesh[");
+    for (int32_t i = 0; i < maxes->num_elements; i++) {
+      const kiln_mlir_attr_t *e = maxes->elements[i];
+      const kiln_mlir_attr_t *name = kiln_mlir_attr_field(e, "name");
+      const kiln_mlir_attr_t *size = kiln_mlir_attr_field(e, "size");
+      if (!is_struct(e, "stablehlo.mesh_axis") || !name || name->kind != KILN_MLIR_ATTR_STRING ||
+          !size || size->kind != KILN_MLIR_ATTR_INTEGER)
+        return SHC_INVALID(op, "replica_groups: mesh axis %d is not a #stablehlo.mesh_axis", i);
+      if (i) kiln_strbuf_append_char(b, ',');
+      SHC_TRY(mesh_name(op, name->str, name->str_len, b));
+      kiln_strbuf_printf(b, "=%" PRId64, size->i);
+    }
+    kiln_strbuf_append_char(b, ']');
+    int64_t *ids;
+    int32_t n;
+    SHC_TRY(shc_attr_ints(c, op, kiln_mlir_attr_field(mesh, "device_ids"), "device_ids", &ids, &n));
+    if (n) {
+      kiln_strbuf_append(b, ", device_ids=(");
+      for (int32_t i = 0; i < n; i++) kiln_strbuf_printf(b, "%s%" PRId64, i ? "," : "", ids[i]);
+      kiln_strbuf_append_char(b, ')');
+    }
+  } else {
+    return SHC_INVALID(op, "replica_groups: the mesh is neither @name nor #stablehlo.mesh<...>");
+  }
+  kiln_strbuf_append(b, " {");
+  for (int32_t i = 0; i < axes->num_elements; i++) {
+    const kiln_mlir_attr_t *e = axes->elements[i], *name = e, *sub = NULL;
+    if (is_struct(e, "stablehlo.axis_ref")) {
+      name = kiln_mlir_attr_field(e, "name");
+      sub = kiln_mlir_attr_field(e, "sub_axis_info");
+    }
+    if (!name || name->kind != KILN_MLIR_ATTR_STRING)
+      return SHC_INVALID(op, "replica_groups: axis %d is neither a name nor an axis_ref", i);
+    if (i) kiln_strbuf_append_char(b, ',');
+    SHC_TRY(mesh_name(op, name->str, name->str_len, b));
+    if (sub)
+      kiln_strbuf_printf(b, ":(%" PRId64 ")%" PRId64,
+                         shc_attr_int(kiln_mlir_attr_field(sub, "pre_size"), 0),
+                         shc_attr_int(kiln_mlir_attr_field(sub, "size"), 0));
+  }
+  kiln_strbuf_append_char(b, '}');
+  return NULL;
+}
+
+/* replica_groups={{0,1},{2,3}} from a 2-D dense elements attribute; mesh axes as HLO's mesh
+ * form. */
 static kiln_status replica_groups(shc_ctx_t *c, const kiln_mlir_op_t *op, const char *name,
                                   const char **out) {
   const kiln_mlir_attr_t *a = kiln_mlir_op_attr(op, name);
   *out = "";
   if (!a) return NULL;
-  if ((a->kind == KILN_MLIR_ATTR_STRUCT && a->dialect &&
-       !strcmp(a->dialect, "stablehlo.replica_group_mesh_axes")) ||
-      (a->kind == KILN_MLIR_ATTR_OTHER && a->str && strstr(a->str, "replica_group_mesh_axes")))
-    return SHC_UNIMPL(op,
-                      "%s: mesh-axes replica groups (#stablehlo.replica_group_mesh_axes) are not "
-                      "converted; give the groups as a dense tensor (HLO text takes "
-                      "mesh['x'=N,...] {'x',...})",
-                      name);
+  if (is_struct(a, "stablehlo.replica_group_mesh_axes")) {
+    kiln_strbuf_t b = {0};
+    kiln_strbuf_append(&b, ", replica_groups=");
+    kiln_status s = mesh_axes_groups(c, op, a, &b);
+    if (!s) *out = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
+    kiln_strbuf_free(&b);
+    return s;
+  }
   if (a->kind != KILN_MLIR_ATTR_DENSE_ELEMENTS || !a->literal || !a->type ||
       a->type->kind != KILN_MLIR_TYPE_TENSOR || a->type->rank != 2)
     return SHC_INVALID(op, "%s: expected a 2-D tensor of integers", name);

@@ -42,6 +42,8 @@ typedef enum { CROSS_REPLICA, CROSS_PARTITION, CROSS_REPLICA_AND_PARTITION, FLAT
 static kiln_status make_groups(const kiln_mlir_op_t *op, spmd_t *s, const char *name,
                                mode_t_ mode) {
   const kiln_mlir_attr_t *a = kiln_mlir_op_attr(op, name);
+  if (a && a->kind == KILN_MLIR_ATTR_STRUCT)
+    return SHC_UNIMPL(op, "%s: mesh-axes groups are not run under interpreter.run_parallel", name);
   if (!a || a->kind != KILN_MLIR_ATTR_DENSE_ELEMENTS || !a->literal || !a->type ||
       a->type->rank != 2)
     return SHC_INVALID(op, "%s: expected a 2-D tensor", name);
