@@ -167,6 +167,9 @@ static void test_every_collective_form_verifies(void **state) {
       "HloModule ar_async\n" ADD_F32
       "ENTRY e { p = f32[8] parameter(0)\n s = f32[8] all-reduce-start(p), replica_groups={{0,1}}, "
       "to_apply=add\n ROOT d = f32[8] all-reduce-done(s) }",
+      "HloModule ar_async_tuple\n" ADD_F32
+      "ENTRY e { p = f32[8] parameter(0)\n s = (f32[8], f32[8]) all-reduce-start(p), "
+      "replica_groups={{0,1}}, to_apply=add\n ROOT d = f32[8] all-reduce-done(s) }",
       "HloModule ag\n"
       "ENTRY e { p = f32[4,2] parameter(0)\n ROOT r = f32[4,8] all-gather(p), channel_id=1, "
       "replica_groups=[2,4]<=[8], dimensions={1}, use_global_device_ids=true }",
@@ -245,6 +248,17 @@ static void test_group_size_mismatches_are_rejected(void **state) {
       "collective-permute-start(p), source_target_pairs={{0,1}}\n"
       " ROOT d = f32[8] collective-permute-done(s) }",
       "collective-permute-start must return (f32[4], f32[4], contexts...)");
+  /* the older (operands, results) form of all-reduce-start: groups and shapes checked too */
+  expect_rejected("HloModule m\n" ADD_F32
+                  "ENTRY e { p = f32[8] parameter(0)\n s = (f32[8], f32[8]) all-reduce-start(p), "
+                  "replica_groups={{0,1},{1,2}}, to_apply=add\n"
+                  " ROOT d = f32[8] all-reduce-done(s) }",
+                  "id 1 appears more than once");
+  expect_rejected("HloModule m\n" ADD_F32
+                  "ENTRY e { p = f32[8] parameter(0)\n s = (f32[8], f32[4]) all-reduce-start(p), "
+                  "replica_groups={{0,1}}, to_apply=add\n ROOT d = f32[4] all-reduce-done(s) }",
+                  "all-reduce-start's (operands, results) tuple (f32[8], f32[4]) must hold "
+                  "operand 0's shape f32[8] at 0 and 1");
 }
 
 /* XLA's subgroup size (its verifier's GetSubgroupSize): a channel_id without

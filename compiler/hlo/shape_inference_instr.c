@@ -31,7 +31,9 @@ static kiln_status need_single_dim(kiln_arena_t *a, const kiln_hlo_instruction_t
   return KILN_STATUS_OK;
 }
 
-static bool is_token(const kiln_shape_t *s) { return s->type == KILN_TOKEN; }
+static bool is_token(const kiln_shape_t *s) {
+  return s->type == KILN_TOKEN;
+}
 
 static kiln_status need_token(kiln_arena_t *a, const kiln_hlo_instruction_t *in, int i) {
   if (!is_token(in->operands[i]->shape))
@@ -157,15 +159,17 @@ static kiln_status check_gather_scatter_collective(kiln_arena_t *a, const char *
                                                    int64_t dim, bool grow, int64_t shards) {
   if (!kiln_shape_is_array(in) || !kiln_shape_is_array(res) || in->type != res->type ||
       in->rank != res->rank || dim < 0 || dim >= in->rank)
-    return KILN_ERR_INVALID("%s operand %s and result %s must be arrays of the same type and rank with dimension %lld",
-                            op, kiln__shape_str(a, in), kiln__shape_str(a, res), (long long)dim);
+    return KILN_ERR_INVALID(
+        "%s operand %s and result %s must be arrays of the same type and rank with dimension %lld",
+        op, kiln__shape_str(a, in), kiln__shape_str(a, res), (long long)dim);
   for (int i = 0; i < in->rank; i++) {
     if (i == dim) continue;
     if (in->dims[i] != res->dims[i])
       return KILN_ERR_INVALID("%s operand %s and result %s differ in dimension %d", op,
                               kiln__shape_str(a, in), kiln__shape_str(a, res), i);
   }
-  int64_t big = grow ? res->dims[dim] : in->dims[dim], small = grow ? in->dims[dim] : res->dims[dim];
+  int64_t big = grow ? res->dims[dim] : in->dims[dim],
+          small = grow ? in->dims[dim] : res->dims[dim];
   if (shards > 0 && big != small * shards)
     return KILN_ERR_INVALID(
         "%s over groups of %lld: dimension %lld of %s must be %lld times that "
@@ -280,7 +284,8 @@ static kiln_status infer_batch_norm(kiln_arena_t *a, const kiln_hlo_instruction_
   const kiln_shape_t *x = ops[0];
   KILN_RETURN_IF_ERROR_PLAIN(kiln__require_array(a, "batch-norm operand", x));
   if (!kiln_elem_type_is_float(x->type))
-    return KILN_ERR_INVALID("%s operand must be floating-point, but is %s", op, kiln__shape_str(a, x));
+    return KILN_ERR_INVALID("%s operand must be floating-point, but is %s", op,
+                            kiln__shape_str(a, x));
   int64_t f = raw_int_attr(in, "feature_index", -1);
   if (f < 0 || f >= x->rank)
     return KILN_ERR_INVALID("%s feature_index=%lld is out of range for %s", op, (long long)f,
@@ -294,8 +299,8 @@ static kiln_status infer_batch_norm(kiln_arena_t *a, const kiln_hlo_instruction_
     bool like_x = in->opcode == KILN_OP_BATCH_NORM_GRAD && i == 4;
     const kiln_shape_t *want = like_x ? x : feat;
     if (!kiln_shape_compatible(ops[i], want))
-      return KILN_ERR_INVALID("%s operand %d must be %s, but is %s", op, i, kiln__shape_str(a, want),
-                              kiln__shape_str(a, ops[i]));
+      return KILN_ERR_INVALID("%s operand %d must be %s, but is %s", op, i,
+                              kiln__shape_str(a, want), kiln__shape_str(a, ops[i]));
   }
   if (in->opcode == KILN_OP_BATCH_NORM_INFERENCE) {
     *out = (kiln_shape_t *)x;
@@ -344,12 +349,15 @@ static kiln_status infer_dynamic_reshape(kiln_arena_t *a, const kiln_hlo_instruc
   KILN_RETURN_IF_ERROR_PLAIN(kiln__require_array(a, "dynamic-reshape result", res));
   KILN_RETURN_IF_ERROR_PLAIN(kiln__require_array(a, "dynamic-reshape operand", ops[0]));
   if (res->type != ops[0]->type || res->rank != in->num_operands - 1)
-    return KILN_ERR_INVALID("dynamic-reshape result %s must keep the element type of %s and have one size operand per dimension",
-                            kiln__shape_str(a, res), kiln__shape_str(a, ops[0]));
+    return KILN_ERR_INVALID(
+        "dynamic-reshape result %s must keep the element type of %s and have one size operand per "
+        "dimension",
+        kiln__shape_str(a, res), kiln__shape_str(a, ops[0]));
   for (int i = 1; i < in->num_operands; i++)
     if (!kiln__is_scalar(ops[i]) || !kiln_elem_type_is_integral(ops[i]->type))
-      return KILN_ERR_INVALID("dynamic-reshape size operand %d must be an integer scalar, but is %s",
-                              i, kiln__shape_str(a, ops[i]));
+      return KILN_ERR_INVALID(
+          "dynamic-reshape size operand %d must be an integer scalar, but is %s", i,
+          kiln__shape_str(a, ops[i]));
   return KILN_STATUS_OK;
 }
 
@@ -386,11 +394,23 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
       op != KILN_OP_REDUCE_PRECISION)
     return kiln_shape_infer_unary(a, op, ops[0], out);
   switch (op) {
-    case KILN_OP_ADD: case KILN_OP_SUBTRACT: case KILN_OP_MULTIPLY: case KILN_OP_DIVIDE:
-    case KILN_OP_MAXIMUM: case KILN_OP_MINIMUM: case KILN_OP_REMAINDER: case KILN_OP_POWER:
-    case KILN_OP_COMPARE: case KILN_OP_ATAN2: case KILN_OP_AND: case KILN_OP_OR:
-    case KILN_OP_XOR: case KILN_OP_SHIFT_LEFT: case KILN_OP_SHIFT_RIGHT_ARITHMETIC:
-    case KILN_OP_SHIFT_RIGHT_LOGICAL: case KILN_OP_COMPLEX:
+    case KILN_OP_ADD:
+    case KILN_OP_SUBTRACT:
+    case KILN_OP_MULTIPLY:
+    case KILN_OP_DIVIDE:
+    case KILN_OP_MAXIMUM:
+    case KILN_OP_MINIMUM:
+    case KILN_OP_REMAINDER:
+    case KILN_OP_POWER:
+    case KILN_OP_COMPARE:
+    case KILN_OP_ATAN2:
+    case KILN_OP_AND:
+    case KILN_OP_OR:
+    case KILN_OP_XOR:
+    case KILN_OP_SHIFT_LEFT:
+    case KILN_OP_SHIFT_RIGHT_ARITHMETIC:
+    case KILN_OP_SHIFT_RIGHT_LOGICAL:
+    case KILN_OP_COMPLEX:
       return kiln_shape_infer_binary(a, op, ops[0], ops[1], out);
     case KILN_OP_DOMAIN:
     case KILN_OP_OPTIMIZATION_BARRIER:
@@ -406,7 +426,8 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
     case KILN_OP_STOCHASTIC_CONVERT:
       return kiln_shape_infer_stochastic_convert(a, ops[0], ops[1], res->type, out);
     case KILN_OP_REDUCE_PRECISION:
-      return kiln_shape_infer_reduce_precision(a, ops[0], in->exponent_bits, in->mantissa_bits, out);
+      return kiln_shape_infer_reduce_precision(a, ops[0], in->exponent_bits, in->mantissa_bits,
+                                               out);
     case KILN_OP_MAP:
       KILN_RETURN_IF_ERROR_PLAIN(need_called(in, "to_apply", &c1));
       return kiln_shape_infer_map(a, n, ops, in->has_dimensions ? &in->dimensions : NULL, c1, out);
@@ -426,7 +447,8 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
       return kiln_shape_infer_slice(a, ops[0], in->num_slice_dims, in->slice, out);
     case KILN_OP_DYNAMIC_SLICE:
       if (n < 2) return arity_error(in, "at least 2");
-      return kiln_shape_infer_dynamic_slice(a, ops[0], n - 1, ops + 1, &in->dynamic_slice_sizes, out);
+      return kiln_shape_infer_dynamic_slice(a, ops[0], n - 1, ops + 1, &in->dynamic_slice_sizes,
+                                            out);
     case KILN_OP_DYNAMIC_UPDATE_SLICE:
       if (n < 3) return arity_error(in, "at least 3");
       return kiln_shape_infer_dynamic_update_slice(a, ops[0], ops[1], n - 2, ops + 2, out);
@@ -438,7 +460,8 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
       return kiln_shape_check_iota(a, res, in->iota_dimension);
     case KILN_OP_GATHER:
       if (!in->has_gather_dnums) return KILN_ERR_INVALID("gather needs dimension numbers");
-      return kiln_shape_infer_gather(a, ops[0], ops[1], &in->gather_dnums, &in->gather_slice_sizes, out);
+      return kiln_shape_infer_gather(a, ops[0], ops[1], &in->gather_dnums, &in->gather_slice_sizes,
+                                     out);
     case KILN_OP_SCATTER:
       if (!in->has_scatter_dnums) return KILN_ERR_INVALID("scatter needs dimension numbers");
       KILN_RETURN_IF_ERROR_PLAIN(need_called(in, "to_apply", &c1));
@@ -572,15 +595,23 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
       KILN_RETURN_IF_ERROR_PLAIN(need_token(a, in, 1));
       if (!kiln_shape_is_tuple(res) || res->num_elements < 1 ||
           !kiln_shape_compatible(res->elements[0], ops[0]))
-        return KILN_ERR_INVALID("send must return a tuple starting with the data shape %s, but returns %s",
-                                kiln__shape_str(a, ops[0]), kiln__shape_str(a, res));
+        return KILN_ERR_INVALID(
+            "send must return a tuple starting with the data shape %s, but returns %s",
+            kiln__shape_str(a, ops[0]), kiln__shape_str(a, res));
       return KILN_STATUS_OK;
 
     case KILN_OP_ALL_REDUCE_START:
       /* Older dumps give the start op the (operands, results) tuple of the async pair. */
       if (kiln_shape_is_tuple(res) && res->num_elements == 2 * n) {
         KILN_RETURN_IF_ERROR_PLAIN(need_called(in, "to_apply", &c1));
-        return KILN_STATUS_OK;
+        for (int i = 0; i < n; i++)
+          if (!kiln_shape_compatible(res->elements[i], ops[i]) ||
+              !kiln_shape_compatible(res->elements[n + i], ops[i]))
+            return KILN_ERR_INVALID(
+                "all-reduce-start's (operands, results) tuple %s must hold operand %d's shape %s "
+                "at %d and %d",
+                kiln__shape_str(a, res), i, kiln__shape_str(a, ops[i]), i, n + i);
+        return check_groups(in);
       }
       /* fall through */
     case KILN_OP_ALL_REDUCE:
@@ -590,7 +621,8 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
       return same_as_operands(a, n, ops, out);
     case KILN_OP_ALL_REDUCE_DONE:
       /* The done op of the older tuple form returns the results half of the tuple. */
-      if (n == 1 && kiln_shape_is_tuple(ops[0]) && ops[0]->num_elements % 2 == 0) return KILN_STATUS_OK;
+      if (n == 1 && kiln_shape_is_tuple(ops[0]) && ops[0]->num_elements % 2 == 0)
+        return KILN_STATUS_OK;
       /* fall through */
     case KILN_OP_COLLECTIVE_BROADCAST:
       if (n < 1) return arity_error(in, "at least 1");
@@ -685,10 +717,15 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
 
     /* Results not determined by the operands: accepted (called computations exist by
      * construction and are checked structurally by the verifier). */
-    case KILN_OP_CUSTOM_CALL: case KILN_OP_CUSTOM_CALL_START: case KILN_OP_CUSTOM_CALL_UPDATE:
+    case KILN_OP_CUSTOM_CALL:
+    case KILN_OP_CUSTOM_CALL_START:
+    case KILN_OP_CUSTOM_CALL_UPDATE:
     case KILN_OP_CUSTOM_CALL_DONE:
-    case KILN_OP_SEND_DONE: case KILN_OP_RECV_DONE: case KILN_OP_SCAN:
-    case KILN_OP_RAGGED_DOT: case KILN_OP_SCALED_DOT:
+    case KILN_OP_SEND_DONE:
+    case KILN_OP_RECV_DONE:
+    case KILN_OP_SCAN:
+    case KILN_OP_RAGGED_DOT:
+    case KILN_OP_SCALED_DOT:
       return KILN_STATUS_OK;
     default:
       break;
