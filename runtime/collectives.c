@@ -195,7 +195,7 @@ static kiln_status deadline_error(const kiln_coll_clique_t *c, uint64_t gen, con
 }
 
 /* With c->mu held: enters the current barrier without waiting (the last rank to enter
- * completes it); returns its generation, for await_barrier. */
+ * completes it); returns its generation, for await_arrival or finishing_barrier. */
 static uint64_t enter_barrier(kiln_coll_clique_t *c, int rank) {
   uint64_t my = c->gen;
   c->entered[rank] = my + 1;
@@ -207,18 +207,10 @@ static uint64_t enter_barrier(kiln_coll_clique_t *c, int rank) {
   return my;
 }
 
-/* Which ranks a barrier waits for when the clique breaks meanwhile. */
-typedef enum {
-  ARRIVAL,  /* the first barrier of a collective: a break ends the wait (nobody reads yet) */
-  FINISHING /* a later one: every rank is past arrival and reads its peers' buffers, so each
-             * waits for all of them whatever breaks, until the deadline (a rank that left
-             * early would free buffers its peers still read) */
-} barrier_kind_t;
-
-/* With c->mu held: waits until barrier `my` completed (every rank entered it), at most the
- * clique's timeout from now. */
-static kiln_status await_barrier(kiln_coll_clique_t *c, uint64_t my, barrier_kind_t kind,
-                                 const char *what) {
+/* With c->mu held: waits until the arrival barrier `my` completed (every rank entered it), at
+ * most the clique's timeout from now and no longer than the clique stays whole (nobody reads
+ * a peer's buffers before arrival, so any rank may leave). */
+static kiln_status await_arrival(kiln_coll_clique_t *c, uint64_t my) {
   if (c->gen != my) return KILN_STATUS_OK;
   struct timespec deadline;
   clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -229,9 +221,9 @@ static kiln_status await_barrier(kiln_coll_clique_t *c, uint64_t my, barrier_kin
     deadline.tv_nsec -= 1000000000L;
   }
   while (c->gen == my) {
-    if (c->broken && kind == ARRIVAL) return copy_broken(c);
+    if (c->broken) return copy_broken(c);
     if (pthread_cond_timedwait(&c->cv, &c->mu, &deadline) != ETIMEDOUT || c->gen != my) continue;
-    kiln_status late = deadline_error(c, my, what);
+    kiln_status late = deadline_error(c, my, "arrive");
     if (c->broken) return late;
     c->broken = late;
     pthread_cond_broadcast(&c->cv);
@@ -240,10 +232,13 @@ static kiln_status await_barrier(kiln_coll_clique_t *c, uint64_t my, barrier_kin
   return KILN_STATUS_OK;
 }
 
-/* With c->mu held: waits until every rank entered this barrier, a later one than a
- * collective's arrival. */
-static kiln_status barrier(kiln_coll_clique_t *c, int rank, const char *what) {
-  return await_barrier(c, enter_barrier(c, rank), FINISHING, what);
+/* With c->mu held: a barrier after a collective's arrival. Every rank past arrival reads its
+ * peers' buffers, so each waits for all of them whatever breaks and however long it takes (a
+ * rank that left early would free buffers its peers still read). None can be missing, only
+ * slow: past arrival each is copying or folding in this process on its way to this barrier. */
+static void finishing_barrier(kiln_coll_clique_t *c, int rank) {
+  uint64_t my = enter_barrier(c, rank);
+  while (c->gen == my) pthread_cond_wait(&c->cv, &c->mu);
 }
 
 /* ---- reductions: dst[e] = dst[e] op src[e] ---- */
@@ -436,22 +431,20 @@ static kiln_status ragged_compute(const kiln_coll_clique_t *c, int rank, const c
  * rank order by exactly one rank, so the result is the same bit for bit. */
 #define SPLIT_MIN_ELEMENTS 4096
 
-static kiln_status split_all_reduce(kiln_coll_clique_t *c, int rank, const call_t *x) {
+static void split_all_reduce(kiln_coll_clique_t *c, int rank, const call_t *x) {
   size_t es = kiln_coll_dtype_bytes(x->t);
   int64_t n = c->size;
   int64_t lo = x->a * rank / n, hi = x->a * (rank + 1) / n;
   reduce_ranks(c, x->t, x->op, (char *)x->recv + (size_t)lo * es, (size_t)lo * es, hi - lo);
   kiln_mutex_lock(&c->mu);
-  kiln_status st = barrier(c, rank, "finish reducing");
+  finishing_barrier(c, rank);
   kiln_mutex_unlock(&c->mu);
-  if (st) return st;
   for (int64_t k = 0; k < n; k++) {
     if (k == rank) continue;
     int64_t klo = x->a * k / n, khi = x->a * (k + 1) / n;
     memcpy((char *)x->recv + (size_t)klo * es, (const char *)c->recv[k] + (size_t)klo * es,
            (size_t)(khi - klo) * es);
   }
-  return KILN_STATUS_OK;
 }
 
 static bool overlap(const void *a, size_t an, const void *b, size_t bn) {
@@ -472,22 +465,16 @@ static kiln_status refused(kiln_coll_clique_t *c, int rank, const call_t *x) {
  * then the barrier after which its own send buffer may change again. */
 static kiln_status finish(kiln_coll_clique_t *c, int rank, const call_t *x) {
   kiln_status st = KILN_STATUS_OK;
-  if (x->kind == OP_ALL_REDUCE && x->a >= (int64_t)c->size * SPLIT_MIN_ELEMENTS) {
-    st = split_all_reduce(c, rank, x);
-    if (st) return st;
-  } else if (x->kind == OP_RAGGED_ALL_TO_ALL) {
+  if (x->kind == OP_ALL_REDUCE && x->a >= (int64_t)c->size * SPLIT_MIN_ELEMENTS)
+    split_all_reduce(c, rank, x);
+  else if (x->kind == OP_RAGGED_ALL_TO_ALL)
     st = ragged_compute(c, rank, x); /* its own error, after the peers are done reading */
-  } else {
+  else
     compute(c, rank, x);
-  }
   kiln_mutex_lock(&c->mu);
-  kiln_status left = barrier(c, rank, "finish reading");
+  finishing_barrier(c, rank);
   kiln_mutex_unlock(&c->mu);
-  if (st) {
-    kiln_status_free(left);
-    return st;
-  }
-  return left;
+  return st;
 }
 
 /* With c->mu held: checks `x` against the collective under way (the first rank to arrive
@@ -562,7 +549,7 @@ static kiln_status run(kiln_coll_clique_t *c, int rank, call_t *x) {
     kiln_mutex_unlock(&c->mu);
     return KILN_STATUS_OK;
   }
-  if (!st) st = await_barrier(c, gen, ARRIVAL, "arrive");
+  if (!st) st = await_arrival(c, gen);
   kiln_mutex_unlock(&c->mu);
   if (st) return st;
   return finish(c, rank, x);
@@ -582,7 +569,7 @@ kiln_status kiln_coll_complete(kiln_coll_clique_t *c, int rank) {
   c->pending_on[rank] = false;
   const call_t *x = &c->pending[rank];
   kiln_mutex_lock(&c->mu);
-  kiln_status st = await_barrier(c, c->pending_gen[rank], ARRIVAL, "arrive");
+  kiln_status st = await_arrival(c, c->pending_gen[rank]);
   kiln_mutex_unlock(&c->mu);
   if (st) return st;
   return finish(c, rank, x);

@@ -16,9 +16,9 @@
  * and the missing ranks; the clique is then broken and every later call fails at once with
  * the same error (create a new clique). Never a hang. A break (an abort, a deadline) ends the
  * waits of a collective's arrival; past it, every rank reads its peers' buffers, so each
- * still waits until all of them finished reading, and a rank does not return while a peer
- * may read its buffers (short of a deadline there: a rank that gives up after timeout_ms
- * returns while a slower peer may still read).
+ * still waits until all of them finished reading, however long that takes (no deadline past
+ * arrival: every rank is then copying or folding and none can be missing), so a rank never
+ * returns while a peer may read its buffers.
  *
  * A collective can also be split at its first barrier (kiln_coll_defer / kiln_coll_complete),
  * so a rank computes while its peers arrive and only then moves the data.

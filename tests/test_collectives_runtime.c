@@ -347,6 +347,58 @@ static void test_a_rank_that_stops_returns_after_its_peers_read(void **state) {
   }
 }
 
+/* Past arrival there is no deadline: rank 0 splits its all-reduce and computes between the
+ * halves four times the clique's 100 ms timeout; rank 1's plain call waits for rank 0 to
+ * finish reading (it used to give up at its later barrier with DEADLINE_EXCEEDED and return
+ * while rank 0 would still read its buffers). Rank 1 poisons its buffers once it returns; rank
+ * 0 must still get the exact sum. A small all-reduce and one on the split path. */
+static void slow_half_body(kiln_coll_clique_t *c, int rank, kiln_status *out) {
+  static float x[2][PAIR_BIG], y[2][PAIR_BIG];
+  int64_t n = g_stop_n;
+  for (int64_t e = 0; e < n; e++) x[rank][e] = val(rank, (int)(e % 1000));
+  if (rank == 1) {
+    if (!wait_step(1)) {
+      *out = kiln_status_make(KILN_INTERNAL, "rank 0 never deferred");
+      return;
+    }
+    *out = kiln_coll_all_reduce(c, 1, "ar", KILN_COLL_F32, KILN_COLL_SUM, x[1], y[1], n);
+    for (int64_t e = 0; e < n; e++) x[1][e] = y[1][e] = NAN;
+    atomic_fetch_add(&g_step, 1);
+    return;
+  }
+  kiln_coll_defer(c, 0);
+  *out = kiln_coll_all_reduce(c, 0, "ar", KILN_COLL_F32, KILN_COLL_SUM, x[0], y[0], n);
+  atomic_fetch_add(&g_step, 1);
+  if (*out) return;
+  struct timespec wait = {0, 400000000};
+  nanosleep(&wait, NULL);
+  if (atomic_load(&g_step) != 1) {
+    *out = kiln_status_make(KILN_INTERNAL, "rank 1 returned before rank 0 completed");
+    kiln_coll_abandon(c, 0, "test failed");
+    return;
+  }
+  *out = kiln_coll_complete(c, 0);
+  for (int64_t e = 0; e < n && !*out; e++) {
+    float want = val(0, (int)(e % 1000)) + val(1, (int)(e % 1000));
+    if (y[0][e] != want)
+      *out =
+          kiln_status_make(KILN_INTERNAL, "element %lld: %g, want %g", (long long)e, y[0][e], want);
+  }
+}
+
+static void test_no_deadline_after_arrival(void **state) {
+  (void)state;
+  for (int run = 0; run < 2; run++) {
+    g_stop_n = run ? PAIR_BIG : N;
+    atomic_store(&g_step, 0);
+    kiln_status st[2];
+    run_ranks(2, 100, slow_half_body, st);
+    for (int i = 0; i < 2; i++)
+      if (st[i])
+        fail_msg("%lld elements, rank %d: %s", (long long)g_stop_n, i, kiln_status_message(st[i]));
+  }
+}
+
 /* Abandoned before its peer arrived: the clique breaks at once, and the peer's call is ABORTED
  * naming the collective, the rank and why; nothing is left deferred. */
 static void test_abandon_before_the_peers_arrive_breaks_the_clique(void **state) {
@@ -380,6 +432,7 @@ int main(void) {
       cmocka_unit_test(test_deferred_misuse_and_deadline),
       cmocka_unit_test(test_a_rank_that_stops_returns_after_its_peers_read),
       cmocka_unit_test(test_abandon_before_the_peers_arrive_breaks_the_clique),
+      cmocka_unit_test(test_no_deadline_after_arrival),
   };
   return kiln_run_tests(tests, NULL, NULL);
 }
