@@ -129,6 +129,9 @@ static void test_replica_group_errors_name_the_problem(void **state) {
   expect_groups_error("mesh['a'=2,'b'=2], device_ids=([2,4]<=[8]) {'a'}",
                       "device_ids' shape holds 8 ids, the mesh 4");
   expect_groups_error("mesh['a'=2,'b'=2], device_ids=([2,2]T(0,0)) {'a'}", "not a permutation");
+  expect_groups_error(
+      "mesh['a'=2,'b'=2], device_ids=([16777216,16777216,16777216,16777216]<=[4]) {'a'}",
+      "device_ids' shape holds");
   expect_groups_error("mesh['a'=2,'b'=2], devices=(0,1,2,3) {'a'}", "device_ids=(...)");
   expect_groups_error("mesh['a'=2,'b'=2], device_ids=(0,1,2,3 {'a'}", "')'");
 }

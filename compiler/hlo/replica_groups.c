@@ -236,7 +236,7 @@ static kiln_status parse_device_ids(cursor_t *c, int64_t total, i64_vec_t *dev) 
   kiln_status s = read_int_list(c, '[', ']', &dims);
   if (!s && eat(c, '<')) {
     int64_t n = 1;
-    for (size_t d = 0; d < dims.len; d++) n *= dims.data[d];
+    for (size_t d = 0; d < dims.len && n <= total; d++) n *= dims.data[d];
     if (!eat(c, '='))
       s = syntax(c, "'<='");
     else if (n != total)
