@@ -10,6 +10,7 @@
 
 #include "base/alloc.h"
 #include "base/half.h"
+#include "base/log.h"
 #include "base/ragged_all_to_all.h"
 #include "base/str.h"
 
@@ -177,11 +178,16 @@ static kiln_status copy_broken(const kiln_coll_clique_t *c) {
   return kiln_status_make(kiln_status_code(c->broken), "%s", kiln_status_message(c->broken));
 }
 
-static kiln_status deadline_error(const kiln_coll_clique_t *c, uint64_t gen, const char *what) {
-  kiln_strbuf_t b = {0};
+/* The ranks that have not entered barrier `gen`, as "1, 3". */
+static void missing_ranks(const kiln_coll_clique_t *c, uint64_t gen, kiln_strbuf_t *b) {
   int missing = 0;
   for (int k = 0; k < c->size; k++)
-    if (c->entered[k] != gen + 1) kiln_strbuf_printf(&b, "%s%d", missing++ ? ", " : "", k);
+    if (c->entered[k] != gen + 1) kiln_strbuf_printf(b, "%s%d", missing++ ? ", " : "", k);
+}
+
+static kiln_status deadline_error(const kiln_coll_clique_t *c, uint64_t gen, const char *what) {
+  kiln_strbuf_t b = {0};
+  missing_ranks(c, gen, &b);
   kiln_status st =
       kiln_status_make(KILN_DEADLINE_EXCEEDED,
                        "%s '%s' (%d ranks): rank(s) %s did not %s within %" PRId64
@@ -192,6 +198,19 @@ static kiln_status deadline_error(const kiln_coll_clique_t *c, uint64_t gen, con
                        what, c->timeout_ms);
   kiln_strbuf_free(&b);
   return st;
+}
+
+/* c->timeout_ms from now. */
+static struct timespec deadline_from_now(const kiln_coll_clique_t *c) {
+  struct timespec d;
+  clock_gettime(CLOCK_MONOTONIC, &d);
+  d.tv_sec += (time_t)(c->timeout_ms / 1000);
+  d.tv_nsec += (long)(c->timeout_ms % 1000) * 1000000L;
+  if (d.tv_nsec >= 1000000000L) {
+    d.tv_sec++;
+    d.tv_nsec -= 1000000000L;
+  }
+  return d;
 }
 
 /* With c->mu held: enters the current barrier without waiting (the last rank to enter
@@ -212,14 +231,7 @@ static uint64_t enter_barrier(kiln_coll_clique_t *c, int rank) {
  * a peer's buffers before arrival, so any rank may leave). */
 static kiln_status await_arrival(kiln_coll_clique_t *c, uint64_t my) {
   if (c->gen != my) return KILN_STATUS_OK;
-  struct timespec deadline;
-  clock_gettime(CLOCK_MONOTONIC, &deadline);
-  deadline.tv_sec += (time_t)(c->timeout_ms / 1000);
-  deadline.tv_nsec += (long)(c->timeout_ms % 1000) * 1000000L;
-  if (deadline.tv_nsec >= 1000000000L) {
-    deadline.tv_sec++;
-    deadline.tv_nsec -= 1000000000L;
-  }
+  struct timespec deadline = deadline_from_now(c);
   while (c->gen == my) {
     if (c->broken) return copy_broken(c);
     if (pthread_cond_timedwait(&c->cv, &c->mu, &deadline) != ETIMEDOUT || c->gen != my) continue;
@@ -232,13 +244,29 @@ static kiln_status await_arrival(kiln_coll_clique_t *c, uint64_t my) {
   return KILN_STATUS_OK;
 }
 
-/* With c->mu held: a barrier after a collective's arrival. Every rank past arrival reads its
- * peers' buffers, so each waits for all of them whatever breaks and however long it takes (a
- * rank that left early would free buffers its peers still read). None can be missing, only
- * slow: past arrival each is copying or folding in this process on its way to this barrier. */
-static void finishing_barrier(kiln_coll_clique_t *c, int rank) {
+/* With c->mu held: a barrier after a collective's arrival. Every rank past arrival reads, or
+ * will read once its done runs, its peers' buffers, so each waits for all of them whatever
+ * breaks and however long it takes (a rank that left early would free buffers its peers
+ * still read). Within one SPMD executable every participant ends its collectives in the same
+ * order, so the missing ranks are on their way here; past the timeout the wait is logged
+ * once (a program whose participants end their async collectives in different orders
+ * deadlocks here) and goes on. */
+static void finishing_barrier(kiln_coll_clique_t *c, int rank, const char *what) {
   uint64_t my = enter_barrier(c, rank);
-  while (c->gen == my) pthread_cond_wait(&c->cv, &c->mu);
+  struct timespec deadline = deadline_from_now(c);
+  while (c->gen == my)
+    if (pthread_cond_timedwait(&c->cv, &c->mu, &deadline) == ETIMEDOUT && c->gen == my) {
+      kiln_strbuf_t b = {0};
+      missing_ranks(c, my, &b);
+      KILN_LOG_W("%s '%s' (%d ranks): rank %d has waited %" PRId64
+                 " ms for rank(s) %s to %s and goes on waiting: they may still read its "
+                 "buffers (participants that end their async collectives in different orders "
+                 "deadlock here)",
+                 kind_names[c->kind], c->name ? c->name : "?", c->size, rank, c->timeout_ms,
+                 kiln_strbuf_cstr(&b), what);
+      kiln_strbuf_free(&b);
+      while (c->gen == my) pthread_cond_wait(&c->cv, &c->mu);
+    }
 }
 
 /* ---- reductions: dst[e] = dst[e] op src[e] ---- */
@@ -437,7 +465,7 @@ static void split_all_reduce(kiln_coll_clique_t *c, int rank, const call_t *x) {
   int64_t lo = x->a * rank / n, hi = x->a * (rank + 1) / n;
   reduce_ranks(c, x->t, x->op, (char *)x->recv + (size_t)lo * es, (size_t)lo * es, hi - lo);
   kiln_mutex_lock(&c->mu);
-  finishing_barrier(c, rank);
+  finishing_barrier(c, rank, "finish reducing");
   kiln_mutex_unlock(&c->mu);
   for (int64_t k = 0; k < n; k++) {
     if (k == rank) continue;
@@ -472,7 +500,7 @@ static kiln_status finish(kiln_coll_clique_t *c, int rank, const call_t *x) {
   else
     compute(c, rank, x);
   kiln_mutex_lock(&c->mu);
-  finishing_barrier(c, rank);
+  finishing_barrier(c, rank, "finish reading");
   kiln_mutex_unlock(&c->mu);
   return st;
 }

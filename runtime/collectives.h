@@ -14,11 +14,13 @@
  * sizes; a mismatch fails every rank with INVALID_ARGUMENT naming both. A rank that does not
  * arrive within timeout_ms fails the others with DEADLINE_EXCEEDED naming the collective
  * and the missing ranks; the clique is then broken and every later call fails at once with
- * the same error (create a new clique). Never a hang. A break (an abort, a deadline) ends the
- * waits of a collective's arrival; past it, every rank reads its peers' buffers, so each
- * still waits until all of them finished reading, however long that takes (no deadline past
- * arrival: every rank is then copying or folding and none can be missing), so a rank never
- * returns while a peer may read its buffers.
+ * the same error (create a new clique): a missing rank is never a hang. A break (an abort, a
+ * deadline) ends the waits of a collective's arrival; past it, every rank reads (or, deferred,
+ * will read) its peers' buffers, so each still waits until all of them finished reading,
+ * however long that takes, and a rank never returns while a peer may read its buffers. There
+ * is no deadline past arrival: ranks that end deferred collectives in different orders
+ * deadlock there (a warning names the ranks once the timeout has passed); one SPMD
+ * executable's participants end them in the same order.
  *
  * A collective can also be split at its first barrier (kiln_coll_defer / kiln_coll_complete),
  * so a rank computes while its peers arrive and only then moves the data.
@@ -80,7 +82,8 @@ void kiln_coll_clique_abort(kiln_coll_clique_t *c, const char *why);
 /* Splitting a collective in two (async -start / -done): after kiln_coll_defer(c, rank), the
  * rank's next call on `c` returns as soon as it has published its buffers and checked them
  * against its peers' (its send buffer staged first if it overlaps recv), without waiting for
- * them; kiln_coll_complete(c, rank) then waits for the peers (the timeout counts from there),
+ * them; kiln_coll_complete(c, rank) then waits for the peers to arrive (the timeout counts from
+ * there),
  * writes this rank's result and returns once every peer finished reading its send buffer. In
  * between, the caller may do anything but change either buffer or call `c` again (that call
  * is FAILED_PRECONDITION). Failures surface at complete. ragged-all-to-all does not defer.

@@ -131,7 +131,8 @@ static void test_replica_group_errors_name_the_problem(void **state) {
   expect_groups_error("mesh['a'=2,'b'=2], device_ids=([2,2]T(0,0)) {'a'}", "not a permutation");
   expect_groups_error(
       "mesh['a'=2,'b'=2], device_ids=([16777216,16777216,16777216,16777216]<=[4]) {'a'}",
-      "device_ids' shape holds");
+      "device_ids' shape holds more than 4 ids, the mesh 4");
+  expect_groups_error("mesh['a'=2,'a'=2] {'a'}", "mesh axis 'a' is named twice");
   expect_groups_error("mesh['a'=2,'b'=2], devices=(0,1,2,3) {'a'}", "device_ids=(...)");
   expect_groups_error("mesh['a'=2,'b'=2], device_ids=(0,1,2,3 {'a'}", "')'");
 }
@@ -262,6 +263,10 @@ static void test_group_size_mismatches_are_rejected(void **state) {
                   "replica_groups={{0,1}}, to_apply=add\n ROOT d = f32[4] all-reduce-done(s) }",
                   "all-reduce-start's (operands, results) tuple (f32[8], f32[4]) must hold "
                   "operand 0's shape f32[8] at 0 and 1");
+  expect_rejected("HloModule m\n" ADD_F32
+                  "ENTRY e { s = () all-reduce-start(), replica_groups={}, to_apply=add\n"
+                  " ROOT d = () all-reduce-done(s) }",
+                  "at least 1");
 }
 
 /* XLA's subgroup size (its verifier's GetSubgroupSize): a channel_id without

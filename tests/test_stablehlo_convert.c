@@ -449,7 +449,15 @@ static void test_mesh_axes_replica_groups_convert_to_their_groups(void **state) 
                     KILN_INVALID_ARGUMENT, "mesh @nowhere is not defined");
   expect_mesh_error("sdy.mesh @mesh = <[], device_ids=[0]>",
                     "#stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = []>",
-                    KILN_UNIMPLEMENTED, "a maximal mesh");
+                    KILN_UNIMPLEMENTED, "has no axes (a maximal mesh names one device)");
+  expect_mesh_error("sdy.mesh @mesh = <[\"x]'\"=2]>",
+                    "#stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [\"x\"]>",
+                    KILN_INVALID_ARGUMENT, "holds characters other than letters");
+  expect_mesh_error("",
+                    "#stablehlo.replica_group_mesh_axes<mesh = #stablehlo.mesh<axes = "
+                    "[#stablehlo.mesh_axis<name = \"a\", size = 4>], device_ids = dense<[0, 1, "
+                    "2]> : tensor<3xi64>>, axes = [\"a\"]>",
+                    KILN_INVALID_ARGUMENT, "the mesh has 4 devices, device_ids 3");
   expect_mesh_error(sdy, "#stablehlo.replica_group_mesh_axes<mesh = @mesh, axes = [\"z\"]>",
                     KILN_INVALID_ARGUMENT, "axis 'z' is not a mesh axis");
   expect_mesh_error("sdy.mesh @mesh = <[\"x\"=2, \"y\"=2], device_ids=[0, 1, 1, 2]>",

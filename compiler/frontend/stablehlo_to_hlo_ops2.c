@@ -1,5 +1,6 @@
 /* StableHLO -> HLO: ops with regions or dimension numbers (reduce, reduce_window,
  * select_and_scatter, sort, map, gather, scatter, convolution), custom_call, collectives. */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,10 +265,16 @@ static bool is_struct(const kiln_mlir_attr_t *a, const char *name) {
   return a && a->kind == KILN_MLIR_ATTR_STRUCT && a->dialect && !strcmp(a->dialect, name);
 }
 
-/* An axis name as HLO's mesh text quotes it: 'name'. */
+/* An axis name as HLO's mesh text quotes it: 'name' (letters, digits, '_', '.', '-'). */
 static kiln_status mesh_name(const kiln_mlir_op_t *op, const char *s, size_t n, kiln_strbuf_t *b) {
-  if (n == 0 || memchr(s, '\'', n) || memchr(s, '\0', n))
-    return SHC_INVALID(op, "mesh axis name '%.*s' is empty or holds a quote", (int)n, s);
+  bool ok = n > 0;
+  for (size_t i = 0; i < n && ok; i++)
+    ok = isalnum((unsigned char)s[i]) || s[i] == '_' || s[i] == '.' || s[i] == '-';
+  if (!ok)
+    return SHC_INVALID(op,
+                       "mesh axis name \"%.*s\" is empty or holds characters other than "
+                       "letters, digits, '_', '.' and '-'",
+                       (int)(n < 64 ? n : 64), s);
   kiln_strbuf_printf(b, "'%.*s'", (int)n, s);
   return NULL;
 }
@@ -302,7 +309,11 @@ static kiln_status sdy_mesh_text(const kiln_mlir_op_t *op, const char *t, kiln_s
     p = end;
     SKIP_WS();
   }
-  if (b->len == start + strlen("mesh[")) goto bad; /* a maximal mesh (no axes) names one device */
+  if (b->len == start + strlen("mesh["))
+    return SHC_UNIMPL(op,
+                      "replica_groups: the mesh %s has no axes (a maximal mesh names one "
+                      "device): there is nothing to group over",
+                      t);
   kiln_strbuf_append_char(b, ']');
   p++;
   SKIP_WS();
@@ -335,7 +346,7 @@ static kiln_status sdy_mesh_text(const kiln_mlir_op_t *op, const char *t, kiln_s
 bad:
   return SHC_UNIMPL(op,
                     "replica_groups: the mesh %s is not of the form <[\"axis\"=N, ...], "
-                    "device_ids=[...]> (a maximal mesh has no axes to group over)",
+                    "device_ids=[...]>",
                     t);
 }
 
@@ -369,6 +380,7 @@ static kiln_status mesh_axes_groups(shc_ctx_t *c, const kiln_mlir_op_t *op,
     if (!maxes || maxes->kind != KILN_MLIR_ATTR_ARRAY || maxes->num_elements == 0)
       return SHC_INVALID(op, "replica_groups: a mesh needs a list of axes");
     kiln_strbuf_append(b, "mesh[");
+    int64_t devices = 1;
     for (int32_t i = 0; i < maxes->num_elements; i++) {
       const kiln_mlir_attr_t *e = maxes->elements[i];
       const kiln_mlir_attr_t *name = kiln_mlir_attr_field(e, "name");
@@ -379,11 +391,20 @@ static kiln_status mesh_axes_groups(shc_ctx_t *c, const kiln_mlir_op_t *op,
       if (i) kiln_strbuf_append_char(b, ',');
       SHC_TRY(mesh_name(op, name->str, name->str_len, b));
       kiln_strbuf_printf(b, "=%" PRId64, size->i);
+      if (size->i < 1 || devices > (INT64_C(1) << 24) / size->i)
+        return SHC_INVALID(op,
+                           "replica_groups: mesh axis %d has size %" PRId64
+                           " (sizes must be positive, at most 2^24 devices in all)",
+                           (int)i, size->i);
+      devices *= size->i;
     }
     kiln_strbuf_append_char(b, ']');
     int64_t *ids;
     int32_t n;
     SHC_TRY(shc_attr_ints(c, op, kiln_mlir_attr_field(mesh, "device_ids"), "device_ids", &ids, &n));
+    if (n && n != devices)
+      return SHC_INVALID(op, "replica_groups: the mesh has %" PRId64 " devices, device_ids %d",
+                         devices, (int)n);
     if (n) {
       kiln_strbuf_append(b, ", device_ids=(");
       for (int32_t i = 0; i < n; i++) kiln_strbuf_printf(b, "%s%" PRId64, i ? "," : "", ids[i]);
@@ -403,10 +424,15 @@ static kiln_status mesh_axes_groups(shc_ctx_t *c, const kiln_mlir_op_t *op,
       return SHC_INVALID(op, "replica_groups: axis %d is neither a name nor an axis_ref", i);
     if (i) kiln_strbuf_append_char(b, ',');
     SHC_TRY(mesh_name(op, name->str, name->str_len, b));
-    if (sub)
-      kiln_strbuf_printf(b, ":(%" PRId64 ")%" PRId64,
-                         shc_attr_int(kiln_mlir_attr_field(sub, "pre_size"), 0),
-                         shc_attr_int(kiln_mlir_attr_field(sub, "size"), 0));
+    if (sub) {
+      const kiln_mlir_attr_t *pre = kiln_mlir_attr_field(sub, "pre_size");
+      const kiln_mlir_attr_t *size = kiln_mlir_attr_field(sub, "size");
+      if (!is_struct(sub, "stablehlo.sub_axis_info") || !pre ||
+          pre->kind != KILN_MLIR_ATTR_INTEGER || !size || size->kind != KILN_MLIR_ATTR_INTEGER)
+        return SHC_INVALID(op, "replica_groups: axis %d's sub_axis_info is not (pre-size)size",
+                           (int)i);
+      kiln_strbuf_printf(b, ":(%" PRId64 ")%" PRId64, pre->i, size->i);
+    }
   }
   kiln_strbuf_append_char(b, '}');
   return NULL;
@@ -419,7 +445,7 @@ static kiln_status replica_groups(shc_ctx_t *c, const kiln_mlir_op_t *op, const 
   const kiln_mlir_attr_t *a = kiln_mlir_op_attr(op, name);
   *out = "";
   if (!a) return NULL;
-  if (is_struct(a, "stablehlo.replica_group_mesh_axes")) {
+  if (is_struct(a, "stablehlo.replica_group_mesh_axes") && !strcmp(name, "replica_groups")) {
     kiln_strbuf_t b = {0};
     kiln_strbuf_append(&b, ", replica_groups=");
     kiln_status s = mesh_axes_groups(c, op, a, &b);

@@ -236,12 +236,15 @@ static kiln_status parse_device_ids(cursor_t *c, int64_t total, i64_vec_t *dev) 
   kiln_status s = read_int_list(c, '[', ']', &dims);
   if (!s && eat(c, '<')) {
     int64_t n = 1;
-    for (size_t d = 0; d < dims.len && n <= total; d++) n *= dims.data[d];
+    size_t d = 0;
+    for (; d < dims.len && n <= total; d++) n *= dims.data[d];
+    bool cut = d < dims.len; /* n is then only a lower bound */
     if (!eat(c, '='))
       s = syntax(c, "'<='");
     else if (n != total)
-      s = KILN_ERR_INVALID("replica_groups=%s: device_ids' shape holds %lld ids, the mesh %lld",
-                           c->text, (long long)n, (long long)total);
+      s = KILN_ERR_INVALID("replica_groups=%s: device_ids' shape holds %s%lld ids, the mesh %lld",
+                           c->text, cut ? "more than " : "", (long long)(cut ? total : n),
+                           (long long)total);
     dims.len = 0;
     if (!s) s = read_int_list(c, '[', ']', &dims);
   }
@@ -281,6 +284,10 @@ static kiln_status parse_mesh(cursor_t *c, i64_vec_t *ids, int_vec_t *offsets, i
   do {
     if (rank == MAX_DIMS) return syntax(c, "fewer mesh axes");
     if (!read_name(c, &names[rank], &lens[rank])) return syntax(c, "an axis name");
+    for (int d = 0; d < rank; d++)
+      if (lens[d] == lens[rank] && memcmp(names[d], names[rank], lens[d]) == 0)
+        return KILN_ERR_INVALID("replica_groups=%s: mesh axis '%.*s' is named twice", c->text,
+                                (int)lens[d], names[d]);
     if (!eat(c, '=') || !read_int(c, &dims[rank]) || dims[rank] < 1)
       return syntax(c, "'=' and a positive axis size");
     total *= dims[rank++];

@@ -602,7 +602,7 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
 
     case KILN_OP_ALL_REDUCE_START:
       /* Older dumps give the start op the (operands, results) tuple of the async pair. */
-      if (kiln_shape_is_tuple(res) && res->num_elements == 2 * n) {
+      if (n >= 1 && kiln_shape_is_tuple(res) && res->num_elements == 2 * n) {
         KILN_RETURN_IF_ERROR_PLAIN(need_called(in, "to_apply", &c1));
         for (int i = 0; i < n; i++)
           if (!kiln_shape_compatible(res->elements[i], ops[i]) ||
