@@ -212,6 +212,41 @@ static void test_batch_outer_product_of_a_column_major_operand(void **state) {
   unsetenv("KILN_DISABLE_PASSES");
 }
 
+/* Operand types no gemm takes become types one does where the result stays the same (see
+ * dot_canonicalizer.c): a convert before (a loop kernel, or fused), a narrower result
+ * converted after; the dot itself is a gemm thunk and the result equals the evaluator's. */
+static void test_operand_types_no_gemm_takes_are_converted_first(void **state) {
+  (void)state;
+  static const struct {
+    const char *lhs, *rhs, *out;
+    int gemms;
+  } kCases[] = {
+      {"bf16[16,32]", "s4[32,24]", "bf16[16,24]", 1},         /* int4 weights */
+      {"f8e5m2[16,32]", "f8e4m3fn[32,24]", "bf16[16,24]", 1}, /* fp8 */
+      {"f16[16,32]", "bf16[32,24]", "f32[16,24]", 1},         /* in f32 */
+      {"s4[16,32]", "s4[32,24]", "s8[16,24]", 1},             /* in s8 */
+      {"u4[16,32]", "u4[32,24]", "u8[16,24]", 1},             /* in u8 */
+      {"s8[16,32]", "u8[32,24]", "s32[16,24]", 1},            /* in s16 */
+      {"u16[16,32]", "s8[32,24]", "s32[16,24]", 1},           /* in s32, modulo 2^32 */
+      {"s8[16,32]", "s8[32,24]", "s64[16,24]", 1},            /* s32, then s64 */
+      {"u8[16,32]", "u8[32,24]", "u64[16,24]", 1},            /* u32, then u64 */
+      {"s32[16,32]", "s32[32,24]", "s64[16,24]", 0},          /* sums may pass 2^31: elemental */
+  };
+  for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; i++) {
+    char text[512];
+    snprintf(text, sizeof text,
+             "HloModule up\nENTRY e {\n  a = %s parameter(0)\n  b = %s parameter(1)\n"
+             "  ROOT d = %s dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+             kCases[i].lhs, kCases[i].rhs, kCases[i].out);
+    char *thunks = NULL;
+    run_and_compare_on(g_dev, text, 1, &thunks);
+    if (count_in(thunks, " gemm ") != kCases[i].gemms)
+      fail_msg("%s x %s -> %s: %d gemm thunks, want %d:\n%s", kCases[i].lhs, kCases[i].rhs,
+               kCases[i].out, count_in(thunks, " gemm "), kCases[i].gemms, thunks);
+    kiln_free(thunks);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_batch_dims_not_leading_get_a_transpose_then_a_batched_gemm),
@@ -221,6 +256,7 @@ int main(void) {
       cmocka_unit_test(test_non_default_layouts_cost_no_kernel),
       cmocka_unit_test(test_no_gemm_library_leaves_dots_as_written),
       cmocka_unit_test(test_batch_outer_product_of_a_column_major_operand),
+      cmocka_unit_test(test_operand_types_no_gemm_takes_are_converted_first),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

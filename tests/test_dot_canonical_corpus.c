@@ -8,8 +8,10 @@
  * and enabled ("after"), and each dot is looked up by name: a top-level dot the fusion
  * wrapper left for the runtime is a gemm thunk (kiln_fusion_wrapper_is_gemm, what
  * emit_gemm takes), a fusion of that name is an elemental kernel. A dot's element types are
- * "supported" when the gemm runtime takes a plain [2,3]x[3,4] dot of those types (the same
- * predicate, so new types count as soon as the runtime takes them).
+ * "supported" when the dot canonicalizer makes a plain [2,3]x[3,4] dot of those types a gemm
+ * (the same predicate, after the operand conversions it makes where the result stays the
+ * same, so new types count as soon as the runtime or the pass takes them). Elemental dots of
+ * types no gemm takes are listed too.
  *
  * Prints the table; fails when the pipeline (verifying after each pass) fails with the
  * canonicalization but not without it, or when a supported top-level dot is elemental after
@@ -33,6 +35,7 @@
 #include "compiler/passes/fusion_util.h"
 #include "compiler/passes/fusion_wrapper.h"
 #include "compiler/passes/gemm_epilogue.h"
+#include "compiler/passes/pass.h"
 #include "compiler/passes/pipeline.h"
 #include "tests/skip_util.h"
 #include "tools/common/corpus.h"
@@ -111,7 +114,8 @@ static int classify(const kiln_hlo_instruction_t *d) {
   return transposed ? FORM_TRANSPOSED : FORM_GEMM;
 }
 
-/* Whether the gemm runtime takes dots of these element types (a plain 2x3 by 3x4 dot). */
+/* Whether the canonicalizer makes a plain 2x3 by 3x4 dot of these element types a gemm the
+ * runtime takes (converting the operands where the result stays the same). */
 static bool types_supported(stats_t *st, const kiln_hlo_instruction_t *d) {
   char key[128];
   snprintf(key, sizeof key, "%s,%s,%s", kiln_elem_type_name(d->operands[0]->shape->type),
@@ -125,9 +129,13 @@ static bool types_supported(stats_t *st, const kiln_hlo_instruction_t *d) {
            kiln_elem_type_name(d->operands[0]->shape->type),
            kiln_elem_type_name(d->operands[1]->shape->type), kiln_elem_type_name(d->shape->type));
   kiln_hlo_module_t *m = NULL;
-  bool ok = false;
+  bool ok = false, changed = false;
   kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
-  if (!s) ok = kiln_fusion_wrapper_is_gemm(m->entry->root, NULL);
+  if (!s) s = kiln_pass_find("dot_canonicalizer")->run(m, NULL, &changed);
+  for (size_t i = 0; !s && i < m->entry->instructions.len; i++) {
+    const kiln_hlo_instruction_t *in = m->entry->instructions.data[i];
+    if (in->opcode == KILN_OP_DOT) ok = kiln_fusion_wrapper_is_gemm(in, NULL);
+  }
   kiln_status_free(s);
   kiln_hlo_module_destroy(m);
   kiln_hashmap_put(&st->type_probe, key, strlen(key), ok ? (void *)1 : (void *)2);
@@ -239,6 +247,11 @@ static void corpus_module(void *ctx, kiln_hlo_module_t **mp, const char *name, c
     if (sup && fa < 0)
       kiln_strbuf_printf(&st->report, "  not found after the pipeline: %s: %s dot %s (%s)\n", name,
                          kiln_elem_type_name(d->shape->type), d->name, kFormNames[form]);
+    if (!sup && fa == 0)
+      kiln_strbuf_printf(
+          &st->report, "  no gemm for its types: %s: %s = %s x %s dot %s (%s)\n", name,
+          kiln_elem_type_name(d->shape->type), kiln_elem_type_name(d->operands[0]->shape->type),
+          kiln_elem_type_name(d->operands[1]->shape->type), d->name, kFormNames[form]);
     if (sup && fa == 0) {
       bool ok = excepted(name, d->name);
       st->unexpected += !ok;

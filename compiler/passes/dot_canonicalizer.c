@@ -21,7 +21,18 @@
  * element types, default layouts, static shapes), so dots the runtime cannot hand to a
  * library keep their form for the elemental emitter; with no gemm library
  * (KILN_GEMM_LIBRARY=none) the pass does nothing. Shapes with non-default layouts are left
- * alone (after layout normalization there are none). */
+ * alone (after layout normalization there are none).
+ *
+ * Operand types no gemm takes (XLA's OperandUpcaster, where the result stays the same): both
+ * operands are first converted to one type a gemm takes with the dot's result type, chosen so
+ * every operand value is exact in it. Float results: the first of bf16, f16, f32, f64 holding
+ * both operand types exactly (bf16 x s4, f8e5m2 x f8e4m3fn -> bf16; f16 x bf16 -> f32).
+ * Integer results of integer operands: the narrowest of s8, u8, s16, s32 holding both; a 64-bit
+ * result goes through a 32-bit one (s32, or u32 for unsigned operands) and a convert, when
+ * k * max|lhs| * max|rhs| fits it, so no sum overflows. Integer sums are modulo 2^w whatever
+ * width they are taken in, so a result of up to 32 bits is the same; float products of exact
+ * operands are the same, and the sums are taken in the gemm's accumulator as for any gemm. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -270,6 +281,115 @@ static kiln_status canonicalize(kiln_hlo_instruction_t *dot, kiln_pass_effects_t
   return NULL;
 }
 
+/* Whether every value of type x is exact in float type t (t one of bf16, f16, f32, f64). */
+static bool float_holds(kiln_elem_type_t t, kiln_elem_type_t x) {
+  if (x == t) return true;
+  bool small_int = kiln_elem_type_is_integral(x) && kiln_elem_type_bits(x) <= 8;
+  bool f8 = kiln_elem_type_is_float(x) && kiln_elem_type_bits(x) <= 8;
+  switch (t) {
+    case KILN_BF16:
+      return small_int || f8; /* 8 significant bits, f32's exponent range */
+    case KILN_F16:            /* 11 significant bits, exponents down to 2^-24 */
+      return small_int || (f8 && x != KILN_F8E8M0FNU);
+    case KILN_F32:
+      return float_holds(KILN_BF16, x) || float_holds(KILN_F16, x) || x == KILN_BF16 ||
+             x == KILN_F16 || x == KILN_S16 || x == KILN_U16;
+    case KILN_F64:
+      return float_holds(KILN_F32, x) || x == KILN_F32 || x == KILN_S32 || x == KILN_U32;
+    default:
+      return false;
+  }
+}
+
+/* The largest magnitude of an integer type of up to 32 bits. */
+static double int_magnitude(kiln_elem_type_t t) {
+  int bits = kiln_elem_type_bits(t);
+  return kiln_elem_type_is_signed_int(t) ? ldexp(1.0, bits - 1) : ldexp(1.0, bits) - 1;
+}
+
+/* The operand type `*op` and result type `*res` of a gemm computing `dot` exactly in place of
+ * its own types (see the top of the file); false when the dot keeps them. */
+static bool upcast_types(const kiln_hlo_instruction_t *dot, kiln_gemm_types_t types,
+                         kiln_elem_type_t *op, kiln_elem_type_t *res) {
+  kiln_elem_type_t lt = dot->operands[0]->shape->type, rt = dot->operands[1]->shape->type;
+  kiln_elem_type_t out = dot->shape->type;
+  if (lt == rt && kiln_gemm_types_take(lt, out, types)) return false;
+  *res = out;
+  if (kiln_elem_type_is_float(out)) {
+    static const kiln_elem_type_t kFloats[] = {KILN_BF16, KILN_F16, KILN_F32, KILN_F64};
+    for (size_t i = 0; i < sizeof kFloats / sizeof kFloats[0]; i++) {
+      *op = kFloats[i];
+      if (float_holds(*op, lt) && float_holds(*op, rt) && kiln_gemm_types_take(*op, out, types))
+        return true;
+    }
+    return false;
+  }
+  if (!kiln_elem_type_is_integral(out) || !kiln_elem_type_is_integral(lt) ||
+      !kiln_elem_type_is_integral(rt) || kiln_elem_type_bits(lt) > 32 ||
+      kiln_elem_type_bits(rt) > 32)
+    return false;
+  static const kiln_elem_type_t kInts[] = {KILN_S8, KILN_U8, KILN_S16, KILN_S32};
+  *op = KILN_S32; /* modulo 2^32 holds u32 too */
+  for (size_t i = 0; i < sizeof kInts / sizeof kInts[0]; i++) {
+    kiln_elem_type_t t = kInts[i];
+    bool holds = true; /* each operand's type is t, or narrower and t signed or both unsigned */
+    for (int j = 0; j < 2; j++) {
+      kiln_elem_type_t x = j ? rt : lt;
+      holds = holds &&
+              (x == t || (kiln_elem_type_bits(x) < kiln_elem_type_bits(t) &&
+                          (kiln_elem_type_is_signed_int(t) || kiln_elem_type_is_unsigned_int(x))));
+    }
+    if (holds) {
+      *op = t;
+      break;
+    }
+  }
+  if (kiln_elem_type_bits(out) == 64) { /* through 32 bits, when no sum can overflow them */
+    bool unsigned_ops = kiln_elem_type_is_unsigned_int(lt) && kiln_elem_type_is_unsigned_int(rt);
+    *res = unsigned_ops ? KILN_U32 : KILN_S32;
+    double k = 1;
+    for (int i = 0; i < dot->dot_dnums.lhs_contracting.n; i++)
+      k *= (double)dot->operands[0]->shape->dims[dot->dot_dnums.lhs_contracting.v[i]];
+    if (k * int_magnitude(lt) * int_magnitude(rt) >= ldexp(1.0, unsigned_ops ? 32 : 31))
+      return false;
+  }
+  return kiln_gemm_types_take(*op, *res, types);
+}
+
+/* Rewrites `dot` in place to operand types a gemm takes when upcast_types finds them: converts
+ * before it, and a narrower result converted after it (which takes over the dot's uses). */
+static kiln_status upcast(kiln_hlo_instruction_t *dot, kiln_gemm_types_t types,
+                          kiln_pass_effects_t *effects, bool *changed) {
+  kiln_elem_type_t op, res;
+  if (!upcast_types(dot, types, &op, &res)) return NULL;
+  kiln_builder_t b;
+  kiln_builder_init(&b, dot->parent, dot->name, dot->shape->has_layout);
+  kiln_hlo_instruction_t *old[2] = {dot->operands[0], dot->operands[1]}, *ops[2];
+  for (int i = 0; i < 2; i++)
+    ops[i] = old[i]->shape->type == op ? old[i] : kiln_builder_convert(&b, old[i], op);
+  kiln_hlo_instruction_t *out = NULL;
+  kiln_shape_t *narrow = NULL;
+  if (res != dot->shape->type && !b.failed) {
+    out = kiln_builder_convert(&b, dot, dot->shape->type);
+    narrow = kiln_shape_clone(&dot->parent->module->arena, dot->shape);
+  }
+  if (!ops[0] || !ops[1] || b.failed || (res != dot->shape->type && (!out || !narrow)))
+    return kiln_status_make(KILN_RESOURCE_EXHAUSTED,
+                            "dot_canonicalizer: out of memory converting the operands of '%s'",
+                            dot->name);
+  kiln_hlo_instruction_set_operands(dot, 2, ops);
+  for (int i = 0; i < 2 && old[0] != old[1]; i++) kiln_pass_remove_if_dead(old[i], effects);
+  if (old[0] == old[1]) kiln_pass_remove_if_dead(old[0], effects);
+  if (out) { /* the convert takes the dot's uses (its own operand restored after) */
+    narrow->type = res;
+    dot->shape = narrow;
+    kiln_hlo_instruction_replace_all_uses(dot, out);
+    kiln_hlo_instruction_set_operands(out, 1, &dot);
+  }
+  *changed = true;
+  return NULL;
+}
+
 static bool candidate(const kiln_hlo_instruction_t *in) {
   if (in->opcode != KILN_OP_DOT || in->num_operands != 2) return false;
   if (in->num_control_predecessors || in->control_successors.len) return false;
@@ -282,6 +402,7 @@ static bool candidate(const kiln_hlo_instruction_t *in) {
 kiln_status kiln_pass_dot_canonicalizer(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
                                         bool *changed) {
   if (opts && opts->no_gemm_library) return NULL;
+  kiln_gemm_types_t types = kiln_gemm_types_of(opts);
   size_t nc = 0;
   kiln_hlo_computation_t **comps = kiln_fusion_sequential_computations(m, &nc);
   kiln_pass_effects_t effects;
@@ -295,7 +416,10 @@ kiln_status kiln_pass_dot_canonicalizer(kiln_hlo_module_t *m, const kiln_pass_op
     for (size_t k = 0; k < c->instructions.len; k++)
       if (candidate(c->instructions.data[k])) kiln_vec_push(&dots, c->instructions.data[k]);
     bool here = false;
-    for (size_t k = 0; k < dots.len && !st; k++) st = canonicalize(dots.data[k], &effects, &here);
+    for (size_t k = 0; k < dots.len && !st; k++) {
+      st = upcast(dots.data[k], types, &effects, &here);
+      if (!st) st = canonicalize(dots.data[k], &effects, &here);
+    }
     if (here) kiln_hlo_computation_sort_post_order(c);
     any = any || here;
   }

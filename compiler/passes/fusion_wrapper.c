@@ -49,7 +49,7 @@ static bool gemm_int_type(kiln_elem_type_t t) {
 
 /* Whether the host gemm takes operands of type `in` with a result of type `out` (the table of
  * kiln_gemm_desc_t in runtime/device.h). */
-static bool gemm_types(kiln_elem_type_t in, kiln_elem_type_t out, kiln_gemm_types_t types) {
+bool kiln_gemm_types_take(kiln_elem_type_t in, kiln_elem_type_t out, kiln_gemm_types_t types) {
   if (in == KILN_F32 || in == KILN_F64) return out == in;
   if (types == KILN_GEMM_TYPES_CUBLAS) return false;
   if (types == KILN_GEMM_TYPES_CUBLASLT && in != KILN_BF16 && in != KILN_F16) return false;
@@ -84,7 +84,7 @@ bool kiln_fusion_wrapper_is_gemm_for(const kiln_hlo_instruction_t *dot, kiln_gem
                      *rhs = dot->operands[1]->shape;
   if (!kiln_shape_is_array(out) || !kiln_shape_is_array(lhs)) return false;
   kiln_elem_type_t t = lhs->type;
-  if (!gemm_types(t, out->type, types)) return false;
+  if (!kiln_gemm_types_take(t, out->type, types)) return false;
   if (!plain_array(out, out->type) || !plain_array(lhs, t) || !plain_array(rhs, t)) return false;
   const kiln_dot_dnums_t *dn = &dot->dot_dnums;
   int nb = dn->lhs_batch.n;

@@ -52,6 +52,9 @@ typedef enum kiln_gemm_types {
   KILN_GEMM_TYPES_CUBLASLT = 2, /* f32, f64, bf16/f16 -> bf16/f16/f32 (CUDA with cuBLASLt) */
 } kiln_gemm_types_t;
 
+/* Whether a gemm of `types` takes operands of type `in` with a result of type `out`. */
+bool kiln_gemm_types_take(kiln_elem_type_t in, kiln_elem_type_t out, kiln_gemm_types_t types);
+
 /* What the pass options say the target's gemm takes (gemm_f32_f64_only, gemm_cublaslt). */
 kiln_gemm_types_t kiln_gemm_types_of(const kiln_pass_options_t *opts);
 
