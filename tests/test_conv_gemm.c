@@ -98,8 +98,8 @@ static void test_conv_feature_groups_and_1x1(void **state) {
 
 static void test_conv_left_elemental(void **state) {
   (void)state;
-  /* depthwise (two outputs per group), batch groups and integer convolutions stay one
-   * elemental kernel */
+  /* depthwise (two outputs per group), batch groups and types no gemm takes even converted
+   * (s64 sums of s32 products that may pass 2^31) stay one elemental kernel */
   check(CONV("  x = f32[2,7,7,8] parameter(0)\n  w = f32[3,3,1,16] parameter(1)\n",
              "f32[2,7,7,16] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
              "dim_labels=b01f_01io->b01f, "
@@ -110,8 +110,20 @@ static void test_conv_left_elemental(void **state) {
              "batch_group_count=2"),
         0, 1);
   check(CONV("  x = s32[1,5,5,2] parameter(0)\n  w = s32[3,3,2,4] parameter(1)\n",
-             "s32[1,3,3,4] convolution(x, w), window={size=3x3}, dim_labels=b01f_01io->b01f"),
+             "s64[1,3,3,4] convolution(x, w), window={size=3x3}, dim_labels=b01f_01io->b01f"),
         0, 1);
+  /* integer, mixed and pred operands: im2col + a gemm once their operands are converted
+   * (s32 as it is; s8 x s8 -> s32 in s8; f32 x pred in f32, the kernel's convert fused) */
+  check(CONV("  x = s32[1,5,5,2] parameter(0)\n  w = s32[3,3,2,4] parameter(1)\n",
+             "s32[1,3,3,4] convolution(x, w), window={size=3x3}, dim_labels=b01f_01io->b01f"),
+        1, 1);
+  check(CONV("  x = s8[2,6,6,3] parameter(0)\n  w = s8[3,3,3,8] parameter(1)\n",
+             "s32[2,6,6,8] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+             "dim_labels=b01f_01io->b01f"),
+        1, 1);
+  check(CONV("  x = f32[1,28,1] parameter(0)\n  w = pred[28,1,1] parameter(1)\n",
+             "f32[1,28,1] convolution(x, w), window={size=28 pad=13_14}, dim_labels=b0f_0io->b0f"),
+        1, 2);
   /* no gemm library: the pass does nothing */
   kiln_hlo_module_t *m =
       parse(CONV("  x = f32[2,9,9,6] parameter(0)\n  w = f32[3,3,6,8] parameter(1)\n",

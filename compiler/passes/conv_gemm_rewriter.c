@@ -19,13 +19,15 @@
  * The slices, pad and concatenate fuse into one loop kernel; the dot reaches the gemm
  * thunk through dot_canonicalizer.
  *
- * Taken: lhs, rhs and result of one element type the target's gemm takes (f32, f64, and
- * on the host bf16 / f16), static shapes with default layouts, padding >= 0, every window
+ * Taken: element types whose dot is a gemm the target takes, directly (f32, f64, and on the
+ * host bf16 / f16) or once dot_canonicalizer converts its operands (integer, mixed and pred
+ * operands: kiln_gemm_upcast_types), static shapes with default layouts, padding >= 0, every window
  * dimension's stride, size and dilations >= 1, at most MAX_OFFSETS window offsets, with
  * feature groups at least MIN_GROUP_OUTPUTS output features per group. Left to the
  * elemental kernel (stated in the README): batch_group_count > 1, depthwise-like groups
- * (bench_conv: a 3x3 depthwise convolution runs 10x slower as 256 tiny gemms), integer and
- * complex convolutions, mixed element types, negative padding, larger windows; everything
+ * (bench_conv: a 3x3 depthwise convolution runs 10x slower as 256 tiny gemms), complex
+ * convolutions, types no gemm takes even converted (f8 results), negative padding, larger
+ * windows; everything
  * when there is no gemm library (KILN_GEMM_LIBRARY=none). */
 #include <string.h>
 
@@ -43,9 +45,14 @@ static bool default_layout(const kiln_shape_t *s) {
          (!s->has_layout || kiln_layout_is_default(&s->layout));
 }
 
-static bool type_taken(kiln_elem_type_t t, const kiln_pass_options_t *o) {
-  if (t == KILN_F32 || t == KILN_F64) return true;
-  return (t == KILN_BF16 || t == KILN_F16) && kiln_gemm_types_of(o) != KILN_GEMM_TYPES_CUBLAS;
+/* Whether the dot of `in`'s element types, contracting k elements, is a gemm once
+ * dot_canonicalizer converted its operands where needed (kiln_gemm_upcast_types). */
+static bool types_taken(const kiln_hlo_instruction_t *in, double k, const kiln_pass_options_t *o) {
+  kiln_elem_type_t lt = in->operands[0]->shape->type, rt = in->operands[1]->shape->type;
+  kiln_elem_type_t out = in->shape->type, op, res;
+  kiln_gemm_types_t types = kiln_gemm_types_of(o);
+  return (lt == rt && kiln_gemm_types_take(lt, out, types)) ||
+         kiln_gemm_upcast_types(lt, rt, out, k, types, &op, &res);
 }
 
 /* Whether the rewrite takes convolution `in` (see the file comment). */
@@ -53,7 +60,6 @@ static bool taken(const kiln_hlo_instruction_t *in, const kiln_pass_options_t *o
   if (in->num_operands != 2 || !in->has_conv_dnums || in->batch_group_count > 1) return false;
   const kiln_shape_t *ls = in->operands[0]->shape, *rs = in->operands[1]->shape, *os = in->shape;
   if (!default_layout(ls) || !default_layout(rs) || !default_layout(os)) return false;
-  if (ls->type != rs->type || ls->type != os->type || !type_taken(os->type, o)) return false;
   const kiln_conv_dnums_t *dn = &in->conv_dnums;
   int S = dn->num_spatial;
   if (S > MAX_SPATIAL || in->num_window_dims != S || ls->rank != S + 2) return false;
@@ -75,6 +81,7 @@ static bool taken(const kiln_hlo_instruction_t *in, const kiln_pass_options_t *o
   }
   for (int d = 0; d < ls->rank; d++)
     if (ls->dims[d] == 0) return false;
+  if (!types_taken(in, (double)(offsets * (C / G)), o)) return false;
   return kiln_shape_num_elements(os) > 0;
 }
 
@@ -86,9 +93,9 @@ static bool set_list(kiln_builder_t *b, kiln_i64_list_t *l, int n, const int64_t
   return true;
 }
 
-/* dot(x, y) with `nb` leading batch dims, contracting x's last with y's dim nb. */
+/* dot(x, y) -> `type` with `nb` leading batch dims, contracting x's last with y's dim nb. */
 static kiln_hlo_instruction_t *gemm_dot(kiln_builder_t *b, kiln_hlo_instruction_t *x,
-                                        kiln_hlo_instruction_t *y, int nb) {
+                                        kiln_hlo_instruction_t *y, int nb, kiln_elem_type_t type) {
   if (!x || !y) return NULL;
   int64_t dims[3], batch[1] = {0}, lc[1] = {x->shape->rank - 1}, rc[1] = {nb};
   for (int i = 0; i < nb; i++) dims[i] = x->shape->dims[i];
@@ -96,7 +103,7 @@ static kiln_hlo_instruction_t *gemm_dot(kiln_builder_t *b, kiln_hlo_instruction_
   dims[nb + 1] = y->shape->dims[nb + 1];
   kiln_hlo_instruction_t *ops[2] = {x, y};
   kiln_hlo_instruction_t *d =
-      kiln_builder_op(b, KILN_OP_DOT, kiln_builder_shape(b, x->shape->type, nb + 2, dims), 2, ops);
+      kiln_builder_op(b, KILN_OP_DOT, kiln_builder_shape(b, type, nb + 2, dims), 2, ops);
   if (!d) return NULL;
   d->has_dot_dnums = true;
   kiln_dot_dnums_t *dn = &d->dot_dnums;
@@ -193,7 +200,7 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
   kiln_hlo_instruction_t *out;
   if (G == 1) {
     int64_t wd[2] = {K * C, Co};
-    out = gemm_dot(b, col, kiln_builder_reshape(b, w, 2, wd), 0);
+    out = gemm_dot(b, col, kiln_builder_reshape(b, w, 2, wd), 0, in->shape->type);
   } else {
     int64_t c4[4] = {M, K, G, Cg}, cp[4] = {2, 0, 1, 3}, c3[3] = {G, M, K * Cg};
     kiln_hlo_instruction_t *gc = kiln_builder_reshape(
@@ -201,7 +208,8 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
     int64_t w3[3] = {K * Cg, G, Cog}, wp[3] = {1, 0, 2}, o3p[3] = {1, 0, 2};
     kiln_hlo_instruction_t *gw = kiln_builder_transpose(b, kiln_builder_reshape(b, w, 3, w3), wp);
     int64_t od[2] = {M, Co};
-    out = kiln_builder_reshape(b, kiln_builder_transpose(b, gemm_dot(b, gc, gw, 1), o3p), 2, od);
+    out = kiln_builder_reshape(
+        b, kiln_builder_transpose(b, gemm_dot(b, gc, gw, 1, in->shape->type), o3p), 2, od);
   }
   /* [M, Co] -> [N, O..., Co] -> the output's dimension order. */
   int64_t nd[MAX_SPATIAL + 2];

@@ -32,7 +32,6 @@
  * k * max|lhs| * max|rhs| fits it, so no sum overflows. Integer sums are modulo 2^w whatever
  * width they are taken in, so a result of up to 32 bits is the same; float products of exact
  * operands are the same, and the sums are taken in the gemm's accumulator as for any gemm. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -281,79 +280,14 @@ static kiln_status canonicalize(kiln_hlo_instruction_t *dot, kiln_pass_effects_t
   return NULL;
 }
 
-/* Whether every value of type x is exact in float type t (t one of bf16, f16, f32, f64). */
-static bool float_holds(kiln_elem_type_t t, kiln_elem_type_t x) {
-  if (x == t) return true;
-  bool small_int = kiln_elem_type_is_integral(x) && kiln_elem_type_bits(x) <= 8;
-  bool f8 = kiln_elem_type_is_float(x) && kiln_elem_type_bits(x) <= 8;
-  switch (t) {
-    case KILN_BF16:
-      return small_int || f8; /* 8 significant bits, f32's exponent range */
-    case KILN_F16:            /* 11 significant bits, exponents down to 2^-24 */
-      return small_int || (f8 && x != KILN_F8E8M0FNU);
-    case KILN_F32:
-      return float_holds(KILN_BF16, x) || float_holds(KILN_F16, x) || x == KILN_BF16 ||
-             x == KILN_F16 || x == KILN_S16 || x == KILN_U16;
-    case KILN_F64:
-      return float_holds(KILN_F32, x) || x == KILN_F32 || x == KILN_S32 || x == KILN_U32;
-    default:
-      return false;
-  }
-}
-
-/* The largest magnitude of an integer type of up to 32 bits. */
-static double int_magnitude(kiln_elem_type_t t) {
-  int bits = kiln_elem_type_bits(t);
-  return kiln_elem_type_is_signed_int(t) ? ldexp(1.0, bits - 1) : ldexp(1.0, bits) - 1;
-}
-
-/* The operand type `*op` and result type `*res` of a gemm computing `dot` exactly in place of
- * its own types (see the top of the file); false when the dot keeps them. */
+/* kiln_gemm_upcast_types for `dot` (k: the product of its contracting dimensions). */
 static bool upcast_types(const kiln_hlo_instruction_t *dot, kiln_gemm_types_t types,
                          kiln_elem_type_t *op, kiln_elem_type_t *res) {
-  kiln_elem_type_t lt = dot->operands[0]->shape->type, rt = dot->operands[1]->shape->type;
-  kiln_elem_type_t out = dot->shape->type;
-  if (lt == rt && kiln_gemm_types_take(lt, out, types)) return false;
-  *res = out;
-  if (kiln_elem_type_is_float(out)) {
-    static const kiln_elem_type_t kFloats[] = {KILN_BF16, KILN_F16, KILN_F32, KILN_F64};
-    for (size_t i = 0; i < sizeof kFloats / sizeof kFloats[0]; i++) {
-      *op = kFloats[i];
-      if (float_holds(*op, lt) && float_holds(*op, rt) && kiln_gemm_types_take(*op, out, types))
-        return true;
-    }
-    return false;
-  }
-  if (!kiln_elem_type_is_integral(out) || !kiln_elem_type_is_integral(lt) ||
-      !kiln_elem_type_is_integral(rt) || kiln_elem_type_bits(lt) > 32 ||
-      kiln_elem_type_bits(rt) > 32)
-    return false;
-  static const kiln_elem_type_t kInts[] = {KILN_S8, KILN_U8, KILN_S16, KILN_S32};
-  *op = KILN_S32; /* modulo 2^32 holds u32 too */
-  for (size_t i = 0; i < sizeof kInts / sizeof kInts[0]; i++) {
-    kiln_elem_type_t t = kInts[i];
-    bool holds = true; /* each operand's type is t, or narrower and t signed or both unsigned */
-    for (int j = 0; j < 2; j++) {
-      kiln_elem_type_t x = j ? rt : lt;
-      holds = holds &&
-              (x == t || (kiln_elem_type_bits(x) < kiln_elem_type_bits(t) &&
-                          (kiln_elem_type_is_signed_int(t) || kiln_elem_type_is_unsigned_int(x))));
-    }
-    if (holds) {
-      *op = t;
-      break;
-    }
-  }
-  if (kiln_elem_type_bits(out) == 64) { /* through 32 bits, when no sum can overflow them */
-    bool unsigned_ops = kiln_elem_type_is_unsigned_int(lt) && kiln_elem_type_is_unsigned_int(rt);
-    *res = unsigned_ops ? KILN_U32 : KILN_S32;
-    double k = 1;
-    for (int i = 0; i < dot->dot_dnums.lhs_contracting.n; i++)
-      k *= (double)dot->operands[0]->shape->dims[dot->dot_dnums.lhs_contracting.v[i]];
-    if (k * int_magnitude(lt) * int_magnitude(rt) >= ldexp(1.0, unsigned_ops ? 32 : 31))
-      return false;
-  }
-  return kiln_gemm_types_take(*op, *res, types);
+  double k = 1;
+  for (int i = 0; i < dot->dot_dnums.lhs_contracting.n; i++)
+    k *= (double)dot->operands[0]->shape->dims[dot->dot_dnums.lhs_contracting.v[i]];
+  return kiln_gemm_upcast_types(dot->operands[0]->shape->type, dot->operands[1]->shape->type,
+                                dot->shape->type, k, types, op, res);
 }
 
 /* Rewrites `dot` in place to operand types a gemm takes when upcast_types finds them: converts

@@ -1,6 +1,7 @@
 /* Fusion wrapper: one fusion per remaining kernel; see fusion_wrapper.h. */
 #include "compiler/passes/fusion_wrapper.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,75 @@ bool kiln_gemm_types_take(kiln_elem_type_t in, kiln_elem_type_t out, kiln_gemm_t
     default:
       return false;
   }
+}
+
+/* Whether every value of type x is exact in float type t (t one of bf16, f16, f32, f64). */
+static bool float_holds(kiln_elem_type_t t, kiln_elem_type_t x) {
+  if (x == t || x == KILN_PRED) return true; /* pred: 0 and 1 */
+  bool small_int = kiln_elem_type_is_integral(x) && kiln_elem_type_bits(x) <= 8;
+  bool f8 = kiln_elem_type_is_float(x) && kiln_elem_type_bits(x) <= 8;
+  switch (t) {
+    case KILN_BF16:
+      return small_int || f8; /* 8 significant bits, f32's exponent range */
+    case KILN_F16:            /* 11 significant bits, exponents down to 2^-24 */
+      return small_int || (f8 && x != KILN_F8E8M0FNU);
+    case KILN_F32:
+      return float_holds(KILN_BF16, x) || float_holds(KILN_F16, x) || x == KILN_BF16 ||
+             x == KILN_F16 || x == KILN_S16 || x == KILN_U16;
+    case KILN_F64:
+      return float_holds(KILN_F32, x) || x == KILN_F32 || x == KILN_S32 || x == KILN_U32;
+    default:
+      return false;
+  }
+}
+
+/* The largest magnitude of an integer type of up to 32 bits. */
+static double int_magnitude(kiln_elem_type_t t) {
+  int bits = kiln_elem_type_bits(t);
+  return kiln_elem_type_is_signed_int(t) ? ldexp(1.0, bits - 1) : ldexp(1.0, bits) - 1;
+}
+
+bool kiln_gemm_upcast_types(kiln_elem_type_t lt, kiln_elem_type_t rt, kiln_elem_type_t out,
+                            double k, kiln_gemm_types_t types, kiln_elem_type_t *op,
+                            kiln_elem_type_t *res) {
+  if (lt == rt && kiln_gemm_types_take(lt, out, types)) return false;
+  *res = out;
+  if (kiln_elem_type_is_float(out)) {
+    static const kiln_elem_type_t kFloats[] = {KILN_BF16, KILN_F16, KILN_F32, KILN_F64};
+    for (size_t i = 0; i < sizeof kFloats / sizeof kFloats[0]; i++) {
+      *op = kFloats[i];
+      if (float_holds(*op, lt) && float_holds(*op, rt) && kiln_gemm_types_take(*op, out, types))
+        return true;
+    }
+    return false;
+  }
+  if (!kiln_elem_type_is_integral(out) || !kiln_elem_type_is_integral(lt) ||
+      !kiln_elem_type_is_integral(rt) || kiln_elem_type_bits(lt) > 32 ||
+      kiln_elem_type_bits(rt) > 32)
+    return false;
+  static const kiln_elem_type_t kInts[] = {KILN_S8, KILN_U8, KILN_S16, KILN_S32};
+  *op = KILN_S32; /* modulo 2^32 holds u32 too */
+  for (size_t i = 0; i < sizeof kInts / sizeof kInts[0]; i++) {
+    kiln_elem_type_t t = kInts[i];
+    bool holds = true; /* each operand's type is t, or narrower and t signed or both unsigned */
+    for (int j = 0; j < 2; j++) {
+      kiln_elem_type_t x = j ? rt : lt;
+      holds = holds &&
+              (x == t || (kiln_elem_type_bits(x) < kiln_elem_type_bits(t) &&
+                          (kiln_elem_type_is_signed_int(t) || kiln_elem_type_is_unsigned_int(x))));
+    }
+    if (holds) {
+      *op = t;
+      break;
+    }
+  }
+  if (kiln_elem_type_bits(out) == 64) { /* through 32 bits, when no sum can overflow them */
+    bool unsigned_ops = kiln_elem_type_is_unsigned_int(lt) && kiln_elem_type_is_unsigned_int(rt);
+    *res = unsigned_ops ? KILN_U32 : KILN_S32;
+    if (k * int_magnitude(lt) * int_magnitude(rt) >= ldexp(1.0, unsigned_ops ? 32 : 31))
+      return false;
+  }
+  return kiln_gemm_types_take(*op, *res, types);
 }
 
 kiln_gemm_types_t kiln_gemm_types_of(const kiln_pass_options_t *opts) {

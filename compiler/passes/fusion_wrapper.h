@@ -55,6 +55,18 @@ typedef enum kiln_gemm_types {
 /* Whether a gemm of `types` takes operands of type `in` with a result of type `out`. */
 bool kiln_gemm_types_take(kiln_elem_type_t in, kiln_elem_type_t out, kiln_gemm_types_t types);
 
+/* For a dot of operand types lt x rt -> out, contracting k elements, that no gemm of `types`
+ * takes: the operand type *op both operands convert to and the result type *res of a gemm
+ * giving the same result (then converted to out when *res differs), as XLA's
+ * OperandUpcaster; false when there is none (or the types are taken as they are). Float
+ * results: the first of bf16, f16, f32, f64 holding both operand types exactly (pred as 0/1)
+ * and taken with `out`; integer results of integer operands: the narrowest of s8, u8, s16,
+ * s32 holding both (sums modulo 2^w are the same at any width), a 64-bit result through
+ * s32 (u32 for unsigned operands) when k * max|lt| * max|rt| fits it. */
+bool kiln_gemm_upcast_types(kiln_elem_type_t lt, kiln_elem_type_t rt, kiln_elem_type_t out,
+                            double k, kiln_gemm_types_t types, kiln_elem_type_t *op,
+                            kiln_elem_type_t *res);
+
 /* What the pass options say the target's gemm takes (gemm_f32_f64_only, gemm_cublaslt). */
 kiln_gemm_types_t kiln_gemm_types_of(const kiln_pass_options_t *opts);
 
