@@ -48,6 +48,7 @@
 
 static kiln_cuda_driver_t *g_fake_driver; /* kiln_cuda_driver_open of the fake libcuda */
 static fake_cuda_get_stats_fn g_cuda_stats_fn;
+static fake_cuda_fail_event_records_after_fn g_cuda_fail_records;
 
 static fake_cuda_stats_t cuda_stats(void) {
   fake_cuda_stats_t s;
@@ -67,8 +68,9 @@ static int fake_driver_init(void) {
   void *h = dlopen(KILN_FAKE_CUDA, RTLD_NOW | RTLD_NOLOAD);
   if (!h) return -1;
   *(void **)&g_cuda_stats_fn = dlsym(h, "fake_cuda_get_stats");
+  *(void **)&g_cuda_fail_records = dlsym(h, "fake_cuda_fail_event_records_after");
   dlclose(h);
-  return g_cuda_stats_fn ? 0 : -1;
+  return g_cuda_stats_fn && g_cuda_fail_records ? 0 : -1;
 }
 
 /* ---- the fake NCCL's control side --------------------------------------------------------- */
@@ -595,6 +597,42 @@ static void test_split_all_reduce_waits_for_the_collective_at_its_done(void **st
   }
 }
 
+/* A start whose done event cannot be recorded after NCCL took the collective: nothing would
+ * tell when the collective ends, and the caller frees its buffers on the error, so each
+ * participant drains its collective stream before returning the error. (Every participant
+ * records its ready event before any passes the fake NCCL's group end, so the records after
+ * the first NDEV are the done events.) */
+static void test_a_start_failing_after_its_enqueue_drains_the_collective_stream(void **state) {
+  (void)state;
+  unsigned char *init[NDEV], *out[NDEV];
+  for (int i = 0; i < NDEV; i++) {
+    init[i] = kiln_calloc(1, 512);
+    out[i] = kiln_calloc(1, 512);
+    fill(init[i], 512, i, KILN_COLL_F32);
+  }
+  kiln_thunk_t *t = all_reduce16("all-reduce-start.undone", NDEV, KILN_COLL_PHASE_START);
+  fake_cuda_stats_t d0 = cuda_stats();
+  ASSERT_OK(run_on(t, g_gpu, NDEV, NULL, 512, init, out, 1)); /* the syncs of a good run */
+  fake_cuda_stats_t d1 = cuda_stats();
+  g_cuda_fail_records(NDEV);
+  kiln_status s = run_on(t, g_gpu, NDEV, NULL, 512, init, out, 1);
+  g_cuda_fail_records(-1);
+  fake_cuda_stats_t d2 = cuda_stats();
+  assert_non_null(s);
+  if (!strstr(kiln_status_message(s), "after collective all-reduce-start.undone"))
+    fail_msg("%s", kiln_status_message(s));
+  kiln_status_free(s);
+  /* one more per participant: its collective stream's (in a start only the collective
+   * stream is made to wait for an event) */
+  assert_int_equal(d1.waited_stream_syncs - d0.waited_stream_syncs, 0);
+  assert_int_equal(d2.waited_stream_syncs - d1.waited_stream_syncs, NDEV);
+  kiln_thunk_destroy(t);
+  for (int i = 0; i < NDEV; i++) {
+    kiln_free(init[i]);
+    kiln_free(out[i]);
+  }
+}
+
 static void test_nccl_results_map_to_codes_with_the_library_text(void **state) {
   (void)state;
   const kiln_nccl_t *n = NULL;
@@ -800,6 +838,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_sixteen_bit_integer_reductions_are_unimplemented),
       cmocka_unit_test(test_one_communicator_per_group_and_device_set_is_cached_and_released),
       cmocka_unit_test(test_split_all_reduce_waits_for_the_collective_at_its_done),
+      cmocka_unit_test(test_a_start_failing_after_its_enqueue_drains_the_collective_stream),
       cmocka_unit_test(test_nccl_results_map_to_codes_with_the_library_text),
       cmocka_unit_test(test_a_library_that_is_not_nccl_or_too_old_is_unavailable),
       cmocka_unit_test(test_unique_ids_go_through_the_exchange_for_other_processes),

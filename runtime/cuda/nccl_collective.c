@@ -472,13 +472,21 @@ kiln_status kiln_nccl_collective_execute(const char *name, const kiln_coll_thunk
   s = kiln_event_record(slot->ready, p->stream);
   if (!s) s = kiln_stream_wait_event(slot->stream, slot->ready);
   if (!s) s = kiln_cuda_device_activate((kiln_cuda_device_t *)p->device);
+  bool enqueued = false;
   if (!s) {
     s = issue(&run, p);
     /* Past the checks, a failure is NCCL's or the stream's: the communicator is suspect. */
     if (s && kiln_status_code(s) != KILN_UNIMPLEMENTED) slot->broken = true;
+    enqueued = !s;
   }
   if (!s) s = kiln_event_record(slot->done, slot->stream);
   if (!s && d->phase != KILN_COLL_PHASE_START) s = kiln_stream_wait_event(p->stream, slot->done);
+  if (s && enqueued) s = kiln_status_annotate(s, "after collective %s", name);
+  /* Failing once the collective is enqueued: no event tells when it ends, and the caller may
+   * free its buffers on the error, so the collective stream drains first. */
+  if (s && enqueued)
+    s = kiln_status_join(s, kiln_status_annotate(kiln_stream_synchronize(slot->stream),
+                                                 "draining collective %s after a failure", name));
   kiln_mutex_unlock(&slot->mu);
   kiln_free(members);
   return s;

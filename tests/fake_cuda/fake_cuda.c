@@ -7,6 +7,7 @@
 #include "tests/fake_cuda/fake_cuda.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,9 +17,11 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define NOT_SUPPORTED 801
+#define LAUNCH_FAILED 719 /* CUDA_ERROR_LAUNCH_FAILED */
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static fake_cuda_stats_t g_drv;
+static int g_records_left = -1; /* event records before they fail; -1: they never do */
 
 typedef struct fake_event {
   int recorded;
@@ -114,9 +117,15 @@ static CUresult f_set32(CUdeviceptr dst, unsigned int v, size_t n, CUstream s) {
   for (size_t i = 0; i < n; i++) memcpy((char *)(uintptr_t)dst + 4 * i, &v, 4);
   return CUDA_SUCCESS;
 }
+/* A stream: whether something made it wait for an event (a collective stream does). */
+typedef struct fake_stream {
+  int waited;
+  char pad[12];
+} fake_stream_t;
+
 static CUresult f_stream_create(CUstream *s, unsigned int flags) {
   (void)flags;
-  *s = (CUstream)malloc(16);
+  *s = (CUstream)calloc(1, sizeof(fake_stream_t));
   bump(&g_drv.streams_alive, 1);
   return CUDA_SUCCESS;
 }
@@ -126,7 +135,8 @@ static CUresult f_stream_destroy(CUstream s) {
   return CUDA_SUCCESS;
 }
 static CUresult f_stream_sync(CUstream s) {
-  (void)s;
+  bump(&g_drv.stream_syncs, 1);
+  if (s && ((fake_stream_t *)s)->waited) bump(&g_drv.waited_stream_syncs, 1);
   return CUDA_SUCCESS;
 }
 static CUresult f_event_create(CUevent *e, unsigned int flags) {
@@ -140,13 +150,18 @@ static CUresult f_event_destroy(CUevent e) {
 }
 static CUresult f_event_record(CUevent e, CUstream s) {
   (void)s;
+  pthread_mutex_lock(&g_mu);
+  bool fail = g_records_left == 0;
+  if (g_records_left > 0) g_records_left--;
+  pthread_mutex_unlock(&g_mu);
+  if (fail) return LAUNCH_FAILED;
   ((fake_event_t *)e)->recorded = 1;
   bump(&g_drv.event_records, 1);
   return CUDA_SUCCESS;
 }
 static CUresult f_stream_wait(CUstream s, CUevent e, unsigned int flags) {
-  (void)s;
   (void)flags;
+  if (s) ((fake_stream_t *)s)->waited = 1;
   bump(&g_drv.stream_waits, 1);
   if (!((fake_event_t *)e)->recorded) bump(&g_drv.waits_on_unrecorded, 1);
   return CUDA_SUCCESS;
@@ -171,6 +186,12 @@ static CUresult f_error_string(CUresult r, const char **s) {
 }
 static CUresult f_ctx_sync(void) {
   return CUDA_SUCCESS;
+}
+
+EXPORT void fake_cuda_fail_event_records_after(int n) {
+  pthread_mutex_lock(&g_mu);
+  g_records_left = n < 0 ? -1 : n;
+  pthread_mutex_unlock(&g_mu);
 }
 
 EXPORT void fake_cuda_get_stats(fake_cuda_stats_t *out) {
