@@ -112,6 +112,11 @@ static void test_conv_left_elemental(void **state) {
   check(CONV("  x = s32[1,5,5,2] parameter(0)\n  w = s32[3,3,2,4] parameter(1)\n",
              "s64[1,3,3,4] convolution(x, w), window={size=3x3}, dim_labels=b01f_01io->b01f"),
         0, 1);
+  /* f8e8m0fnu has no zero for im2col's padding */
+  check(CONV("  x = f8e8m0fnu[1,6,6,2] parameter(0)\n  w = f8e8m0fnu[3,3,2,8] parameter(1)\n",
+             "f32[1,6,6,8] convolution(x, w), window={size=3x3 pad=1_1x1_1}, "
+             "dim_labels=b01f_01io->b01f"),
+        0, 1);
   /* integer, mixed and pred operands: im2col + a gemm once their operands are converted
    * (s32 as it is; s8 x s8 -> s32 in s8; f32 x pred in f32, the kernel's convert fused) */
   check(CONV("  x = s32[1,5,5,2] parameter(0)\n  w = s32[3,3,2,4] parameter(1)\n",

@@ -15,6 +15,7 @@
 
 #include "base/alloc.h"
 #include "base/str.h"
+#include "compiler/passes/fusion_wrapper.h"
 #include "compiler/passes/pass.h"
 #include "runtime/host/host_device.h"
 #include "tests/host_run_util.h"
@@ -247,6 +248,53 @@ static void test_operand_types_no_gemm_takes_are_converted_first(void **state) {
   }
 }
 
+/* The conversion rule itself (kiln_gemm_upcast_types): operands must be exact in the result
+ * type as well (a dot rounds them to it first), the result type is tried first; integer
+ * 64-bit results only while no sum can pass 32 bits. */
+static void test_upcast_types_keep_the_dots_rounding(void **state) {
+  (void)state;
+  static const struct {
+    kiln_elem_type_t l, r, out;
+    double k;
+    kiln_gemm_types_t types;
+    bool taken;
+    kiln_elem_type_t op, res;
+  } kCases[] = {
+      {KILN_BF16, KILN_S4, KILN_BF16, 64, KILN_GEMM_TYPES_HOST, true, KILN_BF16, KILN_BF16},
+      {KILN_F8E5M2, KILN_F8E4M3FN, KILN_BF16, 64, KILN_GEMM_TYPES_HOST, true, KILN_BF16, KILN_BF16},
+      {KILN_F16, KILN_BF16, KILN_F32, 64, KILN_GEMM_TYPES_HOST, true, KILN_F32, KILN_F32},
+      {KILN_S8, KILN_S8, KILN_F16, 64, KILN_GEMM_TYPES_HOST, true, KILN_F16, KILN_F16},
+      {KILN_S8, KILN_S8, KILN_F16, 64, KILN_GEMM_TYPES_CUBLASLT, true, KILN_F16, KILN_F16},
+      {KILN_S8, KILN_S8, KILN_F32, 64, KILN_GEMM_TYPES_HOST, true, KILN_F32, KILN_F32},
+      {KILN_F16, KILN_BF16, KILN_F32, 64, KILN_GEMM_TYPES_CUBLAS, true, KILN_F32, KILN_F32},
+      /* an operand not exact in the result type: the dot would round it first */
+      {KILN_F8E8M0FNU, KILN_F8E8M0FNU, KILN_F16, 1, KILN_GEMM_TYPES_HOST, false, 0, 0},
+      {KILN_BF16, KILN_S8, KILN_F16, 1, KILN_GEMM_TYPES_HOST, false, 0, 0},
+      {KILN_F16, KILN_S8, KILN_BF16, 1, KILN_GEMM_TYPES_HOST, false, 0, 0},
+      {KILN_F16, KILN_F16, KILN_BF16, 1, KILN_GEMM_TYPES_HOST, false, 0, 0},
+      {KILN_BF16, KILN_S4, KILN_BF16, 64, KILN_GEMM_TYPES_CUBLAS, false, 0, 0},
+      /* integers */
+      {KILN_S8, KILN_S8, KILN_S64, 100, KILN_GEMM_TYPES_HOST, true, KILN_S8, KILN_S32},
+      {KILN_S8, KILN_U8, KILN_S32, 100, KILN_GEMM_TYPES_HOST, true, KILN_S16, KILN_S32},
+      {KILN_U32, KILN_S8, KILN_U16, 100, KILN_GEMM_TYPES_HOST, true, KILN_S32, KILN_U16},
+      {KILN_U8, KILN_U8, KILN_U64, 66051, KILN_GEMM_TYPES_HOST, true, KILN_U8, KILN_U32},
+      {KILN_U8, KILN_U8, KILN_U64, 66052, KILN_GEMM_TYPES_HOST, false, 0, 0},
+      {KILN_S32, KILN_S32, KILN_S64, 2, KILN_GEMM_TYPES_HOST, false, 0, 0},
+      {KILN_S8, KILN_S8, KILN_S32, 64, KILN_GEMM_TYPES_HOST, false, 0, 0}, /* taken as is */
+  };
+  assert_false(kiln_gemm_types_take(KILN_F16, KILN_BF16, KILN_GEMM_TYPES_HOST));
+  assert_false(kiln_gemm_types_take(KILN_BF16, KILN_F16, KILN_GEMM_TYPES_CUBLASLT));
+  for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; i++) {
+    kiln_elem_type_t op = KILN_PRED, res = KILN_PRED;
+    bool taken = kiln_gemm_upcast_types(kCases[i].l, kCases[i].r, kCases[i].out, kCases[i].k,
+                                        kCases[i].types, &op, &res);
+    if (taken != kCases[i].taken || (taken && (op != kCases[i].op || res != kCases[i].res)))
+      fail_msg("case %zu (%s x %s -> %s): %s, %s -> %s", i, kiln_elem_type_name(kCases[i].l),
+               kiln_elem_type_name(kCases[i].r), kiln_elem_type_name(kCases[i].out),
+               taken ? "taken" : "not taken", kiln_elem_type_name(op), kiln_elem_type_name(res));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_batch_dims_not_leading_get_a_transpose_then_a_batched_gemm),
@@ -257,6 +305,7 @@ int main(void) {
       cmocka_unit_test(test_no_gemm_library_leaves_dots_as_written),
       cmocka_unit_test(test_batch_outer_product_of_a_column_major_operand),
       cmocka_unit_test(test_operand_types_no_gemm_takes_are_converted_first),
+      cmocka_unit_test(test_upcast_types_keep_the_dots_rounding),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -82,6 +82,11 @@ static bool taken(const kiln_hlo_instruction_t *in, const kiln_pass_options_t *o
   for (int d = 0; d < ls->rank; d++)
     if (ls->dims[d] == 0) return false;
   if (!types_taken(in, (double)(offsets * (C / G)), o)) return false;
+  /* im2col pads with zero, which f8e8m0fnu (powers of two) cannot hold */
+  bool pads = false;
+  for (int i = 0; i < S; i++)
+    pads |= in->window[i].pad_lo || in->window[i].pad_hi || in->window[i].lhs_dilate > 1;
+  if (pads && ls->type == KILN_F8E8M0FNU) return false;
   return kiln_shape_num_elements(os) > 0;
 }
 

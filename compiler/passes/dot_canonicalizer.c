@@ -300,7 +300,9 @@ static kiln_status upcast(kiln_hlo_instruction_t *dot, kiln_gemm_types_t types,
   kiln_builder_init(&b, dot->parent, dot->name, dot->shape->has_layout);
   kiln_hlo_instruction_t *old[2] = {dot->operands[0], dot->operands[1]}, *ops[2];
   for (int i = 0; i < 2; i++)
-    ops[i] = old[i]->shape->type == op ? old[i] : kiln_builder_convert(&b, old[i], op);
+    ops[i] = old[i]->shape->type == op ? old[i]
+             : i && old[1] == old[0]   ? ops[0] /* dot(x, x): one convert */
+                                       : kiln_builder_convert(&b, old[i], op);
   kiln_hlo_instruction_t *out = NULL;
   kiln_shape_t *narrow = NULL;
   if (res != dot->shape->type && !b.failed) {
@@ -312,8 +314,6 @@ static kiln_status upcast(kiln_hlo_instruction_t *dot, kiln_gemm_types_t types,
                             "dot_canonicalizer: out of memory converting the operands of '%s'",
                             dot->name);
   kiln_hlo_instruction_set_operands(dot, 2, ops);
-  for (int i = 0; i < 2 && old[0] != old[1]; i++) kiln_pass_remove_if_dead(old[i], effects);
-  if (old[0] == old[1]) kiln_pass_remove_if_dead(old[0], effects);
   if (out) { /* the convert takes the dot's uses (its own operand restored after) */
     narrow->type = res;
     dot->shape = narrow;

@@ -59,8 +59,8 @@ bool kiln_gemm_types_take(kiln_elem_type_t in, kiln_elem_type_t out, kiln_gemm_t
     case KILN_C128:
       return out == in;
     case KILN_BF16:
-    case KILN_F16:
-      return out == KILN_BF16 || out == KILN_F16 || out == KILN_F32;
+    case KILN_F16: /* not bf16 <-> f16: the dot rounds its operands to the result type first */
+      return out == in || out == KILN_F32;
     case KILN_S8:
     case KILN_S16:
     case KILN_S32:
@@ -105,7 +105,13 @@ bool kiln_gemm_upcast_types(kiln_elem_type_t lt, kiln_elem_type_t rt, kiln_elem_
   if (lt == rt && kiln_gemm_types_take(lt, out, types)) return false;
   *res = out;
   if (kiln_elem_type_is_float(out)) {
+    /* A dot rounds its operands to the result type first (the evaluator, the elemental
+     * kernel): both must be exact in `out` as well as in the gemm's type, the result type
+     * itself tried first. */
+    if (!float_holds(out, lt) || !float_holds(out, rt)) return false;
     static const kiln_elem_type_t kFloats[] = {KILN_BF16, KILN_F16, KILN_F32, KILN_F64};
+    *op = out;
+    if (kiln_gemm_types_take(*op, out, types)) return true;
     for (size_t i = 0; i < sizeof kFloats / sizeof kFloats[0]; i++) {
       *op = kFloats[i];
       if (float_holds(*op, lt) && float_holds(*op, rt) && kiln_gemm_types_take(*op, out, types))

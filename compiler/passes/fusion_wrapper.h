@@ -39,9 +39,10 @@ typedef struct kiln_gemm_form {
 
 /* Whether the runtime runs `dot` as a BLAS gemm (never with $KILN_GEMM_LIBRARY=none: then
  * every dot is an emitted kernel): one element type for both operands, and a result type
- * the host gemm takes with it (f32, f64, c64, c128 -> the same; bf16, f16 -> bf16, f16 or
- * f32; s8, s16, s32, u8, u16, u32 -> any of those; with KILN_GEMM_TYPES_CUBLAS f32 and f64 only,
- * with KILN_GEMM_TYPES_CUBLASLT those and bf16/f16 -> bf16/f16/f32); every shape in the default
+ * the host gemm takes with it (f32, f64, c64, c128 -> the same; bf16 -> bf16 or f32, f16 ->
+ * f16 or f32, not one to the other: a dot rounds its operands to its result type first; s8,
+ * s16, s32, u8, u16, u32 -> any of those; with KILN_GEMM_TYPES_CUBLAS f32 and f64 only, with
+ * KILN_GEMM_TYPES_CUBLASLT those and bf16/f16 -> the same or f32); every shape in the default
  * layout (or none) and static; batch dimensions the leading dimensions of both operands, in order;
  * one contracting dimension per operand; each operand's non-contracting dimensions one run before
  * or after its contracting dimension (collapsed into m or n; none means 1). `form` (may be NULL) is
@@ -49,7 +50,7 @@ typedef struct kiln_gemm_form {
 typedef enum kiln_gemm_types {
   KILN_GEMM_TYPES_HOST = 0,     /* every combination the host gemm takes */
   KILN_GEMM_TYPES_CUBLAS = 1,   /* f32 and f64 (CUDA's classic cuBLAS) */
-  KILN_GEMM_TYPES_CUBLASLT = 2, /* f32, f64, bf16/f16 -> bf16/f16/f32 (CUDA with cuBLASLt) */
+  KILN_GEMM_TYPES_CUBLASLT = 2, /* f32, f64, bf16/f16 -> the same or f32 (CUDA with cuBLASLt) */
 } kiln_gemm_types_t;
 
 /* Whether a gemm of `types` takes operands of type `in` with a result of type `out`. */
@@ -59,10 +60,11 @@ bool kiln_gemm_types_take(kiln_elem_type_t in, kiln_elem_type_t out, kiln_gemm_t
  * takes: the operand type *op both operands convert to and the result type *res of a gemm
  * giving the same result (then converted to out when *res differs), as XLA's
  * OperandUpcaster; false when there is none (or the types are taken as they are). Float
- * results: the first of bf16, f16, f32, f64 holding both operand types exactly (pred as 0/1)
- * and taken with `out`; integer results of integer operands: the narrowest of s8, u8, s16,
- * s32 holding both (sums modulo 2^w are the same at any width), a 64-bit result through
- * s32 (u32 for unsigned operands) when k * max|lt| * max|rt| fits it. */
+ * results, when both operand types are exact in `out` (a dot rounds its operands to its
+ * result type first): `out` itself, else the first of bf16, f16, f32, f64 holding both
+ * operand types exactly (pred as 0/1) and taken with `out`; integer results of integer operands:
+ * the narrowest of s8, u8, s16, s32 holding both (sums modulo 2^w are the same at any width), a
+ * 64-bit result through s32 (u32 for unsigned operands) when k * max|lt| * max|rt| fits it. */
 bool kiln_gemm_upcast_types(kiln_elem_type_t lt, kiln_elem_type_t rt, kiln_elem_type_t out,
                             double k, kiln_gemm_types_t types, kiln_elem_type_t *op,
                             kiln_elem_type_t *res);
