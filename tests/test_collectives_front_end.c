@@ -109,6 +109,7 @@ static void test_replica_group_errors_name_the_problem(void **state) {
   expect_groups_error("[2,4]<=[4,2]T(0,0)", "not a permutation");
   expect_groups_error("[2,4]<=[4,2]T(1,0,2)", "transpose has 3 dimensions");
   expect_groups_error("{{0,-1}}", "non-negative integer");
+  expect_groups_error("{{0,16777217}}", "a non-negative integer up to 16777216");
   expect_groups_error("{{0,1}", "'}'");
   expect_groups_error("mesh['a'=2] {'c'}", "axis 'c' is not a mesh axis");
   expect_groups_error("groups", "expected '{', '[' or mesh");
@@ -263,6 +264,11 @@ static void test_group_size_mismatches_are_rejected(void **state) {
                   "replica_groups={{0,1}}, to_apply=add\n ROOT d = f32[4] all-reduce-done(s) }",
                   "all-reduce-start's (operands, results) tuple (f32[8], f32[4]) must hold "
                   "operand 0's shape f32[8] at 0 and 1");
+  expect_rejected("HloModule m\n" ADD_F32
+                  "ENTRY e { p = f32[8] parameter(0)\n s = (f32[8], f32[8]) all-reduce-start(p), "
+                  "replica_groups={{0,1}}, to_apply=add\n ROOT d = f32[4] all-reduce-done(s) }",
+                  "all-reduce-done of (f32[8], f32[8]) must return the results half of it, but "
+                  "returns f32[4]");
   expect_rejected("HloModule m\n" ADD_F32
                   "ENTRY e { s = () all-reduce-start(), replica_groups={}, to_apply=add\n"
                   " ROOT d = () all-reduce-done(s) }",

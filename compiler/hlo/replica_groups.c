@@ -54,7 +54,7 @@ static kiln_status read_int_list(cursor_t *c, char open, char close, i64_vec_t *
   if (eat(c, close)) return KILN_STATUS_OK;
   do {
     int64_t v;
-    if (!read_int(c, &v)) return syntax(c, "a non-negative integer");
+    if (!read_int(c, &v)) return syntax(c, "a non-negative integer up to 16777216");
     kiln_vec_push(out, v);
   } while (eat(c, ','));
   if (!eat(c, close)) return syntax(c, close == ']' ? "']'" : close == ')' ? "')'" : "'}'");

@@ -621,8 +621,19 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
       return same_as_operands(a, n, ops, out);
     case KILN_OP_ALL_REDUCE_DONE:
       /* The done op of the older tuple form returns the results half of the tuple. */
-      if (n == 1 && kiln_shape_is_tuple(ops[0]) && ops[0]->num_elements % 2 == 0)
+      if (n == 1 && kiln_shape_is_tuple(ops[0]) && ops[0]->num_elements % 2 == 0 &&
+          ops[0]->num_elements > 0) {
+        int half = ops[0]->num_elements / 2;
+        bool same = half == 1 ? kiln_shape_compatible(res, ops[0]->elements[1])
+                              : kiln_shape_is_tuple(res) && res->num_elements == half;
+        for (int i = 0; same && half > 1 && i < half; i++)
+          same = kiln_shape_compatible(res->elements[i], ops[0]->elements[half + i]);
+        if (!same)
+          return KILN_ERR_INVALID(
+              "all-reduce-done of %s must return the results half of it, but returns %s",
+              kiln__shape_str(a, ops[0]), kiln__shape_str(a, res));
         return KILN_STATUS_OK;
+      }
       /* fall through */
     case KILN_OP_COLLECTIVE_BROADCAST:
       if (n < 1) return arity_error(in, "at least 1");
