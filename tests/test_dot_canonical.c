@@ -248,6 +248,24 @@ static void test_operand_types_no_gemm_takes_are_converted_first(void **state) {
   }
 }
 
+/* A transpose feeding a converted operand stays foldable: the convert goes below it, and the
+ * gemm reads the converted weights transposed (B^T) instead of a transposed copy. */
+static void test_a_transposed_converted_operand_folds_into_the_gemm(void **state) {
+  (void)state;
+  char *thunks = NULL;
+  run_and_compare_on(
+      g_dev,
+      "HloModule tr\nENTRY e {\n  a = bf16[16,32] parameter(0)\n"
+      "  w = s4[24,32] parameter(1)\n  t = s4[32,24] transpose(w), dimensions={1,0}\n"
+      "  ROOT d = bf16[16,24] dot(a, t), lhs_contracting_dims={1}, "
+      "rhs_contracting_dims={0}\n}\n",
+      1, &thunks);
+  if (count_in(thunks, " gemm ") != 1 || !strstr(thunks, "B^T") ||
+      count_in(thunks, " kernel ") != 1)
+    fail_msg("want one convert kernel and a gemm reading B transposed:\n%s", thunks);
+  kiln_free(thunks);
+}
+
 /* The conversion rule itself (kiln_gemm_upcast_types): operands must be exact in the result
  * type as well (a dot rounds them to it first), the result type is tried first; integer
  * 64-bit results only while no sum can pass 32 bits. */
@@ -306,6 +324,7 @@ int main(void) {
       cmocka_unit_test(test_batch_outer_product_of_a_column_major_operand),
       cmocka_unit_test(test_operand_types_no_gemm_takes_are_converted_first),
       cmocka_unit_test(test_upcast_types_keep_the_dots_rounding),
+      cmocka_unit_test(test_a_transposed_converted_operand_folds_into_the_gemm),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

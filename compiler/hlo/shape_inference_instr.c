@@ -621,8 +621,9 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
       return same_as_operands(a, n, ops, out);
     case KILN_OP_ALL_REDUCE_DONE:
       /* The done op of the older tuple form returns the results half of the tuple. */
-      if (n == 1 && kiln_shape_is_tuple(ops[0]) && ops[0]->num_elements % 2 == 0 &&
-          ops[0]->num_elements > 0) {
+      if (n == 1 && kiln_shape_is_tuple(ops[0]) && ops[0]->num_elements > 0 &&
+          in->operands[0]->opcode == KILN_OP_ALL_REDUCE_START &&
+          ops[0]->num_elements == 2 * in->operands[0]->num_operands) {
         int half = ops[0]->num_elements / 2;
         bool same = half == 1 ? kiln_shape_compatible(res, ops[0]->elements[1])
                               : kiln_shape_is_tuple(res) && res->num_elements == half;

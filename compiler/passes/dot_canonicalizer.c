@@ -290,6 +290,16 @@ static bool upcast_types(const kiln_hlo_instruction_t *dot, kiln_gemm_types_t ty
                                 dot->shape->type, k, types, op, res);
 }
 
+/* x converted to `type`; a transpose the dot alone reads stays outermost (convert below it),
+ * so canonicalize can still fold it into the gemm's flags. */
+static kiln_hlo_instruction_t *converted(kiln_builder_t *b, kiln_hlo_instruction_t *x,
+                                         kiln_elem_type_t type) {
+  if (x->opcode != KILN_OP_TRANSPOSE || x->num_operands != 1 || x->users.len != 1 ||
+      x->dimensions.n != x->shape->rank)
+    return kiln_builder_convert(b, x, type);
+  return kiln_builder_transpose(b, kiln_builder_convert(b, x->operands[0], type), x->dimensions.v);
+}
+
 /* Rewrites `dot` in place to operand types a gemm takes when upcast_types finds them: converts
  * before it, and a narrower result converted after it (which takes over the dot's uses). */
 static kiln_status upcast(kiln_hlo_instruction_t *dot, kiln_gemm_types_t types,
@@ -302,7 +312,7 @@ static kiln_status upcast(kiln_hlo_instruction_t *dot, kiln_gemm_types_t types,
   for (int i = 0; i < 2; i++)
     ops[i] = old[i]->shape->type == op ? old[i]
              : i && old[1] == old[0]   ? ops[0] /* dot(x, x): one convert */
-                                       : kiln_builder_convert(&b, old[i], op);
+                                       : converted(&b, old[i], op);
   kiln_hlo_instruction_t *out = NULL;
   kiln_shape_t *narrow = NULL;
   if (res != dot->shape->type && !b.failed) {
@@ -314,6 +324,7 @@ static kiln_status upcast(kiln_hlo_instruction_t *dot, kiln_gemm_types_t types,
                             "dot_canonicalizer: out of memory converting the operands of '%s'",
                             dot->name);
   kiln_hlo_instruction_set_operands(dot, 2, ops);
+  for (int i = 0; i < 2 && old[0] != old[1]; i++) kiln_pass_remove_if_dead(old[i], effects);
   if (out) { /* the convert takes the dot's uses (its own operand restored after) */
     narrow->type = res;
     dot->shape = narrow;
