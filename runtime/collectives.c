@@ -185,17 +185,17 @@ static void missing_ranks(const kiln_coll_clique_t *c, uint64_t gen, kiln_strbuf
     if (c->entered[k] != gen + 1) kiln_strbuf_printf(b, "%s%d", missing++ ? ", " : "", k);
 }
 
-static kiln_status deadline_error(const kiln_coll_clique_t *c, uint64_t gen, const char *what) {
+/* A collective's arrival (barrier `gen`) timed out: DEADLINE_EXCEEDED naming the ranks. */
+static kiln_status deadline_error(const kiln_coll_clique_t *c, uint64_t gen) {
   kiln_strbuf_t b = {0};
   missing_ranks(c, gen, &b);
-  kiln_status st =
-      kiln_status_make(KILN_DEADLINE_EXCEEDED,
-                       "%s '%s' (%d ranks): rank(s) %s did not %s within %" PRId64
-                       " ms; every device must run "
-                       "the same collectives in the same order (or raise the collective timeout: "
-                       "$KILN_COLLECTIVE_TIMEOUT_MS, in ms)",
-                       kind_names[c->kind], c->name ? c->name : "?", c->size, kiln_strbuf_cstr(&b),
-                       what, c->timeout_ms);
+  kiln_status st = kiln_status_make(
+      KILN_DEADLINE_EXCEEDED,
+      "%s '%s' (%d ranks): rank(s) %s did not arrive within %" PRId64
+      " ms; every device must run "
+      "the same collectives in the same order (or raise the collective timeout: "
+      "$KILN_COLLECTIVE_TIMEOUT_MS, in ms)",
+      kind_names[c->kind], c->name ? c->name : "?", c->size, kiln_strbuf_cstr(&b), c->timeout_ms);
   kiln_strbuf_free(&b);
   return st;
 }
@@ -235,7 +235,7 @@ static kiln_status await_arrival(kiln_coll_clique_t *c, uint64_t my) {
   while (c->gen == my) {
     if (c->broken) return copy_broken(c);
     if (pthread_cond_timedwait(&c->cv, &c->mu, &deadline) != ETIMEDOUT || c->gen != my) continue;
-    kiln_status late = deadline_error(c, my, "arrive");
+    kiln_status late = deadline_error(c, my);
     if (c->broken) return late;
     c->broken = late;
     pthread_cond_broadcast(&c->cv);

@@ -442,6 +442,18 @@ static bool is_type_keyword(const char *s, size_t n) {
   return false;
 }
 
+/* A #dialect.name struct attribute of the fields in fv (`dialect` must outlive the module). */
+static bool struct_of(kiln_mlirp_t *P, const char *dialect, const fvec_t *fv,
+                      const kiln_mlir_attr_t **out) {
+  kiln_mlir_attr_t *a = kiln_mlirp_new_attr(P, KILN_MLIR_ATTR_STRUCT);
+  if (a == NULL) return false;
+  a->dialect = dialect;
+  a->fields = fv->v;
+  a->num_elements = fv->n;
+  *out = a;
+  return true;
+}
+
 /* `(pre)size`, an axis_ref's sub_axis_info, as the bytecode reader gives it: a
  * #stablehlo.sub_axis_info struct of pre_size and size. */
 static bool sub_axis_info(kiln_mlirp_t *P, const kiln_mlir_attr_t **out) {
@@ -453,13 +465,7 @@ static bool sub_axis_info(kiln_mlirp_t *P, const kiln_mlir_attr_t **out) {
   if (!fvec_push(P, &fv, "pre_size", kiln_mlirp_i64_attr(P, pre, 64)) ||
       !fvec_push(P, &fv, "size", kiln_mlirp_i64_attr(P, size, 64)))
     return false;
-  kiln_mlir_attr_t *a = kiln_mlirp_new_attr(P, KILN_MLIR_ATTR_STRUCT);
-  if (a == NULL) return false;
-  a->dialect = "stablehlo.sub_axis_info";
-  a->fields = fv.v;
-  a->num_elements = fv.n;
-  *out = a;
-  return true;
+  return struct_of(P, "stablehlo.sub_axis_info", &fv, out);
 }
 
 /* A struct field's value: an integer list, an integer, a float, a bool, a type, an enum
@@ -528,13 +534,7 @@ bool kiln_mlirp_struct_body(kiln_mlirp_t *P, const char *name, const kiln_mlir_a
     } while (kiln_mlirp_accept(P, ','));
     if (!kiln_mlirp_expect(P, '>')) return false;
   }
-  kiln_mlir_attr_t *a = kiln_mlirp_new_attr(P, KILN_MLIR_ATTR_STRUCT);
-  if (a == NULL) return false;
-  a->dialect = kiln_arena_strdup(P->a, name);
-  a->fields = fv.v;
-  a->num_elements = fv.n;
-  *out = a;
-  return true;
+  return struct_of(P, kiln_arena_strdup(P->a, name), &fv, out);
 }
 
 /* `[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]` (at the cursor) as a #stablehlo.conv. */
@@ -592,13 +592,7 @@ bool kiln_mlirp_conv_dims_pretty(kiln_mlirp_t *P, const kiln_mlir_attr_t **out) 
   kiln_mlir_named_attr_t tmp = fv.v[3];
   fv.v[3] = fv.v[4];
   fv.v[4] = tmp;
-  kiln_mlir_attr_t *a = kiln_mlirp_new_attr(P, KILN_MLIR_ATTR_STRUCT);
-  if (a == NULL) return false;
-  a->dialect = "stablehlo.conv";
-  a->fields = fv.v;
-  a->num_elements = fv.n;
-  *out = a;
-  return true;
+  return struct_of(P, "stablehlo.conv", &fv, out);
 }
 
 static bool other_text(kiln_mlirp_t *P, const char *start, const kiln_mlir_attr_t **out) {

@@ -24,14 +24,10 @@
  * alone (after layout normalization there are none).
  *
  * Operand types no gemm takes (XLA's OperandUpcaster, where the result stays the same): both
- * operands are first converted to one type a gemm takes with the dot's result type, chosen so
- * every operand value is exact in it. Float results: the first of bf16, f16, f32, f64 holding
- * both operand types exactly (bf16 x s4, f8e5m2 x f8e4m3fn -> bf16; f16 x bf16 -> f32).
- * Integer results of integer operands: the narrowest of s8, u8, s16, s32 holding both; a 64-bit
- * result goes through a 32-bit one (s32, or u32 for unsigned operands) and a convert, when
- * k * max|lhs| * max|rhs| fits it, so no sum overflows. Integer sums are modulo 2^w whatever
- * width they are taken in, so a result of up to 32 bits is the same; float products of exact
- * operands are the same, and the sums are taken in the gemm's accumulator as for any gemm. */
+ * operands are first converted to the type kiln_gemm_upcast_types (fusion_wrapper.h) picks,
+ * and a narrower gemm result is converted to the dot's type after (bf16 x s4 and f8e5m2 x
+ * f8e4m3fn -> bf16 in bf16, f16 x bf16 -> f32 in f32, s8 x s8 -> s64 through s32). A transpose
+ * only the dot reads stays above the convert, so it still folds. */
 #include <stdlib.h>
 #include <string.h>
 
