@@ -18,6 +18,7 @@
 #include "base/str.h"
 #include "compiler/frontend/hlo_proto.h"
 #include "compiler/hlo/ir.h"
+#include "compiler/hlo/replica_groups.h"
 #include "tests/skip_util.h"
 #include "tools/common/corpus.h"
 #include "tools/common/hlo_proto_encode.h"
@@ -188,8 +189,10 @@ static void roundtrip_module(void *ctx, kiln_hlo_module_t **mp, const char *name
     if (!strcmp(m->raw_attrs[i].key, "replica_count") ||
         !strcmp(m->raw_attrs[i].key, "num_partitions"))
       with_config = true;
-  kiln_hlo_proto_encode_options_t opts = {
-      .with_config = with_config, .packed = st->modules % 3 != 0, .dropped = kDropped};
+  kiln_hlo_proto_encode_options_t opts = {.with_config = with_config,
+                                          .packed = st->modules % 3 != 0,
+                                          .iota_at_instruction = st->modules % 2 != 0,
+                                          .dropped = kDropped};
   uint8_t *bytes = NULL;
   size_t n = 0;
   kiln_status s = kiln_hlo_proto_encode(m, &opts, &bytes, &n);
@@ -471,6 +474,183 @@ static void test_unknown_opcode_and_dangling_ids_name_the_instruction(void **sta
   kiln_pb_free(&ins[0]);
 }
 
+/* ---- replica groups in fields 92 and 93 ---- */
+
+static kiln_hlo_instruction_t *find_op(kiln_hlo_module_t *m, kiln_hlo_opcode_t op) {
+  for (size_t i = 0; i < m->entry->instructions.len; i++)
+    if (m->entry->instructions.data[i]->opcode == op) return m->entry->instructions.data[i];
+  fail_msg("no such instruction in the entry");
+  return NULL;
+}
+
+/* The groups `a` and `b` resolve to, equal. */
+static void expect_same_groups(const char *a, const char *b) {
+  kiln_hlo_replica_groups_t ga, gb;
+  kiln_status s = kiln_hlo_replica_groups_parse(a, &ga);
+  if (s) fail_msg("%s: %s", a, kiln_status_message(s));
+  s = kiln_hlo_replica_groups_parse(b, &gb);
+  if (s) fail_msg("%s: %s", b, kiln_status_message(s));
+  assert_int_equal(ga.num_groups, gb.num_groups);
+  assert_int_equal(ga.offsets[ga.num_groups], gb.offsets[gb.num_groups]);
+  assert_memory_equal(ga.ids, gb.ids, sizeof(int64_t) * (size_t)ga.offsets[ga.num_groups]);
+  kiln_hlo_replica_groups_free(&ga);
+  kiln_hlo_replica_groups_free(&gb);
+}
+
+/* Mesh groups (device order of their own, sub-axes, several axes) and iota groups written as
+ * XLA's newer writer does (mesh_axes_replica_group_list = 93, iota_collective_device_list =
+ * 92) decode to the groups their text names. */
+static void test_mesh_and_instruction_iota_groups_decode_to_their_groups(void **state) {
+  (void)state;
+  static const char *const kGroups[] = {
+      "mesh['x'=2,'y'=4], device_ids=(7,6,5,4,3,2,1,0) {'y':(2)2,'x'}",
+      "mesh['x'=2,'y'=4] {'y'}",
+      "mesh[data=2,model=2,seq=2] {seq,data}",
+      "mesh['x'=8] {}",
+      "[2,4]<=[2,4]T(1,0)",
+      "[1,8]<=[8]",
+  };
+  for (size_t i = 0; i < sizeof kGroups / sizeof kGroups[0]; i++) {
+    kiln_hlo_replica_groups_t g;
+    kiln_status s = kiln_hlo_replica_groups_parse(kGroups[i], &g);
+    if (s) fail_msg("%s", kiln_status_message(s));
+    int size = g.num_groups ? g.offsets[1] : 8;
+    kiln_hlo_replica_groups_free(&g);
+    char text[1024];
+    snprintf(text, sizeof text,
+             "HloModule g, replica_count=8\n\nENTRY e {\n  p = f32[2] parameter(0)\n"
+             "  ROOT ag = f32[%d] all-gather(p), dimensions={0}, replica_groups=%s\n}\n",
+             2 * size, kGroups[i]);
+    kiln_hlo_module_t *m = parse(text);
+    for (int at_instruction = 0; at_instruction < 2; at_instruction++) {
+      kiln_hlo_proto_encode_options_t o = {
+          .with_config = true, .packed = true, .iota_at_instruction = at_instruction};
+      uint8_t *bytes = NULL;
+      size_t n = 0;
+      kiln_status e = kiln_hlo_proto_encode(m, &o, &bytes, &n);
+      if (e) fail_msg("%s", kiln_status_message(e));
+      /* the field the text's form belongs in, and no other */
+      bool mesh = kGroups[i][0] == 'm';
+      uint32_t tag = (uint32_t)(mesh ? 93 : at_instruction ? 92 : 87) << 3 | 2;
+      uint8_t want_tag[2] = {(uint8_t)((tag & 0x7F) | 0x80), (uint8_t)(tag >> 7)};
+      bool found = false;
+      for (size_t k = 0; k + 1 < n && !found; k++)
+        found = bytes[k] == want_tag[0] && bytes[k + 1] == want_tag[1];
+      assert_true(found);
+      kiln_hlo_module_t *d = NULL;
+      s = kiln_hlo_module_from_proto_with_config(bytes, n, &d, NULL, NULL);
+      kiln_free(bytes);
+      if (s) fail_msg("%s: %s", kGroups[i], kiln_status_message(s));
+      expect_same_groups(kGroups[i], find_op(d, KILN_OP_ALL_GATHER)->replica_groups);
+      kiln_hlo_module_destroy(d);
+    }
+    kiln_hlo_module_destroy(m);
+  }
+}
+
+/* param p f32[2] and all-gather f32[4] of it carrying `list` as field 93 (when not NULL). */
+static void mesh_all_gather_module(kiln_pb_t *out, kiln_pb_t *list) {
+  kiln_pb_t ins[2], shape = {0}, pshape = {0};
+  memset(ins, 0, sizeof ins);
+  kiln_pb_string(&ins[0], 1, "p");
+  kiln_pb_string(&ins[0], 2, "parameter");
+  kiln_pb_i64(&pshape, 2, 11);
+  kiln_pb_i64(&pshape, 3, 2);
+  kiln_pb_message(&ins[0], 3, &pshape);
+  kiln_pb_i64(&ins[0], 9, 0);
+  kiln_pb_i64(&ins[0], 35, 1);
+  kiln_pb_string(&ins[1], 1, "ag");
+  kiln_pb_string(&ins[1], 2, "all-gather");
+  kiln_pb_i64(&shape, 2, 11);
+  kiln_pb_i64(&shape, 3, 4);
+  kiln_pb_message(&ins[1], 3, &shape);
+  kiln_pb_i64(&ins[1], 14, 0);
+  kiln_pb_i64(&ins[1], 35, 2);
+  kiln_pb_i64(&ins[1], 36, 1);
+  kiln_pb_message(&ins[1], 93, list);
+  one_computation_module(out, ins, 2, 2);
+  kiln_pb_free(&shape);
+  kiln_pb_free(&pshape);
+  kiln_pb_free(&ins[0]);
+  kiln_pb_free(&ins[1]);
+}
+
+/* MeshAxesReplicaGroupListProto with the mesh `axes` (name, size pairs; NULL name: none) and
+ * one axis reference (index, and a sub-axis when pre > 0). */
+static void mesh_list(kiln_pb_t *list, const char *const *names, const int64_t *sizes, int rank,
+                      bool with_mesh, int64_t index, int64_t pre, int64_t size) {
+  memset(list, 0, sizeof *list);
+  kiln_pb_t mesh = {0}, ref = {0};
+  for (int a = 0; a < rank; a++) {
+    kiln_pb_t axis = {0};
+    if (names[a]) kiln_pb_string(&axis, 1, names[a]);
+    kiln_pb_i64(&axis, 2, sizes[a]);
+    kiln_pb_message(&mesh, 1, &axis);
+    kiln_pb_free(&axis);
+  }
+  if (rank == 0) kiln_pb_i64(&mesh, 2, 0); /* a maximal mesh: one device, no axes */
+  if (with_mesh) kiln_pb_message(list, 1, &mesh);
+  kiln_pb_i64(&ref, 1, index);
+  if (pre > 0) {
+    kiln_pb_t sub = {0};
+    kiln_pb_i64(&sub, 1, pre);
+    kiln_pb_i64(&sub, 2, size);
+    kiln_pb_message(&ref, 2, &sub);
+    kiln_pb_free(&sub);
+  }
+  kiln_pb_message(list, 2, &ref);
+  kiln_pb_free(&mesh);
+  kiln_pb_free(&ref);
+}
+
+static void expect_mesh_error(const char *const *names, const int64_t *sizes, int rank,
+                              bool with_mesh, int64_t index, int64_t pre, int64_t size,
+                              kiln_status_code_t code, const char *part) {
+  kiln_pb_t list, m;
+  mesh_list(&list, names, sizes, rank, with_mesh, index, pre, size);
+  mesh_all_gather_module(&m, &list);
+  kiln_hlo_module_t *d = NULL;
+  kiln_status s = kiln_hlo_module_from_proto(m.data, m.len, &d);
+  assert_non_null(s);
+  assert_null(d);
+  if (kiln_status_code(s) != code || !strstr(kiln_status_message(s), part))
+    fail_msg("code %d, message '%s' lacks '%s'", (int)kiln_status_code(s), kiln_status_message(s),
+             part);
+  kiln_status_free(s);
+  kiln_pb_free(&list);
+  kiln_pb_free(&m);
+}
+
+static void test_malformed_mesh_groups_are_errors(void **state) {
+  (void)state;
+  const char *xy[] = {"x", "y"}, *quote[] = {"x", "y'z"}, *unnamed[] = {"x", NULL};
+  const int64_t sizes[] = {2, 2}, big[] = {2, 4};
+  /* the well-formed list decodes (the control for the cases below) */
+  kiln_pb_t list, m;
+  mesh_list(&list, xy, sizes, 2, true, 1, 0, 0);
+  mesh_all_gather_module(&m, &list);
+  kiln_hlo_module_t *d = NULL;
+  kiln_status s = kiln_hlo_module_from_proto(m.data, m.len, &d);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  expect_same_groups("{{0,1},{2,3}}", find_op(d, KILN_OP_ALL_GATHER)->replica_groups);
+  kiln_hlo_module_destroy(d);
+  kiln_pb_free(&list);
+  kiln_pb_free(&m);
+
+  expect_mesh_error(xy, sizes, 2, true, 2, 0, 0, KILN_INVALID_ARGUMENT,
+                    "mesh_axis_index 2 of a mesh of 2 axes");
+  expect_mesh_error(xy, sizes, 2, false, 0, 0, 0, KILN_INVALID_ARGUMENT,
+                    "mesh_axes_replica_group_list without a mesh");
+  expect_mesh_error(quote, sizes, 2, true, 0, 0, 0, KILN_INVALID_ARGUMENT, "is not a word");
+  expect_mesh_error(unnamed, sizes, 2, true, 0, 0, 0, KILN_INVALID_ARGUMENT,
+                    "a mesh axis without a name");
+  expect_mesh_error(xy, (const int64_t[]){2, 0}, 2, true, 0, 0, 0, KILN_INVALID_ARGUMENT,
+                    "mesh axis 'y' of size 0");
+  expect_mesh_error(NULL, NULL, 0, true, 0, 0, 0, KILN_UNIMPLEMENTED, "a maximal mesh");
+  /* a sub-axis that does not divide its axis: the replica-group parser's check */
+  expect_mesh_error(xy, big, 2, true, 1, 3, 2, KILN_INVALID_ARGUMENT, "pre-size x size must");
+}
+
 static void test_malformed_fields_are_errors_and_unknown_fields_are_skipped(void **state) {
   (void)state;
   kiln_pb_t ins[1], m;
@@ -592,6 +772,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_small_module_decodes_to_the_same_module),
       cmocka_unit_test(test_with_config_returns_replicas_and_partitions),
+      cmocka_unit_test(test_mesh_and_instruction_iota_groups_decode_to_their_groups),
+      cmocka_unit_test(test_malformed_mesh_groups_are_errors),
       cmocka_unit_test(test_bytes_are_text_only_for_hlo_text),
       cmocka_unit_test(test_unknown_opcode_and_dangling_ids_name_the_instruction),
       cmocka_unit_test(test_malformed_fields_are_errors_and_unknown_fields_are_skipped),

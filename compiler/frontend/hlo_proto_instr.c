@@ -22,14 +22,15 @@ typedef KILN_VEC(kiln_pw_field_t) field_vec_t;
 /* The gathered fields of one HloInstructionProto. */
 typedef struct iproto {
   kiln_pw_field_t name, opcode, shape, metadata, literal, window, conv, padding, dot, gather,
-      scatter, precision, triangular, cholesky, replication, device_list, frontend, accuracy,
-      outfeed_shape, ragged, fusion_kind, cmp_dir, cmp_type, target, backend_config, infeed_config,
-      outfeed_config, exec_thread;
+      scatter, precision, triangular, cholesky, replication, device_list, iota_list, mesh_list,
+      frontend, accuracy, outfeed_shape, ragged, fusion_kind, cmp_dir, cmp_type, target,
+      backend_config, infeed_config, outfeed_config, exec_thread;
   bool has_name, has_opcode, has_shape, has_metadata, has_literal, has_window, has_conv,
       has_padding, has_dot, has_gather, has_scatter, has_precision, has_triangular, has_cholesky,
-      has_replication, has_device_list, has_frontend, has_accuracy, has_outfeed_shape, has_ragged,
-      has_fusion_kind, has_cmp_dir, has_cmp_type, has_target, has_backend_config, has_infeed_config,
-      has_outfeed_config, has_exec_thread, has_fft_type, has_distribution, has_rng_algorithm;
+      has_replication, has_device_list, has_iota_list, has_mesh_list, has_frontend, has_accuracy,
+      has_outfeed_shape, has_ragged, has_fusion_kind, has_cmp_dir, has_cmp_type, has_target,
+      has_backend_config, has_infeed_config, has_outfeed_config, has_exec_thread, has_fft_type,
+      has_distribution, has_rng_algorithm;
   int64_t parameter_number, tuple_index, exponent_bits, mantissa_bits, distribution, feature_index,
       channel_id, fft_type, feature_group_count, batch_group_count, delta, rng_algorithm, schedule,
       api_version, k;
@@ -274,6 +275,12 @@ static kiln_status gather(kiln_pw_reader_t *r, iproto_t *p) {
         break;
       case 91:
         KEEP(accuracy);
+        break;
+      case 92:
+        KEEP(iota_list);
+        break;
+      case 93:
+        KEEP(mesh_list);
         break;
       default:
         break;
@@ -642,10 +649,11 @@ static kiln_status append_precision(kiln_pw_reader_t *r, const kiln_pw_field_t *
   return s;
 }
 
-/* Replica groups: CollectiveDeviceListProto (replica_groups=1 of ReplicaGroup
- * {replica_ids=1}, iota_replica_group_list=2 of IotaReplicaGroupListProto
- * {num_replica_groups=1, num_devices_per_group=2, iota_reshape_dims=3,
- * iota_transpose_perm=4}), or the older repeated ReplicaGroup field. */
+/* Replica groups, in one of four places: the older repeated ReplicaGroup field (49,
+ * {replica_ids=1}); collective_device_list (87: CollectiveDeviceListProto {replica_groups=1
+ * of ReplicaGroup, iota_replica_group_list=2}); iota_collective_device_list (92); or
+ * mesh_axes_replica_group_list (93). An IotaReplicaGroupListProto is {num_replica_groups=1,
+ * num_devices_per_group=2, iota_reshape_dims=3, iota_transpose_perm=4}. */
 static kiln_status append_group(kiln_pw_reader_t *r, const kiln_pw_field_t *f, kiln_strbuf_t *b) {
   small_msg_t m;
   kiln_status s = read_small(r, f, "ReplicaGroup", &m);
@@ -654,65 +662,180 @@ static kiln_status append_group(kiln_pw_reader_t *r, const kiln_pw_field_t *f, k
   return s;
 }
 
-typedef struct device_list {
-  field_vec_t groups;
-  kiln_pw_field_t iota;
-  bool has_iota;
-} device_list_t;
+/* [G,S]<=[dims]T(perm), the text form of an IotaReplicaGroupListProto. */
+static kiln_status append_iota_groups(kiln_pw_reader_t *r, const kiln_pw_field_t *f,
+                                      kiln_strbuf_t *b) {
+  small_msg_t m;
+  kiln_status s = read_small(r, f, "IotaReplicaGroupListProto", &m);
+  if (!s) {
+    kiln_strbuf_printf(b, ", replica_groups=[%" PRId64 ",%" PRId64 "]<=[", m.scalars[1],
+                       m.scalars[2]);
+    const kiln_pw_i64_vec_t *dims = &m.lists[3], *perm = &m.lists[4];
+    if (dims->len == 0) kiln_strbuf_printf(b, "%" PRId64, m.scalars[1] * m.scalars[2]);
+    for (size_t i = 0; i < dims->len; i++)
+      kiln_strbuf_printf(b, i ? ",%" PRId64 : "%" PRId64, dims->data[i]);
+    kiln_strbuf_append_char(b, ']');
+    bool identity = true;
+    for (size_t i = 0; i < perm->len; i++) identity &= perm->data[i] == (int64_t)i;
+    if (!identity) {
+      kiln_strbuf_append(b, "T(");
+      for (size_t i = 0; i < perm->len; i++)
+        kiln_strbuf_printf(b, i ? ",%" PRId64 : "%" PRId64, perm->data[i]);
+      kiln_strbuf_append_char(b, ')');
+    }
+  }
+  small_free(&m);
+  return s;
+}
 
-static kiln_status device_list_field(kiln_pw_reader_t *r, const kiln_pw_field_t *f, void *ctx) {
+/* The fields of a message kept for a second look: `one` the last field numbered `one_number`,
+ * `many` every field numbered `many_number`. Mesh lists, meshes and axis references are
+ * {1: one, 2: many}; CollectiveDeviceListProto is {groups=1: many, iota=2: one}. */
+typedef struct one_many {
+  uint32_t one_number, many_number;
+  kiln_pw_field_t one;
+  bool has_one;
+  field_vec_t many;
+} one_many_t;
+
+static kiln_status one_many_field(kiln_pw_reader_t *r, const kiln_pw_field_t *f, void *ctx) {
   (void)r;
-  device_list_t *d = ctx;
-  if (f->number == 1) kiln_vec_push(&d->groups, *f);
-  if (f->number == 2) d->iota = *f, d->has_iota = true;
+  one_many_t *m = ctx;
+  if (f->number == m->one_number) m->one = *f, m->has_one = true;
+  if (f->number == m->many_number) kiln_vec_push(&m->many, *f);
   return KILN_STATUS_OK;
+}
+
+#define MESH_MAX_AXES 16
+#define MESH_NAME_CAP 128
+
+/* MeshProto {axes=1 of MeshAxis {name=1, size=2}, device_ids=2}: `mesh['a'=2,'b'=4]`, then
+ * `, device_ids=(...)` when the mesh lists them (iota order without). Axis names go into
+ * names[] (*rank of them). */
+static kiln_status append_mesh(kiln_pw_reader_t *r, const kiln_pw_field_t *f, kiln_strbuf_t *b,
+                               char names[][MESH_NAME_CAP], int *rank) {
+  kiln_pw_reader_t sub;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_pw_sub(r, f, "MeshProto", &sub));
+  kiln_pw_i64_vec_t ids = {0};
+  kiln_status s = KILN_STATUS_OK;
+  *rank = 0;
+  kiln_strbuf_append(b, ", replica_groups=mesh[");
+  while (!s && kiln_pw_more(&sub)) {
+    kiln_pw_field_t g;
+    s = kiln_pw_next(&sub, &g);
+    if (!s && g.number == 2) s = kiln_pw_append_varints(&sub, &g, &ids);
+    if (s || g.number != 1) continue;
+    if (*rank == MESH_MAX_AXES) {
+      s = kiln_pw_error(&sub, &g, "a mesh of more than %d axes", MESH_MAX_AXES);
+      break;
+    }
+    kiln_pw_reader_t axis;
+    s = kiln_pw_sub(&sub, &g, "MeshProto.MeshAxis", &axis);
+    int64_t size = 0;
+    names[*rank][0] = '\0';
+    while (!s && kiln_pw_more(&axis)) {
+      kiln_pw_field_t h;
+      s = kiln_pw_next(&axis, &h);
+      if (!s && h.number == 1)
+        s = field_word(&axis, &h, "mesh axis name", names[*rank], MESH_NAME_CAP);
+      if (!s && h.number == 2) s = kiln_pw_as_i64(&axis, &h, &size);
+    }
+    if (!s && !names[*rank][0]) s = kiln_pw_error(&sub, &g, "a mesh axis without a name");
+    if (!s && size < 1)
+      s = kiln_pw_error(&sub, &g, "mesh axis '%s' of size %" PRId64, names[*rank], size);
+    if (!s) kiln_strbuf_printf(b, "%s'%s'=%" PRId64, *rank ? "," : "", names[*rank], size);
+    (*rank)++;
+  }
+  kiln_strbuf_append_char(b, ']');
+  if (!s && *rank == 0)
+    s = KILN_ERR_UNIMPLEMENTED(
+        "MeshProto without axes (a maximal mesh) in mesh_axes_replica_group_list: kiln groups "
+        "devices over mesh axes only; write the groups as replica_groups");
+  if (!s && ids.len) {
+    kiln_strbuf_append(b, ", device_ids=(");
+    for (size_t i = 0; i < ids.len; i++)
+      kiln_strbuf_printf(b, i ? ",%" PRId64 : "%" PRId64, ids.data[i]);
+    kiln_strbuf_append_char(b, ')');
+  }
+  kiln_vec_free(&ids);
+  return s;
+}
+
+/* AxisRefProto {mesh_axis_index=1, sub_axis_info=2 of SubAxis {pre_size=1, size=2}}:
+ * `'a'` or `'a':(pre)size`. */
+static kiln_status append_axis_ref(kiln_pw_reader_t *r, const kiln_pw_field_t *f,
+                                   const char names[][MESH_NAME_CAP], int rank, kiln_strbuf_t *b) {
+  one_many_t ref = {.one_number = 1, .many_number = 2};
+  kiln_status s = each_field(r, f, "AxisRefProto", one_many_field, &ref);
+  int64_t index = 0;
+  if (!s && ref.has_one) s = kiln_pw_as_i64(r, &ref.one, &index);
+  if (!s && (index < 0 || index >= rank))
+    s = kiln_pw_error(r, f, "mesh_axis_index %" PRId64 " of a mesh of %d axes", index, rank);
+  if (!s) kiln_strbuf_printf(b, "'%s'", names[index]);
+  if (!s && ref.many.len) {
+    small_msg_t m;
+    s = read_small(r, &ref.many.data[ref.many.len - 1], "AxisRefProto.SubAxis", &m);
+    if (!s) kiln_strbuf_printf(b, ":(%" PRId64 ")%" PRId64, m.scalars[1], m.scalars[2]);
+    small_free(&m);
+  }
+  kiln_vec_free(&ref.many);
+  return s;
+}
+
+/* MeshAxesReplicaGroupListProto {mesh=1, axes=2 of AxisRefProto}: the mesh form of the text,
+ * `mesh['a'=2,'b'=4], device_ids=(...) {'a','b':(1)2}`, which the replica-group parser
+ * resolves (and checks: sizes, sub-axes, device ids). */
+static kiln_status append_mesh_groups(kiln_pw_reader_t *r, const kiln_pw_field_t *f,
+                                      kiln_strbuf_t *b) {
+  one_many_t list = {.one_number = 1, .many_number = 2};
+  kiln_status s = each_field(r, f, "MeshAxesReplicaGroupListProto", one_many_field, &list);
+  kiln_pw_reader_t lr = *r;
+  if (!s) {
+    lr.message = "MeshAxesReplicaGroupListProto";
+    lr.depth = r->depth + 1;
+  }
+  if (!s && !list.has_one) s = kiln_pw_error(r, f, "mesh_axes_replica_group_list without a mesh");
+  char names[MESH_MAX_AXES][MESH_NAME_CAP];
+  int rank = 0;
+  if (!s) s = append_mesh(&lr, &list.one, b, names, &rank);
+  if (!s) kiln_strbuf_append(b, " {");
+  for (size_t i = 0; !s && i < list.many.len; i++) {
+    if (i) kiln_strbuf_append_char(b, ',');
+    s = append_axis_ref(&lr, &list.many.data[i], (const char(*)[MESH_NAME_CAP])names, rank, b);
+  }
+  if (!s) kiln_strbuf_append_char(b, '}');
+  kiln_vec_free(&list.many);
+  return s;
 }
 
 static kiln_status append_replica_groups(kiln_pw_reader_t *r, const iproto_t *p, bool always,
                                          kiln_strbuf_t *b) {
+  if (p->has_mesh_list) return append_mesh_groups(r, &p->mesh_list, b);
+  if (p->has_iota_list) return append_iota_groups(r, &p->iota_list, b);
   kiln_pw_reader_t dr = *r;
-  device_list_t d = {0};
+  one_many_t d = {.one_number = 2, .many_number = 1};
   kiln_status s = KILN_STATUS_OK;
   if (p->has_device_list) {
-    s = each_field(r, &p->device_list, "CollectiveDeviceListProto", device_list_field, &d);
+    s = each_field(r, &p->device_list, "CollectiveDeviceListProto", one_many_field, &d);
     if (!s) {
       dr.message = "CollectiveDeviceListProto";
       dr.depth = r->depth + 1;
     }
   } else {
     for (size_t i = 0; i < p->replica_groups.len; i++)
-      kiln_vec_push(&d.groups, p->replica_groups.data[i]);
+      kiln_vec_push(&d.many, p->replica_groups.data[i]);
   }
-  if (!s && d.has_iota) {
-    small_msg_t m;
-    s = read_small(&dr, &d.iota, "IotaReplicaGroupListProto", &m);
-    if (!s) {
-      kiln_strbuf_printf(b, ", replica_groups=[%" PRId64 ",%" PRId64 "]<=[", m.scalars[1],
-                         m.scalars[2]);
-      const kiln_pw_i64_vec_t *dims = &m.lists[3], *perm = &m.lists[4];
-      if (dims->len == 0) kiln_strbuf_printf(b, "%" PRId64, m.scalars[1] * m.scalars[2]);
-      for (size_t i = 0; i < dims->len; i++)
-        kiln_strbuf_printf(b, i ? ",%" PRId64 : "%" PRId64, dims->data[i]);
-      kiln_strbuf_append_char(b, ']');
-      bool identity = true;
-      for (size_t i = 0; i < perm->len; i++) identity &= perm->data[i] == (int64_t)i;
-      if (!identity) {
-        kiln_strbuf_append(b, "T(");
-        for (size_t i = 0; i < perm->len; i++)
-          kiln_strbuf_printf(b, i ? ",%" PRId64 : "%" PRId64, perm->data[i]);
-        kiln_strbuf_append_char(b, ')');
-      }
-    }
-    small_free(&m);
-  } else if (!s && (d.groups.len || always)) {
+  if (!s && d.has_one) {
+    s = append_iota_groups(&dr, &d.one, b);
+  } else if (!s && (d.many.len || always)) {
     kiln_strbuf_append(b, ", replica_groups={");
-    for (size_t i = 0; !s && i < d.groups.len; i++) {
+    for (size_t i = 0; !s && i < d.many.len; i++) {
       if (i) kiln_strbuf_append_char(b, ',');
-      s = append_group(p->has_device_list ? &dr : r, &d.groups.data[i], b);
+      s = append_group(p->has_device_list ? &dr : r, &d.many.data[i], b);
     }
     kiln_strbuf_append_char(b, '}');
   }
-  kiln_vec_free(&d.groups);
+  kiln_vec_free(&d.many);
   return s;
 }
 

@@ -26,6 +26,7 @@
 #include "collective_test_util.h"
 #include "skip_util.h"
 #include "tools/common/fake_args.h"
+#include "tools/common/hlo_proto_encode.h"
 
 #define NUM_DEVICES 8
 #define MAX_LEAVES 8
@@ -82,9 +83,15 @@ static size_t assigned_options(char *b, int a0, int a1) {
   return sizeof o;
 }
 
+/* `code`: HLO text, or an HloModuleProto's bytes (code_len of them). */
+static PJRT_Error *compile_code(const char *code, size_t code_len, const char *opts, size_t n,
+                                PJRT_LoadedExecutable **l) {
+  return pjrt_exec_try_compile(api, g_client, "hlo", code, code_len, opts, n, l);
+}
+
 static PJRT_Error *compile_with(const char *text, const char *opts, size_t n,
                                 PJRT_LoadedExecutable **l) {
-  return pjrt_exec_try_compile(api, g_client, "hlo", text, strlen(text), opts, n, l);
+  return compile_code(text, strlen(text), opts, n, l);
 }
 
 static PJRT_Error *compile_world(const char *text, int r, int p, PJRT_LoadedExecutable **l) {
@@ -145,12 +152,13 @@ static PJRT_Error *execute(PJRT_LoadedExecutable *l, PJRT_Buffer *const *const *
   return api->PJRT_LoadedExecutable_Execute(&a);
 }
 
-/* Compiles `m`'s text for r x p devices (`opts`: the compile options, NULL: just the world;
- * `ids`: the device ids expected per participant, NULL: the default assignment), checks what
- * the executable reports, runs it with per-participant fake arguments (seed 42 + participant)
- * and compares every device's outputs with the evaluator's, byte for byte (integer modules). */
-static void run_and_compare_with(const char *text, int r, int p, const char *opts, size_t opts_len,
-                                 const int *ids) {
+/* Compiles `text` (or `code`, when not NULL: the same module as an HloModuleProto) for r x p
+ * devices (`opts`: the compile options, NULL: just the world; `ids`: the device ids expected per
+ * participant, NULL: the default assignment), checks what the executable reports, runs it with
+ * per-participant fake arguments (seed 42 + participant) and compares every device's outputs
+ * with the evaluator's on `text`, byte for byte (integer modules). */
+static void run_and_compare_code(const char *text, const uint8_t *code, size_t code_len, int r,
+                                 int p, const char *opts, size_t opts_len, const int *ids) {
   int n = r * p;
   kiln_hlo_module_t *m = NULL;
   kiln_hlo_parse_options_t po = {0};
@@ -176,10 +184,12 @@ static void run_and_compare_with(const char *text, int r, int p, const char *opt
   if (s) fail_msg("evaluator: %s", kiln_status_message(s));
 
   PJRT_LoadedExecutable *l = NULL;
-  if (opts)
-    PJRT_CHECK(api, compile_with(text, opts, opts_len, &l));
+  char world[8];
+  if (!opts) opts_len = world_options(world, r, p), opts = world;
+  if (code)
+    PJRT_CHECK(api, compile_code((const char *)code, code_len, opts, opts_len, &l));
   else
-    PJRT_CHECK(api, compile_world(text, r, p, &l));
+    PJRT_CHECK(api, compile_with(text, opts, opts_len, &l));
   PJRT_LoadedExecutable_GetExecutable_Args ge = {
       .struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE, .loaded_executable = l};
   PJRT_CHECK(api, api->PJRT_LoadedExecutable_GetExecutable(&ge));
@@ -278,8 +288,40 @@ static void run_and_compare_with(const char *text, int r, int p, const char *opt
   kiln_hlo_module_destroy(m);
 }
 
+static void run_and_compare_with(const char *text, int r, int p, const char *opts, size_t opts_len,
+                                 const int *ids) {
+  run_and_compare_code(text, NULL, 0, r, p, opts, opts_len, ids);
+}
+
 static void run_and_compare(const char *text, int r, int p) {
   run_and_compare_with(text, r, p, NULL, 0, NULL);
+}
+
+/* Groups over mesh axes with a device order of their own, and iota groups, as XLA's newer
+ * HloModuleProto writer puts them (mesh_axes_replica_group_list, iota_collective_device_list):
+ * compiled from the proto on 8 devices, every participant equals the evaluator on the text. */
+static const char kMeshGroups[] =
+    "HloModule mesh_groups\n\n"
+    "add { a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT s = s32[] add(a, b) }\n\n"
+    "ENTRY e {\n  p = s32[4] parameter(0)\n"
+    "  ar = s32[4] all-reduce(p), replica_groups=mesh['x'=2,'y'=4], "
+    "device_ids=(7,5,3,1,6,4,2,0) {'y':(2)2,'x'}, to_apply=add\n"
+    "  ag = s32[16] all-gather(ar), dimensions={0}, replica_groups=[2,4]<=[2,4]T(1,0)\n"
+    "  ROOT t = (s32[4], s32[16]) tuple(ar, ag)\n}\n";
+
+static void test_mesh_and_iota_groups_from_a_proto_match_the_evaluator(void **state) {
+  (void)state;
+  kiln_hlo_module_t *m = NULL;
+  kiln_status s = kiln_hlo_parse_module(kMeshGroups, strlen(kMeshGroups), NULL, &m);
+  if (s) fail_msg("parse: %s", kiln_status_message(s));
+  kiln_hlo_proto_encode_options_t o = {.packed = true, .iota_at_instruction = true};
+  uint8_t *code = NULL;
+  size_t n = 0;
+  s = kiln_hlo_proto_encode(m, &o, &code, &n);
+  if (s) fail_msg("encode: %s", kiln_status_message(s));
+  kiln_hlo_module_destroy(m);
+  run_and_compare_code(kMeshGroups, code, n, 8, 1, NULL, 0, NULL);
+  kiln_free(code);
 }
 
 static void test_all_reduce_and_all_gather_on_2_and_4_devices_match_the_evaluator(void **state) {
@@ -540,6 +582,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_all_reduce_and_all_gather_on_2_and_4_devices_match_the_evaluator),
       cmocka_unit_test(test_corpus_all_gather_on_8_devices_matches_the_evaluator),
+      cmocka_unit_test(test_mesh_and_iota_groups_from_a_proto_match_the_evaluator),
       cmocka_unit_test(test_compile_options_device_assignment_places_the_participants),
       cmocka_unit_test(test_worlds_larger_than_the_client_are_invalid_argument),
       cmocka_unit_test(test_single_device_execute_of_a_multi_device_executable_is_invalid),

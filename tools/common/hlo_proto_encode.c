@@ -643,11 +643,83 @@ static int64_t word_index(const char *const *names, int n, const char *w) {
   return -1;
 }
 
+/* An axis name, 'quoted' or bare, into buf. */
+static void read_axis_name(cur_t *c, char *buf, size_t cap) {
+  bool quoted = eat(c, '\'');
+  read_word(c, buf, cap);
+  if (quoted) expect(c, '\'');
+}
+
+/* mesh['a'=2,...][, device_ids=(ids)] {'a','b':(pre)size} -> mesh_axes_replica_group_list
+ * (93): {mesh=1: MeshProto {axes=1: {name=1, size=2}, device_ids=2}, axes=2: AxisRefProto
+ * {mesh_axis_index=1, sub_axis_info=2: {pre_size=1, size=2}}}. Only device_ids written out. */
+static void mesh_groups_proto(enc_t *e, cur_t *c, kiln_pb_t *b) {
+  char names[16][64];
+  int rank = 0;
+  kiln_pb_t mesh = {0}, list = {0};
+  expect(c, '[');
+  while (!c->bad && rank < 16) {
+    kiln_pb_t axis = {0};
+    read_axis_name(c, names[rank], sizeof names[rank]);
+    expect(c, '=');
+    kiln_pb_string(&axis, 1, names[rank++]);
+    kiln_pb_i64(&axis, 2, read_int(c));
+    kiln_pb_message(&mesh, 1, &axis);
+    kiln_pb_free(&axis);
+    if (eat(c, ']')) break;
+    expect(c, ',');
+  }
+  if (eat(c, ',')) {
+    char word[16];
+    read_word(c, word, sizeof word);
+    if (strcmp(word, "device_ids")) c->bad = true;
+    expect(c, '=');
+    expect(c, '(');
+    i64_vec_t ids = {0};
+    while (!c->bad) {
+      kiln_vec_push(&ids, read_int(c));
+      if (eat(c, ')')) break;
+      expect(c, ',');
+    }
+    kiln_pb_repeated(&mesh, 2, ids.data, ids.len, e->o->packed);
+    kiln_vec_free(&ids);
+  }
+  kiln_pb_message(&list, 1, &mesh);
+  expect(c, '{');
+  while (!c->bad && !eat(c, '}')) {
+    eat(c, ',');
+    char name[64];
+    read_axis_name(c, name, sizeof name);
+    int index = 0;
+    while (index < rank && strcmp(names[index], name)) index++;
+    kiln_pb_t ref = {0};
+    kiln_pb_i64(&ref, 1, index);
+    if (eat(c, ':')) {
+      kiln_pb_t sub = {0};
+      expect(c, '(');
+      kiln_pb_i64(&sub, 1, read_int(c));
+      expect(c, ')');
+      kiln_pb_i64(&sub, 2, read_int(c));
+      kiln_pb_message(&ref, 2, &sub);
+      kiln_pb_free(&sub);
+    }
+    kiln_pb_message(&list, 2, &ref);
+    kiln_pb_free(&ref);
+  }
+  kiln_pb_message(b, 93, &list);
+  kiln_pb_free(&mesh);
+  kiln_pb_free(&list);
+}
+
 static void replica_groups_proto(enc_t *e, const char *v, kiln_pb_t *b) {
   cur_t c = {v, false};
   skip_ws(&c);
-  if (*c.p == '[') {
-    /* [G,S]<=[dims]T(perm) -> collective_device_list.iota_replica_group_list */
+  if (!strncmp(c.p, "mesh", 4)) {
+    c.p += 4;
+    mesh_groups_proto(e, &c, b);
+  } else if (*c.p == '[') {
+    /* [G,S]<=[dims]T(perm) -> collective_device_list.iota_replica_group_list, or
+     * iota_collective_device_list (92) */
     kiln_pb_t iota = {0}, list = {0};
     c.p++;
     kiln_pb_i64(&iota, 1, read_int(&c));
@@ -673,8 +745,12 @@ static void replica_groups_proto(enc_t *e, const char *v, kiln_pb_t *b) {
     }
     kiln_pb_repeated(&iota, 3, dims.data, dims.len, e->o->packed);
     kiln_pb_repeated(&iota, 4, perm.data, perm.len, e->o->packed);
-    kiln_pb_message(&list, 2, &iota);
-    kiln_pb_message(b, 87, &list);
+    if (e->o->iota_at_instruction) {
+      kiln_pb_message(b, 92, &iota);
+    } else {
+      kiln_pb_message(&list, 2, &iota);
+      kiln_pb_message(b, 87, &list);
+    }
     kiln_pb_free(&iota);
     kiln_pb_free(&list);
     kiln_vec_free(&dims);

@@ -24,6 +24,7 @@
 typedef struct kiln_hlo_proto_encode_options {
   bool with_config;           /* HloModuleProtoWithConfig around the module */
   bool packed;                /* repeated scalars packed (true) or one field each */
+  bool iota_at_instruction;   /* iota groups in field 92, not inside collective_device_list */
   const char *const *dropped; /* raw attribute keys to leave out (NULL-terminated) */
 } kiln_hlo_proto_encode_options_t;
 
