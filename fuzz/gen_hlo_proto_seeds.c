@@ -1,7 +1,8 @@
 /* Seeds for fuzz_hlo_proto: every module of the HLO files named on the command line,
  * encoded as HloModuleProto by the test encoder (packed and unpacked alternately, some with a
- * config, some with iota groups in field 92), written to <out-dir>/seed_<n>; plus a few
- * CompileOptionsProto messages. Usage: gen_hlo_proto_seeds <out-dir> <max-bytes> file... */
+ * config, some with iota groups in field 92, some with backend configs as payloads), written to
+ * <out-dir>/seed_<n>; plus a few CompileOptionsProto messages. Usage: gen_hlo_proto_seeds <out-dir>
+ * <max-bytes> file... */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,10 +49,12 @@ int main(int argc, char **argv) {
       continue;
     }
     for (int i = 0; i < n; i++) {
-      kiln_hlo_proto_encode_options_t o = {.with_config = g_count % 5 == 0,
-                                           .packed = g_count % 2 == 0,
-                                           .iota_at_instruction = g_count % 3 == 0,
-                                           .dropped = kDropped};
+      kiln_hlo_proto_encode_options_t o = {
+          .with_config = g_count % 5 == 0,
+          .packed = g_count % 2 == 0,
+          .iota_at_instruction = g_count % 3 == 0,
+          .config_payload = (kiln_proto_config_form_t)(g_count % 7 % 3),
+          .dropped = kDropped};
       uint8_t *bytes = NULL;
       size_t nb = 0;
       s = kiln_hlo_proto_encode(mods[i], &o, &bytes, &nb);

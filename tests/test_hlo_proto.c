@@ -189,10 +189,12 @@ static void roundtrip_module(void *ctx, kiln_hlo_module_t **mp, const char *name
     if (!strcmp(m->raw_attrs[i].key, "replica_count") ||
         !strcmp(m->raw_attrs[i].key, "num_partitions"))
       with_config = true;
-  kiln_hlo_proto_encode_options_t opts = {.with_config = with_config,
-                                          .packed = st->modules % 3 != 0,
-                                          .iota_at_instruction = st->modules % 2 != 0,
-                                          .dropped = kDropped};
+  kiln_hlo_proto_encode_options_t opts = {
+      .with_config = with_config,
+      .packed = st->modules % 3 != 0,
+      .iota_at_instruction = st->modules % 2 != 0,
+      .config_payload = (kiln_proto_config_form_t)(st->modules / 2 % 3),
+      .dropped = kDropped};
   uint8_t *bytes = NULL;
   size_t n = 0;
   kiln_status s = kiln_hlo_proto_encode(m, &opts, &bytes, &n);
@@ -651,6 +653,49 @@ static void test_malformed_mesh_groups_are_errors(void **state) {
   expect_mesh_error(xy, big, 2, true, 1, 3, 2, KILN_INVALID_ARGUMENT, "pre-size x size must");
 }
 
+/* backend_config in field 43, in backend_config_payload (99) inline, and interned in the
+ * module's payloads (22) by id: the same custom call each way; an id past the payloads is
+ * INVALID_ARGUMENT. */
+static void test_backend_config_payloads_decode_as_the_field_does(void **state) {
+  (void)state;
+  static const char kText[] =
+      "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
+      "  a = f32[4] custom-call(p), custom_call_target=\"foo\", backend_config=\"first\"\n"
+      "  ROOT b = f32[4] custom-call(a), custom_call_target=\"bar\", "
+      "backend_config={\"k\": 2}\n}\n";
+  kiln_hlo_module_t *m = parse(kText);
+  for (int form = 0; form < 3; form++) {
+    kiln_hlo_proto_encode_options_t o = {.packed = true,
+                                         .config_payload = (kiln_proto_config_form_t)form};
+    uint8_t *bytes = NULL;
+    size_t n = 0;
+    kiln_status s = kiln_hlo_proto_encode(m, &o, &bytes, &n);
+    if (s) fail_msg("%s", kiln_status_message(s));
+    kiln_hlo_module_t *d = NULL;
+    s = kiln_hlo_module_from_proto(bytes, n, &d);
+    if (s) fail_msg("form %d: %s", form, kiln_status_message(s));
+    const kiln_hlo_computation_t *e = d->entry;
+    assert_int_equal(e->instructions.len, 3);
+    assert_non_null(e->instructions.data[1]->backend_config);
+    assert_string_equal(e->instructions.data[1]->backend_config, "first");
+    assert_non_null(e->instructions.data[2]->backend_config);
+    assert_string_equal(e->instructions.data[2]->backend_config, "{\"k\": 2}");
+    kiln_hlo_module_destroy(d);
+    if (form == KILN_PROTO_CONFIG_PAYLOAD_ID) {
+      /* drop the last payload: field 22's two tag bytes, its length 8, `{"k": 2}` */
+      assert_true(n > 11 && bytes[n - 11] == 0xB2 && bytes[n - 10] == 0x01 && bytes[n - 9] == 8);
+      s = kiln_hlo_module_from_proto(bytes, n - 11, &d);
+      assert_non_null(s);
+      assert_int_equal(kiln_status_code(s), KILN_INVALID_ARGUMENT);
+      if (!strstr(kiln_status_message(s), "payload id 1 of a module with 1 payloads"))
+        fail_msg("%s", kiln_status_message(s));
+      kiln_status_free(s);
+    }
+    kiln_free(bytes);
+  }
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_malformed_fields_are_errors_and_unknown_fields_are_skipped(void **state) {
   (void)state;
   kiln_pb_t ins[1], m;
@@ -774,6 +819,7 @@ int main(void) {
       cmocka_unit_test(test_with_config_returns_replicas_and_partitions),
       cmocka_unit_test(test_mesh_and_instruction_iota_groups_decode_to_their_groups),
       cmocka_unit_test(test_malformed_mesh_groups_are_errors),
+      cmocka_unit_test(test_backend_config_payloads_decode_as_the_field_does),
       cmocka_unit_test(test_bytes_are_text_only_for_hlo_text),
       cmocka_unit_test(test_unknown_opcode_and_dangling_ids_name_the_instruction),
       cmocka_unit_test(test_malformed_fields_are_errors_and_unknown_fields_are_skipped),

@@ -69,6 +69,7 @@ typedef struct decoder {
   KILN_VEC(comp_info_t) comps;
   kiln_hashmap_t comp_by_id;
   str_vec_t comp_names;
+  KILN_VEC(kiln_pw_field_t) payloads; /* field 22: backend configs instructions name by index */
   kiln_strbuf_t text;
 } decoder_t;
 
@@ -199,6 +200,9 @@ static kiln_status computation_text(decoder_t *d, const comp_info_t *c, bool is_
         .comp_by_id = &d->comp_by_id,
         .comp_names = d->comp_names.data,
         .arena = &d->arena,
+        .payloads = d->payloads.data,
+        .num_payloads = d->payloads.len,
+        .module_reader = &d->r,
     };
     for (size_t i = 0; !s && i < x.fields.len; i++) {
       kiln_pw_reader_t ir;
@@ -348,6 +352,12 @@ static kiln_status module_text(decoder_t *d, const char *extra_attrs) {
       case 19:
         frontend = f;
         break;
+      case 22:
+        if (f.wire_type != KILN_PW_LEN)
+          s = kiln_pw_error(&d->r, &f, "payloads is not bytes");
+        else
+          kiln_vec_push(&d->payloads, f);
+        break;
       default:
         break;
     }
@@ -400,6 +410,7 @@ static void decoder_free(decoder_t *d) {
   for (size_t i = 0; i < d->comps.len; i++) kiln_free(d->comps.data[i].name);
   kiln_vec_free(&d->comps);
   kiln_vec_free(&d->comp_names);
+  kiln_vec_free(&d->payloads);
   kiln_hashmap_free(&d->comp_by_id);
   kiln_arena_destroy(&d->arena);
   kiln_strbuf_free(&d->text);

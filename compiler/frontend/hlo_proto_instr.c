@@ -24,13 +24,13 @@ typedef struct iproto {
   kiln_pw_field_t name, opcode, shape, metadata, literal, window, conv, padding, dot, gather,
       scatter, precision, triangular, cholesky, replication, device_list, iota_list, mesh_list,
       frontend, accuracy, outfeed_shape, ragged, fusion_kind, cmp_dir, cmp_type, target,
-      backend_config, infeed_config, outfeed_config, exec_thread;
+      backend_config, payload, infeed_config, outfeed_config, exec_thread;
   bool has_name, has_opcode, has_shape, has_metadata, has_literal, has_window, has_conv,
       has_padding, has_dot, has_gather, has_scatter, has_precision, has_triangular, has_cholesky,
       has_replication, has_device_list, has_iota_list, has_mesh_list, has_frontend, has_accuracy,
       has_outfeed_shape, has_ragged, has_fusion_kind, has_cmp_dir, has_cmp_type, has_target,
-      has_backend_config, has_infeed_config, has_outfeed_config, has_exec_thread, has_fft_type,
-      has_distribution, has_rng_algorithm;
+      has_backend_config, has_payload, has_infeed_config, has_outfeed_config, has_exec_thread,
+      has_fft_type, has_distribution, has_rng_algorithm;
   int64_t parameter_number, tuple_index, exponent_bits, mantissa_bits, distribution, feature_index,
       channel_id, fft_type, feature_group_count, batch_group_count, delta, rng_algorithm, schedule,
       api_version, k;
@@ -282,6 +282,9 @@ static kiln_status gather(kiln_pw_reader_t *r, iproto_t *p) {
       case 93:
         KEEP(mesh_list);
         break;
+      case 99:
+        KEEP(payload);
+        break;
       default:
         break;
     }
@@ -365,6 +368,30 @@ static kiln_status field_word(kiln_pw_reader_t *r, const kiln_pw_field_t *f, con
   }
   memcpy(buf, s, n);
   buf[n] = '\0';
+  return KILN_STATUS_OK;
+}
+
+/* backend_config_payload (99), XLA's newer home of backend_config: a Payload {value=1 (the
+ * bytes), id=2 (an index into the module's payloads)}. */
+static kiln_status payload_bytes(kiln_pw_reader_t *r, const kiln_pw_field_t *f,
+                                 const kiln_hlo_proto_scope_t *sc, const char **s, size_t *n) {
+  kiln_pw_reader_t sub;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_pw_sub(r, f, "Payload", &sub));
+  *s = "";
+  *n = 0;
+  while (kiln_pw_more(&sub)) {
+    kiln_pw_field_t g;
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_pw_next(&sub, &g));
+    if (g.number == 1) KILN_RETURN_IF_ERROR_PLAIN(field_bytes(&sub, &g, s, n));
+    if (g.number != 2) continue;
+    int64_t id;
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_pw_as_i64(&sub, &g, &id));
+    if (id < 0 || (uint64_t)id >= sc->num_payloads)
+      return kiln_pw_error(&sub, &g, "payload id %" PRId64 " of a module with %zu payloads", id,
+                           sc->num_payloads);
+    kiln_pw_reader_t mr = *sc->module_reader;
+    KILN_RETURN_IF_ERROR_PLAIN(field_bytes(&mr, &sc->payloads[id], s, n));
+  }
   return KILN_STATUS_OK;
 }
 
@@ -1175,10 +1202,13 @@ static kiln_status append_misc(kiln_pw_reader_t *r, const iproto_t *p, kiln_hlo_
     }
     kiln_strbuf_append_char(b, '}');
   }
-  if (p->has_backend_config) {
+  if (p->has_backend_config || p->has_payload) {
     const char *s;
     size_t n;
-    KILN_RETURN_IF_ERROR_PLAIN(field_bytes(r, &p->backend_config, &s, &n));
+    if (p->has_payload)
+      KILN_RETURN_IF_ERROR_PLAIN(payload_bytes(r, &p->payload, sc, &s, &n));
+    else
+      KILN_RETURN_IF_ERROR_PLAIN(field_bytes(r, &p->backend_config, &s, &n));
     /* Quoted: the parser keeps the bytes exactly, whatever they hold (JSON or not). */
     kiln_strbuf_append(b, ", backend_config=");
     append_quoted(b, s, n, memchr(s, 0, n) != NULL);

@@ -25,6 +25,11 @@ typedef struct kiln_hlo_proto_scope {
   kiln_hashmap_t *comp_by_id;    /* int64 id -> index + 1 into comp_names */
   char **comp_names;
   kiln_arena_t *arena; /* scratch for shapes and literals */
+  /* HloModuleProto.payloads (field 22, bytes each): what an instruction's
+   * backend_config_payload {id=2} names; read with the module's reader */
+  const kiln_pw_field_t *payloads;
+  size_t num_payloads;
+  const kiln_pw_reader_t *module_reader;
 } kiln_hlo_proto_scope_t;
 
 /* Appends the text of the instruction `r` spans. `is_root` prefixes ROOT. */

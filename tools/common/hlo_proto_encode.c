@@ -12,7 +12,9 @@
 typedef struct enc {
   const kiln_hlo_proto_encode_options_t *o;
   const kiln_hlo_module_t *m;
-  kiln_status err; /* first error */
+  kiln_status err;    /* first error */
+  kiln_pb_t payloads; /* HloModuleProto.payloads (22), when backend configs are interned */
+  int64_t num_payloads;
 } enc_t;
 
 static void fail(enc_t *e, kiln_status s) {
@@ -643,6 +645,26 @@ static int64_t word_index(const char *const *names, int n, const char *w) {
   return -1;
 }
 
+/* backend_config as the options say: bytes in field 43, or backend_config_payload (99) holding
+ * them (Payload value=1) or naming them in the module's payloads (Payload id=2). */
+static void backend_config_proto(enc_t *e, const char *data, size_t n, kiln_pb_t *b) {
+  kiln_pb_t payload = {0};
+  switch (e->o->config_payload) {
+    case KILN_PROTO_CONFIG_FIELD:
+      kiln_pb_bytes(b, 43, data, n);
+      return;
+    case KILN_PROTO_CONFIG_PAYLOAD_VALUE:
+      kiln_pb_bytes(&payload, 1, data, n);
+      break;
+    case KILN_PROTO_CONFIG_PAYLOAD_ID:
+      kiln_pb_bytes(&e->payloads, 22, data, n);
+      kiln_pb_i64(&payload, 2, e->num_payloads++);
+      break;
+  }
+  kiln_pb_message(b, 99, &payload);
+  kiln_pb_free(&payload);
+}
+
 /* An axis name, 'quoted' or bare, into buf. */
 static void read_axis_name(cur_t *c, char *buf, size_t cap) {
   bool quoted = eat(c, '\'');
@@ -983,10 +1005,10 @@ static void instruction_proto(enc_t *e, const kiln_hlo_instruction_t *in, kiln_p
     kiln_strbuf_t s = {0};
     read_string(&c, &s);
     if (c.bad) fail(e, KILN_ERR_UNIMPLEMENTED("backend_config %s", in->backend_config));
-    kiln_pb_bytes(b, 43, s.data, s.len);
+    backend_config_proto(e, s.data, s.len, b);
     kiln_strbuf_free(&s);
   } else if (in->backend_config_form != KILN_BACKEND_CONFIG_NONE && in->backend_config) {
-    kiln_pb_string(b, 43, in->backend_config);
+    backend_config_proto(e, in->backend_config, strlen(in->backend_config), b);
   }
   if (in->is_stable) kiln_pb_bool(b, 60, true);
   if (in->exponent_bits) kiln_pb_i64(b, 18, in->exponent_bits);
@@ -1131,6 +1153,8 @@ kiln_status kiln_hlo_proto_encode(const kiln_hlo_module_t *m,
     kiln_pb_message(&b, 7, &sb);
     kiln_pb_free(&sb);
   }
+  if (e.payloads.len) kiln_pb_raw(&b, e.payloads.data, e.payloads.len);
+  kiln_pb_free(&e.payloads);
   if (e.err) {
     kiln_pb_free(&b);
     kiln_pb_free(&config);

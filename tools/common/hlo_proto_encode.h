@@ -21,10 +21,18 @@
 #include "base/status.h"
 #include "compiler/hlo/ir.h"
 
+/* Where an instruction's backend_config goes. */
+typedef enum kiln_proto_config_form {
+  KILN_PROTO_CONFIG_FIELD,         /* backend_config (43) */
+  KILN_PROTO_CONFIG_PAYLOAD_VALUE, /* backend_config_payload (99) {value=1} */
+  KILN_PROTO_CONFIG_PAYLOAD_ID,    /* backend_config_payload {id=2} into the module's payloads */
+} kiln_proto_config_form_t;
+
 typedef struct kiln_hlo_proto_encode_options {
   bool with_config;           /* HloModuleProtoWithConfig around the module */
   bool packed;                /* repeated scalars packed (true) or one field each */
   bool iota_at_instruction;   /* iota groups in field 92, not inside collective_device_list */
+  kiln_proto_config_form_t config_payload;
   const char *const *dropped; /* raw attribute keys to leave out (NULL-terminated) */
 } kiln_hlo_proto_encode_options_t;
 
