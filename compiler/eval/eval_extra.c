@@ -306,15 +306,18 @@ static kiln_status eval_scan(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
   }
   if (len < 0) len = 0; /* nothing to scan along: carries pass through */
   for (int i = 0; i < ncar; i++) carries[i] = ops[nin + i];
-  kiln_literal_t *in_slices[64];
+  kiln_shape_t *slice_shapes[64];
   for (int i = 0; i < nin; i++) {
-    kiln_shape_t *ss = drop_dim(ctx->arena, ops[i]->shape, (int)d);
-    if (!ss) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "scan '%s': out of memory", instr->name);
-    KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, ss, &in_slices[i]));
+    slice_shapes[i] = drop_dim(ctx->arena, ops[i]->shape, (int)d);
+    if (!slice_shapes[i])
+      return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "scan '%s': out of memory", instr->name);
   }
   for (int64_t t = 0; t < len; t++) {
     int64_t at = reverse ? len - 1 - t : t;
+    /* fresh slices each step: the body may hand a slice back as a carry */
+    kiln_literal_t *in_slices[64];
     for (int i = 0; i < nin; i++) {
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, slice_shapes[i], &in_slices[i]));
       slab_t g = slab_of(ops[i]->shape, (int)d);
       slab_copy(&g, ops[i]->data, in_slices[i]->data, at, true);
       args[i] = in_slices[i];
