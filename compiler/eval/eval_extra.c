@@ -298,7 +298,7 @@ static kiln_status eval_scan(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
   }
   for (int i = 0; i < nout; i++) {
     kiln_shape_t *s = tuple_out ? rs->elements[i] : rs;
-    if (!kiln_shape_is_array(s) || d >= s->rank)
+    if (!kiln_shape_is_array(s) || d < 0 || d >= s->rank)
       return XERR("scan '%s': output %d is not an array with dimension %" PRId64, instr->name, i, d);
     if (len >= 0 && s->dims[d] != len) return XERR("scan '%s': output %d has the wrong scan length", instr->name, i);
     len = s->dims[d];

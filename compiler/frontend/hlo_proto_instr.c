@@ -694,11 +694,15 @@ static kiln_status append_iota_groups(kiln_pw_reader_t *r, const kiln_pw_field_t
                                       kiln_strbuf_t *b) {
   small_msg_t m;
   kiln_status s = read_small(r, f, "IotaReplicaGroupListProto", &m);
+  int64_t total = 0;
+  if (!s && __builtin_mul_overflow(m.scalars[1], m.scalars[2], &total))
+    s = kiln_pw_error(r, f, "%" PRId64 " groups of %" PRId64 " devices overflow", m.scalars[1],
+                      m.scalars[2]);
   if (!s) {
     kiln_strbuf_printf(b, ", replica_groups=[%" PRId64 ",%" PRId64 "]<=[", m.scalars[1],
                        m.scalars[2]);
     const kiln_pw_i64_vec_t *dims = &m.lists[3], *perm = &m.lists[4];
-    if (dims->len == 0) kiln_strbuf_printf(b, "%" PRId64, m.scalars[1] * m.scalars[2]);
+    if (dims->len == 0) kiln_strbuf_printf(b, "%" PRId64, total);
     for (size_t i = 0; i < dims->len; i++)
       kiln_strbuf_printf(b, i ? ",%" PRId64 : "%" PRId64, dims->data[i]);
     kiln_strbuf_append_char(b, ']');
@@ -1203,11 +1207,11 @@ static kiln_status append_misc(kiln_pw_reader_t *r, const iproto_t *p, kiln_hlo_
     kiln_strbuf_append_char(b, '}');
   }
   if (p->has_backend_config || p->has_payload) {
-    const char *s;
-    size_t n;
-    if (p->has_payload)
-      KILN_RETURN_IF_ERROR_PLAIN(payload_bytes(r, &p->payload, sc, &s, &n));
-    else
+    const char *s = "";
+    size_t n = 0;
+    if (p->has_payload) KILN_RETURN_IF_ERROR_PLAIN(payload_bytes(r, &p->payload, sc, &s, &n));
+    /* an empty payload leaves field 43 its say */
+    if (n == 0 && p->has_backend_config)
       KILN_RETURN_IF_ERROR_PLAIN(field_bytes(r, &p->backend_config, &s, &n));
     /* Quoted: the parser keeps the bytes exactly, whatever they hold (JSON or not). */
     kiln_strbuf_append(b, ", backend_config=");

@@ -19,7 +19,8 @@
  * to_apply, num_carries outside [0, operands], not one scan dimension, inputs or outputs that
  * are not arrays along it or disagree on its length, a to_apply whose parameters or results
  * are not the slices' and carries' shapes; UNIMPLEMENTED: dynamic shapes, more than 64
- * operands or results. */
+ * operands or results, tuple carries, a length over 2^31 - 1. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,11 +74,15 @@ static kiln_status describe(kiln_builder_t *b, const kiln_hlo_instruction_t *in,
   long long ncar = nc ? strtoll(nc, &end, 10) : -1;
   if (!s->fn || !s->fn->root) return BAD("scan '%s' has no to_apply computation", name);
   if (!nc || !end || *end || ncar < 0 || ncar > in->num_operands)
-    return BAD("scan '%s' needs num_carries=N, N in [0, %d] (its operands)", name, in->num_operands);
+    return BAD("scan '%s' needs num_carries=N, N in [0, %d] (its operands)", name,
+               in->num_operands);
   if (!in->has_dimensions || in->dimensions.n != 1)
     return BAD("scan '%s' needs one scan dimension: dimensions={d}", name);
   s->ncar = (int)ncar;
   s->nin = in->num_operands - s->ncar;
+  if (in->dimensions.v[0] < 0 || in->dimensions.v[0] >= MAX_RANK)
+    return BAD("scan '%s': scan dimension %lld is out of range", name,
+               (long long)in->dimensions.v[0]);
   s->d = (int)in->dimensions.v[0];
   s->reverse = rev && !strcmp(rev, "true");
   s->tuple_result = in->shape->type == KILN_TUPLE;
@@ -92,9 +97,10 @@ static kiln_status describe(kiln_builder_t *b, const kiln_hlo_instruction_t *in,
   s->tuple_body = s->fn->root->shape->type == KILN_TUPLE;
   int nbody = s->tuple_body ? s->fn->root->shape->num_elements : 1;
   if (nbody != nres || s->fn->num_parameters != in->num_operands)
-    return BAD("scan '%s': to_apply '%s' takes %d values and returns %d; the scan passes %d and "
-               "expects %d",
-               name, s->fn->name, s->fn->num_parameters, nbody, in->num_operands, nres);
+    return BAD(
+        "scan '%s': to_apply '%s' takes %d values and returns %d; the scan passes %d and "
+        "expects %d",
+        name, s->fn->name, s->fn->num_parameters, nbody, in->num_operands, nres);
   s->len = -1;
   for (int i = 0; i < s->nin + s->nout; i++) {
     bool input = i < s->nin;
@@ -116,11 +122,19 @@ static kiln_status describe(kiln_builder_t *b, const kiln_hlo_instruction_t *in,
   }
   for (int j = 0; j < s->ncar; j++) {
     const kiln_shape_t *c = in->operands[s->nin + j]->shape;
+    if (!kiln_shape_is_array(c))
+      return kiln_status_make(KILN_UNIMPLEMENTED, "scan '%s': carry %d is a tuple, not an array",
+                              name, j);
     if (!same_array(c, s->fn->parameters[s->nin + j]->shape) ||
-        !same_array(c, body_part(s, s->nout + j)) || !same_array(c, result_part(in, s, s->nout + j)))
-      return BAD("scan '%s': carry %d does not keep its shape through to_apply and the result", name, j);
+        !same_array(c, body_part(s, s->nout + j)) ||
+        !same_array(c, result_part(in, s, s->nout + j)))
+      return BAD("scan '%s': carry %d does not keep its shape through to_apply and the result",
+                 name, j);
   }
   if (s->len < 0) s->len = 0;
+  if (s->len > INT32_MAX) /* the loop counts in s32 */
+    return kiln_status_make(KILN_UNIMPLEMENTED, "scan '%s': a length of %lld is over 2^31 - 1",
+                            name, (long long)s->len);
   return KILN_STATUS_OK;
 }
 
@@ -136,7 +150,8 @@ static kiln_hlo_computation_t *step(kiln_hlo_module_t *m, kiln_shape_t *state, c
   kiln_hlo_instruction_t *t = kiln_builder_gte(b, p, 0);
   kiln_hlo_instruction_t *at = t;
   if (s->reverse)
-    at = kiln_builder_binary(b, KILN_OP_SUBTRACT, kiln_builder_const_u64(b, KILN_S32, (uint64_t)(s->len - 1)), t);
+    at = kiln_builder_binary(b, KILN_OP_SUBTRACT,
+                             kiln_builder_const_u64(b, KILN_S32, (uint64_t)(s->len - 1)), t);
   kiln_hlo_instruction_t *zero = kiln_builder_const_u64(b, KILN_S32, 0);
   kiln_hlo_instruction_t *args[MAX_VALUES], *next[1 + 2 * MAX_VALUES];
   int nstate = 1 + s->nin + s->nout + s->ncar;
@@ -150,12 +165,13 @@ static kiln_hlo_computation_t *step(kiln_hlo_module_t *m, kiln_shape_t *state, c
       sizes[k] = k == s->d ? 1 : x->shape->dims[k];
     }
     kiln_shape_t *slice = without_dim(b, x->shape, s->d);
-    args[i] = slice ? kiln_builder_reshape(b, kiln_builder_dynamic_slice(b, x, starts, sizes), slice->rank,
-                                           slice->dims)
+    args[i] = slice ? kiln_builder_reshape(b, kiln_builder_dynamic_slice(b, x, starts, sizes),
+                                           slice->rank, slice->dims)
                     : NULL;
     next[1 + i] = x;
   }
-  for (int j = 0; j < s->ncar; j++) args[s->nin + j] = kiln_builder_gte(b, p, 1 + s->nin + s->nout + j);
+  for (int j = 0; j < s->ncar; j++)
+    args[s->nin + j] = kiln_builder_gte(b, p, 1 + s->nin + s->nout + j);
   kiln_hlo_instruction_t *call =
       kiln_builder_op(b, KILN_OP_CALL, s->fn->root->shape, s->nin + s->ncar, args);
   if (!call) return NULL;
@@ -183,8 +199,10 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
   scan_t s;
   kiln_status st = describe(b, in, &s);
   if (st || run->error) {
-    if (!run->error) run->error = st;
-    else kiln_status_free(st);
+    if (!run->error)
+      run->error = st;
+    else
+      kiln_status_free(st);
     return NULL;
   }
   if (s.len == 0) { /* nothing to walk: empty outputs, the carries as they came */
@@ -192,11 +210,13 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
     for (int i = 0; i < s.nout + s.ncar; i++) {
       const kiln_shape_t *o = result_part(in, &s, i);
       res[i] = i >= s.nout ? in->operands[s.nin + i - s.nout]
-                           : kiln_builder_broadcast(b, kiln_builder_const_f64(b, o->type, 0), o->rank, o->dims, NULL);
+                           : kiln_builder_broadcast(b, kiln_builder_const_f64(b, o->type, 0),
+                                                    o->rank, o->dims, NULL);
       res[i] = kiln_builder_unary(b, KILN_OP_COPY, res[i]);
       if (res[i]) res[i]->shape = (kiln_shape_t *)o;
     }
-    kiln_hlo_instruction_t *r = s.tuple_result ? kiln_builder_tuple(b, s.nout + s.ncar, res) : res[0];
+    kiln_hlo_instruction_t *r =
+        s.tuple_result ? kiln_builder_tuple(b, s.nout + s.ncar, res) : res[0];
     if (r && s.tuple_result) r->shape = in->shape;
     if (!r) b->failed = true;
     run->expanded |= r != NULL;
@@ -214,7 +234,8 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
   for (int j = 0; j < s.ncar; j++) init[1 + s.nin + s.nout + j] = in->operands[s.nin + j];
   kiln_hlo_instruction_t *tup = kiln_builder_tuple(b, nstate, init);
   if (!tup) return NULL;
-  kiln_hlo_computation_t *cond = kiln_builder_counter_below(b->m, "scan_cond", tup->shape, s.len, b->layouts);
+  kiln_hlo_computation_t *cond =
+      kiln_builder_counter_below(b->m, "scan_cond", tup->shape, s.len, b->layouts);
   kiln_hlo_computation_t *body = step(b->m, tup->shape, &s, b->layouts);
   if (!cond || !body) {
     b->failed = true;
@@ -234,7 +255,8 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
   return r;
 }
 
-kiln_status kiln_pass_scan_expander(kiln_hlo_module_t *m, const kiln_pass_options_t *opts, bool *changed) {
+kiln_status kiln_pass_scan_expander(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
+                                    bool *changed) {
   run_t run = {0};
   kiln_status s = kiln_builder_expand_all(m, KILN_OP_SCAN, expand, &run, "scan_expander", changed);
   if (run.error) {
