@@ -1415,6 +1415,52 @@ static int op_call(gen_t *g) {
   return op_map_or_call(g, false);
 }
 
+/* scan along a random dimension of an array: one input, one carry of the slice's shape
+ * (another node of that shape, or zeros), the body a smooth binary op of slice and carry,
+ * then a unary step; the slice sum becomes both the step's output and the next carry.
+ * Sometimes reversed; the result is the outputs or the final carry. */
+static int op_scan(gen_t *g) {
+  int x = pick(g, any_type, 1);
+  gen_shape_t in = *shape_of(g, x);
+  int t = in.type;
+  if (!kTypes[t].arith || kTypes[t].kind == K_C) return -1;
+  int d = rnd(g, in.rank);
+  gen_shape_t slice = in;
+  slice.rank = in.rank - 1;
+  for (int i = d; i < slice.rank; i++) slice.dims[i] = in.dims[i + 1];
+  default_layout(&slice);
+  int carry = node_like(g, &slice);
+  if (carry < 0 || !same_dims(shape_of(g, carry), &slice)) return -1;
+  slice = *shape_of(g, carry);
+  int id = g->p->num_nodes;
+  kiln_strbuf_t ss = {0}, xs = {0}, c = {0};
+  gen_shape_t body_slice = slice;
+  default_layout(&body_slice);
+  shape_text(&ss, &body_slice);
+  shape_text(&xs, &in);
+  const char *sv = kiln_strbuf_cstr(&ss);
+  kiln_strbuf_printf(&c,
+                     "scan_body_%d {\n  a = %s parameter(0)\n  b = %s parameter(1)\n"
+                     "  x = %s %s(a, b)\n  y = %s %s(x)\n  ROOT r = (%s, %s) tuple(y, y)\n}\n\n",
+                     id, sv, sv, sv, smooth_binary(g, t), sv, step_op(g, t), sv, sv);
+  char tuple_shape[512];
+  kiln_strbuf_t cs = {0};
+  shape_text(&cs, &slice);
+  snprintf(tuple_shape, sizeof tuple_shape, "(%s, %s)", kiln_strbuf_cstr(&xs),
+           kiln_strbuf_cstr(&cs));
+  int ops[2] = {x, carry};
+  int sc = add_tuple_node(g, "scan", tuple_shape, ops, 2,
+                          xprintf(", dimensions={%d}, num_carries=1%s, to_apply=scan_body_%d", d,
+                                  chance(g, 30) ? ", is_reverse=true" : "", id),
+                          strbuf_take(&c));
+  kiln_strbuf_free(&ss);
+  kiln_strbuf_free(&xs);
+  kiln_strbuf_free(&cs);
+  bool outputs = chance(g, 60);
+  return add_node(g, "get-tuple-element", outputs ? &in : &slice, &sc, 1,
+                  xprintf(", index=%d", outputs ? 0 : 1), NULL);
+}
+
 /* select-and-scatter: the first maximum (GE) or minimum (LE) of each window of the operand
  * receives the window's source value, combined by add (maximum for floats narrower than
  * f32, see random_reducer). Exact operands only: the selection compares. */
@@ -1810,6 +1856,7 @@ static const op_entry_t kOps[] = {
     {op_convolution, 2},
     {op_sort_exact, 3},
     {op_while, 2},
+    {op_scan, 2},
     {op_conditional, 2},
     {op_tuple, 1},
     {op_math, 4},
