@@ -1855,8 +1855,9 @@ static const op_entry_t kOps[] = {
     {op_dot, 4},
     {op_convolution, 2},
     {op_sort_exact, 3},
-    {op_while, 2},
-    {op_scan, 2},
+    /* while and scan share while's old weight, so every other op keeps its draws */
+    {op_while, 1},
+    {op_scan, 1},
     {op_conditional, 2},
     {op_tuple, 1},
     {op_math, 4},
