@@ -272,6 +272,25 @@ static void test_command_buffers_form_over_kernel_runs(void **state) {
   run_and_compare(text, 3, NULL); /* replayed on the second and third runs */
 }
 
+/* Complex transposes the transpose emitter would take if they were real: it moves real values
+ * only, so they run as loop kernels (before, a plain c64[64,32] transpose did not compile:
+ * "c64 values in a hero kernel"). A plain one, one fused with math, one keeping the minor
+ * dimension, and one whose complex values feed a real result. */
+static void test_complex_transposes_compile_and_match_the_evaluator(void **state) {
+  (void)state;
+  static const char *const kTexts[] = {
+      "HloModule t\nENTRY e {\n  p = c64[64,32] parameter(0)\n"
+      "  ROOT t = c64[32,64] transpose(p), dimensions={1,0}\n}\n",
+      "HloModule t\nENTRY e {\n  p = c128[48,40] parameter(0)\n  a = c128[48,40] multiply(p, p)\n"
+      "  t = c128[40,48] transpose(a), dimensions={1,0}\n  ROOT n = c128[40,48] negate(t)\n}\n",
+      "HloModule t\nENTRY e {\n  p = c64[32,24,2] parameter(0)\n"
+      "  ROOT t = c64[24,32,2] transpose(p), dimensions={1,0,2}\n}\n",
+      "HloModule t\nENTRY e {\n  p = c64[64,32] parameter(0)\n"
+      "  t = c64[32,64] transpose(p), dimensions={1,0}\n  ROOT r = f32[32,64] real(t)\n}\n",
+  };
+  for (size_t i = 0; i < sizeof kTexts / sizeof kTexts[0]; i++) run_and_compare(kTexts[i], 1, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_while_loop_runs_its_body_until_the_condition_fails),
@@ -284,6 +303,7 @@ int main(void) {
       cmocka_unit_test(test_run_checks_parameters_and_stream),
       cmocka_unit_test(test_rng_state_matches_the_evaluator_and_advances_across_runs),
       cmocka_unit_test(test_command_buffers_form_over_kernel_runs),
+      cmocka_unit_test(test_complex_transposes_compile_and_match_the_evaluator),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

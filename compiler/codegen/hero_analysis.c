@@ -408,6 +408,15 @@ static bool complex_epilogue(const kiln_hlo_computation_t *c, const kiln_hero_an
   return found;
 }
 
+/* Whether any value of the fusion is complex: the transpose emitter's tiles and the values it
+ * reads around them are real kernel-IR values only (a plain c64 transpose could not compile);
+ * the loop emitter takes such fusions elementally. */
+static bool any_complex(const kiln_hlo_computation_t *c) {
+  for (size_t i = 0; i < c->instructions.len; i++)
+    if (is_complex_array(c->instructions.data[i]->shape)) return true;
+  return false;
+}
+
 static bool reductions_compatible(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b) {
   kiln_reduction_dims_t ra, rb;
   if (!kiln_hero_reduction_dims(a, &ra) || !kiln_hero_reduction_dims(b, &rb)) return false;
@@ -493,7 +502,7 @@ kiln_status kiln_hero_analyze(const kiln_hlo_computation_t *c, kiln_hero_analysi
       consistent = false;
     }
   }
-  if (tr && consistent) {
+  if (tr && consistent && !any_complex(c)) {
     int64_t in_elems = kiln_shape_num_elements(tr->operands[0]->shape);
     for (int i = 0; i < n && consistent; i++)
       if (!kiln_hero_is_transpose_hero(out->heroes[i], NULL))
