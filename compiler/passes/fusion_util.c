@@ -943,6 +943,25 @@ static kiln_status fusion_find_outputs(const kiln_hlo_computation_t *c, const in
   if (!outputs->len)
     return kiln_status_make(KILN_INVALID_ARGUMENT, "fusion of '%s' would have no output",
                             order->data[0]->name);
+  /* Outputs that are all get-tuple-elements of one member (a multi-output member's users,
+   * brought in with it) go in tuple order, so the root can be that member itself
+   * (fusion_set_root): a variadic scatter fused with a producer of its updates kept its users'
+   * order, and the scatter emitter wants the scatter as the root. */
+  const kiln_hlo_instruction_t *x = NULL;
+  bool one_source = outputs->len > 1;
+  for (size_t i = 0; i < outputs->len && one_source; i++) {
+    const kiln_hlo_instruction_t *g = outputs->data[i];
+    one_source = g->opcode == KILN_OP_GET_TUPLE_ELEMENT && g->num_operands == 1 &&
+                 (!x || g->operands[0] == x);
+    x = one_source ? g->operands[0] : x;
+  }
+  for (size_t i = 1; i < outputs->len && one_source; i++) /* insertion sort: a handful */
+    for (size_t j = i; j > 0 && outputs->data[j - 1]->tuple_index > outputs->data[j]->tuple_index;
+         j--) {
+      kiln_hlo_instruction_t *t = outputs->data[j];
+      outputs->data[j] = outputs->data[j - 1];
+      outputs->data[j - 1] = t;
+    }
   for (size_t i = 0; i < outputs->len && outputs->len > 1; i++)
     if (!kiln_shape_is_array(outputs->data[i]->shape))
       return kiln_status_make(KILN_UNIMPLEMENTED,
@@ -1072,7 +1091,19 @@ static kiln_status fusion_clone_members(builder_t *b, const instr_vec_t *order, 
 /* The fused computation's root: the value of the one output, or a tuple of them. */
 static kiln_status fusion_set_root(builder_t *b, const instr_vec_t *outputs) {
   kiln_hlo_module_t *m = b->m;
-  if (outputs->len == 1) {
+  /* get-tuple-element 0, 1, ..., n-1 of one n-element value: that value is the root */
+  kiln_hlo_instruction_t *whole = NULL;
+  for (size_t i = 0; i < outputs->len && outputs->len > 1; i++) {
+    kiln_hlo_instruction_t *v = kiln_ptrmap_get(&b->val, outputs->data[i]);
+    bool next = v && v->opcode == KILN_OP_GET_TUPLE_ELEMENT && v->tuple_index == (int64_t)i &&
+                v->num_operands == 1 && (!i || v->operands[0] == whole);
+    whole = next ? v->operands[0] : NULL;
+    if (!whole) break;
+  }
+  if (whole && whole->opcode != KILN_OP_PARAMETER && kiln_shape_is_tuple(whole->shape) &&
+      whole->shape->num_elements == (int)outputs->len) {
+    b->fc->root = whole;
+  } else if (outputs->len == 1) {
     b->fc->root = kiln_ptrmap_get(&b->val, outputs->data[0]);
   } else {
     kiln_shape_t **shapes = kiln_arena_alloc(&m->arena, sizeof(kiln_shape_t *) * outputs->len);

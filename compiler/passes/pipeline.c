@@ -39,7 +39,7 @@ static const pipeline_step_t kSteps[] = {
       "scan_expander", "dynamic_shape_remover", "select_and_scatter_expander",
       "stochastic_convert_decomposer"},
      false},
-    {"topk decomposition", {"topk_decomposer"}, false},
+    {"topk decomposition", {"topk_decomposer", "complex_splitter"}, false},
     {"layout assignment", {"layout_assignment"}, false},
     {"layout normalization", {"layout_normalization"}, false},
     {"dot canonicalization", {"conv_gemm_rewriter", "dot_canonicalizer"}, false},
