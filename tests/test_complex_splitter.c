@@ -21,7 +21,7 @@
 #include "tests/host_device_fixture.h"
 #include "tests/host_run_util.h"
 
-#define LT_REAL(T, P)                                                                      \
+#define LT_REAL(T, P)                                                                         \
   "lt { a = " T "[] parameter(0)\n b = " T "[] parameter(1)\n ra = " P "[] real(a)\n rb = " P \
   "[] real(b)\n ROOT l = pred[] compare(ra, rb), direction=LT }\n"
 
@@ -45,22 +45,25 @@ static const char *const kSorts[] = {
     "  ROOT s = (f32[40], c128[40]) sort(k, v), dimensions={0}, is_stable=true, to_apply=byf\n}\n",
 };
 
-#define SCATTER_DIMS                                                                        \
+#define SCATTER_DIMS                                                                     \
   "update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, " \
   "index_vector_dim=1"
 
 static const char *const kScatters[] = {
     "HloModule s\n"
     "add { a = c64[] parameter(0)\n b = c64[] parameter(1)\n ROOT s = c64[] add(a, b) }\n"
-    "ENTRY e {\n  p = c64[64,4] parameter(0)\n  i = s32[8,1] parameter(1)\n  u = c64[8,4] parameter(2)\n"
+    "ENTRY e {\n  p = c64[64,4] parameter(0)\n  i = s32[8,1] parameter(1)\n  u = c64[8,4] "
+    "parameter(2)\n"
     "  ROOT s = c64[64,4] scatter(p, i, u), " SCATTER_DIMS ", to_apply=add\n}\n",
     "HloModule s\n"
     "set { a = c64[] parameter(0)\n ROOT b = c64[] parameter(1) }\n"
-    "ENTRY e {\n  p = c64[16,3] parameter(0)\n  i = s32[5,1] parameter(1)\n  u = c64[5,3] parameter(2)\n"
+    "ENTRY e {\n  p = c64[16,3] parameter(0)\n  i = s32[5,1] parameter(1)\n  u = c64[5,3] "
+    "parameter(2)\n"
     "  ROOT s = c64[16,3] scatter(p, i, u), " SCATTER_DIMS ", to_apply=set\n}\n",
     "HloModule s\n"
     "mul { a = c64[] parameter(0)\n b = c64[] parameter(1)\n ROOT s = c64[] multiply(a, b) }\n"
-    "ENTRY e {\n  p = c64[16,2] parameter(0)\n  i = s32[6,1] parameter(1)\n  u = c64[6,2] parameter(2)\n"
+    "ENTRY e {\n  p = c64[16,2] parameter(0)\n  i = s32[6,1] parameter(1)\n  u = c64[6,2] "
+    "parameter(2)\n"
     "  ROOT s = c64[16,2] scatter(p, i, u), " SCATTER_DIMS ", to_apply=mul\n}\n",
     "HloModule s\n"
     "two { a = f32[] parameter(0)\n b = c128[] parameter(1)\n c = f32[] parameter(2)\n"
@@ -68,20 +71,22 @@ static const char *const kScatters[] = {
     " ROOT t = (f32[], c128[]) tuple(x, y) }\n"
     "ENTRY e {\n  p = f32[32,4] parameter(0)\n  q = c128[32,4] parameter(1)\n"
     "  i = s32[7,1] parameter(2)\n  u = f32[7,4] parameter(3)\n  v = c128[7,4] parameter(4)\n"
-    "  ROOT s = (f32[32,4], c128[32,4]) scatter(p, q, i, u, v), " SCATTER_DIMS ", to_apply=two\n}\n",
+    "  ROOT s = (f32[32,4], c128[32,4]) scatter(p, q, i, u, v), " SCATTER_DIMS
+    ", to_apply=two\n}\n",
 };
 
 /* Variadic real scatters: fused update producers, results read out of order. */
-#define ADD2                                                                                  \
-  "add2 { a = f32[] parameter(0)\n b = f32[] parameter(1)\n c = f32[] parameter(2)\n"         \
-  " d = f32[] parameter(3)\n s = f32[] add(a, c)\n t = f32[] add(b, d)\n"                    \
+#define ADD2                                                                          \
+  "add2 { a = f32[] parameter(0)\n b = f32[] parameter(1)\n c = f32[] parameter(2)\n" \
+  " d = f32[] parameter(3)\n s = f32[] add(a, c)\n t = f32[] add(b, d)\n"             \
   " ROOT r = (f32[], f32[]) tuple(s, t) }\n"
-#define VARIADIC(root)                                                                        \
-  "HloModule v\n" ADD2                                                                        \
-  "ENTRY e {\n  p = f32[64,4] parameter(0)\n  q = f32[64,4] parameter(1)\n"                  \
-  "  i = s32[8,1] parameter(2)\n  u = f32[8,4] parameter(3)\n  v = f32[8,4] parameter(4)\n"    \
-  "  un = f32[8,4] negate(u)\n  vn = f32[8,4] negate(v)\n"                                     \
-  "  s = (f32[64,4], f32[64,4]) scatter(p, q, i, un, vn), " SCATTER_DIMS ", to_apply=add2\n"  \
+#define VARIADIC(root)                                                                             \
+  "HloModule v\n" ADD2                                                                             \
+  "ENTRY e {\n  p = f32[64,4] parameter(0)\n  q = f32[64,4] parameter(1)\n"                        \
+  "  i = s32[8,1] parameter(2)\n  u = f32[8,4] parameter(3)\n  v = f32[8,4] parameter(4)\n"        \
+  "  un = f32[8,4] negate(u)\n  vn = f32[8,4] negate(v)\n"                                         \
+  "  s = (f32[64,4], f32[64,4]) scatter(p, q, i, un, vn), " SCATTER_DIMS                           \
+  ", to_apply=add2\n"                                                                              \
   "  a = f32[64,4] get-tuple-element(s), index=0\n  b = f32[64,4] get-tuple-element(s), index=1\n" \
   "  ROOT r = " root "\n}\n"
 
@@ -141,7 +146,8 @@ static void test_the_pass_leaves_only_real_operands(void **state) {
         const kiln_hlo_computation_t *comp = m->computations.data[c];
         for (size_t k = 0; k < comp->instructions.len; k++) {
           const kiln_hlo_instruction_t *in = comp->instructions.data[k];
-          if ((in->opcode == KILN_OP_SORT || in->opcode == KILN_OP_SCATTER) && has_complex_operand(in))
+          if ((in->opcode == KILN_OP_SORT || in->opcode == KILN_OP_SCATTER) &&
+              has_complex_operand(in))
             fail_msg("%s: %s still has a complex operand", m->name, in->name);
           assert_int_not_equal(in->opcode, KILN_OP_CALL);
         }

@@ -54,7 +54,8 @@ static kiln_hlo_computation_t *computation_with_params(kiln_hlo_module_t *m, con
   if (!c || !ps) return NULL;
   for (int i = 0; i < n; i++) {
     char *pn = kiln_hlo_module_unique_name(m, "part");
-    ps[i] = pn && shapes[i] ? kiln_hlo_instruction_create(c, KILN_OP_PARAMETER, shapes[i], pn) : NULL;
+    ps[i] =
+        pn && shapes[i] ? kiln_hlo_instruction_create(c, KILN_OP_PARAMETER, shapes[i], pn) : NULL;
     if (!ps[i]) return NULL;
     ps[i]->parameter_number = i;
     params[i] = ps[i];
@@ -74,8 +75,9 @@ static kiln_shape_t *part_shape(kiln_builder_t *b, const kiln_shape_t *s, bool s
 /* Wraps `fn` (parameters p_0..p_{k-1}, each at new place pl[i]) into a computation over the
  * split parameters; `split_results`: return the parts of each complex result (a tuple), else
  * fn's result as it is. NULL on failure. */
-static kiln_hlo_computation_t *wrap(kiln_hlo_module_t *m, kiln_hlo_computation_t *fn, const place_t *pl,
-                                    int k, int new_k, bool split_results, bool layouts) {
+static kiln_hlo_computation_t *wrap(kiln_hlo_module_t *m, kiln_hlo_computation_t *fn,
+                                    const place_t *pl, int k, int new_k, bool split_results,
+                                    bool layouts) {
   kiln_shape_t *shapes[4 * MAX_VALUES];
   kiln_hlo_instruction_t *params[4 * MAX_VALUES], *args[2 * MAX_VALUES];
   kiln_builder_t b0;
@@ -120,8 +122,8 @@ static kiln_hlo_computation_t *wrap(kiln_hlo_module_t *m, kiln_hlo_computation_t
 }
 
 /* The split operands of `xs` (n of them, placed by pl) into out[]. */
-static void split_operands(kiln_builder_t *b, kiln_hlo_instruction_t *const *xs, int n, const place_t *pl,
-                           kiln_hlo_instruction_t **out) {
+static void split_operands(kiln_builder_t *b, kiln_hlo_instruction_t *const *xs, int n,
+                           const place_t *pl, kiln_hlo_instruction_t **out) {
   for (int i = 0; i < n; i++) {
     if (!pl[i].split) {
       out[pl[i].at] = xs[i];
@@ -133,8 +135,8 @@ static void split_operands(kiln_builder_t *b, kiln_hlo_instruction_t *const *xs,
 }
 
 /* The original result (n values placed by pl, shaped like `shape`) from the new op `r`. */
-static kiln_hlo_instruction_t *join_results(kiln_builder_t *b, kiln_hlo_instruction_t *r, int n, const place_t *pl,
-                                            kiln_shape_t *shape) {
+static kiln_hlo_instruction_t *join_results(kiln_builder_t *b, kiln_hlo_instruction_t *r, int n,
+                                            const place_t *pl, kiln_shape_t *shape) {
   kiln_hlo_instruction_t *vals[MAX_VALUES];
   for (int i = 0; i < n; i++) {
     kiln_hlo_instruction_t *v = kiln_builder_gte(b, r, pl[i].at);
@@ -162,7 +164,8 @@ static kiln_shape_t *tuple_of(kiln_builder_t *b, kiln_hlo_instruction_t *const *
   return t;
 }
 
-static kiln_hlo_instruction_t *split_sort(kiln_builder_t *b, kiln_hlo_instruction_t *in, void *ctx) {
+static kiln_hlo_instruction_t *split_sort(kiln_builder_t *b, kiln_hlo_instruction_t *in,
+                                          void *ctx) {
   bool *split = ctx;
   int n = in->num_operands;
   kiln_hlo_computation_t *cmp = kiln_hlo_instruction_called(in, "to_apply");
@@ -186,7 +189,8 @@ static kiln_hlo_instruction_t *split_sort(kiln_builder_t *b, kiln_hlo_instructio
     if (cplx[i]) shapes[2 * j + 2] = shapes[2 * j + 3] = ps;
   }
   kiln_hlo_computation_t *w =
-      b->failed ? NULL : computation_with_params(b->m, "complex_compare", 2 * new_n, shapes, params);
+      b->failed ? NULL
+                : computation_with_params(b->m, "complex_compare", 2 * new_n, shapes, params);
   if (!w) {
     b->failed = true;
     return NULL;
@@ -195,9 +199,10 @@ static kiln_hlo_instruction_t *split_sort(kiln_builder_t *b, kiln_hlo_instructio
   kiln_builder_init(&cb, w, NULL, b->layouts);
   for (int i = 0; i < n; i++) {
     int j = pl[i].at;
-    args[2 * i] = cplx[i] ? kiln_builder_complex(&cb, params[2 * j], params[2 * j + 2]) : params[2 * j];
-    args[2 * i + 1] =
-        cplx[i] ? kiln_builder_complex(&cb, params[2 * j + 1], params[2 * j + 3]) : params[2 * j + 1];
+    args[2 * i] =
+        cplx[i] ? kiln_builder_complex(&cb, params[2 * j], params[2 * j + 2]) : params[2 * j];
+    args[2 * i + 1] = cplx[i] ? kiln_builder_complex(&cb, params[2 * j + 1], params[2 * j + 3])
+                              : params[2 * j + 1];
   }
   kiln_hlo_instruction_t *call = kiln_builder_op(&cb, KILN_OP_CALL, cmp->root->shape, 2 * n, args);
   if (call) kiln_hlo_instruction_add_called(call, "to_apply", false, 1, &cmp);
@@ -221,7 +226,8 @@ static kiln_hlo_instruction_t *split_sort(kiln_builder_t *b, kiln_hlo_instructio
   return r;
 }
 
-static kiln_hlo_instruction_t *split_scatter(kiln_builder_t *b, kiln_hlo_instruction_t *in, void *ctx) {
+static kiln_hlo_instruction_t *split_scatter(kiln_builder_t *b, kiln_hlo_instruction_t *in,
+                                             void *ctx) {
   bool *split = ctx;
   int n = (in->num_operands - 1) / 2;
   kiln_hlo_computation_t *fn = kiln_hlo_instruction_called(in, "to_apply");
@@ -229,10 +235,15 @@ static kiln_hlo_instruction_t *split_scatter(kiln_builder_t *b, kiln_hlo_instruc
       fn->num_parameters != 2 * n || !in->has_scatter_dnums)
     return NULL;
   bool cplx[MAX_VALUES], any = false;
+  const kiln_shape_t *rs = fn->root->shape;
+  if ((n == 1) != (rs->type != KILN_TUPLE) || (n > 1 && rs->num_elements != n)) return NULL;
   for (int i = 0; i < n; i++) {
     cplx[i] = is_complex_array(in->operands[i]->shape);
     any |= cplx[i];
-    if (cplx[i] != is_complex_array(in->operands[n + 1 + i]->shape)) return NULL;
+    const kiln_shape_t *ri = n == 1 ? rs : rs->elements[i];
+    if (cplx[i] != is_complex_array(in->operands[n + 1 + i]->shape) ||
+        cplx[i] != is_complex_array(ri))
+      return NULL;
   }
   if (!any) return NULL;
   place_t pl[MAX_VALUES], ppl[2 * MAX_VALUES];
@@ -251,7 +262,8 @@ static kiln_hlo_instruction_t *split_scatter(kiln_builder_t *b, kiln_hlo_instruc
   ops[new_n] = in->operands[n];
   split_operands(b, in->operands + n + 1, n, pl, ops + new_n + 1);
   kiln_shape_t *ts = tuple_of(b, ops, new_n);
-  kiln_hlo_instruction_t *s = ts ? kiln_builder_op(b, KILN_OP_SCATTER, ts, 2 * new_n + 1, ops) : NULL;
+  kiln_hlo_instruction_t *s =
+      ts ? kiln_builder_op(b, KILN_OP_SCATTER, ts, 2 * new_n + 1, ops) : NULL;
   if (!s) return NULL;
   s->has_scatter_dnums = true;
   s->scatter_dnums = in->scatter_dnums;
@@ -263,9 +275,11 @@ static kiln_hlo_instruction_t *split_scatter(kiln_builder_t *b, kiln_hlo_instruc
   return r;
 }
 
-kiln_status kiln_pass_complex_splitter(kiln_hlo_module_t *m, const kiln_pass_options_t *opts, bool *changed) {
+kiln_status kiln_pass_complex_splitter(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
+                                       bool *changed) {
   bool split = false, c1 = false, c2 = false;
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_builder_expand_all(m, KILN_OP_SORT, split_sort, &split, "complex_splitter", &c1));
+  KILN_RETURN_IF_ERROR_PLAIN(
+      kiln_builder_expand_all(m, KILN_OP_SORT, split_sort, &split, "complex_splitter", &c1));
   KILN_RETURN_IF_ERROR_PLAIN(
       kiln_builder_expand_all(m, KILN_OP_SCATTER, split_scatter, &split, "complex_splitter", &c2));
   *changed = c1 || c2;

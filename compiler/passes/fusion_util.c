@@ -929,6 +929,14 @@ static kiln_status fusion_collect_members(const kiln_hlo_computation_t *c, int n
   return NULL;
 }
 
+/* A variadic scatter, or a fusion whose root is one. */
+static bool is_scatter_value(const kiln_hlo_instruction_t *x) {
+  if (x->opcode == KILN_OP_SCATTER) return true;
+  const kiln_hlo_computation_t *f =
+      x->opcode == KILN_OP_FUSION ? kiln_hlo_instruction_called(x, "calls") : NULL;
+  return f && f->root && f->root->opcode == KILN_OP_SCATTER;
+}
+
 /* Step 2: the outputs, members (not duplicated) used outside the set or being c's root. */
 static kiln_status fusion_find_outputs(const kiln_hlo_computation_t *c, const instr_vec_t *order,
                                        kiln_ptrmap_t *set, instr_vec_t *outputs) {
@@ -943,8 +951,8 @@ static kiln_status fusion_find_outputs(const kiln_hlo_computation_t *c, const in
   if (!outputs->len)
     return kiln_status_make(KILN_INVALID_ARGUMENT, "fusion of '%s' would have no output",
                             order->data[0]->name);
-  /* Outputs that are all get-tuple-elements of one member (a multi-output member's users,
-   * brought in with it) go in tuple order, so the root can be that member itself
+  /* Outputs that are all get-tuple-elements of one variadic scatter (a multi-output member's
+   * users, brought in with it) go in tuple order, so the root can be the scatter itself
    * (fusion_set_root): a variadic scatter fused with a producer of its updates kept its users'
    * order, and the scatter emitter wants the scatter as the root. */
   const kiln_hlo_instruction_t *x = NULL;
@@ -952,7 +960,7 @@ static kiln_status fusion_find_outputs(const kiln_hlo_computation_t *c, const in
   for (size_t i = 0; i < outputs->len && one_source; i++) {
     const kiln_hlo_instruction_t *g = outputs->data[i];
     one_source = g->opcode == KILN_OP_GET_TUPLE_ELEMENT && g->num_operands == 1 &&
-                 (!x || g->operands[0] == x);
+                 is_scatter_value(g->operands[0]) && (!x || g->operands[0] == x);
     x = one_source ? g->operands[0] : x;
   }
   for (size_t i = 1; i < outputs->len && one_source; i++) /* insertion sort: a handful */
@@ -1091,7 +1099,8 @@ static kiln_status fusion_clone_members(builder_t *b, const instr_vec_t *order, 
 /* The fused computation's root: the value of the one output, or a tuple of them. */
 static kiln_status fusion_set_root(builder_t *b, const instr_vec_t *outputs) {
   kiln_hlo_module_t *m = b->m;
-  /* get-tuple-element 0, 1, ..., n-1 of one n-element value: that value is the root */
+  /* get-tuple-element 0, 1, ..., n-1 of one n-element scatter: the scatter is the root (the
+   * scatter emitter's form; other ops keep their tuple root) */
   kiln_hlo_instruction_t *whole = NULL;
   for (size_t i = 0; i < outputs->len && outputs->len > 1; i++) {
     kiln_hlo_instruction_t *v = kiln_ptrmap_get(&b->val, outputs->data[i]);
@@ -1100,7 +1109,7 @@ static kiln_status fusion_set_root(builder_t *b, const instr_vec_t *outputs) {
     whole = next ? v->operands[0] : NULL;
     if (!whole) break;
   }
-  if (whole && whole->opcode != KILN_OP_PARAMETER && kiln_shape_is_tuple(whole->shape) &&
+  if (whole && whole->opcode == KILN_OP_SCATTER && kiln_shape_is_tuple(whole->shape) &&
       whole->shape->num_elements == (int)outputs->len) {
     b->fc->root = whole;
   } else if (outputs->len == 1) {
