@@ -22,11 +22,10 @@
 
 #define MAX_VALUES 64
 
-/* Where a value of the original op went: its new index, and whether it was split (real part
- * at `at`, imaginary at `at + 1`). */
+/* Where a value of the original op went: its new index `at` (the real part's when split), and
+ * `im`, the imaginary part's (-1: not split). */
 typedef struct place {
-  int at;
-  bool split;
+  int at, im;
 } place_t;
 
 static bool is_complex_array(const kiln_shape_t *s) {
@@ -37,7 +36,7 @@ static bool is_complex_array(const kiln_shape_t *s) {
 static int place_values(const bool *cplx, int n, place_t *out) {
   int at = 0;
   for (int i = 0; i < n; i++) {
-    out[i] = (place_t){at, cplx[i]};
+    out[i] = (place_t){at, cplx[i] ? at + 1 : -1};
     at += cplx[i] ? 2 : 1;
   }
   return at;
@@ -65,7 +64,7 @@ static kiln_hlo_computation_t *computation_with_params(kiln_hlo_module_t *m, con
   return c;
 }
 
-/* The scalar shape of a split parameter's part (`re`: real) or of an unsplit one. */
+/* The shape of a split value's parts (`split`), or of an unsplit value. */
 static kiln_shape_t *part_shape(kiln_builder_t *b, const kiln_shape_t *s, bool split) {
   kiln_elem_type_t t = s->type;
   if (split) t = t == KILN_C128 ? KILN_F64 : KILN_F32;
@@ -73,8 +72,8 @@ static kiln_shape_t *part_shape(kiln_builder_t *b, const kiln_shape_t *s, bool s
 }
 
 /* Wraps `fn` (parameters p_0..p_{k-1}, each at new place pl[i]) into a computation over the
- * split parameters; `split_results`: return the parts of each complex result (a tuple), else
- * fn's result as it is. NULL on failure. */
+ * new_k split parameters; `split_results` (scatter combiners): return the parts of each complex
+ * result (a tuple), else fn's result as it is (sort comparators). NULL on failure. */
 static kiln_hlo_computation_t *wrap(kiln_hlo_module_t *m, kiln_hlo_computation_t *fn,
                                     const place_t *pl, int k, int new_k, bool split_results,
                                     bool layouts) {
@@ -84,8 +83,8 @@ static kiln_hlo_computation_t *wrap(kiln_hlo_module_t *m, kiln_hlo_computation_t
   kiln_builder_init(&b0, fn, NULL, layouts); /* for shapes only: nothing is appended to fn */
   for (int i = 0; i < k; i++) {
     const kiln_shape_t *s = fn->parameters[i]->shape;
-    shapes[pl[i].at] = part_shape(&b0, s, pl[i].split);
-    if (pl[i].split) shapes[pl[i].at + 1] = shapes[pl[i].at];
+    shapes[pl[i].at] = part_shape(&b0, s, pl[i].im >= 0);
+    if (pl[i].im >= 0) shapes[pl[i].im] = shapes[pl[i].at];
   }
   if (b0.failed) return NULL;
   kiln_hlo_computation_t *c = computation_with_params(m, "complex_parts", new_k, shapes, params);
@@ -94,8 +93,8 @@ static kiln_hlo_computation_t *wrap(kiln_hlo_module_t *m, kiln_hlo_computation_t
   kiln_builder_t *b = &bb;
   kiln_builder_init(b, c, NULL, layouts);
   for (int i = 0; i < k; i++)
-    args[i] = pl[i].split ? kiln_builder_complex(b, params[pl[i].at], params[pl[i].at + 1])
-                          : params[pl[i].at];
+    args[i] = pl[i].im >= 0 ? kiln_builder_complex(b, params[pl[i].at], params[pl[i].im])
+                            : params[pl[i].at];
   kiln_hlo_instruction_t *call = kiln_builder_op(b, KILN_OP_CALL, fn->root->shape, k, args);
   if (!call) return NULL;
   kiln_hlo_instruction_add_called(call, "to_apply", false, 1, &fn);
@@ -125,12 +124,12 @@ static kiln_hlo_computation_t *wrap(kiln_hlo_module_t *m, kiln_hlo_computation_t
 static void split_operands(kiln_builder_t *b, kiln_hlo_instruction_t *const *xs, int n,
                            const place_t *pl, kiln_hlo_instruction_t **out) {
   for (int i = 0; i < n; i++) {
-    if (!pl[i].split) {
+    if (pl[i].im < 0) {
       out[pl[i].at] = xs[i];
       continue;
     }
     out[pl[i].at] = kiln_builder_real(b, xs[i]);
-    out[pl[i].at + 1] = kiln_builder_imag(b, xs[i]);
+    out[pl[i].im] = kiln_builder_imag(b, xs[i]);
   }
 }
 
@@ -139,17 +138,10 @@ static kiln_hlo_instruction_t *join_results(kiln_builder_t *b, kiln_hlo_instruct
                                             const place_t *pl, kiln_shape_t *shape) {
   kiln_hlo_instruction_t *vals[MAX_VALUES];
   for (int i = 0; i < n; i++) {
-    kiln_hlo_instruction_t *v = kiln_builder_gte(b, r, pl[i].at);
-    if (pl[i].split) v = kiln_builder_complex(b, v, kiln_builder_gte(b, r, pl[i].at + 1));
-    /* exactly the original's shape (layouts included) */
-    v = kiln_builder_unary(b, KILN_OP_COPY, v);
-    if (v) v->shape = shape->type == KILN_TUPLE ? shape->elements[i] : shape;
-    vals[i] = v;
+    vals[i] = kiln_builder_gte(b, r, pl[i].at);
+    if (pl[i].im >= 0) vals[i] = kiln_builder_complex(b, vals[i], kiln_builder_gte(b, r, pl[i].im));
   }
-  if (shape->type != KILN_TUPLE) return vals[0];
-  kiln_hlo_instruction_t *t = kiln_builder_tuple(b, n, vals);
-  if (t) t->shape = shape;
-  return t;
+  return kiln_builder_result(b, shape, n, vals);
 }
 
 /* The tuple shape of the new op's results: the new operands' shapes. */
@@ -166,7 +158,7 @@ static kiln_shape_t *tuple_of(kiln_builder_t *b, kiln_hlo_instruction_t *const *
 
 static kiln_hlo_instruction_t *split_sort(kiln_builder_t *b, kiln_hlo_instruction_t *in,
                                           void *ctx) {
-  bool *split = ctx;
+  (void)ctx;
   int n = in->num_operands;
   kiln_hlo_computation_t *cmp = kiln_hlo_instruction_called(in, "to_apply");
   if (n < 1 || n > MAX_VALUES || !cmp || !cmp->root || cmp->num_parameters != 2 * n) return NULL;
@@ -176,42 +168,20 @@ static kiln_hlo_instruction_t *split_sort(kiln_builder_t *b, kiln_hlo_instructio
     any |= cplx[i];
   }
   if (!any) return NULL;
-  place_t pl[MAX_VALUES];
+  place_t pl[MAX_VALUES], ppl[2 * MAX_VALUES];
   int new_n = place_values(cplx, n, pl);
   /* The new comparator takes (lhs_j, rhs_j) of each new operand j at 2j, 2j + 1: a split
-   * operand's lhs parts at 2j (re) and 2j + 2 (im), its rhs parts at 2j + 1 and 2j + 3. */
-  kiln_shape_t *shapes[4 * MAX_VALUES];
-  kiln_hlo_instruction_t *params[4 * MAX_VALUES], *args[2 * MAX_VALUES];
+   * operand's lhs parts sit at 2j (re) and 2j + 2 (im), its rhs parts at 2j + 1 and 2j + 3. */
   for (int i = 0; i < n; i++) {
-    kiln_shape_t *ps = part_shape(b, cmp->parameters[2 * i]->shape, cplx[i]);
     int j = pl[i].at;
-    shapes[2 * j] = shapes[2 * j + 1] = ps;
-    if (cplx[i]) shapes[2 * j + 2] = shapes[2 * j + 3] = ps;
+    ppl[2 * i] = (place_t){2 * j, cplx[i] ? 2 * j + 2 : -1};
+    ppl[2 * i + 1] = (place_t){2 * j + 1, cplx[i] ? 2 * j + 3 : -1};
   }
-  kiln_hlo_computation_t *w =
-      b->failed ? NULL
-                : computation_with_params(b->m, "complex_compare", 2 * new_n, shapes, params);
+  kiln_hlo_computation_t *w = wrap(b->m, cmp, ppl, 2 * n, 2 * new_n, false, b->layouts);
   if (!w) {
     b->failed = true;
     return NULL;
   }
-  kiln_builder_t cb;
-  kiln_builder_init(&cb, w, NULL, b->layouts);
-  for (int i = 0; i < n; i++) {
-    int j = pl[i].at;
-    args[2 * i] =
-        cplx[i] ? kiln_builder_complex(&cb, params[2 * j], params[2 * j + 2]) : params[2 * j];
-    args[2 * i + 1] = cplx[i] ? kiln_builder_complex(&cb, params[2 * j + 1], params[2 * j + 3])
-                              : params[2 * j + 1];
-  }
-  kiln_hlo_instruction_t *call = kiln_builder_op(&cb, KILN_OP_CALL, cmp->root->shape, 2 * n, args);
-  if (call) kiln_hlo_instruction_add_called(call, "to_apply", false, 1, &cmp);
-  w->root = call;
-  if (cb.failed || !call) {
-    b->failed = true;
-    return NULL;
-  }
-  kiln_hlo_computation_sort_post_order(w);
   kiln_hlo_instruction_t *ops[2 * MAX_VALUES];
   split_operands(b, in->operands, n, pl, ops);
   kiln_shape_t *ts = tuple_of(b, ops, new_n);
@@ -221,14 +191,12 @@ static kiln_hlo_instruction_t *split_sort(kiln_builder_t *b, kiln_hlo_instructio
   s->dimensions = in->dimensions;
   s->is_stable = in->is_stable;
   kiln_hlo_instruction_add_called(s, "to_apply", false, 1, &w);
-  kiln_hlo_instruction_t *r = join_results(b, s, n, pl, in->shape);
-  *split |= r != NULL;
-  return r;
+  return join_results(b, s, n, pl, in->shape);
 }
 
 static kiln_hlo_instruction_t *split_scatter(kiln_builder_t *b, kiln_hlo_instruction_t *in,
                                              void *ctx) {
-  bool *split = ctx;
+  (void)ctx;
   int n = (in->num_operands - 1) / 2;
   kiln_hlo_computation_t *fn = kiln_hlo_instruction_called(in, "to_apply");
   if (n < 1 || n > MAX_VALUES || in->num_operands != 2 * n + 1 || !fn || !fn->root ||
@@ -250,7 +218,7 @@ static kiln_hlo_instruction_t *split_scatter(kiln_builder_t *b, kiln_hlo_instruc
   int new_n = place_values(cplx, n, pl);
   for (int i = 0; i < n; i++) {
     ppl[i] = pl[i];
-    ppl[n + i] = (place_t){new_n + pl[i].at, cplx[i]};
+    ppl[n + i] = (place_t){new_n + pl[i].at, cplx[i] ? new_n + pl[i].im : -1};
   }
   kiln_hlo_computation_t *w = wrap(b->m, fn, ppl, 2 * n, 2 * new_n, true, b->layouts);
   if (!w) {
@@ -270,20 +238,18 @@ static kiln_hlo_instruction_t *split_scatter(kiln_builder_t *b, kiln_hlo_instruc
   s->indices_are_sorted = in->indices_are_sorted;
   s->unique_indices = in->unique_indices;
   kiln_hlo_instruction_add_called(s, "to_apply", false, 1, &w);
-  kiln_hlo_instruction_t *r = join_results(b, s, n, pl, in->shape);
-  *split |= r != NULL;
-  return r;
+  return join_results(b, s, n, pl, in->shape);
 }
 
 kiln_status kiln_pass_complex_splitter(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
                                        bool *changed) {
-  bool split = false, c1 = false, c2 = false;
+  bool c1 = false, c2 = false;
   KILN_RETURN_IF_ERROR_PLAIN(
-      kiln_builder_expand_all(m, KILN_OP_SORT, split_sort, &split, "complex_splitter", &c1));
+      kiln_builder_expand_all(m, KILN_OP_SORT, split_sort, NULL, "complex_splitter", &c1));
   KILN_RETURN_IF_ERROR_PLAIN(
-      kiln_builder_expand_all(m, KILN_OP_SCATTER, split_scatter, &split, "complex_splitter", &c2));
+      kiln_builder_expand_all(m, KILN_OP_SCATTER, split_scatter, NULL, "complex_splitter", &c2));
   *changed = c1 || c2;
-  if (!split) return KILN_STATUS_OK;
+  if (!*changed) return KILN_STATUS_OK;
   bool inlined = false;
   return kiln_pass_call_inline(m, opts, &inlined);
 }

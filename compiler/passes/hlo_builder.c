@@ -344,6 +344,21 @@ kiln_hlo_instruction_t *kiln_builder_set_slice(kiln_builder_t *b, kiln_hlo_instr
   return kiln_builder_dynamic_update_slice(b, x, kiln_builder_reshape(b, update, r, dims), starts);
 }
 
+kiln_hlo_instruction_t *kiln_builder_result(kiln_builder_t *b, kiln_shape_t *shape, int n,
+                                            kiln_hlo_instruction_t *const *vals) {
+  bool tuple = shape->type == KILN_TUPLE;
+  if (n < 1 || n > 64 || (tuple ? shape->num_elements != n : n != 1)) return fail(b);
+  kiln_hlo_instruction_t *copies[64];
+  for (int i = 0; i < n; i++) {
+    copies[i] = kiln_builder_unary(b, KILN_OP_COPY, vals[i]);
+    if (copies[i]) copies[i]->shape = tuple ? shape->elements[i] : shape;
+  }
+  if (!tuple) return copies[0];
+  kiln_hlo_instruction_t *t = kiln_builder_tuple(b, n, copies);
+  if (t) t->shape = shape;
+  return t;
+}
+
 kiln_hlo_instruction_t *kiln_builder_while(kiln_builder_t *b, kiln_hlo_instruction_t *init,
                                            kiln_hlo_computation_t *cond, kiln_hlo_computation_t *body) {
   if (!init || !cond || !body) return fail(b);

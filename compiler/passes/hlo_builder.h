@@ -111,6 +111,10 @@ kiln_hlo_instruction_t *kiln_builder_dynamic_update_slice(kiln_builder_t *b, kil
  * the in-place emitter does not take) select(iota(dim) == index, broadcast(update), x). */
 kiln_hlo_instruction_t *kiln_builder_set_slice(kiln_builder_t *b, kiln_hlo_instruction_t *x,
                                                kiln_hlo_instruction_t *update, int dim, kiln_hlo_instruction_t *index);
+/* The replacement of an instruction of shape `shape` from its values: vals[i] copied to exactly
+ * element i of `shape` (layouts included), tupled when `shape` is a tuple, else vals[0] alone. */
+kiln_hlo_instruction_t *kiln_builder_result(kiln_builder_t *b, kiln_shape_t *shape, int n,
+                                            kiln_hlo_instruction_t *const *vals);
 /* while(init), condition=cond, body=body. */
 kiln_hlo_instruction_t *kiln_builder_while(kiln_builder_t *b, kiln_hlo_instruction_t *init,
                                            kiln_hlo_computation_t *cond, kiln_hlo_computation_t *body);

@@ -189,10 +189,15 @@ static kiln_hlo_computation_t *step(kiln_hlo_module_t *m, kiln_shape_t *state, c
   return body;
 }
 
+/* The first scan refused (the driver's expand function has no error channel). */
 typedef struct run {
-  bool expanded;
-  kiln_status error; /* the first scan refused */
+  kiln_status error;
 } run_t;
+
+/* Zeros of array shape `o`. */
+static kiln_hlo_instruction_t *zeros(kiln_builder_t *b, const kiln_shape_t *o) {
+  return kiln_builder_broadcast(b, kiln_builder_const_f64(b, o->type, 0), o->rank, o->dims, NULL);
+}
 
 static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t *in, void *ctx) {
   run_t *run = ctx;
@@ -205,32 +210,18 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
       kiln_status_free(st);
     return NULL;
   }
+  int nres = s.nout + s.ncar;
+  kiln_hlo_instruction_t *vals[MAX_VALUES];
   if (s.len == 0) { /* nothing to walk: empty outputs, the carries as they came */
-    kiln_hlo_instruction_t *res[MAX_VALUES];
-    for (int i = 0; i < s.nout + s.ncar; i++) {
-      const kiln_shape_t *o = result_part(in, &s, i);
-      res[i] = i >= s.nout ? in->operands[s.nin + i - s.nout]
-                           : kiln_builder_broadcast(b, kiln_builder_const_f64(b, o->type, 0),
-                                                    o->rank, o->dims, NULL);
-      res[i] = kiln_builder_unary(b, KILN_OP_COPY, res[i]);
-      if (res[i]) res[i]->shape = (kiln_shape_t *)o;
-    }
-    kiln_hlo_instruction_t *r =
-        s.tuple_result ? kiln_builder_tuple(b, s.nout + s.ncar, res) : res[0];
-    if (r && s.tuple_result) r->shape = in->shape;
-    if (!r) b->failed = true;
-    run->expanded |= r != NULL;
-    return r;
+    for (int i = 0; i < nres; i++)
+      vals[i] = i < s.nout ? zeros(b, result_part(in, &s, i)) : in->operands[s.nin + i - s.nout];
+    return kiln_builder_result(b, in->shape, nres, vals);
   }
   kiln_hlo_instruction_t *init[1 + 2 * MAX_VALUES];
-  int nstate = 1 + s.nin + s.nout + s.ncar;
+  int nstate = 1 + s.nin + nres;
   init[0] = kiln_builder_const_u64(b, KILN_S32, 0);
   for (int i = 0; i < s.nin; i++) init[1 + i] = in->operands[i];
-  for (int i = 0; i < s.nout; i++) {
-    const kiln_shape_t *o = result_part(in, &s, i);
-    kiln_hlo_instruction_t *z = kiln_builder_const_f64(b, o->type, 0);
-    init[1 + s.nin + i] = z ? kiln_builder_broadcast(b, z, o->rank, o->dims, NULL) : NULL;
-  }
+  for (int i = 0; i < s.nout; i++) init[1 + s.nin + i] = zeros(b, result_part(in, &s, i));
   for (int j = 0; j < s.ncar; j++) init[1 + s.nin + s.nout + j] = in->operands[s.nin + j];
   kiln_hlo_instruction_t *tup = kiln_builder_tuple(b, nstate, init);
   if (!tup) return NULL;
@@ -242,17 +233,8 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
     return NULL;
   }
   kiln_hlo_instruction_t *w = kiln_builder_while(b, tup, cond, body);
-  kiln_hlo_instruction_t *res[MAX_VALUES];
-  int nres = s.nout + s.ncar;
-  for (int i = 0; i < nres; i++) {
-    res[i] = kiln_builder_unary(b, KILN_OP_COPY, kiln_builder_gte(b, w, 1 + s.nin + i));
-    if (res[i]) res[i]->shape = (kiln_shape_t *)result_part(in, &s, i);
-  }
-  kiln_hlo_instruction_t *r = s.tuple_result ? kiln_builder_tuple(b, nres, res) : res[0];
-  if (r && s.tuple_result) r->shape = in->shape;
-  if (!r) b->failed = true;
-  run->expanded |= r != NULL;
-  return r;
+  for (int i = 0; i < nres; i++) vals[i] = kiln_builder_gte(b, w, 1 + s.nin + i);
+  return kiln_builder_result(b, in->shape, nres, vals);
 }
 
 kiln_status kiln_pass_scan_expander(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
@@ -264,7 +246,7 @@ kiln_status kiln_pass_scan_expander(kiln_hlo_module_t *m, const kiln_pass_option
     return run.error;
   }
   KILN_RETURN_IF_ERROR_PLAIN(s);
-  if (!run.expanded) return KILN_STATUS_OK;
+  if (!*changed) return KILN_STATUS_OK;
   bool inlined = false;
   return kiln_pass_call_inline(m, opts, &inlined);
 }
