@@ -311,6 +311,27 @@ static void test_all_to_all_permute_broadcast(void **state) {
         "  ROOT c = f64[5] collective-broadcast(y), replica_groups={{2,0,1}}");
 }
 
+/* Element types the cliques do not reduce (complex, fp8, sub-byte integers) go through the
+ * collective reducer expander too: an all-gather, then the reducer in rank order, bit for
+ * bit the evaluator's; a result in a non-default layout gets a copy into it. */
+static void test_types_the_runtime_does_not_reduce(void **state) {
+  (void)state;
+  check(4, 1, "c64", "[8,4]", "add",
+        "  ROOT c = c64[8,4] all-reduce(y), replica_groups={{0,1},{2,3}}, to_apply=red");
+  check(2, 1, "c128", "[6]", "multiply",
+        "  ROOT c = c128[6] all-reduce(y), replica_groups={{1,0}}, to_apply=red");
+  check(4, 1, "f8e4m3fn", "[8,4]", "add",
+        "  ROOT c = f8e4m3fn[2,4] reduce-scatter(y), replica_groups={}, dimensions={0}, "
+        "to_apply=red");
+  check(2, 2, "f8e5m2", "[5,3]", "maximum",
+        "  ROOT c = f8e5m2[5,3] all-reduce(y), channel_id=1, replica_groups={{0,3},{1,2}}, "
+        "use_global_device_ids=true, to_apply=red");
+  check(3, 1, "s4", "[7]", "add",
+        "  ROOT c = s4[7] all-reduce(y), replica_groups={}, to_apply=red");
+  check(2, 1, "c64", "[3,5]", "add",
+        "  ROOT c = c64[3,5]{0,1} all-reduce(y), replica_groups={{0,1}}, to_apply=red");
+}
+
 /* A reducer the runtime cannot fold ((a + b) * b) runs through the pipeline's collective
  * reducer expander (an all-gather and the reducer applied in rank order) and matches the
  * evaluator bit for bit; the variadic form, which the expander leaves alone, is UNIMPLEMENTED
@@ -728,6 +749,7 @@ int main(void) {
       cmocka_unit_test(test_all_reduce_variadic_and_async),
       cmocka_unit_test(test_all_gather_and_reduce_scatter),
       cmocka_unit_test(test_all_to_all_permute_broadcast),
+      cmocka_unit_test(test_types_the_runtime_does_not_reduce),
       cmocka_unit_test(test_unfoldable_reducer_runs_and_variadic_is_unimplemented),
       cmocka_unit_test(test_participant_skipping_a_collective_is_deadline_exceeded),
       cmocka_unit_test(test_multi_device_executable_alone_is_failed_precondition),

@@ -5,8 +5,9 @@
  * real operands; scatters combining by add, by overwrite, by multiply (the parts combine as one
  * complex value), a c128 scatter beside a real operand. The pass leaves no complex operand on a
  * sort or scatter and inlines what it wraps. Also variadic real scatters whose updates come
- * from fused producers and whose users read the results out of order (the fusion's root is
- * the scatter again: before, "scatter fusion whose root is not the scatter"). */
+ * from fused producers and whose users read the results out of order, or only some of them
+ * (the fusion's root is the scatter again: before, "scatter fusion whose root is not the
+ * scatter"). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -75,7 +76,7 @@ static const char *const kScatters[] = {
     ", to_apply=two\n}\n",
 };
 
-/* Variadic real scatters: fused update producers, results read out of order. */
+/* Variadic real scatters: fused update producers, results read out of order or not at all. */
 #define ADD2                                                                          \
   "add2 { a = f32[] parameter(0)\n b = f32[] parameter(1)\n c = f32[] parameter(2)\n" \
   " d = f32[] parameter(3)\n s = f32[] add(a, c)\n t = f32[] add(b, d)\n"             \
@@ -94,6 +95,8 @@ static const char *const kVariadic[] = {
     VARIADIC("f32[64,4] multiply(a, b)"),
     VARIADIC("c64[64,4] complex(b, a)"),
     VARIADIC("(f32[64,4], f32[64,4]) tuple(b, a)"),
+    VARIADIC("f32[64,4] negate(b)"), /* result 0 read by nobody: still the fusion's output */
+    VARIADIC("f32[64,4] exponential(a)"),
 };
 
 static void run_all(const char *const *texts, size_t n) {

@@ -177,6 +177,43 @@ static void test_dus_of_complex_values(void **state) {
   kiln_host_jit_destroy(jit);
 }
 
+/* Layouts: a column-major operand, update and result (in place), and a computed operand
+ * under a column-major update; each is read and written at its physical index. A bitcast
+ * root between non-default layouts is not a row-major reshape: named, not miscompiled. */
+static void test_dus_with_non_default_layouts(void **state) {
+  const char *col_major =
+      "fusion {\n  p0 = f32[9,7]{0,1} parameter(0)\n  p1 = f32[3,4]{0,1} parameter(1)\n"
+      "  i = s32[] parameter(2)\n  j = s32[] parameter(3)\n"
+      "  ROOT d = f32[9,7]{0,1} dynamic-update-slice(p0, p1, i, j)\n}\n";
+  const char *computed =
+      "fusion {\n  p0 = f32[5,6,4]{2,1,0} parameter(0)\n  p1 = f32[2,6,3]{0,2,1} parameter(1)\n"
+      "  i = s32[] parameter(2)\n  z = s32[] constant(0)\n  e = f32[5,6,4]{2,1,0} negate(p0)\n"
+      "  ROOT d = f32[5,6,4]{2,1,0} dynamic-update-slice(e, p1, i, z, i)\n}\n";
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  const char *texts[2] = {col_major, computed};
+  const char *what[2] = {"column-major DUS in place", "DUS of negate(p0) with a permuted update"};
+  for (int t = 0; t < 2; t++) {
+    kiln_hlo_module_t *m = parse(texts[t]);
+    assert_true(run_one(what[t], m->entry, KILN_CODEGEN_EMITTER_DYNAMIC_UPDATE_SLICE, jit));
+    kiln_hlo_module_destroy(m);
+  }
+  kiln_host_jit_destroy(jit);
+  const char *bitcast =
+      "fusion {\n  p0 = f32[4,6]{0,1} parameter(0)\n  p1 = f32[2,6]{0,1} parameter(1)\n"
+      "  i = s32[] parameter(2)\n  z = s32[] constant(0)\n"
+      "  d = f32[4,6]{0,1} dynamic-update-slice(p0, p1, i, z)\n  ROOT b = f32[24]{0} "
+      "bitcast(d)\n}\n";
+  kiln_hlo_module_t *m = parse(bitcast);
+  kiln_codegen_kernel_t k;
+  kiln_status s = kiln_dus_kernel_emit(m->entry, NULL, &k);
+  assert_non_null(s);
+  assert_int_equal(kiln_status_code(s), KILN_UNIMPLEMENTED);
+  assert_non_null(strstr(kiln_status_message(s), "between non-default layouts"));
+  kiln_status_free(s);
+  kiln_hlo_module_destroy(m);
+}
+
 /* A DUS under an elementwise epilogue is XLA's loop-emitter case: named, not miscompiled. */
 static void test_dus_under_epilogue_is_unimplemented(void **state) {
   const char *text = "fusion {\n  p0 = f32[8] parameter(0)\n  p1 = f32[2] parameter(1)\n  i = s32[] parameter(2)\n"
@@ -200,6 +237,7 @@ int main(void) {
       cmocka_unit_test(test_dus_with_computed_operand),
       cmocka_unit_test(test_dus_through_bitcast_with_side_output),
       cmocka_unit_test(test_dus_of_complex_values),
+      cmocka_unit_test(test_dus_with_non_default_layouts),
       cmocka_unit_test(test_dus_under_epilogue_is_unimplemented),
   };
   return kiln_run_tests(tests, NULL, NULL);

@@ -190,6 +190,43 @@ static void test_sorted_indices_accumulate_runs(void **state) {
   kiln_hlo_file_free(f);
 }
 
+/* Layouts: operands, updates and outputs stored column-major. Outputs are written at their
+ * physical index (a logical index into a column-major buffer scrambles it), and the
+ * operands are read at theirs. The variadic form runs serially; the single add is
+ * atomic, with an operand in the default layout under a column-major output. */
+static void test_scatter_with_non_default_layouts(void **state) {
+  const char *variadic =
+      "comb {\n  a0 = f32[] parameter(0)\n  a1 = s32[] parameter(1)\n  b0 = f32[] parameter(2)\n"
+      "  b1 = s32[] parameter(3)\n  s0 = f32[] add(a0, b0)\n  s1 = s32[] maximum(a1, b1)\n"
+      "  ROOT t = (f32[], s32[]) tuple(s0, s1)\n}\n"
+      "fusion {\n  o0 = f32[6,5]{0,1} parameter(0)\n  o1 = s32[6,5]{1,0} parameter(1)\n"
+      "  indices = s32[20] parameter(2)\n  u0 = f32[20,5]{0,1} parameter(3)\n  u1 = s32[20,5]{0,1} "
+      "parameter(4)\n"
+      "  ROOT s = (f32[6,5]{0,1}, s32[6,5]{0,1}) scatter(o0, o1, indices, u0, u1), "
+      "update_window_dims={1},\n"
+      "      inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, "
+      "to_apply=comb\n}\n";
+  const char *atomic =
+      "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+      "fusion {\n  o = f32[7,4]{1,0} parameter(0)\n  i = s32[9,1] parameter(1)\n  u = "
+      "f32[9,4]{0,1} parameter(2)\n"
+      "  e = f32[7,4]{1,0} exponential(o)\n"
+      "  ROOT s = f32[7,4]{0,1} scatter(e, i, u), update_window_dims={1}, "
+      "inserted_window_dims={0},\n"
+      "      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n";
+  const char *texts[2] = {variadic, atomic};
+  const char *what[2] = {"variadic, column-major outputs",
+                         "atomic add, column-major output over exp(operand)"};
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  for (int t = 0; t < 2; t++) {
+    kiln_hlo_module_t *m = parse(texts[t]);
+    assert_true(run_one(what[t], m->entry, jit, NULL, 0.5, 1.5, -1));
+    kiln_hlo_module_destroy(m);
+  }
+  kiln_host_jit_destroy(jit);
+}
+
 static void test_scatter_root_must_be_the_scatter(void **state) {
   const char *text = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
                      "fusion {\n  o = f32[8] parameter(0)\n  i = s32[2,1] parameter(1)\n  u = f32[2] parameter(2)\n"
@@ -214,6 +251,7 @@ int main(void) {
       cmocka_unit_test(test_scatter_atomic_add_on_parallel_blocks),
       cmocka_unit_test(test_variadic_scatter_with_duplicates_runs_serially),
       cmocka_unit_test(test_sorted_indices_accumulate_runs),
+      cmocka_unit_test(test_scatter_with_non_default_layouts),
       cmocka_unit_test(test_scatter_root_must_be_the_scatter),
   };
   return kiln_run_tests(tests, NULL, NULL);

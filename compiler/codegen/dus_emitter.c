@@ -19,6 +19,18 @@ static const kiln_hlo_instruction_t *through_bitcasts(const kiln_hlo_instruction
   return x;
 }
 
+/* Whether the chain from root x down to d (bitcasts and reshapes) maps logical row-major
+ * positions onto each other, as kiln_hero_reshape_index assumes: a reshape always does; a
+ * bitcast (the same bytes) only between default layouts. */
+static bool row_major_chain(const kiln_hlo_instruction_t *x, const kiln_hlo_instruction_t *d) {
+  bool bitcast = false, dflt = kiln_hero_has_default_layout(d->shape);
+  for (; x != d; x = x->operands[0]) {
+    bitcast |= x->opcode == KILN_OP_BITCAST;
+    dflt &= kiln_hero_has_default_layout(x->shape);
+  }
+  return !bitcast || dflt;
+}
+
 static bool depends_on_dus(const kiln_hlo_instruction_t *x, int depth) {
   if (x->opcode == KILN_OP_DYNAMIC_UPDATE_SLICE) return true;
   if (depth > 512) return true;
@@ -49,6 +61,10 @@ static kiln_status dus_analyze(const kiln_hlo_computation_t *c, dus_info_t *di) 
       for (int k = 0; k < d->num_operands; k++)
         if (depends_on_dus(d->operands[k], 0))
           return KILN_ERR_UNIMPLEMENTED("%s: %s reads another dynamic-update-slice", c->name, d->name);
+      if (!row_major_chain(x, d))
+        return KILN_ERR_UNIMPLEMENTED(
+            "%s: root %s bitcasts dynamic-update-slice %s between non-default layouts", c->name,
+            x->name, d->name);
       di->dus[i] = d;
       ndus++;
     } else if (depends_on_dus(x, 0)) {

@@ -1049,8 +1049,8 @@ kiln_status kiln_elemental_emit_functions(kiln_elemental_t *e) {
     return KILN_ERR_UNIMPLEMENTED(
         "%s: non-default layout of an %s (this emitter indexes memory in logical order); in "
         "fusion %s",
-        e->permuted_tensor ? e->permuted_tensor->name : e->permuted_output->name,
-        e->permuted_tensor ? "input" : "output", e->comp->name);
+        e->permuted_output ? e->permuted_output->name : e->permuted_tensor->name,
+        e->permuted_output ? "output" : "input", e->comp->name);
   int n = e->part->num_subgraphs;
   bool *skip = kiln_calloc((size_t)n + 1, sizeof(*skip));
   for (int i = 0; i < n && e->caller_emits; i++) {

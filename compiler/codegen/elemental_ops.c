@@ -796,6 +796,19 @@ int kiln_elemental_complex_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction
                               kiln_kir_value_t *const (*args)[2], const int *cnt, int nargs,
                               kiln_kir_value_t **out) {
   kiln_hlo_opcode_t op = instr->opcode;
+  if (op == KILN_OP_MAP) { /* the computation takes a complex parameter as (re, im) */
+    const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(instr, "to_apply");
+    kiln_kir_value_t *flat[2 * 8];
+    int n = 0;
+    for (int k = 0; k < nargs && k < 8; k++)
+      for (int p = 0; p < cnt[k] && p < 2; p++) flat[n++] = args[k][p];
+    if (!c || nargs > 8) {
+      kiln_elemental_fail(
+          f, KILN_ERR_INVALID("%s: map without to_apply or of %d operands", instr->name, nargs));
+      return -1;
+    }
+    return kiln_elemental_emit_scalar_computation(f, c, flat, n, out);
+  }
   kiln_elem_type_t rt = instr->shape->type;
   kiln_elem_type_t pt = kiln_elemental_part_type(rt);
   const kiln_kir_type_t *ptt = kiln_kir_type_scalar(f->e->m, pt);

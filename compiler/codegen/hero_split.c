@@ -86,8 +86,12 @@ kiln_status kiln_hero_split_begin(kiln_hero_split_t *s, const kiln_hlo_computati
   kiln_free(rshapes);
 
   kiln_hero_emit_t *h = &s->h;
-  /* The kernel reads d but writes c's outputs: created here for those. */
-  kiln_status st = kiln_hero_emit_start(h, c, d, opts, suffix, NULL, out);
+  /* The kernel reads d but writes c's outputs: created here for those. d's root tuple is
+   * never stored (its elements are values the kernel reads, computed in logical order), and
+   * tensors are read at their physical index (kiln_hero_emit_value), so layouts are no
+   * reason to refuse here: the emitters write c's outputs at physical indices. */
+  kiln_hero_emit_setup_t setup = {NULL, NULL, true, NULL};
+  kiln_status st = kiln_hero_emit_start(h, c, d, opts, suffix, &setup, out);
   if (!st) {
     st = kiln_hero_emit_kernel(h, s->outputs, s->num_outputs, block, grid);
     if (st) kiln_hero_emit_abort(h);

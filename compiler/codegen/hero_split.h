@@ -31,6 +31,8 @@ typedef struct kiln_hero_split {
 
 /* Starts a kernel for fusion `c` that reads the `nvals` instructions `vals` (instructions of
  * c, none of them depending on the hero) and writes c's outputs (flattened root shape).
+ * Tensors of any (untiled) layout are read at their physical index; the caller writes each
+ * output at its physical index (kiln_hero_insert_output or kiln_elemental_physical_index).
  * `suffix` (may be NULL) is appended to the kernel name (chains need distinct names).
  * Launch: block / grid as for kiln_hero_emit_begin. On error everything is released. */
 kiln_status kiln_hero_split_begin(kiln_hero_split_t *s, const kiln_hlo_computation_t *c,

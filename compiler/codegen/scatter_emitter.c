@@ -224,24 +224,27 @@ static bool sc_combine_into(kiln_hero_split_t *s, const sc_info_t *si, kiln_kir_
                             kiln_kir_value_t *const *oidx, kiln_kir_value_t *const *upd) {
   kiln_kir_builder_t *b = &s->h.b;
   size_t rank = (size_t)si->os->rank;
+  /* Output i is stored in its own physical dimension order. */
+  kiln_kir_value_t *pidx[SC_MAX_OPS][KILN_KIR_MAX_RANK];
+  for (int i = 0; i < si->nop; i++) kiln_elemental_physical_index(s->outputs[i], oidx, pidx[i]);
   if (si->mode == SC_RMW) {
     kiln_kir_atomic_t k = si->comb_kind == SC_COMB_ADD ? KILN_KIR_ATOMIC_ADD
                           : si->comb_kind == SC_COMB_MIN ? KILN_KIR_ATOMIC_MIN
                                                           : KILN_KIR_ATOMIC_MAX;
-    outs[0] = kiln_kir_atomic_rmw(b, k, upd[0], outs[0], oidx, rank);
+    outs[0] = kiln_kir_atomic_rmw(b, k, upd[0], outs[0], pidx[0], rank);
     return outs[0] != NULL;
   }
   if (si->mode == SC_CAS) {
-    outs[0] = kiln_hero_atomic_cas_combine(&s->h, si->comb, upd[0], outs[0], oidx, rank);
+    outs[0] = kiln_hero_atomic_cas_combine(&s->h, si->comb, upd[0], outs[0], pidx[0], rank);
     return outs[0] != NULL;
   }
   if (si->comb_kind == SC_COMB_OVERWRITE) {
-    outs[0] = kiln_kir_insert(b, upd[0], outs[0], oidx, rank);
+    outs[0] = kiln_kir_insert(b, upd[0], outs[0], pidx[0], rank);
     return outs[0] != NULL;
   }
   kiln_kir_value_t *args[2 * SC_MAX_OPS], *res[SC_MAX_OPS];
   for (int i = 0; i < si->nop; i++) {
-    args[i] = kiln_kir_extract(b, outs[i], oidx, rank);
+    args[i] = kiln_kir_extract(b, outs[i], pidx[i], rank);
     args[si->nop + i] = upd[i];
   }
   int n = kiln_elemental_emit_scalar_computation(&s->h.fn, si->comb, args, 2 * si->nop, res);
@@ -252,7 +255,7 @@ static bool sc_combine_into(kiln_hero_split_t *s, const sc_info_t *si, kiln_kir_
     return false;
   }
   for (int i = 0; i < si->nop; i++) {
-    outs[i] = kiln_kir_insert(b, res[i], outs[i], oidx, rank);
+    outs[i] = kiln_kir_insert(b, res[i], outs[i], pidx[i], rank);
     if (!outs[i]) return false;
   }
   return true;
@@ -443,7 +446,8 @@ static kiln_status sc_emit_init(const kiln_hlo_computation_t *c, const sc_info_t
     bool ok = true;
     for (int i = 0; i < si->nop && ok; i++) {
       kiln_kir_value_t *v = kiln_hero_split_value(&s, si->sc->operands[i], idx);
-      ys[i] = v ? kiln_kir_insert(&h->b, v, kiln_kir_loop_iter_arg(loop, (size_t)i), idx, (size_t)si->os->rank) : NULL;
+      ys[i] = kiln_hero_insert_output(h, &v, 1, kiln_kir_loop_iter_arg(loop, (size_t)i),
+                                      s.outputs[i], idx);
       ok = ys[i] != NULL;
     }
     kiln_elemental_exit(&h->fn, mark);

@@ -1,7 +1,8 @@
 /* collective_reducer_expander: an all-reduce or reduce-scatter whose reducer is not one the
  * runtime's cliques fold (add, multiply, minimum, maximum of the two parameters; and/or on
- * pred: kiln_coll_reducer_op) becomes an all-gather of every group member's operand along a
- * new leading dimension and a chain of `map`s applying the reducer computation itself,
+ * pred: kiln_coll_reducer_op; on the types kiln_coll_runtime_reduces_type names, so not on
+ * sub-byte integers, fp8 or complex values) becomes an all-gather of every group member's operand
+ * along a new leading dimension and a chain of `map`s applying the reducer computation itself,
  * ((v0 f v1) f v2) ..., v_k being the operand of the member at rank k of the group — the
  * evaluator's fold order (compiler/eval/eval_collectives.c), so results are bit-identical.
  * A reduce-scatter first keeps, of what was gathered, the participant's share of its scatter
@@ -12,8 +13,8 @@
  * The all-gather keeps the collective's groups, channel_id and use_global_device_ids (its
  * group modes are all-reduce's), so it gathers from exactly the participants that would have
  * been reduced. Left alone (the thunk emitter then names the reducer as UNIMPLEMENTED):
- * variadic or tuple collectives, reducers that are not scalar (T[], T[]) -> T[], results
- * with a non-default layout, control edges, groups of unequal sizes, worlds over 4096
+ * variadic or tuple collectives, reducers that are not scalar (T[], T[]) -> T[], layouts the
+ * collective must keep (constrain_layout), control edges, groups of unequal sizes, worlds over 4096
  * participants. It moves group-size times the data an all-reduce would: a fallback for
  * reducers nothing faster folds, not a fast path. */
 #include <string.h>
@@ -34,6 +35,7 @@
 static bool folded_by_runtime(const kiln_hlo_computation_t *f) {
   kiln_elem_type_t t = KILN_ELEM_TYPE_COUNT;
   kiln_hlo_opcode_t op = kiln_coll_reducer_op(f, &t);
+  if (op != KILN_OP_COUNT && !kiln_coll_runtime_reduces_type(t)) return false;
   switch (op) {
     case KILN_OP_ADD:
     case KILN_OP_MULTIPLY:
@@ -133,9 +135,8 @@ static kiln_hlo_instruction_t *own_rank(kiln_builder_t *b, const int *ranks, int
 static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t *in) {
   const kiln_shape_t *out = in->shape;
   kiln_hlo_computation_t *f = kiln_hlo_instruction_called(in, "to_apply");
-  if (in->num_operands != 1 || !out || !kiln_shape_is_array(out) || !default_layout(out) ||
-      in->constrain_layout || kiln_coll_has_control_edges(in) || !f || folded_by_runtime(f) ||
-      !scalar_binary(f, out->type))
+  if (in->num_operands != 1 || !out || !kiln_shape_is_array(out) || in->constrain_layout ||
+      kiln_coll_has_control_edges(in) || !f || folded_by_runtime(f) || !scalar_binary(f, out->type))
     return NULL;
   kiln_hlo_instruction_t *x = in->operands[0];
   if (!x->shape || !kiln_shape_is_array(x->shape) || x->shape->rank >= MAX_RANK) return NULL;
@@ -208,6 +209,11 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
     }
   }
   kiln_free(ranks);
+  if (acc && !default_layout(out)) { /* the fold is in the default layout: copy into out's */
+    kiln_shape_t *os = kiln_shape_clone(&b->m->arena, out);
+    acc = os ? kiln_builder_op(b, KILN_OP_COPY, os, 1, &acc) : NULL;
+    if (!acc) b->failed = true;
+  }
   return acc;
 }
 

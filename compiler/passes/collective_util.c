@@ -32,6 +32,27 @@ kiln_hlo_opcode_t kiln_coll_reducer_op(const kiln_hlo_computation_t *f, kiln_ele
   }
 }
 
+bool kiln_coll_runtime_reduces_type(kiln_elem_type_t t) {
+  switch (t) {
+    case KILN_PRED:
+    case KILN_S8:
+    case KILN_U8:
+    case KILN_S16:
+    case KILN_U16:
+    case KILN_S32:
+    case KILN_U32:
+    case KILN_S64:
+    case KILN_U64:
+    case KILN_F16:
+    case KILN_BF16:
+    case KILN_F32:
+    case KILN_F64:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool kiln_coll_same_reducer(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b) {
   const kiln_hlo_computation_t *fa = kiln_hlo_instruction_called(a, "to_apply");
   const kiln_hlo_computation_t *fb = kiln_hlo_instruction_called(b, "to_apply");

@@ -17,6 +17,12 @@
  * *type: the parameters' element type. */
 kiln_hlo_opcode_t kiln_coll_reducer_op(const kiln_hlo_computation_t *f, kiln_elem_type_t *type);
 
+/* Whether the runtime's cliques (host rendezvous, MPI, NCCL) reduce elements of type `t`
+ * themselves: pred, the 8- to 64-bit integers, f16, bf16, f32, f64. The thunk emitter takes
+ * reductions of these; collective_reducer_expander rewrites the others (sub-byte integers,
+ * fp8, complex). */
+bool kiln_coll_runtime_reduces_type(kiln_elem_type_t t);
+
 /* Whether collectives `a` and `b` reduce the same way: the same to_apply computation, or two
  * computations applying the same commutative op to their two parameters of one type. */
 bool kiln_coll_same_reducer(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b);

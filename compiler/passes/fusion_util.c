@@ -778,7 +778,17 @@ typedef struct builder {
   /* When set (growing in place): call counts; a member fusion (not duplicated) whose fused
    * computation only it calls has its instructions moved in instead of cloned. */
   const kiln_ptrmap_t *callers;
+  /* Set by fusion_set_root when the root is a variadic scatter whose results are the outputs
+   * (all or some of them): output i is then element slot[i] of the fusion's tuple. */
+  bool scatter_root;
+  int64_t *slot;
 } builder_t;
+
+/* The fusion result element output i of n becomes (-1: the whole result). */
+static int64_t output_slot(const builder_t *b, size_t i, size_t n) {
+  if (b->scatter_root) return b->slot[i];
+  return n == 1 ? -1 : (int64_t)i;
+}
 
 /* The fused computation's value for an instruction outside the set: a parameter (created
  * on first use) or, for a scalar constant, a clone of it. */
@@ -956,7 +966,7 @@ static kiln_status fusion_find_outputs(const kiln_hlo_computation_t *c, const in
    * (fusion_set_root): a variadic scatter fused with a producer of its updates kept its users'
    * order, and the scatter emitter wants the scatter as the root. */
   const kiln_hlo_instruction_t *x = NULL;
-  bool one_source = outputs->len > 1;
+  bool one_source = true;
   for (size_t i = 0; i < outputs->len && one_source; i++) {
     const kiln_hlo_instruction_t *g = outputs->data[i];
     one_source = g->opcode == KILN_OP_GET_TUPLE_ELEMENT && g->num_operands == 1 &&
@@ -1099,19 +1109,28 @@ static kiln_status fusion_clone_members(builder_t *b, const instr_vec_t *order, 
 /* The fused computation's root: the value of the one output, or a tuple of them. */
 static kiln_status fusion_set_root(builder_t *b, const instr_vec_t *outputs) {
   kiln_hlo_module_t *m = b->m;
-  /* get-tuple-element 0, 1, ..., n-1 of one n-element scatter: the scatter is the root (the
-   * scatter emitter's form; other ops keep their tuple root) */
+  /* get-tuple-elements of one variadic scatter, in increasing order (every element or some):
+   * the scatter is the root (the scatter emitter's form; other ops keep their tuple root), and
+   * a result nobody reads is an output all the same. */
   kiln_hlo_instruction_t *whole = NULL;
-  for (size_t i = 0; i < outputs->len && outputs->len > 1; i++) {
+  for (size_t i = 0, prev = 0; i < outputs->len; i++) {
     kiln_hlo_instruction_t *v = kiln_ptrmap_get(&b->val, outputs->data[i]);
-    bool next = v && v->opcode == KILN_OP_GET_TUPLE_ELEMENT && v->tuple_index == (int64_t)i &&
-                v->num_operands == 1 && (!i || v->operands[0] == whole);
+    bool next = v && v->opcode == KILN_OP_GET_TUPLE_ELEMENT && v->num_operands == 1 &&
+                v->tuple_index >= 0 &&
+                (!i || (v->operands[0] == whole && (size_t)v->tuple_index > prev));
     whole = next ? v->operands[0] : NULL;
     if (!whole) break;
+    prev = (size_t)v->tuple_index;
   }
   if (whole && whole->opcode == KILN_OP_SCATTER && kiln_shape_is_tuple(whole->shape) &&
-      whole->shape->num_elements == (int)outputs->len) {
+      whole->shape->num_elements >= (int)outputs->len) {
     b->fc->root = whole;
+    b->scatter_root = true;
+    b->slot = kiln_arena_alloc(&m->arena, sizeof(int64_t) * outputs->len);
+    if (!b->slot) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "out of memory in fusion");
+    for (size_t i = 0; i < outputs->len; i++)
+      b->slot[i] =
+          ((kiln_hlo_instruction_t *)kiln_ptrmap_get(&b->val, outputs->data[i]))->tuple_index;
   } else if (outputs->len == 1) {
     b->fc->root = kiln_ptrmap_get(&b->val, outputs->data[0]);
   } else {
@@ -1192,18 +1211,16 @@ static kiln_status fusion_replace_members(kiln_hlo_computation_t *c, builder_t *
   kiln_hlo_instruction_add_called(fusion, "calls", false, 1, &b->fc);
   fusion->fusion_kind = kiln_fusion_kind_for(b->fc);
 
-  if (outputs->len == 1) {
-    kiln_hlo_instruction_replace_all_uses(outputs->data[0], fusion);
-  } else {
-    for (size_t i = 0; i < outputs->len; i++) {
-      kiln_hlo_instruction_t *o = outputs->data[i];
-      kiln_hlo_instruction_t *g =
-          kiln_hlo_instruction_create(c, KILN_OP_GET_TUPLE_ELEMENT, o->shape,
+  for (size_t i = 0; i < outputs->len; i++) {
+    kiln_hlo_instruction_t *o = outputs->data[i], *g = fusion;
+    int64_t slot = output_slot(b, i, outputs->len);
+    if (slot >= 0) {
+      g = kiln_hlo_instruction_create(c, KILN_OP_GET_TUPLE_ELEMENT, o->shape,
                                       kiln_hlo_module_unique_name(m, "get-tuple-element"));
-      g->tuple_index = (int64_t)i;
+      g->tuple_index = slot;
       kiln_hlo_instruction_set_operands(g, 1, &fusion);
-      kiln_hlo_instruction_replace_all_uses(o, g);
     }
+    kiln_hlo_instruction_replace_all_uses(o, g);
   }
   *out_fusion = fusion;
   return remove_members(order, set, NULL);
@@ -1407,11 +1424,12 @@ static kiln_status host_replace_members(kiln_hlo_computation_t *c, builder_t *b,
   host->fusion_kind = kiln_fusion_kind_for(b->fc);
   for (size_t i = 0; i < outputs->len; i++) {
     kiln_hlo_instruction_t *o = outputs->data[i], *to = host;
-    if (outputs->len > 1) {
+    int64_t slot = output_slot(b, i, outputs->len);
+    if (slot >= 0) {
       to = kiln_hlo_instruction_create(c, KILN_OP_GET_TUPLE_ELEMENT,
                                        o == host ? host_shape : o->shape,
                                        kiln_hlo_module_unique_name(m, "get-tuple-element"));
-      to->tuple_index = (int64_t)i;
+      to->tuple_index = slot;
       kiln_hlo_instruction_set_operands(to, 1, &host);
     }
     if (o != host) {

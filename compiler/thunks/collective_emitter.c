@@ -5,6 +5,7 @@
 
 #include "compiler/hlo/collective_groups.h"
 #include "compiler/hlo/opcode.h"
+#include "compiler/passes/collective_util.h"
 #include "runtime/collective_thunk.h"
 
 int kiln_collective_result_leaf(const kiln_hlo_instruction_t *start, int k) {
@@ -22,6 +23,10 @@ static kiln_status slice_of(const kiln_buffer_assignment_t *ba, const kiln_hlo_i
 
 static kiln_status coll_dtype(const kiln_hlo_instruction_t *in, kiln_elem_type_t t,
                               kiln_coll_dtype_t *out) {
+  /* Other types were rewritten by collective_reducer_expander, unless it left them alone. */
+  if (!kiln_coll_runtime_reduces_type(t))
+    return kiln_status_make(KILN_UNIMPLEMENTED, "%s '%s': reductions of %s",
+                            kiln_hlo_opcode_name(in->opcode), in->name, kiln_elem_type_name(t));
   switch (t) {
     case KILN_PRED:
       *out = KILN_COLL_PRED;
@@ -63,8 +68,8 @@ static kiln_status coll_dtype(const kiln_hlo_instruction_t *in, kiln_elem_type_t
       *out = KILN_COLL_F16;
       return KILN_STATUS_OK;
     default:
-      return kiln_status_make(KILN_UNIMPLEMENTED, "%s '%s': reductions of %s",
-                              kiln_hlo_opcode_name(in->opcode), in->name, kiln_elem_type_name(t));
+      return KILN_ERR_INTERNAL("%s '%s': no collective type for %s",
+                               kiln_hlo_opcode_name(in->opcode), in->name, kiln_elem_type_name(t));
   }
 }
 
