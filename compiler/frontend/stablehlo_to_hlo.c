@@ -118,6 +118,9 @@ kiln_status shc_elem_text(const kiln_mlir_type_t *t, const char **out) {
     case KILN_MLIR_TYPE_TOKEN:
       *out = "token";
       return NULL;
+    case KILN_MLIR_TYPE_OTHER:
+      if (shc_is_quant(t)) return shc_quant_storage_text(t, out);
+      break;
     default:
       break;
   }
@@ -899,6 +902,8 @@ kiln_status shc_convert_op(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   if (is_check_op(op, &kind)) return convert_check(c, op, kind);
   if (!strcmp(op->name, "interpreter.run_parallel")) return shc_convert_run_parallel(c, op);
   bool handled = false;
+  SHC_TRY(shc_convert_quant_op(c, op, &handled));
+  if (handled) return NULL;
   SHC_TRY(shc_convert_simple_op(c, op, &handled));
   if (handled) return NULL;
   SHC_TRY(shc_convert_control_op(c, op, &handled));

@@ -108,6 +108,12 @@ kiln_status shc_region_computation(shc_ctx_t *c, const kiln_mlir_op_t *op,
 /* Op families (stablehlo_to_hlo_ops.c, stablehlo_to_hlo_ops2.c, chlo_decompose.c): each
  * returns true in *handled when it knows the op. */
 kiln_status shc_convert_simple_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled);
+/* Quantized types (stablehlo_to_hlo_quant.c): uniform_quantize / uniform_dequantize, and any
+ * op with a quantized operand or result (dequantize, the op, quantize). */
+kiln_status shc_convert_quant_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled);
+bool shc_is_quant(const kiln_mlir_type_t *elem);
+/* A quantized element type's storage type as an HLO element type name. */
+kiln_status shc_quant_storage_text(const kiln_mlir_type_t *elem, const char **out);
 kiln_status shc_convert_complex_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled);
 kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled);
 kiln_status shc_convert_run_parallel(shc_ctx_t *c, const kiln_mlir_op_t *op);

@@ -736,8 +736,6 @@ kiln_status shc_convert_complex_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool 
   if (!strcmp(n, "batch_norm_inference")) return convert_batch_norm(c, op, "batch-norm-inference");
   if (!strcmp(n, "batch_norm_training")) return convert_batch_norm(c, op, "batch-norm-training");
   if (!strcmp(n, "batch_norm_grad")) return convert_batch_norm(c, op, "batch-norm-grad");
-  if (!strncmp(n, "uniform_", 8))
-    return SHC_UNIMPL(op, "quantized types are not supported (%s)", n);
   kiln_status s = convert_collective(c, op, n, handled);
   if (s || *handled) return s;
   *handled = false;
