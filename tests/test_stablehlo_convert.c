@@ -310,6 +310,21 @@ static void test_unknown_op_and_dynamic_shape_are_unimplemented_naming_them(void
   assert_non_null(strstr(kiln_status_message(s), "dynamic"));
   kiln_status_free(s);
   kiln_mlir_module_destroy(b.m);
+
+  /* An op after the terminator (the text reader takes `return %a\nc}` so: a fuzzer's find,
+   * which crashed the entry's result types) is refused. */
+  b.m = kiln_mlir_module_create();
+  t = tensor(&b, int_type(&b, 32), 1, d);
+  blk = func(&b, "main", 1, (const kiln_mlir_type_t *[]){t});
+  add_op(&b, blk, "func.return", NULL, 1, &blk->args[0]);
+  add_op(&b, blk, "func.c", NULL, 0, NULL);
+  s = kiln_stablehlo_to_hlo(b.m, NULL, &hm);
+  assert_non_null(s);
+  assert_int_equal(kiln_status_code(s), KILN_INVALID_ARGUMENT);
+  assert_non_null(
+      strstr(kiln_status_message(s), "func.c after the block's terminator func.return"));
+  kiln_status_free(s);
+  kiln_mlir_module_destroy(b.m);
 }
 
 /* ---- from MLIR text (skipped while the text reader is not built in) ---- */

@@ -418,6 +418,9 @@ kiln_status shc_convert_block(shc_ctx_t *c, const kiln_mlir_block_t *block, cons
   for (int32_t i = 0; i < block->num_ops; i++) {
     const kiln_mlir_op_t *op = block->ops[i];
     if (is_terminator(op)) {
+      if (i != block->num_ops - 1)
+        return SHC_INVALID(block->ops[i + 1], "%s after the block's terminator %s",
+                           block->ops[i + 1]->name, op->name);
       *num_ret = op->num_operands;
       *ret = kiln_arena_alloc(&c->arena, sizeof(char *) * (size_t)(op->num_operands + 1));
       for (int32_t j = 0; j < op->num_operands; j++)

@@ -174,17 +174,21 @@ kiln_status shc_quant_storage_text(const kiln_mlir_type_t *elem, const char **ou
   return NULL;
 }
 
-bool shc_is_quant(const kiln_mlir_type_t *elem) { return is_quant(elem); }
+bool shc_is_quant(const kiln_mlir_type_t *elem) {
+  return is_quant(elem);
+}
 
-/* A tensor type like `t` with element type `elem`. */
+/* A tensor type like `t` with element type `elem` (copied: it may live on the stack). */
 static const kiln_mlir_type_t *with_elem(shc_ctx_t *c, const kiln_mlir_type_t *t,
                                          const kiln_mlir_type_t *elem) {
   kiln_mlir_type_t *n = kiln_arena_alloc(&c->arena, sizeof *n);
+  kiln_mlir_type_t *e = kiln_arena_alloc(&c->arena, sizeof *e);
+  *e = *elem;
   if (t->kind == KILN_MLIR_TYPE_TENSOR) {
     *n = *t;
-    n->element = elem;
+    n->element = e;
   } else {
-    *n = *elem;
+    *n = *e;
   }
   return n;
 }
@@ -217,8 +221,8 @@ static kiln_status quant_param(shc_ctx_t *c, const kiln_mlir_op_t *op, const qua
     kiln_strbuf_printf(&b, "%s%.17g", i ? ", " : "",
                        zero_points ? (double)q->zero_points[i] : q->scales[i]);
   kiln_strbuf_append(&b, "})");
-  const char *vec = shc_emit(c, kiln_arena_printf(&c->arena, "%s[%d]", e, (int)q->n), "%s",
-                             kiln_strbuf_cstr(&b));
+  const char *vec =
+      shc_emit(c, kiln_arena_printf(&c->arena, "%s[%d]", e, (int)q->n), "%s", kiln_strbuf_cstr(&b));
   kiln_strbuf_free(&b);
   *out = shc_emit(c, sh, "broadcast(%s), dimensions={%d}", vec, (int)q->qdim);
   return NULL;
@@ -332,12 +336,12 @@ kiln_status shc_convert_quant_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *h
     shc_bind(c, &op->results[0], shc_emit(c, sh, "copy(%s)", v));
     return NULL;
   }
-  if (op->num_regions > 0)
-    return SHC_UNIMPL(op, "quantized values in an op with regions");
+  if (op->num_regions > 0) return SHC_UNIMPL(op, "quantized values in an op with regions");
   if (!strcmp(n, "constant")) return SHC_UNIMPL(op, "quantized constants");
   /* dequantize_op_quantize: the op on expressed values, then each quantized result quantized */
   kiln_mlir_op_t copy = *op;
-  copy.operands = kiln_arena_alloc(&c->arena, sizeof(*copy.operands) * (size_t)(op->num_operands + 1));
+  copy.operands =
+      kiln_arena_alloc(&c->arena, sizeof(*copy.operands) * (size_t)(op->num_operands + 1));
   copy.results = kiln_arena_alloc(&c->arena, sizeof(*copy.results) * (size_t)(op->num_results + 1));
   quant_t *rq = kiln_arena_alloc(&c->arena, sizeof(*rq) * (size_t)(op->num_results + 1));
   for (int32_t i = 0; i < op->num_operands; i++) {
@@ -369,8 +373,7 @@ kiln_status shc_convert_quant_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *h
   for (int32_t i = 0; i < op->num_results; i++) {
     const char *v, *r = NULL;
     SHC_TRY(shc_lookup(c, &copy.results[i], &v));
-    if (rq[i].storage)
-      SHC_TRY(quantize(c, op, &rq[i], op->results[i].type, v, &r));
+    if (rq[i].storage) SHC_TRY(quantize(c, op, &rq[i], op->results[i].type, v, &r));
     shc_bind(c, &op->results[i], r ? r : v);
   }
   return NULL;
