@@ -325,6 +325,29 @@ static void test_unknown_op_and_dynamic_shape_are_unimplemented_naming_them(void
       strstr(kiln_status_message(s), "func.c after the block's terminator func.return"));
   kiln_status_free(s);
   kiln_mlir_module_destroy(b.m);
+
+  /* Operand counts the generic form can state freely (fuzzer finds: converters read past the
+   * operand array): a one-operand dot, a one-operand CHLO broadcast add, a zero-result abs. */
+  static const struct {
+    const char *op, *want;
+    bool result;
+  } bad[] = {{"stablehlo.dot", "stablehlo.dot takes 2 operand(s), not 1", true},
+             {"chlo.broadcast_add", "chlo.broadcast_add takes two operands", true},
+             {"stablehlo.abs", "stablehlo.abs gives no result", false}};
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    b.m = kiln_mlir_module_create();
+    t = tensor(&b, int_type(&b, 32), 1, d);
+    blk = func(&b, "main", 1, (const kiln_mlir_type_t *[]){t});
+    add_op(&b, blk, bad[k].op, bad[k].result ? t : NULL, 1, &blk->args[0]);
+    add_op(&b, blk, "func.return", NULL, 1, &blk->args[0]);
+    s = kiln_stablehlo_to_hlo(b.m, NULL, &hm);
+    assert_non_null(s);
+    if (!strstr(kiln_status_message(s), bad[k].want))
+      fail_msg("%s: got '%s'", bad[k].op, kiln_status_message(s));
+    assert_int_equal(kiln_status_code(s), KILN_INVALID_ARGUMENT);
+    kiln_status_free(s);
+    kiln_mlir_module_destroy(b.m);
+  }
 }
 
 /* ---- from MLIR text (skipped while the text reader is not built in) ---- */

@@ -553,12 +553,14 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
   if (op->num_results == 1) SHC_TRY(shc_type_text(c, op->results[0].type, &sh));
   for (size_t i = 0; i < sizeof kUnary / sizeof kUnary[0]; i++) {
     if (strcmp(n, kUnary[i].chlo) != 0) continue;
+    if (op->num_operands != 1) return SHC_INVALID(op, "%s takes one operand", op->name);
     SHC_TRY(shc_lookup(c, op->operands[0], &x));
     shc_bind(c, &op->results[0], shc_emit(c, sh, "%s(%s)", kUnary[i].hlo, x));
     return NULL;
   }
   for (size_t i = 0; i < sizeof kBinary / sizeof kBinary[0]; i++) {
     if (strcmp(n, kBinary[i].chlo) != 0) continue;
+    if (op->num_operands != 2) return SHC_INVALID(op, "%s takes two operands", op->name);
     const kiln_mlir_type_t *rt = op->results[0].type;
     if (rt->kind != KILN_MLIR_TYPE_TENSOR) return SHC_UNIMPL(op, "non-tensor result");
     const char *a, *b;

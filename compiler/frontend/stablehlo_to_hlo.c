@@ -273,6 +273,9 @@ kiln_status shc_bind_tuple_results(shc_ctx_t *c, const kiln_mlir_op_t *op, const
 
 kiln_status shc_operand_list(shc_ctx_t *c, const kiln_mlir_op_t *op, int32_t from, int32_t to,
                              const char **out) {
+  if (to > op->num_operands)
+    return SHC_INVALID(op, "%s takes at least %d operands, not %d", op->name, (int)to,
+                       (int)op->num_operands);
   kiln_strbuf_t b = {0};
   for (int32_t i = from; i < to; i++) {
     const char *n;
@@ -900,7 +903,142 @@ static kiln_status convert_check(shc_ctx_t *c, const kiln_mlir_op_t *op, const c
 
 /* ---- ops ---- */
 
+/* Operand and result counts of the StableHLO / CHLO ops whose converters index them: at least
+ * `min_ops` operands (at most `max_ops`, -1: any), at least one result. Input is untrusted
+ * (the generic form states any counts): a wrong count is INVALID_ARGUMENT, not a read past
+ * the arrays. */
+typedef struct arity {
+  const char *name; /* without the dialect */
+  int8_t min_ops, max_ops;
+} arity_t;
+
+static const arity_t kArity[] = {
+    {"abs", 1, 1},
+    {"cbrt", 1, 1},
+    {"ceil", 1, 1},
+    {"cosine", 1, 1},
+    {"count_leading_zeros", 1, 1},
+    {"exponential", 1, 1},
+    {"exponential_minus_one", 1, 1},
+    {"floor", 1, 1},
+    {"imag", 1, 1},
+    {"is_finite", 1, 1},
+    {"log", 1, 1},
+    {"log_plus_one", 1, 1},
+    {"logistic", 1, 1},
+    {"negate", 1, 1},
+    {"not", 1, 1},
+    {"popcnt", 1, 1},
+    {"real", 1, 1},
+    {"round_nearest_afz", 1, 1},
+    {"round_nearest_even", 1, 1},
+    {"rsqrt", 1, 1},
+    {"sign", 1, 1},
+    {"sine", 1, 1},
+    {"sqrt", 1, 1},
+    {"tan", 1, 1},
+    {"tanh", 1, 1},
+    {"convert", 1, 1},
+    {"bitcast_convert", 1, 1},
+    {"reshape", 1, 1},
+    {"transpose", 1, 1},
+    {"broadcast", 1, 1},
+    {"broadcast_in_dim", 1, 1},
+    {"slice", 1, 1},
+    {"reverse", 1, 1},
+    {"reduce_precision", 1, 1},
+    {"cholesky", 1, 1},
+    {"fft", 1, 1},
+    {"get_dimension_size", 1, 1},
+    {"get_tuple_element", 1, 1},
+    {"add", 2, 2},
+    {"and", 2, 2},
+    {"atan2", 2, 2},
+    {"complex", 2, 2},
+    {"divide", 2, 2},
+    {"maximum", 2, 2},
+    {"minimum", 2, 2},
+    {"multiply", 2, 2},
+    {"or", 2, 2},
+    {"power", 2, 2},
+    {"remainder", 2, 2},
+    {"shift_left", 2, 2},
+    {"shift_right_arithmetic", 2, 2},
+    {"shift_right_logical", 2, 2},
+    {"subtract", 2, 2},
+    {"xor", 2, 2},
+    {"compare", 2, 2},
+    {"dot", 2, 2},
+    {"dot_general", 2, 2},
+    {"convolution", 2, 2},
+    {"dynamic_reshape", 2, 2},
+    {"pad", 2, 2},
+    {"triangular_solve", 2, 2},
+    {"gather", 2, 2},
+    {"dynamic_broadcast_in_dim", 2, 2},
+    {"dynamic_iota", 1, 1},
+    {"select", 3, 3},
+    {"clamp", 3, 3},
+    {"dynamic_gather", 3, 3},
+    {"dynamic_conv", 3, 3},
+    {"select_and_scatter", 3, 3},
+    {"dynamic_pad", 5, 5},
+    {"real_dynamic_slice", 4, 4},
+    {"concatenate", 1, -1},
+    {"dynamic_slice", 1, -1},
+    {"dynamic_update_slice", 2, -1},
+    {"iota", 0, 0},
+    {"rng", 3, 3},
+    {"rng_bit_generator", 1, 1},
+    {"map", 1, -1},
+    {"reduce", 2, -1},
+    {"reduce_window", 2, -1},
+    {"scatter", 3, -1},
+    {"sort", 1, -1},
+    {"batch_norm_inference", 5, 5},
+    {"batch_norm_training", 3, 3},
+    {"batch_norm_grad", 5, 5},
+    {"uniform_quantize", 1, 1},
+    {"uniform_dequantize", 1, 1},
+    /* CHLO's own (its elementwise ones are checked where chlo_decompose.c matches them) */
+    {"atan", 1, 1},
+    {"square", 1, 1},
+    {"conj", 1, 1},
+    {"is_inf", 1, 1},
+    {"is_pos_inf", 1, 1},
+    {"is_neg_inf", 1, 1},
+    {"erf_inv", 1, 1},
+    {"lgamma", 1, 1},
+    {"constant_like", 1, 1},
+    {"top_k", 1, 1},
+    {"mulhi", 2, 2},
+    {"ragged_dot", 3, 3},
+};
+
+static kiln_status check_arity(const kiln_mlir_op_t *op) {
+  const char *n = op->name;
+  if (!strncmp(n, "stablehlo.", 10))
+    n += 10;
+  else if (!strncmp(n, "chlo.", 5))
+    n += 5;
+  else
+    return NULL;
+  for (size_t i = 0; i < sizeof kArity / sizeof kArity[0]; i++) {
+    const arity_t *a = &kArity[i];
+    if (strcmp(a->name, n) != 0) continue;
+    if (op->num_operands < a->min_ops || (a->max_ops >= 0 && op->num_operands > a->max_ops))
+      return SHC_INVALID(op, "%s takes %d%s operand(s), not %d", op->name, (int)a->min_ops,
+                         a->max_ops < 0 ? " or more" : "", (int)op->num_operands);
+    if (op->num_results < 1) return SHC_INVALID(op, "%s gives no result", op->name);
+    for (int32_t k = 0; k < op->num_operands; k++)
+      if (!op->operands[k]) return SHC_INVALID(op, "%s operand %d is missing", op->name, (int)k);
+    return NULL;
+  }
+  return NULL;
+}
+
 kiln_status shc_convert_op(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  SHC_TRY(check_arity(op));
   const char *kind;
   if (is_check_op(op, &kind)) return convert_check(c, op, kind);
   if (!strcmp(op->name, "interpreter.run_parallel")) return shc_convert_run_parallel(c, op);
