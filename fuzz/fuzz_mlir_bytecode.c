@@ -1,12 +1,15 @@
 /* libFuzzer target for the MLIR bytecode reader (container, builtin and VHLO encodings, VHLO
  * upgrade). Whatever reads is walked end to end, so every pointer the reader hands out is
- * dereferenced under ASan; malformed input must come back as a status, never a crash. */
+ * dereferenced under ASan; malformed input must come back as a status, never a crash. Then
+ * the module is converted to HLO (an error is fine; a crash or leak is not). */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "base/status.h"
 #include "compiler/frontend/mlir_bytecode.h"
+#include "compiler/frontend/stablehlo_to_hlo.h"
+#include "compiler/hlo/ir.h"
 
 static uint64_t walk_attr(const kiln_mlir_attr_t *a, int depth);
 
@@ -69,6 +72,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!s) {
     kiln_fuzz_sink += walk_block(&m->body, 0);
     for (int32_t i = 0; i < m->num_attrs; i++) kiln_fuzz_sink += walk_attr(m->attrs[i].value, 0);
+    kiln_hlo_module_t *h = NULL;
+    kiln_status cs = kiln_stablehlo_to_hlo(m, NULL, &h);
+    kiln_status_free(cs);
+    if (h) kiln_hlo_module_destroy(h);
   } else {
     kiln_fuzz_sink += strlen(kiln_status_message(s));
   }

@@ -313,7 +313,8 @@ static void test_all_to_all_permute_broadcast(void **state) {
 
 /* Element types the cliques do not reduce (complex, fp8, sub-byte integers) go through the
  * collective reducer expander too: an all-gather, then the reducer in rank order, bit for
- * bit the evaluator's; a result in a non-default layout gets a copy into it. */
+ * bit the evaluator's; a result in a non-default layout gets a copy into it; an input's
+ * all-reduce-start / -done pair is expanded as its all-reduce. */
 static void test_types_the_runtime_does_not_reduce(void **state) {
   (void)state;
   check(4, 1, "c64", "[8,4]", "add",
@@ -330,6 +331,10 @@ static void test_types_the_runtime_does_not_reduce(void **state) {
         "  ROOT c = s4[7] all-reduce(y), replica_groups={}, to_apply=red");
   check(2, 1, "c64", "[3,5]", "add",
         "  ROOT c = c64[3,5]{0,1} all-reduce(y), replica_groups={{0,1}}, to_apply=red");
+  /* an async pair as written in the input is expanded as its all-reduce */
+  check(2, 1, "c64", "[4]", "add",
+        "  s = c64[4] all-reduce-start(y), replica_groups={{0,1}}, to_apply=red\n"
+        "  ROOT c = c64[4] all-reduce-done(s)");
 }
 
 /* A reducer the runtime cannot fold ((a + b) * b) runs through the pipeline's collective

@@ -214,12 +214,25 @@ static void test_scatter_with_non_default_layouts(void **state) {
       "  ROOT s = f32[7,4]{0,1} scatter(e, i, u), update_window_dims={1}, "
       "inserted_window_dims={0},\n"
       "      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n";
-  const char *texts[2] = {variadic, atomic};
-  const char *what[2] = {"variadic, column-major outputs",
-                         "atomic add, column-major output over exp(operand)"};
+  /* Overlapping windows of a variadic "keep the update" scatter: element 2 is written by
+   * updates (0,2), (1,1), (2,0); the serial kernel must visit them in row-major order of the
+   * logical update index, as the evaluator does, not in the column-major memory order. */
+  const char *order =
+      "comb {\n  a0 = f32[] parameter(0)\n  a1 = s32[] parameter(1)\n  b0 = f32[] parameter(2)\n"
+      "  b1 = s32[] parameter(3)\n  ROOT t = (f32[], s32[]) tuple(b0, b1)\n}\n"
+      "fusion {\n  o0 = f32[8] parameter(0)\n  o1 = s32[8] parameter(1)\n"
+      "  indices = s32[4,1] constant({{0},{1},{2},{3}})\n  u0 = f32[4,3]{0,1} parameter(2)\n"
+      "  u1 = s32[4,3]{0,1} parameter(3)\n"
+      "  ROOT s = (f32[8], s32[8]) scatter(o0, o1, indices, u0, u1), update_window_dims={1},\n"
+      "      inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, "
+      "to_apply=comb\n}\n";
+  const char *texts[3] = {variadic, atomic, order};
+  const char *what[3] = {"variadic, column-major outputs",
+                         "atomic add, column-major output over exp(operand)",
+                         "variadic, column-major updates in row-major order"};
   kiln_host_jit_t *jit = NULL;
   assert_null(kiln_host_jit_create(NULL, &jit));
-  for (int t = 0; t < 2; t++) {
+  for (int t = 0; t < 3; t++) {
     kiln_hlo_module_t *m = parse(texts[t]);
     assert_true(run_one(what[t], m->entry, jit, NULL, 0.5, 1.5, -1));
     kiln_hlo_module_destroy(m);

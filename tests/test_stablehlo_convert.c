@@ -400,6 +400,29 @@ static void test_while_and_case_with_captured_values_from_text(void **state) {
   kiln_mlir_module_destroy(m);
 }
 
+/* A region whose block holds no return (a fuzzer's find: the converter read the op before
+ * the block's first) is refused, naming the op. */
+static void test_region_without_a_return_is_invalid(void **state) {
+  (void)state;
+  kiln_mlir_module_t *m = parse_or_skip(
+      "func.func @main(%a: tensor<1xi32>, %i: tensor<1xi64>, %u: tensor<i32>) -> "
+      "tensor<1xi32> {\n"
+      "  %r = \"stablehlo.scatter\"(%a, %i, %u) <{scatter_dimension_numbers = "
+      "#stablehlo.scatter<inserted_window_dims = [0], scatter_dims_to_operand_dims = [0]>}> ({\n"
+      "  ^bb0(%x: tensor<i32>, %y: tensor<i32>):\n"
+      "  }) : (tensor<1xi32>, tensor<1xi64>, tensor<i32>) -> tensor<1xi32>\n"
+      "  func.return %r : tensor<1xi32>\n}\n");
+  if (!m) KILN_SKIP("the MLIR text reader is not built in yet");
+  kiln_hlo_module_t *hm = NULL;
+  kiln_status s = kiln_stablehlo_to_hlo(m, NULL, &hm);
+  assert_non_null(s);
+  assert_int_equal(kiln_status_code(s), KILN_INVALID_ARGUMENT);
+  assert_non_null(
+      strstr(kiln_status_message(s), "a region of stablehlo.scatter does not end in a return"));
+  kiln_status_free(s);
+  kiln_mlir_module_destroy(m);
+}
+
 /* #stablehlo.replica_group_mesh_axes: an sdy.mesh symbol with its own device order, an inlined
  * mesh with a sub-axis, and plain axis names; each converts to HLO's mesh form, whose groups
  * are checked id by id. */
@@ -591,6 +614,7 @@ int main(void) {
       cmocka_unit_test(test_entry_converts_with_parameters_aliasing_and_one_result),
       cmocka_unit_test(test_unknown_op_and_dynamic_shape_are_unimplemented_naming_them),
       cmocka_unit_test(test_while_and_case_with_captured_values_from_text),
+      cmocka_unit_test(test_region_without_a_return_is_invalid),
       cmocka_unit_test(test_mesh_axes_replica_groups_convert_to_their_groups),
       cmocka_unit_test(test_vhlo_bytecode_converts_to_the_same_hlo_as_its_text_twin),
   };

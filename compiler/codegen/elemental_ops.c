@@ -807,7 +807,16 @@ int kiln_elemental_complex_op(kiln_elemental_fn_t *f, const kiln_hlo_instruction
           f, KILN_ERR_INVALID("%s: map without to_apply or of %d operands", instr->name, nargs));
       return -1;
     }
-    return kiln_elemental_emit_scalar_computation(f, c, flat, n, out);
+    kiln_kir_value_t *res[KILN_ELEM_MAX_OUTPUTS]; /* `out` holds two */
+    int got = kiln_elemental_emit_scalar_computation(f, c, flat, n, res);
+    int want = kiln_elemental_vals_per(instr->shape->type);
+    if (got >= 0 && got != want) {
+      kiln_elemental_fail(f, KILN_ERR_INVALID("%s: map computation gives %d values, not %d",
+                                              instr->name, got, want));
+      return -1;
+    }
+    for (int k = 0; k < got; k++) out[k] = res[k];
+    return got;
   }
   kiln_elem_type_t rt = instr->shape->type;
   kiln_elem_type_t pt = kiln_elemental_part_type(rt);

@@ -75,8 +75,9 @@ kiln_status kiln_hero_emit_start(kiln_hero_emit_t *h, const kiln_hlo_computation
     h->have_elem = true;
     if (setup) {
       /* Hero emitters read tensors through kiln_hero_emit_value (at the physical index) and
-       * the subgraph functions; outputs are written at logical indices, so permuted outputs
-       * stay UNIMPLEMENTED. */
+       * the subgraph functions; a permuted output is UNIMPLEMENTED unless the caller writes
+       * outputs at physical indices (physical_outputs: the split emitters, and emitters that
+       * write through kiln_hero_insert_output). */
       h->elem.physical_layouts = setup->physical_outputs || h->elem.permuted_output == NULL;
       h->elem.caller_emits = setup->caller_emits;
       h->elem.caller_user = setup->user;

@@ -495,8 +495,11 @@ static kiln_status sc_emit_update(const kiln_hlo_computation_t *c, const sc_info
     const char *dn = "th_x";
     int64_t dhi = 0, shi = nupd > 0 ? nupd - 1 : 0;
     kiln_indexing_map_t *map = kiln_hero_map(m, 1, &dn, &dhi, 1, &shi);
+    /* row-major over the logical dimensions, whatever the updates' layout: duplicate
+     * indices combine in the evaluator's order */
     kiln_affine_expr_t *ex[KILN_KIR_MAX_RANK];
-    kiln_hero_delinearize_physical(m->ctx, si->us, kiln_affine_sym(m->ctx, 0), ex);
+    kiln_affine_delinearize(m->ctx, kiln_affine_sym(m->ctx, 0), si->us->dims, (size_t)si->us->rank,
+                            ex);
     for (int d = 0; d < si->us->rank; d++) kiln_indexing_map_add_result(map, ex[d]);
     kiln_indexing_map_simplify(map);
     kiln_kir_value_t *th = kiln_kir_thread_id(b, 0, 0, 0);

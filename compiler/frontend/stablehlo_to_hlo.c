@@ -542,8 +542,10 @@ kiln_status shc_region_computation(shc_ctx_t *c, const kiln_mlir_op_t *op,
                                    const kiln_mlir_region_t *r, bool force_tuple,
                                    const char **name) {
   if (r->num_blocks != 1) return SHC_UNIMPL(op, "region with %d blocks", (int)r->num_blocks);
-  if (++c->depth > SHC_MAX_DEPTH) return SHC_INVALID(op, "regions nested too deeply");
   const kiln_mlir_block_t *b = &r->blocks[0];
+  if (b->num_ops == 0 || !is_terminator(b->ops[b->num_ops - 1]))
+    return SHC_INVALID(op, "a region of %s does not end in a return", op->name);
+  if (++c->depth > SHC_MAX_DEPTH) return SHC_INVALID(op, "regions nested too deeply");
   shc_scope_t s, *saved = c->cur;
   shc_scope_init(&s, saved);
   c->cur = &s;

@@ -218,12 +218,24 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
 }
 
 static bool reduces(kiln_hlo_opcode_t op) {
-  return op == KILN_OP_ALL_REDUCE || op == KILN_OP_REDUCE_SCATTER;
+  return op == KILN_OP_ALL_REDUCE || op == KILN_OP_REDUCE_SCATTER || op == KILN_OP_ALL_REDUCE_DONE;
 }
 
+/* An all-reduce, a reduce-scatter, or the done of an all-reduce-start (single-operand, the
+ * done its only user: the pair as written in the input, before async_collective_creator),
+ * which is expanded as the all-reduce it stands for. */
 static kiln_status expand_one(void *ctx, kiln_hlo_instruction_t *in, bool *replaced) {
   (void)ctx;
   if (!reduces(in->opcode)) return KILN_STATUS_OK;
+  kiln_hlo_instruction_t *start = NULL, *done = in;
+  if (in->opcode == KILN_OP_ALL_REDUCE_DONE) {
+    start = in->num_operands == 1 ? in->operands[0] : NULL;
+    if (!start || start->opcode != KILN_OP_ALL_REDUCE_START || start->users.len != 1 ||
+        start->num_operands != 1 || kiln_coll_has_control_edges(in) || !start->shape ||
+        !in->shape || !kiln_shape_is_array(start->shape))
+      return KILN_STATUS_OK;
+    in = start;
+  }
   kiln_builder_t b;
   kiln_builder_init(&b, in->parent, NULL, in->shape && in->shape->has_layout);
   kiln_hlo_instruction_t *r = expand(&b, in);
@@ -231,8 +243,9 @@ static kiln_status expand_one(void *ctx, kiln_hlo_instruction_t *in, bool *repla
     return kiln_status_make(KILN_RESOURCE_EXHAUSTED,
                             "collective_reducer_expander: out of memory expanding '%s'", in->name);
   if (!r) return KILN_STATUS_OK;
-  kiln_hlo_instruction_replace_all_uses(in, r);
+  kiln_hlo_instruction_replace_all_uses(done, r);
   *replaced = true;
+  if (start) KILN_RETURN_IF_ERROR_PLAIN(kiln_hlo_instruction_remove(done));
   return kiln_hlo_instruction_remove(in); /* a collective: nothing removes it as dead */
 }
 

@@ -120,10 +120,15 @@ static bool only_updated_operand(const kiln_hlo_instruction_t *r, const kiln_hlo
   return true;
 }
 
-/* In-place pairs of a fused root element `r` at output leaf `leaf`. */
+static bool same_physical_array(const kiln_shape_t *a, const kiln_shape_t *b);
+
+/* In-place pairs of a fused root element `r` at output leaf `leaf`: its operand 0 when that is
+ * a parameter laid out as the result (the copy kernel reads and writes each element at one
+ * physical position; another layout would move elements within the shared buffer). */
 static int fused_inplace(const kiln_hlo_instruction_t *r, int leaf, kiln_inplace_pair_t *out,
                          int n, int max) {
   if (n >= max) return n;
+  if (r->num_operands > 0 && !same_physical_array(r->operands[0]->shape, r->shape)) return n;
   if (r->num_operands > 0 && r->operands[0]->opcode == KILN_OP_PARAMETER &&
       !only_updated_operand(r, r->operands[0]))
     return n;
