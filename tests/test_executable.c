@@ -291,6 +291,36 @@ static void test_complex_transposes_compile_and_match_the_evaluator(void **state
   for (size_t i = 0; i < sizeof kTexts / sizeof kTexts[0]; i++) run_and_compare(kTexts[i], 1, NULL);
 }
 
+/* Complex reductions the reduction emitter does not take (it keeps (re, im) apart for a
+ * single-input add only) run as loop kernels, which reduce (re, im) pairs: a row product, a
+ * column product of c128, a complex add under a real epilogue, a variadic (c64, f32) reduce
+ * (before, each was UNIMPLEMENTED "complex reduction ... other than a single-input add" or
+ * "with an epilogue"). */
+static void test_complex_reductions_other_than_add_run_as_loops(void **state) {
+  (void)state;
+  static const char *const kTexts[] = {
+      "HloModule r\nmul { a = c64[] parameter(0)\n b = c64[] parameter(1)\n"
+      " ROOT m = c64[] multiply(a, b) }\nENTRY e {\n  p = c64[16,64] parameter(0)\n"
+      "  one = c64[] constant((1, 0))\n"
+      "  ROOT r = c64[16] reduce(p, one), dimensions={1}, to_apply=mul\n}\n",
+      "HloModule r\nmul { a = c128[] parameter(0)\n b = c128[] parameter(1)\n"
+      " ROOT m = c128[] multiply(a, b) }\nENTRY e {\n  p = c128[40,8] parameter(0)\n"
+      "  one = c128[] constant((1, 0))\n"
+      "  ROOT r = c128[8] reduce(p, one), dimensions={0}, to_apply=mul\n}\n",
+      "HloModule r\nadd { a = c64[] parameter(0)\n b = c64[] parameter(1)\n"
+      " ROOT s = c64[] add(a, b) }\nENTRY e {\n  p = c64[8,128] parameter(0)\n"
+      "  z = c64[] constant((0, 0))\n  r = c64[8] reduce(p, z), dimensions={1}, to_apply=add\n"
+      "  ROOT i = f32[8] imag(r)\n}\n",
+      "HloModule r\nboth { a = c64[] parameter(0)\n b = f32[] parameter(1)\n"
+      " c = c64[] parameter(2)\n d = f32[] parameter(3)\n s = c64[] add(a, c)\n"
+      " m = f32[] maximum(b, d)\n ROOT t = (c64[], f32[]) tuple(s, m) }\n"
+      "ENTRY e {\n  p = c64[4,96] parameter(0)\n  q = f32[4,96] parameter(1)\n"
+      "  z = c64[] constant((0, 0))\n  lo = f32[] constant(-inf)\n"
+      "  ROOT r = (c64[4], f32[4]) reduce(p, q, z, lo), dimensions={1}, to_apply=both\n}\n",
+  };
+  for (size_t i = 0; i < sizeof kTexts / sizeof kTexts[0]; i++) run_and_compare(kTexts[i], 1, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_while_loop_runs_its_body_until_the_condition_fails),
@@ -304,6 +334,7 @@ int main(void) {
       cmocka_unit_test(test_rng_state_matches_the_evaluator_and_advances_across_runs),
       cmocka_unit_test(test_command_buffers_form_over_kernel_runs),
       cmocka_unit_test(test_complex_transposes_compile_and_match_the_evaluator),
+      cmocka_unit_test(test_complex_reductions_other_than_add_run_as_loops),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

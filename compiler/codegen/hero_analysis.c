@@ -114,9 +114,24 @@ bool kiln_hero_reduction_dims(const kiln_hlo_instruction_t *r, kiln_reduction_di
   return true;
 }
 
+static bool reduces_complex(const kiln_hlo_instruction_t *r) {
+  for (int k = 0; k < r->num_operands / 2; k++)
+    if (kiln_elem_type_is_complex(r->operands[k]->shape->type)) return true;
+  return false;
+}
+
+bool kiln_hero_reduction_of_complex_ok(const kiln_hlo_instruction_t *r) {
+  if (!reduces_complex(r)) return true;
+  const kiln_hlo_computation_t *f = kiln_hlo_instruction_called(r, "to_apply");
+  const kiln_hlo_instruction_t *a = f && f->num_parameters == 2 ? f->root : NULL;
+  return r->num_operands == 2 && a && a->opcode == KILN_OP_ADD && a->num_operands == 2 &&
+         a->operands[0]->opcode == KILN_OP_PARAMETER &&
+         a->operands[1]->opcode == KILN_OP_PARAMETER && a->operands[0] != a->operands[1];
+}
+
 bool kiln_hero_is_reduction_hero(const kiln_hlo_instruction_t *r) {
   kiln_reduction_dims_t rd;
-  if (!kiln_hero_reduction_dims(r, &rd)) return false;
+  if (!kiln_hero_reduction_dims(r, &rd) || !kiln_hero_reduction_of_complex_ok(r)) return false;
   return kiln_reduction_faster_than_elemental(rd.is_row, rd.dims);
 }
 
@@ -124,6 +139,7 @@ static bool is_real_reduction_hero(const kiln_hlo_instruction_t *root,
                                    const kiln_hlo_instruction_t *hero) {
   if (!kiln_hero_is_reduction_hero(hero)) return false;
   if (root == hero) return true;
+  if (reduces_complex(hero)) return false; /* no complex epilogues: the loop emitter's */
   kiln_reduction_dims_t rd;
   kiln_hero_reduction_dims(hero, &rd);
   return kiln_reduction_is_race_free(&rd);

@@ -60,8 +60,13 @@ const char *kiln_reduction_kind_name(kiln_reduction_kind_t k);
  * (false otherwise, or when `r` is not a well-formed reduce). */
 bool kiln_hero_reduction_dims(const kiln_hlo_instruction_t *r, kiln_reduction_dims_t *out);
 /* Whether the reduction emitter takes `r` (contiguous dims and faster than elemental:
- * row: minor_red >= 32 or dividing 32; column: XLA's small-column rule). */
+ * row: minor_red >= 32 or dividing 32; column: XLA's small-column rule; element types as
+ * kiln_hero_reduction_of_complex_ok says). */
 bool kiln_hero_is_reduction_hero(const kiln_hlo_instruction_t *r);
+/* Whether the reduction emitter takes `r`'s element types: real reduces, and of complex values
+ * a single-input add of the reducer's two parameters only (its accumulators keep (re, im)
+ * apart); other complex reduces run on the loop emitter, which reduces (re, im) pairs. */
+bool kiln_hero_reduction_of_complex_ok(const kiln_hlo_instruction_t *r);
 
 /* A transpose normalized to physical order: size-1 dims dropped and runs of input dims that
  * stay adjacent merged. out_dims[i] = in_dims[perm[i]]. */

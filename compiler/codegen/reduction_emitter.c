@@ -411,14 +411,6 @@ void kiln_red_write_outputs(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_
   for (int o = 0; o < nout; o++) h->outs[o] = kiln_kir_op_result(iff, (size_t)o);
 }
 
-/* The reducer is add(p0, p1) of its two parameters. */
-static bool is_add_of_parameters(const kiln_hlo_computation_t *reducer) {
-  if (!reducer || !reducer->root || reducer->num_parameters != 2) return false;
-  const kiln_hlo_instruction_t *r = reducer->root;
-  return r->opcode == KILN_OP_ADD && r->num_operands == 2 && r->operands[0]->opcode == KILN_OP_PARAMETER &&
-         r->operands[1]->opcode == KILN_OP_PARAMETER && r->operands[0] != r->operands[1];
-}
-
 static kiln_status check_supported(const kiln_hlo_computation_t *c, kiln_red_state_t *rs) {
   KILN_RETURN_IF_ERROR_PLAIN(kiln_hero_analyze(c, &rs->ha));
   if (rs->ha.emitter != KILN_HERO_EMITTER_REDUCTION)
@@ -438,7 +430,7 @@ static kiln_status check_supported(const kiln_hlo_computation_t *c, kiln_red_sta
     int n = r->num_operands / 2;
     bool cplx = false;
     for (int k = 0; k < n; k++) cplx |= kiln_elem_type_is_complex(r->operands[k]->shape->type);
-    if (cplx && !(n == 1 && is_add_of_parameters(kiln_hlo_instruction_called(r, "to_apply"))))
+    if (cplx && !kiln_hero_reduction_of_complex_ok(r))
       return KILN_ERR_UNIMPLEMENTED("%s: complex reduction %s other than a single-input add (only complex adds "
                                     "keep their (re, im) parts apart)", c->name, r->name);
     if (cplx && root != r)

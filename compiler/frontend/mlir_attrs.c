@@ -353,6 +353,8 @@ static bool dense_array_attr(kiln_mlirp_t *P, const kiln_mlir_attr_t **out) {
         x = 1;
       } else if (kiln_mlirp_accept_kw(P, "false")) {
         x = 0;
+      } else if (!is_float && kiln_mlirp_accept(P, '?')) {
+        x = KILN_MLIR_DYNAMIC; /* as `[?]` lists read (the printer writes them back so) */
       } else {
         kiln_mlirp_num_t num;
         const char *at = (kiln_mlirp_ws(P), P->p);
