@@ -4,7 +4,8 @@
  * op sequence), each participant with its own value map; replica_id / partition_id become
  * constants, and a collective becomes the explicit exchange among the participants' values
  * as the spec defines it (process groups from replica_groups / channel_id /
- * use_global_device_ids): all_reduce (map of the reducer over the group, in group order),
+ * use_global_device_ids): all_reduce (map of the reducer over the group, in group order, for
+ * each operand),
  * all_gather (concatenate), reduce_scatter (reduce, then the process's slice), all_to_all
  * (slices exchanged, concatenated), collective_permute (the source's value, zeros where
  * none), collective_broadcast (the group's first process's value, zeros outside groups). */
@@ -128,7 +129,8 @@ static kiln_status collective_one(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t 
   const kiln_mlir_op_t *op = ops[0];
   const char *n = op->name + 10;
   kiln_status st = NULL;
-  if (op->num_results != 1 && (!strcmp(n, "all_reduce") || !strcmp(n, "reduce_scatter")))
+  /* A variadic all_reduce applies its computation to each operand on its own. */
+  if (op->num_results != 1 && !strcmp(n, "reduce_scatter"))
     return SHC_UNIMPL(op, "variadic %s in run_parallel", n);
   const kiln_mlir_type_t *rt = op->results[j].type;
   const char *rsh;
