@@ -174,6 +174,17 @@ bool kiln_red_init_values(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_va
   return true;
 }
 
+/* Whether a and b have the same dimensions in the same physical order (element types aside):
+ * an element's logical index is then the same in both for one physical linear index. */
+static bool same_placement(const kiln_shape_t *a, const kiln_shape_t *b) {
+  if (a->rank != b->rank || memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank))
+    return false;
+  bool da = kiln_hero_has_default_layout(a), db = kiln_hero_has_default_layout(b);
+  if (da || db) return da == db;
+  return !memcmp(a->layout.minor_to_major, b->layout.minor_to_major,
+                 sizeof(int64_t) * (size_t)a->rank);
+}
+
 /* Physical position -> logical dim of shape s. */
 static int phys_logical(const kiln_shape_t *s, int k) {
   return kiln_hero_has_default_layout(s) ? k : (int)s->layout.minor_to_major[s->rank - 1 - k];
@@ -278,7 +289,16 @@ kiln_kir_op_t *kiln_red_accumulate(kiln_hero_emit_t *h, kiln_red_state_t *rs, ki
   for (int k = 0; k < nside && ok; k++) {
     const kiln_hlo_instruction_t *r = h->part.outputs[side[k]].instr;
     kiln_kir_value_t *sidx[KILN_KIR_MAX_RANK];
-    kiln_kir_value_t *v = kiln_red_index_of(h, r->shape, linv, sidx) ? kiln_hero_emit_value(h, r, sidx) : NULL;
+    /* Laid out like a reduce's input, the side output's index is that input's: the values
+     * both read are then emitted once (not again through a delinearized linear index). */
+    int like = -1;
+    for (int j = 0; j < rs->nred && like < 0; j++)
+      if (same_placement(rs->reds[j]->operands[0]->shape, r->shape)) like = j;
+    if (like >= 0)
+      for (int i = 0; i < r->shape->rank; i++)
+        sidx[i] = kiln_kir_loop_index(loop, (size_t)(off[like] + i));
+    bool have = like >= 0 || kiln_red_index_of(h, r->shape, linv, sidx);
+    kiln_kir_value_t *v = have ? kiln_hero_emit_value(h, r, sidx) : NULL;
     ok = v != NULL;
     if (ok)
       ys[rs->nacc + k] = kiln_hero_insert_output(
