@@ -318,6 +318,38 @@ static void test_compare_float_vs_totalorder(void **state) {
   run_done(&r);
 }
 
+/* TOTALORDER on narrow floats orders NaNs by their stored bits, as the compiled compare does
+ * (fuzz-2422341): converted to f32 first, the signaling NaN f8e5m2 0xFD became a quiet one and
+ * sorted after 0xFE. f8e5m2: -NaN 0xFF < 0xFE < 0xFD (signaling) < -inf 0xFC; +NaN 0x7D < 0x7E;
+ * f16 0xFC01 (-sNaN) after 0xFE00 (-qNaN); the fnuz NaN 0x80 after the largest number;
+ * f8e8m0fnu (no sign) by its bits. */
+static void test_compare_totalorder_of_narrow_float_nans_follows_their_bits(void **state) {
+  run_t r;
+  run_text(&r,
+           MODULE("  ua = u8[5] constant({255, 254, 253, 125, 128})\n"
+                  "  ub = u8[5] constant({254, 253, 252, 126, 1})\n"
+                  "  a = f8e5m2[5] bitcast-convert(ua)\n"
+                  "  b = f8e5m2[5] bitcast-convert(ub)\n"
+                  "  lt = pred[5] compare(a, b), direction=LT, type=TOTALORDER\n"
+                  "  ha = u16[2] constant({65025, 64513})\n"
+                  "  hb = u16[2] constant({64513, 65024})\n"
+                  "  fa = f16[2] bitcast-convert(ha)\n"
+                  "  fb = f16[2] bitcast-convert(hb)\n"
+                  "  hlt = pred[2] compare(fa, fb), direction=LT, type=TOTALORDER\n"
+                  "  za = f8e4m3fnuz[2] bitcast-convert(u8[2] constant({128, 127}))\n"
+                  "  zb = f8e4m3fnuz[2] bitcast-convert(u8[2] constant({127, 128}))\n"
+                  "  zgt = pred[2] compare(za, zb), direction=GT, type=TOTALORDER\n"
+                  "  ea = f8e8m0fnu[2] bitcast-convert(u8[2] constant({255, 1}))\n"
+                  "  eb = f8e8m0fnu[2] bitcast-convert(u8[2] constant({254, 2}))\n"
+                  "  egt = pred[2] compare(ea, eb), direction=GT, type=TOTALORDER\n"
+                  "  ROOT t = (pred[5], pred[2], pred[2], pred[2]) tuple(lt, hlt, zgt, egt)\n"));
+  expect_s64(r.result->tuple_elements[0], 5, (int64_t[]){1, 1, 1, 1, 1});
+  expect_s64(r.result->tuple_elements[1], 2, (int64_t[]){1, 0});
+  expect_s64(r.result->tuple_elements[2], 2, (int64_t[]){1, 0});
+  expect_s64(r.result->tuple_elements[3], 2, (int64_t[]){1, 0});
+  run_done(&r);
+}
+
 /* SIGNED / UNSIGNED comparisons follow the element type (or the explicit type). */
 static void test_compare_signed_and_unsigned(void **state) {
   run_t r;
@@ -524,6 +556,7 @@ int main(void) {
       cmocka_unit_test(test_f8e4m3fn_results_round_and_overflow_to_nan),
       cmocka_unit_test(test_compare_float_vs_totalorder),
       cmocka_unit_test(test_compare_signed_and_unsigned),
+      cmocka_unit_test(test_compare_totalorder_of_narrow_float_nans_follows_their_bits),
       cmocka_unit_test(test_select_with_array_and_scalar_predicates),
       cmocka_unit_test(test_clamp_with_scalar_bounds_and_nan),
       cmocka_unit_test(test_convert_float_to_int_saturates_and_nan_is_zero),

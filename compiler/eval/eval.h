@@ -156,6 +156,12 @@ double kiln_eval_elem_get_f64(kiln_elem_type_t t, const void *data, int64_t i);
 int64_t kiln_eval_elem_get_s64(kiln_elem_type_t t, const void *data, int64_t i);
 void kiln_eval_elem_set_f64(kiln_elem_type_t t, void *data, int64_t i, double v);
 void kiln_eval_elem_set_s64(kiln_elem_type_t t, void *data, int64_t i, int64_t v);
+/* The key under which a TOTALORDER compare orders element i of float type `t` (as the
+ * compiled compare does: -NaN < -inf < ... < -0 < +0 < ... < inf < +NaN, NaNs by payload),
+ * from its stored bits, so no conversion quiets or drops a NaN's payload: the bits with the
+ * non-sign bits flipped for negative values; f8e8m0fnu (no sign) its bits; the fnuz types'
+ * one NaN (0x80) after every number; f4e2m1fn (no NaN) by value. */
+int64_t kiln_eval_elem_total_order_key(kiln_elem_type_t t, const void *data, int64_t i);
 
 /* When `c` is `ROOT op(p0, p1)` (either order) over its two scalar parameters of type `t`,
  * op one of add, multiply, maximum, minimum, and, or (and/or on integers and pred only;

@@ -587,6 +587,32 @@ static inline int32_t total_key32(float f) {
   return b ^ (int32_t)(((uint32_t)(b >> 31)) >> 1);
 }
 
+int64_t kiln_eval_elem_total_order_key(kiln_elem_type_t t, const void *data, int64_t i) {
+  switch (t) {
+    case KILN_F64:
+      return total_key64(((const double *)data)[i]);
+    case KILN_F32:
+      return total_key32(((const float *)data)[i]);
+    case KILN_F16:
+    case KILN_BF16: {
+      int16_t b;
+      memcpy(&b, (const uint8_t *)data + 2 * i, 2);
+      return b ^ (int16_t)(((uint16_t)b >> 15) ? 0x7FFF : 0);
+    }
+    case KILN_F8E8M0FNU:
+      return ((const uint8_t *)data)[i];
+    case KILN_F4E2M1FN:
+      return total_key64(kiln_eval_elem_get_f64(t, data, i));
+    default: {
+      uint8_t u = ((const uint8_t *)data)[i];
+      bool fnuz = t == KILN_F8E5M2FNUZ || t == KILN_F8E4M3FNUZ || t == KILN_F8E4M3B11FNUZ;
+      if (fnuz && u == 0x80) return 128;
+      int8_t b = (int8_t)u;
+      return b ^ (int8_t)(u >> 7 ? 0x7F : 0);
+    }
+  }
+}
+
 static inline bool cmp_apply(kiln_cmp_dir_t d, int c) { /* c: <0, 0, >0 */
   switch (d) {
   case KILN_CMP_EQ: return c == 0;
@@ -632,8 +658,11 @@ static kiln_status eval_compare(const kiln_hlo_instruction_t *instr, kiln_litera
   case K_F32: {
     const float *x = a.p, *y = b.p;
     if (ct == KILN_CMP_TYPE_TOTALORDER) {
+      /* From the stored bits: converting a narrower type to f32 quiets a signaling NaN and
+       * reorders NaN payloads (fuzz-2422341: f8e5m2 0xFE <= 0xFD). */
       for (int64_t i = 0; i < n; i++) {
-        int32_t kx = total_key32(x[i]), ky = total_key32(y[i]);
+        int64_t kx = kiln_eval_elem_total_order_key(t, ops[0]->data, start + i);
+        int64_t ky = kiln_eval_elem_total_order_key(t, ops[1]->data, start + i);
         o[i] = cmp_apply(d, (kx > ky) - (kx < ky));
       }
     } else {

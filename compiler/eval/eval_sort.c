@@ -69,7 +69,10 @@ static kiln_status precompute_keys(sort_key_t *k) {
       double v = kiln_literal_get_f64(k->lit, i);
       if (k->canonicalize) v = isnan(v) ? k->canon_nan : v == 0 ? k->canon_zero : v;
       if (partial) k->fv[i] = v;
-      else k->ord[i] = total_order_key(v);
+      else if (k->canonicalize)
+        k->ord[i] = total_order_key(v);
+      else
+        k->ord[i] = kiln_eval_elem_total_order_key(et, k->lit->data, i);
     } else if (as_unsigned) {
       k->ord[i] = (int64_t)(kiln_literal_get_u64(k->lit, i) ^ (1ull << 63));
     } else {
@@ -351,8 +354,8 @@ static bool topk_before(const topk_ctx_t *t, int64_t a, int64_t b) {
   kiln_elem_type_t et = t->lit->shape->type;
   int c;
   if (kiln_elem_type_is_float(et)) {
-    int64_t x = total_order_key(kiln_literal_get_f64(t->lit, a));
-    int64_t y = total_order_key(kiln_literal_get_f64(t->lit, b));
+    int64_t x = kiln_eval_elem_total_order_key(et, t->lit->data, a);
+    int64_t y = kiln_eval_elem_total_order_key(et, t->lit->data, b);
     c = x < y ? -1 : x > y ? 1 : 0;
   } else if (kiln_elem_type_is_unsigned_int(et) || et == KILN_PRED) {
     uint64_t x = kiln_literal_get_u64(t->lit, a), y = kiln_literal_get_u64(t->lit, b);
