@@ -185,6 +185,53 @@ static void test_half_kernel_covers_strips_row_blocks_and_k_blocks(void **state)
   assert_int_equal(failures, 0);
 }
 
+/* When X's f32 copy would pass the scratch bound, one-batch gemms run the packed-panel kernel
+ * in passes over k (C's partial sums kept in f32 between them, one rounding at the end): a
+ * bound of 12,800 elements here makes these shapes take 2-8 passes (full and short ones,
+ * transposed and not, row blocks), every transpose, alpha/beta, every output type, with and
+ * without a pool. A batch of two over the bound converts panels for the library instead. */
+static void test_half_kernel_runs_large_k_in_passes(void **state) {
+  (void)state;
+  if (strcmp(kiln_host_gemm_half_kernel(), "panels") == 0) skip();
+  static const combo_t combos[] = {{KILN_GEMM_BF16, KILN_GEMM_BF16},
+                                   {KILN_GEMM_BF16, KILN_GEMM_F32},
+                                   {KILN_GEMM_F16, KILN_GEMM_F16}};
+  static const int64_t shapes[][4] = {
+      {1, 300, 40, 500}, {1, 100, 150, 300}, {1, 64, 70, 1000}, {1, 1, 33, 20000}, {2, 50, 40, 300},
+  };
+  kiln_host_gemm_half_set_max_x_elems(12800);
+  const int64_t passes0 = kiln_host_gemm_half_k_passes();
+  int failures = 0, runs = 0;
+  for (size_t c = 0; c < sizeof(combos) / sizeof(combos[0]); c++)
+    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
+      for (int t = 0; t < 4; t++)
+        for (int pooled = 0; pooled < 2; pooled++) {
+          const bool scaled = ((size_t)t + s) % 2 == 1;
+          kiln_gemm_desc_t g = {combos[c].in,
+                                shapes[s][0],
+                                shapes[s][1],
+                                shapes[s][2],
+                                shapes[s][3],
+                                (t & 1) != 0,
+                                (t & 2) != 0,
+                                scaled ? -0.5 : 1,
+                                scaled ? 0.25 : 0,
+                                combos[c].out,
+                                KILN_GEMM_EPILOGUE_NONE,
+                                0};
+          failures += !hg_check(&g, KILN_HOST_BLAS_AUTO, pooled ? g_pool : NULL);
+          runs++;
+        }
+  const int64_t passes = kiln_host_gemm_half_k_passes() - passes0;
+  kiln_host_gemm_half_set_max_x_elems(0);
+  printf("[  INFO    ] %d gemms, %d mismatched, %lld passes over k\n", runs, failures,
+         (long long)passes);
+  assert_int_equal(failures, 0);
+  /* 3 types x 4 transposes x 2 (pool or not) of: 300x40x500 transposed (40 rows: kc 256, 2
+   * passes), 100x150x300 (kc 128, 3), 64x70x1000 (kc 128, 8), 1x33x20000 (kc 12800, 2). */
+  assert_int_equal(passes, 3 * 4 * 2 * (2 + 3 + 8 + 2));
+}
+
 /* The packed-panel kernel's rounding of its f32 sums (vectorized on AVX-512) gives the bits
  * runtime/half.h (and compiler/hlo/numeric.h) give, for every bf16 bit pattern scaled by
  * alpha = 1/3 and 1 + 2^-8, to bf16 and to f16 (ties, subnormals, overflow to inf, NaN). */
@@ -356,6 +403,7 @@ int main(void) {
       cmocka_unit_test(test_converted_panels_of_one_large_batch_cover_every_element),
       cmocka_unit_test(test_half_kernel_covers_strips_row_blocks_and_k_blocks),
       cmocka_unit_test(test_half_kernel_rounds_as_runtime_half_bit_for_bit),
+      cmocka_unit_test(test_half_kernel_runs_large_k_in_passes),
       cmocka_unit_test(test_s8_gemm_is_exact_past_f32_range_and_wraps_past_s32),
       cmocka_unit_test(test_desc_check_takes_the_listed_type_pairs_only),
       cmocka_unit_test(test_dots_of_every_gemm_type_run_as_gemm_thunks_and_match_the_evaluator),

@@ -835,7 +835,11 @@ static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, b
  * transposed (C^T = op(B)^T op(A)^T: op(B) converted
  * once, op(A) packed; each strip transposed back before its epilogue). The AVX-512 copy of
  * the kernel runs where the CPU has AVX-512F; elsewhere the panel path stays (the portable
- * copy, KILN_HOST_GEMM_HALF=base, exists for tests; =panels turns this path off). */
+ * copy, KILN_HOST_GEMM_HALF=base, exists for tests; =panels turns this path off).
+ * When the f32 copy of X does not fit the scratch (a 1024-row bf16 gemm over k = 32000, the
+ * logits' gradient times the embedding), X is converted kc columns of k at a time, every strip
+ * runs over those, and the partial sums of C wait in an f32 copy of C between the passes
+ * (one rounding at the end, as before); it took whole f32 panels for the library before. */
 enum { kHalfNr = 32, kHalfMr = 8, kHalfKc = 128, kHalfMaxRows = 128 };
 
 /* The product computed: rows x cols over k, X (rows x k, converted to f32: element (i, p) at
@@ -847,11 +851,13 @@ typedef struct half_job {
   bool swapped, y_jmajor;
   int64_t rows, cols, xrs, xcs, ld;
   int64_t x_batch, y_batch; /* elements per batch */
-  const float *x32;
+  const float *x32;         /* X's columns [k_lo, k_hi) (all of k when acc is NULL) */
   const void *y;
   void *c;
   const epi_t *epi;
   int64_t strips_per_batch, blocks; /* blocks: of kHalfMaxRows rows per strip */
+  int64_t k_lo, k_hi;               /* the pass over k */
+  float *acc; /* (a pass of several) C's partial sums, rows x cols (X's rows, Y's columns) */
 } half_job_t;
 
 /* Micro-kernel: cs[i][0..kHalfNr) (+)= sum_p X[i*xrs + p*xcs] * pk[p][0..kHalfNr) for
@@ -1080,12 +1086,25 @@ static void half_strips(void **args, int64_t s0, int64_t s1) {
     const int64_t nj = J->cols - j0 < kHalfNr ? J->cols - j0 : kHalfNr;
     const float *x = J->x32 + bi * J->x_batch + rb0 * J->xrs;
     const void *y = (const uint16_t *)J->y + bi * J->y_batch;
-    for (int64_t p0 = 0; p0 < k; p0 += kHalfKc) {
-      const int64_t kc = k - p0 < kHalfKc ? k - p0 : kHalfKc;
+    for (int64_t p0 = J->k_lo; p0 < J->k_hi; p0 += kHalfKc) {
+      const int64_t kc = J->k_hi - p0 < kHalfKc ? J->k_hi - p0 : kHalfKc;
       g_half.pack(J, y, p0, kc, j0, nj, pk);
       for (int64_t i0 = 0; i0 < rows; i0 += kHalfMr)
-        g_half.micro(x + i0 * J->xrs + p0 * J->xcs, J->xrs, J->xcs, pk, kc, cs + i0 * kHalfNr,
-                     (int)(rows - i0 < kHalfMr ? rows - i0 : kHalfMr), p0 == 0);
+        g_half.micro(x + i0 * J->xrs + (p0 - J->k_lo) * J->xcs, J->xrs, J->xcs, pk, kc,
+                     cs + i0 * kHalfNr, (int)(rows - i0 < kHalfMr ? rows - i0 : kHalfMr),
+                     p0 == J->k_lo);
+    }
+    if (J->acc) {
+      /* One pass of several: add the earlier passes' sums; keep them for the next pass. */
+      float *acc = J->acc + (bi * J->rows + rb0) * J->cols + j0;
+      if (J->k_lo > 0)
+        for (int64_t i = 0; i < rows; i++)
+          for (int64_t j = 0; j < nj; j++) cs[i * kHalfNr + j] += acc[i * J->cols + j];
+      if (J->k_hi < k) {
+        for (int64_t i = 0; i < rows; i++)
+          memcpy(acc + i * J->cols, cs + i * kHalfNr, (size_t)nj * sizeof(float));
+        continue;
+      }
     }
     /* The block of C: ci x cj from row r0, column c0 (swapped: the strip transposed). */
     float *v = cs;
@@ -1122,6 +1141,18 @@ void kiln_host_gemm_half_set_max_rows(int64_t rows) {
   atomic_store(&g_half_max_rows, rows > 0 ? rows : INT64_MAX);
 }
 
+/* The most X elements converted to f32 at once (kiln_host_gemm_half_set_max_x_elems). */
+static _Atomic int64_t g_half_x_elems = kScratchElems;
+static _Atomic int64_t g_half_k_passes; /* passes of gemms run in several (for tests) */
+
+int64_t kiln_host_gemm_half_k_passes(void) {
+  return atomic_load(&g_half_k_passes);
+}
+
+void kiln_host_gemm_half_set_max_x_elems(int64_t elems) {
+  atomic_store(&g_half_x_elems, elems > 0 ? elems : kScratchElems);
+}
+
 /* Whether gemm `g` takes the path above (decided per gemm; the kernel once per process), and
  * whether transposed. */
 static bool half_path_takes(const kiln_gemm_desc_t *g, bool *swapped) {
@@ -1134,7 +1165,11 @@ static bool half_path_takes(const kiln_gemm_desc_t *g, bool *swapped) {
    * rows when there are more than kHalfMaxRows. */
   *swapped = g->m > kHalfMaxRows && g->n <= kHalfMaxRows;
   const int64_t rows = *swapped ? g->n : g->m;
-  return rows <= atomic_load(&g_half_max_rows) && g->batch * rows * g->k <= kScratchElems;
+  if (rows > atomic_load(&g_half_max_rows)) return false;
+  const int64_t x_elems = atomic_load(&g_half_x_elems);
+  if (g->batch * rows * g->k <= x_elems) return true;
+  /* Passes over k: one batch whose X takes kHalfKc columns at a time and whose f32 C fits. */
+  return g->batch == 1 && rows * kHalfKc <= x_elems && g->m * g->n <= kScratchElems;
 }
 
 static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void *a, const void *b,
@@ -1154,24 +1189,48 @@ static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void
   J.x_batch = J.rows * k, J.y_batch = J.cols * k;
   J.strips_per_batch = (J.cols + kHalfNr - 1) / kHalfNr;
   J.blocks = (J.rows + kHalfMaxRows - 1) / kHalfMaxRows; /* swapped: 1 */
-  const int64_t nx = g->batch * J.x_batch;
+  /* X whole, or (one batch, half_path_takes) kc columns of k per pass. */
+  const int64_t x_elems = atomic_load(&g_half_x_elems);
+  int64_t kc = k;
+  if (g->batch * J.x_batch > x_elems) {
+    kc = x_elems / J.rows / kHalfKc * kHalfKc;
+    if (kc < kHalfKc) kc = kHalfKc; /* (the bound changed since half_path_takes) */
+  }
+  const bool k_major = J.xcs != 1; /* X stored k x rows (op(A) = A^T, or op(B)^T = B) */
+  const int64_t nx = kc == k ? g->batch * J.x_batch : J.rows * kc;
   size_t bytes = (size_t)nx * sizeof(float);
   float *x32 = scratch_take(&bytes);
-  if (!x32)
+  float *acc = kc < k ? malloc((size_t)(J.rows * J.cols) * sizeof(float)) : NULL;
+  if (!x32 || (kc < k && !acc)) {
+    if (x32) scratch_give(x32, bytes);
     return kiln_status_make(KILN_RESOURCE_EXHAUSTED,
                             "host gemm: cannot allocate %lld bytes for a converted %s operand",
                             (long long)nx * 4, kiln_gemm_dtype_name(g->dtype));
-  /* The stored operand, flat (its layout stays). */
-  kiln_status st = convert_in(g->dtype, x, 0, k, nx / k, k, CT_F32, x32, k, pool);
+  }
   J.x32 = x32;
+  J.acc = acc;
   void *args[1] = {&J};
   const int64_t strips = g->batch * J.strips_per_batch * J.blocks;
-  if (!st) {
+  kiln_status st = NULL;
+  for (int64_t k0 = 0; k0 < k && !st; k0 += kc) {
+    const int64_t w = k - k0 < kc ? k - k0 : kc;
+    J.k_lo = k0, J.k_hi = k0 + w;
+    if (kc == k) { /* the stored operand, flat (its layout stays) */
+      st = convert_in(g->dtype, x, 0, k, nx / k, k, CT_F32, x32, k, pool);
+    } else if (k_major) { /* rows k0.. of the stored k x rows matrix */
+      st = convert_in(g->dtype, x, k0 * J.rows, J.rows, w, J.rows, CT_F32, x32, J.rows, pool);
+    } else { /* columns k0.. of the stored rows x k matrix */
+      st = convert_in(g->dtype, x, k0, k, J.rows, w, CT_F32, x32, w, pool);
+      J.xrs = w;
+    }
+    if (st) break;
+    if (kc < k) atomic_fetch_add(&g_half_k_passes, 1);
     if (pool && kiln_host_pool_num_workers(pool) > 1 && strips > 1)
       st = kiln_host_pool_launch(pool, half_strips, args, strips, 0);
     else
       half_strips(args, 0, strips);
   }
+  free(acc);
   scratch_give(x32, bytes);
   return st;
 }

@@ -57,6 +57,13 @@ const char *kiln_host_gemm_half_kernel(void);
  * panels to f32 for the library. Default (and rows <= 0): no limit. For benchmarks comparing
  * the two paths; thread-safe. */
 void kiln_host_gemm_half_set_max_rows(int64_t rows);
+/* The most elements of op(A) (or op(B)^T) that kernel converts to f32 at once (default, and
+ * elems <= 0: 4 Mi); a one-batch gemm with more runs in passes over k. For tests (small
+ * gemms in several passes); thread-safe. */
+void kiln_host_gemm_half_set_max_x_elems(int64_t elems);
+/* Passes over k that kernel ran for gemms run in several, since the process started (for
+ * tests). */
+int64_t kiln_host_gemm_half_k_passes(void);
 /* Converted gemms (bf16/f16 for the library) whose op(A) does not fit the scratch in one piece
  * but whose f32 C does split k (A and B panels of all rows and columns, C accumulated in f32,
  * one rounding) instead of rows of A (each panel a library call that packs all of B again).
