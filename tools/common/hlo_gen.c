@@ -433,6 +433,15 @@ static bool dot_type(int t) {
   return is_numeric(t) && kTypes[t].bits >= 8;
 }
 
+/* Whether `op` is sine or cosine: periodic, so an operand that may be large (a quotient by a
+ * small divisor, doubled in a loop) is clamped to [-4, 4] first. Past that a difference of
+ * rounding the compiled program may keep (excess precision in bf16, as XLA's default) moves
+ * the result anywhere in [-1, 1] (fuzz-2503186: sin(2 * (0.789 / -0.00087)) in bf16 was
+ * sin(-1816) on the evaluator, sin of the unrounded -1814.4 compiled). */
+static bool periodic(const char *op) {
+  return !strcmp(op, "sine") || !strcmp(op, "cosine");
+}
+
 static int op_unary(gen_t *g) {
   int x = pick(g, any_type, 0);
   const gen_shape_t *s = shape_of(g, x);
@@ -492,6 +501,12 @@ static int op_unary(gen_t *g) {
                                        "count-leading-zeros"};
   for (size_t i = 0; i < sizeof kJumps / sizeof kJumps[0]; i++)
     if (!strcmp(op, kJumps[i]) && g->p->nodes[x].inexact) return -1;
+  if (periodic(op)) { /* (no random choice: see step_text) */
+    gen_shape_t cs = *s;
+    int ops[3] = {add_constant(g, t, "-4"), x, add_constant(g, t, "4")};
+    x = add_node(g, "clamp", &cs, ops, 3, NULL, NULL);
+    s = shape_of(g, x);
+  }
   gen_shape_t r = *s;
   if (!strcmp(op, "is-finite")) r.type = T_PRED;
   if (!strcmp(op, "real") || !strcmp(op, "imag") || !strcmp(op, "abs"))
@@ -1153,6 +1168,23 @@ static int op_sort(gen_t *g) {
                   strbuf_take(&c));
 }
 
+/* Text of `[ROOT ]out = shape step(in)` in a computation (two-space indented), a periodic
+ * step's operand clamped to [-4, 4] (the bounds exact in every float type that takes it). No
+ * random choice: the programs of every seed keep their shapes and ops. */
+static void step_text(kiln_strbuf_t *c, bool root, const char *out, const char *shape, int type,
+                      const char *step, const char *in) {
+  if (periodic(step)) {
+    const char *t = kTypes[type].name;
+    kiln_strbuf_printf(c,
+                       "  %s_lo = %s[] constant(-4)\n  %s_hi = %s[] constant(4)\n"
+                       "  %s_in = %s clamp(%s_lo, %s, %s_hi)\n",
+                       out, t, out, t, out, shape, out, in, out);
+    kiln_strbuf_printf(c, "  %s%s = %s %s(%s_in)\n", root ? "ROOT " : "", out, shape, step, out);
+    return;
+  }
+  kiln_strbuf_printf(c, "  %s%s = %s %s(%s)\n", root ? "ROOT " : "", out, shape, step, in);
+}
+
 /* A unary step for loop bodies and branches: keeps the shape, stays finite for a few steps. */
 static const char *step_op(gen_t *g, int type) {
   switch (kTypes[type].kind) {
@@ -1192,9 +1224,10 @@ static int op_while(gen_t *g) {
       &c,
       "while_body_%d {\n  p = %s parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
       "  one = s32[] constant(1)\n  j = s32[] add(i, one)\n"
-      "  v = %s get-tuple-element(p), index=1\n  w = %s %s(v%s)\n"
-      "  ROOT t = %s tuple(j, w)\n}\n\n",
-      id, tuple_shape, v, v, step, unary ? "" : ", v", tuple_shape);
+      "  v = %s get-tuple-element(p), index=1\n",
+      id, tuple_shape, v);
+  step_text(&c, false, "w", v, in.type, step, unary ? "v" : "v, v");
+  kiln_strbuf_printf(&c, "  ROOT t = %s tuple(j, w)\n}\n\n", tuple_shape);
   int zero = add_constant(g, T_S32, "0");
   int ops[2] = {zero, x};
   int t = add_tuple_node(g, "tuple", tuple_shape, ops, 2, NULL, NULL);
@@ -1220,8 +1253,9 @@ static int op_conditional(gen_t *g) {
   kiln_strbuf_t c = {0}, names = {0};
   for (int i = 0; i < branches; i++) {
     const char *op = i == 0 ? "copy" : step_op(g, in.type);
-    kiln_strbuf_printf(&c, "branch_%d_%d {\n  p = %s parameter(0)\n  ROOT r = %s %s(p)\n}\n\n", id,
-                       i, v, v, op);
+    kiln_strbuf_printf(&c, "branch_%d_%d {\n  p = %s parameter(0)\n", id, i, v);
+    step_text(&c, true, "r", v, in.type, op, "p");
+    kiln_strbuf_append(&c, "}\n\n");
     kiln_strbuf_printf(&names, "%sbranch_%d_%d", i ? ", " : "", id, i);
   }
   gen_shape_t sel = scalar_of(by_pred ? T_PRED : T_S32);
@@ -1393,11 +1427,11 @@ static int op_map_or_call(gen_t *g, bool is_map) {
   for (int i = 0; i < 3; i++)
     shape_text(&vs[i], is_map ? &scalar : i == 1 ? shape_of(g, ops[1]) : &s);
   kiln_strbuf_printf(&c,
-                     "%s_%d {\n  a = %s parameter(0)\n  b = %s parameter(1)\n  x = %s %s(a, b)\n"
-                     "  ROOT r = %s %s(x)\n}\n\n",
+                     "%s_%d {\n  a = %s parameter(0)\n  b = %s parameter(1)\n  x = %s %s(a, b)\n",
                      is_map ? "mapped" : "callee", id, kiln_strbuf_cstr(&vs[0]),
-                     kiln_strbuf_cstr(&vs[1]), kiln_strbuf_cstr(&vs[2]), op,
-                     kiln_strbuf_cstr(&vs[2]), step);
+                     kiln_strbuf_cstr(&vs[1]), kiln_strbuf_cstr(&vs[2]), op);
+  step_text(&c, true, "r", kiln_strbuf_cstr(&vs[2]), t, step, "x");
+  kiln_strbuf_append(&c, "}\n\n");
   for (int i = 0; i < 3; i++) kiln_strbuf_free(&vs[i]);
   if (!is_map)
     return add_node(g, "call", &s, ops, 2, xprintf(", to_apply=callee_%d", id), strbuf_take(&c));
@@ -1441,8 +1475,10 @@ static int op_scan(gen_t *g) {
   const char *sv = kiln_strbuf_cstr(&ss);
   kiln_strbuf_printf(&c,
                      "scan_body_%d {\n  a = %s parameter(0)\n  b = %s parameter(1)\n"
-                     "  x = %s %s(a, b)\n  y = %s %s(x)\n  ROOT r = (%s, %s) tuple(y, y)\n}\n\n",
-                     id, sv, sv, sv, smooth_binary(g, t), sv, step_op(g, t), sv, sv);
+                     "  x = %s %s(a, b)\n",
+                     id, sv, sv, sv, smooth_binary(g, t));
+  step_text(&c, false, "y", sv, t, step_op(g, t), "x");
+  kiln_strbuf_printf(&c, "  ROOT r = (%s, %s) tuple(y, y)\n}\n\n", sv, sv);
   char tuple_shape[512];
   kiln_strbuf_t cs = {0};
   shape_text(&cs, &slice);
