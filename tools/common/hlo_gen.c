@@ -501,9 +501,18 @@ static int op_unary(gen_t *g) {
                                        "count-leading-zeros"};
   for (size_t i = 0; i < sizeof kJumps / sizeof kJumps[0]; i++)
     if (!strcmp(op, kJumps[i]) && g->p->nodes[x].inexact) return -1;
-  if (periodic(op)) { /* (no random choice: see step_text) */
+  /* sqrt, rsqrt, cbrt, log and log1p near their pole or infinite slope turn the unbounded
+   * relative error of a cancelling sum into a large one of the result (fuzz-2602772: rsqrt of
+   * an IRFFT output near 3.7e-7, 1640.7 vs 1655.0): an operand that carries rounding is
+   * clamped to [1/2, 4] (exact in every float type that takes it); exact operands keep their
+   * zeros, negatives and NaNs. */
+  static const char *const kSteep[] = {"sqrt", "rsqrt", "cbrt", "log", "log-plus-one"};
+  bool steep = false;
+  for (size_t i = 0; i < sizeof kSteep / sizeof kSteep[0]; i++)
+    steep |= !strcmp(op, kSteep[i]) && g->p->nodes[x].inexact;
+  if (periodic(op) || steep) { /* (no random choice: see step_text) */
     gen_shape_t cs = *s;
-    int ops[3] = {add_constant(g, t, "-4"), x, add_constant(g, t, "4")};
+    int ops[3] = {add_constant(g, t, steep ? "0.5" : "-4"), x, add_constant(g, t, "4")};
     x = add_node(g, "clamp", &cs, ops, 3, NULL, NULL);
     s = shape_of(g, x);
   }
