@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "base/alloc.h"
 #include "base/log.h"
@@ -133,11 +134,33 @@ static host_device_t *dev_of(kiln_device_t *d) {
 
 /* ---- memory ----------------------------------------------------------------------------- */
 
+/* Buffers of at least this many bytes are aligned to it and advised as transparent huge pages
+ * (where the kernel offers them: "madvise" or "always" in
+ * /sys/kernel/mm/transparent_hugepage/enabled): a fresh buffer is faulted in 2 MiB at a time
+ * instead of 4 KiB, which is most of a first execute that writes large outputs (two fresh
+ * 128 MiB results: 792 ms for the first run vs 10-13 ms for the next ones on 4 KiB pages). */
+enum { kHostHugePage = 2 << 20 };
+
+static void *host_aligned_alloc(size_t rounded) {
+  if (kiln_alloc_injected_failure()) return NULL;
+#ifdef MADV_HUGEPAGE
+  if (rounded >= kHostHugePage) {
+    size_t huge = (rounded + kHostHugePage - 1) & ~(size_t)(kHostHugePage - 1);
+    void *p = huge >= rounded ? aligned_alloc(kHostHugePage, huge) : NULL;
+    if (p) {
+      (void)madvise(p, huge, MADV_HUGEPAGE); /* advice only: a kernel without THP ignores it */
+      return p;
+    }
+  }
+#endif
+  return aligned_alloc(64, rounded);
+}
+
 static kiln_status host_mem_alloc(kiln_device_t *d, size_t size, kiln_devptr_t *out) {
   size_t rounded = (size + 63) & ~(size_t)63;
   if (rounded < size) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host alloc: size overflow");
   /* Device memory is sized by the user: fallible, and reached by the failure injection. */
-  void *p = kiln_alloc_injected_failure() ? NULL : aligned_alloc(64, rounded);
+  void *p = host_aligned_alloc(rounded);
   if (!p)
     return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host device: cannot allocate %zu bytes",
                             size);
