@@ -159,6 +159,8 @@ static void test_half_kernel_covers_strips_row_blocks_and_k_blocks(void **state)
       /* more than 128 rows and columns: blocks of 128 rows (the last one short) */
       {1, 300, 150, 40},
       {2, 260, 200, 130},
+      /* tasks of 4 strips (the last group short), with the pool too */
+      {2, 130, 520, 48},
   };
   int failures = 0, runs = 0;
   for (size_t c = 0; c < sizeof(combos) / sizeof(combos[0]); c++)
@@ -197,7 +199,8 @@ static void test_half_kernel_runs_large_k_in_passes(void **state) {
                                    {KILN_GEMM_BF16, KILN_GEMM_F32},
                                    {KILN_GEMM_F16, KILN_GEMM_F16}};
   static const int64_t shapes[][4] = {
-      {1, 300, 40, 500}, {1, 100, 150, 300}, {1, 64, 70, 1000}, {1, 1, 33, 20000}, {2, 50, 40, 300},
+      {1, 300, 40, 500}, {1, 100, 150, 300}, {1, 64, 70, 1000},
+      {1, 1, 33, 20000}, {1, 96, 520, 400},  {2, 50, 40, 300},
   };
   kiln_host_gemm_half_set_max_x_elems(12800);
   const int64_t passes0 = kiln_host_gemm_half_k_passes();
@@ -228,8 +231,9 @@ static void test_half_kernel_runs_large_k_in_passes(void **state) {
          (long long)passes);
   assert_int_equal(failures, 0);
   /* 3 types x 4 transposes x 2 (pool or not) of: 300x40x500 transposed (40 rows: kc 256, 2
-   * passes), 100x150x300 (kc 128, 3), 64x70x1000 (kc 128, 8), 1x33x20000 (kc 12800, 2). */
-  assert_int_equal(passes, 3 * 4 * 2 * (2 + 3 + 8 + 2));
+   * passes), 100x150x300 (kc 128, 3), 64x70x1000 (kc 128, 8), 1x33x20000 (kc 12800, 2),
+   * 96x520x400 (kc 128, 4; tasks of 4 strips without the pool). */
+  assert_int_equal(passes, 3 * 4 * 2 * (2 + 3 + 8 + 2 + 4));
 }
 
 /* The packed-panel kernel's rounding of its f32 sums (vectorized on AVX-512) gives the bits

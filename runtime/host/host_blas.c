@@ -840,7 +840,7 @@ static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, b
  * logits' gradient times the embedding), X is converted kc columns of k at a time, every strip
  * runs over those, and the partial sums of C wait in an f32 copy of C between the passes
  * (one rounding at the end, as before); it took whole f32 panels for the library before. */
-enum { kHalfNr = 32, kHalfMr = 8, kHalfKc = 128, kHalfMaxRows = 128 };
+enum { kHalfNr = 32, kHalfMr = 8, kHalfKc = 128, kHalfMaxRows = 128, kHalfGroup = 4 };
 
 /* The product computed: rows x cols over k, X (rows x k, converted to f32: element (i, p) at
  * x32[i * xrs + p * xcs]) times Y (k x cols, bf16/f16: element (p, j) at y[p * ld + j], or
@@ -856,6 +856,7 @@ typedef struct half_job {
   void *c;
   const epi_t *epi;
   int64_t strips_per_batch, blocks; /* blocks: of kHalfMaxRows rows per strip */
+  int64_t group;                    /* strips per task (1..kHalfGroup) */
   int64_t k_lo, k_hi;               /* the pass over k */
   float *acc; /* (a pass of several) C's partial sums, rows x cols (X's rows, Y's columns) */
 } half_job_t;
@@ -1069,67 +1070,88 @@ const char *kiln_host_gemm_half_kernel(void) {
   return g_half.name;
 }
 
-/* Strips [s0, s1) of the job: each kHalfNr columns of the product of one batch, every row. */
-static void half_strips(void **args, int64_t s0, int64_t s1) {
-  const half_job_t *J = args[0];
+/* The finished sums cs (rows x nj, row stride kHalfNr) of the strip at column j0 of row block
+ * rb0 of batch bi: kept for the next pass over k (J->acc) or, after the last, transposed back
+ * when swapped, alpha, beta * C, bias and activation, and one rounding into C. */
+static void half_strip_finish(const half_job_t *J, int64_t bi, int64_t rb0, int64_t rows,
+                              int64_t j0, int64_t nj, float *cs) {
   const kiln_gemm_desc_t *g = J->g;
   const int64_t m = g->m, n = g->n, k = g->k;
   const kiln_gemm_dtype_t out = kiln_gemm_desc_out_dtype(g);
   const size_t out_es = kiln_gemm_dtype_size(out);
-  float cs[kHalfMaxRows * kHalfNr], ct[kHalfNr * kHalfMaxRows];
+  if (J->acc) {
+    /* One pass of several: add the earlier passes' sums; keep them for the next pass. */
+    float *acc = J->acc + (bi * J->rows + rb0) * J->cols + j0;
+    if (J->k_lo > 0)
+      for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < nj; j++) cs[i * kHalfNr + j] += acc[i * J->cols + j];
+    if (J->k_hi < k) {
+      for (int64_t i = 0; i < rows; i++)
+        memcpy(acc + i * J->cols, cs + i * kHalfNr, (size_t)nj * sizeof(float));
+      return;
+    }
+  }
+  /* The block of C: ci x cj from row r0, column c0 (swapped: the strip transposed). */
+  float ct[kHalfNr * kHalfMaxRows];
+  float *v = cs;
+  int64_t ci = rows, cj = nj, ldv = kHalfNr, r0 = rb0, c0 = j0;
+  if (J->swapped) {
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t j = 0; j < nj; j++) ct[j * kHalfMaxRows + i] = cs[i * kHalfNr + j];
+    v = ct, ci = nj, cj = rows, ldv = kHalfMaxRows, r0 = j0, c0 = 0;
+  }
+  /* alpha, beta * C, then bias and activation, then one rounding. */
+  char *c = (char *)J->c + (size_t)(bi * m * n + r0 * n + c0) * out_es;
+  if (g->alpha != 1 || g->beta != 0)
+    for (int64_t i = 0; i < ci; i++)
+      for (int64_t j = 0; j < cj; j++) {
+        float w = (float)g->alpha * v[i * ldv + j];
+        if (g->beta != 0) {
+          float old = out == KILN_GEMM_F32 ? ((const float *)(const void *)c)[i * n + j]
+                                           : half_load(out, c, i * n + j);
+          w += (float)g->beta * old;
+        }
+        v[i * ldv + j] = w;
+      }
+  if (J->epi) epilogue_apply(J->epi, CT_F32, v, ldv, ci, cj, c0);
+  for (int64_t i = 0; i < ci; i++) g_half.store(out, v + i * ldv, c + (size_t)(i * n) * out_es, cj);
+}
+
+/* Tasks [s0, s1) of the job: task t is row block t % blocks of strip group t / blocks, up to
+ * J->group strips of kHalfNr columns of one batch. Per kHalfKc values of k, each strip of the
+ * group packs its panel of Y and the block's rows pass over it: the block's kHalfMaxRows x
+ * kHalfKc piece of X (64 KiB) is read from cache by every strip of the group, not from memory
+ * once per strip (a 1024 x 4096 pass of X is 16 MiB). */
+static void half_strips(void **args, int64_t s0, int64_t s1) {
+  const half_job_t *J = args[0];
+  float cs[kHalfGroup][kHalfMaxRows * kHalfNr];
   float pk[kHalfKc * kHalfNr];
+  const int64_t groups_per_batch = (J->strips_per_batch + J->group - 1) / J->group;
   for (int64_t t = s0; t < s1; t++) {
-    /* Task t: row block t % blocks of strip t / blocks (its rows from x rb0). */
-    const int64_t s = t / J->blocks, rb0 = (t % J->blocks) * kHalfMaxRows;
+    const int64_t gi = t / J->blocks, rb0 = (t % J->blocks) * kHalfMaxRows;
     const int64_t rows = J->rows - rb0 < kHalfMaxRows ? J->rows - rb0 : kHalfMaxRows;
-    const int64_t bi = s / J->strips_per_batch, j0 = (s % J->strips_per_batch) * kHalfNr;
-    const int64_t nj = J->cols - j0 < kHalfNr ? J->cols - j0 : kHalfNr;
+    const int64_t bi = gi / groups_per_batch, first = (gi % groups_per_batch) * J->group;
+    const int64_t count =
+        J->strips_per_batch - first < J->group ? J->strips_per_batch - first : J->group;
     const float *x = J->x32 + bi * J->x_batch + rb0 * J->xrs;
     const void *y = (const uint16_t *)J->y + bi * J->y_batch;
     for (int64_t p0 = J->k_lo; p0 < J->k_hi; p0 += kHalfKc) {
       const int64_t kc = J->k_hi - p0 < kHalfKc ? J->k_hi - p0 : kHalfKc;
-      g_half.pack(J, y, p0, kc, j0, nj, pk);
-      for (int64_t i0 = 0; i0 < rows; i0 += kHalfMr)
-        g_half.micro(x + i0 * J->xrs + (p0 - J->k_lo) * J->xcs, J->xrs, J->xcs, pk, kc,
-                     cs + i0 * kHalfNr, (int)(rows - i0 < kHalfMr ? rows - i0 : kHalfMr),
-                     p0 == J->k_lo);
-    }
-    if (J->acc) {
-      /* One pass of several: add the earlier passes' sums; keep them for the next pass. */
-      float *acc = J->acc + (bi * J->rows + rb0) * J->cols + j0;
-      if (J->k_lo > 0)
-        for (int64_t i = 0; i < rows; i++)
-          for (int64_t j = 0; j < nj; j++) cs[i * kHalfNr + j] += acc[i * J->cols + j];
-      if (J->k_hi < k) {
-        for (int64_t i = 0; i < rows; i++)
-          memcpy(acc + i * J->cols, cs + i * kHalfNr, (size_t)nj * sizeof(float));
-        continue;
+      for (int64_t q = 0; q < count; q++) {
+        const int64_t j0 = (first + q) * kHalfNr;
+        const int64_t nj = J->cols - j0 < kHalfNr ? J->cols - j0 : kHalfNr;
+        g_half.pack(J, y, p0, kc, j0, nj, pk);
+        for (int64_t i0 = 0; i0 < rows; i0 += kHalfMr)
+          g_half.micro(x + i0 * J->xrs + (p0 - J->k_lo) * J->xcs, J->xrs, J->xcs, pk, kc,
+                       cs[q] + i0 * kHalfNr, (int)(rows - i0 < kHalfMr ? rows - i0 : kHalfMr),
+                       p0 == J->k_lo);
       }
     }
-    /* The block of C: ci x cj from row r0, column c0 (swapped: the strip transposed). */
-    float *v = cs;
-    int64_t ci = rows, cj = nj, ldv = kHalfNr, r0 = rb0, c0 = j0;
-    if (J->swapped) {
-      for (int64_t i = 0; i < rows; i++)
-        for (int64_t j = 0; j < nj; j++) ct[j * kHalfMaxRows + i] = cs[i * kHalfNr + j];
-      v = ct, ci = nj, cj = rows, ldv = kHalfMaxRows, r0 = j0, c0 = 0;
+    for (int64_t q = 0; q < count; q++) {
+      const int64_t j0 = (first + q) * kHalfNr;
+      const int64_t nj = J->cols - j0 < kHalfNr ? J->cols - j0 : kHalfNr;
+      half_strip_finish(J, bi, rb0, rows, j0, nj, cs[q]);
     }
-    /* alpha, beta * C, then bias and activation, then one rounding. */
-    char *c = (char *)J->c + (size_t)(bi * m * n + r0 * n + c0) * out_es;
-    if (g->alpha != 1 || g->beta != 0)
-      for (int64_t i = 0; i < ci; i++)
-        for (int64_t j = 0; j < cj; j++) {
-          float w = (float)g->alpha * v[i * ldv + j];
-          if (g->beta != 0) {
-            float old = out == KILN_GEMM_F32 ? ((const float *)(const void *)c)[i * n + j]
-                                             : half_load(out, c, i * n + j);
-            w += (float)g->beta * old;
-          }
-          v[i * ldv + j] = w;
-        }
-    if (J->epi) epilogue_apply(J->epi, CT_F32, v, ldv, ci, cj, c0);
-    for (int64_t i = 0; i < ci; i++)
-      g_half.store(out, v + i * ldv, c + (size_t)(i * n) * out_es, cj);
   }
 }
 
@@ -1210,7 +1232,13 @@ static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void
   J.x32 = x32;
   J.acc = acc;
   void *args[1] = {&J};
-  const int64_t strips = g->batch * J.strips_per_batch * J.blocks;
+  /* Groups of kHalfGroup strips while that leaves at least 4 tasks per worker. */
+  const int workers = pool ? kiln_host_pool_num_workers(pool) : 1;
+  J.group = 1;
+  if (g->batch * J.blocks * (J.strips_per_batch / kHalfGroup) >= 4 * (int64_t)workers)
+    J.group = kHalfGroup;
+  const int64_t strips =
+      g->batch * J.blocks * ((J.strips_per_batch + J.group - 1) / J.group); /* tasks */
   kiln_status st = NULL;
   for (int64_t k0 = 0; k0 < k && !st; k0 += kc) {
     const int64_t w = k - k0 < kc ? k - k0 : kc;
