@@ -321,6 +321,50 @@ static void test_split_reductions_combine_blocks_with_atomics(void **state) {
   kiln_host_jit_destroy(jit);
 }
 
+/* On the host a row past XLA's race-free bound stays in one block while the kept rows give
+ * every core 4 blocks (16 cores when the count is unknown: 64 rows): no initializing kernel,
+ * no atomics, and the result matches the evaluator. Fewer rows, or another device, keep the
+ * split (the training step's [1024, 32000] cross-entropy reduction ran 2.3x faster whole). */
+static void test_host_keeps_long_rows_whole_when_rows_are_many(void **state) {
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  static const struct {
+    const char *in, *out;
+    int64_t cores, splits;
+  } cases[] = {{"64,20000", "64", 0, 1},
+               {"63,20000", "63", 0, 2},
+               {"16,20000", "16", 4, 1},
+               {"15,20000", "15", 4, 2}};
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    kiln_hlo_module_t *m = make_reduce("f32", "add", "0", cases[i].in, "1", cases[i].out);
+    kiln_hero_analysis_t ha;
+    assert_null(kiln_hero_analyze(m->entry, &ha));
+    kiln_reduction_plan_t host, gpu;
+    assert_null(kiln_hero_reduction_plan_host(m->entry, &ha, cases[i].cores, &host));
+    assert_null(kiln_hero_reduction_plan(m->entry, &ha, cases[i].cores, &gpu));
+    assert_int_equal(host.splits, cases[i].splits);
+    assert_int_equal(gpu.splits, 2);
+    if (cases[i].cores == 0) {
+      char kname[32];
+      snprintf(kname, sizeof(kname), "hostrow%d", (int)i);
+      kiln_codegen_compile_options_t o = {0};
+      o.kernel_name = kname;
+      o.host_target = true;
+      kiln_codegen_kernel_t k;
+      kiln_status s = kiln_reduction_kernel_emit(m->entry, &o, NULL, &k);
+      if (s) fail_msg("%s: %s", cases[i].in, kiln_status_message(s));
+      assert_int_equal(k.next != NULL, cases[i].splits > 1);
+      hero_run_result_t rr;
+      s = hero_run_check(m->entry, &k, jit, NULL, false, 20000, true, 11, &rr);
+      if (s) fail_msg("run: %s", kiln_status_message(s));
+      if (rr.mismatches) fail_msg("%lld mismatches: %s", (long long)rr.mismatches, rr.first);
+      kiln_codegen_kernel_free(&k);
+    }
+    kiln_hlo_module_destroy(m);
+  }
+  kiln_host_jit_destroy(jit);
+}
+
 /* Variadic reduces cannot combine with one atomic: not split, still correct. */
 static void test_variadic_huge_reduction_stays_in_one_block(void **state) {
   const char *text =
@@ -491,6 +535,7 @@ int main(void) {
       cmocka_unit_test(test_small_column_uses_padded_shared_rows_tile),
       cmocka_unit_test(test_split_reductions_combine_blocks_with_atomics),
       cmocka_unit_test(test_variadic_huge_reduction_stays_in_one_block),
+      cmocka_unit_test(test_host_keeps_long_rows_whole_when_rows_are_many),
       cmocka_unit_test(test_multirow_and_small_column_ragged_shapes_match_evaluator),
       cmocka_unit_test(test_fusion_runner_runs_reduction_kinds_exactly),
       cmocka_unit_test(test_row_reduction_dump_shows_shared_barrier_shuffles),

@@ -161,8 +161,9 @@ static void leaf_bits(const kiln_shape_t *s, int *lo, int *hi, bool *complex) {
   if (kiln_elem_type_is_complex(s->type)) *complex = true;
 }
 
-kiln_status kiln_hero_reduction_plan(const kiln_hlo_computation_t *c, const kiln_hero_analysis_t *ha,
-                                     int64_t core_count, kiln_reduction_plan_t *out) {
+static kiln_status reduction_plan(const kiln_hlo_computation_t *c, const kiln_hero_analysis_t *ha,
+                                  int64_t core_count, bool host_target,
+                                  kiln_reduction_plan_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !ha || ha->emitter != KILN_HERO_EMITTER_REDUCTION || !ha->hero)
     return kiln_status_make(KILN_INVALID_ARGUMENT, "reduction plan: not a reduction fusion");
@@ -187,8 +188,28 @@ kiln_status kiln_hero_reduction_plan(const kiln_hlo_computation_t *c, const kiln
     f.atomic_ok = h->num_operands == 2 && ha->roots[i] == h && !kiln_shape_is_tuple(h->shape) &&
                   !kiln_elem_type_is_complex(h->shape->type) && (b == 16 || b == 32 || b == 64);
   }
-  kiln_reduction_plan_make(&ha->reduction, &f, core_count, out);
+  /* On the host a block is one core's sequential work, so a row past XLA's race-free bound
+   * stays in one block (no initializing kernel, no atomics, and no column bound check on
+   * every element of a split row, which kept the loop from vectorizing its per-row loads)
+   * while the kept rows alone give every core four blocks or more (16 cores when the count
+   * is not known: 64 rows). */
+  const kiln_reduction_dims_t *rd = &ha->reduction;
+  if (host_target && rd->is_row && rd->dims[1] >= 4 * (core_count > 0 ? core_count : 16))
+    f.atomic_ok = false;
+  kiln_reduction_plan_make(rd, &f, core_count, out);
   return NULL;
+}
+
+kiln_status kiln_hero_reduction_plan(const kiln_hlo_computation_t *c,
+                                     const kiln_hero_analysis_t *ha, int64_t core_count,
+                                     kiln_reduction_plan_t *out) {
+  return reduction_plan(c, ha, core_count, false, out);
+}
+
+kiln_status kiln_hero_reduction_plan_host(const kiln_hlo_computation_t *c,
+                                          const kiln_hero_analysis_t *ha, int64_t core_count,
+                                          kiln_reduction_plan_t *out) {
+  return reduction_plan(c, ha, core_count, true, out);
 }
 
 /* ---- transposes ---- */

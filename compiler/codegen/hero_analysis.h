@@ -106,6 +106,12 @@ typedef struct kiln_hero_analysis {
  * cores (<= 0: 132). INVALID_ARGUMENT when ha is not a reduction. */
 kiln_status kiln_hero_reduction_plan(const kiln_hlo_computation_t *c, const kiln_hero_analysis_t *ha,
                                      int64_t core_count, kiln_reduction_plan_t *out);
+/* The same for the host (`core_count` workers, <= 0: 16): a row reduction keeps each row in
+ * one block, however long, while the kept rows number at least 4 x core_count (no split with
+ * atomics). */
+kiln_status kiln_hero_reduction_plan_host(const kiln_hlo_computation_t *c,
+                                          const kiln_hero_analysis_t *ha, int64_t core_count,
+                                          kiln_reduction_plan_t *out);
 
 /* Analyzes fusion computation `c`. INVALID_ARGUMENT for a computation without a root;
  * UNIMPLEMENTED for more than KILN_HERO_MAX_ROOTS roots. */
