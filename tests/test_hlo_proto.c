@@ -765,6 +765,44 @@ static void test_malformed_fields_are_errors_and_unknown_fields_are_skipped(void
   kiln_pb_free(&m);
   kiln_pb_free(&ins[0]);
 
+  /* a literal whose layout names a dimension the shape lacks, or too few: before, copying
+   * the values into that layout read past its strides (fuzz_hlo_proto crash) */
+  static const int64_t bad_m2m[][2] = {{5, 0}, {1, 1}, {0, -1}};
+  for (int b = 0; b < 4; b++) {
+    memset(&ins[0], 0, sizeof ins[0]);
+    kiln_pb_string(&ins[0], 1, "k");
+    kiln_pb_string(&ins[0], 2, "constant");
+    kiln_pb_t sh = {0}, lay = {0}, lsh = {0}, l4 = {0};
+    kiln_pb_i64(&sh, 2, 11);
+    kiln_pb_i64(&sh, 3, 2);
+    kiln_pb_i64(&sh, 3, 2);
+    kiln_pb_message(&ins[0], 3, &sh);
+    if (b < 3) {
+      kiln_pb_i64(&lay, 1, bad_m2m[b][0]);
+      kiln_pb_i64(&lay, 1, bad_m2m[b][1]);
+    } else {
+      kiln_pb_i64(&lay, 1, 0); /* one entry for rank 2 */
+    }
+    kiln_pb_i64(&lsh, 2, 11);
+    kiln_pb_i64(&lsh, 3, 2);
+    kiln_pb_i64(&lsh, 3, 2);
+    kiln_pb_message(&lsh, 5, &lay);
+    kiln_pb_message(&l4, 1, &lsh);
+    for (int i = 0; i < 4; i++) kiln_pb_fixed32(&l4, 8, 0x3f800000u);
+    kiln_pb_message(&ins[0], 8, &l4);
+    kiln_pb_free(&sh);
+    kiln_pb_free(&lay);
+    kiln_pb_free(&lsh);
+    kiln_pb_free(&l4);
+    one_computation_module(&m, ins, 1, 0);
+    expect_decode_error(&m,
+                        b < 3 ? "not a permutation of the 2 dimensions"
+                              : "1 minor_to_major entries for a shape of rank 2",
+                        "instruction 'k'");
+    kiln_pb_free(&m);
+    kiln_pb_free(&ins[0]);
+  }
+
   /* a huge shape with no values is an error, not an allocation */
   memset(&ins[0], 0, sizeof ins[0]);
   kiln_pb_string(&ins[0], 1, "k");

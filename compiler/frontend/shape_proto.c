@@ -108,6 +108,22 @@ static kiln_status read_layout(kiln_pw_reader_t *r, kiln_arena_t *a, kiln_layout
   return s;
 }
 
+/* INVALID_ARGUMENT unless the layout's minor_to_major is a permutation of [0, rank). */
+static kiln_status check_minor_to_major(kiln_pw_reader_t *r, const kiln_layout_t *l, int rank) {
+  if (l->rank != rank)
+    return kiln_pw_error(r, NULL, "layout with %d minor_to_major entries for a shape of rank %d",
+                         l->rank, rank);
+  uint8_t seen[4096] = {0};
+  for (int i = 0; i < rank; i++) {
+    int64_t d = l->minor_to_major[i];
+    if (d < 0 || d >= rank || seen[d])
+      return kiln_pw_error(r, NULL,
+                           "layout minor_to_major is not a permutation of the %d dimensions", rank);
+    seen[d] = 1;
+  }
+  return KILN_STATUS_OK;
+}
+
 /* ShapeProto: element_type=2, dimensions=3, tuple_shapes=4, layout=5,
  * is_dynamic_dimension=6. */
 kiln_status kiln_shape_from_proto(kiln_pw_reader_t *r, kiln_arena_t *a, kiln_shape_t **out) {
@@ -175,6 +191,9 @@ kiln_status kiln_shape_from_proto(kiln_pw_reader_t *r, kiln_arena_t *a, kiln_sha
         for (size_t i = 0; shape && i < dims.len; i++) shape->dynamic[i] = dynamic.data[i] != 0;
       }
       if (shape && has_layout) {
+        /* minor_to_major must order every dimension once: literals are copied through it
+         * (a fuzzed proto with dimension numbers out of range read past the strides). */
+        s = check_minor_to_major(r, &layout, (int)dims.len);
         shape->has_layout = true;
         shape->layout = layout;
       }
