@@ -133,6 +133,34 @@ static void test_converted_panels_of_one_large_batch_cover_every_element(void **
   kiln_host_gemm_set_k_panels(true);
 }
 
+/* Every combo x shape ({batch, m, n, k}) x transpose, with and without the pool, alpha/beta
+ * on every other case, against the naive loop: the mismatches; *runs counts the gemms. */
+static int half_cases_check(const combo_t *combos, size_t ncombos, const int64_t (*shapes)[4],
+                            size_t nshapes, int *runs) {
+  int failures = 0;
+  for (size_t c = 0; c < ncombos; c++)
+    for (size_t s = 0; s < nshapes; s++)
+      for (int t = 0; t < 4; t++)
+        for (int pooled = 0; pooled < 2; pooled++) {
+          const bool scaled = ((size_t)t + s) % 2 == 1;
+          kiln_gemm_desc_t g = {combos[c].in,
+                                shapes[s][0],
+                                shapes[s][1],
+                                shapes[s][2],
+                                shapes[s][3],
+                                (t & 1) != 0,
+                                (t & 2) != 0,
+                                scaled ? -0.5 : 1,
+                                scaled ? 0.25 : 0,
+                                combos[c].out,
+                                KILN_GEMM_EPILOGUE_NONE,
+                                0};
+          failures += !hg_check(&g, KILN_HOST_BLAS_AUTO, pooled ? g_pool : NULL);
+          (*runs)++;
+        }
+  return failures;
+}
+
 /* bf16/f16 gemms of up to 128 rows take the packed-panel kernel (kiln_host_gemm_half_kernel:
  * AVX-512 where the CPU has it; ctest's test_host_gemm_half_base runs the portable copy):
  * several k blocks (128 each), full and partial 32-column strips, full and partial 8-row
@@ -162,27 +190,9 @@ static void test_half_kernel_covers_strips_row_blocks_and_k_blocks(void **state)
       /* tasks of 4 strips (the last group short), with the pool too */
       {2, 130, 520, 48},
   };
-  int failures = 0, runs = 0;
-  for (size_t c = 0; c < sizeof(combos) / sizeof(combos[0]); c++)
-    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
-      for (int t = 0; t < 4; t++)
-        for (int pooled = 0; pooled < 2; pooled++) {
-          const bool scaled = ((size_t)t + s) % 2 == 1;
-          kiln_gemm_desc_t g = {combos[c].in,
-                                shapes[s][0],
-                                shapes[s][1],
-                                shapes[s][2],
-                                shapes[s][3],
-                                (t & 1) != 0,
-                                (t & 2) != 0,
-                                scaled ? -0.5 : 1,
-                                scaled ? 0.25 : 0,
-                                combos[c].out,
-                                KILN_GEMM_EPILOGUE_NONE,
-                                0};
-          failures += !hg_check(&g, KILN_HOST_BLAS_AUTO, pooled ? g_pool : NULL);
-          runs++;
-        }
+  int runs = 0;
+  const int failures = half_cases_check(combos, sizeof(combos) / sizeof(combos[0]), shapes,
+                                        sizeof(shapes) / sizeof(shapes[0]), &runs);
   printf("[  INFO    ] %d gemms, %d mismatched\n", runs, failures);
   assert_int_equal(failures, 0);
 }
@@ -204,27 +214,9 @@ static void test_half_kernel_runs_large_k_in_passes(void **state) {
   };
   kiln_host_gemm_half_set_max_x_elems(12800);
   const int64_t passes0 = kiln_host_gemm_half_k_passes();
-  int failures = 0, runs = 0;
-  for (size_t c = 0; c < sizeof(combos) / sizeof(combos[0]); c++)
-    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
-      for (int t = 0; t < 4; t++)
-        for (int pooled = 0; pooled < 2; pooled++) {
-          const bool scaled = ((size_t)t + s) % 2 == 1;
-          kiln_gemm_desc_t g = {combos[c].in,
-                                shapes[s][0],
-                                shapes[s][1],
-                                shapes[s][2],
-                                shapes[s][3],
-                                (t & 1) != 0,
-                                (t & 2) != 0,
-                                scaled ? -0.5 : 1,
-                                scaled ? 0.25 : 0,
-                                combos[c].out,
-                                KILN_GEMM_EPILOGUE_NONE,
-                                0};
-          failures += !hg_check(&g, KILN_HOST_BLAS_AUTO, pooled ? g_pool : NULL);
-          runs++;
-        }
+  int runs = 0;
+  const int failures = half_cases_check(combos, sizeof(combos) / sizeof(combos[0]), shapes,
+                                        sizeof(shapes) / sizeof(shapes[0]), &runs);
   const int64_t passes = kiln_host_gemm_half_k_passes() - passes0;
   kiln_host_gemm_half_set_max_x_elems(0);
   printf("[  INFO    ] %d gemms, %d mismatched, %lld passes over k\n", runs, failures,
