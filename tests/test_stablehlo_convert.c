@@ -528,6 +528,134 @@ static void test_mesh_axes_replica_groups_convert_to_their_groups(void **state) 
 
 /* ---- bytecode and text twins convert to the same HLO ---- */
 
+/* collective_reduce outside run_parallel: an all-reduce kept on each group's root, run on
+ * the evaluator's participants. `body` computes %v (tensor<2xi64>) from %i, the participant's
+ * id (replica * P + partition) + 1, and holds the op; the module returns %r#0.
+ * want[2k], want[2k + 1] are participant k's two elements. */
+static void expect_collective_reduce(const char *attrs, const char *body, int R, int P,
+                                     const int64_t *want) {
+  char text[4096];
+  snprintf(text, sizeof text,
+           "module @m attributes {%s} {\n"
+           "func.func @main() -> tensor<2xi64> {\n"
+           "  %%rid = stablehlo.replica_id : tensor<ui32>\n"
+           "  %%pid = stablehlo.partition_id : tensor<ui32>\n"
+           "  %%r64 = stablehlo.convert %%rid : (tensor<ui32>) -> tensor<i64>\n"
+           "  %%p64 = stablehlo.convert %%pid : (tensor<ui32>) -> tensor<i64>\n"
+           "  %%np = stablehlo.constant dense<%d> : tensor<i64>\n"
+           "  %%one = stablehlo.constant dense<1> : tensor<i64>\n"
+           "  %%rp = stablehlo.multiply %%r64, %%np : tensor<i64>\n"
+           "  %%k = stablehlo.add %%rp, %%p64 : tensor<i64>\n"
+           "  %%i = stablehlo.add %%k, %%one : tensor<i64>\n"
+           "  %%ib = stablehlo.broadcast_in_dim %%i, dims = [] : (tensor<i64>) -> tensor<2xi64>\n"
+           "  %%ten = stablehlo.constant dense<[1, 10]> : tensor<2xi64>\n"
+           "  %%v = stablehlo.multiply %%ib, %%ten : tensor<2xi64>\n"
+           "%s"
+           "  return %%r#0 : tensor<2xi64>\n}\n}\n",
+           attrs, P, body);
+  kiln_mlir_module_t *m = parse_or_skip(text);
+  if (!m) KILN_SKIP("the MLIR text reader is not built in yet");
+  kiln_hlo_module_t *hm = NULL;
+  kiln_status s = kiln_stablehlo_to_hlo(m, NULL, &hm);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  kiln_literal_t *out[8] = {0};
+  kiln_eval_spmd_options_t o = {.num_replicas = R, .num_partitions = P};
+  s = kiln_eval_module_spmd(hm, &o, 0, NULL, &arena, out);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  for (int k = 0; k < R * P; k++) {
+    int64_t got0 = kiln_literal_get_s64(out[k], 0), got1 = kiln_literal_get_s64(out[k], 1);
+    if (got0 != want[2 * k] || got1 != want[2 * k + 1])
+      fail_msg("participant %d: {%lld, %lld}, want {%lld, %lld}", k, (long long)got0,
+               (long long)got1, (long long)want[2 * k], (long long)want[2 * k + 1]);
+  }
+  kiln_arena_destroy(&arena);
+  kiln_hlo_module_destroy(hm);
+  kiln_mlir_module_destroy(m);
+}
+
+#define REDUCER(op)                             \
+  "  ^bb0(%x: tensor<i64>, %y: tensor<i64>):\n" \
+  "    %s = stablehlo." op                      \
+  " %x, %y : tensor<i64>\n"                     \
+  "    stablehlo.return %s : tensor<i64>\n"
+
+static void test_collective_reduce_keeps_the_reduction_on_each_root(void **state) {
+  (void)state;
+  /* 4 replicas, groups {3,1} {0,2}: roots 3 (1+... = 4+2) and 0 (1+3) */
+  expect_collective_reduce(
+      "mhlo.num_replicas = 4 : i32",
+      "  %r:1 = \"stablehlo.collective_reduce\"(%v) ({\n" REDUCER("add")
+      "  }) {replica_groups = dense<[[3, 1], [0, 2]]> : tensor<2x2xi64>} : (tensor<2xi64>) -> "
+      "tensor<2xi64>\n",
+      4, 1, (const int64_t[]){4, 40, 0, 0, 0, 0, 6, 60});
+  /* dynamic roots: index 1 of each group for operand 0 (processes 1 and 2), a product */
+  expect_collective_reduce(
+      "mhlo.num_replicas = 4 : i32",
+      "  %root = stablehlo.constant dense<[1, 0]> : tensor<2xi32>\n"
+      "  %r:2 = \"stablehlo.collective_reduce\"(%v, %v, %root) ({\n" REDUCER("multiply")
+      "  }) {has_dynamic_root = true, replica_groups = dense<[[3, 1], [0, 2]]> : "
+      "tensor<2x2xi64>} : (tensor<2xi64>, tensor<2xi64>, tensor<2xi32>) -> (tensor<2xi64>, "
+      "tensor<2xi64>)\n",
+      4, 1, (const int64_t[]){0, 0, 8, 800, 3, 300, 0, 0});
+  /* channel_id > 0: groups of partitions, one set per replica (2 x 2: participants 0..3 are
+   * (r0,p0) (r0,p1) (r1,p0) (r1,p1)); the root is partition 1 */
+  expect_collective_reduce(
+      "mhlo.num_replicas = 2 : i32, mhlo.num_partitions = 2 : i32",
+      "  %r:1 = \"stablehlo.collective_reduce\"(%v) ({\n" REDUCER("add")
+      "  }) {replica_groups = dense<[[1, 0]]> : tensor<1x2xi64>, channel_handle = "
+      "#stablehlo.channel_handle<handle = 1, type = 1>} : (tensor<2xi64>) -> tensor<2xi64>\n",
+      2, 2, (const int64_t[]){0, 0, 3, 30, 0, 0, 7, 70});
+}
+
+/* The same three ops under interpreter.run_parallel (the converter's own exchange). */
+static const char kCollectiveReduceParallel[] =
+    "module @m attributes {} {\n"
+    "func.func @dyn(%v: tensor<2xi64>) -> tensor<2xi64> {\n"
+    "  %root = stablehlo.constant dense<[1]> : tensor<1xi32>\n"
+    "  %r = \"stablehlo.collective_reduce\"(%v, %root) ({\n" REDUCER("multiply")
+    "  }) {has_dynamic_root = true, replica_groups = dense<[[3, 1], [0, 2]]> : tensor<2x2xi64>} "
+    ": (tensor<2xi64>, tensor<1xi32>) -> tensor<2xi64>\n"
+    "  return %r : tensor<2xi64>\n}\n"
+    "func.func @part(%v: tensor<2xi64>) -> tensor<2xi64> {\n"
+    "  %r = \"stablehlo.collective_reduce\"(%v) ({\n" REDUCER("add")
+    "  }) {replica_groups = dense<[[1, 0]]> : tensor<1x2xi64>, channel_handle = "
+    "#stablehlo.channel_handle<handle = 1, type = 1>} : (tensor<2xi64>) -> tensor<2xi64>\n"
+    "  return %r : tensor<2xi64>\n}\n"
+    "func.func @main() {\n"
+    "  %a = stablehlo.constant dense<[1, 10]> : tensor<2xi64>\n"
+    "  %b = stablehlo.constant dense<[2, 20]> : tensor<2xi64>\n"
+    "  %c = stablehlo.constant dense<[3, 30]> : tensor<2xi64>\n"
+    "  %d = stablehlo.constant dense<[4, 40]> : tensor<2xi64>\n"
+    "  %x:4 = \"interpreter.run_parallel\"(%a, %b, %c, %d) {programs = [[@dyn], [@dyn], "
+    "[@dyn], [@dyn]]} : (tensor<2xi64>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>) -> "
+    "(tensor<2xi64>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>)\n"
+    "  check.expect_eq_const %x#0, dense<[0, 0]> : tensor<2xi64>\n"
+    "  check.expect_eq_const %x#1, dense<[8, 800]> : tensor<2xi64>\n"
+    "  check.expect_eq_const %x#2, dense<[3, 300]> : tensor<2xi64>\n"
+    "  check.expect_eq_const %x#3, dense<[0, 0]> : tensor<2xi64>\n"
+    "  %y:4 = \"interpreter.run_parallel\"(%a, %b, %c, %d) {programs = [[@part, @part], "
+    "[@part, @part]]} : (tensor<2xi64>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>) -> "
+    "(tensor<2xi64>, tensor<2xi64>, tensor<2xi64>, tensor<2xi64>)\n"
+    "  check.expect_eq_const %y#0, dense<[0, 0]> : tensor<2xi64>\n"
+    "  check.expect_eq_const %y#1, dense<[3, 30]> : tensor<2xi64>\n"
+    "  check.expect_eq_const %y#2, dense<[0, 0]> : tensor<2xi64>\n"
+    "  check.expect_eq_const %y#3, dense<[7, 70]> : tensor<2xi64>\n"
+    "  func.return\n}\n}\n";
+
+static void test_collective_reduce_under_run_parallel_with_dynamic_roots_and_partitions(
+    void **state) {
+  (void)state;
+  kiln_mlir_module_t *m = parse_or_skip(kCollectiveReduceParallel);
+  if (!m) KILN_SKIP("the MLIR text reader is not built in yet");
+  int failed;
+  int passed = run_checks(m, "main", &failed);
+  assert_int_equal(passed, 8);
+  assert_int_equal(failed, 0);
+  kiln_mlir_module_destroy(m);
+}
+
 #include <dirent.h>
 
 #include "compiler/frontend/mlir_bytecode.h"
@@ -616,6 +744,8 @@ int main(void) {
       cmocka_unit_test(test_while_and_case_with_captured_values_from_text),
       cmocka_unit_test(test_region_without_a_return_is_invalid),
       cmocka_unit_test(test_mesh_axes_replica_groups_convert_to_their_groups),
+      cmocka_unit_test(test_collective_reduce_keeps_the_reduction_on_each_root),
+      cmocka_unit_test(test_collective_reduce_under_run_parallel_with_dynamic_roots_and_partitions),
       cmocka_unit_test(test_vhlo_bytecode_converts_to_the_same_hlo_as_its_text_twin),
   };
   return kiln_run_tests(tests, NULL, NULL);

@@ -284,6 +284,27 @@ static void test_variadic_reduce(void **state) {
 static const char kAdd[] = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
                            "  ROOT s = f32[] add(a, b)\n}\n\n";
 
+/* A reducing collective applies its to_apply to each operand: (T[], T[]) -> T[] for each
+ * operand's T (an s64 reducer over f32 had run as if it matched). */
+static void test_collective_reducers_match_their_operands(void **state) {
+  (void)state;
+  char text[2048];
+  const char *fmt =
+      "HloModule m, replica_count=2\n\n%sENTRY main {\n  x = f32[4] parameter(0)\n"
+      "  y = %s[4] parameter(1)\n  ROOT r = (f32[%s], %s[%s]) %s(x, y), "
+      "replica_groups={{0,1}}%s, to_apply=add\n}\n";
+  snprintf(text, sizeof text, fmt, kAdd, "f32", "4", "f32", "4", "all-reduce", "");
+  expect_valid(text);
+  snprintf(text, sizeof text, fmt, kAdd, "s32", "4", "s32", "4", "all-reduce", "");
+  expect_invalid(text, "r", "all-reduce reducer 'add' parameter 0 must be s32[], but is f32[]");
+  snprintf(text, sizeof text, fmt, kAdd, "f32", "2", "f32", "2", "reduce-scatter",
+           ", dimensions={0}");
+  expect_valid(text);
+  snprintf(text, sizeof text, fmt, kAdd, "s64", "2", "s64", "2", "reduce-scatter",
+           ", dimensions={0}");
+  expect_invalid(text, "r", "reduce-scatter reducer 'add' parameter 0 must be s64[]");
+}
+
 static void test_reduce_window_output_size(void **state) {
   char text[2048];
   const char *fmt = "HloModule m\n\n%sENTRY main {\n  x = f32[4,5] parameter(0)\n"
@@ -728,6 +749,7 @@ int main(void) {
       cmocka_unit_test(test_reverse_and_iota_dimensions),
       cmocka_unit_test(test_variadic_reduce),
       cmocka_unit_test(test_reduce_window_output_size),
+      cmocka_unit_test(test_collective_reducers_match_their_operands),
       cmocka_unit_test(test_select_and_scatter),
       cmocka_unit_test(test_map_applies_scalar_computation),
       cmocka_unit_test(test_dot_general_dimension_numbers),

@@ -724,7 +724,7 @@ kiln_status kiln_eval_module_spmd(const kiln_hlo_module_t *m, const kiln_eval_sp
     p->opts.replica_id = i / w.num_partitions;
     p->opts.partition_id = i % w.num_partitions;
     p->num_args = num_args;
-    p->args = args[i];
+    p->args = num_args > 0 ? args[i] : NULL; /* no arguments: args may be NULL */
     kiln_arena_init(&p->arena);
     p->arena.limit = out_arena->limit;
   }

@@ -529,17 +529,6 @@ static kiln_status part_shape_text(shc_ctx_t *c, const kiln_mlir_type_t *rt, int
   return NULL;
 }
 
-static const char *pred_shape_text(shc_ctx_t *c, const kiln_mlir_type_t *rt, int32_t rank) {
-  kiln_strbuf_t b = {0};
-  kiln_strbuf_append(&b, "pred[");
-  for (int32_t k = 0; k < rank; k++)
-    kiln_strbuf_printf(&b, "%s%" PRId64, k ? "," : "", rt->dims[k]);
-  kiln_strbuf_append_char(&b, ']');
-  const char *s = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
-  kiln_strbuf_free(&b);
-  return s;
-}
-
 kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled) {
   *handled = false;
   if (strncmp(op->name, "chlo.", 5) != 0) return NULL;
@@ -616,7 +605,7 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
     SHC_TRY(shc_lookup(c, op->operands[0], &x));
     const char *psh, *bsh, *zero;
     SHC_TRY(part_shape_text(c, rt, rank, &psh));
-    bsh = pred_shape_text(c, rt, rank);
+    bsh = shc_pred_shape_text(c, rt);
     SHC_TRY(shc_scalar_const(c, shc_elem_type(rt)->element, 0.0, &zero));
     zero = shc_broadcast_scalar(c, zero, psh, rank);
     const char *a = shc_emit(c, psh, "real(%s)", x), *b = shc_emit(c, psh, "imag(%s)", x);

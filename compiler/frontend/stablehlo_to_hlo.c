@@ -407,6 +407,17 @@ const char *shc_broadcast_scalar(shc_ctx_t *c, const char *scalar, const char *s
   return shc_emit(c, shape, "broadcast(%s), dimensions={}", scalar);
 }
 
+const char *shc_pred_shape_text(shc_ctx_t *c, const kiln_mlir_type_t *t) {
+  int32_t rank = t && t->kind == KILN_MLIR_TYPE_TENSOR ? t->rank : 0;
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_append(&b, "pred[");
+  for (int32_t k = 0; k < rank; k++) kiln_strbuf_printf(&b, "%s%" PRId64, k ? "," : "", t->dims[k]);
+  kiln_strbuf_append_char(&b, ']');
+  const char *s = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&b);
+  return s;
+}
+
 /* ---- blocks, regions, calls ---- */
 
 static bool is_terminator(const kiln_mlir_op_t *op) {

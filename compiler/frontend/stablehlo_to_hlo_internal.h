@@ -137,5 +137,7 @@ kiln_status shc_scalar_const(shc_ctx_t *c, const kiln_mlir_type_t *elem, double 
                              const char **out);
 /* Broadcasts a scalar HLO value to `shape` (rank-0 shape: returned as is). */
 const char *shc_broadcast_scalar(shc_ctx_t *c, const char *scalar, const char *shape, int32_t rank);
+/* "pred[2,3]": the shape of a tensor type with pred elements. */
+const char *shc_pred_shape_text(shc_ctx_t *c, const kiln_mlir_type_t *t);
 
 #endif /* KILN_COMPILER_FRONTEND_STABLEHLO_TO_HLO_INTERNAL_H_ */

@@ -476,12 +476,125 @@ static kiln_status replica_groups(shc_ctx_t *c, const kiln_mlir_op_t *op, const 
   return NULL;
 }
 
-static const char *channel_text(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+static int64_t channel_id_of(const kiln_mlir_op_t *op) {
   const kiln_mlir_attr_t *h = kiln_mlir_op_attr(op, "channel_handle");
-  if (!h) return "";
-  int64_t id = shc_attr_int(kiln_mlir_attr_field(h, "handle"), 0);
+  return h ? shc_attr_int(kiln_mlir_attr_field(h, "handle"), 0) : 0;
+}
+
+static const char *channel_text(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  int64_t id = channel_id_of(op);
   if (id <= 0) return "";
   return kiln_arena_printf(&c->arena, ", channel_id=%" PRId64, id);
+}
+
+/* An integer module attribute ("mhlo.num_replicas"), or `dflt`. */
+static int64_t module_int_attr(shc_ctx_t *c, const char *name, int64_t dflt) {
+  for (int32_t i = 0; i < c->m->num_attrs; i++)
+    if (!strcmp(c->m->attrs[i].name, name)) return shc_attr_int(c->m->attrs[i].value, dflt);
+  return dflt;
+}
+
+/* collective_reduce: an all-reduce of the data operands, kept on each group's root (its first
+ * process, or group[root[j]] with has_dynamic_root) and zeros elsewhere. The root test compares
+ * replica-id (partition-id when channel_id > 0) with each group's members. */
+static kiln_status convert_collective_reduce(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  const kiln_mlir_attr_t *a = kiln_mlir_op_attr(op, "replica_groups");
+  if (a && is_struct(a, "stablehlo.replica_group_mesh_axes"))
+    return SHC_UNIMPL(op, "mesh-axes replica_groups (give explicit groups)");
+  if (!a || a->kind != KILN_MLIR_ATTR_DENSE_ELEMENTS || !a->literal || !a->type ||
+      a->type->kind != KILN_MLIR_TYPE_TENSOR || a->type->rank != 2)
+    return SHC_INVALID(op, "replica_groups: expected a 2-D tensor of integers");
+  if (op->num_regions != 1) return SHC_INVALID(op, "expected a reduction body");
+  bool dynamic = shc_attr_int(kiln_mlir_op_attr(op, "has_dynamic_root"), 0) != 0;
+  int32_t nd = op->num_results;
+  if (op->num_operands != nd + (dynamic ? 1 : 0))
+    return SHC_INVALID(op, "expected %d data operands%s", (int)nd,
+                       dynamic ? " and a root operand" : "");
+  const char *sh, *ops, *rg, *body, *root = NULL;
+  SHC_TRY(results_shape(c, op, &sh));
+  SHC_TRY(shc_operand_list(c, op, 0, nd, &ops));
+  SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &body));
+  if (dynamic) SHC_TRY(shc_lookup(c, op->operands[nd], &root));
+  int64_t rows = a->type->dims[0], cols = a->type->dims[1];
+  bool by_partition = channel_id_of(op) > 0;
+  if (!by_partition) {
+    SHC_TRY(replica_groups(c, op, "replica_groups", &rg));
+  } else {
+    /* HLO's all-reduce has no cross-partition mode: the groups of every replica, in
+     * flattened ids (replica * num_partitions + partition) */
+    int64_t nr = module_int_attr(c, "mhlo.num_replicas", 1);
+    int64_t np = module_int_attr(c, "mhlo.num_partitions", 0);
+    if (nr > 1 && np < 1)
+      return SHC_UNIMPL(op,
+                        "cross-partition groups of %" PRId64
+                        " replicas need the module's mhlo.num_partitions",
+                        nr);
+    kiln_strbuf_t b = {0};
+    kiln_strbuf_append(&b, ", replica_groups={");
+    for (int64_t rep = 0; rep < nr; rep++)
+      for (int64_t r = 0; r < rows; r++) {
+        kiln_strbuf_printf(&b, "%s{", rep || r ? "," : "");
+        bool first = true;
+        for (int64_t k = 0; k < cols; k++) {
+          int64_t v = kiln_literal_get_s64(a->literal, r * cols + k);
+          if (v < 0) continue;
+          kiln_strbuf_printf(&b, "%s%" PRId64, first ? "" : ",", rep * np + v);
+          first = false;
+        }
+        kiln_strbuf_append_char(&b, '}');
+      }
+    kiln_strbuf_printf(&b, "}, channel_id=%" PRId64 ", use_global_device_ids=true",
+                       channel_id_of(op));
+    rg = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
+    kiln_strbuf_free(&b);
+  }
+  const char *sum = shc_emit(c, sh, "all-reduce(%s)%s, to_apply=%s", ops, rg, body);
+  const char *id = shc_emit(c, "u32[]", "%s()", by_partition ? "partition-id" : "replica-id");
+  id = shc_emit(c, "s64[]", "convert(%s)", id);
+  /* pos: this process's index in its group, -1 outside every group */
+  const char *pos = shc_emit(c, "s64[]", "constant(-1)");
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t at = 0;
+    for (int64_t k = 0; k < cols; k++) {
+      int64_t v = kiln_literal_get_s64(a->literal, r * cols + k);
+      if (v < 0) continue;
+      const char *m = shc_emit(c, "s64[]", "constant(%" PRId64 ")", v);
+      const char *eq = shc_emit(c, "pred[]", "compare(%s, %s), direction=EQ", id, m);
+      pos = shc_emit(c, "s64[]", "select(%s, %s, %s)", eq,
+                     shc_emit(c, "s64[]", "constant(%" PRId64 ")", at++), pos);
+    }
+  }
+  const char *results[64];
+  if (nd > 64) return SHC_UNIMPL(op, "more than 64 operands");
+  for (int32_t j = 0; j < nd; j++) {
+    const kiln_mlir_type_t *rt = op->results[j].type;
+    const char *rsh, *z, *want;
+    SHC_TRY(shc_type_text(c, rt, &rsh));
+    if (dynamic) {
+      const kiln_mlir_type_t *roott = op->operands[nd]->type;
+      const char *re;
+      SHC_TRY(shc_elem_text(shc_elem_type(roott), &re));
+      const char *r1 = shc_emit(c, kiln_arena_printf(&c->arena, "%s[1]", re),
+                                "slice(%s), slice={[%d:%d]}", root, (int)j, (int)j + 1);
+      want = shc_emit(c, "s64[]", "convert(%s)",
+                      shc_emit(c, kiln_arena_printf(&c->arena, "%s[]", re), "reshape(%s)", r1));
+    } else {
+      want = shc_emit(c, "s64[]", "constant(0)");
+    }
+    const char *eq = shc_emit(c, "pred[]", "compare(%s, %s), direction=EQ", pos, want);
+    const char *in = shc_emit(c, "pred[]", "compare(%s, %s), direction=GE", pos,
+                              shc_emit(c, "s64[]", "constant(0)"));
+    eq = shc_emit(c, "pred[]", "and(%s, %s)", eq, in);
+    SHC_TRY(shc_scalar_const(c, shc_elem_type(rt), 0, &z));
+    int32_t rank = rt->kind == KILN_MLIR_TYPE_TENSOR ? rt->rank : 0;
+    z = shc_broadcast_scalar(c, z, rsh, rank);
+    const char *v =
+        nd == 1 ? sum : shc_emit(c, rsh, "get-tuple-element(%s), index=%d", sum, (int)j);
+    results[j] = shc_emit(c, rsh, "select(%s, %s, %s)",
+                          shc_broadcast_scalar(c, eq, shc_pred_shape_text(c, rt), rank), v, z);
+  }
+  for (int32_t j = 0; j < nd; j++) shc_bind(c, &op->results[j], results[j]);
+  return NULL;
 }
 
 static kiln_status convert_collective(shc_ctx_t *c, const kiln_mlir_op_t *op, const char *n,
@@ -544,6 +657,7 @@ static kiln_status convert_collective(shc_ctx_t *c, const kiln_mlir_op_t *op, co
     return bind_results(
         c, op, shc_emit(c, sh, "collective-broadcast(%s)%s%s", ops, rg, channel_text(c, op)));
   }
+  if (!strcmp(n, "collective_reduce")) return convert_collective_reduce(c, op);
   *handled = false;
   return NULL;
 }

@@ -8,7 +8,8 @@
  * each operand),
  * all_gather (concatenate), reduce_scatter (reduce, then the process's slice), all_to_all
  * (slices exchanged, concatenated), collective_permute (the source's value, zeros where
- * none), collective_broadcast (the group's first process's value, zeros outside groups). */
+ * none), collective_broadcast (the group's first process's value, zeros outside groups),
+ * collective_reduce (the group's reduction on its root, zeros elsewhere). */
 #include <inttypes.h>
 #include <string.h>
 
@@ -123,6 +124,56 @@ static kiln_status zeros(shc_ctx_t *c, const kiln_mlir_type_t *t, const char **o
   return NULL;
 }
 
+/* The map of `body` over group g's values of operand j, in group order. */
+static kiln_status group_reduce(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t *const *ops,
+                                int32_t j, int64_t g, const char *body, const char **out) {
+  const kiln_mlir_type_t *ot = ops[0]->operands[j]->type;
+  const char *osh;
+  SHC_TRY(shc_type_text(c, ot, &osh));
+  int32_t r = rank_of(ot);
+  int64_t dims[64];
+  for (int32_t i = 0; i < r && i < 64; i++) dims[i] = i;
+  kiln_status st = NULL;
+  const char *acc = value_of(c, s, s->groups[g][0], ops[s->groups[g][0]], j, &st);
+  SHC_TRY(st);
+  for (int64_t jj = 1; jj < s->group_size[g]; jj++) {
+    const char *v = value_of(c, s, s->groups[g][jj], ops[s->groups[g][jj]], j, &st);
+    SHC_TRY(st);
+    acc = shc_emit(c, osh, "map(%s, %s), dimensions=%s, to_apply=%s", acc, v,
+                   shc_ints_text(c, dims, r), body);
+  }
+  *out = acc;
+  return NULL;
+}
+
+/* Process k's root for data operand j of an op with has_dynamic_root (its last operand holds
+ * one root per data operand, an index into the group): a scalar; *et its element type. */
+static kiln_status dynamic_root(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t *const *ops,
+                                int64_t k, int32_t j, const char **out, const char **et) {
+  const kiln_mlir_op_t *op = ops[0];
+  int32_t nres = op->num_results;
+  if (op->num_operands != nres + 1) return SHC_INVALID(op, "expected a root operand");
+  kiln_status st = NULL;
+  const char *root = value_of(c, s, k, ops[k], nres, &st);
+  SHC_TRY(st);
+  SHC_TRY(shc_elem_text(shc_elem_type(op->operands[nres]->type), et));
+  const char *r1 = shc_emit(c, kiln_arena_printf(&c->arena, "%s[1]", *et),
+                            "slice(%s), slice={[%d:%d]}", root, (int)j, (int)j + 1);
+  *out = shc_emit(c, kiln_arena_printf(&c->arena, "%s[]", *et), "reshape(%s)", r1);
+  return NULL;
+}
+
+/* select(root == pos, v, otherwise), the scalar predicate broadcast to type t. */
+static const char *select_at(shc_ctx_t *c, const kiln_mlir_type_t *t, const char *sh,
+                             const char *root, const char *et, int64_t pos, const char *v,
+                             const char *otherwise) {
+  const char *idx =
+      shc_emit(c, kiln_arena_printf(&c->arena, "%s[]", et), "constant(%" PRId64 ")", pos);
+  const char *eq = shc_emit(c, "pred[]", "compare(%s, %s), direction=EQ", root, idx);
+  const char *peq = shc_broadcast_scalar(c, eq, shc_pred_shape_text(c, t), rank_of(t));
+  return shc_emit(c, sh, "select(%s, %s, %s)", peq, v, otherwise);
+}
+
 /* Result j of the same-position op of every participant (operand j). */
 static kiln_status collective_one(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t *const *ops,
                                   int32_t j, const char **res) {
@@ -140,22 +191,12 @@ static kiln_status collective_one(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t 
     const char *body;
     SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &body));
     const kiln_mlir_type_t *ot = op->operands[j]->type;
-    const char *osh;
-    SHC_TRY(shc_type_text(c, ot, &osh));
     int32_t r = rank_of(ot);
-    int64_t dims[64];
-    for (int32_t i = 0; i < r && i < 64; i++) dims[i] = i;
     for (int64_t k = 0; k < s->N; k++) {
       int64_t g = s->group_of[k];
       if (g < 0) return SHC_INVALID(op, "process %" PRId64 " is in no group", k);
-      const char *acc = value_of(c, s, s->groups[g][0], ops[s->groups[g][0]], j, &st);
-      SHC_TRY(st);
-      for (int64_t jj = 1; jj < s->group_size[g]; jj++) {
-        const char *v = value_of(c, s, s->groups[g][jj], ops[s->groups[g][jj]], j, &st);
-        SHC_TRY(st);
-        acc = shc_emit(c, osh, "map(%s, %s), dimensions=%s, to_apply=%s", acc, v,
-                       shc_ints_text(c, dims, r), body);
-      }
+      const char *acc;
+      SHC_TRY(group_reduce(c, s, ops, j, g, body, &acc));
       if (!strcmp(n, "reduce_scatter")) {
         int64_t d = shc_attr_int(kiln_mlir_op_attr(op, "scatter_dimension"), 0);
         int64_t part = rt->dims[d];
@@ -262,37 +303,41 @@ static kiln_status collective_one(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t 
         res[k] = value_of(c, s, s->groups[g][0], ops[s->groups[g][0]], j, &st);
         SHC_TRY(st);
       } else {
-        /* the source is group[root[j]], root being this process's last operand: a select
-         * over the group's members */
-        int32_t nres = op->num_results;
-        if (op->num_operands != nres + 1) return SHC_INVALID(op, "expected a root operand");
-        const kiln_mlir_type_t *roott = op->operands[nres]->type;
-        const char *root = value_of(c, s, k, ops[k], nres, &st), *re;
-        SHC_TRY(st);
-        SHC_TRY(shc_elem_text(shc_elem_type(roott), &re));
-        const char *r1 = shc_emit(c, kiln_arena_printf(&c->arena, "%s[1]", re),
-                                  "slice(%s), slice={[%d:%d]}", root, (int)j, (int)j + 1);
-        const char *rs = shc_emit(c, kiln_arena_printf(&c->arena, "%s[]", re), "reshape(%s)", r1);
-        const char *acc;
+        /* the source is group[root[j]]: a select over the group's members */
+        const char *root, *et, *acc;
+        SHC_TRY(dynamic_root(c, s, ops, k, j, &root, &et));
         SHC_TRY(zeros(c, rt, &acc));
         for (int64_t m = 0; m < s->group_size[g]; m++) {
           const char *v = value_of(c, s, s->groups[g][m], ops[s->groups[g][m]], j, &st);
           SHC_TRY(st);
-          const char *idx =
-              shc_emit(c, kiln_arena_printf(&c->arena, "%s[]", re), "constant(%" PRId64 ")", m);
-          const char *eq = shc_emit(c, "pred[]", "compare(%s, %s), direction=EQ", rs, idx);
-          kiln_strbuf_t pb = {0};
-          kiln_strbuf_append(&pb, "pred[");
-          for (int32_t i = 0; i < rank_of(rt); i++)
-            kiln_strbuf_printf(&pb, "%s%" PRId64, i ? "," : "", rt->dims[i]);
-          kiln_strbuf_append_char(&pb, ']');
-          const char *peq = shc_broadcast_scalar(
-              c, eq, kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&pb)), rank_of(rt));
-          kiln_strbuf_free(&pb);
-          acc = shc_emit(c, rsh, "select(%s, %s, %s)", peq, v, acc);
+          acc = select_at(c, rt, rsh, root, et, m, v, acc);
         }
         res[k] = acc;
       }
+    }
+  } else if (!strcmp(n, "collective_reduce")) {
+    /* the group's reduction on its root (the first process, or group[root[j]]), zeros on
+     * the other processes and outside groups */
+    SHC_TRY(
+        make_groups(op, s, "replica_groups", channel_id(op) > 0 ? CROSS_PARTITION : CROSS_REPLICA));
+    const char *body;
+    SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &body));
+    bool dynamic = shc_attr_int(kiln_mlir_op_attr(op, "has_dynamic_root"), 0) != 0;
+    for (int64_t k = 0; k < s->N; k++) {
+      int64_t g = s->group_of[k];
+      const char *z;
+      SHC_TRY(zeros(c, rt, &z));
+      res[k] = z;
+      if (g < 0 || (!dynamic && s->pos_in_group[k] != 0)) continue;
+      const char *acc;
+      SHC_TRY(group_reduce(c, s, ops, j, g, body, &acc));
+      if (!dynamic) {
+        res[k] = acc;
+        continue;
+      }
+      const char *root, *et;
+      SHC_TRY(dynamic_root(c, s, ops, k, j, &root, &et));
+      res[k] = select_at(c, rt, rsh, root, et, s->pos_in_group[k], acc, z);
     }
   } else {
     return SHC_UNIMPL(op, "in run_parallel");
@@ -317,7 +362,8 @@ static kiln_status collective(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t *con
 static bool is_collective(const kiln_mlir_op_t *op) {
   static const char *const k[] = {"stablehlo.all_reduce",         "stablehlo.all_gather",
                                   "stablehlo.reduce_scatter",     "stablehlo.all_to_all",
-                                  "stablehlo.collective_permute", "stablehlo.collective_broadcast"};
+                                  "stablehlo.collective_permute", "stablehlo.collective_broadcast",
+                                  "stablehlo.collective_reduce"};
   for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
     if (!strcmp(op->name, k[i])) return true;
   return false;

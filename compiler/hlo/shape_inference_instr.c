@@ -22,6 +22,21 @@ static kiln_status need_called(const kiln_hlo_instruction_t *in, const char *key
   return KILN_STATUS_OK;
 }
 
+/* A reducing collective's to_apply: (T[], T[]) -> T[] for each array operand's type T (the
+ * one computation is applied to every operand on its own). */
+static kiln_status need_collective_reducer(kiln_arena_t *a, const kiln_hlo_instruction_t *in, int n,
+                                           const kiln_shape_t *const *ops) {
+  kiln_hlo_computation_t *c;
+  KILN_RETURN_IF_ERROR_PLAIN(need_called(in, "to_apply", &c));
+  for (int i = 0; i < n; i++) {
+    if (kiln_shape_is_tuple(ops[i])) continue;
+    kiln_elem_type_t t = ops[i]->type;
+    KILN_RETURN_IF_ERROR_PLAIN(
+        kiln__check_reducer(a, kiln_hlo_opcode_name(in->opcode), c, 1, &t, &t));
+  }
+  return KILN_STATUS_OK;
+}
+
 static kiln_status need_single_dim(kiln_arena_t *a, const kiln_hlo_instruction_t *in,
                                    int64_t *dim) {
   if (in->dimensions.n != 1)
@@ -603,7 +618,7 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
     case KILN_OP_ALL_REDUCE_START:
       /* Older dumps give the start op the (operands, results) tuple of the async pair. */
       if (n >= 1 && kiln_shape_is_tuple(res) && res->num_elements == 2 * n) {
-        KILN_RETURN_IF_ERROR_PLAIN(need_called(in, "to_apply", &c1));
+        KILN_RETURN_IF_ERROR_PLAIN(need_collective_reducer(a, in, n, ops));
         for (int i = 0; i < n; i++)
           if (!kiln_shape_compatible(res->elements[i], ops[i]) ||
               !kiln_shape_compatible(res->elements[n + i], ops[i]))
@@ -616,7 +631,7 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
       /* fall through */
     case KILN_OP_ALL_REDUCE:
       if (n < 1) return arity_error(in, "at least 1");
-      KILN_RETURN_IF_ERROR_PLAIN(need_called(in, "to_apply", &c1));
+      KILN_RETURN_IF_ERROR_PLAIN(need_collective_reducer(a, in, n, ops));
       KILN_RETURN_IF_ERROR_PLAIN(check_groups(in));
       return same_as_operands(a, n, ops, out);
     case KILN_OP_ALL_REDUCE_DONE:
@@ -700,7 +715,7 @@ kiln_status kiln_shape_infer_instruction(kiln_arena_t *a, const kiln_hlo_instruc
       return check_collective_list(a, in, ops, res, true);
     case KILN_OP_REDUCE_SCATTER:
       if (n < 1) return arity_error(in, "at least 1");
-      KILN_RETURN_IF_ERROR_PLAIN(need_called(in, "to_apply", &c1));
+      KILN_RETURN_IF_ERROR_PLAIN(need_collective_reducer(a, in, n, ops));
       return check_collective_list(a, in, ops, res, false);
     case KILN_OP_RAGGED_ALL_TO_ALL: /* 6 operands: opcodes.def */
       KILN_RETURN_IF_ERROR_PLAIN(check_ragged_all_to_all(a, in, ops));
