@@ -9,6 +9,9 @@
  *   sgemm      OpenBLAS's cblas_sgemm called directly on the same shapes and transposes
  *              (one call per batch; threads: the host pool's size, as kiln sets them);
  *   kiln bf16  the same dot in bf16 (bf16 x bf16 -> bf16, f32 sums);
+ *   bf16 fma   the same bf16 module with bf16 gemms on the packed-panel kernel's f32 FMAs
+ *              (kiln_host_gemm_half_set_bf16_dot(false)), where the CPU has AVX512_BF16 and
+ *              the default is its vdpbf16ps kernel ('-' elsewhere: both are the same);
  *   bf16 cvt   the same bf16 module with the packed-panel kernel limited to 128 rows (as it was
  *              before it took blocks of rows): larger gemms convert whole panels to f32 for
  *              OpenBLAS;
@@ -482,13 +485,14 @@ int main(int argc, char **argv) {
     if (h) dlclose(h);
     return st ? 1 : 0;
   }
-  printf("%-40s %7s | %8s %8s %8s %8s %8s %8s | %6s %6s %6s %7s %7s\n", "shape", "GFLOP",
-         "kiln f32", "f32 new", "sgemm", "kiln bf16", "bf16 cvt", "elemental", "f32/sg", "new/sg",
-         "k/elem", "bf/f32", "bf/cvt");
-  printf("%-40s %7s | %8s %8s %8s %8s %8s %8s | %6s %6s %6s %7s %7s\n", "", "", "GFLOP/s",
-         "GFLOP/s", "GFLOP/s", "GFLOP/s", "GFLOP/s", "GFLOP/s", "", "", "", "", "");
+  const bool bf16_dot = kiln_host_gemm_half_set_bf16_dot(true);
+  printf("%-40s %7s | %8s %8s %8s %8s %8s %8s %8s | %6s %6s %6s %7s %7s %7s\n", "shape", "GFLOP",
+         "kiln f32", "f32 new", "sgemm", "kiln bf16", "bf16 fma", "bf16 cvt", "elemental", "f32/sg",
+         "new/sg", "k/elem", "bf/f32", "bf/fma", "bf/cvt");
+  printf("%-40s %7s | %8s %8s %8s %8s %8s %8s %8s | %6s %6s %6s %7s %7s %7s\n", "", "", "GFLOP/s",
+         "GFLOP/s", "GFLOP/s", "GFLOP/s", "GFLOP/s", "GFLOP/s", "GFLOP/s", "", "", "", "", "", "");
   double sum_ratio_log = 0, sum_bf_log = 0, min_ratio = 1e9, min_bf = 1e9, sum_cvt_log = 0,
-         min_cvt = 1e9;
+         min_cvt = 1e9, sum_fma_log = 0, min_fma = 1e9;
   int nratio = 0, nbf = 0;
   double t_start = kiln_clock_ms();
   for (size_t si = 0; si < sizeof(kShapes) / sizeof(kShapes[0]); si++) {
@@ -518,7 +522,7 @@ int main(int argc, char **argv) {
       fill(dx.b, (uint64_t)(s->batch * s->k * s->n) * 4, "f32");
     }
     /* A warm-up of each, then interleaved rounds: enough for ~0.3 s of kiln f32 (2..15). */
-    double tf = 1e30, tn = 1e30, tb = 1e30, tc = 1e30, td = 1e30, te = 1e30, ms = 0;
+    double tf = 1e30, tn = 1e30, tb = 1e30, tc = 1e30, td = 1e30, te = 1e30, tm = 1e30, ms = 0;
     if ((st = kiln_bench_module_run(&kn, &ms))) break;
     if ((st = kiln_bench_module_run(&kf, &ms))) break;
     if ((st = kiln_bench_module_run(&kb, &ms))) break;
@@ -532,8 +536,18 @@ int main(int argc, char **argv) {
         direct_run(&dx, s, &ms);
         td = best(td, ms);
       }
-      if ((st = kiln_bench_module_run(&kb, &ms))) break;
-      tb = best(tb, ms);
+      /* bf16, and bf16 on the f32 FMA kernel: in turns first (the second of the two runs
+       * finds the operands in cache) */
+      for (int v = 0; v < 2 && !st; v++) {
+        const bool fma = (v == 0) == (r % 2 == 1);
+        if (fma && !bf16_dot) continue;
+        if (fma) kiln_host_gemm_half_set_bf16_dot(false);
+        st = kiln_bench_module_run(&kb, &ms);
+        if (fma) kiln_host_gemm_half_set_bf16_dot(true);
+        if (!st && fma) tm = best(tm, ms);
+        if (!st && !fma) tb = best(tb, ms);
+      }
+      if (st) break;
       /* bf16 as before blocks of rows: gemms past 128 rows converted to f32 panels */
       kiln_host_gemm_half_set_max_rows(128);
       st = kiln_bench_module_run(&kb, &ms);
@@ -550,7 +564,15 @@ int main(int argc, char **argv) {
     }
     double gf = fl / tf / 1e6, gn = fl / tn / 1e6, gb = fl / tb / 1e6,
            gd = dx.sgemm ? fl / td / 1e6 : 0, ge = run_elemental ? fl / te / 1e6 : 0;
-    char cd[16] = "-", ce[16] = "-", rd[16] = "-", rn[16] = "-", re[16] = "-";
+    char cd[16] = "-", ce[16] = "-", rd[16] = "-", rn[16] = "-", re[16] = "-", cm[16] = "-",
+         rm[16] = "-";
+    if (bf16_dot) {
+      const double gm = fl / tm / 1e6;
+      snprintf(cm, sizeof cm, "%.1f", gm);
+      snprintf(rm, sizeof rm, "%.2fx", gb / gm);
+      sum_fma_log += log(gb / gm);
+      min_fma = fmin(min_fma, gb / gm);
+    }
     if (dx.sgemm) {
       snprintf(cd, sizeof cd, "%.1f", gd);
       snprintf(rd, sizeof rd, "%.2fx", gf / gd);
@@ -570,8 +592,8 @@ int main(int argc, char **argv) {
     const double gc = fl / tc / 1e6;
     sum_cvt_log += log(gb / gc);
     min_cvt = fmin(min_cvt, gb / gc);
-    printf("%-40s %7.3f | %8.1f %8.1f %8s %8.1f %8.1f %8s | %6s %6s %6s %6.2fx %6.2fx\n", s->name,
-           fl / 1e9, gf, gn, cd, gb, gc, ce, rd, rn, re, gb / gf, gb / gc);
+    printf("%-40s %7.3f | %8.1f %8.1f %8s %8.1f %8s %8.1f %8s | %6s %6s %6s %6.2fx %7s %6.2fx\n",
+           s->name, fl / 1e9, gf, gn, cd, gb, cm, gc, ce, rd, rn, re, gb / gf, rm, gb / gc);
     fflush(stdout);
     kiln_bench_module_release(dev, &kf);
     kiln_bench_module_release(dev, &kn);
@@ -596,6 +618,11 @@ int main(int argc, char **argv) {
   if (nbf)
     printf("kiln bf16 / kiln f32 FLOP rate: geometric mean %.2fx, worst %.2fx (goal >= 0.5x)\n",
            exp(sum_bf_log / nbf), min_bf);
+  if (nbf && bf16_dot)
+    printf(
+        "kiln bf16 (vdpbf16ps) / bf16 fma (the f32 FMA kernel): geometric mean %.2fx, worst "
+        "%.2fx\n",
+        exp(sum_fma_log / nbf), min_fma);
   if (nbf)
     printf(
         "kiln bf16 / bf16 cvt (gemms past 128 rows converted to f32 panels, as before row "

@@ -107,6 +107,7 @@ void kiln_pjrt_runtime_options_from_env(kiln_runtime_options_t *o) {
   o->host_blas = env_str("KILN_HOST_BLAS");
   o->host_epilogue_isa = env_str("KILN_HOST_EPILOGUE_ISA");
   o->host_gemm_half = env_str("KILN_HOST_GEMM_HALF");
+  o->host_gemm_f32 = env_str("KILN_HOST_GEMM_F32");
 }
 
 void kiln_pjrt_process_options_reread_env(void) {

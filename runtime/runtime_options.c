@@ -37,6 +37,7 @@ void kiln_runtime_options_set(const kiln_runtime_options_t *o) {
   c.host_blas = keep(c.host_blas);
   c.host_epilogue_isa = keep(c.host_epilogue_isa);
   c.host_gemm_half = keep(c.host_gemm_half);
+  c.host_gemm_f32 = keep(c.host_gemm_f32);
   g_options = c;
   kiln_mutex_unlock(&g_mu);
 }

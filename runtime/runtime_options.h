@@ -33,6 +33,9 @@ typedef struct kiln_runtime_options {
    * CPU runs; host_gemm_half also takes "panels". */
   const char *host_epilogue_isa;
   const char *host_gemm_half;
+  /* Where f32 gemms run: "library" (the CBLAS library), "kernel" (kiln's packed-panel
+   * kernel); NULL or anything else: auto (kiln_host_gemm_f32_kernel). */
+  const char *host_gemm_f32;
   /* Executables loaded after: a per-thunk profile of their runs, a kiln_thunk_profile_mode_t
    * (runtime/thunk.h; 0: off, 1: per thunk, 2: per command of command buffers too;
    * kiln_executable_profile reads it). */

@@ -128,6 +128,7 @@ static const char *const kProcessVars[][2] = {
     {"KILN_HOST_BLAS", "none"},
     {"KILN_HOST_EPILOGUE_ISA", "base"},
     {"KILN_HOST_GEMM_HALF", "panels"},
+    {"KILN_HOST_GEMM_F32", "library"},
     {"KILN_LOG", "debug"},
     {"KILN_CACHE_MAX_BYTES", "2M"},
 };
@@ -149,6 +150,7 @@ static void test_process_options_reach_the_runtime_and_base(void **state) {
   assert_string_equal(ro.host_blas, "none");
   assert_string_equal(ro.host_epilogue_isa, "base");
   assert_string_equal(ro.host_gemm_half, "panels");
+  assert_string_equal(ro.host_gemm_f32, "library");
   assert_int_equal(kiln_log_level(), KILN_LOG_DEBUG);
   assert_int_equal(kiln_disk_cache_max_bytes(), 2 * 1024 * 1024);
   /* The runtime keeps copies: changing the environment changes nothing until read again. */

@@ -66,6 +66,8 @@ static void test_every_type_transpose_and_shape_matches_the_naive_loop(void **st
   const char *tried = NULL;
   const char *lib = kiln_host_blas_library(&tried);
   printf("[  INFO    ] host BLAS: %s (tried: %s)\n", lib ? lib : "none, C kernel", tried);
+  /* f32 through the library here (the packed-panel test below runs it on the kernel) */
+  kiln_host_gemm_f32_set_kernel(0);
   int failures = 0, runs = 0;
   for (size_t c = 0; c < sizeof(kCombos) / sizeof(kCombos[0]); c++)
     for (size_t s = 0; s < sizeof(kShapes) / sizeof(kShapes[0]); s++)
@@ -83,6 +85,7 @@ static void test_every_type_transpose_and_shape_matches_the_naive_loop(void **st
               runs++;
             }
   printf("[  INFO    ] %d gemms, %d mismatched\n", runs, failures);
+  kiln_host_gemm_f32_set_kernel(-1);
   assert_int_equal(failures, 0);
 }
 
@@ -191,10 +194,54 @@ static void test_half_kernel_covers_strips_row_blocks_and_k_blocks(void **state)
       {2, 130, 520, 48},
   };
   int runs = 0;
-  const int failures = half_cases_check(combos, sizeof(combos) / sizeof(combos[0]), shapes,
-                                        sizeof(shapes) / sizeof(shapes[0]), &runs);
+  int failures = half_cases_check(combos, sizeof(combos) / sizeof(combos[0]), shapes,
+                                  sizeof(shapes) / sizeof(shapes[0]), &runs);
   printf("[  INFO    ] %d gemms, %d mismatched\n", runs, failures);
   assert_int_equal(failures, 0);
+  /* f32 on the kernel (X read in place where its rows run along k, else copied), whatever
+   * auto picks on this machine */
+  const char *why = NULL;
+  const char *f32_kernel = kiln_host_gemm_f32_kernel(&why);
+  printf("[  INFO    ] f32 gemms: %s (%s)\n", f32_kernel, why ? why : "");
+  if (strcmp(kiln_host_gemm_half_kernel(), "panels") != 0) {
+    static const combo_t f32[] = {{KILN_GEMM_F32, KILN_GEMM_F32}};
+    kiln_host_gemm_f32_set_kernel(1);
+    runs = 0;
+    failures = half_cases_check(f32, 1, shapes, sizeof(shapes) / sizeof(shapes[0]), &runs);
+    kiln_host_gemm_f32_set_kernel(-1);
+    printf("[  INFO    ] f32 on the kernel: %d gemms, %d mismatched\n", runs, failures);
+    assert_int_equal(failures, 0);
+  }
+  /* bf16 on the f32 kernel too where the pairs kernel took it above */
+  if (kiln_host_gemm_half_set_bf16_dot(false)) {
+    runs = 0;
+    failures = half_cases_check(combos, 3, shapes, sizeof(shapes) / sizeof(shapes[0]), &runs);
+    printf("[  INFO    ] bf16 on the f32 kernel: %d gemms, %d mismatched\n", runs, failures);
+    assert_int_equal(failures, 0);
+  }
+  kiln_host_gemm_half_set_bf16_dot(true);
+}
+
+/* The vdpbf16ps kernel treats subnormal bf16 inputs as zero (the instruction's DAZ, as
+ * README's Dots section says); the f32 kernel keeps them. A 1 x 32 x 64 gemm whose every
+ * product is 2^-129 (a subnormal times 1; 64 of them sum to 2^-123, a normal f32). */
+static void test_bf16_dot_kernel_treats_subnormal_inputs_as_zero(void **state) {
+  (void)state;
+  if (!kiln_host_gemm_half_set_bf16_dot(true)) skip();
+  enum { K = 64, N = 32 };
+  uint16_t a[K], b[K * N];
+  float c[N];
+  for (int i = 0; i < K; i++) a[i] = 0x0010;     /* 16 * 2^-133 = 2^-129 */
+  for (int i = 0; i < K * N; i++) b[i] = 0x3f80; /* 1 */
+  kiln_gemm_desc_t g = {KILN_GEMM_BF16,          1, 1, N, K, false, false, 1, 0, KILN_GEMM_F32,
+                        KILN_GEMM_EPILOGUE_NONE, 0};
+  ASSERT_OK(kiln_host_gemm(&g, a, b, c, KILN_HOST_BLAS_AUTO, NULL));
+  for (int j = 0; j < N; j++) assert_true(c[j] == 0.0f);
+  kiln_host_gemm_half_set_bf16_dot(false);
+  ASSERT_OK(kiln_host_gemm(&g, a, b, c, KILN_HOST_BLAS_AUTO, NULL));
+  kiln_host_gemm_half_set_bf16_dot(true);
+  for (int j = 0; j < N; j++)
+    if (c[j] != ldexpf(1.0f, -123)) fail_msg("c[%d] = %a", j, (double)c[j]);
 }
 
 /* When X's f32 copy would pass the scratch bound, one-batch gemms run the packed-panel kernel
@@ -213,11 +260,26 @@ static void test_half_kernel_runs_large_k_in_passes(void **state) {
       {1, 1, 33, 20000}, {1, 96, 520, 400},  {2, 50, 40, 300},
   };
   kiln_host_gemm_half_set_max_x_elems(12800);
-  const int64_t passes0 = kiln_host_gemm_half_k_passes();
+  /* the pairs kernel reads X in place where it can (no passes): first the f32 kernel */
+  const bool dot = kiln_host_gemm_half_set_bf16_dot(false);
+  int64_t passes0 = kiln_host_gemm_half_k_passes();
   int runs = 0;
-  const int failures = half_cases_check(combos, sizeof(combos) / sizeof(combos[0]), shapes,
-                                        sizeof(shapes) / sizeof(shapes[0]), &runs);
+  int failures = half_cases_check(combos, sizeof(combos) / sizeof(combos[0]), shapes,
+                                  sizeof(shapes) / sizeof(shapes[0]), &runs);
   const int64_t passes = kiln_host_gemm_half_k_passes() - passes0;
+  kiln_host_gemm_half_set_bf16_dot(true);
+  if (dot) { /* bf16 pairs packed in passes (A^T, B), or read in place (one pass) */
+    passes0 = kiln_host_gemm_half_k_passes();
+    int runs2 = 0;
+    failures += half_cases_check(combos, 2, shapes, sizeof(shapes) / sizeof(shapes[0]), &runs2);
+    const int64_t dot_passes = kiln_host_gemm_half_k_passes() - passes0;
+    printf("[  INFO    ] bf16 pairs kernel: %d gemms, %lld passes over k\n", runs2,
+           (long long)dot_passes);
+    /* 2 types x 2 (pool or not) x the 2 transposes of 4 that pack X (A^T; B when
+     * transposed), each in as many passes as on the f32 kernel; X read in place (the other
+     * two, and 1x33x20000's A^T: one row is contiguous along k) runs in one, not counted */
+    assert_int_equal(dot_passes, 2 * 2 * 2 * (2 + 3 + 8 + 4));
+  }
   kiln_host_gemm_half_set_max_x_elems(0);
   printf("[  INFO    ] %d gemms, %d mismatched, %lld passes over k\n", runs, failures,
          (long long)passes);
@@ -400,6 +462,7 @@ int main(void) {
       cmocka_unit_test(test_half_kernel_covers_strips_row_blocks_and_k_blocks),
       cmocka_unit_test(test_half_kernel_rounds_as_runtime_half_bit_for_bit),
       cmocka_unit_test(test_half_kernel_runs_large_k_in_passes),
+      cmocka_unit_test(test_bf16_dot_kernel_treats_subnormal_inputs_as_zero),
       cmocka_unit_test(test_s8_gemm_is_exact_past_f32_range_and_wraps_past_s32),
       cmocka_unit_test(test_desc_check_takes_the_listed_type_pairs_only),
       cmocka_unit_test(test_dots_of_every_gemm_type_run_as_gemm_thunks_and_match_the_evaluator),

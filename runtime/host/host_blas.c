@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/alloc.h"
 #include "base/log.h"
@@ -859,6 +860,11 @@ typedef struct half_job {
   int64_t group;                    /* strips per task (1..kHalfGroup) */
   int64_t k_lo, k_hi;               /* the pass over k */
   float *acc; /* (a pass of several) C's partial sums, rows x cols (X's rows, Y's columns) */
+  /* bf16 pairs (the vdpbf16ps kernel; NULL: the f32 kernel on x32): X's values (i, 2q) and
+   * (i, 2q + 1) of the pass side by side at x2[i * x2rs + q * x2cs] (bf16 elements; 0 past
+   * k), in the operand itself when its rows run along an even k, else packed */
+  const uint16_t *x2;
+  int64_t x2rs, x2cs, x2_batch;
 } half_job_t;
 
 /* Micro-kernel: cs[i][0..kHalfNr) (+)= sum_p X[i*xrs + p*xcs] * pk[p][0..kHalfNr) for
@@ -872,6 +878,36 @@ typedef void (*half_pack_fn)(const half_job_t *J, const void *y, int64_t p0, int
 
 /* Rounds `len` f32 values to C's type `t` (bf16, f16 or f32: a copy) at `dst`. */
 typedef void (*half_store_fn)(kiln_gemm_dtype_t t, const float *v, void *dst, int64_t len);
+
+/* bf16 pairs: cs[i][0..kHalfNr) (+)= sum_q X2(i, q) . pk[q][0..kHalfNr) for `rows` <= kHalfMr
+ * rows over kq pairs of k, X2(i, q) the two bf16 values at x2[i * xrs + q * xcs], pk[q][j] the
+ * pair (Y(2q, j), Y(2q + 1, j)) as one 32-bit word, the even one in the low half. */
+typedef void (*half_dp_fn)(const uint16_t *x2, int64_t xrs, int64_t xcs, const uint32_t *pk,
+                           int64_t kq, float *cs, int rows, bool first);
+/* Packs Y[p0 .. p0+kc)[j0 .. j0+nj) of one bf16 batch into pairs: pk[q][j] for q <
+ * ceil(kc / 2) (zero past kc and past nj). */
+typedef void (*half_pack2_fn)(const half_job_t *J, const void *y, int64_t p0, int64_t kc,
+                              int64_t j0, int64_t nj, uint32_t *pk);
+
+static inline uint16_t half_bits(const void *p, int64_t i) {
+  return ((const uint16_t *)p)[i];
+}
+
+static void half_pack2_base(const half_job_t *J, const void *y, int64_t p0, int64_t kc, int64_t j0,
+                            int64_t nj, uint32_t *pk) {
+  const int64_t ld = J->ld;
+  for (int64_t q = 0; q < (kc + 1) / 2; q++) {
+    uint32_t *d = pk + q * kHalfNr;
+    for (int64_t j = 0; j < nj; j++) {
+      const int64_t p = p0 + 2 * q, col = j0 + j;
+      const uint32_t lo = half_bits(y, J->y_jmajor ? col * ld + p : p * ld + col);
+      const uint32_t hi =
+          2 * q + 1 < kc ? half_bits(y, J->y_jmajor ? col * ld + p + 1 : (p + 1) * ld + col) : 0;
+      d[j] = lo | hi << 16;
+    }
+    for (int64_t j = nj; j < kHalfNr; j++) d[j] = 0;
+  }
+}
 
 static void half_store_base(kiln_gemm_dtype_t t, const float *v, void *dst, int64_t len) {
   conv_t cv = {true, t, CT_F32, v, dst, 0, len, len, 1, len, NULL, 0};
@@ -892,6 +928,7 @@ static void half_micro_base(const float *x, int64_t xrs, int64_t xcs, const floa
 }
 
 static inline float half_load(kiln_gemm_dtype_t t, const void *p, int64_t i) {
+  if (t == KILN_GEMM_F32) return ((const float *)p)[i];
   const uint16_t h = ((const uint16_t *)p)[i];
   return t == KILN_GEMM_BF16 ? kiln_bf16_to_f32(h) : kiln_f16_to_f32(h);
 }
@@ -913,16 +950,33 @@ static void half_pack_base(const half_job_t *J, const void *y, int64_t p0, int64
 #define KILN_HALF_AVX512 1
 #define HALF_AVX512 __attribute__((target("avx512f")))
 
-/* `R` rows (a constant after inlining: the accumulators stay in registers). */
-HALF_AVX512 static inline __attribute__((always_inline)) void half_micro_rows(
-    const float *x, int64_t xrs, int64_t xcs, const float *pk, int64_t kc, float *cs, int R,
-    bool first) {
-  __m512 c0[kHalfMr], c1[kHalfMr];
+/* The micro-kernels' accumulators: R rows of kHalfNr sums, zero or from cs. */
+HALF_AVX512 static inline __attribute__((always_inline)) void half_acc_load(__m512 *c0, __m512 *c1,
+                                                                            const float *cs, int R,
+                                                                            bool first) {
 #pragma GCC unroll 8
   for (int i = 0; i < R; i++) {
     c0[i] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(cs + i * kHalfNr);
     c1[i] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(cs + i * kHalfNr + 16);
   }
+}
+
+HALF_AVX512 static inline __attribute__((always_inline)) void half_acc_store(const __m512 *c0,
+                                                                             const __m512 *c1,
+                                                                             float *cs, int R) {
+#pragma GCC unroll 8
+  for (int i = 0; i < R; i++) {
+    _mm512_storeu_ps(cs + i * kHalfNr, c0[i]);
+    _mm512_storeu_ps(cs + i * kHalfNr + 16, c1[i]);
+  }
+}
+
+/* `R` rows (a constant after inlining: the accumulators stay in registers). */
+HALF_AVX512 static inline __attribute__((always_inline)) void half_micro_rows(
+    const float *x, int64_t xrs, int64_t xcs, const float *pk, int64_t kc, float *cs, int R,
+    bool first) {
+  __m512 c0[kHalfMr], c1[kHalfMr];
+  half_acc_load(c0, c1, cs, R, first);
   for (int64_t p = 0; p < kc; p++) {
     const __m512 b0 = _mm512_loadu_ps(pk + p * kHalfNr),
                  b1 = _mm512_loadu_ps(pk + p * kHalfNr + 16);
@@ -933,45 +987,51 @@ HALF_AVX512 static inline __attribute__((always_inline)) void half_micro_rows(
       c1[i] = _mm512_fmadd_ps(v, b1, c1[i]);
     }
   }
-#pragma GCC unroll 8
-  for (int i = 0; i < R; i++) {
-    _mm512_storeu_ps(cs + i * kHalfNr, c0[i]);
-    _mm512_storeu_ps(cs + i * kHalfNr + 16, c1[i]);
-  }
+  half_acc_store(c0, c1, cs, R);
 }
+
+/* Calls fn(args..., R, first) with R = rows (1..kHalfMr) a constant: each row count gets its
+ * own copy of the always-inline micro-kernel, its accumulators in registers. */
+#define HALF_ROWS_DISPATCH(fn, ...) \
+  do {                              \
+    switch (rows) {                 \
+      case 8:                       \
+        fn(__VA_ARGS__, 8, first);  \
+        return;                     \
+      case 7:                       \
+        fn(__VA_ARGS__, 7, first);  \
+        return;                     \
+      case 6:                       \
+        fn(__VA_ARGS__, 6, first);  \
+        return;                     \
+      case 5:                       \
+        fn(__VA_ARGS__, 5, first);  \
+        return;                     \
+      case 4:                       \
+        fn(__VA_ARGS__, 4, first);  \
+        return;                     \
+      case 3:                       \
+        fn(__VA_ARGS__, 3, first);  \
+        return;                     \
+      case 2:                       \
+        fn(__VA_ARGS__, 2, first);  \
+        return;                     \
+      default:                      \
+        fn(__VA_ARGS__, 1, first);  \
+        return;                     \
+    }                               \
+  } while (0)
 
 HALF_AVX512 static void half_micro_avx512(const float *x, int64_t xrs, int64_t xcs, const float *pk,
                                           int64_t kc, float *cs, int rows, bool first) {
-  switch (rows) {
-    case 8:
-      half_micro_rows(x, xrs, xcs, pk, kc, cs, 8, first);
-      return;
-    case 7:
-      half_micro_rows(x, xrs, xcs, pk, kc, cs, 7, first);
-      return;
-    case 6:
-      half_micro_rows(x, xrs, xcs, pk, kc, cs, 6, first);
-      return;
-    case 5:
-      half_micro_rows(x, xrs, xcs, pk, kc, cs, 5, first);
-      return;
-    case 4:
-      half_micro_rows(x, xrs, xcs, pk, kc, cs, 4, first);
-      return;
-    case 3:
-      half_micro_rows(x, xrs, xcs, pk, kc, cs, 3, first);
-      return;
-    case 2:
-      half_micro_rows(x, xrs, xcs, pk, kc, cs, 2, first);
-      return;
-    default:
-      half_micro_rows(x, xrs, xcs, pk, kc, cs, 1, first);
-      return;
-  }
+  HALF_ROWS_DISPATCH(half_micro_rows, x, xrs, xcs, pk, kc, cs);
 }
 
-/* 16 bf16 / f16 values to f32 (bf16: the bits shifted up; f16: vcvtph2ps, exact). */
-HALF_AVX512 static inline __m512 half16_to_f32(kiln_gemm_dtype_t t, const uint16_t *s) {
+/* Elements i .. i + 16 of y (f32, or bf16 / f16 to f32: bf16 the bits shifted up, f16
+ * vcvtph2ps, exact). */
+HALF_AVX512 static inline __m512 half16_to_f32(kiln_gemm_dtype_t t, const void *y, int64_t i) {
+  if (t == KILN_GEMM_F32) return _mm512_loadu_ps((const float *)y + i);
+  const uint16_t *s = (const uint16_t *)y + i;
   const __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)s);
   if (t == KILN_GEMM_F16) return _mm512_cvtph_ps(h);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -987,9 +1047,9 @@ HALF_AVX512 static void half_pack_avx512(const half_job_t *J, const void *y, int
   }
   if (!J->y_jmajor) {
     for (int64_t p = 0; p < kc; p++) {
-      const uint16_t *s = (const uint16_t *)y + (p0 + p) * ld + j0;
-      _mm512_storeu_ps(pk + p * kHalfNr, half16_to_f32(t, s));
-      _mm512_storeu_ps(pk + p * kHalfNr + 16, half16_to_f32(t, s + 16));
+      const int64_t at = (p0 + p) * ld + j0;
+      _mm512_storeu_ps(pk + p * kHalfNr, half16_to_f32(t, y, at));
+      _mm512_storeu_ps(pk + p * kHalfNr + 16, half16_to_f32(t, y, at + 16));
     }
     return;
   }
@@ -998,7 +1058,7 @@ HALF_AVX512 static void half_pack_avx512(const half_job_t *J, const void *y, int
   float tile[kHalfNr][16];
   for (int64_t q = 0; q < kc; q += 16) {
     for (int j = 0; j < kHalfNr; j++)
-      _mm512_storeu_ps(tile[j], half16_to_f32(t, (const uint16_t *)y + (j0 + j) * ld + p0 + q));
+      _mm512_storeu_ps(tile[j], half16_to_f32(t, y, (j0 + j) * ld + p0 + q));
     for (int p = 0; p < 16; p++)
       for (int j = 0; j < kHalfNr; j++) pk[(q + p) * kHalfNr + j] = tile[j][p];
   }
@@ -1033,6 +1093,80 @@ HALF_AVX512 static void half_store_avx512(kiln_gemm_dtype_t t, const float *v, v
   }
   if (j < len) half_store_base(t, v + j, d + j, len - j);
 }
+
+/* bf16 gemms where the CPU has AVX512_BF16: vdpbf16ps multiplies 32 pairs of bf16 values and
+ * adds each pair's two products into an f32 lane, twice the multiply-adds of an f32 FMA per
+ * instruction. Each product is exact in f32 and added with one rounding, the odd value of k
+ * before the even one (an f32 sum in another order); the instruction treats subnormal inputs
+ * and results as zero, whatever MXCSR says (as oneDNN's bf16 gemms on such CPUs). */
+#define KILN_HALF_BF16DOT 1
+#define HALF_BF16DOT __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+HALF_BF16DOT static inline __attribute__((always_inline)) void half_dp_rows(
+    const uint16_t *x2, int64_t xrs, int64_t xcs, const uint32_t *pk, int64_t kq, float *cs, int R,
+    bool first) {
+  __m512 c0[kHalfMr], c1[kHalfMr];
+  half_acc_load(c0, c1, cs, R, first);
+  for (int64_t q = 0; q < kq; q++) {
+    const __m512i b0 = _mm512_loadu_si512(pk + q * kHalfNr),
+                  b1 = _mm512_loadu_si512(pk + q * kHalfNr + 16);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) {
+      uint32_t w;
+      memcpy(&w, x2 + i * xrs + q * xcs, sizeof w);
+      const __m512i v = _mm512_set1_epi32((int)w);
+      c0[i] = _mm512_dpbf16_ps(c0[i], (__m512bh)v, (__m512bh)b0);
+      c1[i] = _mm512_dpbf16_ps(c1[i], (__m512bh)v, (__m512bh)b1);
+    }
+  }
+  half_acc_store(c0, c1, cs, R);
+}
+
+HALF_BF16DOT static void half_dp_avx512(const uint16_t *x2, int64_t xrs, int64_t xcs,
+                                        const uint32_t *pk, int64_t kq, float *cs, int rows,
+                                        bool first) {
+  HALF_ROWS_DISPATCH(half_dp_rows, x2, xrs, xcs, pk, kq, cs);
+}
+
+/* Rows of Y along j: rows 2q and 2q + 1 interleaved by 16-bit element (vpermt2w); Y^T (j
+ * major, pairs already adjacent): 16 pairs of each of the 32 columns at a time, transposed
+ * through L1. */
+HALF_BF16DOT static void half_pack2_avx512(const half_job_t *J, const void *y, int64_t p0,
+                                           int64_t kc, int64_t j0, int64_t nj, uint32_t *pk) {
+  const int64_t ld = J->ld;
+  const uint16_t *s = y;
+  if (nj != kHalfNr || (J->y_jmajor && kc % 32 != 0)) {
+    half_pack2_base(J, y, p0, kc, j0, nj, pk);
+    return;
+  }
+  if (!J->y_jmajor) {
+    __m512i lo_idx, hi_idx;
+    {
+      int16_t lo[32], hi[32];
+      for (int j = 0; j < 16; j++) {
+        lo[2 * j] = (int16_t)j, lo[2 * j + 1] = (int16_t)(32 + j);
+        hi[2 * j] = (int16_t)(16 + j), hi[2 * j + 1] = (int16_t)(48 + j);
+      }
+      lo_idx = _mm512_loadu_si512(lo);
+      hi_idx = _mm512_loadu_si512(hi);
+    }
+    for (int64_t q = 0; q < (kc + 1) / 2; q++) {
+      const __m512i r0 = _mm512_loadu_si512(s + (p0 + 2 * q) * ld + j0);
+      const __m512i r1 = 2 * q + 1 < kc ? _mm512_loadu_si512(s + (p0 + 2 * q + 1) * ld + j0)
+                                        : _mm512_setzero_si512();
+      _mm512_storeu_si512(pk + q * kHalfNr, _mm512_permutex2var_epi16(r0, lo_idx, r1));
+      _mm512_storeu_si512(pk + q * kHalfNr + 16, _mm512_permutex2var_epi16(r0, hi_idx, r1));
+    }
+    return;
+  }
+  uint32_t tile[kHalfNr][16];
+  for (int64_t q0 = 0; q0 < kc / 2; q0 += 16) {
+    for (int j = 0; j < kHalfNr; j++)
+      _mm512_storeu_si512(tile[j], _mm512_loadu_si512(s + (j0 + j) * ld + p0 + 2 * q0));
+    for (int q = 0; q < 16; q++)
+      for (int j = 0; j < kHalfNr; j++) pk[(q0 + q) * kHalfNr + j] = tile[j][q];
+  }
+}
 #endif
 
 static struct {
@@ -1040,8 +1174,13 @@ static struct {
   half_micro_fn micro; /* NULL: the panel path */
   half_store_fn store;
   half_pack_fn pack;
+  half_dp_fn dp; /* bf16 pairs; NULL: bf16 on the f32 kernel too */
+  half_pack2_fn pack2;
   const char *name;
 } g_half = {.once = PTHREAD_ONCE_INIT, .name = "panels"};
+
+/* Whether bf16 gemms may take the pairs kernel (kiln_host_gemm_half_set_bf16_dot). */
+static _Atomic bool g_half_dp_on = true;
 
 static void pick_half(void) {
   /* "panels", "base" (tests), else auto */
@@ -1061,8 +1200,23 @@ static void pick_half(void) {
     g_half.pack = half_pack_avx512;
     g_half.store = half_store_avx512;
     g_half.name = "avx512";
+#ifdef KILN_HALF_BF16DOT
+    /* "avx512": the f32 kernel for bf16 too (benchmarks compare the two) */
+    if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16") &&
+        !(env && !strcmp(env, "avx512"))) {
+      g_half.dp = half_dp_avx512;
+      g_half.pack2 = half_pack2_avx512;
+      g_half.name = "avx512bf16";
+    }
+#endif
   }
 #endif
+}
+
+bool kiln_host_gemm_half_set_bf16_dot(bool on) {
+  kiln_once(&g_half.once, pick_half);
+  atomic_store(&g_half_dp_on, on);
+  return g_half.dp != NULL;
 }
 
 const char *kiln_host_gemm_half_kernel(void) {
@@ -1126,6 +1280,7 @@ static void half_strips(void **args, int64_t s0, int64_t s1) {
   const half_job_t *J = args[0];
   float cs[kHalfGroup][kHalfMaxRows * kHalfNr];
   float pk[kHalfKc * kHalfNr];
+  uint32_t pk2[kHalfKc / 2 * kHalfNr];
   const int64_t groups_per_batch = (J->strips_per_batch + J->group - 1) / J->group;
   for (int64_t t = s0; t < s1; t++) {
     const int64_t gi = t / J->blocks, rb0 = (t % J->blocks) * kHalfMaxRows;
@@ -1133,13 +1288,23 @@ static void half_strips(void **args, int64_t s0, int64_t s1) {
     const int64_t bi = gi / groups_per_batch, first = (gi % groups_per_batch) * J->group;
     const int64_t count =
         J->strips_per_batch - first < J->group ? J->strips_per_batch - first : J->group;
-    const float *x = J->x32 + bi * J->x_batch + rb0 * J->xrs;
-    const void *y = (const uint16_t *)J->y + bi * J->y_batch;
+    const void *y =
+        (const char *)J->y + (size_t)(bi * J->y_batch) * kiln_gemm_dtype_size(J->g->dtype);
     for (int64_t p0 = J->k_lo; p0 < J->k_hi; p0 += kHalfKc) {
       const int64_t kc = J->k_hi - p0 < kHalfKc ? J->k_hi - p0 : kHalfKc;
       for (int64_t q = 0; q < count; q++) {
         const int64_t j0 = (first + q) * kHalfNr;
         const int64_t nj = J->cols - j0 < kHalfNr ? J->cols - j0 : kHalfNr;
+        if (J->x2) { /* (p0 - k_lo is a multiple of kHalfKc: even) */
+          const uint16_t *x2 =
+              J->x2 + bi * J->x2_batch + rb0 * J->x2rs + (p0 - J->k_lo) / 2 * J->x2cs;
+          g_half.pack2(J, y, p0, kc, j0, nj, pk2);
+          for (int64_t i0 = 0; i0 < rows; i0 += kHalfMr)
+            g_half.dp(x2 + i0 * J->x2rs, J->x2rs, J->x2cs, pk2, (kc + 1) / 2, cs[q] + i0 * kHalfNr,
+                      (int)(rows - i0 < kHalfMr ? rows - i0 : kHalfMr), p0 == J->k_lo);
+          continue;
+        }
+        const float *x = J->x32 + bi * J->x_batch + rb0 * J->xrs;
         g_half.pack(J, y, p0, kc, j0, nj, pk);
         for (int64_t i0 = 0; i0 < rows; i0 += kHalfMr)
           g_half.micro(x + i0 * J->xrs + (p0 - J->k_lo) * J->xcs, J->xrs, J->xcs, pk, kc,
@@ -1175,10 +1340,178 @@ void kiln_host_gemm_half_set_max_x_elems(int64_t elems) {
   atomic_store(&g_half_x_elems, elems > 0 ? elems : kScratchElems);
 }
 
+/* bf16 gemms with at least this k take the pairs kernel (where the CPU has it). */
+enum { kHalfDpMinK = 32 };
+
+/* X's layout in its operand: element (i, p) at x[i * xrs + p * xcs] (see half_job_t). */
+static void half_x_strides(const kiln_gemm_desc_t *g, bool swapped, int64_t *xrs, int64_t *xcs) {
+  if (!swapped) {
+    *xrs = g->trans_a ? 1 : g->k, *xcs = g->trans_a ? g->m : 1;
+  } else {
+    *xrs = g->trans_b ? g->k : 1, *xcs = g->trans_b ? 1 : g->n;
+  }
+}
+
+/* 0: the f32 kernel; 1: bf16 pairs packed from X; 2: bf16 pairs read from X itself (its rows
+ * run along an even k: no copy, so no passes over k either). */
+static int half_pairs_mode(const kiln_gemm_desc_t *g, bool swapped) {
+  if (g->dtype != KILN_GEMM_BF16 || !g_half.dp || g->k < kHalfDpMinK || !atomic_load(&g_half_dp_on))
+    return 0;
+  int64_t xrs, xcs;
+  half_x_strides(g, swapped, &xrs, &xcs);
+  return xcs == 1 && g->k % 2 == 0 ? 2 : 1;
+}
+
+/* Elements of X's packed pairs for `w` values of k over `batches` batches. */
+static int64_t pairs_elems(const half_job_t *J, int64_t w, int64_t batches) {
+  return batches * J->rows * 2 * ((w + 1) / 2);
+}
+
+typedef struct pairs_job {
+  const half_job_t *J;
+  const uint16_t *x;
+  uint16_t *dst;
+  int64_t k0, w, kq;
+} pairs_job_t;
+
+/* Pack tasks: one per batch and row of X (rows along k) or per batch and pair (k-major). */
+static void pairs_pack_tasks(void **args, int64_t t0, int64_t t1) {
+  const pairs_job_t *P = args[0];
+  const half_job_t *J = P->J;
+  const int64_t rows = J->rows, kq = P->kq;
+  const bool k_major = J->xcs != 1;
+  for (int64_t t = t0; t < t1; t++) {
+    const int64_t per = k_major ? kq : rows, bi = t / per, r = t % per;
+    const uint16_t *x = P->x + bi * J->x_batch;
+    uint16_t *d = P->dst + bi * rows * 2 * kq;
+    if (k_major) { /* pair r: X(i, k0 + 2r) at x[(k0 + 2r) * rows + i]; stored q-major */
+      const uint16_t *lo = x + (P->k0 + 2 * r) * rows, *hi = lo + rows;
+      const bool has_hi = 2 * r + 1 < P->w;
+      uint16_t *o = d + r * 2 * rows;
+      for (int64_t i = 0; i < rows; i++) {
+        o[2 * i] = lo[i];
+        o[2 * i + 1] = has_hi ? hi[i] : 0;
+      }
+    } else { /* row r: X(r, p) at x[r * k + p]; stored row-major */
+      const uint16_t *src = x + r * J->xrs + P->k0;
+      uint16_t *o = d + r * 2 * kq;
+      memcpy(o, src, (size_t)P->w * sizeof(uint16_t));
+      if (P->w % 2) o[P->w] = 0;
+    }
+  }
+}
+
+/* X's values k0 .. k0 + w of `batches` batches as bf16 pairs in dst; sets J's x2 fields. */
+static kiln_status pairs_pack(half_job_t *J, const void *x, int64_t k0, int64_t w, int64_t batches,
+                              uint16_t *dst, kiln_host_pool_t *pool) {
+  const bool k_major = J->xcs != 1;
+  pairs_job_t P = {J, x, dst, k0, w, (w + 1) / 2};
+  void *args[1] = {&P};
+  const int64_t tasks = batches * (k_major ? P.kq : J->rows);
+  kiln_status st = NULL;
+  if (pool && kiln_host_pool_num_workers(pool) > 1 && tasks > 1)
+    st = kiln_host_pool_launch(pool, pairs_pack_tasks, args, tasks, 0);
+  else
+    pairs_pack_tasks(args, 0, tasks);
+  J->x2 = dst;
+  J->x2rs = k_major ? 2 : 2 * P.kq;
+  J->x2cs = k_major ? 2 * J->rows : 2;
+  J->x2_batch = J->rows * 2 * P.kq;
+  return st;
+}
+
+/* f32 gemms on the packed-panel kernel (kiln_host_gemm_f32_set_kernel): -1 auto, 0 the
+ * library, 1 the kernel. */
+static _Atomic int g_f32_kernel = -1;
+static struct {
+  pthread_once_t once;
+  bool on;
+  const char *why;
+} g_f32 = {.once = PTHREAD_ONCE_INIT};
+
+/* Auto: the kernel where the CPU has AVX-512F and the library's own kernel for it is narrower
+ * — no library, or OpenBLAS on a core type without AVX-512 (Debian's 0.3.21 runs its AVX2
+ * "Haswell" kernel on AMD's Zen 4 and 5: the kernel's 8 x 32 AVX-512 tiles measured 1.7x its
+ * sgemm on Zen 5) — and the library elsewhere (BLIS, MKL, OpenBLAS's SkylakeX, Cooperlake
+ * and SapphireRapids kernels). */
+static void pick_f32(void) {
+  kiln_once(&g_half.once, pick_half);
+  const char *env = kiln_runtime_options().host_gemm_f32;
+  if (env && !strcmp(env, "library")) {
+    g_f32.why = "KILN_HOST_GEMM_F32=library";
+    return;
+  }
+  if (env && !strcmp(env, "kernel") && g_half.micro) {
+    g_f32.on = true;
+    g_f32.why = "KILN_HOST_GEMM_F32=kernel";
+    return;
+  }
+#ifdef KILN_HALF_AVX512
+  if (g_half.micro != half_micro_avx512) {
+    g_f32.why = "no AVX-512 kernel";
+    return;
+  }
+#else
+  g_f32.why = "no AVX-512 kernel";
+  return;
+#endif
+  const char *lib = kiln_host_blas_library(NULL);
+  if (!lib) {
+    g_f32.on = true;
+    g_f32.why = "no CBLAS library";
+    return;
+  }
+  const char *(*corename)(void) = NULL;
+  void *sym = kiln_host_blas_symbol("openblas_get_corename");
+  memcpy(&corename, &sym, sizeof sym);
+  const char *core = corename ? corename() : NULL;
+  if (!core) {
+    g_f32.why = "the library is not OpenBLAS";
+    return;
+  }
+  static const char *const wide[] = {"skylakex", "cooperlake", "sapphirerapids"};
+  for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
+    if (!strcasecmp(core, wide[i])) {
+      g_f32.why = "OpenBLAS runs an AVX-512 kernel";
+      return;
+    }
+  g_f32.on = true;
+  g_f32.why = "OpenBLAS runs a kernel without AVX-512 on this CPU";
+  KILN_LOG_I("host gemm: f32 gemms on kiln's AVX-512 kernel (%s's core type is %s)", lib, core);
+}
+
+static bool f32_on_kernel(void) {
+  const int forced = atomic_load(&g_f32_kernel);
+  kiln_once(&g_f32.once, pick_f32);
+  if (forced >= 0) return forced == 1 && g_half.micro != NULL;
+  return g_f32.on;
+}
+
+const char *kiln_host_gemm_f32_kernel(const char **why) {
+  kiln_once(&g_f32.once, pick_f32);
+  if (why) *why = g_f32.why;
+  if (!f32_on_kernel()) return "library";
+  return strcmp(g_half.name, "avx512bf16") ? g_half.name : "avx512"; /* (f32 FMAs) */
+}
+
+void kiln_host_gemm_f32_set_kernel(int mode) {
+  atomic_store(&g_f32_kernel, mode < 0 ? -1 : mode > 0 ? 1 : 0);
+}
+
+/* An f32 gemm whose X rows run along k: the kernel reads X itself (no copy, no passes). */
+static bool f32_in_place(const kiln_gemm_desc_t *g, bool swapped) {
+  if (g->dtype != KILN_GEMM_F32) return false;
+  int64_t xrs, xcs;
+  half_x_strides(g, swapped, &xrs, &xcs);
+  return xcs == 1;
+}
+
 /* Whether gemm `g` takes the path above (decided per gemm; the kernel once per process), and
  * whether transposed. */
 static bool half_path_takes(const kiln_gemm_desc_t *g, bool *swapped) {
-  if (g->dtype != KILN_GEMM_BF16 && g->dtype != KILN_GEMM_F16) return false;
+  if (g->dtype != KILN_GEMM_BF16 && g->dtype != KILN_GEMM_F16 &&
+      !(g->dtype == KILN_GEMM_F32 && f32_on_kernel()))
+    return false;
   kiln_once(&g_half.once, pick_half);
   if (!g_half.micro) return false;
   /* Up to kTinyGemm multiply-adds the C kernel's in-order sums stay (see kTinyGemm). */
@@ -1188,6 +1521,7 @@ static bool half_path_takes(const kiln_gemm_desc_t *g, bool *swapped) {
   *swapped = g->m > kHalfMaxRows && g->n <= kHalfMaxRows;
   const int64_t rows = *swapped ? g->n : g->m;
   if (rows > atomic_load(&g_half_max_rows)) return false;
+  if (half_pairs_mode(g, *swapped) == 2 || f32_in_place(g, *swapped)) return true; /* no copy */
   const int64_t x_elems = atomic_load(&g_half_x_elems);
   if (g->batch * rows * g->k <= x_elems) return true;
   /* Passes over k: one batch whose X takes kHalfKc columns at a time and whose f32 C fits. */
@@ -1199,35 +1533,39 @@ static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void
   const int64_t m = g->m, n = g->n, k = g->k;
   half_job_t J = {.g = g, .swapped = swapped, .c = c, .epi = epi};
   const void *x;
+  half_x_strides(g, swapped, &J.xrs, &J.xcs);
   if (!swapped) { /* X = op(A), Y = op(B) */
     J.rows = m, J.cols = n, x = a, J.y = b;
-    J.xrs = g->trans_a ? 1 : k, J.xcs = g->trans_a ? m : 1;
     J.y_jmajor = g->trans_b, J.ld = g->trans_b ? k : n;
   } else { /* X = op(B)^T, Y = op(A)^T */
     J.rows = n, J.cols = m, x = b, J.y = a;
-    J.xrs = g->trans_b ? k : 1, J.xcs = g->trans_b ? 1 : n;
     J.y_jmajor = !g->trans_a, J.ld = g->trans_a ? m : k;
   }
   J.x_batch = J.rows * k, J.y_batch = J.cols * k;
   J.strips_per_batch = (J.cols + kHalfNr - 1) / kHalfNr;
   J.blocks = (J.rows + kHalfMaxRows - 1) / kHalfMaxRows; /* swapped: 1 */
   /* X whole, or (one batch, half_path_takes) kc columns of k per pass. */
+  const int pairs = half_pairs_mode(g, swapped);
+  const bool f32_x = f32_in_place(g, swapped); /* f32 X read in place */
+  const bool in_place = pairs == 2 || f32_x;
   const int64_t x_elems = atomic_load(&g_half_x_elems);
   int64_t kc = k;
-  if (g->batch * J.x_batch > x_elems) {
+  if (!in_place && g->batch * J.x_batch > x_elems) {
     kc = x_elems / J.rows / kHalfKc * kHalfKc;
     if (kc < kHalfKc) kc = kHalfKc; /* (the bound changed since half_path_takes) */
   }
   const bool k_major = J.xcs != 1; /* X stored k x rows (op(A) = A^T, or op(B)^T = B) */
-  const int64_t nx = kc == k ? g->batch * J.x_batch : J.rows * kc;
-  size_t bytes = (size_t)nx * sizeof(float);
-  float *x32 = scratch_take(&bytes);
+  /* X's f32 copy, its bf16 pairs, or nothing (pairs in place) */
+  const int64_t batches = kc == k ? g->batch : 1;
+  const int64_t nx = in_place ? 0 : pairs ? pairs_elems(&J, kc, batches) : batches * J.rows * kc;
+  size_t bytes = (size_t)nx * (pairs ? sizeof(uint16_t) : sizeof(float));
+  float *x32 = nx ? scratch_take(&bytes) : NULL;
   float *acc = kc < k ? malloc((size_t)(J.rows * J.cols) * sizeof(float)) : NULL;
-  if (!x32 || (kc < k && !acc)) {
+  if ((nx && !x32) || (kc < k && !acc)) {
     if (x32) scratch_give(x32, bytes);
     return kiln_status_make(KILN_RESOURCE_EXHAUSTED,
                             "host gemm: cannot allocate %lld bytes for a converted %s operand",
-                            (long long)nx * 4, kiln_gemm_dtype_name(g->dtype));
+                            (long long)bytes, kiln_gemm_dtype_name(g->dtype));
   }
   J.x32 = x32;
   J.acc = acc;
@@ -1243,7 +1581,13 @@ static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void
   for (int64_t k0 = 0; k0 < k && !st; k0 += kc) {
     const int64_t w = k - k0 < kc ? k - k0 : kc;
     J.k_lo = k0, J.k_hi = k0 + w;
-    if (kc == k) { /* the stored operand, flat (its layout stays) */
+    if (f32_x) {
+      J.x32 = (const float *)x;
+    } else if (in_place) {
+      J.x2 = (const uint16_t *)x + k0, J.x2rs = k, J.x2cs = 2, J.x2_batch = J.x_batch;
+    } else if (pairs) {
+      st = pairs_pack(&J, x, k0, w, batches, (uint16_t *)(void *)x32, pool);
+    } else if (kc == k) { /* the stored operand, flat (its layout stays) */
       st = convert_in(g->dtype, x, 0, k, nx / k, k, CT_F32, x32, k, pool);
     } else if (k_major) { /* rows k0.. of the stored k x rows matrix */
       st = convert_in(g->dtype, x, k0 * J.rows, J.rows, w, J.rows, CT_F32, x32, J.rows, pool);
@@ -1259,7 +1603,7 @@ static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void
       half_strips(args, 0, strips);
   }
   free(acc);
-  scratch_give(x32, bytes);
+  if (x32) scratch_give(x32, bytes);
   return st;
 }
 
