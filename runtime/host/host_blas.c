@@ -1027,6 +1027,34 @@ HALF_AVX512 static void half_micro_avx512(const float *x, int64_t xrs, int64_t x
   HALF_ROWS_DISPATCH(half_micro_rows, x, xrs, xcs, pk, kc, cs);
 }
 
+/* r[i][j] becomes r[j][i] (32-bit elements): pairs of rows interleaved by 32 then 64 bits,
+ * so that u[4a + c]'s 128-bit lane l holds column 4l + c of rows 4a .. 4a + 3; lanes then
+ * gathered across registers (vshufi32x4) into whole columns. */
+HALF_AVX512 static inline void transpose16x16_epi32(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int a = 0; a < 4; a++) {
+    u[4 * a] = _mm512_unpacklo_epi64(t[4 * a], t[4 * a + 2]);
+    u[4 * a + 1] = _mm512_unpackhi_epi64(t[4 * a], t[4 * a + 2]);
+    u[4 * a + 2] = _mm512_unpacklo_epi64(t[4 * a + 1], t[4 * a + 3]);
+    u[4 * a + 3] = _mm512_unpackhi_epi64(t[4 * a + 1], t[4 * a + 3]);
+  }
+  for (int c = 0; c < 4; c++) {
+    /* lanes 0, 1 (0x44) and 2, 3 (0xee) of rows 0-3 and 4-7, then of 8-11 and 12-15 */
+    const __m512i v01 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44);
+    const __m512i v23 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
+    const __m512i w01 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
+    const __m512i w23 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xee);
+    r[c] = _mm512_shuffle_i32x4(v01, w01, 0x88);      /* lane 0 of each: column c */
+    r[4 + c] = _mm512_shuffle_i32x4(v01, w01, 0xdd);  /* lane 1: column 4 + c */
+    r[8 + c] = _mm512_shuffle_i32x4(v23, w23, 0x88);  /* lane 2: column 8 + c */
+    r[12 + c] = _mm512_shuffle_i32x4(v23, w23, 0xdd); /* lane 3: column 12 + c */
+  }
+}
+
 /* Elements i .. i + 16 of y (f32, or bf16 / f16 to f32: bf16 the bits shifted up, f16
  * vcvtph2ps, exact). */
 HALF_AVX512 static inline __m512 half16_to_f32(kiln_gemm_dtype_t t, const void *y, int64_t i) {
@@ -1053,15 +1081,16 @@ HALF_AVX512 static void half_pack_avx512(const half_job_t *J, const void *y, int
     }
     return;
   }
-  /* Column j of the panel is contiguous along p in Y: 16 values converted at a time, then
-   * transposed through L1. */
-  float tile[kHalfNr][16];
-  for (int64_t q = 0; q < kc; q += 16) {
-    for (int j = 0; j < kHalfNr; j++)
-      _mm512_storeu_ps(tile[j], half16_to_f32(t, y, (j0 + j) * ld + p0 + q));
-    for (int p = 0; p < 16; p++)
-      for (int j = 0; j < kHalfNr; j++) pk[(q + p) * kHalfNr + j] = tile[j][p];
-  }
+  /* Column j of the panel is contiguous along p in Y: 16 values of 16 columns converted at a
+   * time, then transposed in registers. */
+  for (int64_t q = 0; q < kc; q += 16)
+    for (int h = 0; h < kHalfNr; h += 16) {
+      __m512i r[16];
+      for (int j = 0; j < 16; j++)
+        r[j] = _mm512_castps_si512(half16_to_f32(t, y, (j0 + h + j) * ld + p0 + q));
+      transpose16x16_epi32(r);
+      for (int p = 0; p < 16; p++) _mm512_storeu_si512(pk + (q + p) * kHalfNr + h, r[p]);
+    }
 }
 
 /* f32 to bf16 (round to nearest even, NaN quieted) or f16 (vcvtps2ph, the same rounding),
@@ -1159,13 +1188,13 @@ HALF_BF16DOT static void half_pack2_avx512(const half_job_t *J, const void *y, i
     }
     return;
   }
-  uint32_t tile[kHalfNr][16];
-  for (int64_t q0 = 0; q0 < kc / 2; q0 += 16) {
-    for (int j = 0; j < kHalfNr; j++)
-      _mm512_storeu_si512(tile[j], _mm512_loadu_si512(s + (j0 + j) * ld + p0 + 2 * q0));
-    for (int q = 0; q < 16; q++)
-      for (int j = 0; j < kHalfNr; j++) pk[(q0 + q) * kHalfNr + j] = tile[j][q];
-  }
+  for (int64_t q0 = 0; q0 < kc / 2; q0 += 16)
+    for (int h = 0; h < kHalfNr; h += 16) {
+      __m512i r[16];
+      for (int j = 0; j < 16; j++) r[j] = _mm512_loadu_si512(s + (j0 + h + j) * ld + p0 + 2 * q0);
+      transpose16x16_epi32(r);
+      for (int q = 0; q < 16; q++) _mm512_storeu_si512(pk + (q0 + q) * kHalfNr + h, r[q]);
+    }
 }
 #endif
 
