@@ -20,7 +20,9 @@
  *
  * Ratios: kiln f32 / sgemm (goal >= 0.9x; the issue's floor for host f32 is 0.8x),
  * kiln / elemental (the speedup over per-element kernels), and bf16 / f32 FLOP rate (goal
- * >= 0.5x). Times are the best of interleaved rounds (the least disturbed by other load);
+ * >= 0.5x). Times are the best of interleaved rounds (the least disturbed by other load; the
+ * three bf16 columns take turns running first, as the run after another of the same module
+ * finds the operands in cache);
  * GFLOP/s = 2 * batch * m * n * k / time.
  *
  * Shapes: a transformer layer at d_model 256 and 1024 (1024 tokens = 8 x 128; QKV, attention
@@ -536,24 +538,23 @@ int main(int argc, char **argv) {
         direct_run(&dx, s, &ms);
         td = best(td, ms);
       }
-      /* bf16, and bf16 on the f32 FMA kernel: in turns first (the second of the two runs
-       * finds the operands in cache) */
-      for (int v = 0; v < 2 && !st; v++) {
-        const bool fma = (v == 0) == (r % 2 == 1);
-        if (fma && !bf16_dot) continue;
-        if (fma) kiln_host_gemm_half_set_bf16_dot(false);
+      /* The three bf16 runs in turns first (a run right after another of the same module
+       * finds its operands in cache): bf16; bf16 on the f32 FMA kernel; bf16 as before
+       * blocks of rows (gemms past 128 rows converted to f32 panels). */
+      for (int v = 0; v < 3 && !st; v++) {
+        const int which = (v + r) % 3;
+        if (which == 1 && !bf16_dot) continue;
+        if (which == 1) kiln_host_gemm_half_set_bf16_dot(false);
+        if (which == 2) kiln_host_gemm_half_set_max_rows(128);
         st = kiln_bench_module_run(&kb, &ms);
-        if (fma) kiln_host_gemm_half_set_bf16_dot(true);
-        if (!st && fma) tm = best(tm, ms);
-        if (!st && !fma) tb = best(tb, ms);
+        kiln_host_gemm_half_set_bf16_dot(true);
+        kiln_host_gemm_half_set_max_rows(0);
+        if (!st) {
+          double *t = which == 0 ? &tb : which == 1 ? &tm : &tc;
+          *t = best(*t, ms);
+        }
       }
       if (st) break;
-      /* bf16 as before blocks of rows: gemms past 128 rows converted to f32 panels */
-      kiln_host_gemm_half_set_max_rows(128);
-      st = kiln_bench_module_run(&kb, &ms);
-      kiln_host_gemm_half_set_max_rows(0);
-      if (st) break;
-      tc = best(tc, ms);
       if ((st = kiln_bench_module_run(&kn, &ms))) break;
       tn = best(tn, ms);
     }
