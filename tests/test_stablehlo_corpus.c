@@ -185,7 +185,7 @@ static void test_stablehlo_math_on_the_host_backend(void **state) {
       if (st.failures.data && st.passed != st.functions) {
         printf("math %-28s FAIL %s", base, kiln_strbuf_cstr(&st.failures) + 2);
       } else {
-        printf("math %-28s pass: max %.0f ulp (tolerance %" PRIu64 ")\n", base, st.max_ulp,
+        printf("math %-28s pass: max %" PRIu64 " ulp (tolerance %" PRIu64 ")\n", base, st.max_ulp,
                st.ulp_tolerance);
       }
     }

@@ -31,7 +31,7 @@ typedef struct kiln_stablehlo_run_stats {
   int64_t passed;    /* ... whose checks all passed */
   int64_t checks_passed, checks_failed;
   double seconds;
-  double max_ulp;         /* the largest ulp distance an expect_close check saw */
+  uint64_t max_ulp;       /* the largest ulp distance an expect_close check saw */
   uint64_t ulp_tolerance; /* ... and the largest max_ulp_difference among them */
   kiln_strbuf_t failures; /* one line per failed function: "file:@f: reason" */
 } kiln_stablehlo_run_stats_t;
