@@ -4,12 +4,14 @@
 /* X(PJRT suffix, kiln suffix): the types both sides have. */
 #define KILN_PJRT_TYPES(X)        \
   X(PRED, PRED)                   \
+  X(S1, S1)                       \
   X(S2, S2)                       \
   X(S4, S4)                       \
   X(S8, S8)                       \
   X(S16, S16)                     \
   X(S32, S32)                     \
   X(S64, S64)                     \
+  X(U1, U1)                       \
   X(U2, U2)                       \
   X(U4, U4)                       \
   X(U8, U8)                       \

@@ -363,7 +363,8 @@ static void test_malformed_options_are_clear_errors(void **state) {
                "longer than 64 bits");
   expect_error(decode_hex("1a 05 25 01 00 00 00", &o), "field 4", "expected a varint");
   expect_error(decode_hex("1a 02 20 7f 1a 02 20 ff", &o), "truncated", NULL);
-  expect_error(decode_hex("0a 02 10 1e", &o), "element_type 30 is not a type kiln supports",
+  /* BUFFER (34), an XLA type kiln lacks */
+  expect_error(decode_hex("0a 02 10 22", &o), "element_type 34 is not a type kiln supports",
                "argument_layouts[0]");
   /* negative replica count */
   expect_error(decode_hex("1a 0b 20 ff ff ff ff ff ff ff ff ff 01", &o), "num_replicas -1", NULL);

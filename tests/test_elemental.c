@@ -27,12 +27,12 @@
 #define N 517
 
 static const kiln_elem_type_t kTypes[] = {
-    KILN_PRED,    KILN_S2,       KILN_S4,       KILN_S8,       KILN_S16,
-    KILN_S32,     KILN_S64,      KILN_U2,       KILN_U4,       KILN_U8,
-    KILN_U16,     KILN_U32,      KILN_U64,      KILN_F16,      KILN_BF16,
-    KILN_F32,     KILN_F64,      KILN_F8E5M2,   KILN_F8E4M3,   KILN_F8E4M3FN,
+    KILN_PRED,          KILN_S2,         KILN_S4,         KILN_S8,     KILN_S16,
+    KILN_S32,           KILN_S64,        KILN_U2,         KILN_U4,     KILN_U8,
+    KILN_U16,           KILN_U32,        KILN_U64,        KILN_F16,    KILN_BF16,
+    KILN_F32,           KILN_F64,        KILN_F8E5M2,     KILN_F8E4M3, KILN_F8E4M3FN,
     KILN_F8E4M3B11FNUZ, KILN_F8E5M2FNUZ, KILN_F8E4M3FNUZ, KILN_F8E3M4, KILN_F8E8M0FNU,
-    KILN_F4E2M1FN,
+    KILN_F4E2M1FN,      KILN_S1,         KILN_U1,
 };
 #define NUM_TYPES ((int)(sizeof(kTypes) / sizeof(kTypes[0])))
 

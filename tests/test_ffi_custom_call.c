@@ -18,6 +18,8 @@
 #include "base/status.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
+#include "compiler/thunks/custom_call_emitter.h"
+#include "ffi/ffi_api.h"
 #include "ffi/ffi_registry.h"
 #include "kiln/pjrt_ffi_extension.h"
 #include "plugin/pjrt_ffi_ext.h"
@@ -139,6 +141,68 @@ static void test_typed_c_handler_sees_dtypes_and_dims(void **state) {
       "api_version=API_VERSION_TYPED_FFI\n"
       "}\n";
   expect_error(run(bad, NULL, &arena, &r), "arg 0 must be s32", "wrong_type");
+  kiln_arena_destroy(&arena);
+}
+
+/* Every element type reaches a handler as XLA's FFI data type, sub-byte integers one per byte
+ * with the value in the low bits (s1 -1: 0x01, s2 -2: 0x02). */
+static void test_handler_sees_every_element_type_code(void **state) {
+  (void)state;
+  load("kiln_dtype_of=" KILN_FFI_TEST_CALL_LIB ":kiln_call_dtype_of");
+  static const struct {
+    const char *type;
+    XLA_FFI_DataType code;
+    double first;
+    int32_t byte;
+  } kCases[] = {
+      {"pred", XLA_FFI_DataType_PRED, 1, 1},
+      {"s1", XLA_FFI_DataType_S1, -1, 0x01},
+      {"u1", XLA_FFI_DataType_U1, 1, 0x01},
+      {"s2", XLA_FFI_DataType_S2, -2, 0x02},
+      {"u2", XLA_FFI_DataType_U2, 3, 0x03},
+      {"s4", XLA_FFI_DataType_S4, -1, 0x0f},
+      {"u4", XLA_FFI_DataType_U4, 9, 0x09},
+      {"s8", XLA_FFI_DataType_S8, -1, 0xff},
+      {"u16", XLA_FFI_DataType_U16, 7, 7},
+      {"s64", XLA_FFI_DataType_S64, 5, 5},
+      {"bf16", XLA_FFI_DataType_BF16, 1, 0x80},
+      {"f16", XLA_FFI_DataType_F16, 0, 0},
+      {"f64", XLA_FFI_DataType_F64, 0, 0},
+      {"c64", XLA_FFI_DataType_C64, 0, 0},
+      {"f8e4m3fn", XLA_FFI_DataType_F8E4M3FN, 1, 0x38},
+      {"f4e2m1fn", XLA_FFI_DataType_F4E2M1FN, 1, 0x2},
+      {"f8e8m0fnu", XLA_FFI_DataType_F8E8M0FNU, 1, 0x7f},
+  };
+  /* Every array type has its FFI data type, of the same name (f4e2m1fn once had none). */
+  for (int t = 0; t < KILN_ELEM_TYPE_COUNT; t++) {
+    if (!kiln_elem_type_is_array((kiln_elem_type_t)t)) continue;
+    const char *name = kiln_elem_type_name((kiln_elem_type_t)t);
+    XLA_FFI_DataType code = kiln_custom_call_ffi_dtype((kiln_elem_type_t)t);
+    if (code == XLA_FFI_DataType_INVALID || strcmp(kiln_ffi_dtype_name(code), name))
+      fail_msg("%s has FFI data type %d (%s)", name, (int)code, kiln_ffi_dtype_name(code));
+  }
+  kiln_arena_t arena;
+  kiln_arena_init(&arena);
+  for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; i++) {
+    char hlo[512];
+    snprintf(hlo, sizeof hlo,
+             "HloModule m\n"
+             "ENTRY e {\n"
+             "  p = %s[3] parameter(0)\n"
+             "  ROOT c = s32[2] custom-call(p), custom_call_target=\"kiln_dtype_of\", "
+             "api_version=API_VERSION_TYPED_FFI\n"
+             "}\n",
+             kCases[i].type);
+    const double a[3] = {kCases[i].first, 0, 0};
+    const double *args[] = {a};
+    kiln_literal_t *r;
+    expect_ok(run(hlo, args, &arena, &r));
+    if (kiln_literal_get_s64(r, 0) != kCases[i].code ||
+        kiln_literal_get_s64(r, 1) != kCases[i].byte)
+      fail_msg("%s: the handler saw data type %lld, first byte 0x%llx (want %d, 0x%x)",
+               kCases[i].type, (long long)kiln_literal_get_s64(r, 0),
+               (long long)kiln_literal_get_s64(r, 1), (int)kCases[i].code, kCases[i].byte);
+  }
   kiln_arena_destroy(&arena);
 }
 
@@ -501,6 +565,7 @@ static void test_concurrent_executions_of_one_call_use_separate_frames(void **st
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_typed_c_handler_sees_dtypes_and_dims),
+      cmocka_unit_test(test_handler_sees_every_element_type_code),
       cmocka_unit_test(test_output_operand_alias_shares_the_buffer),
       cmocka_unit_test(test_legacy_handlers_api_versions_1_2_3),
       cmocka_unit_test(test_missing_target_is_a_compile_error_naming_target_and_platform),

@@ -344,6 +344,37 @@ static void test_small_module_decodes_to_the_same_module(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* Sub-byte integers keep their type and values: s1 / u1 are PrimitiveType 30 / 31, their
+ * literals LiteralProto's s1s / u1s (bytes, one per element). */
+static void test_sub_byte_integers_round_trip(void **state) {
+  (void)state;
+  kiln_hlo_module_t *m = parse(
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  p = s1[3]{0} parameter(0)\n"
+      "  c = s1[3]{0} constant({-1, 0, -1})\n"
+      "  a = s1[3]{0} add(p, c)\n"
+      "  u = u1[2]{0} constant({1, 0})\n"
+      "  s = s2[2]{0} constant({-2, 1})\n"
+      "  ROOT t = (s1[3]{0}, u1[2]{0}, s2[2]{0}) tuple(a, u, s)\n"
+      "}\n");
+  uint8_t *bytes;
+  size_t n;
+  encode(m, false, &bytes, &n);
+  kiln_hlo_module_t *d = NULL;
+  kiln_status s = kiln_hlo_module_from_proto(bytes, n, &d);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  char *want = kiln_hlo_module_to_string(m), *got = kiln_hlo_module_to_string(d);
+  assert_string_equal(got, want);
+  assert_non_null(strstr(got, "s1[3]{0} constant({-1, 0, -1})"));
+  assert_non_null(strstr(got, "u1[2]{0} constant({1, 0})"));
+  kiln_free(want);
+  kiln_free(got);
+  kiln_hlo_module_destroy(d);
+  kiln_free(bytes);
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_with_config_returns_replicas_and_partitions(void **state) {
   (void)state;
   char text[2048];
@@ -734,16 +765,16 @@ static void test_malformed_fields_are_errors_and_unknown_fields_are_skipped(void
   kiln_pb_free(&m);
   kiln_pb_free(&ins[0]);
 
-  /* an element type kiln lacks (S1 = 30) */
+  /* an element type kiln lacks (BUFFER = 34) */
   memset(&ins[0], 0, sizeof ins[0]);
   kiln_pb_string(&ins[0], 1, "p");
   kiln_pb_string(&ins[0], 2, "parameter");
   kiln_pb_t shape = {0};
-  kiln_pb_i64(&shape, 2, 30);
+  kiln_pb_i64(&shape, 2, 34);
   kiln_pb_message(&ins[0], 3, &shape);
   kiln_pb_free(&shape);
   one_computation_module(&m, ins, 1, 0);
-  expect_decode_error(&m, "element_type 30 is not a type kiln supports", "instruction 'p'");
+  expect_decode_error(&m, "element_type 34 is not a type kiln supports", "instruction 'p'");
   kiln_pb_free(&m);
   kiln_pb_free(&ins[0]);
 
@@ -858,6 +889,7 @@ static void test_malformed_fields_are_errors_and_unknown_fields_are_skipped(void
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_small_module_decodes_to_the_same_module),
+      cmocka_unit_test(test_sub_byte_integers_round_trip),
       cmocka_unit_test(test_with_config_returns_replicas_and_partitions),
       cmocka_unit_test(test_mesh_and_instruction_iota_groups_decode_to_their_groups),
       cmocka_unit_test(test_malformed_mesh_groups_are_errors),

@@ -125,6 +125,22 @@ static void test_integer_sets_wrap_to_type_width(void **state) {
   assert_int_equal(kiln_literal_get_s64(s2, 0), -2);
   assert_int_equal(kiln_literal_get_s64(s2, 1), 1);
 
+  /* XLA's 1-bit integers: s1 holds -1 and 0, u1 0 and 1, in bit 0 of a byte. */
+  kiln_literal_t *s1 = make1(f, KILN_S1, 3);
+  kiln_literal_set_s64(s1, 0, 1);
+  kiln_literal_set_s64(s1, 1, 2);
+  kiln_literal_set_s64(s1, 2, -3);
+  assert_int_equal(kiln_literal_get_s64(s1, 0), -1);
+  assert_int_equal(kiln_literal_get_s64(s1, 1), 0);
+  assert_int_equal(kiln_literal_get_s64(s1, 2), -1);
+  assert_int_equal(((uint8_t *)s1->data)[0], 1);
+  assert_true(kiln_literal_get_f64(s1, 2) == -1);
+  kiln_literal_t *u1 = make1(f, KILN_U1, 2);
+  kiln_literal_set_s64(u1, 0, -1);
+  kiln_literal_set_u64(u1, 1, 6);
+  assert_int_equal(kiln_literal_get_u64(u1, 0), 1);
+  assert_int_equal(kiln_literal_get_u64(u1, 1), 0);
+
   kiln_literal_t *u4 = make1(f, KILN_U4, 1);
   kiln_literal_set_u64(u4, 0, 17);
   assert_int_equal(kiln_literal_get_u64(u4, 0), 1);

@@ -210,6 +210,13 @@ static void test_npy_f8_needs_expected_type_and_subbyte_ints_keep_sign(void **st
   assert_int_equal(parse_code(&b, s4, &a, msg, sizeof msg), KILN_INVALID_ARGUMENT);
   assert_non_null(strstr(msg, "out of range for s4"));
   kiln_strbuf_free(&b);
+  /* s1 holds -1 and 0 only. */
+  kiln_shape_t *s1 = kiln_shape_make_array(&a, KILN_S1, 1, dims);
+  const signed char bad1[4] = {0, -1, 1, 0};
+  build_npy(&b, 1, "{'descr': '|i1', 'fortran_order': False, 'shape': (4,), }\n", bad1, 4);
+  assert_int_equal(parse_code(&b, s1, &a, msg, sizeof msg), KILN_INVALID_ARGUMENT);
+  assert_non_null(strstr(msg, "element 2 is 1, out of range for s1"));
+  kiln_strbuf_free(&b);
   kiln_arena_destroy(&a);
 }
 

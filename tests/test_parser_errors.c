@@ -175,6 +175,10 @@ static void test_integer_literal_out_of_range(void **state) {
                "x.hlo:3:31: integer 300 is out of range for u8");
   expect_error("HloModule m\nENTRY e {\n  ROOT c = s4[] constant(-9)\n}\n",
                "x.hlo:3:26: integer -9 is out of range for s4");
+  expect_error("HloModule m\nENTRY e {\n  ROOT c = s1[2] constant({-1, 1})\n}\n",
+               "x.hlo:3:32: integer 1 is out of range for s1");
+  expect_error("HloModule m\nENTRY e {\n  ROOT c = u1[] constant(2)\n}\n",
+               "x.hlo:3:26: integer 2 is out of range for u1");
 }
 
 static void test_float_literal_for_integer_type(void **state) {

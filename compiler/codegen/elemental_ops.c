@@ -157,9 +157,10 @@ static kiln_kir_value_t *int_pow(kiln_elemental_fn_t *f, kiln_kir_value_t *x, ki
   kiln_kir_value_t *res = kiln_kir_op_result(loop, 0);
   if (kiln_elem_type_is_signed_int(t->elem))
     res = kiln_kir_select(B, kiln_kir_cmp(B, KILN_KIR_CMP_LT, y, zero), zero, res);
-  kiln_kir_value_t *trivial =
-      kiln_kir_binary(B, KILN_KIR_OR, kiln_kir_cmp(B, KILN_KIR_CMP_EQ, x, one),
-                      kiln_kir_cmp(B, KILN_KIR_CMP_EQ, y, zero));
+  kiln_kir_value_t *trivial = kiln_kir_cmp(B, KILN_KIR_CMP_EQ, y, zero);
+  /* (s1 has no 1: its bit pattern 1 is -1, a base the rule leaves alone) */
+  if (!(bits == 1 && kiln_elem_type_is_signed_int(t->elem)))
+    trivial = kiln_kir_binary(B, KILN_KIR_OR, kiln_kir_cmp(B, KILN_KIR_CMP_EQ, x, one), trivial);
   return kiln_kir_select(B, trivial, one, res);
 }
 

@@ -99,8 +99,14 @@ static inline int64_t int_load(kiln_elem_type_t t, const void *data, int64_t i) 
   case KILN_U16: return ((const uint16_t *)data)[i];
   case KILN_U32: return ((const uint32_t *)data)[i];
   case KILN_U64: return (int64_t)((const uint64_t *)data)[i];
-  case KILN_S2: case KILN_S4: return sext(((const uint8_t *)data)[i], width_of(t));
-  case KILN_U2: case KILN_U4: return ((const uint8_t *)data)[i] & mask_of(width_of(t));
+  case KILN_S1:
+  case KILN_S2:
+  case KILN_S4:
+    return sext(((const uint8_t *)data)[i], width_of(t));
+  case KILN_U1:
+  case KILN_U2:
+  case KILN_U4:
+    return ((const uint8_t *)data)[i] & mask_of(width_of(t));
   default: return 0;
   }
 }
@@ -114,8 +120,14 @@ static inline void int_store(kiln_elem_type_t t, void *data, int64_t i, int64_t 
   case KILN_S16: case KILN_U16: ((uint16_t *)data)[i] = (uint16_t)v; break;
   case KILN_S32: case KILN_U32: ((uint32_t *)data)[i] = (uint32_t)v; break;
   case KILN_S64: case KILN_U64: ((uint64_t *)data)[i] = (uint64_t)v; break;
-  case KILN_S2: case KILN_S4:
-  case KILN_U2: case KILN_U4: ((uint8_t *)data)[i] = (uint8_t)((uint64_t)v & mask_of(width_of(t))); break;
+  case KILN_S1:
+  case KILN_S2:
+  case KILN_S4:
+  case KILN_U1:
+  case KILN_U2:
+  case KILN_U4:
+    ((uint8_t *)data)[i] = (uint8_t)((uint64_t)v & mask_of(width_of(t)));
+    break;
   default: break;
   }
 }

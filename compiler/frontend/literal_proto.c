@@ -18,6 +18,8 @@ static int values_field(kiln_elem_type_t t, char *how) {
     case KILN_PRED:
       *how = 'v';
       return 2;
+    case KILN_S1:
+      return 30;
     case KILN_S2:
       return 26;
     case KILN_S4:
@@ -32,6 +34,8 @@ static int values_field(kiln_elem_type_t t, char *how) {
     case KILN_S64:
       *how = 'v';
       return 5;
+    case KILN_U1:
+      return 31;
     case KILN_U2:
       return 27;
     case KILN_U4:

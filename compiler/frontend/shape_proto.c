@@ -20,7 +20,7 @@ static const struct {
     {24, KILN_F8E5M2FNUZ}, {25, KILN_F8E4M3FNUZ}, {29, KILN_F8E3M4},
     {33, KILN_F8E8M0FNU},  {32, KILN_F4E2M1FN},   {15, KILN_C64},
     {18, KILN_C128},       {17, KILN_TOKEN},      {14, KILN_OPAQUE},
-    {13, KILN_TUPLE},
+    {13, KILN_TUPLE},      {30, KILN_S1},         {31, KILN_U1},
 };
 
 bool kiln_elem_type_from_proto(int64_t primitive_type, kiln_elem_type_t *out) {

@@ -370,6 +370,11 @@ int64_t shc_attr_int(const kiln_mlir_attr_t *a, int64_t dflt) {
   return dflt;
 }
 
+int64_t shc_channel_id(const kiln_mlir_op_t *op) {
+  const kiln_mlir_attr_t *h = kiln_mlir_op_attr(op, "channel_handle");
+  return h ? shc_attr_int(kiln_mlir_attr_field(h, "handle"), 0) : 0;
+}
+
 const char *shc_attr_enum(const kiln_mlir_attr_t *a) {
   if (!a) return NULL;
   if (a->kind == KILN_MLIR_ATTR_ENUM || a->kind == KILN_MLIR_ATTR_STRING ||

@@ -131,6 +131,8 @@ const char *shc_ints_text(shc_ctx_t *c, const int64_t *v, int32_t n);
 int64_t shc_attr_int(const kiln_mlir_attr_t *a, int64_t dflt);
 /* ENUM value text, or NULL. */
 const char *shc_attr_enum(const kiln_mlir_attr_t *a);
+/* The op's channel_handle's handle, 0 when it has none. */
+int64_t shc_channel_id(const kiln_mlir_op_t *op);
 
 /* Emits a scalar constant of element type `elem` with value v ("f32[] constant(1)"). */
 kiln_status shc_scalar_const(shc_ctx_t *c, const kiln_mlir_type_t *elem, double v,

@@ -438,6 +438,27 @@ static kiln_status mesh_axes_groups(shc_ctx_t *c, const kiln_mlir_op_t *op,
   return NULL;
 }
 
+/* "{{0,1},{2,3}}": the rows of 2-D dense elements attribute `a` (-1 pads uneven rows), for
+ * each of `copies` copies c the ids shifted by c * stride. */
+static void append_groups(kiln_strbuf_t *b, const kiln_mlir_attr_t *a, int64_t copies,
+                          int64_t stride) {
+  int64_t rows = a->type->dims[0], cols = a->type->dims[1];
+  kiln_strbuf_append_char(b, '{');
+  for (int64_t copy = 0; copy < copies; copy++)
+    for (int64_t r = 0; r < rows; r++) {
+      kiln_strbuf_printf(b, "%s{", copy || r ? "," : "");
+      bool first = true;
+      for (int64_t k = 0; k < cols; k++) {
+        int64_t v = kiln_literal_get_s64(a->literal, r * cols + k);
+        if (v < 0) continue;
+        kiln_strbuf_printf(b, "%s%" PRId64, first ? "" : ",", copy * stride + v);
+        first = false;
+      }
+      kiln_strbuf_append_char(b, '}');
+    }
+  kiln_strbuf_append_char(b, '}');
+}
+
 /* replica_groups={{0,1},{2,3}} from a 2-D dense elements attribute; mesh axes as HLO's mesh
  * form. */
 static kiln_status replica_groups(shc_ctx_t *c, const kiln_mlir_op_t *op, const char *name,
@@ -456,33 +477,16 @@ static kiln_status replica_groups(shc_ctx_t *c, const kiln_mlir_op_t *op, const 
   if (a->kind != KILN_MLIR_ATTR_DENSE_ELEMENTS || !a->literal || !a->type ||
       a->type->kind != KILN_MLIR_TYPE_TENSOR || a->type->rank != 2)
     return SHC_INVALID(op, "%s: expected a 2-D tensor of integers", name);
-  int64_t rows = a->type->dims[0], cols = a->type->dims[1];
   kiln_strbuf_t b = {0};
-  kiln_strbuf_printf(&b, ", %s={", !strcmp(name, "source_target_pairs") ? name : "replica_groups");
-  for (int64_t r = 0; r < rows; r++) {
-    kiln_strbuf_printf(&b, "%s{", r ? "," : "");
-    bool first = true;
-    for (int64_t k = 0; k < cols; k++) {
-      int64_t v = kiln_literal_get_s64(a->literal, r * cols + k);
-      if (v < 0) continue; /* -1 pads uneven groups */
-      kiln_strbuf_printf(&b, "%s%" PRId64, first ? "" : ",", v);
-      first = false;
-    }
-    kiln_strbuf_append_char(&b, '}');
-  }
-  kiln_strbuf_append_char(&b, '}');
+  kiln_strbuf_printf(&b, ", %s=", !strcmp(name, "source_target_pairs") ? name : "replica_groups");
+  append_groups(&b, a, 1, 0);
   *out = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
   kiln_strbuf_free(&b);
   return NULL;
 }
 
-static int64_t channel_id_of(const kiln_mlir_op_t *op) {
-  const kiln_mlir_attr_t *h = kiln_mlir_op_attr(op, "channel_handle");
-  return h ? shc_attr_int(kiln_mlir_attr_field(h, "handle"), 0) : 0;
-}
-
 static const char *channel_text(shc_ctx_t *c, const kiln_mlir_op_t *op) {
-  int64_t id = channel_id_of(op);
+  int64_t id = shc_channel_id(op);
   if (id <= 0) return "";
   return kiln_arena_printf(&c->arena, ", channel_id=%" PRId64, id);
 }
@@ -516,7 +520,7 @@ static kiln_status convert_collective_reduce(shc_ctx_t *c, const kiln_mlir_op_t 
   SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &body));
   if (dynamic) SHC_TRY(shc_lookup(c, op->operands[nd], &root));
   int64_t rows = a->type->dims[0], cols = a->type->dims[1];
-  bool by_partition = channel_id_of(op) > 0;
+  bool by_partition = shc_channel_id(op) > 0;
   if (!by_partition) {
     SHC_TRY(replica_groups(c, op, "replica_groups", &rg));
   } else {
@@ -530,21 +534,10 @@ static kiln_status convert_collective_reduce(shc_ctx_t *c, const kiln_mlir_op_t 
                         " replicas need the module's mhlo.num_partitions",
                         nr);
     kiln_strbuf_t b = {0};
-    kiln_strbuf_append(&b, ", replica_groups={");
-    for (int64_t rep = 0; rep < nr; rep++)
-      for (int64_t r = 0; r < rows; r++) {
-        kiln_strbuf_printf(&b, "%s{", rep || r ? "," : "");
-        bool first = true;
-        for (int64_t k = 0; k < cols; k++) {
-          int64_t v = kiln_literal_get_s64(a->literal, r * cols + k);
-          if (v < 0) continue;
-          kiln_strbuf_printf(&b, "%s%" PRId64, first ? "" : ",", rep * np + v);
-          first = false;
-        }
-        kiln_strbuf_append_char(&b, '}');
-      }
-    kiln_strbuf_printf(&b, "}, channel_id=%" PRId64 ", use_global_device_ids=true",
-                       channel_id_of(op));
+    kiln_strbuf_append(&b, ", replica_groups=");
+    append_groups(&b, a, nr, np);
+    kiln_strbuf_printf(&b, ", channel_id=%" PRId64 ", use_global_device_ids=true",
+                       shc_channel_id(op));
     rg = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
     kiln_strbuf_free(&b);
   }
@@ -564,8 +557,6 @@ static kiln_status convert_collective_reduce(shc_ctx_t *c, const kiln_mlir_op_t 
                      shc_emit(c, "s64[]", "constant(%" PRId64 ")", at++), pos);
     }
   }
-  const char *results[64];
-  if (nd > 64) return SHC_UNIMPL(op, "more than 64 operands");
   for (int32_t j = 0; j < nd; j++) {
     const kiln_mlir_type_t *rt = op->results[j].type;
     const char *rsh, *z, *want;
@@ -590,10 +581,10 @@ static kiln_status convert_collective_reduce(shc_ctx_t *c, const kiln_mlir_op_t 
     z = shc_broadcast_scalar(c, z, rsh, rank);
     const char *v =
         nd == 1 ? sum : shc_emit(c, rsh, "get-tuple-element(%s), index=%d", sum, (int)j);
-    results[j] = shc_emit(c, rsh, "select(%s, %s, %s)",
-                          shc_broadcast_scalar(c, eq, shc_pred_shape_text(c, rt), rank), v, z);
+    shc_bind(c, &op->results[j],
+             shc_emit(c, rsh, "select(%s, %s, %s)",
+                      shc_broadcast_scalar(c, eq, shc_pred_shape_text(c, rt), rank), v, z));
   }
-  for (int32_t j = 0; j < nd; j++) shc_bind(c, &op->results[j], results[j]);
   return NULL;
 }
 

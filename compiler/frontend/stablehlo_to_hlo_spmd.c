@@ -33,11 +33,6 @@ static const char *sym_str(const kiln_mlir_attr_t *a) {
                                                                                          : NULL;
 }
 
-static int64_t channel_id(const kiln_mlir_op_t *op) {
-  const kiln_mlir_attr_t *h = kiln_mlir_op_attr(op, "channel_handle");
-  return h ? shc_attr_int(kiln_mlir_attr_field(h, "handle"), 0) : 0;
-}
-
 typedef enum { CROSS_REPLICA, CROSS_PARTITION, CROSS_REPLICA_AND_PARTITION, FLATTENED } mode_t_;
 
 /* Fills s->groups from the op's groups attribute `name` under `mode`. */
@@ -94,7 +89,7 @@ static kiln_status make_groups(const kiln_mlir_op_t *op, spmd_t *s, const char *
 }
 
 static mode_t_ reduce_mode(const kiln_mlir_op_t *op) {
-  int64_t ch = channel_id(op);
+  int64_t ch = shc_channel_id(op);
   bool global = shc_attr_int(kiln_mlir_op_attr(op, "use_global_device_ids"), 0) != 0;
   if (ch <= 0 && !global) return CROSS_REPLICA;
   if (ch > 0 && !global) return CROSS_REPLICA_AND_PARTITION;
@@ -231,8 +226,8 @@ static kiln_status collective_one(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t 
       kiln_strbuf_free(&b);
     }
   } else if (!strcmp(n, "all_to_all")) {
-    SHC_TRY(
-        make_groups(op, s, "replica_groups", channel_id(op) > 0 ? CROSS_PARTITION : CROSS_REPLICA));
+    SHC_TRY(make_groups(op, s, "replica_groups",
+                        shc_channel_id(op) > 0 ? CROSS_PARTITION : CROSS_REPLICA));
     int64_t sd = shc_attr_int(kiln_mlir_op_attr(op, "split_dimension"), 0);
     int64_t cd = shc_attr_int(kiln_mlir_op_attr(op, "concat_dimension"), 0);
     const kiln_mlir_type_t *ot = op->operands[j]->type;
@@ -275,7 +270,7 @@ static kiln_status collective_one(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t 
     const kiln_mlir_attr_t *a = kiln_mlir_op_attr(op, "source_target_pairs");
     if (!a || a->kind != KILN_MLIR_ATTR_DENSE_ELEMENTS || !a->literal || a->type->rank != 2)
       return SHC_INVALID(op, "source_target_pairs: expected a 2-D tensor");
-    bool by_partition = channel_id(op) > 0;
+    bool by_partition = shc_channel_id(op) > 0;
     int64_t outer = by_partition ? s->R : s->P;
     for (int64_t k = 0; k < s->N; k++) res[k] = NULL;
     for (int64_t o = 0; o < outer; o++) {
@@ -293,8 +288,8 @@ static kiln_status collective_one(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t 
     for (int64_t k = 0; k < s->N; k++)
       if (!res[k]) SHC_TRY(zeros(c, rt, &res[k]));
   } else if (!strcmp(n, "collective_broadcast")) {
-    SHC_TRY(
-        make_groups(op, s, "replica_groups", channel_id(op) > 0 ? CROSS_PARTITION : CROSS_REPLICA));
+    SHC_TRY(make_groups(op, s, "replica_groups",
+                        shc_channel_id(op) > 0 ? CROSS_PARTITION : CROSS_REPLICA));
     for (int64_t k = 0; k < s->N; k++) {
       int64_t g = s->group_of[k];
       if (g < 0) {
@@ -318,8 +313,8 @@ static kiln_status collective_one(shc_ctx_t *c, spmd_t *s, const kiln_mlir_op_t 
   } else if (!strcmp(n, "collective_reduce")) {
     /* the group's reduction on its root (the first process, or group[root[j]]), zeros on
      * the other processes and outside groups */
-    SHC_TRY(
-        make_groups(op, s, "replica_groups", channel_id(op) > 0 ? CROSS_PARTITION : CROSS_REPLICA));
+    SHC_TRY(make_groups(op, s, "replica_groups",
+                        shc_channel_id(op) > 0 ? CROSS_PARTITION : CROSS_REPLICA));
     const char *body;
     SHC_TRY(shc_region_computation(c, op, &op->regions[0], false, &body));
     bool dynamic = shc_attr_int(kiln_mlir_op_attr(op, "has_dynamic_root"), 0) != 0;

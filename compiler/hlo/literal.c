@@ -57,12 +57,16 @@ static uint64_t load_int_bits(const kiln_literal_t *l, int64_t i) {
   const void *p = elem_ptr(l, i);
   switch (elem_type(l)) {
     case KILN_PRED: return *(const uint8_t *)p != 0;
+    case KILN_S1:
+      return (uint64_t)(int64_t)((int8_t)(*(const uint8_t *)p << 7) >> 7);
     case KILN_S2: return (uint64_t)(int64_t)((int8_t)(*(const uint8_t *)p << 6) >> 6);
     case KILN_S4: return (uint64_t)(int64_t)((int8_t)(*(const uint8_t *)p << 4) >> 4);
     case KILN_S8: return (uint64_t)(int64_t) * (const int8_t *)p;
     case KILN_S16: { int16_t v; memcpy(&v, p, 2); return (uint64_t)(int64_t)v; }
     case KILN_S32: { int32_t v; memcpy(&v, p, 4); return (uint64_t)(int64_t)v; }
     case KILN_S64: { int64_t v; memcpy(&v, p, 8); return (uint64_t)v; }
+    case KILN_U1:
+      return *(const uint8_t *)p & 0x1;
     case KILN_U2: return *(const uint8_t *)p & 0x3;
     case KILN_U4: return *(const uint8_t *)p & 0xF;
     case KILN_U8: return *(const uint8_t *)p;
@@ -78,6 +82,10 @@ static void store_int_bits(kiln_literal_t *l, int64_t i, uint64_t v) {
   void *p = elem_ptr(l, i);
   switch (elem_type(l)) {
     case KILN_PRED: *(uint8_t *)p = v != 0; break;
+    case KILN_S1:
+    case KILN_U1:
+      *(uint8_t *)p = (uint8_t)(v & 0x1);
+      break;
     case KILN_S2: case KILN_U2: *(uint8_t *)p = (uint8_t)(v & 0x3); break;
     case KILN_S4: case KILN_U4: *(uint8_t *)p = (uint8_t)(v & 0xF); break;
     case KILN_S8: case KILN_U8: *(uint8_t *)p = (uint8_t)v; break;

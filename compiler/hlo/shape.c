@@ -22,6 +22,8 @@ int kiln_elem_type_bits(kiln_elem_type_t t) { return kElem[t].bits; }
 
 kiln_elem_type_t kiln_elem_type_unsigned_of_width(int bits) {
   switch (bits) {
+    case 1:
+      return KILN_U1;
     case 2: return KILN_U2;
     case 4: return KILN_U4;
     case 8: return KILN_U8;

@@ -28,7 +28,7 @@ bool kiln_elem_type_is_signed_int(kiln_elem_type_t t);
 bool kiln_elem_type_is_unsigned_int(kiln_elem_type_t t);
 bool kiln_elem_type_is_integral(kiln_elem_type_t t); /* signed or unsigned int (not pred) */
 bool kiln_elem_type_is_array(kiln_elem_type_t t);    /* not tuple/token/opaque */
-/* The unsigned integer type of `bits` bits (2, 4, 8, 16, 32; u64 for any other width). */
+/* The unsigned integer type of `bits` bits (1, 2, 4, 8, 16, 32; u64 for any other width). */
 kiln_elem_type_t kiln_elem_type_unsigned_of_width(int bits);
 
 /* A tile in a tiled layout: T(8,128). A dimension of -1 is printed as '*'

@@ -298,7 +298,7 @@ static bool supported(const kiln_hlo_instruction_t *in, bool *philox_out) {
   int bits = kiln_elem_type_bits(os->type);
   if (os->type == KILN_PRED || kiln_elem_type_is_complex(os->type) || bits < 1 || bits > 64) return false;
   if (bits != 64 && bits > 32) return false;
-  if (bits < 8 && bits != 2 && bits != 4) return false;
+  if (bits < 8 && bits != 1 && bits != 2 && bits != 4) return false;
   if (os->rank > MAX_RANK - 1) return false;
   const char *alg = in->rng_algorithm ? in->rng_algorithm : "rng_default";
   if (!strcmp(alg, "rng_three_fry")) *philox_out = false;

@@ -15,6 +15,8 @@ XLA_FFI_DataType kiln_custom_call_ffi_dtype(kiln_elem_type_t t) {
   switch (t) {
     case KILN_PRED:
       return XLA_FFI_DataType_PRED;
+    case KILN_S1:
+      return XLA_FFI_DataType_S1;
     case KILN_S2:
       return XLA_FFI_DataType_S2;
     case KILN_S4:
@@ -27,6 +29,8 @@ XLA_FFI_DataType kiln_custom_call_ffi_dtype(kiln_elem_type_t t) {
       return XLA_FFI_DataType_S32;
     case KILN_S64:
       return XLA_FFI_DataType_S64;
+    case KILN_U1:
+      return XLA_FFI_DataType_U1;
     case KILN_U2:
       return XLA_FFI_DataType_U2;
     case KILN_U4:
@@ -67,6 +71,8 @@ XLA_FFI_DataType kiln_custom_call_ffi_dtype(kiln_elem_type_t t) {
       return XLA_FFI_DataType_F8E3M4;
     case KILN_F8E8M0FNU:
       return XLA_FFI_DataType_F8E8M0FNU;
+    case KILN_F4E2M1FN:
+      return XLA_FFI_DataType_F4E2M1FN;
     case KILN_TOKEN:
       return XLA_FFI_DataType_TOKEN;
     default:

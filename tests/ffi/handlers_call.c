@@ -63,6 +63,20 @@ EXPORT XLA_FFI_Error *kiln_call_s32_to_f32(XLA_FFI_CallFrame *f) {
   return NULL;
 }
 
+/* The FFI data type code of arg 0 and its first byte, as s32[2] (element types reach a handler
+ * with XLA's codes). */
+EXPORT XLA_FFI_Error *kiln_call_dtype_of(XLA_FFI_CallFrame *f) {
+  if (metadata(f)) return NULL;
+  if (f->args.size != 1 || f->rets.size != 1) return fail(f->api, "dtype_of: 1 arg, 1 result");
+  const XLA_FFI_Buffer *a = f->args.args[0], *r = f->rets.rets[0];
+  if (r->dtype != XLA_FFI_DataType_S32 || r->rank != 1 || r->dims[0] != 2)
+    return fail(f->api, "dtype_of: ret 0 must be s32[2]");
+  int32_t *out = r->data;
+  out[0] = (int32_t)a->dtype;
+  out[1] = count(a) > 0 ? *(const uint8_t *)a->data : -1;
+  return NULL;
+}
+
 /* In place: fails unless the result shares the operand's buffer (output_to_operand_aliasing),
  * then doubles it. */
 EXPORT XLA_FFI_Error *kiln_call_double_in_place(XLA_FFI_CallFrame *f) {

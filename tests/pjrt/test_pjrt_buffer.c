@@ -141,11 +141,13 @@ static const type_case_t kTypes[] = {
     {PJRT_Buffer_Type_U4, 1, "u4"},
     {PJRT_Buffer_Type_S2, 1, "s2"},
     {PJRT_Buffer_Type_U2, 1, "u2"},
+    {PJRT_Buffer_Type_S1, 1, "s1"},
+    {PJRT_Buffer_Type_U1, 1, "u1"},
     {PJRT_Buffer_Type_F8E5M2, 1, "f8e5m2"},
     {PJRT_Buffer_Type_F8E4M3FN, 1, "f8e4m3fn"},
 };
 
-/* Valid element bytes for `t`: pred 0/1, 4-bit in range, 2-bit in range, others anything. */
+/* Valid element bytes for `t`: pred 0/1, 4-, 2- and 1-bit in range, others anything. */
 static void fill(PJRT_Buffer_Type t, unsigned char *p, size_t n, unsigned seed) {
   for (size_t i = 0; i < n; i++) {
     unsigned v = (unsigned)(i * 2654435761u + seed * 40503u) >> 7;
@@ -164,6 +166,12 @@ static void fill(PJRT_Buffer_Type t, unsigned char *p, size_t n, unsigned seed) 
         break;
       case PJRT_Buffer_Type_U2:
         p[i] = v % 4;
+        break;
+      case PJRT_Buffer_Type_S1:
+        p[i] = v & 1 ? 0xff : 0; /* -1 or 0 */
+        break;
+      case PJRT_Buffer_Type_U1:
+        p[i] = v & 1;
         break;
       default:
         p[i] = (unsigned char)v;

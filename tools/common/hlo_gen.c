@@ -33,7 +33,7 @@ static const gen_type_t kTypes[] = {
     {"f8e4m3", K_F, 8, true},     {"f8e4m3fn", K_F, 8, true},   {"f8e4m3b11fnuz", K_F, 8, true},
     {"f8e5m2fnuz", K_F, 8, true}, {"f8e4m3fnuz", K_F, 8, true}, {"f8e3m4", K_F, 8, true},
     {"f8e8m0fnu", K_F, 8, false}, {"f4e2m1fn", K_F, 4, true},   {"c64", K_C, 64, true},
-    {"c128", K_C, 128, true},
+    {"c128", K_C, 128, true},     {"s1", K_S, 1, true},         {"u1", K_U, 1, true},
 };
 #define NUM_TYPES ((int)(sizeof kTypes / sizeof kTypes[0]))
 #define T_PRED 0
@@ -321,15 +321,16 @@ static int add_constant(gen_t *g, int type, const char *value) {
 /* A small constant of `type` as HLO text. */
 static const char *small_value(gen_t *g, int type) {
   static const char *kF[] = {"0", "1", "-1", "0.5", "2"};
-  static const char *kI[] = {"0", "1", "-1", "3"};
-  static const char *kU[] = {"0", "1", "3"};
+  static const char *kI[] = {"0", "-1", "1", "3"}; /* s1 takes the first 2, s2 3 */
+  static const char *kU[] = {"0", "1", "3"};       /* u1 the first 2 */
+  const int bits = kTypes[type].bits;
   switch (kTypes[type].kind) {
     case K_PRED:
       return chance(g, 50) ? "true" : "false";
     case K_S:
-      return kI[rnd(g, kTypes[type].bits == 2 ? 3 : 4)];
+      return kI[rnd(g, bits == 1 ? 2 : bits == 2 ? 3 : 4)];
     case K_U:
-      return kU[rnd(g, 3)];
+      return kU[rnd(g, bits == 1 ? 2 : 3)];
     case K_F:
       return type == 24 ? "1" : kF[rnd(g, 5)];
     case K_C:

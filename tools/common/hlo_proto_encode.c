@@ -86,6 +86,10 @@ static int64_t primitive_type(kiln_elem_type_t t) {
       return 28;
     case KILN_F8E3M4:
       return 29;
+    case KILN_S1:
+      return 30;
+    case KILN_U1:
+      return 31;
     case KILN_F4E2M1FN:
       return 32;
     case KILN_F8E8M0FNU:
@@ -242,6 +246,12 @@ static void literal_proto(enc_t *e, const kiln_literal_t *l, kiln_pb_t *b) {
       break;
     case KILN_F8E3M4:
       field = 29;
+      break;
+    case KILN_S1:
+      field = 30;
+      break;
+    case KILN_U1:
+      field = 31;
       break;
     case KILN_F4E2M1FN:
       field = 32;

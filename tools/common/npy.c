@@ -33,6 +33,7 @@ const char *kiln_npy_descr_for_type(kiln_elem_type_t t) {
   switch (t) {
     case KILN_PRED:
       return "|b1";
+    case KILN_S1:
     case KILN_S2:
     case KILN_S4:
     case KILN_S8:
@@ -43,6 +44,7 @@ const char *kiln_npy_descr_for_type(kiln_elem_type_t t) {
       return "<i4";
     case KILN_S64:
       return "<i8";
+    case KILN_U1:
     case KILN_U2:
     case KILN_U4:
     case KILN_U8:
@@ -353,35 +355,17 @@ static kiln_status type_from_dtype(npy_dtype_t d, const char *descr, const char 
  * (low bits only); normalizes pred bytes to 0/1. */
 static kiln_status normalize_subbyte(const kiln_literal_t *l, const char *what) {
   kiln_elem_type_t t = l->shape->type;
-  int64_t lo, hi;
-  switch (t) {
-    case KILN_S2:
-      lo = -2;
-      hi = 1;
-      break;
-    case KILN_S4:
-      lo = -8;
-      hi = 7;
-      break;
-    case KILN_U2:
-      lo = 0;
-      hi = 3;
-      break;
-    case KILN_U4:
-      lo = 0;
-      hi = 15;
-      break;
-    case KILN_PRED: {
-      unsigned char *p = l->data;
-      for (int64_t i = 0; i < l->num_elements; i++) p[i] = p[i] != 0;
-      return NULL;
-    }
-    default:
-      return NULL;
-  }
   unsigned char *p = l->data;
-  bool is_signed = t == KILN_S2 || t == KILN_S4;
-  unsigned char mask = (unsigned char)((1u << kiln_elem_type_bits(t)) - 1);
+  if (t == KILN_PRED) {
+    for (int64_t i = 0; i < l->num_elements; i++) p[i] = p[i] != 0;
+    return NULL;
+  }
+  const int bits = kiln_elem_type_bits(t);
+  if (!kiln_elem_type_is_integral(t) || bits >= 8) return NULL;
+  const bool is_signed = kiln_elem_type_is_signed_int(t);
+  const int64_t lo = is_signed ? -((int64_t)1 << (bits - 1)) : 0;
+  const int64_t hi = is_signed ? ((int64_t)1 << (bits - 1)) - 1 : ((int64_t)1 << bits) - 1;
+  unsigned char mask = (unsigned char)((1u << bits) - 1);
   for (int64_t i = 0; i < l->num_elements; i++) {
     int64_t v = is_signed ? (int64_t)(int8_t)p[i] : (int64_t)p[i];
     if (v < lo || v > hi)
@@ -533,7 +517,7 @@ kiln_status kiln_npy_serialize(kiln_strbuf_t *b, const kiln_literal_t *l) {
   kiln_strbuf_free(&h);
   size_t n = (size_t)l->num_elements * item;
   kiln_elem_type_t t = l->shape->type;
-  if (t == KILN_S2 || t == KILN_S4) {
+  if (kiln_elem_type_is_signed_int(t) && kiln_elem_type_bits(t) < 8) {
     /* kiln keeps the low bits; the file holds the sign-extended byte. */
     int shift = 8 - kiln_elem_type_bits(t);
     const unsigned char *p = l->data;

@@ -227,7 +227,8 @@ const char *kiln_pjrt_runner_description(const kiln_pjrt_runner_t *r) {
   X(U64, U64) X(F16, F16) X(BF16, BF16) X(F32, F32) \
   X(F64, F64) X(C64, C64) X(C128, C128) X(F8E5M2, F8E5M2) \
   X(F8E4M3, F8E4M3) X(F8E4M3FN, F8E4M3FN) X(F8E4M3B11FNUZ, F8E4M3B11FNUZ) X(F8E5M2FNUZ, F8E5M2FNUZ) \
-  X(F8E4M3FNUZ, F8E4M3FNUZ) X(F8E3M4, F8E3M4) X(F8E8M0FNU, F8E8M0FNU) X(F4E2M1FN, F4E2M1FN)
+  X(F8E4M3FNUZ, F8E4M3FNUZ) X(F8E3M4, F8E3M4) X(F8E8M0FNU, F8E8M0FNU) X(F4E2M1FN, F4E2M1FN) \
+  X(S1, S1) X(U1, U1)
 // clang-format on
 
 bool kiln_pjrt_buffer_type_of(kiln_elem_type_t t, PJRT_Buffer_Type *out) {
