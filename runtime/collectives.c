@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
@@ -298,21 +299,26 @@ static void finishing_barrier(kiln_coll_clique_t *c, int rank, const char *what)
       break;                          \
   }
 
-/* Floats: min and max propagate NaN, as XLA's minimum / maximum do. */
-#define FOLD_FLOAT(T)                                        \
-  switch (op) {                                              \
-    case KILN_COLL_SUM:                                      \
-      FOLD_LOOP(T, x + y);                                   \
-      break;                                                 \
-    case KILN_COLL_PRODUCT:                                  \
-      FOLD_LOOP(T, x *y);                                    \
-      break;                                                 \
-    case KILN_COLL_MIN:                                      \
-      FOLD_LOOP(T, x != x ? x : y != y ? y : y < x ? y : x); \
-      break;                                                 \
-    case KILN_COLL_MAX:                                      \
-      FOLD_LOOP(T, x != x ? x : y != y ? y : y > x ? y : x); \
-      break;                                                 \
+/* Floats: min and max are IEEE 754-2019's, as XLA's minimum / maximum (llvm.minimum /
+ * llvm.maximum): a NaN operand wins, -0 < +0. */
+#define FMIN_IEEE(x, y) \
+  ((x) != (x) ? (x) : (y) != (y) ? (y) : ((y) < (x) || ((x) == (y) && signbit(y))) ? (y) : (x))
+#define FMAX_IEEE(x, y) \
+  ((x) != (x) ? (x) : (y) != (y) ? (y) : ((y) > (x) || ((x) == (y) && signbit(x))) ? (y) : (x))
+#define FOLD_FLOAT(T)                \
+  switch (op) {                      \
+    case KILN_COLL_SUM:              \
+      FOLD_LOOP(T, x + y);           \
+      break;                         \
+    case KILN_COLL_PRODUCT:          \
+      FOLD_LOOP(T, x *y);            \
+      break;                         \
+    case KILN_COLL_MIN:              \
+      FOLD_LOOP(T, FMIN_IEEE(x, y)); \
+      break;                         \
+    case KILN_COLL_MAX:              \
+      FOLD_LOOP(T, FMAX_IEEE(x, y)); \
+      break;                         \
   }
 
 /* 16-bit floats: each step in f32, rounded back (the same as rounding the exact result: f32
@@ -334,10 +340,10 @@ static void finishing_barrier(kiln_coll_clique_t *c, int rank, const char *what)
   }
 
 static inline float half_min(float x, float y) {
-  return x != x ? x : y != y ? y : y < x ? y : x;
+  return FMIN_IEEE(x, y);
 }
 static inline float half_max(float x, float y) {
-  return x != x ? x : y != y ? y : y > x ? y : x;
+  return FMAX_IEEE(x, y);
 }
 
 void kiln_coll_fold(kiln_coll_dtype_t t, kiln_coll_reduction_t op, void *dst, const void *src,

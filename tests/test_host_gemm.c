@@ -244,6 +244,51 @@ static void test_bf16_dot_kernel_treats_subnormal_inputs_as_zero(void **state) {
     if (c[j] != ldexpf(1.0f, -123)) fail_msg("c[%d] = %a", j, (double)c[j]);
 }
 
+/* B^T (a j-major op(B)) with more than 128 rows and columns (not transposed into one block):
+ * the vdpbf16ps kernel packs op(B)'s pairs once for every block of rows; the same bits as each
+ * block packing its own (odd k, a short last step and strip, batches, passes over k, with and
+ * without the pool). */
+static void test_bf16_b_transposed_packed_once_matches_per_block(void **state) {
+  (void)state;
+  if (!kiln_host_gemm_half_set_bf16_dot(true)) skip();
+  static const int64_t shapes[][4] = {
+      {1, 300, 170, 333}, {2, 260, 140, 1000}, {1, 520, 200, 130}, {1, 129, 129, 4096}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int passes = 0; passes < 2; passes++)
+      for (int pooled = 0; pooled < 2; pooled++) {
+        const int64_t batch = shapes[s][0], m = shapes[s][1], n = shapes[s][2], k = shapes[s][3];
+        kiln_gemm_desc_t g = {
+            KILN_GEMM_BF16,          batch, m, n, k, passes != 0, true, 1, 0, KILN_GEMM_F32,
+            KILN_GEMM_EPILOGUE_NONE, 0};
+        uint16_t *a = kiln_malloc((size_t)(batch * m * k) * 2);
+        uint16_t *b = kiln_malloc((size_t)(batch * n * k) * 2);
+        float *c0 = kiln_malloc((size_t)(batch * m * n) * 4);
+        float *c1 = kiln_malloc((size_t)(batch * m * n) * 4);
+        for (int64_t i = 0; i < batch * m * k; i++)
+          hg_store(KILN_GEMM_BF16, a, i, hg_value(KILN_GEMM_BF16, i, 1), 0);
+        for (int64_t i = 0; i < batch * n * k; i++)
+          hg_store(KILN_GEMM_BF16, b, i, hg_value(KILN_GEMM_BF16, i, 2), 0);
+        /* passes: A^T packs X in passes of kc values of k under a small bound (one batch) */
+        if (passes) {
+          if (batch > 1) g.batch = 1;
+          kiln_host_gemm_half_set_max_x_elems(12800);
+        }
+        kiln_host_pool_t *pool = pooled ? g_pool : NULL;
+        ASSERT_OK(kiln_host_gemm(&g, a, b, c0, KILN_HOST_BLAS_AUTO, pool));
+        kiln_host_gemm_half_set_ypack(false);
+        ASSERT_OK(kiln_host_gemm(&g, a, b, c1, KILN_HOST_BLAS_AUTO, pool));
+        kiln_host_gemm_half_set_ypack(true);
+        kiln_host_gemm_half_set_max_x_elems(0);
+        if (memcmp(c0, c1, (size_t)(g.batch * m * n) * 4))
+          fail_msg("%lldx%lldx%lldx%lld (passes %d, pool %d): packed once differs",
+                   (long long)g.batch, (long long)m, (long long)n, (long long)k, passes, pooled);
+        kiln_free(a);
+        kiln_free(b);
+        kiln_free(c0);
+        kiln_free(c1);
+      }
+}
+
 /* When X's f32 copy would pass the scratch bound, one-batch gemms run the packed-panel kernel
  * in passes over k (C's partial sums kept in f32 between them, one rounding at the end): a
  * bound of 12,800 elements here makes these shapes take 2-8 passes (full and short ones,
@@ -461,6 +506,7 @@ int main(void) {
       cmocka_unit_test(test_converted_panels_of_one_large_batch_cover_every_element),
       cmocka_unit_test(test_half_kernel_covers_strips_row_blocks_and_k_blocks),
       cmocka_unit_test(test_half_kernel_rounds_as_runtime_half_bit_for_bit),
+      cmocka_unit_test(test_bf16_b_transposed_packed_once_matches_per_block),
       cmocka_unit_test(test_half_kernel_runs_large_k_in_passes),
       cmocka_unit_test(test_bf16_dot_kernel_treats_subnormal_inputs_as_zero),
       cmocka_unit_test(test_s8_gemm_is_exact_past_f32_range_and_wraps_past_s32),

@@ -170,21 +170,24 @@ int64_t kiln_eval_elem_total_order_key(kiln_elem_type_t t, const void *data, int
 kiln_hlo_opcode_t kiln_eval_binary_reducer(const kiln_hlo_computation_t *c, kiln_elem_type_t t,
                                            bool *swapped);
 
-/* One step of a float add / multiply / maximum / minimum, `x` the lhs, with the elementwise
- * evaluator's semantics (a NaN operand wins, the lhs first): kiln_eval_fstep in double,
- * kiln_eval_fstepf in float (one body, so the two cannot drift apart). */
-#define KILN_EVAL_FSTEP_DEFINE(name, T)                       \
-  static inline T name(kiln_hlo_opcode_t op, T x, T y) {      \
-    switch (op) {                                             \
-      case KILN_OP_ADD:                                       \
-        return x + y;                                         \
-      case KILN_OP_MULTIPLY:                                  \
-        return x * y;                                         \
-      case KILN_OP_MAXIMUM:                                   \
-        return isnan(x) ? x : isnan(y) ? y : (x < y ? y : x); \
-      default:                                                \
-        return isnan(x) ? x : isnan(y) ? y : (y < x ? y : x); \
-    }                                                         \
+/* One step of a float add / multiply / maximum / minimum, `x` the lhs: the evaluator's
+ * semantics everywhere (elementwise, reductions, scatter combiners). maximum / minimum are
+ * IEEE 754-2019's, as StableHLO specifies and llvm.maximum the backends emit: a NaN operand
+ * wins (the lhs first) and -0 < +0 (fuzz-2848215: max(-0, +0) was -0 here, +0 compiled, and
+ * atan2 of it told them apart). kiln_eval_fstep in double, kiln_eval_fstepf in float (one
+ * body, so the two cannot drift apart). */
+#define KILN_EVAL_FSTEP_DEFINE(name, T)                                                 \
+  static inline T name(kiln_hlo_opcode_t op, T x, T y) {                                \
+    switch (op) {                                                                       \
+      case KILN_OP_ADD:                                                                 \
+        return x + y;                                                                   \
+      case KILN_OP_MULTIPLY:                                                            \
+        return x * y;                                                                   \
+      case KILN_OP_MAXIMUM:                                                             \
+        return isnan(x) ? x : isnan(y) ? y : (x < y || (x == y && signbit(x))) ? y : x; \
+      default:                                                                          \
+        return isnan(x) ? x : isnan(y) ? y : (y < x || (x == y && signbit(y))) ? y : x; \
+    }                                                                                   \
   }
 KILN_EVAL_FSTEP_DEFINE(kiln_eval_fstep, double)
 KILN_EVAL_FSTEP_DEFINE(kiln_eval_fstepf, float)

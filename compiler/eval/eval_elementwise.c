@@ -324,62 +324,139 @@ static void scratch_free(scratch_t *s) { kiln_free(s->mem); }
 #define L1(expr) do { for (int64_t i = 0; i < n; i++) { elem_t x = a[i]; o[i] = (expr); } } while (0)
 #define L2(expr) do { for (int64_t i = 0; i < n; i++) { elem_t x = a[i], y = b[i]; o[i] = (expr); } } while (0)
 
-#define FLOAT_KERNEL(NAME, T, S)                                                              \
+#define FLOAT_KERNEL(NAME, T, S)                                                                \
   static bool NAME(kiln_hlo_opcode_t op, T *o, const T *a, const T *b, const T *c, int64_t n) { \
-    typedef T elem_t;                                                                        \
-    switch (op) {                                                                            \
-    case KILN_OP_ADD: L2(x + y); break;                                                      \
-    case KILN_OP_SUBTRACT: L2(x - y); break;                                                 \
-    case KILN_OP_MULTIPLY: L2(x * y); break;                                                 \
-    case KILN_OP_DIVIDE: L2(x / y); break;                                                   \
-    case KILN_OP_REMAINDER: L2(fmod##S(x, y)); break;                                        \
-    /* XLA: 1^y = 1 and x^0 = 1 even for NaN, else pow. */                                   \
-    case KILN_OP_POWER: L2((x == 1 || y == 0) ? (T)1 : pow##S(x, y)); break;                 \
-    /* XLA: a NaN operand wins (lhs first), else std::max / std::min. */                     \
-    case KILN_OP_MAXIMUM: L2(isnan(x) ? x : isnan(y) ? y : (x < y ? y : x)); break;          \
-    case KILN_OP_MINIMUM: L2(isnan(x) ? x : isnan(y) ? y : (y < x ? y : x)); break;          \
-    case KILN_OP_ATAN2: L2(atan2##S(x, y)); break;                                           \
-    case KILN_OP_ABS: L1(fabs##S(x)); break;                                                 \
-    case KILN_OP_NEGATE: L1(-x); break;                                                      \
-    /* XLA: sign keeps NaN and signed zeros: copysign(x != 0, x). */                         \
-    case KILN_OP_SIGN: L1(isnan(x) ? x : copysign##S((T)(x != 0), x)); break;                \
-    case KILN_OP_FLOOR: L1(floor##S(x)); break;                                              \
-    case KILN_OP_CEIL: L1(ceil##S(x)); break;                                                \
-    case KILN_OP_ROUND_NEAREST_AFZ: L1(round##S(x)); break;                                  \
-    case KILN_OP_ROUND_NEAREST_EVEN: L1(nearbyint##S(x)); break;                             \
-    case KILN_OP_SQRT: L1(sqrt##S(x)); break;                                                \
-    case KILN_OP_RSQRT: L1((T)1 / sqrt##S(x)); break;                                        \
-    case KILN_OP_CBRT: L1(cbrt##S(x)); break;                                                \
-    case KILN_OP_EXP: L1(exp##S(x)); break;                                                  \
-    case KILN_OP_EXPM1: L1(expm1##S(x)); break;                                              \
-    case KILN_OP_LOG: L1(log##S(x)); break;                                                  \
-    case KILN_OP_LOG1P: L1(log1p##S(x)); break;                                              \
-    case KILN_OP_LOGISTIC: L1((T)1 / ((T)1 + exp##S(-x))); break;                            \
-    case KILN_OP_SIN: L1(sin##S(x)); break;                                                  \
-    case KILN_OP_COS: L1(cos##S(x)); break;                                                  \
-    case KILN_OP_TAN: L1(tan##S(x)); break;                                                  \
-    case KILN_OP_TANH: L1(tanh##S(x)); break;                                                \
-    case KILN_OP_ERF: L1(erf##S(x)); break;                                                  \
-    case KILN_OP_ACOS: L1(acos##S(x)); break;                                                \
-    case KILN_OP_ACOSH: L1(acosh##S(x)); break;                                              \
-    case KILN_OP_ASIN: L1(asin##S(x)); break;                                                \
-    case KILN_OP_ASINH: L1(asinh##S(x)); break;                                              \
-    case KILN_OP_ATANH: L1(atanh##S(x)); break;                                              \
-    case KILN_OP_COSH: L1(cosh##S(x)); break;                                                \
-    case KILN_OP_SINH: L1(sinh##S(x)); break;                                                \
-    /* XLA: clamp(lo, x, hi) = NaN if any is NaN, else min(hi, max(x, lo)). */              \
-    case KILN_OP_CLAMP:                                                                      \
-      for (int64_t i = 0; i < n; i++) {                                                      \
-        T lo = a[i], x = b[i], hi = c[i];                                                    \
-        if (isnan(lo)) o[i] = lo;                                                            \
-        else if (isnan(x)) o[i] = x;                                                         \
-        else if (isnan(hi)) o[i] = hi;                                                       \
-        else { T m = x < lo ? lo : x; o[i] = hi < m ? hi : m; }                              \
-      }                                                                                      \
-      break;                                                                                 \
-    default: return false;                                                                   \
-    }                                                                                        \
-    return true;                                                                             \
+    typedef T elem_t;                                                                           \
+    switch (op) {                                                                               \
+      case KILN_OP_ADD:                                                                         \
+        L2(x + y);                                                                              \
+        break;                                                                                  \
+      case KILN_OP_SUBTRACT:                                                                    \
+        L2(x - y);                                                                              \
+        break;                                                                                  \
+      case KILN_OP_MULTIPLY:                                                                    \
+        L2(x *y);                                                                               \
+        break;                                                                                  \
+      case KILN_OP_DIVIDE:                                                                      \
+        L2(x / y);                                                                              \
+        break;                                                                                  \
+      case KILN_OP_REMAINDER:                                                                   \
+        L2(fmod##S(x, y));                                                                      \
+        break;                                                                                  \
+      /* XLA: 1^y = 1 and x^0 = 1 even for NaN, else pow. */                                    \
+      case KILN_OP_POWER:                                                                       \
+        L2((x == 1 || y == 0) ? (T)1 : pow##S(x, y));                                           \
+        break;                                                                                  \
+      /* IEEE 754-2019 maximum / minimum (eval.h's kiln_eval_fstep) */                          \
+      case KILN_OP_MAXIMUM:                                                                     \
+      case KILN_OP_MINIMUM:                                                                     \
+        L2(kiln_eval_fstep##S(op, x, y));                                                       \
+        break;                                                                                  \
+      case KILN_OP_ATAN2:                                                                       \
+        L2(atan2##S(x, y));                                                                     \
+        break;                                                                                  \
+      case KILN_OP_ABS:                                                                         \
+        L1(fabs##S(x));                                                                         \
+        break;                                                                                  \
+      case KILN_OP_NEGATE:                                                                      \
+        L1(-x);                                                                                 \
+        break;                                                                                  \
+      /* XLA: sign keeps NaN and signed zeros: copysign(x != 0, x). */                          \
+      case KILN_OP_SIGN:                                                                        \
+        L1(isnan(x) ? x : copysign##S((T)(x != 0), x));                                         \
+        break;                                                                                  \
+      case KILN_OP_FLOOR:                                                                       \
+        L1(floor##S(x));                                                                        \
+        break;                                                                                  \
+      case KILN_OP_CEIL:                                                                        \
+        L1(ceil##S(x));                                                                         \
+        break;                                                                                  \
+      case KILN_OP_ROUND_NEAREST_AFZ:                                                           \
+        L1(round##S(x));                                                                        \
+        break;                                                                                  \
+      case KILN_OP_ROUND_NEAREST_EVEN:                                                          \
+        L1(nearbyint##S(x));                                                                    \
+        break;                                                                                  \
+      case KILN_OP_SQRT:                                                                        \
+        L1(sqrt##S(x));                                                                         \
+        break;                                                                                  \
+      case KILN_OP_RSQRT:                                                                       \
+        L1((T)1 / sqrt##S(x));                                                                  \
+        break;                                                                                  \
+      case KILN_OP_CBRT:                                                                        \
+        L1(cbrt##S(x));                                                                         \
+        break;                                                                                  \
+      case KILN_OP_EXP:                                                                         \
+        L1(exp##S(x));                                                                          \
+        break;                                                                                  \
+      case KILN_OP_EXPM1:                                                                       \
+        L1(expm1##S(x));                                                                        \
+        break;                                                                                  \
+      case KILN_OP_LOG:                                                                         \
+        L1(log##S(x));                                                                          \
+        break;                                                                                  \
+      case KILN_OP_LOG1P:                                                                       \
+        L1(log1p##S(x));                                                                        \
+        break;                                                                                  \
+      case KILN_OP_LOGISTIC:                                                                    \
+        L1((T)1 / ((T)1 + exp##S(-x)));                                                         \
+        break;                                                                                  \
+      case KILN_OP_SIN:                                                                         \
+        L1(sin##S(x));                                                                          \
+        break;                                                                                  \
+      case KILN_OP_COS:                                                                         \
+        L1(cos##S(x));                                                                          \
+        break;                                                                                  \
+      case KILN_OP_TAN:                                                                         \
+        L1(tan##S(x));                                                                          \
+        break;                                                                                  \
+      case KILN_OP_TANH:                                                                        \
+        L1(tanh##S(x));                                                                         \
+        break;                                                                                  \
+      case KILN_OP_ERF:                                                                         \
+        L1(erf##S(x));                                                                          \
+        break;                                                                                  \
+      case KILN_OP_ACOS:                                                                        \
+        L1(acos##S(x));                                                                         \
+        break;                                                                                  \
+      case KILN_OP_ACOSH:                                                                       \
+        L1(acosh##S(x));                                                                        \
+        break;                                                                                  \
+      case KILN_OP_ASIN:                                                                        \
+        L1(asin##S(x));                                                                         \
+        break;                                                                                  \
+      case KILN_OP_ASINH:                                                                       \
+        L1(asinh##S(x));                                                                        \
+        break;                                                                                  \
+      case KILN_OP_ATANH:                                                                       \
+        L1(atanh##S(x));                                                                        \
+        break;                                                                                  \
+      case KILN_OP_COSH:                                                                        \
+        L1(cosh##S(x));                                                                         \
+        break;                                                                                  \
+      case KILN_OP_SINH:                                                                        \
+        L1(sinh##S(x));                                                                         \
+        break;                                                                                  \
+      /* XLA: clamp(lo, x, hi) = NaN if any is NaN, else min(hi, max(x, lo)). */                \
+      case KILN_OP_CLAMP:                                                                       \
+        for (int64_t i = 0; i < n; i++) {                                                       \
+          T lo = a[i], x = b[i], hi = c[i];                                                     \
+          if (isnan(lo))                                                                        \
+            o[i] = lo;                                                                          \
+          else if (isnan(x))                                                                    \
+            o[i] = x;                                                                           \
+          else if (isnan(hi))                                                                   \
+            o[i] = hi;                                                                          \
+          else {                                                                                \
+            T m = x < lo ? lo : x;                                                              \
+            o[i] = hi < m ? hi : m;                                                             \
+          }                                                                                     \
+        }                                                                                       \
+        break;                                                                                  \
+      default:                                                                                  \
+        return false;                                                                           \
+    }                                                                                           \
+    return true;                                                                                \
   }
 
 FLOAT_KERNEL(kernel_f32, float, f)

@@ -269,16 +269,24 @@ static void combine_fast(combine_kind_t k, kiln_literal_t *dst, int64_t di,
       switch (k) {
         case COMBINE_ADD: r = a + b; break;
         case COMBINE_MUL: r = a * b; break;
-        case COMBINE_MAX: r = isnan(a) ? a : isnan(b) ? b : (a >= b ? a : b); break;
-        default: r = isnan(a) ? a : isnan(b) ? b : (a <= b ? a : b); break;
+        case COMBINE_MAX:
+          r = kiln_eval_fstep(KILN_OP_MAXIMUM, a, b);
+          break;
+        default:
+          r = kiln_eval_fstep(KILN_OP_MINIMUM, a, b);
+          break;
       }
     } else {
       float fa = (float)a, fb = (float)b, fr;
       switch (k) {
         case COMBINE_ADD: fr = fa + fb; break;
         case COMBINE_MUL: fr = fa * fb; break;
-        case COMBINE_MAX: fr = isnan(fa) ? fa : isnan(fb) ? fb : (fa >= fb ? fa : fb); break;
-        default: fr = isnan(fa) ? fa : isnan(fb) ? fb : (fa <= fb ? fa : fb); break;
+        case COMBINE_MAX:
+          fr = kiln_eval_fstepf(KILN_OP_MAXIMUM, fa, fb);
+          break;
+        default:
+          fr = kiln_eval_fstepf(KILN_OP_MINIMUM, fa, fb);
+          break;
       }
       r = fr;
     }

@@ -865,6 +865,11 @@ typedef struct half_job {
    * k), in the operand itself when its rows run along an even k, else packed */
   const uint16_t *x2;
   int64_t x2rs, x2cs, x2_batch;
+  /* (x2 only) Y's pairs packed once for every block of rows (NULL: each task packs its own):
+   * strip s of batch b, pair q of the pass at ypk[((b * strips_per_batch + s) * ypk_pairs + q)
+   * * kHalfNr] */
+  const uint32_t *ypk;
+  int64_t ypk_pairs;
 } half_job_t;
 
 /* Micro-kernel: cs[i][0..kHalfNr) (+)= sum_p X[i*xrs + p*xcs] * pk[p][0..kHalfNr) for
@@ -1300,6 +1305,31 @@ static void half_strip_finish(const half_job_t *J, int64_t bi, int64_t rb0, int6
   for (int64_t i = 0; i < ci; i++) g_half.store(out, v + i * ldv, c + (size_t)(i * n) * out_es, cj);
 }
 
+/* Prefetches `bytes` from p into the cache, a line at a time. */
+static inline void prefetch_span(const void *p, int64_t bytes) {
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch((const char *)p + o);
+}
+
+/* Asks for the next step's operands (values pn .. pn + kc of k) while this one computes. The
+ * rows of X and of a j-major Y (or the k rows of a row-major Y) lie a row of the operand apart,
+ * a few lines each: too many short streams for the hardware prefetcher (B^T of k = 32,000 ran
+ * ~1.5x slower than B before). X only where its pairs are read in place or packed (x2). */
+static void half_prefetch_step(const half_job_t *J, const void *y, const uint16_t *x2, int64_t rows,
+                               int64_t j0, int64_t nj, int64_t pn, int64_t kc) {
+  const size_t es = kiln_gemm_dtype_size(J->g->dtype);
+  if (x2 && J->x2cs == 2)
+    for (int64_t i = 0; i < rows; i++) prefetch_span(x2 + i * J->x2rs, kc * 2);
+  const char *yb = y;
+  if (J->ypk) return; /* Y's packed panels are read in order */
+  if (J->y_jmajor) {
+    for (int64_t j = j0; j < j0 + nj; j++)
+      prefetch_span(yb + (size_t)(j * J->ld + pn) * es, kc * (int64_t)es);
+  } else {
+    for (int64_t p = pn; p < pn + kc; p++)
+      prefetch_span(yb + (size_t)(p * J->ld + j0) * es, nj * (int64_t)es);
+  }
+}
+
 /* Tasks [s0, s1) of the job: task t is row block t % blocks of strip group t / blocks, up to
  * J->group strips of kHalfNr columns of one batch. Per kHalfKc values of k, each strip of the
  * group packs its panel of Y and the block's rows pass over it: the block's kHalfMaxRows x
@@ -1321,16 +1351,31 @@ static void half_strips(void **args, int64_t s0, int64_t s1) {
         (const char *)J->y + (size_t)(bi * J->y_batch) * kiln_gemm_dtype_size(J->g->dtype);
     for (int64_t p0 = J->k_lo; p0 < J->k_hi; p0 += kHalfKc) {
       const int64_t kc = J->k_hi - p0 < kHalfKc ? J->k_hi - p0 : kHalfKc;
+      const int64_t pn = p0 + kHalfKc, kn = J->k_hi - pn < kHalfKc ? J->k_hi - pn : kHalfKc;
+      if (kn > 0) {
+        const int64_t j0 = first * kHalfNr, cols = count * kHalfNr;
+        const int64_t nj = J->cols - j0 < cols ? J->cols - j0 : cols;
+        const uint16_t *xn =
+            J->x2 ? J->x2 + bi * J->x2_batch + rb0 * J->x2rs + (pn - J->k_lo) / 2 * J->x2cs : NULL;
+        half_prefetch_step(J, y, xn, rows, j0, nj, pn, kn);
+      }
       for (int64_t q = 0; q < count; q++) {
         const int64_t j0 = (first + q) * kHalfNr;
         const int64_t nj = J->cols - j0 < kHalfNr ? J->cols - j0 : kHalfNr;
         if (J->x2) { /* (p0 - k_lo is a multiple of kHalfKc: even) */
           const uint16_t *x2 =
               J->x2 + bi * J->x2_batch + rb0 * J->x2rs + (p0 - J->k_lo) / 2 * J->x2cs;
-          g_half.pack2(J, y, p0, kc, j0, nj, pk2);
+          const uint32_t *panel = pk2;
+          if (J->ypk)
+            panel = J->ypk +
+                    ((bi * J->strips_per_batch + first + q) * J->ypk_pairs + (p0 - J->k_lo) / 2) *
+                        kHalfNr;
+          else
+            g_half.pack2(J, y, p0, kc, j0, nj, pk2);
           for (int64_t i0 = 0; i0 < rows; i0 += kHalfMr)
-            g_half.dp(x2 + i0 * J->x2rs, J->x2rs, J->x2cs, pk2, (kc + 1) / 2, cs[q] + i0 * kHalfNr,
-                      (int)(rows - i0 < kHalfMr ? rows - i0 : kHalfMr), p0 == J->k_lo);
+            g_half.dp(x2 + i0 * J->x2rs, J->x2rs, J->x2cs, panel, (kc + 1) / 2,
+                      cs[q] + i0 * kHalfNr, (int)(rows - i0 < kHalfMr ? rows - i0 : kHalfMr),
+                      p0 == J->k_lo);
           continue;
         }
         const float *x = J->x32 + bi * J->x_batch + rb0 * J->xrs;
@@ -1446,6 +1491,73 @@ static kiln_status pairs_pack(half_job_t *J, const void *x, int64_t k0, int64_t 
   J->x2rs = k_major ? 2 : 2 * P.kq;
   J->x2cs = k_major ? 2 * J->rows : 2;
   J->x2_batch = J->rows * 2 * P.kq;
+  return st;
+}
+
+/* The most bytes of Y's pairs packed once for all blocks of rows (ypack). */
+static const int64_t kYPackBytes = (int64_t)64 << 20;
+static _Atomic bool g_ypack_on = true;
+
+void kiln_host_gemm_half_set_ypack(bool on) {
+  atomic_store(&g_ypack_on, on);
+}
+enum { kYPackSteps = 16 }; /* kHalfKc steps per pack task */
+
+typedef struct ypack_job {
+  const half_job_t *J;
+  uint32_t *dst;
+  int64_t chunks; /* tasks per strip */
+} ypack_job_t;
+
+/* Pack tasks: task t packs kYPackSteps steps of kHalfKc values of one strip of one batch. */
+static void ypack_tasks(void **args, int64_t t0, int64_t t1) {
+  const ypack_job_t *P = args[0];
+  const half_job_t *J = P->J;
+  const size_t es = kiln_gemm_dtype_size(J->g->dtype);
+  for (int64_t t = t0; t < t1; t++) {
+    const int64_t strip = t / P->chunks, chunk = t % P->chunks;
+    const int64_t bi = strip / J->strips_per_batch, j0 = (strip % J->strips_per_batch) * kHalfNr;
+    const int64_t nj = J->cols - j0 < kHalfNr ? J->cols - j0 : kHalfNr;
+    const void *y = (const char *)J->y + (size_t)(bi * J->y_batch) * es;
+    for (int64_t s = 0; s < kYPackSteps; s++) {
+      const int64_t p0 = J->k_lo + (chunk * kYPackSteps + s) * kHalfKc;
+      if (p0 >= J->k_hi) break;
+      const int64_t kc = J->k_hi - p0 < kHalfKc ? J->k_hi - p0 : kHalfKc;
+      g_half.pack2(J, y, p0, kc, j0, nj,
+                   P->dst + (strip * J->ypk_pairs + (p0 - J->k_lo) / 2) * kHalfNr);
+    }
+  }
+}
+
+/* Packs Y's pairs for the pass [k_lo, k_hi) once, where several blocks of rows would each pack
+ * them again from a j-major Y (a transpose of rows a row of Y apart: dot.526 of the bf16
+ * training step, B^T with k = 32,000, spent a fifth of its time there) and the copy fits
+ * kYPackBytes; sets J->ypk (NULL: each task packs its own). A row-major Y's pack is a cheap
+ * stream the tasks keep doing (a packed copy through memory cost more than it saved). */
+static kiln_status ypack(half_job_t *J, int64_t batches, uint32_t **buf, size_t *cap,
+                         kiln_host_pool_t *pool) {
+  J->ypk = NULL;
+  if (J->blocks < 2 || !J->y_jmajor || !atomic_load(&g_ypack_on)) return NULL;
+  J->ypk_pairs = (J->k_hi - J->k_lo + 1) / 2;
+  size_t bytes =
+      (size_t)(batches * J->strips_per_batch * J->ypk_pairs * kHalfNr) * sizeof(uint32_t);
+  if ((int64_t)bytes > kYPackBytes) return NULL;
+  if (bytes > *cap) {
+    if (*buf) scratch_give(*buf, *cap);
+    *buf = scratch_take(&bytes);
+    *cap = *buf ? bytes : 0;
+    if (!*buf) return NULL; /* each task packs its own */
+  }
+  const int64_t steps = (J->k_hi - J->k_lo + kHalfKc - 1) / kHalfKc;
+  ypack_job_t P = {J, *buf, (steps + kYPackSteps - 1) / kYPackSteps};
+  void *args[1] = {&P};
+  const int64_t tasks = batches * J->strips_per_batch * P.chunks;
+  kiln_status st = NULL;
+  if (pool && kiln_host_pool_num_workers(pool) > 1 && tasks > 1)
+    st = kiln_host_pool_launch(pool, ypack_tasks, args, tasks, 0);
+  else
+    ypack_tasks(args, 0, tasks);
+  if (!st) J->ypk = *buf;
   return st;
 }
 
@@ -1607,6 +1719,8 @@ static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void
   const int64_t strips =
       g->batch * J.blocks * ((J.strips_per_batch + J.group - 1) / J.group); /* tasks */
   kiln_status st = NULL;
+  uint32_t *ypk = NULL; /* Y's pairs packed once (ypack) */
+  size_t ypk_cap = 0;
   for (int64_t k0 = 0; k0 < k && !st; k0 += kc) {
     const int64_t w = k - k0 < kc ? k - k0 : kc;
     J.k_lo = k0, J.k_hi = k0 + w;
@@ -1624,6 +1738,7 @@ static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void
       st = convert_in(g->dtype, x, k0, k, J.rows, w, CT_F32, x32, w, pool);
       J.xrs = w;
     }
+    if (!st && pairs) st = ypack(&J, batches, &ypk, &ypk_cap, pool);
     if (st) break;
     if (kc < k) atomic_fetch_add(&g_half_k_passes, 1);
     if (pool && kiln_host_pool_num_workers(pool) > 1 && strips > 1)
@@ -1632,6 +1747,7 @@ static kiln_status gemm_half(const kiln_gemm_desc_t *g, bool swapped, const void
       half_strips(args, 0, strips);
   }
   free(acc);
+  if (ypk) scratch_give(ypk, ypk_cap);
   if (x32) scratch_give(x32, bytes);
   return st;
 }

@@ -68,6 +68,10 @@ void kiln_host_gemm_f32_set_kernel(int mode);
  * whether the process has that kernel. For tests and benchmarks comparing the two;
  * thread-safe. */
 bool kiln_host_gemm_half_set_bf16_dot(bool on);
+/* Turns on (the default) or off the vdpbf16ps kernel's one packing of a j-major op(B) (B^T)
+ * for every block of 128 rows; off, each block packs its own. The same sums either way. For
+ * tests and benchmarks; thread-safe. */
+void kiln_host_gemm_half_set_ypack(bool on);
 /* Limits that kernel to gemms of at most `rows` rows (of op(A), or columns of op(B) when
  * op(A) has more than 128 rows and op(B) at most 128 columns); larger ones convert whole
  * panels to f32 for the library. Default (and rows <= 0): no limit. For benchmarks comparing
