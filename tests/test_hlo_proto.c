@@ -296,6 +296,18 @@ static void encode(const kiln_hlo_module_t *m, bool with_config, uint8_t **bytes
   if (s) fail_msg("%s", kiln_status_message(s));
 }
 
+/* Decodes `bytes` and asserts the module prints as `m` does; returns the text (kiln_free). */
+static char *decodes_to(const kiln_hlo_module_t *m, const uint8_t *bytes, size_t n) {
+  kiln_hlo_module_t *d = NULL;
+  kiln_status s = kiln_hlo_module_from_proto(bytes, n, &d);
+  if (s) fail_msg("%s", kiln_status_message(s));
+  char *want = kiln_hlo_module_to_string(m), *got = kiln_hlo_module_to_string(d);
+  assert_string_equal(got, want);
+  kiln_free(want);
+  kiln_hlo_module_destroy(d);
+  return got;
+}
+
 static void test_small_module_decodes_to_the_same_module(void **state) {
   (void)state;
   kiln_hlo_module_t *m = parse(kSmall);
@@ -303,17 +315,11 @@ static void test_small_module_decodes_to_the_same_module(void **state) {
   size_t n;
   encode(m, false, &bytes, &n);
   assert_false(kiln_hlo_bytes_are_text(bytes, n));
-  kiln_hlo_module_t *d = NULL;
-  kiln_status s = kiln_hlo_module_from_proto(bytes, n, &d);
-  if (s) fail_msg("%s", kiln_status_message(s));
-  char *want = kiln_hlo_module_to_string(m), *got = kiln_hlo_module_to_string(d);
-  assert_string_equal(got, want);
+  char *got = decodes_to(m, bytes, n);
   /* the literal's values, including the non-finite ones, survive */
   assert_non_null(strstr(got, "constant({1, -2.5, inf, nan})"));
   assert_non_null(strstr(got, "source_line=7"));
-  kiln_free(want);
   kiln_free(got);
-  kiln_hlo_module_destroy(d);
 
   /* every shorter prefix is either an error or a valid (smaller) message; never a crash */
   int errors = 0;
@@ -361,16 +367,10 @@ static void test_sub_byte_integers_round_trip(void **state) {
   uint8_t *bytes;
   size_t n;
   encode(m, false, &bytes, &n);
-  kiln_hlo_module_t *d = NULL;
-  kiln_status s = kiln_hlo_module_from_proto(bytes, n, &d);
-  if (s) fail_msg("%s", kiln_status_message(s));
-  char *want = kiln_hlo_module_to_string(m), *got = kiln_hlo_module_to_string(d);
-  assert_string_equal(got, want);
+  char *got = decodes_to(m, bytes, n);
   assert_non_null(strstr(got, "s1[3]{0} constant({-1, 0, -1})"));
   assert_non_null(strstr(got, "u1[2]{0} constant({1, 0})"));
-  kiln_free(want);
   kiln_free(got);
-  kiln_hlo_module_destroy(d);
   kiln_free(bytes);
   kiln_hlo_module_destroy(m);
 }

@@ -264,32 +264,12 @@ static void combine_fast(combine_kind_t k, kiln_literal_t *dst, int64_t di,
     return;
   }
   if (kiln_elem_type_is_float(t)) {
-    double a = kiln_literal_get_f64(dst, di), b = kiln_literal_get_f64(upd, ui), r;
-    if (t == KILN_F64) {
-      switch (k) {
-        case COMBINE_ADD: r = a + b; break;
-        case COMBINE_MUL: r = a * b; break;
-        case COMBINE_MAX:
-          r = kiln_eval_fstep(KILN_OP_MAXIMUM, a, b);
-          break;
-        default:
-          r = kiln_eval_fstep(KILN_OP_MINIMUM, a, b);
-          break;
-      }
-    } else {
-      float fa = (float)a, fb = (float)b, fr;
-      switch (k) {
-        case COMBINE_ADD: fr = fa + fb; break;
-        case COMBINE_MUL: fr = fa * fb; break;
-        case COMBINE_MAX:
-          fr = kiln_eval_fstepf(KILN_OP_MAXIMUM, fa, fb);
-          break;
-        default:
-          fr = kiln_eval_fstepf(KILN_OP_MINIMUM, fa, fb);
-          break;
-      }
-      r = fr;
-    }
+    double a = kiln_literal_get_f64(dst, di), b = kiln_literal_get_f64(upd, ui);
+    const kiln_hlo_opcode_t op = k == COMBINE_ADD   ? KILN_OP_ADD
+                                 : k == COMBINE_MUL ? KILN_OP_MULTIPLY
+                                 : k == COMBINE_MAX ? KILN_OP_MAXIMUM
+                                                    : KILN_OP_MINIMUM;
+    double r = t == KILN_F64 ? kiln_eval_fstep(op, a, b) : kiln_eval_fstepf(op, (float)a, (float)b);
     kiln_literal_set_f64(dst, di, r);
     return;
   }
