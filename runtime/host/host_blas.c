@@ -830,7 +830,8 @@ static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, b
  * first (the panel path above) writes and re-reads twice its bytes again. Here A is converted
  * once, and B one kHalfKc x kHalfNr block at a time into a packed f32 panel that stays in L1
  * while every row of a block of A passes over it; each pool task owns kHalfNr result columns
- * of at most kHalfMaxRows rows (all of k; B's panels packed again for each block of rows),
+ * of at most kHalfMaxRows rows (all of k; B's panels packed again for each block of rows,
+ * but a j-major op(B)'s bf16 pairs, packed once: ypack),
  * summed in f32 registers, then alpha, beta, bias and activation applied and the block
  * rounded once to C's type. A gemm with many rows but at most kHalfMaxRows columns runs
  * transposed (C^T = op(B)^T op(A)^T: op(B) converted
@@ -1331,8 +1332,9 @@ static void half_prefetch_step(const half_job_t *J, const void *y, const uint16_
 }
 
 /* Tasks [s0, s1) of the job: task t is row block t % blocks of strip group t / blocks, up to
- * J->group strips of kHalfNr columns of one batch. Per kHalfKc values of k, each strip of the
- * group packs its panel of Y and the block's rows pass over it: the block's kHalfMaxRows x
+ * J->group strips of kHalfNr columns of one batch. Per kHalfKc values of k (the next ones
+ * prefetched), each strip of the group packs its panel of Y (or finds it packed by ypack) and
+ * the block's rows pass over it: the block's kHalfMaxRows x
  * kHalfKc piece of X (64 KiB) is read from cache by every strip of the group, not from memory
  * once per strip (a 1024 x 4096 pass of X is 16 MiB). */
 static void half_strips(void **args, int64_t s0, int64_t s1) {
