@@ -130,6 +130,28 @@ static void movement_body(kiln_coll_clique_t *c, int rank, kiln_status *out) {
   *out = s;
 }
 
+/* kiln_coll_fold's max / min of signed zeros are IEEE 754-2019's, as the compiled maximum /
+ * minimum (llvm.maximum) and the evaluator: max(-0, +0) = +0, min = -0, in either order. */
+static void test_fold_max_min_order_signed_zeros(void **state) {
+  (void)state;
+  for (int order = 0; order < 2; order++) {
+    const float a = order ? 0.0f : -0.0f, b = order ? -0.0f : 0.0f;
+    float mx = a, mn = a;
+    kiln_coll_fold(KILN_COLL_F32, KILN_COLL_MAX, &mx, &b, 1);
+    kiln_coll_fold(KILN_COLL_F32, KILN_COLL_MIN, &mn, &b, 1);
+    assert_true(mx == 0 && !signbit(mx));
+    assert_true(mn == 0 && signbit(mn));
+    double dx = a, db = b;
+    kiln_coll_fold(KILN_COLL_F64, KILN_COLL_MAX, &dx, &db, 1);
+    assert_true(dx == 0 && !signbit(dx));
+    uint16_t hx = order ? 0x0000 : 0x8000, hb = order ? 0x8000 : 0x0000, hn = hx; /* bf16 */
+    kiln_coll_fold(KILN_COLL_BF16, KILN_COLL_MAX, &hx, &hb, 1);
+    kiln_coll_fold(KILN_COLL_BF16, KILN_COLL_MIN, &hn, &hb, 1);
+    assert_int_equal(hx, 0x0000);
+    assert_int_equal(hn, 0x8000);
+  }
+}
+
 static void test_gather_all_to_all_scatter_permute_broadcast(void **state) {
   (void)state;
   run_all_ok(movement_body);
@@ -424,6 +446,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_all_reduce_sums_mins_and_max_with_nan),
       cmocka_unit_test(test_reduction_folds_in_rank_order),
+      cmocka_unit_test(test_fold_max_min_order_signed_zeros),
       cmocka_unit_test(test_gather_all_to_all_scatter_permute_broadcast),
       cmocka_unit_test(test_missing_rank_is_deadline_exceeded),
       cmocka_unit_test(test_mismatched_collectives_fail_every_rank),
