@@ -42,28 +42,6 @@ static int place_values(const bool *cplx, int n, place_t *out) {
   return at;
 }
 
-/* A computation with `n` parameters of the given shapes, named from `hint`; NULL when the
- * arena refused. */
-static kiln_hlo_computation_t *computation_with_params(kiln_hlo_module_t *m, const char *hint,
-                                                       int n, kiln_shape_t *const *shapes,
-                                                       kiln_hlo_instruction_t **params) {
-  char *name = kiln_hlo_module_unique_name(m, hint);
-  kiln_hlo_computation_t *c = name ? kiln_hlo_computation_create(m, name) : NULL;
-  kiln_hlo_instruction_t **ps = kiln_arena_alloc(&m->arena, sizeof *ps * (size_t)(n ? n : 1));
-  if (!c || !ps) return NULL;
-  for (int i = 0; i < n; i++) {
-    char *pn = kiln_hlo_module_unique_name(m, "part");
-    ps[i] =
-        pn && shapes[i] ? kiln_hlo_instruction_create(c, KILN_OP_PARAMETER, shapes[i], pn) : NULL;
-    if (!ps[i]) return NULL;
-    ps[i]->parameter_number = i;
-    params[i] = ps[i];
-  }
-  c->num_parameters = n;
-  c->parameters = ps;
-  return c;
-}
-
 /* The shape of a split value's parts (`split`), or of an unsplit value. */
 static kiln_shape_t *part_shape(kiln_builder_t *b, const kiln_shape_t *s, bool split) {
   kiln_elem_type_t t = s->type;
@@ -87,7 +65,8 @@ static kiln_hlo_computation_t *wrap(kiln_hlo_module_t *m, kiln_hlo_computation_t
     if (pl[i].im >= 0) shapes[pl[i].im] = shapes[pl[i].at];
   }
   if (b0.failed) return NULL;
-  kiln_hlo_computation_t *c = computation_with_params(m, "complex_parts", new_k, shapes, params);
+  kiln_hlo_computation_t *c =
+      kiln_builder_computation_n(m, "complex_parts", "part", new_k, shapes, params);
   if (!c) return NULL;
   kiln_builder_t bb;
   kiln_builder_t *b = &bb;

@@ -90,14 +90,6 @@ static bool taken(const kiln_hlo_instruction_t *in, const kiln_pass_options_t *o
   return kiln_shape_num_elements(os) > 0;
 }
 
-static bool set_list(kiln_builder_t *b, kiln_i64_list_t *l, int n, const int64_t *v) {
-  l->n = n;
-  l->v = kiln_arena_alloc(&b->m->arena, sizeof(int64_t) * (size_t)(n ? n : 1));
-  if (!l->v) return false;
-  if (n) memcpy(l->v, v, sizeof(int64_t) * (size_t)n);
-  return true;
-}
-
 /* dot(x, y) -> `type` with `nb` leading batch dims, contracting x's last with y's dim nb. */
 static kiln_hlo_instruction_t *gemm_dot(kiln_builder_t *b, kiln_hlo_instruction_t *x,
                                         kiln_hlo_instruction_t *y, int nb, kiln_elem_type_t type) {
@@ -112,8 +104,10 @@ static kiln_hlo_instruction_t *gemm_dot(kiln_builder_t *b, kiln_hlo_instruction_
   if (!d) return NULL;
   d->has_dot_dnums = true;
   kiln_dot_dnums_t *dn = &d->dot_dnums;
-  if (!set_list(b, &dn->lhs_batch, nb, batch) || !set_list(b, &dn->rhs_batch, nb, batch) ||
-      !set_list(b, &dn->lhs_contracting, 1, lc) || !set_list(b, &dn->rhs_contracting, 1, rc)) {
+  if (!kiln_builder_list(b, &dn->lhs_batch, nb, batch) ||
+      !kiln_builder_list(b, &dn->rhs_batch, nb, batch) ||
+      !kiln_builder_list(b, &dn->lhs_contracting, 1, lc) ||
+      !kiln_builder_list(b, &dn->rhs_contracting, 1, rc)) {
     b->failed = true;
     return NULL;
   }
@@ -164,7 +158,7 @@ static kiln_hlo_instruction_t *im2col(kiln_builder_t *b, const kiln_hlo_instruct
     col = kiln_builder_op(b, KILN_OP_CONCATENATE, kiln_builder_shape(b, x->shape->type, r, dims),
                           (int)K, cols);
     int64_t cat = r - 1;
-    if (!col || !set_list(b, &col->dimensions, 1, &cat)) {
+    if (!col || !kiln_builder_list(b, &col->dimensions, 1, &cat)) {
       b->failed = true;
       return NULL;
     }

@@ -202,6 +202,17 @@ kiln_hlo_instruction_t *kiln_builder_slice1(kiln_builder_t *b, kiln_hlo_instruct
   return kiln_builder_slice_dim(b, x, 0, start, limit);
 }
 
+bool kiln_builder_list(kiln_builder_t *b, kiln_i64_list_t *l, int n, const int64_t *v) {
+  l->n = n;
+  l->v = kiln_arena_alloc(&b->m->arena, sizeof(int64_t) * (size_t)(n ? n : 1));
+  if (!l->v) {
+    b->failed = true;
+    return false;
+  }
+  if (n) memcpy(l->v, v, sizeof(int64_t) * (size_t)n);
+  return true;
+}
+
 kiln_hlo_instruction_t *kiln_builder_iota(kiln_builder_t *b, kiln_elem_type_t type, int rank,
                                           const int64_t *dims, int dim) {
   kiln_hlo_instruction_t *in = kiln_builder_op(b, KILN_OP_IOTA, kiln_builder_shape(b, type, rank, dims), 0, NULL);
@@ -381,21 +392,32 @@ kiln_hlo_instruction_t *kiln_builder_sum(kiln_builder_t *b, kiln_hlo_instruction
                               kiln_builder_reduce(b, im, zero, num_dims, dims, add));
 }
 
-kiln_hlo_computation_t *kiln_builder_computation(kiln_hlo_module_t *m, const char *name_hint,
-                                                 kiln_shape_t *param_shape, kiln_hlo_instruction_t **param) {
-  *param = NULL;
+kiln_hlo_computation_t *kiln_builder_computation_n(kiln_hlo_module_t *m, const char *name_hint,
+                                                   const char *param_hint, int n,
+                                                   kiln_shape_t *const *shapes,
+                                                   kiln_hlo_instruction_t **params) {
   char *name = kiln_hlo_module_unique_name(m, name_hint);
   kiln_hlo_computation_t *c = name ? kiln_hlo_computation_create(m, name) : NULL;
-  kiln_hlo_instruction_t **params = kiln_arena_alloc(&m->arena, sizeof *params);
-  char *pn = kiln_hlo_module_unique_name(m, "param");
-  if (!c || !params || !pn || !param_shape) return NULL;
-  params[0] = kiln_hlo_instruction_create(c, KILN_OP_PARAMETER, param_shape, pn);
-  if (!params[0]) return NULL;
-  params[0]->parameter_number = 0;
-  c->num_parameters = 1;
-  c->parameters = params;
-  *param = params[0];
+  kiln_hlo_instruction_t **ps = kiln_arena_alloc(&m->arena, sizeof *ps * (size_t)(n ? n : 1));
+  if (!c || !ps) return NULL;
+  for (int i = 0; i < n; i++) {
+    char *pn = kiln_hlo_module_unique_name(m, param_hint);
+    ps[i] =
+        pn && shapes[i] ? kiln_hlo_instruction_create(c, KILN_OP_PARAMETER, shapes[i], pn) : NULL;
+    if (!ps[i]) return NULL;
+    ps[i]->parameter_number = i;
+    params[i] = ps[i];
+  }
+  c->num_parameters = n;
+  c->parameters = ps;
   return c;
+}
+
+kiln_hlo_computation_t *kiln_builder_computation(kiln_hlo_module_t *m, const char *name_hint,
+                                                 kiln_shape_t *param_shape,
+                                                 kiln_hlo_instruction_t **param) {
+  *param = NULL;
+  return kiln_builder_computation_n(m, name_hint, "param", 1, &param_shape, param);
 }
 
 kiln_hlo_computation_t *kiln_builder_counter_below(kiln_hlo_module_t *m, const char *name_hint, kiln_shape_t *state,

@@ -35,6 +35,9 @@ kiln_shape_t *kiln_builder_shape(kiln_builder_t *b, kiln_elem_type_t type, int r
 kiln_hlo_instruction_t *kiln_builder_op(kiln_builder_t *b, kiln_hlo_opcode_t op, kiln_shape_t *shape,
                                         int n, kiln_hlo_instruction_t *const *operands);
 
+/* Sets *l to a copy of v[0..n) in the module's arena; false (and b->failed) when it refused. */
+bool kiln_builder_list(kiln_builder_t *b, kiln_i64_list_t *l, int n, const int64_t *v);
+
 /* Scalar constants. Integers wrap to the type's width; floats round to the type. */
 kiln_hlo_instruction_t *kiln_builder_const_u64(kiln_builder_t *b, kiln_elem_type_t type, uint64_t v);
 kiln_hlo_instruction_t *kiln_builder_const_f64(kiln_builder_t *b, kiln_elem_type_t type, double v);
@@ -124,6 +127,11 @@ kiln_hlo_instruction_t *kiln_builder_while(kiln_builder_t *b, kiln_hlo_instructi
  * refused. */
 kiln_hlo_computation_t *kiln_builder_computation(kiln_hlo_module_t *m, const char *name_hint,
                                                  kiln_shape_t *param_shape, kiln_hlo_instruction_t **param);
+/* The same with `n` parameters of `shapes` (named after `param_hint`), returned in params[]. */
+kiln_hlo_computation_t *kiln_builder_computation_n(kiln_hlo_module_t *m, const char *name_hint,
+                                                   const char *param_hint, int n,
+                                                   kiln_shape_t *const *shapes,
+                                                   kiln_hlo_instruction_t **params);
 
 /* Sum of x over `dims` (sorted ascending), starting from zero; `add` adds two scalars of
  * x's type, or of its component type for complex x, which is summed as its real and

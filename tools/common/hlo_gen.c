@@ -1526,7 +1526,8 @@ static int op_scan(gen_t *g) {
 
 /* select-and-scatter: the first maximum (GE) or minimum (LE) of each window of the operand
  * receives the window's source value, combined by add (maximum for floats narrower than
- * f32, see random_reducer). Exact operands only: the selection compares. */
+ * f32, see random_reducer). The select is a compare, or the negated opposite compare (same
+ * choice, another expansion). Exact operands only: the selection compares. */
 static int op_select_and_scatter(gen_t *g) {
   int x = pick(g, real_type, 1);
   gen_shape_t in = *shape_of(g, x);
@@ -1552,11 +1553,17 @@ static int op_select_and_scatter(gen_t *g) {
   bool narrow = is_float(in.type) && kTypes[in.type].bits < 32;
   int id = g->p->num_nodes;
   kiln_strbuf_t c = {0};
-  kiln_strbuf_printf(&c,
-                     "select_%d {\n  a = %s[] parameter(0)\n  b = %s[] parameter(1)\n"
-                     "  ROOT r = pred[] compare(a, b), direction=%s%s\n}\n\n",
-                     id, t, t, chance(g, 70) ? "GE" : "LE",
-                     is_float(in.type) ? ", type=TOTALORDER" : "");
+  bool ge = chance(g, 70);
+  const char *order = is_float(in.type) ? ", type=TOTALORDER" : "";
+  kiln_strbuf_printf(&c, "select_%d {\n  a = %s[] parameter(0)\n  b = %s[] parameter(1)\n", id, t,
+                     t);
+  if (chance(g, 30)) /* the same choice as not(b > a) / not(b < a): the expander's general form */
+    kiln_strbuf_printf(
+        &c, "  n = pred[] compare(b, a), direction=%s%s\n  ROOT r = pred[] not(n)\n}\n\n",
+        ge ? "GT" : "LT", order);
+  else
+    kiln_strbuf_printf(&c, "  ROOT r = pred[] compare(a, b), direction=%s%s\n}\n\n",
+                       ge ? "GE" : "LE", order);
   char name[48];
   snprintf(name, sizeof name, "scatter_%d", id);
   binary_comp(&c, name, in.type, narrow ? "maximum" : "add");
