@@ -11,6 +11,7 @@
 
 #include "base/alloc.h"
 #include "base/half.h"
+#include "base/ieee_minmax.h"
 #include "base/log.h"
 #include "base/ragged_all_to_all.h"
 #include "base/str.h"
@@ -299,12 +300,10 @@ static void finishing_barrier(kiln_coll_clique_t *c, int rank, const char *what)
       break;                          \
   }
 
-/* Floats: min and max are IEEE 754-2019's, as XLA's minimum / maximum (llvm.minimum /
- * llvm.maximum): a NaN operand wins, -0 < +0. */
-#define FMIN_IEEE(x, y) \
-  ((x) != (x) ? (x) : (y) != (y) ? (y) : ((y) < (x) || ((x) == (y) && signbit(y))) ? (y) : (x))
-#define FMAX_IEEE(x, y) \
-  ((x) != (x) ? (x) : (y) != (y) ? (y) : ((y) > (x) || ((x) == (y) && signbit(x))) ? (y) : (x))
+/* Floats: min and max are IEEE 754-2019's, as XLA's minimum / maximum (base/ieee_minmax.h):
+ * a NaN operand wins, -0 < +0. */
+#define FMIN_IEEE(x, y) _Generic((x), float : kiln_ieee_minf, default : kiln_ieee_min)(x, y)
+#define FMAX_IEEE(x, y) _Generic((x), float : kiln_ieee_maxf, default : kiln_ieee_max)(x, y)
 #define FOLD_FLOAT(T)                \
   switch (op) {                      \
     case KILN_COLL_SUM:              \

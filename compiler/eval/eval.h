@@ -12,6 +12,7 @@
 
 #include "base/alloc.h"
 #include "base/hashmap.h"
+#include "base/ieee_minmax.h"
 #include "base/status.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/hlo/literal.h"
@@ -172,25 +173,25 @@ kiln_hlo_opcode_t kiln_eval_binary_reducer(const kiln_hlo_computation_t *c, kiln
 
 /* One step of a float add / multiply / maximum / minimum, `x` the lhs: the evaluator's
  * semantics everywhere (elementwise, reductions, scatter combiners). maximum / minimum are
- * IEEE 754-2019's, as StableHLO specifies and llvm.maximum the backends emit: a NaN operand
- * wins (the lhs first) and -0 < +0 (fuzz-2848215: max(-0, +0) was -0 here, +0 compiled, and
+ * IEEE 754-2019's (base/ieee_minmax.h): a NaN operand wins (the lhs first) and -0 < +0
+ * (fuzz-2848215: max(-0, +0) was -0 here, +0 compiled, and
  * atan2 of it told them apart). kiln_eval_fstep in double, kiln_eval_fstepf in float (one
  * body, so the two cannot drift apart). */
-#define KILN_EVAL_FSTEP_DEFINE(name, T)                                                 \
-  static inline T name(kiln_hlo_opcode_t op, T x, T y) {                                \
-    switch (op) {                                                                       \
-      case KILN_OP_ADD:                                                                 \
-        return x + y;                                                                   \
-      case KILN_OP_MULTIPLY:                                                            \
-        return x * y;                                                                   \
-      case KILN_OP_MAXIMUM:                                                             \
-        return isnan(x) ? x : isnan(y) ? y : (x < y || (x == y && signbit(x))) ? y : x; \
-      default:                                                                          \
-        return isnan(x) ? x : isnan(y) ? y : (y < x || (x == y && signbit(y))) ? y : x; \
-    }                                                                                   \
+#define KILN_EVAL_FSTEP_DEFINE(name, T, max, min)        \
+  static inline T name(kiln_hlo_opcode_t op, T x, T y) { \
+    switch (op) {                                        \
+      case KILN_OP_ADD:                                  \
+        return x + y;                                    \
+      case KILN_OP_MULTIPLY:                             \
+        return x * y;                                    \
+      case KILN_OP_MAXIMUM:                              \
+        return max(x, y);                                \
+      default:                                           \
+        return min(x, y);                                \
+    }                                                    \
   }
-KILN_EVAL_FSTEP_DEFINE(kiln_eval_fstep, double)
-KILN_EVAL_FSTEP_DEFINE(kiln_eval_fstepf, float)
+KILN_EVAL_FSTEP_DEFINE(kiln_eval_fstep, double, kiln_ieee_max, kiln_ieee_min)
+KILN_EVAL_FSTEP_DEFINE(kiln_eval_fstepf, float, kiln_ieee_maxf, kiln_ieee_minf)
 #undef KILN_EVAL_FSTEP_DEFINE
 
 /* Calling a scalar computation (reducer, comparator, map body) many times without growing
