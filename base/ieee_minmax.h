@@ -9,11 +9,11 @@
 
 #include <math.h>
 
-#define KILN_IEEE_MINMAX_DEFINE(max_name, min_name, T)                                  \
-  static inline T max_name(T x, T y) {                                                  \
+#define KILN_IEEE_MINMAX_DEFINE(max_name, min_name, T)                              \
+  static inline T max_name(T x, T y) {                                              \
     return isnan(x) ? x : isnan(y) ? y : (x < y || (x == y && signbit(x))) ? y : x; \
-  }                                                                                     \
-  static inline T min_name(T x, T y) {                                                  \
+  }                                                                                 \
+  static inline T min_name(T x, T y) {                                              \
     return isnan(x) ? x : isnan(y) ? y : (y < x || (x == y && signbit(y))) ? y : x; \
   }
 KILN_IEEE_MINMAX_DEFINE(kiln_ieee_max, kiln_ieee_min, double)

@@ -396,6 +396,30 @@ static void test_index_transforms_run(void **state) {
            4);
 }
 
+/* Concatenates of many operands (the binary search over their starts): uneven sizes with
+ * empty operands among them (first, middle, last), along an inner dimension, and c64. */
+static void test_concatenate_of_many_operands_runs(void **state) {
+  run_text(
+      "f {\n"
+      "  e = f32[2,0,3] parameter(0)\n"
+      "  a = f32[2,1,3] parameter(1)\n"
+      "  b = f32[2,4,3] parameter(2)\n"
+      "  c = f32[2,2,3] parameter(3)\n"
+      "  i = f32[2,3,3] iota(), iota_dimension=1\n"
+      "  ROOT n = f32[2,20,3] concatenate(e, a, b, e, c, i, a, b, c, i, e), dimensions={1}\n"
+      "}\n",
+      2 * 20 * 3);
+  run_text(
+      "f {\n"
+      "  a = c64[3,2] parameter(0)\n"
+      "  b = c64[3,1] parameter(1)\n"
+      "  c = c64[3,5] parameter(2)\n"
+      "  k = c64[3,17] concatenate(a, b, c, b, a, c, b), dimensions={1}\n"
+      "  ROOT n = c64[3,17] negate(k)\n"
+      "}\n",
+      3 * 17);
+}
+
 static void test_heroes_dispatch_to_their_emitters_or_are_unimplemented(void **state) {
   kiln_hlo_module_t *m = parse_fusion(
       "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
@@ -564,6 +588,7 @@ int main(void) {
       cmocka_unit_test(test_vectorization_disabled_by_sin_and_atan2),
       cmocka_unit_test(test_multi_output_fusion),
       cmocka_unit_test(test_index_transforms_run),
+      cmocka_unit_test(test_concatenate_of_many_operands_runs),
       cmocka_unit_test(test_heroes_dispatch_to_their_emitters_or_are_unimplemented),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

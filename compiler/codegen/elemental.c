@@ -318,37 +318,62 @@ static int value_types(kiln_elemental_fn_t *f, kiln_elem_type_t t, const kiln_ki
   return cplx ? 2 : 1;
 }
 
-/* `if (cond) then-operand else else-fn`: emits the chain for concatenate (k = first
- * candidate operand). Writes the element's values (2 for complex) and returns their count. */
-static int emit_concat_from(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
-                            const kiln_hlo_indexing_t *ix, int k, kiln_kir_value_t *const *idx,
-                            kiln_kir_value_t **out) {
-  /* Skip operands whose domain is empty. */
-  while (k < ix->num_operands - 1 && ix->operands[k].map->known_empty) k++;
-  if (k == ix->num_operands - 1) return emit_through_map(f, instr, k, &ix->operands[k], idx, out);
-  bool never = false;
-  kiln_kir_value_t *cond = in_domain(f, ix->operands[k].map, instr->shape, idx, NULL, NULL, &never);
-  if (f->err) return -1;
-  if (never) return emit_concat_from(f, instr, ix, k + 1, idx, out);
-  if (!cond) return emit_through_map(f, instr, k, &ix->operands[k], idx, out);
+/* Concatenate over the operands live[lo..hi) (those not empty along the dimension), whose
+ * elements start at starts[lo..hi) of it: a binary search on the concatenated index,
+ * `if (i < starts[mid]) lower half else upper half`, so an element costs log2(n) compares
+ * (im2col concatenates one operand per window offset: 49 for a 7x7 window). Writes the
+ * element's values (2 for complex) and returns their count. */
+static int emit_concat_range(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
+                             const kiln_hlo_indexing_t *ix, const int *live, const int64_t *starts,
+                             int lo, int hi, kiln_kir_value_t *const *idx, kiln_kir_value_t **out) {
+  if (hi - lo == 1) return emit_through_map(f, instr, live[lo], &ix->operands[live[lo]], idx, out);
+  int mid = lo + (hi - lo) / 2;
+  kiln_kir_value_t *cond = range_check(f, idx[instr->dimensions.v[0]], INT64_MIN, starts[mid] - 1);
   const kiln_kir_type_t *rt[2];
   int nv = value_types(f, instr->shape->type, rt);
-  kiln_kir_op_t *iff = kiln_kir_if(f->b, cond, rt, (size_t)nv);
+  kiln_kir_op_t *iff = cond ? kiln_kir_if(f->b, cond, rt, (size_t)nv) : NULL;
   if (!iff) return -1;
-  size_t mark;
-  kiln_kir_value_t *v[MAX_OUTS];
-  kiln_elemental_enter(f, kiln_kir_op_region(iff, 0), &mark);
-  int n = emit_through_map(f, instr, k, &ix->operands[k], idx, v);
-  if (n == nv) kiln_kir_yield(f->b, v, (size_t)nv);
-  kiln_elemental_exit(f, mark);
-  if (n != nv) return -1;
-  kiln_elemental_enter(f, kiln_kir_op_region(iff, 1), &mark);
-  n = emit_concat_from(f, instr, ix, k + 1, idx, v);
-  if (n == nv) kiln_kir_yield(f->b, v, (size_t)nv);
-  kiln_elemental_exit(f, mark);
-  if (n != nv) return -1;
+  for (int half = 0; half < 2; half++) {
+    size_t mark;
+    kiln_kir_value_t *v[MAX_OUTS];
+    kiln_elemental_enter(f, kiln_kir_op_region(iff, (size_t)half), &mark);
+    int n = half ? emit_concat_range(f, instr, ix, live, starts, mid, hi, idx, v)
+                 : emit_concat_range(f, instr, ix, live, starts, lo, mid, idx, v);
+    if (n == nv) kiln_kir_yield(f->b, v, (size_t)nv);
+    kiln_elemental_exit(f, mark);
+    if (n != nv) return -1;
+  }
   for (int i = 0; i < nv; i++) out[i] = kiln_kir_op_result(iff, (size_t)i);
   return nv;
+}
+
+static int emit_concat(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
+                       const kiln_hlo_indexing_t *ix, kiln_kir_value_t *const *idx,
+                       kiln_kir_value_t **out) {
+  int n = ix->num_operands;
+  int *live = kiln_try_malloc(sizeof(int) * (size_t)(n ? n : 1));
+  int64_t *starts = kiln_try_malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+  int nlive = 0, r = -1;
+  if (!live || !starts) {
+    kiln_elemental_fail(f, KILN_ERR_EXHAUSTED("%s: out of memory", instr->name));
+  } else if (instr->num_operands != n || !instr->has_dimensions || instr->dimensions.n != 1) {
+    kiln_elemental_fail(f, KILN_ERR_INVALID("%s: concatenate needs one dimension", instr->name));
+  } else {
+    int64_t d = instr->dimensions.v[0], at = 0;
+    for (int k = 0; k < n; k++) {
+      int64_t size = instr->operands[k]->shape->dims[d];
+      if (size > 0 && !ix->operands[k].map->known_empty) live[nlive] = k, starts[nlive++] = at;
+      at += size;
+    }
+    if (nlive)
+      r = emit_concat_range(f, instr, ix, live, starts, 0, nlive, idx, out);
+    else
+      r = emit_through_map(f, instr, n - 1, &ix->operands[n - 1], idx,
+                           out); /* no element reaches it */
+  }
+  kiln_free(live);
+  kiln_free(starts);
+  return r;
 }
 
 static int emit_pad(kiln_elemental_fn_t *f, const kiln_hlo_instruction_t *instr,
@@ -852,7 +877,7 @@ int kiln_elemental_emit_instr(kiln_elemental_fn_t *f, const kiln_hlo_instruction
   } else if (op == KILN_OP_DYNAMIC_UPDATE_SLICE) {
     n = emit_dus(f, instr, &ix, idx, out);
   } else if (op == KILN_OP_CONCATENATE) {
-    n = emit_concat_from(f, instr, &ix, 0, idx, out);
+    n = emit_concat(f, instr, &ix, idx, out);
   } else if (op == KILN_OP_REDUCE || op == KILN_OP_REDUCE_WINDOW || op == KILN_OP_DOT ||
              op == KILN_OP_CONVOLUTION) {
     n = emit_reduction(f, instr, &ix, idx, out);
