@@ -37,7 +37,7 @@ static const pipeline_step_t kSteps[] = {
      {"rng_expander", "rng_bit_generator_expander", "batch_norm_expander", "cholesky_expander",
       "triangular_solve_expander", "scaled_dot_expander", "ragged_dot_expander", "fft_expander",
       "scan_expander", "dynamic_shape_remover", "select_and_scatter_expander",
-      "stochastic_convert_decomposer"},
+      "stochastic_convert_decomposer", "concat_splitter"},
      false},
     {"topk decomposition", {"topk_decomposer", "complex_splitter"}, false},
     {"layout assignment", {"layout_assignment"}, false},
