@@ -63,6 +63,48 @@ static void test_concatenate_grid_covers_largest_operand(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* im2col's columns of a 3x3 window over a padded [1, H, W, 3] input: 9 strided slices
+ * concatenated along the 3 features (`h` x `w` outputs). */
+static char *im2col_text(int h, int w) {
+  char *t = kiln_malloc(4096);
+  int n = snprintf(t, 4096,
+                   "fusion {\n  x = f32[1,%d,%d,3] parameter(0)\n  z = f32[] constant(0)\n"
+                   "  p = f32[1,%d,%d,3] pad(x, z), padding=0_0x1_1x1_1x0_0\n",
+                   h, w, h + 2, w + 2);
+  for (int k = 0; k < 9; k++)
+    n += snprintf(t + n, 4096 - (size_t)n,
+                  "  s%d = f32[1,%d,%d,3] slice(p), slice={[0:1], [%d:%d], [%d:%d], [0:3]}\n", k, h,
+                  w, k / 3, k / 3 + h, k % 3, k % 3 + w);
+  snprintf(t + n, 4096 - (size_t)n,
+           "  ROOT c = f32[1,%d,%d,27] concatenate(s0, s1, s2, s3, s4, s5, s6, s7, s8), "
+           "dimensions={3}\n}\n",
+           h, w);
+  return t;
+}
+
+/* More than 4 operands: the concatenate emitter once the result has 2^18 elements (one loop
+ * per operand, no per-element search), the loop emitter below; both match the evaluator. */
+static void test_wide_concatenate_takes_the_emitter_when_large(void **state) {
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  const struct {
+    int h, w;
+    kiln_codegen_emitter_t want;
+  } cases[] = {
+      {112, 112, KILN_CODEGEN_EMITTER_CONCATENATE}, /* 338,688 elements */
+      {20, 24, KILN_CODEGEN_EMITTER_LOOP},          /* 12,960 */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *text = im2col_text(cases[i].h, cases[i].w);
+    kiln_hlo_module_t *m = parse(text);
+    assert_int_equal(kiln_codegen_classify(m->entry, NULL), cases[i].want);
+    assert_true(run_one("im2col columns", m->entry, cases[i].want, jit));
+    kiln_hlo_module_destroy(m);
+    kiln_free(text);
+  }
+  kiln_host_jit_destroy(jit);
+}
+
 /* Three slices of exp(p0) of different sizes (the loop emitter refuses outputs of different
  * element counts); one launch over the input. */
 static const char *k_slices = "fusion {\n"
@@ -233,6 +275,7 @@ int main(void) {
       cmocka_unit_test(test_corpus_concatenate_fusions_match_evaluator),
       cmocka_unit_test(test_corpus_dynamic_update_slice_fusions_match_evaluator),
       cmocka_unit_test(test_concatenate_grid_covers_largest_operand),
+      cmocka_unit_test(test_wide_concatenate_takes_the_emitter_when_large),
       cmocka_unit_test(test_input_slices_of_different_sizes),
       cmocka_unit_test(test_dus_with_computed_operand),
       cmocka_unit_test(test_dus_through_bitcast_with_side_output),

@@ -1,7 +1,8 @@
 /* Concatenate emitter (XLA's concatenate fusion; DESIGN.md principle 1).
  *
  * For a fusion that kiln_hero_analyze classifies as CONCATENATE (one root whose hero is a
- * concatenate of at most 4 operands, reached from the root through intermediates):
+ * concatenate of at most 4 operands, or 64 when its result has 2^18 elements or more, reached
+ * from the root through intermediates):
  * the grid covers the LARGEST operand (up to 128 threads per block, one element per
  * thread); the kernel holds one loop per operand, in which thread t takes element t of that
  * operand when t is inside its bounds (threads past a smaller operand do nothing), computes

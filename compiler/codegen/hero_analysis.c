@@ -347,6 +347,22 @@ typedef bool (*hero_pred_fn)(const kiln_hlo_instruction_t *);
 static bool pred_transpose(const kiln_hlo_instruction_t *x) {
   return kiln_hero_is_transpose_hero(x, NULL);
 }
+/* The concatenate emitter writes each operand in a loop of its own; the loop emitter picks
+ * each element's operand by a binary search, whose branches mispredict when the operands
+ * alternate every few elements (im2col's columns: C per window offset). Up to 4 operands
+ * (XLA's bound) always; up to 64 when the result has at least 2^18 elements, where the loops
+ * pay for the code they add (a 7x7 convolution's 49 columns of C = 3, 1.8M elements: 6.1 ms
+ * as a loop, 0.7 ms here, but 140 ms more LLVM time to compile). */
+#define CONCAT_MAX_OPERANDS 4
+#define CONCAT_MAX_OPERANDS_LARGE 64
+#define CONCAT_LARGE_ELEMENTS ((int64_t)1 << 18)
+
+static bool concat_emitter_takes(const kiln_hlo_instruction_t *c) {
+  if (c->num_operands <= CONCAT_MAX_OPERANDS) return true;
+  return c->num_operands <= CONCAT_MAX_OPERANDS_LARGE && kiln_shape_is_array(c->shape) &&
+         kiln_shape_num_elements(c->shape) >= CONCAT_LARGE_ELEMENTS;
+}
+
 static bool pred_concat(const kiln_hlo_instruction_t *x) {
   return x->opcode == KILN_OP_CONCATENATE;
 }
@@ -582,7 +598,7 @@ kiln_status kiln_hero_analyze(const kiln_hlo_computation_t *c, kiln_hero_analysi
     return NULL;
   }
   /* Complex concatenates take the loop emitter, whose elemental concatenate reads (re, im). */
-  if (h0->opcode == KILN_OP_CONCATENATE && h0->num_operands <= 4 &&
+  if (h0->opcode == KILN_OP_CONCATENATE && concat_emitter_takes(h0) &&
       !kiln_shape_is_tuple(r0->shape) && !kiln_elem_type_is_complex(h0->shape->type) &&
       !kiln_elem_type_is_complex(r0->shape->type) && !complex_epilogue(c, out)) {
     out->emitter = KILN_HERO_EMITTER_CONCATENATE;
