@@ -36,14 +36,16 @@ static int widest_concat(const kiln_hlo_module_t *m) {
     const kiln_hlo_computation_t *comp = m->computations.data[c];
     for (size_t i = 0; i < comp->instructions.len; i++) {
       const kiln_hlo_instruction_t *in = comp->instructions.data[i];
-      if (in && in->opcode == KILN_OP_CONCATENATE && in->num_operands > widest) widest = in->num_operands;
+      if (in && in->opcode == KILN_OP_CONCATENATE && in->num_operands > widest)
+        widest = in->num_operands;
     }
   }
   return widest;
 }
 
 /* Splits (same bits on the evaluator, no concatenate over 64), then `host`: a whole run. */
-static void check(int n, const char *shape, const char *result, int dim, int want_concats, bool host) {
+static void check(int n, const char *shape, const char *result, int dim, int want_concats,
+                  bool host) {
   char *text = concat_text(n, shape, result, dim);
   kiln_hlo_module_t *m = pt_run_same_results(text, "concat_splitter");
   assert_true(widest_concat(m) <= 64);

@@ -90,6 +90,22 @@ static void test_conv_feature_groups_and_1x1(void **state) {
              "f32[1,5,5,16] convolution(x, w), window={size=2x2}, dim_labels=b01f_01io->b01f, "
              "feature_group_count=2"),
         1, 3);
+  /* NCHW / OIHW, 3 groups over a batch of 3 with stride, rhs dilation and uneven padding: the
+   * groups join the batch before im2col */
+  check(CONV("  x = f32[3,6,9,8] parameter(0)\n  w = f32[24,2,3,2] parameter(1)\n",
+             "f32[3,24,2,8] convolution(x, w), window={size=3x2 stride=2x1 pad=0_1x0_1 "
+             "rhs_dilate=2x1}, "
+             "dim_labels=bf01_oi01->bf01, feature_group_count=3"),
+        1, 3);
+  /* grouped 1 x 1 (no slice) and a 1-D grouped convolution */
+  check(CONV("  x = f32[2,5,5,6] parameter(0)\n  w = f32[1,1,3,16] parameter(1)\n",
+             "f32[2,5,5,16] convolution(x, w), window={size=1x1}, dim_labels=b01f_01io->b01f, "
+             "feature_group_count=2"),
+        1, 3);
+  check(CONV("  x = f32[4,20,8] parameter(0)\n  w = f32[5,2,32] parameter(1)\n",
+             "f32[4,18,32] convolution(x, w), window={size=5 pad=1_1}, dim_labels=b0f_0io->b0f, "
+             "feature_group_count=4"),
+        1, 3);
   /* 1 x 1: the dot alone */
   check(CONV("  x = f32[2,6,6,16] parameter(0)\n  w = f32[1,1,16,8] parameter(1)\n",
              "f32[2,6,6,8] convolution(x, w), window={size=1x1}, dim_labels=b01f_01io->b01f"),

@@ -14,8 +14,8 @@
 #define MAX_RANK 64
 
 /* concatenate(xs[0..n)) along `dim`, split into groups while n > MAX_GROUP. */
-static kiln_hlo_instruction_t *concat_tree(kiln_builder_t *b, kiln_hlo_instruction_t *const *xs, int n, int64_t dim,
-                                           const kiln_shape_t *like) {
+static kiln_hlo_instruction_t *concat_tree(kiln_builder_t *b, kiln_hlo_instruction_t *const *xs,
+                                           int n, int64_t dim, const kiln_shape_t *like) {
   if (n > MAX_GROUP) {
     int groups = (n + MAX_GROUP - 1) / MAX_GROUP;
     if (groups > MAX_GROUP) groups = MAX_GROUP;
@@ -37,8 +37,8 @@ static kiln_hlo_instruction_t *concat_tree(kiln_builder_t *b, kiln_hlo_instructi
   memcpy(dims, like->dims, sizeof(int64_t) * (size_t)like->rank);
   dims[dim] = 0;
   for (int i = 0; i < n; i++) dims[dim] += xs[i]->shape->dims[dim];
-  kiln_hlo_instruction_t *c =
-      kiln_builder_op(b, KILN_OP_CONCATENATE, kiln_builder_shape(b, like->type, like->rank, dims), n, xs);
+  kiln_hlo_instruction_t *c = kiln_builder_op(
+      b, KILN_OP_CONCATENATE, kiln_builder_shape(b, like->type, like->rank, dims), n, xs);
   if (!c || !kiln_builder_list(b, &c->dimensions, 1, &dim)) return NULL;
   c->has_dimensions = true;
   return c;
@@ -47,22 +47,26 @@ static kiln_hlo_instruction_t *concat_tree(kiln_builder_t *b, kiln_hlo_instructi
 static kiln_hlo_instruction_t *split(kiln_builder_t *b, kiln_hlo_instruction_t *in, void *ctx) {
   (void)ctx;
   const kiln_shape_t *s = in->shape;
-  if (in->num_operands <= MAX_GROUP || !kiln_shape_is_array(s) || kiln_shape_is_dynamic(s) || s->rank > MAX_RANK ||
-      !in->has_dimensions || in->dimensions.n != 1 || in->dimensions.v[0] < 0 || in->dimensions.v[0] >= s->rank)
+  if (in->num_operands <= MAX_GROUP || !kiln_shape_is_array(s) || kiln_shape_is_dynamic(s) ||
+      s->rank > MAX_RANK || !in->has_dimensions || in->dimensions.n != 1 ||
+      in->dimensions.v[0] < 0 || in->dimensions.v[0] >= s->rank)
     return NULL;
   for (int i = 0; i < in->num_operands; i++) {
     const kiln_shape_t *x = in->operands[i]->shape;
     if (!kiln_shape_is_array(x) || x->rank != s->rank || x->type != s->type) return NULL;
   }
-  kiln_hlo_instruction_t *root = concat_tree(b, in->operands, in->num_operands, in->dimensions.v[0], s);
+  kiln_hlo_instruction_t *root =
+      concat_tree(b, in->operands, in->num_operands, in->dimensions.v[0], s);
   if (root) root->shape = in->shape; /* in's layout; the inner ones get the default */
   return root;
 }
 
-kiln_status kiln_pass_concat_splitter(kiln_hlo_module_t *m, const kiln_pass_options_t *opts, bool *changed) {
+kiln_status kiln_pass_concat_splitter(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
+                                      bool *changed) {
   (void)opts;
   bool any = false;
-  kiln_status s = kiln_builder_expand_all(m, KILN_OP_CONCATENATE, split, NULL, "concat_splitter", &any);
+  kiln_status s =
+      kiln_builder_expand_all(m, KILN_OP_CONCATENATE, split, NULL, "concat_splitter", &any);
   if (changed) *changed = any;
   return s;
 }

@@ -12,8 +12,9 @@
  *          reshaped to [K * C / G, Co];
  *   out  = dot(col, w) contracting K * C / G, as [M, Co], reshaped to [N, O..., Co] and
  *          transposed to the output's dimension numbers.
- * With feature_group_count G > 1 the groups become the dot's batch dim: col as
- * [M, K, G, C / G] -> [G, M, K * C / G], the kernel's [K * C / G, G, Co / G] ->
+ * With feature_group_count G > 1 the groups become the dot's batch dim: x as [N, I..., G,
+ * C / G] -> [G * N, I..., C / G] before im2col, whose columns are then [G, M, K * C / G];
+ * the kernel's [K * C / G, G, Co / G] ->
  * [G, K * C / G, Co / G], and the [G, M, Co / G] result back to [M, Co]. A 1 x 1
  * convolution without padding, strides or dilation needs no slice: it is the dot alone.
  * The slices, pad and concatenate fuse into one loop kernel; the dot reaches the gemm
@@ -189,21 +190,35 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
     if (in->window[i].reversal) rev[nrev++] = dn->kernel_spatial[i];
   }
   kiln_hlo_instruction_t *x = kiln_builder_transpose(b, lhs, perm);
+  if (G > 1 && x) {
+    /* The groups join the batch: [N, I..., G, Cg] -> [G, N, I..., Cg] -> [G * N, I..., Cg], so
+     * im2col's rows come out group-major ([G, M, K * Cg]), moving the input rather than the K
+     * times larger columns. */
+    int64_t d5[MAX_SPATIAL + 3], p5[MAX_SPATIAL + 3], d4[MAX_SPATIAL + 2];
+    memcpy(d5, x->shape->dims, sizeof(int64_t) * (size_t)(r - 1));
+    d5[r - 1] = G, d5[r] = Cg;
+    p5[0] = r - 1;
+    for (int d = 0; d < r - 1; d++) p5[1 + d] = d;
+    p5[r] = r;
+    memcpy(d4, x->shape->dims, sizeof(int64_t) * (size_t)r);
+    d4[0] = G * N, d4[r - 1] = Cg;
+    x = kiln_builder_reshape(
+        b, kiln_builder_transpose(b, kiln_builder_reshape(b, x, r + 1, d5), p5), r, d4);
+  }
   kiln_hlo_instruction_t *col = im2col(b, in, x, out_spatial);
   if (nrev) rhs = kiln_builder_reverse(b, rhs, nrev, rev);
   for (int i = 0; i < S; i++) perm[i] = dn->kernel_spatial[i];
   perm[S] = dn->kernel_input_feature, perm[S + 1] = dn->kernel_output_feature;
   kiln_hlo_instruction_t *w = kiln_builder_transpose(b, rhs, perm);
   if (!col || !w) return NULL;
-  int64_t M = col->shape->dims[0];
+  int64_t M = col->shape->dims[0] / G;
   kiln_hlo_instruction_t *out;
   if (G == 1) {
     int64_t wd[2] = {K * C, Co};
     out = gemm_dot(b, col, kiln_builder_reshape(b, w, 2, wd), 0, in->shape->type);
   } else {
-    int64_t c4[4] = {M, K, G, Cg}, cp[4] = {2, 0, 1, 3}, c3[3] = {G, M, K * Cg};
-    kiln_hlo_instruction_t *gc = kiln_builder_reshape(
-        b, kiln_builder_transpose(b, kiln_builder_reshape(b, col, 4, c4), cp), 3, c3);
+    int64_t c3[3] = {G, M, K * Cg};
+    kiln_hlo_instruction_t *gc = kiln_builder_reshape(b, col, 3, c3);
     int64_t w3[3] = {K * Cg, G, Cog}, wp[3] = {1, 0, 2}, o3p[3] = {1, 0, 2};
     kiln_hlo_instruction_t *gw = kiln_builder_transpose(b, kiln_builder_reshape(b, w, 3, w3), wp);
     int64_t od[2] = {M, Co};
