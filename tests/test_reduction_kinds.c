@@ -174,6 +174,28 @@ static void test_row_plans_follow_xla_row_reduction_rules(void **state) {
   }
 }
 
+/* Narrow element types vectorize MULTI_ROW reductions up to 64 / bits wide, so a row of a few
+ * thousand elements asks for more than 256 lanes: every narrow type and power-of-two row
+ * length plans (fuzz-2940611: an s2[32,32] maximum over both dimensions divided by zero). */
+static void test_narrow_long_rows_plan(void **state) {
+  static const char *const types[] = {"pred", "s1", "u1", "s2", "u2",
+                                      "s4",   "u4", "s8", "u8", "f8e4m3fn"};
+  static const char *const rows[] = {"1,256", "1,1024", "3,2048", "1,4096", "2,8192"};
+  int planned = 0;
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+      const char *out = rows[r][0] == '1' ? "1" : rows[r][0] == '3' ? "3" : "2";
+      bool pred = strcmp(types[t], "pred") == 0;
+      kiln_hlo_module_t *m =
+          make_reduce(types[t], pred ? "or" : "maximum", pred ? "false" : "0", rows[r], "1", out);
+      kiln_reduction_plan_t p = plan_of(m->entry, 0);
+      assert_true(p.threads_reduced >= 1 && p.threads_kept >= 1 && p.vector_size >= 1);
+      planned++;
+      kiln_hlo_module_destroy(m);
+    }
+  assert_int_equal(planned, 50);
+}
+
 static char *kir_text(const kiln_codegen_kernel_t *k) {
   return kiln_kir_to_string(k->kir);
 }
@@ -531,6 +553,7 @@ int main(void) {
       cmocka_unit_test(test_corpus_reduction_kinds_follow_file_names),
       cmocka_unit_test(test_plans_match_xla_emitter_tests),
       cmocka_unit_test(test_row_plans_follow_xla_row_reduction_rules),
+      cmocka_unit_test(test_narrow_long_rows_plan),
       cmocka_unit_test(test_multirow_shuffles_without_shared_memory),
       cmocka_unit_test(test_small_column_uses_padded_shared_rows_tile),
       cmocka_unit_test(test_split_reductions_combine_blocks_with_atomics),

@@ -31,10 +31,13 @@ static int plan_vector_size(int64_t minor, int64_t threads, int smallest_input_b
   return minor % 4 == 0 ? 4 : 2;
 }
 
-/* MULTI_ROW rows-per-block: lanes per row, then rows while the block stays <= 256. */
+/* MULTI_ROW rows-per-block: lanes per row, then rows while the block stays <= 256 (at least
+ * one: a row of more than 256 lanes, e.g. 1,024 s2 elements at 2 per lane, gave 0 and a
+ * division by zero, fuzz-2940611). */
 static int64_t multirow_rows(int64_t K, int64_t lanes) {
   if (K <= 0) return 1; /* no kept rows (an empty output): one row per block, no division by 0 */
-  return K * lanes <= 256 ? K : 256 / lanes;
+  if (K * lanes <= 256) return K;
+  return lanes < 256 ? 256 / lanes : 1;
 }
 
 void kiln_reduction_plan_make(const kiln_reduction_dims_t *rd, const kiln_reduction_facts_t *f,
