@@ -93,7 +93,7 @@ static void test_conv_feature_groups_and_1x1(void **state) {
   /* NCHW / OIHW, 3 groups over a batch of 3 with stride, rhs dilation and uneven padding: the
    * groups join the batch before im2col */
   check(CONV("  x = f32[3,6,9,8] parameter(0)\n  w = f32[24,2,3,2] parameter(1)\n",
-             "f32[3,24,2,8] convolution(x, w), window={size=3x2 stride=2x1 pad=0_1x0_1 "
+             "f32[3,24,3,8] convolution(x, w), window={size=3x2 stride=2x1 pad=0_1x0_1 "
              "rhs_dilate=2x1}, "
              "dim_labels=bf01_oi01->bf01, feature_group_count=3"),
         1, 3);
