@@ -5,8 +5,8 @@
  * of more than 64 offsets (9x9, 5x5x5, u4 with many ties) and computations the unrolled form
  * does not take (a subtracting scatter, a select that is not one compare, complex values,
  * windows that hold only padding) do the same through the general form (a reduce-window and
- * a scatter); a dilated window is left alone; the corpus select-and-scatter modules match
- * the evaluator on the host. */
+ * a scatter); empty sources and operands give broadcast(init); a dilated window is left alone; the
+ * corpus select-and-scatter modules match the evaluator on the host. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -104,6 +104,11 @@ static void test_other_computations_match_the_evaluator(void **state) {
                  "  ra = f32[] real(a)\n  rb = f32[] real(b)\n  ROOT r = pred[] compare(ra, rb), "
                  "direction=GE\n",
                  "  ROOT r = c64[] subtract(c, s)\n", "constant((1, 2))", true),
+      /* an empty source (the window is taller than the operand) and an empty operand */
+      sas_case("f32[3,5]", "f32[0,4]", "size=4x2", "compare(a, b), direction=GE", "add(s, c)",
+               true),
+      sas_case("f32[0,5]", "f32[1,4]", "size=2x2 pad=1_1x0_0", "compare(a, b), direction=GE",
+               "add(s, c)", false),
       /* the first source rows' windows hold only padding: they scatter nothing */
       sas_module("s32", "s32[4,5]", "s32[7,5]", "size=2x2 stride=1x2 pad=4_0x1_4",
                  "  ROOT r = pred[] compare(a, b), direction=GT\n",

@@ -26,8 +26,8 @@
  * with no operand element keeps the out-of-range index N); then a scatter of the source into
  * broadcast(init) flattened to [N] at those indices, with scatter's parameters swapped
  * (scatter runs to_apply(current, update)), which skips the out-of-range ones and combines in
- * source order. Left alone: window dilation (the evaluator refuses it too), window reversal,
- * dynamic shapes. */
+ * source order. An empty operand or source is broadcast(init). Left alone: window dilation (the
+ * evaluator refuses it too), window reversal, dynamic shapes. */
 #include <string.h>
 
 #include "compiler/passes/expander.h"
@@ -81,7 +81,7 @@ static int64_t window_offsets(const kiln_hlo_instruction_t *in) {
         wd->rhs_dilate > 1 || wd->reversal)
       return -1;
     int64_t p = xs->dims[d] + wd->pad_lo + wd->pad_hi;
-    if (p < wd->size || ss->dims[d] != (p - wd->size) / wd->stride + 1) return -1;
+    if (ss->dims[d] != (p < wd->size ? 0 : (p - wd->size) / wd->stride + 1)) return -1;
     if (w > INT64_MAX / wd->size) return -1;
     w *= wd->size;
   }
@@ -113,7 +113,6 @@ static bool expandable(const kiln_hlo_instruction_t *in) {
          scalar_binary(kiln_hlo_instruction_called(in, "scatter"), t, t);
 }
 
-/* pad(x, value) with per-dimension lo/hi/interior. */
 /* select's compare operand for current `cur` / candidate `cand` (or a broadcast constant). */
 static kiln_hlo_instruction_t *select_operand(kiln_builder_t *b, const kiln_hlo_instruction_t *x,
                                               kiln_hlo_instruction_t *cur, kiln_hlo_instruction_t *cand) {
@@ -312,8 +311,12 @@ static kiln_hlo_instruction_t *expand_unrolled(kiln_builder_t *bp, kiln_hlo_inst
 static kiln_status expand(kiln_hlo_instruction_t *in, kiln_pass_effects_t *effects) {
   kiln_builder_t b;
   kiln_builder_init(&b, in->parent, in->name, in->shape->has_layout);
-  kiln_hlo_instruction_t *result =
-      unrollable(in) ? expand_unrolled(&b, in) : expand_general(&b, in);
+  kiln_hlo_instruction_t *result;
+  if (!kiln_shape_num_elements(in->operands[0]->shape) ||
+      !kiln_shape_num_elements(in->operands[1]->shape))
+    result = kiln_builder_splat(&b, in->operands[2], in->operands[0]); /* nothing is scattered */
+  else
+    result = unrollable(in) ? expand_unrolled(&b, in) : expand_general(&b, in);
   if (!result || b.failed)
     return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "select_and_scatter_expander: out of memory expanding '%s'",
                             in->name);

@@ -273,7 +273,8 @@ kiln_status kiln_pjrt_buffer_from_host(const PJRT_Api *api, PJRT_Client *client,
   if (!kiln_shape_is_array(shape) || !kiln_pjrt_buffer_type_of(shape->type, &type))
     return KILN_ERR_UNIMPLEMENTED("a PJRT buffer holds one array of a numeric type, not a %s",
                                   kiln_elem_type_name(shape->type));
-  if (!data) return KILN_ERR_INVALID("no host data for a PJRT buffer");
+  if (!data && kiln_shape_num_elements(shape))
+    return KILN_ERR_INVALID("no host data for a PJRT buffer");
   PJRT_Buffer_MemoryLayout layout;
   memset(&layout, 0, sizeof(layout));
   bool custom_layout = !is_row_major(shape);
