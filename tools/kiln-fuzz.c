@@ -56,7 +56,8 @@ static void usage(void) {
       "dropped, dimensions shrunk) and written to DIR/fuzz-<seed>.hlo (default DIR: .).\n"
       "SIGINT or SIGTERM stops the run after the current program, with its table.\n"
       "Prints the coverage table; exits 1 on any failure (mismatch, compile or run error,\n"
-      "crash, timeout, or a generated module that does not verify).\n");
+      "crash, timeout, or a generated module that does not verify). A program kiln refuses\n"
+      "(UNIMPLEMENTED) is not a failure; its seed and reason go to stderr.\n");
 }
 
 #define SHARED_TEXT_MAX (8u << 20) /* module text a --fork worker takes */
@@ -460,6 +461,9 @@ int main(int argc, char **argv) {
       } else if (verbose) {
         fprintf(stderr, "  %s%s%s\n", kiln_diff_outcome_name(r.outcome), r.what[0] ? ": " : "",
                 r.what);
+      } else if (r.outcome == KILN_DIFF_UNSUPPORTED) { /* not a failure, but worth its seed */
+        fprintf(stderr, "kiln-fuzz: seed %llu: %s%s%s\n", (unsigned long long)go.seed,
+                kiln_diff_outcome_name(r.outcome), r.what[0] ? ": " : "", r.what);
       }
       kiln_free(text);
       kiln_hlo_gen_free(p);
