@@ -461,6 +461,7 @@ typedef struct root_info {
   int64_t elems;
   const kiln_hlo_instruction_t *reduction;
   const kiln_hlo_instruction_t *reduce; /* any reduce the walk from the root ends at */
+  bool complex;                         /* the output is complex */
 } root_info_t;
 
 /* Appends the outputs of `in` to `out` (capacity `cap`); false when there are too many or
@@ -486,6 +487,7 @@ static bool collect_roots(const kiln_hlo_instruction_t *in, root_info_t *out, in
     out[*n].elems = kiln_shape_num_elements(roots[i]->shape);
     out[*n].reduction = is_emitted_reduction(roots[i], h) ? h : NULL;
     out[*n].reduce = w->opcode == KILN_OP_REDUCE && w->num_operands >= 2 ? w : NULL;
+    out[*n].complex = kiln_elem_type_is_complex(roots[i]->shape->type);
     (*n)++;
   }
   return true;
@@ -576,6 +578,10 @@ bool kiln_fusion_can_share_kernel(const kiln_hlo_instruction_t *a,
     if (roots[i].reduction) {
       if (!same_reduction_form(roots[i].reduction, hero)) return false;
     } else if (roots[i].elems != elems) {
+      return false;
+    } else if (hero && roots[i].complex) {
+      /* The reduction emitter writes its other outputs one scalar per element: a complex
+       * one (fuzz 2962480: a c64 transpose beside a c64 reduction) does not compile. */
       return false;
     } else if (hero && roots[i].reduce && !same_reduction_form(roots[i].reduce, hero)) {
       /* The reduction emitter reduces every reduce it finds at a root's end in the hero's
