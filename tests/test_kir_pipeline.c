@@ -227,15 +227,16 @@ static void test_dumps_sort_in_pipeline_order(void **state) {
   kiln_kir_pipeline_options_t o = {.dump_dir = dir};
   assert_null(kiln_kir_pipeline_run(m, &o));
   kiln_kir_module_destroy(m);
-  static const char *const kExpected[] = {
-      "gelu.50-kir-input.txt",   "gelu.51-kir-inline.txt",    "gelu.52-kir-lower-loops.txt",
-      "gelu.53-kir-flatten.txt", "gelu.54-kir-vectorize.txt", "gelu.55-kir-unroll.txt"};
+  static const char *const kExpected[] = {"gelu.50-kir-input.txt",       "gelu.51-kir-inline.txt",
+                                          "gelu.52-kir-lower-loops.txt", "gelu.53-kir-flatten.txt",
+                                          "gelu.54-kir-vectorize.txt",   "gelu.55-kir-unroll.txt",
+                                          "gelu.56-kir-hoist.txt"};
   struct dirent **names;
   int n = scandir(dir, &names, NULL, alphasort);
   int seen = 0;
   for (int i = 0; i < n; i++) {
     if (names[i]->d_name[0] != '.') {
-      assert_true(seen < 6);
+      assert_true(seen < 7);
       assert_string_equal(names[i]->d_name, kExpected[seen]);
       seen++;
       char path[512];
@@ -246,7 +247,7 @@ static void test_dumps_sort_in_pipeline_order(void **state) {
   }
   free(names);
   rmdir(dir);
-  assert_int_equal(seen, 6);
+  assert_int_equal(seen, 7);
 }
 
 static void test_reduction_and_transpose_survive_the_pipeline(void **state) {
@@ -270,6 +271,71 @@ static void test_reduction_and_transpose_survive_the_pipeline(void **state) {
   kiln_kir_module_destroy(x);
 }
 
+/* A guarded read as a padded convolution makes one per window element: out[i] = in[i - 16]
+ * when block bl >= 1, else 0; and a thread-range guard (th < 8) with the same body. */
+static kiln_kir_module_t *build_guarded_reads(void) {
+  kiln_kir_module_t *m = kiln_kir_module_create("guarded", NULL);
+  int64_t n = 64;
+  const kiln_kir_type_t *t = kiln_kir_type_tensor(m, KILN_F32, 1, &n, KILN_KIR_SPACE_GLOBAL);
+  const kiln_kir_type_t *f32 = kiln_kir_type_scalar(m, KILN_F32);
+  const kiln_kir_type_t *ps[2] = {t, t};
+  kiln_kir_func_t *k = kiln_kir_func_create(m, "guarded", KILN_KIR_FUNC_KERNEL, ps, NULL, 2, &t, 1);
+  kiln_kir_func_set_written(k, 1, true);
+  int64_t block[3] = {16, 1, 1}, grid[3] = {4, 1, 1};
+  kiln_kir_func_set_launch(k, block, grid);
+  kiln_kir_builder_t b;
+  kiln_kir_builder_init(&b, m, kiln_kir_func_body(k));
+  kiln_kir_value_t *ids[2] = {kiln_kir_thread_id(&b, 0, 0, 15), kiln_kir_block_id(&b, 0, 0, 3)};
+  kiln_kir_value_t *i = kiln_kir_apply_indexing1(
+      &b, kir_test_map(m, "(th, bl) -> (bl * 16 + th), domain: th in [0, 15], bl in [0, 3]"), ids,
+      2);
+  kiln_kir_value_t *conds[2] = {
+      kiln_kir_cmp(&b, KILN_KIR_CMP_GE, ids[1], kiln_kir_const_index(&b, 1)),
+      kiln_kir_cmp(&b, KILN_KIR_CMP_LT, ids[0], kiln_kir_const_index(&b, 8))};
+  const char *maps[2] = {"(th, bl) -> (bl * 16 + th - 16), domain: th in [0, 15], bl in [1, 3]",
+                         "(th, bl) -> (bl * 16 + th + 7), domain: th in [0, 7], bl in [0, 3]"};
+  kiln_kir_value_t *sum = kiln_kir_const_float(&b, KILN_F32, 0.0);
+  for (int g = 0; g < 2; g++) {
+    kiln_kir_op_t *op = kiln_kir_if(&b, conds[g], &f32, 1);
+    kiln_kir_builder_enter(&b, kiln_kir_op_region(op, 0));
+    kiln_kir_value_t *j = kiln_kir_apply_indexing1(&b, kir_test_map(m, maps[g]), ids, 2);
+    kiln_kir_value_t *x = kiln_kir_extract(&b, kiln_kir_func_param(k, 0), &j, 1);
+    kiln_kir_value_t *y = kiln_kir_binary(&b, KILN_KIR_ADD, sum, x);
+    kiln_kir_yield(&b, &y, 1);
+    kiln_kir_builder_exit(&b);
+    kiln_kir_builder_enter(&b, kiln_kir_op_region(op, 1));
+    kiln_kir_yield(&b, &sum, 1);
+    kiln_kir_builder_exit(&b);
+    sum = kiln_kir_op_result(op, 0);
+  }
+  kiln_kir_value_t *r = kiln_kir_insert(&b, sum, kiln_kir_func_param(k, 1), &i, 1);
+  kiln_kir_return(&b, &r, 1);
+  return kir_test_finish(&b, m);
+}
+
+static void test_hoist_moves_guarded_index_math_out_of_block_guards_only(void **state) {
+  (void)state;
+  kiln_kir_module_t *m = build_guarded_reads();
+  assert_non_null(m);
+  assert_null(kiln_kir_hoist(m));
+  char *t = text_of(m);
+  const char *if1 = strstr(t, "= if ");
+  assert_non_null(if1);
+  const char *if2 = strstr(if1 + 1, "= if ");
+  assert_non_null(if2);
+  /* The block guard's address is computed before its `if`; its load stays inside. */
+  const char *a1 = strstr(t, "(th + bl * 16 - 16)");
+  assert_non_null(a1);
+  assert_true(a1 < if1);
+  assert_true(strstr(t, "= extract ") > if1);
+  /* The thread-range guard (the host runs it as a thread loop) keeps its address. */
+  const char *a2 = strstr(t, "(th + bl * 16 + 7)");
+  assert_non_null(a2);
+  assert_true(a2 > if2);
+  kiln_free(t);
+  kiln_kir_module_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gelu_input_prints_loop_and_pure_call),
@@ -281,6 +347,7 @@ int main(void) {
       cmocka_unit_test(test_verifier_rejects_thread_id_outside_the_launch),
       cmocka_unit_test(test_dumps_sort_in_pipeline_order),
       cmocka_unit_test(test_reduction_and_transpose_survive_the_pipeline),
+      cmocka_unit_test(test_hoist_moves_guarded_index_math_out_of_block_guards_only),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

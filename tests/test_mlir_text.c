@@ -803,7 +803,7 @@ static int cmp_str(const void *a, const void *b) {
 
 static bool list_mlir(const char *sub, path_list_t *out) {
   char dir[4096];
-  snprintf(dir, sizeof dir, "%s/%s", stablehlo_dir(), sub);
+  if (snprintf(dir, sizeof dir, "%s/%s", stablehlo_dir(), sub) >= (int)sizeof dir) return false;
   DIR *d = opendir(dir);
   if (d == NULL) return false;
   struct dirent *e;
@@ -875,8 +875,8 @@ static folder_result_t run_folder(const char *sub) {
 static void test_stablehlo_suites_parse_and_round_trip(void **state) {
   (void)state;
   char probe[4096];
-  snprintf(probe, sizeof probe, "%s/stablehlo/tests/interpret", stablehlo_dir());
-  DIR *d = opendir(probe);
+  int len = snprintf(probe, sizeof probe, "%s/stablehlo/tests/interpret", stablehlo_dir());
+  DIR *d = len < (int)sizeof probe ? opendir(probe) : NULL;
   if (d == NULL) {
     KILN_SKIP("StableHLO test suites not found at %s (set KILN_STABLEHLO_DIR)", stablehlo_dir());
   }

@@ -742,8 +742,11 @@ static LLVMValueRef element_ptr(kir_llvm_t *L, const kiln_kir_op_t *op, size_t t
   int64_t stride = 1;
   for (int i = t->rank - 1; i >= 0; i--) {
     LLVMValueRef ix = kir_llvm_get(L, op->operands[tpos + 1 + (size_t)i]);
-    LLVMValueRef term = stride == 1 ? ix : LLVMBuildMul(L->b, ix, LLVMConstInt(L->idx, (unsigned long long)stride, 0), "");
-    lin = lin ? LLVMBuildAdd(L->b, lin, term, "") : term;
+    LLVMValueRef term =
+        stride == 1
+            ? ix
+            : LLVMBuildNSWMul(L->b, ix, LLVMConstInt(L->idx, (unsigned long long)stride, 0), "");
+    lin = lin ? LLVMBuildNSWAdd(L->b, lin, term, "") : term;
     stride *= t->dims[i];
   }
   if (!lin) lin = LLVMConstInt(L->idx, 0, 0);
@@ -796,13 +799,13 @@ static LLVMValueRef affine(kir_llvm_t *L, const kiln_indexing_map_t *map, const 
       LLVMValueRef acc = NULL;
       for (uint32_t i = 0; i < e->n; i++) {
         LLVMValueRef t = affine(L, map, e->ops[i], vars, ndims);
-        acc = acc ? LLVMBuildAdd(b, acc, t, "") : t;
+        acc = acc ? LLVMBuildNSWAdd(b, acc, t, "") : t;
       }
       return acc;
     }
     case KILN_AFFINE_MUL:
-      return LLVMBuildMul(b, affine(L, map, e->ops[0], vars, ndims),
-                          affine(L, map, e->ops[1], vars, ndims), "");
+      return LLVMBuildNSWMul(b, affine(L, map, e->ops[0], vars, ndims),
+                             affine(L, map, e->ops[1], vars, ndims), "");
     case KILN_AFFINE_MIN: case KILN_AFFINE_MAX: {
       LLVMValueRef acc = NULL;
       for (uint32_t i = 0; i < e->n; i++) {

@@ -38,6 +38,8 @@ kiln_status kiln_kir_pipeline_run(kiln_kir_module_t *m, const kiln_kir_pipeline_
     KILN_RETURN_IF_ERROR(kiln_kir_unroll(m, max_trip), "kir pipeline of %s", name);
     KILN_RETURN_IF_ERROR(dump_stage(m, dir, name, "55-kir-unroll"), "dumping");
   }
+  KILN_RETURN_IF_ERROR(kiln_kir_hoist(m), "kir pipeline of %s", name);
+  KILN_RETURN_IF_ERROR(dump_stage(m, dir, name, "56-kir-hoist"), "dumping");
   return NULL;
 }
 

@@ -19,11 +19,14 @@
  *                   vstore after it.
  *   5. unroll     : `for` loops with constant bounds and at most `unroll_max_trip` trips are
  *                   replaced by copies of their body.
- *   6. LLVM       : kiln_kir_lower_nvptx / kiln_kir_lower_host.
+ *   6. hoist      : index arithmetic in an `if` branch that reads only values from outside
+ *                   the `if` moves in front of it (kir_hoist.c says why).
+ *   7. LLVM       : kiln_kir_lower_nvptx / kiln_kir_lower_host.
  *
  * Dumps: with KILN_DUMP_TO (or options.dump_dir) set, the module text after stage k is
  * written to `<dir>/<name>.5k-kir-<stage>.txt` (50-kir-input, 51-kir-inline, ...,
- * 55-kir-unroll) so the files sort in pipeline order before the backend's 90+ dumps. */
+ * 55-kir-unroll, 56-kir-hoist) so the files sort in pipeline order before the backend's 90+ dumps.
+ */
 #ifndef KILN_COMPILER_CODEGEN_KIR_PIPELINE_H_
 #define KILN_COMPILER_CODEGEN_KIR_PIPELINE_H_
 
@@ -39,12 +42,13 @@
 #include "compiler/codegen/kir.h"
 
 /* ---- stages (kir_inline.c, kir_lower_loops.c, kir_flatten.c, kir_vectorize.c,
- * kir_unroll.c). Each rewrites the module in place and leaves it verified. ---- */
+ * kir_unroll.c, kir_hoist.c). Each rewrites the module in place and leaves it verified. ---- */
 kiln_status kiln_kir_inline(kiln_kir_module_t *m);
 kiln_status kiln_kir_lower_loops(kiln_kir_module_t *m);
 kiln_status kiln_kir_flatten(kiln_kir_module_t *m);
 kiln_status kiln_kir_vectorize(kiln_kir_module_t *m);
 kiln_status kiln_kir_unroll(kiln_kir_module_t *m, int max_trip);
+kiln_status kiln_kir_hoist(kiln_kir_module_t *m);
 
 typedef struct kiln_kir_pipeline_options {
   const char *dump_dir;  /* NULL: $KILN_DUMP_TO; no dumps when neither is set */
@@ -53,7 +57,7 @@ typedef struct kiln_kir_pipeline_options {
   int unroll_max_trip;   /* 0: 8; negative: skip stage 5 */
 } kiln_kir_pipeline_options_t;
 
-/* Runs stages 1-5 on `m` in place, verifying before and after each, dumping as above. */
+/* Runs stages 1-6 on `m` in place, verifying before and after each, dumping as above. */
 kiln_status kiln_kir_pipeline_run(kiln_kir_module_t *m, const kiln_kir_pipeline_options_t *opts);
 
 /* ---- lowering to LLVM (kir_to_llvm.c: NVPTX; kir_to_llvm_host.c: host) ----

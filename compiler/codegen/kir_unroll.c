@@ -98,7 +98,7 @@ static bool unroll_op(kir_rewriter_t *rw, kiln_kir_op_t *op) {
     return true;
   }
   if (op->opcode != KILN_KIR_FOR) return false;
-  int64_t lb, step, trips;
+  int64_t lb = 0, step = 1, trips = 0;
   if (stays_loop(rw, op, u->max_trip)) return false;
   unroll_trips(rw, op, &lb, &step, &trips);
   const kiln_kir_region_t *body = op->regions[0];

@@ -927,7 +927,7 @@ bool kiln_mlirp_attr_dict(kiln_mlirp_t *P, kiln_mlir_named_attr_t **out, int32_t
       } else {
         return kiln_mlirp_fail(P, "an attribute name");
       }
-      const kiln_mlir_attr_t *v;
+      const kiln_mlir_attr_t *v = NULL;
       if (kiln_mlirp_accept(P, '=')) {
         if (!kiln_mlirp_attr(P, &v)) return false;
       } else {

@@ -193,7 +193,7 @@ static kiln_hlo_instruction_t *split_scatter(kiln_builder_t *b, kiln_hlo_instruc
       return NULL;
   }
   if (!any) return NULL;
-  place_t pl[MAX_VALUES], ppl[2 * MAX_VALUES];
+  place_t pl[MAX_VALUES], ppl[2 * MAX_VALUES] = {{0}};
   int new_n = place_values(cplx, n, pl);
   for (int i = 0; i < n; i++) {
     ppl[i] = pl[i];
