@@ -21,6 +21,7 @@
 static kiln_hlo_module_t *parse(const char *text) {
   kiln_hlo_module_t *m = NULL;
   kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
+  if (!s) s = kiln_hlo_module_verify(m); /* every build: a test's own shape mistake fails here */
   if (s) {
     kiln_status_report(s, "parse");
     fail();
