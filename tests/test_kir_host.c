@@ -414,6 +414,20 @@ static kiln_kir_module_t *build_block_ids(const int64_t g[3]) {
 }
 
 /* How often `what` occurs in `text`. */
+/* Runs the pipeline on `m` and returns its host LLVM IR as text (kiln_free). */
+static char *host_ir_of(kiln_kir_module_t *m) {
+  assert_null(kiln_kir_pipeline_run(m, NULL));
+  LLVMContextRef ctx = LLVMContextCreate();
+  LLVMModuleRef lm = NULL;
+  assert_null(kiln_kir_lower_host(m, ctx, &lm));
+  char *text = LLVMPrintModuleToString(lm);
+  char *ir = kiln_strdup(text);
+  LLVMDisposeMessage(text);
+  LLVMDisposeModule(lm);
+  LLVMContextDispose(ctx);
+  return ir;
+}
+
 static int count_of(const char *text, const char *what) {
   int n = 0;
   for (const char *p = strstr(text, what); p; p = strstr(p + 1, what)) n++;
@@ -431,11 +445,7 @@ static void test_block_ids_of_every_grid_shape_without_needless_modulo(void **st
     const int64_t *g = grids[gi];
     kiln_kir_module_t *m = build_block_ids(g);
     assert_non_null(m);
-    assert_null(kiln_kir_pipeline_run(m, NULL));
-    LLVMContextRef ctx = LLVMContextCreate();
-    LLVMModuleRef lm = NULL;
-    assert_null(kiln_kir_lower_host(m, ctx, &lm));
-    char *ir = LLVMPrintModuleToString(lm);
+    char *ir = host_ir_of(m);
     /* the division and modulo the ids need, and no other */
     int urem = (g[0] > 1 && g[1] * g[2] > 1) + (g[1] > 1 && g[2] > 1);
     int udiv = (g[1] > 1 && g[0] > 1) + (g[2] > 1);
@@ -445,9 +455,7 @@ static void test_block_ids_of_every_grid_shape_without_needless_modulo(void **st
               count_of(ir, " udiv "), udiv);
       fail();
     }
-    LLVMDisposeMessage(ir);
-    LLVMDisposeModule(lm);
-    LLVMContextDispose(ctx);
+    kiln_free(ir);
     kiln_host_jit_t *jit;
     assert_null(kiln_host_jit_create(NULL, &jit));
     kiln_kir_host_kernel_t k;
@@ -471,6 +479,72 @@ static void test_block_ids_of_every_grid_shape_without_needless_modulo(void **st
   }
 }
 
+/* Block 128 over rows of 64: out[bl * 128 + th] = (th floordiv 64) * 100000 + (th mod 64) *
+ * 1000 + (th floordiv 16) * 100 + (th mod 16) * 4 + (th floordiv 48) + bl * 1000000. */
+static kiln_kir_module_t *build_split_rows(int64_t blocks) {
+  kiln_kir_module_t *m = kiln_kir_module_create("split_rows", NULL);
+  int64_t n = blocks * 128;
+  const kiln_kir_type_t *t = kiln_kir_type_tensor(m, KILN_S32, 1, &n, KILN_KIR_SPACE_GLOBAL);
+  kiln_kir_func_t *k =
+      kiln_kir_func_create(m, "split_rows", KILN_KIR_FUNC_KERNEL, &t, NULL, 1, &t, 1);
+  kiln_kir_func_set_written(k, 0, true);
+  int64_t block[3] = {128, 1, 1}, grid[3] = {blocks, 1, 1};
+  kiln_kir_func_set_launch(k, block, grid);
+  kiln_kir_builder_t b;
+  kiln_kir_builder_init(&b, m, kiln_kir_func_body(k));
+  kiln_kir_value_t *ids[2] = {kiln_kir_thread_id(&b, 0, 0, 127),
+                              kiln_kir_block_id(&b, 0, 0, blocks - 1)};
+  char map[320];
+  snprintf(map, sizeof map,
+           "(th, bl) -> ((th floordiv 64) * 100000 + (th mod 64) * 1000 + (th floordiv 16) * 100 + "
+           "(th mod 16) * 4 + th floordiv 48 + bl * 1000000, bl * 128 + th), "
+           "domain: th in [0, 127], bl in [0, %lld]",
+           (long long)(blocks - 1));
+  kiln_kir_op_t *ap = kiln_kir_apply_indexing(&b, kir_test_map(m, map), ids, 2, NULL, 0);
+  kiln_kir_value_t *v =
+      kiln_kir_convert(&b, kiln_kir_op_result(ap, 0), kiln_kir_type_scalar(m, KILN_S32));
+  kiln_kir_value_t *oi = kiln_kir_op_result(ap, 1);
+  kiln_kir_value_t *o = kiln_kir_insert(&b, v, kiln_kir_func_param(k, 0), &oi, 1);
+  kiln_kir_return(&b, &o, 1);
+  return kir_test_finish(&b, m);
+}
+
+/* A block covering two rows of a 64-wide innermost dimension runs its x thread loop as rows
+ * (txq) around columns (txr), the row and column read from the loop variables; every
+ * division of the thread id still gives the right value. */
+static void test_x_thread_loop_splits_by_the_row_width(void **state) {
+  (void)state;
+  const int64_t blocks = 5;
+  kiln_kir_module_t *m = build_split_rows(blocks);
+  assert_non_null(m);
+  char *ir = host_ir_of(m);
+  assert_non_null(strstr(ir, "%txq"));
+  assert_non_null(strstr(ir, "%txr"));
+  /* only th floordiv 48 divides the thread id; 64 and 16 read the loop variables */
+  assert_int_equal(count_of(ir, "udiv i64 %tx, 48"), 1);
+  assert_int_equal(count_of(ir, "udiv i64 %tx,"), 1);
+  assert_int_equal(count_of(ir, "urem i64 %tx,"), 0);
+  assert_int_equal(count_of(ir, "udiv i64 %txr"), 1); /* (th mod 64) floordiv 16 */
+  kiln_free(ir);
+  kiln_host_jit_t *jit;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  kiln_kir_host_kernel_t k;
+  assert_null(kiln_kir_compile_host(m, jit, &k));
+  int32_t *out = malloc((size_t)blocks * 128 * sizeof(int32_t));
+  for (int64_t i = 0; i < blocks * 128; i++) out[i] = -1;
+  void *args[1] = {out};
+  assert_null(kiln_kir_host_kernel_run(&k, g_pool, args));
+  for (int64_t bl = 0; bl < blocks; bl++)
+    for (int64_t th = 0; th < 128; th++) {
+      int64_t want =
+          th / 64 * 100000 + th % 64 * 1000 + th / 16 * 100 + th % 16 * 4 + th / 48 + bl * 1000000;
+      assert_int_equal(out[bl * 128 + th], want);
+    }
+  free(out);
+  kiln_host_jit_destroy(jit);
+  kiln_kir_module_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gelu_f32_matches_c_within_a_few_ulp),
@@ -483,6 +557,7 @@ int main(void) {
       cmocka_unit_test(test_host_rejects_barrier_inside_a_loop_after_other_ops),
       cmocka_unit_test(test_pool_runs_every_block_once_for_any_worker_count),
       cmocka_unit_test(test_block_ids_of_every_grid_shape_without_needless_modulo),
+      cmocka_unit_test(test_x_thread_loop_splits_by_the_row_width),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -787,6 +787,19 @@ static LLVMValueRef repr_to_mem(kir_llvm_t *L, kiln_elem_type_t e, LLVMValueRef 
 
 /* ---- affine expressions ---- */
 
+/* `tid floordiv d` or `tid mod d` for d dividing split_k, from the split loop variables (see
+ * kir_llvm_t): q * (k / d) + r floordiv d and r mod d. */
+static LLVMValueRef split_divmod(kir_llvm_t *L, bool mod, int64_t d) {
+  LLVMBuilderRef b = L->b;
+  int64_t k = L->split_k;
+  LLVMValueRef q = L->split_q, r = L->split_r;
+  LLVMValueRef cd = LLVMConstInt(L->idx, (unsigned long long)d, 0);
+  if (mod) return d == k ? r : LLVMBuildURem(b, r, cd, "");
+  if (d == k) return q;
+  LLVMValueRef hi = LLVMBuildNUWMul(b, q, LLVMConstInt(L->idx, (unsigned long long)(k / d), 0), "");
+  return LLVMBuildNUWAdd(b, hi, LLVMBuildUDiv(b, r, cd, ""), "");
+}
+
 static LLVMValueRef affine(kir_llvm_t *L, const kiln_indexing_map_t *map, const kiln_affine_expr_t *e,
                            LLVMValueRef *vars, size_t ndims) {
   LLVMBuilderRef b = L->b;
@@ -817,6 +830,10 @@ static LLVMValueRef affine(kir_llvm_t *L, const kiln_indexing_map_t *map, const 
     default: {
       /* floordiv / ceildiv / mod: unsigned forms when the dividend is provably >= 0 and the
        * divisor a positive constant (the common case: LLVM then uses shifts and masks). */
+      if (L->split_tid && e->kind != KILN_AFFINE_CEILDIV && e->ops[0]->kind == KILN_AFFINE_DIM &&
+          vars[e->ops[0]->value] == L->split_tid && e->ops[1]->kind == KILN_AFFINE_CONST &&
+          e->ops[1]->value > 0 && L->split_k % e->ops[1]->value == 0)
+        return split_divmod(L, e->kind == KILN_AFFINE_MOD, e->ops[1]->value);
       LLVMValueRef x = affine(L, map, e->ops[0], vars, ndims);
       LLVMValueRef d = affine(L, map, e->ops[1], vars, ndims);
       kiln_interval_t xb = kiln_indexing_map_bounds(map, e->ops[0]);

@@ -52,6 +52,11 @@ struct kir_llvm {
    * bf16 / f16 / f8 ops compute in f32 and round their result, so a target may use a faster
    * f32 approximation whose error that rounding cannot show. */
   kiln_elem_type_t math_elem;
+  /* The host's split x thread loop (kir_to_llvm_host.c), while one is open: the thread id
+   * `split_tid` is split_q * split_k + split_r, and an affine floordiv or mod of it by a
+   * divisor of split_k reads the two loop variables instead of dividing the thread id. */
+  LLVMValueRef split_tid, split_q, split_r;
+  int64_t split_k;
 };
 
 /* Creates the lowering state for module `km` in `ctx` (module named after km). */

@@ -47,6 +47,9 @@ typedef struct host {
   LLVMValueRef tid[3], bid[3], tid_lin;
   bool in_thread_loop;
   int64_t nthreads;
+  int64_t split_k; /* > 0: full-range x thread loops split by it (choose_split) */
+  bool split_open;
+  struct tloop *split_outer;
 } host_t;
 
 static LLVMValueRef host_thread_id(kir_llvm_t *L, const kiln_kir_op_t *op) {
@@ -382,6 +385,52 @@ static void slot_store(kir_llvm_t *L, host_t *h, const kiln_kir_value_t *v) {
   LLVMBuildStore(L->b, x, slot_ptr(L, h, v, h->tid_lin));
 }
 
+/* The largest divisor k of the x block size (16 <= k < block) by which some apply_indexing
+ * takes `th_x floordiv k` or `th_x mod k` — a block covering rows of a k-wide innermost
+ * dimension (64 channels of NHWC, 2 rows per 128-thread block). Its x thread loop then runs
+ * as two loops, th_x = q * k + r (r innermost), so the row q is loop-invariant and the
+ * address linear in r: contiguous vector loads instead of gathers by per-lane divisions.
+ * 0 (no split) in kernels with barriers, shuffles or shared memory, whose segments have
+ * their own loop shapes. */
+static void split_scan(const kiln_kir_region_t *r, int64_t block, int64_t *best, bool *sync) {
+  for (size_t i = 0; i < r->ops.len && !*sync; i++) {
+    const kiln_kir_op_t *op = r->ops.data[i];
+    if (op->opcode == KILN_KIR_BARRIER || op->opcode == KILN_KIR_SHUFFLE ||
+        op->opcode == KILN_KIR_ALLOC_SHARED) {
+      *sync = true;
+      return;
+    }
+    for (uint32_t j = 0; j < op->num_regions; j++) split_scan(op->regions[j], block, best, sync);
+    if (op->opcode != KILN_KIR_APPLY_INDEXING) continue;
+    for (size_t ri = 0; ri < kiln_indexing_map_num_results(op->map); ri++) {
+      /* Depth-first over the result's nodes. */
+      const kiln_affine_expr_t *stack[64];
+      int top = 0;
+      stack[top++] = op->map->results.data[ri];
+      while (top > 0) {
+        const kiln_affine_expr_t *e = stack[--top];
+        if ((e->kind == KILN_AFFINE_FLOORDIV || e->kind == KILN_AFFINE_MOD) &&
+            e->ops[0]->kind == KILN_AFFINE_DIM && e->ops[0]->value < (int64_t)op->num_map_dims &&
+            e->ops[1]->kind == KILN_AFFINE_CONST) {
+          const kiln_kir_value_t *v = op->operands[e->ops[0]->value];
+          int64_t d = e->ops[1]->value;
+          if (v->def && v->def->opcode == KILN_KIR_THREAD_ID && v->def->axis == 0 && d >= 16 &&
+              d < block && block % d == 0 && d > *best)
+            *best = d;
+        }
+        for (uint32_t j = 0; j < e->n && top < 64; j++) stack[top++] = e->ops[j];
+      }
+    }
+  }
+}
+
+static int64_t choose_split(const kiln_kir_func_t *k) {
+  int64_t best = 0;
+  bool sync = false;
+  split_scan(k->body, k->block[0], &best, &sync);
+  return sync ? 0 : best;
+}
+
 /* Opens the thread loops of segment `si` (z outermost, x innermost) and makes the thread ids,
  * the linear thread id and the segment's cross-segment inputs (slot loads) available. */
 static void threads_open(kir_llvm_t *L, host_t *h, int si, const bool *need, const bool *used_here,
@@ -394,6 +443,26 @@ static void threads_open(kir_llvm_t *L, host_t *h, int si, const bool *need, con
     open[a] = false;
     if (k->block[a] == 1 && s->lo[a] == 0 && s->hi[a] >= 1) {
       h->tid[a] = LLVMConstInt(L->i64, 0, 0);
+      continue;
+    }
+    bool split = a == 0 && h->split_k && !open[1] && !open[2] && s->lo[0] == 0 &&
+                 s->hi[0] == k->block[0] && s->step[0] == 1;
+    if (split) {
+      loop_open(L, h->split_outer, 0, k->block[0] / h->split_k, 1, "txq");
+      h->split_outer->no_unroll = true;
+      h->split_outer->unroll_vector = false;
+      loop_open(L, &loops[a], 0, h->split_k, 1, "txr");
+      loops[a].no_unroll = true;
+      loops[a].unroll_vector = !s->shared_mem;
+      open[a] = h->split_open = true;
+      L->split_q = h->split_outer->iv;
+      L->split_r = loops[a].iv;
+      L->split_k = h->split_k;
+      h->tid[a] = L->split_tid = LLVMBuildNUWAdd(
+          L->b,
+          LLVMBuildNUWMul(L->b, L->split_q, LLVMConstInt(L->i64, (unsigned long long)h->split_k, 0),
+                          ""),
+          L->split_r, "tx");
       continue;
     }
     loop_open(L, &loops[a], s->lo[a], s->hi[a], s->step[a], kNames[a]);
@@ -434,8 +503,14 @@ static void threads_open(kir_llvm_t *L, host_t *h, int si, const bool *need, con
 
 static void threads_close(kir_llvm_t *L, host_t *h, tloop_t loops[3], const bool open[3]) {
   h->in_thread_loop = false;
-  for (int a = 0; a < 3; a++)
+  for (int a = 0; a < 3; a++) {
     if (open[a]) loop_close(L, &loops[a]);
+    if (a == 0 && h->split_open) {
+      loop_close(L, h->split_outer);
+      h->split_open = false;
+      L->split_tid = L->split_q = L->split_r = NULL;
+    }
+  }
 }
 
 /* Emits a thread-loop segment. `ops` run for each thread of the bounds. */
@@ -883,7 +958,8 @@ kiln_status kiln_kir_lower_host(const kiln_kir_module_t *m, LLVMContextRef ctx, 
   if (!k) return KILN_ERR_INVALID("kir->host: module %s has no kernel", m->name);
   kir_llvm_t L;
   kir_llvm_init(&L, m, &kHost, ctx, 64);
-  host_t h = {.k = k};
+  tloop_t split_outer;
+  host_t h = {.k = k, .split_k = choose_split(k), .split_outer = &split_outer};
   size_t nv = m->next_value_id + 1;
   h.kind = kiln_calloc(k->body->ops.len + 1, sizeof(int));
   h.seg_of = kiln_malloc(nv * sizeof(int));
