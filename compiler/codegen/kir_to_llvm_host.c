@@ -36,6 +36,16 @@ typedef struct seg {
   bool shared_mem;          /* some op of the segment reads or writes shared memory */
 } seg_t;
 
+typedef struct tloop {
+  LLVMValueRef iv;
+  LLVMBasicBlockRef head, body, exit;
+  LLVMValueRef phi;
+  int64_t step;
+  LLVMValueRef stepv; /* non-NULL: a step value instead of `step` */
+  bool no_unroll;     /* latch gets llvm.loop.unroll.disable */
+  bool unroll_vector; /* with no_unroll: the vectorized loop may unroll (a follow-up without it) */
+} tloop_t;
+
 typedef struct host {
   const kiln_kir_func_t *k;
   int *kind;                /* per top-level op */
@@ -47,9 +57,8 @@ typedef struct host {
   LLVMValueRef tid[3], bid[3], tid_lin;
   bool in_thread_loop;
   int64_t nthreads;
-  int64_t split_k; /* > 0: full-range x thread loops split by it (choose_split) */
-  bool split_open;
-  struct tloop *split_outer;
+  int64_t split_k;     /* > 0: full-range x thread loops split by it (choose_split) */
+  tloop_t split_outer; /* the rows loop of the open split (L->split_tid set) */
 } host_t;
 
 static LLVMValueRef host_thread_id(kir_llvm_t *L, const kiln_kir_op_t *op) {
@@ -308,16 +317,6 @@ static void mark_uses(host_t *h, const kiln_kir_region_t *r, int s, bool *need) 
 
 /* ---- emission helpers ---- */
 
-typedef struct tloop {
-  LLVMValueRef iv;
-  LLVMBasicBlockRef head, body, exit;
-  LLVMValueRef phi;
-  int64_t step;
-  LLVMValueRef stepv; /* non-NULL: a step value instead of `step` */
-  bool no_unroll;     /* latch gets llvm.loop.unroll.disable */
-  bool unroll_vector; /* with no_unroll: the vectorized loop may unroll (a follow-up without it) */
-} tloop_t;
-
 static void loop_open_v(kir_llvm_t *L, tloop_t *t, LLVMValueRef lov, LLVMValueRef hiv, int64_t step,
                         const char *nm) {
   LLVMBuilderRef b = L->b;
@@ -392,6 +391,22 @@ static void slot_store(kir_llvm_t *L, host_t *h, const kiln_kir_value_t *v) {
  * address linear in r: contiguous vector loads instead of gathers by per-lane divisions.
  * 0 (no split) in kernels with barriers, shuffles or shared memory, whose segments have
  * their own loop shapes. */
+/* Raises *best to each d (16 <= d < block, d | block) of a `th_x floordiv d` or `th_x mod d`
+ * in `e`, an expression of apply_indexing `op`'s map. */
+static void split_divisors(const kiln_kir_op_t *op, const kiln_affine_expr_t *e, int64_t block,
+                           int64_t *best) {
+  if ((e->kind == KILN_AFFINE_FLOORDIV || e->kind == KILN_AFFINE_MOD) &&
+      e->ops[0]->kind == KILN_AFFINE_DIM && e->ops[0]->value < (int64_t)op->num_map_dims &&
+      e->ops[1]->kind == KILN_AFFINE_CONST) {
+    const kiln_kir_value_t *v = op->operands[e->ops[0]->value];
+    int64_t d = e->ops[1]->value;
+    if (v->def && v->def->opcode == KILN_KIR_THREAD_ID && v->def->axis == 0 && d >= 16 &&
+        d < block && block % d == 0 && d > *best)
+      *best = d;
+  }
+  for (uint32_t j = 0; j < e->n; j++) split_divisors(op, e->ops[j], block, best);
+}
+
 static void split_scan(const kiln_kir_region_t *r, int64_t block, int64_t *best, bool *sync) {
   for (size_t i = 0; i < r->ops.len && !*sync; i++) {
     const kiln_kir_op_t *op = r->ops.data[i];
@@ -402,25 +417,8 @@ static void split_scan(const kiln_kir_region_t *r, int64_t block, int64_t *best,
     }
     for (uint32_t j = 0; j < op->num_regions; j++) split_scan(op->regions[j], block, best, sync);
     if (op->opcode != KILN_KIR_APPLY_INDEXING) continue;
-    for (size_t ri = 0; ri < kiln_indexing_map_num_results(op->map); ri++) {
-      /* Depth-first over the result's nodes. */
-      const kiln_affine_expr_t *stack[64];
-      int top = 0;
-      stack[top++] = op->map->results.data[ri];
-      while (top > 0) {
-        const kiln_affine_expr_t *e = stack[--top];
-        if ((e->kind == KILN_AFFINE_FLOORDIV || e->kind == KILN_AFFINE_MOD) &&
-            e->ops[0]->kind == KILN_AFFINE_DIM && e->ops[0]->value < (int64_t)op->num_map_dims &&
-            e->ops[1]->kind == KILN_AFFINE_CONST) {
-          const kiln_kir_value_t *v = op->operands[e->ops[0]->value];
-          int64_t d = e->ops[1]->value;
-          if (v->def && v->def->opcode == KILN_KIR_THREAD_ID && v->def->axis == 0 && d >= 16 &&
-              d < block && block % d == 0 && d > *best)
-            *best = d;
-        }
-        for (uint32_t j = 0; j < e->n && top < 64; j++) stack[top++] = e->ops[j];
-      }
-    }
+    for (size_t ri = 0; ri < kiln_indexing_map_num_results(op->map); ri++)
+      split_divisors(op, op->map->results.data[ri], block, best);
   }
 }
 
@@ -448,14 +446,13 @@ static void threads_open(kir_llvm_t *L, host_t *h, int si, const bool *need, con
     bool split = a == 0 && h->split_k && !open[1] && !open[2] && s->lo[0] == 0 &&
                  s->hi[0] == k->block[0] && s->step[0] == 1;
     if (split) {
-      loop_open(L, h->split_outer, 0, k->block[0] / h->split_k, 1, "txq");
-      h->split_outer->no_unroll = true;
-      h->split_outer->unroll_vector = false;
+      loop_open(L, &h->split_outer, 0, k->block[0] / h->split_k, 1, "txq");
+      h->split_outer.no_unroll = true;
       loop_open(L, &loops[a], 0, h->split_k, 1, "txr");
       loops[a].no_unroll = true;
       loops[a].unroll_vector = !s->shared_mem;
-      open[a] = h->split_open = true;
-      L->split_q = h->split_outer->iv;
+      open[a] = true;
+      L->split_q = h->split_outer.iv;
       L->split_r = loops[a].iv;
       L->split_k = h->split_k;
       h->tid[a] = L->split_tid = LLVMBuildNUWAdd(
@@ -505,9 +502,8 @@ static void threads_close(kir_llvm_t *L, host_t *h, tloop_t loops[3], const bool
   h->in_thread_loop = false;
   for (int a = 0; a < 3; a++) {
     if (open[a]) loop_close(L, &loops[a]);
-    if (a == 0 && h->split_open) {
-      loop_close(L, h->split_outer);
-      h->split_open = false;
+    if (a == 0 && L->split_tid) {
+      loop_close(L, &h->split_outer);
       L->split_tid = L->split_q = L->split_r = NULL;
     }
   }
@@ -958,8 +954,7 @@ kiln_status kiln_kir_lower_host(const kiln_kir_module_t *m, LLVMContextRef ctx, 
   if (!k) return KILN_ERR_INVALID("kir->host: module %s has no kernel", m->name);
   kir_llvm_t L;
   kir_llvm_init(&L, m, &kHost, ctx, 64);
-  tloop_t split_outer;
-  host_t h = {.k = k, .split_k = choose_split(k), .split_outer = &split_outer};
+  host_t h = {.k = k, .split_k = choose_split(k)};
   size_t nv = m->next_value_id + 1;
   h.kind = kiln_calloc(k->body->ops.len + 1, sizeof(int));
   h.seg_of = kiln_malloc(nv * sizeof(int));
