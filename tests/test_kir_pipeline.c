@@ -336,6 +336,68 @@ static void test_hoist_moves_guarded_index_math_out_of_block_guards_only(void **
   kiln_kir_module_destroy(m);
 }
 
+/* The loop emitter's shape for a transpose that keeps the minor dimension (the corpus's
+ * gpu/tests/vectorization.hlo): the read's indices are a permutation of the loop's, a second
+ * apply_indexing over the first one's results. */
+static kiln_kir_module_t *build_major_swap(void) {
+  kiln_kir_module_t *m = kiln_kir_module_create("swap", NULL);
+  const int64_t in_dims[3] = {8, 6, 16}, out_dims[3] = {6, 8, 16};
+  const kiln_kir_type_t *ti = kiln_kir_type_tensor(m, KILN_S8, 3, in_dims, KILN_KIR_SPACE_GLOBAL);
+  const kiln_kir_type_t *to = kiln_kir_type_tensor(m, KILN_S8, 3, out_dims, KILN_KIR_SPACE_GLOBAL);
+  const kiln_kir_type_t *ps[2] = {ti, to};
+  const char *names[2] = {"input", "output"};
+  kiln_kir_func_t *k = kiln_kir_func_create(m, "swap", KILN_KIR_FUNC_KERNEL, ps, names, 2, &to, 1);
+  kiln_kir_func_set_written(k, 1, true);
+  int64_t block[3] = {64, 1, 1}, grid[3] = {3, 1, 1};
+  kiln_kir_func_set_launch(k, block, grid);
+  kiln_kir_builder_t b;
+  kiln_kir_builder_init(&b, m, kiln_kir_func_body(k));
+  kiln_kir_value_t *ids[2] = {kiln_kir_thread_id(&b, 0, 0, 63), kiln_kir_block_id(&b, 0, 0, 2)};
+  kiln_kir_value_t *out = kiln_kir_func_param(k, 1);
+  kiln_kir_op_t *loop =
+      kiln_kir_loop(&b, kir_test_loop_map(m, out_dims, 3, 64, 3, 4), ids, 2, &out, 1);
+  if (loop) {
+    kiln_kir_builder_enter(&b, kiln_kir_op_region(loop, 0));
+    kiln_kir_value_t *d[3] = {kiln_kir_loop_index(loop, 0), kiln_kir_loop_index(loop, 1),
+                              kiln_kir_loop_index(loop, 2)};
+    kiln_kir_op_t *perm = kiln_kir_apply_indexing(
+        &b,
+        kir_test_map(
+            m, "(d0, d1, d2) -> (d1, d0, d2), domain: d0 in [0, 5], d1 in [0, 7], d2 in [0, 15]"),
+        d, 3, NULL, 0);
+    kiln_kir_value_t *p[3] = {kiln_kir_op_result(perm, 0), kiln_kir_op_result(perm, 1),
+                              kiln_kir_op_result(perm, 2)};
+    kiln_kir_value_t *x = kiln_kir_extract(&b, kiln_kir_func_param(k, 0), p, 3);
+    kiln_kir_value_t *ins = kiln_kir_insert(&b, x, kiln_kir_loop_iter_arg(loop, 0), d, 3);
+    kiln_kir_yield(&b, &ins, 1);
+    kiln_kir_builder_exit(&b);
+  }
+  kiln_kir_value_t *r = kiln_kir_op_result(loop, 0);
+  kiln_kir_return(&b, &r, 1);
+  return kir_test_finish(&b, m);
+}
+
+static void test_flatten_composes_a_permutation_so_the_read_vectorizes(void **state) {
+  (void)state;
+  kiln_kir_module_t *m = build_major_swap();
+  assert_non_null(m);
+  assert_null(kiln_kir_lower_loops(m));
+  assert_null(kiln_kir_flatten(m));
+  char *t = text_of(m);
+  /* the read's flat index is over the loop's own variables: input[d1][d0][d2] */
+  assert_contains(t,
+                  "(th_x, bl_x)[v] -> ((th_x floordiv 32) * 16 + ((th_x floordiv 4) mod 8) * 96 + "
+                  "(th_x mod 4) * 4 + bl_x * 32 + v)");
+  kiln_free(t);
+  assert_null(kiln_kir_vectorize(m));
+  t = text_of(m);
+  assert_contains(t, "= vload %input[%");
+  assert_contains(t, "] : tensor<768xs8> -> vector<4xs8>");
+  assert_not_contains(t, "= extract ");
+  kiln_free(t);
+  kiln_kir_module_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gelu_input_prints_loop_and_pure_call),
@@ -348,6 +410,7 @@ int main(void) {
       cmocka_unit_test(test_dumps_sort_in_pipeline_order),
       cmocka_unit_test(test_reduction_and_transpose_survive_the_pipeline),
       cmocka_unit_test(test_hoist_moves_guarded_index_math_out_of_block_guards_only),
+      cmocka_unit_test(test_flatten_composes_a_permutation_so_the_read_vectorizes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

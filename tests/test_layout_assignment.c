@@ -237,6 +237,43 @@ static void test_fusion_parameters_follow_the_operands(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* The corpus's gpu/tests/vectorization.hlo: a fused transpose over default operands keeps
+ * the default result (one kernel that moves the bytes), where unfused it would take the
+ * layout that makes it a bitcast and need a copy after; a written result layout is kept
+ * whatever the operand's. */
+static void test_fused_transpose_keeps_the_fusions_own_layout(void **state) {
+  static const char *kTexts[2] = {
+      "HloModule m\n"
+      "tr {\n"
+      "  a = s8[8,6,16] parameter(0)\n"
+      "  ROOT b = s8[6,8,16] transpose(a), dimensions={1,0,2}\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  p = s8[8,6,16] parameter(0)\n"
+      "  ROOT t = s8[6,8,16] fusion(p), kind=kInput, calls=tr\n"
+      "}\n",
+      "HloModule m\n"
+      "tr {\n"
+      "  a = s8[8,6,16]{2,1,0} parameter(0)\n"
+      "  ROOT b = s8[6,8,16]{2,1,0} transpose(a), dimensions={1,0,2}\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  p = s8[8,6,16]{1,2,0} parameter(0)\n"
+      "  ROOT t = s8[6,8,16]{2,1,0} fusion(p), kind=kInput, calls=tr\n"
+      "}\n"};
+  for (int k = 0; k < 2; k++) {
+    kiln_hlo_module_t *m = pt_run_same_results(kTexts[k], "layout_assignment");
+    expect_layout(m->entry->root, "s8[6,8,16]{2,1,0}");
+    assert_int_equal(m->entry->root->opcode, KILN_OP_FUSION);
+    kiln_hlo_computation_t *tr = kiln_hlo_instruction_called(m->entry->root, "calls");
+    expect_layout(tr->root, "s8[6,8,16]{2,1,0}");
+    /* the transposition is a copy inside the fusion, none outside */
+    assert_int_equal(m->entry->root->operands[0]->opcode, KILN_OP_PARAMETER);
+    assert_int_equal(tr->root->opcode, KILN_OP_COPY);
+    kiln_hlo_module_destroy(m);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_entry_layout_is_kept_and_propagates_through_elementwise_ops),
@@ -250,6 +287,7 @@ int main(void) {
       cmocka_unit_test(test_bitcast_keeps_its_operand_and_result_layouts),
       cmocka_unit_test(test_tiled_parameter_layout_is_kept_and_not_propagated),
       cmocka_unit_test(test_fusion_parameters_follow_the_operands),
+      cmocka_unit_test(test_fused_transpose_keeps_the_fusions_own_layout),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

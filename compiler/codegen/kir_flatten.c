@@ -2,7 +2,9 @@
  * (rank 0 becomes 1 element); every access (extract, insert, vload, vstore, atomics) gets one
  * linear index. When all indices of an access come from one apply_indexing, the linearized
  * expression is composed into that op's map and simplified against its domain, e.g. the
- * GELU loop's three results become `th_x * 4 + bl_x * 512 + v`; otherwise the indices are
+ * GELU loop's three results become `th_x * 4 + bl_x * 512 + v`. When that op's operands in
+ * turn are all results of one apply_indexing (a transpose's permutation of the loop's
+ * indices), the composition goes on down the chain. Otherwise the indices are
  * linearized by a map (d0, ..., dn-1) -> (d0 * s0 + ...) over the dims' bounds. */
 #include "compiler/codegen/kir_pipeline.h"
 #include "compiler/codegen/kir_rewrite.h"
@@ -11,6 +13,23 @@ static const kiln_kir_type_t *flat_type(kir_rewriter_t *rw, const kiln_kir_type_
   if (t->kind != KILN_KIR_TYPE_TENSOR || t->rank == 1) return t;
   int64_t n = kiln_kir_type_num_elements(t);
   return kiln_kir_type_tensor(rw->m, t->elem, 1, &n, t->space);
+}
+
+/* When every operand of `ap` is a result of one other apply_indexing, returns that op and
+ * rewrites `*e` (over ap's variables) over that op's variables. */
+static const kiln_kir_op_t *compose_through(kiln_affine_ctx_t *c, const kiln_kir_op_t *ap,
+                                            kiln_affine_expr_t **e) {
+  if (ap->num_operands == 0 || ap->num_operands > 2 * KILN_KIR_MAX_RANK) return NULL;
+  const kiln_kir_op_t *src = ap->operands[0]->def;
+  if (!src || src->opcode != KILN_KIR_APPLY_INDEXING) return NULL;
+  kiln_affine_expr_t *vars[2 * KILN_KIR_MAX_RANK];
+  for (uint32_t i = 0; i < ap->num_operands; i++) {
+    if (ap->operands[i]->def != src) return NULL;
+    vars[i] = src->map->results.data[ap->operands[i]->index];
+  }
+  size_t nd = ap->num_map_dims;
+  *e = kiln_affine_replace(c, *e, vars, nd, vars + nd, ap->num_operands - nd, NULL, 0);
+  return src;
 }
 
 /* The flat index for indices idx[0..rank) (new values) of a tensor of type `t` (old type). */
@@ -28,6 +47,8 @@ static kiln_kir_value_t *linear_index(kir_rewriter_t *rw, const kiln_kir_type_t 
     kiln_affine_expr_t *res[KILN_KIR_MAX_RANK];
     for (int i = 0; i < rank; i++) res[i] = ap->map->results.data[idx[i]->index];
     kiln_affine_expr_t *lin = kiln_affine_linearize(c, res, t->dims, (size_t)rank);
+    /* a permutation (transpose) of a loop's indices: compose down to the loop's variables */
+    for (const kiln_kir_op_t *src; (src = compose_through(c, ap, &lin));) ap = src;
     kiln_indexing_map_t *map = kir_map_with_results(m, ap->map, &lin, 1, true);
     kiln_indexing_map_simplify(map);
     size_t nd = ap->num_map_dims;

@@ -38,6 +38,7 @@ typedef struct la {
 } la_t;
 
 static void walk(la_t *la, kiln_hlo_computation_t *c, kiln_shape_t *const *params);
+static void coerce_root(la_t *la, kiln_hlo_computation_t *c, kiln_shape_t *want);
 
 static bool is_weak(const la_t *la, const kiln_hlo_instruction_t *x) {
   return kiln_ptrmap_get(&la->weak, x) != NULL;
@@ -102,6 +103,29 @@ static bool is_weak_op(const kiln_hlo_instruction_t *x) {
 static const kiln_shape_t *first_leaf(const kiln_shape_t *s) {
   while (kiln_shape_is_tuple(s) && s->num_elements > 0) s = s->elements[0];
   return s;
+}
+
+static bool untiled(const kiln_shape_t *s) {
+  return !kiln_layout_is_tiled(s);
+}
+static bool written(const kiln_shape_t *s) {
+  return !kiln_shape_is_array(s) || kiln_layout_has_plain_m2m(s);
+}
+static bool plain_default(const kiln_shape_t *s) {
+  return !kiln_shape_is_array(s) || !s->has_layout || kiln_layout_is_default(&s->layout);
+}
+
+static bool all_leaves(const kiln_shape_t *s, bool (*pred)(const kiln_shape_t *)) {
+  if (!kiln_shape_is_tuple(s)) return pred(s);
+  for (int i = 0; i < s->num_elements; i++)
+    if (!all_leaves(s->elements[i], pred)) return false;
+  return true;
+}
+
+static bool operands_default(const kiln_hlo_instruction_t *x) {
+  for (int i = 0; i < x->num_operands; i++)
+    if (!all_leaves(x->operands[i]->shape, plain_default)) return false;
+  return true;
 }
 
 /* Result shape with every array leaf (all of rank `rank`) laid out as m2m. */
@@ -304,6 +328,16 @@ static void assign(la_t *la, kiln_hlo_instruction_t *x) {
       kiln_shape_t **ps = kiln_arena_alloc(la->a, sizeof *ps * (size_t)(x->num_operands ? x->num_operands : 1));
       for (int i = 0; i < x->num_operands; i++) ps[i] = x->operands[i]->shape;
       walk(la, c, ps);
+      /* A fusion is one kernel: a transposition inside it moves nothing more, a copy
+       * after it is another kernel. Its result keeps the layout written on it, as XLA's
+       * fusions do; without one, the default when every operand has it (a transpose
+       * inside does not pick a layout that makes it a bitcast, as it would unfused), else
+       * what the operands give the root. */
+      if (x->opcode == KILN_OP_FUSION && (all_leaves(orig, written) || operands_default(x))) {
+        kiln_shape_t *want = kiln_layout_fill_default(la->a, orig);
+        if (all_leaves(want, untiled) && kiln_shape_compatible(want, c->root->shape))
+          coerce_root(la, c, want);
+      }
       set_shape(la, x, c->root->shape);
       return;
     }
