@@ -396,8 +396,10 @@ static void binary_comp(kiln_strbuf_t *b, const char *name, int type, const char
 
 /* A reducer that the type takes, for `terms` values of node `x` combined into one. Floats
  * narrower than f32 round after every step, so an add or multiply over more than 4 of them
- * depends on the order (a tree here, a sequence in the evaluator) beyond any tolerance: those
- * get maximum or minimum, which do not round. A float product of inexact values is an add
+ * (more than 2 for f4e2m1fn, whose one mantissa bit makes an ulp half the value: fuzz-3052315,
+ * a sum of 4 that is 4 in one order and 6 in another) depends on the order (a tree here, a
+ * sequence in the evaluator) beyond any tolerance: those get maximum or minimum, which do not
+ * round. A float product of inexact values is an add
  * instead: one value may be what is left of a cancelling sum (pi/4 + pi/4 + pi/4 - 3pi/4),
  * pure rounding whose relative error is unbounded (2^-24 in one summation order, 2^-23 in
  * another), and the product turns it into a relative error of the whole result that no
@@ -408,7 +410,8 @@ static const char *random_reducer(gen_t *g, int x, int64_t terms) {
   bool inexact = g->p->nodes[x].inexact;
   if (kTypes[type].kind == K_PRED) return chance(g, 50) ? "and" : "or";
   if (kTypes[type].kind == K_C) return chance(g, 70) || inexact ? "add" : "multiply";
-  if (kTypes[type].kind == K_F && kTypes[type].bits < 32 && terms > 4)
+  if (kTypes[type].kind == K_F && kTypes[type].bits < 32 &&
+      terms > (kTypes[type].bits <= 4 ? 2 : 4))
     return chance(g, 50) ? "maximum" : "minimum";
   static const char *kOps[] = {"add", "add", "maximum", "minimum", "multiply"};
   int k = rnd(g, 5);
@@ -1432,16 +1435,28 @@ static const char *smooth_binary(gen_t *g, int type) {
   return "add";
 }
 
+/* The operands of a computation `x = op(a, b); step(x)`: a recent array node of an
+ * arithmetic, non-complex type and one like it; false when the type does not fit. */
+static bool smooth_operands(gen_t *g, int ops[2], gen_shape_t *s, const char **op,
+                            const char **step) {
+  ops[0] = pick(g, any_type, 0);
+  *s = *shape_of(g, ops[0]);
+  if (!kTypes[s->type].arith || kTypes[s->type].kind == K_C) return false;
+  gen_shape_t bs = *s;
+  random_layout(g, &bs);
+  ops[1] = node_like(g, &bs);
+  *op = smooth_binary(g, s->type);
+  *step = step_op(g, s->type);
+  return true;
+}
+
 /* map (over every dimension) or call, of a computation `x = op(a, b); ROOT step(x)`. */
 static int op_map_or_call(gen_t *g, bool is_map) {
-  int a = pick(g, any_type, 0);
-  gen_shape_t s = *shape_of(g, a);
+  int ops[2];
+  gen_shape_t s;
+  const char *op, *step;
+  if (!smooth_operands(g, ops, &s, &op, &step)) return -1;
   int t = s.type;
-  if (!kTypes[t].arith || kTypes[t].kind == K_C) return -1;
-  gen_shape_t bs = s;
-  random_layout(g, &bs);
-  int ops[2] = {a, node_like(g, &bs)};
-  const char *op = smooth_binary(g, t), *step = step_op(g, t);
   int id = g->p->num_nodes;
   kiln_strbuf_t c = {0}, vs[3] = {{0}, {0}, {0}};
   gen_shape_t scalar = scalar_of(t);
@@ -1468,6 +1483,45 @@ static int op_map(gen_t *g) {
 }
 static int op_call(gen_t *g) {
   return op_map_or_call(g, false);
+}
+
+/* A loop fusion as XLA's optimized dumps hold them: `x = op(a, b)`, a unary step, sometimes
+ * a transpose at the root. The fusion's result gets its own random layout, so layout
+ * assignment decides where the bytes move (inside the fusion, or in a copy after it). */
+static int op_fusion(gen_t *g) {
+  int ops[2];
+  gen_shape_t s;
+  const char *op, *step;
+  if (!smooth_operands(g, ops, &s, &op, &step)) return -1;
+  int t = s.type;
+  int perm[GEN_MAX_RANK + 1];
+  for (int i = 0; i < s.rank; i++) perm[i] = i;
+  bool transposed = s.rank > 1 && chance(g, 60);
+  if (transposed) shuffle(g, perm, s.rank);
+  gen_shape_t r = s;
+  for (int i = 0; i < s.rank; i++) r.dims[i] = s.dims[perm[i]];
+  random_layout(g, &r);
+  int id = g->p->num_nodes;
+  kiln_strbuf_t c = {0}, vs[4] = {{0}, {0}, {0}, {0}};
+  shape_text(&vs[0], &s);
+  shape_text(&vs[1], shape_of(g, ops[1]));
+  shape_text(&vs[2], &r);
+  kiln_strbuf_printf(
+      &c, "fused_%d {\n  a = %s parameter(0)\n  b = %s parameter(1)\n  x = %s %s(a, b)\n", id,
+      kiln_strbuf_cstr(&vs[0]), kiln_strbuf_cstr(&vs[1]), kiln_strbuf_cstr(&vs[0]), op);
+  if (transposed) {
+    step_text(&c, false, "y", kiln_strbuf_cstr(&vs[0]), t, step, "x");
+    kiln_strbuf_printf(&vs[3], "  ROOT r = %s transpose(y), dimensions={",
+                       kiln_strbuf_cstr(&vs[2]));
+    for (int i = 0; i < s.rank; i++) kiln_strbuf_printf(&vs[3], "%s%d", i ? "," : "", perm[i]);
+    kiln_strbuf_printf(&c, "%s}\n", kiln_strbuf_cstr(&vs[3]));
+  } else {
+    step_text(&c, true, "r", kiln_strbuf_cstr(&vs[2]), t, step, "x");
+  }
+  kiln_strbuf_append(&c, "}\n\n");
+  for (int i = 0; i < 4; i++) kiln_strbuf_free(&vs[i]);
+  return add_node(g, "fusion", &r, ops, 2, xprintf(", kind=kLoop, calls=fused_%d", id),
+                  strbuf_take(&c));
 }
 
 /* scan along a random dimension of an array: one input, one carry of the slice's shape
@@ -1932,7 +1986,9 @@ static const op_entry_t kOps[] = {
     {op_tuple, 1},
     {op_math, 4},
     {op_complex, 1},
-    {op_map, 2},
+    /* map and fusion share map's old weight, so every other op keeps its draws */
+    {op_map, 1},
+    {op_fusion, 1},
     {op_call, 1},
     {op_select_and_scatter_exact, 2},
     {op_topk_exact, 2},
