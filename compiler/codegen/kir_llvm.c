@@ -83,6 +83,12 @@ LLVMTypeRef kir_llvm_elem_mem(kir_llvm_t *L, kiln_elem_type_t e) {
   return kir_llvm_elem_repr(L, e);
 }
 
+/* The bit width of an integer type or of an integer vector's lanes; 0 for anything else. */
+static unsigned int_lane_width(LLVMTypeRef t) {
+  if (LLVMGetTypeKind(t) == LLVMVectorTypeKind) t = LLVMGetElementType(t);
+  return LLVMGetTypeKind(t) == LLVMIntegerTypeKind ? LLVMGetIntTypeWidth(t) : 0;
+}
+
 LLVMTypeRef kir_llvm_repr(kir_llvm_t *L, const kiln_kir_type_t *t) {
   switch (t->kind) {
     case KILN_KIR_TYPE_INDEX: return L->idx;
@@ -1063,7 +1069,13 @@ bool kir_llvm_emit_op(kir_llvm_t *L, const kiln_kir_op_t *op) {
       break;
     case KILN_KIR_BITCAST: {
       LLVMValueRef x = kir_llvm_get(L, a[0]);
-      r = LLVMBuildBitCast(b, x, kir_llvm_repr(L, rt), "");
+      LLVMTypeRef to = kir_llvm_repr(L, rt);
+      /* A 4-bit float lives in an i8, a 4-bit integer in an i4: the same bits, other widths. */
+      unsigned fw = int_lane_width(LLVMTypeOf(x)), tw = int_lane_width(to);
+      if (fw && tw && fw != tw)
+        r = fw < tw ? LLVMBuildZExt(b, x, to, "") : LLVMBuildTrunc(b, x, to, "");
+      else
+        r = LLVMBuildBitCast(b, x, to, "");
       break;
     }
     case KILN_KIR_SELECT:

@@ -981,9 +981,9 @@ static kiln_status eval_bitcast_convert(const kiln_hlo_instruction_t *instr, con
   if (st_ == KILN_PRED || dt == KILN_PRED) {
     if (st_ != dt) return bad_type(instr, KILN_PRED);
   }
-  if (sb == db && sb < 8) { /* sub-byte: re-normalize the storage byte */
+  if (sb == db && sb < 8) { /* sub-byte (s4, u4, f4e2m1fn, ...): the low bits of each byte */
     for (int64_t i = 0; i < out->num_elements; i++)
-      int_store(dt, out->data, i, (int64_t)((uint64_t)int_load(st_, src->data, i) & mask_of(sb)));
+      ((uint8_t *)out->data)[i] = (uint8_t)(((const uint8_t *)src->data)[i] & mask_of(sb));
     return KILN_STATUS_OK;
   }
   if (sb % 8 || db % 8)
