@@ -448,8 +448,7 @@ static void scratch_free(scratch_t *s) { kiln_free(s->mem); }
           else if (isnan(hi))                                                                   \
             o[i] = hi;                                                                          \
           else {                                                                                \
-            T m = x < lo ? lo : x;                                                              \
-            o[i] = hi < m ? hi : m;                                                             \
+            o[i] = kiln_ieee_min##S(hi, kiln_ieee_max##S(x, lo));                               \
           }                                                                                     \
         }                                                                                       \
         break;                                                                                  \
