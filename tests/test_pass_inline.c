@@ -289,6 +289,89 @@ static void test_fusion_inlining_flattens_fusions_in_comparators_only(void **sta
   kiln_hlo_module_destroy(m);
 }
 
+/* The start of the fusion_unfuse modules: an f32 add reducer and the fused computation
+ * `mixed`'s parameters. */
+#define UNFUSE_HEAD               \
+  "HloModule t\n"                 \
+  "add {\n"                       \
+  "  a = f32[] parameter(0)\n"    \
+  "  b = f32[] parameter(1)\n"    \
+  "  ROOT r = f32[] add(a, b)\n"  \
+  "}\n"                           \
+  "mixed {\n"                     \
+  "  a = f32[6,5] parameter(0)\n" \
+  "  i = f32[] parameter(1)\n"
+
+/* A given kInput fusion whose reduce the loop emitter computes elementally (a column
+ * reduction over 6 rows) beside a side output of its input's shape: two element counts, no
+ * one kernel (fuzz: "loop fusion outputs with different element counts"). It is inlined, its
+ * get-tuple-elements become the root's operands; a multi-output loop fusion of one element
+ * count and a reduction fusion with a side output of its input's shape stay. */
+static void test_fusion_unfuse_inlines_only_fusions_no_kernel_can_hold(void **state) {
+  kiln_hlo_module_t *m = pt_run_same_results(
+      UNFUSE_HEAD
+      "  x = f32[6,5] multiply(a, a)\n"
+      "  r = f32[5] reduce(x, i), dimensions={0}, to_apply=add\n"
+      "  y = f32[6,5] negate(x)\n"
+      "  ROOT t = (f32[5], f32[6,5]) tuple(r, y)\n"
+      "}\n"
+      "same_count {\n"
+      "  a = f32[6,5] parameter(0)\n"
+      "  n = f32[6,5] negate(a)\n"
+      "  tr = f32[5,6] transpose(a), dimensions={1,0}\n"
+      "  ROOT t = (f32[6,5], f32[5,6]) tuple(n, tr)\n"
+      "}\n"
+      "row {\n"
+      "  a = f32[6,4096] parameter(0)\n"
+      "  i = f32[] parameter(1)\n"
+      "  e = f32[6,4096] exponential(a)\n"
+      "  r = f32[6] reduce(e, i), dimensions={1}, to_apply=add\n"
+      "  ROOT t = (f32[6], f32[6,4096]) tuple(r, e)\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  p = f32[6,5] parameter(0)\n"
+      "  z = f32[] constant(0)\n"
+      "  f = (f32[5], f32[6,5]) fusion(p, z), kind=kInput, calls=mixed\n"
+      "  r = f32[5] get-tuple-element(f), index=0\n"
+      "  y = f32[6,5] get-tuple-element(f), index=1\n"
+      "  g = (f32[6,5], f32[5,6]) fusion(y), kind=kLoop, calls=same_count\n"
+      "  q = f32[6,4096] parameter(1)\n"
+      "  h = (f32[6], f32[6,4096]) fusion(q, z), kind=kInput, calls=row\n"
+      "  ROOT o = (f32[5], (f32[6,5], f32[5,6]), (f32[6], f32[6,4096])) tuple(r, g, h)\n"
+      "}\n",
+      "fusion_unfuse");
+  assert_null(kiln_hlo_module_find_computation(m, "mixed"));
+  assert_non_null(kiln_hlo_module_find_computation(m, "same_count"));
+  assert_non_null(kiln_hlo_module_find_computation(m, "row"));
+  assert_int_equal(pt_count(m, KILN_OP_FUSION), 2);
+  assert_int_equal(pt_count(m, KILN_OP_GET_TUPLE_ELEMENT), 0);
+  const kiln_hlo_computation_t *e = m->entry;
+  assert_int_equal(e->root->operands[0]->opcode, KILN_OP_REDUCE);
+  assert_int_equal(e->root->operands[1]->operands[0]->opcode, KILN_OP_NEGATE);
+  kiln_hlo_module_destroy(m);
+}
+
+/* The whole result of such a fusion used as a tuple (the entry's root) keeps the inlined
+ * tuple. */
+static void test_fusion_unfuse_keeps_a_tuple_used_whole(void **state) {
+  kiln_hlo_module_t *m =
+      pt_run_same_results(UNFUSE_HEAD
+                          "  r = f32[5] reduce(a, i), dimensions={0}, to_apply=add\n"
+                          "  y = f32[6,5] negate(a)\n"
+                          "  ROOT t = (f32[5], f32[6,5]) tuple(r, y)\n"
+                          "}\n"
+                          "ENTRY e {\n"
+                          "  p = f32[6,5] parameter(0)\n"
+                          "  z = f32[] constant(0)\n"
+                          "  ROOT f = (f32[5], f32[6,5]) fusion(p, z), kind=kInput, calls=mixed\n"
+                          "}\n",
+                          "fusion_unfuse");
+  assert_int_equal(pt_count(m, KILN_OP_FUSION), 0);
+  assert_int_equal(m->entry->root->opcode, KILN_OP_TUPLE);
+  assert_int_equal(m->entry->root->operands[0]->opcode, KILN_OP_REDUCE);
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_pipeline_reports_exactly_the_unregistered_stages(void **state) {
   const char *missing[32];
   int n = kiln_pipeline_missing_passes(missing, 32);
@@ -356,6 +439,8 @@ int main(void) {
       cmocka_unit_test(test_while_loop_constants_leave_changing_state),
       cmocka_unit_test(test_pass_lists_and_groups_run_by_name),
       cmocka_unit_test(test_fusion_inlining_flattens_fusions_in_comparators_only),
+      cmocka_unit_test(test_fusion_unfuse_inlines_only_fusions_no_kernel_can_hold),
+      cmocka_unit_test(test_fusion_unfuse_keeps_a_tuple_used_whole),
       cmocka_unit_test(test_pipeline_reports_exactly_the_unregistered_stages),
       cmocka_unit_test(test_pipeline_simplifies_and_keeps_results),
   };

@@ -20,9 +20,17 @@
  * same way. XLA's after_optimizations dumps hold such fusions (e.g. in sort comparators);
  * codegen then sees plain scalar code. Fusions at the top level of the sequential
  * computations (the entry, while bodies and conditions, conditional branches, call and
- * async targets) are kernels and stay. */
+ * async targets) are kernels and stay.
+ *
+ * fusion_unfuse: a top-level multi-output fusion whose outputs cannot be one kernel
+ * (`kiln_fusion_outputs_fit_one_kernel`: a reduce the loop emitter computes elementally beside
+ * a side output of the reduce's input shape, as a hand-written or other compiler's kInput
+ * fusion may hold) is inlined the same way, each get-tuple-element of it becoming the root's
+ * operand; priority and multi-output fusion then fuse its instructions as they fuse kiln's
+ * own. Runs after layout normalization (which may turn a side output into a transpose). */
 #include <string.h>
 
+#include "compiler/passes/fusion_util.h"
 #include "compiler/passes/pass.h"
 #include "compiler/passes/pass_util.h"
 
@@ -85,10 +93,30 @@ static kiln_hlo_instruction_t *inline_body(kiln_hlo_instruction_t *call,
   return root;
 }
 
-/* Inlines every `opcode` instruction of `c` (its callee under `key`); true when one was. The
- * instruction itself goes even when its callee has side effects: those now live in the
- * copied body. */
-static bool inline_sites(kiln_hlo_computation_t *c, kiln_hlo_opcode_t opcode, const char *key) {
+/* Each get-tuple-element user of `site` uses the element of the inlined tuple `root` instead
+ * (users of the whole tuple keep it). */
+static void fold_elements(kiln_hlo_instruction_t *site, kiln_hlo_instruction_t *root) {
+  if (root->opcode != KILN_OP_TUPLE) return;
+  for (size_t u = site->users.len; u-- > 0;) {
+    kiln_hlo_instruction_t *gte = site->users.data[u];
+    if (gte->opcode != KILN_OP_GET_TUPLE_ELEMENT || gte->tuple_index < 0 ||
+        gte->tuple_index >= root->num_operands || gte->num_control_predecessors ||
+        gte->control_successors.len)
+      continue;
+    kiln_hlo_instruction_replace_all_uses(gte, root->operands[gte->tuple_index]);
+    kiln_status_free(kiln_hlo_instruction_remove(gte));
+  }
+}
+
+/* Which sites an inlining pass takes (NULL: every inlinable one). */
+typedef bool (*site_pick_fn)(const kiln_hlo_instruction_t *site,
+                             const kiln_hlo_computation_t *callee);
+
+/* Inlines every `opcode` instruction of `c` (its callee under `key`) that `pick` takes; true
+ * when one was. The instruction itself goes even when its callee has side effects: those now
+ * live in the copied body. With `fold`, its get-tuple-elements fold into the copied tuple. */
+static bool inline_sites(kiln_hlo_computation_t *c, kiln_hlo_opcode_t opcode, const char *key,
+                         site_pick_fn pick, bool fold) {
   size_t n = 0;
   kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
   bool changed = false;
@@ -96,11 +124,14 @@ static bool inline_sites(kiln_hlo_computation_t *c, kiln_hlo_opcode_t opcode, co
     kiln_hlo_instruction_t *site = order[i];
     if (site->opcode != opcode) continue;
     kiln_hlo_computation_t *callee = kiln_hlo_instruction_called(site, key);
-    if (!inlinable(site, callee)) continue;
+    if (!inlinable(site, callee) || (pick && !pick(site, callee))) continue;
     kiln_hlo_instruction_t *root = inline_body(site, callee);
     if (!root) continue;
+    if (fold) fold_elements(site, root);
     kiln_hlo_instruction_replace_all_uses(site, root);
     kiln_status_free(kiln_hlo_instruction_remove(site));
+    if (fold && !root->users.len && root != c->root)
+      kiln_status_free(kiln_hlo_instruction_remove(root));
     changed = true;
   }
   kiln_free(order);
@@ -190,7 +221,8 @@ kiln_status kiln_pass_call_inline(kiln_hlo_module_t *m, const kiln_pass_options_
     unsigned sites = call_sites_of(comps[ci]);
     bool inlined = (sites & HAS_ASYNC_START) && inline_async_sites(comps[ci]);
     /* An inlined async body may have brought calls in. */
-    if (inlined || (sites & HAS_CALL)) inlined |= inline_sites(comps[ci], KILN_OP_CALL, "to_apply");
+    if (inlined || (sites & HAS_CALL))
+      inlined |= inline_sites(comps[ci], KILN_OP_CALL, "to_apply", NULL, false);
     any |= inlined;
   }
   kiln_free(comps);
@@ -212,8 +244,11 @@ static void mark_sequential(const kiln_hlo_computation_t *c, kiln_ptrmap_t *seq)
   }
 }
 
-kiln_status kiln_pass_fusion_inline(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
-                                    bool *changed) {
+/* Inlines the fusions `pick` takes in the sequential computations (`sequential`) or in the
+ * others (scalar and fused ones, repeated until none is left: an inlined body may hold
+ * fusions of its own). */
+static kiln_status inline_fusions(kiln_hlo_module_t *m, bool sequential, site_pick_fn pick,
+                                  bool *changed) {
   kiln_ptrmap_t seq;
   kiln_ptrmap_init(&seq);
   mark_sequential(m->entry, &seq);
@@ -221,12 +256,32 @@ kiln_status kiln_pass_fusion_inline(kiln_hlo_module_t *m, const kiln_pass_option
   kiln_hlo_computation_t **comps = kiln_hlo_module_computation_post_order(m, &nc);
   bool any = false;
   for (size_t ci = 0; ci < nc; ci++) {
-    if (kiln_ptrmap_get(&seq, comps[ci])) continue;
-    /* An inlined body may hold fusions of its own: repeat until none is left. */
-    while (inline_sites(comps[ci], KILN_OP_FUSION, "calls")) any = true;
+    if ((kiln_ptrmap_get(&seq, comps[ci]) != NULL) != sequential) continue;
+    if (sequential)
+      any |= inline_sites(comps[ci], KILN_OP_FUSION, "calls", pick, true);
+    else
+      while (inline_sites(comps[ci], KILN_OP_FUSION, "calls", pick, false)) any = true;
   }
   kiln_free(comps);
   kiln_ptrmap_free(&seq);
   finish(m, any, changed);
   return NULL;
+}
+
+kiln_status kiln_pass_fusion_inline(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
+                                    bool *changed) {
+  (void)opts;
+  return inline_fusions(m, false, NULL, changed);
+}
+
+/* A multi-output fusion whose outputs no one kernel can hold. */
+static bool no_one_kernel(const kiln_hlo_instruction_t *site,
+                          const kiln_hlo_computation_t *callee) {
+  return callee->root->opcode == KILN_OP_TUPLE && !kiln_fusion_outputs_fit_one_kernel(site);
+}
+
+kiln_status kiln_pass_fusion_unfuse(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
+                                    bool *changed) {
+  (void)opts;
+  return inline_fusions(m, true, no_one_kernel, changed);
 }

@@ -178,6 +178,7 @@ bool kiln_fusion_is_growable(const kiln_hlo_instruction_t *in) {
 
 bool kiln_fusion_computation_has_in_place_hero(const kiln_hlo_computation_t *c) {
   for (size_t i = 0; i < c->instructions.len; i++) {
+    if (!c->instructions.data[i]) continue;
     kiln_hlo_opcode_t op = c->instructions.data[i]->opcode;
     if (op == KILN_OP_SCATTER || op == KILN_OP_DYNAMIC_UPDATE_SLICE) return true;
   }
@@ -590,6 +591,38 @@ bool kiln_fusion_can_share_kernel(const kiln_hlo_instruction_t *a,
     }
   }
   return !hero || reduction_tiles_fit(a, b, roots, n, hero);
+}
+
+bool kiln_fusion_outputs_fit_one_kernel(const kiln_hlo_instruction_t *f) {
+  root_info_t roots[KILN_FUSION_MAX_OUTPUTS_CHECKED];
+  int n = 0;
+  if (!collect_roots(f, roots, &n, KILN_FUSION_MAX_OUTPUTS_CHECKED)) return true;
+  /* Without a reduce, outputs of several sizes are a dynamic-update-slice, scatter or
+   * input-slices fusion; with a scatter, sort or dynamic-update-slice the codegen picks those
+   * emitters first. Their own emitters take such outputs or name what they refuse. */
+  const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(f, "calls");
+  bool any_reduce = false;
+  for (size_t i = 0; i < c->instructions.len; i++) {
+    if (!c->instructions.data[i]) continue;
+    kiln_hlo_opcode_t op = c->instructions.data[i]->opcode;
+    if (op == KILN_OP_SCATTER || op == KILN_OP_SORT || op == KILN_OP_DYNAMIC_UPDATE_SLICE)
+      return true;
+    any_reduce |= op == KILN_OP_REDUCE;
+  }
+  if (!any_reduce) return true;
+  const kiln_hlo_instruction_t *hero = NULL;
+  for (int i = 0; i < n && !hero; i++) hero = roots[i].reduction;
+  if (hero) {
+    int64_t elems = kiln_shape_num_elements(hero->operands[0]->shape);
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++)
+      ok = roots[i].reduction ? same_reduction_form(roots[i].reduction, hero)
+                              : roots[i].elems == elems;
+    if (ok) return true;
+  }
+  for (int i = 1; i < n; i++)
+    if (roots[i].elems != roots[0].elems) return false;
+  return true;
 }
 
 bool kiln_fusion_loop_shape(const kiln_hlo_instruction_t *in, kiln_fusion_loop_shape_t *out) {

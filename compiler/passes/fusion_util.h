@@ -106,6 +106,14 @@ bool kiln_fusion_reduction_is_race_free(const kiln_hlo_instruction_t *r);
  * is counted, so this is conservative for a producer whose outputs the consumer alone
  * reads. */
 bool kiln_fusion_can_share_kernel(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b);
+/* Whether the outputs of fusion `f` (as it stands, e.g. given in the input), when one of
+ * them ends at a reduce, fit one kernel by the rule above: a reduction emitter's outputs, or
+ * one element count for all (the loop emitter). True without a reduce (the DUS, scatter and
+ * input-slices emitters write outputs of several sizes) and when the rule cannot tell (a
+ * tuple-shaped output, more outputs than it counts): the emitter then names what it
+ * refuses. */
+#define KILN_FUSION_MAX_OUTPUTS_CHECKED 256
+bool kiln_fusion_outputs_fit_one_kernel(const kiln_hlo_instruction_t *f);
 /* Whether two fusions (or fusible ops) can share one multi-output kernel. */
 bool kiln_fusion_loop_shapes_compatible(const kiln_fusion_loop_shape_t *a,
                                         const kiln_fusion_loop_shape_t *b);

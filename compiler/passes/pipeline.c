@@ -45,7 +45,7 @@ static const pipeline_step_t kSteps[] = {
     {"dot canonicalization", {"conv_gemm_rewriter", "dot_canonicalizer"}, false},
     {"post-layout simplification", {"simplify_layout", "dce"}, true},
     {"gemm epilogue fusion", {"gemm_epilogue_fusion"}, false},
-    {"priority fusion", {"priority_fusion"}, false},
+    {"priority fusion", {"fusion_unfuse", "priority_fusion"}, false},
     {"multi-output fusion", {"multi_output_fusion"}, false},
     {"horizontal fusion", {"horizontal_fusion"}, false},
     {"cse after fusion", {"cse", "dce"}, false},

@@ -405,9 +405,7 @@ static void binary_comp(kiln_strbuf_t *b, const char *name, int type, const char
  * another), and the product turns it into a relative error of the whole result that no
  * tolerance covers (fuzz-20312: twice the evaluator's value). Drawn as before, then mapped, so
  * programs without such a product are unchanged. */
-static const char *random_reducer(gen_t *g, int x, int64_t terms) {
-  int type = shape_of(g, x)->type;
-  bool inexact = g->p->nodes[x].inexact;
+static const char *random_reducer_of(gen_t *g, int type, bool inexact, int64_t terms) {
   if (kTypes[type].kind == K_PRED) return chance(g, 50) ? "and" : "or";
   if (kTypes[type].kind == K_C) return chance(g, 70) || inexact ? "add" : "multiply";
   if (kTypes[type].kind == K_F && kTypes[type].bits < 32 &&
@@ -416,6 +414,10 @@ static const char *random_reducer(gen_t *g, int x, int64_t terms) {
   static const char *kOps[] = {"add", "add", "maximum", "minimum", "multiply"};
   int k = rnd(g, 5);
   return k == 4 && inexact && kTypes[type].kind == K_F ? "add" : kOps[k];
+}
+
+static const char *random_reducer(gen_t *g, int x, int64_t terms) {
+  return random_reducer_of(g, shape_of(g, x)->type, g->p->nodes[x].inexact, terms);
 }
 
 /* ---- operations: each returns the new node, or -1 when it does not apply ---- */
@@ -991,24 +993,34 @@ static int op_scatter(gen_t *g) {
   return add_node(g, "scatter", &r, ops, 3, attrs, strbuf_take(&c));
 }
 
+/* The dimensions a reduce of `in` takes: each with probability 1/2, the last when no other
+ * is. `r` gets the shape of the rest (no layout), `dims` their list as text, `kept` (may be
+ * NULL) the kept dimensions in order; returns how many values each result element combines. */
+static int64_t reduce_dims(gen_t *g, const gen_shape_t *in, gen_shape_t *r, kiln_strbuf_t *dims,
+                           int *kept) {
+  memset(r, 0, sizeof *r);
+  r->type = in->type;
+  int n = 0;
+  int64_t terms = 1;
+  for (int i = 0; i < in->rank; i++) {
+    if (chance(g, 50) || (i == in->rank - 1 && n == 0)) {
+      terms *= in->dims[i];
+      kiln_strbuf_printf(dims, "%s%d", n++ ? "," : "", i);
+    } else {
+      if (kept) kept[r->rank] = i;
+      r->dims[r->rank++] = in->dims[i];
+    }
+  }
+  return terms;
+}
+
 static int op_reduce(gen_t *g) {
   int x = pick(g, any_type, 1);
   gen_shape_t in = *shape_of(g, x);
   if (!kTypes[in.type].arith) return -1;
   gen_shape_t r;
-  memset(&r, 0, sizeof r);
-  r.type = in.type;
   kiln_strbuf_t dims = {0};
-  int n = 0;
-  int64_t terms = 1;
-  for (int i = 0; i < in.rank; i++) {
-    if (chance(g, 50) || (i == in.rank - 1 && n == 0)) {
-      terms *= in.dims[i];
-      kiln_strbuf_printf(&dims, "%s%d", n++ ? "," : "", i);
-    } else {
-      r.dims[r.rank++] = in.dims[i];
-    }
-  }
+  int64_t terms = reduce_dims(g, &in, &r, &dims, NULL);
   gen_shape_t sc = scalar_of(in.type);
   int init = add_param(g, &sc); /* fake arguments give it the reducer's identity */
   const char *red = random_reducer(g, x, terms);
@@ -1524,6 +1536,82 @@ static int op_fusion(gen_t *g) {
                   strbuf_take(&c));
 }
 
+/* A reduction fusion as XLA's optimized dumps hold them (`kind=kInput`): `x = op(a, b)`
+ * reduced over random dimensions, sometimes with a sibling reduce of x by another reducer and
+ * an elementwise side output `step(x)` (a multi-output fusion, each output in a random
+ * layout). The outputs are combined after it, so each stays live: the sibling with the first
+ * reduce by a smooth op, the side output with the reduce broadcast back (softmax's
+ * `x - max(x)`). Each reduce's init is a parameter the fake arguments give its identity. */
+static int op_input_fusion(gen_t *g) {
+  int ops[4];
+  gen_shape_t s;
+  const char *op, *step;
+  if (!smooth_operands(g, ops, &s, &op, &step)) return -1;
+  int t = s.type, id = g->p->num_nodes;
+  gen_shape_t r;
+  kiln_strbuf_t dims = {0};
+  int kept[GEN_MAX_RANK + 1];
+  int64_t terms = reduce_dims(g, &s, &r, &dims, kept);
+  random_layout(g, &r);
+  bool sibling = chance(g, 30), side = chance(g, 40);
+  int nred = sibling ? 2 : 1, nout = nred + side;
+  gen_shape_t ys = s, sc = scalar_of(t);
+  random_layout(g, &ys);
+  kiln_strbuf_t c = {0}, sh = {0}, rs = {0}, ss = {0}, bs = {0};
+  shape_text(&sh, &s);
+  shape_text(&rs, &r);
+  shape_text(&ss, &ys);
+  shape_text(&bs, shape_of(g, ops[1]));
+  for (int k = 0; k < nred; k++) {
+    char name[48];
+    snprintf(name, sizeof name, "reducer_%d_%d", id, k);
+    binary_comp(&c, name, t, random_reducer_of(g, t, kTypes[t].kind == K_F, terms));
+    ops[2 + k] = add_param(g, &sc);
+  }
+  kiln_strbuf_printf(&c, "fused_%d {\n  a = %s parameter(0)\n  b = %s parameter(1)\n", id,
+                     kiln_strbuf_cstr(&sh), kiln_strbuf_cstr(&bs));
+  for (int k = 0; k < nred; k++)
+    kiln_strbuf_printf(&c, "  i%d = %s[] parameter(%d)\n", k, kTypes[t].name, 2 + k);
+  kiln_strbuf_printf(&c, "  x = %s %s(a, b)\n", kiln_strbuf_cstr(&sh), op);
+  for (int k = 0; k < nred; k++)
+    kiln_strbuf_printf(&c, "  %sr%d = %s reduce(x, i%d), dimensions={%s}, to_apply=reducer_%d_%d\n",
+                       nout == 1 ? "ROOT " : "", k, kiln_strbuf_cstr(&rs), k,
+                       kiln_strbuf_cstr(&dims), id, k);
+  if (side) step_text(&c, false, "y", kiln_strbuf_cstr(&ss), t, step, "x");
+  const gen_shape_t *outs[3] = {&r, sibling ? &r : &ys, &ys};
+  char *text = tuple_text(outs, nout);
+  if (nout > 1)
+    kiln_strbuf_printf(&c, "  ROOT t = %s tuple(r0%s%s)\n", text, sibling ? ", r1" : "",
+                       side ? ", y" : "");
+  kiln_strbuf_append(&c, "}\n\n");
+  kiln_strbuf_free(&dims), kiln_strbuf_free(&sh), kiln_strbuf_free(&rs);
+  kiln_strbuf_free(&ss), kiln_strbuf_free(&bs);
+  char *attrs = xprintf(", kind=kInput, calls=fused_%d", id);
+  if (nout == 1) {
+    kiln_free(text);
+    return add_node(g, "fusion", &r, ops, 2 + nred, attrs, strbuf_take(&c));
+  }
+  int f = add_tuple_node(g, "fusion", text, ops, 2 + nred, attrs, strbuf_take(&c));
+  kiln_free(text);
+  int res = tuple_element(g, f, &r, 0);
+  if (sibling) {
+    int pair[2] = {res, tuple_element(g, f, &r, 1)};
+    res = add_node(g, smooth_binary(g, t), &r, pair, 2, NULL, NULL);
+  }
+  if (!side) return res;
+  gen_shape_t b = s;
+  default_layout(&b);
+  kiln_strbuf_t bd = {0};
+  for (int i = 0; i < r.rank; i++) kiln_strbuf_printf(&bd, "%s%d", i ? "," : "", kept[i]);
+  int bc = add_node(g, "broadcast", &b, &res, 1,
+                    xprintf(", dimensions={%s}", kiln_strbuf_cstr(&bd)), NULL);
+  kiln_strbuf_free(&bd);
+  int pair[2] = {tuple_element(g, f, &ys, nred), bc};
+  gen_shape_t o = s;
+  random_layout(g, &o);
+  return add_node(g, smooth_binary(g, t), &o, pair, 2, NULL, NULL);
+}
+
 /* scan along a random dimension of an array: one input, one carry of the slice's shape
  * (another node of that shape, or zeros), the body a smooth binary op of slice and carry,
  * then a unary step; the slice sum becomes both the step's output and the next carry.
@@ -1974,7 +2062,9 @@ static const op_entry_t kOps[] = {
     {op_dynamic_update_slice, 3},
     {op_gather, 3},
     {op_scatter, 3},
-    {op_reduce, 8},
+    /* reduce and the reduction fusion share reduce's old weight */
+    {op_reduce, 7},
+    {op_input_fusion, 1},
     {op_reduce_window, 3},
     {op_dot, 4},
     {op_convolution, 2},
