@@ -87,6 +87,26 @@ static void test_conflict_copy_from_assignment_is_normalized_to_transpose(void *
   kiln_hlo_module_destroy(m);
 }
 
+/* A bitcast of a layout-changing copy of a computed value (fuzz-8000159): the copy becomes a
+ * transpose of the normalized operand and the bitcast reads that transpose; it had kept the
+ * copy, whose operand then became the normalized [31,1,1,1] under a [1,1,1,31] result. */
+static void test_bitcast_of_a_layout_changing_copy_reads_the_transpose(void **state) {
+  kiln_hlo_module_t *m = normalize(
+      "HloModule m, entry_computation_layout={(f32[1,1,1,31]{2,1,0,3})->f32[1,31,1,1]{3,2,1,0}}\n"
+      "ENTRY main {\n"
+      "  p = f32[1,1,1,31]{2,1,0,3} parameter(0)\n"
+      "  n = f32[1,1,1,31]{2,1,0,3} negate(p)\n"
+      "  c = f32[1,1,1,31]{1,2,3,0} copy(n)\n"
+      "  ROOT b = f32[1,31,1,1]{3,2,1,0} bitcast(c)\n"
+      "}\n",
+      "layout_normalization");
+  assert_int_equal(pt_count(m, KILN_OP_COPY), 0);
+  pt_expect_text(m, "n = f32[31,1,1,1]{3,2,1,0} negate(bitcast)", true);
+  pt_expect_text(m, "ROOT transpose = f32[1,31,1,1]{3,2,1,0} transpose(n), dimensions={1,0,3,2}",
+                 true);
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_reshape_that_is_a_bitcast_stays_one(void **state) {
   kiln_hlo_module_t *m = normalize(
       "HloModule m, entry_computation_layout={(f32[4,6]{0,1})->f32[4,2,3]{0,2,1}}\n"
@@ -237,6 +257,7 @@ int main(void) {
       cmocka_unit_test(test_issue_example_permutes_logical_dims_into_physical_order),
       cmocka_unit_test(test_layout_changing_copy_becomes_bitcast_and_transpose),
       cmocka_unit_test(test_conflict_copy_from_assignment_is_normalized_to_transpose),
+      cmocka_unit_test(test_bitcast_of_a_layout_changing_copy_reads_the_transpose),
       cmocka_unit_test(test_reshape_that_is_a_bitcast_stays_one),
       cmocka_unit_test(test_reshape_that_moves_data_decomposes_into_transpose_bitcast_transpose),
       cmocka_unit_test(test_reduce_broadcast_slice_concatenate_are_remapped),

@@ -564,8 +564,14 @@ static bool rw_constant(rw_t *w) {
 
 static bool rw_bitcast(rw_t *w) {
   kiln_hlo_instruction_t *o = w->x->operands[0], *v = w->v[0];
-  if (is_normal(w->xs) && o->shape == orig_shape(w->ln, o)) {
-    w->result = w->x; /* already a bitcast from the original operand to a normal shape */
+  /* Already a bitcast from the original operand to a normal shape, when that operand stays
+   * (it is its own normalized value, or that value is a bitcast of it). An operand rewritten
+   * into another instruction (a layout-changing copy that became a transpose) is replaced:
+   * read its normalized value (fuzz-8000159: the bitcast kept the copy, whose operand then
+   * became the normalized one, a copy between different dims). */
+  bool stays = v == o || (v->opcode == KILN_OP_BITCAST && v->operands[0] == o);
+  if (is_normal(w->xs) && stays && o->shape == orig_shape(w->ln, o)) {
+    w->result = w->x;
     return true;
   }
   if (!is_normal(v->shape)) return false;

@@ -218,6 +218,7 @@ static bool inexact_result(const kiln_hlo_gen_program_t *p, const gen_node_t *nd
                                        "negate",
                                        "abs",
                                        "copy",
+                                       "bitcast",
                                        "tuple",
                                        "get-tuple-element",
                                        "sort",
@@ -763,6 +764,63 @@ static int op_reshape(gen_t *g) {
   }
   random_layout(g, &r);
   return add_node(g, "reshape", &r, &x, 1, NULL, NULL);
+}
+
+/* bitcast as XLA's optimized dumps hold them: the operand's bytes seen as another shape and
+ * layout. Its dimensions in physical order (major first) are regrouped — two adjacent ones
+ * merged, one split by its smallest factor, a 1 inserted — and dealt to the result's logical
+ * dimensions in a random order, the result's layout the one that keeps the physical order. */
+static int op_bitcast(gen_t *g) {
+  int x = pick(g, any_type, 1);
+  gen_shape_t in = *shape_of(g, x);
+  int64_t p[GEN_MAX_RANK + 3];
+  int n = 0;
+  for (int k = 0; k < in.rank; k++) p[n++] = in.dims[in.m2m[in.rank - 1 - k]];
+  if (n >= 2 && chance(g, 40)) {
+    int i = rnd(g, n - 1);
+    p[i] *= p[i + 1];
+    memmove(&p[i + 1], &p[i + 2], (size_t)(n - i - 2) * sizeof *p);
+    n--;
+  }
+  if (n >= 1 && chance(g, 40)) {
+    int i = rnd(g, n);
+    int64_t f = 2;
+    while (f * f <= p[i] && p[i] % f) f++;
+    if (f * f <= p[i]) {
+      memmove(&p[i + 2], &p[i + 1], (size_t)(n - i - 1) * sizeof *p);
+      p[i + 1] = f;
+      p[i] /= f;
+      n++;
+    }
+  }
+  if (chance(g, 20)) {
+    int i = rnd(g, n + 1);
+    memmove(&p[i + 1], &p[i], (size_t)(n - i) * sizeof *p);
+    p[i] = 1;
+    n++;
+  }
+  if (n > GEN_MAX_RANK) return -1;
+  gen_shape_t r;
+  memset(&r, 0, sizeof r);
+  r.type = in.type;
+  r.rank = n;
+  int perm[GEN_MAX_RANK + 1]; /* physical position k (major first) -> logical dimension */
+  for (int k = 0; k < n; k++) perm[k] = k;
+  if (n > 1 && chance(g, 50)) shuffle(g, perm, n);
+  for (int k = 0; k < n; k++) {
+    r.dims[perm[k]] = p[k];
+    r.m2m[n - 1 - k] = perm[k];
+  }
+  return add_node(g, "bitcast", &r, &x, 1, NULL, NULL);
+}
+
+/* copy into another layout (a physical transpose, as layout assignment leaves them). */
+static int op_layout_copy(gen_t *g) {
+  int x = pick(g, any_type, 1);
+  gen_shape_t r = *shape_of(g, x);
+  if (r.rank < 2) return -1;
+  shuffle(g, r.m2m, r.rank);
+  return add_node(g, "copy", &r, &x, 1, NULL, NULL);
 }
 
 static int op_reverse(gen_t *g) {
@@ -2052,7 +2110,10 @@ static const op_entry_t kOps[] = {
     {op_bitcast_convert_exact, 2},
     {op_broadcast, 6},
     {op_transpose, 5},
-    {op_reshape, 4},
+    /* reshape, bitcast and the layout copy share reshape's old weight */
+    {op_reshape, 2},
+    {op_bitcast, 1},
+    {op_layout_copy, 1},
     {op_reverse, 2},
     {op_slice, 4},
     {op_pad, 3},
