@@ -766,16 +766,15 @@ static int op_reshape(gen_t *g) {
   return add_node(g, "reshape", &r, &x, 1, NULL, NULL);
 }
 
-/* bitcast as XLA's optimized dumps hold them: the operand's bytes seen as another shape and
- * layout. Its dimensions in physical order (major first) are regrouped — two adjacent ones
- * merged, one split by its smallest factor, a 1 inserted — and dealt to the result's logical
- * dimensions in a random order, the result's layout the one that keeps the physical order. */
-static int op_bitcast(gen_t *g) {
-  int x = pick(g, any_type, 1);
-  gen_shape_t in = *shape_of(g, x);
+/* A bitcast's result shape for operand shape `in`, as XLA's optimized dumps hold them: the
+ * operand's bytes seen as another shape and layout. Its dimensions in physical order (major first)
+ * are regrouped — two adjacent ones merged, one split by its smallest factor, a 1 inserted — and
+ * dealt to the result's logical dimensions in a random order, the result's layout the one that
+ * keeps the physical order. False when the result would have too many dimensions. */
+static bool bitcast_shape(gen_t *g, const gen_shape_t *in, gen_shape_t *r) {
   int64_t p[GEN_MAX_RANK + 3];
   int n = 0;
-  for (int k = 0; k < in.rank; k++) p[n++] = in.dims[in.m2m[in.rank - 1 - k]];
+  for (int k = 0; k < in->rank; k++) p[n++] = in->dims[in->m2m[in->rank - 1 - k]];
   if (n >= 2 && chance(g, 40)) {
     int i = rnd(g, n - 1);
     p[i] *= p[i + 1];
@@ -799,18 +798,24 @@ static int op_bitcast(gen_t *g) {
     p[i] = 1;
     n++;
   }
-  if (n > GEN_MAX_RANK) return -1;
-  gen_shape_t r;
-  memset(&r, 0, sizeof r);
-  r.type = in.type;
-  r.rank = n;
+  if (n > GEN_MAX_RANK) return false;
+  memset(r, 0, sizeof *r);
+  r->type = in->type;
+  r->rank = n;
   int perm[GEN_MAX_RANK + 1]; /* physical position k (major first) -> logical dimension */
   for (int k = 0; k < n; k++) perm[k] = k;
   if (n > 1 && chance(g, 50)) shuffle(g, perm, n);
   for (int k = 0; k < n; k++) {
-    r.dims[perm[k]] = p[k];
-    r.m2m[n - 1 - k] = perm[k];
+    r->dims[perm[k]] = p[k];
+    r->m2m[n - 1 - k] = perm[k];
   }
+  return true;
+}
+
+static int op_bitcast(gen_t *g) {
+  int x = pick(g, any_type, 1);
+  gen_shape_t in = *shape_of(g, x), r;
+  if (!bitcast_shape(g, &in, &r)) return -1;
   return add_node(g, "bitcast", &r, &x, 1, NULL, NULL);
 }
 
@@ -1568,7 +1573,7 @@ static int op_fusion(gen_t *g) {
   for (int i = 0; i < s.rank; i++) perm[i] = i;
   bool transposed = s.rank > 1 && chance(g, 60);
   if (transposed) shuffle(g, perm, s.rank);
-  gen_shape_t r = s;
+  gen_shape_t r = s, rb;
   for (int i = 0; i < s.rank; i++) r.dims[i] = s.dims[perm[i]];
   random_layout(g, &r);
   int id = g->p->num_nodes;
@@ -1585,6 +1590,12 @@ static int op_fusion(gen_t *g) {
                        kiln_strbuf_cstr(&vs[2]));
     for (int i = 0; i < s.rank; i++) kiln_strbuf_printf(&vs[3], "%s%d", i ? "," : "", perm[i]);
     kiln_strbuf_printf(&c, "%s}\n", kiln_strbuf_cstr(&vs[3]));
+  } else if (chance(g, 40) && bitcast_shape(g, &r, &rb)) {
+    /* a bitcast at the root, as XLA's fusions end in them */
+    step_text(&c, false, "y", kiln_strbuf_cstr(&vs[2]), t, step, "x");
+    shape_text(&vs[3], &rb);
+    kiln_strbuf_printf(&c, "  ROOT r = %s bitcast(y)\n", kiln_strbuf_cstr(&vs[3]));
+    r = rb;
   } else {
     step_text(&c, true, "r", kiln_strbuf_cstr(&vs[2]), t, step, "x");
   }
