@@ -948,18 +948,27 @@ static int op_dynamic_slice(gen_t *g) {
   return add_node(g, "dynamic-slice", &r, ops, in.rank + 1, strbuf_take(&b), NULL);
 }
 
-static int op_dynamic_update_slice(gen_t *g) {
+/* The operands of a dynamic-update-slice: a recent node `in`, an update `u` that fits in it,
+ * start indices of type `it` (sometimes out of range: clamped); false when they do not fit
+ * an instruction. */
+static bool dus_operands(gen_t *g, int *ops, gen_shape_t *in, gen_shape_t *u, int *it) {
   int x = pick(g, any_type, 1);
-  gen_shape_t in = *shape_of(g, x);
-  if (in.rank + 2 > GEN_MAX_OPERANDS) return -1;
-  gen_shape_t u = in;
-  for (int i = 0; i < in.rank; i++) u.dims[i] = in.dims[i] ? rnd_range(g, 1, in.dims[i]) : 0;
-  random_layout(g, &u);
-  int ops[GEN_MAX_OPERANDS];
+  *in = *shape_of(g, x);
+  if (in->rank + 2 > GEN_MAX_OPERANDS) return false;
+  *u = *in;
+  for (int i = 0; i < in->rank; i++) u->dims[i] = in->dims[i] ? rnd_range(g, 1, in->dims[i]) : 0;
+  random_layout(g, u);
   ops[0] = x;
-  ops[1] = node_like(g, &u);
-  int it = index_type(g);
-  for (int i = 0; i < in.rank; i++) ops[i + 2] = start_index(g, it, in.dims[i] - u.dims[i]);
+  ops[1] = node_like(g, u);
+  *it = index_type(g);
+  for (int i = 0; i < in->rank; i++) ops[i + 2] = start_index(g, *it, in->dims[i] - u->dims[i]);
+  return true;
+}
+
+static int op_dynamic_update_slice(gen_t *g) {
+  int ops[GEN_MAX_OPERANDS], it;
+  gen_shape_t in, u;
+  if (!dus_operands(g, ops, &in, &u, &it)) return -1;
   gen_shape_t r = in;
   random_layout(g, &r);
   return add_node(g, "dynamic-update-slice", &r, ops, in.rank + 2, NULL, NULL);
@@ -1560,6 +1569,34 @@ static int op_call(gen_t *g) {
   return op_map_or_call(g, false);
 }
 
+/* An in-place dynamic-update-slice fusion as XLA's optimized dumps hold them (`kind=kLoop`,
+ * the root a dynamic-update-slice of parameter 0): the update goes through a unary step
+ * first; the result takes the operand's layout (70%) or a random one. */
+static int op_dus_fusion(gen_t *g) {
+  int ops[GEN_MAX_OPERANDS], it;
+  gen_shape_t in, u;
+  if (!dus_operands(g, ops, &in, &u, &it)) return -1;
+  gen_shape_t r = in;
+  if (chance(g, 30)) random_layout(g, &r);
+  const char *step = kTypes[in.type].kind == K_C ? "negate" : step_op(g, in.type);
+  int id = g->p->num_nodes;
+  kiln_strbuf_t c = {0}, vs[3] = {{0}, {0}, {0}};
+  shape_text(&vs[0], &in);
+  shape_text(&vs[1], &u);
+  shape_text(&vs[2], &r);
+  kiln_strbuf_printf(&c, "fused_%d {\n  a = %s parameter(0)\n  u = %s parameter(1)\n", id,
+                     kiln_strbuf_cstr(&vs[0]), kiln_strbuf_cstr(&vs[1]));
+  for (int i = 0; i < in.rank; i++)
+    kiln_strbuf_printf(&c, "  i%d = %s[] parameter(%d)\n", i, kTypes[it].name, i + 2);
+  step_text(&c, false, "y", kiln_strbuf_cstr(&vs[1]), in.type, step, "u");
+  kiln_strbuf_printf(&c, "  ROOT d = %s dynamic-update-slice(a, y", kiln_strbuf_cstr(&vs[2]));
+  for (int i = 0; i < in.rank; i++) kiln_strbuf_printf(&c, ", i%d", i);
+  kiln_strbuf_append(&c, ")\n}\n\n");
+  for (int i = 0; i < 3; i++) kiln_strbuf_free(&vs[i]);
+  return add_node(g, "fusion", &r, ops, in.rank + 2, xprintf(", kind=kLoop, calls=fused_%d", id),
+                  strbuf_take(&c));
+}
+
 /* A loop fusion as XLA's optimized dumps hold them: `x = op(a, b)`, a unary step, sometimes
  * a transpose at the root. The fusion's result gets its own random layout, so layout
  * assignment decides where the bytes move (inside the fusion, or in a copy after it). */
@@ -2131,7 +2168,9 @@ static const op_entry_t kOps[] = {
     {op_concatenate, 4},
     {op_iota, 1},
     {op_dynamic_slice, 3},
-    {op_dynamic_update_slice, 3},
+    /* dynamic-update-slice and its in-place fusion share the old weight */
+    {op_dynamic_update_slice, 2},
+    {op_dus_fusion, 1},
     {op_gather, 3},
     {op_scatter, 3},
     /* reduce and the reduction fusion share reduce's old weight */
