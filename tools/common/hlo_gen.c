@@ -1642,6 +1642,43 @@ static int op_fusion(gen_t *g) {
                   strbuf_take(&c));
 }
 
+/* A multi-output loop fusion as XLA's optimized dumps hold them: `x = op(a, b)` and two
+ * unary steps of it as outputs of one element count, the first in a random layout, the
+ * second in a shuffled one (sibling outputs laid out differently); the two are combined
+ * after the fusion by a smooth op so both stay live. */
+static int op_multi_output_fusion(gen_t *g) {
+  int ops[2];
+  gen_shape_t s;
+  const char *op, *step;
+  if (!smooth_operands(g, ops, &s, &op, &step)) return -1;
+  int t = s.type, id = g->p->num_nodes;
+  gen_shape_t r1 = s, r2 = s;
+  random_layout(g, &r1);
+  if (s.rank > 1) shuffle(g, r2.m2m, s.rank);
+  const char *step2 = step_op(g, t);
+  kiln_strbuf_t c = {0}, vs[4] = {{0}, {0}, {0}, {0}};
+  shape_text(&vs[0], &s);
+  shape_text(&vs[1], shape_of(g, ops[1]));
+  shape_text(&vs[2], &r1);
+  shape_text(&vs[3], &r2);
+  kiln_strbuf_printf(
+      &c, "fused_%d {\n  a = %s parameter(0)\n  b = %s parameter(1)\n  x = %s %s(a, b)\n", id,
+      kiln_strbuf_cstr(&vs[0]), kiln_strbuf_cstr(&vs[1]), kiln_strbuf_cstr(&vs[0]), op);
+  step_text(&c, false, "y", kiln_strbuf_cstr(&vs[2]), t, step, "x");
+  step_text(&c, false, "z", kiln_strbuf_cstr(&vs[3]), t, step2, "x");
+  const gen_shape_t *outs[2] = {&r1, &r2};
+  char *text = tuple_text(outs, 2);
+  kiln_strbuf_printf(&c, "  ROOT t = %s tuple(y, z)\n}\n\n", text);
+  for (int i = 0; i < 4; i++) kiln_strbuf_free(&vs[i]);
+  int f = add_tuple_node(g, "fusion", text, ops, 2, xprintf(", kind=kLoop, calls=fused_%d", id),
+                         strbuf_take(&c));
+  kiln_free(text);
+  int pair[2] = {tuple_element(g, f, &r1, 0), tuple_element(g, f, &r2, 1)};
+  gen_shape_t o = s;
+  random_layout(g, &o);
+  return add_node(g, smooth_binary(g, t), &o, pair, 2, NULL, NULL);
+}
+
 /* A reduction fusion as XLA's optimized dumps hold them (`kind=kInput`): `x = op(a, b)`
  * reduced over random dimensions, sometimes with a sibling reduce of x by another reducer and
  * an elementwise side output `step(x)` (a multi-output fusion, each output in a random
@@ -2156,7 +2193,9 @@ static const op_entry_t kOps[] = {
     {op_clamp, 2},
     {op_convert, 5},
     {op_bitcast_convert_exact, 2},
-    {op_broadcast, 6},
+    /* broadcast and the multi-output loop fusion share broadcast's old weight */
+    {op_broadcast, 5},
+    {op_multi_output_fusion, 1},
     {op_transpose, 5},
     /* reshape, bitcast and the layout copy share reshape's old weight */
     {op_reshape, 2},
