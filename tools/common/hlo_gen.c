@@ -1569,6 +1569,15 @@ static int op_call(gen_t *g) {
   return op_map_or_call(g, false);
 }
 
+/* The start of fused computation `fused_ID`: parameters a (shape text `a`) and b (`b`), then
+ * `x = op(a, b)` shaped like a. */
+static void fused_head(kiln_strbuf_t *c, int id, kiln_strbuf_t *a, kiln_strbuf_t *b,
+                       const char *op) {
+  kiln_strbuf_printf(
+      c, "fused_%d {\n  a = %s parameter(0)\n  b = %s parameter(1)\n  x = %s %s(a, b)\n", id,
+      kiln_strbuf_cstr(a), kiln_strbuf_cstr(b), kiln_strbuf_cstr(a), op);
+}
+
 /* An in-place dynamic-update-slice fusion as XLA's optimized dumps hold them (`kind=kLoop`,
  * the root a dynamic-update-slice of parameter 0): the update goes through a unary step
  * first; the result takes the operand's layout (70%) or a random one. */
@@ -1618,9 +1627,7 @@ static int op_fusion(gen_t *g) {
   shape_text(&vs[0], &s);
   shape_text(&vs[1], shape_of(g, ops[1]));
   shape_text(&vs[2], &r);
-  kiln_strbuf_printf(
-      &c, "fused_%d {\n  a = %s parameter(0)\n  b = %s parameter(1)\n  x = %s %s(a, b)\n", id,
-      kiln_strbuf_cstr(&vs[0]), kiln_strbuf_cstr(&vs[1]), kiln_strbuf_cstr(&vs[0]), op);
+  fused_head(&c, id, &vs[0], &vs[1], op);
   if (transposed) {
     step_text(&c, false, "y", kiln_strbuf_cstr(&vs[0]), t, step, "x");
     kiln_strbuf_printf(&vs[3], "  ROOT r = %s transpose(y), dimensions={",
@@ -1661,9 +1668,7 @@ static int op_multi_output_fusion(gen_t *g) {
   shape_text(&vs[1], shape_of(g, ops[1]));
   shape_text(&vs[2], &r1);
   shape_text(&vs[3], &r2);
-  kiln_strbuf_printf(
-      &c, "fused_%d {\n  a = %s parameter(0)\n  b = %s parameter(1)\n  x = %s %s(a, b)\n", id,
-      kiln_strbuf_cstr(&vs[0]), kiln_strbuf_cstr(&vs[1]), kiln_strbuf_cstr(&vs[0]), op);
+  fused_head(&c, id, &vs[0], &vs[1], op);
   step_text(&c, false, "y", kiln_strbuf_cstr(&vs[2]), t, step, "x");
   step_text(&c, false, "z", kiln_strbuf_cstr(&vs[3]), t, step2, "x");
   const gen_shape_t *outs[2] = {&r1, &r2};
