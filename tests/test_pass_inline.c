@@ -372,6 +372,72 @@ static void test_fusion_unfuse_keeps_a_tuple_used_whole(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* A given fusion whose scatter is not its root (an exponential after it, or the copy layout
+ * assignment puts there when the fusion's result layout is not the operand's; fuzz:
+ * "scatter fusion whose root is not the scatter") or whose root is a transpose of its sort
+ * ("the root is not a sort") is inlined; a scatter fusion ending at the scatter and a sort
+ * fusion ending at a sort output stay. */
+static void test_fusion_unfuse_inlines_a_scatter_or_sort_off_the_root(void **state) {
+  kiln_hlo_module_t *m = pt_run_same_results(
+      "HloModule t\n"
+      "add {\n"
+      "  a = f32[] parameter(0)\n"
+      "  b = f32[] parameter(1)\n"
+      "  ROOT r = f32[] add(a, b)\n"
+      "}\n"
+      "lt {\n"
+      "  a = f32[] parameter(0)\n"
+      "  b = f32[] parameter(1)\n"
+      "  ROOT r = pred[] compare(a, b), direction=LT\n"
+      "}\n"
+      "scatter_then_exp {\n"
+      "  a = f32[5,3] parameter(0)\n"
+      "  i = s32[2,1] parameter(1)\n"
+      "  u = f32[2,3] parameter(2)\n"
+      "  s = f32[5,3] scatter(a, i, u), update_window_dims={1}, inserted_window_dims={0}, "
+      "scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+      "  ROOT e = f32[5,3] exponential(s)\n"
+      "}\n"
+      "scatter_at_root {\n"
+      "  a = f32[5,3] parameter(0)\n"
+      "  i = s32[2,1] parameter(1)\n"
+      "  u = f32[2,3] parameter(2)\n"
+      "  n = f32[2,3] negate(u)\n"
+      "  ROOT s = f32[5,3] scatter(a, i, n), update_window_dims={1}, inserted_window_dims={0}, "
+      "scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+      "}\n"
+      "sort_then_transpose {\n"
+      "  a = f32[5,3] parameter(0)\n"
+      "  s = f32[5,3] sort(a), dimensions={1}, to_apply=lt\n"
+      "  ROOT t = f32[3,5] transpose(s), dimensions={1,0}\n"
+      "}\n"
+      "sort_at_root {\n"
+      "  a = f32[5,3] parameter(0)\n"
+      "  n = f32[5,3] negate(a)\n"
+      "  ROOT s = f32[5,3] sort(n), dimensions={0}, to_apply=lt\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  p = f32[5,3] parameter(0)\n"
+      "  i = s32[2,1] parameter(1)\n"
+      "  u = f32[2,3] parameter(2)\n"
+      "  f = f32[5,3] fusion(p, i, u), kind=kInput, calls=scatter_then_exp\n"
+      "  g = f32[5,3] fusion(p, i, u), kind=kInput, calls=scatter_at_root\n"
+      "  h = f32[3,5] fusion(p), kind=kLoop, calls=sort_then_transpose\n"
+      "  k = f32[5,3] fusion(p), kind=kLoop, calls=sort_at_root\n"
+      "  ROOT o = (f32[5,3], f32[5,3], f32[3,5], f32[5,3]) tuple(f, g, h, k)\n"
+      "}\n",
+      "fusion_unfuse");
+  assert_null(kiln_hlo_module_find_computation(m, "scatter_then_exp"));
+  assert_null(kiln_hlo_module_find_computation(m, "sort_then_transpose"));
+  assert_non_null(kiln_hlo_module_find_computation(m, "scatter_at_root"));
+  assert_non_null(kiln_hlo_module_find_computation(m, "sort_at_root"));
+  assert_int_equal(pt_count(m, KILN_OP_FUSION), 2);
+  const kiln_hlo_computation_t *e = m->entry;
+  assert_int_equal(e->root->operands[0]->opcode, KILN_OP_EXP);
+  assert_int_equal(e->root->operands[2]->opcode, KILN_OP_TRANSPOSE);
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_pipeline_reports_exactly_the_unregistered_stages(void **state) {
   const char *missing[32];
   int n = kiln_pipeline_missing_passes(missing, 32);
@@ -441,6 +507,7 @@ int main(void) {
       cmocka_unit_test(test_fusion_inlining_flattens_fusions_in_comparators_only),
       cmocka_unit_test(test_fusion_unfuse_inlines_only_fusions_no_kernel_can_hold),
       cmocka_unit_test(test_fusion_unfuse_keeps_a_tuple_used_whole),
+      cmocka_unit_test(test_fusion_unfuse_inlines_a_scatter_or_sort_off_the_root),
       cmocka_unit_test(test_pipeline_reports_exactly_the_unregistered_stages),
       cmocka_unit_test(test_pipeline_simplifies_and_keeps_results),
   };

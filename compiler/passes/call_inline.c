@@ -25,9 +25,12 @@
  * fusion_unfuse: a top-level multi-output fusion whose outputs cannot be one kernel
  * (`kiln_fusion_outputs_fit_one_kernel`: a reduce the loop emitter computes elementally beside
  * a side output of the reduce's input shape, as a hand-written or other compiler's kInput
- * fusion may hold) is inlined the same way, each get-tuple-element of it becoming the root's
- * operand; priority and multi-output fusion then fuse its instructions as they fuse kiln's
- * own. Runs after layout normalization (which may turn a side output into a transpose). */
+ * fusion may hold), or a fusion whose scatter or sort is not at its root
+ * (`kiln_fusion_hero_off_root`: a scatter fusion given with a result layout other than its
+ * operand's, where layout assignment put a copy after the scatter), is inlined the same way,
+ * each get-tuple-element of it becoming the root's operand; priority and multi-output fusion
+ * then fuse its instructions as they fuse kiln's own. Runs after layout normalization (which
+ * may turn a side output or that copy into a transpose). */
 #include <string.h>
 
 #include "compiler/passes/fusion_util.h"
@@ -274,10 +277,12 @@ kiln_status kiln_pass_fusion_inline(kiln_hlo_module_t *m, const kiln_pass_option
   return inline_fusions(m, false, NULL, changed);
 }
 
-/* A multi-output fusion whose outputs no one kernel can hold. */
+/* A multi-output fusion whose outputs no one kernel can hold, or a fusion whose scatter or
+ * sort is not at its root. */
 static bool no_one_kernel(const kiln_hlo_instruction_t *site,
                           const kiln_hlo_computation_t *callee) {
-  return callee->root->opcode == KILN_OP_TUPLE && !kiln_fusion_outputs_fit_one_kernel(site);
+  return (callee->root->opcode == KILN_OP_TUPLE && !kiln_fusion_outputs_fit_one_kernel(site)) ||
+         kiln_fusion_hero_off_root(site);
 }
 
 kiln_status kiln_pass_fusion_unfuse(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,

@@ -593,6 +593,29 @@ bool kiln_fusion_can_share_kernel(const kiln_hlo_instruction_t *a,
   return !hero || reduction_tiles_fit(a, b, roots, n, hero);
 }
 
+/* A sort, or one of its outputs: what the sort emitter takes at the root. */
+static bool is_sort_output(const kiln_hlo_instruction_t *x) {
+  return x->opcode == KILN_OP_SORT ||
+         (x->opcode == KILN_OP_GET_TUPLE_ELEMENT && x->num_operands == 1 &&
+          x->operands[0]->opcode == KILN_OP_SORT);
+}
+
+bool kiln_fusion_hero_off_root(const kiln_hlo_instruction_t *f) {
+  const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(f, "calls");
+  if (!c || !c->root) return false;
+  const kiln_hlo_instruction_t *r = c->root;
+  bool sort_at_root = is_sort_output(r);
+  for (int i = 0; r->opcode == KILN_OP_TUPLE && i < r->num_operands; i++)
+    sort_at_root |= is_sort_output(r->operands[i]);
+  for (size_t i = 0; i < c->instructions.len; i++) {
+    const kiln_hlo_instruction_t *in = c->instructions.data[i];
+    if (!in) continue;
+    if (in->opcode == KILN_OP_SCATTER && in != r) return true;
+    if (in->opcode == KILN_OP_SORT && !sort_at_root) return true;
+  }
+  return false;
+}
+
 bool kiln_fusion_outputs_fit_one_kernel(const kiln_hlo_instruction_t *f) {
   root_info_t roots[KILN_FUSION_MAX_OUTPUTS_CHECKED];
   int n = 0;

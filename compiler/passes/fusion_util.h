@@ -114,6 +114,11 @@ bool kiln_fusion_can_share_kernel(const kiln_hlo_instruction_t *a, const kiln_hl
  * refuses. */
 #define KILN_FUSION_MAX_OUTPUTS_CHECKED 256
 bool kiln_fusion_outputs_fit_one_kernel(const kiln_hlo_instruction_t *f);
+/* Whether fusion `f` holds a scatter that is not its root, or a sort its root does not end
+ * at (the sort, its outputs or a tuple of them): the scatter and sort emitters start from
+ * the root, so no one kernel computes it as it stands (e.g. a copy after the scatter that
+ * layout assignment put inside a given fusion). */
+bool kiln_fusion_hero_off_root(const kiln_hlo_instruction_t *f);
 /* Whether two fusions (or fusible ops) can share one multi-output kernel. */
 bool kiln_fusion_loop_shapes_compatible(const kiln_fusion_loop_shape_t *a,
                                         const kiln_fusion_loop_shape_t *b);

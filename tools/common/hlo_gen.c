@@ -38,6 +38,7 @@ static const gen_type_t kTypes[] = {
 #define NUM_TYPES ((int)(sizeof kTypes / sizeof kTypes[0]))
 #define T_PRED 0
 #define T_S32 5
+#define T_U32 11
 #define T_F32 15
 
 static bool is_float(int t) {
@@ -104,6 +105,7 @@ struct kiln_hlo_gen_program {
   int num_nodes, cap;
   int roots[4];
   int num_roots;
+  bool entry_layout; /* render an entry_computation_layout (see entry_layout_text) */
 };
 
 typedef struct gen {
@@ -218,6 +220,8 @@ static bool inexact_result(const kiln_hlo_gen_program_t *p, const gen_node_t *nd
                                        "negate",
                                        "abs",
                                        "copy",
+                                       "copy-start",
+                                       "copy-done",
                                        "bitcast",
                                        "tuple",
                                        "get-tuple-element",
@@ -812,6 +816,17 @@ static bool bitcast_shape(gen_t *g, const gen_shape_t *in, gen_shape_t *r) {
   return true;
 }
 
+static char *tuple_text(const gen_shape_t *const *s, int n) {
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b, "(");
+  for (int i = 0; i < n; i++) {
+    if (i) kiln_strbuf_printf(&b, ", ");
+    shape_text(&b, s[i]);
+  }
+  kiln_strbuf_printf(&b, ")");
+  return strbuf_take(&b);
+}
+
 static int op_bitcast(gen_t *g) {
   int x = pick(g, any_type, 1);
   gen_shape_t in = *shape_of(g, x), r;
@@ -819,13 +834,20 @@ static int op_bitcast(gen_t *g) {
   return add_node(g, "bitcast", &r, &x, 1, NULL, NULL);
 }
 
-/* copy into another layout (a physical transpose, as layout assignment leaves them). */
+/* copy into another layout (a physical transpose, as layout assignment leaves them);
+ * sometimes as an asynchronous copy-start / copy-done pair. */
 static int op_layout_copy(gen_t *g) {
   int x = pick(g, any_type, 1);
   gen_shape_t r = *shape_of(g, x);
   if (r.rank < 2) return -1;
   shuffle(g, r.m2m, r.rank);
-  return add_node(g, "copy", &r, &x, 1, NULL, NULL);
+  if (chance(g, 70)) return add_node(g, "copy", &r, &x, 1, NULL, NULL);
+  gen_shape_t ctx = scalar_of(T_U32);
+  const gen_shape_t *parts[3] = {&r, shape_of(g, x), &ctx};
+  char *text = tuple_text(parts, 3);
+  int cs = add_tuple_node(g, "copy-start", text, &x, 1, NULL, NULL);
+  kiln_free(text);
+  return add_node(g, "copy-done", &r, &cs, 1, NULL, NULL);
 }
 
 static int op_reverse(gen_t *g) {
@@ -1016,13 +1038,21 @@ static int op_gather(gen_t *g) {
   return add_node(g, "gather", &r, ops, 2, strbuf_take(&b), NULL);
 }
 
-/* Scatter-add rows along dimension `d` (duplicates combine; add commutes). */
-static int op_scatter(gen_t *g) {
+/* What a scatter of one index dimension takes: its operands (operand, s32[n,1] indices,
+ * updates), the operand's shape, its result shape, attributes and combiner
+ * computation text. */
+typedef struct scatter_parts {
+  int ops[3];
+  gen_shape_t in, r;
+  char *attrs, *comps;
+} scatter_parts_t;
+
+static bool scatter_parts(gen_t *g, scatter_parts_t *sp) {
   int x = pick(g, numeric_type, 1);
   gen_shape_t in = *shape_of(g, x);
-  if (in.rank >= GEN_MAX_RANK) return -1;
+  if (in.rank >= GEN_MAX_RANK) return false;
   int d = rnd(g, in.rank);
-  if (in.dims[d] == 0) return -1;
+  if (in.dims[d] == 0) return false;
   gen_shape_t is;
   memset(&is, 0, sizeof is);
   is.type = T_S32;
@@ -1059,10 +1089,20 @@ static int op_scatter(gen_t *g) {
       "scatter_dims_to_operand_dims={%d}, index_vector_dim=1, to_apply=%s",
       kiln_strbuf_cstr(&wins), d, d, name);
   kiln_strbuf_free(&wins);
-  gen_shape_t r = in;
-  random_layout(g, &r);
-  int ops[3] = {x, idx, upd};
-  return add_node(g, "scatter", &r, ops, 3, attrs, strbuf_take(&c));
+  /* scatter-add rows along dimension `d` (duplicates combine; add commutes) */
+  sp->r = in;
+  random_layout(g, &sp->r);
+  sp->ops[0] = x, sp->ops[1] = idx, sp->ops[2] = upd;
+  sp->in = in;
+  sp->attrs = attrs;
+  sp->comps = strbuf_take(&c);
+  return true;
+}
+
+static int op_scatter(gen_t *g) {
+  scatter_parts_t sp;
+  if (!scatter_parts(g, &sp)) return -1;
+  return add_node(g, "scatter", &sp.r, sp.ops, 3, sp.attrs, sp.comps);
 }
 
 /* The dimensions a reduce of `in` takes: each with probability 1/2, the last when no other
@@ -1406,16 +1446,6 @@ static bool wide_float_type(int t) {
 }
 
 /* `n` shapes as a tuple shape's text. */
-static char *tuple_text(const gen_shape_t *const *s, int n) {
-  kiln_strbuf_t b = {0};
-  kiln_strbuf_printf(&b, "(");
-  for (int i = 0; i < n; i++) {
-    if (i) kiln_strbuf_printf(&b, ", ");
-    shape_text(&b, s[i]);
-  }
-  kiln_strbuf_printf(&b, ")");
-  return strbuf_take(&b);
-}
 
 /* Element `which` of tuple node `t`, whose elements have shapes `s`. */
 static int tuple_element(gen_t *g, int t, const gen_shape_t *s, int which) {
@@ -1571,11 +1601,34 @@ static int op_call(gen_t *g) {
 
 /* The start of fused computation `fused_ID`: parameters a (shape text `a`) and b (`b`), then
  * `x = op(a, b)` shaped like a. */
-static void fused_head(kiln_strbuf_t *c, int id, kiln_strbuf_t *a, kiln_strbuf_t *b,
-                       const char *op) {
-  kiln_strbuf_printf(
-      c, "fused_%d {\n  a = %s parameter(0)\n  b = %s parameter(1)\n  x = %s %s(a, b)\n", id,
-      kiln_strbuf_cstr(a), kiln_strbuf_cstr(b), kiln_strbuf_cstr(a), op);
+static void fused_head(kiln_strbuf_t *c, int id, const gen_shape_t *outer, kiln_strbuf_t *a,
+                       kiln_strbuf_t *b, const char *op) {
+  kiln_strbuf_printf(c, "fused_%d {\n", id);
+  if (outer) {
+    kiln_strbuf_t o = {0};
+    shape_text(&o, outer);
+    kiln_strbuf_printf(c, "  a0 = %s parameter(0)\n  a = %s bitcast(a0)\n", kiln_strbuf_cstr(&o),
+                       kiln_strbuf_cstr(a));
+    kiln_strbuf_free(&o);
+  } else {
+    kiln_strbuf_printf(c, "  a = %s parameter(0)\n", kiln_strbuf_cstr(a));
+  }
+  kiln_strbuf_printf(c, "  b = %s parameter(1)\n  x = %s %s(a, b)\n", kiln_strbuf_cstr(b),
+                     kiln_strbuf_cstr(a), op);
+}
+
+/* Sometimes (25%) a loop fusion's first operand arrives in another shape that a bitcast at
+ * the start of the fused computation turns into the one it computes in, as XLA's fusions
+ * start: *s becomes the bitcast's shape, ops[1] a node of its dimensions, *outer the
+ * operand's shape. Returns whether it did. */
+static bool bitcast_first_operand(gen_t *g, int ops[2], gen_shape_t *s, gen_shape_t *outer) {
+  gen_shape_t r;
+  if (!chance(g, 25) || !bitcast_shape(g, s, &r)) return false;
+  *outer = *s;
+  *s = r;
+  random_layout(g, &r);
+  ops[1] = node_like(g, &r);
+  return true;
 }
 
 /* An in-place dynamic-update-slice fusion as XLA's optimized dumps hold them (`kind=kLoop`,
@@ -1606,6 +1659,34 @@ static int op_dus_fusion(gen_t *g) {
                   strbuf_take(&c));
 }
 
+/* A scatter fusion as XLA's optimized dumps hold them (`kind=kInput`, the root a scatter of
+ * parameter 0): the updates go through a unary step first. */
+static int op_scatter_fusion(gen_t *g) {
+  scatter_parts_t sp;
+  if (!scatter_parts(g, &sp)) return -1;
+  int t = sp.in.type, id = g->p->num_nodes;
+  const char *step = kTypes[t].kind == K_C ? "negate" : step_op(g, t);
+  kiln_strbuf_t c = {0}, vs[4] = {{0}, {0}, {0}, {0}};
+  shape_text(&vs[0], &sp.in);
+  shape_text(&vs[1], shape_of(g, sp.ops[1]));
+  shape_text(&vs[2], shape_of(g, sp.ops[2]));
+  shape_text(&vs[3], &sp.r);
+  kiln_strbuf_append(&c, sp.comps);
+  kiln_free(sp.comps);
+  kiln_strbuf_printf(&c,
+                     "fused_%d {\n  a = %s parameter(0)\n  i = %s parameter(1)\n"
+                     "  u = %s parameter(2)\n",
+                     id, kiln_strbuf_cstr(&vs[0]), kiln_strbuf_cstr(&vs[1]),
+                     kiln_strbuf_cstr(&vs[2]));
+  step_text(&c, false, "y", kiln_strbuf_cstr(&vs[2]), t, step, "u");
+  kiln_strbuf_printf(&c, "  ROOT s = %s scatter(a, i, y)%s\n}\n\n", kiln_strbuf_cstr(&vs[3]),
+                     sp.attrs);
+  kiln_free(sp.attrs);
+  for (int i = 0; i < 4; i++) kiln_strbuf_free(&vs[i]);
+  return add_node(g, "fusion", &sp.r, sp.ops, 3, xprintf(", kind=kInput, calls=fused_%d", id),
+                  strbuf_take(&c));
+}
+
 /* A loop fusion as XLA's optimized dumps hold them: `x = op(a, b)`, a unary step, sometimes
  * a transpose at the root. The fusion's result gets its own random layout, so layout
  * assignment decides where the bytes move (inside the fusion, or in a copy after it). */
@@ -1614,6 +1695,8 @@ static int op_fusion(gen_t *g) {
   gen_shape_t s;
   const char *op, *step;
   if (!smooth_operands(g, ops, &s, &op, &step)) return -1;
+  gen_shape_t outer;
+  bool cast = bitcast_first_operand(g, ops, &s, &outer);
   int t = s.type;
   int perm[GEN_MAX_RANK + 1];
   for (int i = 0; i < s.rank; i++) perm[i] = i;
@@ -1627,7 +1710,7 @@ static int op_fusion(gen_t *g) {
   shape_text(&vs[0], &s);
   shape_text(&vs[1], shape_of(g, ops[1]));
   shape_text(&vs[2], &r);
-  fused_head(&c, id, &vs[0], &vs[1], op);
+  fused_head(&c, id, cast ? &outer : NULL, &vs[0], &vs[1], op);
   if (transposed) {
     step_text(&c, false, "y", kiln_strbuf_cstr(&vs[0]), t, step, "x");
     kiln_strbuf_printf(&vs[3], "  ROOT r = %s transpose(y), dimensions={",
@@ -1638,7 +1721,12 @@ static int op_fusion(gen_t *g) {
     /* a bitcast at the root, as XLA's fusions end in them */
     step_text(&c, false, "y", kiln_strbuf_cstr(&vs[2]), t, step, "x");
     shape_text(&vs[3], &rb);
-    kiln_strbuf_printf(&c, "  ROOT r = %s bitcast(y)\n", kiln_strbuf_cstr(&vs[3]));
+    if (chance(g, 50)) {
+      kiln_strbuf_printf(&c, "  ROOT r = %s bitcast(y)\n", kiln_strbuf_cstr(&vs[3]));
+    } else { /* and another step after it */
+      kiln_strbuf_printf(&c, "  yb = %s bitcast(y)\n", kiln_strbuf_cstr(&vs[3]));
+      step_text(&c, true, "r", kiln_strbuf_cstr(&vs[3]), t, step_op(g, t), "yb");
+    }
     r = rb;
   } else {
     step_text(&c, true, "r", kiln_strbuf_cstr(&vs[2]), t, step, "x");
@@ -1658,6 +1746,8 @@ static int op_multi_output_fusion(gen_t *g) {
   gen_shape_t s;
   const char *op, *step;
   if (!smooth_operands(g, ops, &s, &op, &step)) return -1;
+  gen_shape_t outer;
+  bool cast = bitcast_first_operand(g, ops, &s, &outer);
   int t = s.type, id = g->p->num_nodes;
   gen_shape_t r1 = s, r2 = s;
   random_layout(g, &r1);
@@ -1668,7 +1758,7 @@ static int op_multi_output_fusion(gen_t *g) {
   shape_text(&vs[1], shape_of(g, ops[1]));
   shape_text(&vs[2], &r1);
   shape_text(&vs[3], &r2);
-  fused_head(&c, id, &vs[0], &vs[1], op);
+  fused_head(&c, id, cast ? &outer : NULL, &vs[0], &vs[1], op);
   step_text(&c, false, "y", kiln_strbuf_cstr(&vs[2]), t, step, "x");
   step_text(&c, false, "z", kiln_strbuf_cstr(&vs[3]), t, step2, "x");
   const gen_shape_t *outs[2] = {&r1, &r2};
@@ -2216,7 +2306,9 @@ static const op_entry_t kOps[] = {
     {op_dynamic_update_slice, 2},
     {op_dus_fusion, 1},
     {op_gather, 3},
-    {op_scatter, 3},
+    /* scatter and its fusion share scatter's old weight */
+    {op_scatter, 2},
+    {op_scatter_fusion, 1},
     /* reduce and the reduction fusion share reduce's old weight */
     {op_reduce, 7},
     {op_input_fusion, 1},
@@ -2293,6 +2385,7 @@ kiln_hlo_gen_program_t *kiln_hlo_gen_make(const kiln_hlo_gen_options_t *o) {
     if (!nd->tuple && cand != last && strcmp(nd->op, "parameter") && strcmp(nd->op, "constant"))
       p->roots[p->num_roots++] = cand;
   }
+  p->entry_layout = chance(&g, 20); /* drawn last: every draw before it stays */
   return p;
 }
 
@@ -2358,10 +2451,42 @@ int kiln_hlo_gen_float_divides(const kiln_hlo_gen_program_t *p, int *inexact_div
   return n;
 }
 
+/* Node i's shape with its minor-to-major order rotated by `turn` places. */
+static void turned_shape_text(kiln_strbuf_t *b, const gen_node_t *nd, uint64_t turn) {
+  gen_shape_t s = nd->s;
+  for (int i = 0; i < s.rank; i++) s.m2m[i] = nd->s.m2m[((uint64_t)i + turn) % (uint64_t)s.rank];
+  shape_text(b, &s);
+}
+
+/* `, entry_computation_layout={(...)->...}` giving the caller's layouts: each parameter's
+ * and result's written layout turned by a rotation of its minor-to-major order (the k-th
+ * array's by seed + k places), so many differ from the layouts the entry computation was
+ * written with, as a caller's may. Nothing when a root is a tuple. */
+static void entry_layout_text(kiln_strbuf_t *b, const kiln_hlo_gen_program_t *p, const bool *live) {
+  for (int k = 0; k < p->num_roots; k++)
+    if (p->nodes[p->roots[k]].tuple) return;
+  uint64_t turn = p->opts.seed;
+  kiln_strbuf_printf(b, ", entry_computation_layout={(");
+  int n = 0;
+  for (int i = 0; i < p->num_nodes; i++)
+    if (live[i] && !strcmp(p->nodes[i].op, "parameter")) {
+      if (n++) kiln_strbuf_printf(b, ", ");
+      turned_shape_text(b, &p->nodes[i], turn++);
+    }
+  kiln_strbuf_printf(b, ")->%s", p->num_roots > 1 ? "(" : "");
+  for (int k = 0; k < p->num_roots; k++) {
+    if (k) kiln_strbuf_printf(b, ", ");
+    turned_shape_text(b, &p->nodes[p->roots[k]], turn++);
+  }
+  kiln_strbuf_printf(b, "%s}", p->num_roots > 1 ? ")" : "");
+}
+
 char *kiln_hlo_gen_render(const kiln_hlo_gen_program_t *p) {
   bool *live = live_nodes(p);
   kiln_strbuf_t b = {0};
-  kiln_strbuf_printf(&b, "HloModule fuzz_%llu\n\n", (unsigned long long)p->opts.seed);
+  kiln_strbuf_printf(&b, "HloModule fuzz_%llu", (unsigned long long)p->opts.seed);
+  if (p->entry_layout) entry_layout_text(&b, p, live);
+  kiln_strbuf_printf(&b, "\n\n");
   for (int i = 0; i < p->num_nodes; i++)
     if (live[i]) kiln_strbuf_printf(&b, "%s", p->nodes[i].comps);
   kiln_strbuf_printf(&b, "ENTRY main {\n");
