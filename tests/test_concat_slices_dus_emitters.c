@@ -137,6 +137,40 @@ static void test_input_slices_of_different_sizes(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* A whole window beside slices (a full slice the simplifier removed; fuzz: "loop fusion
+ * outputs with different element counts"): still input slices, the whole value written
+ * unguarded. A root of another shape, or a strided slice, makes it a loop fusion. */
+static const char *k_slices_whole =
+    "fusion {\n"
+    "  p0 = f32[12,5] parameter(0)\n"
+    "  e = f32[12,5] exponential(p0)\n"
+    "  s0 = f32[3,5] slice(e), slice={[2:5], [0:5]}\n"
+    "  ROOT t = (f32[3,5], f32[12,5]) tuple(s0, e)\n"
+    "}\n";
+
+static void test_input_slices_with_a_whole_window(void **state) {
+  kiln_hlo_module_t *m = parse(k_slices_whole);
+  assert_int_equal(kiln_codegen_classify(m->entry, NULL), KILN_CODEGEN_EMITTER_INPUT_SLICES);
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  assert_true(run_one("input slices [3,5] and the whole [12,5]", m->entry,
+                      KILN_CODEGEN_EMITTER_INPUT_SLICES, jit));
+  kiln_host_jit_destroy(jit);
+  kiln_hlo_module_destroy(m);
+  static const char *const k_not[] = {
+      "fusion {\n  p0 = f32[12,5] parameter(0)\n  e = f32[12,5] exponential(p0)\n"
+      "  s0 = f32[3,5] slice(e), slice={[2:5], [0:5]}\n  t0 = f32[5,12] transpose(e), "
+      "dimensions={1,0}\n  ROOT t = (f32[3,5], f32[5,12]) tuple(s0, t0)\n}\n",
+      "fusion {\n  p0 = f32[12,5] parameter(0)\n  e = f32[12,5] exponential(p0)\n"
+      "  s0 = f32[3,5] slice(e), slice={[2:8:2], [0:5]}\n"
+      "  ROOT t = (f32[3,5], f32[12,5]) tuple(s0, e)\n}\n"};
+  for (size_t i = 0; i < sizeof k_not / sizeof k_not[0]; i++) {
+    m = parse(k_not[i]);
+    assert_int_equal(kiln_codegen_classify(m->entry, NULL), KILN_CODEGEN_EMITTER_LOOP);
+    kiln_hlo_module_destroy(m);
+  }
+}
+
 /* Operand 0 computed in the fusion (so no aliasing could help): the copy kernel computes it. */
 static const char *k_dus_computed = "fusion {\n"
                                     "  p0 = f32[30,20] parameter(0)\n"
@@ -277,6 +311,7 @@ int main(void) {
       cmocka_unit_test(test_concatenate_grid_covers_largest_operand),
       cmocka_unit_test(test_wide_concatenate_takes_the_emitter_when_large),
       cmocka_unit_test(test_input_slices_of_different_sizes),
+      cmocka_unit_test(test_input_slices_with_a_whole_window),
       cmocka_unit_test(test_dus_with_computed_operand),
       cmocka_unit_test(test_dus_through_bitcast_with_side_output),
       cmocka_unit_test(test_dus_of_complex_values),

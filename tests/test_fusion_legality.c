@@ -183,6 +183,32 @@ static void test_reduce_over_unit_dims_does_not_join_a_reduction_kernel(void **s
   kiln_hlo_module_destroy(m);
 }
 
+static void test_complex_reduction_by_multiply_does_not_take_a_sibling(void **state) {
+  /* fuzz 3223320: the reduction emitter reduces complex values only by add, so a c64
+   * multiply-reduce of 16 elements is a loop kernel of 1 element; the side output real(v)
+   * (16 elements) cannot share it ("loop fusion outputs with different element counts"). A
+   * c64 add-reduce of 4096 elements is the reduction emitter's and takes it. */
+  kiln_hlo_module_t *m = parse_entry(
+      "mul_c {\n  a = c64[] parameter(0)\n  b = c64[] parameter(1)\n"
+      "  ROOT r = c64[] multiply(a, b)\n}\n"
+      "add_c {\n  a = c64[] parameter(0)\n  b = c64[] parameter(1)\n"
+      "  ROOT r = c64[] add(a, b)\n}\n"
+      "ENTRY main {\n"
+      "  p = f32[16,1]{1,0} parameter(0)\n  z = c64[] parameter(1)\n"
+      "  v = c64[16,1]{1,0} complex(p, p)\n"
+      "  r = c64[] reduce(v, z), dimensions={0,1}, to_apply=mul_c\n"
+      "  e = f32[16,1]{1,0} real(v)\n"
+      "  q = f32[4096]{0} parameter(2)\n"
+      "  w = c64[4096]{0} complex(q, q)\n"
+      "  s = c64[] reduce(w, z), dimensions={0}, to_apply=add_c\n"
+      "  i = f32[4096]{0} imag(w)\n"
+      "  ROOT t = (c64[], f32[16,1]{1,0}, c64[], f32[4096]{0}) tuple(r, e, s, i)\n}\n");
+  assert_false(kiln_fusion_reduction_is_unnested(kiln_hlo_computation_find(m->entry, "r")));
+  assert_true(kiln_fusion_reduction_is_unnested(kiln_hlo_computation_find(m->entry, "s")));
+  assert_int_equal(fuse_and_emit(m), 3);
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_reduction_forms(void **state) {
   kiln_hlo_module_t *m = parse_entry(
       "ENTRY main {\n"
@@ -344,6 +370,7 @@ int main(void) {
       cmocka_unit_test(test_elemental_reduction_does_not_take_a_loop_sibling),
       cmocka_unit_test(test_unnested_reduction_takes_a_sibling_shaped_like_its_input),
       cmocka_unit_test(test_reduce_over_unit_dims_does_not_join_a_reduction_kernel),
+      cmocka_unit_test(test_complex_reduction_by_multiply_does_not_take_a_sibling),
       cmocka_unit_test(test_reduction_forms),
       cmocka_unit_test(test_column_reductions_share_a_kernel_within_shared_memory),
       cmocka_unit_test(test_corpus_fusions_are_each_one_emitters_kernel),

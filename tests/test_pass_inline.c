@@ -438,6 +438,48 @@ static void test_fusion_unfuse_inlines_a_scatter_or_sort_off_the_root(void **sta
   kiln_hlo_module_destroy(m);
 }
 
+/* Without a reduce: outputs of two element counts that are not input slices (a slice and a
+ * transpose of another shape; fuzz: a given slices fusion whose layouts made its roots
+ * transposes of slices, "loop fusion outputs with different element counts") are inlined;
+ * slices beside a whole window, and outputs of one element count, stay. */
+static void test_fusion_unfuse_inlines_outputs_of_two_counts_that_are_not_slices(void **state) {
+  kiln_hlo_module_t *m = pt_run_same_results(
+      "HloModule t\n"
+      "mixed {\n"
+      "  a = f32[6,5] parameter(0)\n"
+      "  e = f32[6,5] exponential(a)\n"
+      "  s = f32[2,5] slice(e), slice={[1:3], [0:5]}\n"
+      "  t = f32[5,6] transpose(e), dimensions={1,0}\n"
+      "  ROOT r = (f32[2,5], f32[5,6]) tuple(s, t)\n"
+      "}\n"
+      "slices {\n"
+      "  a = f32[6,5] parameter(0)\n"
+      "  e = f32[6,5] exponential(a)\n"
+      "  s = f32[2,5] slice(e), slice={[1:3], [0:5]}\n"
+      "  ROOT r = (f32[2,5], f32[6,5]) tuple(s, e)\n"
+      "}\n"
+      "same_count {\n"
+      "  a = f32[6,5] parameter(0)\n"
+      "  n = f32[6,5] negate(a)\n"
+      "  t = f32[5,6] transpose(a), dimensions={1,0}\n"
+      "  ROOT r = (f32[6,5], f32[5,6]) tuple(n, t)\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  p = f32[6,5] parameter(0)\n"
+      "  f = (f32[2,5], f32[5,6]) fusion(p), kind=kLoop, calls=mixed\n"
+      "  g = (f32[2,5], f32[6,5]) fusion(p), kind=kLoop, calls=slices\n"
+      "  h = (f32[6,5], f32[5,6]) fusion(p), kind=kLoop, calls=same_count\n"
+      "  ROOT o = ((f32[2,5], f32[5,6]), (f32[2,5], f32[6,5]), (f32[6,5], f32[5,6])) "
+      "tuple(f, g, h)\n"
+      "}\n",
+      "fusion_unfuse");
+  assert_null(kiln_hlo_module_find_computation(m, "mixed"));
+  assert_non_null(kiln_hlo_module_find_computation(m, "slices"));
+  assert_non_null(kiln_hlo_module_find_computation(m, "same_count"));
+  assert_int_equal(pt_count(m, KILN_OP_FUSION), 2);
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_pipeline_reports_exactly_the_unregistered_stages(void **state) {
   const char *missing[32];
   int n = kiln_pipeline_missing_passes(missing, 32);
@@ -508,6 +550,7 @@ int main(void) {
       cmocka_unit_test(test_fusion_unfuse_inlines_only_fusions_no_kernel_can_hold),
       cmocka_unit_test(test_fusion_unfuse_keeps_a_tuple_used_whole),
       cmocka_unit_test(test_fusion_unfuse_inlines_a_scatter_or_sort_off_the_root),
+      cmocka_unit_test(test_fusion_unfuse_inlines_outputs_of_two_counts_that_are_not_slices),
       cmocka_unit_test(test_pipeline_reports_exactly_the_unregistered_stages),
       cmocka_unit_test(test_pipeline_simplifies_and_keeps_results),
   };

@@ -173,3 +173,18 @@ bool kiln_reduction_faster_than_elemental(bool is_row, const int64_t dims[3]) {
                    (major < 4 * warp && minor < 8) || (major < 8 * warp && minor < 3);
   return !elemental;
 }
+
+bool kiln_reduction_reduces_complex(const kiln_hlo_instruction_t *r) {
+  for (int k = 0; k < r->num_operands / 2; k++)
+    if (kiln_elem_type_is_complex(r->operands[k]->shape->type)) return true;
+  return false;
+}
+
+bool kiln_reduction_of_complex_ok(const kiln_hlo_instruction_t *r) {
+  if (!kiln_reduction_reduces_complex(r)) return true;
+  const kiln_hlo_computation_t *f = kiln_hlo_instruction_called(r, "to_apply");
+  const kiln_hlo_instruction_t *a = f && f->num_parameters == 2 ? f->root : NULL;
+  return r->num_operands == 2 && a && a->opcode == KILN_OP_ADD && a->num_operands == 2 &&
+         a->operands[0]->opcode == KILN_OP_PARAMETER &&
+         a->operands[1]->opcode == KILN_OP_PARAMETER && a->operands[0] != a->operands[1];
+}

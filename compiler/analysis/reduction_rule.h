@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "compiler/hlo/ir.h"
+
 /* A reduce's input in physical order collapsed to three dims. Row: [major_red, kept,
  * minor_red]; column: [major_kept, red, minor_kept]. */
 typedef struct kiln_reduction_dims {
@@ -104,5 +106,12 @@ int64_t kiln_reduction_shared_bytes(const kiln_reduction_plan_t *p, const kiln_r
  * small shapes where a loop wins (reduced < 32; < 64 with < 32 kept; < 128 with < 8 kept;
  * < 256 with < 3 kept). */
 bool kiln_reduction_faster_than_elemental(bool is_row, const int64_t dims[3]);
+
+/* Whether reduce `r` reduces complex values. */
+bool kiln_reduction_reduces_complex(const kiln_hlo_instruction_t *r);
+/* Whether the reduction emitter takes `r`'s element types: real reduces, and of complex values
+ * a single-input add of the reducer's two parameters only (its accumulators keep (re, im)
+ * apart); other complex reduces run on the loop emitter, which reduces (re, im) pairs. */
+bool kiln_reduction_of_complex_ok(const kiln_hlo_instruction_t *r);
 
 #endif /* KILN_COMPILER_ANALYSIS_REDUCTION_RULE_H_ */

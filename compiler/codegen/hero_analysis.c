@@ -114,24 +114,9 @@ bool kiln_hero_reduction_dims(const kiln_hlo_instruction_t *r, kiln_reduction_di
   return true;
 }
 
-static bool reduces_complex(const kiln_hlo_instruction_t *r) {
-  for (int k = 0; k < r->num_operands / 2; k++)
-    if (kiln_elem_type_is_complex(r->operands[k]->shape->type)) return true;
-  return false;
-}
-
-bool kiln_hero_reduction_of_complex_ok(const kiln_hlo_instruction_t *r) {
-  if (!reduces_complex(r)) return true;
-  const kiln_hlo_computation_t *f = kiln_hlo_instruction_called(r, "to_apply");
-  const kiln_hlo_instruction_t *a = f && f->num_parameters == 2 ? f->root : NULL;
-  return r->num_operands == 2 && a && a->opcode == KILN_OP_ADD && a->num_operands == 2 &&
-         a->operands[0]->opcode == KILN_OP_PARAMETER &&
-         a->operands[1]->opcode == KILN_OP_PARAMETER && a->operands[0] != a->operands[1];
-}
-
 bool kiln_hero_is_reduction_hero(const kiln_hlo_instruction_t *r) {
   kiln_reduction_dims_t rd;
-  if (!kiln_hero_reduction_dims(r, &rd) || !kiln_hero_reduction_of_complex_ok(r)) return false;
+  if (!kiln_hero_reduction_dims(r, &rd) || !kiln_reduction_of_complex_ok(r)) return false;
   return kiln_reduction_faster_than_elemental(rd.is_row, rd.dims);
 }
 
@@ -139,7 +124,8 @@ static bool is_real_reduction_hero(const kiln_hlo_instruction_t *root,
                                    const kiln_hlo_instruction_t *hero) {
   if (!kiln_hero_is_reduction_hero(hero)) return false;
   if (root == hero) return true;
-  if (reduces_complex(hero)) return false; /* no complex epilogues: the loop emitter's */
+  if (kiln_reduction_reduces_complex(hero))
+    return false; /* no complex epilogues: the loop emitter's */
   kiln_reduction_dims_t rd;
   kiln_hero_reduction_dims(hero, &rd);
   return kiln_reduction_is_race_free(&rd);
@@ -569,19 +555,25 @@ kiln_status kiln_hero_analyze(const kiln_hlo_computation_t *c, kiln_hero_analysi
   }
   /* 3. several roots */
   if (n > 1) {
-    bool all_dus = true, all_slices = true;
+    /* Input slices: a root that is no slice but has the slices' input shape is the whole
+     * window (a full slice the simplifier removed). */
+    const kiln_hlo_instruction_t *slice = NULL;
+    for (int i = 0; i < n && !slice; i++)
+      if (is_unit_slice(out->roots[i])) slice = out->roots[i];
+    bool all_dus = true, all_slices = slice != NULL;
     for (int i = 0; i < n; i++) {
-      all_dus = all_dus && is_inplace_dus(out->roots[i]);
-      all_slices = all_slices && is_unit_slice(out->roots[i]) &&
-                   kiln_shape_equal(out->roots[i]->operands[0]->shape,
-                                    out->roots[0]->operands[0]->shape, false);
+      const kiln_hlo_instruction_t *r = out->roots[i];
+      all_dus = all_dus && is_inplace_dus(r);
+      const kiln_shape_t *window = is_unit_slice(r) ? r->operands[0]->shape : r->shape;
+      all_slices = all_slices && (is_unit_slice(r) || r->opcode != KILN_OP_SLICE) &&
+                   kiln_shape_equal(window, slice->operands[0]->shape, false);
     }
     if (all_dus) {
       out->emitter = KILN_HERO_EMITTER_DYNAMIC_UPDATE_SLICE;
       out->hero = skip_bitcasts(out->roots[0]);
     } else if (all_slices) {
       out->emitter = KILN_HERO_EMITTER_INPUT_SLICES;
-      out->hero = out->roots[0]->operands[0];
+      out->hero = slice->operands[0];
     }
     return NULL;
   }

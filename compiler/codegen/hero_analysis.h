@@ -18,7 +18,8 @@
  *      the same normalized dims and permutation, and every other root has as many elements
  *      as the transpose's input;
  *   3. several roots: in-place dynamic-update-slice when every root is one (see 8), input
- *      slices when every root is a unit-stride slice of one common input shape, else loop;
+ *      slices when every root is a unit-stride slice of one common input shape or (not
+ *      all) a value of that shape (the whole window), else loop;
  *   4. scatter (root scatter), 5. sort (root sort, possibly through get-tuple-element),
  *   6. concatenate (hero concatenate with <= 4 operands),
  *   7. input slices (a single slice root: no), 8. in-place dynamic-update-slice: each root
@@ -61,12 +62,8 @@ const char *kiln_reduction_kind_name(kiln_reduction_kind_t k);
 bool kiln_hero_reduction_dims(const kiln_hlo_instruction_t *r, kiln_reduction_dims_t *out);
 /* Whether the reduction emitter takes `r` (contiguous dims and faster than elemental:
  * row: minor_red >= 32 or dividing 32; column: XLA's small-column rule; element types as
- * kiln_hero_reduction_of_complex_ok says). */
+ * kiln_reduction_of_complex_ok says). */
 bool kiln_hero_is_reduction_hero(const kiln_hlo_instruction_t *r);
-/* Whether the reduction emitter takes `r`'s element types: real reduces, and of complex values
- * a single-input add of the reducer's two parameters only (its accumulators keep (re, im)
- * apart); other complex reduces run on the loop emitter, which reduces (re, im) pairs. */
-bool kiln_hero_reduction_of_complex_ok(const kiln_hlo_instruction_t *r);
 
 /* A transpose normalized to physical order: size-1 dims dropped and runs of input dims that
  * stay adjacent merged. out_dims[i] = in_dims[perm[i]]. */

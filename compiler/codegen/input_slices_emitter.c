@@ -10,11 +10,17 @@ typedef struct is_state {
   kiln_hero_analysis_t ha;
 } is_state_t;
 
-/* The slices' operands head their own functions (read at the input index). */
+/* The value root r writes at each index of its window: the slice's operand, or the root
+ * itself when it is the whole window. */
+static const kiln_hlo_instruction_t *window_value(const kiln_hlo_instruction_t *r) {
+  return r->opcode == KILN_OP_SLICE ? r->operands[0] : r;
+}
+
+/* The window values head their own functions (read at the input index). */
 static bool is_is_root(void *user, const kiln_hlo_instruction_t *instr) {
   is_state_t *st = user;
   for (int i = 0; i < st->ha.num_roots; i++)
-    if (st->ha.roots[i]->operands[0] == instr) return true;
+    if (window_value(st->ha.roots[i]) == instr) return true;
   return false;
 }
 
@@ -27,7 +33,7 @@ kiln_status kiln_input_slices_kernel_emit(const kiln_hlo_computation_t *c,
   kiln_status s = kiln_hero_analyze(c, &st->ha);
   if (!s && st->ha.emitter != KILN_HERO_EMITTER_INPUT_SLICES)
     s = KILN_ERR_INVALID("%s: not an input slices fusion (%s)", c->name, kiln_hero_emitter_name(st->ha.emitter));
-  const kiln_shape_t *in = s ? NULL : st->ha.roots[0]->operands[0]->shape;
+  const kiln_shape_t *in = s ? NULL : st->ha.hero->shape;
   for (int i = 0; i < st->ha.num_roots && !s; i++)
     if (kiln_elem_type_is_complex(st->ha.roots[i]->shape->type))
       s = KILN_ERR_UNIMPLEMENTED("%s: %s slice root", c->name, kiln_elem_type_name(st->ha.roots[i]->shape->type));
@@ -71,8 +77,8 @@ kiln_status kiln_input_slices_kernel_emit(const kiln_hlo_computation_t *c,
       const kiln_hlo_instruction_t *r = st->ha.roots[root_of[o]];
       kiln_kir_value_t *cond = NULL, *oidx[KILN_KIR_MAX_RANK];
       for (int d = 0; d < in->rank; d++) {
-        const kiln_slice_dim_t *sd = &r->slice[d];
-        if (sd->start == 0 && sd->limit == in->dims[d]) {
+        const kiln_slice_dim_t *sd = r->opcode == KILN_OP_SLICE ? &r->slice[d] : NULL;
+        if (!sd || (sd->start == 0 && sd->limit == in->dims[d])) {
           oidx[d] = idx[d];
           continue;
         }
@@ -82,7 +88,7 @@ kiln_status kiln_input_slices_kernel_emit(const kiln_hlo_computation_t *c,
         oidx[d] = kiln_kir_binary(b, KILN_KIR_SUB, idx[d], kiln_kir_const_index(b, sd->start));
       }
       if (!cond) {
-        kiln_kir_value_t *v = kiln_hero_emit_value(&h, r->operands[0], idx);
+        kiln_kir_value_t *v = kiln_hero_emit_value(&h, window_value(r), idx);
         ys[o] = v ? kiln_kir_insert(b, v, ys[o], oidx, (size_t)in->rank) : NULL;
         ok = ys[o] != NULL;
         continue;
@@ -96,7 +102,7 @@ kiln_status kiln_input_slices_kernel_emit(const kiln_hlo_computation_t *c,
       kiln_kir_builder_enter(b, kiln_kir_op_region(iff, 0));
       size_t m2;
       kiln_elemental_enter(&h.fn, kiln_kir_op_region(iff, 0), &m2);
-      kiln_kir_value_t *v = kiln_hero_emit_value(&h, r->operands[0], idx);
+      kiln_kir_value_t *v = kiln_hero_emit_value(&h, window_value(r), idx);
       kiln_kir_value_t *y = v ? kiln_kir_insert(b, v, ys[o], oidx, (size_t)in->rank) : NULL;
       kiln_elemental_exit(&h.fn, m2);
       ok = y != NULL;

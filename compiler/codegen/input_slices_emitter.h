@@ -1,7 +1,8 @@
 /* Input-slices emitter (XLA's input slices fusion; DESIGN.md principle 1).
  *
  * For a multi-output fusion whose roots are all unit-stride slices of operands of one
- * common shape (kiln_hero_analyze: INPUT_SLICES), one launch covers the INPUT shape (up to
+ * common shape, or values of that shape (a whole window: a full slice the simplifier
+ * removed; kiln_hero_analyze: INPUT_SLICES), one launch covers the INPUT shape (up to
  * 128 threads per block, one element per thread). Thread t computes input element t and,
  * for each slice root whose window contains it, computes that root's operand there (a
  * subgraph function of its own) and writes it to the root's output at t - start: one

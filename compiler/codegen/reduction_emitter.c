@@ -450,7 +450,7 @@ static kiln_status check_supported(const kiln_hlo_computation_t *c, kiln_red_sta
     int n = r->num_operands / 2;
     bool cplx = false;
     for (int k = 0; k < n; k++) cplx |= kiln_elem_type_is_complex(r->operands[k]->shape->type);
-    if (cplx && !kiln_hero_reduction_of_complex_ok(r))
+    if (cplx && !kiln_reduction_of_complex_ok(r))
       return KILN_ERR_UNIMPLEMENTED("%s: complex reduction %s other than a single-input add (only complex adds "
                                     "keep their (re, im) parts apart)", c->name, r->name);
     if (cplx && root != r)

@@ -279,7 +279,9 @@ static bool reduction_form(const kiln_hlo_instruction_t *r, reduction_form_t *ou
 
 bool kiln_fusion_reduction_is_unnested(const kiln_hlo_instruction_t *r) {
   reduction_form_t f;
-  if (!kiln_fusion_is_reduction_hero(r) || !reduction_form(r, &f)) return false;
+  if (!kiln_fusion_is_reduction_hero(r) || !reduction_form(r, &f) ||
+      !kiln_reduction_of_complex_ok(r))
+    return false;
   return kiln_reduction_faster_than_elemental(f.row, f.d);
 }
 
@@ -453,12 +455,15 @@ int kiln_fusion_body_size(const kiln_hlo_instruction_t *in) {
 static bool is_emitted_reduction(const kiln_hlo_instruction_t *root,
                                  const kiln_hlo_instruction_t *hero) {
   if (!kiln_fusion_reduction_is_unnested(hero)) return false;
-  return hero == root || kiln_fusion_reduction_is_race_free(hero);
+  /* a complex reduction takes no epilogue */
+  return hero == root ||
+         (!kiln_reduction_reduces_complex(hero) && kiln_fusion_reduction_is_race_free(hero));
 }
 
 /* One output of a fusion (or of a lone op): its element count and, when the reduction
  * emitter would take it, its reduction hero. */
 typedef struct root_info {
+  const kiln_hlo_instruction_t *root;
   int64_t elems;
   const kiln_hlo_instruction_t *reduction;
   const kiln_hlo_instruction_t *reduce; /* any reduce the walk from the root ends at */
@@ -485,6 +490,7 @@ static bool collect_roots(const kiln_hlo_instruction_t *in, root_info_t *out, in
     if (*n >= cap || !kiln_shape_is_array(roots[i]->shape)) return false;
     const kiln_hlo_instruction_t *w = fused ? walk_up(roots[i]) : roots[i];
     const kiln_hlo_instruction_t *h = kiln_fusion_is_reduction_hero(w) ? w : roots[i];
+    out[*n].root = roots[i];
     out[*n].elems = kiln_shape_num_elements(roots[i]->shape);
     out[*n].reduction = is_emitted_reduction(roots[i], h) ? h : NULL;
     out[*n].reduce = w->opcode == KILN_OP_REDUCE && w->num_operands >= 2 ? w : NULL;
@@ -616,13 +622,35 @@ bool kiln_fusion_hero_off_root(const kiln_hlo_instruction_t *f) {
   return false;
 }
 
+static bool is_unit_slice(const kiln_hlo_instruction_t *x) {
+  if (x->opcode != KILN_OP_SLICE || x->num_operands != 1) return false;
+  for (int i = 0; i < x->num_slice_dims; i++)
+    if (x->slice[i].stride != 1) return false;
+  return true;
+}
+
+/* The input-slices emitter's outputs: unit-stride slices of one input shape, and values of
+ * that shape (whole windows), at least one a slice. */
+static bool input_slices(const root_info_t *roots, int n) {
+  const kiln_shape_t *window = NULL;
+  for (int i = 0; i < n && !window; i++)
+    if (is_unit_slice(roots[i].root)) window = roots[i].root->operands[0]->shape;
+  for (int i = 0; i < n && window; i++) {
+    const kiln_hlo_instruction_t *r = roots[i].root;
+    if (r->opcode == KILN_OP_SLICE && !is_unit_slice(r)) return false;
+    if (!kiln_shape_equal(is_unit_slice(r) ? r->operands[0]->shape : r->shape, window, false))
+      return false;
+  }
+  return window != NULL;
+}
+
 bool kiln_fusion_outputs_fit_one_kernel(const kiln_hlo_instruction_t *f) {
   root_info_t roots[KILN_FUSION_MAX_OUTPUTS_CHECKED];
   int n = 0;
   if (!collect_roots(f, roots, &n, KILN_FUSION_MAX_OUTPUTS_CHECKED)) return true;
-  /* Without a reduce, outputs of several sizes are a dynamic-update-slice, scatter or
-   * input-slices fusion; with a scatter, sort or dynamic-update-slice the codegen picks those
-   * emitters first. Their own emitters take such outputs or name what they refuse. */
+  /* With a scatter, sort or dynamic-update-slice the codegen picks those emitters first;
+   * they take outputs of several sizes or name what they refuse. Without a reduce, outputs
+   * of several sizes are otherwise input slices or no kernel's. */
   const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(f, "calls");
   bool any_reduce = false;
   for (size_t i = 0; i < c->instructions.len; i++) {
@@ -632,7 +660,11 @@ bool kiln_fusion_outputs_fit_one_kernel(const kiln_hlo_instruction_t *f) {
       return true;
     any_reduce |= op == KILN_OP_REDUCE;
   }
-  if (!any_reduce) return true;
+  if (!any_reduce) {
+    for (int i = 1; i < n; i++)
+      if (roots[i].elems != roots[0].elems) return input_slices(roots, n);
+    return true;
+  }
   const kiln_hlo_instruction_t *hero = NULL;
   for (int i = 0; i < n && !hero; i++) hero = roots[i].reduction;
   if (hero) {

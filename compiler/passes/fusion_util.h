@@ -89,8 +89,8 @@ typedef struct kiln_fusion_loop_shape {
 bool kiln_fusion_loop_shape(const kiln_hlo_instruction_t *in, kiln_fusion_loop_shape_t *out);
 /* Whether the codegen's reduction emitter takes reduce `r` (a reduction hero whose kept
  * or reduced dimensions are one physical run, and which XLA's "unnested reduction is
- * faster than elemental" rule sends to the reduction emitter); else the loop emitter
- * computes it elementally. */
+ * faster than elemental" rule sends to the reduction emitter; complex values only by an
+ * add reducer); else the loop emitter computes it elementally. */
 bool kiln_fusion_reduction_is_unnested(const kiln_hlo_instruction_t *r);
 /* XLA's race-free bound: one block covers the whole reduced extent, so the reduction
  * emitter can apply an epilogue or feed other roots (a row reduction of at most 32768
@@ -106,12 +106,13 @@ bool kiln_fusion_reduction_is_race_free(const kiln_hlo_instruction_t *r);
  * is counted, so this is conservative for a producer whose outputs the consumer alone
  * reads. */
 bool kiln_fusion_can_share_kernel(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b);
-/* Whether the outputs of fusion `f` (as it stands, e.g. given in the input), when one of
- * them ends at a reduce, fit one kernel by the rule above: a reduction emitter's outputs, or
- * one element count for all (the loop emitter). True without a reduce (the DUS, scatter and
- * input-slices emitters write outputs of several sizes) and when the rule cannot tell (a
- * tuple-shaped output, more outputs than it counts): the emitter then names what it
- * refuses. */
+/* Whether the outputs of fusion `f` (as it stands, e.g. given in the input) fit one kernel:
+ * when one of them ends at a reduce, by the rule above (a reduction emitter's outputs, or
+ * one element count for all: the loop emitter); without a reduce, one element count or the
+ * input-slices emitter's outputs (unit-stride slices of one input shape, and values of that
+ * shape). True with a scatter, sort or dynamic-update-slice (their emitters write outputs of
+ * several sizes) and when the rule cannot tell (a tuple-shaped output, more outputs than it
+ * counts): the emitter then names what it refuses. */
 #define KILN_FUSION_MAX_OUTPUTS_CHECKED 256
 bool kiln_fusion_outputs_fit_one_kernel(const kiln_hlo_instruction_t *f);
 /* Whether fusion `f` holds a scatter that is not its root, or a sort its root does not end

@@ -1687,6 +1687,107 @@ static int op_scatter_fusion(gen_t *g) {
                   strbuf_take(&c));
 }
 
+/* A dynamic-slice fusion as XLA's optimized dumps hold them (`kind=kLoop`): in half the
+ * dimensions a signed start index is wrapped first as NumPy's negative indices are
+ * (`select(i < 0, i + dim, i)`), and the slice goes through a unary step. */
+static int op_ds_fusion(gen_t *g) {
+  int x = pick(g, any_type, 1);
+  gen_shape_t in = *shape_of(g, x);
+  if (in.rank + 1 > GEN_MAX_OPERANDS) return -1;
+  int t = in.type, it = index_type(g), id = g->p->num_nodes;
+  int ops[GEN_MAX_OPERANDS];
+  ops[0] = x;
+  gen_shape_t r = in;
+  for (int i = 0; i < in.rank; i++) {
+    r.dims[i] = in.dims[i] ? rnd_range(g, 1, in.dims[i]) : 0;
+    ops[i + 1] = start_index(g, it, in.dims[i] - r.dims[i]);
+  }
+  random_layout(g, &r);
+  const char *step = kTypes[t].kind == K_C ? "negate" : step_op(g, t);
+  const char *itn = kTypes[it].name;
+  kiln_strbuf_t c = {0}, vs[2] = {{0}, {0}}, idx = {0}, sizes = {0};
+  shape_text(&vs[0], &in);
+  shape_text(&vs[1], &r);
+  kiln_strbuf_printf(&c, "fused_%d {\n  a = %s parameter(0)\n", id, kiln_strbuf_cstr(&vs[0]));
+  for (int i = 0; i < in.rank; i++) {
+    kiln_strbuf_printf(&c, "  i%d = %s[] parameter(%d)\n", i, itn, i + 1);
+    bool wrap = kTypes[it].kind == K_S && chance(g, 50);
+    if (wrap)
+      kiln_strbuf_printf(&c,
+                         "  z%d = %s[] constant(0)\n  n%d = %s[] constant(%lld)\n"
+                         "  l%d = pred[] compare(i%d, z%d), direction=LT\n"
+                         "  w%d = %s[] add(i%d, n%d)\n  j%d = %s[] select(l%d, w%d, i%d)\n",
+                         i, itn, i, itn, (long long)in.dims[i], i, i, i, i, itn, i, i, i, itn, i, i,
+                         i);
+    kiln_strbuf_printf(&idx, ", %c%d", wrap ? 'j' : 'i', i);
+    kiln_strbuf_printf(&sizes, "%s%lld", i ? "," : "", (long long)r.dims[i]);
+  }
+  kiln_strbuf_printf(&c, "  d = %s dynamic-slice(a%s), dynamic_slice_sizes={%s}\n",
+                     kiln_strbuf_cstr(&vs[1]), kiln_strbuf_cstr(&idx), kiln_strbuf_cstr(&sizes));
+  step_text(&c, true, "r", kiln_strbuf_cstr(&vs[1]), t, step, "d");
+  kiln_strbuf_append(&c, "}\n\n");
+  kiln_strbuf_free(&vs[0]), kiln_strbuf_free(&vs[1]), kiln_strbuf_free(&idx);
+  kiln_strbuf_free(&sizes);
+  return add_node(g, "fusion", &r, ops, in.rank + 1, xprintf(", kind=kLoop, calls=fused_%d", id),
+                  strbuf_take(&c));
+}
+
+/* A multi-output fusion of slices as XLA's horizontally fused dumps hold them (`kind=kLoop`,
+ * the root a tuple of slices of one value): `step(op(a, b))` sliced 2 or 3 times along
+ * dimension 0, every other dimension sliced the same way in all of them; the slices are
+ * concatenated again after the fusion so each stays live. */
+static int op_slices_fusion(gen_t *g) {
+  int ops[2];
+  gen_shape_t s;
+  const char *op, *step;
+  if (!smooth_operands(g, ops, &s, &op, &step) || s.rank == 0 || s.dims[0] == 0) return -1;
+  int t = s.type, id = g->p->num_nodes, n = 2 + rnd(g, 2);
+  gen_shape_t r[3];
+  kiln_strbuf_t rest = {0}, c = {0}, sh = {0}, bs = {0}, roots = {0};
+  gen_shape_t common = s;
+  for (int i = 1; i < s.rank; i++) {
+    int64_t d = s.dims[i];
+    int64_t start = d ? rnd_range(g, 0, d - 1) : 0;
+    int64_t limit = d ? rnd_range(g, start + 1, d) : 0;
+    if (chance(g, 40)) start = 0, limit = d;
+    common.dims[i] = limit - start;
+    kiln_strbuf_printf(&rest, ", [%lld:%lld:1]", (long long)start, (long long)limit);
+  }
+  shape_text(&sh, &s);
+  shape_text(&bs, shape_of(g, ops[1]));
+  fused_head(&c, id, NULL, &sh, &bs, op);
+  step_text(&c, false, "y", kiln_strbuf_cstr(&sh), t, step, "x");
+  int64_t total = 0;
+  for (int k = 0; k < n; k++) {
+    int64_t start = rnd_range(g, 0, s.dims[0] - 1), limit = rnd_range(g, start + 1, s.dims[0]);
+    r[k] = common;
+    r[k].dims[0] = limit - start;
+    total += r[k].dims[0];
+    default_layout(&r[k]);
+    kiln_strbuf_t rs = {0};
+    shape_text(&rs, &r[k]);
+    kiln_strbuf_printf(&c, "  s%d = %s slice(y), slice={[%lld:%lld:1]%s}\n", k,
+                       kiln_strbuf_cstr(&rs), (long long)start, (long long)limit,
+                       kiln_strbuf_cstr(&rest));
+    kiln_strbuf_printf(&roots, "%ss%d", k ? ", " : "", k);
+    kiln_strbuf_free(&rs);
+  }
+  const gen_shape_t *outs[3] = {&r[0], &r[1], &r[2]};
+  char *text = tuple_text(outs, n);
+  kiln_strbuf_printf(&c, "  ROOT t = %s tuple(%s)\n}\n\n", text, kiln_strbuf_cstr(&roots));
+  kiln_strbuf_free(&rest), kiln_strbuf_free(&sh), kiln_strbuf_free(&bs);
+  kiln_strbuf_free(&roots);
+  int f = add_tuple_node(g, "fusion", text, ops, 2, xprintf(", kind=kLoop, calls=fused_%d", id),
+                         strbuf_take(&c));
+  kiln_free(text);
+  int parts[3];
+  for (int k = 0; k < n; k++) parts[k] = tuple_element(g, f, &r[k], k);
+  gen_shape_t o = common;
+  o.dims[0] = total;
+  random_layout(g, &o);
+  return add_node(g, "concatenate", &o, parts, n, xprintf(", dimensions={0}"), NULL);
+}
+
 /* A loop fusion as XLA's optimized dumps hold them: `x = op(a, b)`, a unary step, sometimes
  * a transpose at the root. The fusion's result gets its own random layout, so layout
  * assignment decides where the bytes move (inside the fusion, or in a copy after it). */
@@ -2297,11 +2398,15 @@ static const op_entry_t kOps[] = {
     {op_bitcast, 1},
     {op_layout_copy, 1},
     {op_reverse, 2},
-    {op_slice, 4},
+    /* slice and the slices fusion share slice's old weight */
+    {op_slice, 3},
+    {op_slices_fusion, 1},
     {op_pad, 3},
     {op_concatenate, 4},
     {op_iota, 1},
-    {op_dynamic_slice, 3},
+    /* dynamic-slice and its fusion share the old weight */
+    {op_dynamic_slice, 2},
+    {op_ds_fusion, 1},
     /* dynamic-update-slice and its in-place fusion share the old weight */
     {op_dynamic_update_slice, 2},
     {op_dus_fusion, 1},
