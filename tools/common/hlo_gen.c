@@ -910,23 +910,33 @@ static int op_pad(gen_t *g) {
   return add_node(g, "pad", &r, ops, 2, strbuf_take(&b), NULL);
 }
 
-static int op_concatenate(gen_t *g) {
+/* The operands of a concatenate of 2 or 3 along a random dimension `*dim` (the first a recent
+ * node, the others of its shape but that dimension) and its result shape `*r`; how many, or
+ * 0 when the result is too large. */
+static int concat_operands(gen_t *g, int ops[3], gen_shape_t *r, int *dim) {
   int x = pick(g, any_type, 1);
   const gen_shape_t *in = shape_of(g, x);
-  int dim = rnd(g, in->rank);
+  *dim = rnd(g, in->rank);
   int n = 2 + rnd(g, 2);
-  int ops[GEN_MAX_OPERANDS];
   ops[0] = x;
-  gen_shape_t r = *in;
+  *r = *in;
   for (int i = 1; i < n; i++) {
     gen_shape_t s = *in;
-    s.dims[dim] = rnd_dim(g);
+    s.dims[*dim] = rnd_dim(g);
     random_layout(g, &s);
     ops[i] = node_like(g, &s);
-    r.dims[dim] += s.dims[dim];
+    r->dims[*dim] += s.dims[*dim];
   }
-  if (num_elements(&r) > g->max_elements) return -1;
-  random_layout(g, &r);
+  if (num_elements(r) > g->max_elements) return 0;
+  random_layout(g, r);
+  return n;
+}
+
+static int op_concatenate(gen_t *g) {
+  int ops[3], dim;
+  gen_shape_t r;
+  int n = concat_operands(g, ops, &r, &dim);
+  if (!n) return -1;
   return add_node(g, "concatenate", &r, ops, n, xprintf(", dimensions={%d}", dim), NULL);
 }
 
@@ -998,12 +1008,14 @@ static int op_dynamic_update_slice(gen_t *g) {
 
 /* Gather rows along one dimension `d`: indices s32[N,1] (a parameter: in-range fake values),
  * the other dimensions sliced from 0 with random sizes. */
-static int op_gather(gen_t *g) {
+/* A gather of one index dimension: its operands (operand, [n,1] indices), result shape and
+ * attributes. */
+static bool gather_parts(gen_t *g, int ops[2], gen_shape_t *result, char **attrs) {
   int x = pick(g, any_type, 1);
   gen_shape_t in = *shape_of(g, x);
-  if (in.rank >= GEN_MAX_RANK) return -1;
+  if (in.rank >= GEN_MAX_RANK) return false;
   int d = rnd(g, in.rank);
-  if (in.dims[d] == 0) return -1;
+  if (in.dims[d] == 0) return false;
   gen_shape_t is;
   memset(&is, 0, sizeof is);
   is.type = chance(g, 80) ? T_S32 : 6; /* s64 */
@@ -1034,8 +1046,18 @@ static int op_gather(gen_t *g) {
   kiln_strbuf_free(&sizes);
   kiln_strbuf_free(&offs);
   random_layout(g, &r);
-  int ops[2] = {x, idx};
-  return add_node(g, "gather", &r, ops, 2, strbuf_take(&b), NULL);
+  ops[0] = x, ops[1] = idx;
+  *result = r;
+  *attrs = strbuf_take(&b);
+  return true;
+}
+
+static int op_gather(gen_t *g) {
+  int ops[2];
+  gen_shape_t r;
+  char *attrs;
+  if (!gather_parts(g, ops, &r, &attrs)) return -1;
+  return add_node(g, "gather", &r, ops, 2, attrs, NULL);
 }
 
 /* What a scatter of one index dimension takes: its operands (operand, s32[n,1] indices,
@@ -1788,9 +1810,75 @@ static int op_slices_fusion(gen_t *g) {
   return add_node(g, "concatenate", &o, parts, n, xprintf(", dimensions={0}"), NULL);
 }
 
-/* A loop fusion as XLA's optimized dumps hold them: `x = op(a, b)`, a unary step, sometimes
- * a transpose at the root. The fusion's result gets its own random layout, so layout
- * assignment decides where the bytes move (inside the fusion, or in a copy after it). */
+/* A concatenate fusion as XLA's optimized dumps hold them (`kind=kLoop`): 2 or 3 operands,
+ * each through a unary step, concatenated along a random dimension; in 30% a step after the
+ * concatenate too (a concatenate under an epilogue). */
+static int op_concat_fusion(gen_t *g) {
+  int ops[3], dim;
+  gen_shape_t r;
+  int n = concat_operands(g, ops, &r, &dim);
+  if (!n) return -1;
+  int t = r.type, id = g->p->num_nodes;
+  kiln_strbuf_t c = {0}, rs = {0}, ys = {0};
+  shape_text(&rs, &r);
+  kiln_strbuf_printf(&c, "fused_%d {\n", id);
+  for (int i = 0; i < n; i++) {
+    kiln_strbuf_t ps = {0};
+    char out[8], par[8];
+    shape_text(&ps, shape_of(g, ops[i]));
+    snprintf(out, sizeof out, "y%d", i);
+    snprintf(par, sizeof par, "p%d", i);
+    kiln_strbuf_printf(&c, "  p%d = %s parameter(%d)\n", i, kiln_strbuf_cstr(&ps), i);
+    step_text(&c, false, out, kiln_strbuf_cstr(&ps), t,
+              kTypes[t].kind == K_C ? "negate" : step_op(g, t), par);
+    kiln_strbuf_printf(&ys, "%sy%d", i ? ", " : "", i);
+    kiln_strbuf_free(&ps);
+  }
+  bool epilogue = chance(g, 30);
+  kiln_strbuf_printf(&c, "  %s = %s concatenate(%s), dimensions={%d}\n", epilogue ? "k" : "ROOT r",
+                     kiln_strbuf_cstr(&rs), kiln_strbuf_cstr(&ys), dim);
+  if (epilogue)
+    step_text(&c, true, "r", kiln_strbuf_cstr(&rs), t,
+              kTypes[t].kind == K_C ? "negate" : step_op(g, t), "k");
+  kiln_strbuf_append(&c, "}\n\n");
+  kiln_strbuf_free(&rs), kiln_strbuf_free(&ys);
+  return add_node(g, "fusion", &r, ops, n, xprintf(", kind=kLoop, calls=fused_%d", id),
+                  strbuf_take(&c));
+}
+
+/* A gather fusion as XLA's optimized dumps hold them (an embedding lookup, `kind=kLoop`):
+ * in 40% the table goes through a unary step first, and the gathered rows through one after. */
+static int op_gather_fusion(gen_t *g) {
+  int ops[2];
+  gen_shape_t r;
+  char *attrs;
+  if (!gather_parts(g, ops, &r, &attrs)) return -1;
+  int t = r.type, id = g->p->num_nodes;
+  kiln_strbuf_t c = {0}, vs[3] = {{0}, {0}, {0}};
+  shape_text(&vs[0], shape_of(g, ops[0]));
+  shape_text(&vs[1], shape_of(g, ops[1]));
+  shape_text(&vs[2], &r);
+  kiln_strbuf_printf(&c, "fused_%d {\n  a = %s parameter(0)\n  i = %s parameter(1)\n", id,
+                     kiln_strbuf_cstr(&vs[0]), kiln_strbuf_cstr(&vs[1]));
+  bool before = chance(g, 40);
+  if (before)
+    step_text(&c, false, "an", kiln_strbuf_cstr(&vs[0]), t,
+              kTypes[t].kind == K_C ? "negate" : step_op(g, t), "a");
+  kiln_strbuf_printf(&c, "  gth = %s gather(%s, i)%s\n", kiln_strbuf_cstr(&vs[2]),
+                     before ? "an" : "a", attrs);
+  step_text(&c, true, "r", kiln_strbuf_cstr(&vs[2]), t,
+            kTypes[t].kind == K_C ? "negate" : step_op(g, t), "gth");
+  kiln_strbuf_append(&c, "}\n\n");
+  kiln_free(attrs);
+  for (int i = 0; i < 3; i++) kiln_strbuf_free(&vs[i]);
+  return add_node(g, "fusion", &r, ops, 2, xprintf(", kind=kLoop, calls=fused_%d", id),
+                  strbuf_take(&c));
+}
+
+/* A loop fusion as XLA's optimized dumps hold them: `x = op(a, b)` (in 25% then combined
+ * with a broadcast scalar constant), a unary step, sometimes a transpose at the root. The fusion's
+ * result gets its own random layout, so layout assignment decides where the bytes move (inside the
+ * fusion, or in a copy after it). */
 static int op_fusion(gen_t *g) {
   int ops[2];
   gen_shape_t s;
@@ -1812,15 +1900,24 @@ static int op_fusion(gen_t *g) {
   shape_text(&vs[1], shape_of(g, ops[1]));
   shape_text(&vs[2], &r);
   fused_head(&c, id, cast ? &outer : NULL, &vs[0], &vs[1], op);
+  const char *xin = "x";
+  if (chance(g, 25)) { /* a scalar constant broadcast inside, as XLA fuses them */
+    kiln_strbuf_printf(&c,
+                       "  k = %s[] constant(%s)\n  kb = %s broadcast(k), dimensions={}\n"
+                       "  xk = %s %s(x, kb)\n",
+                       kTypes[t].name, small_value(g, t), kiln_strbuf_cstr(&vs[0]),
+                       kiln_strbuf_cstr(&vs[0]), smooth_binary(g, t));
+    xin = "xk";
+  }
   if (transposed) {
-    step_text(&c, false, "y", kiln_strbuf_cstr(&vs[0]), t, step, "x");
+    step_text(&c, false, "y", kiln_strbuf_cstr(&vs[0]), t, step, xin);
     kiln_strbuf_printf(&vs[3], "  ROOT r = %s transpose(y), dimensions={",
                        kiln_strbuf_cstr(&vs[2]));
     for (int i = 0; i < s.rank; i++) kiln_strbuf_printf(&vs[3], "%s%d", i ? "," : "", perm[i]);
     kiln_strbuf_printf(&c, "%s}\n", kiln_strbuf_cstr(&vs[3]));
   } else if (chance(g, 40) && bitcast_shape(g, &r, &rb)) {
     /* a bitcast at the root, as XLA's fusions end in them */
-    step_text(&c, false, "y", kiln_strbuf_cstr(&vs[2]), t, step, "x");
+    step_text(&c, false, "y", kiln_strbuf_cstr(&vs[2]), t, step, xin);
     shape_text(&vs[3], &rb);
     if (chance(g, 50)) {
       kiln_strbuf_printf(&c, "  ROOT r = %s bitcast(y)\n", kiln_strbuf_cstr(&vs[3]));
@@ -1830,7 +1927,7 @@ static int op_fusion(gen_t *g) {
     }
     r = rb;
   } else {
-    step_text(&c, true, "r", kiln_strbuf_cstr(&vs[2]), t, step, "x");
+    step_text(&c, true, "r", kiln_strbuf_cstr(&vs[2]), t, step, xin);
   }
   kiln_strbuf_append(&c, "}\n\n");
   for (int i = 0; i < 4; i++) kiln_strbuf_free(&vs[i]);
@@ -2402,7 +2499,9 @@ static const op_entry_t kOps[] = {
     {op_slice, 3},
     {op_slices_fusion, 1},
     {op_pad, 3},
-    {op_concatenate, 4},
+    /* concatenate and its fusion share concatenate's old weight */
+    {op_concatenate, 3},
+    {op_concat_fusion, 1},
     {op_iota, 1},
     /* dynamic-slice and its fusion share the old weight */
     {op_dynamic_slice, 2},
@@ -2410,7 +2509,9 @@ static const op_entry_t kOps[] = {
     /* dynamic-update-slice and its in-place fusion share the old weight */
     {op_dynamic_update_slice, 2},
     {op_dus_fusion, 1},
-    {op_gather, 3},
+    /* gather and its fusion share gather's old weight */
+    {op_gather, 2},
+    {op_gather_fusion, 1},
     /* scatter and its fusion share scatter's old weight */
     {op_scatter, 2},
     {op_scatter_fusion, 1},
