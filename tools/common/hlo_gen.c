@@ -1875,6 +1875,39 @@ static int op_gather_fusion(gen_t *g) {
                   strbuf_take(&c));
 }
 
+/* A one-hot fusion as JAX's training steps hold them (`kind=kLoop`): integer labels s32[n]
+ * compared with an iota over c classes, the match converted to the program's main type (f32
+ * when that is no real number type); labels out of [0, c) give a row of zeros. */
+static int op_onehot_fusion(gen_t *g) {
+  gen_shape_t ls;
+  memset(&ls, 0, sizeof ls);
+  ls.type = T_S32;
+  ls.rank = 1;
+  ls.dims[0] = rnd_dim(g);
+  default_layout(&ls);
+  int t = real_type(g->main_type) ? g->main_type : T_F32, id = g->p->num_nodes;
+  gen_shape_t r = scalar_of(t);
+  r.rank = 2;
+  r.dims[0] = ls.dims[0];
+  r.dims[1] = rnd_dim(g);
+  if (num_elements(&r) > g->max_elements) return -1;
+  random_layout(g, &r);
+  int labels = node_like(g, &ls);
+  kiln_strbuf_t c = {0}, rs = {0};
+  shape_text(&rs, &r);
+  long long n = (long long)r.dims[0], k = (long long)r.dims[1];
+  kiln_strbuf_printf(&c,
+                     "fused_%d {\n  l = s32[%lld]{0} parameter(0)\n"
+                     "  io = s32[%lld,%lld]{1,0} iota(), iota_dimension=1\n"
+                     "  lb = s32[%lld,%lld]{1,0} broadcast(l), dimensions={0}\n"
+                     "  eq = pred[%lld,%lld]{1,0} compare(io, lb), direction=EQ\n"
+                     "  ROOT r = %s convert(eq)\n}\n\n",
+                     id, n, n, k, n, k, n, k, kiln_strbuf_cstr(&rs));
+  kiln_strbuf_free(&rs);
+  return add_node(g, "fusion", &r, &labels, 1, xprintf(", kind=kLoop, calls=fused_%d", id),
+                  strbuf_take(&c));
+}
+
 /* A loop fusion as XLA's optimized dumps hold them: `x = op(a, b)` (in 25% then combined
  * with a broadcast scalar constant), a unary step, sometimes a transpose at the root. The fusion's
  * result gets its own random layout, so layout assignment decides where the bytes move (inside the
@@ -2484,7 +2517,9 @@ static const op_entry_t kOps[] = {
     {op_compare_exact, 3},
     {op_select, 3},
     {op_clamp, 2},
-    {op_convert, 5},
+    /* convert and the one-hot fusion share convert's old weight */
+    {op_convert, 4},
+    {op_onehot_fusion, 1},
     {op_bitcast_convert_exact, 2},
     /* broadcast and the multi-output loop fusion share broadcast's old weight */
     {op_broadcast, 5},
