@@ -141,11 +141,32 @@ static void test_transpose_normalization_merges_and_drops_unit_dims(void **state
   kiln_hlo_module_destroy(m);
 }
 
+/* fuzz (session 30): a reduce-window that layout normalization left in a transposed layout
+ * (it keeps a window's fold order) beside a transpose of it, in one multi-output fusion: the
+ * transpose emitter would index the reduce-window's output in logical order, UNIMPLEMENTED
+ * "non-default layout of an output"; the loop emitter writes it at its physical index. */
+static void test_transpose_hero_beside_a_non_default_layout_is_a_loop(void **state) {
+  static const char *const k_text =
+      "add {\n a = s16[] parameter(0)\n b = s16[] parameter(1)\n ROOT s = s16[] add(a, b)\n}\n"
+      "fusion {\n p = s16[5,31]{0,1} parameter(0)\n i = s16[] parameter(1)\n"
+      " w = s16[5,16]{0,1} reduce-window(p, i), window={size=2x2 stride=1x2 pad=1_0x1_0}, "
+      "to_apply=add\n"
+      " b = s16[16,5]{1,0} bitcast(w)\n"
+      " t = s16[5,16]{1,0} transpose(b), dimensions={1,0}\n"
+      " ROOT r = (s16[5,16]{0,1}, s16[5,16]{1,0}) tuple(w, t)\n}\n";
+  kiln_hlo_module_t *m = parse(k_text);
+  kiln_hero_analysis_t ha;
+  assert_null(kiln_hero_analyze(m->entry, &ha));
+  assert_int_equal(ha.emitter, KILN_HERO_EMITTER_LOOP);
+  kiln_hlo_module_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_corpus_emitter_choice_matches_xla),
       cmocka_unit_test(test_reduction_forms_follow_physical_layout),
       cmocka_unit_test(test_transpose_normalization_merges_and_drops_unit_dims),
+      cmocka_unit_test(test_transpose_hero_beside_a_non_default_layout_is_a_loop),
   };
   return kiln_run_tests(tests, NULL, NULL);
 }

@@ -456,6 +456,22 @@ static bool any_complex(const kiln_hlo_computation_t *c) {
   return false;
 }
 
+/* Whether an output of the fusion keeps a non-default layout (layout normalization left it:
+ * e.g. a reduce-window whose fold order a transposed layout would change). The transpose
+ * emitter writes its outputs in logical order; the loop emitter writes them at their
+ * physical index. */
+static bool any_permuted_root(const kiln_hero_analysis_t *ha) {
+  for (int i = 0; i < ha->num_roots; i++) {
+    const kiln_shape_t *s = ha->roots[i]->shape;
+    if (!kiln_shape_is_array(s) || !s->has_layout || s->layout.rank != s->rank ||
+        !s->layout.minor_to_major)
+      continue;
+    for (int k = 0; k < s->rank; k++)
+      if (s->layout.minor_to_major[k] != s->rank - 1 - k) return true;
+  }
+  return false;
+}
+
 static bool reductions_compatible(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b) {
   kiln_reduction_dims_t ra, rb;
   if (!kiln_hero_reduction_dims(a, &ra) || !kiln_hero_reduction_dims(b, &rb)) return false;
@@ -541,7 +557,7 @@ kiln_status kiln_hero_analyze(const kiln_hlo_computation_t *c, kiln_hero_analysi
       consistent = false;
     }
   }
-  if (tr && consistent && !any_complex(c)) {
+  if (tr && consistent && !any_complex(c) && !any_permuted_root(out)) {
     int64_t in_elems = kiln_shape_num_elements(tr->operands[0]->shape);
     for (int i = 0; i < n && consistent; i++)
       if (!kiln_hero_is_transpose_hero(out->heroes[i], NULL))

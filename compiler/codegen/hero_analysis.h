@@ -15,8 +15,8 @@
  *      hero (same [major, middle, minor] form) or has as many elements as the first hero's
  *      input;
  *   2. transpose: at least one hero is a tiled-transpose candidate, all such heroes have
- *      the same normalized dims and permutation, and every other root has as many elements
- *      as the transpose's input;
+ *      the same normalized dims and permutation, every other root has as many elements
+ *      as the transpose's input, and no root keeps a non-default layout;
  *   3. several roots: in-place dynamic-update-slice when every root is one (see 8), input
  *      slices when every root is a unit-stride slice of one common input shape or (not
  *      all) a value of that shape (the whole window), else loop;

@@ -1169,10 +1169,14 @@ static int op_reduce(gen_t *g) {
   return add_node(g, "reduce", &r, ops, 2, attrs, strbuf_take(&c));
 }
 
-static int op_reduce_window(gen_t *g) {
+/* A reduce-window of a recent node by a random reducer (windows up to 4, strides 1-2,
+ * padding 0-1): its operands (operand, init parameter), result shape, attributes and
+ * reducer computation text. */
+static bool reduce_window_parts(gen_t *g, int ops[2], gen_shape_t *result, char **attrs,
+                                char **comps) {
   int x = pick(g, any_type, 1);
   gen_shape_t in = *shape_of(g, x);
-  if (!kTypes[in.type].arith) return -1;
+  if (!kTypes[in.type].arith) return false;
   gen_shape_t r = in;
   kiln_strbuf_t sz = {0}, st = {0}, pd = {0};
   int64_t window_terms = 1;
@@ -1196,14 +1200,24 @@ static int op_reduce_window(gen_t *g) {
   snprintf(name, sizeof name, "window_reducer_%d", g->p->num_nodes);
   kiln_strbuf_t c = {0};
   binary_comp(&c, name, in.type, red);
-  char *attrs = xprintf(", window={size=%s stride=%s pad=%s}, to_apply=%s", kiln_strbuf_cstr(&sz),
-                        kiln_strbuf_cstr(&st), kiln_strbuf_cstr(&pd), name);
+  *attrs = xprintf(", window={size=%s stride=%s pad=%s}, to_apply=%s", kiln_strbuf_cstr(&sz),
+                   kiln_strbuf_cstr(&st), kiln_strbuf_cstr(&pd), name);
   kiln_strbuf_free(&sz);
   kiln_strbuf_free(&st);
   kiln_strbuf_free(&pd);
   random_layout(g, &r);
-  int ops[2] = {x, init};
-  return add_node(g, "reduce-window", &r, ops, 2, attrs, strbuf_take(&c));
+  ops[0] = x, ops[1] = init;
+  *result = r;
+  *comps = strbuf_take(&c);
+  return true;
+}
+
+static int op_reduce_window(gen_t *g) {
+  int ops[2];
+  gen_shape_t r;
+  char *attrs, *comps;
+  if (!reduce_window_parts(g, ops, &r, &attrs, &comps)) return -1;
+  return add_node(g, "reduce-window", &r, ops, 2, attrs, comps);
 }
 
 /* dot: lhs [B..., M, K] x rhs [B..., K, N] (batch dimensions optional, M/N optional). */
@@ -1908,6 +1922,31 @@ static int op_onehot_fusion(gen_t *g) {
                   strbuf_take(&c));
 }
 
+/* A reduce-window fusion as XLA's optimized dumps hold them (a pooling, `kind=kLoop`): the
+ * reduce-window of parameter 0, then a unary step. */
+static int op_rw_fusion(gen_t *g) {
+  int ops[2];
+  gen_shape_t r;
+  char *attrs, *comps;
+  if (!reduce_window_parts(g, ops, &r, &attrs, &comps)) return -1;
+  int t = r.type, id = g->p->num_nodes;
+  kiln_strbuf_t c = {0}, vs[2] = {{0}, {0}};
+  shape_text(&vs[0], shape_of(g, ops[0]));
+  shape_text(&vs[1], &r);
+  kiln_strbuf_append(&c, comps);
+  kiln_free(comps);
+  kiln_strbuf_printf(&c, "fused_%d {\n  a = %s parameter(0)\n  i = %s[] parameter(1)\n", id,
+                     kiln_strbuf_cstr(&vs[0]), kTypes[t].name);
+  kiln_strbuf_printf(&c, "  w = %s reduce-window(a, i)%s\n", kiln_strbuf_cstr(&vs[1]), attrs);
+  step_text(&c, true, "r", kiln_strbuf_cstr(&vs[1]), t,
+            kTypes[t].kind == K_C ? "negate" : step_op(g, t), "w");
+  kiln_strbuf_append(&c, "}\n\n");
+  kiln_free(attrs);
+  kiln_strbuf_free(&vs[0]), kiln_strbuf_free(&vs[1]);
+  return add_node(g, "fusion", &r, ops, 2, xprintf(", kind=kLoop, calls=fused_%d", id),
+                  strbuf_take(&c));
+}
+
 /* A loop fusion as XLA's optimized dumps hold them: `x = op(a, b)` (in 25% then combined
  * with a broadcast scalar constant), a unary step, sometimes a transpose at the root. The fusion's
  * result gets its own random layout, so layout assignment decides where the bytes move (inside the
@@ -2553,7 +2592,9 @@ static const op_entry_t kOps[] = {
     /* reduce and the reduction fusion share reduce's old weight */
     {op_reduce, 7},
     {op_input_fusion, 1},
-    {op_reduce_window, 3},
+    /* reduce-window and its fusion share reduce-window's old weight */
+    {op_reduce_window, 2},
+    {op_rw_fusion, 1},
     {op_dot, 4},
     {op_convolution, 2},
     {op_sort_exact, 3},
