@@ -1838,7 +1838,7 @@ static int op_concat_fusion(gen_t *g) {
   kiln_strbuf_printf(&c, "fused_%d {\n", id);
   for (int i = 0; i < n; i++) {
     kiln_strbuf_t ps = {0};
-    char out[8], par[8];
+    char out[16], par[16];
     shape_text(&ps, shape_of(g, ops[i]));
     snprintf(out, sizeof out, "y%d", i);
     snprintf(par, sizeof par, "p%d", i);
