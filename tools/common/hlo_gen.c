@@ -1383,6 +1383,11 @@ static const char *step_op(gen_t *g, int type) {
   }
 }
 
+/* step_op for any type: a complex value is negated (no draw). */
+static const char *any_step_op(gen_t *g, int type) {
+  return kTypes[type].kind == K_C ? "negate" : step_op(g, type);
+}
+
 /* while: (s32 counter, value) with a trip count of 0..4; the body adds the value to itself
  * (or applies a unary step) and counts. */
 static int op_while(gen_t *g) {
@@ -1676,7 +1681,7 @@ static int op_dus_fusion(gen_t *g) {
   if (!dus_operands(g, ops, &in, &u, &it)) return -1;
   gen_shape_t r = in;
   if (chance(g, 30)) random_layout(g, &r);
-  const char *step = kTypes[in.type].kind == K_C ? "negate" : step_op(g, in.type);
+  const char *step = any_step_op(g, in.type);
   int id = g->p->num_nodes;
   kiln_strbuf_t c = {0}, vs[3] = {{0}, {0}, {0}};
   shape_text(&vs[0], &in);
@@ -1701,7 +1706,7 @@ static int op_scatter_fusion(gen_t *g) {
   scatter_parts_t sp;
   if (!scatter_parts(g, &sp)) return -1;
   int t = sp.in.type, id = g->p->num_nodes;
-  const char *step = kTypes[t].kind == K_C ? "negate" : step_op(g, t);
+  const char *step = any_step_op(g, t);
   kiln_strbuf_t c = {0}, vs[4] = {{0}, {0}, {0}, {0}};
   shape_text(&vs[0], &sp.in);
   shape_text(&vs[1], shape_of(g, sp.ops[1]));
@@ -1739,7 +1744,7 @@ static int op_ds_fusion(gen_t *g) {
     ops[i + 1] = start_index(g, it, in.dims[i] - r.dims[i]);
   }
   random_layout(g, &r);
-  const char *step = kTypes[t].kind == K_C ? "negate" : step_op(g, t);
+  const char *step = any_step_op(g, t);
   const char *itn = kTypes[it].name;
   kiln_strbuf_t c = {0}, vs[2] = {{0}, {0}}, idx = {0}, sizes = {0};
   shape_text(&vs[0], &in);
@@ -1843,17 +1848,14 @@ static int op_concat_fusion(gen_t *g) {
     snprintf(out, sizeof out, "y%d", i);
     snprintf(par, sizeof par, "p%d", i);
     kiln_strbuf_printf(&c, "  p%d = %s parameter(%d)\n", i, kiln_strbuf_cstr(&ps), i);
-    step_text(&c, false, out, kiln_strbuf_cstr(&ps), t,
-              kTypes[t].kind == K_C ? "negate" : step_op(g, t), par);
+    step_text(&c, false, out, kiln_strbuf_cstr(&ps), t, any_step_op(g, t), par);
     kiln_strbuf_printf(&ys, "%sy%d", i ? ", " : "", i);
     kiln_strbuf_free(&ps);
   }
   bool epilogue = chance(g, 30);
   kiln_strbuf_printf(&c, "  %s = %s concatenate(%s), dimensions={%d}\n", epilogue ? "k" : "ROOT r",
                      kiln_strbuf_cstr(&rs), kiln_strbuf_cstr(&ys), dim);
-  if (epilogue)
-    step_text(&c, true, "r", kiln_strbuf_cstr(&rs), t,
-              kTypes[t].kind == K_C ? "negate" : step_op(g, t), "k");
+  if (epilogue) step_text(&c, true, "r", kiln_strbuf_cstr(&rs), t, any_step_op(g, t), "k");
   kiln_strbuf_append(&c, "}\n\n");
   kiln_strbuf_free(&rs), kiln_strbuf_free(&ys);
   return add_node(g, "fusion", &r, ops, n, xprintf(", kind=kLoop, calls=fused_%d", id),
@@ -1875,13 +1877,10 @@ static int op_gather_fusion(gen_t *g) {
   kiln_strbuf_printf(&c, "fused_%d {\n  a = %s parameter(0)\n  i = %s parameter(1)\n", id,
                      kiln_strbuf_cstr(&vs[0]), kiln_strbuf_cstr(&vs[1]));
   bool before = chance(g, 40);
-  if (before)
-    step_text(&c, false, "an", kiln_strbuf_cstr(&vs[0]), t,
-              kTypes[t].kind == K_C ? "negate" : step_op(g, t), "a");
+  if (before) step_text(&c, false, "an", kiln_strbuf_cstr(&vs[0]), t, any_step_op(g, t), "a");
   kiln_strbuf_printf(&c, "  gth = %s gather(%s, i)%s\n", kiln_strbuf_cstr(&vs[2]),
                      before ? "an" : "a", attrs);
-  step_text(&c, true, "r", kiln_strbuf_cstr(&vs[2]), t,
-            kTypes[t].kind == K_C ? "negate" : step_op(g, t), "gth");
+  step_text(&c, true, "r", kiln_strbuf_cstr(&vs[2]), t, any_step_op(g, t), "gth");
   kiln_strbuf_append(&c, "}\n\n");
   kiln_free(attrs);
   for (int i = 0; i < 3; i++) kiln_strbuf_free(&vs[i]);
@@ -1938,8 +1937,7 @@ static int op_rw_fusion(gen_t *g) {
   kiln_strbuf_printf(&c, "fused_%d {\n  a = %s parameter(0)\n  i = %s[] parameter(1)\n", id,
                      kiln_strbuf_cstr(&vs[0]), kTypes[t].name);
   kiln_strbuf_printf(&c, "  w = %s reduce-window(a, i)%s\n", kiln_strbuf_cstr(&vs[1]), attrs);
-  step_text(&c, true, "r", kiln_strbuf_cstr(&vs[1]), t,
-            kTypes[t].kind == K_C ? "negate" : step_op(g, t), "w");
+  step_text(&c, true, "r", kiln_strbuf_cstr(&vs[1]), t, any_step_op(g, t), "w");
   kiln_strbuf_append(&c, "}\n\n");
   kiln_free(attrs);
   kiln_strbuf_free(&vs[0]), kiln_strbuf_free(&vs[1]);
