@@ -342,6 +342,51 @@ static void test_reduce_outputs_with_non_default_layout_are_written_physically(v
   }
 }
 
+/* An epilogue reached through a bitcast takes the reduce's memory position, not its logical
+ * index (fuzz-9604608: a root bitcast f32[2,2,1]{2,1,0} -> {0,2,1} that layout
+ * normalization left, same dimensions and another layout, was written at the reduce's
+ * logical index, two elements swapped): a root bitcast that changes only the layout; a
+ * negate after it in its layout; a reduce output in a transposed layout bitcast to the
+ * transposed dimensions (before, the root's index came from the input's kept order, not
+ * the reduce's layout). A negate that changes the layout after such a bitcast has neither
+ * index: the hero analysis leaves that fusion to the loop emitter. */
+static void test_epilogues_through_bitcasts_take_the_reduces_memory_position(void **state) {
+  (void)state;
+  static const char *kReduce =
+      " p = f32[6,4,33] parameter(0)\n c = f32[] constant(0)\n"
+      " r = f32[6,4]{1,0} reduce(p, c), dimensions={2}, to_apply=add\n";
+  static const struct {
+    const char *name, *body;
+  } cases[] = {
+      {"root_bitcast_layout", " ROOT b = f32[6,4]{0,1} bitcast(r)\n"},
+      {"bitcast_then_negate", " b = f32[6,4]{0,1} bitcast(r)\n ROOT n = f32[6,4]{0,1} negate(b)\n"},
+      {"transposed_reduce_bitcast",
+       " p = f32[6,4,33] parameter(0)\n c = f32[] constant(0)\n"
+       " r = f32[6,4]{0,1} reduce(p, c), dimensions={2}, to_apply=add\n"
+       " ROOT b = f32[4,6]{1,0} bitcast(r)\n"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char text[1024];
+    snprintf(text, sizeof(text), "%sfusion {\n%s%s}\n", k_add_f32, i < 2 ? kReduce : "",
+             cases[i].body);
+    kiln_hlo_module_t *m = NULL;
+    kiln_codegen_kernel_t k;
+    emit_run_check(text, cases[i].name, 33, &m, &k);
+    kiln_codegen_kernel_free(&k);
+    kiln_hlo_module_destroy(m);
+  }
+  char text[1024];
+  snprintf(text, sizeof(text),
+           "%sfusion {\n%s b = f32[6,4]{0,1} bitcast(r)\n ROOT n = f32[6,4]{1,0} negate(b)\n}\n",
+           k_add_f32, kReduce);
+  kiln_hlo_module_t *m = NULL;
+  assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, &m));
+  kiln_hero_analysis_t ha;
+  assert_null(kiln_hero_analyze(m->entry, &ha));
+  assert_int_equal(ha.emitter, KILN_HERO_EMITTER_LOOP);
+  kiln_hlo_module_destroy(m);
+}
+
 /* A side output laid out like the reduce's input takes the input's index (the cross-entropy
  * gradient of a training step: the one-hot pick of the target's logit summed per row, and
  * softmax - one-hot as a bf16 side output): the logits are read once per element and no
@@ -498,6 +543,7 @@ int main(void) {
       cmocka_unit_test(test_multirow_block_row_reduction_keeps_slots_in_registers_on_host),
       cmocka_unit_test(test_ragged_row_reduction_checks_bounds_only_in_the_last_iteration),
       cmocka_unit_test(test_reduce_outputs_with_non_default_layout_are_written_physically),
+      cmocka_unit_test(test_epilogues_through_bitcasts_take_the_reduces_memory_position),
       cmocka_unit_test(test_side_outputs_laid_out_like_the_input_share_its_index),
       cmocka_unit_test(test_complex_add_reductions_keep_real_and_imaginary_accumulators),
   };

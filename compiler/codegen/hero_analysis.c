@@ -37,6 +37,70 @@ static int phys_dim(const kiln_shape_t *s, int k) {
   return d >= 0 && d < s->rank ? (int)d : k;
 }
 
+/* The dims of `s` of more than one element, major to minor. Returns how many. */
+static int nonunit_physical_order(const kiln_shape_t *s, int *order) {
+  int n = 0;
+  for (int k = 0; k < s->rank; k++) {
+    int d = phys_dim(s, k);
+    if (s->dims[d] != 1) order[n++] = d;
+  }
+  return n;
+}
+
+/* Whether a and b lay their elements out in the same order of dims. */
+static bool same_physical_order(const kiln_shape_t *a, const kiln_shape_t *b) {
+  int oa[16], ob[16];
+  if (a->rank > 16 || b->rank > 16) return false;
+  int n = nonunit_physical_order(a, oa);
+  return n == nonunit_physical_order(b, ob) && !memcmp(oa, ob, sizeof(int) * (size_t)n);
+}
+
+/* Whether s lays its elements out in logical (row-major) order. */
+static bool row_major(const kiln_shape_t *s) {
+  int o[16];
+  if (s->rank > 16) return false;
+  int n = nonunit_physical_order(s, o);
+  for (int k = 1; k < n; k++)
+    if (o[k] < o[k - 1]) return false;
+  return true;
+}
+
+static bool same_dims(const kiln_shape_t *a, const kiln_shape_t *b) {
+  return kiln_shape_is_array(a) && kiln_shape_is_array(b) && a->rank == b->rank &&
+         !memcmp(a->dims, b->dims, sizeof(int64_t) * (size_t)a->rank);
+}
+
+unsigned kiln_hero_reduce_output_mode(const kiln_hlo_instruction_t *x,
+                                      const kiln_hlo_instruction_t *r) {
+  if (x == r || !kiln_shape_is_tuple(r->shape) || r->shape->num_elements < 1)
+    return KILN_HERO_BY_LOGICAL | KILN_HERO_BY_PHYSICAL;
+  bool same = kiln_shape_is_array(x->shape) && same_physical_order(x->shape, r->shape->elements[0]);
+  return KILN_HERO_BY_LOGICAL | (same ? KILN_HERO_BY_PHYSICAL : 0);
+}
+
+unsigned kiln_hero_epilogue_step(const kiln_hlo_instruction_t *x, const kiln_hlo_instruction_t *y,
+                                 unsigned mode_y) {
+  bool dims = same_dims(x->shape, y->shape);
+  bool order = dims && same_physical_order(x->shape, y->shape);
+  switch (x->opcode) {
+    case KILN_OP_BITCAST:
+      return order ? mode_y : mode_y & ~KILN_HERO_BY_LOGICAL;
+    case KILN_OP_RESHAPE:
+      if (!dims) mode_y &= ~KILN_HERO_BY_LOGICAL;
+      if (!row_major(x->shape) || !row_major(y->shape)) mode_y &= ~KILN_HERO_BY_PHYSICAL;
+      return mode_y;
+    default:
+      return order ? mode_y : mode_y & ~KILN_HERO_BY_PHYSICAL;
+  }
+}
+
+/* The mode of root (kiln_hero_epilogue_step down the one-operand chain to reduce hero). */
+static unsigned chain_mode(const kiln_hlo_instruction_t *root, const kiln_hlo_instruction_t *hero) {
+  if (root == hero || root->num_operands < 1) return kiln_hero_reduce_output_mode(root, hero);
+  const kiln_hlo_instruction_t *y = root->operands[0];
+  return kiln_hero_epilogue_step(root, y, chain_mode(y, hero));
+}
+
 /* ---- reductions ---- */
 
 const char *kiln_reduction_kind_name(kiln_reduction_kind_t k) {
@@ -126,6 +190,9 @@ static bool is_real_reduction_hero(const kiln_hlo_instruction_t *root,
   if (root == hero) return true;
   if (kiln_reduction_reduces_complex(hero))
     return false; /* no complex epilogues: the loop emitter's */
+  if (!chain_mode(root, hero))
+    return false; /* its index is not the reduce's (a bitcast across layouts, then a layout change)
+                   */
   kiln_reduction_dims_t rd;
   kiln_hero_reduction_dims(hero, &rd);
   return kiln_reduction_is_race_free(&rd);

@@ -65,6 +65,25 @@ bool kiln_hero_reduction_dims(const kiln_hlo_instruction_t *r, kiln_reduction_di
  * kiln_reduction_of_complex_ok says). */
 bool kiln_hero_is_reduction_hero(const kiln_hlo_instruction_t *r);
 
+/* How the index of a value between a reduce and a root (an epilogue) follows from the
+ * reduce's output index: BY_LOGICAL, it is that index (same dims, reached through
+ * elementwise ops); BY_PHYSICAL, it is the index of the same memory position as the reduce's
+ * (first) output at that index (reached through bitcasts and ops that keep the layout). A
+ * value with neither (a bitcast across layouts, then an op that changes the layout) is not
+ * a reduction epilogue. */
+#define KILN_HERO_BY_LOGICAL 1u
+#define KILN_HERO_BY_PHYSICAL 2u
+/* The mode of reduce r's output x (r itself or an element of it): both, or BY_LOGICAL for
+ * an element laid out unlike the first. */
+unsigned kiln_hero_reduce_output_mode(const kiln_hlo_instruction_t *x,
+                                      const kiln_hlo_instruction_t *r);
+/* The mode of x from its operand y's, `mode_y`: an elementwise op keeps y's logical index,
+ * and the physical position when laid out like y; a bitcast keeps the physical position,
+ * and the logical index when it changes nothing; a reshape keeps the logical index when it
+ * changes no dims and the physical position between row-major layouts. */
+unsigned kiln_hero_epilogue_step(const kiln_hlo_instruction_t *x, const kiln_hlo_instruction_t *y,
+                                 unsigned mode_y);
+
 /* A transpose normalized to physical order: size-1 dims dropped and runs of input dims that
  * stay adjacent merged. out_dims[i] = in_dims[perm[i]]. */
 typedef struct kiln_transpose_desc {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "compiler/analysis/hlo_indexing.h"
 
 bool kiln_hero_has_default_layout(const kiln_shape_t *s) {
   if (!s->has_layout || !s->layout.minor_to_major || s->layout.rank != s->rank) return true;
@@ -284,11 +285,12 @@ kiln_kir_op_t *kiln_hero_grid_loop(kiln_hero_emit_t *h, const kiln_launch_grid_t
   return kiln_kir_loop(&h->b, map, ids, 2, inits, (size_t)ninits);
 }
 
-/* idx (logical, shape `from`) -> the same row-major linear position in shape `to`. */
-bool kiln_hero_reshape_index(kiln_hero_emit_t *h, const kiln_shape_t *from,
-                             kiln_kir_value_t *const *idx, const kiln_shape_t *to,
-                             kiln_kir_value_t **out) {
-  bool same = from->rank == to->rank;
+/* idx (logical, shape `from`) -> the indices of the same linear position in shape `to`:
+ * row-major, or in memory order (`physical`; false for tiled layouts). */
+static bool position_index(kiln_hero_emit_t *h, const kiln_shape_t *from,
+                           kiln_kir_value_t *const *idx, const kiln_shape_t *to, bool physical,
+                           kiln_kir_value_t **out) {
+  bool same = from->rank == to->rank && !physical;
   for (int i = 0; same && i < from->rank; i++) same = from->dims[i] == to->dims[i];
   if (same) {
     for (int i = 0; i < from->rank; i++) out[i] = idx[i];
@@ -299,18 +301,35 @@ bool kiln_hero_reshape_index(kiln_hero_emit_t *h, const kiln_shape_t *from,
   int64_t hi[KILN_KIR_MAX_RANK];
   for (int i = 0; i < from->rank; i++) hi[i] = from->dims[i] - 1;
   kiln_indexing_map_t *map = kiln_hero_map(m, from->rank, NULL, hi, 0, NULL);
-  kiln_affine_expr_t *d[KILN_KIR_MAX_RANK], *ex[KILN_KIR_MAX_RANK];
+  kiln_affine_expr_t *d[KILN_KIR_MAX_RANK], *ex[KILN_KIR_MAX_RANK], *lin;
   for (int i = 0; i < from->rank; i++) d[i] = kiln_affine_dim(m->ctx, i);
-  kiln_affine_expr_t *lin = from->rank
-                                ? kiln_affine_linearize(m->ctx, d, from->dims, (size_t)from->rank)
-                                : kiln_affine_const(m->ctx, 0);
-  kiln_affine_delinearize(m->ctx, lin, to->dims, (size_t)to->rank, ex);
+  if (physical) {
+    if (!kiln_hlo_indexing_linearize_physical(m->ctx, from, d, &lin) ||
+        !kiln_hlo_indexing_delinearize_physical(m->ctx, to, lin, ex))
+      return false;
+  } else {
+    lin = from->rank ? kiln_affine_linearize(m->ctx, d, from->dims, (size_t)from->rank)
+                     : kiln_affine_const(m->ctx, 0);
+    kiln_affine_delinearize(m->ctx, lin, to->dims, (size_t)to->rank, ex);
+  }
   for (int i = 0; i < to->rank; i++) kiln_indexing_map_add_result(map, ex[i]);
   kiln_indexing_map_simplify(map);
   kiln_kir_op_t *ap = kiln_kir_apply_indexing(&h->b, map, idx, (size_t)from->rank, NULL, 0);
   if (!ap) return false;
   for (int i = 0; i < to->rank; i++) out[i] = kiln_kir_op_result(ap, (size_t)i);
   return true;
+}
+
+bool kiln_hero_reshape_index(kiln_hero_emit_t *h, const kiln_shape_t *from,
+                             kiln_kir_value_t *const *idx, const kiln_shape_t *to,
+                             kiln_kir_value_t **out) {
+  return position_index(h, from, idx, to, false, out);
+}
+
+bool kiln_hero_bitcast_index(kiln_hero_emit_t *h, const kiln_shape_t *from,
+                             kiln_kir_value_t *const *idx, const kiln_shape_t *to,
+                             kiln_kir_value_t **out) {
+  return position_index(h, from, idx, to, true, out);
 }
 
 kiln_kir_value_t *kiln_hero_insert_output(kiln_hero_emit_t *h, kiln_kir_value_t *const *v, int nv,

@@ -119,6 +119,11 @@ kiln_kir_op_t *kiln_hero_grid_loop(kiln_hero_emit_t *h, const kiln_launch_grid_t
 bool kiln_hero_reshape_index(kiln_hero_emit_t *h, const kiln_shape_t *from,
                              kiln_kir_value_t *const *idx, const kiln_shape_t *to,
                              kiln_kir_value_t **out);
+/* The same for the same memory position (a bitcast between any layouts): false for tiled
+ * layouts. */
+bool kiln_hero_bitcast_index(kiln_hero_emit_t *h, const kiln_shape_t *from,
+                             kiln_kir_value_t *const *idx, const kiln_shape_t *to,
+                             kiln_kir_value_t **out);
 /* The launch dimensions of grid `g` (block, grid arrays for kiln_hero_emit_begin). */
 void kiln_hero_grid_dims(const kiln_launch_grid_t *g, int64_t block[3], int64_t grid[3]);
 

@@ -80,43 +80,67 @@ bool kiln_red_index_of(kiln_hero_emit_t *h, const kiln_shape_t *s, kiln_kir_valu
   return true;
 }
 
-/* The logical index of an epilogue value of shape `s` at the kept index: the hero's output
- * index `oidx` (`no` values) when s has the hero output's dimensions (whatever its layout),
- * else `s` delinearized from the kept physical linear index `lin`. */
-static bool red_epilogue_index(kiln_hero_emit_t *h, const kiln_shape_t *s, kiln_kir_value_t *lin,
-                               kiln_kir_value_t *const *oidx, const kiln_shape_t *hero_out, kiln_kir_value_t **idx) {
-  if (oidx && hero_out && s->rank == hero_out->rank &&
-      !memcmp(s->dims, hero_out->dims, sizeof(int64_t) * (size_t)s->rank)) {
-    for (int i = 0; i < s->rank; i++) idx[i] = oidx[i];
-    return true;
-  }
-  return kiln_red_index_of(h, s, lin, idx);
+static int path_position(const kiln_red_state_t *rs, const kiln_hlo_instruction_t *x) {
+  for (int i = 0; i < rs->npath; i++)
+    if (rs->path[i] == x) return i;
+  return -1;
 }
 
-/* Value of epilogue node x at the output's linear index `lin` from the final accumulators
+/* The logical index of epilogue node x (on a path) for its reduce's output index `oidx`
+ * (output shape hero_out): oidx itself, or the index of the same memory position, as x's
+ * path_mode says. */
+static bool red_epilogue_index(kiln_hero_emit_t *h, const kiln_red_state_t *rs,
+                               const kiln_hlo_instruction_t *x, kiln_kir_value_t *const *oidx,
+                               const kiln_shape_t *hero_out, kiln_kir_value_t **idx) {
+  int i = path_position(rs, x);
+  unsigned mode = i >= 0 ? rs->path_mode[i] : 0;
+  const kiln_shape_t *s = x->shape;
+  if ((mode & KILN_HERO_BY_LOGICAL) && oidx && hero_out && s->rank == hero_out->rank &&
+      !memcmp(s->dims, hero_out->dims, sizeof(int64_t) * (size_t)s->rank)) {
+    for (int k = 0; k < s->rank; k++) idx[k] = oidx[k];
+    return true;
+  }
+  if ((mode & KILN_HERO_BY_PHYSICAL) && oidx && hero_out) {
+    if (kiln_hero_bitcast_index(h, hero_out, oidx, s, idx)) return true;
+    kiln_elemental_fail(
+        &h->fn, KILN_ERR_UNIMPLEMENTED("%s: a reduction epilogue across a tiled layout", x->name));
+    return false;
+  }
+  kiln_elemental_fail(&h->fn,
+                      KILN_ERR_UNIMPLEMENTED("%s: a reduction epilogue whose index is neither its "
+                                             "reduce's output index nor the same physical position "
+                                             "(a bitcast or reshape across layouts)",
+                                             x->name));
+  return false;
+}
+
+/* Value of epilogue node x at its reduce's output index `oidx` from the final accumulators
  * (operands read at red_epilogue_index). */
-static kiln_kir_value_t *red_eval_path(kiln_hero_emit_t *h, kiln_red_state_t *rs, const kiln_hlo_instruction_t *x,
-                                       kiln_kir_value_t *lin, kiln_kir_value_t *const *oidx,
-                                       const kiln_shape_t *hero_out, kiln_kir_value_t *const *acc) {
+static kiln_kir_value_t *red_eval_path(kiln_hero_emit_t *h, kiln_red_state_t *rs,
+                                       const kiln_hlo_instruction_t *x,
+                                       kiln_kir_value_t *const *oidx, const kiln_shape_t *hero_out,
+                                       kiln_kir_value_t *const *acc) {
   int j = kiln_red_index(rs, x);
   if (j >= 0) return acc[rs->acc_first[j]];
   if (x->opcode == KILN_OP_GET_TUPLE_ELEMENT && kiln_red_index(rs, x->operands[0]) >= 0)
     return acc[rs->acc_first[kiln_red_index(rs, x->operands[0])] + x->tuple_index];
   if (x->opcode == KILN_OP_BITCAST || x->opcode == KILN_OP_RESHAPE)
-    return red_eval_path(h, rs, x->operands[0], lin, oidx, hero_out, acc);
+    return red_eval_path(h, rs, x->operands[0], oidx, hero_out, acc);
   if (!kiln_hlo_opcode_is_elementwise(x->opcode) || x->num_operands > 8) {
     kiln_elemental_fail(&h->fn, KILN_ERR_UNIMPLEMENTED("%s: %s in a reduction epilogue", x->name,
                                                        kiln_hlo_opcode_name(x->opcode)));
     return NULL;
   }
-  kiln_kir_value_t *args[8];
+  kiln_kir_value_t *args[8], *idx[KILN_KIR_MAX_RANK];
+  bool have_idx = false; /* off-path operands (same dims) are read at x's logical index */
   for (int k = 0; k < x->num_operands; k++) {
     const kiln_hlo_instruction_t *op = x->operands[k];
     if (red_on_path(rs, op)) {
-      args[k] = red_eval_path(h, rs, op, lin, oidx, hero_out, acc);
+      args[k] = red_eval_path(h, rs, op, oidx, hero_out, acc);
     } else {
-      kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
-      args[k] = red_epilogue_index(h, op->shape, lin, oidx, hero_out, idx) ? kiln_hero_emit_value(h, op, idx) : NULL;
+      if (!have_idx && !red_epilogue_index(h, rs, x, oidx, hero_out, idx)) return NULL;
+      have_idx = true;
+      args[k] = kiln_hero_emit_value(h, op, idx);
     }
     if (!args[k]) return NULL;
   }
@@ -396,8 +420,9 @@ void kiln_red_write_outputs(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_
         if (kiln_shape_is_tuple(hsh)) hsh = hsh->num_elements > 0 ? hsh->elements[0] : NULL;
       }
       kiln_kir_value_t *const *hidx = hj >= 0 && hsh && hsh->rank == no_of[hj] ? oidx_of[hj] : NULL;
-      kiln_kir_value_t *v = red_eval_path(h, rs, po->instr, kept, hidx, hsh, acc), *ridx[KILN_KIR_MAX_RANK];
-      if (!v || !red_epilogue_index(h, rsh, kept, hidx, hsh, ridx)) return;
+      kiln_kir_value_t *v = red_eval_path(h, rs, po->instr, hidx, hsh, acc),
+                       *ridx[KILN_KIR_MAX_RANK];
+      if (!v || !red_epilogue_index(h, rs, po->instr, hidx, hsh, ridx)) return;
       res[o] = kiln_hero_insert_output(h, &v, 1, h->outs[o], rsh, ridx);
       continue;
     }
@@ -429,6 +454,28 @@ void kiln_red_write_outputs(kiln_hero_emit_t *h, kiln_red_state_t *rs, kiln_kir_
   kiln_kir_yield(&h->b, h->outs, (size_t)nout);
   kiln_kir_builder_exit(&h->b);
   for (int o = 0; o < nout; o++) h->outs[o] = kiln_kir_op_result(iff, (size_t)o);
+}
+
+/* path_mode of every path node, operands before users (the order red_mark_path adds them):
+ * an op's mode is kiln_hero_epilogue_step's over every operand on a path. */
+static void red_path_modes(kiln_red_state_t *rs) {
+  for (int i = 0; i < rs->npath; i++) {
+    const kiln_hlo_instruction_t *x = rs->path[i];
+    const kiln_hlo_instruction_t *r = x->opcode == KILN_OP_GET_TUPLE_ELEMENT ? x->operands[0] : x;
+    if (kiln_red_index(rs, r) >= 0) {
+      rs->path_mode[i] = kiln_hero_reduce_output_mode(x, r);
+      continue;
+    }
+    unsigned mode = KILN_HERO_BY_LOGICAL | KILN_HERO_BY_PHYSICAL;
+    bool any = false;
+    for (int k = 0; k < x->num_operands; k++) {
+      int j = path_position(rs, x->operands[k]);
+      if (j < 0) continue;
+      any = true;
+      mode &= kiln_hero_epilogue_step(x, x->operands[k], rs->path_mode[j]);
+    }
+    rs->path_mode[i] = any ? mode : 0;
+  }
 }
 
 static kiln_status check_supported(const kiln_hlo_computation_t *c, kiln_red_state_t *rs) {
@@ -472,6 +519,7 @@ static kiln_status check_supported(const kiln_hlo_computation_t *c, kiln_red_sta
     for (int k = 0; k < n + cplx; k++) rs->acc_red[rs->nacc++] = rs->nred;
     rs->reds[rs->nred++] = r;
   }
+  red_path_modes(rs);
   return NULL;
 }
 

@@ -34,6 +34,8 @@ typedef struct kiln_red_state {
   /* Epilogues: instructions between a root and its reduce hero (both included). */
   int npath;
   const kiln_hlo_instruction_t *path[256];
+  /* How the index of path[i] follows from its reduce's (KILN_HERO_BY_*, both, or neither). */
+  unsigned char path_mode[256];
 } kiln_red_state_t;
 
 /* kiln_hero_emit_begin for the reduction kernels: they write every output through
