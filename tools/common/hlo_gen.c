@@ -409,12 +409,15 @@ static void binary_comp(kiln_strbuf_t *b, const char *name, int type, const char
  * pure rounding whose relative error is unbounded (2^-24 in one summation order, 2^-23 in
  * another), and the product turns it into a relative error of the whole result that no
  * tolerance covers (fuzz-20312: twice the evaluator's value). Drawn as before, then mapped, so
- * programs without such a product are unchanged. */
+ * programs without such a product are unchanged. An 8-bit float value that is inexact may
+ * already be an ulp off (a loop's carry rounded after every step or not), and a sum of 4 of
+ * them 4 ulps, a quarter of its value with 2 mantissa bits (fuzz-9642207: f8e5m2fnuz carries
+ * of a scan summed, then tanh(2x): 0.25 vs 0.4375); those sum at most 2. */
 static const char *random_reducer_of(gen_t *g, int type, bool inexact, int64_t terms) {
   if (kTypes[type].kind == K_PRED) return chance(g, 50) ? "and" : "or";
   if (kTypes[type].kind == K_C) return chance(g, 70) || inexact ? "add" : "multiply";
   if (kTypes[type].kind == K_F && kTypes[type].bits < 32 &&
-      terms > (kTypes[type].bits <= 4 ? 2 : 4))
+      terms > (kTypes[type].bits <= 4 || (inexact && kTypes[type].bits <= 8) ? 2 : 4))
     return chance(g, 50) ? "maximum" : "minimum";
   static const char *kOps[] = {"add", "add", "maximum", "minimum", "multiply"};
   int k = rnd(g, 5);
@@ -1169,6 +1172,88 @@ static int op_reduce(gen_t *g) {
   return add_node(g, "reduce", &r, ops, 2, attrs, strbuf_take(&c));
 }
 
+/* Types jnp.argmax / argmin are drawn on: floats of 16 bits and more (they have
+ * infinities) and integers of 8 bits and more. */
+static bool argmax_type(int t) {
+  const int k = kTypes[t].kind, bits = kTypes[t].bits;
+  return kTypes[t].arith && ((k == K_F && bits >= 16) || ((k == K_S || k == K_U) && bits >= 8));
+}
+
+/* The identity of a max (or, `min`, of a min) of argmax_type t as HLO text. */
+static const char *extreme_text(int t, bool min) {
+  static const char *kS[] = {"-128", "-32768", "-2147483648", "-9223372036854775808"};
+  static const char *kSMax[] = {"127", "32767", "2147483647", "9223372036854775807"};
+  static const char *kUMax[] = {"255", "65535", "4294967295", "18446744073709551615"};
+  const int bits = kTypes[t].bits, k = bits == 8 ? 0 : bits == 16 ? 1 : bits == 32 ? 2 : 3;
+  switch (kTypes[t].kind) {
+    case K_F:
+      return min ? "inf" : "-inf";
+    case K_S:
+      return min ? kSMax[k] : kS[k];
+    default:
+      return min ? kUMax[k] : "0";
+  }
+}
+
+/* jnp.argmax / argmin as JAX lowers them: a variadic reduce of the operand and an s32 iota
+ * along one dimension whose reducer takes the greater (lesser) value, a NaN first, and of
+ * equal values the lower index; the result is the indices or, in 30%, the values. A float
+ * operand's NaNs become 0 first: two NaNs keep whichever comes first, which depends on the
+ * order the reduction combines them in. */
+static int op_argmax(gen_t *g) {
+  int x = pick(g, argmax_type, 1);
+  gen_shape_t in = *shape_of(g, x);
+  if (!argmax_type(in.type)) return -1;
+  const int t = in.type, d = rnd(g, in.rank), id = g->p->num_nodes;
+  const bool min = chance(g, 40);
+  const char *tn = kTypes[t].name;
+  if (kTypes[t].kind == K_F) {
+    gen_shape_t p = in;
+    p.type = T_PRED;
+    int ne_ops[2] = {x, x};
+    int nan = add_node(g, "compare", &p, ne_ops, 2, xprintf(", direction=NE"), NULL);
+    int zero = add_constant(g, t, "0");
+    int zb = add_node(g, "broadcast", &in, &zero, 1, xprintf(", dimensions={}"), NULL);
+    int sel[3] = {nan, zb, x};
+    x = add_node(g, "select", &in, sel, 3, NULL, NULL);
+  }
+  gen_shape_t io = in;
+  io.type = T_S32;
+  default_layout(&io);
+  int iota = add_node(g, "iota", &io, NULL, 0, xprintf(", iota_dimension=%d", d), NULL);
+  gen_shape_t r = in, ri;
+  r.rank = in.rank - 1;
+  for (int i = d; i < r.rank; i++) r.dims[i] = in.dims[i + 1];
+  default_layout(&r);
+  ri = r;
+  ri.type = T_S32;
+  kiln_strbuf_t c = {0};
+  kiln_strbuf_printf(&c,
+                     "argmax_%d {\n  a = %s[] parameter(0)\n  ai = s32[] parameter(1)\n"
+                     "  b = %s[] parameter(2)\n  bi = s32[] parameter(3)\n"
+                     "  better = pred[] compare(a, b), direction=%s\n"
+                     "  nan = pred[] compare(a, a), direction=NE\n"
+                     "  pick = pred[] or(better, nan)\n"
+                     "  eq = pred[] compare(a, b), direction=EQ\n"
+                     "  lower = pred[] compare(ai, bi), direction=LT\n"
+                     "  tie = pred[] and(eq, lower)\n  pick_i = pred[] or(pick, tie)\n"
+                     "  v = %s[] select(pick, a, b)\n  i = s32[] select(pick_i, ai, bi)\n"
+                     "  ROOT r = (%s[], s32[]) tuple(v, i)\n}\n\n",
+                     id, tn, tn, min ? "LT" : "GT", tn, tn);
+  int init = add_constant(g, t, extreme_text(t, min));
+  int izero = add_constant(g, T_S32, "0");
+  int ops[4] = {x, iota, init, izero};
+  const gen_shape_t *rs[2] = {&r, &ri};
+  char *text = tuple_text(rs, 2);
+  int red =
+      add_tuple_node(g, "reduce", text, ops, 4,
+                     xprintf(", dimensions={%d}, to_apply=argmax_%d", d, id), strbuf_take(&c));
+  kiln_free(text);
+  const bool values = chance(g, 30);
+  return add_node(g, "get-tuple-element", values ? &r : &ri, &red, 1,
+                  xprintf(", index=%d", values ? 0 : 1), NULL);
+}
+
 /* A reduce-window of a recent node by a random reducer (windows up to 4, strides 1-2,
  * padding 0-1): its operands (operand, init parameter), result shape, attributes and
  * reducer computation text. */
@@ -1428,7 +1513,9 @@ static int op_while(gen_t *g) {
 }
 
 /* conditional on an s32 branch index (a parameter: out of range picks the last branch) or a
- * pred, each branch a different unary step of the operand. */
+ * pred, each branch a different unary step of the operand. As XLA's optimized dumps hold
+ * them (JAX's cond and switch), sometimes each step is a loop fusion inside its branch, and
+ * sometimes the branches take and give one-element tuples. */
 static int op_conditional(gen_t *g) {
   int x = pick(g, any_type, 0);
   gen_shape_t in = *shape_of(g, x);
@@ -1436,26 +1523,48 @@ static int op_conditional(gen_t *g) {
   int id = g->p->num_nodes;
   bool by_pred = chance(g, 30);
   int branches = by_pred ? 2 : 2 + rnd(g, 2);
+  const bool fused = chance(g, 40), tupled = chance(g, 40);
   kiln_strbuf_t vs = {0};
   shape_text(&vs, &in);
   const char *v = kiln_strbuf_cstr(&vs);
+  char tv[256];
+  snprintf(tv, sizeof tv, "(%s)", v);
   kiln_strbuf_t c = {0}, names = {0};
   for (int i = 0; i < branches; i++) {
     const char *op = i == 0 ? "copy" : step_op(g, in.type);
-    kiln_strbuf_printf(&c, "branch_%d_%d {\n  p = %s parameter(0)\n", id, i, v);
-    step_text(&c, true, "r", v, in.type, op, "p");
+    if (fused) {
+      kiln_strbuf_printf(&c, "branch_%d_%d_fused {\n  p = %s parameter(0)\n", id, i, v);
+      step_text(&c, true, "r", v, in.type, op, "p");
+      kiln_strbuf_append(&c, "}\n\n");
+    }
+    kiln_strbuf_printf(&c, "branch_%d_%d {\n  p = %s parameter(0)\n", id, i, tupled ? tv : v);
+    const char *arg = "p";
+    if (tupled) {
+      kiln_strbuf_printf(&c, "  e = %s get-tuple-element(p), index=0\n", v);
+      arg = "e";
+    }
+    if (fused)
+      kiln_strbuf_printf(&c, "  %sr = %s fusion(%s), kind=kLoop, calls=branch_%d_%d_fused\n",
+                         tupled ? "" : "ROOT ", v, arg, id, i);
+    else
+      step_text(&c, !tupled, "r", v, in.type, op, arg);
+    if (tupled) kiln_strbuf_printf(&c, "  ROOT t = %s tuple(r)\n", tv);
     kiln_strbuf_append(&c, "}\n\n");
     kiln_strbuf_printf(&names, "%sbranch_%d_%d", i ? ", " : "", id, i);
   }
   gen_shape_t sel = scalar_of(by_pred ? T_PRED : T_S32);
   int idx = add_param(g, &sel);
-  int ops[4] = {idx, x, x, x};
+  int arg = tupled ? add_tuple_node(g, "tuple", tv, &x, 1, NULL, NULL) : x;
+  int ops[4] = {idx, arg, arg, arg};
   char *attrs =
       by_pred ? xprintf(", true_computation=branch_%d_0, false_computation=branch_%d_1", id, id)
               : xprintf(", branch_computations={%s}", kiln_strbuf_cstr(&names));
   kiln_strbuf_free(&names);
+  char *comps = strbuf_take(&c);
+  int r = tupled ? add_tuple_node(g, "conditional", tv, ops, 1 + branches, attrs, comps)
+                 : add_node(g, "conditional", &in, ops, 1 + branches, attrs, comps);
   kiln_strbuf_free(&vs);
-  return add_node(g, "conditional", &in, ops, 1 + branches, attrs, strbuf_take(&c));
+  return tupled ? add_node(g, "get-tuple-element", &in, &r, 1, xprintf(", index=0"), NULL) : r;
 }
 
 static int op_tuple(gen_t *g) {
@@ -2118,6 +2227,24 @@ static int op_input_fusion(gen_t *g) {
   return add_node(g, smooth_binary(g, t), &o, pair, 2, NULL, NULL);
 }
 
+/* The binary op of slice and carry and the unary step after it, for a scan's body.
+ * carry' = step(a * carry) multiplies an error of the carry by |a * step'| at each
+ * iteration: past 1 (a = 3, cosine) one ulp of the host's cosine grew to 2e-4 in 10
+ * (fuzz-2758275). A sum keeps the factor |step'| <= 1. */
+static void scan_ops(gen_t *g, int t, const char **op, const char **step) {
+  *op = smooth_binary(g, t);
+  *step = step_op(g, t);
+  /* A 16-bit float sum of row and carry rounded or not (excess precision, as XLA keeps it
+   * in a fusion) differs by half an ulp, up to 0.016 in [2, 4], and a sine passes that
+   * whole into its result near pi, past bf16's tolerance of 0.01 (fuzz-9617920:
+   * sin(a + carry) for three steps, -0.077 on the evaluator, -0.065 compiled). tanh's
+   * slope is small where the ulp is large. */
+  if (kTypes[t].kind == K_F && kTypes[t].bits <= 16 && periodic(*step)) *step = "tanh";
+  if (!strcmp(*op, "multiply") && kTypes[t].kind == K_F &&
+      (periodic(*step) || !strcmp(*step, "tanh")))
+    *op = "add";
+}
+
 /* scan along a random dimension of an array: one input, one carry of the slice's shape
  * (another node of that shape, or zeros), the body a smooth binary op of slice and carry,
  * then a unary step; the slice sum becomes both the step's output and the next carry.
@@ -2142,12 +2269,8 @@ static int op_scan(gen_t *g) {
   shape_text(&ss, &body_slice);
   shape_text(&xs, &in);
   const char *sv = kiln_strbuf_cstr(&ss);
-  const char *op = smooth_binary(g, t), *step = step_op(g, t);
-  /* carry' = step(a * carry) multiplies an error of the carry by |a * step'| at each
-   * iteration: past 1 (a = 3, cosine) one ulp of the host's cosine grew to 2e-4 in 10
-   * (fuzz-2758275). A sum keeps the factor |step'| <= 1. */
-  if (!strcmp(op, "multiply") && kTypes[t].kind == K_F && (periodic(step) || !strcmp(step, "tanh")))
-    op = "add";
+  const char *op, *step;
+  scan_ops(g, t, &op, &step);
   kiln_strbuf_printf(&c,
                      "scan_body_%d {\n  a = %s parameter(0)\n  b = %s parameter(1)\n"
                      "  x = %s %s(a, b)\n",
@@ -2170,6 +2293,127 @@ static int op_scan(gen_t *g) {
   bool outputs = chance(g, 60);
   return add_node(g, "get-tuple-element", outputs ? &in : &slice, &sc, 1,
                   xprintf(", index=%d", outputs ? 0 : 1), NULL);
+}
+
+/* The start indices of a scan's row `k` of an array of rank `rank` scanned along `d`:
+ * ", z, k, z" (the zeros a constant `z`). */
+static void row_indices(kiln_strbuf_t *b, int rank, int d, const char *k) {
+  for (int i = 0; i < rank; i++) kiln_strbuf_printf(b, ", %s", i == d ? k : "z");
+}
+
+/* A scan as XLA lowers lax.scan: a while over (counter, carry, xs, ys) whose body is three
+ * loop fusions (row k of xs dynamic-sliced and bitcast to the carry's shape; the step of row
+ * and carry; the step bitcast back and written into row k of ys in place) and the counter's
+ * add. Reversed, k is n-1-i. The result is ys or the last carry. */
+static int op_scan_loop(gen_t *g) {
+  int x = pick(g, any_type, 1);
+  gen_shape_t in = *shape_of(g, x);
+  int t = in.type, d = rnd(g, in.rank);
+  const int64_t n = in.dims[d];
+  if (!kTypes[t].arith || kTypes[t].kind == K_C || n == 0) return -1;
+  gen_shape_t slice = in, row = in, out = in;
+  slice.rank = in.rank - 1;
+  for (int i = d; i < slice.rank; i++) slice.dims[i] = in.dims[i + 1];
+  default_layout(&slice);
+  row.dims[d] = 1;
+  default_layout(&row);
+  default_layout(&out);
+  int carry = node_like(g, &slice);
+  if (carry < 0 || !same_dims(shape_of(g, carry), &slice)) return -1;
+  /* the carry in the loop in the default layout, as the bitcasts want */
+  if (memcmp(shape_of(g, carry)->m2m, slice.m2m, sizeof slice.m2m))
+    carry = add_node(g, "copy", &slice, &carry, 1, NULL, NULL);
+  const char *op, *step;
+  scan_ops(g, t, &op, &step);
+  const bool reverse = chance(g, 30);
+  const int id = g->p->num_nodes;
+  kiln_strbuf_t vs[4] = {{0}, {0}, {0}, {0}}, c = {0}, sizes = {0}, at_k = {0};
+  shape_text(&vs[0], &slice);
+  shape_text(&vs[1], &row);
+  shape_text(&vs[2], &in);
+  shape_text(&vs[3], &out);
+  const char *sv = kiln_strbuf_cstr(&vs[0]), *rv = kiln_strbuf_cstr(&vs[1]);
+  const char *xv = kiln_strbuf_cstr(&vs[2]), *ov = kiln_strbuf_cstr(&vs[3]);
+  for (int i = 0; i < in.rank; i++)
+    kiln_strbuf_printf(&sizes, "%s%lld", i ? "," : "", (long long)row.dims[i]);
+  row_indices(&at_k, in.rank, d, "k");
+  kiln_strbuf_printf(&c,
+                     "fused_row_%d {\n  xs = %s parameter(0)\n  k = s32[] parameter(1)\n"
+                     "  z = s32[] constant(0)\n"
+                     "  ds = %s dynamic-slice(xs%s), dynamic_slice_sizes={%s}\n"
+                     "  ROOT b = %s bitcast(ds)\n}\n\n",
+                     id, xv, rv, kiln_strbuf_cstr(&at_k), kiln_strbuf_cstr(&sizes), sv);
+  kiln_strbuf_printf(&c,
+                     "fused_step_%d {\n  a = %s parameter(0)\n  c = %s parameter(1)\n"
+                     "  x = %s %s(a, c)\n",
+                     id, sv, sv, sv, op);
+  step_text(&c, true, "y", sv, t, step, "x");
+  kiln_strbuf_printf(&c,
+                     "}\n\nfused_update_%d {\n  ys = %s parameter(0)\n  y = %s parameter(1)\n"
+                     "  k = s32[] parameter(2)\n  z = s32[] constant(0)\n"
+                     "  b = %s bitcast(y)\n  ROOT u = %s dynamic-update-slice(ys, b%s)\n}\n\n",
+                     id, ov, sv, rv, ov, kiln_strbuf_cstr(&at_k));
+  char tuple_shape[512];
+  snprintf(tuple_shape, sizeof tuple_shape, "(s32[], %s, %s, %s)", sv, xv, ov);
+  /* the condition's compare fused or not, as XLA leaves it either way */
+  const char *lt = "  ROOT lt = pred[] compare(i, n), direction=LT\n}\n\n";
+  if (chance(g, 50)) {
+    kiln_strbuf_printf(&c,
+                       "fused_cond_%d {\n  i = s32[] parameter(0)\n  n = s32[] constant(%lld)\n",
+                       id, (long long)n);
+    kiln_strbuf_append(&c, lt);
+    kiln_strbuf_printf(&c,
+                       "scan_cond_%d {\n  p = %s parameter(0)\n"
+                       "  i = s32[] get-tuple-element(p), index=0\n"
+                       "  ROOT lt = pred[] fusion(i), kind=kLoop, calls=fused_cond_%d\n}\n\n",
+                       id, tuple_shape, id);
+  } else {
+    kiln_strbuf_printf(&c,
+                       "scan_cond_%d {\n  p = %s parameter(0)\n"
+                       "  i = s32[] get-tuple-element(p), index=0\n  n = s32[] constant(%lld)\n",
+                       id, tuple_shape, (long long)n);
+    kiln_strbuf_append(&c, lt);
+  }
+  kiln_strbuf_printf(&c,
+                     "scan_body_%d {\n  p = %s parameter(0)\n"
+                     "  i = s32[] get-tuple-element(p), index=0\n"
+                     "  c = %s get-tuple-element(p), index=1\n"
+                     "  xs = %s get-tuple-element(p), index=2\n"
+                     "  ys = %s get-tuple-element(p), index=3\n",
+                     id, tuple_shape, sv, xv, ov);
+  if (reverse)
+    kiln_strbuf_printf(&c, "  last = s32[] constant(%lld)\n  k = s32[] subtract(last, i)\n",
+                       (long long)(n - 1));
+  const char *k = reverse ? "k" : "i";
+  kiln_strbuf_printf(&c,
+                     "  a = %s fusion(xs, %s), kind=kLoop, calls=fused_row_%d\n"
+                     "  y = %s fusion(a, c), kind=kLoop, calls=fused_step_%d\n"
+                     "  u = %s fusion(ys, y, %s), kind=kLoop, calls=fused_update_%d\n"
+                     "  one = s32[] constant(1)\n  j = s32[] add(i, one)\n"
+                     "  ROOT r = %s tuple(j, y, xs, u)\n}\n\n",
+                     sv, k, id, sv, id, ov, k, id, tuple_shape);
+  char trips[96] = "";
+  if (chance(g, 50)) /* XLA's loop analysis records the trip count */
+    snprintf(trips, sizeof trips, ", backend_config={\"known_trip_count\":{\"n\":\"%lld\"}}",
+             (long long)n);
+  int zero = add_constant(g, T_S32, "0");
+  int fill = add_constant(g, t, kTypes[t].kind == K_PRED ? "false" : "0");
+  int ys = add_node(g, "broadcast", &out, &fill, 1, xprintf(", dimensions={}"), NULL);
+  int ops[4] = {zero, carry, x, ys};
+  int tup = add_tuple_node(g, "tuple", tuple_shape, ops, 4, NULL, NULL);
+  int w = add_tuple_node(g, "while", tuple_shape, &tup, 1,
+                         xprintf(", condition=scan_cond_%d, body=scan_body_%d%s", id, id, trips),
+                         strbuf_take(&c));
+  for (int i = 0; i < 4; i++) kiln_strbuf_free(&vs[i]);
+  kiln_strbuf_free(&sizes);
+  kiln_strbuf_free(&at_k);
+  const bool outputs = chance(g, 60);
+  return tuple_element(g, w, outputs ? &out : &slice, outputs ? 3 : 1);
+}
+
+/* A scan: the op, or as XLA lowers it (half each). */
+static int op_scan_either(gen_t *g) {
+  return chance(g, 50) ? op_scan(g) : op_scan_loop(g);
 }
 
 /* select-and-scatter: the first maximum (GE) or minimum (LE) of each window of the operand
@@ -2537,6 +2781,7 @@ static int op_ragged_dot(gen_t *g) {
 EXACT_OPERANDS(op_compare)
 EXACT_OPERANDS(op_bitcast_convert)
 EXACT_OPERANDS(op_sort)
+EXACT_OPERANDS(op_argmax)
 EXACT_OPERANDS(op_select_and_scatter)
 EXACT_OPERANDS(op_topk)
 EXACT_OPERANDS(op_reduce_precision)
@@ -2587,9 +2832,10 @@ static const op_entry_t kOps[] = {
     /* scatter and its fusion share scatter's old weight */
     {op_scatter, 2},
     {op_scatter_fusion, 1},
-    /* reduce and the reduction fusion share reduce's old weight */
-    {op_reduce, 7},
+    /* reduce, the reduction fusion and argmax share reduce's old weight */
+    {op_reduce, 6},
     {op_input_fusion, 1},
+    {op_argmax_exact, 1},
     /* reduce-window and its fusion share reduce-window's old weight */
     {op_reduce_window, 2},
     {op_rw_fusion, 1},
@@ -2598,7 +2844,7 @@ static const op_entry_t kOps[] = {
     {op_sort_exact, 3},
     /* while and scan share while's old weight, so every other op keeps its draws */
     {op_while, 1},
-    {op_scan, 1},
+    {op_scan_either, 1},
     {op_conditional, 2},
     {op_tuple, 1},
     {op_math, 4},
