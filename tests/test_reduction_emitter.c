@@ -387,6 +387,47 @@ static void test_epilogues_through_bitcasts_take_the_reduces_memory_position(voi
   kiln_hlo_module_destroy(m);
 }
 
+/* jnp.argmax as JAX lowers it, a variadic reduce of the values and an iota whose root is
+ * the index element: the reduce is the hero (before, the get-tuple-element was its own hero
+ * and the loop emitter walked each row in one thread). Row and column forms match the
+ * evaluator, ties included (the s8 rows hold many equal values: the lower index wins). */
+static void test_argmax_index_root_is_a_reduction(void **state) {
+  (void)state;
+  static const struct {
+    const char *name, *type, *dims, *out, *init;
+    int dim;
+    int64_t summed;
+  } cases[] = {
+      {"argmax_row", "f32", "64,300", "64", "-inf", 1, 300},
+      {"argmax_column", "f32", "300,64", "64", "-inf", 0, 300},
+      {"argmax_row_s8_ties", "s8", "16,8,100", "16,8", "-128", 2, 100},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const char *t = cases[i].type;
+    char text[2048];
+    snprintf(
+        text, sizeof(text),
+        "argmax {\n a = %s[] parameter(0)\n ai = s32[] parameter(1)\n b = %s[] parameter(2)\n"
+        " bi = s32[] parameter(3)\n gt = pred[] compare(a, b), direction=GT\n"
+        " nan = pred[] compare(a, a), direction=NE\n pick = pred[] or(gt, nan)\n"
+        " eq = pred[] compare(a, b), direction=EQ\n lower = pred[] compare(ai, bi), direction=LT\n"
+        " tie = pred[] and(eq, lower)\n pick_i = pred[] or(pick, tie)\n"
+        " v = %s[] select(pick, a, b)\n i = s32[] select(pick_i, ai, bi)\n"
+        " ROOT r = (%s[], s32[]) tuple(v, i)\n}\n"
+        "fusion {\n x = %s[%s] parameter(0)\n io = s32[%s] iota(), iota_dimension=%d\n"
+        " init = %s[] constant(%s)\n z = s32[] constant(0)\n"
+        " r = (%s[%s], s32[%s]) reduce(x, io, init, z), dimensions={%d}, to_apply=argmax\n"
+        " ROOT i = s32[%s] get-tuple-element(r), index=1\n}\n",
+        t, t, t, t, t, cases[i].dims, cases[i].dims, cases[i].dim, t, cases[i].init, t,
+        cases[i].out, cases[i].out, cases[i].dim, cases[i].out);
+    kiln_hlo_module_t *m = NULL;
+    kiln_codegen_kernel_t k;
+    emit_run_check(text, cases[i].name, cases[i].summed, &m, &k);
+    kiln_codegen_kernel_free(&k);
+    kiln_hlo_module_destroy(m);
+  }
+}
+
 /* A side output laid out like the reduce's input takes the input's index (the cross-entropy
  * gradient of a training step: the one-hot pick of the target's logit summed per row, and
  * softmax - one-hot as a bf16 side output): the logits are read once per element and no
@@ -544,6 +585,7 @@ int main(void) {
       cmocka_unit_test(test_ragged_row_reduction_checks_bounds_only_in_the_last_iteration),
       cmocka_unit_test(test_reduce_outputs_with_non_default_layout_are_written_physically),
       cmocka_unit_test(test_epilogues_through_bitcasts_take_the_reduces_memory_position),
+      cmocka_unit_test(test_argmax_index_root_is_a_reduction),
       cmocka_unit_test(test_side_outputs_laid_out_like_the_input_share_its_index),
       cmocka_unit_test(test_complex_add_reductions_keep_real_and_imaginary_accumulators),
   };

@@ -96,7 +96,9 @@ unsigned kiln_hero_epilogue_step(const kiln_hlo_instruction_t *x, const kiln_hlo
 
 /* The mode of root (kiln_hero_epilogue_step down the one-operand chain to reduce hero). */
 static unsigned chain_mode(const kiln_hlo_instruction_t *root, const kiln_hlo_instruction_t *hero) {
-  if (root == hero || root->num_operands < 1) return kiln_hero_reduce_output_mode(root, hero);
+  if (root == hero || root->num_operands < 1 ||
+      (root->opcode == KILN_OP_GET_TUPLE_ELEMENT && root->operands[0] == hero))
+    return kiln_hero_reduce_output_mode(root, hero);
   const kiln_hlo_instruction_t *y = root->operands[0];
   return kiln_hero_epilogue_step(root, y, chain_mode(y, hero));
 }
@@ -463,6 +465,10 @@ static const kiln_hlo_instruction_t *find_nontrivial(const kiln_hlo_instruction_
 const kiln_hlo_instruction_t *kiln_hero_find(const kiln_hlo_instruction_t *root) {
   const kiln_hlo_instruction_t *h = root;
   while (is_intermediate(h, 1) && h->operands[0]->opcode != KILN_OP_PARAMETER) h = h->operands[0];
+  /* an element of a variadic reduce (argmax's index) */
+  if (h->opcode == KILN_OP_GET_TUPLE_ELEMENT && h->num_operands == 1 &&
+      h->operands[0]->opcode == KILN_OP_REDUCE)
+    return h->operands[0];
   const kiln_hlo_instruction_t *t = find_nontrivial(h, pred_transpose);
   if (t) return t;
   const kiln_hlo_instruction_t *c = find_nontrivial(h, pred_concat);

@@ -3,7 +3,8 @@
  * A fusion's roots are the operands of its root tuple (or the root itself). Each root's
  * hero is found by walking up from the root through "intermediate" instructions:
  * single-operand elementwise ops, bitcasts, reshapes and transposes that are bitcasts
- * (only size-1 dimensions move). If that walk stops at a reduce, the reduce is the hero.
+ * (only size-1 dimensions move). If that walk stops at a reduce, or at an element of a
+ * variadic one (argmax's index, session 31), the reduce is the hero.
  * Otherwise a second, wider search (elementwise ops of up to 3 operands are intermediate
  * too) looks for exactly one tiled-transpose candidate, then exactly one concatenate, from
  * which only intermediates are reachable downwards; failing both, the root is its own hero.
