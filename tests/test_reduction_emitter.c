@@ -375,16 +375,22 @@ static void test_epilogues_through_bitcasts_take_the_reduces_memory_position(voi
     kiln_codegen_kernel_free(&k);
     kiln_hlo_module_destroy(m);
   }
-  char text[1024];
-  snprintf(text, sizeof(text),
-           "%sfusion {\n%s b = f32[6,4]{0,1} bitcast(r)\n ROOT n = f32[6,4]{1,0} negate(b)\n}\n",
-           k_add_f32, kReduce);
-  kiln_hlo_module_t *m = NULL;
-  assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, &m));
-  kiln_hero_analysis_t ha;
-  assert_null(kiln_hero_analyze(m->entry, &ha));
-  assert_int_equal(ha.emitter, KILN_HERO_EMITTER_LOOP);
-  kiln_hlo_module_destroy(m);
+  /* alone, and beside the reduce itself as another root (the review of session 31: a second
+   * root of the same reduce skipped the check, and the reduction emitter refused it) */
+  static const char *kLoopRoots[] = {
+      " b = f32[6,4]{0,1} bitcast(r)\n ROOT n = f32[6,4]{1,0} negate(b)\n",
+      " b = f32[6,4]{0,1} bitcast(r)\n n = f32[6,4]{1,0} negate(b)\n"
+      " ROOT t = (f32[6,4]{1,0}, f32[6,4]{1,0}) tuple(r, n)\n"};
+  for (size_t i = 0; i < sizeof(kLoopRoots) / sizeof(kLoopRoots[0]); i++) {
+    char text[1024];
+    snprintf(text, sizeof(text), "%sfusion {\n%s%s}\n", k_add_f32, kReduce, kLoopRoots[i]);
+    kiln_hlo_module_t *m = NULL;
+    assert_null(kiln_hlo_parse_computations(text, strlen(text), NULL, &m));
+    kiln_hero_analysis_t ha;
+    assert_null(kiln_hero_analyze(m->entry, &ha));
+    assert_int_equal(ha.emitter, KILN_HERO_EMITTER_LOOP);
+    kiln_hlo_module_destroy(m);
+  }
 }
 
 /* jnp.argmax as JAX lowers it, a variadic reduce of the values and an iota whose root is

@@ -600,7 +600,11 @@ kiln_status kiln_hero_analyze(const kiln_hlo_computation_t *c, kiln_hero_analysi
     bool ok = true;
     int64_t in_elems = kiln_shape_num_elements(first->operands[0]->shape);
     for (int i = 0; i < n && ok; i++) {
-      if (out->heroes[i] == first) continue;
+      /* another root of the same reduce: an epilogue the kernel can index too */
+      if (out->heroes[i] == first) {
+        ok = out->roots[i] == first || is_real_reduction_hero(out->roots[i], first);
+        continue;
+      }
       if (!is_real_reduction_hero(out->roots[i], out->heroes[i]))
         ok = array_elements(out->roots[i]->shape) == in_elems;
       else

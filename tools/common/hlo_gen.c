@@ -1197,9 +1197,9 @@ static const char *extreme_text(int t, bool min) {
 
 /* jnp.argmax / argmin as JAX lowers them: a variadic reduce of the operand and an s32 iota
  * along one dimension whose reducer takes the greater (lesser) value, a NaN first, and of
- * equal values the lower index; the result is the indices or, in 30%, the values. A float
- * operand's NaNs become 0 first: two NaNs keep whichever comes first, which depends on the
- * order the reduction combines them in. */
+ * equal values the lower index; the result is the indices or, in 30% of integer ones, the
+ * values. A float operand's NaNs become 0 first: two NaNs keep whichever comes first, which
+ * depends on the order the reduction combines them in. */
 static int op_argmax(gen_t *g) {
   int x = pick(g, argmax_type, 1);
   gen_shape_t in = *shape_of(g, x);
@@ -1249,7 +1249,9 @@ static int op_argmax(gen_t *g) {
       add_tuple_node(g, "reduce", text, ops, 4,
                      xprintf(", dimensions={%d}, to_apply=argmax_%d", d, id), strbuf_take(&c));
   kiln_free(text);
-  const bool values = chance(g, 30);
+  /* float values only through their indices: of -0 and +0, equal, the reducer keeps the
+   * accumulator's, so the sign depends on the combine order (and 1/x on the sign) */
+  const bool values = chance(g, 30) && kTypes[t].kind != K_F;
   return add_node(g, "get-tuple-element", values ? &r : &ri, &red, 1,
                   xprintf(", index=%d", values ? 0 : 1), NULL);
 }
