@@ -192,9 +192,8 @@ static bool is_real_reduction_hero(const kiln_hlo_instruction_t *root,
   if (root == hero) return true;
   if (kiln_reduction_reduces_complex(hero))
     return false; /* no complex epilogues: the loop emitter's */
-  if (!chain_mode(root, hero))
-    return false; /* its index is not the reduce's (a bitcast across layouts, then a layout change)
-                   */
+  /* a root whose index is not the reduce's (a bitcast across layouts, then a layout change) */
+  if (!chain_mode(root, hero)) return false;
   kiln_reduction_dims_t rd;
   kiln_hero_reduction_dims(hero, &rd);
   return kiln_reduction_is_race_free(&rd);

@@ -30,10 +30,14 @@ int kiln_red_index(const kiln_red_state_t *rs, const kiln_hlo_instruction_t *x) 
   return -1;
 }
 
-static bool red_on_path(const kiln_red_state_t *rs, const kiln_hlo_instruction_t *x) {
+static int path_position(const kiln_red_state_t *rs, const kiln_hlo_instruction_t *x) {
   for (int i = 0; i < rs->npath; i++)
-    if (rs->path[i] == x) return true;
-  return false;
+    if (rs->path[i] == x) return i;
+  return -1;
+}
+
+static bool red_on_path(const kiln_red_state_t *rs, const kiln_hlo_instruction_t *x) {
+  return path_position(rs, x) >= 0;
 }
 
 static bool red_mark_path(kiln_red_state_t *rs, const kiln_hlo_instruction_t *x, const kiln_hlo_instruction_t *hero) {
@@ -78,12 +82,6 @@ bool kiln_red_index_of(kiln_hero_emit_t *h, const kiln_shape_t *s, kiln_kir_valu
   if (!ap) return false;
   for (int i = 0; i < s->rank; i++) idx[i] = kiln_kir_op_result(ap, (size_t)i);
   return true;
-}
-
-static int path_position(const kiln_red_state_t *rs, const kiln_hlo_instruction_t *x) {
-  for (int i = 0; i < rs->npath; i++)
-    if (rs->path[i] == x) return i;
-  return -1;
 }
 
 /* The logical index of epilogue node x (on a path) for its reduce's output index `oidx`

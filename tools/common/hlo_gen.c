@@ -2323,7 +2323,7 @@ static int op_scan_loop(gen_t *g) {
   int carry = node_like(g, &slice);
   if (carry < 0 || !same_dims(shape_of(g, carry), &slice)) return -1;
   /* the carry in the loop in the default layout, as the bitcasts want */
-  if (memcmp(shape_of(g, carry)->m2m, slice.m2m, sizeof slice.m2m))
+  if (memcmp(shape_of(g, carry)->m2m, slice.m2m, sizeof(int) * (size_t)slice.rank))
     carry = add_node(g, "copy", &slice, &carry, 1, NULL, NULL);
   const char *op, *step;
   scan_ops(g, t, &op, &step);
