@@ -1,4 +1,5 @@
-/* Steady-state executes against their kernels alone, on the host device, same process.
+/* Steady-state executes against their kernels alone, on one device (the host's, or with
+ * `--backend cuda` the first GPU's), same process.
  *
  * For each module (GELU examples/gelu.hlo, the corpus layer norm and sum-over-an-axis
  * reduction, an f32[2048,2048] transpose) the module is compiled and loaded once, then two
@@ -14,7 +15,9 @@
  * KILN_ALLOCATOR=plain shows the per-run allocations it removes).
  *
  * Inputs are filled with the byte 0x3c (f32 0.0115, bf16 0.0115: finite, no denormals).
- * Usage: bench_steady_state [--reps 20] [FILE.hlo ...]   (files replace the default set) */
+ * Usage: bench_steady_state [--reps 20] [--backend host|cuda] [FILE.hlo ...]   (files replace
+ * the default set). Without a GPU, `--backend cuda` prints SKIP and exits 77 (a failure with
+ * KILN_REQUIRE_GPU=1). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +28,9 @@
 #include "compiler/thunks/compile.h"
 #include "runtime/command_buffer.h"
 #include "runtime/executable.h"
-#include "runtime/host/host_device.h"
+#include "runtime/cuda/cublaslt.h"
+#include "runtime/cuda/cuda_device.h"
+#include "tests/skip_util.h"
 #include "tools/common/hlo_file.h"
 #include "plugin/env_options.h"
 
@@ -129,6 +134,13 @@ static kiln_status bench_module(kiln_device_t *dev, kiln_hlo_module_t *m, const 
   bench_t b = {.dev = dev};
   kiln_compile_options_t co;
   memset(&co, 0, sizeof co);
+  char arch[16];
+  if (dev->kind == KILN_DEVICE_CUDA) {
+    co.emit.target = KILN_TARGET_CUDA;
+    kiln_cuda_device_arch(dev, arch, sizeof arch);
+    co.emit.arch = arch;
+    co.emit.cublaslt = kiln_cublaslt_available();
+  }
   kiln_executable_desc_t *d = NULL;
   kiln_compile_stats_t cs;
   kiln_pass_options_t env_passes;
@@ -210,23 +222,35 @@ static kiln_status bench_file(kiln_device_t *dev, const char *path, int reps) {
 
 int main(int argc, char **argv) {
   int reps = 20, first_file = argc;
+  const char *backend = "host";
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
       reps = atoi(argv[++i]);
+    } else if (!strcmp(argv[i], "--backend") && i + 1 < argc) {
+      backend = argv[++i];
     } else if (argv[i][0] != '-') {
       first_file = i;
       break;
     } else {
-      fprintf(stderr, "usage: %s [--reps N] [FILE.hlo ...]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--reps N] [--backend host|cuda] [FILE.hlo ...]\n", argv[0]);
       return 2;
     }
   }
   if (reps < 1) reps = 1;
   const char *env = getenv("KILN_ALLOCATOR");
   kiln_device_t *dev = NULL;
-  kiln_status s = kiln_host_device_create(0, &dev);
+  if (strcmp(backend, "host") && strcmp(backend, "cuda")) {
+    fprintf(stderr, "bench_steady_state: --backend must be host or cuda, not %s\n", backend);
+    return 2;
+  }
+  kiln_status s = kiln_device_create(backend, &dev);
+  if (s && !strcmp(backend, "cuda") && kiln_status_code(s) == KILN_UNAVAILABLE) {
+    int rc = kiln_gpu_unavailable_exit(kiln_status_message(s));
+    kiln_status_free(s);
+    return rc;
+  }
   if (s) return (int)kiln_status_report(s, "bench_steady_state");
-  printf("host device %s, allocator %s, %d reps each (alternating), medians\n", dev->name,
+  printf("%s device %s, allocator %s, %d reps each (alternating), medians\n", backend, dev->name,
          env && !strcmp(env, "plain") ? "plain" : "bfc", reps);
   int failures = 0;
   if (first_file < argc) {
