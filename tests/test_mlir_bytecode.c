@@ -814,6 +814,96 @@ static bytes_t make_resource_file(int elems, int handle, uint8_t pad_byte) {
   return f;
 }
 
+/* A module as JAX 0.11 sends it with Shardy on: `sdy.mesh @grid = <["x"=2, "y"=4]>` at its
+ * top, a registered op of a dialect kiln does not otherwise know, whose properties are its two
+ * attributes sorted by name (mesh, textual since Shardy has no bytecode encoding; sym_name);
+ * `mesh_index` replaces the mesh's attribute index (one out of range must not stop the read). */
+static bytes_t make_sdy_mesh_file(uint64_t mesh_index) {
+  static const char kMesh[] = "#sdy.mesh<[\"x\"=2, \"y\"=4]>";
+  bytes_t f = {0}, s = {0}, d = {0}, attrs = {0}, offs = {0}, ir = {0}, region = {0}, props = {0};
+  put(&f, "ML\xefR", 4);
+  put_varint(&f, 6);
+  put(&f, "kiln-test", 10);
+  const char *strs[] = {"builtin", "module", "sdy", "mesh", "grid"};
+  put_varint(&s, 5);
+  for (int i = 4; i >= 0; i--) put_varint(&s, strlen(strs[i]) + 1);
+  for (int i = 0; i < 5; i++) put(&s, strs[i], strlen(strs[i]) + 1);
+  put_section(&f, 0, &s);
+  put_varint(&d, 2);
+  put_varint(&d, 0 << 1); /* builtin */
+  put_varint(&d, 2 << 1); /* sdy */
+  put_varint(&d, 2);      /* two op names */
+  put_varint(&d, 0);      /* builtin: module, registered */
+  put_varint(&d, 1);
+  put_varint(&d, 1 << 1 | 1);
+  put_varint(&d, 1); /* sdy: mesh, registered */
+  put_varint(&d, 1);
+  put_varint(&d, 3 << 1 | 1);
+  put_section(&f, 1, &d);
+  put_varint(&attrs, 15); /* attr 0: unknown location */
+  put_varint(&attrs, 2);  /* attr 1: string "grid" (string 4) */
+  put_varint(&attrs, 4);
+  put(&attrs, kMesh, sizeof kMesh); /* attr 2: sdy's, as text */
+  put_varint(&offs, 3);
+  put_varint(&offs, 0);
+  put_varint(&offs, 0); /* builtin: two custom-encoded */
+  put_varint(&offs, 2);
+  put_varint(&offs, 1 << 1 | 1);
+  put_varint(&offs, 2 << 1 | 1);
+  put_varint(&offs, 1); /* sdy: one textual */
+  put_varint(&offs, 1);
+  put_varint(&offs, sizeof kMesh << 1);
+  put_section(&f, 2, &attrs);
+  put_section(&f, 3, &offs);
+  put_varint(&ir, 1 << 1); /* one op, no block arguments */
+  put_varint(&ir, 0);      /* builtin.module */
+  put_byte(&ir, 0x10);     /* regions */
+  put_varint(&ir, 0);
+  put_varint(&ir, 1 << 1 | 1); /* one region, isolated */
+  put_varint(&region, 1);      /* one block */
+  put_varint(&region, 0);      /* no values */
+  put_varint(&region, 1 << 1); /* one op */
+  put_varint(&region, 1);      /* sdy.mesh */
+  put_byte(&region, 0x40);     /* properties */
+  put_varint(&region, 0);
+  put_varint(&region, 0); /* properties entry 0 */
+  put_section(&ir, 4, &region);
+  put_section(&f, 4, &ir);
+  put_varint(&props, 1);
+  put_varint(&props, 2);
+  put_varint(&props, mesh_index);
+  put_varint(&props, 1);
+  put_section(&f, 8, &props);
+  return f;
+}
+
+static void test_shardy_mesh_op_reads_with_its_properties(void **state) {
+  (void)state;
+  for (int bad = 0; bad < 2; bad++) {
+    bytes_t f = make_sdy_mesh_file(bad ? 60 : 2);
+    kiln_mlir_module_t *m = NULL;
+    kiln_status s = kiln_mlir_read_bytecode(f.b, f.n, &m);
+    if (s) fail_msg("%s", kiln_status_message(s));
+    assert_int_equal(m->body.num_ops, 1);
+    const kiln_mlir_op_t *op = m->body.ops[0];
+    assert_string_equal(op->name, "sdy.mesh");
+    const kiln_mlir_attr_t *sym = kiln_mlir_op_attr(op, "sym_name");
+    const kiln_mlir_attr_t *mesh = kiln_mlir_op_attr(op, "mesh");
+    if (bad) {
+      assert_null(mesh); /* out of range: left out, and the rest is not read */
+      assert_null(sym);
+    } else {
+      assert_non_null(sym);
+      assert_int_equal(sym->kind, KILN_MLIR_ATTR_STRING);
+      assert_int_equal(sym->str_len, 4);
+      assert_memory_equal(sym->str, "grid", 4);
+      assert_non_null(mesh);
+      assert_string_equal(mesh->str, "#sdy.mesh<[\"x\"=2, \"y\"=4]>");
+    }
+    kiln_mlir_module_destroy(m);
+  }
+}
+
 static void test_dense_resource_blobs_are_read(void **state) {
   (void)state;
   bytes_t f = make_resource_file(3, 0, 0xCB);
@@ -1010,6 +1100,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_vhlo_artifact_reads_and_is_upgraded),
       cmocka_unit_test(test_dense_resource_blobs_are_read),
+      cmocka_unit_test(test_shardy_mesh_op_reads_with_its_properties),
       cmocka_unit_test(test_future_version_is_refused_naming_both_versions),
       cmocka_unit_test(test_upgrade_gives_current_stablehlo_forms),
       cmocka_unit_test(test_functions_read_the_same_from_every_version),

@@ -400,6 +400,32 @@ static void test_while_and_case_with_captured_values_from_text(void **state) {
   kiln_mlir_module_destroy(m);
 }
 
+/* What JAX sends with Shardy on (its default): an sdy.mesh at the top of the module, sharding
+ * hints (jax.lax.with_sharding_constraint, reshard) in the function — values unchanged. */
+static const char kShardyText[] =
+    "sdy.mesh @mesh = <[\"x\"=1]>\n"
+    "func.func @hints() {\n"
+    "  %a = stablehlo.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>\n"
+    "  %b = \"sdy.sharding_constraint\"(%a) {sharding = #sdy.sharding<@mesh, [{\"x\"}]>} : "
+    "(tensor<4xf32>) -> tensor<4xf32>\n"
+    "  %c = stablehlo.add %b, %b : tensor<4xf32>\n"
+    "  %d = \"sdy.reshard\"(%c) {sharding = #sdy.sharding<@mesh, [{}]>} : (tensor<4xf32>) -> "
+    "tensor<4xf32>\n"
+    "  check.expect_eq_const %d, dense<[2.0, 4.0, 6.0, 8.0]> : tensor<4xf32>\n"
+    "  func.return\n"
+    "}\n";
+
+static void test_shardy_mesh_and_sharding_hints_from_text(void **state) {
+  (void)state;
+  kiln_mlir_module_t *m = parse_or_skip(kShardyText);
+  if (!m) KILN_SKIP("the MLIR text reader is not built in yet");
+  int failed;
+  int passed = run_checks(m, "hints", &failed);
+  assert_int_equal(passed, 1);
+  assert_int_equal(failed, 0);
+  kiln_mlir_module_destroy(m);
+}
+
 /* A region whose block holds no return (a fuzzer's find: the converter read the op before
  * the block's first) is refused, naming the op. */
 static void test_region_without_a_return_is_invalid(void **state) {
@@ -742,6 +768,7 @@ int main(void) {
       cmocka_unit_test(test_entry_converts_with_parameters_aliasing_and_one_result),
       cmocka_unit_test(test_unknown_op_and_dynamic_shape_are_unimplemented_naming_them),
       cmocka_unit_test(test_while_and_case_with_captured_values_from_text),
+      cmocka_unit_test(test_shardy_mesh_and_sharding_hints_from_text),
       cmocka_unit_test(test_region_without_a_return_is_invalid),
       cmocka_unit_test(test_mesh_axes_replica_groups_convert_to_their_groups),
       cmocka_unit_test(test_collective_reduce_keeps_the_reduction_on_each_root),

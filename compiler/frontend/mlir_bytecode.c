@@ -554,6 +554,37 @@ static kiln_status add_named_attrs(kiln_bc_t *bc, kiln_mlir_op_t *op,
   return KILN_STATUS_OK;
 }
 
+/* The properties of a Shardy op (JAX puts an sdy.mesh at the top of every module it sends;
+ * sharding hints are sdy ops too): ODS writes its inherent attributes sorted by name, one
+ * attribute index each. kiln reads sdy.mesh's two — `mesh` (textual: Shardy's attributes have
+ * no bytecode encoding, so it arrives as "#sdy.mesh<...>", the form the text reader keeps) and
+ * `sym_name` — told apart by kind, and skips the others' (on one device a sharding changes
+ * nothing; an sdy op in a function is refused by the converter, naming it). An attribute that
+ * does not resolve is left out, and the module reads on. Returns how many it put in `named`. */
+static int32_t read_sdy_properties(kiln_bc_reader_t *p, const kiln_mlir_op_t *op,
+                                   kiln_mlir_named_attr_t *named) {
+  int32_t n = 0;
+  while (strcmp(op->name, "sdy.mesh") == 0 && p->pos < p->end && n < 2) {
+    uint64_t idx;
+    const kiln_mlir_attr_t *a = NULL;
+    kiln_status s = kiln_bc_varint(p, &idx);
+    if (!s) s = kiln_bc_attr(p->bc, idx, &a);
+    if (s) {
+      kiln_status_free(s);
+      break;
+    }
+    if (a->kind == KILN_MLIR_ATTR_STRING) {
+      named[n].name = "sym_name";
+      named[n++].value = a;
+    } else if (a->kind == KILN_MLIR_ATTR_OTHER && a->str && !strncmp(a->str, "#sdy.mesh<", 10)) {
+      named[n].name = "mesh";
+      named[n++].value = a;
+    }
+  }
+  p->pos = p->end;
+  return n;
+}
+
 /* The properties of a registered op: its inherent attributes in declaration order, each an
  * attribute index (optional ones with a presence flag). */
 static kiln_status read_op_properties(kiln_bc_reader_t *r, kiln_bc_opname_t *on,
@@ -604,6 +635,8 @@ static kiln_status read_op_properties(kiln_bc_reader_t *r, kiln_bc_opname_t *on,
       KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_attr(bc, v >> 1, &named[n].value));
       named[n++].name = kModule[i];
     }
+  } else if (strncmp(op->name, "sdy.", 4) == 0) {
+    n = read_sdy_properties(&p, op, named);
   } else {
     return kiln_bc_error(r, "op %s has properties kiln cannot decode (not a VHLO or builtin op)",
                          op->name);

@@ -1060,6 +1060,16 @@ kiln_status shc_convert_op(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   const char *kind;
   if (is_check_op(op, &kind)) return convert_check(c, op, kind);
   if (!strcmp(op->name, "interpreter.run_parallel")) return shc_convert_run_parallel(c, op);
+  if (!strcmp(op->name, "sdy.sharding_constraint") || !strcmp(op->name, "sdy.reshard")) {
+    /* Shardy's sharding hints (jax.lax.with_sharding_constraint, jax.sharding.reshard): the
+     * value itself (a sharding says where a value lives, not what it is). */
+    if (op->num_operands != 1 || op->num_results != 1 || !op->operands[0])
+      return SHC_INVALID(op, "%s takes one operand and gives one result", op->name);
+    const char *v;
+    SHC_TRY(shc_lookup(c, op->operands[0], &v));
+    shc_bind(c, &op->results[0], v);
+    return NULL;
+  }
   bool handled = false;
   SHC_TRY(shc_convert_quant_op(c, op, &handled));
   if (handled) return NULL;

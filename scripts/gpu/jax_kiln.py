@@ -126,7 +126,14 @@ def timed(fn, args, device, reps=20):
 
 
 matched = 0
-for name, fn, args in PROGRAMS:
+DUMP = os.environ.get("KILN_JAX_DUMP")  # a folder: each program's StableHLO text, as lowered
+for i, (name, fn, args) in enumerate(PROGRAMS):
+    if DUMP:
+        try:
+            with open(os.path.join(DUMP, f"jax_{i}_{name.replace(' ', '_')}.mlir.txt"), "w") as f:
+                f.write(jax.jit(fn).lower(*args).as_text())
+        except Exception as e:
+            print(f"{name}: lowering for the dump failed: {type(e).__name__}: {e}", flush=True)
     try:
         kiln_ms, got = timed(fn, args, KILN[0])
         want = reference(name, fn, args)
