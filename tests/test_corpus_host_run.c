@@ -8,9 +8,8 @@
  *
  * A module counts as eligible when the evaluator can run it: a while loop that runs past
  * KILN_CORPUS_RUN_MAX_WHILE iterations on the generated inputs, or an evaluator failure,
- * takes it out (listed with KILN_TEST_VERBOSE=1). Modules with `rng` (random numbers from
- * the evaluator's own generator, which a compiled program does not reproduce) are eligible
- * and fail: a real limitation, reported as such.
+ * takes it out (listed with KILN_TEST_VERBOSE=1). Modules with `rng` are compared too: the
+ * evaluator draws as kiln's rng_expander does, under the same seed.
  *
  * A module whose canonical text an earlier one had (several corpus files hold the same
  * module) runs once; the repeats are counted apart and listed with the others left out.

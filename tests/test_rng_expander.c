@@ -17,8 +17,10 @@
 #include <cmocka.h>
 
 #include "pass_test_util.h"
+#include "compiler/eval/eval.h"
 #include "compiler/thunks/compile.h"
 #include "runtime/host/host_device.h"
+#include "tools/common/compare.h"
 #include "tools/common/device_run.h"
 #include "tools/common/hlo_file.h"
 
@@ -293,6 +295,59 @@ static void test_forms_it_does_not_take_are_left_for_later_stages_to_name(void *
 
 /* The corpus files holding rng ops: every module with one compiles and runs on the host
  * (the values differ from the evaluator's own generator, so they are not compared). */
+/* The evaluator draws as the expansion does (eval_rng.c): a compiled module's rng values
+ * equal the reference's under the same seed, for every result type the pass takes, a
+ * scalar, an odd shape (the Threefry words split along its largest dim) and a normal's pairs.
+ * (Of two independent rngs in one module, which draws first is the schedule's choice, which
+ * the evaluator does not know; XLA leaves that order unspecified too.) */
+static void test_compiled_rng_matches_the_evaluator(void **state) {
+  static const char *const kForms[] = {
+      "f32[1000] rng(f32[] constant(-2), f32[] constant(3)), distribution=rng_uniform",
+      "bf16[3,5] rng(bf16[] constant(0), bf16[] constant(1)), distribution=rng_uniform",
+      "f16[7] rng(f16[] constant(1), f16[] constant(1.01)), distribution=rng_uniform",
+      "f64[2,3,5] rng(f64[] constant(0), f64[] constant(1)), distribution=rng_uniform",
+      "f32[] rng(f32[] constant(5), f32[] constant(2)), distribution=rng_normal",
+      "f32[9,31] rng(f32[] constant(5), f32[] constant(2)), distribution=rng_normal",
+      "f64[64] rng(f64[] constant(0), f64[] constant(1)), distribution=rng_normal",
+      "bf16[33] rng(bf16[] constant(0), bf16[] constant(1)), distribution=rng_normal",
+      "s8[100] rng(s8[] constant(-100), s8[] constant(120)), distribution=rng_uniform",
+      "u16[100] rng(u16[] constant(7), u16[] constant(9)), distribution=rng_uniform",
+      "s32[10,10] rng(s32[] constant(-1000000), s32[] constant(2000000000)), "
+      "distribution=rng_uniform",
+      "s64[50] rng(s64[] constant(-9), s64[] constant(-5)), distribution=rng_uniform",
+      "u64[50] rng(u64[] constant(1), u64[] constant(18446744073709551615)), "
+      "distribution=rng_uniform",
+  };
+  for (size_t k = 0; k < sizeof kForms / sizeof kForms[0]; k++) {
+    for (uint64_t seed = 0; seed < 3; seed++) {
+      char text[1024];
+      const char *form = kForms[k];
+      snprintf(text, sizeof text, "HloModule r\n\nENTRY e {\n  ROOT a = %s\n}\n", form);
+      kiln_hlo_module_t *m = pt_parse(text);
+      kiln_arena_t arena;
+      kiln_arena_init(&arena);
+      kiln_eval_options_t eo = {0};
+      eo.rng_seed = seed;
+      kiln_literal_t *want = NULL, *got = NULL;
+      kiln_status s = kiln_eval_module(m, &eo, 0, NULL, &arena, &want);
+      if (s) fail_msg("%s: evaluator: %s", form, kiln_status_message(s));
+      kiln_device_run_options_t o;
+      memset(&o, 0, sizeof o);
+      o.device = g_dev;
+      o.rng_seed = seed;
+      kiln_device_run_report_t rep;
+      s = kiln_device_run_module(m, NULL, 0, &o, &arena, &got, &rep);
+      if (s) fail_msg("%s: device run: %s", form, kiln_status_message(s));
+      kiln_compare_report_t cr;
+      if (!kiln_compare_literals(want, got, NULL, &cr))
+        fail_msg("%s (seed %llu): %lld of %lld elements differ; %s", form, (unsigned long long)seed,
+                 (long long)cr.mismatches, (long long)cr.elements, cr.first);
+      kiln_arena_destroy(&arena);
+      kiln_hlo_module_destroy(m);
+    }
+  }
+}
+
 static void test_corpus_modules_with_rng_compile_and_run(void **state) {
   static const char *const kFiles[] = {
       "xla/xla__hlo__translate__hlo_to_mhlo__tests__import.hlo",
@@ -338,7 +393,8 @@ static void test_corpus_modules_with_rng_compile_and_run(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_uniform_f32_is_in_range_with_the_mean_of_the_range_and_many_distinct_values),
+      cmocka_unit_test(
+          test_uniform_f32_is_in_range_with_the_mean_of_the_range_and_many_distinct_values),
       cmocka_unit_test(test_uniform_f64_is_in_range_with_all_values_distinct),
       cmocka_unit_test(test_uniform_bf16_and_f16_stay_below_b_where_rounding_reaches_it),
       cmocka_unit_test(test_uniform_integers_are_in_range_and_hit_every_value),
@@ -347,6 +403,7 @@ int main(void) {
       cmocka_unit_test(test_two_rngs_and_two_runs_give_different_values),
       cmocka_unit_test(test_expansion_uses_the_generator_state_and_threefry_bits),
       cmocka_unit_test(test_forms_it_does_not_take_are_left_for_later_stages_to_name),
+      cmocka_unit_test(test_compiled_rng_matches_the_evaluator),
       cmocka_unit_test(test_corpus_modules_with_rng_compile_and_run),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -877,7 +877,9 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
   if (f->save_dir && !s) s = save_replay(f, m, args, n, several ? index : -1);
 
   kiln_eval_options_t eo = {0};
-  eo.rng_seed = f->seed;
+  /* rng draws from the executable's generator state: the plugin's start at XLA's initial
+   * value (PJRT's compile options carry no seed), --direct runs' at it offset by --seed. */
+  eo.rng_seed = f->plugin ? 0 : f->seed;
   eo.max_while_iterations = f->max_while_iterations;
   kiln_arena_t out_arena;
   kiln_arena_init(&out_arena);

@@ -841,7 +841,6 @@ kiln_status kiln_eval_module_participant(const kiln_hlo_module_t *m,
   work.limit = out_arena->limit;
   kiln_eval_ctx_t ctx = {.opts = opts ? opts : &default_opts,
                          .arena = &work,
-                         .rng_state = opts ? opts->rng_seed : 0,
                          .world = world,
                          .participant = participant};
   kiln_ptrmap_t coll_seq;

@@ -103,8 +103,7 @@ kiln_status kiln_eval_computation(kiln_eval_ctx_t *ctx, const kiln_hlo_computati
 struct kiln_eval_ctx {
   const kiln_eval_options_t *opts;
   kiln_arena_t *arena; /* all intermediate and result literals */
-  uint64_t rng_state;  /* for `rng` */
-  /* rng-get-and-update-state: total of the deltas applied so far (128-bit, low/high). */
+  /* rng-get-and-update-state and rng: total of the deltas applied so far (128-bit, low/high). */
   uint64_t rng_state_advanced_lo, rng_state_advanced_hi;
   int depth;           /* call nesting, bounded */
   /* Cached evaluation plans per computation (eval.c); created on first use, owned and freed
@@ -251,6 +250,10 @@ kiln_status kiln_eval_gather_scatter(kiln_eval_ctx_t *ctx, const kiln_hlo_instru
 kiln_status kiln_eval_sort(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
                            kiln_literal_t *const *operands, kiln_literal_t **out);
 /* eval_rng.c: rng-bit-generator (three-fry and philox, bit-exact with XLA), rng. */
+/* rng-get-and-update-state's step (eval_extra.c): the current 128-bit state {low, high} (XLA's
+ * initial value offset by opts->rng_seed, plus what was taken before) into `state`, then
+ * advanced by `delta`. `rng` takes its words' key and counter from it too. */
+void kiln_eval_rng_state_take(kiln_eval_ctx_t *ctx, int64_t delta, uint64_t state[2]);
 kiln_status kiln_eval_rng(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
                           kiln_literal_t *const *operands, kiln_literal_t **out);
 /* eval_linalg.c: cholesky, triangular-solve, fft. */

@@ -76,6 +76,22 @@ static bool is_float_type(kiln_elem_type_t t) { return kiln_elem_type_is_float(t
 
 /* ---- rng-get-and-update-state ---- */
 
+void kiln_eval_rng_state_take(kiln_eval_ctx_t *ctx, int64_t delta, uint64_t state[2]) {
+  uint64_t seed = ctx->opts ? ctx->opts->rng_seed : 0;
+  /* state = initial + seed + advanced, as 128-bit little-endian words */
+  uint64_t lo = RNG_STATE_INITIAL_VALUE + seed;
+  uint64_t hi = lo < seed ? 1 : 0;
+  uint64_t lo2 = lo + ctx->rng_state_advanced_lo;
+  hi += ctx->rng_state_advanced_hi + (lo2 < lo ? 1 : 0);
+  state[0] = lo2;
+  state[1] = hi;
+  /* advance by delta (sign-extended to 128 bits) */
+  uint64_t dlo = (uint64_t)delta, dhi = delta < 0 ? UINT64_MAX : 0;
+  uint64_t a = ctx->rng_state_advanced_lo + dlo;
+  ctx->rng_state_advanced_hi += dhi + (a < dlo ? 1 : 0);
+  ctx->rng_state_advanced_lo = a;
+}
+
 static kiln_status eval_rng_get_and_update_state(kiln_eval_ctx_t *ctx,
                                                  const kiln_hlo_instruction_t *instr,
                                                  kiln_literal_t **out) {
@@ -85,21 +101,8 @@ static kiln_status eval_rng_get_and_update_state(kiln_eval_ctx_t *ctx,
   const kiln_shape_t *s = instr->shape;
   if (!kiln_shape_is_array(s) || s->type != KILN_U64 || s->rank != 1 || s->dims[0] != 2)
     return XERR("rng-get-and-update-state '%s' must produce u64[2]", instr->name);
-  uint64_t seed = ctx->opts ? ctx->opts->rng_seed : 0;
-  /* state = initial + seed + advanced, as 128-bit little-endian words */
-  uint64_t lo = RNG_STATE_INITIAL_VALUE + seed;
-  uint64_t hi = lo < seed ? 1 : 0;
-  uint64_t lo2 = lo + ctx->rng_state_advanced_lo;
-  hi += ctx->rng_state_advanced_hi + (lo2 < lo ? 1 : 0);
-  lo = lo2;
   KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, instr->shape, out));
-  ((uint64_t *)(*out)->data)[0] = lo;
-  ((uint64_t *)(*out)->data)[1] = hi;
-  /* advance by delta (sign-extended to 128 bits) */
-  uint64_t dlo = (uint64_t)delta, dhi = delta < 0 ? UINT64_MAX : 0;
-  uint64_t a = ctx->rng_state_advanced_lo + dlo;
-  ctx->rng_state_advanced_hi += dhi + (a < dlo ? 1 : 0);
-  ctx->rng_state_advanced_lo = a;
+  kiln_eval_rng_state_take(ctx, delta, (uint64_t *)(*out)->data);
   return KILN_STATUS_OK;
 }
 

@@ -20,9 +20,14 @@
  *     word Philox state) = the new counter, every later word unchanged (XLA's expander only
  *     produces the first 2 / 3 words; keeping the rest is kiln's choice).
  *
- * rng (rng_uniform over [a, b), rng_normal with mean/stddev) is not bit-reproducible in
- * XLA (it depends on the backend's global seed handling); kiln draws from Philox4x32 keyed
- * by ctx->rng_state, which advances once per rng instruction evaluated. */
+ * rng (rng_uniform over [a, b), rng_normal with mean/stddev) is not bit-reproducible across
+ * XLA's backends (each has its own expansion); the evaluator draws as kiln's compilers
+ * expand it (compiler/passes/rng_expander.c, after XLA's GPU RngExpander), so a compiled rng
+ * can be checked against it: the words of an rng_three_fry rng-bit-generator keyed by a fresh
+ * rng-get-and-update-state advanced by their count (one per element, two for a normal), the
+ * top mantissa bits of a word as u in [0, 1); uniform float a + (b - a) u (a when that
+ * rounds to b), normal a + b sqrt(-2 ln u1) cos(2 pi u2), in f32 for results narrower than
+ * f64; uniform integer a + w mod (b - a) in the unsigned type of the result's width. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -221,38 +226,20 @@ static kiln_status eval_rng_bit_generator(kiln_eval_ctx_t *ctx,
 
 /* ---- rng ---- */
 
-/* A stream of 32-bit words from Philox keyed by a 64-bit seed. */
-typedef struct word_stream {
-  uint32_t key[2];
-  uint64_t block;
-  uint32_t buf[4];
-  int pos;
-} word_stream_t;
+#define RNG_MAX_RANK 64 /* as rng_expander.c: ranks beyond it are left unexpanded */
 
-static uint32_t next_u32(word_stream_t *w) {
-  if (w->pos == 4) {
-    uint32_t c[4] = {(uint32_t)w->block, (uint32_t)(w->block >> 32), 0x6b696c6eu, 0};
-    kiln_eval_philox4x32(w->key, c, w->buf);
-    w->block++;
-    w->pos = 0;
+/* The float in [1, 2) from the top mantissa bits of word i (u32 -> f32, u64 -> f64). */
+static double one_to_two(const kiln_literal_t *words, int64_t i) {
+  if (words->shape->type == KILN_U64) {
+    uint64_t v = (kiln_literal_get_u64(words, i) >> 12) | 0x3ff0000000000000ull;
+    double d;
+    memcpy(&d, &v, sizeof d);
+    return d;
   }
-  return w->buf[w->pos++];
-}
-
-static uint64_t next_u64(word_stream_t *w) {
-  uint64_t lo = next_u32(w);
-  return lo | ((uint64_t)next_u32(w) << 32);
-}
-
-static double next_unit(word_stream_t *w) { /* [0, 1) with 53 random bits */
-  return (double)(next_u64(w) >> 11) * 0x1.0p-53;
-}
-
-static uint64_t mix64(uint64_t z) { /* splitmix64 finalizer */
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  uint32_t v = ((uint32_t)kiln_literal_get_u64(words, i) >> 9) | 0x3f800000u;
+  float f;
+  memcpy(&f, &v, sizeof f);
+  return f;
 }
 
 static kiln_status eval_rng(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
@@ -270,47 +257,71 @@ static kiln_status eval_rng(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *
   else if (!strcmp(dist, "rng_normal")) normal = true;
   else return KILN_ERR_INVALID("rng: unknown distribution '%s'", dist);
   kiln_elem_type_t t = rs->type;
-  bool is_float = kiln_elem_type_is_float(t);
-  if (!is_float && (normal || !kiln_elem_type_is_integral(t)))
+  int bits = kiln_elem_type_bits(t);
+  bool is_float = t == KILN_F16 || t == KILN_BF16 || t == KILN_F32 || t == KILN_F64;
+  bool is_int =
+      kiln_elem_type_is_integral(t) && (bits == 8 || bits == 16 || bits == 32 || bits == 64);
+  if (!(is_float || (is_int && !normal)) || rs->rank >= RNG_MAX_RANK)
     return KILN_ERR_INVALID("rng %s of %s is not supported", dist, kiln_elem_type_name(t));
   kiln_literal_t *res = kiln_literal_make(ctx->arena, instr->shape);
   if (!res) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "rng result too large");
-
-  word_stream_t w;
-  memset(&w, 0, sizeof w);
-  split_key(ctx->rng_state, w.key);
-  w.pos = 4;
-  ctx->rng_state = mix64(ctx->rng_state);
   int64_t n = res->num_elements;
+  if (n == 0) {
+    *out = res;
+    return KILN_STATUS_OK;
+  }
+  /* The words: Threefry keyed by a fresh rng-get-and-update-state advanced by their count;
+   * a normal draws two per element, words [0, i] and [1, i] of a [2, dims] array. */
+  int64_t dims[RNG_MAX_RANK + 1];
+  int rank = rs->rank;
+  if (normal) dims[0] = 2;
+  memcpy(dims + normal, rs->dims, sizeof(int64_t) * (size_t)rank);
+  kiln_shape_t *ws = kiln_shape_make_array_with_default_layout(
+      ctx->arena, bits == 64 ? KILN_U64 : KILN_U32, rank + normal, dims);
+  kiln_literal_t *words = ws ? kiln_literal_make(ctx->arena, ws) : NULL;
+  if (!words) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "rng result too large");
+  uint64_t state[2];
+  kiln_eval_rng_state_take(ctx, normal ? 2 * n : n, state);
+  threefry_fill(words, state[0], state[1]);
+  bool wide = bits == 64;
   if (is_float) {
+    /* In the compute type (f64 for f64 results, else f32), rounded once to the result's. */
     double a = kiln_literal_get_f64(operands[0], 0), b = kiln_literal_get_f64(operands[1], 0);
     for (int64_t i = 0; i < n; i++) {
+      double r;
       if (normal) {
-        double u1 = 1.0 - next_unit(&w), u2 = next_unit(&w); /* u1 in (0, 1] */
-        kiln_literal_set_f64(res, i, a + b * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
-        continue;
+        double u1 = 2.0 - one_to_two(words, i), u2 = one_to_two(words, n + i) - 1.0;
+        if (wide) {
+          r = a + b * (sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+        } else {
+          float z = sqrtf(-2.0f * logf((float)u1)) * cosf((float)(2.0 * M_PI) * (float)u2);
+          r = (float)((float)a + (float)b * z);
+        }
+      } else {
+        double u = one_to_two(words, i) - 1.0;
+        r = wide ? a + (b - a) * u : (float)((float)a + ((float)b - (float)a) * (float)u);
       }
-      if (!(b > a)) {
-        kiln_literal_set_f64(res, i, a);
-        continue;
-      }
-      /* redraw when rounding to the element type lands on b (narrow types) */
-      int tries = 0;
-      do {
-        kiln_literal_set_f64(res, i, a + next_unit(&w) * (b - a));
-      } while (kiln_literal_get_f64(res, i) >= b && ++tries < 64);
-      if (tries == 64) kiln_literal_set_f64(res, i, a);
+      kiln_literal_set_f64(res, i, r);
+      if (!normal && !(kiln_literal_get_f64(res, i) < b)) kiln_literal_set_f64(res, i, a);
     }
   } else {
+    /* In the unsigned type of the result's width, wrapping: a + w mod (b - a), or a when
+     * b <= a (compared in the result's type). */
     bool is_signed = kiln_elem_type_is_signed_int(t);
-    uint64_t a = is_signed ? (uint64_t)kiln_literal_get_s64(operands[0], 0)
-                           : kiln_literal_get_u64(operands[0], 0);
-    uint64_t b = is_signed ? (uint64_t)kiln_literal_get_s64(operands[1], 0)
-                           : kiln_literal_get_u64(operands[1], 0);
-    bool empty = is_signed ? (int64_t)b <= (int64_t)a : b <= a;
-    uint64_t range = b - a;
+    uint64_t mask = wide ? UINT64_MAX : ((uint64_t)1 << bits) - 1;
+    uint64_t a = (is_signed ? (uint64_t)kiln_literal_get_s64(operands[0], 0)
+                            : kiln_literal_get_u64(operands[0], 0)) &
+                 mask;
+    uint64_t b = (is_signed ? (uint64_t)kiln_literal_get_s64(operands[1], 0)
+                            : kiln_literal_get_u64(operands[1], 0)) &
+                 mask;
+    bool ordered = is_signed
+                       ? kiln_literal_get_s64(operands[0], 0) < kiln_literal_get_s64(operands[1], 0)
+                       : a < b;
+    uint64_t range = ordered ? (b - a) & mask : 1;
     for (int64_t i = 0; i < n; i++) {
-      uint64_t v = empty ? a : a + next_u64(&w) % range;
+      uint64_t v = (a + kiln_literal_get_u64(words, i) % range) & mask;
+      if (is_signed && !wide && ((v >> (bits - 1)) & 1)) v |= ~mask; /* sign-extend */
       if (is_signed) kiln_literal_set_s64(res, i, (int64_t)v);
       else kiln_literal_set_u64(res, i, v);
     }

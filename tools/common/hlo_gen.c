@@ -114,6 +114,7 @@ typedef struct gen {
   int main_type;
   int64_t max_elements;
   bool need_exact; /* the operation being drawn is discontinuous: exact operands only */
+  bool drew_rng;   /* the program holds an rng (one at most: see op_rng) */
 } gen_t;
 
 /* ---- random numbers: splitmix64 ---- */
@@ -2661,6 +2662,42 @@ static int op_rng_bit_generator(gen_t *g) {
                   xprintf(", algorithm=%s", philox ? "rng_philox" : "rng_three_fry"), NULL);
 }
 
+/* rng(a, b): uniform over [a, b) (floats, 8- to 64-bit integers; an empty range gives a) or
+ * normal with mean a and standard deviation b (floats), drawn as rng_expander expands it
+ * (the evaluator draws the same). One per program at most: of two independent rngs, which
+ * draws first is the schedule's choice, which the evaluator does not know. */
+static int op_rng(gen_t *g) {
+  static const char *const kTypeNames[] = {"f32", "f16", "bf16", "f64", "s8",  "s16",
+                                           "s32", "s64", "u8",   "u16", "u32", "u64"};
+  static const char *const kUniform[][2] = {{"0", "1"}, {"-2", "3"}, {"1", "1.01"}, {"3", "-1"}};
+  static const char *const kNormal[][2] = {{"0", "1"}, {"5", "2"}, {"-1", "0.5"}};
+  static const char *const kSigned[][2] = {{"-3", "4"}, {"-100", "120"}, {"5", "5"}};
+  static const char *const kUnsigned[][2] = {{"0", "10"}, {"7", "9"}, {"9", "7"}};
+  if (g->drew_rng) return -1;
+  const char *name = kTypeNames[rnd(g, 12)];
+  int t = 0;
+  while (strcmp(kTypes[t].name, name) != 0) t++;
+  const char *const *ab;
+  bool normal = false;
+  if (is_float(t)) {
+    normal = chance(g, 50);
+    ab = normal ? kNormal[rnd(g, 3)] : kUniform[rnd(g, 4)];
+  } else {
+    ab = kTypes[t].kind == K_S ? kSigned[rnd(g, 3)] : kUnsigned[rnd(g, 3)];
+  }
+  gen_shape_t r = random_shape(g, t, rnd(g, 3));
+  int ops[2] = {add_constant(g, t, ab[0]), add_constant(g, t, ab[1])};
+  g->drew_rng = true;
+  return add_node(g, "rng", &r, ops, 2,
+                  xprintf(", distribution=%s", normal ? "rng_normal" : "rng_uniform"), NULL);
+}
+
+/* rng and rng-bit-generator share rng-bit-generator's old weight, so every other op keeps its
+ * draws. */
+static int op_rng_either(gen_t *g) {
+  return chance(g, 50) ? op_rng_bit_generator(g) : op_rng(g);
+}
+
 /* Collectives on a world of one device (the differential test runs on one host device):
  * every group holds that device alone. */
 static int op_collective(gen_t *g) {
@@ -2863,7 +2900,8 @@ static const op_entry_t kOps[] = {
     {op_reduce_precision_exact, 1},
     {op_batch_norm, 2},
     {op_custom_call, 1},
-    {op_rng_bit_generator, 1},
+    /* rng and rng-bit-generator share rng-bit-generator's old weight */
+    {op_rng_either, 1},
     {op_collective, 2},
     {op_opt_barrier, 1},
     {op_stochastic_convert_exact, 1},
@@ -2876,7 +2914,7 @@ kiln_hlo_gen_program_t *kiln_hlo_gen_make(const kiln_hlo_gen_options_t *o) {
   p->opts = *o;
   if (p->opts.max_nodes <= 0) p->opts.max_nodes = 10;
   if (p->opts.max_elements <= 0) p->opts.max_elements = 1024;
-  gen_t g = {p, o->seed * 0x2545F4914F6CDD1Dull + 1, 0, p->opts.max_elements, false};
+  gen_t g = {p, o->seed * 0x2545F4914F6CDD1Dull + 1, 0, p->opts.max_elements, false, false};
   g.main_type = random_type(&g);
   int num_params = 1 + rnd(&g, 2);
   for (int i = 0; i < num_params; i++) {
