@@ -204,17 +204,22 @@ static void test_bitcast_keeps_its_operand_and_result_layouts(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
-static void test_tiled_parameter_layout_is_kept_and_not_propagated(void **state) {
+/* TPU's tiled layouts, in the entry layout and written on instructions, are dropped: kiln
+ * keeps every array untiled in its minor-to-major order (and reports that entry layout). */
+static void test_tiled_layouts_are_dropped_keeping_minor_to_major(void **state) {
   kiln_hlo_module_t *m = pt_parse(
-      "HloModule m, entry_computation_layout={(f32[8,128]{1,0:T(8,128)})->f32[8,128]{1,0}}\n"
+      "HloModule m, entry_computation_layout={(f32[8,128]{1,0:T(8,128)})->f32[8,128]{0,1:T(2,1)}}\n"
       "ENTRY main {\n"
       "  p = f32[8,128] parameter(0)\n"
-      "  ROOT n = f32[8,128] negate(p)\n"
+      "  c = f32[8,128]{0,1:T(8,128)} copy(p)\n"
+      "  ROOT n = f32[8,128] negate(c)\n"
       "}\n");
   pt_run(m, "layout_assignment");
-  expect_layout(find(m, NULL, "p"), "f32[8,128]{1,0:T(8,128)}");
-  kiln_hlo_instruction_t *n = find(m, NULL, "n");
-  assert_false(n->shape->layout.num_tiles);
+  expect_layout(find(m, NULL, "p"), "f32[8,128]{1,0}");
+  expect_layout(find(m, NULL, "c"), "f32[8,128]{0,1}");
+  expect_layout(m->entry->root, "f32[8,128]{0,1}");
+  assert_int_equal(m->entry_layout_params[0]->layout.num_tiles, 0);
+  assert_int_equal(m->entry_layout_result->layout.num_tiles, 0);
   kiln_hlo_module_destroy(m);
 }
 
@@ -285,7 +290,7 @@ int main(void) {
       cmocka_unit_test(test_dot_operands_and_result_get_default_layouts),
       cmocka_unit_test(test_while_body_condition_and_loop_share_one_layout),
       cmocka_unit_test(test_bitcast_keeps_its_operand_and_result_layouts),
-      cmocka_unit_test(test_tiled_parameter_layout_is_kept_and_not_propagated),
+      cmocka_unit_test(test_tiled_layouts_are_dropped_keeping_minor_to_major),
       cmocka_unit_test(test_fusion_parameters_follow_the_operands),
       cmocka_unit_test(test_fused_transpose_keeps_the_fusions_own_layout),
   };

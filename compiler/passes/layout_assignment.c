@@ -525,6 +525,38 @@ static kiln_shape_t *entry_want(la_t *la, kiln_shape_t *given, kiln_shape_t *own
   return kiln_layout_fill_default(la->a, own);
 }
 
+/* Clears the tiles of `s` and of its tuple elements; whether any had some. */
+static bool drop_tiles(kiln_shape_t *s) {
+  if (!s) return false;
+  bool had = s->has_layout && s->layout.num_tiles > 0;
+  if (had) {
+    s->layout.num_tiles = 0;
+    s->layout.tiles = NULL;
+  }
+  for (int i = 0; i < s->num_elements; i++) had |= drop_tiles(s->elements[i]);
+  return had;
+}
+
+/* Tiled layouts (TPU's `{1,0:T(8,128)}`, written in modules and entry layouts) are dropped
+ * first: kiln's devices keep every array untiled, in its minor-to-major order, and the
+ * executable reports those layouts, so a client passes untiled bytes. A tile changes where
+ * bytes lie, never a value. */
+static bool drop_module_tiles(kiln_hlo_module_t *m) {
+  bool had = false;
+  for (size_t ci = 0; ci < m->computations.len; ci++) {
+    kiln_hlo_computation_t *c = m->computations.data[ci];
+    for (size_t i = 0; i < c->instructions.len; i++)
+      had |= drop_tiles(c->instructions.data[i]->shape);
+  }
+  if (m->has_entry_layout) {
+    for (int i = 0; i < m->num_entry_layout_params; i++)
+      had |= drop_tiles(m->entry_layout_params[i]);
+    had |= drop_tiles(m->entry_layout_result);
+  }
+  if (had) KILN_LOG_I("layout assignment: tiled layouts in %s kept untiled", m->name);
+  return had;
+}
+
 kiln_status kiln_layout_assign(kiln_hlo_module_t *m, kiln_layout_assignment_stats_t *stats,
                                bool *changed) {
   if (!m->entry) return kiln_status_make(KILN_INVALID_ARGUMENT, "layout assignment: module has no entry");
@@ -536,6 +568,7 @@ kiln_status kiln_layout_assign(kiln_hlo_module_t *m, kiln_layout_assignment_stat
                             "layout assignment: module '%s' may need %zu more arena bytes than its bound allows",
                             m->name, need);
   la_t la = {.m = m, .a = &m->arena};
+  la.changed = drop_module_tiles(m);
   kiln_ptrmap_init(&la.orig);
   kiln_ptrmap_init(&la.done);
   kiln_ptrmap_init(&la.weak);
