@@ -9,7 +9,8 @@ already on the GPU; each timing is the median of 5 batches of back-to-back produ
 0.1 s each), one synchronization per batch, after a warm-up. Prints one line per row
 ("gemm <dtype> MxNxK: kiln X TFLOP/s, torch Y TFLOP/s, kiln/torch Z, max rel err E") and a
 last line "gemm: geomean kiln/torch R over N rows". PyTorch's f32 matmul runs without TF32
-(its default); kiln's f32 dot follows the HLO's precision (DEFAULT). Exit status 1 when a
+(its default; the f32 rows also time it with TF32); kiln's f32 dot follows the HLO's precision
+(DEFAULT). Exit status 1 when a
 row fails (an error or a result off by more than 2e-2 relative)."""
 import math
 import os
@@ -76,8 +77,15 @@ for m, n, k in SHAPES:
             ratios.append(r)
             ok = err <= 2e-2
             failed += not ok
+            extra = ""
+            if name == "f32":  # torch with TF32 too: which one kiln's DEFAULT precision is near
+                torch.backends.cuda.matmul.allow_tf32 = True
+                t_tf32 = batch_time(lambda: torch.matmul(ta, tb), lambda _: torch.cuda.synchronize())
+                torch.backends.cuda.matmul.allow_tf32 = False
+                extra = f", torch tf32 {flops / t_tf32 / 1e12:.1f} TFLOP/s (kiln/tf32 {t_tf32 / t_kiln:.2f}x)"
             print(f"{label}: kiln {flops / t_kiln / 1e12:.1f} TFLOP/s, torch {flops / t_torch / 1e12:.1f} "
-                  f"TFLOP/s, kiln/torch {r:.2f}x, max rel err {err:.1e}{'' if ok else ' MISMATCH'}", flush=True)
+                  f"TFLOP/s, kiln/torch {r:.2f}x{extra}, max rel err {err:.1e}{'' if ok else ' MISMATCH'}",
+                  flush=True)
             del ta, tb, ka, kb
         except Exception as e:  # one row's failure must not hide the others'
             failed += 1
