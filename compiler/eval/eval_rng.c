@@ -275,7 +275,7 @@ static kiln_status eval_rng(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *
   int64_t dims[RNG_MAX_RANK + 1];
   int rank = rs->rank;
   if (normal) dims[0] = 2;
-  memcpy(dims + normal, rs->dims, sizeof(int64_t) * (size_t)rank);
+  for (int d = 0; d < rank; d++) dims[normal + d] = rs->dims[d]; /* a scalar has no dims array */
   kiln_shape_t *ws = kiln_shape_make_array_with_default_layout(
       ctx->arena, bits == 64 ? KILN_U64 : KILN_U32, rank + normal, dims);
   kiln_literal_t *words = ws ? kiln_literal_make(ctx->arena, ws) : NULL;

@@ -193,7 +193,7 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
     if (dist == RNG_NORMAL) {
       int64_t dims[MAX_RANK];
       dims[0] = 2;
-      memcpy(dims + 1, s->dims, sizeof(int64_t) * (size_t)s->rank);
+      for (int d = 0; d < s->rank; d++) dims[1 + d] = s->dims[d]; /* a scalar has no dims array */
       r = normal(b, in, random_words(b, word, s->rank + 1, dims, 2 * n));
     } else {
       kiln_hlo_instruction_t *w = random_words(b, word, s->rank, s->dims, n);
