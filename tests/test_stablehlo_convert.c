@@ -389,15 +389,23 @@ static const char kWhileCaseText[] =
     "  func.return\n"
     "}\n";
 
-static void test_while_and_case_with_captured_values_from_text(void **state) {
-  (void)state;
-  kiln_mlir_module_t *m = parse_or_skip(kWhileCaseText);
-  if (!m) KILN_SKIP("the MLIR text reader is not built in yet");
+/* Reads `text`, runs function `fn`'s checks: `want` pass, none fails. False when the text
+ * reader is not built in (the caller skips). */
+static bool checks_pass_from_text(const char *text, const char *fn, int want) {
+  kiln_mlir_module_t *m = parse_or_skip(text);
+  if (!m) return false;
   int failed;
-  int passed = run_checks(m, "loops", &failed);
-  assert_int_equal(passed, 2);
+  int passed = run_checks(m, fn, &failed);
+  assert_int_equal(passed, want);
   assert_int_equal(failed, 0);
   kiln_mlir_module_destroy(m);
+  return true;
+}
+
+static void test_while_and_case_with_captured_values_from_text(void **state) {
+  (void)state;
+  if (!checks_pass_from_text(kWhileCaseText, "loops", 2))
+    KILN_SKIP("the MLIR text reader is not built in yet");
 }
 
 /* What JAX sends with Shardy on (its default): an sdy.mesh at the top of the module, sharding
@@ -417,13 +425,8 @@ static const char kShardyText[] =
 
 static void test_shardy_mesh_and_sharding_hints_from_text(void **state) {
   (void)state;
-  kiln_mlir_module_t *m = parse_or_skip(kShardyText);
-  if (!m) KILN_SKIP("the MLIR text reader is not built in yet");
-  int failed;
-  int passed = run_checks(m, "hints", &failed);
-  assert_int_equal(passed, 1);
-  assert_int_equal(failed, 0);
-  kiln_mlir_module_destroy(m);
+  if (!checks_pass_from_text(kShardyText, "hints", 1))
+    KILN_SKIP("the MLIR text reader is not built in yet");
 }
 
 /* A region whose block holds no return (a fuzzer's find: the converter read the op before

@@ -249,11 +249,11 @@ kiln_status kiln_eval_gather_scatter(kiln_eval_ctx_t *ctx, const kiln_hlo_instru
 /* eval_sort.c: sort (multi-operand, stable when asked), topk. */
 kiln_status kiln_eval_sort(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
                            kiln_literal_t *const *operands, kiln_literal_t **out);
-/* eval_rng.c: rng-bit-generator (three-fry and philox, bit-exact with XLA), rng. */
 /* rng-get-and-update-state's step (eval_extra.c): the current 128-bit state {low, high} (XLA's
  * initial value offset by opts->rng_seed, plus what was taken before) into `state`, then
  * advanced by `delta`. `rng` takes its words' key and counter from it too. */
 void kiln_eval_rng_state_take(kiln_eval_ctx_t *ctx, int64_t delta, uint64_t state[2]);
+/* eval_rng.c: rng-bit-generator (three-fry and philox, bit-exact with XLA), rng. */
 kiln_status kiln_eval_rng(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
                           kiln_literal_t *const *operands, kiln_literal_t **out);
 /* eval_linalg.c: cholesky, triangular-solve, fft. */
