@@ -109,6 +109,43 @@ static inline double hg_rounding(kiln_gemm_dtype_t t) {
   }
 }
 
+/* Stores generated element i of operand `tag` (imaginary part from tag + 3 for complex types)
+ * for i in [0, n). hg_value draws from 97 values (256 for s8), so the narrow types' encodings
+ * are looked up in a table made by hg_store itself: the same rounding, once per value. */
+static inline void hg_fill(kiln_gemm_dtype_t t, void *p, int64_t n, int tag, bool cplx) {
+  if (t == KILN_GEMM_BF16 || t == KILN_GEMM_F16) {
+    uint16_t code[97];
+    for (int v = 0; v < 97; v++) hg_store(t, code, v, ((double)v - 48) / 16.0, 0);
+    for (int64_t i = 0; i < n; i++) {
+      uint64_t h =
+          (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull + (uint64_t)tag * 0xbf58476d1ce4e5b9ull;
+      h ^= h >> 31;
+      ((uint16_t *)p)[i] = code[h % 97];
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; i++)
+    hg_store(t, p, i, t == KILN_GEMM_S32 ? 0 : hg_value(t, i, tag),
+             cplx ? hg_value(t, i, tag + 3) : 0);
+}
+
+/* Operand `p` read back as doubles (complex: pairs) laid out [batch][row][p], the contraction
+ * innermost whatever the transpose, so the reference's inner loop is contiguous. */
+static inline double *hg_rows(kiln_gemm_dtype_t t, const void *p, int64_t bt, int64_t rows,
+                              int64_t k, bool k_major, bool cplx) {
+  const int w = cplx ? 2 : 1;
+  double *r = kiln_malloc((size_t)(bt * rows * k * w) * sizeof(double) + 1);
+  for (int64_t bi = 0; bi < bt; bi++)
+    for (int64_t i = 0; i < rows; i++)
+      for (int64_t q = 0; q < k; q++) {
+        double complex v = hg_load(t, p, bi * rows * k + (k_major ? q * rows + i : i * k + q));
+        double *d = r + ((bi * rows + i) * k + q) * w;
+        d[0] = creal(v);
+        if (cplx) d[1] = cimag(v);
+      }
+  return r;
+}
+
 /* Runs gemm `g` on generated operands (C too, for beta) and compares; true when every
  * element matches. */
 static inline bool hg_check(const kiln_gemm_desc_t *g, kiln_host_blas_choice_t choice,
@@ -120,13 +157,12 @@ static inline bool hg_check(const kiln_gemm_desc_t *g, kiln_host_blas_choice_t c
   void *a = kiln_malloc((size_t)na * kiln_gemm_dtype_size(in) + 1);
   void *b = kiln_malloc((size_t)nb * kiln_gemm_dtype_size(in) + 1);
   void *c = kiln_malloc((size_t)nc * kiln_gemm_dtype_size(out) + 1);
-  for (int64_t i = 0; i < na; i++)
-    hg_store(in, a, i, hg_value(in, i, 1), cplx ? hg_value(in, i, 4) : 0);
-  for (int64_t i = 0; i < nb; i++)
-    hg_store(in, b, i, hg_value(in, i, 2), cplx ? hg_value(in, i, 5) : 0);
-  for (int64_t i = 0; i < nc; i++)
-    hg_store(out, c, i, out == KILN_GEMM_S32 ? 0 : hg_value(out, i, 3),
-             cplx ? hg_value(out, i, 6) : 0);
+  hg_fill(in, a, na, 1, cplx);
+  hg_fill(in, b, nb, 2, cplx);
+  hg_fill(out, c, nc, 3, cplx);
+  /* A is [m][k] (trans_a: [k][m]); B is [k][n] (trans_b: [n][k]). */
+  double *ra = hg_rows(in, a, bt, m, k, g->trans_a, cplx);
+  double *rb = hg_rows(in, b, bt, n, k, !g->trans_b, cplx);
   double complex *want = kiln_malloc((size_t)nc * sizeof(double complex) + 1);
   double *bound = kiln_malloc((size_t)nc * sizeof(double) + 1);
   for (int64_t bi = 0; bi < bt; bi++)
@@ -134,18 +170,23 @@ static inline bool hg_check(const kiln_gemm_desc_t *g, kiln_host_blas_choice_t c
       for (int64_t j = 0; j < n; j++) {
         double complex acc = 0;
         double mag = 0;
-        for (int64_t p = 0; p < k; p++) {
-          int64_t ia = bi * m * k + (g->trans_a ? p * m + i : i * k + p);
-          int64_t ib = bi * k * n + (g->trans_b ? j * k + p : p * n + j);
-          if (cplx) {
-            double complex x = hg_load(in, a, ia) * hg_load(in, b, ib);
-            acc += x;
-            mag += fabs(creal(x)) + fabs(cimag(x));
-          } else {
-            double x = creal(hg_load(in, a, ia)) * creal(hg_load(in, b, ib));
-            acc += x;
-            mag += fabs(x);
+        if (cplx) {
+          const double complex *x = (const double complex *)(ra + (bi * m + i) * k * 2);
+          const double complex *y = (const double complex *)(rb + (bi * n + j) * k * 2);
+          for (int64_t p = 0; p < k; p++) {
+            double complex v = x[p] * y[p];
+            acc += v;
+            mag += fabs(creal(v)) + fabs(cimag(v));
           }
+        } else {
+          const double *x = ra + (bi * m + i) * k, *y = rb + (bi * n + j) * k;
+          double sum = 0;
+          for (int64_t p = 0; p < k; p++) {
+            double v = x[p] * y[p];
+            sum += v;
+            mag += fabs(v);
+          }
+          acc = sum;
         }
         int64_t ic = bi * m * n + i * n + j;
         double complex c0 = hg_load(out, c, ic);
@@ -155,6 +196,8 @@ static inline bool hg_check(const kiln_gemm_desc_t *g, kiln_host_blas_choice_t c
         bound[ic] = (double)(k + 2) * eps * (fabs(g->alpha) * mag + fabs(g->beta) * cabs(c0)) +
                     hg_rounding(out) * cabs(want[ic]) + (out == KILN_GEMM_F16 ? 0x1p-24 : 0);
       }
+  kiln_free(ra);
+  kiln_free(rb);
   kiln_status s = kiln_host_gemm(g, a, b, c, choice, pool);
   bool ok = s == NULL;
   if (s) {

@@ -4,10 +4,11 @@
  * compiled by the plugin (dlopen'ed with RTLD_LOCAL) — every other one as a serialized
  * HloModuleProto (format "hlo", and "hlo_with_config" for every fourth), the others as HLO
  * text — executed on fake arguments and compared leaf by leaf with kiln_eval_module under the
- * module tolerance (tools/common/compare.h). Also: compile options the plugin must honour or
- * refuse (num_replicas > 1 is UNIMPLEMENTED; xla_dump_to writes the dumps there). Parameter
- * layouts: every evaluable corpus module whose entry parameters have non-default layouts runs
- * with its arguments in the executable's layout, as strided host data, and in the default
+ * module tolerance (tools/common/compare.h); and every eligible module with rng (the evaluator
+ * draws as the plugin's expander does, from the same seed). Also: compile options the plugin must
+ * honour or refuse (num_replicas > 1 is UNIMPLEMENTED; xla_dump_to writes the dumps there).
+ * Parameter layouts: every evaluable corpus module whose entry parameters have non-default layouts
+ * runs with its arguments in the executable's layout, as strided host data, and in the default
  * layout (relaid out by the execute); compile-option argument layouts; a donated argument in
  * another layout. Skips (77) without the corpus. */
 #include <dirent.h>
@@ -127,6 +128,7 @@ static void leaves(const kiln_literal_t *l, lit_vec_t *out) {
 
 typedef struct corpus_state {
   int want, ran, proto, mismatches;
+  bool rng_only; /* only modules that draw from `rng` or the rng state */
 } corpus_state_t;
 
 static void free_buffers(PJRT_Buffer **b, size_t n) {
@@ -314,11 +316,15 @@ static void visit(void *ctx, kiln_hlo_module_t **mp, const char *name, const cha
   for (int i = 0; i < m->entry->num_parameters; i++)
     if (!leaf_ok(m->entry->parameters[i]->shape)) return;
   if (!leaf_ok(m->entry->root->shape)) return;
-  for (size_t c = 0; c < m->computations.len; c++) /* rng state differs between the two */
+  /* The evaluator draws as the plugin's rng expander does, from the plugin's seed 0 (the
+   * options' rng_seed left 0). */
+  bool rng = false;
+  for (size_t c = 0; c < m->computations.len; c++)
     for (size_t i = 0; i < m->computations.data[c]->instructions.len; i++) {
       kiln_hlo_opcode_t op = m->computations.data[c]->instructions.data[i]->opcode;
-      if (op == KILN_OP_RNG || op == KILN_OP_RNG_GET_AND_UPDATE_STATE) return;
+      rng = rng || op == KILN_OP_RNG || op == KILN_OP_RNG_GET_AND_UPDATE_STATE;
     }
+  if (st->rng_only && !rng) return;
   run_one(st, m, name);
 }
 
@@ -334,6 +340,18 @@ static void test_corpus_modules_equal_the_evaluator(void **state) {
          st.ran, st.proto, st.mismatches);
   assert_true(st.ran >= (st.want < 10 ? st.want : 10));
   assert_true(st.proto >= 1);
+  assert_int_equal(st.mismatches, 0);
+}
+
+/* Every eligible corpus module with rng: its draws through the plugin equal the evaluator's. */
+static void test_corpus_rng_modules_equal_the_evaluator(void **state) {
+  (void)state;
+  corpus_state_t st = {.want = 1000, .rng_only = true};
+  kiln_status s = kiln_corpus_for_each_whole_module(corpus_root(), visit, &st);
+  if (s) fail_msg("corpus: %s", kiln_status_message(s));
+  printf("%d modules with rng through the plugin, %d differ from the evaluator\n", st.ran,
+         st.mismatches);
+  assert_true(st.ran >= 3);
   assert_int_equal(st.mismatches, 0);
 }
 
@@ -788,6 +806,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_compile_options_honoured),
       cmocka_unit_test(test_corpus_modules_equal_the_evaluator),
+      cmocka_unit_test(test_corpus_rng_modules_equal_the_evaluator),
       cmocka_unit_test(test_corpus_parameter_layouts_equal_the_evaluator),
       cmocka_unit_test(test_compile_options_argument_layouts),
       cmocka_unit_test(test_donated_argument_in_another_layout_is_relaid_out),

@@ -337,6 +337,27 @@ static kiln_status compiled_module(kiln_pjrt_runner_t *r, PJRT_Executable *exe,
   return s;
 }
 
+/* The array leaves of `s` depth first (as the plugin flattens a tuple parameter into
+ * arguments): their count, and the first `cap` of them in `out`. */
+static int shape_leaves(const kiln_shape_t *s, const kiln_shape_t **out, int n, int cap) {
+  if (!kiln_shape_is_tuple(s)) {
+    if (n < cap) out[n] = s;
+    return n + 1;
+  }
+  for (int i = 0; i < s->num_elements; i++) n = shape_leaves(s->elements[i], out, n, cap);
+  return n;
+}
+
+/* The arguments the executable takes: the compiled entry's parameters' leaves. */
+static int num_argument_leaves(const kiln_hlo_module_t *compiled) {
+  int n = 0;
+  for (int p = 0; compiled && p < compiled->entry->num_parameters; p++)
+    n = shape_leaves(compiled->entry->parameters[p]->shape, NULL, n, 0);
+  return n;
+}
+
+/* Uploads `args` (one literal per entry parameter) to `bufs`, a buffer per array leaf: a
+ * tuple parameter's leaves are arguments of their own, in depth-first order. */
 static kiln_status upload(kiln_pjrt_runner_t *r, PJRT_Device *device, const kiln_hlo_module_t *m,
                           const kiln_hlo_module_t *compiled, kiln_literal_t *const *args,
                           int num_args, PJRT_Buffer **bufs) {
@@ -347,11 +368,24 @@ static kiln_status upload(kiln_pjrt_runner_t *r, PJRT_Device *device, const kiln
   if (compiled->entry->num_parameters != num_args)
     return KILN_ERR_INTERNAL("the compiled module takes %d parameters, %s %d",
                              compiled->entry->num_parameters, m->name, num_args);
+  int k = 0;
   for (int p = 0; p < num_args; p++) {
     /* the compiled parameter's layout (the executable's), so the execute reads it as it is */
-    kiln_status s =
-        kiln_pjrt_buffer_from_host(r->api, r->client, device, compiled->entry->parameters[p]->shape,
-                                   args[p] ? args[p]->data : NULL, &bufs[p]);
+    const kiln_shape_t *shape = compiled->entry->parameters[p]->shape;
+    int n = shape_leaves(shape, NULL, 0, 0);
+    const kiln_shape_t **leaves = kiln_calloc((size_t)n + 1, sizeof(*leaves));
+    shape_leaves(shape, leaves, 0, n);
+    kiln_status s = NULL;
+    if (args[p] && kiln_run_report_num_leaves(args[p]) != n)
+      s = KILN_ERR_INTERNAL("argument %d has %d leaves, its parameter %d", p,
+                            kiln_run_report_num_leaves(args[p]), n);
+    for (int l = 0; l < n && !s; l++) {
+      const kiln_literal_t *leaf = args[p] ? kiln_run_report_leaf(args[p], l) : NULL;
+      s = kiln_pjrt_buffer_from_host(r->api, r->client, device, leaves[l], leaf ? leaf->data : NULL,
+                                     &bufs[k++]);
+      if (s && n > 1) s = kiln_status_annotate(s, "for leaf %d", l);
+    }
+    kiln_free(leaves);
     if (s)
       return kiln_status_annotate(
           s, "for parameter %d (kiln-run --direct runs a module without the plugin)", p);
@@ -534,7 +568,7 @@ static kiln_status run_world(kiln_pjrt_runner_t *r, const kiln_hlo_module_t *m,
     }
   }
 
-  int np = m->entry->num_parameters;
+  int np = num_argument_leaves(compiled);
   PJRT_Buffer **bufs = kiln_calloc((size_t)nd * ((size_t)np + 1), sizeof(*bufs));
   PJRT_Buffer **outs = kiln_calloc((size_t)nd * (num_outputs + 1), sizeof(*outs));
   PJRT_Buffer **argv_mem = kiln_calloc((size_t)nd, sizeof(*argv_mem));
