@@ -2,7 +2,7 @@
  * `--backend cuda` the first GPU's), same process.
  *
  * For each module (GELU examples/gelu.hlo, the corpus layer norm and sum-over-an-axis
- * reduction, an f32[2048,2048] transpose) the module is compiled and loaded once, then two
+ * reduction, an f32[2048,2048] transpose, benchmarks/hlo/transpose_2048.hlo) the module is compiled and loaded once, then two
  * measurements alternate, `--reps` times each:
  *   execute  — what `kiln-run --backend=host --repeat=N` times per run: kiln_executable_run
  *              (execution context, output allocation, thunks, stream synchronize) and the
@@ -33,13 +33,6 @@
 #include "tests/skip_util.h"
 #include "tools/common/hlo_file.h"
 #include "plugin/env_options.h"
-
-static const char kTranspose[] =
-    "HloModule transpose_2048\n"
-    "ENTRY e {\n"
-    "  p = f32[2048,2048] parameter(0)\n"
-    "  ROOT t = f32[2048,2048] transpose(p), dimensions={1,0}\n"
-    "}\n";
 
 static double median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, kiln_clock_cmp_double);
@@ -266,11 +259,8 @@ int main(int argc, char **argv) {
                kiln_corpus_dir(), corpus[i]);
       if ((s = bench_file(dev, path, reps))) failures += kiln_status_report(s, "bench") != 0;
     }
-    kiln_hlo_module_t *m = NULL;
-    s = kiln_hlo_parse_module(kTranspose, strlen(kTranspose), NULL, &m);
-    if (!s) s = bench_module(dev, m, "transpose f32[2048,2048]", reps);
-    kiln_hlo_module_destroy(m);
-    if (s) failures += kiln_status_report(s, "bench") != 0;
+    if ((s = bench_file(dev, KILN_SOURCE_DIR "/benchmarks/hlo/transpose_2048.hlo", reps)))
+      failures += kiln_status_report(s, "bench") != 0;
   }
   kiln_device_destroy(dev);
   return failures ? 1 : 0;

@@ -211,7 +211,8 @@ run_device_half() {
   local c="$KILN_CORPUS_DIR/xla/xla__backends__cpu__benchmarks__hlo__"
   gpu_step "steady state vs kernels (CUDA)" 30 "<= 1.1x" 'grep -o "^[a-z_0-9]* .*ratio [0-9.]*" "$txt" | sed "s/ .*ratio/ ratio/" | tr "\n" " "' \
     "$bin/bench_steady_state" --backend cuda --reps 20 "$root/examples/gelu.hlo" \
-    "${c}layer_norm_1x4096x768_bf16.hlo" "${c}sum_axis_1x4096x1024_bf16.hlo"
+    "${c}layer_norm_1x4096x768_bf16.hlo" "${c}sum_axis_1x4096x1024_bf16.hlo" \
+    "$root/benchmarks/hlo/transpose_2048.hlo"
   # 5. Hero kernels' bandwidth.
   gpu_step "hero bandwidth vs memcpy" 30 ">= 80% of memcpy" 'tail -1 "$txt"' "$bin/bench_gpu_heroes"
   # 6. GPU compile latency: GELU to a cubin vs nvcc -cubin.
