@@ -28,10 +28,36 @@ static void row_strides(const kiln_shape_t *s, int64_t *strides) {
   }
 }
 
-static void copy_box(void *out, const void *in, size_t es, const box_t *b) {
+/* `b` with its dimensions of extent 1 dropped and each run of dimensions that walk both
+ * sides contiguously (outer stride = inner stride x inner extent, in and out; broadcast's 0
+ * strides included) merged into one, so the inner loop of copy_box runs as long as the copy
+ * allows rather than over a trailing dimension of a few elements. */
+static void box_simplify(box_t *b) {
+  int r = 0;
+  for (int i = 0; i < b->rank; i++) {
+    if (b->dims[i] == 1) continue;
+    if (r > 0 && b->in_strides[r - 1] == b->in_strides[i] * b->dims[i] &&
+        b->out_strides[r - 1] == b->out_strides[i] * b->dims[i]) {
+      b->dims[r - 1] *= b->dims[i];
+      b->in_strides[r - 1] = b->in_strides[i];
+      b->out_strides[r - 1] = b->out_strides[i];
+      continue;
+    }
+    b->dims[r] = b->dims[i];
+    b->in_strides[r] = b->in_strides[i];
+    b->out_strides[r] = b->out_strides[i];
+    r++;
+  }
+  b->rank = r;
+}
+
+static void copy_box(void *out, const void *in, size_t es, const box_t *box) {
+  for (int i = 0; i < box->rank; i++)
+    if (box->dims[i] <= 0) return;
+  box_t simple = *box;
+  box_simplify(&simple);
+  const box_t *b = &simple;
   int r = b->rank;
-  for (int i = 0; i < r; i++)
-    if (b->dims[i] <= 0) return;
   if (r == 0) {
     memcpy((char *)out + (size_t)b->out_base * es, (const char *)in + (size_t)b->in_base * es, es);
     return;
