@@ -2,15 +2,17 @@
  * `--backend cuda` the first GPU's), same process.
  *
  * For each module (GELU examples/gelu.hlo, the corpus layer norm and sum-over-an-axis
- * reduction, an f32[2048,2048] transpose, benchmarks/hlo/transpose_2048.hlo) the module is compiled
- * and loaded once, then two measurements alternate, `--reps` times each: execute  — what `kiln-run
- * --backend=host --repeat=N` times per run: kiln_executable_run (execution context, output
- * allocation, thunks, stream synchronize) and the release of the output buffers; kernels  — the
- * same executable's kernels (its top-level thunks as resolved commands: launches, copies, memsets)
- * issued on the same stream over buffers bound once, then one synchronize. It prints both medians
- * and minimums, the ratio execute / kernels (goal <= 1.1), and the raw device allocations counted
- * during the execute runs (0 with the caching allocator; KILN_ALLOCATOR=plain shows the per-run
- * allocations it removes).
+ * reduction, an f32[2048,2048] transpose: benchmarks/hlo/transpose_2048.hlo) the module is
+ * compiled and loaded once, then two measurements alternate, `--reps` times each:
+ *   execute  — what `kiln-run --backend=host --repeat=N` times per run: kiln_executable_run
+ *              (execution context, output allocation, thunks, stream synchronize) and the
+ *              release of the output buffers;
+ *   kernels  — the same executable's kernels (its top-level thunks as resolved commands:
+ *              launches, copies, memsets) issued on the same stream over buffers bound once,
+ *              then one synchronize.
+ * It prints both medians and minimums, the ratio execute / kernels (goal <= 1.1), and the
+ * raw device allocations counted during the execute runs (0 with the caching allocator;
+ * KILN_ALLOCATOR=plain shows the per-run allocations it removes).
  *
  * Inputs are filled with the byte 0x3c (f32 0.0115, bf16 0.0115: finite, no denormals).
  * Usage: bench_steady_state [--reps 20] [--backend host|cuda] [FILE.hlo ...]   (files replace
