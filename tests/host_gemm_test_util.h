@@ -129,19 +129,21 @@ static inline void hg_fill(kiln_gemm_dtype_t t, void *p, int64_t n, int tag, boo
              cplx ? hg_value(t, i, tag + 3) : 0);
 }
 
-/* Operand `p` read back as doubles (complex: pairs) laid out [batch][row][p], the contraction
- * innermost whatever the transpose, so the reference's inner loop is contiguous. */
-static inline double *hg_rows(kiln_gemm_dtype_t t, const void *p, int64_t bt, int64_t rows,
-                              int64_t k, bool k_major, bool cplx) {
-  const int w = cplx ? 2 : 1;
-  double *r = kiln_malloc((size_t)(bt * rows * k * w) * sizeof(double) + 1);
+/* Operand `p` read back laid out [batch][row][p], the contraction innermost whatever the
+ * transpose, so the reference's inner loop is contiguous: doubles, or (cplx) double complex. */
+static inline void *hg_rows(kiln_gemm_dtype_t t, const void *p, int64_t bt, int64_t rows, int64_t k,
+                            bool k_major, bool cplx) {
+  size_t es = cplx ? sizeof(double complex) : sizeof(double);
+  void *r = kiln_malloc((size_t)(bt * rows * k) * es + 1);
   for (int64_t bi = 0; bi < bt; bi++)
     for (int64_t i = 0; i < rows; i++)
       for (int64_t q = 0; q < k; q++) {
         double complex v = hg_load(t, p, bi * rows * k + (k_major ? q * rows + i : i * k + q));
-        double *d = r + ((bi * rows + i) * k + q) * w;
-        d[0] = creal(v);
-        if (cplx) d[1] = cimag(v);
+        int64_t j = (bi * rows + i) * k + q;
+        if (cplx)
+          ((double complex *)r)[j] = v;
+        else
+          ((double *)r)[j] = creal(v);
       }
   return r;
 }
@@ -161,8 +163,8 @@ static inline bool hg_check(const kiln_gemm_desc_t *g, kiln_host_blas_choice_t c
   hg_fill(in, b, nb, 2, cplx);
   hg_fill(out, c, nc, 3, cplx);
   /* A is [m][k] (trans_a: [k][m]); B is [k][n] (trans_b: [n][k]). */
-  double *ra = hg_rows(in, a, bt, m, k, g->trans_a, cplx);
-  double *rb = hg_rows(in, b, bt, n, k, !g->trans_b, cplx);
+  void *ra = hg_rows(in, a, bt, m, k, g->trans_a, cplx);
+  void *rb = hg_rows(in, b, bt, n, k, !g->trans_b, cplx);
   double complex *want = kiln_malloc((size_t)nc * sizeof(double complex) + 1);
   double *bound = kiln_malloc((size_t)nc * sizeof(double) + 1);
   for (int64_t bi = 0; bi < bt; bi++)
@@ -171,15 +173,16 @@ static inline bool hg_check(const kiln_gemm_desc_t *g, kiln_host_blas_choice_t c
         double complex acc = 0;
         double mag = 0;
         if (cplx) {
-          const double complex *x = (const double complex *)(ra + (bi * m + i) * k * 2);
-          const double complex *y = (const double complex *)(rb + (bi * n + j) * k * 2);
+          const double complex *x = (const double complex *)ra + (bi * m + i) * k;
+          const double complex *y = (const double complex *)rb + (bi * n + j) * k;
           for (int64_t p = 0; p < k; p++) {
             double complex v = x[p] * y[p];
             acc += v;
             mag += fabs(creal(v)) + fabs(cimag(v));
           }
         } else {
-          const double *x = ra + (bi * m + i) * k, *y = rb + (bi * n + j) * k;
+          const double *x = (const double *)ra + (bi * m + i) * k;
+          const double *y = (const double *)rb + (bi * n + j) * k;
           double sum = 0;
           for (int64_t p = 0; p < k; p++) {
             double v = x[p] * y[p];
