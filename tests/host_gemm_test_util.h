@@ -21,11 +21,16 @@
 #include "compiler/hlo/numeric.h"
 #include "runtime/host/host_device.h"
 
-/* A value of operand element `i` (tag separates operands): multiples of 1/16 in [-3, 3]
- * (exact in bf16 and f16), integers in [-128, 127] for s8. */
-static inline double hg_value(kiln_gemm_dtype_t t, int64_t i, int tag) {
+/* The hash behind operand element `i`'s value (tag separates operands). */
+static inline uint64_t hg_hash(int64_t i, int tag) {
   uint64_t h = (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull + (uint64_t)tag * 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 31;
+  return h ^ (h >> 31);
+}
+
+/* A value of operand element `i` (tag separates operands): multiples of 1/16 in [-3, 3]
+ * (exact in bf16 and f16: the 97 values (h % 97 - 48) / 16), integers in [-128, 127] for s8. */
+static inline double hg_value(kiln_gemm_dtype_t t, int64_t i, int tag) {
+  uint64_t h = hg_hash(i, tag);
   if (t == KILN_GEMM_S8) return (double)(int)(h % 256) - 128;
   return ((double)(int)(h % 97) - 48) / 16.0;
 }
@@ -116,12 +121,7 @@ static inline void hg_fill(kiln_gemm_dtype_t t, void *p, int64_t n, int tag, boo
   if (t == KILN_GEMM_BF16 || t == KILN_GEMM_F16) {
     uint16_t code[97];
     for (int v = 0; v < 97; v++) hg_store(t, code, v, ((double)v - 48) / 16.0, 0);
-    for (int64_t i = 0; i < n; i++) {
-      uint64_t h =
-          (uint64_t)(i + 1) * 0x9e3779b97f4a7c15ull + (uint64_t)tag * 0xbf58476d1ce4e5b9ull;
-      h ^= h >> 31;
-      ((uint16_t *)p)[i] = code[h % 97];
-    }
+    for (int64_t i = 0; i < n; i++) ((uint16_t *)p)[i] = code[hg_hash(i, tag) % 97];
     return;
   }
   for (int64_t i = 0; i < n; i++)

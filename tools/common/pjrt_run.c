@@ -337,14 +337,12 @@ static kiln_status compiled_module(kiln_pjrt_runner_t *r, PJRT_Executable *exe,
   return s;
 }
 
-/* The array leaves of `s` depth first (as the plugin flattens a tuple parameter into
- * arguments): their count, and the first `cap` of them in `out`. */
-static int shape_leaves(const kiln_shape_t *s, const kiln_shape_t **out, int n, int cap) {
-  if (!kiln_shape_is_tuple(s)) {
-    if (n < cap) out[n] = s;
-    return n + 1;
-  }
-  for (int i = 0; i < s->num_elements; i++) n = shape_leaves(s->elements[i], out, n, cap);
+/* The array leaves of `s` (a tuple's depth first, as the plugin flattens a tuple parameter
+ * into arguments). */
+static int shape_leaves(const kiln_shape_t *s) {
+  if (!kiln_shape_is_tuple(s)) return 1;
+  int n = 0;
+  for (int i = 0; i < s->num_elements; i++) n += shape_leaves(s->elements[i]);
   return n;
 }
 
@@ -352,8 +350,27 @@ static int shape_leaves(const kiln_shape_t *s, const kiln_shape_t **out, int n, 
 static int num_argument_leaves(const kiln_hlo_module_t *compiled) {
   int n = 0;
   for (int p = 0; compiled && p < compiled->entry->num_parameters; p++)
-    n = shape_leaves(compiled->entry->parameters[p]->shape, NULL, n, 0);
+    n += shape_leaves(compiled->entry->parameters[p]->shape);
   return n;
+}
+
+/* Uploads literal `l` of (compiled) parameter shape `s` into bufs[*k] onwards: a buffer per
+ * array leaf, a tuple's depth first (l NULL: no host data, an error unless the leaf is empty). */
+static kiln_status upload_leaves(kiln_pjrt_runner_t *r, PJRT_Device *device, const kiln_shape_t *s,
+                                 const kiln_literal_t *l, PJRT_Buffer **bufs, int *k) {
+  if (!kiln_shape_is_tuple(s)) {
+    int leaf = (*k)++;
+    return kiln_pjrt_buffer_from_host(r->api, r->client, device, s, l ? l->data : NULL,
+                                      &bufs[leaf]);
+  }
+  if (l && l->num_tuple_elements != s->num_elements)
+    return KILN_ERR_INTERNAL("an argument tuple of %d elements for a parameter tuple of %d",
+                             l->num_tuple_elements, s->num_elements);
+  for (int i = 0; i < s->num_elements; i++)
+    KILN_RETURN_IF_ERROR(
+        upload_leaves(r, device, s->elements[i], l ? l->tuple_elements[i] : NULL, bufs, k),
+        "in tuple element %d", i);
+  return NULL;
 }
 
 /* Uploads `args` (one literal per entry parameter) to `bufs`, a buffer per array leaf: a
@@ -371,21 +388,8 @@ static kiln_status upload(kiln_pjrt_runner_t *r, PJRT_Device *device, const kiln
   int k = 0;
   for (int p = 0; p < num_args; p++) {
     /* the compiled parameter's layout (the executable's), so the execute reads it as it is */
-    const kiln_shape_t *shape = compiled->entry->parameters[p]->shape;
-    int n = shape_leaves(shape, NULL, 0, 0);
-    const kiln_shape_t **leaves = kiln_calloc((size_t)n + 1, sizeof(*leaves));
-    shape_leaves(shape, leaves, 0, n);
-    kiln_status s = NULL;
-    if (args[p] && kiln_run_report_num_leaves(args[p]) != n)
-      s = KILN_ERR_INTERNAL("argument %d has %d leaves, its parameter %d", p,
-                            kiln_run_report_num_leaves(args[p]), n);
-    for (int l = 0; l < n && !s; l++) {
-      const kiln_literal_t *leaf = args[p] ? kiln_run_report_leaf(args[p], l) : NULL;
-      s = kiln_pjrt_buffer_from_host(r->api, r->client, device, leaves[l], leaf ? leaf->data : NULL,
-                                     &bufs[k++]);
-      if (s && n > 1) s = kiln_status_annotate(s, "for leaf %d", l);
-    }
-    kiln_free(leaves);
+    kiln_status s =
+        upload_leaves(r, device, compiled->entry->parameters[p]->shape, args[p], bufs, &k);
     if (s)
       return kiln_status_annotate(
           s, "for parameter %d (kiln-run --direct runs a module without the plugin)", p);
