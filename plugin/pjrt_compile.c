@@ -342,6 +342,17 @@ static kiln_status check_program_world(int64_t reps, int64_t parts, int32_t r, i
       (long long)reps, (long long)parts, r, p);
 }
 
+/* Whether `m` keeps an rng-get-and-update-state counter. Such an executable is not shared
+ * through the in-memory cache: as in XLA, each compile of the program draws from its own
+ * counter, starting at the seed. */
+static bool has_rng_state(const kiln_hlo_module_t *m) {
+  for (size_t c = 0; c < m->computations.len; c++)
+    for (size_t i = 0; i < m->computations.data[c]->instructions.len; i++)
+      if (m->computations.data[c]->instructions.data[i]->opcode == KILN_OP_RNG_GET_AND_UPDATE_STATE)
+        return true;
+  return false;
+}
+
 /* Compiles (or finds in the cache) `program` for `client`; *out holds one reference. */
 static kiln_status compile_program(PJRT_Client *client, const PJRT_Program *program,
                                    const char *options, size_t options_len, PJRT_Executable **out) {
@@ -427,6 +438,7 @@ static kiln_status compile_program(PJRT_Client *client, const PJRT_Program *prog
     }
   }
   PJRT_Executable *e = NULL;
+  bool shared = !s && !has_rng_state(m);
   if (!s) {
     s = kiln_pjrt_executable_create(client, reps, parts, assignment, m, options, options_len, &co,
                                     passes_ms, &e);
@@ -435,7 +447,7 @@ static kiln_status compile_program(PJRT_Client *client, const PJRT_Program *prog
   kiln_free(assignment);
   kiln_hlo_module_destroy(m);
   kiln_pjrt_compile_options_free(&co);
-  if (!s && client->compile_cache) {
+  if (!s && shared && client->compile_cache) {
     PJRT_Executable *use = kiln_pjrt_compile_cache_put(client->compile_cache, &key, e);
     kiln_pjrt_executable_unref(e);
     e = use;

@@ -324,8 +324,7 @@ static void visit(void *ctx, kiln_hlo_module_t **mp, const char *name, const cha
       kiln_hlo_opcode_t op = m->computations.data[c]->instructions.data[i]->opcode;
       rng = rng || op == KILN_OP_RNG || op == KILN_OP_RNG_GET_AND_UPDATE_STATE;
     }
-  /* Each module runs in one of the two tests: the client's compile cache hands the second a
-   * loaded executable whose rng state the first run advanced. */
+  /* Each module runs in one of the two tests, the rng ones counted apart. */
   if (rng != st->rng_only) return;
   run_one(st, m, name);
 }

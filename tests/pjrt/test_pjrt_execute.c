@@ -673,6 +673,35 @@ static void test_memory_cache_hit(void **state) {
   pjrt_exec_destroy(api, l2);
 }
 
+/* A program with an rng-get-and-update-state counter compiles to an executable of its own
+ * each time (not the cache's), so a second compile draws from the seed again, as XLA's
+ * would, while each executable's own counter moves on with every run. */
+static void test_rng_state_is_per_compile(void **state) {
+  (void)state;
+  const char *text =
+      "HloModule rng_counter\nENTRY main {\n  ROOT s = u64[2] "
+      "rng-get-and-update-state(), delta=16\n}\n";
+  PJRT_LoadedExecutable *l1 = pjrt_exec_compile(api, g_client, text);
+  int64_t hits = cost_property(l1, "kiln.compile_cache.memory_hits");
+  uint64_t first[2], again[2], second[2];
+  PJRT_Buffer *out[1] = {NULL};
+  pjrt_exec_run(api, l1, NULL, 0, out);
+  pjrt_exec_read(api, out[0], first, sizeof(first));
+  pjrt_exec_buffer_destroy(api, out[0]);
+  pjrt_exec_run(api, l1, NULL, 0, out);
+  pjrt_exec_read(api, out[0], again, sizeof(again));
+  pjrt_exec_buffer_destroy(api, out[0]);
+  assert_true(again[0] == first[0] + 16 && again[1] == first[1]);
+  PJRT_LoadedExecutable *l2 = pjrt_exec_compile(api, g_client, text);
+  assert_int_equal(cost_property(l2, "kiln.compile_cache.memory_hits"), hits);
+  pjrt_exec_run(api, l2, NULL, 0, out);
+  pjrt_exec_read(api, out[0], second, sizeof(second));
+  pjrt_exec_buffer_destroy(api, out[0]);
+  assert_true(second[0] == first[0] && second[1] == first[1]);
+  pjrt_exec_destroy(api, l1);
+  pjrt_exec_destroy(api, l2);
+}
+
 /* An executable that outlives its client fails cleanly (the caller's error, no crash). */
 static void test_executable_outliving_client(void **state) {
   (void)state;
@@ -769,6 +798,7 @@ int main(void) {
       cmocka_unit_test(test_optimized_program),
       cmocka_unit_test(test_serialize_round_trip_and_corrupt_blobs),
       cmocka_unit_test(test_memory_cache_hit),
+      cmocka_unit_test(test_rng_state_is_per_compile),
       cmocka_unit_test(test_executable_outliving_client),
       cmocka_unit_test(test_outputs_reuse_destroyed_outputs),
   };
