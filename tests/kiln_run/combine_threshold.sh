@@ -2,8 +2,9 @@
 # kiln-run --combine-threshold-bytes=N sets the collective combiners' size bound (as kiln-opt's
 # flag) on the corpus's JAX mnist update for 8 replicas, whose six gradient all-reduces
 # (two over 1 MiB) combine into 1 by default (30 MiB):
-#   - --direct: the collective thunks kiln-run prints are 1 by default and for 0 (the
-#     default), 3 under 1 MiB (the two big ones alone, the four small ones together), 6 off (-1);
+#   - --direct --compile-only (the count needs no run): the collective thunks kiln-run prints
+#     are 1 by default and for 0 (the default), 3 under 1 MiB (the two big ones alone, the four
+#     small ones together), 6 off (-1);
 #   - through the plugin (the compile options' xla_gpu_*_combine_threshold_bytes): the thunk
 #     dump (KILN_DUMP_TO) holds 6 all-reduce thunks off and 1 by default (an async pair counts
 #     once: its start);
@@ -18,9 +19,9 @@ fail() {
   exit 1
 }
 
-# The collective thunks of a direct run with flags "$@".
+# The collective thunks of a direct compile with flags "$@".
 direct() {
-  out=$("$run" --direct --backend=host "$@" "$hlo") || fail "kiln-run $*: $out"
+  out=$("$run" --direct --backend=host --compile-only "$@" "$hlo") || fail "kiln-run $*: $out"
   printf '%s\n' "$out" | sed -n 's/^ran on 8 host devices: .*(\([0-9]*\) collective thunks.*/\1/p'
 }
 for want in ":1" "--combine-threshold-bytes=0:1" "--combine-threshold-bytes=1048576:3" \
