@@ -51,6 +51,68 @@ static void test_transpose_permutes_dimensions(void **state) {
   run_done(&r);
 }
 
+/* Transposes large enough for the tiled copy (partial tiles at every edge, 1- to 8-byte
+ * elements, ranks 2 to 5, the partner dimension anywhere): every output element is the input
+ * element its index maps to. The input counts up from 0 (iota, converted: s8 and u16 wrap). */
+static void test_large_transposes_keep_every_element(void **state) {
+  static const struct {
+    const char *type;
+    int rank;
+    int64_t dims[5];
+    int perm[5];
+  } cases[] = {
+      {"s8", 2, {37, 70}, {1, 0}},
+      {"u16", 4, {5, 33, 3, 40}, {2, 0, 3, 1}},
+      {"s32", 2, {64, 65}, {1, 0}},
+      {"f64", 3, {3, 34, 35}, {0, 2, 1}},
+      {"s32", 5, {2, 3, 4, 5, 6}, {4, 3, 2, 1, 0}},
+      {"s32", 3, {40, 2, 33}, {2, 1, 0}},
+  };
+  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+    int rank = cases[c].rank;
+    const int *perm = cases[c].perm;
+    const int64_t *in = cases[c].dims;
+    int64_t n = 1, out[5];
+    char in_dims[64] = "", out_dims[64] = "", perm_text[32] = "";
+    for (int d = 0; d < rank; d++) {
+      n *= in[d];
+      out[d] = in[perm[d]];
+      const char *sep = d ? "," : "";
+      snprintf(in_dims + strlen(in_dims), sizeof(in_dims) - strlen(in_dims), "%s%lld", sep,
+               (long long)in[d]);
+      snprintf(out_dims + strlen(out_dims), sizeof(out_dims) - strlen(out_dims), "%s%lld", sep,
+               (long long)out[d]);
+      snprintf(perm_text + strlen(perm_text), sizeof(perm_text) - strlen(perm_text), "%s%d", sep,
+               perm[d]);
+    }
+    const char *t = cases[c].type;
+    char text[1024];
+    snprintf(text, sizeof(text),
+             MODULE("  a = s32[%lld] iota(), iota_dimension=0\n"
+                    "  c = %s[%lld] convert(a)\n"
+                    "  b = %s[%s] reshape(c)\n"
+                    "  ROOT t = %s[%s] transpose(b), dimensions={%s}\n"),
+             (long long)n, t, (long long)n, t, in_dims, t, out_dims, perm_text);
+    run_t r;
+    run_text(&r, text);
+    int64_t *want = test_malloc((size_t)n * sizeof(int64_t));
+    for (int64_t o = 0; o < n; o++) {
+      int64_t idx[5], rest = o, lin = 0;
+      for (int d = rank - 1; d >= 0; d--) {
+        idx[d] = rest % out[d];
+        rest /= out[d];
+      }
+      int64_t src[5];
+      for (int d = 0; d < rank; d++) src[perm[d]] = idx[d];
+      for (int d = 0; d < rank; d++) lin = lin * in[d] + src[d];
+      want[o] = !strcmp(t, "s8") ? (int8_t)lin : !strcmp(t, "u16") ? (uint16_t)lin : lin;
+    }
+    expect_s64(r.result, (int)n, want);
+    test_free(want);
+    run_done(&r);
+  }
+}
+
 /* A bitcast reinterprets the physical layout: f32[2,3]{1,0} holds 1..6 in memory order;
  * read as f32[3,2]{0,1} (dimension 0 minor) element [i][j] is memory[j*3 + i]. With
  * default layouts a bitcast is a reshape. */
@@ -225,6 +287,7 @@ int main(void) {
       cmocka_unit_test(test_broadcast_maps_operand_dims),
       cmocka_unit_test(test_reshape_keeps_row_major_order),
       cmocka_unit_test(test_transpose_permutes_dimensions),
+      cmocka_unit_test(test_large_transposes_keep_every_element),
       cmocka_unit_test(test_bitcast_follows_physical_layouts),
       cmocka_unit_test(test_slice_with_strides),
       cmocka_unit_test(test_dynamic_slice_clamps_start_indices),
