@@ -55,23 +55,36 @@ ls base/*.c compiler/hlo/*.c compiler/frontend/*.c ffi/*.c plugin/*.c \
 lib="$out/libkiln-fuzz.a"
 rm -f "$lib" && ar rcs "$lib" "$obj"/*.o
 llvm_libs=(-L"$(llvm-config-19 --libdir)" -lLLVM-19)
+# The links (a second or two of one core each): as many at a time as there are cores; a
+# failing one stops the script at its wait.
+jobs_max="$(nproc)"
+pids=()
+spawn() {
+  "$@" &
+  pids+=($!)
+  if [ "${#pids[@]}" -ge "$jobs_max" ]; then
+    wait "${pids[0]}"
+    pids=("${pids[@]:1}")
+  fi
+}
 for name in fuzz_parser fuzz_ffi_attrs fuzz_hlo_proto fuzz_mlir_bytecode fuzz_mlir_text \
             fuzz_cache_entry fuzz_host_elf; do
-  clang-19 "${cflags[@]}" "fuzz/$name.c" "$lib" -lm -ldl -lpthread -o "$out/$name"
+  spawn clang-19 "${cflags[@]}" "fuzz/$name.c" "$lib" -lm -ldl -lpthread -o "$out/$name"
 done
 for name in fuzz_compile fuzz_exec_deserialize fuzz_pjrt_deserialize; do
-  clang-19 "${cflags[@]}" "fuzz/$name.c" "$lib" "${llvm_libs[@]}" -lm -ldl -lpthread \
+  spawn clang-19 "${cflags[@]}" "fuzz/$name.c" "$lib" "${llvm_libs[@]}" -lm -ldl -lpthread \
     -o "$out/$name"
 done
 # The seed generators: the same objects, with the sanitizers but without the fuzzer runtime.
 seedflags=(-std=gnu11 -g -O1 -fsanitize=address,undefined -Wall -Wextra -Werror -I. -Iinclude
            -I"$(llvm-config-19 --includedir)")
-clang-19 "${seedflags[@]}" tools/common/proto_write.c tools/common/hlo_proto_encode.c \
+spawn clang-19 "${seedflags[@]}" tools/common/proto_write.c tools/common/hlo_proto_encode.c \
   fuzz/gen_hlo_proto_seeds.c "$lib" -lm -o "$out/gen_hlo_proto_seeds"
-clang-19 "${seedflags[@]}" fuzz/gen_executable_seeds.c "$lib" "${llvm_libs[@]}" -lm -ldl \
+spawn clang-19 "${seedflags[@]}" fuzz/gen_executable_seeds.c "$lib" "${llvm_libs[@]}" -lm -ldl \
   -lpthread -o "$out/gen_executable_seeds"
-clang-19 "${seedflags[@]}" fuzz/gen_pjrt_seeds.c "$lib" "${llvm_libs[@]}" -lm -ldl -lpthread \
+spawn clang-19 "${seedflags[@]}" fuzz/gen_pjrt_seeds.c "$lib" "${llvm_libs[@]}" -lm -ldl -lpthread \
   -o "$out/gen_pjrt_seeds"
+for pid in "${pids[@]}"; do wait "$pid"; done
 exec_seeds="$out/exec-seeds"
 elf_seeds="$out/elf-seeds"
 rm -rf "$exec_seeds" "$elf_seeds" && mkdir -p "$exec_seeds" "$elf_seeds"
@@ -85,8 +98,9 @@ ASAN_OPTIONS=detect_leaks=0 KILN_LOG=error "$out/gen_pjrt_seeds" "$pjrt_seeds" 6
 # corpus modules under 4 KiB.
 compile_seeds="$out/compile-seeds"
 rm -rf "$compile_seeds" && mkdir -p "$compile_seeds"
-if [ -x build/kiln-fuzz ]; then
-  for s in $(seq 1 200); do build/kiln-fuzz --print="$s" > "$compile_seeds/gen_$s.hlo"; done
+if [ -x build/kiln-fuzz ]; then # (a process each, ~0.1 s: one per core at a time)
+  seq 1 200 | xargs -P "$jobs_max" -I{} sh -c 'build/kiln-fuzz --print="$1" > "$2/gen_$1.hlo"' \
+    _ {} "$compile_seeds"
 fi
 find "$corpus_dir"/xla -name '*.hlo' -size -4k -exec cp {} "$compile_seeds"/ \; 2>/dev/null || true
 cache_seeds="$out/cache-seeds"
