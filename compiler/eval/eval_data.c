@@ -66,16 +66,16 @@ static int tile_partner(const box_t *b) {
 
 #define COPY_TILE 32
 
-/* Copies the plane of dimensions `a` (extent na) and the innermost (nb) at the offsets, in
- * COPY_TILE x COPY_TILE tiles. */
+/* Copies the plane of the partner dimension (extent na) and the innermost (inner) at the
+ * offsets, in COPY_TILE x COPY_TILE tiles. */
 #define PLANE(C)                                                                       \
   do {                                                                                 \
     C *o = (C *)out + out_off;                                                         \
     const C *s = (const C *)in + in_off;                                               \
     for (int64_t a0 = 0; a0 < na; a0 += COPY_TILE)                                     \
-      for (int64_t b0 = 0; b0 < nb; b0 += COPY_TILE) {                                 \
+      for (int64_t b0 = 0; b0 < inner; b0 += COPY_TILE) {                              \
         const int64_t a1 = a0 + COPY_TILE < na ? a0 + COPY_TILE : na;                  \
-        const int64_t b1 = b0 + COPY_TILE < nb ? b0 + COPY_TILE : nb;                  \
+        const int64_t b1 = b0 + COPY_TILE < inner ? b0 + COPY_TILE : inner;            \
         for (int64_t i = a0; i < a1; i++)                                              \
           for (int64_t k = b0; k < b1; k++) o[i * osa + k * os] = s[i * isa + k * is]; \
       }                                                                                \
@@ -117,7 +117,7 @@ static void copy_box(void *out, const void *in, size_t es, const box_t *box) {
   int64_t idx[MAX_RANK] = {0};
   int64_t in_off = b->in_base, out_off = b->out_base;
   const int64_t inner = b->dims[r - 1], is = b->in_strides[r - 1], os = b->out_strides[r - 1];
-  const int64_t nb = inner, na = r >= 2 ? b->dims[r - 2] : 1;
+  const int64_t na = r >= 2 ? b->dims[r - 2] : 1;
   const int64_t isa = r >= 2 ? b->in_strides[r - 2] : 0, osa = r >= 2 ? b->out_strides[r - 2] : 0;
   for (;;) {
     if (partner >= 0) {
