@@ -487,6 +487,7 @@ static void device_options(const run_flags_t *f, kiln_device_run_options_t *o) {
   o->strict_precision = f->strict_precision;
   o->print_thunks = f->thunks;
   o->print_runs = f->repeat > 1;
+  o->first_run_result = true; /* what the evaluator's one run computes */
   o->compile_only = f->compile_only;
   o->profile = f->profile;
   o->profile_rows = (int)f->profile_rows;
@@ -523,6 +524,7 @@ static kiln_status run_on_device(const run_flags_t *f, const kiln_hlo_module_t *
   if (f->plugin) {
     kiln_pjrt_run_options_t po = {.repeat = f->repeat,
                                   .print_runs = f->repeat > 1,
+                                  .first_run_result = true,
                                   .combine_threshold_bytes = f->combine_threshold_bytes};
     kiln_pjrt_run_report_t pr;
     kiln_status s = kiln_pjrt_run_module(f->plugin, m, args, n, &po, arena, result, &pr);
@@ -784,6 +786,7 @@ static kiln_status run_spmd_on_device(const run_flags_t *f, const kiln_hlo_modul
     /* the plugin path: Compile with num_replicas / num_partitions, one Execute on np devices */
     kiln_pjrt_run_options_t po = {.repeat = f->repeat,
                                   .print_runs = f->repeat > 1,
+                                  .first_run_result = true,
                                   .participant_args = per,
                                   .combine_threshold_bytes = f->combine_threshold_bytes};
     kiln_pjrt_run_report_t pr;

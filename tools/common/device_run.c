@@ -220,16 +220,17 @@ kiln_status kiln_device_run_module(const kiln_hlo_module_t *m, kiln_literal_t *c
     s = upload(dev, stream, cm, args, num_args, kiln_executable_desc(exe), &bufs, &ptrs, &sizes);
     rep->upload_ms = kiln_clock_ms() - t1;
   }
-  /* outs: the first run's outputs, what the caller gets (a later run of a module with an rng
-   * counter draws other numbers); later: each later run's, dropped before the next */
+  /* outs: the outputs of the run the caller gets (the last or the first); later: each other
+   * run's, dropped before the next */
   kiln_device_buffer_t **outs = kiln_try_calloc(2 * ((size_t)no + 1), sizeof(*outs));
   kiln_device_buffer_t **later = outs ? outs + no + 1 : NULL;
   if (!s && !outs) s = KILN_ERR_EXHAUSTED("out of host memory for %d outputs", no);
   int64_t repeat = opts->repeat > 0 ? opts->repeat : 1;
+  int64_t kept = opts->first_run_result ? 0 : repeat - 1;
   for (int64_t r = 0; r < repeat && !s; r++) {
     drop_buffers(later, (size_t)no);
     double t1 = kiln_clock_ms();
-    s = kiln_executable_run(exe, stream, ptrs, sizes, np, r == 0 ? outs : later);
+    s = kiln_executable_run(exe, stream, ptrs, sizes, np, r == kept ? outs : later);
     double dt = kiln_clock_ms() - t1;
     if (r == 0 || dt < rep->run_min_ms) rep->run_min_ms = dt;
     rep->run_mean_ms += dt / (double)repeat;
@@ -309,7 +310,8 @@ kiln_status kiln_device_run_module_spmd(const kiln_hlo_module_t *m, kiln_literal
   participant_io_t *io = kiln_try_calloc((size_t)n, sizeof *io);
   kiln_stream_t **streams = kiln_try_calloc((size_t)n, sizeof *streams);
   const kiln_devptr_t **params = kiln_try_calloc((size_t)n, sizeof *params);
-  /* outs: the first run's outputs, participant by participant; later: a later run's */
+  /* outs: the outputs of the run the caller gets, participant by participant; later: another
+   * run's */
   size_t nout = (size_t)n * (size_t)no;
   kiln_device_buffer_t **outs = kiln_try_calloc(2 * nout + 1, sizeof *outs);
   kiln_device_buffer_t **later = outs ? outs + nout : NULL;
@@ -327,6 +329,7 @@ kiln_status kiln_device_run_module_spmd(const kiln_hlo_module_t *m, kiln_literal
   }
   rep->upload_ms = kiln_clock_ms() - t1;
   int64_t repeat = opts->repeat > 0 ? opts->repeat : 1;
+  int64_t kept = opts->first_run_result ? 0 : repeat - 1;
   for (int64_t r = 0; r < repeat && !s && !opts->compile_only; r++) {
     drop_buffers(later, nout);
     kiln_spmd_run_params_t sp = {.num_replicas = num_replicas,
@@ -336,7 +339,7 @@ kiln_status kiln_device_run_module_spmd(const kiln_hlo_module_t *m, kiln_literal
                                  .params = params,
                                  .param_sizes = io[0].sizes,
                                  .num_params = np,
-                                 .outputs = r == 0 ? outs : later,
+                                 .outputs = r == kept ? outs : later,
                                  .mpi = opts->mpi};
     double t2 = kiln_clock_ms();
     s = kiln_executable_run_spmd(exe, &sp);

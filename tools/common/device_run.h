@@ -22,6 +22,9 @@
 typedef struct kiln_device_run_options {
   kiln_device_t *device;        /* required: where to run */
   int64_t repeat;               /* runs (>= 1; 0 means 1); the result is the last run's */
+  /* The result is the first run's instead (the evaluator's: a module with an rng counter
+   * draws other numbers on each later run). */
+  bool first_run_result;
   int64_t max_while_iterations; /* 0: unbounded */
   uint64_t rng_seed;            /* as the evaluator's rng_seed (rng-get-and-update-state) */
   const char *dump_dir;         /* NULL: $KILN_DUMP_TO */

@@ -47,6 +47,9 @@ const char *kiln_pjrt_runner_description(const kiln_pjrt_runner_t *r);
 typedef struct kiln_pjrt_run_options {
   int64_t repeat;  /* runs (>= 1; 0 means 1); the result is the last run's */
   bool print_runs; /* print each run's time to stdout */
+  /* The result is the first run's instead (the evaluator's: a module with an rng counter
+   * draws other numbers on each later run). */
+  bool first_run_result;
   /* (spmd, optional) participant p's arguments, instead of the same ones on every device */
   kiln_literal_t *const *const *participant_args;
   /* The collective combiners' size bound for all three (kiln_pass_options_t's meaning: 0 the
