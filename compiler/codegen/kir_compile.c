@@ -231,7 +231,7 @@ static kiln_status batch_compile(batch_t *b, const kiln_kir_batch_options_t *o,
     job_t *x = &b->jobs[j];
     if (x->cached) continue;
     x->ctx = LLVMContextCreate();
-    s = x->jit ? kiln_kir_lower_host(x->kir, x->ctx, &x->mod)
+    s = x->jit ? kiln_kir_lower_host_for(x->kir, x->ctx, kiln_host_jit_features(x->jit), &x->mod)
                : kiln_kir_lower_nvptx(x->kir, x->ctx, nvptx_tm, &x->mod);
     const kiln_kir_func_t *k = kiln_kir_module_kernel(x->kir);
     if (!s) s = rename_kernel(x->mod, k->name, x->symbol);

@@ -721,7 +721,9 @@ static bool emit_excess(kir_llvm_t *L, const kiln_kir_op_t *op) {
 
 LLVMTypeRef kir_llvm_tensor_slot(kir_llvm_t *L, const kiln_kir_type_t *t) {
   LLVMTypeRef m = kir_llvm_elem_mem(L, t->elem);
-  if (L->target->nvptx || t->space != KILN_KIR_SPACE_SHARED || kiln_kir_type_num_elements(t) > 16384) return m;
+  if (!L->wide_tile_slots || t->space != KILN_KIR_SPACE_SHARED ||
+      kiln_kir_type_num_elements(t) > 16384)
+    return m;
   LLVMTypeKind k = LLVMGetTypeKind(m);
   bool narrow = k == LLVMHalfTypeKind || k == LLVMBFloatTypeKind || (k == LLVMIntegerTypeKind && LLVMGetIntTypeWidth(m) < 32);
   return narrow ? L->i32 : m;

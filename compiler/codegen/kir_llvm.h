@@ -57,6 +57,9 @@ struct kir_llvm {
    * divisor of split_k reads the two loop variables instead of dividing the thread id. */
   LLVMValueRef split_tid, split_q, split_r;
   int64_t split_k;
+  /* Host: shared tiles of 8/16-bit elements hold each element in a 32-bit slot
+   * (kir_llvm_tensor_slot); set by the host lowering from the target's features. */
+  bool wide_tile_slots;
 };
 
 /* Creates the lowering state for module `km` in `ctx` (module named after km). */

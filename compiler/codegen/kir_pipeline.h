@@ -85,6 +85,16 @@ kiln_status kiln_kir_lower_nvptx(const kiln_kir_module_t *m, LLVMContextRef ctx,
                                  LLVMTargetMachineRef tm, LLVMModuleRef *out);
 kiln_status kiln_kir_lower_host(const kiln_kir_module_t *m, LLVMContextRef ctx,
                                 LLVMModuleRef *out);
+/* The same for a target with LLVM's CPU feature string `features` ("+avx2,-avx512f,...", later
+ * entries win; NULL: this host's, LLVMGetHostCPUFeatures). Shared tiles of 8/16-bit elements
+ * (up to 16384) hold each element in a 32-bit slot where the target has AVX-512F: there the
+ * vectorized thread loops read a tile's column with 32-bit gathers (x86 has no narrower
+ * ones; bf16[4096,4096] transpose 0.45x -> ~0.85x of the C 16-bit tile loop on a Zen 5).
+ * Elsewhere the tile keeps the element type: on an AVX2 Zen 3, whose gathers LLVM does not
+ * use, the 32-bit slots were moved one element at a time (0.66-0.70x the C loop; the narrow
+ * tile 1.03-1.14x). kiln_kir_lower_host is this with the host's features. */
+kiln_status kiln_kir_lower_host_for(const kiln_kir_module_t *m, LLVMContextRef ctx,
+                                    const char *features, LLVMModuleRef *out);
 
 /* Lowers `m` to NVPTX and compiles it (kiln_nvptx_compile with `opts`, arch sm_90 when not
  * given). `out` as for kiln_nvptx_compile (always initialized; free it). */

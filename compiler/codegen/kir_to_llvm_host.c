@@ -21,11 +21,19 @@
  * per warp a <32 x T> load of the source slots, a shufflevector and a store. */
 #include <llvm-c/Analysis.h>
 #include <llvm-c/DebugInfo.h>
+#include <llvm-c/TargetMachine.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "compiler/codegen/kir_llvm.h"
 #include "compiler/codegen/kir_pipeline.h"
+
+/* A warp chain (emit_warp_chain) of at most this many warps is unrolled in full, whatever
+ * LLVM's unroll cost model says: each warp's vector then sits at a constant offset of its slot
+ * arrays, which become registers. Where 32-lane shuffles are dear (AVX2: a <32 x float> is
+ * four registers) the cost model unrolled 8 warps by 2 only and the arrays stayed on the
+ * stack. */
+#define KIR_HOST_UNROLLED_WARPS 8
 
 enum { K_UNIFORM = 1, K_TID, K_SHARED, K_BARRIER, K_SHUFFLE, K_PRED, K_NORMAL, K_SHUFFLE_UNIFORM, K_FOR };
 
@@ -44,6 +52,7 @@ typedef struct tloop {
   LLVMValueRef stepv; /* non-NULL: a step value instead of `step` */
   bool no_unroll;     /* latch gets llvm.loop.unroll.disable */
   bool unroll_vector; /* with no_unroll: the vectorized loop may unroll (a follow-up without it) */
+  bool unroll_full;   /* latch gets llvm.loop.unroll.full */
 } tloop_t;
 
 typedef struct host {
@@ -328,6 +337,7 @@ static void loop_open_v(kir_llvm_t *L, tloop_t *t, LLVMValueRef lov, LLVMValueRe
   t->stepv = NULL;
   t->no_unroll = false;
   t->unroll_vector = false;
+  t->unroll_full = false;
   LLVMBuildBr(b, t->head);
   LLVMPositionBuilderAtEnd(b, t->head);
   t->phi = LLVMBuildPhi(b, L->i64, nm);
@@ -350,17 +360,21 @@ static void loop_close(kir_llvm_t *L, tloop_t *t) {
       b, t->phi, t->stepv ? t->stepv : LLVMConstInt(L->i64, (unsigned long long)t->step, 0), "");
   LLVMAddIncoming(t->phi, &next, &latch, 1);
   LLVMValueRef br = LLVMBuildBr(b, t->head);
-  if (t->no_unroll) {
+  if (t->no_unroll || t->unroll_full) {
     /* A self-referencing loop id: !{!self, !{!"llvm.loop.unroll.disable"}}, plus, with
      * unroll_vector, an empty !{!"llvm.loop.vectorize.followup_vectorized"}: the vector loop
-     * the vectorizer makes drops the unroll.disable, so the late unroller may unroll it. */
+     * the vectorizer makes drops the unroll.disable, so the late unroller may unroll it.
+     * unroll_full: !{!self, !{!"llvm.loop.unroll.full"}}. */
     LLVMMetadataRef tmp = LLVMTemporaryMDNode(L->ctx, NULL, 0);
-    LLVMMetadataRef s = LLVMMDStringInContext2(L->ctx, "llvm.loop.unroll.disable", 24);
+    LLVMMetadataRef s = t->unroll_full
+                            ? LLVMMDStringInContext2(L->ctx, "llvm.loop.unroll.full", 21)
+                            : LLVMMDStringInContext2(L->ctx, "llvm.loop.unroll.disable", 24);
     LLVMMetadataRef f =
         LLVMMDStringInContext2(L->ctx, "llvm.loop.vectorize.followup_vectorized", 39);
     LLVMMetadataRef ops[3] = {tmp, LLVMMDNodeInContext2(L->ctx, &s, 1),
                               LLVMMDNodeInContext2(L->ctx, &f, 1)};
-    LLVMMetadataRef id = LLVMMDNodeInContext2(L->ctx, ops, t->unroll_vector ? 3 : 2);
+    LLVMMetadataRef id =
+        LLVMMDNodeInContext2(L->ctx, ops, t->unroll_vector && !t->unroll_full ? 3 : 2);
     LLVMMetadataReplaceAllUsesWith(tmp, id);
     LLVMSetMetadata(br, LLVMGetMDKindIDInContext(L->ctx, "llvm.loop", 9), LLVMMetadataAsValue(L->ctx, id));
   }
@@ -781,6 +795,7 @@ static void emit_warp_chain(kir_llvm_t *L, host_t *h, size_t first, size_t last,
   chain_t c = {.vec = kiln_calloc(L->km->next_value_id + 1, sizeof(LLVMValueRef))};
   tloop_t w;
   loop_open(L, &w, 0, (h->nthreads + 31) / 32, 1, "warp");
+  w.unroll_full = (h->nthreads + 31) / 32 <= KIR_HOST_UNROLLED_WARPS;
   c.base = LLVMBuildMul(L->b, w.iv, LLVMConstInt(L->i64, 32, 0), "");
   for (size_t si = first; si <= last && !L->status; si++) {
     const seg_t *s = &h->segs.data[si];
@@ -947,13 +962,37 @@ static void mark_nounwind(LLVMContextRef ctx, LLVMModuleRef mod) {
     LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, nu, 0));
 }
 
+/* Whether LLVM feature `name` ("avx512f") is on in `features` (comma-separated "+x" / "-x";
+ * the last mention wins). */
+static bool feature_on(const char *features, const char *name) {
+  bool on = false;
+  size_t n = strlen(name);
+  for (const char *p = features; p && *p;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len == n + 1 && (*p == '+' || *p == '-') && strncmp(p + 1, name, n) == 0) on = *p == '+';
+    p = e ? e + 1 : NULL;
+  }
+  return on;
+}
+
 kiln_status kiln_kir_lower_host(const kiln_kir_module_t *m, LLVMContextRef ctx, LLVMModuleRef *out) {
+  char *features = LLVMGetHostCPUFeatures();
+  kiln_status s = kiln_kir_lower_host_for(m, ctx, features, out);
+  LLVMDisposeMessage(features);
+  return s;
+}
+
+kiln_status kiln_kir_lower_host_for(const kiln_kir_module_t *m, LLVMContextRef ctx,
+                                    const char *features, LLVMModuleRef *out) {
+  if (!features) return kiln_kir_lower_host(m, ctx, out);
   *out = NULL;
   KILN_RETURN_IF_ERROR(kiln_kir_verify(m), "before lowering for the host");
   const kiln_kir_func_t *k = kiln_kir_module_kernel(m);
   if (!k) return KILN_ERR_INVALID("kir->host: module %s has no kernel", m->name);
   kir_llvm_t L;
   kir_llvm_init(&L, m, &kHost, ctx, 64);
+  L.wide_tile_slots = feature_on(features, "avx512f");
   host_t h = {.k = k, .split_k = choose_split(k)};
   size_t nv = m->next_value_id + 1;
   h.kind = kiln_calloc(k->body->ops.len + 1, sizeof(int));
