@@ -204,13 +204,44 @@ static void row_sum_run(int rows, int cols, const char *name, const char *dump_d
   kiln_host_jit_destroy(jit);
 }
 
+/* Counts, over the basic blocks of optimized LLVM IR `ir` that load the kernel's input (loads
+ * with !alias.scope: the parameters'), those loads and the stores to stack slots (stores
+ * without it) in the same blocks. */
+static void count_hot_slot_stores(const char *ir, int *input_loads, int *slot_stores) {
+  *input_loads = *slot_stores = 0;
+  int loads = 0, stores = 0;
+  for (const char *p = ir; p && *p;) {
+    const char *e = strchr(p, '\n');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    char line[1024];
+    snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), p);
+    bool scoped = strstr(line, "!alias.scope") != NULL;
+    if (strstr(line, " = load ") && scoped) loads++;
+    if (strncmp(line, "  store ", 8) == 0 && !scoped) stores++;
+    if (n > 0 && line[0] != ' ') {
+      /* a label (or the function's end) ends the block */
+      if (loads) {
+        *input_loads += loads;
+        *slot_stores += stores;
+      }
+      loads = stores = 0;
+    }
+    p = e ? e + 1 : NULL;
+  }
+  if (loads) {
+    *input_loads += loads;
+    *slot_stores += stores;
+  }
+}
+
 /* A row reduction of plain loads with several rows per block (block y > 1, no shared
- * memory: one warp per row) compiles on the host to code that keeps every per-thread slot
- * in registers: the optimized LLVM IR (the JIT's 92-llvm-opt dump) has no alloca left. The
- * x thread loops under the y loop vectorize first and unroll after (kir_to_llvm_host.c), so
- * the accumulation loop and the shuffle tree work on registers; with the unroll disabled on
- * the vector loop too, the slot arrays stayed on the stack (a store and a load per
- * accumulation step and per shuffle level). The result still matches the evaluator. */
+ * memory: one warp per row) compiles on the host to code whose accumulation keeps the
+ * accumulators in registers: in the optimized LLVM IR (the JIT's 92-llvm-opt dump) the blocks
+ * that load the input store to stack slots at most once per four input loads (each
+ * accumulator once per row of the block; the `for` runs between the y loop and the
+ * vectorized x loop, kir_to_llvm_host.c, so its slots are loop-invariant). With the `for`
+ * outside the thread loops and the vector loop not unrolled, every accumulation step loaded
+ * and stored its slot (a store per input load). The result still matches the evaluator. */
 static void test_multirow_block_row_reduction_keeps_slots_in_registers_on_host(void **state) {
   char dir[] = "/tmp/kiln_test_multirowXXXXXX";
   assert_non_null(mkdtemp(dir));
@@ -231,8 +262,14 @@ static void test_multirow_block_row_reduction_keeps_slots_in_registers_on_host(v
   /* the kernel is compiled under its content symbol (kiln_kir_kernel_symbol) */
   const char *def = strstr(ir, "define void @kiln_");
   assert_non_null(def);
-  const char *alloca_at = strstr(def, " alloca ");
-  if (alloca_at) fail_msg("the optimized host kernel keeps a stack slot: %.120s", alloca_at);
+  int input_loads = 0, slot_stores = 0;
+  count_hot_slot_stores(def, &input_loads, &slot_stores);
+  printf("multi-row row reduction: %d input loads, %d slot stores in their blocks\n", input_loads,
+         slot_stores);
+  assert_true(input_loads > 0);
+  if (slot_stores * 4 > input_loads)
+    fail_msg("the accumulation stores its slots %d times for %d input loads", slot_stores,
+             input_loads);
   kiln_free(ir);
   char cmd[128];
   snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

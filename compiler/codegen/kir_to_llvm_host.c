@@ -68,6 +68,11 @@ typedef struct host {
   int64_t nthreads;
   int64_t split_k;     /* > 0: full-range x thread loops split by it (choose_split) */
   tloop_t split_outer; /* the rows loop of the open split (L->split_tid set) */
+  /* A `for` segment's loop that threads_open opens between the y/z loops and the x loop
+   * (emit_for_segment); open while inner_for_open. */
+  const kiln_kir_op_t *inner_for_op;
+  tloop_t inner_for;
+  bool inner_for_open;
 } host_t;
 
 static LLVMValueRef host_thread_id(kir_llvm_t *L, const kiln_kir_op_t *op) {
@@ -443,6 +448,11 @@ static int64_t choose_split(const kiln_kir_func_t *k) {
   return sync ? 0 : best;
 }
 
+/* Whether segment `s` needs no loop over block axis `a` (one thread there). */
+static bool thread_loop_elided(const kiln_kir_func_t *k, const seg_t *s, int a) {
+  return k->block[a] == 1 && s->lo[a] == 0 && s->hi[a] >= 1;
+}
+
 /* Opens the thread loops of segment `si` (z outermost, x innermost) and makes the thread ids,
  * the linear thread id and the segment's cross-segment inputs (slot loads) available. */
 static void threads_open(kir_llvm_t *L, host_t *h, int si, const bool *need, const bool *used_here,
@@ -453,7 +463,18 @@ static void threads_open(kir_llvm_t *L, host_t *h, int si, const bool *need, con
   static const char *const kNames[] = {"tx", "ty", "tz"};
   for (int a = 2; a >= 0; a--) {
     open[a] = false;
-    if (k->block[a] == 1 && s->lo[a] == 0 && s->hi[a] >= 1) {
+    if (a == 0 && h->inner_for_op) {
+      const kiln_kir_op_t *f = h->inner_for_op;
+      loop_open_v(L, &h->inner_for, kir_llvm_get(L, f->operands[0]),
+                  kir_llvm_get(L, f->operands[1]), 1, "for.iv");
+      h->inner_for.stepv = kir_llvm_get(L, f->operands[2]);
+      /* Rolled: after the x loop's vectorization and unrolling, LICM keeps its slots in
+       * registers across this loop; the late unroller would instead copy each iteration's
+       * slot load and store (no GVN runs after it). */
+      h->inner_for.no_unroll = true;
+      h->inner_for_open = true;
+    }
+    if (thread_loop_elided(k, s, a)) {
       h->tid[a] = LLVMConstInt(L->i64, 0, 0);
       continue;
     }
@@ -520,6 +541,10 @@ static void threads_close(kir_llvm_t *L, host_t *h, tloop_t loops[3], const bool
       loop_close(L, &h->split_outer);
       L->split_tid = L->split_q = L->split_r = NULL;
     }
+    if (a == 0 && h->inner_for_open) {
+      loop_close(L, &h->inner_for);
+      h->inner_for_open = false;
+    }
   }
 }
 
@@ -572,18 +597,30 @@ static void emit_for_segment(kir_llvm_t *L, host_t *h, int si, const bool *need,
     slot_store(L, h, res);
   }
   threads_close(L, h, loops, open);
+  /* Under y or z thread loops the `for` goes between them and the x loop: the x loop stays
+   * innermost (vectorized), and its accumulators' slots are the same in every iteration of
+   * the `for`, so they stay in registers across it (with the `for` outside, every step
+   * loaded and stored them: the column reduction's 32 x 32 block). Not for a body that
+   * starts with barriers: every thread must end an iteration before any starts the next. */
+  size_t first = 0;
+  while (first + 1 < r->ops.len && r->ops.data[first]->opcode == KILN_KIR_BARRIER) first++;
+  bool inner = first == 0 && (!thread_loop_elided(h->k, s, 1) || !thread_loop_elided(h->k, s, 2));
   tloop_t it;
-  loop_open_v(L, &it, kir_llvm_get(L, op->operands[0]), kir_llvm_get(L, op->operands[1]), 1, "for.iv");
-  it.stepv = kir_llvm_get(L, op->operands[2]);
+  if (inner)
+    h->inner_for_op = op;
+  else {
+    loop_open_v(L, &it, kir_llvm_get(L, op->operands[0]), kir_llvm_get(L, op->operands[1]), 1,
+                "for.iv");
+    it.stepv = kir_llvm_get(L, op->operands[2]);
+  }
   threads_open(L, h, si, need, used_here, loops, open);
-  kir_llvm_set(L, r->args[0], it.iv);
+  h->inner_for_op = NULL;
+  kir_llvm_set(L, r->args[0], inner ? h->inner_for.iv : it.iv);
   for (uint32_t i = 0; i < n; i++)
     if (op->results[i]->type->kind != KILN_KIR_TYPE_TENSOR)
       kir_llvm_set(L, r->args[1 + i], slot_load(L, h, op->results[i]));
   /* Leading barriers (leading_barriers_only) are skipped: the iteration boundary is one, and
    * their results are tensors, which resolve to their roots. */
-  size_t first = 0;
-  while (first + 1 < r->ops.len && r->ops.data[first]->opcode == KILN_KIR_BARRIER) first++;
   kir_llvm_emit_ops(L, r, first, r->ops.len - 1);
   for (uint32_t i = 0; i < n && !L->status; i++) {
     const kiln_kir_value_t *res = op->results[i];
@@ -592,7 +629,7 @@ static void emit_for_segment(kir_llvm_t *L, host_t *h, int si, const bool *need,
     slot_store(L, h, res);
   }
   threads_close(L, h, loops, open);
-  loop_close(L, &it);
+  if (!inner) loop_close(L, &it);
   /* Results are read from their slots from here on. */
   for (uint32_t i = 0; i < n; i++)
     if (op->results[i]->type->kind != KILN_KIR_TYPE_TENSOR) kir_llvm_set(L, op->results[i], NULL);
