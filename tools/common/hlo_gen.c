@@ -1477,7 +1477,9 @@ static const char *any_step_op(gen_t *g, int type) {
 }
 
 /* while: (s32 counter, value) with a trip count of 0..4; the body adds the value to itself
- * (or applies a unary step) and counts. */
+ * (or applies a unary step) and counts. In every third loop (by node id: no draw, so every
+ * seed keeps its program's shapes and ops) the step is a kLoop fusion inside the body, as
+ * XLA's optimized dumps hold loops. */
 static int op_while(gen_t *g) {
   int x = pick(g, any_type, 0);
   gen_shape_t in = *shape_of(g, x);
@@ -1491,7 +1493,13 @@ static int op_while(gen_t *g) {
   int trips = rnd(g, 5);
   bool unary = kTypes[in.type].kind == K_PRED || kTypes[in.type].kind == K_U || chance(g, 50);
   const char *step = unary ? step_op(g, in.type) : "add";
+  bool fused = id % 3 == 0;
   kiln_strbuf_t c = {0};
+  if (fused) {
+    kiln_strbuf_printf(&c, "while_body_%d_fused {\n  a = %s parameter(0)\n", id, v);
+    step_text(&c, true, "r", v, in.type, step, unary ? "a" : "a, a");
+    kiln_strbuf_append(&c, "}\n\n");
+  }
   kiln_strbuf_printf(
       &c,
       "while_cond_%d {\n  p = %s parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
@@ -1503,7 +1511,10 @@ static int op_while(gen_t *g) {
       "  one = s32[] constant(1)\n  j = s32[] add(i, one)\n"
       "  v = %s get-tuple-element(p), index=1\n",
       id, tuple_shape, v);
-  step_text(&c, false, "w", v, in.type, step, unary ? "v" : "v, v");
+  if (fused)
+    kiln_strbuf_printf(&c, "  w = %s fusion(v), kind=kLoop, calls=while_body_%d_fused\n", v, id);
+  else
+    step_text(&c, false, "w", v, in.type, step, unary ? "v" : "v, v");
   kiln_strbuf_printf(&c, "  ROOT t = %s tuple(j, w)\n}\n\n", tuple_shape);
   int zero = add_constant(g, T_S32, "0");
   int ops[2] = {zero, x};
