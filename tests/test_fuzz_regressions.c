@@ -147,21 +147,15 @@ static void test_seeds_of_generator_findings_pass(void **state) {
   }
 }
 
-/* Every third generated while loop runs its step as a kLoop fusion inside its body (session
- * 35: the generator made none, while XLA's optimized dumps hold loops of fusions): the first
- * five such programs from seed 500000 match the evaluator. */
-static void test_generated_while_bodies_with_fusions_match_the_evaluator(void **state) {
-  (void)state;
+/* The first five generated programs from seed `first` (within 3,000 seeds) whose text
+ * `has` accepts match the evaluator. */
+static void first_five_match(uint64_t first, bool (*has)(const char *text), const char *what) {
   int found = 0;
-  for (uint64_t seed = 500000; seed < 503000 && found < 5; seed++) {
+  for (uint64_t seed = first; seed < first + 3000 && found < 5; seed++) {
     kiln_hlo_gen_options_t go = {.seed = seed};
     kiln_hlo_gen_program_t *p = kiln_hlo_gen_make(&go);
     char *text = kiln_hlo_gen_render(p);
-    bool fused_loop = false;
-    for (const char *w = strstr(text, "while_body_"); w && !fused_loop;
-         w = strstr(w + 1, "while_body_"))
-      fused_loop = strncmp(w + strspn(w + 11, "0123456789") + 11, "_fused {", 8) == 0;
-    if (fused_loop) {
+    if (has(text)) {
       found++;
       kiln_diff_options_t o = {g_dev, true, NULL};
       kiln_diff_result_t r;
@@ -174,8 +168,32 @@ static void test_generated_while_bodies_with_fusions_match_the_evaluator(void **
     kiln_free(text);
     kiln_hlo_gen_free(p);
   }
-  printf("%d generated programs with a fusion in a while body match the evaluator\n", found);
+  printf("%d generated programs with %s match the evaluator\n", found, what);
   assert_int_equal(found, 5);
+}
+
+static bool has_fused_while_body(const char *text) {
+  for (const char *w = strstr(text, "while_body_"); w; w = strstr(w + 1, "while_body_"))
+    if (strncmp(w + 11 + strspn(w + 11, "0123456789"), "_fused {", 8) == 0) return true;
+  return false;
+}
+
+static bool has_cublas_gemm(const char *text) {
+  return strstr(text, "custom_call_target=\"__cublas$gemm\"") != NULL;
+}
+
+/* Every third generated while loop runs its step as a kLoop fusion inside its body, and every
+ * third float matrix product is a `__cublas$gemm` custom call (alpha 1, 2 or 0.5, ReLU
+ * epilogue or none), as XLA's optimized dumps hold them (session 35: the generator made
+ * neither): the first five programs of each from seeds 500000 / 700000 match the evaluator. */
+static void test_generated_while_bodies_with_fusions_match_the_evaluator(void **state) {
+  (void)state;
+  first_five_match(500000, has_fused_while_body, "a fusion in a while body");
+}
+
+static void test_generated_cublas_gemms_match_the_evaluator(void **state) {
+  (void)state;
+  first_five_match(700000, has_cublas_gemm, "a __cublas$gemm custom call");
 }
 
 /* No float divide divides by a rounded value (fuzz-1096971: a dot's cancelling sum, doubled in
@@ -471,6 +489,7 @@ int main(void) {
       cmocka_unit_test(test_minimizer_keeps_the_failure_and_shrinks),
       cmocka_unit_test(test_seeds_of_generator_findings_pass),
       cmocka_unit_test(test_generated_while_bodies_with_fusions_match_the_evaluator),
+      cmocka_unit_test(test_generated_cublas_gemms_match_the_evaluator),
       cmocka_unit_test(test_float_divisors_are_exact),
       cmocka_unit_test(test_padded_window_kernel_ir_stays_bounded),
       cmocka_unit_test(test_window_loops_around_a_kept_loop_stay_loops),

@@ -1336,6 +1336,24 @@ static int op_dot(gen_t *g) {
                          "rhs_contracting_dims={1}")
                    : xprintf(", lhs_contracting_dims={%d}, rhs_contracting_dims={0}", l.rank - 1);
   int ops[2] = {lhs, rhs};
+  int id = g->p->num_nodes;
+  if (l.rank == 2 && has_n && kTypes[l.type].kind == K_F && id % 3 == 0) {
+    /* Every third float matrix product as XLA:GPU's optimized dumps hold them: a cuBLAS gemm
+     * custom call (alpha a power of two, so exact in every float type; a ReLU epilogue every
+     * other time), chosen by node id so no draw changes: kiln rewrites it into a dot
+     * (custom_call_rewrite), the evaluator computes it from its config. */
+    static const char *const kAlpha[] = {"1", "2", "0.5"};
+    kiln_free(attrs);
+    attrs = xprintf(
+        ", custom_call_target=\"__cublas$gemm\", backend_config=\"{\\\"alpha_real\\\":%s,"
+        "\\\"alpha_imag\\\":0,\\\"beta\\\":0,\\\"dot_dimension_numbers\\\":{"
+        "\\\"lhs_contracting_dimensions\\\":[\\\"1\\\"],"
+        "\\\"rhs_contracting_dimensions\\\":[\\\"0\\\"],"
+        "\\\"lhs_batch_dimensions\\\":[],\\\"rhs_batch_dimensions\\\":[]},"
+        "\\\"epilogue\\\":\\\"%s\\\"}\"",
+        kAlpha[(id / 3) % 3], (id / 3) % 2 ? "RELU" : "DEFAULT");
+    return add_node(g, "custom-call", &r, ops, 2, attrs, NULL);
+  }
   return add_node(g, "dot", &r, ops, 2, attrs, NULL);
 }
 
