@@ -147,11 +147,12 @@ static void test_seeds_of_generator_findings_pass(void **state) {
   }
 }
 
-/* The first five generated programs from seed `first` (within 3,000 seeds) whose text
- * `has` accepts match the evaluator. */
-static void first_five_match(uint64_t first, bool (*has)(const char *text), const char *what) {
+/* The first `want` generated programs from seed `first` (within `span` seeds) whose text `has`
+ * accepts match the evaluator. */
+static void first_programs_match(uint64_t first, uint64_t span, int want,
+                                 bool (*has)(const char *text), const char *what) {
   int found = 0;
-  for (uint64_t seed = first; seed < first + 3000 && found < 5; seed++) {
+  for (uint64_t seed = first; seed < first + span && found < want; seed++) {
     kiln_hlo_gen_options_t go = {.seed = seed};
     kiln_hlo_gen_program_t *p = kiln_hlo_gen_make(&go);
     char *text = kiln_hlo_gen_render(p);
@@ -169,7 +170,7 @@ static void first_five_match(uint64_t first, bool (*has)(const char *text), cons
     kiln_hlo_gen_free(p);
   }
   printf("%d generated programs with %s match the evaluator\n", found, what);
-  assert_int_equal(found, 5);
+  assert_int_equal(found, want);
 }
 
 static bool has_fused_while_body(const char *text) {
@@ -182,18 +183,25 @@ static bool has_cublas_gemm(const char *text) {
   return strstr(text, "custom_call_target=\"__cublas$gemm\"") != NULL;
 }
 
+static bool has_cublas_gemm_with_c(const char *text) {
+  return has_cublas_gemm(text) && strstr(text, "\\\"beta\\\":1,") != NULL;
+}
+
 /* Every third generated while loop runs its step as a kLoop fusion inside its body, and every
  * third float matrix product is a `__cublas$gemm` custom call (alpha 1, 2 or 0.5, ReLU
- * epilogue or none), as XLA's optimized dumps hold them (session 35: the generator made
- * neither): the first five programs of each from seeds 500000 / 700000 match the evaluator. */
+ * epilogue or none, every fourth plus beta = 1 times a C operand), as XLA's optimized dumps
+ * hold them (session 35: the generator made neither): the first five programs of the first
+ * two kinds from seeds 500000 / 700000, and the first three with a C from 700000, match the
+ * evaluator. */
 static void test_generated_while_bodies_with_fusions_match_the_evaluator(void **state) {
   (void)state;
-  first_five_match(500000, has_fused_while_body, "a fusion in a while body");
+  first_programs_match(500000, 3000, 5, has_fused_while_body, "a fusion in a while body");
 }
 
 static void test_generated_cublas_gemms_match_the_evaluator(void **state) {
   (void)state;
-  first_five_match(700000, has_cublas_gemm, "a __cublas$gemm custom call");
+  first_programs_match(700000, 3000, 5, has_cublas_gemm, "a __cublas$gemm custom call");
+  first_programs_match(700000, 4000, 3, has_cublas_gemm_with_c, "a __cublas$gemm with beta 1");
 }
 
 /* No float divide divides by a rounded value (fuzz-1096971: a dot's cancelling sum, doubled in

@@ -1340,19 +1340,27 @@ static int op_dot(gen_t *g) {
   if (l.rank == 2 && has_n && kTypes[l.type].kind == K_F && id % 3 == 0) {
     /* Every third float matrix product as XLA:GPU's optimized dumps hold them: a cuBLAS gemm
      * custom call (alpha a power of two, so exact in every float type; a ReLU epilogue every
-     * other time), chosen by node id so no draw changes: kiln rewrites it into a dot
+     * other time; every fourth adds beta = 1 times a C of ones, a constant's broadcast),
+     * chosen by node id so no draw changes: kiln rewrites it into a dot
      * (custom_call_rewrite), the evaluator computes it from its config. */
     static const char *const kAlpha[] = {"1", "2", "0.5"};
+    bool with_c = (id / 3) % 4 == 3;
+    int nops = 2, cops[3] = {lhs, rhs, 0};
+    if (with_c) {
+      int one = add_constant(g, r.type, "1");
+      cops[nops++] = add_node(g, "broadcast", &r, &one, 1, xprintf(", dimensions={}"), NULL);
+      id = g->p->num_nodes;
+    }
     kiln_free(attrs);
     attrs = xprintf(
         ", custom_call_target=\"__cublas$gemm\", backend_config=\"{\\\"alpha_real\\\":%s,"
-        "\\\"alpha_imag\\\":0,\\\"beta\\\":0,\\\"dot_dimension_numbers\\\":{"
+        "\\\"alpha_imag\\\":0,\\\"beta\\\":%d,\\\"dot_dimension_numbers\\\":{"
         "\\\"lhs_contracting_dimensions\\\":[\\\"1\\\"],"
         "\\\"rhs_contracting_dimensions\\\":[\\\"0\\\"],"
         "\\\"lhs_batch_dimensions\\\":[],\\\"rhs_batch_dimensions\\\":[]},"
         "\\\"epilogue\\\":\\\"%s\\\"}\"",
-        kAlpha[(id / 3) % 3], (id / 3) % 2 ? "RELU" : "DEFAULT");
-    return add_node(g, "custom-call", &r, ops, 2, attrs, NULL);
+        kAlpha[(id / 3) % 3], with_c, (id / 3) % 2 ? "RELU" : "DEFAULT");
+    return add_node(g, "custom-call", &r, cops, nops, attrs, NULL);
   }
   return add_node(g, "dot", &r, ops, 2, attrs, NULL);
 }
