@@ -238,9 +238,8 @@ int main(int argc, char **argv) {
   }
   /* The machine kind the ratios belong to: kiln's host lowering differs with AVX-512F (8/16-bit
    * tiles in 32-bit slots), and the C loops are built for this CPU (-march=native). */
-  const char *features = kiln_host_jit_features(jit);
   printf("kiln's kernels: CPU %s, AVX-512F %s\n", kiln_host_jit_cpu(jit),
-         strstr(features, "+avx512f") && !strstr(features, "-avx512f") ? "yes" : "no");
+         kiln_host_feature_on(kiln_host_jit_features(jit), "avx512f") ? "yes" : "no");
   /* Buffers aligned as the host device allocates them (64 bytes, runtime/host/host_device.c;
    * buffer assignment's slices keep that alignment): a 16-byte aligned malloc block splits
    * every vector access over two cache lines, which is not what kiln's kernels see. */

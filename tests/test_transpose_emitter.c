@@ -338,7 +338,7 @@ static void test_packed_transpose_moves_narrow_elements_through_a_swizzled_word_
   assert_int_equal(rr.elements, 3 * 333 * 200);
   assert_int_equal(rr.mismatches, 0);
   char *host_features = LLVMGetHostCPUFeatures();
-  bool avx512 = strstr(host_features, "+avx512f") != NULL;
+  bool avx512 = kiln_host_feature_on(host_features, "avx512f");
   LLVMDisposeMessage(host_features);
   dump = read_dump(dir, "trhost16", "90-llvm-input.ll");
   const char *want = avx512 ? "alloca i32, i64 1056" : "alloca i16, i64 1056";

@@ -328,6 +328,18 @@ const char *kiln_host_jit_features(const kiln_host_jit_t *jit) {
   return jit->features;
 }
 
+bool kiln_host_feature_on(const char *features, const char *name) {
+  bool on = false;
+  size_t n = strlen(name);
+  for (const char *p = features; p && *p;) {
+    const char *e = strchr(p, ',');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (len == n + 1 && (*p == '+' || *p == '-') && strncmp(p + 1, name, n) == 0) on = *p == '+';
+    p = e ? e + 1 : NULL;
+  }
+  return on;
+}
+
 kiln_host_jit_stats_t kiln_host_jit_stats(kiln_host_jit_t *jit) {
   kiln_mutex_lock(&jit->mutex);
   kiln_host_jit_stats_t s = jit->stats;

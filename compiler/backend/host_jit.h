@@ -89,6 +89,9 @@ LLVMContextRef kiln_host_jit_context(kiln_host_jit_t *jit);
 /* CPU name and feature string of the JIT (borrowed). */
 const char *kiln_host_jit_cpu(const kiln_host_jit_t *jit);
 const char *kiln_host_jit_features(const kiln_host_jit_t *jit);
+/* Whether LLVM feature `name` ("avx512f") is on in the feature string `features`
+ * (comma-separated "+x" / "-x", as kiln_host_jit_features gives; the last mention wins). */
+bool kiln_host_feature_on(const char *features, const char *name);
 const char *kiln_host_jit_triple(const kiln_host_jit_t *jit);
 const char *kiln_host_jit_pipeline(const kiln_host_jit_t *jit);
 /* Whether the JIT's kernels may take the small tier (kiln_host_jit_compile_small_object): its

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "compiler/backend/host_jit.h"
 #include "compiler/codegen/kir_llvm.h"
 #include "compiler/codegen/kir_pipeline.h"
 
@@ -999,20 +1000,6 @@ static void mark_nounwind(LLVMContextRef ctx, LLVMModuleRef mod) {
     LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(ctx, nu, 0));
 }
 
-/* Whether LLVM feature `name` ("avx512f") is on in `features` (comma-separated "+x" / "-x";
- * the last mention wins). */
-static bool feature_on(const char *features, const char *name) {
-  bool on = false;
-  size_t n = strlen(name);
-  for (const char *p = features; p && *p;) {
-    const char *e = strchr(p, ',');
-    size_t len = e ? (size_t)(e - p) : strlen(p);
-    if (len == n + 1 && (*p == '+' || *p == '-') && strncmp(p + 1, name, n) == 0) on = *p == '+';
-    p = e ? e + 1 : NULL;
-  }
-  return on;
-}
-
 kiln_status kiln_kir_lower_host(const kiln_kir_module_t *m, LLVMContextRef ctx, LLVMModuleRef *out) {
   char *features = LLVMGetHostCPUFeatures();
   kiln_status s = kiln_kir_lower_host_for(m, ctx, features, out);
@@ -1029,7 +1016,7 @@ kiln_status kiln_kir_lower_host_for(const kiln_kir_module_t *m, LLVMContextRef c
   if (!k) return KILN_ERR_INVALID("kir->host: module %s has no kernel", m->name);
   kir_llvm_t L;
   kir_llvm_init(&L, m, &kHost, ctx, 64);
-  L.wide_tile_slots = feature_on(features, "avx512f");
+  L.wide_tile_slots = kiln_host_feature_on(features, "avx512f");
   host_t h = {.k = k, .split_k = choose_split(k)};
   size_t nv = m->next_value_id + 1;
   h.kind = kiln_calloc(k->body->ops.len + 1, sizeof(int));
