@@ -1,11 +1,15 @@
 /* Sort compile and run time on the host: one 65,536-element f32 row (bitonic in global
  * memory, 136 compare-exchange steps), 64 rows of 16,384, single rows of 1,024 and 8,192
- * (sorted in shared memory), and the corpus argsort
+ * (sorted in shared memory), stable single rows of 65,536 and 262,144 (merge sort: 16 and
+ * 18 passes), and the corpus argsort
  * (`argsort_axis_1024x512_bf16`). For each: the whole compile (passes, codegen, LLVM) and
  * the minimum and median of `--reps` executes, each as wall time and as the process's CPU
  * time (on a loaded machine the CPU time is the steadier figure; a one-row sort runs on one
- * worker). Goal (issue 20): the 65,536 row compiles in <= 1 s.
+ * worker). The stable rows also time a bottom-up merge sort in C on the same input (the
+ * baseline, same run) and print kiln's median over it. Goal (issue 20): the 65,536 row
+ * compiles in <= 1 s.
  * Usage: bench_sort [--reps 5] */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,17 +35,56 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static const char *sort_text(const char *dims, int dim, char *buf, size_t n) {
+static const char *sort_text(const char *dims, int dim, bool stable, char *buf, size_t n) {
   snprintf(buf, n,
            "HloModule sort\n\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
            "  ROOT lt = pred[] compare(a, b), direction=LT\n}\n\n"
            "ENTRY e {\n  p = f32[%s] parameter(0)\n"
-           "  ROOT s = f32[%s] sort(p), dimensions={%d}, to_apply=cmp\n}\n",
-           dims, dims, dim);
+           "  ROOT s = f32[%s] sort(p), dimensions={%d}%s, to_apply=cmp\n}\n",
+           dims, dims, dim, stable ? ", is_stable=true" : "");
   return buf;
 }
 
-static kiln_status bench(kiln_device_t *dev, kiln_hlo_module_t *m, const char *label, int reps) {
+/* The baseline: a bottom-up stable merge sort of `n` floats by `<`, ping-ponging between
+ * `a` and `tmp`; returns the buffer holding the result. */
+static float *c_merge_sort(float *a, float *tmp, int64_t n) {
+  for (int64_t w = 1; w < n; w *= 2) {
+    for (int64_t lo = 0; lo < n; lo += 2 * w) {
+      int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+      int64_t i = lo, j = mid, k = lo;
+      while (i < mid && j < hi) tmp[k++] = a[j] < a[i] ? a[j++] : a[i++];
+      while (i < mid) tmp[k++] = a[i++];
+      while (j < hi) tmp[k++] = a[j++];
+    }
+    float *t = a;
+    a = tmp;
+    tmp = t;
+  }
+  return a;
+}
+
+/* Median ms of `reps` C merge sorts of the `bytes / 4` floats at `input`. */
+static double c_merge_sort_ms(const void *input, size_t bytes, int reps) {
+  int64_t n = (int64_t)(bytes / sizeof(float));
+  float *a = kiln_malloc(bytes), *tmp = kiln_malloc(bytes);
+  double *t = kiln_calloc((size_t)reps, sizeof(double));
+  volatile float sink = 0;
+  for (int r = 0; r < reps; r++) {
+    memcpy(a, input, bytes);
+    double t0 = kiln_clock_ms();
+    sink += c_merge_sort(a, tmp, n)[n / 2];
+    t[r] = kiln_clock_ms() - t0;
+  }
+  (void)sink;
+  double m = median(t, reps);
+  kiln_free(t);
+  kiln_free(a);
+  kiln_free(tmp);
+  return m;
+}
+
+static kiln_status bench(kiln_device_t *dev, kiln_hlo_module_t *m, const char *label, int reps,
+                         bool c_baseline) {
   kiln_compile_options_t co;
   memset(&co, 0, sizeof co);
   kiln_executable_desc_t *d = NULL;
@@ -59,6 +102,7 @@ static kiln_status bench(kiln_device_t *dev, kiln_hlo_module_t *m, const char *l
   int32_t np = ed ? ed->num_parameters : 0;
   kiln_devptr_t *params = kiln_calloc((size_t)np + 1, sizeof(*params));
   uint64_t *sizes = kiln_calloc((size_t)np + 1, sizeof(*sizes));
+  double c_ms = 0;
   for (int32_t i = 0; !s && i < np; i++) {
     sizes[i] = ed->parameter_sizes[i];
     s = kiln_device_mem_alloc(dev, (size_t)sizes[i], &params[i]);
@@ -67,6 +111,7 @@ static kiln_status bench(kiln_device_t *dev, kiln_hlo_module_t *m, const char *l
     for (uint64_t k = 0; k < sizes[i]; k++) host[k] = (uint8_t)((k * 131 + k / 4 * 7) % 61 + 32);
     if (!s) s = kiln_stream_memcpy_h2d(stream, params[i], host, (size_t)sizes[i]);
     if (!s) s = kiln_stream_synchronize(stream);
+    if (!s && c_baseline && i == 0) c_ms = c_merge_sort_ms(host, (size_t)sizes[i], reps);
     kiln_free(host);
   }
   double *rw = kiln_calloc((size_t)reps, sizeof(double)),
@@ -87,6 +132,8 @@ static kiln_status bench(kiln_device_t *dev, kiln_hlo_module_t *m, const char *l
         "%-26s compile %8.1f ms (cpu %8.1f; kernels %d, backend %.1f ms)  run median %8.3f ms "
         "(cpu %8.3f), min %8.3f ms (cpu %8.3f)\n",
         label, cw, cc, cs.emit.kernels, cs.emit.backend_ms, mw, mc, rw[0], rc[0]);
+    if (c_baseline)
+      printf("%-26s C merge sort median %8.3f ms: kiln / C = %.2fx\n", "", c_ms, mw / c_ms);
   }
   kiln_free(outs);
   kiln_free(rw);
@@ -116,15 +163,19 @@ int main(int argc, char **argv) {
   printf("host device %s, %d runs each\n", dev->name, reps);
   int failures = 0;
   char text[1024];
-  const char *cases[][3] = {{"65536", "0", "sort f32[65536]"},
-                            {"64,16384", "1", "sort f32[64,16384] dim 1"},
-                            {"1024", "0", "sort f32[1024] (shared)"},
-                            {"8192", "0", "sort f32[8192] (shared)"}};
-  for (int c = 0; c < 4; c++) {
+  /* dims, sort dimension, stable, label */
+  const char *cases[][4] = {{"65536", "0", "", "sort f32[65536]"},
+                            {"64,16384", "1", "", "sort f32[64,16384] dim 1"},
+                            {"1024", "0", "", "sort f32[1024] (shared)"},
+                            {"8192", "0", "", "sort f32[8192] (shared)"},
+                            {"65536", "0", "stable", "stable f32[65536] (merge)"},
+                            {"262144", "0", "stable", "stable f32[262144] (merge)"}};
+  for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
     kiln_hlo_module_t *m = NULL;
-    sort_text(cases[c][0], atoi(cases[c][1]), text, sizeof text);
+    bool stable = cases[c][2][0] != 0;
+    sort_text(cases[c][0], atoi(cases[c][1]), stable, text, sizeof text);
     s = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
-    if (!s) s = bench(dev, m, cases[c][2], reps);
+    if (!s) s = bench(dev, m, cases[c][3], reps, stable);
     kiln_hlo_module_destroy(m);
     if (s) failures += kiln_status_report(s, "bench_sort") != 0;
   }
@@ -134,7 +185,7 @@ int main(int argc, char **argv) {
            kiln_corpus_dir());
   kiln_hlo_file_t *f = NULL;
   s = kiln_hlo_file_load(path, &f);
-  if (!s) s = bench(dev, f->modules[0], "argsort 1024x512 bf16", reps);
+  if (!s) s = bench(dev, f->modules[0], "argsort 1024x512 bf16", reps, false);
   kiln_hlo_file_free(f);
   if (s) failures += kiln_status_report(s, "bench_sort") != 0;
   kiln_device_destroy(dev);

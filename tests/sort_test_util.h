@@ -119,7 +119,8 @@ static inline kiln_status run_sort(const kiln_hlo_computation_t *c, fill_kind_t 
   kiln_arena_t arena;
   kiln_arena_init(&arena);
   kiln_literal_t **params = kiln_calloc((size_t)c->num_parameters + 1, sizeof(*params));
-  void **args = kiln_calloc((size_t)(k.num_inputs + k.num_outputs) + 1, sizeof(void *));
+  int nwritten = k.num_outputs + k.num_scratch;
+  void **args = kiln_calloc((size_t)(k.num_inputs + nwritten) + 1, sizeof(void *));
   for (int i = 0; i < c->num_parameters; i++) {
     params[i] = kiln_literal_make(&arena, c->parameters[i]->shape);
     sort_fill(params[i], kind, i, seed);
@@ -136,6 +137,11 @@ static inline kiln_status run_sort(const kiln_hlo_computation_t *c, fill_kind_t 
                             (int64_t)kiln_elem_type_storage_bytes(k.outputs[o]->type));
     args[k.num_inputs + o] = kiln_malloc(bytes + 16);
     memset(args[k.num_inputs + o], 0xA5, bytes + 16); /* outputs start as garbage */
+  }
+  for (int i = 0; i < k.num_scratch; i++) { /* so does the merge sort's scratch */
+    size_t bytes = (size_t)kiln_shape_byte_size(k.scratch[i]);
+    args[k.num_inputs + k.num_outputs + i] = kiln_malloc(bytes + 16);
+    memset(args[k.num_inputs + k.num_outputs + i], 0x5A, bytes + 16);
   }
   double t0 = kiln_now_seconds();
   s = kiln_kir_host_kernel_run(&hk, pool, args);
@@ -163,7 +169,7 @@ static inline kiln_status run_sort(const kiln_hlo_computation_t *c, fill_kind_t 
       }
     }
   }
-  for (int o = 0; o < k.num_outputs; o++) kiln_free(args[k.num_inputs + o]);
+  for (int o = 0; o < nwritten; o++) kiln_free(args[k.num_inputs + o]);
   kiln_free(args);
   kiln_free(params);
   kiln_arena_destroy(&arena);

@@ -157,9 +157,10 @@ static void test_sort_launch_plan(void **state) {
   assert_int_equal(l.blocks, 4);
   assert_int_equal(l.shared_bytes, 32 * 5 * 4);
   assert_true(l.in_shared);
-  assert_false(l.by_rank);
+  assert_false(l.merge);
   kiln_hlo_module_destroy(m);
-  /* Stable rows past 12288 elements rank instead of keeping positions in shared memory. */
+  /* Stable rows past 12288 elements merge sorted runs (one block per row, one pass per
+   * power of two) instead of keeping positions in shared memory. */
   const char *rank =
       "HloModule s\n\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
       "  ROOT c = pred[] compare(a, b), direction=LT\n}\n\n"
@@ -167,11 +168,11 @@ static void test_sort_launch_plan(void **state) {
       "  ROOT s = f32[3,100000] sort(p0), dimensions={1}, is_stable=true, to_apply=cmp\n}\n";
   assert_null(kiln_hlo_parse_module(rank, strlen(rank), NULL, &m));
   assert_null(kiln_sort_plan(m->entry, &l));
-  assert_true(l.by_rank);
-  assert_int_equal(l.threads, 256);
-  assert_int_equal(l.blocks, 3 * 391);
+  assert_true(l.merge);
+  assert_int_equal(l.threads, 1024);
+  assert_int_equal(l.blocks, 3);
   assert_int_equal(l.shared_bytes, 0);
-  assert_int_equal(l.steps, 0);
+  assert_int_equal(l.steps, 17);
   kiln_hlo_module_destroy(m);
   /* Rows past 48 KiB are sorted in the output buffers. */
   const char *big =
@@ -275,19 +276,30 @@ static void expect_noalias_params(const kiln_codegen_kernel_t *k, unsigned num_p
   LLVMContextDispose(ctx);
 }
 
-static const char *sort_kv_text(const char *dims) {
+static const char *sort_kv_text(const char *dims, bool stable) {
   static char text[1024];
   snprintf(text, sizeof text,
            "HloModule s\n\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
            "  c = s32[] parameter(2)\n  d = s32[] parameter(3)\n"
            "  ROOT lt = pred[] compare(a, b), direction=LT\n}\n\n"
            "ENTRY fused {\n  k = f32[%s] parameter(0)\n  v = s32[%s] parameter(1)\n"
-           "  ROOT s = (f32[%s], s32[%s]) sort(k, v), dimensions={1}, to_apply=cmp\n}\n",
-           dims, dims, dims, dims);
+           "  ROOT s = (f32[%s], s32[%s]) sort(k, v), dimensions={1}%s, to_apply=cmp\n}\n",
+           dims, dims, dims, dims, stable ? ", is_stable=true" : "");
   return text;
 }
 
-/* Rows past 48 KiB are sorted in the output buffers: threads exchange elements through
+/* Parses sort_kv_text(dims, stable) into *m, plans it into *l and emits its kernel into *k. */
+static void emit_kv(const char *dims, bool stable, kiln_hlo_module_t **m, kiln_sort_launch_t *l,
+                    kiln_codegen_kernel_t *k) {
+  const char *text = sort_kv_text(dims, stable);
+  assert_null(kiln_hlo_parse_module(text, strlen(text), NULL, m));
+  assert_null(kiln_sort_plan((*m)->entry, l));
+  kiln_status s = kiln_sort_kernel_emit((*m)->entry, NULL, k);
+  if (s) fail_msg("%s", kiln_status_message(s));
+}
+
+/* Rows past 48 KiB are sorted in the output buffers (and merged through scratch tensors when
+ * stable and past 12,288): threads exchange elements through
  * global memory across bar.sync. Those buffers must not be `noalias` in the NVPTX lowering
  * (the barrier intrinsic does not take the pointer, so under noalias LLVM may keep, drop or
  * move another thread's element across it); the inputs, only read, keep it, and so do the
@@ -297,25 +309,17 @@ static const char *sort_kv_text(const char *dims) {
 static void test_sort_rows_in_global_memory_reload_after_each_barrier(void **state) {
   (void)state;
   kiln_hlo_module_t *m = NULL;
-  const char *text = sort_kv_text("2,1000");
-  assert_null(kiln_hlo_parse_module(text, strlen(text), NULL, &m));
   kiln_sort_launch_t l;
-  assert_null(kiln_sort_plan(m->entry, &l));
-  assert_true(l.in_shared);
   kiln_codegen_kernel_t k;
-  kiln_status s = kiln_sort_kernel_emit(m->entry, NULL, &k);
-  if (s) fail_msg("%s", kiln_status_message(s));
+  emit_kv("2,1000", false, &m, &l, &k);
+  assert_true(l.in_shared);
   expect_noalias_params(&k, 4, 0xf);
   kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 
-  text = sort_kv_text("2,16384");
-  assert_null(kiln_hlo_parse_module(text, strlen(text), NULL, &m));
-  assert_null(kiln_sort_plan(m->entry, &l));
+  emit_kv("2,16384", false, &m, &l, &k);
   assert_false(l.in_shared);
-  assert_false(l.by_rank);
-  s = kiln_sort_kernel_emit(m->entry, NULL, &k);
-  if (s) fail_msg("%s", kiln_status_message(s));
+  assert_false(l.merge);
   expect_noalias_params(&k, 4, 0x3); /* k, v; not output0, output1 */
   char *ptx = ptx_checked_by_ptxas(&k);
   if (ptx) {
@@ -334,6 +338,45 @@ static void test_sort_rows_in_global_memory_reload_after_each_barrier(void **sta
   kiln_free(ptx);
   kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
+
+  /* The merge sort (stable rows past 12,288) exchanges elements through the outputs and the
+   * scratch tensors: neither is noalias. */
+  emit_kv("2,16384", true, &m, &l, &k);
+  assert_true(l.merge);
+  expect_noalias_params(&k, 6, 0x3); /* k, v; not the outputs, not the scratch */
+  ptx = ptx_checked_by_ptxas(&k);
+  if (ptx) assert_non_null(strstr(ptx, "bar.sync"));
+  kiln_free(ptx);
+  kiln_codegen_kernel_free(&k);
+  kiln_hlo_module_destroy(m);
+}
+
+/* Stable rows too long for positions in shared memory merge sorted runs, one pass per power
+ * of two, between the outputs and a scratch tensor per operand: an even number of passes
+ * (16,384: 14) and an odd one (20,000: 15, the last pair of runs cut short by the row's
+ * end), ties that must keep their order, a key with a payload, the sort dimension not the
+ * minor one, and float specials under the total order. */
+static void test_long_stable_rows_merge_sorted_runs(void **state) {
+  sort_fixture_t *f = *state;
+  static const char *const lens[] = {"3,16384", "2,20000"};
+  for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+    kiln_hlo_module_t *m = NULL;
+    kiln_sort_launch_t l;
+    kiln_codegen_kernel_t k;
+    emit_kv(lens[i], true, &m, &l, &k);
+    assert_true(l.merge);
+    assert_int_equal(l.steps, i == 0 ? 14 : 15);
+    assert_int_equal(k.num_outputs, 2);
+    assert_int_equal(k.num_scratch, 2); /* one per operand, the operands' shapes */
+    assert_int_equal(kiln_shape_num_elements(k.scratch[1]),
+                     kiln_shape_num_elements(m->entry->parameters[1]->shape));
+    kiln_codegen_kernel_free(&k);
+    kiln_hlo_module_destroy(m);
+    sort_expect_match(f, sort_kv_text(lens[i], true), FILL_TIES, 70 + i);
+  }
+  sort1(f, "f32", "13000,3", 0, "GT", "TOTALORDER", true, FILL_SPECIAL, 72);
+  sort1(f, "bf16", "2,12289", 1, "LT", NULL, true, FILL_TIES, 73);
+  sort1(f, "s32", "1,40000", 1, "LT", NULL, true, FILL_DISTINCT, 74);
 }
 
 int main(void) {
@@ -351,6 +394,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_sort_several_operands_and_tuple_roots, sort_setup,
                                       sort_teardown),
       cmocka_unit_test_setup_teardown(test_sort_empty_and_scalar_sorts, sort_setup, sort_teardown),
+      cmocka_unit_test_setup_teardown(test_long_stable_rows_merge_sorted_runs, sort_setup,
+                                      sort_teardown),
       cmocka_unit_test(test_sort_ptx_passes_ptxas),
       cmocka_unit_test(test_sort_rows_in_global_memory_reload_after_each_barrier),
   };

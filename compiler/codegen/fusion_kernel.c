@@ -31,6 +31,7 @@ void kiln_codegen_kernel_free(kiln_codegen_kernel_t *k) {
   if (k->ctx) kiln_affine_ctx_destroy(k->ctx);
   kiln_free(k->inputs);
   kiln_free(k->outputs);
+  kiln_free(k->scratch);
   memset(k, 0, sizeof(*k));
 }
 

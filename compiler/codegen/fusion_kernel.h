@@ -47,7 +47,10 @@ bool kiln_codegen_excess_precision(const kiln_codegen_compile_options_t *opts);
 /* A fusion compiles to one kernel or, for emitters that need several launches (scatter:
  * initialize the output, then apply the updates; multi-pass sorts), a chain of kernels
  * launched in order through `next`. Every kernel of a chain takes the same arguments: the
- * head's inputs, then its outputs; inputs/outputs are filled on the head only. */
+ * head's inputs, then its outputs, then its scratch tensors; inputs/outputs/scratch are
+ * filled on the head only. Scratch tensors (the merge sort's second buffer) are the
+ * kernel's own working memory: contents undefined on entry, nobody reads them after; the
+ * thunk emitter gives them a temporary allocation of their own. */
 typedef struct kiln_codegen_kernel {
   kiln_kir_module_t *kir; /* after the pipeline */
   kiln_affine_ctx_t *ctx;
@@ -56,6 +59,8 @@ typedef struct kiln_codegen_kernel {
   const kiln_hlo_instruction_t **inputs; /* parameter or array constant per input tensor */
   int num_outputs;
   const kiln_shape_t **outputs; /* array shape per output tensor */
+  int num_scratch;
+  const kiln_shape_t **scratch; /* array shape per scratch tensor (written, never an output) */
   double emit_ms, pipeline_ms;
   struct kiln_codegen_kernel *next; /* owned: the next launch of the chain, or NULL */
 } kiln_codegen_kernel_t;

@@ -16,7 +16,8 @@
 /* Rows of fewer pairs than this share a block. */
 #define SORT_MIN_BLOCK_THREADS 128
 #define SORT_MAX_THREADS 1024
-#define SORT_RANK_THREADS 256
+/* Working tensors threaded through the kernel's loops: outputs, scratch, positions. */
+#define SORT_MAX_WORK (2 * SORT_MAX_OPERANDS + 1)
 /* Step distances 2^0 .. 2^(N-1) get a step with a constant distance (emit_steps). */
 #define SORT_CONST_DISTANCES 4
 
@@ -95,8 +96,7 @@ typedef struct sort_plan {
   int64_t dims[KILN_KIR_MAX_RANK];
   int64_t pairs;      /* H = N / 2 */
   int64_t pair_iters; /* P: pairs per thread per step */
-  int64_t copy_iters; /* E: elements per thread in the copy */
-  int64_t blocks_per_row; /* by rank */
+  int64_t copy_iters; /* E: elements per thread in the copy (merge: in each pass) */
   sort_outputs_t so;
 } sort_plan_t;
 
@@ -178,19 +178,16 @@ static kiln_status plan(const kiln_hlo_computation_t *c, sort_plan_t *p) {
   if (p->l.stable && p->l.steps > 0) {
     p->l.shared_bytes = elems * 4;
     if (p->l.shared_bytes > SORT_MAX_SHARED_BYTES) {
-      /* Positions do not fit: rank each element instead (see sort_emitter.h). */
-      p->l.by_rank = true;
+      /* Positions do not fit: merge sorted runs instead (see sort_emitter.h). One block per
+       * row (rows_per_block is 1: pairs >= SORT_MIN_BLOCK_THREADS here). */
+      p->l.merge = true;
       p->l.shared_bytes = 0;
-      p->l.steps = 0;
-      p->l.rows_per_block = 1;
-      p->l.threads = SORT_RANK_THREADS;
-      p->blocks_per_row = (n + SORT_RANK_THREADS - 1) / SORT_RANK_THREADS;
-      p->l.blocks = rows * p->blocks_per_row;
+      p->l.steps = lg;
     }
   }
   /* Rows that fit (with their positions) in shared memory are sorted there: barriers then
    * order shared-memory accesses, and the steps touch no global memory. */
-  if (!p->l.by_rank && p->l.steps > 0) {
+  if (!p->l.merge && p->l.steps > 0) {
     int64_t bytes = p->l.shared_bytes;
     for (int k = 0; k < p->nops; k++) bytes += elems * (int64_t)kiln_elem_type_storage_bytes(s->operands[k]->shape->type);
     if (bytes <= SORT_MAX_SHARED_BYTES) {
@@ -227,6 +224,7 @@ typedef struct sort_emit {
   int in_tensor[SORT_MAX_OPERANDS];  /* sort operand -> kernel tensor parameter */
   kiln_kir_value_t *tensors[64];     /* the kernel's input tensors (elem order) */
   kiln_kir_value_t *work[SORT_MAX_OPERANDS]; /* current value of sort output k's buffer */
+  kiln_kir_value_t *scr[SORT_MAX_OPERANDS];  /* merge: current value of scratch tensor k */
   kiln_kir_value_t *pos;             /* stable: shared positions, else NULL */
   kiln_kir_value_t *staged[SORT_MAX_OPERANDS]; /* in_shared: the sorted rows, for the copy out */
   kiln_kir_value_t *th, *bl;
@@ -258,9 +256,28 @@ static kiln_indexing_map_t *step_map(sort_emit_t *e, int64_t iters) {
   return kiln_kir_module_adopt_map(e->m, map);
 }
 
+/* A map over (th_x, bl_x, it, pos), `it` below `iters`, giving the logical index of element
+ * pos of row `row` (an expression over the first three). */
+static kiln_indexing_map_t *position_map(sort_emit_t *e, int64_t iters, kiln_affine_expr_t *row) {
+  const char *names[4] = {"th_x", "bl_x", "it", "pos"};
+  int64_t hi[4] = {e->p.l.threads - 1, e->p.l.blocks - 1, iters - 1, e->p.l.padded - 1};
+  kiln_indexing_map_t *map = kiln_indexing_map_create(e->x, 4, 0, 0);
+  for (int d = 0; d < 4; d++) {
+    kiln_indexing_map_set_name(map, KILN_INDEXING_DIM, (size_t)d, names[d]);
+    kiln_indexing_map_set_bounds(map, KILN_INDEXING_DIM, (size_t)d, 0, hi[d]);
+  }
+  map = kiln_kir_module_adopt_map(e->m, map);
+  kiln_affine_expr_t *idx[KILN_KIR_MAX_RANK];
+  element_index(e, row, kiln_affine_dim(e->x, 3), idx);
+  for (int d = 0; d < e->p.rank; d++) kiln_indexing_map_add_result(map, idx[d]);
+  kiln_indexing_map_simplify(map);
+  return map;
+}
+
 static const kiln_kir_type_t *const *work_types(sort_emit_t *e, const kiln_kir_type_t **t, size_t *n) {
   size_t k = 0;
   for (int i = 0; i < e->p.nops; i++) t[k++] = e->work[i]->type;
+  for (int i = 0; e->p.l.merge && i < e->p.nops; i++) t[k++] = e->scr[i]->type;
   if (e->pos) t[k++] = e->pos->type;
   *n = k;
   return t;
@@ -269,43 +286,53 @@ static const kiln_kir_type_t *const *work_types(sort_emit_t *e, const kiln_kir_t
 static size_t work_values(sort_emit_t *e, kiln_kir_value_t **v) {
   size_t k = 0;
   for (int i = 0; i < e->p.nops; i++) v[k++] = e->work[i];
+  for (int i = 0; e->p.l.merge && i < e->p.nops; i++) v[k++] = e->scr[i];
   if (e->pos) v[k++] = e->pos;
   return k;
 }
 
 static void set_work(sort_emit_t *e, kiln_kir_value_t *const *v) {
-  for (int i = 0; i < e->p.nops; i++) e->work[i] = v[i];
-  if (e->pos) e->pos = v[e->p.nops];
+  int k = 0;
+  for (int i = 0; i < e->p.nops; i++) e->work[i] = v[k++];
+  for (int i = 0; e->p.l.merge && i < e->p.nops; i++) e->scr[i] = v[k++];
+  if (e->pos) e->pos = v[k];
 }
 
-/* Opens `for it in [0, iters)` threading the working tensors; the builder is left in its
- * body with e->work set to the body's arguments. Returns the loop (close with close_region). */
-static kiln_kir_op_t *open_thread_loop(sort_emit_t *e, int64_t iters, kiln_kir_value_t **it) {
+/* Opens `for iv in [lb, ub)` threading the working tensors; the builder is left in its body
+ * with the working tensors set to the body's arguments. Returns the loop (close with
+ * close_region). */
+static kiln_kir_op_t *open_work_loop(sort_emit_t *e, int64_t lb, int64_t ub,
+                                     kiln_kir_value_t **iv) {
   kiln_kir_builder_t *b = &e->b;
-  kiln_kir_value_t *init[SORT_MAX_OPERANDS + 1] = {0};
+  kiln_kir_value_t *init[SORT_MAX_WORK] = {0};
   size_t nw = work_values(e, init);
-  kiln_kir_op_t *loop = kiln_kir_for(b, kiln_kir_const_index(b, 0), kiln_kir_const_index(b, iters),
+  kiln_kir_op_t *loop = kiln_kir_for(b, kiln_kir_const_index(b, lb), kiln_kir_const_index(b, ub),
                                      kiln_kir_const_index(b, 1), init, nw);
   if (!loop) return NULL;
   kiln_kir_region_t *body = kiln_kir_op_region(loop, 0);
   kiln_kir_builder_enter(b, body);
-  *it = kiln_kir_region_arg(body, 0);
-  kiln_kir_value_t *args[SORT_MAX_OPERANDS + 1] = {0};
+  *iv = kiln_kir_region_arg(body, 0);
+  kiln_kir_value_t *args[SORT_MAX_WORK] = {0};
   for (size_t i = 0; i < nw; i++) args[i] = kiln_kir_region_arg(body, i + 1);
   set_work(e, args);
   return loop;
+}
+
+/* A thread's own loop: `for it in [0, iters)` (see open_work_loop). */
+static kiln_kir_op_t *open_thread_loop(sort_emit_t *e, int64_t iters, kiln_kir_value_t **it) {
+  return open_work_loop(e, 0, iters, it);
 }
 
 /* Opens `if cond` over the working tensors (the else branch yields them unchanged); the
  * builder is left in the then branch. Returns the if (close with close_region). */
 static kiln_kir_op_t *open_guard(sort_emit_t *e, kiln_kir_value_t *cond) {
   kiln_kir_builder_t *b = &e->b;
-  const kiln_kir_type_t *types[SORT_MAX_OPERANDS + 1] = {0};
+  const kiln_kir_type_t *types[SORT_MAX_WORK] = {0};
   size_t nw;
   work_types(e, types, &nw);
   kiln_kir_op_t *iff = kiln_kir_if(b, cond, types, nw);
   if (!iff) return NULL;
-  kiln_kir_value_t *cur[SORT_MAX_OPERANDS + 1] = {0};
+  kiln_kir_value_t *cur[SORT_MAX_WORK] = {0};
   work_values(e, cur);
   kiln_kir_builder_enter(b, kiln_kir_op_region(iff, 1));
   kiln_kir_yield(b, cur, nw);
@@ -317,7 +344,7 @@ static kiln_kir_op_t *open_guard(sort_emit_t *e, kiln_kir_value_t *cond) {
 /* Yields the working tensors from the current region, leaves it, and takes `op`'s results
  * as the new working tensors. */
 static void close_region(sort_emit_t *e, kiln_kir_op_t *op) {
-  kiln_kir_value_t *cur[SORT_MAX_OPERANDS + 1] = {0};
+  kiln_kir_value_t *cur[SORT_MAX_WORK] = {0};
   size_t nw = work_values(e, cur);
   kiln_kir_yield(&e->b, cur, nw);
   kiln_kir_builder_exit(&e->b);
@@ -326,7 +353,7 @@ static void close_region(sort_emit_t *e, kiln_kir_op_t *op) {
 }
 
 static void barrier(sort_emit_t *e) {
-  kiln_kir_value_t *cur[SORT_MAX_OPERANDS + 1] = {0};
+  kiln_kir_value_t *cur[SORT_MAX_WORK] = {0};
   size_t nw = work_values(e, cur);
   kiln_kir_op_t *bar = kiln_kir_barrier(&e->b, cur, nw);
   if (!bar) return;
@@ -451,23 +478,11 @@ static bool emit_step(sort_emit_t *e, kiln_kir_value_t *lk, kiln_kir_value_t *lj
   kiln_indexing_map_add_result(map, kiln_affine_mul_const(x, g, n));
   kiln_indexing_map_simplify(map);
   /* (th_x, bl_x, it, pos) -> the logical index of element pos of the thread's row. */
-  kiln_indexing_map_t *emap = NULL;
-  if (!p->l.in_shared) {
-    const char *names[4] = {"th_x", "bl_x", "it", "pos"};
-    int64_t hi[4] = {p->l.threads - 1, p->l.blocks - 1, p->pair_iters - 1, p->l.padded - 1};
-    emap = kiln_indexing_map_create(x, 4, 0, 0);
-    for (int d = 0; d < 4; d++) {
-      kiln_indexing_map_set_name(emap, KILN_INDEXING_DIM, (size_t)d, names[d]);
-      kiln_indexing_map_set_bounds(emap, KILN_INDEXING_DIM, (size_t)d, 0, hi[d]);
-    }
-    emap = kiln_kir_module_adopt_map(e->m, emap);
-    kiln_affine_expr_t *row =
-        kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), G), g);
-    kiln_affine_expr_t *ei[KILN_KIR_MAX_RANK];
-    element_index(e, row, kiln_affine_dim(x, 3), ei);
-    for (int d = 0; d < p->rank; d++) kiln_indexing_map_add_result(emap, ei[d]);
-    kiln_indexing_map_simplify(emap);
-  }
+  kiln_indexing_map_t *emap =
+      p->l.in_shared
+          ? NULL
+          : position_map(e, p->pair_iters,
+                         kiln_affine_add(x, kiln_affine_mul_const(x, kiln_affine_dim(x, 1), G), g));
 
   kiln_kir_value_t *it = NULL;
   kiln_kir_op_t *loop = open_thread_loop(e, p->pair_iters, &it);
@@ -556,17 +571,11 @@ static bool emit_step(sort_emit_t *e, kiln_kir_value_t *lk, kiln_kir_value_t *lj
  * iteration (the copy or the previous step wrote the rows). */
 static bool emit_steps(sort_emit_t *e) {
   kiln_kir_builder_t *b = &e->b;
-  kiln_kir_value_t *init[SORT_MAX_OPERANDS + 1] = {0};
-  size_t nw = work_values(e, init);
-  kiln_kir_op_t *loop = kiln_kir_for(b, idx_c(e, 0), idx_c(e, e->p.l.steps), idx_c(e, 1), init, nw);
+  kiln_kir_value_t *step = NULL;
+  kiln_kir_op_t *loop = open_work_loop(e, 0, e->p.l.steps, &step);
   if (!loop) return false;
-  kiln_kir_region_t *body = kiln_kir_op_region(loop, 0);
-  kiln_kir_builder_enter(b, body);
-  kiln_kir_value_t *args[SORT_MAX_OPERANDS + 1] = {0};
-  for (size_t i = 0; i < nw; i++) args[i] = kiln_kir_region_arg(body, i + 1);
-  set_work(e, args);
   barrier(e);
-  kiln_kir_value_t *step = kiln_kir_region_arg(body, 0), *one = idx_c(e, 1), *lk = one;
+  kiln_kir_value_t *one = idx_c(e, 1), *lk = one;
   for (int64_t m = 1; m < log2_exact(e->p.l.padded); m++) {
     kiln_kir_value_t *past = kiln_kir_cmp(b, KILN_KIR_CMP_GE, step, idx_c(e, m * (m + 1) / 2));
     lk = idx_op(e, KILN_KIR_ADD, lk, kiln_kir_select(b, past, one, idx_c(e, 0)));
@@ -590,90 +599,162 @@ static bool emit_steps(sort_emit_t *e) {
   return kiln_kir_builder_ok(b);
 }
 
-/* Stable sorts whose positions do not fit in shared memory: thread (bl, th) takes element i
- * = (bl mod B) * T + th of row bl / B, counts the elements that go before it (comparator
- * "before", or equivalent and at a lower position) and writes every operand's element i to
- * that rank in the outputs. Reads only the inputs; writes each output element once. */
-static bool emit_by_rank(sort_emit_t *e) {
-  sort_plan_t *p = &e->p;
-  kiln_affine_ctx_t *x = e->x;
-  kiln_kir_builder_t *b = &e->b;
-  int64_t n = p->l.row_length, T = p->l.threads, B = p->blocks_per_row;
-  kiln_indexing_map_t *map = step_map(e, 1);
-  kiln_affine_expr_t *i = kiln_affine_add(
-      x, kiln_affine_mul_const(x, kiln_affine_mod(x, kiln_affine_dim(x, 1), kiln_affine_const(x, B)), T),
-      kiln_affine_dim(x, 0));
-  kiln_affine_expr_t *row = kiln_affine_floordiv(x, kiln_affine_dim(x, 1), kiln_affine_const(x, B));
-  kiln_affine_expr_t *ii[KILN_KIR_MAX_RANK];
-  element_index(e, row, i, ii);
-  kiln_indexing_map_add_result(map, i);
-  for (int d = 0; d < p->rank; d++) kiln_indexing_map_add_result(map, ii[d]);
-  kiln_indexing_map_simplify(map);
-  /* (th_x, bl_x, j) -> element j of the thread's row. */
-  kiln_indexing_map_t *jmap = step_map(e, n);
-  kiln_affine_expr_t *ji[KILN_KIR_MAX_RANK];
-  element_index(e, row, kiln_affine_dim(x, 2), ji);
-  for (int d = 0; d < p->rank; d++) kiln_indexing_map_add_result(jmap, ji[d]);
-  kiln_indexing_map_simplify(jmap);
-  kiln_kir_value_t *zero = kiln_kir_const_index(b, 0);
-  kiln_kir_value_t *dims[3] = {e->th, e->bl, zero};
-  kiln_kir_op_t *ap = kiln_kir_apply_indexing(b, map, dims, 3, NULL, 0);
+typedef enum merge_source {
+  FROM_INPUTS = 0, /* the sort's operands (the first pass) */
+  FROM_OUTPUTS,
+  FROM_SCRATCH,
+} merge_source_t;
+
+/* Index values for the element at position `pos` of the block's row. */
+static bool row_element(sort_emit_t *e, kiln_indexing_map_t *map, kiln_kir_value_t *it,
+                        kiln_kir_value_t *pos, kiln_kir_value_t **idx) {
+  kiln_kir_value_t *dims[4] = {e->th, e->bl, it, pos};
+  kiln_kir_op_t *ap = kiln_kir_apply_indexing(&e->b, map, dims, 4, NULL, 0);
   if (!ap) return false;
-  kiln_kir_value_t *vi = kiln_kir_op_result(ap, 0);
-  kiln_kir_op_t *iff = B * T > n ? open_guard(e, in_range(e, vi, n, NULL)) : NULL;
-  if (B * T > n && !iff) return false;
+  for (int d = 0; d < e->p.rank; d++) idx[d] = kiln_kir_op_result(ap, (size_t)d);
+  return true;
+}
+
+static kiln_kir_value_t *idx_min(sort_emit_t *e, kiln_kir_value_t *a, kiln_kir_value_t *b) {
+  return kiln_kir_select(&e->b, kiln_kir_cmp(&e->b, KILN_KIR_CMP_LT, a, b), a, b);
+}
+
+/* One merge pass (pass `lw`: sorted runs of w = 2^lw become runs of 2w): thread th takes
+ * elements i = it * T + th of its block's row. An element at offset a of the left run of
+ * its pair [s, s + 2w) lands at s + a + #(right-run elements that go before it); one at
+ * offset b of the right run at s + b + #(left-run elements it does not go before), so equal
+ * elements keep their order. Each count is a binary search of the partner run (sorted, so
+ * the elements counted are a prefix): lw + 1 probes, a comparator call each, for halves
+ * w, w / 2, ..., 1. Reads `src`, writes every element once into the outputs or the scratch
+ * tensors. */
+static bool emit_merge_pass(sort_emit_t *e, merge_source_t src, bool into_scratch,
+                            kiln_kir_value_t *lw) {
+  sort_plan_t *p = &e->p;
+  kiln_kir_builder_t *b = &e->b;
+  int64_t n = p->l.row_length, T = p->l.threads;
+  kiln_indexing_map_t *map = position_map(e, p->copy_iters, kiln_affine_dim(e->x, 1));
+  kiln_kir_value_t *it = NULL;
+  kiln_kir_op_t *loop = open_thread_loop(e, p->copy_iters, &it);
+  if (!loop) return false;
+  kiln_kir_value_t *one = idx_c(e, 1), *zero = idx_c(e, 0);
+  kiln_kir_value_t *i = idx_op(e, KILN_KIR_ADD, idx_op(e, KILN_KIR_MUL, it, idx_c(e, T)), e->th);
+  kiln_kir_op_t *iff = p->copy_iters * T > n ? open_guard(e, in_range(e, i, n, NULL)) : NULL;
+  if (p->copy_iters * T > n && !iff) return false;
   size_t mark;
   kiln_elemental_enter(&e->fn, b->region, &mark);
-  kiln_kir_value_t *vidx[KILN_KIR_MAX_RANK], *xi[SORT_MAX_OPERANDS], *xj[SORT_MAX_OPERANDS];
-  for (int d = 0; d < p->rank; d++) vidx[d] = kiln_kir_op_result(ap, (size_t)(1 + d));
-  for (int k = 0; k < p->nops; k++) xi[k] = kiln_kir_extract(b, e->tensors[e->in_tensor[k]], vidx, (size_t)p->rank);
-  kiln_kir_op_t *loop = kiln_kir_for(b, zero, kiln_kir_const_index(b, n), kiln_kir_const_index(b, 1), &zero, 1);
-  if (!loop) return false;
-  kiln_kir_region_t *body = kiln_kir_op_region(loop, 0);
+  kiln_kir_value_t *from[SORT_MAX_OPERANDS], *xi[SORT_MAX_OPERANDS], *vidx[KILN_KIR_MAX_RANK];
+  for (int k = 0; k < p->nops; k++)
+    from[k] = src == FROM_INPUTS    ? e->tensors[e->in_tensor[k]]
+              : src == FROM_OUTPUTS ? e->work[k]
+                                    : e->scr[k];
+  if (!row_element(e, map, it, i, vidx)) return false;
+  for (int k = 0; k < p->nops; k++) xi[k] = kiln_kir_extract(b, from[k], vidx, (size_t)p->rank);
+  kiln_kir_value_t *w = idx_op(e, KILN_KIR_SHL, one, lw);
+  kiln_kir_value_t *lw1 = idx_op(e, KILN_KIR_ADD, lw, one);
+  kiln_kir_value_t *start = idx_op(e, KILN_KIR_SHL, idx_op(e, KILN_KIR_SHR_LOGICAL, i, lw1), lw1);
+  kiln_kir_value_t *off = idx_op(e, KILN_KIR_SUB, i, start);
+  kiln_kir_value_t *left = kiln_kir_cmp(b, KILN_KIR_CMP_LT, off, w);
+  kiln_kir_value_t *right_start = idx_op(e, KILN_KIR_ADD, start, w);
+  /* The partner run: the right one (w elements, fewer or none at the row's end) or the left. */
+  kiln_kir_value_t *pstart = kiln_kir_select(b, left, right_start, start);
+  kiln_kir_value_t *plen =
+      kiln_kir_select(b, left, idx_min(e, w, idx_op(e, KILN_KIR_SUB, idx_c(e, n), right_start)), w);
+  kiln_kir_value_t *local = kiln_kir_select(b, left, off, idx_op(e, KILN_KIR_SUB, off, w));
+  kiln_kir_op_t *search = kiln_kir_for(b, zero, lw1, one, &zero, 1);
+  if (!search) return false;
+  kiln_kir_region_t *body = kiln_kir_op_region(search, 0);
   kiln_kir_builder_enter(b, body);
   size_t inner;
   kiln_elemental_enter(&e->fn, body, &inner);
-  kiln_kir_value_t *j = kiln_kir_region_arg(body, 0), *rank = kiln_kir_region_arg(body, 1);
-  kiln_kir_value_t *jd[3] = {e->th, e->bl, j};
-  kiln_kir_op_t *jap = kiln_kir_apply_indexing(b, jmap, jd, 3, NULL, 0);
-  if (!jap) return false;
-  kiln_kir_value_t *jidx[KILN_KIR_MAX_RANK];
-  for (int d = 0; d < p->rank; d++) jidx[d] = kiln_kir_op_result(jap, (size_t)d);
-  for (int k = 0; k < p->nops; k++) xj[k] = kiln_kir_extract(b, e->tensors[e->in_tensor[k]], jidx, (size_t)p->rank);
-  kiln_kir_value_t *before = less(e, xj, xi), *after = less(e, xi, xj);
-  if (!before || !after) return false;
-  kiln_kir_value_t *tie = kiln_kir_binary(b, KILN_KIR_AND, kiln_kir_unary(b, KILN_KIR_NOT, after),
-                                          kiln_kir_cmp(b, KILN_KIR_CMP_LT, j, vi));
-  kiln_kir_value_t *inc = kiln_kir_select(b, kiln_kir_binary(b, KILN_KIR_OR, before, tie), kiln_kir_const_index(b, 1),
-                                          zero);
-  kiln_kir_value_t *next = kiln_kir_binary(b, KILN_KIR_ADD, rank, inc);
+  kiln_kir_value_t *step = kiln_kir_region_arg(body, 0), *count = kiln_kir_region_arg(body, 1);
+  kiln_kir_value_t *cand = idx_op(e, KILN_KIR_ADD, count, idx_op(e, KILN_KIR_SHR_LOGICAL, w, step));
+  kiln_kir_value_t *inside = kiln_kir_cmp(b, KILN_KIR_CMP_LE, cand, plen);
+  /* Outside the partner run the probe reads the element itself (a valid index). */
+  kiln_kir_value_t *probe = kiln_kir_select(
+      b, inside, idx_op(e, KILN_KIR_SUB, idx_op(e, KILN_KIR_ADD, pstart, cand), one), i);
+  kiln_kir_value_t *pidx[KILN_KIR_MAX_RANK], *yi[SORT_MAX_OPERANDS], *lhs[SORT_MAX_OPERANDS],
+      *rhs[SORT_MAX_OPERANDS];
+  if (!row_element(e, map, it, probe, pidx)) return false;
+  for (int k = 0; k < p->nops; k++) {
+    yi[k] = kiln_kir_extract(b, from[k], pidx, (size_t)p->rank);
+    lhs[k] = kiln_kir_select(b, left, yi[k], xi[k]);
+    rhs[k] = kiln_kir_select(b, left, xi[k], yi[k]);
+  }
+  /* Left element: counted when the probe goes before it; right element: when it does not go
+   * before the probe. */
+  kiln_kir_value_t *before = less(e, lhs, rhs);
+  if (!before) return false;
+  kiln_kir_value_t *counted =
+      kiln_kir_select(b, left, before, kiln_kir_unary(b, KILN_KIR_NOT, before));
+  kiln_kir_value_t *next =
+      kiln_kir_select(b, kiln_kir_binary(b, KILN_KIR_AND, inside, counted), cand, count);
   kiln_kir_yield(b, &next, 1);
   kiln_elemental_exit(&e->fn, inner);
   kiln_kir_builder_exit(b);
-  kiln_kir_value_t *rd[3] = {e->th, e->bl, kiln_kir_op_result(loop, 0)};
-  kiln_kir_op_t *rap = kiln_kir_apply_indexing(b, jmap, rd, 3, NULL, 0);
-  if (!rap) return false;
-  for (int d = 0; d < p->rank; d++) vidx[d] = kiln_kir_op_result(rap, (size_t)d);
-  for (int k = 0; k < p->nops; k++) e->work[k] = kiln_kir_insert(b, xi[k], e->work[k], vidx, (size_t)p->rank);
+  kiln_kir_value_t *dest =
+      idx_op(e, KILN_KIR_ADD, idx_op(e, KILN_KIR_ADD, start, local), kiln_kir_op_result(search, 0));
+  if (!row_element(e, map, it, dest, vidx)) return false;
+  for (int k = 0; k < p->nops; k++) {
+    kiln_kir_value_t **to = into_scratch ? &e->scr[k] : &e->work[k];
+    *to = kiln_kir_insert(b, xi[k], *to, vidx, (size_t)p->rank);
+  }
   kiln_elemental_exit(&e->fn, mark);
   if (iff) close_region(e, iff);
+  close_region(e, loop);
   return kiln_kir_builder_ok(b);
 }
 
-/* Creates the kernel: the fusion's tensors, then one written tensor per output leaf. */
+/* The merge sort (stable rows too long for positions in shared memory): P = log2(N) passes,
+ * alternating between the outputs and the scratch tensors so that the last one writes the
+ * outputs: pass p writes the outputs when P - 1 - p is even. The first pass reads the
+ * inputs; the others are one loop (so the kernel's size does not grow with P) whose body
+ * opens with the barrier and holds both directions, each under a uniform `if` on the pass's
+ * parity (the host runs a loop whose barriers lead its body). */
+static bool emit_merge(sort_emit_t *e) {
+  kiln_kir_builder_t *b = &e->b;
+  int64_t P = e->p.l.steps;
+  if (!emit_merge_pass(e, FROM_INPUTS, (P - 1) % 2 == 1, idx_c(e, 0))) return false;
+  if (P <= 1) return kiln_kir_builder_ok(b);
+  kiln_kir_value_t *lw = NULL;
+  kiln_kir_op_t *loop = open_work_loop(e, 1, P, &lw);
+  if (!loop) return false;
+  barrier(e);
+  kiln_kir_value_t *odd =
+      idx_op(e, KILN_KIR_AND, idx_op(e, KILN_KIR_SUB, idx_c(e, P - 1), lw), idx_c(e, 1));
+  for (int to_scratch = 1; to_scratch >= 0; to_scratch--) {
+    kiln_kir_value_t *which = kiln_kir_cmp(b, KILN_KIR_CMP_EQ, odd, idx_c(e, to_scratch));
+    kiln_kir_op_t *iff = open_guard(e, which);
+    if (!iff || !emit_merge_pass(e, to_scratch ? FROM_OUTPUTS : FROM_SCRATCH, to_scratch, lw))
+      return false;
+    close_region(e, iff);
+  }
+  close_region(e, loop);
+  return kiln_kir_builder_ok(b);
+}
+
+/* Creates the kernel: the fusion's tensors, then one written tensor per output leaf, then
+ * (merge) one scratch tensor per sort operand. */
 static kiln_status create_kernel(sort_emit_t *e, const char *name) {
-  int nin = e->elem.num_tensors, nout = e->p.so.num_outputs;
+  int nin = e->elem.num_tensors, nout = e->p.so.num_outputs, nops = e->p.nops;
   if (nin > 64) return KILN_ERR_UNIMPLEMENTED("sort fusion: %d inputs", nin);
   int64_t block[3] = {e->p.l.threads, 1, 1}, grid[3] = {e->p.l.blocks, 1, 1};
-  e->kernel = kiln_hero_kernel_create(e->m, name, &e->elem, e->p.so.shapes, nout, block, grid);
+  const kiln_shape_t *written[2 * SORT_MAX_OPERANDS];
+  int nw = nout;
+  for (int o = 0; o < nout; o++) written[o] = e->p.so.shapes[o];
+  for (int k = 0; e->p.l.merge && k < nops; k++) written[nw++] = e->p.l.sort->operands[k]->shape;
+  e->kernel = kiln_hero_kernel_create(e->m, name, &e->elem, written, nw, block, grid);
   if (!e->kernel) return KILN_ERR_INTERNAL("could not create kernel %s", name);
   for (int i = 0; i < nin; i++) e->tensors[i] = kiln_kir_func_param(e->kernel, (size_t)i);
-  for (int k = 0; k < e->p.nops; k++) {
+  for (int k = 0; k < nops; k++) {
     e->in_tensor[k] = -1;
     for (int i = 0; i < nin; i++)
       if (e->elem.tensors[i] == e->p.l.sort->operands[k]) e->in_tensor[k] = i;
     if (e->in_tensor[k] < 0) return KILN_ERR_INTERNAL("sort operand %d is not a kernel input", k);
     e->work[k] = kiln_kir_func_param(e->kernel, (size_t)(nin + e->p.so.output_of[k]));
+    if (e->p.l.merge) {
+      e->scr[k] = kiln_kir_func_param(e->kernel, (size_t)(nin + nout + k));
+      kiln_kir_value_set_name(e->scr[k], "scratch");
+    }
   }
   return NULL;
 }
@@ -705,8 +786,8 @@ static kiln_status emit_body(sort_emit_t *e) {
         kiln_kir_value_set_name(e->work[k], "rows");
       }
     }
-    ok = p->l.by_rank ? emit_by_rank(e) : emit_copy(e, COPY_IN);
-    if (ok && !p->l.by_rank && p->l.steps > 0) ok = emit_steps(e);
+    ok = p->l.merge ? emit_merge(e) : emit_copy(e, COPY_IN);
+    if (ok && !p->l.merge && p->l.steps > 0) ok = emit_steps(e);
     if (ok && p->l.in_shared) {
       barrier(e);
       for (int k = 0; k < p->nops; k++) {
@@ -727,9 +808,11 @@ static kiln_status emit_body(sort_emit_t *e) {
   else kiln_status_free(bs);
   if (!st && !ok) st = KILN_ERR_INTERNAL("sort emitter: emission failed");
   if (!st) {
-    kiln_kir_value_t *outs[SORT_MAX_OPERANDS];
+    kiln_kir_value_t *outs[2 * SORT_MAX_OPERANDS];
+    int no = p->so.num_outputs;
     for (int o = 0; o < p->so.num_outputs; o++) outs[o] = e->work[p->so.sort_output[o]];
-    kiln_kir_return(b, outs, (size_t)p->so.num_outputs);
+    for (int k = 0; p->l.merge && k < p->nops; k++) outs[no++] = e->scr[k];
+    kiln_kir_return(b, outs, (size_t)no);
     st = kiln_kir_builder_take_status(b);
   }
   kiln_kir_builder_finish(b);
@@ -770,6 +853,11 @@ kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c,
     out->num_outputs = e->p.so.num_outputs;
     out->outputs = kiln_calloc((size_t)out->num_outputs + 1, sizeof(*out->outputs));
     for (int o = 0; o < out->num_outputs; o++) out->outputs[o] = e->p.so.shapes[o];
+    if (e->p.l.merge) {
+      out->num_scratch = e->p.nops;
+      out->scratch = kiln_calloc((size_t)out->num_scratch + 1, sizeof(*out->scratch));
+      for (int k = 0; k < e->p.nops; k++) out->scratch[k] = e->p.l.sort->operands[k]->shape;
+    }
   }
   if (have_elem) kiln_elemental_free(&e->elem);
   kiln_free(e);

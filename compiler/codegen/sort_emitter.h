@@ -29,14 +29,19 @@
  * order are the comparator's. `is_stable=true`: each element carries its original position
  * in block-shared memory (s32, rows per block * n of them), and equal elements (neither
  * before the other) are ordered by that position. When those positions would pass 48 KiB
- * (rows of more than 12288 elements), the stable sort ranks instead: one thread per
- * element (256 per block, ceil(n / 256) blocks per row) counts the row's elements that go
- * before it (before by the comparator, or equivalent at a lower position) and writes its
- * element of every operand to that rank — n^2 comparisons per row, no barriers, no
- * scratch, reading only the inputs.
+ * (rows of more than 12288 elements), the stable sort merges instead: one block per row,
+ * log2(N) passes after barriers, pass p merging sorted runs of 2^p into runs of 2^(p+1).
+ * Each element finds its place in the merged run by a binary search of the other run
+ * (p + 1 comparator calls) and is written there, so every pass reads one buffer and writes
+ * the other: the outputs and a scratch tensor per operand (kiln_codegen_kernel_t.scratch),
+ * alternately, the first pass reading the inputs and the last writing the outputs. About
+ * n log2(n)^2 / 2 comparisons per row (n^2 when the rows were ranked, before session 36).
  *
  * UNIMPLEMENTED (named): sort operands that are not fusion parameters or constants, sort
- * outputs that are not each exactly one fusion output, complex types, non-default layouts. */
+ * outputs that are not each exactly one fusion output, complex types, non-default layouts.
+ * A comparator that is not a strict weak order (e.g. LT on floats holding NaNs) gives a
+ * permutation of the inputs through the network, but the merge sort's binary searches
+ * assume the order: there two elements may take one slot and leave another unwritten. */
 #ifndef KILN_COMPILER_CODEGEN_SORT_EMITTER_H_
 #define KILN_COMPILER_CODEGEN_SORT_EMITTER_H_
 
@@ -56,10 +61,10 @@ typedef struct kiln_sort_launch {
   int64_t rows_per_block; /* G */
   int64_t threads;        /* T */
   int64_t blocks;         /* ceil(R / G) */
-  int64_t steps;          /* compare-exchange steps (barriers after the copy) */
+  int64_t steps;          /* compare-exchange steps (barriers after the copy); merge passes */
   int64_t shared_bytes;   /* staged rows (in_shared) and positions (stable) */
   bool stable;
-  bool by_rank;           /* stable and too long for shared positions: rank sort */
+  bool merge;             /* stable and too long for shared positions: merge sort */
   bool in_shared;         /* the block's rows are sorted in shared memory */
 } kiln_sort_launch_t;
 

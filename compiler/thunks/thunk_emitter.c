@@ -232,6 +232,29 @@ static bool all_leaves_empty(const kiln_shape_t *s) {
   return kiln_shape_num_elements(s) == 0;
 }
 
+/* The kernel's scratch tensors: one temporary allocation of their own (every execution
+ * context gets its copy, so concurrent runs do not share it), each tensor at an offset
+ * aligned to KILN_SCRATCH_ALIGN. */
+#define KILN_SCRATCH_ALIGN 256
+static void scratch_args(emitter_t *E, const kiln_codegen_kernel_t *k, kiln_kernel_arg_t *args) {
+  uint64_t offset = 0;
+  for (int i = 0; i < k->num_scratch; i++) {
+    offset = (offset + KILN_SCRATCH_ALIGN - 1) / KILN_SCRATCH_ALIGN * KILN_SCRATCH_ALIGN;
+    offset += (uint64_t)kiln_shape_byte_size(k->scratch[i]);
+  }
+  kiln_exec_allocation_t a = {0};
+  a.kind = KILN_EXEC_ALLOC_TEMP;
+  a.size = offset;
+  int32_t ai = kiln_executable_desc_add_allocation(E->d, &a);
+  offset = 0;
+  for (int i = 0; i < k->num_scratch; i++) {
+    offset = (offset + KILN_SCRATCH_ALIGN - 1) / KILN_SCRATCH_ALIGN * KILN_SCRATCH_ALIGN;
+    int64_t bytes = kiln_shape_byte_size(k->scratch[i]);
+    args[i] = kiln_kernel_arg_slice(kiln_slice_make(ai, (int64_t)offset, bytes));
+    offset += (uint64_t)bytes;
+  }
+}
+
 static kiln_gemm_types_t gemm_types(const emitter_t *E);
 static kiln_status emit_gemm_thunk(emitter_t *E, kiln_thunk_seq_t *seq,
                                    const kiln_hlo_instruction_t *fusion,
@@ -264,7 +287,7 @@ static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
   E->stats->fusions++;
 
   int nout = kiln_shape_num_leaves(in->shape);
-  int nargs = k.num_inputs + nout;
+  int nargs = k.num_inputs + nout + k.num_scratch;
   kiln_kernel_arg_t *args = kiln_calloc((size_t)nargs + 1, sizeof(*args));
   kiln_status s = NULL;
   if (k.num_outputs != nout)
@@ -297,6 +320,7 @@ static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
     s = leaf_slice(E, in, o, &sl);
     args[k.num_inputs + o] = kiln_kernel_arg_slice(sl);
   }
+  if (!s && k.num_scratch > 0) scratch_args(E, &k, args + k.num_inputs + nout);
   for (kiln_codegen_kernel_t *x = &k; x && !s; x = x->next) {
     kiln_launch_dims_t dims;
     char name[128];

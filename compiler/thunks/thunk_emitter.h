@@ -8,7 +8,9 @@
  *       assignment gives them the slices of the values they hold);
  *   fusion          its kernel, or chain of kernels (kiln_codegen_kernel_emit), compiled for
  *                   the target, launched with the fusion's operand slices then its output
- *                   leaves' slices; constants inside the fusion become constant allocations;
+ *                   leaves' slices, then its scratch tensors' (a temporary allocation of the
+ *                   kernel's own, made here; the long stable sort's merge buffers);
+ *                   constants inside the fusion become constant allocations;
  *   dot             a gemm thunk when kiln_fusion_wrapper_is_gemm accepts it (other dots
  *                   are fusions by then);
  *   copy            a device-to-device copy when source and destination store the same

@@ -163,8 +163,8 @@ kiln_status kiln_runner_check(const kiln_hlo_computation_t *c, const kiln_runner
 
   kiln_arena_t arena;
   kiln_arena_init(&arena);
-  int nin = k.num_inputs, nout = k.num_outputs;
-  void **args = kiln_calloc((size_t)(nin + nout) + 1, sizeof(void *));
+  int nin = k.num_inputs, nout = k.num_outputs, nscr = k.num_scratch;
+  void **args = kiln_calloc((size_t)(nin + nout + nscr) + 1, sizeof(void *));
   kiln_literal_t **params = kiln_calloc((size_t)c->num_parameters + 1, sizeof(*params));
   int64_t max_bytes = opts->max_bytes > 0 ? opts->max_bytes : ((int64_t)1 << 31);
   for (int i = 0; i < nin && !s; i++) {
@@ -214,6 +214,11 @@ kiln_status kiln_runner_check(const kiln_hlo_computation_t *c, const kiln_runner
     args[nin + o] = kiln_try_calloc((size_t)bytes + 16, 1);
     if (!args[nin + o])
       s = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "output %d of %s: out of memory", o, c->name);
+  }
+  for (int i = 0; i < nscr && !s; i++) {
+    args[nin + nout + i] = kiln_try_malloc((size_t)kiln_shape_byte_size(k.scratch[i]) + 16);
+    if (!args[nin + nout + i])
+      s = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "scratch %d of %s: out of memory", i, c->name);
   }
   if (!s) {
     double t0 = kiln_clock_ms();
@@ -269,7 +274,7 @@ kiln_status kiln_runner_check(const kiln_hlo_computation_t *c, const kiln_runner
     rep->tolerance = tol0;
     snprintf(rep->first_mismatch, sizeof(rep->first_mismatch), "%.255s", cmp.first);
   }
-  for (int o = 0; o < nout; o++) kiln_free(args[nin + o]);
+  for (int o = 0; o < nout + nscr; o++) kiln_free(args[nin + o]);
   kiln_free(hk);
   kiln_free(args);
   kiln_free(params);
