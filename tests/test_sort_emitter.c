@@ -354,8 +354,9 @@ static void test_sort_rows_in_global_memory_reload_after_each_barrier(void **sta
 /* Stable rows too long for positions in shared memory merge sorted runs, one pass per power
  * of two, between the outputs and a scratch tensor per operand: an even number of passes
  * (16,384: 14) and an odd one (20,000: 15, the last pair of runs cut short by the row's
- * end), ties that must keep their order, a key with a payload, the sort dimension not the
- * minor one, and float specials under the total order. */
+ * end, threads whose chunk lies past it), ties that must keep their order, a key with a
+ * payload, the sort dimension not the minor one, and float specials under the total order;
+ * chunks of 16 (16,384 / 1,024) up to 64 positions (40,000: 65,536 / 1,024). */
 static void test_long_stable_rows_merge_sorted_runs(void **state) {
   sort_fixture_t *f = *state;
   static const char *const lens[] = {"3,16384", "2,20000"};

@@ -96,7 +96,8 @@ typedef struct sort_plan {
   int64_t dims[KILN_KIR_MAX_RANK];
   int64_t pairs;      /* H = N / 2 */
   int64_t pair_iters; /* P: pairs per thread per step */
-  int64_t copy_iters; /* E: elements per thread in the copy (merge: in each pass) */
+  int64_t copy_iters; /* E: elements per thread in the copy */
+  int64_t chunk;      /* merge: the N / T consecutive positions a thread merges in each pass */
   sort_outputs_t so;
 } sort_plan_t;
 
@@ -183,6 +184,7 @@ static kiln_status plan(const kiln_hlo_computation_t *c, sort_plan_t *p) {
       p->l.merge = true;
       p->l.shared_bytes = 0;
       p->l.steps = lg;
+      p->chunk = p->l.padded / p->l.threads;
     }
   }
   /* Rows that fit (with their positions) in shared memory are sorted there: barriers then
@@ -605,6 +607,14 @@ typedef enum merge_source {
   FROM_SCRATCH,
 } merge_source_t;
 
+/* The tensors a merge pass reads from `src` (current values). */
+static void merge_sources(sort_emit_t *e, merge_source_t src, kiln_kir_value_t **from) {
+  for (int k = 0; k < e->p.nops; k++)
+    from[k] = src == FROM_INPUTS    ? e->tensors[e->in_tensor[k]]
+              : src == FROM_OUTPUTS ? e->work[k]
+                                    : e->scr[k];
+}
+
 /* Index values for the element at position `pos` of the block's row. */
 static bool row_element(sort_emit_t *e, kiln_indexing_map_t *map, kiln_kir_value_t *it,
                         kiln_kir_value_t *pos, kiln_kir_value_t **idx) {
@@ -615,101 +625,185 @@ static bool row_element(sort_emit_t *e, kiln_indexing_map_t *map, kiln_kir_value
   return true;
 }
 
+/* Every operand's element at position `pos` of the block's row, read from `from`. */
+static bool row_elements(sort_emit_t *e, kiln_indexing_map_t *map, kiln_kir_value_t *it,
+                         kiln_kir_value_t *pos, kiln_kir_value_t *const *from,
+                         kiln_kir_value_t **out) {
+  kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
+  if (!row_element(e, map, it, pos, idx)) return false;
+  for (int k = 0; k < e->p.nops; k++)
+    out[k] = kiln_kir_extract(&e->b, from[k], idx, (size_t)e->p.rank);
+  return kiln_kir_builder_ok(&e->b);
+}
+
 static kiln_kir_value_t *idx_min(sort_emit_t *e, kiln_kir_value_t *a, kiln_kir_value_t *b) {
   return kiln_kir_select(&e->b, kiln_kir_cmp(&e->b, KILN_KIR_CMP_LT, a, b), a, b);
 }
 
-/* One merge pass (pass `lw`: sorted runs of w = 2^lw become runs of 2w): thread th takes
- * elements i = it * T + th of its block's row. An element at offset a of the left run of
- * its pair [s, s + 2w) lands at s + a + #(right-run elements that go before it); one at
- * offset b of the right run at s + b + #(left-run elements it does not go before), so equal
- * elements keep their order. Each count is a binary search of the partner run (sorted, so
- * the elements counted are a prefix): lw + 1 probes, a comparator call each, for halves
- * w, w / 2, ..., 1. Reads `src`, writes every element once into the outputs or the scratch
- * tensors. */
+static kiln_kir_value_t *idx_max(sort_emit_t *e, kiln_kir_value_t *a, kiln_kir_value_t *b) {
+  return kiln_kir_select(&e->b, kiln_kir_cmp(&e->b, KILN_KIR_CMP_LT, a, b), b, a);
+}
+
+/* A binary search for the length of a counted prefix of at most min(2^lw, limit) positions:
+ *   for step in [0, lw + 1) iter (count = 0) {
+ *     cand = count + (2^lw >> step); inside = cand <= limit
+ *     count = inside && counted(cand - 1) ? cand : count }
+ * search_open leaves the builder in the body with cand and inside set; the caller emits
+ * whether position cand - 1 is counted (reading only valid positions, also when not inside)
+ * and hands it to search_close, which returns the count. */
+typedef struct prefix_search {
+  kiln_kir_op_t *loop;
+  kiln_kir_value_t *count, *cand, *inside;
+  size_t mark;
+} prefix_search_t;
+
+static bool search_open(sort_emit_t *e, kiln_kir_value_t *lw, kiln_kir_value_t *limit,
+                        prefix_search_t *ps) {
+  kiln_kir_builder_t *b = &e->b;
+  kiln_kir_value_t *one = idx_c(e, 1), *zero = idx_c(e, 0);
+  kiln_kir_value_t *w = idx_op(e, KILN_KIR_SHL, one, lw);
+  ps->loop = kiln_kir_for(b, zero, idx_op(e, KILN_KIR_ADD, lw, one), one, &zero, 1);
+  if (!ps->loop) return false;
+  kiln_kir_region_t *body = kiln_kir_op_region(ps->loop, 0);
+  kiln_kir_builder_enter(b, body);
+  kiln_elemental_enter(&e->fn, body, &ps->mark);
+  ps->count = kiln_kir_region_arg(body, 1);
+  ps->cand = idx_op(e, KILN_KIR_ADD, ps->count,
+                    idx_op(e, KILN_KIR_SHR_LOGICAL, w, kiln_kir_region_arg(body, 0)));
+  ps->inside = kiln_kir_cmp(b, KILN_KIR_CMP_LE, ps->cand, limit);
+  return kiln_kir_builder_ok(b);
+}
+
+static kiln_kir_value_t *search_close(sort_emit_t *e, prefix_search_t *ps,
+                                      kiln_kir_value_t *counted) {
+  kiln_kir_builder_t *b = &e->b;
+  kiln_kir_value_t *next = kiln_kir_select(b, kiln_kir_binary(b, KILN_KIR_AND, ps->inside, counted),
+                                           ps->cand, ps->count);
+  kiln_kir_yield(b, &next, 1);
+  kiln_elemental_exit(&e->fn, ps->mark);
+  kiln_kir_builder_exit(b);
+  return kiln_kir_op_result(ps->loop, 0);
+}
+
+/* The pair of sorted runs A = [s, s + w), B = [s + w, s + 2w) (w = 2^lw) holding position
+ * `pos` of the row, cut at the row's end: len_a >= 1 when pos < n, len_b may be 0. */
+typedef struct run_pair {
+  kiln_kir_value_t *a_start, *b_start, *len_a, *len_b;
+} run_pair_t;
+
+static run_pair_t pair_of(sort_emit_t *e, kiln_kir_value_t *pos, kiln_kir_value_t *lw) {
+  run_pair_t r;
+  kiln_kir_value_t *one = idx_c(e, 1), *vn = idx_c(e, e->p.l.row_length);
+  kiln_kir_value_t *w = idx_op(e, KILN_KIR_SHL, one, lw), *lw1 = idx_op(e, KILN_KIR_ADD, lw, one);
+  r.a_start = idx_op(e, KILN_KIR_SHL, idx_op(e, KILN_KIR_SHR_LOGICAL, pos, lw1), lw1);
+  r.b_start = idx_op(e, KILN_KIR_ADD, r.a_start, w);
+  r.len_a = idx_min(e, w, idx_op(e, KILN_KIR_SUB, vn, r.a_start));
+  r.len_b = idx_max(e, idx_c(e, 0), idx_min(e, w, idx_op(e, KILN_KIR_SUB, vn, r.b_start)));
+  return r;
+}
+
+/* One merge pass (pass `lw`: sorted runs of w = 2^lw become runs of 2w) along the merge
+ * path: thread th writes the C = N / T consecutive positions [th C, th C + C) of the row
+ * (both powers of two, so the chunk holds whole pairs of runs when 2w <= C and lies inside
+ * one pair otherwise). Where the chunk starts inside a pair, at diagonal d = th C - s, the
+ * number of A elements among the pair's first d outputs is found by a binary search (lw + 1
+ * probes: A[i] goes first unless B[d - i - 1] goes before it, which holds for a prefix of i);
+ * then the thread merges sequentially, starting afresh at each pair's first position, taking
+ * B's element only when it goes before A's, so equal elements keep their order: about one
+ * comparator call per element and pass. Reads `src`, writes every position of the row once
+ * into the outputs or the scratch tensors. */
 static bool emit_merge_pass(sort_emit_t *e, merge_source_t src, bool into_scratch,
                             kiln_kir_value_t *lw) {
   sort_plan_t *p = &e->p;
   kiln_kir_builder_t *b = &e->b;
-  int64_t n = p->l.row_length, T = p->l.threads;
-  kiln_indexing_map_t *map = position_map(e, p->copy_iters, kiln_affine_dim(e->x, 1));
-  kiln_kir_value_t *it = NULL;
-  kiln_kir_op_t *loop = open_thread_loop(e, p->copy_iters, &it);
-  if (!loop) return false;
+  int64_t n = p->l.row_length, C = p->chunk;
+  kiln_indexing_map_t *map = position_map(e, 1, kiln_affine_dim(e->x, 1));
   kiln_kir_value_t *one = idx_c(e, 1), *zero = idx_c(e, 0);
-  kiln_kir_value_t *i = idx_op(e, KILN_KIR_ADD, idx_op(e, KILN_KIR_MUL, it, idx_c(e, T)), e->th);
-  kiln_kir_op_t *iff = p->copy_iters * T > n ? open_guard(e, in_range(e, i, n, NULL)) : NULL;
-  if (p->copy_iters * T > n && !iff) return false;
+  kiln_kir_value_t *c0 = idx_op(e, KILN_KIR_MUL, e->th, idx_c(e, C));
+  kiln_kir_op_t *iff = p->l.padded > n ? open_guard(e, in_range(e, c0, n, NULL)) : NULL;
+  if (p->l.padded > n && !iff) return false;
   size_t mark;
   kiln_elemental_enter(&e->fn, b->region, &mark);
-  kiln_kir_value_t *from[SORT_MAX_OPERANDS], *xi[SORT_MAX_OPERANDS], *vidx[KILN_KIR_MAX_RANK];
-  for (int k = 0; k < p->nops; k++)
-    from[k] = src == FROM_INPUTS    ? e->tensors[e->in_tensor[k]]
-              : src == FROM_OUTPUTS ? e->work[k]
-                                    : e->scr[k];
-  if (!row_element(e, map, it, i, vidx)) return false;
-  for (int k = 0; k < p->nops; k++) xi[k] = kiln_kir_extract(b, from[k], vidx, (size_t)p->rank);
-  kiln_kir_value_t *w = idx_op(e, KILN_KIR_SHL, one, lw);
-  kiln_kir_value_t *lw1 = idx_op(e, KILN_KIR_ADD, lw, one);
-  kiln_kir_value_t *start = idx_op(e, KILN_KIR_SHL, idx_op(e, KILN_KIR_SHR_LOGICAL, i, lw1), lw1);
-  kiln_kir_value_t *off = idx_op(e, KILN_KIR_SUB, i, start);
-  kiln_kir_value_t *left = kiln_kir_cmp(b, KILN_KIR_CMP_LT, off, w);
-  kiln_kir_value_t *right_start = idx_op(e, KILN_KIR_ADD, start, w);
-  /* The partner run: the right one (w elements, fewer or none at the row's end) or the left. */
-  kiln_kir_value_t *pstart = kiln_kir_select(b, left, right_start, start);
-  kiln_kir_value_t *plen =
-      kiln_kir_select(b, left, idx_min(e, w, idx_op(e, KILN_KIR_SUB, idx_c(e, n), right_start)), w);
-  kiln_kir_value_t *local = kiln_kir_select(b, left, off, idx_op(e, KILN_KIR_SUB, off, w));
-  kiln_kir_op_t *search = kiln_kir_for(b, zero, lw1, one, &zero, 1);
-  if (!search) return false;
-  kiln_kir_region_t *body = kiln_kir_op_region(search, 0);
+  kiln_kir_value_t *from[SORT_MAX_OPERANDS];
+  merge_sources(e, src, from);
+  run_pair_t r = pair_of(e, c0, lw);
+  kiln_kir_value_t *d = idx_op(e, KILN_KIR_SUB, c0, r.a_start);
+  kiln_kir_value_t *lo = idx_max(e, zero, idx_op(e, KILN_KIR_SUB, d, r.len_b));
+  kiln_kir_value_t *span = idx_op(e, KILN_KIR_SUB, idx_min(e, d, r.len_a), lo);
+  /* The search: i = lo + cand - 1 is counted while A[i] goes first (probes outside the span
+   * read the chunk's first element, a valid position). */
+  prefix_search_t ps;
+  if (!search_open(e, lw, span, &ps)) return false;
+  kiln_kir_value_t *i = idx_op(e, KILN_KIR_SUB, idx_op(e, KILN_KIR_ADD, lo, ps.cand), one);
+  kiln_kir_value_t *ai = kiln_kir_select(b, ps.inside, idx_op(e, KILN_KIR_ADD, r.a_start, i), c0);
+  kiln_kir_value_t *bi =
+      kiln_kir_select(b, ps.inside,
+                      idx_op(e, KILN_KIR_SUB, idx_op(e, KILN_KIR_ADD, r.b_start, d),
+                             idx_op(e, KILN_KIR_ADD, i, one)),
+                      c0);
+  kiln_kir_value_t *xa[SORT_MAX_OPERANDS], *xb[SORT_MAX_OPERANDS];
+  if (!row_elements(e, map, zero, ai, from, xa) || !row_elements(e, map, zero, bi, from, xb))
+    return false;
+  kiln_kir_value_t *b_first = less(e, xb, xa);
+  if (!b_first) return false;
+  kiln_kir_value_t *ia =
+      idx_op(e, KILN_KIR_ADD, lo, search_close(e, &ps, kiln_kir_unary(b, KILN_KIR_NOT, b_first)));
+  /* The merge: for pos in [c0, min(c0 + C, n)) iter (ia, ib, working tensors). */
+  kiln_kir_value_t *init[SORT_MAX_WORK + 2] = {ia, idx_op(e, KILN_KIR_SUB, d, ia)};
+  size_t nw = work_values(e, init + 2) + 2;
+  kiln_kir_op_t *loop = kiln_kir_for(
+      b, c0, idx_min(e, idx_op(e, KILN_KIR_ADD, c0, idx_c(e, C)), idx_c(e, n)), one, init, nw);
+  if (!loop) return false;
+  kiln_kir_region_t *body = kiln_kir_op_region(loop, 0);
   kiln_kir_builder_enter(b, body);
   size_t inner;
   kiln_elemental_enter(&e->fn, body, &inner);
-  kiln_kir_value_t *step = kiln_kir_region_arg(body, 0), *count = kiln_kir_region_arg(body, 1);
-  kiln_kir_value_t *cand = idx_op(e, KILN_KIR_ADD, count, idx_op(e, KILN_KIR_SHR_LOGICAL, w, step));
-  kiln_kir_value_t *inside = kiln_kir_cmp(b, KILN_KIR_CMP_LE, cand, plen);
-  /* Outside the partner run the probe reads the element itself (a valid index). */
-  kiln_kir_value_t *probe = kiln_kir_select(
-      b, inside, idx_op(e, KILN_KIR_SUB, idx_op(e, KILN_KIR_ADD, pstart, cand), one), i);
-  kiln_kir_value_t *pidx[KILN_KIR_MAX_RANK], *yi[SORT_MAX_OPERANDS], *lhs[SORT_MAX_OPERANDS],
-      *rhs[SORT_MAX_OPERANDS];
-  if (!row_element(e, map, it, probe, pidx)) return false;
-  for (int k = 0; k < p->nops; k++) {
-    yi[k] = kiln_kir_extract(b, from[k], pidx, (size_t)p->rank);
-    lhs[k] = kiln_kir_select(b, left, yi[k], xi[k]);
-    rhs[k] = kiln_kir_select(b, left, xi[k], yi[k]);
-  }
-  /* Left element: counted when the probe goes before it; right element: when it does not go
-   * before the probe. */
-  kiln_kir_value_t *before = less(e, lhs, rhs);
-  if (!before) return false;
-  kiln_kir_value_t *counted =
-      kiln_kir_select(b, left, before, kiln_kir_unary(b, KILN_KIR_NOT, before));
-  kiln_kir_value_t *next =
-      kiln_kir_select(b, kiln_kir_binary(b, KILN_KIR_AND, inside, counted), cand, count);
-  kiln_kir_yield(b, &next, 1);
-  kiln_elemental_exit(&e->fn, inner);
-  kiln_kir_builder_exit(b);
-  kiln_kir_value_t *dest =
-      idx_op(e, KILN_KIR_ADD, idx_op(e, KILN_KIR_ADD, start, local), kiln_kir_op_result(search, 0));
-  if (!row_element(e, map, it, dest, vidx)) return false;
+  kiln_kir_value_t *args[SORT_MAX_WORK + 2] = {0};
+  for (size_t k = 0; k < nw; k++) args[k] = kiln_kir_region_arg(body, k + 1);
+  set_work(e, args + 2);
+  kiln_kir_value_t *pos = kiln_kir_region_arg(body, 0);
+  r = pair_of(e, pos, lw);
+  kiln_kir_value_t *fresh = kiln_kir_cmp(b, KILN_KIR_CMP_EQ, pos, r.a_start);
+  ia = kiln_kir_select(b, fresh, zero, args[0]);
+  kiln_kir_value_t *ib = kiln_kir_select(b, fresh, zero, args[1]);
+  kiln_kir_value_t *a_ok = kiln_kir_cmp(b, KILN_KIR_CMP_LT, ia, r.len_a);
+  kiln_kir_value_t *b_ok = kiln_kir_cmp(b, KILN_KIR_CMP_LT, ib, r.len_b);
+  ai = idx_op(e, KILN_KIR_ADD, r.a_start,
+              kiln_kir_select(b, a_ok, ia, idx_op(e, KILN_KIR_SUB, r.len_a, one)));
+  bi = kiln_kir_select(b, b_ok, idx_op(e, KILN_KIR_ADD, r.b_start, ib), pos);
+  if (!row_elements(e, map, zero, ai, from, xa) || !row_elements(e, map, zero, bi, from, xb))
+    return false;
+  b_first = less(e, xb, xa);
+  if (!b_first) return false;
+  kiln_kir_value_t *take_b = kiln_kir_binary(
+      b, KILN_KIR_AND, b_ok,
+      kiln_kir_binary(b, KILN_KIR_OR, kiln_kir_unary(b, KILN_KIR_NOT, a_ok), b_first));
+  kiln_kir_value_t *vidx[KILN_KIR_MAX_RANK];
+  if (!row_element(e, map, zero, pos, vidx)) return false;
   for (int k = 0; k < p->nops; k++) {
     kiln_kir_value_t **to = into_scratch ? &e->scr[k] : &e->work[k];
-    *to = kiln_kir_insert(b, xi[k], *to, vidx, (size_t)p->rank);
+    *to = kiln_kir_insert(b, kiln_kir_select(b, take_b, xb[k], xa[k]), *to, vidx, (size_t)p->rank);
   }
+  kiln_kir_value_t *next[SORT_MAX_WORK + 2] = {
+      kiln_kir_select(b, take_b, ia, idx_op(e, KILN_KIR_ADD, ia, one)),
+      kiln_kir_select(b, take_b, idx_op(e, KILN_KIR_ADD, ib, one), ib)};
+  work_values(e, next + 2);
+  kiln_kir_yield(b, next, nw);
+  kiln_elemental_exit(&e->fn, inner);
+  kiln_kir_builder_exit(b);
+  for (size_t k = 2; k < nw; k++) args[k] = kiln_kir_op_result(loop, k);
+  set_work(e, args + 2);
   kiln_elemental_exit(&e->fn, mark);
   if (iff) close_region(e, iff);
-  close_region(e, loop);
   return kiln_kir_builder_ok(b);
 }
 
 /* The merge sort (stable rows too long for positions in shared memory): P = log2(N) passes,
  * alternating between the outputs and the scratch tensors so that the last one writes the
- * outputs: pass p writes the outputs when P - 1 - p is even. The first pass reads the
- * inputs; the others are one loop (so the kernel's size does not grow with P) whose body
- * opens with the barrier and holds both directions, each under a uniform `if` on the pass's
- * parity (the host runs a loop whose barriers lead its body). */
+ * outputs: pass lw writes the outputs when P - 1 - lw is even. The first pass reads the
+ * inputs; the others are one loop (its size does not grow with P) whose body opens with the
+ * barrier (the host runs a loop whose barriers lead its body) and holds both directions,
+ * each under a uniform `if` on the pass's parity. */
 static bool emit_merge(sort_emit_t *e) {
   kiln_kir_builder_t *b = &e->b;
   int64_t P = e->p.l.steps;
@@ -720,7 +814,7 @@ static bool emit_merge(sort_emit_t *e) {
   if (!loop) return false;
   barrier(e);
   kiln_kir_value_t *odd =
-      idx_op(e, KILN_KIR_AND, idx_op(e, KILN_KIR_SUB, idx_c(e, P - 1), lw), idx_c(e, 1));
+      idx_op(e, KILN_KIR_AND, idx_op(e, KILN_KIR_SUB, idx_c(e, e->p.l.steps - 1), lw), idx_c(e, 1));
   for (int to_scratch = 1; to_scratch >= 0; to_scratch--) {
     kiln_kir_value_t *which = kiln_kir_cmp(b, KILN_KIR_CMP_EQ, odd, idx_c(e, to_scratch));
     kiln_kir_op_t *iff = open_guard(e, which);

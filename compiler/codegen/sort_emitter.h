@@ -29,19 +29,24 @@
  * order are the comparator's. `is_stable=true`: each element carries its original position
  * in block-shared memory (s32, rows per block * n of them), and equal elements (neither
  * before the other) are ordered by that position. When those positions would pass 48 KiB
- * (rows of more than 12288 elements), the stable sort merges instead: one block per row,
- * log2(N) passes after barriers, pass p merging sorted runs of 2^p into runs of 2^(p+1).
- * Each element finds its place in the merged run by a binary search of the other run
- * (p + 1 comparator calls) and is written there, so every pass reads one buffer and writes
- * the other: the outputs and a scratch tensor per operand (kiln_codegen_kernel_t.scratch),
- * alternately, the first pass reading the inputs and the last writing the outputs. About
- * n log2(n)^2 / 2 comparisons per row (n^2 when the rows were ranked, before session 36).
+ * (rows of more than 12288 elements), the stable sort merges instead: one block per row
+ * (T = 1024 threads), log2(N) passes after barriers, pass p merging sorted runs of 2^p into
+ * runs of 2^(p+1). Each thread owns the N / T consecutive positions of a chunk of the row;
+ * where its chunk starts inside a pair of runs, a binary search of the merge path (p + 1
+ * comparator calls) finds how many elements of each run come before it, then the thread
+ * merges its chunk sequentially, one comparator call per element, taking the right run's
+ * element only when it goes before the left one's (equal elements keep their order). Every
+ * pass reads one buffer and writes the other: the outputs and a scratch tensor per operand
+ * (kiln_codegen_kernel_t.scratch), alternately, the first pass reading the inputs and the
+ * last writing the outputs. About n log2(n) comparisons per row (n^2 when the rows were
+ * ranked, before session 36).
  *
  * UNIMPLEMENTED (named): sort operands that are not fusion parameters or constants, sort
  * outputs that are not each exactly one fusion output, complex types, non-default layouts.
  * A comparator that is not a strict weak order (e.g. LT on floats holding NaNs) gives a
  * permutation of the inputs through the network, but the merge sort's binary searches
- * assume the order: there two elements may take one slot and leave another unwritten. */
+ * assume the order: there a pass may repeat one element and drop another (every position
+ * is still written once, and nothing outside the row is touched). */
 #ifndef KILN_COMPILER_CODEGEN_SORT_EMITTER_H_
 #define KILN_COMPILER_CODEGEN_SORT_EMITTER_H_
 
