@@ -83,6 +83,11 @@ def sort_rows(x):
     return jnp.sort(x, axis=-1), jnp.argsort(x, axis=-1)
 
 
+def long_argsort(x):
+    # Rows past 12,288 elements: kiln's merge sort (sort_emitter.h), stable as jnp.argsort is.
+    return jnp.argsort(x, axis=-1)
+
+
 def ffi_gather_add(b, c):
     # kiln's example handler (examples/ffi/gather_add.c): A[i] = B[i % 128] + C[i].
     return jax.ffi.ffi_call("kiln_gather_add", jax.ShapeDtypeStruct(c.shape, c.dtype))(b, c)
@@ -103,6 +108,7 @@ PROGRAMS = [
     ("layer norm", layer_norm, (rng.standard_normal((1024, 768), f32), np.ones(768, f32), np.zeros(768, f32))),
     ("scan", scan_cumsum, (rng.standard_normal((256, 1024), f32),)),
     ("sort", sort_rows, (rng.standard_normal((64, 1024), f32),)),
+    ("long stable argsort", long_argsort, (np.floor(rng.standard_normal((4, 100000)) * 50).astype(f32),)),
     ("ffi call", ffi_gather_add, (rng.standard_normal(128, f32), rng.standard_normal(128 * 64, f32))),
 ]
 
@@ -138,7 +144,9 @@ for i, (name, fn, args) in enumerate(PROGRAMS):
         kiln_ms, got = timed(fn, args, KILN[0])
         want = reference(name, fn, args)
         tol = 1e-2 if name == "transformer layer" else 2e-3  # TF32 may be allowed for its f32 dots
-        ok = all(np.allclose(np.asarray(g), np.asarray(w), rtol=tol, atol=tol)
+        # Integer results (argsort's indices) must be equal; floats within the tolerance.
+        ok = all(np.array_equal(np.asarray(g), np.asarray(w)) if np.issubdtype(np.asarray(w).dtype, np.integer)
+                 else np.allclose(np.asarray(g), np.asarray(w), rtol=tol, atol=tol)
                  for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)))
         line = f"{name}: {'match' if ok else 'MISMATCH'} vs jax cpu, kiln {kiln_ms:.3f} ms"
         if GPU and name != "ffi call":
