@@ -1773,8 +1773,30 @@ static int op_map_or_call(gen_t *g, bool is_map) {
   step_text(&c, true, "r", kiln_strbuf_cstr(&vs[2]), t, step, "x");
   kiln_strbuf_append(&c, "}\n\n");
   for (int i = 0; i < 3; i++) kiln_strbuf_free(&vs[i]);
-  if (!is_map)
+  if (!is_map && id % 2 == 0)
     return add_node(g, "call", &s, ops, 2, xprintf(", to_apply=callee_%d", id), strbuf_take(&c));
+  if (!is_map) {
+    /* Every other call (by node id: no random draw, so a seed keeps its program's shapes and
+     * ops) is an async-start / async-done pair around the callee, as XLA's dumps wrap
+     * computations, with an async-update between them every other time. */
+    gen_shape_t ctx = scalar_of(T_S32);
+    kiln_strbuf_t t = {0};
+    kiln_strbuf_append(&t, "((");
+    shape_text(&t, shape_of(g, ops[0]));
+    kiln_strbuf_append(&t, ", ");
+    shape_text(&t, shape_of(g, ops[1]));
+    kiln_strbuf_append(&t, "), ");
+    shape_text(&t, &s);
+    kiln_strbuf_append(&t, ", ");
+    shape_text(&t, &ctx);
+    kiln_strbuf_append(&t, ")");
+    int st = add_tuple_node(g, "async-start", kiln_strbuf_cstr(&t), ops, 2,
+                            xprintf(", calls=callee_%d", id), strbuf_take(&c));
+    if (id % 4 == 3)
+      st = add_tuple_node(g, "async-update", kiln_strbuf_cstr(&t), &st, 1, NULL, NULL);
+    kiln_strbuf_free(&t);
+    return add_node(g, "async-done", &s, &st, 1, NULL, NULL);
+  }
   kiln_strbuf_t dims = {0};
   for (int i = 0; i < s.rank; i++) kiln_strbuf_printf(&dims, "%s%d", i ? "," : "", i);
   char *attrs = xprintf(", dimensions={%s}, to_apply=mapped_%d", kiln_strbuf_cstr(&dims), id);
