@@ -601,20 +601,6 @@ static bool emit_steps(sort_emit_t *e) {
   return kiln_kir_builder_ok(b);
 }
 
-typedef enum merge_source {
-  FROM_INPUTS = 0, /* the sort's operands (the first pass) */
-  FROM_OUTPUTS,
-  FROM_SCRATCH,
-} merge_source_t;
-
-/* The tensors a merge pass reads from `src` (current values). */
-static void merge_sources(sort_emit_t *e, merge_source_t src, kiln_kir_value_t **from) {
-  for (int k = 0; k < e->p.nops; k++)
-    from[k] = src == FROM_INPUTS    ? e->tensors[e->in_tensor[k]]
-              : src == FROM_OUTPUTS ? e->work[k]
-                                    : e->scr[k];
-}
-
 /* Index values for the element at position `pos` of the block's row. */
 static bool row_element(sort_emit_t *e, kiln_indexing_map_t *map, kiln_kir_value_t *it,
                         kiln_kir_value_t *pos, kiln_kir_value_t **idx) {
@@ -702,6 +688,25 @@ static run_pair_t pair_of(sort_emit_t *e, kiln_kir_value_t *pos, kiln_kir_value_
   return r;
 }
 
+/* Loop-carried values of a merge: ia, ib, A's and B's head element of every operand, then the
+ * working tensors. */
+#define MERGE_MAX_ITER (2 + 2 * SORT_MAX_OPERANDS + SORT_MAX_WORK)
+
+/* Every operand's element `i` of the run at `start` of `len` elements: for i past its end, the
+ * run's last element or, given `past` (a run that may be empty), the element at `past`
+ * (always valid positions). */
+static bool merge_head(sort_emit_t *e, kiln_indexing_map_t *map, kiln_kir_value_t *start,
+                       kiln_kir_value_t *len, kiln_kir_value_t *i, kiln_kir_value_t *past,
+                       kiln_kir_value_t *const *from, kiln_kir_value_t **out) {
+  kiln_kir_builder_t *b = &e->b;
+  kiln_kir_value_t *in = kiln_kir_cmp(b, KILN_KIR_CMP_LT, i, len);
+  kiln_kir_value_t *pos =
+      past ? kiln_kir_select(b, in, idx_op(e, KILN_KIR_ADD, start, i), past)
+           : idx_op(e, KILN_KIR_ADD, start,
+                    kiln_kir_select(b, in, i, idx_op(e, KILN_KIR_SUB, len, idx_c(e, 1))));
+  return row_elements(e, map, idx_c(e, 0), pos, from, out);
+}
+
 /* One merge pass (pass `lw`: sorted runs of w = 2^lw become runs of 2w) along the merge
  * path: thread th writes the C = N / T consecutive positions [th C, th C + C) of the row
  * (both powers of two, so the chunk holds whole pairs of runs when 2w <= C and lies inside
@@ -710,10 +715,9 @@ static run_pair_t pair_of(sort_emit_t *e, kiln_kir_value_t *pos, kiln_kir_value_
  * probes: A[i] goes first unless B[d - i - 1] goes before it, which holds for a prefix of i);
  * then the thread merges sequentially, starting afresh at each pair's first position, taking
  * B's element only when it goes before A's, so equal elements keep their order: about one
- * comparator call per element and pass. Reads `src`, writes every position of the row once
- * into the outputs or the scratch tensors. */
-static bool emit_merge_pass(sort_emit_t *e, merge_source_t src, bool into_scratch,
-                            kiln_kir_value_t *lw) {
+ * comparator call per element and pass. Reads the outputs and writes every position of the
+ * row once into the scratch tensors, or the other way round. */
+static bool emit_merge_pass(sort_emit_t *e, bool into_scratch, kiln_kir_value_t *lw) {
   sort_plan_t *p = &e->p;
   kiln_kir_builder_t *b = &e->b;
   int64_t n = p->l.row_length, C = p->chunk;
@@ -725,7 +729,7 @@ static bool emit_merge_pass(sort_emit_t *e, merge_source_t src, bool into_scratc
   size_t mark;
   kiln_elemental_enter(&e->fn, b->region, &mark);
   kiln_kir_value_t *from[SORT_MAX_OPERANDS];
-  merge_sources(e, src, from);
+  for (int k = 0; k < p->nops; k++) from[k] = into_scratch ? e->work[k] : e->scr[k];
   run_pair_t r = pair_of(e, c0, lw);
   kiln_kir_value_t *d = idx_op(e, KILN_KIR_SUB, c0, r.a_start);
   kiln_kir_value_t *lo = idx_max(e, zero, idx_op(e, KILN_KIR_SUB, d, r.len_b));
@@ -748,9 +752,15 @@ static bool emit_merge_pass(sort_emit_t *e, merge_source_t src, bool into_scratc
   if (!b_first) return false;
   kiln_kir_value_t *ia =
       idx_op(e, KILN_KIR_ADD, lo, search_close(e, &ps, kiln_kir_unary(b, KILN_KIR_NOT, b_first)));
-  /* The merge: for pos in [c0, min(c0 + C, n)) iter (ia, ib, working tensors). */
-  kiln_kir_value_t *init[SORT_MAX_WORK + 2] = {ia, idx_op(e, KILN_KIR_SUB, d, ia)};
-  size_t nw = work_values(e, init + 2) + 2;
+  /* The merge: for pos in [c0, min(c0 + C, n)) iter (ia, ib, A[ia], B[ib], working tensors).
+   * The heads A[ia] and B[ib] ride in the loop and both successors are loaded before the
+   * comparison decides, so the loads are off the step-to-step chain (compare, select). */
+  int no = p->nops;
+  kiln_kir_value_t *init[MERGE_MAX_ITER] = {ia, idx_op(e, KILN_KIR_SUB, d, ia)};
+  if (!merge_head(e, map, r.a_start, r.len_a, ia, NULL, from, init + 2) ||
+      !merge_head(e, map, r.b_start, r.len_b, init[1], c0, from, init + 2 + no))
+    return false;
+  size_t nw = work_values(e, init + 2 + 2 * no) + 2 + 2 * (size_t)no;
   kiln_kir_op_t *loop = kiln_kir_for(
       b, c0, idx_min(e, idx_op(e, KILN_KIR_ADD, c0, idx_c(e, C)), idx_c(e, n)), one, init, nw);
   if (!loop) return false;
@@ -758,20 +768,29 @@ static bool emit_merge_pass(sort_emit_t *e, merge_source_t src, bool into_scratc
   kiln_kir_builder_enter(b, body);
   size_t inner;
   kiln_elemental_enter(&e->fn, body, &inner);
-  kiln_kir_value_t *args[SORT_MAX_WORK + 2] = {0};
+  kiln_kir_value_t *args[MERGE_MAX_ITER] = {0};
   for (size_t k = 0; k < nw; k++) args[k] = kiln_kir_region_arg(body, k + 1);
-  set_work(e, args + 2);
+  set_work(e, args + 2 + 2 * no);
   kiln_kir_value_t *pos = kiln_kir_region_arg(body, 0);
   r = pair_of(e, pos, lw);
+  /* A pair's first position starts afresh: both heads at its runs' starts. */
   kiln_kir_value_t *fresh = kiln_kir_cmp(b, KILN_KIR_CMP_EQ, pos, r.a_start);
   ia = kiln_kir_select(b, fresh, zero, args[0]);
   kiln_kir_value_t *ib = kiln_kir_select(b, fresh, zero, args[1]);
+  kiln_kir_value_t *fa[SORT_MAX_OPERANDS], *fb[SORT_MAX_OPERANDS], *na[SORT_MAX_OPERANDS],
+      *nb[SORT_MAX_OPERANDS];
+  if (!merge_head(e, map, r.a_start, r.len_a, zero, NULL, from, fa) ||
+      !merge_head(e, map, r.b_start, r.len_b, zero, pos, from, fb))
+    return false;
+  for (int k = 0; k < no; k++) {
+    xa[k] = kiln_kir_select(b, fresh, fa[k], args[2 + k]);
+    xb[k] = kiln_kir_select(b, fresh, fb[k], args[2 + no + k]);
+  }
   kiln_kir_value_t *a_ok = kiln_kir_cmp(b, KILN_KIR_CMP_LT, ia, r.len_a);
   kiln_kir_value_t *b_ok = kiln_kir_cmp(b, KILN_KIR_CMP_LT, ib, r.len_b);
-  ai = idx_op(e, KILN_KIR_ADD, r.a_start,
-              kiln_kir_select(b, a_ok, ia, idx_op(e, KILN_KIR_SUB, r.len_a, one)));
-  bi = kiln_kir_select(b, b_ok, idx_op(e, KILN_KIR_ADD, r.b_start, ib), pos);
-  if (!row_elements(e, map, zero, ai, from, xa) || !row_elements(e, map, zero, bi, from, xb))
+  kiln_kir_value_t *ia1 = idx_op(e, KILN_KIR_ADD, ia, one), *ib1 = idx_op(e, KILN_KIR_ADD, ib, one);
+  if (!merge_head(e, map, r.a_start, r.len_a, ia1, NULL, from, na) ||
+      !merge_head(e, map, r.b_start, r.len_b, ib1, pos, from, nb))
     return false;
   b_first = less(e, xb, xa);
   if (!b_first) return false;
@@ -780,46 +799,59 @@ static bool emit_merge_pass(sort_emit_t *e, merge_source_t src, bool into_scratc
       kiln_kir_binary(b, KILN_KIR_OR, kiln_kir_unary(b, KILN_KIR_NOT, a_ok), b_first));
   kiln_kir_value_t *vidx[KILN_KIR_MAX_RANK];
   if (!row_element(e, map, zero, pos, vidx)) return false;
-  for (int k = 0; k < p->nops; k++) {
+  kiln_kir_value_t *next[MERGE_MAX_ITER] = {kiln_kir_select(b, take_b, ia, ia1),
+                                            kiln_kir_select(b, take_b, ib1, ib)};
+  for (int k = 0; k < no; k++) {
     kiln_kir_value_t **to = into_scratch ? &e->scr[k] : &e->work[k];
     *to = kiln_kir_insert(b, kiln_kir_select(b, take_b, xb[k], xa[k]), *to, vidx, (size_t)p->rank);
+    next[2 + k] = kiln_kir_select(b, take_b, xa[k], na[k]);
+    next[2 + no + k] = kiln_kir_select(b, take_b, nb[k], xb[k]);
   }
-  kiln_kir_value_t *next[SORT_MAX_WORK + 2] = {
-      kiln_kir_select(b, take_b, ia, idx_op(e, KILN_KIR_ADD, ia, one)),
-      kiln_kir_select(b, take_b, idx_op(e, KILN_KIR_ADD, ib, one), ib)};
-  work_values(e, next + 2);
+  work_values(e, next + 2 + 2 * no);
   kiln_kir_yield(b, next, nw);
   kiln_elemental_exit(&e->fn, inner);
   kiln_kir_builder_exit(b);
-  for (size_t k = 2; k < nw; k++) args[k] = kiln_kir_op_result(loop, k);
-  set_work(e, args + 2);
+  for (size_t k = 2 + 2 * (size_t)no; k < nw; k++) args[k] = kiln_kir_op_result(loop, k);
+  set_work(e, args + 2 + 2 * no);
   kiln_elemental_exit(&e->fn, mark);
   if (iff) close_region(e, iff);
   return kiln_kir_builder_ok(b);
 }
 
+static void swap_work_and_scratch(sort_emit_t *e) {
+  for (int k = 0; k < e->p.nops; k++) {
+    kiln_kir_value_t *t = e->work[k];
+    e->work[k] = e->scr[k];
+    e->scr[k] = t;
+  }
+}
+
 /* The merge sort (stable rows too long for positions in shared memory): P = log2(N) passes,
  * alternating between the outputs and the scratch tensors so that the last one writes the
- * outputs: pass lw writes the outputs when P - 1 - lw is even. The first pass reads the
- * inputs; the others are one loop (its size does not grow with P) whose body opens with the
- * barrier (the host runs a loop whose barriers lead its body) and holds both directions,
- * each under a uniform `if` on the pass's parity. */
+ * outputs: pass lw writes the outputs when P - 1 - lw is even and reads the other buffer,
+ * into which the inputs are copied first. The passes are one loop (its size does not grow
+ * with P) whose body opens with the barrier (the host runs a loop whose barriers lead its
+ * body) and holds both directions, each under a uniform `if` on the pass's parity: two
+ * copies of the pass, where reading the inputs in a pass of its own took a third (its
+ * comparator calls are most of the kernel's compile time). */
 static bool emit_merge(sort_emit_t *e) {
   kiln_kir_builder_t *b = &e->b;
   int64_t P = e->p.l.steps;
-  if (!emit_merge_pass(e, FROM_INPUTS, (P - 1) % 2 == 1, idx_c(e, 0))) return false;
-  if (P <= 1) return kiln_kir_builder_ok(b);
+  bool copy_to_scratch = (P - 1) % 2 == 0;
+  if (copy_to_scratch) swap_work_and_scratch(e);
+  bool copied = emit_copy(e, COPY_IN);
+  if (copy_to_scratch) swap_work_and_scratch(e);
+  if (!copied) return false;
   kiln_kir_value_t *lw = NULL;
-  kiln_kir_op_t *loop = open_work_loop(e, 1, P, &lw);
+  kiln_kir_op_t *loop = open_work_loop(e, 0, P, &lw);
   if (!loop) return false;
   barrier(e);
   kiln_kir_value_t *odd =
-      idx_op(e, KILN_KIR_AND, idx_op(e, KILN_KIR_SUB, idx_c(e, e->p.l.steps - 1), lw), idx_c(e, 1));
+      idx_op(e, KILN_KIR_AND, idx_op(e, KILN_KIR_SUB, idx_c(e, P - 1), lw), idx_c(e, 1));
   for (int to_scratch = 1; to_scratch >= 0; to_scratch--) {
     kiln_kir_value_t *which = kiln_kir_cmp(b, KILN_KIR_CMP_EQ, odd, idx_c(e, to_scratch));
     kiln_kir_op_t *iff = open_guard(e, which);
-    if (!iff || !emit_merge_pass(e, to_scratch ? FROM_OUTPUTS : FROM_SCRATCH, to_scratch, lw))
-      return false;
+    if (!iff || !emit_merge_pass(e, to_scratch, lw)) return false;
     close_region(e, iff);
   }
   close_region(e, loop);
