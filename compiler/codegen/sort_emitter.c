@@ -688,6 +688,26 @@ static run_pair_t pair_of(sort_emit_t *e, kiln_kir_value_t *pos, kiln_kir_value_
   return r;
 }
 
+/* select(c, x, y) of one element: a float element goes through its bits, since the host
+ * gives an integer select a conditional move but a float one (its condition not a float
+ * compare) a branch, which a merge step mispredicts half the time on random data. */
+static kiln_kir_value_t *select_element(sort_emit_t *e, kiln_kir_value_t *c, kiln_kir_value_t *x,
+                                        kiln_kir_value_t *y) {
+  kiln_kir_builder_t *b = &e->b;
+  kiln_elem_type_t t = x->type->elem, bits = KILN_ELEM_TYPE_COUNT;
+  if (kiln_elem_type_is_float(t)) {
+    int bytes = kiln_elem_type_storage_bytes(t);
+    bits = bytes == 2   ? KILN_S16
+           : bytes == 4 ? KILN_S32
+           : bytes == 8 ? KILN_S64
+                        : KILN_ELEM_TYPE_COUNT;
+  }
+  if (bits == KILN_ELEM_TYPE_COUNT) return kiln_kir_select(b, c, x, y);
+  const kiln_kir_type_t *it = kiln_kir_type_scalar(e->m, bits);
+  return kiln_kir_bitcast(
+      b, kiln_kir_select(b, c, kiln_kir_bitcast(b, x, it), kiln_kir_bitcast(b, y, it)), x->type);
+}
+
 /* Loop-carried values of a merge: ia, ib, A's and B's head element of every operand, then the
  * working tensors. */
 #define MERGE_MAX_ITER (2 + 2 * SORT_MAX_OPERANDS + SORT_MAX_WORK)
@@ -783,8 +803,8 @@ static bool emit_merge_pass(sort_emit_t *e, bool into_scratch, kiln_kir_value_t 
       !merge_head(e, map, r.b_start, r.len_b, zero, pos, from, fb))
     return false;
   for (int k = 0; k < no; k++) {
-    xa[k] = kiln_kir_select(b, fresh, fa[k], args[2 + k]);
-    xb[k] = kiln_kir_select(b, fresh, fb[k], args[2 + no + k]);
+    xa[k] = select_element(e, fresh, fa[k], args[2 + k]);
+    xb[k] = select_element(e, fresh, fb[k], args[2 + no + k]);
   }
   kiln_kir_value_t *a_ok = kiln_kir_cmp(b, KILN_KIR_CMP_LT, ia, r.len_a);
   kiln_kir_value_t *b_ok = kiln_kir_cmp(b, KILN_KIR_CMP_LT, ib, r.len_b);
@@ -803,9 +823,9 @@ static bool emit_merge_pass(sort_emit_t *e, bool into_scratch, kiln_kir_value_t 
                                             kiln_kir_select(b, take_b, ib1, ib)};
   for (int k = 0; k < no; k++) {
     kiln_kir_value_t **to = into_scratch ? &e->scr[k] : &e->work[k];
-    *to = kiln_kir_insert(b, kiln_kir_select(b, take_b, xb[k], xa[k]), *to, vidx, (size_t)p->rank);
-    next[2 + k] = kiln_kir_select(b, take_b, xa[k], na[k]);
-    next[2 + no + k] = kiln_kir_select(b, take_b, nb[k], xb[k]);
+    *to = kiln_kir_insert(b, select_element(e, take_b, xb[k], xa[k]), *to, vidx, (size_t)p->rank);
+    next[2 + k] = select_element(e, take_b, xa[k], na[k]);
+    next[2 + no + k] = select_element(e, take_b, nb[k], xb[k]);
   }
   work_values(e, next + 2 + 2 * no);
   kiln_kir_yield(b, next, nw);
