@@ -451,6 +451,26 @@ static kiln_kir_value_t *less(sort_emit_t *e, kiln_kir_value_t *const *a, kiln_k
   return res[0];
 }
 
+/* select(c, x, y) of one element: a float element goes through its bits, since the host
+ * gives an integer select a conditional move but a float one (its condition not a float
+ * compare) a branch, which a merge step mispredicts half the time on random data. */
+static kiln_kir_value_t *select_element(sort_emit_t *e, kiln_kir_value_t *c, kiln_kir_value_t *x,
+                                        kiln_kir_value_t *y) {
+  kiln_kir_builder_t *b = &e->b;
+  kiln_elem_type_t t = x->type->elem, bits = KILN_ELEM_TYPE_COUNT;
+  if (kiln_elem_type_is_float(t)) {
+    int bytes = kiln_elem_type_storage_bytes(t);
+    bits = bytes == 2   ? KILN_S16
+           : bytes == 4 ? KILN_S32
+           : bytes == 8 ? KILN_S64
+                        : KILN_ELEM_TYPE_COUNT;
+  }
+  if (bits == KILN_ELEM_TYPE_COUNT) return kiln_kir_select(b, c, x, y);
+  const kiln_kir_type_t *it = kiln_kir_type_scalar(e->m, bits);
+  return kiln_kir_bitcast(
+      b, kiln_kir_select(b, c, kiln_kir_bitcast(b, x, it), kiln_kir_bitcast(b, y, it)), x->type);
+}
+
 static kiln_kir_value_t *idx_op(sort_emit_t *e, kiln_kir_opcode_t op, kiln_kir_value_t *a,
                                 kiln_kir_value_t *b) {
   return kiln_kir_binary(&e->b, op, a, b);
@@ -551,8 +571,8 @@ static bool emit_step(sort_emit_t *e, kiln_kir_value_t *lk, kiln_kir_value_t *lj
   kiln_elemental_exit(&e->fn, mark);
   if (!swap) return false;
   for (int o = 0; o < p->nops; o++) {
-    kiln_kir_value_t *ni = kiln_kir_select(b, swap, al[o], ai[o]);
-    kiln_kir_value_t *nl = kiln_kir_select(b, swap, ai[o], al[o]);
+    kiln_kir_value_t *ni = select_element(e, swap, al[o], ai[o]);
+    kiln_kir_value_t *nl = select_element(e, swap, ai[o], al[o]);
     e->work[o] = kiln_kir_insert(b, ni, e->work[o], wi, wn);
     e->work[o] = kiln_kir_insert(b, nl, e->work[o], wl, wn);
   }
@@ -686,26 +706,6 @@ static run_pair_t pair_of(sort_emit_t *e, kiln_kir_value_t *pos, kiln_kir_value_
   r.len_a = idx_min(e, w, idx_op(e, KILN_KIR_SUB, vn, r.a_start));
   r.len_b = idx_max(e, idx_c(e, 0), idx_min(e, w, idx_op(e, KILN_KIR_SUB, vn, r.b_start)));
   return r;
-}
-
-/* select(c, x, y) of one element: a float element goes through its bits, since the host
- * gives an integer select a conditional move but a float one (its condition not a float
- * compare) a branch, which a merge step mispredicts half the time on random data. */
-static kiln_kir_value_t *select_element(sort_emit_t *e, kiln_kir_value_t *c, kiln_kir_value_t *x,
-                                        kiln_kir_value_t *y) {
-  kiln_kir_builder_t *b = &e->b;
-  kiln_elem_type_t t = x->type->elem, bits = KILN_ELEM_TYPE_COUNT;
-  if (kiln_elem_type_is_float(t)) {
-    int bytes = kiln_elem_type_storage_bytes(t);
-    bits = bytes == 2   ? KILN_S16
-           : bytes == 4 ? KILN_S32
-           : bytes == 8 ? KILN_S64
-                        : KILN_ELEM_TYPE_COUNT;
-  }
-  if (bits == KILN_ELEM_TYPE_COUNT) return kiln_kir_select(b, c, x, y);
-  const kiln_kir_type_t *it = kiln_kir_type_scalar(e->m, bits);
-  return kiln_kir_bitcast(
-      b, kiln_kir_select(b, c, kiln_kir_bitcast(b, x, it), kiln_kir_bitcast(b, y, it)), x->type);
 }
 
 /* Loop-carried values of a merge: ia, ib, A's and B's head element of every operand, then the
