@@ -314,12 +314,15 @@ static void test_sort_rows_in_global_memory_reload_after_each_barrier(void **sta
   emit_kv("2,1000", false, &m, &l, &k);
   assert_true(l.in_shared);
   expect_noalias_params(&k, 4, 0xf);
+  /* The host keeps global-memory sorts' top-level loops rolled (kir.h), not shared ones'. */
+  assert_false(kiln_kir_module_kernel(k.kir)->host_rolled_for_loops);
   kiln_codegen_kernel_free(&k);
   kiln_hlo_module_destroy(m);
 
   emit_kv("2,16384", false, &m, &l, &k);
   assert_false(l.in_shared);
   assert_false(l.merge);
+  assert_true(kiln_kir_module_kernel(k.kir)->host_rolled_for_loops);
   expect_noalias_params(&k, 4, 0x3); /* k, v; not output0, output1 */
   char *ptx = ptx_checked_by_ptxas(&k);
   if (ptx) {
@@ -343,6 +346,7 @@ static void test_sort_rows_in_global_memory_reload_after_each_barrier(void **sta
    * scratch tensors: neither is noalias. */
   emit_kv("2,16384", true, &m, &l, &k);
   assert_true(l.merge);
+  assert_true(kiln_kir_module_kernel(k.kir)->host_rolled_for_loops);
   expect_noalias_params(&k, 6, 0x3); /* k, v; not the outputs, not the scratch */
   ptx = ptx_checked_by_ptxas(&k);
   if (ptx) assert_non_null(strstr(ptx, "bar.sync"));

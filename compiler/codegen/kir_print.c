@@ -381,6 +381,8 @@ void kiln_kir_print_canonical(const kiln_kir_module_t *m, kiln_strbuf_t *out) {
   kiln_strbuf_printf(out, "\nexcess_precision=%d\n", m->excess_precision ? 1 : 0);
   for (size_t i = 0; i < m->funcs.len; i++)
     if (m->funcs.data[i]->host_rolled_thread_loops) kiln_strbuf_printf(out, "rolled f%zu\n", i);
+  for (size_t i = 0; i < m->funcs.len; i++)
+    if (m->funcs.data[i]->host_rolled_for_loops) kiln_strbuf_printf(out, "rolled_for f%zu\n", i);
 }
 
 char *kiln_kir_to_string(const kiln_kir_module_t *m) {

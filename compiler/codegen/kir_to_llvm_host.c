@@ -613,6 +613,7 @@ static void emit_for_segment(kir_llvm_t *L, host_t *h, int si, const bool *need,
     loop_open_v(L, &it, kir_llvm_get(L, op->operands[0]), kir_llvm_get(L, op->operands[1]), 1,
                 "for.iv");
     it.stepv = kir_llvm_get(L, op->operands[2]);
+    it.no_unroll = h->k->host_rolled_for_loops;
   }
   threads_open(L, h, si, need, used_here, loops, open);
   h->inner_for_op = NULL;
