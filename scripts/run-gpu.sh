@@ -194,6 +194,12 @@ run_device_half() {
   gpu_step "corpus on GPU vs evaluator" 110 ">= 90% pass" \
     'grep -o "passed [0-9]* / eligible [0-9]* ([0-9.]*%)" "$txt"; tail -1 "$txt"' \
     env KILN_TEST_VERBOSE=1 "$bin/test_gpu_corpus"
+  # 2b. The merge sort (stable rows past 12,288 elements; no corpus module has one): JAX's
+  # argsort form over 3 x 20,000 keys with ties, through the plugin, against the evaluator.
+  gpu_step "long stable sort on GPU vs evaluator" 30 "matches" \
+    'grep -o "compare with reference: .*" "$txt"' \
+    "$bin/kiln-run" --backend=cuda --compare=reference --repeat=2 \
+    "$root/tests/kiln_run/long_stable_argsort.hlo"
   # 3 + 4. JAX loads kiln; the same programs on JAX's CPU backend and on XLA:GPU.
   if [ -z "$skip_all" ] && [ -n "$jax_skip" ]; then row "JAX programs on kiln vs JAX CPU" SKIP "all match" "$jax_skip"
   else
