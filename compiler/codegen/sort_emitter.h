@@ -37,9 +37,9 @@
  * merges its chunk sequentially, one comparator call per element, taking the right run's
  * element only when it goes before the left one's (equal elements keep their order). Every
  * pass reads one buffer and writes the other: the outputs and a scratch tensor per operand
- * (kiln_codegen_kernel_t.scratch), alternately, the first pass reading the inputs and the
- * last writing the outputs. About n log2(n) comparisons per row (n^2 when the rows were
- * ranked, before session 36).
+ * (kiln_codegen_kernel_t.scratch), alternately, the inputs copied first into the one the
+ * first pass reads, the last pass writing the outputs. About n log2(n) comparisons per row (n^2
+ * when the rows were ranked, before session 36).
  *
  * UNIMPLEMENTED (named): sort operands that are not fusion parameters or constants, sort
  * outputs that are not each exactly one fusion output, complex types, non-default layouts.

@@ -237,22 +237,17 @@ static bool all_leaves_empty(const kiln_shape_t *s) {
  * aligned to KILN_SCRATCH_ALIGN. */
 #define KILN_SCRATCH_ALIGN 256
 static void scratch_args(emitter_t *E, const kiln_codegen_kernel_t *k, kiln_kernel_arg_t *args) {
-  uint64_t offset = 0;
-  for (int i = 0; i < k->num_scratch; i++) {
-    offset = (offset + KILN_SCRATCH_ALIGN - 1) / KILN_SCRATCH_ALIGN * KILN_SCRATCH_ALIGN;
-    offset += (uint64_t)kiln_shape_byte_size(k->scratch[i]);
-  }
   kiln_exec_allocation_t a = {0};
   a.kind = KILN_EXEC_ALLOC_TEMP;
-  a.size = offset;
   int32_t ai = kiln_executable_desc_add_allocation(E->d, &a);
-  offset = 0;
+  int64_t offset = 0;
   for (int i = 0; i < k->num_scratch; i++) {
     offset = (offset + KILN_SCRATCH_ALIGN - 1) / KILN_SCRATCH_ALIGN * KILN_SCRATCH_ALIGN;
     int64_t bytes = kiln_shape_byte_size(k->scratch[i]);
-    args[i] = kiln_kernel_arg_slice(kiln_slice_make(ai, (int64_t)offset, bytes));
-    offset += (uint64_t)bytes;
+    args[i] = kiln_kernel_arg_slice(kiln_slice_make(ai, offset, bytes));
+    offset += bytes;
   }
+  E->d->allocations[ai].size = (uint64_t)offset;
 }
 
 static kiln_gemm_types_t gemm_types(const emitter_t *E);

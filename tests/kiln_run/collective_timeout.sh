@@ -7,10 +7,7 @@
 # usage: collective_timeout.sh KILN_RUN
 set -u
 run=$1
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
+. "$(dirname "$0")/common.sh"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 hlo=$dir/skip.hlo

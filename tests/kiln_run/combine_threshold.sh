@@ -14,10 +14,7 @@ set -u
 run=$1
 hlo=$2/real/paragraph-sim__hlo-examples__jax__mnist__hlo_files__hlo_before_optimizations_mnist_8_gpus.txt
 test -r "$hlo" || exit 77
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
+. "$(dirname "$0")/common.sh"
 
 # The collective thunks of a direct compile with flags "$@".
 direct() {

@@ -6,17 +6,10 @@
 # the evaluator's (an unstable order of the ties would differ).
 # usage: long_stable_sort.sh KILN_RUN
 set -u
-run=$1
-hlo=$(dirname "$0")/long_stable_argsort.hlo
-fail() {
-  echo "FAIL: $*"
-  exit 1
+. "$(dirname "$0")/common.sh"
+all_indices() {
+  printf '%s\n' "$2" | grep -q 'compare with reference: 60000 elements' ||
+    fail "$1: want all 60000 indices compared: $2"
 }
-for mode in "" --direct; do
-  out=$("$run" --backend=host --compare=reference --repeat=2 $mode "$hlo" 2>&1) ||
-    fail "kiln-run $mode: $out"
-  printf '%s\n' "$out" | grep -E 'compare with reference'
-  printf '%s\n' "$out" | grep -q 'compare with reference: 60000 elements, .*: matches the reference' ||
-    fail "$mode: the indices do not match the reference: $out"
-done
+compare_both_ways "$1" "$(dirname "$0")/long_stable_argsort.hlo" all_indices --repeat=2
 echo "long stable sort through whole modules: ok"

@@ -5,19 +5,11 @@
 # plugin and --direct alike (before session 35 it compared the last run: a MISMATCH).
 # usage: repeat_first_run.sh KILN_RUN CORPUS_DIR (exit 77: the corpus file is missing)
 set -u
-run=$1
+. "$(dirname "$0")/common.sh"
 hlo=$2/xla/xla__backends__cpu__tests__thunk_coverage__cpu.hlo
 test -r "$hlo" || exit 77
-fail() {
-  echo "FAIL: $*"
-  exit 1
+three_runs() {
+  test "$(printf '%s\n' "$2" | grep -c '^run [0-9]')" -eq 3 || fail "$1: want 3 runs: $2"
 }
-for mode in "" --direct; do
-  out=$("$run" --backend=host --compare=reference --repeat=3 $mode "$hlo" 2>&1) ||
-    fail "kiln-run --repeat=3 $mode: $out"
-  printf '%s\n' "$out" | grep -E '^run [0-9]|compare with reference'
-  test "$(printf '%s\n' "$out" | grep -c '^run [0-9]')" -eq 3 || fail "$mode: want 3 runs: $out"
-  printf '%s\n' "$out" | grep -q 'compare with reference: .*: matches the reference' ||
-    fail "$mode: the first run does not match the reference: $out"
-done
+compare_both_ways "$1" "$hlo" three_runs --repeat=3
 echo "repeat keeps the first run: ok"

@@ -13,10 +13,7 @@ set -u
 run=$1
 hlo=$2/xla/xla__hlo__translate__hlo_to_mhlo__tests__frontend_attributes.hlo
 test -r "$hlo" || exit 77
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
+. "$(dirname "$0")/common.sh"
 
 # "NAME K S" of module $1 (NAME "-" for module 0, which kiln-run prints no header for).
 counts() {

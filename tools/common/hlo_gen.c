@@ -1441,19 +1441,14 @@ static int op_sort(gen_t *g) {
         "%s {\n  a = %s[] parameter(0)\n  b = %s[] parameter(1)\n  c = %s[] parameter(2)\n"
         "  d = %s[] parameter(3)\n  ROOT r = pred[] compare(a, b), direction=%s%s\n}\n\n",
         name, t, t, vt, vt, dir, type);
-    kiln_strbuf_t sh = {0};
-    gen_shape_t r0 = in, r1 = vs;
-    kiln_strbuf_printf(&sh, "(");
-    shape_text(&sh, &r0);
-    kiln_strbuf_printf(&sh, ", ");
-    shape_text(&sh, &r1);
-    kiln_strbuf_printf(&sh, ")");
-    int s = add_tuple_node(g, "sort", kiln_strbuf_cstr(&sh), ops, 2,
+    const gen_shape_t *parts[2] = {&in, &vs};
+    char *sh = tuple_text(parts, 2);
+    int s = add_tuple_node(g, "sort", sh, ops, 2,
                            xprintf(", dimensions={%d}, is_stable=true, to_apply=%s", d, name),
                            strbuf_take(&c));
-    kiln_strbuf_free(&sh);
+    kiln_free(sh);
     int which = rnd(g, 2);
-    return add_node(g, "get-tuple-element", which ? &r1 : &r0, &s, 1, xprintf(", index=%d", which),
+    return add_node(g, "get-tuple-element", which ? &vs : &in, &s, 1, xprintf(", index=%d", which),
                     NULL);
   }
   kiln_strbuf_printf(&c,
@@ -1780,21 +1775,15 @@ static int op_map_or_call(gen_t *g, bool is_map) {
      * ops) is an async-start / async-done pair around the callee, as XLA's dumps wrap
      * computations, with an async-update between them every other time. */
     gen_shape_t ctx = scalar_of(T_S32);
-    kiln_strbuf_t t = {0};
-    kiln_strbuf_append(&t, "((");
-    shape_text(&t, shape_of(g, ops[0]));
-    kiln_strbuf_append(&t, ", ");
-    shape_text(&t, shape_of(g, ops[1]));
-    kiln_strbuf_append(&t, "), ");
-    shape_text(&t, &s);
-    kiln_strbuf_append(&t, ", ");
-    shape_text(&t, &ctx);
-    kiln_strbuf_append(&t, ")");
-    int st = add_tuple_node(g, "async-start", kiln_strbuf_cstr(&t), ops, 2,
-                            xprintf(", calls=callee_%d", id), strbuf_take(&c));
-    if (id % 4 == 3)
-      st = add_tuple_node(g, "async-update", kiln_strbuf_cstr(&t), &st, 1, NULL, NULL);
-    kiln_strbuf_free(&t);
+    const gen_shape_t *in[2] = {shape_of(g, ops[0]), shape_of(g, ops[1])}, *rest[2] = {&s, &ctx};
+    char *args = tuple_text(in, 2), *tail = tuple_text(rest, 2);
+    char *t = xprintf("(%s, %s", args, tail + 1); /* ((a, b), result, s32[]) */
+    kiln_free(args);
+    kiln_free(tail);
+    int st = add_tuple_node(g, "async-start", t, ops, 2, xprintf(", calls=callee_%d", id),
+                            strbuf_take(&c));
+    if (id % 4 == 3) st = add_tuple_node(g, "async-update", t, &st, 1, NULL, NULL);
+    kiln_free(t);
     return add_node(g, "async-done", &s, &st, 1, NULL, NULL);
   }
   kiln_strbuf_t dims = {0};
