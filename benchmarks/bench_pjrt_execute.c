@@ -28,6 +28,7 @@
 #include "compiler/hlo/ir.h"
 #include "compiler/thunks/compile.h"
 #include "kiln/pjrt_c_api.h"
+#include "pjrt_bench_util.h"
 #include "runtime/buffer.h"
 #include "runtime/device.h"
 #include "runtime/executable.h"
@@ -42,96 +43,31 @@ static const char *kAdd =
 
 static const PJRT_Api *api;
 
-static int check(PJRT_Error *e, const char *what) {
-  if (!e) return 0;
-  PJRT_Error_Message_Args m;
-  memset(&m, 0, sizeof(m));
-  m.struct_size = PJRT_Error_Message_Args_STRUCT_SIZE;
-  m.error = e;
-  api->PJRT_Error_Message(&m);
-  fprintf(stderr, "%s failed: %.*s\n", what, (int)m.message_size, m.message);
-  PJRT_Error_Destroy_Args d;
-  memset(&d, 0, sizeof(d));
-  d.struct_size = PJRT_Error_Destroy_Args_STRUCT_SIZE;
-  d.error = e;
-  api->PJRT_Error_Destroy(&d);
-  return 1;
-}
-
-#define CHECK(call)                    \
-  do {                                 \
-    if (check((call), #call)) exit(1); \
-  } while (0)
+#define CHECK(call) pjrt_bench_check(api, (call), #call)
 
 static void event_destroy(PJRT_Event *ev) {
-  if (!ev) return;
-  PJRT_Event_Destroy_Args d;
-  memset(&d, 0, sizeof(d));
-  d.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE;
-  d.event = ev;
-  CHECK(api->PJRT_Event_Destroy(&d));
+  pjrt_bench_event_destroy(api, ev);
 }
 
 static PJRT_LoadedExecutable *compile(PJRT_Client *c) {
-  PJRT_Program p;
-  memset(&p, 0, sizeof(p));
-  p.struct_size = PJRT_Program_STRUCT_SIZE;
-  p.code = (char *)kAdd;
-  p.code_size = strlen(kAdd);
-  p.format = "hlo";
-  p.format_size = 3;
-  PJRT_Client_Compile_Args a;
-  memset(&a, 0, sizeof(a));
-  a.struct_size = PJRT_Client_Compile_Args_STRUCT_SIZE;
-  a.client = c;
-  a.program = &p;
-  CHECK(api->PJRT_Client_Compile(&a));
-  return a.executable;
+  return pjrt_bench_compile(api, c, kAdd);
 }
 
 static void loaded_destroy(PJRT_LoadedExecutable *l) {
-  PJRT_LoadedExecutable_Destroy_Args d;
-  memset(&d, 0, sizeof(d));
-  d.struct_size = PJRT_LoadedExecutable_Destroy_Args_STRUCT_SIZE;
-  d.executable = l;
-  CHECK(api->PJRT_LoadedExecutable_Destroy(&d));
+  pjrt_bench_loaded_destroy(api, l);
 }
 
 static void buffer_destroy(PJRT_Buffer *b) {
-  PJRT_Buffer_Destroy_Args d;
-  memset(&d, 0, sizeof(d));
-  d.struct_size = PJRT_Buffer_Destroy_Args_STRUCT_SIZE;
-  d.buffer = b;
-  CHECK(api->PJRT_Buffer_Destroy(&d));
+  pjrt_bench_buffer_destroy(api, b);
 }
 
 static PJRT_Client *client_create(const char *cache_dir) {
-  PJRT_NamedValue opts[2];
-  memset(opts, 0, sizeof(opts));
   const char *names[2] = {"platform", "cache_dir"}, *vals[2] = {"cpu", cache_dir};
-  for (int i = 0; i < 2; i++) {
-    opts[i].struct_size = PJRT_NamedValue_STRUCT_SIZE;
-    opts[i].name = names[i];
-    opts[i].name_size = strlen(names[i]);
-    opts[i].type = PJRT_NamedValue_kString;
-    opts[i].string_value = vals[i];
-    opts[i].value_size = strlen(vals[i]);
-  }
-  PJRT_Client_Create_Args ca;
-  memset(&ca, 0, sizeof(ca));
-  ca.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
-  ca.create_options = opts;
-  ca.num_options = 2;
-  CHECK(api->PJRT_Client_Create(&ca));
-  return ca.client;
+  return pjrt_bench_client(api, names, vals, 2);
 }
 
 static void client_destroy(PJRT_Client *c) {
-  PJRT_Client_Destroy_Args cd;
-  memset(&cd, 0, sizeof(cd));
-  cd.struct_size = PJRT_Client_Destroy_Args_STRUCT_SIZE;
-  cd.client = c;
-  CHECK(api->PJRT_Client_Destroy(&cd));
+  pjrt_bench_client_destroy(api, c);
 }
 
 static int fail(kiln_status s, const char *what) {
@@ -416,19 +352,8 @@ int main(int argc, char **argv) {
   bool child = argc == 3 && !strcmp(argv[1], "--disk-hit");
   int iters = argc > 1 && !child ? atoi(argv[1]) : 10000;
   if (iters < 1) iters = 10000;
-  const char *path = getenv("KILN_PJRT_PLUGIN");
-  if (!path || !*path) path = KILN_PJRT_PLUGIN;
-  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    fprintf(stderr, "cannot load %s: %s\n", path, dlerror());
-    return 1;
-  }
-  const PJRT_Api *(*get)(void) = (const PJRT_Api *(*)(void))dlsym(h, "GetPjrtApi");
-  if (!get) {
-    fprintf(stderr, "%s has no GetPjrtApi\n", path);
-    return 1;
-  }
-  api = get();
+  api = pjrt_bench_load(KILN_PJRT_PLUGIN);
+  if (!api) return 1;
   if (child) return disk_hit_child(argv[2]);
   double hit_us = 0, us[4];
   float r[16];

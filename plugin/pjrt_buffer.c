@@ -51,8 +51,8 @@ static void stats_add(PJRT_Device *d, int64_t n) {
   atomic_fetch_add(&d->num_allocs, 1);
 }
 
-/* Sets up storage `st` (zeroed) over `buf`: one reference, one on the client (`retain`: taken
- * here; else the caller's, handed over). */
+/* Sets up storage `st` (zeroed) over `buf` (NULL: memory that comes later, counted then): one
+ * reference, one on the client (`retain`: taken here; else the caller's, handed over). */
 static void storage_setup(kiln_pjrt_storage_t *st, PJRT_Device *dev, kiln_device_buffer_t *buf,
                           int32_t memory_kind, bool count, bool retain) {
   atomic_init(&st->refs, 1);
@@ -62,7 +62,7 @@ static void storage_setup(kiln_pjrt_storage_t *st, PJRT_Device *dev, kiln_device
   st->memory_kind = memory_kind;
   st->host_accessible = !dev->client->is_cuda;
   if (retain) kiln_pjrt_client_retain(dev->client);
-  if (count) {
+  if (count && buf) {
     st->counted_bytes = (int64_t)buf->size;
     stats_add(dev, st->counted_bytes);
   }
@@ -80,22 +80,25 @@ static kiln_status no_host_memory(const char *what, const PJRT_Device *dev) {
   return KILN_ERR_EXHAUSTED("out of host memory for %s on %s", what, dev->desc.to_string);
 }
 
-/* The filling of a storage by an AsyncHostToDeviceTransferManager: `pending` until the last
- * transfer or an error; ready events asked for meanwhile wait in `waiters`. */
+/* The filling of a storage whose memory comes later (an AsyncHostToDeviceTransferManager's
+ * transfers, an alias's fulfilment, an asynchronous execute's output): `pending` until it is
+ * there or failed; ready events asked for meanwhile wait in `waiters`. */
 typedef struct kiln_pjrt_fill {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   bool pending;
+  const char *failure; /* what a reader's error says happened (a static string) */
   kiln_status error; /* owned */
   PJRT_Event **waiters;
   size_t num_waiters, cap_waiters;
 } kiln_pjrt_fill_t;
 
-static kiln_pjrt_fill_t *fill_new(void) {
+static kiln_pjrt_fill_t *fill_new(const char *failure) {
   kiln_pjrt_fill_t *f = kiln_calloc(1, sizeof(*f));
   pthread_mutex_init(&f->mu, NULL);
   pthread_cond_init(&f->cv, NULL);
   f->pending = true;
+  f->failure = failure;
   return f;
 }
 
@@ -462,18 +465,20 @@ static void block_recycle(PJRT_Buffer *b, PJRT_Client *c) {
 }
 
 /* A buffer over `st` (NULL: none, an error buffer), or with `embed` over a storage of that
- * memory (taken over) made in the same allocation. */
+ * memory (taken over) made in the same allocation; `pending` (embed NULL): over a storage made
+ * in the same allocation whose memory comes later (an asynchronous execute's output). */
 static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt_storage_t *st,
-                                kiln_device_buffer_t *embed, PJRT_Buffer_Type type,
+                                kiln_device_buffer_t *embed, bool pending, PJRT_Buffer_Type type,
                                 const int64_t *dims, int32_t rank, const int64_t *m2m,
                                 uint64_t size) {
   /* One allocation: the buffer, then its dims and its layout, then (embed) its storage (an
    * execute makes one per output, so each malloc counts in the per-call overhead). */
+  bool embedded = embed || pending;
   size_t n = rank ? (size_t)rank : 1;
-  bool spare = embed && rank <= SPARE_RANK;
+  bool spare = embedded && rank <= SPARE_RANK;
   if (spare) n = SPARE_RANK; /* every spare block has room for SPARE_RANK dims */
   size_t bytes = sizeof(PJRT_Buffer) + 2 * n * sizeof(int64_t);
-  size_t total = bytes + (embed ? sizeof(kiln_pjrt_storage_t) : 0);
+  size_t total = bytes + (embedded ? sizeof(kiln_pjrt_storage_t) : 0);
   PJRT_Buffer *b = spare ? spare_take(dev) : NULL;
   bool adopted = b != NULL; /* the spare's client reference is the new storage's */
   if (b) {
@@ -488,9 +493,10 @@ static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt
     pthread_cond_init(&b->cv, NULL);
   }
   b->spare_size = spare;
-  if (embed) {
+  if (embedded) {
     st = (kiln_pjrt_storage_t *)(void *)((char *)b + bytes);
     storage_setup(st, dev, embed, memory_kind, memory_kind == 0, !adopted);
+    if (pending) st->fill = fill_new("the execution that computes the buffer failed");
     st->block = b;
     atomic_init(&st->block_parts, 2);
     b->embedded = st;
@@ -519,7 +525,7 @@ static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt
 static PJRT_Buffer *buffer_new(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt_storage_t *st,
                                PJRT_Buffer_Type type, const int64_t *dims, int32_t rank,
                                const int64_t *m2m, uint64_t size) {
-  return buffer_make(dev, memory_kind, st, NULL, type, dims, rank, m2m, size);
+  return buffer_make(dev, memory_kind, st, NULL, false, type, dims, rank, m2m, size);
 }
 
 /* buffer_new for paths not yet written for refusal: aborts with a message instead. */
@@ -559,7 +565,7 @@ kiln_status kiln_pjrt_buffer_create(PJRT_Device *dev, kiln_device_buffer_t *stor
         "kiln_pjrt_buffer_create: the storage holds %llu bytes; the shape "
         "needs %llu",
         (unsigned long long)storage->size, (unsigned long long)size);
-  *out = buffer_make(dev, 0, NULL, storage, type, dims, rank, NULL, size);
+  *out = buffer_make(dev, 0, NULL, storage, false, type, dims, rank, NULL, size);
   return *out ? NULL : no_host_memory("a buffer", dev);
 }
 
@@ -575,6 +581,56 @@ kiln_status kiln_pjrt_buffer_from_storage(PJRT_Device *dev, kiln_pjrt_storage_t 
       check_shape("kiln_pjrt_buffer_from_storage", type, dims, rank, storage->buf->size, &size));
   *out = buffer_new(dev, storage->memory_kind, storage, type, dims, rank, NULL, size);
   return *out ? NULL : no_host_memory("a buffer", dev);
+}
+
+kiln_status kiln_pjrt_buffer_create_pending(PJRT_Device *dev, PJRT_Buffer_Type type,
+                                            const int64_t *dims, int32_t rank, uint64_t size,
+                                            PJRT_Buffer **out, kiln_pjrt_storage_t **storage) {
+  *out = NULL;
+  *storage = NULL;
+  PJRT_Buffer *b = buffer_make(dev, 0, NULL, NULL, true, type, dims, rank, NULL, size);
+  if (!b) return no_host_memory("a buffer", dev);
+  atomic_fetch_add(&b->storage->refs, 1); /* the caller's, until it completes the storage */
+  *out = b;
+  *storage = b->storage;
+  return NULL;
+}
+
+void kiln_pjrt_storage_complete(kiln_pjrt_storage_t *st, kiln_device_buffer_t *own,
+                                kiln_pjrt_storage_t *target, kiln_status error) {
+  if (!error && own) {
+    st->buf = own; /* published to readers by fill_end's lock */
+    if (st->memory_kind == 0) {
+      st->counted_bytes = (int64_t)own->size;
+      stats_add(st->device, st->counted_bytes);
+    }
+  } else if (!error && target) {
+    /* A view of the memory itself: of the storage `target` views, if it is a view, so that
+     * outputs donated step after step never make a chain of views. */
+    kiln_pjrt_storage_t *root = target->target ? target->target : target;
+    kiln_device_buffer_t *view = NULL;
+    error = kiln_device_buffer_wrap(st->device->kdev, root->buf->ptr, root->buf->size, &view);
+    if (!error) {
+      atomic_fetch_add(&root->refs, 1);
+      st->target = root;
+      st->host_accessible = root->host_accessible;
+      st->buf = view;
+    }
+  } else if (!error) {
+    error = KILN_ERR_INTERNAL("a pending buffer completed without memory");
+  }
+  if (error) kiln_device_buffer_destroy(own);
+  kiln_pjrt_storage_unref(target);
+  fill_end(st->fill, error);
+  kiln_pjrt_storage_unref(st);
+}
+
+kiln_status kiln_pjrt_storage_wait(kiln_pjrt_storage_t *st, kiln_devptr_t *ptr) {
+  kiln_status s = fill_wait(st);
+  if (!s) s = check_memory(st);
+  if (s) return st->fill ? kiln_status_annotate(s, "%s", st->fill->failure) : s;
+  *ptr = st->buf->ptr;
+  return NULL;
 }
 
 static kiln_status deleted_error(const char *fn, const PJRT_Buffer *b) {
@@ -601,9 +657,7 @@ kiln_status kiln_pjrt_buffer_acquire(PJRT_Buffer *b, kiln_devptr_t *ptr, uint64_
   if (!s) s = check_memory(st);
   if (s) {
     kiln_pjrt_buffer_release(b);
-    return kiln_status_annotate(s, st->target || !st->buf
-                                       ? "the alias buffer was fulfilled with an error"
-                                       : "the buffer's host-to-device transfer failed");
+    return st->fill ? kiln_status_annotate(s, "%s", st->fill->failure) : s;
   }
   if (ptr) *ptr = st->buf->ptr;
   return NULL;
@@ -626,6 +680,20 @@ void kiln_pjrt_buffer_release(PJRT_Buffer *b) {
   }
 }
 
+kiln_status kiln_pjrt_buffer_ref_storage(PJRT_Buffer *b, kiln_pjrt_storage_t **out) {
+  *out = NULL;
+  atomic_fetch_add(&b->holds, 1);
+  if (atomic_load(&b->deleted) || !b->storage) {
+    kiln_pjrt_buffer_release(b);
+    return deleted_error("buffer reference", b);
+  }
+  kiln_pjrt_storage_t *st = b->storage; /* stable while held */
+  atomic_fetch_add(&st->refs, 1);
+  kiln_pjrt_buffer_release(b);
+  *out = st;
+  return NULL;
+}
+
 /* With b->mu held and `deleted` set: waits until no hold of `b` is left. */
 static void wait_for_holds(PJRT_Buffer *b) {
   if (!(atomic_load(&b->holds) & ~KILN_PJRT_HOLD_WAITER)) return;
@@ -637,10 +705,14 @@ static void wait_for_holds(PJRT_Buffer *b) {
 
 kiln_status kiln_pjrt_buffer_donate(PJRT_Buffer *b, kiln_pjrt_storage_t **out) {
   if (!b || !out) return KILN_ERR_INVALID("buffer donate: NULL buffer or out");
-  *out = NULL;
   /* Donated memory must be there: wait for a filling or an alias's fulfilment first. */
   KILN_RETURN_IF_ERROR_PLAIN(kiln_pjrt_buffer_acquire(b, NULL, NULL));
   kiln_pjrt_buffer_release(b);
+  return kiln_pjrt_buffer_donate_pending(b, out);
+}
+
+kiln_status kiln_pjrt_buffer_donate_pending(PJRT_Buffer *b, kiln_pjrt_storage_t **out) {
+  *out = NULL;
   kiln_mutex_lock(&b->mu);
   if (b->deleted || !b->storage) {
     kiln_mutex_unlock(&b->mu);
@@ -936,7 +1008,7 @@ static PJRT_Error *Client_CreateAliasBuffer(PJRT_Client_CreateAliasBuffer_Args *
   st->device = dev;
   st->client = c;
   st->memory_kind = kind;
-  st->fill = fill_new();
+  st->fill = fill_new("the alias buffer was fulfilled with an error");
   kiln_pjrt_client_retain(c);
   PJRT_FulfillAliasBufferCallback *cb = kiln_calloc(1, sizeof(*cb));
   cb->client = c;
@@ -1247,15 +1319,15 @@ static PJRT_Error *Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args *args) {
   return NULL;
 }
 
+/* The buffer's address once its memory is there (an execute still computing it is waited
+ * for). */
 static PJRT_Error *buffer_pointer(const char *fn, PJRT_Buffer *b, kiln_devptr_t *p) {
   kiln_mutex_lock(&b->mu);
-  if (b->deleted || !b->storage) {
-    kiln_mutex_unlock(&b->mu);
-    return kiln_pjrt_error_from_status(deleted_error(fn, b));
-  }
-  kiln_status s = check_memory(b->storage);
-  if (!s) *p = b->storage->buf->ptr;
+  bool gone = b->deleted || !b->storage;
   kiln_mutex_unlock(&b->mu);
+  if (gone) return kiln_pjrt_error_from_status(deleted_error(fn, b));
+  kiln_status s = kiln_pjrt_buffer_acquire(b, p, NULL);
+  if (!s) kiln_pjrt_buffer_release(b);
   return s ? kiln_pjrt_error_from_status(kiln_status_annotate(s, "%s", fn)) : NULL;
 }
 
@@ -1444,7 +1516,7 @@ static PJRT_Error *Buffer_DonateWithControlDependency(
   /* An old fill still pending would have its manager's reference (refused above): no reader
    * waits on it now. */
   fill_free(st->fill);
-  st->fill = fill_new();
+  st->fill = fill_new("the donated buffer's control dependency failed");
   atomic_fetch_add(&st->refs, 1); /* the callback's */
   args->out_buffer = buffer_new_or_abort(b->device, st->memory_kind, st, b->type, b->dims, b->rank,
                                          b->minor_to_major, b->on_device_size);
@@ -1536,7 +1608,7 @@ static PJRT_Error *Client_CreateBuffersForAsyncHostToDevice(
     kiln_pjrt_storage_t *st = NULL;
     if (!s) s = storage_alloc(dev, kind, size, &st);
     if (s) break;
-    st->fill = fill_new();
+    st->fill = fill_new("the buffer's host-to-device transfer failed");
     atomic_fetch_add(&st->refs, 1); /* the manager's */
     m->slots[i].storage = st;
     m->slots[i].size = size;
@@ -1735,7 +1807,8 @@ static void raw_future_ready(PJRT_Buffer_CopyRawToHostFuture_Callback_Args *args
   else if (!args->dst && f->size)
     s = kiln_status_make(KILN_INVALID_ARGUMENT, FN_RAWF ": dst is NULL");
   else
-    s = storage_read(f->storage, f->offset, args->dst, f->size);
+    s = fill_wait(f->storage); /* an execute may still compute it, a transfer fill it */
+  if (!s) s = storage_read(f->storage, f->offset, args->dst, f->size); /* (only after the wait) */
   kiln_pjrt_storage_unref(f->storage);
   kiln_pjrt_event_complete(f->event, s);
   kiln_free(f);

@@ -11,7 +11,9 @@
  * (bool, default $KILN_MPI=1: one client across the processes of mpirun, below),
  * `collective_timeout_ms` (int64, 1 ms .. 1 day, default $KILN_COLLECTIVE_TIMEOUT_MS, else
  * 30 s: how long a participant of a multi-device execution waits for its peers at a
- * collective before the execution fails with DEADLINE_EXCEEDED naming the missing ones). Unknown
+ * collective before the execution fails with DEADLINE_EXCEEDED naming the missing ones),
+ * `async_execute` (string "auto", "always" or "never", or a bool; default $KILN_ASYNC_EXECUTE,
+ * else auto: which executes return before their run ends, pjrt_executable.c). Unknown
  * names are ignored, as XLA's clients do; a known name with the wrong type is INVALID_ARGUMENT.
  *
  * Across processes (`mpi`): every process of MPI_COMM_WORLD creates its client with the same
@@ -135,6 +137,26 @@ static kiln_status set_platform(kiln_pjrt_client_options_t *o, const char *p, si
       where, (int)n, p);
 }
 
+/* An async_execute setting ("auto", "always", "never", "1", "0"; `where` names its source). */
+static kiln_status set_async(kiln_pjrt_client_options_t *o, const char *p, size_t n,
+                             const char *where) {
+  static const struct {
+    const char *name;
+    int32_t mode;
+  } known[] = {{"auto", KILN_PJRT_ASYNC_AUTO},
+               {"1", KILN_PJRT_ASYNC_AUTO},
+               {"always", KILN_PJRT_ASYNC_ALWAYS},
+               {"never", KILN_PJRT_ASYNC_NEVER},
+               {"0", KILN_PJRT_ASYNC_NEVER}};
+  for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+    if (strlen(known[i].name) == n && !memcmp(known[i].name, p, n)) {
+      o->async_execute = known[i].mode;
+      return NULL;
+    }
+  return KILN_ERR_INVALID("PJRT_Client_Create: %s '%.*s' is not auto, always or never", where,
+                          (int)n, p);
+}
+
 static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
                                  kiln_pjrt_client_options_t *o) {
   memset(o, 0, sizeof(*o));
@@ -149,6 +171,9 @@ static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
   if (env && *env) KILN_RETURN_IF_ERROR_PLAIN(parse_num_devices(env, &o->num_host_devices));
   env = getenv("KILN_COLLECTIVE_TIMEOUT_MS");
   if (env && *env) KILN_RETURN_IF_ERROR_PLAIN(parse_timeout(env, &o->collective_timeout_ms));
+  env = getenv("KILN_ASYNC_EXECUTE");
+  if (env && *env)
+    KILN_RETURN_IF_ERROR_PLAIN(set_async(o, env, strlen(env), "$KILN_ASYNC_EXECUTE"));
   if (n && !opts)
     return KILN_ERR_INVALID(
         "PJRT_Client_Create: create_options is NULL with "
@@ -184,6 +209,14 @@ static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
     } else if (name_is(v, "mpi")) {
       KILN_RETURN_IF_ERROR_PLAIN(want_type(v, "mpi", PJRT_NamedValue_kBool));
       o->mpi = v->bool_value;
+    } else if (name_is(v, "async_execute")) {
+      if (v->type == PJRT_NamedValue_kBool) {
+        o->async_execute = v->bool_value ? KILN_PJRT_ASYNC_AUTO : KILN_PJRT_ASYNC_NEVER;
+      } else {
+        KILN_RETURN_IF_ERROR_PLAIN(want_type(v, "async_execute", PJRT_NamedValue_kString));
+        KILN_RETURN_IF_ERROR_PLAIN(
+            set_async(o, v->string_value ? v->string_value : "", v->value_size, "async_execute"));
+      }
     } else if (name_is(v, "collective_timeout_ms")) {
       KILN_RETURN_IF_ERROR_PLAIN(want_type(v, "collective_timeout_ms", PJRT_NamedValue_kInt64));
       if (v->int64_value < 1 || v->int64_value > MAX_COLLECTIVE_TIMEOUT_MS)
@@ -516,12 +549,15 @@ static PJRT_Error *Client_Create(PJRT_Client_Create_Args *args) {
   return NULL;
 }
 
-/* Waits until no stream of any device is out (executes and transfers in flight), then drops
- * the caller's reference: the client's memory goes when the last buffer's does. */
+/* Waits until the devices' queued executes have run and no stream of any device is out
+ * (executes and transfers in flight), then drops the caller's reference: the client's memory
+ * goes when the last buffer's does. */
 static PJRT_Error *Client_Destroy(PJRT_Client_Destroy_Args *args) {
   KILN_PJRT_ARGS("PJRT_Client_Destroy", args, client);
   PJRT_Client *c = args->client;
   if (!c) return NULL;
+  /* Queued executes run to their end first (they hold the caller's executables' code). */
+  for (int32_t i = 0; i < c->num_devices; i++) kiln_pjrt_queue_stop(&c->devices[i]->queue);
   for (int32_t i = 0; i < c->num_devices; i++) {
     kiln_pjrt_device_wait_streams(c->devices[i]);
     kiln_pjrt_buffer_spare_close(c->devices[i]); /* its client reference dropped */

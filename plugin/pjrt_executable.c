@@ -361,6 +361,23 @@ static int32_t device_index_of(const PJRT_Executable *e, const PJRT_Device *dev)
   return dev->index;
 }
 
+/* Runs whose memory (parameters, outputs, temporaries, constants) stays under this, and that
+ * have no loop, conditional, custom call or collective, are cheap: Execute runs them itself
+ * when the device's queue is idle (a hand-off to the queue's thread and back would cost about
+ * as much as the run). */
+#define CHEAP_RUN_BYTES (256u << 10)
+
+static bool run_is_cheap(const kiln_executable_desc_t *d) {
+  int64_t kinds[KILN_THUNK_NUM_KINDS] = {0};
+  kiln_thunk_seq_count_kinds(&d->thunks, kinds);
+  if (kinds[KILN_THUNK_WHILE] || kinds[KILN_THUNK_CONDITIONAL] || kinds[KILN_THUNK_CUSTOM_CALL] ||
+      kinds[KILN_THUNK_COLLECTIVE])
+    return false;
+  uint64_t bytes = 0;
+  for (int32_t i = 0; i < d->num_allocations; i++) bytes += d->allocations[i].size;
+  return bytes <= CHEAP_RUN_BYTES;
+}
+
 /* The code of `e` on device `di`, made on the first call (once, whoever calls at once). Every
  * allocation of the lowering may fail: the compile's out-of-memory scope and the runtime's
  * fallible load run under the lock, which does not hold the scope. */
@@ -401,6 +418,7 @@ static kiln_status device_code(PJRT_Executable *e, int32_t di, kiln_executable_t
       atomic_fetch_add(&e->code_bytes, code);
       atomic_fetch_add(&e->loads, 1);
       e->devices[di].lower_ms = kiln_clock_ms() - t0;
+      e->devices[di].cheap = run_is_cheap(kiln_executable_desc(x));
       atomic_store_explicit(&e->devices[di].loaded, x, memory_order_release);
       if (st.executable_cache_hit) atomic_fetch_add(&e->cache_loads, 1);
       if (st.executable_cache_hit)
@@ -479,6 +497,22 @@ static inline kiln_status check_argument(const PJRT_Executable *e, int32_t i, co
   return same ? NULL : argument_error(e, i, b, dev);
 }
 
+/* Argument `b` of parameter i is in another layout than the parameter's. */
+static inline bool needs_relayout(const PJRT_Executable *e, int32_t i, const PJRT_Buffer *b) {
+  /* both default (the usual case): the same placement without comparing */
+  return !(e->params[i].m2m_default && kiln_pjrt_buffer_has_default_layout(b)) &&
+         !kiln_pjrt_m2m_same_placement(b->rank, b->dims, b->minor_to_major, e->params[i].m2m);
+}
+
+/* Parameter i takes a donation: an output lives in it, no relayout, and the caller did not
+ * say otherwise. */
+static bool donatable(const PJRT_Executable *e, int32_t i, const PJRT_ExecuteOptions *opts) {
+  if (e->param_output[i] < 0) return false;
+  if (opts && KILN_PJRT_HAS(opts, num_non_donatable_input_indices))
+    return !in_list(opts->non_donatable_input_indices, opts->num_non_donatable_input_indices, i);
+  return true;
+}
+
 static void args_release(arg_state_t *st, int32_t n) {
   for (int32_t i = 0; i < n; i++) {
     if (st[i].acquired) kiln_pjrt_buffer_release(st[i].buf);
@@ -513,14 +547,16 @@ static void outputs_destroy(PJRT_Buffer **outs, int32_t n) {
 }
 
 /* One execute on `dev` (di: its index): arguments in `args` (e->num_params of them), outputs
- * into `outs` (e->num_outputs); `who`: its participant of an SPMD run (NULL: alone). */
+ * into `outs` (e->num_outputs); `who`: its participant of an SPMD run (NULL: alone). `x`: the
+ * device's code when the caller got it and checked the arguments already (else NULL). */
 static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
-                               PJRT_Buffer *const *args, const PJRT_ExecuteOptions *opts,
-                               const kiln_spmd_participant_t *who, PJRT_Buffer **outs) {
+                               kiln_executable_t *x, PJRT_Buffer *const *args,
+                               const PJRT_ExecuteOptions *opts, const kiln_spmd_participant_t *who,
+                               PJRT_Buffer **outs) {
   int32_t np = e->num_params, no = e->num_outputs;
-  for (int32_t i = 0; i < np; i++) KILN_RETURN_IF_ERROR_PLAIN(check_argument(e, i, args[i], dev));
-  kiln_executable_t *x = NULL;
-  KILN_RETURN_IF_ERROR_PLAIN(device_code(e, di, &x));
+  for (int32_t i = 0; i < np && !x; i++)
+    KILN_RETURN_IF_ERROR_PLAIN(check_argument(e, i, args[i], dev));
+  if (!x) KILN_RETURN_IF_ERROR_PLAIN(device_code(e, di, &x));
   const int64_t *non_donatable = NULL;
   size_t num_non_donatable = 0;
   if (opts && KILN_PJRT_HAS(opts, num_non_donatable_input_indices)) {
@@ -552,10 +588,7 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
    * they are not donatable or donation is refused (an external reference), or relaid out
    * when their layout is not the parameter's. */
   for (int32_t i = 0; i < np; i++) {
-    /* both default (the usual case): the same placement without comparing */
-    bool relayout = !(e->params[i].m2m_default && kiln_pjrt_buffer_has_default_layout(args[i])) &&
-                    !kiln_pjrt_m2m_same_placement(args[i]->rank, args[i]->dims,
-                                                  args[i]->minor_to_major, e->params[i].m2m);
+    bool relayout = needs_relayout(e, i, args[i]);
     st[i] = (arg_state_t){.buf = args[i], .relayout = relayout};
     if (s ||
         (e->param_output[i] >= 0 && !relayout && !in_list(non_donatable, num_non_donatable, i)))
@@ -657,6 +690,192 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
   return s;
 }
 
+/* ---- Asynchronous execute ----
+ *
+ * Execute checks the arguments, takes a storage reference of each (a donated one: the storage
+ * itself), makes the output buffers pending (their memory comes with the run), queues the run
+ * on the device (pjrt_queue.h) and returns. The queue's thread waits for the arguments' memory
+ * (an earlier execute may still compute it), runs, and completes the outputs and the event;
+ * a failed run makes every output an error that its readers get, and the event carries it.
+ * The arguments' memory stays while the run holds it, whatever the caller does with their
+ * buffers (Delete and Destroy do not wait). Which executes go there: see loaded_execute. */
+
+typedef struct exec_work {
+  kiln_pjrt_work_t base;
+  PJRT_Executable *e; /* one reference */
+  PJRT_Device *dev;
+  kiln_executable_t *x;
+  int64_t run_id;
+  PJRT_Event *done;          /* completed with the run's status; NULL when not asked for */
+  kiln_pjrt_storage_t **in;  /* per parameter: its storage (one reference each) */
+  kiln_pjrt_storage_t **out; /* per output: its pending storage (one reference each) */
+  bool *donated;             /* per parameter: in[i] was donated (its output lives in it) */
+} exec_work_t;
+
+static exec_work_t *work_new(PJRT_Executable *e) {
+  size_t np = (size_t)e->num_params, no = (size_t)e->num_outputs;
+  exec_work_t *w = kiln_try_calloc(
+      1, sizeof(exec_work_t) + (np + no) * sizeof(kiln_pjrt_storage_t *) + np * sizeof(bool));
+  if (!w) return NULL;
+  w->in = (kiln_pjrt_storage_t **)(void *)(w + 1);
+  w->out = w->in + np;
+  w->donated = (bool *)(void *)(w->out + no);
+  return w;
+}
+
+static kiln_status status_copy(kiln_status s) {
+  return kiln_status_make(kiln_status_code(s), "%s", kiln_status_message(s));
+}
+
+/* The queue's side: runs `base` (an exec_work_t) and completes what it made pending. */
+static void work_run(kiln_pjrt_work_t *base) {
+  exec_work_t *w = (exec_work_t *)base;
+  PJRT_Executable *e = w->e;
+  int32_t np = e->num_params, no = e->num_outputs;
+  size_t nb = (size_t)(np > no ? np : no) + 1;
+  kiln_devptr_t *ptrs = kiln_try_calloc(nb, sizeof(*ptrs));
+  uint64_t *sizes = kiln_try_calloc(nb, sizeof(*sizes));
+  kiln_device_buffer_t **copies = kiln_try_calloc(nb, sizeof(*copies));
+  kiln_device_buffer_t **kout = kiln_try_calloc(nb, sizeof(*kout));
+  kiln_status s = NULL;
+  if (!ptrs || !sizes || !copies || !kout)
+    s = KILN_ERR_EXHAUSTED("out of host memory for the %d arguments and %d outputs of %s", np, no,
+                           e->name);
+  for (int32_t i = 0; i < np && !s; i++) {
+    s = kiln_pjrt_storage_wait(w->in[i], &ptrs[i]);
+    if (s) s = kiln_status_annotate(s, "argument %d of %s", i, e->name);
+    sizes[i] = e->params[i].bytes;
+  }
+  kiln_stream_t *stream = NULL;
+  if (!s) s = kiln_pjrt_device_stream_acquire(w->dev, &stream);
+  for (int32_t i = 0; i < np && !s; i++) {
+    if (e->param_output[i] < 0 || w->donated[i]) continue;
+    /* not donated: the executable writes into a copy */
+    s = kiln_device_buffer_create(w->dev->kdev, sizes[i] ? sizes[i] : 1, &copies[i]);
+    if (!s && sizes[i]) s = kiln_stream_memcpy_d2d(stream, copies[i]->ptr, ptrs[i], sizes[i]);
+    if (!s) ptrs[i] = copies[i]->ptr;
+  }
+  if (!s) {
+    kiln_run_info_t run = {w->run_id, NULL, 0};
+    s = kiln_executable_run_participant(w->x, stream, ptrs, sizes, np, kout, &run, NULL);
+  }
+  if (stream) kiln_pjrt_device_stream_release(w->dev, stream);
+  if (s) s = kiln_status_annotate(s, "in the asynchronous run of %s", e->name);
+  for (int32_t j = 0; j < no; j++) {
+    if (s) {
+      kiln_pjrt_storage_complete(w->out[j], NULL, NULL, status_copy(s));
+      continue;
+    }
+    /* An aliased output is a view of the parameter's memory (as in execute_one). */
+    int32_t pi = e->output_param[j];
+    bool view = pi >= 0 && kout[j] && !kout[j]->owned && kout[j]->ptr == ptrs[pi];
+    if (view) kiln_device_buffer_destroy(kout[j]);
+    if (view && w->donated[pi]) {
+      kiln_pjrt_storage_complete(w->out[j], NULL, w->in[pi], NULL);
+      w->in[pi] = NULL;
+    } else if (view && copies[pi]) {
+      kiln_pjrt_storage_complete(w->out[j], copies[pi], NULL, NULL);
+      copies[pi] = NULL;
+    } else {
+      kiln_pjrt_storage_complete(w->out[j], kout[j], NULL, NULL);
+    }
+    kout[j] = NULL;
+  }
+  for (int32_t i = 0; i < np; i++) {
+    kiln_pjrt_storage_unref(w->in[i]);
+    if (copies) kiln_device_buffer_destroy(copies[i]);
+  }
+  for (int32_t j = 0; kout && j < no; j++) kiln_device_buffer_destroy(kout[j]);
+  kiln_free(ptrs);
+  kiln_free(sizes);
+  kiln_free(copies);
+  kiln_free(kout);
+  if (w->done)
+    kiln_pjrt_event_complete(w->done, s);
+  else
+    kiln_status_free(s);
+  kiln_pjrt_executable_unref(e);
+  kiln_free(w);
+}
+
+/* Argument i is passed again at another position (it is then read, not donated). */
+static bool passed_twice(PJRT_Buffer *const *args, int32_t np, int32_t i) {
+  for (int32_t k = 0; k < np; k++)
+    if (k != i && args[k] == args[i]) return true;
+  return false;
+}
+
+/* Queues a run of `x` (e's code on `dev`) with `args` (checked), its outputs in `outs` (made
+ * pending here) and, when `done` is not NULL, its completion event in *done. An error here
+ * leaves nothing made or taken but the donations already done (as execute_one's). */
+static kiln_status execute_async(PJRT_Executable *e, PJRT_Device *dev, kiln_executable_t *x,
+                                 PJRT_Buffer *const *args, const PJRT_ExecuteOptions *opts,
+                                 PJRT_Buffer **outs, PJRT_Event **done) {
+  int32_t np = e->num_params, no = e->num_outputs;
+  exec_work_t *w = work_new(e);
+  if (w && done && !(w->done = kiln_pjrt_event_create())) {
+    kiln_free(w);
+    w = NULL;
+  }
+  if (!w)
+    return KILN_ERR_EXHAUSTED("out of host memory to queue a run of %s (%d arguments, %d outputs)",
+                              e->name, np, no);
+  w->base.run = work_run;
+  w->e = e;
+  w->dev = dev;
+  w->x = x;
+  if (opts && KILN_PJRT_HAS(opts, launch_id)) w->run_id = opts->launch_id;
+  kiln_status s = NULL;
+  for (int32_t j = 0; j < no && !s; j++) {
+    const kiln_pjrt_leaf_t *o = &e->outputs[j];
+    s = kiln_pjrt_buffer_create_pending(dev, o->type, o->dims, o->rank, o->bytes, &outs[j],
+                                        &w->out[j]);
+  }
+  /* Plain arguments are referenced first, then donations (a buffer passed twice is read);
+   * from the first reference until the work is queued, in the queue's order. */
+  kiln_pjrt_queue_order_lock(&dev->queue);
+  for (int32_t i = 0; i < np && !s; i++) {
+    if (donatable(e, i, opts) && !passed_twice(args, np, i)) continue;
+    s = kiln_pjrt_buffer_ref_storage(args[i], &w->in[i]);
+    if (s) s = kiln_status_annotate(s, "argument %d of %s", i, e->name);
+  }
+  for (int32_t i = 0; i < np && !s; i++) {
+    if (w->in[i]) continue;
+    kiln_status ds = kiln_pjrt_buffer_donate_pending(args[i], &w->in[i]);
+    w->donated[i] = !ds;
+    if (!ds) continue;
+    kiln_status_free(ds); /* refused (an external reference): the run copies it */
+    s = kiln_pjrt_buffer_ref_storage(args[i], &w->in[i]);
+    if (s) s = kiln_status_annotate(s, "argument %d of %s", i, e->name);
+  }
+  if (s) {
+    kiln_pjrt_queue_order_unlock(&dev->queue);
+    for (int32_t j = 0; j < no; j++)
+      if (w->out[j]) kiln_pjrt_storage_complete(w->out[j], NULL, NULL, status_copy(s));
+    outputs_destroy(outs, no);
+    for (int32_t i = 0; i < np; i++) kiln_pjrt_storage_unref(w->in[i]);
+    if (w->done) { /* nobody was handed it: completed, then freed */
+      kiln_pjrt_event_complete(w->done, NULL);
+      PJRT_Event_Destroy_Args da = {.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE,
+                                    .event = w->done};
+      GetPjrtApi()->PJRT_Event_Destroy(&da);
+    }
+    kiln_free(w);
+    return s;
+  }
+  kiln_pjrt_executable_ref(e);
+  if (done) *done = w->done;
+  kiln_status qs = kiln_pjrt_queue_push(&dev->queue, &w->base);
+  kiln_pjrt_queue_order_unlock(&dev->queue);
+  if (qs) {
+    /* no thread for the queue: the run happens here (and still completes everything) */
+    KILN_LOG_W("%s; running %s on the calling thread", kiln_status_message(qs), e->name);
+    kiln_status_free(qs);
+    work_run(&w->base);
+  }
+  return NULL;
+}
+
 /* ---- Execute on every device of an SPMD executable ---- */
 
 typedef struct spmd_participant {
@@ -671,7 +890,7 @@ typedef struct spmd_participant {
 
 static void *spmd_participant_main(void *arg) {
   spmd_participant_t *p = arg;
-  p->status = execute_one(p->e, p->dev, p->dev->index, p->args, p->opts, &p->who, p->outs);
+  p->status = execute_one(p->e, p->dev, p->dev->index, NULL, p->args, p->opts, &p->who, p->outs);
   if (p->status)
     kiln_spmd_world_abort(p->who.world, p->who.participant, kiln_status_message(p->status));
   return NULL;
@@ -828,6 +1047,34 @@ static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args)
   return NULL;
 }
 
+/* One execute on one device: queued (execute_async) or run here (execute_one), as the
+ * client's async_execute says: `auto` runs here a cheap run (device_code) on a device with
+ * nothing queued, and queues every other; `never` runs every one here. Runs here also: an
+ * execute with an ExecuteContext (its user data is the caller's only during the call) or an
+ * argument to relay out — after what is queued. Sets *done (when not NULL) to the completion
+ * event. */
+static kiln_status run_or_queue(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
+                                PJRT_Buffer *const *argv, const PJRT_ExecuteOptions *opts,
+                                PJRT_Buffer **outs, PJRT_Event **done) {
+  int32_t mode = e->client->options.async_execute;
+  kiln_executable_t *x = NULL;
+  if (mode != KILN_PJRT_ASYNC_NEVER) {
+    for (int32_t i = 0; i < e->num_params; i++)
+      KILN_RETURN_IF_ERROR_PLAIN(check_argument(e, i, argv[i], dev));
+    KILN_RETURN_IF_ERROR_PLAIN(device_code(e, di, &x));
+    bool here = opts && KILN_PJRT_HAS(opts, context) && opts->context;
+    for (int32_t i = 0; i < e->num_params && !here; i++) here = needs_relayout(e, i, argv[i]);
+    bool idle = kiln_pjrt_queue_idle(&dev->queue);
+    if (!here && (mode == KILN_PJRT_ASYNC_ALWAYS || !idle || !e->devices[di].cheap))
+      return execute_async(e, dev, x, argv, opts, outs, done);
+    if (!idle) kiln_pjrt_queue_drain(&dev->queue); /* runs here after what is queued */
+  }
+  KILN_RETURN_IF_ERROR_PLAIN(execute_one(e, dev, di, x, argv, opts, NULL, outs));
+  /* The run is synchronous: its completion event is ready now. */
+  if (done) *done = kiln_pjrt_event_ready(NULL);
+  return NULL;
+}
+
 static PJRT_Error *loaded_execute(PJRT_LoadedExecutable_Execute_Args *args) {
   KILN_PJRT_ARGS("PJRT_LoadedExecutable_Execute", args, device_complete_events);
   PJRT_LoadedExecutable *l = args->executable;
@@ -862,11 +1109,11 @@ static PJRT_Error *loaded_execute(PJRT_LoadedExecutable_Execute_Args *args) {
   PJRT_Buffer *const *argv = e->num_params ? args->argument_lists[0] : &none;
   PJRT_Buffer **outs = args->output_lists[0];
   for (int32_t j = 0; j < e->num_outputs; j++) outs[j] = NULL;
-  kiln_status s = execute_one(e, dev, di, argv, args->options, NULL, outs);
+  kiln_status s =
+      run_or_queue(e, dev, di, argv, args->options, outs,
+                   args->device_complete_events ? &args->device_complete_events[0] : NULL);
   if (s)
     return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in PJRT_LoadedExecutable_Execute"));
-  /* The run is synchronous: its completion event is ready now. */
-  if (args->device_complete_events) args->device_complete_events[0] = kiln_pjrt_event_ready(NULL);
   return NULL;
 }
 

@@ -59,6 +59,8 @@ typedef struct kiln_pjrt_leaf {
 typedef struct kiln_pjrt_device_code {
   _Atomic(kiln_executable_t *) loaded;
   double lower_ms; /* buffer assignment + emission + load, when it was made */
+  bool cheap;      /* a run costs less than a hand-off to the device's queue (set before
+                      `loaded` is published) */
 } kiln_pjrt_device_code_t;
 
 struct PJRT_Executable {

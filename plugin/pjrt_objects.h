@@ -20,6 +20,7 @@
 #include "base/version.h"
 #include "kiln/pjrt_c_api.h"
 #include "plugin/pjrt_internal.h"
+#include "plugin/pjrt_queue.h"
 #include "runtime/buffer.h"
 #include "runtime/device.h"
 
@@ -39,7 +40,15 @@ typedef struct kiln_pjrt_client_options {
    * peers at a collective (default $KILN_COLLECTIVE_TIMEOUT_MS, else 0:
    * KILN_SPMD_DEFAULT_TIMEOUT_MS) */
   int64_t collective_timeout_ms;
+  /* "async_execute": which executes run on their device's queue and return before they end
+   * (pjrt_executable.c): KILN_PJRT_ASYNC_AUTO (default; every one but a cheap run on an idle
+   * device), _ALWAYS, or _NEVER (each Execute returns when its run has ended). String
+   * "auto" / "always" / "never" (or a bool: true auto, false never); default
+   * $KILN_ASYNC_EXECUTE (the same words, or 1 / 0). */
+  int32_t async_execute;
 } kiln_pjrt_client_options_t;
+
+enum { KILN_PJRT_ASYNC_AUTO = 0, KILN_PJRT_ASYNC_ALWAYS = 1, KILN_PJRT_ASYNC_NEVER = 2 };
 
 typedef struct kiln_pjrt_compile_cache kiln_pjrt_compile_cache_t; /* pjrt_executable.h */
 
@@ -109,6 +118,8 @@ struct PJRT_Device {
    * variable stay initialized and it keeps its storage's client reference for the next
    * output. PJRT_Client_Destroy frees it (and its reference) and closes the slot. */
   _Atomic(struct PJRT_Buffer *) spare_block;
+  /* Asynchronous executes, in order (pjrt_queue.h; pjrt_executable.c says which go there). */
+  kiln_pjrt_queue_t queue;
 };
 
 struct PJRT_Client {
@@ -351,6 +362,26 @@ static inline void kiln_pjrt_buffer_release_inline(PJRT_Buffer *b) {
  * holds: that would wait forever). */
 kiln_status kiln_pjrt_buffer_donate(PJRT_Buffer *b, kiln_pjrt_storage_t **out);
 void kiln_pjrt_storage_unref(kiln_pjrt_storage_t *s);
+/* Donation without waiting for the memory (an asynchronous execute waits on its queue):
+ * kiln_pjrt_buffer_donate but `*out` may still be filled; read it through
+ * kiln_pjrt_storage_wait. */
+kiln_status kiln_pjrt_buffer_donate_pending(PJRT_Buffer *b, kiln_pjrt_storage_t **out);
+/* A reference to `b`'s storage (FAILED_PRECONDITION when deleted or donated), whose memory may
+ * still be filled: the memory stays while the reference does, whatever happens to `b`. */
+kiln_status kiln_pjrt_buffer_ref_storage(PJRT_Buffer *b, kiln_pjrt_storage_t **out);
+/* Waits until `st`'s memory is there (filled, fulfilled, computed): its address, or the error
+ * that stopped it. */
+kiln_status kiln_pjrt_storage_wait(kiln_pjrt_storage_t *st, kiln_devptr_t *ptr);
+/* An asynchronous execute's output: a buffer on `dev` (default layout, device memory) whose
+ * memory comes when its *storage (a reference of the caller's) is completed. Readers wait. */
+kiln_status kiln_pjrt_buffer_create_pending(PJRT_Device *dev, PJRT_Buffer_Type type,
+                                            const int64_t *dims, int32_t rank, uint64_t size,
+                                            PJRT_Buffer **out, kiln_pjrt_storage_t **storage);
+/* Completes a pending storage and drops the caller's reference: with `own` (memory taken
+ * over), a view of `target`'s memory (its reference taken over), or `error` (taken over; `own`
+ * and `target` are then released). Waiting readers and ready events wake. */
+void kiln_pjrt_storage_complete(kiln_pjrt_storage_t *st, kiln_device_buffer_t *own,
+                                kiln_pjrt_storage_t *target, kiln_status error);
 /* A buffer over a storage (one reference taken over). */
 kiln_status kiln_pjrt_buffer_from_storage(PJRT_Device *dev, kiln_pjrt_storage_t *storage,
                                           PJRT_Buffer_Type type, const int64_t *dims, int32_t rank,

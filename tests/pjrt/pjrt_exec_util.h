@@ -77,18 +77,27 @@ static inline void pjrt_exec_destroy(const PJRT_Api *api, PJRT_LoadedExecutable 
   PJRT_CHECK(api, api->PJRT_LoadedExecutable_Destroy(&a));
 }
 
-static inline void pjrt_exec_await(const PJRT_Api *api, PJRT_Event *e) {
-  if (!e) return;
-  PJRT_Event_Await_Args a;
-  memset(&a, 0, sizeof(a));
-  a.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE;
-  a.event = e;
-  PJRT_CHECK(api, api->PJRT_Event_Await(&a));
+static inline void pjrt_exec_event_destroy(const PJRT_Api *api, PJRT_Event *e) {
   PJRT_Event_Destroy_Args d;
   memset(&d, 0, sizeof(d));
   d.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE;
   d.event = e;
   PJRT_CHECK(api, api->PJRT_Event_Destroy(&d));
+}
+
+/* Awaits `e` and destroys it; returns the event's error (NULL: ready with OK). */
+static inline PJRT_Error *pjrt_exec_await_error(const PJRT_Api *api, PJRT_Event *e) {
+  PJRT_Event_Await_Args a;
+  memset(&a, 0, sizeof(a));
+  a.struct_size = PJRT_Event_Await_Args_STRUCT_SIZE;
+  a.event = e;
+  PJRT_Error *err = api->PJRT_Event_Await(&a);
+  pjrt_exec_event_destroy(api, e);
+  return err;
+}
+
+static inline void pjrt_exec_await(const PJRT_Api *api, PJRT_Event *e) {
+  if (e) PJRT_CHECK(api, pjrt_exec_await_error(api, e));
 }
 
 static inline PJRT_Buffer *pjrt_exec_buffer(const PJRT_Api *api, PJRT_Client *c, PJRT_Device *d,
@@ -133,18 +142,18 @@ static inline void pjrt_exec_read(const PJRT_Api *api, PJRT_Buffer *b, void *dst
   pjrt_exec_await(api, a.event);
 }
 
-/* Executes `l` on its device with `n` arguments; outputs into `outs` (room for its outputs).
- * Returns the error (NULL on success); awaits and destroys the completion event. */
-static inline PJRT_Error *pjrt_exec_try_run(const PJRT_Api *api, PJRT_LoadedExecutable *l,
-                                            PJRT_Buffer *const *args, size_t n, PJRT_Buffer **outs,
-                                            const PJRT_ExecuteOptions *opts_in) {
+/* Starts an execute of `l` on its device with `n` arguments (options `opts_in`, NULL: none);
+ * outputs into `outs` (room for its outputs); *done: its completion event. Returns Execute's
+ * error (NULL: started; the run may still be going). */
+static inline PJRT_Error *pjrt_exec_start(const PJRT_Api *api, PJRT_LoadedExecutable *l,
+                                          PJRT_Buffer *const *args, size_t n, PJRT_Buffer **outs,
+                                          const PJRT_ExecuteOptions *opts_in, PJRT_Event **done) {
   PJRT_ExecuteOptions opts;
   memset(&opts, 0, sizeof(opts));
   opts.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
   if (opts_in) opts = *opts_in;
   PJRT_Buffer *const *lists[1] = {args};
   PJRT_Buffer **out_lists[1] = {outs};
-  PJRT_Event *done[1] = {NULL};
   PJRT_LoadedExecutable_Execute_Args a;
   memset(&a, 0, sizeof(a));
   a.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE;
@@ -155,8 +164,44 @@ static inline PJRT_Error *pjrt_exec_try_run(const PJRT_Api *api, PJRT_LoadedExec
   a.num_args = n;
   a.output_lists = out_lists;
   a.device_complete_events = done;
-  PJRT_Error *e = api->PJRT_LoadedExecutable_Execute(&a);
-  if (!e) pjrt_exec_await(api, done[0]);
+  *done = NULL;
+  return api->PJRT_LoadedExecutable_Execute(&a);
+}
+
+static inline size_t pjrt_exec_num_outputs(const PJRT_Api *api, PJRT_LoadedExecutable *l) {
+  PJRT_LoadedExecutable_GetExecutable_Args g;
+  memset(&g, 0, sizeof(g));
+  g.struct_size = PJRT_LoadedExecutable_GetExecutable_Args_STRUCT_SIZE;
+  g.loaded_executable = l;
+  PJRT_CHECK(api, api->PJRT_LoadedExecutable_GetExecutable(&g));
+  PJRT_Executable_NumOutputs_Args na;
+  memset(&na, 0, sizeof(na));
+  na.struct_size = PJRT_Executable_NumOutputs_Args_STRUCT_SIZE;
+  na.executable = g.executable;
+  PJRT_CHECK(api, api->PJRT_Executable_NumOutputs(&na));
+  PJRT_Executable_Destroy_Args xd;
+  memset(&xd, 0, sizeof(xd));
+  xd.struct_size = PJRT_Executable_Destroy_Args_STRUCT_SIZE;
+  xd.executable = g.executable;
+  PJRT_CHECK(api, api->PJRT_Executable_Destroy(&xd));
+  return na.num_outputs;
+}
+
+/* Executes `l` on its device with `n` arguments; outputs into `outs` (room for its outputs).
+ * Returns the error (NULL on success): Execute's, or that of a run that failed after Execute
+ * returned (an asynchronous one fails its event; its outputs then hold the error and are
+ * destroyed here). Awaits and destroys the completion event. */
+static inline PJRT_Error *pjrt_exec_try_run(const PJRT_Api *api, PJRT_LoadedExecutable *l,
+                                            PJRT_Buffer *const *args, size_t n, PJRT_Buffer **outs,
+                                            const PJRT_ExecuteOptions *opts_in) {
+  PJRT_Event *done = NULL;
+  PJRT_Error *e = pjrt_exec_start(api, l, args, n, outs, opts_in, &done);
+  if (e || !done) return e;
+  e = pjrt_exec_await_error(api, done);
+  for (size_t j = 0, no = e ? pjrt_exec_num_outputs(api, l) : 0; j < no; j++) {
+    pjrt_exec_buffer_destroy(api, outs[j]);
+    outs[j] = NULL;
+  }
   return e;
 }
 

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "pjrt_exec_util.h"
+#include "pjrt_ffi_util.h"
 #include "skip_util.h"
 #include "xla/ffi/api/c_api.h"
 #include "xla/pjrt/c/pjrt_c_api_ffi_extension.h"
@@ -136,10 +137,8 @@ static const PJRT_FFI_Extension *ffi_extension(void) {
 static int64_t g_counter_type_id;
 
 /* ret 0 (s64[2]) = {the user data (an int64_t) of g_counter_type_id, the run id}. */
-static bool metadata_query(XLA_FFI_CallFrame *f);
-
 static XLA_FFI_Error *read_context(XLA_FFI_CallFrame *f) {
-  if (metadata_query(f)) return NULL;
+  if (pjrt_ffi_metadata_query(f)) return NULL;
   XLA_FFI_TypeId id = {g_counter_type_id};
   XLA_FFI_InvokeContext_Get_Args g;
   memset(&g, 0, sizeof g);
@@ -263,27 +262,9 @@ static void test_execute_context_user_data_and_run_ids(void **state) {
 
 /* ---- a StableHLO module's stablehlo.custom_call through the "mlir" program format ---- */
 
-static bool metadata_query(XLA_FFI_CallFrame *f) {
-  if (!f->extension_start || f->extension_start->type != XLA_FFI_Extension_Metadata) return false;
-  XLA_FFI_Metadata *md = ((XLA_FFI_Metadata_Extension *)f->extension_start)->metadata;
-  md->api_version.major_version = XLA_FFI_API_MAJOR;
-  md->api_version.minor_version = XLA_FFI_API_MINOR;
-  md->traits = 0;
-  return true;
-}
-
-static XLA_FFI_Error *fail_with(const XLA_FFI_Api *a, const char *msg) {
-  XLA_FFI_Error_Create_Args e;
-  memset(&e, 0, sizeof e);
-  e.struct_size = XLA_FFI_Error_Create_Args_STRUCT_SIZE;
-  e.message = msg;
-  e.errc = XLA_FFI_Error_Code_INVALID_ARGUMENT;
-  return a->XLA_FFI_Error_Create(&e);
-}
-
 /* ret 0 = arg 0 * the f32 attribute `factor` + the s64 attribute `offset` (f32[n]). */
 static XLA_FFI_Error *scale(XLA_FFI_CallFrame *f) {
-  if (metadata_query(f)) return NULL;
+  if (pjrt_ffi_metadata_query(f)) return NULL;
   float factor = 0;
   int64_t offset = 0;
   int found = 0;
@@ -291,7 +272,7 @@ static XLA_FFI_Error *scale(XLA_FFI_CallFrame *f) {
     const XLA_FFI_ByteSpan *n = f->attrs.names[i];
     const XLA_FFI_Scalar *v = f->attrs.attrs[i];
     if (f->attrs.types[i] != XLA_FFI_AttrType_SCALAR)
-      return fail_with(f->api, "scalar attributes only");
+      return pjrt_ffi_error(f->api, "scalar attributes only");
     if (n->len == 6 && !memcmp(n->ptr, "factor", 6) && v->dtype == XLA_FFI_DataType_F32) {
       factor = *(const float *)v->value;
       found++;
@@ -301,9 +282,11 @@ static XLA_FFI_Error *scale(XLA_FFI_CallFrame *f) {
     }
   }
   if (found != 2 || f->args.size != 1 || f->rets.size != 1)
-    return fail_with(f->api, "scale: one f32 arg, one ret, attributes factor (f32), offset (s64)");
+    return pjrt_ffi_error(f->api,
+                          "scale: one f32 arg, one ret, attributes factor (f32), offset (s64)");
   const XLA_FFI_Buffer *a = f->args.args[0], *r = f->rets.rets[0];
-  if (a->dtype != XLA_FFI_DataType_F32 || a->rank != 1) return fail_with(f->api, "scale: f32[n]");
+  if (a->dtype != XLA_FFI_DataType_F32 || a->rank != 1)
+    return pjrt_ffi_error(f->api, "scale: f32[n]");
   const float *x = a->data;
   float *y = r->data;
   for (int64_t i = 0; i < a->dims[0]; i++) y[i] = x[i] * factor + (float)offset;

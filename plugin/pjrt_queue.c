@@ -1,0 +1,95 @@
+/* Device execution queues (pjrt_queue.h). */
+#include "plugin/pjrt_queue.h"
+
+#include <string.h>
+
+#include "base/alloc.h"
+
+void kiln_pjrt_queue_init(kiln_pjrt_queue_t *q) {
+  memset(q, 0, sizeof(*q));
+  pthread_mutex_init(&q->order_mu, NULL);
+  pthread_mutex_init(&q->mu, NULL);
+  pthread_cond_init(&q->work_cv, NULL);
+  pthread_cond_init(&q->room_cv, NULL);
+  atomic_init(&q->pending, 0);
+}
+
+static void *queue_main(void *arg) {
+  kiln_pjrt_queue_t *q = arg;
+  kiln_mutex_lock(&q->mu);
+  for (;;) {
+    while (!q->head && !q->stop) pthread_cond_wait(&q->work_cv, &q->mu);
+    kiln_pjrt_work_t *w = q->head;
+    if (!w) break; /* stopped and empty */
+    q->head = w->next;
+    if (!q->head) q->tail = NULL;
+    kiln_mutex_unlock(&q->mu);
+    w->run(w);
+    kiln_mutex_lock(&q->mu);
+    atomic_fetch_sub_explicit(&q->pending, 1, memory_order_release);
+    pthread_cond_broadcast(&q->room_cv);
+  }
+  kiln_mutex_unlock(&q->mu);
+  return NULL;
+}
+
+void kiln_pjrt_queue_order_lock(kiln_pjrt_queue_t *q) {
+  kiln_mutex_lock(&q->order_mu);
+}
+
+void kiln_pjrt_queue_order_unlock(kiln_pjrt_queue_t *q) {
+  kiln_mutex_unlock(&q->order_mu);
+}
+
+kiln_status kiln_pjrt_queue_push(kiln_pjrt_queue_t *q, kiln_pjrt_work_t *w) {
+  kiln_mutex_lock(&q->mu);
+  while (atomic_load_explicit(&q->pending, memory_order_relaxed) >= KILN_PJRT_QUEUE_DEPTH)
+    pthread_cond_wait(&q->room_cv, &q->mu);
+  if (!q->started) {
+    int err = pthread_create(&q->thread, NULL, queue_main, q);
+    if (err) {
+      kiln_mutex_unlock(&q->mu);
+      return kiln_status_make(KILN_RESOURCE_EXHAUSTED,
+                              "cannot start a device's execution thread (%s)", strerror(err));
+    }
+    q->started = true;
+  }
+  w->next = NULL;
+  if (q->tail)
+    q->tail->next = w;
+  else
+    q->head = w;
+  q->tail = w;
+  atomic_fetch_add_explicit(&q->pending, 1, memory_order_relaxed);
+  pthread_cond_signal(&q->work_cv);
+  kiln_mutex_unlock(&q->mu);
+  return NULL;
+}
+
+void kiln_pjrt_queue_drain(kiln_pjrt_queue_t *q) {
+  kiln_mutex_lock(&q->mu);
+  while (atomic_load_explicit(&q->pending, memory_order_relaxed) > 0)
+    pthread_cond_wait(&q->room_cv, &q->mu);
+  kiln_mutex_unlock(&q->mu);
+}
+
+void kiln_pjrt_queue_stop(kiln_pjrt_queue_t *q) {
+  kiln_mutex_lock(&q->mu);
+  bool started = q->started;
+  q->stop = true;
+  pthread_cond_signal(&q->work_cv);
+  kiln_mutex_unlock(&q->mu);
+  if (started) pthread_join(q->thread, NULL); /* it runs what is queued before it ends */
+  kiln_mutex_lock(&q->mu);
+  q->started = false;
+  q->stop = false;
+  kiln_mutex_unlock(&q->mu);
+}
+
+void kiln_pjrt_queue_fini(kiln_pjrt_queue_t *q) {
+  kiln_pjrt_queue_stop(q);
+  pthread_cond_destroy(&q->room_cv);
+  pthread_cond_destroy(&q->work_cv);
+  pthread_mutex_destroy(&q->mu);
+  pthread_mutex_destroy(&q->order_mu);
+}

@@ -1,0 +1,381 @@
+/* Asynchronous executes (run under ThreadSanitizer in CI with the other stress tests): an
+ * Execute whose run is not cheap returns before the run ends, its completion event and output
+ * buffers become ready when it does, and a later execute on the same device runs after it
+ * (also a cheap one, which otherwise runs inside its Execute). A custom call that waits for a
+ * gate the test opens holds the run, so "before the run ends" is observed, not assumed.
+ *
+ * Also: async_execute "never" runs in the call; a failed run reaches its event, its outputs
+ * and an execute that reads them; an argument destroyed while its run waits stays readable by
+ * the run; Client_Destroy waits for queued runs; and 4 threads each run a chain of 100
+ * executes that donate their input (JAX's training-loop pattern) without waiting between
+ * them, on a client that queues every execute, reading the chain's value as it goes. */
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "pjrt_exec_util.h"
+#include "pjrt_ffi_util.h"
+#include "skip_util.h"
+#include "xla/pjrt/c/pjrt_c_api_ffi_extension.h"
+
+static const PJRT_Api *api;
+
+/* ---- the gate handler: ret 0 = arg 0 + 1 (f32[4]) once g_gate is open ---- */
+
+static atomic_int g_gate;
+static atomic_int g_gate_runs; /* runs of the gate handler that finished */
+
+static void sleep_us(long us) {
+  struct timespec t = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&t, NULL);
+}
+
+static XLA_FFI_Error *gate(XLA_FFI_CallFrame *f) {
+  if (pjrt_ffi_metadata_query(f)) return NULL;
+  /* A run inside an Execute that the test expected to return first would wait here for
+   * ever: after 10 s it fails instead (and so does the test). */
+  for (int waited = 0; !atomic_load(&g_gate); waited++) {
+    if (waited == 50000) return pjrt_ffi_error(f->api, "the gate was never opened");
+    sleep_us(200);
+  }
+  const float *x = ((XLA_FFI_Buffer *)f->args.args[0])->data;
+  float *y = ((XLA_FFI_Buffer *)f->rets.rets[0])->data;
+  for (int i = 0; i < 4; i++) y[i] = x[i] + 1;
+  atomic_fetch_add(&g_gate_runs, 1);
+  return NULL;
+}
+
+static XLA_FFI_Error *fail_handler(XLA_FFI_CallFrame *f) {
+  if (pjrt_ffi_metadata_query(f)) return NULL;
+  return pjrt_ffi_error(f->api, "kiln_async_fail says no");
+}
+
+static void register_handler(const char *name, void *fn) {
+  const PJRT_FFI_Extension *ext = NULL;
+  for (const PJRT_Extension_Base *e = api->extension_start; e; e = e->next)
+    if (e->type == PJRT_Extension_Type_FFI) ext = (const PJRT_FFI_Extension *)e;
+  assert_non_null(ext);
+  PJRT_FFI_Register_Handler_Args ha;
+  memset(&ha, 0, sizeof ha);
+  ha.struct_size = PJRT_FFI_Register_Handler_Args_STRUCT_SIZE;
+  ha.target_name = name;
+  ha.target_name_size = strlen(name);
+  ha.handler = fn;
+  ha.platform_name = "Host";
+  ha.platform_name_size = 4;
+  PJRT_CHECK(api, ext->register_handler(&ha));
+}
+
+static const char *kGate =
+    "HloModule async_gate\n"
+    "ENTRY main {\n"
+    "  p = f32[4] parameter(0)\n"
+    "  ROOT g = f32[4] custom-call(p), custom_call_target=\"kiln_async_gate\",\n"
+    "      api_version=API_VERSION_TYPED_FFI\n"
+    "}\n";
+
+static const char *kFail =
+    "HloModule async_fail\n"
+    "ENTRY main {\n"
+    "  p = f32[4] parameter(0)\n"
+    "  ROOT g = f32[4] custom-call(p), custom_call_target=\"kiln_async_fail\",\n"
+    "      api_version=API_VERSION_TYPED_FFI\n"
+    "}\n";
+
+/* Cheap: runs inside its Execute when the device has nothing queued. */
+static const char *kAddOne =
+    "HloModule async_add_one\n"
+    "ENTRY main {\n"
+    "  p = f32[4] parameter(0)\n"
+    "  one = f32[] constant(1)\n"
+    "  b = f32[4] broadcast(one), dimensions={}\n"
+    "  ROOT s = f32[4] add(p, b)\n"
+    "}\n";
+
+/* x + 1 into x's own memory (the input is donated). */
+static const char *kStep =
+    "HloModule async_step, input_output_alias={ {}: (0, {}, may-alias) }\n"
+    "ENTRY main {\n"
+    "  p = f32[256] parameter(0)\n"
+    "  one = f32[] constant(1)\n"
+    "  b = f32[256] broadcast(one), dimensions={}\n"
+    "  ROOT s = f32[256] add(p, b)\n"
+    "}\n";
+
+static PJRT_Client *client(const char *mode) {
+  PJRT_NamedValue o[3] = {pjrt_test_opt_string("platform", "cpu"),
+                          pjrt_test_opt_string("cache_dir", ""),
+                          pjrt_test_opt_string("async_execute", mode)};
+  return pjrt_test_client(api, o, 3);
+}
+
+/* Starts `l` on its device; returns Execute's error; *done: the completion event. */
+static PJRT_Error *execute(PJRT_LoadedExecutable *l, PJRT_Buffer *const *args, size_t n,
+                           PJRT_Buffer **outs, PJRT_Event **done) {
+  return pjrt_exec_start(api, l, args, n, outs, NULL, done);
+}
+
+static bool event_ready(PJRT_Event *e) {
+  PJRT_Event_IsReady_Args a;
+  memset(&a, 0, sizeof(a));
+  a.struct_size = PJRT_Event_IsReady_Args_STRUCT_SIZE;
+  a.event = e;
+  PJRT_CHECK(api, api->PJRT_Event_IsReady(&a));
+  return a.is_ready;
+}
+
+static PJRT_Event *buffer_ready_event(PJRT_Buffer *b) {
+  PJRT_Buffer_ReadyEvent_Args a;
+  memset(&a, 0, sizeof(a));
+  a.struct_size = PJRT_Buffer_ReadyEvent_Args_STRUCT_SIZE;
+  a.buffer = b;
+  PJRT_CHECK(api, api->PJRT_Buffer_ReadyEvent(&a));
+  return a.event;
+}
+
+static PJRT_Error *await_error(PJRT_Event *e) {
+  return pjrt_exec_await_error(api, e);
+}
+
+static PJRT_Error *read_error(PJRT_Buffer *b, void *dst, size_t size) {
+  PJRT_Buffer_ToHostBuffer_Args a;
+  memset(&a, 0, sizeof(a));
+  a.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE;
+  a.src = b;
+  a.dst = dst;
+  a.dst_size = size;
+  PJRT_Error *e = api->PJRT_Buffer_ToHostBuffer(&a);
+  if (!e && a.event) e = await_error(a.event);
+  return e;
+}
+
+static const int64_t kDims4[1] = {4};
+
+static void test_execute_returns_before_its_run_ends(void **state) {
+  (void)state;
+  atomic_store(&g_gate, 0);
+  PJRT_Client *c = client("auto");
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  PJRT_LoadedExecutable *lg = pjrt_exec_compile(api, c, kGate);
+  PJRT_LoadedExecutable *la = pjrt_exec_compile(api, c, kAddOne);
+  float x[4] = {1, 2, 3, 4};
+  PJRT_Buffer *in = pjrt_exec_buffer(api, c, d, x, PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_Buffer *g = NULL, *a = NULL;
+  PJRT_Event *gd = NULL, *ad = NULL;
+  PJRT_CHECK(api, execute(lg, &in, 1, &g, &gd));
+  /* Returned while the handler waits at the gate: nothing of the run is ready. */
+  assert_non_null(g);
+  assert_false(event_ready(gd));
+  PJRT_Event *gr = buffer_ready_event(g);
+  assert_false(event_ready(gr));
+  /* Its argument may go now: the run holds the memory. */
+  pjrt_exec_buffer_destroy(api, in);
+  /* A cheap execute reading the pending output queues behind it (running it in the call
+   * would wait at the gate). */
+  PJRT_CHECK(api, execute(la, &g, 1, &a, &ad));
+  assert_false(event_ready(ad));
+  atomic_store(&g_gate, 1);
+  PJRT_CHECK(api, await_error(ad));
+  assert_true(event_ready(gd));
+  PJRT_CHECK(api, await_error(gd));
+  PJRT_CHECK(api, await_error(gr));
+  float rg[4], ra[4];
+  pjrt_exec_read(api, g, rg, sizeof(rg));
+  pjrt_exec_read(api, a, ra, sizeof(ra));
+  for (int i = 0; i < 4; i++) {
+    assert_true(rg[i] == x[i] + 1);
+    assert_true(ra[i] == x[i] + 2);
+  }
+  pjrt_exec_buffer_destroy(api, g);
+  pjrt_exec_buffer_destroy(api, a);
+  pjrt_exec_destroy(api, lg);
+  pjrt_exec_destroy(api, la);
+  pjrt_test_client_destroy(api, c);
+}
+
+static atomic_int g_opened; /* set by open_gate_later just before it opens the gate */
+
+static void *open_gate_later(void *arg) {
+  (void)arg;
+  sleep_us(50000);
+  atomic_store(&g_opened, 1);
+  atomic_store(&g_gate, 1);
+  return NULL;
+}
+
+static void test_never_runs_in_the_call(void **state) {
+  (void)state;
+  atomic_store(&g_gate, 0);
+  atomic_store(&g_opened, 0);
+  PJRT_Client *c = client("never");
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  PJRT_LoadedExecutable *lg = pjrt_exec_compile(api, c, kGate);
+  float x[4] = {1, 2, 3, 4};
+  PJRT_Buffer *in = pjrt_exec_buffer(api, c, d, x, PJRT_Buffer_Type_F32, kDims4, 1);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, open_gate_later, NULL), 0);
+  PJRT_Buffer *g = NULL;
+  PJRT_Event *gd = NULL;
+  PJRT_CHECK(api, execute(lg, &in, 1, &g, &gd));
+  assert_true(atomic_load(&g_opened)); /* Execute waited for the gate */
+  assert_true(event_ready(gd));
+  pthread_join(t, NULL);
+  PJRT_CHECK(api, await_error(gd));
+  float r[4];
+  pjrt_exec_read(api, g, r, sizeof(r));
+  for (int i = 0; i < 4; i++) assert_true(r[i] == x[i] + 1);
+  pjrt_exec_buffer_destroy(api, g);
+  pjrt_exec_buffer_destroy(api, in);
+  pjrt_exec_destroy(api, lg);
+  pjrt_test_client_destroy(api, c);
+  /* A mode kiln does not know fails Create, naming it. */
+  PJRT_NamedValue o[1] = {pjrt_test_opt_string("async_execute", "sometimes")};
+  PJRT_Client_Create_Args ca;
+  memset(&ca, 0, sizeof(ca));
+  ca.struct_size = PJRT_Client_Create_Args_STRUCT_SIZE;
+  ca.create_options = o;
+  ca.num_options = 1;
+  PJRT_EXPECT_ERROR(api, api->PJRT_Client_Create(&ca), PJRT_Error_Code_INVALID_ARGUMENT,
+                    "sometimes");
+}
+
+static void test_failed_run_reaches_event_outputs_and_readers(void **state) {
+  (void)state;
+  PJRT_Client *c = client("auto");
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  PJRT_LoadedExecutable *lf = pjrt_exec_compile(api, c, kFail);
+  PJRT_LoadedExecutable *la = pjrt_exec_compile(api, c, kAddOne);
+  float x[4] = {1, 2, 3, 4};
+  PJRT_Buffer *in = pjrt_exec_buffer(api, c, d, x, PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_Buffer *f = NULL;
+  PJRT_Event *fd = NULL;
+  PJRT_CHECK(api, execute(lf, &in, 1, &f, &fd)); /* queued: the failure comes later */
+  PJRT_EXPECT_ERROR(api, await_error(fd), PJRT_Error_Code_INVALID_ARGUMENT,
+                    "kiln_async_fail says no");
+  float r[4];
+  PJRT_EXPECT_ERROR(api, read_error(f, r, sizeof(r)), PJRT_Error_Code_INVALID_ARGUMENT,
+                    "the execution that computes the buffer failed");
+  PJRT_EXPECT_ERROR(api, await_error(buffer_ready_event(f)), PJRT_Error_Code_INVALID_ARGUMENT,
+                    "kiln_async_fail says no");
+  /* An execute reading the failed output fails with its error (in the call or its event). */
+  PJRT_Buffer *a = NULL;
+  PJRT_EXPECT_ERROR(api, pjrt_exec_try_run(api, la, &f, 1, &a, NULL),
+                    PJRT_Error_Code_INVALID_ARGUMENT, "kiln_async_fail says no");
+  assert_null(a);
+  pjrt_exec_buffer_destroy(api, f);
+  pjrt_exec_buffer_destroy(api, in);
+  pjrt_exec_destroy(api, lf);
+  pjrt_exec_destroy(api, la);
+  pjrt_test_client_destroy(api, c);
+}
+
+static void *destroy_client(void *arg) {
+  pjrt_test_client_destroy(api, arg);
+  return NULL;
+}
+
+static void test_client_destroy_waits_for_queued_runs(void **state) {
+  (void)state;
+  atomic_store(&g_gate, 0);
+  atomic_store(&g_gate_runs, 0);
+  PJRT_Client *c = client("auto");
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  PJRT_LoadedExecutable *lg = pjrt_exec_compile(api, c, kGate);
+  float x[4] = {1, 2, 3, 4};
+  PJRT_Buffer *in = pjrt_exec_buffer(api, c, d, x, PJRT_Buffer_Type_F32, kDims4, 1);
+  enum { RUNS = 10 };
+  for (int k = 0; k < RUNS; k++) {
+    PJRT_Buffer *g = NULL;
+    PJRT_Event *gd = NULL;
+    PJRT_CHECK(api, execute(lg, &in, 1, &g, &gd));
+    /* the caller lets go of everything at once: the queue keeps what the run needs */
+    pjrt_exec_buffer_destroy(api, g);
+    pjrt_exec_event_destroy(api, gd);
+  }
+  pjrt_exec_buffer_destroy(api, in);
+  pjrt_exec_destroy(api, lg);
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, destroy_client, c), 0);
+  sleep_us(20000);
+  assert_int_equal(atomic_load(&g_gate_runs), 0); /* still at the gate */
+  atomic_store(&g_gate, 1);
+  pthread_join(t, NULL);
+  assert_int_equal(atomic_load(&g_gate_runs), RUNS); /* Destroy returned after every run */
+}
+
+/* ---- chains of donating executes from 4 threads ---- */
+
+#define CHAIN_THREADS 4
+#define CHAIN_STEPS 100
+#define CHAIN_N 256
+
+typedef struct chain {
+  PJRT_Client *c;
+  PJRT_Device *d;
+  PJRT_LoadedExecutable *step;
+  int id;
+  int wrong;
+} chain_t;
+
+static void *run_chain(void *arg) {
+  chain_t *ch = arg;
+  float x[CHAIN_N], r[CHAIN_N];
+  for (int i = 0; i < CHAIN_N; i++) x[i] = (float)(ch->id * 1000 + i);
+  int64_t dims[1] = {CHAIN_N};
+  PJRT_Buffer *cur = pjrt_exec_buffer(api, ch->c, ch->d, x, PJRT_Buffer_Type_F32, dims, 1);
+  for (int k = 1; k <= CHAIN_STEPS; k++) {
+    PJRT_Buffer *next = NULL;
+    PJRT_Event *done = NULL;
+    PJRT_CHECK(api, execute(ch->step, &cur, 1, &next, &done));
+    pjrt_exec_event_destroy(api, done); /* nobody waits for it */
+    pjrt_exec_buffer_destroy(api, cur);             /* donated: gone already */
+    cur = next;
+    if (k % 25 == 0) { /* reading waits for the run that computes it */
+      pjrt_exec_read(api, cur, r, sizeof(r));
+      for (int i = 0; i < CHAIN_N; i++)
+        if (r[i] != x[i] + (float)k) ch->wrong++;
+    }
+  }
+  pjrt_exec_buffer_destroy(api, cur);
+  return NULL;
+}
+
+static void test_donation_chains_from_four_threads(void **state) {
+  (void)state;
+  PJRT_Client *c = client("always");
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  PJRT_LoadedExecutable *step = pjrt_exec_compile(api, c, kStep);
+  chain_t ch[CHAIN_THREADS];
+  pthread_t t[CHAIN_THREADS];
+  for (int i = 0; i < CHAIN_THREADS; i++) {
+    ch[i] = (chain_t){.c = c, .d = d, .step = step, .id = i};
+    assert_int_equal(pthread_create(&t[i], NULL, run_chain, &ch[i]), 0);
+  }
+  for (int i = 0; i < CHAIN_THREADS; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < CHAIN_THREADS; i++) assert_int_equal(ch[i].wrong, 0);
+  pjrt_exec_destroy(api, step);
+  pjrt_test_client_destroy(api, c);
+}
+
+int main(void) {
+  api = pjrt_test_load();
+  if (!api) return 1;
+  register_handler("kiln_async_gate", (void *)gate);
+  register_handler("kiln_async_fail", (void *)fail_handler);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_execute_returns_before_its_run_ends),
+      cmocka_unit_test(test_never_runs_in_the_call),
+      cmocka_unit_test(test_failed_run_reaches_event_outputs_and_readers),
+      cmocka_unit_test(test_client_destroy_waits_for_queued_runs),
+      cmocka_unit_test(test_donation_chains_from_four_threads),
+  };
+  return kiln_run_tests(tests, NULL, NULL);
+}
