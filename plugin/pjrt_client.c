@@ -557,6 +557,7 @@ static PJRT_Error *Client_Destroy(PJRT_Client_Destroy_Args *args) {
   PJRT_Client *c = args->client;
   if (!c) return NULL;
   /* Queued executes run to their end first (they hold the caller's executables' code). */
+  atomic_store(&c->destroyed, true);
   for (int32_t i = 0; i < c->num_devices; i++) kiln_pjrt_queue_stop(&c->devices[i]->queue);
   for (int32_t i = 0; i < c->num_devices; i++) {
     kiln_pjrt_device_wait_streams(c->devices[i]);

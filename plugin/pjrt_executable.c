@@ -1056,7 +1056,9 @@ static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args)
 static kiln_status run_or_queue(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
                                 PJRT_Buffer *const *argv, const PJRT_ExecuteOptions *opts,
                                 PJRT_Buffer **outs, PJRT_Event **done) {
-  int32_t mode = e->client->options.async_execute;
+  int32_t mode = atomic_load_explicit(&e->client->destroyed, memory_order_relaxed)
+                     ? KILN_PJRT_ASYNC_NEVER
+                     : e->client->options.async_execute;
   kiln_executable_t *x = NULL;
   if (mode != KILN_PJRT_ASYNC_NEVER) {
     for (int32_t i = 0; i < e->num_params; i++)

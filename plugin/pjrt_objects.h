@@ -155,6 +155,10 @@ struct PJRT_Client {
    * everything above are freed when the last goes, so a buffer or executable that outlives
    * its client (the caller's error) never touches freed memory. */
   _Atomic int32_t refs;
+  /* PJRT_Client_Destroy was called: executes (the caller's error from then on) no longer
+   * queue (the queues' threads are joined; a new one could end up dropping the last
+   * reference, and freeing its own queue). */
+  _Atomic bool destroyed;
   /* PJRT_Client_TopologyDescription: owned by the client (its descriptions, platform). */
   struct PJRT_TopologyDescription *topology;
 };

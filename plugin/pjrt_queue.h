@@ -4,7 +4,8 @@
  *
  * At most KILN_PJRT_QUEUE_DEPTH pieces of work wait or run at once: a caller that would queue
  * more waits for room (a loop of executes cannot run arbitrarily far ahead of the device).
- * The thread starts with the first work and is joined by kiln_pjrt_queue_stop (PJRT_Client_Destroy).
+ * The thread starts with the first work and is joined by kiln_pjrt_queue_stop
+ * (PJRT_Client_Destroy).
  *
  * Thread-safety: thread-safe. */
 #ifndef KILN_PLUGIN_PJRT_QUEUE_H_

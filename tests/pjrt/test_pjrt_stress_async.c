@@ -336,7 +336,7 @@ static void *run_chain(void *arg) {
     PJRT_Event *done = NULL;
     PJRT_CHECK(api, execute(ch->step, &cur, 1, &next, &done));
     pjrt_exec_event_destroy(api, done); /* nobody waits for it */
-    pjrt_exec_buffer_destroy(api, cur);             /* donated: gone already */
+    pjrt_exec_buffer_destroy(api, cur); /* donated: gone already */
     cur = next;
     if (k % 25 == 0) { /* reading waits for the run that computes it */
       pjrt_exec_read(api, cur, r, sizeof(r));
