@@ -548,11 +548,13 @@ static void outputs_destroy(PJRT_Buffer **outs, int32_t n) {
 
 /* One execute on `dev` (di: its index): arguments in `args` (e->num_params of them), outputs
  * into `outs` (e->num_outputs); `who`: its participant of an SPMD run (NULL: alone). `x`: the
- * device's code when the caller got it and checked the arguments already (else NULL). */
+ * device's code when the caller got it and checked the arguments already (else NULL).
+ * `order`: a queue whose order lock the caller holds, released here once the arguments are
+ * held or donated (NULL: none). */
 static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
                                kiln_executable_t *x, PJRT_Buffer *const *args,
                                const PJRT_ExecuteOptions *opts, const kiln_spmd_participant_t *who,
-                               PJRT_Buffer **outs) {
+                               PJRT_Buffer **outs, kiln_pjrt_queue_t *order) {
   int32_t np = e->num_params, no = e->num_outputs;
   for (int32_t i = 0; i < np && !x; i++)
     KILN_RETURN_IF_ERROR_PLAIN(check_argument(e, i, args[i], dev));
@@ -573,6 +575,7 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
   kiln_device_buffer_t *ol[16];
   kiln_device_buffer_t **kout = no <= 16 ? ol : kiln_try_calloc((size_t)no, sizeof(*kout));
   if (!st || !ptrs || !sizes || !kout) {
+    if (order) kiln_pjrt_queue_order_unlock(order);
     if (st != local) kiln_free(st);
     if (ptrs != pl) kiln_free(ptrs);
     if (sizes != sl) kiln_free(sizes);
@@ -619,6 +622,7 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
     else
       st[i].acquired = true;
   }
+  if (order) kiln_pjrt_queue_order_unlock(order); /* what the run reads is held now */
   if (!s) s = kiln_pjrt_device_stream_acquire(dev, &stream);
   for (int32_t i = 0; i < np && !s; i++) {
     sizes[i] = e->params[i].bytes;
@@ -806,8 +810,10 @@ static bool passed_twice(PJRT_Buffer *const *args, int32_t np, int32_t i) {
 }
 
 /* Queues a run of `x` (e's code on `dev`) with `args` (checked), its outputs in `outs` (made
- * pending here) and, when `done` is not NULL, its completion event in *done. An error here
- * leaves nothing made or taken but the donations already done (as execute_one's). */
+ * pending here) and, when `done` is not NULL, its completion event in *done. The caller holds
+ * the queue's order lock, released here once the work is queued (or failed): what the run
+ * reads is taken in the queue's order. An error here leaves nothing made or taken but the
+ * donations already done (as execute_one's). */
 static kiln_status execute_async(PJRT_Executable *e, PJRT_Device *dev, kiln_executable_t *x,
                                  PJRT_Buffer *const *args, const PJRT_ExecuteOptions *opts,
                                  PJRT_Buffer **outs, PJRT_Event **done) {
@@ -817,6 +823,7 @@ static kiln_status execute_async(PJRT_Executable *e, PJRT_Device *dev, kiln_exec
     kiln_free(w);
     w = NULL;
   }
+  if (!w) kiln_pjrt_queue_order_unlock(&dev->queue);
   if (!w)
     return KILN_ERR_EXHAUSTED("out of host memory to queue a run of %s (%d arguments, %d outputs)",
                               e->name, np, no);
@@ -831,9 +838,7 @@ static kiln_status execute_async(PJRT_Executable *e, PJRT_Device *dev, kiln_exec
     s = kiln_pjrt_buffer_create_pending(dev, o->type, o->dims, o->rank, o->bytes, &outs[j],
                                         &w->out[j]);
   }
-  /* Plain arguments are referenced first, then donations (a buffer passed twice is read);
-   * from the first reference until the work is queued, in the queue's order. */
-  kiln_pjrt_queue_order_lock(&dev->queue);
+  /* Plain arguments are referenced first, then donations (a buffer passed twice is read). */
   for (int32_t i = 0; i < np && !s; i++) {
     if (donatable(e, i, opts) && !passed_twice(args, np, i)) continue;
     s = kiln_pjrt_buffer_ref_storage(args[i], &w->in[i]);
@@ -890,7 +895,8 @@ typedef struct spmd_participant {
 
 static void *spmd_participant_main(void *arg) {
   spmd_participant_t *p = arg;
-  p->status = execute_one(p->e, p->dev, p->dev->index, NULL, p->args, p->opts, &p->who, p->outs);
+  p->status =
+      execute_one(p->e, p->dev, p->dev->index, NULL, p->args, p->opts, &p->who, p->outs, NULL);
   if (p->status)
     kiln_spmd_world_abort(p->who.world, p->who.participant, kiln_status_message(p->status));
   return NULL;
@@ -1036,7 +1042,26 @@ static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args)
     argv[d] = e->num_params ? args->argument_lists[d] : &none;
     outv[d] = e->num_outputs ? args->output_lists[d] : outs_none;
   }
+  /* After what the devices' queues hold, and with nothing queued meanwhile (their order
+   * locks, taken in device order), so no queued run reads a buffer this one donates. */
+  PJRT_Device **held = NULL;
+  if (!s && e->client->options.async_execute != KILN_PJRT_ASYNC_NEVER) {
+    held = kiln_try_calloc((size_t)n, sizeof(*held));
+    if (!held) s = KILN_ERR_EXHAUSTED("out of host memory for the devices of %d participants", n);
+    for (int32_t d = 0; d < n && !s; d++) {
+      int32_t j = d;
+      for (; j > 0 && held[j - 1]->index > l->devices[l->first_local + d]->index; j--)
+        held[j] = held[j - 1];
+      held[j] = l->devices[l->first_local + d];
+    }
+    for (int32_t d = 0; d < n && !s; d++) {
+      kiln_pjrt_queue_order_lock(&held[d]->queue);
+      kiln_pjrt_queue_drain(&held[d]->queue);
+    }
+  }
   if (!s) s = execute_spmd(l, argv, args->options, outv);
+  for (int32_t d = 0; held && d < n; d++) kiln_pjrt_queue_order_unlock(&held[d]->queue);
+  kiln_free(held);
   kiln_free(argv);
   kiln_free(outv);
   if (s)
@@ -1060,18 +1085,23 @@ static kiln_status run_or_queue(PJRT_Executable *e, PJRT_Device *dev, int32_t di
                      ? KILN_PJRT_ASYNC_NEVER
                      : e->client->options.async_execute;
   kiln_executable_t *x = NULL;
+  kiln_pjrt_queue_t *order = NULL;
   if (mode != KILN_PJRT_ASYNC_NEVER) {
     for (int32_t i = 0; i < e->num_params; i++)
       KILN_RETURN_IF_ERROR_PLAIN(check_argument(e, i, argv[i], dev));
     KILN_RETURN_IF_ERROR_PLAIN(device_code(e, di, &x));
     bool here = opts && KILN_PJRT_HAS(opts, context) && opts->context;
     for (int32_t i = 0; i < e->num_params && !here; i++) here = needs_relayout(e, i, argv[i]);
-    bool idle = kiln_pjrt_queue_idle(&dev->queue);
+    /* In the queue's order from here until the arguments are taken (execute_async, or
+     * execute_one here: a run queued before must not read a buffer this one donates). */
+    order = &dev->queue;
+    kiln_pjrt_queue_order_lock(order);
+    bool idle = kiln_pjrt_queue_idle(order);
     if (!here && (mode == KILN_PJRT_ASYNC_ALWAYS || !idle || !e->devices[di].cheap))
       return execute_async(e, dev, x, argv, opts, outs, done);
-    if (!idle) kiln_pjrt_queue_drain(&dev->queue); /* runs here after what is queued */
+    if (!idle) kiln_pjrt_queue_drain(order); /* runs here after what is queued */
   }
-  KILN_RETURN_IF_ERROR_PLAIN(execute_one(e, dev, di, x, argv, opts, NULL, outs));
+  KILN_RETURN_IF_ERROR_PLAIN(execute_one(e, dev, di, x, argv, opts, NULL, outs, order));
   /* The run is synchronous: its completion event is ready now. */
   if (done) *done = kiln_pjrt_event_ready(NULL);
   return NULL;

@@ -6,7 +6,9 @@
  *
  * Also: async_execute "never" runs in the call; a failed run reaches its event, its outputs
  * and an execute that reads them; an argument destroyed while its run waits stays readable by
- * the run; Client_Destroy waits for queued runs; and 4 threads each run a chain of 100
+ * the run; Client_Destroy waits for queued runs; 4 threads read a buffer through queued runs
+ * while a cheap execute (run inside its call) donates it: every read sees the buffer before
+ * the donation, or is refused; and 4 threads each run a chain of 100
  * executes that donate their input (JAX's training-loop pattern) without waiting between
  * them, on a client that queues every execute, reading the chain's value as it goes. */
 #include <pthread.h>
@@ -311,6 +313,82 @@ static void test_client_destroy_waits_for_queued_runs(void **state) {
   assert_int_equal(atomic_load(&g_gate_runs), RUNS); /* Destroy returned after every run */
 }
 
+/* ---- queued readers of a buffer and a cheap execute that donates it ---- */
+
+/* Cheap (runs inside its Execute when nothing is queued): -x into x's memory. */
+static const char *kNegate =
+    "HloModule async_negate, input_output_alias={ {}: (0, {}, may-alias) }\n"
+    "ENTRY main {\n"
+    "  p = f32[4] parameter(0)\n"
+    "  ROOT n = f32[4] negate(p)\n"
+    "}\n";
+
+#define MIX_READERS 4
+#define MIX_ROUNDS 20
+
+typedef struct mix {
+  PJRT_LoadedExecutable *gate, *negate;
+  PJRT_Buffer *s;
+  float a[4];
+  atomic_int ran, wrong, refused, other, donated_wrong;
+} mix_t;
+
+/* Runs the gate (queued: a custom call) on the shared buffer until it is refused. */
+static void *mix_reader(void *arg) {
+  mix_t *m = arg;
+  for (;;) {
+    PJRT_Buffer *out = NULL;
+    PJRT_Error_Code code =
+        pjrt_test_take_error(api, pjrt_exec_try_run(api, m->gate, &m->s, 1, &out, NULL), NULL, 0);
+    if (code != PJRT_Error_Code_OK) {
+      atomic_fetch_add(code == PJRT_Error_Code_FAILED_PRECONDITION ? &m->refused : &m->other, 1);
+      return NULL;
+    }
+    float r[4];
+    pjrt_exec_read(api, out, r, sizeof(r));
+    for (int i = 0; i < 4; i++) atomic_fetch_add(&m->wrong, r[i] != m->a[i] + 1);
+    pjrt_exec_buffer_destroy(api, out);
+    atomic_fetch_add(&m->ran, 1);
+  }
+}
+
+static void test_queued_readers_then_a_cheap_donor(void **state) {
+  (void)state;
+  atomic_store(&g_gate, 1);
+  PJRT_Client *c = client("auto");
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  mix_t m;
+  memset(&m, 0, sizeof(m));
+  m.gate = pjrt_exec_compile(api, c, kGate);
+  m.negate = pjrt_exec_compile(api, c, kNegate);
+  for (int round = 0; round < MIX_ROUNDS; round++) {
+    for (int i = 0; i < 4; i++) m.a[i] = (float)(round * 4 + i) + 0.5f;
+    m.s = pjrt_exec_buffer(api, c, d, m.a, PJRT_Buffer_Type_F32, kDims4, 1);
+    atomic_store(&m.ran, 0);
+    atomic_store(&m.refused, 0);
+    pthread_t t[MIX_READERS];
+    for (int i = 0; i < MIX_READERS; i++)
+      assert_int_equal(pthread_create(&t[i], NULL, mix_reader, &m), 0);
+    while (atomic_load(&m.ran) < MIX_READERS) sched_yield(); /* reads are queued */
+    /* The donor finds reads queued (it waits for them before it writes) or none. */
+    PJRT_Buffer *neg = NULL;
+    PJRT_CHECK(api, pjrt_exec_try_run(api, m.negate, &m.s, 1, &neg, NULL));
+    float r[4];
+    pjrt_exec_read(api, neg, r, sizeof(r));
+    for (int i = 0; i < 4; i++) atomic_fetch_add(&m.donated_wrong, r[i] != -m.a[i]);
+    for (int i = 0; i < MIX_READERS; i++) pthread_join(t[i], NULL);
+    assert_int_equal(atomic_load(&m.refused), MIX_READERS);
+    pjrt_exec_buffer_destroy(api, neg);
+    pjrt_exec_buffer_destroy(api, m.s);
+  }
+  assert_int_equal(atomic_load(&m.other), 0);
+  assert_int_equal(atomic_load(&m.wrong), 0);
+  assert_int_equal(atomic_load(&m.donated_wrong), 0);
+  pjrt_exec_destroy(api, m.gate);
+  pjrt_exec_destroy(api, m.negate);
+  pjrt_test_client_destroy(api, c);
+}
+
 /* ---- chains of donating executes from 4 threads ---- */
 
 #define CHAIN_THREADS 4
@@ -375,6 +453,7 @@ int main(void) {
       cmocka_unit_test(test_never_runs_in_the_call),
       cmocka_unit_test(test_failed_run_reaches_event_outputs_and_readers),
       cmocka_unit_test(test_client_destroy_waits_for_queued_runs),
+      cmocka_unit_test(test_queued_readers_then_a_cheap_donor),
       cmocka_unit_test(test_donation_chains_from_four_threads),
   };
   return kiln_run_tests(tests, NULL, NULL);
