@@ -704,6 +704,19 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
  * The arguments' memory stays while the run holds it, whatever the caller does with their
  * buffers (Delete and Destroy do not wait). Which executes go there: see loaded_execute. */
 
+/* What the participants of one queued SPMD run share: its world, a start line (every
+ * participant waits there until all have started, so a participant whose queue is still busy
+ * with earlier work is not counted missing at a collective meanwhile: the world's deadline
+ * counts from the start), and how many have not ended (the last frees it). */
+typedef struct spmd_run {
+  kiln_spmd_world_t *world;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int32_t n, started;
+  bool failed; /* a participant could not be queued: the others stop at the start line */
+  _Atomic int32_t left;
+} spmd_run_t;
+
 typedef struct exec_work {
   kiln_pjrt_work_t base;
   PJRT_Executable *e; /* one reference */
@@ -714,7 +727,32 @@ typedef struct exec_work {
   kiln_pjrt_storage_t **in;  /* per parameter: its storage (one reference each) */
   kiln_pjrt_storage_t **out; /* per output: its pending storage (one reference each) */
   bool *donated;             /* per parameter: in[i] was donated (its output lives in it) */
+  spmd_run_t *spmd;          /* a participant of an SPMD run (NULL: a run alone) */
+  kiln_spmd_participant_t who;
 } exec_work_t;
+
+/* Participant's arrival at the start line; false when the run failed to start (then it does
+ * not run). */
+static bool spmd_start(spmd_run_t *r) {
+  kiln_mutex_lock(&r->mu);
+  if (++r->started == r->n) pthread_cond_broadcast(&r->cv);
+  while (r->started < r->n && !r->failed) pthread_cond_wait(&r->cv, &r->mu);
+  bool ok = !r->failed;
+  kiln_mutex_unlock(&r->mu);
+  return ok;
+}
+
+static void spmd_run_free(spmd_run_t *r) {
+  kiln_spmd_world_destroy(r->world);
+  pthread_cond_destroy(&r->cv);
+  pthread_mutex_destroy(&r->mu);
+  kiln_free(r);
+}
+
+/* A participant is done; the last frees the run. */
+static void spmd_leave(spmd_run_t *r) {
+  if (atomic_fetch_sub(&r->left, 1) == 1) spmd_run_free(r);
+}
 
 static exec_work_t *work_new(PJRT_Executable *e) {
   size_t np = (size_t)e->num_params, no = (size_t)e->num_outputs;
@@ -750,6 +788,9 @@ static void work_run(kiln_pjrt_work_t *base) {
     if (s) s = kiln_status_annotate(s, "argument %d of %s", i, e->name);
     sizes[i] = e->params[i].bytes;
   }
+  if (w->spmd && !spmd_start(w->spmd) && !s)
+    s = kiln_status_make(KILN_ABORTED, "another participant's run could not be queued");
+  if (w->spmd && s) kiln_spmd_world_abort(w->who.world, w->who.participant, kiln_status_message(s));
   kiln_stream_t *stream = NULL;
   if (!s) s = kiln_pjrt_device_stream_acquire(w->dev, &stream);
   for (int32_t i = 0; i < np && !s; i++) {
@@ -761,9 +802,18 @@ static void work_run(kiln_pjrt_work_t *base) {
   }
   if (!s) {
     kiln_run_info_t run = {w->run_id, NULL, 0};
-    s = kiln_executable_run_participant(w->x, stream, ptrs, sizes, np, kout, &run, NULL);
+    s = kiln_executable_run_participant(w->x, stream, ptrs, sizes, np, kout, &run,
+                                        w->spmd ? &w->who : NULL);
+    if (s && w->spmd)
+      kiln_spmd_world_abort(w->who.world, w->who.participant, kiln_status_message(s));
   }
   if (stream) kiln_pjrt_device_stream_release(w->dev, stream);
+  if (s && w->spmd) {
+    kiln_strbuf_t who = {0};
+    kiln_spmd_world_describe(w->who.world, w->who.participant, &who);
+    s = kiln_status_annotate(s, "participant %s", kiln_strbuf_cstr(&who));
+    kiln_strbuf_free(&who);
+  }
   if (s) s = kiln_status_annotate(s, "in the asynchronous run of %s", e->name);
   for (int32_t j = 0; j < no; j++) {
     if (s) {
@@ -798,6 +848,7 @@ static void work_run(kiln_pjrt_work_t *base) {
     kiln_pjrt_event_complete(w->done, s);
   else
     kiln_status_free(s);
+  if (w->spmd) spmd_leave(w->spmd);
   kiln_pjrt_executable_unref(e);
   kiln_free(w);
 }
@@ -809,26 +860,48 @@ static bool passed_twice(PJRT_Buffer *const *args, int32_t np, int32_t i) {
   return false;
 }
 
-/* Queues a run of `x` (e's code on `dev`) with `args` (checked), its outputs in `outs` (made
- * pending here) and, when `done` is not NULL, its completion event in *done. The caller holds
- * the queue's order lock, released here once the work is queued (or failed): what the run
- * reads is taken in the queue's order. An error here leaves nothing made or taken but the
- * donations already done (as execute_one's). */
-static kiln_status execute_async(PJRT_Executable *e, PJRT_Device *dev, kiln_executable_t *x,
-                                 PJRT_Buffer *const *args, const PJRT_ExecuteOptions *opts,
-                                 PJRT_Buffer **outs, PJRT_Event **done) {
+/* Work for a run of `x` (e's code on `dev`) with `args` (checked): its outputs in `outs`
+ * (made pending here) and, when `done` is not NULL, its completion event in *done (handed out
+ * when the work is queued). The caller holds the queue's order lock (what the run reads is
+ * taken in the queue's order). On an error nothing is made or taken but the donations
+ * already done (as execute_one's). */
+static kiln_status work_prepare(PJRT_Executable *e, PJRT_Device *dev, kiln_executable_t *x,
+                                PJRT_Buffer *const *args, const PJRT_ExecuteOptions *opts,
+                                PJRT_Buffer **outs, bool want_done, exec_work_t **out);
+
+/* Undoes work_prepare's work `w` that will not run (`s`: why, for its outputs). */
+static void work_discard(exec_work_t *w, PJRT_Buffer **outs, kiln_status s) {
+  PJRT_Executable *e = w->e;
+  for (int32_t j = 0; j < e->num_outputs; j++)
+    if (w->out[j]) kiln_pjrt_storage_complete(w->out[j], NULL, NULL, status_copy(s));
+  outputs_destroy(outs, e->num_outputs);
+  for (int32_t i = 0; i < e->num_params; i++) kiln_pjrt_storage_unref(w->in[i]);
+  if (w->done) { /* nobody was handed it: completed, then freed */
+    kiln_pjrt_event_complete(w->done, NULL);
+    PJRT_Event_Destroy_Args da = {.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE,
+                                  .event = w->done};
+    GetPjrtApi()->PJRT_Event_Destroy(&da);
+  }
+  kiln_pjrt_executable_unref(e);
+  kiln_free(w);
+}
+
+static kiln_status work_prepare(PJRT_Executable *e, PJRT_Device *dev, kiln_executable_t *x,
+                                PJRT_Buffer *const *args, const PJRT_ExecuteOptions *opts,
+                                PJRT_Buffer **outs, bool want_done, exec_work_t **out) {
   int32_t np = e->num_params, no = e->num_outputs;
+  *out = NULL;
   exec_work_t *w = work_new(e);
-  if (w && done && !(w->done = kiln_pjrt_event_create())) {
+  if (w && want_done && !(w->done = kiln_pjrt_event_create())) {
     kiln_free(w);
     w = NULL;
   }
-  if (!w) kiln_pjrt_queue_order_unlock(&dev->queue);
   if (!w)
     return KILN_ERR_EXHAUSTED("out of host memory to queue a run of %s (%d arguments, %d outputs)",
                               e->name, np, no);
   w->base.run = work_run;
   w->e = e;
+  kiln_pjrt_executable_ref(e);
   w->dev = dev;
   w->x = x;
   if (opts && KILN_PJRT_HAS(opts, launch_id)) w->run_id = opts->launch_id;
@@ -854,31 +927,34 @@ static kiln_status execute_async(PJRT_Executable *e, PJRT_Device *dev, kiln_exec
     if (s) s = kiln_status_annotate(s, "argument %d of %s", i, e->name);
   }
   if (s) {
-    kiln_pjrt_queue_order_unlock(&dev->queue);
-    for (int32_t j = 0; j < no; j++)
-      if (w->out[j]) kiln_pjrt_storage_complete(w->out[j], NULL, NULL, status_copy(s));
-    outputs_destroy(outs, no);
-    for (int32_t i = 0; i < np; i++) kiln_pjrt_storage_unref(w->in[i]);
-    if (w->done) { /* nobody was handed it: completed, then freed */
-      kiln_pjrt_event_complete(w->done, NULL);
-      PJRT_Event_Destroy_Args da = {.struct_size = PJRT_Event_Destroy_Args_STRUCT_SIZE,
-                                    .event = w->done};
-      GetPjrtApi()->PJRT_Event_Destroy(&da);
-    }
-    kiln_free(w);
+    work_discard(w, outs, s);
     return s;
   }
-  kiln_pjrt_executable_ref(e);
-  if (done) *done = w->done;
-  kiln_status qs = kiln_pjrt_queue_push(&dev->queue, &w->base);
-  kiln_pjrt_queue_order_unlock(&dev->queue);
-  if (qs) {
-    /* no thread for the queue: the run happens here (and still completes everything) */
-    KILN_LOG_W("%s; running %s on the calling thread", kiln_status_message(qs), e->name);
-    kiln_status_free(qs);
-    work_run(&w->base);
-  }
+  *out = w;
   return NULL;
+}
+
+/* Queues `w` on its device (the caller holds the order lock); without a thread for the
+ * queue, runs it here (it still completes everything). */
+static void work_launch(exec_work_t *w) {
+  kiln_status qs = kiln_pjrt_queue_push(&w->dev->queue, &w->base);
+  if (!qs) return;
+  KILN_LOG_W("%s; running %s on the calling thread", kiln_status_message(qs), w->e->name);
+  kiln_status_free(qs);
+  work_run(&w->base);
+}
+
+/* Queues a run of `x` on `dev` (work_prepare); *done (when not NULL) its completion event.
+ * Releases the queue's order lock the caller holds. */
+static kiln_status execute_async(PJRT_Executable *e, PJRT_Device *dev, kiln_executable_t *x,
+                                 PJRT_Buffer *const *args, const PJRT_ExecuteOptions *opts,
+                                 PJRT_Buffer **outs, PJRT_Event **done) {
+  exec_work_t *w = NULL;
+  kiln_status s = work_prepare(e, dev, x, args, opts, outs, done != NULL, &w);
+  if (!s && done) *done = w->done;
+  if (!s) work_launch(w);
+  kiln_pjrt_queue_order_unlock(&dev->queue);
+  return s;
 }
 
 /* ---- Execute on every device of an SPMD executable ---- */
@@ -972,6 +1048,108 @@ static kiln_status execute_spmd(PJRT_LoadedExecutable *l, PJRT_Buffer *const *co
   return s;
 }
 
+/* The client's async_execute; never once PJRT_Client_Destroy was called (executes from then
+ * on are the caller's error: they must not start queue threads again). */
+static int32_t async_mode(const PJRT_Executable *e) {
+  return atomic_load_explicit(&e->client->destroyed, memory_order_relaxed)
+             ? KILN_PJRT_ASYNC_NEVER
+             : e->client->options.async_execute;
+}
+
+/* Sorts the n devices of `l`'s local participants by index into `held` (the order their
+ * order locks are taken in, so that executes over overlapping devices never wait on each
+ * other's locks in a cycle). */
+static void devices_in_order(const PJRT_LoadedExecutable *l, int32_t n, PJRT_Device **held) {
+  for (int32_t d = 0; d < n; d++) {
+    int32_t j = d;
+    for (; j > 0 && held[j - 1]->index > l->devices[l->first_local + d]->index; j--)
+      held[j] = held[j - 1];
+    held[j] = l->devices[l->first_local + d];
+  }
+}
+
+/* Every participant of `l` (one process) queued on its device (work_prepare, argument list
+ * argv[d], outputs outs[d], completion event events[d] when `events`), all under their
+ * devices' order locks, so every device's queue holds the participants of any two SPMD
+ * executes in the same order. Each run then waits at the start line for its peers. On an
+ * error nothing is queued (as execute_async). */
+static kiln_status execute_spmd_async(PJRT_LoadedExecutable *l, PJRT_Buffer *const *const *argv,
+                                      const PJRT_ExecuteOptions *opts, PJRT_Buffer **const *outs,
+                                      PJRT_Event **events) {
+  PJRT_Executable *e = l->exec;
+  int32_t n = l->num_local;
+  int32_t world = e->num_participants; /* = n: one process */
+  int64_t *ids = kiln_try_calloc((size_t)world, sizeof(*ids));
+  spmd_run_t *r = kiln_try_calloc(1, sizeof(*r));
+  exec_work_t **ws = kiln_try_calloc((size_t)n, sizeof(*ws));
+  PJRT_Device **held = kiln_try_calloc((size_t)n, sizeof(*held));
+  kiln_status s = NULL;
+  if (!ids || !r || !ws || !held)
+    s = KILN_ERR_EXHAUSTED("out of host memory for a run on %d devices", n);
+  for (int32_t i = 0; i < world && !s; i++) ids[i] = l->devices[i]->desc.id;
+  if (!s)
+    s = kiln_spmd_world_create(e->num_replicas, e->num_partitions, ids,
+                               e->client->options.collective_timeout_ms, &r->world);
+  kiln_free(ids);
+  if (s) {
+    kiln_free(r);
+    kiln_free(ws);
+    kiln_free(held);
+    return s;
+  }
+  pthread_mutex_init(&r->mu, NULL);
+  pthread_cond_init(&r->cv, NULL);
+  r->n = n;
+  atomic_init(&r->left, n);
+  devices_in_order(l, n, held);
+  for (int32_t d = 0; d < n; d++) kiln_pjrt_queue_order_lock(&held[d]->queue);
+  for (int32_t d = 0; d < n && !s; d++) {
+    PJRT_Device *dev = l->devices[l->first_local + d];
+    kiln_executable_t *x = atomic_load_explicit(&e->devices[dev->index].loaded,
+                                                memory_order_acquire); /* made by the caller */
+    s = work_prepare(e, dev, x, argv[d], opts, outs[d], events != NULL, &ws[d]);
+    if (s) s = kiln_status_annotate(s, "in argument list %d", d);
+    if (!s) {
+      ws[d]->spmd = r;
+      ws[d]->who = (kiln_spmd_participant_t){.world = r->world, .participant = l->first_local + d};
+    }
+  }
+  if (s) {
+    for (int32_t d = 0; d < n; d++)
+      if (ws[d]) work_discard(ws[d], outs[d], s);
+    for (int32_t d = 0; d < n; d++) kiln_pjrt_queue_order_unlock(&held[d]->queue);
+    spmd_run_free(r);
+    kiln_free(ws);
+    kiln_free(held);
+    return s;
+  }
+  /* Queued in participant order; one that cannot be (no thread) stops the others at the
+   * start line and runs here, failing, after them. */
+  bool *here = kiln_try_calloc((size_t)n, sizeof(*here));
+  for (int32_t d = 0; d < n; d++) {
+    if (events) events[d] = ws[d]->done;
+    kiln_status qs = kiln_pjrt_queue_push(&ws[d]->dev->queue, &ws[d]->base);
+    if (!qs) continue;
+    KILN_LOG_W("%s; participant %d of %s fails", kiln_status_message(qs), d, e->name);
+    kiln_status_free(qs);
+    kiln_mutex_lock(&r->mu);
+    r->failed = true;
+    pthread_cond_broadcast(&r->cv);
+    kiln_mutex_unlock(&r->mu);
+    if (here)
+      here[d] = true;
+    else
+      work_run(&ws[d]->base); /* (no room to defer it: it fails at the start line) */
+  }
+  for (int32_t d = 0; d < n; d++) kiln_pjrt_queue_order_unlock(&held[d]->queue);
+  for (int32_t d = 0; here && d < n; d++)
+    if (here[d]) work_run(&ws[d]->base);
+  kiln_free(here);
+  kiln_free(ws);
+  kiln_free(held);
+  return NULL;
+}
+
 /* Execute of an executable over several devices: one argument list per addressable device,
  * each argument on its list's device. */
 static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args) {
@@ -1042,18 +1220,28 @@ static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args)
     argv[d] = e->num_params ? args->argument_lists[d] : &none;
     outv[d] = e->num_outputs ? args->output_lists[d] : outs_none;
   }
+  /* Queued (one process; as single-device executes, an ExecuteContext or an argument to
+   * relay out keeps it here). */
+  int32_t mode = async_mode(e);
+  bool queue = !s && mode != KILN_PJRT_ASYNC_NEVER && e->client->num_processes == 1 &&
+               !(args->options && KILN_PJRT_HAS(args->options, context) && args->options->context);
+  for (int32_t d = 0; d < n && queue; d++)
+    for (int32_t i = 0; i < e->num_params && queue; i++) queue = !needs_relayout(e, i, argv[d][i]);
+  if (queue) {
+    s = execute_spmd_async(l, argv, args->options, outv, args->device_complete_events);
+    kiln_free(argv);
+    kiln_free(outv);
+    return s ? kiln_pjrt_error_from_status(
+                   kiln_status_annotate(s, "in PJRT_LoadedExecutable_Execute"))
+             : NULL;
+  }
   /* After what the devices' queues hold, and with nothing queued meanwhile (their order
    * locks, taken in device order), so no queued run reads a buffer this one donates. */
   PJRT_Device **held = NULL;
   if (!s && e->client->options.async_execute != KILN_PJRT_ASYNC_NEVER) {
     held = kiln_try_calloc((size_t)n, sizeof(*held));
     if (!held) s = KILN_ERR_EXHAUSTED("out of host memory for the devices of %d participants", n);
-    for (int32_t d = 0; d < n && !s; d++) {
-      int32_t j = d;
-      for (; j > 0 && held[j - 1]->index > l->devices[l->first_local + d]->index; j--)
-        held[j] = held[j - 1];
-      held[j] = l->devices[l->first_local + d];
-    }
+    if (held) devices_in_order(l, n, held);
     for (int32_t d = 0; d < n && !s; d++) {
       kiln_pjrt_queue_order_lock(&held[d]->queue);
       kiln_pjrt_queue_drain(&held[d]->queue);
@@ -1081,9 +1269,7 @@ static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args)
 static kiln_status run_or_queue(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
                                 PJRT_Buffer *const *argv, const PJRT_ExecuteOptions *opts,
                                 PJRT_Buffer **outs, PJRT_Event **done) {
-  int32_t mode = atomic_load_explicit(&e->client->destroyed, memory_order_relaxed)
-                     ? KILN_PJRT_ASYNC_NEVER
-                     : e->client->options.async_execute;
+  int32_t mode = async_mode(e);
   kiln_executable_t *x = NULL;
   kiln_pjrt_queue_t *order = NULL;
   if (mode != KILN_PJRT_ASYNC_NEVER) {

@@ -36,6 +36,14 @@ static inline PJRT_Device *pjrt_exec_device(const PJRT_Api *api, PJRT_Client *c,
   return a.addressable_devices[i];
 }
 
+/* CompileOptionsProto { executable_build_options { num_replicas: r, num_partitions: p } }
+ * into `b` (room for 6 bytes; r, p < 128); returns its length. */
+static inline size_t pjrt_exec_world_options(char *b, int r, int p) {
+  const char o[] = {0x1a, 0x04, 0x20, (char)r, 0x28, (char)p};
+  memcpy(b, o, sizeof o);
+  return sizeof o;
+}
+
 /* Compiles `text` (format "hlo") with `opts` (n bytes of CompileOptionsProto); returns the
  * error (NULL: *out set). */
 static inline PJRT_Error *pjrt_exec_try_compile(const PJRT_Api *api, PJRT_Client *c,
@@ -142,30 +150,40 @@ static inline void pjrt_exec_read(const PJRT_Api *api, PJRT_Buffer *b, void *dst
   pjrt_exec_await(api, a.event);
 }
 
-/* Starts an execute of `l` on its device with `n` arguments (options `opts_in`, NULL: none);
- * outputs into `outs` (room for its outputs); *done: its completion event. Returns Execute's
- * error (NULL: started; the run may still be going). */
-static inline PJRT_Error *pjrt_exec_start(const PJRT_Api *api, PJRT_LoadedExecutable *l,
-                                          PJRT_Buffer *const *args, size_t n, PJRT_Buffer **outs,
-                                          const PJRT_ExecuteOptions *opts_in, PJRT_Event **done) {
+/* Starts an execute of `l` on `nd` devices: argument list argv[d] (`n` arguments each) and
+ * output list outv[d] per device (options `opts_in`, NULL: none); done: room for the `nd`
+ * completion events (NULL: none asked for). Returns Execute's error (NULL: started; the runs
+ * may still be going). */
+static inline PJRT_Error *pjrt_exec_start_on(const PJRT_Api *api, PJRT_LoadedExecutable *l,
+                                             PJRT_Buffer *const *const *argv, size_t nd, size_t n,
+                                             PJRT_Buffer **const *outv,
+                                             const PJRT_ExecuteOptions *opts_in,
+                                             PJRT_Event **done) {
   PJRT_ExecuteOptions opts;
   memset(&opts, 0, sizeof(opts));
   opts.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
   if (opts_in) opts = *opts_in;
-  PJRT_Buffer *const *lists[1] = {args};
-  PJRT_Buffer **out_lists[1] = {outs};
   PJRT_LoadedExecutable_Execute_Args a;
   memset(&a, 0, sizeof(a));
   a.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE;
   a.executable = l;
   a.options = &opts;
-  a.argument_lists = lists;
-  a.num_devices = 1;
+  a.argument_lists = argv;
+  a.num_devices = nd;
   a.num_args = n;
-  a.output_lists = out_lists;
+  a.output_lists = outv;
   a.device_complete_events = done;
-  *done = NULL;
+  for (size_t d = 0; done && d < nd; d++) done[d] = NULL;
   return api->PJRT_LoadedExecutable_Execute(&a);
+}
+
+/* pjrt_exec_start_on on `l`'s one device; *done: its completion event. */
+static inline PJRT_Error *pjrt_exec_start(const PJRT_Api *api, PJRT_LoadedExecutable *l,
+                                          PJRT_Buffer *const *args, size_t n, PJRT_Buffer **outs,
+                                          const PJRT_ExecuteOptions *opts_in, PJRT_Event **done) {
+  PJRT_Buffer *const *lists[1] = {args};
+  PJRT_Buffer **out_lists[1] = {outs};
+  return pjrt_exec_start_on(api, l, lists, 1, n, out_lists, opts_in, done);
 }
 
 static inline size_t pjrt_exec_num_outputs(const PJRT_Api *api, PJRT_LoadedExecutable *l) {

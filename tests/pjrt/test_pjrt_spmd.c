@@ -67,11 +67,8 @@ static int teardown(void **state) {
   return 0;
 }
 
-/* CompileOptionsProto { executable_build_options { num_replicas: r, num_partitions: p } } */
 static size_t world_options(char *b, int r, int p) {
-  const char o[] = {0x1a, 0x04, 0x20, (char)r, 0x28, (char)p};
-  memcpy(b, o, sizeof o);
-  return sizeof o;
+  return pjrt_exec_world_options(b, r, p);
 }
 
 /* ... plus device_assignment { replica_count: 2, computation_count: 1,
@@ -136,20 +133,28 @@ static void addressable(PJRT_LoadedExecutable *l, PJRT_Device *const **devs, siz
 static PJRT_Error *execute(PJRT_LoadedExecutable *l, PJRT_Buffer *const *const *argv,
                            size_t num_devices, size_t num_args, PJRT_Buffer **const *outv,
                            PJRT_Event **done) {
-  PJRT_ExecuteOptions opts;
-  memset(&opts, 0, sizeof(opts));
-  opts.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
-  PJRT_LoadedExecutable_Execute_Args a;
-  memset(&a, 0, sizeof(a));
-  a.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE;
-  a.executable = l;
-  a.options = &opts;
-  a.argument_lists = argv;
-  a.num_devices = num_devices;
-  a.num_args = num_args;
-  a.output_lists = outv;
-  a.device_complete_events = done;
-  return api->PJRT_LoadedExecutable_Execute(&a);
+  /* Without `done` the runs are awaited here: the error is Execute's or the first device's
+   * whose run failed after Execute returned (every output then destroyed). */
+  PJRT_Event *own[NUM_DEVICES] = {NULL};
+  PJRT_Error *e = pjrt_exec_start_on(api, l, argv, num_devices, num_args, outv, NULL,
+                                     done                         ? done
+                                     : num_devices <= NUM_DEVICES ? own
+                                                                  : NULL);
+  if (e || done) return e;
+  for (size_t d = 0; d < num_devices && d < NUM_DEVICES; d++) {
+    PJRT_Error *de = own[d] ? pjrt_exec_await_error(api, own[d]) : NULL;
+    if (!e)
+      e = de;
+    else if (de)
+      pjrt_test_take_error(api, de, NULL, 0);
+  }
+  size_t no = e ? pjrt_exec_num_outputs(api, l) : 0;
+  for (size_t d = 0; d < num_devices && d < NUM_DEVICES; d++)
+    for (size_t j = 0; j < no; j++) {
+      pjrt_exec_buffer_destroy(api, outv[d][j]);
+      outv[d][j] = NULL;
+    }
+  return e;
 }
 
 /* Compiles `text` (or `code`, when not NULL: the same module as an HloModuleProto) for r x p

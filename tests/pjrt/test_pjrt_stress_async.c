@@ -8,7 +8,9 @@
  * and an execute that reads them; an argument destroyed while its run waits stays readable by
  * the run; Client_Destroy waits for queued runs; 4 threads read a buffer through queued runs
  * while a cheap execute (run inside its call) donates it: every read sees the buffer before
- * the donation, or is refused; and 4 threads each run a chain of 100
+ * the donation, or is refused; a multi-device execute (2 host devices, an all-reduce after
+ * the gate) returns before its run ends too, and 3 threads' multi-device executes interleave
+ * on the devices' queues without a hang; and 4 threads each run a chain of 100
  * executes that donate their input (JAX's training-loop pattern) without waiting between
  * them, on a client that queues every execute, reading the chain's value as it goes. */
 #include <pthread.h>
@@ -389,6 +391,123 @@ static void test_queued_readers_then_a_cheap_donor(void **state) {
   pjrt_test_client_destroy(api, c);
 }
 
+/* ---- multi-device executes: queued on every device, in one order on all ---- */
+
+static const char *kGateSum =
+    "HloModule async_gate_sum\n"
+    "add { x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] add(x, y) }\n"
+    "ENTRY main {\n"
+    "  p = f32[4] parameter(0)\n"
+    "  g = f32[4] custom-call(p), custom_call_target=\"kiln_async_gate\",\n"
+    "      api_version=API_VERSION_TYPED_FFI\n"
+    "  ROOT s = f32[4] all-reduce(g), replica_groups={{0,1}}, to_apply=add\n"
+    "}\n";
+
+static PJRT_Client *two_device_client(void) {
+  PJRT_NamedValue o[3] = {pjrt_test_opt_string("platform", "cpu"),
+                          pjrt_test_opt_string("cache_dir", ""),
+                          pjrt_test_opt_int("num_devices", 2)};
+  return pjrt_test_client(api, o, 3);
+}
+
+static PJRT_LoadedExecutable *compile_two_replicas(PJRT_Client *c, const char *text) {
+  char opts[8];
+  size_t n = pjrt_exec_world_options(opts, 2, 1);
+  PJRT_LoadedExecutable *l = NULL;
+  PJRT_CHECK(api, pjrt_exec_try_compile(api, c, "hlo", text, strlen(text), opts, n, &l));
+  return l;
+}
+
+/* Starts `l` on both devices with in[0] / in[1]; outputs into out[d]; events into done[d]. */
+static PJRT_Error *execute_two(PJRT_LoadedExecutable *l, PJRT_Buffer *in[2], PJRT_Buffer *out[2],
+                               PJRT_Event *done[2]) {
+  PJRT_Buffer *const *lists[2] = {&in[0], &in[1]};
+  PJRT_Buffer **out_lists[2] = {&out[0], &out[1]};
+  return pjrt_exec_start_on(api, l, lists, 2, 1, out_lists, NULL, done);
+}
+
+static void test_multi_device_execute_returns_before_its_run_ends(void **state) {
+  (void)state;
+  atomic_store(&g_gate, 0);
+  PJRT_Client *c = two_device_client();
+  PJRT_LoadedExecutable *l = compile_two_replicas(c, kGateSum);
+  float x[2][4] = {{1, 2, 3, 4}, {10, 20, 30, 40}};
+  PJRT_Buffer *in[2], *out[2] = {NULL, NULL};
+  PJRT_Event *done[2] = {NULL, NULL};
+  for (int d = 0; d < 2; d++)
+    in[d] = pjrt_exec_buffer(api, c, pjrt_exec_device(api, c, (size_t)d), x[d],
+                             PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_CHECK(api, execute_two(l, in, out, done));
+  for (int d = 0; d < 2; d++) assert_false(event_ready(done[d])); /* at the gate */
+  atomic_store(&g_gate, 1);
+  for (int d = 0; d < 2; d++) {
+    PJRT_CHECK(api, await_error(done[d]));
+    float r[4];
+    pjrt_exec_read(api, out[d], r, sizeof(r));
+    for (int i = 0; i < 4; i++) assert_true(r[i] == x[0][i] + x[1][i] + 2);
+    pjrt_exec_buffer_destroy(api, out[d]);
+    pjrt_exec_buffer_destroy(api, in[d]);
+  }
+  pjrt_exec_destroy(api, l);
+  pjrt_test_client_destroy(api, c);
+}
+
+#define SPMD_THREADS 3
+#define SPMD_ITERS 30
+
+typedef struct spmd_worker {
+  PJRT_Client *c;
+  PJRT_LoadedExecutable *sum; /* shared by the threads */
+  int id, wrong;
+} spmd_worker_t;
+
+/* Executes on both devices, again and again, reading the sums. */
+static void *spmd_work(void *arg) {
+  spmd_worker_t *w = arg;
+  for (int it = 0; it < SPMD_ITERS; it++) {
+    float x[2][4];
+    PJRT_Buffer *in[2], *out[2] = {NULL, NULL};
+    PJRT_Event *done[2] = {NULL, NULL};
+    for (int d = 0; d < 2; d++) {
+      for (int i = 0; i < 4; i++) x[d][i] = (float)(w->id * 1000 + it * 10 + d * 4 + i);
+      in[d] = pjrt_exec_buffer(api, w->c, pjrt_exec_device(api, w->c, (size_t)d), x[d],
+                               PJRT_Buffer_Type_F32, kDims4, 1);
+    }
+    PJRT_CHECK(api, execute_two(w->sum, in, out, done));
+    for (int d = 0; d < 2; d++) {
+      pjrt_exec_event_destroy(api, done[d]);
+      pjrt_exec_buffer_destroy(api, in[d]); /* the runs hold what they read */
+    }
+    for (int d = 0; d < 2; d++) {
+      float r[4];
+      pjrt_exec_read(api, out[d], r, sizeof(r));
+      for (int i = 0; i < 4; i++) w->wrong += r[i] != x[0][i] + x[1][i] + 2;
+      pjrt_exec_buffer_destroy(api, out[d]);
+    }
+  }
+  return NULL;
+}
+
+/* Three threads' multi-device executes interleave on the two queues: each device's queue must
+ * hold the participants in one order (else two runs would each wait at the start line for a
+ * participant queued behind the other's: a hang). */
+static void test_multi_device_executes_from_three_threads(void **state) {
+  (void)state;
+  atomic_store(&g_gate, 1);
+  PJRT_Client *c = two_device_client();
+  PJRT_LoadedExecutable *sum = compile_two_replicas(c, kGateSum);
+  spmd_worker_t w[SPMD_THREADS];
+  pthread_t t[SPMD_THREADS];
+  for (int i = 0; i < SPMD_THREADS; i++) {
+    w[i] = (spmd_worker_t){.c = c, .sum = sum, .id = i};
+    assert_int_equal(pthread_create(&t[i], NULL, spmd_work, &w[i]), 0);
+  }
+  for (int i = 0; i < SPMD_THREADS; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < SPMD_THREADS; i++) assert_int_equal(w[i].wrong, 0);
+  pjrt_exec_destroy(api, sum);
+  pjrt_test_client_destroy(api, c);
+}
+
 /* ---- chains of donating executes from 4 threads ---- */
 
 #define CHAIN_THREADS 4
@@ -455,6 +574,8 @@ int main(void) {
       cmocka_unit_test(test_client_destroy_waits_for_queued_runs),
       cmocka_unit_test(test_queued_readers_then_a_cheap_donor),
       cmocka_unit_test(test_donation_chains_from_four_threads),
+      cmocka_unit_test(test_multi_device_execute_returns_before_its_run_ends),
+      cmocka_unit_test(test_multi_device_executes_from_three_threads),
   };
   return kiln_run_tests(tests, NULL, NULL);
 }
