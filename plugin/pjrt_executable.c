@@ -790,7 +790,6 @@ static void work_run(kiln_pjrt_work_t *base) {
   }
   if (w->spmd && !spmd_start(w->spmd) && !s)
     s = kiln_status_make(KILN_ABORTED, "another participant's run could not be queued");
-  if (w->spmd && s) kiln_spmd_world_abort(w->who.world, w->who.participant, kiln_status_message(s));
   kiln_stream_t *stream = NULL;
   if (!s) s = kiln_pjrt_device_stream_acquire(w->dev, &stream);
   for (int32_t i = 0; i < np && !s; i++) {
@@ -804,9 +803,9 @@ static void work_run(kiln_pjrt_work_t *base) {
     kiln_run_info_t run = {w->run_id, NULL, 0};
     s = kiln_executable_run_participant(w->x, stream, ptrs, sizes, np, kout, &run,
                                         w->spmd ? &w->who : NULL);
-    if (s && w->spmd)
-      kiln_spmd_world_abort(w->who.world, w->who.participant, kiln_status_message(s));
   }
+  /* A participant that fails (before or in its run) stops its peers at once. */
+  if (s && w->spmd) kiln_spmd_world_abort(w->who.world, w->who.participant, kiln_status_message(s));
   if (stream) kiln_pjrt_device_stream_release(w->dev, stream);
   if (s && w->spmd) {
     kiln_strbuf_t who = {0};

@@ -416,8 +416,14 @@ static kiln_status execute(kiln_pjrt_runner_t *r, PJRT_LoadedExecutable *exe, in
       .execute_device = alone ? r->device : NULL};
   kiln_status s = kiln_pjrt_status_from_error(r->api, r->api->PJRT_LoadedExecutable_Execute(&a),
                                               "PJRT_LoadedExecutable_Execute");
-  for (int d = 0; d < nd; d++)
-    s = kiln_status_join(s, await_event(r, s ? NULL : done[d], "PJRT_LoadedExecutable_Execute"));
+  /* Started: every device's event is awaited and destroyed (a run that failed after Execute
+   * returned fails its event); the first failure is the one reported. */
+  for (int d = 0; d < nd && !s; d++) {
+    kiln_status e = await_event(r, done[d], "PJRT_LoadedExecutable_Execute");
+    for (int k = d + 1; e && k < nd; k++)
+      kiln_status_free(await_event(r, done[k], "PJRT_LoadedExecutable_Execute"));
+    s = e;
+  }
   kiln_free(done);
   return s;
 }
