@@ -1272,19 +1272,28 @@ static kiln_status run_or_queue(PJRT_Executable *e, PJRT_Device *dev, int32_t di
   kiln_executable_t *x = NULL;
   kiln_pjrt_queue_t *order = NULL;
   if (mode != KILN_PJRT_ASYNC_NEVER) {
-    for (int32_t i = 0; i < e->num_params; i++)
+    bool here = opts && KILN_PJRT_HAS(opts, context) && opts->context, donates = false;
+    for (int32_t i = 0; i < e->num_params; i++) {
       KILN_RETURN_IF_ERROR_PLAIN(check_argument(e, i, argv[i], dev));
+      here = here || needs_relayout(e, i, argv[i]);
+      donates = donates || e->param_output[i] >= 0;
+    }
     KILN_RETURN_IF_ERROR_PLAIN(device_code(e, di, &x));
-    bool here = opts && KILN_PJRT_HAS(opts, context) && opts->context;
-    for (int32_t i = 0; i < e->num_params && !here; i++) here = needs_relayout(e, i, argv[i]);
-    /* In the queue's order from here until the arguments are taken (execute_async, or
-     * execute_one here: a run queued before must not read a buffer this one donates). */
-    order = &dev->queue;
-    kiln_pjrt_queue_order_lock(order);
-    bool idle = kiln_pjrt_queue_idle(order);
-    if (!here && (mode == KILN_PJRT_ASYNC_ALWAYS || !idle || !e->devices[di].cheap))
-      return execute_async(e, dev, x, argv, opts, outs, done);
-    if (!idle) kiln_pjrt_queue_drain(order); /* runs here after what is queued */
+    kiln_pjrt_queue_t *q = &dev->queue;
+    bool idle = kiln_pjrt_queue_idle(q);
+    bool queue = !here && (mode == KILN_PJRT_ASYNC_ALWAYS || !idle || !e->devices[di].cheap);
+    /* In the queue's order from here until the arguments are taken: execute_async, or a run
+     * here that donates (a run queued before must not read a buffer it donates; a run here
+     * that only reads needs no order against the queue, whose runs write only their own
+     * outputs and what they were donated). */
+    if (queue || donates) {
+      kiln_pjrt_queue_order_lock(q);
+      order = donates ? q : NULL;
+      idle = kiln_pjrt_queue_idle(q);
+      queue = queue || (!here && !idle);
+      if (queue) return execute_async(e, dev, x, argv, opts, outs, done);
+    }
+    if (!idle) kiln_pjrt_queue_drain(q); /* runs here after what is queued */
   }
   KILN_RETURN_IF_ERROR_PLAIN(execute_one(e, dev, di, x, argv, opts, NULL, outs, order));
   /* The run is synchronous: its completion event is ready now. */
