@@ -73,6 +73,12 @@ kiln_status kiln_status_annotate(kiln_status s, const char *fmt, ...) {
   return s;
 }
 
+kiln_status kiln_status_copy(kiln_status s) {
+  if (!s) return NULL;
+  return kiln_status_make_at(kiln_status_code(s), kiln_status_file(s), kiln_status_line(s), "%s",
+                             kiln_status_message(s));
+}
+
 kiln_status kiln_status_join(kiln_status primary, kiln_status secondary) {
   if (!primary) return secondary;
   if (secondary) {

@@ -57,6 +57,9 @@ kiln_status kiln_status_annotate(kiln_status s, const char *fmt, ...)
 /* Joins a cleanup failure into a primary one: returns `primary` if non-NULL (with the
  * other's message appended and freed), else `secondary`. */
 kiln_status kiln_status_join(kiln_status primary, kiln_status secondary);
+/* A new status with `s`'s code, place and message (NULL for OK): for handing one failure to
+ * several owners, each freeing its own. */
+kiln_status kiln_status_copy(kiln_status s);
 
 kiln_status_code_t kiln_status_code(kiln_status s);
 const char *kiln_status_message(kiln_status s); /* "" for OK; borrowed */

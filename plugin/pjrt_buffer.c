@@ -111,10 +111,6 @@ static void fill_free(kiln_pjrt_fill_t *f) {
   kiln_free(f);
 }
 
-static kiln_status status_copy(const kiln_status s) {
-  return s ? kiln_status_make(kiln_status_code(s), "%s", kiln_status_message(s)) : NULL;
-}
-
 /* Ends the filling (error: taken over, NULL for OK); the waiting events complete. Only the
  * first end counts. */
 static void fill_end(kiln_pjrt_fill_t *f, kiln_status error) {
@@ -132,7 +128,7 @@ static void fill_end(kiln_pjrt_fill_t *f, kiln_status error) {
   f->num_waiters = f->cap_waiters = 0;
   pthread_cond_broadcast(&f->cv);
   kiln_mutex_unlock(&f->mu);
-  for (size_t i = 0; i < n; i++) kiln_pjrt_event_complete(w[i], status_copy(error));
+  for (size_t i = 0; i < n; i++) kiln_pjrt_event_complete(w[i], kiln_status_copy(error));
   kiln_free(w);
 }
 
@@ -142,7 +138,7 @@ static kiln_status fill_wait(kiln_pjrt_storage_t *st) {
   if (!f) return NULL;
   kiln_mutex_lock(&f->mu);
   while (f->pending) pthread_cond_wait(&f->cv, &f->mu);
-  kiln_status s = status_copy(f->error);
+  kiln_status s = kiln_status_copy(f->error);
   kiln_mutex_unlock(&f->mu);
   return s;
 }
@@ -629,7 +625,7 @@ kiln_status kiln_pjrt_storage_wait(kiln_pjrt_storage_t *st, kiln_devptr_t *ptr) 
   kiln_status s = fill_wait(st);
   if (!s) s = check_memory(st);
   if (s) return st->fill ? kiln_status_annotate(s, "%s", st->fill->failure) : s;
-  *ptr = st->buf->ptr;
+  if (ptr) *ptr = st->buf->ptr;
   return NULL;
 }
 
@@ -651,16 +647,11 @@ kiln_status kiln_pjrt_buffer_acquire(PJRT_Buffer *b, kiln_devptr_t *ptr, uint64_
   }
   kiln_pjrt_storage_t *st = b->storage;
   if (size) *size = b->on_device_size;
-  /* Memory an async host-to-device transfer still fills, or an alias buffer not fulfilled yet:
-   * wait for it (held, so it stays); the memory is known after that. */
-  kiln_status s = fill_wait(st);
-  if (!s) s = check_memory(st);
-  if (s) {
-    kiln_pjrt_buffer_release(b);
-    return st->fill ? kiln_status_annotate(s, "%s", st->fill->failure) : s;
-  }
-  if (ptr) *ptr = st->buf->ptr;
-  return NULL;
+  /* Memory an async host-to-device transfer still fills, an alias buffer not fulfilled yet or
+   * an execute's run still computes: wait for it (held, so it stays). */
+  kiln_status s = kiln_pjrt_storage_wait(st, ptr);
+  if (s) kiln_pjrt_buffer_release(b);
+  return s;
 }
 
 void kiln_pjrt_buffer_release(PJRT_Buffer *b) {
@@ -1308,7 +1299,7 @@ static PJRT_Error *Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args *args) {
       }
       f->waiters[f->num_waiters++] = e;
     } else {
-      done = status_copy(f->error);
+      done = kiln_status_copy(f->error);
     }
     kiln_mutex_unlock(&f->mu);
   }
@@ -1807,7 +1798,7 @@ static void raw_future_ready(PJRT_Buffer_CopyRawToHostFuture_Callback_Args *args
   else if (!args->dst && f->size)
     s = kiln_status_make(KILN_INVALID_ARGUMENT, FN_RAWF ": dst is NULL");
   else
-    s = fill_wait(f->storage); /* an execute may still compute it, a transfer fill it */
+    s = kiln_pjrt_storage_wait(f->storage, NULL); /* an execute may still compute it */
   if (!s) s = storage_read(f->storage, f->offset, args->dst, f->size); /* (only after the wait) */
   kiln_pjrt_storage_unref(f->storage);
   kiln_pjrt_event_complete(f->event, s);

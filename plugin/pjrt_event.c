@@ -110,12 +110,6 @@ static void dispatch(kiln_pjrt_event_callback_t *list) {
 
 /* ---- events ----------------------------------------------------------------------------- */
 
-static kiln_status status_copy(kiln_status s) {
-  if (!s) return NULL;
-  return kiln_status_make_at(kiln_status_code(s), kiln_status_file(s), kiln_status_line(s), "%s",
-                             kiln_status_message(s));
-}
-
 PJRT_Event *kiln_pjrt_event_create(void) {
   PJRT_Event *e = kiln_try_calloc(1, sizeof(*e));
   if (!e) return NULL;
@@ -152,7 +146,8 @@ void kiln_pjrt_event_complete(PJRT_Event *e, kiln_status error) {
   e->error = error;
   kiln_pjrt_event_callback_t *list = e->callbacks;
   e->callbacks = NULL;
-  for (kiln_pjrt_event_callback_t *cb = list; cb; cb = cb->next) cb->error = status_copy(error);
+  for (kiln_pjrt_event_callback_t *cb = list; cb; cb = cb->next)
+    cb->error = kiln_status_copy(error);
   bool destroyed = e->destroyed;
   pthread_cond_broadcast(&e->cv);
   kiln_mutex_unlock(&e->mu);
@@ -227,7 +222,7 @@ static PJRT_Error *Event_Error(PJRT_Event_Error_Args *args) {
   if (e->shared) return NULL;
   kiln_mutex_lock(&e->mu);
   bool ready = e->ready;
-  kiln_status copy = ready ? status_copy(e->error) : NULL;
+  kiln_status copy = ready ? kiln_status_copy(e->error) : NULL;
   kiln_mutex_unlock(&e->mu);
   if (!ready)
     return kiln_pjrt_error_make(KILN_FAILED_PRECONDITION,
@@ -245,7 +240,7 @@ static PJRT_Error *Event_Await(PJRT_Event_Await_Args *args) {
   if (e->shared) return NULL;
   kiln_mutex_lock(&e->mu);
   while (!e->ready) pthread_cond_wait(&e->cv, &e->mu);
-  kiln_status copy = status_copy(e->error);
+  kiln_status copy = kiln_status_copy(e->error);
   kiln_mutex_unlock(&e->mu);
   return kiln_pjrt_error_from_status(copy);
 }
@@ -271,7 +266,7 @@ static PJRT_Error *Event_OnReady(PJRT_Event_OnReady_Args *args) {
     kiln_mutex_unlock(&e->mu);
     return NULL;
   }
-  cb->error = status_copy(e->error);
+  cb->error = kiln_status_copy(e->error);
   kiln_mutex_unlock(&e->mu);
   dispatch(cb);
   return NULL;

@@ -504,13 +504,21 @@ static inline bool needs_relayout(const PJRT_Executable *e, int32_t i, const PJR
          !kiln_pjrt_m2m_same_placement(b->rank, b->dims, b->minor_to_major, e->params[i].m2m);
 }
 
-/* Parameter i takes a donation: an output lives in it, no relayout, and the caller did not
- * say otherwise. */
+/* Parameter i may take a donation: an output lives in it and the caller's
+ * non_donatable_input_indices do not list it (an argument to relay out is copied instead). */
 static bool donatable(const PJRT_Executable *e, int32_t i, const PJRT_ExecuteOptions *opts) {
   if (e->param_output[i] < 0) return false;
   if (opts && KILN_PJRT_HAS(opts, num_non_donatable_input_indices))
     return !in_list(opts->non_donatable_input_indices, opts->num_non_donatable_input_indices, i);
   return true;
+}
+
+/* A copy of `size` bytes at `src` on `dev` (an aliased parameter that was not donated: the
+ * executable writes into the copy), made on `stream`. */
+static kiln_status copy_argument(PJRT_Device *dev, kiln_stream_t *stream, kiln_devptr_t src,
+                                 uint64_t size, kiln_device_buffer_t **out) {
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_device_buffer_create(dev->kdev, size ? size : 1, out));
+  return size ? kiln_stream_memcpy_d2d(stream, (*out)->ptr, src, size) : NULL;
 }
 
 static void args_release(arg_state_t *st, int32_t n) {
@@ -559,12 +567,6 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
   for (int32_t i = 0; i < np && !x; i++)
     KILN_RETURN_IF_ERROR_PLAIN(check_argument(e, i, args[i], dev));
   if (!x) KILN_RETURN_IF_ERROR_PLAIN(device_code(e, di, &x));
-  const int64_t *non_donatable = NULL;
-  size_t num_non_donatable = 0;
-  if (opts && KILN_PJRT_HAS(opts, num_non_donatable_input_indices)) {
-    non_donatable = opts->non_donatable_input_indices;
-    num_non_donatable = opts->num_non_donatable_input_indices;
-  }
   /* Small signatures on the stack (each entry used is set in the first loop below). */
   arg_state_t local[16];
   arg_state_t *st = np <= 16 ? local : kiln_try_calloc((size_t)np, sizeof(*st));
@@ -593,8 +595,7 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
   for (int32_t i = 0; i < np; i++) {
     bool relayout = needs_relayout(e, i, args[i]);
     st[i] = (arg_state_t){.buf = args[i], .relayout = relayout};
-    if (s ||
-        (e->param_output[i] >= 0 && !relayout && !in_list(non_donatable, num_non_donatable, i)))
+    if (s || (!relayout && donatable(e, i, opts)))
       continue; /* after an error: set only, for args_release */
     uint64_t size = 0;
     if (kiln_pjrt_buffer_try_acquire(args[i], &st[i].ptr)) {
@@ -635,9 +636,7 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
       if (!s) *(e->param_output[i] >= 0 ? &st[i].copy : &st[i].relaid) = r;
       if (!s) ptrs[i] = r->ptr;
     } else if (e->param_output[i] >= 0 && !st[i].donated) {
-      /* not donated: the executable writes into a copy */
-      s = kiln_device_buffer_create(dev->kdev, sizes[i] ? sizes[i] : 1, &st[i].copy);
-      if (!s && sizes[i]) s = kiln_stream_memcpy_d2d(stream, st[i].copy->ptr, st[i].ptr, sizes[i]);
+      s = copy_argument(dev, stream, st[i].ptr, sizes[i], &st[i].copy);
       if (!s) ptrs[i] = st[i].copy->ptr;
     }
   }
@@ -765,10 +764,6 @@ static exec_work_t *work_new(PJRT_Executable *e) {
   return w;
 }
 
-static kiln_status status_copy(kiln_status s) {
-  return kiln_status_make(kiln_status_code(s), "%s", kiln_status_message(s));
-}
-
 /* The queue's side: runs `base` (an exec_work_t) and completes what it made pending. */
 static void work_run(kiln_pjrt_work_t *base) {
   exec_work_t *w = (exec_work_t *)base;
@@ -794,9 +789,7 @@ static void work_run(kiln_pjrt_work_t *base) {
   if (!s) s = kiln_pjrt_device_stream_acquire(w->dev, &stream);
   for (int32_t i = 0; i < np && !s; i++) {
     if (e->param_output[i] < 0 || w->donated[i]) continue;
-    /* not donated: the executable writes into a copy */
-    s = kiln_device_buffer_create(w->dev->kdev, sizes[i] ? sizes[i] : 1, &copies[i]);
-    if (!s && sizes[i]) s = kiln_stream_memcpy_d2d(stream, copies[i]->ptr, ptrs[i], sizes[i]);
+    s = copy_argument(w->dev, stream, ptrs[i], sizes[i], &copies[i]);
     if (!s) ptrs[i] = copies[i]->ptr;
   }
   if (!s) {
@@ -816,7 +809,7 @@ static void work_run(kiln_pjrt_work_t *base) {
   if (s) s = kiln_status_annotate(s, "in the asynchronous run of %s", e->name);
   for (int32_t j = 0; j < no; j++) {
     if (s) {
-      kiln_pjrt_storage_complete(w->out[j], NULL, NULL, status_copy(s));
+      kiln_pjrt_storage_complete(w->out[j], NULL, NULL, kiln_status_copy(s));
       continue;
     }
     /* An aliased output is a view of the parameter's memory (as in execute_one). */
@@ -859,20 +852,11 @@ static bool passed_twice(PJRT_Buffer *const *args, int32_t np, int32_t i) {
   return false;
 }
 
-/* Work for a run of `x` (e's code on `dev`) with `args` (checked): its outputs in `outs`
- * (made pending here) and, when `done` is not NULL, its completion event in *done (handed out
- * when the work is queued). The caller holds the queue's order lock (what the run reads is
- * taken in the queue's order). On an error nothing is made or taken but the donations
- * already done (as execute_one's). */
-static kiln_status work_prepare(PJRT_Executable *e, PJRT_Device *dev, kiln_executable_t *x,
-                                PJRT_Buffer *const *args, const PJRT_ExecuteOptions *opts,
-                                PJRT_Buffer **outs, bool want_done, exec_work_t **out);
-
 /* Undoes work_prepare's work `w` that will not run (`s`: why, for its outputs). */
 static void work_discard(exec_work_t *w, PJRT_Buffer **outs, kiln_status s) {
   PJRT_Executable *e = w->e;
   for (int32_t j = 0; j < e->num_outputs; j++)
-    if (w->out[j]) kiln_pjrt_storage_complete(w->out[j], NULL, NULL, status_copy(s));
+    if (w->out[j]) kiln_pjrt_storage_complete(w->out[j], NULL, NULL, kiln_status_copy(s));
   outputs_destroy(outs, e->num_outputs);
   for (int32_t i = 0; i < e->num_params; i++) kiln_pjrt_storage_unref(w->in[i]);
   if (w->done) { /* nobody was handed it: completed, then freed */
@@ -885,6 +869,10 @@ static void work_discard(exec_work_t *w, PJRT_Buffer **outs, kiln_status s) {
   kiln_free(w);
 }
 
+/* Work for a run of `x` (e's code on `dev`) with `args` (checked): its outputs in `outs`
+ * (made pending here) and, with `want_done`, its completion event in (*out)->done. The caller
+ * holds the queue's order lock (what the run reads is taken in the queue's order). On an
+ * error nothing is made or taken but the donations already done (as execute_one's). */
 static kiln_status work_prepare(PJRT_Executable *e, PJRT_Device *dev, kiln_executable_t *x,
                                 PJRT_Buffer *const *args, const PJRT_ExecuteOptions *opts,
                                 PJRT_Buffer **outs, bool want_done, exec_work_t **out) {
@@ -982,17 +970,25 @@ static void *spmd_participant_main(void *arg) {
  * already), outputs into outs[d]; across processes the world's other participants run in their
  * processes and meet these over MPI. On error every output is destroyed and the status is the
  * first participant's own failure (before its peers' ABORTED), annotated with the participant. */
-static kiln_status execute_spmd(PJRT_LoadedExecutable *l, PJRT_Buffer *const *const *argv,
-                                const PJRT_ExecuteOptions *opts, PJRT_Buffer **const *outs) {
-  PJRT_Executable *e = l->exec;
-  int32_t world = e->num_participants, n = l->num_local;
+/* A world for one execute of `l`: its participants' device ids, the client's deadline. */
+static kiln_status world_create(const PJRT_LoadedExecutable *l, kiln_spmd_world_t **out) {
+  const PJRT_Executable *e = l->exec;
+  int32_t world = e->num_participants;
   int64_t *ids = kiln_try_calloc((size_t)world, sizeof(*ids));
   if (!ids) return KILN_ERR_EXHAUSTED("out of host memory for the ids of %d devices", world);
   for (int32_t i = 0; i < world; i++) ids[i] = l->devices[i]->desc.id;
-  kiln_spmd_world_t *w = NULL;
   kiln_status s = kiln_spmd_world_create(e->num_replicas, e->num_partitions, ids,
-                                         e->client->options.collective_timeout_ms, &w);
+                                         e->client->options.collective_timeout_ms, out);
   kiln_free(ids);
+  return s;
+}
+
+static kiln_status execute_spmd(PJRT_LoadedExecutable *l, PJRT_Buffer *const *const *argv,
+                                const PJRT_ExecuteOptions *opts, PJRT_Buffer **const *outs) {
+  PJRT_Executable *e = l->exec;
+  int32_t n = l->num_local;
+  kiln_spmd_world_t *w = NULL;
+  kiln_status s = world_create(l, &w);
   if (s) return s;
   if (e->client->num_processes > 1) kiln_spmd_world_set_mpi(w, e->client->mpi, n);
   spmd_participant_t *ps = kiln_try_calloc((size_t)n, sizeof(*ps));
@@ -1076,20 +1072,13 @@ static kiln_status execute_spmd_async(PJRT_LoadedExecutable *l, PJRT_Buffer *con
                                       const PJRT_ExecuteOptions *opts, PJRT_Buffer **const *outs,
                                       PJRT_Event **events) {
   PJRT_Executable *e = l->exec;
-  int32_t n = l->num_local;
-  int32_t world = e->num_participants; /* = n: one process */
-  int64_t *ids = kiln_try_calloc((size_t)world, sizeof(*ids));
+  int32_t n = l->num_local; /* every participant: one process */
   spmd_run_t *r = kiln_try_calloc(1, sizeof(*r));
   exec_work_t **ws = kiln_try_calloc((size_t)n, sizeof(*ws));
   PJRT_Device **held = kiln_try_calloc((size_t)n, sizeof(*held));
   kiln_status s = NULL;
-  if (!ids || !r || !ws || !held)
-    s = KILN_ERR_EXHAUSTED("out of host memory for a run on %d devices", n);
-  for (int32_t i = 0; i < world && !s; i++) ids[i] = l->devices[i]->desc.id;
-  if (!s)
-    s = kiln_spmd_world_create(e->num_replicas, e->num_partitions, ids,
-                               e->client->options.collective_timeout_ms, &r->world);
-  kiln_free(ids);
+  if (!r || !ws || !held) s = KILN_ERR_EXHAUSTED("out of host memory for a run on %d devices", n);
+  if (!s) s = world_create(l, &r->world);
   if (s) {
     kiln_free(r);
     kiln_free(ws);
@@ -1122,9 +1111,8 @@ static kiln_status execute_spmd_async(PJRT_LoadedExecutable *l, PJRT_Buffer *con
     kiln_free(held);
     return s;
   }
-  /* Queued in participant order; one that cannot be (no thread) stops the others at the
-   * start line and runs here, failing, after them. */
-  bool *here = kiln_try_calloc((size_t)n, sizeof(*here));
+  /* Queued in participant order; one that cannot be (no thread) marks the run failed, so
+   * every participant, its own run here too, passes the start line at once and fails. */
   for (int32_t d = 0; d < n; d++) {
     if (events) events[d] = ws[d]->done;
     kiln_status qs = kiln_pjrt_queue_push(&ws[d]->dev->queue, &ws[d]->base);
@@ -1135,15 +1123,9 @@ static kiln_status execute_spmd_async(PJRT_LoadedExecutable *l, PJRT_Buffer *con
     r->failed = true;
     pthread_cond_broadcast(&r->cv);
     kiln_mutex_unlock(&r->mu);
-    if (here)
-      here[d] = true;
-    else
-      work_run(&ws[d]->base); /* (no room to defer it: it fails at the start line) */
+    work_run(&ws[d]->base);
   }
   for (int32_t d = 0; d < n; d++) kiln_pjrt_queue_order_unlock(&held[d]->queue);
-  for (int32_t d = 0; here && d < n; d++)
-    if (here[d]) work_run(&ws[d]->base);
-  kiln_free(here);
   kiln_free(ws);
   kiln_free(held);
   return NULL;
@@ -1237,7 +1219,7 @@ static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args)
   /* After what the devices' queues hold, and with nothing queued meanwhile (their order
    * locks, taken in device order), so no queued run reads a buffer this one donates. */
   PJRT_Device **held = NULL;
-  if (!s && e->client->options.async_execute != KILN_PJRT_ASYNC_NEVER) {
+  if (!s && mode != KILN_PJRT_ASYNC_NEVER) {
     held = kiln_try_calloc((size_t)n, sizeof(*held));
     if (!held) s = KILN_ERR_EXHAUSTED("out of host memory for the devices of %d participants", n);
     if (held) devices_in_order(l, n, held);

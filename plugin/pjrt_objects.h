@@ -373,8 +373,8 @@ kiln_status kiln_pjrt_buffer_donate_pending(PJRT_Buffer *b, kiln_pjrt_storage_t 
 /* A reference to `b`'s storage (FAILED_PRECONDITION when deleted or donated), whose memory may
  * still be filled: the memory stays while the reference does, whatever happens to `b`. */
 kiln_status kiln_pjrt_buffer_ref_storage(PJRT_Buffer *b, kiln_pjrt_storage_t **out);
-/* Waits until `st`'s memory is there (filled, fulfilled, computed): its address, or the error
- * that stopped it. */
+/* Waits until `st`'s memory is there (filled, fulfilled, computed): its address into *ptr
+ * (when not NULL), or the error that stopped it. */
 kiln_status kiln_pjrt_storage_wait(kiln_pjrt_storage_t *st, kiln_devptr_t *ptr);
 /* An asynchronous execute's output: a buffer on `dev` (default layout, device memory) whose
  * memory comes when its *storage (a reference of the caller's) is completed. Readers wait. */
