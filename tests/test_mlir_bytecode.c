@@ -738,6 +738,24 @@ static void test_bad_varints_indices_and_dialects_name_section_and_offset(void *
   assert_non_null(m);
   assert_int_equal(m->body.num_ops, 0);
   kiln_mlir_module_destroy(m);
+  /* The fuzzer's find: two strings, the first's 10 bytes a 9-byte varint and its NUL, so the
+   * second size is read from the first string's data and its (huge) value must not index. */
+  bytes_t strs = {0};
+  put_varint(&strs, 2);
+  put_varint(&strs, 10);
+  static const uint8_t kData[10] = {0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f, 0x00};
+  put(&strs, kData, sizeof kData);
+  f.n = 0;
+  put(&f, "ML\xefR", 4);
+  put_varint(&f, 6);
+  put(&f, "kiln-test", 10);
+  put_section(&f, 0, &strs);
+  bytes_t empty = {0};
+  for (uint8_t id = 1; id <= 4; id++) put_section(&f, id, &empty);
+  put_section(&f, 8, &empty);
+  msg = expect_error(&f);
+  assert_non_null(strstr(msg, "the size of string 0 runs into the string data"));
+  free(msg);
 }
 
 /* A module whose attribute `kiln.w = dense_resource<module> : tensor<3xi32>` names a blob of

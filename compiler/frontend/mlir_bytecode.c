@@ -234,6 +234,10 @@ static kiln_status read_strings(kiln_bc_t *bc) {
   for (uint64_t k = 0; k < n; k++) {
     uint64_t i = n - 1 - k, sz;
     KILN_RETURN_IF_ERROR_PLAIN(kiln_bc_varint(&r, &sz));
+    if (r.pos > end) {
+      return kiln_bc_error(&r, "the size of string %llu runs into the string data",
+                           (unsigned long long)i);
+    }
     if (sz == 0 || sz > end - r.pos) {
       return kiln_bc_error(&r, "string %llu of %llu bytes does not fit", (unsigned long long)i,
                            (unsigned long long)sz);

@@ -156,6 +156,16 @@ class Api:
         finally:
             self.call("PJRT_Event_Destroy", _abi.EventDestroy(event=event))
 
+    def event_is_ready(self, event):
+        """Whether `event` has happened (PJRT_Event_IsReady); does not wait."""
+        return self.call("PJRT_Event_IsReady", _abi.EventIsReady(event=event)).is_ready
+
+    def drop_event(self, event):
+        """Destroys `event` without waiting for it (its outcome then reaches whoever reads
+        what it guards)."""
+        if event:
+            self.call("PJRT_Event_Destroy", _abi.EventDestroy(event=event))
+
     def __repr__(self):
         return f"<PJRT plugin {self.path}, API {self.version[0]}.{self.version[1]}>"
 
@@ -375,7 +385,9 @@ def _to_host_array(array, dtype):
 
 
 class Buffer:
-    """An array on a device. `shape`, `dtype`, `to_numpy()`, `delete()`."""
+    """An array on a device. `shape`, `dtype`, `to_numpy()`, `delete()`. An output of an
+    execute may still be being computed: `is_ready` says whether it is, `block_until_ready()`
+    waits (raising the run's error, as every read of a failed run's output does)."""
 
     def __init__(self, client, handle):
         self.client = client
@@ -403,6 +415,25 @@ class Buffer:
         if t == _TYPE_BF16:
             return np.dtype(np.float32)  # widened on read without ml_dtypes
         raise PjrtError("UNIMPLEMENTED", f"kiln: PJRT buffer type {t} has no numpy dtype")
+
+    def _ready_event(self):
+        return self._api.call("PJRT_Buffer_ReadyEvent",
+                              _abi.BufferReadyEvent(buffer=self.handle)).event
+
+    @property
+    def is_ready(self):
+        """Whether the buffer's value is computed (or its computation failed); never waits."""
+        event = self._ready_event()
+        try:
+            return self._api.event_is_ready(event)
+        finally:
+            self._api.drop_event(event)
+
+    def block_until_ready(self):
+        """Waits until the buffer's value is computed; raises PjrtError if its run failed.
+        Returns the buffer."""
+        self._api.await_event(self._ready_event(), "PJRT_Buffer_ReadyEvent")
+        return self
 
     @property
     def is_deleted(self):
@@ -475,7 +506,11 @@ class Executable:
             api.call("PJRT_Executable_Destroy", _abi.ExecutableDestroy(executable=info))
 
     def execute(self, *args, device=None):
-        """Runs once on `device` (default: the client's first): the output Buffers."""
+        """Runs once on `device` (default: the client's first): the output Buffers, returned
+        as soon as the run is enqueued (as JAX's dispatch does): the next call's Python
+        overlaps this run. A run's failure is raised by whatever reads its outputs
+        (`to_numpy()`, `block_until_ready()`, a later execute taking them); a program without
+        outputs is awaited here, so its failure is raised by this call."""
         dev = self.client._device(device)
         bufs = [a if isinstance(a, Buffer) else self.client.buffer(a, device=dev) for a in args]
         arg_list = (ctypes.c_void_p * max(len(bufs), 1))(*[b.handle for b in bufs])
@@ -493,7 +528,10 @@ class Executable:
         api = self.client.api
         api.call("PJRT_LoadedExecutable_Execute", a)
         outs = [Buffer(self.client, out_list[i]) for i in range(self.num_outputs)]
-        api.await_event(events[0], "PJRT_LoadedExecutable_Execute")
+        if outs:
+            api.drop_event(events[0])
+        else:
+            api.await_event(events[0], "PJRT_LoadedExecutable_Execute")
         return outs
 
     def __call__(self, *args, device=None):

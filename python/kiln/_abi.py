@@ -228,6 +228,7 @@ PluginAttributes = _args("PluginAttributes", [
 
 EventDestroy = _args("EventDestroy", [("event", c_void_p)])
 EventAwait = _args("EventAwait", [("event", c_void_p)])
+EventIsReady = _args("EventIsReady", [("event", c_void_p), ("is_ready", c_bool)])
 
 ClientCreate = _args("ClientCreate", [
     ("create_options", POINTER(NamedValue)), ("num_options", c_size_t),
@@ -322,6 +323,7 @@ BufferDimensions = _args("BufferDimensions", [
     ("buffer", c_void_p), ("dims", POINTER(c_int64)), ("num_dims", c_size_t)])
 BufferIsDeleted = _args("BufferIsDeleted", [("buffer", c_void_p), ("is_deleted", c_bool)])
 BufferDevice = _args("BufferDevice", [("buffer", c_void_p), ("device", c_void_p)])
+BufferReadyEvent = _args("BufferReadyEvent", [("buffer", c_void_p), ("event", c_void_p)])
 BufferToHostBuffer = _args("BufferToHostBuffer", [
     ("src", c_void_p), ("host_layout", POINTER(MemoryLayout)), ("dst", c_void_p),
     ("dst_size", c_size_t), ("event", c_void_p)])

@@ -92,6 +92,7 @@ class AbiTest(unittest.TestCase):
             "PluginInitialize": 16, "ErrorGetCode": 28, "PluginAttributes": 32,
             "BufferIsDeleted": 25, "DeviceGetDescription": 32, "DeviceDescriptionId": 28,
             "BufferDimensions": 40, "BufferElementType": 28, "ExecutableNumOutputs": 32,
+            "EventIsReady": 25, "BufferReadyEvent": 32,
         }
         for name, size in expected.items():
             self.assertEqual(getattr(_abi, name).STRUCT_SIZE, size, name)
@@ -244,6 +245,102 @@ class ClientTest(unittest.TestCase):
         (y,) = kiln.compile(ADD_ONE)(np.arange(6, dtype=np.int32))
         np.testing.assert_array_equal(y, np.arange(1, 7))
         self.assertGreater(len(kiln.devices()), 0)
+
+
+# Ten additions in a loop: not a "cheap" run, so the plugin queues it on the device's thread.
+ADD_TEN_IN_A_LOOP = """HloModule add_ten
+
+cond {
+  t = (s32[], f32[1000]) parameter(0)
+  i = s32[] get-tuple-element(t), index=0
+  ten = s32[] constant(10)
+  ROOT lt = pred[] compare(i, ten), direction=LT
+}
+
+body {
+  t = (s32[], f32[1000]) parameter(0)
+  i = s32[] get-tuple-element(t), index=0
+  x = f32[1000] get-tuple-element(t), index=1
+  one = s32[] constant(1)
+  i1 = s32[] add(i, one)
+  onef = f32[] constant(1)
+  ones = f32[1000] broadcast(onef), dimensions={}
+  x1 = f32[1000] add(x, ones)
+  ROOT r = (s32[], f32[1000]) tuple(i1, x1)
+}
+
+ENTRY main {
+  x = f32[1000] parameter(0)
+  zero = s32[] constant(0)
+  t = (s32[], f32[1000]) tuple(zero, x)
+  w = (s32[], f32[1000]) while(t), condition=cond, body=body
+  ROOT y = f32[1000] get-tuple-element(w), index=1
+}
+"""
+
+FAILING_HANDLER = """HloModule fail
+
+ENTRY main {
+  p = f32[4] parameter(0)
+  ROOT c = f32[4] custom-call(p), custom_call_target="kiln_fail",
+      api_version=API_VERSION_TYPED_FFI
+}
+"""
+
+ADD_ONE_F32 = """HloModule add_one_f32
+
+ENTRY main {
+  x = f32[4] parameter(0)
+  one = f32[] constant(1)
+  ones = f32[4] broadcast(one), dimensions={}
+  ROOT y = f32[4] add(x, ones)
+}
+"""
+
+
+class AsyncExecuteTest(unittest.TestCase):
+    """execute() returns once the run is enqueued; reads wait, and raise a failed run's
+    error."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.client = kiln.Client(platform=os.environ.get("KILN_TEST_PLATFORM", "cpu"))
+
+    def test_chained_executes_without_waiting_compute_in_order(self):
+        exe = self.client.compile(ADD_TEN_IN_A_LOOP)
+        x = np.linspace(-1, 1, 1000, dtype=np.float32)
+        b = self.client.buffer(x)
+        for _ in range(30):  # each run takes the previous one's (maybe pending) output
+            (b,) = exe.execute(b)
+        self.assertIs(b.block_until_ready(), b)
+        self.assertTrue(b.is_ready)
+        np.testing.assert_allclose(b.to_numpy(), x + 300, rtol=1e-6)
+
+    def test_a_failed_run_is_raised_by_reads_of_its_outputs(self):
+        lib = os.environ.get("KILN_FFI_TEST_C_LIB")
+        if not lib or not os.path.exists(lib):
+            self.skipTest("KILN_FFI_TEST_C_LIB (tests/ffi/handlers_c.c built) is not set")
+        client = kiln.Client(platform=os.environ.get("KILN_TEST_PLATFORM", "cpu"),
+                             ffi_libraries=f"kiln_fail={lib}:kiln_test_c_fail")
+        fail = client.compile(FAILING_HANDLER)
+        add = client.compile(ADD_ONE_F32)
+        (y,) = fail.execute(np.ones(4, np.float32))  # enqueued: no error yet
+        outputs = [y]
+        try:  # a run taking the failed output fails too: at once when y has failed already
+            outputs += add.execute(y)
+        except kiln.PjrtError as e:
+            self.assertIn("C handler failed on purpose", e.message)
+        for buf in outputs:
+            with self.assertRaises(kiln.PjrtError) as cm:
+                buf.to_numpy()
+            self.assertIn("C handler failed on purpose", cm.exception.message)
+            with self.assertRaises(kiln.PjrtError) as cm:
+                buf.block_until_ready()
+            self.assertIn("C handler failed on purpose", cm.exception.message)
+            self.assertTrue(buf.is_ready)
+        # The executables stay usable: a good input after the failure computes.
+        (w,) = add.execute(np.arange(4, dtype=np.float32))
+        np.testing.assert_array_equal(w.to_numpy(), np.arange(4) + 1)
 
 
 if __name__ == "__main__":
