@@ -88,6 +88,7 @@ typedef struct kiln_pjrt_fill {
   pthread_cond_t cv;
   bool pending;
   const char *failure; /* what a reader's error says happened (a static string) */
+  bool by_queue;       /* filled by a run on the device's queue (an asynchronous execute) */
   kiln_status error; /* owned */
   PJRT_Event **waiters;
   size_t num_waiters, cap_waiters;
@@ -492,7 +493,10 @@ static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt
   if (embedded) {
     st = (kiln_pjrt_storage_t *)(void *)((char *)b + bytes);
     storage_setup(st, dev, embed, memory_kind, memory_kind == 0, !adopted);
-    if (pending) st->fill = fill_new("the execution that computes the buffer failed");
+    if (pending) {
+      st->fill = fill_new("the execution that computes the buffer failed");
+      st->fill->by_queue = true;
+    }
     st->block = b;
     atomic_init(&st->block_parts, 2);
     b->embedded = st;
@@ -1382,6 +1386,131 @@ static PJRT_Error *Buffer_DecreaseExternalReferenceCount(
   return NULL;
 }
 
+/* ---- reads to the host ------------------------------------------------------------------ */
+
+/* What a read to the host copies: `size` bytes from `offset` of the memory, or (`strided`) the
+ * whole array, permuted from the device layout to the host layout the caller asked for. */
+typedef struct host_read {
+  kiln_pjrt_work_t work; /* a queued read (first: the queue hands this back) */
+  kiln_pjrt_storage_t *st;
+  PJRT_Event *event; /* a queued read's, completed when the copy ends */
+  const char *fn;
+  void *dst;
+  uint64_t offset, size;
+  bool strided;
+  int32_t rank;
+  size_t elem;
+  int64_t dims[64], src_strides[64], dst_strides[64];
+} host_read_t;
+
+/* Copies what `r` says from its (filled) storage. */
+static kiln_status host_read_copy(const host_read_t *r) {
+  if (!r->strided) return storage_read(r->st, r->offset, r->dst, r->size);
+  if (r->st->host_accessible) {
+    KILN_RETURN_IF_ERROR_PLAIN(check_memory(r->st));
+    kiln_pjrt_copy_strided(r->dst, r->dst_strides, (const char *)(uintptr_t)r->st->buf->ptr,
+                           r->src_strides, r->dims, r->rank, r->elem);
+    return NULL;
+  }
+  char *tmp = kiln_try_malloc(r->size ? r->size : 1);
+  if (!tmp)
+    return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: cannot stage %llu bytes", r->fn,
+                            (unsigned long long)r->size);
+  kiln_status s = storage_read(r->st, 0, tmp, r->size);
+  if (!s)
+    kiln_pjrt_copy_strided(r->dst, r->dst_strides, tmp, r->src_strides, r->dims, r->rank, r->elem);
+  kiln_free(tmp);
+  return s;
+}
+
+/* A queued read, on the device's queue thread: after the run that fills the memory (queued
+ * before it). */
+static void host_read_run(kiln_pjrt_work_t *w) {
+  host_read_t *r = (host_read_t *)w;
+  kiln_status s = kiln_pjrt_storage_wait(r->st, NULL);
+  if (!s) s = host_read_copy(r);
+  if (s) s = kiln_status_annotate(s, "in %s", r->fn);
+  kiln_pjrt_storage_unref(r->st);
+  kiln_pjrt_event_complete(r->event, s);
+  kiln_free(r);
+}
+
+/* Whether `b`'s memory is still being filled by a run on its device's queue (a snapshot). */
+static bool buffer_pending_on_queue(PJRT_Buffer *b) {
+  bool pending = false;
+  atomic_fetch_add(&b->holds, 1);
+  kiln_pjrt_storage_t *st = atomic_load(&b->deleted) ? NULL : b->storage;
+  if (st && st->fill && st->fill->by_queue) {
+    kiln_mutex_lock(&st->fill->mu);
+    pending = st->fill->pending;
+    kiln_mutex_unlock(&st->fill->mu);
+  }
+  kiln_pjrt_buffer_release(b);
+  return pending;
+}
+
+/* Queues the read `plan` of `b` on its device when the memory is still being filled by a
+ * queued run (XLA's reads return before the data is there; their event says when it is):
+ * *queued says whether it was, *event is its event. The device's order lock is held from the
+ * reference to the memory until the read is queued, so an execute that donates `b` after this
+ * call runs after the read. Not queued (the caller copies now, waiting for the memory): memory
+ * already filled or filled from outside the queue (an alias buffer, a control dependency: a
+ * read queued for it could hold up the very run that fulfils it), or a client whose executes
+ * never queue. */
+static PJRT_Error *host_read_queue(PJRT_Buffer *b, const host_read_t *plan, bool *queued,
+                                   PJRT_Event **event) {
+  *queued = false;
+  PJRT_Client *c = b->client;
+  if (c->options.async_execute == KILN_PJRT_ASYNC_NEVER || atomic_load(&c->destroyed) ||
+      !buffer_pending_on_queue(b))
+    return NULL;
+  host_read_t *r = kiln_try_malloc(sizeof(*r));
+  PJRT_Event *e = r ? kiln_pjrt_event_create() : NULL;
+  if (!e) {
+    kiln_free(r);
+    return ERR(KILN_RESOURCE_EXHAUSTED, "%s: out of host memory for the read", plan->fn);
+  }
+  *r = *plan;
+  r->work.run = host_read_run;
+  r->event = e;
+  kiln_pjrt_queue_t *q = &b->device->queue;
+  kiln_pjrt_queue_order_lock(q);
+  kiln_status s = kiln_pjrt_buffer_ref_storage(b, &r->st);
+  if (s) {
+    kiln_pjrt_queue_order_unlock(q);
+    kiln_free(r);
+    e->destroyed = true; /* never handed out: completing it frees it */
+    kiln_pjrt_event_complete(e, NULL);
+    return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in %s", plan->fn));
+  }
+  kiln_status pushed = kiln_pjrt_queue_push(q, &r->work);
+  if (pushed) { /* no thread for the queue: the read happens now, still in order */
+    kiln_status_free(pushed);
+    host_read_run(&r->work);
+  }
+  kiln_pjrt_queue_order_unlock(q);
+  *queued = true;
+  *event = e;
+  return NULL;
+}
+
+/* Reads `plan` of `b` to the host: queued behind the work filling its memory (see
+ * host_read_queue), else now; *event is the read's event. */
+static PJRT_Error *host_read(PJRT_Buffer *b, host_read_t *plan, PJRT_Event **event) {
+  bool queued;
+  PJRT_Error *err = host_read_queue(b, plan, &queued, event);
+  if (err || queued) return err;
+  kiln_status s = kiln_pjrt_buffer_acquire(b, NULL, NULL);
+  if (!s) {
+    plan->st = b->storage; /* stable while held */
+    s = host_read_copy(plan);
+    kiln_pjrt_buffer_release(b);
+  }
+  if (s) return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in %s", plan->fn));
+  *event = kiln_pjrt_event_ready(NULL); /* the copy is complete */
+  return NULL;
+}
+
 #define FN_TH "PJRT_Buffer_ToHostBuffer"
 
 static PJRT_Error *Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args *args) {
@@ -1389,54 +1518,30 @@ static PJRT_Error *Buffer_ToHostBuffer(PJRT_Buffer_ToHostBuffer_Args *args) {
   args->event = NULL;
   PJRT_Buffer *b = args->src;
   if (!b) return ERR(KILN_INVALID_ARGUMENT, FN_TH ": src is NULL");
-  size_t elem = kiln_pjrt_type_bytes(b->type);
+  host_read_t plan = {.fn = FN_TH, .rank = b->rank, .elem = kiln_pjrt_type_bytes(b->type)};
   int64_t m2m[64];
   memcpy(m2m, b->minor_to_major, (size_t)b->rank * sizeof(int64_t));
   if (args->host_layout) {
     kiln_status s = kiln_pjrt_parse_layout(FN_TH, "host_layout", args->host_layout, b->rank,
-                                           b->dims, elem, m2m);
+                                           b->dims, plan.elem, m2m);
     if (s) return kiln_pjrt_error_from_status(s);
   }
-  uint64_t need = b->on_device_size;
+  plan.size = b->on_device_size;
   if (!args->dst) {
-    args->dst_size = need;
+    args->dst_size = plan.size;
     return NULL;
   }
-  if (args->dst_size < need)
+  if (args->dst_size < plan.size)
     return ERR(KILN_INVALID_ARGUMENT, FN_TH ": dst_size is %zu bytes; the buffer needs %llu",
-               args->dst_size, (unsigned long long)need);
-  kiln_status s = kiln_pjrt_buffer_acquire(b, NULL, NULL);
-  if (s) return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_TH));
-  kiln_pjrt_storage_t *st = b->storage; /* stable while held */
-  bool same = true;
-  for (int32_t i = 0; i < b->rank; i++) same &= m2m[i] == b->minor_to_major[i];
-  if (same) {
-    s = storage_read(st, 0, args->dst, need);
-  } else {
-    int64_t src_strides[64], dst_strides[64];
-    kiln_pjrt_m2m_strides(b->rank, b->dims, b->minor_to_major, elem, src_strides);
-    kiln_pjrt_m2m_strides(b->rank, b->dims, m2m, elem, dst_strides);
-    if (st->host_accessible) {
-      kiln_pjrt_copy_strided(args->dst, dst_strides, (const char *)(uintptr_t)st->buf->ptr,
-                             src_strides, b->dims, b->rank, elem);
-    } else {
-      char *tmp = kiln_try_malloc(need ? need : 1);
-      if (!tmp) {
-        s = kiln_status_make(KILN_RESOURCE_EXHAUSTED, FN_TH ": cannot stage %llu bytes",
-                             (unsigned long long)need);
-      } else {
-        s = storage_read(st, 0, tmp, need);
-        if (!s)
-          kiln_pjrt_copy_strided(args->dst, dst_strides, tmp, src_strides, b->dims, b->rank, elem);
-        kiln_free(tmp);
-      }
-    }
+               args->dst_size, (unsigned long long)plan.size);
+  plan.dst = args->dst;
+  for (int32_t i = 0; i < b->rank; i++) plan.strided |= m2m[i] != b->minor_to_major[i];
+  if (plan.strided) {
+    memcpy(plan.dims, b->dims, (size_t)b->rank * sizeof(int64_t));
+    kiln_pjrt_m2m_strides(b->rank, b->dims, b->minor_to_major, plan.elem, plan.src_strides);
+    kiln_pjrt_m2m_strides(b->rank, b->dims, m2m, plan.elem, plan.dst_strides);
   }
-  kiln_pjrt_buffer_release(b);
-  if (s) return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_TH));
-  /* The copy is complete: the event is ready. */
-  args->event = kiln_pjrt_event_ready(NULL);
-  return NULL;
+  return host_read(b, &plan, &args->event);
 }
 
 #define FN_RAW "PJRT_Buffer_CopyRawToHost"
@@ -1453,14 +1558,11 @@ static PJRT_Error *Buffer_CopyRawToHost(PJRT_Buffer_CopyRawToHost_Args *args) {
                (long long)args->offset, (long long)(args->offset + args->transfer_size),
                (unsigned long long)b->on_device_size);
   if (!args->dst && args->transfer_size) return ERR(KILN_INVALID_ARGUMENT, FN_RAW ": dst is NULL");
-  kiln_status s = kiln_pjrt_buffer_acquire(b, NULL, NULL);
-  if (!s) {
-    s = storage_read(b->storage, (uint64_t)args->offset, args->dst, (uint64_t)args->transfer_size);
-    kiln_pjrt_buffer_release(b);
-  }
-  if (s) return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_RAW));
-  args->event = kiln_pjrt_event_ready(NULL);
-  return NULL;
+  host_read_t plan = {.fn = FN_RAW,
+                      .dst = args->dst,
+                      .offset = (uint64_t)args->offset,
+                      .size = (uint64_t)args->transfer_size};
+  return host_read(b, &plan, &args->event);
 }
 
 /* ---- DonateWithControlDependency ----------------------------------------------------------- */

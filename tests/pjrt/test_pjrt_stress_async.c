@@ -6,7 +6,9 @@
  *
  * Also: async_execute "never" runs in the call; a failed run reaches its event, its outputs
  * and an execute that reads them; an argument destroyed while its run waits stays readable by
- * the run; Client_Destroy waits for queued runs; 4 threads read a buffer through queued runs
+ * the run; Client_Destroy waits for queued runs; ToHostBuffer and CopyRawToHost of an output
+ * still being computed return before its run ends, read it before a later execute donates it,
+ * and fail with its run's error; 4 threads read a buffer through queued runs
  * while a cheap execute (run inside its call) donates it: every read sees the buffer before
  * the donation, or is refused; a multi-device execute (2 host devices, an all-reduce after
  * the gate) returns before its run ends too, and 3 threads' multi-device executes interleave
@@ -112,6 +114,14 @@ static const char *kStep =
     "  one = f32[] constant(1)\n"
     "  b = f32[256] broadcast(one), dimensions={}\n"
     "  ROOT s = f32[256] add(p, b)\n"
+    "}\n";
+
+/* Cheap (runs inside its Execute when nothing is queued): -x into x's memory. */
+static const char *kNegate =
+    "HloModule async_negate, input_output_alias={ {}: (0, {}, may-alias) }\n"
+    "ENTRY main {\n"
+    "  p = f32[4] parameter(0)\n"
+    "  ROOT n = f32[4] negate(p)\n"
     "}\n";
 
 static PJRT_Client *client(const char *mode) {
@@ -315,15 +325,87 @@ static void test_client_destroy_waits_for_queued_runs(void **state) {
   assert_int_equal(atomic_load(&g_gate_runs), RUNS); /* Destroy returned after every run */
 }
 
-/* ---- queued readers of a buffer and a cheap execute that donates it ---- */
+/* ---- reads to the host of an output still being computed ---- */
 
-/* Cheap (runs inside its Execute when nothing is queued): -x into x's memory. */
-static const char *kNegate =
-    "HloModule async_negate, input_output_alias={ {}: (0, {}, may-alias) }\n"
-    "ENTRY main {\n"
-    "  p = f32[4] parameter(0)\n"
-    "  ROOT n = f32[4] negate(p)\n"
-    "}\n";
+/* Starts a read of `b` to the host (ToHostBuffer, or CopyRawToHost of `size` bytes at
+ * `offset` when raw): its event. */
+static PJRT_Event *start_read(PJRT_Buffer *b, void *dst, size_t size, bool raw, int64_t offset) {
+  if (raw) {
+    PJRT_Buffer_CopyRawToHost_Args a;
+    memset(&a, 0, sizeof(a));
+    a.struct_size = PJRT_Buffer_CopyRawToHost_Args_STRUCT_SIZE;
+    a.buffer = b;
+    a.dst = dst;
+    a.offset = offset;
+    a.transfer_size = (int64_t)size;
+    PJRT_CHECK(api, api->PJRT_Buffer_CopyRawToHost(&a));
+    return a.event;
+  }
+  PJRT_Buffer_ToHostBuffer_Args a;
+  memset(&a, 0, sizeof(a));
+  a.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE;
+  a.src = b;
+  a.dst = dst;
+  a.dst_size = size;
+  PJRT_CHECK(api, api->PJRT_Buffer_ToHostBuffer(&a));
+  return a.event;
+}
+
+static void test_reads_of_a_pending_output_return_before_its_run_ends(void **state) {
+  (void)state;
+  atomic_store(&g_gate, 0);
+  PJRT_Client *c = client("auto");
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  PJRT_LoadedExecutable *lg = pjrt_exec_compile(api, c, kGate);
+  PJRT_LoadedExecutable *ln = pjrt_exec_compile(api, c, kNegate);
+  PJRT_LoadedExecutable *lf = pjrt_exec_compile(api, c, kFail);
+  float x[4] = {1, 2, 3, 4};
+  PJRT_Buffer *in = pjrt_exec_buffer(api, c, d, x, PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_Buffer *g = NULL, *n = NULL, *f = NULL;
+  PJRT_Event *gd = NULL, *nd = NULL, *fd = NULL;
+  PJRT_CHECK(api, execute(lg, &in, 1, &g, &gd));
+  /* Both reads return while the run that computes g waits at the gate. */
+  float whole[4] = {0}, part[2] = {0};
+  PJRT_Event *r1 = start_read(g, whole, sizeof(whole), false, 0);
+  PJRT_Event *r2 = start_read(g, part, sizeof(part), true, 1 * sizeof(float));
+  assert_false(event_ready(r1));
+  assert_false(event_ready(r2));
+  /* An execute that donates g (-g into g's memory) runs after the reads: they see g. */
+  PJRT_CHECK(api, execute(ln, &g, 1, &n, &nd));
+  /* A run that fails, reading the negation: a read of its output fails with its error. */
+  PJRT_CHECK(api, execute(lf, &n, 1, &f, &fd));
+  float fr[4];
+  PJRT_Event *r3 = start_read(f, fr, sizeof(fr), false, 0);
+  assert_false(event_ready(r3));
+  pjrt_exec_buffer_destroy(api, g); /* donated already; the reads hold the memory */
+  atomic_store(&g_gate, 1);
+  PJRT_CHECK(api, await_error(r1));
+  PJRT_CHECK(api, await_error(r2));
+  PJRT_EXPECT_ERROR(api, await_error(r3), PJRT_Error_Code_INVALID_ARGUMENT,
+                    "kiln_async_fail says no");
+  for (int i = 0; i < 4; i++) assert_true(whole[i] == x[i] + 1);
+  assert_true(part[0] == x[1] + 1 && part[1] == x[2] + 1);
+  PJRT_CHECK(api, await_error(gd));
+  PJRT_CHECK(api, await_error(nd));
+  PJRT_EXPECT_ERROR(api, await_error(fd), PJRT_Error_Code_INVALID_ARGUMENT,
+                    "kiln_async_fail says no");
+  float rn[4];
+  pjrt_exec_read(api, n, rn, sizeof(rn));
+  for (int i = 0; i < 4; i++) assert_true(rn[i] == -(x[i] + 1));
+  /* A read of a buffer whose run has ended is done in the call. */
+  PJRT_Event *r4 = start_read(n, rn, sizeof(rn), false, 0);
+  assert_true(event_ready(r4));
+  PJRT_CHECK(api, await_error(r4));
+  pjrt_exec_buffer_destroy(api, n);
+  pjrt_exec_buffer_destroy(api, f);
+  pjrt_exec_buffer_destroy(api, in);
+  pjrt_exec_destroy(api, lg);
+  pjrt_exec_destroy(api, ln);
+  pjrt_exec_destroy(api, lf);
+  pjrt_test_client_destroy(api, c);
+}
+
+/* ---- queued readers of a buffer and a cheap execute that donates it ---- */
 
 #define MIX_READERS 4
 #define MIX_ROUNDS 20
@@ -572,6 +654,7 @@ int main(void) {
       cmocka_unit_test(test_never_runs_in_the_call),
       cmocka_unit_test(test_failed_run_reaches_event_outputs_and_readers),
       cmocka_unit_test(test_client_destroy_waits_for_queued_runs),
+      cmocka_unit_test(test_reads_of_a_pending_output_return_before_its_run_ends),
       cmocka_unit_test(test_queued_readers_then_a_cheap_donor),
       cmocka_unit_test(test_donation_chains_from_four_threads),
       cmocka_unit_test(test_multi_device_execute_returns_before_its_run_ends),
