@@ -88,7 +88,9 @@ typedef struct kiln_pjrt_fill {
   pthread_cond_t cv;
   bool pending;
   const char *failure; /* what a reader's error says happened (a static string) */
-  bool by_queue;       /* filled by a run on the device's queue (an asynchronous execute) */
+  /* Filled by work on a device's queue (an asynchronous execute, a queued copy), which waits
+   * only for work queued before it: work that reads the memory may queue behind it. */
+  bool by_queue;
   kiln_status error; /* owned */
   PJRT_Event **waiters;
   size_t num_waiters, cap_waiters;
@@ -465,9 +467,9 @@ static void block_recycle(PJRT_Buffer *b, PJRT_Client *c) {
  * memory (taken over) made in the same allocation; `pending` (embed NULL): over a storage made
  * in the same allocation whose memory comes later (an asynchronous execute's output). */
 static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt_storage_t *st,
-                                kiln_device_buffer_t *embed, bool pending, PJRT_Buffer_Type type,
-                                const int64_t *dims, int32_t rank, const int64_t *m2m,
-                                uint64_t size) {
+                                kiln_device_buffer_t *embed, const char *pending,
+                                PJRT_Buffer_Type type, const int64_t *dims, int32_t rank,
+                                const int64_t *m2m, uint64_t size) {
   /* One allocation: the buffer, then its dims and its layout, then (embed) its storage (an
    * execute makes one per output, so each malloc counts in the per-call overhead). */
   bool embedded = embed || pending;
@@ -494,7 +496,7 @@ static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt
     st = (kiln_pjrt_storage_t *)(void *)((char *)b + bytes);
     storage_setup(st, dev, embed, memory_kind, memory_kind == 0, !adopted);
     if (pending) {
-      st->fill = fill_new("the execution that computes the buffer failed");
+      st->fill = fill_new(pending);
       st->fill->by_queue = true;
     }
     st->block = b;
@@ -525,7 +527,7 @@ static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt
 static PJRT_Buffer *buffer_new(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt_storage_t *st,
                                PJRT_Buffer_Type type, const int64_t *dims, int32_t rank,
                                const int64_t *m2m, uint64_t size) {
-  return buffer_make(dev, memory_kind, st, NULL, false, type, dims, rank, m2m, size);
+  return buffer_make(dev, memory_kind, st, NULL, NULL, type, dims, rank, m2m, size);
 }
 
 /* buffer_new for paths not yet written for refusal: aborts with a message instead. */
@@ -565,7 +567,7 @@ kiln_status kiln_pjrt_buffer_create(PJRT_Device *dev, kiln_device_buffer_t *stor
         "kiln_pjrt_buffer_create: the storage holds %llu bytes; the shape "
         "needs %llu",
         (unsigned long long)storage->size, (unsigned long long)size);
-  *out = buffer_make(dev, 0, NULL, storage, false, type, dims, rank, NULL, size);
+  *out = buffer_make(dev, 0, NULL, storage, NULL, type, dims, rank, NULL, size);
   return *out ? NULL : no_host_memory("a buffer", dev);
 }
 
@@ -588,7 +590,8 @@ kiln_status kiln_pjrt_buffer_create_pending(PJRT_Device *dev, PJRT_Buffer_Type t
                                             PJRT_Buffer **out, kiln_pjrt_storage_t **storage) {
   *out = NULL;
   *storage = NULL;
-  PJRT_Buffer *b = buffer_make(dev, 0, NULL, NULL, true, type, dims, rank, NULL, size);
+  PJRT_Buffer *b = buffer_make(dev, 0, NULL, NULL, "the execution that computes the buffer failed",
+                               type, dims, rank, NULL, size);
   if (!b) return no_host_memory("a buffer", dev);
   atomic_fetch_add(&b->storage->refs, 1); /* the caller's, until it completes the storage */
   *out = b;
@@ -1435,7 +1438,7 @@ static void host_read_run(kiln_pjrt_work_t *w) {
   kiln_free(r);
 }
 
-/* Whether `b`'s memory is still being filled by a run on its device's queue (a snapshot). */
+/* Whether `b`'s memory is still being filled by work on a device's queue (a snapshot). */
 static bool buffer_pending_on_queue(PJRT_Buffer *b) {
   bool pending = false;
   atomic_fetch_add(&b->holds, 1);
@@ -1449,21 +1452,39 @@ static bool buffer_pending_on_queue(PJRT_Buffer *b) {
   return pending;
 }
 
-/* Queues the read `plan` of `b` on its device when the memory is still being filled by a
- * queued run (XLA's reads return before the data is there; their event says when it is):
- * *queued says whether it was, *event is its event. The device's order lock is held from the
- * reference to the memory until the read is queued, so an execute that donates `b` after this
- * call runs after the read. Not queued (the caller copies now, waiting for the memory): memory
- * already filled or filled from outside the queue (an alias buffer, a control dependency: a
- * read queued for it could hold up the very run that fulfils it), or a client whose executes
- * never queue. */
-static PJRT_Error *host_read_queue(PJRT_Buffer *b, const host_read_t *plan, bool *queued,
-                                   PJRT_Event **event) {
-  *queued = false;
+/* Whether work that reads `b` (a copy to the host or to another device) should be queued on
+ * its device behind the work still filling its memory instead of waiting in the call (XLA's
+ * transfers return before the data is there; their events say when it is). Not when the
+ * memory is there already, when it is filled from outside the queues (an alias buffer, a
+ * control dependency: work queued for it could hold up the very run that fulfils it), or on
+ * a client whose executes never queue. */
+static bool read_on_queue(PJRT_Buffer *b) {
   PJRT_Client *c = b->client;
-  if (c->options.async_execute == KILN_PJRT_ASYNC_NEVER || atomic_load(&c->destroyed) ||
-      !buffer_pending_on_queue(b))
-    return NULL;
+  return c->options.async_execute != KILN_PJRT_ASYNC_NEVER && !atomic_load(&c->destroyed) &&
+         buffer_pending_on_queue(b);
+}
+
+/* Takes a reference to `b`'s memory into *src and queues `w` (which reads it) on b's device.
+ * The device's order lock is held from the reference until `w` is queued, so an execute that
+ * donates `b` after this call runs after `w`. Without a thread for the queue `w` runs now,
+ * still in order. An error (b deleted or donated): nothing queued, `w` still the caller's. */
+static kiln_status queue_read(PJRT_Buffer *b, kiln_pjrt_work_t *w, kiln_pjrt_storage_t **src) {
+  kiln_pjrt_queue_t *q = &b->device->queue;
+  kiln_pjrt_queue_order_lock(q);
+  kiln_status s = kiln_pjrt_buffer_ref_storage(b, src);
+  if (!s) {
+    kiln_status pushed = kiln_pjrt_queue_push(q, w);
+    if (pushed) {
+      kiln_status_free(pushed);
+      w->run(w);
+    }
+  }
+  kiln_pjrt_queue_order_unlock(q);
+  return s;
+}
+
+/* Queues the read `plan` of `b` (read_on_queue): *event is its event. */
+static PJRT_Error *host_read_queue(PJRT_Buffer *b, const host_read_t *plan, PJRT_Event **event) {
   host_read_t *r = kiln_try_malloc(sizeof(*r));
   PJRT_Event *e = r ? kiln_pjrt_event_create() : NULL;
   if (!e) {
@@ -1473,33 +1494,21 @@ static PJRT_Error *host_read_queue(PJRT_Buffer *b, const host_read_t *plan, bool
   *r = *plan;
   r->work.run = host_read_run;
   r->event = e;
-  kiln_pjrt_queue_t *q = &b->device->queue;
-  kiln_pjrt_queue_order_lock(q);
-  kiln_status s = kiln_pjrt_buffer_ref_storage(b, &r->st);
+  kiln_status s = queue_read(b, &r->work, &r->st);
   if (s) {
-    kiln_pjrt_queue_order_unlock(q);
     kiln_free(r);
     e->destroyed = true; /* never handed out: completing it frees it */
     kiln_pjrt_event_complete(e, NULL);
     return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in %s", plan->fn));
   }
-  kiln_status pushed = kiln_pjrt_queue_push(q, &r->work);
-  if (pushed) { /* no thread for the queue: the read happens now, still in order */
-    kiln_status_free(pushed);
-    host_read_run(&r->work);
-  }
-  kiln_pjrt_queue_order_unlock(q);
-  *queued = true;
   *event = e;
   return NULL;
 }
 
-/* Reads `plan` of `b` to the host: queued behind the work filling its memory (see
- * host_read_queue), else now; *event is the read's event. */
+/* Reads `plan` of `b` to the host: queued behind the work filling its memory (read_on_queue),
+ * else now; *event is the read's event. */
 static PJRT_Error *host_read(PJRT_Buffer *b, host_read_t *plan, PJRT_Event **event) {
-  bool queued;
-  PJRT_Error *err = host_read_queue(b, plan, &queued, event);
-  if (err || queued) return err;
+  if (read_on_queue(b)) return host_read_queue(b, plan, event);
   kiln_status s = kiln_pjrt_buffer_acquire(b, NULL, NULL);
   if (!s) {
     plan->st = b->storage; /* stable while held */
@@ -1941,9 +1950,70 @@ static PJRT_Error *Buffer_CopyRawToHostFuture(PJRT_Buffer_CopyRawToHostFuture_Ar
   return NULL;
 }
 
-/* A copy of `b` in memory kind `kind` of `dev`, same shape and layout. */
+/* A queued copy to another device or memory (copy_buffer): the new buffer is pending until
+ * the copy, queued on the source's device behind the work filling the source, completes it
+ * (as a view of memory of its own). */
+typedef struct copy_work {
+  kiln_pjrt_work_t work;
+  kiln_pjrt_storage_t *src; /* one reference */
+  kiln_pjrt_storage_t *dst; /* the pending storage (the completer's reference) */
+  PJRT_Device *dev;
+  int32_t kind;
+  uint64_t size;
+  const char *fn;
+} copy_work_t;
+
+static void copy_run(kiln_pjrt_work_t *w) {
+  copy_work_t *c = (copy_work_t *)w;
+  kiln_pjrt_storage_t *mem = NULL;
+  kiln_status s = kiln_pjrt_storage_wait(c->src, NULL);
+  if (!s) s = storage_alloc(c->dev, c->kind, c->size, &mem);
+  if (!s) s = storage_copy(mem, c->src, c->size);
+  if (s) {
+    kiln_pjrt_storage_unref(mem);
+    mem = NULL;
+    s = kiln_status_annotate(s, "in %s", c->fn);
+  }
+  kiln_pjrt_storage_unref(c->src);
+  kiln_pjrt_storage_complete(c->dst, NULL, mem, s);
+  kiln_free(c);
+}
+
+static PJRT_Error *copy_queue(const char *fn, PJRT_Buffer *b, PJRT_Device *dev, int32_t kind,
+                              PJRT_Buffer **out) {
+  copy_work_t *c = kiln_try_calloc(1, sizeof(*c));
+  PJRT_Buffer *nb = c ? buffer_make(dev, kind, NULL, NULL, "the copy that fills the buffer failed",
+                                    b->type, b->dims, b->rank, b->minor_to_major, b->on_device_size)
+                      : NULL;
+  if (!nb) {
+    kiln_free(c);
+    return kiln_pjrt_error_from_status(
+        kiln_status_annotate(no_host_memory("a buffer", dev), "in %s", fn));
+  }
+  c->work.run = copy_run;
+  c->dst = nb->storage;
+  atomic_fetch_add(&c->dst->refs, 1); /* the copy's, until it completes the storage */
+  c->dev = dev;
+  c->kind = kind;
+  c->size = b->on_device_size;
+  c->fn = fn;
+  kiln_status s = queue_read(b, &c->work, &c->src);
+  if (s) {
+    kiln_pjrt_storage_complete(c->dst, NULL, NULL, kiln_status_copy(s));
+    kiln_free(c);
+    PJRT_Buffer_Destroy_Args d = {PJRT_Buffer_Destroy_Args_STRUCT_SIZE, NULL, nb};
+    (void)Buffer_Destroy(&d); /* never fails on a valid struct */
+    return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in %s", fn));
+  }
+  *out = nb;
+  return NULL;
+}
+
+/* A copy of `b` in memory kind `kind` of `dev`, same shape and layout: queued behind the work
+ * filling `b` (read_on_queue; the copy is pending until it is done), else made now. */
 static PJRT_Error *copy_buffer(const char *fn, PJRT_Buffer *b, PJRT_Device *dev, int32_t kind,
                                PJRT_Buffer **out) {
+  if (read_on_queue(b)) return copy_queue(fn, b, dev, kind, out);
   kiln_status s = kiln_pjrt_buffer_acquire(b, NULL, NULL);
   if (s) return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in %s", fn));
   kiln_pjrt_storage_t *st = NULL;

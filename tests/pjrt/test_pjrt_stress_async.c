@@ -8,9 +8,10 @@
  * and an execute that reads them; an argument destroyed while its run waits stays readable by
  * the run; Client_Destroy waits for queued runs; ToHostBuffer and CopyRawToHost of an output
  * still being computed return before its run ends, read it before a later execute donates it,
- * and fail with its run's error; 4 threads read a buffer through queued runs
- * while a cheap execute (run inside its call) donates it: every read sees the buffer before
- * the donation, or is refused; a multi-device execute (2 host devices, an all-reduce after
+ * and fail with its run's error, and so does CopyToDevice (to a second host device, the copy
+ * pending until then, and a read and a copy of the copy too); 4 threads read a buffer through
+ * queued runs while a cheap execute (run inside its call) donates it: every read sees the buffer
+ * before the donation, or is refused; a multi-device execute (2 host devices, an all-reduce after
  * the gate) returns before its run ends too, and 3 threads' multi-device executes interleave
  * on the devices' queues without a hang; and 4 threads each run a chain of 100
  * executes that donate their input (JAX's training-loop pattern) without waiting between
@@ -534,6 +535,64 @@ static void test_multi_device_execute_returns_before_its_run_ends(void **state) 
   pjrt_test_client_destroy(api, c);
 }
 
+static PJRT_Buffer *copy_to_device(PJRT_Buffer *b, PJRT_Device *d) {
+  PJRT_Buffer_CopyToDevice_Args a;
+  memset(&a, 0, sizeof(a));
+  a.struct_size = PJRT_Buffer_CopyToDevice_Args_STRUCT_SIZE;
+  a.buffer = b;
+  a.dst_device = d;
+  PJRT_CHECK(api, api->PJRT_Buffer_CopyToDevice(&a));
+  return a.dst_buffer;
+}
+
+static void test_copies_of_a_pending_output_return_before_its_run_ends(void **state) {
+  (void)state;
+  atomic_store(&g_gate, 0);
+  PJRT_Client *c = two_device_client();
+  PJRT_Device *d0 = pjrt_exec_device(api, c, 0), *d1 = pjrt_exec_device(api, c, 1);
+  PJRT_LoadedExecutable *lg = pjrt_exec_compile(api, c, kGate);
+  PJRT_LoadedExecutable *ln = pjrt_exec_compile(api, c, kNegate);
+  PJRT_LoadedExecutable *lf = pjrt_exec_compile(api, c, kFail);
+  float x[4] = {1, 2, 3, 4};
+  PJRT_Buffer *in = pjrt_exec_buffer(api, c, d0, x, PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_Buffer *g = NULL, *n = NULL, *f = NULL;
+  PJRT_Event *gd = NULL, *nd = NULL, *fd = NULL;
+  PJRT_CHECK(api, execute(lg, &in, 1, &g, &gd));
+  /* A copy to device 1 while g's run waits at the gate: pending, and so are a read of it and
+   * a copy of the copy back to device 0. */
+  PJRT_Buffer *g1 = copy_to_device(g, d1);
+  PJRT_Event *g1r = buffer_ready_event(g1);
+  assert_false(event_ready(g1r));
+  float r1[4] = {0}, r2[4] = {0};
+  PJRT_Event *read1 = start_read(g1, r1, sizeof(r1), false, 0);
+  assert_false(event_ready(read1));
+  PJRT_Buffer *g2 = copy_to_device(g1, d0);
+  /* An execute that donates g (-g into g's memory) runs after the copy: it copied g. */
+  PJRT_CHECK(api, execute(ln, &g, 1, &n, &nd));
+  /* A copy of a failing run's output fails with the run's error. */
+  PJRT_CHECK(api, execute(lf, &n, 1, &f, &fd));
+  PJRT_Buffer *f1 = copy_to_device(f, d1);
+  pjrt_exec_buffer_destroy(api, g); /* donated already; the copy holds the memory */
+  atomic_store(&g_gate, 1);
+  PJRT_CHECK(api, await_error(g1r));
+  PJRT_CHECK(api, await_error(read1));
+  pjrt_exec_read(api, g2, r2, sizeof(r2));
+  for (int i = 0; i < 4; i++) assert_true(r1[i] == x[i] + 1 && r2[i] == x[i] + 1);
+  float rf[4];
+  PJRT_EXPECT_ERROR(api, read_error(f1, rf, sizeof(rf)), PJRT_Error_Code_INVALID_ARGUMENT,
+                    "kiln_async_fail says no");
+  PJRT_CHECK(api, await_error(gd));
+  PJRT_CHECK(api, await_error(nd));
+  PJRT_EXPECT_ERROR(api, await_error(fd), PJRT_Error_Code_INVALID_ARGUMENT,
+                    "kiln_async_fail says no");
+  PJRT_Buffer *bufs[] = {g1, g2, n, f, f1, in};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) pjrt_exec_buffer_destroy(api, bufs[i]);
+  pjrt_exec_destroy(api, lg);
+  pjrt_exec_destroy(api, ln);
+  pjrt_exec_destroy(api, lf);
+  pjrt_test_client_destroy(api, c);
+}
+
 #define SPMD_THREADS 3
 #define SPMD_ITERS 30
 
@@ -658,6 +717,7 @@ int main(void) {
       cmocka_unit_test(test_queued_readers_then_a_cheap_donor),
       cmocka_unit_test(test_donation_chains_from_four_threads),
       cmocka_unit_test(test_multi_device_execute_returns_before_its_run_ends),
+      cmocka_unit_test(test_copies_of_a_pending_output_return_before_its_run_ends),
       cmocka_unit_test(test_multi_device_executes_from_three_threads),
   };
   return kiln_run_tests(tests, NULL, NULL);
