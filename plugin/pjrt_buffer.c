@@ -80,20 +80,31 @@ static kiln_status no_host_memory(const char *what, const PJRT_Device *dev) {
   return KILN_ERR_EXHAUSTED("out of host memory for %s on %s", what, dev->desc.to_string);
 }
 
+/* Work to do when a filling ends (fill_hook): run by the thread that ends it, before anyone
+ * waiting for the filling goes on, with its outcome (`error` owned by the hook: NULL when the
+ * memory is there, else why not, with the fill's `failure`). `run` frees the hook. */
+typedef struct fill_hook {
+  struct fill_hook *next;
+  void (*run)(struct fill_hook *h, kiln_status error);
+} fill_hook_t;
+
 /* The filling of a storage whose memory comes later (an AsyncHostToDeviceTransferManager's
- * transfers, an alias's fulfilment, an asynchronous execute's output): `pending` until it is
- * there or failed; ready events asked for meanwhile wait in `waiters`. */
+ * transfers, an alias's fulfilment, an asynchronous execute's output, a copy of one, a
+ * donation's control dependency): `pending` until it is there or failed; ready events asked
+ * for meanwhile wait in `waiters`, reads and copies in `hooks`. */
 typedef struct kiln_pjrt_fill {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   bool pending;
+  bool ending;         /* fill_end is running the hooks */
   const char *failure; /* what a reader's error says happened (a static string) */
-  /* Filled by work on a device's queue (an asynchronous execute, a queued copy), which waits
-   * only for work queued before it: work that reads the memory may queue behind it. */
+  /* Filled by work on a device's queue (an asynchronous execute) or by a hook of such a
+   * filling (a copy), which waits for nothing queued after it: reads and copies may hook on. */
   bool by_queue;
   kiln_status error; /* owned */
   PJRT_Event **waiters;
   size_t num_waiters, cap_waiters;
+  fill_hook_t *hooks, **hooks_tail;
 } kiln_pjrt_fill_t;
 
 static kiln_pjrt_fill_t *fill_new(const char *failure) {
@@ -102,6 +113,7 @@ static kiln_pjrt_fill_t *fill_new(const char *failure) {
   pthread_cond_init(&f->cv, NULL);
   f->pending = true;
   f->failure = failure;
+  f->hooks_tail = &f->hooks;
   return f;
 }
 
@@ -118,10 +130,26 @@ static void fill_free(kiln_pjrt_fill_t *f) {
  * first end counts. */
 static void fill_end(kiln_pjrt_fill_t *f, kiln_status error) {
   kiln_mutex_lock(&f->mu);
-  if (!f->pending) {
+  if (!f->pending || f->ending) {
     kiln_mutex_unlock(&f->mu);
     kiln_status_free(error);
     return;
+  }
+  /* The hooks first, in the order they came, the filling still pending: whoever waits for it
+   * (an execute that donates the memory among them) goes on only after they read it. One
+   * added meanwhile runs too. */
+  f->ending = true;
+  while (f->hooks) {
+    fill_hook_t *h = f->hooks;
+    f->hooks = NULL;
+    f->hooks_tail = &f->hooks;
+    kiln_mutex_unlock(&f->mu);
+    while (h) {
+      fill_hook_t *next = h->next;
+      h->run(h, error ? kiln_status_annotate(kiln_status_copy(error), "%s", f->failure) : NULL);
+      h = next;
+    }
+    kiln_mutex_lock(&f->mu);
   }
   f->pending = false;
   f->error = error;
@@ -133,6 +161,19 @@ static void fill_end(kiln_pjrt_fill_t *f, kiln_status error) {
   kiln_mutex_unlock(&f->mu);
   for (size_t i = 0; i < n; i++) kiln_pjrt_event_complete(w[i], kiln_status_copy(error));
   kiln_free(w);
+}
+
+/* Adds `h` to the hooks of `f` while it is pending (true); false when it has ended. */
+static bool fill_hook(kiln_pjrt_fill_t *f, fill_hook_t *h) {
+  kiln_mutex_lock(&f->mu);
+  bool pending = f->pending;
+  if (pending) {
+    h->next = NULL;
+    *f->hooks_tail = h;
+    f->hooks_tail = &h->next;
+  }
+  kiln_mutex_unlock(&f->mu);
+  return pending;
 }
 
 /* Waits for the filling of `st` (if any) to end: NULL, or a copy of its error. */
@@ -1394,9 +1435,9 @@ static PJRT_Error *Buffer_DecreaseExternalReferenceCount(
 /* What a read to the host copies: `size` bytes from `offset` of the memory, or (`strided`) the
  * whole array, permuted from the device layout to the host layout the caller asked for. */
 typedef struct host_read {
-  kiln_pjrt_work_t work; /* a queued read (first: the queue hands this back) */
+  fill_hook_t hook; /* a read that waits for the memory (first: the fill hands this back) */
   kiln_pjrt_storage_t *st;
-  PJRT_Event *event; /* a queued read's, completed when the copy ends */
+  PJRT_Event *event; /* a waiting read's, completed when the copy ends */
   const char *fn;
   void *dst;
   uint64_t offset, size;
@@ -1426,12 +1467,10 @@ static kiln_status host_read_copy(const host_read_t *r) {
   return s;
 }
 
-/* A queued read, on the device's queue thread: after the run that fills the memory (queued
- * before it). */
-static void host_read_run(kiln_pjrt_work_t *w) {
-  host_read_t *r = (host_read_t *)w;
-  kiln_status s = kiln_pjrt_storage_wait(r->st, NULL);
-  if (!s) s = host_read_copy(r);
+/* A read that waited for the memory: run when its filling ends (see fill_end). */
+static void host_read_run(fill_hook_t *h, kiln_status error) {
+  host_read_t *r = (host_read_t *)h;
+  kiln_status s = error ? error : host_read_copy(r);
   if (s) s = kiln_status_annotate(s, "in %s", r->fn);
   kiln_pjrt_storage_unref(r->st);
   kiln_pjrt_event_complete(r->event, s);
@@ -1452,39 +1491,24 @@ static bool buffer_pending_on_queue(PJRT_Buffer *b) {
   return pending;
 }
 
-/* Whether work that reads `b` (a copy to the host or to another device) should be queued on
- * its device behind the work still filling its memory instead of waiting in the call (XLA's
- * transfers return before the data is there; their events say when it is). Not when the
- * memory is there already, when it is filled from outside the queues (an alias buffer, a
- * control dependency: work queued for it could hold up the very run that fulfils it), or on
- * a client whose executes never queue. */
-static bool read_on_queue(PJRT_Buffer *b) {
-  PJRT_Client *c = b->client;
-  return c->options.async_execute != KILN_PJRT_ASYNC_NEVER && !atomic_load(&c->destroyed) &&
-         buffer_pending_on_queue(b);
-}
-
-/* Takes a reference to `b`'s memory into *src and queues `w` (which reads it) on b's device.
- * The device's order lock is held from the reference until `w` is queued, so an execute that
- * donates `b` after this call runs after `w`. Without a thread for the queue `w` runs now,
- * still in order. An error (b deleted or donated): nothing queued, `w` still the caller's. */
-static kiln_status queue_read(PJRT_Buffer *b, kiln_pjrt_work_t *w, kiln_pjrt_storage_t **src) {
+/* Takes a reference to `b`'s memory into *src and hooks `h` (which reads it) on its filling,
+ * or, if that has ended meanwhile, runs `h` now. The device's order lock is held from the
+ * reference until then, so an execute that donates `b` after this call runs after `h` (a
+ * donating run waits for the filling, which ends after its hooks). An error (b deleted or
+ * donated): `h` not run, still the caller's. */
+static kiln_status read_after_fill(PJRT_Buffer *b, fill_hook_t *h, kiln_pjrt_storage_t **src) {
   kiln_pjrt_queue_t *q = &b->device->queue;
   kiln_pjrt_queue_order_lock(q);
   kiln_status s = kiln_pjrt_buffer_ref_storage(b, src);
-  if (!s) {
-    kiln_status pushed = kiln_pjrt_queue_push(q, w);
-    if (pushed) {
-      kiln_status_free(pushed);
-      w->run(w);
-    }
-  }
+  if (!s && !((*src)->fill && fill_hook((*src)->fill, h)))
+    h->run(h, kiln_pjrt_storage_wait(*src, NULL));
   kiln_pjrt_queue_order_unlock(q);
   return s;
 }
 
-/* Queues the read `plan` of `b` (read_on_queue): *event is its event. */
-static PJRT_Error *host_read_queue(PJRT_Buffer *b, const host_read_t *plan, PJRT_Event **event) {
+/* The read `plan` of `b` once the queued work filling its memory is done: *event is its
+ * event. */
+static PJRT_Error *host_read_later(PJRT_Buffer *b, const host_read_t *plan, PJRT_Event **event) {
   host_read_t *r = kiln_try_malloc(sizeof(*r));
   PJRT_Event *e = r ? kiln_pjrt_event_create() : NULL;
   if (!e) {
@@ -1492,9 +1516,9 @@ static PJRT_Error *host_read_queue(PJRT_Buffer *b, const host_read_t *plan, PJRT
     return ERR(KILN_RESOURCE_EXHAUSTED, "%s: out of host memory for the read", plan->fn);
   }
   *r = *plan;
-  r->work.run = host_read_run;
+  r->hook.run = host_read_run;
   r->event = e;
-  kiln_status s = queue_read(b, &r->work, &r->st);
+  kiln_status s = read_after_fill(b, &r->hook, &r->st);
   if (s) {
     kiln_free(r);
     e->destroyed = true; /* never handed out: completing it frees it */
@@ -1505,10 +1529,13 @@ static PJRT_Error *host_read_queue(PJRT_Buffer *b, const host_read_t *plan, PJRT
   return NULL;
 }
 
-/* Reads `plan` of `b` to the host: queued behind the work filling its memory (read_on_queue),
- * else now; *event is the read's event. */
+/* Reads `plan` of `b` to the host; *event is the read's event. While an execute (or a copy
+ * of its output) still fills the memory, the read is done when that ends and the call
+ * returns at once (XLA's reads return before the data is there; their event says when it
+ * is). Else now: memory that is there, or filled from outside the queues (an alias buffer, a
+ * control dependency), waited for here. */
 static PJRT_Error *host_read(PJRT_Buffer *b, host_read_t *plan, PJRT_Event **event) {
-  if (read_on_queue(b)) return host_read_queue(b, plan, event);
+  if (buffer_pending_on_queue(b)) return host_read_later(b, plan, event);
   kiln_status s = kiln_pjrt_buffer_acquire(b, NULL, NULL);
   if (!s) {
     plan->st = b->storage; /* stable while held */
@@ -1578,19 +1605,27 @@ static PJRT_Error *Buffer_CopyRawToHost(PJRT_Buffer_CopyRawToHost_Args *args) {
 
 #define FN_DWCD "PJRT_Buffer_DonateWithControlDependency"
 
+/* A donation waiting for its control dependency: the new buffer's storage (`pending`, one
+ * reference) becomes a view of the donated memory (`donated`, one reference) when the caller
+ * says the dependency is ready. The donated storage itself is not touched (a read of the old
+ * buffer made before the donation may still hold it). */
+typedef struct dwcd {
+  kiln_pjrt_storage_t *pending, *donated;
+} dwcd_t;
+
 /* The caller's signal that the dependency is ready: readers of the new buffer go on (or fail
- * with the dependency's error). Drops the reference the callback held. */
+ * with the dependency's error). */
 static void dependency_ready(PJRT_Buffer_DonateWithControlDependency_Callback_Args *args) {
   if (!args || !args->callback_data) return;
-  kiln_pjrt_storage_t *st = args->callback_data;
+  dwcd_t *d = args->callback_data;
   kiln_status error = NULL;
   if (args->error_code != PJRT_Error_Code_OK)
     error = kiln_status_make((kiln_status_code_t)args->error_code,
                              "the control dependency of a donated buffer failed: %.*s",
                              args->error_message ? (int)args->error_message_size : 0,
                              args->error_message ? args->error_message : "");
-  fill_end(st->fill, error);
-  kiln_pjrt_storage_unref(st);
+  kiln_pjrt_storage_complete(d->pending, NULL, d->donated, error);
+  kiln_free(d);
 }
 
 /* The buffer's memory moves to a new buffer (the old one reads as donated) whose readers
@@ -1603,26 +1638,29 @@ static PJRT_Error *Buffer_DonateWithControlDependency(
   args->out_buffer = NULL;
   PJRT_Buffer *b = args->buffer;
   if (!b) return ERR(KILN_INVALID_ARGUMENT, FN_DWCD ": buffer is NULL");
-  /* Memory a transfer manager filled keeps that fill; replacing it is safe only when no other
-   * buffer shares the memory (one could be waiting on the old fill). */
-  kiln_mutex_lock(&b->mu);
-  bool shared_fill = b->storage && b->storage->fill && atomic_load(&b->storage->refs) > 1;
-  kiln_mutex_unlock(&b->mu);
-  if (shared_fill)
-    return ERR(KILN_FAILED_PRECONDITION, FN_DWCD
-               ": the buffer's memory came from a transfer manager and is shared with "
-               "another buffer");
-  kiln_pjrt_storage_t *st = NULL;
-  kiln_status s = kiln_pjrt_buffer_donate(b, &st);
-  if (s) return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_DWCD));
-  /* An old fill still pending would have its manager's reference (refused above): no reader
-   * waits on it now. */
-  fill_free(st->fill);
-  st->fill = fill_new("the donated buffer's control dependency failed");
-  atomic_fetch_add(&st->refs, 1); /* the callback's */
-  args->out_buffer = buffer_new_or_abort(b->device, st->memory_kind, st, b->type, b->dims, b->rank,
-                                         b->minor_to_major, b->on_device_size);
-  args->callback_data = st;
+  dwcd_t *d = kiln_try_calloc(1, sizeof(*d));
+  if (!d) return ERR(KILN_RESOURCE_EXHAUSTED, FN_DWCD ": out of host memory");
+  kiln_status s = kiln_pjrt_buffer_donate(b, &d->donated);
+  if (s) {
+    kiln_free(d);
+    return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_DWCD));
+  }
+  PJRT_Buffer *nb = buffer_make(b->device, d->donated->memory_kind, NULL, NULL,
+                                "the donated buffer's control dependency failed", b->type, b->dims,
+                                b->rank, b->minor_to_major, b->on_device_size);
+  if (!nb) {
+    kiln_pjrt_storage_unref(d->donated);
+    kiln_free(d);
+    return kiln_pjrt_error_from_status(
+        kiln_status_annotate(no_host_memory("a buffer", b->device), "in " FN_DWCD));
+  }
+  /* Filled by the caller, not by queued work: reads wait in their calls (a read queued on
+   * the filling could hold up the very work the caller's dependency waits for). */
+  nb->storage->fill->by_queue = false;
+  d->pending = nb->storage;
+  atomic_fetch_add(&d->pending->refs, 1); /* the callback's */
+  args->out_buffer = nb;
+  args->callback_data = d;
   args->dependency_ready_callback = dependency_ready;
   return NULL;
 }
@@ -1950,23 +1988,22 @@ static PJRT_Error *Buffer_CopyRawToHostFuture(PJRT_Buffer_CopyRawToHostFuture_Ar
   return NULL;
 }
 
-/* A queued copy to another device or memory (copy_buffer): the new buffer is pending until
- * the copy, queued on the source's device behind the work filling the source, completes it
- * (as a view of memory of its own). */
+/* A copy to another device or memory made when the source's filling ends (copy_buffer): the
+ * new buffer is pending until then (its memory a view of memory of the copy's own). */
 typedef struct copy_work {
-  kiln_pjrt_work_t work;
+  fill_hook_t hook;
   kiln_pjrt_storage_t *src; /* one reference */
-  kiln_pjrt_storage_t *dst; /* the pending storage (the completer's reference) */
+  kiln_pjrt_storage_t *dst; /* the pending storage (the copy's reference) */
   PJRT_Device *dev;
   int32_t kind;
   uint64_t size;
   const char *fn;
 } copy_work_t;
 
-static void copy_run(kiln_pjrt_work_t *w) {
-  copy_work_t *c = (copy_work_t *)w;
+static void copy_run(fill_hook_t *h, kiln_status error) {
+  copy_work_t *c = (copy_work_t *)h;
   kiln_pjrt_storage_t *mem = NULL;
-  kiln_status s = kiln_pjrt_storage_wait(c->src, NULL);
+  kiln_status s = error;
   if (!s) s = storage_alloc(c->dev, c->kind, c->size, &mem);
   if (!s) s = storage_copy(mem, c->src, c->size);
   if (s) {
@@ -1979,7 +2016,7 @@ static void copy_run(kiln_pjrt_work_t *w) {
   kiln_free(c);
 }
 
-static PJRT_Error *copy_queue(const char *fn, PJRT_Buffer *b, PJRT_Device *dev, int32_t kind,
+static PJRT_Error *copy_later(const char *fn, PJRT_Buffer *b, PJRT_Device *dev, int32_t kind,
                               PJRT_Buffer **out) {
   copy_work_t *c = kiln_try_calloc(1, sizeof(*c));
   PJRT_Buffer *nb = c ? buffer_make(dev, kind, NULL, NULL, "the copy that fills the buffer failed",
@@ -1990,14 +2027,14 @@ static PJRT_Error *copy_queue(const char *fn, PJRT_Buffer *b, PJRT_Device *dev, 
     return kiln_pjrt_error_from_status(
         kiln_status_annotate(no_host_memory("a buffer", dev), "in %s", fn));
   }
-  c->work.run = copy_run;
+  c->hook.run = copy_run;
   c->dst = nb->storage;
   atomic_fetch_add(&c->dst->refs, 1); /* the copy's, until it completes the storage */
   c->dev = dev;
   c->kind = kind;
   c->size = b->on_device_size;
   c->fn = fn;
-  kiln_status s = queue_read(b, &c->work, &c->src);
+  kiln_status s = read_after_fill(b, &c->hook, &c->src);
   if (s) {
     kiln_pjrt_storage_complete(c->dst, NULL, NULL, kiln_status_copy(s));
     kiln_free(c);
@@ -2009,11 +2046,11 @@ static PJRT_Error *copy_queue(const char *fn, PJRT_Buffer *b, PJRT_Device *dev, 
   return NULL;
 }
 
-/* A copy of `b` in memory kind `kind` of `dev`, same shape and layout: queued behind the work
- * filling `b` (read_on_queue; the copy is pending until it is done), else made now. */
+/* A copy of `b` in memory kind `kind` of `dev`, same shape and layout: made when the queued
+ * work filling `b` ends (the copy pending until then; as host_read), else now. */
 static PJRT_Error *copy_buffer(const char *fn, PJRT_Buffer *b, PJRT_Device *dev, int32_t kind,
                                PJRT_Buffer **out) {
-  if (read_on_queue(b)) return copy_queue(fn, b, dev, kind, out);
+  if (buffer_pending_on_queue(b)) return copy_later(fn, b, dev, kind, out);
   kiln_status s = kiln_pjrt_buffer_acquire(b, NULL, NULL);
   if (s) return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in %s", fn));
   kiln_pjrt_storage_t *st = NULL;

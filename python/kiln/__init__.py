@@ -422,12 +422,15 @@ class Buffer:
 
     @property
     def is_ready(self):
-        """Whether the buffer's value is computed (or its computation failed); never waits."""
-        event = self._ready_event()
-        try:
-            return self._api.event_is_ready(event)
-        finally:
-            self._api.drop_event(event)
+        """Whether the buffer's value is computed (or its computation failed); never waits.
+        (One ready event per Buffer, kept while it is not ready: polling allocates nothing.)"""
+        if getattr(self, "_ready", None) is None:
+            self._ready = self._ready_event()
+        ready = self._api.event_is_ready(self._ready)
+        if ready:
+            self._api.drop_event(self._ready)
+            self._ready = None
+        return ready
 
     def block_until_ready(self):
         """Waits until the buffer's value is computed; raises PjrtError if its run failed.
@@ -473,6 +476,9 @@ class Buffer:
         self._api.call("PJRT_Buffer_Delete", _abi.BufferHandle(buffer=self.handle))
 
     def close(self):
+        if getattr(self, "_ready", None) is not None:
+            self._api.drop_event(self._ready)
+            self._ready = None
         if getattr(self, "handle", None):
             h, self.handle = self.handle, None
             self._api.call("PJRT_Buffer_Destroy", _abi.BufferHandle(buffer=h))
@@ -509,8 +515,9 @@ class Executable:
         """Runs once on `device` (default: the client's first): the output Buffers, returned
         as soon as the run is enqueued (as JAX's dispatch does): the next call's Python
         overlaps this run. A run's failure is raised by whatever reads its outputs
-        (`to_numpy()`, `block_until_ready()`, a later execute taking them); a program without
-        outputs is awaited here, so its failure is raised by this call."""
+        (`to_numpy()`, `block_until_ready()`); a later execute taking them fails too, in its
+        call or (queued) through its own outputs. A program without outputs is awaited here,
+        so its failure is raised by this call."""
         dev = self.client._device(device)
         bufs = [a if isinstance(a, Buffer) else self.client.buffer(a, device=dev) for a in args]
         arg_list = (ctypes.c_void_p * max(len(bufs), 1))(*[b.handle for b in bufs])

@@ -9,10 +9,11 @@
  * the run; Client_Destroy waits for queued runs; ToHostBuffer and CopyRawToHost of an output
  * still being computed return before its run ends, read it before a later execute donates it,
  * and fail with its run's error, and so does CopyToDevice (to a second host device, the copy
- * pending until then, and a read and a copy of the copy too); 4 threads read a buffer through
- * queued runs while a cheap execute (run inside its call) donates it: every read sees the buffer
- * before the donation, or is refused; a multi-device execute (2 host devices, an all-reduce after
- * the gate) returns before its run ends too, and 3 threads' multi-device executes interleave
+ * pending until then, and a read and a copy of the copy too); DonateWithControlDependency of
+ * outputs just computed, some with a read pending, is never refused; 4 threads read a buffer
+ * through queued runs while a cheap execute (run inside its call) donates it: every read sees the
+ * buffer before the donation, or is refused; a multi-device execute (2 host devices, an all-reduce
+ * after the gate) returns before its run ends too, and 3 threads' multi-device executes interleave
  * on the devices' queues without a hang; and 4 threads each run a chain of 100
  * executes that donate their input (JAX's training-loop pattern) without waiting between
  * them, on a client that queues every execute, reading the chain's value as it goes. */
@@ -406,6 +407,48 @@ static void test_reads_of_a_pending_output_return_before_its_run_ends(void **sta
   pjrt_test_client_destroy(api, c);
 }
 
+/* DonateWithControlDependency of an output whose run may still hold it (or a read hooked on
+ * its filling): the memory moves, never refused as shared; the new buffer reads x+1 once the
+ * dependency is ready. */
+static void test_donate_with_control_dependency_of_pending_outputs(void **state) {
+  (void)state;
+  PJRT_Client *c = client("always");
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  PJRT_LoadedExecutable *la = pjrt_exec_compile(api, c, kAddOne);
+  float x[4] = {1, 2, 3, 4};
+  PJRT_Buffer *in = pjrt_exec_buffer(api, c, d, x, PJRT_Buffer_Type_F32, kDims4, 1);
+  for (int k = 0; k < 50; k++) {
+    PJRT_Buffer *o = NULL;
+    PJRT_Event *od = NULL;
+    PJRT_CHECK(api, execute(la, &in, 1, &o, &od));
+    float early[4] = {0};
+    PJRT_Event *re = k % 2 ? start_read(o, early, sizeof(early), false, 0) : NULL;
+    PJRT_Buffer_DonateWithControlDependency_Args a;
+    memset(&a, 0, sizeof(a));
+    a.struct_size = PJRT_Buffer_DonateWithControlDependency_Args_STRUCT_SIZE;
+    a.buffer = o;
+    PJRT_CHECK(api, api->PJRT_Buffer_DonateWithControlDependency(&a));
+    PJRT_Buffer_DonateWithControlDependency_Callback_Args cb;
+    memset(&cb, 0, sizeof(cb));
+    cb.struct_size = sizeof cb;
+    cb.callback_data = a.callback_data;
+    a.dependency_ready_callback(&cb);
+    float r[4];
+    pjrt_exec_read(api, a.out_buffer, r, sizeof(r));
+    for (int i = 0; i < 4; i++) assert_true(r[i] == x[i] + 1);
+    if (re) {
+      PJRT_CHECK(api, await_error(re));
+      for (int i = 0; i < 4; i++) assert_true(early[i] == x[i] + 1);
+    }
+    PJRT_CHECK(api, await_error(od));
+    pjrt_exec_buffer_destroy(api, a.out_buffer);
+    pjrt_exec_buffer_destroy(api, o);
+  }
+  pjrt_exec_buffer_destroy(api, in);
+  pjrt_exec_destroy(api, la);
+  pjrt_test_client_destroy(api, c);
+}
+
 /* ---- queued readers of a buffer and a cheap execute that donates it ---- */
 
 #define MIX_READERS 4
@@ -714,6 +757,7 @@ int main(void) {
       cmocka_unit_test(test_failed_run_reaches_event_outputs_and_readers),
       cmocka_unit_test(test_client_destroy_waits_for_queued_runs),
       cmocka_unit_test(test_reads_of_a_pending_output_return_before_its_run_ends),
+      cmocka_unit_test(test_donate_with_control_dependency_of_pending_outputs),
       cmocka_unit_test(test_queued_readers_then_a_cheap_donor),
       cmocka_unit_test(test_donation_chains_from_four_threads),
       cmocka_unit_test(test_multi_device_execute_returns_before_its_run_ends),
