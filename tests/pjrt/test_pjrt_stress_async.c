@@ -10,7 +10,9 @@
  * still being computed return before its run ends, read it before a later execute donates it,
  * and fail with its run's error, and so does CopyToDevice (to a second host device, the copy
  * pending until then, and a read and a copy of the copy too); DonateWithControlDependency of
- * outputs just computed, some with a read pending, is never refused; 4 threads read a buffer
+ * outputs just computed, some with a read pending, is never refused; a read of a pending output
+ * does not wait for a run queued after it (one waiting for a transfer the reader makes next);
+ * 4 threads read a buffer
  * through queued runs while a cheap execute (run inside its call) donates it: every read sees the
  * buffer before the donation, or is refused; a multi-device execute (2 host devices, an all-reduce
  * after the gate) returns before its run ends too, and 3 threads' multi-device executes interleave
@@ -407,6 +409,69 @@ static void test_reads_of_a_pending_output_return_before_its_run_ends(void **sta
   pjrt_test_client_destroy(api, c);
 }
 
+/* The deadlock a read queued on the device's queue would make: a run queued after the one
+ * computing y waits for a transfer the reading thread makes only after its read of y is done.
+ * Reads hook on y's filling instead, so this completes. */
+static void test_a_read_does_not_wait_for_later_queued_runs(void **state) {
+  (void)state;
+  atomic_store(&g_gate, 0);
+  PJRT_Client *c = client("auto");
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  PJRT_LoadedExecutable *lg = pjrt_exec_compile(api, c, kGate);
+  PJRT_LoadedExecutable *la = pjrt_exec_compile(api, c, kAddOne);
+  float x[4] = {1, 2, 3, 4}, h_data[4] = {10, 20, 30, 40};
+  PJRT_Buffer *in = pjrt_exec_buffer(api, c, d, x, PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_Buffer *y = NULL, *z = NULL;
+  PJRT_Event *yd = NULL, *zd = NULL;
+  PJRT_CHECK(api, execute(lg, &in, 1, &y, &yd));
+  /* h: a buffer a transfer manager fills later. */
+  PJRT_ShapeSpec spec = {.struct_size = PJRT_ShapeSpec_STRUCT_SIZE,
+                         .dims = kDims4,
+                         .num_dims = 1,
+                         .element_type = PJRT_Buffer_Type_F32};
+  PJRT_Client_CreateBuffersForAsyncHostToDevice_Args ca = {
+      .struct_size = PJRT_Client_CreateBuffersForAsyncHostToDevice_Args_STRUCT_SIZE,
+      .client = c,
+      .shape_specs = &spec,
+      .num_shape_specs = 1};
+  PJRT_CHECK(api, api->PJRT_Client_CreateBuffersForAsyncHostToDevice(&ca));
+  PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args rb = {
+      .struct_size = PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args_STRUCT_SIZE,
+      .transfer_manager = ca.transfer_manager,
+      .buffer_index = 0};
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer(&rb));
+  PJRT_CHECK(api, execute(la, &rb.buffer_out, 1, &z, &zd)); /* queued; waits there for h */
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, open_gate_later, NULL), 0);
+  float r[4];
+  pjrt_exec_read(api, y, r, sizeof(r)); /* done when the gate's run ends, not after z's */
+  for (int i = 0; i < 4; i++) assert_true(r[i] == x[i] + 1);
+  assert_false(event_ready(zd));
+  PJRT_AsyncHostToDeviceTransferManager_TransferData_Args td = {
+      .struct_size = PJRT_AsyncHostToDeviceTransferManager_TransferData_Args_STRUCT_SIZE,
+      .transfer_manager = ca.transfer_manager,
+      .buffer_index = 0,
+      .data = h_data,
+      .transfer_size = sizeof(h_data),
+      .is_last_transfer = true};
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_TransferData(&td));
+  PJRT_CHECK(api, await_error(td.done_with_h2d_transfer));
+  PJRT_CHECK(api, await_error(zd));
+  pjrt_exec_read(api, z, r, sizeof(r));
+  for (int i = 0; i < 4; i++) assert_true(r[i] == h_data[i] + 1);
+  pthread_join(t, NULL);
+  PJRT_CHECK(api, await_error(yd));
+  PJRT_AsyncHostToDeviceTransferManager_Destroy_Args md = {
+      .struct_size = PJRT_AsyncHostToDeviceTransferManager_Destroy_Args_STRUCT_SIZE,
+      .transfer_manager = ca.transfer_manager};
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_Destroy(&md));
+  PJRT_Buffer *bufs[] = {y, z, rb.buffer_out, in};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) pjrt_exec_buffer_destroy(api, bufs[i]);
+  pjrt_exec_destroy(api, lg);
+  pjrt_exec_destroy(api, la);
+  pjrt_test_client_destroy(api, c);
+}
+
 /* DonateWithControlDependency of an output whose run may still hold it (or a read hooked on
  * its filling): the memory moves, never refused as shared; the new buffer reads x+1 once the
  * dependency is ready. */
@@ -757,6 +822,7 @@ int main(void) {
       cmocka_unit_test(test_failed_run_reaches_event_outputs_and_readers),
       cmocka_unit_test(test_client_destroy_waits_for_queued_runs),
       cmocka_unit_test(test_reads_of_a_pending_output_return_before_its_run_ends),
+      cmocka_unit_test(test_a_read_does_not_wait_for_later_queued_runs),
       cmocka_unit_test(test_donate_with_control_dependency_of_pending_outputs),
       cmocka_unit_test(test_queued_readers_then_a_cheap_donor),
       cmocka_unit_test(test_donation_chains_from_four_threads),
