@@ -4,13 +4,14 @@
  * CreateUninitializedBuffer, CreateViewOfDeviceBuffer (api_table.c fills buffers after the
  * client, so these replace nothing of pjrt_client.c's).
  *
- * Transfers are synchronous: every copy has finished before the call returns, and the event
- * it hands out is already ready. That is what PJRT allows (an event may be ready at once),
- * and it makes all three host-buffer semantics correct at once: done_with_host_buffer is
- * ready when BufferFromHostBuffer returns, because kiln no longer reads `data` by then. The
- * kImmutableZeroCopy semantics copies too (PJRT lets a plugin copy); kMutableZeroCopy aliases
- * the caller's memory on the host platform when its layout and alignment allow
- * (zero_copy_possible), its done event completing when the memory is released.
+ * Transfers to the device are synchronous: every copy has finished before the call returns,
+ * and the event it hands out is already ready (reads and copies of an output an execute is
+ * still computing are done when it ends: see "reads to the host"). That is what PJRT allows (an
+ * event may be ready at once), and it makes all three host-buffer semantics correct at once:
+ * done_with_host_buffer is ready when BufferFromHostBuffer returns, because kiln no longer reads
+ * `data` by then. The kImmutableZeroCopy semantics copies too (PJRT lets a plugin copy);
+ * kMutableZeroCopy aliases the caller's memory on the host platform when its layout and alignment
+ * allow (zero_copy_possible), its done event completing when the memory is released.
  *
  * Layouts: a buffer's device layout is a dense minor_to_major permutation (default rank-1 ...
  * 0). A requested layout with tiles other than trivial ones (every tile dimension 1) is
@@ -136,21 +137,19 @@ static void fill_end(kiln_pjrt_fill_t *f, kiln_status error) {
     return;
   }
   /* The hooks first, in the order they came, the filling still pending: whoever waits for it
-   * (an execute that donates the memory among them) goes on only after they read it. One
-   * added meanwhile runs too. */
+   * (an execute that donates the memory among them) goes on only after they read it. No hook
+   * joins once `ending` is set (fill_hook). */
   f->ending = true;
-  while (f->hooks) {
-    fill_hook_t *h = f->hooks;
-    f->hooks = NULL;
-    f->hooks_tail = &f->hooks;
-    kiln_mutex_unlock(&f->mu);
-    while (h) {
-      fill_hook_t *next = h->next;
-      h->run(h, error ? kiln_status_annotate(kiln_status_copy(error), "%s", f->failure) : NULL);
-      h = next;
-    }
-    kiln_mutex_lock(&f->mu);
+  fill_hook_t *h = f->hooks;
+  f->hooks = NULL;
+  f->hooks_tail = &f->hooks;
+  kiln_mutex_unlock(&f->mu);
+  while (h) {
+    fill_hook_t *next = h->next;
+    h->run(h, error ? kiln_status_annotate(kiln_status_copy(error), "%s", f->failure) : NULL);
+    h = next;
   }
+  kiln_mutex_lock(&f->mu);
   f->pending = false;
   f->error = error;
   PJRT_Event **w = f->waiters;
@@ -163,10 +162,12 @@ static void fill_end(kiln_pjrt_fill_t *f, kiln_status error) {
   kiln_free(w);
 }
 
-/* Adds `h` to the hooks of `f` while it is pending (true); false when it has ended. */
+/* Adds `h` to the hooks of `f` while it is pending (true); false when it has ended or is
+ * ending (a hook added then would join fill_end's loop, and readers hooking on again and
+ * again could keep the filling pending for ever: the caller waits for the end instead). */
 static bool fill_hook(kiln_pjrt_fill_t *f, fill_hook_t *h) {
   kiln_mutex_lock(&f->mu);
-  bool pending = f->pending;
+  bool pending = f->pending && !f->ending;
   if (pending) {
     h->next = NULL;
     *f->hooks_tail = h;
@@ -1320,8 +1321,9 @@ static PJRT_Error *Buffer_IsOnCpu(PJRT_Buffer_IsOnCpu_Args *args) {
   return NULL;
 }
 
-/* Buffers are defined when made (transfers and executes finish before they hand a buffer
- * out), so the event is ready: OK, or FAILED_PRECONDITION for a deleted buffer. */
+/* A buffer still being filled (an asynchronous execute's output, a copy of one, an alias, a
+ * transfer manager's, a donation waiting for its dependency) gets an event that completes
+ * when the filling ends; any other's is ready: OK, or FAILED_PRECONDITION when deleted. */
 static PJRT_Error *Buffer_ReadyEvent(PJRT_Buffer_ReadyEvent_Args *args) {
   KILN_PJRT_ARGS("PJRT_Buffer_ReadyEvent", args, event);
   BUF("PJRT_Buffer_ReadyEvent", args->buffer);
@@ -1620,8 +1622,7 @@ static void dependency_ready(PJRT_Buffer_DonateWithControlDependency_Callback_Ar
   dwcd_t *d = args->callback_data;
   kiln_status error = NULL;
   if (args->error_code != PJRT_Error_Code_OK)
-    error = kiln_status_make((kiln_status_code_t)args->error_code,
-                             "the control dependency of a donated buffer failed: %.*s",
+    error = kiln_status_make((kiln_status_code_t)args->error_code, "%.*s",
                              args->error_message ? (int)args->error_message_size : 0,
                              args->error_message ? args->error_message : "");
   kiln_pjrt_storage_complete(d->pending, NULL, d->donated, error);
@@ -1638,27 +1639,30 @@ static PJRT_Error *Buffer_DonateWithControlDependency(
   args->out_buffer = NULL;
   PJRT_Buffer *b = args->buffer;
   if (!b) return ERR(KILN_INVALID_ARGUMENT, FN_DWCD ": buffer is NULL");
+  /* The new buffer first: running out of memory then leaves `b` as it was. */
   dwcd_t *d = kiln_try_calloc(1, sizeof(*d));
-  if (!d) return ERR(KILN_RESOURCE_EXHAUSTED, FN_DWCD ": out of host memory");
-  kiln_status s = kiln_pjrt_buffer_donate(b, &d->donated);
-  if (s) {
-    kiln_free(d);
-    return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_DWCD));
-  }
-  PJRT_Buffer *nb = buffer_make(b->device, d->donated->memory_kind, NULL, NULL,
-                                "the donated buffer's control dependency failed", b->type, b->dims,
-                                b->rank, b->minor_to_major, b->on_device_size);
+  PJRT_Buffer *nb = d ? buffer_make(b->device, b->kmemory->kind_id, NULL, NULL,
+                                    "the donated buffer's control dependency failed", b->type,
+                                    b->dims, b->rank, b->minor_to_major, b->on_device_size)
+                      : NULL;
   if (!nb) {
-    kiln_pjrt_storage_unref(d->donated);
     kiln_free(d);
     return kiln_pjrt_error_from_status(
         kiln_status_annotate(no_host_memory("a buffer", b->device), "in " FN_DWCD));
   }
-  /* Filled by the caller, not by queued work: reads wait in their calls (a read queued on
+  /* Filled by the caller, not by queued work: reads wait in their calls (a read hooked on
    * the filling could hold up the very work the caller's dependency waits for). */
   nb->storage->fill->by_queue = false;
   d->pending = nb->storage;
   atomic_fetch_add(&d->pending->refs, 1); /* the callback's */
+  kiln_status s = kiln_pjrt_buffer_donate(b, &d->donated);
+  if (s) {
+    kiln_pjrt_storage_complete(d->pending, NULL, NULL, kiln_status_copy(s));
+    PJRT_Buffer_Destroy_Args da = {PJRT_Buffer_Destroy_Args_STRUCT_SIZE, NULL, nb};
+    (void)Buffer_Destroy(&da); /* never fails on a valid struct */
+    kiln_free(d);
+    return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_DWCD));
+  }
   args->out_buffer = nb;
   args->callback_data = d;
   args->dependency_ready_callback = dependency_ready;

@@ -392,6 +392,8 @@ class Buffer:
     def __init__(self, client, handle):
         self.client = client
         self.handle = handle
+        self._ready = None  # is_ready's event, kept while not ready (guarded by _lock)
+        self._lock = threading.Lock()
 
     @property
     def _api(self):
@@ -424,13 +426,14 @@ class Buffer:
     def is_ready(self):
         """Whether the buffer's value is computed (or its computation failed); never waits.
         (One ready event per Buffer, kept while it is not ready: polling allocates nothing.)"""
-        if getattr(self, "_ready", None) is None:
-            self._ready = self._ready_event()
-        ready = self._api.event_is_ready(self._ready)
-        if ready:
-            self._api.drop_event(self._ready)
-            self._ready = None
-        return ready
+        with self._lock:
+            if self._ready is None:
+                self._ready = self._ready_event()
+            ready = self._api.event_is_ready(self._ready)
+            if ready:
+                self._api.drop_event(self._ready)
+                self._ready = None
+            return ready
 
     def block_until_ready(self):
         """Waits until the buffer's value is computed; raises PjrtError if its run failed.
@@ -476,9 +479,12 @@ class Buffer:
         self._api.call("PJRT_Buffer_Delete", _abi.BufferHandle(buffer=self.handle))
 
     def close(self):
-        if getattr(self, "_ready", None) is not None:
-            self._api.drop_event(self._ready)
-            self._ready = None
+        lock = getattr(self, "_lock", None)
+        if lock is not None:
+            with lock:
+                if self._ready is not None:
+                    self._api.drop_event(self._ready)
+                    self._ready = None
         if getattr(self, "handle", None):
             h, self.handle = self.handle, None
             self._api.call("PJRT_Buffer_Destroy", _abi.BufferHandle(buffer=h))
