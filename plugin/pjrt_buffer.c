@@ -1608,25 +1608,43 @@ static PJRT_Error *Buffer_CopyRawToHost(PJRT_Buffer_CopyRawToHost_Args *args) {
 #define FN_DWCD "PJRT_Buffer_DonateWithControlDependency"
 
 /* A donation waiting for its control dependency: the new buffer's storage (`pending`, one
- * reference) becomes a view of the donated memory (`donated`, one reference) when the caller
- * says the dependency is ready. The donated storage itself is not touched (a read of the old
- * buffer made before the donation may still hold it). */
+ * reference) becomes a view of the donated memory (`donated`, one reference) once both the
+ * caller said the dependency is ready and the donated memory is there (it may still be being
+ * computed: the donation does not wait for it). The donated storage itself is not touched (a
+ * read of the old buffer made before the donation may still hold it). Whichever of the two
+ * ends second completes the view and frees this. */
 typedef struct dwcd {
+  fill_hook_t hook; /* on the donated memory's filling */
   kiln_pjrt_storage_t *pending, *donated;
+  kiln_status fill_error, dependency_error; /* each written by its own side before `left` */
+  _Atomic int32_t left;
 } dwcd_t;
 
+static void dwcd_part_done(dwcd_t *d) {
+  if (atomic_fetch_sub_explicit(&d->left, 1, memory_order_acq_rel) != 1) return;
+  kiln_status error = d->fill_error ? d->fill_error : d->dependency_error;
+  if (d->fill_error) kiln_status_free(d->dependency_error);
+  kiln_pjrt_storage_complete(d->pending, NULL, d->donated, error);
+  kiln_free(d);
+}
+
+/* The donated memory is there (or failed). */
+static void dwcd_filled(fill_hook_t *h, kiln_status error) {
+  dwcd_t *d = (dwcd_t *)h;
+  d->fill_error = error;
+  dwcd_part_done(d);
+}
+
 /* The caller's signal that the dependency is ready: readers of the new buffer go on (or fail
- * with the dependency's error). */
+ * with the dependency's error) once the donated memory is there too. */
 static void dependency_ready(PJRT_Buffer_DonateWithControlDependency_Callback_Args *args) {
   if (!args || !args->callback_data) return;
   dwcd_t *d = args->callback_data;
-  kiln_status error = NULL;
   if (args->error_code != PJRT_Error_Code_OK)
-    error = kiln_status_make((kiln_status_code_t)args->error_code, "%.*s",
-                             args->error_message ? (int)args->error_message_size : 0,
-                             args->error_message ? args->error_message : "");
-  kiln_pjrt_storage_complete(d->pending, NULL, d->donated, error);
-  kiln_free(d);
+    d->dependency_error = kiln_status_make((kiln_status_code_t)args->error_code, "%.*s",
+                                           args->error_message ? (int)args->error_message_size : 0,
+                                           args->error_message ? args->error_message : "");
+  dwcd_part_done(d);
 }
 
 /* The buffer's memory moves to a new buffer (the old one reads as donated) whose readers
@@ -1655,7 +1673,7 @@ static PJRT_Error *Buffer_DonateWithControlDependency(
   nb->storage->fill->by_queue = false;
   d->pending = nb->storage;
   atomic_fetch_add(&d->pending->refs, 1); /* the callback's */
-  kiln_status s = kiln_pjrt_buffer_donate(b, &d->donated);
+  kiln_status s = kiln_pjrt_buffer_donate_pending(b, &d->donated);
   if (s) {
     kiln_pjrt_storage_complete(d->pending, NULL, NULL, kiln_status_copy(s));
     PJRT_Buffer_Destroy_Args da = {PJRT_Buffer_Destroy_Args_STRUCT_SIZE, NULL, nb};
@@ -1663,6 +1681,12 @@ static PJRT_Error *Buffer_DonateWithControlDependency(
     kiln_free(d);
     return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_DWCD));
   }
+  /* Without waiting for the donated memory (an execute may still compute it: waiting here
+   * could wait for work the caller starts only after this call). */
+  atomic_init(&d->left, 2);
+  d->hook.run = dwcd_filled;
+  if (!(d->donated->fill && fill_hook(d->donated->fill, &d->hook)))
+    dwcd_filled(&d->hook, kiln_pjrt_storage_wait(d->donated, NULL));
   args->out_buffer = nb;
   args->callback_data = d;
   args->dependency_ready_callback = dependency_ready;

@@ -474,7 +474,7 @@ static void test_a_read_does_not_wait_for_later_queued_runs(void **state) {
 
 /* DonateWithControlDependency of an output whose run may still hold it (or a read hooked on
  * its filling): the memory moves, never refused as shared; the new buffer reads x+1 once the
- * dependency is ready. */
+ * dependency is ready. And of an output whose run has not ended: the call does not wait. */
 static void test_donate_with_control_dependency_of_pending_outputs(void **state) {
   (void)state;
   PJRT_Client *c = client("always");
@@ -509,6 +509,34 @@ static void test_donate_with_control_dependency_of_pending_outputs(void **state)
     pjrt_exec_buffer_destroy(api, a.out_buffer);
     pjrt_exec_buffer_destroy(api, o);
   }
+  /* Of an output still being computed (the gate closed): the call returns at once, the new
+   * buffer is ready only when both the dependency is and the run has ended. */
+  atomic_store(&g_gate, 0);
+  PJRT_LoadedExecutable *lg = pjrt_exec_compile(api, c, kGate);
+  PJRT_Buffer *g = NULL;
+  PJRT_Event *gd = NULL;
+  PJRT_CHECK(api, execute(lg, &in, 1, &g, &gd));
+  PJRT_Buffer_DonateWithControlDependency_Args a;
+  memset(&a, 0, sizeof(a));
+  a.struct_size = PJRT_Buffer_DonateWithControlDependency_Args_STRUCT_SIZE;
+  a.buffer = g;
+  PJRT_CHECK(api, api->PJRT_Buffer_DonateWithControlDependency(&a));
+  PJRT_Event *ready = buffer_ready_event(a.out_buffer);
+  PJRT_Buffer_DonateWithControlDependency_Callback_Args cb;
+  memset(&cb, 0, sizeof(cb));
+  cb.struct_size = sizeof cb;
+  cb.callback_data = a.callback_data;
+  a.dependency_ready_callback(&cb);
+  assert_false(event_ready(ready)); /* the run still waits at the gate */
+  atomic_store(&g_gate, 1);
+  PJRT_CHECK(api, await_error(ready));
+  float r[4];
+  pjrt_exec_read(api, a.out_buffer, r, sizeof(r));
+  for (int i = 0; i < 4; i++) assert_true(r[i] == x[i] + 1);
+  PJRT_CHECK(api, await_error(gd));
+  pjrt_exec_buffer_destroy(api, a.out_buffer);
+  pjrt_exec_buffer_destroy(api, g);
+  pjrt_exec_destroy(api, lg);
   pjrt_exec_buffer_destroy(api, in);
   pjrt_exec_destroy(api, la);
   pjrt_test_client_destroy(api, c);
