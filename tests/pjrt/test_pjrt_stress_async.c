@@ -163,7 +163,8 @@ static PJRT_Error *await_error(PJRT_Event *e) {
   return pjrt_exec_await_error(api, e);
 }
 
-static PJRT_Error *read_error(PJRT_Buffer *b, void *dst, size_t size) {
+/* Starts ToHostBuffer of `b`: the call's error; *event its event. */
+static PJRT_Error *to_host(PJRT_Buffer *b, void *dst, size_t size, PJRT_Event **event) {
   PJRT_Buffer_ToHostBuffer_Args a;
   memset(&a, 0, sizeof(a));
   a.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE;
@@ -171,7 +172,14 @@ static PJRT_Error *read_error(PJRT_Buffer *b, void *dst, size_t size) {
   a.dst = dst;
   a.dst_size = size;
   PJRT_Error *e = api->PJRT_Buffer_ToHostBuffer(&a);
-  if (!e && a.event) e = await_error(a.event);
+  *event = a.event;
+  return e;
+}
+
+static PJRT_Error *read_error(PJRT_Buffer *b, void *dst, size_t size) {
+  PJRT_Event *event = NULL;
+  PJRT_Error *e = to_host(b, dst, size, &event);
+  if (!e && event) e = await_error(event);
   return e;
 }
 
@@ -345,14 +353,9 @@ static PJRT_Event *start_read(PJRT_Buffer *b, void *dst, size_t size, bool raw, 
     PJRT_CHECK(api, api->PJRT_Buffer_CopyRawToHost(&a));
     return a.event;
   }
-  PJRT_Buffer_ToHostBuffer_Args a;
-  memset(&a, 0, sizeof(a));
-  a.struct_size = PJRT_Buffer_ToHostBuffer_Args_STRUCT_SIZE;
-  a.src = b;
-  a.dst = dst;
-  a.dst_size = size;
-  PJRT_CHECK(api, api->PJRT_Buffer_ToHostBuffer(&a));
-  return a.event;
+  PJRT_Event *event = NULL;
+  PJRT_CHECK(api, to_host(b, dst, size, &event));
+  return event;
 }
 
 static void test_reads_of_a_pending_output_return_before_its_run_ends(void **state) {
@@ -472,6 +475,21 @@ static void test_a_read_does_not_wait_for_later_queued_runs(void **state) {
   pjrt_test_client_destroy(api, c);
 }
 
+/* DonateWithControlDependency of `b` with its dependency ready at once: the new buffer. */
+static PJRT_Buffer *donate_ready(PJRT_Buffer *b) {
+  PJRT_Buffer_DonateWithControlDependency_Args a;
+  memset(&a, 0, sizeof(a));
+  a.struct_size = PJRT_Buffer_DonateWithControlDependency_Args_STRUCT_SIZE;
+  a.buffer = b;
+  PJRT_CHECK(api, api->PJRT_Buffer_DonateWithControlDependency(&a));
+  PJRT_Buffer_DonateWithControlDependency_Callback_Args cb;
+  memset(&cb, 0, sizeof(cb));
+  cb.struct_size = sizeof cb;
+  cb.callback_data = a.callback_data;
+  a.dependency_ready_callback(&cb);
+  return a.out_buffer;
+}
+
 /* DonateWithControlDependency of an output whose run may still hold it (or a read hooked on
  * its filling): the memory moves, never refused as shared; the new buffer reads x+1 once the
  * dependency is ready. And of an output whose run has not ended: the call does not wait. */
@@ -488,25 +506,16 @@ static void test_donate_with_control_dependency_of_pending_outputs(void **state)
     PJRT_CHECK(api, execute(la, &in, 1, &o, &od));
     float early[4] = {0};
     PJRT_Event *re = k % 2 ? start_read(o, early, sizeof(early), false, 0) : NULL;
-    PJRT_Buffer_DonateWithControlDependency_Args a;
-    memset(&a, 0, sizeof(a));
-    a.struct_size = PJRT_Buffer_DonateWithControlDependency_Args_STRUCT_SIZE;
-    a.buffer = o;
-    PJRT_CHECK(api, api->PJRT_Buffer_DonateWithControlDependency(&a));
-    PJRT_Buffer_DonateWithControlDependency_Callback_Args cb;
-    memset(&cb, 0, sizeof(cb));
-    cb.struct_size = sizeof cb;
-    cb.callback_data = a.callback_data;
-    a.dependency_ready_callback(&cb);
+    PJRT_Buffer *moved = donate_ready(o);
     float r[4];
-    pjrt_exec_read(api, a.out_buffer, r, sizeof(r));
+    pjrt_exec_read(api, moved, r, sizeof(r));
     for (int i = 0; i < 4; i++) assert_true(r[i] == x[i] + 1);
     if (re) {
       PJRT_CHECK(api, await_error(re));
       for (int i = 0; i < 4; i++) assert_true(early[i] == x[i] + 1);
     }
     PJRT_CHECK(api, await_error(od));
-    pjrt_exec_buffer_destroy(api, a.out_buffer);
+    pjrt_exec_buffer_destroy(api, moved);
     pjrt_exec_buffer_destroy(api, o);
   }
   /* Of an output still being computed (the gate closed): the call returns at once, the new
@@ -516,25 +525,16 @@ static void test_donate_with_control_dependency_of_pending_outputs(void **state)
   PJRT_Buffer *g = NULL;
   PJRT_Event *gd = NULL;
   PJRT_CHECK(api, execute(lg, &in, 1, &g, &gd));
-  PJRT_Buffer_DonateWithControlDependency_Args a;
-  memset(&a, 0, sizeof(a));
-  a.struct_size = PJRT_Buffer_DonateWithControlDependency_Args_STRUCT_SIZE;
-  a.buffer = g;
-  PJRT_CHECK(api, api->PJRT_Buffer_DonateWithControlDependency(&a));
-  PJRT_Event *ready = buffer_ready_event(a.out_buffer);
-  PJRT_Buffer_DonateWithControlDependency_Callback_Args cb;
-  memset(&cb, 0, sizeof(cb));
-  cb.struct_size = sizeof cb;
-  cb.callback_data = a.callback_data;
-  a.dependency_ready_callback(&cb);
+  PJRT_Buffer *moved = donate_ready(g);
+  PJRT_Event *ready = buffer_ready_event(moved);
   assert_false(event_ready(ready)); /* the run still waits at the gate */
   atomic_store(&g_gate, 1);
   PJRT_CHECK(api, await_error(ready));
   float r[4];
-  pjrt_exec_read(api, a.out_buffer, r, sizeof(r));
+  pjrt_exec_read(api, moved, r, sizeof(r));
   for (int i = 0; i < 4; i++) assert_true(r[i] == x[i] + 1);
   PJRT_CHECK(api, await_error(gd));
-  pjrt_exec_buffer_destroy(api, a.out_buffer);
+  pjrt_exec_buffer_destroy(api, moved);
   pjrt_exec_buffer_destroy(api, g);
   pjrt_exec_destroy(api, lg);
   pjrt_exec_buffer_destroy(api, in);
