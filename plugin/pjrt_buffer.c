@@ -26,7 +26,9 @@
  * Alias buffers (Client_CreateAliasBuffer): a storage without memory whose `fill` is pending
  * until FulfillAliasBuffer gives it another storage's memory (held through `target`) or an
  * error; everything that reads a buffer goes through kiln_pjrt_buffer_acquire, which waits for
- * the fill, so readers wait for the fulfilment.
+ * the fill, so readers wait for the fulfilment. Fillings from outside the queues (aliases,
+ * transfer managers, control dependencies) are listed on the client (fill_list) until they
+ * end; Client_Destroy ends those left with an error, so nothing queued waits for them for ever.
  *
  * Thread-safety: thread-safe; a buffer's mutex guards its storage and deletion, its holds are
  * atomic (taken without the mutex, pjrt_objects.h); the storage's reference count is atomic;
@@ -106,6 +108,12 @@ typedef struct kiln_pjrt_fill {
   PJRT_Event **waiters;
   size_t num_waiters, cap_waiters;
   fill_hook_t *hooks, **hooks_tail;
+  /* Filled from outside the queues: on the `outside` list of `client` (set by fill_list
+   * before the filling is shared) until it ends, `listed` holding a reference to the storage
+   * it fills. `listed`, `prev`, `next`: under the client's outside_mu. */
+  PJRT_Client *client;
+  kiln_pjrt_storage_t *listed;
+  struct kiln_pjrt_fill *prev, *next;
 } kiln_pjrt_fill_t;
 
 static kiln_pjrt_fill_t *fill_new(const char *failure) {
@@ -127,8 +135,40 @@ static void fill_free(kiln_pjrt_fill_t *f) {
   kiln_free(f);
 }
 
+/* Puts the filling of `st` (filled from outside the queues) on its client's list, so that
+ * Client_Destroy can end it. */
+static void fill_list(kiln_pjrt_storage_t *st) {
+  kiln_pjrt_fill_t *f = st->fill;
+  PJRT_Client *c = st->client;
+  atomic_fetch_add(&st->refs, 1);
+  f->client = c;
+  kiln_mutex_lock(&c->outside_mu);
+  f->listed = st;
+  f->prev = NULL;
+  f->next = c->outside;
+  if (c->outside) c->outside->prev = f;
+  c->outside = f;
+  kiln_mutex_unlock(&c->outside_mu);
+}
+
+/* Takes `f` off its client's list, if it is on it (with c->outside_mu held): the storage
+ * whose reference the list held (the caller drops it), else NULL. */
+static kiln_pjrt_storage_t *fill_unlist_locked(PJRT_Client *c, kiln_pjrt_fill_t *f) {
+  kiln_pjrt_storage_t *st = f->listed;
+  if (!st) return NULL;
+  if (f->prev)
+    f->prev->next = f->next;
+  else
+    c->outside = f->next;
+  if (f->next) f->next->prev = f->prev;
+  f->listed = NULL;
+  f->prev = f->next = NULL;
+  return st;
+}
+
 /* Ends the filling (error: taken over, NULL for OK); the waiting events complete. Only the
- * first end counts. */
+ * first end counts. A listed filling leaves its client's list last: the reference the list
+ * held may be the storage's last, freeing `f` too. */
 static void fill_end(kiln_pjrt_fill_t *f, kiln_status error) {
   kiln_mutex_lock(&f->mu);
   if (!f->pending || f->ending) {
@@ -160,6 +200,35 @@ static void fill_end(kiln_pjrt_fill_t *f, kiln_status error) {
   kiln_mutex_unlock(&f->mu);
   for (size_t i = 0; i < n; i++) kiln_pjrt_event_complete(w[i], kiln_status_copy(error));
   kiln_free(w);
+  /* (The client is alive: whoever ends a filling holds a reference to its storage.) */
+  PJRT_Client *c = f->client;
+  if (!c) return;
+  kiln_mutex_lock(&c->outside_mu);
+  kiln_pjrt_storage_t *st = fill_unlist_locked(c, f);
+  kiln_mutex_unlock(&c->outside_mu);
+  kiln_pjrt_storage_unref(st);
+}
+
+void kiln_pjrt_client_end_outside_fills(PJRT_Client *c) {
+  for (;;) {
+    kiln_mutex_lock(&c->outside_mu);
+    kiln_pjrt_fill_t *f = c->outside;
+    kiln_pjrt_storage_t *st = f ? fill_unlist_locked(c, f) : NULL;
+    kiln_mutex_unlock(&c->outside_mu);
+    if (!f) return;
+    fill_end(f, kiln_status_make(KILN_CANCELLED,
+                                 "the client was destroyed (PJRT_Client_Destroy) before the "
+                                 "buffer's memory came"));
+    kiln_pjrt_storage_unref(st);
+  }
+}
+
+/* Whether `f` has not ended yet (nor is ending). */
+static bool fill_is_pending(kiln_pjrt_fill_t *f) {
+  kiln_mutex_lock(&f->mu);
+  bool pending = f->pending && !f->ending;
+  kiln_mutex_unlock(&f->mu);
+  return pending;
 }
 
 /* Adds `h` to the hooks of `f` while it is pending (true); false when it has ended or is
@@ -1048,8 +1117,9 @@ static PJRT_Error *Client_CreateAliasBuffer(PJRT_Client_CreateAliasBuffer_Args *
   st->device = dev;
   st->client = c;
   st->memory_kind = kind;
-  st->fill = fill_new("the alias buffer was fulfilled with an error");
+  st->fill = fill_new("the alias buffer's fulfilment failed");
   kiln_pjrt_client_retain(c);
+  fill_list(st);
   PJRT_FulfillAliasBufferCallback *cb = kiln_calloc(1, sizeof(*cb));
   cb->client = c;
   cb->storage = st;
@@ -1088,7 +1158,12 @@ static PJRT_Error *Client_FulfillAliasBuffer(PJRT_Client_FulfillAliasBuffer_Args
   if (args->client && args->client != cb->client)
     return ERR(KILN_INVALID_ARGUMENT, FN_FAB ": the callback is another client's");
   kiln_status s = NULL;
-  if (args->status_code != PJRT_Error_Code_OK) {
+  if (!fill_is_pending(cb->storage->fill)) {
+    /* Only Client_Destroy ends an alias's filling without this call: the callback is used up. */
+    s = kiln_status_make(KILN_FAILED_PRECONDITION, FN_FAB
+                         ": the client was destroyed before this call; the alias buffer "
+                         "was failed then and nothing is fulfilled");
+  } else if (args->status_code != PJRT_Error_Code_OK) {
     if ((int)args->status_code < 0 || (int)args->status_code > KILN_UNAUTHENTICATED)
       return ERR(KILN_INVALID_ARGUMENT, FN_FAB ": status_code %d is unknown",
                  (int)args->status_code);
@@ -1106,7 +1181,7 @@ static PJRT_Error *Client_FulfillAliasBuffer(PJRT_Client_FulfillAliasBuffer_Args
   /* Used: the callback is gone (XLA's is called once). */
   kiln_pjrt_storage_unref(cb->storage);
   kiln_free(cb);
-  return NULL;
+  return s ? kiln_pjrt_error_from_status(s) : NULL;
 }
 
 #define FN_ERRB "PJRT_Client_CreateErrorBuffer"
@@ -1479,18 +1554,23 @@ static void host_read_run(fill_hook_t *h, kiln_status error) {
   kiln_free(r);
 }
 
-/* Whether `b`'s memory is still being filled by work on a device's queue (a snapshot). */
-static bool buffer_pending_on_queue(PJRT_Buffer *b) {
+/* Whether `b`'s memory is still being filled (`queue_only`: by work on a device's queue): a
+ * snapshot. */
+static bool buffer_pending(PJRT_Buffer *b, bool queue_only) {
   bool pending = false;
   atomic_fetch_add(&b->holds, 1);
   kiln_pjrt_storage_t *st = atomic_load(&b->deleted) ? NULL : b->storage;
-  if (st && st->fill && st->fill->by_queue) {
+  if (st && st->fill && (st->fill->by_queue || !queue_only)) {
     kiln_mutex_lock(&st->fill->mu);
     pending = st->fill->pending;
     kiln_mutex_unlock(&st->fill->mu);
   }
   kiln_pjrt_buffer_release(b);
   return pending;
+}
+
+bool kiln_pjrt_buffer_is_pending(PJRT_Buffer *b) {
+  return buffer_pending(b, false);
 }
 
 /* Takes a reference to `b`'s memory into *src and hooks `h` (which reads it) on its filling,
@@ -1537,7 +1617,7 @@ static PJRT_Error *host_read_later(PJRT_Buffer *b, const host_read_t *plan, PJRT
  * is). Else now: memory that is there, or filled from outside the queues (an alias buffer, a
  * control dependency), waited for here. */
 static PJRT_Error *host_read(PJRT_Buffer *b, host_read_t *plan, PJRT_Event **event) {
-  if (buffer_pending_on_queue(b)) return host_read_later(b, plan, event);
+  if (buffer_pending(b, true)) return host_read_later(b, plan, event);
   kiln_status s = kiln_pjrt_buffer_acquire(b, NULL, NULL);
   if (!s) {
     plan->st = b->storage; /* stable while held */
@@ -1671,6 +1751,7 @@ static PJRT_Error *Buffer_DonateWithControlDependency(
   /* Filled by the caller, not by queued work: reads wait in their calls (a read hooked on
    * the filling could hold up the very work the caller's dependency waits for). */
   nb->storage->fill->by_queue = false;
+  fill_list(nb->storage);
   d->pending = nb->storage;
   atomic_fetch_add(&d->pending->refs, 1); /* the callback's */
   kiln_status s = kiln_pjrt_buffer_donate_pending(b, &d->donated);
@@ -1777,6 +1858,7 @@ static PJRT_Error *Client_CreateBuffersForAsyncHostToDevice(
     if (!s) s = storage_alloc(dev, kind, size, &st);
     if (s) break;
     st->fill = fill_new("the buffer's host-to-device transfer failed");
+    fill_list(st);
     atomic_fetch_add(&st->refs, 1); /* the manager's */
     m->slots[i].storage = st;
     m->slots[i].size = size;
@@ -2078,7 +2160,7 @@ static PJRT_Error *copy_later(const char *fn, PJRT_Buffer *b, PJRT_Device *dev, 
  * work filling `b` ends (the copy pending until then; as host_read), else now. */
 static PJRT_Error *copy_buffer(const char *fn, PJRT_Buffer *b, PJRT_Device *dev, int32_t kind,
                                PJRT_Buffer **out) {
-  if (buffer_pending_on_queue(b)) return copy_later(fn, b, dev, kind, out);
+  if (buffer_pending(b, true)) return copy_later(fn, b, dev, kind, out);
   kiln_status s = kiln_pjrt_buffer_acquire(b, NULL, NULL);
   if (s) return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in %s", fn));
   kiln_pjrt_storage_t *st = NULL;

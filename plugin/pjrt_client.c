@@ -273,6 +273,7 @@ static void client_free(PJRT_Client *c) {
   for (int32_t i = 0; i < c->num_kdevices; i++) kiln_device_destroy(c->kdevices[i]);
   kiln_free(c->kdevices);
   options_free(&c->options);
+  pthread_mutex_destroy(&c->outside_mu);
   kiln_free(c);
 }
 
@@ -466,6 +467,7 @@ static PJRT_Error *Client_Create(PJRT_Client_Create_Args *args) {
     return kiln_pjrt_error_from_status(
         KILN_ERR_EXHAUSTED("PJRT_Client_Create: out of host memory for the client"));
   atomic_store(&c->refs, 1);
+  pthread_mutex_init(&c->outside_mu, NULL);
   kiln_status s = parse_options(args->create_options, args->num_options, &c->options);
   /* Handler libraries named by the client go into the process-wide registry the compiler
    * looks custom calls up in (as KILN_FFI_HANDLERS does); a bad spec fails Create. */
@@ -556,8 +558,11 @@ static PJRT_Error *Client_Destroy(PJRT_Client_Destroy_Args *args) {
   KILN_PJRT_ARGS("PJRT_Client_Destroy", args, client);
   PJRT_Client *c = args->client;
   if (!c) return NULL;
-  /* Queued executes run to their end first (they hold the caller's executables' code). */
+  /* Queued executes run to their end first (they hold the caller's executables' code); a run
+   * waiting for memory nobody will fill now (an alias buffer never fulfilled, a transfer never
+   * made) fails with the filling, ended here. */
   atomic_store(&c->destroyed, true);
+  kiln_pjrt_client_end_outside_fills(c);
   for (int32_t i = 0; i < c->num_devices; i++) kiln_pjrt_queue_stop(&c->devices[i]->queue);
   for (int32_t i = 0; i < c->num_devices; i++) {
     kiln_pjrt_device_wait_streams(c->devices[i]);

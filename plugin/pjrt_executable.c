@@ -1243,10 +1243,10 @@ static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args)
 
 /* One execute on one device: queued (execute_async) or run here (execute_one), as the
  * client's async_execute says: `auto` runs here a cheap run (device_code) on a device with
- * nothing queued, and queues every other; `never` runs every one here. Runs here also: an
- * execute with an ExecuteContext (its user data is the caller's only during the call) or an
- * argument to relay out — after what is queued. Sets *done (when not NULL) to the completion
- * event. */
+ * nothing queued and no argument still being filled, and queues every other; `never` runs every one
+ * here. Runs here also: an execute with an ExecuteContext (its user data is the caller's only
+ * during the call) or an argument to relay out — after what is queued. Sets *done (when not NULL)
+ * to the completion event. */
 static kiln_status run_or_queue(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
                                 PJRT_Buffer *const *argv, const PJRT_ExecuteOptions *opts,
                                 PJRT_Buffer **outs, PJRT_Event **done) {
@@ -1264,6 +1264,10 @@ static kiln_status run_or_queue(PJRT_Executable *e, PJRT_Device *dev, int32_t di
     kiln_pjrt_queue_t *q = &dev->queue;
     bool idle = kiln_pjrt_queue_idle(q);
     bool queue = !here && (mode == KILN_PJRT_ASYNC_ALWAYS || !idle || !e->devices[di].cheap);
+    /* A cheap run whose argument is still being filled (another device's run, a transfer, an
+     * alias buffer) would wait here for it: it waits on the queue instead. */
+    for (int32_t i = 0; i < e->num_params && !here && !queue; i++)
+      queue = kiln_pjrt_buffer_is_pending(argv[i]);
     /* In the queue's order from here until the arguments are taken: execute_async, or a run
      * here that donates (a run queued before must not read a buffer it donates; a run here
      * that only reads needs no order against the queue, whose runs write only their own

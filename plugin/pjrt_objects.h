@@ -161,6 +161,13 @@ struct PJRT_Client {
   _Atomic bool destroyed;
   /* PJRT_Client_TopologyDescription: owned by the client (its descriptions, platform). */
   struct PJRT_TopologyDescription *topology;
+  /* Fillings of buffers whose memory comes from outside the queues (an alias buffer's
+   * fulfilment, a transfer manager's transfers, a donation's control dependency), listed
+   * under `outside_mu` until they end: Client_Destroy ends the ones left with an error, so a
+   * queued run waiting for one fails instead of holding up Destroy for ever
+   * (kiln_pjrt_client_end_outside_fills, pjrt_buffer.c). */
+  pthread_mutex_t outside_mu;
+  struct kiln_pjrt_fill *outside;
 };
 
 /* A topology: its devices' descriptions, platform name and version. A client's (client set)
@@ -180,6 +187,10 @@ struct PJRT_TopologyDescription {
  * its cores; else a GPU's name, without attributes); fini frees what init made. */
 void kiln_pjrt_description_init(PJRT_DeviceDescription *x, int32_t index, const char *kind);
 void kiln_pjrt_description_fini(PJRT_DeviceDescription *x);
+
+/* Ends every filling listed in c->outside with a CANCELLED error naming Client_Destroy
+ * (PJRT_Client_Destroy, before it waits for the queues). */
+void kiln_pjrt_client_end_outside_fills(PJRT_Client *c);
 
 /* Keeps the client's devices alive (see `refs`); release frees the client at the last. */
 void kiln_pjrt_client_retain(PJRT_Client *c);
@@ -352,6 +363,9 @@ static inline bool kiln_pjrt_buffer_try_acquire(PJRT_Buffer *b, kiln_devptr_t *p
   kiln_pjrt_buffer_release(b);
   return false;
 }
+/* Whether `b`'s memory is still being filled (an execute's run, a copy, a transfer, an alias's
+ * fulfilment, a control dependency): a snapshot, false for a deleted buffer. */
+bool kiln_pjrt_buffer_is_pending(PJRT_Buffer *b);
 /* kiln_pjrt_buffer_release with the usual case (no waiter on the last hold) inline. */
 static inline void kiln_pjrt_buffer_release_inline(PJRT_Buffer *b) {
   uint32_t v = atomic_load(&b->holds);

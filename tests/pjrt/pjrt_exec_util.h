@@ -126,6 +126,42 @@ static inline PJRT_Buffer *pjrt_exec_buffer(const PJRT_Api *api, PJRT_Client *c,
   return a.buffer;
 }
 
+/* A transfer manager (CreateBuffersForAsyncHostToDevice on the client's first device) of one
+ * buffer of `type` x dims, filled by the caller's transfers. */
+static inline PJRT_AsyncHostToDeviceTransferManager *pjrt_exec_h2d_manager(
+    const PJRT_Api *api, PJRT_Client *c, PJRT_Buffer_Type type, const int64_t *dims, size_t rank) {
+  PJRT_ShapeSpec spec = {.struct_size = PJRT_ShapeSpec_STRUCT_SIZE,
+                         .dims = dims,
+                         .num_dims = rank,
+                         .element_type = type};
+  PJRT_Client_CreateBuffersForAsyncHostToDevice_Args a = {
+      .struct_size = PJRT_Client_CreateBuffersForAsyncHostToDevice_Args_STRUCT_SIZE,
+      .client = c,
+      .shape_specs = &spec,
+      .num_shape_specs = 1};
+  PJRT_CHECK(api, api->PJRT_Client_CreateBuffersForAsyncHostToDevice(&a));
+  return a.transfer_manager;
+}
+
+/* The manager's buffer (RetrieveBuffer of buffer 0). */
+static inline PJRT_Buffer *pjrt_exec_h2d_buffer(const PJRT_Api *api,
+                                                PJRT_AsyncHostToDeviceTransferManager *m) {
+  PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args a = {
+      .struct_size = PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args_STRUCT_SIZE,
+      .transfer_manager = m,
+      .buffer_index = 0};
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer(&a));
+  return a.buffer_out;
+}
+
+static inline void pjrt_exec_h2d_destroy(const PJRT_Api *api,
+                                         PJRT_AsyncHostToDeviceTransferManager *m) {
+  PJRT_AsyncHostToDeviceTransferManager_Destroy_Args a = {
+      .struct_size = PJRT_AsyncHostToDeviceTransferManager_Destroy_Args_STRUCT_SIZE,
+      .transfer_manager = m};
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_Destroy(&a));
+}
+
 static inline void pjrt_exec_buffer_destroy(const PJRT_Api *api, PJRT_Buffer *b) {
   if (!b) return;
   PJRT_Buffer_Destroy_Args a;

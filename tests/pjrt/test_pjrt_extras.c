@@ -209,17 +209,8 @@ static void test_transfer_literal_fills_a_buffer_from_any_host_layout(void **sta
   const PJRT_Api *api = g_api;
   PJRT_Client *c = pjrt_exec_client(api, NULL);
   int64_t dims[2] = {2, 3};
-  PJRT_ShapeSpec spec = {.struct_size = PJRT_ShapeSpec_STRUCT_SIZE,
-                         .dims = dims,
-                         .num_dims = 2,
-                         .element_type = PJRT_Buffer_Type_S32};
-  PJRT_Client_CreateBuffersForAsyncHostToDevice_Args ca = {
-      .struct_size = PJRT_Client_CreateBuffersForAsyncHostToDevice_Args_STRUCT_SIZE,
-      .client = c,
-      .shape_specs = &spec,
-      .num_shape_specs = 1};
-  PJRT_CHECK(api, api->PJRT_Client_CreateBuffersForAsyncHostToDevice(&ca));
-  PJRT_AsyncHostToDeviceTransferManager *m = ca.transfer_manager;
+  PJRT_AsyncHostToDeviceTransferManager *m =
+      pjrt_exec_h2d_manager(api, c, PJRT_Buffer_Type_S32, dims, 2);
   /* The literal is column-major (minor_to_major {0, 1}): element (i, j) at j * 2 + i. */
   const int32_t col_major[6] = {1, 4, 2, 5, 3, 6};
   const int64_t m2m[2] = {0, 1};
@@ -257,20 +248,13 @@ static void test_transfer_literal_fills_a_buffer_from_any_host_layout(void **sta
   /* The literal completed the buffer: a second one is refused. */
   PJRT_EXPECT_ERROR(api, api->PJRT_AsyncHostToDeviceTransferManager_TransferLiteral(&tl),
                     PJRT_Error_Code_FAILED_PRECONDITION, "already completed");
-  PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args rb = {
-      .struct_size = PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args_STRUCT_SIZE,
-      .transfer_manager = m,
-      .buffer_index = 0};
-  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer(&rb));
+  PJRT_Buffer *b = pjrt_exec_h2d_buffer(api, m);
   int32_t got[6];
   const int32_t row_major[6] = {1, 2, 3, 4, 5, 6};
-  pjrt_exec_read(api, rb.buffer_out, got, sizeof got);
+  pjrt_exec_read(api, b, got, sizeof got);
   assert_memory_equal(got, row_major, sizeof got);
-  pjrt_exec_buffer_destroy(api, rb.buffer_out);
-  PJRT_AsyncHostToDeviceTransferManager_Destroy_Args md = {
-      .struct_size = PJRT_AsyncHostToDeviceTransferManager_Destroy_Args_STRUCT_SIZE,
-      .transfer_manager = m};
-  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_Destroy(&md));
+  pjrt_exec_buffer_destroy(api, b);
+  pjrt_exec_h2d_destroy(api, m);
   pjrt_test_client_destroy(api, c);
 }
 

@@ -6,7 +6,9 @@
  *
  * Also: async_execute "never" runs in the call; a failed run reaches its event, its outputs
  * and an execute that reads them; an argument destroyed while its run waits stays readable by
- * the run; Client_Destroy waits for queued runs; ToHostBuffer and CopyRawToHost of an output
+ * the run; Client_Destroy waits for queued runs, and ends with an error the fillings nobody will
+ * make any more (an alias buffer, a transfer, a control dependency) that queued runs wait for;
+ * ToHostBuffer and CopyRawToHost of an output
  * still being computed return before its run ends, read it before a later execute donates it,
  * and fail with its run's error, and so does CopyToDevice (to a second host device, the copy
  * pending until then, and a read and a copy of the copy too); DonateWithControlDependency of
@@ -337,6 +339,89 @@ static void test_client_destroy_waits_for_queued_runs(void **state) {
   assert_int_equal(atomic_load(&g_gate_runs), RUNS); /* Destroy returned after every run */
 }
 
+/* A buffer that CreateAliasBuffer makes (f32[4] on `d`): *cb its fulfil callback. */
+static PJRT_Buffer *alias_buffer(PJRT_Client *c, PJRT_Device *d,
+                                 PJRT_FulfillAliasBufferCallback **cb) {
+  PJRT_Device_DefaultMemory_Args m = {.struct_size = PJRT_Device_DefaultMemory_Args_STRUCT_SIZE,
+                                      .device = d};
+  PJRT_CHECK(api, api->PJRT_Device_DefaultMemory(&m));
+  PJRT_Client_CreateAliasBuffer_Args a = {
+      .struct_size = PJRT_Client_CreateAliasBuffer_Args_STRUCT_SIZE,
+      .client = c,
+      .memory = m.memory,
+      .shape_dims = kDims4,
+      .shape_num_dims = 1,
+      .shape_element_type = PJRT_Buffer_Type_F32};
+  PJRT_CHECK(api, api->PJRT_Client_CreateAliasBuffer(&a));
+  *cb = a.fulfill_alias_buffer_cb;
+  return a.alias_buffer;
+}
+
+/* Expects `e` to be the error Client_Destroy gives a filling it ended (freed here). */
+static void expect_destroyed_error(PJRT_Error *e) {
+  assert_non_null(e);
+  char msg[512];
+  assert_int_equal(pjrt_test_take_error(api, e, msg, sizeof msg), PJRT_Error_Code_CANCELLED);
+  assert_non_null(strstr(msg, "client was destroyed"));
+}
+
+/* Runs queued behind memory nobody fills any more (an alias buffer never fulfilled, a transfer
+ * never made, a control dependency never ready): Client_Destroy ends those fillings with an
+ * error, so the runs fail and Destroy returns (it used to wait for them for ever). A cheap run
+ * whose argument is pending is queued, not run (and waited for) inside its Execute. */
+static void test_client_destroy_ends_fillings_nobody_makes(void **state) {
+  (void)state;
+  PJRT_Client *c = client("auto");
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  PJRT_LoadedExecutable *la = pjrt_exec_compile(api, c, kAddOne);
+  PJRT_FulfillAliasBufferCallback *cb = NULL;
+  PJRT_Buffer *alias = alias_buffer(c, d, &cb);
+  PJRT_AsyncHostToDeviceTransferManager *m =
+      pjrt_exec_h2d_manager(api, c, PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_Buffer *h = pjrt_exec_h2d_buffer(api, m);
+  float x[4] = {1, 2, 3, 4};
+  PJRT_Buffer *in = pjrt_exec_buffer(api, c, d, x, PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_Buffer_DonateWithControlDependency_Args dw;
+  memset(&dw, 0, sizeof(dw));
+  dw.struct_size = PJRT_Buffer_DonateWithControlDependency_Args_STRUCT_SIZE;
+  dw.buffer = in;
+  PJRT_CHECK(api, api->PJRT_Buffer_DonateWithControlDependency(&dw));
+  PJRT_Buffer *pending[3] = {alias, h, dw.out_buffer}, *out[3];
+  PJRT_Event *done[3];
+  for (int i = 0; i < 3; i++) {
+    PJRT_CHECK(api, execute(la, &pending[i], 1, &out[i], &done[i])); /* returns: queued */
+    assert_false(event_ready(done[i]));
+  }
+  pjrt_test_client_destroy(api, c); /* returns: the fillings end with its error */
+  for (int i = 0; i < 3; i++) {
+    expect_destroyed_error(await_error(done[i]));
+    float r[4];
+    expect_destroyed_error(read_error(out[i], r, sizeof r));
+    pjrt_exec_buffer_destroy(api, out[i]);
+  }
+  /* The callbacks stay callable once (they free what they hold): the alias's says why nothing
+   * happened. */
+  PJRT_Client_FulfillAliasBuffer_Args fa = {
+      .struct_size = PJRT_Client_FulfillAliasBuffer_Args_STRUCT_SIZE,
+      .buffer = in,
+      .status_code = PJRT_Error_Code_OK,
+      .fulfill_alias_buffer_cb = cb};
+  PJRT_Error *e = api->PJRT_Client_FulfillAliasBuffer(&fa);
+  char msg[512];
+  assert_int_equal(pjrt_test_take_error(api, e, msg, sizeof msg),
+                   PJRT_Error_Code_FAILED_PRECONDITION);
+  assert_non_null(strstr(msg, "client was destroyed"));
+  PJRT_Buffer_DonateWithControlDependency_Callback_Args dc;
+  memset(&dc, 0, sizeof(dc));
+  dc.struct_size = sizeof dc;
+  dc.callback_data = dw.callback_data;
+  dw.dependency_ready_callback(&dc);
+  pjrt_exec_h2d_destroy(api, m);
+  PJRT_Buffer *bufs[] = {alias, h, dw.out_buffer, in};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) pjrt_exec_buffer_destroy(api, bufs[i]);
+  pjrt_exec_destroy(api, la);
+}
+
 /* ---- reads to the host of an output still being computed ---- */
 
 /* Starts a read of `b` to the host (ToHostBuffer, or CopyRawToHost of `size` bytes at
@@ -428,22 +513,10 @@ static void test_a_read_does_not_wait_for_later_queued_runs(void **state) {
   PJRT_Event *yd = NULL, *zd = NULL;
   PJRT_CHECK(api, execute(lg, &in, 1, &y, &yd));
   /* h: a buffer a transfer manager fills later. */
-  PJRT_ShapeSpec spec = {.struct_size = PJRT_ShapeSpec_STRUCT_SIZE,
-                         .dims = kDims4,
-                         .num_dims = 1,
-                         .element_type = PJRT_Buffer_Type_F32};
-  PJRT_Client_CreateBuffersForAsyncHostToDevice_Args ca = {
-      .struct_size = PJRT_Client_CreateBuffersForAsyncHostToDevice_Args_STRUCT_SIZE,
-      .client = c,
-      .shape_specs = &spec,
-      .num_shape_specs = 1};
-  PJRT_CHECK(api, api->PJRT_Client_CreateBuffersForAsyncHostToDevice(&ca));
-  PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args rb = {
-      .struct_size = PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer_Args_STRUCT_SIZE,
-      .transfer_manager = ca.transfer_manager,
-      .buffer_index = 0};
-  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_RetrieveBuffer(&rb));
-  PJRT_CHECK(api, execute(la, &rb.buffer_out, 1, &z, &zd)); /* queued; waits there for h */
+  PJRT_AsyncHostToDeviceTransferManager *m =
+      pjrt_exec_h2d_manager(api, c, PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_Buffer *h = pjrt_exec_h2d_buffer(api, m);
+  PJRT_CHECK(api, execute(la, &h, 1, &z, &zd)); /* queued; waits there for h */
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, open_gate_later, NULL), 0);
   float r[4];
@@ -452,7 +525,7 @@ static void test_a_read_does_not_wait_for_later_queued_runs(void **state) {
   assert_false(event_ready(zd));
   PJRT_AsyncHostToDeviceTransferManager_TransferData_Args td = {
       .struct_size = PJRT_AsyncHostToDeviceTransferManager_TransferData_Args_STRUCT_SIZE,
-      .transfer_manager = ca.transfer_manager,
+      .transfer_manager = m,
       .buffer_index = 0,
       .data = h_data,
       .transfer_size = sizeof(h_data),
@@ -464,11 +537,8 @@ static void test_a_read_does_not_wait_for_later_queued_runs(void **state) {
   for (int i = 0; i < 4; i++) assert_true(r[i] == h_data[i] + 1);
   pthread_join(t, NULL);
   PJRT_CHECK(api, await_error(yd));
-  PJRT_AsyncHostToDeviceTransferManager_Destroy_Args md = {
-      .struct_size = PJRT_AsyncHostToDeviceTransferManager_Destroy_Args_STRUCT_SIZE,
-      .transfer_manager = ca.transfer_manager};
-  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_Destroy(&md));
-  PJRT_Buffer *bufs[] = {y, z, rb.buffer_out, in};
+  pjrt_exec_h2d_destroy(api, m);
+  PJRT_Buffer *bufs[] = {y, z, h, in};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) pjrt_exec_buffer_destroy(api, bufs[i]);
   pjrt_exec_destroy(api, lg);
   pjrt_exec_destroy(api, la);
@@ -849,6 +919,7 @@ int main(void) {
       cmocka_unit_test(test_never_runs_in_the_call),
       cmocka_unit_test(test_failed_run_reaches_event_outputs_and_readers),
       cmocka_unit_test(test_client_destroy_waits_for_queued_runs),
+      cmocka_unit_test(test_client_destroy_ends_fillings_nobody_makes),
       cmocka_unit_test(test_reads_of_a_pending_output_return_before_its_run_ends),
       cmocka_unit_test(test_a_read_does_not_wait_for_later_queued_runs),
       cmocka_unit_test(test_donate_with_control_dependency_of_pending_outputs),
