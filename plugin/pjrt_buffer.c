@@ -114,6 +114,11 @@ typedef struct kiln_pjrt_fill {
   PJRT_Client *client;
   kiln_pjrt_storage_t *listed;
   struct kiln_pjrt_fill *prev, *next;
+  /* An end a hook asked for, kept for later on its thread (storage_complete): the storage
+   * (the completer's reference) and the error, in the thread's list of ends to make. */
+  struct kiln_pjrt_fill *later_next;
+  kiln_pjrt_storage_t *later_storage;
+  kiln_status later_error;
 } kiln_pjrt_fill_t;
 
 static kiln_pjrt_fill_t *fill_new(const char *failure) {
@@ -166,10 +171,54 @@ static kiln_pjrt_storage_t *fill_unlist_locked(PJRT_Client *c, kiln_pjrt_fill_t 
   return st;
 }
 
+/* This thread is inside fill_end; the ends that hooks made meanwhile (a copy's new buffer,
+ * a control dependency's view), made by the outermost fill_end in a loop once its own is done:
+ * a chain of copies of copies then ends one link after another, not one stack frame group
+ * deeper per link. */
+static _Thread_local bool t_ending;
+static _Thread_local kiln_pjrt_fill_t *t_later, **t_later_tail; /* tail NULL: empty */
+
+static void fill_end_one(kiln_pjrt_fill_t *f, kiln_status error);
+
 /* Ends the filling (error: taken over, NULL for OK); the waiting events complete. Only the
- * first end counts. A listed filling leaves its client's list last: the reference the list
- * held may be the storage's last, freeing `f` too. */
+ * first end counts. */
 static void fill_end(kiln_pjrt_fill_t *f, kiln_status error) {
+  if (t_ending) {
+    fill_end_one(f, error);
+    return;
+  }
+  t_ending = true;
+  fill_end_one(f, error);
+  while (t_later) {
+    kiln_pjrt_fill_t *l = t_later;
+    t_later = l->later_next;
+    if (!t_later) t_later_tail = NULL;
+    kiln_pjrt_storage_t *st = l->later_storage;
+    fill_end_one(l, l->later_error);
+    kiln_pjrt_storage_unref(st);
+  }
+  t_ending = false;
+}
+
+/* Ends `st`'s filling (as fill_end) and drops the caller's reference to `st`; inside a hook,
+ * later (see t_later). */
+static void storage_end(kiln_pjrt_storage_t *st, kiln_status error) {
+  if (!t_ending) {
+    fill_end(st->fill, error);
+    kiln_pjrt_storage_unref(st);
+    return;
+  }
+  kiln_pjrt_fill_t *f = st->fill;
+  f->later_storage = st;
+  f->later_error = error;
+  f->later_next = NULL;
+  *(t_later_tail ? t_later_tail : &t_later) = f;
+  t_later_tail = &f->later_next;
+}
+
+/* fill_end for one filling. A listed filling leaves its client's list last: the reference the
+ * list held may be the storage's last, freeing `f` too. */
+static void fill_end_one(kiln_pjrt_fill_t *f, kiln_status error) {
   kiln_mutex_lock(&f->mu);
   if (!f->pending || f->ending) {
     kiln_mutex_unlock(&f->mu);
@@ -735,8 +784,7 @@ void kiln_pjrt_storage_complete(kiln_pjrt_storage_t *st, kiln_device_buffer_t *o
   }
   if (error) kiln_device_buffer_destroy(own);
   kiln_pjrt_storage_unref(target);
-  fill_end(st->fill, error);
-  kiln_pjrt_storage_unref(st);
+  storage_end(st, error);
 }
 
 kiln_status kiln_pjrt_storage_wait(kiln_pjrt_storage_t *st, kiln_devptr_t *ptr) {

@@ -11,7 +11,8 @@
  * ToHostBuffer and CopyRawToHost of an output
  * still being computed return before its run ends, read it before a later execute donates it,
  * and fail with its run's error, and so does CopyToDevice (to a second host device, the copy
- * pending until then, and a read and a copy of the copy too); DonateWithControlDependency of
+ * pending until then, and a read and a copy of the copy too; a chain of 100,000 copies of copies
+ * completes without nesting a call per link); DonateWithControlDependency of
  * outputs just computed, some with a read pending, is never refused; a read of a pending output
  * does not wait for a run queued after it (one waiting for a transfer the reader makes next);
  * 4 threads read a buffer
@@ -809,6 +810,44 @@ typedef struct spmd_worker {
 } spmd_worker_t;
 
 /* Executes on both devices, again and again, reading the sums. */
+/* A chain of copies of copies of an output still being computed (back and forth between two
+ * devices), all made before its run ends: they complete one after another when it does,
+ * without one nested call per link (a chain this long overflowed the queue thread's stack). */
+static void test_a_long_chain_of_copies_completes(void **state) {
+  (void)state;
+  atomic_store(&g_gate, 0);
+  PJRT_Client *c = two_device_client();
+  PJRT_Device *dev[2] = {pjrt_exec_device(api, c, 0), pjrt_exec_device(api, c, 1)};
+  PJRT_LoadedExecutable *lg = pjrt_exec_compile(api, c, kGate);
+  float x[4] = {1, 2, 3, 4};
+  PJRT_Buffer *in = pjrt_exec_buffer(api, c, dev[0], x, PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_Buffer *g = NULL;
+  PJRT_Event *gd = NULL;
+  PJRT_CHECK(api, execute(lg, &in, 1, &g, &gd));
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  enum { LINKS = 20000 }; /* (sanitizers: 0.35-0.85 GB for 100,000) */
+#else
+  enum { LINKS = 100000 }; /* (recursion overflowed 8 MiB of stack at this length) */
+#endif
+  PJRT_Buffer **chain = calloc(LINKS + 1, sizeof(*chain));
+  assert_non_null(chain);
+  chain[0] = g;
+  for (int i = 1; i <= LINKS; i++) chain[i] = copy_to_device(chain[i - 1], dev[i % 2]);
+  PJRT_Event *last = buffer_ready_event(chain[LINKS]);
+  assert_false(event_ready(last));
+  atomic_store(&g_gate, 1);
+  PJRT_CHECK(api, await_error(last));
+  float r[4];
+  pjrt_exec_read(api, chain[LINKS], r, sizeof(r));
+  for (int i = 0; i < 4; i++) assert_true(r[i] == x[i] + 1);
+  PJRT_CHECK(api, await_error(gd));
+  for (int i = 0; i <= LINKS; i++) pjrt_exec_buffer_destroy(api, chain[i]);
+  free(chain);
+  pjrt_exec_buffer_destroy(api, in);
+  pjrt_exec_destroy(api, lg);
+  pjrt_test_client_destroy(api, c);
+}
+
 static void *spmd_work(void *arg) {
   spmd_worker_t *w = arg;
   for (int it = 0; it < SPMD_ITERS; it++) {
@@ -927,6 +966,7 @@ int main(void) {
       cmocka_unit_test(test_donation_chains_from_four_threads),
       cmocka_unit_test(test_multi_device_execute_returns_before_its_run_ends),
       cmocka_unit_test(test_copies_of_a_pending_output_return_before_its_run_ends),
+      cmocka_unit_test(test_a_long_chain_of_copies_completes),
       cmocka_unit_test(test_multi_device_executes_from_three_threads),
   };
   return kiln_run_tests(tests, NULL, NULL);
