@@ -882,6 +882,12 @@ kiln_status kiln_pjrt_buffer_donate_pending(PJRT_Buffer *b, kiln_pjrt_storage_t 
                             "(PJRT_Buffer_IncreaseExternalReferenceCount) and cannot be "
                             "donated");
   }
+  if (b->storage && atomic_load(&b->storage->raw_reads) > 0) {
+    kiln_mutex_unlock(&b->mu);
+    return kiln_status_make(KILN_FAILED_PRECONDITION,
+                            "buffer donation: a PJRT_Buffer_CopyRawToHostFuture of the buffer "
+                            "still waits for its destination, so it cannot be donated");
+  }
   /* From here the buffer reads as donated: new holds fail, the ones taken end first. */
   b->deleted = true;
   wait_for_holds(b);
@@ -2085,31 +2091,53 @@ static PJRT_Error *H2D_AddMetadata(PJRT_AsyncHostToDeviceTransferManager_AddMeta
 
 #define FN_RAWF "PJRT_Buffer_CopyRawToHostFuture"
 
-/* A copy to host that waits for the caller's destination: the storage is kept (one
- * reference) until the caller's future_ready_callback names dst, or an error. */
+/* A copy to host that waits for both the caller's destination (future_ready_callback) and the
+ * memory (an execute may still compute it: a hook on its filling), made by whichever comes
+ * second, on its thread; neither waits for the other. Until then the storage is held (one
+ * reference) and counted in its raw_reads, so a donation of the buffer is refused (an execute
+ * copies the argument instead) and nothing overwrites what the read will see. */
 typedef struct raw_future {
+  fill_hook_t hook; /* on the memory's filling (first: the fill hands this back) */
   kiln_pjrt_storage_t *storage;
   uint64_t offset, size;
   PJRT_Event *event;
+  void *dst;
+  kiln_status fill_error, dst_error; /* each written by its own side before `left` */
+  _Atomic int32_t left;
 } raw_future_t;
+
+static void raw_future_part_done(raw_future_t *f) {
+  if (atomic_fetch_sub_explicit(&f->left, 1, memory_order_acq_rel) != 1) return;
+  kiln_status s = f->fill_error ? f->fill_error : f->dst_error;
+  if (f->fill_error) kiln_status_free(f->dst_error);
+  if (!s) s = storage_read(f->storage, f->offset, f->dst, f->size);
+  if (s) s = kiln_status_annotate(s, "in " FN_RAWF);
+  atomic_fetch_sub(&f->storage->raw_reads, 1);
+  kiln_pjrt_storage_unref(f->storage);
+  kiln_pjrt_event_complete(f->event, s);
+  kiln_free(f);
+}
+
+/* The memory is there (or failed). */
+static void raw_future_filled(fill_hook_t *h, kiln_status error) {
+  raw_future_t *f = (raw_future_t *)h;
+  f->fill_error = error;
+  raw_future_part_done(f);
+}
 
 static void raw_future_ready(PJRT_Buffer_CopyRawToHostFuture_Callback_Args *args) {
   if (!args || !args->callback_data) return;
   raw_future_t *f = args->callback_data;
-  kiln_status s = NULL;
   if (args->error_code != PJRT_Error_Code_OK)
-    s = kiln_status_make((kiln_status_code_t)args->error_code,
-                         FN_RAWF ": the destination failed: %.*s",
+    f->dst_error =
+        kiln_status_make((kiln_status_code_t)args->error_code, "the destination failed: %.*s",
                          args->error_message ? (int)args->error_message_size : 0,
                          args->error_message ? args->error_message : "");
   else if (!args->dst && f->size)
-    s = kiln_status_make(KILN_INVALID_ARGUMENT, FN_RAWF ": dst is NULL");
+    f->dst_error = kiln_status_make(KILN_INVALID_ARGUMENT, "dst is NULL");
   else
-    s = kiln_pjrt_storage_wait(f->storage, NULL); /* an execute may still compute it */
-  if (!s) s = storage_read(f->storage, f->offset, args->dst, f->size); /* (only after the wait) */
-  kiln_pjrt_storage_unref(f->storage);
-  kiln_pjrt_event_complete(f->event, s);
-  kiln_free(f);
+    f->dst = args->dst;
+  raw_future_part_done(f);
 }
 
 static PJRT_Error *Buffer_CopyRawToHostFuture(PJRT_Buffer_CopyRawToHostFuture_Args *args) {
@@ -2125,21 +2153,33 @@ static PJRT_Error *Buffer_CopyRawToHostFuture(PJRT_Buffer_CopyRawToHostFuture_Ar
                FN_RAWF ": bytes %lld..%lld are outside the buffer's %llu bytes",
                (long long)args->offset, (long long)(args->offset + args->transfer_size),
                (unsigned long long)b->on_device_size);
-  kiln_mutex_lock(&b->mu);
-  kiln_pjrt_storage_t *st = b->deleted ? NULL : b->storage;
-  if (st) atomic_fetch_add(&st->refs, 1);
-  kiln_mutex_unlock(&b->mu);
-  if (!st) return kiln_pjrt_error_from_status(deleted_error(FN_RAWF, b));
   raw_future_t *f = kiln_try_calloc(1, sizeof(*f));
   if (f) f->event = kiln_pjrt_event_create();
   if (!f || !f->event) {
     kiln_free(f);
-    kiln_pjrt_storage_unref(st);
     return ERR(KILN_RESOURCE_EXHAUSTED, FN_RAWF ": out of host memory for the future");
+  }
+  /* Counted under the buffer's mutex, where a donation checks it. */
+  kiln_mutex_lock(&b->mu);
+  kiln_pjrt_storage_t *st = b->deleted ? NULL : b->storage;
+  if (st) {
+    atomic_fetch_add(&st->refs, 1);
+    atomic_fetch_add(&st->raw_reads, 1);
+  }
+  kiln_mutex_unlock(&b->mu);
+  if (!st) {
+    f->event->destroyed = true; /* never handed out: completing it frees it */
+    kiln_pjrt_event_complete(f->event, NULL);
+    kiln_free(f);
+    return kiln_pjrt_error_from_status(deleted_error(FN_RAWF, b));
   }
   f->storage = st;
   f->offset = (uint64_t)args->offset;
   f->size = (uint64_t)args->transfer_size;
+  atomic_init(&f->left, 2);
+  f->hook.run = raw_future_filled;
+  if (!(st->fill && fill_hook(st->fill, &f->hook)))
+    raw_future_filled(&f->hook, kiln_pjrt_storage_wait(st, NULL));
   args->event = f->event;
   args->callback_data = f;
   args->future_ready_callback = raw_future_ready;

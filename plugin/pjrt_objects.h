@@ -288,6 +288,9 @@ typedef struct kiln_pjrt_storage {
    * storage is an allocation of its own. */
   void *block;
   _Atomic int32_t block_parts;
+  /* CopyRawToHostFuture reads not done yet (their destination or the memory still to come):
+   * donation of a buffer over this storage is refused meanwhile (an execute copies instead). */
+  _Atomic int32_t raw_reads;
 } kiln_pjrt_storage_t;
 
 #define KILN_PJRT_HOLD_WAITER 0x80000000u /* in PJRT_Buffer.holds: someone waits for 0 */

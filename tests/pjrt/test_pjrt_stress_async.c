@@ -15,6 +15,8 @@
  * completes without nesting a call per link); DonateWithControlDependency of
  * outputs just computed, some with a read pending, is never refused; a read of a pending output
  * does not wait for a run queued after it (one waiting for a transfer the reader makes next);
+ * CopyRawToHostFuture of a pending output waits for nothing in the call or the destination's
+ * callback, and reads the output as computed though an execute that would donate it came between;
  * 4 threads read a buffer
  * through queued runs while a cheap execute (run inside its call) donates it: every read sees the
  * buffer before the donation, or is refused; a multi-device execute (2 host devices, an all-reduce
@@ -546,6 +548,73 @@ static void test_a_read_does_not_wait_for_later_queued_runs(void **state) {
   pjrt_test_client_destroy(api, c);
 }
 
+/* Starts CopyRawToHostFuture of all of `b` (f32[4]). */
+static PJRT_Buffer_CopyRawToHostFuture_Args raw_future(PJRT_Buffer *b) {
+  PJRT_Buffer_CopyRawToHostFuture_Args a;
+  memset(&a, 0, sizeof(a));
+  a.struct_size = PJRT_Buffer_CopyRawToHostFuture_Args_STRUCT_SIZE;
+  a.buffer = b;
+  a.transfer_size = 4 * sizeof(float);
+  PJRT_CHECK(api, api->PJRT_Buffer_CopyRawToHostFuture(&a));
+  return a;
+}
+
+/* Names the future's destination. */
+static void raw_future_dst(const PJRT_Buffer_CopyRawToHostFuture_Args *a, float *dst) {
+  PJRT_Buffer_CopyRawToHostFuture_Callback_Args cb;
+  memset(&cb, 0, sizeof(cb));
+  cb.struct_size = PJRT_Buffer_CopyRawToHostFuture_Callback_Args_STRUCT_SIZE;
+  cb.callback_data = a->callback_data;
+  cb.error_code = PJRT_Error_Code_OK;
+  cb.dst = dst;
+  a->future_ready_callback(&cb);
+}
+
+/* CopyRawToHostFuture of an output still being computed: neither the call nor the
+ * destination's callback waits for the run (the callback used to); the copy is made when both
+ * have come, and shows the output as computed even when an execute that donates the buffer
+ * comes in between (the buffer is not donated while a future waits: that execute copies it). */
+static void test_raw_futures_of_a_pending_output(void **state) {
+  (void)state;
+  atomic_store(&g_gate, 0);
+  atomic_store(&g_opened, 0);
+  PJRT_Client *c = client("auto");
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  PJRT_LoadedExecutable *lg = pjrt_exec_compile(api, c, kGate);
+  PJRT_LoadedExecutable *ln = pjrt_exec_compile(api, c, kNegate);
+  float x[4] = {1, 2, 3, 4};
+  PJRT_Buffer *in = pjrt_exec_buffer(api, c, d, x, PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_Buffer *g = NULL, *n = NULL, *n2 = NULL;
+  PJRT_Event *gd = NULL, *nd = NULL, *nd2 = NULL;
+  PJRT_CHECK(api, execute(lg, &in, 1, &g, &gd));
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, open_gate_later, NULL), 0);
+  float r1[4] = {0}, r2[4] = {0}, rn[4];
+  PJRT_Buffer_CopyRawToHostFuture_Args f1 = raw_future(g), f2 = raw_future(g);
+  raw_future_dst(&f1, r1);
+  assert_int_equal(atomic_load(&g_opened), 0);  /* the callback did not wait for the run */
+  PJRT_CHECK(api, execute(ln, &g, 1, &n, &nd)); /* would donate g: copies it */
+  PJRT_CHECK(api, await_error(f1.event));
+  PJRT_CHECK(api, await_error(nd));
+  raw_future_dst(&f2, r2); /* after the donating execute ran */
+  PJRT_CHECK(api, await_error(f2.event));
+  pjrt_exec_read(api, n, rn, sizeof(rn));
+  for (int i = 0; i < 4; i++)
+    assert_true(r1[i] == x[i] + 1 && r2[i] == x[i] + 1 && rn[i] == -r1[i]);
+  /* No future left: the next execute donates g. */
+  PJRT_CHECK(api, execute(ln, &g, 1, &n2, &nd2));
+  PJRT_CHECK(api, await_error(nd2));
+  PJRT_EXPECT_ERROR(api, read_error(g, rn, sizeof(rn)), PJRT_Error_Code_FAILED_PRECONDITION,
+                    "deleted or donated");
+  pthread_join(t, NULL);
+  PJRT_CHECK(api, await_error(gd));
+  PJRT_Buffer *bufs[] = {g, n, n2, in};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) pjrt_exec_buffer_destroy(api, bufs[i]);
+  pjrt_exec_destroy(api, lg);
+  pjrt_exec_destroy(api, ln);
+  pjrt_test_client_destroy(api, c);
+}
+
 /* DonateWithControlDependency of `b` with its dependency ready at once: the new buffer. */
 static PJRT_Buffer *donate_ready(PJRT_Buffer *b) {
   PJRT_Buffer_DonateWithControlDependency_Args a;
@@ -961,6 +1030,7 @@ int main(void) {
       cmocka_unit_test(test_client_destroy_ends_fillings_nobody_makes),
       cmocka_unit_test(test_reads_of_a_pending_output_return_before_its_run_ends),
       cmocka_unit_test(test_a_read_does_not_wait_for_later_queued_runs),
+      cmocka_unit_test(test_raw_futures_of_a_pending_output),
       cmocka_unit_test(test_donate_with_control_dependency_of_pending_outputs),
       cmocka_unit_test(test_queued_readers_then_a_cheap_donor),
       cmocka_unit_test(test_donation_chains_from_four_threads),
