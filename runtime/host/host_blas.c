@@ -836,8 +836,10 @@ static kiln_status gemm_converted(const kiln_gemm_desc_t *g, const mm_t *base, b
  * rounded once to C's type. A gemm with many rows but at most kHalfMaxRows columns runs
  * transposed (C^T = op(B)^T op(A)^T: op(B) converted
  * once, op(A) packed; each strip transposed back before its epilogue). The AVX-512 copy of
- * the kernel runs where the CPU has AVX-512F; elsewhere the panel path stays (the portable
- * copy, KILN_HOST_GEMM_HALF=base, exists for tests; =panels turns this path off).
+ * the kernel runs where the CPU has AVX-512F, the AVX2 copy where it has AVX2, FMA and F16C
+ * (up to ~768 rows, columns or k: past that the panel path), elsewhere the panel path (the
+ * portable copy, KILN_HOST_GEMM_HALF=base, exists for tests, =avx2 picks the AVX2 copy on an
+ * AVX-512 CPU; =panels turns this path off).
  * When the f32 copy of X does not fit the scratch (a 1024-row bf16 gemm over k = 32000, the
  * logits' gradient times the embedding), X is converted kc columns of k at a time, every strip
  * runs over those, and the partial sums of C wait in an f32 copy of C between the passes
@@ -1204,6 +1206,167 @@ HALF_BF16DOT static void half_pack2_avx512(const half_job_t *J, const void *y, i
 }
 #endif
 
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+/* The AVX2 copy (CPUs with AVX2, FMA and F16C but no AVX-512: Zen 1-3, Haswell to Comet Lake):
+ * sixteen 8-lane registers hold at most 6 rows x 16 columns of sums (12) with the panel's two
+ * vectors and a broadcast, so a micro call covers its kHalfNr columns in two halves and its
+ * rows in blocks of at most 6. */
+#define KILN_HALF_AVX2 1
+#define HALF_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/* `R` rows (a constant after inlining) x 16 columns from column h of the panel. */
+HALF_AVX2 static inline __attribute__((always_inline)) void half_micro_avx2_rows(
+    const float *x, int64_t xrs, int64_t xcs, const float *pk, int64_t kc, float *cs, int h,
+    int R, bool first) {
+  __m256 c0[6], c1[6];
+#pragma GCC unroll 6
+  for (int i = 0; i < R; i++) {
+    c0[i] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(cs + i * kHalfNr + h);
+    c1[i] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(cs + i * kHalfNr + h + 8);
+  }
+  for (int64_t p = 0; p < kc; p++) {
+    const __m256 b0 = _mm256_loadu_ps(pk + p * kHalfNr + h),
+                 b1 = _mm256_loadu_ps(pk + p * kHalfNr + h + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < R; i++) {
+      const __m256 v = _mm256_broadcast_ss(x + i * xrs + p * xcs);
+      c0[i] = _mm256_fmadd_ps(v, b0, c0[i]);
+      c1[i] = _mm256_fmadd_ps(v, b1, c1[i]);
+    }
+  }
+#pragma GCC unroll 6
+  for (int i = 0; i < R; i++) {
+    _mm256_storeu_ps(cs + i * kHalfNr + h, c0[i]);
+    _mm256_storeu_ps(cs + i * kHalfNr + h + 8, c1[i]);
+  }
+}
+
+/* Both halves of `R` rows. */
+HALF_AVX2 static inline __attribute__((always_inline)) void half_micro_avx2_block(
+    const float *x, int64_t xrs, int64_t xcs, const float *pk, int64_t kc, float *cs, int R,
+    bool first) {
+  half_micro_avx2_rows(x, xrs, xcs, pk, kc, cs, 0, R, first);
+  half_micro_avx2_rows(x, xrs, xcs, pk, kc, cs, 16, R, first);
+}
+
+HALF_AVX2 static void half_micro_avx2(const float *x, int64_t xrs, int64_t xcs, const float *pk,
+                                      int64_t kc, float *cs, int rows, bool first) {
+  /* 8 rows as 4 + 4, 7 as 6 + 1 (blocks of at most 6) */
+  if (rows > 6) {
+    const int top = rows == 8 ? 4 : 6;
+    half_micro_avx2(x, xrs, xcs, pk, kc, cs, top, first);
+    half_micro_avx2(x + top * xrs, xrs, xcs, pk, kc, cs + top * kHalfNr, rows - top, first);
+    return;
+  }
+  switch (rows) {
+    case 6:
+      half_micro_avx2_block(x, xrs, xcs, pk, kc, cs, 6, first);
+      return;
+    case 5:
+      half_micro_avx2_block(x, xrs, xcs, pk, kc, cs, 5, first);
+      return;
+    case 4:
+      half_micro_avx2_block(x, xrs, xcs, pk, kc, cs, 4, first);
+      return;
+    case 3:
+      half_micro_avx2_block(x, xrs, xcs, pk, kc, cs, 3, first);
+      return;
+    case 2:
+      half_micro_avx2_block(x, xrs, xcs, pk, kc, cs, 2, first);
+      return;
+    default:
+      half_micro_avx2_block(x, xrs, xcs, pk, kc, cs, 1, first);
+      return;
+  }
+}
+
+/* Elements i .. i + 8 of y as f32 (bf16: the bits shifted up; f16: vcvtph2ps; both exact). */
+HALF_AVX2 static inline __m256 half8_to_f32(kiln_gemm_dtype_t t, const void *y, int64_t i) {
+  if (t == KILN_GEMM_F32) return _mm256_loadu_ps((const float *)y + i);
+  const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)((const uint16_t *)y + i));
+  if (t == KILN_GEMM_F16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* r[i][j] becomes r[j][i] (8 x 8, 32-bit elements). */
+HALF_AVX2 static inline void transpose8x8_ps(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; i++) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int a = 0; a < 2; a++) {
+    u[4 * a] = _mm256_shuffle_ps(t[4 * a], t[4 * a + 2], 0x44);
+    u[4 * a + 1] = _mm256_shuffle_ps(t[4 * a], t[4 * a + 2], 0xee);
+    u[4 * a + 2] = _mm256_shuffle_ps(t[4 * a + 1], t[4 * a + 3], 0x44);
+    u[4 * a + 3] = _mm256_shuffle_ps(t[4 * a + 1], t[4 * a + 3], 0xee);
+  }
+  for (int c = 0; c < 4; c++) {
+    r[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+    r[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+  }
+}
+
+HALF_AVX2 static void half_pack_avx2(const half_job_t *J, const void *y, int64_t p0, int64_t kc,
+                                     int64_t j0, int64_t nj, float *pk) {
+  const kiln_gemm_dtype_t t = J->g->dtype;
+  const int64_t ld = J->ld;
+  if (nj != kHalfNr || kc % 8 != 0) {
+    half_pack_base(J, y, p0, kc, j0, nj, pk);
+    return;
+  }
+  if (!J->y_jmajor) {
+    for (int64_t p = 0; p < kc; p++) {
+      const int64_t at = (p0 + p) * ld + j0;
+      for (int h = 0; h < kHalfNr; h += 8) _mm256_storeu_ps(pk + p * kHalfNr + h, half8_to_f32(t, y, at + h));
+    }
+    return;
+  }
+  /* Column j of the panel is contiguous along p in Y: 8 values of 8 columns at a time,
+   * transposed in registers. */
+  for (int64_t q = 0; q < kc; q += 8)
+    for (int h = 0; h < kHalfNr; h += 8) {
+      __m256 r[8];
+      for (int j = 0; j < 8; j++) r[j] = half8_to_f32(t, y, (j0 + h + j) * ld + p0 + q);
+      transpose8x8_ps(r);
+      for (int p = 0; p < 8; p++) _mm256_storeu_ps(pk + (q + p) * kHalfNr + h, r[p]);
+    }
+}
+
+/* f32 to bf16 (round to nearest even, NaN quieted) or f16 (vcvtps2ph), 8 at a time, as
+ * runtime/half.h rounds. */
+HALF_AVX2 static void half_store_avx2(kiln_gemm_dtype_t t, const float *v, void *dst, int64_t len) {
+  if (t != KILN_GEMM_BF16 && t != KILN_GEMM_F16) {
+    half_store_base(t, v, dst, len);
+    return;
+  }
+  uint16_t *d = dst;
+  int64_t j = 0;
+  for (; j + 8 <= len; j += 8) {
+    const __m256 x = _mm256_loadu_ps(v + j);
+    __m128i h;
+    if (t == KILN_GEMM_F16) {
+      h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    } else {
+      const __m256i u = _mm256_castps_si256(x);
+      const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+      const __m256i rounded = _mm256_srli_epi32(
+          _mm256_add_epi32(u, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff))), 16);
+      /* |x| above infinity's bits (a signed compare: the sign bit is masked off) */
+      const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, _mm256_set1_epi32(0x7fffffff)),
+                                             _mm256_set1_epi32(0x7f800000));
+      const __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(0x40));
+      const __m256i r = _mm256_blendv_epi8(rounded, quiet, nan);
+      /* 32-bit lanes (each <= 0xffff) to 16 bits: packus works per 128-bit half */
+      const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08);
+      h = _mm256_castsi256_si128(packed);
+    }
+    _mm_storeu_si128((__m128i *)(void *)(d + j), h);
+  }
+  if (j < len) half_store_base(t, v + j, d + j, len - j);
+}
+#endif
+
 static struct {
   pthread_once_t once;
   half_micro_fn micro; /* NULL: the panel path */
@@ -1228,6 +1391,18 @@ static void pick_half(void) {
     g_half.name = "base";
     return;
   }
+#ifdef KILN_HALF_AVX2
+  /* "avx2": the AVX2 copy on a CPU with AVX-512 too (tests, benchmarks) */
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c")) {
+    g_half.micro = half_micro_avx2;
+    g_half.pack = half_pack_avx2;
+    g_half.store = half_store_avx2;
+    g_half.name = "avx2";
+  }
+  if (env && !strcmp(env, "avx2")) return;
+#endif
 #ifdef KILN_HALF_AVX512
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f")) {
@@ -1664,6 +1839,14 @@ static bool half_path_takes(const kiln_gemm_desc_t *g, bool *swapped) {
   *swapped = g->m > kHalfMaxRows && g->n <= kHalfMaxRows;
   const int64_t rows = *swapped ? g->n : g->m;
   if (rows > atomic_load(&g_half_max_rows)) return false;
+#ifdef KILN_HALF_AVX2
+  /* The AVX2 copy packs B again for each block of rows: from ~768 in every dimension,
+   * OpenBLAS's Haswell kernel on f32 panels ran 1.0-1.12x faster on a Zen 3 (session 39; the
+   * AVX2 copy 1.04-1.22x faster below that, and on skinny shapes by up to 2x). */
+  if (g_half.micro == half_micro_avx2 && !*swapped && g->m >= 768 && g->n >= 768 &&
+      g->k >= 768 && kiln_host_blas_library(NULL))
+    return false;
+#endif
   if (half_pairs_mode(g, *swapped) == 2 || f32_in_place(g, *swapped)) return true; /* no copy */
   const int64_t x_elems = atomic_load(&g_half_x_elems);
   if (g->batch * rows * g->k <= x_elems) return true;
