@@ -140,20 +140,34 @@ static void fill_free(kiln_pjrt_fill_t *f) {
   kiln_free(f);
 }
 
+static void fill_end(kiln_pjrt_fill_t *f, kiln_status error);
+
+/* What Client_Destroy ends a listed filling with. */
+static kiln_status client_destroyed_error(void) {
+  return kiln_status_make(KILN_CANCELLED,
+                          "the client was destroyed (PJRT_Client_Destroy) before "
+                          "the buffer's memory came");
+}
+
 /* Puts the filling of `st` (filled from outside the queues) on its client's list, so that
- * Client_Destroy can end it. */
+ * Client_Destroy can end it (or ends it now, after Client_Destroy). */
 static void fill_list(kiln_pjrt_storage_t *st) {
   kiln_pjrt_fill_t *f = st->fill;
   PJRT_Client *c = st->client;
-  atomic_fetch_add(&st->refs, 1);
   f->client = c;
   kiln_mutex_lock(&c->outside_mu);
-  f->listed = st;
-  f->prev = NULL;
-  f->next = c->outside;
-  if (c->outside) c->outside->prev = f;
-  c->outside = f;
+  /* After Client_Destroy ended the list (a call racing with it): ended at once instead. */
+  const bool late = atomic_load(&c->destroyed);
+  if (!late) {
+    atomic_fetch_add(&st->refs, 1);
+    f->listed = st;
+    f->prev = NULL;
+    f->next = c->outside;
+    if (c->outside) c->outside->prev = f;
+    c->outside = f;
+  }
   kiln_mutex_unlock(&c->outside_mu);
+  if (late) fill_end(f, client_destroyed_error());
 }
 
 /* Takes `f` off its client's list, if it is on it (with c->outside_mu held): the storage
@@ -178,57 +192,23 @@ static kiln_pjrt_storage_t *fill_unlist_locked(PJRT_Client *c, kiln_pjrt_fill_t 
 static _Thread_local bool t_ending;
 static _Thread_local kiln_pjrt_fill_t *t_later, **t_later_tail; /* tail NULL: empty */
 
-static void fill_end_one(kiln_pjrt_fill_t *f, kiln_status error);
-
-/* Ends the filling (error: taken over, NULL for OK); the waiting events complete. Only the
- * first end counts. */
-static void fill_end(kiln_pjrt_fill_t *f, kiln_status error) {
-  if (t_ending) {
-    fill_end_one(f, error);
-    return;
-  }
-  t_ending = true;
-  fill_end_one(f, error);
-  while (t_later) {
-    kiln_pjrt_fill_t *l = t_later;
-    t_later = l->later_next;
-    if (!t_later) t_later_tail = NULL;
-    kiln_pjrt_storage_t *st = l->later_storage;
-    fill_end_one(l, l->later_error);
-    kiln_pjrt_storage_unref(st);
-  }
-  t_ending = false;
-}
-
-/* Ends `st`'s filling (as fill_end) and drops the caller's reference to `st`; inside a hook,
- * later (see t_later). */
-static void storage_end(kiln_pjrt_storage_t *st, kiln_status error) {
-  if (!t_ending) {
-    fill_end(st->fill, error);
-    kiln_pjrt_storage_unref(st);
-    return;
-  }
-  kiln_pjrt_fill_t *f = st->fill;
-  f->later_storage = st;
-  f->later_error = error;
-  f->later_next = NULL;
-  *(t_later_tail ? t_later_tail : &t_later) = f;
-  t_later_tail = &f->later_next;
-}
-
-/* fill_end for one filling. A listed filling leaves its client's list last: the reference the
- * list held may be the storage's last, freeing `f` too. */
-static void fill_end_one(kiln_pjrt_fill_t *f, kiln_status error) {
+/* Claims the end of `f` (true) unless it has ended or another end has claimed it: the claimer
+ * publishes the memory, then ends it (fill_finish). */
+static bool fill_claim(kiln_pjrt_fill_t *f) {
   kiln_mutex_lock(&f->mu);
-  if (!f->pending || f->ending) {
-    kiln_mutex_unlock(&f->mu);
-    kiln_status_free(error);
-    return;
-  }
-  /* The hooks first, in the order they came, the filling still pending: whoever waits for it
-   * (an execute that donates the memory among them) goes on only after they read it. No hook
-   * joins once `ending` is set (fill_hook). */
-  f->ending = true;
+  bool ok = f->pending && !f->ending;
+  f->ending = true; /* (already, when not ok) */
+  kiln_mutex_unlock(&f->mu);
+  return ok;
+}
+
+/* Ends the claimed filling `f` (error: taken over, NULL for OK): its hooks first, in the order
+ * they came, the filling still pending, so whoever waits for it (an execute that donates the
+ * memory among them) goes on only after they read it (no hook joins once `ending` is set:
+ * fill_hook); then the waiting events complete. A listed filling leaves its client's list
+ * last: the reference the list held may be the storage's last, freeing `f` too. */
+static void fill_finish_one(kiln_pjrt_fill_t *f, kiln_status error) {
+  kiln_mutex_lock(&f->mu);
   fill_hook_t *h = f->hooks;
   f->hooks = NULL;
   f->hooks_tail = &f->hooks;
@@ -258,6 +238,51 @@ static void fill_end_one(kiln_pjrt_fill_t *f, kiln_status error) {
   kiln_pjrt_storage_unref(st);
 }
 
+/* fill_finish_one, and then (outermost on this thread) the ends hooks asked for meanwhile. */
+static void fill_finish(kiln_pjrt_fill_t *f, kiln_status error) {
+  if (t_ending) {
+    fill_finish_one(f, error);
+    return;
+  }
+  t_ending = true;
+  fill_finish_one(f, error);
+  while (t_later) {
+    kiln_pjrt_fill_t *l = t_later;
+    t_later = l->later_next;
+    if (!t_later) t_later_tail = NULL;
+    kiln_pjrt_storage_t *st = l->later_storage;
+    fill_finish_one(l, l->later_error);
+    kiln_pjrt_storage_unref(st);
+  }
+  t_ending = false;
+}
+
+/* Ends the filling (error: taken over, NULL for OK); the waiting events complete. Only the
+ * first end counts. */
+static void fill_end(kiln_pjrt_fill_t *f, kiln_status error) {
+  if (!fill_claim(f)) {
+    kiln_status_free(error);
+    return;
+  }
+  fill_finish(f, error);
+}
+
+/* Ends `st`'s claimed filling (fill_finish) and drops the caller's reference to `st`; inside
+ * a hook, once the hook's own filling has ended (see t_later: never wait there for it). */
+static void storage_end(kiln_pjrt_storage_t *st, kiln_status error) {
+  if (!t_ending) {
+    fill_finish(st->fill, error);
+    kiln_pjrt_storage_unref(st);
+    return;
+  }
+  kiln_pjrt_fill_t *f = st->fill;
+  f->later_storage = st;
+  f->later_error = error;
+  f->later_next = NULL;
+  *(t_later_tail ? t_later_tail : &t_later) = f;
+  t_later_tail = &f->later_next;
+}
+
 void kiln_pjrt_client_end_outside_fills(PJRT_Client *c) {
   for (;;) {
     kiln_mutex_lock(&c->outside_mu);
@@ -265,9 +290,7 @@ void kiln_pjrt_client_end_outside_fills(PJRT_Client *c) {
     kiln_pjrt_storage_t *st = f ? fill_unlist_locked(c, f) : NULL;
     kiln_mutex_unlock(&c->outside_mu);
     if (!f) return;
-    fill_end(f, kiln_status_make(KILN_CANCELLED,
-                                 "the client was destroyed (PJRT_Client_Destroy) before the "
-                                 "buffer's memory came"));
+    fill_end(f, client_destroyed_error());
     kiln_pjrt_storage_unref(st);
   }
 }
@@ -761,8 +784,16 @@ kiln_status kiln_pjrt_buffer_create_pending(PJRT_Device *dev, PJRT_Buffer_Type t
 
 void kiln_pjrt_storage_complete(kiln_pjrt_storage_t *st, kiln_device_buffer_t *own,
                                 kiln_pjrt_storage_t *target, kiln_status error) {
+  if (!fill_claim(st->fill)) {
+    /* Ended already (Client_Destroy ended a control dependency's view): nothing is published. */
+    kiln_device_buffer_destroy(own);
+    kiln_pjrt_storage_unref(target);
+    kiln_status_free(error);
+    kiln_pjrt_storage_unref(st);
+    return;
+  }
   if (!error && own) {
-    st->buf = own; /* published to readers by fill_end's lock */
+    st->buf = own; /* published to readers by fill_finish's lock */
     if (st->memory_kind == 0) {
       st->counted_bytes = (int64_t)own->size;
       stats_add(st->device, st->counted_bytes);
@@ -868,7 +899,11 @@ kiln_status kiln_pjrt_buffer_donate(PJRT_Buffer *b, kiln_pjrt_storage_t **out) {
   return kiln_pjrt_buffer_donate_pending(b, out);
 }
 
-kiln_status kiln_pjrt_buffer_donate_pending(PJRT_Buffer *b, kiln_pjrt_storage_t **out) {
+/* kiln_pjrt_buffer_donate_pending; `moving` (DonateWithControlDependency, which moves the
+ * memory to a new buffer without writing it): also while CopyRawToHostFuture reads of the
+ * buffer wait (their count stays with this storage: the new buffer's own donation does not
+ * see it). */
+static kiln_status donate_take(PJRT_Buffer *b, bool moving, kiln_pjrt_storage_t **out) {
   *out = NULL;
   kiln_mutex_lock(&b->mu);
   if (b->deleted || !b->storage) {
@@ -882,11 +917,12 @@ kiln_status kiln_pjrt_buffer_donate_pending(PJRT_Buffer *b, kiln_pjrt_storage_t 
                             "(PJRT_Buffer_IncreaseExternalReferenceCount) and cannot be "
                             "donated");
   }
-  if (b->storage && atomic_load(&b->storage->raw_reads) > 0) {
+  if (!moving && atomic_load(&b->storage->raw_reads) > 0) {
     kiln_mutex_unlock(&b->mu);
     return kiln_status_make(KILN_FAILED_PRECONDITION,
                             "buffer donation: a PJRT_Buffer_CopyRawToHostFuture of the buffer "
-                            "still waits for its destination, so it cannot be donated");
+                            "is not done (its destination or its memory is still to come), so "
+                            "it cannot be donated");
   }
   /* From here the buffer reads as donated: new holds fail, the ones taken end first. */
   b->deleted = true;
@@ -897,6 +933,10 @@ kiln_status kiln_pjrt_buffer_donate_pending(PJRT_Buffer *b, kiln_pjrt_storage_t 
   if (!st) return deleted_error("buffer donation", b);
   *out = st;
   return NULL;
+}
+
+kiln_status kiln_pjrt_buffer_donate_pending(PJRT_Buffer *b, kiln_pjrt_storage_t **out) {
+  return donate_take(b, false, out);
 }
 
 /* Marks `b` deleted, waits for its holds, and takes its storage (the reference it held). */
@@ -1184,8 +1224,18 @@ static PJRT_Error *Client_CreateAliasBuffer(PJRT_Client_CreateAliasBuffer_Args *
   return NULL;
 }
 
-/* The alias takes `target`'s memory (held while the alias's storage lives). */
-static kiln_status alias_fulfill(kiln_pjrt_storage_t *st, uint64_t size, PJRT_Buffer *target) {
+/* Only Client_Destroy ends an alias's filling without FulfillAliasBuffer. */
+static kiln_status alias_ended_error(void) {
+  return kiln_status_make(KILN_FAILED_PRECONDITION, FN_FAB
+                          ": the client was destroyed before the alias buffer was "
+                          "fulfilled; it was failed then and nothing is fulfilled");
+}
+
+/* The alias takes `target`'s memory (held while the alias's storage lives) and its filling's
+ * end is claimed (*used: the callback is used up; false: an error about the arguments). */
+static kiln_status alias_fulfill(kiln_pjrt_storage_t *st, uint64_t size, PJRT_Buffer *target,
+                                 bool *used) {
+  *used = false;
   if (target->device != st->device || target->kmemory != st->device->memories[st->memory_kind])
     return KILN_ERR_INVALID(FN_FAB ": the buffer is not in the alias buffer's memory");
   if (target->on_device_size < size)
@@ -1195,11 +1245,17 @@ static kiln_status alias_fulfill(kiln_pjrt_storage_t *st, uint64_t size, PJRT_Bu
   kiln_pjrt_storage_t *ts = target->storage; /* stable while held */
   kiln_device_buffer_t *view = NULL;
   kiln_status s = kiln_device_buffer_wrap(st->device->kdev, ts->buf->ptr, ts->buf->size, &view);
-  if (!s) {
+  if (!s && fill_claim(st->fill)) {
     atomic_fetch_add(&ts->refs, 1);
     st->target = ts;
     st->host_accessible = ts->host_accessible;
-    st->buf = view; /* published to readers by fill_end's lock */
+    st->buf = view; /* published to readers by fill_finish's lock */
+    *used = true;
+  } else if (!s) {
+    /* Client_Destroy ended it while the target was being computed */
+    kiln_device_buffer_destroy(view);
+    *used = true;
+    s = alias_ended_error();
   }
   kiln_pjrt_buffer_release(target);
   return s;
@@ -1212,25 +1268,26 @@ static PJRT_Error *Client_FulfillAliasBuffer(PJRT_Client_FulfillAliasBuffer_Args
   if (args->client && args->client != cb->client)
     return ERR(KILN_INVALID_ARGUMENT, FN_FAB ": the callback is another client's");
   kiln_status s = NULL;
-  if (!fill_is_pending(cb->storage->fill)) {
-    /* Only Client_Destroy ends an alias's filling without this call: the callback is used up. */
-    s = kiln_status_make(KILN_FAILED_PRECONDITION, FN_FAB
-                         ": the client was destroyed before this call; the alias buffer "
-                         "was failed then and nothing is fulfilled");
+  kiln_pjrt_fill_t *f = cb->storage->fill;
+  if (!fill_is_pending(f)) {
+    s = alias_ended_error(); /* the callback is used up */
   } else if (args->status_code != PJRT_Error_Code_OK) {
     if ((int)args->status_code < 0 || (int)args->status_code > KILN_UNAUTHENTICATED)
       return ERR(KILN_INVALID_ARGUMENT, FN_FAB ": status_code %d is unknown",
                  (int)args->status_code);
-    fill_end(cb->storage->fill,
-             kiln_status_make((kiln_status_code_t)args->status_code, "%.*s",
-                              args->error_message ? (int)args->error_message_size : 0,
-                              args->error_message ? args->error_message : ""));
+    if (fill_claim(f))
+      fill_finish(f, kiln_status_make((kiln_status_code_t)args->status_code, "%.*s",
+                                      args->error_message ? (int)args->error_message_size : 0,
+                                      args->error_message ? args->error_message : ""));
+    else
+      s = alias_ended_error();
   } else if (!args->buffer) {
     return ERR(KILN_INVALID_ARGUMENT, FN_FAB ": buffer is NULL with status OK");
   } else {
-    s = alias_fulfill(cb->storage, cb->size, args->buffer);
-    if (s) return kiln_pjrt_error_from_status(s); /* the callback stays usable */
-    fill_end(cb->storage->fill, NULL);
+    bool used = false;
+    s = alias_fulfill(cb->storage, cb->size, args->buffer, &used);
+    if (!used) return kiln_pjrt_error_from_status(s); /* the callback stays usable */
+    if (!s) fill_finish(f, NULL);
   }
   /* Used: the callback is gone (XLA's is called once). */
   kiln_pjrt_storage_unref(cb->storage);
@@ -1808,7 +1865,7 @@ static PJRT_Error *Buffer_DonateWithControlDependency(
   fill_list(nb->storage);
   d->pending = nb->storage;
   atomic_fetch_add(&d->pending->refs, 1); /* the callback's */
-  kiln_status s = kiln_pjrt_buffer_donate_pending(b, &d->donated);
+  kiln_status s = donate_take(b, true, &d->donated);
   if (s) {
     kiln_pjrt_storage_complete(d->pending, NULL, NULL, kiln_status_copy(s));
     PJRT_Buffer_Destroy_Args da = {PJRT_Buffer_Destroy_Args_STRUCT_SIZE, NULL, nb};

@@ -400,7 +400,10 @@ kiln_status kiln_pjrt_buffer_create_pending(PJRT_Device *dev, PJRT_Buffer_Type t
                                             PJRT_Buffer **out, kiln_pjrt_storage_t **storage);
 /* Completes a pending storage and drops the caller's reference: with `own` (memory taken
  * over), a view of `target`'s memory (its reference taken over), or `error` (taken over; `own`
- * and `target` are then released). Waiting readers and ready events wake. */
+ * and `target` are then released). Waiting readers and ready events wake: at once, or, when
+ * called from a hook on another storage's filling (a copy, a control dependency), on the same
+ * thread once that filling has ended (so never wait for it there). A storage already ended
+ * (Client_Destroy ended a control dependency's view) takes nothing: all is released. */
 void kiln_pjrt_storage_complete(kiln_pjrt_storage_t *st, kiln_device_buffer_t *own,
                                 kiln_pjrt_storage_t *target, kiln_status error);
 /* A buffer over a storage (one reference taken over). */

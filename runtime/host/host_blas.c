@@ -1216,8 +1216,8 @@ HALF_BF16DOT static void half_pack2_avx512(const half_job_t *J, const void *y, i
 
 /* `R` rows (a constant after inlining) x 16 columns from column h of the panel. */
 HALF_AVX2 static inline __attribute__((always_inline)) void half_micro_avx2_rows(
-    const float *x, int64_t xrs, int64_t xcs, const float *pk, int64_t kc, float *cs, int h,
-    int R, bool first) {
+    const float *x, int64_t xrs, int64_t xcs, const float *pk, int64_t kc, float *cs, int h, int R,
+    bool first) {
   __m256 c0[6], c1[6];
 #pragma GCC unroll 6
   for (int i = 0; i < R; i++) {
@@ -1318,7 +1318,8 @@ HALF_AVX2 static void half_pack_avx2(const half_job_t *J, const void *y, int64_t
   if (!J->y_jmajor) {
     for (int64_t p = 0; p < kc; p++) {
       const int64_t at = (p0 + p) * ld + j0;
-      for (int h = 0; h < kHalfNr; h += 8) _mm256_storeu_ps(pk + p * kHalfNr + h, half8_to_f32(t, y, at + h));
+      for (int h = 0; h < kHalfNr; h += 8)
+        _mm256_storeu_ps(pk + p * kHalfNr + h, half8_to_f32(t, y, at + h));
     }
     return;
   }
@@ -1843,8 +1844,8 @@ static bool half_path_takes(const kiln_gemm_desc_t *g, bool *swapped) {
   /* The AVX2 copy packs B again for each block of rows: from ~768 in every dimension,
    * OpenBLAS's Haswell kernel on f32 panels ran 1.0-1.12x faster on a Zen 3 (session 39; the
    * AVX2 copy 1.04-1.22x faster below that, and on skinny shapes by up to 2x). */
-  if (g_half.micro == half_micro_avx2 && !*swapped && g->m >= 768 && g->n >= 768 &&
-      g->k >= 768 && kiln_host_blas_library(NULL))
+  if (g_half.micro == half_micro_avx2 && !*swapped && g->m >= 768 && g->n >= 768 && g->k >= 768 &&
+      kiln_host_blas_library(NULL))
     return false;
 #endif
   if (half_pairs_mode(g, *swapped) == 2 || f32_in_place(g, *swapped)) return true; /* no copy */

@@ -7,7 +7,8 @@
  * Also: async_execute "never" runs in the call; a failed run reaches its event, its outputs
  * and an execute that reads them; an argument destroyed while its run waits stays readable by
  * the run; Client_Destroy waits for queued runs, and ends with an error the fillings nobody will
- * make any more (an alias buffer, a transfer, a control dependency) that queued runs wait for;
+ * make any more (an alias buffer, a transfer, a control dependency) that queued runs wait for
+ * (a fulfilment racing with it says so);
  * ToHostBuffer and CopyRawToHost of an output
  * still being computed return before its run ends, read it before a later execute donates it,
  * and fail with its run's error, and so does CopyToDevice (to a second host device, the copy
@@ -423,6 +424,59 @@ static void test_client_destroy_ends_fillings_nobody_makes(void **state) {
   PJRT_Buffer *bufs[] = {alias, h, dw.out_buffer, in};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) pjrt_exec_buffer_destroy(api, bufs[i]);
   pjrt_exec_destroy(api, la);
+}
+
+typedef struct fulfil_call {
+  PJRT_FulfillAliasBufferCallback *cb;
+  PJRT_Buffer *target;
+  PJRT_Error_Code code;
+  char msg[512];
+} fulfil_call_t;
+
+static void *fulfil_alias(void *arg) {
+  fulfil_call_t *f = arg;
+  PJRT_Client_FulfillAliasBuffer_Args a = {
+      .struct_size = PJRT_Client_FulfillAliasBuffer_Args_STRUCT_SIZE,
+      .buffer = f->target,
+      .status_code = PJRT_Error_Code_OK,
+      .fulfill_alias_buffer_cb = f->cb};
+  f->code =
+      pjrt_test_take_error(api, api->PJRT_Client_FulfillAliasBuffer(&a), f->msg, sizeof f->msg);
+  return NULL;
+}
+
+/* FulfillAliasBuffer with an output still being computed waits for it; when Client_Destroy
+ * ends the alias meanwhile, the fulfilment says so (it used to report success over an alias
+ * already failed). */
+static void test_a_fulfilment_racing_client_destroy_reports_it(void **state) {
+  (void)state;
+  atomic_store(&g_gate, 0);
+  PJRT_Client *c = client("auto");
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  PJRT_LoadedExecutable *lg = pjrt_exec_compile(api, c, kGate);
+  float x[4] = {1, 2, 3, 4};
+  PJRT_Buffer *in = pjrt_exec_buffer(api, c, d, x, PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_Buffer *g = NULL;
+  PJRT_Event *gd = NULL;
+  PJRT_CHECK(api, execute(lg, &in, 1, &g, &gd));
+  fulfil_call_t f = {.target = g};
+  PJRT_Buffer *alias = alias_buffer(c, d, &f.cb);
+  pthread_t tf, td;
+  assert_int_equal(pthread_create(&tf, NULL, fulfil_alias, &f), 0);
+  sleep_us(20000); /* (in the fulfilment, waiting for g) */
+  assert_int_equal(pthread_create(&td, NULL, destroy_client, c), 0);
+  sleep_us(20000); /* (Destroy ended the alias; it waits for the gate's run) */
+  atomic_store(&g_gate, 1);
+  pthread_join(tf, NULL);
+  pthread_join(td, NULL);
+  assert_int_equal(f.code, PJRT_Error_Code_FAILED_PRECONDITION);
+  assert_non_null(strstr(f.msg, "client was destroyed"));
+  float r[4];
+  expect_destroyed_error(read_error(alias, r, sizeof r));
+  PJRT_CHECK(api, await_error(gd));
+  PJRT_Buffer *bufs[] = {alias, g, in};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) pjrt_exec_buffer_destroy(api, bufs[i]);
+  pjrt_exec_destroy(api, lg);
 }
 
 /* ---- reads to the host of an output still being computed ---- */
@@ -1028,6 +1082,7 @@ int main(void) {
       cmocka_unit_test(test_failed_run_reaches_event_outputs_and_readers),
       cmocka_unit_test(test_client_destroy_waits_for_queued_runs),
       cmocka_unit_test(test_client_destroy_ends_fillings_nobody_makes),
+      cmocka_unit_test(test_a_fulfilment_racing_client_destroy_reports_it),
       cmocka_unit_test(test_reads_of_a_pending_output_return_before_its_run_ends),
       cmocka_unit_test(test_a_read_does_not_wait_for_later_queued_runs),
       cmocka_unit_test(test_raw_futures_of_a_pending_output),
