@@ -39,8 +39,9 @@ kiln_status kiln_host_gemm(const kiln_gemm_desc_t *g, const void *a, const void 
 kiln_status kiln_host_gemm_int(const kiln_gemm_desc_t *g, const void *a, const void *b, void *c,
                                kiln_host_pool_t *pool);
 /* The integer gemm's kernel set: "avx512vnni" (s8 x s8 through vpdpbusd, the rest through
- * 32-bit AVX-512 multiplies), "avx512", "avx2" (every type through 32-bit multiplies) or
- * "base" (portable C); the best the CPU runs, picked on first use. */
+ * 32-bit AVX-512 multiplies), "avx512", "avx2" (s8, u8, s16 through vpmaddwd on s16 pairs, the
+ * rest through 32-bit multiplies) or "base" (portable C); the best the CPU runs, picked on
+ * first use. */
 const char *kiln_host_gemm_int_kernel(void);
 /* Makes every later integer gemm use kernel set `name` (one of the above; NULL: the best the
  * CPU runs): UNIMPLEMENTED when the CPU lacks it (nothing changes). For tests and benchmarks;

@@ -18,6 +18,10 @@
  *   quad (s8 x s8): X as u8 (x + 128), k padded to 4; Y packed 4 values of k per 32-bit
  *        lane; vpdpbusd multiplies u8 x s8 in fours and adds into 32-bit lanes (AVX-512
  *        VNNI); the 128 * sum_p Y[p][j] the offset added is subtracted at the end.
+ *   pair (s8, u8, s16 where the set has it: AVX2 without VNNI): X and Y as s16, k padded to
+ *        2; Y packed 2 values of k per 32-bit lane; vpmaddwd multiplies s16 pairs and adds
+ *        each pair's two products into a 32-bit lane (exact: the one sum past 2^31 - 1,
+ *        (-2^15)^2 * 2, comes out as 2^31 modulo 2^32), twice the multiply-adds of vpmulld.
  *   wide (every other type, and s8 without VNNI): X and Y as 32-bit integers, vpmulld and
  *        vpaddd (AVX-512F 16 lanes, AVX2 8 lanes).
  * Each has a portable C copy (scalar, wrapping in uint32_t) for CPUs without them and for the
@@ -46,8 +50,9 @@ static const int64_t kXGroupBytes = (int64_t)1 << 26;
 
 typedef struct int_job {
   kiln_gemm_dtype_t ta, tb, tc; /* X's (A's or B's), Y's, C's types */
-  bool quad;
-  int64_t rows, cols, k, kx; /* kx: X's converted row length (k, or k padded to 4) */
+  bool quad, pair;
+  int64_t rows, cols, k, kx; /* kx: X's converted row length (k, or k padded to 4 or 2) */
+  size_t xes;                /* bytes per converted X value: 1 (quad), 2 (pair), 4 (wide) */
   /* X (i, p) at x[i * xrs + p * xcs] of batch bi's base x + bi * x_batch; likewise Y (p, j)
    * and C (i, j). */
   const void *x, *y;
@@ -106,8 +111,9 @@ typedef void (*int_colsum_fn)(const void *pk, int64_t groups, uint32_t *colsum);
 
 typedef struct int_kernels {
   const char *name;
-  int_micro_fn quad; /* NULL: s8 x s8 takes the wide kernel */
+  int_micro_fn quad; /* NULL: s8 x s8 takes the pair or the wide kernel */
   int_colsum_fn quad_colsum;
+  int_micro_fn pair; /* NULL: s8, u8, s16 take the wide kernel */
   int_micro_fn wide;
 } int_kernels_t;
 
@@ -234,10 +240,13 @@ INT_VNNI static void quad_colsum_vnni(const void *pk, int64_t groups, uint32_t *
 DEFINE_MICRO_512(wide_micro_avx512, INT_AVX512, 4 * kNr, 1, WIDE_X, WIDE_OP)
 
 /* AVX2: 16 registers hold 4 rows x 16 columns (8 accumulators) at a time; each half of the
- * strip in turn. */
-INT_AVX2 static inline __attribute__((always_inline)) void wide_avx2_rows(
-    const int32_t *x, int64_t ld, const uint32_t *pk, int64_t kc, uint32_t *cs, int R, int h,
-    bool first) {
+ * strip in turn. `R` rows from column h; wide: one 32-bit X value per step, vpmulld; pair:
+ * X's s16 values 2q and 2q + 1 broadcast as one 32-bit lane, vpmaddwd; the panel 128 bytes
+ * per step either way (`pair` and `R` constants after inlining). */
+INT_AVX2 static inline __attribute__((always_inline)) void avx2_rows(const void *x, int64_t ld,
+                                                                     const uint32_t *pk, int64_t kc,
+                                                                     uint32_t *cs, int R, int h,
+                                                                     bool first, bool pair) {
   __m256i c0[4], c1[4];
 #pragma GCC unroll 4
   for (int i = 0; i < R; i++) {
@@ -245,14 +254,15 @@ INT_AVX2 static inline __attribute__((always_inline)) void wide_avx2_rows(
     c1[i] =
         first ? _mm256_setzero_si256() : _mm256_loadu_si256((const void *)(cs + i * kNr + h + 8));
   }
-  for (int64_t p = 0; p < kc; p++) {
-    const __m256i b0 = _mm256_loadu_si256((const void *)(pk + p * kNr + h)),
-                  b1 = _mm256_loadu_si256((const void *)(pk + p * kNr + h + 8));
+  for (int64_t q = 0; q < (pair ? kc / 2 : kc); q++) {
+    const __m256i b0 = _mm256_loadu_si256((const void *)(pk + q * kNr + h)),
+                  b1 = _mm256_loadu_si256((const void *)(pk + q * kNr + h + 8));
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
-      const __m256i v = _mm256_set1_epi32(x[i * ld + p]);
-      c0[i] = _mm256_add_epi32(c0[i], _mm256_mullo_epi32(v, b0));
-      c1[i] = _mm256_add_epi32(c1[i], _mm256_mullo_epi32(v, b1));
+      const __m256i v = _mm256_set1_epi32(pair ? load_i32((const int16_t *)x + i * ld + 2 * q)
+                                               : ((const int32_t *)x)[i * ld + q]);
+      c0[i] = _mm256_add_epi32(c0[i], pair ? _mm256_madd_epi16(v, b0) : _mm256_mullo_epi32(v, b0));
+      c1[i] = _mm256_add_epi32(c1[i], pair ? _mm256_madd_epi16(v, b1) : _mm256_mullo_epi32(v, b1));
     }
   }
 #pragma GCC unroll 4
@@ -262,35 +272,75 @@ INT_AVX2 static inline __attribute__((always_inline)) void wide_avx2_rows(
   }
 }
 
-INT_AVX2 static void wide_micro_avx2(const void *x, int64_t ld, const void *pk, int64_t kc,
-                                     uint32_t *cs, int rows, bool first) {
+INT_AVX2 static inline __attribute__((always_inline)) void avx2_micro(const void *x, int64_t ld,
+                                                                      const void *pk, int64_t kc,
+                                                                      uint32_t *cs, int rows,
+                                                                      bool first, bool pair) {
+  const size_t xes = pair ? 2 : 4;
   for (int i0 = 0; i0 < rows; i0 += 4) {
-    const int32_t *xi = (const int32_t *)x + i0 * ld;
+    const void *xi = (const char *)x + (size_t)(i0 * ld) * xes;
     uint32_t *ci = cs + i0 * kNr;
     const int r = rows - i0 < 4 ? rows - i0 : 4;
     for (int h = 0; h < kNr; h += 16) switch (r) {
         case 4:
-          wide_avx2_rows(xi, ld, pk, kc, ci, 4, h, first);
+          avx2_rows(xi, ld, pk, kc, ci, 4, h, first, pair);
           break;
         case 3:
-          wide_avx2_rows(xi, ld, pk, kc, ci, 3, h, first);
+          avx2_rows(xi, ld, pk, kc, ci, 3, h, first, pair);
           break;
         case 2:
-          wide_avx2_rows(xi, ld, pk, kc, ci, 2, h, first);
+          avx2_rows(xi, ld, pk, kc, ci, 2, h, first, pair);
           break;
         default:
-          wide_avx2_rows(xi, ld, pk, kc, ci, 1, h, first);
+          avx2_rows(xi, ld, pk, kc, ci, 1, h, first, pair);
           break;
       }
   }
 }
+
+INT_AVX2 static void wide_micro_avx2(const void *x, int64_t ld, const void *pk, int64_t kc,
+                                     uint32_t *cs, int rows, bool first) {
+  avx2_micro(x, ld, pk, kc, cs, rows, first, false);
+}
+
+INT_AVX2 static void pair_micro_avx2(const void *x, int64_t ld, const void *pk, int64_t kc,
+                                     uint32_t *cs, int rows, bool first) {
+  avx2_micro(x, ld, pk, kc, cs, rows, first, true);
+}
+
+/* 16 values of type t (s8, u8 or s16) at y + i as s16. */
+INT_AVX2 static inline __m256i pair_load16(kiln_gemm_dtype_t t, const void *y, int64_t i) {
+  if (t == KILN_GEMM_S16) return _mm256_loadu_si256((const void *)((const int16_t *)y + i));
+  const __m128i b = _mm_loadu_si128((const void *)((const int8_t *)y + i));
+  return t == KILN_GEMM_S8 ? _mm256_cvtepi8_epi16(b) : _mm256_cvtepu8_epi16(b);
+}
+
+/* Pair panel of kNr columns whose rows are contiguous: rows 2q and 2q + 1 (from element `at`,
+ * `yrs` apart; the odd one past kc zero) interleaved column by column. */
+INT_AVX2 static void pair_pack_rows_avx2(kiln_gemm_dtype_t t, const void *y, int64_t at,
+                                         int64_t yrs, int64_t kc, int16_t *d) {
+  for (int64_t q = 0; q < (kc + 1) / 2; q++) {
+    const int64_t r0 = at + 2 * q * yrs, r1 = r0 + yrs;
+    const bool odd = 2 * q + 1 < kc;
+    for (int h = 0; h < kNr; h += 16) {
+      const __m256i a = pair_load16(t, y, r0 + h),
+                    b = odd ? pair_load16(t, y, r1 + h) : _mm256_setzero_si256();
+      /* per 128-bit lane: lo = columns 0-3 | 8-11, hi = 4-7 | 12-15, each (a, b) */
+      const __m256i lo = _mm256_unpacklo_epi16(a, b), hi = _mm256_unpackhi_epi16(a, b);
+      int16_t *o = d + q * 2 * kNr + 2 * h;
+      _mm256_storeu_si256((void *)o, _mm256_permute2x128_si256(lo, hi, 0x20));
+      _mm256_storeu_si256((void *)(o + 16), _mm256_permute2x128_si256(lo, hi, 0x31));
+    }
+  }
+}
 #endif
 
-static const int_kernels_t kBase = {"base", quad_micro_base, quad_colsum_base, wide_micro_base};
+static const int_kernels_t kBase = {"base", quad_micro_base, quad_colsum_base, NULL,
+                                    wide_micro_base};
 #ifdef KILN_INT_X86
-static const int_kernels_t kAvx2 = {"avx2", NULL, NULL, wide_micro_avx2};
-static const int_kernels_t kAvx512 = {"avx512", NULL, NULL, wide_micro_avx512};
-static const int_kernels_t kVnni = {"avx512vnni", quad_micro_vnni, quad_colsum_vnni,
+static const int_kernels_t kAvx2 = {"avx2", NULL, NULL, pair_micro_avx2, wide_micro_avx2};
+static const int_kernels_t kAvx512 = {"avx512", NULL, NULL, NULL, wide_micro_avx512};
+static const int_kernels_t kVnni = {"avx512vnni", quad_micro_vnni, quad_colsum_vnni, NULL,
                                     wide_micro_avx512};
 #endif
 
@@ -366,6 +416,13 @@ static void convert_x_rows(void **args, int64_t r0, int64_t r1) {
             d[t * J->kx + p] = (uint8_t)(s[p * J->xcs + t * J->xrs] + 128);
       for (int64_t t = 0; t < nr; t++)
         for (int64_t p = k; p < J->kx; p++) d[t * J->kx + p] = 0;
+    } else if (J->pair) {
+      int16_t *d = (int16_t *)J->xc + r * J->kx;
+      for (int64_t p = 0; p < k; p++)
+        for (int64_t t = 0; t < nr; t++)
+          d[t * J->kx + p] = (int16_t)int_load(J->ta, J->x, base + p * J->xcs + t * J->xrs);
+      for (int64_t t = 0; t < nr; t++)
+        for (int64_t p = k; p < J->kx; p++) d[t * J->kx + p] = 0;
     } else {
       uint32_t *d = (uint32_t *)J->xc + r * J->kx;
       for (int64_t p = 0; p < k; p++)
@@ -422,6 +479,40 @@ static void pack_y(const int_job_t *J, int64_t bi, int64_t p0, int64_t kc, int64
     }
     return;
   }
+  if (J->pair) {
+    int16_t *d = pk;
+#ifdef KILN_INT_X86
+    /* (the pair form is the AVX2 set's only) */
+    if (J->ycs == 1 && nj == kNr) {
+      pair_pack_rows_avx2(J->tb, J->y, base + p0 * J->yrs + j0, J->yrs, kc, d);
+      return;
+    }
+#endif
+    if (J->yrs == 1) { /* columns contiguous along k: each column's pairs in turn */
+      memset(d, 0, (size_t)(kc + 1) / 2 * 2 * kNr * sizeof(int16_t));
+      for (int64_t j = 0; j < nj; j++) {
+        const int64_t col = base + (j0 + j) * J->ycs + p0;
+        if (J->tb == KILN_GEMM_S16)
+          for (int64_t p = 0; p < kc; p++)
+            d[(p / 2) * 2 * kNr + 2 * j + p % 2] = ((const int16_t *)J->y)[col + p];
+        else if (J->tb == KILN_GEMM_S8)
+          for (int64_t p = 0; p < kc; p++)
+            d[(p / 2) * 2 * kNr + 2 * j + p % 2] = ((const int8_t *)J->y)[col + p];
+        else
+          for (int64_t p = 0; p < kc; p++)
+            d[(p / 2) * 2 * kNr + 2 * j + p % 2] = ((const uint8_t *)J->y)[col + p];
+      }
+      return;
+    }
+    for (int64_t p = 0; p < (kc + 1) / 2 * 2; p++) {
+      const int64_t row = base + (p0 + p) * J->yrs + j0 * J->ycs;
+      int16_t *dq = d + (p / 2) * 2 * kNr + p % 2;
+      for (int64_t j = 0; j < nj; j++)
+        dq[2 * j] = p < kc ? (int16_t)int_load(J->tb, J->y, row + j * J->ycs) : 0;
+      for (int64_t j = nj; j < kNr; j++) dq[2 * j] = 0;
+    }
+    return;
+  }
   uint32_t *d = pk;
   for (int64_t p = 0; p < kc; p++) {
     const int64_t row = base + (p0 + p) * J->yrs + j0 * J->ycs;
@@ -435,7 +526,7 @@ static void int_tasks(void **args, int64_t t0, int64_t t1) {
   const int_job_t *J = args[0];
   const int_kernels_t *K = args[1];
   const int64_t *first_batch = args[2];
-  const int_micro_fn micro = J->quad ? K->quad : K->wide;
+  const int_micro_fn micro = J->quad ? K->quad : J->pair ? K->pair : K->wide;
   _Alignas(64) uint32_t cs[kRowBlock * kNr], pk[kKc * kNr];
   uint32_t colsum[kNr];
   const int64_t per_batch = J->strips * J->blocks_per_batch_strip;
@@ -449,13 +540,13 @@ static void int_tasks(void **args, int64_t t0, int64_t t1) {
     if (b0 + r1 > J->g0 + J->gn) r1 = J->g0 + J->gn - b0;
     if (r0 >= r1) continue;
     const int64_t j0 = s * kNr, nj = J->cols - j0 < kNr ? J->cols - j0 : kNr;
-    const size_t xes = J->quad ? 1 : 4;
+    const size_t xes = J->xes;
     const char *xrow = (const char *)J->xc + (size_t)(b0 + r0 - J->g0) * (size_t)J->kx * xes;
     memset(colsum, 0, sizeof(colsum));
     for (int64_t p0 = 0; p0 < J->k; p0 += kKc) {
       const int64_t kc = J->k - p0 < kKc ? J->k - p0 : kKc;
       pack_y(J, bi, p0, kc, j0, nj, pk);
-      const int64_t kcm = J->quad ? (kc + 3) / 4 * 4 : kc;
+      const int64_t kcm = J->quad ? (kc + 3) / 4 * 4 : J->pair ? (kc + 1) / 2 * 2 : kc;
       if (J->quad) K->quad_colsum(pk, kcm / 4, colsum);
       for (int64_t i = r0; i < r1; i += kMr)
         micro(xrow + (size_t)((i - r0) * J->kx + p0) * xes, J->kx, pk, kcm, cs + (i - r0) * kNr,
@@ -512,10 +603,13 @@ kiln_status kiln_host_gemm_int(const kiln_gemm_desc_t *g, const void *a, const v
   }
   const int_kernels_t *K = int_kernels();
   J.quad = g->dtype == KILN_GEMM_S8 && K->quad != NULL;
-  J.kx = J.quad ? (k + 3) / 4 * 4 : k;
+  J.pair = !J.quad && K->pair != NULL &&
+           (g->dtype == KILN_GEMM_S8 || g->dtype == KILN_GEMM_U8 || g->dtype == KILN_GEMM_S16);
+  J.kx = J.quad ? (k + 3) / 4 * 4 : J.pair ? (k + 1) / 2 * 2 : k;
+  J.xes = J.quad ? 1 : J.pair ? 2 : 4;
   J.strips = (J.cols + kNr - 1) / kNr;
   J.blocks_per_batch_strip = (J.rows + kRowBlock - 1) / kRowBlock;
-  const size_t xes = J.quad ? 1 : 4;
+  const size_t xes = J.xes;
   /* Rows converted per group: whole batches when one fits, else whole row blocks. */
   const int64_t total = g->batch * J.rows;
   int64_t group = kXGroupBytes / (J.kx * (int64_t)xes);
