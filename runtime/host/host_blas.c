@@ -1844,8 +1844,8 @@ static bool half_path_takes(const kiln_gemm_desc_t *g, bool *swapped) {
   /* The AVX2 copy packs B again for each block of rows: from ~768 in every dimension,
    * OpenBLAS's Haswell kernel on f32 panels ran 1.0-1.12x faster on a Zen 3 (session 39; the
    * AVX2 copy 1.04-1.22x faster below that, and on skinny shapes by up to 2x). */
-  if (g_half.micro == half_micro_avx2 && !*swapped && g->m >= 768 && g->n >= 768 && g->k >= 768 &&
-      kiln_host_blas_library(NULL))
+  if (g_half.micro == half_micro_avx2 && g->dtype != KILN_GEMM_F32 && !*swapped && g->m >= 768 &&
+      g->n >= 768 && g->k >= 768 && kiln_host_blas_library(NULL))
     return false;
 #endif
   if (half_pairs_mode(g, *swapped) == 2 || f32_in_place(g, *swapped)) return true; /* no copy */

@@ -52,15 +52,16 @@ kiln_status kiln_host_gemm_int_set_kernel(const char *name);
  * panels, A once): "avx512bf16" (bf16 gemms with k >= 32 through AVX512_BF16's vdpbf16ps on
  * pairs of bf16 values, f16 ones as "avx512"), "avx512" (f32 FMAs; host_gemm_half "avx512"
  * picks it where the CPU has both), "avx2" (AVX2 + FMA + F16C without AVX-512F, or
- * host_gemm_half "avx2"), "base" (the portable copy; runtime options' host_gemm_half "base")
- * or "panels" (off: every bf16/f16 gemm converts whole operand panels to f32 for the library;
- * no AVX2, or host_gemm_half "panels"; the edges set it from KILN_HOST_GEMM_HALF). */
+ * host_gemm_half "avx2"; also "avx512" on a CPU without AVX-512F), "base" (the portable copy;
+ * runtime options' host_gemm_half "base") or "panels" (off: every bf16/f16 gemm converts whole
+ * operand panels to f32 for the library; no AVX2, or host_gemm_half "panels"; the edges set it from
+ * KILN_HOST_GEMM_HALF). */
 const char *kiln_host_gemm_half_kernel(void);
 /* Where f32 gemms run: `g_half`'s kernel name ("avx512": the packed-panel kernel's f32 FMAs,
- * X read in place when its rows run along k) or "library" (the CBLAS library, else the C
- * kernel); *why (optional) says why auto picked it. Auto: the kernel where the CPU has
- * AVX-512F and the library's own kernel for it is narrower (none found, or OpenBLAS on a core
- * type without AVX-512), the library elsewhere. */
+ * X read in place when its rows run along k; "avx2" only when forced, below) or "library"
+ * (the CBLAS library, else the C kernel); *why (optional) says why auto picked it. Auto: the kernel
+ * where the CPU has AVX-512F and the library's own kernel for it is narrower (none found, or
+ * OpenBLAS on a core type without AVX-512), the library elsewhere. */
 const char *kiln_host_gemm_f32_kernel(const char **why);
 /* Forces f32 gemms onto the kernel (mode 1), the library (0) or back to auto (-1). For tests
  * and benchmarks; thread-safe. */

@@ -24,9 +24,9 @@
  *        (-2^15)^2 * 2, comes out as 2^31 modulo 2^32), twice the multiply-adds of vpmulld.
  *   wide (every other type, and s8 without VNNI): X and Y as 32-bit integers, vpmulld and
  *        vpaddd (AVX-512F 16 lanes, AVX2 8 lanes).
- * Each has a portable C copy (scalar, wrapping in uint32_t) for CPUs without them and for the
- * tests. The kernel set is picked once per process from the CPU (or set by
- * kiln_host_gemm_int_set_kernel). */
+ * quad and wide have a portable C copy (scalar, wrapping in uint32_t) for CPUs without them
+ * and for the tests; pair exists in the AVX2 set only (its packing calls AVX2 code). The kernel set
+ * is picked once per process from the CPU (or set by kiln_host_gemm_int_set_kernel). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -101,7 +101,8 @@ static inline void int_store(kiln_gemm_dtype_t t, void *p, int64_t i, uint32_t v
 
 /* Micro-kernel: cs[i][0..kNr) (+)= sum over the panel of X row i times the panel's columns,
  * for `rows` <= kMr rows of converted X (row length ld; quad: u8, from value p0 of the row;
- * wide: 32-bit), over kc values of k (quad: kc / 4 groups). `first` starts from zero. */
+ * pair: s16; wide: 32-bit), over kc values of k (quad: kc / 4 groups; pair: kc / 2 pairs).
+ * `first` starts from zero. */
 typedef void (*int_micro_fn)(const void *x, int64_t ld, const void *pk, int64_t kc, uint32_t *cs,
                              int rows, bool first);
 
@@ -527,7 +528,8 @@ static void int_tasks(void **args, int64_t t0, int64_t t1) {
   const int_kernels_t *K = args[1];
   const int64_t *first_batch = args[2];
   const int_micro_fn micro = J->quad ? K->quad : J->pair ? K->pair : K->wide;
-  _Alignas(64) uint32_t cs[kRowBlock * kNr], pk[kKc * kNr];
+  _Alignas(64) uint32_t cs[kRowBlock * kNr];
+  _Alignas(64) unsigned char pk[kKc * kNr * 4]; /* u8 quads, s16 pairs or 32-bit values */
   uint32_t colsum[kNr];
   const int64_t per_batch = J->strips * J->blocks_per_batch_strip;
   for (int64_t t = t0; t < t1; t++) {
