@@ -515,6 +515,20 @@ static void pack_y(const int_job_t *J, int64_t bi, int64_t p0, int64_t kc, int64
     return;
   }
   uint32_t *d = pk;
+  const size_t es = kiln_gemm_dtype_size(J->tb);
+  if (J->ycs == 1 && nj == kNr && es == 4) { /* 32-bit rows of 32 contiguous values: copies */
+    for (int64_t p = 0; p < kc; p++)
+      memcpy(d + p * kNr, (const uint32_t *)J->y + base + (p0 + p) * J->yrs + j0,
+             kNr * sizeof(uint32_t));
+    return;
+  }
+  if (J->ycs == 1 && nj == kNr && J->tb == KILN_GEMM_U16) {
+    for (int64_t p = 0; p < kc; p++) {
+      const uint16_t *r = (const uint16_t *)J->y + base + (p0 + p) * J->yrs + j0;
+      for (int j = 0; j < kNr; j++) d[p * kNr + j] = r[j];
+    }
+    return;
+  }
   for (int64_t p = 0; p < kc; p++) {
     const int64_t row = base + (p0 + p) * J->yrs + j0 * J->ycs;
     for (int64_t j = 0; j < nj; j++) d[p * kNr + j] = int_load(J->tb, J->y, row + j * J->ycs);
