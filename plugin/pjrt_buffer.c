@@ -25,8 +25,9 @@
  *
  * Alias buffers (Client_CreateAliasBuffer): a storage without memory whose `fill` is pending
  * until FulfillAliasBuffer gives it another storage's memory (held through `target`) or an
- * error; everything that reads a buffer goes through kiln_pjrt_buffer_acquire, which waits for
- * the fill, so readers wait for the fulfilment. Fillings from outside the queues (aliases,
+ * error; reads and copies to the host or another device hook on the fill (done by the
+ * fulfilling thread); everything else that reads a buffer goes through
+ * kiln_pjrt_buffer_acquire, which waits for the fill. Fillings from outside the queues (aliases,
  * transfer managers, control dependencies) are listed on the client (fill_list) until they
  * end; Client_Destroy ends those left with an error, so nothing queued waits for them for ever.
  *
@@ -101,9 +102,6 @@ typedef struct kiln_pjrt_fill {
   bool pending;
   bool ending;         /* fill_end is running the hooks */
   const char *failure; /* what a reader's error says happened (a static string) */
-  /* Filled by work on a device's queue (an asynchronous execute) or by a hook of such a
-   * filling (a copy), which waits for nothing queued after it: reads and copies may hook on. */
-  bool by_queue;
   kiln_status error; /* owned */
   PJRT_Event **waiters;
   size_t num_waiters, cap_waiters;
@@ -678,10 +676,7 @@ static PJRT_Buffer *buffer_make(PJRT_Device *dev, int32_t memory_kind, kiln_pjrt
   if (embedded) {
     st = (kiln_pjrt_storage_t *)(void *)((char *)b + bytes);
     storage_setup(st, dev, embed, memory_kind, memory_kind == 0, !adopted);
-    if (pending) {
-      st->fill = fill_new(pending);
-      st->fill->by_queue = true;
-    }
+    if (pending) st->fill = fill_new(pending);
     st->block = b;
     atomic_init(&st->block_parts, 2);
     b->embedded = st;
@@ -1187,9 +1182,9 @@ struct PJRT_FulfillAliasBufferCallback {
 };
 
 /* A buffer whose memory comes later (XLA's CreateAliasBuffer): until FulfillAliasBuffer gives
- * it another buffer's memory (or an error), its ready event is pending and everything that
- * reads it (transfers, copies, executes: kiln runs them synchronously) waits; after an error
- * they fail with it. */
+ * it another buffer's memory (or an error), its ready event is pending, reads and copies of it
+ * are done by the fulfilment, executes that take it wait on their device's queue (and
+ * UnsafePointer in its call); after an error they fail with it. */
 static PJRT_Error *Client_CreateAliasBuffer(PJRT_Client_CreateAliasBuffer_Args *args) {
   KILN_PJRT_ARGS(FN_CAB, args, fulfill_alias_buffer_cb);
   args->alias_buffer = NULL;
@@ -1665,23 +1660,17 @@ static void host_read_run(fill_hook_t *h, kiln_status error) {
   kiln_free(r);
 }
 
-/* Whether `b`'s memory is still being filled (`queue_only`: by work on a device's queue): a
- * snapshot. */
-static bool buffer_pending(PJRT_Buffer *b, bool queue_only) {
+bool kiln_pjrt_buffer_is_pending(PJRT_Buffer *b) {
   bool pending = false;
   atomic_fetch_add(&b->holds, 1);
   kiln_pjrt_storage_t *st = atomic_load(&b->deleted) ? NULL : b->storage;
-  if (st && st->fill && (st->fill->by_queue || !queue_only)) {
+  if (st && st->fill) {
     kiln_mutex_lock(&st->fill->mu);
     pending = st->fill->pending;
     kiln_mutex_unlock(&st->fill->mu);
   }
   kiln_pjrt_buffer_release(b);
   return pending;
-}
-
-bool kiln_pjrt_buffer_is_pending(PJRT_Buffer *b) {
-  return buffer_pending(b, false);
 }
 
 /* Takes a reference to `b`'s memory into *src and hooks `h` (which reads it) on its filling,
@@ -1722,13 +1711,13 @@ static PJRT_Error *host_read_later(PJRT_Buffer *b, const host_read_t *plan, PJRT
   return NULL;
 }
 
-/* Reads `plan` of `b` to the host; *event is the read's event. While an execute (or a copy
- * of its output) still fills the memory, the read is done when that ends and the call
- * returns at once (XLA's reads return before the data is there; their event says when it
- * is). Else now: memory that is there, or filled from outside the queues (an alias buffer, a
- * control dependency), waited for here. */
+/* Reads `plan` of `b` to the host; *event is the read's event. While the memory is still
+ * being filled (an execute, a copy of its output, a transfer, an alias's fulfilment, a
+ * control dependency), the read is done by whoever ends that and the call returns at once
+ * (XLA's reads return before the data is there; their event says when it is: a caller that
+ * fills the buffer itself after the read must not wait here). Else now. */
 static PJRT_Error *host_read(PJRT_Buffer *b, host_read_t *plan, PJRT_Event **event) {
-  if (buffer_pending(b, true)) return host_read_later(b, plan, event);
+  if (kiln_pjrt_buffer_is_pending(b)) return host_read_later(b, plan, event);
   kiln_status s = kiln_pjrt_buffer_acquire(b, NULL, NULL);
   if (!s) {
     plan->st = b->storage; /* stable while held */
@@ -1859,10 +1848,7 @@ static PJRT_Error *Buffer_DonateWithControlDependency(
     return kiln_pjrt_error_from_status(
         kiln_status_annotate(no_host_memory("a buffer", b->device), "in " FN_DWCD));
   }
-  /* Filled by the caller, not by queued work: reads wait in their calls (a read hooked on
-   * the filling could hold up the very work the caller's dependency waits for). */
-  nb->storage->fill->by_queue = false;
-  fill_list(nb->storage);
+  fill_list(nb->storage); /* filled by the caller's callback */
   d->pending = nb->storage;
   atomic_fetch_add(&d->pending->refs, 1); /* the callback's */
   kiln_status s = donate_take(b, true, &d->donated);
@@ -2301,11 +2287,11 @@ static PJRT_Error *copy_later(const char *fn, PJRT_Buffer *b, PJRT_Device *dev, 
   return NULL;
 }
 
-/* A copy of `b` in memory kind `kind` of `dev`, same shape and layout: made when the queued
- * work filling `b` ends (the copy pending until then; as host_read), else now. */
+/* A copy of `b` in memory kind `kind` of `dev`, same shape and layout: made when the work
+ * filling `b` ends (the copy pending until then; as host_read), else now. */
 static PJRT_Error *copy_buffer(const char *fn, PJRT_Buffer *b, PJRT_Device *dev, int32_t kind,
                                PJRT_Buffer **out) {
-  if (buffer_pending(b, true)) return copy_later(fn, b, dev, kind, out);
+  if (kiln_pjrt_buffer_is_pending(b)) return copy_later(fn, b, dev, kind, out);
   kiln_status s = kiln_pjrt_buffer_acquire(b, NULL, NULL);
   if (s) return kiln_pjrt_error_from_status(kiln_status_annotate(s, "in %s", fn));
   kiln_pjrt_storage_t *st = NULL;

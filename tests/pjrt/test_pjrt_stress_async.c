@@ -933,6 +933,70 @@ typedef struct spmd_worker {
 } spmd_worker_t;
 
 /* Executes on both devices, again and again, reading the sums. */
+/* Reads and copies of memory the calling thread itself fills afterwards (an alias buffer, a
+ * transfer manager's buffer, a control dependency's new buffer) return at once and are done
+ * by the fill (they used to wait in the call: a single-threaded client hung). */
+static void test_reads_of_buffers_the_caller_fills_later_do_not_wait(void **state) {
+  (void)state;
+  PJRT_Client *c = two_device_client();
+  PJRT_Device *d0 = pjrt_exec_device(api, c, 0), *d1 = pjrt_exec_device(api, c, 1);
+  float x[4] = {1, 2, 3, 4}, h_data[4] = {5, 6, 7, 8};
+  PJRT_Buffer *in = pjrt_exec_buffer(api, c, d0, x, PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_Buffer *target = pjrt_exec_buffer(api, c, d0, h_data, PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_FulfillAliasBufferCallback *cb = NULL;
+  PJRT_Buffer *alias = alias_buffer(c, d0, &cb);
+  PJRT_AsyncHostToDeviceTransferManager *m =
+      pjrt_exec_h2d_manager(api, c, PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_Buffer *h = pjrt_exec_h2d_buffer(api, m);
+  PJRT_Buffer_DonateWithControlDependency_Args dw;
+  memset(&dw, 0, sizeof(dw));
+  dw.struct_size = PJRT_Buffer_DonateWithControlDependency_Args_STRUCT_SIZE;
+  dw.buffer = in;
+  PJRT_CHECK(api, api->PJRT_Buffer_DonateWithControlDependency(&dw));
+  PJRT_Buffer *pending[3] = {alias, h, dw.out_buffer}, *copies[3];
+  float r[3][4], rc[3][4];
+  PJRT_Event *reads[3], *copy_reads[3];
+  for (int i = 0; i < 3; i++) {
+    reads[i] = start_read(pending[i], r[i], sizeof r[i], i == 1, 0);
+    copies[i] = copy_to_device(pending[i], d1);
+    copy_reads[i] = start_read(copies[i], rc[i], sizeof rc[i], false, 0);
+    assert_false(event_ready(reads[i]));
+    assert_false(event_ready(copy_reads[i]));
+  }
+  /* Now this thread fills them. */
+  PJRT_Client_FulfillAliasBuffer_Args fa = {
+      .struct_size = PJRT_Client_FulfillAliasBuffer_Args_STRUCT_SIZE,
+      .buffer = target,
+      .status_code = PJRT_Error_Code_OK,
+      .fulfill_alias_buffer_cb = cb};
+  PJRT_CHECK(api, api->PJRT_Client_FulfillAliasBuffer(&fa));
+  PJRT_AsyncHostToDeviceTransferManager_TransferData_Args td = {
+      .struct_size = PJRT_AsyncHostToDeviceTransferManager_TransferData_Args_STRUCT_SIZE,
+      .transfer_manager = m,
+      .buffer_index = 0,
+      .data = h_data,
+      .transfer_size = sizeof(h_data),
+      .is_last_transfer = true};
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_TransferData(&td));
+  PJRT_CHECK(api, await_error(td.done_with_h2d_transfer));
+  PJRT_Buffer_DonateWithControlDependency_Callback_Args dc;
+  memset(&dc, 0, sizeof(dc));
+  dc.struct_size = sizeof dc;
+  dc.callback_data = dw.callback_data;
+  dw.dependency_ready_callback(&dc);
+  const float *want[3] = {h_data, h_data, x};
+  for (int i = 0; i < 3; i++) {
+    PJRT_CHECK(api, await_error(reads[i]));
+    PJRT_CHECK(api, await_error(copy_reads[i]));
+    assert_memory_equal(r[i], want[i], sizeof r[i]);
+    assert_memory_equal(rc[i], want[i], sizeof rc[i]);
+  }
+  pjrt_exec_h2d_destroy(api, m);
+  PJRT_Buffer *bufs[] = {alias, h, dw.out_buffer, in, target, copies[0], copies[1], copies[2]};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) pjrt_exec_buffer_destroy(api, bufs[i]);
+  pjrt_test_client_destroy(api, c);
+}
+
 /* A chain of copies of copies of an output still being computed (back and forth between two
  * devices), all made before its run ends: they complete one after another when it does,
  * without one nested call per link (a chain this long overflowed the queue thread's stack). */
@@ -1083,6 +1147,7 @@ int main(void) {
       cmocka_unit_test(test_client_destroy_waits_for_queued_runs),
       cmocka_unit_test(test_client_destroy_ends_fillings_nobody_makes),
       cmocka_unit_test(test_a_fulfilment_racing_client_destroy_reports_it),
+      cmocka_unit_test(test_reads_of_buffers_the_caller_fills_later_do_not_wait),
       cmocka_unit_test(test_reads_of_a_pending_output_return_before_its_run_ends),
       cmocka_unit_test(test_a_read_does_not_wait_for_later_queued_runs),
       cmocka_unit_test(test_raw_futures_of_a_pending_output),
