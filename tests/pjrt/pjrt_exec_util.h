@@ -154,6 +154,20 @@ static inline PJRT_Buffer *pjrt_exec_h2d_buffer(const PJRT_Api *api,
   return a.buffer_out;
 }
 
+/* Fills the manager's buffer with `size` bytes of `data` (its last transfer) and awaits it. */
+static inline void pjrt_exec_h2d_fill(const PJRT_Api *api, PJRT_AsyncHostToDeviceTransferManager *m,
+                                      const void *data, size_t size) {
+  PJRT_AsyncHostToDeviceTransferManager_TransferData_Args a = {
+      .struct_size = PJRT_AsyncHostToDeviceTransferManager_TransferData_Args_STRUCT_SIZE,
+      .transfer_manager = m,
+      .buffer_index = 0,
+      .data = data,
+      .transfer_size = (int64_t)size,
+      .is_last_transfer = true};
+  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_TransferData(&a));
+  pjrt_exec_await(api, a.done_with_h2d_transfer);
+}
+
 static inline void pjrt_exec_h2d_destroy(const PJRT_Api *api,
                                          PJRT_AsyncHostToDeviceTransferManager *m) {
   PJRT_AsyncHostToDeviceTransferManager_Destroy_Args a = {

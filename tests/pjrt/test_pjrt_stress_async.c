@@ -343,6 +343,35 @@ static void test_client_destroy_waits_for_queued_runs(void **state) {
   assert_int_equal(atomic_load(&g_gate_runs), RUNS); /* Destroy returned after every run */
 }
 
+/* DonateWithControlDependency of `b`: the call's outputs (out_buffer, the callback). */
+static PJRT_Buffer_DonateWithControlDependency_Args donate_later(PJRT_Buffer *b) {
+  PJRT_Buffer_DonateWithControlDependency_Args a;
+  memset(&a, 0, sizeof(a));
+  a.struct_size = PJRT_Buffer_DonateWithControlDependency_Args_STRUCT_SIZE;
+  a.buffer = b;
+  PJRT_CHECK(api, api->PJRT_Buffer_DonateWithControlDependency(&a));
+  return a;
+}
+
+/* Says the donation's dependency is ready. */
+static void dependency_ready(const PJRT_Buffer_DonateWithControlDependency_Args *a) {
+  PJRT_Buffer_DonateWithControlDependency_Callback_Args cb;
+  memset(&cb, 0, sizeof(cb));
+  cb.struct_size = sizeof cb;
+  cb.callback_data = a->callback_data;
+  a->dependency_ready_callback(&cb);
+}
+
+/* FulfillAliasBuffer of `cb` with `target`: its error (NULL: OK). */
+static PJRT_Error *fulfil(PJRT_FulfillAliasBufferCallback *cb, PJRT_Buffer *target) {
+  PJRT_Client_FulfillAliasBuffer_Args a = {
+      .struct_size = PJRT_Client_FulfillAliasBuffer_Args_STRUCT_SIZE,
+      .buffer = target,
+      .status_code = PJRT_Error_Code_OK,
+      .fulfill_alias_buffer_cb = cb};
+  return api->PJRT_Client_FulfillAliasBuffer(&a);
+}
+
 /* A buffer that CreateAliasBuffer makes (f32[4] on `d`): *cb its fulfil callback. */
 static PJRT_Buffer *alias_buffer(PJRT_Client *c, PJRT_Device *d,
                                  PJRT_FulfillAliasBufferCallback **cb) {
@@ -385,11 +414,7 @@ static void test_client_destroy_ends_fillings_nobody_makes(void **state) {
   PJRT_Buffer *h = pjrt_exec_h2d_buffer(api, m);
   float x[4] = {1, 2, 3, 4};
   PJRT_Buffer *in = pjrt_exec_buffer(api, c, d, x, PJRT_Buffer_Type_F32, kDims4, 1);
-  PJRT_Buffer_DonateWithControlDependency_Args dw;
-  memset(&dw, 0, sizeof(dw));
-  dw.struct_size = PJRT_Buffer_DonateWithControlDependency_Args_STRUCT_SIZE;
-  dw.buffer = in;
-  PJRT_CHECK(api, api->PJRT_Buffer_DonateWithControlDependency(&dw));
+  PJRT_Buffer_DonateWithControlDependency_Args dw = donate_later(in);
   PJRT_Buffer *pending[3] = {alias, h, dw.out_buffer}, *out[3];
   PJRT_Event *done[3];
   for (int i = 0; i < 3; i++) {
@@ -405,21 +430,12 @@ static void test_client_destroy_ends_fillings_nobody_makes(void **state) {
   }
   /* The callbacks stay callable once (they free what they hold): the alias's says why nothing
    * happened. */
-  PJRT_Client_FulfillAliasBuffer_Args fa = {
-      .struct_size = PJRT_Client_FulfillAliasBuffer_Args_STRUCT_SIZE,
-      .buffer = in,
-      .status_code = PJRT_Error_Code_OK,
-      .fulfill_alias_buffer_cb = cb};
-  PJRT_Error *e = api->PJRT_Client_FulfillAliasBuffer(&fa);
+  PJRT_Error *e = fulfil(cb, in);
   char msg[512];
   assert_int_equal(pjrt_test_take_error(api, e, msg, sizeof msg),
                    PJRT_Error_Code_FAILED_PRECONDITION);
   assert_non_null(strstr(msg, "client was destroyed"));
-  PJRT_Buffer_DonateWithControlDependency_Callback_Args dc;
-  memset(&dc, 0, sizeof(dc));
-  dc.struct_size = sizeof dc;
-  dc.callback_data = dw.callback_data;
-  dw.dependency_ready_callback(&dc);
+  dependency_ready(&dw);
   pjrt_exec_h2d_destroy(api, m);
   PJRT_Buffer *bufs[] = {alias, h, dw.out_buffer, in};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) pjrt_exec_buffer_destroy(api, bufs[i]);
@@ -435,13 +451,7 @@ typedef struct fulfil_call {
 
 static void *fulfil_alias(void *arg) {
   fulfil_call_t *f = arg;
-  PJRT_Client_FulfillAliasBuffer_Args a = {
-      .struct_size = PJRT_Client_FulfillAliasBuffer_Args_STRUCT_SIZE,
-      .buffer = f->target,
-      .status_code = PJRT_Error_Code_OK,
-      .fulfill_alias_buffer_cb = f->cb};
-  f->code =
-      pjrt_test_take_error(api, api->PJRT_Client_FulfillAliasBuffer(&a), f->msg, sizeof f->msg);
+  f->code = pjrt_test_take_error(api, fulfil(f->cb, f->target), f->msg, sizeof f->msg);
   return NULL;
 }
 
@@ -580,15 +590,7 @@ static void test_a_read_does_not_wait_for_later_queued_runs(void **state) {
   pjrt_exec_read(api, y, r, sizeof(r)); /* done when the gate's run ends, not after z's */
   for (int i = 0; i < 4; i++) assert_true(r[i] == x[i] + 1);
   assert_false(event_ready(zd));
-  PJRT_AsyncHostToDeviceTransferManager_TransferData_Args td = {
-      .struct_size = PJRT_AsyncHostToDeviceTransferManager_TransferData_Args_STRUCT_SIZE,
-      .transfer_manager = m,
-      .buffer_index = 0,
-      .data = h_data,
-      .transfer_size = sizeof(h_data),
-      .is_last_transfer = true};
-  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_TransferData(&td));
-  PJRT_CHECK(api, await_error(td.done_with_h2d_transfer));
+  pjrt_exec_h2d_fill(api, m, h_data, sizeof(h_data));
   PJRT_CHECK(api, await_error(zd));
   pjrt_exec_read(api, z, r, sizeof(r));
   for (int i = 0; i < 4; i++) assert_true(r[i] == h_data[i] + 1);
@@ -671,16 +673,8 @@ static void test_raw_futures_of_a_pending_output(void **state) {
 
 /* DonateWithControlDependency of `b` with its dependency ready at once: the new buffer. */
 static PJRT_Buffer *donate_ready(PJRT_Buffer *b) {
-  PJRT_Buffer_DonateWithControlDependency_Args a;
-  memset(&a, 0, sizeof(a));
-  a.struct_size = PJRT_Buffer_DonateWithControlDependency_Args_STRUCT_SIZE;
-  a.buffer = b;
-  PJRT_CHECK(api, api->PJRT_Buffer_DonateWithControlDependency(&a));
-  PJRT_Buffer_DonateWithControlDependency_Callback_Args cb;
-  memset(&cb, 0, sizeof(cb));
-  cb.struct_size = sizeof cb;
-  cb.callback_data = a.callback_data;
-  a.dependency_ready_callback(&cb);
+  PJRT_Buffer_DonateWithControlDependency_Args a = donate_later(b);
+  dependency_ready(&a);
   return a.out_buffer;
 }
 
@@ -948,11 +942,7 @@ static void test_reads_of_buffers_the_caller_fills_later_do_not_wait(void **stat
   PJRT_AsyncHostToDeviceTransferManager *m =
       pjrt_exec_h2d_manager(api, c, PJRT_Buffer_Type_F32, kDims4, 1);
   PJRT_Buffer *h = pjrt_exec_h2d_buffer(api, m);
-  PJRT_Buffer_DonateWithControlDependency_Args dw;
-  memset(&dw, 0, sizeof(dw));
-  dw.struct_size = PJRT_Buffer_DonateWithControlDependency_Args_STRUCT_SIZE;
-  dw.buffer = in;
-  PJRT_CHECK(api, api->PJRT_Buffer_DonateWithControlDependency(&dw));
+  PJRT_Buffer_DonateWithControlDependency_Args dw = donate_later(in);
   PJRT_Buffer *pending[3] = {alias, h, dw.out_buffer}, *copies[3];
   float r[3][4], rc[3][4];
   PJRT_Event *reads[3], *copy_reads[3];
@@ -964,26 +954,9 @@ static void test_reads_of_buffers_the_caller_fills_later_do_not_wait(void **stat
     assert_false(event_ready(copy_reads[i]));
   }
   /* Now this thread fills them. */
-  PJRT_Client_FulfillAliasBuffer_Args fa = {
-      .struct_size = PJRT_Client_FulfillAliasBuffer_Args_STRUCT_SIZE,
-      .buffer = target,
-      .status_code = PJRT_Error_Code_OK,
-      .fulfill_alias_buffer_cb = cb};
-  PJRT_CHECK(api, api->PJRT_Client_FulfillAliasBuffer(&fa));
-  PJRT_AsyncHostToDeviceTransferManager_TransferData_Args td = {
-      .struct_size = PJRT_AsyncHostToDeviceTransferManager_TransferData_Args_STRUCT_SIZE,
-      .transfer_manager = m,
-      .buffer_index = 0,
-      .data = h_data,
-      .transfer_size = sizeof(h_data),
-      .is_last_transfer = true};
-  PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_TransferData(&td));
-  PJRT_CHECK(api, await_error(td.done_with_h2d_transfer));
-  PJRT_Buffer_DonateWithControlDependency_Callback_Args dc;
-  memset(&dc, 0, sizeof(dc));
-  dc.struct_size = sizeof dc;
-  dc.callback_data = dw.callback_data;
-  dw.dependency_ready_callback(&dc);
+  PJRT_CHECK(api, fulfil(cb, target));
+  pjrt_exec_h2d_fill(api, m, h_data, sizeof(h_data));
+  dependency_ready(&dw);
   const float *want[3] = {h_data, h_data, x};
   for (int i = 0; i < 3; i++) {
     PJRT_CHECK(api, await_error(reads[i]));
