@@ -728,6 +728,10 @@ typedef struct exec_work {
   bool *donated;             /* per parameter: in[i] was donated (its output lives in it) */
   spmd_run_t *spmd;          /* a participant of an SPMD run (NULL: a run alone) */
   kiln_spmd_participant_t who;
+  /* The ExecuteContext's FFI user data as of Execute (owned; the data it points to is the
+   * caller's, valid until the run ends: PJRT's contract for the context). */
+  kiln_ffi_user_data_t *user_data;
+  size_t num_user_data;
 } exec_work_t;
 
 /* Participant's arrival at the start line; false when the run failed to start (then it does
@@ -793,7 +797,7 @@ static void work_run(kiln_pjrt_work_t *base) {
     if (!s) ptrs[i] = copies[i]->ptr;
   }
   if (!s) {
-    kiln_run_info_t run = {w->run_id, NULL, 0};
+    kiln_run_info_t run = {w->run_id, w->user_data, w->num_user_data};
     s = kiln_executable_run_participant(w->x, stream, ptrs, sizes, np, kout, &run,
                                         w->spmd ? &w->who : NULL);
   }
@@ -842,6 +846,7 @@ static void work_run(kiln_pjrt_work_t *base) {
     kiln_status_free(s);
   if (w->spmd) spmd_leave(w->spmd);
   kiln_pjrt_executable_unref(e);
+  kiln_free(w->user_data);
   kiln_free(w);
 }
 
@@ -866,6 +871,7 @@ static void work_discard(exec_work_t *w, PJRT_Buffer **outs, kiln_status s) {
     GetPjrtApi()->PJRT_Event_Destroy(&da);
   }
   kiln_pjrt_executable_unref(e);
+  kiln_free(w->user_data);
   kiln_free(w);
 }
 
@@ -892,6 +898,8 @@ static kiln_status work_prepare(PJRT_Executable *e, PJRT_Device *dev, kiln_execu
   w->dev = dev;
   w->x = x;
   if (opts && KILN_PJRT_HAS(opts, launch_id)) w->run_id = opts->launch_id;
+  if (opts && KILN_PJRT_HAS(opts, context) && opts->context)
+    w->user_data = kiln_pjrt_execute_context_user_data(opts->context, &w->num_user_data);
   kiln_status s = NULL;
   for (int32_t j = 0; j < no && !s; j++) {
     const kiln_pjrt_leaf_t *o = &e->outputs[j];
@@ -1201,11 +1209,10 @@ static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args)
     argv[d] = e->num_params ? args->argument_lists[d] : &none;
     outv[d] = e->num_outputs ? args->output_lists[d] : outs_none;
   }
-  /* Queued (one process; as single-device executes, an ExecuteContext or an argument to
-   * relay out keeps it here). */
+  /* Queued (one process; as single-device executes, an argument to relay out keeps it
+   * here). */
   int32_t mode = async_mode(e);
-  bool queue = !s && mode != KILN_PJRT_ASYNC_NEVER && e->client->num_processes == 1 &&
-               !(args->options && KILN_PJRT_HAS(args->options, context) && args->options->context);
+  bool queue = !s && mode != KILN_PJRT_ASYNC_NEVER && e->client->num_processes == 1;
   for (int32_t d = 0; d < n && queue; d++)
     for (int32_t i = 0; i < e->num_params && queue; i++) queue = !needs_relayout(e, i, argv[d][i]);
   if (queue) {
@@ -1244,9 +1251,10 @@ static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args)
 /* One execute on one device: queued (execute_async) or run here (execute_one), as the
  * client's async_execute says: `auto` runs here a cheap run (device_code) on a device with
  * nothing queued and no argument still being filled, and queues every other; `never` runs every one
- * here. Runs here also: an execute with an ExecuteContext (its user data is the caller's only
- * during the call) or an argument to relay out — after what is queued. Sets *done (when not NULL)
- * to the completion event. */
+ * here. Runs here also: an execute with an argument to relay out — after what is queued (an
+ * ExecuteContext's user data is copied for a queued run: PJRT has the caller keep the
+ * context's data valid until the execution ends). Sets *done (when not NULL) to the
+ * completion event. */
 static kiln_status run_or_queue(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
                                 PJRT_Buffer *const *argv, const PJRT_ExecuteOptions *opts,
                                 PJRT_Buffer **outs, PJRT_Event **done) {
@@ -1254,7 +1262,7 @@ static kiln_status run_or_queue(PJRT_Executable *e, PJRT_Device *dev, int32_t di
   kiln_executable_t *x = NULL;
   kiln_pjrt_queue_t *order = NULL;
   if (mode != KILN_PJRT_ASYNC_NEVER) {
-    bool here = opts && KILN_PJRT_HAS(opts, context) && opts->context, donates = false;
+    bool here = false, donates = false;
     for (int32_t i = 0; i < e->num_params; i++) {
       KILN_RETURN_IF_ERROR_PLAIN(check_argument(e, i, argv[i], dev));
       here = here || needs_relayout(e, i, argv[i]);

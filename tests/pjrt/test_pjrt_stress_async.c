@@ -233,6 +233,45 @@ static void test_execute_returns_before_its_run_ends(void **state) {
   pjrt_test_client_destroy(api, c);
 }
 
+/* An execute with an ExecuteContext is asynchronous too (it ran inside the call before): its
+ * user data is copied, and the context (kept, as PJRT asks, until the run ends) is destroyed
+ * only then. */
+static void test_an_execute_with_a_context_returns_before_its_run_ends(void **state) {
+  (void)state;
+  atomic_store(&g_gate, 0);
+  PJRT_Client *c = client("auto");
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  PJRT_LoadedExecutable *lg = pjrt_exec_compile(api, c, kGate);
+  float x[4] = {1, 2, 3, 4};
+  PJRT_Buffer *in = pjrt_exec_buffer(api, c, d, x, PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_ExecuteContext_Create_Args ca;
+  memset(&ca, 0, sizeof ca);
+  ca.struct_size = PJRT_ExecuteContext_Create_Args_STRUCT_SIZE;
+  PJRT_CHECK(api, api->PJRT_ExecuteContext_Create(&ca));
+  PJRT_ExecuteOptions opts;
+  memset(&opts, 0, sizeof opts);
+  opts.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
+  opts.context = ca.context;
+  PJRT_Buffer *g = NULL;
+  PJRT_Event *gd = NULL;
+  PJRT_CHECK(api, pjrt_exec_start(api, lg, &in, 1, &g, &opts, &gd));
+  assert_false(event_ready(gd));
+  atomic_store(&g_gate, 1);
+  PJRT_CHECK(api, await_error(gd));
+  float r[4];
+  pjrt_exec_read(api, g, r, sizeof(r));
+  for (int i = 0; i < 4; i++) assert_true(r[i] == x[i] + 1);
+  PJRT_ExecuteContext_Destroy_Args da;
+  memset(&da, 0, sizeof da);
+  da.struct_size = PJRT_ExecuteContext_Destroy_Args_STRUCT_SIZE;
+  da.context = ca.context;
+  PJRT_CHECK(api, api->PJRT_ExecuteContext_Destroy(&da));
+  pjrt_exec_buffer_destroy(api, g);
+  pjrt_exec_buffer_destroy(api, in);
+  pjrt_exec_destroy(api, lg);
+  pjrt_test_client_destroy(api, c);
+}
+
 static atomic_int g_opened; /* set by open_gate_later just before it opens the gate */
 
 static void *open_gate_later(void *arg) {
@@ -1115,6 +1154,7 @@ int main(void) {
   register_handler("kiln_async_fail", (void *)fail_handler);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_execute_returns_before_its_run_ends),
+      cmocka_unit_test(test_an_execute_with_a_context_returns_before_its_run_ends),
       cmocka_unit_test(test_never_runs_in_the_call),
       cmocka_unit_test(test_failed_run_reaches_event_outputs_and_readers),
       cmocka_unit_test(test_client_destroy_waits_for_queued_runs),
