@@ -5,8 +5,9 @@
  * client, so these replace nothing of pjrt_client.c's).
  *
  * Transfers to the device are synchronous: every copy has finished before the call returns,
- * and the event it hands out is already ready (reads and copies of an output an execute is
- * still computing are done when it ends: see "reads to the host"). That is what PJRT allows (an
+ * and the event it hands out is already ready (reads and copies of a buffer still being
+ * filled — an execute's output, a transfer, an alias, a control dependency — are done when
+ * that ends: see "reads to the host"). That is what PJRT allows (an
  * event may be ready at once), and it makes all three host-buffer semantics correct at once:
  * done_with_host_buffer is ready when BufferFromHostBuffer returns, because kiln no longer reads
  * `data` by then. The kImmutableZeroCopy semantics copies too (PJRT lets a plugin copy);
@@ -1688,7 +1689,7 @@ static kiln_status read_after_fill(PJRT_Buffer *b, fill_hook_t *h, kiln_pjrt_sto
   return s;
 }
 
-/* The read `plan` of `b` once the queued work filling its memory is done: *event is its
+/* The read `plan` of `b` once the work filling its memory is done: *event is its
  * event. */
 static PJRT_Error *host_read_later(PJRT_Buffer *b, const host_read_t *plan, PJRT_Event **event) {
   host_read_t *r = kiln_try_malloc(sizeof(*r));
@@ -1851,8 +1852,13 @@ static PJRT_Error *Buffer_DonateWithControlDependency(
   fill_list(nb->storage); /* filled by the caller's callback */
   d->pending = nb->storage;
   atomic_fetch_add(&d->pending->refs, 1); /* the callback's */
+  /* Under the device's order lock, as a read's reference and hook (read_after_fill): a read
+   * that took the memory first has its hook run before this donation's. */
+  kiln_pjrt_queue_t *q = &b->device->queue;
+  kiln_pjrt_queue_order_lock(q);
   kiln_status s = donate_take(b, true, &d->donated);
   if (s) {
+    kiln_pjrt_queue_order_unlock(q);
     kiln_pjrt_storage_complete(d->pending, NULL, NULL, kiln_status_copy(s));
     PJRT_Buffer_Destroy_Args da = {PJRT_Buffer_Destroy_Args_STRUCT_SIZE, NULL, nb};
     (void)Buffer_Destroy(&da); /* never fails on a valid struct */
@@ -1863,8 +1869,9 @@ static PJRT_Error *Buffer_DonateWithControlDependency(
    * could wait for work the caller starts only after this call). */
   atomic_init(&d->left, 2);
   d->hook.run = dwcd_filled;
-  if (!(d->donated->fill && fill_hook(d->donated->fill, &d->hook)))
-    dwcd_filled(&d->hook, kiln_pjrt_storage_wait(d->donated, NULL));
+  const bool hooked = d->donated->fill && fill_hook(d->donated->fill, &d->hook);
+  kiln_pjrt_queue_order_unlock(q);
+  if (!hooked) dwcd_filled(&d->hook, kiln_pjrt_storage_wait(d->donated, NULL));
   args->out_buffer = nb;
   args->callback_data = d;
   args->dependency_ready_callback = dependency_ready;
@@ -1874,7 +1881,8 @@ static PJRT_Error *Buffer_DonateWithControlDependency(
 /* ---- AsyncHostToDeviceTransferManager ------------------------------------------------ */
 
 /* Buffers made up front and filled by the caller's TransferData calls (jax.device_put);
- * readers of a buffer wait until its last transfer (or an error). Transfers are synchronous
+ * reads and copies of a buffer are done by its last transfer (or fail with its error),
+ * executes wait for it on their queue. Transfers are synchronous
  * copies. Thread-safety: calls on one manager are serialized by its mutex. */
 typedef struct h2d_slot {
   PJRT_Buffer *buffer;          /* until retrieved */
@@ -1994,6 +2002,14 @@ static PJRT_Error *H2D_Destroy(PJRT_AsyncHostToDeviceTransferManager_Destroy_Arg
 
 #define FN_TD "PJRT_AsyncHostToDeviceTransferManager_TransferData"
 
+/* Claims the end of a slot's filling (with the manager's mutex held) and takes a reference
+ * to its storage for storage_end, called after the mutex is let go. */
+static bool h2d_claim(kiln_pjrt_storage_t *st) {
+  if (!fill_claim(st->fill)) return false;
+  atomic_fetch_add(&st->refs, 1);
+  return true;
+}
+
 static PJRT_Error *H2D_TransferData(PJRT_AsyncHostToDeviceTransferManager_TransferData_Args *args) {
   H2D_ARGS(FN_TD, args, done_with_h2d_transfer);
   args->done_with_h2d_transfer = NULL;
@@ -2007,17 +2023,16 @@ static PJRT_Error *H2D_TransferData(PJRT_AsyncHostToDeviceTransferManager_Transf
                args->buffer_index, (unsigned long long)sl->size);
   if (!args->data && args->transfer_size) return ERR(KILN_INVALID_ARGUMENT, FN_TD ": data is NULL");
   kiln_mutex_lock(&m->mu);
-  kiln_pjrt_fill_t *f = sl->storage->fill;
-  kiln_mutex_lock(&f->mu);
-  bool open = f->pending;
-  kiln_mutex_unlock(&f->mu);
-  kiln_status s = open ? storage_write(sl->storage, (uint64_t)args->offset, args->data,
-                                       (uint64_t)args->transfer_size)
-                       : kiln_status_make(KILN_FAILED_PRECONDITION,
-                                          FN_TD ": buffer %d was already completed or failed",
-                                          args->buffer_index);
-  if (!s && args->is_last_transfer) fill_end(f, NULL);
+  kiln_pjrt_storage_t *st = sl->storage;
+  kiln_status s =
+      fill_is_pending(st->fill)
+          ? storage_write(st, (uint64_t)args->offset, args->data, (uint64_t)args->transfer_size)
+          : kiln_status_make(KILN_FAILED_PRECONDITION,
+                             FN_TD ": buffer %d was already completed or failed",
+                             args->buffer_index);
+  bool finish = !s && args->is_last_transfer && h2d_claim(st);
   kiln_mutex_unlock(&m->mu);
+  if (finish) storage_end(st, NULL); /* its hooks (reads, copies) not under the manager's lock */
   if (s) return kiln_pjrt_error_from_status(s);
   /* The copy is done: the caller's data may be reused now. */
   args->done_with_h2d_transfer = kiln_pjrt_event_ready(NULL);
@@ -2056,17 +2071,16 @@ static PJRT_Error *H2D_TransferLiteral(
   kiln_pjrt_m2m_strides(sl->rank, sl->dims, lit_m2m, elem, src_strides);
   kiln_pjrt_m2m_strides(sl->rank, sl->dims, sl->m2m, elem, dst_strides);
   kiln_mutex_lock(&m->mu);
-  kiln_pjrt_fill_t *f = sl->storage->fill;
-  kiln_mutex_lock(&f->mu);
-  bool open = f->pending;
-  kiln_mutex_unlock(&f->mu);
-  s = open ? storage_write_strided(FN_TL, sl->storage, args->data, src_strides, dst_strides,
-                                   sl->dims, sl->rank, elem, sl->size)
-           : kiln_status_make(KILN_FAILED_PRECONDITION,
-                              FN_TL ": buffer %d was already completed or failed",
-                              args->buffer_index);
-  if (!s) fill_end(f, NULL);
+  kiln_pjrt_storage_t *st = sl->storage;
+  s = fill_is_pending(st->fill)
+          ? storage_write_strided(FN_TL, st, args->data, src_strides, dst_strides, sl->dims,
+                                  sl->rank, elem, sl->size)
+          : kiln_status_make(KILN_FAILED_PRECONDITION,
+                             FN_TL ": buffer %d was already completed or failed",
+                             args->buffer_index);
+  bool finish = !s && h2d_claim(st);
   kiln_mutex_unlock(&m->mu);
+  if (finish) storage_end(st, NULL);
   if (s) return kiln_pjrt_error_from_status(s);
   args->done_with_h2d_transfer = kiln_pjrt_event_ready(NULL);
   return NULL;

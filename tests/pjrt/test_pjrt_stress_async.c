@@ -965,7 +965,6 @@ typedef struct spmd_worker {
   int id, wrong;
 } spmd_worker_t;
 
-/* Executes on both devices, again and again, reading the sums. */
 /* Reads and copies of memory the calling thread itself fills afterwards (an alias buffer, a
  * transfer manager's buffer, a control dependency's new buffer) return at once and are done
  * by the fill (they used to wait in the call: a single-threaded client hung). */
@@ -1047,6 +1046,7 @@ static void test_a_long_chain_of_copies_completes(void **state) {
   pjrt_test_client_destroy(api, c);
 }
 
+/* Executes on both devices, again and again, reading the sums. */
 static void *spmd_work(void *arg) {
   spmd_worker_t *w = arg;
   for (int it = 0; it < SPMD_ITERS; it++) {
