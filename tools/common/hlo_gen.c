@@ -1308,6 +1308,42 @@ static int op_reduce_window(gen_t *g) {
   return add_node(g, "reduce-window", &r, ops, 2, attrs, comps);
 }
 
+/* `op`(a, b) of shape s. */
+static int add_binary(gen_t *g, const char *op, const gen_shape_t *s, int a, int b) {
+  int ops[2] = {a, b};
+  return add_node(g, op, s, ops, 2, NULL, NULL);
+}
+
+/* A scalar constant `value` of s's type broadcast to s. */
+static int add_splat(gen_t *g, const gen_shape_t *s, const char *value) {
+  int c = add_constant(g, s->type, value);
+  return add_node(g, "broadcast", s, &c, 1, xprintf(", dimensions={}"), NULL);
+}
+
+/* After the matrix product `dot` (shape s, [M, N]): a bias vector added along its rows, then
+ * (`act`) nothing, a ReLU, or JAX's tanh GELU, x * (0.5 * (1 + tanh(sqrt(2/pi) * (x +
+ * 0.044715 * x * (x * x))))): the chain kiln's gemm_epilogue pass folds into the gemm (the
+ * evaluator runs the plain ops, rounding each). */
+static int gemm_epilogue_chain(gen_t *g, int dot, const gen_shape_t *s, int act) {
+  gen_shape_t v;
+  memset(&v, 0, sizeof v);
+  v.type = s->type;
+  v.dims[v.rank++] = s->dims[1];
+  int bias = node_like(g, &v);
+  int bias_rows = add_node(g, "broadcast", s, &bias, 1, xprintf(", dimensions={1}"), NULL);
+  int x = add_binary(g, "add", s, dot, bias_rows);
+  if (act == 0) return x;
+  if (act == 1) return add_binary(g, "maximum", s, x, add_splat(g, s, "0"));
+  int cube = add_binary(g, "multiply", s, x, add_binary(g, "multiply", s, x, x));
+  int inner =
+      add_binary(g, "add", s, x, add_binary(g, "multiply", s, add_splat(g, s, "0.044715"), cube));
+  int scaled = add_binary(g, "multiply", s, add_splat(g, s, "0.7978845608"), inner);
+  int tanh = add_node(g, "tanh", s, &scaled, 1, NULL, NULL);
+  int cdf = add_binary(g, "multiply", s, add_splat(g, s, "0.5"),
+                       add_binary(g, "add", s, add_splat(g, s, "1"), tanh));
+  return add_binary(g, "multiply", s, x, cdf);
+}
+
 /* dot: lhs [B..., M, K] x rhs [B..., K, N] (batch dimensions optional, M/N optional). */
 static int op_dot(gen_t *g) {
   int lhs = pick(g, dot_type, 1);
@@ -1362,7 +1398,11 @@ static int op_dot(gen_t *g) {
         kAlpha[(id / 3) % 3], with_c, (id / 3) % 2 ? "RELU" : "DEFAULT");
     return add_node(g, "custom-call", &r, cops, nops, attrs, NULL);
   }
-  return add_node(g, "dot", &r, ops, 2, attrs, NULL);
+  int dot = add_node(g, "dot", &r, ops, 2, attrs, NULL);
+  if (l.rank == 2 && has_n && kTypes[l.type].kind == K_F && kTypes[l.type].bits >= 16 &&
+      id % 3 != 0)
+    return gemm_epilogue_chain(g, dot, &r, id % 3 == 2 ? 2 : (id / 3) % 2);
+  return dot;
 }
 
 /* 1-D or 2-D convolution, dim_labels b0f_0io->b0f (b01f_01io->b01f), with window strides,
