@@ -814,6 +814,11 @@ void kiln_pjrt_storage_complete(kiln_pjrt_storage_t *st, kiln_device_buffer_t *o
   storage_end(st, error);
 }
 
+bool kiln_pjrt_storage_waits_outside(kiln_pjrt_storage_t *st) {
+  kiln_pjrt_fill_t *f = st ? st->fill : NULL;
+  return f && f->client && fill_is_pending(f); /* (client: set before the filling is shared) */
+}
+
 kiln_status kiln_pjrt_storage_wait(kiln_pjrt_storage_t *st, kiln_devptr_t *ptr) {
   kiln_status s = fill_wait(st);
   if (!s) s = check_memory(st);

@@ -783,7 +783,11 @@ static void work_run(kiln_pjrt_work_t *base) {
     s = KILN_ERR_EXHAUSTED("out of host memory for the %d arguments and %d outputs of %s", np, no,
                            e->name);
   for (int32_t i = 0; i < np && !s; i++) {
+    /* (memory filled from outside: the caller may fill it only once Execute lets it go on) */
+    const bool outside = kiln_pjrt_storage_waits_outside(w->in[i]);
+    if (outside) atomic_store(&w->dev->queue.waiting_outside, true);
     s = kiln_pjrt_storage_wait(w->in[i], &ptrs[i]);
+    if (outside) atomic_store(&w->dev->queue.waiting_outside, false);
     if (s) s = kiln_status_annotate(s, "argument %d of %s", i, e->name);
     sizes[i] = e->params[i].bytes;
   }

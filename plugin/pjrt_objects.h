@@ -393,6 +393,9 @@ kiln_status kiln_pjrt_buffer_ref_storage(PJRT_Buffer *b, kiln_pjrt_storage_t **o
 /* Waits until `st`'s memory is there (filled, fulfilled, computed): its address into *ptr
  * (when not NULL), or the error that stopped it. */
 kiln_status kiln_pjrt_storage_wait(kiln_pjrt_storage_t *st, kiln_devptr_t *ptr);
+/* Whether `st` is still to be filled from outside the device queues (an alias buffer, a
+ * transfer manager's buffer, a control dependency): a snapshot. */
+bool kiln_pjrt_storage_waits_outside(kiln_pjrt_storage_t *st);
 /* An asynchronous execute's output: a buffer on `dev` (default layout, device memory) whose
  * memory comes when its *storage (a reference of the caller's) is completed. Readers wait. */
 kiln_status kiln_pjrt_buffer_create_pending(PJRT_Device *dev, PJRT_Buffer_Type type,

@@ -1,7 +1,9 @@
 /* Device execution queues (pjrt_queue.h). */
 #include "plugin/pjrt_queue.h"
 
+#include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 
@@ -10,7 +12,11 @@ void kiln_pjrt_queue_init(kiln_pjrt_queue_t *q) {
   pthread_mutex_init(&q->order_mu, NULL);
   pthread_mutex_init(&q->mu, NULL);
   pthread_cond_init(&q->work_cv, NULL);
-  pthread_cond_init(&q->room_cv, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&q->room_cv, &ca);
+  pthread_condattr_destroy(&ca);
   atomic_init(&q->pending, 0);
 }
 
@@ -27,6 +33,7 @@ static void *queue_main(void *arg) {
     w->run(w);
     kiln_mutex_lock(&q->mu);
     atomic_fetch_sub_explicit(&q->pending, 1, memory_order_release);
+    q->ended++;
     pthread_cond_broadcast(&q->room_cv);
   }
   kiln_mutex_unlock(&q->mu);
@@ -41,10 +48,32 @@ void kiln_pjrt_queue_order_unlock(kiln_pjrt_queue_t *q) {
   kiln_mutex_unlock(&q->order_mu);
 }
 
+/* A stall period from now (room_cv's clock). */
+static struct timespec stall_deadline(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  t.tv_nsec += (long)KILN_PJRT_QUEUE_STALL_MS * 1000000L;
+  t.tv_sec += t.tv_nsec / 1000000000L;
+  t.tv_nsec %= 1000000000L;
+  return t;
+}
+
+/* With q->mu held: waits for room, or until no work has ended for a stall period. */
+static void wait_for_room(kiln_pjrt_queue_t *q) {
+  uint64_t seen = q->ended;
+  struct timespec deadline = stall_deadline();
+  while (atomic_load_explicit(&q->pending, memory_order_relaxed) >= KILN_PJRT_QUEUE_DEPTH) {
+    if (pthread_cond_timedwait(&q->room_cv, &q->mu, &deadline) != ETIMEDOUT) continue;
+    /* stalled on memory the caller may fill itself: queue past the depth */
+    if (q->ended == seen && atomic_load(&q->waiting_outside)) return;
+    seen = q->ended;
+    deadline = stall_deadline();
+  }
+}
+
 kiln_status kiln_pjrt_queue_push(kiln_pjrt_queue_t *q, kiln_pjrt_work_t *w) {
   kiln_mutex_lock(&q->mu);
-  while (atomic_load_explicit(&q->pending, memory_order_relaxed) >= KILN_PJRT_QUEUE_DEPTH)
-    pthread_cond_wait(&q->room_cv, &q->mu);
+  wait_for_room(q);
   if (!q->started) {
     int err = pthread_create(&q->thread, NULL, queue_main, q);
     if (err) {

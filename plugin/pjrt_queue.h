@@ -3,7 +3,11 @@
  * before the run ends (its completion event and output buffers become ready later).
  *
  * At most KILN_PJRT_QUEUE_DEPTH pieces of work wait or run at once: a caller that would queue
- * more waits for room (a loop of executes cannot run arbitrarily far ahead of the device).
+ * more waits for room (a loop of executes cannot run arbitrarily far ahead of the device) —
+ * unless no work has ended for KILN_PJRT_QUEUE_STALL_MS while the running work waits for a
+ * buffer filled from outside the queues (`waiting_outside`): the waiting caller may be the one
+ * that fills it next (fulfils an alias buffer, makes a transfer), so it then queues past the
+ * depth, one piece per stall period.
  * The thread starts with the first work and is joined by kiln_pjrt_queue_stop
  * (PJRT_Client_Destroy).
  *
@@ -19,6 +23,7 @@
 #include "base/status.h"
 
 #define KILN_PJRT_QUEUE_DEPTH 32
+#define KILN_PJRT_QUEUE_STALL_MS 200
 
 /* One piece of work: `run` does it and frees it (the queue no longer touches it). */
 typedef struct kiln_pjrt_work {
@@ -36,8 +41,11 @@ typedef struct kiln_pjrt_queue {
   pthread_cond_t room_cv; /* callers wait here for room, and fini for the end of the work */
   kiln_pjrt_work_t *head, *tail;
   _Atomic int32_t pending; /* queued or running (written under mu) */
-  bool started;            /* the thread exists */
-  bool stop;               /* fini: the thread ends once the queue is empty */
+  uint64_t ended;          /* pieces of work done (under mu) */
+  /* The running work waits for a buffer filled from outside the queues (set by the work). */
+  _Atomic bool waiting_outside;
+  bool started; /* the thread exists */
+  bool stop;    /* fini: the thread ends once the queue is empty */
   pthread_t thread;
 } kiln_pjrt_queue_t;
 

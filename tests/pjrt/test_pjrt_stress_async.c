@@ -1008,6 +1008,37 @@ static void test_reads_of_buffers_the_caller_fills_later_do_not_wait(void **stat
   pjrt_test_client_destroy(api, c);
 }
 
+/* More executes than the queue holds, all behind an alias buffer the calling thread fulfils
+ * only afterwards: the queue stalls on memory from outside, so the caller queues past its
+ * depth instead of waiting for room for ever (the 33rd Execute used to hang). */
+static void test_executes_past_the_queue_depth_behind_an_unfilled_buffer(void **state) {
+  (void)state;
+  PJRT_Client *c = client("auto");
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  PJRT_LoadedExecutable *la = pjrt_exec_compile(api, c, kAddOne);
+  float h_data[4] = {5, 6, 7, 8};
+  PJRT_Buffer *target = pjrt_exec_buffer(api, c, d, h_data, PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_FulfillAliasBufferCallback *cb = NULL;
+  PJRT_Buffer *alias = alias_buffer(c, d, &cb);
+  enum { RUNS = 36 }; /* the depth is 32 */
+  PJRT_Buffer *out[RUNS];
+  PJRT_Event *done[RUNS];
+  for (int k = 0; k < RUNS; k++) PJRT_CHECK(api, execute(la, &alias, 1, &out[k], &done[k]));
+  assert_false(event_ready(done[RUNS - 1]));
+  PJRT_CHECK(api, fulfil(cb, target));
+  for (int k = 0; k < RUNS; k++) {
+    PJRT_CHECK(api, await_error(done[k]));
+    float r[4];
+    pjrt_exec_read(api, out[k], r, sizeof r);
+    for (int i = 0; i < 4; i++) assert_true(r[i] == h_data[i] + 1);
+    pjrt_exec_buffer_destroy(api, out[k]);
+  }
+  pjrt_exec_buffer_destroy(api, alias);
+  pjrt_exec_buffer_destroy(api, target);
+  pjrt_exec_destroy(api, la);
+  pjrt_test_client_destroy(api, c);
+}
+
 /* A chain of copies of copies of an output still being computed (back and forth between two
  * devices), all made before its run ends: they complete one after another when it does,
  * without one nested call per link (a chain this long overflowed the queue thread's stack). */
@@ -1169,6 +1200,7 @@ int main(void) {
       cmocka_unit_test(test_donation_chains_from_four_threads),
       cmocka_unit_test(test_multi_device_execute_returns_before_its_run_ends),
       cmocka_unit_test(test_copies_of_a_pending_output_return_before_its_run_ends),
+      cmocka_unit_test(test_executes_past_the_queue_depth_behind_an_unfilled_buffer),
       cmocka_unit_test(test_a_long_chain_of_copies_completes),
       cmocka_unit_test(test_multi_device_executes_from_three_threads),
   };
