@@ -371,10 +371,17 @@ static void pool_fallback_rows(void **args, int64_t b, int64_t e) {
   }
 }
 
+/* Many batches of at most this m*n*k run on the C kernel, each a pool block, not one library
+ * call each: the calls' own cost dominates there (dlrm's 6,272 batches of 6 x 8 . 8 x 6). */
+static const int64_t kTinyBatched = 1024;
+static const int64_t kTinyBatchedMin = 64;
+
 static kiln_status mm_run(const mm_t *p, kiln_host_pool_t *pool) {
   void *args[1] = {(void *)p};
   bool parallel = pool && kiln_host_pool_num_workers(pool) > 1;
-  if (p->use_blas && blas_has(p->ct) && p->m * p->n * p->k > kTinyGemm) {
+  const int64_t macs = p->m * p->n * p->k;
+  const bool tiny_batches = p->batch >= kTinyBatchedMin && macs <= kTinyBatched;
+  if (p->use_blas && blas_has(p->ct) && macs > kTinyGemm && !tiny_batches) {
     if (parallel && p->batch > 1 && p->m * p->n * p->k < kSmallGemm)
       return kiln_host_pool_launch(pool, pool_blas_batches, args, p->batch, 0);
     for (int64_t bi = 0; bi < p->batch; bi++) KILN_RETURN_IF_ERROR_PLAIN(blas_batch(p, bi, pool));
