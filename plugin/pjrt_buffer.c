@@ -2337,6 +2337,13 @@ static PJRT_Error *Buffer_CopyToDevice(PJRT_Buffer_CopyToDevice_Args *args) {
   if (!client_has_device(args->buffer->client, args->dst_device))
     return ERR(KILN_INVALID_ARGUMENT,
                "PJRT_Buffer_CopyToDevice: dst_device is not a device of the buffer's client");
+  /* PJRT's header: an error when the buffer is already there (CopyToMemory copies within a
+   * device). */
+  if (args->dst_device == args->buffer->device)
+    return ERR(KILN_INVALID_ARGUMENT,
+               "PJRT_Buffer_CopyToDevice: the buffer is already on %s (to copy it within the "
+               "device, use PJRT_Buffer_CopyToMemory)",
+               args->buffer->device->desc.to_string);
   return copy_buffer("PJRT_Buffer_CopyToDevice", args->buffer, args->dst_device, 0,
                      &args->dst_buffer);
 }

@@ -539,6 +539,9 @@ static void test_targets_and_copies(void **state) {
   cd.dst_device = NULL;
   PJRT_EXPECT_ERROR(api, api->PJRT_Buffer_CopyToDevice(&cd), PJRT_Error_Code_INVALID_ARGUMENT,
                     "dst_device");
+  cd.dst_device = g_dev[0]; /* b0's own device: the header makes it an error */
+  PJRT_EXPECT_ERROR(api, api->PJRT_Buffer_CopyToDevice(&cd), PJRT_Error_Code_INVALID_ARGUMENT,
+                    "already on");
   cm.dst_memory = NULL;
   PJRT_EXPECT_ERROR(api, api->PJRT_Buffer_CopyToMemory(&cm), PJRT_Error_Code_INVALID_ARGUMENT,
                     "dst_memory");
