@@ -102,6 +102,7 @@ typedef struct kiln_pjrt_fill {
   pthread_cond_t cv;
   bool pending;
   bool ending;         /* fill_end is running the hooks */
+  _Atomic bool ended;  /* `pending` false: readable without `mu` (execute's fast path) */
   const char *failure; /* what a reader's error says happened (a static string) */
   kiln_status error; /* owned */
   PJRT_Event **waiters;
@@ -125,6 +126,7 @@ static kiln_pjrt_fill_t *fill_new(const char *failure) {
   pthread_mutex_init(&f->mu, NULL);
   pthread_cond_init(&f->cv, NULL);
   f->pending = true;
+  atomic_init(&f->ended, false);
   f->failure = failure;
   f->hooks_tail = &f->hooks;
   return f;
@@ -219,6 +221,7 @@ static void fill_finish_one(kiln_pjrt_fill_t *f, kiln_status error) {
   }
   kiln_mutex_lock(&f->mu);
   f->pending = false;
+  atomic_store_explicit(&f->ended, true, memory_order_release);
   f->error = error;
   PJRT_Event **w = f->waiters;
   size_t n = f->num_waiters;
@@ -1670,7 +1673,9 @@ bool kiln_pjrt_buffer_is_pending(PJRT_Buffer *b) {
   bool pending = false;
   atomic_fetch_add(&b->holds, 1);
   kiln_pjrt_storage_t *st = atomic_load(&b->deleted) ? NULL : b->storage;
-  if (st && st->fill) {
+  /* (every cheap execute asks this of each argument: an ended filling, an earlier execute's
+   * output most often, answers without the mutex) */
+  if (st && st->fill && !atomic_load_explicit(&st->fill->ended, memory_order_acquire)) {
     kiln_mutex_lock(&st->fill->mu);
     pending = st->fill->pending;
     kiln_mutex_unlock(&st->fill->mu);

@@ -1254,11 +1254,10 @@ static PJRT_Error *loaded_execute_spmd(PJRT_LoadedExecutable_Execute_Args *args)
 
 /* One execute on one device: queued (execute_async) or run here (execute_one), as the
  * client's async_execute says: `auto` runs here a cheap run (device_code) on a device with
- * nothing queued and no argument still being filled, and queues every other; `never` runs every one
- * here. Runs here also: an execute with an argument to relay out — after what is queued (an
- * ExecuteContext's user data is copied for a queued run: PJRT has the caller keep the
- * context's data valid until the execution ends). Sets *done (when not NULL) to the
- * completion event. */
+ * nothing queued and no argument still being filled, and queues every other; `never` runs
+ * every one here. Runs here also: an execute with an argument to relay out — after what is queued
+ * (an ExecuteContext's user data is copied for a queued run: PJRT has the caller keep the context's
+ * data valid until the execution ends). Sets *done (when not NULL) to the completion event. */
 static kiln_status run_or_queue(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
                                 PJRT_Buffer *const *argv, const PJRT_ExecuteOptions *opts,
                                 PJRT_Buffer **outs, PJRT_Event **done) {
