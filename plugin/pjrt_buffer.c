@@ -8,11 +8,12 @@
  * and the event it hands out is already ready (reads and copies of a buffer still being
  * filled — an execute's output, a transfer, an alias, a control dependency — are done when
  * that ends: see "reads to the host"). That is what PJRT allows (an
- * event may be ready at once), and it makes all three host-buffer semantics correct at once:
- * done_with_host_buffer is ready when BufferFromHostBuffer returns, because kiln no longer reads
- * `data` by then. The kImmutableZeroCopy semantics copies too (PJRT lets a plugin copy);
- * kMutableZeroCopy aliases the caller's memory on the host platform when its layout and alignment
- * allow (zero_copy_possible), its done event completing when the memory is released.
+ * event may be ready at once), and it makes the two copying host-buffer semantics correct at
+ * once: done_with_host_buffer is ready when BufferFromHostBuffer returns, because kiln no longer
+ * reads `data` by then. The two zero-copy semantics alias the caller's memory on the host
+ * platform when its layout and alignment allow (zero_copy_possible; else they copy, as PJRT
+ * lets a plugin do), the done event completing when the memory is released; kImmutableZeroCopy
+ * memory is never written (storage `immutable`: an execute donated it copies it).
  *
  * Layouts: a buffer's device layout is a dense minor_to_major permutation (default rank-1 ...
  * 0). A requested layout with tiles other than trivial ones (every tile dimension 1) is
@@ -807,6 +808,7 @@ void kiln_pjrt_storage_complete(kiln_pjrt_storage_t *st, kiln_device_buffer_t *o
       atomic_fetch_add(&root->refs, 1);
       st->target = root;
       st->host_accessible = root->host_accessible;
+      st->immutable = root->immutable;
       st->buf = view;
     }
   } else if (!error) {
@@ -815,6 +817,12 @@ void kiln_pjrt_storage_complete(kiln_pjrt_storage_t *st, kiln_device_buffer_t *o
   if (error) kiln_device_buffer_destroy(own);
   kiln_pjrt_storage_unref(target);
   storage_end(st, error);
+}
+
+bool kiln_pjrt_storage_is_immutable(const kiln_pjrt_storage_t *st) {
+  /* (a view's `immutable` is its target's, written when its filling ends, before `ended`) */
+  if (st->fill && !atomic_load_explicit(&st->fill->ended, memory_order_acquire)) return false;
+  return st->immutable;
 }
 
 bool kiln_pjrt_storage_waits_outside(kiln_pjrt_storage_t *st) {
@@ -928,6 +936,13 @@ static kiln_status donate_take(PJRT_Buffer *b, bool moving, kiln_pjrt_storage_t 
                             "is not done (its destination or its memory is still to come), so "
                             "it cannot be donated");
   }
+  /* (A storage still pending may turn out to view immutable memory: the run checks again.) */
+  if (!moving && kiln_pjrt_storage_is_immutable(b->storage)) {
+    kiln_mutex_unlock(&b->mu);
+    return kiln_status_make(KILN_FAILED_PRECONDITION,
+                            "buffer donation: the buffer's memory is the caller's, given with "
+                            "kImmutableZeroCopy, so it cannot be donated");
+  }
   /* From here the buffer reads as donated: new holds fail, the ones taken end first. */
   b->deleted = true;
   wait_for_holds(b);
@@ -998,16 +1013,17 @@ static kiln_status resolve_target(const char *fn, PJRT_Client *c, PJRT_Device *d
 
 #define FN_BFHB "PJRT_Client_BufferFromHostBuffer"
 
-/* kMutableZeroCopy aliases the caller's memory where kiln's kernels can use it as it is: on
- * the host platform, dense in the device layout (the strides agree), 64-byte aligned as kiln's
- * own host buffers are. Anywhere else it copies, as PJRT allows (XLA's CPU client does the
- * same), and done_with_host_buffer is ready at once. */
+/* The zero-copy semantics alias the caller's memory where kiln's kernels can use it as it is:
+ * on the host platform, dense in the device layout (the strides agree), aligned to 16 bytes
+ * (XLA:CPU's minimum; kiln's host kernels assume no more than element alignment, its own
+ * buffers are 64-byte aligned). Anywhere else they copy, as PJRT allows (XLA's CPU client does
+ * the same), and done_with_host_buffer is ready at once. */
 static bool zero_copy_possible(const PJRT_Device *dev, int32_t kind, const void *data,
                                const int64_t *src_strides, const int64_t *dst_strides,
                                const int64_t *dims, int32_t rank) {
   (void)kind; /* both memories of a host device are host memory */
   if (dev->client->is_cuda) return false;
-  if (!data || (uintptr_t)data % 64) return false;
+  if (!data || (uintptr_t)data % 16) return false;
   for (int32_t i = 0; i < rank; i++)
     if (dims[i] > 1 && src_strides[i] != dst_strides[i]) return false;
   return true;
@@ -1019,12 +1035,13 @@ static void zero_copy_done(void *ptr, void *arg) {
   kiln_pjrt_event_complete((PJRT_Event *)arg, NULL);
 }
 
-/* A buffer over the caller's host memory (kMutableZeroCopy): executes read it and, donated,
- * write their aliased outputs into it; done_with_host_buffer completes when the last buffer
- * using the memory (this one, or the output it was donated to) is gone. */
+/* A buffer over the caller's host memory. kMutableZeroCopy: executes read it and, donated,
+ * write their aliased outputs into it. kImmutableZeroCopy (`immutable`): executes only read it
+ * (a donation copies it). done_with_host_buffer completes when the last buffer using the memory
+ * (this one, the output it was donated to, a view) is gone. */
 static kiln_status buffer_alias_host(PJRT_Device *dev, int32_t kind,
                                      PJRT_Client_BufferFromHostBuffer_Args *args,
-                                     const int64_t *m2m, uint64_t size) {
+                                     const int64_t *m2m, uint64_t size, bool immutable) {
   kiln_device_buffer_t *b = NULL;
   KILN_RETURN_IF_ERROR_PLAIN(
       kiln_device_buffer_wrap(dev->kdev, (kiln_devptr_t)(uintptr_t)args->data, size, &b));
@@ -1040,6 +1057,7 @@ static kiln_status buffer_alias_host(PJRT_Device *dev, int32_t kind,
   }
   st->on_delete = zero_copy_done;
   st->on_delete_arg = done;
+  st->immutable = immutable;
   args->buffer = buffer_new_or_abort(dev, kind, st, args->type, args->dims, (int32_t)args->num_dims,
                                      m2m, size);
   args->done_with_host_buffer = done;
@@ -1102,9 +1120,13 @@ static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_
   }
   int64_t dst_strides[64];
   kiln_pjrt_m2m_strides(rank, args->dims, m2m, elem, dst_strides);
-  if (args->host_buffer_semantics == PJRT_HostBufferSemantics_kMutableZeroCopy &&
+  const bool zero_copy = args->host_buffer_semantics == PJRT_HostBufferSemantics_kMutableZeroCopy ||
+                         args->host_buffer_semantics == PJRT_HostBufferSemantics_kImmutableZeroCopy;
+  if (zero_copy &&
       zero_copy_possible(dev, kind, args->data, src_strides, dst_strides, args->dims, rank)) {
-    s = buffer_alias_host(dev, kind, args, m2m, size);
+    s = buffer_alias_host(
+        dev, kind, args, m2m, size,
+        args->host_buffer_semantics == PJRT_HostBufferSemantics_kImmutableZeroCopy);
     return s ? kiln_pjrt_error_from_status(kiln_status_annotate(s, "in " FN_BFHB)) : NULL;
   }
   kiln_pjrt_storage_t *st = NULL;
@@ -1253,6 +1275,7 @@ static kiln_status alias_fulfill(kiln_pjrt_storage_t *st, uint64_t size, PJRT_Bu
     atomic_fetch_add(&ts->refs, 1);
     st->target = ts;
     st->host_accessible = ts->host_accessible;
+    st->immutable = ts->immutable;
     st->buf = view; /* published to readers by fill_finish's lock */
     *used = true;
   } else if (!s) {

@@ -790,6 +790,9 @@ static void work_run(kiln_pjrt_work_t *base) {
     if (outside) atomic_store(&w->dev->queue.waiting_outside, false);
     if (s) s = kiln_status_annotate(s, "argument %d of %s", i, e->name);
     sizes[i] = e->params[i].bytes;
+    /* donated memory that turned out to be the caller's immutable memory (an alias buffer
+     * fulfilled with a kImmutableZeroCopy buffer): copied, as an undonated argument */
+    if (!s && w->donated[i] && kiln_pjrt_storage_is_immutable(w->in[i])) w->donated[i] = false;
   }
   if (w->spmd && !spmd_start(w->spmd) && !s)
     s = kiln_status_make(KILN_ABORTED, "another participant's run could not be queued");

@@ -291,6 +291,9 @@ typedef struct kiln_pjrt_storage {
   /* CopyRawToHostFuture reads not done yet (their destination or the memory still to come):
    * donation of a buffer over this storage is refused meanwhile (an execute copies instead). */
   _Atomic int32_t raw_reads;
+  /* The caller's memory under kImmutableZeroCopy, or a view of it (views take it from their
+   * target): kiln only reads it (an execute donated a buffer over it copies it instead). */
+  bool immutable;
 } kiln_pjrt_storage_t;
 
 #define KILN_PJRT_HOLD_WAITER 0x80000000u /* in PJRT_Buffer.holds: someone waits for 0 */
@@ -393,6 +396,10 @@ kiln_status kiln_pjrt_buffer_ref_storage(PJRT_Buffer *b, kiln_pjrt_storage_t **o
 /* Waits until `st`'s memory is there (filled, fulfilled, computed): its address into *ptr
  * (when not NULL), or the error that stopped it. */
 kiln_status kiln_pjrt_storage_wait(kiln_pjrt_storage_t *st, kiln_devptr_t *ptr);
+/* Whether `st`'s memory (its own, or that of the storage it views) is the caller's immutable
+ * memory (kImmutableZeroCopy), which nothing may write; false while `st` is still being
+ * filled (ask again after kiln_pjrt_storage_wait). */
+bool kiln_pjrt_storage_is_immutable(const kiln_pjrt_storage_t *st);
 /* Whether `st` is still to be filled from outside the device queues (an alias buffer, a
  * transfer manager's buffer, a control dependency): a snapshot. */
 bool kiln_pjrt_storage_waits_outside(kiln_pjrt_storage_t *st);

@@ -176,6 +176,58 @@ static inline void pjrt_exec_h2d_destroy(const PJRT_Api *api,
   PJRT_CHECK(api, api->PJRT_AsyncHostToDeviceTransferManager_Destroy(&a));
 }
 
+/* DonateWithControlDependency of `b`: its args (out_buffer, the callback and its data). */
+static inline PJRT_Buffer_DonateWithControlDependency_Args pjrt_exec_donate_later(
+    const PJRT_Api *api, PJRT_Buffer *b) {
+  PJRT_Buffer_DonateWithControlDependency_Args a;
+  memset(&a, 0, sizeof(a));
+  a.struct_size = PJRT_Buffer_DonateWithControlDependency_Args_STRUCT_SIZE;
+  a.buffer = b;
+  PJRT_CHECK(api, api->PJRT_Buffer_DonateWithControlDependency(&a));
+  return a;
+}
+
+/* Says the donation's dependency is ready. */
+static inline void pjrt_exec_dependency_ready(
+    const PJRT_Buffer_DonateWithControlDependency_Args *a) {
+  PJRT_Buffer_DonateWithControlDependency_Callback_Args cb;
+  memset(&cb, 0, sizeof(cb));
+  cb.struct_size = sizeof cb;
+  cb.callback_data = a->callback_data;
+  a->dependency_ready_callback(&cb);
+}
+
+/* FulfillAliasBuffer of `cb` with `target`: its error (NULL: OK). */
+static inline PJRT_Error *pjrt_exec_fulfil(const PJRT_Api *api, PJRT_FulfillAliasBufferCallback *cb,
+                                           PJRT_Buffer *target) {
+  PJRT_Client_FulfillAliasBuffer_Args a = {
+      .struct_size = PJRT_Client_FulfillAliasBuffer_Args_STRUCT_SIZE,
+      .buffer = target,
+      .status_code = PJRT_Error_Code_OK,
+      .fulfill_alias_buffer_cb = cb};
+  return api->PJRT_Client_FulfillAliasBuffer(&a);
+}
+
+/* A buffer that CreateAliasBuffer makes (f32 x dims on `d`'s default memory): *cb its fulfil
+ * callback. */
+static inline PJRT_Buffer *pjrt_exec_alias_buffer(const PJRT_Api *api, PJRT_Client *c,
+                                                  PJRT_Device *d, const int64_t *dims, size_t rank,
+                                                  PJRT_FulfillAliasBufferCallback **cb) {
+  PJRT_Device_DefaultMemory_Args m = {.struct_size = PJRT_Device_DefaultMemory_Args_STRUCT_SIZE,
+                                      .device = d};
+  PJRT_CHECK(api, api->PJRT_Device_DefaultMemory(&m));
+  PJRT_Client_CreateAliasBuffer_Args a = {
+      .struct_size = PJRT_Client_CreateAliasBuffer_Args_STRUCT_SIZE,
+      .client = c,
+      .memory = m.memory,
+      .shape_dims = dims,
+      .shape_num_dims = rank,
+      .shape_element_type = PJRT_Buffer_Type_F32};
+  PJRT_CHECK(api, api->PJRT_Client_CreateAliasBuffer(&a));
+  *cb = a.fulfill_alias_buffer_cb;
+  return a.alias_buffer;
+}
+
 static inline void pjrt_exec_buffer_destroy(const PJRT_Api *api, PJRT_Buffer *b) {
   if (!b) return;
   PJRT_Buffer_Destroy_Args a;

@@ -384,49 +384,21 @@ static void test_client_destroy_waits_for_queued_runs(void **state) {
 
 /* DonateWithControlDependency of `b`: the call's outputs (out_buffer, the callback). */
 static PJRT_Buffer_DonateWithControlDependency_Args donate_later(PJRT_Buffer *b) {
-  PJRT_Buffer_DonateWithControlDependency_Args a;
-  memset(&a, 0, sizeof(a));
-  a.struct_size = PJRT_Buffer_DonateWithControlDependency_Args_STRUCT_SIZE;
-  a.buffer = b;
-  PJRT_CHECK(api, api->PJRT_Buffer_DonateWithControlDependency(&a));
-  return a;
+  return pjrt_exec_donate_later(api, b);
 }
 
-/* Says the donation's dependency is ready. */
 static void dependency_ready(const PJRT_Buffer_DonateWithControlDependency_Args *a) {
-  PJRT_Buffer_DonateWithControlDependency_Callback_Args cb;
-  memset(&cb, 0, sizeof(cb));
-  cb.struct_size = sizeof cb;
-  cb.callback_data = a->callback_data;
-  a->dependency_ready_callback(&cb);
+  pjrt_exec_dependency_ready(a);
 }
 
-/* FulfillAliasBuffer of `cb` with `target`: its error (NULL: OK). */
 static PJRT_Error *fulfil(PJRT_FulfillAliasBufferCallback *cb, PJRT_Buffer *target) {
-  PJRT_Client_FulfillAliasBuffer_Args a = {
-      .struct_size = PJRT_Client_FulfillAliasBuffer_Args_STRUCT_SIZE,
-      .buffer = target,
-      .status_code = PJRT_Error_Code_OK,
-      .fulfill_alias_buffer_cb = cb};
-  return api->PJRT_Client_FulfillAliasBuffer(&a);
+  return pjrt_exec_fulfil(api, cb, target);
 }
 
 /* A buffer that CreateAliasBuffer makes (f32[4] on `d`): *cb its fulfil callback. */
 static PJRT_Buffer *alias_buffer(PJRT_Client *c, PJRT_Device *d,
                                  PJRT_FulfillAliasBufferCallback **cb) {
-  PJRT_Device_DefaultMemory_Args m = {.struct_size = PJRT_Device_DefaultMemory_Args_STRUCT_SIZE,
-                                      .device = d};
-  PJRT_CHECK(api, api->PJRT_Device_DefaultMemory(&m));
-  PJRT_Client_CreateAliasBuffer_Args a = {
-      .struct_size = PJRT_Client_CreateAliasBuffer_Args_STRUCT_SIZE,
-      .client = c,
-      .memory = m.memory,
-      .shape_dims = kDims4,
-      .shape_num_dims = 1,
-      .shape_element_type = PJRT_Buffer_Type_F32};
-  PJRT_CHECK(api, api->PJRT_Client_CreateAliasBuffer(&a));
-  *cb = a.fulfill_alias_buffer_cb;
-  return a.alias_buffer;
+  return pjrt_exec_alias_buffer(api, c, d, kDims4, 1, cb);
 }
 
 /* Expects `e` to be the error Client_Destroy gives a filling it ended (freed here). */

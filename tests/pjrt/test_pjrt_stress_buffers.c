@@ -149,8 +149,12 @@ static void *worker(void *arg) {
     a.data = data;
     CHECK_OK(api->PJRT_Client_BufferFromHostBuffer(&a));
     if (!a.buffer) continue;
-    event_done(a.done_with_host_buffer);
-    memset(data, 0xee, n * sizeof(int32_t)); /* the buffer must not see this */
+    /* kImmutableZeroCopy may alias `data` (not transposed): done once the buffer is gone */
+    const bool zero_copy = a.host_buffer_semantics == PJRT_HostBufferSemantics_kImmutableZeroCopy;
+    if (!zero_copy) {
+      event_done(a.done_with_host_buffer);
+      memset(data, 0xee, n * sizeof(int32_t)); /* the buffer must not see this */
+    }
     read_check(a.buffer, want, n, NULL);
 
     PJRT_Buffer_CopyToDevice_Args cd = {.struct_size = PJRT_Buffer_CopyToDevice_Args_STRUCT_SIZE,
@@ -180,6 +184,7 @@ static void *worker(void *arg) {
     destroy(a.buffer);
     if (cd.dst_buffer) destroy(cd.dst_buffer);
     if (cm.dst_buffer) destroy(cm.dst_buffer);
+    if (zero_copy) event_done(a.done_with_host_buffer);
 
     /* The shared buffer: readable until thread 0 deletes it halfway, then refused. */
     if (t == 0 && it == ITERATIONS / 2) {
