@@ -5,13 +5,85 @@
 
 /* XLA's race-free bounds: MinThreadsXRowReduction (1024) x 16 row elements, 8 major reduced
  * rows (the batched row bound), warp (32) x 128 column rows. */
-#define ROW_RACE_FREE_BOUND (1024 * 16)
-#define BATCH_RACE_FREE_BOUND 8
-#define COLUMN_RACE_FREE_BOUND (32 * 128)
+#define ROW_RACE_FREE_BOUND KILN_REDUCTION_ROW_RACE_FREE_BOUND
+#define BATCH_RACE_FREE_BOUND KILN_REDUCTION_BATCH_RACE_FREE_BOUND
+#define COLUMN_RACE_FREE_BOUND KILN_REDUCTION_COLUMN_RACE_FREE_BOUND
 
 bool kiln_reduction_is_race_free(const kiln_reduction_dims_t *rd) {
   if (rd->is_row) return rd->dims[2] <= ROW_RACE_FREE_BOUND && rd->dims[0] <= BATCH_RACE_FREE_BOUND;
   return rd->dims[1] <= COLUMN_RACE_FREE_BOUND;
+}
+
+bool kiln_reduction_dims_of(const kiln_hlo_instruction_t *r, kiln_reduction_dims_t *out) {
+  if (!r || r->opcode != KILN_OP_REDUCE || r->num_operands < 2 || r->num_operands % 2) return false;
+  const kiln_shape_t *in = r->operands[0]->shape;
+  if (!kiln_shape_is_array(in) || in->rank > 16) return false;
+  bool red[16] = {0};
+  for (int i = 0; i < r->dimensions.n; i++) {
+    int64_t d = r->dimensions.v[i];
+    if (d < 0 || d >= in->rank) return false;
+    red[d] = true;
+  }
+  int64_t total = kiln_shape_num_elements(in);
+  int nkeep = in->rank - (int)r->dimensions.n;
+  if (nkeep <= 0) {
+    out->is_row = true;
+    out->dims[0] = 1, out->dims[1] = 1, out->dims[2] = total;
+    return true;
+  }
+  /* Physical positions of the kept (or reduced) dims must be one run. */
+  bool keep_run = true, red_run = true;
+  int first_keep = -1, last_keep = -1, first_red = -1, last_red = -1;
+  for (int k = 0; k < in->rank; k++) {
+    bool rd = red[kiln_shape_physical_dim(in, k)];
+    if (rd) {
+      if (first_red < 0)
+        first_red = k;
+      else if (last_red != k - 1)
+        red_run = false;
+      last_red = k;
+    } else {
+      if (first_keep < 0)
+        first_keep = k;
+      else if (last_keep != k - 1)
+        keep_run = false;
+      last_keep = k;
+    }
+  }
+  if (first_red < 0) red_run = false; /* no reduced dims: treat as kept-consecutive */
+  int lo, hi;
+  if (keep_run)
+    lo = first_keep, hi = last_keep;
+  else if (red_run)
+    lo = first_red, hi = last_red;
+  else
+    return false;
+  int64_t part[3] = {1, 1, 1};
+  for (int k = 0; k < in->rank; k++) {
+    int64_t n = in->dims[kiln_shape_physical_dim(in, k)];
+    part[k < lo ? 0 : k <= hi ? 1 : 2] *= n;
+  }
+  if (keep_run) {
+    if (part[1] == 1) {
+      out->is_row = true;
+      out->dims[0] = 1, out->dims[1] = 1, out->dims[2] = part[0] * part[2];
+    } else if (part[2] == 1) {
+      out->is_row = false;
+      out->dims[0] = 1, out->dims[1] = part[0], out->dims[2] = part[1];
+    } else {
+      out->is_row = true;
+      memcpy(out->dims, part, sizeof(part));
+    }
+  } else {
+    if (part[2] == 1) {
+      out->is_row = true;
+      out->dims[0] = 1, out->dims[1] = part[0], out->dims[2] = part[1];
+    } else {
+      out->is_row = false;
+      memcpy(out->dims, part, sizeof(part));
+    }
+  }
+  return true;
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) {

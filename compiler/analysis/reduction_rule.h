@@ -79,6 +79,16 @@ typedef struct kiln_reduction_facts {
   bool atomic_ok;
 } kiln_reduction_facts_t;
 
+/* Fills *out for a reduce whose kept or reduced dims are consecutive in physical order
+ * (false otherwise, or when `r` is not a well-formed reduce). */
+bool kiln_reduction_dims_of(const kiln_hlo_instruction_t *r, kiln_reduction_dims_t *out);
+
+/* XLA's race-free bounds: MinThreadsXRowReduction (1024) x 16 row elements, 8 major reduced
+ * rows (the batched row bound), warp (32) x 128 column rows. */
+#define KILN_REDUCTION_ROW_RACE_FREE_BOUND (1024 * 16)
+#define KILN_REDUCTION_BATCH_RACE_FREE_BOUND 8
+#define KILN_REDUCTION_COLUMN_RACE_FREE_BOUND (32 * 128)
+
 /* XLA's race-free bounds (ReductionIsRaceFree): one block covers the whole reduced extent
  * when the row is at most 1024 x 16 elements and at most 8 major reduced rows, or the
  * column at most 32 x 128 rows. */

@@ -32,9 +32,7 @@ static bool has_default_layout(const kiln_shape_t *s) {
 
 /* Logical dim at physical position k (0 = most major). */
 static int phys_dim(const kiln_shape_t *s, int k) {
-  if (has_default_layout(s)) return k;
-  int64_t d = s->layout.minor_to_major[s->rank - 1 - k];
-  return d >= 0 && d < s->rank ? (int)d : k;
+  return kiln_shape_physical_dim(s, k);
 }
 
 /* The dims of `s` of more than one element, major to minor. Returns how many. */
@@ -116,68 +114,7 @@ const char *kiln_reduction_kind_name(kiln_reduction_kind_t k) {
 }
 
 bool kiln_hero_reduction_dims(const kiln_hlo_instruction_t *r, kiln_reduction_dims_t *out) {
-  if (!r || r->opcode != KILN_OP_REDUCE || r->num_operands < 2 || r->num_operands % 2) return false;
-  const kiln_shape_t *in = r->operands[0]->shape;
-  if (!kiln_shape_is_array(in) || in->rank > 16) return false;
-  bool red[16] = {0};
-  for (int i = 0; i < r->dimensions.n; i++) {
-    int64_t d = r->dimensions.v[i];
-    if (d < 0 || d >= in->rank) return false;
-    red[d] = true;
-  }
-  int64_t total = kiln_shape_num_elements(in);
-  int nkeep = in->rank - (int)r->dimensions.n;
-  if (nkeep <= 0) {
-    out->is_row = true;
-    out->dims[0] = 1, out->dims[1] = 1, out->dims[2] = total;
-    return true;
-  }
-  /* Physical positions of the kept (or reduced) dims must be one run. */
-  bool keep_run = true, red_run = true;
-  int first_keep = -1, last_keep = -1, first_red = -1, last_red = -1;
-  for (int k = 0; k < in->rank; k++) {
-    bool rd = red[phys_dim(in, k)];
-    if (rd) {
-      if (first_red < 0) first_red = k;
-      else if (last_red != k - 1) red_run = false;
-      last_red = k;
-    } else {
-      if (first_keep < 0) first_keep = k;
-      else if (last_keep != k - 1) keep_run = false;
-      last_keep = k;
-    }
-  }
-  if (first_red < 0) red_run = false; /* no reduced dims: treat as kept-consecutive */
-  int lo, hi;
-  if (keep_run) lo = first_keep, hi = last_keep;
-  else if (red_run) lo = first_red, hi = last_red;
-  else return false;
-  int64_t part[3] = {1, 1, 1};
-  for (int k = 0; k < in->rank; k++) {
-    int64_t n = in->dims[phys_dim(in, k)];
-    part[k < lo ? 0 : k <= hi ? 1 : 2] *= n;
-  }
-  if (keep_run) {
-    if (part[1] == 1) {
-      out->is_row = true;
-      out->dims[0] = 1, out->dims[1] = 1, out->dims[2] = part[0] * part[2];
-    } else if (part[2] == 1) {
-      out->is_row = false;
-      out->dims[0] = 1, out->dims[1] = part[0], out->dims[2] = part[1];
-    } else {
-      out->is_row = true;
-      memcpy(out->dims, part, sizeof(part));
-    }
-  } else {
-    if (part[2] == 1) {
-      out->is_row = true;
-      out->dims[0] = 1, out->dims[1] = part[0], out->dims[2] = part[1];
-    } else {
-      out->is_row = false;
-      memcpy(out->dims, part, sizeof(part));
-    }
-  }
-  return true;
+  return kiln_reduction_dims_of(r, out);
 }
 
 bool kiln_hero_is_reduction_hero(const kiln_hlo_instruction_t *r) {

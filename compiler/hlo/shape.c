@@ -190,6 +190,12 @@ bool kiln_layout_equal(const kiln_layout_t *a, const kiln_layout_t *b) {
   return !a->extra || strcmp(a->extra, b->extra) == 0;
 }
 
+int kiln_shape_physical_dim(const kiln_shape_t *s, int k) {
+  if (!s->has_layout || s->layout.rank != s->rank || !s->layout.minor_to_major) return k;
+  int64_t d = s->layout.minor_to_major[s->rank - 1 - k];
+  return d >= 0 && d < s->rank ? (int)d : k;
+}
+
 bool kiln_layout_is_default(const kiln_layout_t *l) {
   if (l->num_tiles || l->element_size_bits || l->memory_space || l->extra) return false;
   for (int i = 0; i < l->rank; i++)

@@ -92,6 +92,9 @@ bool kiln_shape_equal(const kiln_shape_t *a, const kiln_shape_t *b, bool layout)
 bool kiln_shape_compatible(const kiln_shape_t *a, const kiln_shape_t *b);
 bool kiln_layout_equal(const kiln_layout_t *a, const kiln_layout_t *b);
 bool kiln_layout_is_default(const kiln_layout_t *l); /* descending minor_to_major, nothing else */
+/* The logical dim of `s` at physical position k (0 = most major) under its layout's
+ * minor_to_major; k itself without a layout of its rank. */
+int kiln_shape_physical_dim(const kiln_shape_t *s, int k);
 
 /* Prints in HLO text syntax: f32[2,<=3]{1,0:T(8,128)S(1)}, (f32[], s32[4]{0}), token[]. */
 void kiln_shape_print(kiln_strbuf_t *b, const kiln_shape_t *s, bool with_layout);

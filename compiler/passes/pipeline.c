@@ -43,6 +43,8 @@ static const pipeline_step_t kSteps[] = {
     {"layout assignment", {"layout_assignment"}, false},
     {"layout normalization", {"layout_normalization"}, false},
     {"dot canonicalization", {"conv_gemm_rewriter", "dot_canonicalizer"}, false},
+    /* XLA's TreeReductionRewriter, after layout normalization (physical order = logical). */
+    {"reduction splitting", {"tree_reduction"}, false},
     {"post-layout simplification", {"simplify_layout", "dce"}, true},
     {"gemm epilogue fusion", {"gemm_epilogue_fusion"}, false},
     {"priority fusion", {"fusion_unfuse", "priority_fusion"}, false},
