@@ -30,14 +30,18 @@ static bool run_one(const char *what, const kiln_hlo_computation_t *c, kiln_host
   return emt_run_one(what, c, KILN_CODEGEN_EMITTER_SCATTER, jit, pool, lo, hi, max_ulp);
 }
 
-/* The update kernel's kernel-IR text (kiln_free). */
-static char *update_kir(const kiln_hlo_computation_t *c, kiln_codegen_kernel_t *k) {
-  kiln_codegen_compile_options_t co = {0};
+/* The update kernel's kernel-IR text (kiln_free), emitted for the GPU or the host. */
+static char *update_kir_for(const kiln_hlo_computation_t *c, bool host, kiln_codegen_kernel_t *k) {
+  kiln_codegen_compile_options_t co = {.host_target = host};
   kiln_status s = kiln_scatter_kernel_emit(c, &co, k);
   if (s) printf("emit: %s\n", kiln_status_message(s));
   assert_null(s);
   assert_non_null(k->next);
   return kiln_kir_to_string(k->next->kir);
+}
+
+static char *update_kir(const kiln_hlo_computation_t *c, kiln_codegen_kernel_t *k) {
+  return update_kir_for(c, false, k);
 }
 
 static void test_corpus_scatter_fusions_match_evaluator(void **state) {
@@ -122,6 +126,24 @@ static void test_scatter_atomic_add_on_parallel_blocks(void **state) {
   kiln_host_pool_destroy(pool);
   kiln_host_jit_destroy(jit);
   kiln_hlo_module_destroy(m);
+}
+
+/* On the host, a combiner whose result depends on the order (the CAS multiply above, a
+ * float add) runs serially, as XLA:CPU runs scatters, so every run gives the same bits;
+ * order-free integer adds keep their atomics (test_host_determinism runs whole modules). */
+static void test_order_dependent_scatters_run_serially_on_the_host(void **state) {
+  const char *cases[2] = {k_computed, k_int_add};
+  for (int i = 0; i < 2; i++) {
+    kiln_hlo_module_t *m = parse(cases[i]);
+    kiln_codegen_kernel_t k;
+    char *kir = update_kir_for(m->entry, true, &k);
+    bool serial = k.next->grid.threads * k.next->grid.blocks_x == 1;
+    assert_int_equal(serial, i == 0);
+    assert_int_equal(strstr(kir, "atomic") == NULL, i == 0);
+    kiln_free(kir);
+    kiln_codegen_kernel_free(&k);
+    kiln_hlo_module_destroy(m);
+  }
 }
 
 static const char *k_variadic = "comb {\n"
@@ -262,6 +284,7 @@ int main(void) {
       cmocka_unit_test(test_corpus_scatter_fusions_match_evaluator),
       cmocka_unit_test(test_scatter_computed_operand_and_cas_combiner),
       cmocka_unit_test(test_scatter_atomic_add_on_parallel_blocks),
+      cmocka_unit_test(test_order_dependent_scatters_run_serially_on_the_host),
       cmocka_unit_test(test_variadic_scatter_with_duplicates_runs_serially),
       cmocka_unit_test(test_sorted_indices_accumulate_runs),
       cmocka_unit_test(test_scatter_with_non_default_layouts),

@@ -76,7 +76,7 @@ static sc_comb_t classify_combiner(const kiln_hlo_computation_t *c, kiln_elem_ty
   }
 }
 
-static kiln_status sc_analyze(const kiln_hlo_computation_t *c, sc_info_t *si) {
+static kiln_status sc_analyze(const kiln_hlo_computation_t *c, bool host, sc_info_t *si) {
   memset(si, 0, sizeof(*si));
   const kiln_hlo_instruction_t *sc = c->root;
   if (!sc || sc->opcode != KILN_OP_SCATTER)
@@ -155,10 +155,22 @@ static kiln_status sc_analyze(const kiln_hlo_computation_t *c, sc_info_t *si) {
   int bits = kiln_elem_type_bits(t);
   si->comb_kind = si->nop == 1 ? classify_combiner(si->comb, t) : SC_COMB_CALL;
   bool fp = kiln_elem_type_is_float(t);
-  if (sc->unique_indices || si->comb_kind == SC_COMB_OVERWRITE) {
+  /* Whether updates landing on one element combine to the same value in any order: integer
+   * add / min / max (exact), float min / max. Float adds round differently, an overwrite keeps
+   * whichever comes last, another combiner need not commute. */
+  bool order_free = si->comb_kind == SC_COMB_MIN || si->comb_kind == SC_COMB_MAX ||
+                    (!fp && si->comb_kind == SC_COMB_ADD);
+  if (host && !sc->unique_indices && !order_free && kiln_shape_num_elements(si->us) > 0) {
+    /* On the host, updates in their order on one thread, as XLA:CPU runs a scatter: the same
+     * result every run (atomics from several threads combined them in whatever order the
+     * threads came; a GPU keeps them, as XLA:GPU does). */
+    si->mode = SC_PLAIN;
+    si->serial = true;
+  } else if (sc->unique_indices || si->comb_kind == SC_COMB_OVERWRITE) {
     si->mode = SC_PLAIN;
   } else if (si->nop == 1 && (bits == 32 || bits == 64) &&
-             (si->comb_kind == SC_COMB_ADD || (!fp && (si->comb_kind == SC_COMB_MIN || si->comb_kind == SC_COMB_MAX)))) {
+             (si->comb_kind == SC_COMB_ADD ||
+              (!fp && (si->comb_kind == SC_COMB_MIN || si->comb_kind == SC_COMB_MAX)))) {
     si->mode = SC_RMW;
   } else if (si->nop == 1 && (bits == 16 || bits == 32 || bits == 64)) {
     si->mode = SC_CAS;
@@ -532,7 +544,7 @@ kiln_status kiln_scatter_kernel_emit(const kiln_hlo_computation_t *c,
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("scatter emitter: no computation");
   sc_info_t si;
-  KILN_RETURN_IF_ERROR_PLAIN(sc_analyze(c, &si));
+  KILN_RETURN_IF_ERROR_PLAIN(sc_analyze(c, opts && opts->host_target, &si));
   KILN_RETURN_IF_ERROR_PLAIN(sc_emit_init(c, &si, opts, out));
   if (si.comb_kind == SC_COMB_KEEP || kiln_shape_num_elements(si.us) == 0) return NULL;
   kiln_codegen_kernel_t *upd = kiln_calloc(1, sizeof(*upd));

@@ -23,7 +23,11 @@
  *          XLA does) and writes each run's result with one atomic as above;
  *        - elements narrower than 16 bits (pred, s8, u8, s4, f8 ...) and variadic scatters
  *          with duplicate indices, which no single atomic covers: the update kernel runs
- *          as one thread visiting every update in order (correct, serial).
+ *          as one thread visiting every update in order (correct, serial);
+ *        - on the host (host_target), every scatter whose indices may repeat and whose
+ *          combiner's result depends on the order (float add, overwrite, another computation;
+ *          not integer add/min/max or float min/max) runs serially too, as XLA:CPU runs
+ *          scatters: the same result every run.
  *      A scatter whose combiner returns its first parameter (keep the old value) needs no
  *      update kernel: the chain is the init kernel alone.
  * UNIMPLEMENTED (named): a root that is not the scatter itself, complex elements.

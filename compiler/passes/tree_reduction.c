@@ -111,15 +111,22 @@ static kiln_hlo_instruction_t *finish(kiln_builder_t *b, const kiln_hlo_instruct
 
 static kiln_hlo_instruction_t *rewrite(kiln_builder_t *b, kiln_hlo_instruction_t *r, void *ctx) {
   const tree_ctx_t *t = ctx;
-  if (!is_sequential(t, b->c) || r->num_operands != 2 || !kiln_shape_is_array(r->shape)) return NULL;
+  if (!is_sequential(t, b->c) || r->num_operands != 2 || !kiln_shape_is_array(r->shape))
+    return NULL;
   kiln_hlo_instruction_t *x = r->operands[0], *init = r->operands[1];
   const kiln_shape_t *xs = x->shape;
+  /* (an empty input has nothing to split) */
   if (!kiln_shape_is_array(xs) || xs->rank > MAX_RANK || kiln_shape_is_dynamic(xs) ||
-      kiln_shape_is_dynamic(r->shape) || !default_layout(xs) || !default_layout(r->shape))
+      kiln_shape_is_dynamic(r->shape) || !default_layout(xs) || !default_layout(r->shape) ||
+      init->shape->type != r->shape->type || kiln_shape_num_elements(xs) == 0)
     return NULL;
   kiln_hlo_computation_t *fn = kiln_hlo_instruction_called(r, "to_apply");
   kiln_reduction_dims_t rd;
   if (!fn || !kiln_reduction_dims_of(r, &rd) || kiln_reduction_is_race_free(&rd)) return NULL;
+  /* An input of another float type than the init (bf16 summed into f32, which shape inference
+   * accepts) is converted first, as the reducer converts each element: padding and the first
+   * reduce then have the init's type (the convert fuses into the first reduce). */
+  if (xs->type != init->shape->type) x = kiln_builder_convert(b, x, init->shape->type);
   kiln_hlo_instruction_t *x3 = kiln_builder_reshape(b, x, 3, rd.dims);
   if (rd.is_row && rd.dims[2] > KILN_REDUCTION_ROW_RACE_FREE_BOUND) {
     int64_t inner = inner_size(rd.dims[2], KILN_REDUCTION_ROW_RACE_FREE_BOUND);
