@@ -296,18 +296,28 @@ class Client:
             return self._devices[device]
         return device
 
-    def buffer(self, array, device=None, dtype=None):
+    def buffer(self, array, device=None, dtype=None, copy=True):
         """Copies `array` (anything numpy.asarray takes) to `device` (default: the first):
-        a Buffer. `dtype="bfloat16"` rounds a float array to bfloat16 without ml_dtypes."""
+        a Buffer. `dtype="bfloat16"` rounds a float array to bfloat16 without ml_dtypes.
+        copy=False (kImmutableZeroCopy): a C-ordered numpy array of the right dtype is not
+        copied where the plugin can use its memory as it is (kiln: the host platform, 16-byte
+        aligned); the Buffer then keeps the array, which must not change while the Buffer
+        lives, and the plugin never writes it (an execute it is donated to copies it).
+        Otherwise, or where the plugin cannot, it is copied."""
         ptype, host = _to_host_array(array, dtype)
         dims = (ctypes.c_int64 * max(host.ndim, 1))(*host.shape)
+        semantics = _abi.IMMUTABLE_ONLY_DURING_CALL if copy else _abi.IMMUTABLE_ZERO_COPY
         a = _abi.ClientBufferFromHostBuffer(
             client=self.handle, data=host.ctypes.data, type=ptype, dims=dims,
-            num_dims=host.ndim, host_buffer_semantics=_abi.IMMUTABLE_ONLY_DURING_CALL,
+            num_dims=host.ndim, host_buffer_semantics=semantics,
             device=self._device(device).handle)
         self.api.call("PJRT_Client_BufferFromHostBuffer", a)
         buf = Buffer(self, a.buffer)
-        self.api.await_event(a.done_with_host_buffer, "PJRT_Client_BufferFromHostBuffer")
+        done = a.done_with_host_buffer
+        if copy or not done or self.api.event_is_ready(done):
+            self.api.await_event(done, "PJRT_Client_BufferFromHostBuffer")
+        else:  # the plugin reads `host` until the buffer's memory is released
+            buf._host, buf._host_done = host, done
         return buf
 
     def compile(self, program, format=None, compile_options=b""):
@@ -394,6 +404,10 @@ class Buffer:
         self.handle = handle
         self._ready = None  # is_ready's event, kept while not ready (guarded by _lock)
         self._lock = threading.Lock()
+        # copy=False: the numpy array whose memory the buffer uses, and the event that says the
+        # plugin is done with it (after the buffer and every run reading it are gone)
+        self._host = None
+        self._host_done = None
 
     @property
     def _api(self):
@@ -488,6 +502,11 @@ class Buffer:
         if getattr(self, "handle", None):
             h, self.handle = self.handle, None
             self._api.call("PJRT_Buffer_Destroy", _abi.BufferHandle(buffer=h))
+        done = getattr(self, "_host_done", None)
+        if done:  # runs still reading the array end first; then it may go
+            self._host_done = None
+            self._api.await_event(done, "done_with_host_buffer")
+            self._host = None
 
     def __del__(self):
         try:

@@ -179,6 +179,25 @@ class ClientTest(unittest.TestCase):
         np.testing.assert_array_equal(z, np.arange(6) + 2)
         np.testing.assert_array_equal(x.to_numpy(), np.arange(6))
 
+    def test_zero_copy_buffers_use_the_arrays_memory(self):
+        exe = self.client.compile(ADD_ONE)
+        mem = np.arange(-1, 7, dtype=np.int32)
+        while mem.ctypes.data % 16:  # (numpy's allocations are 16-byte aligned on glibc)
+            mem = np.arange(-1, 7, dtype=np.int32)
+        x = mem[:6]
+        b = self.client.buffer(x, copy=False)
+        if self.client.platform == "cpu":
+            self.assertIs(b._host, x)  # aliased: the buffer keeps the array
+        (y,) = exe.execute(b)
+        np.testing.assert_array_equal(y.to_numpy(), np.arange(6))
+        np.testing.assert_array_equal(x, np.arange(-1, 5))  # never written
+        b.close()
+        self.assertIsNone(b._host)  # released once kiln no longer reads it
+        # memory the plugin cannot use as it is (4 bytes past an aligned start) is copied
+        c = self.client.buffer(mem[1:7], copy=False)
+        self.assertIsNone(c._host)
+        np.testing.assert_array_equal(c.to_numpy(), np.arange(6))
+
     def test_dtypes_round_trip_through_buffers(self):
         rng = np.random.default_rng(1)
         for dtype in ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
