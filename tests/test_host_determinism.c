@@ -39,15 +39,18 @@ static void expect_same_bits_every_run(const char *text) {
     if (s) fail_msg("run %d: %s", run, kiln_status_message(s));
     assert_true(kiln_shape_is_array(got->shape));
     size_t bytes = (size_t)got->num_elements * kiln_elem_type_storage_bytes(got->shape->type);
-    if (!first) first = got;
-    else if (memcmp(got->data, first->data, bytes)) fail_msg("run %d differs from run 0", run);
+    if (!first)
+      first = got;
+    else if (memcmp(got->data, first->data, bytes))
+      fail_msg("run %d differs from run 0", run);
   }
   kiln_arena_destroy(&arena);
   kiln_hlo_module_destroy(m);
 }
 
-static const char kAdd[] = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
-                           "  ROOT c = f32[] add(a, b)\n}\n\n";
+static const char kAdd[] =
+    "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+    "  ROOT c = f32[] add(a, b)\n}\n\n";
 
 static char *module(const char *name, const char *entry) {
   kiln_strbuf_t b = {0};
