@@ -936,13 +936,6 @@ static kiln_status donate_take(PJRT_Buffer *b, bool moving, kiln_pjrt_storage_t 
                             "is not done (its destination or its memory is still to come), so "
                             "it cannot be donated");
   }
-  /* (A storage still pending may turn out to view immutable memory: the run checks again.) */
-  if (!moving && kiln_pjrt_storage_is_immutable(b->storage)) {
-    kiln_mutex_unlock(&b->mu);
-    return kiln_status_make(KILN_FAILED_PRECONDITION,
-                            "buffer donation: the buffer's memory is the caller's, given with "
-                            "kImmutableZeroCopy, so it cannot be donated");
-  }
   /* From here the buffer reads as donated: new holds fail, the ones taken end first. */
   b->deleted = true;
   wait_for_holds(b);

@@ -444,6 +444,7 @@ typedef struct arg_state {
   kiln_devptr_t ptr;
   bool acquired;
   kiln_pjrt_storage_t *donated; /* the storage taken from buf (its output takes it over) */
+  bool read_only;               /* donated but immutable (kImmutableZeroCopy): copied */
   kiln_device_buffer_t *copy;   /* an aliased parameter that could not be donated: a copy */
   bool relayout;                /* buf's layout is not the parameter's (pjrt_relayout.h) */
   kiln_device_buffer_t *relaid; /* a plain parameter relaid out for the run */
@@ -613,6 +614,7 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
     kiln_status ds = kiln_pjrt_buffer_donate(args[i], &st[i].donated);
     if (!ds) {
       st[i].ptr = st[i].donated->buf->ptr;
+      st[i].read_only = kiln_pjrt_storage_is_immutable(st[i].donated);
       continue;
     }
     kiln_status_free(ds); /* refused: fall back to a copy */
@@ -635,7 +637,7 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
       if (s) s = kiln_status_annotate(s, "argument %d of %s", i, e->name);
       if (!s) *(e->param_output[i] >= 0 ? &st[i].copy : &st[i].relaid) = r;
       if (!s) ptrs[i] = r->ptr;
-    } else if (e->param_output[i] >= 0 && !st[i].donated) {
+    } else if (e->param_output[i] >= 0 && (!st[i].donated || st[i].read_only)) {
       s = copy_argument(dev, stream, st[i].ptr, sizes[i], &st[i].copy);
       if (!s) ptrs[i] = st[i].copy->ptr;
     }
@@ -666,7 +668,7 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
       /* An aliased output comes back as a view of the parameter's memory (the runtime
        * wraps it, not owning it); an alias the compiler did not keep is a fresh buffer. */
       bool view = pi >= 0 && kout[j] && !kout[j]->owned && kout[j]->ptr == ptrs[pi];
-      if (view && st[pi].donated) {
+      if (view && st[pi].donated && !st[pi].read_only) {
         kiln_device_buffer_destroy(kout[j]); /* a view of the donated storage */
         kout[j] = NULL;
         s = kiln_pjrt_buffer_from_storage(dev, st[pi].donated, o->type, o->dims, o->rank, &outs[j]);
@@ -790,8 +792,8 @@ static void work_run(kiln_pjrt_work_t *base) {
     if (outside) atomic_store(&w->dev->queue.waiting_outside, false);
     if (s) s = kiln_status_annotate(s, "argument %d of %s", i, e->name);
     sizes[i] = e->params[i].bytes;
-    /* donated memory that turned out to be the caller's immutable memory (an alias buffer
-     * fulfilled with a kImmutableZeroCopy buffer): copied, as an undonated argument */
+    /* donated memory that is the caller's immutable memory (kImmutableZeroCopy, or an alias
+     * buffer fulfilled with such a buffer): copied, as an undonated argument */
     if (!s && w->donated[i] && kiln_pjrt_storage_is_immutable(w->in[i])) w->donated[i] = false;
   }
   if (w->spmd && !spmd_start(w->spmd) && !s)

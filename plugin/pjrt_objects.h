@@ -292,7 +292,8 @@ typedef struct kiln_pjrt_storage {
    * donation of a buffer over this storage is refused meanwhile (an execute copies instead). */
   _Atomic int32_t raw_reads;
   /* The caller's memory under kImmutableZeroCopy, or a view of it (views take it from their
-   * target): kiln only reads it (an execute donated a buffer over it copies it instead). */
+   * target): kiln only reads it (an execute donated a buffer over it takes the donation, so
+   * the buffer reads as donated, but writes its output into a copy). */
   bool immutable;
 } kiln_pjrt_storage_t;
 

@@ -3,7 +3,8 @@
  * done_with_host_buffer completes only when the last buffer using the memory is destroyed.
  * kMutableZeroCopy: an execute that donates it writes its aliased output into that memory.
  * kImmutableZeroCopy: nothing writes it, not even an execute donated the buffer, a control
- * dependency's buffer over it or an alias buffer fulfilled with it (they copy it). Memory kiln
+ * dependency's buffer over it or an alias buffer fulfilled with it (the buffer reads as
+ * donated, the run writes its output into a copy). Memory kiln
  * cannot use as it is (not 16-byte aligned, or strided differently from the device layout) is
  * copied, the done event ready at once. */
 #include <setjmp.h>
@@ -191,15 +192,15 @@ static void test_immutable_zero_copy_aliases_and_donation_copies(void **state) {
   pjrt_exec_run(api, neg, &b, 1, &out);
   expect_negated_elsewhere(out, x);
   pjrt_exec_buffer_destroy(api, out);
-  /* donated: the run copies it (the buffer stays, as any buffer donation refuses) */
+  /* donated: the buffer reads as donated, the run writes its output into a copy, and the
+   * caller's memory is released once the run is done */
   pjrt_exec_run(api, neg_in_place, &b, 1, &out);
+  assert_true(is_deleted(b));
   expect_negated_elsewhere(out, x);
   expect_untouched(x);
-  pjrt_exec_buffer_destroy(api, out);
-  assert_false(is_ready(done));
-  pjrt_exec_buffer_destroy(api, b);
-  assert_true(is_ready(done));
   pjrt_exec_await(api, done);
+  pjrt_exec_buffer_destroy(api, out);
+  pjrt_exec_buffer_destroy(api, b);
   free(mem);
   pjrt_exec_destroy(api, neg);
   pjrt_exec_destroy(api, neg_in_place);
@@ -219,12 +220,9 @@ static void test_views_of_immutable_memory_are_never_written(void **state) {
   pjrt_exec_dependency_ready(&d);
   PJRT_Buffer *moved = d.out_buffer;
   assert_ptr_equal(unsafe_pointer(moved), x);
+  /* a view of it is copied too: an alias buffer donated while it waits, then fulfilled with
+   * the moved buffer */
   PJRT_Buffer *out = NULL;
-  pjrt_exec_run(api, neg_in_place, &moved, 1, &out);
-  expect_negated_elsewhere(out, x);
-  expect_untouched(x);
-  pjrt_exec_buffer_destroy(api, out);
-  /* an alias buffer donated while it waits, then fulfilled with the moved buffer */
   const int64_t dims[1] = {16};
   PJRT_FulfillAliasBufferCallback *cb = NULL;
   PJRT_Buffer *alias = pjrt_exec_alias_buffer(api, g_client, g_dev, dims, 1, &cb);
@@ -238,9 +236,14 @@ static void test_views_of_immutable_memory_are_never_written(void **state) {
   pjrt_exec_buffer_destroy(api, alias);
   pjrt_exec_buffer_destroy(api, b);
   assert_false(is_ready(done)); /* `moved` still uses x */
+  /* the control dependency's buffer itself donated: copied as well */
+  pjrt_exec_run(api, neg_in_place, &moved, 1, &out);
+  assert_true(is_deleted(moved));
+  expect_negated_elsewhere(out, x);
+  expect_untouched(x);
+  pjrt_exec_await(api, done); /* nothing uses x once that run is done */
+  pjrt_exec_buffer_destroy(api, out);
   pjrt_exec_buffer_destroy(api, moved);
-  assert_true(is_ready(done));
-  pjrt_exec_await(api, done);
   free(x);
   pjrt_exec_destroy(api, neg_in_place);
 }
