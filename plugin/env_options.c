@@ -45,6 +45,22 @@ bool kiln_pjrt_strict_precision_from_env(void) {
   return false;
 }
 
+/* XLA_FLAGS holds --<flag>=true (or =1). */
+static bool xla_flag_true(const char *flag) {
+  const char *x = env_str("XLA_FLAGS");
+  size_t n = strlen(flag);
+  for (const char *f = x; f && (f = strstr(f, flag)); f += n) {
+    bool starts = f == x || f[-1] == ' ' || f[-1] == '\t';
+    if (starts && f[n] == '=' && (!strncmp(f + n + 1, "true", 4) || f[n + 1] == '1')) return true;
+  }
+  return false;
+}
+
+bool kiln_pjrt_deterministic_from_env(void) {
+  return env_flag("KILN_DETERMINISTIC_OPS") || xla_flag_true("--xla_gpu_deterministic_ops") ||
+         xla_flag_true("--xla_gpu_exclude_nondeterministic_ops");
+}
+
 void kiln_pjrt_cuda_search_from_env(kiln_cuda_search_t *o) {
   if (!o->dir) o->dir = env_str("KILN_CUDA_DIR");
   if (!o->home) o->home = env_str("CUDA_HOME");
@@ -67,6 +83,7 @@ void kiln_pjrt_pass_options_from_env(kiln_pass_options_t *o) {
 void kiln_pjrt_codegen_options_from_env(kiln_codegen_compile_options_t *o) {
   if (!o->dump_dir) o->dump_dir = env_str("KILN_DUMP_TO");
   if (!o->strict_precision) o->strict_precision = kiln_pjrt_strict_precision_from_env();
+  if (!o->deterministic) o->deterministic = kiln_pjrt_deterministic_from_env();
 }
 
 void kiln_pjrt_compile_options_from_env(kiln_compile_options_t *o, kiln_pass_options_t *passes) {
@@ -80,6 +97,7 @@ void kiln_pjrt_compile_options_from_env(kiln_compile_options_t *o, kiln_pass_opt
   if (!j->pipeline) j->pipeline = env_str("KILN_HOST_LLVM_PIPELINE");
   if (env_flag("KILN_HOST_ORC_LINK")) j->orc_link = true;
   if (!o->emit.strict_precision) o->emit.strict_precision = kiln_pjrt_strict_precision_from_env();
+  if (!o->emit.deterministic) o->emit.deterministic = kiln_pjrt_deterministic_from_env();
   kiln_pjrt_cuda_search_from_env(&o->emit.cuda);
   if (!o->passes && passes) {
     memset(passes, 0, sizeof(*passes));

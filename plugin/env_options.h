@@ -32,6 +32,7 @@
  *   KILN_HOST_ORC_LINK=1              -> emit.host_jit.orc_link (kernels linked by ORC, not
  *                                        kiln's ELF loader: new ones and cached executables)
  *   KILN_ALLOW_EXCESS_PRECISION, XLA_FLAGS -> emit.strict_precision (see below)
+ *   KILN_DETERMINISTIC_OPS=1, XLA_FLAGS -> emit.deterministic (see below)
  *   KILN_CUDA_DIR, CUDA_HOME, CUDA_PATH, PATH, TMPDIR -> emit.cuda (unset fields)
  * With o->passes NULL and `passes` non-NULL, *passes gets the defaults and what the
  * environment sets (kiln_pjrt_pass_options_from_env) and o->passes points at it; a caller
@@ -46,13 +47,20 @@ void kiln_pjrt_compile_options_from_env(kiln_compile_options_t *o, kiln_pass_opt
 void kiln_pjrt_pass_options_from_env(kiln_pass_options_t *o);
 
 /* Fills what `o` leaves unset: dump_dir (when NULL) from KILN_DUMP_TO; strict_precision
- * (kiln_pjrt_strict_precision_from_env). For the fusion runner and the tools that emit one
- * fusion; whole-module compiles get the same through kiln_pjrt_compile_options_from_env. */
+ * (kiln_pjrt_strict_precision_from_env); deterministic (kiln_pjrt_deterministic_from_env). For the
+ * fusion runner and the tools that emit one fusion; whole-module compiles get the same through
+ * kiln_pjrt_compile_options_from_env. */
 void kiln_pjrt_codegen_options_from_env(kiln_codegen_compile_options_t *o);
 
 /* True when KILN_ALLOW_EXCESS_PRECISION is 0 or false, or XLA_FLAGS holds
  * --xla_allow_excess_precision=false (or =0). */
 bool kiln_pjrt_strict_precision_from_env(void);
+
+/* True when KILN_DETERMINISTIC_OPS is set (not "" or "0"), or XLA_FLAGS holds
+ * --xla_gpu_deterministic_ops=true or --xla_gpu_exclude_nondeterministic_ops=true (or =1):
+ * no emitter combines results with atomics whose order varies (the host is deterministic
+ * without it). */
+bool kiln_pjrt_deterministic_from_env(void);
 
 /* Fills the unset fields of `o`: dir from KILN_CUDA_DIR, home from CUDA_HOME, path from
  * CUDA_PATH, exec_path from PATH, tmp_dir from TMPDIR (empty values: unset). */

@@ -118,6 +118,39 @@ static void test_excess_precision_flags(void **state) {
   }
 }
 
+/* Deterministic ops: KILN_DETERMINISTIC_OPS, or XLA's two flags in XLA_FLAGS (whole flags
+ * only), reach the codegen and whole-module compile options. */
+static void test_deterministic_ops_flags(void **state) {
+  (void)state;
+  static const struct {
+    const char *kiln, *xla_flags;
+    bool det;
+  } kCases[] = {
+      {NULL, NULL, false},
+      {"1", NULL, true},
+      {"0", NULL, false},
+      {NULL, "--xla_gpu_deterministic_ops=true", true},
+      {NULL, "--xla_gpu_foo=1 --xla_gpu_exclude_nondeterministic_ops=1", true},
+      {NULL, "--xla_gpu_deterministic_ops=false", false},
+      {NULL, "--xxla_gpu_deterministic_ops=true", false},
+  };
+  for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; i++) {
+    const char *const kv[][2] = {{"KILN_DETERMINISTIC_OPS", kCases[i].kiln},
+                                 {"XLA_FLAGS", kCases[i].xla_flags}};
+    set_env(kv, 2);
+    assert_int_equal(kiln_pjrt_deterministic_from_env(), kCases[i].det);
+    kiln_codegen_compile_options_t co = {0};
+    kiln_pjrt_codegen_options_from_env(&co);
+    assert_int_equal(co.deterministic, kCases[i].det);
+    kiln_compile_options_t o;
+    memset(&o, 0, sizeof o);
+    kiln_pass_options_t po;
+    kiln_pjrt_compile_options_from_env(&o, &po);
+    assert_int_equal(o.emit.deterministic, kCases[i].det);
+    unset_all(kv, 2);
+  }
+}
+
 static const char *const kProcessVars[][2] = {
     {"KILN_ALLOCATOR", "plain"},
     {"KILN_COMMAND_BUFFER_CACHE_SIZE", "7"},
@@ -239,6 +272,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_compile_options_take_every_variable),
       cmocka_unit_test(test_excess_precision_flags),
+      cmocka_unit_test(test_deterministic_ops_flags),
       cmocka_unit_test(test_process_options_reach_the_runtime_and_base),
       cmocka_unit_test(test_bad_values_fall_back_to_the_defaults),
       cmocka_unit_test(test_log_level_and_size_parsers),

@@ -146,6 +146,33 @@ static void test_order_dependent_scatters_run_serially_on_the_host(void **state)
   }
 }
 
+/* Deterministic ops (XLA's --xla_gpu_deterministic_ops): the GPU kernel of an order-dependent
+ * scatter is serial too, and passes ptxas. */
+static void test_deterministic_ops_make_gpu_scatters_serial(void **state) {
+  kiln_hlo_module_t *m = parse(k_computed);
+  kiln_codegen_compile_options_t co = {.deterministic = true};
+  kiln_codegen_kernel_t k;
+  assert_null(kiln_scatter_kernel_emit(m->entry, &co, &k));
+  assert_int_equal(k.next->grid.threads * k.next->grid.blocks_x, 1);
+  char *kir = kiln_kir_to_string(k.next->kir);
+  assert_null(strstr(kir, "atomic"));
+  kiln_free(kir);
+  kiln_codegen_kernel_free(&k);
+  /* run on the host against the evaluator, its PTX through ptxas */
+  kiln_runner_options_t o;
+  kiln_runner_options_init(&o);
+  o.check_ptx = true;
+  o.compile.deterministic = true;
+  o.float_lo = 0.5, o.float_hi = 1.5;
+  kiln_runner_report_t r;
+  assert_null(kiln_runner_check(m->entry, &o, &r));
+  printf("deterministic scatter: %lld elements, %lld mismatches, ptxas %s\n", (long long)r.elements,
+         (long long)r.mismatches, r.ptx_checked ? (r.ptx_ok ? "ok" : r.ptx_note) : r.ptx_note);
+  assert_int_equal(r.mismatches, 0);
+  assert_true(!r.ptx_checked || r.ptx_ok);
+  kiln_hlo_module_destroy(m);
+}
+
 static const char *k_variadic = "comb {\n"
                                 "  a0 = f32[] parameter(0)\n"
                                 "  a1 = s32[] parameter(1)\n"
@@ -285,6 +312,7 @@ int main(void) {
       cmocka_unit_test(test_scatter_computed_operand_and_cas_combiner),
       cmocka_unit_test(test_scatter_atomic_add_on_parallel_blocks),
       cmocka_unit_test(test_order_dependent_scatters_run_serially_on_the_host),
+      cmocka_unit_test(test_deterministic_ops_make_gpu_scatters_serial),
       cmocka_unit_test(test_variadic_scatter_with_duplicates_runs_serially),
       cmocka_unit_test(test_sorted_indices_accumulate_runs),
       cmocka_unit_test(test_scatter_with_non_default_layouts),

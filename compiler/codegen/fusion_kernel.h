@@ -35,6 +35,10 @@ typedef struct kiln_codegen_compile_options {
    * algorithm that the host lowering runs best (the transpose emitter keeps the 32 x 33 tile
    * for 8/16-bit elements, see transpose_emitter.h). */
   bool host_target;
+  /* XLA's --xla_gpu_deterministic_ops: no emitter combines results with atomics whose order
+   * can vary from run to run (scatters with repeated indices and an order-dependent combiner
+   * run serially, as on the host; reductions are never split over blocks). */
+  bool deterministic;
   /* Transpose emitter: 1 = the packed tile whenever its rule allows (also on the host),
    * -1 = never, 0 = the target's default. */
   int packed_transpose;

@@ -153,7 +153,7 @@ static void leaf_bits(const kiln_shape_t *s, int *lo, int *hi, bool *complex) {
 }
 
 static kiln_status reduction_plan(const kiln_hlo_computation_t *c, const kiln_hero_analysis_t *ha,
-                                  int64_t core_count, bool host_target,
+                                  int64_t core_count, bool host_target, bool no_atomics,
                                   kiln_reduction_plan_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !ha || ha->emitter != KILN_HERO_EMITTER_REDUCTION || !ha->hero)
@@ -187,6 +187,7 @@ static kiln_status reduction_plan(const kiln_hlo_computation_t *c, const kiln_he
   const kiln_reduction_dims_t *rd = &ha->reduction;
   if (host_target && rd->is_row && rd->dims[1] >= 4 * (core_count > 0 ? core_count : 16))
     f.atomic_ok = false;
+  if (no_atomics) f.atomic_ok = false;
   kiln_reduction_plan_make(rd, &f, core_count, out);
   return NULL;
 }
@@ -194,13 +195,20 @@ static kiln_status reduction_plan(const kiln_hlo_computation_t *c, const kiln_he
 kiln_status kiln_hero_reduction_plan(const kiln_hlo_computation_t *c,
                                      const kiln_hero_analysis_t *ha, int64_t core_count,
                                      kiln_reduction_plan_t *out) {
-  return reduction_plan(c, ha, core_count, false, out);
+  return reduction_plan(c, ha, core_count, false, false, out);
 }
 
 kiln_status kiln_hero_reduction_plan_host(const kiln_hlo_computation_t *c,
                                           const kiln_hero_analysis_t *ha, int64_t core_count,
                                           kiln_reduction_plan_t *out) {
-  return reduction_plan(c, ha, core_count, true, out);
+  return reduction_plan(c, ha, core_count, true, false, out);
+}
+
+kiln_status kiln_hero_reduction_plan_deterministic(const kiln_hlo_computation_t *c,
+                                                   const kiln_hero_analysis_t *ha,
+                                                   int64_t core_count, bool host_target,
+                                                   kiln_reduction_plan_t *out) {
+  return reduction_plan(c, ha, core_count, host_target, true, out);
 }
 
 /* ---- transposes ---- */

@@ -129,6 +129,14 @@ kiln_status kiln_hero_reduction_plan(const kiln_hlo_computation_t *c, const kiln
 kiln_status kiln_hero_reduction_plan_host(const kiln_hlo_computation_t *c,
                                           const kiln_hero_analysis_t *ha, int64_t core_count,
                                           kiln_reduction_plan_t *out);
+/* Either of the two (host_target picks) without a split over blocks combined by atomics:
+ * every output's whole reduced extent in one block, whatever its length (deterministic ops;
+ * tree_reduction keeps top-level reduces within the bounds, so this matters only inside
+ * fusions given in the input). */
+kiln_status kiln_hero_reduction_plan_deterministic(const kiln_hlo_computation_t *c,
+                                                   const kiln_hero_analysis_t *ha,
+                                                   int64_t core_count, bool host_target,
+                                                   kiln_reduction_plan_t *out);
 
 /* Analyzes fusion computation `c`. INVALID_ARGUMENT for a computation without a root;
  * UNIMPLEMENTED for more than KILN_HERO_MAX_ROOTS roots. */

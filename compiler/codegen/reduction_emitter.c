@@ -838,8 +838,12 @@ kiln_status kiln_reduction_kernel_emit(const kiln_hlo_computation_t *c,
   kiln_status s = check_supported(c, rs);
   if (!s) {
     int64_t cores = opts && opts->device ? opts->device->core_count : 0;
-    s = opts && opts->host_target ? kiln_hero_reduction_plan_host(c, &rs->ha, cores, &rs->plan)
-                                  : kiln_hero_reduction_plan(c, &rs->ha, cores, &rs->plan);
+    if (opts && opts->deterministic)
+      s = kiln_hero_reduction_plan_deterministic(c, &rs->ha, cores, opts->host_target, &rs->plan);
+    else if (opts && opts->host_target)
+      s = kiln_hero_reduction_plan_host(c, &rs->ha, cores, &rs->plan);
+    else
+      s = kiln_hero_reduction_plan(c, &rs->ha, cores, &rs->plan);
   }
   if (!s && rs->plan.splits * rs->plan.r0_splits > 1) {
     /* Several blocks per output: an initializing kernel, then the reduction with atomics. */

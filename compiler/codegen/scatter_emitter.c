@@ -76,7 +76,9 @@ static sc_comb_t classify_combiner(const kiln_hlo_computation_t *c, kiln_elem_ty
   }
 }
 
-static kiln_status sc_analyze(const kiln_hlo_computation_t *c, bool host, sc_info_t *si) {
+/* serial_if_order_matters: the host, or deterministic ops on any target. */
+static kiln_status sc_analyze(const kiln_hlo_computation_t *c, bool serial_if_order_matters,
+                              sc_info_t *si) {
   memset(si, 0, sizeof(*si));
   const kiln_hlo_instruction_t *sc = c->root;
   if (!sc || sc->opcode != KILN_OP_SCATTER)
@@ -160,7 +162,8 @@ static kiln_status sc_analyze(const kiln_hlo_computation_t *c, bool host, sc_inf
    * whichever comes last, another combiner need not commute. */
   bool order_free = si->comb_kind == SC_COMB_MIN || si->comb_kind == SC_COMB_MAX ||
                     (!fp && si->comb_kind == SC_COMB_ADD);
-  if (host && !sc->unique_indices && !order_free && kiln_shape_num_elements(si->us) > 0) {
+  if (serial_if_order_matters && !sc->unique_indices && !order_free &&
+      kiln_shape_num_elements(si->us) > 0) {
     /* On the host, updates in their order on one thread, as XLA:CPU runs a scatter: the same
      * result every run (atomics from several threads combined them in whatever order the
      * threads came; a GPU keeps them, as XLA:GPU does). */
@@ -544,7 +547,8 @@ kiln_status kiln_scatter_kernel_emit(const kiln_hlo_computation_t *c,
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("scatter emitter: no computation");
   sc_info_t si;
-  KILN_RETURN_IF_ERROR_PLAIN(sc_analyze(c, opts && opts->host_target, &si));
+  KILN_RETURN_IF_ERROR_PLAIN(
+      sc_analyze(c, opts && (opts->host_target || opts->deterministic), &si));
   KILN_RETURN_IF_ERROR_PLAIN(sc_emit_init(c, &si, opts, out));
   if (si.comb_kind == SC_COMB_KEEP || kiln_shape_num_elements(si.us) == 0) return NULL;
   kiln_codegen_kernel_t *upd = kiln_calloc(1, sizeof(*upd));

@@ -133,6 +133,7 @@ kiln_status kiln_executable_cache_key(const kiln_hlo_module_t *m, const kiln_com
   kiln_hash_word(&h, (uint64_t)e->max_while_iterations);
   kiln_hash_word(&h, e->rng_seed);
   kiln_hash_word(&h, e->strict_precision);
+  kiln_hash_word(&h, e->deterministic);
   kiln_hash_word(&h, e->synchronous_collectives);
   kiln_hash_word(&h, o->command_buffer_min_run);
   kiln_hash_word(&h, o->no_command_buffers);

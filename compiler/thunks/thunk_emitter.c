@@ -274,6 +274,7 @@ static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
   co.kernel_name = kname;
   co.dump_dir = E->opts.dump_dir;
   co.strict_precision = E->opts.strict_precision;
+  co.deterministic = E->opts.deterministic;
   co.host_target = E->opts.target == KILN_TARGET_HOST;
   kiln_codegen_kernel_t k;
   double t0 = kiln_clock_ms();

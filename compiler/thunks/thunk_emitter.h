@@ -77,6 +77,7 @@ typedef struct kiln_thunk_emit_options {
   int64_t max_while_iterations; /* 0: unbounded */
   uint64_t rng_seed;            /* rng-get-and-update-state starts at XLA's initial value + this */
   bool strict_precision;        /* round every bf16 op (kiln_codegen_compile_options_t) */
+  bool deterministic;           /* no order-varying atomics (kiln_codegen_compile_options_t) */
   /* CUDA: the target's gemm library is cuBLASLt, known when compiling (never probed at run
    * time): bf16/f16 dots become gemm thunks and gemm epilogues fuse (the compile driver sets
    * kiln_pass_options_t.gemm_cublaslt from it). Off: classic cuBLAS, f32/f64, no epilogues. */
