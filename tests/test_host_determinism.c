@@ -6,12 +6,15 @@
  * bit-identical to the evaluator; before, atomics from several threads). Each module runs
  * four times on the 2-or-more-thread host device; the first run is also compared with the
  * evaluator, and the thunks are checked for what made runs differ (a split reduction's
- * initializing kernel). Each of these tests fails on the old code. */
+ * initializing kernel). Each of these tests fails on the old code. With deterministic ops
+ * (KILN_DETERMINISTIC_OPS=1) a long sum inside a fusion given in the input, which
+ * tree_reduction leaves, stays in one block too. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -96,10 +99,41 @@ static void test_scatter_adds_give_the_same_bits_every_run(void **state) {
   }
 }
 
+/* A long sum inside a fusion given in the input (tree_reduction leaves fused computations):
+ * by default a split over blocks combined by atomics; with deterministic ops
+ * (KILN_DETERMINISTIC_OPS=1, XLA's --xla_gpu_deterministic_ops) one block per output, no
+ * initializing kernel, the same bits every run. */
+static void test_deterministic_ops_keep_fused_sums_in_one_block(void **state) {
+  (void)state;
+  char *text = module("fused",
+                      "  p = f32[1048576] parameter(0)\n"
+                      "  ROOT f = f32[] fusion(p), kind=kInput, calls=fsum\n");
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(&b,
+                     "%.*sfsum {\n  x = f32[1048576] parameter(0)\n  z = f32[] constant(0)\n"
+                     "  ROOT r = f32[] reduce(x, z), dimensions={0}, to_apply=add\n}\n\n%s",
+                     (int)(strstr(text, "ENTRY") - text), text, strstr(text, "ENTRY"));
+  kiln_free(text);
+  char *thunks = NULL;
+  run_and_compare_on(g_dev, kiln_strbuf_cstr(&b), 1, &thunks);
+  assert_int_equal(count_in(thunks, "_init "), 1); /* the default: split, atomics */
+  kiln_free(thunks);
+  assert_int_equal(setenv("KILN_DETERMINISTIC_OPS", "1", 1), 0);
+  run_and_compare_on(g_dev, kiln_strbuf_cstr(&b), 1, &thunks);
+  printf("%s", strstr(thunks, "thunks:"));
+  assert_int_equal(count_in(thunks, "_init "), 0);
+  assert_int_equal(count_in(thunks, " kernel "), 1);
+  kiln_free(thunks);
+  expect_same_bits_every_run(kiln_strbuf_cstr(&b));
+  unsetenv("KILN_DETERMINISTIC_OPS");
+  kiln_strbuf_free(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_a_long_sum_gives_the_same_bits_every_run),
       cmocka_unit_test(test_scatter_adds_give_the_same_bits_every_run),
+      cmocka_unit_test(test_deterministic_ops_keep_fused_sums_in_one_block),
   };
   return cmocka_run_group_tests(tests, host_device_setup, host_device_teardown);
 }
