@@ -819,10 +819,16 @@ void kiln_pjrt_storage_complete(kiln_pjrt_storage_t *st, kiln_device_buffer_t *o
   storage_end(st, error);
 }
 
-bool kiln_pjrt_storage_is_immutable(const kiln_pjrt_storage_t *st) {
-  /* (a view's `immutable` is its target's, written when its filling ends, before `ended`) */
+bool kiln_pjrt_storage_read_only(const kiln_pjrt_storage_t *st) {
+  /* (a view's `immutable` and `target` are written when its filling ends, before `ended`) */
   if (st->fill && !atomic_load_explicit(&st->fill->ended, memory_order_acquire)) return false;
-  return st->immutable;
+  if (st->immutable) return true;
+  /* A CopyRawToHostFuture still to read this memory, counted on the storage it was made on:
+   * this one, or the one this views (a control dependency's buffer, an alias's target, which
+   * may itself view another). */
+  for (int depth = 0; st && depth < 4; depth++, st = st->target)
+    if (atomic_load(&((kiln_pjrt_storage_t *)st)->raw_reads) > 0) return true;
+  return false;
 }
 
 bool kiln_pjrt_storage_waits_outside(kiln_pjrt_storage_t *st) {

@@ -444,7 +444,7 @@ typedef struct arg_state {
   kiln_devptr_t ptr;
   bool acquired;
   kiln_pjrt_storage_t *donated; /* the storage taken from buf (its output takes it over) */
-  bool read_only;               /* donated but immutable (kImmutableZeroCopy): copied */
+  bool read_only;               /* donated but not to be written (kiln_pjrt_storage_read_only) */
   kiln_device_buffer_t *copy;   /* an aliased parameter that could not be donated: a copy */
   bool relayout;                /* buf's layout is not the parameter's (pjrt_relayout.h) */
   kiln_device_buffer_t *relaid; /* a plain parameter relaid out for the run */
@@ -614,7 +614,7 @@ static kiln_status execute_one(PJRT_Executable *e, PJRT_Device *dev, int32_t di,
     kiln_status ds = kiln_pjrt_buffer_donate(args[i], &st[i].donated);
     if (!ds) {
       st[i].ptr = st[i].donated->buf->ptr;
-      st[i].read_only = kiln_pjrt_storage_is_immutable(st[i].donated);
+      st[i].read_only = kiln_pjrt_storage_read_only(st[i].donated);
       continue;
     }
     kiln_status_free(ds); /* refused: fall back to a copy */
@@ -792,9 +792,10 @@ static void work_run(kiln_pjrt_work_t *base) {
     if (outside) atomic_store(&w->dev->queue.waiting_outside, false);
     if (s) s = kiln_status_annotate(s, "argument %d of %s", i, e->name);
     sizes[i] = e->params[i].bytes;
-    /* donated memory that is the caller's immutable memory (kImmutableZeroCopy, or an alias
-     * buffer fulfilled with such a buffer): copied, as an undonated argument */
-    if (!s && w->donated[i] && kiln_pjrt_storage_is_immutable(w->in[i])) w->donated[i] = false;
+    /* donated memory that must not be written (the caller's immutable memory, or memory a
+     * raw read still reads: through a control dependency's buffer or an alias buffer too):
+     * copied, as an undonated argument */
+    if (!s && w->donated[i] && kiln_pjrt_storage_read_only(w->in[i])) w->donated[i] = false;
   }
   if (w->spmd && !spmd_start(w->spmd) && !s)
     s = kiln_status_make(KILN_ABORTED, "another participant's run could not be queued");

@@ -397,10 +397,11 @@ kiln_status kiln_pjrt_buffer_ref_storage(PJRT_Buffer *b, kiln_pjrt_storage_t **o
 /* Waits until `st`'s memory is there (filled, fulfilled, computed): its address into *ptr
  * (when not NULL), or the error that stopped it. */
 kiln_status kiln_pjrt_storage_wait(kiln_pjrt_storage_t *st, kiln_devptr_t *ptr);
-/* Whether `st`'s memory (its own, or that of the storage it views) is the caller's immutable
- * memory (kImmutableZeroCopy), which nothing may write; false while `st` is still being
- * filled (ask again after kiln_pjrt_storage_wait). */
-bool kiln_pjrt_storage_is_immutable(const kiln_pjrt_storage_t *st);
+/* Whether an execute donated `st` must not write its memory (it copies it instead): the
+ * caller's immutable memory (kImmutableZeroCopy, or a view of it), or memory a
+ * CopyRawToHostFuture still has to read (made on `st` or on the storage it views); false
+ * while `st` is still being filled (ask again after kiln_pjrt_storage_wait). A snapshot. */
+bool kiln_pjrt_storage_read_only(const kiln_pjrt_storage_t *st);
 /* Whether `st` is still to be filled from outside the device queues (an alias buffer, a
  * transfer manager's buffer, a control dependency): a snapshot. */
 bool kiln_pjrt_storage_waits_outside(kiln_pjrt_storage_t *st);

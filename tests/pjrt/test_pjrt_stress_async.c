@@ -682,6 +682,34 @@ static void test_raw_futures_of_a_pending_output(void **state) {
   pjrt_test_client_destroy(api, c);
 }
 
+/* A raw read still waiting for its destination is not overwritten through a view of the
+ * memory either: the buffer moved by DonateWithControlDependency, then donated to an execute
+ * (the count is on the old buffer's storage; the run used to write in place, and the read,
+ * made afterwards, saw the execute's result). */
+static void test_a_raw_read_survives_a_donation_of_the_moved_buffer(void **state) {
+  (void)state;
+  PJRT_Client *c = client("auto");
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  PJRT_LoadedExecutable *ln = pjrt_exec_compile(api, c, kNegate);
+  float x[4] = {1, 2, 3, 4}, r[4] = {0}, rn[4];
+  PJRT_Buffer *b = pjrt_exec_buffer(api, c, d, x, PJRT_Buffer_Type_F32, kDims4, 1);
+  PJRT_Buffer_CopyRawToHostFuture_Args f = raw_future(b);
+  PJRT_Buffer_DonateWithControlDependency_Args dw = donate_later(b);
+  dependency_ready(&dw);
+  PJRT_Buffer *moved = dw.out_buffer, *n = NULL;
+  PJRT_Event *nd = NULL;
+  PJRT_CHECK(api, execute(ln, &moved, 1, &n, &nd));
+  PJRT_CHECK(api, await_error(nd));
+  raw_future_dst(&f, r); /* the read happens now */
+  PJRT_CHECK(api, await_error(f.event));
+  pjrt_exec_read(api, n, rn, sizeof(rn));
+  for (int i = 0; i < 4; i++) assert_true(r[i] == x[i] && rn[i] == -x[i]);
+  PJRT_Buffer *bufs[] = {b, moved, n};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) pjrt_exec_buffer_destroy(api, bufs[i]);
+  pjrt_exec_destroy(api, ln);
+  pjrt_test_client_destroy(api, c);
+}
+
 /* DonateWithControlDependency of `b` with its dependency ready at once: the new buffer. */
 static PJRT_Buffer *donate_ready(PJRT_Buffer *b) {
   PJRT_Buffer_DonateWithControlDependency_Args a = donate_later(b);
@@ -1167,6 +1195,7 @@ int main(void) {
       cmocka_unit_test(test_reads_of_a_pending_output_return_before_its_run_ends),
       cmocka_unit_test(test_a_read_does_not_wait_for_later_queued_runs),
       cmocka_unit_test(test_raw_futures_of_a_pending_output),
+      cmocka_unit_test(test_a_raw_read_survives_a_donation_of_the_moved_buffer),
       cmocka_unit_test(test_donate_with_control_dependency_of_pending_outputs),
       cmocka_unit_test(test_queued_readers_then_a_cheap_donor),
       cmocka_unit_test(test_donation_chains_from_four_threads),
