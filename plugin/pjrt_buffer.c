@@ -819,7 +819,7 @@ void kiln_pjrt_storage_complete(kiln_pjrt_storage_t *st, kiln_device_buffer_t *o
   storage_end(st, error);
 }
 
-bool kiln_pjrt_storage_read_only(const kiln_pjrt_storage_t *st) {
+bool kiln_pjrt_storage_read_only(kiln_pjrt_storage_t *st) {
   /* (a view's `immutable` and `target` are written when its filling ends, before `ended`) */
   if (st->fill && !atomic_load_explicit(&st->fill->ended, memory_order_acquire)) return false;
   if (st->immutable) return true;
@@ -827,7 +827,7 @@ bool kiln_pjrt_storage_read_only(const kiln_pjrt_storage_t *st) {
    * this one, or the one this views (a control dependency's buffer, an alias's target, which
    * may itself view another). */
   for (int depth = 0; st && depth < 4; depth++, st = st->target)
-    if (atomic_load(&((kiln_pjrt_storage_t *)st)->raw_reads) > 0) return true;
+    if (atomic_load(&st->raw_reads) > 0) return true;
   return false;
 }
 

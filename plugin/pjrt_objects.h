@@ -401,7 +401,7 @@ kiln_status kiln_pjrt_storage_wait(kiln_pjrt_storage_t *st, kiln_devptr_t *ptr);
  * caller's immutable memory (kImmutableZeroCopy, or a view of it), or memory a
  * CopyRawToHostFuture still has to read (made on `st` or on the storage it views); false
  * while `st` is still being filled (ask again after kiln_pjrt_storage_wait). A snapshot. */
-bool kiln_pjrt_storage_read_only(const kiln_pjrt_storage_t *st);
+bool kiln_pjrt_storage_read_only(kiln_pjrt_storage_t *st);
 /* Whether `st` is still to be filled from outside the device queues (an alias buffer, a
  * transfer manager's buffer, a control dependency): a snapshot. */
 bool kiln_pjrt_storage_waits_outside(kiln_pjrt_storage_t *st);

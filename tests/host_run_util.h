@@ -29,6 +29,24 @@ static kiln_hlo_module_t *parse(const char *text) {
   return m;
 }
 
+/* The executable `text` compiles to, printed (allocations and thunks, without command
+ * buffers; kiln_free), with the passes as a device run has them (KILN_GEMM_LIBRARY, ...). */
+static char *thunks_of(const char *text) {
+  kiln_hlo_module_t *c = parse(text);
+  kiln_executable_desc_t *d = NULL;
+  kiln_compile_options_t co;
+  memset(&co, 0, sizeof co);
+  co.no_command_buffers = true;
+  kiln_pass_options_t po;
+  kiln_pjrt_compile_options_from_env(&co, &po);
+  assert_null(kiln_compile_module(c, &co, &d, NULL));
+  kiln_strbuf_t b = {0};
+  kiln_executable_desc_print(&b, d);
+  kiln_executable_desc_destroy(d);
+  kiln_hlo_module_destroy(c);
+  return kiln_strbuf_take(&b);
+}
+
 /* Runs `text` `repeat` times on `dev` and once on the evaluator with generated inputs; both
  * must agree. Sets *thunks (kiln_free) to the thunk text, without command buffers, when
  * `thunks` is set. */
@@ -57,21 +75,7 @@ static void run_and_compare_on(kiln_device_t *dev, const char *text, int repeat,
     fail();
   }
   assert_true(cr.elements > 0);
-  if (thunks) {
-    kiln_hlo_module_t *c = parse(text);
-    kiln_executable_desc_t *d = NULL;
-    kiln_compile_options_t co;
-    memset(&co, 0, sizeof co);
-    co.no_command_buffers = true;
-    kiln_pass_options_t po; /* the passes as the device run had them (KILN_GEMM_LIBRARY, ...) */
-    kiln_pjrt_compile_options_from_env(&co, &po);
-    assert_null(kiln_compile_module(c, &co, &d, NULL));
-    kiln_strbuf_t b = {0};
-    kiln_executable_desc_print(&b, d);
-    *thunks = kiln_strbuf_take(&b);
-    kiln_executable_desc_destroy(d);
-    kiln_hlo_module_destroy(c);
-  }
+  if (thunks) *thunks = thunks_of(text);
   kiln_arena_destroy(&arena);
   kiln_hlo_module_destroy(m);
 }

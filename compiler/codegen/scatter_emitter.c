@@ -164,9 +164,9 @@ static kiln_status sc_analyze(const kiln_hlo_computation_t *c, bool serial_if_or
                     (!fp && si->comb_kind == SC_COMB_ADD);
   if (serial_if_order_matters && !sc->unique_indices && !order_free &&
       kiln_shape_num_elements(si->us) > 0) {
-    /* On the host, updates in their order on one thread, as XLA:CPU runs a scatter: the same
-     * result every run (atomics from several threads combined them in whatever order the
-     * threads came; a GPU keeps them, as XLA:GPU does). */
+    /* Updates in their order on one thread, as XLA:CPU runs a scatter: the same result every
+     * run (atomics from several threads combined them in whatever order the threads came).
+     * On the host always; on a GPU only with deterministic ops (else atomics, as XLA:GPU). */
     si->mode = SC_PLAIN;
     si->serial = true;
   } else if (sc->unique_indices || si->comb_kind == SC_COMB_OVERWRITE) {

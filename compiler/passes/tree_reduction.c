@@ -54,8 +54,8 @@ static int64_t inner_size(int64_t n, int64_t bound) {
   return k < bound ? k : bound;
 }
 
-/* x reshaped to `dims` after padding dimension `dim` of x (rank 3) at its end with `init` up
- * to outer * inner, split there into [outer, inner]. */
+/* x3 (rank 3) padded at the end of dimension `dim` with `init` up to outer * inner elements,
+ * then reshaped to rank 4 with that dimension split into [outer, inner]. */
 static kiln_hlo_instruction_t *split_dim(kiln_builder_t *b, kiln_hlo_instruction_t *x3,
                                          kiln_hlo_instruction_t *init, int dim, int64_t outer,
                                          int64_t inner) {
