@@ -25,45 +25,23 @@
 #define N (1 << 20)
 
 static const char *kStep =
-    "HloModule bench_async_step, input_output_alias={ {}: (0, {}, may-alias) }\n"
-    "ENTRY main {\n"
-    "  x = f32[1048576] parameter(0)\n"
-    "  t = f32[1048576] tanh(x)\n"
-    "  a = f32[] constant(0.9)\n"
-    "  b = f32[] constant(0.01)\n"
-    "  ab = f32[1048576] broadcast(a), dimensions={}\n"
-    "  bb = f32[1048576] broadcast(b), dimensions={}\n"
-    "  m = f32[1048576] multiply(t, ab)\n"
-    "  ROOT s = f32[1048576] add(m, bb)\n"
-    "}\n";
+    "HloModule bench_async_step, input_output_alias={ {}: (0, {}, may-alias) "
+    "}\n" PJRT_BENCH_TANH_STEP;
 
 static const PJRT_Api *api;
 
 #define CHECK(call) pjrt_bench_check(api, (call), #call)
 
-typedef struct side {
-  const char *mode;
-  PJRT_Client *c;
-  PJRT_Device *d;
-  PJRT_LoadedExecutable *l;
-} side_t;
+typedef pjrt_bench_side_t side_t;
 
-static void side_open(side_t *s, const char *mode) {
-  const char *names[3] = {"platform", "cache_dir", "async_execute"}, *vals[3] = {"cpu", "", mode};
-  s->mode = mode;
-  s->c = pjrt_bench_client(api, names, vals, 3);
-  PJRT_Client_AddressableDevices_Args da;
-  memset(&da, 0, sizeof(da));
-  da.struct_size = PJRT_Client_AddressableDevices_Args_STRUCT_SIZE;
-  da.client = s->c;
-  CHECK(api->PJRT_Client_AddressableDevices(&da));
-  s->d = da.addressable_devices[0];
-  s->l = pjrt_bench_compile(api, s->c, kStep);
+static void side_open(side_t *s, const char *name) {
+  PJRT_NamedValue o[3] = {pjrt_bench_opt("platform", "cpu"), pjrt_bench_opt("cache_dir", ""),
+                          pjrt_bench_opt("async_execute", name)};
+  pjrt_bench_side_open(api, s, name, o, 3, kStep);
 }
 
 static void side_close(side_t *s) {
-  pjrt_bench_loaded_destroy(api, s->l);
-  pjrt_bench_client_destroy(api, s->c);
+  pjrt_bench_side_close(api, s);
 }
 
 /* The frontend's own work: about `ms` milliseconds of arithmetic on the calling thread. */
@@ -95,25 +73,8 @@ static double run_loop(side_t *s, const float *x0, int steps, double work_ms, fl
   PJRT_Buffer *state = b.buffer;
   double t0 = kiln_clock_ms();
   for (int k = 0; k < steps; k++) {
-    PJRT_ExecuteOptions eo;
-    memset(&eo, 0, sizeof(eo));
-    eo.struct_size = PJRT_ExecuteOptions_STRUCT_SIZE;
-    PJRT_Buffer *const *lists[1] = {&state};
     PJRT_Buffer *next = NULL;
-    PJRT_Buffer **outs[1] = {&next};
-    PJRT_Event *done[1] = {NULL};
-    PJRT_LoadedExecutable_Execute_Args ea;
-    memset(&ea, 0, sizeof(ea));
-    ea.struct_size = PJRT_LoadedExecutable_Execute_Args_STRUCT_SIZE;
-    ea.executable = s->l;
-    ea.options = &eo;
-    ea.argument_lists = lists;
-    ea.num_devices = 1;
-    ea.num_args = 1;
-    ea.output_lists = outs;
-    ea.device_complete_events = done;
-    CHECK(api->PJRT_LoadedExecutable_Execute(&ea));
-    pjrt_bench_event_destroy(api, done[0]);
+    pjrt_bench_event_destroy(api, pjrt_bench_execute1(api, s->l, state, &next));
     pjrt_bench_buffer_destroy(api, state); /* donated */
     state = next;
     host_work(work_ms);

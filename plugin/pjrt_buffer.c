@@ -1063,6 +1063,94 @@ static kiln_status buffer_alias_host(PJRT_Device *dev, int32_t kind,
   return NULL;
 }
 
+/* ---- asynchronous transfers ------------------------------------------------------------ */
+
+/* Whether BufferFromHostBuffer of `size` bytes with kImmutableUntilTransferCompletes on `dev`
+ * copies on the device's queue (the caller keeps its data until done_with_host_buffer): on
+ * the host platform, from KILN_PJRT_ASYNC_TRANSFER_BYTES on, with the client's async_transfers
+ * and asynchronous executes on. Never after Client_Destroy (the queue threads are joined there;
+ * a new one could drop the client's last reference and free its own queue); never on CUDA (its
+ * copies go through a stream the calling thread takes: not moved off it until they ran on a
+ * GPU). */
+static bool transfer_async(const PJRT_Device *dev, uint64_t size) {
+  const PJRT_Client *c = dev->client;
+  return size >= KILN_PJRT_ASYNC_TRANSFER_BYTES && c->options.async_transfers &&
+         c->options.async_execute != KILN_PJRT_ASYNC_NEVER && !c->is_cuda &&
+         !atomic_load(&c->destroyed);
+}
+
+/* A copy of the caller's host data into a new buffer's memory, on the device's queue. */
+typedef struct h2d_async {
+  kiln_pjrt_work_t work;
+  kiln_pjrt_storage_t *st; /* the work's reference; its filling ends when the copy does */
+  PJRT_Event *done;        /* done_with_host_buffer */
+  const void *src;
+  int32_t rank;
+  size_t elem;
+  uint64_t size;
+  int64_t dims[64], src_strides[64], dst_strides[64];
+} h2d_async_t;
+
+/* Makes the copy and ends its buffer's filling. */
+static void h2d_async_run(kiln_pjrt_work_t *w) {
+  h2d_async_t *t = (h2d_async_t *)w;
+  kiln_status s = storage_write_strided(FN_BFHB, t->st, t->src, t->src_strides, t->dst_strides,
+                                        t->dims, t->rank, t->elem, t->size);
+  kiln_pjrt_event_complete(t->done, NULL); /* the caller's data is not read again */
+  if (fill_claim(t->st->fill)) {
+    storage_end(t->st, s ? kiln_status_annotate(s, "in " FN_BFHB) : NULL);
+  } else {
+    kiln_status_free(s);
+    kiln_pjrt_storage_unref(t->st);
+  }
+  kiln_free(t);
+}
+
+/* BufferFromHostBuffer into new memory `st` (the caller's reference, taken over: true) copied
+ * on the device's queue, after the work queued before it (as a copy on a CUDA stream is): the
+ * buffer reads as pending until the copy is done (reads hooked on it are made by the queue's
+ * thread then; an execute queued after it finds it done), and so does done_with_host_buffer.
+ * False: no host memory for it, `st` still the caller's, which copies in the call instead. */
+static bool bfhb_async(PJRT_Client_BufferFromHostBuffer_Args *args, PJRT_Device *dev, int32_t kind,
+                       kiln_pjrt_storage_t *st, const int64_t *m2m, const int64_t *src_strides,
+                       const int64_t *dst_strides, size_t elem, uint64_t size) {
+  int32_t rank = (int32_t)args->num_dims;
+  h2d_async_t *t = kiln_try_calloc(1, sizeof(*t));
+  PJRT_Event *done = t ? kiln_pjrt_event_create() : NULL;
+  st->fill = done ? fill_new("the buffer's host-to-device transfer failed") : NULL;
+  PJRT_Buffer *b =
+      st->fill ? buffer_new(dev, kind, st, args->type, args->dims, rank, m2m, size) : NULL;
+  if (!b) {
+    if (done) {
+      done->destroyed = true; /* never handed out: completing it frees it */
+      kiln_pjrt_event_complete(done, NULL);
+    }
+    fill_free(st->fill);
+    st->fill = NULL;
+    kiln_free(t);
+    return false;
+  }
+  atomic_fetch_add(&st->refs, 1); /* the work's */
+  t->work.run = h2d_async_run;
+  t->st = st;
+  t->done = done;
+  t->src = args->data;
+  t->rank = rank;
+  t->elem = elem;
+  t->size = size;
+  memcpy(t->dims, args->dims, (size_t)rank * sizeof(int64_t));
+  memcpy(t->src_strides, src_strides, (size_t)rank * sizeof(int64_t));
+  memcpy(t->dst_strides, dst_strides, (size_t)rank * sizeof(int64_t));
+  args->buffer = b;
+  args->done_with_host_buffer = done;
+  kiln_status s = kiln_pjrt_queue_push(&dev->queue, &t->work);
+  if (s) {
+    kiln_status_free(s);
+    h2d_async_run(&t->work); /* no thread: made here (the events come back complete) */
+  }
+  return true;
+}
+
 static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args *args) {
   KILN_PJRT_ARGS(FN_BFHB, args, buffer);
   args->buffer = NULL;
@@ -1130,6 +1218,13 @@ static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_
   }
   kiln_pjrt_storage_t *st = NULL;
   s = storage_alloc(dev, kind, size, &st);
+  /* The caller keeps the data until done_with_host_buffer: a large copy goes to the device's
+   * queue (XLA's CPU client makes it on another thread too), and the call returns at once. */
+  if (!s &&
+      args->host_buffer_semantics == PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes &&
+      transfer_async(dev, size) &&
+      bfhb_async(args, dev, kind, st, m2m, src_strides, dst_strides, elem, size))
+    return NULL;
   if (!s)
     s = storage_write_strided(FN_BFHB, st, args->data, src_strides, dst_strides, args->dims, rank,
                               elem, size);

@@ -13,7 +13,10 @@
  * 30 s: how long a participant of a multi-device execution waits for its peers at a
  * collective before the execution fails with DEADLINE_EXCEEDED naming the missing ones),
  * `async_execute` (string "auto", "always" or "never", or a bool; default $KILN_ASYNC_EXECUTE,
- * else auto: which executes return before their run ends, pjrt_executable.c). Unknown
+ * else auto: which executes return before their run ends, pjrt_executable.c),
+ * `async_transfers` (bool, default $KILN_ASYNC_TRANSFERS, else true: a large
+ * BufferFromHostBuffer that may copy later does so on the device's queue, pjrt_buffer.c).
+ * Unknown
  * names are ignored, as XLA's clients do; a known name with the wrong type is INVALID_ARGUMENT.
  *
  * Across processes (`mpi`): every process of MPI_COMM_WORLD creates its client with the same
@@ -164,6 +167,8 @@ static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
   o->num_host_devices = 1;
   const char *env = getenv("KILN_MPI");
   o->mpi = env && *env && strcmp(env, "0") != 0;
+  env = getenv("KILN_ASYNC_TRANSFERS");
+  o->async_transfers = !env || !*env || strcmp(env, "0") != 0;
   env = getenv("KILN_PLATFORM");
   KILN_RETURN_IF_ERROR_PLAIN(
       set_platform(o, env ? env : "auto", env ? strlen(env) : 4, "$KILN_PLATFORM"));
@@ -206,6 +211,9 @@ static kiln_status parse_options(const PJRT_NamedValue *opts, size_t n,
     } else if (name_is(v, "command_buffers")) {
       KILN_RETURN_IF_ERROR_PLAIN(want_type(v, "command_buffers", PJRT_NamedValue_kBool));
       o->command_buffers = v->bool_value;
+    } else if (name_is(v, "async_transfers")) {
+      KILN_RETURN_IF_ERROR_PLAIN(want_type(v, "async_transfers", PJRT_NamedValue_kBool));
+      o->async_transfers = v->bool_value;
     } else if (name_is(v, "mpi")) {
       KILN_RETURN_IF_ERROR_PLAIN(want_type(v, "mpi", PJRT_NamedValue_kBool));
       o->mpi = v->bool_value;

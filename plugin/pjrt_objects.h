@@ -46,7 +46,16 @@ typedef struct kiln_pjrt_client_options {
    * "auto" / "always" / "never" (or a bool: true auto, false never); default
    * $KILN_ASYNC_EXECUTE (the same words, or 1 / 0). */
   int32_t async_execute;
+  /* "async_transfers" (bool; default $KILN_ASYNC_TRANSFERS, else on): BufferFromHostBuffer
+   * with kImmutableUntilTransferCompletes of KILN_PJRT_ASYNC_TRANSFER_BYTES or more copies on
+   * the device's queue and returns at once (host platform, executes not "never"); off, in the
+   * call. */
+  bool async_transfers;
 } kiln_pjrt_client_options_t;
+
+/* Transfers from this size on are made asynchronously (async_transfers); smaller ones cost
+ * less than handing them to the queue's thread. XLA's CPU client draws its line at 100 KiB. */
+#define KILN_PJRT_ASYNC_TRANSFER_BYTES 102400u
 
 enum { KILN_PJRT_ASYNC_AUTO = 0, KILN_PJRT_ASYNC_ALWAYS = 1, KILN_PJRT_ASYNC_NEVER = 2 };
 

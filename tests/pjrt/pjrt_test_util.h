@@ -13,9 +13,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A test in tests/ linked with the plugin's layer (to reach its internals) defines
+ * PJRT_TEST_IN_PROCESS first: kiln's own header then, and the table of GetPjrtApi in-process. */
+#ifdef PJRT_TEST_IN_PROCESS
+#include "kiln/pjrt_c_api.h"
+#else
 #include "xla/pjrt/c/pjrt_c_api.h"
+#endif
 
 static inline const PJRT_Api *pjrt_test_load(void) {
+#ifdef PJRT_TEST_IN_PROCESS
+  return GetPjrtApi();
+#else
   static const PJRT_Api *api;
   if (api) return api;
   const char *path = getenv("KILN_PJRT_PLUGIN");
@@ -32,6 +41,7 @@ static inline const PJRT_Api *pjrt_test_load(void) {
   }
   api = get();
   return api;
+#endif
 }
 
 /* The error's code (OK for NULL); destroys it, copying its message to `msg` (may be NULL). */
