@@ -51,7 +51,7 @@ static int64_t elems(const kiln_shape_t *s) {
 
 static bool same_form(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b) {
   kiln_reduction_dims_t ra, rb;
-  return kiln_hero_reduction_dims(a, &ra) && kiln_hero_reduction_dims(b, &rb) &&
+  return kiln_reduction_dims_of(a, &ra) && kiln_reduction_dims_of(b, &rb) &&
          ra.is_row == rb.is_row && !memcmp(ra.dims, rb.dims, sizeof ra.dims);
 }
 

@@ -98,17 +98,17 @@ static void test_reduction_forms_follow_physical_layout(void **state) {
       " ROOT t = (f32[16], f32[16], f32[8,256]) tuple(r1, r2, r3)\n}\n");
   const kiln_hlo_computation_t *c = m->entry;
   kiln_reduction_dims_t rd;
-  assert_true(kiln_hero_reduction_dims(c->root->operands[0], &rd));
+  assert_true(kiln_reduction_dims_of(c->root->operands[0], &rd));
   assert_true(rd.is_row);
   assert_int_equal(rd.dims[0], 8);
   assert_int_equal(rd.dims[1], 16);
   assert_int_equal(rd.dims[2], 256);
   /* {0,1}: dim 1 (reduced) is physically major: a column reduction [1, 784, 16]. */
-  assert_true(kiln_hero_reduction_dims(c->root->operands[1], &rd));
+  assert_true(kiln_reduction_dims_of(c->root->operands[1], &rd));
   assert_false(rd.is_row);
   assert_int_equal(rd.dims[1], 784);
   assert_int_equal(rd.dims[2], 16);
-  assert_true(kiln_hero_reduction_dims(c->root->operands[2], &rd));
+  assert_true(kiln_reduction_dims_of(c->root->operands[2], &rd));
   assert_false(rd.is_row);
   assert_int_equal(rd.dims[0], 8);
   assert_int_equal(rd.dims[1], 16);

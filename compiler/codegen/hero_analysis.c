@@ -113,13 +113,9 @@ const char *kiln_reduction_kind_name(kiln_reduction_kind_t k) {
   return "?";
 }
 
-bool kiln_hero_reduction_dims(const kiln_hlo_instruction_t *r, kiln_reduction_dims_t *out) {
-  return kiln_reduction_dims_of(r, out);
-}
-
 bool kiln_hero_is_reduction_hero(const kiln_hlo_instruction_t *r) {
   kiln_reduction_dims_t rd;
-  if (!kiln_hero_reduction_dims(r, &rd) || !kiln_reduction_of_complex_ok(r)) return false;
+  if (!kiln_reduction_dims_of(r, &rd) || !kiln_reduction_of_complex_ok(r)) return false;
   return kiln_reduction_faster_than_elemental(rd.is_row, rd.dims);
 }
 
@@ -132,7 +128,7 @@ static bool is_real_reduction_hero(const kiln_hlo_instruction_t *root,
   /* a root whose index is not the reduce's (a bitcast across layouts, then a layout change) */
   if (!chain_mode(root, hero)) return false;
   kiln_reduction_dims_t rd;
-  kiln_hero_reduction_dims(hero, &rd);
+  kiln_reduction_dims_of(hero, &rd);
   return kiln_reduction_is_race_free(&rd);
 }
 
@@ -491,7 +487,7 @@ static bool any_permuted_root(const kiln_hero_analysis_t *ha) {
 
 static bool reductions_compatible(const kiln_hlo_instruction_t *a, const kiln_hlo_instruction_t *b) {
   kiln_reduction_dims_t ra, rb;
-  if (!kiln_hero_reduction_dims(a, &ra) || !kiln_hero_reduction_dims(b, &rb)) return false;
+  if (!kiln_reduction_dims_of(a, &ra) || !kiln_reduction_dims_of(b, &rb)) return false;
   return ra.is_row == rb.is_row && memcmp(ra.dims, rb.dims, sizeof(ra.dims)) == 0;
 }
 
@@ -557,7 +553,7 @@ kiln_status kiln_hero_analyze(const kiln_hlo_computation_t *c, kiln_hero_analysi
     if (ok && !complex_epilogue(c, out)) {
       out->emitter = KILN_HERO_EMITTER_REDUCTION;
       out->hero = first;
-      kiln_hero_reduction_dims(first, &out->reduction);
+      kiln_reduction_dims_of(first, &out->reduction);
       kiln_reduction_plan_t plan;
       if (!kiln_hero_reduction_plan(c, out, 0, &plan)) out->reduction_kind = plan.kind;
       return NULL;

@@ -12,7 +12,7 @@
  * Emitter choice, in order:
  *   1. reduction: some root has a real reduction hero (a reduce from or to contiguous
  *      dimensions that the reduction emitter does faster than the loop, see
- *      kiln_hero_reduction_dims) and every other root is either a compatible reduction
+ *      kiln_reduction_dims_of) and every other root is either a compatible reduction
  *      hero (same [major, middle, minor] form) or has as many elements as the first hero's
  *      input;
  *   2. transpose: at least one hero is a tiled-transpose candidate, all such heroes have
@@ -58,9 +58,6 @@ const char *kiln_hero_emitter_name(kiln_hero_emitter_t e);
  * file-name spelling). */
 const char *kiln_reduction_kind_name(kiln_reduction_kind_t k);
 
-/* Fills *out for a reduce whose kept or reduced dims are consecutive in physical order
- * (false otherwise, or when `r` is not a well-formed reduce). */
-bool kiln_hero_reduction_dims(const kiln_hlo_instruction_t *r, kiln_reduction_dims_t *out);
 /* Whether the reduction emitter takes `r` (contiguous dims and faster than elemental:
  * row: minor_red >= 32 or dividing 32; column: XLA's small-column rule; element types as
  * kiln_reduction_of_complex_ok says). */

@@ -506,7 +506,7 @@ static kiln_status check_supported(const kiln_hlo_computation_t *c, kiln_red_sta
       /* Inputs of other shapes must have the same [R0, K, R2] form (each is indexed through
        * its own physical delinearization); a variadic reduce's inputs share one shape. */
       kiln_reduction_dims_t rd;
-      bool same = kiln_hero_reduction_dims(r, &rd) && rd.is_row == rs->ha.reduction.is_row &&
+      bool same = kiln_reduction_dims_of(r, &rd) && rd.is_row == rs->ha.reduction.is_row &&
                   !memcmp(rd.dims, rs->ha.reduction.dims, sizeof(rd.dims)) &&
                   kiln_shape_num_elements(r->operands[k]->shape) == kiln_shape_num_elements(r->operands[0]->shape);
       if (!same)
