@@ -10,10 +10,12 @@
  * that ends: see "reads to the host"). That is what PJRT allows (an
  * event may be ready at once), and it makes the two copying host-buffer semantics correct at
  * once: done_with_host_buffer is ready when BufferFromHostBuffer returns, because kiln no longer
- * reads `data` by then. The two zero-copy semantics alias the caller's memory on the host
- * platform when its layout and alignment allow (zero_copy_possible; else they copy, as PJRT
- * lets a plugin do), the done event completing when the memory is released; kImmutableZeroCopy
- * memory is never written (storage `immutable`: an execute donated it copies it).
+ * reads `data` by then. The exception: a large kImmutableUntilTransferCompletes upload on the
+ * host, copied on the device's queue ("asynchronous transfers"). The two zero-copy semantics alias
+ * the caller's memory on the host platform when its layout and alignment allow (zero_copy_possible;
+ * else they copy, as PJRT lets a plugin do), the done event completing when the memory is released;
+ * kImmutableZeroCopy memory is never written (storage `immutable`: an execute donated it copies
+ * it).
  *
  * Layouts: a buffer's device layout is a dense minor_to_major permutation (default rank-1 ...
  * 0). A requested layout with tiles other than trivial ones (every tile dimension 1) is
@@ -1066,17 +1068,33 @@ static kiln_status buffer_alias_host(PJRT_Device *dev, int32_t kind,
 /* ---- asynchronous transfers ------------------------------------------------------------ */
 
 /* Whether BufferFromHostBuffer of `size` bytes with kImmutableUntilTransferCompletes on `dev`
- * copies on the device's queue (the caller keeps its data until done_with_host_buffer): on
+ * may copy on the device's queue (the caller keeps its data until done_with_host_buffer): on
  * the host platform, from KILN_PJRT_ASYNC_TRANSFER_BYTES on, with the client's async_transfers
- * and asynchronous executes on. Never after Client_Destroy (the queue threads are joined there;
- * a new one could drop the client's last reference and free its own queue); never on CUDA (its
- * copies go through a stream the calling thread takes: not moved off it until they ran on a
- * GPU). */
+ * and asynchronous executes on (upload_admit has the last word). Never on CUDA (its copies go
+ * through a stream the calling thread takes: not moved off it until they ran on a GPU). */
 static bool transfer_async(const PJRT_Device *dev, uint64_t size) {
   const PJRT_Client *c = dev->client;
   return size >= KILN_PJRT_ASYNC_TRANSFER_BYTES && c->options.async_transfers &&
-         c->options.async_execute != KILN_PJRT_ASYNC_NEVER && !c->is_cuda &&
-         !atomic_load(&c->destroyed);
+         c->options.async_execute != KILN_PJRT_ASYNC_NEVER && !c->is_cuda;
+}
+
+/* Whether an upload's copy may join its device's queue now (kiln_pjrt_queue_try_push asks,
+ * under the queue's lock; `arg` the client). Not after Client_Destroy (its queue stop would not
+ * wait for it; a thread started later could drop the client's last reference and free its own
+ * queue). And only behind work that ends without the caller: the queue is empty, or no buffer
+ * of the client waits for memory from outside the queues (an alias buffer, a control
+ * dependency, a transfer manager's buffer, listed from their creation). Else a run queued
+ * earlier might wait for an alias the caller fulfils only once this upload is done (with the
+ * upload's own buffer, say), and neither would end. The queue's own thread (an FFI handler
+ * uploading) and a full queue copy in the call too: try_push refuses them. */
+static bool upload_admit(void *arg, int32_t pending) {
+  PJRT_Client *c = arg;
+  if (atomic_load(&c->destroyed)) return false;
+  if (pending == 0) return true;
+  kiln_mutex_lock(&c->outside_mu); /* a leaf lock: taken here under the queue's */
+  bool none = c->outside == NULL;
+  kiln_mutex_unlock(&c->outside_mu);
+  return none;
 }
 
 /* A copy of the caller's host data into a new buffer's memory, on the device's queue. */
@@ -1143,11 +1161,8 @@ static bool bfhb_async(PJRT_Client_BufferFromHostBuffer_Args *args, PJRT_Device 
   memcpy(t->dst_strides, dst_strides, (size_t)rank * sizeof(int64_t));
   args->buffer = b;
   args->done_with_host_buffer = done;
-  kiln_status s = kiln_pjrt_queue_push(&dev->queue, &t->work);
-  if (s) {
-    kiln_status_free(s);
-    h2d_async_run(&t->work); /* no thread: made here (the events come back complete) */
-  }
+  if (!kiln_pjrt_queue_try_push(&dev->queue, &t->work, upload_admit, dev->client))
+    h2d_async_run(&t->work); /* not admitted: made here (the events come back complete) */
   return true;
 }
 

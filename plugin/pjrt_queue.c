@@ -20,8 +20,12 @@ void kiln_pjrt_queue_init(kiln_pjrt_queue_t *q) {
   atomic_init(&q->pending, 0);
 }
 
+/* The queue whose thread this is (NULL on other threads). */
+static _Thread_local kiln_pjrt_queue_t *t_queue;
+
 static void *queue_main(void *arg) {
   kiln_pjrt_queue_t *q = arg;
+  t_queue = q;
   kiln_mutex_lock(&q->mu);
   for (;;) {
     while (!q->head && !q->stop) pthread_cond_wait(&q->work_cv, &q->mu);
@@ -71,18 +75,16 @@ static void wait_for_room(kiln_pjrt_queue_t *q) {
   }
 }
 
-kiln_status kiln_pjrt_queue_push(kiln_pjrt_queue_t *q, kiln_pjrt_work_t *w) {
-  kiln_mutex_lock(&q->mu);
-  wait_for_room(q);
-  if (!q->started) {
-    int err = pthread_create(&q->thread, NULL, queue_main, q);
-    if (err) {
-      kiln_mutex_unlock(&q->mu);
-      return kiln_status_make(KILN_RESOURCE_EXHAUSTED,
-                              "cannot start a device's execution thread (%s)", strerror(err));
-    }
-    q->started = true;
-  }
+/* With q->mu held: starts the thread if it is not running (an errno value when it cannot). */
+static int start_thread(kiln_pjrt_queue_t *q) {
+  if (q->started) return 0;
+  int err = pthread_create(&q->thread, NULL, queue_main, q);
+  if (!err) q->started = true;
+  return err;
+}
+
+/* With q->mu held and the thread running: appends `w`, lets go of q->mu. */
+static void append_and_unlock(kiln_pjrt_queue_t *q, kiln_pjrt_work_t *w) {
   w->next = NULL;
   if (q->tail)
     q->tail->next = w;
@@ -92,7 +94,32 @@ kiln_status kiln_pjrt_queue_push(kiln_pjrt_queue_t *q, kiln_pjrt_work_t *w) {
   atomic_fetch_add_explicit(&q->pending, 1, memory_order_relaxed);
   pthread_cond_signal(&q->work_cv);
   kiln_mutex_unlock(&q->mu);
+}
+
+kiln_status kiln_pjrt_queue_push(kiln_pjrt_queue_t *q, kiln_pjrt_work_t *w) {
+  kiln_mutex_lock(&q->mu);
+  wait_for_room(q);
+  int err = start_thread(q);
+  if (err) {
+    kiln_mutex_unlock(&q->mu);
+    return kiln_status_make(KILN_RESOURCE_EXHAUSTED,
+                            "cannot start a device's execution thread (%s)", strerror(err));
+  }
+  append_and_unlock(q, w);
   return NULL;
+}
+
+bool kiln_pjrt_queue_try_push(kiln_pjrt_queue_t *q, kiln_pjrt_work_t *w,
+                              bool (*admit)(void *arg, int32_t pending), void *arg) {
+  if (t_queue == q) return false;
+  kiln_mutex_lock(&q->mu);
+  int32_t pending = atomic_load_explicit(&q->pending, memory_order_relaxed);
+  if (pending >= KILN_PJRT_QUEUE_DEPTH || !admit(arg, pending) || start_thread(q)) {
+    kiln_mutex_unlock(&q->mu);
+    return false;
+  }
+  append_and_unlock(q, w);
+  return true;
 }
 
 void kiln_pjrt_queue_drain(kiln_pjrt_queue_t *q) {

@@ -10,6 +10,9 @@
  *   asynchronous copy in the call.
  * - A read of a buffer still being transferred, and an execute of it, wait for the copy.
  * - Client_Destroy waits for the transfers.
+ * - Never behind work that waits for the caller, from the queue's own thread, or into a full
+ *   queue: such an upload copies in the call (a run queued on an unfulfilled alias buffer, then
+ *   an upload whose buffer fulfils it, used to hang).
  * - Stress (ThreadSanitizer runs it): threads upload, compute, read and donate at once, each
  *   step's results checked. */
 #define PJRT_TEST_IN_PROCESS 1
@@ -174,8 +177,8 @@ typedef struct held {
   PJRT_Event *done; /* done_with_host_buffer */
 } held_t;
 
-static held_t held_upload(float base) {
-  held_t h = {.c = client(true), .x = numbers(N, base)};
+static held_t held_upload_on(float base, const char *executes) {
+  held_t h = {.c = client_with(true, executes), .x = numbers(N, base)};
   h.d = pjrt_exec_device(api, h.c, 0);
   h.add = pjrt_exec_compile(api, h.c, kAddOne);
   int64_t dims[1] = {N};
@@ -183,6 +186,10 @@ static held_t held_upload(float base) {
   h.b = upload(h.c, h.x, dims, 1, NULL, PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes,
                &h.done);
   return h;
+}
+
+static held_t held_upload(float base) {
+  return held_upload_on(base, "always");
 }
 
 /* Ends `h` (the gate open by then): its buffer (if kept), executable, client, data. */
@@ -275,9 +282,11 @@ static void test_async_transfers_off_or_synchronous_executes_copy_in_the_call(vo
   free(x);
 }
 
+/* With executes "always" and "auto" (whose cheap runs on an idle device run in the call: an
+ * argument still being copied sends the run to the queue). */
 static void test_an_execute_waits_for_its_arguments_transfer(void **state) {
-  (void)state;
-  held_t h = held_upload(2.0f);
+  const char *executes = *state;
+  held_t h = held_upload_on(2.0f, executes);
   PJRT_Buffer *out = NULL;
   PJRT_Event *ran = NULL;
   PJRT_CHECK(api, pjrt_exec_start(api, h.add, &h.b, 1, &out, NULL, &ran));
@@ -322,6 +331,116 @@ static void test_client_destroy_waits_for_the_transfers(void **state) {
   pjrt_exec_event_destroy(api, h.done);
   pthread_join(t, NULL);
   free(h.x);
+}
+
+/* The review's deadlock: a run queued behind an alias buffer the caller fulfils with an upload
+ * it makes after queueing the run. The upload must not queue behind that run. */
+static void test_an_upload_behind_a_run_waiting_for_the_caller_copies_in_the_call(void **state) {
+  (void)state;
+  PJRT_Client *c = client(true);
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  PJRT_LoadedExecutable *l = pjrt_exec_compile(api, c, kAddOne);
+  float *x = numbers(N, 3.0f);
+  int64_t dims[1] = {N};
+  PJRT_FulfillAliasBufferCallback *cb = NULL;
+  PJRT_Buffer *alias = pjrt_exec_alias_buffer(api, c, d, dims, 1, &cb);
+  PJRT_Buffer *out = NULL;
+  PJRT_Event *ran = NULL;
+  PJRT_CHECK(api, pjrt_exec_start(api, l, &alias, 1, &out, NULL, &ran)); /* waits for alias */
+  PJRT_Event *done = NULL;
+  PJRT_Buffer *b =
+      upload(c, x, dims, 1, NULL, PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes, &done);
+  assert_true(is_ready(done)); /* copied in the call: the queue waits for the caller */
+  PJRT_CHECK(api, pjrt_exec_fulfil(api, cb, b)); /* (waits for b's memory: there) */
+  pjrt_exec_await(api, ran);
+  pjrt_exec_await(api, done);
+  float *y = calloc(N, sizeof(float));
+  pjrt_exec_read(api, out, y, N * sizeof(float));
+  for (size_t i = 0; i < N; i++) assert_true(y[i] == x[i] + 1.0f);
+  free(y);
+  pjrt_exec_buffer_destroy(api, out);
+  pjrt_exec_buffer_destroy(api, alias);
+  pjrt_exec_buffer_destroy(api, b);
+  pjrt_exec_destroy(api, l);
+  pjrt_test_client_destroy(api, c);
+  free(x);
+}
+
+/* Work on the queue's own thread (as an FFI handler of a queued run) that uploads and waits
+ * for the upload: it must not queue behind itself. */
+typedef struct own_thread_upload {
+  kiln_pjrt_work_t work;
+  PJRT_Client *c;
+  const float *x;
+  bool ready_at_once, done;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+} own_thread_upload_t;
+
+static void own_thread_upload_run(kiln_pjrt_work_t *w) {
+  own_thread_upload_t *o = (own_thread_upload_t *)w;
+  int64_t dims[1] = {N};
+  PJRT_Event *done = NULL;
+  PJRT_Buffer *b = upload(o->c, o->x, dims, 1, NULL,
+                          PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes, &done);
+  o->ready_at_once = is_ready(done);
+  pjrt_exec_await(api, done);
+  pjrt_exec_buffer_destroy(api, b);
+  pthread_mutex_lock(&o->mu);
+  o->done = true;
+  pthread_cond_broadcast(&o->cv);
+  pthread_mutex_unlock(&o->mu);
+}
+
+static void test_an_upload_from_the_queues_own_thread_copies_in_the_call(void **state) {
+  (void)state;
+  PJRT_Client *c = client(true);
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  float *x = numbers(N, 5.0f);
+  own_thread_upload_t o = {.work.run = own_thread_upload_run,
+                           .c = c,
+                           .x = x,
+                           .mu = PTHREAD_MUTEX_INITIALIZER,
+                           .cv = PTHREAD_COND_INITIALIZER};
+  assert_null(kiln_pjrt_queue_push(&d->queue, &o.work));
+  pthread_mutex_lock(&o.mu);
+  while (!o.done) pthread_cond_wait(&o.cv, &o.mu);
+  pthread_mutex_unlock(&o.mu);
+  assert_true(o.ready_at_once);
+  pjrt_test_client_destroy(api, c);
+  free(x);
+}
+
+static void noop_run(kiln_pjrt_work_t *w) {
+  (void)w;
+}
+
+/* A full queue: the upload copies in the call instead of waiting for room. */
+static void test_an_upload_to_a_full_queue_copies_in_the_call(void **state) {
+  (void)state;
+  PJRT_Client *c = client(true);
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  float *x = numbers(N, 7.0f);
+  int64_t dims[1] = {N};
+  gate_close(&g_queue, &d->queue);
+  kiln_pjrt_work_t fill[KILN_PJRT_QUEUE_DEPTH - 1];
+  for (int i = 0; i < KILN_PJRT_QUEUE_DEPTH - 1; i++) {
+    fill[i].run = noop_run;
+    assert_null(kiln_pjrt_queue_push(&d->queue, &fill[i]));
+  }
+  PJRT_Event *done = NULL;
+  PJRT_Buffer *b =
+      upload(c, x, dims, 1, NULL, PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes, &done);
+  assert_true(is_ready(done));
+  gate_open(&g_queue);
+  pjrt_exec_await(api, done);
+  float *y = calloc(N, sizeof(float));
+  pjrt_exec_read(api, b, y, N * sizeof(float));
+  assert_memory_equal(x, y, N * sizeof(float));
+  free(y);
+  pjrt_exec_buffer_destroy(api, b);
+  pjrt_test_client_destroy(api, c); /* (the queue ran the no-ops: `fill` may go) */
+  free(x);
 }
 
 /* 128 KiB steps: x + 1, then 2x in place (donated), from several threads on one device. */
@@ -409,9 +528,13 @@ int main(void) {
       cmocka_unit_test(test_a_large_transfer_returns_before_its_copy),
       cmocka_unit_test(test_a_strided_large_transfer_is_laid_out_in_the_background),
       cmocka_unit_test(test_async_transfers_off_or_synchronous_executes_copy_in_the_call),
-      cmocka_unit_test(test_an_execute_waits_for_its_arguments_transfer),
+      cmocka_unit_test_prestate(test_an_execute_waits_for_its_arguments_transfer, "always"),
+      cmocka_unit_test_prestate(test_an_execute_waits_for_its_arguments_transfer, "auto"),
       cmocka_unit_test(test_a_read_of_a_buffer_being_transferred_waits_for_the_copy),
       cmocka_unit_test(test_client_destroy_waits_for_the_transfers),
+      cmocka_unit_test(test_an_upload_behind_a_run_waiting_for_the_caller_copies_in_the_call),
+      cmocka_unit_test(test_an_upload_from_the_queues_own_thread_copies_in_the_call),
+      cmocka_unit_test(test_an_upload_to_a_full_queue_copies_in_the_call),
       cmocka_unit_test(test_threads_upload_compute_read_and_donate_at_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -508,7 +508,8 @@ static kiln_status check_supported(const kiln_hlo_computation_t *c, kiln_red_sta
       kiln_reduction_dims_t rd;
       bool same = kiln_reduction_dims_of(r, &rd) && rd.is_row == rs->ha.reduction.is_row &&
                   !memcmp(rd.dims, rs->ha.reduction.dims, sizeof(rd.dims)) &&
-                  kiln_shape_num_elements(r->operands[k]->shape) == kiln_shape_num_elements(r->operands[0]->shape);
+                  kiln_shape_num_elements(r->operands[k]->shape) ==
+                      kiln_shape_num_elements(r->operands[0]->shape);
       if (!same)
         return KILN_ERR_UNIMPLEMENTED("%s: reduce inputs of different shapes", c->name);
     }
