@@ -443,7 +443,7 @@ static void test_an_upload_to_a_full_queue_copies_in_the_call(void **state) {
   free(x);
 }
 
-/* 128 KiB steps: x + 1, then 2x in place (donated), from several threads on one device. */
+/* 128 KiB steps: x + 1 and 2x in place (donated), from several threads on one device. */
 static const char *kAddOneSmall =
     "HloModule add_one_small\n"
     "ENTRY main {\n"
@@ -476,11 +476,16 @@ static void *stress_thread(void *arg) {
     PJRT_Event *done = NULL;
     PJRT_Buffer *b = upload(j->client, x, dims, 1, NULL,
                             PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes, &done);
+    /* Even steps: x + 1 (the upload destroyed at once), then 2(x + 1) in place; odd steps:
+     * 2x in the upload's own memory (donated while it may still be copied), then 2x + 1. */
+    const bool even = step % 2 == 0;
+    PJRT_LoadedExecutable *first = even ? j->add : j->dbl, *second = even ? j->dbl : j->add;
     PJRT_Buffer *out1 = NULL, *out2 = NULL;
     PJRT_Event *ran1 = NULL, *ran2 = NULL;
-    PJRT_CHECK(api, pjrt_exec_start(api, j->add, &b, 1, &out1, NULL, &ran1));
+    PJRT_CHECK(api, pjrt_exec_start(api, first, &b, 1, &out1, NULL, &ran1));
+    pjrt_exec_buffer_destroy(api, b); /* the run holds its memory (donated: b reads deleted) */
     PJRT_Event *read = start_read(out1, y, M);
-    PJRT_CHECK(api, pjrt_exec_start(api, j->dbl, &out1, 1, &out2, NULL, &ran2));
+    PJRT_CHECK(api, pjrt_exec_start(api, second, &out1, 1, &out2, NULL, &ran2));
     PJRT_Event *read2 = start_read(out2, z, M);
     pjrt_exec_await(api, read);
     pjrt_exec_await(api, read2);
@@ -488,12 +493,11 @@ static void *stress_thread(void *arg) {
     pjrt_exec_await(api, ran2);
     pjrt_exec_await(api, done);
     for (int i = 0; i < M; i++) {
-      j->wrong += y[i] != x[i] + 1.0f;
-      j->wrong += z[i] != 2.0f * (x[i] + 1.0f);
+      j->wrong += y[i] != (even ? x[i] + 1.0f : 2.0f * x[i]);
+      j->wrong += z[i] != (even ? 2.0f * (x[i] + 1.0f) : 2.0f * x[i] + 1.0f);
     }
     pjrt_exec_buffer_destroy(api, out1);
     pjrt_exec_buffer_destroy(api, out2);
-    pjrt_exec_buffer_destroy(api, b);
     free(x);
   }
   free(y);
