@@ -429,6 +429,83 @@ static void test_shardy_mesh_and_sharding_hints_from_text(void **state) {
     KILN_SKIP("the MLIR text reader is not built in yet");
 }
 
+/* jax.shard_map under Shardy on a one-device mesh: sdy.manual_computation whose body (a
+ * psum over the manual axis among it: an all_reduce of one participant) is the computation. */
+static const char kManualText[] =
+    "sdy.mesh @mesh = <[\"x\"=1]>\n"
+    "func.func @shard_map() {\n"
+    "  %a = stablehlo.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>\n"
+    "  %r = \"sdy.manual_computation\"(%a) <{in_shardings = "
+    "#sdy.sharding_per_value<[<@mesh, [{\"x\"}]>]>, manual_axes = #sdy<manual_axes{\"x\"}>, "
+    "out_shardings = #sdy.sharding_per_value<[<@mesh, [{\"x\"}]>]>}> ({\n"
+    "  ^bb0(%s: tensor<4xf32>):\n"
+    "    %t = stablehlo.multiply %s, %s : tensor<4xf32>\n"
+    "    %u = \"stablehlo.all_reduce\"(%t) <{replica_groups = dense<[[0]]> : tensor<1x1xi64>, "
+    "channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, "
+    "use_global_device_ids}> ({\n"
+    "    ^bb0(%x: tensor<f32>, %y: tensor<f32>):\n"
+    "      %z = stablehlo.add %x, %y : tensor<f32>\n"
+    "      stablehlo.return %z : tensor<f32>\n"
+    "    }) : (tensor<4xf32>) -> tensor<4xf32>\n"
+    "    \"sdy.return\"(%u) : (tensor<4xf32>) -> ()\n"
+    "  }) : (tensor<4xf32>) -> tensor<4xf32>\n"
+    "  check.expect_eq_const %r, dense<[1.0, 4.0, 9.0, 16.0]> : tensor<4xf32>\n"
+    "  func.return\n"
+    "}\n";
+
+static void test_shard_map_on_a_one_device_mesh_is_its_body(void **state) {
+  (void)state;
+  if (!checks_pass_from_text(kManualText, "shard_map", 1))
+    KILN_SKIP("the MLIR text reader is not built in yet");
+}
+
+/* Converting `text` fails with `code` and a message holding `want`. */
+static void expect_convert_error(const char *text, kiln_status_code_t code, const char *want) {
+  kiln_mlir_module_t *m = parse_or_skip(text);
+  assert_non_null(m);
+  kiln_hlo_module_t *hm = NULL;
+  kiln_status s = kiln_stablehlo_to_hlo(m, NULL, &hm);
+  assert_non_null(s);
+  if (kiln_status_code(s) != code || !strstr(kiln_status_message(s), want))
+    fail_msg("got %s, want code %d and \"%s\"", kiln_status_message(s), (int)code, want);
+  kiln_status_free(s);
+  kiln_mlir_module_destroy(m);
+}
+
+/* kManualText with `from` replaced by `to`. */
+static char *manual_text_with(const char *from, const char *to) {
+  const char *at = strstr(kManualText, from);
+  assert_non_null(at);
+  size_t n = strlen(kManualText) + strlen(to) + 1;
+  char *t = malloc(n);
+  snprintf(t, n, "%.*s%s%s", (int)(at - kManualText), kManualText, to, at + strlen(from));
+  return t;
+}
+
+/* Over a mesh of more than one device the body runs on shards and the program around it would
+ * need SPMD partitioning: UNIMPLEMENTED saying so, whether the mesh says it, a sharding's
+ * inlined mesh does, or only the shard's shape shows it; a module without an sdy.mesh, and a
+ * body not ending in sdy.return, are refused too. */
+static void test_shard_map_over_several_devices_is_refused(void **state) {
+  (void)state;
+  char *t = manual_text_with("[\"x\"=1]", "[\"x\"=2]");
+  expect_convert_error(t, KILN_UNIMPLEMENTED, "mesh of 2 devices (sdy.mesh)");
+  free(t);
+  t = manual_text_with("[<@mesh, [{\"x\"}]>]>, manual", "[<mesh<[\"x\"=4]>, [{\"x\"}]>]>, manual");
+  expect_convert_error(t, KILN_UNIMPLEMENTED, "mesh of 4 devices (in_shardings)");
+  free(t);
+  t = manual_text_with("^bb0(%s: tensor<4xf32>)", "^bb0(%s: tensor<2xf32>)");
+  expect_convert_error(t, KILN_UNIMPLEMENTED, "operand 0 is f32[4] but its shard is f32[2]");
+  free(t);
+  t = manual_text_with("sdy.mesh @mesh = <[\"x\"=1]>\n", "");
+  expect_convert_error(t, KILN_UNIMPLEMENTED, "without an sdy.mesh");
+  free(t);
+  t = manual_text_with("\"sdy.return\"(%u) : (tensor<4xf32>) -> ()",
+                       "stablehlo.return %u : tensor<4xf32>");
+  expect_convert_error(t, KILN_INVALID_ARGUMENT, "does not end in sdy.return");
+  free(t);
+}
+
 /* A region whose block holds no return (a fuzzer's find: the converter read the op before
  * the block's first) is refused, naming the op. */
 static void test_region_without_a_return_is_invalid(void **state) {
@@ -772,6 +849,8 @@ int main(void) {
       cmocka_unit_test(test_unknown_op_and_dynamic_shape_are_unimplemented_naming_them),
       cmocka_unit_test(test_while_and_case_with_captured_values_from_text),
       cmocka_unit_test(test_shardy_mesh_and_sharding_hints_from_text),
+      cmocka_unit_test(test_shard_map_on_a_one_device_mesh_is_its_body),
+      cmocka_unit_test(test_shard_map_over_several_devices_is_refused),
       cmocka_unit_test(test_region_without_a_return_is_invalid),
       cmocka_unit_test(test_mesh_axes_replica_groups_convert_to_their_groups),
       cmocka_unit_test(test_collective_reduce_keeps_the_reduction_on_each_root),

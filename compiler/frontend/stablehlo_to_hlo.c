@@ -21,8 +21,6 @@ void kiln_stablehlo_set_dump(kiln_stablehlo_dump_t mode) {
   atomic_store(&g_dump, mode);
 }
 
-#define SHC_MAX_DEPTH 200
-
 kiln_status shc_op_error(const kiln_mlir_op_t *op, kiln_status_code_t code, const char *fmt, ...) {
   char msg[512];
   va_list ap;
@@ -427,7 +425,7 @@ const char *shc_pred_shape_text(shc_ctx_t *c, const kiln_mlir_type_t *t) {
 
 static bool is_terminator(const kiln_mlir_op_t *op) {
   return !strcmp(op->name, "func.return") || !strcmp(op->name, "stablehlo.return") ||
-         !strcmp(op->name, "return");
+         !strcmp(op->name, "return") || !strcmp(op->name, "sdy.return");
 }
 
 kiln_status shc_convert_block(shc_ctx_t *c, const kiln_mlir_block_t *block, const char ***ret,
@@ -1060,6 +1058,7 @@ kiln_status shc_convert_op(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   const char *kind;
   if (is_check_op(op, &kind)) return convert_check(c, op, kind);
   if (!strcmp(op->name, "interpreter.run_parallel")) return shc_convert_run_parallel(c, op);
+  if (!strcmp(op->name, "sdy.manual_computation")) return shc_convert_manual_computation(c, op);
   if (!strcmp(op->name, "sdy.sharding_constraint") || !strcmp(op->name, "sdy.reshard")) {
     /* Shardy's sharding hints (jax.lax.with_sharding_constraint, jax.sharding.reshard): the
      * value itself (a sharding says where a value lives, not what it is). */

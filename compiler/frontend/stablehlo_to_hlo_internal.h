@@ -28,13 +28,15 @@ typedef struct shc_scope {
   struct shc_scope *parent;
 } shc_scope_t;
 
+#define SHC_MAX_DEPTH 200
+
 typedef struct shc_ctx {
   const kiln_mlir_module_t *m;
   kiln_arena_t arena;
   kiln_strbuf_t comps; /* finished non-entry computations */
   int64_t next_id;
   shc_scope_t *cur;
-  int depth; /* inlined calls + nested regions, bounded */
+  int depth; /* inlined calls + nested regions, bounded by SHC_MAX_DEPTH */
   /* interpreter.run_parallel: the participant being converted (replica_id / partition_id
    * become constants) */
   bool spmd;
@@ -117,6 +119,8 @@ kiln_status shc_quant_storage_text(const kiln_mlir_type_t *elem, const char **ou
 kiln_status shc_convert_complex_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled);
 kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled);
 kiln_status shc_convert_run_parallel(shc_ctx_t *c, const kiln_mlir_op_t *op);
+/* sdy.manual_computation (jax.shard_map under Shardy), stablehlo_to_hlo_ops2.c. */
+kiln_status shc_convert_manual_computation(shc_ctx_t *c, const kiln_mlir_op_t *op);
 void shc_scope_init(shc_scope_t *s, shc_scope_t *parent);
 void shc_scope_free(shc_scope_t *s);
 kiln_status shc_convert_control_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *handled);

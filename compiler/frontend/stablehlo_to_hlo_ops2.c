@@ -350,6 +350,121 @@ bad:
                     t);
 }
 
+/* The number of devices of the mesh whose text follows `mesh<` at `p` (["x"=2, "y"=4], ...>:
+ * 8; no axes, a maximal mesh: 1), or -1 when it is not of that form. */
+static int64_t sdy_mesh_devices(const char *p) {
+  int64_t n = 1;
+  while (isspace((unsigned char)*p)) p++;
+  if (*p++ != '[') return -1;
+  for (;;) {
+    while (isspace((unsigned char)*p) || *p == ',') p++;
+    if (*p == ']') return n;
+    if (*p++ != '"') return -1;
+    while (*p && *p != '"') p++;
+    if (*p++ != '"') return -1;
+    while (isspace((unsigned char)*p)) p++;
+    if (*p++ != '=') return -1;
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || v < 1 || n > (INT64_C(1) << 24) / v) return -1;
+    n *= v;
+    p = end;
+  }
+}
+
+/* Refuses (UNIMPLEMENTED naming it) a mesh of more than one device in the text `t` of `what`
+ * (every `mesh<...>` in it: an sdy.mesh, or a mesh inlined in a sharding). */
+static kiln_status one_device_meshes(const kiln_mlir_op_t *op, const char *what, const char *t) {
+  for (const char *m = strstr(t, "mesh<"); m; m = strstr(m + 5, "mesh<")) {
+    int64_t n = sdy_mesh_devices(m + 5);
+    if (n == 1) continue;
+    if (n < 0) return SHC_UNIMPL(op, "%s %s is not a mesh kiln reads", what, t);
+    return SHC_UNIMPL(op,
+                      "a shard_map over a mesh of %" PRId64
+                      " devices (%s): its body runs on each device's shard, and the program "
+                      "around it must then be partitioned over the mesh (SPMD partitioning), "
+                      "which kiln does not do; a program for one device (meshes of one device) "
+                      "converts",
+                      n, what);
+  }
+  return NULL;
+}
+
+/* sdy.manual_computation (jax.shard_map under Shardy): its body runs on each device's shard of
+ * the operands, in_shardings / out_shardings saying how the values split over the manual mesh
+ * axes. Over meshes of one device — a program compiled for one device, which is all kiln's
+ * converter sees without SPMD partitioning — every shard is the whole value and the body's
+ * collectives have one participant: the body is the computation, inlined. Checked: every
+ * sdy.mesh of the module and every mesh written in the op's attributes has one device (the
+ * bytecode reader does not keep the op's own attributes: there the module's meshes decide,
+ * and one must exist), and the body's arguments and results have the operands' and results'
+ * types (a shard of another shape means a larger mesh). */
+kiln_status shc_convert_manual_computation(shc_ctx_t *c, const kiln_mlir_op_t *op) {
+  int32_t meshes = 0;
+  for (int32_t i = 0; i < c->m->body.num_ops; i++) {
+    const kiln_mlir_op_t *o = c->m->body.ops[i];
+    if (strcmp(o->name, "sdy.mesh") != 0) continue;
+    const kiln_mlir_attr_t *def = kiln_mlir_op_attr(o, "mesh");
+    if (!def || def->kind != KILN_MLIR_ATTR_OTHER || !def->str ||
+        strncmp(def->str, "#sdy.mesh<", 10) != 0)
+      return SHC_UNIMPL(op, "an sdy.mesh of the module is not in its text form (#sdy.mesh<...>)");
+    SHC_TRY(one_device_meshes(op, "sdy.mesh", def->str));
+    meshes++;
+  }
+  for (int32_t i = 0; i < op->num_attrs; i++) {
+    const kiln_mlir_attr_t *a = op->attrs[i].value;
+    if (a && a->kind == KILN_MLIR_ATTR_OTHER && a->str)
+      SHC_TRY(one_device_meshes(op, op->attrs[i].name, a->str));
+  }
+  if (!meshes)
+    return SHC_UNIMPL(op,
+                      "in a module without an sdy.mesh: kiln cannot tell that its mesh has "
+                      "one device");
+  if (op->num_regions != 1 || op->regions[0].num_blocks != 1)
+    return SHC_INVALID(op, "takes one region of one block");
+  const kiln_mlir_block_t *b = &op->regions[0].blocks[0];
+  if (b->num_args != op->num_operands)
+    return SHC_INVALID(op, "its body takes %d arguments for %d operands", (int)b->num_args,
+                       (int)op->num_operands);
+  if (++c->depth > SHC_MAX_DEPTH) return SHC_INVALID(op, "regions nested too deeply");
+  for (int32_t i = 0; i < b->num_args; i++) {
+    const char *shard, *whole, *v;
+    SHC_TRY(shc_type_text(c, b->args[i].type, &shard));
+    SHC_TRY(shc_type_text(c, op->operands[i]->type, &whole));
+    if (strcmp(shard, whole) != 0)
+      return SHC_UNIMPL(op,
+                        "operand %d is %s but its shard is %s (split "
+                        "over a mesh of more than one device: SPMD partitioning, which kiln "
+                        "does not do)",
+                        (int)i, whole, shard);
+    SHC_TRY(shc_lookup(c, op->operands[i], &v));
+    shc_bind(c, &b->args[i], v);
+  }
+  const char **ret;
+  int32_t nret;
+  KILN_RETURN_IF_ERROR(shc_convert_block(c, b, &ret, &nret), "in sdy.manual_computation at line %d",
+                       (int)op->line);
+  const kiln_mlir_op_t *last = b->num_ops ? b->ops[b->num_ops - 1] : NULL;
+  if (!last || strcmp(last->name, "sdy.return") != 0)
+    return SHC_INVALID(op, "its body does not end in sdy.return");
+  if (nret != op->num_results)
+    return SHC_INVALID(op, "its body returns %d values for %d results", (int)nret,
+                       (int)op->num_results);
+  for (int32_t i = 0; i < nret; i++) {
+    const char *shard, *whole;
+    SHC_TRY(shc_type_text(c, last->operands[i]->type, &shard));
+    SHC_TRY(shc_type_text(c, op->results[i].type, &whole));
+    if (strcmp(shard, whole) != 0)
+      return SHC_UNIMPL(op,
+                        "result %d is %s but its shard is %s (a mesh of "
+                        "more than one device: SPMD partitioning, which kiln does not do)",
+                        (int)i, whole, shard);
+    shc_bind(c, &op->results[i], ret[i]);
+  }
+  c->depth--;
+  return NULL;
+}
+
 /* #stablehlo.replica_group_mesh_axes<mesh = @m or #stablehlo.mesh<...>, axes = [...]> as HLO's
  * text: mesh['x'=2,'y'=4][, device_ids=(...)] {'x':(1)2,'y'}. A symbol names a top-level
  * sdy.mesh. */

@@ -68,6 +68,24 @@ ENTRY main {
 }
 """
 
+# jax.shard_map under Shardy on a one-device mesh, as StableHLO text (generic form): x * x
+# per shard, then a psum over the manual axis.
+SHARD_MAP = """sdy.mesh @mesh = <["x"=1]>
+func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  %0 = "sdy.manual_computation"(%arg0) <{in_shardings = #sdy.sharding_per_value<[<@mesh, [{"x"}]>]>, manual_axes = #sdy<manual_axes{"x"}>, out_shardings = #sdy.sharding_per_value<[<@mesh, [{"x"}]>]>}> ({
+  ^bb0(%arg1: tensor<8xf32>):
+    %1 = stablehlo.multiply %arg1, %arg1 : tensor<8xf32>
+    %2 = "stablehlo.all_reduce"(%1) <{replica_groups = dense<[[0]]> : tensor<1x1xi64>, channel_handle = #stablehlo.channel_handle<handle = 1, type = 1>, use_global_device_ids}> ({
+    ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+      %s = stablehlo.add %a, %b : tensor<f32>
+      stablehlo.return %s : tensor<f32>
+    }) : (tensor<8xf32>) -> tensor<8xf32>
+    "sdy.return"(%2) : (tensor<8xf32>) -> ()
+  }) : (tensor<8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}
+"""
+
 BAD = """HloModule bad
 
 ENTRY main {
@@ -131,6 +149,11 @@ class ClientTest(unittest.TestCase):
         self.assertEqual(y.shape, (4, 256))
         self.assertEqual(y.dtype, np.float32)
         np.testing.assert_allclose(y, gelu(x.astype(np.float64)), rtol=2e-5, atol=2e-6)
+
+    def test_shard_map_on_one_device_runs_its_body(self):
+        x = np.arange(8, dtype=np.float32) - 3.5
+        (y,) = self.client.compile(SHARD_MAP)(x)
+        np.testing.assert_array_equal(y, x * x)
 
     def test_example_gelu_in_bfloat16(self):
         with open(os.path.join(SOURCE_DIR, "examples", "gelu.hlo")) as f:
