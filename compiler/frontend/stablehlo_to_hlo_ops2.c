@@ -426,6 +426,19 @@ kiln_status shc_convert_manual_computation(shc_ctx_t *c, const kiln_mlir_op_t *o
   if (b->num_args != op->num_operands)
     return SHC_INVALID(op, "its body takes %d arguments for %d operands", (int)b->num_args,
                        (int)op->num_operands);
+  const kiln_mlir_op_t *last = b->num_ops ? b->ops[b->num_ops - 1] : NULL;
+  if (!last || strcmp(last->name, "sdy.return") != 0)
+    return SHC_INVALID(op, "its body does not end in sdy.return");
+  if (last->num_operands != op->num_results)
+    return SHC_INVALID(op, "its body returns %d values for %d results", (int)last->num_operands,
+                       (int)op->num_results);
+  for (int32_t i = 0; i < op->num_operands; i++)
+    if (!op->operands[i] || !op->operands[i]->type || !b->args[i].type)
+      return SHC_INVALID(op, "operand %d or its body's argument is missing or untyped", (int)i);
+  for (int32_t i = 0; i < last->num_operands; i++)
+    if (!last->operands[i] || !last->operands[i]->type || !op->results[i].type)
+      return SHC_INVALID(op, "result %d or the value sdy.return gives for it is missing or untyped",
+                         (int)i);
   if (++c->depth > SHC_MAX_DEPTH) return SHC_INVALID(op, "regions nested too deeply");
   for (int32_t i = 0; i < b->num_args; i++) {
     const char *shard, *whole, *v;
@@ -444,13 +457,7 @@ kiln_status shc_convert_manual_computation(shc_ctx_t *c, const kiln_mlir_op_t *o
   int32_t nret;
   KILN_RETURN_IF_ERROR(shc_convert_block(c, b, &ret, &nret), "in sdy.manual_computation at line %d",
                        (int)op->line);
-  const kiln_mlir_op_t *last = b->num_ops ? b->ops[b->num_ops - 1] : NULL;
-  if (!last || strcmp(last->name, "sdy.return") != 0)
-    return SHC_INVALID(op, "its body does not end in sdy.return");
-  if (nret != op->num_results)
-    return SHC_INVALID(op, "its body returns %d values for %d results", (int)nret,
-                       (int)op->num_results);
-  for (int32_t i = 0; i < nret; i++) {
+  for (int32_t i = 0; i < nret && i < op->num_results; i++) {
     const char *shard, *whole;
     SHC_TRY(shc_type_text(c, last->operands[i]->type, &shard));
     SHC_TRY(shc_type_text(c, op->results[i].type, &whole));
