@@ -160,6 +160,18 @@ done
 printf '%s' 'func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> { %0 = stablehlo.add %a, %a : tensor<2xf32> loc(#l)
   return %0 : tensor<2xf32> }
 #l = loc("f.py":1:2)' > "$mlir_seeds/seed_small"
+# Shardy as JAX sends it (no such file among the StableHLO tests): a mesh, a sharding hint and
+# a shard_map's sdy.manual_computation.
+printf '%s' 'sdy.mesh @mesh = <["x"=1]>
+func.func @main(%arg0: tensor<8xf32>) -> tensor<8xf32> {
+  %h = "sdy.sharding_constraint"(%arg0) {sharding = #sdy.sharding<@mesh, [{"x"}]>} : (tensor<8xf32>) -> tensor<8xf32>
+  %0 = "sdy.manual_computation"(%h) <{in_shardings = #sdy.sharding_per_value<[<@mesh, [{"x"}]>]>, manual_axes = #sdy<manual_axes{"x"}>, out_shardings = #sdy.sharding_per_value<[<@mesh, [{"x"}]>]>}> ({
+  ^bb0(%arg1: tensor<8xf32>):
+    %1 = stablehlo.multiply %arg1, %arg1 : tensor<8xf32>
+    "sdy.return"(%1) : (tensor<8xf32>) -> ()
+  }) : (tensor<8xf32>) -> tensor<8xf32>
+  return %0 : tensor<8xf32>
+}' > "$mlir_seeds/seed_shardy"
 
 status=0
 run() { # name seconds work-dir seed-dir max-len [timeout per input, s]
