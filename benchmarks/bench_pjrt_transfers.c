@@ -1,7 +1,7 @@
 /* What asynchronous uploads buy a frontend (plugin/pjrt_buffer.c, "asynchronous transfers"),
  * on two host clients of the plugin in the same run: `async_transfers` off (a large
  * BufferFromHostBuffer with kImmutableUntilTransferCompletes copies in the call) and on (the
- * copy goes on the device's queue, the call returns at once). Both clients run executes
+ * copy goes to the device's transfer thread, the call returns at once). Both clients run executes
  * asynchronously (async_execute "always"); reads of an execute's output are made by the
  * device's queue thread when the run ends on both.
  *

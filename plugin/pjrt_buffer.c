@@ -11,11 +11,11 @@
  * event may be ready at once), and it makes the two copying host-buffer semantics correct at
  * once: done_with_host_buffer is ready when BufferFromHostBuffer returns, because kiln no longer
  * reads `data` by then. The exception: a large kImmutableUntilTransferCompletes upload on the
- * host, copied on the device's queue ("asynchronous transfers"). The two zero-copy semantics alias
- * the caller's memory on the host platform when its layout and alignment allow (zero_copy_possible;
- * else they copy, as PJRT lets a plugin do), the done event completing when the memory is released;
- * kImmutableZeroCopy memory is never written (storage `immutable`: an execute donated it copies
- * it).
+ * host, copied on the device's transfer thread ("asynchronous transfers"). The two zero-copy
+ * semantics alias the caller's memory on the host platform when its layout and alignment allow
+ * (zero_copy_possible; else they copy, as PJRT lets a plugin do), the done event completing when
+ * the memory is released; kImmutableZeroCopy memory is never written (storage `immutable`: an
+ * execute donated it copies it).
  *
  * Layouts: a buffer's device layout is a dense minor_to_major permutation (default rank-1 ...
  * 0). A requested layout with tiles other than trivial ones (every tile dimension 1) is
@@ -1068,9 +1068,9 @@ static kiln_status buffer_alias_host(PJRT_Device *dev, int32_t kind,
 /* ---- asynchronous transfers ------------------------------------------------------------ */
 
 /* Whether BufferFromHostBuffer of `size` bytes with kImmutableUntilTransferCompletes on `dev`
- * may copy on the device's queue (the caller keeps its data until done_with_host_buffer): on
- * the host platform, from KILN_PJRT_ASYNC_TRANSFER_BYTES on, with the client's async_transfers
- * and asynchronous executes on (upload_admit has the last word). Never on CUDA (its copies go
+ * may copy on the device's transfer thread (the caller keeps its data until
+ * done_with_host_buffer): on the host platform, from KILN_PJRT_ASYNC_TRANSFER_BYTES on, with
+ * the client's async_transfers and asynchronous executes on. Never on CUDA (its copies go
  * through a stream the calling thread takes: not moved off it until they ran on a GPU). */
 static bool transfer_async(const PJRT_Device *dev, uint64_t size) {
   const PJRT_Client *c = dev->client;
@@ -1078,26 +1078,18 @@ static bool transfer_async(const PJRT_Device *dev, uint64_t size) {
          c->options.async_execute != KILN_PJRT_ASYNC_NEVER && !c->is_cuda;
 }
 
-/* Whether an upload's copy may join its device's queue now (kiln_pjrt_queue_try_push asks,
- * under the queue's lock; `arg` the client). Not after Client_Destroy (its queue stop would not
- * wait for it; a thread started later could drop the client's last reference and free its own
- * queue). And only behind work that ends without the caller: the queue is empty, or no buffer
- * of the client waits for memory from outside the queues (an alias buffer, a control
- * dependency, a transfer manager's buffer, listed from their creation). Else a run queued
- * earlier might wait for an alias the caller fulfils only once this upload is done (with the
- * upload's own buffer, say), and neither would end. The queue's own thread (an FFI handler
- * uploading) and a full queue copy in the call too: try_push refuses them. */
+/* Whether an upload's copy may join its device's transfer queue now (asked by
+ * kiln_pjrt_queue_try_push under the queue's lock; `arg` the client): not after
+ * Client_Destroy, whose stop of the queue would not wait for it (and a thread started later
+ * could drop the client's last reference and free its own queue). A full queue refuses too:
+ * the caller then copies in the call instead of waiting for room. */
 static bool upload_admit(void *arg, int32_t pending) {
-  PJRT_Client *c = arg;
-  if (atomic_load(&c->destroyed)) return false;
-  if (pending == 0) return true;
-  kiln_mutex_lock(&c->outside_mu); /* a leaf lock: taken here under the queue's */
-  bool none = c->outside == NULL;
-  kiln_mutex_unlock(&c->outside_mu);
-  return none;
+  (void)pending;
+  return !atomic_load(&((PJRT_Client *)arg)->destroyed);
 }
 
-/* A copy of the caller's host data into a new buffer's memory, on the device's queue. */
+/* A copy of the caller's host data into a new buffer's memory, on the device's transfer
+ * thread. */
 typedef struct h2d_async {
   kiln_pjrt_work_t work;
   kiln_pjrt_storage_t *st; /* the work's reference; its filling ends when the copy does */
@@ -1125,9 +1117,11 @@ static void h2d_async_run(kiln_pjrt_work_t *w) {
 }
 
 /* BufferFromHostBuffer into new memory `st` (the caller's reference, taken over: true) copied
- * on the device's queue, after the work queued before it (as a copy on a CUDA stream is): the
- * buffer reads as pending until the copy is done (reads hooked on it are made by the queue's
- * thread then; an execute queued after it finds it done), and so does done_with_host_buffer.
+ * on the device's transfer thread: the buffer reads as pending until the copy is done (reads
+ * hooked on it are made by that thread then; a run waits for it), and so does
+ * done_with_host_buffer. The copies are not ordered after the device's runs (nothing needs
+ * that: a run waits for its arguments' memory), so an upload never waits for a run — one
+ * waiting for an alias buffer the caller fulfils with this very upload, say.
  * False: no host memory for it, `st` still the caller's, which copies in the call instead. */
 static bool bfhb_async(PJRT_Client_BufferFromHostBuffer_Args *args, PJRT_Device *dev, int32_t kind,
                        kiln_pjrt_storage_t *st, const int64_t *m2m, const int64_t *src_strides,
@@ -1161,7 +1155,7 @@ static bool bfhb_async(PJRT_Client_BufferFromHostBuffer_Args *args, PJRT_Device 
   memcpy(t->dst_strides, dst_strides, (size_t)rank * sizeof(int64_t));
   args->buffer = b;
   args->done_with_host_buffer = done;
-  if (!kiln_pjrt_queue_try_push(&dev->queue, &t->work, upload_admit, dev->client))
+  if (!kiln_pjrt_queue_try_push(&dev->transfers, &t->work, upload_admit, dev->client))
     h2d_async_run(&t->work); /* not admitted: made here (the events come back complete) */
   return true;
 }
@@ -1234,7 +1228,7 @@ static PJRT_Error *Client_BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_
   kiln_pjrt_storage_t *st = NULL;
   s = storage_alloc(dev, kind, size, &st);
   /* The caller keeps the data until done_with_host_buffer: a large copy goes to the device's
-   * queue (XLA's CPU client makes it on another thread too), and the call returns at once. */
+   * transfer thread (XLA's CPU client makes it on another thread too); the call returns. */
   if (!s &&
       args->host_buffer_semantics == PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes &&
       transfer_async(dev, size) &&

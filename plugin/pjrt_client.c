@@ -15,7 +15,8 @@
  * `async_execute` (string "auto", "always" or "never", or a bool; default $KILN_ASYNC_EXECUTE,
  * else auto: which executes return before their run ends, pjrt_executable.c),
  * `async_transfers` (bool, default $KILN_ASYNC_TRANSFERS, else true: a large
- * BufferFromHostBuffer that may copy later does so on the device's queue, pjrt_buffer.c).
+ * BufferFromHostBuffer that may copy later does so on the device's transfer thread,
+ * pjrt_buffer.c).
  * Unknown
  * names are ignored, as XLA's clients do; a known name with the wrong type is INVALID_ARGUMENT.
  *
@@ -572,6 +573,8 @@ static PJRT_Error *Client_Destroy(PJRT_Client_Destroy_Args *args) {
   atomic_store(&c->destroyed, true);
   kiln_pjrt_client_end_outside_fills(c);
   for (int32_t i = 0; i < c->num_devices; i++) kiln_pjrt_queue_stop(&c->devices[i]->queue);
+  /* then the uploads (the queued runs may wait for them, or make them from an FFI handler) */
+  for (int32_t i = 0; i < c->num_devices; i++) kiln_pjrt_queue_stop(&c->devices[i]->transfers);
   for (int32_t i = 0; i < c->num_devices; i++) {
     kiln_pjrt_device_wait_streams(c->devices[i]);
     kiln_pjrt_buffer_spare_close(c->devices[i]); /* its client reference dropped */

@@ -182,6 +182,7 @@ kiln_status kiln_pjrt_device_init(PJRT_Client *c, PJRT_Device *dev, int32_t inde
   pthread_mutex_init(&dev->stream_mu, NULL);
   pthread_cond_init(&dev->stream_cv, NULL);
   kiln_pjrt_queue_init(&dev->queue);
+  kiln_pjrt_queue_init(&dev->transfers);
   PJRT_DeviceDescription *x = &dev->desc;
   bool ok = true;
   if (kdev->kind == KILN_DEVICE_CUDA) {
@@ -238,6 +239,7 @@ void kiln_pjrt_device_init_remote(PJRT_Client *c, PJRT_Device *dev, int32_t id,
   pthread_mutex_init(&dev->stream_mu, NULL);
   pthread_cond_init(&dev->stream_cv, NULL);
   kiln_pjrt_queue_init(&dev->queue);
+  kiln_pjrt_queue_init(&dev->transfers);
   kiln_pjrt_description_init(&dev->desc, id, kind);
   dev->desc.process_index = process_index;
 }
@@ -291,6 +293,7 @@ void kiln_pjrt_device_fini(PJRT_Device *dev) {
   pthread_cond_destroy(&dev->stream_cv);
   pthread_mutex_destroy(&dev->stream_mu);
   kiln_pjrt_queue_fini(&dev->queue);
+  kiln_pjrt_queue_fini(&dev->transfers);
 }
 
 /* ---- streams ----------------------------------------------------------------------------- */

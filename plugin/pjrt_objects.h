@@ -48,13 +48,13 @@ typedef struct kiln_pjrt_client_options {
   int32_t async_execute;
   /* "async_transfers" (bool; default $KILN_ASYNC_TRANSFERS, else on): BufferFromHostBuffer
    * with kImmutableUntilTransferCompletes of KILN_PJRT_ASYNC_TRANSFER_BYTES or more copies on
-   * the device's queue and returns at once (host platform, executes not "never"); off, in the
-   * call. */
+   * the device's transfer thread and returns at once (host platform, executes not "never");
+   * off, in the call. */
   bool async_transfers;
 } kiln_pjrt_client_options_t;
 
 /* Transfers from this size on are made asynchronously (async_transfers); smaller ones cost
- * less than handing them to the queue's thread. XLA's CPU client draws its line at 100 KiB. */
+ * less than handing them to another thread. XLA's CPU client draws its line at 100 KiB. */
 #define KILN_PJRT_ASYNC_TRANSFER_BYTES 102400u
 
 enum { KILN_PJRT_ASYNC_AUTO = 0, KILN_PJRT_ASYNC_ALWAYS = 1, KILN_PJRT_ASYNC_NEVER = 2 };
@@ -129,6 +129,10 @@ struct PJRT_Device {
   _Atomic(struct PJRT_Buffer *) spare_block;
   /* Asynchronous executes, in order (pjrt_queue.h; pjrt_executable.c says which go there). */
   kiln_pjrt_queue_t queue;
+  /* Asynchronous uploads (pjrt_buffer.c, "asynchronous transfers"), in order, on a thread of
+   * their own (started with the first): their work never waits for anything, so a run that
+   * waits for an upload, or a caller waiting for room here, always sees it end. */
+  kiln_pjrt_queue_t transfers;
 };
 
 struct PJRT_Client {

@@ -1,18 +1,19 @@
 /* Asynchronous uploads of the plugin (plugin/pjrt_buffer.c, "asynchronous transfers"), run
  * in-process through GetPjrtApi's table, with the plugin's internals at hand to hold a device's
- * queue thread on a gate: so what must happen on that thread is shown to happen there, not
- * measured.
+ * transfer thread (or its queue thread) on a gate: so what must happen on those threads is
+ * shown to happen there, not measured.
  *
  * - BufferFromHostBuffer with kImmutableUntilTransferCompletes of 100 KiB or more returns while
- *   its copy waits on the device's queue (done_with_host_buffer and the buffer's ready event
- *   pending), then holds the data (dense and strided sources); smaller transfers, the other
- *   copying semantics, a client with async_transfers off and one whose executes are "never"
- *   asynchronous copy in the call.
+ *   its copy waits on the device's transfer thread (done_with_host_buffer and the buffer's
+ *   ready event pending), then holds the data (dense and strided sources); smaller transfers,
+ *   the other copying semantics, a client with async_transfers off, one whose executes are
+ *   "never" asynchronous, and an upload into a full transfer queue copy in the call.
  * - A read of a buffer still being transferred, and an execute of it, wait for the copy.
+ * - Uploads never wait for the device's runs: one completes while the queue thread is held,
+ *   one that fulfils the alias buffer a queued run waits for completes (a first version,
+ *   which queued uploads behind the runs, hung there), one made on the queue thread itself
+ *   (an FFI handler's) completes.
  * - Client_Destroy waits for the transfers.
- * - Never behind work that waits for the caller, from the queue's own thread, or into a full
- *   queue: such an upload copies in the call (a run queued on an unfulfilled alias buffer, then
- *   an upload whose buffer fulfils it, used to hang).
  * - Stress (ThreadSanitizer runs it): threads upload, compute, read and donate at once, each
  *   step's results checked. */
 #define PJRT_TEST_IN_PROCESS 1
@@ -46,7 +47,8 @@ typedef struct gate {
   bool running, open;
 } gate_t;
 
-/* The gate on the device's queue thread. */
+/* Gates on the device's transfer thread (uploads) and on its queue thread (runs). */
+static gate_t g_transfers = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 static gate_t g_queue = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static void gate_run(kiln_pjrt_work_t *w) {
@@ -167,7 +169,7 @@ static const char *kAddOne =
 /* ---- tests -------------------------------------------------------------------------------- */
 
 /* A 1 MiB kImmutableUntilTransferCompletes upload of x on a new client (async_transfers on, a
- * compiled x + 1 in `add`) whose copy waits behind the gate on the device's queue. */
+ * compiled x + 1 in `add`) whose copy waits behind the gate on the device's transfer thread. */
 typedef struct held {
   PJRT_Client *c;
   PJRT_Device *d;
@@ -182,7 +184,7 @@ static held_t held_upload_on(float base, const char *executes) {
   h.d = pjrt_exec_device(api, h.c, 0);
   h.add = pjrt_exec_compile(api, h.c, kAddOne);
   int64_t dims[1] = {N};
-  gate_close(&g_queue, &h.d->queue);
+  gate_close(&g_transfers, &h.d->transfers);
   h.b = upload(h.c, h.x, dims, 1, NULL, PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes,
                &h.done);
   return h;
@@ -218,7 +220,7 @@ static void test_a_large_transfer_returns_before_its_copy(void **state) {
   PJRT_Event *ready3 = ready_event(b3);
   assert_true(is_ready(ready3));
   pjrt_exec_event_destroy(api, ready3);
-  gate_open(&g_queue);
+  gate_open(&g_transfers);
   pjrt_exec_await(api, h.done);
   pjrt_exec_await(api, ready);
   pjrt_exec_await(api, done2);
@@ -242,12 +244,12 @@ static void test_a_strided_large_transfer_is_laid_out_in_the_background(void **s
   enum { R = 512, C = 512 };
   float *x = numbers((size_t)R * C, 3.0f); /* read column-major: element (i, j) at x[j * R + i] */
   int64_t dims[2] = {R, C}, strides[2] = {sizeof(float), (int64_t)(R * sizeof(float))};
-  gate_close(&g_queue, &d->queue);
+  gate_close(&g_transfers, &d->transfers);
   PJRT_Event *done = NULL;
   PJRT_Buffer *b = upload(c, x, dims, 2, strides,
                           PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes, &done);
   assert_false(is_ready(done));
-  gate_open(&g_queue);
+  gate_open(&g_transfers);
   pjrt_exec_await(api, done);
   float *y = calloc((size_t)R * C, sizeof(float));
   pjrt_exec_read(api, b, y, (size_t)R * C * sizeof(float));
@@ -266,7 +268,7 @@ static void test_async_transfers_off_or_synchronous_executes_copy_in_the_call(vo
   PJRT_Client *cs[2] = {client(false), client_with(true, "never")};
   for (int k = 0; k < 2; k++) {
     PJRT_Device *d = pjrt_exec_device(api, cs[k], 0);
-    gate_close(&g_queue, &d->queue);
+    gate_close(&g_transfers, &d->transfers);
     PJRT_Event *done = NULL;
     PJRT_Buffer *b = upload(cs[k], x, dims, 1, NULL,
                             PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes, &done);
@@ -274,7 +276,7 @@ static void test_async_transfers_off_or_synchronous_executes_copy_in_the_call(vo
     PJRT_Event *ready = ready_event(b);
     assert_true(is_ready(ready));
     pjrt_exec_event_destroy(api, ready);
-    gate_open(&g_queue);
+    gate_open(&g_transfers);
     pjrt_exec_await(api, done);
     pjrt_exec_buffer_destroy(api, b);
     pjrt_test_client_destroy(api, cs[k]);
@@ -291,8 +293,8 @@ static void test_an_execute_waits_for_its_arguments_transfer(void **state) {
   PJRT_Event *ran = NULL;
   PJRT_CHECK(api, pjrt_exec_start(api, h.add, &h.b, 1, &out, NULL, &ran));
   usleep(20 * 1000);
-  assert_false(is_ready(ran)); /* queued behind its argument's copy, behind the gate */
-  gate_open(&g_queue);
+  assert_false(is_ready(ran)); /* its argument's copy waits behind the gate */
+  gate_open(&g_transfers);
   pjrt_exec_await(api, ran);
   pjrt_exec_await(api, h.done);
   float *y = calloc(N, sizeof(float));
@@ -310,7 +312,7 @@ static void test_a_read_of_a_buffer_being_transferred_waits_for_the_copy(void **
   PJRT_Event *read = start_read(h.b, y, N); /* hooked on the copy: returns at once */
   usleep(20 * 1000);
   assert_false(is_ready(read));
-  gate_open(&g_queue);
+  gate_open(&g_transfers);
   pjrt_exec_await(api, read);
   pjrt_exec_await(api, h.done);
   assert_memory_equal(h.x, y, N * sizeof(float));
@@ -325,7 +327,7 @@ static void test_client_destroy_waits_for_the_transfers(void **state) {
   h.b = NULL;
   pjrt_exec_destroy(api, h.add);
   pthread_t t;
-  assert_int_equal(pthread_create(&t, NULL, open_later, &g_queue), 0);
+  assert_int_equal(pthread_create(&t, NULL, open_later, &g_transfers), 0);
   pjrt_test_client_destroy(api, h.c); /* returns once the gate opened and the copy ended */
   assert_true(is_ready(h.done));
   pjrt_exec_event_destroy(api, h.done);
@@ -333,9 +335,10 @@ static void test_client_destroy_waits_for_the_transfers(void **state) {
   free(h.x);
 }
 
-/* The review's deadlock: a run queued behind an alias buffer the caller fulfils with an upload
- * it makes after queueing the run. The upload must not queue behind that run. */
-static void test_an_upload_behind_a_run_waiting_for_the_caller_copies_in_the_call(void **state) {
+/* A run queued on an alias buffer the caller fulfils with an upload it makes after queueing
+ * the run: the upload must not wait for that run (a first version queued uploads behind the
+ * device's runs; a review found this hang). */
+static void test_an_upload_fulfilling_the_alias_a_queued_run_waits_for_completes(void **state) {
   (void)state;
   PJRT_Client *c = client(true);
   PJRT_Device *d = pjrt_exec_device(api, c, 0);
@@ -350,10 +353,9 @@ static void test_an_upload_behind_a_run_waiting_for_the_caller_copies_in_the_cal
   PJRT_Event *done = NULL;
   PJRT_Buffer *b =
       upload(c, x, dims, 1, NULL, PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes, &done);
-  assert_true(is_ready(done)); /* copied in the call: the queue waits for the caller */
-  PJRT_CHECK(api, pjrt_exec_fulfil(api, cb, b)); /* (waits for b's memory: there) */
+  pjrt_exec_await(api, done); /* the upload does not wait for the run */
+  PJRT_CHECK(api, pjrt_exec_fulfil(api, cb, b));
   pjrt_exec_await(api, ran);
-  pjrt_exec_await(api, done);
   float *y = calloc(N, sizeof(float));
   pjrt_exec_read(api, out, y, N * sizeof(float));
   for (size_t i = 0; i < N; i++) assert_true(y[i] == x[i] + 1.0f);
@@ -366,13 +368,37 @@ static void test_an_upload_behind_a_run_waiting_for_the_caller_copies_in_the_cal
   free(x);
 }
 
-/* Work on the queue's own thread (as an FFI handler of a queued run) that uploads and waits
- * for the upload: it must not queue behind itself. */
+/* Uploads do not wait for the device's runs: with its queue thread held, one completes. */
+static void test_an_upload_does_not_wait_for_the_devices_runs(void **state) {
+  (void)state;
+  PJRT_Client *c = client(true);
+  PJRT_Device *d = pjrt_exec_device(api, c, 0);
+  float *x = numbers(N, 4.0f);
+  int64_t dims[1] = {N};
+  gate_close(&g_queue, &d->queue);
+  PJRT_Event *done = NULL;
+  PJRT_Buffer *b =
+      upload(c, x, dims, 1, NULL, PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes, &done);
+  PJRT_Event *ready = ready_event(b);
+  pjrt_exec_await(api, done);
+  pjrt_exec_await(api, ready);
+  gate_open(&g_queue);
+  float *y = calloc(N, sizeof(float));
+  pjrt_exec_read(api, b, y, N * sizeof(float));
+  assert_memory_equal(x, y, N * sizeof(float));
+  free(y);
+  pjrt_exec_buffer_destroy(api, b);
+  pjrt_test_client_destroy(api, c);
+  free(x);
+}
+
+/* Work on the device's queue thread (as an FFI handler of a queued run) that uploads and waits
+ * for the upload. */
 typedef struct own_thread_upload {
   kiln_pjrt_work_t work;
   PJRT_Client *c;
   const float *x;
-  bool ready_at_once, done;
+  bool done;
   pthread_mutex_t mu;
   pthread_cond_t cv;
 } own_thread_upload_t;
@@ -383,7 +409,6 @@ static void own_thread_upload_run(kiln_pjrt_work_t *w) {
   PJRT_Event *done = NULL;
   PJRT_Buffer *b = upload(o->c, o->x, dims, 1, NULL,
                           PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes, &done);
-  o->ready_at_once = is_ready(done);
   pjrt_exec_await(api, done);
   pjrt_exec_buffer_destroy(api, b);
   pthread_mutex_lock(&o->mu);
@@ -392,7 +417,7 @@ static void own_thread_upload_run(kiln_pjrt_work_t *w) {
   pthread_mutex_unlock(&o->mu);
 }
 
-static void test_an_upload_from_the_queues_own_thread_copies_in_the_call(void **state) {
+static void test_an_upload_made_on_the_devices_queue_thread_completes(void **state) {
   (void)state;
   PJRT_Client *c = client(true);
   PJRT_Device *d = pjrt_exec_device(api, c, 0);
@@ -406,7 +431,6 @@ static void test_an_upload_from_the_queues_own_thread_copies_in_the_call(void **
   pthread_mutex_lock(&o.mu);
   while (!o.done) pthread_cond_wait(&o.cv, &o.mu);
   pthread_mutex_unlock(&o.mu);
-  assert_true(o.ready_at_once);
   pjrt_test_client_destroy(api, c);
   free(x);
 }
@@ -415,24 +439,24 @@ static void noop_run(kiln_pjrt_work_t *w) {
   (void)w;
 }
 
-/* A full queue: the upload copies in the call instead of waiting for room. */
+/* A full transfer queue: the upload copies in the call instead of waiting for room. */
 static void test_an_upload_to_a_full_queue_copies_in_the_call(void **state) {
   (void)state;
   PJRT_Client *c = client(true);
   PJRT_Device *d = pjrt_exec_device(api, c, 0);
   float *x = numbers(N, 7.0f);
   int64_t dims[1] = {N};
-  gate_close(&g_queue, &d->queue);
+  gate_close(&g_transfers, &d->transfers);
   kiln_pjrt_work_t fill[KILN_PJRT_QUEUE_DEPTH - 1];
   for (int i = 0; i < KILN_PJRT_QUEUE_DEPTH - 1; i++) {
     fill[i].run = noop_run;
-    assert_null(kiln_pjrt_queue_push(&d->queue, &fill[i]));
+    assert_null(kiln_pjrt_queue_push(&d->transfers, &fill[i]));
   }
   PJRT_Event *done = NULL;
   PJRT_Buffer *b =
       upload(c, x, dims, 1, NULL, PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes, &done);
   assert_true(is_ready(done));
-  gate_open(&g_queue);
+  gate_open(&g_transfers);
   pjrt_exec_await(api, done);
   float *y = calloc(N, sizeof(float));
   pjrt_exec_read(api, b, y, N * sizeof(float));
@@ -536,8 +560,9 @@ int main(void) {
       cmocka_unit_test_prestate(test_an_execute_waits_for_its_arguments_transfer, "auto"),
       cmocka_unit_test(test_a_read_of_a_buffer_being_transferred_waits_for_the_copy),
       cmocka_unit_test(test_client_destroy_waits_for_the_transfers),
-      cmocka_unit_test(test_an_upload_behind_a_run_waiting_for_the_caller_copies_in_the_call),
-      cmocka_unit_test(test_an_upload_from_the_queues_own_thread_copies_in_the_call),
+      cmocka_unit_test(test_an_upload_fulfilling_the_alias_a_queued_run_waits_for_completes),
+      cmocka_unit_test(test_an_upload_does_not_wait_for_the_devices_runs),
+      cmocka_unit_test(test_an_upload_made_on_the_devices_queue_thread_completes),
       cmocka_unit_test(test_an_upload_to_a_full_queue_copies_in_the_call),
       cmocka_unit_test(test_threads_upload_compute_read_and_donate_at_once),
   };

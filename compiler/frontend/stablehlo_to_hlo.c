@@ -425,7 +425,7 @@ const char *shc_pred_shape_text(shc_ctx_t *c, const kiln_mlir_type_t *t) {
 
 static bool is_terminator(const kiln_mlir_op_t *op) {
   return !strcmp(op->name, "func.return") || !strcmp(op->name, "stablehlo.return") ||
-         !strcmp(op->name, "return") || !strcmp(op->name, "sdy.return");
+         !strcmp(op->name, "return");
 }
 
 kiln_status shc_convert_block(shc_ctx_t *c, const kiln_mlir_block_t *block, const char ***ret,

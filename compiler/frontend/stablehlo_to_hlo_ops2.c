@@ -453,12 +453,12 @@ kiln_status shc_convert_manual_computation(shc_ctx_t *c, const kiln_mlir_op_t *o
     SHC_TRY(shc_lookup(c, op->operands[i], &v));
     shc_bind(c, &b->args[i], v);
   }
-  const char **ret;
-  int32_t nret;
-  KILN_RETURN_IF_ERROR(shc_convert_block(c, b, &ret, &nret), "in sdy.manual_computation at line %d",
-                       (int)op->line);
-  for (int32_t i = 0; i < nret && i < op->num_results; i++) {
-    const char *shard, *whole;
+  /* The body's ops but its sdy.return (a terminator only here, not for shc_convert_block). */
+  for (int32_t i = 0; i + 1 < b->num_ops; i++)
+    KILN_RETURN_IF_ERROR(shc_convert_op(c, b->ops[i]), "in sdy.manual_computation at line %d",
+                         (int)op->line);
+  for (int32_t i = 0; i < op->num_results; i++) {
+    const char *shard, *whole, *v;
     SHC_TRY(shc_type_text(c, last->operands[i]->type, &shard));
     SHC_TRY(shc_type_text(c, op->results[i].type, &whole));
     if (strcmp(shard, whole) != 0)
@@ -466,7 +466,8 @@ kiln_status shc_convert_manual_computation(shc_ctx_t *c, const kiln_mlir_op_t *o
                         "result %d is %s but its shard is %s (a mesh of "
                         "more than one device: SPMD partitioning, which kiln does not do)",
                         (int)i, whole, shard);
-    shc_bind(c, &op->results[i], ret[i]);
+    KILN_RETURN_IF_ERROR(shc_lookup(c, last->operands[i], &v), "sdy.return operand %d", (int)i);
+    shc_bind(c, &op->results[i], v);
   }
   c->depth--;
   return NULL;
