@@ -1083,8 +1083,7 @@ static bool transfer_async(const PJRT_Device *dev, uint64_t size) {
  * Client_Destroy, whose stop of the queue would not wait for it (and a thread started later
  * could drop the client's last reference and free its own queue). A full queue refuses too:
  * the caller then copies in the call instead of waiting for room. */
-static bool upload_admit(void *arg, int32_t pending) {
-  (void)pending;
+static bool upload_admit(void *arg) {
   return !atomic_load(&((PJRT_Client *)arg)->destroyed);
 }
 

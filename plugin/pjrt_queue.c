@@ -109,12 +109,12 @@ kiln_status kiln_pjrt_queue_push(kiln_pjrt_queue_t *q, kiln_pjrt_work_t *w) {
   return NULL;
 }
 
-bool kiln_pjrt_queue_try_push(kiln_pjrt_queue_t *q, kiln_pjrt_work_t *w,
-                              bool (*admit)(void *arg, int32_t pending), void *arg) {
+bool kiln_pjrt_queue_try_push(kiln_pjrt_queue_t *q, kiln_pjrt_work_t *w, bool (*admit)(void *arg),
+                              void *arg) {
   if (t_queue == q) return false;
   kiln_mutex_lock(&q->mu);
-  int32_t pending = atomic_load_explicit(&q->pending, memory_order_relaxed);
-  if (pending >= KILN_PJRT_QUEUE_DEPTH || !admit(arg, pending) || start_thread(q)) {
+  if (atomic_load_explicit(&q->pending, memory_order_relaxed) >= KILN_PJRT_QUEUE_DEPTH ||
+      !admit(arg) || start_thread(q)) {
     kiln_mutex_unlock(&q->mu);
     return false;
   }
