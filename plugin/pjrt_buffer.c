@@ -1106,12 +1106,9 @@ static void h2d_async_run(kiln_pjrt_work_t *w) {
   kiln_status s = storage_write_strided(FN_BFHB, t->st, t->src, t->src_strides, t->dst_strides,
                                         t->dims, t->rank, t->elem, t->size);
   kiln_pjrt_event_complete(t->done, NULL); /* the caller's data is not read again */
-  if (fill_claim(t->st->fill)) {
+  /* (the filling is not on the client's outside list: nothing else ends it, the claim holds) */
+  if (fill_claim(t->st->fill))
     storage_end(t->st, s ? kiln_status_annotate(s, "in " FN_BFHB) : NULL);
-  } else {
-    kiln_status_free(s);
-    kiln_pjrt_storage_unref(t->st);
-  }
   kiln_free(t);
 }
 

@@ -16,9 +16,8 @@
  * else auto: which executes return before their run ends, pjrt_executable.c),
  * `async_transfers` (bool, default $KILN_ASYNC_TRANSFERS, else true: a large
  * BufferFromHostBuffer that may copy later does so on the device's transfer thread,
- * pjrt_buffer.c).
- * Unknown
- * names are ignored, as XLA's clients do; a known name with the wrong type is INVALID_ARGUMENT.
+ * pjrt_buffer.c). Unknown names are ignored, as XLA's clients do; a known name with the wrong type
+ * is INVALID_ARGUMENT.
  *
  * Across processes (`mpi`): every process of MPI_COMM_WORLD creates its client with the same
  * number L of devices (host: num_devices; CUDA: its GPUs, and the key-value callbacks are

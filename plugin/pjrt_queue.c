@@ -20,12 +20,8 @@ void kiln_pjrt_queue_init(kiln_pjrt_queue_t *q) {
   atomic_init(&q->pending, 0);
 }
 
-/* The queue whose thread this is (NULL on other threads). */
-static _Thread_local kiln_pjrt_queue_t *t_queue;
-
 static void *queue_main(void *arg) {
   kiln_pjrt_queue_t *q = arg;
-  t_queue = q;
   kiln_mutex_lock(&q->mu);
   for (;;) {
     while (!q->head && !q->stop) pthread_cond_wait(&q->work_cv, &q->mu);
@@ -111,7 +107,6 @@ kiln_status kiln_pjrt_queue_push(kiln_pjrt_queue_t *q, kiln_pjrt_work_t *w) {
 
 bool kiln_pjrt_queue_try_push(kiln_pjrt_queue_t *q, kiln_pjrt_work_t *w, bool (*admit)(void *arg),
                               void *arg) {
-  if (t_queue == q) return false;
   kiln_mutex_lock(&q->mu);
   if (atomic_load_explicit(&q->pending, memory_order_relaxed) >= KILN_PJRT_QUEUE_DEPTH ||
       !admit(arg) || start_thread(q)) {

@@ -68,8 +68,8 @@ void kiln_pjrt_queue_order_unlock(kiln_pjrt_queue_t *q);
  * `w` is then not queued and still the caller's. */
 kiln_status kiln_pjrt_queue_push(kiln_pjrt_queue_t *q, kiln_pjrt_work_t *w);
 /* Queues `w` only if that needs no waiting and `admit(arg)` (asked under the queue's lock)
- * agrees: not from the queue's own thread, not past the depth, not when the thread cannot be
- * started. True: queued; false: still the caller's. */
+ * agrees: not past the depth, not when the thread cannot be started. True: queued; false:
+ * still the caller's. */
 bool kiln_pjrt_queue_try_push(kiln_pjrt_queue_t *q, kiln_pjrt_work_t *w, bool (*admit)(void *arg),
                               void *arg);
 

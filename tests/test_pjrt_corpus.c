@@ -5,7 +5,9 @@
  * HloModuleProto (format "hlo", and "hlo_with_config" for every fourth), the others as HLO
  * text — executed on fake arguments and compared leaf by leaf with kiln_eval_module under the
  * module tolerance (tools/common/compare.h); and every eligible module with rng (the evaluator
- * draws as the plugin's expander does, from the same seed), each compiled twice. Also: compile
+ * draws as the plugin's expander does, from the same seed), each compiled twice; and the first
+ * six with an argument of 100 KiB or more, uploaded with kImmutableUntilTransferCompletes (copied
+ * on the device's transfer thread) and executed before the copies are awaited. Also: compile
  * options the plugin must honour or refuse (num_replicas > 1 is UNIMPLEMENTED; xla_dump_to writes
  * the dumps there). Parameter layouts: every evaluable corpus module whose entry parameters have
  * non-default layouts runs with its arguments in the executable's layout, as strided host data, and
@@ -130,7 +132,14 @@ typedef struct corpus_state {
   int want, ran, proto, mismatches;
   int zero_copy; /* modules whose arguments aliased the caller's memory (kImmutableZeroCopy) */
   bool rng_only; /* only modules that draw from `rng` or the rng state */
+  /* only modules with an argument of LARGE_UPLOAD bytes or more, every argument uploaded with
+   * kImmutableUntilTransferCompletes and its done event awaited only after the run */
+  bool large_only;
 } corpus_state_t;
+
+/* The size from which the plugin copies kImmutableUntilTransferCompletes uploads on a thread
+ * of the device's (KILN_PJRT_ASYNC_TRANSFER_BYTES in plugin/pjrt_objects.h). */
+#define LARGE_UPLOAD 102400
 
 static void free_buffers(PJRT_Buffer **b, size_t n) {
   for (size_t i = 0; i < n; i++) {
@@ -243,7 +252,7 @@ static void run_one(corpus_state_t *st, kiln_hlo_module_t *m, const char *name, 
     fail_msg("%s: compile (%s): %s", name, as_proto ? "proto" : "text", msg);
   /* upload the argument leaves; every third module's without a copy (kImmutableZeroCopy) from
    * memory aligned to 16 bytes but not to 64, the least the plugin aliases */
-  const bool zero_copy = seq % 3 == 2;
+  const bool zero_copy = !st->large_only && seq % 3 == 2;
   lit_vec_t in = {0};
   for (int i = 0; i < nargs; i++) leaves(args[i], &in);
   PJRT_Buffer **bufs = calloc(in.len + 1, sizeof(*bufs));
@@ -268,7 +277,9 @@ static void run_one(corpus_state_t *st, kiln_hlo_module_t *m, const char *name, 
         .dims = l->shape->dims,
         .num_dims = (size_t)l->shape->rank,
         .host_buffer_semantics = zero_copy ? PJRT_HostBufferSemantics_kImmutableZeroCopy
-                                           : PJRT_HostBufferSemantics_kImmutableOnlyDuringCall,
+                                 : st->large_only
+                                     ? PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes
+                                     : PJRT_HostBufferSemantics_kImmutableOnlyDuringCall,
         .device = g_dev};
     OK(api->PJRT_Client_BufferFromHostBuffer(&b));
     done[i] = b.done_with_host_buffer;
@@ -278,7 +289,7 @@ static void run_one(corpus_state_t *st, kiln_hlo_module_t *m, const char *name, 
                                           .buffer = b.buffer};
       OK(api->PJRT_Buffer_UnsafePointer(&u));
       if (l->num_elements) assert_ptr_equal((void *)(uintptr_t)u.buffer_pointer, data);
-    } else {
+    } else if (!st->large_only) {
       await_event(done[i]);
       done[i] = NULL;
     }
@@ -357,6 +368,16 @@ static void visit(void *ctx, kiln_hlo_module_t **mp, const char *name, const cha
     }
   /* Each module runs in one of the two tests, the rng ones counted apart. */
   if (rng != st->rng_only) return;
+  if (st->large_only) {
+    bool large = false;
+    for (int i = 0; i < m->entry->num_parameters; i++) {
+      const kiln_shape_t *ps = m->entry->parameters[i]->shape;
+      large = large || (kiln_shape_is_array(ps) &&
+                        kiln_shape_num_elements(ps) * kiln_elem_type_storage_bytes(ps->type) >=
+                            LARGE_UPLOAD);
+    }
+    if (!large) return;
+  }
   int seq = st->ran;
   run_one(st, m, name, seq);
   /* The same program compiled again has an rng state of its own: it draws what the first
@@ -394,6 +415,23 @@ static void test_corpus_rng_modules_equal_the_evaluator(void **state) {
       "evaluator\n",
       st.ran / 2, st.mismatches);
   assert_true(st.ran >= 6);
+  assert_int_equal(st.mismatches, 0);
+}
+
+/* Corpus modules with arguments of 100 KiB or more, uploaded as a frontend that keeps its
+ * arrays until done_with_host_buffer does (kImmutableUntilTransferCompletes: the plugin copies
+ * them on the device's transfer thread) and executed at once, before the copies are known to
+ * be done: each equals the evaluator. */
+static void test_corpus_modules_with_large_arguments_uploaded_asynchronously(void **state) {
+  (void)state;
+  corpus_state_t st = {.want = 6, .large_only = true};
+  kiln_status s = kiln_corpus_for_each_whole_module(corpus_root(), visit, &st);
+  if (s) fail_msg("corpus: %s", kiln_status_message(s));
+  printf(
+      "%d modules with arguments of 100 KiB or more uploaded asynchronously: %d differ from "
+      "the evaluator\n",
+      st.ran, st.mismatches);
+  assert_true(st.ran >= 3);
   assert_int_equal(st.mismatches, 0);
 }
 
@@ -849,6 +887,7 @@ int main(void) {
       cmocka_unit_test(test_compile_options_honoured),
       cmocka_unit_test(test_corpus_modules_equal_the_evaluator),
       cmocka_unit_test(test_corpus_rng_modules_equal_the_evaluator),
+      cmocka_unit_test(test_corpus_modules_with_large_arguments_uploaded_asynchronously),
       cmocka_unit_test(test_corpus_parameter_layouts_equal_the_evaluator),
       cmocka_unit_test(test_compile_options_argument_layouts),
       cmocka_unit_test(test_donated_argument_in_another_layout_is_relaid_out),

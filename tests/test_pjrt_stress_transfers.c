@@ -6,7 +6,8 @@
  * - BufferFromHostBuffer with kImmutableUntilTransferCompletes of 100 KiB or more returns while
  *   its copy waits on the device's transfer thread (done_with_host_buffer and the buffer's
  *   ready event pending), then holds the data (dense and strided sources); smaller transfers,
- *   the other copying semantics, a client with async_transfers off, one whose executes are
+ *   the other copying semantics, a client with async_transfers off (or
+ *   $KILN_ASYNC_TRANSFERS=0), one whose executes are
  *   "never" asynchronous, and an upload into a full transfer queue copy in the call.
  * - A read of a buffer still being transferred, and an execute of it, wait for the copy.
  * - Uploads never wait for the device's runs: one completes while the queue thread is held,
@@ -265,8 +266,14 @@ static void test_async_transfers_off_or_synchronous_executes_copy_in_the_call(vo
   (void)state;
   float *x = numbers(N, 1.0f);
   int64_t dims[1] = {N};
-  PJRT_Client *cs[2] = {client(false), client_with(true, "never")};
-  for (int k = 0; k < 2; k++) {
+  /* the option off; executes "never"; the option not given and $KILN_ASYNC_TRANSFERS=0 */
+  PJRT_Client *cs[3] = {client(false), client_with(true, "never"), NULL};
+  setenv("KILN_ASYNC_TRANSFERS", "0", 1);
+  PJRT_NamedValue o[2] = {pjrt_test_opt_string("platform", "cpu"),
+                          pjrt_test_opt_string("cache_dir", "")};
+  cs[2] = pjrt_test_client(api, o, 2);
+  unsetenv("KILN_ASYNC_TRANSFERS");
+  for (int k = 0; k < 3; k++) {
     PJRT_Device *d = pjrt_exec_device(api, cs[k], 0);
     gate_close(&g_transfers, &d->transfers);
     PJRT_Event *done = NULL;

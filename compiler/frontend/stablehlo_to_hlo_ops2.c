@@ -390,6 +390,21 @@ static kiln_status one_device_meshes(const kiln_mlir_op_t *op, const char *what,
   return NULL;
 }
 
+/* Refuses a value of type `whole` whose shard inside sdy.manual_computation has another type
+ * (`what` i: "operand" or "result"). */
+static kiln_status shard_is_whole(shc_ctx_t *c, const kiln_mlir_op_t *op, const char *what,
+                                  int32_t i, const kiln_mlir_type_t *whole,
+                                  const kiln_mlir_type_t *shard) {
+  const char *w, *sh;
+  SHC_TRY(shc_type_text(c, whole, &w));
+  SHC_TRY(shc_type_text(c, shard, &sh));
+  if (strcmp(w, sh) == 0) return NULL;
+  return SHC_UNIMPL(op,
+                    "%s %d is %s but its shard is %s (split over a mesh of more than one "
+                    "device: SPMD partitioning, which kiln does not do)",
+                    what, (int)i, w, sh);
+}
+
 /* sdy.manual_computation (jax.shard_map under Shardy): its body runs on each device's shard of
  * the operands, in_shardings / out_shardings saying how the values split over the manual mesh
  * axes. Over meshes of one device — a program compiled for one device, which is all kiln's
@@ -441,15 +456,8 @@ kiln_status shc_convert_manual_computation(shc_ctx_t *c, const kiln_mlir_op_t *o
                          (int)i);
   if (++c->depth > SHC_MAX_DEPTH) return SHC_INVALID(op, "regions nested too deeply");
   for (int32_t i = 0; i < b->num_args; i++) {
-    const char *shard, *whole, *v;
-    SHC_TRY(shc_type_text(c, b->args[i].type, &shard));
-    SHC_TRY(shc_type_text(c, op->operands[i]->type, &whole));
-    if (strcmp(shard, whole) != 0)
-      return SHC_UNIMPL(op,
-                        "operand %d is %s but its shard is %s (split "
-                        "over a mesh of more than one device: SPMD partitioning, which kiln "
-                        "does not do)",
-                        (int)i, whole, shard);
+    const char *v;
+    SHC_TRY(shard_is_whole(c, op, "operand", i, op->operands[i]->type, b->args[i].type));
     SHC_TRY(shc_lookup(c, op->operands[i], &v));
     shc_bind(c, &b->args[i], v);
   }
@@ -458,14 +466,8 @@ kiln_status shc_convert_manual_computation(shc_ctx_t *c, const kiln_mlir_op_t *o
     KILN_RETURN_IF_ERROR(shc_convert_op(c, b->ops[i]), "in sdy.manual_computation at line %d",
                          (int)op->line);
   for (int32_t i = 0; i < op->num_results; i++) {
-    const char *shard, *whole, *v;
-    SHC_TRY(shc_type_text(c, last->operands[i]->type, &shard));
-    SHC_TRY(shc_type_text(c, op->results[i].type, &whole));
-    if (strcmp(shard, whole) != 0)
-      return SHC_UNIMPL(op,
-                        "result %d is %s but its shard is %s (a mesh of "
-                        "more than one device: SPMD partitioning, which kiln does not do)",
-                        (int)i, whole, shard);
+    const char *v;
+    SHC_TRY(shard_is_whole(c, op, "result", i, op->results[i].type, last->operands[i]->type));
     KILN_RETURN_IF_ERROR(shc_lookup(c, last->operands[i], &v), "sdy.return operand %d", (int)i);
     shc_bind(c, &op->results[i], v);
   }
