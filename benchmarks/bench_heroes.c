@@ -17,6 +17,10 @@
  * backend compiles them (host_target: bf16 keeps the 32x33 tile); the "packed 64x64 tile"
  * row runs the GPU's packed bf16 variant on the host for comparison.
  *
+ * Last, a scatter-add whose updates run in order (f32[16384,512] into [4096,512]: the split
+ * serial path, a thread per column) against a C loop with the same column strips, and the
+ * one-thread kernel it replaced.
+ *
  * Usage: bench_heroes [--reps 15] [--sample-ms 3] [--cflags "-mno-avx512f"]
  * (--cflags is added to the C loops' gcc line; with KILN_HOST_CPU_FEATURES=-avx512f for
  * kiln's kernels it compares both on an AVX2-only target on an AVX-512 machine.) */
@@ -32,6 +36,7 @@
 #include "base/status.h"
 #include "compiler/codegen/kir_pipeline.h"
 #include "compiler/codegen/reduction_emitter.h"
+#include "compiler/codegen/scatter_emitter.h"
 #include "compiler/codegen/transpose_emitter.h"
 
 static double now_ms(void) {
@@ -82,7 +87,20 @@ static const char kCSource[] =
     "  } \\\n"
     "}\n"
     "TRANSPOSE(transpose, float)\n"
-    "TRANSPOSE(transpose16, uint16_t) /* bf16 bits */\n";
+    "TRANSPOSE(transpose16, uint16_t) /* bf16 bits */\n"
+    "/* scatter-add of f32[16384,512] updates into f32[4096,512] at s32[16384,1] indices, in\n"
+    " * update order: block = a strip of *args[4] columns, every update in turn */\n"
+    "void scatter_cols(void **args, int64_t b, int64_t e) {\n"
+    "  const int32_t *idx = args[1]; const float *upd = args[2]; float *out = args[3];\n"
+    "  int64_t w = *(const int64_t *)args[4];\n"
+    "  for (int64_t blk = b; blk < e; blk++)\n"
+    "    for (int64_t j = 0; j < 16384; j++) {\n"
+    "      int64_t r = idx[j];\n"
+    "      if (r < 0 || r >= 4096) continue;\n"
+    "      float *o = out + r * 512 + blk * w; const float *u = upd + j * 512 + blk * w;\n"
+    "      for (int64_t c = 0; c < w; c++) o[c] += u[c];\n"
+    "    }\n"
+    "}\n";
 
 static const char kRowHlo[] =
     "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
@@ -98,6 +116,14 @@ static const char kTrHlo[] =
 static const char kTr16Hlo[] =
     "fusion {\n p = bf16[4096,4096] parameter(0)\n"
     " ROOT t = bf16[4096,4096] transpose(p), dimensions={1,0}\n}\n";
+
+/* The updates run in order (a float add): the split serial path, a thread per column. */
+static const char kScatterHlo[] =
+    "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+    "fusion {\n o = f32[4096,512] parameter(0)\n i = s32[16384,1] parameter(1)\n"
+    " u = f32[16384,512] parameter(2)\n"
+    " ROOT s = f32[4096,512] scatter(o, i, u), update_window_dims={1}, inserted_window_dims={0},\n"
+    "   scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n";
 
 static int g_reps = 15;
 /* A sample (a batch of launches of each kernel, alternating) takes about this long. */
@@ -189,6 +215,109 @@ static kiln_status emit(which_t w, const kiln_reduction_options_t *ro, int packe
   o.packed_transpose = packed;
   return w >= TR ? kiln_transpose_kernel_emit((*mod)->entry, &o, k)
                  : kiln_reduction_kernel_emit((*mod)->entry, &o, ro, k);
+}
+
+/* The scatter rows: kiln's update kernel (the split serial path; the init kernel is a copy,
+ * not timed) at two block sizes (the host grid for 16 and 2 cores) and on one thread
+ * (the split off, as before), against the C loop with the same column strips. Each launch
+ * adds the updates again; the check starts both from the operand and wants the same bits. */
+static void bench_scatter(kiln_host_jit_t *jit, kiln_host_kernel_fn cfn) {
+  enum { V = 4096, D = 512, N = 16384 };
+  float *operand = bench_alloc(sizeof(float) * V * D), *upd = bench_alloc(sizeof(float) * N * D);
+  float *out_k = bench_alloc(sizeof(float) * V * D), *out_c = bench_alloc(sizeof(float) * V * D);
+  int32_t *idx = bench_alloc(sizeof(int32_t) * N);
+  uint64_t st = 777;
+  for (int64_t i = 0; i < (int64_t)N * D; i++) {
+    st = st * 6364136223846793005ull + 1442695040888963407ull;
+    upd[i] = (float)((double)(st >> 40) / (double)(1 << 24)) + 0.5f;
+    if (i < (int64_t)V * D) operand[i] = upd[i];
+  }
+  for (int j = 0; j < N; j++) {
+    st = st * 6364136223846793005ull + 1442695040888963407ull;
+    idx[j] = j % 97 == 0 ? V + 3 : (int32_t)((st >> 33) % V); /* repeats, and some out of bounds */
+  }
+  static const int64_t kCores[3] = {16, 2, 0};
+  double bytes =
+      (double)N * D * 4.0 * 3.0 + N * 4.0; /* updates read, touched rows read + written */
+  for (int var = 0; var < 3; var++) {
+    kiln_launch_device_t dev = {.core_count = kCores[var]};
+    kiln_codegen_compile_options_t o = {
+        .host_target = true, .device = &dev, .kernel_name = "bench_scatter"};
+    kiln_scatter_emitter_set_split(kCores[var] > 0);
+    kiln_hlo_module_t *mod = NULL;
+    kiln_codegen_kernel_t k = {0};
+    kiln_kir_host_kernel_t hk;
+    double t0 = now_ms();
+    kiln_status s = kiln_hlo_parse_computations(kScatterHlo, strlen(kScatterHlo), NULL, &mod);
+    if (!s) s = kiln_scatter_kernel_emit(mod->entry, &o, &k);
+    if (!s && !k.next) s = KILN_ERR_INTERNAL("no update kernel");
+    if (!s) s = kiln_kir_compile_host(k.next->kir, jit, &hk);
+    double compile_ms = now_ms() - t0;
+    kiln_scatter_emitter_set_split(true);
+    char vname[40];
+    if (kCores[var] > 0)
+      snprintf(vname, sizeof(vname), "%lld blocks of %lld", (long long)k.next->grid.blocks_x,
+               (long long)k.next->grid.threads);
+    else
+      snprintf(vname, sizeof(vname), "one thread (no split)");
+    const char *label = "scatter-add f32[16384,512] -> [4096,512]";
+    if (s) {
+      printf("%-40s %-22s: %s\n", label, vname, kiln_status_message(s));
+      kiln_status_free(s);
+      kiln_codegen_kernel_free(&k);
+      if (mod) kiln_hlo_module_destroy(mod);
+      continue;
+    }
+    /* The kernel's inputs are the fusion's parameters in its own order, then the output. */
+    void *ka[5] = {NULL, NULL, NULL, NULL, NULL};
+    for (int i = 0; i < k.num_inputs; i++) {
+      int64_t pn = k.inputs[i]->parameter_number;
+      ka[i] = pn == 0 ? (void *)operand : pn == 1 ? (void *)idx : (void *)upd;
+    }
+    ka[k.num_inputs] = out_k;
+    int64_t width = D / k.next->grid.blocks_x;
+    void *ca[5] = {operand, idx, upd, out_c, &width};
+    int64_t cblocks = k.next->grid.blocks_x;
+    memcpy(out_k, operand, sizeof(float) * V * D);
+    memcpy(out_c, operand, sizeof(float) * V * D);
+    for (int nt = 1; nt <= 2; nt++) {
+      kiln_host_pool_t *pool = NULL;
+      if (kiln_host_pool_create(nt, &pool)) break;
+      double med[2], mn[2], paired = 0;
+      int batch = 1;
+      bool ok =
+          time_pair(pool, hk.fn, ka, hk.num_blocks, cfn, ca, cblocks, med, mn, &paired, &batch);
+      if (ok && cfn && nt == 2) { /* one launch each from the operand: the same bits? */
+        memcpy(out_k, operand, sizeof(float) * V * D);
+        memcpy(out_c, operand, sizeof(float) * V * D);
+        kiln_status ls = kiln_host_pool_launch(pool, hk.fn, ka, hk.num_blocks, 0);
+        if (!ls) ls = kiln_host_pool_launch(pool, cfn, ca, cblocks, 0);
+        if (ls) {
+          printf("  launch failed: %s\n", kiln_status_message(ls));
+          kiln_status_free(ls);
+        } else if (memcmp(out_k, out_c, sizeof(float) * V * D)) {
+          printf("  MISMATCH vs C loop: the scatter's bits differ\n");
+        }
+      }
+      kiln_host_pool_destroy(pool);
+      if (!ok) break;
+      if (cfn)
+        printf("%-40s %-22s %7d %9.3f %7.2f %5.2fx %8.3f %5.2fx %6.2fx %5d\n", label, vname, nt,
+               med[0], bytes / (med[0] * 1e6), med[1] / med[0], mn[0], mn[1] / mn[0], paired,
+               batch);
+      else
+        printf("%-40s %-22s %7d %9.3f %7.2f\n", label, vname, nt, med[0], bytes / (med[0] * 1e6));
+    }
+    printf("%-40s %-22s compile %.0f ms (emit %.1f, pipeline %.1f)\n", "", vname, compile_ms,
+           k.next->emit_ms, k.next->pipeline_ms);
+    kiln_codegen_kernel_free(&k);
+    kiln_hlo_module_destroy(mod);
+  }
+  free(operand);
+  free(upd);
+  free(out_k);
+  free(out_c);
+  free(idx);
 }
 
 int main(int argc, char **argv) {
@@ -342,6 +471,7 @@ int main(int argc, char **argv) {
       kiln_hlo_module_destroy(mod);
     }
   }
+  bench_scatter(jit, dl ? (kiln_host_kernel_fn)dlsym(dl, "scatter_cols") : NULL);
   kiln_host_jit_destroy(jit);
   free(in);
   free(in16);

@@ -129,17 +129,31 @@ static void test_scatter_atomic_add_on_parallel_blocks(void **state) {
 }
 
 /* On the host, a combiner whose result depends on the order (the CAS multiply above, a
- * float add) runs serially, as XLA:CPU runs scatters, so every run gives the same bits;
- * order-free integer adds keep their atomics (test_host_determinism runs whole modules). */
-static void test_order_dependent_scatters_run_serially_on_the_host(void **state) {
-  const char *cases[2] = {k_computed, k_int_add};
-  for (int i = 0; i < 2; i++) {
+ * float add) runs in order, as XLA:CPU runs scatters, so every run gives the same bits;
+ * order-free integer adds keep their atomics (test_host_determinism runs whole modules). The
+ * multiply's window spans the operand's 8 columns: one thread per column walks every update
+ * in order (the split serial path); a scatter of scalars runs on one thread. */
+static const char *k_scalar_add =
+    "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+    "  ROOT s = f32[] add(a, b)\n}\n"
+    "fusion {\n  o = f32[40] parameter(0)\n  i = s32[300,1] parameter(1)\n"
+    "  u = f32[300] parameter(2)\n"
+    "  ROOT s = f32[40] scatter(o, i, u), update_window_dims={}, inserted_window_dims={0},\n"
+    "      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n";
+
+static void test_order_dependent_scatters_run_in_order_on_the_host(void **state) {
+  const char *cases[3] = {k_computed, k_int_add, k_scalar_add};
+  const int64_t threads[3] = {8, -1, 1}; /* -1: a grid over the 12000 updates, with atomics */
+  for (int i = 0; i < 3; i++) {
     kiln_hlo_module_t *m = parse(cases[i]);
     kiln_codegen_kernel_t k;
     char *kir = update_kir_for(m->entry, true, &k);
-    bool serial = k.next->grid.threads * k.next->grid.blocks_x == 1;
-    assert_int_equal(serial, i == 0);
-    assert_int_equal(strstr(kir, "atomic") == NULL, i == 0);
+    int64_t cover = k.next->grid.threads * k.next->grid.blocks_x;
+    if (threads[i] > 0)
+      assert_int_equal(cover, threads[i]);
+    else
+      assert_true(cover >= 12000);
+    assert_int_equal(strstr(kir, "atomic") == NULL, threads[i] > 0);
     kiln_free(kir);
     kiln_codegen_kernel_free(&k);
     kiln_hlo_module_destroy(m);
@@ -147,13 +161,13 @@ static void test_order_dependent_scatters_run_serially_on_the_host(void **state)
 }
 
 /* Deterministic ops (XLA's --xla_gpu_deterministic_ops): the GPU kernel of an order-dependent
- * scatter is serial too, and passes ptxas. */
-static void test_deterministic_ops_make_gpu_scatters_serial(void **state) {
+ * scatter runs in order too (a thread per column of the window), and passes ptxas. */
+static void test_deterministic_ops_make_gpu_scatters_run_in_order(void **state) {
   kiln_hlo_module_t *m = parse(k_computed);
   kiln_codegen_compile_options_t co = {.deterministic = true};
   kiln_codegen_kernel_t k;
   assert_null(kiln_scatter_kernel_emit(m->entry, &co, &k));
-  assert_int_equal(k.next->grid.threads * k.next->grid.blocks_x, 1);
+  assert_int_equal(k.next->grid.threads * k.next->grid.blocks_x, 8);
   char *kir = kiln_kir_to_string(k.next->kir);
   assert_null(strstr(kir, "atomic"));
   kiln_free(kir);
@@ -193,13 +207,13 @@ static const char *k_variadic = "comb {\n"
                                 "      to_apply=comb\n"
                                 "}\n";
 
-/* A variadic scatter with duplicate indices has no single atomic: one thread walks every
- * update in order. */
-static void test_variadic_scatter_with_duplicates_runs_serially(void **state) {
+/* A variadic scatter with duplicate indices has no single atomic: each of the window's 5
+ * columns has a thread that walks every update in order. */
+static void test_variadic_scatter_with_duplicates_runs_in_order(void **state) {
   kiln_hlo_module_t *m = parse(k_variadic);
   kiln_codegen_kernel_t k;
   char *kir = update_kir(m->entry, &k);
-  assert_int_equal(k.next->grid.threads * k.next->grid.blocks_x, 1);
+  assert_int_equal(k.next->grid.threads * k.next->grid.blocks_x, 5);
   assert_null(strstr(kir, "atomic"));
   assert_int_equal(k.num_outputs, 2);
   kiln_free(kir);
@@ -289,6 +303,55 @@ static void test_scatter_with_non_default_layouts(void **state) {
   kiln_host_jit_destroy(jit);
 }
 
+/* The split serial path against the one-thread kernel and the evaluator, bit for bit: a float
+ * add with repeated indices whose windows overlap in a partial dim (3 of 6 rows, starting
+ * anywhere) and span the 256 columns, the columns split over 4 blocks run by 4 workers; the
+ * same module with the split off runs on one thread. Floats in [0.5, 1.5): every sum rounds,
+ * so any other order would show. */
+static void test_split_serial_scatter_gives_the_serial_bits(void **state) {
+  const char *text =
+      "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+      "fusion {\n  o = f32[50,6,256] parameter(0)\n  i = s32[700,2] parameter(1)\n"
+      "  u = f32[700,3,256] parameter(2)\n"
+      "  ROOT s = f32[50,6,256] scatter(o, i, u), update_window_dims={1,2}, "
+      "inserted_window_dims={0},\n"
+      "      scatter_dims_to_operand_dims={0,1}, index_vector_dim=1, to_apply=add\n}\n";
+  kiln_hlo_module_t *m = parse(text);
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  kiln_host_pool_t *pool = NULL;
+  assert_null(kiln_host_pool_create(4, &pool));
+  for (int split = 1; split >= 0; split--) {
+    kiln_scatter_emitter_set_split(split);
+    for (int host = 0; host < 2; host++) {
+      kiln_codegen_kernel_t k;
+      kiln_codegen_compile_options_t co = {.host_target = host, .deterministic = !host};
+      assert_null(kiln_scatter_kernel_emit(m->entry, &co, &k));
+      char *kir = kiln_kir_to_string(k.next->kir);
+      int64_t cover = k.next->grid.threads * k.next->grid.blocks_x;
+      assert_int_equal(cover, split ? 256 : 1);
+      if (split && host) assert_int_equal(k.next->grid.blocks_x, 4); /* 64 columns a block */
+      assert_null(strstr(kir, "atomic"));
+      kiln_free(kir);
+      kiln_codegen_kernel_free(&k);
+    }
+    kiln_runner_options_t o;
+    kiln_runner_options_init(&o);
+    o.jit = jit, o.pool = pool, o.compile.host_target = true;
+    o.float_lo = 0.5, o.float_hi = 1.5, o.max_ulp = 0;
+    kiln_runner_report_t r;
+    assert_null(kiln_runner_check(m->entry, &o, &r));
+    printf("%s: %lld elements, %lld differ from the evaluator (max %lld ulp)\n",
+           split ? "f32 add, columns split, 4 workers" : "f32 add, one thread",
+           (long long)r.elements, (long long)r.mismatches, (long long)r.max_ulp);
+    assert_int_equal(r.mismatches, 0);
+  }
+  kiln_scatter_emitter_set_split(true);
+  kiln_host_pool_destroy(pool);
+  kiln_host_jit_destroy(jit);
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_scatter_root_must_be_the_scatter(void **state) {
   const char *text = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
                      "fusion {\n  o = f32[8] parameter(0)\n  i = s32[2,1] parameter(1)\n  u = f32[2] parameter(2)\n"
@@ -311,9 +374,10 @@ int main(void) {
       cmocka_unit_test(test_corpus_scatter_fusions_match_evaluator),
       cmocka_unit_test(test_scatter_computed_operand_and_cas_combiner),
       cmocka_unit_test(test_scatter_atomic_add_on_parallel_blocks),
-      cmocka_unit_test(test_order_dependent_scatters_run_serially_on_the_host),
-      cmocka_unit_test(test_deterministic_ops_make_gpu_scatters_serial),
-      cmocka_unit_test(test_variadic_scatter_with_duplicates_runs_serially),
+      cmocka_unit_test(test_order_dependent_scatters_run_in_order_on_the_host),
+      cmocka_unit_test(test_deterministic_ops_make_gpu_scatters_run_in_order),
+      cmocka_unit_test(test_variadic_scatter_with_duplicates_runs_in_order),
+      cmocka_unit_test(test_split_serial_scatter_gives_the_serial_bits),
       cmocka_unit_test(test_sorted_indices_accumulate_runs),
       cmocka_unit_test(test_scatter_with_non_default_layouts),
       cmocka_unit_test(test_scatter_root_must_be_the_scatter),

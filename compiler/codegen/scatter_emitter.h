@@ -22,12 +22,18 @@
  *          output element in registers (the scatter computation applied to the updates, as
  *          XLA does) and writes each run's result with one atomic as above;
  *        - elements narrower than 16 bits (pred, s8, u8, s4, f8 ...) and variadic scatters
- *          with duplicate indices, which no single atomic covers: the update kernel runs
- *          as one thread visiting every update in order (correct, serial);
- *        - on the host (host_target), every scatter whose indices may repeat and whose
- *          combiner's result depends on the order (float add, overwrite, another computation;
- *          not integer add/min/max or float min/max) runs serially too, as XLA:CPU runs
- *          scatters: the same result every run.
+ *          with duplicate indices, which no single atomic covers: the updates are applied
+ *          in order (below);
+ *        - on the host (host_target), and on a GPU with deterministic ops, every scatter whose
+ *          indices may repeat and whose combiner's result depends on the order (float add,
+ *          overwrite, another computation; not integer add/min/max or float min/max) applies
+ *          its updates in order too, as XLA:CPU runs scatters: the same result every run.
+ *      In order: where the update window spans whole operand dims (an embedding gradient's
+ *      rows), a thread per coordinate of those dims walks every update in row-major order of
+ *      the other update dims — no two threads write one element, and each element sees its
+ *      updates in the single-thread order, so the bits are the same; otherwise (a scatter of
+ *      scalars, windows narrower than the operand in every dim) one thread walks every
+ *      update element.
  *      A scatter whose combiner returns its first parameter (keep the old value) needs no
  *      update kernel: the chain is the init kernel alone.
  * UNIMPLEMENTED (named): a root that is not the scatter itself, complex elements.
@@ -45,5 +51,10 @@
 kiln_status kiln_scatter_kernel_emit(const kiln_hlo_computation_t *c,
                                      const kiln_codegen_compile_options_t *opts,
                                      kiln_codegen_kernel_t *out);
+
+/* Tests and benchmarks: whether serial scatters split over whole-width window coordinates
+ * (default on; off gives the one-thread kernel, to compare). Not thread-safe: set it before
+ * compiling. */
+void kiln_scatter_emitter_set_split(bool on);
 
 #endif /* KILN_COMPILER_CODEGEN_SCATTER_EMITTER_H_ */
