@@ -132,7 +132,8 @@ static void test_scatter_atomic_add_on_parallel_blocks(void **state) {
  * float add) runs in order, as XLA:CPU runs scatters, so every run gives the same bits;
  * order-free integer adds keep their atomics (test_host_determinism runs whole modules). The
  * multiply's window spans the operand's 8 columns: one thread per column walks every update
- * in order (the split serial path); a scatter of scalars runs on one thread. */
+ * in order (the split serial path), as for a window over the first 64 of 128 columns that no
+ * index moves; a scatter of scalars runs on one thread. */
 static const char *k_scalar_add =
     "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
     "  ROOT s = f32[] add(a, b)\n}\n"
@@ -142,9 +143,19 @@ static const char *k_scalar_add =
     "      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n";
 
 static void test_order_dependent_scatters_run_in_order_on_the_host(void **state) {
-  const char *cases[3] = {k_computed, k_int_add, k_scalar_add};
-  const int64_t threads[3] = {8, -1, 1}; /* -1: a grid over the 12000 updates, with atomics */
-  for (int i = 0; i < 3; i++) {
+  /* Half of each row, which no index addresses: the window starts at column 0. */
+  const char *half_rows =
+      "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  ROOT s = f32[] add(a, b)\n}\n"
+      "fusion {\n  o = f32[40,128] parameter(0)\n  i = s32[500,1] parameter(1)\n"
+      "  u = f32[500,64] parameter(2)\n"
+      "  ROOT s = f32[40,128] scatter(o, i, u), update_window_dims={1}, inserted_window_dims={0},\n"
+      "      scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n}\n";
+  const char *cases[4] = {k_computed, k_int_add, k_scalar_add, half_rows};
+  const int64_t threads[4] = {8, -1, 1, 64}; /* -1: a grid over the 12000 updates, with atomics */
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  for (int i = 0; i < 4; i++) {
     kiln_hlo_module_t *m = parse(cases[i]);
     kiln_codegen_kernel_t k;
     char *kir = update_kir_for(m->entry, true, &k);
@@ -156,8 +167,18 @@ static void test_order_dependent_scatters_run_in_order_on_the_host(void **state)
     assert_int_equal(strstr(kir, "atomic") == NULL, threads[i] > 0);
     kiln_free(kir);
     kiln_codegen_kernel_free(&k);
+    if (i >= 2) { /* in order: the evaluator's bits */
+      kiln_runner_options_t o;
+      kiln_runner_options_init(&o);
+      o.jit = jit, o.compile.host_target = true;
+      o.float_lo = 0.5, o.float_hi = 1.5, o.max_ulp = 0;
+      kiln_runner_report_t r;
+      assert_null(kiln_runner_check(m->entry, &o, &r));
+      assert_int_equal(r.mismatches, 0);
+    }
     kiln_hlo_module_destroy(m);
   }
+  kiln_host_jit_destroy(jit);
 }
 
 /* Deterministic ops (XLA's --xla_gpu_deterministic_ops): the GPU kernel of an order-dependent

@@ -43,11 +43,11 @@ typedef struct sc_info {
   sc_comb_t comb_kind;
   sc_mode_t mode;
   bool serial, sorted;
-  /* Serial scatters: update dims whose window spans the whole operand dim (the window can
-   * only start at 0 there, so the update coordinate is the output coordinate), and the
-   * number of their elements. When npar > 1 each thread owns some of those coordinates and
-   * walks every other update coordinate in order (sc_emit_split): no two threads write one
-   * element, and each element sees its updates in the serial order. */
+  /* Serial scatters: update dims whose window spans the whole operand dim or that no index
+   * addresses (the window can only start at 0 there, so the update coordinate is the output
+   * coordinate), and the number of their elements. When npar > 1 each thread owns some of those
+   * coordinates and walks every other update coordinate in order (sc_emit_split): no two threads
+   * write one element, and each element sees its updates in the serial order. */
   bool par[KILN_KIR_MAX_RANK];
   int64_t npar;
 } sc_info_t;
@@ -198,7 +198,9 @@ static kiln_status sc_analyze(const kiln_hlo_computation_t *c, bool serial_if_or
   si->npar = 1;
   for (int d = 0; d < si->us->rank && si->serial && !g_no_split; d++) {
     int j = si->upd_win_j[d];
-    si->par[d] = j >= 0 && si->us->dims[d] == si->os->dims[si->win_operand_dim[j]];
+    int64_t od = j >= 0 ? si->win_operand_dim[j] : -1;
+    si->par[d] = od >= 0 && (si->us->dims[d] == si->os->dims[od] ||
+                             !has(&dn->scatter_dims_to_operand_dims, od));
     if (si->par[d]) si->npar *= si->us->dims[d];
   }
   return NULL;

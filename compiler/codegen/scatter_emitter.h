@@ -29,9 +29,9 @@
  *          overwrite, another computation; not integer add/min/max or float min/max) applies
  *          its updates in order too, as XLA:CPU runs scatters: the same result every run.
  *      In order: where the update window spans whole operand dims (an embedding gradient's
- *      rows), a thread per coordinate of those dims walks every update in row-major order of
- *      the other update dims — no two threads write one element, and each element sees its
- *      updates in the single-thread order, so the bits are the same; otherwise (a scatter of
+ *      rows) or dims no index moves, a thread per coordinate of those dims walks every update in
+ * row-major order of the other update dims — no two threads write one element, and each element
+ * sees its updates in the single-thread order, so the bits are the same; otherwise (a scatter of
  *      scalars, windows narrower than the operand in every dim) one thread walks every
  *      update element.
  *      A scatter whose combiner returns its first parameter (keep the old value) needs no
