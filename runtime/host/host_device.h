@@ -91,6 +91,11 @@ int64_t kiln_host_gemm_half_k_passes(void);
  * one rounding) instead of rows of A (each panel a library call that packs all of B again).
  * On by default; off brings back the row panels (for tests of both); thread-safe. */
 void kiln_host_gemm_set_k_panels(bool on);
+/* Batched library gemms of kSmallGemm (2^18) multiply-adds or more split into row panels
+ * below it, spread over the host pool (the library runs each on the calling thread), instead
+ * of one library call per batch on the library's threads. On by default; off brings back the
+ * calls per batch (for tests and benchmarks of both); thread-safe. */
+void kiln_host_gemm_set_batch_panels(bool on);
 /* The CBLAS library in use (a path or soname), or NULL when the C kernel is used. Loads it on
  * the first call: the runtime options' host_blas (the edges' $KILN_HOST_BLAS) names the
  * library to use ("none": none; one that cannot be
