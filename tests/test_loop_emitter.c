@@ -283,6 +283,68 @@ static void test_launch_dimensions(void **state) {
   assert_int_equal(g.vector_size, 2);
 }
 
+/* The host backend's grids (host_target): one element per thread, so the vector lanes read
+ * contiguous memory, in blocks of the most of 512, 256 and 128 threads that divides the
+ * output's physical minor dimension (a block stays in one row), else 128; fewer threads than
+ * that only for fewer elements. Then two of them on the host pool against the evaluator:
+ * a row-broadcast exp whose 128-thread blocks straddle rows of 100, and one in 256-thread
+ * blocks. */
+static void test_host_grids_take_one_element_per_thread(void **state) {
+  (void)state;
+  static const struct {
+    const char *shape;
+    int64_t threads, elems;
+  } cases[] = {
+      {"f32[1024,32000]", 256, 1024 * 32000},
+      {"f32[6,512,4096]", 512, 6 * 512 * 4096},
+      {"f32[50,100]", 128, 5000},
+      {"f32[32000,1024]{0,1}", 256, 32000 * 1024},
+      {"f32[20]", 20, 20},
+      {"f32[3,640]", 128, 1920},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char text[256];
+    snprintf(text, sizeof(text), "f {\n  p = %s parameter(0)\n  ROOT n = %s negate(p)\n}\n",
+             cases[i].shape, cases[i].shape);
+    kiln_hlo_module_t *m = parse_fusion(text);
+    kiln_codegen_compile_options_t o = {.host_target = true};
+    kiln_codegen_kernel_t k;
+    assert_null(kiln_codegen_kernel_emit(m->entry, &o, &k));
+    printf("host grid of %s: %lld threads x %lld blocks, %lld per thread\n", cases[i].shape,
+           (long long)k.grid.threads, (long long)k.grid.blocks_x, (long long)k.grid.vector_size);
+    assert_int_equal(k.grid.vector_size, 1);
+    assert_int_equal(k.grid.threads, cases[i].threads);
+    assert_int_equal(k.grid.blocks_x * k.grid.blocks_y,
+                     (cases[i].elems + cases[i].threads - 1) / cases[i].threads);
+    kiln_codegen_kernel_free(&k);
+    kiln_hlo_module_destroy(m);
+  }
+  const char *rows[2] = {"50,100", "40,768"};
+  kiln_host_pool_t *pool = NULL;
+  assert_null(kiln_host_pool_create(0, &pool));
+  for (int i = 0; i < 2; i++) {
+    char text[512];
+    snprintf(text, sizeof(text),
+             "f {\n  b = f32[%.2s] parameter(0)\n  p = f32[%s] parameter(1)\n"
+             "  bb = f32[%s] broadcast(b), dimensions={0}\n  s = f32[%s] subtract(p, bb)\n"
+             "  ROOT e = f32[%s] exponential(s)\n}\n",
+             rows[i], rows[i], rows[i], rows[i], rows[i]);
+    kiln_hlo_module_t *m = parse_fusion(text);
+    kiln_runner_options_t o;
+    kiln_runner_options_init(&o);
+    o.pool = pool;
+    o.compile.host_target = true;
+    kiln_runner_report_t r;
+    assert_null(kiln_runner_check(m->entry, &o, &r));
+    printf("host exp(p - broadcast(b)) over [%s]: %lld threads a block, %lld mismatches\n", rows[i],
+           (long long)r.grid.threads, (long long)r.mismatches);
+    assert_int_equal(r.grid.threads, i == 0 ? 128 : 256);
+    assert_int_equal(r.mismatches, 0);
+    kiln_hlo_module_destroy(m);
+  }
+  kiln_host_pool_destroy(pool);
+}
+
 /* XLA's loop__broadcast_constant_block_dim_limit: more blocks than the x limit, so the grid
  * is split over y and the thread map uses bl_y. Compiled only (1.2e12 outputs). */
 static void test_block_split_over_y(void **state) {
@@ -584,6 +646,7 @@ int main(void) {
       cmocka_unit_test(test_bf16_excess_precision),
       cmocka_unit_test(test_dus_under_epilogue_runs_as_loop),
       cmocka_unit_test(test_launch_dimensions),
+      cmocka_unit_test(test_host_grids_take_one_element_per_thread),
       cmocka_unit_test(test_block_split_over_y),
       cmocka_unit_test(test_vectorization_disabled_by_sin_and_atan2),
       cmocka_unit_test(test_multi_output_fusion),
