@@ -255,7 +255,9 @@ static void bench_scatter(kiln_host_jit_t *jit, kiln_host_kernel_fn cfn) {
     double compile_ms = now_ms() - t0;
     kiln_scatter_emitter_set_split(true);
     char vname[40];
-    if (kCores[var] > 0)
+    if (s)
+      snprintf(vname, sizeof(vname), "%lld cores", (long long)kCores[var]);
+    else if (kCores[var] > 0)
       snprintf(vname, sizeof(vname), "%lld blocks of %lld", (long long)k.next->grid.blocks_x,
                (long long)k.next->grid.threads);
     else

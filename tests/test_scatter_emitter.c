@@ -51,6 +51,61 @@ static void test_corpus_scatter_fusions_match_evaluator(void **state) {
   assert_int_equal(passed, total);
 }
 
+/* The same corpus fusions as the host backend compiles them (host_target): updates whose order
+ * matters run in order (split over window columns where it can), the rest unique or with
+ * order-free atomics, so every one gives the evaluator's bits, on a pool of 3 workers. */
+static void test_corpus_scatter_fusions_in_host_form_give_the_evaluators_bits(void **state) {
+  char dir[1024];
+  snprintf(dir, sizeof(dir), "%s/emitters", kiln_corpus_dir());
+  KILN_SKIP_WITHOUT_CORPUS(dir);
+  size_t n = 0;
+  char **names = emt_corpus_files("__scatter__", &n);
+  kiln_host_jit_t *jit = NULL;
+  assert_null(kiln_host_jit_create(NULL, &jit));
+  kiln_host_pool_t *pool = NULL;
+  assert_null(kiln_host_pool_create(3, &pool));
+  int passed = 0, split = 0;
+  for (size_t i = 0; i < n; i++) {
+    kiln_hlo_file_t *f = NULL;
+    const kiln_hlo_computation_t **cs = emt_load_fusions(names[i], &f);
+    assert_non_null(cs);
+    kiln_codegen_compile_options_t co = {.host_target = true};
+    kiln_codegen_kernel_t k;
+    assert_null(kiln_scatter_kernel_emit(cs[0], &co, &k));
+    char *kir = k.next ? kiln_kir_to_string(k.next->kir) : NULL;
+    bool in_order = kir && !strstr(kir, "atomic") && strstr(kir, "for ");
+    int64_t threads = k.next ? k.next->grid.threads * k.next->grid.blocks_x : 0;
+    split += in_order && threads > 1;
+    kiln_free(kir);
+    kiln_codegen_kernel_free(&k);
+    kiln_runner_options_t o;
+    kiln_runner_options_init(&o);
+    o.jit = jit, o.pool = pool, o.compile.host_target = true, o.max_ulp = 0;
+    kiln_runner_report_t r;
+    kiln_status st = kiln_runner_check(cs[0], &o, &r);
+    if (st)
+      printf("FAIL %s: %s\n", emt_short_name(names[i]), kiln_status_message(st));
+    else
+      printf("%s %-45s %lld elements, %lld differ%s\n", r.mismatches ? "FAIL" : "ok  ",
+             emt_short_name(names[i]), (long long)r.elements, (long long)r.mismatches,
+             !in_order     ? ""
+             : threads > 1 ? " (in order, split)"
+                           : " (in order, one thread)");
+    passed += !st && r.mismatches == 0;
+    kiln_status_free(st);
+    kiln_free(cs);
+    kiln_hlo_file_free(f);
+  }
+  printf(
+      "corpus scatter fusions in host form: %d/%zu with the evaluator's bits, %d split in order\n",
+      passed, n, split);
+  assert_int_equal(passed, (int)n);
+  assert_true(split >= 1);
+  emt_free_names(names, n);
+  kiln_host_pool_destroy(pool);
+  kiln_host_jit_destroy(jit);
+}
+
 /* Operand, indices and updates computed inside the fusion; a multiply combiner (no atomic
  * instruction: compare-and-swap loop); duplicate and out-of-bounds indices. */
 static const char *k_computed = "mul {\n"
@@ -393,6 +448,7 @@ static void test_scatter_root_must_be_the_scatter(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_corpus_scatter_fusions_match_evaluator),
+      cmocka_unit_test(test_corpus_scatter_fusions_in_host_form_give_the_evaluators_bits),
       cmocka_unit_test(test_scatter_computed_operand_and_cas_combiner),
       cmocka_unit_test(test_scatter_atomic_add_on_parallel_blocks),
       cmocka_unit_test(test_order_dependent_scatters_run_in_order_on_the_host),

@@ -1,6 +1,7 @@
 /* Scatter emitter (see scatter_emitter.h). */
 #include "compiler/codegen/scatter_emitter.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,10 +53,10 @@ typedef struct sc_info {
   int64_t npar;
 } sc_info_t;
 
-static bool g_no_split; /* kiln_scatter_emitter_set_split */
+static _Atomic bool g_no_split; /* kiln_scatter_emitter_set_split */
 
 void kiln_scatter_emitter_set_split(bool on) {
-  g_no_split = !on;
+  atomic_store(&g_no_split, !on);
 }
 
 static bool has(const kiln_i64_list_t *l, int64_t v) {
@@ -196,7 +197,7 @@ static kiln_status sc_analyze(const kiln_hlo_computation_t *c, bool serial_if_or
   }
   si->sorted = sc->indices_are_sorted && !sc->unique_indices && !si->serial && si->comb_kind != SC_COMB_OVERWRITE;
   si->npar = 1;
-  for (int d = 0; d < si->us->rank && si->serial && !g_no_split; d++) {
+  for (int d = 0; d < si->us->rank && si->serial && !atomic_load(&g_no_split); d++) {
     int j = si->upd_win_j[d];
     int64_t od = j >= 0 ? si->win_operand_dim[j] : -1;
     si->par[d] = od >= 0 && (si->us->dims[d] == si->os->dims[od] ||
@@ -460,11 +461,10 @@ fail:
 
 /* ---- the split serial path ---- */
 
-/* A serial scatter whose window spans whole operand dims (si->npar > 1): the grid covers the
- * coordinates of those dims, and every thread walks the other update coordinates in
- * row-major order, a top-level `for` (the host lowering runs it outside the thread loops, so
- * the threads stay innermost):
- *   for j in [0, nser): grid over p: update element (p, j)
+/* A serial scatter whose window spans whole operand dims, or dims no index moves (si->npar >
+ * 1): the grid covers the coordinates of those dims, and every thread walks the other update
+ * coordinates in row-major order, a top-level `for` (the host lowering runs it outside the thread
+ * loops, so the threads stay innermost): for j in [0, nser): grid over p: update element (p, j)
  * Every output element belongs to one thread and sees its updates in the order of the single
  * thread's walk, so the result is the serial kernel's, bit for bit. */
 static bool sc_emit_split(kiln_hero_split_t *s, const sc_info_t *si, const kiln_launch_grid_t *g) {

@@ -29,11 +29,11 @@
  *          overwrite, another computation; not integer add/min/max or float min/max) applies
  *          its updates in order too, as XLA:CPU runs scatters: the same result every run.
  *      In order: where the update window spans whole operand dims (an embedding gradient's
- *      rows) or dims no index moves, a thread per coordinate of those dims walks every update in
- * row-major order of the other update dims — no two threads write one element, and each element
- * sees its updates in the single-thread order, so the bits are the same; otherwise (a scatter of
- *      scalars, windows narrower than the operand in every dim) one thread walks every
- *      update element.
+ *      rows) or dims no index moves, a thread per coordinate of those dims walks every
+ *      update in row-major order of the other update dims: no two threads write one
+ *      element, and each element sees its updates in the one-thread order, so the bits are
+ *      the same. Otherwise (a scatter of scalars, windows narrower than the operand in
+ *      every indexed dim) one thread walks every update element.
  *      A scatter whose combiner returns its first parameter (keep the old value) needs no
  *      update kernel: the chain is the init kernel alone.
  * UNIMPLEMENTED (named): a root that is not the scatter itself, complex elements.
@@ -52,9 +52,9 @@ kiln_status kiln_scatter_kernel_emit(const kiln_hlo_computation_t *c,
                                      const kiln_codegen_compile_options_t *opts,
                                      kiln_codegen_kernel_t *out);
 
-/* Tests and benchmarks: whether serial scatters split over whole-width window coordinates
- * (default on; off gives the one-thread kernel, to compare). Not thread-safe: set it before
- * compiling. */
+/* Tests and benchmarks: whether in-order scatters split over window coordinates (default on;
+ * off gives the one-thread kernel, to compare). Thread-safe; kernels compiled while it changes
+ * may take either form. */
 void kiln_scatter_emitter_set_split(bool on);
 
 #endif /* KILN_COMPILER_CODEGEN_SCATTER_EMITTER_H_ */

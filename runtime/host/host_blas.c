@@ -381,27 +381,26 @@ static int64_t blas_panel_rows(const mm_t *p) {
   return (p->m + panels - 1) / panels;
 }
 
-/* args: the mm_t and the rows per panel; block = one panel of one batch. */
-static void pool_blas_panels(void **args, int64_t b, int64_t e) {
-  const mm_t *p = args[0];
-  const int64_t rows = *(const int64_t *)args[1], per = (p->m + rows - 1) / rows;
+/* Pool blocks [b, e) of panels of `rows` rows (block = one panel of one batch): `gemm` on
+ * each panel's rows, then the epilogue while they are in cache. */
+static void run_panels(const mm_t *p, int64_t rows, int64_t b, int64_t e,
+                       void (*gemm)(const mm_t *p, int64_t bi, int64_t i0, int64_t i1)) {
+  const int64_t per = (p->m + rows - 1) / rows;
   for (int64_t blk = b; blk < e; blk++) {
     const int64_t bi = blk / per, i0 = (blk % per) * rows;
     const int64_t i1 = i0 + rows < p->m ? i0 + rows : p->m;
-    blas_rows(p, bi, i0, i1);
+    gemm(p, bi, i0, i1);
     rows_epilogue(p, bi, i0, i1);
   }
 }
 
+/* args: the mm_t and the rows per panel. */
+static void pool_blas_panels(void **args, int64_t b, int64_t e) {
+  run_panels(args[0], *(const int64_t *)args[1], b, e, blas_rows);
+}
+
 static void pool_fallback_rows(void **args, int64_t b, int64_t e) {
-  const mm_t *p = args[0];
-  const int64_t per = (p->m + kFallbackRows - 1) / kFallbackRows;
-  for (int64_t blk = b; blk < e; blk++) {
-    int64_t bi = blk / per, i0 = (blk % per) * kFallbackRows;
-    int64_t i1 = i0 + kFallbackRows < p->m ? i0 + kFallbackRows : p->m;
-    fallback_rows(p, bi, i0, i1);
-    rows_epilogue(p, bi, i0, i1);
-  }
+  run_panels(args[0], kFallbackRows, b, e, fallback_rows);
 }
 
 /* Many batches of at most this m*n*k run on the C kernel, each a pool block, not one library
