@@ -136,42 +136,69 @@ static void test_converted_panels_of_one_large_batch_cover_every_element(void **
   kiln_host_gemm_set_k_panels(true);
 }
 
-/* Batched library gemms of 2^18 multiply-adds or more run in row panels spread over the pool,
- * each below the library's threading threshold (kiln_host_gemm_set_batch_panels): batches of
- * 100 x 96 . 96 x 48 (2 panels of 50 rows) and 200 x 64 . 64 x 64 (4 panels of 50), every
- * library type, transpose and alpha/beta, against the naive loop, with the panels on and off;
- * and an f32 bias + ReLU epilogue on each panel, equal to one call per batch. */
-static void test_batched_library_gemms_run_in_row_panels(void **state) {
+/* Library gemms of 2^18 multiply-adds or more run as tiles of C spread over the pool, one
+ * library call each (kiln_host_gemm_set_pool_tiles): batches of 100 x 96 . 96 x 48 and
+ * 200 x 64 . 64 x 64 (row panels below 2^18: 2 and 4 of 50 rows per batch), one 64 x 256 . 256 x
+ * 2048 (column tiles: 6 of 352 on the 3-worker pool, the last 288) and one 1000 x 80 . 80 x 40 (row
+ * tiles: 6 of 176, the last 120), every library type, transpose and alpha/beta, against the naive
+ * loop, with the tiles on and off (the library's threads); and an f32 bias + ReLU epilogue on the
+ * column tiles (each tile's bias from its own first column), equal to one call. */
+static void test_library_gemms_run_in_tiles_over_the_pool(void **state) {
   (void)state;
-  if (!kiln_host_blas_library(NULL)) skip(); /* the C kernel has no panels */
-  static const int64_t shapes[][4] = {{6, 100, 48, 96}, {4, 200, 64, 64}};
+  if (!kiln_host_blas_library(NULL)) skip(); /* the C kernel has no tiles */
+  static const int64_t shapes[][4] = {
+      {6, 100, 48, 96}, {4, 200, 64, 64}, {1, 64, 2048, 256}, {1, 1000, 40, 80}};
+  enum { kNumShapes = sizeof(shapes) / sizeof(shapes[0]) };
+  static const int64_t kTiles[kNumShapes] = {6 * 2, 4 * 4, 6, 6};
   kiln_host_gemm_f32_set_kernel(0);
+  /* The library's own thread count (OpenBLAS's) is set to one while the tiles run, and comes
+   * back after: 3 here, a count of the caller's choosing. */
+  void *set_sym = kiln_host_blas_symbol("openblas_set_num_threads");
+  void *get_sym = kiln_host_blas_symbol("openblas_get_num_threads");
+  void (*set_threads)(int) = NULL;
+  int (*get_threads)(void) = NULL;
+  memcpy(&set_threads, &set_sym, sizeof set_sym);
+  memcpy(&get_threads, &get_sym, sizeof get_sym);
+  const int threads_before = get_threads ? get_threads() : 0;
+  if (set_threads && get_threads) set_threads(3);
   int failures = 0, runs = 0;
-  for (int panels = 1; panels >= 0; panels--) {
-    kiln_host_gemm_set_batch_panels(panels != 0);
+  for (int tiles = 1; tiles >= 0; tiles--) {
+    kiln_host_gemm_set_pool_tiles(tiles != 0);
     for (size_t c = 0; c < 4; c++)
-      for (size_t sh = 0; sh < 2; sh++)
+      for (size_t sh = 0; sh < kNumShapes; sh++)
         for (int t = 0; t < 4; t++) {
           const bool scaled = t % 2 == 1;
           kiln_gemm_desc_t g = {kCombos[c].in,  shapes[sh][0],           shapes[sh][1],
                                 shapes[sh][2],  shapes[sh][3],           (t & 1) != 0,
                                 (t & 2) != 0,   scaled ? -0.5 : 1,       scaled ? 0.25 : 0,
                                 kCombos[c].out, KILN_GEMM_EPILOGUE_NONE, 0};
+          const int64_t before = kiln_host_gemm_tiles_run();
           failures += !hg_check(&g, KILN_HOST_BLAS_AUTO, g_pool);
+          const int64_t ran = kiln_host_gemm_tiles_run() - before;
+          /* 6 tiles (for 3 workers) but at least one per batch; none when off */
+          const int64_t want = !tiles ? 0 : kTiles[sh];
+          if (ran != want)
+            fail_msg("%s shape %zu: %lld tiles, expected %lld", kiln_gemm_dtype_name(kCombos[c].in),
+                     sh, (long long)ran, (long long)want);
           runs++;
         }
   }
   printf("[  INFO    ] %d gemms, %d mismatched\n", runs, failures);
   assert_int_equal(failures, 0);
-  /* the epilogue: panels on and off give the same values (within the library's reordering) */
-  const int64_t bt = 4, m = 200, n = 64, k = 64;
-  float *a = kiln_malloc((size_t)(bt * m * k) * 4), *b = kiln_malloc((size_t)(bt * k * n) * 4);
+  if (set_threads && get_threads) {
+    assert_int_equal(get_threads(), 3);
+    set_threads(threads_before);
+  }
+  /* the epilogue: tiles on and off give the same values (within the library's reordering) */
+  const int64_t m = 64, n = 2048, k = 256;
+  float *a = kiln_malloc((size_t)(m * k) * 4), *b = kiln_malloc((size_t)(k * n) * 4);
   float *bias = kiln_malloc((size_t)n * 4), *c[2];
-  hg_fill(KILN_GEMM_F32, a, bt * m * k, 1, false);
-  hg_fill(KILN_GEMM_F32, b, bt * k * n, 2, false);
+  hg_fill(KILN_GEMM_F32, a, m * k, 1, false);
+  hg_fill(KILN_GEMM_F32, b, k * n, 2, false);
   hg_fill(KILN_GEMM_F32, bias, n, 3, false);
+  for (int64_t j = 0; j < n; j++) bias[j] += (float)(j % 7) - 3; /* no two tiles alike */
   kiln_gemm_desc_t g = {KILN_GEMM_F32,
-                        bt,
+                        1,
                         m,
                         n,
                         k,
@@ -183,18 +210,18 @@ static void test_batched_library_gemms_run_in_row_panels(void **state) {
                         KILN_GEMM_EPILOGUE_RELU,
                         (kiln_devptr_t)(uintptr_t)bias};
   int zeros = 0;
-  for (int panels = 0; panels < 2; panels++) {
-    kiln_host_gemm_set_batch_panels(panels != 0);
-    c[panels] = kiln_malloc((size_t)(bt * m * n) * 4);
-    ASSERT_OK(kiln_host_gemm(&g, a, b, c[panels], KILN_HOST_BLAS_AUTO, g_pool));
+  for (int tiles = 0; tiles < 2; tiles++) {
+    kiln_host_gemm_set_pool_tiles(tiles != 0);
+    c[tiles] = kiln_malloc((size_t)(m * n) * 4);
+    ASSERT_OK(kiln_host_gemm(&g, a, b, c[tiles], KILN_HOST_BLAS_AUTO, g_pool));
   }
-  for (int64_t i = 0; i < bt * m * n; i++) {
+  for (int64_t i = 0; i < m * n; i++) {
     zeros += c[1][i] == 0;
     if (fabsf(c[1][i] - c[0][i]) > 1e-5f * (1 + fabsf(c[0][i])))
-      fail_msg("element %lld: %g with panels, %g per batch", (long long)i, c[1][i], c[0][i]);
+      fail_msg("element %lld: %g in tiles, %g in one call", (long long)i, c[1][i], c[0][i]);
   }
-  assert_true(zeros > 0 && zeros < bt * m * n); /* the ReLU cut some */
-  kiln_host_gemm_set_batch_panels(true);
+  assert_true(zeros > 0 && zeros < m * n); /* the ReLU cut some */
+  kiln_host_gemm_set_pool_tiles(true);
   kiln_host_gemm_f32_set_kernel(-1);
   kiln_free(a), kiln_free(b), kiln_free(bias), kiln_free(c[0]), kiln_free(c[1]);
 }
@@ -574,7 +601,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_type_transpose_and_shape_matches_the_naive_loop),
       cmocka_unit_test(test_converted_panels_of_one_large_batch_cover_every_element),
-      cmocka_unit_test(test_batched_library_gemms_run_in_row_panels),
+      cmocka_unit_test(test_library_gemms_run_in_tiles_over_the_pool),
       cmocka_unit_test(test_half_kernel_covers_strips_row_blocks_and_k_blocks),
       cmocka_unit_test(test_half_kernel_rounds_as_runtime_half_bit_for_bit),
       cmocka_unit_test(test_bf16_b_transposed_packed_once_matches_per_block),

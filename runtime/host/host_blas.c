@@ -6,8 +6,10 @@
  * libopenblas0-pthread), libopenblas.so, libblis.so.4, libmkl_rt.so that exports cblas_sgemm and
  * cblas_dgemm. The reference BLAS (libblas.so.3) is not a candidate: its loops are no faster than
  * the C kernel. cblas_cgemm / cblas_zgemm are optional (complex gemms use the C kernel without
- * them); openblas_set_num_threads is optional and, when present, gets the host pool's size
- * once, on the first gemm given a pool.
+ * them); openblas_set/get_num_threads (or MKL_Set_Num_Threads / MKL_Get_Max_Threads) are
+ * optional and, when present, set the library to one thread while kiln's gemms run: kiln
+ * splits large gemms over its pool itself (mm_run). A library without them is taken to run on
+ * the calling thread (BLIS's default).
  *
  * Every element type of kiln_gemm_desc_t runs through one of four compute types (f32, f64,
  * c64, c128): f32/f64/c64/c128 gemms directly on the operands; bf16/f16 operands are
@@ -17,9 +19,9 @@
  * fits, else row/column panels of one batch (3 * kScratchElems in all); conversions run
  * their rows on the pool, and one scratch buffer is kept for the next gemm (fresh pages
  * fault on first touch). A batch of small gemms (m*n*k below OpenBLAS's own threading
- * threshold) runs its gemms in parallel on the pool, each single-threaded inside the
- * library; larger ones run one after another, threaded by the library. The C kernel runs
- * its rows on the pool. */
+ * threshold) runs its gemms in parallel on the pool, one library call each; larger ones are
+ * split into tiles of C, one library call each, spread over the pool. The C kernel runs its
+ * rows on the pool. */
 #include <complex.h>
 #include <dlfcn.h>
 #include <math.h>
@@ -49,6 +51,7 @@ typedef void (*cblas_xgemm_fn)(int order, int ta, int tb, int m, int n, int k, c
                                const void *a, int lda, const void *b, int ldb, const void *beta,
                                void *c, int ldc);
 typedef void (*set_threads_fn)(int n);
+typedef int (*get_threads_fn)(void);
 
 static struct {
   pthread_once_t once;
@@ -57,10 +60,13 @@ static struct {
   cblas_sgemm_fn sgemm;
   cblas_dgemm_fn dgemm;
   cblas_xgemm_fn cgemm, zgemm; /* optional */
-  set_threads_fn set_threads;  /* optional */
-  atomic_bool threads_set;
+  set_threads_fn set_threads;  /* optional, with get_threads */
+  get_threads_fn get_threads;
+  /* kiln's gemms running with the library set to one thread, and the count to restore */
+  pthread_mutex_t threads_mu;
+  int threads_users, threads_saved;
   char tried[2048];
-} g_blas = {.once = PTHREAD_ONCE_INIT};
+} g_blas = {.once = PTHREAD_ONCE_INIT, .threads_mu = PTHREAD_MUTEX_INITIALIZER};
 
 static void tried_append(const char *what) {
   size_t len = strlen(g_blas.tried);
@@ -97,6 +103,12 @@ static bool try_library(const char *name) {
   RESOLVE(h, cgemm, "cblas_cgemm");
   RESOLVE(h, zgemm, "cblas_zgemm");
   RESOLVE(h, set_threads, "openblas_set_num_threads");
+  RESOLVE(h, get_threads, "openblas_get_num_threads");
+  if (!g_blas.set_threads || !g_blas.get_threads) {
+    RESOLVE(h, set_threads, "MKL_Set_Num_Threads");
+    RESOLVE(h, get_threads, "MKL_Get_Max_Threads");
+  }
+  if (!g_blas.get_threads) g_blas.set_threads = NULL;
   return true;
 }
 
@@ -228,15 +240,16 @@ static bool blas_has(compute_type_t ct) {
   return false;
 }
 
-/* Rows [i0, i1) of batch bi through the library (row i of op(A): row i of A, or column i of
- * the stored A^T). */
-static void blas_rows(const mm_t *p, int64_t bi, int64_t i0, int64_t i1) {
+/* Rows [i0, i1) and columns [j0, j1) of batch bi through the library (row i of op(A): row i
+ * of A, or column i of the stored A^T; column j of op(B): column j of B, or row j of the
+ * stored B^T). */
+static void blas_tile(const mm_t *p, int64_t bi, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   const size_t es = kComputeSize[p->ct];
   const char *A = (const char *)p->a + (size_t)(bi * p->sa + (p->ta ? i0 : i0 * p->lda)) * es;
-  const char *B = (const char *)p->b + (size_t)(bi * p->sb) * es;
-  char *C = (char *)p->c + (size_t)(bi * p->sc + i0 * p->ldc) * es;
+  const char *B = (const char *)p->b + (size_t)(bi * p->sb + (p->tb ? j0 * p->ldb : j0)) * es;
+  char *C = (char *)p->c + (size_t)(bi * p->sc + i0 * p->ldc + j0) * es;
   const int ta = p->ta ? CBLAS_TRANS : CBLAS_NO_TRANS, tb = p->tb ? CBLAS_TRANS : CBLAS_NO_TRANS;
-  const int m = (int)(i1 - i0), n = (int)p->n, k = (int)p->k;
+  const int m = (int)(i1 - i0), n = (int)(j1 - j0), k = (int)p->k;
   const int lda = (int)p->lda, ldb = (int)p->ldb, ldc = (int)p->ldc;
   switch (p->ct) {
     case CT_F32:
@@ -260,21 +273,25 @@ static void blas_rows(const mm_t *p, int64_t bi, int64_t i0, int64_t i1) {
   }
 }
 
-/* Output elements per library call when an epilogue follows (16 MiB of f32: most dense
- * layers in one call). Smaller panels (1 MiB, so the epilogue reads them back from cache)
- * measured slower on 2 cores (bench_dots --only x: fused / unfused geomean 0.93x with 1 MiB
- * panels vs 0.98-1.04x with 16 MiB): each call packs all of B again and synchronizes the
- * library's threads, which costs more than reading the result back once. At least
- * kEpiloguePanelRows rows per call. */
+static void blas_rows(const mm_t *p, int64_t bi, int64_t i0, int64_t i1) {
+  blas_tile(p, bi, i0, i1, 0, p->n);
+}
+
 static const int64_t kEpiloguePanel = (int64_t)1 << 22;
 static const int64_t kEpiloguePanelRows = 256;
 
-/* The epilogue on rows [i0, i1) of batch bi (computed in the compute type already). */
-static void rows_epilogue(const mm_t *p, int64_t bi, int64_t i0, int64_t i1) {
+/* The epilogue on rows [i0, i1) and columns [j0, j1) of batch bi (computed in the compute type
+ * already). */
+static void tile_epilogue(const mm_t *p, int64_t bi, int64_t i0, int64_t i1, int64_t j0,
+                          int64_t j1) {
   if (!p->epi) return;
   const size_t es = kComputeSize[p->ct];
-  epilogue_apply(p->epi, p->ct, (char *)p->c + (size_t)(bi * p->sc + i0 * p->ldc) * es, p->ldc,
-                 i1 - i0, p->n, p->j0);
+  epilogue_apply(p->epi, p->ct, (char *)p->c + (size_t)(bi * p->sc + i0 * p->ldc + j0) * es, p->ldc,
+                 i1 - i0, j1 - j0, p->j0 + j0);
+}
+
+static void rows_epilogue(const mm_t *p, int64_t bi, int64_t i0, int64_t i1) {
+  tile_epilogue(p, bi, i0, i1, 0, p->n);
 }
 
 /* args: the mm_t and {bi, i0}; blocks are rows from i0. */
@@ -344,7 +361,8 @@ static void fallback_rows(const mm_t *p, int64_t bi, int64_t i0, int64_t i1) {
 /* Rows of the C kernel per pool block. */
 enum { kFallbackRows = 16 };
 /* Below this m*n*k OpenBLAS runs a gemm on the calling thread (its SMP threshold), so several
- * can run at once on the pool. */
+ * can run at once on the pool; at or above it, a gemm is split into tiles of at least this
+ * many multiply-adds. */
 static const int64_t kSmallGemm = 65536 * 4;
 /* At most this m*n*k a gemm runs on the C kernel even with a library: the C kernel sums each
  * result over k in order, as the reference evaluator does (and XLA's CPU backend, whose tiny
@@ -360,47 +378,98 @@ static void pool_blas_batches(void **args, int64_t b, int64_t e) {
   for (int64_t i = b; i < e; i++) blas_one(p, i);
 }
 
-/* Batches above kSmallGemm run in row panels of at most kSmallGemm multiply-adds, each a pool
- * task the library runs on its calling thread, when a panel keeps at least this many rows:
- * one pool launch instead of a library call per batch, each spreading over the library's own
- * threads. With the cores shared (two busy processes on 2 cores), those per-call handoffs
- * waited for the scheduler: 64 batches of 128 x 32 . 32 x 128 took 340 ms instead of 2.6. */
+/* Library gemms of kSmallGemm multiply-adds or more run as tiles of C spread over the host
+ * pool, each tile one library call on the pool thread that takes it, the library set to one
+ * thread meanwhile (library_threads_take), as XLA:CPU runs its contractions on its own thread
+ * pool. Left to the library's threads, each call handed work to threads that wait for the
+ * scheduler when the cores are shared, then spin for up to ~0.1 s (OpenBLAS's default
+ * timeout) on the cores the next kernels run on. The f32 training step (examples/transformer,
+ * 2 cores, runs 2-4 of 5, three alternations): with one busy loop beside it, median 950 ->
+ * 795 ms; with two, 2,888 -> 910 ms; quiet, 498 -> 514 ms (min 441 -> 443: noise there; the
+ * vocabulary gemms lost some of that to the tiles and the kernels after gemms gained it).
+ * Batches of 64 x 128 x 32 . 32 x 128 beside two busy loops: 340 ms in calls per batch, 2.6 in
+ * tiles. How C is cut: plan_tiles. */
+enum { kTilesPerWorker = 2, kTileAlign = 16 };
+static _Atomic bool g_pool_tiles = true;
+
+void kiln_host_gemm_set_pool_tiles(bool on) {
+  atomic_store(&g_pool_tiles, on);
+}
+
+/* Tiles of `rows` x `cols` of each batch's C (the last ones in a row or column smaller). */
+typedef struct tiling {
+  int64_t rows, cols;
+} tiling_t;
+
+static int64_t tiles_per_batch(const mm_t *p, tiling_t t) {
+  return ((p->m + t.rows - 1) / t.rows) * ((p->n + t.cols - 1) / t.cols);
+}
+
+/* Batches of several gemms: row panels of at most kSmallGemm multiply-adds (OpenBLAS's
+ * unpacked small-matrix kernels take those) when a panel keeps at least kPanelMinRows rows:
+ * 32 batches of 128 x 128 . 128 x 64 ran at 163-208 GFLOP/s in panels of 32 rows, 65-132 in
+ * a tile per batch. Else (and for one gemm) tiles along the longer of m and n, at most
+ * kTilesPerWorker per worker, each of at least kSmallGemm multiply-adds. */
 enum { kPanelMinRows = 16 };
-static _Atomic bool g_blas_panels = true;
 
-void kiln_host_gemm_set_batch_panels(bool on) {
-  atomic_store(&g_blas_panels, on);
-}
-
-/* Rows per panel of a batched gemm at or above kSmallGemm, or 0 for a library call per batch
- * (panels below kPanelMinRows rows). Panels of one batch are of equal size. */
-static int64_t blas_panel_rows(const mm_t *p) {
+static tiling_t plan_tiles(const mm_t *p, int workers) {
+  tiling_t t = {p->m > 0 ? p->m : 1, p->n > 0 ? p->n : 1};
   const int64_t nk = p->n * p->k;
-  if (nk <= 0 || kSmallGemm / nk < kPanelMinRows) return 0;
-  const int64_t most = kSmallGemm / nk, panels = (p->m + most - 1) / most;
-  return (p->m + panels - 1) / panels;
+  if (p->batch > 1 && nk > 0 && kSmallGemm / nk >= kPanelMinRows) {
+    const int64_t most = kSmallGemm / nk, panels = (p->m + most - 1) / most;
+    t.rows = (p->m + panels - 1) / panels;
+    return t;
+  }
+  int64_t want = p->batch * (p->m * p->n * p->k / kSmallGemm);
+  if (want > (int64_t)kTilesPerWorker * workers) want = (int64_t)kTilesPerWorker * workers;
+  const int64_t per = (want + p->batch - 1) / p->batch;
+  if (per <= 1) return t;
+  /* A tile packs the other operand again: the shorter side repeats. */
+  int64_t *len = p->n >= p->m ? &t.cols : &t.rows;
+  int64_t size = (*len + per - 1) / per;
+  size = (size + kTileAlign - 1) / kTileAlign * kTileAlign;
+  if (size < *len) *len = size;
+  return t;
 }
 
-/* Pool blocks [b, e) of panels of `rows` rows (block = one panel of one batch): `gemm` on
- * each panel's rows, then the epilogue while they are in cache. */
-static void run_panels(const mm_t *p, int64_t rows, int64_t b, int64_t e,
-                       void (*gemm)(const mm_t *p, int64_t bi, int64_t i0, int64_t i1)) {
-  const int64_t per = (p->m + rows - 1) / rows;
+typedef void (*tile_fn)(const mm_t *p, int64_t bi, int64_t i0, int64_t i1, int64_t j0, int64_t j1);
+
+/* Pool blocks [b, e) of tiles `t` (block = one tile of one batch, row-major within the
+ * batch): `gemm` on each tile, then the epilogue while it is in cache. */
+static void run_tiles(const mm_t *p, tiling_t t, int64_t b, int64_t e, tile_fn gemm) {
+  const int64_t across = (p->n + t.cols - 1) / t.cols, per = tiles_per_batch(p, t);
   for (int64_t blk = b; blk < e; blk++) {
-    const int64_t bi = blk / per, i0 = (blk % per) * rows;
-    const int64_t i1 = i0 + rows < p->m ? i0 + rows : p->m;
-    gemm(p, bi, i0, i1);
-    rows_epilogue(p, bi, i0, i1);
+    const int64_t bi = blk / per, r = blk % per;
+    const int64_t i0 = r / across * t.rows, j0 = r % across * t.cols;
+    const int64_t i1 = i0 + t.rows < p->m ? i0 + t.rows : p->m;
+    const int64_t j1 = j0 + t.cols < p->n ? j0 + t.cols : p->n;
+    gemm(p, bi, i0, i1, j0, j1);
+    tile_epilogue(p, bi, i0, i1, j0, j1);
   }
 }
 
-/* args: the mm_t and the rows per panel. */
-static void pool_blas_panels(void **args, int64_t b, int64_t e) {
-  run_panels(args[0], *(const int64_t *)args[1], b, e, blas_rows);
+static _Atomic int64_t g_tiles_run; /* library tiles run on the pool (for tests) */
+
+int64_t kiln_host_gemm_tiles_run(void) {
+  return atomic_load(&g_tiles_run);
+}
+
+/* args: the mm_t and its tiling_t. */
+static void pool_blas_tiles(void **args, int64_t b, int64_t e) {
+  run_tiles(args[0], *(const tiling_t *)args[1], b, e, blas_tile);
+  atomic_fetch_add(&g_tiles_run, e - b);
+}
+
+/* The C kernel's tiles are whole rows (j0 = 0, j1 = n). */
+static void fallback_tile(const mm_t *p, int64_t bi, int64_t i0, int64_t i1, int64_t j0,
+                          int64_t j1) {
+  (void)j0, (void)j1;
+  fallback_rows(p, bi, i0, i1);
 }
 
 static void pool_fallback_rows(void **args, int64_t b, int64_t e) {
-  run_panels(args[0], kFallbackRows, b, e, fallback_rows);
+  const mm_t *p = args[0];
+  run_tiles(p, (tiling_t){kFallbackRows, p->n > 0 ? p->n : 1}, b, e, fallback_tile);
 }
 
 /* Many batches of at most this m*n*k run on the C kernel, each a pool block, not one library
@@ -408,22 +477,56 @@ static void pool_fallback_rows(void **args, int64_t b, int64_t e) {
 static const int64_t kTinyBatched = 1024;
 static const int64_t kTinyBatchedMin = 64;
 
+/* While kiln's gemms run their tiles, the library runs on one thread per call; the count it
+ * had (the user's, or its default) comes back when the last of them ends. The setting is the
+ * library's, for the whole process: a caller of the same library on another thread meanwhile
+ * (numpy through libblas.so.3 is OpenBLAS too) runs on one thread as well. */
+static void library_threads_take(void) {
+  if (!g_blas.set_threads) return;
+  kiln_mutex_lock(&g_blas.threads_mu);
+  if (g_blas.threads_users++ == 0) {
+    g_blas.threads_saved = g_blas.get_threads();
+    if (g_blas.threads_saved != 1) g_blas.set_threads(1);
+  }
+  kiln_mutex_unlock(&g_blas.threads_mu);
+}
+
+static void library_threads_give(void) {
+  if (!g_blas.set_threads) return;
+  kiln_mutex_lock(&g_blas.threads_mu);
+  if (--g_blas.threads_users == 0 && g_blas.threads_saved > 1)
+    g_blas.set_threads(g_blas.threads_saved);
+  kiln_mutex_unlock(&g_blas.threads_mu);
+}
+
+/* The library's gemms of p: small batches each a pool block; with `tiles`, tiles over the
+ * pool (the library on one thread); else a call per batch on the library's threads. */
+static kiln_status blas_run(const mm_t *p, kiln_host_pool_t *pool, int workers, bool tiles) {
+  void *args[1] = {(void *)p};
+  if (workers > 1 && p->batch > 1 && p->m * p->n * p->k < kSmallGemm)
+    return kiln_host_pool_launch(pool, pool_blas_batches, args, p->batch, 0);
+  if (tiles && workers > 1) {
+    tiling_t t = plan_tiles(p, workers);
+    const int64_t blocks = p->batch * tiles_per_batch(p, t);
+    void *targs[2] = {(void *)p, &t};
+    if (blocks > 1) return kiln_host_pool_launch(pool, pool_blas_tiles, targs, blocks, 0);
+  }
+  for (int64_t bi = 0; bi < p->batch; bi++) KILN_RETURN_IF_ERROR_PLAIN(blas_batch(p, bi, pool));
+  return NULL;
+}
+
 static kiln_status mm_run(const mm_t *p, kiln_host_pool_t *pool) {
   void *args[1] = {(void *)p};
-  bool parallel = pool && kiln_host_pool_num_workers(pool) > 1;
+  const int workers = pool ? kiln_host_pool_num_workers(pool) : 1;
+  const bool parallel = workers > 1;
   const int64_t macs = p->m * p->n * p->k;
   const bool tiny_batches = p->batch >= kTinyBatchedMin && macs <= kTinyBatched;
   if (p->use_blas && blas_has(p->ct) && macs > kTinyGemm && !tiny_batches) {
-    if (parallel && p->batch > 1 && p->m * p->n * p->k < kSmallGemm)
-      return kiln_host_pool_launch(pool, pool_blas_batches, args, p->batch, 0);
-    int64_t rows = parallel && p->batch > 1 && atomic_load(&g_blas_panels) ? blas_panel_rows(p) : 0;
-    if (rows > 0) {
-      void *pargs[2] = {(void *)p, &rows};
-      return kiln_host_pool_launch(pool, pool_blas_panels, pargs,
-                                   p->batch * ((p->m + rows - 1) / rows), 0);
-    }
-    for (int64_t bi = 0; bi < p->batch; bi++) KILN_RETURN_IF_ERROR_PLAIN(blas_batch(p, bi, pool));
-    return NULL;
+    if (!atomic_load(&g_pool_tiles)) return blas_run(p, pool, workers, false);
+    library_threads_take();
+    kiln_status st = blas_run(p, pool, workers, true);
+    library_threads_give();
+    return st;
   }
   int64_t blocks = p->batch * ((p->m + kFallbackRows - 1) / kFallbackRows);
   if (parallel) return kiln_host_pool_launch(pool, pool_fallback_rows, args, blocks, 0);
@@ -1987,11 +2090,6 @@ kiln_status kiln_host_gemm(const kiln_gemm_desc_t *g, const void *a, const void 
                            kiln_host_blas_choice_t choice, kiln_host_pool_t *pool) {
   if (kiln_gemm_dtype_is_int(g->dtype)) return kiln_host_gemm_int(g, a, b, c, pool);
   bool use_blas = choice == KILN_HOST_BLAS_AUTO && kiln_host_blas_library(NULL) != NULL;
-  if (use_blas && pool && g_blas.set_threads && !atomic_exchange(&g_blas.threads_set, true)) {
-    g_blas.set_threads(kiln_host_pool_num_workers(pool));
-    KILN_LOG_I("host gemm: %s runs with %d threads (the host pool's size)", g_blas.library,
-               kiln_host_pool_num_workers(pool));
-  }
   bool convert_ab = false, convert_c = false;
   mm_t p = {0};
   p.ct = compute_type_of(g, &convert_ab, &convert_c);

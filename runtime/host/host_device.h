@@ -91,11 +91,14 @@ int64_t kiln_host_gemm_half_k_passes(void);
  * one rounding) instead of rows of A (each panel a library call that packs all of B again).
  * On by default; off brings back the row panels (for tests of both); thread-safe. */
 void kiln_host_gemm_set_k_panels(bool on);
-/* Batched library gemms of kSmallGemm (2^18) multiply-adds or more split into row panels
- * below it, spread over the host pool (the library runs each on the calling thread), instead
- * of one library call per batch on the library's threads. On by default; off brings back the
- * calls per batch (for tests and benchmarks of both); thread-safe. */
-void kiln_host_gemm_set_batch_panels(bool on);
+/* Library gemms of kSmallGemm (2^18) multiply-adds or more split into tiles of C spread over
+ * the host pool, each one library call with the library set to one thread while they run (its
+ * count restored after), instead of one call per batch on the library's own threads. On by
+ * default; off brings back the library's threads (for tests and benchmarks of both);
+ * thread-safe, but a gemm running while it is switched may run either way. */
+void kiln_host_gemm_set_pool_tiles(bool on);
+/* Library tiles run over the pool since the process started (for tests). */
+int64_t kiln_host_gemm_tiles_run(void);
 /* The CBLAS library in use (a path or soname), or NULL when the C kernel is used. Loads it on
  * the first call: the runtime options' host_blas (the edges' $KILN_HOST_BLAS) names the
  * library to use ("none": none; one that cannot be
