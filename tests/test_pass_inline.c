@@ -227,6 +227,164 @@ static void test_while_loop_constants_leave_changing_state(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* A loop whose body squares and exponentiates a state element it never changes (k), then
+ * adds that to an accumulator each step; the counter and the accumulator change. */
+static const char *kInvariantLoop =
+    "HloModule t\n"
+    "body {\n"
+    "  s = (s32[], f32[4], f32[4]) parameter(0)\n"
+    "  i = s32[] get-tuple-element(s), index=0\n"
+    "  k = f32[4] get-tuple-element(s), index=1\n"
+    "  acc = f32[4] get-tuple-element(s), index=2\n"
+    "  one = s32[] constant(1)\n"
+    "  i2 = s32[] add(i, one)\n"
+    "  half = f32[] constant(0.5)\n"
+    "  hb = f32[4] broadcast(half), dimensions={}\n"
+    "  sq = f32[4] multiply(k, k)\n"
+    "  e = f32[4] exponential(sq)\n"
+    "  eh = f32[4] multiply(e, hb)\n"
+    "  fi = f32[] convert(i)\n"
+    "  fb = f32[4] broadcast(fi), dimensions={}\n"
+    "  step = f32[4] add(eh, fb)\n"
+    "  acc2 = f32[4] add(acc, step)\n"
+    "  ROOT t = (s32[], f32[4], f32[4]) tuple(i2, k, acc2)\n"
+    "}\n"
+    "cond {\n"
+    "  cs = (s32[], f32[4], f32[4]) parameter(0)\n"
+    "  ci = s32[] get-tuple-element(cs), index=0\n"
+    "  lim = s32[] constant(5)\n"
+    "  ROOT lt = pred[] compare(ci, lim), direction=LT\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  p0 = f32[4] parameter(0)\n"
+    "  p1 = f32[4] parameter(1)\n"
+    "  zero = s32[] constant(0)\n"
+    "  init = (s32[], f32[4], f32[4]) tuple(zero, p0, p1)\n"
+    "  w = (s32[], f32[4], f32[4]) while(init), condition=cond, body=body\n"
+    "  ROOT r = f32[4] get-tuple-element(w), index=2\n"
+    "}\n";
+
+static void test_while_loop_invariant_work_moves_before_the_loop(void **state) {
+  kiln_hlo_module_t *m = pt_run_same_results(kInvariantLoop, "while_loop_invariant_code_motion");
+  char *body = pt_comp_text(m, "body");
+  char *entry = pt_comp_text(m, "e");
+  char *cond = pt_comp_text(m, "cond");
+  /* k * k, exp and the scaling by the broadcast half run once, before the loop, reading p0;
+   * the body reads their result from a fourth state element it passes through. */
+  assert_null(strstr(body, "multiply(k, k)"));
+  assert_null(strstr(body, "exponential"));
+  assert_non_null(strstr(entry, "exponential("));
+  assert_non_null(strstr(entry, "multiply(p0, p0)"));
+  assert_non_null(strstr(body, "(s32[], f32[4], f32[4], f32[4]) parameter(0)"));
+  assert_non_null(strstr(body, "index=3"));
+  assert_non_null(strstr(body, "tuple(i2, k, acc2, "));
+  assert_non_null(strstr(cond, "(s32[], f32[4], f32[4], f32[4]) parameter(0)"));
+  /* what changes each step stays */
+  assert_non_null(strstr(body, "convert(i)"));
+  assert_non_null(strstr(body, "add(acc, step)"));
+  kiln_free(body);
+  kiln_free(entry);
+  kiln_free(cond);
+  kiln_hlo_module_destroy(m);
+  /* The whole pipeline's simplification group reaches a fixed point with it. */
+  m = pt_run_same_results(kInvariantLoop,
+                          "(simplify,constant_folding,tuple_simplify,while_loop_constants,"
+                          "while_loop_invariant_code_motion,dce,cse)");
+  body = pt_comp_text(m, "body");
+  assert_null(strstr(body, "exponential"));
+  kiln_free(body);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_while_loop_invariant_keeps_the_state_its_users_read(void **state) {
+  /* The initial state is a tuple parameter (read through get-tuple-elements made before the
+   * loop) and the while is the root: its users see a tuple of the first three elements. */
+  kiln_hlo_module_t *m = pt_run_same_results(
+      "HloModule t\n"
+      "body {\n"
+      "  s = (s32[], f32[4], f32[4]) parameter(0)\n"
+      "  i = s32[] get-tuple-element(s), index=0\n"
+      "  k = f32[4] get-tuple-element(s), index=1\n"
+      "  acc = f32[4] get-tuple-element(s), index=2\n"
+      "  one = s32[] constant(1)\n"
+      "  i2 = s32[] add(i, one)\n"
+      "  l = f32[4] log(k)\n"
+      "  acc2 = f32[4] add(acc, l)\n"
+      "  ROOT t = (s32[], f32[4], f32[4]) tuple(i2, k, acc2)\n"
+      "}\n"
+      "cond {\n"
+      "  cs = (s32[], f32[4], f32[4]) parameter(0)\n"
+      "  ci = s32[] get-tuple-element(cs), index=0\n"
+      "  lim = s32[] constant(3)\n"
+      "  ROOT lt = pred[] compare(ci, lim), direction=LT\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  p = (s32[], f32[4], f32[4]) parameter(0)\n"
+      "  ROOT w = (s32[], f32[4], f32[4]) while(p), condition=cond, body=body\n"
+      "}\n",
+      "while_loop_invariant_code_motion");
+  char *body = pt_comp_text(m, "body");
+  char *entry = pt_comp_text(m, "e");
+  assert_null(strstr(body, "log("));
+  assert_non_null(strstr(entry, "log("));
+  assert_non_null(strstr(entry, "ROOT"));
+  assert_null(strstr(entry, "ROOT w ="));
+  assert_int_equal(m->entry->root->opcode, KILN_OP_TUPLE);
+  assert_int_equal(m->entry->root->shape->num_elements, 3);
+  kiln_free(body);
+  kiln_free(entry);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_while_loop_invariant_leaves_cheap_changing_and_effectful_work(void **state) {
+  /* Only cheap invariant work (a broadcast, a reshape), work on the changing counter, and an
+   * rng (a side effect: each step draws anew) read from the invariant element: nothing moves. */
+  const char *text =
+      "HloModule t\n"
+      "body {\n"
+      "  s = (s32[], f32[4], f32[4]) parameter(0)\n"
+      "  i = s32[] get-tuple-element(s), index=0\n"
+      "  k = f32[4] get-tuple-element(s), index=1\n"
+      "  acc = f32[4] get-tuple-element(s), index=2\n"
+      "  one = s32[] constant(1)\n"
+      "  i2 = s32[] add(i, one)\n"
+      "  kr = f32[2,2] reshape(k)\n"
+      "  kf = f32[4] reshape(kr)\n"
+      "  fi = f32[] convert(i2)\n"
+      "  fb = f32[4] broadcast(fi), dimensions={}\n"
+      "  lo = f32[] constant(0)\n"
+      "  hi = f32[] constant(1)\n"
+      "  u = f32[4] rng(lo, hi), distribution=rng_uniform\n"
+      "  z = f32[4] multiply(u, kf)\n"
+      "  a1 = f32[4] add(acc, kf)\n"
+      "  a2 = f32[4] add(a1, fb)\n"
+      "  a3 = f32[4] add(a2, z)\n"
+      "  ROOT t = (s32[], f32[4], f32[4]) tuple(i2, k, a3)\n"
+      "}\n"
+      "cond {\n"
+      "  cs = (s32[], f32[4], f32[4]) parameter(0)\n"
+      "  ci = s32[] get-tuple-element(cs), index=0\n"
+      "  lim = s32[] constant(3)\n"
+      "  ROOT lt = pred[] compare(ci, lim), direction=LT\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  p0 = f32[4] parameter(0)\n"
+      "  p1 = f32[4] parameter(1)\n"
+      "  zero = s32[] constant(0)\n"
+      "  init = (s32[], f32[4], f32[4]) tuple(zero, p0, p1)\n"
+      "  w = (s32[], f32[4], f32[4]) while(init), condition=cond, body=body\n"
+      "  ROOT r = f32[4] get-tuple-element(w), index=2\n"
+      "}\n";
+  kiln_hlo_module_t *m = pt_parse(text);
+  char *before = pt_comp_text(m, NULL);
+  pt_run(m, "while_loop_invariant_code_motion");
+  char *after = pt_comp_text(m, NULL);
+  assert_string_equal(before, after);
+  kiln_free(before);
+  kiln_free(after);
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_pass_lists_and_groups_run_by_name(void **state) {
   kiln_hlo_module_t *m = pt_parse(
       "HloModule t\n"
@@ -545,6 +703,9 @@ int main(void) {
       cmocka_unit_test(test_call_inlining_leaves_a_module_without_calls),
       cmocka_unit_test(test_while_loop_constants_sink_into_body_and_condition),
       cmocka_unit_test(test_while_loop_constants_leave_changing_state),
+      cmocka_unit_test(test_while_loop_invariant_work_moves_before_the_loop),
+      cmocka_unit_test(test_while_loop_invariant_keeps_the_state_its_users_read),
+      cmocka_unit_test(test_while_loop_invariant_leaves_cheap_changing_and_effectful_work),
       cmocka_unit_test(test_pass_lists_and_groups_run_by_name),
       cmocka_unit_test(test_fusion_inlining_flattens_fusions_in_comparators_only),
       cmocka_unit_test(test_fusion_unfuse_inlines_only_fusions_no_kernel_can_hold),

@@ -25,7 +25,8 @@ static const pipeline_step_t kSteps[] = {
      {"call_inline", "custom_call_rewrite", "call_inline", "fusion_inline"},
      false},
     {"simplification",
-     {"simplify", "constant_folding", "tuple_simplify", "while_loop_constants", "dce", "cse"},
+     {"simplify", "constant_folding", "tuple_simplify", "while_loop_constants",
+      "while_loop_invariant_code_motion", "dce", "cse"},
      true},
     /* XLA's collective optimizations after simplification (AllReduceSimplifier's
      * single-participant removal, ReduceScatterCreator), then reducers the runtime does not

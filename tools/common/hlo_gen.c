@@ -1553,7 +1553,9 @@ static const char *any_step_op(gen_t *g, int type) {
 /* while: (s32 counter, value) with a trip count of 0..4; the body adds the value to itself
  * (or applies a unary step) and counts. In every third loop (by node id: no draw, so every
  * seed keeps its program's shapes and ops) the step is a kLoop fusion inside the body, as
- * XLA's optimized dumps hold loops. */
+ * XLA's optimized dumps hold loops; in another third the state carries the value's initial
+ * copy too, passed through unchanged, and each step adds its square (pred: ors its and),
+ * work while_loop_invariant_code_motion moves before the loop. */
 static int op_while(gen_t *g) {
   int x = pick(g, any_type, 0);
   gen_shape_t in = *shape_of(g, x);
@@ -1562,8 +1564,13 @@ static int op_while(gen_t *g) {
   kiln_strbuf_t vs = {0};
   shape_text(&vs, &in);
   const char *v = kiln_strbuf_cstr(&vs);
-  char tuple_shape[256];
-  snprintf(tuple_shape, sizeof tuple_shape, "(s32[], %s)", v);
+  const bool invariant = id % 3 == 1;
+  const bool is_pred = kTypes[in.type].kind == K_PRED;
+  char tuple_shape[512];
+  if (invariant)
+    snprintf(tuple_shape, sizeof tuple_shape, "(s32[], %s, %s)", v, v);
+  else
+    snprintf(tuple_shape, sizeof tuple_shape, "(s32[], %s)", v);
   int trips = rnd(g, 5);
   bool unary = kTypes[in.type].kind == K_PRED || kTypes[in.type].kind == K_U || chance(g, 50);
   const char *step = unary ? step_op(g, in.type) : "add";
@@ -1589,10 +1596,16 @@ static int op_while(gen_t *g) {
     kiln_strbuf_printf(&c, "  w = %s fusion(v), kind=kLoop, calls=while_body_%d_fused\n", v, id);
   else
     step_text(&c, false, "w", v, in.type, step, unary ? "v" : "v, v");
-  kiln_strbuf_printf(&c, "  ROOT t = %s tuple(j, w)\n}\n\n", tuple_shape);
+  if (invariant)
+    kiln_strbuf_printf(&c,
+                       "  k = %s get-tuple-element(p), index=2\n  kk = %s %s(k, k)\n"
+                       "  wk = %s %s(w, kk)\n  ROOT t = %s tuple(j, wk, k)\n}\n\n",
+                       v, v, is_pred ? "and" : "multiply", v, is_pred ? "or" : "add", tuple_shape);
+  else
+    kiln_strbuf_printf(&c, "  ROOT t = %s tuple(j, w)\n}\n\n", tuple_shape);
   int zero = add_constant(g, T_S32, "0");
-  int ops[2] = {zero, x};
-  int t = add_tuple_node(g, "tuple", tuple_shape, ops, 2, NULL, NULL);
+  int ops[3] = {zero, x, x};
+  int t = add_tuple_node(g, "tuple", tuple_shape, ops, invariant ? 3 : 2, NULL, NULL);
   int w = add_tuple_node(g, "while", tuple_shape, &t, 1,
                          xprintf(", condition=while_cond_%d, body=while_body_%d", id, id),
                          strbuf_take(&c));
