@@ -9,8 +9,9 @@
  * once (anything but constants, iotas, broadcasts, reshapes, bitcasts, transposes, slices,
  * reverses, copies, tuples and get-tuple-elements, which cost little or nothing inside the
  * loop), and the invariant instructions they read, are cloned before the loop, reading the
- * loop's initial values; each hoisted instruction the body still reads becomes a new state
- * element, appended to the state, that the body passes through. The while's users see the
+ * loop's initial values; each worth-it hoisted instruction the body still reads becomes a new
+ * state element, appended to the state, that the body passes through (a cheap one the body
+ * still reads stays there too). The while's users see the
  * old state (a tuple of its first elements where one reads it whole).
  *
  * A hoisted instruction runs even when the loop runs zero times: harmless for the ops kept
@@ -180,10 +181,13 @@ static bool hoist(const loop_t *L, sets_t *s, kiln_hlo_instruction_t **order, si
       break;
     }
     kiln_ptrmap_put(&s->clone, in, c);
+    /* Read in the body too: a worth-it instruction's value comes from a new state element; a
+     * cheap one (a broadcast, a reshape) stays in the body as well rather than widen the
+     * state. */
     bool read_inside = false;
     for (size_t u = 0; !read_inside && u < in->users.len; u++)
       read_inside = !kiln_ptrmap_get(&s->hoist, in->users.data[u]);
-    if (read_inside) kiln_vec_push(&slots, in);
+    if (read_inside && worth_hoisting_alone(in)) kiln_vec_push(&slots, in);
   }
   kiln_free(ops);
   const int total = L->n + (int)slots.len;
@@ -244,10 +248,10 @@ static bool hoist(const loop_t *L, sets_t *s, kiln_hlo_instruction_t **order, si
   }
   kiln_vec_free(&whole);
   kiln_pass_remove_if_dead(old_init, effects);
-  /* The hoisted originals left in the body (users first: each is unread when reached), then
-   * the reads of the state they left unread. */
+  /* The hoisted originals left in the body, users first (the cheap ones the body still reads
+   * stay), then the reads of the state they left unread. */
   for (size_t i = n; i-- > 0;)
-    if (kiln_ptrmap_get(&s->hoist, order[i]))
+    if (kiln_ptrmap_get(&s->hoist, order[i]) && order[i]->users.len == 0)
       kiln_status_free(kiln_hlo_instruction_remove(order[i]));
   for (size_t i = 0; i < n; i++)
     if (order[i]->opcode == KILN_OP_GET_TUPLE_ELEMENT && order[i]->operands &&
