@@ -392,6 +392,80 @@ static void test_while_loop_invariant_leaves_cheap_changing_and_effectful_work(v
   kiln_hlo_module_destroy(m);
 }
 
+static void test_while_loop_dead_state_drops_what_nothing_reads(void **state) {
+  /* Element 2 is passed on and read by no one; element 3 is recomputed each step from
+   * itself alone and read by no one after the loop; the counter (the condition) and element
+   * 1 (the loop's user) stay, renumbered 0 and 1. */
+  const char *text =
+      "HloModule t\n"
+      "body {\n"
+      "  s = (s32[], f32[4], f32[4], f32[4]) parameter(0)\n"
+      "  i = s32[] get-tuple-element(s), index=0\n"
+      "  a = f32[4] get-tuple-element(s), index=1\n"
+      "  k = f32[4] get-tuple-element(s), index=2\n"
+      "  z = f32[4] get-tuple-element(s), index=3\n"
+      "  one = s32[] constant(1)\n"
+      "  i2 = s32[] add(i, one)\n"
+      "  a2 = f32[4] add(a, a)\n"
+      "  z2 = f32[4] multiply(z, z)\n"
+      "  ROOT t = (s32[], f32[4], f32[4], f32[4]) tuple(i2, a2, k, z2)\n"
+      "}\n"
+      "cond {\n"
+      "  cs = (s32[], f32[4], f32[4], f32[4]) parameter(0)\n"
+      "  ci = s32[] get-tuple-element(cs), index=0\n"
+      "  lim = s32[] constant(4)\n"
+      "  ROOT lt = pred[] compare(ci, lim), direction=LT\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  p0 = f32[4] parameter(0)\n"
+      "  p1 = f32[4] parameter(1)\n"
+      "  zero = s32[] constant(0)\n"
+      "  init = (s32[], f32[4], f32[4], f32[4]) tuple(zero, p0, p1, p1)\n"
+      "  w = (s32[], f32[4], f32[4], f32[4]) while(init), condition=cond, body=body\n"
+      "  ROOT r = f32[4] get-tuple-element(w), index=1\n"
+      "}\n";
+  kiln_hlo_module_t *m = pt_run_same_results(text, "while_loop_dead_state");
+  char *body = pt_comp_text(m, "body");
+  char *cond = pt_comp_text(m, "cond");
+  char *entry = pt_comp_text(m, "e");
+  assert_non_null(strstr(body, "(s32[], f32[4]) parameter(0)"));
+  assert_non_null(strstr(body, "tuple(i2, a2)"));
+  assert_null(strstr(body, "multiply(z, z)"));
+  assert_null(strstr(body, "index=2"));
+  assert_non_null(strstr(cond, "(s32[], f32[4]) parameter(0)"));
+  assert_non_null(strstr(entry, "tuple(zero, p0)"));
+  assert_non_null(strstr(entry, "get-tuple-element(w), index=1"));
+  kiln_free(body);
+  kiln_free(cond);
+  kiln_free(entry);
+  kiln_hlo_module_destroy(m);
+  /* Read after the loop an element stays: the loop's user reads z now, and a goes. */
+  char *text3 = kiln_strdup(text);
+  char *at = strstr(text3, "get-tuple-element(w), index=1");
+  assert_non_null(at);
+  at[strlen("get-tuple-element(w), index=")] = '3';
+  m = pt_run_same_results(text3, "while_loop_dead_state");
+  body = pt_comp_text(m, "body");
+  assert_non_null(strstr(body, "(s32[], f32[4]) parameter(0)"));
+  assert_non_null(strstr(body, "multiply(z, z)"));
+  assert_null(strstr(body, "add(a, a)"));
+  kiln_free(body);
+  kiln_free(text3);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_while_loop_hoisting_then_dead_state_leave_the_work_outside(void **state) {
+  /* After hoisting, k (element 1) is only passed on: the group drops it and keeps the
+   * hoisted value's element. */
+  kiln_hlo_module_t *m = pt_run_same_results(
+      kInvariantLoop, "(while_loop_invariant_code_motion,while_loop_dead_state,dce)");
+  char *body = pt_comp_text(m, "body");
+  assert_non_null(strstr(body, "(s32[], f32[4], f32[4]) parameter(0)"));
+  assert_null(strstr(body, "exponential"));
+  kiln_free(body);
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_pass_lists_and_groups_run_by_name(void **state) {
   kiln_hlo_module_t *m = pt_parse(
       "HloModule t\n"
@@ -713,6 +787,8 @@ int main(void) {
       cmocka_unit_test(test_while_loop_invariant_work_moves_before_the_loop),
       cmocka_unit_test(test_while_loop_invariant_keeps_the_state_its_users_read),
       cmocka_unit_test(test_while_loop_invariant_leaves_cheap_changing_and_effectful_work),
+      cmocka_unit_test(test_while_loop_dead_state_drops_what_nothing_reads),
+      cmocka_unit_test(test_while_loop_hoisting_then_dead_state_leave_the_work_outside),
       cmocka_unit_test(test_pass_lists_and_groups_run_by_name),
       cmocka_unit_test(test_fusion_inlining_flattens_fusions_in_comparators_only),
       cmocka_unit_test(test_fusion_unfuse_inlines_only_fusions_no_kernel_can_hold),

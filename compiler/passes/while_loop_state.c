@@ -1,31 +1,35 @@
-/* While-loop invariant code motion (as XLA's WhileLoopInvariantCodeMotion): work in a loop
- * body that reads only loop-invariant values is computed once, before the loop.
+/* Two passes over while loops' state, in the simplification group.
  *
- * Element i of the loop state is invariant when the body passes it through unchanged (root
- * operand i is get-tuple-element(param, index=i)). An instruction of the body is invariant
- * when it reads only invariant elements, constants and other invariant instructions, has no
- * side effect (nor does what it calls), no control edges, and is not control flow (while,
- * conditional, call), a custom call or a collective. Invariant instructions worth computing
- * once (anything but constants, iotas, broadcasts, reshapes, bitcasts, transposes, slices,
+ * while_loop_invariant_code_motion (as XLA's WhileLoopInvariantCodeMotion): work in a loop
+ * body that reads only loop-invariant values is computed once, before the loop. Element i of
+ * the state is invariant when the body passes it through unchanged (root operand i is
+ * get-tuple-element(param, index=i)). An instruction of the body is invariant when it reads
+ * only invariant elements, constants and other invariant instructions, has no side effect
+ * (nor does what it calls), no control edges, and is not control flow (while, conditional,
+ * call), a custom call or a collective. Invariant instructions worth computing once
+ * (anything but constants, iotas, broadcasts, reshapes, bitcasts, transposes, slices,
  * reverses, copies, tuples and get-tuple-elements, which cost little or nothing inside the
  * loop), and the invariant instructions they read, are cloned before the loop, reading the
  * loop's initial values; each worth-it hoisted instruction the body still reads becomes a new
  * state element, appended to the state, that the body passes through (a cheap one the body
- * still reads stays there too). The while's users see the
- * old state (a tuple of its first elements where one reads it whole).
+ * still reads stays there too). The while's users see the old state (a tuple of its first
+ * elements where one reads it whole). A hoisted instruction runs even when the loop runs zero
+ * times: harmless for the ops kept (no side effects, no traps in HLO), a wasted computation
+ * at worst. The new state elements live across the whole loop (XLA's default, no size limit
+ * either). The corpus module behind b/380442861 (a loop of 1,000,000 steps, each summing the
+ * squares of an iota of 1,000,000: the sum is invariant) ran past two minutes on the host;
+ * with the sum computed once it takes 0.21 s; the f8 gemm of fp8_gemm_loop
+ * (multihost_hlo_runner's data), the same on every step, took the loop from 44.3 s to 5.7 s.
  *
- * A hoisted instruction runs even when the loop runs zero times: harmless for the ops kept
- * (no side effects, no traps in HLO), a wasted computation at worst. The new state
- * elements live across the whole loop (XLA's default, no size limit either).
+ * while_loop_dead_state (the part of XLA's WhileLoopSimplifier that drops unused state): an
+ * element that neither the loop's users, nor the condition, nor the body beyond passing it on
+ * (or computing it for the next step alone) read leaves the state, with whatever only
+ * computed it — the elements hoisting left unread, among others. Loops whose result is read
+ * whole are left alone, and one element always stays.
  *
- * The corpus module behind b/380442861 (a loop of 1,000,000 steps, each summing the squares of
- * an iota of 1,000,000: the sum is invariant) ran past two minutes on the host; with the sum
- * computed once it takes 0.21 s; the f8 gemm of fp8_gemm_loop (multihost_hlo_runner's data),
- * the same on every step, took the loop from 44.3 s to 5.7 s.
- *
- * Only loops whose body and condition are called by this loop alone, whose body root is a
- * tuple and whose body and condition parameters are read through get-tuple-element only are
- * rewritten. */
+ * Both rewrite only loops whose body and condition are called by this loop alone, whose body
+ * root is a tuple and whose body and condition parameters are read through get-tuple-element
+ * only. */
 #include <stdint.h>
 
 #include "base/alloc.h"
@@ -309,10 +313,120 @@ static bool take_loop(kiln_hlo_instruction_t *w, kiln_ptrmap_t *callers, loop_t 
   return true;
 }
 
-kiln_status kiln_pass_while_loop_invariant_code_motion(kiln_hlo_module_t *m,
-                                                       const kiln_pass_options_t *opts,
-                                                       bool *changed) {
-  (void)opts;
+/* ---- dead state ---------------------------------------------------------------------- */
+
+/* Whether element i of the loop's state is read by nothing but its own next value: no
+ * get-tuple-element of the loop, or of the condition's parameter, takes it, and the body's
+ * reads of it feed only instructions (without side effects) whose values end in the root at
+ * position i alone. `order`: the body in post order; `only_i`: scratch. */
+static bool dead_element(const loop_t *L, int i, kiln_hlo_instruction_t **order, size_t n,
+                         kiln_pass_effects_t *effects, kiln_ptrmap_t *only_i) {
+  for (size_t u = 0; u < L->w->users.len; u++)
+    if (L->w->users.data[u]->tuple_index == i) return false;
+  const kiln_hlo_instruction_t *cp = L->cond->parameters[0];
+  for (size_t u = 0; u < cp->users.len; u++)
+    if (cp->users.data[u]->tuple_index == i) return false;
+  /* The instructions whose every use ends in root operand i, users first. */
+  kiln_ptrmap_free(only_i);
+  kiln_ptrmap_init(only_i);
+  for (size_t k = n; k-- > 0;) {
+    kiln_hlo_instruction_t *in = order[k];
+    if (in == L->root || in == L->param || !in->users.len || in->control_successors.len ||
+        in->num_control_predecessors || kiln_pass_effects_instruction(effects, in))
+      continue;
+    bool only = true;
+    for (size_t u = 0; only && u < in->users.len; u++) {
+      const kiln_hlo_instruction_t *user = in->users.data[u];
+      if (user == L->root) {
+        for (int o = 0; only && o < L->root->num_operands; o++)
+          only = L->root->operands[o] != in || o == i;
+      } else {
+        only = kiln_ptrmap_get(only_i, user) != NULL;
+      }
+    }
+    if (only) kiln_ptrmap_put(only_i, in, (void *)1);
+  }
+  for (size_t u = 0; u < L->param->users.len; u++) {
+    kiln_hlo_instruction_t *g = L->param->users.data[u];
+    if (g->tuple_index == i && g->users.len && !kiln_ptrmap_get(only_i, g)) return false;
+  }
+  return true;
+}
+
+/* Drops the dead elements of L's state (at least one dead, at least one kept); false when the
+ * arena refused memory (nothing of the loop changed). */
+static bool drop_dead(const loop_t *L, const bool *dead, kiln_pass_effects_t *effects) {
+  int kept = 0;
+  int *to = kiln_malloc((size_t)L->n * sizeof *to); /* old index -> new, -1 dropped */
+  for (int i = 0; i < L->n; i++) to[i] = dead[i] ? -1 : kept++;
+  kiln_builder_t ob;
+  kiln_builder_init(&ob, L->outer, "dead_state", false);
+  sets_t s = {.outside = kiln_calloc((size_t)L->n + 1, sizeof *s.outside)};
+  kiln_hlo_instruction_t **xs = kiln_malloc((size_t)L->n * sizeof *xs);
+  for (int i = 0; i < L->n && !ob.failed; i++)
+    if (to[i] >= 0) xs[to[i]] = outside_value(L, &s, &ob, i);
+  kiln_hlo_instruction_t *init = ob.failed ? NULL : make_tuple(&ob, kept, xs);
+  if (!init) {
+    kiln_free(xs), kiln_free(s.outside), kiln_free(to);
+    return false;
+  }
+  /* The body's root keeps the kept elements' values. */
+  for (int i = 0; i < L->n; i++)
+    if (to[i] >= 0) xs[to[i]] = L->root->operands[i];
+  kiln_hlo_instruction_set_operands(L->root, kept, xs);
+  L->root->shape = init->shape;
+  L->param->shape = init->shape;
+  L->cond->parameters[0]->shape = init->shape;
+  kiln_hlo_instruction_t *old_init = L->w->operands[0];
+  kiln_hlo_instruction_set_operands(L->w, 1, &init);
+  L->w->shape = init->shape;
+  /* Every reader of the state by index reads its new index; the body's reads of dropped
+   * elements (the root let go of them) and what only they fed go, users first, each once. */
+  kiln_hlo_instruction_t *const holders[3] = {L->w, L->param, L->cond->parameters[0]};
+  for (int h = 0; h < 3; h++)
+    for (size_t u = 0; u < holders[h]->users.len; u++) {
+      kiln_hlo_instruction_t *g = holders[h]->users.data[u];
+      if (to[g->tuple_index] >= 0) g->tuple_index = to[g->tuple_index];
+    }
+  size_t n = 0;
+  kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(L->body, &n);
+  for (size_t i = n; i-- > 0;) {
+    kiln_hlo_instruction_t *in = order[i];
+    if (in != L->root && in->opcode != KILN_OP_PARAMETER && in->users.len == 0 &&
+        in->control_successors.len == 0 && !kiln_pass_effects_instruction(effects, in))
+      kiln_status_free(kiln_hlo_instruction_remove(in));
+  }
+  kiln_free(order);
+  kiln_pass_remove_if_dead(old_init, effects);
+  kiln_free(xs), kiln_free(s.outside), kiln_free(to);
+  kiln_hlo_computation_sort_post_order(L->outer);
+  kiln_hlo_computation_sort_post_order(L->body);
+  return true;
+}
+
+static bool drop_dead_state(loop_t *L, kiln_pass_effects_t *effects) {
+  for (size_t u = 0; u < L->w->users.len; u++)
+    if (L->w->users.data[u]->opcode != KILN_OP_GET_TUPLE_ELEMENT) return false;
+  if (L->outer->root == L->w) return false;
+  bool *dead = kiln_calloc((size_t)L->n + 1, sizeof *dead);
+  int n_dead = 0;
+  size_t n = 0;
+  kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(L->body, &n);
+  kiln_ptrmap_t only_i;
+  kiln_ptrmap_init(&only_i);
+  for (int i = 0; i < L->n; i++) n_dead += dead[i] = dead_element(L, i, order, n, effects, &only_i);
+  kiln_ptrmap_free(&only_i);
+  kiln_free(order);
+  const bool changed = n_dead > 0 && n_dead < L->n && drop_dead(L, dead, effects);
+  kiln_free(dead);
+  return changed;
+}
+
+/* ---- the passes ------------------------------------------------------------------------ */
+
+/* Runs `fn` on every loop take_loop takes; true when one changed. */
+static void each_loop(kiln_hlo_module_t *m, bool (*fn)(loop_t *L, kiln_pass_effects_t *effects),
+                      bool *changed) {
   kiln_ptrmap_t callers;
   kiln_ptrmap_init(&callers);
   kiln_pass_count_callers(m, &callers);
@@ -329,10 +443,24 @@ kiln_status kiln_pass_while_loop_invariant_code_motion(kiln_hlo_module_t *m,
   }
   for (size_t i = 0; i < loops.len; i++) {
     loop_t L;
-    if (take_loop(loops.data[i], &callers, &L) && rewrite(&L, &effects)) *changed = true;
+    if (take_loop(loops.data[i], &callers, &L) && fn(&L, &effects)) *changed = true;
   }
   kiln_vec_free(&loops);
   kiln_pass_effects_free(&effects);
   kiln_ptrmap_free(&callers);
+}
+
+kiln_status kiln_pass_while_loop_invariant_code_motion(kiln_hlo_module_t *m,
+                                                       const kiln_pass_options_t *opts,
+                                                       bool *changed) {
+  (void)opts;
+  each_loop(m, rewrite, changed);
+  return NULL;
+}
+
+kiln_status kiln_pass_while_loop_dead_state(kiln_hlo_module_t *m, const kiln_pass_options_t *opts,
+                                            bool *changed) {
+  (void)opts;
+  each_loop(m, drop_dead_state, changed);
   return NULL;
 }
