@@ -7,7 +7,8 @@
  *   f32 new    the same without donation: each run allocates its output (fresh pages: the
  *              first touch inside the gemm costs up to 3x on large outputs);
  *   sgemm      OpenBLAS's cblas_sgemm called directly on the same shapes and transposes
- *              (one call per batch; threads: the host pool's size, as kiln sets them);
+ *              (one call per batch on the library's own threads, set to the host pool's
+ *              size; kiln's gemms run it on one thread per tile and restore that count);
  *   kiln bf16  the same dot in bf16 (bf16 x bf16 -> bf16, f32 sums);
  *   bf16 fma   the same bf16 module with bf16 gemms on the packed-panel kernel's f32 FMAs
  *              (kiln_host_gemm_half_set_bf16_dot(false)), where the CPU has AVX512_BF16 and

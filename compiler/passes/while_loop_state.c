@@ -100,12 +100,27 @@ static bool pass_through(const loop_t *L, int i) {
          op->operands[0] == L->param;
 }
 
-/* The initial value of state element i, before the loop. */
-static kiln_hlo_instruction_t *outside_value(const loop_t *L, sets_t *s, kiln_builder_t *b, int i) {
+/* The initial value of state element i, before the loop (`outside`: those made so far). */
+static kiln_hlo_instruction_t *outside_value(const loop_t *L, kiln_hlo_instruction_t **outside,
+                                             kiln_builder_t *b, int i) {
   kiln_hlo_instruction_t *init = L->w->operands[0];
   if (init->opcode == KILN_OP_TUPLE) return init->operands[i];
-  if (!s->outside[i]) s->outside[i] = kiln_builder_gte(b, init, i);
-  return s->outside[i];
+  if (!outside[i]) outside[i] = kiln_builder_gte(b, init, i);
+  return outside[i];
+}
+
+/* Removes the body's instructions nothing reads (no side effect, not the root or parameter),
+ * users first, each once: what a rewrite left behind. */
+static void body_dce(const loop_t *L, kiln_pass_effects_t *effects) {
+  size_t n = 0;
+  kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(L->body, &n);
+  for (size_t i = n; i-- > 0;) {
+    kiln_hlo_instruction_t *in = order[i];
+    if (in != L->root && in->opcode != KILN_OP_PARAMETER && in->users.len == 0 &&
+        in->control_successors.len == 0 && !kiln_pass_effects_instruction(effects, in))
+      kiln_status_free(kiln_hlo_instruction_remove(in));
+  }
+  kiln_free(order);
 }
 
 /* Marks the invariant instructions of the body and those to hoist; returns how many are
@@ -174,7 +189,7 @@ static bool hoist(const loop_t *L, sets_t *s, kiln_hlo_instruction_t **order, si
     for (int o = 0; o < in->num_operands; o++) {
       kiln_hlo_instruction_t *x = in->operands[o];
       ops[o] = x->opcode == KILN_OP_GET_TUPLE_ELEMENT && x->operands[0] == L->param
-                   ? outside_value(L, s, &ob, (int)x->tuple_index)
+                   ? outside_value(L, s->outside, &ob, (int)x->tuple_index)
                    : kiln_ptrmap_get(&s->clone, x);
       if (!ops[o]) ob.failed = true;
     }
@@ -198,7 +213,7 @@ static bool hoist(const loop_t *L, sets_t *s, kiln_hlo_instruction_t **order, si
   kiln_hlo_instruction_t **state = kiln_malloc((size_t)total * sizeof *state);
   kiln_hlo_instruction_t *init = NULL;
   if (!ob.failed) {
-    for (int i = 0; i < L->n; i++) state[i] = outside_value(L, s, &ob, i);
+    for (int i = 0; i < L->n; i++) state[i] = outside_value(L, s->outside, &ob, i);
     for (size_t j = 0; j < slots.len; j++)
       state[L->n + (int)j] = kiln_ptrmap_get(&s->clone, slots.data[j]);
     init = make_tuple(&ob, total, state);
@@ -252,16 +267,9 @@ static bool hoist(const loop_t *L, sets_t *s, kiln_hlo_instruction_t **order, si
   }
   kiln_vec_free(&whole);
   kiln_pass_remove_if_dead(old_init, effects);
-  /* The hoisted originals left in the body, users first (the cheap ones the body still reads
-   * stay), then the reads of the state they left unread. */
-  for (size_t i = n; i-- > 0;)
-    if (kiln_ptrmap_get(&s->hoist, order[i]) && order[i]->users.len == 0)
-      kiln_status_free(kiln_hlo_instruction_remove(order[i]));
-  for (size_t i = 0; i < n; i++)
-    if (order[i]->opcode == KILN_OP_GET_TUPLE_ELEMENT && order[i]->operands &&
-        order[i]->num_operands == 1 && order[i]->operands[0] == L->param &&
-        order[i]->users.len == 0 && L->body->root != order[i])
-      kiln_status_free(kiln_hlo_instruction_remove(order[i]));
+  /* The hoisted originals (the cheap ones the body still reads stay) and the reads of the
+   * state they left unread. */
+  body_dce(L, effects);
   kiln_free(reads);
   kiln_free(state);
   kiln_vec_free(&slots);
@@ -361,13 +369,14 @@ static bool drop_dead(const loop_t *L, const bool *dead, kiln_pass_effects_t *ef
   for (int i = 0; i < L->n; i++) to[i] = dead[i] ? -1 : kept++;
   kiln_builder_t ob;
   kiln_builder_init(&ob, L->outer, "dead_state", false);
-  sets_t s = {.outside = kiln_calloc((size_t)L->n + 1, sizeof *s.outside)};
+  kiln_hlo_instruction_t **outside = kiln_calloc((size_t)L->n + 1, sizeof *outside);
   kiln_hlo_instruction_t **xs = kiln_malloc((size_t)L->n * sizeof *xs);
   for (int i = 0; i < L->n && !ob.failed; i++)
-    if (to[i] >= 0) xs[to[i]] = outside_value(L, &s, &ob, i);
+    if (to[i] >= 0) xs[to[i]] = outside_value(L, outside, &ob, i);
   kiln_hlo_instruction_t *init = ob.failed ? NULL : make_tuple(&ob, kept, xs);
+  kiln_free(outside);
   if (!init) {
-    kiln_free(xs), kiln_free(s.outside), kiln_free(to);
+    kiln_free(xs), kiln_free(to);
     return false;
   }
   /* The body's root keeps the kept elements' values. */
@@ -388,17 +397,9 @@ static bool drop_dead(const loop_t *L, const bool *dead, kiln_pass_effects_t *ef
       kiln_hlo_instruction_t *g = holders[h]->users.data[u];
       if (to[g->tuple_index] >= 0) g->tuple_index = to[g->tuple_index];
     }
-  size_t n = 0;
-  kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(L->body, &n);
-  for (size_t i = n; i-- > 0;) {
-    kiln_hlo_instruction_t *in = order[i];
-    if (in != L->root && in->opcode != KILN_OP_PARAMETER && in->users.len == 0 &&
-        in->control_successors.len == 0 && !kiln_pass_effects_instruction(effects, in))
-      kiln_status_free(kiln_hlo_instruction_remove(in));
-  }
-  kiln_free(order);
+  body_dce(L, effects);
   kiln_pass_remove_if_dead(old_init, effects);
-  kiln_free(xs), kiln_free(s.outside), kiln_free(to);
+  kiln_free(xs), kiln_free(to);
   kiln_hlo_computation_sort_post_order(L->outer);
   kiln_hlo_computation_sort_post_order(L->body);
   return true;
@@ -424,7 +425,7 @@ static bool drop_dead_state(loop_t *L, kiln_pass_effects_t *effects) {
 
 /* ---- the passes ------------------------------------------------------------------------ */
 
-/* Runs `fn` on every loop take_loop takes; true when one changed. */
+/* Runs `fn` on every loop take_loop takes; *changed when one changed its loop. */
 static void each_loop(kiln_hlo_module_t *m, bool (*fn)(loop_t *L, kiln_pass_effects_t *effects),
                       bool *changed) {
   kiln_ptrmap_t callers;

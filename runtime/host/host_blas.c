@@ -277,6 +277,11 @@ static void blas_rows(const mm_t *p, int64_t bi, int64_t i0, int64_t i1) {
   blas_tile(p, bi, i0, i1, 0, p->n);
 }
 
+/* Output elements per library call when an epilogue follows and the gemm is one call (16 MiB
+ * of f32: most dense layers in one call). Smaller panels (1 MiB, so the epilogue reads them
+ * back from cache) measured slower on 2 cores (bench_dots --only x: fused / unfused geomean
+ * 0.93x with 1 MiB panels vs 0.98-1.04x with 16 MiB): each call packs all of B again, which
+ * costs more than reading the result back once. At least kEpiloguePanelRows rows per call. */
 static const int64_t kEpiloguePanel = (int64_t)1 << 22;
 static const int64_t kEpiloguePanelRows = 256;
 
@@ -388,7 +393,7 @@ static void pool_blas_batches(void **args, int64_t b, int64_t e) {
  * 795 ms; with two, 2,888 -> 910 ms; quiet, 498 -> 514 ms (min 441 -> 443: noise there; the
  * vocabulary gemms lost some of that to the tiles and the kernels after gemms gained it).
  * Batches of 64 x 128 x 32 . 32 x 128 beside two busy loops: 340 ms in calls per batch, 2.6 in
- * tiles. How C is cut: plan_tiles. */
+ * row panels (session 42). How C is cut: plan_tiles. */
 enum { kTilesPerWorker = 2, kTileAlign = 16 };
 static _Atomic bool g_pool_tiles = true;
 

@@ -37,7 +37,8 @@ void kiln_bench_module_release(kiln_device_t *dev, kiln_bench_module_t *k);
 typedef void (*kiln_bench_sgemm_fn)(int, int, int, int, int, int, float, const float *, int,
                                     const float *, int, float, float *, int);
 /* OpenBLAS's cblas_sgemm to call directly (libopenblas.so.0 dlopen'ed into *handle, which
- * the caller dlcloses), its threads set to the host device's pool size as kiln sets them;
+ * the caller dlcloses), its threads set to the host device's pool size (kiln's gemms set it to
+ * one thread while their tiles run and restore this count after);
  * NULL (and *handle NULL) when OpenBLAS is not installed. */
 kiln_bench_sgemm_fn kiln_bench_openblas_sgemm(const kiln_device_t *dev, void **handle);
 
