@@ -35,19 +35,24 @@ static void run_and_compare(const char *text, int repeat, char **thunks) {
   run_and_compare_on(g_dev, text, repeat, thunks);
 }
 
+/* 100 trips: more than while_loop_unroll takes, so it stays a loop. */
 static void test_while_loop_runs_its_body_until_the_condition_fails(void **state) {
   char *thunks = NULL;
-  run_and_compare("HloModule w\n"
-                  "cond {\n  p = (s32[], f32[64]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
-                  "  n = s32[] constant(10)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n"
-                  "body {\n  p = (s32[], f32[64]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
-                  "  x = f32[64] get-tuple-element(p), index=1\n  one = s32[] constant(1)\n"
-                  "  j = s32[] add(i, one)\n  h = f32[] constant(0.5)\n  hb = f32[64] broadcast(h), dimensions={}\n"
-                  "  y = f32[64] multiply(x, hb)\n  z = f32[64] add(y, hb)\n  ROOT t = (s32[], f32[64]) tuple(j, z)\n}\n"
-                  "ENTRY e {\n  x = f32[64] parameter(0)\n  z = s32[] constant(0)\n"
-                  "  t = (s32[], f32[64]) tuple(z, x)\n  w = (s32[], f32[64]) while(t), condition=cond, body=body\n"
-                  "  ROOT r = f32[64] get-tuple-element(w), index=1\n}\n",
-                  3, &thunks);
+  run_and_compare(
+      "HloModule w\n"
+      "cond {\n  p = (s32[], f32[64]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+      "  n = s32[] constant(100)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n"
+      "body {\n  p = (s32[], f32[64]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+      "  x = f32[64] get-tuple-element(p), index=1\n  one = s32[] constant(1)\n"
+      "  j = s32[] add(i, one)\n  h = f32[] constant(0.5)\n  hb = f32[64] broadcast(h), "
+      "dimensions={}\n"
+      "  y = f32[64] multiply(x, hb)\n  z = f32[64] add(y, hb)\n  ROOT t = (s32[], f32[64]) "
+      "tuple(j, z)\n}\n"
+      "ENTRY e {\n  x = f32[64] parameter(0)\n  z = s32[] constant(0)\n"
+      "  t = (s32[], f32[64]) tuple(z, x)\n  w = (s32[], f32[64]) while(t), condition=cond, "
+      "body=body\n"
+      "  ROOT r = f32[64] get-tuple-element(w), index=1\n}\n",
+      3, &thunks);
   assert_non_null(strstr(thunks, "while"));
   assert_non_null(strstr(thunks, "kernel"));
   printf("%s", thunks);
@@ -121,6 +126,45 @@ static void test_donated_parameter_is_updated_in_place(void **state) {
                   "ENTRY e {\n  x = f32[128] parameter(0)\n  one = f32[] constant(1)\n"
                   "  b = f32[128] broadcast(one), dimensions={}\n  ROOT s = f32[128] add(x, b)\n}\n",
                   1, NULL);
+}
+
+/* A loop of 100 steps each moving one element of its 4096-element state to another place
+ * (JAX's x.at[i].set(x[j]), as the corpus's in_place_dynamic_update_slice_fusion does): the
+ * slice it reads is its own kernel, the scatter updates the state in place, and the scatter's
+ * first kernel (output = operand) is left out: it would copy the state onto itself. */
+static void test_a_scatter_into_loop_state_runs_in_place(void **state) {
+  char *thunks = NULL;
+  run_and_compare(
+      "HloModule s\n"
+      "keep_new {\n  a = f32[] parameter(0)\n  ROOT b = f32[] parameter(1)\n}\n"
+      "cond {\n  p = (s32[], f32[4096]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+      "  n = s32[] constant(100)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n"
+      "body {\n  p = (s32[], f32[4096]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+      "  x = f32[4096] get-tuple-element(p), index=1\n  one = s32[] constant(1)\n"
+      "  i1 = s32[] add(i, one)\n  k = s32[] constant(37)\n  ik = s32[] multiply(i, k)\n"
+      "  m = s32[] constant(4095)\n  j = s32[] and(ik, m)\n"
+      "  s = f32[1] dynamic-slice(x, j), dynamic_slice_sizes={1}\n  v = f32[] reshape(s)\n"
+      "  ii = s32[1] reshape(i)\n"
+      "  y = f32[4096] scatter(x, ii, v), update_window_dims={}, inserted_window_dims={0}, "
+      "scatter_dims_to_operand_dims={0}, index_vector_dim=0, indices_are_sorted=true, "
+      "unique_indices=true, to_apply=keep_new\n"
+      "  ROOT t = (s32[], f32[4096]) tuple(i1, y)\n}\n"
+      "ENTRY e {\n  x = f32[4096] parameter(0)\n  z = s32[] constant(0)\n"
+      "  t = (s32[], f32[4096]) tuple(z, x)\n  w = (s32[], f32[4096]) while(t), condition=cond, "
+      "body=body\n"
+      "  ROOT r = f32[4096] get-tuple-element(w), index=1\n}\n",
+      2, &thunks);
+  /* the update kernel runs; its chain's head (same name without _update) does not */
+  const char *u = strstr(thunks, "_update grid=");
+  assert_non_null(u);
+  const char *name = u;
+  while (name > thunks && name[-1] != ' ') name--;
+  char head[128];
+  snprintf(head, sizeof head, "%.*s grid=", (int)(u - name), name);
+  if (strstr(thunks, head)) fail_msg("the scatter's copy kernel %s still runs:\n%s", head, thunks);
+  /* the state is copied once, from the parameter before the loop, never in it */
+  assert_int_equal(count_in(thunks, "d2d 16384 bytes"), 1);
+  kiln_free(thunks);
 }
 
 static void test_non_default_parameter_layout_is_read_physically(void **state) {
@@ -328,6 +372,7 @@ int main(void) {
       cmocka_unit_test(test_f32_dot_becomes_a_gemm_thunk),
       cmocka_unit_test(test_tuple_outputs_constants_and_pass_through_parameters),
       cmocka_unit_test(test_donated_parameter_is_updated_in_place),
+      cmocka_unit_test(test_a_scatter_into_loop_state_runs_in_place),
       cmocka_unit_test(test_non_default_parameter_layout_is_read_physically),
       cmocka_unit_test(test_custom_call_is_a_clear_error),
       cmocka_unit_test(test_run_checks_parameters_and_stream),

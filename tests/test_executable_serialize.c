@@ -41,7 +41,8 @@
 #include "tools/common/fake_args.h"
 #include "tools/common/hlo_file.h"
 
-/* Every thunk kind the host emits: a while loop (copies, kernels, the condition's pred), a
+/* Every thunk kind the host emits: a while loop (copies, kernels, the condition's pred; 100
+ * trips, more than while_loop_unroll takes), a
  * conditional on a pred, a gemm, a memset (replica-id), rng-get-and-update-state, GetRngSeed
  * (a built-in custom call), and elementwise kernels that form a command buffer at min run 2. */
 static const char kAllKinds[] =
@@ -49,7 +50,7 @@ static const char kAllKinds[] =
     "cond {\n"
     "  p = (s32[], f32[8,8]) parameter(0)\n"
     "  i = s32[] get-tuple-element(p), index=0\n"
-    "  n = s32[] constant(3)\n"
+    "  n = s32[] constant(100)\n"
     "  ROOT lt = pred[] compare(i, n), direction=LT\n"
     "}\n"
     "body {\n"

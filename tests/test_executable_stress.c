@@ -26,14 +26,15 @@ enum { N = 256, NR = 64, THREADS = 8, RUNS = 100, MAX_OUTPUTS = 8 };
 #define RNG_LO (-1.0f)
 #define RNG_HI 2.0f
 
-/* The loop halves its vector and adds 0.5 six times; the conditional picks a branch by the
+/* The loop halves its vector and adds 0.5 a hundred times (more trips than while_loop_unroll
+ * takes, so it stays a loop); the conditional picks a branch by the
  * second parameter; four independent elementwise outputs become a run of kernel thunks. */
 static const char kModule[] =
     "HloModule stress\n"
     "cond {\n"
     "  p = (s32[], f32[256]) parameter(0)\n"
     "  i = s32[] get-tuple-element(p), index=0\n"
-    "  n = s32[] constant(6)\n"
+    "  n = s32[] constant(100)\n"
     "  ROOT lt = pred[] compare(i, n), direction=LT\n"
     "}\n"
     "body {\n"

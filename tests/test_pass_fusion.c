@@ -19,6 +19,7 @@
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
 #include "compiler/passes/cost_model.h"
+#include "compiler/passes/dataflow.h"
 #include "compiler/passes/fusion_util.h"
 #include "compiler/passes/pass.h"
 #include "tools/common/fake_args.h"
@@ -536,6 +537,51 @@ static void test_dynamic_update_slice_is_only_a_root(void **state) {
   kiln_hlo_module_destroy(m);
 }
 
+/* The in-place pairs of the one fusion of `m` whose body holds `op`; asserts `op`'s operand 0 is
+ * read by nothing else there. */
+static int in_place_pairs_of_fusion_with(const kiln_hlo_module_t *m, kiln_hlo_opcode_t op) {
+  for (size_t i = 0; i < m->entry->instructions.len; i++) {
+    const kiln_hlo_instruction_t *f = m->entry->instructions.data[i];
+    if (f->opcode != KILN_OP_FUSION) continue;
+    const kiln_hlo_computation_t *body = kiln_hlo_instruction_called(f, "calls");
+    if (!count_op(body, op)) continue;
+    assert_int_equal(count_op(body, KILN_OP_DYNAMIC_SLICE), 0);
+    kiln_inplace_pair_t pairs[4];
+    return kiln_dataflow_inplace_pairs(f, pairs, 4);
+  }
+  fail_msg("no fusion holds the op");
+  return 0;
+}
+
+static void test_a_read_of_the_updated_buffer_stays_out_of_the_update(void **state) {
+  /* A slice of x (elsewhere) feeds the update of x: fused in, the kernel would read the buffer
+   * it writes, and every run would copy all of x to change four elements. It stays apart (with
+   * the negate it feeds), and the update fusion updates x in place. */
+  kiln_hlo_module_t *m = parse(
+      "HloModule dus\n"
+      "ENTRY main {\n"
+      "  p = f32[1024]{0} parameter(0)\n  i = s32[] parameter(1)\n  j = s32[] parameter(2)\n"
+      "  x = f32[1024]{0} exponential(p)\n"
+      "  s = f32[4]{0} dynamic-slice(x, j), dynamic_slice_sizes={4}\n"
+      "  n = f32[4]{0} negate(s)\n"
+      "  ROOT d = f32[1024]{0} dynamic-update-slice(x, n, i)\n}\n");
+  run_and_check(m, "priority_fusion,multi_output_fusion");
+  assert_int_equal(in_place_pairs_of_fusion_with(m, KILN_OP_DYNAMIC_UPDATE_SLICE), 1);
+  kiln_hlo_module_destroy(m);
+  /* The same for a scatter (one element moved, as a random index's JAX .at[].set does). */
+  m = parse(with_reducers(
+      "ENTRY main {\n"
+      "  p = f32[1024]{0} parameter(0)\n  i = s32[1]{0} parameter(1)\n  j = s32[] parameter(2)\n"
+      "  x = f32[1024]{0} exponential(p)\n"
+      "  s = f32[1]{0} dynamic-slice(x, j), dynamic_slice_sizes={1}\n"
+      "  v = f32[] reshape(s)\n"
+      "  ROOT d = f32[1024]{0} scatter(x, i, v), update_window_dims={}, inserted_window_dims={0}, "
+      "scatter_dims_to_operand_dims={0}, index_vector_dim=0, to_apply=add\n}\n"));
+  run_and_check(m, "priority_fusion,multi_output_fusion");
+  assert_int_equal(in_place_pairs_of_fusion_with(m, KILN_OP_SCATTER), 1);
+  kiln_hlo_module_destroy(m);
+}
+
 /* ---- helpers ---- */
 
 static void test_cost_model_weights_and_fused_time(void **state) {
@@ -839,6 +885,7 @@ int main(void) {
       cmocka_unit_test(test_producer_with_outside_user_becomes_extra_output),
       cmocka_unit_test(test_fusion_that_would_create_a_cycle_is_refused),
       cmocka_unit_test(test_dynamic_update_slice_is_only_a_root),
+      cmocka_unit_test(test_a_read_of_the_updated_buffer_stays_out_of_the_update),
       cmocka_unit_test(test_cost_model_weights_and_fused_time),
       cmocka_unit_test(test_cost_cache_matches_the_model),
       cmocka_unit_test(test_fusion_order_place_and_search_bound),

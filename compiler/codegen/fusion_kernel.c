@@ -32,6 +32,7 @@ void kiln_codegen_kernel_free(kiln_codegen_kernel_t *k) {
   kiln_free(k->inputs);
   kiln_free(k->outputs);
   kiln_free(k->scratch);
+  kiln_free(k->identity_inputs);
   memset(k, 0, sizeof(*k));
 }
 

@@ -51,51 +51,6 @@ static bool inlinable(const kiln_hlo_instruction_t *call, const kiln_hlo_computa
   return true;
 }
 
-/* Copies `callee` into the caller of `call` and returns the copy of its root. */
-static kiln_hlo_instruction_t *inline_body(kiln_hlo_instruction_t *call,
-                                           const kiln_hlo_computation_t *callee) {
-  kiln_hlo_computation_t *c = call->parent;
-  kiln_ptrmap_t map;
-  kiln_ptrmap_init(&map);
-  size_t n = 0;
-  kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(callee, &n);
-  KILN_VEC(kiln_hlo_instruction_t *) ops = {0};
-  for (size_t i = 0; i < n; i++) {
-    kiln_hlo_instruction_t *s = order[i];
-    if (s->opcode == KILN_OP_PARAMETER) {
-      kiln_ptrmap_put(&map, s, call->operands[s->parameter_number]);
-      continue;
-    }
-    kiln_vec_clear(&ops);
-    for (int k = 0; k < s->num_operands; k++) kiln_vec_push(&ops, kiln_ptrmap_get(&map, s->operands[k]));
-    kiln_hlo_instruction_t *d = kiln_hlo_instruction_clone(c, s, NULL, s->num_operands, ops.data);
-    kiln_ptrmap_put(&map, s, d);
-  }
-  /* Control edges between copied instructions (edges to parameters are dropped: the
-   * operand is computed before the call anyway). */
-  kiln_arena_t *arena = &c->module->arena;
-  for (size_t i = 0; i < n; i++) {
-    kiln_hlo_instruction_t *s = order[i];
-    if (s->opcode == KILN_OP_PARAMETER || !s->num_control_predecessors) continue;
-    kiln_hlo_instruction_t *d = kiln_ptrmap_get(&map, s);
-    d->control_predecessors =
-        kiln_arena_alloc(arena, sizeof(kiln_hlo_instruction_t *) * (size_t)s->num_control_predecessors);
-    d->num_control_predecessors = 0;
-    for (int k = 0; k < s->num_control_predecessors && d->control_predecessors; k++) {
-      kiln_hlo_instruction_t *sp = s->control_predecessors[k];
-      if (sp->opcode == KILN_OP_PARAMETER) continue;
-      kiln_hlo_instruction_t *p = kiln_ptrmap_get(&map, sp);
-      d->control_predecessors[d->num_control_predecessors++] = p;
-      kiln_vec_push(&p->control_successors, d);
-    }
-  }
-  kiln_hlo_instruction_t *root = kiln_ptrmap_get(&map, callee->root);
-  kiln_vec_free(&ops);
-  kiln_free(order);
-  kiln_ptrmap_free(&map);
-  return root;
-}
-
 /* Each get-tuple-element user of `site` uses the element of the inlined tuple `root` instead
  * (users of the whole tuple keep it). */
 static void fold_elements(kiln_hlo_instruction_t *site, kiln_hlo_instruction_t *root) {
@@ -128,7 +83,7 @@ static bool inline_sites(kiln_hlo_computation_t *c, kiln_hlo_opcode_t opcode, co
     if (site->opcode != opcode) continue;
     kiln_hlo_computation_t *callee = kiln_hlo_instruction_called(site, key);
     if (!inlinable(site, callee) || (pick && !pick(site, callee))) continue;
-    kiln_hlo_instruction_t *root = inline_body(site, callee);
+    kiln_hlo_instruction_t *root = kiln_pass_copy_body(c, callee, site->operands);
     if (!root) continue;
     if (fold) fold_elements(site, root);
     kiln_hlo_instruction_replace_all_uses(site, root);
@@ -168,7 +123,7 @@ static bool inline_async_sites(kiln_hlo_computation_t *c) {
     kiln_hlo_computation_t *callee = kiln_hlo_instruction_called(site, "calls");
     kiln_hlo_instruction_t *done = async_done_of(site);
     if (!done || !inlinable(site, callee)) continue;
-    kiln_hlo_instruction_t *root = inline_body(site, callee);
+    kiln_hlo_instruction_t *root = kiln_pass_copy_body(c, callee, site->operands);
     if (!root) continue;
     kiln_hlo_instruction_replace_all_uses(done, root);
     /* done, the updates, then the start: each loses its only user in turn. */

@@ -409,6 +409,16 @@ static bool param_is_in_place_operand(const kiln_hlo_instruction_t *param) {
   return false;
 }
 
+/* Whether `producer` reads `v`: fused into a consumer that updates v in place, it would give
+ * the kernel a second read of the buffer it writes, and the update could no longer be made in
+ * place (dataflow's only_updated_operand): every run would copy the whole buffer to change a
+ * slice. Left as its own kernel it runs before the update (which reads its result). */
+static bool reads_value(const kiln_hlo_instruction_t *producer, const kiln_hlo_instruction_t *v) {
+  for (int i = 0; i < producer->num_operands; i++)
+    if (producer->operands[i] == v) return true;
+  return false;
+}
+
 bool kiln_fusion_can_consume(const kiln_hlo_instruction_t *consumer,
                              const kiln_hlo_instruction_t *producer, const char **why) {
   const char *dummy;
@@ -420,9 +430,12 @@ bool kiln_fusion_can_consume(const kiln_hlo_instruction_t *consumer,
   if (consumer->opcode == KILN_OP_FUSION) {
     if (!kiln_fusion_is_growable(consumer)) return (*why = "consumer fusion kind"), false;
     const kiln_hlo_computation_t *c = kiln_hlo_instruction_called(consumer, "calls");
-    for (int i = 0; i < consumer->num_operands && i < c->num_parameters; i++)
-      if (consumer->operands[i] == producer && param_is_in_place_operand(c->parameters[i]))
-        return (*why = "producer is updated in place"), false;
+    for (int i = 0; i < consumer->num_operands && i < c->num_parameters; i++) {
+      if (!param_is_in_place_operand(c->parameters[i])) continue;
+      if (consumer->operands[i] == producer) return (*why = "producer is updated in place"), false;
+      if (reads_value(producer, consumer->operands[i]))
+        return (*why = "producer reads the buffer updated in place"), false;
+    }
     return true;
   }
   if (kiln_fusion_is_bitcast_like(consumer)) return (*why = "consumer is a bitcast"), false;
@@ -432,8 +445,11 @@ bool kiln_fusion_can_consume(const kiln_hlo_instruction_t *consumer,
   }
   if (consumer->opcode == KILN_OP_SCATTER || consumer->opcode == KILN_OP_DYNAMIC_UPDATE_SLICE) {
     int k = in_place_operands(consumer);
-    for (int i = 0; i < k; i++)
+    for (int i = 0; i < k; i++) {
       if (consumer->operands[i] == producer) return (*why = "producer is updated in place"), false;
+      if (reads_value(producer, consumer->operands[i]))
+        return (*why = "producer reads the buffer updated in place"), false;
+    }
     return true;
   }
   if (consumer->opcode == KILN_OP_CONSTANT || consumer->opcode == KILN_OP_PARAMETER)

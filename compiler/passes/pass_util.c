@@ -311,3 +311,50 @@ bool kiln_pass_is_splat(const kiln_hlo_instruction_t *in, kiln_pass_splat_t what
     if (!element_matches(l, i, what)) return false;
   return true;
 }
+
+kiln_hlo_instruction_t *kiln_pass_copy_body(kiln_hlo_computation_t *dest,
+                                            const kiln_hlo_computation_t *callee,
+                                            kiln_hlo_instruction_t *const *args) {
+  kiln_ptrmap_t map;
+  kiln_ptrmap_init(&map);
+  size_t n = 0;
+  kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(callee, &n);
+  KILN_VEC(kiln_hlo_instruction_t *) ops = {0};
+  bool ok = order != NULL || n == 0;
+  for (size_t i = 0; i < n && ok; i++) {
+    kiln_hlo_instruction_t *s = order[i];
+    if (s->opcode == KILN_OP_PARAMETER) {
+      kiln_ptrmap_put(&map, s, args[s->parameter_number]);
+      continue;
+    }
+    kiln_vec_clear(&ops);
+    for (int k = 0; k < s->num_operands; k++)
+      kiln_vec_push(&ops, kiln_ptrmap_get(&map, s->operands[k]));
+    kiln_hlo_instruction_t *d =
+        kiln_hlo_instruction_clone(dest, s, NULL, s->num_operands, ops.data);
+    ok = d != NULL;
+    if (ok) kiln_ptrmap_put(&map, s, d);
+  }
+  kiln_arena_t *arena = &dest->module->arena;
+  for (size_t i = 0; i < n && ok; i++) {
+    kiln_hlo_instruction_t *s = order[i];
+    if (s->opcode == KILN_OP_PARAMETER || !s->num_control_predecessors) continue;
+    kiln_hlo_instruction_t *d = kiln_ptrmap_get(&map, s);
+    d->control_predecessors = kiln_arena_alloc(
+        arena, sizeof(kiln_hlo_instruction_t *) * (size_t)s->num_control_predecessors);
+    d->num_control_predecessors = 0;
+    ok = d->control_predecessors != NULL;
+    for (int k = 0; k < s->num_control_predecessors && ok; k++) {
+      kiln_hlo_instruction_t *sp = s->control_predecessors[k];
+      if (sp->opcode == KILN_OP_PARAMETER) continue;
+      kiln_hlo_instruction_t *p = kiln_ptrmap_get(&map, sp);
+      d->control_predecessors[d->num_control_predecessors++] = p;
+      kiln_vec_push(&p->control_successors, d);
+    }
+  }
+  kiln_hlo_instruction_t *root = ok ? kiln_ptrmap_get(&map, callee->root) : NULL;
+  kiln_vec_free(&ops);
+  kiln_free(order);
+  kiln_ptrmap_free(&map);
+  return root;
+}

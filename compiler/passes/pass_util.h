@@ -51,6 +51,15 @@ void kiln_pass_replace_instruction(kiln_hlo_instruction_t *old, kiln_hlo_instruc
 void kiln_pass_replace_operand(kiln_hlo_instruction_t *user, kiln_hlo_instruction_t *old,
                                kiln_hlo_instruction_t *repl);
 
+/* Copies the instructions of `callee` into `dest` (another computation of the module), each
+ * parameter k becoming args[k], and returns the copy of callee's root (args[k] itself when the
+ * root is parameter k). Control edges between copied instructions are copied; those from
+ * parameters are dropped (the argument is computed first anyway). NULL when the arena refused
+ * memory: the copies made so far stay, unused. Inlining a call and unrolling a loop both copy
+ * bodies this way. */
+kiln_hlo_instruction_t *kiln_pass_copy_body(kiln_hlo_computation_t *dest,
+                                            const kiln_hlo_computation_t *callee,
+                                            kiln_hlo_instruction_t *const *args);
 /* Removes every instruction in `dead` (a pointer set) from `c` in one sweep. The caller
  * guarantees none is the root and every user of each is in the set too. Control edges:
  * the removed instruction's control successors inherit its control predecessors. */

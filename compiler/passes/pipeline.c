@@ -26,7 +26,8 @@ static const pipeline_step_t kSteps[] = {
      false},
     {"simplification",
      {"simplify", "constant_folding", "tuple_simplify", "while_loop_constants",
-      "while_loop_invariant_code_motion", "while_loop_dead_state", "dce", "cse"},
+      "while_loop_invariant_code_motion", "while_loop_dead_state", "while_loop_unroll", "dce",
+      "cse"},
      true},
     /* XLA's collective optimizations after simplification (AllReduceSimplifier's
      * single-participant removal, ReduceScatterCreator), then reducers the runtime does not

@@ -222,6 +222,19 @@ static kiln_status take_kernel(emitter_t *E, kiln_codegen_kernel_t *k, kiln_laun
   return NULL;
 }
 
+/* Whether kernel `x` (of a chain sharing `args`) only copies inputs to outputs that buffer
+ * assignment put in the same slices: launching it would change nothing. */
+static bool copies_in_place(const kiln_codegen_kernel_t *x, const kiln_kernel_arg_t *args) {
+  if (!x->identity_inputs) return false;
+  for (int o = 0; o < x->num_outputs; o++) {
+    const kiln_slice_t *in = &args[x->identity_inputs[o]].slice;
+    const kiln_slice_t *out = &args[x->num_inputs + o].slice;
+    if (in->allocation != out->allocation || in->offset != out->offset || in->size != out->size)
+      return false;
+  }
+  return true;
+}
+
 /* Whether every array leaf of `s` has no elements. */
 static bool all_leaves_empty(const kiln_shape_t *s) {
   if (kiln_shape_is_tuple(s)) {
@@ -318,6 +331,7 @@ static kiln_status emit_fusion(emitter_t *E, kiln_thunk_seq_t *seq,
   }
   if (!s && k.num_scratch > 0) scratch_args(E, &k, args + k.num_inputs + nout);
   for (kiln_codegen_kernel_t *x = &k; x && !s; x = x->next) {
+    if (copies_in_place(x, args)) continue;
     kiln_launch_dims_t dims;
     char name[128];
     s = take_kernel(E, x, &dims, name, sizeof(name));

@@ -1555,7 +1555,9 @@ static const char *any_step_op(gen_t *g, int type) {
  * seed keeps its program's shapes and ops) the step is a kLoop fusion inside the body, as
  * XLA's optimized dumps hold loops; in another third the state carries the value's initial
  * copy too, passed through unchanged, and each step adds its square (pred: ors its and),
- * work while_loop_invariant_code_motion moves before the loop. */
+ * work while_loop_invariant_code_motion moves before the loop. The first two thirds unroll
+ * (while_loop_unroll); in the last the bound is a third state element the body renews as
+ * max(bound, counter), which no pass sees through, so those stay loops the runtime runs. */
 static int op_while(gen_t *g) {
   int x = pick(g, any_type, 0);
   gen_shape_t in = *shape_of(g, x);
@@ -1564,11 +1566,13 @@ static int op_while(gen_t *g) {
   kiln_strbuf_t vs = {0};
   shape_text(&vs, &in);
   const char *v = kiln_strbuf_cstr(&vs);
-  const bool invariant = id % 3 == 1;
+  const bool invariant = id % 3 == 1, hidden_bound = id % 3 == 2;
   const bool is_pred = kTypes[in.type].kind == K_PRED;
   char tuple_shape[512];
   if (invariant)
     snprintf(tuple_shape, sizeof tuple_shape, "(s32[], %s, %s)", v, v);
+  else if (hidden_bound)
+    snprintf(tuple_shape, sizeof tuple_shape, "(s32[], %s, s32[])", v);
   else
     snprintf(tuple_shape, sizeof tuple_shape, "(s32[], %s)", v);
   int trips = rnd(g, 5);
@@ -1581,11 +1585,19 @@ static int op_while(gen_t *g) {
     step_text(&c, true, "r", v, in.type, step, unary ? "a" : "a, a");
     kiln_strbuf_append(&c, "}\n\n");
   }
-  kiln_strbuf_printf(
-      &c,
-      "while_cond_%d {\n  p = %s parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
-      "  n = s32[] constant(%d)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n\n",
-      id, tuple_shape, trips);
+  if (hidden_bound)
+    kiln_strbuf_printf(
+        &c,
+        "while_cond_%d {\n  p = %s parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+        "  n = s32[] get-tuple-element(p), index=2\n"
+        "  ROOT lt = pred[] compare(i, n), direction=LT\n}\n\n",
+        id, tuple_shape);
+  else
+    kiln_strbuf_printf(
+        &c,
+        "while_cond_%d {\n  p = %s parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
+        "  n = s32[] constant(%d)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n\n",
+        id, tuple_shape, trips);
   kiln_strbuf_printf(
       &c,
       "while_body_%d {\n  p = %s parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n"
@@ -1601,11 +1613,22 @@ static int op_while(gen_t *g) {
                        "  k = %s get-tuple-element(p), index=2\n  kk = %s %s(k, k)\n"
                        "  wk = %s %s(w, kk)\n  ROOT t = %s tuple(j, wk, k)\n}\n\n",
                        v, v, is_pred ? "and" : "multiply", v, is_pred ? "or" : "add", tuple_shape);
+  else if (hidden_bound)
+    kiln_strbuf_printf(&c,
+                       "  n = s32[] get-tuple-element(p), index=2\n  n2 = s32[] maximum(n, i)\n"
+                       "  ROOT t = %s tuple(j, w, n2)\n}\n\n",
+                       tuple_shape);
   else
     kiln_strbuf_printf(&c, "  ROOT t = %s tuple(j, w)\n}\n\n", tuple_shape);
   int zero = add_constant(g, T_S32, "0");
   int ops[3] = {zero, x, x};
-  int t = add_tuple_node(g, "tuple", tuple_shape, ops, invariant ? 3 : 2, NULL, NULL);
+  if (hidden_bound) {
+    char tc[16];
+    snprintf(tc, sizeof tc, "%d", trips);
+    ops[2] = add_constant(g, T_S32, tc);
+  }
+  int t =
+      add_tuple_node(g, "tuple", tuple_shape, ops, invariant || hidden_bound ? 3 : 2, NULL, NULL);
   int w = add_tuple_node(g, "while", tuple_shape, &t, 1,
                          xprintf(", condition=while_cond_%d, body=while_body_%d", id, id),
                          strbuf_take(&c));
