@@ -569,14 +569,16 @@ static void test_a_read_of_the_updated_buffer_stays_out_of_the_update(void **sta
   assert_int_equal(in_place_pairs_of_fusion_with(m, KILN_OP_DYNAMIC_UPDATE_SLICE), 1);
   kiln_hlo_module_destroy(m);
   /* The same for a scatter (one element moved, as a random index's JAX .at[].set does). */
-  m = parse(with_reducers(
+  char *text = with_reducers(
       "ENTRY main {\n"
       "  p = f32[1024]{0} parameter(0)\n  i = s32[1]{0} parameter(1)\n  j = s32[] parameter(2)\n"
       "  x = f32[1024]{0} exponential(p)\n"
       "  s = f32[1]{0} dynamic-slice(x, j), dynamic_slice_sizes={1}\n"
       "  v = f32[] reshape(s)\n"
       "  ROOT d = f32[1024]{0} scatter(x, i, v), update_window_dims={}, inserted_window_dims={0}, "
-      "scatter_dims_to_operand_dims={0}, index_vector_dim=0, to_apply=add\n}\n"));
+      "scatter_dims_to_operand_dims={0}, index_vector_dim=0, to_apply=add\n}\n");
+  m = parse(text);
+  kiln_free(text);
   run_and_check(m, "priority_fusion,multi_output_fusion");
   assert_int_equal(in_place_pairs_of_fusion_with(m, KILN_OP_SCATTER), 1);
   kiln_hlo_module_destroy(m);
