@@ -550,6 +550,89 @@ static void test_small_straight_line_kernels_take_the_small_tier(void **state) {
   kiln_strbuf_free(&b);
 }
 
+/* A chain of 24 rounds, each reading both elements of the one before (y'[i] = y[i] ^
+ * (y[1-i] << 13), as a threefry round reads both halves of its state), compiles on the small
+ * tier, and its code computes each value once: the elemental code is one function per
+ * instruction read at another index, so without inlining and common subexpressions a round
+ * would call the one before twice, 2^24 calls per element. The optimized IR holds no call
+ * (but LLVM's intrinsics) and two xors per round at most. */
+static void test_deep_shared_chains_take_the_small_tier_and_compute_each_value_once(void **state) {
+  (void)state;
+  enum { ROUNDS = 24 };
+  kiln_strbuf_t t = {0};
+  kiln_strbuf_printf(&t,
+                     "deep {\n  y0 = u32[2] parameter(0)\n  c = u32[] constant(13)\n"
+                     "  cb = u32[2] broadcast(c), dimensions={}\n");
+  for (int r = 1; r <= ROUNDS; r++)
+    kiln_strbuf_printf(&t,
+                       "  v%d = u32[2] reverse(y%d), dimensions={0}\n"
+                       "  s%d = u32[2] shift-left(v%d, cb)\n  %sy%d = u32[2] xor(y%d, s%d)\n",
+                       r, r - 1, r, r, r == ROUNDS ? "ROOT " : "", r, r - 1, r);
+  kiln_strbuf_printf(&t, "}\n");
+  kiln_hlo_module_t *m = NULL;
+  assert_null(kiln_hlo_parse_computations(kiln_strbuf_cstr(&t), t.len, NULL, &m));
+  kiln_strbuf_free(&t);
+  kiln_codegen_compile_options_t o = {0};
+  o.kernel_name = "deep";
+  o.dump_dir = "";
+  o.host_target = true;
+  kiln_codegen_kernel_t k;
+  assert_null(kiln_codegen_kernel_emit(m->computations.data[0], &o, &k));
+  assert_true(kiln_kir_host_small_kernel(k.kir));
+  kiln_kernel_cache_clear();
+  char dir[] = "/tmp/kiln_test_deepXXXXXX";
+  make_temp_dir(dir);
+  kiln_host_jit_t *jit = NULL;
+  kiln_host_jit_options_t jo = {0};
+  jo.dump_dir = dir;
+  assert_null(kiln_host_jit_create(&jo, &jit));
+  const kiln_kir_module_t *mods[1] = {k.kir};
+  kiln_kir_host_kernel_t out[1];
+  kiln_kir_batch_stats_t st;
+  assert_null(kiln_kir_compile_host_batch(mods, 1, jit, NULL, out, &st));
+  assert_int_equal(st.small_tier_kernels, 1);
+  /* the optimized IR */
+  char *ir = NULL;
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  for (struct dirent *e; (e = readdir(d));) {
+    if (!strstr(e->d_name, ".92-llvm-opt.ll")) continue;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    kiln_strbuf_t b = {0};
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, f)) > 0;) kiln_strbuf_append_n(&b, buf, n);
+    fclose(f);
+    ir = kiln_strbuf_take(&b);
+  }
+  closedir(d);
+  assert_non_null(ir);
+  int xors = 0, calls = 0;
+  for (const char *p = ir; (p = strstr(p, " = xor ")); p++) xors++;
+  for (const char *p = ir; (p = strstr(p, " call ")); p++) /* LLVM's intrinsics aside */
+    calls += strncmp(p, " call void @llvm.", 17) != 0;
+  if (calls || xors > 2 * ROUNDS + 2) fail_msg("%d calls, %d xors:\n%s", calls, xors, ir);
+  kiln_free(ir);
+  /* and the values */
+  uint32_t x[2] = {0x12345678u, 0x9abcdef0u}, y[2] = {0, 0};
+  void *args[2] = {x, y};
+  assert_null(kiln_kir_host_kernel_run(&out[0], NULL, args));
+  uint32_t want[2] = {x[0], x[1]};
+  for (int r = 0; r < ROUNDS; r++) {
+    const uint32_t a = want[0] ^ (want[1] << 13), b = want[1] ^ (want[0] << 13);
+    want[0] = a, want[1] = b;
+  }
+  assert_int_equal(y[0], want[0]);
+  assert_int_equal(y[1], want[1]);
+  kiln_kir_host_kernels_free(out, 1);
+  kiln_host_jit_destroy(jit);
+  kiln_codegen_kernel_free(&k);
+  kiln_hlo_module_destroy(m);
+  rm_rf(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_identical_kernels_compile_once_and_run_right),
@@ -559,6 +642,7 @@ int main(void) {
       cmocka_unit_test(test_cuda_kernels_compile_once_in_parallel_and_cache),
       cmocka_unit_test(test_disk_cache_evicts_least_recently_used_over_its_bound),
       cmocka_unit_test(test_small_straight_line_kernels_take_the_small_tier),
+      cmocka_unit_test(test_deep_shared_chains_take_the_small_tier_and_compute_each_value_once),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

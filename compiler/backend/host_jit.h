@@ -127,11 +127,19 @@ kiln_status kiln_host_jit_compile_object(kiln_host_jit_t *jit, LLVMModuleRef m, 
  * not the IR's semantics (llvm.fmuladd fuses on both tiers). */
 kiln_status kiln_host_jit_compile_small_object(kiln_host_jit_t *jit, LLVMModuleRef m,
                                                const char *name, void **obj, size_t *obj_len);
-/* The small tier's passes: inline the kernel body into its entry, combine, simplify the CFG.
+/* The small tier's passes, one walk of the call graph from the leaves up: mark what each
+ * function reads and writes (function-attrs), inline calls into it (LLVM's cost model; the
+ * kernel body into its entry), then merge repeated computations (early CSE), combine and
+ * simplify the CFG. The elemental code is a function per instruction read at another index,
+ * and one that several instructions read is called by each: a chain of rounds that each read
+ * the one before at two places (a threefry hash unrolled) would otherwise call 2^rounds times
+ * per element (session 44; until then such kernels went to the full tier, found by their call
+ * depth, and a lone unrolled threefry cost 30-40 ms of O3 there, 10-14 ms here).
  * (instcombine's fixpoint check aborts the process in some LLVM builds; this is a one-pass
  * cleanup, so it is off.) */
-#define KILN_HOST_JIT_SMALL_PIPELINE \
-  "always-inline,function(instcombine<no-verify-fixpoint>,simplifycfg)"
+#define KILN_HOST_JIT_SMALL_PIPELINE                                                        \
+  "cgscc(function-attrs,inline,function(early-cse<memssa>,instcombine<no-verify-fixpoint>," \
+  "simplifycfg))"
 /* The largest launch (work items: threads x blocks) a straight-line kernel may have to be
  * compiled on the small tier. Measured on the corpus (scripts/compile-vs-baseline.sh and the
  * run times of its while-loop modules): 4,096 made loops of small kernels run 2-5x slower than

@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/hash.h"
+#include "base/hashmap.h"
 #include "base/host_pool.h"
 #include "base/str.h"
 #include "compiler/backend/kernel_cache.h"
@@ -147,29 +148,36 @@ static void batch_plan(batch_t *b, const kiln_kir_module_t *const *mods, size_t 
   st->unique += (int)b->num_jobs;
 }
 
-/* Whether region `r` (its ops, the regions nested in them and the functions they call, to
- * `depth` calls deep) holds a loop or a shared tile. Only the ops the kernel still has: a
- * module also keeps the regions of ops that passes replaced (kir.h). */
-static bool region_has_loop(const kiln_kir_region_t *r, int depth) {
-  if (!r || depth < 0) return true; /* too deep to tell: as if it had one */
+/* Whether region `r` (its ops, the regions nested in them and the functions they call) holds a
+ * loop or a shared tile. Only the ops the kernel still has: a module also keeps the regions of
+ * ops that passes replaced (kir.h). `seen`: functions already looked at, each once. */
+static bool region_has_loop(const kiln_kir_region_t *r, kiln_ptrmap_t *seen) {
+  if (!r) return false;
   for (size_t i = 0; i < r->ops.len; i++) {
     const kiln_kir_op_t *op = r->ops.data[i];
     if (op->opcode == KILN_KIR_FOR || op->opcode == KILN_KIR_LOOP ||
         op->opcode == KILN_KIR_ALLOC_SHARED)
       return true;
     for (uint32_t j = 0; j < op->num_regions; j++)
-      if (region_has_loop(op->regions[j], depth)) return true;
-    if (op->opcode == KILN_KIR_CALL && op->callee && region_has_loop(op->callee->body, depth - 1))
-      return true;
+      if (region_has_loop(op->regions[j], seen)) return true;
+    if (op->opcode == KILN_KIR_CALL && op->callee && !kiln_ptrmap_get(seen, op->callee)) {
+      kiln_ptrmap_put(seen, op->callee, (void *)1);
+      if (region_has_loop(op->callee->body, seen)) return true;
+    }
   }
   return false;
 }
 
 bool kiln_kir_host_small_kernel(const kiln_kir_module_t *m) {
   const kiln_kir_func_t *f = kiln_kir_module_kernel(m);
+  if (!f) return false;
   /* Loops (reductions' accumulators, which O3's unrolling keeps in registers) and shared
    * tiles keep the full tier whatever the size. */
-  if (!f || region_has_loop(f->body, 8)) return false;
+  kiln_ptrmap_t seen;
+  kiln_ptrmap_init(&seen);
+  const bool loop = region_has_loop(f->body, &seen);
+  kiln_ptrmap_free(&seen);
+  if (loop) return false;
   double work = 1;
   for (int d = 0; d < 3; d++)
     work *= (double)(f->block[d] > 0 ? f->block[d] : 1) * (double)(f->grid[d] > 0 ? f->grid[d] : 1);
