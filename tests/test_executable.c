@@ -128,6 +128,20 @@ static void test_donated_parameter_is_updated_in_place(void **state) {
                   1, NULL);
 }
 
+/* In `thunks`: the update kernel of an in-place chain runs but its head (the same name without
+ * _update: the copy of the state onto itself) does not, and the state (`copy`, a "d2d N
+ * bytes" text) is copied at most once, before the loop, never in it. */
+static void expect_update_alone(const char *thunks, const char *copy) {
+  const char *u = strstr(thunks, "_update grid=");
+  assert_non_null(u);
+  const char *name = u;
+  while (name > thunks && name[-1] != ' ') name--;
+  char head[128];
+  snprintf(head, sizeof head, "%.*s grid=", (int)(u - name), name);
+  if (strstr(thunks, head)) fail_msg("the copy kernel %s still runs:\n%s", head, thunks);
+  assert_true(count_in(thunks, copy) <= 1);
+}
+
 /* A loop of 100 steps each moving one element of its 4096-element state to another place
  * (JAX's x.at[i].set(x[j]), as the corpus's in_place_dynamic_update_slice_fusion does): the
  * slice it reads is its own kernel, the scatter updates the state in place, and the scatter's
@@ -154,16 +168,36 @@ static void test_a_scatter_into_loop_state_runs_in_place(void **state) {
       "body=body\n"
       "  ROOT r = f32[4096] get-tuple-element(w), index=1\n}\n",
       2, &thunks);
-  /* the update kernel runs; its chain's head (same name without _update) does not */
-  const char *u = strstr(thunks, "_update grid=");
-  assert_non_null(u);
-  const char *name = u;
-  while (name > thunks && name[-1] != ' ') name--;
-  char head[128];
-  snprintf(head, sizeof head, "%.*s grid=", (int)(u - name), name);
-  if (strstr(thunks, head)) fail_msg("the scatter's copy kernel %s still runs:\n%s", head, thunks);
-  /* the state is copied once, from the parameter before the loop, never in it */
-  assert_int_equal(count_in(thunks, "d2d 16384 bytes"), 1);
+  expect_update_alone(thunks, "d2d 16384 bytes");
+  kiln_free(thunks);
+}
+
+/* The same for a dynamic-update-slice: a scan writing row i of its f32[100,32] output each step
+ * (JAX's ys.at[i].set) from row i of its input. */
+static void test_a_dynamic_update_slice_into_loop_state_runs_in_place(void **state) {
+  char *thunks = NULL;
+  run_and_compare(
+      "HloModule s\n"
+      "cond {\n  p = (s32[], f32[100,32], f32[100,32]) parameter(0)\n"
+      "  i = s32[] get-tuple-element(p), index=0\n"
+      "  n = s32[] constant(100)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n"
+      "body {\n  p = (s32[], f32[100,32], f32[100,32]) parameter(0)\n"
+      "  i = s32[] get-tuple-element(p), index=0\n"
+      "  x = f32[100,32] get-tuple-element(p), index=1\n"
+      "  y = f32[100,32] get-tuple-element(p), index=2\n"
+      "  one = s32[] constant(1)\n  i1 = s32[] add(i, one)\n  z = s32[] constant(0)\n"
+      "  r = f32[1,32] dynamic-slice(x, i, z), dynamic_slice_sizes={1,32}\n"
+      "  two = f32[] constant(2)\n  tb = f32[1,32] broadcast(two), dimensions={}\n"
+      "  r2 = f32[1,32] multiply(r, tb)\n"
+      "  y2 = f32[100,32] dynamic-update-slice(y, r2, i, z)\n"
+      "  ROOT t = (s32[], f32[100,32], f32[100,32]) tuple(i1, x, y2)\n}\n"
+      "ENTRY e {\n  x = f32[100,32] parameter(0)\n  zero = s32[] constant(0)\n"
+      "  c = f32[] constant(0)\n  y = f32[100,32] broadcast(c), dimensions={}\n"
+      "  t = (s32[], f32[100,32], f32[100,32]) tuple(zero, x, y)\n"
+      "  w = (s32[], f32[100,32], f32[100,32]) while(t), condition=cond, body=body\n"
+      "  ROOT r = f32[100,32] get-tuple-element(w), index=2\n}\n",
+      2, &thunks);
+  expect_update_alone(thunks, "d2d 12800 bytes");
   kiln_free(thunks);
 }
 
@@ -373,6 +407,7 @@ int main(void) {
       cmocka_unit_test(test_tuple_outputs_constants_and_pass_through_parameters),
       cmocka_unit_test(test_donated_parameter_is_updated_in_place),
       cmocka_unit_test(test_a_scatter_into_loop_state_runs_in_place),
+      cmocka_unit_test(test_a_dynamic_update_slice_into_loop_state_runs_in_place),
       cmocka_unit_test(test_non_default_parameter_layout_is_read_physically),
       cmocka_unit_test(test_custom_call_is_a_clear_error),
       cmocka_unit_test(test_run_checks_parameters_and_stream),

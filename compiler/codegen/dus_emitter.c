@@ -201,6 +201,15 @@ kiln_status kiln_dus_kernel_emit(const kiln_hlo_computation_t *c,
   dus_info_t di;
   KILN_RETURN_IF_ERROR_PLAIN(dus_analyze(c, &di));
   KILN_RETURN_IF_ERROR_PLAIN(dus_emit_copy(c, &di, opts, out));
+  /* The copy kernel is an identity copy when every root is a dynamic-update-slice itself (no
+   * bitcast after it) of a parameter. */
+  const kiln_hlo_instruction_t *operands[DUS_MAX_ROOTS];
+  bool plain = true;
+  for (int i = 0; i < di.nroots && plain; i++) {
+    plain = di.dus[i] && di.dus[i] == di.roots[i];
+    if (plain) operands[i] = di.dus[i]->operands[0];
+  }
+  if (plain) kiln_codegen_kernel_mark_identity(out, di.nroots, operands);
   kiln_codegen_kernel_t *upd = kiln_calloc(1, sizeof(*upd));
   kiln_status st = dus_emit_update(c, &di, opts, upd);
   if (st) {

@@ -13,8 +13,10 @@
  *      computes the update element u, the clamped start (start_d = clamp(index_d, 0,
  *      operand_d - update_d), XLA's semantics) and writes output[start + u] (through the
  *      root's bitcast: same row-major linear position).
- * Where the runtime does alias output and operand 0 the copy kernel is a harmless
- * self-copy. Complex elements (c64, c128) are written as their (re, im) parts, as every
+ * Where buffer assignment put output and operand 0 in one slice (the update in place), the
+ * copy kernel would copy the buffer onto itself: when every root is a dynamic-update-slice of
+ * a parameter it is marked an identity copy (fusion_kernel.h) and the thunk emitter leaves it
+ * out. Complex elements (c64, c128) are written as their (re, im) parts, as every
  * kernel stores them. UNIMPLEMENTED (named): a DUS whose result feeds anything but bitcasts
  * to a root (e.g. an elementwise epilogue: XLA's loop emitter case). */
 #ifndef KILN_COMPILER_CODEGEN_DUS_EMITTER_H_

@@ -17,6 +17,26 @@ bool kiln_codegen_excess_precision(const kiln_codegen_compile_options_t *opts) {
 
 /* ---- the kernel object ---- */
 
+void kiln_codegen_kernel_mark_identity(kiln_codegen_kernel_t *k, int n,
+                                       const kiln_hlo_instruction_t *const *values) {
+  if (n <= 0 || k->num_outputs != n) return;
+  int *map = kiln_malloc((size_t)n * sizeof *map);
+  bool ok = true;
+  for (int o = 0; o < n && ok; o++) {
+    const kiln_hlo_instruction_t *v = values[o];
+    map[o] = -1;
+    if (v->opcode == KILN_OP_PARAMETER && kiln_shape_equal(v->shape, k->outputs[o], true))
+      for (int j = 0; j < k->num_inputs && map[o] < 0; j++)
+        if (k->inputs[j] == v) map[o] = j;
+    ok = map[o] >= 0;
+  }
+  if (ok) {
+    k->identity_inputs = map;
+  } else {
+    kiln_free(map);
+  }
+}
+
 void kiln_codegen_kernel_free(kiln_codegen_kernel_t *k) {
   if (!k) return;
   kiln_codegen_kernel_t *next = k->next;

@@ -74,6 +74,13 @@ typedef struct kiln_codegen_kernel {
   struct kiln_codegen_kernel *next; /* owned: the next launch of the chain, or NULL */
 } kiln_codegen_kernel_t;
 
+/* Sets k->identity_inputs when each of its `n` outputs is written with values[o] at the same
+ * index and each values[o] is a fusion parameter the kernel reads, shaped (layout included) as
+ * the output; otherwise leaves it unset. For chains whose first kernel copies operands to
+ * outputs (scatter, dynamic-update-slice). */
+void kiln_codegen_kernel_mark_identity(kiln_codegen_kernel_t *k, int n,
+                                       const kiln_hlo_instruction_t *const *values);
+
 /* Frees `k`'s contents and its chain (the chain's nodes are kiln_malloc'ed). */
 void kiln_codegen_kernel_free(kiln_codegen_kernel_t *k);
 

@@ -646,27 +646,6 @@ static kiln_status sc_emit_update(const kiln_hlo_computation_t *c, const sc_info
   return kiln_hero_split_finish(&s, NULL, opts);
 }
 
-/* Marks the init kernel an identity copy when every scatter operand is a fusion parameter
- * read as-is: output i is then input j's elements in place (fusion_kernel.h). */
-static void mark_identity_init(const sc_info_t *si, kiln_codegen_kernel_t *out) {
-  if (out->num_outputs != si->nop) return;
-  int *map = kiln_malloc((size_t)si->nop * sizeof *map);
-  bool ok = si->nop > 0;
-  for (int i = 0; i < si->nop && ok; i++) {
-    const kiln_hlo_instruction_t *op = si->sc->operands[i];
-    map[i] = -1;
-    if (op->opcode == KILN_OP_PARAMETER && kiln_shape_equal(op->shape, out->outputs[i], true))
-      for (int j = 0; j < out->num_inputs && map[i] < 0; j++)
-        if (out->inputs[j] == op) map[i] = j;
-    ok = map[i] >= 0;
-  }
-  if (ok) {
-    out->identity_inputs = map;
-  } else {
-    kiln_free(map);
-  }
-}
-
 kiln_status kiln_scatter_kernel_emit(const kiln_hlo_computation_t *c,
                                      const kiln_codegen_compile_options_t *opts,
                                      kiln_codegen_kernel_t *out) {
@@ -676,7 +655,9 @@ kiln_status kiln_scatter_kernel_emit(const kiln_hlo_computation_t *c,
   KILN_RETURN_IF_ERROR_PLAIN(
       sc_analyze(c, opts && (opts->host_target || opts->deterministic), &si));
   KILN_RETURN_IF_ERROR_PLAIN(sc_emit_init(c, &si, opts, out));
-  mark_identity_init(&si, out);
+  /* output i = operand i: an identity copy when each operand is a parameter */
+  kiln_codegen_kernel_mark_identity(out, si.nop,
+                                    (const kiln_hlo_instruction_t *const *)si.sc->operands);
   if (si.comb_kind == SC_COMB_KEEP || kiln_shape_num_elements(si.us) == 0) return NULL;
   kiln_codegen_kernel_t *upd = kiln_calloc(1, sizeof(*upd));
   kiln_status st = sc_emit_update(c, &si, opts, upd);

@@ -6,7 +6,9 @@
  * inside the fusion. Output buffers are not initialized by the runtime and need not alias
  * the operands, so the fusion compiles to a CHAIN of two kernels sharing one argument list
  * (fusion_compiler.h):
- *   1. init: a loop-emitter grid over the operand shape writes output_i = operand_i;
+ *   1. init: a loop-emitter grid over the operand shape writes output_i = operand_i (an
+ *      identity copy when the operands are parameters, fusion_kernel.h: left out where buffer
+ *      assignment updates them in place);
  *   2. update: a grid over the update elements (one thread per element). Each thread reads
  *      its scatter index vector, places it in the operand's dims (scatter_dims_to_operand_dims,
  *      batching dims take the thread's batch coordinate), skips the element when its whole
