@@ -66,9 +66,10 @@ typedef struct kiln_codegen_kernel {
   int num_scratch;
   const kiln_shape_t **scratch; /* array shape per scratch tensor (written, never an output) */
   /* When set (num_outputs entries): all the kernel does is copy input identity_inputs[o] to
-   * output o, every element to its own place (a scatter chain's init whose operands are the
-   * fusion's parameters). A launch where each such pair is one slice (the scatter runs in
-   * place) would change nothing: the thunk emitter leaves it out. */
+   * output o, every element to its own place (the first kernel of a scatter or
+   * dynamic-update-slice chain whose operands are the fusion's parameters). A launch where each
+   * such pair is one slice (the update runs in place) would change nothing: the thunk emitter
+   * leaves it out. */
   int *identity_inputs;
   double emit_ms, pipeline_ms;
   struct kiln_codegen_kernel *next; /* owned: the next launch of the chain, or NULL */
