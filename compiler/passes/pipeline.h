@@ -3,8 +3,8 @@
  *   1. call inlining, then fusion inlining (fusions inside comparators, reducers and fused
  *      computations, as XLA's optimized dumps hold them, become plain instructions)
  *   2. simplification, to a fixed point: simplify, constant_folding, tuple_simplify,
- *      while_loop_constants, while_loop_invariant_code_motion, while_loop_dead_state, dce,
- *      cse
+ *      while_loop_constants, while_loop_invariant_code_motion, while_loop_dead_state,
+ *      while_loop_unroll, dce, cse
  *   2b. collective optimizations: collectives over one participant removed, all-reduce +
  *      dynamic-slice -> reduce-scatter
  *   3. expansion: ops without emitters become plain HLO the fusion and loop/reduction
