@@ -96,15 +96,22 @@ typedef struct sort_run {
   kiln_sort_launch_t launch;
 } sort_run_t;
 
+/* Bytes past the end of every output and scratch buffer, set before the run and checked
+ * after it: a kernel writing past a row's end into the next row or the buffer's end. */
+#define SORT_GUARD_BYTES 64
+
 /* Compiles computation `c` through kiln_codegen_kernel_emit (the dispatch the thunks use),
+ * with the host's plan (`host`, kiln_codegen_compile_options_t.host_target) or the GPU's,
  * runs it on the host on inputs filled by `kind` and compares every output with the
- * evaluator bit for bit. */
-static inline kiln_status run_sort(const kiln_hlo_computation_t *c, fill_kind_t kind, uint64_t seed,
-                                   kiln_host_jit_t *jit, kiln_host_pool_t *pool, sort_run_t *res) {
+ * evaluator bit for bit; a write past the end of an output or scratch buffer is an error. */
+static inline kiln_status run_sort(const kiln_hlo_computation_t *c, bool host, fill_kind_t kind,
+                                   uint64_t seed, kiln_host_jit_t *jit, kiln_host_pool_t *pool,
+                                   sort_run_t *res) {
   memset(res, 0, sizeof(*res));
-  KILN_RETURN_IF_ERROR_PLAIN(kiln_sort_plan(c, &res->launch));
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_sort_plan(c, host, &res->launch));
   kiln_codegen_kernel_t k;
   kiln_codegen_compile_options_t co = {0};
+  co.host_target = host;
   static int counter;
   char kname[32];
   snprintf(kname, sizeof(kname), "sort_test%d", counter++);
@@ -135,17 +142,27 @@ static inline kiln_status run_sort(const kiln_hlo_computation_t *c, fill_kind_t 
   for (int o = 0; o < k.num_outputs; o++) {
     size_t bytes = (size_t)(kiln_shape_num_elements(k.outputs[o]) *
                             (int64_t)kiln_elem_type_storage_bytes(k.outputs[o]->type));
-    args[k.num_inputs + o] = kiln_malloc(bytes + 16);
-    memset(args[k.num_inputs + o], 0xA5, bytes + 16); /* outputs start as garbage */
+    args[k.num_inputs + o] = kiln_malloc(bytes + SORT_GUARD_BYTES);
+    memset(args[k.num_inputs + o], 0xA5, bytes + SORT_GUARD_BYTES); /* outputs start as garbage */
   }
   for (int i = 0; i < k.num_scratch; i++) { /* so does the merge sort's scratch */
     size_t bytes = (size_t)kiln_shape_byte_size(k.scratch[i]);
-    args[k.num_inputs + k.num_outputs + i] = kiln_malloc(bytes + 16);
-    memset(args[k.num_inputs + k.num_outputs + i], 0x5A, bytes + 16);
+    args[k.num_inputs + k.num_outputs + i] = kiln_malloc(bytes + SORT_GUARD_BYTES);
+    memset(args[k.num_inputs + k.num_outputs + i], 0x5A, bytes + SORT_GUARD_BYTES);
   }
   double t0 = kiln_now_seconds();
   s = kiln_kir_host_kernel_run(&hk, pool, args);
   res->run_ms = (kiln_now_seconds() - t0) * 1e3;
+  for (int o = 0; o < nwritten && !s; o++) {
+    const kiln_shape_t *sh = o < k.num_outputs ? k.outputs[o] : k.scratch[o - k.num_outputs];
+    const unsigned char *g =
+        (const unsigned char *)args[k.num_inputs + o] + kiln_shape_byte_size(sh);
+    for (int i = 0; i < SORT_GUARD_BYTES && !s; i++)
+      if (g[i] != (o < k.num_outputs ? 0xA5 : 0x5A))
+        s = KILN_ERR_INTERNAL("%s %d: byte %d past its end was written",
+                              o < k.num_outputs ? "output" : "scratch",
+                              o < k.num_outputs ? o : o - k.num_outputs, i);
+  }
   kiln_literal_t *want_all = NULL;
   if (!s) s = emt_eval(c, params, &arena, &want_all);
   for (int o = 0; o < k.num_outputs && !s; o++) {
@@ -180,6 +197,7 @@ static inline kiln_status run_sort(const kiln_hlo_computation_t *c, fill_kind_t 
 typedef struct sort_fixture {
   kiln_host_jit_t *jit;
   kiln_host_pool_t *pool;
+  bool host; /* compile with the host's plan (run_sort) */
 } sort_fixture_t;
 
 static inline int sort_setup(void **state) {
@@ -205,7 +223,7 @@ static inline void sort_expect_match(sort_fixture_t *f, const char *text, fill_k
   kiln_status s = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
   if (s) fail_msg("parse: %s\n%s", kiln_status_message(s), text);
   sort_run_t r;
-  s = run_sort(m->entry, kind, seed, f->jit, f->pool, &r);
+  s = run_sort(m->entry, f->host, kind, seed, f->jit, f->pool, &r);
   if (s) fail_msg("%s\n%s", kiln_status_message(s), text);
   if (r.mismatches)
     fail_msg("%lld/%lld mismatches, first: %s\n%s", (long long)r.mismatches, (long long)r.elements,

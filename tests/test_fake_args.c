@@ -335,9 +335,51 @@ static void test_fake_args_reduction_inits_get_the_reducer_identity(void **state
   kiln_hlo_module_destroy(m);
 }
 
+/* Inputs past the memory available are refused before anything is allocated: the whole
+ * set (kiln_fake_args_make, kiln_fake_args_check_memory, also as copies) and a parameter of
+ * its own (kiln_fake_args_make_one), with RESOURCE_EXHAUSTED naming the largest parameter;
+ * a small parameter beside a huge one is still made alone. */
+static void test_fake_args_past_the_memory_available_are_refused(void **state) {
+  (void)state;
+  assert_true(kiln_fake_args_memory_available() > 0); /* Linux: /proc/meminfo */
+  kiln_hlo_module_t *m = parse(
+      "HloModule huge\nENTRY main {\n  big = f32[1000000,1000000,1000] parameter(0)\n"
+      "  small = f32[4] parameter(1)\n  ROOT r = f32[4] negate(small)\n}\n");
+  kiln_arena_t a;
+  kiln_arena_init(&a);
+  kiln_literal_t **args = NULL, *one = NULL;
+  int n = -1;
+  kiln_status s = kiln_fake_args_make(m, NULL, &a, &args, &n);
+  assert_non_null(s);
+  assert_int_equal(kiln_status_code(s), KILN_RESOURCE_EXHAUSTED);
+  assert_non_null(
+      strstr(kiln_status_message(s), "largest: parameter 0, f32[1000000,1000000,1000]"));
+  assert_non_null(strstr(kiln_status_message(s), "of memory available on this machine"));
+  assert_null(args);
+  kiln_status_free(s);
+  s = kiln_fake_args_make_one(m, NULL, 0, &a, &one);
+  assert_int_equal(kiln_status_code(s), KILN_RESOURCE_EXHAUSTED);
+  assert_null(one);
+  kiln_status_free(s);
+  assert_null(kiln_fake_args_make_one(m, NULL, 1, &a, &one));
+  assert_int_equal(one->num_elements, 4);
+  kiln_hlo_module_destroy(m);
+  /* A small module fits, and so do a few copies of it; copies past memory do not. */
+  m = parse(kMixed);
+  assert_null(kiln_fake_args_check_memory(m, 1));
+  assert_null(kiln_fake_args_check_memory(m, 64));
+  s = kiln_fake_args_check_memory(m, 1 << 30);
+  assert_int_equal(kiln_status_code(s), KILN_RESOURCE_EXHAUSTED);
+  assert_non_null(strstr(kiln_status_message(s), "copies"));
+  kiln_status_free(s);
+  kiln_hlo_module_destroy(m);
+  kiln_arena_destroy(&a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fake_args_are_deterministic_for_a_seed),
+      cmocka_unit_test(test_fake_args_past_the_memory_available_are_refused),
       cmocka_unit_test(test_fake_args_reduction_inits_get_the_reducer_identity),
       cmocka_unit_test(test_fake_args_values_follow_the_documented_ranges),
       cmocka_unit_test(test_fake_args_parameters_draw_from_independent_streams),

@@ -132,7 +132,7 @@ static void test_sort_launch_plan(void **state) {
   kiln_hlo_module_t *m = NULL;
   assert_null(kiln_hlo_parse_module(text, strlen(text), NULL, &m));
   kiln_sort_launch_t l;
-  assert_null(kiln_sort_plan(m->entry, &l));
+  assert_null(kiln_sort_plan(m->entry, false, &l));
   assert_int_equal(l.row_length, 3000);
   assert_int_equal(l.rows, 10);
   assert_int_equal(l.padded, 4096);
@@ -151,7 +151,7 @@ static void test_sort_launch_plan(void **state) {
       "ENTRY fused {\n  p0 = f32[100,5] parameter(0)\n"
       "  ROOT s = f32[100,5] sort(p0), dimensions={1}, to_apply=cmp\n}\n";
   assert_null(kiln_hlo_parse_module(small, strlen(small), NULL, &m));
-  assert_null(kiln_sort_plan(m->entry, &l));
+  assert_null(kiln_sort_plan(m->entry, false, &l));
   assert_int_equal(l.rows_per_block, 32);
   assert_int_equal(l.threads, 128);
   assert_int_equal(l.blocks, 4);
@@ -167,7 +167,7 @@ static void test_sort_launch_plan(void **state) {
       "ENTRY fused {\n  p0 = f32[3,100000] parameter(0)\n"
       "  ROOT s = f32[3,100000] sort(p0), dimensions={1}, is_stable=true, to_apply=cmp\n}\n";
   assert_null(kiln_hlo_parse_module(rank, strlen(rank), NULL, &m));
-  assert_null(kiln_sort_plan(m->entry, &l));
+  assert_null(kiln_sort_plan(m->entry, false, &l));
   assert_true(l.merge);
   assert_int_equal(l.threads, 1024);
   assert_int_equal(l.blocks, 3);
@@ -181,7 +181,7 @@ static void test_sort_launch_plan(void **state) {
       "ENTRY fused {\n  p0 = f32[2,16384] parameter(0)\n"
       "  ROOT s = f32[2,16384] sort(p0), dimensions={1}, to_apply=cmp\n}\n";
   assert_null(kiln_hlo_parse_module(big, strlen(big), NULL, &m));
-  assert_null(kiln_sort_plan(m->entry, &l));
+  assert_null(kiln_sort_plan(m->entry, false, &l));
   assert_false(l.in_shared);
   assert_int_equal(l.shared_bytes, 0);
   kiln_hlo_module_destroy(m);
@@ -293,7 +293,7 @@ static void emit_kv(const char *dims, bool stable, kiln_hlo_module_t **m, kiln_s
                     kiln_codegen_kernel_t *k) {
   const char *text = sort_kv_text(dims, stable);
   assert_null(kiln_hlo_parse_module(text, strlen(text), NULL, m));
-  assert_null(kiln_sort_plan((*m)->entry, l));
+  assert_null(kiln_sort_plan((*m)->entry, false, l));
   kiln_status s = kiln_sort_kernel_emit((*m)->entry, NULL, k);
   if (s) fail_msg("%s", kiln_status_message(s));
 }
@@ -384,6 +384,54 @@ static void test_long_stable_rows_merge_sorted_runs(void **state) {
   sort1(f, "s32", "1,40000", 1, "LT", NULL, true, FILL_DISTINCT, 74);
 }
 
+/* The launch of sort_kv_text(dims, false) on the host's plan or the GPU's (its `sort` points
+ * into a module already destroyed). */
+static kiln_sort_launch_t kv_plan(const char *dims, bool host) {
+  const char *text = sort_kv_text(dims, false);
+  kiln_hlo_module_t *m = NULL;
+  kiln_sort_launch_t l;
+  assert_null(kiln_hlo_parse_module(text, strlen(text), NULL, &m));
+  assert_null(kiln_sort_plan(m->entry, host, &l));
+  kiln_hlo_module_destroy(m);
+  l.sort = NULL;
+  return l;
+}
+
+/* The host's plan: rows that pad past 16 elements merge-sort, one thread and one block per
+ * row, stable or not; shorter rows keep the network. Row lengths around the cut (16 / 17),
+ * then every case of the tests above on the host's plan: lengths past powers of two (the
+ * last pair of runs cut short: a write past a row's end would land in the next row or past
+ * the buffer, which run_sort's guard bytes catch), ties with a payload, every dimension of a
+ * rank-3 sort, float specials under the total order, several operands and a lexicographic
+ * comparator, the corpus's bf16 sort_full shape, rows of 16,384 to 40,000. */
+static void test_host_plan_merges_rows_longer_than_16(void **state) {
+  sort_fixture_t *f = *state;
+  assert_false(kv_plan("100,16", true).merge); /* 16: the network, its distances all constant */
+  kiln_sort_launch_t l = kv_plan("100,17", true);
+  assert_true(l.merge);
+  assert_int_equal(l.threads, 1);
+  assert_int_equal(l.rows_per_block, 1);
+  assert_int_equal(l.blocks, 100);
+  assert_int_equal(l.steps, 5);                 /* passes: runs of 1 .. 16 merged */
+  assert_false(kv_plan("100,17", false).merge); /* the GPU keeps the network */
+
+  f->host = true;
+  static const char *const lens[] = {"16", "17", "20", "33"};
+  for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+    char dims[64];
+    snprintf(dims, sizeof(dims), "5,%s", lens[i]);
+    sort1(f, "f32", dims, 1, "LT", NULL, false, FILL_DISTINCT, 200 + i);
+    sort_expect_match(f, sort_kv_text(dims, true), FILL_TIES, 300 + i);
+  }
+  test_sort_rows_of_every_length_match_evaluator(state);
+  test_sort_along_every_dimension_of_rank3(state);
+  test_sort_stable_keeps_the_order_of_ties(state);
+  test_sort_nan_and_signed_zero_follow_the_total_order(state);
+  test_sort_several_operands_and_tuple_roots(state);
+  test_long_stable_rows_merge_sorted_runs(state);
+  f->host = false;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sort_launch_plan),
@@ -400,6 +448,8 @@ int main(void) {
                                       sort_teardown),
       cmocka_unit_test_setup_teardown(test_sort_empty_and_scalar_sorts, sort_setup, sort_teardown),
       cmocka_unit_test_setup_teardown(test_long_stable_rows_merge_sorted_runs, sort_setup,
+                                      sort_teardown),
+      cmocka_unit_test_setup_teardown(test_host_plan_merges_rows_longer_than_16, sort_setup,
                                       sort_teardown),
       cmocka_unit_test(test_sort_ptx_passes_ptxas),
       cmocka_unit_test(test_sort_rows_in_global_memory_reload_after_each_barrier),

@@ -670,6 +670,9 @@ static kiln_status participant_args(const run_flags_t *f, const kiln_hlo_module_
   kiln_literal_t ***per = kiln_arena_alloc(arena, sizeof *per * (size_t)np);
   *out = (kiln_literal_t *const **)per;
   bool ragged = ragged_shares(f, m);
+  /* Every participant's own inputs, beside the shared set already made. */
+  if (ragged || f->participant_seeds)
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_fake_args_check_memory(m, np + 1));
   if (ragged)
     printf(
         "ragged-all-to-all offsets and sizes: one generated exchange, each participant its "
@@ -865,6 +868,9 @@ static kiln_status run_module(const run_flags_t *f, const kiln_hlo_module_t *m, 
     if (f->input_param[k] >= n)
       s = KILN_ERR_INVALID("--input=%d: the entry computation has %d parameters", f->input_param[k],
                            n);
+  /* All of them at once (each alone is checked as it is made): inputs that cannot fit would
+   * otherwise be made until the kernel's out-of-memory killer ends the run. */
+  if (!s) s = kiln_fake_args_check_memory(m, 1);
   for (int i = 0; i < n && !s; i++) {
     const char *source = "";
     s = make_arg(f, m, i, prefix, &args_arena, &args[i], &source);

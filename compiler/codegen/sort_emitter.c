@@ -101,7 +101,7 @@ typedef struct sort_plan {
   sort_outputs_t so;
 } sort_plan_t;
 
-static kiln_status plan(const kiln_hlo_computation_t *c, sort_plan_t *p) {
+static kiln_status plan(const kiln_hlo_computation_t *c, bool host, sort_plan_t *p) {
   memset(p, 0, sizeof(*p));
   for (int k = 0; k < SORT_MAX_OPERANDS; k++) p->so.output_of[k] = -1;
   const kiln_hlo_instruction_t *s = find_sort(c);
@@ -176,7 +176,21 @@ static kiln_status plan(const kiln_hlo_computation_t *c, sort_plan_t *p) {
   int64_t elems = p->l.rows_per_block * n;
   p->copy_iters = (elems + p->l.threads - 1) / p->l.threads;
   p->l.blocks = (rows + p->l.rows_per_block - 1) / p->l.rows_per_block;
-  if (p->l.stable && p->l.steps > 0) {
+  if (host && lg > SORT_CONST_DISTANCES) {
+    /* The host merges sorted runs, one thread per row: a network this long needs steps at
+     * run-time distances, whose pairs the host cannot vectorize (scalar compare-exchanges,
+     * n log^2 n / 4 of them), where a sequential merge makes n log n comparator calls and
+     * needs no merge-path search (a thread's chunk is its whole row). Stable whatever the
+     * sort asked for (a stable order is one an unstable sort allows). */
+    p->l.merge = true;
+    p->l.steps = lg;
+    p->l.rows_per_block = 1;
+    p->l.threads = 1;
+    p->l.blocks = rows;
+    p->chunk = p->l.padded;
+    p->copy_iters = n;
+    p->pair_iters = 0;
+  } else if (p->l.stable && p->l.steps > 0) {
     p->l.shared_bytes = elems * 4;
     if (p->l.shared_bytes > SORT_MAX_SHARED_BYTES) {
       /* Positions do not fit: merge sorted runs instead (see sort_emitter.h). One block per
@@ -202,11 +216,11 @@ static kiln_status plan(const kiln_hlo_computation_t *c, sort_plan_t *p) {
   return NULL;
 }
 
-kiln_status kiln_sort_plan(const kiln_hlo_computation_t *c, kiln_sort_launch_t *out) {
+kiln_status kiln_sort_plan(const kiln_hlo_computation_t *c, bool host, kiln_sort_launch_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return KILN_ERR_INVALID("sort emitter: no computation");
   sort_plan_t *p = kiln_calloc(1, sizeof(*p));
-  kiln_status s = plan(c, p);
+  kiln_status s = plan(c, host, p);
   if (!s) *out = p->l;
   kiln_free(p);
   return s;
@@ -300,16 +314,16 @@ static void set_work(sort_emit_t *e, kiln_kir_value_t *const *v) {
   if (e->pos) e->pos = v[k];
 }
 
-/* Opens `for iv in [lb, ub)` threading the working tensors; the builder is left in its body
- * with the working tensors set to the body's arguments. Returns the loop (close with
- * close_region). */
-static kiln_kir_op_t *open_work_loop(sort_emit_t *e, int64_t lb, int64_t ub,
-                                     kiln_kir_value_t **iv) {
+/* Opens `for iv in [lb, ub) step step` threading the working tensors; the builder is left in
+ * its body with the working tensors set to the body's arguments. Returns the loop (close
+ * with close_region). open_work_loop: constant bounds, step 1. */
+static kiln_kir_op_t *open_work_loop_over(sort_emit_t *e, kiln_kir_value_t *lb,
+                                          kiln_kir_value_t *ub, kiln_kir_value_t *step,
+                                          kiln_kir_value_t **iv) {
   kiln_kir_builder_t *b = &e->b;
   kiln_kir_value_t *init[SORT_MAX_WORK] = {0};
   size_t nw = work_values(e, init);
-  kiln_kir_op_t *loop = kiln_kir_for(b, kiln_kir_const_index(b, lb), kiln_kir_const_index(b, ub),
-                                     kiln_kir_const_index(b, 1), init, nw);
+  kiln_kir_op_t *loop = kiln_kir_for(b, lb, ub, step, init, nw);
   if (!loop) return NULL;
   kiln_kir_region_t *body = kiln_kir_op_region(loop, 0);
   kiln_kir_builder_enter(b, body);
@@ -318,6 +332,13 @@ static kiln_kir_op_t *open_work_loop(sort_emit_t *e, int64_t lb, int64_t ub,
   for (size_t i = 0; i < nw; i++) args[i] = kiln_kir_region_arg(body, i + 1);
   set_work(e, args);
   return loop;
+}
+
+static kiln_kir_op_t *open_work_loop(sort_emit_t *e, int64_t lb, int64_t ub,
+                                     kiln_kir_value_t **iv) {
+  kiln_kir_builder_t *b = &e->b;
+  return open_work_loop_over(e, kiln_kir_const_index(b, lb), kiln_kir_const_index(b, ub),
+                             kiln_kir_const_index(b, 1), iv);
 }
 
 /* A thread's own loop: `for it in [0, iters)` (see open_work_loop). */
@@ -727,6 +748,66 @@ static bool merge_head(sort_emit_t *e, kiln_indexing_map_t *map, kiln_kir_value_
   return row_elements(e, map, idx_c(e, 0), pos, from, out);
 }
 
+/* Opens a merge loop `for pos in [lb, ub)` carrying init[0..1] (the heads' positions),
+ * init[2 .. 2 + 2 nops) (A's and B's heads) and the working tensors (filled in here); the
+ * builder is left in its body with the tensors set to its arguments, args[] holding all of
+ * them. *nw: how many values the loop carries; *inner: the elemental scope to close. */
+static kiln_kir_op_t *merge_loop_open(sort_emit_t *e, kiln_kir_value_t *lb, kiln_kir_value_t *ub,
+                                      kiln_kir_value_t **init, kiln_kir_value_t **args,
+                                      kiln_kir_value_t **pos, size_t *nw, size_t *inner) {
+  kiln_kir_builder_t *b = &e->b;
+  int no = e->p.nops;
+  *nw = work_values(e, init + 2 + 2 * no) + 2 + 2 * (size_t)no;
+  kiln_kir_op_t *loop = kiln_kir_for(b, lb, ub, idx_c(e, 1), init, *nw);
+  if (!loop) return NULL;
+  kiln_kir_region_t *body = kiln_kir_op_region(loop, 0);
+  kiln_kir_builder_enter(b, body);
+  kiln_elemental_enter(&e->fn, body, inner);
+  for (size_t k = 0; k < *nw; k++) args[k] = kiln_kir_region_arg(body, k + 1);
+  set_work(e, args + 2 + 2 * no);
+  *pos = kiln_kir_region_arg(body, 0);
+  return loop;
+}
+
+/* The end of a merge loop's body: B's head (xb) is taken when b_ok and (not a_ok, or it goes
+ * before A's head xa), written at `pos`, and its run advances: the head positions cur[0] (A)
+ * and cur[1] (B) step to nxt[0] / nxt[1], the taken head is replaced by its successor (na /
+ * nb, loaded before the compare). Yields the loop's values, leaves its body and takes its
+ * results as the working tensors. */
+static bool merge_step_finish(sort_emit_t *e, bool into_scratch, kiln_indexing_map_t *map,
+                              kiln_kir_value_t *pos, kiln_kir_value_t *const *cur,
+                              kiln_kir_value_t *const *nxt, kiln_kir_value_t *a_ok,
+                              kiln_kir_value_t *b_ok, kiln_kir_value_t *const *xa,
+                              kiln_kir_value_t *const *xb, kiln_kir_value_t *const *na,
+                              kiln_kir_value_t *const *nb, kiln_kir_op_t *loop, size_t nw,
+                              size_t inner) {
+  kiln_kir_builder_t *b = &e->b;
+  int no = e->p.nops;
+  kiln_kir_value_t *b_first = less(e, xb, xa);
+  if (!b_first) return false;
+  kiln_kir_value_t *take_b = kiln_kir_binary(
+      b, KILN_KIR_AND, b_ok,
+      kiln_kir_binary(b, KILN_KIR_OR, kiln_kir_unary(b, KILN_KIR_NOT, a_ok), b_first));
+  kiln_kir_value_t *vidx[KILN_KIR_MAX_RANK];
+  if (!row_element(e, map, idx_c(e, 0), pos, vidx)) return false;
+  kiln_kir_value_t *next[MERGE_MAX_ITER] = {kiln_kir_select(b, take_b, cur[0], nxt[0]),
+                                            kiln_kir_select(b, take_b, nxt[1], cur[1])};
+  for (int k = 0; k < no; k++) {
+    kiln_kir_value_t **to = into_scratch ? &e->scr[k] : &e->work[k];
+    *to = kiln_kir_insert(b, select_element(e, take_b, xb[k], xa[k]), *to, vidx, (size_t)e->p.rank);
+    next[2 + k] = select_element(e, take_b, xa[k], na[k]);
+    next[2 + no + k] = select_element(e, take_b, nb[k], xb[k]);
+  }
+  work_values(e, next + 2 + 2 * no);
+  kiln_kir_yield(b, next, nw);
+  kiln_elemental_exit(&e->fn, inner);
+  kiln_kir_builder_exit(b);
+  kiln_kir_value_t *res[MERGE_MAX_ITER] = {0};
+  for (size_t k = 2 + 2 * (size_t)no; k < nw; k++) res[k] = kiln_kir_op_result(loop, k);
+  set_work(e, res + 2 + 2 * no);
+  return kiln_kir_builder_ok(b);
+}
+
 /* One merge pass (pass `lw`: sorted runs of w = 2^lw become runs of 2w) along the merge
  * path: thread th writes the C = N / T consecutive positions [th C, th C + C) of the row
  * (both powers of two, so the chunk holds whole pairs of runs when 2w <= C and lies inside
@@ -780,18 +861,12 @@ static bool emit_merge_pass(sort_emit_t *e, bool into_scratch, kiln_kir_value_t 
   if (!merge_head(e, map, r.a_start, r.len_a, ia, NULL, from, init + 2) ||
       !merge_head(e, map, r.b_start, r.len_b, init[1], c0, from, init + 2 + no))
     return false;
-  size_t nw = work_values(e, init + 2 + 2 * no) + 2 + 2 * (size_t)no;
-  kiln_kir_op_t *loop = kiln_kir_for(
-      b, c0, idx_min(e, idx_op(e, KILN_KIR_ADD, c0, idx_c(e, C)), idx_c(e, n)), one, init, nw);
+  size_t nw, inner;
+  kiln_kir_value_t *args[MERGE_MAX_ITER] = {0}, *pos = NULL;
+  kiln_kir_op_t *loop =
+      merge_loop_open(e, c0, idx_min(e, idx_op(e, KILN_KIR_ADD, c0, idx_c(e, C)), idx_c(e, n)),
+                      init, args, &pos, &nw, &inner);
   if (!loop) return false;
-  kiln_kir_region_t *body = kiln_kir_op_region(loop, 0);
-  kiln_kir_builder_enter(b, body);
-  size_t inner;
-  kiln_elemental_enter(&e->fn, body, &inner);
-  kiln_kir_value_t *args[MERGE_MAX_ITER] = {0};
-  for (size_t k = 0; k < nw; k++) args[k] = kiln_kir_region_arg(body, k + 1);
-  set_work(e, args + 2 + 2 * no);
-  kiln_kir_value_t *pos = kiln_kir_region_arg(body, 0);
   r = pair_of(e, pos, lw);
   /* A pair's first position starts afresh: both heads at its runs' starts. */
   kiln_kir_value_t *fresh = kiln_kir_cmp(b, KILN_KIR_CMP_EQ, pos, r.a_start);
@@ -812,29 +887,73 @@ static bool emit_merge_pass(sort_emit_t *e, bool into_scratch, kiln_kir_value_t 
   if (!merge_head(e, map, r.a_start, r.len_a, ia1, NULL, from, na) ||
       !merge_head(e, map, r.b_start, r.len_b, ib1, pos, from, nb))
     return false;
-  b_first = less(e, xb, xa);
-  if (!b_first) return false;
-  kiln_kir_value_t *take_b = kiln_kir_binary(
-      b, KILN_KIR_AND, b_ok,
-      kiln_kir_binary(b, KILN_KIR_OR, kiln_kir_unary(b, KILN_KIR_NOT, a_ok), b_first));
-  kiln_kir_value_t *vidx[KILN_KIR_MAX_RANK];
-  if (!row_element(e, map, zero, pos, vidx)) return false;
-  kiln_kir_value_t *next[MERGE_MAX_ITER] = {kiln_kir_select(b, take_b, ia, ia1),
-                                            kiln_kir_select(b, take_b, ib1, ib)};
-  for (int k = 0; k < no; k++) {
-    kiln_kir_value_t **to = into_scratch ? &e->scr[k] : &e->work[k];
-    *to = kiln_kir_insert(b, select_element(e, take_b, xb[k], xa[k]), *to, vidx, (size_t)p->rank);
-    next[2 + k] = select_element(e, take_b, xa[k], na[k]);
-    next[2 + no + k] = select_element(e, take_b, nb[k], xb[k]);
-  }
-  work_values(e, next + 2 + 2 * no);
-  kiln_kir_yield(b, next, nw);
-  kiln_elemental_exit(&e->fn, inner);
-  kiln_kir_builder_exit(b);
-  for (size_t k = 2 + 2 * (size_t)no; k < nw; k++) args[k] = kiln_kir_op_result(loop, k);
-  set_work(e, args + 2 + 2 * no);
+  kiln_kir_value_t *cur[2] = {ia, ib}, *nxt[2] = {ia1, ib1};
+  if (!merge_step_finish(e, into_scratch, map, pos, cur, nxt, a_ok, b_ok, xa, xb, na, nb, loop, nw,
+                         inner))
+    return false;
   kiln_elemental_exit(&e->fn, mark);
   if (iff) close_region(e, iff);
+  return kiln_kir_builder_ok(b);
+}
+
+/* One merge pass of a row owned by one thread (the host's plan): the pairs of runs one after
+ * another, each merged by a loop of its own, so the loop over positions carries no search and
+ * finds no run boundaries:
+ *   for s in [0, n) step 2w {
+ *     A = [s, m), B = [m, e) with m = min(s + w, n), e = min(s + 2w, n)
+ *     for pos in [s, e) iter (a = s, b = m, A's head at a, B's head at b (at s when B is empty)) {
+ *       take B's head when b < e and (a == m or B's head goes before A's head)
+ *       out[pos] = the head taken; its run advances, the successor loaded before the compare } }
+ * The heads' positions are absolute, so few values stay live across the loop (the host keeps
+ * them in registers). Equal elements keep their order (A's first); reads `from`, writes every
+ * position of the row once. */
+static bool emit_row_merge_pass(sort_emit_t *e, bool into_scratch, kiln_kir_value_t *lw) {
+  sort_plan_t *p = &e->p;
+  kiln_kir_builder_t *b = &e->b;
+  int no = p->nops;
+  kiln_indexing_map_t *map = position_map(e, 1, kiln_affine_dim(e->x, 1));
+  kiln_kir_value_t *one = idx_c(e, 1), *zero = idx_c(e, 0), *vn = idx_c(e, p->l.row_length);
+  kiln_kir_value_t *w = idx_op(e, KILN_KIR_SHL, one, lw);
+  kiln_kir_value_t *s = NULL;
+  kiln_kir_op_t *outer = open_work_loop_over(e, zero, vn, idx_op(e, KILN_KIR_SHL, w, one), &s);
+  if (!outer) return false;
+  size_t mark;
+  kiln_elemental_enter(&e->fn, b->region, &mark);
+  kiln_kir_value_t *from[SORT_MAX_OPERANDS];
+  for (int k = 0; k < no; k++) from[k] = into_scratch ? e->work[k] : e->scr[k];
+  kiln_kir_value_t *mid = idx_min(e, idx_op(e, KILN_KIR_ADD, s, w), vn);
+  kiln_kir_value_t *end = idx_min(e, idx_op(e, KILN_KIR_ADD, mid, w), vn);
+  kiln_kir_value_t *init[MERGE_MAX_ITER] = {s, mid};
+  kiln_kir_value_t *b_head = kiln_kir_select(b, kiln_kir_cmp(b, KILN_KIR_CMP_LT, mid, end), mid, s);
+  if (!row_elements(e, map, zero, s, from, init + 2) ||
+      !row_elements(e, map, zero, b_head, from, init + 2 + no))
+    return false;
+  size_t nw, inner;
+  kiln_kir_value_t *args[MERGE_MAX_ITER] = {0}, *pos = NULL;
+  kiln_kir_op_t *loop = merge_loop_open(e, s, end, init, args, &pos, &nw, &inner);
+  if (!loop) return false;
+  kiln_kir_value_t *pa = args[0], *pb = args[1];
+  kiln_kir_value_t *xa[SORT_MAX_OPERANDS], *xb[SORT_MAX_OPERANDS], *na[SORT_MAX_OPERANDS],
+      *nb[SORT_MAX_OPERANDS];
+  for (int k = 0; k < no; k++) {
+    xa[k] = args[2 + k];
+    xb[k] = args[2 + no + k];
+  }
+  /* The successors, at valid positions: A's clamped to its last, B's past its end at s. */
+  kiln_kir_value_t *pa1 = idx_op(e, KILN_KIR_ADD, pa, one), *pb1 = idx_op(e, KILN_KIR_ADD, pb, one);
+  kiln_kir_value_t *na_pos = idx_min(e, pa1, idx_op(e, KILN_KIR_SUB, mid, one));
+  kiln_kir_value_t *nb_pos = kiln_kir_select(b, kiln_kir_cmp(b, KILN_KIR_CMP_LT, pb1, end), pb1, s);
+  if (!row_elements(e, map, zero, na_pos, from, na) ||
+      !row_elements(e, map, zero, nb_pos, from, nb))
+    return false;
+  kiln_kir_value_t *a_ok = kiln_kir_cmp(b, KILN_KIR_CMP_LT, pa, mid);
+  kiln_kir_value_t *b_ok = kiln_kir_cmp(b, KILN_KIR_CMP_LT, pb, end);
+  kiln_kir_value_t *cur[2] = {pa, pb}, *nxt[2] = {pa1, pb1};
+  if (!merge_step_finish(e, into_scratch, map, pos, cur, nxt, a_ok, b_ok, xa, xb, na, nb, loop, nw,
+                         inner))
+    return false;
+  kiln_elemental_exit(&e->fn, mark);
+  close_region(e, outer);
   return kiln_kir_builder_ok(b);
 }
 
@@ -871,7 +990,10 @@ static bool emit_merge(sort_emit_t *e) {
   for (int to_scratch = 1; to_scratch >= 0; to_scratch--) {
     kiln_kir_value_t *which = kiln_kir_cmp(b, KILN_KIR_CMP_EQ, odd, idx_c(e, to_scratch));
     kiln_kir_op_t *iff = open_guard(e, which);
-    if (!iff || !emit_merge_pass(e, to_scratch, lw)) return false;
+    if (!iff) return false;
+    if (!(e->p.l.threads == 1 ? emit_row_merge_pass(e, to_scratch, lw)
+                              : emit_merge_pass(e, to_scratch, lw)))
+      return false;
     close_region(e, iff);
   }
   close_region(e, loop);
@@ -976,7 +1098,7 @@ kiln_status kiln_sort_kernel_emit(const kiln_hlo_computation_t *c,
   if (!c || !c->root) return KILN_ERR_INVALID("sort emitter: no computation");
   double t0 = kiln_clock_ms();
   sort_emit_t *e = kiln_calloc(1, sizeof(*e));
-  kiln_status st = plan(c, &e->p);
+  kiln_status st = plan(c, opts && opts->host_target, &e->p);
   if (st) {
     kiln_free(e);
     return kiln_status_annotate(st, "while compiling fusion %s", c->name);

@@ -41,12 +41,20 @@
  * first pass reads, the last pass writing the outputs. About n log2(n) comparisons per row (n^2
  * when the rows were ranked, before session 36).
  *
+ * On the host (kiln_codegen_compile_options_t.host_target) every sort whose rows pad past 16
+ * elements merges, stable or not, with one thread per row (T = 1, the chunk the whole row:
+ * no merge-path search) and one block per row: the network's steps at run-time distances
+ * run as scalar code there (the pairs' positions are not affine in the thread), and the
+ * merge measured 1.5-4x faster from 20 to 8,192 elements per row (session 45); rows of at
+ * most 16 keep the network, whose constant-distance steps vectorize across rows.
+ *
  * UNIMPLEMENTED (named): sort operands that are not fusion parameters or constants, sort
  * outputs that are not each exactly one fusion output, complex types, non-default layouts.
  * A comparator that is not a strict weak order (e.g. LT on floats holding NaNs) gives a
  * permutation of the inputs through the network, but the merge sort's binary searches
  * assume the order: there a pass may repeat one element and drop another (every position
- * is still written once, and nothing outside the row is touched). */
+ * is still written once, and nothing outside the row is touched); the host's merge has no
+ * search and always gives a permutation. */
 #ifndef KILN_COMPILER_CODEGEN_SORT_EMITTER_H_
 #define KILN_COMPILER_CODEGEN_SORT_EMITTER_H_
 
@@ -73,9 +81,10 @@ typedef struct kiln_sort_launch {
   bool in_shared;         /* the block's rows are sorted in shared memory */
 } kiln_sort_launch_t;
 
-/* The launch for sort fusion `c` (see above). INVALID_ARGUMENT when `c`'s root is not a
- * well-formed sort; UNIMPLEMENTED for the forms listed above. */
-kiln_status kiln_sort_plan(const kiln_hlo_computation_t *c, kiln_sort_launch_t *out);
+/* The launch for sort fusion `c` (see above) on the host (`host`, as
+ * kiln_codegen_compile_options_t.host_target) or a GPU. INVALID_ARGUMENT when `c`'s root is
+ * not a well-formed sort; UNIMPLEMENTED for the forms listed above. */
+kiln_status kiln_sort_plan(const kiln_hlo_computation_t *c, bool host, kiln_sort_launch_t *out);
 
 /* Emits the sort kernel for `c` and runs the kernel-IR pipeline; fills *out like
  * kiln_codegen_kernel_emit (one kernel; inputs: the fusion's parameters and array constants;

@@ -1,8 +1,11 @@
 /* Deterministic fake arguments; see fake_args.h for the value conventions. */
 #include "tools/common/fake_args.h"
 
+#include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "compiler/hlo/collective_groups.h"
 #include "compiler/hlo/numeric.h"
@@ -479,6 +482,61 @@ static void fill_value(kiln_literal_t *l, const kiln_hlo_instruction_t *param, i
     fill_identity(l, w.identity);
 }
 
+uint64_t kiln_fake_args_memory_available(void) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (f) {
+    char line[256];
+    unsigned long long kib = 0;
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+      found = sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+    fclose(f);
+    if (found) return (uint64_t)kib * 1024u;
+  }
+  long pages = sysconf(_SC_AVPHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
+static double gib(uint64_t bytes) {
+  return (double)bytes / (1024.0 * 1024.0 * 1024.0);
+}
+
+/* Checks parameters [first, last] of `m`'s entry (copies of each). */
+static kiln_status check_memory(const kiln_hlo_module_t *m, int first, int last, int copies) {
+  const kiln_hlo_computation_t *e = m ? m->entry : NULL;
+  if (!e || copies < 1) return NULL;
+  uint64_t total = 0, largest = 0;
+  int which = -1;
+  for (int i = first; i <= last && i < e->num_parameters; i++) {
+    const kiln_shape_t *sh = e->parameters[i] ? e->parameters[i]->shape : NULL;
+    int64_t b = sh ? kiln_shape_byte_size(sh) : 0;
+    uint64_t bytes = b > 0 ? (uint64_t)b : 0;
+    if (bytes > largest) {
+      largest = bytes;
+      which = i;
+    }
+    uint64_t all = bytes > UINT64_MAX / (uint64_t)copies ? UINT64_MAX : bytes * (uint64_t)copies;
+    total = total > UINT64_MAX - all ? UINT64_MAX : total + all;
+  }
+  uint64_t avail = kiln_fake_args_memory_available();
+  if (avail == 0 || total <= avail) return NULL;
+  char *shape = kiln_shape_to_string(e->parameters[which]->shape, false);
+  char copies_text[64] = "";
+  if (copies > 1) snprintf(copies_text, sizeof copies_text, " (%d copies)", copies);
+  kiln_status s = kiln_status_make(
+      KILN_RESOURCE_EXHAUSTED,
+      "fake args: the inputs need %.2f GiB%s (largest: parameter %d, %s, %.2f GiB), more than "
+      "the %.2f GiB of memory available on this machine (MemAvailable); run the module where "
+      "there is more memory, or give smaller inputs",
+      gib(total), copies_text, which, shape, gib(largest), gib(avail));
+  kiln_free(shape);
+  return s;
+}
+
+kiln_status kiln_fake_args_check_memory(const kiln_hlo_module_t *m, int copies) {
+  return check_memory(m, 0, m && m->entry ? m->entry->num_parameters - 1 : -1, copies);
+}
+
 kiln_status kiln_fake_args_make_one(const kiln_hlo_module_t *m, const kiln_fake_args_options_t *o,
                                     int param_number, kiln_arena_t *arena, kiln_literal_t **out) {
   *out = NULL;
@@ -492,6 +550,7 @@ kiln_status kiln_fake_args_make_one(const kiln_hlo_module_t *m, const kiln_fake_
   if (param_number < 0 || param_number >= e->num_parameters || !e->parameters[param_number])
     return KILN_ERR_INVALID("fake args: entry computation has no parameter %d", param_number);
   const kiln_hlo_instruction_t *p = e->parameters[param_number];
+  KILN_RETURN_IF_ERROR_PLAIN(check_memory(m, param_number, param_number, 1));
   kiln_shape_t *shape = kiln_shape_clone(arena, p->shape);
   kiln_literal_t *l = shape ? kiln_literal_make(arena, shape) : NULL;
   if (!l) {
@@ -516,6 +575,7 @@ kiln_status kiln_fake_args_make(const kiln_hlo_module_t *m, const kiln_fake_args
   const kiln_hlo_computation_t *e = m ? m->entry : NULL;
   if (!e) return KILN_ERR_INVALID("fake args: module has no entry computation");
   int n = e->num_parameters;
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_fake_args_check_memory(m, 1));
   kiln_literal_t **args = NULL;
   if (n > 0) {
     args = kiln_arena_alloc(arena, sizeof(*args) * (size_t)n);

@@ -54,6 +54,17 @@ void kiln_fake_args_options_init(kiln_fake_args_options_t *o);
 kiln_status kiln_fake_args_make(const kiln_hlo_module_t *m, const kiln_fake_args_options_t *o,
                                 kiln_arena_t *arena, kiln_literal_t ***out_args, int *out_num);
 
+/* Whether `copies` sets of `m`'s entry parameters (every leaf, in their shapes' bytes) fit in
+ * the memory the machine has available now (MemAvailable in /proc/meminfo, else sysconf's
+ * available pages; no check where neither answers): RESOURCE_EXHAUSTED naming the total, the
+ * largest parameter and what is available when they do not. Making them anyway would let
+ * the kernel's out-of-memory killer end the process (allocations succeed and fail only when
+ * their pages are touched). kiln_fake_args_make and kiln_fake_args_make_one check theirs. */
+kiln_status kiln_fake_args_check_memory(const kiln_hlo_module_t *m, int copies);
+
+/* The memory available now, as kiln_fake_args_check_memory reads it (0: unknown). */
+uint64_t kiln_fake_args_memory_available(void);
+
 /* Makes the literal for entry parameter `param_number` alone (same values as
  * kiln_fake_args_make gives it). */
 kiln_status kiln_fake_args_make_one(const kiln_hlo_module_t *m, const kiln_fake_args_options_t *o,

@@ -1,0 +1,34 @@
+#!/bin/sh
+# Inputs that cannot fit in memory: kiln-run refuses to make them with RESOURCE_EXHAUSTED
+# naming what they need and what the machine has (it used to allocate them until the kernel's
+# out-of-memory killer ended it: a corpus llama module needs 35 GiB of inputs), on the
+# reference, through the plugin and --direct; exit status 1, not a signal's.
+# usage: inputs_past_memory.sh KILN_RUN
+set -u
+. "$(dirname "$0")/common.sh"
+hlo="$(dirname "$0")/huge_parameter.hlo"
+for mode in --backend=reference --backend=host "--backend=host --direct"; do
+  out=$("$1" $mode "$hlo" 2>&1)
+  rc=$?
+  [ "$rc" -eq 1 ] || fail "kiln-run $mode: exit status $rc, want 1: $out"
+  printf '%s\n' "$out" | grep -q 'RESOURCE_EXHAUSTED: fake args: the inputs need .* GiB (largest: parameter 0, f32\[1000000,1000000,1000\]' ||
+    fail "kiln-run $mode: no RESOURCE_EXHAUSTED naming parameter 0: $out"
+  printf '%s\n' "$out" | grep -q 'GiB of memory available on this machine' ||
+    fail "kiln-run $mode: the message does not say what is available: $out"
+done
+# Two parameters of 0.6 x the memory available each: either alone fits (and the system would
+# hand it out), both do not; refused before either is made.
+kb=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
+if [ -n "$kb" ]; then
+  n=$((kb / 10 * 6 * 1024 / 4))
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  printf 'HloModule two\n\nENTRY main {\n  a = f32[%s] parameter(0)\n  b = f32[%s] parameter(1)\n  ROOT r = f32[%s] add(a, b)\n}\n' \
+    "$n" "$n" "$n" > "$tmp/two.hlo"
+  out=$("$1" --backend=host --direct "$tmp/two.hlo" 2>&1)
+  rc=$?
+  [ "$rc" -eq 1 ] || fail "two parameters of 0.6 x MemAvailable: exit status $rc, want 1: $out"
+  printf '%s\n' "$out" | grep -q 'RESOURCE_EXHAUSTED: fake args: the inputs need' ||
+    fail "two parameters of 0.6 x MemAvailable: not refused: $out"
+fi
+echo "inputs past memory: refused on every backend"
