@@ -207,7 +207,7 @@ static void test_conditional_index_out_of_range_runs_last_branch(void **state) {
 
 static void test_elided_constant_is_failed_precondition(void **state) {
   expect_error(MODULE("  ROOT c = f32[4] constant({...})\n"), KILN_FAILED_PRECONDITION,
-               "constant c has elided contents");
+               "constant c f32[4] in computation e has elided contents");
 }
 
 static void test_identity_like_ops(void **state) {

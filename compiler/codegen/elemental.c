@@ -767,8 +767,7 @@ int kiln_elemental_emit_instr(kiln_elemental_fn_t *f, const kiln_hlo_instruction
   if (op == KILN_OP_CONSTANT) {
     if (kiln_elem_type_is_complex(instr->shape->type)) {
       if (!instr->literal || instr->literal->unknown) {
-        kiln_elemental_fail(f,
-                            KILN_ERR_UNIMPLEMENTED("%s: constant without contents", instr->name));
+        kiln_elemental_fail(f, kiln_hlo_elided_constant_error(instr));
         return -1;
       }
       double re = 0, im = 0;
@@ -921,8 +920,7 @@ static kiln_status collect_tensors(kiln_elemental_t *e) {
   for (size_t i = 0; i < c->instructions.len; i++) {
     const kiln_hlo_instruction_t *in = c->instructions.data[i];
     if (in->opcode == KILN_OP_CONSTANT && kiln_partition_is_tensor_leaf(in)) {
-      if (!in->literal || in->literal->unknown)
-        return KILN_ERR_UNIMPLEMENTED("%s: constant with elided contents", in->name);
+      if (!in->literal || in->literal->unknown) return kiln_hlo_elided_constant_error(in);
       e->tensors[k++] = in;
     }
   }

@@ -36,7 +36,10 @@ static kiln_kir_value_t *un(kiln_elemental_fn_t *f, kiln_kir_opcode_t op, kiln_k
 kiln_kir_value_t *kiln_elemental_constant(kiln_elemental_fn_t *f, const kiln_literal_t *lit,
                                           int64_t i) {
   if (!lit || lit->unknown || !kiln_shape_is_array(lit->shape) || i >= lit->num_elements) {
-    kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("constant without known contents"));
+    kiln_elemental_fail(f, lit && lit->unknown
+                               ? kiln_hlo_elided_constant_error(NULL)
+                               : KILN_ERR_INTERNAL("constant element %lld of %lld", (long long)i,
+                                                   lit ? (long long)lit->num_elements : 0LL));
     return NULL;
   }
   kiln_elem_type_t t = lit->shape->type;
@@ -1126,7 +1129,7 @@ int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hl
         if (kiln_elem_type_is_complex(in->shape->type)) {
           kiln_elem_type_t pt = kiln_elemental_part_type(in->shape->type);
           if (!in->literal || in->literal->unknown) {
-            kiln_elemental_fail(f, KILN_ERR_UNIMPLEMENTED("constant without known contents"));
+            kiln_elemental_fail(f, kiln_hlo_elided_constant_error(in));
             goto done;
           }
           double cre, cim;

@@ -611,8 +611,7 @@ static kiln_status eval_instruction(kiln_eval_ctx_t *ctx, const kiln_hlo_instruc
   case KILN_OP_CONSTANT:
     if (!instr->literal)
       return kiln_status_make(KILN_INVALID_ARGUMENT, "constant '%s' has no literal", instr->name);
-    if (instr->literal->unknown)
-      return kiln_status_make(KILN_FAILED_PRECONDITION, "constant %s has elided contents", instr->name);
+    if (instr->literal->unknown) return kiln_hlo_elided_constant_error(instr);
     *out = instr->literal;
     return KILN_STATUS_OK;
   case KILN_OP_TUPLE:

@@ -289,6 +289,11 @@ void kiln_hlo_instruction_add_called(kiln_hlo_instruction_t *instr, const char *
 void kiln_hlo_instruction_set_raw_attr(kiln_hlo_instruction_t *instr, const char *key,
                                        const char *value);
 
+/* FAILED_PRECONDITION for constant `c` (NULL: unnamed) whose contents the text elided
+ * (`constant({...})`, literal->unknown): names it, its shape and computation, and says how
+ * to get a module that can run (print it with its large constants). */
+kiln_status kiln_hlo_elided_constant_error(const kiln_hlo_instruction_t *c);
+
 /* ---- mutation and traversal (used by passes) ---- */
 
 /* Removes `instr` from its computation. It must have no users and not be the root;

@@ -108,6 +108,20 @@ void kiln_hlo_instruction_move_to_end(kiln_hlo_instruction_t *instr) {
   instr->slot = (int32_t)(n - 1);
 }
 
+kiln_status kiln_hlo_elided_constant_error(const kiln_hlo_instruction_t *c) {
+  char *shape = c && c->shape ? kiln_shape_to_string(c->shape, false) : NULL;
+  kiln_status s = kiln_status_make(
+      KILN_FAILED_PRECONDITION,
+      "constant %s%s%s%s%s has elided contents (`constant({...})` in the text): the module was "
+      "printed without its large constants and cannot run; print it with them (XLA: "
+      "--xla_dump_large_constants, HloPrintOptions' print_large_constants)",
+      c && c->name ? c->name : "(unnamed)", shape ? " " : "", shape ? shape : "",
+      c && c->parent && c->parent->name ? " in computation " : "",
+      c && c->parent && c->parent->name ? c->parent->name : "");
+  kiln_free(shape);
+  return s;
+}
+
 kiln_status kiln_hlo_instruction_remove(kiln_hlo_instruction_t *instr) {
   kiln_hlo_computation_t *c = instr->parent;
   if (instr->users.len)

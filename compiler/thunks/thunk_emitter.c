@@ -178,8 +178,8 @@ static kiln_status forward_operands(emitter_t *E, kiln_thunk_seq_t *seq,
 static kiln_status constant_allocation(emitter_t *E, const kiln_hlo_instruction_t *c,
                                        int32_t *out) {
   const kiln_literal_t *lit = c->literal;
-  if (!lit || lit->unknown || !lit->data)
-    return KILN_ERR_UNIMPLEMENTED("constant %s has no contents (elided in the text)", c->name);
+  if (lit && lit->unknown) return kiln_hlo_elided_constant_error(c);
+  if (!lit || !lit->data) return KILN_ERR_INTERNAL("constant %s has no literal", c->name);
   void *known = kiln_ptrmap_get(&E->constants, lit);
   if (known) {
     *out = (int32_t)((intptr_t)known - 1);
@@ -755,7 +755,11 @@ static kiln_status bind_allocations(emitter_t *E) {
       case KILN_ALLOCATION_CONSTANT: {
         a.kind = KILN_EXEC_ALLOC_CONSTANT;
         const kiln_hlo_instruction_t *c = b->constant;
-        if (!c || !c->literal || c->literal->unknown || !kiln_shape_is_array(c->shape)) {
+        if (c && c->literal && c->literal->unknown) {
+          s = kiln_hlo_elided_constant_error(c);
+          break;
+        }
+        if (!c || !c->literal || !kiln_shape_is_array(c->shape)) {
           s = KILN_ERR_UNIMPLEMENTED("constant allocation %d: %s has no array contents", i,
                                      c ? c->name : "?");
           break;

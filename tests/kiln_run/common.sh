@@ -20,3 +20,20 @@ compare_both_ways() {
     [ -z "$cbw_check" ] || "$cbw_check" "$cbw_mode" "$cbw_out"
   done
 }
+
+# refused_everywhere RUN HLO PATTERN...: `RUN MODE HLO` on the reference, through the plugin
+# and with --direct each exit with status 1 (an error status, not a signal's) and print every
+# PATTERN (grep basic regular expressions).
+refused_everywhere() {
+  re_run=$1 re_hlo=$2
+  shift 2
+  for re_mode in --backend=reference --backend=host "--backend=host --direct"; do
+    re_out=$("$re_run" $re_mode "$re_hlo" 2>&1)
+    re_rc=$?
+    [ "$re_rc" -eq 1 ] || fail "kiln-run $re_mode: exit status $re_rc, want 1: $re_out"
+    for re_pattern in "$@"; do
+      printf '%s\n' "$re_out" | grep -q -- "$re_pattern" ||
+        fail "kiln-run $re_mode: no '$re_pattern' in: $re_out"
+    done
+  done
+}

@@ -6,16 +6,9 @@
 # usage: inputs_past_memory.sh KILN_RUN
 set -u
 . "$(dirname "$0")/common.sh"
-hlo="$(dirname "$0")/huge_parameter.hlo"
-for mode in --backend=reference --backend=host "--backend=host --direct"; do
-  out=$("$1" $mode "$hlo" 2>&1)
-  rc=$?
-  [ "$rc" -eq 1 ] || fail "kiln-run $mode: exit status $rc, want 1: $out"
-  printf '%s\n' "$out" | grep -q 'RESOURCE_EXHAUSTED: fake args: the inputs need .* GiB (largest: parameter 0, f32\[1000000,1000000,1000\]' ||
-    fail "kiln-run $mode: no RESOURCE_EXHAUSTED naming parameter 0: $out"
-  printf '%s\n' "$out" | grep -q 'GiB of memory available on this machine' ||
-    fail "kiln-run $mode: the message does not say what is available: $out"
-done
+refused_everywhere "$1" "$(dirname "$0")/huge_parameter.hlo" \
+  'RESOURCE_EXHAUSTED: fake args: the inputs need .* GiB (largest: parameter 0, f32\[1000000,1000000,1000\]' \
+  'GiB of memory available on this machine'
 # Two parameters of 0.6 x the memory available each: either alone fits (and the system would
 # hand it out), both do not; refused before either is made.
 kb=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
