@@ -171,6 +171,53 @@ static void test_cheap_producer_is_duplicated_into_both_consumers(void **state) 
   kiln_hlo_module_destroy(m);
 }
 
+/* Rounds v' = xor(add(v, k), multiply(v, v)) over u32[2], 150 of them (450 instructions):
+ * each value feeds two elementwise users at its own index. Fused, the kernel computes each
+ * value once per element (the elemental emitter caches it), so the cost model prices the
+ * first value once per element; it used to add up the users, 2^150 (inf past 1,024 rounds),
+ * and priority fusion saw every fusion along the chain as a loss. The chain writes 2
+ * elements, so it may pass the 200-instruction bound (KILN_FUSION_MAX_TINY_INSTRUCTIONS):
+ * one kernel, where its launches were the whole cost. */
+/* 150 rounds v' = xor(add(v, k), multiply(v, v)) over `shape`, then a negate. */
+static kiln_hlo_module_t *rounds_module(const char *shape) {
+  kiln_strbuf_t b = {0};
+  kiln_strbuf_printf(
+      &b, "HloModule rounds\nENTRY main {\n  v0 = %s parameter(0)\n  k = %s parameter(1)\n", shape,
+      shape);
+  for (int i = 1; i <= 150; i++)
+    kiln_strbuf_printf(
+        &b, "  a%d = %s add(v%d, k)\n  m%d = %s multiply(v%d, v%d)\n  v%d = %s xor(a%d, m%d)\n", i,
+        shape, i - 1, i, shape, i - 1, i - 1, i, shape, i, i);
+  kiln_strbuf_printf(&b, "  ROOT r = %s negate(v150)\n}\n", shape);
+  kiln_hlo_module_t *m = parse(kiln_strbuf_cstr(&b));
+  kiln_strbuf_free(&b);
+  return m;
+}
+
+static void test_a_tiny_chain_of_shared_values_is_one_kernel(void **state) {
+  (void)state;
+  kiln_hlo_module_t *m = rounds_module("u32[2]{0}");
+  run_and_check(m, "priority_fusion");
+  assert_int_equal(kiln_fusion_count_kernels(m), 1);
+  const kiln_hlo_instruction_t *f = only_fusion(m->entry);
+  assert_true(kiln_fusion_body_size(f) > KILN_FUSION_MAX_INSTRUCTIONS);
+  assert_true(kiln_cost_operand_utilization(f, 0) <= 2); /* v0: read by add and multiply once */
+  assert_true(kiln_cost_operand_utilization(f, 1) <= 2); /* k: by every round's add, at one index */
+  double flops = kiln_cost_flops(f);
+  assert_true(flops > 0 && flops < 1e4);
+  kiln_hlo_module_destroy(m);
+  /* Not tiny: the same chain over u32[4096] stays within 200 instructions a kernel. */
+  m = rounds_module("u32[4096]{0}");
+  run_and_check(m, "priority_fusion");
+  assert_true(kiln_fusion_count_kernels(m) > 1);
+  for (size_t i = 0; i < m->entry->instructions.len; i++) {
+    const kiln_hlo_instruction_t *in = m->entry->instructions.data[i];
+    if (in->opcode == KILN_OP_FUSION)
+      assert_true(kiln_fusion_body_size(in) <= KILN_FUSION_MAX_INSTRUCTIONS);
+  }
+  kiln_hlo_module_destroy(m);
+}
+
 static void test_expensive_producer_is_not_recomputed_per_broadcast_element(void **state) {
   /* A chain of 24 transcendental ops over f32[4096] broadcast into f32[4096,4096]: fused
    * into the broadcast it would be recomputed 4096 times per element, which costs more
@@ -880,6 +927,7 @@ int main(void) {
       cmocka_unit_test(test_elementwise_chain_becomes_one_loop_fusion),
       cmocka_unit_test(test_cheap_producer_is_duplicated_into_both_consumers),
       cmocka_unit_test(test_expensive_producer_is_not_recomputed_per_broadcast_element),
+      cmocka_unit_test(test_a_tiny_chain_of_shared_values_is_one_kernel),
       cmocka_unit_test(test_no_fusion_across_dot_or_custom_call),
       cmocka_unit_test(test_reduction_takes_elementwise_epilogue),
       cmocka_unit_test(test_reduction_keeps_two_operand_epilogue_out),

@@ -127,25 +127,47 @@ static double read_factor(const kiln_hlo_instruction_t *in, int k) {
   }
 }
 
-/* Utilization of every instruction of fused computation `c` (parallel to `order`). */
+/* Whether `in` reads operand `k` at its own output index (elementwise, same element count):
+ * the kernel then computes that operand once per index whatever the number of such users
+ * (the elemental emitter caches a value per instruction and index). */
+static bool reads_at_own_index(const kiln_hlo_instruction_t *in, int k) {
+  return kiln_hlo_opcode_is_elementwise(in->opcode) &&
+         elems(in->operands[k]->shape) == elems(in->shape);
+}
+
+/* Utilization of every instruction of fused computation `c` (parallel to `order`): how many
+ * times per kernel run each is evaluated, in units of its own elements. Users that read a
+ * value at their own index count once, with the largest utilization among them (a DAG whose
+ * values feed two elementwise users each — threefry's rounds — would double per level
+ * otherwise, 2^depth, and reach inf); other reads add up. */
 static double *computation_utilization(const kiln_hlo_computation_t *c,
                                        kiln_hlo_instruction_t ***out_order, size_t *out_n,
                                        kiln_ptrmap_t *index) {
   size_t n = 0;
   kiln_hlo_instruction_t **order = kiln_hlo_computation_post_order(c, &n);
   double *util = kiln_malloc(sizeof(double) * (n ? n : 1));
+  double *same = kiln_calloc(n ? n : 1, sizeof(double));
   for (size_t i = 0; i < n; i++) {
     util[i] = order[i] == c->root ? 1 : 0;
     kiln_ptrmap_put(index, order[i], (void *)(uintptr_t)(i + 1));
   }
+  /* Reverse post order: every user of order[i] has given its share before order[i] gives. */
   for (size_t i = n; i-- > 0;) {
     const kiln_hlo_instruction_t *in = order[i];
+    util[i] += same[i];
     if (util[i] == 0) continue;
     for (int k = 0; k < in->num_operands; k++) {
       uintptr_t j = (uintptr_t)kiln_ptrmap_get(index, in->operands[k]);
-      if (j) util[j - 1] += util[i] * read_factor(in, k);
+      if (!j) continue;
+      double u = util[i] * read_factor(in, k);
+      if (reads_at_own_index(in, k)) {
+        if (u > same[j - 1]) same[j - 1] = u;
+      } else {
+        util[j - 1] += u;
+      }
     }
   }
+  kiln_free(same);
   *out_order = order;
   *out_n = n;
   return util;

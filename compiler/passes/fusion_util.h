@@ -21,6 +21,10 @@
 
 /* Largest fusion the passes build: instructions in the fused computation, and operands. */
 #define KILN_FUSION_MAX_INSTRUCTIONS 200
+/* Priority fusion's bound when a loop producer and its consumer each read and write values of
+ * at most KILN_FUSION_TINY_ELEMENTS elements (priority_fusion.c). */
+#define KILN_FUSION_TINY_ELEMENTS 64
+#define KILN_FUSION_MAX_TINY_INSTRUCTIONS 1000
 #define KILN_FUSION_MAX_OPERANDS 64
 
 /* ---- hero analysis ---- */

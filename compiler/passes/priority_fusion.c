@@ -94,6 +94,30 @@ static int fused_operand_count(const kiln_hlo_instruction_t *p, const kiln_hlo_i
   return n;
 }
 
+/* Elements of every leaf of `s`. */
+static int64_t leaf_elements(const kiln_shape_t *s) {
+  if (!kiln_shape_is_tuple(s)) return kiln_shape_is_array(s) ? kiln_shape_num_elements(s) : 0;
+  int64_t n = 0;
+  for (int i = 0; i < s->num_elements; i++) n += leaf_elements(s->elements[i]);
+  return n;
+}
+
+/* Whether `in` reads and writes at most KILN_FUSION_TINY_ELEMENTS elements a value. */
+static bool tiny(const kiln_hlo_instruction_t *in) {
+  if (leaf_elements(in->shape) > KILN_FUSION_TINY_ELEMENTS) return false;
+  for (int k = 0; k < in->num_operands; k++)
+    if (leaf_elements(in->operands[k]->shape) > KILN_FUSION_TINY_ELEMENTS) return false;
+  return true;
+}
+
+/* The largest fused body for loop producer `p` fused into `c`: KILN_FUSION_MAX_INSTRUCTIONS,
+ * or KILN_FUSION_MAX_TINY_INSTRUCTIONS when both are tiny (a chain of scalar rounds, such as
+ * threefry's key splits, then is one kernel of one thread: its launches cost more than its
+ * instructions). */
+static int size_limit(const kiln_hlo_instruction_t *p, const kiln_hlo_instruction_t *c) {
+  return tiny(p) && tiny(c) ? KILN_FUSION_MAX_TINY_INSTRUCTIONS : KILN_FUSION_MAX_INSTRUCTIONS;
+}
+
 /* The time saved by fusing `p` into all its users; false when it cannot be fused. */
 static bool producer_priority(fusion_queue_t *q, const kiln_hlo_instruction_t *p, double *out) {
   if (p->parent != q->c || p == q->c->root || !p->users.len || p->control_successors.len)
@@ -115,7 +139,7 @@ static bool producer_priority(fusion_queue_t *q, const kiln_hlo_instruction_t *p
   for (size_t u = 0; u < p->users.len; u++) {
     const kiln_hlo_instruction_t *c = p->users.data[u];
     if (!kiln_fusion_can_consume(c, p, NULL)) return false;
-    if (kiln_fusion_body_size(c) + size > KILN_FUSION_MAX_INSTRUCTIONS) return false;
+    if (kiln_fusion_body_size(c) + size > size_limit(p, c)) return false;
     if (fused_operand_count(p, c) > KILN_FUSION_MAX_OPERANDS) return false;
     unfused += kiln_cost_instruction_time_cached(q->cost, q->dev, c);
     fused += kiln_cost_fused_time_cached(q->cost, q->dev, p, c, false);
