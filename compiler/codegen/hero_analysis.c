@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "compiler/analysis/fusion_indexing.h"
 #include "compiler/analysis/reduction_rule.h"
 #include "compiler/hlo/opcode.h"
 
@@ -517,6 +518,89 @@ static bool is_unit_slice(const kiln_hlo_instruction_t *x) {
   return true;
 }
 
+/* Ranks and variables the read-order check evaluates (kernel IR's rank bound). */
+#define HERO_MAX_RANK 16
+
+/* Whether the element at `base` and the one a step along dim `j` further are neighbours in
+ * the parameter `m` maps to (its minor index one higher, the others equal). */
+static bool step_is_contiguous(const kiln_indexing_map_t *m, int64_t *base, size_t j) {
+  size_t nr = kiln_indexing_map_num_results(m);
+  int64_t syms[HERO_MAX_RANK * 4] = {0}, rts[HERO_MAX_RANK * 4] = {0};
+  int64_t r0[HERO_MAX_RANK], r1[HERO_MAX_RANK];
+  if (nr == 0 || nr > HERO_MAX_RANK || kiln_indexing_map_num_syms(m) > HERO_MAX_RANK * 4 ||
+      kiln_indexing_map_num_rts(m) > HERO_MAX_RANK * 4)
+    return false;
+  if (!kiln_indexing_map_eval(m, base, syms, rts, r0)) return false;
+  base[j]++;
+  bool ok = kiln_indexing_map_eval(m, base, syms, rts, r1);
+  base[j]--;
+  if (!ok || r1[nr - 1] != r0[nr - 1] + 1) return false;
+  for (size_t k = 0; k + 1 < nr; k++)
+    if (r1[k] != r0[k]) return false;
+  return true;
+}
+
+/* Whether `m` (root index -> parameter index) reads consecutive elements as dim `j` of the
+ * root's index space (sizes `dims`, rank `rank`) steps: checked from the origin and from
+ * the middle of the index space. */
+static bool reads_contiguously_along(const kiln_indexing_map_t *m, const int64_t *dims, int rank,
+                                     int j) {
+  if (dims[j] < 2) return true;
+  if ((size_t)rank != kiln_indexing_map_num_dims(m) || rank > HERO_MAX_RANK) return false;
+  int64_t base[HERO_MAX_RANK] = {0};
+  if (!step_is_contiguous(m, base, (size_t)j)) return false;
+  for (int d = 0; d < rank; d++) base[d] = d == j ? (dims[d] - 2) / 2 : dims[d] / 2;
+  return step_is_contiguous(m, base, (size_t)j);
+}
+
+/* Whether the loop emitter reads fewer of `c`'s parameter bytes out of order than the
+ * transpose emitter would for hero transpose `tr` (the only root, no epilogue): the
+ * transpose emitter walks its tiles along the dim of the result that holds the hero
+ * operand's minor dim, the loop emitter along the result's minor dim, and a parameter read
+ * through other transposes (a pad + add of transposed pieces, as JAX's gradients of slices
+ * build) may be in order along one and out of order along the other. Out of order is a
+ * gather per element on the host and an uncoalesced read on a GPU; the tile pays only when
+ * it puts more of the reads in order. */
+static bool loop_reads_better(const kiln_hlo_computation_t *c, const kiln_hlo_instruction_t *tr) {
+  const kiln_shape_t *rs = c->root->shape;
+  if (c->root != tr || !kiln_shape_is_array(rs) || !has_default_layout(rs) || rs->rank < 2 ||
+      rs->rank > HERO_MAX_RANK || tr->dimensions.n != rs->rank)
+    return false;
+  int in_minor = tr->operands[0]->shape->rank - 1, j_tile = -1;
+  for (int i = 0; i < tr->dimensions.n; i++)
+    if (tr->dimensions.v[i] == in_minor) j_tile = i;
+  int j_loop = rs->rank - 1;
+  if (j_tile < 0 || j_tile == j_loop) return false;
+  kiln_affine_ctx_t *ctx = kiln_affine_ctx_create();
+  kiln_indexing_fusion_t fi;
+  memset(&fi, 0, sizeof fi);
+  kiln_status s = ctx ? kiln_indexing_fusion_compute(ctx, c, NULL, &fi) : NULL;
+  bool better = false;
+  if (ctx && !s && fi.num_roots == 1) {
+    double out_of_order_tile = 0, out_of_order_loop = 0;
+    const kiln_indexing_fusion_root_t *r = &fi.roots[0];
+    for (int g = 0; g < r->num_groups; g++) {
+      const kiln_indexing_fusion_group_t *grp = &r->groups[g];
+      const kiln_hlo_instruction_t *p = grp->instr;
+      if (p->opcode != KILN_OP_PARAMETER || !kiln_shape_is_array(p->shape) || grp->num_maps == 0)
+        continue;
+      double bytes = (double)kiln_shape_byte_size(p->shape) / grp->num_maps;
+      bool dflt = has_default_layout(p->shape) && !grp->unknown;
+      for (int k = 0; k < grp->num_maps; k++) {
+        if (!dflt || !reads_contiguously_along(grp->maps[k], rs->dims, rs->rank, j_tile))
+          out_of_order_tile += bytes;
+        if (!dflt || !reads_contiguously_along(grp->maps[k], rs->dims, rs->rank, j_loop))
+          out_of_order_loop += bytes;
+      }
+    }
+    better = out_of_order_loop < out_of_order_tile;
+  }
+  kiln_status_free(s);
+  kiln_indexing_fusion_free(&fi);
+  if (ctx) kiln_affine_ctx_destroy(ctx);
+  return better;
+}
+
 kiln_status kiln_hero_analyze(const kiln_hlo_computation_t *c, kiln_hero_analysis_t *out) {
   memset(out, 0, sizeof(*out));
   if (!c || !c->root) return kiln_status_make(KILN_INVALID_ARGUMENT, "hero analysis: no root");
@@ -579,7 +663,7 @@ kiln_status kiln_hero_analyze(const kiln_hlo_computation_t *c, kiln_hero_analysi
     for (int i = 0; i < n && consistent; i++)
       if (!kiln_hero_is_transpose_hero(out->heroes[i], NULL))
         consistent = array_elements(out->roots[i]->shape) == in_elems;
-    if (consistent) {
+    if (consistent && !(n == 1 && loop_reads_better(c, tr))) {
       out->emitter = KILN_HERO_EMITTER_TRANSPOSE;
       out->hero = tr;
       out->transpose = td;
