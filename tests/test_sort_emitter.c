@@ -384,10 +384,9 @@ static void test_long_stable_rows_merge_sorted_runs(void **state) {
   sort1(f, "s32", "1,40000", 1, "LT", NULL, true, FILL_DISTINCT, 74);
 }
 
-/* The launch of sort_kv_text(dims, false) on the host's plan or the GPU's (its `sort` points
- * into a module already destroyed). */
-static kiln_sort_launch_t kv_plan(const char *dims, bool host) {
-  const char *text = sort_kv_text(dims, false);
+/* The launch of the sort in `text` (kv_plan: sort_kv_text(dims, false)) on the host's plan or
+ * the GPU's (its `sort` points into a module already destroyed). */
+static kiln_sort_launch_t text_plan(const char *text, bool host) {
   kiln_hlo_module_t *m = NULL;
   kiln_sort_launch_t l;
   assert_null(kiln_hlo_parse_module(text, strlen(text), NULL, &m));
@@ -395,6 +394,10 @@ static kiln_sort_launch_t kv_plan(const char *dims, bool host) {
   kiln_hlo_module_destroy(m);
   l.sort = NULL;
   return l;
+}
+
+static kiln_sort_launch_t kv_plan(const char *dims, bool host) {
+  return text_plan(sort_kv_text(dims, false), host);
 }
 
 /* The host's plan: rows that pad past 16 elements merge-sort, one thread and one block per
@@ -432,6 +435,55 @@ static void test_host_plan_merges_rows_longer_than_16(void **state) {
   f->host = false;
 }
 
+/* JAX's float comparator: each side's NaN made the canonical NaN and -0 made +0, then a
+ * total-order compare (`type` f32 / bf16; `key` 0 or 1: which operand's pair it reads;
+ * `negated`: the left key negated, so the two sides differ). */
+static const char *jax_sort_text(const char *type, const char *dims, int key, bool negated) {
+  static char text[4096];
+  int a = 2 * key, b = 2 * key + 1;
+  snprintf(
+      text, sizeof text,
+      "HloModule s\n\ncmp {\n  p0 = %s[] parameter(0)\n  p1 = %s[] parameter(1)\n"
+      "  p2 = %s[] parameter(2)\n  p3 = %s[] parameter(3)\n"
+      "  nan = %s[] constant(nan)\n  zero = %s[] constant(0)\n"
+      "  ea = pred[] compare(p%d, zero), direction=EQ\n  za = %s[] select(ea, zero, p%d)\n"
+      "  na = pred[] compare(p%d, p%d), direction=NE\n  ka0 = %s[] select(na, nan, za)\n"
+      "  ka = %s[] %s(ka0)\n"
+      "  eb = pred[] compare(p%d, zero), direction=EQ\n  zb = %s[] select(eb, zero, p%d)\n"
+      "  nb = pred[] compare(p%d, p%d), direction=NE\n  kb0 = %s[] select(nb, nan, zb)\n"
+      "  kb = %s[] abs(kb0)\n"
+      "  ROOT lt = pred[] compare(ka, kb), direction=LT, type=TOTALORDER\n}\n\n"
+      "ENTRY fused {\n  k = %s[%s] parameter(0)\n  v = %s[%s] parameter(1)\n"
+      "  ROOT s = (%s[%s], %s[%s]) sort(k, v), dimensions={1}, is_stable=true, to_apply=cmp\n}\n",
+      type, type, type, type, type, type, a, type, a, a, a, type, type, negated ? "negate" : "abs",
+      b, type, b, b, b, type, type, type, dims, type, dims, type, dims, type, dims);
+  return text;
+}
+
+/* The host's merge computes each element's comparator key once, as it loads it, when the
+ * comparator is compare(key(a), key(b)) with one key function for both sides (JAX's: NaN and
+ * -0 canonicalized, then a total order; here with an abs after it): keyed on either operand pair,
+ * with NaNs, signed zeros, infinities and ties (stable), f32 and bf16, against the evaluator; a
+ * comparator whose sides differ (one negated) is not keyed and sorts as before.
+ * sort_full_1024x4096_bf16's comparator is this one: 208-235 -> ~140 ms a run. */
+static void test_host_merge_computes_each_key_once(void **state) {
+  sort_fixture_t *f = *state;
+  assert_true(text_plan(jax_sort_text("f32", "4,300", 0, false), true).keyed);
+  assert_true(text_plan(jax_sort_text("bf16", "4,300", 1, false), true).keyed);
+  assert_false(text_plan(jax_sort_text("f32", "4,300", 0, true), true).keyed);
+  assert_false(text_plan(jax_sort_text("f32", "4,300", 0, false), false).keyed); /* GPU plan */
+  assert_false(kv_plan("4,300", true).keyed); /* a plain compare(a, b): nothing to key */
+  f->host = true;
+  static const char *const dims[] = {"4,300", "3,1000", "2,4097"};
+  for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++) {
+    sort_expect_match(f, jax_sort_text("f32", dims[i], 0, false), FILL_SPECIAL, 600 + i);
+    sort_expect_match(f, jax_sort_text("bf16", dims[i], 0, false), FILL_TIES, 610 + i);
+    sort_expect_match(f, jax_sort_text("f32", dims[i], 1, false), FILL_SPECIAL, 620 + i);
+    sort_expect_match(f, jax_sort_text("f32", dims[i], 0, true), FILL_SPECIAL, 630 + i);
+  }
+  f->host = false;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sort_launch_plan),
@@ -450,6 +502,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_long_stable_rows_merge_sorted_runs, sort_setup,
                                       sort_teardown),
       cmocka_unit_test_setup_teardown(test_host_plan_merges_rows_longer_than_16, sort_setup,
+                                      sort_teardown),
+      cmocka_unit_test_setup_teardown(test_host_merge_computes_each_key_once, sort_setup,
                                       sort_teardown),
       cmocka_unit_test(test_sort_ptx_passes_ptxas),
       cmocka_unit_test(test_sort_rows_in_global_memory_reload_after_each_barrier),

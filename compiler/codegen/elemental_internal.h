@@ -71,5 +71,15 @@ kiln_kir_value_t *kiln_elemental_scalar_op(kiln_elemental_fn_t *f,
 int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hlo_computation_t *c,
                                            kiln_kir_value_t *const *args, int nargs,
                                            kiln_kir_value_t **out);
+/* The value of instruction `which` of scalar computation `c` (a real one), computing only what
+ * it reads: `bound[k]` takes `bound_vals[k]` instead of being computed (its operands are not
+ * read), parameters it needs read `args` as kiln_elemental_emit_scalar_computation's do.
+ * NULL on failure (f->err set). */
+kiln_kir_value_t *kiln_elemental_emit_scalar_value(kiln_elemental_fn_t *f,
+                                                   const kiln_hlo_computation_t *c,
+                                                   kiln_kir_value_t *const *args, int nargs,
+                                                   const kiln_hlo_instruction_t *which,
+                                                   const kiln_hlo_instruction_t *const *bound,
+                                                   kiln_kir_value_t *const *bound_vals, int nbound);
 
 #endif /* KILN_COMPILER_CODEGEN_ELEMENTAL_INTERNAL_H_ */

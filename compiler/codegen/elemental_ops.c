@@ -1093,22 +1093,47 @@ int kiln_elemental_bitcast_convert(kiln_elemental_fn_t *f, const kiln_hlo_instru
 
 /* ---- scalar computations ---- */
 
-int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hlo_computation_t *c,
-                                           kiln_kir_value_t *const *args, int nargs,
-                                           kiln_kir_value_t **out) {
+/* Marks in `need` (bits by post-order position) what `x` reads, stopping at bound values. */
+static void mark_needed(const kiln_hlo_instruction_t *x, kiln_ptrmap_t *pos, kiln_ptrmap_t *bound,
+                        bool *need) {
+  uintptr_t i = (uintptr_t)kiln_ptrmap_get(pos, x);
+  if (!i || need[i - 1]) return;
+  need[i - 1] = true;
+  if (kiln_ptrmap_contains(bound, x)) return;
+  for (int k = 0; k < x->num_operands; k++) mark_needed(x->operands[k], pos, bound, need);
+}
+
+/* Emits `c` on `args` (see kiln_elemental_emit_scalar_computation): the values of its roots,
+ * or with `which` that instruction's value alone, and then only what it reads; `bound[k]`
+ * takes `bound_vals[k]` (real values) instead of being computed. */
+static int emit_scalar(kiln_elemental_fn_t *f, const kiln_hlo_computation_t *c,
+                       kiln_kir_value_t *const *args, int nargs,
+                       const kiln_hlo_instruction_t *which,
+                       const kiln_hlo_instruction_t *const *bound,
+                       kiln_kir_value_t *const *bound_vals, int nbound, kiln_kir_value_t **out) {
   size_t n = 0;
   kiln_hlo_instruction_t **po = kiln_hlo_computation_post_order(c, &n);
   /* each value as (re, im): im is NULL for a real one */
   kiln_kir_value_t **vals = kiln_calloc(2 * (n + 1), sizeof(*vals));
-  kiln_ptrmap_t pos;
+  bool *need = kiln_calloc(n + 1, sizeof(*need));
+  kiln_ptrmap_t pos, bmap;
   kiln_ptrmap_init(&pos);
+  kiln_ptrmap_init(&bmap);
   int result = -1;
   for (size_t i = 0; i < n; i++) kiln_ptrmap_put(&pos, po[i], (void *)(uintptr_t)(i + 1));
+  for (int k = 0; k < nbound; k++) kiln_ptrmap_put(&bmap, bound[k], bound_vals[k]);
+  if (which) mark_needed(which, &pos, &bmap, need);
+  for (size_t i = 0; !which && i < n; i++) need[i] = true;
 #define VAL(instr) vals[2 * ((uintptr_t)kiln_ptrmap_get(&pos, (instr)) - 1)]
 #define VAL_IM(instr) vals[2 * ((uintptr_t)kiln_ptrmap_get(&pos, (instr)) - 1) + 1]
   for (size_t i = 0; i < n; i++) {
     const kiln_hlo_instruction_t *in = po[i];
     kiln_kir_value_t *v = NULL, *v_im = NULL;
+    if (!need[i]) continue;
+    if (kiln_ptrmap_contains(&bmap, in)) {
+      VAL(in) = kiln_ptrmap_get(&bmap, in);
+      continue;
+    }
     switch (in->opcode) {
       case KILN_OP_PARAMETER: {
         /* args are flat: a complex parameter takes two (re, im) */
@@ -1197,10 +1222,10 @@ int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hl
     VAL_IM(in) = v_im;
   }
   /* results flat as the arguments: (re, im) for a complex one */
-  const kiln_hlo_instruction_t *single = c->root;
+  const kiln_hlo_instruction_t *single = which ? which : c->root;
   const kiln_hlo_instruction_t *const *roots = &single;
   int nroots = 1;
-  if (c->root->opcode == KILN_OP_TUPLE) {
+  if (!which && c->root->opcode == KILN_OP_TUPLE) {
     roots = (const kiln_hlo_instruction_t *const *)c->root->operands;
     nroots = c->root->num_operands;
   }
@@ -1218,7 +1243,28 @@ int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hl
 #undef VAL_IM
 done:
   kiln_ptrmap_free(&pos);
+  kiln_ptrmap_free(&bmap);
+  kiln_free(need);
   kiln_free(vals);
   kiln_free(po);
   return f->err ? -1 : result;
+}
+
+int kiln_elemental_emit_scalar_computation(kiln_elemental_fn_t *f, const kiln_hlo_computation_t *c,
+                                           kiln_kir_value_t *const *args, int nargs,
+                                           kiln_kir_value_t **out) {
+  return emit_scalar(f, c, args, nargs, NULL, NULL, NULL, 0, out);
+}
+
+kiln_kir_value_t *kiln_elemental_emit_scalar_value(
+    kiln_elemental_fn_t *f, const kiln_hlo_computation_t *c, kiln_kir_value_t *const *args,
+    int nargs, const kiln_hlo_instruction_t *which, const kiln_hlo_instruction_t *const *bound,
+    kiln_kir_value_t *const *bound_vals, int nbound) {
+  kiln_kir_value_t *out[KILN_ELEM_MAX_OUTPUTS];
+  int n = emit_scalar(f, c, args, nargs, which, bound, bound_vals, nbound, out);
+  if (n == 1) return out[0];
+  if (n > 1 && !f->err)
+    kiln_elemental_fail(f,
+                        KILN_ERR_UNIMPLEMENTED("%s: a complex value in %s", which->name, c->name));
+  return NULL;
 }

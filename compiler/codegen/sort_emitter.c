@@ -99,10 +99,93 @@ typedef struct sort_plan {
   int64_t copy_iters; /* E: elements per thread in the copy */
   int64_t chunk;      /* merge: the N / T consecutive positions a thread merges in each pass */
   sort_outputs_t so;
+  /* The comparator as compare(key(p[2i]), key(p[2i+1])) (comparator_keys), else key_op -1. */
+  int key_op;
+  const kiln_hlo_instruction_t *key_a, *key_b;
 } sort_plan_t;
+
+/* Whether `x` (reading only parameter px) and `y` (only py) compute the same function of their
+ * parameter: same opcodes, shapes and attributes, operands pairwise alike, shared
+ * instructions (no parameter below them) shared. Opcodes whose attributes this does not
+ * compare are refused, and so is everything once `budget` visits are spent. */
+static bool same_function(const kiln_hlo_instruction_t *x, const kiln_hlo_instruction_t *y,
+                          int64_t px, int64_t py, int *budget) {
+  if (--*budget < 0) return false;
+  if (x == y) return x->opcode != KILN_OP_PARAMETER;
+  if (x->opcode != y->opcode || x->num_operands != y->num_operands ||
+      !kiln_shape_equal(x->shape, y->shape, false))
+    return false;
+  switch (x->opcode) {
+    case KILN_OP_PARAMETER:
+      return x->parameter_number == px && y->parameter_number == py;
+    case KILN_OP_CONSTANT:
+      return x->literal && y->literal && !x->literal->unknown && !y->literal->unknown &&
+             kiln_literal_equal(x->literal, y->literal);
+    case KILN_OP_COMPARE:
+      if (x->comparison_direction != y->comparison_direction ||
+          x->comparison_type != y->comparison_type)
+        return false;
+      break;
+    case KILN_OP_SELECT:
+    case KILN_OP_CONVERT:
+    case KILN_OP_BITCAST_CONVERT:
+    case KILN_OP_NEGATE:
+    case KILN_OP_ABS:
+    case KILN_OP_NOT:
+    case KILN_OP_AND:
+    case KILN_OP_OR:
+    case KILN_OP_XOR:
+    case KILN_OP_ADD:
+    case KILN_OP_SUBTRACT:
+    case KILN_OP_MULTIPLY:
+    case KILN_OP_MAXIMUM:
+    case KILN_OP_MINIMUM:
+    case KILN_OP_IS_FINITE:
+    case KILN_OP_SIGN:
+      break;
+    default:
+      return false;
+  }
+  for (int k = 0; k < x->num_operands; k++)
+    if (!same_function(x->operands[k], y->operands[k], px, py, budget)) return false;
+  return true;
+}
+
+/* Whether every parameter `x` reads is parameter `p`. */
+static bool reads_only(const kiln_hlo_instruction_t *x, int64_t p, int *budget) {
+  if (--*budget < 0) return false;
+  if (x->opcode == KILN_OP_PARAMETER) return x->parameter_number == p;
+  for (int k = 0; k < x->num_operands; k++)
+    if (!reads_only(x->operands[k], p, budget)) return false;
+  return true;
+}
+
+/* A comparator compare(key(p[2i]), key(p[2i+1])) with a key that does work (JAX's comparators
+ * canonicalize NaN and -0 before a total-order compare): sets p->key_op / key_a / key_b. The
+ * merge then computes each element's key once, as it loads it, off the compare -> select
+ * chain that bounds a merge step, where the comparator recomputed both heads' keys every step. */
+static void comparator_keys(sort_plan_t *p) {
+  p->key_op = -1;
+  const kiln_hlo_instruction_t *r = p->cmp->root;
+  if (r->opcode != KILN_OP_COMPARE || r->num_operands != 2) return;
+  const kiln_hlo_instruction_t *a = r->operands[0], *b = r->operands[1];
+  if (a->opcode == KILN_OP_PARAMETER) return;
+  for (int i = 0; i < p->nops; i++) {
+    /* Paths, not instructions, are walked: a budget keeps a comparator of shared values cheap. */
+    int budget = 4096;
+    if (reads_only(a, 2 * i, &budget) && reads_only(b, 2 * i + 1, &budget) &&
+        same_function(a, b, 2 * i, 2 * i + 1, &budget)) {
+      p->key_op = i;
+      p->key_a = a;
+      p->key_b = b;
+      return;
+    }
+  }
+}
 
 static kiln_status plan(const kiln_hlo_computation_t *c, bool host, sort_plan_t *p) {
   memset(p, 0, sizeof(*p));
+  p->key_op = -1;
   for (int k = 0; k < SORT_MAX_OPERANDS; k++) p->so.output_of[k] = -1;
   const kiln_hlo_instruction_t *s = find_sort(c);
   if (!s) return KILN_ERR_INVALID("fusion %s: the root is not a sort", c ? c->name : "?");
@@ -190,6 +273,8 @@ static kiln_status plan(const kiln_hlo_computation_t *c, bool host, sort_plan_t 
     p->chunk = p->l.padded;
     p->copy_iters = n;
     p->pair_iters = 0;
+    comparator_keys(p);
+    p->l.keyed = p->key_op >= 0;
   } else if (p->l.stable && p->l.steps > 0) {
     p->l.shared_bytes = elems * 4;
     if (p->l.shared_bytes > SORT_MAX_SHARED_BYTES) {
@@ -472,6 +557,22 @@ static kiln_kir_value_t *less(sort_emit_t *e, kiln_kir_value_t *const *a, kiln_k
   return res[0];
 }
 
+/* key(x) of comparator_keys for an element of operand key_op. */
+static kiln_kir_value_t *sort_key(sort_emit_t *e, kiln_kir_value_t *x) {
+  kiln_kir_value_t *args[2 * SORT_MAX_OPERANDS];
+  for (int k = 0; k < 2 * e->p.nops; k++) args[k] = x;
+  return kiln_elemental_emit_scalar_value(&e->fn, e->p.cmp, args, 2 * e->p.nops, e->p.key_a, NULL,
+                                          NULL, 0);
+}
+
+/* The comparator on keys: whether the element keyed `ka` goes before the one keyed `kb`. */
+static kiln_kir_value_t *keys_less(sort_emit_t *e, kiln_kir_value_t *ka, kiln_kir_value_t *kb) {
+  const kiln_hlo_instruction_t *bound[2] = {e->p.key_a, e->p.key_b};
+  kiln_kir_value_t *vals[2] = {ka, kb};
+  return kiln_elemental_emit_scalar_value(&e->fn, e->p.cmp, NULL, 0, e->p.cmp->root, bound, vals,
+                                          2);
+}
+
 /* select(c, x, y) of one element: a float element goes through its bits, since the host
  * gives an integer select a conditional move but a float one (its condition not a float
  * compare) a branch, which a merge step mispredicts half the time on random data. */
@@ -729,9 +830,9 @@ static run_pair_t pair_of(sort_emit_t *e, kiln_kir_value_t *pos, kiln_kir_value_
   return r;
 }
 
-/* Loop-carried values of a merge: ia, ib, A's and B's head element of every operand, then the
- * working tensors. */
-#define MERGE_MAX_ITER (2 + 2 * SORT_MAX_OPERANDS + SORT_MAX_WORK)
+/* Loop-carried values of a merge: ia, ib, A's and B's head element of every operand, their keys
+ * (emit_row_merge_pass with comparator keys), then the working tensors. */
+#define MERGE_MAX_ITER (4 + 2 * SORT_MAX_OPERANDS + SORT_MAX_WORK)
 
 /* Every operand's element `i` of the run at `start` of `len` elements: for i past its end, the
  * run's last element or, given `past` (a run that may be empty), the element at `past`
@@ -749,47 +850,44 @@ static bool merge_head(sort_emit_t *e, kiln_indexing_map_t *map, kiln_kir_value_
 }
 
 /* Opens a merge loop `for pos in [lb, ub)` carrying init[0..1] (the heads' positions),
- * init[2 .. 2 + 2 nops) (A's and B's heads) and the working tensors (filled in here); the
- * builder is left in its body with the tensors set to its arguments, args[] holding all of
- * them. *nw: how many values the loop carries; *inner: the elemental scope to close. */
+ * init[2 .. 2 + 2 nops) (A's and B's heads), `nextra` more values after them (the caller's)
+ * and the working tensors (filled in here); the builder is left in its body with the
+ * tensors set to its arguments, args[] holding all of them. *nw: how many values the loop
+ * carries; *inner: the elemental scope to close. */
 static kiln_kir_op_t *merge_loop_open(sort_emit_t *e, kiln_kir_value_t *lb, kiln_kir_value_t *ub,
-                                      kiln_kir_value_t **init, kiln_kir_value_t **args,
+                                      kiln_kir_value_t **init, int nextra, kiln_kir_value_t **args,
                                       kiln_kir_value_t **pos, size_t *nw, size_t *inner) {
   kiln_kir_builder_t *b = &e->b;
-  int no = e->p.nops;
-  *nw = work_values(e, init + 2 + 2 * no) + 2 + 2 * (size_t)no;
+  size_t base = 2 + 2 * (size_t)e->p.nops + (size_t)nextra;
+  *nw = work_values(e, init + base) + base;
   kiln_kir_op_t *loop = kiln_kir_for(b, lb, ub, idx_c(e, 1), init, *nw);
   if (!loop) return NULL;
   kiln_kir_region_t *body = kiln_kir_op_region(loop, 0);
   kiln_kir_builder_enter(b, body);
   kiln_elemental_enter(&e->fn, body, inner);
   for (size_t k = 0; k < *nw; k++) args[k] = kiln_kir_region_arg(body, k + 1);
-  set_work(e, args + 2 + 2 * no);
+  set_work(e, args + base);
   *pos = kiln_kir_region_arg(body, 0);
   return loop;
 }
 
-/* The end of a merge loop's body: B's head (xb) is taken when b_ok and (not a_ok, or it goes
- * before A's head xa), written at `pos`, and its run advances: the head positions cur[0] (A)
- * and cur[1] (B) step to nxt[0] / nxt[1], the taken head is replaced by its successor (na /
- * nb, loaded before the compare). Yields the loop's values, leaves its body and takes its
- * results as the working tensors. */
+/* The end of a merge loop's body: when `take_b`, B's head (xb) is written at `pos` and B's run
+ * advances, else A's: the head positions cur[0] (A) and cur[1] (B) step to nxt[0] / nxt[1],
+ * the taken head is replaced by its successor (na / nb, loaded before the compare);
+ * `extra[0 .. nextra)` are yielded after the heads. Yields the loop's values, leaves its body
+ * and takes its results as the working tensors. */
 static bool merge_step_finish(sort_emit_t *e, bool into_scratch, kiln_indexing_map_t *map,
                               kiln_kir_value_t *pos, kiln_kir_value_t *const *cur,
-                              kiln_kir_value_t *const *nxt, kiln_kir_value_t *a_ok,
-                              kiln_kir_value_t *b_ok, kiln_kir_value_t *const *xa,
-                              kiln_kir_value_t *const *xb, kiln_kir_value_t *const *na,
-                              kiln_kir_value_t *const *nb, kiln_kir_op_t *loop, size_t nw,
-                              size_t inner) {
+                              kiln_kir_value_t *const *nxt, kiln_kir_value_t *take_b,
+                              kiln_kir_value_t *const *xa, kiln_kir_value_t *const *xb,
+                              kiln_kir_value_t *const *na, kiln_kir_value_t *const *nb,
+                              kiln_kir_value_t *const *extra, int nextra, kiln_kir_op_t *loop,
+                              size_t nw, size_t inner) {
   kiln_kir_builder_t *b = &e->b;
   int no = e->p.nops;
-  kiln_kir_value_t *b_first = less(e, xb, xa);
-  if (!b_first) return false;
-  kiln_kir_value_t *take_b = kiln_kir_binary(
-      b, KILN_KIR_AND, b_ok,
-      kiln_kir_binary(b, KILN_KIR_OR, kiln_kir_unary(b, KILN_KIR_NOT, a_ok), b_first));
+  size_t base = 2 + 2 * (size_t)no + (size_t)nextra;
   kiln_kir_value_t *vidx[KILN_KIR_MAX_RANK];
-  if (!row_element(e, map, idx_c(e, 0), pos, vidx)) return false;
+  if (!take_b || !row_element(e, map, idx_c(e, 0), pos, vidx)) return false;
   kiln_kir_value_t *next[MERGE_MAX_ITER] = {kiln_kir_select(b, take_b, cur[0], nxt[0]),
                                             kiln_kir_select(b, take_b, nxt[1], cur[1])};
   for (int k = 0; k < no; k++) {
@@ -798,14 +896,25 @@ static bool merge_step_finish(sort_emit_t *e, bool into_scratch, kiln_indexing_m
     next[2 + k] = select_element(e, take_b, xa[k], na[k]);
     next[2 + no + k] = select_element(e, take_b, nb[k], xb[k]);
   }
-  work_values(e, next + 2 + 2 * no);
+  for (int k = 0; k < nextra; k++) next[2 + 2 * no + k] = extra[k];
+  work_values(e, next + base);
   kiln_kir_yield(b, next, nw);
   kiln_elemental_exit(&e->fn, inner);
   kiln_kir_builder_exit(b);
   kiln_kir_value_t *res[MERGE_MAX_ITER] = {0};
-  for (size_t k = 2 + 2 * (size_t)no; k < nw; k++) res[k] = kiln_kir_op_result(loop, k);
-  set_work(e, res + 2 + 2 * no);
+  for (size_t k = base; k < nw; k++) res[k] = kiln_kir_op_result(loop, k);
+  set_work(e, res + base);
   return kiln_kir_builder_ok(b);
+}
+
+/* Whether to take B's head: b_ok and (not a_ok, or B goes first). */
+static kiln_kir_value_t *take_b_of(sort_emit_t *e, kiln_kir_value_t *a_ok, kiln_kir_value_t *b_ok,
+                                   kiln_kir_value_t *b_first) {
+  kiln_kir_builder_t *b = &e->b;
+  if (!b_first) return NULL;
+  return kiln_kir_binary(
+      b, KILN_KIR_AND, b_ok,
+      kiln_kir_binary(b, KILN_KIR_OR, kiln_kir_unary(b, KILN_KIR_NOT, a_ok), b_first));
 }
 
 /* One merge pass (pass `lw`: sorted runs of w = 2^lw become runs of 2w) along the merge
@@ -865,7 +974,7 @@ static bool emit_merge_pass(sort_emit_t *e, bool into_scratch, kiln_kir_value_t 
   kiln_kir_value_t *args[MERGE_MAX_ITER] = {0}, *pos = NULL;
   kiln_kir_op_t *loop =
       merge_loop_open(e, c0, idx_min(e, idx_op(e, KILN_KIR_ADD, c0, idx_c(e, C)), idx_c(e, n)),
-                      init, args, &pos, &nw, &inner);
+                      init, 0, args, &pos, &nw, &inner);
   if (!loop) return false;
   r = pair_of(e, pos, lw);
   /* A pair's first position starts afresh: both heads at its runs' starts. */
@@ -888,8 +997,9 @@ static bool emit_merge_pass(sort_emit_t *e, bool into_scratch, kiln_kir_value_t 
       !merge_head(e, map, r.b_start, r.len_b, ib1, pos, from, nb))
     return false;
   kiln_kir_value_t *cur[2] = {ia, ib}, *nxt[2] = {ia1, ib1};
-  if (!merge_step_finish(e, into_scratch, map, pos, cur, nxt, a_ok, b_ok, xa, xb, na, nb, loop, nw,
-                         inner))
+  kiln_kir_value_t *take_b = take_b_of(e, a_ok, b_ok, less(e, xb, xa));
+  if (!merge_step_finish(e, into_scratch, map, pos, cur, nxt, take_b, xa, xb, na, nb, NULL, 0, loop,
+                         nw, inner))
     return false;
   kiln_elemental_exit(&e->fn, mark);
   if (iff) close_region(e, iff);
@@ -928,9 +1038,16 @@ static bool emit_row_merge_pass(sort_emit_t *e, bool into_scratch, kiln_kir_valu
   if (!row_elements(e, map, zero, s, from, init + 2) ||
       !row_elements(e, map, zero, b_head, from, init + 2 + no))
     return false;
+  /* With comparator keys, the heads' keys ride in the loop too (A's, then B's). */
+  int nk = e->p.key_op >= 0 ? 2 : 0;
+  if (nk) {
+    init[2 + 2 * no] = sort_key(e, init[2 + e->p.key_op]);
+    init[3 + 2 * no] = sort_key(e, init[2 + no + e->p.key_op]);
+    if (!init[2 + 2 * no] || !init[3 + 2 * no]) return false;
+  }
   size_t nw, inner;
   kiln_kir_value_t *args[MERGE_MAX_ITER] = {0}, *pos = NULL;
-  kiln_kir_op_t *loop = merge_loop_open(e, s, end, init, args, &pos, &nw, &inner);
+  kiln_kir_op_t *loop = merge_loop_open(e, s, end, init, nk, args, &pos, &nw, &inner);
   if (!loop) return false;
   kiln_kir_value_t *pa = args[0], *pb = args[1];
   kiln_kir_value_t *xa[SORT_MAX_OPERANDS], *xb[SORT_MAX_OPERANDS], *na[SORT_MAX_OPERANDS],
@@ -948,9 +1065,20 @@ static bool emit_row_merge_pass(sort_emit_t *e, bool into_scratch, kiln_kir_valu
     return false;
   kiln_kir_value_t *a_ok = kiln_kir_cmp(b, KILN_KIR_CMP_LT, pa, mid);
   kiln_kir_value_t *b_ok = kiln_kir_cmp(b, KILN_KIR_CMP_LT, pb, end);
-  kiln_kir_value_t *cur[2] = {pa, pb}, *nxt[2] = {pa1, pb1};
-  if (!merge_step_finish(e, into_scratch, map, pos, cur, nxt, a_ok, b_ok, xa, xb, na, nb, loop, nw,
-                         inner))
+  kiln_kir_value_t *cur[2] = {pa, pb}, *nxt[2] = {pa1, pb1}, *keys[2] = {NULL, NULL}, *take_b;
+  if (nk) {
+    /* The successors' keys are computed as they are loaded, off the compare -> select chain. */
+    kiln_kir_value_t *ka = args[2 + 2 * no], *kb = args[3 + 2 * no];
+    kiln_kir_value_t *nka = sort_key(e, na[e->p.key_op]), *nkb = sort_key(e, nb[e->p.key_op]);
+    take_b = take_b_of(e, a_ok, b_ok, nka && nkb ? keys_less(e, kb, ka) : NULL);
+    if (!take_b) return false;
+    keys[0] = select_element(e, take_b, ka, nka);
+    keys[1] = select_element(e, take_b, nkb, kb);
+  } else {
+    take_b = take_b_of(e, a_ok, b_ok, less(e, xb, xa));
+  }
+  if (!merge_step_finish(e, into_scratch, map, pos, cur, nxt, take_b, xa, xb, na, nb, keys, nk,
+                         loop, nw, inner))
     return false;
   kiln_elemental_exit(&e->fn, mark);
   close_region(e, outer);

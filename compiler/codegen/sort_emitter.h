@@ -46,7 +46,12 @@
  * no merge-path search) and one block per row: the network's steps at run-time distances
  * run as scalar code there (the pairs' positions are not affine in the thread), and the
  * merge measured 1.5-4x faster from 20 to 8,192 elements per row (session 45); rows of at
- * most 16 keep the network, whose constant-distance steps vectorize across rows.
+ * most 16 keep the network, whose constant-distance steps vectorize across rows. When the
+ * comparator is compare(key(a), key(b)) with one key function of one operand for both sides
+ * (JAX's: NaN and -0 canonicalized, then a total-order compare), each element's key is
+ * computed once, as the element is loaded, and the heads' keys ride in the merge loop
+ * (kiln_sort_launch_t.keyed): the compare -> select chain of a step no longer holds the key
+ * computation of both heads.
  *
  * UNIMPLEMENTED (named): sort operands that are not fusion parameters or constants, sort
  * outputs that are not each exactly one fusion output, complex types, non-default layouts.
@@ -79,6 +84,8 @@ typedef struct kiln_sort_launch {
   bool stable;
   bool merge;             /* stable and too long for shared positions: merge sort */
   bool in_shared;         /* the block's rows are sorted in shared memory */
+  bool keyed;             /* host merge: the comparator is compare(key(a), key(b)); each
+                             element's key is computed once, as it is loaded */
 } kiln_sort_launch_t;
 
 /* The launch for sort fusion `c` (see above) on the host (`host`, as

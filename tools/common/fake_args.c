@@ -1,7 +1,6 @@
 /* Deterministic fake arguments; see fake_args.h for the value conventions. */
 #include "tools/common/fake_args.h"
 
-#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
