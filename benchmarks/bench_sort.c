@@ -1,14 +1,17 @@
 /* Sort compile and run time on the host: one 65,536-element f32 row, 64 rows of 16,384, single
- * rows of 1,024 and 8,192, 4,096 rows of 32, stable single rows of 65,536 and 262,144, and the
- * corpus argsort (`argsort_axis_1024x512_bf16`). The host merge-sorts rows of more than 16
- * elements, one thread per row (sort_emitter.h): 16 and 18 passes for the long rows. For each:
- * the whole compile (passes, codegen, LLVM) and the minimum and median of `--reps` executes,
- * each as wall time and as the process's CPU time (on a loaded machine the CPU time is the
- * steadier figure; a one-row sort runs on one worker). The f32 cases also time a bottom-up
+ * rows of 1,024 and 8,192, 4,096 rows of 32, stable single rows of 65,536 and 262,144, 256 rows
+ * of 4,096 under JAX's comparator (NaN and -0 canonicalized, a total order: the host merge
+ * computes each element's key once; the C baseline calls the comparator per comparison, as a
+ * library sort does), and the corpus argsort (`argsort_axis_1024x512_bf16`). The host merge-sorts
+ * rows of more than 16 elements, one thread per row (sort_emitter.h): 16 and 18 passes for the long
+ * rows. For each: the whole compile (passes, codegen, LLVM) and the minimum and median of `--reps`
+ * executes, each as wall time and as the process's CPU time (on a loaded machine the CPU time is
+ * the steadier figure; a one-row sort runs on one worker). The f32 cases also time a bottom-up
  * merge sort in C on the same input, row after row on one thread (the baseline, same run),
  * and print kiln's median wall and CPU time over it. Goal (issue 20): the 65,536 row
  * compiles in <= 1 s.
  * Usage: bench_sort [--reps 5] */
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,23 +38,45 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-static const char *sort_text(const char *dims, int dim, bool stable, char *buf, size_t n) {
+/* JAX's float comparator: NaN made the canonical NaN and -0 made +0 on each side, then a
+ * total-order compare (what jnp.sort and argsort send). */
+static const char kJaxComparator[] =
+    "  zero = f32[] constant(0)\n  nan = f32[] constant(nan)\n"
+    "  ea = pred[] compare(a, zero), direction=EQ\n  za = f32[] select(ea, zero, a)\n"
+    "  na = pred[] compare(a, a), direction=NE\n  ka = f32[] select(na, nan, za)\n"
+    "  eb = pred[] compare(b, zero), direction=EQ\n  zb = f32[] select(eb, zero, b)\n"
+    "  nb = pred[] compare(b, b), direction=NE\n  kb = f32[] select(nb, nan, zb)\n"
+    "  ROOT lt = pred[] compare(ka, kb), direction=LT, type=TOTALORDER\n";
+
+static const char *sort_text(const char *dims, int dim, bool stable, bool jax, char *buf,
+                             size_t n) {
   snprintf(buf, n,
-           "HloModule sort\n\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
-           "  ROOT lt = pred[] compare(a, b), direction=LT\n}\n\n"
+           "HloModule sort\n\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n%s}\n\n"
            "ENTRY e {\n  p = f32[%s] parameter(0)\n"
            "  ROOT s = f32[%s] sort(p), dimensions={%d}%s, to_apply=cmp\n}\n",
-           dims, dims, dim, stable ? ", is_stable=true" : "");
+           jax ? kJaxComparator : "  ROOT lt = pred[] compare(a, b), direction=LT\n", dims, dims,
+           dim, stable ? ", is_stable=true" : "");
   return buf;
 }
 
-/* The baseline: a bottom-up stable merge sort of `n` floats by `<`, ping-ponging between
- * `a` and `tmp`; returns the buffer holding the result. */
-static float *c_merge_sort(float *a, float *tmp, int64_t n) {
+/* JAX's comparator in C, per comparison (as a library sort calling the comparator does): the
+ * canonical key's bits in total order. */
+static inline int32_t jax_key(float x) {
+  float k = x != x ? NAN : (x == 0.0f ? 0.0f : x);
+  int32_t i;
+  memcpy(&i, &k, sizeof i);
+  return i < 0 ? i ^ INT32_MAX : i;
+}
+
+/* The baseline: a bottom-up stable merge sort of `n` floats by `<` (or JAX's comparator),
+ * ping-ponging between `a` and `tmp`; returns the buffer holding the result. */
+static float *c_merge_sort(float *a, float *tmp, int64_t n, bool jax) {
   for (int64_t w = 1; w < n; w *= 2) {
     for (int64_t lo = 0; lo < n; lo += 2 * w) {
       int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
       int64_t i = lo, j = mid, k = lo;
+      if (jax)
+        while (i < mid && j < hi) tmp[k++] = jax_key(a[j]) < jax_key(a[i]) ? a[j++] : a[i++];
       while (i < mid && j < hi) tmp[k++] = a[j] < a[i] ? a[j++] : a[i++];
       while (i < mid) tmp[k++] = a[i++];
       while (j < hi) tmp[k++] = a[j++];
@@ -65,7 +90,7 @@ static float *c_merge_sort(float *a, float *tmp, int64_t n) {
 
 /* Median ms of `reps` C merge sorts of the `bytes / 4` floats at `input`, in rows of `row`
  * (one after another, on one thread). */
-static double c_merge_sort_ms(const void *input, size_t bytes, int64_t row, int reps) {
+static double c_merge_sort_ms(const void *input, size_t bytes, int64_t row, bool jax, int reps) {
   int64_t n = (int64_t)(bytes / sizeof(float));
   float *a = kiln_malloc(bytes), *tmp = kiln_malloc(bytes);
   double *t = kiln_calloc((size_t)reps, sizeof(double));
@@ -74,7 +99,7 @@ static double c_merge_sort_ms(const void *input, size_t bytes, int64_t row, int 
     memcpy(a, input, bytes);
     double t0 = kiln_clock_ms();
     for (int64_t lo = 0; lo + row <= n; lo += row)
-      sink += c_merge_sort(a + lo, tmp + lo, row)[row / 2];
+      sink += c_merge_sort(a + lo, tmp + lo, row, jax)[row / 2];
     t[r] = kiln_clock_ms() - t0;
   }
   (void)sink;
@@ -85,9 +110,10 @@ static double c_merge_sort_ms(const void *input, size_t bytes, int64_t row, int 
   return m;
 }
 
-/* c_row > 0: also time the C merge sort over rows of c_row floats of parameter 0. */
+/* c_row > 0: also time the C merge sort over rows of c_row floats of parameter 0 (with JAX's
+ * comparator when `jax`). */
 static kiln_status bench(kiln_device_t *dev, kiln_hlo_module_t *m, const char *label, int reps,
-                         int64_t c_row) {
+                         int64_t c_row, bool jax) {
   kiln_compile_options_t co;
   memset(&co, 0, sizeof co);
   kiln_executable_desc_t *d = NULL;
@@ -120,7 +146,7 @@ static kiln_status bench(kiln_device_t *dev, kiln_hlo_module_t *m, const char *l
     }
     if (!s) s = kiln_stream_memcpy_h2d(stream, params[i], host, (size_t)sizes[i]);
     if (!s) s = kiln_stream_synchronize(stream);
-    if (!s && c_row > 0 && i == 0) c_ms = c_merge_sort_ms(host, (size_t)sizes[i], c_row, reps);
+    if (!s && c_row > 0 && i == 0) c_ms = c_merge_sort_ms(host, (size_t)sizes[i], c_row, jax, reps);
     kiln_free(host);
   }
   double *rw = kiln_calloc((size_t)reps, sizeof(double)),
@@ -174,21 +200,22 @@ int main(int argc, char **argv) {
   if (s) return (int)kiln_status_report(s, "bench_sort");
   printf("host device %s, %d runs each\n", dev->name, reps);
   int failures = 0;
-  char text[1024];
-  /* dims, sort dimension, stable, C baseline's row length, label */
-  const char *cases[][5] = {{"65536", "0", "", "65536", "sort f32[65536]"},
-                            {"64,16384", "1", "", "16384", "sort f32[64,16384] dim 1"},
-                            {"1024", "0", "", "1024", "sort f32[1024]"},
-                            {"8192", "0", "", "8192", "sort f32[8192]"},
-                            {"4096,32", "1", "", "32", "sort f32[4096,32] dim 1"},
-                            {"65536", "0", "stable", "65536", "stable f32[65536]"},
-                            {"262144", "0", "stable", "262144", "stable f32[262144]"}};
+  char text[2048];
+  /* dims, sort dimension, stable, C baseline's row length, comparator ("jax" or <), label */
+  const char *cases[][6] = {{"65536", "0", "", "65536", "", "sort f32[65536]"},
+                            {"64,16384", "1", "", "16384", "", "sort f32[64,16384] dim 1"},
+                            {"1024", "0", "", "1024", "", "sort f32[1024]"},
+                            {"8192", "0", "", "8192", "", "sort f32[8192]"},
+                            {"4096,32", "1", "", "32", "", "sort f32[4096,32] dim 1"},
+                            {"65536", "0", "stable", "65536", "", "stable f32[65536]"},
+                            {"262144", "0", "stable", "262144", "", "stable f32[262144]"},
+                            {"256,4096", "1", "stable", "4096", "jax", "jax cmp f32[256,4096]"}};
   for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
     kiln_hlo_module_t *m = NULL;
-    bool stable = cases[c][2][0] != 0;
-    sort_text(cases[c][0], atoi(cases[c][1]), stable, text, sizeof text);
+    bool stable = cases[c][2][0] != 0, jax = cases[c][4][0] != 0;
+    sort_text(cases[c][0], atoi(cases[c][1]), stable, jax, text, sizeof text);
     s = kiln_hlo_parse_module(text, strlen(text), NULL, &m);
-    if (!s) s = bench(dev, m, cases[c][4], reps, atoll(cases[c][3]));
+    if (!s) s = bench(dev, m, cases[c][5], reps, atoll(cases[c][3]), jax);
     kiln_hlo_module_destroy(m);
     if (s) failures += kiln_status_report(s, "bench_sort") != 0;
   }
@@ -198,7 +225,7 @@ int main(int argc, char **argv) {
            kiln_corpus_dir());
   kiln_hlo_file_t *f = NULL;
   s = kiln_hlo_file_load(path, &f);
-  if (!s) s = bench(dev, f->modules[0], "argsort 1024x512 bf16", reps, 0);
+  if (!s) s = bench(dev, f->modules[0], "argsort 1024x512 bf16", reps, 0, false);
   kiln_hlo_file_free(f);
   if (s) failures += kiln_status_report(s, "bench_sort") != 0;
   kiln_device_destroy(dev);
