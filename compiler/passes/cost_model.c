@@ -19,14 +19,18 @@ const kiln_cost_device_t *kiln_cost_device_default(void) {
   return &kDefaultDevice;
 }
 
-static double elems(const kiln_shape_t *s) {
+double kiln_cost_shape_elements(const kiln_shape_t *s) {
   if (!s) return 0;
   if (kiln_shape_is_tuple(s)) {
     double n = 0;
-    for (int i = 0; i < s->num_elements; i++) n += elems(s->elements[i]);
+    for (int i = 0; i < s->num_elements; i++) n += kiln_cost_shape_elements(s->elements[i]);
     return n;
   }
   return kiln_shape_is_array(s) ? (double)kiln_shape_num_elements(s) : 0;
+}
+
+static double elems(const kiln_shape_t *s) {
+  return kiln_cost_shape_elements(s);
 }
 
 int64_t kiln_cost_shape_bytes(const kiln_shape_t *s) {

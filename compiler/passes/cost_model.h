@@ -36,6 +36,8 @@ const kiln_cost_device_t *kiln_cost_device_default(void);
 double kiln_cost_elementwise_flops(kiln_hlo_opcode_t op, kiln_elem_type_t t);
 /* Bytes of the array leaves of a shape (tuples summed). */
 int64_t kiln_cost_shape_bytes(const kiln_shape_t *s);
+/* Elements of every array leaf of `s`, added up. */
+double kiln_cost_shape_elements(const kiln_shape_t *s);
 
 /* How many times each element of operand `k` of `in` is read per run of `in` (for a
  * fusion: through its fused computation). */

@@ -94,19 +94,11 @@ static int fused_operand_count(const kiln_hlo_instruction_t *p, const kiln_hlo_i
   return n;
 }
 
-/* Elements of every leaf of `s`. */
-static int64_t leaf_elements(const kiln_shape_t *s) {
-  if (!kiln_shape_is_tuple(s)) return kiln_shape_is_array(s) ? kiln_shape_num_elements(s) : 0;
-  int64_t n = 0;
-  for (int i = 0; i < s->num_elements; i++) n += leaf_elements(s->elements[i]);
-  return n;
-}
-
 /* Whether `in` reads and writes at most KILN_FUSION_TINY_ELEMENTS elements a value. */
 static bool tiny(const kiln_hlo_instruction_t *in) {
-  if (leaf_elements(in->shape) > KILN_FUSION_TINY_ELEMENTS) return false;
+  if (kiln_cost_shape_elements(in->shape) > KILN_FUSION_TINY_ELEMENTS) return false;
   for (int k = 0; k < in->num_operands; k++)
-    if (leaf_elements(in->operands[k]->shape) > KILN_FUSION_TINY_ELEMENTS) return false;
+    if (kiln_cost_shape_elements(in->operands[k]->shape) > KILN_FUSION_TINY_ELEMENTS) return false;
   return true;
 }
 

@@ -3,7 +3,7 @@
 # naming what they need and what the machine has (it used to allocate them until the kernel's
 # out-of-memory killer ended it: a corpus llama module needs 35 GiB of inputs), on the
 # reference, through the plugin and --direct; exit status 1, not a signal's.
-# usage: inputs_past_memory.sh KILN_RUN
+# usage: inputs_past_memory.sh KILN_RUN [CORPUS_DIR]
 set -u
 . "$(dirname "$0")/common.sh"
 refused_everywhere "$1" "$(dirname "$0")/huge_parameter.hlo" \
@@ -23,5 +23,14 @@ if [ -n "$kb" ]; then
   [ "$rc" -eq 1 ] || fail "two parameters of 0.6 x MemAvailable: exit status $rc, want 1: $out"
   printf '%s\n' "$out" | grep -q 'RESOURCE_EXHAUSTED: fake args: the inputs need' ||
     fail "two parameters of 0.6 x MemAvailable: not refused: $out"
+fi
+# The corpus case: a llama 405b training step's 35.5 GiB of inputs, where there is less.
+llama="${2:-}/xla/xla__tools__benchmarks__hlo__hlo_llama31_405b_bf16_16x8.hlo"
+if [ -n "${2:-}" ] && [ -r "$llama" ] && [ -n "$kb" ] && [ "$kb" -lt $((30 * 1024 * 1024)) ]; then
+  out=$("$1" --backend=host --direct "$llama" 2>&1)
+  rc=$?
+  [ "$rc" -eq 1 ] || fail "llama31_405b_bf16_16x8: exit status $rc, want 1: $out"
+  printf '%s\n' "$out" | grep -q 'RESOURCE_EXHAUSTED: fake args: the inputs need 35.[0-9]* GiB' ||
+    fail "llama31_405b_bf16_16x8: not refused for its 35 GiB of inputs: $out"
 fi
 echo "inputs past memory: refused on every backend"
