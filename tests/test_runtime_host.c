@@ -1308,16 +1308,30 @@ static kiln_status failing_command(void *ctx, kiln_stream_t *stream,
   return kiln_status_make(KILN_INTERNAL, "failing_command: asked to fail");
 }
 
+/* n buffers of one block of floats each. */
+static void alloc_blocks(fixture_t *g, kiln_devptr_t *out, int n) {
+  for (int i = 0; i < n; i++) ASSERT_OK(kiln_device_mem_alloc(g->dev, BS * 4, &out[i]));
+}
+
+/* A custom-call command that fails, counting its calls in *calls. */
+static kiln_cmd_custom_call_t failing_call(int *calls) {
+  return (kiln_cmd_custom_call_t){.fn = failing_command,
+                                  .ctx = calls,
+                                  .uid = kiln_cmd_custom_call_next_uid(),
+                                  .name = "cc.fail",
+                                  .target = "failing_command",
+                                  .num_operands = 1};
+}
+
 /* A list of one-block kernels only (direct calls, without the stream's lock when it is idle)
  * behaves as any other stream work after a failure: skipped until the failure is returned by a
  * synchronize, then replayed again. */
 static void test_host_replay_of_direct_kernels_is_skipped_after_a_stream_failure(void **state) {
   (void)state;
   fixture_t g = fresh_fixture();
-  kiln_devptr_t a, b, c;
-  ASSERT_OK(kiln_device_mem_alloc(g.dev, BS * 4, &a));
-  ASSERT_OK(kiln_device_mem_alloc(g.dev, BS * 4, &b));
-  ASSERT_OK(kiln_device_mem_alloc(g.dev, BS * 4, &c));
+  kiln_devptr_t blocks[3];
+  alloc_blocks(&g, blocks, 3);
+  kiln_devptr_t a = blocks[0], b = blocks[1], c = blocks[2];
   float *fa = (float *)(uintptr_t)a, *fc = (float *)(uintptr_t)c;
   for (int i = 0; i < BS; i++) fa[i] = (float)i;
   kiln_launch_dims_t one = dims1(1);
@@ -1328,12 +1342,7 @@ static void test_host_replay_of_direct_kernels_is_skipped_after_a_stream_failure
   kiln_cmd_list_push_kernel(&direct, kernel(&g, "add_one"), &one, k1, 2);
   kiln_cmd_list_push_kernel(&direct, kernel(&g, "scale2"), &one, k2, 2);
   int calls = 0;
-  kiln_cmd_custom_call_t cc = {.fn = failing_command,
-                               .ctx = &calls,
-                               .uid = kiln_cmd_custom_call_next_uid(),
-                               .name = "cc.fail",
-                               .target = "failing_command",
-                               .num_operands = 1};
+  kiln_cmd_custom_call_t cc = failing_call(&calls);
   kiln_devptr_t addrs[2] = {a, b};
   kiln_cmd_list_push_custom_call(&failing, &cc, NULL, addrs, 2);
   kiln_cmd_cache_t *cache = kiln_device_cmd_cache(g.dev);
@@ -1362,9 +1371,56 @@ static void test_host_replay_of_direct_kernels_is_skipped_after_a_stream_failure
   for (int i = 0; i < BS; i++) assert_true(fc[i] == 2.0f * ((float)i + 1.0f));
   kiln_cmd_list_free(&direct);
   kiln_cmd_list_free(&failing);
-  kiln_device_mem_free(g.dev, a);
-  kiln_device_mem_free(g.dev, b);
-  kiln_device_mem_free(g.dev, c);
+  for (int i = 0; i < 3; i++) kiln_device_mem_free(g.dev, blocks[i]);
+  fixture_release(&g);
+}
+
+/* A kernel, memset or copy submitted to an idle stream runs on the calling thread without the
+ * stream's lock or an operation object (submit); after a failure the stream is idle too, and
+ * they are skipped as queued work would be until a synchronize returns the failure, then run
+ * again. */
+static void test_host_idle_stream_skips_kernels_copies_and_memsets_after_a_failure(void **state) {
+  (void)state;
+  fixture_t g = fresh_fixture();
+  kiln_devptr_t blocks[3];
+  alloc_blocks(&g, blocks, 3);
+  kiln_devptr_t a = blocks[0], b = blocks[1], c = blocks[2];
+  float *fa = (float *)(uintptr_t)a, *fb = (float *)(uintptr_t)b, *fc = (float *)(uintptr_t)c;
+  kiln_launch_dims_t one = dims1(1);
+  uint64_t ab[2] = {a, b};
+  float two = 2.0f;
+  uint32_t two_bits;
+  memcpy(&two_bits, &two, 4);
+  int calls = 0;
+  kiln_cmd_custom_call_t cc = failing_call(&calls);
+  kiln_devptr_t addrs[2] = {a, b};
+  kiln_cmd_list_t failing;
+  kiln_cmd_list_init(&failing);
+  kiln_cmd_list_push_custom_call(&failing, &cc, NULL, addrs, 2);
+  kiln_cmd_cache_t *cache = kiln_device_cmd_cache(g.dev);
+  for (int round = 0; round < 2; round++) {
+    for (int i = 0; i < BS; i++) fa[i] = (float)i, fb[i] = -1.0f, fc[i] = -1.0f;
+    kiln_cmd_action_t action;
+    if (round == 0) ASSERT_OK(kiln_cmd_cache_execute(cache, g.stream, &failing, &action));
+    ASSERT_OK(kiln_stream_launch(g.stream, kernel(&g, "add_one"), &one, ab, 2)); /* b = a + 1 */
+    ASSERT_OK(kiln_stream_memset(g.stream, a, two_bits, 4, BS));                 /* a = 2 */
+    ASSERT_OK(kiln_stream_memcpy_d2d(g.stream, c, a, BS * 4));                   /* c = a */
+    kiln_status s = kiln_stream_synchronize(g.stream);
+    if (round == 0) {
+      assert_non_null(s);
+      assert_non_null(strstr(kiln_status_message(s), "failing_command: asked to fail"));
+      kiln_status_free(s);
+      for (int i = 0; i < BS; i++)
+        assert_true(fa[i] == (float)i && fb[i] == -1.0f && fc[i] == -1.0f); /* all skipped */
+    } else {
+      ASSERT_OK(s);
+      for (int i = 0; i < BS; i++)
+        assert_true(fa[i] == 2.0f && fb[i] == (float)i + 1.0f && fc[i] == 2.0f);
+    }
+  }
+  assert_int_equal(calls, 1);
+  kiln_cmd_list_free(&failing);
+  for (int i = 0; i < 3; i++) kiln_device_mem_free(g.dev, blocks[i]);
   fixture_release(&g);
 }
 
@@ -1427,6 +1483,7 @@ int main(void) {
       cmocka_unit_test(test_host_replay_runs_every_command_kind_in_order_and_patches_one_kernel),
       cmocka_unit_test(test_host_replay_queued_behind_a_busy_stream_runs_in_order_before_a_patch),
       cmocka_unit_test(test_host_replay_of_direct_kernels_is_skipped_after_a_stream_failure),
+      cmocka_unit_test(test_host_idle_stream_skips_kernels_copies_and_memsets_after_a_failure),
       cmocka_unit_test(test_host_replay_of_direct_kernels_waits_for_work_queued_before_it),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

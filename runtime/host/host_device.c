@@ -1,7 +1,8 @@
 /* The host device (host_device.h).
  *
  * Streams: each stream owns a worker thread that drains a FIFO of operations in order (an
- * operation submitted to an idle stream runs on the submitting thread: op_submit);
+ * operation submitted to an idle stream runs on the submitting thread: op_submit, and without
+ * the stream's lock for kernels, copies, memsets and gemms: submit);
  * operations are recycled through a per-stream free list, so the steady state does not
  * allocate. Kernels split their blocks over the device's kiln_host_pool. An operation that
  * fails makes the stream sticky-failed: later work is skipped (events still complete, so
@@ -58,6 +59,7 @@ typedef struct host_op {
       int64_t num_blocks;
       void **args; /* points at inline_args or heap_args */
       void *inline_args[OP_INLINE_ARGS];
+      int num_args;
       const char *name;
     } k;
     struct {
@@ -424,18 +426,60 @@ static void host_stream_destroy(kiln_stream_t *base) {
   kiln_free(s);
 }
 
-static kiln_status host_memcpy(kiln_stream_t *base, void *dst, const void *src, size_t n) {
-  host_stream_t *s = (host_stream_t *)base;
+/* Runs `req` (a kernel, copy, memset or gemm) right here when the stream is idle, as
+ * host_exec_launch runs a recorded list: nothing queued or running, so no lock and no
+ * operation are needed, which is most of what a scalar kernel in a while loop's body costs
+ * (stream_idle_unlocked says why reading without the mutex is safe). Otherwise queues a copy
+ * of it, which op_submit may still run here. A kernel's arguments are copied into the queued
+ * operation; the caller's array may go away on return. */
+static kiln_status submit(host_stream_t *s, host_op_t *req) {
+  if (!s->overlap && stream_idle_unlocked(s) && !s->error) {
+    kiln_status st = run_op(s, req);
+    if (st) { /* kept for the next synchronize, as op_finish keeps a queued one's */
+      kiln_mutex_lock(&s->mu);
+      if (!s->error)
+        s->error = st;
+      else
+        kiln_status_free(st);
+      kiln_mutex_unlock(&s->mu);
+    }
+    return NULL;
+  }
   kiln_mutex_lock(&s->mu);
   host_op_t *op = op_get(s);
   if (!op) return op_refused(s);
-  op->kind = OP_COPY;
-  op->u.copy.dst = dst;
-  op->u.copy.src = src;
-  op->u.copy.n = n;
+  op->kind = req->kind;
+  op->u = req->u; /* the parts the kind does not use are copied uninitialized, never read */
+  if (req->kind == OP_KERNEL) {
+    int n = req->u.k.num_args;
+    if (n <= OP_INLINE_ARGS) {
+      op->u.k.args = op->u.k.inline_args;
+    } else {
+      if (op->heap_cap < n) {
+        void **args = kiln_try_realloc(op->heap_args, (size_t)n * sizeof(void *));
+        if (!args) {
+          op_put(s, op);
+          return op_refused(s);
+        }
+        op->heap_args = args;
+        op->heap_cap = n;
+      }
+      op->u.k.args = op->heap_args;
+    }
+    memcpy(op->u.k.args, req->u.k.args, (size_t)n * sizeof(void *));
+  }
   op_submit(s, op);
   kiln_mutex_unlock(&s->mu);
   return NULL;
+}
+
+static kiln_status host_memcpy(kiln_stream_t *base, void *dst, const void *src, size_t n) {
+  host_op_t req; /* not zeroed: see host_launch */
+  req.kind = OP_COPY;
+  req.u.copy.dst = dst;
+  req.u.copy.src = src;
+  req.u.copy.n = n;
+  return submit((host_stream_t *)base, &req);
 }
 
 static kiln_status host_memcpy_d2d(kiln_stream_t *s, kiln_devptr_t dst, kiln_devptr_t src,
@@ -451,64 +495,41 @@ static kiln_status host_memcpy_d2h(kiln_stream_t *s, void *dst, kiln_devptr_t sr
 
 static kiln_status host_memset(kiln_stream_t *base, kiln_devptr_t dst, uint32_t pattern,
                                int elem_size, size_t count) {
-  host_stream_t *s = (host_stream_t *)base;
-  kiln_mutex_lock(&s->mu);
-  host_op_t *op = op_get(s);
-  if (!op) return op_refused(s);
-  op->kind = OP_MEMSET;
-  op->u.set.dst = (void *)(uintptr_t)dst;
-  op->u.set.pattern = pattern;
-  op->u.set.elem_size = elem_size;
-  op->u.set.count = count;
-  op_submit(s, op);
-  kiln_mutex_unlock(&s->mu);
-  return NULL;
+  host_op_t req; /* not zeroed: see host_launch */
+  req.kind = OP_MEMSET;
+  req.u.set.dst = (void *)(uintptr_t)dst;
+  req.u.set.pattern = pattern;
+  req.u.set.elem_size = elem_size;
+  req.u.set.count = count;
+  return submit((host_stream_t *)base, &req);
 }
 
 static kiln_status host_launch(kiln_stream_t *base, const kiln_kernel_t *k,
                                const kiln_launch_dims_t *d, const uint64_t *args, int num_args) {
-  host_stream_t *s = (host_stream_t *)base;
-  kiln_mutex_lock(&s->mu);
-  host_op_t *op = op_get(s);
-  if (!op) return op_refused(s);
-  op->kind = OP_KERNEL;
-  op->u.k.fn = (kiln_host_kernel_fn)k->handle;
-  op->u.k.num_blocks = (int64_t)kiln_launch_dims_num_blocks(d);
-  op->u.k.name = k->name;
-  if (num_args <= OP_INLINE_ARGS) {
-    op->u.k.args = op->u.k.inline_args;
-  } else {
-    if (op->heap_cap < num_args) {
-      void **args = kiln_try_realloc(op->heap_args, (size_t)num_args * sizeof(void *));
-      if (!args) {
-        op_put(s, op);
-        return op_refused(s);
-      }
-      op->heap_args = args;
-      op->heap_cap = num_args;
-    }
-    op->u.k.args = op->heap_args;
-  }
-  for (int i = 0; i < num_args; i++) op->u.k.args[i] = (void *)(uintptr_t)args[i];
-  op_submit(s, op);
-  kiln_mutex_unlock(&s->mu);
-  return NULL;
+  void *argv[KILN_KERNEL_MAX_ARGS];
+  if (num_args < 0 || num_args > KILN_KERNEL_MAX_ARGS)
+    return KILN_ERR_INVALID("host launch of %s: %d arguments (at most %d)", k->name, num_args,
+                            KILN_KERNEL_MAX_ARGS);
+  for (int i = 0; i < num_args; i++) argv[i] = (void *)(uintptr_t)args[i];
+  host_op_t req; /* not zeroed: the union is a gemm's size, and this is a hot path */
+  req.kind = OP_KERNEL;
+  req.u.k.fn = (kiln_host_kernel_fn)k->handle;
+  req.u.k.num_blocks = (int64_t)kiln_launch_dims_num_blocks(d);
+  req.u.k.args = argv;
+  req.u.k.num_args = num_args;
+  req.u.k.name = k->name;
+  return submit((host_stream_t *)base, &req);
 }
 
 static kiln_status host_gemm_op(kiln_stream_t *base, const kiln_gemm_desc_t *g, kiln_devptr_t a,
                                 kiln_devptr_t b, kiln_devptr_t c) {
-  host_stream_t *s = (host_stream_t *)base;
-  kiln_mutex_lock(&s->mu);
-  host_op_t *op = op_get(s);
-  if (!op) return op_refused(s);
-  op->kind = OP_GEMM;
-  op->u.gemm.g = *g;
-  op->u.gemm.a = (const void *)(uintptr_t)a;
-  op->u.gemm.b = (const void *)(uintptr_t)b;
-  op->u.gemm.c = (void *)(uintptr_t)c;
-  op_submit(s, op);
-  kiln_mutex_unlock(&s->mu);
-  return NULL;
+  host_op_t req; /* not zeroed: see host_launch */
+  req.kind = OP_GEMM;
+  req.u.gemm.g = *g;
+  req.u.gemm.a = (const void *)(uintptr_t)a;
+  req.u.gemm.b = (const void *)(uintptr_t)b;
+  req.u.gemm.c = (void *)(uintptr_t)c;
+  return submit((host_stream_t *)base, &req);
 }
 
 /* ---- events ----------------------------------------------------------------------------- */
