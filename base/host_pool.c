@@ -269,18 +269,19 @@ CALLS_JIT_CODE kiln_status kiln_host_pool_launch(kiln_host_pool_t *p, kiln_host_
                                                  int64_t min_chunk) {
   if (!fn || num_blocks < 0) return KILN_ERR_INVALID("host launch: bad kernel or block count");
   if (num_blocks == 0) return NULL;
-  int64_t chunk = 1, count = num_blocks;
-  if (p && p->num_workers > 1) {
-    chunk = num_blocks / ((int64_t)p->num_workers * CHUNKS_PER_WORKER);
-    if (chunk < 1) chunk = 1;
-    if (chunk < min_chunk) chunk = min_chunk;
-    count = num_blocks / chunk + (num_blocks % chunk != 0);
-    if (count > MAX_CHUNKS) {
-      chunk = num_blocks / MAX_CHUNKS + 1;
-      count = num_blocks / chunk + (num_blocks % chunk != 0);
-    }
+  if (num_blocks == 1 || !p || p->num_workers == 1) { /* no split: skip the divisions below */
+    fn(args, 0, num_blocks);
+    return NULL;
   }
-  if (!p || p->num_workers == 1 || count <= 1) {
+  int64_t chunk = num_blocks / ((int64_t)p->num_workers * CHUNKS_PER_WORKER);
+  if (chunk < 1) chunk = 1;
+  if (chunk < min_chunk) chunk = min_chunk;
+  int64_t count = num_blocks / chunk + (num_blocks % chunk != 0);
+  if (count > MAX_CHUNKS) {
+    chunk = num_blocks / MAX_CHUNKS + 1;
+    count = num_blocks / chunk + (num_blocks % chunk != 0);
+  }
+  if (count <= 1) {
     fn(args, 0, num_blocks);
     return NULL;
   }
