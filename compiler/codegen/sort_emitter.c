@@ -16,7 +16,8 @@
 /* Rows of fewer pairs than this share a block. */
 #define SORT_MIN_BLOCK_THREADS 128
 #define SORT_MAX_THREADS 1024
-/* Working tensors threaded through the kernel's loops: outputs, scratch, positions. */
+/* Working tensors threaded through the kernel's loops: outputs, scratch, positions or radix
+ * counters. */
 #define SORT_MAX_WORK (2 * SORT_MAX_OPERANDS + 1)
 /* Step distances 2^0 .. 2^(N-1) get a step with a constant distance (emit_steps). */
 #define SORT_CONST_DISTANCES 4
@@ -102,6 +103,9 @@ typedef struct sort_plan {
   /* The comparator as compare(key(p[2i]), key(p[2i+1])) (comparator_keys), else key_op -1. */
   int key_op;
   const kiln_hlo_instruction_t *key_a, *key_b;
+  /* Radix (l.radix): the key's operand, its bits, and how they map to an unsigned order. */
+  int radix_op, radix_bits;
+  bool radix_float, radix_signed, radix_descending;
 } sort_plan_t;
 
 /* Whether `x` (reading only parameter px) and `y` (only py) compute the same function of their
@@ -181,6 +185,43 @@ static void comparator_keys(sort_plan_t *p) {
       return;
     }
   }
+}
+
+/* Whether the comparator sorts by the bits of one key (sort_emitter.h, "Radix"): LT or GT on
+ * operand i's elements (parameters 2i, 2i + 1) or on their key (comparator_keys), a scalar of
+ * 8, 16 or 32 bits compared in its type's total order (bf16, f16 or f32 with TOTALORDER; an
+ * integer as its signedness says). Sets the radix_* fields. */
+static bool radix_plan(sort_plan_t *p) {
+  const kiln_hlo_instruction_t *r = p->cmp->root;
+  if (r->opcode != KILN_OP_COMPARE || r->num_operands != 2 ||
+      (r->comparison_direction != KILN_CMP_LT && r->comparison_direction != KILN_CMP_GT))
+    return false;
+  const kiln_hlo_instruction_t *a = r->operands[0], *b = r->operands[1];
+  int op = p->key_op;
+  if (a->opcode == KILN_OP_PARAMETER && b->opcode == KILN_OP_PARAMETER &&
+      a->parameter_number % 2 == 0 && b->parameter_number == a->parameter_number + 1)
+    op = (int)(a->parameter_number / 2);
+  if (op < 0 || !kiln_shape_is_array(a->shape) || a->shape->rank != 0) return false;
+  kiln_elem_type_t t = a->shape->type;
+  int bits = kiln_elem_type_bits(t);
+  kiln_cmp_type_t ct = r->comparison_type;
+  bool is_float = kiln_elem_type_is_float(t), is_signed = kiln_elem_type_is_signed_int(t);
+  if (is_float) {
+    /* 8-bit floats' NaN encodings (fnuz: the negative zero) leave sign-magnitude order. */
+    if (ct != KILN_CMP_TYPE_TOTALORDER || (bits != 16 && bits != 32)) return false;
+  } else if (is_signed || kiln_elem_type_is_unsigned_int(t)) {
+    kiln_cmp_type_t own = is_signed ? KILN_CMP_TYPE_SIGNED : KILN_CMP_TYPE_UNSIGNED;
+    if ((ct != KILN_CMP_TYPE_DEFAULT && ct != own) || (bits != 8 && bits != 16 && bits != 32))
+      return false;
+  } else {
+    return false;
+  }
+  p->radix_op = op;
+  p->radix_bits = bits;
+  p->radix_float = is_float;
+  p->radix_signed = is_signed;
+  p->radix_descending = r->comparison_direction == KILN_CMP_GT;
+  return true;
 }
 
 static kiln_status plan(const kiln_hlo_computation_t *c, bool host, sort_plan_t *p) {
@@ -275,6 +316,11 @@ static kiln_status plan(const kiln_hlo_computation_t *c, bool host, sort_plan_t 
     p->pair_iters = 0;
     comparator_keys(p);
     p->l.keyed = p->key_op >= 0;
+    if (n <= INT32_MAX && radix_plan(p) &&
+        n >= KILN_SORT_RADIX_MIN_ROW_PER_BYTE * (p->radix_bits / 8)) {
+      p->l.radix = true;
+      p->l.steps = p->radix_bits / 8;
+    }
   } else if (p->l.stable && p->l.steps > 0) {
     p->l.shared_bytes = elems * 4;
     if (p->l.shared_bytes > SORT_MAX_SHARED_BYTES) {
@@ -327,6 +373,7 @@ typedef struct sort_emit {
   kiln_kir_value_t *work[SORT_MAX_OPERANDS]; /* current value of sort output k's buffer */
   kiln_kir_value_t *scr[SORT_MAX_OPERANDS];  /* merge: current value of scratch tensor k */
   kiln_kir_value_t *pos;             /* stable: shared positions, else NULL */
+  kiln_kir_value_t *counts;          /* radix: the shared counters, else NULL */
   kiln_kir_value_t *staged[SORT_MAX_OPERANDS]; /* in_shared: the sorted rows, for the copy out */
   kiln_kir_value_t *th, *bl;
 } sort_emit_t;
@@ -380,6 +427,7 @@ static const kiln_kir_type_t *const *work_types(sort_emit_t *e, const kiln_kir_t
   for (int i = 0; i < e->p.nops; i++) t[k++] = e->work[i]->type;
   for (int i = 0; e->p.l.merge && i < e->p.nops; i++) t[k++] = e->scr[i]->type;
   if (e->pos) t[k++] = e->pos->type;
+  if (e->counts) t[k++] = e->counts->type;
   *n = k;
   return t;
 }
@@ -389,6 +437,7 @@ static size_t work_values(sort_emit_t *e, kiln_kir_value_t **v) {
   for (int i = 0; i < e->p.nops; i++) v[k++] = e->work[i];
   for (int i = 0; e->p.l.merge && i < e->p.nops; i++) v[k++] = e->scr[i];
   if (e->pos) v[k++] = e->pos;
+  if (e->counts) v[k++] = e->counts;
   return k;
 }
 
@@ -396,7 +445,8 @@ static void set_work(sort_emit_t *e, kiln_kir_value_t *const *v) {
   int k = 0;
   for (int i = 0; i < e->p.nops; i++) e->work[i] = v[k++];
   for (int i = 0; e->p.l.merge && i < e->p.nops; i++) e->scr[i] = v[k++];
-  if (e->pos) e->pos = v[k];
+  if (e->pos) e->pos = v[k++];
+  if (e->counts) e->counts = v[k];
 }
 
 /* Opens `for iv in [lb, ub) step step` threading the working tensors; the builder is left in
@@ -1128,6 +1178,121 @@ static bool emit_merge(sort_emit_t *e) {
   return kiln_kir_builder_ok(b);
 }
 
+/* Element x's key (operand radix_op's element) as an unsigned integer in the comparator's
+ * order (sort_emitter.h, "Radix"), an index value below 2^radix_bits. */
+static kiln_kir_value_t *radix_key(sort_emit_t *e, kiln_kir_value_t *x) {
+  sort_plan_t *p = &e->p;
+  kiln_kir_builder_t *b = &e->b;
+  kiln_kir_value_t *k = p->key_a ? sort_key(e, x) : x;
+  if (!k) return NULL;
+  int bits = p->radix_bits;
+  kiln_elem_type_t ut = bits == 8 ? KILN_U8 : bits == 16 ? KILN_U16 : KILN_U32;
+  if (k->type->elem != ut) k = kiln_kir_bitcast(b, k, kiln_kir_type_scalar(e->m, ut));
+  kiln_kir_value_t *u = kiln_kir_convert(b, k, kiln_kir_type_index(e->m)); /* zero-extended */
+  kiln_kir_value_t *sign = idx_c(e, (int64_t)1 << (bits - 1)),
+                   *all = idx_c(e, ((int64_t)1 << bits) - 1);
+  if (p->radix_float) {
+    /* Total order: negatives (sign set) reversed below the positives. */
+    kiln_kir_value_t *neg =
+        kiln_kir_cmp(b, KILN_KIR_CMP_NE, idx_op(e, KILN_KIR_AND, u, sign), idx_c(e, 0));
+    u = kiln_kir_select(b, neg, idx_op(e, KILN_KIR_XOR, u, all), idx_op(e, KILN_KIR_OR, u, sign));
+  } else if (p->radix_signed) {
+    u = idx_op(e, KILN_KIR_XOR, u, sign);
+  }
+  return p->radix_descending ? idx_op(e, KILN_KIR_XOR, u, all) : u;
+}
+
+/* The counter of byte `d` of key `u`: d * 256 + ((u >> 8 d) & 255). */
+static kiln_kir_value_t *radix_slot(sort_emit_t *e, kiln_kir_value_t *u, int d) {
+  kiln_kir_value_t *byte =
+      idx_op(e, KILN_KIR_AND, idx_op(e, KILN_KIR_SHR_LOGICAL, u, idx_c(e, 8 * d)), idx_c(e, 255));
+  return idx_op(e, KILN_KIR_ADD, byte, idx_c(e, 256 * d));
+}
+
+/* counts[slot] += delta (an s32 counter); returns the new count. */
+static kiln_kir_value_t *radix_bump(sort_emit_t *e, kiln_kir_value_t *slot, int delta) {
+  kiln_kir_builder_t *b = &e->b;
+  kiln_kir_value_t *c = kiln_kir_binary(b, KILN_KIR_ADD, kiln_kir_extract(b, e->counts, &slot, 1),
+                                        kiln_kir_const_int(b, KILN_S32, delta));
+  e->counts = kiln_kir_insert(b, c, e->counts, &slot, 1);
+  return c;
+}
+
+/* The radix sort of the block's row (sort_emitter.h, "Radix"; one thread per row, the merge's
+ * launch and scratch tensors):
+ *   counts[0 .. 256 P) = 0;  for i in [0, n): counts[slot(key(i), d)] += 1 for each byte d
+ *   for j in [1, 256): counts[256 d + j] += counts[256 d + j - 1] for each d (inclusive sums)
+ *   pass d in [0, P): for i = n - 1 down to 0: to[--counts[slot(key(i), d)]] = from[i]
+ * Walking the row backwards from each byte's end keeps equal bytes in order. The passes
+ * alternate between the outputs and the scratch tensors as the merge's do (the inputs copied
+ * into the one the first pass reads, the last pass writing the outputs); the passes are
+ * unrolled here (at most 4), so each byte's shift is a constant. */
+static bool emit_radix(sort_emit_t *e) {
+  sort_plan_t *p = &e->p;
+  kiln_kir_builder_t *b = &e->b;
+  int P = (int)p->l.steps;
+  int64_t n = p->l.row_length, nbins = 256 * (int64_t)P;
+  e->counts = kiln_kir_alloc_shared(b, KILN_S32, 1, &nbins);
+  kiln_kir_value_set_name(e->counts, "counts");
+  bool copy_to_scratch = P % 2 == 1;
+  if (copy_to_scratch) swap_work_and_scratch(e);
+  bool copied = emit_copy(e, COPY_IN);
+  if (copy_to_scratch) swap_work_and_scratch(e);
+  if (!copied) return false;
+  kiln_indexing_map_t *map = position_map(e, 1, kiln_affine_dim(e->x, 1));
+  kiln_kir_value_t *zero = idx_c(e, 0), *iv = NULL, *xs[SORT_MAX_OPERANDS];
+  kiln_kir_op_t *loop = open_work_loop(e, 0, nbins, &iv);
+  if (!loop) return false;
+  e->counts = kiln_kir_insert(b, kiln_kir_const_int(b, KILN_S32, 0), e->counts, &iv, 1);
+  close_region(e, loop);
+  /* The histograms, read from the buffer the first pass reads. */
+  loop = open_work_loop(e, 0, n, &iv);
+  if (!loop) return false;
+  size_t mark;
+  kiln_elemental_enter(&e->fn, b->region, &mark);
+  kiln_kir_value_t *const *first = copy_to_scratch ? e->scr : e->work;
+  kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
+  if (!row_element(e, map, zero, iv, idx)) return false;
+  kiln_kir_value_t *u = radix_key(e, kiln_kir_extract(b, first[p->radix_op], idx, (size_t)p->rank));
+  if (!u) return false;
+  for (int d = 0; d < P; d++) radix_bump(e, radix_slot(e, u, d), 1);
+  kiln_elemental_exit(&e->fn, mark);
+  close_region(e, loop);
+  loop = open_work_loop(e, 1, 256, &iv);
+  if (!loop) return false;
+  for (int d = 0; d < P; d++) {
+    kiln_kir_value_t *j = idx_op(e, KILN_KIR_ADD, iv, idx_c(e, 256 * d));
+    kiln_kir_value_t *j1 = idx_op(e, KILN_KIR_SUB, j, idx_c(e, 1));
+    kiln_kir_value_t *sum = kiln_kir_binary(b, KILN_KIR_ADD, kiln_kir_extract(b, e->counts, &j, 1),
+                                            kiln_kir_extract(b, e->counts, &j1, 1));
+    e->counts = kiln_kir_insert(b, sum, e->counts, &j, 1);
+  }
+  close_region(e, loop);
+  for (int d = 0; d < P; d++) {
+    bool into_scratch = (P - 1 - d) % 2 == 1;
+    loop = open_work_loop(e, 0, n, &iv);
+    if (!loop) return false;
+    kiln_elemental_enter(&e->fn, b->region, &mark);
+    kiln_kir_value_t *from[SORT_MAX_OPERANDS];
+    for (int k = 0; k < p->nops; k++) from[k] = into_scratch ? e->work[k] : e->scr[k];
+    kiln_kir_value_t *i = idx_op(e, KILN_KIR_SUB, idx_c(e, n - 1), iv);
+    if (!row_elements(e, map, zero, i, from, xs)) return false;
+    u = radix_key(e, xs[p->radix_op]);
+    if (!u) return false;
+    kiln_kir_value_t *slot =
+        kiln_kir_convert(b, radix_bump(e, radix_slot(e, u, d), -1), kiln_kir_type_index(e->m));
+    if (!row_element(e, map, zero, slot, idx)) return false;
+    for (int k = 0; k < p->nops; k++) {
+      kiln_kir_value_t **to = into_scratch ? &e->scr[k] : &e->work[k];
+      *to = kiln_kir_insert(b, xs[k], *to, idx, (size_t)p->rank);
+    }
+    kiln_elemental_exit(&e->fn, mark);
+    close_region(e, loop);
+  }
+  e->counts = NULL;
+  return kiln_kir_builder_ok(b);
+}
+
 /* Creates the kernel: the fusion's tensors, then one written tensor per output leaf, then
  * (merge) one scratch tensor per sort operand. */
 static kiln_status create_kernel(sort_emit_t *e, const char *name) {
@@ -1185,7 +1350,7 @@ static kiln_status emit_body(sort_emit_t *e) {
         kiln_kir_value_set_name(e->work[k], "rows");
       }
     }
-    ok = p->l.merge ? emit_merge(e) : emit_copy(e, COPY_IN);
+    ok = p->l.radix ? emit_radix(e) : p->l.merge ? emit_merge(e) : emit_copy(e, COPY_IN);
     if (ok && !p->l.merge && p->l.steps > 0) ok = emit_steps(e);
     if (ok && p->l.in_shared) {
       barrier(e);

@@ -53,6 +53,20 @@
  * (kiln_sort_launch_t.keyed): the compare -> select chain of a step no longer holds the key
  * computation of both heads.
  *
+ * Radix (host): a row of at least KILN_SORT_RADIX_MIN_ROW_PER_BYTE elements per key byte
+ * whose comparator is LT or
+ * GT on one key of 8, 16 or 32 bits — the element of one operand or a key function of it as
+ * above — compared in the key type's total order (a float's TOTALORDER compare, as JAX sorts;
+ * an integer's signed or unsigned compare, as its type says) is sorted by its key's bits
+ * instead (kiln_sort_launch_t.radix): the key mapped to an unsigned integer in the same
+ * order (a float's sign bit flipped, or all its bits when negative; a signed integer's sign
+ * bit flipped; GT: all bits flipped), one counting pass over the row for every byte's
+ * histogram (block-shared counters, 256 per byte), their exclusive prefix sums, then one
+ * pass per byte, least significant first, moving every operand's element to its byte's next
+ * slot. Each pass keeps the order of equal bytes, so equal keys keep their order (stable,
+ * as the merge is) and the result is the merge's bit for bit; 1 + bytes passes over the row
+ * instead of log2(n) merge passes with a comparator call per element.
+ *
  * UNIMPLEMENTED (named): sort operands that are not fusion parameters or constants, sort
  * outputs that are not each exactly one fusion output, complex types, non-default layouts.
  * A comparator that is not a strict weak order (e.g. LT on floats holding NaNs) gives a
@@ -86,7 +100,13 @@ typedef struct kiln_sort_launch {
   bool in_shared;         /* the block's rows are sorted in shared memory */
   bool keyed;             /* host merge: the comparator is compare(key(a), key(b)); each
                              element's key is computed once, as it is loaded */
+  bool radix;             /* host: sorted by its key's bytes (steps: one pass per byte) */
 } kiln_sort_launch_t;
+
+/* Rows shorter than this many elements per key byte merge: each byte's pass costs 256
+ * counters to clear and sum, ~0.45 us a row (measured: 8,192 rows of f32 merge in 15.8 ms at
+ * 128 elements and 30.4 at 256, radix 21.9 and 21.8; of bf16 5.8 vs 4.9 ms at 64). */
+#define KILN_SORT_RADIX_MIN_ROW_PER_BYTE 64
 
 /* The launch for sort fusion `c` (see above) on the host (`host`, as
  * kiln_codegen_compile_options_t.host_target) or a GPU. INVALID_ARGUMENT when `c`'s root is
