@@ -13,7 +13,8 @@
  *
  * fft: FFT / IFFT (complex -> complex), RFFT (real -> complex, last dim n/2+1), IRFFT
  * (complex -> real) over the last len(fft_length) dims; IFFT and IRFFT divide by the product
- * of fft_length. 1-D transforms use radix-2 for powers of two, a direct DFT otherwise. */
+ * of fft_length. 1-D transforms use radix-2 for powers of two, a direct DFT otherwise. A 1-D
+ * RFFT's bin 0 and (even n) bin n/2 have an imaginary part of exactly 0. */
 #include <complex.h>
 #include <math.h>
 #include <stdint.h>
@@ -340,6 +341,10 @@ static kiln_status eval_fft(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *
   for (int64_t row = 0; row < rows; row++)
     for (int64_t j = 0; j < rlast; j++) {
       cplx v = w[row * nlast + j] * scale;
+      /* A real signal's bin 0, and bin n/2 for an even n, is real: its imaginary part is 0
+       * even where a NaN or an infinity in the signal made the complex sums' one NaN (numpy
+       * and XLA's CPU FFT give 0 there; fft_expander too). */
+      if (kind == RFFT && nf == 1 && (j == 0 || 2 * j == nlast)) v = creal(v);
       set_c(res, row * rlast + j, kind == IRFFT ? creal(v) : v);
     }
   kiln_free(w);

@@ -80,12 +80,12 @@ static bool expandable(const kiln_hlo_instruction_t *in) {
   return ct == KILN_F32 || ct == KILN_F64;
 }
 
-/* A constant [rows, cols] of type t whose element (j, k) is f(j, k) * scale, where f is
- * the twiddle part `part` (0: real, 1: imaginary) of the transform described by `n`,
+/* A constant [rows, cols] of type t whose element (j, c) is f(j, k0 + c) * scale, where f
+ * is the twiddle part `part` (0: real, 1: imaginary) of the transform described by `n`,
  * `sign` and `half` (the IRFFT extension). */
 static kiln_hlo_instruction_t *twiddles(kiln_builder_t *b, kiln_elem_type_t t, int64_t rows,
-                                        int64_t cols, int64_t n, int sign, bool half, int part,
-                                        double scale) {
+                                        int64_t cols, int64_t k0, int64_t n, int sign, bool half,
+                                        int part, double scale) {
   int64_t dims[2] = {rows, cols};
   kiln_shape_t *s = kiln_builder_shape(b, t, 2, dims);
   kiln_literal_t *l = s ? kiln_literal_make(&b->m->arena, s) : NULL;
@@ -94,7 +94,8 @@ static kiln_hlo_instruction_t *twiddles(kiln_builder_t *b, kiln_elem_type_t t, i
     return NULL;
   }
   for (int64_t j = 0; j < rows; j++)
-    for (int64_t k = 0; k < cols; k++) {
+    for (int64_t c = 0; c < cols; c++) {
+      int64_t k = k0 + c;
       double ang = 2.0 * M_PI * (double)((j * k) % n) / (double)n, v;
       if (!half) {
         v = part == 0 ? cos(ang) : sign * sin(ang);
@@ -107,7 +108,7 @@ static kiln_hlo_instruction_t *twiddles(kiln_builder_t *b, kiln_elem_type_t t, i
           v += part == 0 ? cos(ang2) : sin(ang2);
         }
       }
-      kiln_literal_set_f64(l, j * cols + k, v * scale);
+      kiln_literal_set_f64(l, j * cols + c, v * scale);
     }
   kiln_hlo_instruction_t *c = kiln_builder_op(b, KILN_OP_CONSTANT, s, 0, NULL);
   if (c) c->literal = l;
@@ -169,15 +170,36 @@ static kiln_status expand(kiln_hlo_instruction_t *in, kiln_pass_effects_t *effec
     int64_t rows = xs->dims[d + i], cols = in->shape->dims[d + i];
     double s = i == 0 ? scale : 1.0;
     if (kind == FFT_INVERSE_REAL && last) {
-      kiln_hlo_instruction_t *a = twiddles(&b, ct, rows, cols, n, sign, true, 0, s);
-      kiln_hlo_instruction_t *bm = twiddles(&b, ct, rows, cols, n, sign, true, 1, s);
+      kiln_hlo_instruction_t *a = twiddles(&b, ct, rows, cols, 0, n, sign, true, 0, s);
+      kiln_hlo_instruction_t *bm = twiddles(&b, ct, rows, cols, 0, n, sign, true, 1, s);
       re = kiln_builder_binary(&b, KILN_OP_ADD, contract(&b, re, d, a), contract(&b, im, d, bm));
       im = NULL;
       break;
     }
-    kiln_hlo_instruction_t *wr = twiddles(&b, ct, rows, cols, n, sign, false, 0, s);
-    kiln_hlo_instruction_t *wi = twiddles(&b, ct, rows, cols, n, sign, false, 1, s);
-    kiln_hlo_instruction_t *rr = contract(&b, re, d, wr), *ri = contract(&b, re, d, wi);
+    kiln_hlo_instruction_t *wr = twiddles(&b, ct, rows, cols, 0, n, sign, false, 0, s);
+    kiln_hlo_instruction_t *rr = contract(&b, re, d, wr), *ri;
+    if (kind == FFT_REAL && nf == 1) {
+      /* A real signal's bin 0, and bin n/2 when n is even, has no imaginary part: those
+       * columns are zeros padded around the other bins' dot, exactly 0 as an FFT library
+       * gives them (numpy, XLA's CPU FFT), where a twiddle column of sin(0) = 0 made a NaN or
+       * an infinity in the signal a NaN there (fuzz-4813871). */
+      int64_t hi = n % 2 == 0 && cols > 1, inner = cols - 1 - hi;
+      kiln_hlo_instruction_t *zero = kiln_builder_const_f64(&b, ct, 0.0);
+      if (inner > 0) {
+        int64_t lo_pad[64] = {0}, hi_pad[64] = {0}, interior[64] = {0};
+        lo_pad[d] = 1;
+        hi_pad[d] = hi;
+        ri = contract(&b, re, d, twiddles(&b, ct, rows, inner, 1, n, sign, false, 1, s));
+        ri = ri ? kiln_builder_pad(&b, ri, zero, lo_pad, hi_pad, interior) : NULL;
+      } else {
+        ri = rr ? kiln_builder_splat(&b, zero, rr) : NULL;
+      }
+      re = rr;
+      im = ri;
+      continue;
+    }
+    kiln_hlo_instruction_t *wi = twiddles(&b, ct, rows, cols, 0, n, sign, false, 1, s);
+    ri = contract(&b, re, d, wi);
     if (im) {
       rr = kiln_builder_binary(&b, KILN_OP_SUBTRACT, rr, contract(&b, im, d, wi));
       ri = kiln_builder_binary(&b, KILN_OP_ADD, ri, contract(&b, im, d, wr));
