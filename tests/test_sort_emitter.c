@@ -502,13 +502,13 @@ static const char *radix_kv_text(const char *type, const char *dims, int key, co
 }
 
 /* The host sorts rows of at least KILN_SORT_RADIX_MIN_ROW_PER_BYTE elements per key byte by
- * their key's bytes when the comparator is LT / GT on one key of 8, 16 or 32 bits in its
- * type's total order: plain operands of every such integer type and bf16 / f16 / f32 under
- * TOTALORDER (NaNs of both signs, infinities, signed zeros), JAX's canonicalizing key
+ * their key's bytes when the comparator is LT / GT on one key of 8, 16, 32 or 64 bits in its
+ * type's total order: plain operands of every such integer type and bf16 / f16 / f32 / f64
+ * under TOTALORDER (NaNs of both signs, infinities, signed zeros), JAX's canonicalizing key
  * function, keyed by either operand of an argsort with ties (stable), descending, rows along
  * a major dimension and rows whose length is not a power of two, all against the evaluator.
- * Plain float compares (a partial order: -0 == +0), 64-bit keys, lexicographic comparators,
- * comparators whose sides differ, short rows and the GPU's plan do not qualify.
+ * Plain float compares (a partial order: -0 == +0), lexicographic comparators, comparators
+ * whose sides differ, short rows and the GPU's plan do not qualify.
  * sort_full_1024x4096_bf16: 150-180 -> 15-18 ms a run. */
 static void test_host_radix_sorts_rows_by_their_key_bytes(void **state) {
   sort_fixture_t *f = *state;
@@ -526,25 +526,26 @@ static void test_host_radix_sorts_rows_by_their_key_bytes(void **state) {
   assert_true(text_plan(radix_kv_text("u8", "4,64", 0, "LT", NULL), true).radix);
   assert_false(text_plan(radix_kv_text("s32", "4,300", 0, "LT", NULL), false).radix); /* GPU */
   assert_false(text_plan(radix_kv_text("f32", "4,300", 0, "LT", NULL), true).radix);
-  assert_false(text_plan(radix_kv_text("s64", "4,300", 0, "LT", NULL), true).radix);
-  assert_false(text_plan(radix_kv_text("f64", "4,300", 0, "LT", "TOTALORDER"), true).radix);
+  assert_int_equal(text_plan(radix_kv_text("s64", "4,512", 0, "LT", NULL), true).steps, 8);
+  assert_false(text_plan(radix_kv_text("s64", "4,511", 0, "LT", NULL), true).radix);
+  assert_true(text_plan(radix_kv_text("f64", "4,600", 0, "LT", "TOTALORDER"), true).radix);
   assert_false(text_plan(radix_kv_text("s32", "4,300", 0, "LE", NULL), true).radix);
   assert_false(text_plan(radix_kv_text("s32", "4,300", 0, "LT", "UNSIGNED"), true).radix);
   assert_false(text_plan(jax_sort_text("f32", "4,300", 0, true), true).radix);
 
   f->host = true;
-  static const char *const ints[] = {"s8", "u8", "s16", "u16", "s32", "u32"};
+  static const char *const ints[] = {"s8", "u8", "s16", "u16", "s32", "u32", "s64", "u64"};
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
     sort1(f, ints[i], "3,1000", 1, "LT", NULL, false, FILL_SPECIAL, 700 + i);
     sort1(f, ints[i], "3,257", 1, "GT", NULL, true, FILL_DISTINCT, 710 + i);
-    sort_expect_match(f, radix_kv_text(ints[i], "5,300", 0, "LT", NULL), FILL_TIES, 720 + i);
+    sort_expect_match(f, radix_kv_text(ints[i], "5,600", 0, "LT", NULL), FILL_TIES, 720 + i);
   }
-  static const char *const floats[] = {"bf16", "f16", "f32"};
+  static const char *const floats[] = {"bf16", "f16", "f32", "f64"};
   for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++) {
     sort1(f, floats[i], "4,1000", 1, "LT", "TOTALORDER", false, FILL_SPECIAL, 730 + i);
     sort1(f, floats[i], "2,4097", 1, "GT", "TOTALORDER", true, FILL_SPECIAL, 740 + i);
-    sort1(f, floats[i], "300,3", 0, "LT", "TOTALORDER", true, FILL_TIES, 750 + i);
-    sort_expect_match(f, radix_kv_text(floats[i], "3,513", 0, "GT", "TOTALORDER"), FILL_TIES,
+    sort1(f, floats[i], "600,3", 0, "LT", "TOTALORDER", true, FILL_TIES, 750 + i);
+    sort_expect_match(f, radix_kv_text(floats[i], "3,1025", 0, "GT", "TOTALORDER"), FILL_TIES,
                       760 + i);
     sort_expect_match(f, jax_sort_text(floats[i], "3,1000", 0, false), FILL_SPECIAL, 770 + i);
   }

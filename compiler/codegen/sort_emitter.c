@@ -189,8 +189,8 @@ static void comparator_keys(sort_plan_t *p) {
 
 /* Whether the comparator sorts by the bits of one key (sort_emitter.h, "Radix"): LT or GT on
  * operand i's elements (parameters 2i, 2i + 1) or on their key (comparator_keys), a scalar of
- * 8, 16 or 32 bits compared in its type's total order (bf16, f16 or f32 with TOTALORDER; an
- * integer as its signedness says). Sets the radix_* fields. */
+ * 8, 16, 32 or 64 bits compared in its type's total order (bf16, f16, f32 or f64 with
+ * TOTALORDER; an integer as its signedness says). Sets the radix_* fields. */
 static bool radix_plan(sort_plan_t *p) {
   const kiln_hlo_instruction_t *r = p->cmp->root;
   if (r->opcode != KILN_OP_COMPARE || r->num_operands != 2 ||
@@ -208,10 +208,11 @@ static bool radix_plan(sort_plan_t *p) {
   bool is_float = kiln_elem_type_is_float(t), is_signed = kiln_elem_type_is_signed_int(t);
   if (is_float) {
     /* 8-bit floats' NaN encodings (fnuz: the negative zero) leave sign-magnitude order. */
-    if (ct != KILN_CMP_TYPE_TOTALORDER || (bits != 16 && bits != 32)) return false;
+    if (ct != KILN_CMP_TYPE_TOTALORDER || (bits != 16 && bits != 32 && bits != 64)) return false;
   } else if (is_signed || kiln_elem_type_is_unsigned_int(t)) {
     kiln_cmp_type_t own = is_signed ? KILN_CMP_TYPE_SIGNED : KILN_CMP_TYPE_UNSIGNED;
-    if ((ct != KILN_CMP_TYPE_DEFAULT && ct != own) || (bits != 8 && bits != 16 && bits != 32))
+    if ((ct != KILN_CMP_TYPE_DEFAULT && ct != own) ||
+        (bits != 8 && bits != 16 && bits != 32 && bits != 64))
       return false;
   } else {
     return false;
@@ -1186,11 +1187,15 @@ static kiln_kir_value_t *radix_key(sort_emit_t *e, kiln_kir_value_t *x) {
   kiln_kir_value_t *k = p->key_a ? sort_key(e, x) : x;
   if (!k) return NULL;
   int bits = p->radix_bits;
-  kiln_elem_type_t ut = bits == 8 ? KILN_U8 : bits == 16 ? KILN_U16 : KILN_U32;
+  kiln_elem_type_t ut = bits == 8    ? KILN_U8
+                        : bits == 16 ? KILN_U16
+                        : bits == 32 ? KILN_U32
+                                     : KILN_U64;
   if (k->type->elem != ut) k = kiln_kir_bitcast(b, k, kiln_kir_type_scalar(e->m, ut));
-  kiln_kir_value_t *u = kiln_kir_convert(b, k, kiln_kir_type_index(e->m)); /* zero-extended */
-  kiln_kir_value_t *sign = idx_c(e, (int64_t)1 << (bits - 1)),
-                   *all = idx_c(e, ((int64_t)1 << bits) - 1);
+  /* Zero-extended (64 bits: the same bits in the index type). */
+  kiln_kir_value_t *u = kiln_kir_convert(b, k, kiln_kir_type_index(e->m));
+  kiln_kir_value_t *sign = idx_c(e, bits == 64 ? INT64_MIN : (int64_t)1 << (bits - 1));
+  kiln_kir_value_t *all = idx_c(e, bits == 64 ? -1 : ((int64_t)1 << bits) - 1);
   if (p->radix_float) {
     /* Total order: negatives (sign set) reversed below the positives. */
     kiln_kir_value_t *neg =
@@ -1226,7 +1231,7 @@ static kiln_kir_value_t *radix_bump(sort_emit_t *e, kiln_kir_value_t *slot, int 
  * Walking the row backwards from each byte's end keeps equal bytes in order. The passes
  * alternate between the outputs and the scratch tensors as the merge's do (the inputs copied
  * into the one the first pass reads, the last pass writing the outputs); the passes are
- * unrolled here (at most 4), so each byte's shift is a constant. */
+ * unrolled here (at most 8), so each byte's shift is a constant. */
 static bool emit_radix(sort_emit_t *e) {
   sort_plan_t *p = &e->p;
   kiln_kir_builder_t *b = &e->b;

@@ -54,18 +54,18 @@
  * computation of both heads.
  *
  * Radix (host): a row of at least KILN_SORT_RADIX_MIN_ROW_PER_BYTE elements per key byte
- * whose comparator is LT or
- * GT on one key of 8, 16 or 32 bits — the element of one operand or a key function of it as
- * above — compared in the key type's total order (a float's TOTALORDER compare, as JAX sorts;
- * an integer's signed or unsigned compare, as its type says) is sorted by its key's bits
- * instead (kiln_sort_launch_t.radix): the key mapped to an unsigned integer in the same
- * order (a float's sign bit flipped, or all its bits when negative; a signed integer's sign
- * bit flipped; GT: all bits flipped), one counting pass over the row for every byte's
- * histogram (block-shared counters, 256 per byte), their exclusive prefix sums, then one
- * pass per byte, least significant first, moving every operand's element to its byte's next
- * slot. Each pass keeps the order of equal bytes, so equal keys keep their order (stable,
- * as the merge is) and the result is the merge's bit for bit; 1 + bytes passes over the row
- * instead of log2(n) merge passes with a comparator call per element.
+ * whose comparator is LT or GT on one key of 8, 16, 32 or 64 bits — the element of one
+ * operand or a key function of it as above — compared in the key type's total order (a
+ * float's TOTALORDER compare, as JAX sorts; an integer's signed or unsigned compare, as its
+ * type says) is sorted by its key's bits instead (kiln_sort_launch_t.radix): the key mapped
+ * to an unsigned integer in the same order (a float's sign bit flipped, or all its bits when
+ * negative; a signed integer's sign bit flipped; GT: all bits flipped), one counting pass
+ * over the row for every byte's histogram (block-shared counters, 256 per byte), their
+ * inclusive sums, then one pass per byte, least significant first, walking the row backwards
+ * and moving every operand's element to the last free slot of its byte. Each pass keeps the
+ * order of equal bytes, so equal keys keep their order (stable, as the merge is) and the
+ * result is the merge's bit for bit; 1 + bytes passes over the row instead of log2(n) merge
+ * passes with a comparator call per element.
  *
  * UNIMPLEMENTED (named): sort operands that are not fusion parameters or constants, sort
  * outputs that are not each exactly one fusion output, complex types, non-default layouts.

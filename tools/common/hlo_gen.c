@@ -1478,6 +1478,21 @@ static int op_convolution(gen_t *g) {
 
 static int op_sort(gen_t *g) {
   int x = pick(g, real_type, 1);
+  if (chance(g, 20)) {
+    /* Long rows (65 to 1,025 elements; other shapes stay under 34), where the host sorts by
+     * the key's bytes or merges (sort_emitter.h): a fresh parameter of x's type. */
+    static const int64_t kLong[] = {65, 129, 257, 513, 1025};
+    gen_shape_t ls;
+    memset(&ls, 0, sizeof ls);
+    ls.type = shape_of(g, x)->type;
+    ls.rank = 1 + rnd(g, 2);
+    ls.dims[ls.rank - 1] = kLong[rnd(g, 5)];
+    if (ls.rank == 2) ls.dims[0] = 1 + rnd(g, 3);
+    for (int i = 0; i < ls.rank; i++)
+      while (num_elements(&ls) > g->max_elements && ls.dims[i] > 1) ls.dims[i] /= 2;
+    default_layout(&ls);
+    x = add_param(g, &ls);
+  }
   gen_shape_t in = *shape_of(g, x);
   int d = rnd(g, in.rank);
   bool pair = chance(g, 40);
