@@ -555,6 +555,55 @@ static void test_host_radix_sorts_rows_by_their_key_bytes(void **state) {
   f->host = false;
 }
 
+/* A three-operand sort of rows `dims`, lexicographic on keys of types t0 (operand 0) and t1
+ * (operand 1) as JAX's num_keys=2 comparator writes it (or(lt0, and(eq0, lt1))), the third an
+ * s32 payload; floats compare in TOTALORDER. `eq_type`: the first EQ's type when not the LT's. */
+static const char *lex_text(const char *t0, const char *t1, const char *dims, const char *eq_type) {
+  static char text[2048];
+  bool f0 = t0[0] == 'f' || t0[0] == 'b', f1 = t1[0] == 'f' || t1[0] == 'b';
+  const char *o0 = f0 ? ", type=TOTALORDER" : "", *o1 = f1 ? ", type=TOTALORDER" : "";
+  snprintf(text, sizeof text,
+           "HloModule s\n\ncmp {\n  a0 = %s[] parameter(0)\n  b0 = %s[] parameter(1)\n"
+           "  a1 = %s[] parameter(2)\n  b1 = %s[] parameter(3)\n"
+           "  c = s32[] parameter(4)\n  d = s32[] parameter(5)\n"
+           "  lt0 = pred[] compare(a0, b0), direction=LT%s\n"
+           "  eq0 = pred[] compare(a0, b0), direction=EQ%s\n"
+           "  lt1 = pred[] compare(a1, b1), direction=LT%s\n"
+           "  tie = pred[] and(eq0, lt1)\n  ROOT r = pred[] or(lt0, tie)\n}\n\n"
+           "ENTRY fused {\n  k0 = %s[%s] parameter(0)\n  k1 = %s[%s] parameter(1)\n"
+           "  v = s32[%s] parameter(2)\n"
+           "  ROOT s = (%s[%s], %s[%s], s32[%s]) sort(k0, k1, v), dimensions={1}, is_stable=true, "
+           "to_apply=cmp\n}\n",
+           t0, t0, t1, t1, o0, eq_type ? eq_type : o0, o1, t0, dims, t1, dims, dims, t0, dims, t1,
+           dims, dims);
+  return text;
+}
+
+/* Lexicographic comparators (JAX's num_keys > 1) sort by every key's bytes, the least
+ * significant key first: the passes are the keys' bytes together, the row bound counts them
+ * all; keys of mixed types with ties in both (the payload shows the order kept), against the
+ * evaluator. An EQ of another type than its LT, or one comparing other values, merges. */
+static void test_host_radix_sorts_lexicographic_keys(void **state) {
+  sort_fixture_t *f = *state;
+  assert_int_equal(text_plan(lex_text("s32", "bf16", "4,384", NULL), true).steps, 6);
+  assert_false(text_plan(lex_text("s32", "bf16", "4,383", NULL), true).radix);
+  assert_false(text_plan(lex_text("f32", "s32", "4,600", ", type=FLOAT"), true).radix);
+  assert_false(text_plan(lex_text("s32", "bf16", "4,600", NULL), false).radix);
+  char *swapped = kiln_strdup(lex_text("s32", "s32", "4,600", NULL));
+  char *at = strstr(swapped, "eq0 = pred[] compare(a0, b0)");
+  memcpy(at + strlen("eq0 = pred[] compare("), "a1, b1", 6); /* eq of the second key */
+  assert_false(text_plan(swapped, true).radix);
+  kiln_free(swapped);
+  f->host = true;
+  static const char *const pairs[][2] = {
+      {"s32", "bf16"}, {"f32", "u8"}, {"bf16", "f64"}, {"u16", "s16"}};
+  for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+    sort_expect_match(f, lex_text(pairs[i][0], pairs[i][1], "3,1000", NULL), FILL_TIES, 800 + i);
+    sort_expect_match(f, lex_text(pairs[i][0], pairs[i][1], "2,2049", NULL), FILL_SPECIAL, 810 + i);
+  }
+  f->host = false;
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sort_launch_plan),
@@ -577,6 +626,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_host_merge_computes_each_key_once, sort_setup,
                                       sort_teardown),
       cmocka_unit_test_setup_teardown(test_host_radix_sorts_rows_by_their_key_bytes, sort_setup,
+                                      sort_teardown),
+      cmocka_unit_test_setup_teardown(test_host_radix_sorts_lexicographic_keys, sort_setup,
                                       sort_teardown),
       cmocka_unit_test(test_sort_ptx_passes_ptxas),
       cmocka_unit_test(test_sort_rows_in_global_memory_reload_after_each_barrier),

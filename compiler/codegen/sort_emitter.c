@@ -89,6 +89,18 @@ static kiln_status add_root(sort_outputs_t *so, const kiln_hlo_instruction_t *so
                                 kiln_hlo_opcode_name(x->opcode), sort->name);
 }
 
+/* Lexicographic keys a radix sort takes (JAX's num_keys). */
+#define SORT_MAX_RADIX_KEYS 4
+
+/* One key of a radix sort: operand `op`'s element, or key function `fn` of it (reading
+ * comparator parameter 2 op), `bits` wide, and how its bits map to an unsigned order. */
+typedef struct radix_key {
+  int op;
+  const kiln_hlo_instruction_t *fn;
+  int bits;
+  bool is_float, is_signed, descending;
+} radix_key_t;
+
 typedef struct sort_plan {
   kiln_sort_launch_t l;
   const kiln_hlo_computation_t *cmp;
@@ -103,9 +115,9 @@ typedef struct sort_plan {
   /* The comparator as compare(key(p[2i]), key(p[2i+1])) (comparator_keys), else key_op -1. */
   int key_op;
   const kiln_hlo_instruction_t *key_a, *key_b;
-  /* Radix (l.radix): the key's operand, its bits, and how they map to an unsigned order. */
-  int radix_op, radix_bits;
-  bool radix_float, radix_signed, radix_descending;
+  /* Radix (l.radix): the keys, most significant first. */
+  radix_key_t radix[SORT_MAX_RADIX_KEYS];
+  int nradix;
 } sort_plan_t;
 
 /* Whether `x` (reading only parameter px) and `y` (only py) compute the same function of their
@@ -187,42 +199,92 @@ static void comparator_keys(sort_plan_t *p) {
   }
 }
 
-/* Whether the comparator sorts by the bits of one key (sort_emitter.h, "Radix"): LT or GT on
- * operand i's elements (parameters 2i, 2i + 1) or on their key (comparator_keys), a scalar of
- * 8, 16, 32 or 64 bits compared in its type's total order (bf16, f16, f32 or f64 with
- * TOTALORDER; an integer as its signedness says). Sets the radix_* fields. */
-static bool radix_plan(sort_plan_t *p) {
-  const kiln_hlo_instruction_t *r = p->cmp->root;
-  if (r->opcode != KILN_OP_COMPARE || r->num_operands != 2 ||
-      (r->comparison_direction != KILN_CMP_LT && r->comparison_direction != KILN_CMP_GT))
+/* Appends the key compared by `cmp` (LT or GT of a, b) to p->radix: operand i's elements
+ * (parameters 2i, 2i + 1) or one function of them for both sides (comparator_keys' rule), a
+ * scalar of 8, 16, 32 or 64 bits compared in its type's total order (bf16, f16, f32 or f64
+ * with TOTALORDER; an integer as its signedness says). */
+static bool add_radix_key(sort_plan_t *p, const kiln_hlo_instruction_t *cmp) {
+  if (cmp->opcode != KILN_OP_COMPARE || cmp->num_operands != 2 ||
+      (cmp->comparison_direction != KILN_CMP_LT && cmp->comparison_direction != KILN_CMP_GT) ||
+      p->nradix == SORT_MAX_RADIX_KEYS)
     return false;
-  const kiln_hlo_instruction_t *a = r->operands[0], *b = r->operands[1];
-  int op = p->key_op;
-  if (a->opcode == KILN_OP_PARAMETER && b->opcode == KILN_OP_PARAMETER &&
-      a->parameter_number % 2 == 0 && b->parameter_number == a->parameter_number + 1)
-    op = (int)(a->parameter_number / 2);
-  if (op < 0 || !kiln_shape_is_array(a->shape) || a->shape->rank != 0) return false;
+  const kiln_hlo_instruction_t *a = cmp->operands[0], *b = cmp->operands[1];
+  radix_key_t k = {.op = -1, .descending = cmp->comparison_direction == KILN_CMP_GT};
+  if (a->opcode == KILN_OP_PARAMETER || b->opcode == KILN_OP_PARAMETER) {
+    if (a->opcode == b->opcode && a->parameter_number % 2 == 0 &&
+        b->parameter_number == a->parameter_number + 1)
+      k.op = (int)(a->parameter_number / 2);
+  } else {
+    for (int i = 0; i < p->nops && k.op < 0; i++) {
+      int budget = 4096;
+      if (reads_only(a, 2 * i, &budget) && reads_only(b, 2 * i + 1, &budget) &&
+          same_function(a, b, 2 * i, 2 * i + 1, &budget)) {
+        k.op = i;
+        k.fn = a;
+      }
+    }
+  }
+  if (k.op < 0 || !kiln_shape_is_array(a->shape) || a->shape->rank != 0) return false;
   kiln_elem_type_t t = a->shape->type;
-  int bits = kiln_elem_type_bits(t);
-  kiln_cmp_type_t ct = r->comparison_type;
-  bool is_float = kiln_elem_type_is_float(t), is_signed = kiln_elem_type_is_signed_int(t);
-  if (is_float) {
+  k.bits = kiln_elem_type_bits(t);
+  kiln_cmp_type_t ct = cmp->comparison_type;
+  k.is_float = kiln_elem_type_is_float(t);
+  k.is_signed = kiln_elem_type_is_signed_int(t);
+  if (k.is_float) {
     /* 8-bit floats' NaN encodings (fnuz: the negative zero) leave sign-magnitude order. */
-    if (ct != KILN_CMP_TYPE_TOTALORDER || (bits != 16 && bits != 32 && bits != 64)) return false;
-  } else if (is_signed || kiln_elem_type_is_unsigned_int(t)) {
-    kiln_cmp_type_t own = is_signed ? KILN_CMP_TYPE_SIGNED : KILN_CMP_TYPE_UNSIGNED;
+    if (ct != KILN_CMP_TYPE_TOTALORDER || (k.bits != 16 && k.bits != 32 && k.bits != 64))
+      return false;
+  } else if (k.is_signed || kiln_elem_type_is_unsigned_int(t)) {
+    kiln_cmp_type_t own = k.is_signed ? KILN_CMP_TYPE_SIGNED : KILN_CMP_TYPE_UNSIGNED;
     if ((ct != KILN_CMP_TYPE_DEFAULT && ct != own) ||
-        (bits != 8 && bits != 16 && bits != 32 && bits != 64))
+        (k.bits != 8 && k.bits != 16 && k.bits != 32 && k.bits != 64))
       return false;
   } else {
     return false;
   }
-  p->radix_op = op;
-  p->radix_bits = bits;
-  p->radix_float = is_float;
-  p->radix_signed = is_signed;
-  p->radix_descending = r->comparison_direction == KILN_CMP_GT;
+  p->radix[p->nradix++] = k;
   return true;
+}
+
+/* Appends the keys of comparator expression `r`, most significant first: LT / GT(a, b) is
+ * one key, or(LT(a, b), and(EQ(a, b), rest)) that key then rest's (JAX's comparator for
+ * num_keys > 1; either operand order of or / and / eq). */
+static bool add_radix_keys(sort_plan_t *p, const kiln_hlo_instruction_t *r) {
+  if (r->opcode == KILN_OP_COMPARE) return add_radix_key(p, r);
+  if (r->opcode != KILN_OP_OR || r->num_operands != 2) return false;
+  for (int s = 0; s < 2; s++) {
+    const kiln_hlo_instruction_t *lt = r->operands[s], *tie = r->operands[1 - s];
+    if (lt->opcode != KILN_OP_COMPARE || tie->opcode != KILN_OP_AND || tie->num_operands != 2)
+      continue;
+    for (int t = 0; t < 2; t++) {
+      const kiln_hlo_instruction_t *eq = tie->operands[t], *rest = tie->operands[1 - t];
+      if (eq->opcode != KILN_OP_COMPARE || eq->comparison_direction != KILN_CMP_EQ ||
+          eq->comparison_type != lt->comparison_type || eq->num_operands != 2 ||
+          lt->num_operands != 2)
+        continue;
+      const kiln_hlo_instruction_t *a = lt->operands[0], *b = lt->operands[1];
+      if (!((eq->operands[0] == a && eq->operands[1] == b) ||
+            (eq->operands[0] == b && eq->operands[1] == a)))
+        continue;
+      int saved = p->nradix;
+      if (add_radix_key(p, lt) && add_radix_keys(p, rest)) return true;
+      p->nradix = saved;
+    }
+  }
+  return false;
+}
+
+/* Whether the comparator sorts by the bits of its keys (sort_emitter.h, "Radix"): sets
+ * p->radix / nradix and returns the passes, one per key byte (0: not a radix sort). */
+static int radix_plan(sort_plan_t *p) {
+  p->nradix = 0;
+  if (!add_radix_keys(p, p->cmp->root)) {
+    p->nradix = 0;
+    return 0;
+  }
+  int passes = 0;
+  for (int k = 0; k < p->nradix; k++) passes += p->radix[k].bits / 8;
+  return passes;
 }
 
 static kiln_status plan(const kiln_hlo_computation_t *c, bool host, sort_plan_t *p) {
@@ -317,10 +379,10 @@ static kiln_status plan(const kiln_hlo_computation_t *c, bool host, sort_plan_t 
     p->pair_iters = 0;
     comparator_keys(p);
     p->l.keyed = p->key_op >= 0;
-    if (n <= INT32_MAX && radix_plan(p) &&
-        n >= KILN_SORT_RADIX_MIN_ROW_PER_BYTE * (p->radix_bits / 8)) {
+    int passes = n <= INT32_MAX ? radix_plan(p) : 0;
+    if (passes > 0 && n >= KILN_SORT_RADIX_MIN_ROW_PER_BYTE * (int64_t)passes) {
       p->l.radix = true;
-      p->l.steps = p->radix_bits / 8;
+      p->l.steps = passes;
     }
   } else if (p->l.stable && p->l.steps > 0) {
     p->l.shared_bytes = elems * 4;
@@ -1179,14 +1241,19 @@ static bool emit_merge(sort_emit_t *e) {
   return kiln_kir_builder_ok(b);
 }
 
-/* Element x's key (operand radix_op's element) as an unsigned integer in the comparator's
- * order (sort_emitter.h, "Radix"), an index value below 2^radix_bits. */
-static kiln_kir_value_t *radix_key(sort_emit_t *e, kiln_kir_value_t *x) {
-  sort_plan_t *p = &e->p;
+/* Key `k` of element x (operand k->op's element) as an unsigned integer in the comparator's
+ * order (sort_emitter.h, "Radix"), an index value below 2^bits. */
+static kiln_kir_value_t *radix_key(sort_emit_t *e, const radix_key_t *rk, kiln_kir_value_t *x) {
   kiln_kir_builder_t *b = &e->b;
-  kiln_kir_value_t *k = p->key_a ? sort_key(e, x) : x;
-  if (!k) return NULL;
-  int bits = p->radix_bits;
+  kiln_kir_value_t *k = x;
+  if (rk->fn) {
+    kiln_kir_value_t *args[2 * SORT_MAX_OPERANDS];
+    for (int i = 0; i < 2 * e->p.nops; i++) args[i] = x; /* the key reads parameter 2 op only */
+    k = kiln_elemental_emit_scalar_value(&e->fn, e->p.cmp, args, 2 * e->p.nops, rk->fn, NULL, NULL,
+                                         0);
+    if (!k) return NULL;
+  }
+  int bits = rk->bits;
   kiln_elem_type_t ut = bits == 8    ? KILN_U8
                         : bits == 16 ? KILN_U16
                         : bits == 32 ? KILN_U32
@@ -1196,22 +1263,37 @@ static kiln_kir_value_t *radix_key(sort_emit_t *e, kiln_kir_value_t *x) {
   kiln_kir_value_t *u = kiln_kir_convert(b, k, kiln_kir_type_index(e->m));
   kiln_kir_value_t *sign = idx_c(e, bits == 64 ? INT64_MIN : (int64_t)1 << (bits - 1));
   kiln_kir_value_t *all = idx_c(e, bits == 64 ? -1 : ((int64_t)1 << bits) - 1);
-  if (p->radix_float) {
+  if (rk->is_float) {
     /* Total order: negatives (sign set) reversed below the positives. */
     kiln_kir_value_t *neg =
         kiln_kir_cmp(b, KILN_KIR_CMP_NE, idx_op(e, KILN_KIR_AND, u, sign), idx_c(e, 0));
     u = kiln_kir_select(b, neg, idx_op(e, KILN_KIR_XOR, u, all), idx_op(e, KILN_KIR_OR, u, sign));
-  } else if (p->radix_signed) {
+  } else if (rk->is_signed) {
     u = idx_op(e, KILN_KIR_XOR, u, sign);
   }
-  return p->radix_descending ? idx_op(e, KILN_KIR_XOR, u, all) : u;
+  return rk->descending ? idx_op(e, KILN_KIR_XOR, u, all) : u;
 }
 
-/* The counter of byte `d` of key `u`: d * 256 + ((u >> 8 d) & 255). */
-static kiln_kir_value_t *radix_slot(sort_emit_t *e, kiln_kir_value_t *u, int d) {
-  kiln_kir_value_t *byte =
-      idx_op(e, KILN_KIR_AND, idx_op(e, KILN_KIR_SHR_LOGICAL, u, idx_c(e, 8 * d)), idx_c(e, 255));
-  return idx_op(e, KILN_KIR_ADD, byte, idx_c(e, 256 * d));
+/* The counter of pass `d`, which sorts by byte `byte` of key `u`:
+ * 256 d + ((u >> 8 byte) & 255). */
+static kiln_kir_value_t *radix_slot(sort_emit_t *e, kiln_kir_value_t *u, int byte, int d) {
+  kiln_kir_value_t *v = idx_op(
+      e, KILN_KIR_AND, idx_op(e, KILN_KIR_SHR_LOGICAL, u, idx_c(e, 8 * byte)), idx_c(e, 255));
+  return idx_op(e, KILN_KIR_ADD, v, idx_c(e, 256 * d));
+}
+
+/* The key and byte pass `d` sorts by: the least significant key's bytes first, each key's
+ * least significant byte first. */
+static const radix_key_t *radix_pass(const sort_plan_t *p, int d, int *byte) {
+  for (int k = p->nradix - 1; k >= 0; k--) {
+    int bytes = p->radix[k].bits / 8;
+    if (d < bytes) {
+      *byte = d;
+      return &p->radix[k];
+    }
+    d -= bytes;
+  }
+  return NULL;
 }
 
 /* counts[slot] += delta (an s32 counter); returns the new count. */
@@ -1231,7 +1313,8 @@ static kiln_kir_value_t *radix_bump(sort_emit_t *e, kiln_kir_value_t *slot, int 
  * Walking the row backwards from each byte's end keeps equal bytes in order. The passes
  * alternate between the outputs and the scratch tensors as the merge's do (the inputs copied
  * into the one the first pass reads, the last pass writing the outputs); the passes are
- * unrolled here (at most 8), so each byte's shift is a constant. */
+ * unrolled here (one per key byte), so each byte's shift is a constant. With several keys
+ * (lexicographic), the least significant key's passes come first. */
 static bool emit_radix(sort_emit_t *e) {
   sort_plan_t *p = &e->p;
   kiln_kir_builder_t *b = &e->b;
@@ -1258,9 +1341,18 @@ static bool emit_radix(sort_emit_t *e) {
   kiln_kir_value_t *const *first = copy_to_scratch ? e->scr : e->work;
   kiln_kir_value_t *idx[KILN_KIR_MAX_RANK];
   if (!row_element(e, map, zero, iv, idx)) return false;
-  kiln_kir_value_t *u = radix_key(e, kiln_kir_extract(b, first[p->radix_op], idx, (size_t)p->rank));
-  if (!u) return false;
-  for (int d = 0; d < P; d++) radix_bump(e, radix_slot(e, u, d), 1);
+  kiln_kir_value_t *u = NULL;
+  const radix_key_t *rk = NULL;
+  for (int d = 0; d < P; d++) {
+    int byte = 0;
+    const radix_key_t *pk = radix_pass(p, d, &byte);
+    if (pk != rk) {
+      rk = pk;
+      u = rk ? radix_key(e, rk, kiln_kir_extract(b, first[rk->op], idx, (size_t)p->rank)) : NULL;
+    }
+    if (!u) return false;
+    radix_bump(e, radix_slot(e, u, byte, d), 1);
+  }
   kiln_elemental_exit(&e->fn, mark);
   close_region(e, loop);
   loop = open_work_loop(e, 1, 256, &iv);
@@ -1282,10 +1374,12 @@ static bool emit_radix(sort_emit_t *e) {
     for (int k = 0; k < p->nops; k++) from[k] = into_scratch ? e->work[k] : e->scr[k];
     kiln_kir_value_t *i = idx_op(e, KILN_KIR_SUB, idx_c(e, n - 1), iv);
     if (!row_elements(e, map, zero, i, from, xs)) return false;
-    u = radix_key(e, xs[p->radix_op]);
+    int byte = 0;
+    rk = radix_pass(p, d, &byte);
+    u = rk ? radix_key(e, rk, xs[rk->op]) : NULL;
     if (!u) return false;
-    kiln_kir_value_t *slot =
-        kiln_kir_convert(b, radix_bump(e, radix_slot(e, u, d), -1), kiln_kir_type_index(e->m));
+    kiln_kir_value_t *slot = kiln_kir_convert(b, radix_bump(e, radix_slot(e, u, byte, d), -1),
+                                              kiln_kir_type_index(e->m));
     if (!row_element(e, map, zero, slot, idx)) return false;
     for (int k = 0; k < p->nops; k++) {
       kiln_kir_value_t **to = into_scratch ? &e->scr[k] : &e->work[k];

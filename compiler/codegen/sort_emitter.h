@@ -65,7 +65,9 @@
  * and moving every operand's element to the last free slot of its byte. Each pass keeps the
  * order of equal bytes, so equal keys keep their order (stable, as the merge is) and the
  * result is the merge's bit for bit; 1 + bytes passes over the row instead of log2(n) merge
- * passes with a comparator call per element.
+ * passes with a comparator call per element. A lexicographic comparator of such keys (JAX's
+ * num_keys > 1: or(LT(k0), and(EQ(k0), rest))) takes every key's bytes, the least
+ * significant key's first; the row bound counts all of them.
  *
  * UNIMPLEMENTED (named): sort operands that are not fusion parameters or constants, sort
  * outputs that are not each exactly one fusion output, complex types, non-default layouts.

@@ -1509,11 +1509,23 @@ static int op_sort(gen_t *g) {
     random_layout(g, &vs);
     ops[1] = node_like(g, &vs);
     const char *vt = kTypes[vs.type].name;
-    kiln_strbuf_printf(
-        &c,
-        "%s {\n  a = %s[] parameter(0)\n  b = %s[] parameter(1)\n  c = %s[] parameter(2)\n"
-        "  d = %s[] parameter(3)\n  ROOT r = pred[] compare(a, b), direction=%s%s\n}\n\n",
-        name, t, t, vt, vt, dir, type);
+    /* A third of the pairs with a real second operand sort lexicographically by both, as
+     * JAX's num_keys=2 comparator does (the host's radix takes such keys). */
+    bool lex = is_numeric(vs.type) && kTypes[vs.type].kind != K_C && chance(g, 33);
+    const char *vtype = is_float(vs.type) ? ", type=TOTALORDER" : "";
+    kiln_strbuf_printf(&c,
+                       "%s {\n  a = %s[] parameter(0)\n  b = %s[] parameter(1)\n  c = %s[] "
+                       "parameter(2)\n  d = %s[] parameter(3)\n",
+                       name, t, t, vt, vt);
+    if (lex)
+      kiln_strbuf_printf(&c,
+                         "  lt = pred[] compare(a, b), direction=%s%s\n"
+                         "  eq = pred[] compare(a, b), direction=EQ%s\n"
+                         "  lt2 = pred[] compare(c, d), direction=LT%s\n"
+                         "  tie = pred[] and(eq, lt2)\n  ROOT r = pred[] or(lt, tie)\n}\n\n",
+                         dir, type, type, vtype);
+    else
+      kiln_strbuf_printf(&c, "  ROOT r = pred[] compare(a, b), direction=%s%s\n}\n\n", dir, type);
     const gen_shape_t *parts[2] = {&in, &vs};
     char *sh = tuple_text(parts, 2);
     int s = add_tuple_node(g, "sort", sh, ops, 2,
