@@ -176,6 +176,20 @@ static bool reads_only(const kiln_hlo_instruction_t *x, int64_t p, int *budget) 
   return true;
 }
 
+/* The operand i whose key `a` (a function of comparator parameter 2i only) and `b` (the same
+ * function of 2i + 1) compare; -1 when there is none. */
+static int key_function_operand(const sort_plan_t *p, const kiln_hlo_instruction_t *a,
+                                const kiln_hlo_instruction_t *b) {
+  for (int i = 0; i < p->nops; i++) {
+    /* Paths, not instructions, are walked: a budget keeps a comparator of shared values cheap. */
+    int budget = 4096;
+    if (reads_only(a, 2 * i, &budget) && reads_only(b, 2 * i + 1, &budget) &&
+        same_function(a, b, 2 * i, 2 * i + 1, &budget))
+      return i;
+  }
+  return -1;
+}
+
 /* A comparator compare(key(p[2i]), key(p[2i+1])) with a key that does work (JAX's comparators
  * canonicalize NaN and -0 before a total-order compare): sets p->key_op / key_a / key_b. The
  * merge then computes each element's key once, as it loads it, off the compare -> select
@@ -186,16 +200,10 @@ static void comparator_keys(sort_plan_t *p) {
   if (r->opcode != KILN_OP_COMPARE || r->num_operands != 2) return;
   const kiln_hlo_instruction_t *a = r->operands[0], *b = r->operands[1];
   if (a->opcode == KILN_OP_PARAMETER) return;
-  for (int i = 0; i < p->nops; i++) {
-    /* Paths, not instructions, are walked: a budget keeps a comparator of shared values cheap. */
-    int budget = 4096;
-    if (reads_only(a, 2 * i, &budget) && reads_only(b, 2 * i + 1, &budget) &&
-        same_function(a, b, 2 * i, 2 * i + 1, &budget)) {
-      p->key_op = i;
-      p->key_a = a;
-      p->key_b = b;
-      return;
-    }
+  p->key_op = key_function_operand(p, a, b);
+  if (p->key_op >= 0) {
+    p->key_a = a;
+    p->key_b = b;
   }
 }
 
@@ -215,14 +223,8 @@ static bool add_radix_key(sort_plan_t *p, const kiln_hlo_instruction_t *cmp) {
         b->parameter_number == a->parameter_number + 1)
       k.op = (int)(a->parameter_number / 2);
   } else {
-    for (int i = 0; i < p->nops && k.op < 0; i++) {
-      int budget = 4096;
-      if (reads_only(a, 2 * i, &budget) && reads_only(b, 2 * i + 1, &budget) &&
-          same_function(a, b, 2 * i, 2 * i + 1, &budget)) {
-        k.op = i;
-        k.fn = a;
-      }
-    }
+    k.op = key_function_operand(p, a, b);
+    k.fn = a;
   }
   if (k.op < 0 || !kiln_shape_is_array(a->shape) || a->shape->rank != 0) return false;
   kiln_elem_type_t t = a->shape->type;
@@ -670,12 +672,13 @@ static kiln_kir_value_t *less(sort_emit_t *e, kiln_kir_value_t *const *a, kiln_k
   return res[0];
 }
 
-/* key(x) of comparator_keys for an element of operand key_op. */
-static kiln_kir_value_t *sort_key(sort_emit_t *e, kiln_kir_value_t *x) {
+/* Key function `fn` of the comparator (reading one operand's parameter only: comparator_keys,
+ * add_radix_key) applied to that operand's element x. */
+static kiln_kir_value_t *sort_key(sort_emit_t *e, const kiln_hlo_instruction_t *fn,
+                                  kiln_kir_value_t *x) {
   kiln_kir_value_t *args[2 * SORT_MAX_OPERANDS];
   for (int k = 0; k < 2 * e->p.nops; k++) args[k] = x;
-  return kiln_elemental_emit_scalar_value(&e->fn, e->p.cmp, args, 2 * e->p.nops, e->p.key_a, NULL,
-                                          NULL, 0);
+  return kiln_elemental_emit_scalar_value(&e->fn, e->p.cmp, args, 2 * e->p.nops, fn, NULL, NULL, 0);
 }
 
 /* The comparator on keys: whether the element keyed `ka` goes before the one keyed `kb`. */
@@ -1154,8 +1157,8 @@ static bool emit_row_merge_pass(sort_emit_t *e, bool into_scratch, kiln_kir_valu
   /* With comparator keys, the heads' keys ride in the loop too (A's, then B's). */
   int nk = e->p.key_op >= 0 ? 2 : 0;
   if (nk) {
-    init[2 + 2 * no] = sort_key(e, init[2 + e->p.key_op]);
-    init[3 + 2 * no] = sort_key(e, init[2 + no + e->p.key_op]);
+    init[2 + 2 * no] = sort_key(e, e->p.key_a, init[2 + e->p.key_op]);
+    init[3 + 2 * no] = sort_key(e, e->p.key_a, init[2 + no + e->p.key_op]);
     if (!init[2 + 2 * no] || !init[3 + 2 * no]) return false;
   }
   size_t nw, inner;
@@ -1182,7 +1185,8 @@ static bool emit_row_merge_pass(sort_emit_t *e, bool into_scratch, kiln_kir_valu
   if (nk) {
     /* The successors' keys are computed as they are loaded, off the compare -> select chain. */
     kiln_kir_value_t *ka = args[2 + 2 * no], *kb = args[3 + 2 * no];
-    kiln_kir_value_t *nka = sort_key(e, na[e->p.key_op]), *nkb = sort_key(e, nb[e->p.key_op]);
+    kiln_kir_value_t *nka = sort_key(e, e->p.key_a, na[e->p.key_op]),
+                     *nkb = sort_key(e, e->p.key_a, nb[e->p.key_op]);
     take_b = take_b_of(e, a_ok, b_ok, nka && nkb ? keys_less(e, kb, ka) : NULL);
     if (!take_b) return false;
     keys[0] = select_element(e, take_b, ka, nka);
@@ -1245,14 +1249,8 @@ static bool emit_merge(sort_emit_t *e) {
  * order (sort_emitter.h, "Radix"), an index value below 2^bits. */
 static kiln_kir_value_t *radix_key(sort_emit_t *e, const radix_key_t *rk, kiln_kir_value_t *x) {
   kiln_kir_builder_t *b = &e->b;
-  kiln_kir_value_t *k = x;
-  if (rk->fn) {
-    kiln_kir_value_t *args[2 * SORT_MAX_OPERANDS];
-    for (int i = 0; i < 2 * e->p.nops; i++) args[i] = x; /* the key reads parameter 2 op only */
-    k = kiln_elemental_emit_scalar_value(&e->fn, e->p.cmp, args, 2 * e->p.nops, rk->fn, NULL, NULL,
-                                         0);
-    if (!k) return NULL;
-  }
+  kiln_kir_value_t *k = rk->fn ? sort_key(e, rk->fn, x) : x;
+  if (!k) return NULL;
   int bits = rk->bits;
   kiln_elem_type_t ut = bits == 8    ? KILN_U8
                         : bits == 16 ? KILN_U16
