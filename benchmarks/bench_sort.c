@@ -1,17 +1,16 @@
 /* Sort compile and run time on the host: one 65,536-element f32 row, 64 rows of 16,384, single
  * rows of 1,024 and 8,192, 4,096 rows of 32, stable single rows of 65,536 and 262,144, 256 rows
- * of 4,096 under JAX's comparator (NaN and -0 canonicalized, a total order: the host merge
- * sorts by the key's bytes: a radix sort; the C baselines are a merge sort calling the
+ * of 4,096 under JAX's comparator (NaN and -0 canonicalized, a total order: the host sorts
+ * those rows by the key's bytes, a radix sort; the C baselines are a merge sort calling the
  * comparator per comparison, as a library sort does, and the same radix sort in C), and the
- * corpus argsort (`argsort_axis_1024x512_bf16`). The host merge-sorts
- * rows of more than 16 elements, one thread per row (sort_emitter.h): 16 and 18 passes for the long
- * rows. For each: the whole compile (passes, codegen, LLVM) and the minimum and median of `--reps`
- * executes, each as wall time and as the process's CPU time (on a loaded machine the CPU time is
- * the steadier figure; a one-row sort runs on one worker). The f32 cases also time a bottom-up
- * merge sort in C on the same input, row after row on one thread (the baseline, same run),
- * and print kiln's median wall and CPU time over it. Goal (issue 20): the 65,536 row
- * compiles in <= 1 s.
- * Usage: bench_sort [--reps 5] */
+ * corpus argsort (`argsort_axis_1024x512_bf16`). The plain `<` cases (a partial order) merge-sort
+ * rows of more than 16 elements, one thread per row (sort_emitter.h): 16 and 18 passes for the
+ * long rows. For each: the whole compile (passes, codegen, LLVM) and the minimum and median of
+ * `--reps` executes, each as wall time and as the process's CPU time (on a loaded machine the CPU
+ * time is the steadier figure; a one-row sort runs on one worker). The f32 cases also time a
+ * bottom-up merge sort in C on the same input, row after row on one thread (the baseline, same
+ * run), and print kiln's median wall and CPU time over it. Goal (issue 20): the 65,536 row compiles
+ * in <= 1 s. Usage: bench_sort [--reps 5] */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
