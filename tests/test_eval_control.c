@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/str.h"
 #include "compiler/eval/eval.h"
 #include "tests/eval_test_util.h"
 
@@ -85,6 +86,71 @@ static void test_result_is_owned_by_the_output_arena(void **state) {
   expect_s64(res, 2, (int64_t[]){4, 5});
   assert_int_equal(res->shape->dims[0], 2);
   kiln_arena_destroy(&a);
+}
+
+/* A program computing 100 MB of 4 MB values, a few of them live at once, runs in an arena
+ * limited to 24 MB: the evaluator frees a large value once nothing live refers to it, through
+ * a view (reshape), a tuple element, a fusion's and a call's arguments and a while loop's
+ * state, and keeps what a later instruction still reads (p, and x1 under the view). */
+static void test_memory_is_the_live_values_not_everything_computed(void **state) {
+  enum { DOUBLINGS = 21 };
+  kiln_strbuf_t t = {0};
+  kiln_strbuf_printf(&t,
+                     "HloModule heap\n\n"
+                     "double {\n  a = f32[1048576] parameter(0)\n"
+                     "  ROOT d = f32[1048576] add(a, a)\n}\n\n"
+                     "cond {\n  s = (f32[1048576], s32[]) parameter(0)\n"
+                     "  i = s32[] get-tuple-element(s), index=1\n  three = s32[] constant(3)\n"
+                     "  ROOT lt = pred[] compare(i, three), direction=LT\n}\n\n"
+                     "body {\n  s = (f32[1048576], s32[]) parameter(0)\n"
+                     "  x = f32[1048576] get-tuple-element(s), index=0\n"
+                     "  i = s32[] get-tuple-element(s), index=1\n  one = s32[] constant(1)\n"
+                     "  x2 = f32[1048576] add(x, x)\n  i2 = s32[] add(i, one)\n"
+                     "  ROOT n = (f32[1048576], s32[]) tuple(x2, i2)\n}\n\n"
+                     "ENTRY e {\n  one = f32[] constant(1)\n"
+                     "  p = f32[1048576] broadcast(one), dimensions={}\n"
+                     "  x1 = f32[1048576] add(p, p)\n");
+  /* Evaluated in operand order: x1, the view of it, the tuple, then the chain x2 .. x21. */
+  for (int k = 2; k <= DOUBLINGS; k++) {
+    if (k == 9) {
+      kiln_strbuf_printf(
+          &t,
+          "  zero = s32[] constant(0)\n  w0 = (f32[1048576], s32[]) tuple(x8, zero)\n"
+          "  w = (f32[1048576], s32[]) while(w0), condition=cond, body=body\n"
+          "  x11 = f32[1048576] get-tuple-element(w), index=0\n");
+      k = 11;
+      continue;
+    }
+    if (k % 3 == 0)
+      kiln_strbuf_printf(&t, "  x%d = f32[1048576] fusion(x%d), kind=kLoop, calls=double\n", k,
+                         k - 1);
+    else if (k % 3 == 1)
+      kiln_strbuf_printf(&t, "  x%d = f32[1048576] call(x%d), to_apply=double\n", k, k - 1);
+    else
+      kiln_strbuf_printf(&t, "  x%d = f32[1048576] add(x%d, x%d)\n", k, k - 1, k - 1);
+  }
+  kiln_strbuf_printf(&t,
+                     "  v = f32[1024,1024] reshape(x1)\n  vb = f32[1048576] reshape(v)\n"
+                     "  tp = (f32[1048576], f32[1048576]) tuple(x1, p)\n"
+                     "  g = f32[1048576] get-tuple-element(tp), index=1\n"
+                     "  s1 = f32[1048576] add(g, x%d)\n"
+                     "  ROOT r = f32[1048576] add(vb, s1)\n}\n",
+                     DOUBLINGS);
+  kiln_arena_t a;
+  kiln_arena_init(&a);
+  a.limit = (size_t)24 << 20;
+  kiln_hlo_module_t *m = NULL;
+  kiln_literal_t *res = NULL;
+  kiln_status s = eval_with(kiln_strbuf_cstr(&t), NULL, 0, NULL, &a, &m, &res);
+  if (s) kiln_status_report(s, "eval");
+  assert_null(s);
+  /* x1 = 2; x2..x8 double, the loop 3 times, x12..x21 once each: 2^21, + p + x1. */
+  double want = ldexp(1.0, DOUBLINGS) + 1.0 + 2.0;
+  for (int64_t i = 0; i < res->num_elements; i += 65537)
+    assert_true(kiln_literal_get_f64(res, i) == want);
+  kiln_hlo_module_destroy(m);
+  kiln_arena_destroy(&a);
+  kiln_strbuf_free(&t);
 }
 
 static void test_tuple_and_get_tuple_element(void **state) {
@@ -403,6 +469,7 @@ int main(void) {
       cmocka_unit_test(test_parameters_take_arguments),
       cmocka_unit_test(test_argument_shape_mismatch_is_invalid_argument),
       cmocka_unit_test(test_result_is_owned_by_the_output_arena),
+      cmocka_unit_test(test_memory_is_the_live_values_not_everything_computed),
       cmocka_unit_test(test_tuple_and_get_tuple_element),
       cmocka_unit_test(test_call_and_fusion_evaluate_their_computations),
       cmocka_unit_test(test_map_applies_computation_per_element),

@@ -16,7 +16,19 @@ typedef struct eval_plan {
   int n;                                /* instructions in post order */
   const kiln_hlo_instruction_t **order;
   int **operand_slots;                  /* per instruction: slot of each operand */
+  int *last_use;                        /* per slot: its last user's slot (the root: n) */
 } eval_plan_t;
+
+/* A computation being evaluated: a collection keeps its arguments and every value computed
+ * before instruction `at` (the one in flight, or next) that `at` or a later one uses. */
+struct kiln_eval_frame {
+  const eval_plan_t *plan;
+  kiln_literal_t *const *vals;
+  int at;
+  int num_args;
+  kiln_literal_t *const *args;
+  struct kiln_eval_frame *up;
+};
 
 struct kiln_eval_plans {
   kiln_arena_t arena;
@@ -91,7 +103,8 @@ static kiln_status plan_build(struct kiln_eval_plans *plans, const kiln_hlo_comp
   }
   eval_plan_t *p = kiln_arena_alloc(&plans->arena, sizeof *p);
   int **slots = kiln_arena_alloc(&plans->arena, sizeof(int *) * (size_t)(n ? n : 1));
-  if (!p || !slots) {
+  int *last_use = kiln_arena_alloc(&plans->arena, sizeof(int) * (size_t)(n ? n : 1));
+  if (!p || !slots || !last_use) {
     st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "evaluation plan for '%s'", c->name);
     goto done;
   }
@@ -103,13 +116,18 @@ static kiln_status plan_build(struct kiln_eval_plans *plans, const kiln_hlo_comp
       st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "evaluation plan for '%s'", c->name);
       goto done;
     }
-    for (int j = 0; j < no; j++)
+    last_use[i] = i;
+    for (int j = 0; j < no; j++) {
       slots[i][j] = (int)(intptr_t)kiln_ptrmap_get(&slot_of, instr->operands[j]) - 1;
+      last_use[slots[i][j]] = i;
+    }
   }
+  if (n) last_use[n - 1] = n;
   p->comp = c;
   p->n = n;
   p->order = order;
   p->operand_slots = slots;
+  p->last_use = last_use;
   kiln_ptrmap_put(&plans->by_comp, c, p);
   *out = p;
 done:
@@ -120,7 +138,14 @@ done:
 
 /* ---- literal helpers ---- */
 
-static kiln_status alloc_rec(kiln_arena_t *a, kiln_shape_t *shape, kiln_literal_t **out) {
+/* Array data: a heap block of its own when large (and a heap is given), else in `a`. */
+static void *alloc_data(kiln_arena_t *a, kiln_eval_heap_t *heap, size_t bytes) {
+  if (heap && kiln_eval_heap_takes(heap, bytes)) return kiln_eval_heap_alloc(heap, bytes);
+  return kiln_arena_alloc(a, bytes);
+}
+
+static kiln_status alloc_rec(kiln_arena_t *a, kiln_eval_heap_t *heap, kiln_shape_t *shape,
+                             kiln_literal_t **out) {
   kiln_literal_t *l = kiln_arena_alloc(a, sizeof *l);
   if (!l) goto oom;
   l->shape = shape;
@@ -130,14 +155,14 @@ static kiln_status alloc_rec(kiln_arena_t *a, kiln_shape_t *shape, kiln_literal_
       l->tuple_elements = kiln_arena_alloc(a, sizeof(kiln_literal_t *) * (size_t)shape->num_elements);
       if (!l->tuple_elements) goto oom;
       for (int i = 0; i < shape->num_elements; i++)
-        KILN_RETURN_IF_ERROR_PLAIN(alloc_rec(a, shape->elements[i], &l->tuple_elements[i]));
+        KILN_RETURN_IF_ERROR_PLAIN(alloc_rec(a, heap, shape->elements[i], &l->tuple_elements[i]));
     }
   } else if (kiln_shape_is_array(shape)) {
     int64_t bytes = kiln_shape_byte_size(shape);
     l->num_elements = kiln_shape_num_elements(shape);
     if (bytes == INT64_MAX || (uint64_t)bytes > SIZE_MAX / 2) goto oom;
     if (bytes > 0) {
-      l->data = kiln_arena_alloc(a, (size_t)bytes);
+      l->data = alloc_data(a, heap, (size_t)bytes);
       if (!l->data) goto oom;
     }
   }
@@ -151,7 +176,17 @@ oom:
 kiln_status kiln_eval_literal_alloc(kiln_eval_ctx_t *ctx, kiln_shape_t *shape,
                                     kiln_literal_t **out) {
   *out = NULL;
-  return alloc_rec(ctx->arena, shape, out);
+  return alloc_rec(ctx->arena, ctx->heap, shape, out);
+}
+
+kiln_literal_t *kiln_eval_literal_make(kiln_eval_ctx_t *ctx, kiln_shape_t *shape) {
+  kiln_literal_t *l = NULL;
+  kiln_status st = alloc_rec(ctx->arena, ctx->heap, shape, &l);
+  if (st) {
+    kiln_status_free(st);
+    return NULL;
+  }
+  return l;
 }
 
 kiln_status kiln_eval_literal_view(kiln_eval_ctx_t *ctx, kiln_shape_t *shape,
@@ -169,7 +204,8 @@ kiln_status kiln_eval_literal_view(kiln_eval_ctx_t *ctx, kiln_shape_t *shape,
   return KILN_STATUS_OK;
 }
 
-kiln_literal_t *kiln_eval_literal_clone(kiln_arena_t *a, const kiln_literal_t *src) {
+static kiln_literal_t *clone_into(kiln_arena_t *a, kiln_eval_heap_t *heap,
+                                  const kiln_literal_t *src) {
   kiln_literal_t *l = kiln_arena_alloc(a, sizeof *l);
   if (!l) return NULL;
   *l = *src;
@@ -179,17 +215,21 @@ kiln_literal_t *kiln_eval_literal_clone(kiln_arena_t *a, const kiln_literal_t *s
     l->tuple_elements = kiln_arena_alloc(a, sizeof(kiln_literal_t *) * (size_t)src->num_tuple_elements);
     if (!l->tuple_elements) return NULL;
     for (int i = 0; i < src->num_tuple_elements; i++) {
-      l->tuple_elements[i] = kiln_eval_literal_clone(a, src->tuple_elements[i]);
+      l->tuple_elements[i] = clone_into(a, heap, src->tuple_elements[i]);
       if (!l->tuple_elements[i]) return NULL;
     }
   }
   if (src->data) {
     int64_t bytes = kiln_shape_byte_size(src->shape);
-    l->data = bytes > 0 ? kiln_arena_alloc(a, (size_t)bytes) : NULL;
+    l->data = bytes > 0 ? alloc_data(a, heap, (size_t)bytes) : NULL;
     if (bytes > 0 && !l->data) return NULL;
     if (bytes > 0) memcpy(l->data, src->data, (size_t)bytes);
   }
   return l;
+}
+
+kiln_literal_t *kiln_eval_literal_clone(kiln_arena_t *a, const kiln_literal_t *src) {
+  return clone_into(a, NULL, src);
 }
 
 int64_t kiln_eval_scalar_index(const kiln_literal_t *l) {
@@ -468,7 +508,7 @@ static kiln_status eval_while(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t
   }
   ctx->arena = outer;
   if (!st) {
-    *out = kiln_eval_literal_clone(outer, state);
+    *out = clone_into(outer, ctx->heap, state);
     if (!*out) st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "while '%s': result too large", instr->name);
   }
   kiln_arena_destroy(&work);
@@ -744,6 +784,33 @@ static bool is_array_valued_op(kiln_hlo_opcode_t op) {
   return (kiln_hlo_opcode_is_elementwise(op) && op != KILN_OP_MAP) || op == KILN_OP_BITCAST_CONVERT;
 }
 
+/* Whether an instruction in flight keeps every value it still needs where a collection sees
+ * it: operands (in its frame) and the arguments of the computations it calls (their frames).
+ * Others (a sort with its comparator, a reduce with its reducer, ...) may hold a result
+ * being filled while they call a computation, so no collection runs under them. */
+static bool keeps_values_in_frames(kiln_hlo_opcode_t op) {
+  return op == KILN_OP_CALL || op == KILN_OP_FUSION || op == KILN_OP_WHILE ||
+         op == KILN_OP_CONDITIONAL || op == KILN_OP_ASYNC_START;
+}
+
+/* Frees the large values no frame still uses. */
+static void collect(kiln_eval_ctx_t *ctx) {
+  kiln_eval_heap_t *h = ctx->heap;
+  kiln_eval_heap_begin_collection(h);
+  for (const struct kiln_eval_frame *f = ctx->frames; f; f = f->up) {
+    for (int j = 0; j < f->num_args; j++) kiln_eval_heap_mark_literal(h, f->args[j]);
+    for (int j = 0; j < f->at; j++)
+      if (f->plan->last_use[j] >= f->at) kiln_eval_heap_mark_literal(h, f->vals[j]);
+  }
+  kiln_eval_heap_sweep(h);
+}
+
+void kiln_eval_collect_before_waiting(kiln_eval_ctx_t *ctx) {
+  if (ctx->heap && ctx->collection_blocked == 1 &&
+      kiln_eval_heap_allocated_since_collection(ctx->heap))
+    collect(ctx);
+}
+
 kiln_status kiln_eval_computation(kiln_eval_ctx_t *ctx, const kiln_hlo_computation_t *c,
                                   int num_args, kiln_literal_t *const *args,
                                   kiln_literal_t **out_result) {
@@ -767,8 +834,13 @@ kiln_status kiln_eval_computation(kiln_eval_ctx_t *ctx, const kiln_hlo_computati
   if (!plan && (st = plan_build(ctx->plans, c, &plan))) goto done;
   if (plan->n > 32) vals = kiln_calloc((size_t)plan->n, sizeof *vals);
   ctx->depth++;
+  struct kiln_eval_frame frame = {plan, vals, 0, num_args, args, ctx->frames};
+  ctx->frames = &frame;
   for (int i = 0; i < plan->n && !st; i++) {
     const kiln_hlo_instruction_t *instr = plan->order[i];
+    frame.at = i;
+    if (ctx->heap && !ctx->collection_blocked && kiln_eval_heap_wants_collection(ctx->heap))
+      collect(ctx);
     kiln_literal_t *opv_small[8];
     kiln_literal_t **opv = opv_small;
     int no = instr->num_operands;
@@ -782,7 +854,10 @@ kiln_status kiln_eval_computation(kiln_eval_ctx_t *ctx, const kiln_hlo_computati
                                 instr->name);
     }
     kiln_literal_t *v = NULL;
+    bool blocks = !keeps_values_in_frames(instr->opcode);
+    ctx->collection_blocked += blocks;
     if (!st) st = eval_instruction(ctx, instr, opv, num_args, args, &v);
+    ctx->collection_blocked -= blocks;
     if (!st && !v) st = kiln_status_make(KILN_INTERNAL, "evaluator produced no value for '%s'", instr->name);
     if (st && kiln_status_code(st) != KILN_RESOURCE_EXHAUSTED && instr->opcode != KILN_OP_CALL &&
         instr->opcode != KILN_OP_FUSION && instr->opcode != KILN_OP_WHILE &&
@@ -792,6 +867,7 @@ kiln_status kiln_eval_computation(kiln_eval_ctx_t *ctx, const kiln_hlo_computati
     if (opv != opv_small) kiln_free(opv);
   }
   ctx->depth--;
+  ctx->frames = frame.up;
   if (!st) *out_result = vals[plan->n - 1];
 done:
   if (vals != small) kiln_free(vals);
@@ -845,7 +921,9 @@ kiln_status kiln_eval_module_participant(const kiln_hlo_module_t *m,
   kiln_ptrmap_t coll_seq;
   kiln_ptrmap_init(&coll_seq);
   ctx.coll_seq = &coll_seq;
-  kiln_status st = plans_create(&ctx.plans);
+  ctx.heap = kiln_eval_heap_create(work.limit, ctx.opts->collect_eagerly);
+  kiln_status st = ctx.heap ? plans_create(&ctx.plans)
+                            : kiln_status_make(KILN_RESOURCE_EXHAUSTED, "evaluator: out of memory");
   kiln_literal_t *res = NULL;
   if (!st) st = kiln_eval_computation(&ctx, entry, num_args, args, &res);
   if (!st) {
@@ -854,6 +932,7 @@ kiln_status kiln_eval_module_participant(const kiln_hlo_module_t *m,
   }
   plans_destroy(ctx.plans);
   kiln_ptrmap_free(&coll_seq);
+  kiln_eval_heap_destroy(ctx.heap);
   kiln_arena_destroy(&work);
   return st;
 }

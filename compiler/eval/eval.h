@@ -28,6 +28,9 @@ typedef struct kiln_eval_options {
   kiln_status (*custom_call)(void *user, const kiln_hlo_instruction_t *instr,
                              kiln_literal_t *const *operands, kiln_literal_t *result);
   void *custom_call_user;
+  /* Tests of the evaluator's memory: every array value is a heap block of its own and a
+   * collection runs before every instruction where one may (eval_heap.c); slower. */
+  bool collect_eagerly;
 } kiln_eval_options_t;
 
 typedef struct kiln_eval_ctx kiln_eval_ctx_t;
@@ -60,8 +63,13 @@ kiln_status kiln_eval_module(const kiln_hlo_module_t *m, const kiln_eval_options
  * all-to-all concatenate in rank order; collective-broadcast copies rank 0's operand;
  * collective-permute's pairs name ids of the same space, a participant nobody sends to gets
  * zeros.
- * A participant waits at most timeout_ms for the others at each collective; past it the run
- * fails with DEADLINE_EXCEEDED naming the collective and the participants missing. When one
+ * As many participants compute at once as the machine has cores; the others wait for a turn
+ * at their start and after each collective they took part in (a participant gives its turn
+ * back when it reaches a collective, after freeing what it no longer uses), so the memory in
+ * use is a few participants' working sets plus the others' live values.
+ * A participant waits at most timeout_ms for the others at each collective, counted from the
+ * last turn any participant took (while others still take turns, the world moves); past it the
+ * run fails with DEADLINE_EXCEEDED naming the collective and the participants missing. When one
  * participant fails, the others stop at their next collective and the first failure is
  * returned, annotated with its replica and partition.
  * Thread safety: the module is read by every participant at once and must not change during
@@ -113,7 +121,42 @@ struct kiln_eval_ctx {
   struct kiln_eval_world *world;
   int participant;         /* this thread's index in world */
   kiln_ptrmap_t *coll_seq; /* collective instruction -> executions so far + 1 */
+  /* Large values (kiln_eval_module: eval_heap.c; NULL: everything in `arena`), the frames
+   * of the computations being evaluated (innermost first: what a collection keeps), and how
+   * many instructions in flight hold values no frame records (collections wait for 0). */
+  struct kiln_eval_heap *heap;
+  struct kiln_eval_frame *frames;
+  int collection_blocked;
 };
+
+/* ---- large values (eval_heap.c) ----
+ * kiln_eval_module's array values of KILN_EVAL_HEAP_MIN_BYTES or more are blocks of their own,
+ * freed by a collection between two instructions once no live value of any frame being
+ * evaluated refers to them: the evaluator's memory is what the program keeps live, not
+ * everything it computed. */
+#define KILN_EVAL_HEAP_MIN_BYTES ((size_t)1 << 20)
+typedef struct kiln_eval_heap kiln_eval_heap_t;
+/* `limit`: 0 unlimited, else the most bytes live at once (an allocation past it fails);
+ * `eager`: kiln_eval_options_t.collect_eagerly. */
+kiln_eval_heap_t *kiln_eval_heap_create(size_t limit, bool eager);
+/* Whether array data of `bytes` goes to the heap. */
+bool kiln_eval_heap_takes(const kiln_eval_heap_t *h, size_t bytes);
+void kiln_eval_heap_destroy(kiln_eval_heap_t *h);
+/* Zeroed, 16-byte aligned; NULL past the limit or when the allocator refuses. */
+void *kiln_eval_heap_alloc(kiln_eval_heap_t *h, size_t bytes);
+/* Enough was allocated since the last collection to run one. */
+bool kiln_eval_heap_wants_collection(const kiln_eval_heap_t *h);
+bool kiln_eval_heap_allocated_since_collection(const kiln_eval_heap_t *h);
+/* Called by an instruction in flight that holds nothing outside the frames (a collective about
+ * to wait for its peers): frees what the frames no longer use, unless an instruction above it
+ * holds values of its own. */
+void kiln_eval_collect_before_waiting(kiln_eval_ctx_t *ctx);
+/* A collection: begin, mark every live value (a pointer anywhere inside a block keeps it),
+ * sweep (frees every unmarked block). */
+void kiln_eval_heap_begin_collection(kiln_eval_heap_t *h);
+void kiln_eval_heap_mark(kiln_eval_heap_t *h, const void *data);
+void kiln_eval_heap_mark_literal(kiln_eval_heap_t *h, const kiln_literal_t *l);
+void kiln_eval_heap_sweep(kiln_eval_heap_t *h);
 
 /* kiln_eval_module for participant `participant` of `world` (NULL: alone). */
 kiln_status kiln_eval_module_participant(const kiln_hlo_module_t *m,
@@ -131,6 +174,8 @@ kiln_status kiln_eval_module_participant(const kiln_hlo_module_t *m,
  * RESOURCE_EXHAUSTED when the arena refuses. */
 kiln_status kiln_eval_literal_alloc(kiln_eval_ctx_t *ctx, kiln_shape_t *shape,
                                     kiln_literal_t **out);
+/* kiln_eval_literal_alloc returning the literal, NULL when refused. */
+kiln_literal_t *kiln_eval_literal_make(kiln_eval_ctx_t *ctx, kiln_shape_t *shape);
 /* A literal of `shape` sharing `src`'s data (same element count and storage size). */
 kiln_status kiln_eval_literal_view(kiln_eval_ctx_t *ctx, kiln_shape_t *shape,
                                    const kiln_literal_t *src, kiln_literal_t **out);

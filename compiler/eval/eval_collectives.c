@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/ragged_all_to_all.h"
 #include "base/str.h"
@@ -37,6 +38,12 @@ struct kiln_eval_world {
   slot_t *slots;
   bool failed; /* a participant failed: the others stop at their next collective */
   int failed_participant;
+  /* Participants computing at once (at most max_running, the machine's cores): the others
+   * wait at their start or at the end of a collective, so that the memory in use is a few
+   * participants' working sets and every other's live values, not n working sets. The turns
+   * taken so far tell a participant waiting at a collective that the world still moves. */
+  int running, max_running;
+  int64_t turns_taken;
 };
 
 static int64_t device_of(const struct kiln_eval_world *w, int participant) {
@@ -161,8 +168,14 @@ static kiln_status slot_join(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
     s->contrib[g->rank] = mine;
     s->arrived++;
     pthread_cond_broadcast(&w->cv);
+    int64_t turns = w->turns_taken;
     while (s->arrived < s->size && !w->failed)
       if (wait_for(w, &deadline) == ETIMEDOUT && s->arrived < s->size) {
+        if (w->turns_taken != turns) { /* others waited for their turn: time from the last */
+          turns = w->turns_taken;
+          deadline_after(w->timeout_ms, &deadline);
+          continue;
+        }
         st = deadline_exceeded(w, in, g, s);
         /* Our operands go away with us: a late member must not read them, and nobody may
          * start another collective in a world that has failed. */
@@ -199,6 +212,23 @@ static void slot_leave(struct kiln_eval_world *w, slot_t *s) {
   while (s->departed < s->size)
     if (wait_for(w, &deadline) == ETIMEDOUT) break;
   if (++s->exited == s->size) slot_unlink_free(w, s);
+  kiln_mutex_unlock(&w->mu);
+}
+
+/* Takes one of the world's turns to compute (waits for one without a deadline: a participant
+ * gives its turn back at each collective and when it ends). */
+static void take_turn(struct kiln_eval_world *w) {
+  kiln_mutex_lock(&w->mu);
+  while (w->running >= w->max_running) pthread_cond_wait(&w->cv, &w->mu);
+  w->running++;
+  w->turns_taken++;
+  kiln_mutex_unlock(&w->mu);
+}
+
+static void give_turn(struct kiln_eval_world *w) {
+  kiln_mutex_lock(&w->mu);
+  w->running--;
+  pthread_cond_broadcast(&w->cv);
   kiln_mutex_unlock(&w->mu);
 }
 
@@ -534,7 +564,11 @@ kiln_status kiln_eval_collective(kiln_eval_ctx_t *ctx, const kiln_hlo_instructio
   slot_t *slot = NULL;
   kiln_literal_t *const *alone[1] = {ops};
   coll_t c = {ctx, in, &g, alone, nops};
+  bool turn_given = false;
   if (!st && g.size > 1) { /* only with a world: alone, groups hold just this participant */
+    kiln_eval_collect_before_waiting(ctx);
+    give_turn(ctx->world);
+    turn_given = true;
     st = slot_join(ctx, in, seq, &g, ops, &slot);
     if (slot) c.contrib = slot->contrib;
   }
@@ -571,6 +605,7 @@ kiln_status kiln_eval_collective(kiln_eval_ctx_t *ctx, const kiln_hlo_instructio
     }
   }
   if (slot) slot_leave(ctx->world, slot);
+  if (turn_given) take_turn(ctx->world);
   kiln_hlo_collective_group_free(&g);
   if (st) return st;
   return package(ctx, in, nops, ops, res, out);
@@ -659,8 +694,10 @@ typedef struct {
 
 static void *participant_main(void *arg) {
   participant_t *p = arg;
+  take_turn(p->world);
   p->status = kiln_eval_module_participant(p->m, &p->opts, p->world, p->participant, p->num_args,
                                            p->args, &p->arena, &p->result);
+  give_turn(p->world);
   if (p->status) {
     kiln_mutex_lock(&p->world->mu);
     if (!p->world->failed && kiln_status_code(p->status) != KILN_ABORTED) {
@@ -703,7 +740,9 @@ kiln_status kiln_eval_module_spmd(const kiln_hlo_module_t *m, const kiln_eval_sp
       .num_partitions = opts->num_partitions,
       .n = opts->num_replicas * opts->num_partitions,
       .device_assignment = opts->device_assignment,
-      .timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : KILN_EVAL_COLLECTIVE_TIMEOUT_MS};
+      .timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : KILN_EVAL_COLLECTIVE_TIMEOUT_MS,
+      .max_running = (int)sysconf(_SC_NPROCESSORS_ONLN)};
+  if (w.max_running < 1) w.max_running = 1;
   for (int i = 0; i < w.n; i++) out_results[i] = NULL;
   pthread_mutex_init(&w.mu, NULL);
   pthread_condattr_t ca;

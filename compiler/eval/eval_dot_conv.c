@@ -45,6 +45,12 @@ static kiln_status acc_kind_for(kiln_elem_type_t rt, acc_kind_t *out) {
   return KILN_STATUS_OK;
 }
 
+/* The accumulator is the result's own storage: the kernel writes the result in place. */
+static bool acc_is_storage(acc_kind_t k, kiln_elem_type_t t) {
+  return (k == ACC_F32 && t == KILN_F32) || (k == ACC_F64 && t == KILN_F64) ||
+         (k == ACC_C64 && t == KILN_C64) || (k == ACC_C128 && t == KILN_C128);
+}
+
 /* Wraps `v` to a `bits`-wide integer (sign-extending when `is_signed`). */
 static int64_t wrap_int(uint64_t v, int bits, bool is_signed) {
   if (bits >= 64) return (int64_t)v;
@@ -296,14 +302,15 @@ static kiln_status eval_dot(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *
 
   acc_kind_t k;
   KILN_RETURN_IF_ERROR_PLAIN(acc_kind_for(os->type, &k));
-  kiln_literal_t *res = kiln_literal_make(ctx->arena, instr->shape);
+  kiln_literal_t *res = kiln_eval_literal_make(ctx, instr->shape);
   if (!res) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "dot result too large");
   void *lbuf = NULL, *rbuf = NULL, *obuf = NULL;
   kiln_status st = pack_operand(lhs, lperm, os->type, k, &lbuf);
   if (!st) st = pack_operand(rhs, rperm, os->type, k, &rbuf);
   int64_t on = B * M * N;
+  bool in_place = acc_is_storage(k, os->type) && res->data;
   if (!st) {
-    obuf = kiln_try_malloc((size_t)(on > 0 ? on : 1) * acc_size(k));
+    obuf = in_place ? res->data : kiln_try_malloc((size_t)(on > 0 ? on : 1) * acc_size(k));
     if (!obuf) st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "out of memory in dot");
   }
   if (!st) {
@@ -315,12 +322,13 @@ static kiln_status eval_dot(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *
       case ACC_INT: dot_kernel_uint64_t(lbuf, rbuf, obuf, B, M, N, K); break;
     }
     size_t es = acc_size(k);
-    for (int64_t i = 0; i < on; i++) store_elem(res, i, k, (char *)obuf + (size_t)i * es);
+    for (int64_t i = 0; i < on && !in_place; i++)
+      store_elem(res, i, k, (char *)obuf + (size_t)i * es);
     *out = res;
   }
   kiln_free(lbuf);
   kiln_free(rbuf);
-  kiln_free(obuf);
+  if (!in_place) kiln_free(obuf);
   return st;
 }
 
@@ -472,7 +480,7 @@ static kiln_status eval_conv(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
 
   acc_kind_t k;
   KILN_RETURN_IF_ERROR_PLAIN(acc_kind_for(os->type, &k));
-  kiln_literal_t *res = kiln_literal_make(ctx->arena, instr->shape);
+  kiln_literal_t *res = kiln_eval_literal_make(ctx, instr->shape);
   if (!res) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "convolution result too large");
   int64_t ident[34];
   for (int d = 0; d < 34; d++) ident[d] = d;
@@ -480,8 +488,9 @@ static kiln_status eval_conv(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
   kiln_status s = pack_operand(in, ident, os->type, k, &ibuf);
   if (!s) s = pack_operand(ker, ident, os->type, k, &kbuf);
   int64_t on = kiln_shape_num_elements(os);
+  bool in_place = acc_is_storage(k, os->type) && res->data;
   if (!s) {
-    obuf = kiln_try_malloc((size_t)(on > 0 ? on : 1) * acc_size(k));
+    obuf = in_place ? res->data : kiln_try_malloc((size_t)(on > 0 ? on : 1) * acc_size(k));
     if (!obuf) s = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "out of memory in convolution");
   }
   if (!s) {
@@ -493,12 +502,13 @@ static kiln_status eval_conv(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
       case ACC_INT: conv_kernel_uint64_t(&g, ibuf, kbuf, obuf, on); break;
     }
     size_t es = acc_size(k);
-    for (int64_t i = 0; i < on; i++) store_elem(res, i, k, (char *)obuf + (size_t)i * es);
+    for (int64_t i = 0; i < on && !in_place; i++)
+      store_elem(res, i, k, (char *)obuf + (size_t)i * es);
     *out = res;
   }
   kiln_free(ibuf);
   kiln_free(kbuf);
-  kiln_free(obuf);
+  if (!in_place) kiln_free(obuf);
   return s;
 }
 

@@ -153,7 +153,7 @@ static kiln_status eval_gather(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_
       }
     }
   }
-  kiln_literal_t *res = kiln_literal_make(ctx->arena, instr->shape);
+  kiln_literal_t *res = kiln_eval_literal_make(ctx, instr->shape);
   if (!res) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "gather result too large");
   int64_t n = kiln_shape_num_elements(rs);
   size_t es = kiln_elem_type_storage_bytes(os->type);
@@ -296,9 +296,9 @@ static void combine_fast(combine_kind_t k, kiln_literal_t *dst, int64_t di,
   }
 }
 
-static kiln_literal_t *copy_literal(kiln_arena_t *a, const kiln_literal_t *src,
+static kiln_literal_t *copy_literal(kiln_eval_ctx_t *ctx, const kiln_literal_t *src,
                                     kiln_shape_t *shape) {
-  kiln_literal_t *l = kiln_literal_make(a, shape);
+  kiln_literal_t *l = kiln_eval_literal_make(ctx, shape);
   if (!l) return NULL;
   int64_t bytes = kiln_shape_byte_size(shape);
   if (bytes > 0 && src->data) memcpy(l->data, src->data, (size_t)bytes);
@@ -405,7 +405,7 @@ static kiln_status eval_scatter(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction
   if (nop == 1 && !kiln_shape_is_tuple(rshape)) {
     if (!kiln_shape_compatible(rshape, os))
       return KILN_ERR_INVALID("scatter: result shape differs from operand");
-    res = copy_literal(ctx->arena, operands[0], instr->shape);
+    res = copy_literal(ctx, operands[0], instr->shape);
     if (!res) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "scatter result too large");
     dst[0] = res;
   } else {
@@ -420,7 +420,7 @@ static kiln_status eval_scatter(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction
     for (int i = 0; i < nop; i++) {
       if (!kiln_shape_compatible(rshape->elements[i], operands[i]->shape))
         return KILN_ERR_INVALID("scatter: result element %d differs from operand", i);
-      elems[i] = copy_literal(ctx->arena, operands[i], rshape->elements[i]);
+      elems[i] = copy_literal(ctx, operands[i], rshape->elements[i]);
       if (!elems[i]) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "scatter result too large");
       dst[i] = elems[i];
     }
@@ -440,7 +440,7 @@ static kiln_status eval_scatter(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction
       if (!ps || !kiln_shape_is_array(ps) || ps->rank != 0 || ps->type != want)
         return KILN_ERR_INVALID("scatter: to_apply parameter %d must be a %s scalar", i,
                                 kiln_elem_type_name(want));
-      args[i] = kiln_literal_make(ctx->arena, ps);
+      args[i] = kiln_eval_literal_make(ctx, ps);
       if (!args[i]) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "scatter: arena full");
     }
   }

@@ -54,7 +54,7 @@ static kiln_status eval_cholesky(kiln_eval_ctx_t *ctx, const kiln_hlo_instructio
   bool lower = instr->has_lower ? instr->lower : true;
   int64_t n = s->dims[s->rank - 1];
   int64_t batch = n > 0 ? kiln_shape_num_elements(s) / (n * n) : 0;
-  kiln_literal_t *res = kiln_literal_make(ctx->arena, instr->shape);
+  kiln_literal_t *res = kiln_eval_literal_make(ctx, instr->shape);
   if (!res) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "cholesky result too large");
   cplx *L = kiln_try_calloc((size_t)(n * n > 0 ? n * n : 1), sizeof(cplx));
   if (!L) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "cholesky: out of memory");
@@ -151,7 +151,7 @@ static kiln_status eval_triangular_solve(kiln_eval_ctx_t *ctx,
   bool lower = instr->lower;
   bool unit = instr->unit_diagonal;
 
-  kiln_literal_t *res = kiln_literal_make(ctx->arena, instr->shape);
+  kiln_literal_t *res = kiln_eval_literal_make(ctx, instr->shape);
   if (!res) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "triangular-solve: too large");
   int64_t batch = 1;
   for (int d = 0; d < r - 2; d++) batch *= as->dims[d];
@@ -299,7 +299,7 @@ static kiln_status eval_fft(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *
   if (!in_complex && !kiln_elem_type_is_float(xs->type))
     return KILN_ERR_INVALID("fft: operand must be float or complex");
 
-  kiln_literal_t *res = kiln_literal_make(ctx->arena, instr->shape);
+  kiln_literal_t *res = kiln_eval_literal_make(ctx, instr->shape);
   if (!res) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "fft result too large");
   /* work array: batch x full fft_length dims */
   int64_t dims[4], batch = 1, fn = 1, maxn = 1;

@@ -203,7 +203,7 @@ static kiln_status eval_rng_bit_generator(kiln_eval_ctx_t *ctx,
   if (bits != 64 && bits > 32)
     return KILN_ERR_INVALID("rng-bit-generator: unsupported width %d", bits);
 
-  kiln_literal_t *res = kiln_literal_make(ctx->arena, instr->shape);
+  kiln_literal_t *res = kiln_eval_literal_make(ctx, instr->shape);
   if (!res) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "rng-bit-generator: too large");
   kiln_literal_t *new_state = res->tuple_elements[0], *data = res->tuple_elements[1];
   int64_t sn = ss->dims[0];
@@ -263,7 +263,7 @@ static kiln_status eval_rng(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *
       kiln_elem_type_is_integral(t) && (bits == 8 || bits == 16 || bits == 32 || bits == 64);
   if (!(is_float || (is_int && !normal)) || rs->rank >= RNG_MAX_RANK)
     return KILN_ERR_INVALID("rng %s of %s is not supported", dist, kiln_elem_type_name(t));
-  kiln_literal_t *res = kiln_literal_make(ctx->arena, instr->shape);
+  kiln_literal_t *res = kiln_eval_literal_make(ctx, instr->shape);
   if (!res) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "rng result too large");
   int64_t n = res->num_elements;
   if (n == 0) {
@@ -278,7 +278,7 @@ static kiln_status eval_rng(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *
   for (int d = 0; d < rank; d++) dims[normal + d] = rs->dims[d]; /* a scalar has no dims array */
   kiln_shape_t *ws = kiln_shape_make_array_with_default_layout(
       ctx->arena, bits == 64 ? KILN_U64 : KILN_U32, rank + normal, dims);
-  kiln_literal_t *words = ws ? kiln_literal_make(ctx->arena, ws) : NULL;
+  kiln_literal_t *words = ws ? kiln_eval_literal_make(ctx, ws) : NULL;
   if (!words) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "rng result too large");
   uint64_t state[2];
   kiln_eval_rng_state_take(ctx, normal ? 2 * n : n, state);

@@ -268,7 +268,7 @@ static kiln_status eval_sort(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
 
   /* result literal(s) */
   const kiln_shape_t *rs = instr->shape;
-  kiln_literal_t *res = kiln_literal_make(ctx->arena, instr->shape);
+  kiln_literal_t *res = kiln_eval_literal_make(ctx, instr->shape);
   if (!res) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "sort result too large");
   kiln_literal_t **dst = kiln_arena_alloc(ctx->arena, sizeof(*dst) * (size_t)nop);
   if (!dst) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "sort: arena full");
@@ -299,7 +299,7 @@ static kiln_status eval_sort(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
           ps->type != operands[i / 2]->shape->type)
         return KILN_ERR_INVALID("sort comparator parameter %d must be a %s scalar", i,
                                 kiln_elem_type_name(operands[i / 2]->shape->type));
-      sc.args[i] = kiln_literal_make(ctx->arena, ps);
+      sc.args[i] = kiln_eval_literal_make(ctx, ps);
       if (!sc.args[i]) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "sort: arena full");
     }
   }
@@ -390,7 +390,7 @@ static kiln_status eval_topk(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
     if (vs->dims[d] != want || xs->dims[d] != want)
       return KILN_ERR_INVALID("topk result dimension %d should be %lld", d, (long long)want);
   }
-  kiln_literal_t *res = kiln_literal_make(ctx->arena, instr->shape);
+  kiln_literal_t *res = kiln_eval_literal_make(ctx, instr->shape);
   if (!res) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "topk result too large");
   kiln_literal_t *vals = res->tuple_elements[0], *idxs = res->tuple_elements[1];
   int64_t rows = n > 0 ? kiln_shape_num_elements(is) / n : 0;

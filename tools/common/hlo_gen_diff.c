@@ -197,6 +197,9 @@ void kiln_diff_check_text(const char *text, const kiln_diff_options_t *o, kiln_d
     kiln_eval_options_t eo = {0};
     eo.rng_seed = 42;
     eo.max_while_iterations = DIFF_MAX_WHILE;
+    /* Every value freed once nothing live uses it: a value freed too early shows up as a
+     * difference (generated programs are small, the cost is a malloc per value). */
+    eo.collect_eagerly = true;
     s = kiln_eval_module(m, &eo, n, args, &arena, &want);
   }
   if (s) {
