@@ -41,6 +41,7 @@
 #include "base/str.h"
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
+#include "compiler/hlo/literal.h"
 #include "tools/common/corpus.h"
 #include "tools/common/corpus_eval.h"
 #include "tools/common/fake_args.h"

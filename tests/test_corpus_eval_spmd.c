@@ -2,7 +2,8 @@
  * participant) evaluated on several participants (kiln_eval_module_spmd), each on the world
  * its groups need (kiln_eval_spmd_world_size), every participant on the same fake
  * arguments (a ragged-all-to-all's offsets and sizes: each participant its own share of one
- * valid exchange, kiln_fake_args_make_world). Prints `evaluated X / eligible Y`, every failure and
+ * valid exchange, kiln_fake_args_make_world), then again collecting eagerly, which must give
+ * the same bits. Prints `evaluated X / eligible Y`, every failure and
  * every module left out with its reason (custom calls, send/recv, elided constants, cost, worlds
  * over 64 participants, invalid on purpose), and fails below the floor. Before this evaluator none
  * of them ran. */
@@ -21,6 +22,7 @@
 #include "base/str.h"
 #include "compiler/eval/eval.h"
 #include "compiler/hlo/ir.h"
+#include "compiler/hlo/literal.h"
 #include "tests/collective_test_util.h"
 #include "tests/skip_util.h"
 #include "tools/common/corpus.h"
@@ -92,9 +94,21 @@ static void run(stats_t *st, const kiln_hlo_module_t *m, const char *name) {
     } else if (s) {
       fail_with(st, name, "eval", s);
     } else {
-      st->eligible++;
-      st->evaluated++;
-      kiln_strbuf_printf(&st->out, "  ok   %s: %d replicas x %d partitions\n", name, R, P);
+      /* Again with every value freed as soon as nothing live refers to it (a participant also
+       * frees before it waits at a collective): the same bits on every participant. */
+      kiln_literal_t *eager[MAX_PARTICIPANTS];
+      o.base.collect_eagerly = true;
+      s = kiln_eval_module_spmd(m, &o, n, per, &out_arena, eager);
+      for (int i = 0; i < R * P && !s; i++)
+        if (!kiln_literal_equal(results[i], eager[i]))
+          s = kiln_status_make(KILN_INTERNAL, "participant %d: another result than without", i);
+      if (s) {
+        fail_with(st, name, "eval collecting eagerly", s);
+      } else {
+        st->eligible++;
+        st->evaluated++;
+        kiln_strbuf_printf(&st->out, "  ok   %s: %d replicas x %d partitions\n", name, R, P);
+      }
     }
   }
   kiln_arena_destroy(&out_arena);

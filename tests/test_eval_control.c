@@ -153,6 +153,45 @@ static void test_memory_is_the_live_values_not_everything_computed(void **state)
   kiln_strbuf_free(&t);
 }
 
+/* A while loop under an instruction no collection runs beneath (a sort calling its
+ * comparator) frees each iteration's large values once it has copied the loop state: 3 sorts'
+ * worth of comparisons, each a 10-iteration loop over 4 MB, in an arena limited to 24 MB. */
+static void test_while_frees_each_iteration_under_a_sort(void **state) {
+  static const char text[] =
+      "HloModule heap_while\n\n"
+      "cond {\n  s = (f32[1048576], s32[]) parameter(0)\n"
+      "  i = s32[] get-tuple-element(s), index=1\n  ten = s32[] constant(10)\n"
+      "  ROOT lt = pred[] compare(i, ten), direction=LT\n}\n\n"
+      "body {\n  s = (f32[1048576], s32[]) parameter(0)\n"
+      "  x = f32[1048576] get-tuple-element(s), index=0\n"
+      "  i = s32[] get-tuple-element(s), index=1\n  one = s32[] constant(1)\n"
+      "  x2 = f32[1048576] add(x, x)\n  i2 = s32[] add(i, one)\n"
+      "  ROOT n = (f32[1048576], s32[]) tuple(x2, i2)\n}\n\n"
+      "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  ROOT c = f32[] add(a, b)\n}\n\n"
+      "less {\n  p0 = f32[] parameter(0)\n  p1 = f32[] parameter(1)\n"
+      "  big = f32[1048576] broadcast(p0), dimensions={}\n  zero = s32[] constant(0)\n"
+      "  w0 = (f32[1048576], s32[]) tuple(big, zero)\n"
+      "  w = (f32[1048576], s32[]) while(w0), condition=cond, body=body\n"
+      "  x = f32[1048576] get-tuple-element(w), index=0\n  fz = f32[] constant(0)\n"
+      "  r = f32[] reduce(x, fz), dimensions={0}, to_apply=add\n"
+      "  nothing = f32[] multiply(r, fz)\n  a = f32[] add(p0, nothing)\n"
+      "  ROOT lt = pred[] compare(a, p1), direction=LT\n}\n\n"
+      "ENTRY e {\n  c = f32[3] constant({3, 1, 2})\n"
+      "  ROOT s = f32[3] sort(c), dimensions={0}, to_apply=less\n}\n";
+  kiln_arena_t a;
+  kiln_arena_init(&a);
+  a.limit = (size_t)24 << 20;
+  kiln_hlo_module_t *m = NULL;
+  kiln_literal_t *res = NULL;
+  kiln_status s = eval_with(text, NULL, 0, NULL, &a, &m, &res);
+  if (s) kiln_status_report(s, "eval");
+  assert_null(s);
+  expect_f64(res, 3, (double[]){1, 2, 3});
+  kiln_hlo_module_destroy(m);
+  kiln_arena_destroy(&a);
+}
+
 static void test_tuple_and_get_tuple_element(void **state) {
   run_t r;
   run_text(&r, MODULE("  a = s32[2] constant({1, 2})\n"
@@ -470,6 +509,7 @@ int main(void) {
       cmocka_unit_test(test_argument_shape_mismatch_is_invalid_argument),
       cmocka_unit_test(test_result_is_owned_by_the_output_arena),
       cmocka_unit_test(test_memory_is_the_live_values_not_everything_computed),
+      cmocka_unit_test(test_while_frees_each_iteration_under_a_sort),
       cmocka_unit_test(test_tuple_and_get_tuple_element),
       cmocka_unit_test(test_call_and_fusion_evaluate_their_computations),
       cmocka_unit_test(test_map_applies_computation_per_element),

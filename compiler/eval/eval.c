@@ -470,6 +470,7 @@ static kiln_status eval_while(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t
   int64_t max_iter = ctx->opts ? ctx->opts->max_while_iterations : 0;
   for (int64_t iter = 0;; iter++) {
     ctx->arena = &work;
+    uint64_t iteration_blocks = ctx->heap ? kiln_eval_heap_serial(ctx->heap) : 0;
     kiln_literal_t *pred = NULL;
     st = kiln_eval_computation(ctx, cond, 1, &state, &pred);
     if (st) {
@@ -478,7 +479,10 @@ static kiln_status eval_while(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t
     }
     bool go = false;
     if ((st = read_pred(pred, "while condition result", &go))) break;
-    if (!go) break;
+    if (!go) {
+      if (ctx->heap) kiln_eval_heap_free_since(ctx->heap, iteration_blocks);
+      break;
+    }
     if (max_iter > 0 && iter >= max_iter) {
       st = kiln_status_make(KILN_RESOURCE_EXHAUSTED,
                             "while '%s' exceeded max_while_iterations=%" PRId64, instr->name, max_iter);
@@ -494,6 +498,7 @@ static kiln_status eval_while(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t
     kiln_arena_init(&fresh);
     fresh.limit = outer->limit;
     kiln_literal_t *copy = kiln_eval_literal_clone(&fresh, next);
+    if (ctx->heap) kiln_eval_heap_free_since(ctx->heap, iteration_blocks);
     kiln_arena_destroy(&work);
     kiln_arena_init(&work);
     work.limit = outer->limit;

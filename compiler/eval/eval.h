@@ -136,7 +136,8 @@ struct kiln_eval_ctx {
  * everything it computed. */
 #define KILN_EVAL_HEAP_MIN_BYTES ((size_t)1 << 20)
 typedef struct kiln_eval_heap kiln_eval_heap_t;
-/* `limit`: 0 unlimited, else the most bytes live at once (an allocation past it fails);
+/* `limit`: 0 unlimited, else the most bytes live at once (an allocation past it fails; the
+ * evaluator's arena has the same limit of its own: together up to twice it);
  * `eager`: kiln_eval_options_t.collect_eagerly. */
 kiln_eval_heap_t *kiln_eval_heap_create(size_t limit, bool eager);
 /* Whether array data of `bytes` goes to the heap. */
@@ -147,6 +148,12 @@ void *kiln_eval_heap_alloc(kiln_eval_heap_t *h, size_t bytes);
 /* Enough was allocated since the last collection to run one. */
 bool kiln_eval_heap_wants_collection(const kiln_eval_heap_t *h);
 bool kiln_eval_heap_allocated_since_collection(const kiln_eval_heap_t *h);
+/* Blocks are numbered in allocation order: kiln_eval_heap_free_since frees every block
+ * allocated since kiln_eval_heap_serial returned `serial` (a while loop's iteration, once its
+ * state is copied out: nothing else it allocated outlives it, even where no collection may
+ * run). */
+uint64_t kiln_eval_heap_serial(const kiln_eval_heap_t *h);
+void kiln_eval_heap_free_since(kiln_eval_heap_t *h, uint64_t serial);
 /* Called by an instruction in flight that holds nothing outside the frames (a collective about
  * to wait for its peers): frees what the frames no longer use, unless an instruction above it
  * holds values of its own. */

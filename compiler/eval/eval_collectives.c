@@ -44,6 +44,7 @@ struct kiln_eval_world {
    * taken so far tell a participant waiting at a collective that the world still moves. */
   int running, max_running;
   int64_t turns_taken;
+  struct timespec last_turn; /* CLOCK_MONOTONIC */
 };
 
 static int64_t device_of(const struct kiln_eval_world *w, int participant) {
@@ -55,14 +56,19 @@ static void describe_participant(kiln_strbuf_t *b, const struct kiln_eval_world 
                      p % w->num_partitions, device_of(w, p));
 }
 
-static void deadline_after(int64_t ms, struct timespec *ts) {
-  clock_gettime(CLOCK_MONOTONIC, ts);
+/* `ms` after *ts. */
+static void add_ms(int64_t ms, struct timespec *ts) {
   ts->tv_sec += (time_t)(ms / 1000);
   ts->tv_nsec += (long)(ms % 1000) * 1000000L;
   if (ts->tv_nsec >= 1000000000L) {
     ts->tv_sec++;
     ts->tv_nsec -= 1000000000L;
   }
+}
+
+static void deadline_after(int64_t ms, struct timespec *ts) {
+  clock_gettime(CLOCK_MONOTONIC, ts);
+  add_ms(ms, ts);
 }
 
 /* ---- groups (compiler/hlo/collective_groups.h) ---- */
@@ -173,7 +179,8 @@ static kiln_status slot_join(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
       if (wait_for(w, &deadline) == ETIMEDOUT && s->arrived < s->size) {
         if (w->turns_taken != turns) { /* others waited for their turn: time from the last */
           turns = w->turns_taken;
-          deadline_after(w->timeout_ms, &deadline);
+          deadline = w->last_turn;
+          add_ms(w->timeout_ms, &deadline);
           continue;
         }
         st = deadline_exceeded(w, in, g, s);
@@ -222,6 +229,7 @@ static void take_turn(struct kiln_eval_world *w) {
   while (w->running >= w->max_running) pthread_cond_wait(&w->cv, &w->mu);
   w->running++;
   w->turns_taken++;
+  clock_gettime(CLOCK_MONOTONIC, &w->last_turn);
   kiln_mutex_unlock(&w->mu);
 }
 

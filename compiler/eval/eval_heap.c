@@ -8,6 +8,7 @@
 typedef struct heap_block {
   char *p;
   size_t bytes;
+  uint64_t serial; /* allocation order */
   bool marked;
 } heap_block_t;
 
@@ -18,6 +19,7 @@ struct kiln_eval_heap {
   size_t since_collect; /* bytes allocated since the last collection */
   size_t limit;         /* 0: unlimited; else live_bytes stay at or under it */
   bool eager;
+  uint64_t next_serial;
 };
 
 /* Allocated bytes that start a collection at the next safe point: at least this, or the
@@ -35,7 +37,9 @@ kiln_eval_heap_t *kiln_eval_heap_create(size_t limit, bool eager) {
 }
 
 bool kiln_eval_heap_takes(const kiln_eval_heap_t *h, size_t bytes) {
-  return h->eager || bytes >= KILN_EVAL_HEAP_MIN_BYTES;
+  /* Eagerly: not the scalars (a reducer's or comparator's, called per element under an
+   * instruction no collection runs beneath, would each hold a block until it ends). */
+  return bytes >= KILN_EVAL_HEAP_MIN_BYTES || (h->eager && bytes > 16);
 }
 
 void kiln_eval_heap_destroy(kiln_eval_heap_t *h) {
@@ -56,7 +60,7 @@ void *kiln_eval_heap_alloc(kiln_eval_heap_t *h, size_t bytes) {
   }
   char *p = kiln_try_calloc(1, bytes);
   if (!p) return NULL;
-  h->blocks[h->n++] = (heap_block_t){p, bytes, false};
+  h->blocks[h->n++] = (heap_block_t){p, bytes, h->next_serial++, false};
   h->live_bytes += bytes;
   h->since_collect += bytes;
   return p;
@@ -68,6 +72,26 @@ bool kiln_eval_heap_wants_collection(const kiln_eval_heap_t *h) {
       h->live_bytes - (h->since_collect < h->live_bytes ? h->since_collect : h->live_bytes);
   if (h->limit && h->since_collect && h->live_bytes >= h->limit / 2) return true;
   return h->since_collect >= (survived > COLLECT_AFTER_BYTES ? survived : COLLECT_AFTER_BYTES);
+}
+
+uint64_t kiln_eval_heap_serial(const kiln_eval_heap_t *h) {
+  return h->next_serial;
+}
+
+void kiln_eval_heap_free_since(kiln_eval_heap_t *h, uint64_t serial) {
+  if (h->next_serial == serial) return; /* nothing allocated since */
+  int kept = 0;
+  for (int i = 0; i < h->n; i++) {
+    if (h->blocks[i].serial < serial) {
+      h->blocks[kept++] = h->blocks[i];
+    } else {
+      h->live_bytes -= h->blocks[i].bytes;
+      h->since_collect -=
+          h->blocks[i].bytes < h->since_collect ? h->blocks[i].bytes : h->since_collect;
+      kiln_free(h->blocks[i].p);
+    }
+  }
+  h->n = kept;
 }
 
 bool kiln_eval_heap_allocated_since_collection(const kiln_eval_heap_t *h) {
