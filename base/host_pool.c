@@ -15,11 +15,13 @@
  * spinning thread notices it was descheduled, the spin ends after a few rounds. Sleeping workers
  * are woken only once the launcher has run chunks for WAKE_AFTER_NS and some are still unclaimed,
  * so a grid the launcher finishes quickly never pays for a wake-up. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "base/host_pool.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -125,7 +127,7 @@ static int64_t spin_budget(int64_t now) {
   if (now - checked > LOAD_CHECK_NS &&
       atomic_compare_exchange_strong(&g_load_checked_ns, &checked, now)) {
     double load[1];
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN); /* the load average counts the whole machine */
     bool busy = getloadavg(load, 1) == 1 && cpus > 0 && load[0] > (double)cpus + 1.0;
     atomic_store_explicit(&g_spin_budget_ns, busy ? 0 : SPIN_NS, memory_order_relaxed);
   }
@@ -185,6 +187,32 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+/* cgroup v2's CPU bandwidth ("max 100000" or "<quota> <period>"), rounded up to CPUs; 0 when
+ * unlimited or unreadable. */
+static int cgroup_cpu_limit(void) {
+  FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+  if (!f) return 0;
+  char quota[32] = {0};
+  long long period = 0;
+  int n = fscanf(f, "%31s %lld", quota, &period);
+  fclose(f);
+  char *end = NULL;
+  long long q = n == 2 ? strtoll(quota, &end, 10) : 0;
+  if (n != 2 || !end || *end || q <= 0 || period <= 0) return 0; /* "max": unlimited */
+  long long cpus = (q + period - 1) / period;
+  return cpus > 1024 ? 1024 : (int)cpus;
+}
+
+int kiln_host_cpus(void) {
+  int cpus = 0;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
+  if (cpus <= 0) cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  int limit = cgroup_cpu_limit();
+  if (limit > 0 && limit < cpus) cpus = limit;
+  return cpus > 0 ? cpus : 1;
+}
+
 static _Atomic int g_default_workers;
 
 void kiln_host_pool_set_default_workers(int num_workers) {
@@ -195,8 +223,7 @@ kiln_status kiln_host_pool_create(int num_workers, kiln_host_pool_t **out) {
   *out = NULL;
   if (num_workers <= 0) {
     num_workers = atomic_load(&g_default_workers);
-    if (num_workers <= 0) num_workers = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (num_workers <= 0) num_workers = 1;
+    if (num_workers <= 0) num_workers = kiln_host_cpus();
   }
   if (num_workers > 1024) return KILN_ERR_INVALID("host pool: %d workers is too many", num_workers);
   kiln_host_pool_t *p = kiln_try_calloc(1, sizeof(*p));

@@ -25,10 +25,14 @@ typedef struct kiln_host_pool kiln_host_pool_t;
  * (0: the default, below). The caller owns *out. RESOURCE_EXHAUSTED when threads cannot be
  * created. */
 kiln_status kiln_host_pool_create(int num_workers, kiln_host_pool_t **out);
-/* The default size of pools created after the call (0: the number of online cores); the
- * edges set $KILN_HOST_THREADS here. Thread-safe. */
+/* The default size of pools created after the call (0: kiln_host_cpus()); the edges set
+ * $KILN_HOST_THREADS here. Thread-safe. */
 void kiln_host_pool_set_default_workers(int num_workers);
 void kiln_host_pool_destroy(kiln_host_pool_t *pool);
+/* The CPUs this process may run on, as XLA and `nproc` count them: the calling thread's
+ * affinity mask, capped by a cgroup v2 CPU quota (rounded up); at least 1. A container given 2
+ * CPUs of a 64-core host gets 2 workers, not 64 spinning on 2 CPUs. */
+int kiln_host_cpus(void);
 int kiln_host_pool_num_workers(const kiln_host_pool_t *pool);
 
 /* Runs fn(args, b, e) over [0, num_blocks) in chunks of at least `min_chunk` blocks (0: an

@@ -22,9 +22,9 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/host_pool.h"
 #include "plugin/pjrt_objects.h"
 #include "runtime/cuda/cuda_device.h"
 
@@ -263,8 +263,7 @@ static bool description_init(PJRT_DeviceDescription *x, int32_t index, const cha
     return false;
   }
   if (cpu) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    x->attributes[0] = attr_int("cores", cores > 0 ? cores : 1);
+    x->attributes[0] = attr_int("cores", kiln_host_cpus());
     x->num_attributes = 1;
   }
   return true;

@@ -2,8 +2,10 @@
  * chunks of at least min_chunk blocks, on pools of 1 to 4 threads; no block runs after its
  * launch returned (a late worker finds the job gone); a launch completes while a worker is
  * stopped (the launcher never waits for a worker to wake up or check in); bad input is an
- * error. */
+ * error; the default pool has as many workers as the CPUs the process may use. */
+#define _GNU_SOURCE /* sched_setaffinity, CPU_COUNT */
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -11,6 +13,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -167,12 +170,51 @@ static void test_bad_launch_is_an_error(void **state) {
   kiln_status_free(st);
 }
 
+/* The CPUs of the affinity mask, capped by a cgroup v2 quota when there is one (this test's
+ * own reading of /sys/fs/cgroup/cpu.max: the bound kiln_host_cpus must respect). */
+static int expected_cpus(const cpu_set_t *set) {
+  int cpus = CPU_COUNT(set);
+  FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+  long long quota = 0, period = 0;
+  if (f) {
+    if (fscanf(f, "%lld %lld", &quota, &period) == 2 && quota > 0 && period > 0 &&
+        (quota + period - 1) / period < cpus)
+      cpus = (int)((quota + period - 1) / period);
+    fclose(f);
+  }
+  return cpus;
+}
+
+/* A process pinned to one CPU (taskset, a container's cpuset) gets a one-worker default pool,
+ * not one worker per core of the machine; unpinned, the mask's count. */
+static void test_default_pool_follows_the_affinity_mask(void **state) {
+  cpu_set_t all, one;
+  assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+  assert_int_equal(kiln_host_cpus(), expected_cpus(&all));
+  int first = 0;
+  while (!CPU_ISSET(first, &all)) first++;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+  int pinned = kiln_host_cpus();
+  kiln_host_pool_set_default_workers(0);
+  kiln_host_pool_t *pool = NULL;
+  kiln_status st = kiln_host_pool_create(0, &pool);
+  assert_int_equal(sched_setaffinity(0, sizeof all, &all), 0);
+  assert_null(st);
+  assert_int_equal(pinned, 1);
+  assert_int_equal(kiln_host_pool_num_workers(pool), 1);
+  launch_and_check(pool, 100, 0);
+  kiln_host_pool_destroy(pool);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_block_runs_once_in_chunks_of_min_chunk),
       cmocka_unit_test(test_no_block_runs_after_its_launch_returned),
       cmocka_unit_test(test_launch_completes_while_a_worker_is_stopped),
       cmocka_unit_test(test_bad_launch_is_an_error),
+      cmocka_unit_test(test_default_pool_follows_the_affinity_mask),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "base/host_pool.h"
 #include "base/ragged_all_to_all.h"
 #include "base/str.h"
 #include "compiler/eval/eval.h"
@@ -749,8 +749,7 @@ kiln_status kiln_eval_module_spmd(const kiln_hlo_module_t *m, const kiln_eval_sp
       .n = opts->num_replicas * opts->num_partitions,
       .device_assignment = opts->device_assignment,
       .timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : KILN_EVAL_COLLECTIVE_TIMEOUT_MS,
-      .max_running = (int)sysconf(_SC_NPROCESSORS_ONLN)};
-  if (w.max_running < 1) w.max_running = 1;
+      .max_running = kiln_host_cpus()};
   for (int i = 0; i < w.n; i++) out_results[i] = NULL;
   pthread_mutex_init(&w.mu, NULL);
   pthread_condattr_t ca;
