@@ -198,7 +198,7 @@ static void corpus_conv(void *ctx, const kiln_hlo_instruction_t *in, const char 
     return;
   }
   if (conv_cost(in) > wrap_run_limit()) {
-    printf("costly (not run): %s\n", label);
+    printf("costly (not run, %.2g multiply-adds): %s\n", conv_cost(in), label);
     st->costly++;
     kiln_free(text);
     return;

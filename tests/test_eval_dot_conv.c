@@ -8,8 +8,10 @@
 #include <cmocka.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "base/str.h"
 #include "compiler/eval/eval.h"
 #include "tests/eval_test_util.h"
 
@@ -297,6 +299,81 @@ static void test_conv_2d_nhwc(void **state) {
   run_done(&r);
 }
 
+/* Prints a constant of `n` values v(i) with the given shape text (row-major, one level of
+ * braces per dimension). */
+static void print_constant(kiln_strbuf_t *t, const int64_t *dims, int rank, float (*v)(int64_t)) {
+  int64_t n = 1, idx[4] = {0};
+  for (int d = 0; d < rank; d++) n *= dims[d];
+  for (int64_t i = 0; i < n; i++) {
+    int open = 0;
+    for (int d = rank - 1; d >= 0 && idx[d] == 0; d--) open++;
+    for (int k = 0; k < open; k++) kiln_strbuf_printf(t, "{");
+    kiln_strbuf_printf(t, "%.9g", (double)v(i));
+    int close = 0;
+    for (int d = rank - 1; d >= 0; d--) {
+      if (++idx[d] < dims[d]) break;
+      idx[d] = 0;
+      close++;
+    }
+    for (int k = 0; k < close; k++) kiln_strbuf_printf(t, "}");
+    if (i + 1 < n) kiln_strbuf_printf(t, ", ");
+  }
+}
+
+static float input_value(int64_t i) {
+  return (float)((i * 37 % 19) - 9) * 0.37f;
+}
+
+static float kernel_value(int64_t i) {
+  return (float)((i * 53 % 23) - 11) * 0.113f;
+}
+
+/* Convolutions with 12 and 24 output features innermost run eight features' sums at once
+ * (plain, depthwise, two groups of 12: lanes that would cross a group boundary run one by
+ * one): every output is the f32 sum in the evaluator's order (window position, then input
+ * feature), bit for bit, as a loop written here computes it. */
+static void test_conv_output_feature_lanes_keep_each_sums_order(void **state) {
+  const struct { int cin, cout, groups; } cases[] = {{5, 12, 1}, {12, 12, 12}, {6, 24, 2}};
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    const int H = 4, W = 5, cin = cases[ci].cin, cout = cases[ci].cout, G = cases[ci].groups;
+    const int cig = cin / G, cog = cout / G;
+    const int64_t in_dims[4] = {1, H, W, cin}, ker_dims[4] = {3, 3, cig, cout};
+    kiln_strbuf_t t = {0};
+    kiln_strbuf_printf(&t, "HloModule m\nENTRY e {\n  x = f32[1,%d,%d,%d] constant(", H, W, cin);
+    print_constant(&t, in_dims, 4, input_value);
+    kiln_strbuf_printf(&t, ")\n  k = f32[3,3,%d,%d] constant(", cig, cout);
+    print_constant(&t, ker_dims, 4, kernel_value);
+    kiln_strbuf_printf(&t,
+                       ")\n  ROOT c = f32[1,%d,%d,%d] convolution(x, k), window={size=3x3 "
+                       "pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=%d\n}\n",
+                       H, W, cout, G);
+    run_t r;
+    run_text(&r, kiln_strbuf_cstr(&t));
+    double *want = calloc((size_t)(H * W * cout), sizeof *want);
+    for (int y = 0; y < H; y++)
+      for (int x = 0; x < W; x++)
+        for (int o = 0; o < cout; o++) {
+          float acc = 0;
+          for (int ky = 0; ky < 3; ky++)
+            for (int kx = 0; kx < 3; kx++) {
+              int iy = y + ky - 1, ix = x + kx - 1;
+              if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+              for (int c = 0; c < cig; c++) {
+                float a = input_value(((int64_t)iy * W + ix) * cin + (o / cog) * cig + c);
+                float b = kernel_value(((int64_t)(ky * 3 + kx) * cig + c) * cout + o);
+                float p = a * b;
+                acc += p;
+              }
+            }
+          want[(y * W + x) * cout + o] = acc;
+        }
+    expect_f64(r.result, H * W * cout, want);
+    free(want);
+    run_done(&r);
+    kiln_strbuf_free(&t);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dot_matmul_f32),
@@ -316,6 +393,7 @@ int main(void) {
       cmocka_unit_test(test_conv_batch_groups),
       cmocka_unit_test(test_conv_pred_result_converts_f8e8m0fnu_operands_by_nonzero),
       cmocka_unit_test(test_conv_2d_nhwc),
+      cmocka_unit_test(test_conv_output_feature_lanes_keep_each_sums_order),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
