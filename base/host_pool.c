@@ -187,18 +187,36 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-/* cgroup v2's CPU bandwidth ("max 100000" or "<quota> <period>"), rounded up to CPUs; 0 when
- * unlimited or unreadable. */
-static int cgroup_cpu_limit(void) {
-  FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+/* The first number in `path` (0 when absent or unreadable). */
+static long long read_number(const char *path) {
+  FILE *f = fopen(path, "r");
   if (!f) return 0;
-  char quota[32] = {0};
-  long long period = 0;
-  int n = fscanf(f, "%31s %lld", quota, &period);
+  long long v = 0;
+  if (fscanf(f, "%lld", &v) != 1) v = 0;
   fclose(f);
-  char *end = NULL;
-  long long q = n == 2 ? strtoll(quota, &end, 10) : 0;
-  if (n != 2 || !end || *end || q <= 0 || period <= 0) return 0; /* "max": unlimited */
+  return v;
+}
+
+int kiln_host_cgroup_cpu_limit(const char *root) {
+  char path[512];
+  long long q = 0, period = 0;
+  snprintf(path, sizeof path, "%s/cpu.max", root);
+  FILE *f = fopen(path, "r");
+  if (f) {
+    char quota[32] = {0};
+    if (fscanf(f, "%31s %lld", quota, &period) == 2) {
+      char *end = NULL;
+      q = strtoll(quota, &end, 10);
+      if (!end || *end) q = 0; /* "max": unlimited */
+    }
+    fclose(f);
+  } else {
+    snprintf(path, sizeof path, "%s/cpu/cpu.cfs_quota_us", root);
+    q = read_number(path);
+    snprintf(path, sizeof path, "%s/cpu/cpu.cfs_period_us", root);
+    period = read_number(path);
+  }
+  if (q <= 0 || period <= 0) return 0;
   long long cpus = (q + period - 1) / period;
   return cpus > 1024 ? 1024 : (int)cpus;
 }
@@ -208,7 +226,7 @@ int kiln_host_cpus(void) {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
   if (cpus <= 0) cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
-  int limit = cgroup_cpu_limit();
+  int limit = kiln_host_cgroup_cpu_limit("/sys/fs/cgroup");
   if (limit > 0 && limit < cpus) cpus = limit;
   return cpus > 0 ? cpus : 1;
 }

@@ -30,9 +30,15 @@ kiln_status kiln_host_pool_create(int num_workers, kiln_host_pool_t **out);
 void kiln_host_pool_set_default_workers(int num_workers);
 void kiln_host_pool_destroy(kiln_host_pool_t *pool);
 /* The CPUs this process may run on, as XLA and `nproc` count them: the calling thread's
- * affinity mask, capped by a cgroup v2 CPU quota (rounded up); at least 1. A container given 2
- * CPUs of a 64-core host gets 2 workers, not 64 spinning on 2 CPUs. */
+ * affinity mask, capped by a cgroup CPU quota (v2 cpu.max or v1 cpu.cfs_quota_us, rounded
+ * up); at least 1. A container given 2 CPUs of a 64-core host gets 2 workers, not 64 spinning
+ * on 2 CPUs. */
 int kiln_host_cpus(void);
+/* The CPU bandwidth of the cgroup mounted at `root` (/sys/fs/cgroup: the process's own, as seen
+ * from inside a container's namespace), rounded up to CPUs; 0 when unlimited or unreadable.
+ * cgroup v2: root/cpu.max holds "max <period>" or "<quota> <period>"; v1:
+ * root/cpu/cpu.cfs_quota_us (-1: unlimited) and root/cpu/cpu.cfs_period_us. */
+int kiln_host_cgroup_cpu_limit(const char *root);
 int kiln_host_pool_num_workers(const kiln_host_pool_t *pool);
 
 /* Runs fn(args, b, e) over [0, num_blocks) in chunks of at least `min_chunk` blocks (0: an

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -170,18 +171,26 @@ static void test_bad_launch_is_an_error(void **state) {
   kiln_status_free(st);
 }
 
-/* The CPUs of the affinity mask, capped by a cgroup v2 quota when there is one (this test's
- * own reading of /sys/fs/cgroup/cpu.max: the bound kiln_host_cpus must respect). */
+/* The CPUs of the affinity mask, capped by a cgroup quota when there is one (this test's own
+ * reading of cgroup v2's cpu.max, else v1's cpu.cfs_quota_us / cpu.cfs_period_us: the bound
+ * kiln_host_cpus must respect). */
 static int expected_cpus(const cpu_set_t *set) {
   int cpus = CPU_COUNT(set);
-  FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
   long long quota = 0, period = 0;
+  FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
   if (f) {
-    if (fscanf(f, "%lld %lld", &quota, &period) == 2 && quota > 0 && period > 0 &&
-        (quota + period - 1) / period < cpus)
-      cpus = (int)((quota + period - 1) / period);
+    if (fscanf(f, "%lld %lld", &quota, &period) != 2) quota = 0;
     fclose(f);
+  } else if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r")) != NULL) {
+    if (fscanf(f, "%lld", &quota) != 1) quota = 0;
+    fclose(f);
+    if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "r")) != NULL) {
+      if (fscanf(f, "%lld", &period) != 1) period = 0;
+      fclose(f);
+    }
   }
+  if (quota > 0 && period > 0 && (quota + period - 1) / period < cpus)
+    cpus = (int)((quota + period - 1) / period);
   return cpus;
 }
 
@@ -208,6 +217,47 @@ static void test_default_pool_follows_the_affinity_mask(void **state) {
   kiln_host_pool_destroy(pool);
 }
 
+static void write_file(const char *dir, const char *name, const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* CPU quotas as cgroup v2 and v1 write them, in a directory made to look like each. */
+static void test_cgroup_quotas_round_up_to_cpus(void **state) {
+  char v2[] = "/tmp/kiln_cgroup_v2_XXXXXX", v1[] = "/tmp/kiln_cgroup_v1_XXXXXX";
+  assert_non_null(mkdtemp(v2));
+  assert_non_null(mkdtemp(v1));
+  assert_int_equal(kiln_host_cgroup_cpu_limit(v2), 0); /* nothing there: unlimited */
+  write_file(v2, "cpu.max", "150000 100000\n");
+  assert_int_equal(kiln_host_cgroup_cpu_limit(v2), 2);
+  write_file(v2, "cpu.max", "200000 100000\n");
+  assert_int_equal(kiln_host_cgroup_cpu_limit(v2), 2);
+  write_file(v2, "cpu.max", "max 100000\n");
+  assert_int_equal(kiln_host_cgroup_cpu_limit(v2), 0);
+  char cpu[600];
+  snprintf(cpu, sizeof cpu, "%s/cpu", v1);
+  assert_int_equal(mkdir(cpu, 0700), 0);
+  write_file(cpu, "cpu.cfs_quota_us", "250000\n");
+  write_file(cpu, "cpu.cfs_period_us", "100000\n");
+  assert_int_equal(kiln_host_cgroup_cpu_limit(v1), 3);
+  write_file(cpu, "cpu.cfs_quota_us", "-1\n");
+  assert_int_equal(kiln_host_cgroup_cpu_limit(v1), 0);
+  char path[700];
+  const char *v1_files[] = {"cpu/cpu.cfs_quota_us", "cpu/cpu.cfs_period_us", "cpu"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(path, sizeof path, "%s/%s", v1, v1_files[i]);
+    assert_int_equal(remove(path), 0);
+  }
+  snprintf(path, sizeof path, "%s/cpu.max", v2);
+  assert_int_equal(remove(path), 0);
+  assert_int_equal(rmdir(v2), 0);
+  assert_int_equal(rmdir(v1), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_block_runs_once_in_chunks_of_min_chunk),
@@ -215,6 +265,7 @@ int main(void) {
       cmocka_unit_test(test_launch_completes_while_a_worker_is_stopped),
       cmocka_unit_test(test_bad_launch_is_an_error),
       cmocka_unit_test(test_default_pool_follows_the_affinity_mask),
+      cmocka_unit_test(test_cgroup_quotas_round_up_to_cpus),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
