@@ -38,7 +38,7 @@ struct kiln_eval_world {
   slot_t *slots;
   bool failed; /* a participant failed: the others stop at their next collective */
   int failed_participant;
-  /* Participants computing at once (at most max_running, the machine's cores): the others
+  /* Participants computing at once (at most max_running, kiln_host_cpus()): the others
    * wait at their start or at the end of a collective, so that the memory in use is a few
    * participants' working sets and every other's live values, not n working sets. The turns
    * taken so far tell a participant waiting at a collective that the world still moves. */
