@@ -5,11 +5,22 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* `dir` is a writable mkdtemp template ("/tmp/kiln_test_<what>" followed by six X's); the
  * test fails when it cannot be made. */
 static inline void kiln_test_temp_dir_make(char *dir) {
   assert_non_null(mkdtemp(dir));
+}
+
+/* Makes a fresh directory /tmp/kiln_test_<what>_<six random characters> into `dir` (at least
+ * 64 bytes; `what` short): the template written here, then kiln_test_temp_dir_make. */
+static inline void kiln_test_temp_dir_named(char *dir, size_t n, const char *what) {
+  int len = snprintf(dir, n, "/tmp/kiln_test_%s_", what);
+  assert_true(len > 0 && (size_t)len + 7 <= n);
+  memset(dir + len, 'X', 6); /* mkdtemp's template */
+  dir[len + 6] = '\0';
+  kiln_test_temp_dir_make(dir);
 }
 
 /* Removes `dir` and everything under it; the test fails when that fails. */

@@ -24,6 +24,7 @@
 #include "base/alloc.h"
 #include "base/host_pool.h"
 #include "base/status.h"
+#include "tests/temp_dir_util.h"
 
 typedef struct {
   atomic_int *hits;  /* per block */
@@ -171,27 +172,10 @@ static void test_bad_launch_is_an_error(void **state) {
   kiln_status_free(st);
 }
 
-/* The CPUs of the affinity mask, capped by a cgroup quota when there is one (this test's own
- * reading of cgroup v2's cpu.max, else v1's cpu.cfs_quota_us / cpu.cfs_period_us: the bound
- * kiln_host_cpus must respect). */
+/* The CPUs of the affinity mask, capped by the cgroup's quota when there is one. */
 static int expected_cpus(const cpu_set_t *set) {
-  int cpus = CPU_COUNT(set);
-  long long quota = 0, period = 0;
-  FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
-  if (f) {
-    if (fscanf(f, "%lld %lld", &quota, &period) != 2) quota = 0;
-    fclose(f);
-  } else if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "r")) != NULL) {
-    if (fscanf(f, "%lld", &quota) != 1) quota = 0;
-    fclose(f);
-    if ((f = fopen("/sys/fs/cgroup/cpu/cpu.cfs_period_us", "r")) != NULL) {
-      if (fscanf(f, "%lld", &period) != 1) period = 0;
-      fclose(f);
-    }
-  }
-  if (quota > 0 && period > 0 && (quota + period - 1) / period < cpus)
-    cpus = (int)((quota + period - 1) / period);
-  return cpus;
+  int cpus = CPU_COUNT(set), limit = kiln_host_cgroup_cpu_limit("/sys/fs/cgroup");
+  return limit > 0 && limit < cpus ? limit : cpus;
 }
 
 /* A process pinned to one CPU (taskset, a container's cpuset) gets a one-worker default pool,
@@ -228,9 +212,9 @@ static void write_file(const char *dir, const char *name, const char *text) {
 
 /* CPU quotas as cgroup v2 and v1 write them, in a directory made to look like each. */
 static void test_cgroup_quotas_round_up_to_cpus(void **state) {
-  char v2[] = "/tmp/kiln_cgroup_v2_XXXXXX", v1[] = "/tmp/kiln_cgroup_v1_XXXXXX";
-  assert_non_null(mkdtemp(v2));
-  assert_non_null(mkdtemp(v1));
+  char v2[128], v1[128], cpu[200];
+  kiln_test_temp_dir_named(v2, sizeof v2, "cgroup_v2");
+  kiln_test_temp_dir_named(v1, sizeof v1, "cgroup_v1");
   assert_int_equal(kiln_host_cgroup_cpu_limit(v2), 0); /* nothing there: unlimited */
   write_file(v2, "cpu.max", "150000 100000\n");
   assert_int_equal(kiln_host_cgroup_cpu_limit(v2), 2);
@@ -238,7 +222,6 @@ static void test_cgroup_quotas_round_up_to_cpus(void **state) {
   assert_int_equal(kiln_host_cgroup_cpu_limit(v2), 2);
   write_file(v2, "cpu.max", "max 100000\n");
   assert_int_equal(kiln_host_cgroup_cpu_limit(v2), 0);
-  char cpu[600];
   snprintf(cpu, sizeof cpu, "%s/cpu", v1);
   assert_int_equal(mkdir(cpu, 0700), 0);
   write_file(cpu, "cpu.cfs_quota_us", "250000\n");
@@ -246,16 +229,8 @@ static void test_cgroup_quotas_round_up_to_cpus(void **state) {
   assert_int_equal(kiln_host_cgroup_cpu_limit(v1), 3);
   write_file(cpu, "cpu.cfs_quota_us", "-1\n");
   assert_int_equal(kiln_host_cgroup_cpu_limit(v1), 0);
-  char path[700];
-  const char *v1_files[] = {"cpu/cpu.cfs_quota_us", "cpu/cpu.cfs_period_us", "cpu"};
-  for (int i = 0; i < 3; i++) {
-    snprintf(path, sizeof path, "%s/%s", v1, v1_files[i]);
-    assert_int_equal(remove(path), 0);
-  }
-  snprintf(path, sizeof path, "%s/cpu.max", v2);
-  assert_int_equal(remove(path), 0);
-  assert_int_equal(rmdir(v2), 0);
-  assert_int_equal(rmdir(v1), 0);
+  kiln_test_temp_dir_remove(v2);
+  kiln_test_temp_dir_remove(v1);
 }
 
 int main(void) {

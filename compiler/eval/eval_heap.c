@@ -17,6 +17,7 @@ struct kiln_eval_heap {
   int n, cap;
   size_t live_bytes;
   size_t since_collect; /* bytes allocated since the last collection */
+  size_t survived;      /* bytes the last collection kept */
   size_t limit;         /* 0: unlimited; else live_bytes stay at or under it */
   bool eager;
   uint64_t next_serial;
@@ -68,10 +69,9 @@ void *kiln_eval_heap_alloc(kiln_eval_heap_t *h, size_t bytes) {
 
 bool kiln_eval_heap_wants_collection(const kiln_eval_heap_t *h) {
   if (h->eager) return h->since_collect > 0;
-  size_t survived =
-      h->live_bytes - (h->since_collect < h->live_bytes ? h->since_collect : h->live_bytes);
   if (h->limit && h->since_collect && h->live_bytes >= h->limit / 2) return true;
-  return h->since_collect >= (survived > COLLECT_AFTER_BYTES ? survived : COLLECT_AFTER_BYTES);
+  return h->since_collect >=
+         (h->survived > COLLECT_AFTER_BYTES ? h->survived : COLLECT_AFTER_BYTES);
 }
 
 uint64_t kiln_eval_heap_serial(const kiln_eval_heap_t *h) {
@@ -144,4 +144,5 @@ void kiln_eval_heap_sweep(kiln_eval_heap_t *h) {
   }
   h->n = kept;
   h->since_collect = 0;
+  h->survived = h->live_bytes;
 }
