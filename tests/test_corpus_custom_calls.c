@@ -2,8 +2,9 @@
  * well-known targets (rewritten by compiler/passes/custom_call_rewrite.c, computed directly
  * by compiler/eval/eval_custom_call.c), and the corpus's made-up targets (foo, bar,
  * some_target, ...) through a C test handler loaded with dlopen (tests/ffi/handlers_call.c:
- * kiln_call_fill) and the same rule given to the evaluator. Every module that does not pass
- * is named with its reason; the test asserts the floor reached. */
+ * kiln_call_fill) and the same rule given to the evaluator. A multi-device module runs on
+ * its world of host devices against the SPMD evaluator (kiln_corpus_spmd_run_module). Every
+ * module that does not pass is named with its reason; the test asserts the floor reached. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,9 +22,11 @@
 #include "compiler/hlo/literal.h"
 #include "ffi/ffi_registry.h"
 #include "runtime/device.h"
+#include "tests/collective_test_util.h"
 #include "tools/common/compare.h"
 #include "tools/common/corpus.h"
 #include "tools/common/corpus_eval.h"
+#include "tools/common/corpus_run.h"
 #include "tools/common/device_run.h"
 #include "tools/common/fake_args.h"
 
@@ -31,9 +34,11 @@
 #define KILN_FFI_TEST_CALL_LIB "libkiln_ffi_test_handlers_call.so"
 #endif
 
-/* Passing modules this test requires: 88 of the 109 distinct modules with custom calls (in 72
- * files) on 2026-12-02; the others are named in the output with their reason. */
-#define FLOOR_PASSED 88
+/* Passing modules this test requires: 95 of the 109 distinct modules with custom calls (in 72
+ * files) on 2026-12-07 (the multi-device ones on their world of host devices, the
+ * xla_builder.math special functions); the others are named in the output with their
+ * reason. */
+#define FLOOR_PASSED 95
 /* The modules calling made-up targets with those targets' handler command-buffer compatible
  * (test_corpus_compatible_calls_run_inside_command_buffers): 17 of 19 pass (2 do not verify),
  * 14 of them with custom calls inside command buffers (in the other 3 the calls are dead code
@@ -123,10 +128,29 @@ static void note(run_ctx_t *rc, const char *name, const char *what, const char *
   kiln_strbuf_printf(&rc->failures, "  %s: %s: %.300s\n", name, what, why);
 }
 
+/* A multi-device module (several participants in a collective) on its world of host devices
+ * against the SPMD evaluator, as test_corpus_host_spmd runs it. */
+static void run_multi_device(run_ctx_t *rc, const kiln_hlo_module_t *m, const char *name,
+                             const char *skip) {
+  if (skip) return note(rc, name, "multi-device module left out", skip);
+  kiln_corpus_spmd_run_t r;
+  memset(&r, 0, sizeof r);
+  r.device = rc->dev;
+  r.max_cost = KILN_CORPUS_MAX_COST;
+  r.max_while_iterations = 20000;
+  r.timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS;
+  r.custom_call = eval_made_up;
+  kiln_corpus_spmd_outcome_t o = kiln_corpus_spmd_run_module(m, &r);
+  if (o != KILN_CORPUS_SPMD_RAN)
+    return note(rc, name,
+                o == KILN_CORPUS_SPMD_SKIPPED ? "multi-device module not run" : "MISMATCH", r.why);
+  rc->passed++;
+  fprintf(stderr, "passed: %s (%d replicas x %d partitions on host devices)\n", name, r.replicas,
+          r.partitions);
+}
+
 static void run_one(void *ctx, kiln_hlo_module_t **mp, const char *name, const char *path,
                     int index, kiln_status error) {
-  (void)path;
-  (void)index;
   (void)error;
   run_ctx_t *rc = ctx;
   if (!mp || !*mp || !has_custom_call(*mp)) return;
@@ -144,6 +168,10 @@ static void run_one(void *ctx, kiln_hlo_module_t **mp, const char *name, const c
     kiln_status_free(s);
     return;
   }
+  bool multi;
+  const char *skip;
+  kiln_corpus_multi_device_module(m, path, index, &multi, &skip);
+  if (multi) return run_multi_device(rc, m, name, skip);
   char why[200];
   if (kiln_corpus_eval_too_costly(m, KILN_CORPUS_MAX_COST, why, sizeof why))
     return note(rc, name, "too costly to evaluate", why);

@@ -1,10 +1,9 @@
 /* The multi-device modules of the corpus (xla/ and real/: the ones test_corpus_eval_spmd
  * evaluates) compiled once for their world and run on N = replicas x partitions host devices
- * (kiln_device_run_module_spmd: collective thunks, runtime/spmd), every participant on the same
- * fake arguments (a ragged-all-to-all's offsets and sizes: one valid exchange, each
- * participant its own: kiln_fake_args_make_world), each participant's result compared with the SPMD
- * evaluator's (kiln_eval_module_spmd) under the module tolerance (tools/common/compare.h), then the
- * executable serialized and read back run again: the same bits per participant. Prints
+ * (kiln_device_run_module_spmd: collective thunks, runtime/spmd) through
+ * kiln_corpus_spmd_run_module (tools/common/corpus_run.h): every participant on the same
+ * fake arguments, each participant's result compared with the SPMD evaluator's under the module
+ * tolerance, then the executable serialized and read back run again to the same bits. Prints
  * `ran X / eligible Y`, every failure with its reason and every module left out with its
  * reason (no oracle, custom calls, worlds over 64 participants, cost, invalid on purpose), and
  * fails below the floor. */
@@ -17,9 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "base/alloc.h"
 #include "base/status.h"
 #include "base/str.h"
 #include "compiler/eval/eval.h"
@@ -28,11 +25,9 @@
 #include "runtime/device.h"
 #include "tests/collective_test_util.h"
 #include "tests/skip_util.h"
-#include "tools/common/compare.h"
 #include "tools/common/corpus.h"
 #include "tools/common/corpus_eval.h"
-#include "tools/common/device_run.h"
-#include "tools/common/fake_args.h"
+#include "tools/common/corpus_run.h"
 
 #define MAX_PARTICIPANTS 64
 #define MAX_WHILE 20000
@@ -53,123 +48,35 @@ static double max_total_cost(void) {
                                                           : MAX_TOTAL_COST);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void fail_with(stats_t *st, const char *name, const char *what, kiln_status s) {
-  st->eligible++;
-  kiln_strbuf_printf(&st->out, "  FAIL %s: %s: %s: %.500s\n", name, what,
-                     kiln_status_code_name(kiln_status_code(s)), kiln_status_message(s));
-  kiln_status_free(s);
-}
-
-/* Every participant of the host run against the evaluator's; *first_bad: -1 when all match. */
-static int compare_all(kiln_literal_t **want, kiln_literal_t **got, int n, char *why, size_t nw) {
-  for (int i = 0; i < n; i++) {
-    kiln_compare_report_t cr;
-    memset(&cr, 0, sizeof cr);
-    if (!kiln_compare_literals(want[i], got[i], NULL, &cr)) {
-      snprintf(why, nw, "participant %d: %lld of %lld elements differ; first: %s", i,
-               (long long)cr.mismatches, (long long)cr.elements, cr.first);
-      return i;
-    }
-  }
-  return -1;
-}
-
 static void run(stats_t *st, const kiln_hlo_module_t *m, const char *name) {
-  int R = 1, P = 1;
-  kiln_status s = kiln_eval_spmd_world_size(m, &R, &P);
-  if (s) {
-    kiln_strbuf_printf(&st->out, "  skip %s: no world: %s\n", name, kiln_status_message(s));
-    kiln_status_free(s);
-    return;
-  }
-  if (R * P > MAX_PARTICIPANTS) {
-    kiln_strbuf_printf(&st->out, "  skip %s: %d x %d participants (over %d)\n", name, R, P,
-                       MAX_PARTICIPANTS);
-    return;
-  }
-  char buf[160];
-  if (kiln_corpus_eval_too_costly(m, max_total_cost() / (R * P), buf, sizeof buf)) {
-    kiln_strbuf_printf(&st->out, "  skip %s: on %d participants: %s\n", name, R * P, buf);
-    return;
-  }
-  kiln_arena_t args_arena, out_arena;
-  kiln_arena_init(&args_arena);
-  kiln_arena_init(&out_arena);
-  int n = 0;
-  bool differ = false; /* per-participant arguments (a ragged-all-to-all's exchange) */
-  kiln_literal_t *const *per[MAX_PARTICIPANTS];
-  s = kiln_fake_args_make_world(m, NULL, R, P, &args_arena, per, &n, &differ);
-  kiln_literal_t *const *args = per[0];
-  kiln_literal_t *want[MAX_PARTICIPANTS], *got[MAX_PARTICIPANTS];
-  if (s) {
-    kiln_strbuf_printf(&st->out, "  skip %s: no fake arguments: %s\n", name,
-                       kiln_status_message(s));
-    kiln_status_free(s);
-    goto done;
-  }
-  kiln_eval_spmd_options_t o = {
-      .num_replicas = R, .num_partitions = P, .timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS};
-  o.base.rng_seed = 42;
-  o.base.max_while_iterations = MAX_WHILE;
-  double t0 = now_s();
-  s = kiln_eval_module_spmd(m, &o, n, per, &out_arena, want);
-  double t_eval = now_s() - t0;
-  if (s) { /* no oracle: test_corpus_eval_spmd names these */
-    kiln_strbuf_printf(&st->out, "  skip %s: the evaluator cannot run it: %s: %.200s\n", name,
-                       kiln_status_code_name(kiln_status_code(s)), kiln_status_message(s));
-    kiln_status_free(s);
-    goto done;
-  }
-  kiln_device_run_options_t ro;
-  memset(&ro, 0, sizeof ro);
-  ro.device = st->dev;
-  ro.rng_seed = 42;
-  ro.max_while_iterations = MAX_WHILE;
-  ro.collective_timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS;
-  if (differ) ro.participant_args = per;
-  t0 = now_s();
-  s = kiln_device_run_module_spmd(m, args, n, R, P, &ro, &out_arena, got, NULL);
-  double t_host = now_s() - t0;
-  if (s) {
-    fail_with(st, name, "host devices", s);
-    goto done;
-  }
-  char why[512];
-  if (compare_all(want, got, R * P, why, sizeof why) >= 0) {
-    fail_with(st, name, "compare", kiln_status_make(KILN_INTERNAL, "%s", why));
-    goto done;
-  }
-  /* The executable serialized and read back (runtime/executable_serialize.h) runs on the
-   * same devices to the same bits as the one compiled. */
-  ro.serialize_round_trip = true;
-  kiln_literal_t *again[MAX_PARTICIPANTS];
-  kiln_device_run_report_t rep;
-  s = kiln_device_run_module_spmd(m, args, n, R, P, &ro, &out_arena, again, &rep);
-  for (int i = 0; !s && i < R * P; i++)
-    if (!kiln_literal_equal(got[i], again[i]))
-      s = kiln_status_make(KILN_INTERNAL, "participant %d differs from the compiled executable", i);
-  if (s) {
-    fail_with(st, name, "after serialize/deserialize", s);
-    goto done;
+  kiln_corpus_spmd_run_t r;
+  memset(&r, 0, sizeof r);
+  r.device = st->dev;
+  r.max_participants = MAX_PARTICIPANTS;
+  r.max_cost = max_total_cost();
+  r.max_while_iterations = MAX_WHILE;
+  r.timeout_ms = KILN_TEST_COLLECTIVE_TIMEOUT_MS;
+  r.round_trip = true;
+  switch (kiln_corpus_spmd_run_module(m, &r)) {
+    case KILN_CORPUS_SPMD_SKIPPED: /* no oracle: test_corpus_eval_spmd names these */
+      kiln_strbuf_printf(&st->out, "  skip %s: %s\n", name, r.why);
+      return;
+    case KILN_CORPUS_SPMD_FAILED:
+      st->eligible++;
+      kiln_strbuf_printf(&st->out, "  FAIL %s: %s\n", name, r.why);
+      return;
+    case KILN_CORPUS_SPMD_RAN:
+      break;
   }
   st->round_trips++;
-  st->round_trip_bytes += rep.serialized_bytes;
+  st->round_trip_bytes += r.serialized_bytes;
   st->eligible++;
   st->ran++;
   /* Seconds for the record (never asserted): the evaluator is what bounds the corpus. */
   kiln_strbuf_printf(&st->out,
                      "  ok   %s: %d replicas x %d partitions (evaluator %.2f s, compile and run "
                      "%.2f s)\n",
-                     name, R, P, t_eval, t_host);
-done:
-  kiln_arena_destroy(&out_arena);
-  kiln_arena_destroy(&args_arena);
+                     name, r.replicas, r.partitions, r.eval_s, r.host_s);
 }
 
 static void each_module(void *ctx, kiln_hlo_module_t **m, const char *name, const char *path,

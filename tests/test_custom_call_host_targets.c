@@ -220,15 +220,9 @@ static void test_cusolver_qr_runs_on_the_host_like_the_evaluator(void **state) {
   kiln_arena_destroy(&arena);
 }
 
-static void test_builtin_target_with_unsupported_shapes_names_the_call(void **state) {
-  (void)state;
-  const char *hlo =
-      "HloModule m\n"
-      "ENTRY e {\n"
-      "  a = s32[3,2] parameter(0)\n"
-      "  ROOT g = (s32[3,2], s32[2], s32[], f32[4]) custom-call(a), "
-      "custom_call_target=\"cusolver_geqrf\"\n"
-      "}\n";
+/* Runs one-parameter module `hlo` on a zeroed argument on the host (*dev_s) and with the
+ * evaluator (*eval_s, when not NULL); the statuses are the caller's. */
+static void run_refused(const char *hlo, kiln_status *dev_s, kiln_status *eval_s) {
   kiln_hlo_module_t *m = NULL;
   expect_ok(kiln_hlo_parse_module(hlo, strlen(hlo), NULL, &m));
   kiln_arena_t arena;
@@ -237,13 +231,54 @@ static void test_builtin_target_with_unsupported_shapes_names_the_call(void **st
   kiln_device_run_options_t o;
   memset(&o, 0, sizeof o);
   o.device = g_dev;
-  kiln_status s = kiln_device_run_module(m, &arg, 1, &o, &arena, &got, NULL);
+  *dev_s = kiln_device_run_module(m, &arg, 1, &o, &arena, &got, NULL);
+  if (eval_s) {
+    kiln_eval_options_t eo;
+    memset(&eo, 0, sizeof eo);
+    *eval_s = kiln_eval_module(m, &eo, 1, &arg, &arena, &got);
+  }
+  kiln_arena_destroy(&arena);
+  kiln_hlo_module_destroy(m);
+}
+
+static void test_builtin_target_with_unsupported_shapes_names_the_call(void **state) {
+  (void)state;
+  kiln_status s;
+  run_refused(
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = s32[3,2] parameter(0)\n"
+      "  ROOT g = (s32[3,2], s32[2], s32[], f32[4]) custom-call(a), "
+      "custom_call_target=\"cusolver_geqrf\"\n"
+      "}\n",
+      &s, NULL);
   assert_non_null(s);
   assert_int_equal(kiln_status_code(s), KILN_UNIMPLEMENTED);
   assert_non_null(strstr(kiln_status_message(s), "custom call g (cusolver_geqrf)"));
   kiln_status_free(s);
-  kiln_arena_destroy(&arena);
-  kiln_hlo_module_destroy(m);
+}
+
+/* SPMDShardToFullShape from a shard to the full shape is the SPMD partitioner's work: both the
+ * compiler and the evaluator refuse it naming the call, its shapes and what to do. */
+static void test_shard_to_full_shape_that_reshapes_names_the_partitioner(void **state) {
+  (void)state;
+  kiln_status s[2];
+  run_refused(
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = s32[3,2] parameter(0)\n"
+      "  ROOT f = s32[6,2] custom-call(a), custom_call_target=\"SPMDShardToFullShape\", "
+      "sharding={devices=[2,1]0,1}\n"
+      "}\n",
+      &s[0], &s[1]);
+  for (int i = 0; i < 2; i++) {
+    assert_non_null(s[i]);
+    assert_int_equal(kiln_status_code(s[i]), KILN_UNIMPLEMENTED);
+    const char *msg = kiln_status_message(s[i]);
+    assert_non_null(strstr(msg, "custom call f (SPMDShardToFullShape) takes s32[3,2] to s32[6,2]"));
+    assert_non_null(strstr(msg, "SPMD partitioner"));
+    kiln_status_free(s[i]);
+  }
 }
 
 int main(void) {
@@ -253,6 +288,7 @@ int main(void) {
       cmocka_unit_test(test_get_rng_seed_returns_the_runs_seed),
       cmocka_unit_test(test_cusolver_qr_runs_on_the_host_like_the_evaluator),
       cmocka_unit_test(test_builtin_target_with_unsupported_shapes_names_the_call),
+      cmocka_unit_test(test_shard_to_full_shape_that_reshapes_names_the_partitioner),
   };
   return cmocka_run_group_tests(tests, host_device_setup, host_device_teardown);
 }

@@ -322,6 +322,12 @@ kiln_status kiln_eval_collective(kiln_eval_ctx_t *ctx, const kiln_hlo_instructio
 kiln_status kiln_eval_extra(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
                             kiln_literal_t *const *operands, kiln_literal_t **out);
 
+/* eval_special.c: digamma, Hurwitz zeta and polygamma in long double, with XLA's CHLO
+ * special values (NaN at digamma's poles, zeta's and polygamma's domain rules). */
+double kiln_eval_digamma(double x);
+double kiln_eval_zeta(double s, double q);
+double kiln_eval_polygamma(double n, double x);
+
 /* eval_custom_call.c: XLA's well-known custom-call targets (identity ones, AllocateBuffer,
  * xla_builder.* calls, cuda_threefry2x32), then options->custom_call. */
 kiln_status kiln_eval_custom_call(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *instr,
@@ -343,6 +349,10 @@ bool kiln_eval_is_gemm_target(const char *target);
  * Pin/Unpin, annotate_device_placement, SetBound); the pass custom_call_rewrite uses the same
  * list. */
 bool kiln_eval_is_identity_target(const char *target);
+/* UNIMPLEMENTED naming the call and both shapes when `in` calls one of those targets with a
+ * result shaped unlike its operand (SPMDShardToFullShape of a shard: the SPMD partitioner's
+ * work, not kiln's); NULL otherwise. The evaluator and thunk emission both say it. */
+kiln_status kiln_eval_identity_target_reshapes(const kiln_hlo_instruction_t *in);
 /* jaxlib's solver targets, their opaque descriptors decoded: cusolver_potrf (lower),
  * cublas_trsm_batched (side, lower, transpose 0/1/2 = N/T/C, unit diagonal),
  * cublas_getrf_batched (no options). False for other targets or a short descriptor. */

@@ -24,6 +24,25 @@ bool kiln_eval_is_identity_target(const char *t) {
   return false;
 }
 
+kiln_status kiln_eval_identity_target_reshapes(const kiln_hlo_instruction_t *in) {
+  const char *t = in->custom_call_target ? in->custom_call_target : "";
+  if (!kiln_eval_is_identity_target(t) || in->num_operands != 1) return NULL;
+  const kiln_shape_t *from = in->operands[0]->shape;
+  if (kiln_shape_is_array(in->shape) && kiln_shape_is_array(from) &&
+      kiln_shape_compatible(in->shape, from))
+    return NULL;
+  char *a = kiln_shape_to_string(from, false), *b = kiln_shape_to_string(in->shape, false);
+  kiln_status s = kiln_status_make(
+      KILN_UNIMPLEMENTED,
+      "custom call %s (%s) takes %s to %s: a sharding annotation that changes the shape "
+      "needs XLA's SPMD partitioner, which kiln does not run (give kiln the module XLA "
+      "partitioned: its after-optimizations HLO)",
+      in->name, t, a ? a : "?", b ? b : "?");
+  kiln_free(a);
+  kiln_free(b);
+  return s;
+}
+
 static kiln_status threefry(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
                             kiln_literal_t *const *ops, kiln_literal_t **out) {
   if (in->num_operands != 4 || !kiln_shape_is_tuple(in->shape) || in->shape->num_elements != 2)
@@ -699,14 +718,25 @@ static bool math_fn(const char *name, double (**out)(double)) {
   static const struct {
     const char *name;
     double (*fn)(double);
-  } kFns[] = {{"Acos", acos},   {"Asin", asin},   {"Atan", atan},
-              {"Acosh", acosh}, {"Asinh", asinh}, {"Cosh", cosh}};
+  } kFns[] = {{"Acos", acos},   {"Asin", asin}, {"Atan", atan}, {"Acosh", acosh},
+              {"Asinh", asinh}, {"Cosh", cosh}, {"Erfc", erfc}, {"Digamma", kiln_eval_digamma}};
   for (size_t i = 0; i < sizeof kFns / sizeof kFns[0]; i++)
     if (!strcmp(name, kFns[i].name)) {
       *out = kFns[i].fn;
       return true;
     }
   return false;
+}
+
+/* The two-operand ones (xla_builder.math.Zeta(s, q), Polygamma(n, x)): eval_special.c. */
+static bool math_fn2(const char *name, double (**out)(double, double)) {
+  if (!strcmp(name, "Zeta"))
+    *out = kiln_eval_zeta;
+  else if (!strcmp(name, "Polygamma"))
+    *out = kiln_eval_polygamma;
+  else
+    return false;
+  return true;
 }
 
 /* The same functions on complex numbers, from C99's <complex.h>. */
@@ -730,6 +760,7 @@ kiln_status kiln_eval_custom_call(kiln_eval_ctx_t *ctx, const kiln_hlo_instructi
   if (kiln_eval_is_identity_target(t) && in->num_operands == 1 && kiln_shape_is_array(in->shape) &&
       kiln_shape_is_array(ops[0]->shape) && kiln_shape_compatible(in->shape, ops[0]->shape))
     return kiln_eval_literal_view(ctx, in->shape, ops[0], out);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_identity_target_reshapes(in));
   if ((!strcmp(t, "AllocateBuffer") || !strcmp(t, "CreateBuffer")) && in->num_operands == 0)
     return kiln_eval_literal_alloc(ctx, in->shape, out);
   if (!strncmp(t, "xla_builder.", 12)) {
@@ -742,6 +773,17 @@ kiln_status kiln_eval_custom_call(kiln_eval_ctx_t *ctx, const kiln_hlo_instructi
       KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
       for (int64_t i = 0; i < ops[0]->num_elements; i++)
         kiln_literal_set_f64(*out, i, fn(kiln_literal_get_f64(ops[0], i)));
+      return NULL;
+    }
+    double (*fn2)(double, double);
+    if (!strncmp(t, "xla_builder.math.", 17) && math_fn2(t + 17, &fn2) && in->num_operands == 2 &&
+        kiln_shape_is_array(in->shape) && kiln_elem_type_is_float(in->shape->type) &&
+        kiln_shape_compatible(in->shape, ops[0]->shape) &&
+        kiln_shape_compatible(in->shape, ops[1]->shape)) {
+      KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
+      for (int64_t i = 0; i < ops[0]->num_elements; i++)
+        kiln_literal_set_f64(*out, i,
+                             fn2(kiln_literal_get_f64(ops[0], i), kiln_literal_get_f64(ops[1], i)));
       return NULL;
     }
     double complex (*cfn)(double complex);

@@ -1,8 +1,9 @@
 /* CHLO ops -> HLO: the ones kiln's HLO has as an opcode with the same semantics (tan, erf,
  * sinh, cosh, asin, acos, asinh, acosh, atanh, top_k), the broadcasting binary ops
  * (explicit broadcast, then the op), and small decompositions (atan = atan2(x, 1), square,
- * conj, is_inf / is_pos_inf / is_neg_inf, constant_like). What is not here is UNIMPLEMENTED
- * naming the op. */
+ * conj, is_inf / is_pos_inf / is_neg_inf, constant_like), and the special functions XLA's
+ * builder library names (erfc, digamma, zeta, polygamma, next_after: xla_builder.math.*
+ * custom calls). What is not here is UNIMPLEMENTED naming the op. */
 #include <inttypes.h>
 #include <string.h>
 
@@ -513,6 +514,52 @@ static kiln_status convert_lgamma(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   return NULL;
 }
 
+/* CHLO's special functions that XLA's builder library has as xla_builder.math.* calls:
+ * emitted as those custom calls, which custom_call_rewrite expands
+ * (compiler/passes/special_math.h) and the evaluator computes (eval_special.c). NULL for
+ * anything else (next_after only on f32 / f64, what the rewrite takes). */
+static const char *builder_math_target(const char *n, const kiln_mlir_type_t *e) {
+  static const struct {
+    const char *chlo, *target;
+  } kTargets[] = {
+      {"erfc", "Erfc"},
+      {"digamma", "Digamma"},
+      {"zeta", "Zeta"},
+      {"broadcast_zeta", "Zeta"},
+      {"polygamma", "Polygamma"},
+      {"broadcast_polygamma", "Polygamma"},
+      {"next_after", "NextAfter"},
+      {"broadcast_next_after", "NextAfter"},
+  };
+  if (!e || !shc_is_float(e)) return NULL;
+  for (size_t i = 0; i < sizeof kTargets / sizeof kTargets[0]; i++) {
+    if (strcmp(n, kTargets[i].chlo) != 0) continue;
+    if (!strcmp(kTargets[i].target, "NextAfter") && e->elem != KILN_F32 && e->elem != KILN_F64)
+      return NULL;
+    return kTargets[i].target;
+  }
+  return NULL;
+}
+
+static kiln_status convert_to_builder_math(shc_ctx_t *c, const kiln_mlir_op_t *op,
+                                           const char *target) {
+  const kiln_mlir_type_t *rt = op->results[0].type;
+  if (rt->kind != KILN_MLIR_TYPE_TENSOR) return SHC_UNIMPL(op, "non-tensor result");
+  if (op->num_operands != 1 && op->num_operands != 2)
+    return SHC_INVALID(op, "%s takes one or two operands", op->name);
+  const char *sh, *v[2];
+  SHC_TRY(shc_type_text(c, rt, &sh));
+  for (int32_t i = 0; i < op->num_operands; i++) SHC_TRY(broadcast_operand(c, op, i, rt, &v[i]));
+  const char *r =
+      op->num_operands == 1
+          ? shc_emit(c, sh, "custom-call(%s), custom_call_target=\"xla_builder.math.%s\"", v[0],
+                     target)
+          : shc_emit(c, sh, "custom-call(%s, %s), custom_call_target=\"xla_builder.math.%s\"", v[0],
+                     v[1], target);
+  shc_bind(c, &op->results[0], r);
+  return NULL;
+}
+
 /* The HLO shape text of the parts of complex tensor type `rt` ("f32[2,3]"), and the pred shape
  * of the same dimensions. */
 static kiln_status part_shape_text(shc_ctx_t *c, const kiln_mlir_type_t *rt, int32_t rank,
@@ -576,6 +623,8 @@ kiln_status shc_convert_chlo_op(shc_ctx_t *c, const kiln_mlir_op_t *op, bool *ha
   if (!strcmp(n, "mulhi")) return convert_mulhi(c, op);
   if (!strcmp(n, "erf_inv")) return convert_erf_inv(c, op);
   if (!strcmp(n, "lgamma")) return convert_lgamma(c, op);
+  const char *target = rt ? builder_math_target(n, shc_elem_type(rt)) : NULL;
+  if (target) return convert_to_builder_math(c, op, target);
   if (!strcmp(n, "atan") && shc_is_complex(shc_elem_type(rt))) {
     /* atan z = -i atanh(iz): iz = (-im, re), and -i (p + iq) = (q, -p); no arithmetic on
      * the parts, so nothing overflows that atanh does not handle */

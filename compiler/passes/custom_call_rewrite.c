@@ -13,6 +13,8 @@
  *       atan2(sqrt((1-x)(1+x)), x), asin x = atan2(x, sqrt((1-x)(1+x))), atan x = atan2(x, 1),
  *       acosh x = log(x + sqrt((x-1)(x+1))), asinh x = sign(x) log(|x| + sqrt(x^2+1)),
  *       cosh x = (e^x + e^-x) / 2;
+ *   xla_builder.math.{Erfc,Digamma,Zeta,Polygamma} on real floats -> their series
+ *       (compiler/passes/special_math.h);
  *   cuda_threefry2x32 (k0, k1, x0, x1 -> (y0, y1), u32)    -> Threefry2x32, 20 rounds, as
  *       elementwise u32 HLO;
  *   __cublas$gemm, __cublas$lt$matmul (GemmBackendConfig JSON: alpha, beta, dot dimension
@@ -26,6 +28,7 @@
 #include "compiler/eval/eval.h"
 #include "compiler/passes/hlo_builder.h"
 #include "compiler/passes/pass.h"
+#include "compiler/passes/special_math.h"
 
 static bool same_array(const kiln_shape_t *a, const kiln_shape_t *b) {
   return kiln_shape_is_array(a) && kiln_shape_is_array(b) && kiln_shape_compatible(a, b);
@@ -158,6 +161,16 @@ static kiln_hlo_instruction_t *cmath(kiln_builder_t *b, kiln_hlo_instruction_t *
 
 /* xla_builder.math.* of one floating-point or complex operand; NULL for anything else. */
 static kiln_hlo_instruction_t *math(kiln_builder_t *b, kiln_hlo_instruction_t *in, const char *fn) {
+  bool zeta = !strcmp(fn, "Zeta");
+  if ((zeta || !strcmp(fn, "Polygamma")) && in->num_operands == 2 &&
+      kiln_shape_is_array(in->shape) && kiln_elem_type_is_float(in->shape->type) &&
+      same_array(in->operands[0]->shape, in->shape) &&
+      same_array(in->operands[1]->shape, in->shape)) {
+    kiln_hlo_instruction_t *r =
+        (zeta ? kiln_special_zeta : kiln_special_polygamma)(b, in->operands[0], in->operands[1]);
+    if (r) r->shape = in->shape;
+    return r;
+  }
   if (in->num_operands != 1 || !kiln_shape_is_array(in->shape) ||
       !same_array(in->operands[0]->shape, in->shape))
     return NULL;
@@ -168,6 +181,11 @@ static kiln_hlo_instruction_t *math(kiln_builder_t *b, kiln_hlo_instruction_t *i
     return r;
   }
   if (!kiln_elem_type_is_float(in->shape->type)) return NULL;
+  if (!strcmp(fn, "Erfc") || !strcmp(fn, "Digamma")) {
+    r = fn[0] == 'E' ? kiln_special_erfc(b, x) : kiln_special_digamma(b, x);
+    if (r) r->shape = in->shape;
+    return r;
+  }
   kiln_hlo_instruction_t *one = fsplat(b, 1.0, x);
   if (!strcmp(fn, "Acos") || !strcmp(fn, "Asin")) {
     kiln_hlo_instruction_t *root =

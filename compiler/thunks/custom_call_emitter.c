@@ -7,6 +7,7 @@
 #include "base/alloc.h"
 #include "base/byte_io.h"
 #include "base/vec.h"
+#include "compiler/eval/eval.h"
 #include "compiler/passes/dataflow.h"
 #include "ffi/ffi_attrs.h"
 #include "runtime/ffi_call.h"
@@ -220,6 +221,7 @@ kiln_status kiln_custom_call_emit(const kiln_hlo_instruction_t *in,
     kiln_status_free(s);
     if (target == KILN_TARGET_HOST && kiln_builtin_custom_call_known(tgt))
       return kiln_builtin_custom_call_emit(in, ba, opts->rng_seed, d, seq);
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_identity_target_reshapes(in));
     return kiln_status_make(KILN_NOT_FOUND,
                             "custom call %s: no handler for target %s on platform %s (register "
                             "one with KILN_FFI_HANDLERS=... or kiln-run --ffi=...)",

@@ -188,3 +188,121 @@ void kiln_corpus_run_stats_free(kiln_corpus_run_stats_t *st) {
   kiln_strbuf_free(&st->failures);
   kiln_strbuf_free(&st->skips);
 }
+
+/* Every participant of the host run against the evaluator's: false with `why` at the first
+ * that differs. */
+static bool spmd_compare_all(kiln_literal_t **want, kiln_literal_t **got, int n, char *why,
+                             size_t nw) {
+  for (int i = 0; i < n; i++) {
+    kiln_compare_report_t cr;
+    memset(&cr, 0, sizeof cr);
+    if (!kiln_compare_literals(want[i], got[i], NULL, &cr)) {
+      snprintf(why, nw, "compare: participant %d: %lld of %lld elements differ; first: %s", i,
+               (long long)cr.mismatches, (long long)cr.elements, cr.first);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* `r->why` = "<what>: <code>: <message>"; frees s. */
+static kiln_corpus_spmd_outcome_t spmd_note(kiln_corpus_spmd_run_t *r, kiln_corpus_spmd_outcome_t o,
+                                            const char *what, kiln_status s) {
+  snprintf(r->why, sizeof r->why, "%s: %s: %.500s", what,
+           kiln_status_code_name(kiln_status_code(s)), kiln_status_message(s));
+  kiln_status_free(s);
+  return o;
+}
+
+#define KILN_CORPUS_SPMD_MAX 64
+
+kiln_corpus_spmd_outcome_t kiln_corpus_spmd_run_module(const kiln_hlo_module_t *m,
+                                                       kiln_corpus_spmd_run_t *r) {
+  r->why[0] = 0;
+  r->replicas = r->partitions = 1;
+  r->eval_s = r->host_s = 0;
+  r->serialized_bytes = 0;
+  int R = 1, P = 1;
+  kiln_status s = kiln_eval_spmd_world_size(m, &R, &P);
+  if (s) return spmd_note(r, KILN_CORPUS_SPMD_SKIPPED, "no world", s);
+  r->replicas = R;
+  r->partitions = P;
+  int limit = r->max_participants > 0 && r->max_participants < KILN_CORPUS_SPMD_MAX
+                  ? r->max_participants
+                  : KILN_CORPUS_SPMD_MAX;
+  if (R * P > limit) {
+    snprintf(r->why, sizeof r->why, "%d x %d participants (over %d)", R, P, limit);
+    return KILN_CORPUS_SPMD_SKIPPED;
+  }
+  char buf[160];
+  if (kiln_corpus_eval_too_costly(m, r->max_cost / (R * P), buf, sizeof buf)) {
+    snprintf(r->why, sizeof r->why, "on %d participants: %s", R * P, buf);
+    return KILN_CORPUS_SPMD_SKIPPED;
+  }
+  kiln_corpus_spmd_outcome_t out = KILN_CORPUS_SPMD_RAN;
+  kiln_arena_t args_arena, out_arena;
+  kiln_arena_init(&args_arena);
+  kiln_arena_init(&out_arena);
+  int n = 0;
+  bool differ = false; /* per-participant arguments (a ragged-all-to-all's exchange) */
+  kiln_literal_t *const *per[KILN_CORPUS_SPMD_MAX];
+  kiln_literal_t *want[KILN_CORPUS_SPMD_MAX], *got[KILN_CORPUS_SPMD_MAX];
+  s = kiln_fake_args_make_world(m, NULL, R, P, &args_arena, per, &n, &differ);
+  if (s) {
+    out = spmd_note(r, KILN_CORPUS_SPMD_SKIPPED, "no fake arguments", s);
+    goto done;
+  }
+  kiln_eval_spmd_options_t o;
+  memset(&o, 0, sizeof o);
+  o.num_replicas = R;
+  o.num_partitions = P;
+  o.timeout_ms = r->timeout_ms;
+  o.base.rng_seed = 42;
+  o.base.max_while_iterations = r->max_while_iterations;
+  o.base.custom_call = r->custom_call;
+  o.base.custom_call_user = r->custom_call_user;
+  double t0 = now_s();
+  s = kiln_eval_module_spmd(m, &o, n, per, &out_arena, want);
+  r->eval_s = now_s() - t0;
+  if (s) {
+    out = spmd_note(r, KILN_CORPUS_SPMD_SKIPPED, "the evaluator cannot run it", s);
+    goto done;
+  }
+  kiln_device_run_options_t ro;
+  memset(&ro, 0, sizeof ro);
+  ro.device = r->device;
+  ro.rng_seed = 42;
+  ro.max_while_iterations = r->max_while_iterations;
+  ro.collective_timeout_ms = r->timeout_ms;
+  if (differ) ro.participant_args = per;
+  t0 = now_s();
+  s = kiln_device_run_module_spmd(m, per[0], n, R, P, &ro, &out_arena, got, NULL);
+  r->host_s = now_s() - t0;
+  if (s) {
+    out = spmd_note(r, KILN_CORPUS_SPMD_FAILED, "host devices", s);
+    goto done;
+  }
+  if (!spmd_compare_all(want, got, R * P, r->why, sizeof r->why)) {
+    out = KILN_CORPUS_SPMD_FAILED;
+    goto done;
+  }
+  if (!r->round_trip) goto done;
+  /* The executable serialized and read back (runtime/executable_serialize.h) runs on the
+   * same devices to the same bits as the one compiled. */
+  ro.serialize_round_trip = true;
+  kiln_literal_t *again[KILN_CORPUS_SPMD_MAX];
+  kiln_device_run_report_t rep;
+  s = kiln_device_run_module_spmd(m, per[0], n, R, P, &ro, &out_arena, again, &rep);
+  for (int i = 0; !s && i < R * P; i++)
+    if (!kiln_literal_equal(got[i], again[i]))
+      s = kiln_status_make(KILN_INTERNAL, "participant %d differs from the compiled executable", i);
+  if (s) {
+    out = spmd_note(r, KILN_CORPUS_SPMD_FAILED, "after serialize/deserialize", s);
+    goto done;
+  }
+  r->serialized_bytes = rep.serialized_bytes;
+done:
+  kiln_arena_destroy(&out_arena);
+  kiln_arena_destroy(&args_arena);
+  return out;
+}

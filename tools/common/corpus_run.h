@@ -12,6 +12,8 @@
 
 #include "base/status.h"
 #include "base/str.h"
+#include "compiler/hlo/ir.h"
+#include "compiler/hlo/literal.h"
 #include "runtime/device.h"
 
 #define KILN_CORPUS_RUN_MAX_WHILE 20000
@@ -41,5 +43,40 @@ kiln_status kiln_corpus_run_on_device(kiln_device_t *dev, const char *root, bool
 kiln_status kiln_corpus_run_emitters_on_device(kiln_device_t *dev, const char *root, bool verbose,
                                                kiln_corpus_run_stats_t *st);
 void kiln_corpus_run_stats_free(kiln_corpus_run_stats_t *st);
+
+/* One multi-device module on its world of host devices against the SPMD evaluator
+ * (kiln_eval_module_spmd): replicas x partitions participants on `device`, each on the same
+ * fake arguments (a ragged-all-to-all's offsets and sizes: one valid exchange, each
+ * participant its own: kiln_fake_args_make_world), every participant's result compared under
+ * the module tolerance (tools/common/compare.h); with `round_trip`, the executable serialized
+ * and read back runs again to the same bits. Shared by test_corpus_host_spmd and
+ * test_corpus_custom_calls. */
+typedef enum {
+  KILN_CORPUS_SPMD_RAN,     /* every participant matched */
+  KILN_CORPUS_SPMD_SKIPPED, /* no world, too many participants, too costly, no fake arguments,
+                               or no oracle (the evaluator cannot run it) */
+  KILN_CORPUS_SPMD_FAILED,  /* the host run failed or differs */
+} kiln_corpus_spmd_outcome_t;
+
+typedef struct kiln_corpus_spmd_run {
+  kiln_device_t *device;
+  int max_participants;         /* more: skipped */
+  double max_cost;              /* element-operations over all participants; more: skipped */
+  int64_t max_while_iterations; /* evaluator and device */
+  int64_t timeout_ms;           /* a collective's deadline, evaluator and device */
+  bool round_trip;
+  /* (optional) the evaluator's hook for custom calls it does not implement */
+  kiln_status (*custom_call)(void *user, const kiln_hlo_instruction_t *instr,
+                             kiln_literal_t *const *operands, kiln_literal_t *result);
+  void *custom_call_user;
+  /* filled */
+  int replicas, partitions;
+  double eval_s, host_s;
+  size_t serialized_bytes; /* round_trip: the serialized executable's size */
+  char why[640];           /* SKIPPED / FAILED: what and why */
+} kiln_corpus_spmd_run_t;
+
+kiln_corpus_spmd_outcome_t kiln_corpus_spmd_run_module(const kiln_hlo_module_t *m,
+                                                       kiln_corpus_spmd_run_t *r);
 
 #endif /* KILN_TOOLS_COMMON_CORPUS_RUN_H_ */
