@@ -1,4 +1,5 @@
-/* Special functions: CHLO's erfc, digamma, zeta, polygamma and next_after as JAX sends them
+/* Special functions: CHLO's erfc, bessel_i1e, digamma, zeta, polygamma and next_after as JAX
+ * sends them
  * (converted to xla_builder.math.* custom calls), checked against values computed with
  * mpmath at 30 digits on the reference evaluator and on the host backend; then the compiled
  * series (compiler/passes/special_math.c) against the evaluator's long double reference
@@ -40,6 +41,17 @@ static const char kProgram[] =
     "  %r = chlo.erfc %x : tensor<6xf32> -> tensor<6xf32>\n"
     "  check.expect_almost_eq_const %r, dense<[1.9999779, 0.57160764, 0.47950012, 0.15729921, "
     "4.0695202e-4, 1.5374598e-12]> : tensor<6xf32> {tolerance = 1.0e-6 : f64}\n"
+    "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @bessel_i1e_f64() {\n"
+    "  %x = stablehlo.constant dense<[0.0, 1.0e-3, 0.5, -1.0, 2.5, 7.99, 8.0, -12.0, 50.0, "
+    "700.0, 0xFFF0000000000000]> : tensor<11xf64>\n"
+    "  %r = chlo.bessel_i1e %x : tensor<11xf64> -> tensor<11xf64>\n"
+    "  check.expect_almost_eq_const %r, dense<[0.0, 4.9950031235422135e-4, 0.1564208031848717, "
+    "-0.20791041534970845, 0.20658464953126655, 0.13421733957828099, 0.13414249329269818, "
+    "-0.11146429929018098, 0.0559931238928954, 0.015070519444716847, 0.0]> : tensor<11xf64> "
+    "{tolerance = 1.0e-13 : f64}\n"
     "  func.return\n"
     "}\n"
     "// -----\n"
@@ -105,7 +117,7 @@ static const char kProgram[] =
     "  func.return\n"
     "}\n";
 
-enum { kFunctions = 8 };
+enum { kFunctions = 9 };
 
 static void run_program(kiln_device_t *dev) {
   kiln_stablehlo_run_options_t o;
@@ -181,6 +193,14 @@ static double erfc_in(int k, int i) {
   return -6.0 + 34.0 * (i - 8) / (N - 9); /* past f64's underflow at 27.2 */
 }
 
+static double bessel_in(int k, int i) {
+  (void)k;
+  static const double special[] = {INFINITY, -INFINITY, NAN, 0.0, -0.0, 8.0, -8.0, 1e-300};
+  if (i < 8) return special[i];
+  if (i < N / 2) return -30.0 + 60.0 * (i - 8) / (N / 2 - 8);
+  return pow(10.0, 1.0 + 5.0 * (i - N / 2) / (N / 2)); /* 10 .. 1e6 */
+}
+
 static double digamma_in(int k, int i) {
   (void)k;
   static const double special[] = {INFINITY, -INFINITY, NAN, 0.0, -3.0, 1e-20, -1e-20, 1e30};
@@ -208,6 +228,7 @@ static double polygamma_in(int k, int i) {
 
 static const sweep_t kSweeps[] = {
     {"Erfc", 1, erfc_in, 4, 8, 0},
+    {"BesselI1e", 1, bessel_in, 6, 6, 0},
     {"Digamma", 1, digamma_in, 10, 12, 1.0},
     {"Zeta", 2, zeta_in, 12, 24, 0},
     {"Polygamma", 2, polygamma_in, 8, 16, 1.0},

@@ -327,6 +327,8 @@ kiln_status kiln_eval_extra(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *
 double kiln_eval_digamma(double x);
 double kiln_eval_zeta(double s, double q);
 double kiln_eval_polygamma(double n, double x);
+/* exp(-|x|) I1(x): the power series up to |x| = 40, Hankel's asymptotic series past it. */
+double kiln_eval_bessel_i1e(double x);
 
 /* eval_custom_call.c: XLA's well-known custom-call targets (identity ones, AllocateBuffer,
  * xla_builder.* calls, cuda_threefry2x32), then options->custom_call. */

@@ -718,8 +718,15 @@ static bool math_fn(const char *name, double (**out)(double)) {
   static const struct {
     const char *name;
     double (*fn)(double);
-  } kFns[] = {{"Acos", acos},   {"Asin", asin}, {"Atan", atan}, {"Acosh", acosh},
-              {"Asinh", asinh}, {"Cosh", cosh}, {"Erfc", erfc}, {"Digamma", kiln_eval_digamma}};
+  } kFns[] = {{"Acos", acos},
+              {"Asin", asin},
+              {"Atan", atan},
+              {"Acosh", acosh},
+              {"Asinh", asinh},
+              {"Cosh", cosh},
+              {"Erfc", erfc},
+              {"Digamma", kiln_eval_digamma},
+              {"BesselI1e", kiln_eval_bessel_i1e}};
   for (size_t i = 0; i < sizeof kFns / sizeof kFns[0]; i++)
     if (!strcmp(name, kFns[i].name)) {
       *out = kFns[i].fn;

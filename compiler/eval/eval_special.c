@@ -1,8 +1,9 @@
-/* The evaluator's special functions (xla_builder.math.{Digamma,Zeta,Polygamma}): the
+/* The evaluator's special functions (xla_builder.math.{Digamma,Zeta,Polygamma,BesselI1e}): the
  * reference the compiled expansions (compiler/passes/special_math.c) are checked against, so
  * they run in long double with more terms than any element type needs: digamma shifted to
  * 20 or more before its asymptotic series (10 terms), zeta by Euler-Maclaurin over 20 terms
- * with 15 Bernoulli corrections. Special values follow XLA's CHLO rules
+ * with 15 Bernoulli corrections, bessel_i1e by its power series or Hankel's asymptotic
+ * series. Special values follow XLA's CHLO rules
  * (compiler/passes/special_math.h). */
 #include <math.h>
 
@@ -72,4 +73,27 @@ double kiln_eval_polygamma(double n, double x) {
   if (n == 0) return kiln_eval_digamma(x);
   long double sign = fmodl(n, 2) == 0 ? -1 : 1;
   return (double)(sign * tgammal((long double)n + 1) * zeta_l((long double)n + 1, x));
+}
+
+double kiln_eval_bessel_i1e(double xd) {
+  long double x = xd, ax = fabsl(x);
+  if (isnan(x)) return xd;
+  if (isinf(x)) return copysign(0.0, xd);
+  if (ax <= 40) {
+    /* sum (x/2)^(2k+1) / (k! (k+1)!): positive terms, no cancellation */
+    long double h = x / 2, term = h, sum = h;
+    for (int k = 1; k < 400 && fabsl(term) > fabsl(sum) * 1e-22L; k++) {
+      term *= h * h / ((long double)k * (k + 1));
+      sum += term;
+    }
+    return (double)(sum * expl(-ax));
+  }
+  /* e^x / sqrt(2 pi x) sum_k (-1)^k prod_j (4 - (2j-1)^2) / (k! (8x)^k), 30 terms */
+  long double term = 1, sum = 1;
+  for (int j = 1; j <= 30; j++) {
+    term *= -(4.0L - (long double)(2 * j - 1) * (2 * j - 1)) / (j * 8 * ax);
+    sum += term;
+  }
+  long double r = sum / sqrtl(2 * kPi * ax);
+  return (double)(x < 0 ? -r : r);
 }

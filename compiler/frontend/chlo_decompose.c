@@ -2,7 +2,8 @@
  * sinh, cosh, asin, acos, asinh, acosh, atanh, top_k), the broadcasting binary ops
  * (explicit broadcast, then the op), and small decompositions (atan = atan2(x, 1), square,
  * conj, is_inf / is_pos_inf / is_neg_inf, constant_like), and the special functions XLA's
- * builder library names (erfc, digamma, zeta, polygamma, next_after: xla_builder.math.*
+ * builder library names (erfc, bessel_i1e, digamma, zeta, polygamma, next_after:
+ * xla_builder.math.*
  * custom calls). What is not here is UNIMPLEMENTED naming the op. */
 #include <inttypes.h>
 #include <string.h>
@@ -523,6 +524,7 @@ static const char *builder_math_target(const char *n, const kiln_mlir_type_t *e)
     const char *chlo, *target;
   } kTargets[] = {
       {"erfc", "Erfc"},
+      {"bessel_i1e", "BesselI1e"},
       {"digamma", "Digamma"},
       {"zeta", "Zeta"},
       {"broadcast_zeta", "Zeta"},

@@ -13,7 +13,7 @@
  *       atan2(sqrt((1-x)(1+x)), x), asin x = atan2(x, sqrt((1-x)(1+x))), atan x = atan2(x, 1),
  *       acosh x = log(x + sqrt((x-1)(x+1))), asinh x = sign(x) log(|x| + sqrt(x^2+1)),
  *       cosh x = (e^x + e^-x) / 2;
- *   xla_builder.math.{Erfc,Digamma,Zeta,Polygamma} on real floats -> their series
+ *   xla_builder.math.{Erfc,BesselI1e,Digamma,Zeta,Polygamma} on real floats -> their series
  *       (compiler/passes/special_math.h);
  *   cuda_threefry2x32 (k0, k1, x0, x1 -> (y0, y1), u32)    -> Threefry2x32, 20 rounds, as
  *       elementwise u32 HLO;
@@ -181,8 +181,13 @@ static kiln_hlo_instruction_t *math(kiln_builder_t *b, kiln_hlo_instruction_t *i
     return r;
   }
   if (!kiln_elem_type_is_float(in->shape->type)) return NULL;
-  if (!strcmp(fn, "Erfc") || !strcmp(fn, "Digamma")) {
-    r = fn[0] == 'E' ? kiln_special_erfc(b, x) : kiln_special_digamma(b, x);
+  kiln_hlo_instruction_t *(*special)(kiln_builder_t *, kiln_hlo_instruction_t *) =
+      !strcmp(fn, "Erfc")        ? kiln_special_erfc
+      : !strcmp(fn, "BesselI1e") ? kiln_special_bessel_i1e
+      : !strcmp(fn, "Digamma")   ? kiln_special_digamma
+                                 : NULL;
+  if (special) {
+    r = special(b, x);
     if (r) r->shape = in->shape;
     return r;
   }
