@@ -39,7 +39,9 @@
 #include "base/status.h"
 #include "runtime/executable.h"
 
-#define KILN_EXEC_FORMAT_VERSION 3u /* 2: gemm epilogues and bias, collectives; 3: their phase */
+#define KILN_EXEC_FORMAT_VERSION                                 \
+  4u /* 2: gemm epilogues and bias, collectives; 3: their phase; \
+      4: built-in custom calls' views carry their element size */
 #define KILN_EXEC_MAX_DEPTH 64
 
 /* Serializes `d` into *out (kiln_malloc'ed; the caller frees it) / *len. UNIMPLEMENTED when

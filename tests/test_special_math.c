@@ -22,7 +22,7 @@
 #include "compiler/hlo/literal.h"
 #include "runtime/host/host_device.h"
 #include "tools/common/device_run.h"
-#include "tools/common/stablehlo_run.h"
+#include "tests/stablehlo_test_util.h"
 
 static const char kProgram[] =
     "func.func @erfc_f64() {\n"
@@ -120,19 +120,7 @@ static const char kProgram[] =
 enum { kFunctions = 9 };
 
 static void run_program(kiln_device_t *dev) {
-  kiln_stablehlo_run_options_t o;
-  memset(&o, 0, sizeof o);
-  o.device = dev;
-  o.print = true;
-  o.constants_as_params = true; /* the host computes them: nothing folds at compile time */
-  kiln_stablehlo_run_stats_t st;
-  memset(&st, 0, sizeof st);
-  assert_null(kiln_stablehlo_run_bytes(kProgram, sizeof kProgram - 1, "special.mlir", &o, &st));
-  if (st.failures.data) fprintf(stderr, "%s", kiln_strbuf_cstr(&st.failures));
-  assert_int_equal(st.functions, kFunctions);
-  assert_int_equal(st.passed, kFunctions);
-  assert_int_equal(st.checks_failed, 0);
-  kiln_stablehlo_run_stats_free(&st);
+  kiln_test_run_checks(kProgram, sizeof kProgram - 1, "special.mlir", dev, kFunctions);
 }
 
 static void test_chlo_special_functions_on_the_reference_evaluator(void **state) {

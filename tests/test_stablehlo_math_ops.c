@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "runtime/host/host_device.h"
-#include "tools/common/stablehlo_run.h"
+#include "tests/stablehlo_test_util.h"
 
 static const char kProgram[] =
     "func.func @lgamma_f64() {\n"
@@ -99,19 +99,7 @@ static const char kProgram[] =
     "}\n";
 
 static void run_program(kiln_device_t *dev) {
-  kiln_stablehlo_run_options_t o;
-  memset(&o, 0, sizeof o);
-  o.device = dev;
-  o.print = true;
-  o.constants_as_params = true;
-  kiln_stablehlo_run_stats_t st;
-  memset(&st, 0, sizeof st);
-  assert_null(kiln_stablehlo_run_bytes(kProgram, sizeof kProgram - 1, "math_ops.mlir", &o, &st));
-  if (st.failures.data) fprintf(stderr, "%s", kiln_strbuf_cstr(&st.failures));
-  assert_int_equal(st.functions, 8);
-  assert_int_equal(st.passed, 8);
-  assert_int_equal(st.checks_failed, 0);
-  kiln_stablehlo_run_stats_free(&st);
+  kiln_test_run_checks(kProgram, sizeof kProgram - 1, "math_ops.mlir", dev, 8);
 }
 
 static void test_expanded_ops_on_the_reference_evaluator(void **state) {

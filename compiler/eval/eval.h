@@ -357,7 +357,12 @@ bool kiln_eval_is_identity_target(const char *target);
 kiln_status kiln_eval_identity_target_reshapes(const kiln_hlo_instruction_t *in);
 /* jaxlib's solver targets, their opaque descriptors decoded: cusolver_potrf (lower),
  * cublas_trsm_batched (side, lower, transpose 0/1/2 = N/T/C, unit diagonal),
- * cublas_getrf_batched (no options). False for other targets or a short descriptor. */
+ * cublas_getrf_batched (no options); and the typed-FFI LAPACK targets JAX calls on CPU,
+ * lapack_{s,d,c,z}{potrf,trsm,getrf}_ffi, their backend_config dictionary's ASCII flags
+ * decoded (uplo 'L'/'U', side 'L'/'R', trans_x 'N'/'T'/'C', diag 'U'/'N'). Their forms:
+ * potrf (a) -> (a, info), getrf (a) -> (lu, 1-based pivots, info), trsm (a, b, alpha) -> x
+ * (alpha scales b; the result an array, not a tuple). False for other targets or a short
+ * descriptor. */
 typedef enum { KILN_SOLVER_POTRF, KILN_SOLVER_TRSM, KILN_SOLVER_GETRF } kiln_solver_kind_t;
 typedef struct kiln_solver_config {
   kiln_solver_kind_t kind;
@@ -365,6 +370,13 @@ typedef struct kiln_solver_config {
   int transpose;
 } kiln_solver_config_t;
 bool kiln_eval_solver_config(const kiln_hlo_instruction_t *in, kiln_solver_config_t *out);
+/* The integer value of `name` in a backend_config dictionary's text (`{uplo = 76 : ui8, ...}`,
+ * the form LAPACK's typed-FFI targets carry their ASCII flags in); -1 when absent. */
+int kiln_eval_dict_flag(const char *backend_config, const char *name);
+/* UNIMPLEMENTED naming the call when `in` calls one of those solver, QR or eigh targets (which
+ * kiln rewrites or runs itself only for real f32/f64 matrices); NULL for other targets.
+ * Thunk emission says it for a call left over. */
+kiln_status kiln_eval_solver_refusal(const kiln_hlo_instruction_t *in);
 /* eval_host_targets.c: the targets kiln's host runtime implements itself
  * (`__onednn$layernorm`, `GetRngSeed` = options->rng_seed, `cusolver_geqrf`,
  * `cusolver_orgqr`); *handled false for any other target. */
@@ -377,12 +389,33 @@ kiln_status kiln_eval_host_target(kiln_eval_ctx_t *ctx, const kiln_hlo_instructi
  * *why for shapes or a rescale kiln does not implement. */
 bool kiln_eval_layer_norm_config(const kiln_hlo_instruction_t *instr, float *epsilon,
                                  const char **why);
+/* Whether `target` is a Householder QR target: cusolver_geqrf / lapack_{s,d,c,z}geqrf_ffi
+ * (*orgqr false) or cusolver_orgqr / lapack_{s,d,c,z}orgqr_ffi (*orgqr true). */
+bool kiln_eval_is_qr_target(const char *target, bool *orgqr);
 /* cusolver_geqrf ((a) -> (a, tau, info, workspace)) / cusolver_orgqr ((a, tau) -> (q, info,
- * workspace)) on f32/f64 [..., m, n]: the batch, m, n and the reflector count k (min(m, n)
- * for geqrf; tau's last dimension for orgqr, with k <= n <= m). False when the operands or
- * results do not have these forms. */
+ * workspace)), and LAPACK's typed-FFI forms (geqrf (a) -> (a, tau), orgqr (a, tau) -> q), on
+ * f32/f64 [..., m, n]: the batch, m, n and the reflector count k (min(m, n) for geqrf; tau's
+ * last dimension for orgqr, with k <= n <= m). False when the operands or results do not
+ * have these forms. */
 bool kiln_eval_qr_shapes(const kiln_hlo_instruction_t *instr, bool orgqr, int64_t *batch,
                          int64_t *m, int64_t *n, int64_t *k);
+/* Whether `target` is jaxlib's lapack_{s,d}syevd_ffi or lapack_{c,z}heevd_ffi. */
+bool kiln_eval_is_eigh_target(const char *target);
+/* lapack_{s,d}syevd_ffi (jnp.linalg.eigh on CPU): (a [..., n, n]) -> (eigenvectors [..., n, n]
+ * as columns, eigenvalues [..., n] ascending, info [...]), its `mhlo.backend_config` flags
+ * decoded (mode 'V' = vectors / 'N', uplo 'L' / 'U'); computed by the cyclic Jacobi method of
+ * base/jacobi_eigh.h on both the evaluator and the host. False for other targets or forms. */
+bool kiln_eval_eigh_config(const kiln_hlo_instruction_t *instr, bool *lower, bool *vectors,
+                           int64_t *batch, int64_t *n);
+/* jaxlib's lapack_{s,d}gesdd_ffi (jnp.linalg.svd on CPU): (a [..., m, n]) -> (a, s [..., k]
+ * descending, u [..., m, ucols], vt [..., vrows, n], info [...]) with k = min(m, n) and mode
+ * 'A' (ucols = m, vrows = n), 'S' (both k) or 'N' (no vectors: u and vt zeros); computed by
+ * base/jacobi_eigh.h's one-sided Jacobi SVD on both the evaluator and the host. False for
+ * other targets or forms. */
+bool kiln_eval_svd_config(const kiln_hlo_instruction_t *instr, bool *vectors, int64_t *batch,
+                          int64_t *m, int64_t *n, int64_t *ucols, int64_t *vrows);
+/* Whether `target` is jaxlib's lapack_{s,d,c,z}gesdd_ffi. */
+bool kiln_eval_is_svd_target(const char *target);
 /* xla_builder.matrix.Einsum's backend_config "ab,bc->ac" (one or two operands, letters):
  * each operand's labels and the result's; false when malformed or the ranks differ. */
 #define KILN_EINSUM_MAX_LABELS 16

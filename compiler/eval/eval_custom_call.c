@@ -377,6 +377,23 @@ static int32_t le32(const unsigned char *p) {
                    (uint32_t)p[3] << 24);
 }
 
+int kiln_eval_dict_flag(const char *cfg, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = strstr(cfg, name); p; p = strstr(p + 1, name)) {
+    char before = p == cfg ? '{' : p[-1];
+    if (before != '{' && before != ',' && before != ' ') continue;
+    const char *q = p + n;
+    while (*q == ' ') q++;
+    if (*q != '=') continue;
+    q++;
+    while (*q == ' ') q++;
+    char *end;
+    long v = strtol(q, &end, 0);
+    return end == q || v < 0 || v > 255 ? -1 : (int)v;
+  }
+  return -1;
+}
+
 bool kiln_eval_solver_config(const kiln_hlo_instruction_t *in, kiln_solver_config_t *c) {
   memset(c, 0, sizeof *c);
   const char *t = in->custom_call_target;
@@ -407,6 +424,29 @@ bool kiln_eval_solver_config(const kiln_hlo_instruction_t *in, kiln_solver_confi
     c->kind = KILN_SOLVER_GETRF;
     return true;
   }
+  /* lapack_<s|d|c|z><potrf|trsm|getrf>_ffi */
+  if (strncmp(t, "lapack_", 7) != 0 || !t[7] || !strchr("sdcz", t[7])) return false;
+  const char *f = t + 8, *cfg = in->backend_config ? in->backend_config : "";
+  if (!strcmp(f, "getrf_ffi")) {
+    c->kind = KILN_SOLVER_GETRF;
+    return true;
+  }
+  if (!strcmp(f, "potrf_ffi")) {
+    c->kind = KILN_SOLVER_POTRF;
+    c->lower = kiln_eval_dict_flag(cfg, "uplo") == 'L';
+    return kiln_eval_dict_flag(cfg, "uplo") == 'L' || kiln_eval_dict_flag(cfg, "uplo") == 'U';
+  }
+  if (!strcmp(f, "trsm_ffi")) {
+    int side = kiln_eval_dict_flag(cfg, "side"), uplo = kiln_eval_dict_flag(cfg, "uplo");
+    int trans = kiln_eval_dict_flag(cfg, "trans_x"), diag = kiln_eval_dict_flag(cfg, "diag");
+    c->kind = KILN_SOLVER_TRSM;
+    c->left_side = side == 'L';
+    c->lower = uplo == 'L';
+    c->transpose = trans == 'N' ? 0 : trans == 'T' ? 1 : trans == 'C' ? 2 : -1;
+    c->unit_diagonal = diag == 'U';
+    return (side == 'L' || side == 'R') && (uplo == 'L' || uplo == 'U') && c->transpose >= 0 &&
+           (diag == 'U' || diag == 'N');
+  }
   return false;
 }
 
@@ -423,6 +463,16 @@ static kiln_status solver_shapes_error(const kiln_hlo_instruction_t *in) {
                           "custom call %s (%s): unsupported operands, results or descriptor "
                           "(kiln takes real floating-point [..., m, n] matrices)",
                           in->name, in->custom_call_target);
+}
+
+kiln_status kiln_eval_solver_refusal(const kiln_hlo_instruction_t *in) {
+  kiln_solver_config_t sc;
+  bool orgqr;
+  const char *t = in->custom_call_target;
+  if (kiln_eval_solver_config(in, &sc) || kiln_eval_is_qr_target(t, &orgqr) ||
+      kiln_eval_is_eigh_target(t) || kiln_eval_is_svd_target(t))
+    return solver_shapes_error(in);
+  return NULL;
 }
 
 /* potrf: the Cholesky factor in the chosen triangle (the other keeps the input), info =
@@ -467,21 +517,25 @@ static kiln_status potrf(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
   return NULL;
 }
 
-/* trsm: X with op(A) X = B (left) or X op(A) = B (right), A triangular (only its triangle
- * read), by substitution. */
+/* trsm: X with op(A) X = alpha B (left) or X op(A) = alpha B (right), A triangular (only its
+ * triangle read), by substitution. */
 static kiln_status trsm(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
                         const kiln_solver_config_t *cfg, kiln_literal_t *const *ops,
                         kiln_literal_t **out) {
   int64_t k, k2, m, n;
+  /* cuBLAS: (a, b) -> (x, ...); LAPACK: (a, b, alpha) -> x */
+  bool lapack = in->num_operands == 3, tuple = kiln_shape_is_tuple(in->shape);
   int64_t count = matrices(ops[0], &k, &k2),
-          bcount = in->num_operands == 2 ? matrices(ops[1], &m, &n) : 0;
-  if (in->num_operands != 2 || !kiln_shape_is_tuple(in->shape) || in->shape->num_elements < 1 ||
-      k != k2 || count != bcount || k != (cfg->left_side ? m : n) ||
-      !kiln_elem_type_is_float(ops[1]->shape->type))
+          bcount = in->num_operands >= 2 ? matrices(ops[1], &m, &n) : 0;
+  if ((in->num_operands != 2 && !lapack) || tuple == lapack ||
+      (tuple && in->shape->num_elements < 1) || k != k2 || count != bcount ||
+      k != (cfg->left_side ? m : n) || !kiln_elem_type_is_float(ops[1]->shape->type) ||
+      (lapack && ops[2]->num_elements != 1))
     return solver_shapes_error(in);
   KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
-  kiln_literal_t *x = (*out)->tuple_elements[0];
+  kiln_literal_t *x = tuple ? (*out)->tuple_elements[0] : *out;
   if (x->num_elements != ops[1]->num_elements) return solver_shapes_error(in);
+  double alpha = lapack ? kiln_literal_get_f64(ops[2], 0) : 1.0;
   /* Every case as N x = b with N lower or upper: for the right side, x^T solves op(A)^T. */
   bool right = !cfg->left_side, t = (cfg->transpose != 0) != right;
   bool lower = cfg->lower != ((cfg->transpose != 0) != right);
@@ -492,7 +546,7 @@ static kiln_status trsm(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
       int64_t first = bbase + s * step; /* element p of the system is first + p * stride */
       for (int64_t q = 0; q < k; q++) {
         int64_t p = lower ? q : k - 1 - q;
-        double v = kiln_literal_get_f64(ops[1], first + p * stride);
+        double v = alpha * kiln_literal_get_f64(ops[1], first + p * stride);
         int64_t lo = lower ? 0 : p + 1, hi = lower ? p : k;
         for (int64_t j = lo; j < hi; j++) {
           double nij = kiln_literal_get_f64(ops[0], abase + (t ? j * k + p : p * k + j));

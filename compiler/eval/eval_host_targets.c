@@ -1,11 +1,13 @@
 /* The evaluator's side of the custom calls kiln's host runtime implements itself
  * (compiler/thunks/builtin_custom_call.c): XLA:CPU's `__onednn$layernorm` and `GetRngSeed`,
- * jaxlib's `cusolver_geqrf` / `cusolver_orgqr` (LAPACK's conventions, base/householder.h). */
+ * jaxlib's `cusolver_geqrf` / `cusolver_orgqr` and `lapack_{s,d}geqrf_ffi` / `orgqr_ffi`
+ * (LAPACK's conventions, base/householder.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/householder.h"
+#include "base/jacobi_eigh.h"
 #include "compiler/eval/eval.h"
 
 /* The value of JSON key `key` (quoted) in `json`: the first character after its ':' and
@@ -91,14 +93,34 @@ static kiln_status layer_norm(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t
   return NULL;
 }
 
+bool kiln_eval_is_qr_target(const char *t, bool *orgqr) {
+  if (!t) return false;
+  if (!strcmp(t, "cusolver_geqrf") || !strcmp(t, "cusolver_orgqr")) {
+    *orgqr = t[9] == 'o';
+    return true;
+  }
+  /* lapack_<s|d|c|z><geqrf|orgqr|ungqr>_ffi */
+  if (strncmp(t, "lapack_", 7) != 0 || !strchr("sdcz", t[7]) || t[7] == 0) return false;
+  const char *f = t + 8;
+  if (!strcmp(f, "geqrf_ffi"))
+    *orgqr = false;
+  else if (!strcmp(f, "orgqr_ffi") || !strcmp(f, "ungqr_ffi"))
+    *orgqr = true;
+  else
+    return false;
+  return true;
+}
+
 bool kiln_eval_qr_shapes(const kiln_hlo_instruction_t *in, bool orgqr, int64_t *batch, int64_t *m,
                          int64_t *n, int64_t *k) {
   const kiln_shape_t *a = in->num_operands >= 1 ? in->operands[0]->shape : NULL;
-  int nres = orgqr ? 3 : 4;
   if (in->num_operands != (orgqr ? 2 : 1) || !a || !kiln_shape_is_array(a) || a->rank < 2 ||
-      (a->type != KILN_F32 && a->type != KILN_F64) || !kiln_shape_is_tuple(in->shape) ||
-      in->shape->num_elements < nres - 1)
+      (a->type != KILN_F32 && a->type != KILN_F64))
     return false;
+  /* the factored matrix (or q), geqrf's tau, and an info when the form has one */
+  bool tuple = kiln_shape_is_tuple(in->shape);
+  int nres = tuple ? in->shape->num_elements : 1, info_at = orgqr ? 1 : 2;
+  if (nres < (orgqr ? 1 : 2)) return false;
   *m = a->dims[a->rank - 2];
   *n = a->dims[a->rank - 1];
   *batch = 1;
@@ -107,10 +129,11 @@ bool kiln_eval_qr_shapes(const kiln_hlo_instruction_t *in, bool orgqr, int64_t *
   *k = kiln_shape_is_array(tau) && tau->rank == a->rank - 1 ? tau->dims[tau->rank - 1] : -1;
   if (*k < 0 || tau->type != a->type || (!orgqr && *k != (*m < *n ? *m : *n))) return false;
   if (orgqr && (*n > *m || *k > *n)) return false;
-  const kiln_shape_t *r0 = in->shape->elements[0];
-  const kiln_shape_t *info = in->shape->elements[orgqr ? 1 : 2];
-  return kiln_shape_is_array(r0) && kiln_shape_compatible(r0, a) && kiln_shape_is_array(info) &&
-         (info->type == KILN_S32 || info->type == KILN_S64);
+  const kiln_shape_t *r0 = tuple ? in->shape->elements[0] : in->shape;
+  const kiln_shape_t *info = nres > info_at ? in->shape->elements[info_at] : NULL;
+  return kiln_shape_is_array(r0) && kiln_shape_compatible(r0, a) &&
+         (!info ||
+          (kiln_shape_is_array(info) && (info->type == KILN_S32 || info->type == KILN_S64)));
 }
 
 /* geqrf: (a) -> (factored a, tau, info, workspace...); orgqr: (a, tau) -> (q, info,
@@ -124,7 +147,7 @@ static kiln_status qr(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in, bo
                             "f32/f64 [..., m, n] matrices%s)",
                             in->name, in->custom_call_target, orgqr ? ", n <= m" : "");
   KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
-  kiln_literal_t *a = (*out)->tuple_elements[0];
+  kiln_literal_t *a = kiln_shape_is_tuple(in->shape) ? (*out)->tuple_elements[0] : *out;
   kiln_literal_t *tau = orgqr ? ops[1] : (*out)->tuple_elements[1];
   double *w = kiln_try_malloc(sizeof(double) * (size_t)(m * n + k + 1));
   if (!w) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
@@ -147,13 +170,150 @@ static kiln_status qr(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in, bo
   return NULL;
 }
 
+bool kiln_eval_is_eigh_target(const char *t) {
+  return t && !strncmp(t, "lapack_", 7) && t[7] && strchr("sdcz", t[7]) &&
+         (!strcmp(t + 8, "syevd_ffi") || !strcmp(t + 8, "heevd_ffi"));
+}
+
+bool kiln_eval_eigh_config(const kiln_hlo_instruction_t *in, bool *lower, bool *vectors,
+                           int64_t *batch, int64_t *n) {
+  if (!kiln_eval_is_eigh_target(in->custom_call_target) || in->num_operands != 1 ||
+      !kiln_shape_is_tuple(in->shape) || in->shape->num_elements != 3)
+    return false;
+  const char *cfg = in->backend_config ? in->backend_config : "";
+  int mode = kiln_eval_dict_flag(cfg, "mode"), uplo = kiln_eval_dict_flag(cfg, "uplo");
+  if ((mode != 'V' && mode != 'N') || (uplo != 'L' && uplo != 'U')) return false;
+  *vectors = mode == 'V';
+  *lower = uplo == 'L';
+  const kiln_shape_t *a = in->operands[0]->shape, *v = in->shape->elements[0],
+                     *w = in->shape->elements[1], *info = in->shape->elements[2];
+  if (!kiln_shape_is_array(a) || a->rank < 2 || (a->type != KILN_F32 && a->type != KILN_F64) ||
+      a->dims[a->rank - 1] != a->dims[a->rank - 2] || !kiln_shape_is_array(v) ||
+      !kiln_shape_compatible(v, a) || !kiln_shape_is_array(w) || w->type != a->type ||
+      w->rank != a->rank - 1 || !kiln_shape_is_array(info) ||
+      (info->type != KILN_S32 && info->type != KILN_S64) || info->rank != a->rank - 2)
+    return false;
+  *n = a->dims[a->rank - 1];
+  *batch = 1;
+  for (int i = 0; i < a->rank - 2; i++) {
+    if (w->dims[i] != a->dims[i] || info->dims[i] != a->dims[i]) return false;
+    *batch *= a->dims[i];
+  }
+  return w->dims[a->rank - 2] == *n;
+}
+
+bool kiln_eval_is_svd_target(const char *t) {
+  return t && !strncmp(t, "lapack_", 7) && t[7] && strchr("sdcz", t[7]) &&
+         !strcmp(t + 8, "gesdd_ffi");
+}
+
+bool kiln_eval_svd_config(const kiln_hlo_instruction_t *in, bool *vectors, int64_t *batch,
+                          int64_t *m, int64_t *n, int64_t *ucols, int64_t *vrows) {
+  if (!kiln_eval_is_svd_target(in->custom_call_target) || in->num_operands != 1 ||
+      !kiln_shape_is_tuple(in->shape) || in->shape->num_elements != 5)
+    return false;
+  int mode = kiln_eval_dict_flag(in->backend_config ? in->backend_config : "", "mode");
+  if (mode != 'A' && mode != 'S' && mode != 'N') return false;
+  const kiln_shape_t *a = in->operands[0]->shape;
+  kiln_shape_t *const *r = in->shape->elements;
+  if (!kiln_shape_is_array(a) || a->rank < 2 || (a->type != KILN_F32 && a->type != KILN_F64))
+    return false;
+  int rank = a->rank;
+  *m = a->dims[rank - 2];
+  *n = a->dims[rank - 1];
+  int64_t k = *m < *n ? *m : *n;
+  *vectors = mode != 'N';
+  /* a, s, u, vt, info: batch dims first, then (m, n), (k), (m, ucols), (vrows, n), () */
+  const int tails[5] = {2, 1, 2, 2, 0};
+  for (int i = 0; i < 5; i++) {
+    if (!kiln_shape_is_array(r[i]) || r[i]->rank != rank - 2 + tails[i]) return false;
+    if (r[i]->type != (i == 4 ? r[4]->type : a->type)) return false;
+    for (int d = 0; d < rank - 2; d++)
+      if (r[i]->dims[d] != a->dims[d]) return false;
+  }
+  if ((r[4]->type != KILN_S32 && r[4]->type != KILN_S64) || !kiln_shape_compatible(r[0], a) ||
+      r[1]->dims[rank - 2] != k)
+    return false;
+  *ucols = r[2]->dims[rank - 1];
+  *vrows = r[3]->dims[rank - 2];
+  if (r[2]->dims[rank - 2] != *m || r[3]->dims[rank - 1] != *n) return false;
+  if (mode == 'A' && (*ucols != *m || *vrows != *n)) return false;
+  if (mode == 'S' && (*ucols != k || *vrows != k)) return false;
+  if (mode == 'N' && (*ucols > *m || *vrows > *n)) return false;
+  *batch = 1;
+  for (int d = 0; d < rank - 2; d++) *batch *= a->dims[d];
+  return true;
+}
+
+/* gesdd: each matrix's singular values and vectors (zeros without them), a passed through,
+ * info 0 or 1 (no convergence, or a NaN or infinity). */
+static kiln_status svd(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
+                       kiln_literal_t *const *ops, kiln_literal_t **out) {
+  bool vectors;
+  int64_t batch, m, n, uc, vr;
+  if (!kiln_eval_svd_config(in, &vectors, &batch, &m, &n, &uc, &vr))
+    return kiln_eval_solver_refusal(in);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
+  kiln_literal_t *const *r = (*out)->tuple_elements;
+  int64_t k = m < n ? m : n;
+  double *buf = kiln_try_malloc(sizeof(double) * (size_t)(m * n + k + m * uc + vr * n + 1));
+  if (!buf) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
+  double *s = buf + m * n, *u = s + k, *vt = u + m * uc;
+  for (int64_t b = 0; b < batch; b++) {
+    for (int64_t i = 0; i < m * n; i++) {
+      buf[i] = kiln_literal_get_f64(ops[0], b * m * n + i);
+      kiln_literal_set_f64(r[0], b * m * n + i, buf[i]);
+    }
+    int bad = kiln_jacobi_svd(m, n, buf, s, vectors ? u : NULL, uc, vectors ? vt : NULL, vr);
+    if (bad < 0) {
+      kiln_free(buf);
+      return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
+    }
+    for (int64_t i = 0; i < k; i++) kiln_literal_set_f64(r[1], b * k + i, s[i]);
+    for (int64_t i = 0; i < m * uc; i++)
+      kiln_literal_set_f64(r[2], b * m * uc + i, vectors ? u[i] : 0.0);
+    for (int64_t i = 0; i < vr * n; i++)
+      kiln_literal_set_f64(r[3], b * vr * n + i, vectors ? vt[i] : 0.0);
+    kiln_literal_set_s64(r[4], b, bad);
+  }
+  kiln_free(buf);
+  return NULL;
+}
+
+/* syevd: each matrix's eigenvalues ascending and eigenvectors (zeros without mode 'V'), info 0
+ * or 1 (no convergence, or a NaN or infinity in the matrix). */
+static kiln_status eigh(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
+                        kiln_literal_t *const *ops, kiln_literal_t **out) {
+  bool lower, vectors;
+  int64_t batch, n;
+  if (!kiln_eval_eigh_config(in, &lower, &vectors, &batch, &n)) return kiln_eval_solver_refusal(in);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
+  kiln_literal_t *v = (*out)->tuple_elements[0], *w = (*out)->tuple_elements[1],
+                 *info = (*out)->tuple_elements[2];
+  double *buf = kiln_try_malloc(sizeof(double) * (size_t)(2 * n * n + n + 1));
+  if (!buf) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
+  double *vecs = buf + n * n, *vals = vecs + n * n;
+  for (int64_t b = 0; b < batch; b++) {
+    for (int64_t i = 0; i < n * n; i++) buf[i] = kiln_literal_get_f64(ops[0], b * n * n + i);
+    int bad = kiln_jacobi_eigh(n, buf, lower, vals, vectors ? vecs : NULL);
+    for (int64_t i = 0; i < n * n; i++)
+      kiln_literal_set_f64(v, b * n * n + i, vectors ? vecs[i] : 0.0);
+    for (int64_t i = 0; i < n; i++) kiln_literal_set_f64(w, b * n + i, vals[i]);
+    kiln_literal_set_s64(info, b, bad);
+  }
+  kiln_free(buf);
+  return NULL;
+}
+
 kiln_status kiln_eval_host_target(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
                                   kiln_literal_t *const *ops, kiln_literal_t **out, bool *handled) {
   const char *t = in->custom_call_target ? in->custom_call_target : "";
   *handled = true;
   if (!strcmp(t, "__onednn$layernorm")) return layer_norm(ctx, in, ops, out);
-  if (!strcmp(t, "cusolver_geqrf")) return qr(ctx, in, false, ops, out);
-  if (!strcmp(t, "cusolver_orgqr")) return qr(ctx, in, true, ops, out);
+  bool orgqr;
+  if (kiln_eval_is_qr_target(t, &orgqr)) return qr(ctx, in, orgqr, ops, out);
+  if (kiln_eval_is_eigh_target(t)) return eigh(ctx, in, ops, out);
+  if (kiln_eval_is_svd_target(t)) return svd(ctx, in, ops, out);
   if (!strcmp(t, "GetRngSeed") && in->num_operands == 0 && kiln_shape_is_array(in->shape) &&
       in->shape->rank == 0 && in->shape->type == KILN_U64) {
     KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));

@@ -856,15 +856,76 @@ static kiln_status dict_value_text(const kiln_mlir_op_t *op, kiln_strbuf_t *b,
   }
 }
 
+/* The shape text of value type `t` with minor-to-major `m2m` (n of them; scalars as they are). */
+static kiln_status with_layout(shc_ctx_t *c, const kiln_mlir_type_t *t, const int64_t *m2m,
+                               int32_t n, const char **out) {
+  const char *base;
+  SHC_TRY(shc_type_text(c, t, &base));
+  int32_t rank = t->kind == KILN_MLIR_TYPE_TENSOR ? t->rank : 0;
+  if (rank == 0 || n != rank) {
+    *out = base;
+    return NULL;
+  }
+  *out = kiln_arena_printf(&c->arena, "%s%s", base, shc_ints_text(c, m2m, n));
+  return NULL;
+}
+
+/* A custom call's operand_layouts / result_layouts (minor-to-major per value, as jaxlib's
+ * column-major LAPACK calls and jax.ffi.ffi_call's input_layouts write them): the result
+ * shape text with its layouts (*sh) and HLO's operand_layout_constraints (*constraints; NULL
+ * when the call has none). Both or neither, as XLA requires. */
+static kiln_status custom_call_layouts(shc_ctx_t *c, const kiln_mlir_op_t *op, const char **sh,
+                                       const char **constraints) {
+  const kiln_mlir_attr_t *ol = kiln_mlir_op_attr(op, "operand_layouts");
+  const kiln_mlir_attr_t *rl = kiln_mlir_op_attr(op, "result_layouts");
+  if (!ol || !rl || ol->kind != KILN_MLIR_ATTR_ARRAY || rl->kind != KILN_MLIR_ATTR_ARRAY)
+    return NULL;
+  if (ol->num_elements != op->num_operands || rl->num_elements != op->num_results)
+    return SHC_INVALID(op,
+                       "operand_layouts / result_layouts name %d / %d layouts for %d "
+                       "operands and %d results",
+                       (int)ol->num_elements, (int)rl->num_elements, (int)op->num_operands,
+                       (int)op->num_results);
+  for (int32_t pass = 0; pass < 2; pass++) {
+    const kiln_mlir_attr_t *l = pass ? rl : ol;
+    kiln_strbuf_t b = {0};
+    kiln_strbuf_append_char(&b, pass ? '(' : '{');
+    for (int32_t i = 0; i < l->num_elements; i++) {
+      int64_t *m2m;
+      int32_t n;
+      const char *one;
+      kiln_status s = shc_attr_ints(c, op, l->elements[i],
+                                    pass ? "result_layouts" : "operand_layouts", &m2m, &n);
+      if (!s) s = with_layout(c, pass ? op->results[i].type : op->operands[i]->type, m2m, n, &one);
+      if (s) {
+        kiln_strbuf_free(&b);
+        return s;
+      }
+      kiln_strbuf_printf(&b, "%s%s", i ? ", " : "", one);
+    }
+    kiln_strbuf_append_char(&b, pass ? ')' : '}');
+    const char *text = kiln_arena_strdup(&c->arena, kiln_strbuf_cstr(&b));
+    kiln_strbuf_free(&b);
+    if (!pass)
+      *constraints = text;
+    else if (op->num_results == 1) /* no tuple: the one shape without the parentheses */
+      *sh = kiln_arena_printf(&c->arena, "%.*s", (int)strlen(text) - 2, text + 1);
+    else
+      *sh = text;
+  }
+  return NULL;
+}
+
 static kiln_status convert_custom_call(shc_ctx_t *c, const kiln_mlir_op_t *op) {
   const kiln_mlir_attr_t *t = kiln_mlir_op_attr(op, "call_target_name");
   if (!t || !t->str) return SHC_INVALID(op, "no call_target_name");
-  const char *sh, *ops;
+  const char *sh, *ops, *constraints = NULL;
   if (op->num_results == 1)
     SHC_TRY(shc_type_text(c, op->results[0].type, &sh));
   else
     SHC_TRY(shc_results_tuple_shape(c, op, &sh));
   SHC_TRY(shc_operand_list(c, op, 0, op->num_operands, &ops));
+  SHC_TRY(custom_call_layouts(c, op, &sh, &constraints));
   kiln_strbuf_t b = {0};
   kiln_strbuf_printf(&b, "custom-call(%s), custom_call_target=", ops);
   escape_into(&b, t->str, t->str_len ? t->str_len : strlen(t->str));
@@ -875,10 +936,19 @@ static kiln_status convert_custom_call(shc_ctx_t *c, const kiln_mlir_op_t *op) {
       if (strstr(kApiVersionNames[i], apie) || strstr(apie, kApiVersionNames[i] + 12)) api = i;
   }
   if (api < 0 || api > 4) api = 1;
+  /* JAX keeps a typed-FFI call's attributes in the discardable `mhlo.backend_config`
+   * dictionary (its `backend_config` the empty string; jax.ffi.ffi_call, jaxlib's lapack_*_ffi):
+   * as XLA reads it, the dictionary is the call's backend_config and the call is typed FFI. */
+  const kiln_mlir_attr_t *bc = kiln_mlir_op_attr(op, "backend_config");
+  const kiln_mlir_attr_t *mbc = kiln_mlir_op_attr(op, "mhlo.backend_config");
+  if (mbc && mbc->kind == KILN_MLIR_ATTR_DICTIONARY &&
+      (!bc || (bc->kind == KILN_MLIR_ATTR_STRING && !bc->str_len))) {
+    bc = mbc;
+    api = 4;
+  }
   kiln_strbuf_printf(&b, ", api_version=%s", kApiVersionNames[api]);
   if (shc_attr_int(kiln_mlir_op_attr(op, "has_side_effect"), 0))
     kiln_strbuf_append(&b, ", custom_call_has_side_effect=true");
-  const kiln_mlir_attr_t *bc = kiln_mlir_op_attr(op, "backend_config");
   if (bc && bc->kind == KILN_MLIR_ATTR_STRING && bc->str_len) {
     kiln_strbuf_append(&b, ", backend_config=");
     escape_into(&b, bc->str, bc->str_len);
@@ -919,6 +989,7 @@ static kiln_status convert_custom_call(shc_ctx_t *c, const kiln_mlir_op_t *op) {
     }
     kiln_strbuf_append_char(&b, '}');
   }
+  if (constraints) kiln_strbuf_printf(&b, ", operand_layout_constraints=%s", constraints);
   const char *v = shc_emit(c, op->num_results == 0 ? "()" : sh, "%s", kiln_strbuf_cstr(&b));
   kiln_strbuf_free(&b);
   if (op->num_results == 0) return NULL;

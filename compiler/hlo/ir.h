@@ -360,6 +360,11 @@ typedef struct kiln_hlo_parse_options {
   size_t max_bytes_per_input_byte; /* arena bound factor; 0 = default (64) */
 } kiln_hlo_parse_options_t;
 
+/* Parses `{shape, shape, ...}` (an attribute value such as a custom call's
+ * operand_layout_constraints) into shapes in m's arena; *out an arena array of *count. */
+kiln_status kiln_hlo_parse_shape_list(kiln_hlo_module_t *m, const char *text, size_t len,
+                                      kiln_shape_t ***out, int *count);
+
 /* Parses one module (text starting with `HloModule`). On error returns a status with
  * "file:line:col: expected <what>, found <what>" and sets *out to NULL. */
 kiln_status kiln_hlo_parse_module(const char *text, size_t len,

@@ -889,6 +889,46 @@ static void parser_free(kiln_hlo_parser_t *P) {
   kiln_hashmap_free(&P->raw_seen);
 }
 
+kiln_status kiln_hlo_parse_shape_list(kiln_hlo_module_t *m, const char *text, size_t len,
+                                      kiln_shape_t ***out, int *count) {
+  *out = NULL;
+  *count = 0;
+  kiln_hlo_parser_t P;
+  memset(&P, 0, sizeof P);
+  kiln_hlo_lexer_init(&P.L, text, text, text + len, NULL);
+  kiln_vec_reserve(&P.ints, 16);
+  kiln_vec_reserve(&P.shapes, 4);
+  kiln_vec_reserve(&P.extra, 4);
+  P.m = m; /* shapes go to the module's arena; the module stays the caller's */
+  KILN_VEC(kiln_shape_t *) list = {0};
+  bool ok = kiln_hlo_lexer_expect(&P.L, '{');
+  if (ok && !kiln_hlo_lexer_accept(&P.L, '}')) {
+    do {
+      kiln_shape_t *sh = NULL;
+      ok = kiln_hlo_parse_shape_text(&P, &sh);
+      if (ok) kiln_vec_push(&list, sh);
+    } while (ok && kiln_hlo_lexer_accept(&P.L, ','));
+    ok = ok && kiln_hlo_lexer_expect(&P.L, '}');
+  }
+  ok = ok && !P.L.err;
+  kiln_status st = P.L.err;
+  P.L.err = NULL;
+  parser_free(&P);
+  if (ok && list.len) {
+    *out = kiln_arena_alloc(&m->arena, sizeof(kiln_shape_t *) * list.len);
+    if (!*out) {
+      ok = false;
+      st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "shape list: out of memory");
+    } else {
+      memcpy(*out, list.data, sizeof(kiln_shape_t *) * list.len);
+      *count = (int)list.len;
+    }
+  }
+  kiln_vec_free(&list);
+  if (ok) return NULL;
+  return st ? st : kiln_status_make(KILN_INVALID_ARGUMENT, "expected a list of shapes `{...}`");
+}
+
 /* Parses [begin, end) of the file starting at `base` as one module. */
 static kiln_status parse_range(const char *base, const char *begin, const char *end,
                                const kiln_hlo_parse_options_t *opts, int mode,

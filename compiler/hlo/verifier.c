@@ -239,6 +239,35 @@ static kiln_status check_instruction_shape(kiln_arena_t *a, const kiln_hlo_compu
   return KILN_STATUS_OK;
 }
 
+/* A custom call's operand_layout_constraints: one array shape with a layout per operand, of
+ * the operand's type and dimensions. */
+static kiln_status check_layout_constraints(kiln_arena_t *a, const kiln_hlo_computation_t *c,
+                                            const kiln_hlo_instruction_t *in) {
+  const char *raw = in->opcode == KILN_OP_CUSTOM_CALL
+                        ? kiln_hlo_instruction_raw_attr(in, "operand_layout_constraints")
+                        : NULL;
+  if (!raw) return KILN_STATUS_OK;
+  kiln_hlo_module_t *scratch = kiln_hlo_module_create("operand_layout_constraints");
+  if (!scratch) return KILN_ERR_INVALID("operand_layout_constraints: out of memory");
+  kiln_shape_t **want = NULL;
+  int n = 0;
+  kiln_status st = kiln_hlo_parse_shape_list(scratch, raw, strlen(raw), &want, &n);
+  if (!st && n != in->num_operands)
+    st = KILN_ERR_INVALID("operand_layout_constraints names %d shapes for %d operands", n,
+                          in->num_operands);
+  for (int i = 0; !st && i < n; i++) {
+    const kiln_shape_t *o = in->operands[i]->shape;
+    if (!kiln_shape_is_array(want[i]) || !kiln_shape_compatible(want[i], o))
+      st = KILN_ERR_INVALID("operand_layout_constraints shape %d is %s, but operand %d is %s", i,
+                            kiln__shape_str(a, want[i]), i, kiln__shape_str(a, o));
+    else if (want[i]->rank > 0 && !want[i]->has_layout)
+      st = KILN_ERR_INVALID("operand_layout_constraints shape %d (%s) has no layout", i,
+                            kiln__shape_str(a, want[i]));
+  }
+  kiln_hlo_module_destroy(scratch);
+  return st ? in_instruction(c, in, st) : KILN_STATUS_OK;
+}
+
 static kiln_status check_entry_layout(kiln_arena_t *a, const kiln_hlo_module_t *m) {
   const kiln_hlo_computation_t *e = m->entry;
   if (!m->has_entry_layout) return KILN_STATUS_OK;
@@ -300,8 +329,10 @@ static kiln_status verify_module(kiln_arena_t *a, const kiln_hlo_module_t *m,
   }
   for (size_t i = 0; i < m->computations.len; i++) {
     const kiln_hlo_computation_t *c = m->computations.data[i];
-    for (size_t k = 0; k < c->instructions.len; k++)
+    for (size_t k = 0; k < c->instructions.len; k++) {
       KILN_RETURN_IF_ERROR_PLAIN(check_instruction_shape(a, c, c->instructions.data[k]));
+      KILN_RETURN_IF_ERROR_PLAIN(check_layout_constraints(a, c, c->instructions.data[k]));
+    }
   }
   st = check_entry_layout(a, m);
   if (st) {

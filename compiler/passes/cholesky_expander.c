@@ -10,8 +10,11 @@
  * With A the lower-read matrix (A = a, or conj(a^T) when upper) and L starting at zero,
  * iteration j computes column j:
  *   v[i] = A[i, j] - sum_k L[i, k] * conj(L[j, k])   (L's columns >= j are still zero)
- *   d = real(v[j]); bad |= !(d > 0); L[j, j] = sqrt(d); L[i, j] = v[i] / sqrt(d) for i > j
- * then the result is select(bad, NaN, L), conj-transposed back for upper. f64, c64 and c128
+ *   d = real(v[j]); first = j + 1 if !(d > 0) and first is 0; L[j, j] = sqrt(d);
+ *   L[i, j] = v[i] / sqrt(d) for i > j
+ * then the result is select(first != 0, NaN, L), conj-transposed back for upper
+ * (kiln_cholesky_factor, cholesky_expander.h, gives the loop's L and first as they are:
+ * custom_call_rewrite's LAPACK potrf reports first as its info). f64, c64 and c128
  * compute in their type; f16, bf16 and f32 in f32 (rounded once at the end).
  *
  * Left alone: shapes the evaluator rejects (not [..., n, n], non-float types) and empty
@@ -19,7 +22,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "compiler/passes/hlo_builder.h"
+#include "compiler/passes/cholesky_expander.h"
 #include "compiler/passes/pass.h"
 
 #define MAX_RANK 64
@@ -42,7 +45,7 @@ static bool supported(const kiln_hlo_instruction_t *in) {
   return kiln_shape_is_array(in->shape) && in->shape->type == s->type && kiln_shape_compatible(in->shape, s);
 }
 
-/* The loop body on (j, A, L, bad); see the file comment. */
+/* The loop body on (j, A, L, first); see the file comment. */
 static kiln_hlo_computation_t *column_step(kiln_hlo_module_t *m, kiln_shape_t *state, int64_t B, int64_t n,
                                            kiln_elem_type_t t, kiln_hlo_computation_t *add, bool layouts) {
   kiln_hlo_instruction_t *p = NULL;
@@ -72,7 +75,15 @@ static kiln_hlo_computation_t *column_step(kiln_hlo_module_t *m, kiln_shape_t *s
   if (cplx) d = kiln_builder_real(b, d);
   kiln_hlo_instruction_t *dz = kiln_builder_const_f64(b, d ? d->shape->type : t, 0);
   kiln_hlo_instruction_t *ok = kiln_builder_compare(b, KILN_CMP_GT, d, kiln_builder_splat(b, dz, d));
-  kiln_hlo_instruction_t *bad2 = kiln_builder_binary(b, KILN_OP_OR, bad, kiln_builder_unary(b, KILN_OP_NOT, ok));
+  /* first: 1 + the first column whose pivot failed, 0 while none has */
+  kiln_hlo_instruction_t *fresh =
+      kiln_builder_binary(b, KILN_OP_AND, kiln_builder_unary(b, KILN_OP_NOT, ok),
+                          kiln_builder_compare(b, KILN_CMP_EQ, bad, kiln_builder_splat(b, z, bad)));
+  kiln_hlo_instruction_t *bad2 = kiln_builder_select(
+      b, fresh,
+      kiln_builder_splat(
+          b, kiln_builder_binary(b, KILN_OP_ADD, j, kiln_builder_const_u64(b, KILN_S32, 1)), bad),
+      bad);
   kiln_hlo_instruction_t *djj = kiln_builder_unary(b, KILN_OP_SQRT, d);
   if (cplx) djj = kiln_builder_complex(b, djj, kiln_builder_splat(b, dz, djj));
   kiln_hlo_instruction_t *djj2 = kiln_builder_broadcast(b, djj, 2, v2, &map0);
@@ -92,7 +103,38 @@ static kiln_hlo_computation_t *column_step(kiln_hlo_module_t *m, kiln_shape_t *s
   return body;
 }
 
-static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t *in, kiln_hlo_computation_t *add) {
+kiln_hlo_instruction_t *kiln_cholesky_factor(kiln_builder_t *b, kiln_hlo_instruction_t *a,
+                                             bool lower, kiln_hlo_computation_t *add,
+                                             kiln_hlo_instruction_t **first) {
+  *first = NULL;
+  if (!a || !kiln_shape_is_array(a->shape) || a->shape->rank < 2) return NULL;
+  const kiln_shape_t *s = a->shape;
+  int r = s->rank;
+  int64_t n = s->dims[r - 1], B = kiln_shape_num_elements(s) / (n * n);
+  kiln_elem_type_t t = compute_type(s->type);
+  static const int64_t swap[3] = {0, 2, 1};
+  int64_t d3[3] = {B, n, n};
+  kiln_hlo_instruction_t *A = a;
+  if (A->shape->type != t) A = kiln_builder_convert(b, A, t);
+  A = kiln_builder_reshape(b, A, 3, d3);
+  if (!lower) A = kiln_builder_conj(b, kiln_builder_transpose(b, A, swap));
+  kiln_hlo_instruction_t *init[4] = {
+      kiln_builder_const_u64(b, KILN_S32, 0), A,
+      kiln_builder_splat(b, kiln_builder_const_f64(b, t, 0), A),
+      kiln_builder_broadcast(b, kiln_builder_const_u64(b, KILN_S32, 0), 1, &B, NULL)};
+  kiln_hlo_instruction_t *tup = kiln_builder_tuple(b, 4, init);
+  if (!tup) return NULL;
+  kiln_hlo_computation_t *cond = kiln_builder_counter_below(b->m, "cholesky_cond", tup->shape, n, b->layouts);
+  kiln_hlo_computation_t *body = column_step(b->m, tup->shape, B, n, t, add, b->layouts);
+  if (!cond || !body) return NULL;
+  kiln_hlo_instruction_t *w = kiln_builder_while(b, tup, cond, body);
+  kiln_hlo_instruction_t *L = kiln_builder_gte(b, w, 2);
+  *first = kiln_builder_gte(b, w, 3);
+  return L;
+}
+
+static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t *in,
+                                      kiln_hlo_computation_t *add) {
   const kiln_shape_t *s = in->operands[0]->shape;
   int r = s->rank;
   int64_t n = s->dims[r - 1], B = kiln_shape_num_elements(s) / (n * n);
@@ -100,20 +142,11 @@ static kiln_hlo_instruction_t *expand(kiln_builder_t *b, kiln_hlo_instruction_t 
   bool lower = in->has_lower ? in->lower : true;
   static const int64_t swap[3] = {0, 2, 1};
   int64_t d3[3] = {B, n, n};
-  kiln_hlo_instruction_t *A = in->operands[0];
-  if (A->shape->type != t) A = kiln_builder_convert(b, A, t);
-  A = kiln_builder_reshape(b, A, 3, d3);
-  if (!lower) A = kiln_builder_conj(b, kiln_builder_transpose(b, A, swap));
-  kiln_hlo_instruction_t *init[4] = {kiln_builder_const_u64(b, KILN_S32, 0), A,
-                                     kiln_builder_splat(b, kiln_builder_const_f64(b, t, 0), A),
-                                     kiln_builder_broadcast(b, kiln_builder_const_u64(b, KILN_PRED, 0), 1, &B, NULL)};
-  kiln_hlo_instruction_t *tup = kiln_builder_tuple(b, 4, init);
-  if (!tup) return NULL;
-  kiln_hlo_computation_t *cond = kiln_builder_counter_below(b->m, "cholesky_cond", tup->shape, n, b->layouts);
-  kiln_hlo_computation_t *body = column_step(b->m, tup->shape, B, n, t, add, b->layouts);
-  if (!cond || !body) return NULL;
-  kiln_hlo_instruction_t *w = kiln_builder_while(b, tup, cond, body);
-  kiln_hlo_instruction_t *L = kiln_builder_gte(b, w, 2), *bad = kiln_builder_gte(b, w, 3);
+  kiln_hlo_instruction_t *first;
+  kiln_hlo_instruction_t *L = kiln_cholesky_factor(b, in->operands[0], lower, add, &first);
+  if (!L) return NULL;
+  kiln_hlo_instruction_t *bad = kiln_builder_compare(
+      b, KILN_CMP_NE, first, kiln_builder_splat(b, kiln_builder_const_u64(b, KILN_S32, 0), first));
   int64_t map0 = 0;
   kiln_hlo_instruction_t *nan = kiln_builder_const_f64(b, t, NAN);
   if (kiln_elem_type_is_complex(t)) {

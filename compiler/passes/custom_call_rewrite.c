@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "compiler/eval/eval.h"
+#include "compiler/passes/cholesky_expander.h"
 #include "compiler/passes/hlo_builder.h"
 #include "compiler/passes/pass.h"
 #include "compiler/passes/special_math.h"
@@ -274,8 +275,9 @@ static kiln_hlo_instruction_t *spread(kiln_builder_t *b, kiln_hlo_instruction_t 
   return kiln_builder_broadcast(b, x, like->shape->rank, like->shape->dims, map);
 }
 
-/* cusolver_potrf -> cholesky, the other triangle kept from the input; info = 1 + the first
- * diagonal element of the factor that is not positive (0 when none). */
+/* cusolver_potrf / lapack_?potrf_ffi -> the Cholesky loop (cholesky_expander.h): the factor in
+ * the chosen triangle (the other keeps the input), info = 1 + the first column whose pivot is
+ * not positive (0 when none), NaN spreading from it as LAPACK's factor stops there. */
 static kiln_hlo_instruction_t *potrf(kiln_builder_t *b, kiln_hlo_instruction_t *in,
                                      const kiln_solver_config_t *cfg) {
   kiln_hlo_instruction_t *x = in->operands[0];
@@ -284,54 +286,54 @@ static kiln_hlo_instruction_t *potrf(kiln_builder_t *b, kiln_hlo_instruction_t *
       !kiln_elem_type_is_float(x->shape->type) || x->shape->dims[r - 1] != x->shape->dims[r - 2] ||
       !same_array(x->shape, in->shape->elements[0]))
     return NULL;
-  int64_t n = x->shape->dims[r - 1];
-  kiln_hlo_instruction_t *chol =
-      kiln_builder_op(b, KILN_OP_CHOLESKY, in->shape->elements[0], 1, &x);
-  if (!chol) return NULL;
-  chol->lower = cfg->lower;
-  chol->has_lower = true;
+  kiln_elem_type_t ct = x->shape->type == KILN_F64 ? KILN_F64 : KILN_F32;
+  kiln_hlo_computation_t *add = kiln_builder_scalar_computation(b->m, "potrf_add", KILN_OP_ADD, ct);
+  kiln_hlo_instruction_t *first;
+  kiln_hlo_instruction_t *l3 = add ? kiln_cholesky_factor(b, x, cfg->lower, add, &first) : NULL;
+  if (!l3) return NULL;
+  static const int64_t swap[3] = {0, 2, 1};
+  if (!cfg->lower) l3 = kiln_builder_transpose(b, l3, swap);
+  kiln_hlo_instruction_t *chol = kiln_builder_reshape(b, l3, r, x->shape->dims);
+  if (chol && chol->shape->type != x->shape->type)
+    chol = kiln_builder_convert(b, chol, x->shape->type);
   kiln_hlo_instruction_t *rows = iota_like(b, x, r - 2), *cols = iota_like(b, x, r - 1);
   kiln_hlo_instruction_t *keep =
       kiln_builder_compare(b, cfg->lower ? KILN_CMP_GE : KILN_CMP_LE, rows, cols);
   kiln_hlo_instruction_t *f = kiln_builder_select(b, keep, chol, x);
-  kiln_hlo_instruction_t *bad =
-      BIN(AND, kiln_builder_compare(b, KILN_CMP_EQ, rows, cols),
-          kiln_builder_unary(b, KILN_OP_NOT,
-                             kiln_builder_compare(b, KILN_CMP_GT, chol, fsplat(b, 0, chol))));
-  kiln_hlo_instruction_t *none = kiln_builder_const_u64(b, KILN_S32, (uint64_t)(n + 1));
-  kiln_hlo_instruction_t *at =
-      kiln_builder_select(b, bad, BIN(ADD, rows, ssplat(b, 1, rows)), ssplat(b, n + 1, rows));
-  kiln_hlo_instruction_t *first =
-      reduce_dim(b, reduce_dim(b, at, r - 1, KILN_OP_MINIMUM, none), r - 2, KILN_OP_MINIMUM, none);
-  kiln_hlo_instruction_t *info =
-      kiln_builder_select(b, kiln_builder_compare(b, KILN_CMP_EQ, first, ssplat(b, n + 1, first)),
-                          ssplat(b, 0, first), first);
   const kiln_shape_t *is = in->shape->elements[1];
-  if (!info || !kiln_shape_is_array(is) ||
-      kiln_shape_num_elements(is) != kiln_shape_num_elements(info->shape))
+  if (!first || !kiln_shape_is_array(is) ||
+      kiln_shape_num_elements(is) != kiln_shape_num_elements(first->shape))
     return NULL;
-  info = kiln_builder_reshape(b, kiln_builder_convert(b, info, is->type), is->rank, is->dims);
+  kiln_hlo_instruction_t *info =
+      kiln_builder_reshape(b, kiln_builder_convert(b, first, is->type), is->rank, is->dims);
   kiln_hlo_instruction_t *outs[2] = {f, info};
   return tuple_with_zeros(b, in, 2, outs);
 }
 
-/* cublas_trsm_batched -> triangular-solve. */
+/* cublas_trsm_batched ((a, b) -> (x, ...)) and lapack_?trsm_ffi ((a, b, alpha) -> x, b
+ * scaled by alpha) -> triangular-solve. */
 static kiln_hlo_instruction_t *trsm(kiln_builder_t *b, kiln_hlo_instruction_t *in,
                                     const kiln_solver_config_t *cfg) {
   static const char *const kTranspose[3] = {"NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"};
-  if (in->num_operands != 2 || in->shape->num_elements < 1 ||
+  bool lapack = in->num_operands == 3, tuple = kiln_shape_is_tuple(in->shape);
+  kiln_shape_t *xs = tuple ? (in->shape->num_elements ? in->shape->elements[0] : NULL) : in->shape;
+  if ((in->num_operands != 2 && !lapack) || tuple == lapack || !xs ||
       !kiln_elem_type_is_float(in->operands[1]->shape->type) ||
-      !same_array(in->operands[1]->shape, in->shape->elements[0]))
+      !same_array(in->operands[1]->shape, xs) ||
+      (lapack && (!kiln_shape_is_array(in->operands[2]->shape) ||
+                  in->operands[2]->shape->rank != 0 || in->operands[2]->shape->type != xs->type)))
     return NULL;
-  kiln_hlo_instruction_t *ts =
-      kiln_builder_op(b, KILN_OP_TRIANGULAR_SOLVE, in->shape->elements[0], 2, in->operands);
+  kiln_hlo_instruction_t *ops[2] = {in->operands[0], in->operands[1]};
+  if (lapack) ops[1] = BIN(MULTIPLY, ops[1], kiln_builder_splat(b, in->operands[2], ops[1]));
+  kiln_hlo_instruction_t *ts = kiln_builder_op(b, KILN_OP_TRIANGULAR_SOLVE, xs, 2, ops);
   if (!ts) return NULL;
   ts->left_side = cfg->left_side;
   ts->lower = cfg->lower;
   ts->has_lower = true;
   ts->unit_diagonal = cfg->unit_diagonal;
   ts->transpose_a = kiln_arena_strdup(&b->m->arena, kTranspose[cfg->transpose]);
-  return ts->transpose_a ? tuple_with_zeros(b, in, 1, &ts) : NULL;
+  if (!ts->transpose_a) return NULL;
+  return tuple ? tuple_with_zeros(b, in, 1, &ts) : ts;
 }
 
 /* One step k of LU with partial pivoting on state (k, a, pivots, info), as LAPACK's getf2. */

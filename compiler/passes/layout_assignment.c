@@ -213,6 +213,24 @@ static kiln_shape_t *required(la_t *la, const kiln_hlo_instruction_t *x, int i) 
       kiln_layout_m2m(x->operands[0]->shape, m2m);
       return kiln_layout_with_m2m(la->a, os, m2m);
     }
+    case KILN_OP_CUSTOM_CALL: {
+      /* operand_layout_constraints: the layouts the handler reads its operands in */
+      const char *raw = kiln_hlo_instruction_raw_attr(x, "operand_layout_constraints");
+      kiln_shape_t **want = NULL;
+      int n = 0;
+      kiln_status st = raw ? kiln_hlo_parse_shape_list(la->m, raw, strlen(raw), &want, &n) : NULL;
+      if (st) { /* the verifier names a malformed list; here it is no constraint */
+        kiln_status_free(st);
+        n = 0;
+      }
+      if (i < n && rank_ok(os) && kiln_shape_is_array(want[i]) && want[i]->has_layout &&
+          want[i]->rank == os->rank) {
+        int64_t m2m[KILN_LAYOUT_MAX_RANK];
+        kiln_layout_m2m(want[i], m2m);
+        return kiln_layout_with_m2m(la->a, os, m2m);
+      }
+      break;
+    }
     case KILN_OP_FUSION:
     case KILN_OP_CALL: {
       kiln_hlo_computation_t *c = callee(x);

@@ -1,6 +1,8 @@
 /* Custom calls the host runtime implements itself (custom_call_emitter.h): XLA:CPU's
- * `__onednn$layernorm` and `GetRngSeed`, jaxlib's `cusolver_geqrf` / `cusolver_orgqr` (LAPACK
- * through runtime/host/host_lapack.c). Each is one custom-call thunk whose context holds the
+ * `__onednn$layernorm` and `GetRngSeed`, jaxlib's `cusolver_geqrf` / `cusolver_orgqr` and
+ * `lapack_{s,d}geqrf_ffi` / `lapack_{s,d}orgqr_ffi` (LAPACK through runtime/host/host_lapack.c),
+ * `lapack_{s,d}syevd_ffi` and `lapack_{s,d}gesdd_ffi` (the Jacobi methods of
+ * base/jacobi_eigh.h). Each is one custom-call thunk whose context holds the
  * physical views (dims and element strides from the layouts) of its operand and result
  * leaves; the thunk waits for the stream, then computes on the host buffers directly. The
  * evaluator computes the same targets in compiler/eval/eval_host_targets.c. */
@@ -11,26 +13,29 @@
 
 #include "base/alloc.h"
 #include "base/byte_io.h"
+#include "base/jacobi_eigh.h"
 #include "compiler/eval/eval.h"
 #include "compiler/thunks/custom_call_emitter.h"
 #include "runtime/host/host_device.h"
 
 enum { kMaxRank = 16, kMaxLeaves = 8 };
 
-typedef enum { LAYER_NORM, GEQRF, ORGQR, RNG_SEED } builtin_kind_t;
+typedef enum { LAYER_NORM, GEQRF, ORGQR, RNG_SEED, SYEVD, GESDD } builtin_kind_t;
 
-/* A leaf buffer: logical dims and the element stride of each (from its layout). */
+/* A leaf buffer: logical dims and the element stride of each (from its layout), and its
+ * element size in bytes. */
 typedef struct view {
   int rank;
-  int64_t dims[kMaxRank], strides[kMaxRank], bytes;
+  int64_t dims[kMaxRank], strides[kMaxRank], bytes, esize;
 } view_t;
 
 typedef struct builtin_call {
   builtin_kind_t kind;
-  bool f64;
+  bool f64, lower, vectors; /* syevd: the triangle read, eigenvectors wanted */
   float epsilon;
   uint64_t seed;
   int64_t batch, m, n, k;
+  int64_t ucols, vrows; /* gesdd: u's columns and vt's rows */
   int nin, nout;
   view_t in[kMaxLeaves], out[kMaxLeaves];
 } builtin_call_t;
@@ -39,6 +44,7 @@ static bool view_of(const kiln_shape_t *s, view_t *v) {
   if (!kiln_shape_is_array(s) || s->rank > kMaxRank) return false;
   v->rank = s->rank;
   v->bytes = kiln_shape_byte_size(s);
+  v->esize = kiln_elem_type_bits(s->type) / 8;
   if (s->rank) memcpy(v->dims, s->dims, sizeof(int64_t) * (size_t)s->rank);
   int64_t stride = 1;
   for (int p = 0; p < s->rank; p++) {
@@ -139,6 +145,81 @@ static kiln_status qr(const builtin_call_t *c, const kiln_devptr_t *ops, const k
   return s;
 }
 
+/* An info result of view `v` for batch b (s32 or s64). */
+static void put_info(const view_t *v, void *p, int64_t b, int bad) {
+  int64_t off = at(v, b, 0, NULL);
+  if (v->esize == 8)
+    ((int64_t *)p)[off] = bad;
+  else
+    ((int32_t *)p)[off] = bad;
+}
+
+/* syevd through base/jacobi_eigh.h, as the evaluator computes it: per matrix, eigenvectors
+ * (zeros without mode 'V'), eigenvalues ascending, info 0 or 1. */
+static kiln_status eigh(const builtin_call_t *c, const kiln_devptr_t *ops,
+                        const kiln_devptr_t *res) {
+  int64_t n = c->n;
+  double *a = kiln_try_malloc(sizeof(double) * (size_t)(2 * n * n + n + 1));
+  if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host eigh: out of memory");
+  double *v = a + n * n, *w = v + n * n;
+  for (int64_t b = 0; b < c->batch; b++) {
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++) {
+        int64_t idx[2] = {i, j};
+        a[i * n + j] = get(c->f64, host(ops[0]), at(&c->in[0], b, 2, idx));
+      }
+    int bad = kiln_jacobi_eigh(n, a, c->lower, w, c->vectors ? v : NULL);
+    for (int64_t i = 0; i < n; i++) {
+      int64_t one = i;
+      put(c->f64, host(res[1]), at(&c->out[1], b, 1, &one), w[i]);
+      for (int64_t j = 0; j < n; j++) {
+        int64_t idx[2] = {i, j};
+        put(c->f64, host(res[0]), at(&c->out[0], b, 2, idx), c->vectors ? v[i * n + j] : 0.0);
+      }
+    }
+    put_info(&c->out[2], host(res[2]), b, bad);
+  }
+  kiln_free(a);
+  return NULL;
+}
+
+/* gesdd through base/jacobi_eigh.h, as the evaluator computes it: a passed through, then s,
+ * u and vt (zeros without vectors) and info per matrix. */
+static kiln_status svd(const builtin_call_t *c, const kiln_devptr_t *ops,
+                       const kiln_devptr_t *res) {
+  int64_t m = c->m, n = c->n, k = m < n ? m : n, uc = c->ucols, vr = c->vrows;
+  double *a = kiln_try_malloc(sizeof(double) * (size_t)(m * n + k + m * uc + vr * n + 1));
+  if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host SVD: out of memory");
+  double *sv = a + m * n, *u = sv + k, *vt = u + m * uc;
+  for (int64_t b = 0; b < c->batch; b++) {
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        int64_t idx[2] = {i, j};
+        a[i * n + j] = get(c->f64, host(ops[0]), at(&c->in[0], b, 2, idx));
+        put(c->f64, host(res[0]), at(&c->out[0], b, 2, idx), a[i * n + j]);
+      }
+    int bad = kiln_jacobi_svd(m, n, a, sv, c->vectors ? u : NULL, uc, c->vectors ? vt : NULL, vr);
+    if (bad < 0) {
+      kiln_free(a);
+      return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host SVD: out of memory");
+    }
+    for (int64_t i = 0; i < k; i++) put(c->f64, host(res[1]), at(&c->out[1], b, 1, &i), sv[i]);
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < uc; j++) {
+        int64_t idx[2] = {i, j};
+        put(c->f64, host(res[2]), at(&c->out[2], b, 2, idx), c->vectors ? u[i * uc + j] : 0.0);
+      }
+    for (int64_t i = 0; i < vr; i++)
+      for (int64_t j = 0; j < n; j++) {
+        int64_t idx[2] = {i, j};
+        put(c->f64, host(res[3]), at(&c->out[3], b, 2, idx), c->vectors ? vt[i * n + j] : 0.0);
+      }
+    put_info(&c->out[4], host(res[4]), b, bad);
+  }
+  kiln_free(a);
+  return NULL;
+}
+
 static kiln_status builtin_run(void *ctx, kiln_stream_t *stream, const kiln_devptr_t *operands,
                                int num_operands, const kiln_devptr_t *results, int num_results) {
   const builtin_call_t *c = ctx;
@@ -154,6 +235,10 @@ static kiln_status builtin_run(void *ctx, kiln_stream_t *stream, const kiln_devp
     case RNG_SEED:
       memcpy(host(results[0]), &c->seed, sizeof c->seed);
       return NULL;
+    case SYEVD:
+      return eigh(c, operands, results);
+    case GESDD:
+      return svd(c, operands, results);
     default:
       return qr(c, operands, results);
   }
@@ -170,7 +255,7 @@ static kiln_thunk_t *make_thunk(const builtin_call_t *c, kiln_executable_desc_t 
   kiln_byte_writer_t w = {0};
   kiln_bw_u8(&w, KILN_RECIPE_BUILTIN);
   kiln_bw_u32(&w, (uint32_t)c->kind);
-  kiln_bw_u8(&w, c->f64);
+  kiln_bw_u8(&w, (uint8_t)(c->f64 | c->lower << 1 | c->vectors << 2));
   uint32_t eps;
   memcpy(&eps, &c->epsilon, sizeof eps);
   kiln_bw_u32(&w, eps);
@@ -179,12 +264,15 @@ static kiln_thunk_t *make_thunk(const builtin_call_t *c, kiln_executable_desc_t 
   kiln_bw_u64(&w, (uint64_t)c->m);
   kiln_bw_u64(&w, (uint64_t)c->n);
   kiln_bw_u64(&w, (uint64_t)c->k);
+  kiln_bw_u64(&w, (uint64_t)c->ucols);
+  kiln_bw_u64(&w, (uint64_t)c->vrows);
   kiln_bw_u32(&w, (uint32_t)c->nin);
   kiln_bw_u32(&w, (uint32_t)c->nout);
   for (int v = 0; v < c->nin + c->nout; v++) {
     const view_t *x = v < c->nin ? &c->in[v] : &c->out[v - c->nin];
     kiln_bw_u32(&w, (uint32_t)x->rank);
     kiln_bw_u64(&w, (uint64_t)x->bytes);
+    kiln_bw_u8(&w, (uint8_t)x->esize);
     for (int k = 0; k < x->rank; k++) {
       kiln_bw_u64(&w, (uint64_t)x->dims[k]);
       kiln_bw_u64(&w, (uint64_t)x->strides[k]);
@@ -211,8 +299,10 @@ static bool add_views(const kiln_hlo_instruction_t *v, const kiln_buffer_assignm
 }
 
 bool kiln_builtin_custom_call_known(const char *target) {
+  bool orgqr;
   return target && (!strcmp(target, "__onednn$layernorm") || !strcmp(target, "GetRngSeed") ||
-                    !strcmp(target, "cusolver_geqrf") || !strcmp(target, "cusolver_orgqr"));
+                    kiln_eval_is_qr_target(target, &orgqr) || kiln_eval_is_eigh_target(target) ||
+                    kiln_eval_is_svd_target(target));
 }
 
 kiln_status kiln_builtin_custom_call_emit(const kiln_hlo_instruction_t *in,
@@ -222,7 +312,7 @@ kiln_status kiln_builtin_custom_call_emit(const kiln_hlo_instruction_t *in,
   builtin_call_t c;
   memset(&c, 0, sizeof c);
   const char *why = "unsupported operands or results";
-  bool ok = false;
+  bool ok = false, orgqr;
   if (!strcmp(t, "__onednn$layernorm")) {
     c.kind = LAYER_NORM;
     ok = kiln_eval_layer_norm_config(in, &c.epsilon, &why);
@@ -232,11 +322,19 @@ kiln_status kiln_builtin_custom_call_emit(const kiln_hlo_instruction_t *in,
     ok = in->num_operands == 0 && kiln_shape_is_array(in->shape) && in->shape->rank == 0 &&
          in->shape->type == KILN_U64;
     why = "kiln takes no operands and a u64[] result";
-  } else if (!strcmp(t, "cusolver_geqrf") || !strcmp(t, "cusolver_orgqr")) {
-    c.kind = !strcmp(t, "cusolver_geqrf") ? GEQRF : ORGQR;
+  } else if (kiln_eval_is_qr_target(t, &orgqr)) {
+    c.kind = orgqr ? ORGQR : GEQRF;
     ok = kiln_eval_qr_shapes(in, c.kind == ORGQR, &c.batch, &c.m, &c.n, &c.k);
     why = c.kind == GEQRF ? "kiln takes f32/f64 [..., m, n] matrices"
                           : "kiln takes f32/f64 [..., m, n] matrices with k <= n <= m";
+  } else if (kiln_eval_is_eigh_target(t)) {
+    c.kind = SYEVD;
+    ok = kiln_eval_eigh_config(in, &c.lower, &c.vectors, &c.batch, &c.n);
+    why = "kiln takes f32/f64 [..., n, n] matrices and mode 'V' or 'N', uplo 'L' or 'U'";
+  } else if (kiln_eval_is_svd_target(t)) {
+    c.kind = GESDD;
+    ok = kiln_eval_svd_config(in, &c.vectors, &c.batch, &c.m, &c.n, &c.ucols, &c.vrows);
+    why = "kiln takes f32/f64 [..., m, n] matrices and mode 'A', 'S' or 'N'";
   } else {
     return KILN_ERR_INTERNAL("custom call %s: %s is not a built-in host target", in->name, t);
   }
@@ -252,6 +350,40 @@ kiln_status kiln_builtin_custom_call_emit(const kiln_hlo_instruction_t *in,
   return NULL;
 }
 
+/* A view's element count, as a double (exact: views lie inside their slices). */
+static double elements(const view_t *v) {
+  double n = 1;
+  for (int k = 0; k < v->rank; k++) n *= (double)v->dims[k];
+  return n;
+}
+
+/* Whether a read recipe's sizes (batch, m, n, k, ucols, vrows) are those of its views, so
+ * the kernels it runs stay inside them (products in double: no overflow, and exact for any
+ * count a view can hold). */
+static bool sizes_agree(const builtin_call_t *c) {
+  double b = (double)c->batch, m = (double)c->m, n = (double)c->n, k = (double)c->k;
+  double uc = (double)c->ucols, vr = (double)c->vrows;
+  if (b < 0 || m < 0 || n < 0 || k < 0 || uc < 0 || vr < 0) return false;
+  const view_t *in = c->in, *out = c->out;
+  switch (c->kind) {
+    case GEQRF:
+    case ORGQR:
+      return c->nin >= (c->kind == ORGQR ? 2 : 1) && c->nout >= (c->kind == GEQRF ? 2 : 1) &&
+             elements(&in[0]) == b * m * n && elements(&out[0]) == b * m * n &&
+             (c->kind == ORGQR ? elements(&in[1]) : elements(&out[1])) == b * k;
+    case SYEVD:
+      return c->nin == 1 && c->nout == 3 && m == 0 && elements(&in[0]) == b * n * n &&
+             elements(&out[0]) == b * n * n && elements(&out[1]) == b * n && elements(&out[2]) == b;
+    case GESDD:
+      return c->nin == 1 && c->nout == 5 && elements(&in[0]) == b * m * n &&
+             elements(&out[0]) == b * m * n && elements(&out[1]) == b * (m < n ? m : n) &&
+             elements(&out[2]) == b * m * uc && elements(&out[3]) == b * vr * n &&
+             elements(&out[4]) == b;
+    default:
+      return true;
+  }
+}
+
 kiln_status kiln_builtin_custom_call_rebuild(const kiln_recipe_call_t *c_in, kiln_thunk_t **out) {
   *out = NULL;
   kiln_byte_reader_t r;
@@ -260,7 +392,10 @@ kiln_status kiln_builtin_custom_call_rebuild(const kiln_recipe_call_t *c_in, kil
   builtin_call_t c;
   memset(&c, 0, sizeof c);
   uint32_t kind = kiln_br_u32(&r, "built-in kind");
-  c.f64 = kiln_br_u8(&r, "f64") != 0;
+  uint8_t flags = kiln_br_u8(&r, "flags");
+  c.f64 = flags & 1;
+  c.lower = flags & 2;
+  c.vectors = flags & 4;
   uint64_t eps = kiln_br_u32(&r, "epsilon");
   uint32_t eps32 = (uint32_t)eps;
   memcpy(&c.epsilon, &eps32, sizeof eps32);
@@ -269,9 +404,11 @@ kiln_status kiln_builtin_custom_call_rebuild(const kiln_recipe_call_t *c_in, kil
   c.m = (int64_t)kiln_br_u64(&r, "m");
   c.n = (int64_t)kiln_br_u64(&r, "n");
   c.k = (int64_t)kiln_br_u64(&r, "k");
+  c.ucols = (int64_t)kiln_br_u64(&r, "ucols");
+  c.vrows = (int64_t)kiln_br_u64(&r, "vrows");
   c.nin = (int)kiln_br_u32(&r, "inputs");
   c.nout = (int)kiln_br_u32(&r, "outputs");
-  if (!r.err && (kind > RNG_SEED || c.nin < 0 || c.nin > kMaxLeaves || c.nout < 0 ||
+  if (!r.err && (kind > GESDD || c.nin < 0 || c.nin > kMaxLeaves || c.nout < 0 ||
                  c.nout > kMaxLeaves || c.nin != c_in->num_operands || c.nout != c_in->num_results))
     kiln_br_fail(&r, KILN_ERR_INVALID("built-in recipe of %s: kind %u, %d inputs, %d outputs", name,
                                       kind, c.nin, c.nout));
@@ -280,6 +417,10 @@ kiln_status kiln_builtin_custom_call_rebuild(const kiln_recipe_call_t *c_in, kil
     view_t *w = v < c.nin ? &c.in[v] : &c.out[v - c.nin];
     w->rank = (int)kiln_br_u32(&r, "view rank");
     w->bytes = (int64_t)kiln_br_u64(&r, "view bytes");
+    w->esize = kiln_br_u8(&r, "view element size");
+    if (!r.err && w->esize != 1 && w->esize != 2 && w->esize != 4 && w->esize != 8)
+      kiln_br_fail(&r, KILN_ERR_INVALID("built-in recipe of %s: element size %lld", name,
+                                        (long long)w->esize));
     if (!r.err && (w->rank < 0 || w->rank > kMaxRank))
       kiln_br_fail(&r, KILN_ERR_INVALID("built-in recipe of %s: rank %d", name, w->rank));
     for (int k = 0; k < w->rank && !r.err; k++) {
@@ -287,7 +428,7 @@ kiln_status kiln_builtin_custom_call_rebuild(const kiln_recipe_call_t *c_in, kil
       w->strides[k] = (int64_t)kiln_br_u64(&r, "view stride");
     }
     /* The last element the view addresses must lie inside it. */
-    int64_t es = c.f64 || c.kind == RNG_SEED ? 8 : 4, last = 0;
+    int64_t es = w->esize, last = 0;
     bool empty = false;
     for (int k = 0; k < w->rank && !r.err; k++) {
       if (w->dims[k] < 0 || w->strides[k] < 0 || w->dims[k] > (1ll << 40) ||
@@ -307,6 +448,10 @@ kiln_status kiln_builtin_custom_call_rebuild(const kiln_recipe_call_t *c_in, kil
                                         "of %lld",
                                         name, (long long)w->bytes, (long long)sl->size));
   }
+  if (!r.err && !sizes_agree(&c))
+    kiln_br_fail(&r, KILN_ERR_INVALID("built-in recipe of %s: sizes that disagree with its "
+                                      "views",
+                                      name));
   if (!r.err && r.left)
     kiln_br_fail(&r, KILN_ERR_INVALID("built-in recipe of %s: trailing bytes", name));
   if (r.err) return r.err;

@@ -222,6 +222,7 @@ kiln_status kiln_custom_call_emit(const kiln_hlo_instruction_t *in,
     if (target == KILN_TARGET_HOST && kiln_builtin_custom_call_known(tgt))
       return kiln_builtin_custom_call_emit(in, ba, opts->rng_seed, d, seq);
     KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_identity_target_reshapes(in));
+    KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_solver_refusal(in));
     return kiln_status_make(KILN_NOT_FOUND,
                             "custom call %s: no handler for target %s on platform %s (register "
                             "one with KILN_FFI_HANDLERS=... or kiln-run --ffi=...)",

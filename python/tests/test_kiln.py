@@ -99,6 +99,34 @@ def gelu(x):
     return 0.5 * x * (1.0 + np.tanh(0.7978845608 * (x + 0.044715 * x ** 3)))
 
 
+# jaxlib's typed-FFI LAPACK calls as JAX emits them on CPU (column-major layouts; the flags
+# are ASCII: uplo 'L' = 76, side 'L' = 76, trans_x 'N' = 78 / 'T' = 84, diag 'N' = 78).
+CHO_SOLVE = """
+func.func @main(%a: tensor<5x5xf64>, %b: tensor<5x2xf64>) -> (tensor<5x5xf64>, tensor<i32>, tensor<5x2xf64>) {
+  %0:2 = stablehlo.custom_call @lapack_dpotrf_ffi(%a) {mhlo.backend_config = {uplo = 76 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [0], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<> : tensor<0xindex>]} : (tensor<5x5xf64>) -> (tensor<5x5xf64>, tensor<i32>)
+  %one = stablehlo.constant dense<1.0> : tensor<f64>
+  %y = stablehlo.custom_call @lapack_dtrsm_ffi(%0#0, %b, %one) {mhlo.backend_config = {diag = 78 : ui8, side = 76 : ui8, trans_x = 78 : ui8, uplo = 76 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<[0, 1]> : tensor<2xindex>, dense<> : tensor<0xindex>], result_layouts = [dense<[0, 1]> : tensor<2xindex>]} : (tensor<5x5xf64>, tensor<5x2xf64>, tensor<f64>) -> tensor<5x2xf64>
+  %x = stablehlo.custom_call @lapack_dtrsm_ffi(%0#0, %y, %one) {mhlo.backend_config = {diag = 78 : ui8, side = 76 : ui8, trans_x = 84 : ui8, uplo = 76 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<[0, 1]> : tensor<2xindex>, dense<> : tensor<0xindex>], result_layouts = [dense<[0, 1]> : tensor<2xindex>]} : (tensor<5x5xf64>, tensor<5x2xf64>, tensor<f64>) -> tensor<5x2xf64>
+  func.return %0#0, %0#1, %x : tensor<5x5xf64>, tensor<i32>, tensor<5x2xf64>
+}
+"""
+
+EIGH_SVD = """
+func.func @main(%a: tensor<6x6xf64>, %b: tensor<7x4xf64>) -> (tensor<6x6xf64>, tensor<6xf64>, tensor<i32>, tensor<4xf64>, tensor<7x4xf64>, tensor<4x4xf64>, tensor<i32>) {
+  %0:3 = stablehlo.custom_call @lapack_dsyevd_ffi(%a) {mhlo.backend_config = {mode = 86 : ui8, uplo = 76 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [0], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<0> : tensor<1xindex>, dense<> : tensor<0xindex>]} : (tensor<6x6xf64>) -> (tensor<6x6xf64>, tensor<6xf64>, tensor<i32>)
+  %1:5 = stablehlo.custom_call @lapack_dgesdd_ffi(%b) {mhlo.backend_config = {mode = 83 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [0], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<0> : tensor<1xindex>, dense<[0, 1]> : tensor<2xindex>, dense<[0, 1]> : tensor<2xindex>, dense<> : tensor<0xindex>]} : (tensor<7x4xf64>) -> (tensor<7x4xf64>, tensor<4xf64>, tensor<7x4xf64>, tensor<4x4xf64>, tensor<i32>)
+  func.return %0#0, %0#1, %0#2, %1#1, %1#2, %1#3, %1#4 : tensor<6x6xf64>, tensor<6xf64>, tensor<i32>, tensor<4xf64>, tensor<7x4xf64>, tensor<4x4xf64>, tensor<i32>
+}
+"""
+
+GETRF = """
+func.func @main(%a: tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2x4xi32>, tensor<2xi32>) {
+  %0:3 = stablehlo.custom_call @lapack_sgetrf_ffi(%a) {mhlo.backend_config = {}, operand_layouts = [dense<[1, 2, 0]> : tensor<3xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [0], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 2, 0]> : tensor<3xindex>, dense<[1, 0]> : tensor<2xindex>, dense<0> : tensor<1xindex>]} : (tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2x4xi32>, tensor<2xi32>)
+  func.return %0#0, %0#1, %0#2 : tensor<2x4x4xf32>, tensor<2x4xi32>, tensor<2xi32>
+}
+"""
+
+
 class AbiTest(unittest.TestCase):
     def test_struct_sizes_are_the_c_headers(self):
         # *_STRUCT_SIZE of OpenXLA's pjrt_c_api.h 0.114 on x86-64.
@@ -154,6 +182,42 @@ class ClientTest(unittest.TestCase):
         x = np.arange(8, dtype=np.float32) - 3.5
         (y,) = self.client.compile(SHARD_MAP)(x)
         np.testing.assert_array_equal(y, x * x)
+
+    def test_cho_solve_through_jaxs_cpu_lapack_targets(self):
+        # jax.scipy.linalg.cho_factor + cho_solve as JAX lowers them for a CPU plugin.
+        rng = np.random.default_rng(3)
+        m = rng.standard_normal((5, 5))
+        a = m @ m.T + 5 * np.eye(5)
+        b = rng.standard_normal((5, 2))
+        l, info, x = self.client.compile(CHO_SOLVE)(a, b)
+        self.assertEqual(int(info), 0)
+        np.testing.assert_allclose(np.tril(l), np.linalg.cholesky(a), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(x, np.linalg.solve(a, b), rtol=1e-10, atol=1e-12)
+
+    def test_lu_through_jaxs_cpu_lapack_target(self):
+        rng = np.random.default_rng(4)
+        a = rng.standard_normal((2, 4, 4)).astype(np.float32)
+        lu, piv, info = self.client.compile(GETRF)(a)
+        np.testing.assert_array_equal(info, [0, 0])
+        for k in range(2):
+            p = np.arange(4)
+            for i, j in enumerate(piv[k] - 1):  # LAPACK's 1-based row swaps
+                p[[i, j]] = p[[j, i]]
+            lower = np.tril(lu[k], -1) + np.eye(4, dtype=np.float32)
+            np.testing.assert_allclose(lower @ np.triu(lu[k]), a[k][p], rtol=1e-5, atol=1e-5)
+
+    def test_eigh_and_svd_through_jaxs_cpu_lapack_targets(self):
+        rng = np.random.default_rng(5)
+        m = rng.standard_normal((6, 6))
+        a = m + m.T
+        b = rng.standard_normal((7, 4))
+        v, w, info, s, u, vt, info2 = self.client.compile(EIGH_SVD)(a, b)
+        self.assertEqual((int(info), int(info2)), (0, 0))
+        np.testing.assert_allclose(w, np.linalg.eigvalsh(a), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(v @ np.diag(w) @ v.T, a, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(s, np.linalg.svd(b, compute_uv=False), rtol=1e-12)
+        np.testing.assert_allclose(u @ np.diag(s) @ vt, b, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(u.T @ u, np.eye(4), atol=1e-12)
 
     def test_example_gelu_in_bfloat16(self):
         with open(os.path.join(SOURCE_DIR, "examples", "gelu.hlo")) as f:

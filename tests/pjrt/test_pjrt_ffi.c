@@ -303,6 +303,19 @@ static const char *kStablehloScale =
     "  }\n"
     "}\n";
 
+/* The same call as JAX writes it (jax.ffi.ffi_call): the attributes in the discardable
+ * `mhlo.backend_config` dictionary, `backend_config` the empty string, no api_version. */
+static const char *kStablehloScaleJax =
+    "module @jit_scale {\n"
+    "  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"
+    "    %0 = stablehlo.custom_call @kiln_pjrt_scale(%arg0) {backend_config = \"\", "
+    "mhlo.backend_config = {factor = 2.5 : f32, offset = 3 : i64}, operand_layouts = "
+    "[dense<0> : tensor<1xindex>], result_layouts = [dense<0> : tensor<1xindex>]} : "
+    "(tensor<4xf32>) -> tensor<4xf32>\n"
+    "    return %0 : tensor<4xf32>\n"
+    "  }\n"
+    "}\n";
+
 static void test_stablehlo_custom_call_through_the_plugin(void **state) {
   (void)state;
   const PJRT_FFI_Extension *ext = ffi_extension();
@@ -317,21 +330,24 @@ static void test_stablehlo_custom_call_through_the_plugin(void **state) {
   ha.platform_name_size = 4;
   PJRT_CHECK(api, ext->register_handler(&ha));
   PJRT_Client *c = pjrt_exec_client(api, "");
-  PJRT_LoadedExecutable *l = NULL;
-  PJRT_CHECK(api, pjrt_exec_try_compile(api, c, "mlir", kStablehloScale, strlen(kStablehloScale),
-                                        NULL, 0, &l));
-  float x[4] = {1, -2, 0.5f, 4};
-  int64_t dims[1] = {4};
-  PJRT_Buffer *args[1] = {
-      pjrt_exec_buffer(api, c, pjrt_exec_device(api, c, 0), x, PJRT_Buffer_Type_F32, dims, 1)};
-  PJRT_Buffer *out[1] = {NULL};
-  pjrt_exec_run(api, l, args, 1, out);
-  float r[4];
-  pjrt_exec_read(api, out[0], r, sizeof r);
-  for (int i = 0; i < 4; i++) assert_true(r[i] == x[i] * 2.5f + 3.0f);
-  pjrt_exec_buffer_destroy(api, out[0]);
-  pjrt_exec_buffer_destroy(api, args[0]);
-  pjrt_exec_destroy(api, l);
+  const char *const programs[2] = {kStablehloScale, kStablehloScaleJax};
+  for (int p = 0; p < 2; p++) {
+    PJRT_LoadedExecutable *l = NULL;
+    PJRT_CHECK(
+        api, pjrt_exec_try_compile(api, c, "mlir", programs[p], strlen(programs[p]), NULL, 0, &l));
+    float x[4] = {1, -2, 0.5f, 4};
+    int64_t dims[1] = {4};
+    PJRT_Buffer *args[1] = {
+        pjrt_exec_buffer(api, c, pjrt_exec_device(api, c, 0), x, PJRT_Buffer_Type_F32, dims, 1)};
+    PJRT_Buffer *out[1] = {NULL};
+    pjrt_exec_run(api, l, args, 1, out);
+    float r[4];
+    pjrt_exec_read(api, out[0], r, sizeof r);
+    for (int i = 0; i < 4; i++) assert_true(r[i] == x[i] * 2.5f + 3.0f);
+    pjrt_exec_buffer_destroy(api, out[0]);
+    pjrt_exec_buffer_destroy(api, args[0]);
+    pjrt_exec_destroy(api, l);
+  }
   pjrt_test_client_destroy(api, c);
 }
 
