@@ -168,7 +168,7 @@ static kiln_status eigh(const builtin_call_t *c, const kiln_devptr_t *ops,
         int64_t idx[2] = {i, j};
         a[i * n + j] = get(c->f64, host(ops[0]), at(&c->in[0], b, 2, idx));
       }
-    int bad = kiln_jacobi_eigh(n, a, c->lower, w, c->vectors ? v : NULL);
+    int bad = kiln_host_eigh(n, a, c->lower, w, c->vectors ? v : NULL);
     for (int64_t i = 0; i < n; i++) {
       int64_t one = i;
       put(c->f64, host(res[1]), at(&c->out[1], b, 1, &one), w[i]);
@@ -198,7 +198,7 @@ static kiln_status svd(const builtin_call_t *c, const kiln_devptr_t *ops,
         a[i * n + j] = get(c->f64, host(ops[0]), at(&c->in[0], b, 2, idx));
         put(c->f64, host(res[0]), at(&c->out[0], b, 2, idx), a[i * n + j]);
       }
-    int bad = kiln_jacobi_svd(m, n, a, sv, c->vectors ? u : NULL, uc, c->vectors ? vt : NULL, vr);
+    int bad = kiln_host_svd(m, n, a, sv, c->vectors ? u : NULL, uc, c->vectors ? vt : NULL, vr);
     if (bad < 0) {
       kiln_free(a);
       return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host SVD: out of memory");

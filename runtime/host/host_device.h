@@ -116,6 +116,28 @@ const char *kiln_host_epilogue_isa(void);
  * NULL when there is no library or it lacks the symbol. Thread-safe. */
 void *kiln_host_blas_symbol(const char *name);
 
+/* ---- eigh and SVD (LAPACK dsyevd / dgesdd) ---------------------------------------------- */
+
+/* LAPACK's Fortran entry points for them (every argument by address, 32-bit integers). */
+typedef void (*kiln_lapack_dsyevd_fn)(const char *jobz, const char *uplo, const int *n, double *a,
+                                      const int *lda, double *w, double *work, const int *lwork,
+                                      int *iwork, const int *liwork, int *info);
+typedef void (*kiln_lapack_dgesdd_fn)(const char *jobz, const int *m, const int *n, double *a,
+                                      const int *lda, double *s, double *u, const int *ldu,
+                                      double *vt, const int *ldvt, double *work, const int *lwork,
+                                      int *iwork, int *info);
+
+/* kiln_jacobi_eigh's contract (base/jacobi_eigh.h: row-major, the `lower` triangle read,
+ * eigenvalues ascending, each eigenvector's largest component positive, 0 or 1) computed by
+ * LAPACK's dsyevd when the library above has it (100x faster than Jacobi at n = 256), else by
+ * the Jacobi code. Results agree with the evaluator's Jacobi ones to rounding, not to the bit
+ * (and, for repeated eigenvalues, only up to the choice of basis of the eigenspace). */
+int kiln_host_eigh(int64_t n, double *a, bool lower, double *w, double *v);
+/* kiln_jacobi_svd's contract, by LAPACK's dgesdd when available (reduced, full or no
+ * vectors); the vectors completing a full basis are LAPACK's, not the Jacobi code's. */
+int kiln_host_svd(int64_t m, int64_t n, const double *a, double *s, double *u, int64_t ucols,
+                  double *vt, int64_t vrows);
+
 /* ---- QR (LAPACK ?geqrf / ?orgqr) ------------------------------------------------------- */
 
 /* Householder QR of `batch` column-major m x n matrices (`a`, consecutive, lda = m) in f32

@@ -1,12 +1,15 @@
-/* Host QR (host_device.h): LAPACK's ?geqrf / ?orgqr from the CBLAS library host_blas.c loaded
- * (OpenBLAS ships LAPACK), else kiln's Householder loop (base/householder.h) in f64. */
+/* Host QR, eigh and SVD (host_device.h): LAPACK's ?geqrf / ?orgqr / dsyevd / dgesdd from the
+ * CBLAS library host_blas.c loaded (OpenBLAS ships LAPACK), else kiln's own loops in f64
+ * (base/householder.h, base/jacobi_eigh.h). */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/householder.h"
+#include "base/jacobi_eigh.h"
 #include "runtime/host/host_device.h"
 
 /* Fortran LAPACK: every argument by address, 32-bit integers (LP64 builds). */
@@ -129,4 +132,120 @@ kiln_status kiln_host_orgqr(bool f64, int64_t batch, int64_t m, int64_t n, int64
     return KILN_ERR_INTERNAL("host orgqr: LAPACK reported info %d for a %d x %d matrix", info, im,
                              in);
   return NULL;
+}
+
+/* ---- eigh and SVD (LAPACK dsyevd / dgesdd, else base/jacobi_eigh.h) ---------------------- */
+
+/* Every element NaN: a failed decomposition, as the Jacobi fallback reports one. */
+static void nan_fill(double *p, int64_t n) {
+  for (int64_t i = 0; p && i < n; i++) p[i] = NAN;
+}
+
+/* Flips vector j (of `count`, `len` components; element i at p[i * si + j * sj]) and its
+ * partner q (same layout) so that its largest-magnitude component is positive. */
+static void normalize_sign(double *p, int64_t si, int64_t sj, int64_t len, int64_t j, double *q,
+                           int64_t qi, int64_t qj, int64_t qlen) {
+  int64_t big = 0;
+  for (int64_t i = 1; i < len; i++)
+    if (fabs(p[i * si + j * sj]) > fabs(p[big * si + j * sj])) big = i;
+  if (!(p[big * si + j * sj] < 0)) return;
+  for (int64_t i = 0; i < len; i++) p[i * si + j * sj] = -p[i * si + j * sj];
+  for (int64_t i = 0; q && i < qlen; i++) q[i * qi + j * qj] = -q[i * qi + j * qj];
+}
+
+int kiln_host_eigh(int64_t n, double *a, bool lower, double *w, double *v) {
+  void *sym = kiln_host_blas_symbol("dsyevd_");
+  if (!sym || n < 1 || n > 46340) return kiln_jacobi_eigh(n, a, lower, w, v);
+  kiln_lapack_dsyevd_fn fn;
+  memcpy(&fn, &sym, sizeof fn);
+  /* row-major `a` is column-major a^T: its lower triangle is LAPACK's upper */
+  int in = (int)n, lwork = -1, liwork = -1, iq = 0, info = 0;
+  double q = 0;
+  const char *jobz = v ? "V" : "N", *uplo = lower ? "U" : "L";
+  fn(jobz, uplo, &in, a, &in, w, &q, &lwork, &iq, &liwork, &info);
+  lwork = q >= 1 && q < INT_MAX ? (int)q : 1;
+  liwork = iq >= 1 ? iq : 1;
+  double *work = kiln_try_malloc(sizeof(double) * (size_t)lwork);
+  int *iwork = kiln_try_malloc(sizeof(int) * (size_t)liwork);
+  if (!work || !iwork) {
+    kiln_free(work);
+    kiln_free(iwork);
+    return kiln_jacobi_eigh(n, a, lower, w, v);
+  }
+  fn(jobz, uplo, &in, a, &in, w, work, &lwork, iwork, &liwork, &info);
+  kiln_free(work);
+  kiln_free(iwork);
+  bool finite = info == 0;
+  for (int64_t i = 0; finite && i < n; i++) finite = isfinite(w[i]);
+  if (!finite) {
+    nan_fill(w, n);
+    nan_fill(v, n * n);
+    return 1;
+  }
+  if (v) { /* column j of the column-major result is eigenvector j: v[i * n + j] */
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++) v[i * n + j] = a[j * n + i];
+    for (int64_t j = 0; j < n; j++) normalize_sign(v, n, 1, n, j, NULL, 0, 0, 0);
+  }
+  return 0;
+}
+
+int kiln_host_svd(int64_t m, int64_t n, const double *a, double *s, double *u, int64_t ucols,
+                  double *vt, int64_t vrows) {
+  void *sym = kiln_host_blas_symbol("dgesdd_");
+  int64_t k = m < n ? m : n;
+  bool full = u && ucols == m && vrows == n && m != n, none = !u && !vt;
+  bool ok_form = none || (u && vt && ((ucols == k && vrows == k) || (ucols == m && vrows == n)));
+  if (!sym || k < 1 || m > 46340 || n > 46340 || !ok_form)
+    return kiln_jacobi_svd(m, n, a, s, u, ucols, vt, vrows);
+  kiln_lapack_dgesdd_fn fn;
+  memcpy(&fn, &sym, sizeof fn);
+  /* row-major `a` is column-major B = a^T (n x m): B = Ub S VBt, so a = VBt^T S Ub^T */
+  int im = (int)n, in = (int)m, ldu = (int)n, ldvt = full ? (int)m : (int)k, lwork = -1, info = 0;
+  const char *jobz = none ? "N" : full ? "A" : "S";
+  double *b = kiln_try_malloc(sizeof(double) * (size_t)(m * n + n * n + m * m + 1));
+  int *iwork = kiln_try_malloc(sizeof(int) * (size_t)(8 * k));
+  if (!b || !iwork) {
+    kiln_free(b);
+    kiln_free(iwork);
+    return kiln_jacobi_svd(m, n, a, s, u, ucols, vt, vrows);
+  }
+  double *ub = b + m * n, *vbt = ub + n * n, q = 0;
+  memcpy(b, a, sizeof(double) * (size_t)(m * n));
+  fn(jobz, &im, &in, b, &im, s, ub, &ldu, vbt, &ldvt, &q, &lwork, iwork, &info);
+  lwork = q >= 1 && q < INT_MAX ? (int)q : 1;
+  double *work = kiln_try_malloc(sizeof(double) * (size_t)lwork);
+  if (!work) {
+    kiln_free(b);
+    kiln_free(iwork);
+    return kiln_jacobi_svd(m, n, a, s, u, ucols, vt, vrows);
+  }
+  fn(jobz, &im, &in, b, &im, s, ub, &ldu, vbt, &ldvt, work, &lwork, iwork, &info);
+  kiln_free(work);
+  kiln_free(iwork);
+  bool finite = info == 0;
+  for (int64_t i = 0; finite && i < k; i++) finite = isfinite(s[i]);
+  if (!finite) {
+    nan_fill(s, k);
+    nan_fill(u, m * ucols);
+    nan_fill(vt, vrows * n);
+    kiln_free(b);
+    return 1;
+  }
+  if (!none) {
+    /* u[i][j] = VBt(j, i) = vbt[j + i * ldvt]; vt[j][i] = Ub(i, j) = ub[i + j * ldu] */
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < ucols; j++) u[i * ucols + j] = vbt[j + i * ldvt];
+    for (int64_t j = 0; j < vrows; j++)
+      for (int64_t i = 0; i < n; i++) vt[j * n + i] = ub[i + j * ldu];
+    /* the Jacobi code's signs: the shorter side's vector's largest component positive */
+    for (int64_t j = 0; j < k; j++) {
+      if (m >= n)
+        normalize_sign(vt, 1, n, n, j, u, ucols, 1, m);
+      else
+        normalize_sign(u, ucols, 1, m, j, vt, 1, n, n);
+    }
+  }
+  kiln_free(b);
+  return 0;
 }
