@@ -1,9 +1,10 @@
 /* jaxlib's typed-FFI LAPACK targets as JAX emits them for CPU (jnp.linalg on a CPU plugin):
- * lapack_{s,d}potrf_ffi, getrf_ffi, trsm_ffi, geqrf_ffi, orgqr_ffi, syevd_ffi and gesdd_ffi,
- * with their
+ * lapack_{s,d}potrf_ffi, getrf_ffi, trsm_ffi, geqrf_ffi, orgqr_ffi, syevd_ffi, gesdd_ffi and
+ * gtsv_ffi, with their
  * `mhlo.backend_config` dictionaries of ASCII flags, column-major operand layouts and batch
  * dimensions, through the StableHLO converter on the reference evaluator and on the host
- * backend against values from numpy (numpy.linalg.cholesky / qr(mode='raw') / solve / eigh /
+ * backend against values from numpy (numpy.linalg.cholesky / qr(mode='raw') / solve (of the
+ * tridiagonal systems too) / eigh /
  * svd with each eigenvector's or right vector's largest component made positive, LU with
  * partial pivoting; the SVD's completed bases and reconstruction checked in the program);
  * potrf's info at a failing pivot the same on both (LAPACK's: the first
@@ -258,9 +259,44 @@ static const char kProgram[] =
     "  check.expect_almost_eq_const %s2, dense<[0.0]> : tensor<1xf64> {tolerance = 1.0e-12 : "
     "f64}\n"
     "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @gtsv_batched_f64() {\n"
+    "  %dl = stablehlo.constant dense<[[0.0, 1.0, 2.0, 0.5], [0.0, 3.0, 0.1, 1.0]]> : "
+    "tensor<2x4xf64>\n"
+    "  %d = stablehlo.constant dense<[[0.1, 4.0, 1.0, 3.0], [1.0, 0.2, 5.0, 2.0]]> : "
+    "tensor<2x4xf64>\n"
+    "  %du = stablehlo.constant dense<[[2.0, 1.0, 3.0, 0.0], [1.0, 2.0, 1.0, 0.0]]> : "
+    "tensor<2x4xf64>\n"
+    "  %b = stablehlo.constant dense<[[[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]], "
+    "[[1.0, 0.0], [0.0, 1.0], [2.0, 2.0], [1.0, 3.0]]]> : tensor<2x4x2xf64>\n"
+    "  %0:5 = stablehlo.custom_call @lapack_dgtsv_ffi(%dl, %d, %du, %b) {mhlo.backend_config "
+    "= {}, operand_layouts = [dense<[1, 0]> : tensor<2xindex>, dense<[1, 0]> : "
+    "tensor<2xindex>, dense<[1, 0]> : tensor<2xindex>, dense<[1, 2, 0]> : tensor<3xindex>], "
+    "result_layouts = [dense<[1, 0]> : tensor<2xindex>, dense<[1, 0]> : tensor<2xindex>, "
+    "dense<[1, 0]> : tensor<2xindex>, dense<[1, 2, 0]> : tensor<3xindex>, dense<0> : "
+    "tensor<1xindex>]} : (tensor<2x4xf64>, tensor<2x4xf64>, tensor<2x4xf64>, "
+    "tensor<2x4x2xf64>) -> (tensor<2x4xf64>, tensor<2x4xf64>, tensor<2x4xf64>, "
+    "tensor<2x4x2xf64>, tensor<2xi32>)\n"
+    "  check.expect_almost_eq_const %0#3, dense<[[[7.0, 8.0], [0.15, 0.6], [-4.6, -6.4], "
+    "[3.1, 3.733333333333334]], [[-0.2890625, 0.2734375], [1.2890625, -0.2734375], "
+    "[0.3046875, 0.1171875], [0.34765625, 1.44140625]]]> : tensor<2x4x2xf64> {tolerance = "
+    "1.0e-12 : f64}\n"
+    "  check.expect_eq_const %0#4, dense<[0, 0]> : tensor<2xi32>\n"
+    "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @gtsv_zero_pivot_f32() {\n"
+    "  %z = stablehlo.constant dense<[0.0, 0.0, 0.0]> : tensor<3xf32>\n"
+    "  %b = stablehlo.constant dense<[[1.0], [2.0], [3.0]]> : tensor<3x1xf32>\n"
+    "  %0:5 = stablehlo.custom_call @lapack_sgtsv_ffi(%z, %z, %z, %b) {mhlo.backend_config = "
+    "{}} : (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3x1xf32>) -> (tensor<3xf32>, "
+    "tensor<3xf32>, tensor<3xf32>, tensor<3x1xf32>, tensor<i32>)\n"
+    "  check.expect_eq_const %0#4, dense<1> : tensor<i32>\n"
+    "  func.return\n"
     "}\n";
 
-enum { kFunctions = 12 };
+enum { kFunctions = 14 };
 
 static void run_program(kiln_device_t *dev) {
   kiln_test_run_checks(kProgram, sizeof kProgram - 1, "lapack.mlir", dev, kFunctions);
@@ -349,7 +385,7 @@ static void test_complex_lapack_targets_are_refused_by_name(void **state) {
   kiln_arena_destroy(&arena);
 }
 
-/* The host's built-in eigh, QR and SVD, serialized and read back: the same bits (their f64
+/* The host's built-in eigh, QR, SVD and gtsv, serialized and read back: the same bits (their f64
  * views next to s32 infos; format 4 records each view's element size). */
 static void test_builtin_targets_survive_serialization(void **state) {
   (void)state;
@@ -363,8 +399,13 @@ static void test_builtin_targets_survive_serialization(void **state) {
       "  v = (f64[2,3,3], f64[2,3], f64[2,3,3], f64[2,3,3], s32[2]) custom-call(a), "
       "custom_call_target=\"lapack_dgesdd_ffi\", api_version=API_VERSION_TYPED_FFI, "
       "backend_config={mode = 65 : ui8}\n"
+      "  d = f64[2,1,3] slice(a), slice={[0:2], [0:1], [0:3]}\n"
+      "  d2 = f64[2,3] reshape(d)\n"
+      "  t = (f64[2,3], f64[2,3], f64[2,3], f64[2,3,3], s32[2]) custom-call(d2, d2, d2, a), "
+      "custom_call_target=\"lapack_dgtsv_ffi\", api_version=API_VERSION_TYPED_FFI\n"
       "  ROOT r = ((f64[2,3,3]{1,2,0}, f64[2,3], s32[2]), (f64[2,3,3], f64[2,3], s32[2], f64[8]), "
-      "(f64[2,3,3], f64[2,3], f64[2,3,3], f64[2,3,3], s32[2])) tuple(e, q, v)\n}\n";
+      "(f64[2,3,3], f64[2,3], f64[2,3,3], f64[2,3,3], s32[2]), "
+      "(f64[2,3], f64[2,3], f64[2,3], f64[2,3,3], s32[2])) tuple(e, q, v, t)\n}\n";
   kiln_hlo_module_t *m = NULL;
   assert_null(kiln_hlo_parse_module(hlo, strlen(hlo), NULL, &m));
   kiln_arena_t arena;

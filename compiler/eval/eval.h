@@ -416,6 +416,14 @@ bool kiln_eval_svd_config(const kiln_hlo_instruction_t *instr, bool *vectors, in
                           int64_t *m, int64_t *n, int64_t *ucols, int64_t *vrows);
 /* Whether `target` is jaxlib's lapack_{s,d,c,z}gesdd_ffi. */
 bool kiln_eval_is_svd_target(const char *target);
+/* jaxlib's lapack_{s,d}gtsv_ffi (lax.linalg.tridiagonal_solve on CPU): (dl, d, du [..., n],
+ * b [..., n, nrhs]) -> (dl, d, du passed through, x [..., n, nrhs], info [...]), dl[i] being
+ * A[i][i-1] (dl[0] unused) and du[i] A[i][i+1]; solved by base/gtsv.h on the evaluator and
+ * the host alike. False for other targets or forms. */
+bool kiln_eval_gtsv_config(const kiln_hlo_instruction_t *instr, int64_t *batch, int64_t *n,
+                           int64_t *nrhs);
+/* Whether `target` is jaxlib's lapack_{s,d,c,z}gtsv_ffi. */
+bool kiln_eval_is_gtsv_target(const char *target);
 /* xla_builder.matrix.Einsum's backend_config "ab,bc->ac" (one or two operands, letters):
  * each operand's labels and the result's; false when malformed or the ranks differ. */
 #define KILN_EINSUM_MAX_LABELS 16

@@ -470,7 +470,7 @@ kiln_status kiln_eval_solver_refusal(const kiln_hlo_instruction_t *in) {
   bool orgqr;
   const char *t = in->custom_call_target;
   if (kiln_eval_solver_config(in, &sc) || kiln_eval_is_qr_target(t, &orgqr) ||
-      kiln_eval_is_eigh_target(t) || kiln_eval_is_svd_target(t))
+      kiln_eval_is_eigh_target(t) || kiln_eval_is_svd_target(t) || kiln_eval_is_gtsv_target(t))
     return solver_shapes_error(in);
   return NULL;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/gtsv.h"
 #include "base/householder.h"
 #include "base/jacobi_eigh.h"
 #include "compiler/eval/eval.h"
@@ -280,6 +281,71 @@ static kiln_status svd(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
   return NULL;
 }
 
+bool kiln_eval_is_gtsv_target(const char *t) {
+  return t && !strncmp(t, "lapack_", 7) && t[7] && strchr("sdcz", t[7]) &&
+         !strcmp(t + 8, "gtsv_ffi");
+}
+
+bool kiln_eval_gtsv_config(const kiln_hlo_instruction_t *in, int64_t *batch, int64_t *n,
+                           int64_t *nrhs) {
+  if (!kiln_eval_is_gtsv_target(in->custom_call_target) || in->num_operands != 4 ||
+      !kiln_shape_is_tuple(in->shape) || in->shape->num_elements != 5)
+    return false;
+  const kiln_shape_t *b = in->operands[3]->shape, *info = in->shape->elements[4];
+  if (!kiln_shape_is_array(b) || b->rank < 2 || (b->type != KILN_F32 && b->type != KILN_F64))
+    return false;
+  int rank = b->rank;
+  *n = b->dims[rank - 2];
+  *nrhs = b->dims[rank - 1];
+  for (int i = 0; i < 3; i++) { /* the diagonals: b's dims without the last */
+    const kiln_shape_t *d = in->operands[i]->shape;
+    if (!kiln_shape_is_array(d) || d->type != b->type || d->rank != rank - 1 ||
+        !kiln_shape_is_array(in->shape->elements[i]) ||
+        !kiln_shape_compatible(in->shape->elements[i], d))
+      return false;
+    for (int k = 0; k < rank - 1; k++)
+      if (d->dims[k] != b->dims[k]) return false;
+  }
+  if (!kiln_shape_is_array(in->shape->elements[3]) ||
+      !kiln_shape_compatible(in->shape->elements[3], b) || !kiln_shape_is_array(info) ||
+      (info->type != KILN_S32 && info->type != KILN_S64) || info->rank != rank - 2)
+    return false;
+  *batch = 1;
+  for (int k = 0; k < rank - 2; k++) {
+    if (info->dims[k] != b->dims[k]) return false;
+    *batch *= b->dims[k];
+  }
+  return true;
+}
+
+/* gtsv: the diagonals passed through, x and info per system (base/gtsv.h). */
+static kiln_status gtsv(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
+                        kiln_literal_t *const *ops, kiln_literal_t **out) {
+  int64_t batch, n, k;
+  if (!kiln_eval_gtsv_config(in, &batch, &n, &k)) return kiln_eval_solver_refusal(in);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
+  kiln_literal_t *const *r = (*out)->tuple_elements;
+  double *buf = kiln_try_malloc(sizeof(double) * (size_t)(3 * n + n * k + 1));
+  if (!buf) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
+  double *sub = buf, *diag = sub + n, *sup = diag + n, *x = sup + n;
+  for (int64_t b = 0; b < batch; b++) {
+    for (int64_t i = 0; i < n; i++) {
+      for (int d = 0; d < 3; d++)
+        kiln_literal_set_f64(r[d], b * n + i, kiln_literal_get_f64(ops[d], b * n + i));
+      /* dl[i + 1] is A[i + 1][i] */
+      sub[i] = i + 1 < n ? kiln_literal_get_f64(ops[0], b * n + i + 1) : 0;
+      diag[i] = kiln_literal_get_f64(ops[1], b * n + i);
+      sup[i] = kiln_literal_get_f64(ops[2], b * n + i);
+    }
+    for (int64_t i = 0; i < n * k; i++) x[i] = kiln_literal_get_f64(ops[3], b * n * k + i);
+    int64_t bad = kiln_gtsv(n, k, sub, diag, sup, x);
+    for (int64_t i = 0; i < n * k; i++) kiln_literal_set_f64(r[3], b * n * k + i, x[i]);
+    kiln_literal_set_s64(r[4], b, bad);
+  }
+  kiln_free(buf);
+  return NULL;
+}
+
 /* syevd: each matrix's eigenvalues ascending and eigenvectors (zeros without mode 'V'), info 0
  * or 1 (no convergence, or a NaN or infinity in the matrix). */
 static kiln_status eigh(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
@@ -314,6 +380,7 @@ kiln_status kiln_eval_host_target(kiln_eval_ctx_t *ctx, const kiln_hlo_instructi
   if (kiln_eval_is_qr_target(t, &orgqr)) return qr(ctx, in, orgqr, ops, out);
   if (kiln_eval_is_eigh_target(t)) return eigh(ctx, in, ops, out);
   if (kiln_eval_is_svd_target(t)) return svd(ctx, in, ops, out);
+  if (kiln_eval_is_gtsv_target(t)) return gtsv(ctx, in, ops, out);
   if (!strcmp(t, "GetRngSeed") && in->num_operands == 0 && kiln_shape_is_array(in->shape) &&
       in->shape->rank == 0 && in->shape->type == KILN_U64) {
     KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));

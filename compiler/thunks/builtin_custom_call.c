@@ -1,11 +1,11 @@
 /* Custom calls the host runtime implements itself (custom_call_emitter.h): XLA:CPU's
  * `__onednn$layernorm` and `GetRngSeed`, jaxlib's `cusolver_geqrf` / `cusolver_orgqr` and
  * `lapack_{s,d}geqrf_ffi` / `lapack_{s,d}orgqr_ffi` (LAPACK through runtime/host/host_lapack.c),
- * `lapack_{s,d}syevd_ffi` and `lapack_{s,d}gesdd_ffi` (the Jacobi methods of
- * base/jacobi_eigh.h). Each is one custom-call thunk whose context holds the
- * physical views (dims and element strides from the layouts) of its operand and result
- * leaves; the thunk waits for the stream, then computes on the host buffers directly. The
- * evaluator computes the same targets in compiler/eval/eval_host_targets.c. */
+ * `lapack_{s,d}syevd_ffi` and `lapack_{s,d}gesdd_ffi` (LAPACK's dsyevd / dgesdd, else the Jacobi
+ * methods of base/jacobi_eigh.h), `lapack_{s,d}gtsv_ffi` (base/gtsv.h). Each is one custom-call
+ * thunk whose context holds the physical views (dims and element strides from the layouts) of its
+ * operand and result leaves; the thunk waits for the stream, then computes on the host buffers
+ * directly. The evaluator computes the same targets in compiler/eval/eval_host_targets.c. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 
 #include "base/alloc.h"
 #include "base/byte_io.h"
+#include "base/gtsv.h"
 #include "base/jacobi_eigh.h"
 #include "compiler/eval/eval.h"
 #include "compiler/thunks/custom_call_emitter.h"
@@ -20,7 +21,7 @@
 
 enum { kMaxRank = 16, kMaxLeaves = 8 };
 
-typedef enum { LAYER_NORM, GEQRF, ORGQR, RNG_SEED, SYEVD, GESDD } builtin_kind_t;
+typedef enum { LAYER_NORM, GEQRF, ORGQR, RNG_SEED, SYEVD, GESDD, GTSV } builtin_kind_t;
 
 /* A leaf buffer: logical dims and the element stride of each (from its layout), and its
  * element size in bytes. */
@@ -220,6 +221,40 @@ static kiln_status svd(const builtin_call_t *c, const kiln_devptr_t *ops,
   return NULL;
 }
 
+/* gtsv through base/gtsv.h, as the evaluator computes it: the diagonals passed through, then x
+ * and info per system (k right-hand sides). */
+static kiln_status gtsv(const builtin_call_t *c, const kiln_devptr_t *ops,
+                        const kiln_devptr_t *res) {
+  int64_t n = c->n, k = c->k;
+  double *buf = kiln_try_malloc(sizeof(double) * (size_t)(3 * n + n * k + 1));
+  if (!buf) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host gtsv: out of memory");
+  double *sub = buf, *diag = sub + n, *sup = diag + n, *x = sup + n;
+  for (int64_t b = 0; b < c->batch; b++) {
+    for (int64_t i = 0; i < n; i++) {
+      for (int d = 0; d < 3; d++)
+        put(c->f64, host(res[d]), at(&c->out[d], b, 1, &i),
+            get(c->f64, host(ops[d]), at(&c->in[d], b, 1, &i)));
+      int64_t i1 = i + 1; /* dl[i + 1] is A[i + 1][i] */
+      sub[i] = i1 < n ? get(c->f64, host(ops[0]), at(&c->in[0], b, 1, &i1)) : 0;
+      diag[i] = get(c->f64, host(ops[1]), at(&c->in[1], b, 1, &i));
+      sup[i] = get(c->f64, host(ops[2]), at(&c->in[2], b, 1, &i));
+      for (int64_t j = 0; j < k; j++) {
+        int64_t idx[2] = {i, j};
+        x[i * k + j] = get(c->f64, host(ops[3]), at(&c->in[3], b, 2, idx));
+      }
+    }
+    int64_t bad = kiln_gtsv(n, k, sub, diag, sup, x);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < k; j++) {
+        int64_t idx[2] = {i, j};
+        put(c->f64, host(res[3]), at(&c->out[3], b, 2, idx), x[i * k + j]);
+      }
+    put_info(&c->out[4], host(res[4]), b, (int)(bad > 0x7fffffff ? 0x7fffffff : bad));
+  }
+  kiln_free(buf);
+  return NULL;
+}
+
 static kiln_status builtin_run(void *ctx, kiln_stream_t *stream, const kiln_devptr_t *operands,
                                int num_operands, const kiln_devptr_t *results, int num_results) {
   const builtin_call_t *c = ctx;
@@ -239,6 +274,8 @@ static kiln_status builtin_run(void *ctx, kiln_stream_t *stream, const kiln_devp
       return eigh(c, operands, results);
     case GESDD:
       return svd(c, operands, results);
+    case GTSV:
+      return gtsv(c, operands, results);
     default:
       return qr(c, operands, results);
   }
@@ -302,7 +339,7 @@ bool kiln_builtin_custom_call_known(const char *target) {
   bool orgqr;
   return target && (!strcmp(target, "__onednn$layernorm") || !strcmp(target, "GetRngSeed") ||
                     kiln_eval_is_qr_target(target, &orgqr) || kiln_eval_is_eigh_target(target) ||
-                    kiln_eval_is_svd_target(target));
+                    kiln_eval_is_svd_target(target) || kiln_eval_is_gtsv_target(target));
 }
 
 kiln_status kiln_builtin_custom_call_emit(const kiln_hlo_instruction_t *in,
@@ -335,6 +372,10 @@ kiln_status kiln_builtin_custom_call_emit(const kiln_hlo_instruction_t *in,
     c.kind = GESDD;
     ok = kiln_eval_svd_config(in, &c.vectors, &c.batch, &c.m, &c.n, &c.ucols, &c.vrows);
     why = "kiln takes f32/f64 [..., m, n] matrices and mode 'A', 'S' or 'N'";
+  } else if (kiln_eval_is_gtsv_target(t)) {
+    c.kind = GTSV;
+    ok = kiln_eval_gtsv_config(in, &c.batch, &c.n, &c.k);
+    why = "kiln takes f32/f64 diagonals [..., n] and right-hand sides [..., n, k]";
   } else {
     return KILN_ERR_INTERNAL("custom call %s: %s is not a built-in host target", in->name, t);
   }
@@ -379,6 +420,12 @@ static bool sizes_agree(const builtin_call_t *c) {
              elements(&out[0]) == b * m * n && elements(&out[1]) == b * (m < n ? m : n) &&
              elements(&out[2]) == b * m * uc && elements(&out[3]) == b * vr * n &&
              elements(&out[4]) == b;
+    case GTSV:
+      return c->nin == 4 && c->nout == 5 && elements(&in[0]) == b * n &&
+             elements(&in[1]) == b * n && elements(&in[2]) == b * n &&
+             elements(&in[3]) == b * n * k && elements(&out[0]) == b * n &&
+             elements(&out[1]) == b * n && elements(&out[2]) == b * n &&
+             elements(&out[3]) == b * n * k && elements(&out[4]) == b;
     default:
       return true;
   }
@@ -408,7 +455,7 @@ kiln_status kiln_builtin_custom_call_rebuild(const kiln_recipe_call_t *c_in, kil
   c.vrows = (int64_t)kiln_br_u64(&r, "vrows");
   c.nin = (int)kiln_br_u32(&r, "inputs");
   c.nout = (int)kiln_br_u32(&r, "outputs");
-  if (!r.err && (kind > GESDD || c.nin < 0 || c.nin > kMaxLeaves || c.nout < 0 ||
+  if (!r.err && (kind > GTSV || c.nin < 0 || c.nin > kMaxLeaves || c.nout < 0 ||
                  c.nout > kMaxLeaves || c.nin != c_in->num_operands || c.nout != c_in->num_results))
     kiln_br_fail(&r, KILN_ERR_INVALID("built-in recipe of %s: kind %u, %d inputs, %d outputs", name,
                                       kind, c.nin, c.nout));
