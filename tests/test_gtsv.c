@@ -39,7 +39,8 @@ static void test_random_systems_solve(void **state) {
       for (int64_t i = 0; i < n; i++)
         for (int64_t j = 0; j < k; j++) {
           double ax = d0[i] * b[i * k + j], mag = fabs(ax);
-          if (i > 0) ax += s0[i - 1] * b[(i - 1) * k + j], mag += fabs(s0[i - 1] * b[(i - 1) * k + j]);
+          if (i > 0)
+            ax += s0[i - 1] * b[(i - 1) * k + j], mag += fabs(s0[i - 1] * b[(i - 1) * k + j]);
           if (i + 1 < n) ax += u0[i] * b[(i + 1) * k + j], mag += fabs(u0[i] * b[(i + 1) * k + j]);
           if (fabs(ax - b0[i * k + j]) > 64 * (double)n * DBL_EPSILON * fmax(mag, 1))
             fail_msg("n=%lld k=%lld row %lld: residual %g", (long long)n, (long long)k,
