@@ -1,14 +1,13 @@
 /* jaxlib's typed-FFI LAPACK targets as JAX emits them for CPU (jnp.linalg on a CPU plugin):
  * lapack_{s,d}potrf_ffi, getrf_ffi, trsm_ffi, geqrf_ffi, orgqr_ffi, syevd_ffi, gesdd_ffi and
- * gtsv_ffi, with their
- * `mhlo.backend_config` dictionaries of ASCII flags, column-major operand layouts and batch
- * dimensions, through the StableHLO converter on the reference evaluator and on the host
- * backend against values from numpy (numpy.linalg.cholesky / qr(mode='raw') / solve (of the
- * tridiagonal systems too) / eigh /
- * svd with each eigenvector's or right vector's largest component made positive, LU with
- * partial pivoting; the SVD's completed bases and reconstruction checked in the program);
- * potrf's info at a failing pivot the same on both (LAPACK's: the first
- * failing column, the factor stopping there); complex forms refused naming the target. */
+ * gtsv_ffi, with their `mhlo.backend_config` dictionaries of ASCII flags, column-major operand
+ * layouts and batch dimensions, through the StableHLO converter on the reference evaluator
+ * and on the host backend against values from numpy (cholesky, qr(mode='raw'), solve, also of
+ * the tridiagonal systems, eigh and svd with each eigenvector's or right vector's largest
+ * component made positive, LU with partial pivoting; the SVD's completed bases and
+ * reconstruction checked in the program); potrf's info at a failing pivot the same on both
+ * (LAPACK's: the first failing column, the factor stopping there); complex forms refused
+ * naming the target; the host's built-ins serialized and read back. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

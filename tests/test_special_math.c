@@ -1,11 +1,10 @@
 /* Special functions: CHLO's erfc, bessel_i1e, digamma, zeta, polygamma and next_after as JAX
- * sends them
- * (converted to xla_builder.math.* custom calls), checked against values computed with
+ * sends them (converted to xla_builder.math.* custom calls), checked against values computed with
  * mpmath at 30 digits on the reference evaluator and on the host backend; then the compiled
  * series (compiler/passes/special_math.c) against the evaluator's long double reference
  * (compiler/eval/eval_special.c; erfc: libm) over sweeps of f32 and f64 inputs, in units in
  * the last place, and the special values (poles, domains, infinities, NaN) element for
- * element. (The corpus's xla_builder.math.Polygamma module: test_corpus_custom_calls.) */
+ * element; and the corpus's xla_builder.math.Polygamma module at inputs where it has a value. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +21,7 @@
 #include "compiler/hlo/literal.h"
 #include "runtime/host/host_device.h"
 #include "tools/common/device_run.h"
+#include "tools/common/hlo_file.h"
 #include "tests/stablehlo_test_util.h"
 
 static const char kProgram[] =
@@ -290,6 +290,54 @@ static void test_compiled_series_match_the_long_double_reference(void **state) {
   kiln_device_destroy(dev);
 }
 
+/* The corpus's xla_builder.math.Polygamma module (XLA's builder test) on the host against
+ * the evaluator and mpmath, at inputs where it has a value (fake arguments give NaN). */
+static void test_corpus_polygamma_module(void **state) {
+  (void)state;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/xla/xla__hlo__builder__tests__math_polygamma.hlo",
+           kiln_corpus_dir());
+  kiln_hlo_file_t *f = NULL;
+  kiln_status s = kiln_hlo_file_load(path, &f);
+  if (s) {
+    printf("SKIP: corpus not readable: %s\n", kiln_status_message(s));
+    kiln_status_free(s);
+    return;
+  }
+  assert_int_equal(f->num_modules, 1);
+  kiln_hlo_module_t *m = f->modules[0];
+  kiln_device_t *dev = NULL;
+  assert_null(kiln_host_device_create(0, &dev));
+  /* polygamma(n, x) from mpmath */
+  static const double kCases[][3] = {{0, 3.0, 0.92278433509846714},
+                                     {1, 1.0, 1.6449340668482264},
+                                     {2, 1.5, -0.82879664423432},
+                                     {3, 10.0, 0.0023199013042898684}};
+  for (size_t i = 0; i < sizeof kCases / sizeof kCases[0]; i++) {
+    kiln_arena_t arena;
+    kiln_arena_init(&arena);
+    kiln_literal_t *args[2], *got = NULL, *want = NULL;
+    for (int k = 0; k < 2; k++) {
+      args[k] = kiln_literal_make(&arena, m->entry->parameters[k]->shape);
+      kiln_literal_set_f64(args[k], 0, kCases[i][k]);
+    }
+    kiln_device_run_options_t o;
+    memset(&o, 0, sizeof o);
+    o.device = dev;
+    assert_null(kiln_device_run_module(m, args, 2, &o, &arena, &got, NULL));
+    kiln_eval_options_t eo;
+    memset(&eo, 0, sizeof eo);
+    assert_null(kiln_eval_module(m, &eo, 2, args, &arena, &want));
+    double g = kiln_literal_get_f64(got, 0), w = kiln_literal_get_f64(want, 0);
+    if (ulps(g, w, false) > 8 || fabs(g - kCases[i][2]) > 1e-6 * fabs(kCases[i][2]))
+      fail_msg("polygamma(%g, %g): host %.9g, evaluator %.9g, mpmath %.9g", kCases[i][0],
+               kCases[i][1], g, w, kCases[i][2]);
+    kiln_arena_destroy(&arena);
+  }
+  kiln_device_destroy(dev);
+  kiln_hlo_file_free(f);
+}
+
 /* The reference itself at values known in closed form. */
 static void test_reference_meets_closed_forms(void **state) {
   (void)state;
@@ -312,6 +360,7 @@ int main(void) {
       cmocka_unit_test(test_chlo_special_functions_on_the_reference_evaluator),
       cmocka_unit_test(test_chlo_special_functions_on_the_host_backend),
       cmocka_unit_test(test_compiled_series_match_the_long_double_reference),
+      cmocka_unit_test(test_corpus_polygamma_module),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

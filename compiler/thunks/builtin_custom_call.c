@@ -155,6 +155,26 @@ static void put_info(const view_t *v, void *p, int64_t b, int bad) {
     ((int32_t *)p)[off] = bad;
 }
 
+/* Matrix (tail 2: rows x cols) or vector (tail 1: one row of cols) number b of view v at p,
+ * to row-major doubles `m` (load) or from them (store; zeros when m is NULL). */
+static void load(const builtin_call_t *c, const view_t *v, kiln_devptr_t p, int64_t b, int tail,
+                 int64_t rows, int64_t cols, double *m) {
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) {
+      int64_t idx[2] = {i, j};
+      m[i * cols + j] = get(c->f64, host(p), at(v, b, tail, idx + 2 - tail));
+    }
+}
+
+static void store(const builtin_call_t *c, const view_t *v, kiln_devptr_t p, int64_t b, int tail,
+                  int64_t rows, int64_t cols, const double *m) {
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) {
+      int64_t idx[2] = {i, j};
+      put(c->f64, host(p), at(v, b, tail, idx + 2 - tail), m ? m[i * cols + j] : 0.0);
+    }
+}
+
 /* syevd through base/jacobi_eigh.h, as the evaluator computes it: per matrix, eigenvectors
  * (zeros without mode 'V'), eigenvalues ascending, info 0 or 1. */
 static kiln_status eigh(const builtin_call_t *c, const kiln_devptr_t *ops,
@@ -164,20 +184,10 @@ static kiln_status eigh(const builtin_call_t *c, const kiln_devptr_t *ops,
   if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host eigh: out of memory");
   double *v = a + n * n, *w = v + n * n;
   for (int64_t b = 0; b < c->batch; b++) {
-    for (int64_t i = 0; i < n; i++)
-      for (int64_t j = 0; j < n; j++) {
-        int64_t idx[2] = {i, j};
-        a[i * n + j] = get(c->f64, host(ops[0]), at(&c->in[0], b, 2, idx));
-      }
+    load(c, &c->in[0], ops[0], b, 2, n, n, a);
     int bad = kiln_host_eigh(n, a, c->lower, w, c->vectors ? v : NULL);
-    for (int64_t i = 0; i < n; i++) {
-      int64_t one = i;
-      put(c->f64, host(res[1]), at(&c->out[1], b, 1, &one), w[i]);
-      for (int64_t j = 0; j < n; j++) {
-        int64_t idx[2] = {i, j};
-        put(c->f64, host(res[0]), at(&c->out[0], b, 2, idx), c->vectors ? v[i * n + j] : 0.0);
-      }
-    }
+    store(c, &c->out[0], res[0], b, 2, n, n, c->vectors ? v : NULL);
+    store(c, &c->out[1], res[1], b, 1, 1, n, w);
     put_info(&c->out[2], host(res[2]), b, bad);
   }
   kiln_free(a);
@@ -192,33 +202,22 @@ static kiln_status svd(const builtin_call_t *c, const kiln_devptr_t *ops,
   double *a = kiln_try_malloc(sizeof(double) * (size_t)(m * n + k + m * uc + vr * n + 1));
   if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host SVD: out of memory");
   double *sv = a + m * n, *u = sv + k, *vt = u + m * uc;
-  for (int64_t b = 0; b < c->batch; b++) {
-    for (int64_t i = 0; i < m; i++)
-      for (int64_t j = 0; j < n; j++) {
-        int64_t idx[2] = {i, j};
-        a[i * n + j] = get(c->f64, host(ops[0]), at(&c->in[0], b, 2, idx));
-        put(c->f64, host(res[0]), at(&c->out[0], b, 2, idx), a[i * n + j]);
-      }
+  kiln_status st = NULL;
+  for (int64_t b = 0; b < c->batch && !st; b++) {
+    load(c, &c->in[0], ops[0], b, 2, m, n, a);
+    store(c, &c->out[0], res[0], b, 2, m, n, a);
     int bad = kiln_host_svd(m, n, a, sv, c->vectors ? u : NULL, uc, c->vectors ? vt : NULL, vr);
     if (bad < 0) {
-      kiln_free(a);
-      return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host SVD: out of memory");
+      st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host SVD: out of memory");
+      break;
     }
-    for (int64_t i = 0; i < k; i++) put(c->f64, host(res[1]), at(&c->out[1], b, 1, &i), sv[i]);
-    for (int64_t i = 0; i < m; i++)
-      for (int64_t j = 0; j < uc; j++) {
-        int64_t idx[2] = {i, j};
-        put(c->f64, host(res[2]), at(&c->out[2], b, 2, idx), c->vectors ? u[i * uc + j] : 0.0);
-      }
-    for (int64_t i = 0; i < vr; i++)
-      for (int64_t j = 0; j < n; j++) {
-        int64_t idx[2] = {i, j};
-        put(c->f64, host(res[3]), at(&c->out[3], b, 2, idx), c->vectors ? vt[i * n + j] : 0.0);
-      }
+    store(c, &c->out[1], res[1], b, 1, 1, k, sv);
+    store(c, &c->out[2], res[2], b, 2, m, uc, c->vectors ? u : NULL);
+    store(c, &c->out[3], res[3], b, 2, vr, n, c->vectors ? vt : NULL);
     put_info(&c->out[4], host(res[4]), b, bad);
   }
   kiln_free(a);
-  return NULL;
+  return st;
 }
 
 /* gtsv through base/gtsv.h, as the evaluator computes it: the diagonals passed through, then x
@@ -228,27 +227,20 @@ static kiln_status gtsv(const builtin_call_t *c, const kiln_devptr_t *ops,
   int64_t n = c->n, k = c->k;
   double *buf = kiln_try_malloc(sizeof(double) * (size_t)(3 * n + n * k + 1));
   if (!buf) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host gtsv: out of memory");
-  double *sub = buf, *diag = sub + n, *sup = diag + n, *x = sup + n;
+  double *diags[3] = {buf, buf + n, buf + 2 * n}, *x = buf + 3 * n;
   for (int64_t b = 0; b < c->batch; b++) {
-    for (int64_t i = 0; i < n; i++) {
-      for (int d = 0; d < 3; d++)
-        put(c->f64, host(res[d]), at(&c->out[d], b, 1, &i),
-            get(c->f64, host(ops[d]), at(&c->in[d], b, 1, &i)));
-      int64_t i1 = i + 1; /* dl[i + 1] is A[i + 1][i] */
-      sub[i] = i1 < n ? get(c->f64, host(ops[0]), at(&c->in[0], b, 1, &i1)) : 0;
-      diag[i] = get(c->f64, host(ops[1]), at(&c->in[1], b, 1, &i));
-      sup[i] = get(c->f64, host(ops[2]), at(&c->in[2], b, 1, &i));
-      for (int64_t j = 0; j < k; j++) {
-        int64_t idx[2] = {i, j};
-        x[i * k + j] = get(c->f64, host(ops[3]), at(&c->in[3], b, 2, idx));
-      }
+    for (int d = 0; d < 3; d++) {
+      load(c, &c->in[d], ops[d], b, 1, 1, n, diags[d]);
+      store(c, &c->out[d], res[d], b, 1, 1, n, diags[d]);
     }
-    int64_t bad = kiln_gtsv(n, k, sub, diag, sup, x);
-    for (int64_t i = 0; i < n; i++)
-      for (int64_t j = 0; j < k; j++) {
-        int64_t idx[2] = {i, j};
-        put(c->f64, host(res[3]), at(&c->out[3], b, 2, idx), x[i * k + j]);
-      }
+    /* dl[i + 1] is A[i + 1][i]: the subdiagonal base/gtsv.h takes starts one on */
+    if (n > 0) {
+      memmove(diags[0], diags[0] + 1, sizeof(double) * (size_t)(n - 1));
+      diags[0][n - 1] = 0;
+    }
+    load(c, &c->in[3], ops[3], b, 2, n, k, x);
+    int64_t bad = kiln_gtsv(n, k, diags[0], diags[1], diags[2], x);
+    store(c, &c->out[3], res[3], b, 2, n, k, x);
     put_info(&c->out[4], host(res[4]), b, (int)(bad > 0x7fffffff ? 0x7fffffff : bad));
   }
   kiln_free(buf);
