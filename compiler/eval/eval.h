@@ -377,6 +377,10 @@ int kiln_eval_dict_flag(const char *backend_config, const char *name);
  * kiln rewrites or runs itself only for real f32/f64 matrices); NULL for other targets.
  * Thunk emission says it for a call left over. */
 kiln_status kiln_eval_solver_refusal(const kiln_hlo_instruction_t *in);
+/* Element i of a real or complex literal as a double complex (a real one's imaginary part 0),
+ * and its store (a real literal keeps the real part). */
+double _Complex kiln_eval_get_complex(const kiln_literal_t *l, int64_t i);
+void kiln_eval_set_complex(kiln_literal_t *l, int64_t i, double _Complex v);
 /* eval_host_targets.c: the targets kiln's host runtime implements itself
  * (`__onednn$layernorm`, `GetRngSeed` = options->rng_seed, `cusolver_geqrf`,
  * `cusolver_orgqr`); *handled false for any other target. */
@@ -389,32 +393,39 @@ kiln_status kiln_eval_host_target(kiln_eval_ctx_t *ctx, const kiln_hlo_instructi
  * *why for shapes or a rescale kiln does not implement. */
 bool kiln_eval_layer_norm_config(const kiln_hlo_instruction_t *instr, float *epsilon,
                                  const char **why);
+/* The matrix element types of the LAPACK-like built-ins (QR, eigh, SVD): f32, f64, c64, c128;
+ * and a complex type's part type (f32 for c64, f64 for c128; other types themselves). */
+bool kiln_eval_solver_matrix_type(kiln_elem_type_t t);
+kiln_elem_type_t kiln_eval_real_part_type(kiln_elem_type_t t);
 /* Whether `target` is a Householder QR target: cusolver_geqrf / lapack_{s,d,c,z}geqrf_ffi
  * (*orgqr false) or cusolver_orgqr / lapack_{s,d,c,z}orgqr_ffi (*orgqr true). */
 bool kiln_eval_is_qr_target(const char *target, bool *orgqr);
 /* cusolver_geqrf ((a) -> (a, tau, info, workspace)) / cusolver_orgqr ((a, tau) -> (q, info,
- * workspace)), and LAPACK's typed-FFI forms (geqrf (a) -> (a, tau), orgqr (a, tau) -> q), on
- * f32/f64 [..., m, n]: the batch, m, n and the reflector count k (min(m, n) for geqrf; tau's
- * last dimension for orgqr, with k <= n <= m). False when the operands or results do not
- * have these forms. */
+ * workspace)), and LAPACK's typed-FFI forms (geqrf (a) -> (a, tau), orgqr / ungqr (a, tau) ->
+ * q), on f32/f64/c64/c128 [..., m, n]: the batch, m, n and the reflector count k (min(m, n) for
+ * geqrf; tau's last dimension for orgqr, with k <= n <= m). False when the operands or results do
+ * not have these forms. */
 bool kiln_eval_qr_shapes(const kiln_hlo_instruction_t *instr, bool orgqr, int64_t *batch,
                          int64_t *m, int64_t *n, int64_t *k);
 /* Whether `target` is jaxlib's lapack_{s,d}syevd_ffi or lapack_{c,z}heevd_ffi. */
 bool kiln_eval_is_eigh_target(const char *target);
-/* lapack_{s,d}syevd_ffi (jnp.linalg.eigh on CPU): (a [..., n, n]) -> (eigenvectors [..., n, n]
- * as columns, eigenvalues [..., n] ascending, info [...]), its `mhlo.backend_config` flags
- * decoded (mode 'V' = vectors / 'N', uplo 'L' / 'U'); computed by the cyclic Jacobi method of
- * base/jacobi_eigh.h on both the evaluator and the host. False for other targets or forms. */
+/* lapack_{s,d}syevd_ffi / lapack_{c,z}heevd_ffi (jnp.linalg.eigh on CPU): (a [..., n, n]) ->
+ * (eigenvectors [..., n, n] as columns, eigenvalues [..., n] ascending in a's real part type,
+ * info [...]), its `mhlo.backend_config` flags decoded (mode 'V' = vectors / 'N', uplo 'L' /
+ * 'U'); computed by the cyclic Jacobi method of base/jacobi_eigh.h (base/zlinalg.h for complex)
+ * on the evaluator, and on the host where LAPACK's ?syevd is not at hand. False for other
+ * targets or forms. */
 bool kiln_eval_eigh_config(const kiln_hlo_instruction_t *instr, bool *lower, bool *vectors,
                            int64_t *batch, int64_t *n);
-/* jaxlib's lapack_{s,d}gesdd_ffi (jnp.linalg.svd on CPU): (a [..., m, n]) -> (a, s [..., k]
- * descending, u [..., m, ucols], vt [..., vrows, n], info [...]) with k = min(m, n) and mode
- * 'A' (ucols = m, vrows = n), 'S' (both k) or 'N' (no vectors: u and vt zeros); computed by
- * base/jacobi_eigh.h's one-sided Jacobi SVD on both the evaluator and the host. False for
+/* jaxlib's lapack_{s,d,c,z}gesdd_ffi (jnp.linalg.svd on CPU): (a [..., m, n]) -> (a, s [...,
+ * k] descending in a's real part type, u [..., m, ucols], vt [..., vrows, n], info [...]) with
+ * k = min(m, n) and mode 'A' (ucols = m, vrows = n), 'S' (both k) or 'N' (no vectors: u and vt
+ * zeros); computed by the one-sided Jacobi SVD of base/jacobi_eigh.h (base/zlinalg.h for
+ * complex) on the evaluator, and on the host where LAPACK's ?gesdd is not at hand. False for
  * other targets or forms. */
 bool kiln_eval_svd_config(const kiln_hlo_instruction_t *instr, bool *vectors, int64_t *batch,
                           int64_t *m, int64_t *n, int64_t *ucols, int64_t *vrows);
-/* Whether `target` is jaxlib's lapack_{s,d,c,z}gesdd_ffi. */
+/* Whether `target` is jaxlib's lapack_{s,d,c,z}gesdd_ffi or gesvd_ffi (the same form). */
 bool kiln_eval_is_svd_target(const char *target);
 /* jaxlib's lapack_{s,d}gtsv_ffi (lax.linalg.tridiagonal_solve on CPU): (dl, d, du [..., n],
  * b [..., n, nrhs]) -> (dl, d, du passed through, x [..., n, nrhs], info [...]), dl[i] being
@@ -424,6 +435,15 @@ bool kiln_eval_gtsv_config(const kiln_hlo_instruction_t *instr, int64_t *batch, 
                            int64_t *nrhs);
 /* Whether `target` is jaxlib's lapack_{s,d,c,z}gtsv_ffi. */
 bool kiln_eval_is_gtsv_target(const char *target);
+/* jaxlib's lapack_{s,d,c,z}geev_ffi (jnp.linalg.eig on CPU): (a [..., n, n]) -> real a: (wr,
+ * wi [..., n], vl, vr [..., n, n] complex of a's precision, info [...]); complex a: (w [..., n],
+ * vl, vr, info), `mhlo.backend_config` flags compute_left / compute_right 'V' or 'N' (vectors
+ * not computed are zeros); computed by base/zlinalg.h's kiln_zgeev / kiln_real_geev on the
+ * evaluator and the host alike. False for other targets or forms. */
+bool kiln_eval_geev_config(const kiln_hlo_instruction_t *instr, bool *left, bool *right,
+                           int64_t *batch, int64_t *n);
+/* Whether `target` is jaxlib's lapack_{s,d,c,z}geev_ffi. */
+bool kiln_eval_is_geev_target(const char *target);
 /* xla_builder.matrix.Einsum's backend_config "ab,bc->ac" (one or two operands, letters):
  * each operand's labels and the result's; false when malformed or the ranks differ. */
 #define KILN_EINSUM_MAX_LABELS 16

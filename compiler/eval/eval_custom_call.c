@@ -461,7 +461,7 @@ static int64_t matrices(const kiln_literal_t *l, int64_t *r, int64_t *c) {
 static kiln_status solver_shapes_error(const kiln_hlo_instruction_t *in) {
   return kiln_status_make(KILN_UNIMPLEMENTED,
                           "custom call %s (%s): unsupported operands, results or descriptor "
-                          "(kiln takes real floating-point [..., m, n] matrices)",
+                          "(kiln takes real or complex floating-point [..., m, n] matrices)",
                           in->name, in->custom_call_target);
 }
 
@@ -470,46 +470,77 @@ kiln_status kiln_eval_solver_refusal(const kiln_hlo_instruction_t *in) {
   bool orgqr;
   const char *t = in->custom_call_target;
   if (kiln_eval_solver_config(in, &sc) || kiln_eval_is_qr_target(t, &orgqr) ||
-      kiln_eval_is_eigh_target(t) || kiln_eval_is_svd_target(t) || kiln_eval_is_gtsv_target(t))
+      kiln_eval_is_eigh_target(t) || kiln_eval_is_svd_target(t) || kiln_eval_is_gtsv_target(t) ||
+      kiln_eval_is_geev_target(t))
     return solver_shapes_error(in);
   return NULL;
 }
 
+static bool solver_type(kiln_elem_type_t t) {
+  return kiln_elem_type_is_float(t) || kiln_elem_type_is_complex(t);
+}
+
+double complex kiln_eval_get_complex(const kiln_literal_t *l, int64_t i) {
+  if (!kiln_elem_type_is_complex(l->shape->type)) return kiln_literal_get_f64(l, i);
+  double re, im;
+  kiln_literal_get_c128(l, i, &re, &im);
+  return CMPLX(re, im);
+}
+
+void kiln_eval_set_complex(kiln_literal_t *l, int64_t i, double complex v) {
+  if (kiln_elem_type_is_complex(l->shape->type))
+    kiln_literal_set_c128(l, i, creal(v), cimag(v));
+  else
+    kiln_literal_set_f64(l, i, creal(v));
+}
+
+/* x / y, by real division when both are real: C's complex division scales its operands and
+ * may round a real quotient differently (the real solvers must keep their real results). */
+static double complex cdiv(double complex x, double complex y) {
+  return cimag(x) == 0 && cimag(y) == 0 ? creal(x) / creal(y) : x / y;
+}
+
 /* potrf: the Cholesky factor in the chosen triangle (the other keeps the input), info =
  * 1 + the first column whose pivot is not positive (0 when none); the factorization goes on
- * past a failure (NaNs), as kiln's cholesky does. */
+ * past a failure (NaNs), as kiln's cholesky does. Complex: A = L L^H (lower) or U^H U (upper,
+ * U = L^H), the pivot the real part of the diagonal, as LAPACK's zpotrf. */
 static kiln_status potrf(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
                          const kiln_solver_config_t *cfg, kiln_literal_t *const *ops,
                          kiln_literal_t **out) {
   int64_t n, n2;
   int64_t count = matrices(ops[0], &n, &n2);
   if (in->num_operands != 1 || !kiln_shape_is_tuple(in->shape) || in->shape->num_elements < 2 ||
-      n != n2 || !kiln_elem_type_is_float(ops[0]->shape->type))
+      n != n2 || !solver_type(ops[0]->shape->type))
     return solver_shapes_error(in);
   KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
   kiln_literal_t *f = (*out)->tuple_elements[0], *info = (*out)->tuple_elements[1];
   if (f->num_elements != ops[0]->num_elements || info->num_elements != count)
     return solver_shapes_error(in);
   memcpy(f->data, ops[0]->data, (size_t)kiln_shape_byte_size(f->shape));
-  double *l = kiln_try_malloc(sizeof(double) * (size_t)(n * n));
+  double complex *l = kiln_try_malloc(sizeof(double complex) * (size_t)(n * n));
   if (!l) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "potrf: out of memory");
   for (int64_t m = 0; m < count; m++) {
     int64_t base = m * n * n, bad = 0;
-    /* (i, j) of the factor with i >= j: element (i, j) for lower, (j, i) for upper. */
+    /* (i, j) of the factor with i >= j: element (i, j) for lower, (j, i) conjugated for upper. */
 #define AT(i, j) (base + (cfg->lower ? (i)*n + (j) : (j)*n + (i)))
+#define READ(i, j)                                      \
+  (cfg->lower ? kiln_eval_get_complex(ops[0], AT(i, j)) \
+              : conj(kiln_eval_get_complex(ops[0], AT(i, j))))
     for (int64_t j = 0; j < n; j++) {
-      double d = kiln_literal_get_f64(ops[0], AT(j, j));
-      for (int64_t k = 0; k < j; k++) d -= l[j * n + k] * l[j * n + k];
+      double d = creal(kiln_eval_get_complex(ops[0], AT(j, j)));
+      for (int64_t k = 0; k < j; k++) d -= creal(l[j * n + k] * conj(l[j * n + k]));
       if (!(d > 0) && !bad) bad = j + 1;
       l[j * n + j] = sqrt(d);
       for (int64_t i = j + 1; i < n; i++) {
-        double s = kiln_literal_get_f64(ops[0], AT(i, j));
-        for (int64_t k = 0; k < j; k++) s -= l[i * n + k] * l[j * n + k];
-        l[i * n + j] = s / l[j * n + j];
+        double complex s = READ(i, j);
+        for (int64_t k = 0; k < j; k++) s -= l[i * n + k] * conj(l[j * n + k]);
+        l[i * n + j] = s / creal(l[j * n + j]); /* a real pivot: no complex division */
       }
     }
     for (int64_t i = 0; i < n; i++)
-      for (int64_t j = 0; j <= i; j++) kiln_literal_set_f64(f, AT(i, j), l[i * n + j]);
+      for (int64_t j = 0; j <= i; j++)
+        kiln_eval_set_complex(f, AT(i, j), cfg->lower ? l[i * n + j] : conj(l[i * n + j]));
+#undef READ
 #undef AT
     kiln_literal_set_s64(info, m, bad);
   }
@@ -518,7 +549,7 @@ static kiln_status potrf(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
 }
 
 /* trsm: X with op(A) X = alpha B (left) or X op(A) = alpha B (right), A triangular (only its
- * triangle read), by substitution. */
+ * triangle read), op(A) = A, A^T or A^H, by substitution. */
 static kiln_status trsm(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
                         const kiln_solver_config_t *cfg, kiln_literal_t *const *ops,
                         kiln_literal_t **out) {
@@ -529,34 +560,85 @@ static kiln_status trsm(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
           bcount = in->num_operands >= 2 ? matrices(ops[1], &m, &n) : 0;
   if ((in->num_operands != 2 && !lapack) || tuple == lapack ||
       (tuple && in->shape->num_elements < 1) || k != k2 || count != bcount ||
-      k != (cfg->left_side ? m : n) || !kiln_elem_type_is_float(ops[1]->shape->type) ||
+      k != (cfg->left_side ? m : n) || !solver_type(ops[1]->shape->type) ||
       (lapack && ops[2]->num_elements != 1))
     return solver_shapes_error(in);
   KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
   kiln_literal_t *x = tuple ? (*out)->tuple_elements[0] : *out;
   if (x->num_elements != ops[1]->num_elements) return solver_shapes_error(in);
-  double alpha = lapack ? kiln_literal_get_f64(ops[2], 0) : 1.0;
-  /* Every case as N x = b with N lower or upper: for the right side, x^T solves op(A)^T. */
-  bool right = !cfg->left_side, t = (cfg->transpose != 0) != right;
+  double complex alpha = lapack ? kiln_eval_get_complex(ops[2], 0) : 1.0;
+  /* Every case as N x = b with N lower or upper: for the right side, x^T solves op(A)^T
+   * (A^T, A or conj(A)); N's elements are conjugated exactly when op is A^H. */
+  bool right = !cfg->left_side, t = (cfg->transpose != 0) != right, cj = cfg->transpose == 2;
   bool lower = cfg->lower != ((cfg->transpose != 0) != right);
   int64_t systems = right ? m : n, stride = right ? 1 : n, step = right ? n : 1;
+#define N_AT(i) (cj ? conj(kiln_eval_get_complex(ops[0], i)) : kiln_eval_get_complex(ops[0], i))
   for (int64_t b = 0; b < count; b++) {
     int64_t abase = b * k * k, bbase = b * m * n;
     for (int64_t s = 0; s < systems; s++) {
       int64_t first = bbase + s * step; /* element p of the system is first + p * stride */
       for (int64_t q = 0; q < k; q++) {
         int64_t p = lower ? q : k - 1 - q;
-        double v = alpha * kiln_literal_get_f64(ops[1], first + p * stride);
+        double complex v = alpha * kiln_eval_get_complex(ops[1], first + p * stride);
         int64_t lo = lower ? 0 : p + 1, hi = lower ? p : k;
-        for (int64_t j = lo; j < hi; j++) {
-          double nij = kiln_literal_get_f64(ops[0], abase + (t ? j * k + p : p * k + j));
-          v -= nij * kiln_literal_get_f64(x, first + j * stride);
-        }
-        if (!cfg->unit_diagonal) v /= kiln_literal_get_f64(ops[0], abase + p * k + p);
-        kiln_literal_set_f64(x, first + p * stride, v);
+        for (int64_t j = lo; j < hi; j++)
+          v -= N_AT(abase + (t ? j * k + p : p * k + j)) *
+               kiln_eval_get_complex(x, first + j * stride);
+        if (!cfg->unit_diagonal) v = cdiv(v, N_AT(abase + p * k + p));
+        kiln_eval_set_complex(x, first + p * stride, v);
       }
     }
   }
+#undef N_AT
+  return NULL;
+}
+
+/* v's parts rounded to f32 when the arithmetic is c64's. */
+static double complex zin_type(kiln_elem_type_t t, double complex v) {
+  return t == KILN_C64 ? CMPLX((double)(float)creal(v), (double)(float)cimag(v)) : v;
+}
+
+/* LAPACK's izamax measure: |re| + |im|. */
+static double cabs1(double complex v) {
+  return fabs(creal(v)) + fabs(cimag(v));
+}
+
+/* getrf's loop on the count complex n x n matrices of x, into the allocated results: the pivot
+ * the first largest |re| + |im| (LAPACK's izamax). Kept apart from the real loop: with the
+ * real values as complex numbers of zero imaginary part, GCC's vectorized code (-O2) rounded
+ * one f32 element of a corpus slogdet differently from the real loop, and the compiled
+ * module's. */
+static kiln_status zgetrf(const kiln_literal_t *x, int64_t count, int64_t n, kiln_literal_t *lu,
+                          kiln_literal_t *piv, kiln_literal_t *info) {
+  kiln_elem_type_t t = x->shape->type;
+  double complex *a = kiln_try_malloc(sizeof(double complex) * (size_t)(n * n));
+  if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "getrf: out of memory");
+  for (int64_t b = 0; b < count; b++) {
+    int64_t base = b * n * n, bad = 0;
+    for (int64_t i = 0; i < n * n; i++) a[i] = kiln_eval_get_complex(x, base + i);
+    for (int64_t k = 0; k < n; k++) {
+      int64_t p = k;
+      for (int64_t i = k + 1; i < n; i++)
+        if (cabs1(a[i * n + k]) > cabs1(a[p * n + k])) p = i;
+      kiln_literal_set_s64(piv, b * n + k, p + 1);
+      for (int64_t j = 0; j < n; j++) {
+        double complex tmp = a[k * n + j];
+        a[k * n + j] = a[p * n + j];
+        a[p * n + j] = tmp;
+      }
+      double complex pivot = a[k * n + k];
+      if (pivot == 0 && !bad) bad = k + 1;
+      for (int64_t i = k + 1; i < n; i++) {
+        double complex l = pivot == 0 ? a[i * n + k] : zin_type(t, cdiv(a[i * n + k], pivot));
+        a[i * n + k] = l;
+        for (int64_t j = k + 1; j < n; j++)
+          a[i * n + j] = zin_type(t, a[i * n + j] - zin_type(t, l * a[k * n + j]));
+      }
+    }
+    for (int64_t i = 0; i < n * n; i++) kiln_eval_set_complex(lu, base + i, a[i]);
+    kiln_literal_set_s64(info, b, bad);
+  }
+  free(a);
   return NULL;
 }
 
@@ -567,13 +649,13 @@ static double in_type(kiln_elem_type_t t, double v) {
 
 /* getrf: LU with partial pivoting (LAPACK's getf2: the first largest |a| of the column is the
  * pivot; a zero pivot leaves its column unscaled and sets info to its 1-based column), L's
- * unit diagonal implied; pivots 1-based. */
+ * unit diagonal implied; pivots 1-based. Complex matrices: zgetrf. */
 static kiln_status getrf(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
                          kiln_literal_t *const *ops, kiln_literal_t **out) {
   int64_t n, n2;
   int64_t count = matrices(ops[0], &n, &n2);
   if (in->num_operands != 1 || !kiln_shape_is_tuple(in->shape) || in->shape->num_elements < 3 ||
-      n != n2 || !kiln_elem_type_is_float(ops[0]->shape->type))
+      n != n2 || !solver_type(ops[0]->shape->type))
     return solver_shapes_error(in);
   KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
   kiln_literal_t *lu = (*out)->tuple_elements[0], *piv = (*out)->tuple_elements[1],
@@ -581,6 +663,8 @@ static kiln_status getrf(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
   if (lu->num_elements != ops[0]->num_elements || piv->num_elements != count * n ||
       info->num_elements != count)
     return solver_shapes_error(in);
+  if (kiln_elem_type_is_complex(ops[0]->shape->type))
+    return zgetrf(ops[0], count, n, lu, piv, info);
   kiln_elem_type_t t = ops[0]->shape->type;
   double *a = kiln_try_malloc(sizeof(double) * (size_t)(n * n));
   if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "getrf: out of memory");

@@ -1,7 +1,9 @@
 /* The evaluator's side of the custom calls kiln's host runtime implements itself
  * (compiler/thunks/builtin_custom_call.c): XLA:CPU's `__onednn$layernorm` and `GetRngSeed`,
  * jaxlib's `cusolver_geqrf` / `cusolver_orgqr` and `lapack_{s,d}geqrf_ffi` / `orgqr_ffi`
- * (LAPACK's conventions, base/householder.h). */
+ * (LAPACK's conventions, base/householder.h; the c / z forms base/zlinalg.h), LAPACK's
+ * ?syevd / ?heevd, ?gesdd (base/jacobi_eigh.h, base/zlinalg.h) and ?gtsv (base/gtsv.h). */
+#include <complex.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 #include "base/gtsv.h"
 #include "base/householder.h"
 #include "base/jacobi_eigh.h"
+#include "base/zlinalg.h"
 #include "compiler/eval/eval.h"
 
 /* The value of JSON key `key` (quoted) in `json`: the first character after its ':' and
@@ -94,6 +97,14 @@ static kiln_status layer_norm(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t
   return NULL;
 }
 
+bool kiln_eval_solver_matrix_type(kiln_elem_type_t t) {
+  return t == KILN_F32 || t == KILN_F64 || t == KILN_C64 || t == KILN_C128;
+}
+
+kiln_elem_type_t kiln_eval_real_part_type(kiln_elem_type_t t) {
+  return t == KILN_C64 ? KILN_F32 : t == KILN_C128 ? KILN_F64 : t;
+}
+
 bool kiln_eval_is_qr_target(const char *t, bool *orgqr) {
   if (!t) return false;
   if (!strcmp(t, "cusolver_geqrf") || !strcmp(t, "cusolver_orgqr")) {
@@ -116,7 +127,7 @@ bool kiln_eval_qr_shapes(const kiln_hlo_instruction_t *in, bool orgqr, int64_t *
                          int64_t *n, int64_t *k) {
   const kiln_shape_t *a = in->num_operands >= 1 ? in->operands[0]->shape : NULL;
   if (in->num_operands != (orgqr ? 2 : 1) || !a || !kiln_shape_is_array(a) || a->rank < 2 ||
-      (a->type != KILN_F32 && a->type != KILN_F64))
+      !kiln_eval_solver_matrix_type(a->type))
     return false;
   /* the factored matrix (or q), geqrf's tau, and an info when the form has one */
   bool tuple = kiln_shape_is_tuple(in->shape);
@@ -137,6 +148,31 @@ bool kiln_eval_qr_shapes(const kiln_hlo_instruction_t *in, bool orgqr, int64_t *
           (kiln_shape_is_array(info) && (info->type == KILN_S32 || info->type == KILN_S64)));
 }
 
+/* qr's complex form (ungqr for orgqr), into the allocated a and tau. */
+static kiln_status zqr(const kiln_hlo_instruction_t *in, bool orgqr, kiln_literal_t *const *ops,
+                       kiln_literal_t *a, kiln_literal_t *tau, int64_t m, int64_t n, int64_t k) {
+  int64_t batch = m && n ? ops[0]->num_elements / (m * n) : 0;
+  double complex *w = kiln_try_malloc(sizeof(double complex) * (size_t)(m * n + k + 1));
+  if (!w) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
+  double complex *t = w + m * n;
+  for (int64_t b = 0; b < batch; b++) {
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++)
+        w[i + j * m] = kiln_eval_get_complex(ops[0], (b * m + i) * n + j);
+    if (orgqr) {
+      for (int64_t j = 0; j < k; j++) t[j] = kiln_eval_get_complex(tau, b * k + j);
+      kiln_householder_zungqr(m, n, k, w, m, t);
+    } else {
+      kiln_householder_zgeqrf(m, n, w, m, t);
+      for (int64_t j = 0; j < k; j++) kiln_eval_set_complex(tau, b * k + j, t[j]);
+    }
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) kiln_eval_set_complex(a, (b * m + i) * n + j, w[i + j * m]);
+  }
+  kiln_free(w);
+  return NULL;
+}
+
 /* geqrf: (a) -> (factored a, tau, info, workspace...); orgqr: (a, tau) -> (q, info,
  * workspace...). info is 0 (the loops cannot fail); workspaces are zeros. */
 static kiln_status qr(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in, bool orgqr,
@@ -145,11 +181,12 @@ static kiln_status qr(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in, bo
   if (!kiln_eval_qr_shapes(in, orgqr, &batch, &m, &n, &k))
     return kiln_status_make(KILN_UNIMPLEMENTED,
                             "custom call %s (%s): unsupported operands or results (kiln takes "
-                            "f32/f64 [..., m, n] matrices%s)",
+                            "f32/f64/c64/c128 [..., m, n] matrices%s)",
                             in->name, in->custom_call_target, orgqr ? ", n <= m" : "");
   KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
   kiln_literal_t *a = kiln_shape_is_tuple(in->shape) ? (*out)->tuple_elements[0] : *out;
   kiln_literal_t *tau = orgqr ? ops[1] : (*out)->tuple_elements[1];
+  if (kiln_elem_type_is_complex(ops[0]->shape->type)) return zqr(in, orgqr, ops, a, tau, m, n, k);
   double *w = kiln_try_malloc(sizeof(double) * (size_t)(m * n + k + 1));
   if (!w) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
   double *t = w + m * n;
@@ -188,11 +225,12 @@ bool kiln_eval_eigh_config(const kiln_hlo_instruction_t *in, bool *lower, bool *
   *lower = uplo == 'L';
   const kiln_shape_t *a = in->operands[0]->shape, *v = in->shape->elements[0],
                      *w = in->shape->elements[1], *info = in->shape->elements[2];
-  if (!kiln_shape_is_array(a) || a->rank < 2 || (a->type != KILN_F32 && a->type != KILN_F64) ||
+  if (!kiln_shape_is_array(a) || a->rank < 2 || !kiln_eval_solver_matrix_type(a->type) ||
       a->dims[a->rank - 1] != a->dims[a->rank - 2] || !kiln_shape_is_array(v) ||
-      !kiln_shape_compatible(v, a) || !kiln_shape_is_array(w) || w->type != a->type ||
-      w->rank != a->rank - 1 || !kiln_shape_is_array(info) ||
-      (info->type != KILN_S32 && info->type != KILN_S64) || info->rank != a->rank - 2)
+      !kiln_shape_compatible(v, a) || !kiln_shape_is_array(w) ||
+      w->type != kiln_eval_real_part_type(a->type) || w->rank != a->rank - 1 ||
+      !kiln_shape_is_array(info) || (info->type != KILN_S32 && info->type != KILN_S64) ||
+      info->rank != a->rank - 2)
     return false;
   *n = a->dims[a->rank - 1];
   *batch = 1;
@@ -204,8 +242,9 @@ bool kiln_eval_eigh_config(const kiln_hlo_instruction_t *in, bool *lower, bool *
 }
 
 bool kiln_eval_is_svd_target(const char *t) {
+  /* gesvd (jax's SvdAlgorithm.QR) has gesdd's operands, results and mode flag */
   return t && !strncmp(t, "lapack_", 7) && t[7] && strchr("sdcz", t[7]) &&
-         !strcmp(t + 8, "gesdd_ffi");
+         (!strcmp(t + 8, "gesdd_ffi") || !strcmp(t + 8, "gesvd_ffi"));
 }
 
 bool kiln_eval_svd_config(const kiln_hlo_instruction_t *in, bool *vectors, int64_t *batch,
@@ -217,7 +256,7 @@ bool kiln_eval_svd_config(const kiln_hlo_instruction_t *in, bool *vectors, int64
   if (mode != 'A' && mode != 'S' && mode != 'N') return false;
   const kiln_shape_t *a = in->operands[0]->shape;
   kiln_shape_t *const *r = in->shape->elements;
-  if (!kiln_shape_is_array(a) || a->rank < 2 || (a->type != KILN_F32 && a->type != KILN_F64))
+  if (!kiln_shape_is_array(a) || a->rank < 2 || !kiln_eval_solver_matrix_type(a->type))
     return false;
   int rank = a->rank;
   *m = a->dims[rank - 2];
@@ -228,7 +267,8 @@ bool kiln_eval_svd_config(const kiln_hlo_instruction_t *in, bool *vectors, int64
   const int tails[5] = {2, 1, 2, 2, 0};
   for (int i = 0; i < 5; i++) {
     if (!kiln_shape_is_array(r[i]) || r[i]->rank != rank - 2 + tails[i]) return false;
-    if (r[i]->type != (i == 4 ? r[4]->type : a->type)) return false;
+    if (r[i]->type != (i == 4 ? r[4]->type : i == 1 ? kiln_eval_real_part_type(a->type) : a->type))
+      return false;
     for (int d = 0; d < rank - 2; d++)
       if (r[i]->dims[d] != a->dims[d]) return false;
   }
@@ -246,6 +286,37 @@ bool kiln_eval_svd_config(const kiln_hlo_instruction_t *in, bool *vectors, int64
   return true;
 }
 
+/* svd's complex form, into the allocated results r. */
+static kiln_status zsvd(const kiln_hlo_instruction_t *in, bool vectors, kiln_literal_t *const *ops,
+                        kiln_literal_t *const *r, int64_t batch, int64_t m, int64_t n, int64_t uc,
+                        int64_t vr) {
+  int64_t k = m < n ? m : n;
+  double complex *buf =
+      kiln_try_malloc(sizeof(double complex) * (size_t)(m * n + m * uc + vr * n + k + 1));
+  if (!buf) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
+  double complex *u = buf + m * n, *vt = u + m * uc;
+  double *s = (double *)(vt + vr * n);
+  for (int64_t b = 0; b < batch; b++) {
+    for (int64_t i = 0; i < m * n; i++) {
+      buf[i] = kiln_eval_get_complex(ops[0], b * m * n + i);
+      kiln_eval_set_complex(r[0], b * m * n + i, buf[i]);
+    }
+    int bad = kiln_jacobi_zsvd(m, n, buf, s, vectors ? u : NULL, uc, vectors ? vt : NULL, vr);
+    if (bad < 0) {
+      kiln_free(buf);
+      return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
+    }
+    for (int64_t i = 0; i < k; i++) kiln_literal_set_f64(r[1], b * k + i, s[i]);
+    for (int64_t i = 0; i < m * uc; i++)
+      kiln_eval_set_complex(r[2], b * m * uc + i, vectors ? u[i] : 0.0);
+    for (int64_t i = 0; i < vr * n; i++)
+      kiln_eval_set_complex(r[3], b * vr * n + i, vectors ? vt[i] : 0.0);
+    kiln_literal_set_s64(r[4], b, bad);
+  }
+  kiln_free(buf);
+  return NULL;
+}
+
 /* gesdd: each matrix's singular values and vectors (zeros without them), a passed through,
  * info 0 or 1 (no convergence, or a NaN or infinity). */
 static kiln_status svd(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
@@ -256,6 +327,8 @@ static kiln_status svd(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
     return kiln_eval_solver_refusal(in);
   KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
   kiln_literal_t *const *r = (*out)->tuple_elements;
+  if (kiln_elem_type_is_complex(ops[0]->shape->type))
+    return zsvd(in, vectors, ops, r, batch, m, n, uc, vr);
   int64_t k = m < n ? m : n;
   double *buf = kiln_try_malloc(sizeof(double) * (size_t)(m * n + k + m * uc + vr * n + 1));
   if (!buf) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
@@ -346,6 +419,96 @@ static kiln_status gtsv(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
   return NULL;
 }
 
+bool kiln_eval_is_geev_target(const char *t) {
+  return t && !strncmp(t, "lapack_", 7) && t[7] && strchr("sdcz", t[7]) &&
+         !strcmp(t + 8, "geev_ffi");
+}
+
+bool kiln_eval_geev_config(const kiln_hlo_instruction_t *in, bool *left, bool *right,
+                           int64_t *batch, int64_t *n) {
+  if (!kiln_eval_is_geev_target(in->custom_call_target) || in->num_operands != 1 ||
+      !kiln_shape_is_tuple(in->shape))
+    return false;
+  const char *cfg = in->backend_config ? in->backend_config : "";
+  int l = kiln_eval_dict_flag(cfg, "compute_left"), r = kiln_eval_dict_flag(cfg, "compute_right");
+  if ((l != 'V' && l != 'N') || (r != 'V' && r != 'N')) return false;
+  *left = l == 'V';
+  *right = r == 'V';
+  const kiln_shape_t *a = in->operands[0]->shape;
+  if (!kiln_shape_is_array(a) || a->rank < 2 || !kiln_eval_solver_matrix_type(a->type) ||
+      a->dims[a->rank - 1] != a->dims[a->rank - 2])
+    return false;
+  bool cplx = kiln_elem_type_is_complex(a->type);
+  int rank = a->rank, nres = cplx ? 4 : 5;
+  if (in->shape->num_elements != nres) return false;
+  kiln_elem_type_t ct = a->type == KILN_F32 ? KILN_C64 : a->type == KILN_F64 ? KILN_C128 : a->type;
+  for (int i = 0; i < nres; i++) { /* the values (one or two), vl, vr, info */
+    const kiln_shape_t *r = in->shape->elements[i];
+    int values = nres - 3, tail = i < values ? 1 : i < nres - 1 ? 2 : 0;
+    kiln_elem_type_t want = i < values ? a->type : ct;
+    if (!kiln_shape_is_array(r) || r->rank != rank - 2 + tail) return false;
+    if (i == nres - 1 ? (r->type != KILN_S32 && r->type != KILN_S64) : r->type != want)
+      return false;
+    for (int d = 0; d < r->rank; d++)
+      if (r->dims[d] != a->dims[d]) return false;
+  }
+  *n = a->dims[rank - 1];
+  *batch = 1;
+  for (int d = 0; d < rank - 2; d++) *batch *= a->dims[d];
+  return true;
+}
+
+/* geev: per matrix the eigenvalues (real and imaginary parts for a real matrix) and the
+ * vectors asked for (zeros otherwise), info 0 or 1. */
+static kiln_status geev(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
+                        kiln_literal_t *const *ops, kiln_literal_t **out) {
+  bool left, right;
+  int64_t batch, n;
+  if (!kiln_eval_geev_config(in, &left, &right, &batch, &n)) return kiln_eval_solver_refusal(in);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
+  kiln_literal_t *const *r = (*out)->tuple_elements;
+  bool cplx = kiln_elem_type_is_complex(ops[0]->shape->type);
+  int values = cplx ? 1 : 2;
+  size_t nn = (size_t)(n * n);
+  /* a (complex), vl, vr, w; then a real matrix's copy, wr and wi */
+  double complex *buf = kiln_try_malloc(sizeof(double complex) * (3 * nn + (size_t)n + 1) +
+                                        sizeof(double) * (nn + 2 * (size_t)n + 1));
+  if (!buf) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
+  double complex *a = buf, *vl = a + nn, *vr = vl + nn, *w = vr + nn;
+  double *ra = (double *)(w + n), *wr = ra + nn, *wi = wr + n;
+  kiln_status st = NULL;
+  for (int64_t b = 0; b < batch; b++) {
+    int64_t base = b * (int64_t)nn;
+    int bad;
+    if (cplx) {
+      for (size_t i = 0; i < nn; i++) a[i] = kiln_eval_get_complex(ops[0], base + (int64_t)i);
+      bad = kiln_zgeev(n, a, w, left ? vl : NULL, right ? vr : NULL);
+    } else {
+      for (size_t i = 0; i < nn; i++) ra[i] = kiln_literal_get_f64(ops[0], base + (int64_t)i);
+      bad = kiln_real_geev(n, ra, wr, wi, left ? vl : NULL, right ? vr : NULL);
+    }
+    if (bad < 0) {
+      st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
+      break;
+    }
+    for (int64_t i = 0; i < n; i++) {
+      if (cplx) {
+        kiln_eval_set_complex(r[0], b * n + i, w[i]);
+      } else {
+        kiln_literal_set_f64(r[0], b * n + i, wr[i]);
+        kiln_literal_set_f64(r[1], b * n + i, wi[i]);
+      }
+    }
+    for (size_t i = 0; i < nn; i++) {
+      kiln_eval_set_complex(r[values], base + (int64_t)i, left ? vl[i] : 0.0);
+      kiln_eval_set_complex(r[values + 1], base + (int64_t)i, right ? vr[i] : 0.0);
+    }
+    kiln_literal_set_s64(r[values + 2], b, bad);
+  }
+  kiln_free(buf);
+  return st;
+}
+
 /* syevd: each matrix's eigenvalues ascending and eigenvectors (zeros without mode 'V'), info 0
  * or 1 (no convergence, or a NaN or infinity in the matrix). */
 static kiln_status eigh(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
@@ -356,14 +519,24 @@ static kiln_status eigh(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
   KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
   kiln_literal_t *v = (*out)->tuple_elements[0], *w = (*out)->tuple_elements[1],
                  *info = (*out)->tuple_elements[2];
-  double *buf = kiln_try_malloc(sizeof(double) * (size_t)(2 * n * n + n + 1));
+  bool cplx = kiln_elem_type_is_complex(ops[0]->shape->type);
+  /* the matrix and the vectors (complex when the matrix is), then the values */
+  size_t es = cplx ? sizeof(double complex) : sizeof(double);
+  double *buf = kiln_try_malloc(es * (size_t)(2 * n * n) + sizeof(double) * (size_t)(n + 1));
   if (!buf) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
-  double *vecs = buf + n * n, *vals = vecs + n * n;
+  double complex *za = (double complex *)buf, *zv = za + n * n;
+  double *vecs = buf + n * n, *vals = cplx ? (double *)(zv + n * n) : vecs + n * n;
   for (int64_t b = 0; b < batch; b++) {
-    for (int64_t i = 0; i < n * n; i++) buf[i] = kiln_literal_get_f64(ops[0], b * n * n + i);
-    int bad = kiln_jacobi_eigh(n, buf, lower, vals, vectors ? vecs : NULL);
+    int bad;
+    if (cplx) {
+      for (int64_t i = 0; i < n * n; i++) za[i] = kiln_eval_get_complex(ops[0], b * n * n + i);
+      bad = kiln_jacobi_zheev(n, za, lower, vals, vectors ? zv : NULL);
+    } else {
+      for (int64_t i = 0; i < n * n; i++) buf[i] = kiln_literal_get_f64(ops[0], b * n * n + i);
+      bad = kiln_jacobi_eigh(n, buf, lower, vals, vectors ? vecs : NULL);
+    }
     for (int64_t i = 0; i < n * n; i++)
-      kiln_literal_set_f64(v, b * n * n + i, vectors ? vecs[i] : 0.0);
+      kiln_eval_set_complex(v, b * n * n + i, !vectors ? 0.0 : cplx ? zv[i] : vecs[i]);
     for (int64_t i = 0; i < n; i++) kiln_literal_set_f64(w, b * n + i, vals[i]);
     kiln_literal_set_s64(info, b, bad);
   }
@@ -381,6 +554,7 @@ kiln_status kiln_eval_host_target(kiln_eval_ctx_t *ctx, const kiln_hlo_instructi
   if (kiln_eval_is_eigh_target(t)) return eigh(ctx, in, ops, out);
   if (kiln_eval_is_svd_target(t)) return svd(ctx, in, ops, out);
   if (kiln_eval_is_gtsv_target(t)) return gtsv(ctx, in, ops, out);
+  if (kiln_eval_is_geev_target(t)) return geev(ctx, in, ops, out);
   if (!strcmp(t, "GetRngSeed") && in->num_operands == 0 && kiln_shape_is_array(in->shape) &&
       in->shape->rank == 0 && in->shape->type == KILN_U64) {
     KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));

@@ -275,6 +275,30 @@ static kiln_hlo_instruction_t *spread(kiln_builder_t *b, kiln_hlo_instruction_t 
   return kiln_builder_broadcast(b, x, like->shape->rank, like->shape->dims, map);
 }
 
+/* The solvers' element types: real and complex floats. */
+static bool solver_type(kiln_elem_type_t t) {
+  return kiln_elem_type_is_float(t) || kiln_elem_type_is_complex(t);
+}
+
+/* The sum of x over `dim` (ADD) from `zero` (x's type), a complex x by its parts. */
+static kiln_hlo_instruction_t *sum_dim(kiln_builder_t *b, kiln_hlo_instruction_t *x, int dim,
+                                       kiln_hlo_instruction_t *zero) {
+  if (!x) return NULL;
+  if (!kiln_elem_type_is_complex(x->shape->type)) return reduce_dim(b, x, dim, KILN_OP_ADD, zero);
+  kiln_hlo_instruction_t *re = kiln_builder_real(b, x), *im = kiln_builder_imag(b, x);
+  kiln_hlo_instruction_t *z = re ? kiln_builder_const_f64(b, re->shape->type, 0) : NULL;
+  return kiln_builder_complex(b, reduce_dim(b, re, dim, KILN_OP_ADD, z),
+                              reduce_dim(b, im, dim, KILN_OP_ADD, z));
+}
+
+/* LAPACK's pivot measure (i?amax): |x|, |re| + |im| for complex x. */
+static kiln_hlo_instruction_t *abs1(kiln_builder_t *b, kiln_hlo_instruction_t *x) {
+  if (!x || !kiln_elem_type_is_complex(x->shape->type))
+    return kiln_builder_unary(b, KILN_OP_ABS, x);
+  return BIN(ADD, kiln_builder_unary(b, KILN_OP_ABS, kiln_builder_real(b, x)),
+             kiln_builder_unary(b, KILN_OP_ABS, kiln_builder_imag(b, x)));
+}
+
 /* cusolver_potrf / lapack_?potrf_ffi -> the Cholesky loop (cholesky_expander.h): the factor in
  * the chosen triangle (the other keeps the input), info = 1 + the first column whose pivot is
  * not positive (0 when none), NaN spreading from it as LAPACK's factor stops there. */
@@ -283,16 +307,17 @@ static kiln_hlo_instruction_t *potrf(kiln_builder_t *b, kiln_hlo_instruction_t *
   kiln_hlo_instruction_t *x = in->operands[0];
   int r = x->shape->rank;
   if (in->num_operands != 1 || in->shape->num_elements < 2 || r < 2 ||
-      !kiln_elem_type_is_float(x->shape->type) || x->shape->dims[r - 1] != x->shape->dims[r - 2] ||
+      !solver_type(x->shape->type) || x->shape->dims[r - 1] != x->shape->dims[r - 2] ||
       !same_array(x->shape, in->shape->elements[0]))
     return NULL;
-  kiln_elem_type_t ct = x->shape->type == KILN_F64 ? KILN_F64 : KILN_F32;
+  kiln_elem_type_t xt = x->shape->type;
+  kiln_elem_type_t ct = xt == KILN_F64 || xt == KILN_C128 ? KILN_F64 : KILN_F32;
   kiln_hlo_computation_t *add = kiln_builder_scalar_computation(b->m, "potrf_add", KILN_OP_ADD, ct);
   kiln_hlo_instruction_t *first;
   kiln_hlo_instruction_t *l3 = add ? kiln_cholesky_factor(b, x, cfg->lower, add, &first) : NULL;
   if (!l3) return NULL;
   static const int64_t swap[3] = {0, 2, 1};
-  if (!cfg->lower) l3 = kiln_builder_transpose(b, l3, swap);
+  if (!cfg->lower) l3 = kiln_builder_conj(b, kiln_builder_transpose(b, l3, swap));
   kiln_hlo_instruction_t *chol = kiln_builder_reshape(b, l3, r, x->shape->dims);
   if (chol && chol->shape->type != x->shape->type)
     chol = kiln_builder_convert(b, chol, x->shape->type);
@@ -318,8 +343,7 @@ static kiln_hlo_instruction_t *trsm(kiln_builder_t *b, kiln_hlo_instruction_t *i
   bool lapack = in->num_operands == 3, tuple = kiln_shape_is_tuple(in->shape);
   kiln_shape_t *xs = tuple ? (in->shape->num_elements ? in->shape->elements[0] : NULL) : in->shape;
   if ((in->num_operands != 2 && !lapack) || tuple == lapack || !xs ||
-      !kiln_elem_type_is_float(in->operands[1]->shape->type) ||
-      !same_array(in->operands[1]->shape, xs) ||
+      !solver_type(in->operands[1]->shape->type) || !same_array(in->operands[1]->shape, xs) ||
       (lapack && (!kiln_shape_is_array(in->operands[2]->shape) ||
                   in->operands[2]->shape->rank != 0 || in->operands[2]->shape->type != xs->type)))
     return NULL;
@@ -355,15 +379,15 @@ static kiln_hlo_computation_t *getrf_step(kiln_builder_t *outer, kiln_shape_t *s
   kiln_hlo_instruction_t *in_row = kiln_builder_compare(b, KILN_CMP_EQ, rows, ka);
   kiln_hlo_instruction_t *za = kiln_builder_splat(b, zero, a);
   /* The pivot row: the first largest |a[i, k]| with i >= k. */
-  kiln_hlo_instruction_t *col =
-      reduce_dim(b, kiln_builder_select(b, in_col, a, za), r - 1, KILN_OP_ADD, zero);
-  if (!col) return NULL;
+  kiln_hlo_instruction_t *col = sum_dim(b, kiln_builder_select(b, in_col, a, za), r - 1, zero);
+  kiln_hlo_instruction_t *mag = abs1(b, col);
+  if (!col || !mag) return NULL;
   kiln_hlo_instruction_t *vrows = iota_like(b, col, r - 2);
   kiln_hlo_instruction_t *cand = kiln_builder_select(
-      b, kiln_builder_compare(b, KILN_CMP_GE, vrows, kiln_builder_splat(b, k, col)),
-      kiln_builder_unary(b, KILN_OP_ABS, col), fsplat(b, -1, col));
+      b, kiln_builder_compare(b, KILN_CMP_GE, vrows, kiln_builder_splat(b, k, col)), mag,
+      fsplat(b, -1, mag));
   kiln_hlo_instruction_t *mx =
-      reduce_dim(b, cand, r - 2, KILN_OP_MAXIMUM, kiln_builder_const_f64(b, a->shape->type, -1));
+      reduce_dim(b, cand, r - 2, KILN_OP_MAXIMUM, kiln_builder_const_f64(b, mag->shape->type, -1));
   kiln_hlo_instruction_t *is_max =
       kiln_builder_compare(b, KILN_CMP_EQ, cand, spread(b, mx, col, -1));
   kiln_hlo_instruction_t *none = kiln_builder_const_u64(b, KILN_S32, (uint64_t)n);
@@ -375,22 +399,19 @@ static kiln_hlo_computation_t *getrf_step(kiln_builder_t *outer, kiln_shape_t *s
   /* Rows k and pr exchanged. */
   kiln_hlo_instruction_t *in_prow =
       kiln_builder_compare(b, KILN_CMP_EQ, rows, spread(b, pr, a, -1));
-  kiln_hlo_instruction_t *row_k =
-      reduce_dim(b, kiln_builder_select(b, in_row, a, za), r - 2, KILN_OP_ADD, zero);
-  kiln_hlo_instruction_t *row_p =
-      reduce_dim(b, kiln_builder_select(b, in_prow, a, za), r - 2, KILN_OP_ADD, zero);
+  kiln_hlo_instruction_t *row_k = sum_dim(b, kiln_builder_select(b, in_row, a, za), r - 2, zero);
+  kiln_hlo_instruction_t *row_p = sum_dim(b, kiln_builder_select(b, in_prow, a, za), r - 2, zero);
   kiln_hlo_instruction_t *row_p_a = spread(b, row_p, a, r - 1);
   kiln_hlo_instruction_t *a1 = kiln_builder_select(
       b, in_row, row_p_a, kiln_builder_select(b, in_prow, spread(b, row_k, a, r - 1), a));
   /* Elimination below the pivot; a zero pivot leaves its column unscaled. */
-  kiln_hlo_instruction_t *col1 =
-      reduce_dim(b, kiln_builder_select(b, in_col, a1, za), r - 1, KILN_OP_ADD, zero);
+  kiln_hlo_instruction_t *col1 = sum_dim(b, kiln_builder_select(b, in_col, a1, za), r - 1, zero);
   kiln_hlo_instruction_t *pivot =
-      reduce_dim(b,
-                 kiln_builder_select(
-                     b, kiln_builder_compare(b, KILN_CMP_EQ, vrows, kiln_builder_splat(b, k, col)),
-                     col1, kiln_builder_splat(b, zero, col)),
-                 r - 2, KILN_OP_ADD, zero);
+      sum_dim(b,
+              kiln_builder_select(
+                  b, kiln_builder_compare(b, KILN_CMP_EQ, vrows, kiln_builder_splat(b, k, col)),
+                  col1, kiln_builder_splat(b, zero, col)),
+              r - 2, zero);
   if (!pivot) return NULL;
   kiln_hlo_instruction_t *pv = spread(b, pivot, col, -1);
   kiln_hlo_instruction_t *l = kiln_builder_select(
@@ -427,7 +448,7 @@ static kiln_hlo_instruction_t *getrf(kiln_builder_t *b, kiln_hlo_instruction_t *
   kiln_hlo_instruction_t *x = in->operands[0];
   int r = x->shape->rank;
   if (in->num_operands != 1 || in->shape->num_elements < 3 || r < 2 ||
-      !kiln_elem_type_is_float(x->shape->type) || x->shape->dims[r - 1] != x->shape->dims[r - 2] ||
+      !solver_type(x->shape->type) || x->shape->dims[r - 1] != x->shape->dims[r - 2] ||
       !same_array(x->shape, in->shape->elements[0]))
     return NULL;
   const kiln_shape_t *ps = in->shape->elements[1], *is = in->shape->elements[2];

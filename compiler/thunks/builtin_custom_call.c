@@ -2,10 +2,13 @@
  * `__onednn$layernorm` and `GetRngSeed`, jaxlib's `cusolver_geqrf` / `cusolver_orgqr` and
  * `lapack_{s,d}geqrf_ffi` / `lapack_{s,d}orgqr_ffi` (LAPACK through runtime/host/host_lapack.c),
  * `lapack_{s,d}syevd_ffi` and `lapack_{s,d}gesdd_ffi` (LAPACK's dsyevd / dgesdd, else the Jacobi
- * methods of base/jacobi_eigh.h), `lapack_{s,d}gtsv_ffi` (base/gtsv.h). Each is one custom-call
+ * methods of base/jacobi_eigh.h), their complex forms `lapack_{c,z}{geqrf,ungqr,heevd,gesdd}_ffi`
+ * (always base/zlinalg.h, as the evaluator), `lapack_{s,d,c,z}geev_ffi` (base/zlinalg.h),
+ * `lapack_{s,d}gtsv_ffi` (base/gtsv.h). Each is one custom-call
  * thunk whose context holds the physical views (dims and element strides from the layouts) of its
  * operand and result leaves; the thunk waits for the stream, then computes on the host buffers
  * directly. The evaluator computes the same targets in compiler/eval/eval_host_targets.c. */
+#include <complex.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,13 +18,14 @@
 #include "base/byte_io.h"
 #include "base/gtsv.h"
 #include "base/jacobi_eigh.h"
+#include "base/zlinalg.h"
 #include "compiler/eval/eval.h"
 #include "compiler/thunks/custom_call_emitter.h"
 #include "runtime/host/host_device.h"
 
 enum { kMaxRank = 16, kMaxLeaves = 8 };
 
-typedef enum { LAYER_NORM, GEQRF, ORGQR, RNG_SEED, SYEVD, GESDD, GTSV } builtin_kind_t;
+typedef enum { LAYER_NORM, GEQRF, ORGQR, RNG_SEED, SYEVD, GESDD, GTSV, GEEV } builtin_kind_t;
 
 /* A leaf buffer: logical dims and the element stride of each (from its layout), and its
  * element size in bytes. */
@@ -32,7 +36,9 @@ typedef struct view {
 
 typedef struct builtin_call {
   builtin_kind_t kind;
-  bool f64, lower, vectors; /* syevd: the triangle read, eigenvectors wanted */
+  bool f64, lower, vectors; /* syevd: the triangle read, eigenvectors wanted (geev: right) */
+  bool left;                /* geev: left eigenvectors wanted */
+  bool cplx;                /* complex matrices (f64: of f64 parts) */
   float epsilon;
   uint64_t seed;
   int64_t batch, m, n, k;
@@ -78,6 +84,16 @@ static void put(bool f64, void *p, int64_t i, double x) {
     ((double *)p)[i] = x;
   else
     ((float *)p)[i] = (float)x;
+}
+
+/* Complex element i (a pair of f32 or f64 parts). */
+static double complex zget(bool f64, const void *p, int64_t i) {
+  return CMPLX(get(f64, p, 2 * i), get(f64, p, 2 * i + 1));
+}
+
+static void zput(bool f64, void *p, int64_t i, double complex x) {
+  put(f64, p, 2 * i, creal(x));
+  put(f64, p, 2 * i + 1, cimag(x));
 }
 
 static void *host(kiln_devptr_t p) {
@@ -175,6 +191,139 @@ static void store(const builtin_call_t *c, const view_t *v, kiln_devptr_t p, int
     }
 }
 
+/* load and store for complex views and double complex matrices. */
+static void zload(const builtin_call_t *c, const view_t *v, kiln_devptr_t p, int64_t b, int tail,
+                  int64_t rows, int64_t cols, double complex *m) {
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) {
+      int64_t idx[2] = {i, j};
+      m[i * cols + j] = zget(c->f64, host(p), at(v, b, tail, idx + 2 - tail));
+    }
+}
+
+static void zstore(const builtin_call_t *c, const view_t *v, kiln_devptr_t p, int64_t b, int tail,
+                   int64_t rows, int64_t cols, const double complex *m) {
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) {
+      int64_t idx[2] = {i, j};
+      zput(c->f64, host(p), at(v, b, tail, idx + 2 - tail), m ? m[i * cols + j] : 0.0);
+    }
+}
+
+/* The complex QR (geqrf / ungqr) through base/zlinalg.h, as the evaluator computes it. */
+static kiln_status zqr(const builtin_call_t *c, const kiln_devptr_t *ops,
+                       const kiln_devptr_t *res) {
+  int64_t m = c->m, n = c->n, k = c->k;
+  double complex *a = kiln_try_malloc(sizeof(double complex) * (size_t)(2 * m * n + k + 1));
+  if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host QR: out of memory");
+  double complex *cm = a + m * n, *tau = cm + m * n;
+  for (int r = 0; r < c->nout; r++) memset(host(res[r]), 0, (size_t)c->out[r].bytes);
+  for (int64_t b = 0; b < c->batch; b++) {
+    zload(c, &c->in[0], ops[0], b, 2, m, n, a);
+    for (int64_t i = 0; i < m; i++) /* column-major for the Householder loops */
+      for (int64_t j = 0; j < n; j++) cm[i + j * m] = a[i * n + j];
+    if (c->kind == GEQRF) {
+      kiln_householder_zgeqrf(m, n, cm, m, tau);
+      zstore(c, &c->out[1], res[1], b, 1, 1, k, tau);
+    } else {
+      zload(c, &c->in[1], ops[1], b, 1, 1, k, tau);
+      kiln_householder_zungqr(m, n, k, cm, m, tau);
+    }
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) a[i * n + j] = cm[i + j * m];
+    zstore(c, &c->out[0], res[0], b, 2, m, n, a);
+  }
+  kiln_free(a);
+  return NULL;
+}
+
+/* The complex eigh (heevd) through base/zlinalg.h. */
+static kiln_status zeigh(const builtin_call_t *c, const kiln_devptr_t *ops,
+                         const kiln_devptr_t *res) {
+  int64_t n = c->n;
+  double complex *a = kiln_try_malloc(sizeof(double complex) * (size_t)(2 * n * n) +
+                                      sizeof(double) * (size_t)(n + 1));
+  if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host eigh: out of memory");
+  double complex *v = a + n * n;
+  double *w = (double *)(v + n * n);
+  for (int64_t b = 0; b < c->batch; b++) {
+    zload(c, &c->in[0], ops[0], b, 2, n, n, a);
+    int bad = kiln_jacobi_zheev(n, a, c->lower, w, c->vectors ? v : NULL);
+    zstore(c, &c->out[0], res[0], b, 2, n, n, c->vectors ? v : NULL);
+    store(c, &c->out[1], res[1], b, 1, 1, n, w);
+    put_info(&c->out[2], host(res[2]), b, bad);
+  }
+  kiln_free(a);
+  return NULL;
+}
+
+/* The complex SVD (gesdd) through base/zlinalg.h. */
+static kiln_status zsvd(const builtin_call_t *c, const kiln_devptr_t *ops,
+                        const kiln_devptr_t *res) {
+  int64_t m = c->m, n = c->n, k = m < n ? m : n, uc = c->ucols, vr = c->vrows;
+  double complex *a = kiln_try_malloc(sizeof(double complex) * (size_t)(m * n + m * uc + vr * n) +
+                                      sizeof(double) * (size_t)(k + 1));
+  if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host SVD: out of memory");
+  double complex *u = a + m * n, *vt = u + m * uc;
+  double *sv = (double *)(vt + vr * n);
+  kiln_status st = NULL;
+  for (int64_t b = 0; b < c->batch; b++) {
+    zload(c, &c->in[0], ops[0], b, 2, m, n, a);
+    zstore(c, &c->out[0], res[0], b, 2, m, n, a);
+    int bad = kiln_jacobi_zsvd(m, n, a, sv, c->vectors ? u : NULL, uc, c->vectors ? vt : NULL, vr);
+    if (bad < 0) {
+      st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host SVD: out of memory");
+      break;
+    }
+    store(c, &c->out[1], res[1], b, 1, 1, k, sv);
+    zstore(c, &c->out[2], res[2], b, 2, m, uc, c->vectors ? u : NULL);
+    zstore(c, &c->out[3], res[3], b, 2, vr, n, c->vectors ? vt : NULL);
+    put_info(&c->out[4], host(res[4]), b, bad);
+  }
+  kiln_free(a);
+  return st;
+}
+
+/* geev through base/zlinalg.h, as the evaluator computes it: per matrix the eigenvalues (wr
+ * and wi for a real matrix), the vectors asked for (zeros otherwise) and info. */
+static kiln_status geev(const builtin_call_t *c, const kiln_devptr_t *ops,
+                        const kiln_devptr_t *res) {
+  int64_t n = c->n;
+  size_t nn = (size_t)(n * n);
+  double complex *a = kiln_try_malloc(sizeof(double complex) * (3 * nn + (size_t)n + 1) +
+                                      sizeof(double) * (nn + 2 * (size_t)n + 1));
+  if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host eig: out of memory");
+  double complex *vl = a + nn, *vr = vl + nn, *w = vr + nn;
+  double *ra = (double *)(w + n), *wr = ra + nn, *wi = wr + n;
+  int values = c->cplx ? 1 : 2;
+  kiln_status st = NULL;
+  for (int64_t b = 0; b < c->batch; b++) {
+    int bad;
+    if (c->cplx) {
+      zload(c, &c->in[0], ops[0], b, 2, n, n, a);
+      bad = kiln_zgeev(n, a, w, c->left ? vl : NULL, c->vectors ? vr : NULL);
+    } else {
+      load(c, &c->in[0], ops[0], b, 2, n, n, ra);
+      bad = kiln_real_geev(n, ra, wr, wi, c->left ? vl : NULL, c->vectors ? vr : NULL);
+    }
+    if (bad < 0) {
+      st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host eig: out of memory");
+      break;
+    }
+    if (c->cplx) {
+      zstore(c, &c->out[0], res[0], b, 1, 1, n, w);
+    } else {
+      store(c, &c->out[0], res[0], b, 1, 1, n, wr);
+      store(c, &c->out[1], res[1], b, 1, 1, n, wi);
+    }
+    zstore(c, &c->out[values], res[values], b, 2, n, n, c->left ? vl : NULL);
+    zstore(c, &c->out[values + 1], res[values + 1], b, 2, n, n, c->vectors ? vr : NULL);
+    put_info(&c->out[values + 2], host(res[values + 2]), b, bad);
+  }
+  kiln_free(a);
+  return st;
+}
+
 /* syevd through base/jacobi_eigh.h, as the evaluator computes it: per matrix, eigenvectors
  * (zeros without mode 'V'), eigenvalues ascending, info 0 or 1. */
 static kiln_status eigh(const builtin_call_t *c, const kiln_devptr_t *ops,
@@ -263,13 +412,15 @@ static kiln_status builtin_run(void *ctx, kiln_stream_t *stream, const kiln_devp
       memcpy(host(results[0]), &c->seed, sizeof c->seed);
       return NULL;
     case SYEVD:
-      return eigh(c, operands, results);
+      return c->cplx ? zeigh(c, operands, results) : eigh(c, operands, results);
     case GESDD:
-      return svd(c, operands, results);
+      return c->cplx ? zsvd(c, operands, results) : svd(c, operands, results);
     case GTSV:
       return gtsv(c, operands, results);
+    case GEEV:
+      return geev(c, operands, results);
     default:
-      return qr(c, operands, results);
+      return c->cplx ? zqr(c, operands, results) : qr(c, operands, results);
   }
 }
 
@@ -284,7 +435,7 @@ static kiln_thunk_t *make_thunk(const builtin_call_t *c, kiln_executable_desc_t 
   kiln_byte_writer_t w = {0};
   kiln_bw_u8(&w, KILN_RECIPE_BUILTIN);
   kiln_bw_u32(&w, (uint32_t)c->kind);
-  kiln_bw_u8(&w, (uint8_t)(c->f64 | c->lower << 1 | c->vectors << 2));
+  kiln_bw_u8(&w, (uint8_t)(c->f64 | c->lower << 1 | c->vectors << 2 | c->cplx << 3 | c->left << 4));
   uint32_t eps;
   memcpy(&eps, &c->epsilon, sizeof eps);
   kiln_bw_u32(&w, eps);
@@ -331,7 +482,8 @@ bool kiln_builtin_custom_call_known(const char *target) {
   bool orgqr;
   return target && (!strcmp(target, "__onednn$layernorm") || !strcmp(target, "GetRngSeed") ||
                     kiln_eval_is_qr_target(target, &orgqr) || kiln_eval_is_eigh_target(target) ||
-                    kiln_eval_is_svd_target(target) || kiln_eval_is_gtsv_target(target));
+                    kiln_eval_is_svd_target(target) || kiln_eval_is_gtsv_target(target) ||
+                    kiln_eval_is_geev_target(target));
 }
 
 kiln_status kiln_builtin_custom_call_emit(const kiln_hlo_instruction_t *in,
@@ -354,20 +506,26 @@ kiln_status kiln_builtin_custom_call_emit(const kiln_hlo_instruction_t *in,
   } else if (kiln_eval_is_qr_target(t, &orgqr)) {
     c.kind = orgqr ? ORGQR : GEQRF;
     ok = kiln_eval_qr_shapes(in, c.kind == ORGQR, &c.batch, &c.m, &c.n, &c.k);
-    why = c.kind == GEQRF ? "kiln takes f32/f64 [..., m, n] matrices"
-                          : "kiln takes f32/f64 [..., m, n] matrices with k <= n <= m";
+    why = c.kind == GEQRF ? "kiln takes f32/f64/c64/c128 [..., m, n] matrices"
+                          : "kiln takes f32/f64/c64/c128 [..., m, n] matrices with k <= n <= m";
   } else if (kiln_eval_is_eigh_target(t)) {
     c.kind = SYEVD;
     ok = kiln_eval_eigh_config(in, &c.lower, &c.vectors, &c.batch, &c.n);
-    why = "kiln takes f32/f64 [..., n, n] matrices and mode 'V' or 'N', uplo 'L' or 'U'";
+    why = "kiln takes f32/f64/c64/c128 [..., n, n] matrices and mode 'V' or 'N', uplo 'L' or 'U'";
   } else if (kiln_eval_is_svd_target(t)) {
     c.kind = GESDD;
     ok = kiln_eval_svd_config(in, &c.vectors, &c.batch, &c.m, &c.n, &c.ucols, &c.vrows);
-    why = "kiln takes f32/f64 [..., m, n] matrices and mode 'A', 'S' or 'N'";
+    why = "kiln takes f32/f64/c64/c128 [..., m, n] matrices and mode 'A', 'S' or 'N'";
   } else if (kiln_eval_is_gtsv_target(t)) {
     c.kind = GTSV;
     ok = kiln_eval_gtsv_config(in, &c.batch, &c.n, &c.k);
     why = "kiln takes f32/f64 diagonals [..., n] and right-hand sides [..., n, k]";
+  } else if (kiln_eval_is_geev_target(t)) {
+    c.kind = GEEV;
+    ok = kiln_eval_geev_config(in, &c.left, &c.vectors, &c.batch, &c.n);
+    why =
+        "kiln takes f32/f64/c64/c128 [..., n, n] matrices and compute_left / compute_right "
+        "'V' or 'N'";
   } else {
     return KILN_ERR_INTERNAL("custom call %s: %s is not a built-in host target", in->name, t);
   }
@@ -378,7 +536,9 @@ kiln_status kiln_builtin_custom_call_emit(const kiln_hlo_instruction_t *in,
   if (!ok)
     return kiln_status_make(KILN_UNIMPLEMENTED, "custom call %s (%s) on the host: %s", in->name, t,
                             why);
-  c.f64 = c.nin ? in->operands[0]->shape->type == KILN_F64 : false;
+  kiln_elem_type_t t0 = c.nin ? in->operands[0]->shape->type : KILN_F32;
+  c.f64 = t0 == KILN_F64 || t0 == KILN_C128;
+  c.cplx = kiln_elem_type_is_complex(t0) && c.kind != LAYER_NORM && c.kind != GTSV;
   kiln_thunk_seq_push(seq, make_thunk(&c, d, in->name, t, ins, outs));
   return NULL;
 }
@@ -412,6 +572,13 @@ static bool sizes_agree(const builtin_call_t *c) {
              elements(&out[0]) == b * m * n && elements(&out[1]) == b * (m < n ? m : n) &&
              elements(&out[2]) == b * m * uc && elements(&out[3]) == b * vr * n &&
              elements(&out[4]) == b;
+    case GEEV: {
+      int values = c->cplx ? 1 : 2;
+      return c->nin == 1 && c->nout == values + 3 && m == 0 && elements(&in[0]) == b * n * n &&
+             elements(&out[0]) == b * n && elements(&out[values - 1]) == b * n &&
+             elements(&out[values]) == b * n * n && elements(&out[values + 1]) == b * n * n &&
+             elements(&out[values + 2]) == b;
+    }
     case GTSV:
       return c->nin == 4 && c->nout == 5 && elements(&in[0]) == b * n &&
              elements(&in[1]) == b * n && elements(&in[2]) == b * n &&
@@ -435,6 +602,8 @@ kiln_status kiln_builtin_custom_call_rebuild(const kiln_recipe_call_t *c_in, kil
   c.f64 = flags & 1;
   c.lower = flags & 2;
   c.vectors = flags & 4;
+  c.cplx = flags & 8;
+  c.left = flags & 16;
   uint64_t eps = kiln_br_u32(&r, "epsilon");
   uint32_t eps32 = (uint32_t)eps;
   memcpy(&c.epsilon, &eps32, sizeof eps32);
@@ -447,7 +616,7 @@ kiln_status kiln_builtin_custom_call_rebuild(const kiln_recipe_call_t *c_in, kil
   c.vrows = (int64_t)kiln_br_u64(&r, "vrows");
   c.nin = (int)kiln_br_u32(&r, "inputs");
   c.nout = (int)kiln_br_u32(&r, "outputs");
-  if (!r.err && (kind > GTSV || c.nin < 0 || c.nin > kMaxLeaves || c.nout < 0 ||
+  if (!r.err && (kind > GEEV || c.nin < 0 || c.nin > kMaxLeaves || c.nout < 0 ||
                  c.nout > kMaxLeaves || c.nin != c_in->num_operands || c.nout != c_in->num_results))
     kiln_br_fail(&r, KILN_ERR_INVALID("built-in recipe of %s: kind %u, %d inputs, %d outputs", name,
                                       kind, c.nin, c.nout));
@@ -457,7 +626,8 @@ kiln_status kiln_builtin_custom_call_rebuild(const kiln_recipe_call_t *c_in, kil
     w->rank = (int)kiln_br_u32(&r, "view rank");
     w->bytes = (int64_t)kiln_br_u64(&r, "view bytes");
     w->esize = kiln_br_u8(&r, "view element size");
-    if (!r.err && w->esize != 1 && w->esize != 2 && w->esize != 4 && w->esize != 8)
+    if (!r.err && w->esize != 1 && w->esize != 2 && w->esize != 4 && w->esize != 8 &&
+        w->esize != 16)
       kiln_br_fail(&r, KILN_ERR_INVALID("built-in recipe of %s: element size %lld", name,
                                         (long long)w->esize));
     if (!r.err && (w->rank < 0 || w->rank > kMaxRank))

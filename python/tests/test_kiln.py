@@ -126,6 +126,24 @@ func.func @main(%a: tensor<2x4x4xf32>) -> (tensor<2x4x4xf32>, tensor<2x4xi32>, t
 }
 """
 
+# The complex forms: cho_solve of a Hermitian system (trans_x 'C' = 67: A^H) and eigh.
+ZCHO_SOLVE_EIGH = """
+func.func @main(%a: tensor<4x4xcomplex<f64>>, %b: tensor<4x3xcomplex<f64>>) -> (tensor<4x3xcomplex<f64>>, tensor<4x4xcomplex<f64>>, tensor<4xf64>) {
+  %0:2 = stablehlo.custom_call @lapack_zpotrf_ffi(%a) {mhlo.backend_config = {uplo = 76 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>], result_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<> : tensor<0xindex>]} : (tensor<4x4xcomplex<f64>>) -> (tensor<4x4xcomplex<f64>>, tensor<i32>)
+  %one = stablehlo.constant dense<(1.0, 0.0)> : tensor<complex<f64>>
+  %y = stablehlo.custom_call @lapack_ztrsm_ffi(%0#0, %b, %one) {mhlo.backend_config = {diag = 78 : ui8, side = 76 : ui8, trans_x = 78 : ui8, uplo = 76 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<[0, 1]> : tensor<2xindex>, dense<> : tensor<0xindex>], result_layouts = [dense<[0, 1]> : tensor<2xindex>]} : (tensor<4x4xcomplex<f64>>, tensor<4x3xcomplex<f64>>, tensor<complex<f64>>) -> tensor<4x3xcomplex<f64>>
+  %x = stablehlo.custom_call @lapack_ztrsm_ffi(%0#0, %y, %one) {mhlo.backend_config = {diag = 78 : ui8, side = 76 : ui8, trans_x = 67 : ui8, uplo = 76 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<[0, 1]> : tensor<2xindex>, dense<> : tensor<0xindex>], result_layouts = [dense<[0, 1]> : tensor<2xindex>]} : (tensor<4x4xcomplex<f64>>, tensor<4x3xcomplex<f64>>, tensor<complex<f64>>) -> tensor<4x3xcomplex<f64>>
+  %1:3 = stablehlo.custom_call @lapack_zheevd_ffi(%a) {mhlo.backend_config = {mode = 86 : ui8, uplo = 76 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>], result_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<0> : tensor<1xindex>, dense<> : tensor<0xindex>]} : (tensor<4x4xcomplex<f64>>) -> (tensor<4x4xcomplex<f64>>, tensor<4xf64>, tensor<i32>)
+  func.return %x, %1#0, %1#1 : tensor<4x3xcomplex<f64>>, tensor<4x4xcomplex<f64>>, tensor<4xf64>
+}
+"""
+# jnp.linalg.eig of a real matrix: (wr, wi, vl, vr, info), the vectors complex.
+EIG = """
+func.func @main(%a: tensor<6x6xf64>) -> (tensor<6xf64>, tensor<6xf64>, tensor<6x6xcomplex<f64>>, tensor<i32>) {
+  %0:5 = stablehlo.custom_call @lapack_dgeev_ffi(%a) {mhlo.backend_config = {compute_left = 78 : ui8, compute_right = 86 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>], result_layouts = [dense<0> : tensor<1xindex>, dense<0> : tensor<1xindex>, dense<[0, 1]> : tensor<2xindex>, dense<[0, 1]> : tensor<2xindex>, dense<> : tensor<0xindex>]} : (tensor<6x6xf64>) -> (tensor<6xf64>, tensor<6xf64>, tensor<6x6xcomplex<f64>>, tensor<6x6xcomplex<f64>>, tensor<i32>)
+  func.return %0#0, %0#1, %0#3, %0#4 : tensor<6xf64>, tensor<6xf64>, tensor<6x6xcomplex<f64>>, tensor<i32>
+}
+"""
 
 class AbiTest(unittest.TestCase):
     def test_struct_sizes_are_the_c_headers(self):
@@ -218,6 +236,27 @@ class ClientTest(unittest.TestCase):
         np.testing.assert_allclose(s, np.linalg.svd(b, compute_uv=False), rtol=1e-12)
         np.testing.assert_allclose(u @ np.diag(s) @ vt, b, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(u.T @ u, np.eye(4), atol=1e-12)
+
+    def test_complex_solve_and_eigh_through_jaxs_cpu_lapack_targets(self):
+        rng = np.random.default_rng(6)
+        m = rng.standard_normal((4, 4)) + 1j * rng.standard_normal((4, 4))
+        a = m @ m.conj().T + 4 * np.eye(4)
+        b = rng.standard_normal((4, 3)) + 1j * rng.standard_normal((4, 3))
+        x, v, w = self.client.compile(ZCHO_SOLVE_EIGH)(a, b)
+        np.testing.assert_allclose(x, np.linalg.solve(a, b), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(w, np.linalg.eigvalsh(a), rtol=1e-12)
+        np.testing.assert_allclose(v @ np.diag(w) @ v.conj().T, a, rtol=1e-12, atol=1e-12)
+
+    def test_eig_through_jaxs_cpu_lapack_target(self):
+        rng = np.random.default_rng(7)
+        a = rng.standard_normal((6, 6))
+        wr, wi, vr, info = self.client.compile(EIG)(a)
+        self.assertEqual(int(info), 0)
+        w = wr + 1j * wi
+        key = lambda z: (round(z.real, 9), round(z.imag, 9))
+        np.testing.assert_allclose(sorted(w, key=key), sorted(np.linalg.eigvals(a), key=key),
+                                   rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(a @ vr, vr * w, rtol=1e-10, atol=1e-12)
 
     def test_example_gelu_in_bfloat16(self):
         with open(os.path.join(SOURCE_DIR, "examples", "gelu.hlo")) as f:

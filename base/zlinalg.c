@@ -1,0 +1,570 @@
+/* Complex Householder QR and Jacobi methods; see zlinalg.h. A Jacobi step on the pair (p, q)
+ * whose coupling g e^(i phi) (a[p][q] for the eigensolver, column p's inner product with
+ * column q for the SVD) is not negligible scales column q (and for the eigensolver row q by
+ * the conjugate) by e^(-i phi), which leaves the coupling real, then rotates p and q by the
+ * real (c, s) the real method would pick for the real 2 x 2 problem. */
+#include "base/zlinalg.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { kMaxSweeps = 64 };
+
+#define A(i, j) a[(i) + (j)*lda]
+
+/* Applies H = I - tau v v^H (v = column c below row r, v[r] = 1 implied: (r, c) is not read)
+ * from the left to columns c+1 .. n-1, rows r .. m-1. */
+static void apply_left(int64_t m, int64_t n, double complex *a, int64_t lda, int64_t r, int64_t c,
+                       double complex tau) {
+  if (tau == 0) return;
+  for (int64_t j = c + 1; j < n; j++) {
+    double complex w = A(r, j);
+    for (int64_t i = r + 1; i < m; i++) w += conj(A(i, c)) * A(i, j);
+    w *= tau;
+    A(r, j) -= w;
+    for (int64_t i = r + 1; i < m; i++) A(i, j) -= w * A(i, c);
+  }
+}
+
+void kiln_householder_zgeqrf(int64_t m, int64_t n, double complex *a, int64_t lda,
+                             double complex *tau) {
+  int64_t k = m < n ? m : n;
+  for (int64_t c = 0; c < k; c++) {
+    double complex alpha = A(c, c);
+    double xnorm = 0;
+    for (int64_t i = c + 1; i < m; i++) xnorm = hypot(xnorm, cabs(A(i, c)));
+    if (xnorm == 0 && cimag(alpha) == 0) {
+      tau[c] = 0;
+      continue;
+    }
+    double re = creal(alpha), im = cimag(alpha);
+    double beta = -copysign(hypot(hypot(re, im), xnorm), re);
+    tau[c] = CMPLX((beta - re) / beta, -im / beta);
+    double complex scale = 1 / (alpha - beta);
+    for (int64_t i = c + 1; i < m; i++) A(i, c) *= scale;
+    A(c, c) = beta;
+    /* geqr2 applies H^H = I - conj(tau) v v^H to the columns after c */
+    apply_left(m, n, a, lda, c, c, conj(tau[c]));
+  }
+}
+
+void kiln_householder_zungqr(int64_t m, int64_t n, int64_t k, double complex *a, int64_t lda,
+                             const double complex *tau) {
+  for (int64_t j = k; j < n; j++)
+    for (int64_t i = 0; i < m; i++) A(i, j) = i == j ? 1 : 0;
+  for (int64_t c = k - 1; c >= 0; c--) {
+    if (c < n - 1) apply_left(m, n, a, lda, c, c, tau[c]);
+    for (int64_t i = c + 1; i < m; i++) A(i, c) *= -tau[c];
+    A(c, c) = 1 - tau[c];
+    for (int64_t i = 0; i < c; i++) A(i, c) = 0;
+  }
+}
+
+#undef A
+
+static void rotate(double complex *x, double complex *y, double c, double s) {
+  double complex a = *x, b = *y;
+  *x = c * a - s * b;
+  *y = s * a + c * b;
+}
+
+/* t = s / c of the rotation zeroing the real pair's coupling: the smaller root of
+ * t^2 + 2 theta t - 1 = 0. */
+static void rotation(double theta, double *c, double *s, double *t) {
+  *t = (theta >= 0 ? 1.0 : -1.0) / (fabs(theta) + sqrt(theta * theta + 1));
+  *c = 1 / sqrt(*t * *t + 1);
+  *s = *t * *c;
+}
+
+/* Scales the vector x[0], x[stride], ... (count components) so its largest-magnitude
+ * component (the first of equals) is real and positive; returns the factor used. */
+static double complex normalize_phase(double complex *x, int64_t count, int64_t stride) {
+  int64_t big = 0;
+  for (int64_t k = 1; k < count; k++)
+    if (cabs(x[k * stride]) > cabs(x[big * stride])) big = k;
+  double mag = count ? cabs(x[big * stride]) : 0;
+  if (mag == 0) return 1;
+  double complex f = conj(x[big * stride]) / mag;
+  for (int64_t k = 0; k < count; k++) x[k * stride] *= f;
+  x[big * stride] = mag;
+  return f;
+}
+
+/* ---- Hermitian eigendecomposition ---- */
+
+static int64_t sweep(int64_t n, double complex *a, double complex *v) {
+  int64_t rotations = 0;
+  for (int64_t p = 0; p < n; p++) {
+    for (int64_t q = p + 1; q < n; q++) {
+      double g = cabs(a[p * n + q]), app = creal(a[p * n + p]), aqq = creal(a[q * n + q]);
+      if (g <= DBL_MIN || g <= DBL_EPSILON * sqrt(fabs(app * aqq))) {
+        a[p * n + q] = a[q * n + p] = 0;
+        continue;
+      }
+      double complex u = a[p * n + q] / g;
+      for (int64_t k = 0; k < n; k++) a[k * n + q] *= conj(u); /* A Phi */
+      for (int64_t k = 0; k < n; k++) a[q * n + k] *= u;       /* Phi^H . */
+      double c, s, t;
+      rotation((aqq - app) / (2 * g), &c, &s, &t);
+      for (int64_t k = 0; k < n; k++) rotate(&a[k * n + p], &a[k * n + q], c, s);
+      for (int64_t k = 0; k < n; k++) rotate(&a[p * n + k], &a[q * n + k], c, s);
+      a[p * n + p] = app - t * g;
+      a[q * n + q] = aqq + t * g;
+      a[p * n + q] = a[q * n + p] = 0;
+      for (int64_t k = 0; v && k < n; k++) {
+        v[k * n + q] *= conj(u);
+        rotate(&v[k * n + p], &v[k * n + q], c, s);
+      }
+      rotations++;
+    }
+  }
+  return rotations;
+}
+
+int kiln_jacobi_zheev(int64_t n, double complex *a, bool lower, double *w, double complex *v) {
+  bool finite = true;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      bool in = lower ? j <= i : j >= i;
+      if (i == j) a[i * n + j] = creal(a[i * n + j]);
+      if (!in) a[i * n + j] = conj(a[j * n + i]);
+      finite = finite && isfinite(creal(a[i * n + j])) && isfinite(cimag(a[i * n + j]));
+    }
+  if (v)
+    for (int64_t i = 0; i < n * n; i++) v[i] = i % (n + 1) == 0;
+  int64_t sweeps = 0;
+  while (finite && sweeps < kMaxSweeps && sweep(n, a, v) > 0) sweeps++;
+  if (!finite || sweeps == kMaxSweeps) {
+    for (int64_t i = 0; i < n; i++) w[i] = NAN;
+    for (int64_t i = 0; v && i < n * n; i++) v[i] = CMPLX(NAN, NAN);
+    return 1;
+  }
+  for (int64_t i = 0; i < n; i++) w[i] = creal(a[i * n + i]);
+  for (int64_t i = 0; i < n; i++) {
+    int64_t m = i;
+    for (int64_t j = i + 1; j < n; j++)
+      if (w[j] < w[m]) m = j;
+    if (m == i) continue;
+    double t = w[i];
+    w[i] = w[m];
+    w[m] = t;
+    for (int64_t k = 0; v && k < n; k++) {
+      double complex x = v[k * n + i];
+      v[k * n + i] = v[k * n + m];
+      v[k * n + m] = x;
+    }
+  }
+  for (int64_t j = 0; v && j < n; j++) normalize_phase(v + j, n, n);
+  return 0;
+}
+
+/* ---- SVD: one-sided Jacobi ---- */
+
+/* W (M x N column-major) made of orthogonal columns by rotations, V (N x N) collecting them:
+ * W = A V. Returns 0, or 1 without convergence. */
+static int one_sided(int64_t M, int64_t N, double complex *W, double complex *V) {
+  for (int64_t i = 0; i < N * N; i++) V[i] = i % (N + 1) == 0;
+  double frob2 = 0;
+  for (int64_t i = 0; i < M * N; i++) frob2 += creal(W[i] * conj(W[i]));
+  double negligible = DBL_EPSILON * DBL_EPSILON * frob2;
+  for (int sweeps = 0; sweeps < kMaxSweeps; sweeps++) {
+    int64_t rotations = 0;
+    for (int64_t p = 0; p < N; p++) {
+      for (int64_t q = p + 1; q < N; q++) {
+        double alpha = 0, beta = 0;
+        double complex gamma = 0;
+        for (int64_t i = 0; i < M; i++) {
+          double complex x = W[p * M + i], y = W[q * M + i];
+          alpha += creal(x * conj(x));
+          beta += creal(y * conj(y));
+          gamma += conj(x) * y;
+        }
+        double g = cabs(gamma);
+        if (g <= DBL_MIN || g <= DBL_EPSILON * sqrt(alpha * beta) || alpha <= negligible ||
+            beta <= negligible)
+          continue;
+        double complex f = conj(gamma / g);
+        double c, s, t;
+        rotation((beta - alpha) / (2 * g), &c, &s, &t);
+        for (int64_t i = 0; i < M; i++) {
+          W[q * M + i] *= f;
+          rotate(&W[p * M + i], &W[q * M + i], c, s);
+        }
+        for (int64_t i = 0; i < N; i++) {
+          V[q * N + i] *= f;
+          rotate(&V[p * N + i], &V[q * N + i], c, s);
+        }
+        rotations++;
+      }
+    }
+    if (!rotations) return 0;
+  }
+  return 1;
+}
+
+/* U's columns from r on (M x C column-major) made an orthonormal basis of the complement of
+ * the first r: the full Q of their Householder QR past r. False when out of memory. */
+static bool complete(int64_t M, int64_t C, int64_t r, double complex *U) {
+  if (r >= C) return true;
+  double complex *q = malloc(sizeof(double complex) * (size_t)(M * M + M + 1));
+  if (!q) return false;
+  double complex *tau = q + M * M;
+  memcpy(q, U, sizeof(double complex) * (size_t)(M * r));
+  kiln_householder_zgeqrf(M, r, q, M, tau);
+  kiln_householder_zungqr(M, M, r, q, M, tau);
+  memcpy(U + M * r, q + M * r, sizeof(double complex) * (size_t)(M * (C - r)));
+  free(q);
+  return true;
+}
+
+static void swap_columns(double complex *X, int64_t rows, int64_t i, int64_t j) {
+  for (int64_t k = 0; k < rows; k++) {
+    double complex t = X[i * rows + k];
+    X[i * rows + k] = X[j * rows + k];
+    X[j * rows + k] = t;
+  }
+}
+
+/* The SVD of W (M x N column-major, M >= N): values descending in sig, left vectors in U
+ * (M x C, C >= N, completed), right vectors in V (N x N), each pair's phase making the right
+ * vector's largest component real and positive. */
+static int svd_tall(int64_t M, int64_t N, int64_t C, double complex *W, double *sig,
+                    double complex *U, double complex *V) {
+  double frob2 = 0;
+  for (int64_t i = 0; i < M * N; i++) frob2 += creal(W[i] * conj(W[i]));
+  int bad = one_sided(M, N, W, V);
+  for (int64_t j = 0; j < N; j++) {
+    double norm = 0;
+    for (int64_t i = 0; i < M; i++) norm += creal(W[j * M + i] * conj(W[j * M + i]));
+    sig[j] = sqrt(norm);
+  }
+  for (int64_t i = 0; i < N; i++) {
+    int64_t m = i;
+    for (int64_t j = i + 1; j < N; j++)
+      if (sig[j] > sig[m]) m = j;
+    if (m == i) continue;
+    double t = sig[i];
+    sig[i] = sig[m];
+    sig[m] = t;
+    swap_columns(W, M, i, m);
+    swap_columns(V, N, i, m);
+  }
+  int64_t r = N;
+  for (int64_t j = 0; j < N; j++) {
+    double complex f = normalize_phase(V + j * N, N, 1);
+    if (!(sig[j] > DBL_EPSILON * sqrt(frob2)) && j < r) r = j;
+    for (int64_t i = 0; i < M; i++) U[j * M + i] = j >= r ? 0 : f * W[j * M + i] / sig[j];
+  }
+  return complete(M, C, r, U) ? bad : -1;
+}
+
+int kiln_jacobi_zsvd(int64_t m, int64_t n, const double complex *a, double *s, double complex *u,
+                     int64_t ucols, double complex *vt, int64_t vrows) {
+  bool tall = m >= n;
+  int64_t M = tall ? m : n, N = tall ? n : m;
+  int64_t C = tall ? (u ? ucols : N) : (vt ? vrows : N);
+  if (C < N) C = N;
+  double complex *W = malloc(sizeof(double complex) * (size_t)(M * N + N * N + M * C + 1));
+  if (!W) return -1;
+  double complex *V = W + M * N, *U = V + N * N;
+  bool finite = true;
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double complex x = a[i * n + j];
+      finite = finite && isfinite(creal(x)) && isfinite(cimag(x));
+      if (tall)
+        W[j * M + i] = x; /* column j of a */
+      else
+        W[i * M + j] = conj(x); /* column i of a^H */
+    }
+  int bad = finite ? svd_tall(M, N, C, W, s, U, V) : 1;
+  if (bad < 0) {
+    free(W);
+    return -1;
+  }
+  if (bad) {
+    for (int64_t i = 0; i < N; i++) s[i] = NAN;
+    for (int64_t i = 0; u && i < m * ucols; i++) u[i] = CMPLX(NAN, NAN);
+    for (int64_t i = 0; vt && i < vrows * n; i++) vt[i] = CMPLX(NAN, NAN);
+  } else if (tall) { /* a = U S V^H */
+    for (int64_t i = 0; u && i < m; i++)
+      for (int64_t j = 0; j < ucols; j++) u[i * ucols + j] = U[j * M + i];
+    for (int64_t j = 0; vt && j < vrows; j++)
+      for (int64_t i = 0; i < n; i++) vt[j * n + i] = conj(V[j * N + i]);
+  } else { /* a^H = U S V^H, so a = V S U^H */
+    for (int64_t i = 0; u && i < m; i++)
+      for (int64_t j = 0; j < ucols; j++) u[i * ucols + j] = V[j * N + i];
+    for (int64_t j = 0; vt && j < vrows; j++)
+      for (int64_t i = 0; i < n; i++) vt[j * n + i] = conj(U[j * M + i]);
+  }
+  free(W);
+  return bad;
+}
+
+/* ---- General eigendecomposition: Hessenberg reduction, complex Schur form, eigenvectors ---- */
+
+#define H(i, j) h[(i) + (j)*n]
+#define Q(i, j) q[(i) + (j)*n]
+
+static double cabs1(double complex x) {
+  return fabs(creal(x)) + fabs(cimag(x));
+}
+
+/* h (n x n column-major) reduced to upper Hessenberg form by reflectors as LAPACK's zgehd2
+ * (h := P^H h P with P = I - tau v v^H), q := q P accumulating them. */
+static void hessenberg(int64_t n, double complex *h, double complex *q, double complex *v) {
+  for (int64_t k = 0; k + 2 < n; k++) {
+    double complex alpha = H(k + 1, k);
+    double xnorm = 0;
+    for (int64_t i = k + 2; i < n; i++) xnorm = hypot(xnorm, cabs(H(i, k)));
+    if (xnorm == 0 && cimag(alpha) == 0) continue;
+    double re = creal(alpha), im = cimag(alpha);
+    double beta = -copysign(hypot(hypot(re, im), xnorm), re);
+    double complex tau = CMPLX((beta - re) / beta, -im / beta), scale = 1 / (alpha - beta);
+    int64_t len = n - k - 1; /* v spans rows k+1 .. n-1, v[0] = 1 */
+    v[0] = 1;
+    for (int64_t i = 1; i < len; i++) {
+      v[i] = H(k + 1 + i, k) * scale;
+      H(k + 1 + i, k) = 0;
+    }
+    H(k + 1, k) = beta;
+    for (int64_t j = k + 1; j < n; j++) { /* P^H from the left: I - conj(tau) v v^H */
+      double complex w = 0;
+      for (int64_t i = 0; i < len; i++) w += conj(v[i]) * H(k + 1 + i, j);
+      w *= conj(tau);
+      for (int64_t i = 0; i < len; i++) H(k + 1 + i, j) -= v[i] * w;
+    }
+    for (int pass = 0; pass < 2; pass++) { /* P from the right, on h then on q */
+      double complex *m = pass ? q : h;
+      for (int64_t i = 0; i < n; i++) {
+        double complex w = 0;
+        for (int64_t j = 0; j < len; j++) w += m[i + (k + 1 + j) * n] * v[j];
+        w *= tau;
+        for (int64_t j = 0; j < len; j++) m[i + (k + 1 + j) * n] -= w * conj(v[j]);
+      }
+    }
+  }
+}
+
+/* The rotation G = [[c, s], [-conj(s), c]] (c real) with G (x, y)^T = (r, 0)^T. */
+static void givens(double complex x, double complex y, double *c, double complex *s) {
+  double ax = cabs(x), r = hypot(ax, cabs(y));
+  if (r == 0) {
+    *c = 1;
+    *s = 0;
+  } else if (ax == 0) {
+    *c = 0;
+    *s = 1;
+  } else {
+    *c = ax / r;
+    *s = (x / ax) * conj(y) / r;
+  }
+}
+
+/* The eigenvalue of the trailing 2 x 2 [[a, b], [c, d]] nearer d (Wilkinson's shift). */
+static double complex wilkinson(double complex a, double complex b, double complex c,
+                                double complex d) {
+  double complex p = (a - d) / 2, disc = csqrt(p * p + b * c);
+  if (creal(conj(p) * disc) < 0) disc = -disc;
+  double complex den = p + disc;
+  return den == 0 ? d : d - b * c / den;
+}
+
+/* h (upper Hessenberg) made upper triangular by shifted QR steps (each a bulge chased by
+ * rotations, as LAPACK's zlahqr with a single shift), q collecting them. False when an
+ * eigenvalue took more than 30 max(10, n) steps. */
+static bool schur(int64_t n, double complex *h, double complex *q) {
+  int64_t budget = 30 * (n > 10 ? n : 10), steps = 0;
+  for (int64_t hi = n - 1; hi > 0;) {
+    int64_t l = hi;
+    for (; l > 0; l--) {
+      double sub = cabs1(H(l, l - 1)), near = cabs1(H(l - 1, l - 1)) + cabs1(H(l, l));
+      if (sub <= DBL_MIN || sub <= DBL_EPSILON * near) {
+        H(l, l - 1) = 0;
+        break;
+      }
+    }
+    if (l == hi) { /* H(hi, hi) is an eigenvalue */
+      hi--;
+      steps = 0;
+      continue;
+    }
+    if (++steps > budget) return false;
+    double complex mu = steps % 10 == 0
+                            ? H(hi, hi) + 0.75 * fabs(creal(H(hi, hi - 1)))
+                            : wilkinson(H(hi - 1, hi - 1), H(hi - 1, hi), H(hi, hi - 1), H(hi, hi));
+    double complex x = H(l, l) - mu, y = H(l + 1, l);
+    for (int64_t k = l; k < hi; k++) {
+      if (k > l) {
+        x = H(k, k - 1);
+        y = H(k + 1, k - 1);
+      }
+      double c;
+      double complex s;
+      givens(x, y, &c, &s);
+      for (int64_t j = k > l ? k - 1 : l; j < n; j++) { /* G from the left */
+        double complex a = H(k, j), b = H(k + 1, j);
+        H(k, j) = c * a + s * b;
+        H(k + 1, j) = -conj(s) * a + c * b;
+      }
+      if (k > l) H(k + 1, k - 1) = 0;
+      int64_t last = k + 2 < hi ? k + 2 : hi;
+      for (int pass = 0; pass < 2; pass++) { /* G^H from the right, on h then on q */
+        double complex *m = pass ? q : h;
+        int64_t rows = pass ? n : last + 1;
+        for (int64_t i = 0; i < rows; i++) {
+          double complex a = m[i + k * n], b = m[i + (k + 1) * n];
+          m[i + k * n] = c * a + conj(s) * b;
+          m[i + (k + 1) * n] = -s * a + c * b;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+/* Eigenvector j of the upper triangular t into y (n; zeros past j for right vectors, before j
+ * for left ones), by substitution; a zero divisor is replaced by eps ||t|| (LAPACK's ztrevc
+ * perturbs it alike). */
+static void triangular_vector(int64_t n, const double complex *h, int64_t j, bool left,
+                              double small, double complex *y) {
+  double complex lambda = H(j, j);
+  for (int64_t i = 0; i < n; i++) y[i] = i == j ? 1 : 0;
+  if (!left) {
+    for (int64_t i = j - 1; i >= 0; i--) {
+      double complex sum = 0;
+      for (int64_t k = i + 1; k <= j; k++) sum += H(i, k) * y[k];
+      double complex d = H(i, i) - lambda;
+      if (cabs1(d) < small) d = small;
+      y[i] = -sum / d;
+    }
+  } else { /* y^H t = lambda y^H: conj(y_i) (t_ii - lambda) = -sum_k conj(y_k) t_ki */
+    for (int64_t i = j + 1; i < n; i++) {
+      double complex sum = 0;
+      for (int64_t k = j; k < i; k++) sum += conj(y[k]) * H(k, i);
+      double complex d = H(i, i) - lambda;
+      if (cabs1(d) < small) d = small;
+      y[i] = conj(-sum / d);
+    }
+  }
+}
+
+/* q y into column j of the row-major out (n x n), scaled to unit norm with its largest
+ * component real and positive. */
+static void eigenvector_out(int64_t n, const double complex *q, const double complex *y, int64_t j,
+                            double complex *out) {
+  double norm = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double complex x = 0;
+    for (int64_t k = 0; k < n; k++) x += Q(i, k) * y[k];
+    out[i * n + j] = x;
+    norm = hypot(norm, cabs(x));
+  }
+  for (int64_t i = 0; norm > 0 && i < n; i++) out[i * n + j] /= norm;
+  normalize_phase(out + j, n, n);
+}
+
+int kiln_zgeev(int64_t n, const double complex *a, double complex *w, double complex *vl,
+               double complex *vr) {
+  double complex *h = malloc(sizeof(double complex) * (size_t)(2 * n * n + 2 * n + 1));
+  if (!h) return -1;
+  double complex *q = h + n * n, *y = q + n * n;
+  bool finite = true;
+  double norm = 0;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      H(i, j) = a[i * n + j];
+      Q(i, j) = i == j;
+      finite = finite && isfinite(creal(H(i, j))) && isfinite(cimag(H(i, j)));
+      norm = hypot(norm, cabs(H(i, j)));
+    }
+  bool ok = finite;
+  if (ok) {
+    hessenberg(n, h, q, y);
+    ok = schur(n, h, q);
+  }
+  if (!ok) {
+    for (int64_t i = 0; i < n; i++) w[i] = CMPLX(NAN, NAN);
+    for (int64_t i = 0; i < n * n; i++) {
+      if (vl) vl[i] = CMPLX(NAN, NAN);
+      if (vr) vr[i] = CMPLX(NAN, NAN);
+    }
+    free(h);
+    return 1;
+  }
+  double small = fmax(DBL_EPSILON * norm, DBL_MIN);
+  for (int64_t j = 0; j < n; j++) {
+    w[j] = H(j, j);
+    for (int side = 0; side < 2; side++) {
+      double complex *out = side ? vl : vr;
+      if (!out) continue;
+      triangular_vector(n, h, j, side == 1, small, y);
+      eigenvector_out(n, q, y, j, out);
+    }
+  }
+  free(h);
+  return 0;
+}
+
+#undef Q
+#undef H
+
+int kiln_real_geev(int64_t n, const double *a, double *wr, double *wi, double complex *vl,
+                   double complex *vr) {
+  size_t nn = (size_t)(n * n);
+  double complex *buf = malloc(sizeof(double complex) * (3 * nn + (size_t)n + 1) + (size_t)n);
+  if (!buf) return -1;
+  double complex *za = buf, *w = za + nn, *l = w + n, *r = l + nn;
+  bool *used = (bool *)(r + nn);
+  double norm = 0;
+  for (size_t i = 0; i < nn; i++) {
+    za[i] = a[i];
+    norm = hypot(norm, a[i]);
+  }
+  int bad = kiln_zgeev(n, za, w, vl ? l : NULL, vr ? r : NULL);
+  if (bad) {
+    for (int64_t i = 0; i < n; i++) wr[i] = wi[i] = NAN;
+    for (size_t i = 0; i < nn; i++) {
+      if (vl) vl[i] = CMPLX(NAN, NAN);
+      if (vr) vr[i] = CMPLX(NAN, NAN);
+    }
+    free(buf);
+    return bad;
+  }
+  /* A real matrix's eigenvalues are real or conjugate pairs: the complex iteration leaves
+   * them so only to rounding, so each pair is made exact (the value with the positive
+   * imaginary part first, its partner's value and vectors the conjugates), and the imaginary
+   * parts of the others (at most 64 n eps ||A||) and of their vectors dropped. */
+  double tol = 64 * (double)n * DBL_EPSILON * norm;
+  memset(used, 0, (size_t)n);
+  int64_t out = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (used[i]) continue;
+    used[i] = true;
+    int64_t partner = -1;
+    if (fabs(cimag(w[i])) > tol)
+      for (int64_t j = i + 1; j < n; j++)
+        if (!used[j] && (partner < 0 || cabs(w[j] - conj(w[i])) < cabs(w[partner] - conj(w[i]))))
+          partner = j;
+    int64_t take = partner >= 0 && cimag(w[partner]) > cimag(w[i]) ? partner : i;
+    int count = partner >= 0 ? 2 : 1;
+    if (partner >= 0) used[partner] = true;
+    double re = partner >= 0 ? (creal(w[i]) + creal(w[partner])) / 2 : creal(w[i]);
+    double im = partner >= 0 ? (fabs(cimag(w[i])) + fabs(cimag(w[partner]))) / 2 : 0;
+    for (int c = 0; c < count; c++, out++) {
+      wr[out] = re;
+      wi[out] = c ? -im : im;
+      for (int side = 0; side < 2; side++) {
+        double complex *dst = side ? vl : vr, *src = side ? l : r;
+        for (int64_t k = 0; dst && k < n; k++) {
+          double complex x = src[k * n + take];
+          dst[k * n + out] = count == 1 ? creal(x) : c ? conj(x) : x;
+        }
+      }
+    }
+  }
+  free(buf);
+  return 0;
+}
