@@ -5,6 +5,8 @@
  * real (c, s) the real method would pick for the real 2 x 2 problem. */
 #include "base/zlinalg.h"
 
+#include "base/cmplx.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -312,39 +314,49 @@ static double cabs1(double complex x) {
   return fabs(creal(x)) + fabs(cimag(x));
 }
 
-/* h (n x n column-major) reduced to upper Hessenberg form by reflectors as LAPACK's zgehd2
- * (h := P^H h P with P = I - tau v v^H), q := q P accumulating them. */
-static void hessenberg(int64_t n, double complex *h, double complex *q, double complex *v) {
-  for (int64_t k = 0; k + 2 < n; k++) {
-    double complex alpha = H(k + 1, k);
+/* h (n x n column-major) reduced to upper Hessenberg form in rows and columns lo .. hi by
+ * reflectors as LAPACK's zgehd2 (h := P^H h P with P = I - tau v v^H, column k's P zeroing
+ * rows k+2 .. hi and making (k+1, k) real), q := q P collecting them when not NULL. With
+ * `taus` (hi - lo entries from column lo) the reflectors are kept as LAPACK leaves them: tau
+ * in taus, v below the subdiagonal (its leading 1 implied); else the subdiagonal's below are
+ * zeros. v: scratch of n. */
+static void reduce(int64_t n, double complex *h, double complex *q, double complex *v, int64_t lo,
+                   int64_t hi, double complex *taus) {
+  for (int64_t k = lo; k < hi; k++) {
+    double complex alpha = H(k + 1, k), tau = 0;
     double xnorm = 0;
-    for (int64_t i = k + 2; i < n; i++) xnorm = hypot(xnorm, cabs(H(i, k)));
-    if (xnorm == 0 && cimag(alpha) == 0) continue;
-    double re = creal(alpha), im = cimag(alpha);
-    double beta = -copysign(hypot(hypot(re, im), xnorm), re);
-    double complex tau = CMPLX((beta - re) / beta, -im / beta), scale = 1 / (alpha - beta);
-    int64_t len = n - k - 1; /* v spans rows k+1 .. n-1, v[0] = 1 */
-    v[0] = 1;
-    for (int64_t i = 1; i < len; i++) {
-      v[i] = H(k + 1 + i, k) * scale;
-      H(k + 1 + i, k) = 0;
-    }
-    H(k + 1, k) = beta;
-    for (int64_t j = k + 1; j < n; j++) { /* P^H from the left: I - conj(tau) v v^H */
-      double complex w = 0;
-      for (int64_t i = 0; i < len; i++) w += conj(v[i]) * H(k + 1 + i, j);
-      w *= conj(tau);
-      for (int64_t i = 0; i < len; i++) H(k + 1 + i, j) -= v[i] * w;
-    }
-    for (int pass = 0; pass < 2; pass++) { /* P from the right, on h then on q */
-      double complex *m = pass ? q : h;
-      for (int64_t i = 0; i < n; i++) {
-        double complex w = 0;
-        for (int64_t j = 0; j < len; j++) w += m[i + (k + 1 + j) * n] * v[j];
-        w *= tau;
-        for (int64_t j = 0; j < len; j++) m[i + (k + 1 + j) * n] -= w * conj(v[j]);
+    for (int64_t i = k + 2; i <= hi; i++) xnorm = hypot(xnorm, cabs(H(i, k)));
+    int64_t len = hi - k; /* v spans rows k+1 .. hi, v[0] = 1 */
+    if (xnorm != 0 || cimag(alpha) != 0) {
+      double re = creal(alpha), im = cimag(alpha);
+      double beta = -copysign(hypot(hypot(re, im), xnorm), re);
+      tau = CMPLX((beta - re) / beta, -im / beta);
+      double complex scale = 1 / (alpha - beta);
+      v[0] = 1;
+      for (int64_t i = 1; i < len; i++) {
+        v[i] = H(k + 1 + i, k) * scale;
+        H(k + 1 + i, k) = taus ? v[i] : 0;
       }
+      H(k + 1, k) = beta;
+      for (int64_t j = k + 1; j < n; j++) { /* P^H from the left: I - conj(tau) v v^H */
+        double complex w = 0;
+        for (int64_t i = 0; i < len; i++) w += conj(v[i]) * H(k + 1 + i, j);
+        w *= conj(tau);
+        for (int64_t i = 0; i < len; i++) H(k + 1 + i, j) -= v[i] * w;
+      }
+      for (int pass = 0; pass < 2; pass++) { /* P from the right, on h then on q */
+        double complex *m = pass ? q : h;
+        for (int64_t i = 0; m && i < (pass ? n : hi + 1); i++) {
+          double complex w = 0;
+          for (int64_t j = 0; j < len; j++) w += m[i + (k + 1 + j) * n] * v[j];
+          w *= tau;
+          for (int64_t j = 0; j < len; j++) m[i + (k + 1 + j) * n] -= w * conj(v[j]);
+        }
+      }
+    } else if (!taus) {
+      for (int64_t i = k + 2; i <= hi; i++) H(i, k) = 0;
     }
+    if (taus) taus[k - lo] = tau;
   }
 }
 
@@ -466,31 +478,38 @@ static void eigenvector_out(int64_t n, const double complex *q, const double com
   normalize_phase(out + j, n, n);
 }
 
-int kiln_zgeev(int64_t n, const double complex *a, double complex *w, double complex *vl,
-               double complex *vr) {
-  double complex *h = malloc(sizeof(double complex) * (size_t)(2 * n * n + 2 * n + 1));
-  if (!h) return -1;
-  double complex *q = h + n * n, *y = q + n * n;
+/* The Schur form of the row-major a into h (T, column-major) and q (Q), with y (n) as scratch;
+ * *norm gets ||a||_F. False for a NaN or infinity or without convergence. */
+static bool schur_form(int64_t n, const double complex *a, double complex *h, double complex *q,
+                       double complex *y, double *norm) {
   bool finite = true;
-  double norm = 0;
+  *norm = 0;
   for (int64_t i = 0; i < n; i++)
     for (int64_t j = 0; j < n; j++) {
       H(i, j) = a[i * n + j];
       Q(i, j) = i == j;
       finite = finite && isfinite(creal(H(i, j))) && isfinite(cimag(H(i, j)));
-      norm = hypot(norm, cabs(H(i, j)));
+      *norm = hypot(*norm, cabs(H(i, j)));
     }
-  bool ok = finite;
-  if (ok) {
-    hessenberg(n, h, q, y);
-    ok = schur(n, h, q);
-  }
-  if (!ok) {
-    for (int64_t i = 0; i < n; i++) w[i] = CMPLX(NAN, NAN);
-    for (int64_t i = 0; i < n * n; i++) {
-      if (vl) vl[i] = CMPLX(NAN, NAN);
-      if (vr) vr[i] = CMPLX(NAN, NAN);
-    }
+  if (!finite) return false;
+  if (n > 0) reduce(n, h, q, y, 0, n - 1, NULL);
+  return schur(n, h, q);
+}
+
+static void fill_nan(double complex *x, int64_t count) {
+  for (int64_t i = 0; x && i < count; i++) x[i] = CMPLX(NAN, NAN);
+}
+
+int kiln_zgeev(int64_t n, const double complex *a, double complex *w, double complex *vl,
+               double complex *vr) {
+  double complex *h = malloc(sizeof(double complex) * (size_t)(2 * n * n + n + 1));
+  if (!h) return -1;
+  double complex *q = h + n * n, *y = q + n * n;
+  double norm;
+  if (!schur_form(n, a, h, q, y, &norm)) {
+    fill_nan(w, n);
+    fill_nan(vl, n * n);
+    fill_nan(vr, n * n);
     free(h);
     return 1;
   }
@@ -506,6 +525,63 @@ int kiln_zgeev(int64_t n, const double complex *a, double complex *w, double com
   }
   free(h);
   return 0;
+}
+
+int kiln_zgees(int64_t n, const double complex *a, double complex *t, double complex *z,
+               double complex *w) {
+  double complex *h = malloc(sizeof(double complex) * (size_t)(2 * n * n + n + 1));
+  if (!h) return -1;
+  double complex *q = h + n * n, *y = q + n * n;
+  double norm;
+  if (!schur_form(n, a, h, q, y, &norm)) {
+    fill_nan(t, n * n);
+    fill_nan(z, n * n);
+    fill_nan(w, n);
+    free(h);
+    return 1;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    w[i] = H(i, i);
+    for (int64_t j = 0; j < n; j++) {
+      t[i * n + j] = j >= i ? H(i, j) : 0;
+      if (z) z[i * n + j] = Q(i, j);
+    }
+  }
+  free(h);
+  return 0;
+}
+
+void kiln_householder_zgehrd(int64_t n, int64_t lo, int64_t hi, double complex *h,
+                             double complex *tau, double complex *scratch) {
+  for (int64_t k = 0; k + 1 < n; k++) tau[k] = 0;
+  if (lo < hi) reduce(n, h, NULL, scratch, lo, hi, tau + lo);
+}
+
+void kiln_householder_zhetrd(int64_t n, bool lower, double complex *a, double *d, double *e,
+                             double complex *tau, double complex *scratch) {
+  /* The upper form is the lower one of J a J (J reversing the indices): its columns in
+   * reverse order, each reflector's vector running up the column above the superdiagonal. */
+  double complex *h = scratch, *v = h + n * n;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      int64_t r = lower ? i : n - 1 - i, c = lower ? j : n - 1 - j; /* (i, j) of J a J */
+      double complex x = i >= j ? a[r + c * n] : conj(a[c + r * n]);
+      H(i, j) = i == j ? creal(x) : x;
+    }
+  if (n > 1) reduce(n, h, NULL, v, 0, n - 1, tau);
+  if (!lower)
+    for (int64_t k = 0; 2 * k + 1 < n - 1; k++) { /* tau in the original column order */
+      double complex t = tau[k];
+      tau[k] = tau[n - 2 - k];
+      tau[n - 2 - k] = t;
+    }
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j <= i; j++) { /* the read triangle gets the result; the other stays */
+      int64_t r = lower ? i : n - 1 - i, c = lower ? j : n - 1 - j;
+      a[r + c * n] = H(i, j);
+    }
+  for (int64_t i = 0; i < n; i++) d[lower ? i : n - 1 - i] = creal(H(i, i));
+  for (int64_t i = 0; i + 1 < n; i++) e[lower ? i : n - 2 - i] = creal(H(i + 1, i));
 }
 
 #undef Q

@@ -33,6 +33,22 @@ void kiln_householder_zgeqrf(int64_t m, int64_t n, double complex *a, int64_t ld
 void kiln_householder_zungqr(int64_t m, int64_t n, int64_t k, double complex *a, int64_t lda,
                              const double complex *tau);
 
+/* LAPACK's ?gehrd on the n x n column-major `h` (jax.lax.linalg.hessenberg): reduced to upper
+ * Hessenberg form in rows and columns lo .. hi (0-based; LAPACK's ilo - 1 .. ihi - 1) by
+ * reflectors H = I - tau v v^H (h := H^H h H), each column's vector kept below the subdiagonal
+ * (its leading 1 implied), tau (n - 1) zero outside lo .. hi - 1. scratch: n entries. */
+void kiln_householder_zgehrd(int64_t n, int64_t lo, int64_t hi, double complex *h,
+                             double complex *tau, double complex *scratch);
+
+/* LAPACK's ?sytrd / ?hetrd on the n x n column-major Hermitian `a` (jax.lax.linalg.tridiagonal):
+ * only the `lower` triangle read (or the upper; the diagonal's imaginary parts ignored) and
+ * written: the tridiagonal's diagonal d (n) and off-diagonal e (n - 1, real) on it, the
+ * reflectors' vectors past it (lower: below the subdiagonal, column by column from the first;
+ * upper: above the superdiagonal, from the last column), their scalars in tau (n - 1, in
+ * column order); the other triangle is left as it was. scratch: n * n + n entries. */
+void kiln_householder_zhetrd(int64_t n, bool lower, double complex *a, double *d, double *e,
+                             double complex *tau, double complex *scratch);
+
 /* The n x n Hermitian `a` (row-major; only the `lower` triangle read, or the upper; the
  * diagonal's imaginary parts ignored) -> eigenvalues `w` (n, ascending) and, when `v` is not
  * NULL, eigenvectors as v's columns (v[i * n + j] is component i of eigenvector j). `a` is
@@ -58,6 +74,13 @@ int kiln_jacobi_zsvd(int64_t m, int64_t n, const double complex *a, double *s, d
  * 0, 1 (no convergence or a NaN or infinity: the outputs NaN) or -1 when out of memory. */
 int kiln_zgeev(int64_t n, const double complex *a, double complex *w, double complex *vl,
                double complex *vr);
+
+/* The Schur form a = z t z^H of the n x n row-major `a` (not written): t upper triangular with
+ * the eigenvalues `w` on its diagonal (kiln_zgeev's iteration and order), z unitary (not
+ * computed when NULL), both row-major. Returns 0, 1 (no convergence or a NaN or infinity: the
+ * outputs NaN) or -1 when out of memory. */
+int kiln_zgees(int64_t n, const double complex *a, double complex *t, double complex *z,
+               double complex *w);
 
 /* kiln_zgeev of a real matrix, in LAPACK's ?geev form: eigenvalues as real and imaginary
  * parts, conjugate pairs adjacent with the positive imaginary part first and exactly

@@ -8,7 +8,8 @@
  * reconstruction checked in the program); potrf's info at a failing pivot the same on both
  * (LAPACK's: the first failing column, the factor stopping there); the complex forms
  * (lapack_{c,z}{potrf,getrf,trsm,geqrf,ungqr,heevd,gesdd}) against numpy; geev, real and
- * complex; a form kiln lacks (complex gtsv) refused naming the target; the host's built-ins
+ * complex; gees, gehrd, sytrd / hetrd and getrf of non-square matrices; forms kiln lacks
+ * (complex gtsv, real gees) refused naming the target; the host's built-ins
  * serialized and read back. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -614,7 +615,8 @@ enum { kComplexFunctions = 12 };
 /* geev (jnp.linalg.eig): JAX's own form on an iota 4 x 4 f32 (both vector sets; the values
  * LAPACK gives), a real f64 matrix with a conjugate pair and a complex one against numpy's
  * values, in LAPACK's order; the vectors checked in the program (A v = w v, u^H A = w u^H);
- * vectors not asked for are zeros. */
+ * vectors not asked for are zeros. gees (complex Schur form): T upper triangular with numpy's
+ * eigenvalues on its diagonal, Z T Z^H = A, Z unitary. */
 static const char kEigProgram[] =
     "func.func @geev_jax_iota_f32() {\n"
     "  %0 = stablehlo.iota dim = 0 : tensor<16xf32>\n"
@@ -721,15 +723,292 @@ static const char kEigProgram[] =
     "  check.expect_almost_eq %av, %vw {tolerance = 1.0e-12 : f64} : "
     "tensor<5x5xcomplex<f64>>\n"
     "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @gees_c128() {\n"
+    "  %a = stablehlo.constant dense<[[(-5.0, -2.0), (-4.0, 0.0), (0.0, 0.0), (5.0, 2.0), "
+    "(4.0, -1.0)], [(-2.0, 1.0), (-2.0, 1.0), (3.0, -2.0), (-5.0, -1.0), (5.0, -1.0)], "
+    "[(0.0, -2.0), (-1.0, 1.0), (-5.0, -2.0), (-1.0, 1.0), (-5.0, 0.0)], [(4.0, 0.0), "
+    "(-5.0, 1.0), (1.0, -1.0), (1.0, -1.0), (1.0, -2.0)], [(4.0, 0.0), (1.0, -2.0), (3.0, "
+    "1.0), (-5.0, 0.0), (-4.0, -2.0)]]> : tensor<5x5xcomplex<f64>>\n"
+    "  %0:5 = stablehlo.custom_call @lapack_zgees_ffi(%a) {mhlo.backend_config = {mode = 86 "
+    ": ui8, sort = 78 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>], "
+    "output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [0], "
+    "operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[0, 1]> : "
+    "tensor<2xindex>, dense<[0, 1]> : tensor<2xindex>, dense<0> : tensor<1xindex>, dense<> "
+    ": tensor<0xindex>, dense<> : tensor<0xindex>]} : (tensor<5x5xcomplex<f64>>) -> "
+    "(tensor<5x5xcomplex<f64>>, tensor<5x5xcomplex<f64>>, tensor<5xcomplex<f64>>, "
+    "tensor<i32>, tensor<i32>)\n"
+    "  check.expect_almost_eq_const %0#2, dense<[(7.504822058327413, -0.07956489845910619), "
+    "(-2.5364765273259913, -4.896870323487432), (-7.567265475603781, -3.283407326553162), "
+    "(-7.635607494858541, -0.03453723460802029), (-4.765472560539117, 2.294379783107723)]> "
+    ": tensor<5xcomplex<f64>> {tolerance = 1.0e-12 : f64}\n"
+    "  check.expect_eq_const %0#3, dense<0> : tensor<i32>\n"
+    "  check.expect_eq_const %0#4, dense<0> : tensor<i32>\n"
+    "  %m = stablehlo.constant dense<[[(0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), "
+    "(0.0, 0.0)], [(1.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)], [(1.0, "
+    "0.0), (1.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)], [(1.0, 0.0), (1.0, 0.0), (1.0, "
+    "0.0), (0.0, 0.0), (0.0, 0.0)], [(1.0, 0.0), (1.0, 0.0), (1.0, 0.0), (1.0, 0.0), (0.0, "
+    "0.0)]]> : tensor<5x5xcomplex<f64>>\n"
+    "  %low = stablehlo.multiply %0#0, %m : tensor<5x5xcomplex<f64>>\n"
+    "  check.expect_almost_eq_const %low, dense<(0.0, 0.0)> : tensor<5x5xcomplex<f64>> "
+    "{tolerance = 0.0 : f64}\n"
+    "  %zt = stablehlo.dot_general %0#1, %0#0, contracting_dims = [1] x [0] : "
+    "(tensor<5x5xcomplex<f64>>, tensor<5x5xcomplex<f64>>) -> tensor<5x5xcomplex<f64>>\n"
+    "  %zr = stablehlo.real %0#1 : (tensor<5x5xcomplex<f64>>) -> tensor<5x5xf64>\n"
+    "  %zi = stablehlo.imag %0#1 : (tensor<5x5xcomplex<f64>>) -> tensor<5x5xf64>\n"
+    "  %zn = stablehlo.negate %zi : tensor<5x5xf64>\n"
+    "  %zc = stablehlo.complex %zr, %zn : tensor<5x5xcomplex<f64>>\n"
+    "  %zh = stablehlo.transpose %zc, dims = [1, 0] : (tensor<5x5xcomplex<f64>>) -> "
+    "tensor<5x5xcomplex<f64>>\n"
+    "  %re = stablehlo.dot_general %zt, %zh, contracting_dims = [1] x [0] : "
+    "(tensor<5x5xcomplex<f64>>, tensor<5x5xcomplex<f64>>) -> tensor<5x5xcomplex<f64>>\n"
+    "  check.expect_almost_eq %re, %a {tolerance = 1.0e-12 : f64} : "
+    "tensor<5x5xcomplex<f64>>\n"
+    "  %id = stablehlo.dot_general %zh, %0#1, contracting_dims = [1] x [0] : "
+    "(tensor<5x5xcomplex<f64>>, tensor<5x5xcomplex<f64>>) -> tensor<5x5xcomplex<f64>>\n"
+    "  check.expect_almost_eq_const %id, dense<[[(1.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, "
+    "0.0), (0.0, 0.0)], [(0.0, 0.0), (1.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)], "
+    "[(0.0, 0.0), (0.0, 0.0), (1.0, 0.0), (0.0, 0.0), (0.0, 0.0)], [(0.0, 0.0), (0.0, 0.0), "
+    "(0.0, 0.0), (1.0, 0.0), (0.0, 0.0)], [(0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), "
+    "(1.0, 0.0)]]> : tensor<5x5xcomplex<f64>> {tolerance = 1.0e-12 : f64}\n"
+    "  func.return\n"
     "}\n";
 
-enum { kEigFunctions = 3 };
+enum { kEigFunctions = 4 };
+
+/* gehrd (jax.lax.linalg.hessenberg: JAX's batched form with low 1 / high 4, and a complex one
+ * with ilo 2 / ihi 4), sytrd / hetrd (jax.lax.linalg.tridiagonal, both triangles) and getrf of
+ * non-square matrices (4 x 3, 3 x 5, a batch of complex 2 x 4) against what LAPACK's own
+ * dgehrd / zgehrd / dsytrd / zhetrd / dgetrf / zgetrf gave for them (OpenBLAS's, called through
+ * Python's ctypes when the test was written): the same reflectors, tau, d, e, LU and pivots. */
+static const char kLapackReferenceProgram[] =
+    "func.func @gehrd_batched_f64() {\n"
+    "  %a = stablehlo.constant dense<[[[0.359, 1.511, -1.786, 1.687], [-0.047, -0.8, "
+    "-0.803, -1.083], [-0.224, 0.834, 0.584, 0.638], [-1.695, -1.571, 1.554, 0.969]], "
+    "[[2.183, 1.21, -1.024, 1.285], [0.628, 0.215, -0.82, 0.003], [-0.147, 0.893, 0.124, "
+    "1.585], [-0.774, 0.471, 0.499, -0.864]]]> : tensor<2x4x4xf64>\n"
+    "  %0:3 = stablehlo.custom_call @lapack_dgehrd_ffi(%a) {mhlo.backend_config = {high = 4 "
+    ": i32, low = 1 : i32}, operand_layouts = [dense<[1, 2, 0]> : tensor<3xindex>], "
+    "output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [0], "
+    "operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[1, 2, 0]> : "
+    "tensor<3xindex>, dense<[1, 0]> : tensor<2xindex>, dense<0> : tensor<1xindex>]} : "
+    "(tensor<2x4x4xf64>) -> (tensor<2x4x4xf64>, tensor<2x3xf64>, tensor<2xi32>)\n"
+    "  check.expect_almost_eq_const %0#0, dense<[[[0.359, -1.479445248750088, "
+    "2.177557083088781, 1.1782923685744002], [1.7103829980445902, 1.1733913629200694, "
+    "1.9751398066446002, 0.67259758450728], [0.12746225509706247, 1.362087984104372, "
+    "-0.6642345195029274, 1.149392534017427], [0.9645023320960755, 0.5467741341796859, "
+    "-0.5619662688626343, 0.24384315658285863]], [[2.183, 0.08355481022825856, "
+    "1.9786925969727702, 0.49162506076569545], [-1.0075063275235545, -0.42376767687713846, "
+    "-0.6916816886452555, 0.7012065757493023], [-0.08988042267166521, -1.0616935707610118, "
+    "-0.797725158707963, -0.8896051481380056], [-0.473247939781421, -0.4571728178046959, "
+    "1.0350219703499088, 0.6964928355851017]]]> : tensor<2x4x4xf64> {tolerance = 1.0e-12 : "
+    "f64}\n"
+    "  check.expect_almost_eq_const %0#1, dense<[[1.0274792254446712, 1.5396909771967848, "
+    "0.0], [1.623321147315889, 1.6542501608776112, 0.0]]> : tensor<2x3xf64> {tolerance = "
+    "1.0e-12 : f64}\n"
+    "  check.expect_eq_const %0#2, dense<[0, 0]> : tensor<2xi32>\n"
+    "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @gehrd_ilo_ihi_c128() {\n"
+    "  %a = stablehlo.constant dense<[[(-1.18, -0.17), (1.01, 0.11), (0.52, -1.05), (-0.16, "
+    "-0.72), (0.39, 0.08)], [(0.0, 0.0), (0.24, -0.64), (-0.61, 0.67), (0.19, 0.93), (0.99, "
+    "-0.06)], [(0.0, 0.0), (0.85, -0.02), (-1.03, -0.45), (-0.29, -0.51), (-1.36, -1.04)], "
+    "[(0.0, 0.0), (0.08, -0.08), (-0.2, -0.14), (-0.27, 0.2), (1.34, 0.53)], [(0.0, 0.0), "
+    "(0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (-0.73, -0.85)]]> : tensor<5x5xcomplex<f64>>\n"
+    "  %0:3 = stablehlo.custom_call @lapack_zgehrd_ffi(%a) {mhlo.backend_config = {high = 4 "
+    ": i32, low = 2 : i32}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>], "
+    "result_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<0> : tensor<1xindex>, dense<> "
+    ": tensor<0xindex>]} : (tensor<5x5xcomplex<f64>>) -> (tensor<5x5xcomplex<f64>>, "
+    "tensor<4xcomplex<f64>>, tensor<i32>)\n"
+    "  check.expect_almost_eq_const %0#0, dense<[[(-1.18, -0.17), (1.01, 0.11), "
+    "(-0.4087535464520412, 1.1048937135556176), (-0.49708490030725927, 0.5309774212663637), "
+    "(0.39, 0.08)], [(0.0, 0.0), (0.24, -0.64), (0.48441842142277014, -0.747205213693991), "
+    "(0.7295802341179302, -0.6298697036683181), (0.99, -0.06)], [(0.0, 0.0), "
+    "(-0.8577295611088613, 0.0), (-1.0965271170313986, -0.4920606225363598), "
+    "(0.2458749762348811, -0.38682842436093234), (1.2479457961273959, 0.8879255589785358)], "
+    "[(0.0, 0.0), (0.047387958082521636, -0.046290842905488766), (-0.15974771499345503, "
+    "0.0), (-0.20347288296860133, 0.24206062253635996), (-1.0503112081894894, "
+    "1.2485054495644579)], [(0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (-0.73, "
+    "-0.85)]]> : tensor<5x5xcomplex<f64>> {tolerance = 1.0e-12 : f64}\n"
+    "  check.expect_almost_eq_const %0#1, dense<[(0.0, 0.0), (1.9909883470742586, "
+    "-0.023317372872335502), (1.3778882030969726, 0.9258512331687749), (0.0, 0.0)]> : "
+    "tensor<4xcomplex<f64>> {tolerance = 1.0e-12 : f64}\n"
+    "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @sytrd_l_f64() {\n"
+    "  %a = stablehlo.constant dense<[[2.544, 1.666, -0.9910000000000001, 0.771], [1.666, "
+    "2.1, 1.447, 0.057999999999999996], [-0.9910000000000001, 1.447, -0.706, -2.262], "
+    "[0.771, 0.057999999999999996, -2.262, -0.198]]> : tensor<4x4xf64>\n"
+    "  %0:5 = stablehlo.custom_call @lapack_dsytrd_ffi(%a) {mhlo.backend_config = {uplo = "
+    "76 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>], result_layouts = "
+    "[dense<[0, 1]> : tensor<2xindex>, dense<0> : tensor<1xindex>, dense<0> : "
+    "tensor<1xindex>, dense<0> : tensor<1xindex>, dense<> : tensor<0xindex>]} : "
+    "(tensor<4x4xf64>) -> (tensor<4x4xf64>, tensor<4xf64>, tensor<3xf64>, tensor<3xf64>, "
+    "tensor<i32>)\n"
+    "  check.expect_almost_eq_const %0#0, dense<[[2.544, 1.666, -0.9910000000000001, "
+    "0.771], [-2.086163464352686, 0.8835365708059455, 1.447, 0.057999999999999996], "
+    "[-0.26411429283797605, 1.3297699741697746, -1.8393845252482162, -2.262], "
+    "[0.2054814528537634, 0.2649180891395473, 1.8767359575712201, 2.1518479544422706]]> : "
+    "tensor<4x4xf64> {tolerance = 1.0e-12 : f64}\n"
+    "  check.expect_almost_eq_const %0#1, dense<[2.544, 0.8835365708059455, "
+    "-1.8393845252482162, 2.1518479544422706]> : tensor<4xf64> {tolerance = 1.0e-12 : f64}\n"
+    "  check.expect_almost_eq_const %0#2, dense<[-2.086163464352686, 1.3297699741697746, "
+    "1.8767359575712201]> : tensor<3xf64> {tolerance = 1.0e-12 : f64}\n"
+    "  check.expect_almost_eq_const %0#3, dense<[1.7985951381412681, 1.8688417099492587, "
+    "0.0]> : tensor<3xf64> {tolerance = 1.0e-12 : f64}\n"
+    "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @sytrd_u_f64() {\n"
+    "  %a = stablehlo.constant dense<[[2.544, 1.666, -0.9910000000000001, 0.771], [1.666, "
+    "2.1, 1.447, 0.057999999999999996], [-0.9910000000000001, 1.447, -0.706, -2.262], "
+    "[0.771, 0.057999999999999996, -2.262, -0.198]]> : tensor<4x4xf64>\n"
+    "  %0:5 = stablehlo.custom_call @lapack_dsytrd_ffi(%a) {mhlo.backend_config = {uplo = "
+    "85 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>], result_layouts = "
+    "[dense<[0, 1]> : tensor<2xindex>, dense<0> : tensor<1xindex>, dense<0> : "
+    "tensor<1xindex>, dense<0> : tensor<1xindex>, dense<> : tensor<0xindex>]} : "
+    "(tensor<4x4xf64>) -> (tensor<4x4xf64>, tensor<4xf64>, tensor<3xf64>, tensor<3xf64>, "
+    "tensor<i32>)\n"
+    "  check.expect_almost_eq_const %0#0, dense<[[3.507583075261056, 1.1792380638748003, "
+    "-0.6611841010744529, -0.1657176635783686], [1.666, 0.23216460749890944, "
+    "1.9881795393391481, -0.012466439024053668], [-0.9910000000000001, 1.447, "
+    "0.19825231724003478, 2.3904913720823173], [0.771, 0.057999999999999996, -2.262, "
+    "-0.198]]> : tensor<4x4xf64> {tolerance = 1.0e-12 : f64}\n"
+    "  check.expect_almost_eq_const %0#1, dense<[3.507583075261056, 0.23216460749890944, "
+    "0.19825231724003478, -0.198]> : tensor<4xf64> {tolerance = 1.0e-12 : f64}\n"
+    "  check.expect_almost_eq_const %0#2, dense<[1.1792380638748003, 1.9881795393391481, "
+    "2.3904913720823173]> : tensor<3xf64> {tolerance = 1.0e-12 : f64}\n"
+    "  check.expect_almost_eq_const %0#3, dense<[0.0, 1.3916292237761914, "
+    "1.9462489705744512]> : tensor<3xf64> {tolerance = 1.0e-12 : f64}\n"
+    "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @hetrd_l_c64() {\n"
+    "  %a = stablehlo.constant dense<[[(-0.54, 0.0), (0.85, 1.04), (-3.28, 2.15), "
+    "(0.010000000000000009, -1.5899999999999999)], [(0.85, -1.04), (2.84, 0.0), "
+    "(-0.8200000000000001, -0.45), (-3.74, -2.06)], [(-3.28, -2.15), (-0.8200000000000001, "
+    "0.45), (1.62, 0.0), (2.61, 2.7)], [(0.010000000000000009, 1.5899999999999999), (-3.74, "
+    "2.06), (2.61, -2.7), (-0.02, 0.0)]]> : tensor<4x4xcomplex<f32>>\n"
+    "  %0:5 = stablehlo.custom_call @lapack_chetrd_ffi(%a) {mhlo.backend_config = {uplo = "
+    "76 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>], result_layouts = "
+    "[dense<[0, 1]> : tensor<2xindex>, dense<0> : tensor<1xindex>, dense<0> : "
+    "tensor<1xindex>, dense<0> : tensor<1xindex>, dense<> : tensor<0xindex>]} : "
+    "(tensor<4x4xcomplex<f32>>) -> (tensor<4x4xcomplex<f32>>, tensor<4xf32>, tensor<3xf32>, "
+    "tensor<3xcomplex<f32>>, tensor<i32>)\n"
+    "  check.expect_almost_eq_const %0#0, dense<[[(-0.54, 0.0), (0.85, 1.04), (-3.28, "
+    "2.15), (0.010000000000000009, -1.5899999999999999)], [(-4.439954954726455, 0.0), "
+    "(2.7457316924700184, 0.0), (-0.8200000000000001, -0.45), (-3.74, -2.06)], "
+    "[(-0.5200390869702961, -0.5086698607981345), (4.235299335024679, 0.0), "
+    "(1.3339188377047586, 0.0), (2.61, 2.7)], [(-0.05507270414388547, 0.289742427073203), "
+    "(-0.5768694755988316, 0.3636048575420977), (3.986417273220262, 0.0), "
+    "(0.360349469825219, 0.0)]]> : tensor<4x4xcomplex<f32>> {tolerance = 1.0e-5 : f64}\n"
+    "  check.expect_almost_eq_const %0#1, dense<[-0.54, 2.7457316924700184, "
+    "1.3339188377047586, 0.360349469825219]> : tensor<4xf32> {tolerance = 1.0e-5 : f64}\n"
+    "  check.expect_almost_eq_const %0#2, dense<[-4.439954954726455, 4.235299335024679, "
+    "3.986417273220262]> : tensor<3xf32> {tolerance = 1.0e-5 : f64}\n"
+    "  check.expect_almost_eq_const %0#3, dense<[(1.191443383698105, -0.23423661064238752), "
+    "(1.1731091783896435, 0.47470351829306723), (1.9723926430382444, 0.23335069694581473)]> "
+    ": tensor<3xcomplex<f32>> {tolerance = 1.0e-5 : f64}\n"
+    "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @hetrd_u_c64() {\n"
+    "  %a = stablehlo.constant dense<[[(-0.54, 0.0), (0.85, 1.04), (-3.28, 2.15), "
+    "(0.010000000000000009, -1.5899999999999999)], [(0.85, -1.04), (2.84, 0.0), "
+    "(-0.8200000000000001, -0.45), (-3.74, -2.06)], [(-3.28, -2.15), (-0.8200000000000001, "
+    "0.45), (1.62, 0.0), (2.61, 2.7)], [(0.010000000000000009, 1.5899999999999999), (-3.74, "
+    "2.06), (2.61, -2.7), (-0.02, 0.0)]]> : tensor<4x4xcomplex<f32>>\n"
+    "  %0:5 = stablehlo.custom_call @lapack_chetrd_ffi(%a) {mhlo.backend_config = {uplo = "
+    "85 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>], result_layouts = "
+    "[dense<[0, 1]> : tensor<2xindex>, dense<0> : tensor<1xindex>, dense<0> : "
+    "tensor<1xindex>, dense<0> : tensor<1xindex>, dense<> : tensor<0xindex>]} : "
+    "(tensor<4x4xcomplex<f32>>) -> (tensor<4x4xcomplex<f32>>, tensor<4xf32>, tensor<3xf32>, "
+    "tensor<3xcomplex<f32>>, tensor<i32>)\n"
+    "  check.expect_almost_eq_const %0#0, dense<[[(2.454235761455681, 0.0), "
+    "(2.1077287277225563, 0.0), (0.838063230530574, 0.0032941167870133435), "
+    "(-0.05274035719692027, -0.17001871668354204)], [(0.85, -1.04), (-2.036221275561499, "
+    "0.0), (-2.809180167219777, 0.0), (-0.46883512491007834, -0.09327123849214718)], "
+    "[(-3.28, -2.15), (-0.8200000000000001, 0.45), (3.5019855141058196, 0.0), "
+    "(-5.904362793731428, 0.0)], [(0.010000000000000009, 1.5899999999999999), (-3.74, "
+    "2.06), (2.61, -2.7), (-0.02, 0.0)]]> : tensor<4x4xcomplex<f32>> {tolerance = 1.0e-5 : "
+    "f64}\n"
+    "  check.expect_almost_eq_const %0#1, dense<[2.454235761455681, -2.036221275561499, "
+    "3.5019855141058196, -0.02]> : tensor<4xf32> {tolerance = 1.0e-5 : f64}\n"
+    "  check.expect_almost_eq_const %0#2, dense<[2.1077287277225563, -2.809180167219777, "
+    "-5.904362793731428]> : tensor<3xf32> {tolerance = 1.0e-5 : f64}\n"
+    "  check.expect_almost_eq_const %0#3, dense<[(1.729096365105034, 0.6844110536736145), "
+    "(1.1298711442396363, 0.22540619459258496), (1.4420460075337844, 0.45728897331081164)]> "
+    ": tensor<3xcomplex<f32>> {tolerance = 1.0e-5 : f64}\n"
+    "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @getrf_4x3_f64() {\n"
+    "  %a = stablehlo.constant dense<[[-0.395, 0.264, 0.607], [-0.972, 0.768, 0.255], "
+    "[0.783, 0.272, 1.162], [-0.938, 1.776, 1.202]]> : tensor<4x3xf64>\n"
+    "  %0:3 = stablehlo.custom_call @lapack_dgetrf_ffi(%a) {mhlo.backend_config = {}, "
+    "operand_layouts = [dense<[0, 1]> : tensor<2xindex>], result_layouts = [dense<[0, 1]> : "
+    "tensor<2xindex>, dense<0> : tensor<1xindex>, dense<> : tensor<0xindex>]} : "
+    "(tensor<4x3xf64>) -> (tensor<4x3xf64>, tensor<3xi32>, tensor<i32>)\n"
+    "  check.expect_almost_eq_const %0#0, dense<[[-0.972, 0.768, 0.255], "
+    "[0.9650205761316871, 1.0348641975308643, 0.9559197530864197], [0.4063786008230453, "
+    "-0.046478335560221434, 0.5478030158427181], [-0.8055555555555556, 0.8606604313800342, "
+    "0.9943252297957449]]> : tensor<4x3xf64> {tolerance = 1.0e-12 : f64}\n"
+    "  check.expect_eq_const %0#1, dense<[2, 4, 4]> : tensor<3xi32>\n"
+    "  check.expect_eq_const %0#2, dense<0> : tensor<i32>\n"
+    "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @getrf_3x5_f64() {\n"
+    "  %a = stablehlo.constant dense<[[-0.6, 0.66, 0.445, -1.746, 0.595], [-0.585, -0.25, "
+    "-0.602, -0.428, 0.072], [0.097, -1.559, -0.269, -1.345, -1.271]]> : tensor<3x5xf64>\n"
+    "  %0:3 = stablehlo.custom_call @lapack_dgetrf_ffi(%a) {mhlo.backend_config = {}, "
+    "operand_layouts = [dense<[0, 1]> : tensor<2xindex>], result_layouts = [dense<[0, 1]> : "
+    "tensor<2xindex>, dense<0> : tensor<1xindex>, dense<> : tensor<0xindex>]} : "
+    "(tensor<3x5xf64>) -> (tensor<3x5xf64>, tensor<3xi32>, tensor<i32>)\n"
+    "  check.expect_almost_eq_const %0#0, dense<[[-0.6, 0.66, 0.445, -1.746, 0.595], "
+    "[-0.16166666666666668, -1.4523, -0.19705833333333334, -1.62727, -1.1748083333333332], "
+    "[0.975, 0.6152310128761276, -0.9146386019876518, 2.275496970322936, "
+    "0.21465352085198192]]> : tensor<3x5xf64> {tolerance = 1.0e-12 : f64}\n"
+    "  check.expect_eq_const %0#1, dense<[1, 3, 3]> : tensor<3xi32>\n"
+    "  check.expect_eq_const %0#2, dense<0> : tensor<i32>\n"
+    "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @getrf_batched_2x4_c64() {\n"
+    "  %a = stablehlo.constant dense<[[[(-0.35, -0.41), (0.86, 0.43), (0.63, -1.17), (-0.6, "
+    "-1.26)], [(-0.71, -0.72), (-0.83, 0.84), (0.14, 0.7), (0.94, -0.71)]], [[(0.02, 0.18), "
+    "(0.69, -0.65), (0.32, 0.02), (1.5, -1.11)], [(-2.01, -0.05), (-2.13, -0.74), (-0.2, "
+    "-0.04), (0.64, -0.65)]]]> : tensor<2x2x4xcomplex<f32>>\n"
+    "  %0:3 = stablehlo.custom_call @lapack_cgetrf_ffi(%a) {mhlo.backend_config = {}, "
+    "operand_layouts = [dense<[1, 2, 0]> : tensor<3xindex>], result_layouts = [dense<[1, 2, "
+    "0]> : tensor<3xindex>, dense<[1, 0]> : tensor<2xindex>, dense<0> : tensor<1xindex>]} : "
+    "(tensor<2x2x4xcomplex<f32>>) -> (tensor<2x2x4xcomplex<f32>>, tensor<2x2xi32>, "
+    "tensor<2xi32>)\n"
+    "  check.expect_almost_eq_const %0#0, dense<[[[(-0.71, -0.72), (-0.83, 0.84), (0.14, "
+    "0.7), (0.94, -0.71)], [(0.5317359413202934, 0.03823960880195598), (1.3334621026894866, "
+    "0.015080684596576965), (0.5823246943765281, -1.5475687041564792), "
+    "(-1.1269819070904645, -0.9184127139364303)]], [[(-2.01, -0.05), (-2.13, -0.74), (-0.2, "
+    "-0.04), (0.64, -0.65)], [(-0.012170385395537527, -0.08924949290060853), "
+    "(0.7301217038539554, -0.849107505070994), (0.3211359026369168, 0.001663286004056793), "
+    "(1.5658012170385396, -1.0607910750507101)]]]> : tensor<2x2x4xcomplex<f32>> {tolerance "
+    "= 1.0e-5 : f64}\n"
+    "  check.expect_eq_const %0#1, dense<[[2, 2], [2, 2]]> : tensor<2x2xi32>\n"
+    "  check.expect_eq_const %0#2, dense<[0, 0]> : tensor<2xi32>\n"
+    "  func.return\n"
+    "}\n";
+
+enum { kLapackReferenceFunctions = 9 };
 
 static void run_program(kiln_device_t *dev) {
   kiln_test_run_checks(kProgram, sizeof kProgram - 1, "lapack.mlir", dev, kFunctions);
   kiln_test_run_checks(kComplexProgram, sizeof kComplexProgram - 1, "lapack_complex.mlir", dev,
                        kComplexFunctions);
   kiln_test_run_checks(kEigProgram, sizeof kEigProgram - 1, "lapack_eig.mlir", dev, kEigFunctions);
+  kiln_test_run_checks(kLapackReferenceProgram, sizeof kLapackReferenceProgram - 1,
+                       "lapack_reference.mlir", dev, kLapackReferenceFunctions);
 }
 
 static void test_lapack_targets_on_the_reference_evaluator(void **state) {
@@ -822,8 +1101,8 @@ static void test_gesvd_gives_gesdds_results(void **state) {
   kiln_arena_destroy(&arena);
 }
 
-/* A form kiln does not implement (a complex tridiagonal solve): the compiler and the evaluator
- * name the call. */
+/* Forms kiln does not implement (a complex tridiagonal solve, a real Schur form): the compiler
+ * and the evaluator name the call. */
 static void test_unimplemented_lapack_forms_are_refused_by_name(void **state) {
   (void)state;
   kiln_arena_t arena;
@@ -839,6 +1118,20 @@ static void test_unimplemented_lapack_forms_are_refused_by_name(void **state) {
     assert_non_null(st[i]);
     assert_int_equal(kiln_status_code(st[i]), KILN_UNIMPLEMENTED);
     assert_non_null(strstr(kiln_status_message(st[i]), "custom call p (lapack_cgtsv_ffi)"));
+    kiln_status_free(st[i]);
+  }
+  run_both(
+      "HloModule m\nENTRY e {\n  a = f32[3,3] parameter(0)\n"
+      "  ROOT p = (f32[3,3], f32[3,3], f32[3], f32[3], s32[], s32[]) custom-call(a), "
+      "custom_call_target=\"lapack_sgees_ffi\", api_version=API_VERSION_TYPED_FFI, "
+      "backend_config={mode = 86 : ui8, sort = 78 : ui8}\n}\n",
+      NULL, &arena, &got, &want, st);
+  for (int i = 0; i < 2; i++) {
+    assert_non_null(st[i]);
+    assert_int_equal(kiln_status_code(st[i]), KILN_UNIMPLEMENTED);
+    const char *msg = kiln_status_message(st[i]);
+    assert_non_null(strstr(msg, "custom call p (lapack_sgees_ffi)"));
+    assert_non_null(strstr(msg, "real Schur form"));
     kiln_status_free(st[i]);
   }
   kiln_arena_destroy(&arena);
@@ -878,7 +1171,8 @@ static void run_serialized_both_ways(const char *hlo) {
   kiln_hlo_module_destroy(m);
 }
 
-/* The host's built-in eigh, QR, SVD, gtsv and eig, serialized and read back: the same bits (their
+/* The host's built-in eigh, QR, SVD, gtsv, eig, Hessenberg and tridiagonal reductions, serialized
+ * and read back: the same bits (their
  * f64 views next to s32 infos; format 4 records each view's element size). */
 static void test_builtin_targets_survive_serialization(void **state) {
   (void)state;
@@ -896,13 +1190,20 @@ static void test_builtin_targets_survive_serialization(void **state) {
       "  d2 = f64[2,3] reshape(d)\n"
       "  t = (f64[2,3], f64[2,3], f64[2,3], f64[2,3,3], s32[2]) custom-call(d2, d2, d2, a), "
       "custom_call_target=\"lapack_dgtsv_ffi\", api_version=API_VERSION_TYPED_FFI\n"
+      "  h = (f64[2,3,3], f64[2,2], s32[2]) custom-call(a), "
+      "custom_call_target=\"lapack_dgehrd_ffi\", "
+      "api_version=API_VERSION_TYPED_FFI, backend_config={high = 3 : i32, low = 1 : i32}\n"
+      "  y = (f64[2,3,3], f64[2,3], f64[2,2], f64[2,2], s32[2]) custom-call(a), "
+      "custom_call_target=\"lapack_dsytrd_ffi\", api_version=API_VERSION_TYPED_FFI, "
+      "backend_config={uplo = 85 : ui8}\n"
       "  g = (f64[2,3], f64[2,3], c128[2,3,3], c128[2,3,3], s32[2]) custom-call(a), "
       "custom_call_target=\"lapack_dgeev_ffi\", api_version=API_VERSION_TYPED_FFI, "
       "backend_config={compute_left = 86 : ui8, compute_right = 78 : ui8}\n"
       "  ROOT r = ((f64[2,3,3]{1,2,0}, f64[2,3], s32[2]), (f64[2,3,3], f64[2,3], s32[2], f64[8]), "
       "(f64[2,3,3], f64[2,3], f64[2,3,3], f64[2,3,3], s32[2]), "
       "(f64[2,3], f64[2,3], f64[2,3], f64[2,3,3], s32[2]), "
-      "(f64[2,3], f64[2,3], c128[2,3,3], c128[2,3,3], s32[2])) tuple(e, q, v, t, g)\n}\n");
+      "(f64[2,3], f64[2,3], c128[2,3,3], c128[2,3,3], s32[2]), (f64[2,3,3], f64[2,2], s32[2]), "
+      "(f64[2,3,3], f64[2,3], f64[2,2], f64[2,2], s32[2])) tuple(e, q, v, t, g, h, y)\n}\n");
 }
 
 /* The complex built-ins likewise (16-byte views, the recipe's complex flag). */
@@ -925,9 +1226,17 @@ static void test_complex_builtin_targets_survive_serialization(void **state) {
       "  x = (c128[2,3], c128[2,3,3], c128[2,3,3], s32[2]) custom-call(a), "
       "custom_call_target=\"lapack_zgeev_ffi\", api_version=API_VERSION_TYPED_FFI, "
       "backend_config={compute_left = 86 : ui8, compute_right = 86 : ui8}\n"
+      "  s = (c128[2,3,3], c128[2,3,3], c128[2,3], s32[2], s32[2]) custom-call(a), "
+      "custom_call_target=\"lapack_zgees_ffi\", api_version=API_VERSION_TYPED_FFI, "
+      "backend_config={mode = 86 : ui8, sort = 78 : ui8}\n"
+      "  y = (c128[2,3,3], f64[2,3], f64[2,2], c128[2,2], s32[2]) custom-call(a), "
+      "custom_call_target=\"lapack_zhetrd_ffi\", api_version=API_VERSION_TYPED_FFI, "
+      "backend_config={uplo = 76 : ui8}\n"
       "  ROOT r = ((c128[2,3,3]{1,2,0}, f64[2,3], s32[2]), (c128[2,3,3], c128[2,3]), c128[2,3,3], "
       "(c128[2,3,3], f64[2,3], c128[2,3,3], c128[2,3,3], s32[2]), "
-      "(c128[2,3], c128[2,3,3], c128[2,3,3], s32[2])) tuple(e, q, g, v, x)\n}\n");
+      "(c128[2,3], c128[2,3,3], c128[2,3,3], s32[2]), "
+      "(c128[2,3,3], c128[2,3,3], c128[2,3], s32[2], s32[2]), "
+      "(c128[2,3,3], f64[2,3], f64[2,2], c128[2,2], s32[2])) tuple(e, q, g, v, x, s, y)\n}\n");
 }
 
 int main(void) {

@@ -4,8 +4,9 @@
  * SVD's A = U diag(s) V^H with U, V orthonormal and s descending, for tall, wide, square and
  * rank-deficient matrices in full and reduced form; the general eigendecomposition's
  * A v = w v and u^H A = w u^H with unit vectors whose largest component is real and positive,
- * a real matrix's conjugate pairs exact and adjacent; non-finite input reported (info 1, NaN
- * outputs). Residuals are bounded by 64 n eps ||A|| (a backward-stable method's error). */
+ * a real matrix's conjugate pairs exact and adjacent; the Hessenberg and tridiagonal (both
+ * triangles) reductions' Q^H A Q from their stored reflectors; non-finite input reported (info 1,
+ * NaN outputs). Residuals are bounded by 64 n eps ||A|| (a backward-stable method's error). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,10 +15,10 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <complex.h>
 #include <float.h>
 #include <math.h>
 
+#include "base/cmplx.h"
 #include "base/zlinalg.h"
 
 static double rnd(uint64_t *x) {
@@ -260,6 +261,74 @@ static void test_geev_decomposes_general_matrices(void **state) {
   }
 }
 
+/* Q (n x n column-major) = diag(1, Q') with Q' from the reflectors below the subdiagonal of
+ * the column-major r (their layout is geqrf's one row down). */
+static void reflectors_to_q(int64_t n, const double complex *r, const double complex *tau,
+                            double complex *q) {
+  int64_t m = n - 1;
+  double complex *sub = calloc((size_t)(m * m + 1), sizeof(double complex));
+  for (int64_t j = 0; j < m; j++)
+    for (int64_t i = 0; i < m; i++) sub[i + j * m] = r[(i + 1) + j * n];
+  kiln_householder_zungqr(m, m, m, sub, m, tau);
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t i = 0; i < n; i++)
+      q[i + j * n] = i == 0 || j == 0 ? (i == j) : sub[(i - 1) + (j - 1) * m];
+  free(sub);
+}
+
+/* max |(Q^H A Q)[i][j] - want(i, j)| with want from `h` (column-major) where keep(i, j). */
+static double similarity_error(int64_t n, const double complex *a, const double complex *q,
+                               const double complex *h, int band) {
+  double worst = 0;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double complex x = 0;
+      for (int64_t k = 0; k < n; k++)
+        for (int64_t l = 0; l < n; l++) x += conj(q[k + i * n]) * a[k + l * n] * q[l + j * n];
+      bool in = i <= j + 1 && (band == 0 || j <= i + 1);
+      worst = fmax(worst, cabs(x - (in ? h[i + j * n] : 0)));
+    }
+  return worst;
+}
+
+static void test_hessenberg_and_tridiagonal_reductions(void **state) {
+  (void)state;
+  uint64_t seed = 9;
+  enum { n = 12 };
+  double complex a[n * n], h[n * n], q[n * n], tau[n], scratch[n * n + n], t[n * n];
+  double d[n], e[n];
+  for (int64_t i = 0; i < n * n; i++) a[i] = h[i] = zrnd(&seed);
+  kiln_householder_zgehrd(n, 0, n - 1, h, tau, scratch);
+  reflectors_to_q(n, h, tau, q);
+  double tol = 64 * n * DBL_EPSILON * frob(a, n * n);
+  assert_true(similarity_error(n, a, q, h, 0) < tol); /* h's reflectors sit under its band */
+  for (int lower = 0; lower < 2; lower++) {
+    for (int64_t i = 0; i < n; i++) /* Hermitian */
+      for (int64_t j = 0; j <= i; j++) {
+        a[i + j * n] = i == j ? creal(zrnd(&seed)) : zrnd(&seed);
+        a[j + i * n] = conj(a[i + j * n]);
+      }
+    for (int64_t i = 0; i < n * n; i++) h[i] = a[i];
+    kiln_householder_zhetrd(n, lower, h, d, e, tau, scratch);
+    for (int64_t i = 0; i < n * n; i++) t[i] = 0;
+    for (int64_t i = 0; i < n; i++) t[i + i * n] = d[i];
+    for (int64_t i = 0; i + 1 < n; i++) t[(i + 1) + i * n] = t[i + (i + 1) * n] = e[i];
+    if (lower) {
+      reflectors_to_q(n, h, tau, q);
+    } else { /* the upper form is the lower one of J a J: reverse, build, reverse back */
+      double complex r[n * n], rt[n], qr[n * n];
+      for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) r[i + j * n] = h[(n - 1 - i) + (n - 1 - j) * n];
+      for (int64_t k = 0; k + 1 < n; k++) rt[k] = tau[n - 2 - k];
+      reflectors_to_q(n, r, rt, qr);
+      for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) q[i + j * n] = qr[(n - 1 - i) + (n - 1 - j) * n];
+    }
+    double err = similarity_error(n, a, q, t, 1);
+    if (err > tol) fail_msg("hetrd %s: |Q^H A Q - T| %g > %g", lower ? "L" : "U", err, tol);
+  }
+}
+
 static void test_non_finite_input_is_reported(void **state) {
   (void)state;
   double complex a[4] = {1, CMPLX(NAN, 0), CMPLX(NAN, 0), 2}, v[4], u[4], vt[4];
@@ -280,6 +349,7 @@ int main(void) {
       cmocka_unit_test(test_eigh_diagonalizes_hermitian_matrices),
       cmocka_unit_test(test_svd_reconstructs_every_shape),
       cmocka_unit_test(test_geev_decomposes_general_matrices),
+      cmocka_unit_test(test_hessenberg_and_tridiagonal_reductions),
       cmocka_unit_test(test_non_finite_input_is_reported),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -373,6 +373,8 @@ bool kiln_eval_solver_config(const kiln_hlo_instruction_t *in, kiln_solver_confi
 /* The integer value of `name` in a backend_config dictionary's text (`{uplo = 76 : ui8, ...}`,
  * the form LAPACK's typed-FFI targets carry their ASCII flags in); -1 when absent. */
 int kiln_eval_dict_flag(const char *backend_config, const char *name);
+/* The same for any integer (`low = 1 : i32`): false when absent or not a number. */
+bool kiln_eval_dict_int(const char *backend_config, const char *name, int64_t *out);
 /* UNIMPLEMENTED naming the call when `in` calls one of those solver, QR or eigh targets (which
  * kiln rewrites or runs itself only for real f32/f64 matrices); NULL for other targets.
  * Thunk emission says it for a call left over. */
@@ -444,6 +446,32 @@ bool kiln_eval_geev_config(const kiln_hlo_instruction_t *instr, bool *left, bool
                            int64_t *batch, int64_t *n);
 /* Whether `target` is jaxlib's lapack_{s,d,c,z}geev_ffi. */
 bool kiln_eval_is_geev_target(const char *target);
+/* jaxlib's lapack_{c,z}gees_ffi (jax.scipy.linalg.schur of a complex matrix, sqrtm): (a [..., n,
+ * n]) -> (t, vs [..., n, n], w [..., n], sdim [...], info [...]), flags mode 'V' / 'N' (vs
+ * zeros) and sort 'N'; base/zlinalg.h's kiln_zgees on the evaluator and the host. False for
+ * other targets or forms, the real lapack_{s,d}gees_ffi included. */
+bool kiln_eval_gees_config(const kiln_hlo_instruction_t *instr, bool *vectors, int64_t *batch,
+                           int64_t *n);
+/* Whether `target` is jaxlib's lapack_{s,d,c,z}gees_ffi. */
+bool kiln_eval_is_gees_target(const char *target);
+/* jaxlib's lapack_{s,d,c,z}gehrd_ffi (jax.lax.linalg.hessenberg): (a [..., n, n]) -> (a, tau
+ * [..., n - 1], info [...]) with attributes low / high (LAPACK's 1-based ilo / ihi; *lo and
+ * *hi 0-based); and lapack_{s,d}sytrd_ffi / lapack_{c,z}hetrd_ffi (jax.lax.linalg.tridiagonal):
+ * (a) -> (a, d [..., n], e [..., n - 1] in a's real part type, tau [..., n - 1], info), flag
+ * uplo. base/zlinalg.h's Householder reductions on the evaluator and the host. False for
+ * other targets or forms. */
+bool kiln_eval_gehrd_config(const kiln_hlo_instruction_t *instr, int64_t *lo, int64_t *hi,
+                            int64_t *batch, int64_t *n);
+bool kiln_eval_sytrd_config(const kiln_hlo_instruction_t *instr, bool *lower, int64_t *batch,
+                            int64_t *n);
+/* Whether `target` is jaxlib's lapack_?gehrd_ffi, or ?sytrd_ffi / ?hetrd_ffi. */
+bool kiln_eval_is_gehrd_target(const char *target);
+bool kiln_eval_is_sytrd_target(const char *target);
+/* Why kiln refuses a gees call kiln_eval_gees_config rejected. */
+#define KILN_EVAL_GEES_FORMS                                                                   \
+  "kiln computes the complex Schur form (c64/c128 [..., n, n], mode 'V' or 'N', sort 'N'); a " \
+  "real matrix's real Schur form (lapack_{s,d}gees_ffi) is not implemented: convert it to "    \
+  "complex (jax.scipy.linalg.schur(a, output='complex'))"
 /* xla_builder.matrix.Einsum's backend_config "ab,bc->ac" (one or two operands, letters):
  * each operand's labels and the result's; false when malformed or the ranks differ. */
 #define KILN_EINSUM_MAX_LABELS 16

@@ -1,12 +1,12 @@
 /* The evaluator's custom calls: XLA's well-known targets computed directly (the compiler
  * rewrites the same targets into HLO: compiler/passes/custom_call_rewrite.c, so the two
  * check each other), then whatever the caller's options->custom_call implements. */
-#include <complex.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cmplx.h"
 #include "compiler/eval/eval.h"
 
 bool kiln_eval_is_identity_target(const char *t) {
@@ -377,7 +377,7 @@ static int32_t le32(const unsigned char *p) {
                    (uint32_t)p[3] << 24);
 }
 
-int kiln_eval_dict_flag(const char *cfg, const char *name) {
+bool kiln_eval_dict_int(const char *cfg, const char *name, int64_t *out) {
   size_t n = strlen(name);
   for (const char *p = strstr(cfg, name); p; p = strstr(p + 1, name)) {
     char before = p == cfg ? '{' : p[-1];
@@ -388,10 +388,17 @@ int kiln_eval_dict_flag(const char *cfg, const char *name) {
     q++;
     while (*q == ' ') q++;
     char *end;
-    long v = strtol(q, &end, 0);
-    return end == q || v < 0 || v > 255 ? -1 : (int)v;
+    long long v = strtoll(q, &end, 0);
+    if (end == q) return false;
+    *out = v;
+    return true;
   }
-  return -1;
+  return false;
+}
+
+int kiln_eval_dict_flag(const char *cfg, const char *name) {
+  int64_t v;
+  return kiln_eval_dict_int(cfg, name, &v) && v >= 0 && v <= 255 ? (int)v : -1;
 }
 
 bool kiln_eval_solver_config(const kiln_hlo_instruction_t *in, kiln_solver_config_t *c) {
@@ -471,7 +478,7 @@ kiln_status kiln_eval_solver_refusal(const kiln_hlo_instruction_t *in) {
   const char *t = in->custom_call_target;
   if (kiln_eval_solver_config(in, &sc) || kiln_eval_is_qr_target(t, &orgqr) ||
       kiln_eval_is_eigh_target(t) || kiln_eval_is_svd_target(t) || kiln_eval_is_gtsv_target(t) ||
-      kiln_eval_is_geev_target(t))
+      kiln_eval_is_geev_target(t) || kiln_eval_is_gehrd_target(t) || kiln_eval_is_sytrd_target(t))
     return solver_shapes_error(in);
   return NULL;
 }
@@ -603,24 +610,25 @@ static double cabs1(double complex v) {
   return fabs(creal(v)) + fabs(cimag(v));
 }
 
-/* getrf's loop on the count complex n x n matrices of x, into the allocated results: the pivot
+/* getrf's loop on the count complex m x n matrices of x, into the allocated results: the pivot
  * the first largest |re| + |im| (LAPACK's izamax). Kept apart from the real loop: with the
  * real values as complex numbers of zero imaginary part, GCC's vectorized code (-O2) rounded
  * one f32 element of a corpus slogdet differently from the real loop, and the compiled
  * module's. */
-static kiln_status zgetrf(const kiln_literal_t *x, int64_t count, int64_t n, kiln_literal_t *lu,
-                          kiln_literal_t *piv, kiln_literal_t *info) {
+static kiln_status zgetrf(const kiln_literal_t *x, int64_t count, int64_t m, int64_t n,
+                          kiln_literal_t *lu, kiln_literal_t *piv, kiln_literal_t *info) {
   kiln_elem_type_t t = x->shape->type;
-  double complex *a = kiln_try_malloc(sizeof(double complex) * (size_t)(n * n));
+  int64_t steps = m < n ? m : n;
+  double complex *a = kiln_try_malloc(sizeof(double complex) * (size_t)(m * n));
   if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "getrf: out of memory");
   for (int64_t b = 0; b < count; b++) {
-    int64_t base = b * n * n, bad = 0;
-    for (int64_t i = 0; i < n * n; i++) a[i] = kiln_eval_get_complex(x, base + i);
-    for (int64_t k = 0; k < n; k++) {
+    int64_t base = b * m * n, bad = 0;
+    for (int64_t i = 0; i < m * n; i++) a[i] = kiln_eval_get_complex(x, base + i);
+    for (int64_t k = 0; k < steps; k++) {
       int64_t p = k;
-      for (int64_t i = k + 1; i < n; i++)
+      for (int64_t i = k + 1; i < m; i++)
         if (cabs1(a[i * n + k]) > cabs1(a[p * n + k])) p = i;
-      kiln_literal_set_s64(piv, b * n + k, p + 1);
+      kiln_literal_set_s64(piv, b * steps + k, p + 1);
       for (int64_t j = 0; j < n; j++) {
         double complex tmp = a[k * n + j];
         a[k * n + j] = a[p * n + j];
@@ -628,14 +636,14 @@ static kiln_status zgetrf(const kiln_literal_t *x, int64_t count, int64_t n, kil
       }
       double complex pivot = a[k * n + k];
       if (pivot == 0 && !bad) bad = k + 1;
-      for (int64_t i = k + 1; i < n; i++) {
+      for (int64_t i = k + 1; i < m; i++) {
         double complex l = pivot == 0 ? a[i * n + k] : zin_type(t, cdiv(a[i * n + k], pivot));
         a[i * n + k] = l;
         for (int64_t j = k + 1; j < n; j++)
           a[i * n + j] = zin_type(t, a[i * n + j] - zin_type(t, l * a[k * n + j]));
       }
     }
-    for (int64_t i = 0; i < n * n; i++) kiln_eval_set_complex(lu, base + i, a[i]);
+    for (int64_t i = 0; i < m * n; i++) kiln_eval_set_complex(lu, base + i, a[i]);
     kiln_literal_set_s64(info, b, bad);
   }
   free(a);
@@ -647,35 +655,36 @@ static double in_type(kiln_elem_type_t t, double v) {
   return t == KILN_F32 ? (double)(float)v : v;
 }
 
-/* getrf: LU with partial pivoting (LAPACK's getf2: the first largest |a| of the column is the
- * pivot; a zero pivot leaves its column unscaled and sets info to its 1-based column), L's
- * unit diagonal implied; pivots 1-based. Complex matrices: zgetrf. */
+/* getrf: LU of m x n matrices with partial pivoting (LAPACK's getf2: min(m, n) steps, the first
+ * largest |a| of the column is the pivot; a zero pivot leaves its column unscaled and sets info
+ * to its 1-based column), L's unit diagonal implied; pivots 1-based. Complex matrices:
+ * zgetrf. */
 static kiln_status getrf(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
                          kiln_literal_t *const *ops, kiln_literal_t **out) {
-  int64_t n, n2;
-  int64_t count = matrices(ops[0], &n, &n2);
+  int64_t m, n;
+  int64_t count = matrices(ops[0], &m, &n), steps = m < n ? m : n;
   if (in->num_operands != 1 || !kiln_shape_is_tuple(in->shape) || in->shape->num_elements < 3 ||
-      n != n2 || !solver_type(ops[0]->shape->type))
+      !solver_type(ops[0]->shape->type))
     return solver_shapes_error(in);
   KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
   kiln_literal_t *lu = (*out)->tuple_elements[0], *piv = (*out)->tuple_elements[1],
                  *info = (*out)->tuple_elements[2];
-  if (lu->num_elements != ops[0]->num_elements || piv->num_elements != count * n ||
+  if (lu->num_elements != ops[0]->num_elements || piv->num_elements != count * steps ||
       info->num_elements != count)
     return solver_shapes_error(in);
   if (kiln_elem_type_is_complex(ops[0]->shape->type))
-    return zgetrf(ops[0], count, n, lu, piv, info);
+    return zgetrf(ops[0], count, m, n, lu, piv, info);
   kiln_elem_type_t t = ops[0]->shape->type;
-  double *a = kiln_try_malloc(sizeof(double) * (size_t)(n * n));
+  double *a = kiln_try_malloc(sizeof(double) * (size_t)(m * n));
   if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "getrf: out of memory");
   for (int64_t b = 0; b < count; b++) {
-    int64_t base = b * n * n, bad = 0;
-    for (int64_t i = 0; i < n * n; i++) a[i] = kiln_literal_get_f64(ops[0], base + i);
-    for (int64_t k = 0; k < n; k++) {
+    int64_t base = b * m * n, bad = 0;
+    for (int64_t i = 0; i < m * n; i++) a[i] = kiln_literal_get_f64(ops[0], base + i);
+    for (int64_t k = 0; k < steps; k++) {
       int64_t p = k;
-      for (int64_t i = k + 1; i < n; i++)
+      for (int64_t i = k + 1; i < m; i++)
         if (fabs(a[i * n + k]) > fabs(a[p * n + k])) p = i;
-      kiln_literal_set_s64(piv, b * n + k, p + 1);
+      kiln_literal_set_s64(piv, b * steps + k, p + 1);
       for (int64_t j = 0; j < n; j++) {
         double tmp = a[k * n + j];
         a[k * n + j] = a[p * n + j];
@@ -683,14 +692,14 @@ static kiln_status getrf(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
       }
       double pivot = a[k * n + k];
       if (pivot == 0 && !bad) bad = k + 1;
-      for (int64_t i = k + 1; i < n; i++) {
+      for (int64_t i = k + 1; i < m; i++) {
         double l = pivot == 0 ? a[i * n + k] : in_type(t, a[i * n + k] / pivot);
         a[i * n + k] = l;
         for (int64_t j = k + 1; j < n; j++)
           a[i * n + j] = in_type(t, a[i * n + j] - in_type(t, l * a[k * n + j]));
       }
     }
-    for (int64_t i = 0; i < n * n; i++) kiln_literal_set_f64(lu, base + i, a[i]);
+    for (int64_t i = 0; i < m * n; i++) kiln_literal_set_f64(lu, base + i, a[i]);
     kiln_literal_set_s64(info, b, bad);
   }
   free(a);

@@ -458,6 +458,180 @@ bool kiln_eval_geev_config(const kiln_hlo_instruction_t *in, bool *left, bool *r
   return true;
 }
 
+bool kiln_eval_is_gees_target(const char *t) {
+  return t && !strncmp(t, "lapack_", 7) && t[7] && strchr("sdcz", t[7]) &&
+         !strcmp(t + 8, "gees_ffi");
+}
+
+bool kiln_eval_gees_config(const kiln_hlo_instruction_t *in, bool *vectors, int64_t *batch,
+                           int64_t *n) {
+  if (!kiln_eval_is_gees_target(in->custom_call_target) || in->num_operands != 1 ||
+      !kiln_shape_is_tuple(in->shape) || in->shape->num_elements != 5)
+    return false;
+  const char *cfg = in->backend_config ? in->backend_config : "";
+  int mode = kiln_eval_dict_flag(cfg, "mode"), sort = kiln_eval_dict_flag(cfg, "sort");
+  if ((mode != 'V' && mode != 'N') || sort != 'N') return false;
+  *vectors = mode == 'V';
+  const kiln_shape_t *a = in->operands[0]->shape;
+  if (!kiln_shape_is_array(a) || a->rank < 2 || !kiln_elem_type_is_complex(a->type) ||
+      !kiln_eval_solver_matrix_type(a->type) || a->dims[a->rank - 1] != a->dims[a->rank - 2])
+    return false;
+  int rank = a->rank;
+  static const int tails[5] = {2, 2, 1, 0, 0}; /* t, vs, w, sdim, info */
+  for (int i = 0; i < 5; i++) {
+    const kiln_shape_t *r = in->shape->elements[i];
+    if (!kiln_shape_is_array(r) || r->rank != rank - 2 + tails[i]) return false;
+    if (i < 3 ? r->type != a->type : (r->type != KILN_S32 && r->type != KILN_S64)) return false;
+    for (int d = 0; d < r->rank; d++)
+      if (r->dims[d] != a->dims[d]) return false;
+  }
+  *n = a->dims[rank - 1];
+  *batch = 1;
+  for (int d = 0; d < rank - 2; d++) *batch *= a->dims[d];
+  return true;
+}
+
+bool kiln_eval_is_gehrd_target(const char *t) {
+  return t && !strncmp(t, "lapack_", 7) && t[7] && strchr("sdcz", t[7]) &&
+         !strcmp(t + 8, "gehrd_ffi");
+}
+
+bool kiln_eval_is_sytrd_target(const char *t) {
+  return t && !strncmp(t, "lapack_", 7) && t[7] && strchr("sdcz", t[7]) &&
+         (!strcmp(t + 8, "sytrd_ffi") || !strcmp(t + 8, "hetrd_ffi"));
+}
+
+/* Whether `in` (one operand a [..., n, n] of a solver matrix type) has `nres` results of the
+ * given trailing ranks (sizes n, or n - 1 where `minus` says), each of a's type, its real part
+ * type (`real`), or s32 / s64 (rank 0 tails: info); sets *batch and *n. */
+static bool reduction_form(const kiln_hlo_instruction_t *in, int nres, const int *tails,
+                           const bool *minus, const bool *real, int64_t *batch, int64_t *n) {
+  const kiln_shape_t *a = in->num_operands == 1 ? in->operands[0]->shape : NULL;
+  if (!a || !kiln_shape_is_array(a) || a->rank < 2 || !kiln_eval_solver_matrix_type(a->type) ||
+      a->dims[a->rank - 1] != a->dims[a->rank - 2] || !kiln_shape_is_tuple(in->shape) ||
+      in->shape->num_elements != nres)
+    return false;
+  int rank = a->rank;
+  *n = a->dims[rank - 1];
+  for (int i = 0; i < nres; i++) {
+    const kiln_shape_t *r = in->shape->elements[i];
+    if (!kiln_shape_is_array(r) || r->rank != rank - 2 + tails[i]) return false;
+    kiln_elem_type_t want = real[i] ? kiln_eval_real_part_type(a->type) : a->type;
+    if (tails[i] ? r->type != want : (r->type != KILN_S32 && r->type != KILN_S64)) return false;
+    for (int d = 0; d < r->rank; d++) {
+      int64_t size = d < rank - 2 ? a->dims[d] : minus[i] ? *n - 1 : *n;
+      if (r->dims[d] != (size < 0 ? 0 : size)) return false;
+    }
+  }
+  *batch = 1;
+  for (int d = 0; d < rank - 2; d++) *batch *= a->dims[d];
+  return true;
+}
+
+bool kiln_eval_gehrd_config(const kiln_hlo_instruction_t *in, int64_t *lo, int64_t *hi,
+                            int64_t *batch, int64_t *n) {
+  static const int tails[3] = {2, 1, 0};
+  static const bool minus[3] = {false, true, false}, real[3] = {false, false, false};
+  const char *cfg = in->backend_config ? in->backend_config : "";
+  int64_t low, high;
+  if (!kiln_eval_is_gehrd_target(in->custom_call_target) ||
+      !reduction_form(in, 3, tails, minus, real, batch, n) ||
+      !kiln_eval_dict_int(cfg, "low", &low) || !kiln_eval_dict_int(cfg, "high", &high))
+    return false;
+  /* LAPACK: 1 <= ilo <= ihi <= n, or ilo = 1 and ihi = 0 when n = 0 */
+  if (*n == 0) return low == 1 && high == 0;
+  if (low < 1 || high < low || high > *n) return false;
+  *lo = low - 1;
+  *hi = high - 1;
+  return true;
+}
+
+bool kiln_eval_sytrd_config(const kiln_hlo_instruction_t *in, bool *lower, int64_t *batch,
+                            int64_t *n) {
+  static const int tails[5] = {2, 1, 1, 1, 0};
+  static const bool minus[5] = {false, false, true, true, false},
+                    real[5] = {false, true, true, false, false};
+  int uplo = kiln_eval_dict_flag(in->backend_config ? in->backend_config : "", "uplo");
+  *lower = uplo == 'L';
+  return kiln_eval_is_sytrd_target(in->custom_call_target) && (uplo == 'L' || uplo == 'U') &&
+         reduction_form(in, 5, tails, minus, real, batch, n);
+}
+
+/* gehrd and sytrd: per matrix, the reduction of base/zlinalg.h in double complex. */
+static kiln_status reduction(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in, bool sytrd,
+                             kiln_literal_t *const *ops, kiln_literal_t **out) {
+  bool lower = false;
+  int64_t batch, n, lo = 0, hi = 0;
+  if (sytrd ? !kiln_eval_sytrd_config(in, &lower, &batch, &n)
+            : !kiln_eval_gehrd_config(in, &lo, &hi, &batch, &n))
+    return kiln_eval_solver_refusal(in);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
+  kiln_literal_t *const *r = (*out)->tuple_elements;
+  size_t nn = (size_t)(n * n);
+  double complex *a = kiln_try_malloc(sizeof(double complex) * (2 * nn + 2 * (size_t)n + 1) +
+                                      sizeof(double) * (2 * (size_t)n + 1));
+  if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
+  double complex *tau = a + nn, *scratch = tau + n;
+  double *d = (double *)(scratch + nn + n), *e = d + n;
+  kiln_literal_t *tau_out = r[sytrd ? 3 : 1];
+  for (int64_t b = 0; b < batch; b++) {
+    for (int64_t i = 0; i < n; i++) /* column-major */
+      for (int64_t j = 0; j < n; j++)
+        a[i + j * n] = kiln_eval_get_complex(ops[0], (b * n + i) * n + j);
+    if (sytrd)
+      kiln_householder_zhetrd(n, lower, a, d, e, tau, scratch);
+    else
+      kiln_householder_zgehrd(n, lo, hi, a, tau, scratch);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++)
+        kiln_eval_set_complex(r[0], (b * n + i) * n + j, a[i + j * n]);
+    for (int64_t i = 0; i + 1 < n; i++) kiln_eval_set_complex(tau_out, b * (n - 1) + i, tau[i]);
+    for (int64_t i = 0; sytrd && i < n; i++) {
+      kiln_literal_set_f64(r[1], b * n + i, d[i]);
+      if (i + 1 < n) kiln_literal_set_f64(r[2], b * (n - 1) + i, e[i]);
+    }
+    kiln_literal_set_s64(r[sytrd ? 4 : 2], b, 0);
+  }
+  kiln_free(a);
+  return NULL;
+}
+
+/* gees: per matrix T, the Schur vectors (zeros without mode 'V'), T's diagonal, sdim 0 (no
+ * sorting) and info. */
+static kiln_status gees(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
+                        kiln_literal_t *const *ops, kiln_literal_t **out) {
+  bool vectors;
+  int64_t batch, n;
+  if (!kiln_eval_gees_config(in, &vectors, &batch, &n))
+    return kiln_status_make(KILN_UNIMPLEMENTED, "custom call %s (%s): %s", in->name,
+                            in->custom_call_target, KILN_EVAL_GEES_FORMS);
+  KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
+  kiln_literal_t *const *r = (*out)->tuple_elements;
+  size_t nn = (size_t)(n * n);
+  double complex *a = kiln_try_malloc(sizeof(double complex) * (3 * nn + (size_t)n + 1));
+  if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
+  double complex *t = a + nn, *z = t + nn, *w = z + nn;
+  kiln_status st = NULL;
+  for (int64_t b = 0; b < batch; b++) {
+    int64_t base = b * (int64_t)nn;
+    for (size_t i = 0; i < nn; i++) a[i] = kiln_eval_get_complex(ops[0], base + (int64_t)i);
+    int bad = kiln_zgees(n, a, t, vectors ? z : NULL, w);
+    if (bad < 0) {
+      st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
+      break;
+    }
+    for (size_t i = 0; i < nn; i++) {
+      kiln_eval_set_complex(r[0], base + (int64_t)i, t[i]);
+      kiln_eval_set_complex(r[1], base + (int64_t)i, vectors ? z[i] : 0.0);
+    }
+    for (int64_t i = 0; i < n; i++) kiln_eval_set_complex(r[2], b * n + i, w[i]);
+    kiln_literal_set_s64(r[3], b, 0);
+    kiln_literal_set_s64(r[4], b, bad);
+  }
+  kiln_free(a);
+  return st;
+}
+
 /* geev: per matrix the eigenvalues (real and imaginary parts for a real matrix) and the
  * vectors asked for (zeros otherwise), info 0 or 1. */
 static kiln_status geev(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
@@ -555,6 +729,9 @@ kiln_status kiln_eval_host_target(kiln_eval_ctx_t *ctx, const kiln_hlo_instructi
   if (kiln_eval_is_svd_target(t)) return svd(ctx, in, ops, out);
   if (kiln_eval_is_gtsv_target(t)) return gtsv(ctx, in, ops, out);
   if (kiln_eval_is_geev_target(t)) return geev(ctx, in, ops, out);
+  if (kiln_eval_is_gees_target(t)) return gees(ctx, in, ops, out);
+  if (kiln_eval_is_gehrd_target(t)) return reduction(ctx, in, false, ops, out);
+  if (kiln_eval_is_sytrd_target(t)) return reduction(ctx, in, true, ops, out);
   if (!strcmp(t, "GetRngSeed") && in->num_operands == 0 && kiln_shape_is_array(in->shape) &&
       in->shape->rank == 0 && in->shape->type == KILN_U64) {
     KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));

@@ -371,7 +371,7 @@ static kiln_hlo_computation_t *getrf_step(kiln_builder_t *outer, kiln_shape_t *s
                          *piv = kiln_builder_gte(b, p, 2), *info = kiln_builder_gte(b, p, 3);
   if (!a) return NULL;
   int r = a->shape->rank;
-  int64_t n = a->shape->dims[r - 1];
+  int64_t m = a->shape->dims[r - 2]; /* the rows: m is "no row" */
   kiln_hlo_instruction_t *zero = kiln_builder_const_f64(b, a->shape->type, 0);
   kiln_hlo_instruction_t *rows = iota_like(b, a, r - 2), *cols = iota_like(b, a, r - 1);
   kiln_hlo_instruction_t *ka = kiln_builder_splat(b, k, a);
@@ -390,11 +390,11 @@ static kiln_hlo_computation_t *getrf_step(kiln_builder_t *outer, kiln_shape_t *s
       reduce_dim(b, cand, r - 2, KILN_OP_MAXIMUM, kiln_builder_const_f64(b, mag->shape->type, -1));
   kiln_hlo_instruction_t *is_max =
       kiln_builder_compare(b, KILN_CMP_EQ, cand, spread(b, mx, col, -1));
-  kiln_hlo_instruction_t *none = kiln_builder_const_u64(b, KILN_S32, (uint64_t)n);
+  kiln_hlo_instruction_t *none = kiln_builder_const_u64(b, KILN_S32, (uint64_t)m);
   kiln_hlo_instruction_t *pr = reduce_dim(
-      b, kiln_builder_select(b, is_max, vrows, ssplat(b, n, vrows)), r - 2, KILN_OP_MINIMUM, none);
+      b, kiln_builder_select(b, is_max, vrows, ssplat(b, m, vrows)), r - 2, KILN_OP_MINIMUM, none);
   if (!pr) return NULL;
-  pr = kiln_builder_select(b, kiln_builder_compare(b, KILN_CMP_EQ, pr, ssplat(b, n, pr)),
+  pr = kiln_builder_select(b, kiln_builder_compare(b, KILN_CMP_EQ, pr, ssplat(b, m, pr)),
                            kiln_builder_splat(b, k, pr), pr);
   /* Rows k and pr exchanged. */
   kiln_hlo_instruction_t *in_prow =
@@ -443,22 +443,22 @@ static kiln_hlo_computation_t *getrf_step(kiln_builder_t *outer, kiln_shape_t *s
   return c;
 }
 
-/* cublas_getrf_batched -> a while loop of getrf_step over the columns. */
+/* cublas_getrf_batched / lapack_?getrf_ffi -> a while loop of getrf_step over the min(m, n)
+ * columns of [..., m, n] matrices. */
 static kiln_hlo_instruction_t *getrf(kiln_builder_t *b, kiln_hlo_instruction_t *in) {
   kiln_hlo_instruction_t *x = in->operands[0];
   int r = x->shape->rank;
   if (in->num_operands != 1 || in->shape->num_elements < 3 || r < 2 ||
-      !solver_type(x->shape->type) || x->shape->dims[r - 1] != x->shape->dims[r - 2] ||
-      !same_array(x->shape, in->shape->elements[0]))
+      !solver_type(x->shape->type) || !same_array(x->shape, in->shape->elements[0]))
     return NULL;
+  int64_t m = x->shape->dims[r - 2], n = x->shape->dims[r - 1], steps = m < n ? m : n;
   const kiln_shape_t *ps = in->shape->elements[1], *is = in->shape->elements[2];
   if (!kiln_shape_is_array(ps) || ps->rank != r - 1 || !kiln_shape_is_array(is) ||
       is->rank != r - 2 || !kiln_elem_type_is_integral(ps->type) ||
-      !kiln_elem_type_is_integral(is->type))
+      !kiln_elem_type_is_integral(is->type) || ps->dims[r - 2] != steps)
     return NULL;
-  for (int d = 0; d < r - 1; d++)
-    if (ps->dims[d] != x->shape->dims[d] || (d < r - 2 && is->dims[d] != x->shape->dims[d]))
-      return NULL;
+  for (int d = 0; d < r - 2; d++)
+    if (ps->dims[d] != x->shape->dims[d] || is->dims[d] != x->shape->dims[d]) return NULL;
   kiln_hlo_instruction_t *zp = kiln_builder_const_u64(b, ps->type, 0),
                          *zi = kiln_builder_const_u64(b, is->type, 0);
   kiln_hlo_instruction_t *init[4] = {
@@ -468,7 +468,7 @@ static kiln_hlo_instruction_t *getrf(kiln_builder_t *b, kiln_hlo_instruction_t *
   kiln_hlo_instruction_t *t = init[2] && init[3] ? kiln_builder_tuple(b, 4, init) : NULL;
   if (!t) return NULL;
   kiln_hlo_computation_t *cond =
-      kiln_builder_counter_below(b->m, "getrf_cond", t->shape, x->shape->dims[r - 1], b->layouts);
+      kiln_builder_counter_below(b->m, "getrf_cond", t->shape, steps, b->layouts);
   kiln_hlo_computation_t *body = getrf_step(b, t->shape);
   kiln_hlo_instruction_t *w = cond && body ? kiln_builder_while(b, t, cond, body) : NULL;
   if (!w) return NULL;

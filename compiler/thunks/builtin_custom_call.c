@@ -3,12 +3,13 @@
  * `lapack_{s,d}geqrf_ffi` / `lapack_{s,d}orgqr_ffi` (LAPACK through runtime/host/host_lapack.c),
  * `lapack_{s,d}syevd_ffi` and `lapack_{s,d}gesdd_ffi` (LAPACK's dsyevd / dgesdd, else the Jacobi
  * methods of base/jacobi_eigh.h), their complex forms `lapack_{c,z}{geqrf,ungqr,heevd,gesdd}_ffi`
- * (always base/zlinalg.h, as the evaluator), `lapack_{s,d,c,z}geev_ffi` (base/zlinalg.h),
+ * (always base/zlinalg.h, as the evaluator), `lapack_{s,d,c,z}geev_ffi` and
+ * `lapack_{c,z}gees_ffi`, `lapack_?gehrd_ffi`, `lapack_{s,d}sytrd_ffi` / `lapack_{c,z}hetrd_ffi`
+ * (base/zlinalg.h),
  * `lapack_{s,d}gtsv_ffi` (base/gtsv.h). Each is one custom-call
  * thunk whose context holds the physical views (dims and element strides from the layouts) of its
  * operand and result leaves; the thunk waits for the stream, then computes on the host buffers
  * directly. The evaluator computes the same targets in compiler/eval/eval_host_targets.c. */
-#include <complex.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 
 #include "base/alloc.h"
 #include "base/byte_io.h"
+#include "base/cmplx.h"
 #include "base/gtsv.h"
 #include "base/jacobi_eigh.h"
 #include "base/zlinalg.h"
@@ -25,7 +27,19 @@
 
 enum { kMaxRank = 16, kMaxLeaves = 8 };
 
-typedef enum { LAYER_NORM, GEQRF, ORGQR, RNG_SEED, SYEVD, GESDD, GTSV, GEEV } builtin_kind_t;
+typedef enum {
+  LAYER_NORM,
+  GEQRF,
+  ORGQR,
+  RNG_SEED,
+  SYEVD,
+  GESDD,
+  GTSV,
+  GEEV,
+  GEES,
+  GEHRD,
+  SYTRD
+} builtin_kind_t;
 
 /* A leaf buffer: logical dims and the element stride of each (from its layout), and its
  * element size in bytes. */
@@ -42,7 +56,7 @@ typedef struct builtin_call {
   float epsilon;
   uint64_t seed;
   int64_t batch, m, n, k;
-  int64_t ucols, vrows; /* gesdd: u's columns and vt's rows */
+  int64_t ucols, vrows; /* gesdd: u's columns and vt's rows; gehrd: k and ucols are lo, hi */
   int nin, nout;
   view_t in[kMaxLeaves], out[kMaxLeaves];
 } builtin_call_t;
@@ -324,6 +338,83 @@ static kiln_status geev(const builtin_call_t *c, const kiln_devptr_t *ops,
   return st;
 }
 
+/* gees through base/zlinalg.h, as the evaluator computes it: per matrix T, the Schur vectors
+ * (zeros without mode 'V'), T's diagonal, sdim 0 and info. */
+static kiln_status gees(const builtin_call_t *c, const kiln_devptr_t *ops,
+                        const kiln_devptr_t *res) {
+  int64_t n = c->n;
+  size_t nn = (size_t)(n * n);
+  double complex *a = kiln_try_malloc(sizeof(double complex) * (3 * nn + (size_t)n + 1));
+  if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host schur: out of memory");
+  double complex *t = a + nn, *z = t + nn, *w = z + nn;
+  kiln_status st = NULL;
+  for (int64_t b = 0; b < c->batch; b++) {
+    zload(c, &c->in[0], ops[0], b, 2, n, n, a);
+    int bad = kiln_zgees(n, a, t, c->vectors ? z : NULL, w);
+    if (bad < 0) {
+      st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host schur: out of memory");
+      break;
+    }
+    zstore(c, &c->out[0], res[0], b, 2, n, n, t);
+    zstore(c, &c->out[1], res[1], b, 2, n, n, c->vectors ? z : NULL);
+    zstore(c, &c->out[2], res[2], b, 1, 1, n, w);
+    put_info(&c->out[3], host(res[3]), b, 0);
+    put_info(&c->out[4], host(res[4]), b, bad);
+  }
+  kiln_free(a);
+  return st;
+}
+
+/* gehrd and sytrd through base/zlinalg.h in double complex, as the evaluator computes them:
+ * the reduced matrix with its reflectors, tau, sytrd's d and e, info 0. */
+static kiln_status reduction(const builtin_call_t *c, const kiln_devptr_t *ops,
+                             const kiln_devptr_t *res) {
+  int64_t n = c->n;
+  size_t nn = (size_t)(n * n);
+  bool sytrd = c->kind == SYTRD;
+  double complex *a = kiln_try_malloc(sizeof(double complex) * (3 * nn + 2 * (size_t)n + 1) +
+                                      sizeof(double) * (2 * (size_t)n + 1));
+  if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host reduction: out of memory");
+  double complex *cm = a + nn, *tau = cm + nn, *scratch = tau + n;
+  double *d = (double *)(scratch + nn + n), *e = d + n;
+  int taus = sytrd ? 3 : 1;
+  for (int64_t b = 0; b < c->batch; b++) {
+    if (c->cplx) {
+      zload(c, &c->in[0], ops[0], b, 2, n, n, a);
+    } else {
+      double *ra = (double *)cm; /* the real rows, widened below */
+      load(c, &c->in[0], ops[0], b, 2, n, n, ra);
+      for (size_t i = nn; i-- > 0;) a[i] = ra[i];
+    }
+    for (int64_t i = 0; i < n; i++) /* column-major */
+      for (int64_t j = 0; j < n; j++) cm[i + j * n] = a[i * n + j];
+    if (sytrd)
+      kiln_householder_zhetrd(n, c->lower, cm, d, e, tau, scratch);
+    else
+      kiln_householder_zgehrd(n, c->k, c->ucols, cm, tau, scratch);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++) a[i * n + j] = cm[i + j * n];
+    int64_t m1 = n > 0 ? n - 1 : 0;
+    if (c->cplx) {
+      zstore(c, &c->out[0], res[0], b, 2, n, n, a);
+      zstore(c, &c->out[taus], res[taus], b, 1, 1, m1, tau);
+    } else {
+      double *ra = (double *)cm;
+      for (size_t i = 0; i < nn; i++) ra[i] = creal(a[i]);
+      store(c, &c->out[0], res[0], b, 2, n, n, ra);
+      for (int64_t i = 0; i < m1; i++) ra[i] = creal(tau[i]);
+      store(c, &c->out[taus], res[taus], b, 1, 1, m1, ra);
+    }
+    if (sytrd) {
+      store(c, &c->out[1], res[1], b, 1, 1, n, d);
+      store(c, &c->out[2], res[2], b, 1, 1, m1, e);
+    }
+    put_info(&c->out[sytrd ? 4 : 2], host(res[sytrd ? 4 : 2]), b, 0);
+  }
+  kiln_free(a);
+  return NULL;
+}
+
 /* syevd through base/jacobi_eigh.h, as the evaluator computes it: per matrix, eigenvectors
  * (zeros without mode 'V'), eigenvalues ascending, info 0 or 1. */
 static kiln_status eigh(const builtin_call_t *c, const kiln_devptr_t *ops,
@@ -419,6 +510,11 @@ static kiln_status builtin_run(void *ctx, kiln_stream_t *stream, const kiln_devp
       return gtsv(c, operands, results);
     case GEEV:
       return geev(c, operands, results);
+    case GEES:
+      return gees(c, operands, results);
+    case GEHRD:
+    case SYTRD:
+      return reduction(c, operands, results);
     default:
       return c->cplx ? zqr(c, operands, results) : qr(c, operands, results);
   }
@@ -483,7 +579,8 @@ bool kiln_builtin_custom_call_known(const char *target) {
   return target && (!strcmp(target, "__onednn$layernorm") || !strcmp(target, "GetRngSeed") ||
                     kiln_eval_is_qr_target(target, &orgqr) || kiln_eval_is_eigh_target(target) ||
                     kiln_eval_is_svd_target(target) || kiln_eval_is_gtsv_target(target) ||
-                    kiln_eval_is_geev_target(target));
+                    kiln_eval_is_geev_target(target) || kiln_eval_is_gees_target(target) ||
+                    kiln_eval_is_gehrd_target(target) || kiln_eval_is_sytrd_target(target));
 }
 
 kiln_status kiln_builtin_custom_call_emit(const kiln_hlo_instruction_t *in,
@@ -526,6 +623,18 @@ kiln_status kiln_builtin_custom_call_emit(const kiln_hlo_instruction_t *in,
     why =
         "kiln takes f32/f64/c64/c128 [..., n, n] matrices and compute_left / compute_right "
         "'V' or 'N'";
+  } else if (kiln_eval_is_gees_target(t)) {
+    c.kind = GEES;
+    ok = kiln_eval_gees_config(in, &c.vectors, &c.batch, &c.n);
+    why = KILN_EVAL_GEES_FORMS;
+  } else if (kiln_eval_is_gehrd_target(t)) {
+    c.kind = GEHRD;
+    ok = kiln_eval_gehrd_config(in, &c.k, &c.ucols, &c.batch, &c.n);
+    why = "kiln takes f32/f64/c64/c128 [..., n, n] matrices and 1 <= low <= high <= n";
+  } else if (kiln_eval_is_sytrd_target(t)) {
+    c.kind = SYTRD;
+    ok = kiln_eval_sytrd_config(in, &c.lower, &c.batch, &c.n);
+    why = "kiln takes f32/f64/c64/c128 [..., n, n] matrices and uplo 'L' or 'U'";
   } else {
     return KILN_ERR_INTERNAL("custom call %s: %s is not a built-in host target", in->name, t);
   }
@@ -579,6 +688,20 @@ static bool sizes_agree(const builtin_call_t *c) {
              elements(&out[values]) == b * n * n && elements(&out[values + 1]) == b * n * n &&
              elements(&out[values + 2]) == b;
     }
+    case GEES:
+      return c->cplx && c->nin == 1 && c->nout == 5 && m == 0 && elements(&in[0]) == b * n * n &&
+             elements(&out[0]) == b * n * n && elements(&out[1]) == b * n * n &&
+             elements(&out[2]) == b * n && elements(&out[3]) == b && elements(&out[4]) == b;
+    case GEHRD:
+    case SYTRD: {
+      double m1 = n > 0 ? n - 1 : 0;
+      bool tri = c->kind == SYTRD;
+      return c->nin == 1 && c->nout == (tri ? 5 : 3) && m == 0 && elements(&in[0]) == b * n * n &&
+             elements(&out[0]) == b * n * n && elements(&out[tri ? 3 : 1]) == b * m1 &&
+             (!tri || (elements(&out[1]) == b * n && elements(&out[2]) == b * m1)) &&
+             elements(&out[tri ? 4 : 2]) == b &&
+             (tri || (k >= 0 && uc >= k && uc < (n > 1 ? n : 1)));
+    }
     case GTSV:
       return c->nin == 4 && c->nout == 5 && elements(&in[0]) == b * n &&
              elements(&in[1]) == b * n && elements(&in[2]) == b * n &&
@@ -616,7 +739,7 @@ kiln_status kiln_builtin_custom_call_rebuild(const kiln_recipe_call_t *c_in, kil
   c.vrows = (int64_t)kiln_br_u64(&r, "vrows");
   c.nin = (int)kiln_br_u32(&r, "inputs");
   c.nout = (int)kiln_br_u32(&r, "outputs");
-  if (!r.err && (kind > GEEV || c.nin < 0 || c.nin > kMaxLeaves || c.nout < 0 ||
+  if (!r.err && (kind > SYTRD || c.nin < 0 || c.nin > kMaxLeaves || c.nout < 0 ||
                  c.nout > kMaxLeaves || c.nin != c_in->num_operands || c.nout != c_in->num_results))
     kiln_br_fail(&r, KILN_ERR_INVALID("built-in recipe of %s: kind %u, %d inputs, %d outputs", name,
                                       kind, c.nin, c.nout));

@@ -144,6 +144,13 @@ func.func @main(%a: tensor<6x6xf64>) -> (tensor<6xf64>, tensor<6xf64>, tensor<6x
   func.return %0#0, %0#1, %0#3, %0#4 : tensor<6xf64>, tensor<6xf64>, tensor<6x6xcomplex<f64>>, tensor<i32>
 }
 """
+# jax.scipy.linalg.schur(a, output='complex') (what sqrtm runs): (t, vs, w, sdim, info).
+SCHUR = """
+func.func @main(%a: tensor<5x5xcomplex<f64>>) -> (tensor<5x5xcomplex<f64>>, tensor<5x5xcomplex<f64>>, tensor<i32>) {
+  %0:5 = stablehlo.custom_call @lapack_zgees_ffi(%a) {mhlo.backend_config = {mode = 86 : ui8, sort = 78 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [0], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<[0, 1]> : tensor<2xindex>, dense<0> : tensor<1xindex>, dense<> : tensor<0xindex>, dense<> : tensor<0xindex>]} : (tensor<5x5xcomplex<f64>>) -> (tensor<5x5xcomplex<f64>>, tensor<5x5xcomplex<f64>>, tensor<5xcomplex<f64>>, tensor<i32>, tensor<i32>)
+  func.return %0#0, %0#1, %0#4 : tensor<5x5xcomplex<f64>>, tensor<5x5xcomplex<f64>>, tensor<i32>
+}
+"""
 
 class AbiTest(unittest.TestCase):
     def test_struct_sizes_are_the_c_headers(self):
@@ -257,6 +264,23 @@ class ClientTest(unittest.TestCase):
         np.testing.assert_allclose(sorted(w, key=key), sorted(np.linalg.eigvals(a), key=key),
                                    rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(a @ vr, vr * w, rtol=1e-10, atol=1e-12)
+
+    def test_complex_schur_and_sqrtm_through_jaxs_cpu_lapack_target(self):
+        rng = np.random.default_rng(8)
+        a = rng.standard_normal((5, 5)) + 1j * rng.standard_normal((5, 5))
+        t, z, info = self.client.compile(SCHUR)(a)
+        self.assertEqual(int(info), 0)
+        np.testing.assert_array_equal(np.tril(t, -1), 0)
+        np.testing.assert_allclose(z @ t @ z.conj().T, a, rtol=1e-12, atol=1e-12)
+        # sqrtm as jax.scipy.linalg does from the Schur form: R upper triangular, R R = T.
+        r = np.zeros_like(t)
+        for j in range(5):
+            r[j, j] = np.sqrt(t[j, j])
+            for i in range(j - 1, -1, -1):
+                s = r[i, i + 1:j] @ r[i + 1:j, j]
+                r[i, j] = (t[i, j] - s) / (r[i, i] + r[j, j])
+        root = z @ r @ z.conj().T
+        np.testing.assert_allclose(root @ root, a, rtol=1e-10, atol=1e-10)
 
     def test_example_gelu_in_bfloat16(self):
         with open(os.path.join(SOURCE_DIR, "examples", "gelu.hlo")) as f:
