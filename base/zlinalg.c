@@ -584,9 +584,6 @@ void kiln_householder_zhetrd(int64_t n, bool lower, double complex *a, double *d
   for (int64_t i = 0; i + 1 < n; i++) e[lower ? i : n - 2 - i] = creal(H(i + 1, i));
 }
 
-#undef Q
-#undef H
-
 int kiln_real_geev(int64_t n, const double *a, double *wr, double *wi, double complex *vl,
                    double complex *vr) {
   size_t nn = (size_t)(n * n);
@@ -644,3 +641,246 @@ int kiln_real_geev(int64_t n, const double *a, double *wr, double *wi, double co
   free(buf);
   return 0;
 }
+
+/* ---- The real Schur form: Francis double-shift QR steps, 2 x 2 blocks standardized ---- */
+
+#define T(i, j) t[(i) + (j)*n]
+
+/* Rows i, j (i, j, columns c0 .. c1) or columns i, j (rows c0 .. c1) of the column-major m mixed
+ * by the rotation (x, y) -> (c x + s y, c y - s x), as BLAS's drot. */
+static void rot(int64_t n, double *m, bool rows, int64_t i, int64_t j, int64_t c0, int64_t c1,
+                double c, double s) {
+  for (int64_t k = c0; k <= c1; k++) {
+    double *x = rows ? &m[i + k * n] : &m[k + i * n], *y = rows ? &m[j + k * n] : &m[k + j * n];
+    double a = *x, b = *y;
+    *x = c * a + s * b;
+    *y = c * b - s * a;
+  }
+}
+
+static double sign1(double x) {
+  return x < 0 ? -1.0 : 1.0; /* Fortran's SIGN(1, x) with x = -0 giving 1 */
+}
+
+/* LAPACK's dlanv2: the rotation (cs, sn) making the 2 x 2 block [[a, b], [c, d]] upper
+ * triangular when its eigenvalues are real, else equal-diagonal with b c < 0 (the standard
+ * form of a complex pair); the block is overwritten. */
+static void standardize(double *a, double *b, double *c, double *d, double *cs, double *sn) {
+  if (*c == 0) {
+    *cs = 1;
+    *sn = 0;
+  } else if (*b == 0) { /* swap rows and columns */
+    *cs = 0;
+    *sn = 1;
+    double t = *d;
+    *d = *a;
+    *a = t;
+    *b = -*c;
+    *c = 0;
+  } else if (*a - *d == 0 && sign1(*b) != sign1(*c)) {
+    *cs = 1;
+    *sn = 0;
+  } else {
+    double temp = *a - *d, p = 0.5 * temp;
+    double bcmax = fmax(fabs(*b), fabs(*c));
+    double bcmis = fmin(fabs(*b), fabs(*c)) * sign1(*b) * sign1(*c);
+    double scale = fmax(fabs(p), bcmax);
+    double z = (p / scale) * p + (bcmax / scale) * bcmis;
+    if (z >= 4 * DBL_EPSILON) { /* real eigenvalues */
+      z = p + copysign(sqrt(scale) * sqrt(z), p);
+      *a = *d + z;
+      *d = *d - (bcmax / z) * bcmis;
+      double tau = hypot(*c, z);
+      *cs = z / tau;
+      *sn = *c / tau;
+      *b = *b - *c;
+      *c = 0;
+    } else { /* complex, or real and nearly equal: equal diagonal first */
+      double sigma = *b + *c, tau = hypot(sigma, temp);
+      *cs = sqrt(0.5 * (1 + fabs(sigma) / tau));
+      *sn = -(p / (tau * *cs)) * sign1(sigma);
+      double aa = *a * *cs + *b * *sn, bb = -*a * *sn + *b * *cs;
+      double cc = *c * *cs + *d * *sn, dd = -*c * *sn + *d * *cs;
+      *a = aa * *cs + cc * *sn;
+      *b = bb * *cs + dd * *sn;
+      *c = -aa * *sn + cc * *cs;
+      *d = -bb * *sn + dd * *cs;
+      temp = 0.5 * (*a + *d);
+      *a = *d = temp;
+      if (*c != 0) {
+        if (*b != 0) {
+          if (sign1(*b) == sign1(*c)) { /* real after all: upper triangular */
+            double sab = sqrt(fabs(*b)), sac = sqrt(fabs(*c));
+            p = copysign(sab * sac, *c);
+            tau = 1 / sqrt(fabs(*b + *c));
+            *a = temp + p;
+            *d = temp - p;
+            *b = *b - *c;
+            *c = 0;
+            double cs1 = sab * tau, sn1 = sac * tau;
+            temp = *cs * cs1 - *sn * sn1;
+            *sn = *cs * sn1 + *sn * cs1;
+            *cs = temp;
+          }
+        } else {
+          *b = -*c;
+          *c = 0;
+          temp = *cs;
+          *cs = -*sn;
+          *sn = temp;
+        }
+      }
+    }
+  }
+}
+
+/* The reflector P = I - tau v v^T (v[0] = 1) with P x = (beta, 0, ...) for x of `len` (2 or 3)
+ * entries, as dlarfg; tau 0 when x's tail is zero. */
+static double reflector(int len, const double *x, double *v) {
+  double xnorm = len == 3 ? hypot(x[1], x[2]) : fabs(x[1]);
+  v[0] = 1;
+  if (xnorm == 0) {
+    v[1] = v[2] = 0;
+    return 0;
+  }
+  double beta = -copysign(hypot(x[0], xnorm), x[0]);
+  for (int i = 1; i < len; i++) v[i] = x[i] / (x[0] - beta);
+  return (beta - x[0]) / beta;
+}
+
+/* P (from reflector) applied to rows r .. r+len-1 of columns c0 .. c1 (rows), or to columns
+ * r .. r+len-1 of rows c0 .. c1. */
+static void reflect(int64_t n, double *m, bool rows, int64_t r, int len, const double *v,
+                    double tau, int64_t c0, int64_t c1) {
+  if (tau == 0) return;
+  for (int64_t k = c0; k <= c1; k++) {
+    double *e[3];
+    for (int i = 0; i < len; i++) e[i] = rows ? &m[(r + i) + k * n] : &m[k + (r + i) * n];
+    double w = 0;
+    for (int i = 0; i < len; i++) w += *e[i] * v[i];
+    w *= tau;
+    for (int i = 0; i < len; i++) *e[i] -= w * v[i];
+  }
+}
+
+/* t (upper Hessenberg, column-major) made quasi-triangular by Francis double-shift steps on
+ * its active window, z collecting them; each 2 x 2 block standardized as it deflates. False
+ * without convergence (30 max(10, n) steps for an eigenvalue). */
+static bool real_schur(int64_t n, double *t, double *z) {
+  int64_t budget = 30 * (n > 10 ? n : 10), steps = 0;
+  for (int64_t hi = n - 1; hi >= 0;) {
+    int64_t l = hi;
+    for (; l > 0; l--) {
+      double sub = fabs(T(l, l - 1)), near = fabs(T(l - 1, l - 1)) + fabs(T(l, l));
+      if (sub <= DBL_MIN || sub <= DBL_EPSILON * near) {
+        T(l, l - 1) = 0;
+        break;
+      }
+    }
+    if (l == hi) { /* a 1 x 1 block */
+      hi--;
+      steps = 0;
+      continue;
+    }
+    if (l == hi - 1) { /* a 2 x 2 block: standardized, the rotation carried everywhere */
+      double cs, sn;
+      standardize(&T(hi - 1, hi - 1), &T(hi - 1, hi), &T(hi, hi - 1), &T(hi, hi), &cs, &sn);
+      if (hi + 1 < n) rot(n, t, true, hi - 1, hi, hi + 1, n - 1, cs, sn);
+      if (hi >= 2) rot(n, t, false, hi - 1, hi, 0, hi - 2, cs, sn);
+      if (z) rot(n, z, false, hi - 1, hi, 0, n - 1, cs, sn);
+      hi -= 2;
+      steps = 0;
+      continue;
+    }
+    if (++steps > budget) return false;
+    /* the shifts: the trailing 2 x 2's eigenvalues (their sum s and product p), or an
+     * exceptional pair every 10th step */
+    double s, p;
+    if (steps % 10 == 0) {
+      double w = fabs(T(hi, hi - 1)) + fabs(T(hi - 1, hi - 2));
+      double h11 = 0.75 * w + T(hi, hi), h12 = -0.4375 * w;
+      s = 2 * h11;
+      p = h11 * h11 - h12 * w;
+    } else {
+      s = T(hi - 1, hi - 1) + T(hi, hi);
+      p = T(hi - 1, hi - 1) * T(hi, hi) - T(hi - 1, hi) * T(hi, hi - 1);
+    }
+    double x[3] = {T(l, l) * T(l, l) + T(l, l + 1) * T(l + 1, l) - s * T(l, l) + p,
+                   T(l + 1, l) * (T(l, l) + T(l + 1, l + 1) - s), T(l + 1, l) * T(l + 2, l + 1)};
+    for (int64_t k = l; k <= hi - 1; k++) {
+      int len = k + 2 <= hi ? 3 : 2;
+      double v[3];
+      double tau = reflector(len, x, v);
+      int64_t from = k > l ? k - 1 : l, last = k + 3 < hi ? k + 3 : hi;
+      reflect(n, t, true, k, len, v, tau, from, n - 1);
+      if (k > l) { /* the bulge's column is now (beta, 0, ...) */
+        T(k + 1, k - 1) = 0;
+        if (len == 3) T(k + 2, k - 1) = 0;
+      }
+      reflect(n, t, false, k, len, v, tau, 0, last);
+      if (z) reflect(n, z, false, k, len, v, tau, 0, n - 1);
+      if (k + 1 <= hi - 1) {
+        x[0] = T(k + 1, k);
+        x[1] = T(k + 2, k);
+        x[2] = k + 3 <= hi ? T(k + 3, k) : 0;
+      }
+    }
+  }
+  return true;
+}
+
+int kiln_real_gees(int64_t n, const double *a, double *t, double *z, double *wr, double *wi) {
+  size_t nn = (size_t)(n * n);
+  double complex *h =
+      malloc(sizeof(double complex) * (2 * nn + (size_t)n + 1) + sizeof(double) * (2 * nn + 1));
+  if (!h) return -1;
+  double complex *q = h + nn, *y = q + nn;
+  double *rt = (double *)(y + n), *rz = rt + nn;
+  bool finite = true;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      H(i, j) = a[i * n + j];
+      Q(i, j) = i == j;
+      finite = finite && isfinite(a[i * n + j]);
+    }
+  bool ok = finite;
+  if (ok) {
+    /* the complex Householder steps on real data keep it real: zero imaginary parts */
+    if (n > 0) reduce(n, h, q, y, 0, n - 1, NULL);
+    for (size_t i = 0; i < nn; i++) {
+      rt[i] = creal(h[i]);
+      rz[i] = creal(q[i]);
+    }
+    ok = real_schur(n, rt, rz);
+  }
+  if (!ok) {
+    for (size_t i = 0; i < nn; i++) t[i] = NAN;
+    for (size_t i = 0; z && i < nn; i++) z[i] = NAN;
+    for (int64_t i = 0; i < n; i++) wr[i] = wi[i] = NAN;
+    free(h);
+    return 1;
+  }
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < n; j++) {
+      t[i * n + j] = j + 1 >= i ? rt[i + j * n] : 0;
+      if (z) z[i * n + j] = rz[i + j * n];
+    }
+  for (int64_t i = 0; i < n; i++) {
+    bool pair = i + 1 < n && rt[(i + 1) + i * n] != 0;
+    wr[i] = rt[i + i * n];
+    wi[i] = 0;
+    if (pair) {
+      double b = rt[i + (i + 1) * n], c = rt[(i + 1) + i * n];
+      wr[i + 1] = rt[(i + 1) + (i + 1) * n];
+      wi[i] = sqrt(fabs(b)) * sqrt(fabs(c));
+      wi[i + 1] = -wi[i];
+      i++;
+    }
+  }
+  free(h);
+  return 0;
+}
+
+#undef T
+#undef Q
+#undef H

@@ -82,6 +82,16 @@ int kiln_zgeev(int64_t n, const double complex *a, double complex *w, double com
 int kiln_zgees(int64_t n, const double complex *a, double complex *t, double complex *z,
                double complex *w);
 
+/* The real Schur form a = z t z^T of the n x n row-major real `a` (not written), as LAPACK's
+ * dgees with no sorting (jax.scipy.linalg.schur): Householder reduction to Hessenberg form,
+ * then Francis double-shift steps (dlahqr's scheme: an exceptional shift every 10th step, at
+ * most 30 max(10, n) steps per eigenvalue), each 2 x 2 diagonal block standardized as it
+ * deflates (dlanv2: upper triangular for real eigenvalues, equal diagonal with b c < 0 for a
+ * complex pair), z orthogonal (not computed when NULL); the eigenvalues from t's blocks, a
+ * pair's positive imaginary part first. Returns 0, 1 (no convergence or a NaN or infinity:
+ * the outputs NaN) or -1 when out of memory. */
+int kiln_real_gees(int64_t n, const double *a, double *t, double *z, double *wr, double *wi);
+
 /* kiln_zgeev of a real matrix, in LAPACK's ?geev form: eigenvalues as real and imaginary
  * parts, conjugate pairs adjacent with the positive imaginary part first and exactly
  * conjugate (values and vectors), real eigenvalues (imaginary part within 64 n eps ||a||)

@@ -8,9 +8,9 @@
  * reconstruction checked in the program); potrf's info at a failing pivot the same on both
  * (LAPACK's: the first failing column, the factor stopping there); the complex forms
  * (lapack_{c,z}{potrf,getrf,trsm,geqrf,ungqr,heevd,gesdd}) against numpy; geev, real and
- * complex; gees, gehrd, sytrd / hetrd and getrf of non-square matrices; forms kiln lacks
- * (complex gtsv, real gees) refused naming the target; the host's built-ins
- * serialized and read back. */
+ * complex; gees (complex and real), gehrd, sytrd / hetrd and getrf of non-square matrices;
+ * forms kiln lacks (complex gtsv, gees with sorting) refused naming the target; the host's
+ * built-ins serialized and read back. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -615,8 +615,9 @@ enum { kComplexFunctions = 12 };
 /* geev (jnp.linalg.eig): JAX's own form on an iota 4 x 4 f32 (both vector sets; the values
  * LAPACK gives), a real f64 matrix with a conjugate pair and a complex one against numpy's
  * values, in LAPACK's order; the vectors checked in the program (A v = w v, u^H A = w u^H);
- * vectors not asked for are zeros. gees (complex Schur form): T upper triangular with numpy's
- * eigenvalues on its diagonal, Z T Z^H = A, Z unitary. */
+ * vectors not asked for are zeros. gees: the complex Schur form (T upper triangular with
+ * numpy's eigenvalues on its diagonal, Z T Z^H = A, Z unitary) and the real one (T
+ * quasi-triangular, its blocks giving numpy's eigenvalues, Z T Z^T = A, Z orthogonal). */
 static const char kEigProgram[] =
     "func.func @geev_jax_iota_f32() {\n"
     "  %0 = stablehlo.iota dim = 0 : tensor<16xf32>\n"
@@ -773,9 +774,47 @@ static const char kEigProgram[] =
     "(0.0, 0.0), (1.0, 0.0), (0.0, 0.0)], [(0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), "
     "(1.0, 0.0)]]> : tensor<5x5xcomplex<f64>> {tolerance = 1.0e-12 : f64}\n"
     "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @gees_real_f64() {\n"
+    "  %a = stablehlo.constant dense<[[-5.0, -4.0, 0.0, 5.0, 4.0], [-2.0, -2.0, 3.0, -5.0, "
+    "5.0], [0.0, -1.0, -5.0, -1.0, -5.0], [4.0, -5.0, 1.0, 1.0, 1.0], [4.0, 1.0, 3.0, -5.0, "
+    "-4.0]]> : tensor<5x5xf64>\n"
+    "  %0:6 = stablehlo.custom_call @lapack_dgees_ffi(%a) {mhlo.backend_config = {mode = 86 "
+    ": ui8, sort = 78 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>], "
+    "output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [0], "
+    "operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[0, 1]> : "
+    "tensor<2xindex>, dense<[0, 1]> : tensor<2xindex>, dense<0> : tensor<1xindex>, dense<0> "
+    ": tensor<1xindex>, dense<> : tensor<0xindex>, dense<> : tensor<0xindex>]} : "
+    "(tensor<5x5xf64>) -> (tensor<5x5xf64>, tensor<5x5xf64>, tensor<5xf64>, tensor<5xf64>, "
+    "tensor<i32>, tensor<i32>)\n"
+    "  check.expect_almost_eq_const %0#2, dense<[7.130480696380186, -9.948628252685522, "
+    "-4.286318683239889, -4.286318683239889, -3.609215077214888]> : tensor<5xf64> "
+    "{tolerance = 1.0e-12 : f64}\n"
+    "  check.expect_almost_eq_const %0#3, dense<[0.0, 0.0, 3.780902554533869, "
+    "-3.780902554533869, 0.0]> : tensor<5xf64> {tolerance = 1.0e-12 : f64}\n"
+    "  check.expect_eq_const %0#4, dense<0> : tensor<i32>\n"
+    "  check.expect_eq_const %0#5, dense<0> : tensor<i32>\n"
+    "  %m = stablehlo.constant dense<[[0.0, 0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0, 0.0], "
+    "[1.0, 0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0, 0.0]]> : "
+    "tensor<5x5xf64>\n"
+    "  %low = stablehlo.multiply %0#0, %m : tensor<5x5xf64>\n"
+    "  check.expect_almost_eq_const %low, dense<0.0> : tensor<5x5xf64> {tolerance = 0.0 : "
+    "f64}\n"
+    "  %zt = stablehlo.dot_general %0#1, %0#0, contracting_dims = [1] x [0] : "
+    "(tensor<5x5xf64>, tensor<5x5xf64>) -> tensor<5x5xf64>\n"
+    "  %re = stablehlo.dot_general %zt, %0#1, contracting_dims = [1] x [1] : "
+    "(tensor<5x5xf64>, tensor<5x5xf64>) -> tensor<5x5xf64>\n"
+    "  check.expect_almost_eq %re, %a {tolerance = 1.0e-12 : f64} : tensor<5x5xf64>\n"
+    "  %id = stablehlo.dot_general %0#1, %0#1, contracting_dims = [0] x [0] : "
+    "(tensor<5x5xf64>, tensor<5x5xf64>) -> tensor<5x5xf64>\n"
+    "  check.expect_almost_eq_const %id, dense<[[1.0, 0.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, "
+    "0.0, 0.0], [0.0, 0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0, "
+    "1.0]]> : tensor<5x5xf64> {tolerance = 1.0e-12 : f64}\n"
+    "  func.return\n"
     "}\n";
 
-enum { kEigFunctions = 4 };
+enum { kEigFunctions = 5 };
 
 /* gehrd (jax.lax.linalg.hessenberg: JAX's batched form with low 1 / high 4, and a complex one
  * with ilo 2 / ihi 4), sytrd / hetrd (jax.lax.linalg.tridiagonal, both triangles) and getrf of
@@ -1101,8 +1140,8 @@ static void test_gesvd_gives_gesdds_results(void **state) {
   kiln_arena_destroy(&arena);
 }
 
-/* Forms kiln does not implement (a complex tridiagonal solve, a real Schur form): the compiler
- * and the evaluator name the call. */
+/* Forms kiln does not implement (a complex tridiagonal solve, a Schur form with its eigenvalues
+ * selected): the compiler and the evaluator name the call. */
 static void test_unimplemented_lapack_forms_are_refused_by_name(void **state) {
   (void)state;
   kiln_arena_t arena;
@@ -1124,14 +1163,14 @@ static void test_unimplemented_lapack_forms_are_refused_by_name(void **state) {
       "HloModule m\nENTRY e {\n  a = f32[3,3] parameter(0)\n"
       "  ROOT p = (f32[3,3], f32[3,3], f32[3], f32[3], s32[], s32[]) custom-call(a), "
       "custom_call_target=\"lapack_sgees_ffi\", api_version=API_VERSION_TYPED_FFI, "
-      "backend_config={mode = 86 : ui8, sort = 78 : ui8}\n}\n",
+      "backend_config={mode = 86 : ui8, sort = 83 : ui8}\n}\n",
       NULL, &arena, &got, &want, st);
   for (int i = 0; i < 2; i++) {
     assert_non_null(st[i]);
     assert_int_equal(kiln_status_code(st[i]), KILN_UNIMPLEMENTED);
     const char *msg = kiln_status_message(st[i]);
     assert_non_null(strstr(msg, "custom call p (lapack_sgees_ffi)"));
-    assert_non_null(strstr(msg, "real Schur form"));
+    assert_non_null(strstr(msg, "sort 'N'"));
     kiln_status_free(st[i]);
   }
   kiln_arena_destroy(&arena);
@@ -1196,6 +1235,9 @@ static void test_builtin_targets_survive_serialization(void **state) {
       "  y = (f64[2,3,3], f64[2,3], f64[2,2], f64[2,2], s32[2]) custom-call(a), "
       "custom_call_target=\"lapack_dsytrd_ffi\", api_version=API_VERSION_TYPED_FFI, "
       "backend_config={uplo = 85 : ui8}\n"
+      "  u = (f64[2,3,3], f64[2,3,3], f64[2,3], f64[2,3], s32[2], s32[2]) custom-call(a), "
+      "custom_call_target=\"lapack_dgees_ffi\", api_version=API_VERSION_TYPED_FFI, "
+      "backend_config={mode = 86 : ui8, sort = 78 : ui8}\n"
       "  g = (f64[2,3], f64[2,3], c128[2,3,3], c128[2,3,3], s32[2]) custom-call(a), "
       "custom_call_target=\"lapack_dgeev_ffi\", api_version=API_VERSION_TYPED_FFI, "
       "backend_config={compute_left = 86 : ui8, compute_right = 78 : ui8}\n"
@@ -1203,7 +1245,9 @@ static void test_builtin_targets_survive_serialization(void **state) {
       "(f64[2,3,3], f64[2,3], f64[2,3,3], f64[2,3,3], s32[2]), "
       "(f64[2,3], f64[2,3], f64[2,3], f64[2,3,3], s32[2]), "
       "(f64[2,3], f64[2,3], c128[2,3,3], c128[2,3,3], s32[2]), (f64[2,3,3], f64[2,2], s32[2]), "
-      "(f64[2,3,3], f64[2,3], f64[2,2], f64[2,2], s32[2])) tuple(e, q, v, t, g, h, y)\n}\n");
+      "(f64[2,3,3], f64[2,3], f64[2,2], f64[2,2], s32[2]), "
+      "(f64[2,3,3], f64[2,3,3], f64[2,3], f64[2,3], s32[2], s32[2])) tuple(e, q, v, t, g, h, y, "
+      "u)\n}\n");
 }
 
 /* The complex built-ins likewise (16-byte views, the recipe's complex flag). */

@@ -5,7 +5,8 @@
  * rank-deficient matrices in full and reduced form; the general eigendecomposition's
  * A v = w v and u^H A = w u^H with unit vectors whose largest component is real and positive,
  * a real matrix's conjugate pairs exact and adjacent; the Hessenberg and tridiagonal (both
- * triangles) reductions' Q^H A Q from their stored reflectors; non-finite input reported (info 1,
+ * triangles) reductions' Q^H A Q from their stored reflectors; the real Schur form's
+ * Z T Z^T = A with standardized 2 x 2 blocks; non-finite input reported (info 1,
  * NaN outputs). Residuals are bounded by 64 n eps ||A|| (a backward-stable method's error). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -329,6 +330,59 @@ static void test_hessenberg_and_tridiagonal_reductions(void **state) {
   }
 }
 
+/* The real Schur form of random matrices: Z T Z^T = A, Z orthogonal, T quasi-triangular with
+ * standardized 2 x 2 blocks (equal diagonal, b c < 0) whose eigenvalues are wr +- i wi. */
+static void test_real_schur_form(void **state) {
+  (void)state;
+  uint64_t seed = 13;
+  for (int64_t n = 1; n <= 40; n += (n < 6 ? 1 : 11)) {
+    size_t nn = (size_t)(n * n);
+    double *a = malloc(sizeof(double) * nn), *t = malloc(sizeof(double) * nn),
+           *z = malloc(sizeof(double) * nn), *wr = malloc(sizeof(double) * (size_t)n),
+           *wi = malloc(sizeof(double) * (size_t)n);
+    double norm = 0;
+    for (size_t i = 0; i < nn; i++) {
+      a[i] = rnd(&seed);
+      norm = hypot(norm, a[i]);
+    }
+    assert_int_equal(kiln_real_gees(n, a, t, z, wr, wi), 0);
+    double worst = 0, orth = 0;
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double x = 0, o = 0;
+        for (int64_t k = 0; k < n; k++) {
+          o += z[k * n + i] * z[k * n + j];
+          for (int64_t l = 0; l < n; l++) x += z[i * n + k] * t[k * n + l] * z[j * n + l];
+        }
+        worst = fmax(worst, fabs(x - a[i * n + j]));
+        orth = fmax(orth, fabs(o - (i == j)));
+      }
+    double tol = 64 * (double)n * DBL_EPSILON * norm;
+    if (worst > tol || orth > 64 * (double)n * DBL_EPSILON)
+      fail_msg("n=%lld: |Z T Z^T - A| %g, |Z^T Z - I| %g", (long long)n, worst, orth);
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t j = 0; j + 1 < i; j++) assert_true(t[i * n + j] == 0);
+    for (int64_t i = 0; i < n; i++) {
+      if (i + 1 < n && t[(i + 1) * n + i] != 0) { /* a block: standard, and its eigenvalues */
+        double b = t[i * n + i + 1], c = t[(i + 1) * n + i];
+        assert_true(i + 2 >= n || t[(i + 2) * n + i + 1] == 0);
+        assert_true(t[i * n + i] == t[(i + 1) * n + i + 1] && b * c < 0);
+        assert_true(wr[i] == t[i * n + i] && wr[i + 1] == wr[i] && wi[i] > 0 &&
+                    wi[i + 1] == -wi[i]);
+        assert_true(fabs(wi[i] * wi[i] + b * c) <= 1e-12 * (1 + fabs(b * c)));
+        i++;
+      } else {
+        assert_true(wr[i] == t[i * n + i] && wi[i] == 0);
+      }
+    }
+    free(a);
+    free(t);
+    free(z);
+    free(wr);
+    free(wi);
+  }
+}
+
 static void test_non_finite_input_is_reported(void **state) {
   (void)state;
   double complex a[4] = {1, CMPLX(NAN, 0), CMPLX(NAN, 0), 2}, v[4], u[4], vt[4];
@@ -350,6 +404,7 @@ int main(void) {
       cmocka_unit_test(test_svd_reconstructs_every_shape),
       cmocka_unit_test(test_geev_decomposes_general_matrices),
       cmocka_unit_test(test_hessenberg_and_tridiagonal_reductions),
+      cmocka_unit_test(test_real_schur_form),
       cmocka_unit_test(test_non_finite_input_is_reported),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

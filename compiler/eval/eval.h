@@ -446,10 +446,10 @@ bool kiln_eval_geev_config(const kiln_hlo_instruction_t *instr, bool *left, bool
                            int64_t *batch, int64_t *n);
 /* Whether `target` is jaxlib's lapack_{s,d,c,z}geev_ffi. */
 bool kiln_eval_is_geev_target(const char *target);
-/* jaxlib's lapack_{c,z}gees_ffi (jax.scipy.linalg.schur of a complex matrix, sqrtm): (a [..., n,
- * n]) -> (t, vs [..., n, n], w [..., n], sdim [...], info [...]), flags mode 'V' / 'N' (vs
- * zeros) and sort 'N'; base/zlinalg.h's kiln_zgees on the evaluator and the host. False for
- * other targets or forms, the real lapack_{s,d}gees_ffi included. */
+/* jaxlib's lapack_{s,d,c,z}gees_ffi (jax.scipy.linalg.schur; sqrtm's complex one): (a [..., n,
+ * n]) -> (t, vs [..., n, n], w [..., n] (a real a: wr and wi), sdim [...], info [...]), flags
+ * mode 'V' / 'N' (vs zeros) and sort 'N'; base/zlinalg.h's kiln_zgees / kiln_real_gees on the
+ * evaluator and the host. False for other targets or forms. */
 bool kiln_eval_gees_config(const kiln_hlo_instruction_t *instr, bool *vectors, int64_t *batch,
                            int64_t *n);
 /* Whether `target` is jaxlib's lapack_{s,d,c,z}gees_ffi. */
@@ -468,10 +468,9 @@ bool kiln_eval_sytrd_config(const kiln_hlo_instruction_t *instr, bool *lower, in
 bool kiln_eval_is_gehrd_target(const char *target);
 bool kiln_eval_is_sytrd_target(const char *target);
 /* Why kiln refuses a gees call kiln_eval_gees_config rejected. */
-#define KILN_EVAL_GEES_FORMS                                                                   \
-  "kiln computes the complex Schur form (c64/c128 [..., n, n], mode 'V' or 'N', sort 'N'); a " \
-  "real matrix's real Schur form (lapack_{s,d}gees_ffi) is not implemented: convert it to "    \
-  "complex (jax.scipy.linalg.schur(a, output='complex'))"
+#define KILN_EVAL_GEES_FORMS                                                            \
+  "kiln takes f32/f64/c64/c128 [..., n, n] matrices, mode 'V' or 'N' and sort 'N' (no " \
+  "eigenvalue selection)"
 /* xla_builder.matrix.Einsum's backend_config "ab,bc->ac" (one or two operands, letters):
  * each operand's labels and the result's; false when malformed or the ranks differ. */
 #define KILN_EINSUM_MAX_LABELS 16

@@ -466,22 +466,25 @@ bool kiln_eval_is_gees_target(const char *t) {
 bool kiln_eval_gees_config(const kiln_hlo_instruction_t *in, bool *vectors, int64_t *batch,
                            int64_t *n) {
   if (!kiln_eval_is_gees_target(in->custom_call_target) || in->num_operands != 1 ||
-      !kiln_shape_is_tuple(in->shape) || in->shape->num_elements != 5)
+      !kiln_shape_is_tuple(in->shape))
     return false;
   const char *cfg = in->backend_config ? in->backend_config : "";
   int mode = kiln_eval_dict_flag(cfg, "mode"), sort = kiln_eval_dict_flag(cfg, "sort");
   if ((mode != 'V' && mode != 'N') || sort != 'N') return false;
   *vectors = mode == 'V';
   const kiln_shape_t *a = in->operands[0]->shape;
-  if (!kiln_shape_is_array(a) || a->rank < 2 || !kiln_elem_type_is_complex(a->type) ||
-      !kiln_eval_solver_matrix_type(a->type) || a->dims[a->rank - 1] != a->dims[a->rank - 2])
+  if (!kiln_shape_is_array(a) || a->rank < 2 || !kiln_eval_solver_matrix_type(a->type) ||
+      a->dims[a->rank - 1] != a->dims[a->rank - 2])
     return false;
-  int rank = a->rank;
-  static const int tails[5] = {2, 2, 1, 0, 0}; /* t, vs, w, sdim, info */
-  for (int i = 0; i < 5; i++) {
+  /* t, vs, w (or wr and wi), sdim, info */
+  bool cplx = kiln_elem_type_is_complex(a->type);
+  int rank = a->rank, nres = cplx ? 5 : 6, values = cplx ? 1 : 2;
+  if (in->shape->num_elements != nres) return false;
+  for (int i = 0; i < nres; i++) {
     const kiln_shape_t *r = in->shape->elements[i];
-    if (!kiln_shape_is_array(r) || r->rank != rank - 2 + tails[i]) return false;
-    if (i < 3 ? r->type != a->type : (r->type != KILN_S32 && r->type != KILN_S64)) return false;
+    int tail = i < 2 ? 2 : i < 2 + values ? 1 : 0;
+    if (!kiln_shape_is_array(r) || r->rank != rank - 2 + tail) return false;
+    if (tail ? r->type != a->type : (r->type != KILN_S32 && r->type != KILN_S64)) return false;
     for (int d = 0; d < r->rank; d++)
       if (r->dims[d] != a->dims[d]) return false;
   }
@@ -596,8 +599,8 @@ static kiln_status reduction(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t 
   return NULL;
 }
 
-/* gees: per matrix T, the Schur vectors (zeros without mode 'V'), T's diagonal, sdim 0 (no
- * sorting) and info. */
+/* gees: per matrix T, the Schur vectors (zeros without mode 'V'), the eigenvalues (T's
+ * diagonal; a real T's blocks as wr and wi), sdim 0 (no sorting) and info. */
 static kiln_status gees(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
                         kiln_literal_t *const *ops, kiln_literal_t **out) {
   bool vectors;
@@ -608,25 +611,42 @@ static kiln_status gees(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
   KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
   kiln_literal_t *const *r = (*out)->tuple_elements;
   size_t nn = (size_t)(n * n);
-  double complex *a = kiln_try_malloc(sizeof(double complex) * (3 * nn + (size_t)n + 1));
+  bool cplx = kiln_elem_type_is_complex(ops[0]->shape->type);
+  int values = cplx ? 1 : 2;
+  /* complex: a, t, z, w; real: the same room as doubles for a, t, z, wr, wi */
+  double complex *a = kiln_try_malloc(sizeof(double complex) * (3 * nn + 2 * (size_t)n + 1));
   if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
   double complex *t = a + nn, *z = t + nn, *w = z + nn;
+  double *ra = (double *)a, *rt = ra + nn, *rz = rt + nn, *wr = rz + nn, *wi = wr + n;
   kiln_status st = NULL;
   for (int64_t b = 0; b < batch; b++) {
     int64_t base = b * (int64_t)nn;
-    for (size_t i = 0; i < nn; i++) a[i] = kiln_eval_get_complex(ops[0], base + (int64_t)i);
-    int bad = kiln_zgees(n, a, t, vectors ? z : NULL, w);
+    int bad;
+    if (cplx) {
+      for (size_t i = 0; i < nn; i++) a[i] = kiln_eval_get_complex(ops[0], base + (int64_t)i);
+      bad = kiln_zgees(n, a, t, vectors ? z : NULL, w);
+    } else {
+      for (size_t i = 0; i < nn; i++) ra[i] = kiln_literal_get_f64(ops[0], base + (int64_t)i);
+      bad = kiln_real_gees(n, ra, rt, vectors ? rz : NULL, wr, wi);
+    }
     if (bad < 0) {
       st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
       break;
     }
     for (size_t i = 0; i < nn; i++) {
-      kiln_eval_set_complex(r[0], base + (int64_t)i, t[i]);
-      kiln_eval_set_complex(r[1], base + (int64_t)i, vectors ? z[i] : 0.0);
+      kiln_eval_set_complex(r[0], base + (int64_t)i, cplx ? t[i] : rt[i]);
+      kiln_eval_set_complex(r[1], base + (int64_t)i, !vectors ? 0.0 : cplx ? z[i] : rz[i]);
     }
-    for (int64_t i = 0; i < n; i++) kiln_eval_set_complex(r[2], b * n + i, w[i]);
-    kiln_literal_set_s64(r[3], b, 0);
-    kiln_literal_set_s64(r[4], b, bad);
+    for (int64_t i = 0; i < n; i++) {
+      if (cplx) {
+        kiln_eval_set_complex(r[2], b * n + i, w[i]);
+      } else {
+        kiln_literal_set_f64(r[2], b * n + i, wr[i]);
+        kiln_literal_set_f64(r[3], b * n + i, wi[i]);
+      }
+    }
+    kiln_literal_set_s64(r[2 + values], b, 0);
+    kiln_literal_set_s64(r[3 + values], b, bad);
   }
   kiln_free(a);
   return st;

@@ -339,27 +339,42 @@ static kiln_status geev(const builtin_call_t *c, const kiln_devptr_t *ops,
 }
 
 /* gees through base/zlinalg.h, as the evaluator computes it: per matrix T, the Schur vectors
- * (zeros without mode 'V'), T's diagonal, sdim 0 and info. */
+ * (zeros without mode 'V'), the eigenvalues (w, or wr and wi), sdim 0 and info. */
 static kiln_status gees(const builtin_call_t *c, const kiln_devptr_t *ops,
                         const kiln_devptr_t *res) {
   int64_t n = c->n;
   size_t nn = (size_t)(n * n);
-  double complex *a = kiln_try_malloc(sizeof(double complex) * (3 * nn + (size_t)n + 1));
+  double complex *a = kiln_try_malloc(sizeof(double complex) * (3 * nn + 2 * (size_t)n + 1));
   if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host schur: out of memory");
   double complex *t = a + nn, *z = t + nn, *w = z + nn;
+  double *ra = (double *)a, *rt = ra + nn, *rz = rt + nn, *wr = rz + nn, *wi = wr + n;
+  int values = c->cplx ? 1 : 2;
   kiln_status st = NULL;
   for (int64_t b = 0; b < c->batch; b++) {
-    zload(c, &c->in[0], ops[0], b, 2, n, n, a);
-    int bad = kiln_zgees(n, a, t, c->vectors ? z : NULL, w);
+    int bad;
+    if (c->cplx) {
+      zload(c, &c->in[0], ops[0], b, 2, n, n, a);
+      bad = kiln_zgees(n, a, t, c->vectors ? z : NULL, w);
+    } else {
+      load(c, &c->in[0], ops[0], b, 2, n, n, ra);
+      bad = kiln_real_gees(n, ra, rt, c->vectors ? rz : NULL, wr, wi);
+    }
     if (bad < 0) {
       st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host schur: out of memory");
       break;
     }
-    zstore(c, &c->out[0], res[0], b, 2, n, n, t);
-    zstore(c, &c->out[1], res[1], b, 2, n, n, c->vectors ? z : NULL);
-    zstore(c, &c->out[2], res[2], b, 1, 1, n, w);
-    put_info(&c->out[3], host(res[3]), b, 0);
-    put_info(&c->out[4], host(res[4]), b, bad);
+    if (c->cplx) {
+      zstore(c, &c->out[0], res[0], b, 2, n, n, t);
+      zstore(c, &c->out[1], res[1], b, 2, n, n, c->vectors ? z : NULL);
+      zstore(c, &c->out[2], res[2], b, 1, 1, n, w);
+    } else {
+      store(c, &c->out[0], res[0], b, 2, n, n, rt);
+      store(c, &c->out[1], res[1], b, 2, n, n, c->vectors ? rz : NULL);
+      store(c, &c->out[2], res[2], b, 1, 1, n, wr);
+      store(c, &c->out[3], res[3], b, 1, 1, n, wi);
+    }
+    put_info(&c->out[2 + values], host(res[2 + values]), b, 0);
+    put_info(&c->out[3 + values], host(res[3 + values]), b, bad);
   }
   kiln_free(a);
   return st;
@@ -688,10 +703,13 @@ static bool sizes_agree(const builtin_call_t *c) {
              elements(&out[values]) == b * n * n && elements(&out[values + 1]) == b * n * n &&
              elements(&out[values + 2]) == b;
     }
-    case GEES:
-      return c->cplx && c->nin == 1 && c->nout == 5 && m == 0 && elements(&in[0]) == b * n * n &&
+    case GEES: {
+      int values = c->cplx ? 1 : 2;
+      return c->nin == 1 && c->nout == values + 4 && m == 0 && elements(&in[0]) == b * n * n &&
              elements(&out[0]) == b * n * n && elements(&out[1]) == b * n * n &&
-             elements(&out[2]) == b * n && elements(&out[3]) == b && elements(&out[4]) == b;
+             elements(&out[2]) == b * n && elements(&out[1 + values]) == b * n &&
+             elements(&out[2 + values]) == b && elements(&out[3 + values]) == b;
+    }
     case GEHRD:
     case SYTRD: {
       double m1 = n > 0 ? n - 1 : 0;

@@ -151,6 +151,13 @@ func.func @main(%a: tensor<5x5xcomplex<f64>>) -> (tensor<5x5xcomplex<f64>>, tens
   func.return %0#0, %0#1, %0#4 : tensor<5x5xcomplex<f64>>, tensor<5x5xcomplex<f64>>, tensor<i32>
 }
 """
+# jax.scipy.linalg.schur(a) of a real matrix: (t, vs, wr, wi, sdim, info).
+REAL_SCHUR = """
+func.func @main(%a: tensor<6x6xf32>) -> (tensor<6x6xf32>, tensor<6x6xf32>, tensor<6xf32>, tensor<6xf32>, tensor<i32>) {
+  %0:6 = stablehlo.custom_call @lapack_sgees_ffi(%a) {mhlo.backend_config = {mode = 86 : ui8, sort = 78 : ui8}, operand_layouts = [dense<[0, 1]> : tensor<2xindex>], output_operand_aliases = [#stablehlo.output_operand_alias<output_tuple_indices = [0], operand_index = 0, operand_tuple_indices = []>], result_layouts = [dense<[0, 1]> : tensor<2xindex>, dense<[0, 1]> : tensor<2xindex>, dense<0> : tensor<1xindex>, dense<0> : tensor<1xindex>, dense<> : tensor<0xindex>, dense<> : tensor<0xindex>]} : (tensor<6x6xf32>) -> (tensor<6x6xf32>, tensor<6x6xf32>, tensor<6xf32>, tensor<6xf32>, tensor<i32>, tensor<i32>)
+  func.return %0#0, %0#1, %0#2, %0#3, %0#5 : tensor<6x6xf32>, tensor<6x6xf32>, tensor<6xf32>, tensor<6xf32>, tensor<i32>
+}
+"""
 
 class AbiTest(unittest.TestCase):
     def test_struct_sizes_are_the_c_headers(self):
@@ -281,6 +288,19 @@ class ClientTest(unittest.TestCase):
                 r[i, j] = (t[i, j] - s) / (r[i, i] + r[j, j])
         root = z @ r @ z.conj().T
         np.testing.assert_allclose(root @ root, a, rtol=1e-10, atol=1e-10)
+
+    def test_real_schur_through_jaxs_cpu_lapack_target(self):
+        rng = np.random.default_rng(9)
+        a = rng.standard_normal((6, 6)).astype(np.float32)
+        t, z, wr, wi, info = self.client.compile(REAL_SCHUR)(a)
+        self.assertEqual(int(info), 0)
+        np.testing.assert_array_equal(np.tril(t, -2), 0)
+        np.testing.assert_allclose(z @ t @ z.T, a, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(z.T @ z, np.eye(6), atol=1e-5)
+        key = lambda v: (round(float(v.real), 4), round(float(v.imag), 4))
+        np.testing.assert_allclose(sorted(wr + 1j * wi, key=key),
+                                   sorted(np.linalg.eigvals(a.astype(np.float64)), key=key),
+                                   rtol=1e-4, atol=1e-4)
 
     def test_example_gelu_in_bfloat16(self):
         with open(os.path.join(SOURCE_DIR, "examples", "gelu.hlo")) as f:
