@@ -882,5 +882,53 @@ int kiln_real_gees(int64_t n, const double *a, double *t, double *z, double *wr,
 }
 
 #undef T
+int64_t kiln_zgtsv(int64_t n, int64_t nrhs, double complex *sub, double complex *diag,
+                   double complex *sup, double complex *b) {
+  if (n <= 0) return 0;
+  double complex *sup2 = calloc((size_t)n, sizeof(double complex));
+  if (!sup2) return n + 1;
+  int64_t info = 0;
+  for (int64_t i = 0; i + 1 < n && !info; i++) {
+    double complex *row = b + i * nrhs, *next = row + nrhs;
+    if (cabs1(diag[i]) >= cabs1(sub[i])) { /* no swap */
+      if (diag[i] == 0) {
+        info = i + 1;
+        break;
+      }
+      double complex f = sub[i] / diag[i];
+      diag[i + 1] -= f * sup[i];
+      for (int64_t k = 0; k < nrhs; k++) next[k] -= f * row[k];
+    } else { /* rows i and i + 1 swap */
+      double complex f = diag[i] / sub[i];
+      diag[i] = sub[i];
+      double complex t = diag[i + 1];
+      diag[i + 1] = sup[i] - f * t;
+      sup[i] = t;
+      if (i + 2 < n) {
+        sup2[i] = sup[i + 1];
+        sup[i + 1] = -f * sup2[i];
+      }
+      for (int64_t k = 0; k < nrhs; k++) {
+        double complex r = row[k];
+        row[k] = next[k];
+        next[k] = r - f * next[k];
+      }
+    }
+  }
+  if (!info && diag[n - 1] == 0) info = n;
+  for (int64_t k = 0; !info && k < nrhs; k++) {
+    b[(n - 1) * nrhs + k] /= diag[n - 1];
+    if (n > 1)
+      b[(n - 2) * nrhs + k] =
+          (b[(n - 2) * nrhs + k] - sup[n - 2] * b[(n - 1) * nrhs + k]) / diag[n - 2];
+    for (int64_t i = n - 3; i >= 0; i--)
+      b[i * nrhs + k] =
+          (b[i * nrhs + k] - sup[i] * b[(i + 1) * nrhs + k] - sup2[i] * b[(i + 2) * nrhs + k]) /
+          diag[i];
+  }
+  free(sup2);
+  return info;
+}
+
 #undef Q
 #undef H

@@ -99,4 +99,9 @@ int kiln_real_gees(int64_t n, const double *a, double *t, double *z, double *wr,
 int kiln_real_geev(int64_t n, const double *a, double *wr, double *wi, double complex *vl,
                    double complex *vr);
 
+/* base/gtsv.h's kiln_gtsv for complex systems (LAPACK's zgtsv: the pivot the larger of the
+ * diagonal and the subdiagonal element by |re| + |im|). */
+int64_t kiln_zgtsv(int64_t n, int64_t nrhs, double complex *sub, double complex *diag,
+                   double complex *sup, double complex *b);
+
 #endif /* KILN_BASE_ZLINALG_H_ */

@@ -7,9 +7,10 @@
  * component made positive, LU with partial pivoting; the SVD's completed bases and
  * reconstruction checked in the program); potrf's info at a failing pivot the same on both
  * (LAPACK's: the first failing column, the factor stopping there); the complex forms
- * (lapack_{c,z}{potrf,getrf,trsm,geqrf,ungqr,heevd,gesdd}) against numpy; geev, real and
- * complex; gees (complex and real), gehrd, sytrd / hetrd and getrf of non-square matrices;
- * forms kiln lacks (complex gtsv, gees with sorting) refused naming the target; the host's
+ * (lapack_{c,z}{potrf,getrf,trsm,geqrf,ungqr,heevd,gesdd,gtsv}) against numpy or LAPACK; geev, real
+ * and complex; gees (complex and real), gehrd, sytrd / hetrd and getrf of non-square matrices;
+ * forms kiln does not take (mismatched gtsv shapes, gees with sorting) refused naming the
+ * target; the host's
  * built-ins serialized and read back. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -818,9 +819,10 @@ enum { kEigFunctions = 5 };
 
 /* gehrd (jax.lax.linalg.hessenberg: JAX's batched form with low 1 / high 4, and a complex one
  * with ilo 2 / ihi 4), sytrd / hetrd (jax.lax.linalg.tridiagonal, both triangles) and getrf of
- * non-square matrices (4 x 3, 3 x 5, a batch of complex 2 x 4) against what LAPACK's own
- * dgehrd / zgehrd / dsytrd / zhetrd / dgetrf / zgetrf gave for them (OpenBLAS's, called through
- * Python's ctypes when the test was written): the same reflectors, tau, d, e, LU and pivots. */
+ * non-square matrices (4 x 3, 3 x 5, a batch of complex 2 x 4) and a complex tridiagonal solve
+ * whose first step swaps rows against what LAPACK's own dgehrd / zgehrd / dsytrd / zhetrd /
+ * dgetrf / zgetrf / zgtsv gave for them (OpenBLAS's, called through Python's ctypes when the
+ * test was written): the same reflectors, tau, d, e, LU, pivots and solution. */
 static const char kLapackReferenceProgram[] =
     "func.func @gehrd_batched_f64() {\n"
     "  %a = stablehlo.constant dense<[[[0.359, 1.511, -1.786, 1.687], [-0.047, -0.8, "
@@ -1037,9 +1039,39 @@ static const char kLapackReferenceProgram[] =
     "  check.expect_eq_const %0#1, dense<[[2, 2], [2, 2]]> : tensor<2x2xi32>\n"
     "  check.expect_eq_const %0#2, dense<[0, 0]> : tensor<2xi32>\n"
     "  func.return\n"
+    "}\n"
+    "// -----\n"
+    "func.func @gtsv_c128() {\n"
+    "  %dl = stablehlo.constant dense<[(-1.23, 1.11), (0.27, 0.09), (-0.01, -1.17), (0.5, "
+    "-1.36), (-1.33, -1.31)]> : tensor<5xcomplex<f64>>\n"
+    "  %d = stablehlo.constant dense<[(0.01, 0.0), (1.19, 0.9), (0.89, -0.8), (-0.54, "
+    "-0.15), (-0.55, -0.43)]> : tensor<5xcomplex<f64>>\n"
+    "  %du = stablehlo.constant dense<[(0.15, 0.78), (0.88, -0.63), (-0.27, -0.22), (0.37, "
+    "1.97), (0.57, -0.19)]> : tensor<5xcomplex<f64>>\n"
+    "  %b = stablehlo.constant dense<[[(0.03, 0.0), (0.44, 1.52)], [(-0.58, -0.08), (-0.39, "
+    "1.47)], [(1.68, -1.06), (1.3, 0.14)], [(-1.1, 0.08), (0.07, 0.09)], [(-1.29, 0.99), "
+    "(-1.53, 0.57)]]> : tensor<5x2xcomplex<f64>>\n"
+    "  %0:5 = stablehlo.custom_call @lapack_zgtsv_ffi(%dl, %d, %du, %b) "
+    "{mhlo.backend_config = {}, operand_layouts = [dense<0> : tensor<1xindex>, dense<0> : "
+    "tensor<1xindex>, dense<0> : tensor<1xindex>, dense<[0, 1]> : tensor<2xindex>], "
+    "result_layouts = [dense<0> : tensor<1xindex>, dense<0> : tensor<1xindex>, dense<0> : "
+    "tensor<1xindex>, dense<[0, 1]> : tensor<2xindex>, dense<> : tensor<0xindex>]} : "
+    "(tensor<5xcomplex<f64>>, tensor<5xcomplex<f64>>, tensor<5xcomplex<f64>>, "
+    "tensor<5x2xcomplex<f64>>) -> (tensor<5xcomplex<f64>>, tensor<5xcomplex<f64>>, "
+    "tensor<5xcomplex<f64>>, tensor<5x2xcomplex<f64>>, tensor<i32>)\n"
+    "  check.expect_almost_eq_const %0#3, dense<[[(-7.347093260723113, 7.426899593522338), "
+    "(-19.259244762170567, -1.7556260896942708)], [(-0.06722012512028741, "
+    "-0.1455819889426592), (2.0513278659738017, -0.4165298304174807)], "
+    "[(2.1586703587977416, 0.19281648716664687), (0.12789901179938898, 2.735685078485)], "
+    "[(-0.250459867284464, -1.3337965791745656), (0.7317661668349081, "
+    "-1.3497642636174567)], [(0.8409792049540082, 1.3644196696629032), "
+    "(-1.1318543339995752, 1.3695821012314637)]]> : tensor<5x2xcomplex<f64>> {tolerance = "
+    "1.0e-12 : f64}\n"
+    "  check.expect_eq_const %0#4, dense<0> : tensor<i32>\n"
+    "  func.return\n"
     "}\n";
 
-enum { kLapackReferenceFunctions = 9 };
+enum { kLapackReferenceFunctions = 10 };
 
 static void run_program(kiln_device_t *dev) {
   kiln_test_run_checks(kProgram, sizeof kProgram - 1, "lapack.mlir", dev, kFunctions);
@@ -1140,8 +1172,9 @@ static void test_gesvd_gives_gesdds_results(void **state) {
   kiln_arena_destroy(&arena);
 }
 
-/* Forms kiln does not implement (a complex tridiagonal solve, a Schur form with its eigenvalues
- * selected): the compiler and the evaluator name the call. */
+/* Forms kiln does not take (a tridiagonal solve whose diagonals do not fit its right-hand
+ * sides, a Schur form with its eigenvalues selected): the compiler and the evaluator name the
+ * call. */
 static void test_unimplemented_lapack_forms_are_refused_by_name(void **state) {
   (void)state;
   kiln_arena_t arena;
@@ -1276,11 +1309,16 @@ static void test_complex_builtin_targets_survive_serialization(void **state) {
       "  y = (c128[2,3,3], f64[2,3], f64[2,2], c128[2,2], s32[2]) custom-call(a), "
       "custom_call_target=\"lapack_zhetrd_ffi\", api_version=API_VERSION_TYPED_FFI, "
       "backend_config={uplo = 76 : ui8}\n"
+      "  d = c128[2,1,3] slice(a), slice={[0:2], [1:2], [0:3]}\n"
+      "  d2 = c128[2,3] reshape(d)\n"
+      "  t = (c128[2,3], c128[2,3], c128[2,3], c128[2,3,3], s32[2]) custom-call(d2, d2, d2, a), "
+      "custom_call_target=\"lapack_zgtsv_ffi\", api_version=API_VERSION_TYPED_FFI\n"
       "  ROOT r = ((c128[2,3,3]{1,2,0}, f64[2,3], s32[2]), (c128[2,3,3], c128[2,3]), c128[2,3,3], "
       "(c128[2,3,3], f64[2,3], c128[2,3,3], c128[2,3,3], s32[2]), "
       "(c128[2,3], c128[2,3,3], c128[2,3,3], s32[2]), "
       "(c128[2,3,3], c128[2,3,3], c128[2,3], s32[2], s32[2]), "
-      "(c128[2,3,3], f64[2,3], f64[2,2], c128[2,2], s32[2])) tuple(e, q, g, v, x, s, y)\n}\n");
+      "(c128[2,3,3], f64[2,3], f64[2,2], c128[2,2], s32[2]), "
+      "(c128[2,3], c128[2,3], c128[2,3], c128[2,3,3], s32[2])) tuple(e, q, g, v, x, s, y, t)\n}\n");
 }
 
 int main(void) {

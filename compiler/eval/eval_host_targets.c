@@ -365,7 +365,7 @@ bool kiln_eval_gtsv_config(const kiln_hlo_instruction_t *in, int64_t *batch, int
       !kiln_shape_is_tuple(in->shape) || in->shape->num_elements != 5)
     return false;
   const kiln_shape_t *b = in->operands[3]->shape, *info = in->shape->elements[4];
-  if (!kiln_shape_is_array(b) || b->rank < 2 || (b->type != KILN_F32 && b->type != KILN_F64))
+  if (!kiln_shape_is_array(b) || b->rank < 2 || !kiln_eval_solver_matrix_type(b->type))
     return false;
   int rank = b->rank;
   *n = b->dims[rank - 2];
@@ -391,28 +391,49 @@ bool kiln_eval_gtsv_config(const kiln_hlo_instruction_t *in, int64_t *batch, int
   return true;
 }
 
-/* gtsv: the diagonals passed through, x and info per system (base/gtsv.h). */
+/* gtsv: the diagonals passed through, x and info per system (base/gtsv.h; complex systems
+ * base/zlinalg.h's kiln_zgtsv). */
 static kiln_status gtsv(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
                         kiln_literal_t *const *ops, kiln_literal_t **out) {
   int64_t batch, n, k;
   if (!kiln_eval_gtsv_config(in, &batch, &n, &k)) return kiln_eval_solver_refusal(in);
   KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
   kiln_literal_t *const *r = (*out)->tuple_elements;
-  double *buf = kiln_try_malloc(sizeof(double) * (size_t)(3 * n + n * k + 1));
+  bool cplx = kiln_elem_type_is_complex(ops[3]->shape->type);
+  size_t es = cplx ? sizeof(double complex) : sizeof(double);
+  void *buf = kiln_try_malloc(es * (size_t)(3 * n + n * k + 1));
   if (!buf) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
   double *sub = buf, *diag = sub + n, *sup = diag + n, *x = sup + n;
+  double complex *zsub = buf, *zdiag = zsub + n, *zsup = zdiag + n, *zx = zsup + n;
   for (int64_t b = 0; b < batch; b++) {
     for (int64_t i = 0; i < n; i++) {
       for (int d = 0; d < 3; d++)
-        kiln_literal_set_f64(r[d], b * n + i, kiln_literal_get_f64(ops[d], b * n + i));
+        kiln_eval_set_complex(r[d], b * n + i, kiln_eval_get_complex(ops[d], b * n + i));
       /* dl[i + 1] is A[i + 1][i] */
-      sub[i] = i + 1 < n ? kiln_literal_get_f64(ops[0], b * n + i + 1) : 0;
-      diag[i] = kiln_literal_get_f64(ops[1], b * n + i);
-      sup[i] = kiln_literal_get_f64(ops[2], b * n + i);
+      double complex s = i + 1 < n ? kiln_eval_get_complex(ops[0], b * n + i + 1) : 0;
+      double complex dg = kiln_eval_get_complex(ops[1], b * n + i);
+      double complex sp = kiln_eval_get_complex(ops[2], b * n + i);
+      if (cplx) {
+        zsub[i] = s;
+        zdiag[i] = dg;
+        zsup[i] = sp;
+      } else {
+        sub[i] = creal(s);
+        diag[i] = creal(dg);
+        sup[i] = creal(sp);
+      }
     }
-    for (int64_t i = 0; i < n * k; i++) x[i] = kiln_literal_get_f64(ops[3], b * n * k + i);
-    int64_t bad = kiln_gtsv(n, k, sub, diag, sup, x);
-    for (int64_t i = 0; i < n * k; i++) kiln_literal_set_f64(r[3], b * n * k + i, x[i]);
+    for (int64_t i = 0; i < n * k; i++) {
+      double complex v = kiln_eval_get_complex(ops[3], b * n * k + i);
+      if (cplx)
+        zx[i] = v;
+      else
+        x[i] = creal(v);
+    }
+    int64_t bad =
+        cplx ? kiln_zgtsv(n, k, zsub, zdiag, zsup, zx) : kiln_gtsv(n, k, sub, diag, sup, x);
+    for (int64_t i = 0; i < n * k; i++)
+      kiln_eval_set_complex(r[3], b * n * k + i, cplx ? zx[i] : x[i]);
     kiln_literal_set_s64(r[4], b, bad);
   }
   kiln_free(buf);

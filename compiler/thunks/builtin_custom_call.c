@@ -477,8 +477,34 @@ static kiln_status svd(const builtin_call_t *c, const kiln_devptr_t *ops,
 
 /* gtsv through base/gtsv.h, as the evaluator computes it: the diagonals passed through, then x
  * and info per system (k right-hand sides). */
+/* gtsv's complex form through base/zlinalg.h's kiln_zgtsv. */
+static kiln_status zgtsv(const builtin_call_t *c, const kiln_devptr_t *ops,
+                         const kiln_devptr_t *res) {
+  int64_t n = c->n, k = c->k;
+  double complex *buf = kiln_try_malloc(sizeof(double complex) * (size_t)(3 * n + n * k + 1));
+  if (!buf) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host gtsv: out of memory");
+  double complex *diags[3] = {buf, buf + n, buf + 2 * n}, *x = buf + 3 * n;
+  for (int64_t b = 0; b < c->batch; b++) {
+    for (int d = 0; d < 3; d++) {
+      zload(c, &c->in[d], ops[d], b, 1, 1, n, diags[d]);
+      zstore(c, &c->out[d], res[d], b, 1, 1, n, diags[d]);
+    }
+    if (n > 0) { /* the subdiagonal from dl[1], as gtsv's */
+      memmove(diags[0], diags[0] + 1, sizeof(double complex) * (size_t)(n - 1));
+      diags[0][n - 1] = 0;
+    }
+    zload(c, &c->in[3], ops[3], b, 2, n, k, x);
+    int64_t bad = kiln_zgtsv(n, k, diags[0], diags[1], diags[2], x);
+    zstore(c, &c->out[3], res[3], b, 2, n, k, x);
+    put_info(&c->out[4], host(res[4]), b, (int)(bad > 0x7fffffff ? 0x7fffffff : bad));
+  }
+  kiln_free(buf);
+  return NULL;
+}
+
 static kiln_status gtsv(const builtin_call_t *c, const kiln_devptr_t *ops,
                         const kiln_devptr_t *res) {
+  if (c->cplx) return zgtsv(c, ops, res);
   int64_t n = c->n, k = c->k;
   double *buf = kiln_try_malloc(sizeof(double) * (size_t)(3 * n + n * k + 1));
   if (!buf) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host gtsv: out of memory");
@@ -631,7 +657,7 @@ kiln_status kiln_builtin_custom_call_emit(const kiln_hlo_instruction_t *in,
   } else if (kiln_eval_is_gtsv_target(t)) {
     c.kind = GTSV;
     ok = kiln_eval_gtsv_config(in, &c.batch, &c.n, &c.k);
-    why = "kiln takes f32/f64 diagonals [..., n] and right-hand sides [..., n, k]";
+    why = "kiln takes f32/f64/c64/c128 diagonals [..., n] and right-hand sides [..., n, k]";
   } else if (kiln_eval_is_geev_target(t)) {
     c.kind = GEEV;
     ok = kiln_eval_geev_config(in, &c.left, &c.vectors, &c.batch, &c.n);
@@ -662,7 +688,7 @@ kiln_status kiln_builtin_custom_call_emit(const kiln_hlo_instruction_t *in,
                             why);
   kiln_elem_type_t t0 = c.nin ? in->operands[0]->shape->type : KILN_F32;
   c.f64 = t0 == KILN_F64 || t0 == KILN_C128;
-  c.cplx = kiln_elem_type_is_complex(t0) && c.kind != LAYER_NORM && c.kind != GTSV;
+  c.cplx = kiln_elem_type_is_complex(t0) && c.kind != LAYER_NORM;
   kiln_thunk_seq_push(seq, make_thunk(&c, d, in->name, t, ins, outs));
   return NULL;
 }
