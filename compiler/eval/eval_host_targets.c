@@ -286,37 +286,6 @@ bool kiln_eval_svd_config(const kiln_hlo_instruction_t *in, bool *vectors, int64
   return true;
 }
 
-/* svd's complex form, into the allocated results r. */
-static kiln_status zsvd(const kiln_hlo_instruction_t *in, bool vectors, kiln_literal_t *const *ops,
-                        kiln_literal_t *const *r, int64_t batch, int64_t m, int64_t n, int64_t uc,
-                        int64_t vr) {
-  int64_t k = m < n ? m : n;
-  double complex *buf =
-      kiln_try_malloc(sizeof(double complex) * (size_t)(m * n + m * uc + vr * n + k + 1));
-  if (!buf) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
-  double complex *u = buf + m * n, *vt = u + m * uc;
-  double *s = (double *)(vt + vr * n);
-  for (int64_t b = 0; b < batch; b++) {
-    for (int64_t i = 0; i < m * n; i++) {
-      buf[i] = kiln_eval_get_complex(ops[0], b * m * n + i);
-      kiln_eval_set_complex(r[0], b * m * n + i, buf[i]);
-    }
-    int bad = kiln_jacobi_zsvd(m, n, buf, s, vectors ? u : NULL, uc, vectors ? vt : NULL, vr);
-    if (bad < 0) {
-      kiln_free(buf);
-      return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
-    }
-    for (int64_t i = 0; i < k; i++) kiln_literal_set_f64(r[1], b * k + i, s[i]);
-    for (int64_t i = 0; i < m * uc; i++)
-      kiln_eval_set_complex(r[2], b * m * uc + i, vectors ? u[i] : 0.0);
-    for (int64_t i = 0; i < vr * n; i++)
-      kiln_eval_set_complex(r[3], b * vr * n + i, vectors ? vt[i] : 0.0);
-    kiln_literal_set_s64(r[4], b, bad);
-  }
-  kiln_free(buf);
-  return NULL;
-}
-
 /* gesdd: each matrix's singular values and vectors (zeros without them), a passed through,
  * info 0 or 1 (no convergence, or a NaN or infinity). */
 static kiln_status svd(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
@@ -327,27 +296,39 @@ static kiln_status svd(kiln_eval_ctx_t *ctx, const kiln_hlo_instruction_t *in,
     return kiln_eval_solver_refusal(in);
   KILN_RETURN_IF_ERROR_PLAIN(kiln_eval_literal_alloc(ctx, in->shape, out));
   kiln_literal_t *const *r = (*out)->tuple_elements;
-  if (kiln_elem_type_is_complex(ops[0]->shape->type))
-    return zsvd(in, vectors, ops, r, batch, m, n, uc, vr);
+  bool cplx = kiln_elem_type_is_complex(ops[0]->shape->type);
   int64_t k = m < n ? m : n;
-  double *buf = kiln_try_malloc(sizeof(double) * (size_t)(m * n + k + m * uc + vr * n + 1));
+  /* a, u and vt (double complex for a complex matrix, else double), then s */
+  size_t es = cplx ? sizeof(double complex) : sizeof(double);
+  char *buf =
+      kiln_try_malloc(es * (size_t)(m * n + m * uc + vr * n) + sizeof(double) * (size_t)(k + 1));
   if (!buf) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
-  double *s = buf + m * n, *u = s + k, *vt = u + m * uc;
+  char *u = buf + es * (size_t)(m * n), *vt = u + es * (size_t)(m * uc);
+  double *s = (double *)(vt + es * (size_t)(vr * n));
+  double *ra = (double *)buf, *ru = (double *)u, *rvt = (double *)vt;
+  double complex *za = (double complex *)buf, *zu = (double complex *)u,
+                 *zvt = (double complex *)vt;
   for (int64_t b = 0; b < batch; b++) {
     for (int64_t i = 0; i < m * n; i++) {
-      buf[i] = kiln_literal_get_f64(ops[0], b * m * n + i);
-      kiln_literal_set_f64(r[0], b * m * n + i, buf[i]);
+      double complex x = kiln_eval_get_complex(ops[0], b * m * n + i);
+      kiln_eval_set_complex(r[0], b * m * n + i, x);
+      if (cplx)
+        za[i] = x;
+      else
+        ra[i] = creal(x);
     }
-    int bad = kiln_jacobi_svd(m, n, buf, s, vectors ? u : NULL, uc, vectors ? vt : NULL, vr);
+    int bad = cplx
+                  ? kiln_jacobi_zsvd(m, n, za, s, vectors ? zu : NULL, uc, vectors ? zvt : NULL, vr)
+                  : kiln_jacobi_svd(m, n, ra, s, vectors ? ru : NULL, uc, vectors ? rvt : NULL, vr);
     if (bad < 0) {
       kiln_free(buf);
       return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "%s: out of memory", in->name);
     }
     for (int64_t i = 0; i < k; i++) kiln_literal_set_f64(r[1], b * k + i, s[i]);
     for (int64_t i = 0; i < m * uc; i++)
-      kiln_literal_set_f64(r[2], b * m * uc + i, vectors ? u[i] : 0.0);
+      kiln_eval_set_complex(r[2], b * m * uc + i, !vectors ? 0.0 : cplx ? zu[i] : ru[i]);
     for (int64_t i = 0; i < vr * n; i++)
-      kiln_literal_set_f64(r[3], b * vr * n + i, vectors ? vt[i] : 0.0);
+      kiln_eval_set_complex(r[3], b * vr * n + i, !vectors ? 0.0 : cplx ? zvt[i] : rvt[i]);
     kiln_literal_set_s64(r[4], b, bad);
   }
   kiln_free(buf);

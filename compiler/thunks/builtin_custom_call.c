@@ -224,6 +224,23 @@ static void zstore(const builtin_call_t *c, const view_t *v, kiln_devptr_t p, in
     }
 }
 
+/* load / store in the call's element kind: double complex for complex calls, else double. */
+static void mload(const builtin_call_t *c, const view_t *v, kiln_devptr_t p, int64_t b, int tail,
+                  int64_t rows, int64_t cols, void *m) {
+  if (c->cplx)
+    zload(c, v, p, b, tail, rows, cols, m);
+  else
+    load(c, v, p, b, tail, rows, cols, m);
+}
+
+static void mstore(const builtin_call_t *c, const view_t *v, kiln_devptr_t p, int64_t b, int tail,
+                   int64_t rows, int64_t cols, const void *m) {
+  if (c->cplx)
+    zstore(c, v, p, b, tail, rows, cols, m);
+  else
+    store(c, v, p, b, tail, rows, cols, m);
+}
+
 /* The complex QR (geqrf / ungqr) through base/zlinalg.h, as the evaluator computes it. */
 static kiln_status zqr(const builtin_call_t *c, const kiln_devptr_t *ops,
                        const kiln_devptr_t *res) {
@@ -249,53 +266,6 @@ static kiln_status zqr(const builtin_call_t *c, const kiln_devptr_t *ops,
   }
   kiln_free(a);
   return NULL;
-}
-
-/* The complex eigh (heevd) through base/zlinalg.h. */
-static kiln_status zeigh(const builtin_call_t *c, const kiln_devptr_t *ops,
-                         const kiln_devptr_t *res) {
-  int64_t n = c->n;
-  double complex *a = kiln_try_malloc(sizeof(double complex) * (size_t)(2 * n * n) +
-                                      sizeof(double) * (size_t)(n + 1));
-  if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host eigh: out of memory");
-  double complex *v = a + n * n;
-  double *w = (double *)(v + n * n);
-  for (int64_t b = 0; b < c->batch; b++) {
-    zload(c, &c->in[0], ops[0], b, 2, n, n, a);
-    int bad = kiln_jacobi_zheev(n, a, c->lower, w, c->vectors ? v : NULL);
-    zstore(c, &c->out[0], res[0], b, 2, n, n, c->vectors ? v : NULL);
-    store(c, &c->out[1], res[1], b, 1, 1, n, w);
-    put_info(&c->out[2], host(res[2]), b, bad);
-  }
-  kiln_free(a);
-  return NULL;
-}
-
-/* The complex SVD (gesdd) through base/zlinalg.h. */
-static kiln_status zsvd(const builtin_call_t *c, const kiln_devptr_t *ops,
-                        const kiln_devptr_t *res) {
-  int64_t m = c->m, n = c->n, k = m < n ? m : n, uc = c->ucols, vr = c->vrows;
-  double complex *a = kiln_try_malloc(sizeof(double complex) * (size_t)(m * n + m * uc + vr * n) +
-                                      sizeof(double) * (size_t)(k + 1));
-  if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host SVD: out of memory");
-  double complex *u = a + m * n, *vt = u + m * uc;
-  double *sv = (double *)(vt + vr * n);
-  kiln_status st = NULL;
-  for (int64_t b = 0; b < c->batch; b++) {
-    zload(c, &c->in[0], ops[0], b, 2, m, n, a);
-    zstore(c, &c->out[0], res[0], b, 2, m, n, a);
-    int bad = kiln_jacobi_zsvd(m, n, a, sv, c->vectors ? u : NULL, uc, c->vectors ? vt : NULL, vr);
-    if (bad < 0) {
-      st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host SVD: out of memory");
-      break;
-    }
-    store(c, &c->out[1], res[1], b, 1, 1, k, sv);
-    zstore(c, &c->out[2], res[2], b, 2, m, uc, c->vectors ? u : NULL);
-    zstore(c, &c->out[3], res[3], b, 2, vr, n, c->vectors ? vt : NULL);
-    put_info(&c->out[4], host(res[4]), b, bad);
-  }
-  kiln_free(a);
-  return st;
 }
 
 /* geev through base/zlinalg.h, as the evaluator computes it: per matrix the eigenvalues (wr
@@ -430,18 +400,24 @@ static kiln_status reduction(const builtin_call_t *c, const kiln_devptr_t *ops,
   return NULL;
 }
 
-/* syevd through base/jacobi_eigh.h, as the evaluator computes it: per matrix, eigenvectors
- * (zeros without mode 'V'), eigenvalues ascending, info 0 or 1. */
+/* syevd / heevd, as the evaluator computes them: per matrix eigenvectors (zeros without mode
+ * 'V'), eigenvalues ascending, info 0 or 1. Real matrices through kiln_host_eigh (LAPACK's dsyevd
+ * when loaded, else base/jacobi_eigh.h), complex ones through base/zlinalg.h. */
 static kiln_status eigh(const builtin_call_t *c, const kiln_devptr_t *ops,
                         const kiln_devptr_t *res) {
   int64_t n = c->n;
-  double *a = kiln_try_malloc(sizeof(double) * (size_t)(2 * n * n + n + 1));
+  size_t es = c->cplx ? sizeof(double complex) : sizeof(double), nn = (size_t)(n * n);
+  char *a = kiln_try_malloc(2 * es * nn + sizeof(double) * (size_t)(n + 1));
   if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host eigh: out of memory");
-  double *v = a + n * n, *w = v + n * n;
+  void *v = a + es * nn;
+  double *w = (double *)(a + 2 * es * nn);
   for (int64_t b = 0; b < c->batch; b++) {
-    load(c, &c->in[0], ops[0], b, 2, n, n, a);
-    int bad = kiln_host_eigh(n, a, c->lower, w, c->vectors ? v : NULL);
-    store(c, &c->out[0], res[0], b, 2, n, n, c->vectors ? v : NULL);
+    mload(c, &c->in[0], ops[0], b, 2, n, n, a);
+    int bad = c->cplx
+                  ? kiln_jacobi_zheev(n, (double complex *)a, c->lower, w,
+                                      c->vectors ? (double complex *)v : NULL)
+                  : kiln_host_eigh(n, (double *)a, c->lower, w, c->vectors ? (double *)v : NULL);
+    mstore(c, &c->out[0], res[0], b, 2, n, n, c->vectors ? v : NULL);
     store(c, &c->out[1], res[1], b, 1, 1, n, w);
     put_info(&c->out[2], host(res[2]), b, bad);
   }
@@ -449,34 +425,38 @@ static kiln_status eigh(const builtin_call_t *c, const kiln_devptr_t *ops,
   return NULL;
 }
 
-/* gesdd through base/jacobi_eigh.h, as the evaluator computes it: a passed through, then s,
- * u and vt (zeros without vectors) and info per matrix. */
+/* gesdd / gesvd, as the evaluator computes them: a passed through, then s, u and vt (zeros
+ * without vectors) and info per matrix. Real matrices through kiln_host_svd (LAPACK's dgesdd
+ * when loaded, else base/jacobi_eigh.h), complex ones through base/zlinalg.h. */
 static kiln_status svd(const builtin_call_t *c, const kiln_devptr_t *ops,
                        const kiln_devptr_t *res) {
   int64_t m = c->m, n = c->n, k = m < n ? m : n, uc = c->ucols, vr = c->vrows;
-  double *a = kiln_try_malloc(sizeof(double) * (size_t)(m * n + k + m * uc + vr * n + 1));
+  size_t es = c->cplx ? sizeof(double complex) : sizeof(double);
+  char *a =
+      kiln_try_malloc(es * (size_t)(m * n + m * uc + vr * n) + sizeof(double) * (size_t)(k + 1));
   if (!a) return kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host SVD: out of memory");
-  double *sv = a + m * n, *u = sv + k, *vt = u + m * uc;
+  char *u = a + es * (size_t)(m * n), *vt = u + es * (size_t)(m * uc);
+  double *sv = (double *)(vt + es * (size_t)(vr * n));
   kiln_status st = NULL;
-  for (int64_t b = 0; b < c->batch && !st; b++) {
-    load(c, &c->in[0], ops[0], b, 2, m, n, a);
-    store(c, &c->out[0], res[0], b, 2, m, n, a);
-    int bad = kiln_host_svd(m, n, a, sv, c->vectors ? u : NULL, uc, c->vectors ? vt : NULL, vr);
+  for (int64_t b = 0; b < c->batch; b++) {
+    mload(c, &c->in[0], ops[0], b, 2, m, n, a);
+    mstore(c, &c->out[0], res[0], b, 2, m, n, a);
+    void *uu = c->vectors ? u : NULL, *vv = c->vectors ? vt : NULL;
+    int bad = c->cplx ? kiln_jacobi_zsvd(m, n, (double complex *)a, sv, uu, uc, vv, vr)
+                      : kiln_host_svd(m, n, (double *)a, sv, uu, uc, vv, vr);
     if (bad < 0) {
       st = kiln_status_make(KILN_RESOURCE_EXHAUSTED, "host SVD: out of memory");
       break;
     }
     store(c, &c->out[1], res[1], b, 1, 1, k, sv);
-    store(c, &c->out[2], res[2], b, 2, m, uc, c->vectors ? u : NULL);
-    store(c, &c->out[3], res[3], b, 2, vr, n, c->vectors ? vt : NULL);
+    mstore(c, &c->out[2], res[2], b, 2, m, uc, uu);
+    mstore(c, &c->out[3], res[3], b, 2, vr, n, vv);
     put_info(&c->out[4], host(res[4]), b, bad);
   }
   kiln_free(a);
   return st;
 }
 
-/* gtsv through base/gtsv.h, as the evaluator computes it: the diagonals passed through, then x
- * and info per system (k right-hand sides). */
 /* gtsv's complex form through base/zlinalg.h's kiln_zgtsv. */
 static kiln_status zgtsv(const builtin_call_t *c, const kiln_devptr_t *ops,
                          const kiln_devptr_t *res) {
@@ -502,6 +482,8 @@ static kiln_status zgtsv(const builtin_call_t *c, const kiln_devptr_t *ops,
   return NULL;
 }
 
+/* gtsv through base/gtsv.h, as the evaluator computes it: the diagonals passed through, then x
+ * and info per system (k right-hand sides). */
 static kiln_status gtsv(const builtin_call_t *c, const kiln_devptr_t *ops,
                         const kiln_devptr_t *res) {
   if (c->cplx) return zgtsv(c, ops, res);
@@ -544,9 +526,9 @@ static kiln_status builtin_run(void *ctx, kiln_stream_t *stream, const kiln_devp
       memcpy(host(results[0]), &c->seed, sizeof c->seed);
       return NULL;
     case SYEVD:
-      return c->cplx ? zeigh(c, operands, results) : eigh(c, operands, results);
+      return eigh(c, operands, results);
     case GESDD:
-      return c->cplx ? zsvd(c, operands, results) : svd(c, operands, results);
+      return svd(c, operands, results);
     case GTSV:
       return gtsv(c, operands, results);
     case GEEV:
